@@ -1,0 +1,68 @@
+# ropeattn — build with `make`; `make test` runs the suite; `make asan` runs it
+# under AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+# Outputs (under $(BUILD), default build/):
+#   libropeattn.a, libropeattn.so   the library
+#   ropeattn                        the command-line tool
+#   tests/test_*                    one program per test file
+
+BUILD    ?= build
+CC       ?= cc
+OPT      ?= -O3
+SANITIZE ?=
+CFLAGS   ?=
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+
+# No -ffast-math: the causal mask relies on -INFINITY and the tests on isnan.
+RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
+            -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -fPIC \
+            -Iinclude -Isrc $(BLAS_CFLAGS) $(SANITIZE) $(CFLAGS)
+LIB_CFLAGS = $(RA_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY
+LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
+
+LIB_SRC  := $(wildcard src/*.c src/io/*.c)
+TOOL_SRC := $(wildcard tools/*.c bench/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS)
+
+$(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c include/ropeattn.h $(wildcard src/*.h src/io/*.h tools/*.h bench/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(RA_CFLAGS) -c $< -o $@
+
+$(BUILD)/libropeattn.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libropeattn.so: $(LIB_OBJ)
+	$(CC) -shared $(SANITIZE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ropeattn: $(TOOL_OBJ) $(BUILD)/libropeattn.a
+	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(BUILD)/libropeattn.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libropeattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
+
+test: all
+	BUILD=$(BUILD) bash tests/run.sh
+
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 \
+	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" test
+
+fixtures:
+	python3 tests/fixtures/make_fixtures.py tests/fixtures
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all test asan fixtures clean

@@ -1,0 +1,353 @@
+/*
+ * ropeattn.h — rotary position embedding (RoPE) and LLaMA-style grouped-query
+ * causal attention, in C11.  This is the whole public API.
+ *
+ * Dimension legend used in every shape comment below:
+ *   B    batch                       S    sequence length (tokens)
+ *   H    query heads                 Hkv  key/value heads (H % Hkv == 0)
+ *   D    head_dim (even)             dim  model width = H * D
+ *   rep  H / Hkv: query head h reads key/value head h / rep (GQA)
+ *
+ * Conventions
+ *   - Every function that can fail returns ra_status; RA_OK is 0.  Arguments
+ *     are validated before anything is written, so a failing call leaves every
+ *     caller-owned buffer as it was.  ra_status_string() gives the message.
+ *   - The library never aborts, exits or prints.
+ *   - Sizes are int64_t; a negative or zero size is RA_ERR_SIZE, a product
+ *     that does not fit in memory is RA_ERR_OVERFLOW.
+ *   - Tensors are row-major.  Weights are in PyTorch nn.Linear layout
+ *     [out_features, in_features].
+ *
+ * Thread safety
+ *   - An ra_rope and an ra_layer are read-only after creation: any number of
+ *     threads may use one at once.
+ *   - An ra_context owns threads and scratch memory: one calling thread at a
+ *     time.  Give each application thread its own context.
+ *   - Functions that take a context accept NULL and then run on the calling
+ *     thread alone, allocating any scratch they need for that call.
+ *
+ * RoPE (the derivation, in one line): choose f(q, m) so that
+ *   <f(q, m), f(k, n)> depends only on m - n.  The answer rotates each pair of
+ *   features (x_a, x_b) by the angle m * theta_i, theta_i = base^(-2i / d):
+ *     x_a' = x_a cos(m theta_i) - x_b sin(m theta_i)
+ *     x_b' = x_a sin(m theta_i) + x_b cos(m theta_i)
+ *   so that <R_m q, R_n k> = <q, R_(n-m) k>.  The rotation keeps norms.
+ *
+ * Which features form pair i (ra_layout), for D = 8:
+ *
+ *   RA_LAYOUT_INTERLEAVED (the seed, Meta's LLaMA, GPT-J):
+ *     x = [ a0 b0 a1 b1 a2 b2 a3 b3 ]        pair i = (2i, 2i + 1)
+ *   RA_LAYOUT_HALF (Hugging Face rotate_half, GPT-NeoX):
+ *     x = [ a0 a1 a2 a3 b0 b1 b2 b3 ]        pair i = (i, i + D/2)
+ *
+ *   Hugging Face stores wq and wk with their rows permuted so that the half
+ *   layout gives the same attention as the interleaved layout on the
+ *   original weights.
+ */
+#ifndef ROPEATTN_H
+#define ROPEATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RA_BUILDING_LIBRARY) && defined(__GNUC__)
+#define RA_API __attribute__((visibility("default")))
+#else
+#define RA_API
+#endif
+
+#define RA_VERSION_MAJOR 0
+#define RA_VERSION_MINOR 1
+#define RA_VERSION_PATCH 0
+#define RA_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ra_status {
+    RA_OK = 0,
+    RA_ERR_NULL,         /* a required pointer is NULL */
+    RA_ERR_SIZE,         /* a size is zero or negative */
+    RA_ERR_OVERFLOW,     /* sizes whose product does not fit in memory */
+    RA_ERR_HEAD_DIM,     /* head_dim (or rotary_dim) is odd */
+    RA_ERR_DIM,          /* dim != n_heads * head_dim */
+    RA_ERR_GQA,          /* n_heads is not a multiple of n_kv_heads */
+    RA_ERR_POSITION,     /* a position is negative or above RA_MAX_POSITION */
+    RA_ERR_THETA,        /* theta (the rope base) is not a finite number > 0 */
+    RA_ERR_ARGUMENT,     /* another argument is out of range (an enum value,
+                            a dropout probability, a stride) */
+    RA_ERR_UNSUPPORTED,  /* valid, but not supported by this operation */
+    RA_ERR_NOMEM,        /* memory allocation failed */
+    RA_ERR_THREAD,       /* a thread could not be started */
+    RA_ERR_IO,           /* a file could not be opened, read or written */
+    RA_ERR_FORMAT,       /* a file is malformed */
+    RA_ERR_NOT_FOUND,    /* a named tensor or key is missing */
+    RA_ERR_DTYPE,        /* a tensor has a dtype this operation cannot take */
+    RA_ERR_SHAPE,        /* a tensor has a shape this operation cannot take */
+    RA_STATUS_COUNT
+} ra_status;
+
+/* A static, human-readable sentence for a status; never NULL. */
+RA_API const char *ra_status_string(ra_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Element types and tensor views                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ra_dtype {
+    RA_F32 = 0,
+    RA_F16 = 1,  /* IEEE binary16 */
+    RA_BF16 = 2, /* bfloat16: the top half of a float32 */
+    RA_DTYPE_COUNT
+} ra_dtype;
+
+/* Bytes per element (4 or 2), or 0 for an unknown dtype. */
+RA_API size_t ra_dtype_size(ra_dtype dtype);
+
+/* Conversions round to nearest, ties to even; NaN stays NaN, values beyond
+ * the f16 range become +-Inf (as PyTorch's .half() does). */
+RA_API float ra_f16_to_f32(uint16_t h);
+RA_API uint16_t ra_f32_to_f16(float f);
+RA_API float ra_bf16_to_f32(uint16_t h);
+RA_API uint16_t ra_f32_to_bf16(float f);
+
+/* dst[i] = (dst_dtype) src[i] for i in [0, n). */
+RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
+                            ra_dtype src_dtype, int64_t n);
+
+/*
+ * A strided view of a 4-D tensor [B, S, heads, D].  Strides count elements,
+ * not bytes; stride[3] must be 1 (the features of one head are contiguous),
+ * the others may be anything that does not make two written elements alias.
+ * This lets one call rotate q or k inside a fused QKV buffer or a KV cache.
+ */
+typedef struct ra_tensor {
+    void *data;
+    ra_dtype dtype;
+    int64_t shape[4];
+    int64_t stride[4];
+} ra_tensor;
+
+/* A contiguous view: strides {S*heads*D, heads*D, D, 1}. */
+RA_API ra_tensor ra_tensor_4d(void *data, ra_dtype dtype, int64_t b, int64_t s,
+                              int64_t heads, int64_t d);
+
+/* ------------------------------------------------------------------------ */
+/* Execution context                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ra_context ra_context;
+
+/* n_threads: total threads including the caller's; 0 means one per online
+ * processor.  The context keeps its workers and a scratch workspace that
+ * grows to the largest call and is then reused, so steady-state calls do not
+ * allocate.  It does not change OpenBLAS's own thread count. */
+RA_API ra_status ra_context_create(ra_context **out, int n_threads);
+RA_API void ra_context_destroy(ra_context *ctx); /* NULL is allowed */
+RA_API int ra_context_threads(const ra_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* The seed's functions, one to one                                          */
+/* ------------------------------------------------------------------------ */
+
+/* precompute_freqs_cis(dim, end, theta): for m in [0, end), i in [0, dim/2)
+ *   cos[m, i] = cos(m * theta^(-2i/dim)), sin[m, i] = sin(...)
+ * The angle is formed in double and rounded once, so every entry is within
+ * 1e-6 of exact math for m up to RA_MAX_POSITION.
+ *   cos, sin: [end, dim/2] */
+RA_API ra_status ra_precompute_freqs(float *cos, float *sin, int64_t dim,
+                                     int64_t end, double theta);
+
+/* apply_rotary_emb(xq, xk, freqs_cos, freqs_sin), in place, interleaved pairs:
+ * token s of every batch row uses table row s.
+ *   xq: [B, S, H, D]   xk: [B, S, Hkv, D]   freqs_cos, freqs_sin: [S, D/2] */
+RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_cos,
+                                     const float *freqs_sin, int64_t batch,
+                                     int64_t seq, int64_t n_heads,
+                                     int64_t n_kv_heads, int64_t head_dim);
+
+/* repeat_kv(x, n_rep): out[b, s, h, :] = x[b, s, h / n_rep, :].
+ * Attention in this library never needs it; it exists for parity and tests.
+ *   x: [B, S, Hkv, D]   out: [B, S, Hkv * n_rep, D] */
+RA_API ra_status ra_repeat_kv(float *out, const float *x, int64_t batch,
+                              int64_t seq, int64_t n_kv_heads, int64_t head_dim,
+                              int64_t n_rep);
+
+/* ------------------------------------------------------------------------ */
+/* RoPE                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Largest position accepted anywhere: angles are exact to ~5e-7 up to here. */
+#define RA_MAX_POSITION ((int64_t)1 << 32)
+
+typedef enum ra_layout {
+    RA_LAYOUT_INTERLEAVED = 0, /* pairs (2i, 2i + 1): the seed */
+    RA_LAYOUT_HALF = 1,        /* pairs (i, i + D/2): Hugging Face */
+    RA_LAYOUT_COUNT
+} ra_layout;
+
+/* How inverse frequencies are derived.  This version implements
+ * RA_ROPE_DEFAULT; the others are reserved names for the scaling types that
+ * real checkpoints ship and are refused with RA_ERR_UNSUPPORTED. */
+typedef enum ra_rope_type {
+    RA_ROPE_DEFAULT = 0, /* theta_i = base^(-2i/d) */
+    RA_ROPE_LINEAR,
+    RA_ROPE_DYNAMIC,
+    RA_ROPE_YARN,
+    RA_ROPE_LLAMA3,
+    RA_ROPE_LONGROPE,
+    RA_ROPE_TYPE_COUNT
+} ra_rope_type;
+
+typedef struct ra_rope_config {
+    ra_rope_type type;
+    ra_layout layout;
+    int64_t head_dim;      /* D, even */
+    int64_t rotary_dim;    /* features that rotate; 0 means D (must be D) */
+    double theta;          /* base, 10000 in the seed */
+    int64_t max_positions; /* table rows precomputed; later positions are
+                              computed on the fly, exactly but slower */
+} ra_rope_config;
+
+/* type DEFAULT, layout INTERLEAVED, rotary_dim 0, theta 10000,
+ * max_positions 4096. */
+RA_API ra_rope_config ra_rope_config_default(int64_t head_dim);
+
+typedef struct ra_rope ra_rope;
+
+RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config);
+RA_API void ra_rope_destroy(ra_rope *rope); /* NULL is allowed */
+RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope);
+
+/* Where each token sits.  Token s of batch row b has position
+ *   ids ? ids[b * S + s] : start + s
+ * Positions must lie in [0, RA_MAX_POSITION]; they may repeat and need not
+ * be sorted. */
+typedef struct ra_positions {
+    int64_t start;
+    const int64_t *ids; /* [B, S] or NULL */
+} ra_positions;
+
+typedef enum ra_direction {
+    RA_FORWARD = 0, /* rotate by +angle: R_m x */
+    RA_INVERSE = 1, /* rotate by -angle: R_m^T x, undoes RA_FORWARD (and is
+                       the backward pass of RA_FORWARD) */
+} ra_direction;
+
+/* The tables this rope uses for the given positions, as float32.
+ *   positions: [n]   cos, sin: [n, rotary_dim / 2] */
+RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
+                               const int64_t *positions, int64_t n);
+
+/* Rotates every head of x by its token's position: out = R x (or R^T x).
+ * out and x have the same shape and dtype; out == x (the same data and
+ * strides) rotates in place.  Computed in float32 and rounded once to the
+ * storage dtype, as the seed's .float() ... .type_as() does.
+ *   x, out: [B, S, heads, D] */
+RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx,
+                               const ra_tensor *out, const ra_tensor *x,
+                               const ra_positions *positions,
+                               ra_direction direction);
+
+/* Contiguous float32 in place, start position start_pos: the common case.
+ *   x: [B, S, heads, D] */
+RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx,
+                                   float *x, int64_t batch, int64_t seq,
+                                   int64_t heads, int64_t start_pos);
+
+/* ------------------------------------------------------------------------ */
+/* Causal grouped-query attention                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ra_attention_path {
+    RA_PATH_AUTO = 0,  /* the fastest path available (flash) */
+    RA_PATH_REFERENCE, /* the seed's masked path: materializes [S, S] scores
+                          per head; a readable oracle, O(S^2) memory */
+    RA_PATH_FLASH,     /* tiled, online softmax; O(tile) extra memory */
+    RA_PATH_COUNT
+} ra_attention_path;
+
+/* Dropout as in training: each element is zeroed with probability p and the
+ * survivors scaled by 1 / (1 - p).  The masks come from a counter-based
+ * generator (Philox-4x32-10) keyed by seed and by the element's index, so
+ * the same seed gives the same masks whatever the path or thread count.
+ * p = 0 is the identity (inference). */
+typedef struct ra_dropout {
+    float p;       /* in [0, 1) */
+    uint64_t seed;
+} ra_dropout;
+
+/* out = softmax(q k^T / sqrt(D) + causal mask) v, per query head, with query
+ * head h reading key/value head h / (H / Hkv).  Query token i sees key tokens
+ * j <= i.  Softmax in float32; dropout (if any) applies to the probabilities.
+ * All four tensors are float32 views; q and out are [B, S, H, D], k and v
+ * [B, S, Hkv, D].  out must not overlap q, k or v. */
+RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
+                              const ra_tensor *out, const ra_tensor *q,
+                              const ra_tensor *k, const ra_tensor *v,
+                              const ra_dropout *dropout);
+
+/* ------------------------------------------------------------------------ */
+/* The attention layer: the seed's Attention module                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ra_layer_config {
+    int64_t dim;        /* model width; must equal n_heads * head_dim */
+    int64_t n_heads;    /* H */
+    int64_t n_kv_heads; /* Hkv; 0 means n_heads (the seed's None) */
+    int64_t head_dim;   /* D; 0 means dim / n_heads (the seed's rule) */
+    ra_rope_config rope; /* its head_dim is set from the layer's */
+} ra_layer_config;
+
+/* PyTorch nn.Linear weights, [out_features, in_features], float32, no bias.
+ * The layer borrows these pointers: keep them alive while the layer lives. */
+typedef struct ra_layer_weights {
+    const float *wq; /* [H * D, dim] */
+    const float *wk; /* [Hkv * D, dim] */
+    const float *wv; /* [Hkv * D, dim] */
+    const float *wo; /* [dim, H * D] */
+} ra_layer_weights;
+
+typedef struct ra_layer ra_layer;
+
+RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
+                                 const ra_layer_weights *weights);
+RA_API void ra_layer_destroy(ra_layer *layer); /* NULL is allowed */
+RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
+
+typedef struct ra_forward_options {
+    ra_attention_path path;
+    int training;      /* nonzero: dropout p on the attention probabilities
+                          and on the output, as nn.Dropout in train mode */
+    float dropout;     /* p, used only when training */
+    uint64_t seed;     /* dropout seed, used only when training */
+} ra_forward_options;
+
+/* y = Attention.forward(x): x -> wq, wk, wv -> heads -> RoPE at the given
+ * positions -> causal GQA attention -> wo.  NULL positions means start 0;
+ * NULL options means inference on RA_PATH_AUTO.  The projections use CBLAS.
+ *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x) */
+RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
+                                  float *y, const float *x, int64_t batch,
+                                  int64_t seq, const ra_positions *positions,
+                                  const ra_forward_options *options);
+
+/* Weight-row permutation between the layouts, per head, for wq or wk
+ * [n_heads * D, in_features]: RA_LAYOUT_HALF reorders interleaved rows
+ * (a0 b0 a1 b1 ...) into (a0 a1 ... b0 b1 ...), as Hugging Face's Llama
+ * conversion does; RA_LAYOUT_INTERLEAVED undoes it.  out must not overlap w.
+ *   w, out: [n_heads * D, in_features] */
+RA_API ra_status ra_permute_rows(float *out, const float *w, int64_t n_heads,
+                                 int64_t head_dim, int64_t in_features,
+                                 ra_layout to);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROPEATTN_H */

@@ -1,0 +1,58 @@
+/*
+ * attention.c — ra_attention: argument checks, scratch, and the choice of
+ * path.  The kernels are in attention_ref.c and attention_flash.c.
+ */
+#include <math.h>
+
+#include "attention_internal.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
+                               const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                               const ra_dropout *dropout)
+{
+    if (!args || !out || !q || !k || !v) return RA_ERR_NULL;
+    RA_TRY(ra_tensor_check(q));
+    RA_TRY(ra_tensor_check(k));
+    RA_TRY(ra_tensor_check(v));
+    RA_TRY(ra_tensor_check(out));
+    if (q->dtype != RA_F32 || k->dtype != RA_F32 || v->dtype != RA_F32 || out->dtype != RA_F32)
+        return RA_ERR_DTYPE;
+    for (int d = 0; d < 4; d++) {
+        if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
+        if (d != 2 && k->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
+    }
+    if (q->shape[2] % k->shape[2]) return RA_ERR_GQA;
+    args->out = out;
+    args->q = q;
+    args->k = k;
+    args->v = v;
+    args->dropout = 0;
+    if (dropout) {
+        if (!(dropout->p >= 0.0f && dropout->p < 1.0f)) return RA_ERR_ARGUMENT;
+        args->dropout = dropout->p > 0.0f;
+        args->mask = ra_dropout_mask_make(dropout->p, dropout->seed, RA_STREAM_ATTENTION);
+    }
+    return RA_OK;
+}
+
+RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path, const ra_tensor *out,
+                              const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                              const ra_dropout *dropout)
+{
+    if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    ra_attention_args args;
+    RA_TRY(ra_attention_prepare(&args, out, q, k, v, dropout));
+    size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], q->shape[2], k->shape[2],
+                                              q->shape[3], ra_parallel_threads(ctx));
+    if (bytes == 0) return RA_ERR_OVERFLOW;
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    if (path == RA_PATH_REFERENCE)
+        ra_attention_reference(&args, scratch.data);
+    else
+        ra_attention_flash(ctx, &args, scratch.data);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

@@ -1,0 +1,63 @@
+/*
+ * attention_ref.c — the seed's masked attention path, the oracle that the
+ * flash path is tested against.  Per (b, h), on the calling thread:
+ *
+ *   scores = q @ k^T / sqrt(D)                      [S, S]
+ *   scores = scores + triu(-inf, diagonal=1)        causal mask
+ *   scores = softmax(scores, dim=-1)                in float32 (stored)
+ *   scores = attn_dropout(scores)                   training only
+ *   out    = scores @ v                             [S, D]
+ *
+ * Sums run in double so the oracle is as close to exact as float32 storage
+ * allows.  Query head h reads key/value head h / (H / Hkv): no repeat_kv.
+ */
+#include <math.h>
+
+#include "attention_internal.h"
+
+void ra_attention_reference(const ra_attention_args *args, float *scores)
+{
+    const ra_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
+    const int64_t batch = q->shape[0], seq = q->shape[1], n_heads = q->shape[2];
+    const int64_t head_dim = q->shape[3], n_rep = n_heads / k->shape[2];
+    const double scale = 1.0 / sqrt((double)head_dim);
+    float *mult = scores + seq * seq; /* dropout multipliers of one row */
+
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t h = 0; h < n_heads; h++) {
+            int64_t kv = h / n_rep;
+            for (int64_t i = 0; i < seq; i++) {
+                float *row = scores + i * seq;
+                const float *qi = ra_row(q, b, i, h);
+                for (int64_t j = 0; j < seq; j++) {
+                    if (j > i) { /* the mask: a query never sees later keys */
+                        row[j] = -INFINITY;
+                        continue;
+                    }
+                    const float *kj = ra_row(k, b, j, kv);
+                    double dot = 0;
+                    for (int64_t d = 0; d < head_dim; d++) dot += (double)qi[d] * kj[d];
+                    row[j] = (float)(dot * scale);
+                }
+                double max = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= i; j++) max = row[j] > max ? row[j] : max;
+                for (int64_t j = 0; j <= i; j++) sum += exp((double)row[j] - max);
+                for (int64_t j = 0; j < seq; j++)
+                    row[j] = j <= i ? (float)(exp((double)row[j] - max) / sum) : 0.0f;
+                if (args->dropout) {
+                    ra_dropout_row(&args->mask, (uint64_t)((b * n_heads + h) * seq + i) * (uint64_t)seq,
+                                   seq, mult);
+                    for (int64_t j = 0; j < seq; j++) row[j] *= mult[j];
+                }
+            }
+            for (int64_t i = 0; i < seq; i++) {
+                float *oi = ra_row(out, b, i, h);
+                for (int64_t d = 0; d < head_dim; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= i; j++)
+                        acc += (double)scores[i * seq + j] * ra_row(v, b, j, kv)[d];
+                    oi[d] = (float)acc;
+                }
+            }
+        }
+}

@@ -1,0 +1,203 @@
+/*
+ * context.c — an execution context: a small pool of worker threads that
+ * wait on a condition variable, and a workspace reused across calls.
+ *
+ * ra_parallel_for publishes a job (fn, arg, n_tasks) under a new generation
+ * number; every thread, the caller included, claims task indices from an
+ * atomic counter until none are left; the caller waits until all workers
+ * have finished the generation.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "parallel.h"
+
+struct ra_context {
+    int n_threads;
+    pthread_t *workers; /* n_threads - 1 */
+    int n_started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* a new generation or stop */
+    pthread_cond_t idle; /* a worker finished the generation */
+    uint64_t generation;
+    int busy_workers;
+    int stop;
+
+    ra_task_fn fn;
+    void *arg;
+    int64_t n_tasks;
+    atomic_int_fast64_t next_task;
+
+    void *workspace;
+    size_t workspace_bytes;
+};
+
+typedef struct worker_start {
+    ra_context *ctx;
+    int thread;
+} worker_start;
+
+static void run_tasks(ra_context *ctx, int thread)
+{
+    for (;;) {
+        int64_t task = atomic_fetch_add(&ctx->next_task, 1);
+        if (task >= ctx->n_tasks) return;
+        ctx->fn(ctx->arg, task, thread);
+    }
+}
+
+static void *worker_main(void *p)
+{
+    ra_context *ctx = ((worker_start *)p)->ctx;
+    int thread = ((worker_start *)p)->thread;
+    free(p);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (;;) {
+        while (!ctx->stop && ctx->generation == seen) pthread_cond_wait(&ctx->wake, &ctx->lock);
+        if (ctx->stop) break;
+        seen = ctx->generation;
+        pthread_mutex_unlock(&ctx->lock);
+        run_tasks(ctx, thread);
+        pthread_mutex_lock(&ctx->lock);
+        if (--ctx->busy_workers == 0) pthread_cond_signal(&ctx->idle);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return NULL;
+}
+
+static void stop_workers(ra_context *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    ctx->stop = 1;
+    pthread_cond_broadcast(&ctx->wake);
+    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; i < ctx->n_started; i++) pthread_join(ctx->workers[i], NULL);
+    ctx->n_started = 0;
+}
+
+RA_API ra_status ra_context_create(ra_context **out, int n_threads)
+{
+    if (!out) return RA_ERR_NULL;
+    *out = NULL;
+    if (n_threads < 0 || n_threads > 4096) return RA_ERR_ARGUMENT;
+    if (n_threads == 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = online > 0 ? (online > 4096 ? 4096 : (int)online) : 1;
+    }
+    ra_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return RA_ERR_NOMEM;
+    ctx->n_threads = n_threads;
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        free(ctx);
+        return RA_ERR_THREAD;
+    }
+    if (pthread_cond_init(&ctx->wake, NULL) != 0) {
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+        return RA_ERR_THREAD;
+    }
+    if (pthread_cond_init(&ctx->idle, NULL) != 0) {
+        pthread_cond_destroy(&ctx->wake);
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+        return RA_ERR_THREAD;
+    }
+    ra_status status = RA_OK;
+    if (n_threads > 1) {
+        ctx->workers = calloc((size_t)n_threads - 1, sizeof *ctx->workers);
+        if (!ctx->workers) status = RA_ERR_NOMEM;
+    }
+    for (int i = 1; i < n_threads && status == RA_OK; i++) {
+        worker_start *start = malloc(sizeof *start);
+        if (!start) {
+            status = RA_ERR_NOMEM;
+            break;
+        }
+        start->ctx = ctx;
+        start->thread = i;
+        if (pthread_create(&ctx->workers[i - 1], NULL, worker_main, start) != 0) {
+            free(start);
+            status = RA_ERR_THREAD;
+            break;
+        }
+        ctx->n_started++;
+    }
+    if (status != RA_OK) {
+        ra_context_destroy(ctx);
+        return status;
+    }
+    *out = ctx;
+    return RA_OK;
+}
+
+RA_API void ra_context_destroy(ra_context *ctx)
+{
+    if (!ctx) return;
+    stop_workers(ctx);
+    pthread_cond_destroy(&ctx->idle);
+    pthread_cond_destroy(&ctx->wake);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx->workers);
+    free(ctx->workspace);
+    free(ctx);
+}
+
+RA_API int ra_context_threads(const ra_context *ctx) { return ctx ? ctx->n_threads : 0; }
+
+int ra_parallel_threads(const ra_context *ctx) { return ctx ? ctx->n_threads : 1; }
+
+void ra_parallel_for(ra_context *ctx, int64_t n_tasks, ra_task_fn fn, void *arg)
+{
+    if (n_tasks <= 0) return;
+    if (!ctx || ctx->n_started == 0 || n_tasks == 1) {
+        for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
+        return;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    ctx->fn = fn;
+    ctx->arg = arg;
+    ctx->n_tasks = n_tasks;
+    atomic_store(&ctx->next_task, 0);
+    ctx->busy_workers = ctx->n_started;
+    ctx->generation++;
+    pthread_cond_broadcast(&ctx->wake);
+    pthread_mutex_unlock(&ctx->lock);
+
+    run_tasks(ctx, 0);
+
+    pthread_mutex_lock(&ctx->lock);
+    while (ctx->busy_workers > 0) pthread_cond_wait(&ctx->idle, &ctx->lock);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out)
+{
+    out->data = NULL;
+    out->owned = 0;
+    if (bytes == 0) bytes = 64;
+    if (!ctx) {
+        out->data = ra_alloc(bytes);
+        out->owned = 1;
+        return out->data ? RA_OK : RA_ERR_NOMEM;
+    }
+    if (ctx->workspace_bytes < bytes) {
+        void *grown = ra_alloc(bytes);
+        if (!grown) return RA_ERR_NOMEM;
+        free(ctx->workspace);
+        ctx->workspace = grown;
+        ctx->workspace_bytes = bytes;
+    }
+    out->data = ctx->workspace;
+    return RA_OK;
+}
+
+void ra_scratch_release(ra_scratch *scratch)
+{
+    if (scratch->owned) free(scratch->data);
+    scratch->data = NULL;
+    scratch->owned = 0;
+}

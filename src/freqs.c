@@ -1,0 +1,62 @@
+/*
+ * freqs.c — the seed's precompute_freqs_cis, and the angle helper every
+ * rope table entry comes from.
+ *
+ * Precision: angles are formed in double (m * theta_i has a relative error
+ * of 2^-53, so an absolute error under 5e-7 for m <= 2^32) and cos/sin are
+ * rounded to float once.  Forming m * theta_i in float32, as the seed does,
+ * is off by ~5e-3 already at m = 1e5.
+ */
+#include <math.h>
+
+#include "rope_internal.h"
+
+/* theta_i = 1 / theta^(2i / dim), as the seed writes it (in double). */
+static double inverse_frequency(double theta, int64_t i, int64_t dim)
+{
+    return 1.0 / pow(theta, (double)(2 * i) / (double)dim);
+}
+
+static ra_status check_theta(double theta)
+{
+    return (isfinite(theta) && theta > 0) ? RA_OK : RA_ERR_THETA;
+}
+
+RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim, int64_t end,
+                                     double theta)
+{
+    if (!cos_out || !sin_out) return RA_ERR_NULL;
+    if (dim <= 0 || end <= 0) return RA_ERR_SIZE;
+    if (dim % 2) return RA_ERR_HEAD_DIM;
+    RA_TRY(check_theta(theta));
+    if (end - 1 > RA_MAX_POSITION) return RA_ERR_POSITION;
+    int64_t n_pairs = dim / 2, total;
+    RA_TRY(ra_mul(end, n_pairs, &total));
+    for (int64_t i = 0; i < n_pairs; i++) {
+        double freq = inverse_frequency(theta, i, dim);
+        for (int64_t m = 0; m < end; m++) {
+            double angle = (double)m * freq;
+            cos_out[m * n_pairs + i] = (float)cos(angle);
+            sin_out[m * n_pairs + i] = (float)sin(angle);
+        }
+    }
+    return RA_OK;
+}
+
+ra_status ra_inverse_frequencies(double *inv_freq, int64_t n_pairs, int64_t rotary_dim,
+                                 double theta)
+{
+    RA_TRY(check_theta(theta));
+    for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] = inverse_frequency(theta, i, rotary_dim);
+    return RA_OK;
+}
+
+void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n, float *cos_out,
+                    float *sin_out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double angle = (double)pos * rope->inv_freq[first + i];
+        cos_out[i] = (float)cos(angle);
+        sin_out[i] = (float)sin(angle);
+    }
+}

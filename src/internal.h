@@ -1,0 +1,65 @@
+/*
+ * internal.h — helpers shared by the library's source files (not public).
+ */
+#ifndef RA_INTERNAL_H
+#define RA_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "ropeattn.h"
+
+/* Returns status from the enclosing function if it is not RA_OK. */
+#define RA_TRY(expr)                                    \
+    do {                                                \
+        ra_status ra_try_status_ = (expr);              \
+        if (ra_try_status_ != RA_OK) return ra_try_status_; \
+    } while (0)
+
+/* Largest element count any buffer may have: its byte size (4 bytes an
+ * element) must fit in a ptrdiff_t. */
+#define RA_MAX_ELEMENTS ((int64_t)(PTRDIFF_MAX / 4))
+
+/* *out = a * b, or RA_ERR_OVERFLOW beyond RA_MAX_ELEMENTS (a, b >= 0). */
+static inline ra_status ra_mul(int64_t a, int64_t b, int64_t *out)
+{
+    if (a != 0 && b > RA_MAX_ELEMENTS / a) return RA_ERR_OVERFLOW;
+    *out = a * b;
+    return RA_OK;
+}
+
+/* Product of n positive sizes: RA_ERR_SIZE for one <= 0, RA_ERR_OVERFLOW if
+ * the product exceeds RA_MAX_ELEMENTS. */
+static inline ra_status ra_count(const int64_t *sizes, int n, int64_t *out)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        if (sizes[i] <= 0) return RA_ERR_SIZE;
+    for (int i = 0; i < n; i++) RA_TRY(ra_mul(p, sizes[i], &p));
+    *out = p;
+    return RA_OK;
+}
+
+/* Element i of a buffer of the given dtype, as float32. */
+static inline float ra_load(const void *p, ra_dtype dtype, int64_t i)
+{
+    switch (dtype) {
+    case RA_F16: return ra_f16_to_f32(((const uint16_t *)p)[i]);
+    case RA_BF16: return ra_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static inline void ra_store(void *p, ra_dtype dtype, int64_t i, float v)
+{
+    switch (dtype) {
+    case RA_F16: ((uint16_t *)p)[i] = ra_f32_to_f16(v); break;
+    case RA_BF16: ((uint16_t *)p)[i] = ra_f32_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+/* 64-byte aligned allocation (NULL on failure or n == 0); free with free(). */
+void *ra_alloc(size_t bytes);
+
+#endif

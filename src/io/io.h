@@ -1,0 +1,127 @@
+/*
+ * io.h — file formats the CLI reads and writes: .npy arrays, .safetensors
+ * checkpoints and Hugging Face config.json.  Internal to ropeattn (built into
+ * the static library with hidden visibility; not part of the public header).
+ *
+ * Every file is treated as hostile: each size and offset read from it is
+ * bounds-checked before use, and each failure returns a status plus one
+ * clear sentence in msg (which names the file).  Writers write a temporary
+ * file beside the target and rename it, so a failure leaves no output file.
+ */
+#ifndef RA_IO_H
+#define RA_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ropeattn.h"
+
+#define RA_IO_MAX_DIMS 8
+
+/* ---- .npy (NumPy format versions 1.0, 2.0 and 3.0, C order only) ------- */
+
+typedef enum ra_npy_dtype {
+    RA_NPY_F32 = 0, /* '<f4' */
+    RA_NPY_F64,     /* '<f8' */
+    RA_NPY_F16,     /* '<f2' */
+    RA_NPY_I32,     /* '<i4' */
+    RA_NPY_I64,     /* '<i8' */
+} ra_npy_dtype;
+
+typedef struct ra_npy {
+    ra_npy_dtype dtype;
+    int ndim;                      /* 0 .. RA_IO_MAX_DIMS */
+    int64_t shape[RA_IO_MAX_DIMS];
+    int64_t count;                 /* product of shape */
+    void *data;                    /* count elements, malloc'ed, aligned 64 */
+} ra_npy;
+
+/* Reads a whole .npy file.  On failure *out is left zeroed. */
+ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len);
+void ra_npy_free(ra_npy *npy); /* frees data and zeroes *npy; NULL allowed */
+
+/* Writes float32 data of the given shape ('<f4', C order), atomically. */
+ra_status ra_npy_write_f32(const char *path, const float *data, int ndim,
+                           const int64_t *shape, char *msg, size_t msg_len);
+
+/* ---- .safetensors ------------------------------------------------------ */
+
+typedef enum ra_st_dtype {
+    RA_ST_F32 = 0, RA_ST_F16, RA_ST_BF16, RA_ST_F64,
+    RA_ST_I8, RA_ST_U8, RA_ST_I16, RA_ST_U16, RA_ST_I32, RA_ST_U32,
+    RA_ST_I64, RA_ST_U64, RA_ST_BOOL, RA_ST_F8_E4M3, RA_ST_F8_E5M2,
+    RA_ST_DTYPE_COUNT
+} ra_st_dtype;
+
+const char *ra_st_dtype_name(ra_st_dtype dtype); /* "F32", "BF16", ... */
+size_t ra_st_dtype_size(ra_st_dtype dtype);
+
+typedef struct ra_st_tensor {
+    const char *name;
+    ra_st_dtype dtype;
+    int ndim;
+    int64_t shape[RA_IO_MAX_DIMS];
+    int64_t count;     /* product of shape */
+    const void *data;  /* inside the mapping; not aligned in general */
+    size_t nbytes;
+} ra_st_tensor;
+
+typedef struct ra_safetensors ra_safetensors;
+
+/* Maps the file read-only and validates the whole header: header length
+ * within the file, valid JSON object, known dtypes, shapes whose element
+ * count does not overflow, data_offsets [begin, end) ordered, inside the data
+ * area, of exactly count * dtype size bytes and not overlapping one another,
+ * no duplicate names.  "__metadata__" is skipped. */
+ra_status ra_safetensors_open(ra_safetensors **out, const char *path,
+                              char *msg, size_t msg_len);
+void ra_safetensors_close(ra_safetensors *st); /* NULL allowed */
+
+int64_t ra_safetensors_count(const ra_safetensors *st);
+const ra_st_tensor *ra_safetensors_at(const ra_safetensors *st, int64_t i);
+const ra_st_tensor *ra_safetensors_find(const ra_safetensors *st,
+                                        const char *name); /* NULL if absent */
+
+/* Converts an F32, F16, BF16 or F64 tensor to float32 (dst: count floats);
+ * other dtypes give RA_ERR_DTYPE. */
+ra_status ra_st_tensor_to_f32(const ra_st_tensor *t, float *dst);
+
+/* Writes tensors (any dtype, data given as raw bytes of nbytes each) into a
+ * new safetensors file, atomically.  Names must be unique. */
+ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
+                               int64_t n, char *msg, size_t msg_len);
+
+/* ---- config.json ------------------------------------------------------- */
+
+/* The fields of a Hugging Face config.json that attention needs.  A field
+ * that the file does not have is 0 (has_* tells which were present). */
+typedef struct ra_hf_config {
+    int64_t hidden_size;
+    int64_t num_attention_heads;
+    int64_t num_key_value_heads;
+    int64_t head_dim;
+    int64_t max_position_embeddings;
+    double rope_theta;
+    double partial_rotary_factor;
+    int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
+        has_head_dim, has_max_position_embeddings, has_rope_theta,
+        has_partial_rotary_factor;
+} ra_hf_config;
+
+/* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
+ * must be of the right kind (integers where integers are meant, positive). */
+ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
+                             char *msg, size_t msg_len);
+ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
+                            size_t msg_len);
+
+/* ---- atomic output ----------------------------------------------------- */
+
+/* Writes n_parts byte ranges, in order, to a temporary file in path's folder,
+ * then renames it to path.  On any failure the temporary file is removed
+ * and path is untouched. */
+ra_status ra_write_file_atomic(const char *path, const void *const *parts,
+                               const size_t *sizes, int n_parts, char *msg,
+                               size_t msg_len);
+
+#endif /* RA_IO_H */

@@ -1,0 +1,159 @@
+/*
+ * layer.c — the seed's Attention module: four projections through CBLAS
+ * around RoPE and causal GQA attention.
+ *
+ *   x [B, S, dim] -> xq = x wq^T [B, S, H, D], xk = x wk^T, xv = x wv^T [B, S, Hkv, D]
+ *   -> rope(xq), rope(xk) at the tokens' positions
+ *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
+ *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "attention_internal.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+struct ra_layer {
+    ra_layer_config config; /* n_kv_heads and head_dim resolved */
+    ra_layer_weights weights;
+    ra_rope *rope;
+};
+
+static ra_status resolve_config(ra_layer_config *c)
+{
+    if (c->dim <= 0 || c->n_heads <= 0 || c->n_kv_heads < 0 || c->head_dim < 0) return RA_ERR_SIZE;
+    if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
+    if (c->head_dim == 0) {
+        if (c->dim % c->n_heads) return RA_ERR_DIM;
+        c->head_dim = c->dim / c->n_heads;
+    }
+    if (c->head_dim % 2) return RA_ERR_HEAD_DIM;
+    int64_t q_dim;
+    RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
+    if (q_dim != c->dim) return RA_ERR_DIM;
+    if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
+    /* cblas takes int sizes: every weight dimension must fit. */
+    if (c->dim > INT_MAX) return RA_ERR_OVERFLOW;
+    int64_t weight;
+    RA_TRY(ra_mul(c->dim, c->dim, &weight));
+    c->rope.head_dim = c->head_dim;
+    return RA_OK;
+}
+
+RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
+                                 const ra_layer_weights *weights)
+{
+    if (!out || !config || !weights) return RA_ERR_NULL;
+    *out = NULL;
+    if (!weights->wq || !weights->wk || !weights->wv || !weights->wo) return RA_ERR_NULL;
+    ra_layer_config c = *config;
+    RA_TRY(resolve_config(&c));
+    ra_layer *layer = calloc(1, sizeof *layer);
+    if (!layer) return RA_ERR_NOMEM;
+    ra_status status = ra_rope_create(&layer->rope, &c.rope);
+    if (status != RA_OK) {
+        free(layer);
+        return status;
+    }
+    c.rope = layer->rope->config;
+    layer->config = c;
+    layer->weights = *weights;
+    *out = layer;
+    return RA_OK;
+}
+
+RA_API void ra_layer_destroy(ra_layer *layer)
+{
+    if (!layer) return;
+    ra_rope_destroy(layer->rope);
+    free(layer);
+}
+
+RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)
+{
+    return layer ? &layer->config : NULL;
+}
+
+/* out[M, N] = a[M, K] w[N, K]^T, in row blocks that fit cblas's int sizes. */
+static void project(float *out, const float *a, const float *w, int64_t m, int64_t n, int64_t k)
+{
+    const int64_t block = INT_MAX / (n > k ? n : k);
+    for (int64_t r = 0; r < m; r += block) {
+        int64_t rows = m - r < block ? m - r : block;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)k, 1.0f,
+                    a + r * k, (int)k, w, (int)k, 0.0f, out + r * n, (int)n);
+    }
+}
+
+/* resid_dropout(y): y [tokens, dim], elements indexed (b*S + s)*dim + c. */
+static void output_dropout(float *y, int64_t n, float p, uint64_t seed)
+{
+    ra_dropout_mask mask = ra_dropout_mask_make(p, seed, RA_STREAM_OUTPUT);
+    float mult[256];
+    for (int64_t first = 0; first < n; first += 256) {
+        int64_t len = n - first < 256 ? n - first : 256;
+        ra_dropout_row(&mask, (uint64_t)first, len, mult);
+        for (int64_t t = 0; t < len; t++) y[first + t] *= mult[t];
+    }
+}
+
+RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
+                                  int64_t batch, int64_t seq, const ra_positions *positions,
+                                  const ra_forward_options *options)
+{
+    if (!layer || !y || !x) return RA_ERR_NULL;
+    const ra_layer_config *c = &layer->config;
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
+    int64_t dims[3] = {batch, seq, dim}, n_x, tokens;
+    RA_TRY(ra_count(dims, 3, &n_x));
+    tokens = batch * seq;
+    ra_forward_options opt = {RA_PATH_AUTO, 0, 0.0f, 0};
+    if (options) opt = *options;
+    if ((unsigned)opt.path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    if (opt.training && !(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
+    float p = opt.training ? opt.dropout : 0.0f;
+    ra_positions pos = {0, NULL};
+    if (positions) pos = *positions;
+
+    RA_TRY(ra_positions_check(&pos, batch, seq));
+    ra_attention_path path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
+
+    /* Scratch: xq, xk, xv and the attention output, then the kernel's own. */
+    int64_t n_q = n_x, n_kv = tokens * Hkv * D; /* n_q = tokens * H * D = tokens * dim */
+    size_t kernel_bytes = ra_attention_scratch_bytes(path, seq, H, Hkv, D, ra_parallel_threads(ctx));
+    int64_t own_floats;
+    RA_TRY(ra_mul(n_x, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
+    size_t own = (size_t)(2 * n_q + 2 * n_kv) * sizeof(float);
+    if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, own + kernel_bytes, &scratch));
+    float *buf = scratch.data;
+    ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
+    ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, batch, seq, Hkv, D);
+    ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, batch, seq, Hkv, D);
+    ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
+    float *kernel_scratch = buf + 2 * n_q + 2 * n_kv;
+    ra_attention_args args;
+    ra_dropout drop = {p, opt.seed};
+    ra_status status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &drop);
+    if (status != RA_OK) {
+        ra_scratch_release(&scratch);
+        return status;
+    }
+
+    project(xq.data, x, layer->weights.wq, tokens, H * D, dim);   /* xq = wq(x) */
+    project(xk.data, x, layer->weights.wk, tokens, Hkv * D, dim); /* xk = wk(x) */
+    project(xv.data, x, layer->weights.wv, tokens, Hkv * D, dim); /* xv = wv(x) */
+    ra_rope_apply(layer->rope, ctx, &xq, &xq, &pos, RA_FORWARD);  /* xq, xk = apply_rotary_emb */
+    ra_rope_apply(layer->rope, ctx, &xk, &xk, &pos, RA_FORWARD);
+    if (path == RA_PATH_REFERENCE)
+        ra_attention_reference(&args, kernel_scratch);
+    else
+        ra_attention_flash(ctx, &args, kernel_scratch);
+    project(y, attn.data, layer->weights.wo, tokens, dim, H * D); /* output = wo(output) */
+    if (p > 0.0f) output_dropout(y, n_x, p, opt.seed);          /* resid_dropout */
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

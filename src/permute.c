@@ -1,0 +1,37 @@
+/*
+ * permute.c — reorder the rows of wq or wk between the rope layouts.
+ *
+ * Within each head, interleaved row 2i (the real part of pair i) goes to half
+ * row i and row 2i + 1 (the imaginary part) to row i + D/2 — what Hugging
+ * Face's convert_llama_weights_to_hf.py permute() does.  q = W x then has its
+ * pairs where rotate_half expects them, so attention is unchanged.
+ *   w, out: [n_heads * D, in_features]
+ */
+#include <string.h>
+
+#include "internal.h"
+
+RA_API ra_status ra_permute_rows(float *out, const float *w, int64_t n_heads, int64_t head_dim,
+                                 int64_t in_features, ra_layout to)
+{
+    if (!out || !w) return RA_ERR_NULL;
+    int64_t dims[3] = {n_heads, head_dim, in_features}, n;
+    RA_TRY(ra_count(dims, 3, &n));
+    if (head_dim % 2) return RA_ERR_HEAD_DIM;
+    if ((unsigned)to >= RA_LAYOUT_COUNT) return RA_ERR_ARGUMENT;
+    if (out == w) return RA_ERR_ARGUMENT;
+    int64_t half = head_dim / 2;
+    size_t row_bytes = (size_t)in_features * sizeof(float);
+    for (int64_t h = 0; h < n_heads; h++) {
+        const float *src = w + h * head_dim * in_features;
+        float *dst = out + h * head_dim * in_features;
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t part = 0; part < 2; part++) {
+                int64_t interleaved = 2 * i + part, split = i + part * half;
+                int64_t from = to == RA_LAYOUT_HALF ? interleaved : split;
+                int64_t into = to == RA_LAYOUT_HALF ? split : interleaved;
+                memcpy(dst + into * in_features, src + from * in_features, row_bytes);
+            }
+    }
+    return RA_OK;
+}

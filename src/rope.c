@@ -1,0 +1,306 @@
+/*
+ * rope.c — the rope object (config, inverse frequencies, cos/sin table),
+ * argument checks, and the fast rotation: table lookups, threads over
+ * tokens, a float32 loop per layout that the compiler vectorizes.
+ *
+ *   x, out: [B, S, heads, D] strided views; pair i of a head is
+ *   (2i, 2i + 1) interleaved or (i, i + rotary_dim/2) half-split; features
+ *   [rotary_dim, D) pass through unchanged.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+#include "rope_internal.h"
+
+RA_API ra_rope_config ra_rope_config_default(int64_t head_dim)
+{
+    ra_rope_config c;
+    memset(&c, 0, sizeof c);
+    c.type = RA_ROPE_DEFAULT;
+    c.layout = RA_LAYOUT_INTERLEAVED;
+    c.head_dim = head_dim;
+    c.rotary_dim = 0;
+    c.theta = 10000.0;
+    c.max_positions = 4096;
+    return c;
+}
+
+RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
+{
+    if (!out || !config) return RA_ERR_NULL;
+    *out = NULL;
+    ra_rope_config c = *config;
+    if ((unsigned)c.type >= RA_ROPE_TYPE_COUNT || (unsigned)c.layout >= RA_LAYOUT_COUNT)
+        return RA_ERR_ARGUMENT;
+    if (c.type != RA_ROPE_DEFAULT) return RA_ERR_UNSUPPORTED;
+    if (c.head_dim <= 0 || c.rotary_dim < 0 || c.max_positions < 0) return RA_ERR_SIZE;
+    if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
+    if (c.head_dim % 2 || c.rotary_dim % 2) return RA_ERR_HEAD_DIM;
+    if (c.rotary_dim > c.head_dim) return RA_ERR_ARGUMENT;
+    if (c.max_positions > RA_MAX_POSITION + 1) return RA_ERR_POSITION;
+    int64_t n_pairs = c.rotary_dim / 2, table;
+    RA_TRY(ra_mul(c.max_positions, n_pairs, &table));
+
+    ra_rope *rope = calloc(1, sizeof *rope);
+    if (!rope) return RA_ERR_NOMEM;
+    rope->config = c;
+    rope->n_pairs = n_pairs;
+    rope->inv_freq = malloc((size_t)n_pairs * sizeof *rope->inv_freq);
+    if (table) {
+        rope->cos = ra_alloc((size_t)table * sizeof(float));
+        rope->sin = ra_alloc((size_t)table * sizeof(float));
+    }
+    ra_status status = RA_OK;
+    if (!rope->inv_freq || (table && (!rope->cos || !rope->sin))) status = RA_ERR_NOMEM;
+    if (status == RA_OK) status = ra_inverse_frequencies(rope->inv_freq, n_pairs, c.rotary_dim, c.theta);
+    if (status != RA_OK) {
+        ra_rope_destroy(rope);
+        return status;
+    }
+    for (int64_t m = 0; m < c.max_positions; m++)
+        ra_rope_angles(rope, m, 0, n_pairs, rope->cos + m * n_pairs, rope->sin + m * n_pairs);
+    *out = rope;
+    return RA_OK;
+}
+
+RA_API void ra_rope_destroy(ra_rope *rope)
+{
+    if (!rope) return;
+    free(rope->inv_freq);
+    free(rope->cos);
+    free(rope->sin);
+    free(rope);
+}
+
+RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope)
+{
+    return rope ? &rope->config : NULL;
+}
+
+RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_out,
+                               const int64_t *positions, int64_t n)
+{
+    if (!rope || !cos_out || !sin_out || !positions) return RA_ERR_NULL;
+    if (n <= 0) return RA_ERR_SIZE;
+    int64_t total;
+    RA_TRY(ra_mul(n, rope->n_pairs, &total));
+    for (int64_t t = 0; t < n; t++)
+        if (positions[t] < 0 || positions[t] > RA_MAX_POSITION) return RA_ERR_POSITION;
+    for (int64_t t = 0; t < n; t++)
+        ra_rope_angles(rope, positions[t], 0, rope->n_pairs, cos_out + t * rope->n_pairs,
+                       sin_out + t * rope->n_pairs);
+    return RA_OK;
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+ra_status ra_tensor_check(const ra_tensor *t)
+{
+    if (!t) return RA_ERR_NULL;
+    if (!t->data) return RA_ERR_NULL;
+    if ((unsigned)t->dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
+    int64_t count, last = 0, term;
+    RA_TRY(ra_count(t->shape, 4, &count));
+    if (t->stride[3] != 1) return RA_ERR_ARGUMENT;
+    for (int d = 0; d < 4; d++) {
+        if (t->stride[d] < 0) return RA_ERR_ARGUMENT;
+        RA_TRY(ra_mul(t->shape[d] - 1, t->stride[d], &term));
+        if (term > RA_MAX_ELEMENTS - last) return RA_ERR_OVERFLOW;
+        last += term;
+    }
+    return RA_OK;
+}
+
+static int same_view(const ra_tensor *a, const ra_tensor *b)
+{
+    for (int d = 0; d < 4; d++)
+        if (a->stride[d] != b->stride[d]) return 0;
+    return 1;
+}
+
+ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
+                              const ra_positions *positions, ra_direction direction)
+{
+    if (!rope || !out || !x || !positions) return RA_ERR_NULL;
+    RA_TRY(ra_tensor_check(x));
+    RA_TRY(ra_tensor_check(out));
+    if ((unsigned)direction > RA_INVERSE) return RA_ERR_ARGUMENT;
+    for (int d = 0; d < 4; d++)
+        if (out->shape[d] != x->shape[d]) return RA_ERR_SHAPE;
+    if (out->dtype != x->dtype) return RA_ERR_DTYPE;
+    if (x->shape[3] != rope->config.head_dim) return RA_ERR_SHAPE;
+    if (out->data == x->data && !same_view(out, x)) return RA_ERR_ARGUMENT;
+    return ra_positions_check(positions, x->shape[0], x->shape[1]);
+}
+
+ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64_t seq)
+{
+    if (!positions) return RA_ERR_NULL;
+    if (positions->ids) {
+        for (int64_t t = 0; t < batch * seq; t++)
+            if (positions->ids[t] < 0 || positions->ids[t] > RA_MAX_POSITION)
+                return RA_ERR_POSITION;
+    } else if (positions->start < 0 || positions->start > RA_MAX_POSITION - (seq - 1)) {
+        return RA_ERR_POSITION;
+    }
+    return RA_OK;
+}
+
+/* ---- the fast path ------------------------------------------------------- */
+
+/* Pairs rotated per batch of angles computed on the fly (positions beyond
+ * the table); table rows are used whole. */
+#define ANGLE_CHUNK 128
+
+typedef struct rope_job {
+    const ra_rope *rope;
+    const ra_tensor *out, *x;
+    const ra_positions *positions;
+    float sign;              /* +1 forward, -1 inverse */
+    int64_t tokens_per_task; /* of the B*S tokens */
+} rope_job;
+
+/* Rotates pairs [first, first + n) of one head (f32). */
+static void rotate_f32(float *y, const float *x, const float *c, const float *s, int64_t first,
+                       int64_t n, int64_t half, ra_layout layout, float sign)
+{
+    if (layout == RA_LAYOUT_INTERLEAVED) {
+        x += 2 * first;
+        y += 2 * first;
+        for (int64_t i = 0; i < n; i++) {
+            float a = x[2 * i], b = x[2 * i + 1], sn = sign * s[i];
+            y[2 * i] = a * c[i] - b * sn;
+            y[2 * i + 1] = a * sn + b * c[i];
+        }
+    } else {
+        const float *xa = x + first, *xb = x + half + first;
+        float *ya = y + first, *yb = y + half + first;
+        for (int64_t i = 0; i < n; i++) {
+            float a = xa[i], b = xb[i], sn = sign * s[i];
+            ya[i] = a * c[i] - b * sn;
+            yb[i] = a * sn + b * c[i];
+        }
+    }
+}
+
+/* The same for f16/bf16 storage: load to f32, rotate, round once. */
+static void rotate_any(void *y, const void *x, ra_dtype dtype, const float *c, const float *s,
+                       int64_t first, int64_t n, int64_t half, ra_layout layout, float sign)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ia = layout == RA_LAYOUT_INTERLEAVED ? 2 * (first + i) : first + i;
+        int64_t ib = layout == RA_LAYOUT_INTERLEAVED ? ia + 1 : ia + half;
+        float a = ra_load(x, dtype, ia), b = ra_load(x, dtype, ib), sn = sign * s[i];
+        ra_store(y, dtype, ia, a * c[i] - b * sn);
+        ra_store(y, dtype, ib, a * sn + b * c[i]);
+    }
+}
+
+/* Rotates pairs [first, first + n) of every head of token (b, s). */
+static void rotate_token_pairs(const rope_job *job, int64_t b, int64_t s, const float *c,
+                               const float *sn, int64_t first, int64_t n)
+{
+    const ra_tensor *x = job->x, *out = job->out;
+    size_t esize = ra_dtype_size(x->dtype);
+    int64_t half = job->rope->n_pairs;
+    ra_layout layout = job->rope->config.layout;
+    for (int64_t h = 0; h < x->shape[2]; h++) {
+        const char *xr = (const char *)x->data +
+                         (size_t)(b * x->stride[0] + s * x->stride[1] + h * x->stride[2]) * esize;
+        char *yr = (char *)out->data +
+                   (size_t)(b * out->stride[0] + s * out->stride[1] + h * out->stride[2]) * esize;
+        if (x->dtype == RA_F32)
+            rotate_f32((float *)yr, (const float *)xr, c, sn, first, n, half, layout, job->sign);
+        else
+            rotate_any(yr, xr, x->dtype, c, sn, first, n, half, layout, job->sign);
+    }
+}
+
+/* Copies the features that do not rotate, [rotary_dim, D), when out != x. */
+static void copy_tail(const rope_job *job, int64_t b, int64_t s)
+{
+    const ra_tensor *x = job->x, *out = job->out;
+    int64_t rot = job->rope->config.rotary_dim, d = x->shape[3];
+    if (rot == d || out->data == x->data) return;
+    size_t esize = ra_dtype_size(x->dtype);
+    for (int64_t h = 0; h < x->shape[2]; h++) {
+        const char *xr = (const char *)x->data +
+                         (size_t)(b * x->stride[0] + s * x->stride[1] + h * x->stride[2] + rot) * esize;
+        char *yr = (char *)out->data +
+                   (size_t)(b * out->stride[0] + s * out->stride[1] + h * out->stride[2] + rot) * esize;
+        memcpy(yr, xr, (size_t)(d - rot) * esize);
+    }
+}
+
+static void rope_task(void *arg, int64_t task, int thread)
+{
+    (void)thread;
+    const rope_job *job = arg;
+    const ra_rope *rope = job->rope;
+    int64_t seq = job->x->shape[1], n_tokens = job->x->shape[0] * seq;
+    int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
+    if (t1 > n_tokens) t1 = n_tokens;
+    float c[ANGLE_CHUNK], sn[ANGLE_CHUNK];
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t b = t / seq, s = t % seq;
+        int64_t pos = ra_position(job->positions, b, s, seq);
+        if (pos < rope->config.max_positions) {
+            const float *row_c = rope->cos + pos * rope->n_pairs;
+            const float *row_s = rope->sin + pos * rope->n_pairs;
+            rotate_token_pairs(job, b, s, row_c, row_s, 0, rope->n_pairs);
+        } else {
+            for (int64_t first = 0; first < rope->n_pairs; first += ANGLE_CHUNK) {
+                int64_t n = rope->n_pairs - first < ANGLE_CHUNK ? rope->n_pairs - first : ANGLE_CHUNK;
+                ra_rope_angles(rope, pos, first, n, c, sn);
+                rotate_token_pairs(job, b, s, c, sn, first, n);
+            }
+        }
+        copy_tail(job, b, s);
+    }
+}
+
+/* Tokens per task: about 4 tasks per thread, but at least 64 KiB of work
+ * per task so that small calls (decode) stay on the calling thread. */
+static int64_t tokens_per_task(const ra_tensor *x, int threads)
+{
+    int64_t n_tokens = x->shape[0] * x->shape[1];
+    int64_t token_bytes = x->shape[2] * x->shape[3] * (int64_t)ra_dtype_size(x->dtype);
+    int64_t min_tokens = (65536 + token_bytes - 1) / token_bytes;
+    int64_t per = (n_tokens + 4 * threads - 1) / (4 * threads);
+    return per < min_tokens ? min_tokens : per;
+}
+
+RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx, const ra_tensor *out,
+                               const ra_tensor *x, const ra_positions *positions,
+                               ra_direction direction)
+{
+    RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction));
+    rope_job job = {rope, out, x, positions, direction == RA_INVERSE ? -1.0f : 1.0f, 0};
+    job.tokens_per_task = tokens_per_task(x, ra_parallel_threads(ctx));
+    int64_t n_tokens = x->shape[0] * x->shape[1];
+    ra_parallel_for(ctx, (n_tokens + job.tokens_per_task - 1) / job.tokens_per_task, rope_task,
+                    &job);
+    return RA_OK;
+}
+
+RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *x, int64_t batch,
+                                   int64_t seq, int64_t heads, int64_t start_pos)
+{
+    if (!rope || !x) return RA_ERR_NULL;
+    ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
+    ra_positions p = {start_pos, NULL};
+    return ra_rope_apply(rope, ctx, &t, &t, &p, RA_FORWARD);
+}
+
+RA_API ra_tensor ra_tensor_4d(void *data, ra_dtype dtype, int64_t b, int64_t s, int64_t heads,
+                              int64_t d)
+{
+    /* Unsigned products: an overflow here wraps instead of being undefined,
+     * and ra_tensor_check rejects such a shape before any stride is used. */
+    ra_tensor t = {data, dtype, {b, s, heads, d}, {0, 0, 0, 1}};
+    t.stride[2] = d;
+    t.stride[1] = (int64_t)((uint64_t)heads * (uint64_t)d);
+    t.stride[0] = (int64_t)((uint64_t)s * (uint64_t)t.stride[1]);
+    return t;
+}

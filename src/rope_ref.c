@@ -1,0 +1,48 @@
+/*
+ * rope_ref.c — the scalar reference rotation, written to be read: for each
+ * token, head and pair, form the angle m * theta_i in double, round cos and
+ * sin to float, rotate in float32 (as the seed's .float() does) and round
+ * once to the storage dtype.  No table, no threads, no vector tricks.
+ *
+ *   x, out: [B, S, heads, D]
+ */
+#include <math.h>
+#include <string.h>
+
+#include "rope_internal.h"
+
+static int64_t offset(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
+{
+    return b * t->stride[0] + s * t->stride[1] + h * t->stride[2];
+}
+
+ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
+                                  const ra_positions *positions, ra_direction direction)
+{
+    RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction));
+    const int64_t batch = x->shape[0], seq = x->shape[1], heads = x->shape[2];
+    const int64_t head_dim = x->shape[3], rot = rope->config.rotary_dim, half = rot / 2;
+    const int interleaved = rope->config.layout == RA_LAYOUT_INTERLEAVED;
+    const float sign = direction == RA_INVERSE ? -1.0f : 1.0f;
+
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t s = 0; s < seq; s++) {
+            int64_t m = ra_position(positions, b, s, seq);
+            for (int64_t h = 0; h < heads; h++) {
+                int64_t xo = offset(x, b, s, h), yo = offset(out, b, s, h);
+                for (int64_t i = 0; i < half; i++) {
+                    double angle = (double)m * rope->inv_freq[i];
+                    float c = (float)cos(angle), sn = sign * (float)sin(angle);
+                    int64_t ia = interleaved ? 2 * i : i;      /* real part */
+                    int64_t ib = interleaved ? 2 * i + 1 : i + half; /* imaginary part */
+                    float a = ra_load(x->data, x->dtype, xo + ia);
+                    float bv = ra_load(x->data, x->dtype, xo + ib);
+                    ra_store(out->data, out->dtype, yo + ia, a * c - bv * sn);
+                    ra_store(out->data, out->dtype, yo + ib, a * sn + bv * c);
+                }
+                for (int64_t j = rot; j < head_dim; j++) /* features that do not rotate */
+                    ra_store(out->data, out->dtype, yo + j, ra_load(x->data, x->dtype, xo + j));
+            }
+        }
+    return RA_OK;
+}

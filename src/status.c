@@ -1,0 +1,29 @@
+/* status.c — the message for each ra_status. */
+#include "ropeattn.h"
+
+static const char *const messages[RA_STATUS_COUNT] = {
+    [RA_OK] = "success",
+    [RA_ERR_NULL] = "a required pointer is NULL",
+    [RA_ERR_SIZE] = "a size is zero or negative",
+    [RA_ERR_OVERFLOW] = "sizes too large: their product overflows",
+    [RA_ERR_HEAD_DIM] = "head_dim (or rotary_dim) must be even",
+    [RA_ERR_DIM] = "dim must equal n_heads * head_dim",
+    [RA_ERR_GQA] = "n_heads must be a multiple of n_kv_heads",
+    [RA_ERR_POSITION] = "a position is negative or beyond RA_MAX_POSITION",
+    [RA_ERR_THETA] = "theta (the rope base) must be a finite number > 0",
+    [RA_ERR_ARGUMENT] = "an argument is out of range",
+    [RA_ERR_UNSUPPORTED] = "not supported by this operation",
+    [RA_ERR_NOMEM] = "out of memory",
+    [RA_ERR_THREAD] = "could not start a thread",
+    [RA_ERR_IO] = "file could not be opened, read or written",
+    [RA_ERR_FORMAT] = "malformed file",
+    [RA_ERR_NOT_FOUND] = "a named tensor or key is missing",
+    [RA_ERR_DTYPE] = "unsupported element type",
+    [RA_ERR_SHAPE] = "tensor shape does not fit",
+};
+
+RA_API const char *ra_status_string(ra_status status)
+{
+    if ((unsigned)status >= RA_STATUS_COUNT) return "unknown status";
+    return messages[status];
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test program under $BUILD/tests and every tests/test_*.sh, then
+# prints the total as "N passed, N failed".  Exit status 0 only if all passed.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.."
+passed=0 failed=0 broken=0
+run_one() {
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    local line
+    line=$(printf '%s\n' "$out" | grep -E '^[a-z_]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "BROKEN: $* exited $rc without a summary line"
+        broken=$((broken + 1)); return
+    fi
+    local p f
+    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "BROKEN: $* exited $rc"; broken=$((broken + 1))
+    fi
+}
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] && run_one "$t"
+done
+for t in tests/test_*.sh; do
+    [ -f "$t" ] && run_one env BUILD="$BUILD" bash "$t"
+done
+failed=$((failed + broken))
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,402 @@
+/*
+ * test_rope.c — frequency tables, the rotation (fast path against the scalar
+ * reference, bit for bit), the seed's properties, layouts, dtypes, strides,
+ * positions, the seed's functions, dtype conversion and argument checks.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+#include "dropout.h"
+#include "rope_internal.h"
+
+/* cos/sin of m * base^(-2i/d) in long double: "exact" to ~1e-15 here. */
+static void exact_angle(int64_t m, int64_t i, int64_t d, double base, long double *c,
+                        long double *s)
+{
+    long double freq = 1.0L / powl((long double)base, (long double)(2 * i) / (long double)d);
+    long double angle = (long double)m * freq;
+    *c = cosl(angle);
+    *s = sinl(angle);
+}
+
+/* Requirement: every entry within 1e-6 of exact math up to position 2^20
+ * (float32 rounding alone is 6e-8; forming the angle in float32 would be
+ * ~5e-3 off at 1e5). */
+static void test_freqs_precision(void)
+{
+    const int64_t d = 128, end = 4096;
+    float *c = malloc(sizeof(float) * end * d / 2), *s = malloc(sizeof(float) * end * d / 2);
+    CHECK(ra_precompute_freqs(c, s, d, end, 10000.0) == RA_OK, "precompute");
+    double worst = 0;
+    for (int64_t m = 0; m < end; m++)
+        for (int64_t i = 0; i < d / 2; i++) {
+            long double ec, es;
+            exact_angle(m, i, d, 10000.0, &ec, &es);
+            double e = fmax(fabsl(c[m * d / 2 + i] - ec), fabsl(s[m * d / 2 + i] - es));
+            worst = fmax(worst, e);
+        }
+    CHECK(worst <= 1e-6, "table error %.3g", worst);
+
+    /* Large positions through a rope object's on-the-fly path and table. */
+    ra_rope_config cfg = ra_rope_config_default(d);
+    cfg.theta = 500000.0;
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    int64_t pos[] = {0, 1, 4095, 4096, 100000, 524287, (1 << 20) - 1, 1 << 20, 123456789,
+                     ((int64_t)1 << 31) - 1, RA_MAX_POSITION};
+    int64_t n = sizeof pos / sizeof pos[0];
+    CHECK(ra_rope_table(rope, c, s, pos, n) == RA_OK, "table");
+    worst = 0;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < d / 2; i++) {
+            long double ec, es;
+            exact_angle(pos[t], i, d, 500000.0, &ec, &es);
+            worst = fmax(worst, fmax(fabsl(c[t * d / 2 + i] - ec), fabsl(s[t * d / 2 + i] - es)));
+        }
+    CHECK(worst <= 1e-6, "on-the-fly error %.3g", worst);
+    ra_rope_destroy(rope);
+    free(c);
+    free(s);
+}
+
+/* A strided view inside a bigger buffer: token stride padded, heads apart. */
+static ra_tensor padded_view(void *data, ra_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d,
+                             int64_t pad)
+{
+    ra_tensor t = {data, dt, {b, s, h, d}, {0, 0, d + pad, 1}};
+    t.stride[1] = h * (d + pad) + pad;
+    t.stride[0] = s * t.stride[1] + pad;
+    return t;
+}
+
+static int64_t view_elements(const ra_tensor *t)
+{
+    int64_t last = 0;
+    for (int d = 0; d < 4; d++) last += (t->shape[d] - 1) * t->stride[d];
+    return last + 1;
+}
+
+/* Fast path == reference, bit for bit, across layouts, dtypes, strides,
+ * positions inside and beyond the table, directions and thread counts. */
+static void test_fast_matches_reference(void)
+{
+    const int64_t shapes[][4] = {{1, 1, 1, 2}, {2, 7, 3, 8}, {1, 33, 4, 64}, {3, 5, 2, 128},
+                                 {1, 70, 8, 6}, {2, 3, 1, 256}};
+    ra_context *ctx2, *ctx3;
+    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
+    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
+    ra_context *ctxs[] = {NULL, ctx2, ctx3};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int dt = 0; dt < 3; dt++)
+                for (int variant = 0; variant < 4; variant++) {
+                    const int64_t *sh = shapes[si];
+                    ra_rope_config cfg = ra_rope_config_default(sh[3]);
+                    cfg.layout = (ra_layout)layout;
+                    cfg.max_positions = 40; /* some positions fall beyond the table */
+                    cfg.rotary_dim = variant == 3 && sh[3] >= 4 ? (sh[3] / 2) & ~(int64_t)1 : 0;
+                    ra_rope *rope;
+                    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+                    int64_t pad = variant & 1 ? 3 : 0;
+                    size_t es = ra_dtype_size((ra_dtype)dt);
+                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                    int64_t n = view_elements(&probe);
+                    float *src = malloc(sizeof(float) * n);
+                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
+                    ra_test_fill(src, n, si * 100 + layout * 10 + dt);
+                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
+                    int64_t *ids = malloc(sizeof(int64_t) * sh[0] * sh[1]);
+                    for (int64_t t = 0; t < sh[0] * sh[1]; t++) ids[t] = (t * 37 + 5) % 97;
+                    ra_positions pos = {variant == 2 ? 0 : 11 + 13 * variant, variant == 2 ? ids : NULL};
+                    ra_direction dir = variant == 1 ? RA_INVERSE : RA_FORWARD;
+                    for (int c = 0; c < 3; c++) {
+                        memcpy(fast, in, es * n);
+                        memcpy(ref, in, es * n);
+                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        /* in place for even c, out of place for odd */
+                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
+                        CHECK(ra_rope_apply(rope, ctxs[c], &yf, xf, &pos, dir) == RA_OK, "fast");
+                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
+                        CHECK(memcmp(fast, ref, es * n) == 0,
+                              "shape %zu layout %d dtype %d variant %d ctx %d differs", si, layout,
+                              dt, variant, c);
+                    }
+                    free(ids);
+                    free(src);
+                    free(in);
+                    free(fast);
+                    free(ref);
+                    ra_rope_destroy(rope);
+                }
+    ra_context_destroy(ctx2);
+    ra_context_destroy(ctx3);
+}
+
+static double dot(const float *a, const float *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Rotates one head vector to position m in place. */
+static void rotate_to(const ra_rope *rope, float *x, int64_t d, int64_t m)
+{
+    ra_tensor t = ra_tensor_4d(x, RA_F32, 1, 1, 1, d);
+    ra_positions p = {m, NULL};
+    ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD);
+}
+
+/* The seed's properties: R_m keeps norms; <R_m q, R_n k> = <q, R_(n-m) k>;
+ * inverse undoes forward.  Tolerances: float32 rotation, ~1e-6 relative per
+ * element, so 1e-5 relative to |q||k| for sums over D = 128. */
+static void test_properties(void)
+{
+    const int64_t d = 128;
+    for (int layout = 0; layout < 2; layout++) {
+        ra_rope_config cfg = ra_rope_config_default(d);
+        cfg.layout = (ra_layout)layout;
+        ra_rope *rope;
+        CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+        float q[128], k[128], a[128], b[128];
+        ra_test_fill(q, d, 1);
+        ra_test_fill(k, d, 2);
+        double nq = sqrt(dot(q, q, d)), nk = sqrt(dot(k, k, d));
+        const int64_t pairs[][2] = {{0, 0}, {3, 10}, {10, 3}, {100, 4000}, {5000, 5017},
+                                    {100000, 100007}, {1 << 20, (1 << 20) + 1}};
+        for (size_t t = 0; t < sizeof pairs / sizeof pairs[0]; t++) {
+            int64_t m = pairs[t][0], n = pairs[t][1];
+            memcpy(a, q, sizeof q);
+            memcpy(b, k, sizeof k);
+            rotate_to(rope, a, d, m);
+            rotate_to(rope, b, d, n);
+            CHECK(fabs(sqrt(dot(a, a, d)) - nq) <= 1e-5 * nq, "norm changes at %lld", (long long)m);
+            double lhs = dot(a, b, d);
+            if (n >= m) {
+                memcpy(b, k, sizeof k);
+                rotate_to(rope, b, d, n - m);
+                double rhs = dot(q, b, d);
+                CHECK(fabs(lhs - rhs) <= 1e-5 * nq * nk, "<R_m q, R_n k> %.9g vs %.9g (m %lld n %lld)",
+                      lhs, rhs, (long long)m, (long long)n);
+            }
+            /* inverse o apply = identity */
+            ra_tensor v = ra_tensor_4d(a, RA_F32, 1, 1, 1, d);
+            ra_positions p = {m, NULL};
+            CHECK(ra_rope_apply(rope, NULL, &v, &v, &p, RA_INVERSE) == RA_OK, "inverse");
+            double err = 0;
+            for (int64_t i = 0; i < d; i++) err = fmax(err, fabs(a[i] - q[i]));
+            CHECK(err <= 1e-6, "inverse error %.3g at %lld", err, (long long)m);
+        }
+        ra_rope_destroy(rope);
+    }
+}
+
+/* Half layout on de-interleaved features equals the interleaved result
+ * de-interleaved: the two layouts are one rotation, stored differently. */
+static void test_layouts_agree(void)
+{
+    const int64_t d = 64, s = 9, h = 3;
+    int64_t n = s * h * d;
+    float *x = malloc(sizeof(float) * n), *xh = malloc(sizeof(float) * n);
+    ra_test_fill(x, n, 7);
+    for (int64_t r = 0; r < s * h; r++)
+        for (int64_t i = 0; i < d / 2; i++) {
+            xh[r * d + i] = x[r * d + 2 * i];
+            xh[r * d + d / 2 + i] = x[r * d + 2 * i + 1];
+        }
+    ra_rope_config ci = ra_rope_config_default(d), ch = ci;
+    ch.layout = RA_LAYOUT_HALF;
+    ra_rope *ri, *rh;
+    CHECK(ra_rope_create(&ri, &ci) == RA_OK && ra_rope_create(&rh, &ch) == RA_OK, "create");
+    CHECK(ra_rope_apply_f32(ri, NULL, x, 1, s, h, 5) == RA_OK, "interleaved");
+    CHECK(ra_rope_apply_f32(rh, NULL, xh, 1, s, h, 5) == RA_OK, "half");
+    int same = 1;
+    for (int64_t r = 0; r < s * h; r++)
+        for (int64_t i = 0; i < d / 2; i++)
+            same &= xh[r * d + i] == x[r * d + 2 * i] && xh[r * d + d / 2 + i] == x[r * d + 2 * i + 1];
+    CHECK(same, "layouts disagree");
+    ra_rope_destroy(ri);
+    ra_rope_destroy(rh);
+    free(x);
+    free(xh);
+}
+
+/* The seed's apply_rotary_emb with precompute_freqs_cis tables equals the
+ * rope object (interleaved, start 0), bit for bit. */
+static void test_seed_functions(void)
+{
+    const int64_t b = 2, s = 5, h = 4, hkv = 2, d = 16;
+    float q[2 * 5 * 4 * 16], k[2 * 5 * 2 * 16], q2[sizeof q / 4], k2[sizeof k / 4];
+    float c[5 * 8], sn[5 * 8];
+    ra_test_fill(q, sizeof q / 4, 3);
+    ra_test_fill(k, sizeof k / 4, 4);
+    memcpy(q2, q, sizeof q);
+    memcpy(k2, k, sizeof k);
+    CHECK(ra_precompute_freqs(c, sn, d, s, 10000.0) == RA_OK, "freqs");
+    CHECK(ra_apply_rotary_emb(q, k, c, sn, b, s, h, hkv, d) == RA_OK, "seed apply");
+    ra_rope_config cfg = ra_rope_config_default(d);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    CHECK(ra_rope_apply_f32(rope, NULL, q2, b, s, h, 0) == RA_OK, "q");
+    CHECK(ra_rope_apply_f32(rope, NULL, k2, b, s, hkv, 0) == RA_OK, "k");
+    CHECK(memcmp(q, q2, sizeof q) == 0 && memcmp(k, k2, sizeof k) == 0, "seed != rope object");
+    ra_rope_destroy(rope);
+
+    float kv[1 * 2 * 2 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, rep[24];
+    CHECK(ra_repeat_kv(rep, kv, 1, 2, 2, 3, 2) == RA_OK, "repeat_kv");
+    const float want[24] = {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6, 7, 8, 9, 7, 8, 9, 10, 11, 12, 10, 11, 12};
+    CHECK(memcmp(rep, want, sizeof want) == 0, "repeat_kv values");
+}
+
+/* Partial rotary: the features past rotary_dim pass through. */
+static void test_partial_rotary(void)
+{
+    ra_rope_config cfg = ra_rope_config_default(16);
+    cfg.rotary_dim = 8;
+    cfg.layout = RA_LAYOUT_HALF;
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    float x[3 * 16], y[3 * 16];
+    ra_test_fill(x, 48, 9);
+    ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 3, 1, 16), ty = ra_tensor_4d(y, RA_F32, 1, 3, 1, 16);
+    ra_positions p = {2, NULL};
+    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
+    for (int t = 0; t < 3; t++)
+        CHECK(memcmp(x + t * 16 + 8, y + t * 16 + 8, 8 * sizeof(float)) == 0, "tail changed");
+    CHECK(memcmp(x + 16, y + 16, 8 * sizeof(float)) != 0, "head not rotated");
+    ra_rope_destroy(rope);
+}
+
+static void test_conversions(void)
+{
+    CHECK(ra_f32_to_f16(1.0f) == 0x3c00, "1.0");
+    CHECK(ra_f32_to_f16(65504.0f) == 0x7bff, "max");
+    CHECK(ra_f32_to_f16(65519.0f) == 0x7bff, "below the Inf boundary");
+    CHECK(ra_f32_to_f16(65520.0f) == 0x7c00, "rounds to Inf");
+    CHECK(ra_f32_to_f16(-1e9f) == 0xfc00, "-Inf");
+    CHECK(ra_f32_to_f16(0x1p-24f) == 0x0001, "smallest subnormal");
+    CHECK(ra_f32_to_f16(0x1p-25f) == 0x0000, "tie to even (zero)");
+    CHECK(ra_f32_to_f16(0x1.8p-24f) == 0x0002, "tie to even (two)");
+    CHECK(ra_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00, "tie to even at 1");
+    CHECK(ra_f32_to_f16(1.0f + 0x1.8p-10f) == 0x3c02, "tie up at 1");
+    CHECK(isnan(ra_f16_to_f32(ra_f32_to_f16(NAN))), "NaN");
+    CHECK(ra_bf16_to_f32(ra_f32_to_bf16(1.0f + 0x1p-8f)) == 1.0f, "bf16 tie to even");
+    CHECK(ra_bf16_to_f32(ra_f32_to_bf16(1.0f + 0x1.8p-8f)) == 1.0f + 0x1p-7f, "bf16 tie up");
+    CHECK(isnan(ra_bf16_to_f32(ra_f32_to_bf16(NAN))), "bf16 NaN");
+    /* every f16 value survives f16 -> f32 -> f16 */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float f = ra_f16_to_f32((uint16_t)h);
+        if (!isnan(f) && ra_f32_to_f16(f) != h) bad++;
+    }
+    CHECK(bad == 0, "%d f16 values do not round-trip", bad);
+}
+
+/* Random123's known-answer vector for Philox-4x32-10. */
+static void test_philox(void)
+{
+    const uint32_t zero_c[4] = {0, 0, 0, 0}, zero_k[2] = {0, 0};
+    const uint32_t pi_c[4] = {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344};
+    const uint32_t pi_k[2] = {0xa4093822, 0x299f31d0};
+    uint32_t out[4];
+    ra_philox4x32(zero_c, zero_k, out);
+    CHECK(out[0] == 0x6627e8d5 && out[1] == 0xe169c58d && out[2] == 0xbc57ac4c &&
+              out[3] == 0x9b00dbd8, "philox zero vector");
+    ra_philox4x32(pi_c, pi_k, out);
+    CHECK(out[0] == 0xd16cfe09 && out[1] == 0x94fdcceb && out[2] == 0x5001e420 &&
+              out[3] == 0x24126ea1, "philox pi vector");
+}
+
+static void test_errors(void)
+{
+    float buf[64], c[8], s[8];
+    ra_rope *rope = NULL;
+    ra_rope_config cfg = ra_rope_config_default(8);
+    CHECK(ra_precompute_freqs(NULL, s, 8, 1, 1e4) == RA_ERR_NULL, "NULL");
+    CHECK(ra_precompute_freqs(c, s, 7, 1, 1e4) == RA_ERR_HEAD_DIM, "odd dim");
+    CHECK(ra_precompute_freqs(c, s, 8, 0, 1e4) == RA_ERR_SIZE, "end 0");
+    CHECK(ra_precompute_freqs(c, s, -8, 1, 1e4) == RA_ERR_SIZE, "negative dim");
+    CHECK(ra_precompute_freqs(c, s, 8, 1, 0) == RA_ERR_THETA, "theta 0");
+    CHECK(ra_precompute_freqs(c, s, 8, 1, -1) == RA_ERR_THETA, "theta < 0");
+    CHECK(ra_precompute_freqs(c, s, 8, 1, NAN) == RA_ERR_THETA, "theta NaN");
+    CHECK(ra_precompute_freqs(c, s, (int64_t)1 << 62, (int64_t)1 << 30, 1e4) == RA_ERR_OVERFLOW ||
+              ra_precompute_freqs(c, s, (int64_t)1 << 62, (int64_t)1 << 30, 1e4) == RA_ERR_POSITION,
+          "overflow");
+    CHECK(ra_rope_create(NULL, &cfg) == RA_ERR_NULL, "NULL out");
+    cfg.head_dim = 7;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_HEAD_DIM && rope == NULL, "odd head_dim");
+    cfg.head_dim = 8;
+    cfg.theta = 0;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_THETA, "theta");
+    cfg.theta = 1e4;
+    cfg.layout = (ra_layout)9;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "layout");
+    cfg.layout = RA_LAYOUT_HALF;
+    cfg.type = RA_ROPE_YARN;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_UNSUPPORTED, "yarn not yet");
+    cfg.type = RA_ROPE_DEFAULT;
+    cfg.rotary_dim = 10;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "rotary_dim > head_dim");
+    cfg.rotary_dim = 0;
+    cfg.max_positions = ((int64_t)1 << 62);
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_POSITION, "huge table");
+    cfg.max_positions = 16;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+
+    for (int i = 0; i < 64; i++) buf[i] = (float)i;
+    float before[64];
+    memcpy(before, buf, sizeof buf);
+    ra_tensor t = ra_tensor_4d(buf, RA_F32, 1, 2, 4, 8);
+    ra_positions neg = {-1, NULL}, far = {RA_MAX_POSITION, NULL}, ok = {0, NULL};
+    int64_t ids[2] = {3, -5};
+    ra_positions bad_ids = {0, ids};
+    CHECK(ra_rope_apply(rope, NULL, &t, &t, &neg, RA_FORWARD) == RA_ERR_POSITION, "negative start");
+    CHECK(ra_rope_apply(rope, NULL, &t, &t, &far, RA_FORWARD) == RA_ERR_POSITION, "past the max");
+    CHECK(ra_rope_apply(rope, NULL, &t, &t, &bad_ids, RA_FORWARD) == RA_ERR_POSITION, "negative id");
+    CHECK(ra_rope_apply(rope, NULL, &t, &t, NULL, RA_FORWARD) == RA_ERR_NULL, "NULL positions");
+    CHECK(ra_rope_apply(rope, NULL, &t, &t, &ok, (ra_direction)5) == RA_ERR_ARGUMENT, "direction");
+    CHECK(ra_rope_apply_f32(rope, NULL, buf, 1, 2, 0, 0) == RA_ERR_SIZE, "zero heads");
+    CHECK(ra_rope_apply_f32(rope, NULL, buf, -1, 2, 4, 0) == RA_ERR_SIZE, "negative batch");
+    CHECK(ra_rope_apply_f32(rope, NULL, buf, (int64_t)1 << 40, (int64_t)1 << 40, 4, 0) ==
+              RA_ERR_OVERFLOW, "overflowing shape");
+    ra_tensor wrong_d = ra_tensor_4d(buf, RA_F32, 1, 2, 2, 16);
+    CHECK(ra_rope_apply(rope, NULL, &wrong_d, &wrong_d, &ok, RA_FORWARD) == RA_ERR_SHAPE, "D");
+    ra_tensor strided = t;
+    strided.stride[3] = 2;
+    CHECK(ra_rope_apply(rope, NULL, &strided, &strided, &ok, RA_FORWARD) == RA_ERR_ARGUMENT, "stride");
+    ra_tensor other = t;
+    other.dtype = RA_BF16;
+    CHECK(ra_rope_apply(rope, NULL, &other, &t, &ok, RA_FORWARD) == RA_ERR_DTYPE, "dtype mismatch");
+    CHECK(memcmp(buf, before, sizeof buf) == 0, "a failing call wrote");
+    CHECK(ra_repeat_kv(buf, buf, 1, 1, 1, 8, 0) == RA_ERR_SIZE, "n_rep 0");
+    CHECK(ra_permute_rows(c, c, 1, 2, 1, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "aliasing permute");
+    CHECK(ra_convert(c, (ra_dtype)7, s, RA_F32, 1) == RA_ERR_ARGUMENT, "convert dtype");
+    CHECK(strcmp(ra_status_string(RA_ERR_GQA), "n_heads must be a multiple of n_kv_heads") == 0, "text");
+    CHECK(strcmp(ra_status_string((ra_status)999), "unknown status") == 0, "unknown");
+    for (int st = 0; st < RA_STATUS_COUNT; st++)
+        CHECK(ra_status_string((ra_status)st)[0] != '\0', "status %d has no text", st);
+    ra_rope_destroy(rope);
+    ra_rope_destroy(NULL);
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, -1) == RA_ERR_ARGUMENT, "threads -1");
+    CHECK(ra_context_create(NULL, 1) == RA_ERR_NULL, "NULL ctx out");
+}
+
+int main(void)
+{
+    RUN(test_freqs_precision);
+    RUN(test_fast_matches_reference);
+    RUN(test_properties);
+    RUN(test_layouts_agree);
+    RUN(test_seed_functions);
+    RUN(test_partial_rotary);
+    RUN(test_conversions);
+    RUN(test_philox);
+    RUN(test_errors);
+    return ra_test_summary("rope");
+}

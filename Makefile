@@ -60,7 +60,7 @@ asan:
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" test
 
 fixtures:
-	python3 tests/fixtures/make_fixtures.py tests/fixtures
+	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 
 clean:
 	rm -rf build build-asan

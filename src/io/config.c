@@ -1,0 +1,178 @@
+/*
+ * config.c — reads the fields attention needs from a Hugging Face
+ * config.json, checking that each holds the right kind of number.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+#include "io.h"
+#include "io_json.h"
+#include "io_message.h"
+
+#define MAX_CONFIG_BYTES (16 << 20)
+
+typedef enum field_kind {
+    POSITIVE_INTEGER, /* stored as int64_t */
+    POSITIVE_NUMBER,  /* stored as double */
+    FRACTION,         /* stored as double, in (0, 1] */
+} field_kind;
+
+typedef struct field {
+    const char *key;
+    field_kind kind;
+    int in_rope_parameters; /* newer configs may nest it in "rope_parameters" */
+    size_t value, has;      /* offsets in ra_hf_config */
+} field;
+
+#define FIELD(name, kind, nested) \
+    {#name, kind, nested, offsetof(ra_hf_config, name), offsetof(ra_hf_config, has_##name)}
+
+static const field fields[] = {
+    FIELD(hidden_size, POSITIVE_INTEGER, 0),
+    FIELD(num_attention_heads, POSITIVE_INTEGER, 0),
+    FIELD(num_key_value_heads, POSITIVE_INTEGER, 0),
+    FIELD(head_dim, POSITIVE_INTEGER, 0),
+    FIELD(max_position_embeddings, POSITIVE_INTEGER, 0),
+    FIELD(rope_theta, POSITIVE_NUMBER, 1),
+    FIELD(partial_rotary_factor, FRACTION, 1),
+};
+
+/* Finds key in obj; a null value counts as absent.  Fails on a key that
+ * appears twice. */
+static ra_status lookup(const cJSON *obj, const char *key, const char *name,
+                        const cJSON **out, char *msg, size_t msg_len)
+{
+    if (!ra_io_json_member(obj, key, out))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" appears twice", name, key);
+    if (cJSON_IsNull(*out)) *out = NULL;
+    return RA_OK;
+}
+
+/* Stores item's value in the field of out, or fails naming the key. */
+static ra_status store(const field *f, const cJSON *item, ra_hf_config *out, const char *name,
+                       char *msg, size_t msg_len)
+{
+    char *base = (char *)out;
+    double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+    int64_t integer;
+    switch (f->kind) {
+    case POSITIVE_INTEGER:
+        if (!ra_io_json_integer(item, &integer) || integer <= 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s\" must be a positive integer", name, f->key);
+        memcpy(base + f->value, &integer, sizeof integer);
+        break;
+    case POSITIVE_NUMBER:
+        if (!isfinite(v) || v <= 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s\" must be a positive number", name, f->key);
+        memcpy(base + f->value, &v, sizeof v);
+        break;
+    case FRACTION:
+        if (!isfinite(v) || v <= 0 || v > 1)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s\" must be a number in (0, 1]", name, f->key);
+        memcpy(base + f->value, &v, sizeof v);
+        break;
+    }
+    int one = 1;
+    memcpy(base + f->has, &one, sizeof one);
+    return RA_OK;
+}
+
+static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *name,
+                             char *msg, size_t msg_len)
+{
+    const cJSON *nested;
+    RA_TRY(lookup(root, "rope_parameters", name, &nested, msg, msg_len));
+    if (!cJSON_IsObject(nested)) nested = NULL;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const cJSON *item;
+        RA_TRY(lookup(root, fields[i].key, name, &item, msg, msg_len));
+        if (item == NULL && nested != NULL && fields[i].in_rope_parameters)
+            RA_TRY(lookup(nested, fields[i].key, name, &item, msg, msg_len));
+        if (item != NULL) RA_TRY(store(&fields[i], item, out, name, msg, msg_len));
+    }
+    return RA_OK;
+}
+
+/* Parses text, naming the file name in any failure; *out is zeroed then. */
+static ra_status parse_named(const char *text, size_t len, const char *name,
+                             ra_hf_config *out, char *msg, size_t msg_len)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = ra_io_json_parse(text, len);
+    if (root == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: not valid JSON", name);
+    ra_status status = cJSON_IsObject(root)
+                           ? read_fields(root, out, name, msg, msg_len)
+                           : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                                        "%s: the top level is not a JSON object", name);
+    cJSON_Delete(root);
+    if (status != RA_OK) memset(out, 0, sizeof *out);
+    return status;
+}
+
+ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
+                             char *msg, size_t msg_len)
+{
+    ra_io_clear(msg, msg_len);
+    if (out != NULL) memset(out, 0, sizeof *out);
+    if (text == NULL || out == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_config_parse: text or out is NULL");
+    return parse_named(text, len, "config.json", out, msg, msg_len);
+}
+
+/* Reads the whole of f (a regular file of at most MAX_CONFIG_BYTES) into a
+ * malloc'ed buffer. */
+static ra_status slurp(FILE *f, const char *path, char **text, size_t *len, char *msg,
+                       size_t msg_len)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
+                          strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
+    if (st.st_size > MAX_CONFIG_BYTES)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: the file is %lld bytes; configs over %d bytes are refused", path,
+                          (long long)st.st_size, MAX_CONFIG_BYTES);
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size > 0 ? size : 1);
+    if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
+    if (fread(buf, 1, size, f) != size) {
+        free(buf);
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: read failed", path);
+    }
+    *text = buf;
+    *len = size;
+    return RA_OK;
+}
+
+ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
+                            size_t msg_len)
+{
+    ra_io_clear(msg, msg_len);
+    if (out != NULL) memset(out, 0, sizeof *out);
+    if (path == NULL || out == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_config_read: path or out is NULL");
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot open file: %s", path,
+                          strerror(errno));
+    char *text = NULL;
+    size_t len = 0;
+    ra_status status = slurp(f, path, &text, &len, msg, msg_len);
+    fclose(f);
+    if (status != RA_OK) return status;
+    status = parse_named(text, len, path, out, msg, msg_len);
+    free(text);
+    return status;
+}

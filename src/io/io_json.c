@@ -1,0 +1,41 @@
+/* io_json.c — strict JSON parsing and exact integer reading with cJSON. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io_json.h"
+
+cJSON *ra_io_json_parse(const char *text, size_t len)
+{
+    if (len == SIZE_MAX || memchr(text, '\0', len) != NULL) return NULL;
+    /* cJSON gets its own NUL-terminated copy, so that nothing it does can
+     * read past the caller's bytes, and it must reach that NUL: trailing
+     * non-whitespace is an error. */
+    char *copy = malloc(len + 1);
+    if (copy == NULL) return NULL;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, NULL, 1);
+    free(copy);
+    return root;
+}
+
+int ra_io_json_integer(const cJSON *item, int64_t *out)
+{
+    if (!cJSON_IsNumber(item)) return 0;
+    double v = item->valuedouble;
+    if (!isfinite(v) || v != floor(v) || fabs(v) >= (double)RA_IO_JSON_INT_LIMIT) return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+int ra_io_json_member(const cJSON *obj, const char *key, const cJSON **out)
+{
+    *out = NULL;
+    for (const cJSON *item = obj->child; item != NULL; item = item->next) {
+        if (item->string == NULL || strcmp(item->string, key) != 0) continue;
+        if (*out != NULL) return 0;
+        *out = item;
+    }
+    return 1;
+}

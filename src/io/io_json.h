@@ -1,0 +1,33 @@
+/*
+ * io_json.h — strict JSON parsing on top of cJSON for the file-format code.
+ * Private to src/io.
+ */
+#ifndef RA_IO_JSON_H
+#define RA_IO_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+/* JSON numbers are doubles: every integer text below 2^53 parses exactly,
+ * and any integer text that does not parses to 2^53 or beyond. */
+#define RA_IO_JSON_INT_LIMIT ((int64_t)1 << 53)
+
+/* Parses exactly len bytes of JSON (need not be NUL-terminated): the whole
+ * text must be one JSON value, optionally surrounded by whitespace, with no
+ * NUL byte.  Returns NULL if it is not, or if memory runs out.  Free the
+ * result with cJSON_Delete. */
+cJSON *ra_io_json_parse(const char *text, size_t len);
+
+/* If item is a number holding an integer of magnitude below 2^53 (so exactly
+ * the integer the file wrote), stores it in *out and returns 1; otherwise
+ * returns 0. */
+int ra_io_json_integer(const cJSON *item, int64_t *out);
+
+/* Looks key up in obj (case-sensitive): *out is its value, or NULL if
+ * absent.  Returns 0 if the key appears more than once (cJSON keeps every
+ * copy), 1 otherwise. */
+int ra_io_json_member(const cJSON *obj, const char *key, const cJSON **out);
+
+#endif

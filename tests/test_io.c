@@ -1,0 +1,868 @@
+/*
+ * test_io.c — the file formats: .npy, .safetensors and config.json readers
+ * and writers, on good files and on hostile ones generated at run time, plus
+ * the atomic file writer.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "io/io.h"
+
+static char temp_dir[256]; /* made by main under $TMPDIR or /tmp */
+
+/* The path of name inside the temporary folder (a few stay valid at once). */
+static const char *tpath(const char *name)
+{
+    static char paths[4][512];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, sizeof paths[0], "%s/%s", temp_dir, name);
+    return p;
+}
+
+static void write_bytes(const char *name, const void *bytes, size_t n)
+{
+    FILE *f = fopen(tpath(name), "wb");
+    if (f == NULL) {
+        perror("fopen");
+        exit(2);
+    }
+    if (n > 0 && fwrite(bytes, 1, n, f) != n) exit(2);
+    fclose(f);
+}
+
+/* Reads a whole file into a malloc'ed buffer; sets *n. */
+static unsigned char *read_bytes(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    unsigned char *buf = malloc(1 << 16);
+    *n = fread(buf, 1, 1 << 16, f);
+    fclose(f);
+    return buf;
+}
+
+/* Whether the n bytes at hay contain the string needle. */
+static int contains(const unsigned char *hay, size_t n, const char *needle)
+{
+    size_t len = strlen(needle);
+    for (size_t i = 0; i + len <= n; i++)
+        if (memcmp(hay + i, needle, len) == 0) return 1;
+    return 0;
+}
+
+/* Entries in the temporary folder, not counting . and .. */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (d == NULL) return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+    closedir(d);
+    return n;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* A failure must give the expected status and a sentence naming the file. */
+#define CHECK_FAIL(got, expected, msg, file)                                          \
+    do {                                                                              \
+        CHECK((got) == (expected), "status %d, expected %d (%s)", (int)(got),         \
+              (int)(expected), msg);                                                  \
+        CHECK((msg)[0] != '\0', "empty message");                                     \
+        CHECK(strstr(msg, file) != NULL, "message does not name %s: %s", file, msg); \
+    } while (0)
+
+/* ---- .npy ---------------------------------------------------------------- */
+
+/* Writes a .npy file: magic, version major.0, dict padded with spaces and '\n'
+ * to a multiple of 64 bytes, then data. */
+static void write_npy(const char *name, int major, const char *dict, const void *data,
+                      size_t data_len)
+{
+    size_t pre = major == 1 ? 10 : 12, len = strlen(dict);
+    size_t total = pre + len + 1;
+    total += (64 - total % 64) % 64;
+    unsigned char *buf = calloc(1, total + data_len + 1);
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (unsigned char)major;
+    size_t hlen = total - pre;
+    for (size_t i = 0; i < pre - 8; i++) buf[8 + i] = (unsigned char)(hlen >> (8 * i));
+    memcpy(buf + pre, dict, len);
+    memset(buf + pre + len, ' ', total - pre - len - 1);
+    buf[total - 1] = '\n';
+    if (data_len > 0) memcpy(buf + total, data, data_len);
+    write_bytes(name, buf, total + data_len);
+    free(buf);
+}
+
+static const float six[6] = {0.5f, -1.0f, 2.25f, 3.0f, -4.5f, 1e-3f};
+
+static void check_npy_round_trip(const char *name, int ndim, const int64_t *shape,
+                                 int64_t count)
+{
+    float *data = malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+    ra_test_fill(data, (size_t)count, (uint64_t)ndim + 7);
+    char msg[256];
+    ra_status st = ra_npy_write_f32(tpath(name), data, ndim, shape, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s: write: %s", name, msg);
+    CHECK(msg[0] == '\0', "message after success: %s", msg);
+    ra_npy npy;
+    st = ra_npy_read(tpath(name), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s: read: %s", name, msg);
+    CHECK(npy.dtype == RA_NPY_F32 && npy.ndim == ndim && npy.count == count, "%s", name);
+    for (int i = 0; i < ndim && i < npy.ndim; i++) CHECK(npy.shape[i] == shape[i], "dim %d", i);
+    CHECK(npy.data != NULL && (uintptr_t)npy.data % 64 == 0, "data not aligned");
+    if (st == RA_OK)
+        CHECK(memcmp(npy.data, data, (size_t)count * sizeof(float)) == 0, "%s: data", name);
+    ra_npy_free(&npy);
+    CHECK(npy.data == NULL && npy.count == 0, "free does not zero");
+
+    size_t n = 0;
+    unsigned char *bytes = read_bytes(tpath(name), &n);
+    size_t header = n - (size_t)count * sizeof(float);
+    CHECK(bytes != NULL && header % 64 == 0, "%s: header of %zu bytes", name, header);
+    CHECK(bytes != NULL && (size_t)(bytes[8] | bytes[9] << 8) + 10 == header, "header length");
+    CHECK(bytes != NULL && bytes[header - 1] == '\n', "header does not end in a newline");
+    free(bytes);
+    free(data);
+}
+
+static void test_npy_round_trip(void)
+{
+    int64_t s0[1] = {0}, s1[1] = {5}, s4[4] = {2, 3, 1, 4}, s_empty[2] = {0, 3};
+    check_npy_round_trip("scalar.npy", 0, s0, 1);
+    check_npy_round_trip("vector.npy", 1, s1, 5);
+    check_npy_round_trip("four.npy", 4, s4, 24);
+    check_npy_round_trip("empty.npy", 2, s_empty, 0);
+
+    size_t n = 0;
+    unsigned char *bytes = read_bytes(tpath("four.npy"), &n);
+    const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 1, 4), }";
+    CHECK(bytes != NULL && memcmp(bytes, "\x93NUMPY\x01\x00", 8) == 0, "magic");
+    CHECK(bytes != NULL && memcmp(bytes + 10, dict, strlen(dict)) == 0, "dict");
+    free(bytes);
+    bytes = read_bytes(tpath("vector.npy"), &n);
+    dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }";
+    CHECK(bytes != NULL && memcmp(bytes + 10, dict, strlen(dict)) == 0, "1-d tuple");
+    free(bytes);
+
+    struct stat st;
+    CHECK(stat(tpath("four.npy"), &st) == 0 && (st.st_mode & 0777) == 0644, "mode %o",
+          (unsigned)(st.st_mode & 0777));
+}
+
+/* Byte for byte what numpy 1.26 writes for these arrays. */
+static void test_npy_numpy_bytes(void)
+{
+    unsigned char buf[128 + 48];
+    const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    memcpy(buf, "\x93NUMPY\x01\x00\x76\x00", 10);
+    memset(buf + 10, ' ', 117);
+    memcpy(buf + 10, dict, strlen(dict));
+    buf[127] = '\n';
+    memcpy(buf + 128, six, sizeof six);
+    write_bytes("np_f4.npy", buf, 128 + sizeof six);
+    ra_npy npy;
+    char msg[256];
+    ra_status st = ra_npy_read(tpath("np_f4.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s", msg);
+    CHECK(npy.dtype == RA_NPY_F32 && npy.ndim == 2 && npy.shape[0] == 2 && npy.shape[1] == 3,
+          "shape");
+    CHECK(st == RA_OK && memcmp(npy.data, six, sizeof six) == 0, "data");
+    ra_npy_free(&npy);
+
+    int64_t ints[5] = {-3, 0, 1, INT64_MAX, INT64_MIN};
+    dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }";
+    memset(buf + 10, ' ', 117);
+    memcpy(buf + 10, dict, strlen(dict));
+    memcpy(buf + 128, ints, sizeof ints);
+    write_bytes("np_i8.npy", buf, 128 + sizeof ints);
+    st = ra_npy_read(tpath("np_i8.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s", msg);
+    CHECK(npy.dtype == RA_NPY_I64 && npy.ndim == 1 && npy.count == 5, "shape");
+    CHECK(st == RA_OK && memcmp(npy.data, ints, sizeof ints) == 0, "data");
+    ra_npy_free(&npy);
+}
+
+static void test_npy_variants(void)
+{
+    ra_npy npy;
+    char msg[256];
+    /* Version 2.0 and 3.0, keys in another order, double quotes, no trailing
+     * comma, '=' and '|' byte orders. */
+    write_npy("v2.npy", 2, "{'shape': (3, 2), 'fortran_order': False, 'descr': '<f4'}", six,
+              sizeof six);
+    ra_status st = ra_npy_read(tpath("v2.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s", msg);
+    CHECK(npy.ndim == 2 && npy.shape[0] == 3 && npy.shape[1] == 2, "v2 shape");
+    CHECK(st == RA_OK && memcmp(npy.data, six, sizeof six) == 0, "v2 data");
+    ra_npy_free(&npy);
+
+    double d[2] = {1.5, -2.0};
+    write_npy("v3.npy", 3, "{\"descr\": \"=f8\", \"fortran_order\": False, \"shape\": (2,)}", d,
+              sizeof d);
+    st = ra_npy_read(tpath("v3.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_F64 && npy.count == 2, "v3: %s", msg);
+    CHECK(st == RA_OK && memcmp(npy.data, d, sizeof d) == 0, "v3 data");
+    ra_npy_free(&npy);
+
+    uint16_t h[3] = {0x3c00, 0xc000, 0x3800}; /* 1, -2, 0.5 */
+    write_npy("f2.npy", 1, "{'descr': '|f2', 'fortran_order': False, 'shape': (3, ), }", h,
+              sizeof h);
+    st = ra_npy_read(tpath("f2.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_F16 && npy.count == 3, "f2: %s", msg);
+    if (st == RA_OK) {
+        const uint16_t *got = npy.data;
+        CHECK(ra_f16_to_f32(got[0]) == 1.0f && ra_f16_to_f32(got[1]) == -2.0f, "f2 values");
+    }
+    ra_npy_free(&npy);
+
+    int32_t i4[1] = {42};
+    write_npy("i4.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (), }", i4,
+              sizeof i4);
+    st = ra_npy_read(tpath("i4.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_I32 && npy.ndim == 0 && npy.count == 1, "%s", msg);
+    CHECK(st == RA_OK && ((int32_t *)npy.data)[0] == 42, "i4 value");
+    ra_npy_free(&npy);
+}
+
+static void expect_npy_failure(const char *name, ra_status expected)
+{
+    ra_npy npy;
+    char msg[256] = "unchanged";
+    memset(&npy, 0xAB, sizeof npy);
+    ra_status st = ra_npy_read(tpath(name), &npy, msg, sizeof msg);
+    CHECK_FAIL(st, expected, msg, name);
+    CHECK(npy.data == NULL && npy.ndim == 0 && npy.count == 0, "%s: out not zeroed", name);
+}
+
+static void write_npy_dict(const char *name, const char *dict, size_t data_len)
+{
+    unsigned char data[64] = {0};
+    write_npy(name, 1, dict, data, data_len);
+}
+
+static void test_npy_hostile_files(void)
+{
+    write_bytes("empty_file.npy", "", 0);
+    expect_npy_failure("empty_file.npy", RA_ERR_FORMAT);
+    write_bytes("bad_magic.npy", "\x93NUMPZ\x01\x00\x10\x00{}              ", 26);
+    expect_npy_failure("bad_magic.npy", RA_ERR_FORMAT);
+    write_bytes("text.npy", "hello, world\n", 13);
+    expect_npy_failure("text.npy", RA_ERR_FORMAT);
+    write_bytes("magic_only.npy", "\x93NUMPY\x01", 7);
+    expect_npy_failure("magic_only.npy", RA_ERR_FORMAT);
+    write_bytes("no_length.npy", "\x93NUMPY\x01\x00\x10", 9);
+    expect_npy_failure("no_length.npy", RA_ERR_FORMAT);
+    write_bytes("version4.npy", "\x93NUMPY\x04\x00\x10\x00\x00\x00{}", 14);
+    expect_npy_failure("version4.npy", RA_ERR_UNSUPPORTED);
+
+    write_bytes("long_header.npy", "\x93NUMPY\x01\x00\xff\xff{'descr': '<f4'}", 26);
+    expect_npy_failure("long_header.npy", RA_ERR_FORMAT);
+    char msg[256];
+    ra_npy npy;
+    ra_npy_read(tpath("long_header.npy"), &npy, msg, sizeof msg);
+    CHECK(strstr(msg, "header length 65535 exceeds the file size 26") != NULL, "%s", msg);
+    write_bytes("long_header2.npy", "\x93NUMPY\x02\x00\xff\xff\xff\xff{}", 14);
+    expect_npy_failure("long_header2.npy", RA_ERR_FORMAT);
+
+    const char *f4_23 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    write_npy_dict("truncated.npy", f4_23, 20);
+    expect_npy_failure("truncated.npy", RA_ERR_FORMAT);
+    write_npy_dict("trailing.npy", f4_23, 28);
+    expect_npy_failure("trailing.npy", RA_ERR_FORMAT);
+    write_npy_dict("fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
+                   24);
+    expect_npy_failure("fortran.npy", RA_ERR_UNSUPPORTED);
+    ra_npy_read(tpath("fortran.npy"), &npy, msg, sizeof msg);
+    CHECK(strstr(msg, "Fortran-order arrays are not supported") != NULL, "%s", msg);
+}
+
+static void test_npy_hostile_headers(void)
+{
+    static const struct {
+        const char *dict;
+        ra_status expected;
+    } cases[] = {
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (6,), }", RA_ERR_DTYPE},
+        {"{'descr': '<i2', 'fortran_order': False, 'shape': (12,), }", RA_ERR_DTYPE},
+        {"{'descr': '|u1', 'fortran_order': False, 'shape': (24,), }", RA_ERR_DTYPE},
+        {"{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }", RA_ERR_DTYPE},
+        {"{'descr': '', 'fortran_order': False, 'shape': (3,), }", RA_ERR_DTYPE},
+        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }", RA_ERR_DTYPE},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
+         RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+         RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6), }",
+         RA_ERR_SHAPE},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-6,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.0, 3), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': 0, 'shape': (6,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'shape': (6,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'extra': 1, }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,)}",
+         RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,), } junk", RA_ERR_FORMAT},
+        {"{'descr': '<f4' 'fortran_order': False, 'shape': (6,), }", RA_ERR_FORMAT},
+        {"{'descr: '<f4', 'fortran_order': False, 'shape': (6,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,), ", RA_ERR_FORMAT},
+        {"'descr': '<f4', 'fortran_order': False, 'shape': (6,)", RA_ERR_FORMAT},
+        {"", RA_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "header%zu.npy", i);
+        write_npy_dict(name, cases[i].dict, 24);
+        expect_npy_failure(name, cases[i].expected);
+    }
+    ra_npy npy;
+    char msg[256];
+    CHECK_FAIL(ra_npy_read(tpath("missing.npy"), &npy, msg, sizeof msg), RA_ERR_IO, msg,
+               "missing.npy");
+    CHECK_FAIL(ra_npy_read(temp_dir, &npy, msg, sizeof msg), RA_ERR_IO, msg, temp_dir);
+    CHECK(ra_npy_read(tpath("missing.npy"), &npy, NULL, 0) == RA_ERR_IO, "NULL msg");
+    CHECK(ra_npy_read(NULL, &npy, msg, sizeof msg) == RA_ERR_NULL, "NULL path");
+    ra_npy_free(NULL);
+}
+
+static void test_npy_write_errors(void)
+{
+    char msg[256];
+    int64_t bad[2] = {2, -1}, huge[2] = {INT64_MAX, 2}, ok[1] = {6};
+    CHECK_FAIL(ra_npy_write_f32(tpath("neg.npy"), six, 2, bad, msg, sizeof msg), RA_ERR_SIZE,
+               msg, "neg.npy");
+    CHECK_FAIL(ra_npy_write_f32(tpath("huge.npy"), six, 2, huge, msg, sizeof msg),
+               RA_ERR_OVERFLOW, msg, "huge.npy");
+    CHECK_FAIL(ra_npy_write_f32(tpath("dims.npy"), six, 9, ok, msg, sizeof msg), RA_ERR_SHAPE,
+               msg, "dims.npy");
+    CHECK(ra_npy_write_f32(tpath("null.npy"), NULL, 1, ok, msg, sizeof msg) == RA_ERR_NULL,
+          "NULL data");
+    CHECK(access(tpath("neg.npy"), F_OK) != 0 && access(tpath("null.npy"), F_OK) != 0,
+          "a failed write left a file");
+}
+
+/* ---- .safetensors -------------------------------------------------------- */
+
+/* Writes an 8-byte header length, len bytes of header text and data_len
+ * bytes of data (0, 1, 2, ...). */
+static void write_st_raw(const char *name, uint64_t header_len, const char *header, size_t len,
+                         size_t data_len)
+{
+    unsigned char *buf = malloc(8 + len + data_len + 1);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(header_len >> (8 * i));
+    memcpy(buf + 8, header, len);
+    for (size_t i = 0; i < data_len; i++) buf[8 + len + i] = (unsigned char)i;
+    write_bytes(name, buf, 8 + len + data_len);
+    free(buf);
+}
+
+static void write_st(const char *name, const char *header, size_t data_len)
+{
+    write_st_raw(name, strlen(header), header, strlen(header), data_len);
+}
+
+static void expect_st_failure(const char *name, ra_status expected)
+{
+    static int sentinel;
+    ra_safetensors *st = (ra_safetensors *)&sentinel;
+    char msg[256];
+    ra_status status = ra_safetensors_open(&st, tpath(name), msg, sizeof msg);
+    CHECK_FAIL(status, expected, msg, name);
+    CHECK(st == NULL, "%s: out not NULL", name);
+    ra_safetensors_close(status == RA_OK ? st : NULL);
+}
+
+/* The message a failure on name gives must be exactly path + ": " + rest. */
+static void expect_st_message(const char *name, const char *rest)
+{
+    ra_safetensors *st = NULL;
+    char msg[256], expected[512];
+    ra_status status = ra_safetensors_open(&st, tpath(name), msg, sizeof msg);
+    snprintf(expected, sizeof expected, "%s: %s", tpath(name), rest);
+    CHECK(status != RA_OK && strcmp(msg, expected) == 0, "got \"%s\"", msg);
+    ra_safetensors_close(st);
+}
+
+static void test_st_round_trip(void)
+{
+    float f32[6] = {1.0f, -2.0f, 0.5f, 3.25f, -0.125f, 100.0f};
+    uint16_t f16[4] = {0x3c00, 0xc000, 0x3800, 0x7c00}; /* 1, -2, 0.5, inf */
+    uint16_t bf16[4] = {0x3f80, 0xc000, 0x3f00, 0x4049}; /* 1, -2, 0.5, 3.140625 */
+    int64_t i64[3] = {-1, 0, INT64_MAX};
+    double f64[2] = {0.1, -3.5};
+    float scalar = 7.0f;
+    ra_st_tensor in[7] = {
+        {"wq.weight", RA_ST_F32, 2, {2, 3}, 6, f32, sizeof f32},
+        {"half \"quoted\"\n", RA_ST_F16, 1, {4}, 4, f16, sizeof f16},
+        {"brain", RA_ST_BF16, 2, {2, 2}, 4, bf16, sizeof bf16},
+        {"ids", RA_ST_I64, 1, {3}, 3, i64, sizeof i64},
+        {"empty", RA_ST_F32, 2, {0, 5}, 0, NULL, 0},
+        {"double", RA_ST_F64, 1, {2}, 2, f64, sizeof f64},
+        {"scalar", RA_ST_F32, 0, {0}, 1, &scalar, sizeof scalar},
+    };
+    char msg[256];
+    ra_status status = ra_safetensors_write(tpath("W.safetensors"), in, 7, msg, sizeof msg);
+    CHECK(status == RA_OK, "write: %s", msg);
+
+    size_t n = 0;
+    unsigned char *bytes = read_bytes(tpath("W.safetensors"), &n);
+    uint64_t header_len = 0;
+    for (int i = 7; bytes != NULL && i >= 0; i--) header_len = header_len << 8 | bytes[i];
+    CHECK(header_len % 8 == 0 && 8 + header_len < n, "header length %llu",
+          (unsigned long long)header_len);
+    CHECK(bytes != NULL && contains(bytes, n, "\"__metadata__\":{\"format\":\"pt\"}"),
+          "metadata");
+    free(bytes);
+
+    ra_safetensors *st = NULL;
+    status = ra_safetensors_open(&st, tpath("W.safetensors"), msg, sizeof msg);
+    CHECK(status == RA_OK, "open: %s", msg);
+    if (status != RA_OK) return;
+    CHECK(ra_safetensors_count(st) == 7, "count %lld", (long long)ra_safetensors_count(st));
+    for (int64_t i = 0; i < 7 && i < ra_safetensors_count(st); i++) {
+        const ra_st_tensor *t = ra_safetensors_at(st, i);
+        CHECK(strcmp(t->name, in[i].name) == 0, "order: %s", t->name);
+        CHECK(ra_safetensors_find(st, in[i].name) == t, "find %s", in[i].name);
+        CHECK(t->dtype == in[i].dtype && t->ndim == in[i].ndim && t->count == in[i].count &&
+              t->nbytes == in[i].nbytes, "%s: header", t->name);
+        for (int d = 0; d < t->ndim; d++) CHECK(t->shape[d] == in[i].shape[d], "dim %d", d);
+        CHECK(t->nbytes == 0 || memcmp(t->data, in[i].data, t->nbytes) == 0, "%s: data",
+              t->name);
+    }
+    CHECK(ra_safetensors_at(st, 7) == NULL && ra_safetensors_at(st, -1) == NULL, "at range");
+    CHECK(ra_safetensors_find(st, "missing") == NULL, "find missing");
+    CHECK(ra_safetensors_find(st, "__metadata__") == NULL, "metadata is not a tensor");
+
+    float out[6];
+    CHECK(ra_st_tensor_to_f32(ra_safetensors_find(st, "wq.weight"), out) == RA_OK &&
+          memcmp(out, f32, sizeof f32) == 0, "F32");
+    CHECK(ra_st_tensor_to_f32(ra_safetensors_find(st, "half \"quoted\"\n"), out) == RA_OK &&
+          out[0] == 1.0f && out[1] == -2.0f && out[2] == 0.5f && isinf(out[3]), "F16");
+    CHECK(ra_st_tensor_to_f32(ra_safetensors_find(st, "brain"), out) == RA_OK &&
+          out[0] == 1.0f && out[1] == -2.0f && out[2] == 0.5f && out[3] == 3.140625f, "BF16");
+    CHECK(ra_st_tensor_to_f32(ra_safetensors_find(st, "double"), out) == RA_OK &&
+          out[0] == 0.1f && out[1] == -3.5f, "F64");
+    CHECK(ra_st_tensor_to_f32(ra_safetensors_find(st, "empty"), out) == RA_OK, "empty");
+    CHECK(ra_st_tensor_to_f32(ra_safetensors_find(st, "ids"), out) == RA_ERR_DTYPE, "I64");
+    CHECK(ra_st_tensor_to_f32(NULL, out) == RA_ERR_NULL, "NULL tensor");
+    ra_safetensors_close(st);
+    ra_safetensors_close(NULL);
+    CHECK(strcmp(ra_st_dtype_name(RA_ST_F8_E5M2), "F8_E5M2") == 0 &&
+          ra_st_dtype_size(RA_ST_BF16) == 2 && ra_st_dtype_size(RA_ST_DTYPE_COUNT) == 0,
+          "dtype table");
+}
+
+/* Hand-written files the reader must accept: unaligned data, empty tensors
+ * sharing an offset, holes, an empty header object. */
+static void test_st_accepts(void)
+{
+    write_st("unaligned.safetensors",
+             "{\"__metadata__\":{\"a\":\"b\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[1,9]},\"e1\":{\"dtype\":\"F16\",\"shape\":[0],"
+             "\"data_offsets\":[4,4]},\"e2\":{\"shape\":[3,0],\"dtype\":\"I8\","
+             "\"data_offsets\":[4,4]}}  ", 12);
+    ra_safetensors *st = NULL;
+    char msg[256];
+    ra_status status = ra_safetensors_open(&st, tpath("unaligned.safetensors"), msg, sizeof msg);
+    CHECK(status == RA_OK, "%s", msg);
+    if (status == RA_OK) {
+        CHECK(ra_safetensors_count(st) == 3, "count");
+        const ra_st_tensor *x = ra_safetensors_find(st, "x");
+        float out[2], expected[2];
+        unsigned char raw[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        memcpy(expected, raw, sizeof raw);
+        CHECK(x != NULL && ra_st_tensor_to_f32(x, out) == RA_OK &&
+              memcmp(out, expected, sizeof out) == 0, "unaligned F32");
+    }
+    ra_safetensors_close(st);
+
+    write_st("no_tensors.safetensors", "{}", 0);
+    status = ra_safetensors_open(&st, tpath("no_tensors.safetensors"), msg, sizeof msg);
+    CHECK(status == RA_OK && ra_safetensors_count(st) == 0, "%s", msg);
+    CHECK(ra_safetensors_find(st, "x") == NULL, "find in empty file");
+    ra_safetensors_close(st);
+}
+
+static void test_st_hostile_layout(void)
+{
+    write_bytes("empty.safetensors", "", 0);
+    expect_st_failure("empty.safetensors", RA_ERR_FORMAT);
+    write_bytes("seven.safetensors", "\x02\0\0\0\0\0\0", 7);
+    expect_st_failure("seven.safetensors", RA_ERR_FORMAT);
+    write_st_raw("beyond.safetensors", 113, "{}", 2, 110);
+    expect_st_failure("beyond.safetensors", RA_ERR_FORMAT);
+    write_st_raw("max.safetensors", UINT64_MAX, "{\"a\":{}}", 8, 104);
+    expect_st_message("max.safetensors",
+                      "header length 18446744073709551615 exceeds the file size 120");
+    write_st_raw("near.safetensors", UINT64_MAX - 7, "{}", 2, 0);
+    expect_st_failure("near.safetensors", RA_ERR_FORMAT);
+    write_st("zero_header.safetensors", "", 16);
+    expect_st_failure("zero_header.safetensors", RA_ERR_FORMAT);
+    write_st("not_json.safetensors", "hello world", 0);
+    expect_st_failure("not_json.safetensors", RA_ERR_FORMAT);
+    write_st("truncated.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],", 4);
+    expect_st_failure("truncated.safetensors", RA_ERR_FORMAT);
+    write_st("array.safetensors", "[1, 2, 3]", 0);
+    expect_st_failure("array.safetensors", RA_ERR_FORMAT);
+    write_st("garbage.safetensors", "{} x", 0);
+    expect_st_failure("garbage.safetensors", RA_ERR_FORMAT);
+    write_st_raw("nul.safetensors", 4, "{}\0 ", 4, 0);
+    expect_st_failure("nul.safetensors", RA_ERR_FORMAT);
+    write_st("meta.safetensors", "{\"__metadata__\":[1]}", 0);
+    expect_st_failure("meta.safetensors", RA_ERR_FORMAT);
+    char deep[4001];
+    memset(deep, '[', 2000);
+    memset(deep + 2000, ']', 2000);
+    deep[4000] = '\0';
+    write_st("deep.safetensors", deep, 0);
+    expect_st_failure("deep.safetensors", RA_ERR_FORMAT);
+
+    ra_safetensors *st = NULL;
+    char msg[256];
+    CHECK_FAIL(ra_safetensors_open(&st, tpath("missing.safetensors"), msg, sizeof msg),
+               RA_ERR_IO, msg, "missing.safetensors");
+    CHECK_FAIL(ra_safetensors_open(&st, temp_dir, msg, sizeof msg), RA_ERR_IO, msg, temp_dir);
+    CHECK(ra_safetensors_open(NULL, tpath("W.safetensors"), msg, sizeof msg) == RA_ERR_NULL,
+          "NULL out");
+}
+
+#define ENTRY(name, dtype, shape, offsets) \
+    "\"" name "\":{\"dtype\":" dtype ",\"shape\":" shape ",\"data_offsets\":" offsets "}"
+
+static void test_st_hostile_entries(void)
+{
+    static const struct {
+        const char *header;
+        ra_status expected;
+    } cases[] = {
+        {"{" ENTRY("a", "\"F4\"", "[2]", "[0,8]") "}", RA_ERR_DTYPE},
+        {"{" ENTRY("a", "\"f32\"", "[2]", "[0,8]") "}", RA_ERR_DTYPE},
+        {"{" ENTRY("a", "32", "[2]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[-2]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2.5]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[\"2\"]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[1e300]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[9007199254740993]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[null]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "2", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[1,1,1,1,1,1,1,1,2]", "[0,8]") "}", RA_ERR_SHAPE},
+        {"{" ENTRY("a", "\"F32\"", "[4294967296,4294967296,4294967296]", "[0,8]") "}",
+         RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"U8\"", "[4611686018427387,4611686018427387]", "[0,8]") "}",
+         RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[8,0]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[32,40]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[0,8,16]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[0]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[-8,0]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[0,12]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "{\"begin\":0}") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") "," ENTRY("b", "\"F32\"", "[2]", "[4,12]") "}",
+         RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") "," ENTRY("a", "\"F32\"", "[2]", "[8,16]") "}",
+         RA_ERR_FORMAT},
+        {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", RA_ERR_FORMAT},
+        {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", RA_ERR_FORMAT},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", RA_ERR_FORMAT},
+        {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+         RA_ERR_FORMAT},
+        {"{\"a\":5}", RA_ERR_FORMAT},
+        {"{\"a\":null}", RA_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "entry%zu.safetensors", i);
+        write_st(name, cases[i].header, 16);
+        expect_st_failure(name, cases[i].expected);
+    }
+    write_st("mismatch.safetensors", "{" ENTRY("wq.weight", "\"F32\"", "[4, 8]", "[0, 64]") "}",
+             128);
+    expect_st_message("mismatch.safetensors",
+                      "tensor \"wq.weight\": data_offsets [0, 64) hold 64 bytes but shape "
+                      "[4, 8] of F32 needs 128");
+    write_st("overlap.safetensors", "{" ENTRY("b", "\"F32\"", "[2]", "[4,12]") ","
+             ENTRY("a", "\"U8\"", "[8]", "[0,8]") "}", 16);
+    expect_st_message("overlap.safetensors", "tensors \"a\" and \"b\" overlap");
+    write_st("inside.safetensors", "{" ENTRY("big", "\"U8\"", "[16]", "[0,16]") ","
+             ENTRY("small", "\"U8\"", "[2]", "[6,8]") "}", 16);
+    expect_st_message("inside.safetensors", "tensors \"big\" and \"small\" overlap");
+    write_st("dup.safetensors", "{" ENTRY("w", "\"U8\"", "[4]", "[0,4]") ","
+             ENTRY("w", "\"U8\"", "[4]", "[4,8]") "}", 8);
+    expect_st_message("dup.safetensors", "tensor name \"w\" appears twice");
+}
+
+static void test_st_write_errors(void)
+{
+    float x[2] = {1, 2};
+    char msg[256];
+    ra_st_tensor dup[2] = {
+        {"w", RA_ST_F32, 1, {2}, 2, x, sizeof x},
+        {"w", RA_ST_F32, 1, {2}, 2, x, sizeof x},
+    };
+    CHECK_FAIL(ra_safetensors_write(tpath("dup_w.safetensors"), dup, 2, msg, sizeof msg),
+               RA_ERR_ARGUMENT, msg, "dup_w.safetensors");
+    ra_st_tensor wrong = {"w", RA_ST_F32, 1, {3}, 3, x, sizeof x};
+    CHECK_FAIL(ra_safetensors_write(tpath("size_w.safetensors"), &wrong, 1, msg, sizeof msg),
+               RA_ERR_SHAPE, msg, "size_w.safetensors");
+    ra_st_tensor reserved = {"__metadata__", RA_ST_F32, 1, {2}, 2, x, sizeof x};
+    CHECK_FAIL(ra_safetensors_write(tpath("meta_w.safetensors"), &reserved, 1, msg, sizeof msg),
+               RA_ERR_ARGUMENT, msg, "meta_w.safetensors");
+    ra_st_tensor dtype = {"w", RA_ST_DTYPE_COUNT, 1, {2}, 2, x, sizeof x};
+    CHECK_FAIL(ra_safetensors_write(tpath("dtype_w.safetensors"), &dtype, 1, msg, sizeof msg),
+               RA_ERR_DTYPE, msg, "dtype_w.safetensors");
+    CHECK(access(tpath("dup_w.safetensors"), F_OK) != 0 &&
+          access(tpath("size_w.safetensors"), F_OK) != 0, "a failed write left a file");
+    CHECK(ra_safetensors_write(tpath("none.safetensors"), NULL, 0, msg, sizeof msg) == RA_OK,
+          "no tensors: %s", msg);
+}
+
+/* Opens name as .npy or .safetensors and closes it again. */
+static ra_status open_and_close(const char *name, int is_npy, char *msg, size_t msg_len)
+{
+    if (is_npy) {
+        ra_npy npy;
+        ra_status st = ra_npy_read(tpath(name), &npy, msg, msg_len);
+        ra_npy_free(&npy);
+        return st;
+    }
+    ra_safetensors *sf = NULL;
+    ra_status st = ra_safetensors_open(&sf, tpath(name), msg, msg_len);
+    ra_safetensors_close(sf);
+    return st;
+}
+
+/* Every strict prefix of a valid file must fail cleanly, and every file with
+ * one of its first 256 bytes changed must either open or fail with a
+ * message (and, under a sanitizer or valgrind, touch no byte it should not). */
+static void test_mutations(void)
+{
+    static const char *const files[2] = {"W.safetensors", "four.npy"};
+    static const unsigned char values[6] = {0x00, 0xff, '"', '9', '[', ','};
+    for (int f = 0; f < 2; f++) {
+        size_t n = 0;
+        unsigned char *bytes = read_bytes(tpath(files[f]), &n);
+        CHECK(bytes != NULL && n > 64, "%s missing", files[f]);
+        if (bytes == NULL) continue;
+        char msg[256];
+        for (size_t len = 0; len < n; len++) {
+            write_bytes("mutant", bytes, len);
+            ra_status st = open_and_close("mutant", f == 1, msg, sizeof msg);
+            CHECK(st != RA_OK && msg[0] != '\0', "%s: prefix of %zu bytes", files[f], len);
+        }
+        for (size_t at = 0; at < n && at < 256; at++) {
+            for (int v = 0; v < 6; v++) {
+                unsigned char saved = bytes[at];
+                bytes[at] = values[v];
+                write_bytes("mutant", bytes, n);
+                bytes[at] = saved;
+                ra_status st = open_and_close("mutant", f == 1, msg, sizeof msg);
+                CHECK(st == RA_OK || msg[0] != '\0', "%s: byte %zu: no message", files[f], at);
+            }
+        }
+        free(bytes);
+    }
+}
+
+/* ---- config.json --------------------------------------------------------- */
+
+static ra_status parse_config(const char *text, ra_hf_config *cfg, char *msg, size_t msg_len)
+{
+    return ra_hf_config_parse(text, strlen(text), cfg, msg, msg_len);
+}
+
+static void test_config_llama(void)
+{
+    const char *text =
+        "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"hidden_size\": 4096,\n"
+        "  \"num_attention_heads\": 32,\n  \"num_key_value_heads\": 8,\n"
+        "  \"head_dim\": null,\n  \"max_position_embeddings\": 8192,\n"
+        "  \"rope_theta\": 500000.0,\n  \"rope_scaling\": null,\n"
+        "  \"torch_dtype\": \"bfloat16\",\n  \"tie_word_embeddings\": false\n}\n";
+    ra_hf_config cfg;
+    char msg[256];
+    ra_status st = parse_config(text, &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && msg[0] == '\0', "%s", msg);
+    CHECK(cfg.hidden_size == 4096 && cfg.has_hidden_size, "hidden_size");
+    CHECK(cfg.num_attention_heads == 32 && cfg.has_num_attention_heads, "heads");
+    CHECK(cfg.num_key_value_heads == 8 && cfg.has_num_key_value_heads, "kv heads");
+    CHECK(cfg.head_dim == 0 && !cfg.has_head_dim, "null head_dim counts as absent");
+    CHECK(cfg.max_position_embeddings == 8192 && cfg.has_max_position_embeddings, "max pos");
+    CHECK(cfg.rope_theta == 500000.0 && cfg.has_rope_theta, "theta");
+    CHECK(!cfg.has_partial_rotary_factor && cfg.partial_rotary_factor == 0, "prf");
+
+    st = parse_config("{\"rope_theta\": 10000, \"head_dim\": 128, "
+                      "\"partial_rotary_factor\": 0.5}", &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.rope_theta == 10000.0 && cfg.head_dim == 128 &&
+          cfg.partial_rotary_factor == 0.5 && !cfg.has_hidden_size, "%s", msg);
+    st = parse_config("{\"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": "
+                      "\"default\"}}", &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.has_rope_theta && cfg.rope_theta == 1e6, "nested: %s", msg);
+    st = parse_config("{}", &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && !cfg.has_hidden_size && !cfg.has_num_attention_heads &&
+          !cfg.has_rope_theta && cfg.num_attention_heads == 0, "empty: %s", msg);
+    const char *longer = "{\"hidden_size\": 64} and then garbage past len";
+    st = ra_hf_config_parse(longer, 19, &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.hidden_size == 64, "len limits the text: %s", msg);
+}
+
+static void test_config_hostile(void)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"{\"num_attention_heads\": \"32\"}",
+         "config.json: \"num_attention_heads\" must be a positive integer"},
+        {"{\"num_attention_heads\": 32.5}",
+         "config.json: \"num_attention_heads\" must be a positive integer"},
+        {"{\"num_attention_heads\": 0}",
+         "config.json: \"num_attention_heads\" must be a positive integer"},
+        {"{\"num_key_value_heads\": -8}",
+         "config.json: \"num_key_value_heads\" must be a positive integer"},
+        {"{\"hidden_size\": true}", "config.json: \"hidden_size\" must be a positive integer"},
+        {"{\"head_dim\": 1e300}", "config.json: \"head_dim\" must be a positive integer"},
+        {"{\"max_position_embeddings\": [4096]}",
+         "config.json: \"max_position_embeddings\" must be a positive integer"},
+        {"{\"rope_theta\": \"10000\"}", "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"rope_theta\": -1}", "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"rope_theta\": 1e999}", "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"partial_rotary_factor\": 1.5}",
+         "config.json: \"partial_rotary_factor\" must be a number in (0, 1]"},
+        {"{\"hidden_size\": 64, \"hidden_size\": 128}",
+         "config.json: \"hidden_size\" appears twice"},
+        {"not json", "config.json: not valid JSON"},
+        {"{\"hidden_size\": 4096,", "config.json: not valid JSON"},
+        {"{\"hidden_size\": 4096} {}", "config.json: not valid JSON"},
+        {"", "config.json: not valid JSON"},
+        {"[1, 2]", "config.json: the top level is not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ra_hf_config cfg;
+        char msg[256];
+        ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
+        CHECK(st == RA_ERR_FORMAT, "%s: status %d", cases[i].text, (int)st);
+        CHECK(strcmp(msg, cases[i].message) == 0, "%s: got \"%s\"", cases[i].text, msg);
+        CHECK(!cfg.has_hidden_size && cfg.hidden_size == 0, "out not zeroed");
+    }
+    ra_hf_config cfg;
+    char tiny[8];
+    CHECK(parse_config("nope", &cfg, tiny, sizeof tiny) == RA_ERR_FORMAT &&
+          strlen(tiny) == sizeof tiny - 1, "message truncated and terminated");
+    CHECK(parse_config("nope", &cfg, NULL, 0) == RA_ERR_FORMAT, "NULL msg");
+    CHECK(ra_hf_config_parse(NULL, 0, &cfg, tiny, sizeof tiny) == RA_ERR_NULL, "NULL text");
+}
+
+static void test_config_files(void)
+{
+    const char *text = "{\"hidden_size\": 256, \"num_attention_heads\": 4}";
+    write_bytes("config.json", text, strlen(text));
+    ra_hf_config cfg;
+    char msg[256];
+    ra_status st = ra_hf_config_read(tpath("config.json"), &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.hidden_size == 256 && cfg.num_attention_heads == 4, "%s", msg);
+
+    write_bytes("bad.json", "{\"hidden_size\": 256", 19);
+    CHECK_FAIL(ra_hf_config_read(tpath("bad.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
+               "bad.json");
+    CHECK_FAIL(ra_hf_config_read(tpath("absent.json"), &cfg, msg, sizeof msg), RA_ERR_IO, msg,
+               "absent.json");
+    int fd = open(tpath("huge.json"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && ftruncate(fd, (16 << 20) + 1) == 0, "sparse file");
+    if (fd >= 0) close(fd);
+    CHECK_FAIL(ra_hf_config_read(tpath("huge.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
+               "huge.json");
+}
+
+/* ---- atomic writes ------------------------------------------------------- */
+
+static void test_atomic(void)
+{
+    char msg[256];
+    const char *hello = "hello", *world = ", world";
+    const void *parts[3] = {hello, NULL, world};
+    size_t sizes[3] = {5, 0, 7};
+    int before = count_entries(temp_dir);
+    ra_status st = ra_write_file_atomic(tpath("atomic.txt"), parts, sizes, 3, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s", msg);
+    size_t n = 0;
+    unsigned char *bytes = read_bytes(tpath("atomic.txt"), &n);
+    CHECK(bytes != NULL && n == 12 && memcmp(bytes, "hello, world", 12) == 0, "content");
+    free(bytes);
+    st = ra_write_file_atomic(tpath("atomic.txt"), parts, sizes, 1, msg, sizeof msg);
+    bytes = read_bytes(tpath("atomic.txt"), &n);
+    CHECK(st == RA_OK && bytes != NULL && n == 5, "replaced: %s", msg);
+    free(bytes);
+    CHECK(count_entries(temp_dir) == before + 1, "a temporary file was left behind");
+
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/no_such_dir/x.npy", temp_dir);
+    st = ra_write_file_atomic(missing, parts, sizes, 3, msg, sizeof msg);
+    CHECK_FAIL(st, RA_ERR_IO, msg, missing);
+    CHECK(strstr(msg, "cannot create file: No such file or directory") != NULL, "%s", msg);
+    CHECK(count_entries(temp_dir) == before + 1, "a failed write created something");
+
+    /* Renaming over a folder fails after the temporary file was written: it
+     * must be removed again. */
+    CHECK(mkdir(tpath("folder"), 0755) == 0, "mkdir");
+    st = ra_write_file_atomic(tpath("folder"), parts, sizes, 3, msg, sizeof msg);
+    CHECK_FAIL(st, RA_ERR_IO, msg, "folder");
+    CHECK(count_entries(temp_dir) == before + 2, "the temporary file was left behind");
+    CHECK(ra_write_file_atomic(tpath("x"), NULL, sizes, 1, msg, sizeof msg) == RA_ERR_NULL,
+          "NULL parts");
+}
+
+int main(void)
+{
+    umask(022);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(temp_dir, sizeof temp_dir, "%s/ra_test_io.XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    if (mkdtemp(temp_dir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    RUN(test_npy_round_trip);
+    RUN(test_npy_numpy_bytes);
+    RUN(test_npy_variants);
+    RUN(test_npy_hostile_files);
+    RUN(test_npy_hostile_headers);
+    RUN(test_npy_write_errors);
+    RUN(test_st_round_trip);
+    RUN(test_st_accepts);
+    RUN(test_st_hostile_layout);
+    RUN(test_st_hostile_entries);
+    RUN(test_st_write_errors);
+    RUN(test_mutations);
+    RUN(test_config_llama);
+    RUN(test_config_hostile);
+    RUN(test_config_files);
+    RUN(test_atomic);
+    remove_tree(temp_dir);
+    return ra_test_summary("io");
+}

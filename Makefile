@@ -27,8 +27,9 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS)
+all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
 
 $(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h)
 	@mkdir -p $(dir $@)
@@ -49,6 +50,10 @@ $(BUILD)/ropeattn: $(TOOL_OBJ) $(BUILD)/libropeattn.a
 	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(BUILD)/libropeattn.a $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libropeattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
+
+$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
 

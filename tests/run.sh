@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test program under $BUILD/tests and every tests/test_*.sh, then
-# prints the total as "N passed, N failed".  Exit status 0 only if all passed.
+# Runs every test program under $BUILD/tests, every tests/test_*.sh and every
+# example program, then prints the total as "N passed, N failed".  Exit
+# status 0 only if all passed.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
@@ -28,6 +29,11 @@ for t in "$BUILD"/tests/test_*; do
 done
 for t in tests/test_*.sh; do
     [ -f "$t" ] && run_one env BUILD="$BUILD" bash "$t"
+done
+# Each example program must run and exit 0.
+for e in "$BUILD"/examples/*; do
+    [ -x "$e" ] || continue
+    if "$e" >/dev/null 2>&1; then passed=$((passed + 1)); else echo "FAILED example $e"; failed=$((failed + 1)); fi
 done
 failed=$((failed + broken))
 echo "$passed passed, $failed failed"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: build ropeattn and run its demo (a LLaMA-shaped attention
+# layer on deterministic weights, both attention paths, RoPE's properties).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+make -j"$(nproc)" >/dev/null
+build/ropeattn demo

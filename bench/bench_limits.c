@@ -1,0 +1,156 @@
+/*
+ * bench_limits.c — the machine limits the kernels are judged against:
+ * memory copy and in-place read-modify-write bandwidth over buffers the size
+ * of rope_f32's q + k, and cblas_sgemm on the projections' shape.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tools/cli.h"
+#include "bench.h"
+
+/* Floats of q [1, 4096, 32, 128] plus k [1, 4096, 8, 128]. */
+#define STREAM_FLOATS ((int64_t)4096 * (32 + 8) * 128)
+
+/* The projection x wq^T of the layer at S = 2048: [M, K] x [N, K]^T. */
+#define SGEMM_M 2048
+#define SGEMM_N 4096
+#define SGEMM_K 4096
+
+typedef struct stream_state {
+    float *src, *dst; /* [STREAM_FLOATS] */
+    int threads;
+} stream_state;
+
+static int stream_setup(const void *params, ra_context *ctx, void **state)
+{
+    (void)params;
+    stream_state *s = calloc(1, sizeof *s);
+    if (s) {
+        s->src = bench_random_floats(STREAM_FLOATS, 1);
+        s->dst = bench_random_floats(STREAM_FLOATS, 2);
+        s->threads = ra_context_threads(ctx);
+    }
+    *state = s;
+    if (s && s->src && s->dst) return 0;
+    return cli_fail(EXIT_FAIL, "bench: out of memory for the bandwidth buffers");
+}
+
+static void stream_teardown(void *state)
+{
+    stream_state *s = state;
+    if (!s) return;
+    free(s->src);
+    free(s->dst);
+    free(s);
+}
+
+static void copy_share(void *arg, int thread, int n_threads)
+{
+    stream_state *s = arg;
+    int64_t begin, end;
+    bench_split(STREAM_FLOATS, thread, n_threads, &begin, &end);
+    memcpy(s->dst + begin, s->src + begin, (size_t)(end - begin) * sizeof(float));
+}
+
+static ra_status copy_run(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    stream_state *s = state;
+    return bench_parallel(s->threads, copy_share, s) ? RA_ERR_THREAD : RA_OK;
+}
+
+static int copy_check(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    stream_state *s = state;
+    if (memcmp(s->dst, s->src, (size_t)STREAM_FLOATS * sizeof(float)) == 0) return 0;
+    return cli_fail(EXIT_FAIL, "bench: copy produced a wrong result");
+}
+
+/* x = a x + b; a and b keep the values bounded and away from subnormals. */
+static void rmw_share(void *arg, int thread, int n_threads)
+{
+    stream_state *s = arg;
+    int64_t begin, end;
+    bench_split(STREAM_FLOATS, thread, n_threads, &begin, &end);
+    float *x = s->src;
+    for (int64_t i = begin; i < end; i++) x[i] = x[i] * 0.999f + 0.001f;
+}
+
+static ra_status rmw_run(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    stream_state *s = state;
+    return bench_parallel(s->threads, rmw_share, s) ? RA_ERR_THREAD : RA_OK;
+}
+
+typedef struct sgemm_state {
+    float *a, *b, *c; /* [M, K], [N, K], [M, N] */
+} sgemm_state;
+
+static void sgemm_teardown(void *state)
+{
+    sgemm_state *s = state;
+    if (!s) return;
+    free(s->a);
+    free(s->b);
+    free(s->c);
+    free(s);
+}
+
+static int sgemm_setup(const void *params, ra_context *ctx, void **state)
+{
+    (void)params;
+    (void)ctx;
+    sgemm_state *s = calloc(1, sizeof *s);
+    if (s) {
+        s->a = bench_random_floats((int64_t)SGEMM_M * SGEMM_K, 3);
+        s->b = bench_random_floats((int64_t)SGEMM_N * SGEMM_K, 4);
+        s->c = bench_random_floats((int64_t)SGEMM_M * SGEMM_N, 5);
+    }
+    *state = s;
+    if (s && s->a && s->b && s->c) return 0;
+    return cli_fail(EXIT_FAIL, "bench: out of memory for the sgemm buffers");
+}
+
+static ra_status sgemm_run(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    sgemm_state *s = state;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, SGEMM_M, SGEMM_N, SGEMM_K, 1.0f,
+                s->a, SGEMM_K, s->b, SGEMM_K, 0.0f, s->c, SGEMM_N);
+    return RA_OK;
+}
+
+/* A few entries of c against dot products in double. */
+static int sgemm_check(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    sgemm_state *s = state;
+    const int64_t rows[] = {0, 1, SGEMM_M / 2, SGEMM_M - 1};
+    const int64_t cols[] = {0, 7, SGEMM_N / 3, SGEMM_N - 1};
+    for (int i = 0; i < 4; i++) {
+        double exact = 0;
+        for (int64_t k = 0; k < SGEMM_K; k++)
+            exact += (double)s->a[rows[i] * SGEMM_K + k] * s->b[cols[i] * SGEMM_K + k];
+        double got = s->c[rows[i] * SGEMM_N + cols[i]];
+        if (!(fabs(got - exact) <= 1e-3 * sqrt((double)SGEMM_K)))
+            return cli_fail(EXIT_FAIL, "bench: sgemm gives %g for %g at [%lld, %lld]", got,
+                            exact, (long long)rows[i], (long long)cols[i]);
+    }
+    return 0;
+}
+
+const bench_case bench_limit_cases[] = {
+    {"copy", "memcpy f32[20971520] (q + k of rope_f32)", LIMIT_COPY, LIMIT_NONE,
+     2.0 * 4 * STREAM_FLOATS, 0, NULL, stream_setup, copy_run, copy_check, stream_teardown},
+    {"rmw", "x = a x + b, f32[20971520] in place", LIMIT_RMW, LIMIT_NONE,
+     2.0 * 4 * STREAM_FLOATS, 0, NULL, stream_setup, rmw_run, NULL, stream_teardown},
+    {"sgemm", "[2048, 4096] x [4096, 4096]^T", LIMIT_SGEMM, LIMIT_NONE,
+     2.0 * SGEMM_M * SGEMM_N * SGEMM_K, 1, NULL, sgemm_setup, sgemm_run, sgemm_check,
+     sgemm_teardown},
+};
+const int bench_limit_case_count = sizeof bench_limit_cases / sizeof bench_limit_cases[0];

@@ -1,0 +1,39 @@
+/*
+ * checkpoint.h — finds the four attention projections of one layer in a
+ * .safetensors checkpoint, whichever of the common naming schemes it uses,
+ * and converts them to float32.
+ *
+ * Names tried (N is the layer number given by --layer):
+ *   the seed's Attention module      wq.weight  wk.weight  wv.weight  wo.weight
+ *     inside the seed's Transformer  attention.wq.weight, layers.N.attention.wq.weight
+ *   Hugging Face Llama               q_proj.weight  k_proj.weight  v_proj.weight
+ *                                    o_proj.weight, also under self_attn.,
+ *                                    model.layers.N.self_attn., layers.N.self_attn.
+ * Seed names imply the interleaved RoPE layout; Hugging Face names the half
+ * layout (its conversion permutes the rows of wq and wk).
+ */
+#ifndef RA_TOOLS_CHECKPOINT_H
+#define RA_TOOLS_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "io/io.h"
+
+enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
+
+typedef struct attention_tensors {
+    const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
+    ra_layout layout;                 /* the layout the names imply */
+} attention_tensors;
+
+/* Finds the projections of layer `layer` (-1: the file must name a single
+ * layer, or none).  On failure prints one message naming path and returns
+ * EXIT_FAIL. */
+int checkpoint_find_attention(const ra_safetensors *st, const char *path,
+                              int64_t layer, attention_tensors *out);
+
+/* Converts t (F32, F16, BF16 or F64) to a new float32 buffer of t->count
+ * elements; free() it.  On failure prints one message and returns EXIT_FAIL. */
+int checkpoint_load_f32(const ra_st_tensor *t, const char *path, float **out);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * cli.h — what the subcommands of the `ropeattn` tool share: exit codes,
+ * error reporting, a declarative option parser, threads and output checks.
+ *
+ * The tool may exit; the library never does.  Every subcommand is a function
+ * `int cmd_NAME(int argc, char **argv)` (argv[0] is the subcommand's name)
+ * that returns the process exit code.  A failure prints exactly one line on
+ * stderr, "ropeattn: ...", and leaves no output file behind.
+ */
+#ifndef RA_TOOLS_CLI_H
+#define RA_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ropeattn.h"
+
+enum {
+    EXIT_OK = 0,
+    EXIT_FAIL = 1,  /* bad input file or data, I/O error, a failed check */
+    EXIT_USAGE = 2, /* bad command line */
+};
+
+/* Room for one error sentence from the io layer. */
+#define CLI_MSG_LEN 512
+
+/* Prints "ropeattn: <message>\n" on stderr and returns exit_code. */
+int cli_fail(int exit_code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* For a failed library call: "ropeattn: <what>: <ra_status_string>". */
+int cli_fail_status(ra_status status, const char *what);
+
+/* ---- options ----------------------------------------------------------- */
+
+typedef enum cli_kind {
+    CLI_FLAG,   /* no value; dest is int*, set to 1 */
+    CLI_STRING, /* dest is const char ** */
+    CLI_INT,    /* dest is int64_t *, checked against [min, max] */
+    CLI_POSITIVE, /* dest is double *, a finite number > 0 */
+    CLI_CHOICE, /* dest is int *, set to the index of the value in choices */
+} cli_kind;
+
+typedef struct cli_option {
+    const char *name; /* "--input" */
+    cli_kind kind;
+    void *dest;
+    int64_t min, max;           /* CLI_INT */
+    const char *const *choices; /* CLI_CHOICE: NULL-terminated */
+    int *seen;                  /* optional: set to 1 when the option is given */
+} cli_option;
+
+/* Table entries; trailing arguments add fields, e.g. .seen = &given. */
+#define CLI_FLAG_OPTION(opt_name, ptr, ...) \
+    {.name = (opt_name), .kind = CLI_FLAG, .dest = (ptr), __VA_ARGS__}
+#define CLI_STRING_OPTION(opt_name, ptr, ...) \
+    {.name = (opt_name), .kind = CLI_STRING, .dest = (ptr), __VA_ARGS__}
+#define CLI_INT_OPTION(opt_name, ptr, lo, hi, ...) \
+    {.name = (opt_name), .kind = CLI_INT, .dest = (ptr), .min = (lo), .max = (hi), __VA_ARGS__}
+#define CLI_POSITIVE_OPTION(opt_name, ptr, ...) \
+    {.name = (opt_name), .kind = CLI_POSITIVE, .dest = (ptr), __VA_ARGS__}
+#define CLI_CHOICE_OPTION(opt_name, ptr, names, ...) \
+    {.name = (opt_name), .kind = CLI_CHOICE, .dest = (ptr), .choices = (names), __VA_ARGS__}
+
+typedef enum cli_result {
+    CLI_OK,    /* options parsed: go on */
+    CLI_HELP,  /* --help or -h was given: print usage and exit 0 */
+    CLI_ERROR, /* the message is printed: exit with EXIT_USAGE */
+} cli_result;
+
+/* Parses argv[1..argc) against opts.  Accepts "--name value" and
+ * "--name=value"; numbers must be whole strings (strtol/strtod).  Anything
+ * else — an unknown option, a missing or malformed value, a positional
+ * argument — prints one message naming the subcommand and returns
+ * CLI_ERROR. */
+cli_result cli_parse(const char *command, int argc, char **argv,
+                     const cli_option *opts, int n_opts);
+
+/* A missing required option: prints the message, returns EXIT_USAGE. */
+int cli_require(const char *command, const char *option);
+
+/* The layout and path names accepted on the command line, indexed by
+ * ra_layout and by cli_path. */
+extern const char *const cli_layout_names[];
+extern const char *const cli_path_names[];
+
+typedef enum cli_path { CLI_PATH_FLASH, CLI_PATH_REFERENCE } cli_path;
+ra_attention_path cli_attention_path(int cli_path_index);
+
+/* Largest --threads value any subcommand accepts. */
+#define CLI_MAX_THREADS 1024
+
+/* Rows of the cos/sin table worth precomputing for positions
+ * [start, start + seq): the rope computes later positions on the fly. */
+int64_t cli_rope_table_rows(int64_t start, int64_t seq);
+
+/* ---- threads ----------------------------------------------------------- */
+
+/* Creates a context with n_threads (0: one per processor) and sets OpenBLAS
+ * to the same count, so that the projections and the library's kernels use
+ * the same threads.  On failure prints the message and returns nonzero. */
+int cli_context_create(ra_context **ctx, int64_t n_threads);
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Checks, before any work, that path's folder exists and is a folder; on
+ * failure prints one message naming it and returns nonzero. */
+int cli_check_output_folder(const char *path);
+
+/* ---- subcommands ------------------------------------------------------- */
+
+int cmd_attention(int argc, char **argv);
+int cmd_rope(int argc, char **argv);
+int cmd_freqs(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

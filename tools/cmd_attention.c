@@ -1,0 +1,252 @@
+/*
+ * cmd_attention.c — `ropeattn attention`: the seed's Attention.forward on a
+ * real checkpoint and real activations, in inference mode.
+ *
+ *   X: [B, S, dim] or [S, dim] (batch 1)  ->  Y: the same shape, float32
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "io/io.h"
+
+static const char usage[] =
+    "usage: ropeattn attention --weights W.safetensors --input X.npy --output Y.npy\n"
+    "                          [--config config.json] [--layer N] [--n-heads H]\n"
+    "                          [--n-kv-heads K] [--theta T] [--layout interleaved|half]\n"
+    "                          [--start-pos P] [--threads N] [--path flash|reference]\n"
+    "\n"
+    "Runs one attention layer (the seed's Attention module, inference mode):\n"
+    "x -> wq, wk, wv -> RoPE -> causal grouped-query attention -> wo.\n"
+    "\n"
+    "  --weights W     safetensors with wq/wk/wv/wo.weight (the seed) or\n"
+    "                  q/k/v/o_proj.weight (Hugging Face, also under\n"
+    "                  model.layers.N.self_attn.); F32, F16 or BF16\n"
+    "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
+    "  --output Y      float32 .npy of X's shape, written only on success\n"
+    "  --config C      Hugging Face config.json: hidden_size, num_attention_heads,\n"
+    "                  num_key_value_heads, head_dim, rope_theta (flags override it)\n"
+    "  --layer N       which layer, when W holds several\n"
+    "  --n-heads H     query heads (required unless --config gives them)\n"
+    "  --n-kv-heads K  key/value heads (default: config, else wk's rows / head_dim)\n"
+    "  --theta T       RoPE base (default: config's rope_theta, else 10000)\n"
+    "  --layout L      interleaved (default for seed names) or half (default for\n"
+    "                  Hugging Face names, whose wq and wk rows are permuted)\n"
+    "  --start-pos P   position of the first token (default 0)\n"
+    "  --threads N     threads (default: one per processor)\n"
+    "  --path P        flash (default) or reference (the seed's masked softmax)\n"
+    "\n"
+    "dim is wq's in_features; head_dim is dim / n_heads.\n";
+
+typedef struct attention_options {
+    const char *weights, *input, *output, *config;
+    int64_t layer, n_heads, n_kv_heads, start_pos, threads;
+    double theta;
+    int layout, path;
+    int has_n_heads, has_n_kv_heads, has_theta, has_layout;
+} attention_options;
+
+/* The projections of one layer as found in the checkpoint, and the file. */
+typedef struct checkpoint {
+    const char *path;
+    ra_safetensors *st;
+    attention_tensors tensors;
+} checkpoint;
+
+static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_t cols,
+                          const char *why)
+{
+    const ra_st_tensor *t = ckpt->tensors.proj[proj];
+    if (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) return 0;
+    char shape[128] = "";
+    for (int i = 0; i < t->ndim; i++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
+                 i ? ", " : "", (long long)t->shape[i]);
+    return cli_fail(EXIT_FAIL, "tensor '%s' in %s has shape [%s]; expected [%lld, %lld] (%s)",
+                    t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
+}
+
+/* n_heads, n_kv_heads, head_dim and the rope from flags, config and the
+ * weights' shapes, in that order of precedence; each weight's shape checked. */
+static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
+                          const checkpoint *ckpt, ra_layer_config *config)
+{
+    const ra_st_tensor *wq = ckpt->tensors.proj[PROJ_Q], *wk = ckpt->tensors.proj[PROJ_K];
+    for (int p = 0; p < N_PROJ; p++)
+        if (ckpt->tensors.proj[p]->ndim != 2)
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected a 2-D "
+                            "[out_features, in_features] matrix",
+                            ckpt->tensors.proj[p]->name, ckpt->path, ckpt->tensors.proj[p]->ndim);
+    int64_t dim = wq->shape[1];
+    if (hf->has_hidden_size && hf->hidden_size != dim)
+        return cli_fail(EXIT_FAIL, "config hidden_size %lld does not match dim %lld "
+                        "(the in_features of '%s')", (long long)hf->hidden_size,
+                        (long long)dim, wq->name);
+
+    int64_t n_heads = opts->has_n_heads ? opts->n_heads : hf->num_attention_heads;
+    if (!opts->has_n_heads && !hf->has_num_attention_heads)
+        return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
+    if (dim % n_heads != 0)
+        return cli_fail(EXIT_FAIL, "n_heads %lld does not divide dim %lld (the in_features "
+                        "of '%s')", (long long)n_heads, (long long)dim, wq->name);
+    int64_t head_dim = dim / n_heads;
+    if (hf->has_head_dim && hf->head_dim != head_dim)
+        return cli_fail(EXIT_FAIL, "config head_dim %lld differs from dim / n_heads = %lld; "
+                        "this layer needs dim == n_heads * head_dim",
+                        (long long)hf->head_dim, (long long)head_dim);
+    if (head_dim % 2 != 0)
+        return cli_fail(EXIT_FAIL, "head_dim = dim / n_heads = %lld is odd; RoPE needs it even",
+                        (long long)head_dim);
+
+    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads : hf->num_key_value_heads;
+    if (!opts->has_n_kv_heads && !hf->has_num_key_value_heads) {
+        if (wk->shape[0] % head_dim != 0 || wk->shape[0] == 0)
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of "
+                            "head_dim %lld", wk->name, ckpt->path, (long long)wk->shape[0],
+                            (long long)head_dim);
+        n_kv_heads = wk->shape[0] / head_dim;
+    }
+    if (n_heads % n_kv_heads != 0)
+        return cli_fail(EXIT_FAIL, "n_heads %lld is not a multiple of n_kv_heads %lld",
+                        (long long)n_heads, (long long)n_kv_heads);
+
+    char why[128];
+    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld",
+             (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim);
+    int failed = shape_mismatch(ckpt, PROJ_Q, n_heads * head_dim, dim, why);
+    if (!failed) failed = shape_mismatch(ckpt, PROJ_K, n_kv_heads * head_dim, dim, why);
+    if (!failed) failed = shape_mismatch(ckpt, PROJ_V, n_kv_heads * head_dim, dim, why);
+    if (!failed) failed = shape_mismatch(ckpt, PROJ_O, dim, n_heads * head_dim, why);
+    if (failed) return failed;
+
+    if (hf->has_partial_rotary_factor && hf->partial_rotary_factor != 1.0)
+        return cli_fail(EXIT_FAIL, "config partial_rotary_factor %g is not supported "
+                        "(every feature must rotate)", hf->partial_rotary_factor);
+
+    config->dim = dim;
+    config->n_heads = n_heads;
+    config->n_kv_heads = n_kv_heads;
+    config->head_dim = head_dim;
+    config->rope = ra_rope_config_default(head_dim);
+    config->rope.layout = opts->has_layout ? (ra_layout)opts->layout : ckpt->tensors.layout;
+    config->rope.theta = opts->has_theta ? opts->theta
+                         : hf->has_rope_theta ? hf->rope_theta : 10000.0;
+    return 0;
+}
+
+/* X must be float32 [B, S, dim] or [S, dim]. */
+static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t start_pos,
+                       int64_t *batch, int64_t *seq)
+{
+    if (x->dtype != RA_NPY_F32)
+        return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
+    if (x->ndim != 2 && x->ndim != 3)
+        return cli_fail(EXIT_FAIL, "%s is %d-D; expected [batch, seq, dim] or [seq, dim]",
+                        path, x->ndim);
+    if (x->shape[x->ndim - 1] != dim)
+        return cli_fail(EXIT_FAIL, "%s has last axis %lld; the weights need dim %lld",
+                        path, (long long)x->shape[x->ndim - 1], (long long)dim);
+    *batch = x->ndim == 3 ? x->shape[0] : 1;
+    *seq = x->shape[x->ndim - 2];
+    if (*batch < 1 || *seq < 1)
+        return cli_fail(EXIT_FAIL, "%s is empty", path);
+    if (start_pos + *seq - 1 > RA_MAX_POSITION)
+        return cli_fail(EXIT_USAGE, "attention: --start-pos %lld puts the last token beyond "
+                        "position %lld", (long long)start_pos, (long long)RA_MAX_POSITION);
+    return 0;
+}
+
+/* Converts the four projections to float32 and builds the layer. */
+static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
+                        float *weights[N_PROJ], ra_layer **layer)
+{
+    for (int p = 0; p < N_PROJ; p++) {
+        int failed = checkpoint_load_f32(ckpt->tensors.proj[p], ckpt->path, &weights[p]);
+        if (failed) return failed;
+    }
+    ra_layer_weights w = {weights[PROJ_Q], weights[PROJ_K], weights[PROJ_V], weights[PROJ_O]};
+    ra_status status = ra_layer_create(layer, config, &w);
+    return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the attention layer");
+}
+
+/* Y = layer(X), written only if the whole forward succeeded. */
+static int forward_and_write(const attention_options *opts, const ra_layer *layer,
+                             ra_context *ctx, const ra_npy *x, int64_t batch, int64_t seq)
+{
+    char msg[CLI_MSG_LEN];
+    float *y = malloc((size_t)x->count * sizeof(float));
+    if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
+    ra_positions positions = {opts->start_pos, NULL};
+    ra_forward_options forward = {cli_attention_path(opts->path), 0, 0.0f, 0};
+    ra_status status = ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, &forward);
+    int failed = 0;
+    if (status != RA_OK)
+        failed = cli_fail_status(status, "attention forward failed");
+    else if (ra_npy_write_f32(opts->output, y, x->ndim, x->shape, msg, sizeof msg) != RA_OK)
+        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    free(y);
+    return failed;
+}
+
+static int run(const attention_options *opts)
+{
+    char msg[CLI_MSG_LEN];
+    ra_hf_config hf = {0};
+    checkpoint ckpt = {.path = opts->weights};
+    ra_npy x = {0};
+    float *weights[N_PROJ] = {0};
+    ra_layer *layer = NULL;
+    ra_context *ctx = NULL;
+    ra_layer_config config;
+    int64_t batch = 0, seq = 0;
+    int failed = cli_check_output_folder(opts->output);
+    if (!failed && opts->config && ra_hf_config_read(opts->config, &hf, msg, sizeof msg) != RA_OK)
+        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    if (!failed && (ra_safetensors_open(&ckpt.st, ckpt.path, msg, sizeof msg) != RA_OK ||
+                    ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK))
+        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    if (!failed &&
+        !(failed = checkpoint_find_attention(ckpt.st, ckpt.path, opts->layer, &ckpt.tensors)) &&
+        !(failed = resolve_config(opts, &hf, &ckpt, &config)) &&
+        !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, &batch, &seq)) &&
+        !(failed = create_layer(&ckpt, &config, weights, &layer)) &&
+        !(failed = cli_context_create(&ctx, opts->threads)))
+        failed = forward_and_write(opts, layer, ctx, &x, batch, seq);
+    ra_context_destroy(ctx);
+    ra_layer_destroy(layer);
+    for (int p = 0; p < N_PROJ; p++) free(weights[p]);
+    ra_npy_free(&x);
+    ra_safetensors_close(ckpt.st);
+    return failed;
+}
+
+int cmd_attention(int argc, char **argv)
+{
+    attention_options opts = {.layer = -1, .threads = 0, .path = CLI_PATH_FLASH};
+    const cli_option options[] = {
+        CLI_STRING_OPTION("--weights", &opts.weights),
+        CLI_STRING_OPTION("--input", &opts.input),
+        CLI_STRING_OPTION("--output", &opts.output),
+        CLI_STRING_OPTION("--config", &opts.config),
+        CLI_INT_OPTION("--layer", &opts.layer, 0, INT32_MAX),
+        CLI_INT_OPTION("--n-heads", &opts.n_heads, 1, INT32_MAX, .seen = &opts.has_n_heads),
+        CLI_INT_OPTION("--n-kv-heads", &opts.n_kv_heads, 1, INT32_MAX,
+                       .seen = &opts.has_n_kv_heads),
+        CLI_POSITIVE_OPTION("--theta", &opts.theta, .seen = &opts.has_theta),
+        CLI_CHOICE_OPTION("--layout", &opts.layout, cli_layout_names, .seen = &opts.has_layout),
+        CLI_INT_OPTION("--start-pos", &opts.start_pos, 0, RA_MAX_POSITION),
+        CLI_INT_OPTION("--threads", &opts.threads, 1, CLI_MAX_THREADS),
+        CLI_CHOICE_OPTION("--path", &opts.path, cli_path_names),
+    };
+    switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
+    case CLI_HELP: fputs(usage, stdout); return EXIT_OK;
+    case CLI_ERROR: return EXIT_USAGE;
+    case CLI_OK: break;
+    }
+    if (!opts.weights) return cli_require("attention", "--weights");
+    if (!opts.input) return cli_require("attention", "--input");
+    if (!opts.output) return cli_require("attention", "--output");
+    return run(&opts);
+}

@@ -1,0 +1,50 @@
+/* main.c — the `ropeattn` command: picks the subcommand and runs it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"attention", cmd_attention, "run one attention layer on real weights and activations"},
+    {"rope", cmd_rope, "apply rotary position embedding to a [B, S, heads, D] array"},
+    {"freqs", cmd_freqs, "write the cos and sin tables of precompute_freqs_cis"},
+    {"demo", cmd_demo, "run a LLaMA-2-7B-shaped layer on generated weights and check it"},
+    {"bench", cmd_bench, "measure rope, attention and the layer against machine limits"},
+};
+#define N_SUBCOMMANDS (int)(sizeof subcommands / sizeof subcommands[0])
+
+static void print_usage(void)
+{
+    printf("usage: ropeattn <command> [options]\n"
+           "       ropeattn <command> --help\n"
+           "       ropeattn --version\n\n"
+           "Rotary position embedding and LLaMA-style grouped-query causal attention.\n\n"
+           "commands:\n");
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        printf("  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    printf("\nExit status: 0 on success, 1 for bad input files or a failed check,\n"
+           "2 for a bad command line.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return cli_fail(EXIT_USAGE, "no command given (see 'ropeattn --help')");
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_usage();
+        return EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("ropeattn %s\n", RA_VERSION_STRING);
+        return EXIT_OK;
+    }
+    for (int i = 0; i < N_SUBCOMMANDS; i++)
+        if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    return cli_fail(EXIT_USAGE, "unknown command '%s' (see 'ropeattn --help')", name);
+}

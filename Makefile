@@ -61,7 +61,7 @@ test: all
 	BUILD=$(BUILD) bash tests/run.sh
 
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 \
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" test
 
 fixtures:
@@ -71,3 +71,4 @@ clean:
 	rm -rf build build-asan
 
 .PHONY: all test asan fixtures clean
+.SECONDARY:

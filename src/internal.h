@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "half.h"
 #include "ropeattn.h"
 
 /* Returns status from the enclosing function if it is not RA_OK. */
@@ -44,8 +45,8 @@ static inline ra_status ra_count(const int64_t *sizes, int n, int64_t *out)
 static inline float ra_load(const void *p, ra_dtype dtype, int64_t i)
 {
     switch (dtype) {
-    case RA_F16: return ra_f16_to_f32(((const uint16_t *)p)[i]);
-    case RA_BF16: return ra_bf16_to_f32(((const uint16_t *)p)[i]);
+    case RA_F16: return ra_half_f16_to_f32(((const uint16_t *)p)[i]);
+    case RA_BF16: return ra_half_bf16_to_f32(((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
@@ -53,8 +54,8 @@ static inline float ra_load(const void *p, ra_dtype dtype, int64_t i)
 static inline void ra_store(void *p, ra_dtype dtype, int64_t i, float v)
 {
     switch (dtype) {
-    case RA_F16: ((uint16_t *)p)[i] = ra_f32_to_f16(v); break;
-    case RA_BF16: ((uint16_t *)p)[i] = ra_f32_to_bf16(v); break;
+    case RA_F16: ((uint16_t *)p)[i] = ra_half_f32_to_f16(v); break;
+    case RA_BF16: ((uint16_t *)p)[i] = ra_half_f32_to_bf16(v); break;
     default: ((float *)p)[i] = v; break;
     }
 }

@@ -184,8 +184,9 @@ static void rotate_f32(float *y, const float *x, const float *c, const float *s,
     }
 }
 
-/* The same for f16/bf16 storage: load to f32, rotate, round once. */
-static void rotate_any(void *y, const void *x, ra_dtype dtype, const float *c, const float *s,
+/* The same for f16/bf16 storage: load to f32, rotate, round once.  Inlined
+ * with a constant dtype so each storage type gets its own loop. */
+static inline void rotate_any(void *y, const void *x, ra_dtype dtype, const float *c, const float *s,
                        int64_t first, int64_t n, int64_t half, ra_layout layout, float sign)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -212,8 +213,10 @@ static void rotate_token_pairs(const rope_job *job, int64_t b, int64_t s, const 
                    (size_t)(b * out->stride[0] + s * out->stride[1] + h * out->stride[2]) * esize;
         if (x->dtype == RA_F32)
             rotate_f32((float *)yr, (const float *)xr, c, sn, first, n, half, layout, job->sign);
+        else if (x->dtype == RA_BF16)
+            rotate_any(yr, xr, RA_BF16, c, sn, first, n, half, layout, job->sign);
         else
-            rotate_any(yr, xr, x->dtype, c, sn, first, n, half, layout, job->sign);
+            rotate_any(yr, xr, RA_F16, c, sn, first, n, half, layout, job->sign);
     }
 }
 

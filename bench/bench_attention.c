@@ -126,7 +126,7 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
     /* Uniform in [-1, 1) scaled to nn.Linear's 1 / sqrt(in_features). */
     for (int64_t i = 0; i < 2 * DIM * DIM + 2 * kv * DIM; i++) s->weights[i] /= 64.0f;
     ra_layer_config config = {DIM, HEADS, KV_HEADS, HEAD_DIM, ra_rope_config_default(HEAD_DIM)};
-    config.rope.max_positions = s->seq;
+    config.rope.table_size = s->seq;
     const float *wq = s->weights, *wk = wq + DIM * DIM, *wv = wk + kv * DIM, *wo = wv + kv * DIM;
     ra_layer_weights weights = {wq, wk, wv, wo};
     ra_status status = ra_layer_create(&s->layer, &config, &weights);

@@ -191,31 +191,65 @@ typedef enum ra_layout {
     RA_LAYOUT_COUNT
 } ra_layout;
 
-/* How inverse frequencies are derived.  This version implements
- * RA_ROPE_DEFAULT; the others are reserved names for the scaling types that
- * real checkpoints ship and are refused with RA_ERR_UNSUPPORTED. */
+/* How the inverse frequencies theta_i and the attention factor are formed:
+ * the rope types of Hugging Face's modeling_rope_utils, computed in double.
+ * d below is rotary_dim. */
 typedef enum ra_rope_type {
     RA_ROPE_DEFAULT = 0, /* theta_i = base^(-2i/d) */
-    RA_ROPE_LINEAR,
-    RA_ROPE_DYNAMIC,
-    RA_ROPE_YARN,
-    RA_ROPE_LLAMA3,
-    RA_ROPE_LONGROPE,
+    RA_ROPE_LINEAR,      /* theta_i / factor */
+    RA_ROPE_DYNAMIC,     /* NTK: base' = base * ((factor L / L0) - (factor - 1))^(d/(d-2))
+                            when L > L0 (L0 = max_position_embeddings) */
+    RA_ROPE_YARN,        /* ramp between theta_i / factor and theta_i over the
+                            correction range; attention factor 0.1 ln(factor) + 1 */
+    RA_ROPE_LLAMA3,      /* Llama 3.1: wavelengths beyond original/low_freq_factor
+                            divided by factor, below original/high_freq_factor
+                            kept, smooth in between */
+    RA_ROPE_LONGROPE,    /* theta_i / ext_i, ext = long_factor when L > L_orig,
+                            else short_factor; attention factor
+                            sqrt(1 + ln(s) / ln(L_orig)) */
     RA_ROPE_TYPE_COUNT
 } ra_rope_type;
+
+/* Parameters of the scaled types; zero means "not given" everywhere, so a
+ * zeroed struct plus the fields a checkpoint sets is a valid description. */
+typedef struct ra_rope_scaling {
+    double factor;                   /* linear, dynamic, yarn, llama3 (required);
+                                        yarn, longrope: 0 = max_position_embeddings /
+                                        original_max_position_embeddings */
+    int64_t original_max_position_embeddings; /* yarn (0: max_position_embeddings),
+                                                 llama3, longrope (required) */
+    int64_t max_position_embeddings; /* dynamic (required), and yarn/longrope when
+                                        the factor or L_orig must be derived */
+    int64_t seq_len;                 /* dynamic, longrope: the current sequence
+                                        length L (0: not beyond the original) */
+    double attention_factor;         /* yarn, longrope: 0 = derive */
+    double beta_fast, beta_slow;     /* yarn: 0 = 32 and 1 */
+    double mscale, mscale_all_dim;   /* yarn: attention factor is
+                                        mscale(factor, mscale) / mscale(factor, mscale_all_dim)
+                                        when both are set */
+    int yarn_no_truncate;            /* yarn: nonzero keeps the correction range
+                                        unrounded (transformers' truncate = false) */
+    double low_freq_factor, high_freq_factor; /* llama3 (required) */
+    const double *short_factor;      /* longrope: [rotary_dim / 2], copied */
+    const double *long_factor;       /* longrope: [rotary_dim / 2], copied */
+} ra_rope_scaling;
 
 typedef struct ra_rope_config {
     ra_rope_type type;
     ra_layout layout;
     int64_t head_dim;      /* D, even */
-    int64_t rotary_dim;    /* features that rotate; 0 means D (must be D) */
+    int64_t rotary_dim;    /* features that rotate, even, <= D; 0 means D.
+                              Features [rotary_dim, D) pass through unchanged
+                              (partial rotary); the half layout pairs
+                              (i, i + rotary_dim/2) */
     double theta;          /* base, 10000 in the seed */
-    int64_t max_positions; /* table rows precomputed; later positions are
+    int64_t table_size;    /* table rows precomputed; later positions are
                               computed on the fly, exactly but slower */
+    ra_rope_scaling scaling;
 } ra_rope_config;
 
 /* type DEFAULT, layout INTERLEAVED, rotary_dim 0, theta 10000,
- * max_positions 4096. */
+ * table_size 4096, scaling all zero. */
 RA_API ra_rope_config ra_rope_config_default(int64_t head_dim);
 
 typedef struct ra_rope ra_rope;
@@ -224,13 +258,28 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config);
 RA_API void ra_rope_destroy(ra_rope *rope); /* NULL is allowed */
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope);
 
-/* Where each token sits.  Token s of batch row b has position
- *   ids ? ids[b * S + s] : start + s
- * Positions must lie in [0, RA_MAX_POSITION]; they may repeat and need not
- * be sorted. */
+/* The rope's inverse frequencies, theta_i for i in [0, rotary_dim/2), and its
+ * attention factor (1 except for yarn and longrope), which multiplies every
+ * cos and sin, as transformers does.
+ *   inv_freq: [rotary_dim / 2] */
+RA_API ra_status ra_rope_inverse_frequencies(const ra_rope *rope, double *inv_freq);
+RA_API double ra_rope_attention_factor(const ra_rope *rope); /* 0 for NULL */
+
+/* Where each token sits.  For token s of batch row b, with t = b * S + s
+ * its index among all B * S tokens:
+ *   ids         given: ids[t]                         (any order, repeats allowed)
+ *   cu_seqlens  given: starts[i] (or start) + t - cu_seqlens[i], where
+ *               sequence i holds tokens cu_seqlens[i] .. cu_seqlens[i+1] - 1:
+ *               a packed ragged batch (x is usually [1, total, heads, D])
+ *   otherwise:  starts[b] (or start) + s                (a start per sequence)
+ * cu_seqlens has n_seqs + 1 entries, starts at 0, never decreases and ends
+ * at B * S.  Positions must lie in [0, RA_MAX_POSITION]. */
 typedef struct ra_positions {
     int64_t start;
-    const int64_t *ids; /* [B, S] or NULL */
+    const int64_t *ids;        /* [B, S] or NULL */
+    const int64_t *starts;     /* [B], or [n_seqs] with cu_seqlens, or NULL */
+    const int64_t *cu_seqlens; /* [n_seqs + 1] or NULL */
+    int64_t n_seqs;
 } ra_positions;
 
 typedef enum ra_direction {
@@ -340,11 +389,12 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
 /* Weight-row permutation between the layouts, per head, for wq or wk
  * [n_heads * D, in_features]: RA_LAYOUT_HALF reorders interleaved rows
  * (a0 b0 a1 b1 ...) into (a0 a1 ... b0 b1 ...), as Hugging Face's Llama
- * conversion does; RA_LAYOUT_INTERLEAVED undoes it.  out must not overlap w.
+ * conversion does; RA_LAYOUT_INTERLEAVED undoes it.  Rows move as they are,
+ * in any dtype.  out must not overlap w.
  *   w, out: [n_heads * D, in_features] */
-RA_API ra_status ra_permute_rows(float *out, const float *w, int64_t n_heads,
-                                 int64_t head_dim, int64_t in_features,
-                                 ra_layout to);
+RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype,
+                                 int64_t n_heads, int64_t head_dim,
+                                 int64_t in_features, ra_layout to);
 
 #ifdef __cplusplus
 }

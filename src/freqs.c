@@ -1,6 +1,6 @@
 /*
  * freqs.c — the seed's precompute_freqs_cis, and the angle helper every
- * rope table entry comes from.
+ * rope table entry comes from (the frequencies themselves: rope_scaling.c).
  *
  * Precision: angles are formed in double (m * theta_i has a relative error
  * of 2^-53, so an absolute error under 5e-7 for m <= 2^32) and cos/sin are
@@ -43,20 +43,13 @@ RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim
     return RA_OK;
 }
 
-ra_status ra_inverse_frequencies(double *inv_freq, int64_t n_pairs, int64_t rotary_dim,
-                                 double theta)
-{
-    RA_TRY(check_theta(theta));
-    for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] = inverse_frequency(theta, i, rotary_dim);
-    return RA_OK;
-}
-
 void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n, float *cos_out,
                     float *sin_out)
 {
+    const double af = rope->attention_factor;
     for (int64_t i = 0; i < n; i++) {
         double angle = (double)pos * rope->inv_freq[first + i];
-        cos_out[i] = (float)cos(angle);
-        sin_out[i] = (float)sin(angle);
+        cos_out[i] = (float)(cos(angle) * af);
+        sin_out[i] = (float)(sin(angle) * af);
     }
 }

@@ -114,9 +114,11 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     if ((unsigned)opt.path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
     if (opt.training && !(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
     float p = opt.training ? opt.dropout : 0.0f;
-    ra_positions pos = {0, NULL};
+    ra_positions pos = {.start = 0};
     if (positions) pos = *positions;
 
+    /* Packed ragged batches need attention that stays inside each sequence. */
+    if (pos.cu_seqlens) return RA_ERR_UNSUPPORTED;
     RA_TRY(ra_positions_check(&pos, batch, seq));
     ra_attention_path path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
 

@@ -11,26 +11,26 @@
 
 #include "internal.h"
 
-RA_API ra_status ra_permute_rows(float *out, const float *w, int64_t n_heads, int64_t head_dim,
-                                 int64_t in_features, ra_layout to)
+RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype, int64_t n_heads,
+                                 int64_t head_dim, int64_t in_features, ra_layout to)
 {
     if (!out || !w) return RA_ERR_NULL;
     int64_t dims[3] = {n_heads, head_dim, in_features}, n;
     RA_TRY(ra_count(dims, 3, &n));
     if (head_dim % 2) return RA_ERR_HEAD_DIM;
-    if ((unsigned)to >= RA_LAYOUT_COUNT) return RA_ERR_ARGUMENT;
+    if ((unsigned)to >= RA_LAYOUT_COUNT || (unsigned)dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
     if (out == w) return RA_ERR_ARGUMENT;
     int64_t half = head_dim / 2;
-    size_t row_bytes = (size_t)in_features * sizeof(float);
+    size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
     for (int64_t h = 0; h < n_heads; h++) {
-        const float *src = w + h * head_dim * in_features;
-        float *dst = out + h * head_dim * in_features;
+        const char *src = (const char *)w + (size_t)(h * head_dim) * row_bytes;
+        char *dst = (char *)out + (size_t)(h * head_dim) * row_bytes;
         for (int64_t i = 0; i < half; i++)
             for (int64_t part = 0; part < 2; part++) {
                 int64_t interleaved = 2 * i + part, split = i + part * half;
                 int64_t from = to == RA_LAYOUT_HALF ? interleaved : split;
                 int64_t into = to == RA_LAYOUT_HALF ? split : interleaved;
-                memcpy(dst + into * in_features, src + from * in_features, row_bytes);
+                memcpy(dst + (size_t)into * row_bytes, src + (size_t)from * row_bytes, row_bytes);
             }
     }
     return RA_OK;

@@ -22,8 +22,26 @@ RA_API ra_rope_config ra_rope_config_default(int64_t head_dim)
     c.head_dim = head_dim;
     c.rotary_dim = 0;
     c.theta = 10000.0;
-    c.max_positions = 4096;
+    c.table_size = 4096;
     return c;
+}
+
+/* Copies longrope's factor lists into the rope, so the caller's may go. */
+static ra_status copy_longrope_factors(ra_rope *rope)
+{
+    ra_rope_scaling *s = &rope->config.scaling;
+    if (rope->config.type != RA_ROPE_LONGROPE) {
+        s->short_factor = s->long_factor = NULL;
+        return RA_OK;
+    }
+    if (!s->short_factor || !s->long_factor) return RA_ERR_NULL;
+    rope->short_long = malloc(2 * (size_t)rope->n_pairs * sizeof(double));
+    if (!rope->short_long) return RA_ERR_NOMEM;
+    memcpy(rope->short_long, s->short_factor, (size_t)rope->n_pairs * sizeof(double));
+    memcpy(rope->short_long + rope->n_pairs, s->long_factor, (size_t)rope->n_pairs * sizeof(double));
+    s->short_factor = rope->short_long;
+    s->long_factor = rope->short_long + rope->n_pairs;
+    return RA_OK;
 }
 
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
@@ -33,14 +51,13 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     ra_rope_config c = *config;
     if ((unsigned)c.type >= RA_ROPE_TYPE_COUNT || (unsigned)c.layout >= RA_LAYOUT_COUNT)
         return RA_ERR_ARGUMENT;
-    if (c.type != RA_ROPE_DEFAULT) return RA_ERR_UNSUPPORTED;
-    if (c.head_dim <= 0 || c.rotary_dim < 0 || c.max_positions < 0) return RA_ERR_SIZE;
+    if (c.head_dim <= 0 || c.rotary_dim < 0 || c.table_size < 0) return RA_ERR_SIZE;
     if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
     if (c.head_dim % 2 || c.rotary_dim % 2) return RA_ERR_HEAD_DIM;
     if (c.rotary_dim > c.head_dim) return RA_ERR_ARGUMENT;
-    if (c.max_positions > RA_MAX_POSITION + 1) return RA_ERR_POSITION;
+    if (c.table_size > RA_MAX_POSITION + 1) return RA_ERR_POSITION;
     int64_t n_pairs = c.rotary_dim / 2, table;
-    RA_TRY(ra_mul(c.max_positions, n_pairs, &table));
+    RA_TRY(ra_mul(c.table_size, n_pairs, &table));
 
     ra_rope *rope = calloc(1, sizeof *rope);
     if (!rope) return RA_ERR_NOMEM;
@@ -53,12 +70,13 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     }
     ra_status status = RA_OK;
     if (!rope->inv_freq || (table && (!rope->cos || !rope->sin))) status = RA_ERR_NOMEM;
-    if (status == RA_OK) status = ra_inverse_frequencies(rope->inv_freq, n_pairs, c.rotary_dim, c.theta);
+    if (status == RA_OK) status = copy_longrope_factors(rope);
+    if (status == RA_OK) status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
     if (status != RA_OK) {
         ra_rope_destroy(rope);
         return status;
     }
-    for (int64_t m = 0; m < c.max_positions; m++)
+    for (int64_t m = 0; m < c.table_size; m++)
         ra_rope_angles(rope, m, 0, n_pairs, rope->cos + m * n_pairs, rope->sin + m * n_pairs);
     *out = rope;
     return RA_OK;
@@ -68,6 +86,7 @@ RA_API void ra_rope_destroy(ra_rope *rope)
 {
     if (!rope) return;
     free(rope->inv_freq);
+    free(rope->short_long);
     free(rope->cos);
     free(rope->sin);
     free(rope);
@@ -76,6 +95,18 @@ RA_API void ra_rope_destroy(ra_rope *rope)
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope)
 {
     return rope ? &rope->config : NULL;
+}
+
+RA_API ra_status ra_rope_inverse_frequencies(const ra_rope *rope, double *inv_freq)
+{
+    if (!rope || !inv_freq) return RA_ERR_NULL;
+    memcpy(inv_freq, rope->inv_freq, (size_t)rope->n_pairs * sizeof(double));
+    return RA_OK;
+}
+
+RA_API double ra_rope_attention_factor(const ra_rope *rope)
+{
+    return rope ? rope->attention_factor : 0.0;
 }
 
 RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_out,
@@ -134,17 +165,46 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
     return ra_positions_check(positions, x->shape[0], x->shape[1]);
 }
 
-ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64_t seq)
+static int position_ok(int64_t first, int64_t count)
 {
-    if (!positions) return RA_ERR_NULL;
-    if (positions->ids) {
-        for (int64_t t = 0; t < batch * seq; t++)
-            if (positions->ids[t] < 0 || positions->ids[t] > RA_MAX_POSITION)
-                return RA_ERR_POSITION;
-    } else if (positions->start < 0 || positions->start > RA_MAX_POSITION - (seq - 1)) {
-        return RA_ERR_POSITION;
+    return first >= 0 && first <= RA_MAX_POSITION && count - 1 <= RA_MAX_POSITION - first;
+}
+
+ra_status ra_positions_check(const ra_positions *p, int64_t batch, int64_t seq)
+{
+    if (!p) return RA_ERR_NULL;
+    int64_t n_tokens = batch * seq;
+    if (p->ids) {
+        for (int64_t t = 0; t < n_tokens; t++)
+            if (!position_ok(p->ids[t], 1)) return RA_ERR_POSITION;
+        return RA_OK;
     }
+    if (p->cu_seqlens) {
+        const int64_t *cu = p->cu_seqlens;
+        if (p->n_seqs <= 0) return RA_ERR_SIZE;
+        if (cu[0] != 0 || cu[p->n_seqs] != n_tokens) return RA_ERR_SHAPE;
+        for (int64_t i = 0; i < p->n_seqs; i++) {
+            if (cu[i + 1] < cu[i]) return RA_ERR_SHAPE;
+            if (!position_ok(p->starts ? p->starts[i] : p->start, cu[i + 1] - cu[i]))
+                return RA_ERR_POSITION;
+        }
+        return RA_OK;
+    }
+    for (int64_t b = 0; b < (p->starts ? batch : 1); b++)
+        if (!position_ok(p->starts ? p->starts[b] : p->start, seq)) return RA_ERR_POSITION;
     return RA_OK;
+}
+
+int64_t ra_position_sequence(const ra_positions *p, int64_t t)
+{
+    if (p->ids || !p->cu_seqlens) return 0;
+    int64_t lo = 0, hi = p->n_seqs - 1; /* the last i with cu_seqlens[i] <= t */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (p->cu_seqlens[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 /* ---- the fast path ------------------------------------------------------- */
@@ -245,10 +305,11 @@ static void rope_task(void *arg, int64_t task, int thread)
     int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
     if (t1 > n_tokens) t1 = n_tokens;
     float c[ANGLE_CHUNK], sn[ANGLE_CHUNK];
+    int64_t seq_hint = ra_position_sequence(job->positions, t0);
     for (int64_t t = t0; t < t1; t++) {
         int64_t b = t / seq, s = t % seq;
-        int64_t pos = ra_position(job->positions, b, s, seq);
-        if (pos < rope->config.max_positions) {
+        int64_t pos = ra_position(job->positions, t, seq, &seq_hint);
+        if (pos < rope->config.table_size) {
             const float *row_c = rope->cos + pos * rope->n_pairs;
             const float *row_s = rope->sin + pos * rope->n_pairs;
             rotate_token_pairs(job, b, s, row_c, row_s, 0, rope->n_pairs);
@@ -292,7 +353,7 @@ RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *
 {
     if (!rope || !x) return RA_ERR_NULL;
     ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
-    ra_positions p = {start_pos, NULL};
+    ra_positions p = {.start = start_pos};
     return ra_rope_apply(rope, ctx, &t, &t, &p, RA_FORWARD);
 }
 

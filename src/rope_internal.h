@@ -8,17 +8,21 @@
 #include "internal.h"
 
 struct ra_rope {
-    ra_rope_config config; /* rotary_dim resolved (never 0) */
-    int64_t n_pairs;       /* rotary_dim / 2 */
-    double *inv_freq;      /* [n_pairs]: theta_i = base^(-2i / rotary_dim) */
-    float *cos, *sin;      /* [max_positions, n_pairs] */
+    ra_rope_config config;   /* rotary_dim resolved (never 0); longrope's
+                                factor lists point at short_long below */
+    int64_t n_pairs;         /* rotary_dim / 2 */
+    double *inv_freq;        /* [n_pairs]: theta_i for the config's type */
+    double attention_factor; /* multiplies every cos and sin */
+    double *short_long;      /* longrope: [2, n_pairs] copies, else NULL */
+    float *cos, *sin;        /* [table_size, n_pairs], attention factor applied */
 };
 
-/* inv_freq[i] = 1 / theta^(2i / rotary_dim) for i in [0, n_pairs). */
-ra_status ra_inverse_frequencies(double *inv_freq, int64_t n_pairs, int64_t rotary_dim,
-                                 double theta);
+/* theta_i for i in [0, rotary_dim / 2) and the attention factor of the
+ * config's rope type (rope_scaling.c).  config's rotary_dim is resolved. */
+ra_status ra_rope_frequencies(const ra_rope_config *config, double *inv_freq,
+                              double *attention_factor);
 
-/* cos/sin of pos * inv_freq[i] for i in [first, first + n): the angle is
+/* attention_factor * cos/sin of pos * inv_freq[i] for i in [first, first + n):
  * formed in double and rounded once, the same numbers the table holds. */
 void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n,
                     float *cos, float *sin);
@@ -34,11 +38,26 @@ ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64
 ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
                               const ra_positions *positions, ra_direction direction);
 
-/* Position of token s of batch row b (positions already validated). */
-static inline int64_t ra_position(const ra_positions *p, int64_t b, int64_t s, int64_t seq)
+/* Position of token t = b * seq + s (positions already validated).  *seq_hint
+ * is the packed sequence that holds t or one before it: start it at 0, or at
+ * ra_position_sequence(p, t), and reuse it for increasing t. */
+static inline int64_t ra_position(const ra_positions *p, int64_t t, int64_t seq,
+                                  int64_t *seq_hint)
 {
-    return p->ids ? p->ids[b * seq + s] : p->start + s;
+    if (p->ids) return p->ids[t];
+    if (p->cu_seqlens) {
+        int64_t i = *seq_hint;
+        while (p->cu_seqlens[i + 1] <= t) i++;
+        *seq_hint = i;
+        return (p->starts ? p->starts[i] : p->start) + t - p->cu_seqlens[i];
+    }
+    int64_t b = t / seq;
+    return (p->starts ? p->starts[b] : p->start) + t - b * seq;
 }
+
+/* The packed sequence that holds token t (binary search; 0 without
+ * cu_seqlens). */
+int64_t ra_position_sequence(const ra_positions *p, int64_t t);
 
 /* The scalar reference rotation: no table, no threads, one element pair at
  * a time.  The oracle the fast path is tested against (bit for bit). */

@@ -1,7 +1,7 @@
 /*
  * rope_ref.c — the scalar reference rotation, written to be read: for each
  * token, head and pair, form the angle m * theta_i in double, round cos and
- * sin to float, rotate in float32 (as the seed's .float() does) and round
+ * sin (times the attention factor) to float, rotate in float32 (as the seed's .float() does) and round
  * once to the storage dtype.  No table, no threads, no vector tricks.
  *
  *   x, out: [B, S, heads, D]
@@ -27,12 +27,13 @@ ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, con
 
     for (int64_t b = 0; b < batch; b++)
         for (int64_t s = 0; s < seq; s++) {
-            int64_t m = ra_position(positions, b, s, seq);
+            int64_t t = b * seq + s, sequence = ra_position_sequence(positions, t);
+            int64_t m = ra_position(positions, t, seq, &sequence);
             for (int64_t h = 0; h < heads; h++) {
                 int64_t xo = offset(x, b, s, h), yo = offset(out, b, s, h);
                 for (int64_t i = 0; i < half; i++) {
-                    double angle = (double)m * rope->inv_freq[i];
-                    float c = (float)cos(angle), sn = sign * (float)sin(angle);
+                    double angle = (double)m * rope->inv_freq[i], af = rope->attention_factor;
+                    float c = (float)(cos(angle) * af), sn = sign * (float)(sin(angle) * af);
                     int64_t ia = interleaved ? 2 * i : i;      /* real part */
                     int64_t ib = interleaved ? 2 * i + 1 : i + half; /* imaginary part */
                     float a = ra_load(x->data, x->dtype, xo + ia);

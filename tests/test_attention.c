@@ -313,7 +313,7 @@ static void test_layer(void)
         ra_layer_weights w = {wq, wk, wv, wo};
         ra_layer *layer;
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
-        ra_positions pos = {start, NULL};
+        ra_positions pos = {.start = start};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             ra_forward_options opt = {(ra_attention_path)path, 0, 0.0f, 0};
             CHECK(ra_layer_forward(layer, ctx, y, x, c->b, c->s, &pos, &opt) == RA_OK, "forward");
@@ -324,8 +324,8 @@ static void test_layer(void)
         CHECK(memcmp(y, y2, 4 * n * c->dim) == 0, "case %zu: threads changed bits", t);
 
         /* HF: half layout on wq, wk permuted per head. */
-        CHECK(ra_permute_rows(wq_h, wq, c->h, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute q");
-        CHECK(ra_permute_rows(wk_h, wk, c->hkv, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute k");
+        CHECK(ra_permute_rows(wq_h, wq, RA_F32, c->h, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute q");
+        CHECK(ra_permute_rows(wk_h, wk, RA_F32, c->hkv, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute k");
         ra_layer_config cfg_h = cfg;
         cfg_h.rope.layout = RA_LAYOUT_HALF;
         ra_layer_weights w_h = {wq_h, wk_h, wv, wo};
@@ -336,9 +336,9 @@ static void test_layer(void)
         /* 1e-5: the same dot products, but OpenBLAS may block permuted rows differently */
         CHECK(e <= 1e-5, "case %zu: half layout with permuted weights differs by %.3g", t, e);
         /* and back: permuting to interleaved restores the original rows */
-        CHECK(ra_permute_rows(wq_h + 0, wq, c->h, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "again");
+        CHECK(ra_permute_rows(wq_h + 0, wq, RA_F32, c->h, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "again");
         float *back = malloc(4 * c->dim * c->dim);
-        CHECK(ra_permute_rows(back, wq_h, c->h, d, c->dim, RA_LAYOUT_INTERLEAVED) == RA_OK, "back");
+        CHECK(ra_permute_rows(back, wq_h, RA_F32, c->h, d, c->dim, RA_LAYOUT_INTERLEAVED) == RA_OK, "back");
         CHECK(memcmp(back, wq, 4 * c->dim * c->dim) == 0, "permute round trip");
         free(back);
         ra_layer_destroy(layer_h);
@@ -411,9 +411,13 @@ static void test_errors(void)
     cfg.rope.theta = 1e4;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK && layer, "create");
     CHECK(ra_layer_get_config(layer)->head_dim == 4, "head_dim resolved");
-    ra_positions neg = {-3, NULL};
+    ra_positions neg = {.start = -3};
     ra_forward_options bad_p = {RA_PATH_AUTO, 1, 1.0f, 0}, bad_path = {(ra_attention_path)7, 0, 0, 0};
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &neg, NULL) == RA_ERR_POSITION, "position");
+    const int64_t cu[] = {0, 1, 2};
+    ra_positions packed = {.cu_seqlens = cu, .n_seqs = 2};
+    CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &packed, NULL) == RA_ERR_UNSUPPORTED,
+          "packed batches need varlen attention");
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, NULL, &bad_p) == RA_ERR_ARGUMENT, "p = 1");
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, NULL, &bad_path) == RA_ERR_ARGUMENT, "path");
     CHECK(ra_layer_forward(layer, NULL, out, buf, 0, 2, NULL, NULL) == RA_ERR_SIZE, "batch 0");

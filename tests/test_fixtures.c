@@ -261,12 +261,12 @@ static int is_arange(const int64_t *p, int64_t n)
 }
 
 static ra_rope *make_rope(const fixture *fx, int64_t head_dim, double theta,
-                          ra_layout layout, int64_t max_positions)
+                          ra_layout layout, int64_t table_size)
 {
     ra_rope_config cfg = ra_rope_config_default(head_dim);
     cfg.theta = theta;
     cfg.layout = layout;
-    cfg.max_positions = max_positions;
+    cfg.table_size = table_size;
     ra_rope *rope = NULL;
     ra_status st = ra_rope_create(&rope, &cfg);
     CHECK(st == RA_OK, "%s: ra_rope_create: %s", fx->name, ra_status_string(st));
@@ -278,7 +278,7 @@ static double check_rope_table(const fixture *fx, int64_t dim, double theta,
                                const fx_tensor *pos, const fx_tensor *cos,
                                const fx_tensor *sin, float *c, float *s)
 {
-    const int64_t tables[] = {ra_rope_config_default(dim).max_positions, SMALL_TABLE};
+    const int64_t tables[] = {ra_rope_config_default(dim).table_size, SMALL_TABLE};
     double worst = 0;
     for (int k = 0; k < 2; k++) {
         ra_rope *rope = make_rope(fx, dim, theta, RA_LAYOUT_INTERLEAVED, tables[k]);
@@ -287,7 +287,7 @@ static double check_rope_table(const fixture *fx, int64_t dim, double theta,
         CHECK(st == RA_OK, "%s: ra_rope_table: %s", fx->name, ra_status_string(st));
         double err = fmax(max_abs_err(c, cos->f64, cos->count),
                           max_abs_err(s, sin->f64, sin->count));
-        CHECK(err <= TABLE_TOL, "%s: ra_rope_table (max_positions %lld): "
+        CHECK(err <= TABLE_TOL, "%s: ra_rope_table (table_size %lld): "
               "max abs err %.3g", fx->name, (long long)tables[k], err);
         worst = fmax(worst, err);
         ra_rope_destroy(rope);
@@ -364,7 +364,7 @@ static double check_rope_apply(const rope_case *rc, const ra_rope *rope,
     int64_t *ids = malloc((size_t)(rc->b * rc->s) * sizeof *ids);
     CHECK(back && ids, "out of memory");
     char how[3][80];
-    long long rows = (long long)ra_rope_get_config(rope)->max_positions;
+    long long rows = (long long)ra_rope_get_config(rope)->table_size;
     snprintf(how[0], sizeof how[0], "ra_rope_apply_f32 (%lld-row table)", rows);
     snprintf(how[1], sizeof how[1], "ra_rope_apply (%lld-row table)", rows);
     snprintf(how[2], sizeof how[2], "ra_rope_apply inverse (%lld-row table)", rows);
@@ -375,7 +375,7 @@ static double check_rope_apply(const rope_case *rc, const ra_rope *rope,
         worst = report_rope(rc, how[0], y, rc->ref->f64);
 
         for (int64_t i = 0; i < rc->b * rc->s; i++) ids[i] = rc->start + i % rc->s;
-        ra_positions pos = {0, ids};
+        ra_positions pos = {.start = 0, .ids = ids};
         ra_tensor tx = ra_tensor_4d(rc->x, RA_F32, rc->b, rc->s, rc->heads, rc->d);
         ra_tensor ty = ra_tensor_4d(y, RA_F32, rc->b, rc->s, rc->heads, rc->d);
         ra_tensor tb = ra_tensor_4d(back, RA_F32, rc->b, rc->s, rc->heads, rc->d);
@@ -402,7 +402,7 @@ static double check_seed_rotary(const rope_case *q, const rope_case *k, double t
     int64_t *pos = malloc((size_t)s * sizeof *pos);
     float *xq = copy_f32(q->x, q->ref->count), *xk = copy_f32(k->x, k->ref->count);
     ra_rope *rope = make_rope(q->fx, q->d, theta, RA_LAYOUT_INTERLEAVED,
-                              ra_rope_config_default(q->d).max_positions);
+                              ra_rope_config_default(q->d).table_size);
     CHECK(cos && sin && pos, "out of memory");
     double worst = 0;
     if (cos && sin && pos && xq && xk && rope) {
@@ -448,7 +448,7 @@ static void check_rope(const fixture *fx)
     ra_status st = ra_context_create(&ctx, 2);
     CHECK(st == RA_OK, "ra_context_create: %s", ra_status_string(st));
     double worst = 0;
-    const int64_t tables[] = {ra_rope_config_default(q.d).max_positions, SMALL_TABLE};
+    const int64_t tables[] = {ra_rope_config_default(q.d).table_size, SMALL_TABLE};
     for (int t = 0; q.x && k.x && ctx && t < 2; t++) {
         ra_rope *rope = make_rope(fx, q.d, theta, (ra_layout)layout, tables[t]);
         if (!rope) continue;
@@ -530,7 +530,7 @@ static double check_layer(const layer_case *lc, const ra_layer_weights *w,
     double worst = 0;
     for (int i = 0; layer && y && i < 4; i++) {
         ra_forward_options opt = {paths[i / 2], 0, 0.0f, 0};
-        ra_positions pos = {lc->start, NULL};
+        ra_positions pos = {.start = lc->start};
         ra_context *use = i % 2 ? ctx : NULL;
         memset(y, 0, (size_t)lc->y->count * sizeof *y);
         st = ra_layer_forward(layer, use, y, lc->x, lc->b, lc->s, &pos, &opt);
@@ -555,11 +555,11 @@ static void check_permute(const fixture *fx, const float *w, const float *w_hf,
     float *half = malloc(n * sizeof *half), *back = malloc(n * sizeof *back);
     CHECK(half && back, "out of memory");
     if (half && back) {
-        ra_status st = ra_permute_rows(half, w, heads, head_dim, dim, RA_LAYOUT_HALF);
+        ra_status st = ra_permute_rows(half, w, RA_F32, heads, head_dim, dim, RA_LAYOUT_HALF);
         CHECK(st == RA_OK && memcmp(half, w_hf, n * sizeof *half) == 0,
               "%s: ra_permute_rows to HALF (%lld heads) differs from HF's permute",
               fx->name, (long long)heads);
-        st = ra_permute_rows(back, w_hf, heads, head_dim, dim, RA_LAYOUT_INTERLEAVED);
+        st = ra_permute_rows(back, w_hf, RA_F32, heads, head_dim, dim, RA_LAYOUT_INTERLEAVED);
         CHECK(st == RA_OK && memcmp(back, w, n * sizeof *back) == 0,
               "%s: ra_permute_rows to INTERLEAVED does not undo HF's permute", fx->name);
     }

@@ -96,7 +96,7 @@ static void test_fast_matches_reference(void)
                     const int64_t *sh = shapes[si];
                     ra_rope_config cfg = ra_rope_config_default(sh[3]);
                     cfg.layout = (ra_layout)layout;
-                    cfg.max_positions = 40; /* some positions fall beyond the table */
+                    cfg.table_size = 40; /* some positions fall beyond the table */
                     cfg.rotary_dim = variant == 3 && sh[3] >= 4 ? (sh[3] / 2) & ~(int64_t)1 : 0;
                     ra_rope *rope;
                     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
@@ -110,7 +110,7 @@ static void test_fast_matches_reference(void)
                     ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
                     int64_t *ids = malloc(sizeof(int64_t) * sh[0] * sh[1]);
                     for (int64_t t = 0; t < sh[0] * sh[1]; t++) ids[t] = (t * 37 + 5) % 97;
-                    ra_positions pos = {variant == 2 ? 0 : 11 + 13 * variant, variant == 2 ? ids : NULL};
+                    ra_positions pos = {.start = variant == 2 ? 0 : 11 + 13 * variant, .ids = variant == 2 ? ids : NULL};
                     ra_direction dir = variant == 1 ? RA_INVERSE : RA_FORWARD;
                     for (int c = 0; c < 3; c++) {
                         memcpy(fast, in, es * n);
@@ -148,7 +148,7 @@ static double dot(const float *a, const float *b, int64_t n)
 static void rotate_to(const ra_rope *rope, float *x, int64_t d, int64_t m)
 {
     ra_tensor t = ra_tensor_4d(x, RA_F32, 1, 1, 1, d);
-    ra_positions p = {m, NULL};
+    ra_positions p = {.start = m};
     ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD);
 }
 
@@ -186,7 +186,7 @@ static void test_properties(void)
             }
             /* inverse o apply = identity */
             ra_tensor v = ra_tensor_4d(a, RA_F32, 1, 1, 1, d);
-            ra_positions p = {m, NULL};
+            ra_positions p = {.start = m};
             CHECK(ra_rope_apply(rope, NULL, &v, &v, &p, RA_INVERSE) == RA_OK, "inverse");
             double err = 0;
             for (int64_t i = 0; i < d; i++) err = fmax(err, fabs(a[i] - q[i]));
@@ -264,7 +264,7 @@ static void test_partial_rotary(void)
     float x[3 * 16], y[3 * 16];
     ra_test_fill(x, 48, 9);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 3, 1, 16), ty = ra_tensor_4d(y, RA_F32, 1, 3, 1, 16);
-    ra_positions p = {2, NULL};
+    ra_positions p = {.start = 2};
     CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
     for (int t = 0; t < 3; t++)
         CHECK(memcmp(x + t * 16 + 8, y + t * 16 + 8, 8 * sizeof(float)) == 0, "tail changed");
@@ -338,23 +338,42 @@ static void test_errors(void)
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "layout");
     cfg.layout = RA_LAYOUT_HALF;
     cfg.type = RA_ROPE_YARN;
-    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_UNSUPPORTED, "yarn not yet");
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "yarn without factor or lengths");
+    cfg.type = RA_ROPE_LLAMA3;
+    cfg.scaling.factor = 8;
+    cfg.scaling.low_freq_factor = cfg.scaling.high_freq_factor = 1;
+    cfg.scaling.original_max_position_embeddings = 8192;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 with low == high");
+    cfg.type = RA_ROPE_LONGROPE;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_NULL, "longrope without factor lists");
+    cfg.type = RA_ROPE_LINEAR;
+    cfg.scaling.factor = -2;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "negative factor");
+    cfg.scaling.factor = NAN;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "NaN factor");
+    cfg.type = RA_ROPE_DYNAMIC;
+    cfg.scaling.factor = 2;
+    cfg.scaling.max_position_embeddings = 0;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "dynamic without L0");
+    cfg.type = (ra_rope_type)77;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "unknown type");
+    memset(&cfg.scaling, 0, sizeof cfg.scaling);
     cfg.type = RA_ROPE_DEFAULT;
     cfg.rotary_dim = 10;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "rotary_dim > head_dim");
     cfg.rotary_dim = 0;
-    cfg.max_positions = ((int64_t)1 << 62);
+    cfg.table_size = ((int64_t)1 << 62);
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_POSITION, "huge table");
-    cfg.max_positions = 16;
+    cfg.table_size = 16;
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
 
     for (int i = 0; i < 64; i++) buf[i] = (float)i;
     float before[64];
     memcpy(before, buf, sizeof buf);
     ra_tensor t = ra_tensor_4d(buf, RA_F32, 1, 2, 4, 8);
-    ra_positions neg = {-1, NULL}, far = {RA_MAX_POSITION, NULL}, ok = {0, NULL};
+    ra_positions neg = {.start = -1}, far = {.start = RA_MAX_POSITION}, ok = {.start = 0};
     int64_t ids[2] = {3, -5};
-    ra_positions bad_ids = {0, ids};
+    ra_positions bad_ids = {.start = 0, .ids = ids};
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &neg, RA_FORWARD) == RA_ERR_POSITION, "negative start");
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &far, RA_FORWARD) == RA_ERR_POSITION, "past the max");
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &bad_ids, RA_FORWARD) == RA_ERR_POSITION, "negative id");
@@ -374,7 +393,7 @@ static void test_errors(void)
     CHECK(ra_rope_apply(rope, NULL, &other, &t, &ok, RA_FORWARD) == RA_ERR_DTYPE, "dtype mismatch");
     CHECK(memcmp(buf, before, sizeof buf) == 0, "a failing call wrote");
     CHECK(ra_repeat_kv(buf, buf, 1, 1, 1, 8, 0) == RA_ERR_SIZE, "n_rep 0");
-    CHECK(ra_permute_rows(c, c, 1, 2, 1, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "aliasing permute");
+    CHECK(ra_permute_rows(c, c, RA_F32, 1, 2, 1, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "aliasing permute");
     CHECK(ra_convert(c, (ra_dtype)7, s, RA_F32, 1) == RA_ERR_ARGUMENT, "convert dtype");
     CHECK(strcmp(ra_status_string(RA_ERR_GQA), "n_heads must be a multiple of n_kv_heads") == 0, "text");
     CHECK(strcmp(ra_status_string((ra_status)999), "unknown status") == 0, "unknown");
@@ -385,6 +404,187 @@ static void test_errors(void)
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, -1) == RA_ERR_ARGUMENT, "threads -1");
     CHECK(ra_context_create(NULL, 1) == RA_ERR_NULL, "NULL ctx out");
+}
+
+/* Inverse frequencies of a config (creating a throwaway rope). */
+static ra_status frequencies_of(const ra_rope_config *cfg, double *inv_freq, double *af)
+{
+    ra_rope *rope;
+    ra_status st = ra_rope_create(&rope, cfg);
+    if (st != RA_OK) return st;
+    ra_rope_inverse_frequencies(rope, inv_freq);
+    *af = ra_rope_attention_factor(rope);
+    ra_rope_destroy(rope);
+    return RA_OK;
+}
+
+/* Each scaled type reduces to the default where its own parameters say
+ * "no scaling", and moves the frequencies the documented way otherwise.
+ * (Their exact values against transformers' formulas: test_fixtures.) */
+static void test_rope_types(void)
+{
+    const int64_t d = 128;
+    double base_f[64], f[64], af, af0;
+    ra_rope_config def = ra_rope_config_default(d);
+    def.theta = 500000.0;
+    def.table_size = 0;
+    CHECK(frequencies_of(&def, base_f, &af0) == RA_OK && af0 == 1.0, "default");
+
+    ra_rope_config c = def;
+    c.type = RA_ROPE_LINEAR;
+    c.scaling.factor = 4.0;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && af == 1.0, "linear");
+    int ok = 1;
+    for (int i = 0; i < 64; i++) ok &= f[i] == base_f[i] / 4.0;
+    CHECK(ok, "linear: theta_i / factor");
+
+    c = def;
+    c.type = RA_ROPE_DYNAMIC;
+    c.scaling.factor = 2.0;
+    c.scaling.max_position_embeddings = 2048;
+    c.scaling.seq_len = 2048; /* not beyond L0: the default */
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && memcmp(f, base_f, sizeof f) == 0, "dynamic at L0");
+    c.scaling.seq_len = 8192; /* base' = base * (2 * 4 - 1)^(128/126) */
+    CHECK(frequencies_of(&c, f, &af) == RA_OK, "dynamic beyond L0");
+    double grown = 500000.0 * pow(7.0, 128.0 / 126.0);
+    CHECK(fabs(f[10] - pow(grown, -20.0 / 128.0)) <= 1e-15 * f[10], "dynamic base %.17g", f[10]);
+
+    c = def;
+    c.type = RA_ROPE_YARN;
+    c.scaling.factor = 1.0;
+    c.scaling.original_max_position_embeddings = 8192;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && af == 1.0, "yarn factor 1");
+    ok = 1;
+    for (int i = 0; i < 64; i++) ok &= fabs(f[i] - base_f[i]) <= 1e-15 * base_f[i];
+    CHECK(ok, "yarn with factor 1 is the default");
+    c.scaling.factor = 4.0;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK, "yarn factor 4");
+    CHECK(fabs(af - (0.1 * log(4.0) + 1.0)) < 1e-15, "yarn attention factor %.17g", af);
+    CHECK(f[0] == base_f[0] && fabs(f[63] - base_f[63] / 4.0) <= 1e-15 * f[63],
+          "yarn keeps high frequencies and interpolates low ones");
+    c.scaling.mscale = c.scaling.mscale_all_dim = 0.707;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && fabs(af - 1.0) < 1e-15, "mscale ratio 1");
+    c.scaling.attention_factor = 1.25;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && af == 1.25, "given attention factor");
+
+    c = def;
+    c.type = RA_ROPE_LLAMA3;
+    c.scaling.factor = 1.0;
+    c.scaling.low_freq_factor = 1.0;
+    c.scaling.high_freq_factor = 4.0;
+    c.scaling.original_max_position_embeddings = 8192;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK, "llama3 factor 1");
+    ok = 1;
+    for (int i = 0; i < 64; i++) ok &= fabs(f[i] - base_f[i]) <= 1e-15 * base_f[i];
+    CHECK(ok, "llama3 with factor 1 is the default");
+    c.scaling.factor = 8.0;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK, "llama3");
+    CHECK(f[0] == base_f[0] && f[63] == base_f[63] / 8.0, "llama3 bands");
+
+    double ones[64], longs[64];
+    for (int i = 0; i < 64; i++) {
+        ones[i] = 1.0;
+        longs[i] = 1.0 + i;
+    }
+    c = def;
+    c.type = RA_ROPE_LONGROPE;
+    c.scaling.short_factor = ones;
+    c.scaling.long_factor = longs;
+    c.scaling.original_max_position_embeddings = 4096;
+    c.scaling.max_position_embeddings = 131072;
+    c.scaling.seq_len = 4096; /* not beyond: short factors */
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && memcmp(f, base_f, sizeof f) == 0, "longrope short");
+    CHECK(fabs(af - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-15, "longrope attention factor");
+    c.scaling.seq_len = 4097;
+    CHECK(frequencies_of(&c, f, &af) == RA_OK && fabs(f[5] - base_f[5] / 6.0) <= 1e-15 * f[5],
+          "longrope long factors");
+
+    /* The attention factor multiplies the table's cos and sin. */
+    ra_rope *rope;
+    c.table_size = 16;
+    CHECK(ra_rope_create(&rope, &c) == RA_OK, "create");
+    float cs[64], sn[64];
+    int64_t pos = 7;
+    CHECK(ra_rope_table(rope, cs, sn, &pos, 1) == RA_OK, "table");
+    CHECK(fabs(cs[5] - cos(7.0 * base_f[5] / 6.0) * af) < 1e-7, "cos times attention factor");
+    ra_rope_destroy(rope);
+}
+
+/* Per-sequence starts, packed ragged batches and explicit ids all place the
+ * same token at the same position: the results agree, and the fast path
+ * equals the reference bit for bit, on a scaled (yarn) rope. */
+static void test_positions(void)
+{
+    const int64_t d = 32, h = 2, total = 17;
+    ra_rope_config cfg = ra_rope_config_default(d);
+    cfg.type = RA_ROPE_YARN;
+    cfg.scaling.factor = 4.0;
+    cfg.scaling.original_max_position_embeddings = 64;
+    cfg.table_size = 20; /* some positions beyond the table */
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    float x[17 * 2 * 32], a[17 * 2 * 32], b[17 * 2 * 32], r[17 * 2 * 32];
+    ra_test_fill(x, sizeof x / 4, 11);
+    /* three sequences packed: lengths 5, 0, 12; starts 3, 9, 30 */
+    const int64_t cu[] = {0, 5, 5, 17}, starts[] = {3, 9, 30};
+    int64_t ids[17];
+    for (int t = 0; t < 5; t++) ids[t] = 3 + t;
+    for (int t = 5; t < 17; t++) ids[t] = 30 + t - 5;
+    ra_positions packed = {.cu_seqlens = cu, .n_seqs = 3, .starts = starts};
+    ra_positions explicit_ids = {.ids = ids};
+    ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, total, h, d), ta = ra_tensor_4d(a, RA_F32, 1, total, h, d);
+    ra_tensor tb = ra_tensor_4d(b, RA_F32, 1, total, h, d), tr = ra_tensor_4d(r, RA_F32, 1, total, h, d);
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    CHECK(ra_rope_apply(rope, ctx, &ta, &tx, &packed, RA_FORWARD) == RA_OK, "packed");
+    CHECK(ra_rope_apply(rope, NULL, &tb, &tx, &explicit_ids, RA_FORWARD) == RA_OK, "ids");
+    CHECK(ra_rope_apply_reference(rope, &tr, &tx, &packed, RA_FORWARD) == RA_OK, "reference");
+    CHECK(memcmp(a, b, sizeof a) == 0, "packed != ids");
+    CHECK(memcmp(a, r, sizeof a) == 0, "fast != reference");
+
+    /* A start per batch row: [2, 4] with starts {2, 100} = ids. */
+    const int64_t row_starts[] = {2, 100};
+    int64_t row_ids[8] = {2, 3, 4, 5, 100, 101, 102, 103};
+    ra_positions per_row = {.starts = row_starts}, per_row_ids = {.ids = row_ids};
+    ra_tensor x2 = ra_tensor_4d(x, RA_F32, 2, 4, h, d), a2 = ra_tensor_4d(a, RA_F32, 2, 4, h, d);
+    ra_tensor b2 = ra_tensor_4d(b, RA_F32, 2, 4, h, d);
+    CHECK(ra_rope_apply(rope, ctx, &a2, &x2, &per_row, RA_FORWARD) == RA_OK, "starts");
+    CHECK(ra_rope_apply(rope, ctx, &b2, &x2, &per_row_ids, RA_FORWARD) == RA_OK, "row ids");
+    CHECK(memcmp(a, b, 8 * h * d * sizeof(float)) == 0, "starts != ids");
+
+    /* Bad descriptions are refused before anything is written. */
+    memcpy(b, a, sizeof a);
+    const int64_t short_cu[] = {0, 5, 16}, down_cu[] = {0, 9, 5, 17}, bad_starts[] = {3, -1, 30};
+    ra_positions bad1 = {.cu_seqlens = short_cu, .n_seqs = 2};
+    ra_positions bad2 = {.cu_seqlens = down_cu, .n_seqs = 3};
+    ra_positions bad3 = {.cu_seqlens = cu, .n_seqs = 3, .starts = bad_starts};
+    ra_positions bad4 = {.cu_seqlens = cu, .n_seqs = 0};
+    ra_positions bad5 = {.starts = bad_starts};
+    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad1, RA_FORWARD) == RA_ERR_SHAPE, "cu end");
+    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad2, RA_FORWARD) == RA_ERR_SHAPE, "cu decreasing");
+    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad3, RA_FORWARD) == RA_ERR_POSITION, "start < 0");
+    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad4, RA_FORWARD) == RA_ERR_SIZE, "n_seqs 0");
+    ra_tensor x3 = ra_tensor_4d(x, RA_F32, 3, 2, h, d), a3 = ra_tensor_4d(a, RA_F32, 3, 2, h, d);
+    CHECK(ra_rope_apply(rope, NULL, &a3, &x3, &bad5, RA_FORWARD) == RA_ERR_POSITION, "row start < 0");
+    CHECK(memcmp(a, b, sizeof a) == 0, "a refused call wrote");
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+}
+
+/* Rows move as bytes in every dtype: bf16 permuted = f32 permuted, rounded. */
+static void test_permute_dtypes(void)
+{
+    const int64_t heads = 2, d = 8, in = 5, n = heads * d * in;
+    float w[80], wp[80];
+    uint16_t wb[80], wbp[80];
+    ra_test_fill(w, n, 3);
+    ra_convert(wb, RA_BF16, w, RA_F32, n);
+    CHECK(ra_permute_rows(wp, w, RA_F32, heads, d, in, RA_LAYOUT_HALF) == RA_OK, "f32");
+    CHECK(ra_permute_rows(wbp, wb, RA_BF16, heads, d, in, RA_LAYOUT_HALF) == RA_OK, "bf16");
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) ok &= wbp[i] == ra_f32_to_bf16(wp[i]);
+    CHECK(ok, "bf16 rows moved differently");
+    CHECK(ra_permute_rows(wp, w, (ra_dtype)5, heads, d, in, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "dtype");
 }
 
 int main(void)
@@ -398,5 +598,8 @@ int main(void)
     RUN(test_conversions);
     RUN(test_philox);
     RUN(test_errors);
+    RUN(test_rope_types);
+    RUN(test_positions);
+    RUN(test_permute_dtypes);
     return ra_test_summary("rope");
 }

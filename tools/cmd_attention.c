@@ -178,7 +178,7 @@ static int forward_and_write(const attention_options *opts, const ra_layer *laye
     char msg[CLI_MSG_LEN];
     float *y = malloc((size_t)x->count * sizeof(float));
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
-    ra_positions positions = {opts->start_pos, NULL};
+    ra_positions positions = {.start = opts->start_pos};
     ra_forward_options forward = {cli_attention_path(opts->path), 0, 0.0f, 0};
     ra_status status = ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, &forward);
     int failed = 0;

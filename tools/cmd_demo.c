@@ -86,7 +86,7 @@ static int build(demo *d)
 
     ra_layer_config config = {dim, DEMO_HEADS, DEMO_KV_HEADS, DEMO_HEAD_DIM,
                               ra_rope_config_default(DEMO_HEAD_DIM)};
-    config.rope.max_positions = d->seq;
+    config.rope.table_size = d->seq;
     ra_layer_weights weights = {w[0], w[1], w[2], w[3]};
     ra_status status = ra_layer_create(&d->layer, &config, &weights);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the demo layer");

@@ -56,13 +56,13 @@ static int rotate(const rope_options *opts, ra_npy *x, ra_context *ctx)
     ra_rope_config config = ra_rope_config_default(x->shape[3]);
     config.layout = (ra_layout)opts->layout;
     config.theta = opts->theta;
-    config.max_positions = cli_rope_table_rows(opts->start_pos, x->shape[1]);
+    config.table_size = cli_rope_table_rows(opts->start_pos, x->shape[1]);
     ra_rope *rope = NULL;
     ra_status status = ra_rope_create(&rope, &config);
     if (status != RA_OK) return cli_fail_status(status, "cannot create the rope");
     ra_tensor view = ra_tensor_4d(x->data, RA_F32, x->shape[0], x->shape[1], x->shape[2],
                                   x->shape[3]);
-    ra_positions positions = {opts->start_pos, NULL};
+    ra_positions positions = {.start = opts->start_pos};
     status = ra_rope_apply(rope, ctx, &view, &view, &positions,
                            opts->inverse ? RA_INVERSE : RA_FORWARD);
     ra_rope_destroy(rope);

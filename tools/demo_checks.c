@@ -58,7 +58,7 @@ static ra_status rotate(const ra_rope *rope, ra_context *ctx, float *out, const 
     int64_t d = ra_rope_get_config(rope)->head_dim;
     ra_tensor in = ra_tensor_4d((void *)x, RA_F32, 1, seq, heads, d);
     ra_tensor to = ra_tensor_4d(out, RA_F32, 1, seq, heads, d);
-    ra_positions positions = {start, NULL};
+    ra_positions positions = {.start = start};
     return ra_rope_apply(rope, ctx, &to, &in, &positions, direction);
 }
 
@@ -139,7 +139,7 @@ static ra_status check_layout(ra_layout layout, ra_context *ctx, int64_t head_di
 {
     ra_rope_config config = ra_rope_config_default(head_dim);
     config.layout = layout;
-    config.max_positions = CHECK_SEQ;
+    config.table_size = CHECK_SEQ;
     ra_rope *rope = NULL;
     ra_status status = ra_rope_create(&rope, &config);
     if (status == RA_OK) status = check_norms_and_inverse(rope, ctx, b, checks);

@@ -1,0 +1,171 @@
+/*
+ * rope_scaling.c — inverse frequencies and the attention factor for every
+ * rope type, as Hugging Face transformers' modeling_rope_utils defines them,
+ * but in double throughout (transformers forms them in float32).
+ *
+ * d is rotary_dim; theta_i = 1 / base^(2i/d) for i in [0, d/2) is the
+ * default, which every other type adjusts.
+ */
+#include <math.h>
+
+#include "rope_internal.h"
+
+static int positive(double x) { return isfinite(x) && x > 0; }
+
+/* theta_i = 1 / base^(2i / d), as the seed writes it (in double). */
+static void default_frequencies(double *inv_freq, int64_t n_pairs, int64_t d, double base)
+{
+    for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] = 1.0 / pow(base, (double)(2 * i) / (double)d);
+}
+
+/* Dynamic NTK: for L = max(seq_len, L0) the base grows to
+ *   base * ((factor * L / L0) - (factor - 1))^(d / (d - 2))
+ * which is the base itself while L <= L0. */
+static ra_status dynamic_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs)
+{
+    const ra_rope_scaling *s = &c->scaling;
+    if (!positive(s->factor) || s->max_position_embeddings <= 0 || s->seq_len < 0)
+        return RA_ERR_ARGUMENT;
+    double l0 = (double)s->max_position_embeddings, d = (double)c->rotary_dim;
+    double len = s->seq_len > s->max_position_embeddings ? (double)s->seq_len : l0;
+    double base = c->theta;
+    if (c->rotary_dim > 2) /* d = 2 has no exponent d / (d - 2); only theta_0 = 1 exists */
+        base *= pow(s->factor * len / l0 - (s->factor - 1.0), d / (d - 2.0));
+    if (!positive(base)) return RA_ERR_ARGUMENT;
+    default_frequencies(inv_freq, n_pairs, c->rotary_dim, base);
+    return RA_OK;
+}
+
+static double yarn_mscale(double scale, double mscale)
+{
+    return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+/* The dimension (in [0, d)) whose wavelength makes `rotations` full turns
+ * over the original context. */
+static double yarn_correction_dim(double rotations, double d, double base, double original)
+{
+    return d * log(original / (rotations * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* YaRN: theta_i / factor below the correction range, theta_i above it, a
+ * linear ramp between; attention factor 0.1 ln(factor) + 1 unless given. */
+static ra_status yarn_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs,
+                                  double *attention_factor)
+{
+    const ra_rope_scaling *s = &c->scaling;
+    int64_t original = s->original_max_position_embeddings > 0 ? s->original_max_position_embeddings
+                                                               : s->max_position_embeddings;
+    if (original <= 0 || s->original_max_position_embeddings < 0) return RA_ERR_ARGUMENT;
+    double factor = s->factor;
+    if (factor == 0 && s->max_position_embeddings > 0)
+        factor = (double)s->max_position_embeddings / (double)original;
+    if (!positive(factor) || s->attention_factor < 0 || s->beta_fast < 0 || s->beta_slow < 0 ||
+        !isfinite(s->mscale) || !isfinite(s->mscale_all_dim))
+        return RA_ERR_ARGUMENT;
+    if (s->attention_factor > 0)
+        *attention_factor = s->attention_factor;
+    else if (s->mscale != 0 && s->mscale_all_dim != 0)
+        *attention_factor = yarn_mscale(factor, s->mscale) / yarn_mscale(factor, s->mscale_all_dim);
+    else
+        *attention_factor = yarn_mscale(factor, 1.0);
+    double beta_fast = s->beta_fast > 0 ? s->beta_fast : 32.0;
+    double beta_slow = s->beta_slow > 0 ? s->beta_slow : 1.0;
+
+    double d = (double)c->rotary_dim, base = c->theta;
+    double low = yarn_correction_dim(beta_fast, d, base, (double)original);
+    double high = yarn_correction_dim(beta_slow, d, base, (double)original);
+    if (!s->yarn_no_truncate) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    low = low > 0 ? low : 0;
+    high = high < d - 1 ? high : d - 1;
+    if (low == high) high += 0.001; /* as transformers: no division by zero */
+    for (int64_t i = 0; i < n_pairs; i++) {
+        double extrapolation = 1.0 / pow(base, (double)(2 * i) / d);
+        double interpolation = extrapolation / factor;
+        double ramp = ((double)i - low) / (high - low);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        double keep = 1.0 - ramp; /* share of the unscaled frequency */
+        inv_freq[i] = interpolation * (1.0 - keep) + extrapolation * keep;
+    }
+    return RA_OK;
+}
+
+/* Llama 3.1: wavelengths longer than original / low_freq_factor are divided
+ * by factor, shorter than original / high_freq_factor kept, and those in
+ * between interpolated smoothly. */
+static ra_status llama3_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs)
+{
+    const ra_rope_scaling *s = &c->scaling;
+    if (!positive(s->factor) || !positive(s->low_freq_factor) || !positive(s->high_freq_factor) ||
+        s->low_freq_factor == s->high_freq_factor || s->original_max_position_embeddings <= 0)
+        return RA_ERR_ARGUMENT;
+    double original = (double)s->original_max_position_embeddings;
+    double low_freq_wavelen = original / s->low_freq_factor;
+    double high_freq_wavelen = original / s->high_freq_factor;
+    default_frequencies(inv_freq, n_pairs, c->rotary_dim, c->theta);
+    for (int64_t i = 0; i < n_pairs; i++) {
+        double wavelen = 2.0 * M_PI / inv_freq[i];
+        if (wavelen > low_freq_wavelen) {
+            inv_freq[i] /= s->factor;
+        } else if (!(wavelen < high_freq_wavelen)) {
+            double smooth = (original / wavelen - s->low_freq_factor) /
+                            (s->high_freq_factor - s->low_freq_factor);
+            inv_freq[i] = (1.0 - smooth) * inv_freq[i] / s->factor + smooth * inv_freq[i];
+        }
+    }
+    return RA_OK;
+}
+
+/* LongRoPE: theta_i / ext_i with the long factors once L exceeds the
+ * original context, the short ones before; attention factor
+ * sqrt(1 + ln(s) / ln(original)), s = factor or max / original. */
+static ra_status longrope_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs,
+                                      double *attention_factor)
+{
+    const ra_rope_scaling *s = &c->scaling;
+    if (!s->short_factor || !s->long_factor) return RA_ERR_NULL;
+    if (s->original_max_position_embeddings <= 0 || s->seq_len < 0 || s->attention_factor < 0 ||
+        s->factor < 0 || !isfinite(s->factor))
+        return RA_ERR_ARGUMENT;
+    double original = (double)s->original_max_position_embeddings, factor = s->factor;
+    if (factor == 0 && s->max_position_embeddings > 0)
+        factor = (double)s->max_position_embeddings / original;
+    if (s->attention_factor > 0)
+        *attention_factor = s->attention_factor;
+    else if (factor == 0)
+        return RA_ERR_ARGUMENT; /* neither factor, max_position_embeddings nor the factor given */
+    else
+        *attention_factor = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log(original));
+    const double *ext = s->seq_len > s->original_max_position_embeddings ? s->long_factor
+                                                                          : s->short_factor;
+    for (int64_t i = 0; i < n_pairs; i++)
+        if (!positive(s->short_factor[i]) || !positive(s->long_factor[i])) return RA_ERR_ARGUMENT;
+    for (int64_t i = 0; i < n_pairs; i++)
+        inv_freq[i] = 1.0 / (ext[i] * pow(c->theta, (double)(2 * i) / (double)c->rotary_dim));
+    return RA_OK;
+}
+
+ra_status ra_rope_frequencies(const ra_rope_config *c, double *inv_freq, double *attention_factor)
+{
+    if (!positive(c->theta)) return RA_ERR_THETA;
+    int64_t n_pairs = c->rotary_dim / 2;
+    *attention_factor = 1.0;
+    switch (c->type) {
+    case RA_ROPE_DEFAULT:
+        default_frequencies(inv_freq, n_pairs, c->rotary_dim, c->theta);
+        return RA_OK;
+    case RA_ROPE_LINEAR:
+        if (!positive(c->scaling.factor)) return RA_ERR_ARGUMENT;
+        default_frequencies(inv_freq, n_pairs, c->rotary_dim, c->theta);
+        for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] /= c->scaling.factor;
+        return RA_OK;
+    case RA_ROPE_DYNAMIC: return dynamic_frequencies(c, inv_freq, n_pairs);
+    case RA_ROPE_YARN: return yarn_frequencies(c, inv_freq, n_pairs, attention_factor);
+    case RA_ROPE_LLAMA3: return llama3_frequencies(c, inv_freq, n_pairs);
+    case RA_ROPE_LONGROPE: return longrope_frequencies(c, inv_freq, n_pairs, attention_factor);
+    default: return RA_ERR_ARGUMENT;
+    }
+}

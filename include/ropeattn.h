@@ -221,7 +221,13 @@ typedef struct ra_rope_scaling {
     int64_t max_position_embeddings; /* dynamic (required), and yarn/longrope when
                                         the factor or L_orig must be derived */
     int64_t seq_len;                 /* dynamic, longrope: the current sequence
-                                        length L (0: not beyond the original) */
+                                        length L (0: not beyond the original).
+                                        A rope object is for one L: when a
+                                        sequence grows past the original
+                                        length, make a rope for the new L, as
+                                        transformers recomputes inv_freq
+                                        (keys already cached keep the rotation
+                                        they were written with) */
     double attention_factor;         /* yarn, longrope: 0 = derive */
     double beta_fast, beta_slow;     /* yarn: 0 = 32 and 1 */
     double mscale, mscale_all_dim;   /* yarn: attention factor is
@@ -380,6 +386,9 @@ typedef struct ra_forward_options {
 /* y = Attention.forward(x): x -> wq, wk, wv -> heads -> RoPE at the given
  * positions -> causal GQA attention -> wo.  NULL positions means start 0;
  * NULL options means inference on RA_PATH_AUTO.  The projections use CBLAS.
+ * Positions only move RoPE: the causal mask is by token index, as in the
+ * seed and transformers.  Packed batches (cu_seqlens) are refused with
+ * RA_ERR_UNSUPPORTED: their attention must stay inside each sequence.
  *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x) */
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,

@@ -289,9 +289,11 @@ typedef struct ra_positions {
 } ra_positions;
 
 typedef enum ra_direction {
-    RA_FORWARD = 0, /* rotate by +angle: R_m x */
-    RA_INVERSE = 1, /* rotate by -angle: R_m^T x, undoes RA_FORWARD (and is
-                       the backward pass of RA_FORWARD) */
+    RA_FORWARD = 0, /* rotate by +angle: a R_m x */
+    RA_INVERSE = 1, /* rotate by -angle: a R_m^T x, the transpose of
+                       RA_FORWARD and so its backward pass.  a is the rope's
+                       attention factor: 1 except for yarn and longrope, where
+                       RA_INVERSE after RA_FORWARD gives a^2 x rather than x */
 } ra_direction;
 
 /* The tables this rope uses for the given positions, as float32.

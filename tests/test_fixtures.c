@@ -5,9 +5,10 @@
  *
  *   build/tests/test_fixtures [FIXTURE_DIR]      (default tests/fixtures)
  *
- * Each file is dispatched on its name prefix: table_, rope_, repkv_, attn_.
- * Inputs and weights in the files are float64 values that are exact float32
- * values; expected outputs are compared in double.
+ * Each file is dispatched on its name prefix: table_, rope_, repkv_, attn_,
+ * and freqs_, rotary_ for the rope types (transformers' modeling_rope_utils
+ * formulas, in float64).  Inputs and weights in the files are float64 values
+ * that are exact float32 values; expected outputs are compared in double.
  */
 #include <dirent.h>
 #include <string.h>
@@ -239,7 +240,8 @@ static void test_reader(void)
 
 static void test_fixture_names(void)
 {
-    static const char *const prefixes[] = {"table_", "rope_", "repkv_", "attn_"};
+    static const char *const prefixes[] = {"table_", "rope_", "repkv_", "attn_",
+                                           "freqs_", "rotary_"};
     CHECK(fixture_count > 0, "no fixtures in %s", fixture_dir);
     for (int i = 0; i < fixture_count; i++) {
         int known = 0;
@@ -642,6 +644,356 @@ static void test_attention(void)
     CHECK(hf_fixtures >= 2, "only %d attention fixtures have the HF variant", hf_fixtures);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Rope types (freqs_*, rotary_*): transformers' modeling_rope_utils          */
+/* ------------------------------------------------------------------------ */
+
+/* Inverse frequencies, relative per entry: both sides are double, so the same
+ * formula in another order differs by a few ulps (~1e-15); a float32 step
+ * anywhere, or a wrong branch, shows as 1e-7 or more. */
+#define INV_FREQ_TOL 1e-12
+/* Attention factor, relative: a log, a sqrt or a division in double. */
+#define ATTN_FACTOR_TOL 1e-12
+
+static const char *const rope_type_names[RA_ROPE_TYPE_COUNT] = {
+    "default", "linear", "dynamic", "yarn", "llama3", "longrope"};
+
+/* An optional scalar (a "param.<key>" that the checkpoint may leave out):
+ * 1 with *out set when present with the right dtype, 0 when absent. */
+static int opt_f64(const fixture *fx, const char *name, double *out)
+{
+    if (!fx_find(&fx->data, name)) return 0;
+    return need_f64(fx, name, out);
+}
+
+static int opt_i64(const fixture *fx, const char *name, int64_t *out)
+{
+    if (!fx_find(&fx->data, name)) return 0;
+    return need_i64(fx, name, out);
+}
+
+/* A fixture's rope description (see make_fixtures.py) as an ra_rope_config,
+ * with the expected inverse frequencies and attention factor. */
+typedef struct rope_desc {
+    ra_rope_config config;
+    int64_t half;               /* rotary_dim / 2 */
+    const fx_tensor *inv_freq;  /* [half] */
+    double attention_factor;
+} rope_desc;
+
+/* Fills rd from the fixture whose name is prefix + "<type>_..."; 0 after a
+ * failed CHECK.  Scaling fields a checkpoint leaves out stay 0 ("not given"),
+ * so the library's own defaults and derivations are exercised. */
+static int read_rope_desc(const fixture *fx, const char *prefix, rope_desc *rd)
+{
+    int64_t type, head_dim, rotary_dim, max_pos, seq_len, truncate = 1;
+    double theta, partial;
+    if (!need_i64(fx, "rope_type", &type) || !need_i64(fx, "head_dim", &head_dim) ||
+        !need_i64(fx, "rotary_dim", &rotary_dim) || !need_f64(fx, "rope_theta", &theta) ||
+        !need_f64(fx, "partial_rotary_factor", &partial) ||
+        !need_i64(fx, "max_position_embeddings", &max_pos) ||
+        !need_i64(fx, "seq_len", &seq_len) ||
+        !need_f64(fx, "attention_factor", &rd->attention_factor))
+        return 0;
+    int ok = type >= 0 && type < RA_ROPE_TYPE_COUNT;
+    CHECK(ok, "%s: rope_type %lld", fx->name, (long long)type);
+    if (!ok) return 0;
+    /* The name says the type: freqs_yarn_... must hold rope_type 3. */
+    const char *word = fx->name + strlen(prefix), *tname = rope_type_names[type];
+    CHECK(strncmp(word, tname, strlen(tname)) == 0 && word[strlen(tname)] == '_',
+          "%s: rope_type %lld (%s) does not match the name", fx->name, (long long)type, tname);
+    CHECK(head_dim > 0 && rotary_dim > 0 && rotary_dim <= head_dim && rotary_dim % 2 == 0 &&
+          rotary_dim == (int64_t)((double)head_dim * partial),
+          "%s: head_dim %lld, rotary_dim %lld, partial_rotary_factor %g", fx->name,
+          (long long)head_dim, (long long)rotary_dim, partial);
+    rd->half = rotary_dim / 2;
+    rd->inv_freq = need(fx, "inv_freq", FX_F64, 1, (const int64_t[]){rd->half});
+    if (!rd->inv_freq) return 0;
+
+    ra_rope_config *c = &rd->config;
+    *c = ra_rope_config_default(head_dim);
+    c->type = (ra_rope_type)type;
+    c->rotary_dim = rotary_dim;
+    c->theta = theta;
+    ra_rope_scaling *s = &c->scaling;
+    s->max_position_embeddings = max_pos;
+    s->seq_len = seq_len;
+    opt_f64(fx, "param.factor", &s->factor);
+    opt_i64(fx, "param.original_max_position_embeddings", &s->original_max_position_embeddings);
+    opt_f64(fx, "param.attention_factor", &s->attention_factor);
+    opt_f64(fx, "param.beta_fast", &s->beta_fast);
+    opt_f64(fx, "param.beta_slow", &s->beta_slow);
+    opt_f64(fx, "param.mscale", &s->mscale);
+    opt_f64(fx, "param.mscale_all_dim", &s->mscale_all_dim);
+    opt_i64(fx, "param.truncate", &truncate);
+    s->yarn_no_truncate = truncate == 0;
+    opt_f64(fx, "param.low_freq_factor", &s->low_freq_factor);
+    opt_f64(fx, "param.high_freq_factor", &s->high_freq_factor);
+    const int64_t shape[] = {rd->half};
+    if (fx_find(&fx->data, "param.short_factor")) {
+        const fx_tensor *t = need(fx, "param.short_factor", FX_F64, 1, shape);
+        if (!t) return 0;
+        s->short_factor = t->f64;
+    }
+    if (fx_find(&fx->data, "param.long_factor")) {
+        const fx_tensor *t = need(fx, "param.long_factor", FX_F64, 1, shape);
+        if (!t) return 0;
+        s->long_factor = t->f64;
+    }
+    return 1;
+}
+
+/* ra_rope_create on the description with the given layout and table size. */
+static ra_rope *make_desc_rope(const fixture *fx, const rope_desc *rd, ra_layout layout,
+                               int64_t table_size)
+{
+    ra_rope_config cfg = rd->config;
+    cfg.layout = layout;
+    cfg.table_size = table_size;
+    ra_rope *rope = NULL;
+    ra_status st = ra_rope_create(&rope, &cfg);
+    CHECK(st == RA_OK, "%s: ra_rope_create (%s, table_size %lld): %s", fx->name,
+          rope_type_names[cfg.type], (long long)table_size, ra_status_string(st));
+    return st == RA_OK ? rope : NULL;
+}
+
+/* ra_rope_inverse_frequencies and ra_rope_attention_factor against the
+ * fixture; returns the worst relative error of either. */
+static double check_desc_freqs(const fixture *fx, const rope_desc *rd, const ra_rope *rope)
+{
+    double *inv = malloc((size_t)rd->half * sizeof *inv);
+    CHECK(inv != NULL, "out of memory");
+    if (!inv) return NAN;
+    double worst = 0;
+    int64_t worst_i = 0;
+    ra_status st = ra_rope_inverse_frequencies(rope, inv);
+    CHECK(st == RA_OK, "%s: ra_rope_inverse_frequencies: %s", fx->name, ra_status_string(st));
+    for (int64_t i = 0; st == RA_OK && i < rd->half; i++) {
+        double want = rd->inv_freq->f64[i];
+        double err = fabs(inv[i] - want) / fabs(want);
+        if (!(err <= worst)) {
+            worst = isnan(err) ? INFINITY : err;
+            worst_i = i;
+        }
+    }
+    CHECK(worst <= INV_FREQ_TOL, "%s: inv_freq[%lld] = %.17g, expected %.17g (rel err %.3g)",
+          fx->name, (long long)worst_i, inv[worst_i], rd->inv_freq->f64[worst_i], worst);
+    double af = ra_rope_attention_factor(rope);
+    double af_err = fabs(af - rd->attention_factor) / rd->attention_factor;
+    CHECK(af_err <= ATTN_FACTOR_TOL, "%s: attention factor %.17g, expected %.17g",
+          fx->name, af, rd->attention_factor);
+    free(inv);
+    return fmax(worst, isnan(af_err) ? INFINITY : af_err);
+}
+
+static int type_seen[RA_ROPE_TYPE_COUNT];
+
+static void check_freqs(const fixture *fx)
+{
+    rope_desc rd;
+    if (!read_rope_desc(fx, "freqs_", &rd)) return;
+    type_seen[rd.config.type]++;
+    const fx_tensor *pos = need(fx, "positions", FX_I64, 1, NULL);
+    if (!pos) return;
+    const int64_t shape[] = {pos->count, rd.half};
+    const fx_tensor *cos = need(fx, "cos", FX_F64, 2, shape);
+    const fx_tensor *sin = need(fx, "sin", FX_F64, 2, shape);
+    if (!cos || !sin) return;
+    int64_t far = 0;
+    for (int64_t i = 0; i < pos->count; i++) far = pos->i64[i] > far ? pos->i64[i] : far;
+    CHECK(far >= (int64_t)1 << 20, "%s: positions stop at %lld, short of 2^20", fx->name,
+          (long long)far);
+
+    float *c = malloc((size_t)cos->count * sizeof *c);
+    float *s = malloc((size_t)sin->count * sizeof *s);
+    CHECK(c && s, "out of memory");
+    const int64_t tables[] = {ra_rope_config_default(rd.config.head_dim).table_size, SMALL_TABLE};
+    double worst_freq = 0, worst_table = 0;
+    for (int k = 0; c && s && k < 2; k++) {
+        ra_rope *rope = make_desc_rope(fx, &rd, RA_LAYOUT_INTERLEAVED, tables[k]);
+        if (!rope) continue;
+        worst_freq = fmax(worst_freq, check_desc_freqs(fx, &rd, rope));
+        ra_status st = ra_rope_table(rope, c, s, pos->i64, pos->count);
+        CHECK(st == RA_OK, "%s: ra_rope_table: %s", fx->name, ra_status_string(st));
+        /* Worst entry, and where. */
+        double err = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; st == RA_OK && i < cos->count; i++) {
+            double e = fmax(fabs((double)c[i] - cos->f64[i]), fabs((double)s[i] - sin->f64[i]));
+            if (!(e <= err)) {
+                err = isnan(e) ? INFINITY : e;
+                at = i;
+            }
+        }
+        CHECK(err <= TABLE_TOL, "%s: ra_rope_table (table_size %lld): max abs err %.3g at "
+              "position %lld, pair %lld (cos %.9g vs %.9g, sin %.9g vs %.9g)", fx->name,
+              (long long)tables[k], err, (long long)pos->i64[at / rd.half],
+              (long long)(at % rd.half), c[at], cos->f64[at], s[at], sin->f64[at]);
+        worst_table = fmax(worst_table, err);
+        ra_rope_destroy(rope);
+    }
+    printf("  %-48s inv_freq/af rel %.1e, table abs %.1e\n", fx->name, worst_freq, worst_table);
+    free(c);
+    free(s);
+}
+
+static void test_rope_types(void)
+{
+    memset(type_seen, 0, sizeof type_seen);
+    for_each_fixture("freqs_", check_freqs);
+    for (int t = 0; t < RA_ROPE_TYPE_COUNT; t++)
+        CHECK(type_seen[t] > 0, "no freqs_%s_* fixture", rope_type_names[t]);
+}
+
+/* Row b of positions [B, S] is starts[b] + s for every row: fills starts. */
+static int rows_contiguous(const fx_tensor *pos, int64_t *starts)
+{
+    int64_t b = pos->shape[0], s = pos->shape[1];
+    for (int64_t i = 0; i < b; i++) {
+        starts[i] = pos->i64[i * s];
+        for (int64_t j = 0; j < s; j++)
+            if (pos->i64[i * s + j] != starts[i] + j) return 0;
+    }
+    return 1;
+}
+
+static double report_rotary(const fixture *fx, const char *how, const float *got,
+                            const double *ref, int64_t n)
+{
+    double err = ra_test_rel_err(got, ref, (size_t)n);
+    CHECK(err <= ROPE_TOL, "%s: %s: rel err %.3g", fx->name, how, err);
+    return isnan(err) ? INFINITY : err;
+}
+
+/* One rope (layout, table size) on a rotary_ fixture: every way to give the
+ * positions that the fixture allows, in and out of place, and the inverse. */
+static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_context *ctx,
+                                const fx_tensor *x64, const float *x, const fx_tensor *pos,
+                                const fx_tensor *y, const double *back_ref)
+{
+    int64_t b = x64->shape[0], s = x64->shape[1], h = x64->shape[2], d = x64->shape[3];
+    int64_t n = x64->count;
+    long long rows = (long long)ra_rope_get_config(rope)->table_size;
+    float *out = malloc((size_t)n * sizeof *out), *back = malloc((size_t)n * sizeof *back);
+    int64_t *starts = malloc((size_t)b * sizeof *starts), *cu = malloc((size_t)(b + 1) * sizeof *cu);
+    CHECK(out && back && starts && cu, "out of memory");
+    if (!out || !back || !starts || !cu) {
+        free(out); free(back); free(starts); free(cu);
+        return INFINITY;
+    }
+    double worst = 0;
+    char how[160];
+    ra_tensor tx = ra_tensor_4d((void *)x, RA_F32, b, s, h, d);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, b, s, h, d);
+    ra_tensor tb = ra_tensor_4d(back, RA_F32, b, s, h, d);
+    ra_positions ids = {.ids = pos->i64};
+
+    /* Position ids, out of place, with and without the context. */
+    for (int k = 0; k < 2; k++) {
+        memset(out, 0, (size_t)n * sizeof *out);
+        ra_status st = ra_rope_apply(rope, k ? ctx : NULL, &to, &tx, &ids, RA_FORWARD);
+        snprintf(how, sizeof how, "ra_rope_apply, ids, %s context (%lld-row table)",
+                 k ? "2-thread" : "no", rows);
+        CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
+        worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
+    }
+    /* In place. */
+    memcpy(back, x, (size_t)n * sizeof *back);
+    ra_status st = ra_rope_apply(rope, ctx, &tb, &tb, &ids, RA_FORWARD);
+    snprintf(how, sizeof how, "ra_rope_apply in place, ids (%lld-row table)", rows);
+    CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
+    worst = fmax(worst, report_rotary(fx, how, back, y->f64, n));
+    /* RA_INVERSE on the forward result: the backward pass of the forward
+     * rotation, af * R^T, so af^2 x on the rotary features. */
+    st = ra_rope_apply(rope, ctx, &tb, &to, &ids, RA_INVERSE);
+    snprintf(how, sizeof how, "ra_rope_apply inverse, ids (%lld-row table)", rows);
+    CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
+    worst = fmax(worst, report_rotary(fx, how, back, back_ref, n));
+
+    if (rows_contiguous(pos, starts)) {
+        /* A start per sequence. */
+        ra_positions per_row = {.starts = starts};
+        memset(out, 0, (size_t)n * sizeof *out);
+        st = ra_rope_apply(rope, ctx, &to, &tx, &per_row, RA_FORWARD);
+        snprintf(how, sizeof how, "ra_rope_apply, starts (%lld-row table)", rows);
+        CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
+        worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
+        /* The same rows packed as one ragged batch [1, B*S]. */
+        for (int64_t i = 0; i <= b; i++) cu[i] = i * s;
+        ra_positions packed = {.starts = starts, .cu_seqlens = cu, .n_seqs = b};
+        ra_tensor px = ra_tensor_4d((void *)x, RA_F32, 1, b * s, h, d);
+        ra_tensor po = ra_tensor_4d(out, RA_F32, 1, b * s, h, d);
+        memset(out, 0, (size_t)n * sizeof *out);
+        st = ra_rope_apply(rope, ctx, &po, &px, &packed, RA_FORWARD);
+        snprintf(how, sizeof how, "ra_rope_apply, packed cu_seqlens (%lld-row table)", rows);
+        CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
+        worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
+        /* One start for all rows: the common case. */
+        int same = 1;
+        for (int64_t i = 1; i < b; i++) same &= starts[i] == starts[0];
+        if (same) {
+            memcpy(out, x, (size_t)n * sizeof *out);
+            st = ra_rope_apply_f32(rope, NULL, out, b, s, h, starts[0]);
+            snprintf(how, sizeof how, "ra_rope_apply_f32 (%lld-row table)", rows);
+            CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
+            worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
+        }
+    }
+    free(out);
+    free(back);
+    free(starts);
+    free(cu);
+    return worst;
+}
+
+static void check_rotary(const fixture *fx)
+{
+    rope_desc rd;
+    int64_t layout;
+    if (!read_rope_desc(fx, "rotary_", &rd) || !need_i64(fx, "layout", &layout)) return;
+    CHECK(layout == RA_LAYOUT_INTERLEAVED || layout == RA_LAYOUT_HALF,
+          "%s: layout %lld", fx->name, (long long)layout);
+    const fx_tensor *x64 = need(fx, "x", FX_F64, 4,
+                                (const int64_t[]){-1, -1, -1, rd.config.head_dim});
+    const fx_tensor *y = x64 ? need(fx, "y", FX_F64, 4, x64->shape) : NULL;
+    const fx_tensor *pos = x64 ? need(fx, "positions", FX_I64, 2,
+                                      (const int64_t[]){x64->shape[0], x64->shape[1]})
+                               : NULL;
+    if (!y || !pos || (layout != 0 && layout != 1)) return;
+
+    /* Expected inverse: af^2 x on the first rotary_dim features, x after. */
+    int64_t d = rd.config.head_dim, rot = rd.config.rotary_dim;
+    double af2 = rd.attention_factor * rd.attention_factor;
+    double *back_ref = malloc((size_t)x64->count * sizeof *back_ref);
+    float *x = to_f32(fx, x64);
+    ra_context *ctx = NULL;
+    ra_status st = ra_context_create(&ctx, 2);
+    CHECK(st == RA_OK, "ra_context_create: %s", ra_status_string(st));
+    CHECK(back_ref != NULL, "out of memory");
+    double worst = 0;
+    if (back_ref && x && ctx) {
+        for (int64_t i = 0; i < x64->count; i++)
+            back_ref[i] = i % d < rot ? af2 * x64->f64[i] : x64->f64[i];
+        const int64_t tables[] = {ra_rope_config_default(d).table_size, SMALL_TABLE};
+        for (int k = 0; k < 2; k++) {
+            ra_rope *rope = make_desc_rope(fx, &rd, (ra_layout)layout, tables[k]);
+            if (!rope) continue;
+            worst = fmax(worst, check_desc_freqs(fx, &rd, rope));
+            worst = fmax(worst, check_rotary_rope(fx, rope, ctx, x64, x, pos, y, back_ref));
+            ra_rope_destroy(rope);
+        }
+    }
+    printf("  %-48s max rel err %.2e\n", fx->name, worst);
+    ra_context_destroy(ctx);
+    free(back_ref);
+    free(x);
+}
+
+static void test_rotary(void)
+{
+    for_each_fixture("rotary_", check_rotary);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) fixture_dir = argv[1];
@@ -652,6 +1004,8 @@ int main(int argc, char **argv)
     RUN(test_rope);
     RUN(test_repeat_kv);
     RUN(test_attention);
+    RUN(test_rope_types);
+    RUN(test_rotary);
     for (int i = 0; i < fixture_count; i++) free(fixture_names[i]);
     free(fixture_names);
     return ra_test_summary("fixtures");

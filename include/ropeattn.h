@@ -303,7 +303,8 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
 
 /* Rotates every head of x by its token's position: out = R x (or R^T x).
  * out and x have the same shape and dtype; out == x (the same data and
- * strides) rotates in place.  Computed in float32 and rounded once to the
+ * strides) rotates in place, and otherwise their memory must not overlap
+ * (RA_ERR_ARGUMENT).  Computed in float32 and rounded once to the
  * storage dtype, as the seed's .float() ... .type_as() does.
  *   x, out: [B, S, heads, D] */
 RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx,
@@ -343,7 +344,8 @@ typedef struct ra_dropout {
  * head h reading key/value head h / (H / Hkv).  Query token i sees key tokens
  * j <= i.  Softmax in float32; dropout (if any) applies to the probabilities.
  * All four tensors are float32 views; q and out are [B, S, H, D], k and v
- * [B, S, Hkv, D].  out must not overlap q, k or v. */
+ * [B, S, Hkv, D].  out's memory must not overlap q's, k's or v's
+ * (RA_ERR_ARGUMENT); q, k and v may share one fused buffer. */
 RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
                               const ra_tensor *out, const ra_tensor *q,
                               const ra_tensor *k, const ra_tensor *v,

@@ -24,6 +24,8 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
         if (d != 2 && k->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
     }
     if (q->shape[2] % k->shape[2]) return RA_ERR_GQA;
+    if (ra_tensors_overlap(out, q) || ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v))
+        return RA_ERR_ARGUMENT;
     args->out = out;
     args->q = q;
     args->k = k;

@@ -7,6 +7,7 @@
  *   (2i, 2i + 1) interleaved or (i, i + rotary_dim/2) half-split; features
  *   [rotary_dim, D) pass through unchanged.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,19 +60,23 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     int64_t n_pairs = c.rotary_dim / 2, table;
     RA_TRY(ra_mul(c.table_size, n_pairs, &table));
 
+    if (!(isfinite(c.theta) && c.theta > 0)) return RA_ERR_THETA;
+
+    /* Frequencies first (they validate the type's parameters), the table
+     * only once everything else has been accepted. */
     ra_rope *rope = calloc(1, sizeof *rope);
     if (!rope) return RA_ERR_NOMEM;
     rope->config = c;
     rope->n_pairs = n_pairs;
     rope->inv_freq = malloc((size_t)n_pairs * sizeof *rope->inv_freq);
-    if (table) {
+    ra_status status = rope->inv_freq ? copy_longrope_factors(rope) : RA_ERR_NOMEM;
+    if (status == RA_OK)
+        status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
+    if (status == RA_OK && table) {
         rope->cos = ra_alloc((size_t)table * sizeof(float));
-        rope->sin = ra_alloc((size_t)table * sizeof(float));
+        rope->sin = rope->cos ? ra_alloc((size_t)table * sizeof(float)) : NULL;
+        if (!rope->sin) status = RA_ERR_NOMEM;
     }
-    ra_status status = RA_OK;
-    if (!rope->inv_freq || (table && (!rope->cos || !rope->sin))) status = RA_ERR_NOMEM;
-    if (status == RA_OK) status = copy_longrope_factors(rope);
-    if (status == RA_OK) status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
     if (status != RA_OK) {
         ra_rope_destroy(rope);
         return status;
@@ -126,23 +131,6 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_o
 
 /* ---- argument checks ---------------------------------------------------- */
 
-ra_status ra_tensor_check(const ra_tensor *t)
-{
-    if (!t) return RA_ERR_NULL;
-    if (!t->data) return RA_ERR_NULL;
-    if ((unsigned)t->dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
-    int64_t count, last = 0, term;
-    RA_TRY(ra_count(t->shape, 4, &count));
-    if (t->stride[3] != 1) return RA_ERR_ARGUMENT;
-    for (int d = 0; d < 4; d++) {
-        if (t->stride[d] < 0) return RA_ERR_ARGUMENT;
-        RA_TRY(ra_mul(t->shape[d] - 1, t->stride[d], &term));
-        if (term > RA_MAX_ELEMENTS - last) return RA_ERR_OVERFLOW;
-        last += term;
-    }
-    return RA_OK;
-}
-
 static int same_view(const ra_tensor *a, const ra_tensor *b)
 {
     for (int d = 0; d < 4; d++)
@@ -161,7 +149,8 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
         if (out->shape[d] != x->shape[d]) return RA_ERR_SHAPE;
     if (out->dtype != x->dtype) return RA_ERR_DTYPE;
     if (x->shape[3] != rope->config.head_dim) return RA_ERR_SHAPE;
-    if (out->data == x->data && !same_view(out, x)) return RA_ERR_ARGUMENT;
+    if (out->data == x->data ? !same_view(out, x) : ra_tensors_overlap(out, x))
+        return RA_ERR_ARGUMENT; /* in place needs the same view; else no sharing */
     return ra_positions_check(positions, x->shape[0], x->shape[1]);
 }
 
@@ -355,16 +344,4 @@ RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *
     ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
     ra_positions p = {.start = start_pos};
     return ra_rope_apply(rope, ctx, &t, &t, &p, RA_FORWARD);
-}
-
-RA_API ra_tensor ra_tensor_4d(void *data, ra_dtype dtype, int64_t b, int64_t s, int64_t heads,
-                              int64_t d)
-{
-    /* Unsigned products: an overflow here wraps instead of being undefined,
-     * and ra_tensor_check rejects such a shape before any stride is used. */
-    ra_tensor t = {data, dtype, {b, s, heads, d}, {0, 0, 0, 1}};
-    t.stride[2] = d;
-    t.stride[1] = (int64_t)((uint64_t)heads * (uint64_t)d);
-    t.stride[0] = (int64_t)((uint64_t)s * (uint64_t)t.stride[1]);
-    return t;
 }

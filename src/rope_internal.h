@@ -31,6 +31,10 @@ void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n,
  * with stride[3] == 1, and a largest offset that fits. */
 ra_status ra_tensor_check(const ra_tensor *t);
 
+/* Whether the memory ranges of two checked views intersect (conservative:
+ * interleaved views that never touch the same element also count). */
+int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b);
+
 /* Checks that every position of a [batch, seq] grid is in range. */
 ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64_t seq);
 

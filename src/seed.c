@@ -37,6 +37,7 @@ RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_co
     RA_TRY(ra_count(q_dims, 4, &nq));
     RA_TRY(ra_count(k_dims, 4, &nk));
     if (head_dim % 2) return RA_ERR_HEAD_DIM;
+    if (n_heads % n_kv_heads) return RA_ERR_GQA;
     rotate_heads(xq, freqs_cos, freqs_sin, batch, seq, n_heads, head_dim);
     rotate_heads(xk, freqs_cos, freqs_sin, batch, seq, n_kv_heads, head_dim);
     return RA_OK;

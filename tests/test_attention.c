@@ -442,6 +442,9 @@ static void test_errors(void)
     CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k, &k, &bad) == RA_ERR_ARGUMENT, "p < 0");
     CHECK(ra_attention(NULL, (ra_attention_path)9, &o, &q, &k, &k, NULL) == RA_ERR_ARGUMENT, "path");
     CHECK(ra_attention(NULL, RA_PATH_FLASH, NULL, &q, &k, &k, NULL) == RA_ERR_NULL, "NULL out");
+    ra_tensor o_on_q = ra_tensor_4d(buf + 8, RA_F32, 1, 4, 4, 8);
+    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o_on_q, &q, &k, &k, NULL) == RA_ERR_ARGUMENT,
+          "out overlapping q");
 }
 
 int main(void)

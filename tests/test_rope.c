@@ -391,6 +391,10 @@ static void test_errors(void)
     ra_tensor other = t;
     other.dtype = RA_BF16;
     CHECK(ra_rope_apply(rope, NULL, &other, &t, &ok, RA_FORWARD) == RA_ERR_DTYPE, "dtype mismatch");
+    ra_tensor shifted = ra_tensor_4d(buf + 1, RA_F32, 1, 2, 3, 8), base = ra_tensor_4d(buf, RA_F32, 1, 2, 3, 8);
+    CHECK(ra_rope_apply(rope, NULL, &shifted, &base, &ok, RA_FORWARD) == RA_ERR_ARGUMENT,
+          "out overlapping x without being x");
+    CHECK(ra_apply_rotary_emb(buf, buf, c, s, 1, 1, 3, 2, 8) == RA_ERR_GQA, "seed: 3 heads, 2 kv");
     CHECK(memcmp(buf, before, sizeof buf) == 0, "a failing call wrote");
     CHECK(ra_repeat_kv(buf, buf, 1, 1, 1, 8, 0) == RA_ERR_SIZE, "n_rep 0");
     CHECK(ra_permute_rows(c, c, RA_F32, 1, 2, 1, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "aliasing permute");

@@ -10,11 +10,21 @@
  *   count times:
  *     u16   name_len                1..255
  *     u8    name[name_len]          printable ASCII, unique in the file
- *     u8    dtype                   0 = f64, 1 = i64
+ *     u8    dtype                   0 = f64, 1 = i64, 2 = uniform (f64)
  *     u8    ndim                    0..8 (0: a scalar, one element)
  *     i64   shape[ndim]             each >= 1
- *     data  prod(shape) * 8 bytes   row-major binary64 or int64
+ *     data  dtype 0, 1: prod(shape) * 8 bytes, row-major binary64 or int64
+ *           dtype 2: u64 seed, i64 exponent e in -100..100 (16 bytes), for
+ *           prod(shape) <= FX_MAX_GENERATED values
  *   and nothing after the last tensor.
+ *
+ * dtype 2 stores a tensor by its generator, for inputs and weights too large
+ * to store even as float32: element i (row-major, from 0) is
+ *   (int64(z_i >> 40) - 2^23) * 2^(e - 23)
+ * where z_i is the (i+1)-th output of splitmix64 seeded with `seed`.  Values
+ * are uniform in [-2^e, 2^e) and exact float32 values (24-bit integers times
+ * a power of two).  The reader expands them: such a tensor reads as FX_F64,
+ * with `stored` == FX_STORED_UNIFORM.
  *
  * Every length and count is checked against the bytes that remain before it
  * is used; any violation fails the whole file with a message.
@@ -28,6 +38,7 @@
 #ifndef RA_TEST_FIXTURE_H
 #define RA_TEST_FIXTURE_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,11 +49,20 @@
 #define FX_MAX_NDIM 8
 #define FX_MAX_NAME 255
 
+/* The element type after reading. */
 typedef enum fx_dtype { FX_F64 = 0, FX_I64 = 1 } fx_dtype;
+
+/* The dtype byte in the file: how the data is stored. */
+enum { FX_STORED_F64 = 0, FX_STORED_I64 = 1, FX_STORED_UNIFORM = 2 };
+
+/* Most values one dtype 2 tensor may stand for (2^24: 128 MiB as f64). */
+#define FX_MAX_GENERATED ((uint64_t)1 << 24)
+#define FX_MAX_EXPONENT 100
 
 typedef struct fx_tensor {
     char name[FX_MAX_NAME + 1];
     fx_dtype dtype;
+    int stored;     /* the file's dtype byte, FX_STORED_* */
     int ndim;
     int64_t shape[FX_MAX_NDIM];
     int64_t count;  /* product of shape; 1 for a scalar */
@@ -95,6 +115,25 @@ static int fx_read_uint(fx_cursor *c, size_t n, uint64_t *out)
     return 0;
 }
 
+/* splitmix64: advances *state and returns the next output. */
+static uint64_t fx_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The n values of a dtype 2 tensor: uniform in [-2^e, 2^e), exact floats. */
+static void fx_uniform(double *out, size_t n, uint64_t seed, int exponent)
+{
+    double scale = ldexp(1.0, exponent - 23);
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = (int64_t)(fx_splitmix64(&seed) >> 40) - ((int64_t)1 << 23);
+        out[i] = (double)k * scale;
+    }
+}
+
 static void fx_free(fx_file *f)
 {
     for (int i = 0; i < f->count; i++) {
@@ -135,7 +174,7 @@ static int fx_parse_head(fx_cursor *c, fx_tensor *t, char *err, size_t err_len)
     }
     memcpy(t->name, name, (size_t)name_len);
     t->name[name_len] = '\0';
-    if (fx_read_uint(c, 1, &dtype) != 0 || dtype > FX_I64) {
+    if (fx_read_uint(c, 1, &dtype) != 0 || dtype > FX_STORED_UNIFORM) {
         fx_error(err, err_len, "%s: bad or truncated dtype", t->name);
         return -1;
     }
@@ -143,9 +182,12 @@ static int fx_parse_head(fx_cursor *c, fx_tensor *t, char *err, size_t err_len)
         fx_error(err, err_len, "%s: bad or truncated ndim", t->name);
         return -1;
     }
-    t->dtype = (fx_dtype)dtype;
+    t->stored = (int)dtype;
+    t->dtype = dtype == FX_STORED_I64 ? FX_I64 : FX_F64;
     t->ndim = (int)ndim;
-    uint64_t count = 1, max_count = c->left / 8;
+    /* Stored data must fit in the file; generated data in FX_MAX_GENERATED. */
+    int generated = dtype == FX_STORED_UNIFORM;
+    uint64_t count = 1, max_count = generated ? FX_MAX_GENERATED : c->left / 8;
     for (int d = 0; d < t->ndim; d++) {
         uint64_t size;
         if (fx_read_uint(c, 8, &size) != 0) {
@@ -155,13 +197,14 @@ static int fx_parse_head(fx_cursor *c, fx_tensor *t, char *err, size_t err_len)
         /* size > max_count also rejects negative i64 sizes. */
         if (size < 1 || size > max_count || count > max_count / size) {
             fx_error(err, err_len, "%s: shape[%d] = %lld is zero, negative or "
-                     "larger than the file", t->name, d, (long long)(int64_t)size);
+                     "larger than %s", t->name, d, (long long)(int64_t)size,
+                     generated ? "FX_MAX_GENERATED" : "the file");
             return -1;
         }
         t->shape[d] = (int64_t)size;
         count *= size;
     }
-    if (count > c->left / 8) {
+    if (generated ? c->left < 16 : count > c->left / 8) {
         fx_error(err, err_len, "%s: data truncated (%llu elements, %zu bytes left)",
                  t->name, (unsigned long long)count, c->left);
         return -1;
@@ -174,12 +217,26 @@ static int fx_parse_head(fx_cursor *c, fx_tensor *t, char *err, size_t err_len)
 static int fx_parse_data(fx_cursor *c, fx_tensor *t, char *err, size_t err_len)
 {
     size_t n = (size_t)t->count;
-    const unsigned char *p = fx_take(c, n * 8);
+    int generated = t->stored == FX_STORED_UNIFORM;
+    const unsigned char *p = fx_take(c, generated ? 16 : n * 8);
     void *data = malloc(n * 8);
     if (!p || !data) {
         free(data);
         fx_error(err, err_len, "%s: data truncated or out of memory", t->name);
         return -1;
+    }
+    if (generated) {
+        uint64_t seed = fx_le(p, 8);
+        int64_t exponent = (int64_t)fx_le(p + 8, 8);
+        if (exponent < -FX_MAX_EXPONENT || exponent > FX_MAX_EXPONENT) {
+            free(data);
+            fx_error(err, err_len, "%s: uniform exponent %lld out of range", t->name,
+                     (long long)exponent);
+            return -1;
+        }
+        fx_uniform(data, n, seed, (int)exponent);
+        t->f64 = data;
+        return 0;
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t bits = fx_le(p + 8 * i, 8);

@@ -8,7 +8,9 @@
  * Each file is dispatched on its name prefix: table_, rope_, repkv_, attn_,
  * and freqs_, rotary_ for the rope types (transformers' modeling_rope_utils
  * formulas, in float64).  Inputs and weights in the files are float64 values
- * that are exact float32 values; expected outputs are compared in double.
+ * that are exact float32 values (stored as f64, or for the model-sized
+ * attention cases as their generator, fixture.h's dtype 2); expected outputs
+ * are f64 and compared in double.
  */
 #include <dirent.h>
 #include <string.h>
@@ -217,7 +219,7 @@ static void test_reader(void)
     static const struct { size_t offset; unsigned char value; const char *what; } bad[] = {
         {0, 'X', "bad magic"},     {4, 2, "version 2"},   {8, 2, "count 2"},
         {12, 0, "empty name"},     {14, 0x7f, "name byte 0x7f"},
-        {15, 2, "dtype 2"},        {16, 9, "ndim 9"},
+        {15, 3, "dtype 3"},        {16, 9, "ndim 9"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tiny_file(buf);
@@ -236,6 +238,70 @@ static void test_reader(void)
 
     CHECK(fx_load(&f, "/nonexistent/fixture.bin", err, sizeof err) != 0 &&
           strstr(err, "/nonexistent/fixture.bin"), "a missing file was not reported");
+}
+
+/* A valid file: one dtype 2 (uniform) tensor "u" [2, 3], seed 1234567,
+ * exponent -1. */
+static size_t tiny_uniform_file(unsigned char *buf)
+{
+    static const unsigned char bytes[] = {
+        'R', 'A', 'F', 'X', 1, 0, 0, 0, 1, 0, 0, 0,    /* magic, version, count */
+        1, 0, 'u', 2, 2,                               /* "u", uniform, ndim 2 */
+        2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, /* shape [2, 3] */
+        0x87, 0xd6, 0x12, 0, 0, 0, 0, 0,               /* seed 1234567 */
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, /* exponent -1 */
+    };
+    memcpy(buf, bytes, sizeof bytes);
+    return sizeof bytes;
+}
+
+static void test_reader_uniform(void)
+{
+    /* splitmix64's published first outputs for seed 1234567. */
+    static const uint64_t splitmix[] = {6457827717110365317ull, 3203168211198807973ull,
+                                        9817491932198370423ull, 4593380528125082431ull,
+                                        16408922859458223821ull};
+    uint64_t state = 1234567;
+    for (int i = 0; i < 5; i++)
+        CHECK(fx_splitmix64(&state) == splitmix[i], "splitmix64 output %d is wrong", i);
+
+    /* (z >> 40) - 2^23 of those outputs, as make_fixtures.py's Uniform has them. */
+    static const int64_t k[] = {-2515248, -5475344, 540348, -4210953, 6535220, -1290371};
+    unsigned char buf[80];
+    size_t len = tiny_uniform_file(buf);
+    fx_file f;
+    char err[256];
+    CHECK(fx_parse(&f, buf, len, err, sizeof err) == 0, "%s", err);
+    const fx_tensor *u = fx_find(&f, "u");
+    int ok = u && u->dtype == FX_F64 && u->stored == FX_STORED_UNIFORM && u->ndim == 2 &&
+             u->shape[0] == 2 && u->shape[1] == 3 && u->count == 6 && u->f64 && !u->i64;
+    for (int i = 0; ok && i < 6; i++) ok = u->f64[i] == ldexp((double)k[i], -24);
+    CHECK(ok, "the uniform tensor misread");
+    fx_free(&f);
+
+    for (size_t cut = 0; cut < len; cut++)
+        CHECK(!parses(buf, cut), "a uniform file cut to %zu bytes was accepted", cut);
+    buf[len] = 0;
+    CHECK(!parses(buf, len + 1), "a trailing byte after a uniform tensor was accepted");
+
+    /* exponent 101, and -101 */
+    tiny_uniform_file(buf);
+    memset(buf + 41, 0, 8);
+    buf[41] = 101;
+    CHECK(!parses(buf, len), "uniform exponent 101 was accepted");
+    memset(buf + 41, 0xff, 8);
+    buf[41] = (unsigned char)-101;
+    CHECK(!parses(buf, len), "uniform exponent -101 was accepted");
+    buf[41] = (unsigned char)-100;
+    CHECK(parses(buf, len), "uniform exponent -100 was rejected");
+
+    /* more values than FX_MAX_GENERATED: [2^23, 3], and a shape of -1 */
+    tiny_uniform_file(buf);
+    memset(buf + 17, 0, 8);
+    buf[17 + 2] = 0x80;
+    CHECK(!parses(buf, len), "a uniform tensor of 3 * 2^23 values was accepted");
+    memset(buf + 17, 0xff, 8);
+    CHECK(!parses(buf, len), "uniform shape -1 was accepted");
 }
 
 static void test_fixture_names(void)
@@ -516,10 +582,16 @@ typedef struct layer_case {
     const fx_tensor *y;
 } layer_case;
 
-/* ra_layer_forward on both paths, with and without a context; returns the
- * worst relative error. */
+/* Contexts the layer runs with: NULL (the calling thread alone), and contexts
+ * of 1 and 2 threads. */
+#define N_CONTEXTS 3
+static const char *const context_names[N_CONTEXTS] = {"no context", "1-thread context",
+                                                      "2-thread context"};
+
+/* ra_layer_forward on the reference and flash paths, each with every context;
+ * returns the worst relative error. */
 static double check_layer(const layer_case *lc, const ra_layer_weights *w,
-                          ra_context *ctx, const char *variant)
+                          ra_context *const *ctx, const char *variant)
 {
     ra_layer *layer = NULL;
     ra_status st = ra_layer_create(&layer, &lc->config, w);
@@ -530,17 +602,17 @@ static double check_layer(const layer_case *lc, const ra_layer_weights *w,
     static const ra_attention_path paths[] = {RA_PATH_REFERENCE, RA_PATH_FLASH};
     static const char *const path_names[] = {"reference", "flash"};
     double worst = 0;
-    for (int i = 0; layer && y && i < 4; i++) {
-        ra_forward_options opt = {paths[i / 2], 0, 0.0f, 0};
+    for (int i = 0; layer && y && i < 2 * N_CONTEXTS; i++) {
+        int path = i / N_CONTEXTS, c = i % N_CONTEXTS;
+        ra_forward_options opt = {paths[path], 0, 0.0f, 0};
         ra_positions pos = {.start = lc->start};
-        ra_context *use = i % 2 ? ctx : NULL;
         memset(y, 0, (size_t)lc->y->count * sizeof *y);
-        st = ra_layer_forward(layer, use, y, lc->x, lc->b, lc->s, &pos, &opt);
-        CHECK(st == RA_OK, "%s: ra_layer_forward (%s, %s): %s", lc->fx->name, variant,
-              path_names[i / 2], ra_status_string(st));
+        st = ra_layer_forward(layer, ctx[c], y, lc->x, lc->b, lc->s, &pos, &opt);
+        CHECK(st == RA_OK, "%s: ra_layer_forward (%s, %s, %s): %s", lc->fx->name, variant,
+              path_names[path], context_names[c], ra_status_string(st));
         double err = ra_test_rel_err(y, lc->y->f64, (size_t)lc->y->count);
-        CHECK(err <= LAYER_TOL, "%s: %s layer, %s path, %s context: rel err %.3g",
-              lc->fx->name, variant, path_names[i / 2], use ? "2-thread" : "no", err);
+        CHECK(err <= LAYER_TOL, "%s: %s layer, %s path, %s: rel err %.3g", lc->fx->name,
+              variant, path_names[path], context_names[c], err);
         worst = fmax(worst, err);
     }
     free(y);
@@ -548,8 +620,24 @@ static double check_layer(const layer_case *lc, const ra_layer_weights *w,
     return worst;
 }
 
-/* ra_permute_rows(w, HALF) must give the fixture's HF weight exactly, and
- * INTERLEAVED must undo it. */
+/* convert_llama_weights.py's permute, written out independently of the
+ * library: within each head the interleaved rows (2i, 2i + 1) become rows i
+ * and D/2 + i, i.e. out row h*D + j*D/2 + i = in row h*D + 2i + j.  NULL after
+ * a failed CHECK; free with free(). */
+static float *hf_permute(const float *w, int64_t heads, int64_t head_dim, int64_t dim)
+{
+    float *out = malloc((size_t)(heads * head_dim * dim) * sizeof *out);
+    CHECK(out != NULL, "out of memory");
+    for (int64_t h = 0; out && h < heads; h++)
+        for (int64_t j = 0; j < 2; j++)
+            for (int64_t i = 0; i < head_dim / 2; i++)
+                memcpy(out + (h * head_dim + j * (head_dim / 2) + i) * dim,
+                       w + (h * head_dim + 2 * i + j) * dim, (size_t)dim * sizeof *out);
+    return out;
+}
+
+/* ra_permute_rows(w, HALF) must give the HF weight exactly, and INTERLEAVED
+ * must undo it. */
 static void check_permute(const fixture *fx, const float *w, const float *w_hf,
                           int64_t heads, int64_t head_dim, int64_t dim)
 {
@@ -569,17 +657,36 @@ static void check_permute(const fixture *fx, const float *w, const float *w_hf,
     free(back);
 }
 
+/* An HF weight: the file's `name` (wq_hf, wk_hf) when it has one, which must
+ * equal hf_permute(w); else hf_permute(w).  *stored tells which.  NULL after a
+ * failed CHECK. */
+static float *hf_weight(const fixture *fx, const char *name, const float *w, int64_t heads,
+                        int64_t head_dim, int64_t dim, int *stored)
+{
+    float *derived = hf_permute(w, heads, head_dim, dim);
+    *stored = fx_find(&fx->data, name) != NULL;
+    if (!derived || !*stored) return derived;
+    const fx_tensor *t = need(fx, name, FX_F64, 2, (const int64_t[]){heads * head_dim, dim});
+    float *file = t ? to_f32(fx, t) : NULL;
+    CHECK(!file || memcmp(file, derived, (size_t)t->count * sizeof *file) == 0,
+          "%s: %s differs from the test's permute of the seed weight", fx->name, name);
+    free(derived);
+    return file;
+}
+
 /* The Hugging Face variant: permuted wq/wk, half layout, same y. */
 static double check_hf_layer(const layer_case *lc, const ra_layer_weights *w,
-                             ra_context *ctx)
+                             ra_context *const *ctx, int *stored)
 {
     const fixture *fx = lc->fx;
     int64_t h = lc->config.n_heads, hkv = lc->config.n_kv_heads;
     int64_t d = lc->config.head_dim, dim = lc->config.dim;
-    const fx_tensor *wq_hf = need(fx, "wq_hf", FX_F64, 2, (const int64_t[]){h * d, dim});
-    const fx_tensor *wk_hf = need(fx, "wk_hf", FX_F64, 2, (const int64_t[]){hkv * d, dim});
-    float *q = wq_hf ? to_f32(fx, wq_hf) : NULL, *k = wk_hf ? to_f32(fx, wk_hf) : NULL;
-    double err = 0;
+    int q_stored, k_stored;
+    float *q = hf_weight(fx, "wq_hf", w->wq, h, d, dim, &q_stored);
+    float *k = hf_weight(fx, "wk_hf", w->wk, hkv, d, dim, &k_stored);
+    CHECK(q_stored == k_stored, "%s: only one of wq_hf, wk_hf", fx->name);
+    *stored = q_stored && k_stored;
+    double err = NAN;
     if (q && k) {
         check_permute(fx, w->wq, q, h, d, dim);
         check_permute(fx, w->wk, k, hkv, d, dim);
@@ -593,12 +700,41 @@ static double check_hf_layer(const layer_case *lc, const ra_layer_weights *w,
     return err;
 }
 
-static int hf_fixtures;
+/* What the attention fixtures must cover, together (the issue: GQA 1:1, 4:1,
+ * 8:1; head_dim 64 and 128; odd sequence lengths; batch > 1). */
+typedef struct attn_shape {
+    int64_t b, s, h, hkv, d, start;
+    double theta;
+} attn_shape;
+
+static int cover_8to1(const attn_shape *a) { return a->h == 8 * a->hkv && a->s > 1 && a->b > 1 && a->s % 2; }
+static int cover_8to1_groups(const attn_shape *a) { return a->h == 8 * a->hkv && a->hkv > 1 && a->s > 1; }
+static int cover_4to1_d128(const attn_shape *a) { return a->h == 4 * a->hkv && a->hkv > 1 && a->d == 128 && a->b > 1; }
+static int cover_1to1_d128(const attn_shape *a) { return a->h == a->hkv && a->h > 1 && a->d == 128 && a->s > 64; }
+static int cover_1to1_d64(const attn_shape *a) { return a->h == a->hkv && a->d == 64 && a->b > 1; }
+static int cover_far(const attn_shape *a) { return a->start > 0 && a->theta == 500000.0 && a->h > a->hkv; }
+
+static const struct {
+    const char *what;
+    int (*covers)(const attn_shape *);
+} coverage[] = {
+    {"GQA 8:1, batch > 1, odd S > 1", cover_8to1},
+    {"GQA 8:1 with two or more kv heads", cover_8to1_groups},
+    {"GQA 4:1 with two or more kv heads, head_dim 128, batch > 1", cover_4to1_d128},
+    {"GQA 1:1, several heads, head_dim 128, S > 64", cover_1to1_d128},
+    {"GQA 1:1, head_dim 64, batch > 1", cover_1to1_d64},
+    {"GQA, start_pos > 0, theta 500000", cover_far},
+};
+#define N_COVERAGE (sizeof coverage / sizeof coverage[0])
+
+static int attn_fixtures, hf_fixtures, hf_stored_fixtures;
+static int covered[N_COVERAGE];
 
 static void check_attention(const fixture *fx)
 {
     int64_t dim, h, hkv, d, start;
     double theta;
+    attn_fixtures++;
     if (!need_i64(fx, "dim", &dim) || !need_i64(fx, "n_heads", &h) ||
         !need_i64(fx, "n_kv_heads", &hkv) || !need_i64(fx, "head_dim", &d) ||
         !need_i64(fx, "start_pos", &start) || !need_f64(fx, "theta", &theta))
@@ -610,26 +746,36 @@ static void check_attention(const fixture *fx)
     const fx_tensor *wo = need(fx, "wo", FX_F64, 2, (const int64_t[]){dim, h * d});
     const fx_tensor *y = x ? need(fx, "y", FX_F64, 3, x->shape) : NULL;
     if (!wq || !wk || !wv || !wo || !y) return;
+    CHECK(y->stored == FX_STORED_F64, "%s: y must be stored as f64", fx->name);
 
     float *x32 = to_f32(fx, x), *q = to_f32(fx, wq), *k = to_f32(fx, wk);
     float *v = to_f32(fx, wv), *o = to_f32(fx, wo);
-    ra_context *ctx = NULL;
-    ra_status st = ra_context_create(&ctx, 2);
-    CHECK(st == RA_OK, "ra_context_create: %s", ra_status_string(st));
-    if (x32 && q && k && v && o && ctx) {
+    ra_context *ctx[N_CONTEXTS] = {NULL, NULL, NULL};
+    ra_status st1 = ra_context_create(&ctx[1], 1), st2 = ra_context_create(&ctx[2], 2);
+    CHECK(st1 == RA_OK && st2 == RA_OK, "ra_context_create: %s, %s",
+          ra_status_string(st1), ra_status_string(st2));
+    CHECK(!ctx[1] || ra_context_threads(ctx[1]) == 1, "the 1-thread context has %d threads",
+          ra_context_threads(ctx[1]));
+    CHECK(!ctx[2] || ra_context_threads(ctx[2]) == 2, "the 2-thread context has %d threads",
+          ra_context_threads(ctx[2]));
+    if (x32 && q && k && v && o && ctx[1] && ctx[2]) {
         layer_case lc = {fx, {dim, h, hkv, d, ra_rope_config_default(d)},
                          x->shape[0], x->shape[1], start, x32, y};
         lc.config.rope.theta = theta;
         ra_layer_weights w = {q, k, v, o};
         double err = check_layer(&lc, &w, ctx, "seed");
-        int has_hf = fx_find(&fx->data, "wq_hf") != NULL;
-        if (has_hf) {
-            err = fmax(err, check_hf_layer(&lc, &w, ctx));
-            hf_fixtures++;
-        }
-        printf("  %-48s max rel err %.2e%s\n", fx->name, err, has_hf ? " (seed + HF)" : "");
+        int stored = 0;
+        double err_hf = check_hf_layer(&lc, &w, ctx, &stored);
+        hf_fixtures += !isnan(err_hf);
+        hf_stored_fixtures += stored;
+        err = fmax(err, err_hf);
+        attn_shape a = {lc.b, lc.s, h, hkv, d, start, theta};
+        for (size_t i = 0; i < N_COVERAGE; i++) covered[i] += coverage[i].covers(&a);
+        printf("  %-40s %d:1  max rel err %.2e (seed + HF, %s HF weights)\n", fx->name,
+               (int)(h / hkv), err, stored ? "stored" : "permuted");
     }
-    ra_context_destroy(ctx);
+    ra_context_destroy(ctx[1]);
+    ra_context_destroy(ctx[2]);
     free(x32);
     free(q);
     free(k);
@@ -639,9 +785,15 @@ static void check_attention(const fixture *fx)
 
 static void test_attention(void)
 {
-    hf_fixtures = 0;
+    attn_fixtures = hf_fixtures = hf_stored_fixtures = 0;
+    memset(covered, 0, sizeof covered);
     for_each_fixture("attn_", check_attention);
-    CHECK(hf_fixtures >= 2, "only %d attention fixtures have the HF variant", hf_fixtures);
+    CHECK(hf_fixtures == attn_fixtures, "the HF variant ran on %d of %d attention fixtures",
+          hf_fixtures, attn_fixtures);
+    /* The test's permute must be checked against the script's at least once. */
+    CHECK(hf_stored_fixtures >= 1, "no attention fixture stores wq_hf/wk_hf");
+    for (size_t i = 0; i < N_COVERAGE; i++)
+        CHECK(covered[i] > 0, "no attention fixture covers %s", coverage[i].what);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -999,6 +1151,7 @@ int main(int argc, char **argv)
     if (argc > 1) fixture_dir = argv[1];
     RUN(test_list_fixtures);
     RUN(test_reader);
+    RUN(test_reader_uniform);
     RUN(test_fixture_names);
     RUN(test_tables);
     RUN(test_rope);

@@ -229,13 +229,13 @@ typedef struct ra_rope_scaling {
                                         (keys already cached keep the rotation
                                         they were written with) */
     double attention_factor;         /* yarn, longrope: 0 = derive */
-    double beta_fast, beta_slow;     /* yarn: 0 = 32 and 1 */
+    double beta_fast, beta_slow;     /* yarn: 0 = 32 and 1; beta_fast >= beta_slow */
     double mscale, mscale_all_dim;   /* yarn: attention factor is
                                         mscale(factor, mscale) / mscale(factor, mscale_all_dim)
                                         when both are set */
     int yarn_no_truncate;            /* yarn: nonzero keeps the correction range
                                         unrounded (transformers' truncate = false) */
-    double low_freq_factor, high_freq_factor; /* llama3 (required) */
+    double low_freq_factor, high_freq_factor; /* llama3 (required, low < high) */
     const double *short_factor;      /* longrope: [rotary_dim / 2], copied */
     const double *long_factor;       /* longrope: [rotary_dim / 2], copied */
 } ra_rope_scaling;

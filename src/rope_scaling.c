@@ -71,6 +71,7 @@ static ra_status yarn_frequencies(const ra_rope_config *c, double *inv_freq, int
         *attention_factor = yarn_mscale(factor, 1.0);
     double beta_fast = s->beta_fast > 0 ? s->beta_fast : 32.0;
     double beta_slow = s->beta_slow > 0 ? s->beta_slow : 1.0;
+    if (!isfinite(beta_fast) || !isfinite(beta_slow) || beta_fast < beta_slow) return RA_ERR_ARGUMENT;
 
     double d = (double)c->rotary_dim, base = c->theta;
     double low = yarn_correction_dim(beta_fast, d, base, (double)original);
@@ -100,7 +101,7 @@ static ra_status llama3_frequencies(const ra_rope_config *c, double *inv_freq, i
 {
     const ra_rope_scaling *s = &c->scaling;
     if (!positive(s->factor) || !positive(s->low_freq_factor) || !positive(s->high_freq_factor) ||
-        s->low_freq_factor == s->high_freq_factor || s->original_max_position_embeddings <= 0)
+        s->low_freq_factor >= s->high_freq_factor || s->original_max_position_embeddings <= 0)
         return RA_ERR_ARGUMENT;
     double original = (double)s->original_max_position_embeddings;
     double low_freq_wavelen = original / s->low_freq_factor;

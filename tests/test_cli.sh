@@ -223,6 +223,417 @@ if __name__ == "__main__":
     elif cmd == "bench": sys.exit(check_bench(sys.argv[2]))
 EOF
 if ! "$PY" "$TMP/helper.py" gen "$TMP"; then fail "fixture generation"; summary; fi
+
+# ---- rope types, positions, partial rotary, layout conversion ---------------
+# References follow transformers' modeling_rope_utils formulas, in float64.
+cat >"$TMP/rope_helper.py" <<'EOF'
+"""Rope-type, positions and convert-layout fixtures and checks (numpy only)."""
+import json, math, os, struct, sys
+import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import helper
+
+def inv_freq(rtype, d, base, p, M=None, L=None):
+    """transformers' inverse frequencies and attention factor; d is rotary_dim."""
+    i = np.arange(0, d, 2, dtype=np.float64)
+    default = 1.0 / base ** (i / d)
+    if rtype == "default":
+        return default, 1.0
+    if rtype == "linear":
+        return default / p["factor"], 1.0
+    if rtype == "dynamic":
+        L = max(L or M, M)
+        b = base * ((p["factor"] * L / M) - (p["factor"] - 1)) ** (d / (d - 2))
+        return 1.0 / b ** (i / d), 1.0
+    if rtype == "yarn":
+        orig = p.get("original_max_position_embeddings") or M
+        factor = p.get("factor") or M / orig
+        def get_mscale(scale, mscale=1):
+            return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+        af = p.get("attention_factor")
+        if af is None:
+            if p.get("mscale") and p.get("mscale_all_dim"):
+                af = get_mscale(factor, p["mscale"]) / get_mscale(factor, p["mscale_all_dim"])
+            else:
+                af = get_mscale(factor)
+        beta_fast, beta_slow = p.get("beta_fast") or 32, p.get("beta_slow") or 1
+        def correction_dim(rot):
+            return d * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if p.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, d - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        keep = 1 - ramp
+        return default / factor * (1 - keep) + default * keep, af
+    if rtype == "llama3":
+        factor, lo, hi = p["factor"], p["low_freq_factor"], p["high_freq_factor"]
+        old = p["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / default
+        out = np.where(wavelen > old / lo, default / factor, default)
+        smooth = (old / wavelen - lo) / (hi - lo)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
+        return np.where(medium, smoothed, out), 1.0
+    if rtype == "longrope":
+        orig = p["original_max_position_embeddings"]
+        factor = p.get("factor") or M / orig
+        af = p.get("attention_factor")
+        if af is None:
+            af = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        ext = np.array(p["long_factor"] if L and L > orig else p["short_factor"], np.float64)
+        return 1.0 / (ext * base ** (i / d)), af
+    raise ValueError(rtype)
+
+def tables(positions, inv, af):
+    angle = np.asarray(positions, np.float64)[..., None] * inv
+    return af * np.cos(angle), af * np.sin(angle)
+
+def apply_rope(x, cos, sin, layout, rot):
+    """x [B, S, H, D]; cos, sin [S, rot/2] or [B, S, rot/2]."""
+    if cos.ndim == 2:
+        cos, sin = cos[None], sin[None]
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+    xr, rest = x[..., :rot], x[..., rot:]
+    if layout == "interleaved":
+        a, b = xr[..., 0::2], xr[..., 1::2]
+        out = np.stack([a * cos - b * sin, a * sin + b * cos], -1).reshape(xr.shape)
+    else:
+        a, b = xr[..., : rot // 2], xr[..., rot // 2:]
+        out = np.concatenate([a * cos - b * sin, a * sin + b * cos], -1)
+    return np.concatenate([out, rest], -1)
+
+def attention(x, wq, wk, wv, wo, h, hkv, cos, sin, layout, rot):
+    b, s, dim = x.shape
+    d = wq.shape[0] // h
+    q = apply_rope((x @ wq.T).reshape(b, s, h, d), cos, sin, layout, rot)
+    k = apply_rope((x @ wk.T).reshape(b, s, hkv, d), cos, sin, layout, rot)
+    v = (x @ wv.T).reshape(b, s, hkv, d)
+    k, v = np.repeat(k, h // hkv, axis=2), np.repeat(v, h // hkv, axis=2)
+    q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + np.triu(np.full((s, s), -np.inf), 1)
+    pr = np.exp(scores - scores.max(-1, keepdims=True))
+    pr /= pr.sum(-1, keepdims=True)
+    return (pr @ v).transpose(0, 2, 1, 3).reshape(b, s, h * d) @ wo.T
+
+def compact(obj):
+    return json.dumps(obj, separators=(",", ":"))
+
+def interesting(orig):
+    return np.array(sorted({0, 1, 2, 7, orig - 1, orig, orig + 1, 12345, 100000,
+                            (1 << 20) - 1}), np.int64)
+
+def freqs_cases(out):
+    rng = np.random.default_rng(7)
+    names = []
+    def add(name, args, d, rtype, base, p, M=None, L=None, positions=None,
+            dtype=np.int32, shape=None, config=None):
+        if config is not None:
+            with open(f"{out}/fc_{name}.json", "w") as f:
+                json.dump(config, f)
+            args = args + ["--config", f"fc_{name}.json"]
+        if positions is None:
+            positions = np.arange(100, dtype=np.int64)
+            args = args + ["--end", "100"]
+        else:
+            arr = positions.astype(dtype)
+            np.save(f"{out}/pos_{name}.npy", arr.reshape(shape) if shape else arr)
+            args = args + ["--positions", f"pos_{name}.npy"]
+        if L is None:
+            L = int(positions.max()) + 1
+        inv, af = inv_freq(rtype, d, base, p, M, L)
+        c, s = tables(positions, inv, af)
+        np.save(f"{out}/cref_{name}.npy", c)
+        np.save(f"{out}/sref_{name}.npy", s)
+        with open(f"{out}/args_{name}", "w") as f:
+            f.write("\n".join(args) + "\n")
+        names.append(name)
+
+    add("default_d64", ["--head-dim", "64"], 64, "default", 10000.0, {},
+        positions=interesting(4096))
+    add("default_end_theta", ["--head-dim", "16", "--theta", "500000"], 16, "default", 5e5, {})
+    p = {"type": "linear", "factor": 4.0, "rope_theta": 500000.0}
+    add("linear", ["--head-dim", "64", "--rope-parameters", compact(p)], 64, "linear", 5e5, p,
+        positions=interesting(4096)[:-2], dtype=np.int64, shape=(2, 4))
+    cfg = {"head_dim": 64, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+           "rope_scaling": {"type": "dynamic", "factor": 2.0}}
+    p = cfg["rope_scaling"]
+    add("dynamic", [], 64, "dynamic", 1e4, p, M=2048, positions=interesting(2048), config=cfg)
+    add("dynamic_seq_len", ["--seq-len", "3000"], 64, "dynamic", 1e4, p, M=2048, L=3000,
+        positions=interesting(2048), config=cfg)
+    add("dynamic_short", [], 64, "dynamic", 1e4, p, M=2048, config=cfg)
+    add("dynamic_flag_max", ["--max-position-embeddings", "64"], 64, "dynamic", 1e4, p, M=64,
+        config=cfg)
+    cfg = {"hidden_size": 5120, "num_attention_heads": 40, "head_dim": 128,
+           "rope_theta": 1000000.0, "max_position_embeddings": 131072,
+           "rope_scaling": {"type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 32768}}
+    add("yarn_qwen", [], 128, "yarn", 1e6, cfg["rope_scaling"], M=131072,
+        positions=interesting(32768), dtype=np.int64, config=cfg)
+    p = {"rope_type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 0.5,
+         "beta_fast": 16, "beta_slow": 2, "original_max_position_embeddings": 4096,
+         "rope_theta": 10000}
+    add("yarn_mscale", ["--head-dim", "64", "--rope-parameters", compact(p)], 64, "yarn", 1e4,
+        p, positions=interesting(4096))
+    p = {"rope_type": "yarn", "factor": 32.0, "truncate": False, "attention_factor": 1.25,
+         "original_max_position_embeddings": 4096}
+    add("yarn_notrunc", ["--head-dim", "64", "--theta", "150000", "--rope-parameters",
+        compact(p)], 64, "yarn", 150000.0, p, positions=interesting(4096))
+    p = {"rope_type": "yarn", "factor": None, "original_max_position_embeddings": 4096}
+    add("yarn_derived", ["--head-dim", "64", "--max-position-embeddings", "16384",
+        "--rope-parameters", compact(p)], 64, "yarn", 1e4, p, M=16384,
+        positions=interesting(4096), dtype=np.int64)
+    cfg = {"head_dim": 32, "max_position_embeddings": 4096,
+           "rope_scaling": {"rope_type": "yarn", "factor": 8}}
+    add("yarn_original_is_max", [], 32, "yarn", 1e4, cfg["rope_scaling"], M=4096,
+        positions=interesting(4096), config=cfg)
+    p = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+         "original_max_position_embeddings": 8192, "rope_type": "llama3"}
+    cfg = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "max_position_embeddings": 131072, "rope_theta": 500000.0, "rope_scaling": p}
+    add("llama3_31", [], 128, "llama3", 5e5, p, positions=interesting(8192), config=cfg)
+    p = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    cfg = {"head_dim": 64, "max_position_embeddings": 131072, "rope_parameters": p}
+    add("llama3_v5", [], 64, "llama3", 5e5, p, positions=interesting(8192), dtype=np.int64,
+        config=cfg)
+    short = [float(v) for v in np.round(rng.uniform(1.0, 1.2, 48), 6)]
+    long = [float(v) for v in np.round(rng.uniform(1.0, 60.0, 48), 6)]
+    p = {"type": "longrope", "short_factor": short, "long_factor": long}
+    cfg = {"hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+           "original_max_position_embeddings": 4096, "rope_theta": 10000.0, "rope_scaling": p}
+    pp = dict(p, original_max_position_embeddings=4096)
+    add("longrope_long", [], 96, "longrope", 1e4, pp, M=131072, positions=interesting(4096),
+        config=cfg)
+    add("longrope_short", [], 96, "longrope", 1e4, pp, M=131072,
+        positions=np.array([0, 1, 100, 4095, 17]), config=cfg)
+    add("longrope_seq_len", ["--seq-len", "4096"], 96, "longrope", 1e4, pp, M=131072, L=4096,
+        positions=interesting(4096), dtype=np.int64, config=cfg)
+    short = [float(v) for v in np.round(rng.uniform(1.0, 1.2, 48), 6)]
+    long = [float(v) for v in np.round(rng.uniform(1.0, 60.0, 48), 6)]
+    p = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+         "factor": 32.0, "short_factor": short, "long_factor": long,
+         "original_max_position_embeddings": 4096}
+    add("longrope_partial_v5", ["--head-dim", "128", "--rope-parameters", compact(p)], 96,
+        "longrope", 1e4, p, positions=interesting(4096))
+    cfg = {"head_dim": 80, "partial_rotary_factor": 0.4, "rope_theta": 10000.0}
+    add("partial_default", [], 32, "default", 1e4, {}, positions=interesting(4096), config=cfg)
+    with open(f"{out}/freqs_cases", "w") as f:
+        f.write("\n".join(names) + "\n")
+
+def compare_abs(got_path, ref_path, tol):
+    got, ref = np.load(got_path), np.load(ref_path)
+    if got.dtype != np.float32 or got.shape != ref.shape:
+        print(f"{got_path}: {got.dtype} {got.shape}, expected float32 {ref.shape}")
+        return 1
+    err = np.max(np.abs(got.astype(np.float64) - ref))
+    if not err <= tol:
+        i = np.unravel_index(np.argmax(np.abs(got - ref)), ref.shape)
+        print(f"{got_path}: max |err| {err:.3g} > {tol:g} at {i}: {got[i]} vs {ref[i]}")
+        return 1
+    return 0
+
+def rope_cases(out):
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (2, 6, 3, 8)).astype(np.float32)
+    np.save(f"{out}/rp_x.npy", x)
+    pos = np.array([5, 0, 5, 1000, 3, 2], np.int64)          # any order, repeats
+    np.save(f"{out}/rp_pos_s.npy", pos)
+    inv, af = inv_freq("default", 8, 1e4, {})
+    c, s = tables(pos, inv, af)
+    np.save(f"{out}/rp_ref_shared.npy", apply_rope(x.astype(np.float64), c, s, "interleaved", 8))
+    x2 = rng.uniform(-1, 1, (2, 5, 3, 16)).astype(np.float32)
+    np.save(f"{out}/rp_x2.npy", x2)
+    np.save(f"{out}/rp_x2_64.npy", x2.astype(np.float64))
+    pos2 = np.array([[0, 1, 2, 3, 4], [70000, 64, 63, 9, 1 << 20]], np.int32)
+    np.save(f"{out}/rp_pos_bs.npy", pos2)
+    cfg = {"head_dim": 16, "partial_rotary_factor": 0.5, "max_position_embeddings": 256,
+           "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 64}}
+    json.dump(cfg, open(f"{out}/rp_cfg.json", "w"))
+    inv, af = inv_freq("yarn", 8, 1e4, cfg["rope_scaling"], M=256)
+    c, s = tables(pos2, inv, af)
+    np.save(f"{out}/rp_ref_batch.npy", apply_rope(x2.astype(np.float64), c, s, "half", 8))
+    cfg["rope_scaling"]["attention_factor"] = 1.0   # the inverse undoes a pure rotation
+    json.dump(cfg, open(f"{out}/rp_cfg_af1.json", "w"))
+    np.save(f"{out}/rp_pos_bad_shape.npy", np.zeros((3, 6), np.int64))
+    np.save(f"{out}/rp_pos_f32.npy", np.zeros(6, np.float32))
+    np.save(f"{out}/rp_pos_neg.npy", np.array([0, 1, -2, 3, 4, 5], np.int64))
+    np.save(f"{out}/rp_pos_empty.npy", np.zeros(0, np.int64))
+
+def attention_cases(out):
+    x = np.load(f"{out}/x.npy").astype(np.float64)
+    DIM, H, HKV = helper.DIM, helper.H, helper.HKV
+    D = DIM // H
+    ws = helper.weights(3)
+    held = helper.checkpoint(f"{out}/hf_plain.safetensors", ws, names=helper.HF_NAMES,
+                             prefix="model.layers.0.self_attn.")
+    # HF names, rotate_half on the first rotary_dim = 8 of head_dim 16 features.
+    cfg = {"hidden_size": DIM, "num_attention_heads": H, "num_key_value_heads": HKV,
+           "partial_rotary_factor": 0.5, "rope_theta": 10000.0}
+    json.dump(cfg, open(f"{out}/at_partial.json", "w"))
+    inv, af = inv_freq("default", 8, 1e4, {})
+    c, s = tables(np.arange(helper.S), inv, af)
+    np.save(f"{out}/at_ref_partial.npy", attention(x, *held, H, HKV, c, s, "half", 8))
+    # longrope + partial rotary (v5 rope_parameters), HF names, half layout;
+    # the long factors once the last position passes the original length.
+    p = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+         "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 4.0, 8.0, 16.0],
+         "original_max_position_embeddings": 32}
+    cfg = {"hidden_size": DIM, "num_attention_heads": H, "max_position_embeddings": 256,
+           "rope_parameters": p}
+    json.dump(cfg, open(f"{out}/at_longrope.json", "w"))
+    for start in (0, 40):
+        pos = np.arange(start, start + helper.S)
+        inv, af = inv_freq("longrope", 8, 1e4, p, M=256, L=start + helper.S)
+        c, s = tables(pos, inv, af)
+        np.save(f"{out}/at_ref_longrope_{start}.npy",
+                attention(x, *held, H, HKV, c, s, "half", 8))
+    # Seed names (interleaved), llama3 from config.json, positions per row.
+    p = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+         "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    cfg = {"num_attention_heads": H, "rope_theta": 10000.0, "rope_scaling": p}
+    json.dump(cfg, open(f"{out}/at_llama3.json", "w"))
+    pos = np.array([[3, 900, 901, 20, 1 << 19], [0, 1, 2, 3, 4]], np.int64)
+    np.save(f"{out}/at_pos.npy", pos)
+    held = [helper.encode(w, "F32")[1] for w in helper.weights(1)]
+    inv, af = inv_freq("llama3", D, 1e4, p)
+    c, s = tables(pos, inv, af)
+    np.save(f"{out}/at_ref_llama3.npy", attention(x, *held, H, HKV, c, s, "interleaved", D))
+    bad = {"num_attention_heads": H, "rope_scaling": {"rope_type": "llama3", "factor": 8}}
+    json.dump(bad, open(f"{out}/at_llama3_missing.json", "w"))
+    json.dump({"num_attention_heads": H, "partial_rotary_factor": 0.2},   # int(3.2) = 3
+              open(f"{out}/at_odd_rotary.json", "w"))
+    json.dump({"num_attention_heads": H, "rope_scaling": {"type": "longrope",
+               "short_factor": [1, 2], "long_factor": [1, 2],
+               "original_max_position_embeddings": 32}, "max_position_embeddings": 64},
+              open(f"{out}/at_longrope_len.json", "w"))
+
+# ---- safetensors and convert-layout ----------------------------------------
+
+def read_st(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, v in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        out[name] = (v["dtype"], tuple(v["shape"]), data[b:e])
+    return out
+
+def permute_bytes(raw, shape, dtype, head_dim, rot, to):
+    """Rows of a [heads * head_dim, ...] tensor, the first rot of each head moved."""
+    size = {"F32": 4, "F16": 2, "BF16": 2}[dtype]
+    rows = shape[0]
+    cols = shape[1] if len(shape) == 2 else 1
+    a = np.frombuffer(raw, np.uint8).reshape(rows, cols * size)
+    out = a.copy()
+    half = rot // 2
+    for h in range(rows // head_dim):
+        base = h * head_dim
+        for i in range(half):
+            for part in range(2):
+                inter, split = base + 2 * i + part, base + i + part * half
+                src, dst = (inter, split) if to == "half" else (split, inter)
+                out[dst] = a[src]
+    return out.tobytes()
+
+def st_equal(a_path, b_path):
+    a, b = read_st(a_path), read_st(b_path)
+    if a != b:
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        print(f"{a_path} and {b_path} differ in {diff[:5]}")
+        return 1
+    return 0
+
+def check_converted(in_path, out_path, to, head_dim, rot, only_layer=None):
+    """q/k weights and biases permuted (in the given layer, or all), the rest identical."""
+    a, b = read_st(in_path), read_st(out_path)
+    if set(a) != set(b):
+        print(f"tensor names differ: {sorted(set(a) ^ set(b))}")
+        return 1
+    qk = ("wq.weight", "wk.weight", "q_proj.weight", "k_proj.weight", "q_proj.bias",
+          "k_proj.bias")
+    moved = 0
+    for name, (dtype, shape, raw) in a.items():
+        expected = raw
+        last = ".".join(name.split(".")[-2:])
+        in_layer = only_layer is None or f"layers.{only_layer}." in name
+        if last in qk and in_layer:
+            expected = permute_bytes(raw, shape, dtype, head_dim, rot, to)
+            moved += 1
+        if b[name] != (dtype, shape, expected):
+            print(f"{name}: not as expected (dtype {b[name][0]} shape {b[name][1]})")
+            return 1
+    if moved == 0:
+        print("nothing was permuted")
+        return 1
+    return 0
+
+def convert_cases(out):
+    rng = np.random.default_rng(17)
+    DIM, H, HKV = helper.DIM, helper.H, helper.HKV
+    D = DIM // H
+    tensors = []
+    for layer in (0, 1):
+        pre = f"model.layers.{layer}.self_attn."
+        for name, dtype, shape in [("q_proj.weight", "F32", (H * D, DIM)),
+                                   ("k_proj.weight", "BF16", (HKV * D, DIM)),
+                                   ("q_proj.bias", "F16", (H * D,)),
+                                   ("k_proj.bias", "F32", (HKV * D,)),
+                                   ("v_proj.weight", "F16", (HKV * D, DIM)),
+                                   ("o_proj.weight", "BF16", (DIM, H * D))]:
+            raw, _ = helper.encode(rng.uniform(-1, 1, shape), dtype)
+            tensors.append((pre + name, dtype, shape, raw))
+    tensors.append(("model.embed_tokens.weight", "F32", (10, DIM),
+                    rng.uniform(-1, 1, (10, DIM)).astype(np.float32).tobytes()))
+    tensors.append(("model.norm.weight", "F16", (DIM,),
+                    rng.uniform(-1, 1, DIM).astype(np.float16).tobytes()))
+    tensors.append(("counts", "I32", (3,), np.array([1, 2, 3], np.int32).tobytes()))
+    helper.write_safetensors(f"{out}/mixed.safetensors", tensors)
+    json.dump({"hidden_size": DIM, "num_attention_heads": H, "num_key_value_heads": HKV},
+              open(f"{out}/cv_config.json", "w"))
+    json.dump({"num_attention_heads": H, "partial_rotary_factor": 0.5},
+              open(f"{out}/cv_partial.json", "w"))
+    json.dump({"num_attention_heads": H, "partial_rotary_factor": 0.2},   # int(3.2) = 3
+              open(f"{out}/cv_odd.json", "w"))
+    ws = helper.weights(1)
+    seed = [(n, "F32", w.shape, w.astype(np.float32).tobytes())
+            for n, w in zip(helper.SEED_NAMES, ws)]
+    helper.write_safetensors(f"{out}/cv_fused.safetensors",
+                             seed + [("qkv_proj.weight", "F32", (2, 2), b"\0" * 16)])
+    helper.write_safetensors(f"{out}/cv_i32.safetensors",
+                             [("wq.weight", "I32", (64, 4), b"\0" * 1024)] + seed[1:])
+    helper.write_safetensors(f"{out}/cv_rows.safetensors",
+                             [("wq.weight", "F32", (60, 4), b"\0" * 960)] + seed[1:])
+    # The seed file with partial rotary, interleaved: the reference for the
+    # converted file run with the half layout.
+    x = np.load(f"{out}/x.npy").astype(np.float64)
+    held = [helper.encode(w, "F32")[1] for w in ws]
+    inv, af = inv_freq("default", 8, 1e4, {})
+    c, s = tables(np.arange(helper.S), inv, af)
+    np.save(f"{out}/cv_ref_partial.npy", attention(x, *held, H, HKV, c, s, "interleaved", 8))
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "gen":
+        for make in (freqs_cases, rope_cases, attention_cases, convert_cases):
+            make(sys.argv[2])
+    elif cmd == "compare_abs":
+        sys.exit(compare_abs(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    elif cmd == "st_equal":
+        sys.exit(st_equal(sys.argv[2], sys.argv[3]))
+    elif cmd == "converted":
+        layer = int(sys.argv[7]) if len(sys.argv) > 7 else None
+        sys.exit(check_converted(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
+                                 int(sys.argv[6]), layer))
+EOF
+if ! "$PY" "$TMP/rope_helper.py" gen "$TMP"; then fail "rope fixture generation"; summary; fi
 cd "$TMP"
 
 # ---- helpers --------------------------------------------------------------
@@ -310,8 +721,97 @@ expect_ok "freqs cos" c.npy cos_ref.npy 1e-6 -- \
     freqs --head-dim 16 --end 100 --cos c.npy --sin s.npy
 if "$PY" "$TMP/helper.py" compare s.npy sin_ref.npy 1e-6; then pass; else fail "freqs sin"; fi
 
+# Every rope type against transformers' formulas in float64, 1e-6 absolute,
+# at positions up to 2^20 - 1 (int32 and int64 position files).
+while read -r name; do
+    mapfile -t args <"args_$name"
+    rm -f "c_$name.npy" "s_$name.npy"
+    if ! "$RA" freqs "${args[@]}" --cos "c_$name.npy" --sin "s_$name.npy" \
+        >"$TMP/stdout" 2>"$TMP/stderr"; then
+        fail "freqs $name: exit $? ($(head -c 300 "$TMP/stderr"))"; continue
+    fi
+    if "$PY" "$TMP/rope_helper.py" compare_abs "c_$name.npy" "cref_$name.npy" 1e-6 &&
+        "$PY" "$TMP/rope_helper.py" compare_abs "s_$name.npy" "sref_$name.npy" 1e-6; then pass
+    else fail "freqs $name"; fi
+done <freqs_cases
+
+# rope: --positions [S] shared by the batch (any order, repeats), and [B, S]
+# with partial rotary YaRN from a config, half layout.
+expect_ok "rope --positions [S] int64" r.npy rp_ref_shared.npy 1e-5 -- \
+    rope --input rp_x.npy --output r.npy --positions rp_pos_s.npy
+expect_ok "rope --positions [B, S] int32, yarn, partial rotary, half" r.npy rp_ref_batch.npy \
+    1e-5 -- rope --input rp_x2.npy --output r.npy --positions rp_pos_bs.npy \
+    --config rp_cfg.json --layout half
+"$RA" rope --input rp_x2.npy --output r1.npy --positions rp_pos_bs.npy --config rp_cfg_af1.json \
+    --layout half 2>/dev/null
+expect_ok "rope --inverse with positions undoes rope" back.npy rp_x2_64.npy 1e-6 -- \
+    rope --input r1.npy --output back.npy --positions rp_pos_bs.npy --config rp_cfg_af1.json \
+    --layout half --inverse
+
+# attention: partial rotary from config.json (HF names, rotate_half on the
+# first rotary_dim features), llama3 with --positions, longrope + partial.
+expect_ok "attention partial_rotary_factor 0.5 (config)" y.npy at_ref_partial.npy 1e-4 -- \
+    attention --weights hf_plain.safetensors --input x.npy --output y.npy --config at_partial.json
+expect_ok "attention llama3 config + --positions [B, S]" y.npy at_ref_llama3.npy 1e-4 -- \
+    attention $SEED --config at_llama3.json --positions at_pos.npy
+expect_ok "attention longrope + partial rotary, short factors" y.npy at_ref_longrope_0.npy \
+    1e-4 -- attention --weights hf_plain.safetensors --input x.npy --output y.npy \
+    --config at_longrope.json
+expect_ok "attention longrope, long factors past the original length" y.npy \
+    at_ref_longrope_40.npy 1e-4 -- attention --weights hf_plain.safetensors --input x.npy \
+    --output y.npy --config at_longrope.json --start-pos 40
+
+# convert-layout: permuted rows exactly, everything else byte for byte, and a
+# round trip that reproduces the input.
+for dtype in F32 F16 BF16; do
+    rm -f h_$dtype.safetensors i_$dtype.safetensors
+    if "$RA" convert-layout --weights seed_$dtype.safetensors --output h_$dtype.safetensors \
+        --to half --n-heads 4 2>"$TMP/stderr" &&
+        "$RA" convert-layout --weights h_$dtype.safetensors --output i_$dtype.safetensors \
+        --to interleaved --n-heads 4 --n-kv-heads 2 2>>"$TMP/stderr" &&
+        "$PY" "$TMP/rope_helper.py" converted seed_$dtype.safetensors h_$dtype.safetensors \
+        half 16 16 &&
+        "$PY" "$TMP/rope_helper.py" st_equal seed_$dtype.safetensors i_$dtype.safetensors; then
+        pass
+    else fail "convert-layout $dtype round trip: $(head -c 300 "$TMP/stderr")"; fi
+done
+rm -f m_half.safetensors m_back.safetensors m_l1.safetensors
+if "$RA" convert-layout --weights mixed.safetensors --output m_half.safetensors --to half \
+    --config cv_config.json 2>"$TMP/stderr" &&
+    "$PY" "$TMP/rope_helper.py" converted mixed.safetensors m_half.safetensors half 16 16 &&
+    "$RA" convert-layout --weights m_half.safetensors --output m_back.safetensors \
+    --to interleaved --config cv_config.json 2>>"$TMP/stderr" &&
+    "$PY" "$TMP/rope_helper.py" st_equal mixed.safetensors m_back.safetensors; then pass
+else fail "convert-layout: every layer, biases, other dtypes copied: $(head -c 300 "$TMP/stderr")"
+fi
+if "$RA" convert-layout --weights mixed.safetensors --output m_l1.safetensors --to interleaved \
+    --n-heads 4 --layer 1 2>"$TMP/stderr" &&
+    "$PY" "$TMP/rope_helper.py" converted mixed.safetensors m_l1.safetensors interleaved 16 16 1
+then pass; else fail "convert-layout --layer 1: $(head -c 300 "$TMP/stderr")"; fi
+
+# Equivalence: attention on the converted file with the other layout.
+"$RA" convert-layout --weights seed_F32.safetensors --output to_half.safetensors --to half \
+    --n-heads 4 2>/dev/null
+expect_ok "attention: seed file converted to half, run half = seed" y.npy y_seed.npy 1e-5 -- \
+    attention --weights to_half.safetensors --input x.npy --output y.npy --n-heads 4 \
+    --layout half
+"$RA" convert-layout --weights hf.safetensors --output to_inter.safetensors --to interleaved \
+    --config config.json 2>/dev/null
+expect_ok "attention: HF file converted to interleaved, run interleaved = seed" y.npy \
+    y_seed.npy 1e-5 -- attention --weights to_inter.safetensors --input x.npy --output y.npy \
+    --config config.json --layout interleaved
+"$RA" convert-layout --weights seed_F32.safetensors --output to_half_p.safetensors --to half \
+    --config cv_partial.json 2>/dev/null
+if "$PY" "$TMP/rope_helper.py" converted seed_F32.safetensors to_half_p.safetensors half 16 8
+then pass; else fail "convert-layout partial rotary moves the first rotary_dim rows only"; fi
+expect_ok "attention: partial rotary, original interleaved" y.npy cv_ref_partial.npy 1e-4 -- \
+    attention $SEED --config cv_partial.json
+expect_ok "attention: partial rotary, converted to half = interleaved original" y.npy \
+    cv_ref_partial.npy 1e-4 -- attention --weights to_half_p.safetensors --input x.npy \
+    --output y.npy --config cv_partial.json --layout half
+
 # ---- help, version, demo, bench --------------------------------------------
-for cmd in "" attention rope freqs demo bench; do
+for cmd in "" attention rope freqs convert-layout demo bench; do
     if "$RA" $cmd --help >"$TMP/stdout" 2>"$TMP/stderr" && grep -q usage "$TMP/stdout" &&
         [ ! -s "$TMP/stderr" ]; then pass; else fail "ropeattn $cmd --help"; fi
 done
@@ -399,6 +899,108 @@ mkdir -p "$TMP/a_folder"
 expect_error "freqs: sin write fails, so cos is removed" c.npy -- \
     freqs --head-dim 8 --end 4 --cos c.npy --sin a_folder
 expect_error "freqs: same file twice" c.npy -- freqs --head-dim 8 --end 4 --cos c.npy --sin c.npy
+# rope options: --rope-parameters, --config, --positions, --seq-len, ...
+F="freqs --head-dim 64 --end 8 --cos c.npy --sin s.npy"
+expect_error "freqs: --rope-parameters not JSON" c.npy -- $F --rope-parameters 'yarn please'
+expect_error "freqs: --rope-parameters factor as a string" c.npy -- $F \
+    --rope-parameters '{"rope_type": "linear", "factor": "4"}'
+expect_error "freqs: --rope-parameters unknown rope_type" c.npy -- $F \
+    --rope-parameters '{"rope_type": "ntk-by-parts", "factor": 4}'
+expect_error "freqs: --rope-parameters short_factor not an array" c.npy -- $F \
+    --rope-parameters '{"rope_type": "longrope", "short_factor": 1.0}'
+expect_error "freqs: --rope-parameters short_factor with a string" c.npy -- $F \
+    --rope-parameters '{"rope_type": "longrope", "short_factor": [1.0, "x"]}'
+expect_error "freqs: --rope-parameters an array" c.npy -- $F --rope-parameters '[1]'
+expect_error "freqs: --rope-parameters factor 0" c.npy -- $F \
+    --rope-parameters '{"rope_type": "linear", "factor": 0}'
+expect_error "freqs: linear without factor" c.npy -- $F --rope-parameters '{"type": "linear"}'
+expect_error "freqs: llama3 without low_freq_factor" c.npy -- $F --rope-parameters \
+    '{"rope_type": "llama3", "factor": 8, "high_freq_factor": 4, "original_max_position_embeddings": 8192}'
+expect_error "freqs: llama3 without original_max_position_embeddings" c.npy -- $F \
+    --rope-parameters '{"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}'
+expect_error "freqs: llama3 low_freq_factor = high_freq_factor" c.npy -- $F --rope-parameters \
+    '{"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4, "original_max_position_embeddings": 8192}'
+expect_error "freqs: llama3 low_freq_factor > high_freq_factor" c.npy -- $F --rope-parameters \
+    '{"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1, "original_max_position_embeddings": 8192}'
+expect_error "freqs: yarn beta_fast < beta_slow" c.npy -- $F --rope-parameters \
+    '{"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 64, "beta_fast": 1, "beta_slow": 32}'
+expect_error "freqs: dynamic without max_position_embeddings" c.npy -- $F \
+    --rope-parameters '{"rope_type": "dynamic", "factor": 2}'
+expect_error "freqs: yarn with neither factor nor lengths" c.npy -- $F \
+    --rope-parameters '{"rope_type": "yarn"}'
+expect_error "freqs: longrope without original_max_position_embeddings" c.npy -- $F \
+    --rope-parameters '{"rope_type": "longrope", "short_factor": [1], "long_factor": [1], "factor": 2}'
+expect_error "freqs: longrope factor lists of the wrong length" c.npy -- $F \
+    --rope-parameters '{"rope_type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2], "factor": 2, "original_max_position_embeddings": 64}'
+expect_error "freqs: odd rotary_dim from partial_rotary_factor" c.npy -- $F \
+    --rope-parameters '{"partial_rotary_factor": 0.3}'
+expect_error "freqs: config with a rope_scaling missing keys" c.npy -- freqs --end 8 \
+    --cos c.npy --sin s.npy --config at_llama3_missing.json --head-dim 64
+expect_error "freqs: config without head_dim and no --head-dim" c.npy -- freqs --end 8 \
+    --cos c.npy --sin s.npy --config at_llama3.json
+expect_error "freqs: config file missing" c.npy -- $F --config nope.json
+expect_error "freqs: neither --end nor --positions" c.npy -- freqs --head-dim 8 --cos c.npy \
+    --sin s.npy
+expect_error "freqs: both --end and --positions" c.npy -- $F --positions rp_pos_s.npy
+expect_error "freqs: float positions" c.npy -- freqs --head-dim 8 --positions rp_pos_f32.npy \
+    --cos c.npy --sin s.npy
+expect_error "freqs: negative position" c.npy -- freqs --head-dim 8 --positions rp_pos_neg.npy \
+    --cos c.npy --sin s.npy
+expect_error "freqs: empty positions" c.npy -- freqs --head-dim 8 --positions rp_pos_empty.npy \
+    --cos c.npy --sin s.npy
+expect_error "freqs: positions file missing" c.npy -- freqs --head-dim 8 --positions nope.npy \
+    --cos c.npy --sin s.npy
+expect_error "freqs: --seq-len 0" c.npy -- $F --seq-len 0
+expect_error "freqs: --max-position-embeddings abc" c.npy -- $F --max-position-embeddings abc
+expect_error "freqs: --layout is not an option" c.npy -- $F --layout half
+expect_error "rope: --positions of the wrong shape" r.npy -- rope --input rp_x.npy \
+    --output r.npy --positions rp_pos_bad_shape.npy
+expect_error "rope: --positions and --start-pos" r.npy -- rope --input rp_x.npy --output r.npy \
+    --positions rp_pos_s.npy --start-pos 3
+expect_error "rope: config head_dim differs" r.npy -- rope --input rp_x.npy --output r.npy \
+    --config rp_cfg.json
+expect_error "rope: bad --rope-parameters" r.npy -- rope --input rp_x.npy --output r.npy \
+    --rope-parameters '{"factor": -1}'
+expect_error "attention: llama3 config missing keys" y.npy -- attention $SEED \
+    --config at_llama3_missing.json
+expect_error "attention: odd rotary_dim" y.npy -- attention $SEED --config at_odd_rotary.json
+expect_error "attention: longrope lists of the wrong length" y.npy -- attention $SEED \
+    --config at_longrope_len.json
+expect_error "attention: --positions of the wrong shape" y.npy -- attention $SEED --n-heads 4 \
+    --positions rp_pos_bad_shape.npy
+expect_error "attention: --positions and --start-pos" y.npy -- attention $SEED --n-heads 4 \
+    --positions at_pos.npy --start-pos 1
+expect_error "attention: --seq-len -5" y.npy -- attention $SEED --n-heads 4 --seq-len -5
+C="--weights seed_F32.safetensors --output cv.safetensors"
+expect_error "convert-layout: no --to" cv.safetensors -- convert-layout $C --n-heads 4
+expect_error "convert-layout: --to sideways" cv.safetensors -- convert-layout $C --to sideways \
+    --n-heads 4
+expect_error "convert-layout: neither --config nor --n-heads" cv.safetensors -- \
+    convert-layout $C --to half
+expect_error "convert-layout: --n-heads not dividing the rows" cv.safetensors -- \
+    convert-layout $C --to half --n-heads 5
+expect_error "convert-layout: --n-kv-heads not matching wk" cv.safetensors -- \
+    convert-layout $C --to half --n-heads 4 --n-kv-heads 4
+expect_error "convert-layout: odd rotary_dim" cv.safetensors -- convert-layout $C --to half \
+    --config cv_odd.json
+expect_error "convert-layout: no q/k projections" cv.safetensors -- convert-layout \
+    --weights st_notensors.safetensors --output cv.safetensors --to half --n-heads 4
+expect_error "convert-layout: fused qkv" cv.safetensors -- convert-layout \
+    --weights cv_fused.safetensors --output cv.safetensors --to half --n-heads 4
+expect_error "convert-layout: I32 wq" cv.safetensors -- convert-layout \
+    --weights cv_i32.safetensors --output cv.safetensors --to half --n-heads 4
+expect_error "convert-layout: rows not a multiple of head_dim" cv.safetensors -- convert-layout \
+    --weights cv_rows.safetensors --output cv.safetensors --to half --config config.json
+expect_error "convert-layout: --layer that is not there" cv.safetensors -- convert-layout \
+    --weights mixed.safetensors --output cv.safetensors --to half --n-heads 4 --layer 7
+expect_error "convert-layout: --layer on a one-layer file" cv.safetensors -- convert-layout \
+    $C --to half --n-heads 4 --layer 0
+expect_error "convert-layout: weights missing" cv.safetensors -- convert-layout \
+    --weights nope.safetensors --output cv.safetensors --to half --n-heads 4
+expect_error "convert-layout: truncated weights" cv.safetensors -- convert-layout \
+    --weights st_badlen.safetensors --output cv.safetensors --to half --n-heads 4
+expect_error "convert-layout: output folder missing" nodir/cv.safetensors -- convert-layout \
+    --weights seed_F32.safetensors --output nodir/cv.safetensors --to half --n-heads 4
 expect_error "demo: unknown option" - -- demo --fast
 expect_error "bench: unknown case" - -- bench --only rope_nope
 expect_error "bench: --repeats 0" - -- bench --repeats 0

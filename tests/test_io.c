@@ -800,6 +800,375 @@ static void test_config_files(void)
                "huge.json");
 }
 
+/* ---- rope parameters ------------------------------------------------------ */
+
+static ra_status parse_rope(const char *text, ra_hf_rope *rope, char *msg, size_t msg_len)
+{
+    return ra_hf_rope_parse(text, strlen(text), rope, msg, msg_len);
+}
+
+static void test_rope_llama3_and_simple_types(void)
+{
+    char msg[256];
+    ra_hf_rope r;
+    /* Llama 3.1's rope_scaling, as its config.json has it. */
+    ra_status st = parse_rope("{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": "
+                              "4.0, \"original_max_position_embeddings\": 8192, \"rope_type\": "
+                              "\"llama3\"}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && msg[0] == '\0', "%s", msg);
+    CHECK(r.type == RA_ROPE_LLAMA3 && r.has_type, "type %d", (int)r.type);
+    CHECK(r.scaling.factor == 8.0 && r.has_factor, "factor");
+    CHECK(r.scaling.low_freq_factor == 1.0 && r.has_low_freq_factor, "low");
+    CHECK(r.scaling.high_freq_factor == 4.0 && r.has_high_freq_factor, "high");
+    CHECK(r.scaling.original_max_position_embeddings == 8192 &&
+          r.has_original_max_position_embeddings, "original");
+    CHECK(!r.has_theta && !r.has_partial_rotary_factor && !r.has_attention_factor &&
+          !r.has_short_factor && r.scaling.short_factor == NULL && r.scaling.seq_len == 0 &&
+          r.scaling.max_position_embeddings == 0, "nothing else");
+    ra_hf_rope_free(&r);
+    CHECK(r.type == RA_ROPE_DEFAULT && !r.has_factor, "free zeroes");
+
+    static const struct {
+        const char *text;
+        ra_rope_type type;
+        double factor;
+    } simple[] = {
+        {"{\"type\": \"linear\", \"factor\": 2}", RA_ROPE_LINEAR, 2.0},
+        {"{\"rope_type\": \"dynamic\", \"factor\": 4.0, \"unknown_key\": [1, {\"a\": 2}]}",
+         RA_ROPE_DYNAMIC, 4.0},
+        {"{\"rope_type\": \"default\", \"rope_theta\": 10000.0}", RA_ROPE_DEFAULT, 0.0},
+        {"{}", RA_ROPE_DEFAULT, 0.0},
+        /* rope_type wins over type, as transformers' setdefault does */
+        {"{\"type\": \"linear\", \"rope_type\": \"dynamic\", \"factor\": 3}", RA_ROPE_DYNAMIC, 3.0},
+        /* null counts as absent */
+        {"{\"rope_type\": null, \"type\": \"linear\", \"factor\": null}", RA_ROPE_LINEAR, 0.0},
+    };
+    for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++) {
+        st = parse_rope(simple[i].text, &r, msg, sizeof msg);
+        CHECK(st == RA_OK, "%s: %s", simple[i].text, msg);
+        CHECK(r.type == simple[i].type && r.scaling.factor == simple[i].factor &&
+              r.has_factor == (simple[i].factor != 0), "%s: type %d factor %g", simple[i].text,
+              (int)r.type, r.scaling.factor);
+        ra_hf_rope_free(&r);
+    }
+    st = parse_rope("{\"rope_type\": \"default\", \"rope_theta\": 1e6, \"partial_rotary_factor\": "
+                    "0.25}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.has_theta && r.theta == 1e6 && r.has_partial_rotary_factor &&
+          r.partial_rotary_factor == 0.25, "theta and partial rotary inside: %s", msg);
+    ra_hf_rope_free(&r);
+    const char *longer = "{\"type\": \"linear\", \"factor\": 2} trailing text past len";
+    st = ra_hf_rope_parse(longer, 32, &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.type == RA_ROPE_LINEAR && r.scaling.factor == 2, "len: %s", msg);
+    ra_hf_rope_free(&r);
+    CHECK(ra_hf_rope_parse(NULL, 0, &r, msg, sizeof msg) == RA_ERR_NULL, "NULL json");
+    CHECK(ra_hf_rope_parse("{}", 2, NULL, msg, sizeof msg) == RA_ERR_NULL, "NULL out");
+    ra_hf_rope_free(NULL);
+    CHECK(strcmp(ra_hf_rope_type_name(RA_ROPE_LONGROPE), "longrope") == 0 &&
+          strcmp(ra_hf_rope_type_name(RA_ROPE_TYPE_COUNT), "unknown") == 0, "type names");
+}
+
+static void test_rope_yarn(void)
+{
+    char msg[256];
+    ra_hf_rope r;
+    /* Qwen2.5's YaRN recipe (old "type" key). */
+    ra_status st = parse_rope("{\"type\": \"yarn\", \"factor\": 4.0, "
+                              "\"original_max_position_embeddings\": 32768}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.type == RA_ROPE_YARN && r.scaling.factor == 4.0 &&
+          r.scaling.original_max_position_embeddings == 32768 && !r.has_mscale &&
+          !r.has_truncate && r.scaling.yarn_no_truncate == 0, "qwen: %s", msg);
+    ra_hf_rope_free(&r);
+    /* DeepSeek-V3's. */
+    st = parse_rope("{\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0, "
+                    "\"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, "
+                    "\"type\": \"yarn\"}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.type == RA_ROPE_YARN && r.scaling.factor == 40 &&
+          r.scaling.beta_fast == 32 && r.scaling.beta_slow == 1 && r.has_beta_fast &&
+          r.has_beta_slow && r.scaling.mscale == 1.0 && r.scaling.mscale_all_dim == 1.0 &&
+          r.has_mscale && r.has_mscale_all_dim &&
+          r.scaling.original_max_position_embeddings == 4096, "deepseek: %s", msg);
+    ra_hf_rope_free(&r);
+    /* gpt-oss's: truncate false, attention_factor given. */
+    st = parse_rope("{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, "
+                    "\"beta_slow\": 1.0, \"truncate\": false, \"attention_factor\": 1.25, "
+                    "\"original_max_position_embeddings\": 4096}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.scaling.yarn_no_truncate == 1 && r.has_truncate &&
+          r.scaling.attention_factor == 1.25 && r.has_attention_factor, "gpt-oss: %s", msg);
+    ra_hf_rope_free(&r);
+    st = parse_rope("{\"rope_type\": \"yarn\", \"factor\": 2, \"truncate\": true, "
+                    "\"beta_fast\": 0}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.scaling.yarn_no_truncate == 0 && r.has_truncate &&
+          r.has_beta_fast && r.scaling.beta_fast == 0, "truncate true, beta 0: %s", msg);
+    ra_hf_rope_free(&r);
+}
+
+/* "[1.0, 1.01, ...]" with n entries, into buf. */
+static void factor_list(char *buf, size_t len, int n, double first, double step)
+{
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%.17g", i ? ", " : "",
+                                 first + step * i);
+    if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+static void test_rope_longrope_phi3(void)
+{
+    char shorts[2048], longs[2048], text[8192], msg[256];
+    factor_list(shorts, sizeof shorts, 48, 1.0, 0.01);
+    factor_list(longs, sizeof longs, 48, 1.0, 1.5);
+    /* Phi-3-mini-128k: head_dim 96, original_max_position_embeddings at the
+     * top level, rope_scaling without it. */
+    snprintf(text, sizeof text,
+             "{\"hidden_size\": 3072, \"num_attention_heads\": 32, \"max_position_embeddings\": "
+             "131072, \"original_max_position_embeddings\": 4096, \"rope_theta\": 10000.0, "
+             "\"rope_scaling\": {\"long_factor\": %s, \"short_factor\": %s, \"type\": "
+             "\"longrope\"}}", longs, shorts);
+    ra_hf_config cfg;
+    ra_status st = parse_config(text, &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK, "%s", msg);
+    const ra_hf_rope *r = &cfg.rope;
+    CHECK(cfg.has_rope && r->type == RA_ROPE_LONGROPE, "type %d", (int)r->type);
+    CHECK(r->has_short_factor && r->has_long_factor && r->n_short_factor == 48 &&
+          r->n_long_factor == 48, "lengths %lld %lld", (long long)r->n_short_factor,
+          (long long)r->n_long_factor);
+    CHECK(r->scaling.short_factor == r->short_factor && r->scaling.long_factor == r->long_factor,
+          "scaling points at the owned arrays");
+    int exact = r->short_factor != NULL && r->long_factor != NULL;
+    for (int i = 0; exact && i < 48; i++)
+        exact = r->short_factor[i] == 1.0 + 0.01 * i && r->long_factor[i] == 1.0 + 1.5 * i;
+    CHECK(exact, "factor values");
+    CHECK(cfg.has_original_max_position_embeddings &&
+          cfg.original_max_position_embeddings == 4096 &&
+          r->has_original_max_position_embeddings &&
+          r->scaling.original_max_position_embeddings == 4096, "top-level original inherited");
+    CHECK(r->has_theta && r->theta == 10000.0, "theta inherited");
+    CHECK(!r->has_factor && cfg.max_position_embeddings == 131072, "factor is derived later");
+    ra_hf_config_free(&cfg);
+    CHECK(cfg.rope.short_factor == NULL && !cfg.has_rope, "free zeroes");
+
+    /* "su" is Phi-3's old name; the object's own original wins over the top
+     * level's. */
+    snprintf(text, sizeof text,
+             "{\"original_max_position_embeddings\": 4096, \"rope_scaling\": {\"type\": \"su\", "
+             "\"short_factor\": [1, 2], \"long_factor\": [3, 4.5], "
+             "\"original_max_position_embeddings\": 2048, \"factor\": 16}}");
+    st = parse_config(text, &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_LONGROPE &&
+          cfg.rope.scaling.original_max_position_embeddings == 2048 &&
+          cfg.rope.scaling.factor == 16 && cfg.rope.n_long_factor == 2 &&
+          cfg.rope.long_factor[1] == 4.5, "su: %s", msg);
+    ra_hf_config_free(&cfg);
+}
+
+static void test_rope_in_config(void)
+{
+    char msg[256];
+    ra_hf_config cfg;
+    /* transformers v5: rope_parameters with rope_theta (and partial rotary)
+     * inside. */
+    ra_status st = parse_config(
+        "{\"hidden_size\": 4096, \"num_attention_heads\": 32, \"max_position_embeddings\": "
+        "131072, \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, "
+        "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+        "\"original_max_position_embeddings\": 8192, \"partial_rotary_factor\": 0.5}}",
+        &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.has_rope && cfg.rope.type == RA_ROPE_LLAMA3, "%s", msg);
+    CHECK(cfg.rope.has_theta && cfg.rope.theta == 500000.0 && cfg.has_rope_theta &&
+          cfg.rope_theta == 500000.0, "theta inside rope_parameters");
+    CHECK(cfg.rope.partial_rotary_factor == 0.5 && cfg.partial_rotary_factor == 0.5,
+          "partial_rotary_factor inside rope_parameters");
+    CHECK(cfg.rope.scaling.original_max_position_embeddings == 8192, "original");
+    ra_hf_config_free(&cfg);
+
+    /* The object's rope_theta wins over the top level's (transformers'
+     * setdefault); the top level fills in what the object lacks. */
+    st = parse_config("{\"rope_theta\": 10000, \"partial_rotary_factor\": 0.4, "
+                      "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e6}}",
+                      &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.rope.theta == 1e6 && cfg.rope.partial_rotary_factor == 0.4 &&
+          cfg.rope.has_partial_rotary_factor, "precedence: %s", msg);
+    ra_hf_config_free(&cfg);
+
+    /* rope_scaling (v4) is taken before rope_parameters; an empty one is not. */
+    st = parse_config("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}, "
+                      "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 3}}",
+                      &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.scaling.factor == 2,
+          "rope_scaling first: %s", msg);
+    ra_hf_config_free(&cfg);
+    st = parse_config("{\"rope_scaling\": {}, \"rope_parameters\": {\"rope_type\": \"dynamic\", "
+                      "\"factor\": 3}}", &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_DYNAMIC, "empty rope_scaling: %s", msg);
+    ra_hf_config_free(&cfg);
+    st = parse_config("{\"rope_scaling\": null, \"rope_theta\": 5e5}", &cfg, msg, sizeof msg);
+    CHECK(st == RA_OK && !cfg.has_rope && cfg.rope.type == RA_ROPE_DEFAULT &&
+          cfg.rope.theta == 5e5, "no rope object: %s", msg);
+    ra_hf_config_free(&cfg);
+
+    /* --rope-parameters replaces the object and inherits the top level. */
+    st = parse_config("{\"rope_theta\": 5e5, \"original_max_position_embeddings\": 4096}", &cfg,
+                      msg, sizeof msg);
+    ra_hf_rope r;
+    CHECK(st == RA_OK && parse_rope("{\"rope_type\": \"yarn\", \"factor\": 4}", &r, msg,
+                                    sizeof msg) == RA_OK, "%s", msg);
+    ra_hf_rope_inherit(&r, &cfg);
+    CHECK(r.theta == 5e5 && r.scaling.original_max_position_embeddings == 4096 &&
+          r.has_original_max_position_embeddings && !r.has_partial_rotary_factor, "inherit");
+    ra_hf_rope_free(&r);
+    ra_hf_config_free(&cfg);
+}
+
+static void test_rope_hostile(void)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"{\"rope_type\": \"yarn\", \"factor\": \"4\"}",
+         "rope parameters: \"factor\" must be a positive number"},
+        {"{\"rope_type\": \"linear\", \"factor\": 0}",
+         "rope parameters: \"factor\" must be a positive number"},
+        {"{\"rope_type\": \"linear\", \"factor\": -2}",
+         "rope parameters: \"factor\" must be a positive number"},
+        {"{\"rope_type\": \"longrope\", \"short_factor\": 1.0}",
+         "rope parameters: \"short_factor\" must be a non-empty array of positive numbers"},
+        {"{\"rope_type\": \"longrope\", \"short_factor\": []}",
+         "rope parameters: \"short_factor\" must be a non-empty array of positive numbers"},
+        {"{\"rope_type\": \"longrope\", \"long_factor\": [1.0, \"2\", 3.0]}",
+         "rope parameters: \"long_factor\"[1] must be a positive number"},
+        {"{\"short_factor\": [1.0, 0]}",
+         "rope parameters: \"short_factor\"[1] must be a positive number"},
+        {"{\"rope_type\": \"ntk-by-parts\"}",
+         "rope parameters: \"rope_type\" is \"ntk-by-parts\"; supported: default, linear, "
+         "dynamic, yarn, llama3, longrope (or su)"},
+        {"{\"type\": \"mrope\"}",
+         "rope parameters: \"type\" is \"mrope\"; supported: default, linear, dynamic, yarn, "
+         "llama3, longrope (or su)"},
+        {"{\"rope_type\": 3}", "rope parameters: \"rope_type\" must be a string"},
+        {"{\"truncate\": \"no\"}", "rope parameters: \"truncate\" must be true or false"},
+        {"{\"truncate\": 0}", "rope parameters: \"truncate\" must be true or false"},
+        {"{\"original_max_position_embeddings\": 4096.5}",
+         "rope parameters: \"original_max_position_embeddings\" must be a positive integer"},
+        {"{\"original_max_position_embeddings\": 0}",
+         "rope parameters: \"original_max_position_embeddings\" must be a positive integer"},
+        {"{\"beta_fast\": -1}", "rope parameters: \"beta_fast\" must be a number >= 0"},
+        {"{\"mscale\": true}", "rope parameters: \"mscale\" must be a number >= 0"},
+        {"{\"attention_factor\": 0}",
+         "rope parameters: \"attention_factor\" must be a positive number"},
+        {"{\"low_freq_factor\": [1]}",
+         "rope parameters: \"low_freq_factor\" must be a positive number"},
+        {"{\"high_freq_factor\": 1e999}",
+         "rope parameters: \"high_freq_factor\" must be a positive number"},
+        {"{\"rope_theta\": -10000}", "rope parameters: \"rope_theta\" must be a positive number"},
+        {"{\"partial_rotary_factor\": 0}",
+         "rope parameters: \"partial_rotary_factor\" must be a number in (0, 1]"},
+        {"{\"factor\": 2, \"factor\": 3}", "rope parameters: \"factor\" appears twice"},
+        {"{\"full_attention\": {\"rope_type\": \"default\"}}",
+         "rope parameters: \"full_attention\" is an object: per-layer-type rope parameters are "
+         "not supported (pass one set with --rope-parameters)"},
+        {"[1, 2]", "rope parameters: not a JSON object (expected {\"rope_type\": ...})"},
+        {"{\"factor\": 2", "rope parameters: not valid JSON"},
+        {"", "rope parameters: not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ra_hf_rope r;
+        char msg[256];
+        ra_status st = parse_rope(cases[i].text, &r, msg, sizeof msg);
+        CHECK(st == RA_ERR_FORMAT, "%s: status %d", cases[i].text, (int)st);
+        CHECK(strcmp(msg, cases[i].message) == 0, "%s: got \"%s\"", cases[i].text, msg);
+        CHECK(r.short_factor == NULL && r.long_factor == NULL && !r.has_type && !r.has_factor,
+              "%s: out not zeroed", cases[i].text);
+    }
+    /* A failure after a factor list was read frees it (ASan would see a leak). */
+    ra_hf_rope r;
+    char msg[256];
+    CHECK(parse_rope("{\"short_factor\": [1, 2], \"long_factor\": [1, \"x\"]}", &r, msg,
+                     sizeof msg) == RA_ERR_FORMAT && r.short_factor == NULL, "%s", msg);
+
+    static const struct {
+        const char *text, *message;
+    } in_config[] = {
+        {"{\"rope_scaling\": {\"type\": \"linear\", \"factor\": -2}}",
+         "config.json: \"rope_scaling.factor\" must be a positive number"},
+        {"{\"rope_parameters\": {\"rope_type\": \"yarn\", \"short_factor\": [1, \"a\"]}}",
+         "config.json: \"rope_parameters.short_factor\"[1] must be a positive number"},
+        {"{\"rope_scaling\": {\"rope_type\": \"xpos\"}}",
+         "config.json: \"rope_scaling.rope_type\" is \"xpos\"; supported: default, linear, "
+         "dynamic, yarn, llama3, longrope (or su)"},
+        {"{\"rope_scaling\": \"yarn\"}", "config.json: \"rope_scaling\" must be an object or null"},
+        {"{\"rope_parameters\": [1]}",
+         "config.json: \"rope_parameters\" must be an object or null"},
+        {"{\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}, "
+         "\"sliding_attention\": {\"rope_type\": \"default\"}}}",
+         "config.json: \"rope_parameters.full_attention\" is an object: per-layer-type rope "
+         "parameters are not supported (pass one set with --rope-parameters)"},
+        {"{\"original_max_position_embeddings\": -4096}",
+         "config.json: \"original_max_position_embeddings\" must be a positive integer"},
+        {"{\"rope_scaling\": {\"factor\": 1}, \"rope_scaling\": null}",
+         "config.json: \"rope_scaling\" appears twice"},
+    };
+    for (size_t i = 0; i < sizeof in_config / sizeof in_config[0]; i++) {
+        ra_hf_config cfg;
+        ra_status st = parse_config(in_config[i].text, &cfg, msg, sizeof msg);
+        CHECK(st == RA_ERR_FORMAT, "%s: status %d", in_config[i].text, (int)st);
+        CHECK(strcmp(msg, in_config[i].message) == 0, "%s: got \"%s\"", in_config[i].text, msg);
+        CHECK(!cfg.has_rope && cfg.rope.short_factor == NULL, "%s: out not zeroed",
+              in_config[i].text);
+    }
+}
+
+/* Every prefix of a config with every rope key, and every byte of it
+ * replaced: each parse must succeed or fail cleanly (ASan watches), and a
+ * failure must leave nothing allocated. */
+static void test_rope_mutations(void)
+{
+    const char *text =
+        "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"original_max_position_embeddings\": "
+        "32, \"rope_theta\": 1e4, \"partial_rotary_factor\": 0.5, \"rope_scaling\": {\"type\": "
+        "\"su\", \"rope_type\": \"longrope\", \"factor\": 2.5, \"attention_factor\": 1.1, "
+        "\"beta_fast\": 16, \"beta_slow\": 2, \"mscale\": 0.7, \"mscale_all_dim\": 0.7, "
+        "\"truncate\": false, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+        "\"short_factor\": [1, 1.5, 2e0], \"long_factor\": [3, 4, 5.5], "
+        "\"original_max_position_embeddings\": 16}}";
+    size_t n = strlen(text);
+    char *buf = malloc(n + 1);
+    static const char replacements[] = {'"', '{', '[', ']', '}', ',', ':', '-', '0', 'x', ' '};
+    int ok = 0, failed = 0;
+    char msg[256];
+    for (size_t len = 0; len <= n; len++) {
+        ra_hf_config cfg;
+        ra_status st = ra_hf_config_parse(text, len, &cfg, msg, sizeof msg);
+        if (st == RA_OK) ok++;
+        else failed++;
+        ra_hf_config_free(&cfg);
+    }
+    for (size_t at = 0; at < n; at++) {
+        for (size_t r = 0; r < sizeof replacements; r++) {
+            memcpy(buf, text, n + 1);
+            buf[at] = replacements[r];
+            ra_hf_config cfg;
+            ra_status st = ra_hf_config_parse(buf, n, &cfg, msg, sizeof msg);
+            if (st == RA_OK) {
+                ok++;
+                CHECK(cfg.rope.scaling.short_factor == cfg.rope.short_factor &&
+                      cfg.rope.scaling.long_factor == cfg.rope.long_factor, "pointers");
+            } else {
+                failed++;
+                CHECK(msg[0] != '\0' && cfg.rope.short_factor == NULL && !cfg.has_rope,
+                      "failure at byte %zu left state behind: %s", at, msg);
+            }
+            ra_hf_config_free(&cfg);
+        }
+    }
+    CHECK(ok > 0 && failed > 0, "ok %d failed %d", ok, failed);
+    ra_hf_config cfg;
+    CHECK(ra_hf_config_parse(text, n, &cfg, msg, sizeof msg) == RA_OK &&
+          cfg.rope.type == RA_ROPE_LONGROPE && cfg.rope.n_long_factor == 3 &&
+          cfg.rope.scaling.original_max_position_embeddings == 16, "the original: %s", msg);
+    ra_hf_config_free(&cfg);
+    free(buf);
+}
+
 /* ---- atomic writes ------------------------------------------------------- */
 
 static void test_atomic(void)
@@ -862,6 +1231,12 @@ int main(void)
     RUN(test_config_llama);
     RUN(test_config_hostile);
     RUN(test_config_files);
+    RUN(test_rope_llama3_and_simple_types);
+    RUN(test_rope_yarn);
+    RUN(test_rope_longrope_phi3);
+    RUN(test_rope_in_config);
+    RUN(test_rope_hostile);
+    RUN(test_rope_mutations);
     RUN(test_atomic);
     remove_tree(temp_dir);
     return ra_test_summary("io");

@@ -344,6 +344,12 @@ static void test_errors(void)
     cfg.scaling.low_freq_factor = cfg.scaling.high_freq_factor = 1;
     cfg.scaling.original_max_position_embeddings = 8192;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 with low == high");
+    cfg.scaling.low_freq_factor = 4;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 with low > high");
+    cfg.type = RA_ROPE_YARN;
+    cfg.scaling.beta_fast = 0.5; /* below the default beta_slow of 1 */
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "yarn with beta_fast < beta_slow");
+    cfg.scaling.beta_fast = 0;
     cfg.type = RA_ROPE_LONGROPE;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_NULL, "longrope without factor lists");
     cfg.type = RA_ROPE_LINEAR;
@@ -591,6 +597,58 @@ static void test_permute_dtypes(void)
     CHECK(ra_permute_rows(wp, w, (ra_dtype)5, heads, d, in, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "dtype");
 }
 
+/* f16 and bf16 storage: the result is the f32 rotation of the widened
+ * input, rounded once (the seed's .float() ... .type_as()). */
+static void test_dtype_rounding(void)
+{
+    const int64_t n = 3 * 5 * 2 * 64;
+    ra_rope_config cfg = ra_rope_config_default(64);
+    cfg.layout = RA_LAYOUT_HALF;
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    float x[3 * 5 * 2 * 64], wide[3 * 5 * 2 * 64];
+    uint16_t h[3 * 5 * 2 * 64], want[3 * 5 * 2 * 64];
+    ra_test_fill(x, n, 21);
+    ra_positions p = {.start = 1000};
+    for (int dt = RA_F16; dt <= RA_BF16; dt++) {
+        ra_convert(h, (ra_dtype)dt, x, RA_F32, n);
+        ra_convert(wide, RA_F32, h, (ra_dtype)dt, n);
+        ra_tensor tw = ra_tensor_4d(wide, RA_F32, 3, 5, 2, 64), th = ra_tensor_4d(h, (ra_dtype)dt, 3, 5, 2, 64);
+        CHECK(ra_rope_apply(rope, NULL, &tw, &tw, &p, RA_FORWARD) == RA_OK, "f32");
+        ra_convert(want, (ra_dtype)dt, wide, RA_F32, n);
+        CHECK(ra_rope_apply(rope, NULL, &th, &th, &p, RA_FORWARD) == RA_OK, "16-bit");
+        CHECK(memcmp(h, want, sizeof h) == 0, "dtype %d: not the f32 result rounded once", dt);
+    }
+    ra_rope_destroy(rope);
+}
+
+/* RA_INVERSE rotates by minus the angle: checked against long double at
+ * random positions, where a sign error in sin cannot hide. */
+static void test_inverse_sign(void)
+{
+    const int64_t d = 16;
+    ra_rope_config cfg = ra_rope_config_default(d);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    int64_t ids[7] = {5, 77, 3, 1234567, 9, 40000, 2};
+    float x[7 * 16], y[7 * 16];
+    ra_test_fill(x, 7 * 16, 5);
+    ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 7, 1, d), ty = ra_tensor_4d(y, RA_F32, 1, 7, 1, d);
+    ra_positions p = {.ids = ids};
+    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_INVERSE) == RA_OK, "inverse");
+    double worst = 0;
+    for (int t = 0; t < 7; t++)
+        for (int i = 0; i < d / 2; i++) {
+            long double c, s;
+            exact_angle(ids[t], i, d, 10000.0, &c, &s);
+            long double a = x[t * d + 2 * i], b = x[t * d + 2 * i + 1];
+            worst = fmax(worst, fabsl(y[t * d + 2 * i] - (a * c + b * s)));
+            worst = fmax(worst, fabsl(y[t * d + 2 * i + 1] - (-a * s + b * c)));
+        }
+    CHECK(worst < 1e-6, "inverse differs from rotation by -angle: %.3g", worst);
+    ra_rope_destroy(rope);
+}
+
 int main(void)
 {
     RUN(test_freqs_precision);
@@ -605,5 +663,7 @@ int main(void)
     RUN(test_rope_types);
     RUN(test_positions);
     RUN(test_permute_dtypes);
+    RUN(test_dtype_rounding);
+    RUN(test_inverse_sign);
     return ra_test_summary("rope");
 }

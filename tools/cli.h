@@ -112,6 +112,7 @@ int cli_check_output_folder(const char *path);
 int cmd_attention(int argc, char **argv);
 int cmd_rope(int argc, char **argv);
 int cmd_freqs(int argc, char **argv);
+int cmd_convert_layout(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

@@ -11,12 +11,15 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "io/io.h"
+#include "rope_cli.h"
 
 static const char usage[] =
     "usage: ropeattn attention --weights W.safetensors --input X.npy --output Y.npy\n"
     "                          [--config config.json] [--layer N] [--n-heads H]\n"
-    "                          [--n-kv-heads K] [--theta T] [--layout interleaved|half]\n"
-    "                          [--start-pos P] [--threads N] [--path flash|reference]\n"
+    "                          [--n-kv-heads K] [--layout interleaved|half]\n"
+    "                          [--start-pos P | --positions P.npy] [--threads N]\n"
+    "                          [--path flash|reference] [--rope-parameters JSON]\n"
+    "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "\n"
     "Runs one attention layer (the seed's Attention module, inference mode):\n"
     "x -> wq, wk, wv -> RoPE -> causal grouped-query attention -> wo.\n"
@@ -26,26 +29,29 @@ static const char usage[] =
     "                  model.layers.N.self_attn.); F32, F16 or BF16\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
     "  --output Y      float32 .npy of X's shape, written only on success\n"
-    "  --config C      Hugging Face config.json: hidden_size, num_attention_heads,\n"
-    "                  num_key_value_heads, head_dim, rope_theta (flags override it)\n"
     "  --layer N       which layer, when W holds several\n"
     "  --n-heads H     query heads (required unless --config gives them)\n"
     "  --n-kv-heads K  key/value heads (default: config, else wk's rows / head_dim)\n"
-    "  --theta T       RoPE base (default: config's rope_theta, else 10000)\n"
     "  --layout L      interleaved (default for seed names) or half (default for\n"
     "                  Hugging Face names, whose wq and wk rows are permuted)\n"
     "  --start-pos P   position of the first token (default 0)\n"
+    "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
+    "                  or [batch, seq]; the causal mask still follows token order\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the seed's masked softmax)\n"
+    ROPE_CLI_USAGE
     "\n"
-    "dim is wq's in_features; head_dim is dim / n_heads.\n";
+    "--config also gives hidden_size, num_attention_heads, num_key_value_heads and\n"
+    "head_dim; flags override it.  dim is wq's in_features; head_dim is\n"
+    "dim / n_heads.  With partial_rotary_factor only the first\n"
+    "rotary_dim = int(head_dim * partial_rotary_factor) features of q and k rotate.\n";
 
 typedef struct attention_options {
-    const char *weights, *input, *output, *config;
+    const char *weights, *input, *output;
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
-    double theta;
     int layout, path;
-    int has_n_heads, has_n_kv_heads, has_theta, has_layout;
+    int has_n_heads, has_n_kv_heads, has_layout, has_start_pos;
+    rope_cli rope;
 } attention_options;
 
 /* The projections of one layer as found in the checkpoint, and the file. */
@@ -68,8 +74,8 @@ static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_
                     t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
 }
 
-/* n_heads, n_kv_heads, head_dim and the rope from flags, config and the
- * weights' shapes, in that order of precedence; each weight's shape checked. */
+/* n_heads, n_kv_heads and head_dim from flags, config and the weights'
+ * shapes, in that order of precedence; each weight's shape checked. */
 static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
                           const checkpoint *ckpt, ra_layer_config *config)
 {
@@ -121,18 +127,24 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     if (!failed) failed = shape_mismatch(ckpt, PROJ_O, dim, n_heads * head_dim, why);
     if (failed) return failed;
 
-    if (hf->has_partial_rotary_factor && hf->partial_rotary_factor != 1.0)
-        return cli_fail(EXIT_FAIL, "config partial_rotary_factor %g is not supported "
-                        "(every feature must rotate)", hf->partial_rotary_factor);
-
     config->dim = dim;
     config->n_heads = n_heads;
     config->n_kv_heads = n_kv_heads;
     config->head_dim = head_dim;
-    config->rope = ra_rope_config_default(head_dim);
+    return 0;
+}
+
+/* The rope of the layer: type, theta, partial rotary and scaling from the
+ * config, --rope-parameters and flags; the layout from the flag or names.
+ * max_position is the largest position of any token. */
+static int resolve_rope(const attention_options *opts, const rope_source *src,
+                        const checkpoint *ckpt, int64_t max_position, ra_layer_config *config)
+{
+    int failed = rope_cli_config("attention", &opts->rope, src, config->head_dim,
+                                 max_position + 1, &config->rope);
+    if (failed) return failed;
     config->rope.layout = opts->has_layout ? (ra_layout)opts->layout : ckpt->tensors.layout;
-    config->rope.theta = opts->has_theta ? opts->theta
-                         : hf->has_rope_theta ? hf->rope_theta : 10000.0;
+    config->rope.table_size = cli_rope_table_rows(0, max_position + 1);
     return 0;
 }
 
@@ -173,12 +185,13 @@ static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
 
 /* Y = layer(X), written only if the whole forward succeeded. */
 static int forward_and_write(const attention_options *opts, const ra_layer *layer,
-                             ra_context *ctx, const ra_npy *x, int64_t batch, int64_t seq)
+                             ra_context *ctx, const ra_npy *x, const int64_t *ids,
+                             int64_t batch, int64_t seq)
 {
     char msg[CLI_MSG_LEN];
     float *y = malloc((size_t)x->count * sizeof(float));
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
-    ra_positions positions = {.start = opts->start_pos};
+    ra_positions positions = {.start = opts->start_pos, .ids = ids};
     ra_forward_options forward = {cli_attention_path(opts->path), 0, 0.0f, 0};
     ra_status status = ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, &forward);
     int failed = 0;
@@ -193,32 +206,42 @@ static int forward_and_write(const attention_options *opts, const ra_layer *laye
 static int run(const attention_options *opts)
 {
     char msg[CLI_MSG_LEN];
-    ra_hf_config hf = {0};
+    rope_source src = {0};
     checkpoint ckpt = {.path = opts->weights};
     ra_npy x = {0};
+    positions_file file = {0};
+    int64_t *ids = NULL;
     float *weights[N_PROJ] = {0};
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
     ra_layer_config config;
     int64_t batch = 0, seq = 0;
     int failed = cli_check_output_folder(opts->output);
-    if (!failed && opts->config && ra_hf_config_read(opts->config, &hf, msg, sizeof msg) != RA_OK)
-        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    if (!failed) failed = rope_source_load(&opts->rope, &src);
     if (!failed && (ra_safetensors_open(&ckpt.st, ckpt.path, msg, sizeof msg) != RA_OK ||
                     ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK))
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = checkpoint_find_attention(ckpt.st, ckpt.path, opts->layer, &ckpt.tensors)) &&
-        !(failed = resolve_config(opts, &hf, &ckpt, &config)) &&
+        !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
         !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, &batch, &seq)) &&
+        opts->rope.positions_path &&
+        !(failed = positions_read(opts->rope.positions_path, &file)))
+        failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
+    if (!failed &&
+        !(failed = resolve_rope(opts, &src, &ckpt, ids ? file.max : opts->start_pos + seq - 1,
+                                &config)) &&
         !(failed = create_layer(&ckpt, &config, weights, &layer)) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
-        failed = forward_and_write(opts, layer, ctx, &x, batch, seq);
+        failed = forward_and_write(opts, layer, ctx, &x, ids, batch, seq);
     ra_context_destroy(ctx);
     ra_layer_destroy(layer);
     for (int p = 0; p < N_PROJ; p++) free(weights[p]);
+    free(ids);
+    positions_free(&file);
     ra_npy_free(&x);
     ra_safetensors_close(ckpt.st);
+    rope_source_free(&src);
     return failed;
 }
 
@@ -229,16 +252,16 @@ int cmd_attention(int argc, char **argv)
         CLI_STRING_OPTION("--weights", &opts.weights),
         CLI_STRING_OPTION("--input", &opts.input),
         CLI_STRING_OPTION("--output", &opts.output),
-        CLI_STRING_OPTION("--config", &opts.config),
         CLI_INT_OPTION("--layer", &opts.layer, 0, INT32_MAX),
         CLI_INT_OPTION("--n-heads", &opts.n_heads, 1, INT32_MAX, .seen = &opts.has_n_heads),
         CLI_INT_OPTION("--n-kv-heads", &opts.n_kv_heads, 1, INT32_MAX,
                        .seen = &opts.has_n_kv_heads),
-        CLI_POSITIVE_OPTION("--theta", &opts.theta, .seen = &opts.has_theta),
         CLI_CHOICE_OPTION("--layout", &opts.layout, cli_layout_names, .seen = &opts.has_layout),
-        CLI_INT_OPTION("--start-pos", &opts.start_pos, 0, RA_MAX_POSITION),
+        CLI_INT_OPTION("--start-pos", &opts.start_pos, 0, RA_MAX_POSITION,
+                       .seen = &opts.has_start_pos),
         CLI_INT_OPTION("--threads", &opts.threads, 1, CLI_MAX_THREADS),
         CLI_CHOICE_OPTION("--path", &opts.path, cli_path_names),
+        ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
     case CLI_HELP: fputs(usage, stdout); return EXIT_OK;
@@ -248,5 +271,7 @@ int cmd_attention(int argc, char **argv)
     if (!opts.weights) return cli_require("attention", "--weights");
     if (!opts.input) return cli_require("attention", "--input");
     if (!opts.output) return cli_require("attention", "--output");
+    if (opts.has_start_pos && opts.rope.positions_path)
+        return cli_fail(EXIT_USAGE, "attention: give --start-pos or --positions, not both");
     return run(&opts);
 }

@@ -1,8 +1,8 @@
 /*
- * cmd_freqs.c — `ropeattn freqs`: the seed's precompute_freqs_cis written
- * to two .npy files.
+ * cmd_freqs.c — `ropeattn freqs`: the cos and sin tables of a rope (any
+ * Hugging Face rope type) at given positions, written to two .npy files.
  *
- *   cos, sin: [end, head_dim / 2] float32
+ *   cos, sin: [n_positions, rotary_dim / 2] float32, attention factor applied
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,61 +10,103 @@
 
 #include "cli.h"
 #include "io/io.h"
+#include "rope_cli.h"
 
 static const char usage[] =
-    "usage: ropeattn freqs --head-dim D --end N [--theta T] --cos C.npy --sin S.npy\n"
+    "usage: ropeattn freqs (--end N | --positions P.npy) --cos C.npy --sin S.npy\n"
+    "                      [--head-dim D] [--config config.json] [--rope-parameters JSON]\n"
+    "                      [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "\n"
-    "Writes the tables of precompute_freqs_cis(D, N, T), float32 [N, D/2]:\n"
-    "  cos[m, i] = cos(m * T^(-2i/D)),  sin[m, i] = sin(m * T^(-2i/D))\n"
+    "Writes the rope's tables at each position m, float32 [n_positions, rotary_dim/2],\n"
+    "with the attention factor a applied, as transformers applies it:\n"
+    "  cos[m, i] = a * cos(m * theta_i),  sin[m, i] = a * sin(m * theta_i)\n"
+    "theta_i and a follow the rope type (a is 1 except for yarn and longrope). The\n"
+    "default type is the seed's precompute_freqs_cis: theta_i = T^(-2i/rotary_dim).\n"
+    "rotary_dim = int(D * partial_rotary_factor) (D when there is none).\n"
     "\n"
-    "  --head-dim D   features per head, even\n"
-    "  --end N        positions 0 .. N-1\n"
-    "  --theta T      base (default 10000)\n"
-    "  --cos C        output file for the cosines\n"
-    "  --sin S        output file for the sines\n"
+    "  --head-dim D    features per head, even (default: the config's head_dim,\n"
+    "                  else hidden_size / num_attention_heads)\n"
+    "  --end N         positions 0 .. N-1\n"
+    "  --positions P   .npy of int32 or int64 positions, any shape (read flat)\n"
+    ROPE_CLI_USAGE
+    "  --cos C         output file for the cosines\n"
+    "  --sin S         output file for the sines\n"
     "Both files are written, or neither.\n";
 
 /* Largest table this command writes, in entries of each file. */
 #define MAX_TABLE_ENTRIES ((int64_t)1 << 31)
 
+/* Positions computed per call when they are 0 .. N-1. */
+#define CHUNK ((int64_t)1 << 14)
+
 typedef struct freqs_options {
     int64_t head_dim, end;
-    double theta;
     const char *cos_path, *sin_path;
+    rope_cli rope;
 } freqs_options;
 
 static int check_options(const freqs_options *opts)
 {
-    if (opts->head_dim == 0) return cli_require("freqs", "--head-dim");
-    if (opts->end == 0) return cli_require("freqs", "--end");
+    if (opts->end == 0 && !opts->rope.positions_path)
+        return cli_fail(EXIT_USAGE, "freqs: --end or --positions is required (see 'ropeattn "
+                        "freqs --help')");
+    if (opts->end != 0 && opts->rope.positions_path)
+        return cli_fail(EXIT_USAGE, "freqs: give --end or --positions, not both");
     if (!opts->cos_path) return cli_require("freqs", "--cos");
     if (!opts->sin_path) return cli_require("freqs", "--sin");
     if (opts->head_dim % 2 != 0)
         return cli_fail(EXIT_USAGE, "freqs: --head-dim must be even, not %lld",
                         (long long)opts->head_dim);
-    if (opts->end > MAX_TABLE_ENTRIES / (opts->head_dim / 2))
-        return cli_fail(EXIT_USAGE, "freqs: --end %lld times --head-dim %lld / 2 is more than "
-                        "%lld table entries", (long long)opts->end,
-                        (long long)opts->head_dim, (long long)MAX_TABLE_ENTRIES);
     if (strcmp(opts->cos_path, opts->sin_path) == 0)
         return cli_fail(EXIT_USAGE, "freqs: --cos and --sin name the same file");
     if (cli_check_output_folder(opts->cos_path)) return EXIT_FAIL;
     return cli_check_output_folder(opts->sin_path);
 }
 
-static int run(const freqs_options *opts)
+/* head_dim from the flag, else the config. */
+static int resolve_head_dim(const freqs_options *opts, const rope_source *src, int64_t *head_dim)
+{
+    *head_dim = opts->head_dim ? opts->head_dim : rope_source_head_dim(src);
+    if (*head_dim == 0)
+        return cli_fail(EXIT_USAGE, "freqs: --head-dim is required (or --config with head_dim, "
+                        "or hidden_size and num_attention_heads)");
+    if (*head_dim % 2 != 0)
+        return cli_fail(EXIT_FAIL, "freqs: head_dim %lld from %s is odd; RoPE needs it even",
+                        (long long)*head_dim, opts->rope.config_path);
+    return 0;
+}
+
+/* Fills the tables: from the positions file, or 0 .. end-1 a chunk at a time. */
+static ra_status fill(const ra_rope *rope, const freqs_options *opts,
+                      const positions_file *positions, int64_t n, int64_t pairs, float *cos_table,
+                      float *sin_table)
+{
+    if (positions->ids)
+        return ra_rope_table(rope, cos_table, sin_table, positions->ids, n);
+    int64_t ids[CHUNK];
+    for (int64_t at = 0; at < opts->end; at += CHUNK) {
+        int64_t count = opts->end - at < CHUNK ? opts->end - at : CHUNK;
+        for (int64_t i = 0; i < count; i++) ids[i] = at + i;
+        ra_status status = ra_rope_table(rope, cos_table + at * pairs, sin_table + at * pairs,
+                                         ids, count);
+        if (status != RA_OK) return status;
+    }
+    return RA_OK;
+}
+
+static int write_tables(const freqs_options *opts, const ra_rope *rope,
+                        const positions_file *positions, int64_t n, int64_t pairs)
 {
     char msg[CLI_MSG_LEN];
-    int64_t shape[2] = {opts->end, opts->head_dim / 2};
-    size_t n = (size_t)(shape[0] * shape[1]);
-    float *cos_table = malloc(n * sizeof(float)), *sin_table = malloc(n * sizeof(float));
+    int64_t shape[2] = {n, pairs};
+    size_t count = (size_t)(n * pairs);
+    float *cos_table = malloc(count * sizeof(float)), *sin_table = malloc(count * sizeof(float));
     int failed = 0;
     ra_status status;
     if (!cos_table || !sin_table)
-        failed = cli_fail(EXIT_FAIL, "out of memory for %lld x %lld tables",
-                          (long long)shape[0], (long long)shape[1]);
-    else if ((status = ra_precompute_freqs(cos_table, sin_table, opts->head_dim, opts->end,
-                                           opts->theta)) != RA_OK)
+        failed = cli_fail(EXIT_FAIL, "out of memory for %lld x %lld tables", (long long)n,
+                          (long long)pairs);
+    else if ((status = fill(rope, opts, positions, n, pairs, cos_table, sin_table)) != RA_OK)
         failed = cli_fail_status(status, "cannot compute the tables");
     else if (ra_npy_write_f32(opts->cos_path, cos_table, 2, shape, msg, sizeof msg) != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
@@ -77,15 +119,48 @@ static int run(const freqs_options *opts)
     return failed;
 }
 
+static int run(const freqs_options *opts)
+{
+    rope_source src;
+    positions_file positions = {0};
+    ra_rope *rope = NULL;
+    int64_t head_dim = 0;
+    int failed = rope_source_load(&opts->rope, &src);
+    if (failed) return failed;
+    if (!(failed = resolve_head_dim(opts, &src, &head_dim)) && opts->rope.positions_path)
+        failed = positions_read(opts->rope.positions_path, &positions);
+    if (!failed) {
+        int64_t n = positions.ids ? positions.count : opts->end;
+        int64_t max_position = positions.ids ? positions.max : opts->end - 1;
+        ra_rope_config config;
+        failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position + 1, &config);
+        int64_t pairs = config.rotary_dim / 2;
+        if (!failed && n > MAX_TABLE_ENTRIES / pairs)
+            failed = cli_fail(EXIT_USAGE, "freqs: %lld positions times rotary_dim %lld / 2 is "
+                              "more than %lld table entries", (long long)n,
+                              (long long)config.rotary_dim, (long long)MAX_TABLE_ENTRIES);
+        if (!failed) {
+            config.table_size = 0; /* every position once: no table worth keeping */
+            ra_status status = ra_rope_create(&rope, &config);
+            if (status != RA_OK) failed = cli_fail_status(status, "cannot create the rope");
+        }
+        if (!failed) failed = write_tables(opts, rope, &positions, n, pairs);
+    }
+    ra_rope_destroy(rope);
+    positions_free(&positions);
+    rope_source_free(&src);
+    return failed;
+}
+
 int cmd_freqs(int argc, char **argv)
 {
-    freqs_options opts = {.theta = 10000.0};
+    freqs_options opts = {0};
     const cli_option options[] = {
         CLI_INT_OPTION("--head-dim", &opts.head_dim, 2, INT32_MAX),
         CLI_INT_OPTION("--end", &opts.end, 1, RA_MAX_POSITION),
-        CLI_POSITIVE_OPTION("--theta", &opts.theta),
         CLI_STRING_OPTION("--cos", &opts.cos_path),
         CLI_STRING_OPTION("--sin", &opts.sin_path),
+        ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("freqs", argc, argv, options, sizeof options / sizeof options[0])) {
     case CLI_HELP: fputs(usage, stdout); return EXIT_OK;

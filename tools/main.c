@@ -13,7 +13,9 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"attention", cmd_attention, "run one attention layer on real weights and activations"},
     {"rope", cmd_rope, "apply rotary position embedding to a [B, S, heads, D] array"},
-    {"freqs", cmd_freqs, "write the cos and sin tables of precompute_freqs_cis"},
+    {"freqs", cmd_freqs, "write the cos and sin tables of a rope (any Hugging Face rope type)"},
+    {"convert-layout", cmd_convert_layout,
+     "permute wq/wk rows between the interleaved and half RoPE layouts"},
     {"demo", cmd_demo, "run a LLaMA-2-7B-shaped layer on generated weights and check it"},
     {"bench", cmd_bench, "measure rope, attention and the layer against machine limits"},
 };
@@ -27,7 +29,7 @@ static void print_usage(void)
            "Rotary position embedding and LLaMA-style grouped-query causal attention.\n\n"
            "commands:\n");
     for (int i = 0; i < N_SUBCOMMANDS; i++)
-        printf("  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+        printf("  %-15s %s\n", subcommands[i].name, subcommands[i].summary);
     printf("\nExit status: 0 on success, 1 for bad input files or a failed check,\n"
            "2 for a bad command line.\n");
 }

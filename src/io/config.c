@@ -1,6 +1,7 @@
 /*
  * config.c — reads the fields attention needs from a Hugging Face
- * config.json, checking that each holds the right kind of number.
+ * config.json, checking that each holds the right kind of number, and its
+ * rope_scaling / rope_parameters object (rope_params.c).
  */
 #include <errno.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include "io.h"
 #include "io_json.h"
 #include "io_message.h"
+#include "io_rope.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
@@ -41,6 +43,7 @@ static const field fields[] = {
     FIELD(max_position_embeddings, POSITIVE_INTEGER, 0),
     FIELD(rope_theta, POSITIVE_NUMBER, 1),
     FIELD(partial_rotary_factor, FRACTION, 1),
+    FIELD(original_max_position_embeddings, POSITIVE_INTEGER, 0),
 };
 
 /* Finds key in obj; a null value counts as absent.  Fails on a key that
@@ -86,12 +89,24 @@ static ra_status store(const field *f, const cJSON *item, ra_hf_config *out, con
     return RA_OK;
 }
 
+/* *out = the object under key, NULL when absent or null; fails when the
+ * value is something else. */
+static ra_status lookup_object(const cJSON *root, const char *key, const char *name,
+                               const cJSON **out, char *msg, size_t msg_len)
+{
+    RA_TRY(lookup(root, key, name, out, msg, msg_len));
+    if (*out != NULL && !cJSON_IsObject(*out))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be an object or null",
+                          name, key);
+    return RA_OK;
+}
+
 static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *name,
                              char *msg, size_t msg_len)
 {
-    const cJSON *nested;
-    RA_TRY(lookup(root, "rope_parameters", name, &nested, msg, msg_len));
-    if (!cJSON_IsObject(nested)) nested = NULL;
+    const cJSON *nested, *scaling;
+    RA_TRY(lookup_object(root, "rope_parameters", name, &nested, msg, msg_len));
+    RA_TRY(lookup_object(root, "rope_scaling", name, &scaling, msg, msg_len));
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const cJSON *item;
         RA_TRY(lookup(root, fields[i].key, name, &item, msg, msg_len));
@@ -99,7 +114,42 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
             RA_TRY(lookup(nested, fields[i].key, name, &item, msg, msg_len));
         if (item != NULL) RA_TRY(store(&fields[i], item, out, name, msg, msg_len));
     }
+    /* transformers takes rope_scaling when it is a non-empty object, else
+     * rope_parameters. */
+    const cJSON *rope = scaling != NULL && scaling->child != NULL ? scaling : nested;
+    if (rope != NULL) {
+        RA_TRY(ra_io_rope_read(rope, name, rope == scaling ? "rope_scaling." : "rope_parameters.",
+                               &out->rope, msg, msg_len));
+        out->has_rope = 1;
+    }
+    ra_hf_rope_inherit(&out->rope, out);
     return RA_OK;
+}
+
+void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config)
+{
+    if (rope == NULL || config == NULL) return;
+    if (!rope->has_theta && config->has_rope_theta) {
+        rope->theta = config->rope_theta;
+        rope->has_theta = 1;
+    }
+    if (!rope->has_partial_rotary_factor && config->has_partial_rotary_factor) {
+        rope->partial_rotary_factor = config->partial_rotary_factor;
+        rope->has_partial_rotary_factor = 1;
+    }
+    if (!rope->has_original_max_position_embeddings &&
+        config->has_original_max_position_embeddings) {
+        rope->scaling.original_max_position_embeddings =
+            config->original_max_position_embeddings;
+        rope->has_original_max_position_embeddings = 1;
+    }
+}
+
+void ra_hf_config_free(ra_hf_config *config)
+{
+    if (config == NULL) return;
+    ra_hf_rope_free(&config->rope);
+    memset(config, 0, sizeof *config);
 }
 
 /* Parses text, naming the file name in any failure; *out is zeroed then. */
@@ -115,7 +165,7 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                                         "%s: the top level is not a JSON object", name);
     cJSON_Delete(root);
-    if (status != RA_OK) memset(out, 0, sizeof *out);
+    if (status != RA_OK) ra_hf_config_free(out);
     return status;
 }
 

@@ -91,6 +91,45 @@ ra_status ra_st_tensor_to_f32(const ra_st_tensor *t, float *dst);
 ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
                                int64_t n, char *msg, size_t msg_len);
 
+/* ---- rope parameters (rope_scaling / rope_parameters) ----------------- */
+
+/* A Hugging Face rope_scaling or rope_parameters object, as the library's
+ * types.  Keys (null counts as absent; unknown keys are ignored):
+ *   rope_type or type (rope_type wins): default, linear, dynamic, yarn,
+ *     llama3, longrope ("su", Phi-3's old name, means longrope)
+ *   rope_theta, partial_rotary_factor (transformers v5 nests them here)
+ *   factor, original_max_position_embeddings, attention_factor, beta_fast,
+ *   beta_slow, mscale, mscale_all_dim, truncate (false sets
+ *   scaling.yarn_no_truncate), low_freq_factor, high_freq_factor,
+ *   short_factor, long_factor (arrays of numbers)
+ * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
+ * message naming the key.  Whether the keys a type needs are all there is
+ * not checked here (a config.json may supply them at its top level). */
+typedef struct ra_hf_rope {
+    ra_rope_type type;             /* RA_ROPE_DEFAULT when absent */
+    double theta;                  /* rope_theta */
+    double partial_rotary_factor;  /* in (0, 1] */
+    ra_rope_scaling scaling;       /* short_factor / long_factor point at the
+                                      arrays below; seq_len and
+                                      max_position_embeddings stay 0 */
+    double *short_factor, *long_factor; /* owned (malloc'ed) or NULL */
+    int64_t n_short_factor, n_long_factor;
+    int has_type, has_theta, has_partial_rotary_factor, has_factor,
+        has_original_max_position_embeddings, has_attention_factor, has_beta_fast,
+        has_beta_slow, has_mscale, has_mscale_all_dim, has_truncate,
+        has_low_freq_factor, has_high_freq_factor, has_short_factor, has_long_factor;
+} ra_hf_rope;
+
+/* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
+ * value of --rope-parameters.  Messages start "rope parameters: ".  On
+ * failure *out is zeroed.  Free with ra_hf_rope_free. */
+ra_status ra_hf_rope_parse(const char *json, size_t len, ra_hf_rope *out, char *msg,
+                           size_t msg_len);
+/* Frees the factor arrays and zeroes *rope; NULL allowed. */
+void ra_hf_rope_free(ra_hf_rope *rope);
+/* "default", "linear", ...; "unknown" for a value out of range. */
+const char *ra_hf_rope_type_name(ra_rope_type type);
+
 /* ---- config.json ------------------------------------------------------- */
 
 /* The fields of a Hugging Face config.json that attention needs.  A field
@@ -101,19 +140,32 @@ typedef struct ra_hf_config {
     int64_t num_key_value_heads;
     int64_t head_dim;
     int64_t max_position_embeddings;
-    double rope_theta;
-    double partial_rotary_factor;
+    double rope_theta;             /* top level, else inside rope_parameters */
+    double partial_rotary_factor;  /* top level, else inside rope_parameters */
+    int64_t original_max_position_embeddings; /* top level (Phi-3 style) */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
-        has_partial_rotary_factor;
+        has_partial_rotary_factor, has_original_max_position_embeddings;
+    /* rope_scaling (transformers v4) if it is an object, else rope_parameters
+     * (v5), else nothing (has_rope 0, rope all default).  Values the object
+     * lacks are filled from the top level by ra_hf_rope_inherit. */
+    ra_hf_rope rope;
+    int has_rope;
 } ra_hf_config;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
- * must be of the right kind (integers where integers are meant, positive). */
+ * must be of the right kind (integers where integers are meant, positive).
+ * Free with ra_hf_config_free (it owns rope's arrays). */
 ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
                              char *msg, size_t msg_len);
 ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
                             size_t msg_len);
+void ra_hf_config_free(ra_hf_config *config); /* zeroes it; NULL allowed */
+
+/* Fills what rope lacks from config's top level: rope_theta,
+ * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps
+ * the last outside rope_scaling).  Values rope has are kept. */
+void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config);
 
 /* ---- atomic output ----------------------------------------------------- */
 

@@ -1,0 +1,254 @@
+/*
+ * rope_params.c — a Hugging Face rope_scaling / rope_parameters object as
+ * ra_hf_rope: each key checked for its kind, the factor lists copied into
+ * memory the struct owns.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "io.h"
+#include "io_json.h"
+#include "io_message.h"
+#include "io_rope.h"
+
+/* The rope_type names, indexed by ra_rope_type. */
+static const char *const type_names[RA_ROPE_TYPE_COUNT] = {
+    [RA_ROPE_DEFAULT] = "default", [RA_ROPE_LINEAR] = "linear",
+    [RA_ROPE_DYNAMIC] = "dynamic", [RA_ROPE_YARN] = "yarn",
+    [RA_ROPE_LLAMA3] = "llama3",   [RA_ROPE_LONGROPE] = "longrope",
+};
+
+const char *ra_hf_rope_type_name(ra_rope_type type)
+{
+    return (unsigned)type < RA_ROPE_TYPE_COUNT ? type_names[type] : "unknown";
+}
+
+void ra_hf_rope_free(ra_hf_rope *rope)
+{
+    if (rope == NULL) return;
+    free(rope->short_factor);
+    free(rope->long_factor);
+    memset(rope, 0, sizeof *rope);
+}
+
+/* What one reading needs to name a failure. */
+typedef struct reader {
+    const cJSON *obj;
+    const char *name, *prefix;
+    char *msg;
+    size_t msg_len;
+} reader;
+
+/* *out = obj's value for key, NULL when absent or null; fails on a key
+ * given twice. */
+static ra_status find(const reader *r, const char *key, const cJSON **out)
+{
+    if (!ra_io_json_member(r->obj, key, out))
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT, "%s: \"%s%s\" appears twice",
+                          r->name, r->prefix, key);
+    if (cJSON_IsNull(*out)) *out = NULL;
+    return RA_OK;
+}
+
+typedef enum number_kind {
+    POSITIVE,     /* finite, > 0 */
+    NON_NEGATIVE, /* finite, >= 0 (0 means "use the default", as in transformers) */
+    FRACTION,     /* in (0, 1] */
+} number_kind;
+
+static const char *const number_kind_text[] = {
+    [POSITIVE] = "a positive number",
+    [NON_NEGATIVE] = "a number >= 0",
+    [FRACTION] = "a number in (0, 1]",
+};
+
+static int number_ok(const cJSON *item, number_kind kind, double *out)
+{
+    if (!cJSON_IsNumber(item)) return 0;
+    double v = item->valuedouble;
+    if (!isfinite(v)) return 0;
+    if (kind == POSITIVE && !(v > 0)) return 0;
+    if (kind == NON_NEGATIVE && !(v >= 0)) return 0;
+    if (kind == FRACTION && !(v > 0 && v <= 1)) return 0;
+    *out = v;
+    return 1;
+}
+
+/* Reads key as a number of the given kind into *out, setting *has. */
+static ra_status read_number(const reader *r, const char *key, number_kind kind, double *out,
+                             int *has)
+{
+    const cJSON *item;
+    RA_TRY(find(r, key, &item));
+    if (item == NULL) return RA_OK;
+    if (!number_ok(item, kind, out))
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT, "%s: \"%s%s\" must be %s",
+                          r->name, r->prefix, key, number_kind_text[kind]);
+    *has = 1;
+    return RA_OK;
+}
+
+static ra_status read_positive_integer(const reader *r, const char *key, int64_t *out, int *has)
+{
+    const cJSON *item;
+    RA_TRY(find(r, key, &item));
+    if (item == NULL) return RA_OK;
+    int64_t v;
+    if (!ra_io_json_integer(item, &v) || v <= 0)
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%s%s\" must be a positive integer", r->name, r->prefix, key);
+    *out = v;
+    *has = 1;
+    return RA_OK;
+}
+
+/* Reads key as a non-empty array of positive numbers into a new array. */
+static ra_status read_factors(const reader *r, const char *key, double **out, int64_t *n,
+                              int *has)
+{
+    const cJSON *item;
+    RA_TRY(find(r, key, &item));
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsArray(item) || item->child == NULL)
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%s%s\" must be a non-empty array of positive numbers",
+                          r->name, r->prefix, key);
+    int64_t count = 0;
+    for (const cJSON *e = item->child; e != NULL; e = e->next) count++;
+    double *values = malloc((size_t)count * sizeof *values);
+    if (values == NULL)
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_NOMEM, "%s: out of memory", r->name);
+    int64_t i = 0;
+    for (const cJSON *e = item->child; e != NULL; e = e->next, i++) {
+        if (!number_ok(e, POSITIVE, &values[i])) {
+            free(values);
+            return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s%s\"[%lld] must be a positive number", r->name,
+                              r->prefix, key, (long long)i);
+        }
+    }
+    *out = values;
+    *n = count;
+    *has = 1;
+    return RA_OK;
+}
+
+/* rope_type, else type; "su" is longrope. */
+static ra_status read_type(const reader *r, ra_hf_rope *out)
+{
+    const cJSON *rope_type, *type;
+    RA_TRY(find(r, "rope_type", &rope_type));
+    RA_TRY(find(r, "type", &type));
+    const cJSON *item = rope_type ? rope_type : type;
+    const char *key = rope_type ? "rope_type" : "type";
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsString(item) || item->valuestring == NULL)
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT, "%s: \"%s%s\" must be a string",
+                          r->name, r->prefix, key);
+    const char *value = item->valuestring;
+    for (int t = 0; t < RA_ROPE_TYPE_COUNT; t++) {
+        if (strcmp(value, type_names[t]) == 0) {
+            out->type = (ra_rope_type)t;
+            out->has_type = 1;
+            return RA_OK;
+        }
+    }
+    if (strcmp(value, "su") == 0) {
+        out->type = RA_ROPE_LONGROPE;
+        out->has_type = 1;
+        return RA_OK;
+    }
+    return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                      "%s: \"%s%s\" is \"%.64s\"%s; supported: default, linear, dynamic, yarn, "
+                      "llama3, longrope (or su)", r->name, r->prefix, key, value,
+                      strlen(value) > 64 ? "..." : "");
+}
+
+/* A member whose value is an object means per-layer-type parameters
+ * (transformers v5's {"full_attention": {...}, "sliding_attention": {...}}):
+ * reading it as one set of parameters would silently give the default. */
+static ra_status refuse_nested(const reader *r)
+{
+    for (const cJSON *e = r->obj->child; e != NULL; e = e->next)
+        if (cJSON_IsObject(e))
+            return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s%.64s\" is an object: per-layer-type rope parameters are "
+                              "not supported (pass one set with --rope-parameters)",
+                              r->name, r->prefix, e->string ? e->string : "");
+    return RA_OK;
+}
+
+static ra_status read_all(const reader *r, ra_hf_rope *out)
+{
+    ra_rope_scaling *s = &out->scaling;
+    RA_TRY(refuse_nested(r));
+    RA_TRY(read_type(r, out));
+    RA_TRY(read_number(r, "rope_theta", POSITIVE, &out->theta, &out->has_theta));
+    RA_TRY(read_number(r, "partial_rotary_factor", FRACTION, &out->partial_rotary_factor,
+                          &out->has_partial_rotary_factor));
+    RA_TRY(read_number(r, "factor", POSITIVE, &s->factor, &out->has_factor));
+    RA_TRY(read_positive_integer(r, "original_max_position_embeddings",
+                                    &s->original_max_position_embeddings,
+                                    &out->has_original_max_position_embeddings));
+    RA_TRY(read_number(r, "attention_factor", POSITIVE, &s->attention_factor,
+                          &out->has_attention_factor));
+    RA_TRY(read_number(r, "beta_fast", NON_NEGATIVE, &s->beta_fast, &out->has_beta_fast));
+    RA_TRY(read_number(r, "beta_slow", NON_NEGATIVE, &s->beta_slow, &out->has_beta_slow));
+    RA_TRY(read_number(r, "mscale", NON_NEGATIVE, &s->mscale, &out->has_mscale));
+    RA_TRY(read_number(r, "mscale_all_dim", NON_NEGATIVE, &s->mscale_all_dim,
+                          &out->has_mscale_all_dim));
+    RA_TRY(read_number(r, "low_freq_factor", POSITIVE, &s->low_freq_factor,
+                          &out->has_low_freq_factor));
+    RA_TRY(read_number(r, "high_freq_factor", POSITIVE, &s->high_freq_factor,
+                          &out->has_high_freq_factor));
+
+    const cJSON *truncate;
+    RA_TRY(find(r, "truncate", &truncate));
+    if (truncate != NULL) {
+        if (!cJSON_IsBool(truncate))
+            return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                              "%s: \"%struncate\" must be true or false", r->name, r->prefix);
+        s->yarn_no_truncate = cJSON_IsFalse(truncate);
+        out->has_truncate = 1;
+    }
+
+    RA_TRY(read_factors(r, "short_factor", &out->short_factor, &out->n_short_factor,
+                           &out->has_short_factor));
+    RA_TRY(read_factors(r, "long_factor", &out->long_factor, &out->n_long_factor,
+                           &out->has_long_factor));
+    s->short_factor = out->short_factor;
+    s->long_factor = out->long_factor;
+    return RA_OK;
+}
+
+ra_status ra_io_rope_read(const cJSON *obj, const char *name, const char *prefix,
+                          ra_hf_rope *out, char *msg, size_t msg_len)
+{
+    memset(out, 0, sizeof *out);
+    out->type = RA_ROPE_DEFAULT;
+    reader r = {obj, name, prefix, msg, msg_len};
+    ra_status status = read_all(&r, out);
+    if (status != RA_OK) ra_hf_rope_free(out);
+    return status;
+}
+
+ra_status ra_hf_rope_parse(const char *json, size_t len, ra_hf_rope *out, char *msg,
+                           size_t msg_len)
+{
+    static const char name[] = "rope parameters";
+    ra_io_clear(msg, msg_len);
+    if (out != NULL) memset(out, 0, sizeof *out);
+    if (json == NULL || out == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_rope_parse: json or out is NULL");
+    cJSON *root = ra_io_json_parse(json, len);
+    if (root == NULL) return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: not valid JSON", name);
+    ra_status status = cJSON_IsObject(root)
+                           ? ra_io_rope_read(root, name, "", out, msg, msg_len)
+                           : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                                        "%s: not a JSON object (expected {\"rope_type\": ...})",
+                                        name);
+    cJSON_Delete(root);
+    return status;
+}

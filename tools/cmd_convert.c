@@ -1,0 +1,313 @@
+/*
+ * cmd_convert.c — `ropeattn convert-layout`: permutes the rows of wq and wk
+ * (and q/k biases) per head between the interleaved and the half-split RoPE
+ * layouts, what Hugging Face's Llama conversion does, and copies every other
+ * tensor unchanged.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "io/io.h"
+#include "rope_cli.h"
+
+static const char usage[] =
+    "usage: ropeattn convert-layout --weights IN.safetensors --output OUT.safetensors\n"
+    "                               --to interleaved|half\n"
+    "                               [--config config.json | --n-heads H [--n-kv-heads K]]\n"
+    "                               [--layer N]\n"
+    "\n"
+    "Permutes the rows of every query and key projection, per head, from one RoPE\n"
+    "layout to the other, so that attention with the target layout gives what the\n"
+    "source layout gave on the original file:\n"
+    "  --to half         interleaved rows (a0 b0 a1 b1 ...) become (a0 a1 ... b0 b1 ...),\n"
+    "                    as Hugging Face's convert_llama_weights_to_hf.py does\n"
+    "  --to interleaved  the reverse\n"
+    "A file does not record its layout and it cannot be detected from the numbers:\n"
+    "--to names the target, and the file is assumed to be in the other layout.\n"
+    "Converting to half and back reproduces the input bit for bit.\n"
+    "\n"
+    "Tensors permuted: wq.weight, wk.weight (the seed's names) and q_proj.weight,\n"
+    "k_proj.weight (Hugging Face's), with any prefix (every layer), and their\n"
+    ".bias vectors; F32, F16 or BF16, whose rows move as they are.  Every other\n"
+    "tensor is copied unchanged (same dtype, same bytes); of the metadata only\n"
+    "{\"format\": \"pt\"} is written.  Names are kept, so run `ropeattn attention` on\n"
+    "the result with --layout set to the target.\n"
+    "\n"
+    "  --weights IN    input .safetensors\n"
+    "  --output OUT    output .safetensors, written only on success\n"
+    "  --to L          the target layout: interleaved or half\n"
+    "  --config C      Hugging Face config.json: head_dim (else hidden_size /\n"
+    "                  num_attention_heads, else the query projection's rows /\n"
+    "                  num_attention_heads), num_key_value_heads,\n"
+    "                  partial_rotary_factor (then only the first\n"
+    "                  int(head_dim * partial_rotary_factor) rows of each head move)\n"
+    "  --n-heads H     query heads: head_dim = rows of the query projection / H\n"
+    "  --n-kv-heads K  key/value heads, checked against the key projection's rows\n"
+    "  --layer N       convert layer N only (names with layers.N.); the other\n"
+    "                  layers are copied unchanged\n";
+
+typedef struct convert_options {
+    const char *weights, *output, *config;
+    int to, has_to;
+    int64_t n_heads, n_kv_heads, layer;
+    int has_n_heads, has_n_kv_heads, has_layer;
+} convert_options;
+
+/* Which projection a tensor name is. */
+typedef enum proj_kind { NOT_QK, QUERY, KEY } proj_kind;
+
+/* Whether name is suffix or ends with "." suffix. */
+static int ends_with_part(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), s = strlen(suffix);
+    if (n < s || strcmp(name + n - s, suffix) != 0) return 0;
+    return n == s || name[n - s - 1] == '.';
+}
+
+static proj_kind kind_of(const char *name)
+{
+    static const char *const queries[] = {"wq.weight", "q_proj.weight", "wq.bias", "q_proj.bias"};
+    static const char *const keys[] = {"wk.weight", "k_proj.weight", "wk.bias", "k_proj.bias"};
+    for (int i = 0; i < 4; i++) {
+        if (ends_with_part(name, queries[i])) return QUERY;
+        if (ends_with_part(name, keys[i])) return KEY;
+    }
+    return NOT_QK;
+}
+
+/* A fused q/k/v projection, whose rows this command cannot split. */
+static int is_fused(const char *name)
+{
+    static const char *const fused[] = {"qkv_proj.weight", "query_key_value.weight",
+                                        "W_pack.weight", "c_attn.weight", "wqkv.weight",
+                                        "qkv.weight"};
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++)
+        if (ends_with_part(name, fused[i])) return 1;
+    return 0;
+}
+
+/* The N of a "layers.N." part of name, or -1. */
+static int64_t layer_of(const char *name)
+{
+    for (const char *p = name; (p = strstr(p, "layers.")) != NULL; p++) {
+        if (p != name && p[-1] != '.') continue;
+        const char *digits = p + strlen("layers.");
+        if (!isdigit((unsigned char)digits[0])) continue;
+        char *end;
+        long long layer = strtoll(digits, &end, 10);
+        if (*end == '.') return layer;
+    }
+    return -1;
+}
+
+/* The geometry every converted tensor shares. */
+typedef struct geometry {
+    int64_t head_dim, rotary_dim;
+} geometry;
+
+/* head_dim: the config's, else the first query projection's rows / n_heads
+ * (--n-heads, else the config's num_attention_heads). */
+static int resolve_geometry(const convert_options *opts, const rope_source *src,
+                            const ra_safetensors *st, geometry *g)
+{
+    int64_t n_heads = opts->has_n_heads ? opts->n_heads
+                      : src->config.has_num_attention_heads ? src->config.num_attention_heads
+                                                            : 0;
+    g->head_dim = rope_source_head_dim(src);
+    if (g->head_dim == 0 && n_heads) {
+        for (int64_t i = 0; i < ra_safetensors_count(st) && g->head_dim == 0; i++) {
+            const ra_st_tensor *t = ra_safetensors_at(st, i);
+            if (kind_of(t->name) != QUERY || t->ndim < 1) continue;
+            if (t->shape[0] % n_heads != 0)
+                return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of "
+                                "n_heads %lld", t->name, opts->weights, (long long)t->shape[0],
+                                (long long)n_heads);
+            g->head_dim = t->shape[0] / n_heads;
+        }
+    }
+    if (g->head_dim == 0) {
+        if (!src->has_config && !opts->has_n_heads)
+            return cli_fail(EXIT_USAGE, "convert-layout: --config or --n-heads is required "
+                            "(see 'ropeattn convert-layout --help')");
+        if (!n_heads)
+            return cli_fail(EXIT_FAIL, "%s has neither head_dim nor num_attention_heads: give "
+                            "--n-heads", opts->config);
+        return cli_fail(EXIT_FAIL, "%s has no query projection (wq.weight or q_proj.weight)",
+                        opts->weights);
+    }
+    double prf = src->rope.has_partial_rotary_factor ? src->rope.partial_rotary_factor : 1.0;
+    g->rotary_dim = (int64_t)((double)g->head_dim * prf);
+    if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
+        return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
+                        "%lld; it must be even and > 0", (long long)g->head_dim, prf,
+                        (long long)g->rotary_dim);
+    return 0;
+}
+
+static ra_dtype library_dtype(ra_st_dtype dtype, int *ok)
+{
+    *ok = 1;
+    switch (dtype) {
+    case RA_ST_F32: return RA_F32;
+    case RA_ST_F16: return RA_F16;
+    case RA_ST_BF16: return RA_BF16;
+    default: *ok = 0; return RA_F32;
+    }
+}
+
+/* Checks t's shape and heads against the geometry and the head counts. */
+static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj_kind kind,
+                        const geometry *g, int64_t n_heads, int64_t n_kv_heads)
+{
+    int known;
+    library_dtype(t->dtype, &known);
+    if (!known)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has dtype %s; convert-layout permutes "
+                        "F32, F16 or BF16 rows", t->name, opts->weights,
+                        ra_st_dtype_name(t->dtype));
+    int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
+                  ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
+    if (t->ndim != (is_bias ? 1 : 2))
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected %s", t->name,
+                        opts->weights, t->ndim,
+                        is_bias ? "a 1-D bias" : "a 2-D [out_features, in_features] matrix");
+    if (t->shape[0] == 0 || t->shape[0] % g->head_dim != 0)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of head_dim "
+                        "%lld", t->name, opts->weights, (long long)t->shape[0],
+                        (long long)g->head_dim);
+    int64_t heads = t->shape[0] / g->head_dim, expected = kind == QUERY ? n_heads : n_kv_heads;
+    if (expected && heads != expected)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows = %lld heads of head_dim "
+                        "%lld; expected %lld %s heads", t->name, opts->weights,
+                        (long long)t->shape[0], (long long)heads, (long long)g->head_dim,
+                        (long long)expected, kind == QUERY ? "query" : "key/value");
+    return 0;
+}
+
+/* out = t's rows with the first rotary_dim rows of every head permuted. */
+static ra_status permute(void *out, const ra_st_tensor *t, const geometry *g, ra_layout to)
+{
+    int ok;
+    ra_dtype dtype = library_dtype(t->dtype, &ok);
+    int64_t in_features = t->ndim == 2 ? t->shape[1] : 1;
+    size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
+    int64_t heads = t->shape[0] / g->head_dim;
+    if (g->rotary_dim == g->head_dim)
+        return ra_permute_rows(out, t->data, dtype, heads, g->head_dim, in_features, to);
+    /* Partial rotary: each head's rotating rows as a head of rotary_dim, the
+     * rest copied. */
+    memcpy(out, t->data, t->nbytes);
+    for (int64_t h = 0; h < heads; h++) {
+        size_t at = (size_t)(h * g->head_dim) * row_bytes;
+        ra_status status = ra_permute_rows((char *)out + at, (const char *)t->data + at, dtype, 1,
+                                           g->rotary_dim, in_features, to);
+        if (status != RA_OK) return status;
+    }
+    return RA_OK;
+}
+
+/* Fills out[] (one entry per tensor of st) and the buffers it points at. */
+static int convert(const convert_options *opts, const rope_source *src,
+                   const ra_safetensors *st, ra_st_tensor *out, void **buffers)
+{
+    geometry g = {0, 0};
+    int failed = resolve_geometry(opts, src, st, &g);
+    if (failed) return failed;
+    int64_t n_heads = opts->has_n_heads ? opts->n_heads
+                      : src->config.has_num_attention_heads ? src->config.num_attention_heads
+                                                            : 0;
+    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
+                         : src->config.has_num_key_value_heads ? src->config.num_key_value_heads
+                                                               : 0;
+    int64_t converted = 0, layered = 0;
+    for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
+        const ra_st_tensor *t = ra_safetensors_at(st, i);
+        out[i] = *t;
+        if (is_fused(t->name))
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is a fused q/k/v projection; "
+                            "convert-layout permutes separate query and key projections only",
+                            t->name, opts->weights);
+        proj_kind kind = kind_of(t->name);
+        if (kind == NOT_QK) continue;
+        int64_t layer = layer_of(t->name);
+        if (layer >= 0) layered++;
+        if (opts->has_layer && layer != opts->layer) continue;
+        if ((failed = check_tensor(opts, t, kind, &g, n_heads, n_kv_heads))) return failed;
+        buffers[i] = malloc(t->nbytes > 0 ? t->nbytes : 1);
+        if (!buffers[i])
+            return cli_fail(EXIT_FAIL, "out of memory for '%s' from %s", t->name, opts->weights);
+        ra_status status = permute(buffers[i], t, &g, (ra_layout)opts->to);
+        if (status != RA_OK)
+            return cli_fail(EXIT_FAIL, "cannot permute '%s' in %s: %s", t->name, opts->weights,
+                            ra_status_string(status));
+        out[i].data = buffers[i];
+        converted++;
+    }
+    if (converted > 0) return 0;
+    if (opts->has_layer && layered > 0)
+        return cli_fail(EXIT_FAIL, "%s has no query or key projection for layer %lld",
+                        opts->weights, (long long)opts->layer);
+    if (opts->has_layer)
+        return cli_fail(EXIT_FAIL, "--layer %lld was given, but the projections in %s have no "
+                        "layers.N. in their names: leave out --layer", (long long)opts->layer,
+                        opts->weights);
+    return cli_fail(EXIT_FAIL, "%s holds no query or key projection (wq.weight, wk.weight, "
+                    "q_proj.weight or k_proj.weight)", opts->weights);
+}
+
+static int run(const convert_options *opts)
+{
+    char msg[CLI_MSG_LEN];
+    rope_cli rope_opts = {.config_path = opts->config};
+    rope_source src = {0};
+    ra_safetensors *st = NULL;
+    ra_st_tensor *out = NULL;
+    void **buffers = NULL;
+    int failed = cli_check_output_folder(opts->output);
+    if (!failed) failed = rope_source_load(&rope_opts, &src);
+    if (!failed && ra_safetensors_open(&st, opts->weights, msg, sizeof msg) != RA_OK)
+        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    int64_t n = st ? ra_safetensors_count(st) : 0;
+    if (!failed) {
+        out = calloc(n > 0 ? (size_t)n : 1, sizeof *out);
+        buffers = calloc(n > 0 ? (size_t)n : 1, sizeof *buffers);
+        if (!out || !buffers) failed = cli_fail(EXIT_FAIL, "out of memory");
+    }
+    if (!failed) failed = convert(opts, &src, st, out, buffers);
+    if (!failed && ra_safetensors_write(opts->output, out, n, msg, sizeof msg) != RA_OK)
+        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    for (int64_t i = 0; buffers && i < n; i++) free(buffers[i]);
+    free(buffers);
+    free(out);
+    ra_safetensors_close(st);
+    rope_source_free(&src);
+    return failed;
+}
+
+int cmd_convert_layout(int argc, char **argv)
+{
+    convert_options opts = {0};
+    const cli_option options[] = {
+        CLI_STRING_OPTION("--weights", &opts.weights),
+        CLI_STRING_OPTION("--output", &opts.output),
+        CLI_CHOICE_OPTION("--to", &opts.to, cli_layout_names, .seen = &opts.has_to),
+        CLI_STRING_OPTION("--config", &opts.config),
+        CLI_INT_OPTION("--n-heads", &opts.n_heads, 1, INT32_MAX, .seen = &opts.has_n_heads),
+        CLI_INT_OPTION("--n-kv-heads", &opts.n_kv_heads, 1, INT32_MAX,
+                       .seen = &opts.has_n_kv_heads),
+        CLI_INT_OPTION("--layer", &opts.layer, 0, INT32_MAX, .seen = &opts.has_layer),
+    };
+    const char *name = "convert-layout";
+    switch (cli_parse(name, argc, argv, options, sizeof options / sizeof options[0])) {
+    case CLI_HELP: fputs(usage, stdout); return EXIT_OK;
+    case CLI_ERROR: return EXIT_USAGE;
+    case CLI_OK: break;
+    }
+    if (!opts.weights) return cli_require(name, "--weights");
+    if (!opts.output) return cli_require(name, "--output");
+    if (!opts.has_to) return cli_require(name, "--to");
+    return run(&opts);
+}

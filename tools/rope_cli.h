@@ -1,0 +1,105 @@
+/*
+ * rope_cli.h — the rope options that `freqs`, `rope` and `attention` share:
+ * where the rope settings come from (--config, --rope-parameters, flags),
+ * how they become an ra_rope_config, and --positions files.
+ *
+ * Precedence, highest first: the flags (--theta, --max-position-embeddings,
+ * --seq-len), then --rope-parameters (which replaces the config's
+ * rope_scaling / rope_parameters object), then config.json, then the
+ * defaults (theta 10000, every feature rotates).
+ */
+#ifndef RA_TOOLS_ROPE_CLI_H
+#define RA_TOOLS_ROPE_CLI_H
+
+#include <stdint.h>
+
+#include "cli.h"
+#include "io/io.h"
+
+typedef struct rope_cli {
+    const char *config_path;     /* --config */
+    const char *rope_parameters; /* --rope-parameters, JSON text */
+    const char *positions_path;  /* --positions */
+    double theta;                /* --theta */
+    int64_t max_position_embeddings; /* --max-position-embeddings */
+    int64_t seq_len;             /* --seq-len */
+    int has_theta, has_max_position_embeddings, has_seq_len;
+} rope_cli;
+
+/* The option-table entries for a rope_cli r (a struct, not a pointer). */
+#define ROPE_CLI_OPTIONS(r)                                                              \
+    CLI_STRING_OPTION("--config", &(r).config_path),                                     \
+    CLI_STRING_OPTION("--rope-parameters", &(r).rope_parameters),                        \
+    CLI_STRING_OPTION("--positions", &(r).positions_path),                               \
+    CLI_POSITIVE_OPTION("--theta", &(r).theta, .seen = &(r).has_theta),                  \
+    CLI_INT_OPTION("--max-position-embeddings", &(r).max_position_embeddings, 1,         \
+                   RA_MAX_POSITION + 1, .seen = &(r).has_max_position_embeddings),        \
+    CLI_INT_OPTION("--seq-len", &(r).seq_len, 1, RA_MAX_POSITION + 1, .seen = &(r).has_seq_len)
+
+/* The usage lines for those options (each line starts with two spaces). */
+#define ROPE_CLI_USAGE                                                                   \
+    "  --config C      Hugging Face config.json: rope_theta, rope_scaling or\n"         \
+    "                  rope_parameters, max_position_embeddings,\n"                      \
+    "                  original_max_position_embeddings, partial_rotary_factor,\n"       \
+    "                  head_dim, hidden_size, num_attention_heads\n"                     \
+    "  --rope-parameters JSON\n"                                                         \
+    "                  a rope_scaling object, replacing the config's, e.g.\n"           \
+    "                  '{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1,\n" \
+    "                  \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}'\n" \
+    "                  types: default, linear, dynamic, yarn, llama3, longrope; it may\n" \
+    "                  hold rope_theta and partial_rotary_factor too\n"                  \
+    "  --theta T       RoPE base (default: the rope parameters' or config's\n"         \
+    "                  rope_theta, else 10000)\n"                                        \
+    "  --max-position-embeddings M\n"                                                    \
+    "                  the model's context length (default: config's); dynamic\n"       \
+    "                  scales beyond it, yarn and longrope derive factor from it\n"     \
+    "  --seq-len L     current sequence length for dynamic and longrope (default:\n"    \
+    "                  the largest position + 1, as transformers does)\n"
+
+/* The rope settings after reading the files: config (zeroed when there is
+ * no --config) and rope (the config's rope object, or --rope-parameters
+ * filled in from the config's top level). */
+typedef struct rope_source {
+    ra_hf_config config;
+    ra_hf_rope rope;
+    int has_config;
+} rope_source;
+
+/* Reads --config and --rope-parameters.  On failure prints one message and
+ * returns the exit code (1 for a bad file, 2 for a bad --rope-parameters). */
+int rope_source_load(const rope_cli *r, rope_source *out);
+void rope_source_free(rope_source *src);
+
+/* head_dim from the config: head_dim, else hidden_size / num_attention_heads
+ * (transformers' rule); 0 when neither is there. */
+int64_t rope_source_head_dim(const rope_source *src);
+
+/* The rope configuration for head_dim D: type, theta, rotary_dim =
+ * int(D * partial_rotary_factor), the scaling parameters, the context
+ * lengths and seq_len (the flag, else default_seq_len; used by dynamic and
+ * longrope only).  Checks that every key the type needs is there, naming a
+ * missing one.  out->scaling points into src: keep src alive until the rope
+ * is created (ra_rope_create copies the factor lists). */
+int rope_cli_config(const char *command, const rope_cli *r, const rope_source *src,
+                    int64_t head_dim, int64_t default_seq_len, ra_rope_config *out);
+
+/* Positions read from --positions: int32 or int64, every value in
+ * [0, RA_MAX_POSITION].  ids: count values, malloc'ed; shape as in the file. */
+typedef struct positions_file {
+    int64_t *ids;
+    int64_t count, max;
+    int ndim;
+    int64_t shape[RA_IO_MAX_DIMS];
+} positions_file;
+
+/* On failure prints one message and returns EXIT_FAIL. */
+int positions_read(const char *path, positions_file *out);
+void positions_free(positions_file *p);
+
+/* Token positions for x of [batch, seq, ...]: p of shape [seq] (shared by
+ * every batch row) or [batch, seq] expanded to batch * seq ids (malloc'ed).
+ * On failure prints one message and returns EXIT_FAIL. */
+int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
+                        int64_t **ids);
+
+#endif

@@ -21,7 +21,7 @@ RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
 LIB_CFLAGS = $(RA_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY
 LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
-LIB_SRC  := $(wildcard src/*.c src/io/*.c)
+LIB_SRC  := $(wildcard src/*.c src/io/*.c src/cpu/*.c)
 TOOL_SRC := $(wildcard tools/*.c bench/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -31,7 +31,16 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
 
-$(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h)
+# SIMD kernels: one template compiled per ISA, chosen at run time
+# (src/cpu/dispatch.c); a * b + c contracts to FMA there and nowhere else.
+ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+ISA_FLAGS_avx2   = -mavx2 -mfma -mf16c
+ISA_FLAGS_base   =
+$(BUILD)/obj/src/cpu/kernels_%.o: src/cpu/kernels_%.c include/ropeattn.h $(wildcard src/*.h src/cpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -ffp-contract=fast $(if $(findstring x86_64,$(shell $(CC) -dumpmachine)),$(ISA_FLAGS_$*)) -c $< -o $@
+
+$(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 

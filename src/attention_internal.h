@@ -34,6 +34,41 @@ void ra_attention_reference(const ra_attention_args *args, float *scratch);
  * block) tasks.  scratch: ra_attention_scratch_bytes(FLASH, threads). */
 void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *scratch);
 
+/* The flash path's tiles: a task is (b, kv head g, block of block_q queries);
+ * its rows are the rep = H / Hkv query heads of the group times block_q
+ * queries, row r = (head in group) * block_q + query in block, padded to a
+ * multiple of RA_FLASH_ROWS.  Keys come in tiles of RA_FLASH_BK. */
+enum { RA_FLASH_BK = 64, RA_FLASH_ROWS = 32 };
+
+typedef struct ra_flash_layout {
+    int64_t block_q, rows;
+    int64_t per_thread; /* floats of scratch for one thread (64-byte multiple) */
+} ra_flash_layout;
+
+static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
+ * Ot [D, rows], m, l and query positions [rows], dropout multipliers [BK],
+ * a zero row [D rounded to 16], key/value row pointers [BK].  rep and
+ * head_dim are bounded by the caller so that nothing here overflows. */
+static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
+{
+    ra_flash_layout f;
+    f.block_q = (64 / rep) & ~(int64_t)7;
+    if (f.block_q < 8) f.block_q = 8;
+    f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
+    f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 3 * f.rows +
+                               RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK, 16);
+    return f;
+}
+
+typedef struct ra_flash_job {
+    const ra_attention_args *args;
+    float *scratch; /* threads * layout.per_thread floats */
+    ra_flash_layout layout;
+    int64_t n_query_blocks;
+} ra_flash_job;
+
 /* Row pointer of (b, s, h) in a float32 view. */
 static inline float *ra_row(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
 {

@@ -1,0 +1,200 @@
+/*
+ * flash_impl.h — the flash-attention task, written once against simd.h and
+ * compiled per ISA (kernels_*.c).  Causal GQA attention with an online
+ * softmax over key tiles (FlashAttention's forward):
+ *
+ *   for each key tile [k0, k0 + BK):
+ *     S  = (q * scale) K^T                 [rows, BK]   register-blocked GEMM
+ *     mask keys after each query (diagonal tiles only)
+ *     m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P
+ *     O  = O e^(m - m') + P V              [rows, D]    register-blocked GEMM
+ *   out = O / l
+ *
+ * rows are the rep query heads of one kv group times block_q queries, so
+ * every K/V row of a tile is read once for the whole group.  The tile lives
+ * transposed — Qt [D, rows], St [BK, rows], Ot [D, rows] — so that both GEMMs
+ * broadcast K and V straight from the caller's tensors (no packing) against
+ * vectors of rows, and the softmax runs across rows in whole vectors.
+ * A task's result does not depend on the thread that runs it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention_internal.h"
+#include "cpu/kernels.h"
+#include "cpu/simd.h"
+
+/* Register blocking: MR keys (or features) x NR vectors of rows. */
+#if defined(RA_SIMD_AVX512)
+enum { MR = 8, NR = 2 };
+#else
+enum { MR = 4, NR = 2 };
+#endif
+enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
+
+/* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= MR),
+ * rows r in [0, rows).  krow[i] points at key j0 + i's features. */
+static inline void scores_block(float *restrict st, const float *restrict qt,
+                                const float *const *krow, int n, int64_t rows,
+                                int64_t head_dim)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
+        vf acc[MR][NR];
+        for (int i = 0; i < MR; i++)
+            for (int c = 0; c < NR; c++) acc[i][c] = vsplat(0.0f);
+        for (int64_t d = 0; d < head_dim; d++) {
+            vf qv[NR];
+            for (int c = 0; c < NR; c++) qv[c] = vload(qt + d * rows + r0 + c * RA_W);
+            for (int i = 0; i < MR; i++) {
+                vf kb = vsplat(krow[i][d]);
+                for (int c = 0; c < NR; c++) acc[i][c] += kb * qv[c];
+            }
+        }
+        for (int i = 0; i < n; i++)
+            for (int c = 0; c < NR; c++) vstore(st + i * rows + r0 + c * RA_W, acc[i][c]);
+    }
+}
+
+/* Ot[d, r] += sum_j V[j, d] Pt[j, r] for features d in [d0, d0 + n) (n <=
+ * MR), keys j in [0, nk).  vrow[j] points at key k0 + j's values.  Always
+ * inlined, so the n == MR call compiles without the tail's guards. */
+static inline __attribute__((always_inline)) void
+values_block(float *restrict ot, const float *restrict pt, const float *const *vrow, int64_t d0,
+             int n, int64_t nk, int64_t rows)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
+        vf acc[MR][NR];
+        for (int i = 0; i < MR; i++)
+            for (int c = 0; c < NR; c++)
+                acc[i][c] = i < n ? vload(ot + (d0 + i) * rows + r0 + c * RA_W) : vsplat(0.0f);
+        for (int64_t j = 0; j < nk; j++) {
+            vf pv[NR];
+            for (int c = 0; c < NR; c++) pv[c] = vload(pt + j * rows + r0 + c * RA_W);
+            const float *vj = vrow[j] + d0;
+            for (int i = 0; i < MR; i++) {
+                vf vb = vsplat(i < n ? vj[i] : 0.0f);
+                for (int c = 0; c < NR; c++) acc[i][c] += vb * pv[c];
+            }
+        }
+        for (int i = 0; i < n; i++)
+            for (int c = 0; c < NR; c++) vstore(ot + (d0 + i) * rows + r0 + c * RA_W, acc[i][c]);
+    }
+}
+
+/* Per-thread scratch, carved as ra_flash_layout_for describes. */
+typedef struct flash_tile {
+    float *qt, *st, *ot, *m, *l, *mult, *zero;
+    const float **krow; /* [BK] */
+    float *pos;         /* [rows]: query position of each row, as float */
+} flash_tile;
+
+static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
+{
+    const int64_t rows = job->layout.rows;
+    flash_tile t;
+    t.qt = job->scratch + thread * job->layout.per_thread;  /* [D, rows] */
+    t.st = t.qt + head_dim * rows;                          /* [BK, rows] */
+    t.ot = t.st + BK * rows;                                /* [D, rows] */
+    t.m = t.ot + head_dim * rows;                           /* [rows] */
+    t.l = t.m + rows;                                       /* [rows] */
+    t.pos = t.l + rows;                                     /* [rows] */
+    t.mult = t.pos + rows;                                  /* [BK] */
+    t.zero = t.mult + BK;                                   /* [D] zeros */
+    t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK] pointers */
+    return t;
+}
+
+/* Masks, exponentiates and folds one tile's scores into m and l, and
+ * rescales Ot by e^(m - m').  Keys j >= nk and keys after a row's query are
+ * -inf; rows past the last query keep whatever they hold (never written). */
+static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t k0,
+                         int64_t head_dim, int diagonal)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
+        vf pos = vload(t->pos + r0), mx = vload(t->m + r0), m_new = mx;
+        for (int64_t j = 0; j < nk; j++) {
+            vf s = vload(t->st + j * rows + r0);
+            if (diagonal) {
+                s = vselect(vsplat((float)(k0 + j)) > pos, vsplat(-INFINITY), s);
+                vstore(t->st + j * rows + r0, s);
+            }
+            m_new = vmax(m_new, s);
+        }
+        /* m starts at -inf; every real row sees key 0 in the first tile, so
+         * m_new is finite there and e^(-inf - m_new) = 0 as it should. */
+        vf alpha = vexp(mx - m_new), sum = vsplat(0.0f);
+        for (int64_t j = 0; j < nk; j++) {
+            vf p = vexp(vload(t->st + j * rows + r0) - m_new);
+            vstore(t->st + j * rows + r0, p);
+            sum += p;
+        }
+        vstore(t->l + r0, vload(t->l + r0) * alpha + sum);
+        vstore(t->m + r0, m_new);
+        for (int64_t d = 0; d < head_dim; d++)
+            vstore(t->ot + d * rows + r0, vload(t->ot + d * rows + r0) * alpha);
+    }
+}
+
+static void flash_task(void *arg, int64_t task, int thread)
+{
+    const ra_flash_job *job = arg;
+    const ra_attention_args *a = job->args;
+    const ra_tensor *q = a->q, *k = a->k, *v = a->v, *out = a->out;
+    const int64_t seq = q->shape[1], n_heads = q->shape[2], n_kv = k->shape[2];
+    const int64_t head_dim = q->shape[3], rep = n_heads / n_kv;
+    const int64_t block_q = job->layout.block_q, rows = job->layout.rows;
+    const float scale = (float)(1.0 / sqrt((double)head_dim));
+
+    int64_t groups = q->shape[0] * n_kv;
+    int64_t qblock = job->n_query_blocks - 1 - task / groups; /* longest tasks first */
+    int64_t b = (task % groups) / n_kv, g = task % n_kv;
+    int64_t q0 = qblock * block_q, q1 = q0 + block_q < seq ? q0 + block_q : seq, nq = q1 - q0;
+    flash_tile t = carve(job, thread, head_dim);
+
+    /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
+     * padding rows (past the group's rows or the last query) are zero. */
+    memset(t.qt, 0, (size_t)(head_dim * rows) * sizeof(float));
+    memset(t.ot, 0, (size_t)(head_dim * rows) * sizeof(float));
+    memset(t.zero, 0, (size_t)head_dim * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t h = r / block_q, i = r % block_q;
+        int real = h < rep && i < nq;
+        t.m[r] = -INFINITY;
+        t.l[r] = 0.0f;
+        t.pos[r] = real ? (float)(q0 + i) : (float)seq; /* padding sees every key */
+        if (!real) continue;
+        const float *src = ra_row(q, b, q0 + i, g * rep + h);
+        for (int64_t d = 0; d < head_dim; d++) t.qt[d * rows + r] = src[d] * scale;
+    }
+
+    for (int64_t k0 = 0; k0 < q1; k0 += BK) {
+        int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
+        for (int64_t j = 0; j < nk; j++) t.krow[j] = ra_row(k, b, k0 + j, g);
+        for (int64_t j = nk; j < ra_round_up(nk, MR); j++) t.krow[j] = t.zero;
+        for (int64_t j0 = 0; j0 < nk; j0 += MR) {
+            int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+            scores_block(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
+        }
+        softmax_tile(&t, rows, nk, k0, head_dim, k0 + nk > q0 + 1);
+        if (a->dropout)
+            for (int64_t r = 0; r < rep * block_q; r++) {
+                int64_t h = r / block_q, i = r % block_q;
+                if (i >= nq) continue;
+                uint64_t first = (uint64_t)((b * n_heads + g * rep + h) * seq + q0 + i) *
+                                 (uint64_t)seq + (uint64_t)k0;
+                ra_dropout_row(&a->mask, first, nk, t.mult);
+                for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
+            }
+        for (int64_t j = 0; j < nk; j++) t.krow[j] = ra_row(v, b, k0 + j, g);
+        int64_t d0 = 0;
+        for (; d0 + MR <= head_dim; d0 += MR) values_block(t.ot, t.st, t.krow, d0, MR, nk, rows);
+        if (d0 < head_dim) values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows);
+    }
+
+    for (int64_t r = 0; r < rep * block_q; r++) {
+        int64_t h = r / block_q, i = r % block_q;
+        if (i >= nq) continue;
+        float inv = 1.0f / t.l[r], *dst = ra_row(out, b, q0 + i, g * rep + h);
+        for (int64_t d = 0; d < head_dim; d++) dst[d] = t.ot[d * rows + r] * inv;
+    }
+}

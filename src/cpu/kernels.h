@@ -1,0 +1,30 @@
+/*
+ * kernels.h — the table of SIMD kernels, one instance per ISA, chosen once at
+ * first use by dispatch.c (internal).
+ *
+ * Each instance comes from the same template (flash_impl.h) compiled with its
+ * ISA's flags: kernels_avx512.c, kernels_avx2.c, and kernels_base.c (SSE2 on
+ * x86-64, NEON on aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the
+ * environment caps the choice, so the tests run every path the CPU has.
+ */
+#ifndef RA_KERNELS_H
+#define RA_KERNELS_H
+
+#include "internal.h"
+
+typedef struct ra_kernels {
+    const char *name;
+    /* One flash-attention task: arg is an ra_flash_job (attention_internal.h). */
+    void (*flash_task)(void *arg, int64_t task, int thread);
+} ra_kernels;
+
+extern const ra_kernels ra_kernels_base;
+#if defined(__x86_64__)
+extern const ra_kernels ra_kernels_avx2;
+extern const ra_kernels ra_kernels_avx512;
+#endif
+
+/* The best kernels this CPU and OS support, within RA_FORCE_ISA. */
+const ra_kernels *ra_kernels_get(void);
+
+#endif

@@ -151,6 +151,13 @@ RA_API ra_status ra_context_create(ra_context **out, int n_threads);
 RA_API void ra_context_destroy(ra_context *ctx); /* NULL is allowed */
 RA_API int ra_context_threads(const ra_context *ctx);
 
+/* The SIMD kernels this process uses, chosen once from CPUID and XGETBV:
+ * "avx512", "avx2", or the 128-bit baseline "sse2" (x86-64) / "neon"
+ * (aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the environment
+ * before the first call caps the choice (the tests use it to run every
+ * path). */
+RA_API const char *ra_simd_name(void);
+
 /* ------------------------------------------------------------------------ */
 /* The seed's functions, one to one                                          */
 /* ------------------------------------------------------------------------ */

@@ -24,8 +24,13 @@ run_one() {
         echo "BROKEN: $* exited $rc"; broken=$((broken + 1))
     fi
 }
-for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] && run_one "$t"
+# The C tests run once per SIMD path this CPU has (RA_FORCE_ISA caps the
+# dispatch; a cap above the CPU's level just repeats the best path).
+for isa in base avx2 avx512; do
+    echo "== SIMD path: $(RA_FORCE_ISA=$isa "$BUILD"/ropeattn --version 2>/dev/null | sed -n 's/.*simd \([a-z0-9]*\).*/\1/p')"
+    for t in "$BUILD"/tests/test_*; do
+        [ -x "$t" ] && run_one env RA_FORCE_ISA=$isa "$t"
+    done
 done
 for t in tests/test_*.sh; do
     [ -f "$t" ] && run_one env BUILD="$BUILD" bash "$t"

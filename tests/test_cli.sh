@@ -815,7 +815,7 @@ for cmd in "" attention rope freqs convert-layout demo bench; do
     if "$RA" $cmd --help >"$TMP/stdout" 2>"$TMP/stderr" && grep -q usage "$TMP/stdout" &&
         [ ! -s "$TMP/stderr" ]; then pass; else fail "ropeattn $cmd --help"; fi
 done
-if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+$'; then pass
+if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (avx512|avx2|sse2|neon)\)$'; then pass
 else fail "--version"; fi
 if "$RA" demo --seq 16 >"$TMP/stdout" 2>&1 && grep -q "checks passed" "$TMP/stdout"; then pass
 else fail "demo --seq 16: $(tail -n 12 "$TMP/stdout")"; fi

@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(name, "--version") == 0) {
-        printf("ropeattn %s\n", RA_VERSION_STRING);
+        printf("ropeattn %s (simd %s)\n", RA_VERSION_STRING, ra_simd_name());
         return EXIT_OK;
     }
     for (int i = 0; i < N_SUBCOMMANDS; i++)

@@ -62,3 +62,5 @@ const ra_kernels *ra_kernels_get(void)
     pthread_once(&once, select_kernels);
     return selected;
 }
+
+RA_API const char *ra_simd_name(void) { return ra_kernels_get()->name; }

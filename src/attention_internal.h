@@ -38,7 +38,7 @@ void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *s
  * its rows are the rep = H / Hkv query heads of the group times block_q
  * queries, row r = (head in group) * block_q + query in block, padded to a
  * multiple of RA_FLASH_ROWS.  Keys come in tiles of RA_FLASH_BK. */
-enum { RA_FLASH_BK = 64, RA_FLASH_ROWS = 32 };
+enum { RA_FLASH_BK = 64, RA_FLASH_ROWS = 64 };
 
 typedef struct ra_flash_layout {
     int64_t block_q, rows;
@@ -49,8 +49,9 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
 
 /* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
  * Ot [D, rows], m, l and query positions [rows], dropout multipliers [BK],
- * a zero row [D rounded to 16], key/value row pointers [BK].  rep and
- * head_dim are bounded by the caller so that nothing here overflows. */
+ * a zero row [D rounded to 16], and key/value row pointers [BK + 16] (a
+ * register block may run past the tile's keys, onto the zero row).  rep
+ * and head_dim are bounded by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
     ra_flash_layout f;
@@ -58,7 +59,9 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
     f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 3 * f.rows +
-                               RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK, 16);
+                                   RA_FLASH_BK + ra_round_up(head_dim, 16) +
+                                   2 * (RA_FLASH_BK + 16),
+                               16);
     return f;
 }
 

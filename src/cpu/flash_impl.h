@@ -26,7 +26,7 @@
 
 /* Register blocking: MR keys (or features) x NR vectors of rows. */
 #if defined(RA_SIMD_AVX512)
-enum { MR = 8, NR = 2 };
+enum { MR = 6, NR = 4 };
 #else
 enum { MR = 4, NR = 2 };
 #endif
@@ -79,6 +79,39 @@ values_block(float *restrict ot, const float *restrict pt, const float *const *v
         for (int i = 0; i < n; i++)
             for (int c = 0; c < NR; c++) vstore(ot + (d0 + i) * rows + r0 + c * RA_W, acc[i][c]);
     }
+}
+
+/* Qt[d, r0 + i] = src[i][d] * scale for a block of RA_W rows: W x W
+ * in-register transposes, then the tail of D one by one. */
+static void load_rows_transposed(float *restrict qt, int64_t rows, int64_t r0,
+                                 const float *const *src, int64_t head_dim, float scale)
+{
+    int64_t d0 = 0;
+    for (; d0 + RA_W <= head_dim; d0 += RA_W) {
+        vf x[RA_W];
+        for (int i = 0; i < RA_W; i++) x[i] = vload(src[i] + d0);
+        vtranspose(x);
+        for (int k = 0; k < RA_W; k++) vstore(qt + (d0 + k) * rows + r0, x[k] * vsplat(scale));
+    }
+    for (; d0 < head_dim; d0++)
+        for (int i = 0; i < RA_W; i++) qt[d0 * rows + r0 + i] = src[i][d0] * scale;
+}
+
+/* dst[i][d] = Ot[d, r0 + i] * inv[i] for the rows whose dst is not NULL. */
+static void store_rows_transposed(float *const *dst, const float *restrict ot, int64_t rows,
+                                  int64_t r0, int64_t head_dim, const float *inv)
+{
+    int64_t d0 = 0;
+    for (; d0 + RA_W <= head_dim; d0 += RA_W) {
+        vf x[RA_W];
+        for (int k = 0; k < RA_W; k++) x[k] = vload(ot + (d0 + k) * rows + r0);
+        vtranspose(x);
+        for (int i = 0; i < RA_W; i++)
+            if (dst[i]) vstore(dst[i] + d0, x[i] * vsplat(inv[i]));
+    }
+    for (; d0 < head_dim; d0++)
+        for (int i = 0; i < RA_W; i++)
+            if (dst[i]) dst[i][d0] = ot[d0 * rows + r0 + i] * inv[i];
 }
 
 /* Per-thread scratch, carved as ra_flash_layout_for describes. */
@@ -153,18 +186,19 @@ static void flash_task(void *arg, int64_t task, int thread)
 
     /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
      * padding rows (past the group's rows or the last query) are zero. */
-    memset(t.qt, 0, (size_t)(head_dim * rows) * sizeof(float));
     memset(t.ot, 0, (size_t)(head_dim * rows) * sizeof(float));
-    memset(t.zero, 0, (size_t)head_dim * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t h = r / block_q, i = r % block_q;
-        int real = h < rep && i < nq;
-        t.m[r] = -INFINITY;
-        t.l[r] = 0.0f;
-        t.pos[r] = real ? (float)(q0 + i) : (float)seq; /* padding sees every key */
-        if (!real) continue;
-        const float *src = ra_row(q, b, q0 + i, g * rep + h);
-        for (int64_t d = 0; d < head_dim; d++) t.qt[d * rows + r] = src[d] * scale;
+    memset(t.zero, 0, (size_t)ra_round_up(head_dim, 16) * sizeof(float));
+    for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
+        const float *src[RA_W];
+        for (int i = 0; i < RA_W; i++) {
+            int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
+            int real = h < rep && qi < nq;
+            t.m[r] = -INFINITY;
+            t.l[r] = 0.0f;
+            t.pos[r] = real ? (float)(q0 + qi) : (float)seq; /* padding sees every key */
+            src[i] = real ? ra_row(q, b, q0 + qi, g * rep + h) : t.zero;
+        }
+        load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
     }
 
     for (int64_t k0 = 0; k0 < q1; k0 += BK) {
@@ -191,10 +225,14 @@ static void flash_task(void *arg, int64_t task, int thread)
         if (d0 < head_dim) values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows);
     }
 
-    for (int64_t r = 0; r < rep * block_q; r++) {
-        int64_t h = r / block_q, i = r % block_q;
-        if (i >= nq) continue;
-        float inv = 1.0f / t.l[r], *dst = ra_row(out, b, q0 + i, g * rep + h);
-        for (int64_t d = 0; d < head_dim; d++) dst[d] = t.ot[d * rows + r] * inv;
+    for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
+        float *dst[RA_W], inv[RA_W];
+        for (int i = 0; i < RA_W; i++) {
+            int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
+            int real = h < rep && qi < nq;
+            dst[i] = real ? ra_row(out, b, q0 + qi, g * rep + h) : NULL;
+            inv[i] = real ? 1.0f / t.l[r] : 0.0f;
+        }
+        store_rows_transposed(dst, t.ot, rows, r0, head_dim, inv);
     }
 }

@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 #if defined(RA_SIMD_AVX512)
 #define RA_W 16
 #elif defined(RA_SIMD_AVX2)
@@ -45,7 +51,70 @@ static inline vf vsplat(float x)
 /* Lane-wise select: mask lanes are all ones (true) or zero. */
 static inline vf vselect(vi mask, vf a, vf b) { return (vf)((mask & (vi)a) | (~mask & (vi)b)); }
 
-static inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }
+/* Lane-wise maximum (the ISA's max instruction where there is one). */
+static inline vf vmax(vf a, vf b)
+{
+#if defined(RA_SIMD_AVX512)
+    return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif defined(RA_SIMD_AVX2)
+    return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+#elif defined(__aarch64__)
+    return (vf)vmaxq_f32((float32x4_t)a, (float32x4_t)b);
+#elif defined(__SSE2__)
+    return (vf)_mm_max_ps((__m128)a, (__m128)b);
+#else
+    return vselect(a > b, a, b);
+#endif
+}
+
+/* Masks for the stages of an in-register transpose (granularity RA_W/2,
+ * RA_W/4, ..., 1): lanes taken from the pair (x, y) for the low and the
+ * high result. */
+#if RA_W == 16
+static const vi ra_transpose_masks[4][2] = {
+    {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+     {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+    {{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+     {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
+    {{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+     {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}},
+    {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+     {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}},
+};
+#elif RA_W == 8
+static const vi ra_transpose_masks[3][2] = {
+    {{0, 1, 2, 3, 8, 9, 10, 11},
+     {4, 5, 6, 7, 12, 13, 14, 15}},
+    {{0, 1, 8, 9, 4, 5, 12, 13},
+     {2, 3, 10, 11, 6, 7, 14, 15}},
+    {{0, 8, 2, 10, 4, 12, 6, 14},
+     {1, 9, 3, 11, 5, 13, 7, 15}},
+};
+#else
+static const vi ra_transpose_masks[2][2] = {
+    {{0, 1, 4, 5},
+     {2, 3, 6, 7}},
+    {{0, 4, 2, 6},
+     {1, 5, 3, 7}},
+};
+#endif
+
+/* Transposes the RA_W x RA_W block held in x[0..RA_W): log2(RA_W) stages
+ * that swap the off-diagonal h x h blocks of every 2h x 2h block. */
+static inline __attribute__((always_inline)) void vtranspose(vf x[RA_W])
+{
+    int stage = 0;
+#pragma GCC unroll 8
+    for (int h = RA_W / 2; h >= 1; h /= 2, stage++)
+#pragma GCC unroll 16
+        for (int i = 0; i < RA_W; i++) {
+            if (i & h) continue;
+            vf lo = __builtin_shuffle(x[i], x[i + h], ra_transpose_masks[stage][0]);
+            vf hi = __builtin_shuffle(x[i], x[i + h], ra_transpose_masks[stage][1]);
+            x[i] = lo;
+            x[i + h] = hi;
+        }
+}
 
 static inline float vreduce_max(vf v)
 {

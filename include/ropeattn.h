@@ -350,8 +350,9 @@ typedef struct ra_dropout {
 /* out = softmax(q k^T / sqrt(D) + causal mask) v, per query head, with query
  * head h reading key/value head h / (H / Hkv).  Query token i sees key tokens
  * j <= i.  Softmax in float32; dropout (if any) applies to the probabilities.
- * All four tensors are float32 views; q and out are [B, S, H, D], k and v
- * [B, S, Hkv, D].  out's memory must not overlap q's, k's or v's
+ * q and out are float32 [B, S, H, D]; k and v are [B, S, Hkv, D] in f32,
+ * f16 or bf16 (16-bit keys and values are widened to float32, and every sum
+ * runs in float32).  out's memory must not overlap q's, k's or v's
  * (RA_ERR_ARGUMENT); q, k and v may share one fused buffer. */
 RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
                               const ra_tensor *out, const ra_tensor *q,

@@ -49,8 +49,9 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
 
 /* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
  * Ot [D, rows], m, l and query positions [rows], dropout multipliers [BK],
- * a zero row [D rounded to 16], and key/value row pointers [BK + 16] (a
- * register block may run past the tile's keys, onto the zero row).  rep
+ * a zero row [D rounded to 16], key/value row pointers [BK + 16] (a
+ * register block may run past the tile's keys, onto the zero row), and
+ * float32 copies of a tile of 16-bit K or V [BK, D rounded to 16].  rep
  * and head_dim are bounded by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
@@ -60,7 +61,8 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
     f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 3 * f.rows +
                                    RA_FLASH_BK + ra_round_up(head_dim, 16) +
-                                   2 * (RA_FLASH_BK + 16),
+                                   2 * (RA_FLASH_BK + 16) +
+                                   RA_FLASH_BK * ra_round_up(head_dim, 16),
                                16);
     return f;
 }
@@ -76,6 +78,18 @@ typedef struct ra_flash_job {
 static inline float *ra_row(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
 {
     return (float *)t->data + b * t->stride[0] + s * t->stride[1] + h * t->stride[2];
+}
+
+/* Element offset of (b, s, h, 0) in a view of any dtype. */
+static inline int64_t ra_offset(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
+{
+    return b * t->stride[0] + s * t->stride[1] + h * t->stride[2];
+}
+
+/* Start of row (b, s, h) in a view of any dtype. */
+static inline const void *ra_row_any(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
+{
+    return (const char *)t->data + (size_t)ra_offset(t, b, s, h) * ra_dtype_size(t->dtype);
 }
 
 #endif

@@ -9,7 +9,7 @@
  *   out    = scores @ v                             [S, D]
  *
  * Sums run in double so the oracle is as close to exact as float32 storage
- * allows.  Query head h reads key/value head h / (H / Hkv): no repeat_kv.
+ * allows; f16/bf16 keys and values are widened to float32 element by element.  Query head h reads key/value head h / (H / Hkv): no repeat_kv.
  */
 #include <math.h>
 
@@ -34,9 +34,10 @@ void ra_attention_reference(const ra_attention_args *args, float *scores)
                         row[j] = -INFINITY;
                         continue;
                     }
-                    const float *kj = ra_row(k, b, j, kv);
+                    int64_t kj = ra_offset(k, b, j, kv);
                     double dot = 0;
-                    for (int64_t d = 0; d < head_dim; d++) dot += (double)qi[d] * kj[d];
+                    for (int64_t d = 0; d < head_dim; d++)
+                        dot += (double)qi[d] * ra_load(k->data, k->dtype, kj + d);
                     row[j] = (float)(dot * scale);
                 }
                 double max = -INFINITY, sum = 0;
@@ -55,7 +56,8 @@ void ra_attention_reference(const ra_attention_args *args, float *scores)
                 for (int64_t d = 0; d < head_dim; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j <= i; j++)
-                        acc += (double)scores[i * seq + j] * ra_row(v, b, j, kv)[d];
+                        acc += (double)scores[i * seq + j] *
+                               ra_load(v->data, v->dtype, ra_offset(v, b, j, kv) + d);
                     oi[d] = (float)acc;
                 }
             }

@@ -78,6 +78,42 @@ static void test_flash_matches_reference(void)
     ra_context_destroy(ctx);
 }
 
+/* 16-bit keys and values: the same as float32 keys and values holding the
+ * widened numbers (bit for bit on the reference path, to 2e-5 on flash). */
+static void test_half_kv(void)
+{
+    const int64_t b = 2, s = 70, h = 8, hkv = 2, d = 40;
+    int64_t nq = b * s * h * d, nk = b * s * hkv * d;
+    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk);
+    float *kw = malloc(4 * nk), *vw = malloc(4 * nk);
+    float *want = malloc(4 * nq), *got = malloc(4 * nq);
+    uint16_t *k16 = malloc(2 * nk), *v16 = malloc(2 * nk);
+    ra_test_fill(q, nq, 31);
+    ra_test_fill(k, nk, 32);
+    ra_test_fill(v, nk, 33);
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d), tw = ra_tensor_4d(want, RA_F32, b, s, h, d);
+    ra_tensor tg = ra_tensor_4d(got, RA_F32, b, s, h, d);
+    for (int dt = RA_F16; dt <= RA_BF16; dt++) {
+        ra_convert(k16, (ra_dtype)dt, k, RA_F32, nk);
+        ra_convert(v16, (ra_dtype)dt, v, RA_F32, nk);
+        ra_convert(kw, RA_F32, k16, (ra_dtype)dt, nk);
+        ra_convert(vw, RA_F32, v16, (ra_dtype)dt, nk);
+        ra_tensor tk = ra_tensor_4d(k16, (ra_dtype)dt, b, s, hkv, d);
+        ra_tensor tv = ra_tensor_4d(v16, (ra_dtype)dt, b, s, hkv, d);
+        ra_tensor tkw = ra_tensor_4d(kw, RA_F32, b, s, hkv, d), tvw = ra_tensor_4d(vw, RA_F32, b, s, hkv, d);
+        CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tw, &tq, &tkw, &tvw, NULL) == RA_OK, "f32");
+        CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tg, &tq, &tk, &tv, NULL) == RA_OK, "16-bit ref");
+        CHECK(memcmp(want, got, 4 * nq) == 0, "dtype %d: reference differs from widened f32", dt);
+        CHECK(ra_attention(ctx, RA_PATH_FLASH, &tg, &tq, &tk, &tv, NULL) == RA_OK, "16-bit flash");
+        double e = max_rel_diff(got, want, nq);
+        CHECK(e <= 2e-5, "dtype %d: flash with 16-bit K/V differs by %.3g", dt, e);
+    }
+    ra_context_destroy(ctx);
+    free(q); free(k); free(v); free(kw); free(vw); free(want); free(got); free(k16); free(v16);
+}
+
 /* Row 0 attends only to key 0: its output is v_0 exactly (softmax of one). */
 static void test_first_row_is_v0(void)
 {
@@ -435,8 +471,8 @@ static void test_errors(void)
     ra_tensor o = ra_tensor_4d(out, RA_F32, 1, 4, 4, 8), k2 = ra_tensor_4d(buf, RA_F32, 1, 5, 2, 8);
     CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k, &k, NULL) == RA_ERR_GQA, "GQA");
     CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k2, &k2, NULL) == RA_ERR_SHAPE, "seq mismatch");
-    ra_tensor kb = ra_tensor_4d(buf, RA_BF16, 1, 4, 2, 8);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &kb, &kb, NULL) == RA_ERR_DTYPE, "dtype");
+    ra_tensor qb = ra_tensor_4d(buf, RA_BF16, 1, 4, 4, 8);
+    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &qb, &k, &k, NULL) == RA_ERR_DTYPE, "q dtype");
     ra_dropout bad = {-0.1f, 0};
     k = ra_tensor_4d(buf, RA_F32, 1, 4, 2, 8);
     CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k, &k, &bad) == RA_ERR_ARGUMENT, "p < 0");
@@ -450,6 +486,7 @@ static void test_errors(void)
 int main(void)
 {
     RUN(test_flash_matches_reference);
+    RUN(test_half_kv);
     RUN(test_first_row_is_v0);
     RUN(test_causal);
     RUN(test_thread_determinism);

@@ -116,7 +116,7 @@ static void store_rows_transposed(float *const *dst, const float *restrict ot, i
 
 /* Per-thread scratch, carved as ra_flash_layout_for describes. */
 typedef struct flash_tile {
-    float *qt, *st, *ot, *m, *l, *mult, *zero;
+    float *qt, *st, *ot, *m, *l, *mult, *zero, *wide;
     const float **krow; /* [BK] */
     float *pos;         /* [rows]: query position of each row, as float */
 } flash_tile;
@@ -133,7 +133,8 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.pos = t.l + rows;                                     /* [rows] */
     t.mult = t.pos + rows;                                  /* [BK] */
     t.zero = t.mult + BK;                                   /* [D] zeros */
-    t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK] pointers */
+    t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK + 16] */
+    t.wide = t.zero + ra_round_up(head_dim, 16) + 2 * (BK + 16);   /* [BK, D rounded to 16] */
     return t;
 }
 
@@ -165,6 +166,29 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t 
         vstore(t->m + r0, m_new);
         for (int64_t d = 0; d < head_dim; d++)
             vstore(t->ot + d * rows + r0, vload(t->ot + d * rows + r0) * alpha);
+    }
+}
+
+/* Points rows[j] at key/value row k0 + j of (b, g) for j in [0, nk): in
+ * place for float32, else widened into `wide` ([nk, D rounded to 16]). */
+static void tile_rows(const float **rows, const ra_tensor *t, int64_t b, int64_t g, int64_t k0,
+                      int64_t nk, float *wide, int64_t head_dim)
+{
+    if (t->dtype == RA_F32) {
+        for (int64_t j = 0; j < nk; j++) rows[j] = ra_row(t, b, k0 + j, g);
+        return;
+    }
+    const int64_t width = ra_round_up(head_dim, 16);
+    for (int64_t j = 0; j < nk; j++) {
+        const uint16_t *src = ra_row_any(t, b, k0 + j, g);
+        float *dst = wide + j * width;
+        int64_t d = 0;
+        if (t->dtype == RA_BF16)
+            for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload_bf16(src + d));
+        else
+            for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload_f16(src + d));
+        for (; d < head_dim; d++) dst[d] = ra_load(src, t->dtype, d);
+        rows[j] = dst;
     }
 }
 
@@ -203,7 +227,7 @@ static void flash_task(void *arg, int64_t task, int thread)
 
     for (int64_t k0 = 0; k0 < q1; k0 += BK) {
         int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
-        for (int64_t j = 0; j < nk; j++) t.krow[j] = ra_row(k, b, k0 + j, g);
+        tile_rows(t.krow, k, b, g, k0, nk, t.wide, head_dim);
         for (int64_t j = nk; j < ra_round_up(nk, MR); j++) t.krow[j] = t.zero;
         for (int64_t j0 = 0; j0 < nk; j0 += MR) {
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;
@@ -219,7 +243,7 @@ static void flash_task(void *arg, int64_t task, int thread)
                 ra_dropout_row(&a->mask, first, nk, t.mult);
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }
-        for (int64_t j = 0; j < nk; j++) t.krow[j] = ra_row(v, b, k0 + j, g);
+        tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
         int64_t d0 = 0;
         for (; d0 + MR <= head_dim; d0 += MR) values_block(t.ot, t.st, t.krow, d0, MR, nk, rows);
         if (d0 < head_dim) values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows);

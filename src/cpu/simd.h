@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "half.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #elif defined(__aarch64__)
@@ -41,6 +43,30 @@ static inline vf vload(const float *p)
 }
 
 static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+typedef uint16_t vh __attribute__((vector_size(RA_W * 2)));
+
+/* RA_W bfloat16 values widened to float32 (exact: the top half of a float). */
+static inline vf vload_bf16(const uint16_t *p)
+{
+    vh h;
+    memcpy(&h, p, sizeof h);
+    return (vf)(__builtin_convertvector(h, vi) << 16);
+}
+
+/* RA_W IEEE half values widened to float32 (exact, subnormals included). */
+static inline vf vload_f16(const uint16_t *p)
+{
+#if defined(RA_SIMD_AVX512)
+    return (vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+#elif defined(RA_SIMD_AVX2)
+    return (vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+    vf v;
+    for (int i = 0; i < RA_W; i++) v[i] = ra_half_f16_to_f32(p[i]);
+    return v;
+#endif
+}
 
 static inline vf vsplat(float x)
 {

@@ -48,7 +48,8 @@ typedef struct ra_flash_layout {
 static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
- * Ot [D, rows], m, l and query positions [rows], dropout multipliers [BK],
+ * Ot [D, rows], m, l, e^(m - m') and query positions [rows], dropout
+ * multipliers [BK],
  * a zero row [D rounded to 16], key/value row pointers [BK + 16] (a
  * register block may run past the tile's keys, onto the zero row), and
  * float32 copies of a tile of 16-bit K or V [BK, D rounded to 16].  rep
@@ -59,7 +60,7 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     f.block_q = (64 / rep) & ~(int64_t)7;
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
-    f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 3 * f.rows +
+    f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 4 * f.rows +
                                    RA_FLASH_BK + ra_round_up(head_dim, 16) +
                                    2 * (RA_FLASH_BK + 16) +
                                    RA_FLASH_BK * ra_round_up(head_dim, 16),

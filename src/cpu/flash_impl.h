@@ -8,6 +8,7 @@
  *     mask keys after each query (diagonal tiles only)
  *     m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P
  *     O  = O e^(m - m') + P V              [rows, D]    register-blocked GEMM
+ *                                          (the rescale fused into its loads)
  *   out = O / l
  *
  * rows are the rep query heads of one kv group times block_q queries, so
@@ -55,18 +56,21 @@ static inline void scores_block(float *restrict st, const float *restrict qt,
     }
 }
 
-/* Ot[d, r] += sum_j V[j, d] Pt[j, r] for features d in [d0, d0 + n) (n <=
- * MR), keys j in [0, nk).  vrow[j] points at key k0 + j's values.  Always
- * inlined, so the n == MR call compiles without the tail's guards. */
+/* Ot[d, r] = alpha[r] Ot[d, r] + sum_j V[j, d] Pt[j, r] for features d in
+ * [d0, d0 + n) (n <= MR), keys j in [0, nk); on the first tile Ot starts at
+ * zero instead.  vrow[j] points at key k0 + j's values.  Always inlined, so
+ * the n == MR call compiles without the tail's guards. */
 static inline __attribute__((always_inline)) void
 values_block(float *restrict ot, const float *restrict pt, const float *const *vrow, int64_t d0,
-             int n, int64_t nk, int64_t rows)
+             int n, int64_t nk, int64_t rows, const float *alpha, int first)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
-        vf acc[MR][NR];
+        vf acc[MR][NR], scale[NR];
+        for (int c = 0; c < NR; c++) scale[c] = vload(alpha + r0 + c * RA_W);
         for (int i = 0; i < MR; i++)
             for (int c = 0; c < NR; c++)
-                acc[i][c] = i < n ? vload(ot + (d0 + i) * rows + r0 + c * RA_W) : vsplat(0.0f);
+                acc[i][c] = i < n && !first ? vload(ot + (d0 + i) * rows + r0 + c * RA_W) * scale[c]
+                                            : vsplat(0.0f);
         for (int64_t j = 0; j < nk; j++) {
             vf pv[NR];
             for (int c = 0; c < NR; c++) pv[c] = vload(pt + j * rows + r0 + c * RA_W);
@@ -116,7 +120,7 @@ static void store_rows_transposed(float *const *dst, const float *restrict ot, i
 
 /* Per-thread scratch, carved as ra_flash_layout_for describes. */
 typedef struct flash_tile {
-    float *qt, *st, *ot, *m, *l, *mult, *zero, *wide;
+    float *qt, *st, *ot, *m, *l, *alpha, *mult, *zero, *wide;
     const float **krow; /* [BK] */
     float *pos;         /* [rows]: query position of each row, as float */
 } flash_tile;
@@ -130,7 +134,8 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.ot = t.st + BK * rows;                                /* [D, rows] */
     t.m = t.ot + head_dim * rows;                           /* [rows] */
     t.l = t.m + rows;                                       /* [rows] */
-    t.pos = t.l + rows;                                     /* [rows] */
+    t.alpha = t.l + rows;                                   /* [rows] */
+    t.pos = t.alpha + rows;                                 /* [rows] */
     t.mult = t.pos + rows;                                  /* [BK] */
     t.zero = t.mult + BK;                                   /* [D] zeros */
     t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK + 16] */
@@ -139,10 +144,9 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
 }
 
 /* Masks, exponentiates and folds one tile's scores into m and l, and
- * rescales Ot by e^(m - m').  Keys j >= nk and keys after a row's query are
- * -inf; rows past the last query keep whatever they hold (never written). */
-static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t k0,
-                         int64_t head_dim, int diagonal)
+ * leaves e^(m - m') in alpha for values_block to rescale Ot with.  Keys
+ * j >= nk and keys after a row's query are -inf. */
+static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t k0, int diagonal)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         vf pos = vload(t->pos + r0), mx = vload(t->m + r0), m_new = mx;
@@ -164,8 +168,7 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t 
         }
         vstore(t->l + r0, vload(t->l + r0) * alpha + sum);
         vstore(t->m + r0, m_new);
-        for (int64_t d = 0; d < head_dim; d++)
-            vstore(t->ot + d * rows + r0, vload(t->ot + d * rows + r0) * alpha);
+        vstore(t->alpha + r0, alpha);
     }
 }
 
@@ -210,7 +213,6 @@ static void flash_task(void *arg, int64_t task, int thread)
 
     /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
      * padding rows (past the group's rows or the last query) are zero. */
-    memset(t.ot, 0, (size_t)(head_dim * rows) * sizeof(float));
     memset(t.zero, 0, (size_t)ra_round_up(head_dim, 16) * sizeof(float));
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         const float *src[RA_W];
@@ -233,7 +235,7 @@ static void flash_task(void *arg, int64_t task, int thread)
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;
             scores_block(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
         }
-        softmax_tile(&t, rows, nk, k0, head_dim, k0 + nk > q0 + 1);
+        softmax_tile(&t, rows, nk, k0, k0 + nk > q0 + 1);
         if (a->dropout)
             for (int64_t r = 0; r < rep * block_q; r++) {
                 int64_t h = r / block_q, i = r % block_q;
@@ -245,8 +247,10 @@ static void flash_task(void *arg, int64_t task, int thread)
             }
         tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
         int64_t d0 = 0;
-        for (; d0 + MR <= head_dim; d0 += MR) values_block(t.ot, t.st, t.krow, d0, MR, nk, rows);
-        if (d0 < head_dim) values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows);
+        for (; d0 + MR <= head_dim; d0 += MR)
+            values_block(t.ot, t.st, t.krow, d0, MR, nk, rows, t.alpha, k0 == 0);
+        if (d0 < head_dim)
+            values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows, t.alpha, k0 == 0);
     }
 
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {

@@ -1,10 +1,12 @@
 # ropeattn — build with `make`; `make test` runs the suite; `make asan` runs it
-# under AddressSanitizer + UndefinedBehaviorSanitizer.
+# under AddressSanitizer + UndefinedBehaviorSanitizer; `make neon-test` runs
+# the kernels built for aarch64 (NEON) under qemu-user.
 #
 # Outputs (under $(BUILD), default build/):
 #   libropeattn.a, libropeattn.so   the library
 #   ropeattn                        the command-line tool
 #   tests/test_*                    one program per test file
+#   neon/test_neon                  tests/test_neon.c for aarch64 (static)
 
 BUILD    ?= build
 CC       ?= cc
@@ -23,7 +25,7 @@ LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
 LIB_SRC  := $(wildcard src/*.c src/io/*.c src/cpu/*.c)
 TOOL_SRC := $(wildcard tools/*.c bench/*.c)
-TEST_SRC := $(wildcard tests/test_*.c)
+TEST_SRC := $(filter-out tests/test_neon.c,$(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -66,7 +68,34 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
 
-test: all
+# NEON: the library's pure parts (all but the layer, which needs CBLAS, and
+# src/io, which needs cJSON) cross-compiled for aarch64 with Debian's
+# gcc-aarch64-linux-gnu, the kernels with -ffp-contract=fast as above,
+# linked static with tests/test_neon.c and run under qemu-aarch64
+# (qemu-user).  `make test` builds it when the cross compiler is installed
+# and tests/run.sh runs it; never under sanitizers (they do not link static).
+NEON_CC     ?= aarch64-linux-gnu-gcc
+NEON_CFLAGS  = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
+               -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -Iinclude -Isrc
+NEON_SRC    := $(filter-out src/layer.c,$(wildcard src/*.c)) $(wildcard src/cpu/*.c) tests/test_neon.c
+NEON_OBJ    := $(NEON_SRC:%.c=$(BUILD)/neon/obj/%.o)
+NEON_TEST   := $(if $(SANITIZE),,$(if $(shell command -v $(NEON_CC) 2>/dev/null),$(BUILD)/neon/test_neon))
+
+$(BUILD)/neon/obj/src/cpu/kernels_%.o: src/cpu/kernels_%.c include/ropeattn.h $(wildcard src/*.h src/cpu/*.h)
+	@mkdir -p $(dir $@)
+	$(NEON_CC) $(NEON_CFLAGS) -ffp-contract=fast -c $< -o $@
+
+$(BUILD)/neon/obj/%.o: %.c include/ropeattn.h $(wildcard src/*.h src/cpu/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NEON_CC) $(NEON_CFLAGS) -c $< -o $@
+
+$(BUILD)/neon/test_neon: $(NEON_OBJ)
+	$(NEON_CC) -static -o $@ $^ -lm -pthread
+
+neon-test: $(BUILD)/neon/test_neon
+	qemu-aarch64 $<
+
+test: all $(NEON_TEST)
 	BUILD=$(BUILD) bash tests/run.sh
 
 asan:
@@ -79,5 +108,5 @@ fixtures:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test asan fixtures clean
+.PHONY: all test asan neon-test fixtures clean
 .SECONDARY:

@@ -8,19 +8,36 @@
  * run is reported.  Rates are GB/s for memory-bound cases (bytes read plus
  * bytes written) and GFLOP/s for compute-bound ones.
  *
+ * The machine is shared and its bandwidth and sgemm rate drift by 2x within
+ * minutes, so a case is never judged against a limit measured minutes
+ * earlier: each of its samples directly follows one sample of its limit
+ * (and of its parts, below), and the fraction is the median over those
+ * pairs of (case rate / limit rate).  The limits' own rows are measured
+ * alone, first.
+ *
  *   limit    what it measures                         judges
  *   copy     memcpy between two buffers               out-of-place rope
  *   rmw      x = a x + b in place                     in-place rope
  *   sgemm    cblas_sgemm, the projections' shape      attention, the layer
+ *
+ * Beside the limits, two comparisons made in the same run: the whole layer
+ * against the sum of its parts timed alone (the four projection GEMMs and
+ * the attention core), and, where torch is installed, the seed's PyTorch
+ * code for the same shapes (bench/seed_torch.py, run as a child process).
  */
 #ifndef RA_BENCH_H
 #define RA_BENCH_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ropeattn.h"
 
 #define BENCH_MIN_SAMPLE_S 2e-3
+
+/* Most cases a run may hold. */
+#define BENCH_MAX_CASES 32
 
 typedef enum bench_limit {
     LIMIT_NONE = -1,
@@ -46,6 +63,19 @@ typedef struct bench_case {
      * nonzero if it is wrong.  NULL: nothing to check. */
     int (*check)(void *state, ra_context *ctx);
     void (*teardown)(void *state);
+    /* Timed samples at most, whatever --repeats asks (0: no cap); for cases
+     * of seconds a run. */
+    int max_repeats;
+    /* The fraction of its limit the case should reach (0: none); drawn by
+     * --svg and given in --json. */
+    double target;
+    /* Comma-separated cases that run alone what this one does together; it
+     * is reported as a ratio to the sum of their times, and --only runs them
+     * with it.  NULL: none. */
+    const char *parts;
+    double parts_target; /* the ratio to the parts it should stay within (0: none) */
+    /* bench/seed_torch.py times the seed's code for this case. */
+    int has_torch;
 } bench_case;
 
 /* The cases of each file, in the order they run: limits first. */
@@ -61,20 +91,75 @@ extern const int bench_attention_case_count;
 typedef struct bench_record {
     const bench_case *what;
     double median_seconds; /* of one run */
-    double rate;           /* GB/s or GFLOP/s */
-    double fraction;       /* rate / its limit's rate; NAN without one */
+    double rate;           /* GB/s or GFLOP/s, from median_seconds */
+    double fraction;       /* median over pairs of rate / limit rate; NAN without a limit */
+    double limit_rate;     /* median of the limit's paired samples; NAN without */
+    double parts_seconds;  /* median over samples of the parts' summed times; NAN without */
+    double parts_ratio;    /* median over samples of time / parts' time; NAN without */
+    double torch_seconds;  /* the seed's PyTorch code; NAN if not measured */
 } bench_record;
 
-/* Sets up one case, runs it once to warm up and check it, then takes
- * `repeats` timed samples.  Returns 0 or (after printing why) EXIT_FAIL. */
-int bench_measure(const bench_case *c, ra_context *ctx, int repeats, bench_record *out);
+/* What a run was: for the notes, the JSON-less table and the chart. */
+typedef struct bench_run_info {
+    int threads, repeats;
+    const char *simd;
+    const char *torch; /* "torch 1.13.0, 2 threads" or NULL */
+} bench_run_info;
 
-/* The table is printed a row at a time, as the cases finish; JSON (an array
- * of {name, shape, median_seconds, bytes or flops, rate, rate_unit,
- * limit_name, fraction}) at the end. */
+/* A case set up, warmed up and checked, ready to be sampled. */
+typedef struct bench_prepared {
+    const bench_case *c; /* NULL: nothing prepared */
+    void *state;
+    int64_t runs; /* per sample; 0 until the first sample finds it */
+} bench_prepared;
+
+/* Sets up c, runs it once to warm up and checks the result.  Returns 0 or
+ * (after printing why) EXIT_FAIL, with nothing left to release. */
+int bench_prepare(const bench_case *c, ra_context *ctx, bench_prepared *p);
+void bench_release(bench_prepared *p); /* p->c NULL is allowed */
+
+/* Takes `repeats` samples of p (at most its case's max_repeats), each right
+ * after one sample of limit (NULL: none) and of each of the n_parts parts,
+ * and fills every field of out but torch_seconds (NAN).  Returns 0 or
+ * (after printing why) EXIT_FAIL. */
+int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *const *parts,
+                  int n_parts, ra_context *ctx, int repeats, bench_record *out);
+
+/* The table is printed a row at a time, as the cases finish (a row with
+ * parts is followed by a line with its ratio to them); JSON (an array of
+ * {name, shape, median_seconds, bytes or flops, rate, rate_unit, limit_name,
+ * limit_rate, fraction, target, torch_seconds, vs_torch, and for a case with
+ * parts: parts, parts_seconds, ratio_to_parts, parts_target}) at the end;
+ * null where a value does not apply. */
 void bench_print_table_header(void);
 void bench_print_table_row(const bench_record *record);
 void bench_print_json(const bench_record *records, int n);
+const char *bench_limit_name(bench_limit limit);
+
+/* Writes an SVG bar chart of each judged case's fraction of its limit to
+ * path, atomically (a temporary file renamed into place).  Returns 0 or,
+ * after printing why, EXIT_FAIL. */
+int bench_write_svg(const char *path, const bench_record *records, int n,
+                    const bench_run_info *info);
+
+/* ---- the seed's PyTorch code ------------------------------------------- */
+
+typedef struct bench_torch_options {
+    int threads, repeats;
+    double timeout_s;   /* the child is killed past it */
+    const char *python; /* interpreter */
+    const char *script; /* seed_torch.py, or NULL to look beside the program */
+} bench_torch_options;
+
+/* Runs bench/seed_torch.py for the selected cases with has_torch, in a child
+ * process killed after opt->timeout_s; sets seconds[i] for each case it
+ * timed, NAN for the others.  Never fails the bench: prints one note on
+ * `notes` saying what it measured or why it measured nothing, and returns
+ * a description for the chart ("torch 1.13.0, 2 threads") in version, or ""
+ * if nothing was measured. */
+void bench_torch(const bench_case *const *cases, const int *selected, int n,
+                 const bench_torch_options *opt, double *seconds, char *version,
+                 size_t version_len, FILE *notes);
 
 /* ---- helpers the case files share ------------------------------------- */
 

@@ -145,12 +145,14 @@ static int sgemm_check(void *state, ra_context *ctx)
 }
 
 const bench_case bench_limit_cases[] = {
-    {"copy", "memcpy f32[20971520] (q + k of rope_f32)", LIMIT_COPY, LIMIT_NONE,
-     2.0 * 4 * STREAM_FLOATS, 0, NULL, stream_setup, copy_run, copy_check, stream_teardown},
-    {"rmw", "x = a x + b, f32[20971520] in place", LIMIT_RMW, LIMIT_NONE,
-     2.0 * 4 * STREAM_FLOATS, 0, NULL, stream_setup, rmw_run, NULL, stream_teardown},
-    {"sgemm", "[2048, 4096] x [4096, 4096]^T", LIMIT_SGEMM, LIMIT_NONE,
-     2.0 * SGEMM_M * SGEMM_N * SGEMM_K, 1, NULL, sgemm_setup, sgemm_run, sgemm_check,
-     sgemm_teardown},
+    {.name = "copy", .shape = "memcpy f32[20971520] (q + k of rope_f32)",
+     .measures = LIMIT_COPY, .judged_by = LIMIT_NONE, .work = 2.0 * 4 * STREAM_FLOATS,
+     .setup = stream_setup, .run = copy_run, .check = copy_check, .teardown = stream_teardown},
+    {.name = "rmw", .shape = "x = a x + b, f32[20971520] in place", .measures = LIMIT_RMW,
+     .judged_by = LIMIT_NONE, .work = 2.0 * 4 * STREAM_FLOATS, .setup = stream_setup,
+     .run = rmw_run, .teardown = stream_teardown},
+    {.name = "sgemm", .shape = "[2048, 4096] x [4096, 4096]^T", .measures = LIMIT_SGEMM,
+     .judged_by = LIMIT_NONE, .work = 2.0 * SGEMM_M * SGEMM_N * SGEMM_K, .work_is_flops = 1,
+     .setup = sgemm_setup, .run = sgemm_run, .check = sgemm_check, .teardown = sgemm_teardown},
 };
 const int bench_limit_case_count = sizeof bench_limit_cases / sizeof bench_limit_cases[0];

@@ -10,6 +10,7 @@
  * environment as given.
  */
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,30 +21,57 @@
 
 static const char usage[] =
     "usage: ropeattn bench [--json] [--threads N] [--only NAME[,NAME...]] [--repeats N]\n"
+    "                      [--svg FILE] [--no-torch]\n"
     "\n"
     "Times each kernel beside the machine limit it is judged against, measured in\n"
     "the same run: memory copy and in-place read-modify-write bandwidth (GB/s) and\n"
     "cblas_sgemm (GFLOP/s).  Each case is set up once, run once to warm up and to\n"
-    "check its result, then timed; the median over the repeats is reported.\n"
+    "check its result, then timed; the median over the repeats is reported.  The\n"
+    "table gives op, shape, median time, rate, the limit and the fraction of it, and\n"
+    "vs torch: the seed's PyTorch code's median time over ours.  The machine's\n"
+    "bandwidth and sgemm rate drift, so each sample of a case directly follows one\n"
+    "sample of its limit, and the fraction is the median of those paired ratios.\n"
     "\n"
     "  --json       print a JSON array of records instead of a table (notes go to\n"
-    "               stderr)\n"
-    "  --threads N  threads for the library and OpenBLAS (default: one per processor)\n"
+    "               stderr): name, shape, median_seconds, bytes (memory-bound) or\n"
+    "               flops (compute-bound), rate, rate_unit, limit_name, limit_rate,\n"
+    "               fraction, target, torch_seconds, vs_torch; the layer adds parts,\n"
+    "               parts_seconds, ratio_to_parts and parts_target\n"
+    "  --threads N  threads for the library, OpenBLAS and torch (default: one per\n"
+    "               processor)\n"
     "  --only LIST  run only these cases (comma-separated); the limits they are\n"
-    "               judged against run too\n"
-    "  --repeats N  timed samples per case (default 5)\n"
+    "               judged against, and the parts of layer_forward_f32_s2048, run too\n"
+    "  --repeats N  timed samples per case (default 5; attention_prefill_f32_s8192,\n"
+    "               about 2 s a run, and the seed's torch code past 1 s a run take\n"
+    "               at most 3)\n"
+    "  --svg FILE   also draw each case's rate as a fraction of its limit, with its\n"
+    "               target, as an SVG bar chart (written atomically)\n"
+    "  --no-torch   skip the comparison with the seed's PyTorch code\n"
     "\n"
     "cases:\n"
     "  copy, rmw, sgemm                 the limits\n"
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
-    "  attention_prefill_f32_s512, attention_prefill_f32_s2048\n"
-    "  layer_forward_f32_s2048\n"
+    "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
+    "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"
+    "  layer_projections_f32_s2048      the layer's four projection GEMMs alone\n"
+    "  layer_forward_f32_s2048          the whole layer, also as a ratio to\n"
+    "                                   layer_projections_f32_s2048 +\n"
+    "                                   attention_prefill_f32_s2048 (target <= 1.1)\n"
+    "\n"
+    "The seed's PyTorch code: when /usr/bin/python3 can import torch, bench/seed_torch.py\n"
+    "times the seed's apply_rotary_emb on rope_f32's shape and its masked-softmax\n"
+    "attention core (with repeat_kv) at S = 512 and 2048, at torch.set_num_threads(N),\n"
+    "in a child process before the cases run.  Any failure there only drops the\n"
+    "column, with a note.  Environment: RA_BENCH_PYTHON (interpreter),\n"
+    "RA_BENCH_TORCH_SCRIPT (the script; default bench/seed_torch.py beside the build\n"
+    "folder), RA_BENCH_TORCH_TIMEOUT (seconds before the child is killed; default 300).\n"
     "\n"
     "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE can force a slower sgemm kernel; when\n"
     "either is set the bench re-runs itself once without them.  Set\n"
     "RA_BENCH_REEXEC=keep to measure with them.\n";
 
-#define MAX_CASES 32
+#define MAX_CASES BENCH_MAX_CASES
+#define DEFAULT_TORCH_TIMEOUT_S 300
 #define REEXEC_VAR "RA_BENCH_REEXEC"
 #define REEXEC_MARK "removed"
 
@@ -98,9 +126,15 @@ static void reexec_without_blas_env(int argc, char **argv)
     free(args);
 }
 
-/* Notes on OpenBLAS: which core it uses and why. */
-static void print_blas_notes(FILE *to)
+/* Notes on the library's SIMD path, and on OpenBLAS: which core it uses and
+ * why. */
+static void print_notes(FILE *to)
 {
+    const char *forced = getenv("RA_FORCE_ISA");
+    if (forced)
+        fprintf(to, "note: simd %s (capped by RA_FORCE_ISA=%s)\n", ra_simd_name(), forced);
+    else
+        fprintf(to, "note: simd %s (the best this CPU and OS support)\n", ra_simd_name());
     fprintf(to, "note: %s, core %s\n", openblas_get_config(), openblas_get_corename());
     const char *reexec = getenv(REEXEC_VAR);
     if (reexec && strncmp(reexec, REEXEC_MARK " ", strlen(REEXEC_MARK) + 1) == 0) {
@@ -117,7 +151,17 @@ static void print_blas_notes(FILE *to)
     }
 }
 
-/* Marks the cases --only names, and the limits they are judged by. */
+/* Whether name is one of the comma-separated parts. */
+static int is_part(const char *parts, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = parts; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0')) return 1;
+    return 0;
+}
+
+/* Marks the cases --only names, the parts of those with parts, and the
+ * limits they are judged by. */
 static int select_cases(const char *only, const bench_case **cases, int n, int *selected)
 {
     for (int i = 0; i < n; i++) selected[i] = only == NULL;
@@ -136,48 +180,126 @@ static int select_cases(const char *only, const bench_case **cases, int n, int *
     }
     free(list);
     for (int i = 0; i < n; i++)
+        for (int j = 0; j < n && selected[i]; j++) {
+            if (cases[j]->measures != LIMIT_NONE && cases[j]->measures == cases[i]->judged_by)
+                selected[j] = 1;
+            if (cases[i]->parts && is_part(cases[i]->parts, cases[j]->name)) selected[j] = 1;
+        }
+    /* Parts may bring in limits of their own. */
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < n && selected[i]; j++)
             if (cases[j]->measures != LIMIT_NONE && cases[j]->measures == cases[i]->judged_by)
                 selected[j] = 1;
     return failed;
 }
 
+/* How many comma-separated parts; 0 for NULL. */
+static int count_parts(const char *parts)
+{
+    int count = parts != NULL;
+    for (const char *p = parts; p && *p; p++) count += *p == ',';
+    return count;
+}
+
+/* Whether a selected case after i has case i among its parts. */
+static int needed_later(const bench_case **cases, const int *selected, int n, int i)
+{
+    for (int j = i + 1; j < n; j++)
+        if (selected[j] && cases[j]->parts && is_part(cases[j]->parts, cases[i]->name)) return 1;
+    return 0;
+}
+
+typedef struct bench_settings {
+    int json, torch;
+    int repeats;
+    const char *svg;
+} bench_settings;
+
+static double torch_timeout(void)
+{
+    const char *text = getenv("RA_BENCH_TORCH_TIMEOUT");
+    char *end = NULL;
+    double value = text ? strtod(text, &end) : 0;
+    return text && end != text && *end == '\0' && value > 0 ? value : DEFAULT_TORCH_TIMEOUT_S;
+}
+
 static int run_cases(const bench_case **cases, const int *selected, int n, ra_context *ctx,
-                     int repeats, int json)
+                     const bench_settings *settings)
 {
     bench_record records[MAX_CASES];
-    double limit_rates[N_LIMITS] = {0};
+    double torch_seconds[MAX_CASES];
+    char torch_version[128] = "";
     int n_records = 0;
-    FILE *notes = json ? stderr : stdout;
-    fprintf(notes, "ropeattn bench: %d threads, median of %d timed samples after a warm-up\n",
-            ra_context_threads(ctx), repeats);
-    print_blas_notes(notes);
-    if (!json) bench_print_table_header();
+    FILE *notes = settings->json ? stderr : stdout;
+    bench_run_info info = {ra_context_threads(ctx), settings->repeats, ra_simd_name(), NULL};
+    fprintf(notes, "ropeattn bench: %d threads, median of %d timed samples after a warm-up, "
+            "each right after a sample of its limit (and parts)\n", info.threads, info.repeats);
+    print_notes(notes);
+    for (int i = 0; i < n; i++) torch_seconds[i] = NAN;
+    if (settings->torch) {
+        const char *python = getenv("RA_BENCH_PYTHON");
+        bench_torch_options opt = {info.threads, settings->repeats, torch_timeout(),
+                                   python ? python : "/usr/bin/python3",
+                                   getenv("RA_BENCH_TORCH_SCRIPT")};
+        bench_torch(cases, selected, n, &opt, torch_seconds, torch_version,
+                    sizeof torch_version, notes);
+        if (torch_version[0]) info.torch = torch_version;
+    }
+    if (!settings->json) bench_print_table_header();
+    /* Limits stay prepared for the cases judged by them, parts for the cases
+     * made of them. */
+    bench_prepared limits[N_LIMITS] = {{0}}, kept[MAX_CASES] = {{0}};
+    int failed = 0;
     for (int i = 0; i < n; i++) {
         if (!selected[i]) continue;
+        const bench_case *c = cases[i];
+        bench_prepared p;
+        failed = bench_prepare(c, ctx, &p);
+        if (failed) break;
+        bench_prepared *limit = c->judged_by != LIMIT_NONE && limits[c->judged_by].c
+                                    ? &limits[c->judged_by]
+                                    : NULL;
+        bench_prepared *parts[MAX_CASES];
+        int n_parts = 0;
+        for (int j = 0; j < i && c->parts; j++)
+            if (kept[j].c && is_part(c->parts, cases[j]->name)) parts[n_parts++] = &kept[j];
+        if (n_parts < count_parts(c->parts)) n_parts = 0; /* a part is missing: no ratio */
         bench_record *r = &records[n_records];
-        int failed = bench_measure(cases[i], ctx, repeats, r);
-        if (failed) return failed;
-        if (cases[i]->measures != LIMIT_NONE) limit_rates[cases[i]->measures] = r->rate;
-        if (cases[i]->judged_by != LIMIT_NONE)
-            r->fraction = r->rate / limit_rates[cases[i]->judged_by];
-        if (!json) bench_print_table_row(r);
+        failed = bench_measure(&p, limit, parts, n_parts, ctx, settings->repeats, r);
+        if (c->measures != LIMIT_NONE && !failed)
+            limits[c->measures] = p;
+        else if (needed_later(cases, selected, n, i) && !failed)
+            kept[i] = p;
+        else
+            bench_release(&p);
+        if (failed) break;
+        r->torch_seconds = torch_seconds[i];
+        if (!settings->json) bench_print_table_row(r);
         n_records++;
     }
-    if (json) bench_print_json(records, n_records);
+    for (int l = 0; l < N_LIMITS; l++) bench_release(&limits[l]);
+    for (int i = 0; i < n; i++) bench_release(&kept[i]);
+    if (failed) return failed;
+    if (settings->json) bench_print_json(records, n_records);
+    if (settings->svg) {
+        if (bench_write_svg(settings->svg, records, n_records, &info)) return EXIT_FAIL;
+        fprintf(notes, "note: chart written to %s\n", settings->svg);
+    }
     return EXIT_OK;
 }
 
 int cmd_bench(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, no_torch = 0;
     int64_t threads = 0, repeats = 5;
-    const char *only = NULL;
+    const char *only = NULL, *svg = NULL;
     const cli_option options[] = {
         CLI_FLAG_OPTION("--json", &json),
         CLI_INT_OPTION("--threads", &threads, 1, CLI_MAX_THREADS),
         CLI_STRING_OPTION("--only", &only),
         CLI_INT_OPTION("--repeats", &repeats, 1, 1000),
+        CLI_STRING_OPTION("--svg", &svg),
+        CLI_FLAG_OPTION("--no-torch", &no_torch),
     };
     switch (cli_parse("bench", argc, argv, options, sizeof options / sizeof options[0])) {
     case CLI_HELP: fputs(usage, stdout); return EXIT_OK;
@@ -188,11 +310,13 @@ int cmd_bench(int argc, char **argv)
     int selected[MAX_CASES];
     int n = all_cases(cases);
     int failed = select_cases(only, cases, n, selected);
+    if (!failed && svg) failed = cli_check_output_folder(svg);
     if (failed) return failed;
     reexec_without_blas_env(argc, argv);
     ra_context *ctx = NULL;
     failed = cli_context_create(&ctx, threads);
-    if (!failed) failed = run_cases(cases, selected, n, ctx, (int)repeats, json);
+    bench_settings settings = {json, !no_torch, (int)repeats, svg};
+    if (!failed) failed = run_cases(cases, selected, n, ctx, &settings);
     ra_context_destroy(ctx);
     return failed;
 }

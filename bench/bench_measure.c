@@ -11,44 +11,99 @@
 
 /* Most runs one sample may hold (for cases of a few microseconds). */
 #define MAX_RUNS_PER_SAMPLE 100000
+/* Most samples a case may take (--repeats is at most 1000). */
+#define MAX_SAMPLES 1000
+/* Most parts a case may have. */
+#define MAX_PARTS 8
 
-int bench_measure(const bench_case *c, ra_context *ctx, int repeats, bench_record *out)
+int bench_prepare(const bench_case *c, ra_context *ctx, bench_prepared *p)
 {
+    *p = (bench_prepared){NULL, NULL, 0};
     void *state = NULL;
-    if (c->setup(c->params, ctx, &state)) {
+    int failed = c->setup(c->params, ctx, &state) ? EXIT_FAIL : 0;
+    ra_status status = failed ? RA_OK : c->run(state, ctx);
+    if (status != RA_OK) failed = cli_fail_status(status, c->name);
+    if (!failed && c->check && c->check(state, ctx)) failed = EXIT_FAIL;
+    if (failed) {
         c->teardown(state);
-        return EXIT_FAIL;
+        return failed;
     }
-    double *samples = malloc((size_t)repeats * sizeof(double));
-    ra_status status = samples ? c->run(state, ctx) : RA_ERR_NOMEM;
-    int failed = 0;
-    if (status == RA_OK && c->check && c->check(state, ctx)) failed = EXIT_FAIL;
+    *p = (bench_prepared){c, state, 0};
+    return 0;
+}
 
-    /* One timed run tells how many runs make a sample of BENCH_MIN_SAMPLE_S. */
-    int64_t runs = 1;
-    if (!failed && status == RA_OK) {
+void bench_release(bench_prepared *p)
+{
+    if (p->c) p->c->teardown(p->state);
+    *p = (bench_prepared){NULL, NULL, 0};
+}
+
+/* Seconds per run over one sample.  The first call times one run, which
+ * tells how many runs make a sample of BENCH_MIN_SAMPLE_S; when that is one
+ * run, it is the sample. */
+static ra_status sample(bench_prepared *p, ra_context *ctx, double *seconds)
+{
+    ra_status status = RA_OK;
+    if (p->runs == 0) {
         double start = timer_seconds();
-        status = c->run(state, ctx);
+        status = p->c->run(p->state, ctx);
         double once = timer_seconds() - start;
-        if (once < BENCH_MIN_SAMPLE_S)
-            runs = once > 0 ? (int64_t)ceil(BENCH_MIN_SAMPLE_S / once) : MAX_RUNS_PER_SAMPLE;
-        if (runs > MAX_RUNS_PER_SAMPLE) runs = MAX_RUNS_PER_SAMPLE;
+        if (status != RA_OK || once >= BENCH_MIN_SAMPLE_S) {
+            p->runs = 1;
+            *seconds = once;
+            return status;
+        }
+        p->runs = once > 0 ? (int64_t)ceil(BENCH_MIN_SAMPLE_S / once) : MAX_RUNS_PER_SAMPLE;
+        if (p->runs > MAX_RUNS_PER_SAMPLE) p->runs = MAX_RUNS_PER_SAMPLE;
     }
-    for (int r = 0; r < repeats && !failed && status == RA_OK; r++) {
-        double start = timer_seconds();
-        for (int64_t i = 0; i < runs && status == RA_OK; i++) status = c->run(state, ctx);
-        samples[r] = (timer_seconds() - start) / (double)runs;
+    double start = timer_seconds();
+    for (int64_t i = 0; i < p->runs && status == RA_OK; i++) status = p->c->run(p->state, ctx);
+    *seconds = (timer_seconds() - start) / (double)p->runs;
+    return status;
+}
+
+int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *const *parts,
+                  int n_parts, ra_context *ctx, int repeats, bench_record *out)
+{
+    const bench_case *c = p->c;
+    if (c->max_repeats > 0 && repeats > c->max_repeats) repeats = c->max_repeats;
+    if (repeats > MAX_SAMPLES) repeats = MAX_SAMPLES;
+    if (n_parts > MAX_PARTS) n_parts = MAX_PARTS;
+    double times[MAX_SAMPLES], fractions[MAX_SAMPLES], limit_rates[MAX_SAMPLES];
+    double parts_times[MAX_SAMPLES], parts_ratios[MAX_SAMPLES];
+    ra_status status = RA_OK;
+    const char *what = c->name;
+    for (int r = 0; r < repeats && status == RA_OK; r++) {
+        double t;
+        if (limit) {
+            status = sample(limit, ctx, &t);
+            what = limit->c->name;
+            limit_rates[r] = limit->c->work / t * 1e-9;
+        }
+        parts_times[r] = 0;
+        for (int i = 0; i < n_parts && status == RA_OK; i++) {
+            status = sample(parts[i], ctx, &t);
+            what = parts[i]->c->name;
+            parts_times[r] += t;
+        }
+        if (status != RA_OK) break;
+        status = sample(p, ctx, &times[r]);
+        what = c->name;
+        if (limit) fractions[r] = c->work / times[r] * 1e-9 / limit_rates[r];
+        parts_ratios[r] = times[r] / parts_times[r];
     }
-    if (status != RA_OK && !failed) failed = cli_fail_status(status, c->name);
-    if (!failed) {
-        out->what = c;
-        out->median_seconds = timer_median(samples, repeats);
-        out->rate = c->work / out->median_seconds * 1e-9;
-        out->fraction = NAN;
-    }
-    free(samples);
-    c->teardown(state);
-    return failed;
+    if (status != RA_OK) return cli_fail_status(status, what);
+    *out = (bench_record){
+        .what = c,
+        .median_seconds = timer_median(times, repeats),
+        .fraction = limit ? timer_median(fractions, repeats) : NAN,
+        .limit_rate = limit ? timer_median(limit_rates, repeats) : NAN,
+        .parts_seconds = n_parts > 0 ? timer_median(parts_times, repeats) : NAN,
+        .parts_ratio = n_parts > 0 ? timer_median(parts_ratios, repeats) : NAN,
+        .torch_seconds = NAN,
+    };
+    out->rate = c->work / out->median_seconds * 1e-9;
+    return 0;
 }
 
 float *bench_random_floats(int64_t n, uint64_t seed)

@@ -6,15 +6,31 @@
 
 static const char *const limit_names[N_LIMITS] = {"copy", "rmw", "sgemm"};
 
+const char *bench_limit_name(bench_limit limit)
+{
+    return limit >= 0 && limit < N_LIMITS ? limit_names[limit] : "-";
+}
+
 static const char *rate_unit(const bench_case *c)
 {
     return c->work_is_flops ? "GFLOP/s" : "GB/s";
 }
 
+/* A case's comma-separated parts with separator between them. */
+static void print_parts(const char *parts, const char *separator)
+{
+    for (const char *p = parts; *p; p++) {
+        if (*p == ',')
+            fputs(separator, stdout);
+        else
+            putchar(*p);
+    }
+}
+
 void bench_print_table_header(void)
 {
-    printf("%-28s %-56s %12s %8s %-7s %-6s %8s\n", "name", "shape", "median", "rate", "",
-           "limit", "fraction");
+    printf("%-28s %-56s %12s %8s %-7s %-6s %8s %9s\n", "name", "shape", "median", "rate", "",
+           "limit", "fraction", "vs torch");
 }
 
 void bench_print_table_row(const bench_record *r)
@@ -26,10 +42,35 @@ void bench_print_table_row(const bench_record *r)
     printf("%-28s %-56s %9.3f %-2s %8.2f %-7s ", c->name, c->shape, scaled, unit, r->rate,
            rate_unit(c));
     if (c->judged_by == LIMIT_NONE)
-        printf("%-6s %8s\n", "-", "-");
+        printf("%-6s %8s", "-", "-");
     else
-        printf("%-6s %8.3f\n", limit_names[c->judged_by], r->fraction);
+        printf("%-6s %8.3f", limit_names[c->judged_by], r->fraction);
+    if (isfinite(r->torch_seconds))
+        printf(" %8.1fx\n", r->torch_seconds / r->median_seconds);
+    else
+        printf(" %9s\n", "-");
+    if (c->parts) {
+        printf("  %s / (", c->name);
+        print_parts(c->parts, " + ");
+        if (isfinite(r->parts_ratio))
+            printf(") = %.3f", r->parts_ratio);
+        else
+            printf("): not measured");
+        if (c->parts_target > 0) printf(" (target <= %g)", c->parts_target);
+        if (isfinite(r->parts_ratio))
+            printf(": %.4g s against %.4g s", r->median_seconds, r->parts_seconds);
+        printf("\n");
+    }
     fflush(stdout);
+}
+
+/* A number, or null where it is NaN or infinite (JSON has neither). */
+static void json_number(const char *key, double value, const char *after)
+{
+    if (isfinite(value))
+        printf("\"%s\": %.6g%s", key, value, after);
+    else
+        printf("\"%s\": null%s", key, after);
 }
 
 void bench_print_json(const bench_record *records, int n)
@@ -43,11 +84,23 @@ void bench_print_json(const bench_record *records, int n)
                c->name, c->shape, r->median_seconds, c->work_is_flops ? "flops" : "bytes",
                c->work, r->rate, rate_unit(c));
         if (c->judged_by == LIMIT_NONE || !isfinite(r->fraction))
-            printf("\"limit_name\": null, \"fraction\": null}");
+            printf("\"limit_name\": null, ");
         else
-            printf("\"limit_name\": \"%s\", \"fraction\": %.6g}", limit_names[c->judged_by],
-                   r->fraction);
-        printf("%s\n", i + 1 < n ? "," : "");
+            printf("\"limit_name\": \"%s\", ", limit_names[c->judged_by]);
+        json_number("limit_rate", r->limit_rate, ", ");
+        json_number("fraction", r->fraction, ", ");
+        json_number("target", c->target > 0 ? c->target : NAN, ", ");
+        json_number("torch_seconds", r->torch_seconds, ", ");
+        json_number("vs_torch", r->torch_seconds / r->median_seconds, "");
+        if (c->parts) {
+            printf(", \"parts\": [\"");
+            print_parts(c->parts, "\", \"");
+            printf("\"], ");
+            json_number("parts_seconds", r->parts_seconds, ", ");
+            json_number("ratio_to_parts", r->parts_ratio, ", ");
+            json_number("parts_target", c->parts_target > 0 ? c->parts_target : NAN, "");
+        }
+        printf("}%s\n", i + 1 < n ? "," : "");
     }
     printf("]\n");
 }

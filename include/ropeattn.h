@@ -360,6 +360,50 @@ RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
                               const ra_dropout *dropout);
 
 /* ------------------------------------------------------------------------ */
+/* KV cache and decoding                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* One layer's keys and values for generation: K and V, each
+ * [B, capacity, Hkv, D] in f32, f16 or bf16, and a length per sequence
+ * (the slots filled so far).  Keys are stored already rotated.  A token's
+ * slot is its order of arrival; its RoPE position is whatever the caller
+ * says (ra_positions), so callers may slide windows or evict. */
+typedef struct ra_kv_cache ra_kv_cache;
+
+RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
+                                    int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype);
+RA_API void ra_kv_cache_destroy(ra_kv_cache *cache); /* NULL is allowed */
+RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 */
+/* Slots filled in sequence b, or -1 for a bad argument. */
+RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
+/* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use). */
+RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v);
+
+/* Appends n_new[b] tokens to sequence b (NULL: S for every sequence), in one
+ * pass: q and k are rotated in place by the tokens' positions, and k and v
+ * are written (converted to the cache's dtype) into slots length[b] ..
+ * length[b] + n_new[b] - 1; then the lengths advance.  Token s of sequence b
+ * is row s of the inputs (s < n_new[b]).  A sequence that would pass the
+ * capacity gives RA_ERR_SIZE and changes nothing.
+ *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
+RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
+                                    const ra_tensor *q, const ra_tensor *k,
+                                    const ra_tensor *v, const ra_positions *positions,
+                                    const int64_t *n_new);
+
+/* Attention of the last T appended tokens of each sequence against the
+ * cache: query t of sequence b is the token in slot length[b] - T + t and
+ * sees slots 0 .. length[b] - T + t (n_query[b] < T uses the first n_query[b]
+ * rows for that sequence; NULL: T for all).  The cache is split into chunks
+ * over its length across threads (flash-decoding) and the partial softmax
+ * sums are merged exactly, in a fixed order: the same bits for any thread
+ * count.  GQA: each K/V row is read once for its whole group of query heads.
+ *   q, out: [B, T, H, D] f32 */
+RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
+                                     const ra_tensor *out, const ra_tensor *q,
+                                     const int64_t *n_query);
+
+/* ------------------------------------------------------------------------ */
 /* The attention layer: the seed's Attention module                         */
 /* ------------------------------------------------------------------------ */
 
@@ -406,6 +450,18 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,
                                   int64_t seq, const ra_positions *positions,
                                   const ra_forward_options *options);
+
+/* The layer with a KV cache: appends the S tokens of each sequence to the
+ * cache (RoPE at the given positions, NULL: continuing from the cache's
+ * length) and attends each over everything cached so far.  A prefill is an
+ * empty cache and S = P; a decode step is S = 1.  prefill(N) equals
+ * prefill(N - k) followed by k decode steps to float32 rounding (the sums
+ * run in another order, so not bit for bit).  Inference only.
+ *   x, y: [B, S, dim] */
+RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
+                                         ra_kv_cache *cache, float *y, const float *x,
+                                         int64_t batch, int64_t seq,
+                                         const ra_positions *positions);
 
 /* Weight-row permutation between the layouts, per head, for wq or wk
  * [n_heads * D, in_features]: RA_LAYOUT_HALF reorders interleaved rows

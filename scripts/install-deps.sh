@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what ropeattn needs to build and test on Debian 12, if missing:
-# a C compiler and make, OpenBLAS (CBLAS), cJSON, pkg-config, and NumPy for
-# the CLI tests.  PyTorch is needed only to regenerate fixtures (make fixtures).
+# a C compiler and make, OpenBLAS (CBLAS), cJSON, pkg-config, NumPy for the
+# CLI tests, and the aarch64 cross compiler, its C library and qemu-user for
+# the NEON test.  PyTorch is needed only to regenerate fixtures (make fixtures).
 set -euo pipefail
-packages=(build-essential pkg-config libopenblas-dev libcjson-dev python3 python3-numpy)
+packages=(build-essential pkg-config libopenblas-dev libcjson-dev python3 python3-numpy
+          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

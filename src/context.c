@@ -5,7 +5,10 @@
  * ra_parallel_for publishes a job (fn, arg, n_tasks) under a new generation
  * number; every thread, the caller included, claims task indices from an
  * atomic counter until none are left; the caller waits until all workers
- * have finished the generation.
+ * have finished the generation.  Workers and the caller spin briefly (about
+ * SPIN_ROUNDS pauses, tens of microseconds) before sleeping on the condition
+ * variables, so that back-to-back calls — decoding, layer after layer — do
+ * not pay a sleep and a wake-up each time.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,10 +24,11 @@ struct ra_context {
 
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a new generation or stop */
-    pthread_cond_t idle; /* a worker finished the generation */
-    uint64_t generation;
-    int busy_workers;
-    int stop;
+    pthread_cond_t idle; /* the last worker finished the generation */
+    atomic_uint_fast64_t generation;
+    atomic_int busy_workers;
+    atomic_int stop;
+    int sleepers; /* workers waiting on wake (under lock) */
 
     ra_task_fn fn;
     void *arg;
@@ -49,30 +53,58 @@ static void run_tasks(ra_context *ctx, int thread)
     }
 }
 
+enum { SPIN_ROUNDS = 4000 };
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Waits for a generation other than `seen` (or stop): spin, then sleep. */
+static uint64_t wait_for_work(ra_context *ctx, uint64_t seen)
+{
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        if (atomic_load(&ctx->generation) != seen || atomic_load(&ctx->stop)) break;
+        cpu_relax();
+    }
+    if (atomic_load(&ctx->generation) == seen && !atomic_load(&ctx->stop)) {
+        pthread_mutex_lock(&ctx->lock);
+        ctx->sleepers++;
+        while (atomic_load(&ctx->generation) == seen && !atomic_load(&ctx->stop))
+            pthread_cond_wait(&ctx->wake, &ctx->lock);
+        ctx->sleepers--;
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return atomic_load(&ctx->generation);
+}
+
 static void *worker_main(void *p)
 {
     ra_context *ctx = ((worker_start *)p)->ctx;
     int thread = ((worker_start *)p)->thread;
     free(p);
     uint64_t seen = 0;
-    pthread_mutex_lock(&ctx->lock);
     for (;;) {
-        while (!ctx->stop && ctx->generation == seen) pthread_cond_wait(&ctx->wake, &ctx->lock);
-        if (ctx->stop) break;
-        seen = ctx->generation;
-        pthread_mutex_unlock(&ctx->lock);
+        seen = wait_for_work(ctx, seen);
+        if (atomic_load(&ctx->stop)) break;
         run_tasks(ctx, thread);
-        pthread_mutex_lock(&ctx->lock);
-        if (--ctx->busy_workers == 0) pthread_cond_signal(&ctx->idle);
+        if (atomic_fetch_sub(&ctx->busy_workers, 1) == 1) { /* the last one out */
+            pthread_mutex_lock(&ctx->lock);
+            pthread_cond_signal(&ctx->idle);
+            pthread_mutex_unlock(&ctx->lock);
+        }
     }
-    pthread_mutex_unlock(&ctx->lock);
     return NULL;
 }
 
 static void stop_workers(ra_context *ctx)
 {
     pthread_mutex_lock(&ctx->lock);
-    ctx->stop = 1;
+    atomic_store(&ctx->stop, 1);
     pthread_cond_broadcast(&ctx->wake);
     pthread_mutex_unlock(&ctx->lock);
     for (int i = 0; i < ctx->n_started; i++) pthread_join(ctx->workers[i], NULL);
@@ -157,21 +189,24 @@ void ra_parallel_for(ra_context *ctx, int64_t n_tasks, ra_task_fn fn, void *arg)
         for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
         return;
     }
-    pthread_mutex_lock(&ctx->lock);
     ctx->fn = fn;
     ctx->arg = arg;
     ctx->n_tasks = n_tasks;
     atomic_store(&ctx->next_task, 0);
-    ctx->busy_workers = ctx->n_started;
-    ctx->generation++;
-    pthread_cond_broadcast(&ctx->wake);
+    atomic_store(&ctx->busy_workers, ctx->n_started);
+    pthread_mutex_lock(&ctx->lock);
+    atomic_fetch_add(&ctx->generation, 1); /* publishes the job to spinning workers */
+    if (ctx->sleepers) pthread_cond_broadcast(&ctx->wake);
     pthread_mutex_unlock(&ctx->lock);
 
     run_tasks(ctx, 0);
 
-    pthread_mutex_lock(&ctx->lock);
-    while (ctx->busy_workers > 0) pthread_cond_wait(&ctx->idle, &ctx->lock);
-    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&ctx->busy_workers) > 0; i++) cpu_relax();
+    if (atomic_load(&ctx->busy_workers) > 0) {
+        pthread_mutex_lock(&ctx->lock);
+        while (atomic_load(&ctx->busy_workers) > 0) pthread_cond_wait(&ctx->idle, &ctx->lock);
+        pthread_mutex_unlock(&ctx->lock);
+    }
 }
 
 ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "attention_internal.h"
+#include "kvcache_internal.h"
 #include "parallel.h"
 #include "rope_internal.h"
 
@@ -158,4 +159,74 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     if (p > 0.0f) output_dropout(y, n_x, p, opt.seed);          /* resid_dropout */
     ra_scratch_release(&scratch);
     return RA_OK;
+}
+
+/* ---- with a KV cache ------------------------------------------------------ */
+
+static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, const float *y,
+                              const float *x, int64_t batch, int64_t seq, int64_t *n_x)
+{
+    if (!layer || !cache || !y || !x) return RA_ERR_NULL;
+    int64_t dims[3] = {batch, seq, layer->config.dim};
+    RA_TRY(ra_count(dims, 3, n_x));
+    if (cache->batch != batch || cache->n_kv_heads != layer->config.n_kv_heads ||
+        cache->head_dim != layer->config.head_dim)
+        return RA_ERR_SHAPE;
+    return RA_OK;
+}
+
+RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
+                                         ra_kv_cache *cache, float *y, const float *x,
+                                         int64_t batch, int64_t seq,
+                                         const ra_positions *positions)
+{
+    int64_t n_x;
+    RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_x));
+    const ra_layer_config *c = &layer->config;
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
+    const int64_t tokens = batch * seq, n_q = n_x, n_kv = tokens * Hkv * D;
+    int prefill = 1; /* every sequence starts empty: flash attention over the new slots */
+    for (int64_t b = 0; b < batch; b++) prefill &= cache->length[b] == 0;
+
+    /* Scratch: starts [B], xq, xk, xv, attention output, then the flash
+     * kernel's own when this is a prefill. */
+    size_t kernel_bytes = 0;
+    ra_tensor q_shape = ra_tensor_4d((void *)x, RA_F32, batch, seq, H, D);
+    if (prefill)
+        kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, H, Hkv, D, ra_parallel_threads(ctx));
+    else
+        RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), &kernel_bytes));
+    int64_t own_floats;
+    RA_TRY(ra_mul(n_x, 4, &own_floats));
+    size_t own = (size_t)(ra_round_up(2 * batch, 16) + 2 * n_q + 2 * n_kv) * sizeof(float);
+    if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, own + kernel_bytes, &scratch));
+    int64_t *starts = scratch.data;
+    float *buf = (float *)scratch.data + ra_round_up(2 * batch, 16);
+    for (int64_t b = 0; b < batch; b++) starts[b] = cache->length[b];
+    ra_positions pos = {.starts = starts};
+    if (positions) pos = *positions;
+    ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
+    ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, batch, seq, Hkv, D);
+    ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, batch, seq, Hkv, D);
+    ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
+
+    /* Nothing is written before the append has accepted everything. */
+    project(xq.data, x, layer->weights.wq, tokens, H * D, dim);   /* xq = wq(x) */
+    project(xk.data, x, layer->weights.wk, tokens, Hkv * D, dim); /* xk = wk(x) */
+    project(xv.data, x, layer->weights.wv, tokens, Hkv * D, dim); /* xv = wv(x) */
+    ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
+    if (status == RA_OK && prefill) {
+        ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);
+        kc.shape[1] = vc.shape[1] = seq; /* the slots just written */
+        ra_attention_args args;
+        status = ra_attention_prepare(&args, &attn, &xq, &kc, &vc, NULL);
+        if (status == RA_OK) ra_attention_flash(ctx, &args, buf + 2 * n_q + 2 * n_kv);
+    } else if (status == RA_OK) {
+        ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, buf + 2 * n_q + 2 * n_kv);
+    }
+    if (status == RA_OK) project(y, attn.data, layer->weights.wo, tokens, dim, H * D);
+    ra_scratch_release(&scratch);
+    return status;
 }

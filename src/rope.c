@@ -1,7 +1,7 @@
 /*
  * rope.c — the rope object (config, inverse frequencies, cos/sin table),
- * argument checks, and the fast rotation: table lookups, threads over
- * tokens, a float32 loop per layout that the compiler vectorizes.
+ * argument checks, and the fast rotation's split into tasks over tokens; the
+ * task itself (SIMD, per ISA) is cpu/rope_impl.h, chosen by cpu/dispatch.c.
  *
  *   x, out: [B, S, heads, D] strided views; pair i of a head is
  *   (2i, 2i + 1) interleaved or (i, i + rotary_dim/2) half-split; features
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/kernels.h"
 #include "parallel.h"
 #include "rope_internal.h"
 
@@ -198,121 +199,6 @@ int64_t ra_position_sequence(const ra_positions *p, int64_t t)
 
 /* ---- the fast path ------------------------------------------------------- */
 
-/* Pairs rotated per batch of angles computed on the fly (positions beyond
- * the table); table rows are used whole. */
-#define ANGLE_CHUNK 128
-
-typedef struct rope_job {
-    const ra_rope *rope;
-    const ra_tensor *out, *x;
-    const ra_positions *positions;
-    float sign;              /* +1 forward, -1 inverse */
-    int64_t tokens_per_task; /* of the B*S tokens */
-} rope_job;
-
-/* Rotates pairs [first, first + n) of one head (f32). */
-static void rotate_f32(float *y, const float *x, const float *c, const float *s, int64_t first,
-                       int64_t n, int64_t half, ra_layout layout, float sign)
-{
-    if (layout == RA_LAYOUT_INTERLEAVED) {
-        x += 2 * first;
-        y += 2 * first;
-        for (int64_t i = 0; i < n; i++) {
-            float a = x[2 * i], b = x[2 * i + 1], sn = sign * s[i];
-            y[2 * i] = a * c[i] - b * sn;
-            y[2 * i + 1] = a * sn + b * c[i];
-        }
-    } else {
-        const float *xa = x + first, *xb = x + half + first;
-        float *ya = y + first, *yb = y + half + first;
-        for (int64_t i = 0; i < n; i++) {
-            float a = xa[i], b = xb[i], sn = sign * s[i];
-            ya[i] = a * c[i] - b * sn;
-            yb[i] = a * sn + b * c[i];
-        }
-    }
-}
-
-/* The same for f16/bf16 storage: load to f32, rotate, round once.  Inlined
- * with a constant dtype so each storage type gets its own loop. */
-static inline void rotate_any(void *y, const void *x, ra_dtype dtype, const float *c, const float *s,
-                       int64_t first, int64_t n, int64_t half, ra_layout layout, float sign)
-{
-    for (int64_t i = 0; i < n; i++) {
-        int64_t ia = layout == RA_LAYOUT_INTERLEAVED ? 2 * (first + i) : first + i;
-        int64_t ib = layout == RA_LAYOUT_INTERLEAVED ? ia + 1 : ia + half;
-        float a = ra_load(x, dtype, ia), b = ra_load(x, dtype, ib), sn = sign * s[i];
-        ra_store(y, dtype, ia, a * c[i] - b * sn);
-        ra_store(y, dtype, ib, a * sn + b * c[i]);
-    }
-}
-
-/* Rotates pairs [first, first + n) of every head of token (b, s). */
-static void rotate_token_pairs(const rope_job *job, int64_t b, int64_t s, const float *c,
-                               const float *sn, int64_t first, int64_t n)
-{
-    const ra_tensor *x = job->x, *out = job->out;
-    size_t esize = ra_dtype_size(x->dtype);
-    int64_t half = job->rope->n_pairs;
-    ra_layout layout = job->rope->config.layout;
-    for (int64_t h = 0; h < x->shape[2]; h++) {
-        const char *xr = (const char *)x->data +
-                         (size_t)(b * x->stride[0] + s * x->stride[1] + h * x->stride[2]) * esize;
-        char *yr = (char *)out->data +
-                   (size_t)(b * out->stride[0] + s * out->stride[1] + h * out->stride[2]) * esize;
-        if (x->dtype == RA_F32)
-            rotate_f32((float *)yr, (const float *)xr, c, sn, first, n, half, layout, job->sign);
-        else if (x->dtype == RA_BF16)
-            rotate_any(yr, xr, RA_BF16, c, sn, first, n, half, layout, job->sign);
-        else
-            rotate_any(yr, xr, RA_F16, c, sn, first, n, half, layout, job->sign);
-    }
-}
-
-/* Copies the features that do not rotate, [rotary_dim, D), when out != x. */
-static void copy_tail(const rope_job *job, int64_t b, int64_t s)
-{
-    const ra_tensor *x = job->x, *out = job->out;
-    int64_t rot = job->rope->config.rotary_dim, d = x->shape[3];
-    if (rot == d || out->data == x->data) return;
-    size_t esize = ra_dtype_size(x->dtype);
-    for (int64_t h = 0; h < x->shape[2]; h++) {
-        const char *xr = (const char *)x->data +
-                         (size_t)(b * x->stride[0] + s * x->stride[1] + h * x->stride[2] + rot) * esize;
-        char *yr = (char *)out->data +
-                   (size_t)(b * out->stride[0] + s * out->stride[1] + h * out->stride[2] + rot) * esize;
-        memcpy(yr, xr, (size_t)(d - rot) * esize);
-    }
-}
-
-static void rope_task(void *arg, int64_t task, int thread)
-{
-    (void)thread;
-    const rope_job *job = arg;
-    const ra_rope *rope = job->rope;
-    int64_t seq = job->x->shape[1], n_tokens = job->x->shape[0] * seq;
-    int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
-    if (t1 > n_tokens) t1 = n_tokens;
-    float c[ANGLE_CHUNK], sn[ANGLE_CHUNK];
-    int64_t seq_hint = ra_position_sequence(job->positions, t0);
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t b = t / seq, s = t % seq;
-        int64_t pos = ra_position(job->positions, t, seq, &seq_hint);
-        if (pos < rope->config.table_size) {
-            const float *row_c = rope->cos + pos * rope->n_pairs;
-            const float *row_s = rope->sin + pos * rope->n_pairs;
-            rotate_token_pairs(job, b, s, row_c, row_s, 0, rope->n_pairs);
-        } else {
-            for (int64_t first = 0; first < rope->n_pairs; first += ANGLE_CHUNK) {
-                int64_t n = rope->n_pairs - first < ANGLE_CHUNK ? rope->n_pairs - first : ANGLE_CHUNK;
-                ra_rope_angles(rope, pos, first, n, c, sn);
-                rotate_token_pairs(job, b, s, c, sn, first, n);
-            }
-        }
-        copy_tail(job, b, s);
-    }
-}
-
 /* Tokens per task: about 4 tasks per thread, but at least 64 KiB of work
  * per task so that small calls (decode) stay on the calling thread. */
 static int64_t tokens_per_task(const ra_tensor *x, int threads)
@@ -329,11 +215,11 @@ RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx, const ra_te
                                ra_direction direction)
 {
     RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction));
-    rope_job job = {rope, out, x, positions, direction == RA_INVERSE ? -1.0f : 1.0f, 0};
+    ra_rope_job job = {rope, out, x, positions, direction == RA_INVERSE ? -1.0f : 1.0f, 0};
     job.tokens_per_task = tokens_per_task(x, ra_parallel_threads(ctx));
     int64_t n_tokens = x->shape[0] * x->shape[1];
-    ra_parallel_for(ctx, (n_tokens + job.tokens_per_task - 1) / job.tokens_per_task, rope_task,
-                    &job);
+    ra_parallel_for(ctx, (n_tokens + job.tokens_per_task - 1) / job.tokens_per_task,
+                    ra_kernels_get()->rope_task, &job);
     return RA_OK;
 }
 

@@ -1,6 +1,7 @@
 /*
  * rope_internal.h — the rope object's insides, shared by rope.c (object,
- * validation, fast path), rope_ref.c (scalar reference) and layer.c.
+ * validation, fast path), cpu/rope_impl.h (the SIMD rotation), rope_ref.c
+ * (scalar reference) and layer.c.
  */
 #ifndef RA_ROPE_INTERNAL_H
 #define RA_ROPE_INTERNAL_H
@@ -62,6 +63,16 @@ static inline int64_t ra_position(const ra_positions *p, int64_t t, int64_t seq,
 /* The packed sequence that holds token t (binary search; 0 without
  * cu_seqlens). */
 int64_t ra_position_sequence(const ra_positions *p, int64_t t);
+
+/* One ra_rope_apply call, split into tasks of tokens_per_task consecutive
+ * tokens (of the B * S); cpu/rope_impl.h runs a task.  out == x in place. */
+typedef struct ra_rope_job {
+    const ra_rope *rope;
+    const ra_tensor *out, *x;
+    const ra_positions *positions;
+    float sign;              /* +1 forward, -1 inverse */
+    int64_t tokens_per_task;
+} ra_rope_job;
 
 /* The scalar reference rotation: no table, no threads, one element pair at
  * a time.  The oracle the fast path is tested against (bit for bit). */

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test program under $BUILD/tests, every tests/test_*.sh and every
+# Runs every test program under $BUILD/tests (once per SIMD path), the NEON
+# test under qemu-user when it is built, every tests/test_*.sh and every
 # example program, then prints the total as "N passed, N failed".  Exit
 # status 0 only if all passed.
 set -u
@@ -32,6 +33,19 @@ for isa in base avx2 avx512; do
         [ -x "$t" ] && run_one env RA_FORCE_ISA=$isa "$t"
     done
 done
+# NEON: the kernels built for aarch64 (`make test` builds them when the cross
+# compiler is installed), run under qemu-user.
+neon="$BUILD/neon/test_neon"
+if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
+    echo "SKIPPED neon: aarch64-linux-gnu-gcc is not installed (bash scripts/install-deps.sh installs it)"
+elif ! command -v qemu-aarch64 >/dev/null 2>&1; then
+    echo "SKIPPED neon: qemu-aarch64 is not installed (bash scripts/install-deps.sh installs qemu-user)"
+elif [ ! -x "$neon" ]; then
+    echo "SKIPPED neon: $neon is not built (sanitizer builds leave it out; make neon-test runs it)"
+else
+    echo "== SIMD path: neon (aarch64, under qemu-aarch64)"
+    run_one qemu-aarch64 "$neon"
+fi
 for t in tests/test_*.sh; do
     [ -f "$t" ] && run_one env BUILD="$BUILD" bash "$t"
 done

@@ -13,6 +13,7 @@ set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+ROOT=$PWD
 RA=$BUILD/ropeattn
 PY=/usr/bin/python3
 TMP=$(mktemp -d)
@@ -205,13 +206,28 @@ def compare(got_path, ref_path, tol):
 
 def check_bench(path):
     records = json.load(open(path))
-    keys = {"name", "shape", "median_seconds", "rate", "limit_name", "fraction"}
+    keys = {"name", "shape", "median_seconds", "rate", "rate_unit", "limit_name", "limit_rate",
+            "fraction", "target", "torch_seconds", "vs_torch"}
     names = [r["name"] for r in records]
     ok = names == ["rmw", "rope_decode_f32"] and all(keys <= set(r) for r in records)
+    ok = ok and all(("bytes" in r) != ("flops" in r) for r in records)
+    ok = ok and records[0]["limit_rate"] is None and records[1]["limit_rate"] > 0
     ok = ok and records[1]["limit_name"] == "rmw" and records[1]["fraction"] > 0
     ok = ok and records[1]["bytes"] == 2 * 4 * 40 * 128 and records[1]["median_seconds"] > 0
     if not ok:
         print(f"unexpected bench records: {records}")
+    return 0 if ok else 1
+
+def check_bench_svg(path):
+    """An SVG document with one bar per judged case, named."""
+    import xml.etree.ElementTree as ET
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.parse(path).getroot()
+    texts = [t.text or "" for t in root.iter(ns + "text")]
+    ok = root.tag == ns + "svg" and "rope_decode_f32" in texts
+    ok = ok and len([g for g in root.iter(ns + "g") if g.find(ns + "rect") is not None]) == 1
+    if not ok:
+        print(f"{path}: unexpected chart: {texts}")
     return 0 if ok else 1
 
 if __name__ == "__main__":
@@ -221,6 +237,7 @@ if __name__ == "__main__":
     elif cmd == "slice0":
         np.save(sys.argv[3], np.load(sys.argv[2])[0])
     elif cmd == "bench": sys.exit(check_bench(sys.argv[2]))
+    elif cmd == "bench_svg": sys.exit(check_bench_svg(sys.argv[2]))
 EOF
 if ! "$PY" "$TMP/helper.py" gen "$TMP"; then fail "fixture generation"; summary; fi
 
@@ -706,6 +723,66 @@ expect_ok "attention flags override config" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf.safetensors --input x.npy --output y.npy --config config_theta.json \
     --theta 10000 --n-heads 4
 
+# ---- attention through a KV cache (--prefill) ------------------------------
+# The first P tokens of each sequence as one prefill, the rest one decode step
+# at a time: the same Y as the layer without a cache (y_seed.npy), to float32
+# rounding with an f32 cache, and to the cache's rounding with f16 or bf16.
+for P in 1 3 5; do
+    expect_ok "attention --prefill $P (of 5), f32 cache = no cache" y.npy y_seed.npy 5e-6 -- \
+        attention $SEED --n-heads 4 --prefill $P
+done
+expect_ok "attention --prefill 2 --cache-dtype f32, 1 thread" y.npy y_seed.npy 5e-6 -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype f32 --threads 1
+expect_ok "attention --prefill 2 --cache-dtype f16" y.npy y_seed.npy 5e-3 -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype f16
+expect_ok "attention --prefill 1 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
+    attention $SEED --n-heads 4 --prefill 1 --cache-dtype bf16
+expect_ok "attention --prefill 4 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
+    attention $SEED --n-heads 4 --prefill 4 --cache-dtype bf16
+expect_ok "attention --prefill 2, 2-D input" y2.npy ref_F32_0.npy 1e-4 -- \
+    attention --weights seed_F32.safetensors --input x2d.npy --output y2.npy --n-heads 4 \
+    --prefill 2
+# Positions: --start-pos, and per-row --positions (llama3), reach every call.
+"$RA" attention $SEED --n-heads 4 --start-pos 7 --theta 500000 2>/dev/null && mv y.npy y_s7.npy
+expect_ok "attention --prefill 1 --start-pos 7 = no cache" y.npy y_s7.npy 5e-6 -- \
+    attention $SEED --n-heads 4 --start-pos 7 --theta 500000 --prefill 1
+"$RA" attention $SEED --config at_llama3.json --positions at_pos.npy 2>/dev/null &&
+    mv y.npy y_pos.npy
+expect_ok "attention --prefill 2 --positions [B, S] = no cache" y.npy y_pos.npy 5e-6 -- \
+    attention $SEED --config at_llama3.json --positions at_pos.npy --prefill 2
+expect_ok "attention --prefill 2 --positions [B, S] = numpy" y.npy at_ref_llama3.npy 1e-4 -- \
+    attention $SEED --config at_llama3.json --positions at_pos.npy --prefill 2
+expect_ok "attention --prefill 3, longrope past the original length (HF names)" y.npy \
+    at_ref_longrope_40.npy 1e-4 -- attention --weights hf_plain.safetensors --input x.npy \
+    --output y.npy --config at_longrope.json --start-pos 40 --prefill 3
+
+# expect_usage NAME PATTERN -- ARGS...: ropeattn ARGS must exit 2 with one
+# stderr line matching PATTERN, and write no y.npy.
+expect_usage() {
+    local name=$1 pattern=$2; shift 3
+    rm -f y.npy
+    "$RA" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+    local rc=$?
+    if [ "$rc" -ne 2 ]; then fail "$name: exit $rc, expected 2 ($(head -c 300 "$TMP/stderr"))"
+    elif [ "$(wc -l <"$TMP/stderr")" -ne 1 ] || ! grep -q "^ropeattn: .*$pattern" "$TMP/stderr"
+    then fail "$name: expected one 'ropeattn: ...$pattern' line, got: $(head -c 300 "$TMP/stderr")"
+    elif [ -e y.npy ]; then fail "$name: left y.npy behind"
+    else pass
+    fi
+}
+expect_usage "attention --prefill 0" "--prefill must be an integer from 1" -- \
+    attention $SEED --n-heads 4 --prefill 0
+expect_usage "attention --prefill seq + 1" "--prefill 6 is more than the 5 tokens" -- \
+    attention $SEED --n-heads 4 --prefill 6
+expect_usage "attention --prefill abc" "--prefill must be an integer.*'abc'" -- \
+    attention $SEED --n-heads 4 --prefill abc
+expect_usage "attention --cache-dtype f64" "--cache-dtype must be f32, f16 or bf16" -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype f64
+expect_usage "attention --cache-dtype without --prefill" "--cache-dtype needs --prefill" -- \
+    attention $SEED --n-heads 4 --cache-dtype f16
+expect_usage "attention --prefill with --path reference" "--prefill runs the flash path" -- \
+    attention $SEED --n-heads 4 --prefill 2 --path reference
+
 # ---- rope and freqs ---------------------------------------------------------
 expect_ok "rope interleaved" r.npy rope_ref_interleaved.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 3
@@ -817,8 +894,10 @@ for cmd in "" attention rope freqs convert-layout demo bench; do
 done
 if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (avx512|avx2|sse2|neon)\)$'; then pass
 else fail "--version"; fi
-if "$RA" demo --seq 16 >"$TMP/stdout" 2>&1 && grep -q "checks passed" "$TMP/stdout"; then pass
-else fail "demo --seq 16: $(tail -n 12 "$TMP/stdout")"; fi
+if "$RA" demo --seq 16 >"$TMP/stdout" 2>&1 && grep -q "^ok: 8 of 8 checks passed" "$TMP/stdout" &&
+    grep -qE "^  decode +4 steps +f32 +cache .* tokens/s" "$TMP/stdout" &&
+    grep -q "prefill + decode steps = full prefill" "$TMP/stdout"; then pass
+else fail "demo --seq 16 (with a prefill and 4 decode steps): $(tail -n 12 "$TMP/stdout")"; fi
 if RA_BENCH_REEXEC=keep "$RA" bench --only rope_decode_f32 --repeats 2 --json \
     >bench.json 2>"$TMP/stderr" && "$PY" "$TMP/helper.py" bench bench.json; then pass
 else fail "bench --json: $(head -c 300 "$TMP/stderr")"; fi
@@ -826,6 +905,32 @@ if env -u RA_BENCH_REEXEC OPENBLAS_CORETYPE=Haswell "$RA" bench --only rope_deco
     --repeats 1 >"$TMP/stdout" 2>&1 &&
     grep -q "re-ran itself without OPENBLAS_CORETYPE=Haswell" "$TMP/stdout"; then pass
 else fail "bench re-runs itself without OPENBLAS_CORETYPE: $(head -c 400 "$TMP/stdout")"; fi
+# The bench's options and cases are documented; --svg draws a chart; the
+# seed's PyTorch code (a child process) can fail or hang without failing it.
+if "$RA" bench --help >"$TMP/stdout" && grep -q -- "--svg FILE" "$TMP/stdout" &&
+    grep -q -- "--no-torch" "$TMP/stdout" && grep -q "attention_prefill_f32_s8192" "$TMP/stdout" &&
+    grep -q "layer_projections_f32_s2048" "$TMP/stdout" && grep -q "vs torch" "$TMP/stdout"
+then pass; else fail "bench --help names --svg, --no-torch, the new cases and vs torch"; fi
+rm -f bench.svg
+if RA_BENCH_REEXEC=keep "$RA" bench --only rope_decode_f32 --repeats 1 --svg bench.svg \
+    >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg &&
+    grep -qE "^note: simd (avx512|avx2|sse2|neon) " "$TMP/stdout"; then pass
+else fail "bench --svg, and the SIMD path noted: $(head -c 400 "$TMP/stdout")"; fi
+expect_error "bench: --svg into a missing folder" nodir/bench.svg -- bench \
+    --only rope_decode_f32 --repeats 1 --svg nodir/bench.svg
+mkdir -p "$TMP/faketorch"
+echo 'raise ImportError("no torch in this test")' >"$TMP/faketorch/torch.py"
+if PYTHONPATH="$TMP/faketorch" RA_BENCH_TORCH_SCRIPT="$ROOT/bench/seed_torch.py" \
+    RA_BENCH_REEXEC=keep "$RA" bench --only rope_f32 --repeats 1 \
+    >"$TMP/stdout" 2>&1 && grep -q "no comparison with the seed's PyTorch code.*no torch in this test" \
+    "$TMP/stdout" && grep -qE "^rope_f32 .* -$" "$TMP/stdout"; then pass
+else fail "bench without torch notes it and goes on: $(head -c 600 "$TMP/stdout")"; fi
+printf 'sleep 30 &\nsleep 30\n' >"$TMP/hang.sh"
+start=$(date +%s)
+if RA_BENCH_PYTHON=/bin/sh RA_BENCH_TORCH_SCRIPT="$TMP/hang.sh" RA_BENCH_TORCH_TIMEOUT=1 \
+    RA_BENCH_REEXEC=keep "$RA" bench --only rope_f32 --repeats 1 >"$TMP/stdout" 2>&1 &&
+    grep -q "killed after 1 s" "$TMP/stdout" && [ $(($(date +%s) - start)) -lt 20 ]; then pass
+else fail "bench kills a hung torch child: $(head -c 600 "$TMP/stdout")"; fi
 
 # ---- bad input: exit 1..127, one line on stderr, no output ------------------
 expect_error "missing input file" y.npy -- attention --weights seed_F32.safetensors \

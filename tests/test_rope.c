@@ -1,7 +1,8 @@
 /*
  * test_rope.c — frequency tables, the rotation (fast path against the scalar
- * reference, bit for bit), the seed's properties, layouts, dtypes, strides,
- * positions, the seed's functions, dtype conversion and argument checks.
+ * reference, bit for bit: rope_exact.h), the seed's properties, layouts,
+ * dtypes, strides, positions, the seed's functions, dtype conversion and
+ * argument checks.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "harness.h"
 #include "ropeattn.h"
 #include "dropout.h"
+#include "rope_exact.h"
 #include "rope_internal.h"
 
 /* cos/sin of m * base^(-2i/d) in long double: "exact" to ~1e-15 here. */
@@ -60,81 +62,6 @@ static void test_freqs_precision(void)
     ra_rope_destroy(rope);
     free(c);
     free(s);
-}
-
-/* A strided view inside a bigger buffer: token stride padded, heads apart. */
-static ra_tensor padded_view(void *data, ra_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d,
-                             int64_t pad)
-{
-    ra_tensor t = {data, dt, {b, s, h, d}, {0, 0, d + pad, 1}};
-    t.stride[1] = h * (d + pad) + pad;
-    t.stride[0] = s * t.stride[1] + pad;
-    return t;
-}
-
-static int64_t view_elements(const ra_tensor *t)
-{
-    int64_t last = 0;
-    for (int d = 0; d < 4; d++) last += (t->shape[d] - 1) * t->stride[d];
-    return last + 1;
-}
-
-/* Fast path == reference, bit for bit, across layouts, dtypes, strides,
- * positions inside and beyond the table, directions and thread counts. */
-static void test_fast_matches_reference(void)
-{
-    const int64_t shapes[][4] = {{1, 1, 1, 2}, {2, 7, 3, 8}, {1, 33, 4, 64}, {3, 5, 2, 128},
-                                 {1, 70, 8, 6}, {2, 3, 1, 256}};
-    ra_context *ctx2, *ctx3;
-    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
-    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
-    ra_context *ctxs[] = {NULL, ctx2, ctx3};
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int layout = 0; layout < 2; layout++)
-            for (int dt = 0; dt < 3; dt++)
-                for (int variant = 0; variant < 4; variant++) {
-                    const int64_t *sh = shapes[si];
-                    ra_rope_config cfg = ra_rope_config_default(sh[3]);
-                    cfg.layout = (ra_layout)layout;
-                    cfg.table_size = 40; /* some positions fall beyond the table */
-                    cfg.rotary_dim = variant == 3 && sh[3] >= 4 ? (sh[3] / 2) & ~(int64_t)1 : 0;
-                    ra_rope *rope;
-                    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
-                    int64_t pad = variant & 1 ? 3 : 0;
-                    size_t es = ra_dtype_size((ra_dtype)dt);
-                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                    int64_t n = view_elements(&probe);
-                    float *src = malloc(sizeof(float) * n);
-                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
-                    ra_test_fill(src, n, si * 100 + layout * 10 + dt);
-                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
-                    int64_t *ids = malloc(sizeof(int64_t) * sh[0] * sh[1]);
-                    for (int64_t t = 0; t < sh[0] * sh[1]; t++) ids[t] = (t * 37 + 5) % 97;
-                    ra_positions pos = {.start = variant == 2 ? 0 : 11 + 13 * variant, .ids = variant == 2 ? ids : NULL};
-                    ra_direction dir = variant == 1 ? RA_INVERSE : RA_FORWARD;
-                    for (int c = 0; c < 3; c++) {
-                        memcpy(fast, in, es * n);
-                        memcpy(ref, in, es * n);
-                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        /* in place for even c, out of place for odd */
-                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
-                        CHECK(ra_rope_apply(rope, ctxs[c], &yf, xf, &pos, dir) == RA_OK, "fast");
-                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
-                        CHECK(memcmp(fast, ref, es * n) == 0,
-                              "shape %zu layout %d dtype %d variant %d ctx %d differs", si, layout,
-                              dt, variant, c);
-                    }
-                    free(ids);
-                    free(src);
-                    free(in);
-                    free(fast);
-                    free(ref);
-                    ra_rope_destroy(rope);
-                }
-    ra_context_destroy(ctx2);
-    ra_context_destroy(ctx3);
 }
 
 static double dot(const float *a, const float *b, int64_t n)
@@ -653,6 +580,8 @@ int main(void)
 {
     RUN(test_freqs_precision);
     RUN(test_fast_matches_reference);
+    RUN(test_alignments);
+    RUN(test_rounding_sweep);
     RUN(test_properties);
     RUN(test_layouts_agree);
     RUN(test_seed_functions);

@@ -1,6 +1,8 @@
 /*
  * cmd_attention.c — `ropeattn attention`: the seed's Attention.forward on a
- * real checkpoint and real activations, in inference mode.
+ * real checkpoint and real activations, in inference mode.  With --prefill P
+ * the first P tokens of each sequence go through the layer as one prefill
+ * into a KV cache and the rest one token at a time, as a generator would.
  *
  *   X: [B, S, dim] or [S, dim] (batch 1)  ->  Y: the same shape, float32
  */
@@ -20,6 +22,7 @@ static const char usage[] =
     "                          [--start-pos P | --positions P.npy] [--threads N]\n"
     "                          [--path flash|reference] [--rope-parameters JSON]\n"
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
+    "                          [--prefill P [--cache-dtype f32|f16|bf16]]\n"
     "\n"
     "Runs one attention layer (the seed's Attention module, inference mode):\n"
     "x -> wq, wk, wv -> RoPE -> causal grouped-query attention -> wo.\n"
@@ -39,6 +42,13 @@ static const char usage[] =
     "                  or [batch, seq]; the causal mask still follows token order\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the seed's masked softmax)\n"
+    "  --prefill P     generate through a KV cache: the first P tokens of each\n"
+    "                  sequence (1 <= P <= seq) as one prefill, then the others one\n"
+    "                  at a time (decode steps), each attending over the cache;\n"
+    "                  Y is the full layer's up to float32 rounding (P = seq: one\n"
+    "                  prefill).  Positions as without it; flash path only\n"
+    "  --cache-dtype T the KV cache's element type with --prefill: f32 (default),\n"
+    "                  f16 or bf16 (keys and values rounded to it when cached)\n"
     ROPE_CLI_USAGE
     "\n"
     "--config also gives hidden_size, num_attention_heads, num_key_value_heads and\n"
@@ -49,10 +59,15 @@ static const char usage[] =
 typedef struct attention_options {
     const char *weights, *input, *output;
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
-    int layout, path;
-    int has_n_heads, has_n_kv_heads, has_layout, has_start_pos;
+    int64_t prefill; /* 0: no KV cache */
+    int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
+    int has_n_heads, has_n_kv_heads, has_layout, has_start_pos, has_cache_dtype;
     rope_cli rope;
 } attention_options;
+
+/* --cache-dtype values, indexed as ra_dtype. */
+static const char *const cache_dtype_names[] = {
+    [RA_F32] = "f32", [RA_F16] = "f16", [RA_BF16] = "bf16", NULL};
 
 /* The projections of one layer as found in the checkpoint, and the file. */
 typedef struct checkpoint {
@@ -148,9 +163,10 @@ static int resolve_rope(const attention_options *opts, const rope_source *src,
     return 0;
 }
 
-/* X must be float32 [B, S, dim] or [S, dim]. */
+/* X must be float32 [B, S, dim] or [S, dim], and hold at least --prefill
+ * tokens per sequence. */
 static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t start_pos,
-                       int64_t *batch, int64_t *seq)
+                       int64_t prefill, int64_t *batch, int64_t *seq)
 {
     if (x->dtype != RA_NPY_F32)
         return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
@@ -167,6 +183,10 @@ static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t s
     if (start_pos + *seq - 1 > RA_MAX_POSITION)
         return cli_fail(EXIT_USAGE, "attention: --start-pos %lld puts the last token beyond "
                         "position %lld", (long long)start_pos, (long long)RA_MAX_POSITION);
+    if (prefill > *seq)
+        return cli_fail(EXIT_USAGE, "attention: --prefill %lld is more than the %lld tokens "
+                        "per sequence of %s (P must be from 1 to %lld)", (long long)prefill,
+                        (long long)*seq, path, (long long)*seq);
     return 0;
 }
 
@@ -183,6 +203,59 @@ static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the attention layer");
 }
 
+/* Tokens [first, first + n) of every batch row: part [batch, n, width] from
+ * full [batch, seq, width] (gather), or into it (scatter). */
+static void gather_tokens(float *part, const float *full, int64_t batch, int64_t seq,
+                          int64_t first, int64_t n, int64_t width)
+{
+    for (int64_t b = 0; b < batch; b++)
+        memcpy(part + b * n * width, full + (b * seq + first) * width,
+               (size_t)(n * width) * sizeof(float));
+}
+
+static void scatter_tokens(float *full, const float *part, int64_t batch, int64_t seq,
+                           int64_t first, int64_t n, int64_t width)
+{
+    for (int64_t b = 0; b < batch; b++)
+        memcpy(full + (b * seq + first) * width, part + b * n * width,
+               (size_t)(n * width) * sizeof(float));
+}
+
+/* Y = layer(X) as a generator computes it: tokens [0, P) of every sequence
+ * as one prefill into an empty KV cache of capacity seq, then each further
+ * token as a decode step (S = 1) over the cache.  Every call gets its rows'
+ * positions explicitly: start_pos + first (+ s), or the --positions ids of
+ * those rows. */
+static ra_status forward_cached(const attention_options *opts, const ra_layer *layer,
+                                ra_context *ctx, float *y, const float *x, const int64_t *ids,
+                                int64_t batch, int64_t seq)
+{
+    const ra_layer_config *c = ra_layer_get_config(layer);
+    const int64_t dim = c->dim, P = opts->prefill;
+    float *x_part = malloc((size_t)(batch * P * dim) * sizeof(float));
+    float *y_part = malloc((size_t)(batch * P * dim) * sizeof(float));
+    int64_t *ids_part = ids ? malloc((size_t)(batch * P) * sizeof(int64_t)) : NULL;
+    ra_kv_cache *cache = NULL;
+    ra_status status = RA_ERR_NOMEM;
+    if (x_part && y_part && (ids_part || !ids))
+        status = ra_kv_cache_create(&cache, batch, seq, c->n_kv_heads, c->head_dim,
+                                    (ra_dtype)opts->cache_dtype);
+    for (int64_t first = 0, n = P; status == RA_OK && first < seq; first += n, n = 1) {
+        gather_tokens(x_part, x, batch, seq, first, n, dim);
+        for (int64_t b = 0; ids && b < batch; b++)
+            for (int64_t s = 0; s < n; s++) ids_part[b * n + s] = ids[b * seq + first + s];
+        ra_positions positions = {.start = opts->start_pos + first, .ids = ids_part};
+        status = ra_layer_forward_cached(layer, ctx, cache, y_part, x_part, batch, n,
+                                         &positions);
+        if (status == RA_OK) scatter_tokens(y, y_part, batch, seq, first, n, dim);
+    }
+    ra_kv_cache_destroy(cache);
+    free(ids_part);
+    free(y_part);
+    free(x_part);
+    return status;
+}
+
 /* Y = layer(X), written only if the whole forward succeeded. */
 static int forward_and_write(const attention_options *opts, const ra_layer *layer,
                              ra_context *ctx, const ra_npy *x, const int64_t *ids,
@@ -193,10 +266,15 @@ static int forward_and_write(const attention_options *opts, const ra_layer *laye
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
     ra_positions positions = {.start = opts->start_pos, .ids = ids};
     ra_forward_options forward = {cli_attention_path(opts->path), 0, 0.0f, 0};
-    ra_status status = ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, &forward);
+    ra_status status =
+        opts->prefill
+            ? forward_cached(opts, layer, ctx, y, x->data, ids, batch, seq)
+            : ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, &forward);
     int failed = 0;
     if (status != RA_OK)
-        failed = cli_fail_status(status, "attention forward failed");
+        failed = cli_fail_status(status, opts->prefill
+                                             ? "attention forward through the KV cache failed"
+                                             : "attention forward failed");
     else if (ra_npy_write_f32(opts->output, y, x->ndim, x->shape, msg, sizeof msg) != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     free(y);
@@ -224,7 +302,8 @@ static int run(const attention_options *opts)
     if (!failed &&
         !(failed = checkpoint_find_attention(ckpt.st, ckpt.path, opts->layer, &ckpt.tensors)) &&
         !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
-        !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, &batch, &seq)) &&
+        !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, opts->prefill,
+                                 &batch, &seq)) &&
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
@@ -247,7 +326,8 @@ static int run(const attention_options *opts)
 
 int cmd_attention(int argc, char **argv)
 {
-    attention_options opts = {.layer = -1, .threads = 0, .path = CLI_PATH_FLASH};
+    attention_options opts = {.layer = -1, .threads = 0, .path = CLI_PATH_FLASH,
+                              .cache_dtype = RA_F32};
     const cli_option options[] = {
         CLI_STRING_OPTION("--weights", &opts.weights),
         CLI_STRING_OPTION("--input", &opts.input),
@@ -261,6 +341,9 @@ int cmd_attention(int argc, char **argv)
                        .seen = &opts.has_start_pos),
         CLI_INT_OPTION("--threads", &opts.threads, 1, CLI_MAX_THREADS),
         CLI_CHOICE_OPTION("--path", &opts.path, cli_path_names),
+        CLI_INT_OPTION("--prefill", &opts.prefill, 1, INT32_MAX),
+        CLI_CHOICE_OPTION("--cache-dtype", &opts.cache_dtype, cache_dtype_names,
+                          .seen = &opts.has_cache_dtype),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -273,5 +356,11 @@ int cmd_attention(int argc, char **argv)
     if (!opts.output) return cli_require("attention", "--output");
     if (opts.has_start_pos && opts.rope.positions_path)
         return cli_fail(EXIT_USAGE, "attention: give --start-pos or --positions, not both");
+    if (opts.has_cache_dtype && !opts.prefill)
+        return cli_fail(EXIT_USAGE, "attention: --cache-dtype needs --prefill (without it "
+                        "there is no KV cache)");
+    if (opts.prefill && opts.path == CLI_PATH_REFERENCE)
+        return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
+                        "--path reference");
     return run(&opts);
 }

@@ -1,9 +1,12 @@
 /*
  * cmd_demo.c — `ropeattn demo`: one LLaMA-2-7B-shaped attention layer with
  * 70B-style GQA (dim 4096, H 32, Hkv 8, D 128) on deterministic weights,
- * run on both attention paths, timed, and checked.
+ * run on both attention paths, timed, and checked; then generation: a
+ * prefill into a KV cache followed by decode steps of one token, timed in
+ * tokens per second and checked against the full prefill.
  *
  *   x, y: [B, S, dim]   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]
+ *   KV cache: [B, S, Hkv, D] each for K and V, f32 and bf16
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +27,16 @@ static const char usage[] =
     "  - the two paths agree (layer output and attention core);\n"
     "  - RoPE keeps norms, <R_m q, R_n k> = <q, R_(n-m) k> up to position 2^32,\n"
     "    its inverse undoes it, and it equals the seed's apply_rotary_emb.\n"
-    "Prints timings (median of 3 after a warm-up) and exits 1 if a check fails.\n"
+    "Then generates as an inference engine does: a prefill of the first\n"
+    "S - N tokens into a KV cache (N = S/4, from 1 to 64), then N decode steps of\n"
+    "one token each over the cache, with an f32 and a bf16 cache, and checks:\n"
+    "  - prefill + decode steps = the full prefill (f32 cache, to 5e-6);\n"
+    "  - the bf16 cache stays within 3e-2 of the f32 cache.\n"
+    "Prints timings (after a warm-up: the median of 3, the reference path once;\n"
+    "generation: prefill tokens/s, and decode tokens/s from the median step) and\n"
+    "exits 1 if a check fails.\n"
     "\n"
-    "  --seq S      tokens (default 256)\n"
+    "  --seq S      tokens (default 256; generation needs 2 or more)\n"
     "  --threads N  threads (default: one per processor)\n";
 
 #define DEMO_DIM 4096
@@ -36,6 +46,7 @@ static const char usage[] =
 #define DEMO_SEED 3
 #define DEMO_REPEATS 3
 #define DEMO_MAX_SEQ 8192
+#define DEMO_MAX_DECODE 64 /* decode steps of the generation */
 
 enum { REFERENCE, FLASH, N_PATHS };
 static const ra_attention_path paths[N_PATHS] = {RA_PATH_REFERENCE, RA_PATH_FLASH};
@@ -49,7 +60,14 @@ typedef struct demo {
     float *x, *y[N_PATHS];     /* [1, S, dim] */
     float *q, *k, *v;          /* [1, S, H, D], [1, S, Hkv, D] x 2 */
     float *out[N_PATHS];       /* [1, S, H, D] */
+    int64_t n_decode;          /* generation: S - n_decode prefill tokens, then steps */
+    float *y_gen[2];           /* [1, S, dim]: generated with an f32, a bf16 cache */
+    double *step_s;            /* [n_decode]: seconds of each decode step */
 } demo;
+
+/* The caches of the generation, indexed like demo.y_gen. */
+static const ra_dtype cache_dtypes[2] = {RA_F32, RA_BF16};
+static const char *const cache_names[2] = {"f32", "bf16"};
 
 static float *alloc_floats(int64_t n) { return malloc((size_t)n * sizeof(float)); }
 
@@ -68,8 +86,13 @@ static int build(demo *d)
         d->y[p] = alloc_floats(n_x);
         d->out[p] = alloc_floats(n_x);
     }
+    d->n_decode = d->seq < 2 ? 0 : d->seq / 4 < 1 ? 1
+                : d->seq / 4 > DEMO_MAX_DECODE ? DEMO_MAX_DECODE : d->seq / 4;
+    for (int c = 0; c < 2; c++) d->y_gen[c] = alloc_floats(n_x);
+    d->step_s = malloc((size_t)(d->n_decode + 1) * sizeof(double));
     if (!d->weights || !d->x || !d->q || !d->k || !d->v || !d->y[REFERENCE] ||
-        !d->y[FLASH] || !d->out[REFERENCE] || !d->out[FLASH])
+        !d->y[FLASH] || !d->out[REFERENCE] || !d->out[FLASH] || !d->y_gen[0] ||
+        !d->y_gen[1] || !d->step_s)
         return cli_fail(EXIT_FAIL, "out of memory for the demo layer");
     const float *w[4];
     float *next = d->weights;
@@ -101,6 +124,8 @@ static void destroy(demo *d)
         free(d->y[p]);
         free(d->out[p]);
     }
+    for (int c = 0; c < 2; c++) free(d->y_gen[c]);
+    free(d->step_s);
 }
 
 static ra_status layer_forward(demo *d, int p)
@@ -118,17 +143,18 @@ static ra_status attention_core(demo *d, int p)
     return ra_attention(d->ctx, paths[p], &out, &q, &k, &v, NULL);
 }
 
-/* Median seconds of DEMO_REPEATS runs after one warm-up. */
-static ra_status time_step(ra_status (*step)(demo *, int), demo *d, int p, double *median)
+/* Median seconds of repeats (<= DEMO_REPEATS) runs after one warm-up. */
+static ra_status time_step(ra_status (*step)(demo *, int), demo *d, int p, int repeats,
+                           double *median)
 {
     double samples[DEMO_REPEATS];
     ra_status status = step(d, p);
-    for (int r = 0; r < DEMO_REPEATS && status == RA_OK; r++) {
+    for (int r = 0; r < repeats && status == RA_OK; r++) {
         double start = timer_seconds();
         status = step(d, p);
         samples[r] = timer_seconds() - start;
     }
-    if (status == RA_OK) *median = timer_median(samples, DEMO_REPEATS);
+    if (status == RA_OK) *median = timer_median(samples, repeats);
     return status;
 }
 
@@ -141,6 +167,67 @@ static double max_rel_diff(const float *a, const float *b, int64_t n)
         scale = fmax(scale, fabs((double)b[i]));
     }
     return scale > 0 ? diff / scale : diff;
+}
+
+/* Generation with a cache of dtype: the first S - n_decode tokens as one
+ * prefill into the empty cache, then one decode step per token, positions
+ * continuing from the cache's length (NULL).  y receives the rows in order;
+ * *prefill_s and d->step_s the times. */
+static ra_status generate(demo *d, ra_kv_cache *cache, float *y, double *prefill_s)
+{
+    const int64_t n_prefill = d->seq - d->n_decode;
+    ra_kv_cache_reset(cache);
+    double start = timer_seconds();
+    ra_status status = ra_layer_forward_cached(d->layer, d->ctx, cache, y, d->x, 1, n_prefill,
+                                               NULL);
+    *prefill_s = timer_seconds() - start;
+    for (int64_t t = n_prefill; t < d->seq && status == RA_OK; t++) {
+        start = timer_seconds();
+        status = ra_layer_forward_cached(d->layer, d->ctx, cache, y + t * DEMO_DIM,
+                                         d->x + t * DEMO_DIM, 1, 1, NULL);
+        d->step_s[t - n_prefill] = timer_seconds() - start;
+    }
+    return status;
+}
+
+/* Prefill then decode with an f32 and a bf16 cache; prints the timings and
+ * fills two checks.  One run each, no warm-up: the layer's own timings above
+ * have warmed the weights and the kernels, and a decode rate is the median
+ * of its steps. */
+static int run_generation(demo *d, demo_check checks[2])
+{
+    const int64_t n_prefill = d->seq - d->n_decode, kv_row = DEMO_KV_HEADS * DEMO_HEAD_DIM;
+    const double weight_bytes =
+        (2.0 * DEMO_DIM * DEMO_DIM + 2.0 * kv_row * DEMO_DIM) * sizeof(float);
+    printf("\ngeneration through a KV cache: a prefill of %lld token%s, then %lld decode "
+           "step%s of 1 token\n(each step reads all %.0f MiB of weights: decoding is bound by "
+           "memory bandwidth)\n", (long long)n_prefill, n_prefill == 1 ? "" : "s",
+           (long long)d->n_decode, d->n_decode == 1 ? "" : "s", weight_bytes / (1 << 20));
+    for (int c = 0; c < 2; c++) {
+        ra_kv_cache *cache = NULL;
+        double prefill_s = 0;
+        ra_status status = ra_kv_cache_create(&cache, 1, d->seq, DEMO_KV_HEADS, DEMO_HEAD_DIM,
+                                              cache_dtypes[c]);
+        if (status == RA_OK) status = generate(d, cache, d->y_gen[c], &prefill_s);
+        ra_kv_cache_destroy(cache);
+        if (status != RA_OK) return cli_fail_status(status, "demo generation failed");
+        double step_s = timer_median(d->step_s, (int)d->n_decode);
+        /* A decode step reads every weight once, and the cache's K and V rows
+         * (on average those of the middle step). */
+        double cache_bytes = (double)(n_prefill + d->n_decode / 2 + 1) * 2.0 * kv_row *
+                             (double)ra_dtype_size(cache_dtypes[c]);
+        printf("  prefill %5lld tokens  %-4s cache %9.2f ms %9.1f tokens/s\n",
+               (long long)n_prefill, cache_names[c], 1e3 * prefill_s, n_prefill / prefill_s);
+        printf("  decode  %5lld steps   %-4s cache %9.2f ms %9.1f tokens/s  "
+               "median step, %.1f GB/s read\n",
+               (long long)d->n_decode, cache_names[c], 1e3 * step_s, 1.0 / step_s,
+               (weight_bytes + cache_bytes) / step_s * 1e-9);
+    }
+    checks[0] = (demo_check){"prefill + decode steps = full prefill, f32 cache (all rows)",
+                             max_rel_diff(d->y_gen[0], d->y[FLASH], d->seq * DEMO_DIM), 5e-6};
+    checks[1] = (demo_check){"prefill + decode steps, bf16 cache = f32 cache",
+                             max_rel_diff(d->y_gen[1], d->y_gen[0], d->seq * DEMO_DIM), 3e-2};
+    return 0;
 }
 
 static int print_check(const demo_check *check)
@@ -165,11 +252,13 @@ static int run(demo *d)
            (2.0 * DEMO_DIM * DEMO_DIM + 2.0 * DEMO_KV_HEADS * DEMO_HEAD_DIM * DEMO_DIM) * 4 /
                (1 << 20),
            ra_context_threads(d->ctx));
-    printf("timings (median of %d after a warm-up)\n", DEMO_REPEATS);
+    printf("timings (median of %d after a warm-up; the reference path, an O(S^2) oracle, "
+           "once)\n", DEMO_REPEATS);
     for (int p = 0; p < N_PATHS; p++) {
         double layer_s, core_s;
-        ra_status status = time_step(layer_forward, d, p, &layer_s);
-        if (status == RA_OK) status = time_step(attention_core, d, p, &core_s);
+        int repeats = p == REFERENCE ? 1 : DEMO_REPEATS;
+        ra_status status = time_step(layer_forward, d, p, repeats, &layer_s);
+        if (status == RA_OK) status = time_step(attention_core, d, p, repeats, &core_s);
         if (status != RA_OK) return cli_fail_status(status, "demo layer failed");
         printf("  layer forward  x -> y          %-9s %9.2f ms %8.1f GFLOP/s\n", path_names[p],
                1e3 * layer_s, layer_flops / layer_s * 1e-9);
@@ -177,16 +266,23 @@ static int run(demo *d)
                1e3 * core_s, attention_flops / core_s * 1e-9);
     }
 
-    demo_check checks[2 + N_ROPE_CHECKS];
+    demo_check checks[2 + N_ROPE_CHECKS + 2];
     int64_t n = d->seq * DEMO_DIM;
     checks[0] = (demo_check){"flash = reference, layer output (max |diff| / max |ref|)",
                              max_rel_diff(d->y[FLASH], d->y[REFERENCE], n), 1e-4};
     checks[1] = (demo_check){"flash = reference, attention core",
                              max_rel_diff(d->out[FLASH], d->out[REFERENCE], n), 1e-4};
     int failed = demo_rope_checks(d->ctx, DEMO_HEAD_DIM, checks + 2);
+    int total = 2 + N_ROPE_CHECKS;
+    if (!failed && d->n_decode > 0) {
+        failed = run_generation(d, checks + total);
+        total += 2;
+    } else if (!failed) {
+        printf("\ngeneration through a KV cache: skipped (it needs --seq 2 or more)\n");
+    }
     if (failed) return failed;
     printf("\nchecks\n");
-    int passed = 0, total = 2 + N_ROPE_CHECKS;
+    int passed = 0;
     for (int c = 0; c < total; c++) passed += print_check(&checks[c]);
     printf("\n%s: %d of %d checks passed\n", passed == total ? "ok" : "FAILED", passed, total);
     return passed == total ? EXIT_OK : EXIT_FAIL;

@@ -2,7 +2,7 @@
  * kernels.h — the table of SIMD kernels, one instance per ISA, chosen once at
  * first use by dispatch.c (internal).
  *
- * Each instance comes from the same template (flash_impl.h) compiled with its
+ * Each instance comes from the same templates (*_impl.h) compiled with its
  * ISA's flags: kernels_avx512.c, kernels_avx2.c, and kernels_base.c (SSE2 on
  * x86-64, NEON on aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the
  * environment caps the choice, so the tests run every path the CPU has.
@@ -16,6 +16,12 @@ typedef struct ra_kernels {
     const char *name;
     /* One flash-attention task: arg is an ra_flash_job (attention_internal.h). */
     void (*flash_task)(void *arg, int64_t task, int thread);
+    /* One rope task: arg is an ra_rope_job (rope_internal.h). */
+    void (*rope_task)(void *arg, int64_t task, int thread);
+    /* One flash-decoding task and one merge task: arg is an ra_decode_job
+     * (kvcache_internal.h). */
+    void (*decode_task)(void *arg, int64_t task, int thread);
+    void (*decode_merge_task)(void *arg, int64_t task, int thread);
 } ra_kernels;
 
 extern const ra_kernels ra_kernels_base;

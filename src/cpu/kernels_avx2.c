@@ -1,7 +1,15 @@
-/* kernels_avx2.c — the kernel template compiled for avx2 (flags: Makefile). */
+/* kernels_avx2.c — the kernel templates compiled for avx2 (flags: Makefile). */
 #if defined(__x86_64__)
 #define RA_SIMD_AVX2
 #include "cpu/flash_impl.h"
+#include "cpu/rope_impl.h"
+#include "cpu/decode_impl.h"
 
-const ra_kernels ra_kernels_avx2 = {"avx2", flash_task};
+const ra_kernels ra_kernels_avx2 = {
+    .name = "avx2",
+    .flash_task = flash_task,
+    .rope_task = rope_task,
+    .decode_task = decode_task,
+    .decode_merge_task = decode_merge_task,
+};
 #endif

@@ -1,7 +1,15 @@
-/* kernels_avx512.c — the kernel template compiled for avx512 (flags: Makefile). */
+/* kernels_avx512.c — the kernel templates compiled for avx512 (flags: Makefile). */
 #if defined(__x86_64__)
 #define RA_SIMD_AVX512
 #include "cpu/flash_impl.h"
+#include "cpu/rope_impl.h"
+#include "cpu/decode_impl.h"
 
-const ra_kernels ra_kernels_avx512 = {"avx512", flash_task};
+const ra_kernels ra_kernels_avx512 = {
+    .name = "avx512",
+    .flash_task = flash_task,
+    .rope_task = rope_task,
+    .decode_task = decode_task,
+    .decode_merge_task = decode_merge_task,
+};
 #endif

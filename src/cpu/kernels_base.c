@@ -1,4 +1,4 @@
-/* kernels_base.c — the kernel template compiled for base (flags: Makefile). */
+/* kernels_base.c — the kernel templates compiled for base (flags: Makefile). */
 #define RA_SIMD_BASE
 #if defined(__aarch64__)
 #define RA_BASE_NAME "neon"
@@ -6,5 +6,13 @@
 #define RA_BASE_NAME "sse2"
 #endif
 #include "cpu/flash_impl.h"
+#include "cpu/rope_impl.h"
+#include "cpu/decode_impl.h"
 
-const ra_kernels ra_kernels_base = {RA_BASE_NAME, flash_task};
+const ra_kernels ra_kernels_base = {
+    .name = RA_BASE_NAME,
+    .flash_task = flash_task,
+    .rope_task = rope_task,
+    .decode_task = decode_task,
+    .decode_merge_task = decode_merge_task,
+};

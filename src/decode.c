@@ -1,0 +1,101 @@
+/*
+ * decode.c — ra_attention_decode: checks, the split of the cache into
+ * chunks across threads, and the exact merge of their partial softmaxes
+ * (kernels: cpu/decode_impl.h).
+ *
+ *   q, out: [B, T, H, D] f32    cache K, V: [B, capacity, Hkv, D]
+ */
+#include "attention_internal.h"
+#include "cpu/kernels.h"
+#include "kvcache_internal.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+static ra_status check_decode(const ra_kv_cache *c, const ra_tensor *out, const ra_tensor *q,
+                              const int64_t *n_query)
+{
+    if (!c || !out || !q) return RA_ERR_NULL;
+    RA_TRY(ra_tensor_check(q));
+    RA_TRY(ra_tensor_check(out));
+    if (q->dtype != RA_F32 || out->dtype != RA_F32) return RA_ERR_DTYPE;
+    for (int d = 0; d < 4; d++)
+        if (out->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
+    if (q->shape[0] != c->batch || q->shape[3] != c->head_dim) return RA_ERR_SHAPE;
+    if (q->shape[2] % c->n_kv_heads) return RA_ERR_GQA;
+    if (ra_tensors_overlap(out, q)) return RA_ERR_ARGUMENT;
+    for (int64_t b = 0; b < c->batch; b++) {
+        int64_t n = n_query ? n_query[b] : q->shape[1];
+        if (n < 0 || n > q->shape[1]) return RA_ERR_ARGUMENT;
+        if (n > c->length[b]) return RA_ERR_SIZE; /* queries must be cached tokens */
+    }
+    return RA_OK;
+}
+
+/* The job for these arguments (already checked); scratch comes later. */
+static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, const ra_tensor *q,
+                              const int64_t *n_query)
+{
+    int64_t longest = 1;
+    for (int64_t b = 0; b < cache->batch; b++)
+        longest = cache->length[b] > longest ? cache->length[b] : longest;
+    int64_t rows = (q->shape[2] / cache->n_kv_heads) * q->shape[1];
+    /* per thread: scaled queries [Hkv * rows, D] and each row's last slot */
+    ra_decode_job job = {cache, q, out, n_query, (longest + RA_DECODE_CHUNK - 1) / RA_DECODE_CHUNK,
+                         rows, NULL, NULL,
+                         ra_round_up(cache->n_kv_heads * rows * cache->head_dim + 2 * rows, 16)};
+    return job;
+}
+
+/* Scratch floats: q rows per thread, then the partials of every task. */
+static ra_status scratch_floats(const ra_decode_job *job, int threads, int64_t *per_threads,
+                                int64_t *total)
+{
+    const ra_kv_cache *c = job->cache;
+    int64_t dims[4] = {c->batch * c->n_kv_heads, job->n_chunks, job->rows, c->head_dim + 2}, n;
+    RA_TRY(ra_count(dims, 4, &n));
+    RA_TRY(ra_mul(job->per_thread, threads, per_threads));
+    if (n > RA_MAX_ELEMENTS - *per_threads) return RA_ERR_OVERFLOW;
+    *total = n + *per_threads;
+    return RA_OK;
+}
+
+ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor *q, int threads,
+                                      size_t *bytes)
+{
+    ra_decode_job job = make_job(cache, q, q, NULL);
+    int64_t per_threads, total;
+    /* lengths grow by the append that precedes the call: size for capacity */
+    job.n_chunks = (cache->capacity + RA_DECODE_CHUNK - 1) / RA_DECODE_CHUNK;
+    RA_TRY(scratch_floats(&job, threads, &per_threads, &total));
+    *bytes = (size_t)total * sizeof(float);
+    return RA_OK;
+}
+
+void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
+                             const ra_tensor *q, const int64_t *n_query, float *scratch)
+{
+    ra_decode_job job = make_job(cache, out, q, n_query);
+    int64_t per_threads, total;
+    scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
+    job.scratch = scratch;
+    job.partials = scratch + per_threads;
+    const ra_kernels *kernels = ra_kernels_get();
+    int64_t groups = cache->batch * cache->n_kv_heads;
+    ra_parallel_for(ctx, cache->batch * job.n_chunks, kernels->decode_task, &job);
+    ra_parallel_for(ctx, groups, kernels->decode_merge_task, &job);
+}
+
+RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
+                                     const ra_tensor *out, const ra_tensor *q,
+                                     const int64_t *n_query)
+{
+    RA_TRY(check_decode(cache, out, q, n_query));
+    ra_decode_job job = make_job(cache, out, q, n_query);
+    int64_t per_threads, total;
+    RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, (size_t)total * sizeof(float), &scratch));
+    ra_attention_decode_run(ctx, cache, out, q, n_query, scratch.data);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

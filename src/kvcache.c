@@ -1,0 +1,192 @@
+/*
+ * kvcache.c — one layer's KV cache: storage, lengths, and the append that
+ * rotates q and k and writes k and v into the cache in one pass per token
+ * block.
+ *
+ *   K, V storage: [B, capacity, Hkv, D] in the cache's dtype
+ *   append inputs: q [B, S, H, D] (optional), k, v [B, S, Hkv, D], f32
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvcache_internal.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
+                                    int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
+{
+    if (!out) return RA_ERR_NULL;
+    *out = NULL;
+    if ((unsigned)dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
+    int64_t dims[4] = {batch, capacity, n_kv_heads, head_dim}, n;
+    RA_TRY(ra_count(dims, 4, &n));
+    if (head_dim % 2) return RA_ERR_HEAD_DIM;
+    ra_kv_cache *c = calloc(1, sizeof *c);
+    if (!c) return RA_ERR_NOMEM;
+    size_t bytes = (size_t)n * ra_dtype_size(dtype);
+    c->k = ra_alloc(bytes);
+    c->v = c->k ? ra_alloc(bytes) : NULL;
+    c->length = calloc((size_t)batch, sizeof *c->length);
+    if (!c->v || !c->length) {
+        ra_kv_cache_destroy(c);
+        return RA_ERR_NOMEM;
+    }
+    c->batch = batch;
+    c->capacity = capacity;
+    c->n_kv_heads = n_kv_heads;
+    c->head_dim = head_dim;
+    c->dtype = dtype;
+    *out = c;
+    return RA_OK;
+}
+
+RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
+{
+    if (!cache) return;
+    free(cache->k);
+    free(cache->v);
+    free(cache->length);
+    free(cache);
+}
+
+RA_API void ra_kv_cache_reset(ra_kv_cache *cache)
+{
+    if (cache) memset(cache->length, 0, (size_t)cache->batch * sizeof *cache->length);
+}
+
+RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b)
+{
+    if (!cache || b < 0 || b >= cache->batch) return -1;
+    return cache->length[b];
+}
+
+ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
+{
+    return ra_tensor_4d(which ? cache->v : cache->k, cache->dtype, cache->batch, cache->capacity,
+                        cache->n_kv_heads, cache->head_dim);
+}
+
+RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v)
+{
+    if (!cache || !k || !v) return RA_ERR_NULL;
+    *k = ra_kv_cache_view(cache, 0);
+    *v = ra_kv_cache_view(cache, 1);
+    return RA_OK;
+}
+
+/* ---- append ------------------------------------------------------------- */
+
+enum { APPEND_BLOCK = 16 }; /* tokens per task: small enough to stay in L1 */
+
+typedef struct append_job {
+    ra_kv_cache *cache;
+    const ra_rope *rope;
+    const ra_tensor *q, *k, *v;
+    const ra_positions *positions;
+    const int64_t *n_new;
+    int64_t blocks_per_sequence;
+} append_job;
+
+/* The rows [s0, s0 + len) of sequence b of a [B, S, heads, D] view. */
+static ra_tensor rows_of(const ra_tensor *t, int64_t b, int64_t s0, int64_t len)
+{
+    ra_tensor r = *t;
+    r.data = (char *)t->data + (size_t)(b * t->stride[0] + s0 * t->stride[1]) * ra_dtype_size(t->dtype);
+    r.shape[0] = 1;
+    r.shape[1] = len;
+    return r;
+}
+
+/* Positions of those rows, as a start or explicit ids. */
+static ra_positions positions_of(const ra_positions *p, int64_t b, int64_t s0, int64_t seq)
+{
+    ra_positions r = {0};
+    if (p->ids) r.ids = p->ids + b * seq + s0;
+    else r.start = (p->starts ? p->starts[b] : p->start) + s0;
+    return r;
+}
+
+/* Copies rows [s0, s0 + len) of sequence b of src (f32) into the cache's
+ * k or v at slot `slot` onwards, converting to the cache's dtype. */
+static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t b, int64_t s0,
+                       int64_t len, int64_t slot)
+{
+    ra_tensor dst = ra_kv_cache_view(c, which);
+    size_t esize = ra_dtype_size(c->dtype);
+    for (int64_t s = 0; s < len; s++)
+        for (int64_t h = 0; h < c->n_kv_heads; h++) {
+            const float *from = (const float *)src->data + b * src->stride[0] +
+                                (s0 + s) * src->stride[1] + h * src->stride[2];
+            char *to = (char *)dst.data + (size_t)(b * dst.stride[0] + (slot + s) * dst.stride[1] +
+                                                   h * dst.stride[2]) * esize;
+            if (c->dtype == RA_F32)
+                memcpy(to, from, (size_t)c->head_dim * sizeof(float));
+            else
+                ra_convert(to, c->dtype, from, RA_F32, c->head_dim);
+        }
+}
+
+static void append_task(void *arg, int64_t task, int thread)
+{
+    (void)thread;
+    const append_job *job = arg;
+    int64_t b = task / job->blocks_per_sequence;
+    int64_t s0 = task % job->blocks_per_sequence * APPEND_BLOCK;
+    int64_t n = job->n_new ? job->n_new[b] : job->k->shape[1];
+    if (s0 >= n) return;
+    int64_t len = n - s0 < APPEND_BLOCK ? n - s0 : APPEND_BLOCK, seq = job->k->shape[1];
+    ra_positions pos = positions_of(job->positions, b, s0, seq);
+    ra_tensor k = rows_of(job->k, b, s0, len);
+    ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
+    if (job->q) {
+        ra_tensor q = rows_of(job->q, b, s0, len);
+        ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+    }
+    int64_t slot = job->cache->length[b] + s0;
+    store_rows(job->cache, 0, job->k, b, s0, len, slot);
+    store_rows(job->cache, 1, job->v, b, s0, len, slot);
+}
+
+static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const ra_tensor *q,
+                              const ra_tensor *k, const ra_tensor *v, const ra_positions *p,
+                              const int64_t *n_new)
+{
+    if (!c || !rope || !k || !v || !p) return RA_ERR_NULL;
+    RA_TRY(ra_tensor_check(k));
+    RA_TRY(ra_tensor_check(v));
+    if (q) RA_TRY(ra_tensor_check(q));
+    if (k->dtype != RA_F32 || v->dtype != RA_F32 || (q && q->dtype != RA_F32)) return RA_ERR_DTYPE;
+    const int64_t batch = k->shape[0], seq = k->shape[1];
+    for (int d = 0; d < 4; d++)
+        if (v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
+    if (batch != c->batch || k->shape[2] != c->n_kv_heads || k->shape[3] != c->head_dim)
+        return RA_ERR_SHAPE;
+    if (q && (q->shape[0] != batch || q->shape[1] != seq || q->shape[3] != c->head_dim ||
+              q->shape[2] % c->n_kv_heads))
+        return RA_ERR_SHAPE;
+    if (rope->config.head_dim != c->head_dim) return RA_ERR_SHAPE;
+    if (p->cu_seqlens) return RA_ERR_UNSUPPORTED; /* the inputs are a [B, S] grid */
+    RA_TRY(ra_positions_check(p, batch, seq));
+    if (q && (ra_tensors_overlap(q, k) || ra_tensors_overlap(q, v))) return RA_ERR_ARGUMENT;
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t n = n_new ? n_new[b] : seq;
+        if (n < 0 || n > seq) return RA_ERR_ARGUMENT;
+        if (n > c->capacity - c->length[b]) return RA_ERR_SIZE; /* would overflow the cache */
+    }
+    return RA_OK;
+}
+
+RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
+                                    const ra_tensor *q, const ra_tensor *k,
+                                    const ra_tensor *v, const ra_positions *positions,
+                                    const int64_t *n_new)
+{
+    RA_TRY(check_append(cache, rope, q, k, v, positions, n_new));
+    const int64_t batch = k->shape[0], seq = k->shape[1];
+    append_job job = {cache, rope, q, k, v, positions, n_new, (seq + APPEND_BLOCK - 1) / APPEND_BLOCK};
+    ra_parallel_for(batch * seq <= APPEND_BLOCK ? NULL : ctx, batch * job.blocks_per_sequence,
+                    append_task, &job);
+    for (int64_t b = 0; b < batch; b++) cache->length[b] += n_new ? n_new[b] : seq;
+    return RA_OK;
+}

@@ -1,0 +1,213 @@
+/*
+ * rope_exact.h — the fast rope (the SIMD kernels this process dispatched to)
+ * against the scalar reference, bit for bit; shared by test_rope.c (every
+ * x86 path) and test_neon.c (NEON under qemu-user).
+ *
+ *   test_fast_matches_reference: layouts, dtypes, strides, positions inside
+ *     and beyond the table, directions, partial rotary, head_dim with vector
+ *     tails and past one chunk of the cos/sin row, in and out of place, 1-3
+ *     threads.
+ *   test_alignments: every start offset from a 64-byte boundary, short and
+ *     long runs, in and out of place.
+ *   test_rounding_sweep: every f16 and every bf16 value through the vector
+ *     widening, rotation and rounding.
+ */
+#ifndef RA_TEST_ROPE_EXACT_H
+#define RA_TEST_ROPE_EXACT_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "rope_internal.h"
+#include "ropeattn.h"
+
+/* A strided view inside a bigger buffer: token stride padded, heads apart. */
+static ra_tensor padded_view(void *data, ra_dtype dt, int64_t b, int64_t s, int64_t h, int64_t d,
+                             int64_t pad)
+{
+    ra_tensor t = {data, dt, {b, s, h, d}, {0, 0, d + pad, 1}};
+    t.stride[1] = h * (d + pad) + pad;
+    t.stride[0] = s * t.stride[1] + pad;
+    return t;
+}
+
+static int64_t view_elements(const ra_tensor *t)
+{
+    int64_t last = 0;
+    for (int d = 0; d < 4; d++) last += (t->shape[d] - 1) * t->stride[d];
+    return last + 1;
+}
+
+/* Fast path == reference, bit for bit, across layouts, dtypes, strides,
+ * positions inside and beyond the table, directions and thread counts.
+ * Shapes: [B, S, heads, D]; D = 34 and 6 leave vector tails, D = 1030 spans
+ * two chunks of the cos/sin row. */
+static void test_fast_matches_reference(void)
+{
+    const int64_t shapes[][4] = {{1, 1, 1, 2},  {2, 7, 3, 8},  {1, 33, 4, 64}, {3, 5, 2, 128},
+                                 {1, 70, 8, 6}, {2, 3, 1, 256}, {1, 9, 3, 34}, {1, 3, 2, 1030}};
+    ra_context *ctx2, *ctx3;
+    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
+    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
+    ra_context *ctxs[] = {NULL, ctx2, ctx3};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int dt = 0; dt < 3; dt++)
+                for (int variant = 0; variant < 4; variant++) {
+                    const int64_t *sh = shapes[si];
+                    ra_rope_config cfg = ra_rope_config_default(sh[3]);
+                    cfg.layout = (ra_layout)layout;
+                    cfg.table_size = 40; /* some positions fall beyond the table */
+                    cfg.rotary_dim = variant == 3 && sh[3] >= 4 ? (sh[3] / 2) & ~(int64_t)1 : 0;
+                    ra_rope *rope;
+                    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+                    int64_t pad = variant & 1 ? 3 : 0;
+                    size_t es = ra_dtype_size((ra_dtype)dt);
+                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                    int64_t n = view_elements(&probe);
+                    float *src = malloc(sizeof(float) * n);
+                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
+                    ra_test_fill(src, n, si * 100 + layout * 10 + dt);
+                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
+                    int64_t *ids = malloc(sizeof(int64_t) * sh[0] * sh[1]);
+                    for (int64_t t = 0; t < sh[0] * sh[1]; t++) ids[t] = (t * 37 + 5) % 97;
+                    ra_positions pos = {.start = variant == 2 ? 0 : 11 + 13 * variant, .ids = variant == 2 ? ids : NULL};
+                    ra_direction dir = variant == 1 ? RA_INVERSE : RA_FORWARD;
+                    for (int c = 0; c < 3; c++) {
+                        memcpy(fast, in, es * n);
+                        memcpy(ref, in, es * n);
+                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        /* in place for even c, out of place for odd */
+                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
+                        CHECK(ra_rope_apply(rope, ctxs[c], &yf, xf, &pos, dir) == RA_OK, "fast");
+                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
+                        CHECK(memcmp(fast, ref, es * n) == 0,
+                              "shape %zu layout %d dtype %d variant %d ctx %d differs", si, layout,
+                              dt, variant, c);
+                    }
+                    free(ids);
+                    free(src);
+                    free(in);
+                    free(fast);
+                    free(ref);
+                    ra_rope_destroy(rope);
+                }
+    ra_context_destroy(ctx2);
+    ra_context_destroy(ctx3);
+}
+
+/* Where the data sits: x and out starting at every element offset from a
+ * 64-byte boundary (the vector loops align on out, with an unaligned
+ * vector at each end of a run that overlaps its neighbour, or fall back to
+ * plain loops for short runs), for runs of a few to hundreds of pairs —
+ * one head, or all heads of a token when they are contiguous — in and out
+ * of place, every layout and dtype: fast == reference, bit for bit.
+ *   x, out: [1, 3, heads, D] at element offsets ox, oy of 64-byte aligned
+ *   buffers */
+static void test_alignments(void)
+{
+    const int64_t dims[] = {2, 6, 8, 16, 34, 128}, head_counts[] = {1, 3, 4}, seq = 3;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t hi = 0; hi < sizeof head_counts / sizeof head_counts[0]; hi++)
+            for (int layout = 0; layout < 2; layout++)
+                for (int dt = 0; dt < 3; dt++)
+                    for (int64_t ox = 0; ox < 16; ox++) {
+                        const int64_t d = dims[di], h = head_counts[hi], n = seq * h * d;
+                        const int64_t oy = ox % 2 ? (ox * 5 + 3) % 16 : ox; /* odd: out of place */
+                        const size_t es = ra_dtype_size((ra_dtype)dt);
+                        ra_rope_config cfg = ra_rope_config_default(d);
+                        cfg.layout = (ra_layout)layout;
+                        cfg.table_size = 8; /* positions 5, 6, 7 */
+                        ra_rope *rope;
+                        CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+                        size_t bytes = ((size_t)(n + 16) * es + 63) / 64 * 64;
+                        char *in = aligned_alloc(64, bytes), *fast = aligned_alloc(64, bytes);
+                        char *ref = aligned_alloc(64, bytes);
+                        float *src = malloc(sizeof(float) * (n + 16));
+                        ra_test_fill(src, n + 16, (uint64_t)(di * 1000 + hi * 100 + ox));
+                        ra_convert(in, (ra_dtype)dt, src, RA_F32, n + 16);
+                        memcpy(fast, in, bytes);
+                        memcpy(ref, in, bytes);
+                        ra_tensor x = ra_tensor_4d(in + ox * es, (ra_dtype)dt, 1, seq, h, d);
+                        ra_tensor yf = ra_tensor_4d(fast + oy * es, (ra_dtype)dt, 1, seq, h, d);
+                        ra_tensor yr = ra_tensor_4d(ref + oy * es, (ra_dtype)dt, 1, seq, h, d);
+                        ra_tensor xf = ox % 2 ? x : yf, xr = ox % 2 ? x : yr;
+                        ra_positions pos = {.start = 5};
+                        CHECK(ra_rope_apply(rope, NULL, &yf, &xf, &pos, RA_FORWARD) == RA_OK, "fast");
+                        CHECK(ra_rope_apply_reference(rope, &yr, &xr, &pos, RA_FORWARD) == RA_OK,
+                              "ref");
+                        CHECK(memcmp(fast, ref, bytes) == 0,
+                              "D %lld heads %lld layout %d dtype %d offsets %lld %lld differ",
+                              (long long)d, (long long)h, layout, dt, (long long)ox, (long long)oy);
+                        free(in);
+                        free(fast);
+                        free(ref);
+                        free(src);
+                        ra_rope_destroy(rope);
+                    }
+}
+
+/* Every f16 and every bf16 bit pattern — zeros, subnormals, normals, Inf,
+ * NaN — in one slot of a pair whose other slot holds a finite number, at
+ * positions 0, 1 and 2 of ropes whose attention factor scales cos and sin
+ * so that the float32 results land on rounding ties (1.25, 1 + 2^-11), in
+ * the f16 subnormal range (1.5 * 2^-11), on both sides of the f16 overflow
+ * boundary 65520 (1.25, 1.0001), on inexact products (1.2345678) and in the
+ * f32 subnormal range (2^-130), then round back: the fast path equals the
+ * reference bit for bit.
+ *   x: [1, 2048, 1, 64], 65536 swept values and 65536 finite partners */
+static void test_rounding_sweep(void)
+{
+    const double factors[] = {1.25, 1.0 + 0x1p-11, 0x1.8p-11, 1.0001, 1.2345678, 0x1p-130};
+    const int64_t d = 64, pairs = d / 2, tokens = 65536 / pairs, n = tokens * d;
+    uint16_t *in = malloc(2 * n), *fast = malloc(2 * n), *ref = malloc(2 * n);
+    float *partner = malloc(sizeof(float) * n);
+    int64_t *ids = malloc(sizeof(int64_t) * tokens);
+    for (int64_t t = 0; t < tokens; t++) ids[t] = t % 3;
+    ra_test_fill(partner, n, 77);
+    ra_positions pos = {.ids = ids};
+    for (int dt = RA_F16; dt <= RA_BF16; dt++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int slot = 0; slot < 2; slot++)
+                for (size_t f = 0; f < sizeof factors / sizeof factors[0]; f++) {
+                    ra_rope_config cfg = ra_rope_config_default(d);
+                    cfg.layout = (ra_layout)layout;
+                    cfg.table_size = 4;
+                    cfg.type = RA_ROPE_YARN;
+                    cfg.scaling.factor = 4.0;
+                    cfg.scaling.original_max_position_embeddings = 64;
+                    cfg.scaling.attention_factor = factors[f];
+                    ra_rope *rope;
+                    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+                    ra_convert(in, (ra_dtype)dt, partner, RA_F32, n);
+                    for (int64_t v = 0; v < 65536; v++) {
+                        int64_t t = v / pairs, i = v % pairs;
+                        int64_t ia = layout == RA_LAYOUT_INTERLEAVED ? 2 * i : i;
+                        int64_t ib = layout == RA_LAYOUT_INTERLEAVED ? 2 * i + 1 : i + pairs;
+                        in[t * d + (slot ? ib : ia)] = (uint16_t)v;
+                    }
+                    memcpy(fast, in, 2 * n);
+                    ra_tensor x = ra_tensor_4d(in, (ra_dtype)dt, 1, tokens, 1, d);
+                    ra_tensor yf = ra_tensor_4d(fast, (ra_dtype)dt, 1, tokens, 1, d);
+                    ra_tensor yr = ra_tensor_4d(ref, (ra_dtype)dt, 1, tokens, 1, d);
+                    /* in place for even factors, out of place for odd */
+                    CHECK(ra_rope_apply(rope, NULL, &yf, f % 2 ? &x : &yf, &pos, RA_FORWARD) == RA_OK,
+                          "fast");
+                    CHECK(ra_rope_apply_reference(rope, &yr, &x, &pos, RA_FORWARD) == RA_OK, "ref");
+                    int64_t bad = 0;
+                    for (int64_t e = 0; e < n; e++) bad += fast[e] != ref[e];
+                    CHECK(bad == 0, "dtype %d layout %d slot %d factor %g: %lld values differ", dt,
+                          layout, slot, factors[f], (long long)bad);
+                    ra_rope_destroy(rope);
+                }
+    free(in);
+    free(fast);
+    free(ref);
+    free(partner);
+    free(ids);
+}
+
+#endif

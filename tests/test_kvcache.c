@@ -1,0 +1,298 @@
+/*
+ * test_kvcache.c — the KV cache and decoding: prefill(N) equals prefill(N - k)
+ * plus k decode steps (shapes, GQA ratios, cache dtypes), decode attention
+ * against the reference over the same keys, ragged batches, positions that
+ * differ from slots, identical bits for any thread count, and the errors
+ * that must leave the cache unchanged.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+
+static double max_rel_diff(const float *a, const float *b, int64_t n)
+{
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        ref = fmax(ref, fabs((double)b[i]));
+    }
+    return ref > 0 ? diff / ref : diff;
+}
+
+typedef struct model {
+    int64_t dim, h, hkv;
+    float *wq, *wk, *wv, *wo;
+    ra_layer *layer;
+} model;
+
+static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, uint64_t seed)
+{
+    int64_t d = dim / h, kv = hkv * d;
+    m->dim = dim;
+    m->h = h;
+    m->hkv = hkv;
+    m->wq = malloc(4 * dim * dim);
+    m->wk = malloc(4 * kv * dim);
+    m->wv = malloc(4 * kv * dim);
+    m->wo = malloc(4 * dim * dim);
+    ra_test_fill(m->wq, dim * dim, seed);
+    ra_test_fill(m->wk, kv * dim, seed + 1);
+    ra_test_fill(m->wv, kv * dim, seed + 2);
+    ra_test_fill(m->wo, dim * dim, seed + 3);
+    /* nn.Linear's init scale, uniform(-1/sqrt(in), 1/sqrt(in)): realistic
+     * logits, not thousands (which would turn rounding into large errors) */
+    float scale = 1.0f / sqrtf((float)dim);
+    for (int64_t i = 0; i < dim * dim; i++) m->wq[i] *= scale, m->wo[i] *= scale;
+    for (int64_t i = 0; i < kv * dim; i++) m->wk[i] *= scale, m->wv[i] *= scale;
+    ra_layer_config cfg = {dim, h, hkv, 0, ra_rope_config_default(0)};
+    cfg.rope.layout = RA_LAYOUT_HALF;
+    ra_layer_weights w = {m->wq, m->wk, m->wv, m->wo};
+    CHECK(ra_layer_create(&m->layer, &cfg, &w) == RA_OK, "layer");
+}
+
+static void model_free(model *m)
+{
+    ra_layer_destroy(m->layer);
+    free(m->wq);
+    free(m->wk);
+    free(m->wv);
+    free(m->wo);
+}
+
+/* prefill(N) through the cache == prefill(N - k) + k single-token steps, and
+ * (f32 cache) == the layer without a cache: the same float32 values summed
+ * in another order (flash tiles vs decode chunks, and OpenBLAS's blocking). */
+static void test_prefill_then_decode(void)
+{
+    const int64_t shapes[][5] = {/* dim, H, Hkv, N, k */
+                                 {64, 4, 4, 9, 4}, {128, 8, 2, 40, 7}, {256, 8, 1, 300, 3},
+                                 {256, 2, 2, 65, 65}};
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const int64_t dim = shapes[t][0], n = shapes[t][3], k = shapes[t][4], batch = 2;
+        model m;
+        model_make(&m, dim, shapes[t][1], shapes[t][2], 100 + t);
+        int64_t d = dim / m.h;
+        float *x = malloc(4 * batch * n * dim), *full = malloc(4 * batch * n * dim);
+        float *steps = malloc(4 * batch * n * dim), *plain = malloc(4 * batch * n * dim);
+        float *xs = malloc(4 * batch * n * dim), *ys = malloc(4 * batch * n * dim);
+        ra_test_fill(x, batch * n * dim, 7 + t);
+        CHECK(ra_layer_forward(m.layer, ctx, plain, x, batch, n, NULL, NULL) == RA_OK, "plain");
+        for (int dt = RA_F32; dt <= RA_BF16; dt++) {
+            ra_kv_cache *cache;
+            CHECK(ra_kv_cache_create(&cache, batch, n + 3, m.hkv, d, (ra_dtype)dt) == RA_OK, "cache");
+            CHECK(ra_layer_forward_cached(m.layer, ctx, cache, full, x, batch, n, NULL) == RA_OK, "full");
+            CHECK(ra_kv_cache_length(cache, 1) == n, "length after prefill");
+            ra_kv_cache_reset(cache);
+            /* prefill N - k tokens, then one token at a time */
+            int64_t p = n - k;
+            if (p > 0) {
+                for (int64_t b = 0; b < batch; b++)
+                    memcpy(xs + b * p * dim, x + b * n * dim, 4 * p * dim);
+                CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, p, NULL) == RA_OK, "p");
+                for (int64_t b = 0; b < batch; b++)
+                    memcpy(steps + b * n * dim, ys + b * p * dim, 4 * p * dim);
+            }
+            for (int64_t s = p; s < n; s++) {
+                for (int64_t b = 0; b < batch; b++) memcpy(xs + b * dim, x + (b * n + s) * dim, 4 * dim);
+                CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, 1, NULL) == RA_OK, "step");
+                for (int64_t b = 0; b < batch; b++) memcpy(steps + (b * n + s) * dim, ys + b * dim, 4 * dim);
+            }
+            double e = max_rel_diff(steps, full, batch * n * dim);
+            /* 5e-6, not 1e-6: OpenBLAS sums a row of the projections in an
+             * order that depends on how many rows the call has (attention
+             * alone meets 1e-6: test_attention_prefill_vs_decode) */
+            CHECK(e <= 5e-6, "shape %zu dtype %d: prefill + decode vs prefill %.3g", t, dt, e);
+            if (dt == RA_F32) {
+                e = max_rel_diff(full, plain, batch * n * dim);
+                CHECK(e <= 1e-6, "shape %zu: cached prefill vs the layer %.3g", t, e);
+            } else {
+                e = max_rel_diff(full, plain, batch * n * dim);
+                CHECK(e <= (dt == RA_F16 ? 5e-3 : 3e-2), "shape %zu dtype %d: 16-bit cache far off %.3g", t, dt, e);
+            }
+            ra_kv_cache_destroy(cache);
+        }
+        free(x); free(full); free(steps); free(plain); free(xs); free(ys);
+        model_free(&m);
+    }
+    ra_context_destroy(ctx);
+}
+
+/* The attention part alone, on the same cached keys and values: one flash
+ * prefill over the cache == one decode step per token, to 1e-6 of max|out|
+ * (the same numbers and the same exp; only the blocking of the online
+ * softmax differs).  Every cache dtype. */
+static void test_attention_prefill_vs_decode(void)
+{
+    const int64_t s = 150, h = 8, hkv = 2, d = 64;
+    float *q = malloc(4 * s * h * d), *k = malloc(4 * s * hkv * d), *v = malloc(4 * s * hkv * d);
+    float *pre = malloc(4 * s * h * d), *dec = malloc(4 * s * h * d);
+    ra_test_fill(q, s * h * d, 41);
+    ra_test_fill(k, s * hkv * d, 42);
+    ra_test_fill(v, s * hkv * d, 43);
+    for (int64_t i = 0; i < s * h * d; i++) q[i] *= 0.4f; /* logits of a few units */
+    ra_rope_config rc = ra_rope_config_default(d);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (int dt = RA_F32; dt <= RA_BF16; dt++) {
+        ra_kv_cache *cache;
+        CHECK(ra_kv_cache_create(&cache, 1, s, hkv, d, (ra_dtype)dt) == RA_OK, "cache");
+        float *qr = malloc(4 * s * h * d), *kr = malloc(4 * s * hkv * d), *vr = malloc(4 * s * hkv * d);
+        memcpy(qr, q, 4 * s * h * d);
+        memcpy(kr, k, 4 * s * hkv * d);
+        memcpy(vr, v, 4 * s * hkv * d);
+        ra_tensor tq = ra_tensor_4d(qr, RA_F32, 1, s, h, d), tk = ra_tensor_4d(kr, RA_F32, 1, s, hkv, d);
+        ra_tensor tv = ra_tensor_4d(vr, RA_F32, 1, s, hkv, d);
+        ra_positions p = {.start = 0};
+        CHECK(ra_kv_cache_append(cache, ctx, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "append");
+        ra_tensor kc, vc;
+        ra_kv_cache_views(cache, &kc, &vc);
+        kc.shape[1] = vc.shape[1] = s;
+        ra_tensor tp = ra_tensor_4d(pre, RA_F32, 1, s, h, d);
+        CHECK(ra_attention(ctx, RA_PATH_FLASH, &tp, &tq, &kc, &vc, NULL) == RA_OK, "flash");
+        /* now token by token: a cache of the first t + 1 tokens each time */
+        ra_kv_cache *grow;
+        CHECK(ra_kv_cache_create(&grow, 1, s, hkv, d, (ra_dtype)dt) == RA_OK, "grow");
+        memcpy(kr, k, 4 * s * hkv * d);
+        memcpy(vr, v, 4 * s * hkv * d);
+        for (int64_t t = 0; t < s; t++) {
+            ra_tensor k1 = ra_tensor_4d(kr + t * hkv * d, RA_F32, 1, 1, hkv, d);
+            ra_tensor v1 = ra_tensor_4d(vr + t * hkv * d, RA_F32, 1, 1, hkv, d);
+            ra_positions pt = {.start = t};
+            CHECK(ra_kv_cache_append(grow, NULL, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
+            ra_tensor q1 = ra_tensor_4d(qr + t * h * d, RA_F32, 1, 1, h, d); /* already rotated */
+            ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
+            CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL) == RA_OK, "decode");
+        }
+        double e = max_rel_diff(dec, pre, s * h * d);
+        CHECK(e <= 1e-6, "dtype %d: decode steps vs flash prefill %.3g", dt, e);
+        ra_kv_cache_destroy(grow);
+        ra_kv_cache_destroy(cache);
+        free(qr); free(kr); free(vr);
+    }
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+    free(q); free(k); free(v); free(pre); free(dec);
+}
+
+/* Decode attention of the last T tokens == the reference attention rows,
+ * with ragged lengths (different per sequence), rope positions that are not
+ * the slots, and the same bits for 1, 2 and 3 threads. */
+static void test_decode_matches_reference(void)
+{
+    const int64_t b = 2, s = 600, h = 8, hkv = 2, d = 64, T = 3;
+    const int64_t len[2] = {600, 257};
+    int64_t nk = b * s * hkv * d, nq = b * s * h * d;
+    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk), *ref = malloc(4 * nq);
+    float *qt = malloc(4 * b * T * h * d), *o1 = malloc(4 * b * T * h * d), *on = malloc(4 * b * T * h * d);
+    ra_test_fill(q, nq, 1);
+    ra_test_fill(k, nk, 2);
+    ra_test_fill(v, nk, 3);
+    int64_t *ids = malloc(8 * b * s);
+    for (int64_t i = 0; i < b * s; i++) ids[i] = 5000 + (i * 7919) % 3000; /* not the slots */
+    ra_rope_config rc = ra_rope_config_default(d);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, b, s, hkv, d, RA_F32) == RA_OK, "cache");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d), tk = ra_tensor_4d(k, RA_F32, b, s, hkv, d);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, b, s, hkv, d);
+    ra_positions pos = {.ids = ids};
+    CHECK(ra_kv_cache_append(cache, NULL, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
+    CHECK(ra_kv_cache_length(cache, 0) == 600 && ra_kv_cache_length(cache, 1) == 257, "lengths");
+    /* reference: per sequence, causal attention over its own length */
+    for (int64_t bb = 0; bb < b; bb++) {
+        ra_tensor sq = ra_tensor_4d(q + bb * s * h * d, RA_F32, 1, len[bb], h, d);
+        ra_tensor sk = ra_tensor_4d(k + bb * s * hkv * d, RA_F32, 1, len[bb], hkv, d);
+        ra_tensor sv = ra_tensor_4d(v + bb * s * hkv * d, RA_F32, 1, len[bb], hkv, d);
+        ra_tensor so = ra_tensor_4d(ref + bb * s * h * d, RA_F32, 1, len[bb], h, d);
+        CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &so, &sq, &sk, &sv, NULL) == RA_OK, "ref");
+        for (int64_t t = 0; t < T; t++)
+            memcpy(qt + (bb * T + t) * h * d, q + (bb * s + len[bb] - T + t) * h * d, 4 * h * d);
+    }
+    ra_tensor tqt = ra_tensor_4d(qt, RA_F32, b, T, h, d), to1 = ra_tensor_4d(o1, RA_F32, b, T, h, d);
+    ra_tensor ton = ra_tensor_4d(on, RA_F32, b, T, h, d);
+    CHECK(ra_attention_decode(NULL, cache, &to1, &tqt, NULL) == RA_OK, "decode");
+    double worst = 0;
+    for (int64_t bb = 0; bb < b; bb++)
+        for (int64_t t = 0; t < T; t++)
+            worst = fmax(worst, max_rel_diff(o1 + (bb * T + t) * h * d,
+                                             ref + (bb * s + len[bb] - T + t) * h * d, h * d));
+    CHECK(worst <= 2e-5, "decode vs reference %.3g", worst);
+    for (int threads = 2; threads <= 3; threads++) {
+        ra_context *ctx;
+        CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+        CHECK(ra_attention_decode(ctx, cache, &ton, &tqt, NULL) == RA_OK, "decode n");
+        CHECK(memcmp(o1, on, 4 * b * T * h * d) == 0, "%d threads changed bits", threads);
+        ra_context_destroy(ctx);
+    }
+    ra_kv_cache_destroy(cache);
+    ra_rope_destroy(rope);
+    free(q); free(k); free(v); free(ref); free(qt); free(o1); free(on); free(ids);
+}
+
+/* A full cache, a too-long append and bad arguments change nothing. */
+static void test_errors(void)
+{
+    const int64_t d = 8, hkv = 1;
+    ra_rope_config rc = ra_rope_config_default(d);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_kv_cache *cache = NULL;
+    CHECK(ra_kv_cache_create(&cache, 1, 0, hkv, d, RA_F32) == RA_ERR_SIZE, "capacity 0");
+    CHECK(ra_kv_cache_create(&cache, 1, 4, hkv, 7, RA_F32) == RA_ERR_HEAD_DIM, "odd D");
+    CHECK(ra_kv_cache_create(&cache, 1, 4, hkv, d, (ra_dtype)9) == RA_ERR_ARGUMENT, "dtype");
+    CHECK(ra_kv_cache_create(&cache, (int64_t)1 << 40, (int64_t)1 << 40, hkv, d, RA_F32) ==
+              RA_ERR_OVERFLOW, "overflow");
+    CHECK(ra_kv_cache_create(&cache, 1, 4, hkv, d, RA_BF16) == RA_OK, "create");
+    float k[5 * 8], v[5 * 8], q[5 * 8];
+    ra_test_fill(k, 40, 1);
+    ra_test_fill(v, 40, 2);
+    ra_test_fill(q, 40, 3);
+    ra_tensor t3k = ra_tensor_4d(k, RA_F32, 1, 3, hkv, d), t3v = ra_tensor_4d(v, RA_F32, 1, 3, hkv, d);
+    ra_positions p = {.start = 0};
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t3k, &t3v, &p, NULL) == RA_OK, "append 3");
+    ra_tensor kc, vc;
+    CHECK(ra_kv_cache_views(cache, &kc, &vc) == RA_OK, "views");
+    uint16_t before[4 * 8];
+    memcpy(before, kc.data, sizeof before);
+    float k_before[40];
+    memcpy(k_before, k, sizeof k);
+    ra_tensor t2k = ra_tensor_4d(k, RA_F32, 1, 2, hkv, d), t2v = ra_tensor_4d(v, RA_F32, 1, 2, hkv, d);
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_SIZE, "overflow");
+    CHECK(ra_kv_cache_length(cache, 0) == 3 && memcmp(before, kc.data, sizeof before) == 0 &&
+              memcmp(k_before, k, sizeof k) == 0, "a refused append changed something");
+    ra_tensor t1k = ra_tensor_4d(k, RA_F32, 1, 1, hkv, d), t1v = ra_tensor_4d(v, RA_F32, 1, 1, hkv, d);
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_SIZE, "full");
+    ra_positions neg = {.start = -1};
+    ra_kv_cache_reset(cache);
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");
+    const int64_t too_many[1] = {2};
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, too_many) == RA_ERR_ARGUMENT, "n_new");
+    ra_tensor wrong = ra_tensor_4d(k, RA_F32, 1, 1, 2, 4);
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
+    CHECK(ra_kv_cache_length(cache, 0) == 0, "reset");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 2, d), to = ra_tensor_4d(q + 16, RA_F32, 1, 1, 2, d);
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_ERR_SIZE, "decode on an empty cache");
+    CHECK(ra_kv_cache_length(cache, 5) == -1 && ra_kv_cache_length(NULL, 0) == -1, "length args");
+    ra_kv_cache_destroy(cache);
+    ra_kv_cache_destroy(NULL);
+    ra_rope_destroy(rope);
+}
+
+int main(void)
+{
+    RUN(test_prefill_then_decode);
+    RUN(test_attention_prefill_vs_decode);
+    RUN(test_decode_matches_reference);
+    RUN(test_errors);
+    return ra_test_summary("kvcache");
+}

@@ -82,7 +82,9 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
     const ra_kernels *kernels = ra_kernels_get();
     int64_t groups = cache->batch * cache->n_kv_heads;
     ra_parallel_for(ctx, cache->batch * job.n_chunks, kernels->decode_task, &job);
-    ra_parallel_for(ctx, groups, kernels->decode_merge_task, &job);
+    /* The merge is small (chunks x rows x D per group): on this thread, so
+     * that a short decode does not pay a second round of wake-ups. */
+    ra_parallel_for(NULL, groups, kernels->decode_merge_task, &job);
 }
 
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,

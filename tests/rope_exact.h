@@ -109,7 +109,7 @@ static void test_fast_matches_reference(void)
  *   buffers */
 static void test_alignments(void)
 {
-    const int64_t dims[] = {2, 6, 8, 16, 34, 128}, head_counts[] = {1, 3, 4}, seq = 3;
+    const int64_t dims[] = {2, 6, 8, 16, 34, 66, 96, 128}, head_counts[] = {1, 3, 4}, seq = 3;
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t hi = 0; hi < sizeof head_counts / sizeof head_counts[0]; hi++)
             for (int layout = 0; layout < 2; layout++)
@@ -136,7 +136,8 @@ static void test_alignments(void)
                         ra_tensor yr = ra_tensor_4d(ref + oy * es, (ra_dtype)dt, 1, seq, h, d);
                         ra_tensor xf = ox % 2 ? x : yf, xr = ox % 2 ? x : yr;
                         ra_positions pos = {.start = 5};
-                        CHECK(ra_rope_apply(rope, NULL, &yf, &xf, &pos, RA_FORWARD) == RA_OK, "fast");
+                        CHECK(ra_rope_apply(rope, NULL, &yf, &xf, &pos, RA_FORWARD) == RA_OK,
+                              "fast");
                         CHECK(ra_rope_apply_reference(rope, &yr, &xr, &pos, RA_FORWARD) == RA_OK,
                               "ref");
                         CHECK(memcmp(fast, ref, bytes) == 0,
@@ -194,8 +195,8 @@ static void test_rounding_sweep(void)
                     ra_tensor yf = ra_tensor_4d(fast, (ra_dtype)dt, 1, tokens, 1, d);
                     ra_tensor yr = ra_tensor_4d(ref, (ra_dtype)dt, 1, tokens, 1, d);
                     /* in place for even factors, out of place for odd */
-                    CHECK(ra_rope_apply(rope, NULL, &yf, f % 2 ? &x : &yf, &pos, RA_FORWARD) == RA_OK,
-                          "fast");
+                    ra_tensor *xf = f % 2 ? &x : &yf;
+                    CHECK(ra_rope_apply(rope, NULL, &yf, xf, &pos, RA_FORWARD) == RA_OK, "fast");
                     CHECK(ra_rope_apply_reference(rope, &yr, &x, &pos, RA_FORWARD) == RA_OK, "ref");
                     int64_t bad = 0;
                     for (int64_t e = 0; e < n; e++) bad += fast[e] != ref[e];

@@ -65,7 +65,8 @@ static void test_flash_matches_reference(void)
             ra_tensor tv = ra_tensor_4d((char *)kv_stored + es * nk, (ra_dtype)dt, b, s, hkv, d);
             ra_tensor t_ref = ra_tensor_4d(o_ref, RA_F32, b, s, h, d);
             ra_tensor t_fl = ra_tensor_4d(o_fl, RA_F32, b, s, h, d);
-            CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &t_ref, &tq, &tk, &tv, NULL) == RA_OK, "ref");
+            CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &t_ref, &tq, &tk, &tv, NULL) == RA_OK,
+                  "ref");
             CHECK(ra_attention(ctx, RA_PATH_FLASH, &t_fl, &tq, &tk, &tv, NULL) == RA_OK, "flash");
             double e = max_rel_diff(o_fl, o_ref, nq);
             CHECK(e <= 2e-5, "shape %zu dtype %d: flash vs reference %.3g", t, dt, e);

@@ -2,22 +2,27 @@
  * rope_impl.h — the RoPE task, written once against simd.h and compiled per
  * ISA (kernels_*.c).  A task rotates a range of tokens of x into out; each
  * token's cos/sin row (from the table, or formed on the fly beyond it) is
- * read once and serves every head of the token.
+ * read once, rearranged once, and serves every head of the token.
  *
  *   x, out: [B, S, heads, D] strided views, f32, f16 or bf16; pairs
  *   [0, rotary_dim/2) rotate, features [rotary_dim, D) pass through.
  *   c, s: the row's cos and sign * sin (+1 forward, -1 inverse), per pair.
  *
- *   half (f32, f16):  a = x[i, i + W), b = x[h + i, h + i + W)   (h = rotary_dim/2)
- *                     y_a = a c - b s          y_b = a s + b c
- *   interleaved (f32, f16): v = x[2i, 2i + W) = [a0 b0 a1 b1 ...], v' = v
- *                     with each pair swapped (one in-lane shuffle)
- *                     y = v [c0 c0 c1 c1 ...] + v' [-s0 s0 -s1 s1 ...]
- *   bf16: 2W values load as W 32-bit lanes of (even, odd) value pairs that
- *         widen and round without shuffles (simd_half.h): interleaved, the
- *         lanes are the rotation pairs themselves (c, s straight from the
- *         row); half, the even and odd pairs rotate apart (c, s split into
- *         even and odd once per token).
+ *   interleaved, f32/f16: v = x[2i, 2i + W) = [a0 b0 a1 b1 ...], v' = v with
+ *                each pair swapped (one in-lane shuffle),
+ *                y = v [c0 c0 c1 c1 ...] + v' [-s0 s0 -s1 s1 ...]
+ *   interleaved, bf16: 2W values load as W 32-bit lanes, lane i = pair i,
+ *                which widen to a and b and round back with lane arithmetic
+ *                alone (simd_half.h), y_a = a c - b s, y_b = a s + b c
+ *   half:        a = x[i, i + W), b = x[h + i, h + i + W)   (h = rotary_dim/2),
+ *                y_a = a c - b s, y_b = a s + b c; bf16 as lanes of (even,
+ *                odd) values, with c and s split into even and odd
+ *
+ * Interleaved, a token whose heads are contiguous and rotate whole is one
+ * run of heads * D/2 pairs (else each head is one), stored in vectors
+ * aligned to memory with the row turned to match, and one overlapping
+ * unaligned vector at each end (rope_run); half-split goes a head at a
+ * time.
  *
  * These are the reference's float32 products and sums (a c + b (-s) is
  * a c - b s exactly, and a sum does not depend on the order of its two
@@ -105,21 +110,6 @@ static void rope_expand_span(float *ce, float *se, const float *c, const float *
     }
 }
 
-/* What the interleaved f32/f16 run multiplies by: rope_expand_span of the n
- * pairs turned by rot (entry k is pair (k + rot) mod n), so that the run's
- * aligned vectors read aligned entries, then RA_W more floats from the
- * start again for a vector that wraps. */
-static void rope_expand(float *ce, float *se, const float *c, const float *s, float sign,
-                        int64_t n, int64_t rot)
-{
-    rope_expand_span(ce, se, c + rot, s + rot, sign, n - rot);
-    rope_expand_span(ce + 2 * (n - rot), se + 2 * (n - rot), c, s, sign, rot);
-    for (int64_t k = 2 * n; k < 2 * n + RA_W; k++) {
-        ce[k] = ce[k - 2 * n];
-        se[k] = se[k - 2 * n];
-    }
-}
-
 /* cw = c, sw = sign * s for n pairs. */
 static void rope_copy_span(float *cw, float *sw, const float *c, const float *s, float sign,
                            int64_t n)
@@ -136,17 +126,52 @@ static void rope_copy_span(float *cw, float *sw, const float *c, const float *s,
     }
 }
 
-/* What the interleaved bf16 run multiplies by: cos and sign * sin of the n
- * pairs turned by rot, as rope_expand's, then RA_W more from the start. */
-static void rope_wrap(float *cw, float *sw, const float *c, const float *s, float sign, int64_t n,
-                      int64_t rot)
+/* t[len, len + RA_W) = t[0, RA_W) (repeating when len < RA_W): room for a
+ * vector that reads past the last entry into the start again. */
+static void rope_pad(float *t, int64_t len)
 {
-    rope_copy_span(cw, sw, c + rot, s + rot, sign, n - rot);
-    rope_copy_span(cw + n - rot, sw + n - rot, c, s, sign, rot);
-    for (int64_t k = n; k < n + RA_W; k++) {
-        cw[k] = cw[k - n];
-        sw[k] = sw[k - n];
+    if (len >= RA_W) {
+        vstore(t + len, vload(t));
+        return;
     }
+    for (int64_t k = len; k < len + RA_W; k++) t[k] = t[k - len];
+}
+
+/* c2 = [c c], s2 = [s s]: the row twice, so that the row turned by any rot
+ * (entry k = entry (k + rot) mod n) is the span from rot on. */
+static void rope_twice(float *c2, float *s2, const float *c, const float *s, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + RA_W <= n; i += RA_W) {
+        vf cv = vload(c + i), sv = vload(s + i);
+        vstore(c2 + i, cv);
+        vstore(c2 + n + i, cv);
+        vstore(s2 + i, sv);
+        vstore(s2 + n + i, sv);
+    }
+    for (; i < n; i++) {
+        c2[i] = c2[n + i] = c[i];
+        s2[i] = s2[n + i] = s[i];
+    }
+}
+
+/* What the interleaved run multiplies by, t0 and t1: the row turned by rot
+ * (so that the run's aligned vectors read aligned entries), expanded for
+ * f32 and f16 (rope_expand_span) or as cos and sign * sin for bf16, padded
+ * with rope_pad.  c2, s2: room for rope_twice. */
+static void rope_turn(float *t0, float *t1, float *c2, float *s2, const float *c, const float *s,
+                      float sign, int64_t n, int64_t rot, ra_dtype dt)
+{
+    if (rot) {
+        rope_twice(c2, s2, c, s, n);
+        c = c2 + rot;
+        s = s2 + rot;
+    }
+    const int64_t len = dt == RA_BF16 ? n : 2 * n;
+    if (dt == RA_BF16) rope_copy_span(t0, t1, c, s, sign, n);
+    else rope_expand_span(t0, t1, c, s, sign, n);
+    rope_pad(t0, len);
+    rope_pad(t1, len);
 }
 
 /* sign * s for n pairs: s itself forward, negated into out inverse. */
@@ -176,7 +201,8 @@ static void rope_split(float *cd, float *sd, const float *c, const float *s, flo
     }
 }
 
-/* Interleaved pairs a vector holds, and bytes a pair takes. */
+/* Interleaved pairs a vector holds (f32, f16: RA_W / 2; bf16: RA_W, a pair a
+ * lane), and bytes a pair takes. */
 ROPE_INLINE int64_t rope_step(ra_dtype dt) { return dt == RA_BF16 ? RA_W : RA_W / 2; }
 ROPE_INLINE uintptr_t rope_pair_bytes(ra_dtype dt) { return dt == RA_F32 ? 8 : 4; }
 
@@ -188,7 +214,8 @@ ROPE_INLINE int64_t rope_peel(const void *y, ra_dtype dt)
     return a % pair ? 0 : (int64_t)((vector - a % vector) % vector / pair);
 }
 
-/* Table entry r moved on by k pairs, modulo n. */
+/* Table entry r moved on by k pairs, modulo n (a loop rather than a select:
+ * the branch is predicted, where a select would delay the next loads). */
 ROPE_INLINE int64_t rope_next(int64_t r, int64_t k, int64_t n)
 {
     for (r += k; r >= n; r -= n) {}
@@ -228,31 +255,28 @@ ROPE_INLINE void rope_run_put(void *y, ra_dtype dt, int64_t p, vf v)
 
 /* A run of interleaved pairs (2p, 2p + 1), p in [0, pairs): one head, or
  * every head of a token whose heads are contiguous and rotate whole.  Pair p
- * takes entry (r0 + p) mod n of the turned row t0, t1 (rope_expand's for
- * f32 and f16, rope_wrap's for bf16).  Vectors are stored where y is aligned
- * to a whole vector (one that straddles two cache lines costs about twice as
- * much), plus one unaligned vector at each end that overlaps its neighbour
- * (and nothing else, the run being at least two vectors long): each vector
- * is loaded before the one it overlaps is stored, so in place both write
- * the same values. */
+ * takes entry (r0 + p) mod n of rope_turn's t0, t1.  Vectors are stored
+ * where y is aligned to a whole vector (one that straddles two cache lines
+ * costs about twice as much).  When y is not aligned at the start, one
+ * unaligned vector at each end overlaps its neighbour (and nothing else, the
+ * run being at least two vectors long): each vector is loaded before the
+ * one it overlaps is stored, so in place both write the same values.
+ * Otherwise the pairs past the last whole vector go one at a time. */
 ROPE_INLINE void rope_run(void *y, const void *x, ra_dtype dt, const float *t0, const float *t1,
                           int64_t n, int64_t r0, int64_t pairs)
 {
     const int64_t step = rope_step(dt);
-    if (pairs < 2 * step) { /* too short for the two ends to miss each other */
-        int64_t p = 0, r = r0;
-        for (; p + step <= pairs; p += step, r = rope_next(r, step, n))
+    int64_t p = rope_peel(y, dt);
+    if (p == 0 || pairs < 2 * step) { /* aligned already, or too short for
+                                         the two ends to miss each other */
+        int64_t r = r0;
+        for (p = 0; p + step <= pairs; p += step, r = rope_next(r, step, n))
             rope_run_put(y, dt, p, rope_run_vector(x, dt, t0, t1, p, r));
         for (; p < pairs; p++, r = rope_next(r, 1, n)) rope_run_pair(y, x, dt, t0, t1, p, r);
         return;
     }
-    int64_t p = rope_peel(y, dt), r = rope_next(r0, p, n);
-    int64_t held_at = 0; /* where the vector held back goes */
+    int64_t r = (r0 + p) % n, held_at = 0; /* where the vector held back goes */
     vf held = rope_run_vector(x, dt, t0, t1, 0, r0);
-    if (p == 0) { /* aligned from the start: the first vector is the loop's */
-        p = step;
-        r = rope_next(r0, step, n);
-    }
     for (; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
         vf v = rope_run_vector(x, dt, t0, t1, p, r);
         rope_run_put(y, dt, held_at, held);
@@ -285,10 +309,10 @@ ROPE_INLINE void rope_head_half(void *y, const void *x, ra_dtype dt, const float
 }
 
 /* One head, half-split, bf16: 2 RA_W pairs a step, the even-indexed and the
- * odd-indexed ones apart, with rope_split's cd, sd. */
+ * odd-indexed ones apart, with rope_split's cd, sd; s is sign * sin. */
 ROPE_INLINE void rope_head_half_bf16(uint16_t *y, const uint16_t *x, const float *cd,
-                                     const float *sd, const float *c, const float *s, float sign,
-                                     int64_t n, int64_t half)
+                                     const float *sd, const float *c, const float *s, int64_t n,
+                                     int64_t half)
 {
     int64_t i = 0;
     for (; i + 2 * RA_W <= n; i += 2 * RA_W) {
@@ -300,7 +324,7 @@ ROPE_INLINE void rope_head_half_bf16(uint16_t *y, const uint16_t *x, const float
         vstore_bf16_pairs(y + i, a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
         vstore_bf16_pairs(y + half + i, a0 * s0 + b0 * c0, a1 * s1 + b1 * c1);
     }
-    for (; i < n; i++) rope_pair(y, x, RA_BF16, i, half + i, c[i], sign * s[i]);
+    for (; i < n; i++) rope_pair(y, x, RA_BF16, i, half + i, c[i], s[i]);
 }
 
 /* Element (b, s, h, i) of a view, as a byte address. */
@@ -311,40 +335,48 @@ ROPE_INLINE char *rope_element(const ra_tensor *t, int64_t b, int64_t s, int64_t
     return (char *)t->data + (size_t)offset * esize;
 }
 
-/* Rotates pairs [first, first + n) (n <= ROPE_CHUNK) of every head of token
- * (b, s); c and sn hold those pairs' cos and sin.  Interleaved, the token's
- * heads are one run when they are contiguous and rotate whole. */
-ROPE_INLINE void rope_token(const ra_rope_job *job, ra_dtype dt, int64_t b, int64_t s,
-                            const float *c, const float *sn, int64_t first, int64_t n)
+/* Rotates pairs [first, first + n) (n <= ROPE_CHUNK) of every head of
+ * token (b, s), interleaved; c and sn hold those pairs' cos and sin.  The
+ * token's heads are one run when they are contiguous and rotate whole. */
+ROPE_INLINE void rope_token_interleaved(const ra_rope_job *job, ra_dtype dt, int64_t b, int64_t s,
+                                        const float *c, const float *sn, int64_t first, int64_t n)
 {
     const ra_tensor *x = job->x, *out = job->out;
-    const int64_t heads = x->shape[2], d = x->shape[3], half = job->rope->n_pairs;
-    const int interleaved = job->rope->config.layout == RA_LAYOUT_INTERLEAVED;
+    const int64_t heads = x->shape[2], d = x->shape[3];
     const size_t esize = dt == RA_F32 ? 4 : 2;
     const size_t x_head = (size_t)x->stride[2] * esize, y_head = (size_t)out->stride[2] * esize;
-    const int64_t offset = interleaved ? 2 * first : first;
-    const char *xh = rope_element(x, b, s, 0, offset, esize);
-    char *yh = rope_element(out, b, s, 0, offset, esize);
-    /* the row, rearranged; aligned, as the runs read it in aligned vectors */
+    const char *xh = rope_element(x, b, s, 0, 2 * first, esize);
+    char *yh = rope_element(out, b, s, 0, 2 * first, esize);
+    const int one_run = 2 * n == d && x->stride[2] == d && out->stride[2] == d;
+    const int64_t runs = one_run ? 1 : heads, pairs = one_run ? heads * n : n;
+    /* the row turned by the pairs before the first run's aligned vectors,
+     * aligned itself, as the runs read it in aligned vectors */
+    const int64_t rot = rope_peel(yh, dt) % n, r0 = (n - rot) % n;
     float cx[2 * ROPE_CHUNK + RA_W] __attribute__((aligned(64)));
     float sx[2 * ROPE_CHUNK + RA_W] __attribute__((aligned(64)));
-    if (interleaved) {
-        /* turned by the pairs before the first run's aligned vectors */
-        const int one_run = 2 * n == d && x->stride[2] == d && out->stride[2] == d;
-        const int64_t runs = one_run ? 1 : heads, pairs = one_run ? heads * n : n;
-        const int64_t rot = rope_peel(yh, dt) % n, r0 = (n - rot) % n;
-        if (dt == RA_BF16) rope_wrap(cx, sx, c, sn, job->sign, n, rot);
-        else rope_expand(cx, sx, c, sn, job->sign, n, rot);
-        for (int64_t h = 0; h < runs; h++, xh += x_head, yh += y_head)
-            rope_run(yh, xh, dt, cx, sx, n, r0, pairs);
-    } else if (dt == RA_BF16) {
-        rope_split(cx, sx, c, sn, job->sign, n);
-        for (int64_t h = 0; h < heads; h++, xh += x_head, yh += y_head)
-            rope_head_half_bf16((uint16_t *)yh, (const uint16_t *)xh, cx, sx, c, sn, job->sign, n,
-                                half);
-    } else {
-        const float *ss = rope_signed(sx, sn, job->sign, n);
-        for (int64_t h = 0; h < heads; h++, xh += x_head, yh += y_head)
+    float c2[2 * ROPE_CHUNK], s2[2 * ROPE_CHUNK];
+    rope_turn(cx, sx, c2, s2, c, sn, job->sign, n, rot, dt);
+    for (int64_t h = 0; h < runs; h++, xh += x_head, yh += y_head)
+        rope_run(yh, xh, dt, cx, sx, n, r0, pairs);
+}
+
+/* The same, half-split (pairs (i, half + i)), a head at a time. */
+ROPE_INLINE void rope_token_half(const ra_rope_job *job, ra_dtype dt, int64_t b, int64_t s,
+                                 const float *c, const float *sn, int64_t first, int64_t n)
+{
+    const ra_tensor *x = job->x, *out = job->out;
+    const int64_t heads = x->shape[2], half = job->rope->n_pairs;
+    const size_t esize = dt == RA_F32 ? 4 : 2;
+    const size_t x_head = (size_t)x->stride[2] * esize, y_head = (size_t)out->stride[2] * esize;
+    const char *xh = rope_element(x, b, s, 0, first, esize);
+    char *yh = rope_element(out, b, s, 0, first, esize);
+    float signed_s[ROPE_CHUNK], cd[ROPE_CHUNK], sd[ROPE_CHUNK];
+    const float *ss = rope_signed(signed_s, sn, job->sign, n);
+    if (dt == RA_BF16) rope_split(cd, sd, c, sn, job->sign, n);
+    for (int64_t h = 0; h < heads; h++, xh += x_head, yh += y_head) {
+        if (dt == RA_BF16)
+            rope_head_half_bf16((uint16_t *)yh, (const uint16_t *)xh, cd, sd, c, ss, n, half);
+        else
             rope_head_half(yh, xh, dt, c, ss, n, half);
     }
 }
@@ -361,42 +393,72 @@ ROPE_INLINE void rope_copy_tail(const ra_rope_job *job, ra_dtype dt, int64_t b, 
                (size_t)(d - rot) * esize);
 }
 
-/* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt. */
-ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt)
+/* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt and
+ * the layout `interleaved` says. */
+ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, int interleaved)
 {
     const ra_rope *rope = job->rope;
     const int64_t seq = job->x->shape[1], n_tokens = job->x->shape[0] * seq;
     const int64_t n_pairs = rope->n_pairs;
     int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
     if (t1 > n_tokens) t1 = n_tokens;
-    float c[ROPE_CHUNK], sn[ROPE_CHUNK]; /* angles formed on the fly, beyond the table */
+    /* angles formed on the fly, beyond the table */
+    float angle_c[ROPE_CHUNK] __attribute__((aligned(64)));
+    float angle_s[ROPE_CHUNK] __attribute__((aligned(64)));
     int64_t seq_hint = ra_position_sequence(job->positions, t0);
     for (int64_t t = t0; t < t1; t++) {
         const int64_t b = t / seq, s = t % seq;
         const int64_t pos = ra_position(job->positions, t, seq, &seq_hint);
         for (int64_t first = 0; first < n_pairs; first += ROPE_CHUNK) {
             const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;
+            const float *c, *sn;
             if (pos < rope->config.table_size) {
                 const int64_t row = pos * n_pairs + first;
-                rope_token(job, dt, b, s, rope->cos + row, rope->sin + row, first, n);
+                c = rope->cos + row;
+                sn = rope->sin + row;
             } else {
-                ra_rope_angles(rope, pos, first, n, c, sn);
-                rope_token(job, dt, b, s, c, sn, first, n);
+                ra_rope_angles(rope, pos, first, n, angle_c, angle_s);
+                c = angle_c;
+                sn = angle_s;
             }
+            if (interleaved) rope_token_interleaved(job, dt, b, s, c, sn, first, n);
+            else rope_token_half(job, dt, b, s, c, sn, first, n);
         }
         rope_copy_tail(job, dt, b, s);
     }
 }
+
+/* One function per storage type and layout, each with its loops alone (one
+ * function holding them all runs short of registers). */
+#define ROPE_TOKENS(name, dt, interleaved)                                         \
+    static __attribute__((noinline)) void name(const ra_rope_job *job, int64_t task) \
+    {                                                                               \
+        rope_tokens(job, task, dt, interleaved);                                    \
+    }
+ROPE_TOKENS(rope_tokens_f32_interleaved, RA_F32, 1)
+ROPE_TOKENS(rope_tokens_f32_half, RA_F32, 0)
+ROPE_TOKENS(rope_tokens_f16_interleaved, RA_F16, 1)
+ROPE_TOKENS(rope_tokens_f16_half, RA_F16, 0)
+ROPE_TOKENS(rope_tokens_bf16_interleaved, RA_BF16, 1)
+ROPE_TOKENS(rope_tokens_bf16_half, RA_BF16, 0)
+#undef ROPE_TOKENS
 
 /* One task of an ra_rope_job: arg is the job. */
 static void rope_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
     const ra_rope_job *job = arg;
+    const int interleaved = job->rope->config.layout == RA_LAYOUT_INTERLEAVED;
     switch (job->x->dtype) {
-    case RA_F16: rope_tokens(job, task, RA_F16); break;
-    case RA_BF16: rope_tokens(job, task, RA_BF16); break;
-    default: rope_tokens(job, task, RA_F32); break;
+    case RA_F16:
+        (interleaved ? rope_tokens_f16_interleaved : rope_tokens_f16_half)(job, task);
+        break;
+    case RA_BF16:
+        (interleaved ? rope_tokens_bf16_interleaved : rope_tokens_bf16_half)(job, task);
+        break;
+    default:
+        (interleaved ? rope_tokens_f32_interleaved : rope_tokens_f32_half)(job, task);
+        break;
     }
 }
 

@@ -28,13 +28,14 @@
 
 typedef uint32_t vu __attribute__((vector_size(RA_W * 4)));
 
-/* Each lane rounded to bfloat16, in the lane's high 16 bits (low 16 zero):
- * half.h's ra_half_f32_to_bf16 << 16, for lanes whose NaNs are quiet with a
- * zero low half (adding at most 0x8000 to that half carries nothing). */
-static inline vu vbf16_high(vf v)
+/* Each lane rounded to bfloat16 in the lane's high 16 bits (the low 16 are
+ * left over): half.h's ra_half_f32_to_bf16 there, for lanes whose NaNs are
+ * quiet with a zero low half (adding at most 0x8000 to that half carries
+ * nothing). */
+static inline vu vbf16_round(vf v)
 {
     vu u = (vu)v;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* nearest, ties to even */
+    return u + 0x7fffu + ((u >> 16) & 1u); /* nearest, ties to even */
 }
 
 /* p[0, 2 RA_W) widened: even = p[0], p[2], ...; odd = p[1], p[3], ... */
@@ -47,8 +48,11 @@ static inline void vload_bf16_pairs(const uint16_t *p, vf *even, vf *odd)
 }
 
 /* The inverse, as the RA_W lanes to store: even[i] rounded in the low half
- * of lane i, odd[i] in its high half (NaNs as vbf16_high takes them). */
-static inline vu vbf16_pack(vf even, vf odd) { return (vbf16_high(even) >> 16) | vbf16_high(odd); }
+ * of lane i, odd[i] in its high half (NaNs as vbf16_round takes them). */
+static inline vu vbf16_pack(vf even, vf odd)
+{
+    return (vbf16_round(even) >> 16) | (vbf16_round(odd) & 0xffff0000u);
+}
 
 /* p[2i] = even[i], p[2i + 1] = odd[i], rounded. */
 static inline void vstore_bf16_pairs(uint16_t *p, vf even, vf odd)
@@ -60,12 +64,14 @@ static inline void vstore_bf16_pairs(uint16_t *p, vf even, vf odd)
 #if defined(RA_SIMD_AVX512)
 static inline void vstore_f16(uint16_t *p, vf v)
 {
-    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT));
+    __m256i h = _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_si256((__m256i *)(void *)p, h);
 }
 #elif defined(RA_SIMD_AVX2)
 static inline void vstore_f16(uint16_t *p, vf v)
 {
-    _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT));
+    __m128i h = _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128((__m128i *)(void *)p, h);
 }
 #else
 /* Lane-wise select on integer lanes: mask lanes are all ones or zero. */

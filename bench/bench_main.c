@@ -7,7 +7,11 @@
  * reads them once, when it loads.  So unless RA_BENCH_REEXEC is set, the
  * bench re-executes itself once without them (recording what it removed in
  * RA_BENCH_REEXEC) and says so; set RA_BENCH_REEXEC=keep to measure with the
- * environment as given.
+ * environment as given.  The same re-execution sets OPENBLAS_THREAD_TIMEOUT=4
+ * unless it is set: OpenBLAS's idle workers otherwise keep spinning for a
+ * long while after each sgemm, beside the library's threads, which slows the
+ * attention that follows a projection (or a sample of the sgemm limit) by up
+ * to 2x on this 2-core machine.
  */
 #include <cblas.h>
 #include <math.h>
@@ -102,7 +106,8 @@ static void reexec_without_blas_env(int argc, char **argv)
             snprintf(removed + strlen(removed), sizeof removed - strlen(removed), " %s=%s",
                      blas_env_vars[i], value);
     }
-    if (strcmp(removed, REEXEC_MARK) == 0) return;
+    int set_timeout = getenv("OPENBLAS_THREAD_TIMEOUT") == NULL;
+    if (strcmp(removed, REEXEC_MARK) == 0 && !set_timeout) return;
     char **args = malloc((size_t)(argc + 2) * sizeof *args);
     if (!args) return;
     args[0] = "ropeattn";
@@ -115,6 +120,7 @@ static void reexec_without_blas_env(int argc, char **argv)
         unsetenv(blas_env_vars[i]);
     }
     setenv(REEXEC_VAR, removed, 1);
+    if (set_timeout) setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
     fflush(NULL);
     execv("/proc/self/exe", args);
     /* exec failed: measure with the environment as given. */
@@ -122,6 +128,7 @@ static void reexec_without_blas_env(int argc, char **argv)
         if (saved[i]) setenv(blas_env_vars[i], saved[i], 1);
         free(saved[i]);
     }
+    if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
     setenv(REEXEC_VAR, "exec-failed", 1);
     free(args);
 }
@@ -136,6 +143,10 @@ static void print_notes(FILE *to)
     else
         fprintf(to, "note: simd %s (the best this CPU and OS support)\n", ra_simd_name());
     fprintf(to, "note: %s, core %s\n", openblas_get_config(), openblas_get_corename());
+    const char *timeout = getenv("OPENBLAS_THREAD_TIMEOUT");
+    if (timeout)
+        fprintf(to, "note: OPENBLAS_THREAD_TIMEOUT=%s: OpenBLAS's idle workers sleep soon "
+                "instead of spinning beside the library's threads\n", timeout);
     const char *reexec = getenv(REEXEC_VAR);
     if (reexec && strncmp(reexec, REEXEC_MARK " ", strlen(REEXEC_MARK) + 1) == 0) {
         fprintf(to, "note: re-ran itself without%s (they force a slower sgemm kernel); set "

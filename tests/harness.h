@@ -61,6 +61,18 @@ static inline double ra_test_rel_err(const float *a, const double *b, size_t n)
     return max_ref > 0 ? max_diff / max_ref : max_diff;
 }
 
+/* Worst |a - b| / max|b| over n floats; Inf if either holds a NaN/Inf. */
+static inline double ra_test_max_rel_diff(const float *a, const float *b, int64_t n)
+{
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        ref = fmax(ref, fabs((double)b[i]));
+    }
+    return ref > 0 ? diff / ref : diff;
+}
+
 /* Deterministic uniform floats in [-1, 1) (xorshift64*), for test inputs. */
 static inline void ra_test_fill(float *x, size_t n, uint64_t seed)
 {

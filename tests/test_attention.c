@@ -12,17 +12,6 @@
 #include "harness.h"
 #include "ropeattn.h"
 
-static double max_rel_diff(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, ref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        ref = fmax(ref, fabs((double)b[i]));
-    }
-    return ref > 0 ? diff / ref : diff;
-}
-
 /* Views of q, k, v inside one fused [B, S, H + 2 Hkv, D] buffer, as a QKV
  * projection writes them. */
 static void fused_views(float *qkv, int64_t b, int64_t s, int64_t h, int64_t hkv, int64_t d,
@@ -69,7 +58,7 @@ static void test_flash_matches_reference(void)
             ra_tensor out_fl = ra_tensor_4d(o_fl, RA_F32, b, s, h, d);
             CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &out_ref, &q, &k, &v, NULL) == RA_OK, "ref");
             CHECK(ra_attention(ctx, RA_PATH_FLASH, &out_fl, &q, &k, &v, NULL) == RA_OK, "flash");
-            double e = max_rel_diff(o_fl, o_ref, n_out);
+            double e = ra_test_max_rel_diff(o_fl, o_ref, n_out);
             CHECK(e <= 2e-5, "shape %zu fused %d: flash vs reference %.3g", t, fused, e);
             free(qkv);
             free(o_ref);
@@ -107,7 +96,7 @@ static void test_half_kv(void)
         CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tg, &tq, &tk, &tv, NULL) == RA_OK, "16-bit ref");
         CHECK(memcmp(want, got, 4 * nq) == 0, "dtype %d: reference differs from widened f32", dt);
         CHECK(ra_attention(ctx, RA_PATH_FLASH, &tg, &tq, &tk, &tv, NULL) == RA_OK, "16-bit flash");
-        double e = max_rel_diff(got, want, nq);
+        double e = ra_test_max_rel_diff(got, want, nq);
         CHECK(e <= 2e-5, "dtype %d: flash with 16-bit K/V differs by %.3g", dt, e);
     }
     ra_context_destroy(ctx);
@@ -212,7 +201,7 @@ static void test_dropout(void)
     ra_dropout d1 = {0.25f, 42}, d2 = {0.25f, 43}, d0 = {0.0f, 42};
     CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &ta, &tq, &tk, &tv, &d1) == RA_OK, "ref");
     CHECK(ra_attention(NULL, RA_PATH_FLASH, &tb, &tq, &tk, &tv, &d1) == RA_OK, "flash");
-    CHECK(max_rel_diff(b, a, nq) <= 2e-5, "paths disagree under dropout: %.3g", max_rel_diff(b, a, nq));
+    CHECK(ra_test_max_rel_diff(b, a, nq) <= 2e-5, "paths disagree under dropout: %.3g", ra_test_max_rel_diff(b, a, nq));
     CHECK(ra_attention(NULL, RA_PATH_FLASH, &tc, &tq, &tk, &tv, &d2) == RA_OK, "seed 2");
     CHECK(memcmp(b, c, 4 * nq) != 0, "another seed gave the same masks");
     /* Row 0 sees one key: kept (1/(1-p) = 4/3) or dropped (0), per head. */
@@ -368,7 +357,7 @@ static void test_layer(void)
         ra_layer *layer_h;
         CHECK(ra_layer_create(&layer_h, &cfg_h, &w_h) == RA_OK, "create half");
         CHECK(ra_layer_forward(layer_h, ctx, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "half");
-        double e = max_rel_diff(y2, y, n * c->dim);
+        double e = ra_test_max_rel_diff(y2, y, n * c->dim);
         /* 1e-5: the same dot products, but OpenBLAS may block permuted rows differently */
         CHECK(e <= 1e-5, "case %zu: half layout with permuted weights differs by %.3g", t, e);
         /* and back: permuting to interleaved restores the original rows */

@@ -12,17 +12,6 @@
 #include "harness.h"
 #include "ropeattn.h"
 
-static double max_rel_diff(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, ref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        ref = fmax(ref, fabs((double)b[i]));
-    }
-    return ref > 0 ? diff / ref : diff;
-}
-
 typedef struct model {
     int64_t dim, h, hkv;
     float *wq, *wk, *wv, *wo;
@@ -103,16 +92,16 @@ static void test_prefill_then_decode(void)
                 CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, 1, NULL) == RA_OK, "step");
                 for (int64_t b = 0; b < batch; b++) memcpy(steps + (b * n + s) * dim, ys + b * dim, 4 * dim);
             }
-            double e = max_rel_diff(steps, full, batch * n * dim);
+            double e = ra_test_max_rel_diff(steps, full, batch * n * dim);
             /* 5e-6, not 1e-6: OpenBLAS sums a row of the projections in an
              * order that depends on how many rows the call has (attention
              * alone meets 1e-6: test_attention_prefill_vs_decode) */
             CHECK(e <= 5e-6, "shape %zu dtype %d: prefill + decode vs prefill %.3g", t, dt, e);
             if (dt == RA_F32) {
-                e = max_rel_diff(full, plain, batch * n * dim);
+                e = ra_test_max_rel_diff(full, plain, batch * n * dim);
                 CHECK(e <= 1e-6, "shape %zu: cached prefill vs the layer %.3g", t, e);
             } else {
-                e = max_rel_diff(full, plain, batch * n * dim);
+                e = ra_test_max_rel_diff(full, plain, batch * n * dim);
                 CHECK(e <= (dt == RA_F16 ? 5e-3 : 3e-2), "shape %zu dtype %d: 16-bit cache far off %.3g", t, dt, e);
             }
             ra_kv_cache_destroy(cache);
@@ -171,7 +160,7 @@ static void test_attention_prefill_vs_decode(void)
             ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
             CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL) == RA_OK, "decode");
         }
-        double e = max_rel_diff(dec, pre, s * h * d);
+        double e = ra_test_max_rel_diff(dec, pre, s * h * d);
         CHECK(e <= 1e-6, "dtype %d: decode steps vs flash prefill %.3g", dt, e);
         ra_kv_cache_destroy(grow);
         ra_kv_cache_destroy(cache);
@@ -223,7 +212,7 @@ static void test_decode_matches_reference(void)
     double worst = 0;
     for (int64_t bb = 0; bb < b; bb++)
         for (int64_t t = 0; t < T; t++)
-            worst = fmax(worst, max_rel_diff(o1 + (bb * T + t) * h * d,
+            worst = fmax(worst, ra_test_max_rel_diff(o1 + (bb * T + t) * h * d,
                                              ref + (bb * s + len[bb] - T + t) * h * d, h * d));
     CHECK(worst <= 2e-5, "decode vs reference %.3g", worst);
     for (int threads = 2; threads <= 3; threads++) {

@@ -26,17 +26,6 @@ static void test_dispatch(void)
 #endif
 }
 
-static double max_rel_diff(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, ref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        ref = fmax(ref, fabs((double)b[i]));
-    }
-    return ref > 0 ? diff / ref : diff;
-}
-
 /* Causal GQA attention, flash against reference, on shapes that cross key
  * tiles and leave vector tails; keys and values in each storage type.
  *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D] */
@@ -68,7 +57,7 @@ static void test_flash_matches_reference(void)
             CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &t_ref, &tq, &tk, &tv, NULL) == RA_OK,
                   "ref");
             CHECK(ra_attention(ctx, RA_PATH_FLASH, &t_fl, &tq, &tk, &tv, NULL) == RA_OK, "flash");
-            double e = max_rel_diff(o_fl, o_ref, nq);
+            double e = ra_test_max_rel_diff(o_fl, o_ref, nq);
             CHECK(e <= 2e-5, "shape %zu dtype %d: flash vs reference %.3g", t, dt, e);
             free(q);
             free(kv);

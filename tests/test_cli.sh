@@ -183,6 +183,8 @@ def gen(out):
                       offsets=("wo.weight", [0, 1 << 30]))
     checkpoint(f"{out}/st_missing.safetensors", ws, drop="wo.weight")
     checkpoint(f"{out}/st_i32.safetensors", ws, bad_dtype="I32")
+    write_safetensors(f"{out}/st_bias.safetensors", seed_tensors +
+                      [("wq.bias", "F32", (ws[0].shape[0],), b"\0" * 4 * ws[0].shape[0])])
     write_safetensors(f"{out}/st_notensors.safetensors",
                       [("tok_embeddings.weight", "F32", (2, 2), b"\0" * 16)])
     write_safetensors(f"{out}/st_badshape.safetensors",
@@ -954,6 +956,8 @@ expect_error "safetensors data offsets outside the file" y.npy -- attention \
 expect_error "an npy file given as weights" y.npy -- attention \
     --weights x.npy --input x.npy --output y.npy --n-heads 4
 expect_error "missing tensor" y.npy -- attention --weights st_missing.safetensors \
+    --input x.npy --output y.npy --n-heads 4
+expect_error "projection with a bias" y.npy -- attention --weights st_bias.safetensors \
     --input x.npy --output y.npy --n-heads 4
 expect_error "no attention tensors" y.npy -- attention --weights st_notensors.safetensors \
     --input x.npy --output y.npy --n-heads 4

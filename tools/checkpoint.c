@@ -167,7 +167,7 @@ int checkpoint_load_f32(const ra_st_tensor *t, const char *path, float **out)
 {
     if (t->dtype != RA_ST_F32 && t->dtype != RA_ST_F16 && t->dtype != RA_ST_BF16 &&
         t->dtype != RA_ST_F64)
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has dtype %s; expected F32, F16 or BF16",
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has dtype %s; expected F32, F16, BF16 or F64",
                         t->name, path, ra_st_dtype_name(t->dtype));
     *out = malloc(t->count > 0 ? (size_t)t->count * sizeof(float) : 1);
     if (!*out) return cli_fail(EXIT_FAIL, "out of memory loading '%s' from %s", t->name, path);

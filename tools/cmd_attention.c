@@ -29,7 +29,7 @@ static const char usage[] =
     "\n"
     "  --weights W     safetensors with wq/wk/wv/wo.weight (the seed) or\n"
     "                  q/k/v/o_proj.weight (Hugging Face, also under\n"
-    "                  model.layers.N.self_attn.); F32, F16 or BF16\n"
+    "                  model.layers.N.self_attn.); F32, F16, BF16 or F64\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
     "  --output Y      float32 .npy of X's shape, written only on success\n"
     "  --layer N       which layer, when W holds several\n"

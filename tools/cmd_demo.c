@@ -158,17 +158,6 @@ static ra_status time_step(ra_status (*step)(demo *, int), demo *d, int p, int r
     return status;
 }
 
-/* max |a - b| / max |b|. */
-static double max_rel_diff(const float *a, const float *b, int64_t n)
-{
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        scale = fmax(scale, fabs((double)b[i]));
-    }
-    return scale > 0 ? diff / scale : diff;
-}
-
 /* Generation with a cache of dtype: the first S - n_decode tokens as one
  * prefill into the empty cache, then one decode step per token, positions
  * continuing from the cache's length (NULL).  y receives the rows in order;

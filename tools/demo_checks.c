@@ -41,7 +41,7 @@ static double dot(const float *a, const float *b, int64_t n)
 }
 
 /* max |a - b| / max |b| over n elements. */
-static double max_rel_diff(const float *a, const float *b, int64_t n)
+double max_rel_diff(const float *a, const float *b, int64_t n)
 {
     double diff = 0, scale = 0;
     for (int64_t i = 0; i < n; i++) {

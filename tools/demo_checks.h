@@ -27,4 +27,7 @@ enum { CHECK_NORMS, CHECK_RELATIVE, CHECK_INVERSE, CHECK_SEED, N_ROPE_CHECKS };
  * printing why) EXIT_FAIL when the library refuses a call. */
 int demo_rope_checks(ra_context *ctx, int64_t head_dim, demo_check checks[N_ROPE_CHECKS]);
 
+/* max |a - b| / max |b| over n elements. */
+double max_rel_diff(const float *a, const float *b, int64_t n);
+
 #endif

@@ -19,6 +19,7 @@
  *   copy     memcpy between two buffers               out-of-place rope
  *   rmw      x = a x + b in place                     in-place rope
  *   sgemm    cblas_sgemm, the projections' shape      attention, the layer
+ *   readN    a vectorized sum over N MiB              decode over a cache of N MiB
  *
  * Beside the limits, two comparisons made in the same run: the whole layer
  * against the sum of its parts timed alone (the four projection GEMMs and
@@ -44,6 +45,9 @@ typedef enum bench_limit {
     LIMIT_COPY = 0,
     LIMIT_RMW,
     LIMIT_SGEMM,
+    LIMIT_READ_32M,  /* the K + V of a decode cache of 4096, 16384, 32768 */
+    LIMIT_READ_128M, /* f32 tokens (H 8, D 128) */
+    LIMIT_READ_256M,
     N_LIMITS
 } bench_limit;
 
@@ -85,6 +89,8 @@ extern const bench_case bench_rope_cases[];
 extern const int bench_rope_case_count;
 extern const bench_case bench_attention_cases[];
 extern const int bench_attention_case_count;
+extern const bench_case bench_decode_cases[];
+extern const int bench_decode_case_count;
 
 /* ---- results ----------------------------------------------------------- */
 

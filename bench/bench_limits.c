@@ -1,7 +1,8 @@
 /*
  * bench_limits.c — the machine limits the kernels are judged against:
  * memory copy and in-place read-modify-write bandwidth over buffers the size
- * of rope_f32's q + k, and cblas_sgemm on the projections' shape.
+ * of rope_f32's q + k, read bandwidth over buffers the size of each decode
+ * case's K + V, and cblas_sgemm on the projections' shape.
  */
 #include <cblas.h>
 #include <math.h>
@@ -87,6 +88,63 @@ static ra_status rmw_run(void *state, ra_context *ctx)
     return bench_parallel(s->threads, rmw_share, s) ? RA_ERR_THREAD : RA_OK;
 }
 
+/* ---- read: a vectorized sum ------------------------------------------- */
+
+/* Sixteen floats in four independent sums: the loads, not the adds, bound it
+ * (a plain float loop would be one serial chain: C forbids reassociating). */
+typedef float read_vector __attribute__((vector_size(64)));
+
+typedef struct read_state {
+    const read_vector *buffer; /* [n] */
+    int64_t n;
+    float sums[CLI_MAX_THREADS]; /* one per thread, so the loop cannot be dropped */
+    int threads;
+} read_state;
+
+static int read_setup(const void *params, ra_context *ctx, void **state)
+{
+    read_state *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) return cli_fail(EXIT_FAIL, "bench: out of memory for the read buffer");
+    s->n = *(const int64_t *)params / (int64_t)sizeof(read_vector);
+    s->buffer = (const read_vector *)bench_random_floats(s->n * 16, 6);
+    s->threads = ra_context_threads(ctx);
+    return s->buffer ? 0 : cli_fail(EXIT_FAIL, "bench: out of memory for the read buffer");
+}
+
+static void read_teardown(void *state)
+{
+    read_state *s = state;
+    if (!s) return;
+    free((void *)s->buffer);
+    free(s);
+}
+
+static void read_share(void *arg, int thread, int n_threads)
+{
+    read_state *s = arg;
+    int64_t begin, end;
+    bench_split(s->n / 4, thread, n_threads, &begin, &end);
+    read_vector a = {0}, b = {0}, c = {0}, d = {0};
+    for (const read_vector *x = s->buffer + 4 * begin; x < s->buffer + 4 * end; x += 4) {
+        a += x[0];
+        b += x[1];
+        c += x[2];
+        d += x[3];
+    }
+    a += b + c + d;
+    float sum = 0;
+    for (int i = 0; i < 16; i++) sum += a[i];
+    s->sums[thread] = sum;
+}
+
+static ra_status read_run(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    read_state *s = state;
+    return bench_parallel(s->threads, read_share, s) ? RA_ERR_THREAD : RA_OK;
+}
+
 typedef struct sgemm_state {
     float *a, *b, *c; /* [M, K], [N, K], [M, N] */
 } sgemm_state;
@@ -144,6 +202,14 @@ static int sgemm_check(void *state, ra_context *ctx)
     return 0;
 }
 
+static const int64_t mib_32 = (int64_t)32 << 20, mib_128 = (int64_t)128 << 20,
+                     mib_256 = (int64_t)256 << 20;
+
+#define READ_CASE(case_name, case_shape, limit, bytes) \
+    {.name = (case_name), .shape = (case_shape), .measures = (limit), \
+     .judged_by = LIMIT_NONE, .work = (double)(bytes), .params = &(bytes), \
+     .setup = read_setup, .run = read_run, .teardown = read_teardown}
+
 const bench_case bench_limit_cases[] = {
     {.name = "copy", .shape = "memcpy f32[20971520] (q + k of rope_f32)",
      .measures = LIMIT_COPY, .judged_by = LIMIT_NONE, .work = 2.0 * 4 * STREAM_FLOATS,
@@ -154,5 +220,10 @@ const bench_case bench_limit_cases[] = {
     {.name = "sgemm", .shape = "[2048, 4096] x [4096, 4096]^T", .measures = LIMIT_SGEMM,
      .judged_by = LIMIT_NONE, .work = 2.0 * SGEMM_M * SGEMM_N * SGEMM_K, .work_is_flops = 1,
      .setup = sgemm_setup, .run = sgemm_run, .check = sgemm_check, .teardown = sgemm_teardown},
+    READ_CASE("read32M", "sum of f32[8388608] (K + V of 4096 tokens)", LIMIT_READ_32M, mib_32),
+    READ_CASE("read128M", "sum of f32[33554432] (K + V of 16384 tokens)", LIMIT_READ_128M,
+              mib_128),
+    READ_CASE("read256M", "sum of f32[67108864] (K + V of 32768 tokens)", LIMIT_READ_256M,
+              mib_256),
 };
 const int bench_limit_case_count = sizeof bench_limit_cases / sizeof bench_limit_cases[0];

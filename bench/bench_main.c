@@ -53,7 +53,7 @@ static const char usage[] =
     "  --no-torch   skip the comparison with the seed's PyTorch code\n"
     "\n"
     "cases:\n"
-    "  copy, rmw, sgemm                 the limits\n"
+    "  copy, rmw, sgemm, read32M, read128M, read256M   the limits\n"
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
     "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
     "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"
@@ -61,6 +61,13 @@ static const char usage[] =
     "  layer_forward_f32_s2048          the whole layer, also as a ratio to\n"
     "                                   layer_projections_f32_s2048 +\n"
     "                                   attention_prefill_f32_s2048 (target <= 1.1)\n"
+    "  attention_decode_f32_l16, attention_decode_f32_l4096,\n"
+    "  attention_decode_f32_l16384, attention_decode_f32_l32768\n"
+    "                                   one token, H 32, Hkv 8, D 128, against a cache\n"
+    "                                   of L tokens; bytes: the K and V read\n"
+    "  attention_decode_bf16_l16384     the same in bf16, also as a ratio to the f32\n"
+    "                                   case (target <= 0.55)\n"
+    "  kv_append_rope_f32               one token's q, k rotated, k, v written\n"
     "\n"
     "The seed's PyTorch code: when /usr/bin/python3 can import torch, bench/seed_torch.py\n"
     "times the seed's apply_rotary_emb on rope_f32's shape and its masked-softmax\n"
@@ -85,11 +92,12 @@ static const char *const blas_env_vars[] = {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SI
 /* Every case, limits first so that the others can be judged against them. */
 static int all_cases(const bench_case **cases)
 {
-    const bench_case *groups[] = {bench_limit_cases, bench_rope_cases, bench_attention_cases};
+    const bench_case *groups[] = {bench_limit_cases, bench_rope_cases, bench_attention_cases,
+                                  bench_decode_cases};
     const int counts[] = {bench_limit_case_count, bench_rope_case_count,
-                          bench_attention_case_count};
+                          bench_attention_case_count, bench_decode_case_count};
     int n = 0;
-    for (int g = 0; g < 3; g++)
+    for (int g = 0; g < 4; g++)
         for (int i = 0; i < counts[g] && n < MAX_CASES; i++) cases[n++] = &groups[g][i];
     return n;
 }

@@ -41,7 +41,7 @@ static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, co
     int64_t rows = (q->shape[2] / cache->n_kv_heads) * q->shape[1];
     /* per thread: scaled queries [Hkv * rows, D] and each row's last slot */
     ra_decode_job job = {cache, q, out, n_query, (longest + RA_DECODE_CHUNK - 1) / RA_DECODE_CHUNK,
-                         rows, NULL, NULL,
+                         rows, 1, NULL, NULL,
                          ra_round_up(cache->n_kv_heads * rows * cache->head_dim + 2 * rows, 16)};
     return job;
 }
@@ -79,9 +79,17 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
     scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
     job.scratch = scratch;
     job.partials = scratch + per_threads;
+    /* A short cache has few chunks: split the kv heads too, until there are
+     * a few tasks per thread (each kv head's sums stay the same). */
+    const int64_t threads = ra_parallel_threads(ctx), chunks = cache->batch * job.n_chunks;
+    while (chunks * job.n_splits < 4 * threads && job.n_splits < cache->n_kv_heads) {
+        int64_t s = job.n_splits + 1;
+        while (cache->n_kv_heads % s) s++;
+        job.n_splits = s;
+    }
     const ra_kernels *kernels = ra_kernels_get();
     int64_t groups = cache->batch * cache->n_kv_heads;
-    ra_parallel_for(ctx, cache->batch * job.n_chunks, kernels->decode_task, &job);
+    ra_parallel_for(ctx, chunks * job.n_splits, kernels->decode_task, &job);
     /* The merge is small (chunks x rows x D per group): on this thread, so
      * that a short decode does not pay a second round of wake-ups. */
     ra_parallel_for(NULL, groups, kernels->decode_merge_task, &job);

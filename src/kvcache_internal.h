@@ -21,14 +21,16 @@ ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which);
  * head and keeps a partial softmax (max, sum, weighted values) per query row. */
 enum { RA_DECODE_CHUNK = 256 };
 
-/* The split of ra_attention_decode: tasks (b, chunk c), all kv heads g;
- * each writes partials[((b * Hkv + g) * n_chunks + c) * rows + r] for the
- * rows r = (head in group) * T + t, each D + 2 floats: o[D], m, l. */
+/* The split of ra_attention_decode: tasks (b, chunk c, split), a split
+ * being Hkv / n_splits kv heads g; each writes, for its heads,
+ * partials[((b * Hkv + g) * n_chunks + c) * rows + r] for the rows
+ * r = (head in group) * T + t, each D + 2 floats: o[D], m, l. */
 typedef struct ra_decode_job {
     const ra_kv_cache *cache;
     const ra_tensor *q, *out;
     const int64_t *n_query; /* [B] or NULL */
     int64_t n_chunks, rows; /* rows = rep * T */
+    int64_t n_splits;       /* of the kv heads into tasks: divides Hkv */
     float *partials;
     float *scratch;         /* per thread: scaled q rows [Hkv * rows, D], last slots [rows] */
     int64_t per_thread;     /* floats */

@@ -227,6 +227,139 @@ static void test_decode_matches_reference(void)
     free(q); free(k); free(v); free(ref); free(qt); free(o1); free(on); free(ids);
 }
 
+/* Decode attention in double from the cache's own (widened) rows: row t of
+ * sequence b, query head h, is slot len - nq + t seeing slots 0 .. that one.
+ *   q: [T, H, D] of sequence b   out: [D] */
+static void decode_exact(double *out, const ra_kv_cache *cache, int64_t b, const float *q,
+                         int64_t h, int64_t rep, int64_t last, int64_t d)
+{
+    ra_tensor kt, vt;
+    ra_kv_cache_views(cache, &kt, &vt);
+    const int64_t size = ra_dtype_size(kt.dtype), g = h / rep;
+    double *score = malloc(sizeof(double) * (size_t)(last + 1)), max = -INFINITY, sum = 0;
+    float *row = malloc(sizeof(float) * (size_t)d);
+    for (int64_t j = 0; j <= last; j++) {
+        const char *key = (const char *)kt.data + (b * kt.stride[0] + j * kt.stride[1] + g * kt.stride[2]) * size;
+        ra_convert(row, RA_F32, key, kt.dtype, d);
+        double dot = 0;
+        for (int64_t e = 0; e < d; e++) dot += (double)q[e] * row[e];
+        score[j] = dot / sqrt((double)d);
+        max = fmax(max, score[j]);
+    }
+    for (int64_t e = 0; e < d; e++) out[e] = 0;
+    for (int64_t j = 0; j <= last; j++) {
+        const char *value = (const char *)vt.data + (b * vt.stride[0] + j * vt.stride[1] + g * vt.stride[2]) * size;
+        ra_convert(row, RA_F32, value, vt.dtype, d);
+        double p = exp(score[j] - max);
+        sum += p;
+        for (int64_t e = 0; e < d; e++) out[e] += p * row[e];
+    }
+    for (int64_t e = 0; e < d; e++) out[e] /= sum;
+    free(score);
+    free(row);
+}
+
+/* The decode kernels on awkward shapes, against decode_exact: head_dim not
+ * a multiple of any vector width (and below one), GQA groups of 1 to 8
+ * heads (rows per group not a multiple of 4), several new tokens with fewer
+ * queries than that in some sequences, lengths off the 16-key blocks and
+ * past one 256-slot chunk, every cache dtype.  Float32 sums over a few
+ * hundred keys of values below 1: 1e-5 of the row's largest value. */
+static void test_decode_shapes(void)
+{
+    const int64_t shapes[][5] = {/* H, Hkv, D, T, longest */
+                                 {4, 4, 2, 1, 19},   {6, 2, 20, 2, 300}, {8, 1, 128, 1, 517},
+                                 {5, 1, 64, 3, 40},  {16, 2, 8, 5, 33},  {2, 2, 36, 4, 260},
+                                 {12, 4, 128, 2, 97}, {4, 2, 16, 1, 16}};
+    const ra_dtype dtypes[] = {RA_F32, RA_F16, RA_BF16};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int di = 0; di < 3; di++) {
+            const int64_t H = shapes[si][0], hkv = shapes[si][1], d = shapes[si][2];
+            const int64_t T = shapes[si][3], b = 2, cap = shapes[si][4], rep = H / hkv;
+            const int64_t len[2] = {cap, cap / 2 + T}, nq[2] = {T, T > 1 ? T - 1 : T};
+            float *k = malloc(4 * b * cap * hkv * d), *v = malloc(4 * b * cap * hkv * d);
+            float *q = malloc(4 * b * T * H * d), *out = malloc(4 * b * T * H * d);
+            double *exact = malloc(8 * d);
+            ra_test_fill(k, (size_t)(b * cap * hkv * d), 10 + si);
+            ra_test_fill(v, (size_t)(b * cap * hkv * d), 20 + si);
+            ra_test_fill(q, (size_t)(b * T * H * d), 30 + si);
+            for (int64_t i = 0; i < b * T * H * d; i++) out[i] = NAN;
+            ra_rope_config rc = ra_rope_config_default(d);
+            ra_rope *rope;
+            ra_kv_cache *cache;
+            CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+            CHECK(ra_kv_cache_create(&cache, b, cap, hkv, d, dtypes[di]) == RA_OK, "cache");
+            ra_tensor tk = ra_tensor_4d(k, RA_F32, b, cap, hkv, d);
+            ra_tensor tv = ra_tensor_4d(v, RA_F32, b, cap, hkv, d);
+            ra_positions start = {0};
+            CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, len) == RA_OK,
+                  "append");
+            ra_tensor tq = ra_tensor_4d(q, RA_F32, b, T, H, d);
+            ra_tensor to = ra_tensor_4d(out, RA_F32, b, T, H, d);
+            ra_context *ctx;
+            CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+            CHECK(ra_attention_decode(ctx, cache, &to, &tq, nq) == RA_OK, "decode");
+            for (int64_t bb = 0; bb < b; bb++)
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t h = 0; h < H; h++) {
+                        const float *got = out + ((bb * T + t) * H + h) * d;
+                        if (t >= nq[bb]) continue; /* rows past n_query: not written */
+                        decode_exact(exact, cache, bb, q + ((bb * T + t) * H + h) * d, h, rep,
+                                     len[bb] - nq[bb] + t, d);
+                        double diff = 0, scale = 0;
+                        for (int64_t e = 0; e < d; e++) {
+                            diff = fmax(diff, fabs(got[e] - exact[e]));
+                            scale = fmax(scale, fabs(exact[e]));
+                        }
+                        double rel = isfinite(diff) ? diff / scale : INFINITY;
+                        worst = fmax(worst, rel);
+                        CHECK(rel <= 1e-5, "H%lld Hkv%lld D%lld T%lld dtype %d b%lld t%lld h%lld: %.3g",
+                              (long long)H, (long long)hkv, (long long)d, (long long)T,
+                              (int)dtypes[di], (long long)bb, (long long)t,
+                              (long long)h, rel);
+                    }
+            ra_context_destroy(ctx);
+            ra_kv_cache_destroy(cache);
+            ra_rope_destroy(rope);
+            free(k); free(v); free(q); free(out); free(exact);
+        }
+    printf("  decode vs double on awkward shapes: worst %.3g (bound 1e-5)\n", worst);
+}
+
+/* NaN in the newest slot's key and value reaches only the rows that see it:
+ * with three new tokens, the first two rows stay finite and the last is all
+ * NaN, as in PyTorch (a NaN score makes the whole softmax row NaN; a masked
+ * key is never multiplied in). */
+static void test_decode_nan_stays_out_of_earlier_rows(void)
+{
+    const int64_t H = 4, hkv = 1, d = 32, T = 3, len = 40;
+    float *k = malloc(4 * len * hkv * d), *v = malloc(4 * len * hkv * d);
+    float *q = malloc(4 * T * H * d), *out = malloc(4 * T * H * d);
+    ra_test_fill(k, (size_t)(len * hkv * d), 1);
+    ra_test_fill(v, (size_t)(len * hkv * d), 2);
+    ra_test_fill(q, (size_t)(T * H * d), 3);
+    v[(len - 1) * hkv * d + 5] = NAN;
+    k[(len - 1) * hkv * d + 7] = NAN;
+    ra_rope_config rc = ra_rope_config_default(d);
+    ra_rope *rope;
+    ra_kv_cache *cache;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    CHECK(ra_kv_cache_create(&cache, 1, len, hkv, d, RA_F32) == RA_OK, "cache");
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, len, hkv, d), tv = ra_tensor_4d(v, RA_F32, 1, len, hkv, d);
+    ra_positions start = {0};
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, T, H, d), to = ra_tensor_4d(out, RA_F32, 1, T, H, d);
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_OK, "decode");
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = t * H * d; i < (t + 1) * H * d; i++)
+            CHECK(t < T - 1 ? isfinite(out[i]) : isnan(out[i]), "row %lld element %lld: %g",
+                  (long long)t, (long long)i, out[i]);
+    ra_kv_cache_destroy(cache);
+    ra_rope_destroy(rope);
+    free(k); free(v); free(q); free(out);
+}
+
 /* A full cache, a too-long append and bad arguments change nothing. */
 static void test_errors(void)
 {
@@ -282,6 +415,8 @@ int main(void)
     RUN(test_prefill_then_decode);
     RUN(test_attention_prefill_vs_decode);
     RUN(test_decode_matches_reference);
+    RUN(test_decode_shapes);
+    RUN(test_decode_nan_stays_out_of_earlier_rows);
     RUN(test_errors);
     return ra_test_summary("kvcache");
 }

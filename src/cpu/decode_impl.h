@@ -2,16 +2,16 @@
  * decode_impl.h — flash-decoding over a KV cache, written once against
  * simd.h and compiled per ISA (kernels_*.c).
  *
- * A task is (b, chunk of RA_DECODE_CHUNK cache slots), all kv heads: it
- * reads its chunk front to back, each K and V row once for the whole group
- * of query rows (rep heads x T new tokens) of its kv head, and keeps, per
- * row, an online softmax:
+ * A task is (b, chunk of RA_DECODE_CHUNK cache slots, a run of kv heads): it
+ * reads its chunk front to back, a block of RA_W slots at a time, each K and
+ * V row once for the whole group of query rows (rep heads x T new tokens) of
+ * its kv head, and keeps, per row, an online softmax:
  *   s_j = q . k_j / sqrt(D)   (slot j visible to the row, else skipped)
  *   m' = max(m, max s);  l = l e^(m - m') + sum e^(s - m');
  *   o = o e^(m - m') + sum e^(s_j - m') v_j
- * Dot products come W keys at a time: W vector partial sums, one in-register
- * transpose, and a vector add give the W scores.  The partials (o, m, l)
- * are merged across chunks by decode_merge_task, in chunk order.
+ * The partials (o, m, l) are merged across chunks by decode_merge_task, in
+ * chunk order.  Which thread runs a task, and how the kv heads are split
+ * into tasks, change no bits.
  */
 #include <math.h>
 #include <string.h>
@@ -21,36 +21,154 @@
 #include "cpu/simd.h"
 #include "kvcache_internal.h"
 
-/* RA_W widened values of a K or V row from element d on. */
-static inline vf load_any(const void *row, ra_dtype dtype, int64_t d)
+/* RA_W widened values of a K or V row from element d on (dtype a constant
+ * where this is inlined). */
+static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dtype dtype,
+                                                          int64_t d)
 {
     if (dtype == RA_F32) return vload((const float *)row + d);
     if (dtype == RA_BF16) return vload_bf16((const uint16_t *)row + d);
     return vload_f16((const uint16_t *)row + d);
 }
 
-/* Scores of row q (head_dim a multiple of RA_W) against keys[0 .. RA_W). */
-static inline vf dot_block(const float *q, const void *const *keys, ra_dtype dtype,
-                           int64_t head_dim)
+/* Query rows that share each load of K and V, at most. */
+#define DECODE_ROWS 4
+
+/* Asks for the bytes [from, from + size) to be brought into L2 (locality 1:
+ * prefetcht2).  Not L1: a block's rows lie 4 KiB apart, all in the same few
+ * L1 sets, and rows asked for early would evict the ones in use. */
+static inline void prefetch_range(const char *from, int64_t size)
 {
-    vf acc[RA_W];
-    for (int j = 0; j < RA_W; j++) acc[j] = vsplat(0.0f);
-    for (int64_t d = 0; d < head_dim; d += RA_W) {
-        vf qv = vload(q + d);
-        for (int j = 0; j < RA_W; j++) acc[j] += qv * load_any(keys[j], dtype, d);
-    }
-    vtranspose(acc);
-    vf s = acc[0];
-    for (int j = 1; j < RA_W; j++) s += acc[j];
-    return s;
+    for (int64_t offset = 0; offset < size; offset += 64) __builtin_prefetch(from + offset, 0, 1);
 }
 
-/* The same one key at a time, for any head_dim. */
-static inline float dot_one(const float *q, const void *key, ra_dtype dtype, int64_t head_dim)
+/* One block of n <= RA_W keys (slots j ..) of a kv head against rows
+ * r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials group
+ * [rows, D + 2]); nr (1, 2 or 4) and dtype are constants.
+ *
+ * Scores: RA_W accumulators, nr rows x RA_W / nr keys, each one vector FMA
+ * per RA_W elements of D; one in-register transpose and a sum then give
+ * lane r * (RA_W / nr) + i = q_r . k_i.  So every K load serves nr rows, and
+ * a block's K and V are each read once for the group.  Then the online
+ * softmax of each row, and o += p v with each V load shared by the rows. */
+static inline __attribute__((always_inline)) void
+decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_dim,
+              const void *const *keys, const void *const *vals, int n, int64_t j, int64_t r0,
+              const int nr, const ra_dtype dtype)
 {
-    float s = 0.0f;
-    for (int64_t d = 0; d < head_dim; d++) s += q[d] * ra_load(key, dtype, d);
-    return s;
+    const int64_t stride = head_dim + 2;
+    const int per_row = RA_W / nr; /* keys per transpose */
+    const float *q = qs + r0 * head_dim;
+    float scores[DECODE_ROWS][RA_W];
+    for (int k0 = 0; k0 < RA_W; k0 += per_row) {
+        vf acc[RA_W];
+        for (int x = 0; x < RA_W; x++) acc[x] = vsplat(0.0f);
+        int64_t d = 0;
+        for (; d + RA_W <= head_dim; d += RA_W) {
+            vf k[RA_W];
+            for (int i = 0; i < per_row; i++) k[i] = load_any(keys[k0 + i], dtype, d);
+            for (int r = 0; r < nr; r++) {
+                vf qv = vload(q + r * head_dim + d);
+                for (int i = 0; i < per_row; i++) acc[r * per_row + i] += qv * k[i];
+            }
+        }
+        vtranspose(acc);
+        vf sum = acc[0];
+        for (int x = 1; x < RA_W; x++) sum += acc[x];
+        for (int r = 0; r < nr; r++)
+            for (int i = 0; i < per_row; i++) {
+                float dot = sum[r * per_row + i];
+                for (int64_t e = d; e < head_dim; e++)
+                    dot += q[r * head_dim + e] * ra_load(keys[k0 + i], dtype, e);
+                scores[r][k0 + i] = dot;
+            }
+    }
+
+    const vi lane = ra_swap_masks[0] ^ (RA_W / 2); /* 0, 1, 2, ... */
+    float p[DECODE_ROWS][RA_W], alpha[DECODE_ROWS];
+    int visible[DECODE_ROWS], shared = n; /* keys every row sees */
+    for (int r = 0; r < nr; r++) {
+        float *o = group + (r0 + r) * stride, *m = o + head_dim, *l = m + 1;
+        int64_t seen = last[r0 + r] - j + 1;
+        visible[r] = seen <= 0 ? 0 : seen < n ? (int)seen : n;
+        shared = visible[r] < shared ? visible[r] : shared;
+        if (visible[r] == 0) { /* nothing here for this row: o, m, l stay */
+            alpha[r] = 1.0f;
+            continue;
+        }
+        vf sr = vselect(lane < visible[r], vload(scores[r]), vsplat(-INFINITY));
+        float block_max = vreduce_max(sr);
+        float m_new = block_max > *m ? block_max : *m;
+        /* the same exp as the flash path, so prefill and decode agree */
+        alpha[r] = vexp(vsplat(*m - m_new))[0];
+        vf e = vexp(sr - vsplat(m_new));
+        vstore(p[r], e);
+        *l = *l * alpha[r] + vreduce_add(e);
+        *m = m_new;
+    }
+
+    /* o = o alpha + sum over visible keys of p_i v_i; keys seen by every row
+     * share their V loads, the rest (several new tokens: the causal edge)
+     * go row by row, so a key a row does not see never touches it. */
+    int64_t d = 0;
+    for (; d + 2 * RA_W <= head_dim; d += 2 * RA_W) {
+        vf acc[DECODE_ROWS][2];
+        for (int r = 0; r < nr; r++) {
+            const float *o = group + (r0 + r) * stride + d;
+            acc[r][0] = vload(o) * vsplat(alpha[r]);
+            acc[r][1] = vload(o + RA_W) * vsplat(alpha[r]);
+        }
+        for (int i = 0; i < shared; i++) {
+            vf v0 = load_any(vals[i], dtype, d), v1 = load_any(vals[i], dtype, d + RA_W);
+            for (int r = 0; r < nr; r++) {
+                acc[r][0] += vsplat(p[r][i]) * v0;
+                acc[r][1] += vsplat(p[r][i]) * v1;
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            for (int i = shared; i < visible[r]; i++) {
+                acc[r][0] += vsplat(p[r][i]) * load_any(vals[i], dtype, d);
+                acc[r][1] += vsplat(p[r][i]) * load_any(vals[i], dtype, d + RA_W);
+            }
+            float *o = group + (r0 + r) * stride + d;
+            vstore(o, acc[r][0]);
+            vstore(o + RA_W, acc[r][1]);
+        }
+    }
+    for (; d < head_dim; d++)
+        for (int r = 0; r < nr; r++) {
+            float *o = group + (r0 + r) * stride + d, acc = *o * alpha[r];
+            for (int i = 0; i < visible[r]; i++) acc += p[r][i] * ra_load(vals[i], dtype, d);
+            *o = acc;
+        }
+}
+
+/* All rows of a group, in runs of 4, 2 and 1, for one dtype. */
+static inline __attribute__((always_inline)) void
+decode_rows_dtype(const float *qs, const int64_t *last, float *group, int64_t head_dim,
+                  const void *const *keys, const void *const *vals, int n, int64_t j,
+                  int64_t rows, const ra_dtype dtype)
+{
+    int64_t r0 = 0;
+    for (; r0 + 4 <= rows; r0 += 4)
+        decode_rows_n(qs, last, group, head_dim, keys, vals, n, j, r0, 4, dtype);
+    if (r0 + 2 <= rows) {
+        decode_rows_n(qs, last, group, head_dim, keys, vals, n, j, r0, 2, dtype);
+        r0 += 2;
+    }
+    if (r0 < rows) decode_rows_n(qs, last, group, head_dim, keys, vals, n, j, r0, 1, dtype);
+}
+
+static void decode_rows(const float *qs, const int64_t *last, float *group, int64_t head_dim,
+                        const void *const *keys, const void *const *vals, int n, int64_t j,
+                        int64_t rows, ra_dtype dtype)
+{
+    if (dtype == RA_F32)
+        decode_rows_dtype(qs, last, group, head_dim, keys, vals, n, j, rows, RA_F32);
+    else if (dtype == RA_BF16)
+        decode_rows_dtype(qs, last, group, head_dim, keys, vals, n, j, rows, RA_BF16);
+    else
+        decode_rows_dtype(qs, last, group, head_dim, keys, vals, n, j, rows, RA_F16);
 }
 
 static void decode_task(void *arg, int64_t task, int thread)
@@ -59,12 +177,12 @@ static void decode_task(void *arg, int64_t task, int thread)
     const ra_kv_cache *c = job->cache;
     const ra_tensor *q = job->q;
     const int64_t n_kv = c->n_kv_heads, head_dim = c->head_dim, T = q->shape[1];
-    const int64_t rep = q->shape[2] / n_kv, rows = job->rows;
-    const int64_t chunk = task % job->n_chunks, b = task / job->n_chunks;
+    const int64_t rep = q->shape[2] / n_kv, rows = job->rows, heads = n_kv / job->n_splits;
+    const int64_t g0 = task % job->n_splits * heads, chunk = task / job->n_splits % job->n_chunks;
+    const int64_t b = task / job->n_splits / job->n_chunks;
     const int64_t len = c->length[b], nq = job->n_query ? job->n_query[b] : T;
     const ra_tensor kt = ra_kv_cache_view(c, 0), vt = ra_kv_cache_view(c, 1);
     const float scale = (float)(1.0 / sqrt((double)head_dim));
-    const int vector_dots = head_dim % RA_W == 0;
     const int64_t stride = head_dim + 2; /* a row's partial: o[D], m, l */
     float *qs = job->scratch + thread * job->per_thread;  /* [Hkv * rows, D] scaled queries */
     int64_t *last = (int64_t *)(void *)(qs + n_kv * rows * head_dim); /* [rows] */
@@ -79,63 +197,44 @@ static void decode_task(void *arg, int64_t task, int thread)
         int64_t end = last[r] + 1 < j0 + RA_DECODE_CHUNK ? last[r] + 1 : j0 + RA_DECODE_CHUNK;
         j_end = end > j_end ? end : j_end;
     }
-    for (int64_t g = 0; g < n_kv; g++)
+    for (int64_t g = g0; g < g0 + heads; g++)
         for (int64_t r = 0; r < rows; r++) {
             int64_t h = r / T, t = r % T;
             float *o = job->partials + (((b * n_kv + g) * job->n_chunks + chunk) * rows + r) * stride;
             memset(o, 0, (size_t)head_dim * sizeof(float));
             o[head_dim] = -INFINITY;
             o[head_dim + 1] = 0.0f;
-            if (t >= nq) continue;
-            const float *qrow = ra_row(q, b, t, g * rep + h);
             float *dst = qs + (g * rows + r) * head_dim;
-            for (int64_t d = 0; d < head_dim; d++) dst[d] = qrow[d] * scale;
+            const float *qrow = t < nq ? ra_row(q, b, t, g * rep + h) : NULL;
+            for (int64_t d = 0; d < head_dim; d++) dst[d] = qrow ? qrow[d] * scale : 0.0f;
         }
 
-    /* Key blocks outer, kv heads and rows inner: the task walks its chunk of
-     * the cache front to back (every slot's Hkv rows are adjacent), and a
-     * block's K and V rows stay in L1 for every row of each group. */
+    /* Key blocks outer, kv heads inner: the task walks its chunk front to
+     * back (a slot's Hkv rows are adjacent), and with each kv head asks for
+     * that head's rows of the next block. */
+    const int64_t size = (int64_t)ra_dtype_size(c->dtype), slot_bytes = kt.stride[1] * size;
+    const int64_t head_bytes = kt.stride[2] * size, row_bytes = head_dim * size;
+    const char *kbase = (const char *)kt.data + b * kt.stride[0] * size;
+    const char *vbase = (const char *)vt.data + b * vt.stride[0] * size;
     for (int64_t j = j0; j < j_end; j += RA_W) {
         int n = j_end - j < RA_W ? (int)(j_end - j) : RA_W;
-        for (int64_t g = 0; g < n_kv; g++) {
+        int64_t next = j + RA_W < j_end ? j_end - (j + RA_W) : 0; /* slots in the next block */
+        next = next < RA_W ? next : RA_W;
+        for (int64_t g = g0; g < g0 + heads; g++) {
+            for (int64_t i = 0; i < next; i++) {
+                int64_t at = (j + RA_W + i) * slot_bytes + g * head_bytes;
+                prefetch_range(kbase + at, row_bytes);
+                prefetch_range(vbase + at, row_bytes);
+            }
             const void *keys[RA_W], *vals[RA_W];
             for (int i = 0; i < RA_W; i++) {
-                keys[i] = ra_row_any(&kt, b, j + (i < n ? i : 0), g);
-                vals[i] = ra_row_any(&vt, b, j + (i < n ? i : 0), g);
+                int64_t at = (j + (i < n ? i : 0)) * slot_bytes + g * head_bytes;
+                keys[i] = kbase + at;
+                vals[i] = vbase + at;
             }
             float *group = job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride;
-            for (int64_t r = 0; r < rows; r++) {
-                if (j > last[r]) continue;
-                int nr = last[r] - j + 1 < n ? (int)(last[r] - j + 1) : n; /* visible keys */
-                float *o = group + r * stride, *m = o + head_dim, *l = m + 1;
-                const float *qr = qs + (g * rows + r) * head_dim;
-                float s[RA_W] = {0};
-                if (vector_dots)
-                    vstore(s, dot_block(qr, keys, c->dtype, head_dim));
-                else
-                    for (int i = 0; i < nr; i++) s[i] = dot_one(qr, keys[i], c->dtype, head_dim);
-                for (int i = nr; i < RA_W; i++) s[i] = -INFINITY;
-                float block_max = s[0];
-                for (int i = 1; i < nr; i++) block_max = s[i] > block_max ? s[i] : block_max;
-                float m_new = block_max > *m ? block_max : *m;
-                /* the same exp as the flash path, so prefill and decode agree */
-                float alpha = vexp(vsplat(*m - m_new))[0];
-                vf p = vexp(vload(s) - vsplat(m_new));
-                vstore(s, p);
-                *l = *l * alpha + vreduce_add(p);
-                *m = m_new;
-                int64_t d = 0;
-                for (; d + RA_W <= head_dim; d += RA_W) {
-                    vf acc = vload(o + d) * vsplat(alpha);
-                    for (int i = 0; i < nr; i++) acc += vsplat(s[i]) * load_any(vals[i], c->dtype, d);
-                    vstore(o + d, acc);
-                }
-                for (; d < head_dim; d++) {
-                    float acc = o[d] * alpha;
-                    for (int i = 0; i < nr; i++) acc += s[i] * ra_load(vals[i], c->dtype, d);
-                    o[d] = acc;
-                }
-            }
+            decode_rows(qs + g * rows * head_dim, last, group, head_dim, keys, vals, n, j, rows,
+                        c->dtype);
         }
     }
 }

@@ -49,9 +49,15 @@ typedef uint16_t vh __attribute__((vector_size(RA_W * 2)));
 /* RA_W bfloat16 values widened to float32 (exact: the top half of a float). */
 static inline vf vload_bf16(const uint16_t *p)
 {
+#if defined(RA_SIMD_AVX512)
+    return (vf)_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
+#elif defined(RA_SIMD_AVX2)
+    return (vf)_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16);
+#else
     vh h;
     memcpy(&h, p, sizeof h);
     return (vf)(__builtin_convertvector(h, vi) << 16);
+#endif
 }
 
 /* RA_W IEEE half values widened to float32 (exact, subnormals included). */
@@ -142,18 +148,44 @@ static inline __attribute__((always_inline)) void vtranspose(vf x[RA_W])
         }
 }
 
+/* Lane i ^ h of the pair swaps for h = RA_W / 2, RA_W / 4, ..., 1: the
+ * stages of a tree reduction. */
+#if RA_W == 16
+static const vi ra_swap_masks[4] = {
+    {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},
+    {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11},
+    {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},
+    {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14},
+};
+#elif RA_W == 8
+static const vi ra_swap_masks[3] = {
+    {4, 5, 6, 7, 0, 1, 2, 3},
+    {2, 3, 0, 1, 6, 7, 4, 5},
+    {1, 0, 3, 2, 5, 4, 7, 6},
+};
+#else
+static const vi ra_swap_masks[2] = {
+    {2, 3, 0, 1},
+    {1, 0, 3, 2},
+};
+#endif
+
+/* The largest lane and the sum of the lanes, in log2(RA_W) steps (a tree:
+ * the sum's order is fixed, not left to right). */
 static inline float vreduce_max(vf v)
 {
-    float m = v[0];
-    for (int i = 1; i < RA_W; i++) m = v[i] > m ? v[i] : m;
-    return m;
+#pragma GCC unroll 4
+    for (int stage = 0; RA_W >> (stage + 1); stage++)
+        v = vmax(v, __builtin_shuffle(v, ra_swap_masks[stage]));
+    return v[0];
 }
 
 static inline float vreduce_add(vf v)
 {
-    float s = 0.0f;
-    for (int i = 0; i < RA_W; i++) s += v[i];
-    return s;
+#pragma GCC unroll 4
+    for (int stage = 0; RA_W >> (stage + 1); stage++)
+        v += __builtin_shuffle(v, ra_swap_masks[stage]);
+    return v[0];
 }
 
 /* e^x for a vector, relative error ~2e-7; exactly 0 for x < -87.3 (and -Inf),

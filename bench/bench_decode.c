@@ -1,0 +1,194 @@
+/*
+ * bench_decode.c — generation: one decode token against a KV cache of 4096,
+ * 16384 and 32768 tokens (f32), and of 16384 in bf16, judged by the read
+ * bandwidth over a buffer the size of the cache's K + V; the fixed cost of
+ * a step (a cache of 16 tokens); and appending one token with RoPE fused.
+ *
+ *   q, out: [1, 1, 32, 128]   cache K, V: [1, L, 8, 128]
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../tools/cli.h"
+#include "bench.h"
+
+#define HEADS 32
+#define KV_HEADS 8
+#define HEAD_DIM 128
+/* Tokens appended per call while filling a cache. */
+#define FILL_BLOCK 1024
+
+typedef struct decode_params {
+    int64_t length; /* tokens in the cache */
+    ra_dtype dtype;
+} decode_params;
+
+typedef struct decode_state {
+    const decode_params *params;
+    ra_kv_cache *cache;
+    ra_rope *rope;
+    float *q, *k, *v, *out; /* q, out: [1, 1, H, D]; k, v: [1, FILL_BLOCK, Hkv, D] */
+} decode_state;
+
+static void decode_teardown(void *state)
+{
+    decode_state *s = state;
+    if (!s) return;
+    ra_kv_cache_destroy(s->cache);
+    ra_rope_destroy(s->rope);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->out);
+    free(s);
+}
+
+/* Appends n random tokens to sequence 0 of the cache, RoPE at their slots. */
+static ra_status fill(decode_state *s, ra_context *ctx, int64_t n)
+{
+    for (int64_t done = 0; done < n; done += FILL_BLOCK) {
+        int64_t block = n - done < FILL_BLOCK ? n - done : FILL_BLOCK;
+        ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
+        ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
+        ra_positions at = {.start = ra_kv_cache_length(s->cache, 0)};
+        ra_status status = ra_kv_cache_append(s->cache, ctx, s->rope, NULL, &k, &v, &at, NULL);
+        if (status != RA_OK) return status;
+    }
+    return RA_OK;
+}
+
+static int decode_setup(const void *params, ra_context *ctx, void **state)
+{
+    decode_state *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) return cli_fail(EXIT_FAIL, "bench: out of memory for decode");
+    s->params = params;
+    s->q = bench_random_floats(HEADS * HEAD_DIM, 20);
+    s->out = bench_random_floats(HEADS * HEAD_DIM, 21);
+    s->k = bench_random_floats(FILL_BLOCK * KV_HEADS * HEAD_DIM, 22);
+    s->v = bench_random_floats(FILL_BLOCK * KV_HEADS * HEAD_DIM, 23);
+    if (!s->q || !s->out || !s->k || !s->v)
+        return cli_fail(EXIT_FAIL, "bench: out of memory for decode");
+    ra_rope_config config = ra_rope_config_default(HEAD_DIM);
+    config.table_size = s->params->length + 1;
+    ra_status status = ra_rope_create(&s->rope, &config);
+    if (status == RA_OK)
+        status = ra_kv_cache_create(&s->cache, 1, s->params->length + 1, KV_HEADS, HEAD_DIM,
+                                    s->params->dtype);
+    if (status == RA_OK) status = fill(s, ctx, s->params->length);
+    return status == RA_OK ? 0 : cli_fail_status(status, "bench: cannot fill the KV cache");
+}
+
+static ra_status decode_run(void *state, ra_context *ctx)
+{
+    decode_state *s = state;
+    ra_tensor q = ra_tensor_4d(s->q, RA_F32, 1, 1, HEADS, HEAD_DIM);
+    ra_tensor out = ra_tensor_4d(s->out, RA_F32, 1, 1, HEADS, HEAD_DIM);
+    return ra_attention_decode(ctx, s->cache, &out, &q, NULL);
+}
+
+/* Heads 0 and H - 1 (the first and last kv head) in double over the whole
+ * cache, read through its views. */
+static int decode_check(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    decode_state *s = state;
+    ra_tensor kt, vt;
+    ra_status status = ra_kv_cache_views(s->cache, &kt, &vt);
+    if (status != RA_OK) return cli_fail_status(status, "bench: KV cache views");
+    const int64_t n = s->params->length, size = ra_dtype_size(s->params->dtype);
+    double *scores = malloc((size_t)n * sizeof(double));
+    float *row = malloc(HEAD_DIM * sizeof(float));
+    if (!scores || !row) {
+        free(scores);
+        free(row);
+        return cli_fail(EXIT_FAIL, "bench: out of memory for decode's check");
+    }
+    const int64_t heads[] = {0, HEADS - 1};
+    int failed = 0;
+    for (int i = 0; i < 2 && !failed; i++) {
+        const int64_t h = heads[i], g = h / (HEADS / KV_HEADS);
+        const float *q = s->q + h * HEAD_DIM;
+        double max = -INFINITY, sum = 0, o[HEAD_DIM] = {0};
+        for (int64_t j = 0; j < n; j++) {
+            const char *key = (const char *)kt.data + (j * kt.stride[1] + g * kt.stride[2]) * size;
+            ra_convert(row, RA_F32, key, s->params->dtype, HEAD_DIM);
+            double dot = 0;
+            for (int d = 0; d < HEAD_DIM; d++) dot += (double)q[d] * row[d];
+            scores[j] = dot / sqrt((double)HEAD_DIM);
+            max = fmax(max, scores[j]);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const char *value = (const char *)vt.data + (j * vt.stride[1] + g * vt.stride[2]) * size;
+            ra_convert(row, RA_F32, value, s->params->dtype, HEAD_DIM);
+            double p = exp(scores[j] - max);
+            sum += p;
+            for (int d = 0; d < HEAD_DIM; d++) o[d] += p * row[d];
+        }
+        for (int d = 0; d < HEAD_DIM && !failed; d++) {
+            double exact = o[d] / sum, got = s->out[h * HEAD_DIM + d];
+            /* float32 sums over up to 32768 terms of values below 1 */
+            if (!(fabs(got - exact) <= 1e-4))
+                failed = cli_fail(EXIT_FAIL, "bench: decode gives %g for %g at head %lld, %d",
+                                  got, exact, (long long)h, d);
+        }
+    }
+    free(scores);
+    free(row);
+    return failed;
+}
+
+/* ---- appending one token with RoPE ------------------------------------- */
+
+/* Bytes: q and k read and written, v read, k and v written to the cache. */
+/* One decode step's append: q [1, 1, H, D] and k [1, 1, Hkv, D] rotated in
+ * place at the position after the cache's tokens, k and v written to slot
+ * length.  The cache is reset before each append, so every run writes the
+ * same slot. */
+static ra_status append_run(void *state, ra_context *ctx)
+{
+    decode_state *s = state;
+    ra_kv_cache_reset(s->cache);
+    ra_tensor q = ra_tensor_4d(s->q, RA_F32, 1, 1, HEADS, HEAD_DIM);
+    ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, 1, KV_HEADS, HEAD_DIM);
+    ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, 1, KV_HEADS, HEAD_DIM);
+    ra_positions at = {.start = s->params->length};
+    return ra_kv_cache_append(s->cache, ctx, s->rope, &q, &k, &v, &at, NULL);
+}
+
+static const decode_params cache_16 = {16, RA_F32}, cache_4096 = {4096, RA_F32},
+                           cache_16384 = {16384, RA_F32}, cache_32768 = {32768, RA_F32},
+                           cache_16384_bf16 = {16384, RA_BF16};
+
+/* Bytes of one run: the K and V rows read (q and out are 32 KiB). */
+#define CACHE_BYTES(length, element) (2.0 * (length) * KV_HEADS * HEAD_DIM * (element))
+
+#define DECODE_CASE(case_name, case_shape, limit, case_params, length, element, case_target) \
+    {.name = (case_name), .shape = (case_shape), .measures = LIMIT_NONE, .judged_by = (limit), \
+     .work = CACHE_BYTES(length, element), .params = &(case_params), .setup = decode_setup, \
+     .run = decode_run, .check = decode_check, .teardown = decode_teardown, \
+     .target = (case_target)}
+
+/* Targets (issue 5): 0.80 of the read bandwidth; a bf16 cache at most 0.55
+ * of the f32 time (its ratio to attention_decode_f32_l16384); the fixed cost
+ * of a step, a cache of 16 tokens, at most 5 us (a time, not a fraction). */
+const bench_case bench_decode_cases[] = {
+    DECODE_CASE("attention_decode_f32_l16", "q[1,1,32,128], cache of 16 f32 tokens",
+                LIMIT_NONE, cache_16, 16, 4, 0),
+    DECODE_CASE("attention_decode_f32_l4096", "q[1,1,32,128], cache of 4096 f32 tokens",
+                LIMIT_READ_32M, cache_4096, 4096, 4, 0.8),
+    DECODE_CASE("attention_decode_f32_l16384", "q[1,1,32,128], cache of 16384 f32 tokens",
+                LIMIT_READ_128M, cache_16384, 16384, 4, 0.8),
+    DECODE_CASE("attention_decode_f32_l32768", "q[1,1,32,128], cache of 32768 f32 tokens",
+                LIMIT_READ_256M, cache_32768, 32768, 4, 0.8),
+    {.name = "attention_decode_bf16_l16384", .shape = "q[1,1,32,128], cache of 16384 bf16 tokens",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_NONE, .work = CACHE_BYTES(16384, 2),
+     .params = &cache_16384_bf16, .setup = decode_setup, .run = decode_run,
+     .check = decode_check, .teardown = decode_teardown,
+     .parts = "attention_decode_f32_l16384", .parts_target = 0.55},
+    {.name = "kv_append_rope_f32", .shape = "q[1,1,32,128] k, v[1,1,8,128] into an f32 cache",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_NONE,
+     .work = 4.0 * (2 * HEADS + 5 * KV_HEADS) * HEAD_DIM, .params = &cache_16,
+     .setup = decode_setup, .run = append_run, .teardown = decode_teardown},
+};
+const int bench_decode_case_count = sizeof bench_decode_cases / sizeof bench_decode_cases[0];

@@ -78,6 +78,10 @@ typedef struct bench_case {
      * with it.  NULL: none. */
     const char *parts;
     double parts_target; /* the ratio to the parts it should stay within (0: none) */
+    /* Nonzero: the warm-up run's peak resident memory beyond what setup left
+     * resident (its inputs and outputs) is measured, and should stay within
+     * this many bytes. */
+    double memory_target;
     /* bench/seed_torch.py times the seed's code for this case. */
     int has_torch;
 } bench_case;
@@ -103,6 +107,7 @@ typedef struct bench_record {
     double parts_seconds;  /* median over samples of the parts' summed times; NAN without */
     double parts_ratio;    /* median over samples of time / parts' time; NAN without */
     double torch_seconds;  /* the seed's PyTorch code; NAN if not measured */
+    double extra_memory;   /* bytes, for a case with a memory_target; NAN if not measured */
 } bench_record;
 
 /* What a run was: for the notes, the JSON-less table and the chart. */
@@ -117,9 +122,11 @@ typedef struct bench_prepared {
     const bench_case *c; /* NULL: nothing prepared */
     void *state;
     int64_t runs; /* per sample; 0 until the first sample finds it */
+    double extra_memory; /* see bench_case.memory_target; NAN if not measured */
 } bench_prepared;
 
-/* Sets up c, runs it once to warm up and checks the result.  Returns 0 or
+/* Sets up c, runs it once to warm up (measuring its peak memory where c
+ * asks) and checks the result.  Returns 0 or
  * (after printing why) EXIT_FAIL, with nothing left to release. */
 int bench_prepare(const bench_case *c, ra_context *ctx, bench_prepared *p);
 void bench_release(bench_prepared *p); /* p->c NULL is allowed */
@@ -134,8 +141,9 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
 /* The table is printed a row at a time, as the cases finish (a row with
  * parts is followed by a line with its ratio to them); JSON (an array of
  * {name, shape, median_seconds, bytes or flops, rate, rate_unit, limit_name,
- * limit_rate, fraction, target, torch_seconds, vs_torch, and for a case with
- * parts: parts, parts_seconds, ratio_to_parts, parts_target}) at the end;
+ * limit_rate, fraction, target, torch_seconds, vs_torch, for a case with
+ * parts: parts, parts_seconds, ratio_to_parts, parts_target, and for a case
+ * with a memory target: extra_memory_bytes, memory_target_bytes}) at the end;
  * null where a value does not apply. */
 void bench_print_table_header(void);
 void bench_print_table_row(const bench_record *record);

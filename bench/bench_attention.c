@@ -327,7 +327,7 @@ static int projections_check(void *state, ra_context *ctx)
     return 0;
 }
 
-static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192;
+static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192, seq_32768 = 32768;
 
 /* Causal: half of the 4 B H S^2 D flops of q k^T and p v. */
 #define ATTENTION_FLOPS(seq) (2.0 * HEADS * (seq) * (seq) * HEAD_DIM)
@@ -345,7 +345,9 @@ static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192;
  * its parts (the projections and attention_prefill_f32_s2048).  Issue 6: the
  * attention backward at 0.50 of sgemm, its work counted as 2.5 times the
  * forward's flops (the five GEMMs of FlashAttention-2's backward).  S = 8192 is
- * about 2 s a run: 3 samples at most.  The seed's PyTorch attention holds
+ * about 2 s a run: 3 samples at most.  S = 32768 checks memory, not speed:
+ * the warm-up run's peak resident memory beyond q, k, v and out (1280 MiB)
+ * within 64 MiB, O(threads x tile); about 30 s a run, one timed sample.  The seed's PyTorch attention holds
  * two [1, 32, S, S] score arrays, 17 GiB at S = 8192: timed at 512 and 2048
  * only. */
 const bench_case bench_attention_cases[] = {
@@ -355,6 +357,11 @@ const bench_case bench_attention_cases[] = {
                    seq_2048, 2048, 0, 1),
     ATTENTION_CASE("attention_prefill_f32_s8192", "B1 H32 Hkv8 D128 S8192 causal, flash",
                    seq_8192, 8192, 3, 0),
+    {.name = "attention_prefill_f32_s32768", .shape = "B1 H32 Hkv8 D128 S32768 causal, flash",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = ATTENTION_FLOPS(32768),
+     .work_is_flops = 1, .params = &seq_32768, .setup = attention_setup, .run = attention_run,
+     .check = attention_check, .teardown = attention_teardown, .max_repeats = 1,
+     .memory_target = 64.0 * (1 << 20)},
     {.name = "attention_backward_f32_s2048", .shape = "B1 H32 Hkv8 D128 S2048 causal, flash dq dk dv",
      .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 2.5 * ATTENTION_FLOPS(2048),
      .work_is_flops = 1, .params = &seq_2048, .setup = backward_setup, .run = backward_run,

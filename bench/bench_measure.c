@@ -2,7 +2,9 @@
  * the case files share. */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../tools/cli.h"
 #include "../tools/random.h"
@@ -16,26 +18,56 @@
 /* Most parts a case may have. */
 #define MAX_PARTS 8
 
+/* A "Field:  N kB" line of /proc/self/status, in bytes; NAN if absent. */
+static double status_bytes(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return NAN;
+    char line[256];
+    double bytes = NAN;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            bytes = strtod(line + n + 1, NULL) * 1024.0;
+            break;
+        }
+    fclose(f);
+    return bytes;
+}
+
+/* Starts a new peak of resident memory (Linux: "5" to clear_refs resets
+ * VmHWM to VmRSS); returns the resident bytes now, or NAN if it cannot. */
+static double peak_restart(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return NAN;
+    int failed = fputs("5", f) < 0;
+    failed |= fclose(f) != 0;
+    return failed ? NAN : status_bytes("VmRSS");
+}
+
 int bench_prepare(const bench_case *c, ra_context *ctx, bench_prepared *p)
 {
-    *p = (bench_prepared){NULL, NULL, 0};
+    *p = (bench_prepared){NULL, NULL, 0, NAN};
     void *state = NULL;
     int failed = c->setup(c->params, ctx, &state) ? EXIT_FAIL : 0;
+    double resident = !failed && c->memory_target > 0 ? peak_restart() : NAN;
     ra_status status = failed ? RA_OK : c->run(state, ctx);
+    double extra = status_bytes("VmHWM") - resident;
     if (status != RA_OK) failed = cli_fail_status(status, c->name);
     if (!failed && c->check && c->check(state, ctx)) failed = EXIT_FAIL;
     if (failed) {
         c->teardown(state);
         return failed;
     }
-    *p = (bench_prepared){c, state, 0};
+    *p = (bench_prepared){c, state, 0, extra};
     return 0;
 }
 
 void bench_release(bench_prepared *p)
 {
     if (p->c) p->c->teardown(p->state);
-    *p = (bench_prepared){NULL, NULL, 0};
+    *p = (bench_prepared){NULL, NULL, 0, NAN};
 }
 
 /* Seconds per run over one sample.  The first call times one run, which
@@ -101,6 +133,7 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
         .parts_seconds = n_parts > 0 ? timer_median(parts_times, repeats) : NAN,
         .parts_ratio = n_parts > 0 ? timer_median(parts_ratios, repeats) : NAN,
         .torch_seconds = NAN,
+        .extra_memory = p->extra_memory,
     };
     out->rate = c->work / out->median_seconds * 1e-9;
     return 0;

@@ -62,6 +62,14 @@ void bench_print_table_row(const bench_record *r)
             printf(": %.4g s against %.4g s", r->median_seconds, r->parts_seconds);
         printf("\n");
     }
+    if (c->memory_target > 0) {
+        printf("  %s peak memory beyond its inputs and outputs: ", c->name);
+        if (isfinite(r->extra_memory))
+            printf("%.1f MiB", r->extra_memory / (1 << 20));
+        else
+            printf("not measured (no /proc/self/clear_refs)");
+        printf(" (target <= %g MiB)\n", c->memory_target / (1 << 20));
+    }
     fflush(stdout);
 }
 
@@ -100,6 +108,11 @@ void bench_print_json(const bench_record *records, int n)
             json_number("parts_seconds", r->parts_seconds, ", ");
             json_number("ratio_to_parts", r->parts_ratio, ", ");
             json_number("parts_target", c->parts_target > 0 ? c->parts_target : NAN, "");
+        }
+        if (c->memory_target > 0) {
+            printf(", ");
+            json_number("extra_memory_bytes", r->extra_memory, ", ");
+            json_number("memory_target_bytes", c->memory_target, "");
         }
         printf("}%s\n", i + 1 < n ? "," : "");
     }

@@ -47,17 +47,17 @@ static inline void prefetch_range(const char *from, int64_t size)
  * [rows, D + 2]); nr (1, 2 or 4) and dtype are constants.
  *
  * Scores: RA_W accumulators, nr rows x RA_W / nr keys, each one vector FMA
- * per RA_W elements of D; one in-register transpose and a sum then give
- * lane r * (RA_W / nr) + i = q_r . k_i.  So every K load serves nr rows, and
- * a block's K and V are each read once for the group.  Then the online
- * softmax of each row, and o += p v with each V load shared by the rows. */
+ * per RA_W elements of D; vsum_lanes then gives lane r * (RA_W / nr) + i =
+ * q_r . k_i.  So every K load serves nr rows, and a block's K and V are each
+ * read once for the group.  Then the online softmax of each row, and
+ * o += p v with each V load shared by the rows. */
 static inline __attribute__((always_inline)) void
 decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_dim,
               const void *const *keys, const void *const *vals, int n, int64_t j, int64_t r0,
               const int nr, const ra_dtype dtype)
 {
     const int64_t stride = head_dim + 2;
-    const int per_row = RA_W / nr; /* keys per transpose */
+    const int per_row = RA_W / nr; /* keys per lane sum */
     const float *q = qs + r0 * head_dim;
     float scores[DECODE_ROWS][RA_W];
     for (int k0 = 0; k0 < RA_W; k0 += per_row) {
@@ -72,9 +72,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
                 for (int i = 0; i < per_row; i++) acc[r * per_row + i] += qv * k[i];
             }
         }
-        vtranspose(acc);
-        vf sum = acc[0];
-        for (int x = 1; x < RA_W; x++) sum += acc[x];
+        vf sum = vsum_lanes(acc);
         for (int r = 0; r < nr; r++)
             for (int i = 0; i < per_row; i++) {
                 float dot = sum[r * per_row + i];
@@ -85,26 +83,30 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
     }
 
     const vi lane = ra_swap_masks[0] ^ (RA_W / 2); /* 0, 1, 2, ... */
-    float p[DECODE_ROWS][RA_W], alpha[DECODE_ROWS];
+    float p[DECODE_ROWS][RA_W], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
     int visible[DECODE_ROWS], shared = n; /* keys every row sees */
     for (int r = 0; r < nr; r++) {
-        float *o = group + (r0 + r) * stride, *m = o + head_dim, *l = m + 1;
+        float *m = group + (r0 + r) * stride + head_dim;
         int64_t seen = last[r0 + r] - j + 1;
         visible[r] = seen <= 0 ? 0 : seen < n ? (int)seen : n;
         shared = visible[r] < shared ? visible[r] : shared;
-        if (visible[r] == 0) { /* nothing here for this row: o, m, l stay */
-            alpha[r] = 1.0f;
-            continue;
-        }
+        if (visible[r] == 0) continue; /* nothing here for this row: o, m, l stay */
         vf sr = vselect(lane < visible[r], vload(scores[r]), vsplat(-INFINITY));
+        vstore(scores[r], sr);
         float block_max = vreduce_max(sr);
-        float m_new = block_max > *m ? block_max : *m;
-        /* the same exp as the flash path, so prefill and decode agree */
-        alpha[r] = vexp(vsplat(*m - m_new))[0];
-        vf e = vexp(sr - vsplat(m_new));
+        m_old[r] = *m;
+        m_new[r] = block_max > *m ? block_max : *m;
+    }
+    /* the same exp as the flash path, so prefill and decode agree; one
+     * vexp for every row's e^(m - m') (rows that saw nothing: e^0 = 1) */
+    vstore(alpha, vexp(vload(m_old) - vload(m_new)));
+    for (int r = 0; r < nr; r++) {
+        if (visible[r] == 0) continue;
+        float *m = group + (r0 + r) * stride + head_dim, *l = m + 1;
+        vf e = vexp(vload(scores[r]) - vsplat(m_new[r]));
         vstore(p[r], e);
         *l = *l * alpha[r] + vreduce_add(e);
-        *m = m_new;
+        *m = m_new[r];
     }
 
     /* o = o alpha + sum over visible keys of p_i v_i; keys seen by every row

@@ -148,6 +148,21 @@ static inline __attribute__((always_inline)) void vtranspose(vf x[RA_W])
         }
 }
 
+/* Lane i of the result = the sum of x[i]'s lanes, for all RA_W vectors at
+ * once: log2(RA_W) stages, each halving the vectors by adding the two
+ * halves of a vtranspose stage (half the shuffles of a full transpose). */
+static inline __attribute__((always_inline)) vf vsum_lanes(vf x[RA_W])
+{
+    int stage = 0;
+#pragma GCC unroll 8
+    for (int n = RA_W; n > 1; n /= 2, stage++)
+#pragma GCC unroll 16
+        for (int i = 0; i < n / 2; i++)
+            x[i] = __builtin_shuffle(x[i], x[i + n / 2], ra_transpose_masks[stage][0]) +
+                   __builtin_shuffle(x[i], x[i + n / 2], ra_transpose_masks[stage][1]);
+    return x[0];
+}
+
 /* Lane i ^ h of the pair swaps for h = RA_W / 2, RA_W / 4, ..., 1: the
  * stages of a tree reduction. */
 #if RA_W == 16

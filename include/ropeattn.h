@@ -309,6 +309,10 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
                                const int64_t *positions, int64_t n);
 
 /* Rotates every head of x by its token's position: out = R x (or R^T x).
+ * RA_INVERSE is RoPE's backward: for y = ra_rope_apply(x, RA_FORWARD),
+ * dL/dx = ra_rope_apply(dL/dy, RA_INVERSE) at the same positions, for every
+ * layout, rope type (attention factor included), partial rotary, dtype and
+ * position mode (tests/test_rope_backward.c: <a R x, g> = <x, a R^T g>).
  * out and x have the same shape and dtype; out == x (the same data and
  * strides) rotates in place, and otherwise their memory must not overlap
  * (RA_ERR_ARGUMENT).  Computed in float32 and rounded once to the

@@ -363,6 +363,45 @@ RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
                               const ra_tensor *k, const ra_tensor *v,
                               const ra_dropout *dropout);
 
+/* ra_attention that also keeps what the backward needs: lse[b, h, i] is the
+ * natural log of the sum over visible keys j <= i of exp(q_i . k_j / sqrt(D))
+ * for query row i of head h (before dropout), in float32.  out is the same
+ * bits as ra_attention gives on the same path.  lse must not overlap out, q,
+ * k or v (RA_ERR_ARGUMENT).
+ *   lse: [B, H, S] float32, contiguous */
+RA_API ra_status ra_attention_forward_lse(ra_context *ctx, ra_attention_path path,
+                                          const ra_tensor *out, float *lse,
+                                          const ra_tensor *q, const ra_tensor *k,
+                                          const ra_tensor *v, const ra_dropout *dropout);
+
+/* The backward of out = ra_attention(q, k, v, dropout): given dout = dL/dout,
+ * writes dq = dL/dq, dk = dL/dk and dv = dL/dv.  They are overwritten, not
+ * accumulated, and are float32 views that must not overlap one another nor
+ * any input (RA_ERR_ARGUMENT).  q, k, v and dropout are what the forward
+ * took (k, v in f32, f16 or bf16; their gradients are float32 regardless);
+ * the dropout masks are regenerated from the seed, never stored.  out and
+ * lse are what ra_attention_forward_lse wrote for those inputs: the flash
+ * path needs both (RA_ERR_NULL without them); the reference path recomputes
+ * the probabilities and ignores them (either may be NULL).
+ *
+ * GQA: dk and dv of kv head g sum the query heads g * rep .. g * rep + rep - 1
+ * in that order.  The softmax backward runs in float32, as the forward:
+ *   dP = (dout v^T) * mask / (1 - p),  dS = P * (dP - rowsum(P * dP)),
+ *   dq = dS k / sqrt(D),  dk = dS^T q / sqrt(D),  dv = (P * mask / (1 - p))^T dout
+ * Memory: the reference path materializes [S, S] per head; the flash path
+ * recomputes the probabilities tile by tile from lse (rowsum(P * dP) is
+ * rowsum(dout * out)) and needs O(B H S D) scratch (a dk and a dv per query
+ * head, summed over each group at the end) plus O(tile) per thread, never
+ * O(S^2).  Either path gives the same bits for any thread count.
+ *   dq, dout, q, out: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]
+ *   lse: [B, H, S] */
+RA_API ra_status ra_attention_backward(ra_context *ctx, ra_attention_path path,
+                                       const ra_tensor *dq, const ra_tensor *dk,
+                                       const ra_tensor *dv, const ra_tensor *dout,
+                                       const ra_tensor *q, const ra_tensor *k,
+                                       const ra_tensor *v, const ra_tensor *out,
+                                       const float *lse, const ra_dropout *dropout);
+
 /* ------------------------------------------------------------------------ */
 /* KV cache and decoding                                                     */
 /* ------------------------------------------------------------------------ */

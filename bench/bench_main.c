@@ -57,6 +57,8 @@ static const char usage[] =
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
     "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
     "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"
+    "  attention_backward_f32_s2048     its backward (dq, dk, dv) at S 2048; flops counted\n"
+    "                                   as 2.5 times the forward's\n"
     "  layer_projections_f32_s2048      the layer's four projection GEMMs alone\n"
     "  layer_forward_f32_s2048          the whole layer, also as a ratio to\n"
     "                                   layer_projections_f32_s2048 +\n"

@@ -1,6 +1,7 @@
 /*
- * attention.c — ra_attention: argument checks, scratch, and the choice of
- * path.  The kernels are in attention_ref.c and attention_flash.c.
+ * attention.c — ra_attention and ra_attention_forward_lse: argument checks,
+ * scratch, and the choice of path.  The kernels are in attention_ref.c and
+ * attention_flash.c; the backward is in attention_backward.c.
  */
 #include <math.h>
 
@@ -29,12 +30,31 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->q = q;
     args->k = k;
     args->v = v;
+    args->lse = NULL;
     args->dropout = 0;
     if (dropout) {
         if (!(dropout->p >= 0.0f && dropout->p < 1.0f)) return RA_ERR_ARGUMENT;
         args->dropout = dropout->p > 0.0f;
         args->mask = ra_dropout_mask_make(dropout->p, dropout->seed, RA_STREAM_ATTENTION);
     }
+    return RA_OK;
+}
+
+/* Runs a prepared forward on the given path. */
+static ra_status attention_run(ra_context *ctx, ra_attention_path path,
+                               const ra_attention_args *args)
+{
+    const ra_tensor *q = args->q;
+    size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], q->shape[2], args->k->shape[2],
+                                              q->shape[3], ra_parallel_threads(ctx));
+    if (bytes == 0) return RA_ERR_OVERFLOW;
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    if (path == RA_PATH_REFERENCE)
+        ra_attention_reference(args, scratch.data);
+    else
+        ra_attention_flash(ctx, args, scratch.data);
+    ra_scratch_release(&scratch);
     return RA_OK;
 }
 
@@ -45,15 +65,23 @@ RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path, const ra_
     if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
     ra_attention_args args;
     RA_TRY(ra_attention_prepare(&args, out, q, k, v, dropout));
-    size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], q->shape[2], k->shape[2],
-                                              q->shape[3], ra_parallel_threads(ctx));
-    if (bytes == 0) return RA_ERR_OVERFLOW;
-    ra_scratch scratch;
-    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
-    if (path == RA_PATH_REFERENCE)
-        ra_attention_reference(&args, scratch.data);
-    else
-        ra_attention_flash(ctx, &args, scratch.data);
-    ra_scratch_release(&scratch);
-    return RA_OK;
+    return attention_run(ctx, path, &args);
+}
+
+RA_API ra_status ra_attention_forward_lse(ra_context *ctx, ra_attention_path path,
+                                          const ra_tensor *out, float *lse, const ra_tensor *q,
+                                          const ra_tensor *k, const ra_tensor *v,
+                                          const ra_dropout *dropout)
+{
+    if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    if (!lse) return RA_ERR_NULL;
+    ra_attention_args args;
+    RA_TRY(ra_attention_prepare(&args, out, q, k, v, dropout));
+    /* lse [B, H, S] as a view, for the overlap checks (q's sizes fit). */
+    ra_tensor lse_view = ra_tensor_4d(lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
+    if (ra_tensors_overlap(&lse_view, out) || ra_tensors_overlap(&lse_view, q) ||
+        ra_tensors_overlap(&lse_view, k) || ra_tensors_overlap(&lse_view, v))
+        return RA_ERR_ARGUMENT;
+    args.lse = lse;
+    return attention_run(ctx, path, &args);
 }

@@ -12,11 +12,13 @@
 
 typedef struct ra_attention_args {
     const ra_tensor *out, *q, *k, *v;
+    float *lse;           /* [B, H, S] or NULL: the forward also writes each
+                             row's log-sum-exp (ra_attention_forward_lse) */
     int dropout;          /* nonzero: apply mask to the probabilities */
     ra_dropout_mask mask; /* stream RA_STREAM_ATTENTION */
 } ra_attention_args;
 
-/* Validates the views and the dropout; fills args. */
+/* Validates the views and the dropout; fills args (lse NULL). */
 ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                                const ra_dropout *dropout);
@@ -29,6 +31,13 @@ size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n
 /* The seed's masked path, materializing [S, S] scores per head, on the
  * calling thread.  scratch: ra_attention_scratch_bytes(REFERENCE) bytes. */
 void ra_attention_reference(const ra_attention_args *args, float *scratch);
+
+/* Row i of softmax(q k^T / sqrt(D) + mask) for (b, h), before dropout, as
+ * the reference forward computes it: row[j] for j in [0, S) (0 after i).
+ * Returns the row's log-sum-exp.  The reference backward recomputes its
+ * probabilities with it.   row: [S] */
+double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int64_t h,
+                                  int64_t i, float *row);
 
 /* Tiled attention with an online softmax, threads over (b, kv head, query
  * block) tasks.  scratch: ra_attention_scratch_bytes(FLASH, threads). */
@@ -91,6 +100,67 @@ static inline int64_t ra_offset(const ra_tensor *t, int64_t b, int64_t s, int64_
 static inline const void *ra_row_any(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
 {
     return (const char *)t->data + (size_t)ra_offset(t, b, s, h) * ra_dtype_size(t->dtype);
+}
+
+/* ---- the backward (attention_backward.c) --------------------------------- */
+
+/*   dq, dout: [B, S, H, D]   dk, dv: [B, S, Hkv, D]   float32 strided views
+ *   lse: [B, H, S] */
+typedef struct ra_attention_backward_args {
+    ra_attention_args fwd; /* q, k, v, the dropout; out (NULL on the reference
+                              path, which does not read it); lse unused */
+    const ra_tensor *dq, *dk, *dv, *dout;
+    const float *lse;      /* the forward's; NULL on the reference path */
+} ra_attention_backward_args;
+
+/* Validates the views, the dropout and, for the flash path (path must be
+ * REFERENCE or FLASH: AUTO means FLASH), out and lse; fills args. */
+ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
+                                        ra_attention_path path, const ra_tensor *dq,
+                                        const ra_tensor *dk, const ra_tensor *dv,
+                                        const ra_tensor *dout, const ra_tensor *q,
+                                        const ra_tensor *k, const ra_tensor *v,
+                                        const ra_tensor *out, const float *lse,
+                                        const ra_dropout *dropout);
+
+/* Scratch bytes the backward on this path needs; 0 when that does not fit in
+ * memory. */
+size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
+                                           int64_t n_heads, int64_t head_dim, int threads);
+
+/* The reference backward (attention_ref_backward.c), on the calling thread.
+ * scratch: ra_attention_backward_scratch_bytes(REFERENCE) bytes, 64-byte
+ * aligned. */
+void ra_attention_backward_reference(const ra_attention_backward_args *args, void *scratch);
+
+/* The flash backward (attention_flash_backward.c, cpu/flash_backward_impl.h).
+ * scratch: ra_attention_backward_scratch_bytes(FLASH, threads) bytes. */
+void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_args *args,
+                                 float *scratch);
+
+/* The flash backward's task is one (b, query head h): query blocks of
+ * RA_FLASH_BK rows against key tiles of RA_FLASH_BK keys, so that key tile j
+ * is first met by query block j.  Its dk and dv go to per-head partial
+ * buffers [B, H, S, dp], dp = D rounded up to 16, that a second pass sums
+ * over each group.  Per thread (cpu/flash_backward_impl.h carves it), with
+ * R = RA_FLASH_BK rows and D16 = D rounded up to 16: Qt, dOt, dQt [D, R];
+ * Q and dO rows [R, D16]; P, P * dropout and dP/dS tiles [BK, R]; lse,
+ * Delta, query positions and ones [R]; dropout multipliers [BK]; a zero row
+ * [D16]; key and value row pointers [BK + 16] each; float32 copies of a
+ * tile of 16-bit K and of V [BK, D16] each. */
+typedef struct ra_flash_backward_job {
+    const ra_attention_backward_args *args;
+    float *partial_k, *partial_v; /* [B, H, S, dp] each */
+    float *scratch;               /* threads * per_thread floats */
+    int64_t dp, per_thread;
+} ra_flash_backward_job;
+
+static inline int64_t ra_flash_backward_per_thread(int64_t head_dim)
+{
+    const int64_t r = RA_FLASH_BK, d16 = ra_round_up(head_dim, 16);
+    return ra_round_up(3 * head_dim * r + 2 * r * d16 + 3 * RA_FLASH_BK * r + 4 * r +
+                           RA_FLASH_BK + d16 + 4 * (RA_FLASH_BK + 16) + 2 * RA_FLASH_BK * d16,
+                       16);
 }
 
 #endif

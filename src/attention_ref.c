@@ -9,18 +9,47 @@
  *   out    = scores @ v                             [S, D]
  *
  * Sums run in double so the oracle is as close to exact as float32 storage
- * allows; f16/bf16 keys and values are widened to float32 element by element.  Query head h reads key/value head h / (H / Hkv): no repeat_kv.
+ * allows; f16/bf16 keys and values are widened to float32 element by
+ * element.  Query head h reads key/value head h / (H / Hkv): no repeat_kv.
+ * With args->lse the row's log-sum-exp, max + log(sum) in double, is kept
+ * too (rounded to float32).
  */
 #include <math.h>
 
 #include "attention_internal.h"
 
+double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int64_t h,
+                                  int64_t i, float *row)
+{
+    const ra_tensor *q = args->q, *k = args->k;
+    const int64_t seq = q->shape[1], head_dim = q->shape[3];
+    const int64_t kv = h / (q->shape[2] / k->shape[2]);
+    const double scale = 1.0 / sqrt((double)head_dim);
+    const float *qi = ra_row(q, b, i, h);
+    for (int64_t j = 0; j < seq; j++) {
+        if (j > i) { /* the mask: a query never sees later keys */
+            row[j] = -INFINITY;
+            continue;
+        }
+        int64_t kj = ra_offset(k, b, j, kv);
+        double dot = 0;
+        for (int64_t d = 0; d < head_dim; d++)
+            dot += (double)qi[d] * ra_load(k->data, k->dtype, kj + d);
+        row[j] = (float)(dot * scale);
+    }
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j <= i; j++) max = row[j] > max ? row[j] : max;
+    for (int64_t j = 0; j <= i; j++) sum += exp((double)row[j] - max);
+    for (int64_t j = 0; j < seq; j++)
+        row[j] = j <= i ? (float)(exp((double)row[j] - max) / sum) : 0.0f;
+    return max + log(sum);
+}
+
 void ra_attention_reference(const ra_attention_args *args, float *scores)
 {
-    const ra_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
+    const ra_tensor *q = args->q, *v = args->v, *out = args->out;
     const int64_t batch = q->shape[0], seq = q->shape[1], n_heads = q->shape[2];
-    const int64_t head_dim = q->shape[3], n_rep = n_heads / k->shape[2];
-    const double scale = 1.0 / sqrt((double)head_dim);
+    const int64_t head_dim = q->shape[3], n_rep = n_heads / v->shape[2];
     float *mult = scores + seq * seq; /* dropout multipliers of one row */
 
     for (int64_t b = 0; b < batch; b++)
@@ -28,23 +57,8 @@ void ra_attention_reference(const ra_attention_args *args, float *scores)
             int64_t kv = h / n_rep;
             for (int64_t i = 0; i < seq; i++) {
                 float *row = scores + i * seq;
-                const float *qi = ra_row(q, b, i, h);
-                for (int64_t j = 0; j < seq; j++) {
-                    if (j > i) { /* the mask: a query never sees later keys */
-                        row[j] = -INFINITY;
-                        continue;
-                    }
-                    int64_t kj = ra_offset(k, b, j, kv);
-                    double dot = 0;
-                    for (int64_t d = 0; d < head_dim; d++)
-                        dot += (double)qi[d] * ra_load(k->data, k->dtype, kj + d);
-                    row[j] = (float)(dot * scale);
-                }
-                double max = -INFINITY, sum = 0;
-                for (int64_t j = 0; j <= i; j++) max = row[j] > max ? row[j] : max;
-                for (int64_t j = 0; j <= i; j++) sum += exp((double)row[j] - max);
-                for (int64_t j = 0; j < seq; j++)
-                    row[j] = j <= i ? (float)(exp((double)row[j] - max) / sum) : 0.0f;
+                double lse = ra_attention_reference_row(args, b, h, i, row);
+                if (args->lse) args->lse[(b * n_heads + h) * seq + i] = (float)lse;
                 if (args->dropout) {
                     ra_dropout_row(&args->mask, (uint64_t)((b * n_heads + h) * seq + i) * (uint64_t)seq,
                                    seq, mult);

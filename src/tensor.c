@@ -38,6 +38,33 @@ int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b)
     return a0 < b1 && b0 < a1;
 }
 
+/* Elements one (b, s) row of heads spans: [0, footprint) from its start. */
+static int64_t row_footprint(const ra_tensor *t)
+{
+    return (t->shape[2] - 1) * t->stride[2] + t->shape[3];
+}
+
+/* Interleaved views: both with row stride P = stride[1] (elements of one
+ * size) and stride[0] a multiple of P, so that every row starts at a
+ * multiple of P from the view's start.  Row footprints [0, f1) of the view
+ * at the lower address and [delta, delta + f2) of the other, delta their
+ * distance modulo P, never meet when f1 <= delta and delta + f2 <= P. */
+int ra_tensors_alias(const ra_tensor *a, const ra_tensor *b)
+{
+    if (!ra_tensors_overlap(a, b)) return 0;
+    const size_t size = ra_dtype_size(a->dtype);
+    const int64_t period = a->stride[1];
+    if (size != ra_dtype_size(b->dtype) || b->stride[1] != period || period <= 0 ||
+        a->stride[0] % period || b->stride[0] % period)
+        return 1;
+    uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+    uintptr_t distance = pa < pb ? pb - pa : pa - pb;
+    if (distance % size) return 1;
+    int64_t delta = (int64_t)((distance / size) % (uintptr_t)period);
+    int64_t f1 = row_footprint(pa < pb ? a : b), f2 = row_footprint(pa < pb ? b : a);
+    return !(f1 <= delta && delta + f2 <= period);
+}
+
 RA_API ra_tensor ra_tensor_4d(void *data, ra_dtype dtype, int64_t b, int64_t s, int64_t heads,
                               int64_t d)
 {

@@ -6,8 +6,9 @@
  *   build/tests/test_fixtures [FIXTURE_DIR]      (default tests/fixtures)
  *
  * Each file is dispatched on its name prefix: table_, rope_, repkv_, attn_,
- * and freqs_, rotary_ for the rope types (transformers' modeling_rope_utils
- * formulas, in float64).  Inputs and weights in the files are float64 values
+ * freqs_, rotary_ for the rope types (transformers' modeling_rope_utils
+ * formulas, in float64), and coregrad_ for the attention core's gradients
+ * (torch autograd).  Inputs and weights in the files are float64 values
  * that are exact float32 values (stored as f64, or for the model-sized
  * attention cases as their generator, fixture.h's dtype 2); expected outputs
  * are f64 and compared in double.
@@ -28,6 +29,9 @@
 /* Attention layer, max|y - ref| / max|ref|: the issue's acceptance bound
  * (float32 arithmetic gives ~1e-6). */
 #define LAYER_TOL 1e-4
+/* Attention core's out, lse and gradients, max|x - ref| / max|ref| per
+ * tensor: issue 6's acceptance bound (float32 arithmetic gives ~1e-6). */
+#define GRAD_TOL 1e-4
 
 /* Table rows in the "small table" rope: later positions take the library's
  * on-the-fly path. */
@@ -307,7 +311,7 @@ static void test_reader_uniform(void)
 static void test_fixture_names(void)
 {
     static const char *const prefixes[] = {"table_", "rope_", "repkv_", "attn_",
-                                           "freqs_", "rotary_"};
+                                           "freqs_", "rotary_", "coregrad_"};
     CHECK(fixture_count > 0, "no fixtures in %s", fixture_dir);
     for (int i = 0; i < fixture_count; i++) {
         int known = 0;
@@ -797,6 +801,83 @@ static void test_attention(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The attention core's backward (coregrad_*): torch autograd                */
+/* ------------------------------------------------------------------------ */
+
+/* ra_attention_forward_lse then ra_attention_backward, on the reference
+ * path (no context) and the flash path (a 2-thread context), against the
+ * autograd values of the seed's core in float64: out, lse, dq, dk, dv.
+ *   q, out, dout, dq: [B, S, H, D]   k, v, dk, dv: [B, S, Hkv, D]   lse: [B, H, S] */
+static void check_core_grad(const fixture *fx)
+{
+    int64_t n_rep;
+    if (!need_i64(fx, "n_rep", &n_rep)) return;
+    const fx_tensor *tq = need(fx, "q", FX_F64, 4, NULL);
+    const fx_tensor *tk = tq ? need(fx, "k", FX_F64, 4,
+                                    (const int64_t[]){tq->shape[0], tq->shape[1],
+                                                      tq->shape[2] / n_rep, tq->shape[3]})
+                             : NULL;
+    const fx_tensor *tv = tk ? need(fx, "v", FX_F64, 4, tk->shape) : NULL;
+    const fx_tensor *tdo = tq ? need(fx, "dout", FX_F64, 4, tq->shape) : NULL;
+    const fx_tensor *want_out = tq ? need(fx, "out", FX_F64, 4, tq->shape) : NULL;
+    const fx_tensor *want_lse = tq ? need(fx, "lse", FX_F64, 3,
+                                          (const int64_t[]){tq->shape[0], tq->shape[2],
+                                                            tq->shape[1]})
+                                   : NULL;
+    const fx_tensor *want_dq = tq ? need(fx, "dq", FX_F64, 4, tq->shape) : NULL;
+    const fx_tensor *want_dk = tk ? need(fx, "dk", FX_F64, 4, tk->shape) : NULL;
+    const fx_tensor *want_dv = tk ? need(fx, "dv", FX_F64, 4, tk->shape) : NULL;
+    if (!tv || !tdo || !want_out || !want_lse || !want_dq || !want_dk || !want_dv) return;
+    const int64_t b = tq->shape[0], s = tq->shape[1], h = tq->shape[2], d = tq->shape[3];
+    const int64_t hkv = tk->shape[2];
+    float *q = to_f32(fx, tq), *k = to_f32(fx, tk), *v = to_f32(fx, tv), *dout = to_f32(fx, tdo);
+    float *out = malloc((size_t)tq->count * sizeof *out), *lse = malloc((size_t)(b * h * s) * 4);
+    float *dq = malloc((size_t)tq->count * sizeof *dq), *dk = malloc((size_t)tk->count * 4);
+    float *dv = malloc((size_t)tk->count * sizeof *dv);
+    ra_context *ctx = NULL;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ra_context_create");
+    double worst = 0;
+    static const char *const path_names[] = {"reference", "flash"};
+    for (int path = 0; q && k && v && dout && out && lse && dq && dk && dv && ctx && path < 2;
+         path++) {
+        ra_attention_path p = path ? RA_PATH_FLASH : RA_PATH_REFERENCE;
+        ra_context *c = path ? ctx : NULL;
+        ra_tensor vq = ra_tensor_4d(q, RA_F32, b, s, h, d), vk = ra_tensor_4d(k, RA_F32, b, s, hkv, d);
+        ra_tensor vv = ra_tensor_4d(v, RA_F32, b, s, hkv, d), vo = ra_tensor_4d(out, RA_F32, b, s, h, d);
+        ra_tensor vdo = ra_tensor_4d(dout, RA_F32, b, s, h, d);
+        ra_tensor vdq = ra_tensor_4d(dq, RA_F32, b, s, h, d);
+        ra_tensor vdk = ra_tensor_4d(dk, RA_F32, b, s, hkv, d);
+        ra_tensor vdv = ra_tensor_4d(dv, RA_F32, b, s, hkv, d);
+        ra_status st = ra_attention_forward_lse(c, p, &vo, lse, &vq, &vk, &vv, NULL);
+        CHECK(st == RA_OK, "%s: forward (%s): %s", fx->name, path_names[path], ra_status_string(st));
+        st = ra_attention_backward(c, p, &vdq, &vdk, &vdv, &vdo, &vq, &vk, &vv, &vo, lse, NULL);
+        CHECK(st == RA_OK, "%s: backward (%s): %s", fx->name, path_names[path], ra_status_string(st));
+        const struct {
+            const char *name;
+            const float *got;
+            const fx_tensor *want;
+        } results[] = {{"out", out, want_out}, {"lse", lse, want_lse}, {"dq", dq, want_dq},
+                       {"dk", dk, want_dk}, {"dv", dv, want_dv}};
+        for (int r = 0; r < 5; r++) {
+            double err = ra_test_rel_err(results[r].got, results[r].want->f64,
+                                         (size_t)results[r].want->count);
+            CHECK(err <= GRAD_TOL, "%s: %s path, %s: rel err %.3g", fx->name, path_names[path],
+                  results[r].name, err);
+            worst = fmax(worst, err);
+        }
+    }
+    printf("  %-40s %d:1  max rel err %.2e (out, lse, dq, dk, dv; reference + flash)\n",
+           fx->name, (int)n_rep, worst);
+    ra_context_destroy(ctx);
+    free(q); free(k); free(v); free(dout); free(out); free(lse); free(dq); free(dk); free(dv);
+}
+
+static void test_attention_core_grad(void)
+{
+    for_each_fixture("coregrad_", check_core_grad);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Rope types (freqs_*, rotary_*): transformers' modeling_rope_utils          */
 /* ------------------------------------------------------------------------ */
 
@@ -1157,6 +1238,7 @@ int main(int argc, char **argv)
     RUN(test_rope);
     RUN(test_repeat_kv);
     RUN(test_attention);
+    RUN(test_attention_core_grad);
     RUN(test_rope_types);
     RUN(test_rotary);
     for (int i = 0; i < fixture_count; i++) free(fixture_names[i]);

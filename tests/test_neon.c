@@ -8,6 +8,8 @@
  *          (rope_exact.h, as test_rope.c checks every x86 path)
  *   flash: the flash path against the reference path, to 2e-5 of max|out|,
  *          with f32 and f16/bf16 keys and values
+ *   flash backward: dq, dk, dv against the reference backward, to 1e-5 of
+ *          max|grad| (tests/test_attention_backward.c says why)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -68,6 +70,57 @@ static void test_flash_matches_reference(void)
     ra_context_destroy(ctx);
 }
 
+/* The flash backward against the reference backward on shapes that cross
+ * query and key tiles, with GQA, odd D and f16/bf16 keys and values.
+ *   q, out, dout, dq: [B, S, H, D]   k, v, dk, dv: [B, S, Hkv, D] */
+static void test_flash_backward_matches_reference(void)
+{
+    const int64_t shapes[][5] = {/* B, S, H, Hkv, D */
+                                 {1, 1, 1, 1, 2}, {2, 65, 4, 2, 16}, {1, 130, 4, 1, 64},
+                                 {1, 70, 2, 2, 128}, {3, 17, 6, 3, 10}};
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
+        for (int dt = RA_F32; dt <= RA_BF16; dt++) {
+            const int64_t *sh = shapes[t];
+            int64_t b = sh[0], s = sh[1], h = sh[2], hkv = sh[3], d = sh[4];
+            int64_t nq = b * s * h * d, nk = b * s * hkv * d;
+            size_t es = ra_dtype_size((ra_dtype)dt);
+            float *q = malloc(4 * nq), *dout = malloc(4 * nq), *o = malloc(4 * nq);
+            float *lse = malloc(4 * b * h * s), *kv = malloc(4 * 2 * nk);
+            float *grads = malloc(4 * 2 * (nq + 2 * nk)); /* reference, then flash */
+            void *kv_stored = malloc(es * 2 * nk);
+            ra_test_fill(q, nq, 30 + t);
+            ra_test_fill(dout, nq, 40 + t);
+            ra_test_fill(kv, 2 * nk, 50 + t);
+            for (int64_t i = 0; i < nq; i++) q[i] *= 3.0f;
+            ra_convert(kv_stored, (ra_dtype)dt, kv, RA_F32, 2 * nk);
+            ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d);
+            ra_tensor tk = ra_tensor_4d(kv_stored, (ra_dtype)dt, b, s, hkv, d);
+            ra_tensor tv = ra_tensor_4d((char *)kv_stored + es * nk, (ra_dtype)dt, b, s, hkv, d);
+            ra_tensor to = ra_tensor_4d(o, RA_F32, b, s, h, d);
+            ra_tensor tdo = ra_tensor_4d(dout, RA_F32, b, s, h, d);
+            CHECK(ra_attention_forward_lse(ctx, RA_PATH_FLASH, &to, lse, &tq, &tk, &tv, NULL) ==
+                      RA_OK, "forward");
+            for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+                float *g = grads + (path - RA_PATH_REFERENCE) * (nq + 2 * nk);
+                ra_tensor dq = ra_tensor_4d(g, RA_F32, b, s, h, d);
+                ra_tensor dk = ra_tensor_4d(g + nq, RA_F32, b, s, hkv, d);
+                ra_tensor dv = ra_tensor_4d(g + nq + nk, RA_F32, b, s, hkv, d);
+                CHECK(ra_attention_backward(ctx, (ra_attention_path)path, &dq, &dk, &dv, &tdo,
+                                            &tq, &tk, &tv, &to, lse, NULL) == RA_OK, "backward");
+            }
+            const float *ref = grads, *fl = grads + nq + 2 * nk;
+            double eq = ra_test_max_rel_diff(fl, ref, nq);
+            double ek = ra_test_max_rel_diff(fl + nq, ref + nq, nk);
+            double ev = ra_test_max_rel_diff(fl + nq + nk, ref + nq + nk, nk);
+            CHECK(eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5,
+                  "shape %zu dtype %d: dq %.3g dk %.3g dv %.3g", t, dt, eq, ek, ev);
+            free(q); free(dout); free(o); free(lse); free(kv); free(grads); free(kv_stored);
+        }
+    ra_context_destroy(ctx);
+}
+
 int main(void)
 {
     RUN(test_dispatch);
@@ -75,5 +128,6 @@ int main(void)
     RUN(test_alignments);
     RUN(test_rounding_sweep);
     RUN(test_flash_matches_reference);
+    RUN(test_flash_backward_matches_reference);
     return ra_test_summary("neon");
 }

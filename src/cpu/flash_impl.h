@@ -9,7 +9,7 @@
  *     m' = max(m, rowmax S);  P = exp(S - m');  l = l e^(m - m') + rowsum P
  *     O  = O e^(m - m') + P V              [rows, D]    register-blocked GEMM
  *                                          (the rescale fused into its loads)
- *   out = O / l
+ *   out = O / l,  lse = m + log(l) when asked (the backward's input)
  *
  * rows are the rep query heads of one kv group times block_q queries, so
  * every K/V row of a tile is read once for the whole group.  The tile lives
@@ -260,6 +260,8 @@ static void flash_task(void *arg, int64_t task, int thread)
             int real = h < rep && qi < nq;
             dst[i] = real ? ra_row(out, b, q0 + qi, g * rep + h) : NULL;
             inv[i] = real ? 1.0f / t.l[r] : 0.0f;
+            if (real && a->lse) /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)) */
+                a->lse[(b * n_heads + g * rep + h) * seq + q0 + qi] = t.m[r] + logf(t.l[r]);
         }
         store_rows_transposed(dst, t.ot, rows, r0, head_dim, inv);
     }

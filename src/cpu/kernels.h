@@ -16,6 +16,9 @@ typedef struct ra_kernels {
     const char *name;
     /* One flash-attention task: arg is an ra_flash_job (attention_internal.h). */
     void (*flash_task)(void *arg, int64_t task, int thread);
+    /* One flash-attention backward task: arg is an ra_flash_backward_job
+     * (attention_internal.h). */
+    void (*flash_backward_task)(void *arg, int64_t task, int thread);
     /* One rope task: arg is an ra_rope_job (rope_internal.h). */
     void (*rope_task)(void *arg, int64_t task, int thread);
     /* One flash-decoding task and one merge task: arg is an ra_decode_job

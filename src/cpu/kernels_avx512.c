@@ -2,12 +2,14 @@
 #if defined(__x86_64__)
 #define RA_SIMD_AVX512
 #include "cpu/flash_impl.h"
+#include "cpu/flash_backward_impl.h"
 #include "cpu/rope_impl.h"
 #include "cpu/decode_impl.h"
 
 const ra_kernels ra_kernels_avx512 = {
     .name = "avx512",
     .flash_task = flash_task,
+    .flash_backward_task = flash_backward_task,
     .rope_task = rope_task,
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,

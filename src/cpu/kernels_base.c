@@ -6,12 +6,14 @@
 #define RA_BASE_NAME "sse2"
 #endif
 #include "cpu/flash_impl.h"
+#include "cpu/flash_backward_impl.h"
 #include "cpu/rope_impl.h"
 #include "cpu/decode_impl.h"
 
 const ra_kernels ra_kernels_base = {
     .name = RA_BASE_NAME,
     .flash_task = flash_task,
+    .flash_backward_task = flash_backward_task,
     .rope_task = rope_task,
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,

@@ -1,0 +1,124 @@
+/*
+ * attention_backward.c — ra_attention_backward: argument checks, scratch,
+ * and the choice of path.  The kernels are in attention_ref_backward.c and
+ * attention_flash_backward.c (its task: cpu/flash_backward_impl.h).
+ *
+ *   dq, dout, q, out: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]   lse: [B, H, S]
+ */
+#include "attention_internal.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+/* Nonzero when view a may share an element with any of the n views (NULLs
+ * skipped); gradients interleaved in one fused buffer do not. */
+static int overlaps_any(const ra_tensor *a, const ra_tensor *const *others, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (others[i] && ra_tensors_alias(a, others[i])) return 1;
+    return 0;
+}
+
+ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
+                                        ra_attention_path path, const ra_tensor *dq,
+                                        const ra_tensor *dk, const ra_tensor *dv,
+                                        const ra_tensor *dout, const ra_tensor *q,
+                                        const ra_tensor *k, const ra_tensor *v,
+                                        const ra_tensor *out, const float *lse,
+                                        const ra_dropout *dropout)
+{
+    if (!args || !dq || !dk || !dv || !dout || !q || !k || !v) return RA_ERR_NULL;
+    if (path != RA_PATH_REFERENCE && (!out || !lse)) return RA_ERR_NULL;
+    const ra_tensor *views[] = {dq, dk, dv, dout, q, k, v, out};
+    for (int i = 0; i < 8; i++)
+        if (views[i]) RA_TRY(ra_tensor_check(views[i]));
+    const ra_tensor *f32[] = {dq, dk, dv, dout, q, out};
+    for (int i = 0; i < 6; i++)
+        if (f32[i] && f32[i]->dtype != RA_F32) return RA_ERR_DTYPE; /* k, v: any */
+    for (int d = 0; d < 4; d++) {
+        if (dq->shape[d] != q->shape[d] || dout->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
+        if (out && out->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
+        if (dk->shape[d] != k->shape[d] || dv->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
+        if (v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
+        if (d != 2 && k->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
+    }
+    if (q->shape[2] % k->shape[2]) return RA_ERR_GQA;
+
+    /* The gradients are written: they must not share memory with each other
+     * or with anything read (lse as a [B, H, S] view; q's sizes fit). */
+    ra_tensor lse_view;
+    if (lse) lse_view = ra_tensor_4d((void *)lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
+    const ra_tensor *read[] = {dout, q, k, v, out, lse ? &lse_view : NULL};
+    const ra_tensor *grads[] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++) {
+        if (overlaps_any(grads[i], read, 6)) return RA_ERR_ARGUMENT;
+        if (overlaps_any(grads[i], grads + i + 1, 2 - i)) return RA_ERR_ARGUMENT;
+    }
+
+    args->fwd.out = out;
+    args->fwd.q = q;
+    args->fwd.k = k;
+    args->fwd.v = v;
+    args->fwd.lse = NULL;
+    args->fwd.dropout = 0;
+    if (dropout) {
+        if (!(dropout->p >= 0.0f && dropout->p < 1.0f)) return RA_ERR_ARGUMENT;
+        args->fwd.dropout = dropout->p > 0.0f;
+        args->fwd.mask = ra_dropout_mask_make(dropout->p, dropout->seed, RA_STREAM_ATTENTION);
+    }
+    args->dq = dq;
+    args->dk = dk;
+    args->dv = dv;
+    args->dout = dout;
+    args->lse = lse;
+    return RA_OK;
+}
+
+size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
+                                           int64_t n_heads, int64_t head_dim, int threads)
+{
+    int64_t a, b, n;
+    if (path == RA_PATH_REFERENCE) {
+        /* P and dS [S, S] and a row of dropout multipliers (floats, an even
+         * count), then dk and dv sums [S, D] (doubles). */
+        if (ra_mul(seq, 2 * seq + 2, &a) != RA_OK || ra_mul(seq, head_dim, &b) != RA_OK ||
+            ra_mul(b, 4, &b) != RA_OK || a > RA_MAX_ELEMENTS - b)
+            return 0;
+        n = a + b;
+    } else {
+        /* Per-head dk and dv [B, H, S, dp], then each thread's tiles. */
+        if (head_dim > RA_MAX_ELEMENTS / 4096) return 0;
+        if (ra_mul(batch, n_heads, &a) != RA_OK || ra_mul(a, seq, &a) != RA_OK ||
+            ra_mul(a, 2 * ra_round_up(head_dim, 16), &a) != RA_OK ||
+            ra_mul(ra_flash_backward_per_thread(head_dim), threads, &b) != RA_OK ||
+            a > RA_MAX_ELEMENTS - b)
+            return 0;
+        n = a + b;
+    }
+    return (size_t)n * sizeof(float);
+}
+
+RA_API ra_status ra_attention_backward(ra_context *ctx, ra_attention_path path,
+                                       const ra_tensor *dq, const ra_tensor *dk,
+                                       const ra_tensor *dv, const ra_tensor *dout,
+                                       const ra_tensor *q, const ra_tensor *k,
+                                       const ra_tensor *v, const ra_tensor *out,
+                                       const float *lse, const ra_dropout *dropout)
+{
+    if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    if (path == RA_PATH_AUTO) path = RA_PATH_FLASH;
+    ra_attention_backward_args args;
+    RA_TRY(ra_attention_backward_prepare(&args, path, dq, dk, dv, dout, q, k, v, out, lse,
+                                         dropout));
+    size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], q->shape[1],
+                                                       q->shape[2], q->shape[3],
+                                                       ra_parallel_threads(ctx));
+    if (bytes == 0) return RA_ERR_OVERFLOW;
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    if (path == RA_PATH_REFERENCE)
+        ra_attention_backward_reference(&args, scratch.data);
+    else
+        ra_attention_backward_flash(ctx, &args, scratch.data);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

@@ -1,0 +1,100 @@
+/*
+ * attention_ref_backward.c — the backward of the seed's masked attention
+ * path (attention_ref.c), plain and scalar: the oracle the flash backward is
+ * tested against.  Per (b, kv head g), for each query head h of the group in
+ * order, on the calling thread, each forward line and its backward:
+ *
+ *   scores = q @ k^T / sqrt(D)          dq  = dscores @ k / sqrt(D)
+ *                                       dk += dscores^T @ q / sqrt(D)
+ *   scores = softmax(scores + mask)     dscores = P * (dP - rowsum(P * dP))
+ *   scores = attn_dropout(scores)       dP  = dPd * mult      (mult: 0 or 1/(1-p))
+ *   out    = scores @ v                 dPd = dout @ v^T,  dv += Pd^T @ dout
+ *
+ * P is recomputed row by row exactly as the forward does
+ * (ra_attention_reference_row), and the dropout multipliers are regenerated
+ * from the same Philox indices.  Dot products and sums over keys, queries
+ * and heads run in double, as in the forward; the softmax backward's
+ * elementwise products in float32.  dk and dv sum the group's heads in
+ * double and round once.
+ *
+ *   dq, dout, q: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]
+ *   scratch: P and dS [S, S], mult [2 S] (floats: an even count, so the doubles
+ *            after them are aligned); dk_sum, dv_sum [S, D] (doubles)
+ */
+#include <math.h>
+
+#include "attention_internal.h"
+
+void ra_attention_backward_reference(const ra_attention_backward_args *args, void *scratch)
+{
+    const ra_attention_args *fwd = &args->fwd;
+    const ra_tensor *q = fwd->q, *k = fwd->k, *v = fwd->v, *dout = args->dout;
+    const int64_t batch = q->shape[0], seq = q->shape[1], n_heads = q->shape[2];
+    const int64_t n_kv = k->shape[2], head_dim = q->shape[3], n_rep = n_heads / n_kv;
+    const double scale = 1.0 / sqrt((double)head_dim);
+    float *prob = scratch;                         /* [S, S]: P, then P * mult */
+    float *dscores = prob + seq * seq;             /* [S, S] */
+    float *mult = dscores + seq * seq;             /* [S], then S floats unused */
+    double *dk_sum = (double *)(mult + 2 * seq);   /* [S, D], after 2 S^2 + 2 S floats */
+    double *dv_sum = dk_sum + seq * head_dim;      /* [S, D] */
+
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t g = 0; g < n_kv; g++) {
+            for (int64_t t = 0; t < seq * head_dim; t++) dk_sum[t] = dv_sum[t] = 0.0;
+            for (int64_t h = g * n_rep; h < (g + 1) * n_rep; h++) {
+                for (int64_t i = 0; i < seq; i++) {
+                    float *p = prob + i * seq, *ds = dscores + i * seq;
+                    ra_attention_reference_row(fwd, b, h, i, p);
+                    for (int64_t j = 0; j < seq; j++) mult[j] = 1.0f;
+                    if (fwd->dropout)
+                        ra_dropout_row(&fwd->mask,
+                                       (uint64_t)((b * n_heads + h) * seq + i) * (uint64_t)seq,
+                                       seq, mult);
+                    /* dP = (dout v^T) * mult, for the keys row i sees */
+                    const float *doi = ra_row(dout, b, i, h);
+                    double row_dot = 0; /* rowsum(P * dP) */
+                    for (int64_t j = 0; j <= i; j++) {
+                        int64_t vj = ra_offset(v, b, j, g);
+                        double dot = 0;
+                        for (int64_t d = 0; d < head_dim; d++)
+                            dot += (double)doi[d] * ra_load(v->data, v->dtype, vj + d);
+                        ds[j] = (float)dot * mult[j];
+                        row_dot += (double)p[j] * ds[j];
+                    }
+                    /* dscores = P * (dP - rowsum(P * dP)), in float32 */
+                    for (int64_t j = 0; j < seq; j++)
+                        ds[j] = j <= i ? p[j] * (ds[j] - (float)row_dot) : 0.0f;
+                    for (int64_t j = 0; j < seq; j++) p[j] *= mult[j]; /* Pd */
+                }
+                /* dv += Pd^T dout;  dk += dscores^T q / sqrt(D) (scaled below) */
+                for (int64_t j = 0; j < seq; j++)
+                    for (int64_t d = 0; d < head_dim; d++) {
+                        double acc_v = 0, acc_k = 0;
+                        for (int64_t i = j; i < seq; i++) {
+                            acc_v += (double)prob[i * seq + j] * ra_row(dout, b, i, h)[d];
+                            acc_k += (double)dscores[i * seq + j] * ra_row(q, b, i, h)[d];
+                        }
+                        dv_sum[j * head_dim + d] += acc_v;
+                        dk_sum[j * head_dim + d] += acc_k;
+                    }
+                /* dq = dscores k / sqrt(D) */
+                for (int64_t i = 0; i < seq; i++) {
+                    float *dqi = ra_row(args->dq, b, i, h);
+                    for (int64_t d = 0; d < head_dim; d++) {
+                        double acc = 0;
+                        for (int64_t j = 0; j <= i; j++)
+                            acc += (double)dscores[i * seq + j] *
+                                   ra_load(k->data, k->dtype, ra_offset(k, b, j, g) + d);
+                        dqi[d] = (float)(acc * scale);
+                    }
+                }
+            }
+            for (int64_t j = 0; j < seq; j++) {
+                float *dkj = ra_row(args->dk, b, j, g), *dvj = ra_row(args->dv, b, j, g);
+                for (int64_t d = 0; d < head_dim; d++) {
+                    dkj[d] = (float)(dk_sum[j * head_dim + d] * scale);
+                    dvj[d] = (float)dv_sum[j * head_dim + d];
+                }
+            }
+        }
+}

@@ -1,0 +1,262 @@
+/*
+ * flash_backward_impl.h — the flash-attention backward's task, written once
+ * against simd.h and compiled per ISA (kernels_*.c) after flash_impl.h,
+ * whose kernels and tile helpers it reuses (scores_block, values_block,
+ * load_rows_transposed, store_rows_transposed, tile_rows; MR x NR register
+ * blocks).  FlashAttention-2's backward without atomics: a task is one
+ * (b, query head h), BQ = BK query rows at a time.  Each step quotes the
+ * forward line it differentiates:
+ *
+ *   for each query block (q0 .. q1):
+ *     Qt = (q scale)^T, dOt = dout^T  [D, BQ];  Q, dO rows [BQ, dp]
+ *     Delta = rowsum(dout * out)                                 [BQ]
+ *     for each key tile (k0 .. k0 + nk), k0 < q1:
+ *       St    = K Qt             [BK, BQ]  scores_block   S = q k^T scale
+ *       P     = exp(St - lse), masked                    P = softmax(S + mask)
+ *       Pd    = P * mult                                 Pd = attn_dropout(P)
+ *       dV_k += Pd^T dO          [BK, dp] keys_gemm      out = Pd v
+ *       dPt   = V dOt            [BK, BQ]  scores_block     (dPd = dout v^T)
+ *       dSt   = Pd * dPt - P * Delta                       (dS = P * (dP - Delta),
+ *                                                           dP = dPd * mult)
+ *       dQt  += K^T dSt          [D, BQ]   values_block   S = q k^T scale
+ *       dK_k += dSt^T Q          [BK, dp] keys_gemm      S = q k^T scale
+ *     dq = dQt^T scale
+ *
+ * The tiles are transposed as in the forward (rows of queries across the
+ * vector lanes), so K and V rows are broadcast straight from the caller's
+ * tensors; the dK and dV GEMMs instead run features across the lanes
+ * against row-major copies of Q and dO.  Delta = rowsum(dout * out) equals
+ * rowsum(P * dP), dropout or not, since out = Pd v.  dK_k and dV_k are this
+ * head's partial sums, rows of dp floats in the job's [B, H, S, dp]
+ * buffers; key tile k0 is first met by the query block q0 = k0 (BQ = BK),
+ * which writes it rather than adding to it.  attention_flash_backward.c
+ * sums the heads of each group and scales dk.  A task's result does not
+ * depend on the thread that runs it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention_internal.h"
+#include "cpu/kernels.h"
+#include "cpu/simd.h"
+
+enum { BQ = RA_FLASH_BK }; /* query rows per block: as many as keys per tile */
+
+/* Per-thread scratch, carved as ra_flash_backward_per_thread counts it. */
+typedef struct backward_tile {
+    float *qt, *dot, *dqt;            /* [D, BQ] */
+    float *qr, *dor;                  /* [BQ, dp] */
+    float *pt, *pdt, *dst;            /* [BK, BQ]: P, P * mult, dP then dS */
+    float *lse, *delta, *pos, *ones;  /* [BQ] */
+    float *mult;                      /* [BK] */
+    float *zero;                      /* [dp] */
+    const float **krow, **vrow;       /* [BK + 16] each */
+    float *wide_k, *wide_v;           /* [BK, dp] each */
+} backward_tile;
+
+static backward_tile carve_backward(const ra_flash_backward_job *job, int thread,
+                                    int64_t head_dim)
+{
+    const int64_t dp = job->dp;
+    backward_tile t;
+    t.qt = job->scratch + thread * job->per_thread;
+    t.dot = t.qt + head_dim * BQ;
+    t.dqt = t.dot + head_dim * BQ;
+    t.qr = t.dqt + head_dim * BQ;
+    t.dor = t.qr + BQ * dp;
+    t.pt = t.dor + BQ * dp;
+    t.pdt = t.pt + BK * BQ;
+    t.dst = t.pdt + BK * BQ;
+    t.lse = t.dst + BK * BQ;
+    t.delta = t.lse + BQ;
+    t.pos = t.delta + BQ;
+    t.ones = t.pos + BQ;
+    t.mult = t.ones + BQ;
+    t.zero = t.mult + BK;
+    t.krow = (const float **)(void *)(t.zero + dp);
+    t.vrow = (const float **)(void *)(t.zero + dp + 2 * (BK + 16));
+    t.wide_k = t.zero + dp + 4 * (BK + 16);
+    t.wide_v = t.wide_k + BK * dp;
+    return t;
+}
+
+/* O[j, f] = (first ? 0 : O[j, f]) + sum_{r < nq} Pt[j, r] X[r, f] for keys
+ * j in [0, n) (n <= MR) and features f in [0, nv RA_W) (nv <= NR vectors).
+ * O and X rows are dp floats apart, Pt rows BQ.  Always inlined, so the full
+ * block (n == MR, nv == NR) compiles without the tail's guards. */
+static inline __attribute__((always_inline)) void
+keys_block(float *restrict o, const float *restrict pt, const float *restrict x, int n, int nv,
+           int64_t nq, int64_t dp, int first)
+{
+    vf acc[MR][NR];
+    for (int i = 0; i < MR; i++)
+        for (int c = 0; c < NR; c++)
+            acc[i][c] = !first && i < n && c < nv ? vload(o + i * dp + c * RA_W) : vsplat(0.0f);
+    for (int64_t r = 0; r < nq; r++) {
+        vf xv[NR];
+        for (int c = 0; c < NR; c++) xv[c] = c < nv ? vload(x + r * dp + c * RA_W) : vsplat(0.0f);
+        for (int i = 0; i < MR; i++) {
+            vf pb = vsplat(i < n ? pt[i * BQ + r] : 0.0f);
+            for (int c = 0; c < NR; c++) acc[i][c] += pb * xv[c];
+        }
+    }
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < nv; c++) vstore(o + i * dp + c * RA_W, acc[i][c]);
+}
+
+/* O[j, :] (+)= sum_{r < nq} Pt[j, r] X[r, :] for keys j in [0, nk): dV from
+ * Pd and dO, dK from dS and Q.   O, X: rows of dp   Pt: [BK, BQ] */
+static void keys_gemm(float *o, const float *pt, const float *x, int64_t nk, int64_t nq,
+                      int64_t dp, int first)
+{
+    for (int64_t j0 = 0; j0 < nk; j0 += MR) {
+        int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+        for (int64_t f0 = 0; f0 < dp; f0 += NR * RA_W) {
+            int nv = (dp - f0) / RA_W < NR ? (int)((dp - f0) / RA_W) : NR;
+            float *ob = o + j0 * dp + f0;
+            if (n == MR && nv == NR)
+                keys_block(ob, pt + j0 * BQ, x + f0, MR, NR, nq, dp, first);
+            else
+                keys_block(ob, pt + j0 * BQ, x + f0, n, nv, nq, dp, first);
+        }
+    }
+}
+
+/* P = exp(St - lse) in place, keys after each row's query zeroed (diagonal
+ * tiles only); padding rows have lse = +inf and so P = 0. */
+static void probs_tile(const backward_tile *t, int64_t nk, int64_t k0, int diagonal)
+{
+    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
+        vf lse = vload(t->lse + r0), pos = vload(t->pos + r0);
+        for (int64_t j = 0; j < nk; j++) {
+            vf p = vexp(vload(t->pt + j * BQ + r0) - lse);
+            if (diagonal) p = vselect(vsplat((float)(k0 + j)) > pos, vsplat(0.0f), p);
+            vstore(t->pt + j * BQ + r0, p);
+        }
+    }
+}
+
+/* dS = Pd * dP' - P * Delta in place of dP' = dout v^T, which is
+ * P * (dP - Delta) with dP = dP' * mult (pdt == pt without dropout). */
+static void dscores_tile(const backward_tile *t, int64_t nk)
+{
+    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
+        vf delta = vload(t->delta + r0);
+        for (int64_t j = 0; j < nk; j++) {
+            int64_t at = j * BQ + r0;
+            vstore(t->dst + at, vload(t->pdt + at) * vload(t->dst + at) - vload(t->pt + at) * delta);
+        }
+    }
+}
+
+/* Points rows[j] at the zero row for j in [nk, nk rounded up to MR): the
+ * register blocks of scores_block read MR rows. */
+static void pad_rows(const float **rows, int64_t nk, const float *zero)
+{
+    for (int64_t j = nk; j < ra_round_up(nk, MR); j++) rows[j] = zero;
+}
+
+/* Qt, dOt, Q and dO rows, Delta, lse and positions for query rows
+ * [q0, q0 + nq); rows past nq are zero, with lse +inf (P = 0 there). */
+static void load_query_block(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
+                             int64_t h, int64_t q0, int64_t nq, float scale)
+{
+    const ra_attention_backward_args *a = job->args;
+    const ra_tensor *q = a->fwd.q, *out = a->fwd.out, *dout = a->dout;
+    const int64_t seq = q->shape[1], head_dim = q->shape[3], dp = job->dp;
+    const float *lse = a->lse + (b * q->shape[2] + h) * seq;
+    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
+        const float *src_q[RA_W], *src_do[RA_W];
+        for (int i = 0; i < RA_W; i++) {
+            int real = r0 + i < nq;
+            src_q[i] = real ? ra_row(q, b, q0 + r0 + i, h) : t->zero;
+            src_do[i] = real ? ra_row(dout, b, q0 + r0 + i, h) : t->zero;
+        }
+        load_rows_transposed(t->qt, BQ, r0, src_q, head_dim, scale);
+        load_rows_transposed(t->dot, BQ, r0, src_do, head_dim, 1.0f);
+    }
+    for (int64_t r = 0; r < BQ; r++) {
+        float *qr = t->qr + r * dp, *dor = t->dor + r * dp;
+        memset(qr, 0, (size_t)dp * sizeof(float));
+        memset(dor, 0, (size_t)dp * sizeof(float));
+        t->delta[r] = 0.0f;
+        t->lse[r] = INFINITY;
+        t->pos[r] = -1.0f;
+        if (r >= nq) continue;
+        const float *o = ra_row(out, b, q0 + r, h);
+        memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+        memcpy(dor, ra_row(dout, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+        float delta = 0.0f;
+        for (int64_t d = 0; d < head_dim; d++) delta += dor[d] * o[d];
+        t->delta[r] = delta;
+        t->lse[r] = lse[q0 + r];
+        t->pos[r] = (float)(q0 + r);
+    }
+}
+
+static void flash_backward_task(void *arg, int64_t task, int thread)
+{
+    const ra_flash_backward_job *job = arg;
+    const ra_attention_backward_args *a = job->args;
+    const ra_attention_args *f = &a->fwd;
+    const ra_tensor *q = f->q, *k = f->k, *v = f->v;
+    const int64_t seq = q->shape[1], n_heads = q->shape[2], head_dim = q->shape[3];
+    const int64_t b = task / n_heads, h = task % n_heads, g = h / (n_heads / k->shape[2]);
+    const int64_t dp = job->dp;
+    const float scale = (float)(1.0 / sqrt((double)head_dim));
+    float *dk_head = job->partial_k + (b * n_heads + h) * seq * dp;
+    float *dv_head = job->partial_v + (b * n_heads + h) * seq * dp;
+    backward_tile t = carve_backward(job, thread, head_dim);
+    if (!f->dropout) t.pdt = t.pt;
+    memset(t.zero, 0, (size_t)dp * sizeof(float));
+    for (int64_t r = 0; r < BQ; r++) t.ones[r] = 1.0f;
+
+    for (int64_t q0 = 0; q0 < seq; q0 += BQ) {
+        const int64_t nq = seq - q0 < BQ ? seq - q0 : BQ, q1 = q0 + nq;
+        load_query_block(&t, job, b, h, q0, nq, scale);
+        for (int64_t k0 = 0; k0 < q1; k0 += BK) {
+            const int64_t nk = q1 - k0 < BK ? q1 - k0 : BK;
+            const int first = k0 == q0; /* the first query block that sees this tile */
+            tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
+            tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
+            pad_rows(t.krow, nk, t.zero);
+            pad_rows(t.vrow, nk, t.zero);
+
+            for (int64_t j0 = 0; j0 < nk; j0 += MR) /* St = K Qt */
+                scores_block(t.pt + j0 * BQ, t.qt, t.krow + j0, nk - j0 < MR ? (int)(nk - j0) : MR,
+                             BQ, head_dim);
+            probs_tile(&t, nk, k0, k0 + nk > q0 + 1);
+            if (f->dropout) /* Pd = P * mult, the forward's multipliers */
+                for (int64_t r = 0; r < BQ; r++) {
+                    if (r < nq)
+                        ra_dropout_row(&f->mask,
+                                       (uint64_t)((b * n_heads + h) * seq + q0 + r) * (uint64_t)seq +
+                                           (uint64_t)k0,
+                                       nk, t.mult);
+                    else
+                        memset(t.mult, 0, (size_t)nk * sizeof(float));
+                    for (int64_t j = 0; j < nk; j++) t.pdt[j * BQ + r] = t.pt[j * BQ + r] * t.mult[j];
+                }
+            keys_gemm(dv_head + k0 * dp, t.pdt, t.dor, nk, nq, dp, first); /* dV += Pd^T dO */
+
+            for (int64_t j0 = 0; j0 < nk; j0 += MR) /* dPt = V dOt */
+                scores_block(t.dst + j0 * BQ, t.dot, t.vrow + j0, nk - j0 < MR ? (int)(nk - j0) : MR,
+                             BQ, head_dim);
+            dscores_tile(&t, nk);
+            int64_t d0 = 0; /* dQt += K^T dSt */
+            for (; d0 + MR <= head_dim; d0 += MR)
+                values_block(t.dqt, t.dst, t.krow, d0, MR, nk, BQ, t.ones, k0 == 0);
+            if (d0 < head_dim)
+                values_block(t.dqt, t.dst, t.krow, d0, (int)(head_dim - d0), nk, BQ, t.ones, k0 == 0);
+            keys_gemm(dk_head + k0 * dp, t.dst, t.qr, nk, nq, dp, first); /* dK += dS^T Q */
+        }
+        for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) { /* dq = dQt^T scale */
+            float *dst[RA_W], mul[RA_W];
+            for (int i = 0; i < RA_W; i++) {
+                dst[i] = r0 + i < nq ? ra_row(a->dq, b, q0 + r0 + i, h) : NULL;
+                mul[i] = scale;
+            }
+            store_rows_transposed(dst, t.dqt, BQ, r0, head_dim, mul);
+        }
+    }
+}

@@ -209,7 +209,8 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the layer");
     /* Uniform in [-1, 1) scaled to nn.Linear's 1 / sqrt(in_features). */
     for (int64_t i = 0; i < 2 * DIM * DIM + 2 * kv * DIM; i++) s->weights[i] /= 64.0f;
-    ra_layer_config config = {DIM, HEADS, KV_HEADS, HEAD_DIM, ra_rope_config_default(HEAD_DIM)};
+    ra_layer_config config = {.dim = DIM, .n_heads = HEADS, .n_kv_heads = KV_HEADS,
+                              .head_dim = HEAD_DIM, .rope = ra_rope_config_default(HEAD_DIM)};
     config.rope.table_size = s->seq;
     const float *wq = s->weights, *wk = wq + DIM * DIM, *wv = wk + kv * DIM, *wo = wv + kv * DIM;
     ra_layer_weights weights = {wq, wk, wv, wo};

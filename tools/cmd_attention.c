@@ -292,7 +292,7 @@ static int run(const attention_options *opts)
     float *weights[N_PROJ] = {0};
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
-    ra_layer_config config;
+    ra_layer_config config = {0};
     int64_t batch = 0, seq = 0;
     int failed = cli_check_output_folder(opts->output);
     if (!failed) failed = rope_source_load(&opts->rope, &src);

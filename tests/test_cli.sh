@@ -1260,6 +1260,29 @@ expect_error "convert-layout: truncated weights" cv.safetensors -- convert-layou
     --weights st_badlen.safetensors --output cv.safetensors --to half --n-heads 4
 expect_error "convert-layout: output folder missing" nodir/cv.safetensors -- convert-layout \
     --weights seed_F32.safetensors --output nodir/cv.safetensors --to half --n-heads 4
+# ---- train-demo ---------------------------------------------------------------
+# The layer's gradients train a small model: with RoPE its loss must fall
+# (from ~ln 16 to below 0.1) and it must find the token K back on held-out
+# sequences (>= 90%), beating the same model without RoPE by >= 30 points.
+check_train_demo() {
+    local name=$1; shift
+    "$RA" train-demo "$@" >"$TMP/train.out" 2>"$TMP/stderr"
+    local rc=$? first last acc
+    if [ "$rc" -ne 0 ]; then fail "$name: exit $rc ($(head -c 300 "$TMP/stderr"))"; return; fi
+    first=$(awk '$1 == "1" && NF == 3 {print $2}' "$TMP/train.out")
+    last=$(awk '$1 ~ /^[0-9]+$/ && NF == 3 {v = $2} END {print v}' "$TMP/train.out")
+    acc=$(awk '$1 == "accuracy:" {print $3, $5}' "$TMP/train.out")
+    if "$PY" -c 'import sys
+first, last, rope, no_rope = map(float, sys.argv[1:])
+sys.exit(0 if first > 2 and last < 0.1 and rope >= 0.9 and rope - no_rope >= 0.3 else 1)' \
+        $first $last $acc 2>/dev/null; then pass
+    else fail "$name: loss $first -> $last, accuracy (rope, no_rope) $acc"
+    fi
+}
+check_train_demo "train-demo: RoPE learns the token 3 back, no RoPE does not" --threads 2
+check_train_demo "train-demo --back 9 --seed 5, 1 thread" --back 9 --seed 5 --threads 1
+expect_error "train-demo: --back 0" - -- train-demo --back 0
+expect_error "train-demo: --steps abc" - -- train-demo --steps abc
 expect_error "demo: unknown option" - -- demo --fast
 expect_error "bench: unknown case" - -- bench --only rope_nope
 expect_error "bench: --repeats 0" - -- bench --repeats 0

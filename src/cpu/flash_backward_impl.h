@@ -156,6 +156,21 @@ static void pad_rows(const float **rows, int64_t nk, const float *zero)
     for (int64_t j = nk; j < ra_round_up(nk, MR); j++) rows[j] = zero;
 }
 
+/* Asks for the q, dout and out rows [q0, q0 + nq) of (b, h) to be brought
+ * into the cache: the next query block's, while this one is computed (they
+ * are 64 rows H * D apart, which the hardware prefetchers do not follow). */
+static void prefetch_query_block(const ra_attention_backward_args *a, int64_t b, int64_t h,
+                                 int64_t q0, int64_t nq)
+{
+    const ra_tensor *rows[3] = {a->fwd.q, a->dout, a->fwd.out};
+    const int64_t head_dim = a->fwd.q->shape[3];
+    for (int64_t r = 0; r < nq; r++)
+        for (int i = 0; i < 3; i++) {
+            const float *row = ra_row(rows[i], b, q0 + r, h);
+            for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d, 0, 2);
+        }
+}
+
 /* Qt, dOt, Q and dO rows, Delta, lse and positions for query rows
  * [q0, q0 + nq); rows past nq are zero, with lse +inf (P = 0 there). */
 static void load_query_block(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
@@ -186,8 +201,11 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
         const float *o = ra_row(out, b, q0 + r, h);
         memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
         memcpy(dor, ra_row(dout, b, q0 + r, h), (size_t)head_dim * sizeof(float));
-        float delta = 0.0f;
-        for (int64_t d = 0; d < head_dim; d++) delta += dor[d] * o[d];
+        vf acc = vsplat(0.0f); /* Delta = rowsum(dout * out), RA_W partial sums */
+        int64_t d = 0;
+        for (; d + RA_W <= head_dim; d += RA_W) acc += vload(dor + d) * vload(o + d);
+        float delta = vreduce_add(acc);
+        for (; d < head_dim; d++) delta += dor[d] * o[d];
         t->delta[r] = delta;
         t->lse[r] = lse[q0 + r];
         t->pos[r] = (float)(q0 + r);
@@ -214,6 +232,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
     for (int64_t q0 = 0; q0 < seq; q0 += BQ) {
         const int64_t nq = seq - q0 < BQ ? seq - q0 : BQ, q1 = q0 + nq;
         load_query_block(&t, job, b, h, q0, nq, scale);
+        if (q1 < seq) prefetch_query_block(a, b, h, q1, seq - q1 < BQ ? seq - q1 : BQ);
         for (int64_t k0 = 0; k0 < q1; k0 += BK) {
             const int64_t nk = q1 - k0 < BK ? q1 - k0 : BK;
             const int first = k0 == q0; /* the first query block that sees this tile */

@@ -20,13 +20,16 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     *out = NULL;
     if (max_tokens <= 0) return RA_ERR_SIZE;
     const ra_layer_config *c = &layer->config;
-    /* xq and attn: tokens * dim each; xk, xv: tokens * Hkv * D <= tokens * dim;
-     * lse: tokens * H <= tokens * dim. */
-    int64_t n_x, floats, ints;
+    /* Floats: xq and attn, tokens * dim each; xk and xv, tokens * Hkv * D
+     * each; lse, tokens * H: at most 5 * tokens * dim, which must fit (the
+     * backward's scratch relies on it too).  ids and starts: 2 * max_tokens
+     * int64, the bytes of 4 * max_tokens floats. */
+    int64_t n_x, bound;
     RA_TRY(ra_mul(max_tokens, c->dim, &n_x));
-    RA_TRY(ra_mul(n_x, 5, &floats)); /* bounds the sum below */
-    floats = 2 * n_x + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
-    RA_TRY(ra_mul(max_tokens, 4, &ints)); /* ids and starts, as int64 */
+    RA_TRY(ra_mul(n_x, 5, &bound));
+    RA_TRY(ra_mul(max_tokens, 4, &bound));
+    const int64_t floats =
+        2 * n_x + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
     ra_layer_tape *tape = calloc(1, sizeof *tape);
     if (!tape) return RA_ERR_NOMEM;
     tape->activations = ra_alloc((size_t)floats * sizeof(float));

@@ -377,12 +377,15 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, ra_attention_path pat
 /* The backward of out = ra_attention(q, k, v, dropout): given dout = dL/dout,
  * writes dq = dL/dq, dk = dL/dk and dv = dL/dv.  They are overwritten, not
  * accumulated, and are float32 views that must not overlap one another nor
- * any input (RA_ERR_ARGUMENT).  q, k, v and dropout are what the forward
- * took (k, v in f32, f16 or bf16; their gradients are float32 regardless);
- * the dropout masks are regenerated from the seed, never stored.  out and
- * lse are what ra_attention_forward_lse wrote for those inputs: the flash
- * path needs both (RA_ERR_NULL without them); the reference path recomputes
- * the probabilities and ignores them (either may be NULL).
+ * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
+ * as dq, dk and dv inside a fused dQKV gradient, do not count as
+ * overlapping.  q, k, v and dropout are what the forward took (k, v in f32,
+ * f16 or bf16; their gradients are float32 regardless); the dropout masks
+ * are regenerated from the seed, never stored.  out and lse are what
+ * ra_attention_forward_lse wrote for those inputs: the flash path needs
+ * both (RA_ERR_NULL without them); the reference path recomputes the
+ * probabilities and does not read them (either may be NULL; an out given is
+ * still checked).
  *
  * GQA: dk and dv of kv head g sum the query heads g * rep .. g * rep + rep - 1
  * in that order.  The softmax backward runs in float32, as the forward:

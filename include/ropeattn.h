@@ -564,13 +564,16 @@ typedef struct ra_layer_grads {
  * dx = dL/dx (always overwritten) and the weights' gradients (overwritten or
  * accumulated, as grads->accumulate says).  Dropout masks are regenerated
  * from the forward's seed; the attention's backward runs on the forward's
- * path, recomputing probabilities from the saved log-sum-exp (flash: O(tile)
- * memory; reference: O(S^2)), with GQA gradients summed over each group;
- * dq and dk go back through RoPE with RA_INVERSE; the projections' products
- * use CBLAS.  The tape is left as it was: a second backward with another dy
- * is allowed.  The outputs must not overlap one another, dy, x, or the
- * weights (RA_ERR_ARGUMENT).  Thread count: the same bits for any context
- * (OpenBLAS's own thread count may change the last bits of its products).
+ * path, recomputing probabilities from the saved log-sum-exp (flash:
+ * O(S D) per head, never O(S^2); reference: [S, S] per head), with GQA
+ * gradients summed over each group; dq and dk go back through RoPE with
+ * RA_INVERSE; the projections' products use CBLAS.  Scratch, from the
+ * context's workspace: 4 * B * S * (3 dim + 2 Hkv D) bytes, plus the
+ * attention backward's.  The tape is left as it was: a second backward with
+ * another dy is allowed.  The outputs must not overlap one another, dy, x,
+ * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.
+ * Thread count: the same bits for any context (OpenBLAS's own thread count
+ * may change the last bits of its products).
  *   dy, dx: [B, S, dim] of the recorded forward */
 RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,

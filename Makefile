@@ -68,7 +68,7 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
 
-# NEON: the library's pure parts (all but the layer, which needs CBLAS, and
+# NEON: the library's pure parts (all but the layer's files and gemm.c, which need CBLAS, and
 # src/io, which needs cJSON) cross-compiled for aarch64 with Debian's
 # gcc-aarch64-linux-gnu, the kernels with -ffp-contract=fast as above,
 # linked static with tests/test_neon.c and run under qemu-aarch64
@@ -77,7 +77,7 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libropeattn.a
 NEON_CC     ?= aarch64-linux-gnu-gcc
 NEON_CFLAGS  = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
                -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -Iinclude -Isrc
-NEON_SRC    := $(filter-out src/layer.c,$(wildcard src/*.c)) $(wildcard src/cpu/*.c) tests/test_neon.c
+NEON_SRC    := $(filter-out src/layer%.c src/gemm.c,$(wildcard src/*.c)) $(wildcard src/cpu/*.c) tests/test_neon.c
 NEON_OBJ    := $(NEON_SRC:%.c=$(BUILD)/neon/obj/%.o)
 NEON_TEST   := $(if $(SANITIZE),,$(if $(shell command -v $(NEON_CC) 2>/dev/null),$(BUILD)/neon/test_neon))
 

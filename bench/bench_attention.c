@@ -2,7 +2,7 @@
  * bench_attention.c — causal GQA attention (the flash path through
  * ra_attention) at three prompt lengths, its backward at S = 2048, and the
  * whole LLaMA-2-7B-shaped layer beside its four projection GEMMs timed
- * alone.
+ * alone, and its backward beside its forward.
  *
  *   q, out: [1, S, 32, 128]   k, v: [1, S, 8, 128]   x, y: [1, S, 4096]
  */
@@ -209,7 +209,8 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the layer");
     /* Uniform in [-1, 1) scaled to nn.Linear's 1 / sqrt(in_features). */
     for (int64_t i = 0; i < 2 * DIM * DIM + 2 * kv * DIM; i++) s->weights[i] /= 64.0f;
-    ra_layer_config config = {DIM, HEADS, KV_HEADS, HEAD_DIM, ra_rope_config_default(HEAD_DIM)};
+    ra_layer_config config = {.dim = DIM, .n_heads = HEADS, .n_kv_heads = KV_HEADS,
+                              .head_dim = HEAD_DIM, .rope = ra_rope_config_default(HEAD_DIM)};
     config.rope.table_size = s->seq;
     const float *wq = s->weights, *wk = wq + DIM * DIM, *wv = wk + kv * DIM, *wo = wv + kv * DIM;
     ra_layer_weights weights = {wq, wk, wv, wo};
@@ -229,6 +230,71 @@ static int layer_check(void *state, ra_context *ctx)
     (void)ctx;
     layer_state *s = state;
     return all_finite(s->y, s->seq * DIM, "the layer");
+}
+
+/* ---- the layer's backward ------------------------------------------------ */
+
+/* The layer and its training forward (untimed, in setup), then the timed
+ * backward: dy, dx [1, S, dim]; dw = dwq | dwk | dwv | dwo, overwritten. */
+typedef struct layer_backward_state {
+    layer_state *fwd; /* the layer, x and y */
+    ra_layer_tape *tape;
+    float *dy, *dx, *dw;
+} layer_backward_state;
+
+static void layer_backward_teardown(void *state)
+{
+    layer_backward_state *s = state;
+    if (!s) return;
+    layer_teardown(s->fwd);
+    ra_layer_tape_destroy(s->tape);
+    free(s->dy);
+    free(s->dx);
+    free(s->dw);
+    free(s);
+}
+
+static int layer_backward_setup(const void *params, ra_context *ctx, void **state)
+{
+    layer_backward_state *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s) return cli_fail(EXIT_FAIL, "bench: out of memory for the layer's backward");
+    void *fwd = NULL;
+    int failed = layer_setup(params, ctx, &fwd);
+    s->fwd = fwd;
+    if (failed) return failed;
+    const int64_t seq = s->fwd->seq, kv = KV_HEADS * HEAD_DIM;
+    s->dy = bench_random_floats(seq * DIM, 24);
+    s->dx = bench_random_floats(seq * DIM, 25);
+    s->dw = bench_random_floats(2 * DIM * DIM + 2 * kv * DIM, 26);
+    if (!s->dy || !s->dx || !s->dw)
+        return cli_fail(EXIT_FAIL, "bench: out of memory for the layer's backward");
+    ra_forward_options options = {RA_PATH_FLASH, 0, 0.0f, 0};
+    ra_status status = ra_layer_tape_create(&s->tape, s->fwd->layer, seq);
+    if (status == RA_OK)
+        status = ra_layer_forward_train(s->fwd->layer, ctx, s->fwd->y, s->tape, s->fwd->x, 1, seq,
+                                        NULL, &options);
+    return status == RA_OK ? 0 : cli_fail_status(status, "bench: the layer's training forward");
+}
+
+static ra_status layer_backward_run(void *state, ra_context *ctx)
+{
+    layer_backward_state *s = state;
+    const int64_t kv = KV_HEADS * HEAD_DIM;
+    float *dwq = s->dw, *dwk = dwq + DIM * DIM, *dwv = dwk + kv * DIM, *dwo = dwv + kv * DIM;
+    ra_layer_grads grads = {dwq, dwk, dwv, dwo, 0};
+    return ra_layer_backward(s->fwd->layer, ctx, s->dx, &grads, s->tape, s->dy);
+}
+
+/* Finite gradients here; tests/test_layer_backward.c and the layergrad
+ * fixtures check their values. */
+static int layer_backward_check(void *state, ra_context *ctx)
+{
+    (void)ctx;
+    layer_backward_state *s = state;
+    const int64_t kv = KV_HEADS * HEAD_DIM;
+    if (all_finite(s->dx, s->fwd->seq * DIM, "the layer's backward (dx)")) return 1;
+    return all_finite(s->dw, 2 * DIM * DIM + 2 * kv * DIM, "the layer's backward (dW)");
 }
 
 /* ---- the four projections alone ---------------------------------------- */
@@ -344,12 +410,14 @@ static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192, seq_32768 
 /* Targets (issue 4): attention at 0.70 of sgemm; the layer at most 1.1 times
  * its parts (the projections and attention_prefill_f32_s2048).  Issue 6: the
  * attention backward at 0.50 of sgemm, its work counted as 2.5 times the
- * forward's flops (the five GEMMs of FlashAttention-2's backward).  S = 8192 is
+ * forward's flops (the five GEMMs of FlashAttention-2's backward); the
+ * layer's backward (the projections' dx and dW, twice their forward flops,
+ * and the attention's) at most 2.5 times the layer's forward.  S = 8192 is
  * about 2 s a run: 3 samples at most.  S = 32768 checks memory, not speed:
  * the warm-up run's peak resident memory beyond q, k, v and out (1280 MiB)
- * within 64 MiB, O(threads x tile); about 30 s a run, one timed sample.  The seed's PyTorch attention holds
- * two [1, 32, S, S] score arrays, 17 GiB at S = 8192: timed at 512 and 2048
- * only. */
+ * within 64 MiB, O(threads x tile); about 30 s a run, one timed sample.  The
+ * seed's PyTorch attention holds two [1, 32, S, S] score arrays, 17 GiB at
+ * S = 8192: timed at 512 and 2048 only. */
 const bench_case bench_attention_cases[] = {
     ATTENTION_CASE("attention_prefill_f32_s512", "B1 H32 Hkv8 D128 S512 causal, flash",
                    seq_512, 512, 0, 1),
@@ -376,6 +444,12 @@ const bench_case bench_attention_cases[] = {
      .params = &seq_2048, .setup = layer_setup, .run = layer_run, .check = layer_check,
      .teardown = layer_teardown,
      .parts = "layer_projections_f32_s2048,attention_prefill_f32_s2048", .parts_target = 1.1},
+    {.name = "layer_backward_f32_s2048", .shape = "dim4096 H32 Hkv8 D128 S2048, flash, dx dW",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM,
+     .work = 2.0 * PROJECTION_FLOPS(2048) + 2.5 * ATTENTION_FLOPS(2048), .work_is_flops = 1,
+     .params = &seq_2048, .setup = layer_backward_setup, .run = layer_backward_run,
+     .check = layer_backward_check, .teardown = layer_backward_teardown,
+     .parts = "layer_forward_f32_s2048", .parts_target = 2.5},
 };
 const int bench_attention_case_count =
     sizeof bench_attention_cases / sizeof bench_attention_cases[0];

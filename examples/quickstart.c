@@ -1,7 +1,8 @@
 /*
  * quickstart.c — the README's tour of the C API, compiled by `make` so that
  * it keeps compiling.  Rotates q and k with RoPE, runs causal GQA attention,
- * then the whole Attention layer, checking every status.
+ * then the whole Attention layer, forward and backward, checking every
+ * status.
  *
  *   cc -Iinclude examples/quickstart.c build/libropeattn.a -lopenblas -lcjson -lm -pthread
  */
@@ -57,6 +58,20 @@ int main(void)
     TRY(ra_layer_create(&layer, &lc, &lw));
     TRY(ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL)); /* x, y: [B, S, dim] */
     printf("out[0] = %g, y[0] = %g\n", out[0], y[0]);
+
+    /* Training: a tape made once, a forward that fills it, the backward of
+     * L = sum(y * dy) (here dy = x): dx [B, S, dim] and the four dW. */
+    float *dx = calloc(B * S * DIM, sizeof(float)), *dw = calloc(4 * DIM * DIM, sizeof(float));
+    if (!dx || !dw) return 1;
+    ra_layer_tape *tape;
+    TRY(ra_layer_tape_create(&tape, layer, B * S));            /* reused every step */
+    ra_forward_options train = {RA_PATH_FLASH, 1, 0.1f, 42};    /* dropout 0.1, seed */
+    TRY(ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, &train));
+    ra_layer_grads g = {dw, dw + DIM * DIM, dw + 2 * DIM * DIM, dw + 3 * DIM * DIM, 0};
+    TRY(ra_layer_backward(layer, ctx, dx, &g, tape, x));       /* 1 in g: accumulate */
+    printf("dx[0] = %g, dwq[0] = %g\n", dx[0], dw[0]);
+    ra_layer_tape_destroy(tape);
+    free(dx); free(dw);
 
     ra_layer_destroy(layer);
     ra_rope_destroy(rope);

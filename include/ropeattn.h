@@ -309,6 +309,10 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
                                const int64_t *positions, int64_t n);
 
 /* Rotates every head of x by its token's position: out = R x (or R^T x).
+ * RA_INVERSE is RoPE's backward: for y = ra_rope_apply(x, RA_FORWARD),
+ * dL/dx = ra_rope_apply(dL/dy, RA_INVERSE) at the same positions, for every
+ * layout, rope type (attention factor included), partial rotary, dtype and
+ * position mode (tests/test_rope_backward.c: <a R x, g> = <x, a R^T g>).
  * out and x have the same shape and dtype; out == x (the same data and
  * strides) rotates in place, and otherwise their memory must not overlap
  * (RA_ERR_ARGUMENT).  Computed in float32 and rounded once to the
@@ -455,10 +459,16 @@ typedef struct ra_layer_config {
     int64_t n_kv_heads; /* Hkv; 0 means n_heads (the seed's None) */
     int64_t head_dim;   /* D; 0 means dim / n_heads (the seed's rule) */
     ra_rope_config rope; /* its head_dim is set from the layer's */
+    int no_rope;        /* nonzero: q and k are not rotated (rope ignored;
+                           every angle is 0, on every path) — a layer
+                           without position information, for ablations
+                           (like Hugging Face's no_rope_layers) */
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, no bias.
- * The layer borrows these pointers: keep them alive while the layer lives. */
+ * The layer borrows these pointers: keep them alive while the layer lives.
+ * Their values are read at each call, so an optimizer may update them in
+ * place between calls. */
 typedef struct ra_layer_weights {
     const float *wq; /* [H * D, dim] */
     const float *wk; /* [Hkv * D, dim] */
@@ -504,6 +514,70 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
+
+/* ------------------------------------------------------------------------ */
+/* Training: the layer's forward with a tape, and its backward               */
+/* ------------------------------------------------------------------------ */
+
+/* What the backward needs from one training forward, O(S * dim), never
+ * O(S^2): the rotated q and k, v and the attention output before wo
+ * ([B, S, H or Hkv, D] each), the log-sum-exp of each query row's scaled
+ * scores ([B, H, S]; the backward recomputes the probabilities from it), a
+ * copy of the positions, the path and dropout, and a pointer to x, which is
+ * borrowed: x must stay unchanged until the backward.  Dropout masks are not
+ * stored: the backward regenerates them from the seed.  A tape is made once
+ * for one layer and up to max_tokens = B * S tokens, and every forward
+ * overwrites it, so a training loop allocates nothing per step.  Size:
+ * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations plus
+ * 16 * max_tokens bytes of positions. */
+typedef struct ra_layer_tape ra_layer_tape;
+
+RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
+                                      int64_t max_tokens);
+RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
+
+/* ra_layer_forward (the same y, bit for bit, for the same arguments) that
+ * also fills the tape for ra_layer_backward.  options as there: training
+ * with dropout p applies the seed's attn_dropout to the probabilities and
+ * resid_dropout to y; p = 0 or training = 0 is the inference forward.
+ * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
+ * made for another layer is RA_ERR_ARGUMENT.  Packed batches (cu_seqlens):
+ * RA_ERR_UNSUPPORTED, as in ra_layer_forward.
+ *   x: [B, S, dim] (kept by pointer until the backward)   y: [B, S, dim] */
+RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
+                                        ra_layer_tape *tape, const float *x, int64_t batch,
+                                        int64_t seq, const ra_positions *positions,
+                                        const ra_forward_options *options);
+
+/* Where ra_layer_backward puts the weights' gradients, float32, shaped as
+ * the weights ([out_features, in_features]). */
+typedef struct ra_layer_grads {
+    float *dwq;     /* [H * D, dim] */
+    float *dwk;     /* [Hkv * D, dim] */
+    float *dwv;     /* [Hkv * D, dim] */
+    float *dwo;     /* [dim, H * D] */
+    int accumulate; /* nonzero: add to what they hold (gradient accumulation
+                       over micro-batches); 0: overwrite them */
+} ra_layer_grads;
+
+/* The backward of the forward recorded in tape: given dy = dL/dy, writes
+ * dx = dL/dx (always overwritten) and the weights' gradients (overwritten or
+ * accumulated, as grads->accumulate says).  Dropout masks are regenerated
+ * from the forward's seed; the attention's backward runs on the forward's
+ * path, recomputing probabilities from the saved log-sum-exp (flash:
+ * O(S D) per head, never O(S^2); reference: [S, S] per head), with GQA
+ * gradients summed over each group; dq and dk go back through RoPE with
+ * RA_INVERSE; the projections' products use CBLAS.  Scratch, from the
+ * context's workspace: 4 * B * S * (3 dim + 2 Hkv D) bytes, plus the
+ * attention backward's.  The tape is left as it was: a second backward with
+ * another dy is allowed.  The outputs must not overlap one another, dy, x,
+ * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.
+ * Thread count: the same bits for any context (OpenBLAS's own thread count
+ * may change the last bits of its products).
+ *   dy, dx: [B, S, dim] of the recorded forward */
+RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
+                                   const ra_layer_grads *grads, const ra_layer_tape *tape,
+                                   const float *dy);
 
 /* Weight-row permutation between the layouts, per head, for wq or wk
  * [n_heads * D, in_features]: RA_LAYOUT_HALF reorders interleaved rows

@@ -1,6 +1,8 @@
 /*
  * context.c — an execution context: a small pool of worker threads that
- * wait on a condition variable, and a workspace reused across calls.
+ * wait on a condition variable, and workspaces reused across calls: one for
+ * the kernels, one for a composite call (the layer's backward) that keeps
+ * buffers while it calls other library functions.
  *
  * ra_parallel_for publishes a job (fn, arg, n_tasks) under a new generation
  * number; every thread, the caller included, claims task indices from an
@@ -35,8 +37,8 @@ struct ra_context {
     int64_t n_tasks;
     atomic_int_fast64_t next_task;
 
-    void *workspace;
-    size_t workspace_bytes;
+    void *workspace[RA_SCRATCH_SLOTS];
+    size_t workspace_bytes[RA_SCRATCH_SLOTS];
 };
 
 typedef struct worker_start {
@@ -174,7 +176,7 @@ RA_API void ra_context_destroy(ra_context *ctx)
     pthread_cond_destroy(&ctx->wake);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx->workers);
-    free(ctx->workspace);
+    for (int slot = 0; slot < RA_SCRATCH_SLOTS; slot++) free(ctx->workspace[slot]);
     free(ctx);
 }
 
@@ -209,7 +211,7 @@ void ra_parallel_for(ra_context *ctx, int64_t n_tasks, ra_task_fn fn, void *arg)
     }
 }
 
-ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out)
+static ra_status acquire(ra_context *ctx, int slot, size_t bytes, ra_scratch *out)
 {
     out->data = NULL;
     out->owned = 0;
@@ -219,15 +221,25 @@ ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out)
         out->owned = 1;
         return out->data ? RA_OK : RA_ERR_NOMEM;
     }
-    if (ctx->workspace_bytes < bytes) {
+    if (ctx->workspace_bytes[slot] < bytes) {
         void *grown = ra_alloc(bytes);
         if (!grown) return RA_ERR_NOMEM;
-        free(ctx->workspace);
-        ctx->workspace = grown;
-        ctx->workspace_bytes = bytes;
+        free(ctx->workspace[slot]);
+        ctx->workspace[slot] = grown;
+        ctx->workspace_bytes[slot] = bytes;
     }
-    out->data = ctx->workspace;
+    out->data = ctx->workspace[slot];
     return RA_OK;
+}
+
+ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out)
+{
+    return acquire(ctx, 0, bytes, out);
+}
+
+ra_status ra_scratch_acquire_outer(ra_context *ctx, size_t bytes, ra_scratch *out)
+{
+    return acquire(ctx, 1, bytes, out);
 }
 
 void ra_scratch_release(ra_scratch *scratch)

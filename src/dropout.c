@@ -48,3 +48,13 @@ void ra_dropout_row(const ra_dropout_mask *mask, uint64_t first, int64_t n, floa
         mult[t] = words[index % 4] >= mask->threshold ? mask->scale : 0.0f;
     }
 }
+
+void ra_dropout_apply(const ra_dropout_mask *mask, uint64_t first, float *x, int64_t n)
+{
+    float mult[256];
+    for (int64_t done = 0; done < n; done += 256) {
+        int64_t len = n - done < 256 ? n - done : 256;
+        ra_dropout_row(mask, first + (uint64_t)done, len, mult);
+        for (int64_t t = 0; t < len; t++) x[done + t] *= mult[t];
+    }
+}

@@ -29,6 +29,11 @@ ra_dropout_mask ra_dropout_mask_make(float p, uint64_t seed, uint32_t stream);
 /* mult[t] = 0 or scale for elements first .. first + n - 1. */
 void ra_dropout_row(const ra_dropout_mask *mask, uint64_t first, int64_t n, float *mult);
 
+/* x[i] *= mult(first + i) for i in [0, n): applies the mask to a buffer
+ * whose element i has index first + i.  Also the mask's backward: the
+ * gradient of x * mult is dy * mult. */
+void ra_dropout_apply(const ra_dropout_mask *mask, uint64_t first, float *x, int64_t n);
+
 /* The four Philox-4x32-10 words for a counter and key (exposed for tests). */
 void ra_philox4x32(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]);
 

@@ -7,20 +7,15 @@
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
  */
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
 #include "attention_internal.h"
+#include "gemm.h"
 #include "kvcache_internal.h"
+#include "layer_internal.h"
 #include "parallel.h"
 #include "rope_internal.h"
-
-struct ra_layer {
-    ra_layer_config config; /* n_kv_heads and head_dim resolved */
-    ra_layer_weights weights;
-    ra_rope *rope;
-};
 
 static ra_status resolve_config(ra_layer_config *c)
 {
@@ -58,6 +53,7 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         free(layer);
         return status;
     }
+    if (c.no_rope) ra_rope_zero_angles(layer->rope);
     c.rope = layer->rope->config;
     layer->config = c;
     layer->weights = *weights;
@@ -77,57 +73,65 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)
     return layer ? &layer->config : NULL;
 }
 
-/* out[M, N] = a[M, K] w[N, K]^T, in row blocks that fit cblas's int sizes. */
-static void project(float *out, const float *a, const float *w, int64_t m, int64_t n, int64_t k)
+ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
+                              int64_t batch, int64_t seq, const ra_positions *positions,
+                              const ra_forward_options *options, ra_layer_call *call)
 {
-    const int64_t block = INT_MAX / (n > k ? n : k);
-    for (int64_t r = 0; r < m; r += block) {
-        int64_t rows = m - r < block ? m - r : block;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)k, 1.0f,
-                    a + r * k, (int)k, w, (int)k, 0.0f, out + r * n, (int)n);
-    }
+    if (!layer || !y || !x) return RA_ERR_NULL;
+    int64_t dims[3] = {batch, seq, layer->config.dim};
+    RA_TRY(ra_count(dims, 3, &call->n_x));
+    call->batch = batch;
+    call->seq = seq;
+    call->tokens = batch * seq;
+    ra_forward_options opt = {RA_PATH_AUTO, 0, 0.0f, 0};
+    if (options) opt = *options;
+    if ((unsigned)opt.path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    if (opt.training && !(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
+    call->dropout.p = opt.training ? opt.dropout : 0.0f;
+    call->dropout.seed = opt.seed;
+    call->path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
+    call->pos = (ra_positions){.start = 0};
+    if (positions) call->pos = *positions;
+    /* Packed ragged batches need attention that stays inside each sequence. */
+    if (call->pos.cu_seqlens) return RA_ERR_UNSUPPORTED;
+    return ra_positions_check(&call->pos, batch, seq);
 }
 
-/* resid_dropout(y): y [tokens, dim], elements indexed (b*S + s)*dim + c. */
-static void output_dropout(float *y, int64_t n, float p, uint64_t seed)
+void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
+                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call)
 {
-    ra_dropout_mask mask = ra_dropout_mask_make(p, seed, RA_STREAM_OUTPUT);
-    float mult[256];
-    for (int64_t first = 0; first < n; first += 256) {
-        int64_t len = n - first < 256 ? n - first : 256;
-        ra_dropout_row(&mask, (uint64_t)first, len, mult);
-        for (int64_t t = 0; t < len; t++) y[first + t] *= mult[t];
-    }
+    const ra_layer_config *c = &layer->config;
+    const int64_t kv = c->n_kv_heads * c->head_dim;
+    ra_gemm_nt(xq->data, x, layer->weights.wq, call->tokens, c->dim, c->dim); /* xq = wq(x) */
+    ra_gemm_nt(xk->data, x, layer->weights.wk, call->tokens, kv, c->dim);     /* xk = wk(x) */
+    ra_gemm_nt(xv->data, x, layer->weights.wv, call->tokens, kv, c->dim);     /* xv = wv(x) */
+    ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
+    ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
+}
+
+void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call)
+{
+    const int64_t dim = layer->config.dim;
+    ra_gemm_nt(y, attn, layer->weights.wo, call->tokens, dim, dim); /* output = wo(output) */
+    if (call->dropout.p > 0.0f)                                       /* resid_dropout */
+        ra_layer_output_dropout(y, call->n_x, call->dropout.p, call->dropout.seed);
 }
 
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
                                   int64_t batch, int64_t seq, const ra_positions *positions,
                                   const ra_forward_options *options)
 {
-    if (!layer || !y || !x) return RA_ERR_NULL;
+    ra_layer_call call;
+    RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
     const ra_layer_config *c = &layer->config;
-    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
-    int64_t dims[3] = {batch, seq, dim}, n_x, tokens;
-    RA_TRY(ra_count(dims, 3, &n_x));
-    tokens = batch * seq;
-    ra_forward_options opt = {RA_PATH_AUTO, 0, 0.0f, 0};
-    if (options) opt = *options;
-    if ((unsigned)opt.path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
-    if (opt.training && !(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
-    float p = opt.training ? opt.dropout : 0.0f;
-    ra_positions pos = {.start = 0};
-    if (positions) pos = *positions;
-
-    /* Packed ragged batches need attention that stays inside each sequence. */
-    if (pos.cu_seqlens) return RA_ERR_UNSUPPORTED;
-    RA_TRY(ra_positions_check(&pos, batch, seq));
-    ra_attention_path path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
 
     /* Scratch: xq, xk, xv and the attention output, then the kernel's own. */
-    int64_t n_q = n_x, n_kv = tokens * Hkv * D; /* n_q = tokens * H * D = tokens * dim */
-    size_t kernel_bytes = ra_attention_scratch_bytes(path, seq, H, Hkv, D, ra_parallel_threads(ctx));
+    int64_t n_q = call.n_x, n_kv = call.tokens * Hkv * D; /* n_q = tokens * H * D = tokens * dim */
+    size_t kernel_bytes =
+        ra_attention_scratch_bytes(call.path, seq, H, Hkv, D, ra_parallel_threads(ctx));
     int64_t own_floats;
-    RA_TRY(ra_mul(n_x, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
+    RA_TRY(ra_mul(call.n_x, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
     size_t own = (size_t)(2 * n_q + 2 * n_kv) * sizeof(float);
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
     ra_scratch scratch;
@@ -139,24 +143,18 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
     float *kernel_scratch = buf + 2 * n_q + 2 * n_kv;
     ra_attention_args args;
-    ra_dropout drop = {p, opt.seed};
-    ra_status status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &drop);
+    ra_status status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &call.dropout);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         return status;
     }
 
-    project(xq.data, x, layer->weights.wq, tokens, H * D, dim);   /* xq = wq(x) */
-    project(xk.data, x, layer->weights.wk, tokens, Hkv * D, dim); /* xk = wk(x) */
-    project(xv.data, x, layer->weights.wv, tokens, Hkv * D, dim); /* xv = wv(x) */
-    ra_rope_apply(layer->rope, ctx, &xq, &xq, &pos, RA_FORWARD);  /* xq, xk = apply_rotary_emb */
-    ra_rope_apply(layer->rope, ctx, &xk, &xk, &pos, RA_FORWARD);
-    if (path == RA_PATH_REFERENCE)
+    ra_layer_qkv(layer, ctx, x, &xq, &xk, &xv, &call);
+    if (call.path == RA_PATH_REFERENCE)
         ra_attention_reference(&args, kernel_scratch);
     else
         ra_attention_flash(ctx, &args, kernel_scratch);
-    project(y, attn.data, layer->weights.wo, tokens, dim, H * D); /* output = wo(output) */
-    if (p > 0.0f) output_dropout(y, n_x, p, opt.seed);          /* resid_dropout */
+    ra_layer_output(layer, y, attn.data, &call);
     ra_scratch_release(&scratch);
     return RA_OK;
 }
@@ -213,9 +211,9 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
 
     /* Nothing is written before the append has accepted everything. */
-    project(xq.data, x, layer->weights.wq, tokens, H * D, dim);   /* xq = wq(x) */
-    project(xk.data, x, layer->weights.wk, tokens, Hkv * D, dim); /* xk = wk(x) */
-    project(xv.data, x, layer->weights.wv, tokens, Hkv * D, dim); /* xv = wv(x) */
+    ra_gemm_nt(xq.data, x, layer->weights.wq, tokens, H * D, dim);   /* xq = wq(x) */
+    ra_gemm_nt(xk.data, x, layer->weights.wk, tokens, Hkv * D, dim); /* xk = wk(x) */
+    ra_gemm_nt(xv.data, x, layer->weights.wv, tokens, Hkv * D, dim); /* xv = wv(x) */
     ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);
@@ -226,7 +224,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     } else if (status == RA_OK) {
         ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, buf + 2 * n_q + 2 * n_kv);
     }
-    if (status == RA_OK) project(y, attn.data, layer->weights.wo, tokens, dim, H * D);
+    if (status == RA_OK) ra_gemm_nt(y, attn.data, layer->weights.wo, tokens, dim, H * D);
     ra_scratch_release(&scratch);
     return status;
 }

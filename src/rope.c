@@ -88,6 +88,15 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     return RA_OK;
 }
 
+void ra_rope_zero_angles(ra_rope *rope)
+{
+    for (int64_t i = 0; i < rope->n_pairs; i++) rope->inv_freq[i] = 0.0;
+    rope->attention_factor = 1.0;
+    for (int64_t m = 0; m < rope->config.table_size; m++)
+        ra_rope_angles(rope, m, 0, rope->n_pairs, rope->cos + m * rope->n_pairs,
+                       rope->sin + m * rope->n_pairs);
+}
+
 RA_API void ra_rope_destroy(ra_rope *rope)
 {
     if (!rope) return;

@@ -28,6 +28,11 @@ ra_status ra_rope_frequencies(const ra_rope_config *config, double *inv_freq,
 void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n,
                     float *cos, float *sin);
 
+/* Sets every inverse frequency to 0 and the attention factor to 1, table
+ * included: the rotation becomes the identity (x * 1 - y * 0 = x) on every
+ * path that uses this rope.  The layer's no_rope. */
+void ra_rope_zero_angles(ra_rope *rope);
+
 /* Checks a view: non-NULL data, known dtype, positive shape, strides >= 0
  * with stride[3] == 1, and a largest offset that fits. */
 ra_status ra_tensor_check(const ra_tensor *t);

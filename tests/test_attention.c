@@ -2,8 +2,8 @@
  * test_attention.c — causal GQA attention and the attention layer: the flash
  * path against the reference on many shapes (strided views too), identical
  * bits for any thread count, dropout, causality, the layer against a plain
- * composition of its steps, the two layouts through permuted weights, and
- * argument checks.
+ * composition of its steps, the two layouts through permuted weights, a layer
+ * without RoPE (no_rope), and argument checks.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -334,7 +334,8 @@ static void test_layer(void)
         const int64_t start = t == 2 ? 1000 : 0;
         layer_by_hand(ref, x, wq, wk, wv, wo, c, 10000.0, start);
 
-        ra_layer_config cfg = {c->dim, c->h, c->hkv, 0, ra_rope_config_default(0)};
+        ra_layer_config cfg = {.dim = c->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
+                               .rope = ra_rope_config_default(0)};
         ra_layer_weights w = {wq, wk, wv, wo};
         ra_layer *layer;
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
@@ -387,7 +388,7 @@ static void test_layer_training(void)
     ra_test_fill(wk, kv * dim, 3);
     ra_test_fill(wv, kv * dim, 4);
     ra_test_fill(wo, dim * dim, 5);
-    ra_layer_config cfg = {dim, h, hkv, 0, ra_rope_config_default(0)};
+    ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .rope = ra_rope_config_default(0)};
     ra_layer_weights w = {wq, wk, wv, wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
@@ -407,13 +408,62 @@ static void test_layer_training(void)
     free(x); free(wq); free(wk); free(wv); free(wo); free(y0); free(y1); free(y2);
 }
 
+/* no_rope: the rotation is the identity on every path, so positions change
+ * nothing (the same bits at any start or ids), the KV-cache path agrees
+ * with the full forward (to 1e-5: other summation orders), and the output
+ * differs from the same layer with RoPE. */
+static void test_layer_no_rope(void)
+{
+    const int64_t s = 12, dim = 32, h = 4, hkv = 2, kv = 16;
+    float *x = malloc(4 * s * dim), *wq = malloc(4 * dim * dim), *wk = malloc(4 * kv * dim);
+    float *wv = malloc(4 * kv * dim), *wo = malloc(4 * dim * dim);
+    float *y0 = malloc(4 * s * dim), *y1 = malloc(4 * s * dim), *y2 = malloc(4 * s * dim);
+    ra_test_fill(x, s * dim, 11);
+    ra_test_fill(wq, dim * dim, 12);
+    ra_test_fill(wk, kv * dim, 13);
+    ra_test_fill(wv, kv * dim, 14);
+    ra_test_fill(wo, dim * dim, 15);
+    ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv,
+                           .rope = ra_rope_config_default(0), .no_rope = 1};
+    cfg.rope.type = RA_ROPE_YARN; /* ignored, attention factor included */
+    cfg.rope.scaling.factor = 4.0;
+    cfg.rope.scaling.original_max_position_embeddings = 8;
+    cfg.rope.table_size = 4;
+    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer *layer, *roped;
+    CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
+    CHECK(ra_layer_get_config(layer)->no_rope == 1, "no_rope kept in the config");
+    int64_t ids[12] = {9, 0, 5000, 3, 3, 70, 1, 2, 8, 100000, 4, 6};
+    ra_positions start0 = {.start = 0}, far = {.start = 123456}, by_ids = {.ids = ids};
+    CHECK(ra_layer_forward(layer, NULL, y0, x, 1, s, &start0, NULL) == RA_OK, "start 0");
+    CHECK(ra_layer_forward(layer, NULL, y1, x, 1, s, &far, NULL) == RA_OK, "far start");
+    CHECK(ra_layer_forward(layer, NULL, y2, x, 1, s, &by_ids, NULL) == RA_OK, "ids");
+    CHECK(memcmp(y0, y1, 4 * s * dim) == 0 && memcmp(y0, y2, 4 * s * dim) == 0,
+          "positions changed a layer without RoPE");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, 1, s, hkv, dim / h, RA_F32) == RA_OK, "cache");
+    CHECK(ra_layer_forward_cached(layer, NULL, cache, y1, x, 1, s - 1, &far) == RA_OK, "prefill");
+    CHECK(ra_layer_forward_cached(layer, NULL, cache, y1 + (s - 1) * dim, x + (s - 1) * dim, 1, 1,
+                                  NULL) == RA_OK, "decode");
+    double e = ra_test_max_rel_diff(y1, y0, s * dim);
+    CHECK(e <= 1e-5, "cached path without RoPE differs by %.3g", e);
+    cfg.no_rope = 0;
+    CHECK(ra_layer_create(&roped, &cfg, &w) == RA_OK, "create with rope");
+    CHECK(ra_layer_forward(roped, NULL, y2, x, 1, s, &start0, NULL) == RA_OK, "roped");
+    CHECK(ra_test_max_rel_diff(y2, y0, s * dim) > 1e-2, "no_rope changed nothing");
+    ra_kv_cache_destroy(cache);
+    ra_layer_destroy(roped);
+    ra_layer_destroy(layer);
+    free(x); free(wq); free(wk); free(wv); free(wo); free(y0); free(y1); free(y2);
+}
+
 static void test_errors(void)
 {
     float buf[256] = {0}, out[256];
     memset(out, 0x7f, sizeof out);
     ra_layer_weights w = {buf, buf, buf, buf};
     ra_layer *layer = NULL;
-    ra_layer_config cfg = {16, 4, 2, 0, ra_rope_config_default(0)};
+    ra_layer_config cfg = {.dim = 16, .n_heads = 4, .n_kv_heads = 2, .rope = ra_rope_config_default(0)};
     CHECK(ra_layer_create(NULL, &cfg, &w) == RA_ERR_NULL, "NULL out");
     ra_layer_weights wnull = {buf, NULL, buf, buf};
     CHECK(ra_layer_create(&layer, &cfg, &wnull) == RA_ERR_NULL, "NULL weight");
@@ -482,6 +532,7 @@ int main(void)
     RUN(test_dropout);
     RUN(test_layer);
     RUN(test_layer_training);
+    RUN(test_layer_no_rope);
     RUN(test_errors);
     return ra_test_summary("attention");
 }

@@ -785,6 +785,156 @@ expect_usage "attention --cache-dtype without --prefill" "--cache-dtype needs --
 expect_usage "attention --prefill with --path reference" "--prefill runs the flash path" -- \
     attention $SEED --n-heads 4 --prefill 2 --path reference
 
+# ---- attention gradients (--grad-output, --grads) ---------------------------
+# The backward of L = sum(Y * DY), against the seed's module differentiated by
+# hand in float64 numpy (tests/fixtures holds the PyTorch autograd check).
+cat >"$TMP/grad_helper.py" <<'EOF'
+"""Gradient fixtures and checks for test_cli.sh (numpy only)."""
+import json, os, struct, sys
+import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import helper
+from helper import B, S, DIM, H, HKV
+
+def backward(x, wq, wk, wv, wo, dy, h, hkv, start=0, theta=10000.0, layout="interleaved"):
+    """dL/dx and dL/dw of L = sum(y * dy), y = helper.seed_attention(...):
+    each forward line differentiated in reverse."""
+    b, s, dim = x.shape; d = dim // h; rep = h // hkv
+    q = helper.rope((x @ wq.T).reshape(b, s, h, d), start, theta, layout)
+    k = helper.rope((x @ wk.T).reshape(b, s, hkv, d), start, theta, layout)
+    v = (x @ wv.T).reshape(b, s, hkv, d)
+    qh, kh, vh = (t.transpose(0, 2, 1, 3) for t in (q, np.repeat(k, rep, 2), np.repeat(v, rep, 2)))
+    scores = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(d) + np.triu(np.full((s, s), -np.inf), 1)
+    p = np.exp(scores - scores.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+    out = (p @ vh).transpose(0, 2, 1, 3).reshape(b, s, h * d)
+    # y = out wo^T
+    dwo = dy.reshape(-1, dim).T @ out.reshape(-1, h * d)
+    dout = (dy @ wo).reshape(b, s, h, d).transpose(0, 2, 1, 3)
+    # out = p v;  p = softmax(q k^T / sqrt(d))
+    dp = dout @ vh.transpose(0, 1, 3, 2)
+    dvh = p.transpose(0, 1, 3, 2) @ dout
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True)) / np.sqrt(d)
+    dqh, dkh = ds @ kh, ds.transpose(0, 1, 3, 2) @ qh
+    # repeat_kv: sum each group; heads back to [b, s, heads, d]
+    dk = dkh.reshape(b, hkv, rep, s, d).sum(2).transpose(0, 2, 1, 3)
+    dv = dvh.reshape(b, hkv, rep, s, d).sum(2).transpose(0, 2, 1, 3)
+    dq = dqh.transpose(0, 2, 1, 3)
+    # rope: its transpose is the inverse rotation
+    dq = helper.rope(dq, start, theta, layout, inverse=True).reshape(b * s, h * d)
+    dk = helper.rope(dk, start, theta, layout, inverse=True).reshape(b * s, hkv * d)
+    dv = dv.reshape(b * s, hkv * d)
+    xf = x.reshape(-1, dim)
+    dx = (dq @ wq + dk @ wk + dv @ wv).reshape(x.shape)
+    return dx, [dq.T @ xf, dk.T @ xf, dv.T @ xf, dwo]
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__": continue
+        lo, hi = meta["data_offsets"]
+        assert meta["dtype"] == "F32", (name, meta["dtype"])
+        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], np.float32).reshape(meta["shape"])
+    return out
+
+def gen(out):
+    rng = np.random.default_rng(11)
+    dy = rng.uniform(-1, 1, (B, S, DIM)).astype(np.float32)
+    np.save(f"{out}/dy.npy", dy)
+    np.save(f"{out}/dy2d.npy", dy[0])
+    np.save(f"{out}/dy_wrong.npy", dy[:, :-1])
+    np.save(f"{out}/dy_f64.npy", dy.astype(np.float64))
+    x = np.load(f"{out}/x.npy").astype(np.float64)
+    ws = [helper.encode(w, "F32")[1] for w in helper.weights(1)]
+    cases = {"seed": (x, dict(), helper.SEED_NAMES, None),
+             "seed2d": (x[:1], dict(), helper.SEED_NAMES, None),
+             "start7": (x, dict(start=7, theta=500000.0), helper.SEED_NAMES, None),
+             "hf": (x, dict(), helper.HF_NAMES, "model.layers.0.self_attn.")}
+    for name, (xc, kw, names, prefix) in cases.items():
+        dx, dws = backward(xc, *ws, dy[: xc.shape[0]].astype(np.float64), H, HKV, **kw)
+        if prefix:  # HF weights: wq, wk rows permuted, and so their gradients
+            dws = [helper.permute_rows(dws[0], H), helper.permute_rows(dws[1], HKV)] + dws[2:]
+            names = [prefix + n for n in names]
+        ref = {"x": dx[0] if name == "seed2d" else dx}
+        ref.update(zip(names, dws))
+        np.savez(f"{out}/gref_{name}.npz", **ref)
+
+def check(path, ref_path, tol):
+    got, ref = read_safetensors(path), dict(np.load(ref_path))
+    if sorted(got) != sorted(ref):
+        print(f"{path}: tensors {sorted(got)}, expected {sorted(ref)}"); return 1
+    for name, want in ref.items():
+        g = got[name]
+        if g.shape != want.shape or not np.all(np.isfinite(g)):
+            print(f"{path}: {name} has shape {g.shape}, expected {want.shape}"); return 1
+        err = np.max(np.abs(g - want)) / np.max(np.abs(want))
+        if err > tol:
+            print(f"{path}: {name} rel err {err:.3g} > {tol:g}"); return 1
+    return 0
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen": gen(sys.argv[2])
+    elif sys.argv[1] == "check": sys.exit(check(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+EOF
+if ! "$PY" "$TMP/grad_helper.py" gen "$TMP"; then fail "gradient fixture generation"; fi
+
+# expect_grads NAME REF -- ARGS...: ropeattn ARGS must succeed silently and
+# write g.safetensors with exactly the tensors of gref_REF.npz, F32, to 1e-4.
+expect_grads() {
+    local name=$1 ref=$2; shift 3
+    rm -f y.npy y2.npy g.safetensors
+    if ! "$RA" "$@" >"$TMP/stdout" 2>"$TMP/stderr"; then
+        fail "$name: exit $? ($(head -c 300 "$TMP/stderr"))"; return
+    fi
+    if [ -s "$TMP/stderr" ]; then fail "$name: wrote to stderr: $(head -c 300 "$TMP/stderr")"
+    elif ! "$PY" "$TMP/grad_helper.py" check g.safetensors "gref_$ref.npz" 1e-4; then fail "$name"
+    else pass
+    fi
+}
+GRADS="--grad-output dy.npy --grads g.safetensors"
+expect_grads "attention --grads, seed names, flash" seed -- attention $SEED --n-heads 4 $GRADS
+expect_ok "attention --grads: Y is the inference Y" y.npy ref_F32.npy 1e-4 -- \
+    attention $SEED --n-heads 4 $GRADS
+expect_grads "attention --grads, reference path, 1 thread" seed -- \
+    attention $SEED --n-heads 4 $GRADS --path reference --threads 1
+expect_grads "attention --grads, 2-D input" seed2d -- attention --weights seed_F32.safetensors \
+    --input x2d.npy --output y2.npy --n-heads 4 --grad-output dy2d.npy --grads g.safetensors
+expect_grads "attention --grads --start-pos 7 --theta 500000" start7 -- \
+    attention $SEED --n-heads 4 --start-pos 7 --theta 500000 $GRADS
+expect_grads "attention --grads, HF names (gradients under q_proj.weight ...)" hf -- \
+    attention --weights hf.safetensors --input x.npy --output y.npy --config config.json $GRADS
+
+# Refused: exit 1, one message, and neither Y nor G written.
+expect_grads_error() {
+    local name=$1; shift 2
+    rm -f y.npy
+    expect_error "$name" g.safetensors -- "$@"
+    if [ -e y.npy ]; then fail "$name: left y.npy behind"; else pass; fi
+}
+expect_grads_error "attention: DY of the wrong shape" -- attention $SEED --n-heads 4 \
+    --grad-output dy_wrong.npy --grads g.safetensors
+if grep -q "dy_wrong.npy has shape \[2, 4, 64\].*\[2, 5, 64\]" "$TMP/stderr"; then pass
+else fail "attention: DY shape message: $(cat "$TMP/stderr")"
+fi
+expect_grads_error "attention: DY float64" -- attention $SEED --n-heads 4 \
+    --grad-output dy_f64.npy --grads g.safetensors
+expect_grads_error "attention: DY missing" -- attention $SEED --n-heads 4 \
+    --grad-output nope.npy --grads g.safetensors
+rm -f y.npy
+expect_error "attention: --grads folder missing" nodir/g.safetensors -- attention $SEED \
+    --n-heads 4 --grad-output dy.npy --grads nodir/g.safetensors
+if [ -e y.npy ]; then fail "attention: --grads folder missing: left y.npy behind"; else pass; fi
+expect_usage "attention --grads without --grad-output" "--grads needs --grad-output" -- \
+    attention $SEED --n-heads 4 --grads g.safetensors
+expect_usage "attention --grad-output without --grads" "--grad-output needs --grads" -- \
+    attention $SEED --n-heads 4 --grad-output dy.npy
+expect_usage "attention --grads with --prefill" "--prefill (the KV-cache generator) has no" -- \
+    attention $SEED --n-heads 4 $GRADS --prefill 2
+expect_usage "attention --grads = --output" "--grads and --output name the same file" -- \
+    attention $SEED --n-heads 4 --grad-output dy.npy --grads y.npy
+
 # ---- rope and freqs ---------------------------------------------------------
 expect_ok "rope interleaved" r.npy rope_ref_interleaved.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 3
@@ -1110,6 +1260,29 @@ expect_error "convert-layout: truncated weights" cv.safetensors -- convert-layou
     --weights st_badlen.safetensors --output cv.safetensors --to half --n-heads 4
 expect_error "convert-layout: output folder missing" nodir/cv.safetensors -- convert-layout \
     --weights seed_F32.safetensors --output nodir/cv.safetensors --to half --n-heads 4
+# ---- train-demo ---------------------------------------------------------------
+# The layer's gradients train a small model: with RoPE its loss must fall
+# (from ~ln 16 to below 0.1) and it must find the token K back on held-out
+# sequences (>= 90%), beating the same model without RoPE by >= 30 points.
+check_train_demo() {
+    local name=$1; shift
+    "$RA" train-demo "$@" >"$TMP/train.out" 2>"$TMP/stderr"
+    local rc=$? first last acc
+    if [ "$rc" -ne 0 ]; then fail "$name: exit $rc ($(head -c 300 "$TMP/stderr"))"; return; fi
+    first=$(awk '$1 == "1" && NF == 3 {print $2}' "$TMP/train.out")
+    last=$(awk '$1 ~ /^[0-9]+$/ && NF == 3 {v = $2} END {print v}' "$TMP/train.out")
+    acc=$(awk '$1 == "accuracy:" {print $3, $5}' "$TMP/train.out")
+    if "$PY" -c 'import sys
+first, last, rope, no_rope = map(float, sys.argv[1:])
+sys.exit(0 if first > 2 and last < 0.1 and rope >= 0.9 and rope - no_rope >= 0.3 else 1)' \
+        $first $last $acc 2>/dev/null; then pass
+    else fail "$name: loss $first -> $last, accuracy (rope, no_rope) $acc"
+    fi
+}
+check_train_demo "train-demo: RoPE learns the token 3 back, no RoPE does not" --threads 2
+check_train_demo "train-demo --back 9 --seed 5, 1 thread" --back 9 --seed 5 --threads 1
+expect_error "train-demo: --back 0" - -- train-demo --back 0
+expect_error "train-demo: --steps abc" - -- train-demo --steps abc
 expect_error "demo: unknown option" - -- demo --fast
 expect_error "bench: unknown case" - -- bench --only rope_nope
 expect_error "bench: --repeats 0" - -- bench --repeats 0

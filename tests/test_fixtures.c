@@ -7,8 +7,9 @@
  *
  * Each file is dispatched on its name prefix: table_, rope_, repkv_, attn_,
  * freqs_, rotary_ for the rope types (transformers' modeling_rope_utils
- * formulas, in float64), and coregrad_ for the attention core's gradients
- * (torch autograd).  Inputs and weights in the files are float64 values
+ * formulas, in float64), coregrad_ for the attention core's gradients
+ * (torch autograd) and layergrad_ for the whole layer's (float64 autograd of
+ * the seed's module).  Inputs and weights in the files are float64 values
  * that are exact float32 values (stored as f64, or for the model-sized
  * attention cases as their generator, fixture.h's dtype 2); expected outputs
  * are f64 and compared in double.
@@ -311,7 +312,7 @@ static void test_reader_uniform(void)
 static void test_fixture_names(void)
 {
     static const char *const prefixes[] = {"table_", "rope_", "repkv_", "attn_",
-                                           "freqs_", "rotary_", "coregrad_"};
+                                           "freqs_", "rotary_", "coregrad_", "layergrad_"};
     CHECK(fixture_count > 0, "no fixtures in %s", fixture_dir);
     for (int i = 0; i < fixture_count; i++) {
         int known = 0;
@@ -763,7 +764,8 @@ static void check_attention(const fixture *fx)
     CHECK(!ctx[2] || ra_context_threads(ctx[2]) == 2, "the 2-thread context has %d threads",
           ra_context_threads(ctx[2]));
     if (x32 && q && k && v && o && ctx[1] && ctx[2]) {
-        layer_case lc = {fx, {dim, h, hkv, d, ra_rope_config_default(d)},
+        layer_case lc = {fx, {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
+                              .rope = ra_rope_config_default(d)},
                          x->shape[0], x->shape[1], start, x32, y};
         lc.config.rope.theta = theta;
         ra_layer_weights w = {q, k, v, o};
@@ -1227,6 +1229,104 @@ static void test_rotary(void)
     for_each_fixture("rotary_", check_rotary);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Layer gradients (layergrad_*): float64 autograd of the seed's module      */
+/* ------------------------------------------------------------------------ */
+
+/* Gradients, max |g - ref| / max |ref| per tensor: the issue's bound
+ * against float64 (float32 forward and backward give ~1e-6). */
+#define GRAD_TOL 1e-4
+
+static int grad_ratios[3]; /* fixtures seen with GQA 1:1, 4:1, 8:1 */
+
+/* y and every gradient of one path, checked; returns the worst error. */
+static double check_grad_path(const fixture *fx, const ra_layer *layer, ra_context *ctx,
+                              ra_attention_path path, const float *x, const float *dy,
+                              const fx_tensor *const ref[6], int64_t b, int64_t s, int64_t start)
+{
+    static const char *const names[6] = {"y", "dx", "dwq", "dwk", "dwv", "dwo"};
+    float *out[6] = {NULL};
+    int ok = 1;
+    for (int i = 0; i < 6; i++) ok &= (out[i] = malloc((size_t)ref[i]->count * sizeof(float))) != NULL;
+    ra_layer_tape *tape = NULL;
+    ra_status st = ok ? ra_layer_tape_create(&tape, layer, b * s) : RA_ERR_NOMEM;
+    ra_forward_options train = {path, 1, 0.0f, 0};
+    ra_positions pos = {.start = start};
+    if (st == RA_OK) st = ra_layer_forward_train(layer, ctx, out[0], tape, x, b, s, &pos, &train);
+    ra_layer_grads grads = {out[2], out[3], out[4], out[5], 0};
+    if (st == RA_OK) st = ra_layer_backward(layer, ctx, out[1], &grads, tape, dy);
+    CHECK(st == RA_OK, "%s: path %d: %s", fx->name, path, ra_status_string(st));
+    double worst = 0;
+    for (int i = 0; st == RA_OK && i < 6; i++) {
+        double err = ra_test_rel_err(out[i], ref[i]->f64, (size_t)ref[i]->count);
+        CHECK(err <= GRAD_TOL, "%s: path %d: %s rel err %.3g", fx->name, path, names[i], err);
+        worst = fmax(worst, err);
+    }
+    ra_layer_tape_destroy(tape);
+    for (int i = 0; i < 6; i++) free(out[i]);
+    return st == RA_OK ? worst : NAN;
+}
+
+static void check_layer_grad(const fixture *fx)
+{
+    int64_t dim, h, hkv, d, start;
+    double theta;
+    if (!need_i64(fx, "dim", &dim) || !need_i64(fx, "n_heads", &h) ||
+        !need_i64(fx, "n_kv_heads", &hkv) || !need_i64(fx, "head_dim", &d) ||
+        !need_i64(fx, "start_pos", &start) || !need_f64(fx, "theta", &theta))
+        return;
+    const fx_tensor *x = need(fx, "x", FX_F64, 3, (const int64_t[]){-1, -1, dim});
+    if (!x) return;
+    const int64_t q_shape[2] = {h * d, dim}, kv_shape[2] = {hkv * d, dim}, o_shape[2] = {dim, h * d};
+    const fx_tensor *w[4] = {need(fx, "wq", FX_F64, 2, q_shape), need(fx, "wk", FX_F64, 2, kv_shape),
+                             need(fx, "wv", FX_F64, 2, kv_shape), need(fx, "wo", FX_F64, 2, o_shape)};
+    const fx_tensor *dy = need(fx, "dy", FX_F64, 3, x->shape);
+    const fx_tensor *ref[6] = {need(fx, "y", FX_F64, 3, x->shape), need(fx, "dx", FX_F64, 3, x->shape),
+                               need(fx, "dwq", FX_F64, 2, q_shape), need(fx, "dwk", FX_F64, 2, kv_shape),
+                               need(fx, "dwv", FX_F64, 2, kv_shape), need(fx, "dwo", FX_F64, 2, o_shape)};
+    for (int i = 0; i < 6; i++)
+        if (!ref[i] || (i < 4 && !w[i]) || !dy) return;
+    float *x32 = to_f32(fx, x), *dy32 = to_f32(fx, dy), *w32[4];
+    for (int i = 0; i < 4; i++) w32[i] = to_f32(fx, w[i]);
+    ra_layer *layer = NULL;
+    ra_context *ctx = NULL;
+    if (x32 && dy32 && w32[0] && w32[1] && w32[2] && w32[3]) {
+        ra_layer_config config = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
+                                  .rope = ra_rope_config_default(d)};
+        config.rope.theta = theta;
+        ra_layer_weights lw = {w32[0], w32[1], w32[2], w32[3]};
+        ra_status st = ra_layer_create(&layer, &config, &lw);
+        CHECK(st == RA_OK, "%s: ra_layer_create: %s", fx->name, ra_status_string(st));
+        st = ra_context_create(&ctx, 2);
+        CHECK(st == RA_OK, "ra_context_create: %s", ra_status_string(st));
+    }
+    if (layer && ctx) {
+        double worst = 0;
+        for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++)
+            worst = fmax(worst, check_grad_path(fx, layer, ctx, (ra_attention_path)path, x32, dy32,
+                                                ref, x->shape[0], x->shape[1], start));
+        grad_ratios[0] += h == hkv;
+        grad_ratios[1] += h == 4 * hkv;
+        grad_ratios[2] += h == 8 * hkv;
+        printf("  %-40s %d:1  max rel err %.2e (y, dx, dW; reference + flash)\n", fx->name,
+               (int)(h / hkv), worst);
+    }
+    ra_context_destroy(ctx);
+    ra_layer_destroy(layer);
+    free(x32);
+    free(dy32);
+    for (int i = 0; i < 4; i++) free(w32[i]);
+}
+
+static void test_layer_grads(void)
+{
+    memset(grad_ratios, 0, sizeof grad_ratios);
+    for_each_fixture("layergrad_", check_layer_grad);
+    CHECK(grad_ratios[0] && grad_ratios[1] && grad_ratios[2],
+          "the gradient fixtures must cover GQA 1:1, 4:1 and 8:1 (%d, %d, %d)", grad_ratios[0],
+          grad_ratios[1], grad_ratios[2]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) fixture_dir = argv[1];
@@ -1241,6 +1341,7 @@ int main(int argc, char **argv)
     RUN(test_attention_core_grad);
     RUN(test_rope_types);
     RUN(test_rotary);
+    RUN(test_layer_grads);
     for (int i = 0; i < fixture_count; i++) free(fixture_names[i]);
     free(fixture_names);
     return ra_test_summary("fixtures");

@@ -37,7 +37,7 @@ static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, uint64_t s
     float scale = 1.0f / sqrtf((float)dim);
     for (int64_t i = 0; i < dim * dim; i++) m->wq[i] *= scale, m->wo[i] *= scale;
     for (int64_t i = 0; i < kv * dim; i++) m->wk[i] *= scale, m->wv[i] *= scale;
-    ra_layer_config cfg = {dim, h, hkv, 0, ra_rope_config_default(0)};
+    ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .rope = ra_rope_config_default(0)};
     cfg.rope.layout = RA_LAYOUT_HALF;
     ra_layer_weights w = {m->wq, m->wk, m->wv, m->wo};
     CHECK(ra_layer_create(&m->layer, &cfg, &w) == RA_OK, "layer");

@@ -114,6 +114,7 @@ int cmd_rope(int argc, char **argv);
 int cmd_freqs(int argc, char **argv);
 int cmd_convert_layout(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_train_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 #endif

@@ -3,6 +3,8 @@
  * real checkpoint and real activations, in inference mode.  With --prefill P
  * the first P tokens of each sequence go through the layer as one prefill
  * into a KV cache and the rest one token at a time, as a generator would.
+ * With --grad-output and --grads it also runs the backward
+ * (attention_grads.c).
  *
  *   X: [B, S, dim] or [S, dim] (batch 1)  ->  Y: the same shape, float32
  */
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_grads.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "io/io.h"
@@ -23,6 +26,7 @@ static const char usage[] =
     "                          [--path flash|reference] [--rope-parameters JSON]\n"
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "                          [--prefill P [--cache-dtype f32|f16|bf16]]\n"
+    "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "\n"
     "Runs one attention layer (the seed's Attention module, inference mode):\n"
     "x -> wq, wk, wv -> RoPE -> causal grouped-query attention -> wo.\n"
@@ -49,6 +53,14 @@ static const char usage[] =
     "                  prefill).  Positions as without it; flash path only\n"
     "  --cache-dtype T the KV cache's element type with --prefill: f32 (default),\n"
     "                  f16 or bf16 (keys and values rounded to it when cached)\n"
+    "  --grad-output DY\n"
+    "                  float32 .npy of Y's shape: the gradient of a loss L with\n"
+    "                  respect to Y (L = sum(Y * DY)); needs --grads\n"
+    "  --grads G       also run the layer's backward and write G (.safetensors,\n"
+    "                  F32): tensor 'x' = dL/dX in X's shape, and each weight's\n"
+    "                  gradient under that weight's own name in W (e.g.\n"
+    "                  model.layers.0.self_attn.q_proj.weight); written only on\n"
+    "                  success, with Y.  Not with --prefill\n"
     ROPE_CLI_USAGE
     "\n"
     "--config also gives hidden_size, num_attention_heads, num_key_value_heads and\n"
@@ -58,6 +70,7 @@ static const char usage[] =
 
 typedef struct attention_options {
     const char *weights, *input, *output;
+    const char *grad_output, *grads; /* --grad-output, --grads: NULL unless given */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
@@ -281,29 +294,46 @@ static int forward_and_write(const attention_options *opts, const ra_layer *laye
     return failed;
 }
 
+/* Y and, with --grads, the gradients of sum(Y * DY). */
+static int compute_and_write(const attention_options *opts, const checkpoint *ckpt,
+                             const ra_layer *layer, ra_context *ctx, const ra_npy *x,
+                             const ra_npy *dy, const int64_t *ids, int64_t batch, int64_t seq)
+{
+    if (!opts->grads) return forward_and_write(opts, layer, ctx, x, ids, batch, seq);
+    attention_grads_job job = {layer, &ckpt->tensors, x, dy, batch, seq,
+                               {.start = opts->start_pos, .ids = ids},
+                               cli_attention_path(opts->path), opts->output, opts->grads};
+    return attention_grads_run(&job, ctx);
+}
+
 static int run(const attention_options *opts)
 {
     char msg[CLI_MSG_LEN];
     rope_source src = {0};
     checkpoint ckpt = {.path = opts->weights};
-    ra_npy x = {0};
+    ra_npy x = {0}, dy = {0};
     positions_file file = {0};
     int64_t *ids = NULL;
     float *weights[N_PROJ] = {0};
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
-    ra_layer_config config;
+    ra_layer_config config = {0};
     int64_t batch = 0, seq = 0;
     int failed = cli_check_output_folder(opts->output);
+    if (!failed && opts->grads) failed = cli_check_output_folder(opts->grads);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
     if (!failed && (ra_safetensors_open(&ckpt.st, ckpt.path, msg, sizeof msg) != RA_OK ||
-                    ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK))
+                    ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
+                    (opts->grad_output &&
+                     ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = checkpoint_find_attention(ckpt.st, ckpt.path, opts->layer, &ckpt.tensors)) &&
         !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
         !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, opts->prefill,
                                  &batch, &seq)) &&
+        !(opts->grad_output &&
+          (failed = attention_grads_check(&dy, opts->grad_output, &x, opts->input))) &&
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
@@ -312,12 +342,13 @@ static int run(const attention_options *opts)
                                 &config)) &&
         !(failed = create_layer(&ckpt, &config, weights, &layer)) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
-        failed = forward_and_write(opts, layer, ctx, &x, ids, batch, seq);
+        failed = compute_and_write(opts, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
     ra_context_destroy(ctx);
     ra_layer_destroy(layer);
     for (int p = 0; p < N_PROJ; p++) free(weights[p]);
     free(ids);
     positions_free(&file);
+    ra_npy_free(&dy);
     ra_npy_free(&x);
     ra_safetensors_close(ckpt.st);
     rope_source_free(&src);
@@ -344,6 +375,8 @@ int cmd_attention(int argc, char **argv)
         CLI_INT_OPTION("--prefill", &opts.prefill, 1, INT32_MAX),
         CLI_CHOICE_OPTION("--cache-dtype", &opts.cache_dtype, cache_dtype_names,
                           .seen = &opts.has_cache_dtype),
+        CLI_STRING_OPTION("--grad-output", &opts.grad_output),
+        CLI_STRING_OPTION("--grads", &opts.grads),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -359,6 +392,17 @@ int cmd_attention(int argc, char **argv)
     if (opts.has_cache_dtype && !opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --cache-dtype needs --prefill (without it "
                         "there is no KV cache)");
+    if (opts.grads && !opts.grad_output)
+        return cli_fail(EXIT_USAGE, "attention: --grads needs --grad-output (the gradient of "
+                        "the loss with respect to Y)");
+    if (opts.grad_output && !opts.grads)
+        return cli_fail(EXIT_USAGE, "attention: --grad-output needs --grads (where to write "
+                        "the gradients)");
+    if (opts.grads && strcmp(opts.grads, opts.output) == 0)
+        return cli_fail(EXIT_USAGE, "attention: --grads and --output name the same file");
+    if (opts.grads && opts.prefill)
+        return cli_fail(EXIT_USAGE, "attention: --grads runs the layer's training forward and "
+                        "backward; --prefill (the KV-cache generator) has no backward");
     if (opts.prefill && opts.path == CLI_PATH_REFERENCE)
         return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
                         "--path reference");

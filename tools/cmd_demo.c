@@ -107,8 +107,9 @@ static int build(demo *d)
     random_uniform(d->k, (size_t)(d->seq * kv), 1.0f, DEMO_SEED + 12);
     random_uniform(d->v, (size_t)(d->seq * kv), 1.0f, DEMO_SEED + 13);
 
-    ra_layer_config config = {dim, DEMO_HEADS, DEMO_KV_HEADS, DEMO_HEAD_DIM,
-                              ra_rope_config_default(DEMO_HEAD_DIM)};
+    ra_layer_config config = {.dim = dim, .n_heads = DEMO_HEADS, .n_kv_heads = DEMO_KV_HEADS,
+                              .head_dim = DEMO_HEAD_DIM,
+                              .rope = ra_rope_config_default(DEMO_HEAD_DIM)};
     config.rope.table_size = d->seq;
     ra_layer_weights weights = {w[0], w[1], w[2], w[3]};
     ra_status status = ra_layer_create(&d->layer, &config, &weights);

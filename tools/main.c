@@ -17,6 +17,8 @@ static const subcommand subcommands[] = {
     {"convert-layout", cmd_convert_layout,
      "permute wq/wk rows between the interleaved and half RoPE layouts"},
     {"demo", cmd_demo, "run a LLaMA-2-7B-shaped layer on generated weights and check it"},
+    {"train-demo", cmd_train_demo,
+     "train a small model built from the layer, with and without RoPE, and compare"},
     {"bench", cmd_bench, "measure rope, attention and the layer against machine limits"},
 };
 #define N_SUBCOMMANDS (int)(sizeof subcommands / sizeof subcommands[0])

@@ -1,0 +1,111 @@
+/*
+ * layer_backward.c — the backward of the seed's Attention module: its
+ * forward lines in reverse, each step quoting the line it differentiates.
+ *
+ *   dy [B, S, dim]
+ *   -> g = dy * resid mask                      [B, S, dim]
+ *   -> dattn = g wo                             [B, S, H * D]
+ *   -> dq, dk, dv = attention backward          [B, S, H or Hkv, D]
+ *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
+ *      regenerated from the seed)
+ *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
+ *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
+ *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
+ *
+ * Nothing the caller owns is written before the one call that can fail (the
+ * attention's backward, for scratch memory).
+ */
+#include <string.h>
+
+#include "gemm.h"
+#include "layer_tape.h"
+#include "parallel.h"
+
+/* Whether [a, a + a_n) and [b, b + b_n) (floats) share memory. */
+static int overlap(const float *a, int64_t a_n, const float *b, int64_t b_n)
+{
+    uintptr_t a0 = (uintptr_t)a, a1 = a0 + (uintptr_t)a_n * sizeof(float);
+    uintptr_t b0 = (uintptr_t)b, b1 = b0 + (uintptr_t)b_n * sizeof(float);
+    return a0 < b1 && b0 < a1;
+}
+
+static ra_status check_backward(const ra_layer *layer, const float *dx, const ra_layer_grads *g,
+                                const ra_layer_tape *tape, const float *dy)
+{
+    if (!layer || !dx || !g || !tape || !dy) return RA_ERR_NULL;
+    if (!g->dwq || !g->dwk || !g->dwv || !g->dwo) return RA_ERR_NULL;
+    if (tape->layer != layer || !tape->filled) return RA_ERR_ARGUMENT;
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const int64_t n_x = tape->call.n_x, n_wq = c->dim * c->dim;
+    const int64_t n_wkv = c->n_kv_heads * c->head_dim * c->dim;
+    const struct {
+        const float *p;
+        int64_t n;
+    } outputs[] = {{dx, n_x}, {g->dwq, n_wq}, {g->dwk, n_wkv}, {g->dwv, n_wkv}, {g->dwo, n_wq}},
+      inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
+                  {w->wo, n_wq}};
+    const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
+    for (int i = 0; i < n_out; i++) {
+        for (int j = i + 1; j < n_out; j++)
+            if (overlap(outputs[i].p, outputs[i].n, outputs[j].p, outputs[j].n))
+                return RA_ERR_ARGUMENT;
+        for (int j = 0; j < n_in; j++)
+            if (overlap(outputs[i].p, outputs[i].n, inputs[j].p, inputs[j].n))
+                return RA_ERR_ARGUMENT;
+    }
+    return RA_OK;
+}
+
+RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
+                                   const ra_layer_grads *grads, const ra_layer_tape *tape,
+                                   const float *dy)
+{
+    RA_TRY(check_backward(layer, dx, grads, tape, dy));
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const ra_layer_call *call = &tape->call;
+    const int64_t B = call->batch, S = call->seq, T = call->tokens, H = c->n_heads;
+    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim, kv = Hkv * D;
+    const int64_t n_x = call->n_x, n_kv = T * kv; /* n_x = T * dim = T * H * D */
+    const float beta = grads->accumulate ? 1.0f : 0.0f;
+    ra_layer_tape_views v = ra_layer_tape_views_of(tape);
+
+    /* Scratch (the outer workspace: the attention's backward takes the
+     * other): g, dattn, dq [T, dim] and dk, dv [T, Hkv D].  The tape was
+     * made with 5 n_x <= RA_MAX_ELEMENTS, so this size fits. */
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)(3 * n_x + 2 * n_kv) * sizeof(float), &scratch));
+    float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_x, *dk = dq + n_x, *dv = dk + n_kv;
+    ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
+    ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
+    ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, Hkv, D);
+    ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, S, Hkv, D);
+
+    /* output = self.resid_dropout(output): g = dy * mask (the same mask) */
+    memcpy(g, dy, (size_t)n_x * sizeof(float));
+    if (call->dropout.p > 0.0f) ra_layer_output_dropout(g, n_x, call->dropout.p, call->dropout.seed);
+    /* output = self.wo(output): dattn = g wo (dwo below) */
+    ra_gemm_nn(dattn, g, w->wo, T, dim, dim, 0.0f);
+    /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv */
+    ra_status status = ra_attention_backward(ctx, call->path, &tdq, &tdk, &tdv, &tdattn, &v.xq,
+                                             &v.xk, &v.xv, &v.attn, v.lse, &call->dropout);
+    if (status != RA_OK) {
+        ra_scratch_release(&scratch);
+        return status;
+    }
+    /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
+    ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
+    ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);
+    /* output = self.wo(output): dwo = g^T attn */
+    ra_gemm_tn(grads->dwo, g, v.attn.data, dim, dim, T, beta);
+    /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, dx = sum of d w */
+    ra_gemm_tn(grads->dwq, dq, tape->x, dim, dim, T, beta);
+    ra_gemm_tn(grads->dwk, dk, tape->x, kv, dim, T, beta);
+    ra_gemm_tn(grads->dwv, dv, tape->x, kv, dim, T, beta);
+    ra_gemm_nn(dx, dq, w->wq, T, dim, dim, 0.0f);
+    ra_gemm_nn(dx, dk, w->wk, T, dim, kv, 1.0f);
+    ra_gemm_nn(dx, dv, w->wv, T, dim, kv, 1.0f);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

@@ -1,0 +1,49 @@
+/*
+ * layer_internal.h — the layer object, shared by layer.c (creation, the
+ * inference forwards), layer_train.c (the tape and the training forward)
+ * and layer_backward.c (internal).
+ */
+#ifndef RA_LAYER_INTERNAL_H
+#define RA_LAYER_INTERNAL_H
+
+#include "dropout.h"
+#include "internal.h"
+
+struct ra_layer {
+    ra_layer_config config; /* n_kv_heads and head_dim resolved */
+    ra_layer_weights weights;
+    ra_rope *rope;          /* every angle 0 when config.no_rope */
+};
+
+/* One forward call's arguments, checked. */
+typedef struct ra_layer_call {
+    int64_t batch, seq, tokens, n_x; /* n_x = tokens * dim */
+    ra_positions pos;                /* never packed (cu_seqlens) */
+    ra_attention_path path;          /* REFERENCE or FLASH */
+    ra_dropout dropout;              /* p = 0 unless training */
+} ra_layer_call;
+
+/* The checks of ra_layer_forward and ra_layer_forward_train: pointers,
+ * sizes, options, positions. */
+ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
+                              int64_t batch, int64_t seq, const ra_positions *positions,
+                              const ra_forward_options *options, ra_layer_call *call);
+
+/* xq = wq(x), xk = wk(x), xv = wv(x), then RoPE on xq and xk, in place.
+ *   x: [B, S, dim]   xq: [B, S, H, D]   xk, xv: [B, S, Hkv, D] (contiguous) */
+void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
+                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call);
+
+/* y = wo(attn), then resid_dropout when training.
+ *   attn: [B, S, H * D]   y: [B, S, dim] */
+void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call);
+
+/* resid_dropout on y [tokens, dim], elements indexed (b*S + s)*dim + c in
+ * stream RA_STREAM_OUTPUT; also its backward on dy. */
+static inline void ra_layer_output_dropout(float *y, int64_t n, float p, uint64_t seed)
+{
+    ra_dropout_mask mask = ra_dropout_mask_make(p, seed, RA_STREAM_OUTPUT);
+    ra_dropout_apply(&mask, 0, y, n);
+}
+
+#endif

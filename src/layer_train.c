@@ -1,0 +1,111 @@
+/*
+ * layer_train.c — the tape and the layer's training forward: the inference
+ * forward's steps, with the activations the backward needs written into the
+ * tape instead of scratch, and the attention's per-row log-sum-exp kept.
+ *
+ *   x [B, S, dim] -> xq, xk (rotated), xv -> attention -> attn -> y
+ *   tape: xq [B, S, H, D], xk, xv [B, S, Hkv, D], attn [B, S, H, D],
+ *         lse [B, H, S], positions, path, dropout, and the pointer x
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer_internal.h"
+#include "layer_tape.h"
+
+RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
+                                      int64_t max_tokens)
+{
+    if (!out || !layer) return RA_ERR_NULL;
+    *out = NULL;
+    if (max_tokens <= 0) return RA_ERR_SIZE;
+    const ra_layer_config *c = &layer->config;
+    /* Floats: xq and attn, tokens * dim each; xk and xv, tokens * Hkv * D
+     * each; lse, tokens * H: at most 5 * tokens * dim, which must fit (the
+     * backward's scratch relies on it too).  ids and starts: 2 * max_tokens
+     * int64, the bytes of 4 * max_tokens floats. */
+    int64_t n_x, bound;
+    RA_TRY(ra_mul(max_tokens, c->dim, &n_x));
+    RA_TRY(ra_mul(n_x, 5, &bound));
+    RA_TRY(ra_mul(max_tokens, 4, &bound));
+    const int64_t floats =
+        2 * n_x + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
+    ra_layer_tape *tape = calloc(1, sizeof *tape);
+    if (!tape) return RA_ERR_NOMEM;
+    tape->activations = ra_alloc((size_t)floats * sizeof(float));
+    tape->ids = malloc((size_t)max_tokens * sizeof(int64_t));
+    tape->starts = malloc((size_t)max_tokens * sizeof(int64_t));
+    if (!tape->activations || !tape->ids || !tape->starts) {
+        ra_layer_tape_destroy(tape);
+        return RA_ERR_NOMEM;
+    }
+    tape->layer = layer;
+    tape->max_tokens = max_tokens;
+    *out = tape;
+    return RA_OK;
+}
+
+RA_API void ra_layer_tape_destroy(ra_layer_tape *tape)
+{
+    if (!tape) return;
+    free(tape->activations);
+    free(tape->ids);
+    free(tape->starts);
+    free(tape);
+}
+
+ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
+{
+    const ra_layer_config *c = &tape->layer->config;
+    const int64_t B = tape->call.batch, S = tape->call.seq, H = c->n_heads;
+    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, n_q = tape->call.n_x;
+    const int64_t n_kv = tape->call.tokens * Hkv * D;
+    float *buf = tape->activations;
+    ra_layer_tape_views v;
+    v.xq = ra_tensor_4d(buf, RA_F32, B, S, H, D);
+    v.xk = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
+    v.xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
+    v.attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
+    v.lse = buf + 2 * n_q + 2 * n_kv;
+    return v;
+}
+
+/* The call's positions, with its ids or starts copied into the tape. */
+static void keep_positions(ra_layer_tape *tape)
+{
+    ra_positions *p = &tape->call.pos;
+    if (p->ids) {
+        memcpy(tape->ids, p->ids, (size_t)tape->call.tokens * sizeof(int64_t));
+        p->ids = tape->ids;
+    }
+    if (p->starts) {
+        memcpy(tape->starts, p->starts, (size_t)tape->call.batch * sizeof(int64_t));
+        p->starts = tape->starts;
+    }
+}
+
+RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
+                                        ra_layer_tape *tape, const float *x, int64_t batch,
+                                        int64_t seq, const ra_positions *positions,
+                                        const ra_forward_options *options)
+{
+    ra_layer_call call;
+    RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
+    if (!tape) return RA_ERR_NULL;
+    if (tape->layer != layer) return RA_ERR_ARGUMENT;
+    if (call.tokens > tape->max_tokens) return RA_ERR_SIZE;
+
+    tape->filled = 0;
+    tape->call = call;
+    tape->x = x;
+    keep_positions(tape);
+    ra_layer_tape_views v = ra_layer_tape_views_of(tape);
+    ra_layer_qkv(layer, ctx, x, &v.xq, &v.xk, &v.xv, &tape->call);
+    /* output = attention(xq, xk, xv), with attn_dropout when training */
+    ra_status status = ra_attention_forward_lse(ctx, call.path, &v.attn, v.lse, &v.xq, &v.xk,
+                                                &v.xv, &call.dropout);
+    if (status != RA_OK) return status; /* scratch memory only: y is untouched */
+    ra_layer_output(layer, y, v.attn.data, &tape->call);
+    tape->filled = 1;
+    return RA_OK;
+}

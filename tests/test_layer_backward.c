@@ -1,0 +1,686 @@
+/*
+ * test_layer_backward.c — the layer's training forward and backward:
+ * gradients against central finite differences of a double-precision
+ * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
+ * partial rotary, every position mode, dropout, no_rope), flash against
+ * reference, identical bits for any thread count, dropout masks shared by
+ * forward and backward, p = 0 = inference, accumulate vs overwrite, tape
+ * reuse, and argument checks.
+ *
+ * Dims: B batch, S seq, H heads, Hkv kv heads, D head_dim, dim = H D,
+ * T = B S tokens.  L = sum(y * dy) for a fixed random dy, so dL/dy = dy.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dropout.h"
+#include "harness.h"
+#include "ropeattn.h"
+
+/* Gradients against finite differences, max |g - fd| / max |fd| per
+ * tensor: float32 forward and backward give ~1e-6 (seen: at most 8e-7), so
+ * 1e-5 leaves a margin of 10 and is 10 times the issue's 1e-4.  The
+ * differences themselves are exact to ~1e-9 (double, h = 1e-5, a smooth L
+ * of order 1). */
+#define FD_TOL 1e-5
+#define FD_STEP 1e-5
+
+/* ---- a layer case ------------------------------------------------------- */
+
+typedef struct layer_case {
+    const char *name;
+    int64_t b, s, h, hkv, d;
+    ra_layout layout;
+    ra_rope_type type;
+    int64_t rotary_dim; /* 0: D */
+    int mode;           /* positions: 0 start, 1 starts, 2 ids */
+    float p;            /* dropout (training) */
+    int no_rope;
+} layer_case;
+
+/* Everything one case needs, float32 for the library and double for the
+ * test's own forward. */
+typedef struct fixture {
+    layer_case c;
+    int64_t dim, kv, T, n_x;
+    float *x, *w[4], *dy;          /* x [T, dim]; wq, wk, wv, wo; dy [T, dim] */
+    int64_t n_w[4];
+    double *xd, *wd[4], *dyd;      /* the same values in double */
+    int64_t starts[8], *ids;       /* positions as given to the library ([B], [T]) */
+    int64_t *pos;                  /* every token's position [T] */
+    ra_positions positions;
+    ra_rope_config rope;
+    double factors[64];            /* longrope short | long */
+    ra_layer *layer;
+    double inv_freq[64], af;       /* the layer's rope, read back */
+} fixture;
+
+static ra_rope_config rope_for(const layer_case *c, double *factors)
+{
+    ra_rope_config r = ra_rope_config_default(c->d);
+    r.type = c->type;
+    r.layout = c->layout;
+    r.rotary_dim = c->rotary_dim;
+    r.table_size = 4; /* later positions take the on-the-fly path */
+    ra_rope_scaling *s = &r.scaling;
+    int64_t half = (c->rotary_dim ? c->rotary_dim : c->d) / 2;
+    for (int64_t i = 0; i < 2 * half; i++) factors[i] = 1.0 + 0.5 * (double)i;
+    switch (c->type) {
+    case RA_ROPE_YARN:
+        s->factor = 4.0;
+        s->original_max_position_embeddings = 8;
+        break;
+    case RA_ROPE_LLAMA3:
+        s->factor = 8.0;
+        s->low_freq_factor = 1.0;
+        s->high_freq_factor = 4.0;
+        s->original_max_position_embeddings = 8;
+        break;
+    case RA_ROPE_LONGROPE:
+        s->short_factor = factors;
+        s->long_factor = factors + half;
+        s->original_max_position_embeddings = 8;
+        s->max_position_embeddings = 32;
+        s->seq_len = 20;
+        break;
+    default: break;
+    }
+    return r;
+}
+
+static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
+{
+    memset(f, 0, sizeof *f);
+    f->c = *c;
+    f->dim = c->h * c->d;
+    f->kv = c->hkv * c->d;
+    f->T = c->b * c->s;
+    f->n_x = f->T * f->dim;
+    const int64_t n_w[4] = {f->dim * f->dim, f->kv * f->dim, f->kv * f->dim, f->dim * f->dim};
+    f->x = malloc(sizeof(float) * f->n_x);
+    f->dy = malloc(sizeof(float) * f->n_x);
+    f->xd = malloc(sizeof(double) * f->n_x);
+    f->dyd = malloc(sizeof(double) * f->n_x);
+    ra_test_fill(f->x, f->n_x, seed);
+    ra_test_fill(f->dy, f->n_x, seed + 1);
+    for (int64_t i = 0; i < f->n_x; i++) {
+        f->x[i] *= 2.0f; /* unit-scale q and k: a peaked softmax */
+        f->xd[i] = f->x[i];
+        f->dyd[i] = f->dy[i];
+    }
+    for (int j = 0; j < 4; j++) {
+        f->n_w[j] = n_w[j];
+        f->w[j] = malloc(sizeof(float) * n_w[j]);
+        f->wd[j] = malloc(sizeof(double) * n_w[j]);
+        ra_test_fill(f->w[j], n_w[j], seed + 2 + j);
+        for (int64_t i = 0; i < n_w[j]; i++) {
+            f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
+            f->wd[j][i] = f->w[j][i];
+        }
+    }
+    f->ids = malloc(sizeof(int64_t) * f->T);
+    f->pos = malloc(sizeof(int64_t) * f->T);
+    for (int64_t b = 0; b < c->b; b++) f->starts[b] = 3 + 7 * b;
+    for (int64_t t = 0; t < f->T; t++) f->ids[t] = (t * 5 + 2) % 13; /* any order, repeats */
+    for (int64_t t = 0; t < f->T; t++)
+        f->pos[t] = c->mode == 0 ? 6 + t % c->s
+                  : c->mode == 1 ? f->starts[t / c->s] + t % c->s
+                                 : f->ids[t];
+    f->positions = c->mode == 0 ? (ra_positions){.start = 6}
+                 : c->mode == 1 ? (ra_positions){.starts = f->starts}
+                                : (ra_positions){.ids = f->ids};
+    ra_layer_config cfg = {.dim = f->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
+                           .rope = rope_for(c, f->factors), .no_rope = c->no_rope};
+    ra_layer_weights w = {f->w[0], f->w[1], f->w[2], f->w[3]};
+    CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &cfg.rope) == RA_OK, "%s: rope", c->name);
+    ra_rope_inverse_frequencies(rope, f->inv_freq);
+    f->af = ra_rope_attention_factor(rope);
+    ra_rope_destroy(rope);
+}
+
+static void fixture_free(fixture *f)
+{
+    ra_layer_destroy(f->layer);
+    free(f->x);
+    free(f->dy);
+    free(f->xd);
+    free(f->dyd);
+    free(f->ids);
+    free(f->pos);
+    for (int j = 0; j < 4; j++) {
+        free(f->w[j]);
+        free(f->wd[j]);
+    }
+}
+
+/* ---- the layer in double ------------------------------------------------ */
+
+/* y = a w^T: a [n, in], w [out, in]. */
+static void linear_d(double *y, const double *a, const double *w, int64_t n, int64_t in,
+                     int64_t out)
+{
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < out; o++) {
+            double acc = 0;
+            for (int64_t i = 0; i < in; i++) acc += a[t * in + i] * w[o * in + i];
+            y[t * out + o] = acc;
+        }
+}
+
+/* RoPE on one head row at position m, in double: the pairs of the layout,
+ * angles m * inv_freq[i], cos and sin times the attention factor. */
+static void rope_d(const fixture *f, double *row, int64_t m)
+{
+    if (f->c.no_rope) return;
+    int64_t rot = f->c.rotary_dim ? f->c.rotary_dim : f->c.d, half = rot / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double ang = (double)m * f->inv_freq[i], cs = cos(ang) * f->af, sn = sin(ang) * f->af;
+        int64_t ia = f->c.layout == RA_LAYOUT_INTERLEAVED ? 2 * i : i;
+        int64_t ib = f->c.layout == RA_LAYOUT_INTERLEAVED ? 2 * i + 1 : i + half;
+        double a = row[ia], b = row[ib];
+        row[ia] = a * cs - b * sn;
+        row[ib] = a * sn + b * cs;
+    }
+}
+
+/* The dropout multiplier of one element, as the library draws it. */
+static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
+{
+    if (f->c.p == 0.0f) return 1.0;
+    ra_dropout_mask mask = ra_dropout_mask_make(f->c.p, 42, stream);
+    float m;
+    ra_dropout_row(&mask, index, 1, &m);
+    return m;
+}
+
+/* L = sum(y * dy) for the layer in double, at the given x and weights;
+ * y (if not NULL) gets the output. */
+static double loss_d(const fixture *f, const double *x, double *const w[4], double *y_out)
+{
+    const layer_case *c = &f->c;
+    const int64_t T = f->T, dim = f->dim, kv = f->kv, D = c->d, S = c->s, rep = c->h / c->hkv;
+    double *q = malloc(sizeof(double) * T * dim), *k = malloc(sizeof(double) * T * kv);
+    double *v = malloc(sizeof(double) * T * kv), *att = malloc(sizeof(double) * T * dim);
+    double *y = malloc(sizeof(double) * T * dim), *p = malloc(sizeof(double) * S);
+    linear_d(q, x, w[0], T, dim, dim); /* xq = wq(x) */
+    linear_d(k, x, w[1], T, dim, kv);  /* xk = wk(x) */
+    linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
+        for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
+    }
+    for (int64_t b = 0; b < c->b; b++)
+        for (int64_t h = 0; h < c->h; h++)
+            for (int64_t i = 0; i < S; i++) {
+                const double *qi = q + ((b * S + i) * c->h + h) * D;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const double *kj = k + ((b * S + j) * c->hkv + h / rep) * D;
+                    double dot = 0;
+                    for (int64_t e = 0; e < D; e++) dot += qi[e] * kj[e];
+                    p[j] = dot / sqrt((double)D);
+                    mx = fmax(mx, p[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int64_t j = 0; j <= i; j++) /* attn_dropout(softmax(scores)) */
+                    p[j] = p[j] / sum *
+                           mult_of(f, RA_STREAM_ATTENTION, (uint64_t)(((b * c->h + h) * S + i) * S + j));
+                double *oi = att + ((b * S + i) * c->h + h) * D;
+                for (int64_t e = 0; e < D; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= i; j++)
+                        acc += p[j] * v[((b * S + j) * c->hkv + h / rep) * D + e];
+                    oi[e] = acc;
+                }
+            }
+    linear_d(y, att, w[3], T, dim, dim); /* output = wo(output) */
+    double loss = 0;
+    for (int64_t i = 0; i < T * dim; i++) {
+        y[i] *= mult_of(f, RA_STREAM_OUTPUT, (uint64_t)i); /* resid_dropout */
+        loss += y[i] * f->dyd[i];
+    }
+    if (y_out) memcpy(y_out, y, sizeof(double) * T * dim);
+    free(q);
+    free(k);
+    free(v);
+    free(att);
+    free(y);
+    free(p);
+    return loss;
+}
+
+/* max |a - b| / max |b|, with b in double. */
+static double rel_err(const float *a, const double *b, int64_t n)
+{
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        diff = fmax(diff, fabs(a[i] - b[i]));
+        ref = fmax(ref, fabs(b[i]));
+    }
+    return ref > 0 ? diff / ref : diff;
+}
+
+/* Central differences of loss_d in every entry of param (x or a weight). */
+static void finite_differences(const fixture *f, double *param, int64_t n, double *out)
+{
+    double *w[4] = {f->wd[0], f->wd[1], f->wd[2], f->wd[3]};
+    for (int64_t i = 0; i < n; i++) {
+        double keep = param[i];
+        param[i] = keep + FD_STEP;
+        double up = loss_d(f, f->xd, w, NULL);
+        param[i] = keep - FD_STEP;
+        double down = loss_d(f, f->xd, w, NULL);
+        param[i] = keep;
+        out[i] = (up - down) / (2 * FD_STEP);
+    }
+}
+
+/* The library's training forward and backward on one path and context. */
+typedef struct grads {
+    float *y, *dx, *dw[4];
+} grads;
+
+static void grads_alloc(grads *g, const fixture *f)
+{
+    g->y = malloc(sizeof(float) * f->n_x);
+    g->dx = malloc(sizeof(float) * f->n_x);
+    for (int j = 0; j < 4; j++) g->dw[j] = malloc(sizeof(float) * f->n_w[j]);
+}
+
+static void grads_free(grads *g)
+{
+    free(g->y);
+    free(g->dx);
+    for (int j = 0; j < 4; j++) free(g->dw[j]);
+}
+
+static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
+{
+    ra_layer_tape *tape;
+    ra_status st = ra_layer_tape_create(&tape, f->layer, f->T);
+    if (st != RA_OK) return st;
+    ra_forward_options opt = {path, 1, f->c.p, 42};
+    st = ra_layer_forward_train(f->layer, ctx, g->y, tape, f->x, f->c.b, f->c.s, &f->positions,
+                                &opt);
+    ra_layer_grads lg = {g->dw[0], g->dw[1], g->dw[2], g->dw[3], 0};
+    if (st == RA_OK) st = ra_layer_backward(f->layer, ctx, g->dx, &lg, tape, f->dy);
+    ra_layer_tape_destroy(tape);
+    return st;
+}
+
+/* ---- finite differences ------------------------------------------------- */
+
+static const layer_case fd_cases[] = {
+    /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope */
+    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0},
+    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0},
+    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0},
+    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0},
+    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0},
+    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1},
+};
+
+static void test_finite_differences(void)
+{
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (size_t t = 0; t < sizeof fd_cases / sizeof fd_cases[0]; t++) {
+        fixture f;
+        fixture_make(&f, &fd_cases[t], 100 + 10 * t);
+        double *y_ref = malloc(sizeof(double) * f.n_x);
+        double *w[4] = {f.wd[0], f.wd[1], f.wd[2], f.wd[3]};
+        loss_d(&f, f.xd, w, y_ref);
+        double *fd[5];
+        fd[0] = malloc(sizeof(double) * f.n_x);
+        finite_differences(&f, f.xd, f.n_x, fd[0]);
+        for (int j = 0; j < 4; j++) {
+            fd[1 + j] = malloc(sizeof(double) * f.n_w[j]);
+            finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
+        }
+        static const char *const names[5] = {"dx", "dwq", "dwk", "dwv", "dwo"};
+        for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+            grads g;
+            grads_alloc(&g, &f);
+            ra_status st = run_library(&f, ctx, (ra_attention_path)path, &g);
+            CHECK(st == RA_OK, "%s path %d: %s", f.c.name, path, ra_status_string(st));
+            /* y: float32 against double, as the forward's own tests (1e-5) */
+            double ey = rel_err(g.y, y_ref, f.n_x), worst = 0;
+            CHECK(ey <= 1e-5, "%s path %d: y differs from the double forward by %.3g", f.c.name,
+                  path, ey);
+            const float *got[5] = {g.dx, g.dw[0], g.dw[1], g.dw[2], g.dw[3]};
+            const int64_t n[5] = {f.n_x, f.n_w[0], f.n_w[1], f.n_w[2], f.n_w[3]};
+            for (int j = 0; j < 5; j++) {
+                double e = rel_err(got[j], fd[j], n[j]);
+                CHECK(e <= FD_TOL, "%s path %d: %s differs from finite differences by %.3g",
+                      f.c.name, path, names[j], e);
+                worst = fmax(worst, e);
+            }
+            printf("  %-32s %-9s y %.1e, worst gradient vs finite differences %.1e\n", f.c.name,
+                   path == RA_PATH_REFERENCE ? "reference" : "flash", ey, worst);
+            grads_free(&g);
+        }
+        for (int j = 0; j < 5; j++) free(fd[j]);
+        free(y_ref);
+        fixture_free(&f);
+    }
+    ra_context_destroy(ctx);
+}
+
+/* ---- larger shapes: paths and threads ----------------------------------- */
+
+/* Flash and reference agree on shapes that cross the flash tiles (64 keys),
+ * with and without dropout, to 1e-5 of max|gradient|: float32 sums in other
+ * orders (flash) against double sums (reference) around the same float32
+ * projections; seen: at most 6e-7.  Threads: 1, 2, 3 and no context give
+ * the same bits on each path. */
+static void test_paths_and_threads(void)
+{
+    const layer_case cases[] = {
+        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0},
+        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0},
+        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0},
+    };
+    ra_context *ctxs[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 1; i < 4; i++) CHECK(ra_context_create(&ctxs[i], i) == RA_OK, "ctx %d", i);
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        fixture f;
+        fixture_make(&f, &cases[t], 500 + t);
+        grads by_path[2];
+        for (int path = 0; path < 2; path++) {
+            grads_alloc(&by_path[path], &f);
+            ra_attention_path p = path ? RA_PATH_FLASH : RA_PATH_REFERENCE;
+            CHECK(run_library(&f, ctxs[2], p, &by_path[path]) == RA_OK, "%s", f.c.name);
+            for (int c = 0; c < 4; c++) {
+                if (c == 2) continue;
+                grads g;
+                grads_alloc(&g, &f);
+                CHECK(run_library(&f, ctxs[c], p, &g) == RA_OK, "%s", f.c.name);
+                int same = memcmp(g.y, by_path[path].y, sizeof(float) * f.n_x) == 0 &&
+                           memcmp(g.dx, by_path[path].dx, sizeof(float) * f.n_x) == 0;
+                for (int j = 0; j < 4; j++)
+                    same &= memcmp(g.dw[j], by_path[path].dw[j], sizeof(float) * f.n_w[j]) == 0;
+                CHECK(same, "%s path %d: %d threads differ from 2", f.c.name, path, c);
+                grads_free(&g);
+            }
+        }
+        double worst = ra_test_max_rel_diff(by_path[1].dx, by_path[0].dx, f.n_x);
+        for (int j = 0; j < 4; j++)
+            worst = fmax(worst, ra_test_max_rel_diff(by_path[1].dw[j], by_path[0].dw[j], f.n_w[j]));
+        CHECK(worst <= 1e-5, "%s: flash and reference gradients differ by %.3g", f.c.name, worst);
+        printf("  %-32s flash vs reference gradients %.1e\n", f.c.name, worst);
+        grads_free(&by_path[0]);
+        grads_free(&by_path[1]);
+        fixture_free(&f);
+    }
+    for (int i = 1; i < 4; i++) ra_context_destroy(ctxs[i]);
+}
+
+/* ---- dropout and the inference forward ---------------------------------- */
+
+/* forward_train's y is ra_layer_forward's, bit for bit: inference, training
+ * with p = 0 (= inference) and training with dropout (the same masks). */
+static void test_forward_matches(void)
+{
+    const layer_case c = {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 1, 0.0f, 0};
+    fixture f;
+    fixture_make(&f, &c, 700);
+    float *y = malloc(sizeof(float) * f.n_x), *yt = malloc(sizeof(float) * f.n_x);
+    float *y0 = malloc(sizeof(float) * f.n_x);
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (int path = RA_PATH_AUTO; path < RA_PATH_COUNT; path++) {
+        const ra_forward_options opts[] = {{(ra_attention_path)path, 0, 0.5f, 7},
+                                           {(ra_attention_path)path, 1, 0.0f, 7},
+                                           {(ra_attention_path)path, 1, 0.5f, 7}};
+        for (int o = 0; o < 3; o++) {
+            CHECK(ra_layer_forward(f.layer, ctx, y, f.x, c.b, c.s, &f.positions, &opts[o]) == RA_OK,
+                  "forward");
+            CHECK(ra_layer_forward_train(f.layer, ctx, yt, tape, f.x, c.b, c.s, &f.positions,
+                                         &opts[o]) == RA_OK, "forward_train");
+            CHECK(memcmp(y, yt, sizeof(float) * f.n_x) == 0,
+                  "path %d options %d: forward_train differs from ra_layer_forward", path, o);
+            if (o == 0) memcpy(y0, y, sizeof(float) * f.n_x);
+            if (o == 1)
+                CHECK(memcmp(y, y0, sizeof(float) * f.n_x) == 0, "p = 0 is not inference");
+        }
+    }
+    ra_context_destroy(ctx);
+    ra_layer_tape_destroy(tape);
+    free(y);
+    free(yt);
+    free(y0);
+    fixture_free(&f);
+}
+
+/* The backward applies the output mask the forward drew: a dy that is one
+ * at an element the forward dropped (y == 0 there) gives all-zero
+ * gradients; one at a kept element gives nonzero ones.  (The attention's
+ * mask is checked by the finite differences with dropout above.) */
+static void test_output_mask(void)
+{
+    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0};
+    fixture f;
+    fixture_make(&f, &c, 800);
+    grads g;
+    grads_alloc(&g, &f);
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    ra_forward_options opt = {RA_PATH_FLASH, 1, 0.5f, 42};
+    CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
+              RA_OK, "forward");
+    int64_t dropped = -1, kept = -1;
+    for (int64_t i = f.n_x / 2; i < f.n_x; i++) {
+        if (g.y[i] == 0.0f && dropped < 0) dropped = i;
+        if (g.y[i] != 0.0f && kept < 0) kept = i;
+    }
+    CHECK(dropped >= 0 && kept >= 0, "p = 0.5 dropped nothing or everything");
+    const int64_t probes[2] = {dropped, kept};
+    for (int k = 0; dropped >= 0 && kept >= 0 && k < 2; k++) {
+        memset(f.dy, 0, sizeof(float) * f.n_x);
+        f.dy[probes[k]] = 1.0f;
+        ra_layer_grads lg = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
+        CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
+        double norm = 0;
+        for (int64_t i = 0; i < f.n_x; i++) norm += fabs(g.dx[i]);
+        for (int j = 0; j < 4; j++)
+            for (int64_t i = 0; i < f.n_w[j]; i++) norm += fabs(g.dw[j][i]);
+        CHECK(k == 0 ? norm == 0 : norm > 0, "%s element: gradient norm %g",
+              k == 0 ? "dropped" : "kept", norm);
+    }
+    ra_layer_tape_destroy(tape);
+    grads_free(&g);
+    fixture_free(&f);
+}
+
+/* ---- accumulate, overwrite, reuse --------------------------------------- */
+
+/* accumulate = 0 ignores what the buffers held (NaN here); accumulate = 1
+ * adds: G then G again is 2 G (to rounding: sgemm may add blockwise).  dx
+ * is always overwritten.  The tape survives a backward (a second one gives
+ * the same bits) and serves a smaller call after a larger one. */
+static void test_accumulate_and_reuse(void)
+{
+    const layer_case c = {"S 12", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.1f, 0};
+    fixture f;
+    fixture_make(&f, &c, 900);
+    grads g, h;
+    grads_alloc(&g, &f);
+    grads_alloc(&h, &f);
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, f.layer, 2 * f.T) == RA_OK, "tape");
+    ra_forward_options opt = {RA_PATH_FLASH, 1, 0.1f, 42};
+    CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
+              RA_OK, "forward");
+    for (int j = 0; j < 4; j++) {
+        for (int64_t i = 0; i < f.n_w[j]; i++) g.dw[j][i] = NAN;
+        memset(h.dw[j], 0, sizeof(float) * f.n_w[j]);
+    }
+    for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
+    ra_layer_grads overwrite = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
+    ra_layer_grads accumulate = {h.dw[0], h.dw[1], h.dw[2], h.dw[3], 1};
+    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &overwrite, tape, f.dy) == RA_OK, "overwrite");
+    CHECK(ra_layer_backward(f.layer, NULL, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 1");
+    CHECK(memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0, "a second backward differs (dx)");
+    for (int j = 0; j < 4; j++)
+        CHECK(memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0,
+              "accumulating into zeros differs from overwriting (weight %d)", j);
+    CHECK(ra_layer_backward(f.layer, NULL, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 2");
+    for (int j = 0; j < 4; j++) {
+        double worst = 0, ref = 0;
+        for (int64_t i = 0; i < f.n_w[j]; i++) {
+            worst = fmax(worst, fabs(h.dw[j][i] - 2.0 * g.dw[j][i]));
+            ref = fmax(ref, fabs(2.0 * g.dw[j][i]));
+        }
+        CHECK(worst <= 1e-6 * ref, "weight %d: two accumulations differ from 2 G by %.3g", j,
+              worst / ref);
+    }
+    CHECK(memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0, "dx was accumulated");
+
+    /* A smaller call on the same tape: its gradients equal a fresh tape's. */
+    grads small;
+    grads_alloc(&small, &f);
+    ra_layer_grads ls = {small.dw[0], small.dw[1], small.dw[2], small.dw[3], 0};
+    ra_positions start = {.start = 2};
+    CHECK(ra_layer_forward_train(f.layer, NULL, small.y, tape, f.x, 1, 5, &start, &opt) == RA_OK,
+          "small forward");
+    CHECK(ra_layer_backward(f.layer, NULL, small.dx, &ls, tape, f.dy) == RA_OK, "small backward");
+    ra_layer_tape *fresh;
+    CHECK(ra_layer_tape_create(&fresh, f.layer, 5) == RA_OK, "fresh tape");
+    ra_layer_grads lh = {h.dw[0], h.dw[1], h.dw[2], h.dw[3], 0};
+    CHECK(ra_layer_forward_train(f.layer, NULL, h.y, fresh, f.x, 1, 5, &start, &opt) == RA_OK,
+          "fresh forward");
+    CHECK(ra_layer_backward(f.layer, NULL, h.dx, &lh, fresh, f.dy) == RA_OK, "fresh backward");
+    int same = memcmp(small.dx, h.dx, sizeof(float) * 5 * f.dim) == 0;
+    for (int j = 0; j < 4; j++) same &= memcmp(small.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
+    CHECK(same, "a reused tape gives other gradients than a fresh one");
+    ra_layer_tape_destroy(fresh);
+    ra_layer_tape_destroy(tape);
+    grads_free(&small);
+    grads_free(&g);
+    grads_free(&h);
+    fixture_free(&f);
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+static int all_bytes(const void *p, size_t n, unsigned char value)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != value) return 0;
+    return 1;
+}
+
+static void test_errors(void)
+{
+    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0};
+    fixture f, other;
+    fixture_make(&f, &c, 1000);
+    fixture_make(&other, &c, 1001);
+    grads g;
+    grads_alloc(&g, &f);
+    ra_layer_tape *tape = NULL, *small = NULL, *foreign = NULL;
+    CHECK(ra_layer_tape_create(NULL, f.layer, 4) == RA_ERR_NULL, "NULL out");
+    CHECK(ra_layer_tape_create(&tape, NULL, 4) == RA_ERR_NULL && tape == NULL, "NULL layer");
+    CHECK(ra_layer_tape_create(&tape, f.layer, 0) == RA_ERR_SIZE, "0 tokens");
+    CHECK(ra_layer_tape_create(&tape, f.layer, (int64_t)1 << 62) == RA_ERR_OVERFLOW, "huge");
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    CHECK(ra_layer_tape_create(&small, f.layer, f.T - 1) == RA_OK, "small tape");
+    CHECK(ra_layer_tape_create(&foreign, other.layer, f.T) == RA_OK, "other layer's tape");
+    ra_layer_tape_destroy(NULL);
+
+    /* Refused forwards write neither y nor the tape. */
+    memset(g.y, 0x7f, sizeof(float) * f.n_x);
+    const int64_t cu[] = {0, 2, 4};
+    ra_positions packed = {.cu_seqlens = cu, .n_seqs = 2}, negative = {.start = -1};
+    ra_forward_options bad_p = {RA_PATH_FLASH, 1, 1.0f, 0}, bad_path = {(ra_attention_path)9, 0, 0, 0};
+    const struct {
+        ra_status want;
+        const char *what;
+        ra_status got;
+    } forwards[] = {
+        {RA_ERR_NULL, "NULL tape",
+         ra_layer_forward_train(f.layer, NULL, g.y, NULL, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_NULL, "NULL x", ra_layer_forward_train(f.layer, NULL, g.y, tape, NULL, 1, 4, NULL, NULL)},
+        {RA_ERR_ARGUMENT, "another layer's tape",
+         ra_layer_forward_train(f.layer, NULL, g.y, foreign, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_SIZE, "tape too small",
+         ra_layer_forward_train(f.layer, NULL, g.y, small, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_UNSUPPORTED, "packed batch",
+         ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, &packed, NULL)},
+        {RA_ERR_POSITION, "negative position",
+         ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, &negative, NULL)},
+        {RA_ERR_ARGUMENT, "p = 1", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_p)},
+        {RA_ERR_ARGUMENT, "path", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_path)},
+        {RA_ERR_SIZE, "seq 0", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 0, NULL, NULL)},
+    };
+    for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; i++)
+        CHECK(forwards[i].got == forwards[i].want, "forward_train, %s: %s", forwards[i].what,
+              ra_status_string(forwards[i].got));
+    CHECK(all_bytes(g.y, sizeof(float) * f.n_x, 0x7f), "a refused forward wrote y");
+
+    /* A backward needs a filled tape of this layer and disjoint outputs. */
+    memset(g.dx, 0x7f, sizeof(float) * f.n_x);
+    for (int j = 0; j < 4; j++) memset(g.dw[j], 0x7f, sizeof(float) * f.n_w[j]);
+    ra_layer_grads lg = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
+    ra_layer_grads no_dwv = lg, dwq_on_dwo = lg, dwk_on_wk = lg;
+    no_dwv.dwv = NULL;
+    dwq_on_dwo.dwq = g.dw[3];
+    dwk_on_wk.dwk = f.w[1];
+    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
+          "a tape before any forward");
+    float *y = malloc(sizeof(float) * f.n_x);
+    CHECK(ra_layer_forward_train(f.layer, NULL, y, tape, f.x, 1, 4, NULL, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward_train(other.layer, NULL, y, foreign, other.x, 1, 4, NULL, NULL) == RA_OK,
+          "other forward");
+    const struct {
+        ra_status want;
+        const char *what;
+        ra_status got;
+    } backwards[] = {
+        {RA_ERR_NULL, "NULL layer", ra_layer_backward(NULL, NULL, g.dx, &lg, tape, f.dy)},
+        {RA_ERR_NULL, "NULL dx", ra_layer_backward(f.layer, NULL, NULL, &lg, tape, f.dy)},
+        {RA_ERR_NULL, "NULL grads", ra_layer_backward(f.layer, NULL, g.dx, NULL, tape, f.dy)},
+        {RA_ERR_NULL, "NULL dwv", ra_layer_backward(f.layer, NULL, g.dx, &no_dwv, tape, f.dy)},
+        {RA_ERR_NULL, "NULL tape", ra_layer_backward(f.layer, NULL, g.dx, &lg, NULL, f.dy)},
+        {RA_ERR_NULL, "NULL dy", ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, NULL)},
+        {RA_ERR_ARGUMENT, "another layer's tape",
+         ra_layer_backward(f.layer, NULL, g.dx, &lg, foreign, f.dy)},
+        {RA_ERR_ARGUMENT, "dwq on dwo", ra_layer_backward(f.layer, NULL, g.dx, &dwq_on_dwo, tape, f.dy)},
+        {RA_ERR_ARGUMENT, "dwk on wk", ra_layer_backward(f.layer, NULL, g.dx, &dwk_on_wk, tape, f.dy)},
+        {RA_ERR_ARGUMENT, "dx on dy", ra_layer_backward(f.layer, NULL, f.dy, &lg, tape, f.dy)},
+        {RA_ERR_ARGUMENT, "dx on x", ra_layer_backward(f.layer, NULL, f.x, &lg, tape, f.dy)},
+    };
+    for (size_t i = 0; i < sizeof backwards / sizeof backwards[0]; i++)
+        CHECK(backwards[i].got == backwards[i].want, "backward, %s: %s", backwards[i].what,
+              ra_status_string(backwards[i].got));
+    int untouched = all_bytes(g.dx, sizeof(float) * f.n_x, 0x7f);
+    for (int j = 0; j < 4; j++) untouched &= all_bytes(g.dw[j], sizeof(float) * f.n_w[j], 0x7f);
+    CHECK(untouched, "a refused backward wrote its outputs");
+    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "valid backward");
+
+    free(y);
+    ra_layer_tape_destroy(tape);
+    ra_layer_tape_destroy(small);
+    ra_layer_tape_destroy(foreign);
+    grads_free(&g);
+    fixture_free(&f);
+    fixture_free(&other);
+}
+
+int main(void)
+{
+    RUN(test_finite_differences);
+    RUN(test_paths_and_threads);
+    RUN(test_forward_matches);
+    RUN(test_output_mask);
+    RUN(test_accumulate_and_reuse);
+    RUN(test_errors);
+    return ra_test_summary("layer_backward");
+}

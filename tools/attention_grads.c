@@ -1,0 +1,114 @@
+/* attention_grads.c — `ropeattn attention --grad-output DY --grads G`. */
+#include "attention_grads.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* "[2, 5, 64]" */
+static void format_shape(char *buf, size_t len, const int64_t *shape, int ndim)
+{
+    snprintf(buf, len, "[");
+    for (int i = 0; i < ndim; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%lld", i ? ", " : "",
+                 (long long)shape[i]);
+    snprintf(buf + strlen(buf), len - strlen(buf), "]");
+}
+
+int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x,
+                          const char *x_path)
+{
+    if (dy->dtype != RA_NPY_F32)
+        return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", dy_path);
+    int same = dy->ndim == x->ndim;
+    for (int i = 0; same && i < x->ndim; i++) same = dy->shape[i] == x->shape[i];
+    if (same) return 0;
+    char got[128], want[128];
+    format_shape(got, sizeof got, dy->shape, dy->ndim);
+    format_shape(want, sizeof want, x->shape, x->ndim);
+    return cli_fail(EXIT_FAIL, "%s has shape %s; the gradient of Y must have Y's shape, "
+                    "which is %s's %s", dy_path, got, x_path, want);
+}
+
+/* dL/dX and dL/dW for each projection, float32. */
+typedef struct gradients {
+    float *dx, *dw[N_PROJ];
+} gradients;
+
+static void gradients_free(gradients *g)
+{
+    free(g->dx);
+    for (int p = 0; p < N_PROJ; p++) free(g->dw[p]);
+}
+
+/* Y and the gradients; RA_ERR_NOMEM if a buffer cannot be had. */
+static ra_status forward_backward(const attention_grads_job *job, ra_context *ctx, float *y,
+                                  gradients *g)
+{
+    g->dx = malloc((size_t)job->x->count * sizeof(float));
+    for (int p = 0; p < N_PROJ; p++)
+        g->dw[p] = malloc((size_t)job->tensors->proj[p]->count * sizeof(float));
+    if (!g->dx || !g->dw[0] || !g->dw[1] || !g->dw[2] || !g->dw[3]) return RA_ERR_NOMEM;
+    ra_layer_tape *tape;
+    ra_status status = ra_layer_tape_create(&tape, job->layer, job->batch * job->seq);
+    if (status != RA_OK) return status;
+    ra_forward_options options = {job->path, 0, 0.0f, 0};
+    status = ra_layer_forward_train(job->layer, ctx, y, tape, job->x->data, job->batch,
+                                              job->seq, &job->positions, &options);
+    ra_layer_grads grads = {g->dw[PROJ_Q], g->dw[PROJ_K], g->dw[PROJ_V], g->dw[PROJ_O], 0};
+    if (status == RA_OK)
+        status = ra_layer_backward(job->layer, ctx, g->dx, &grads, tape, job->dy->data);
+    ra_layer_tape_destroy(tape);
+    return status;
+}
+
+/* G: "x" = dL/dX in X's shape, then each weight's gradient under its name. */
+static int write_gradients(const attention_grads_job *job, const gradients *g)
+{
+    ra_st_tensor out[1 + N_PROJ];
+    memset(out, 0, sizeof out);
+    out[0].name = "x";
+    out[0].ndim = job->x->ndim;
+    memcpy(out[0].shape, job->x->shape, sizeof out[0].shape);
+    out[0].count = job->x->count;
+    out[0].data = g->dx;
+    for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *w = job->tensors->proj[p];
+        out[1 + p].name = w->name;
+        out[1 + p].ndim = w->ndim;
+        memcpy(out[1 + p].shape, w->shape, sizeof out[1 + p].shape);
+        out[1 + p].count = w->count;
+        out[1 + p].data = g->dw[p];
+    }
+    for (int i = 0; i < 1 + N_PROJ; i++) {
+        out[i].dtype = RA_ST_F32;
+        out[i].nbytes = (size_t)out[i].count * sizeof(float);
+    }
+    char msg[CLI_MSG_LEN];
+    if (ra_safetensors_write(job->grads_path, out, 1 + N_PROJ, msg, sizeof msg) != RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", msg);
+    return 0;
+}
+
+int attention_grads_run(const attention_grads_job *job, ra_context *ctx)
+{
+    char msg[CLI_MSG_LEN];
+    gradients g = {0};
+    float *y = malloc((size_t)job->x->count * sizeof(float));
+    ra_status status = y ? forward_backward(job, ctx, y, &g) : RA_ERR_NOMEM;
+    int failed = 0;
+    if (status != RA_OK)
+        failed = cli_fail_status(status, "attention training forward and backward failed");
+    else if (!(failed = write_gradients(job, &g)) &&
+             ra_npy_write_f32(job->y_path, y, job->x->ndim, job->x->shape, msg,
+                              sizeof msg) != RA_OK) {
+        unlink(job->grads_path); /* neither output, rather than one of them */
+        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    }
+    gradients_free(&g);
+    free(y);
+    return failed;
+}

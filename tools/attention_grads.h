@@ -1,0 +1,36 @@
+/*
+ * attention_grads.h — the training side of `ropeattn attention`: with
+ * --grad-output DY.npy --grads G.safetensors, the layer runs its training
+ * forward (dropout 0, so Y is the inference Y) and its backward for
+ * L = sum(Y * DY), and G gets dL/dX as tensor "x" and each projection's
+ * gradient under that projection's own name in the checkpoint, as F32.
+ */
+#ifndef RA_TOOLS_ATTENTION_GRADS_H
+#define RA_TOOLS_ATTENTION_GRADS_H
+
+#include "checkpoint.h"
+#include "io/io.h"
+
+/* Checks that DY (already read from dy_path) is float32 of X's shape; on
+ * failure prints one message and returns EXIT_FAIL. */
+int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x,
+                          const char *x_path);
+
+/* What one run needs: the layer and how it was found, X and DY, where the
+ * tokens sit, and the two output paths. */
+typedef struct attention_grads_job {
+    const ra_layer *layer;
+    const attention_tensors *tensors; /* the checkpoint's names and shapes */
+    const ra_npy *x, *dy;             /* [B, S, dim] or [S, dim], float32 */
+    int64_t batch, seq;
+    ra_positions positions;
+    ra_attention_path path;
+    const char *y_path, *grads_path;
+} attention_grads_job;
+
+/* Runs the training forward and the backward and writes G, then Y (each
+ * atomically; if Y cannot be written G is removed again, so a failure leaves
+ * neither).  On failure prints one message and returns EXIT_FAIL. */
+int attention_grads_run(const attention_grads_job *job, ra_context *ctx);
+
+#endif

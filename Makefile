@@ -25,7 +25,7 @@ LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
 LIB_SRC  := $(wildcard src/*.c src/io/*.c src/cpu/*.c)
 TOOL_SRC := $(wildcard tools/*.c bench/*.c)
-TEST_SRC := $(filter-out tests/test_neon.c,$(wildcard tests/test_*.c))
+TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -102,11 +102,21 @@ asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" test
 
+# Allocation failure: the library built with -DRA_FAULT_INJECTION (src/fault.h)
+# under AddressSanitizer + LeakSanitizer, and tests/test_alloc_failure.c,
+# which fails each allocation of every public path in turn.
+ALLOC_BUILD = build-alloc
+alloc-test:
+	@$(MAKE) --no-print-directory BUILD=$(ALLOC_BUILD) OPT=-O1 CFLAGS="$(CFLAGS) -DRA_FAULT_INJECTION" \
+	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	  $(ALLOC_BUILD)/tests/test_alloc_failure
+	OPENBLAS_NUM_THREADS=1 $(ALLOC_BUILD)/tests/test_alloc_failure
+
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(ALLOC_BUILD)
 
-.PHONY: all test asan neon-test fixtures clean
+.PHONY: all test asan neon-test fixtures clean alloc-test
 .SECONDARY:

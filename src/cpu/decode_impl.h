@@ -118,9 +118,11 @@ static void decode_task(void *arg, int64_t task, int thread)
                 float block_max = s[0];
                 for (int i = 1; i < nr; i++) block_max = s[i] > block_max ? s[i] : block_max;
                 float m_new = block_max > *m ? block_max : *m;
-                /* the same exp as the flash path, so prefill and decode agree */
-                float alpha = vexp(vsplat(*m - m_new))[0];
-                vf p = vexp(vload(s) - vsplat(m_new));
+                /* the same exp as the flash path, so prefill and decode
+                 * agree, against 0 while every score is -inf (flash_impl.h) */
+                float m_exp = m_new == -INFINITY ? 0.0f : m_new;
+                float alpha = vexp(vsplat(*m - m_exp))[0];
+                vf p = vexp(vload(s) - vsplat(m_exp));
                 vstore(s, p);
                 *l = *l * alpha + vreduce_add(p);
                 *m = m_new;

@@ -112,11 +112,23 @@ alloc-test:
 	  $(ALLOC_BUILD)/tests/test_alloc_failure
 	OPENBLAS_NUM_THREADS=1 $(ALLOC_BUILD)/tests/test_alloc_failure
 
+# ThreadSanitizer: tests/test_concurrency.c (application threads sharing
+# objects) and the tests that run contexts of several threads, built into
+# $(TSAN_BUILD).  OpenBLAS's threads synchronize in code TSan cannot see,
+# so OpenBLAS runs on the calling thread (OPENBLAS_NUM_THREADS=1).
+TSAN_BUILD = build-tsan
+TSAN_TESTS = test_concurrency test_attention test_kvcache test_rope
+tsan:
+	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
+	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)
+	@set -e; for t in $(TSAN_TESTS); do \
+	  OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" $(TSAN_BUILD)/tests/$$t; done
+
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 
 clean:
-	rm -rf build build-asan $(ALLOC_BUILD)
+	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD)
 
-.PHONY: all test asan neon-test fixtures clean alloc-test
+.PHONY: all test asan neon-test fixtures clean alloc-test tsan
 .SECONDARY:

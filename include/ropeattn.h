@@ -18,13 +18,24 @@
  *   - Tensors are row-major.  Weights are in PyTorch nn.Linear layout
  *     [out_features, in_features].
  *
- * Thread safety
+ * Thread safety (tests/test_concurrency.c, also under ThreadSanitizer)
  *   - An ra_rope and an ra_layer are read-only after creation: any number of
- *     threads may use one at once.
+ *     threads may use one at once (a layer's borrowed weights must not
+ *     change meanwhile).
+ *   - An ra_kv_cache may be read by any number of threads at once
+ *     (ra_attention_decode, ra_kv_cache_length, ra_kv_cache_views) while
+ *     none writes it; ra_kv_cache_append, ra_layer_forward_cached,
+ *     ra_kv_cache_reset and ra_kv_cache_destroy write it and need it to
+ *     themselves.
  *   - An ra_context owns threads and scratch memory: one calling thread at a
  *     time.  Give each application thread its own context.
  *   - Functions that take a context accept NULL and then run on the calling
  *     thread alone, allocating any scratch they need for that call.
+ *   - Inputs may be read by any number of calls at once; an output (or an
+ *     in-place tensor) belongs to one call at a time.
+ *   - There is no other shared state: the SIMD kernels are chosen once
+ *     (pthread_once).  The layer's projections call OpenBLAS from the
+ *     calling thread; its own thread pool comes on top of yours.
  *
  * Numbers at the edges (tests/test_numerics.c, on every path and ISA)
  *   - Storage: a result is rounded once to its storage dtype, and beyond the

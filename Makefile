@@ -1,6 +1,8 @@
 # ropeattn — build with `make`; `make test` runs the suite; `make asan` runs it
 # under AddressSanitizer + UndefinedBehaviorSanitizer; `make neon-test` runs
 # the kernels built for aarch64 (NEON) under qemu-user.
+# `make alloc-test`, `make tsan`, `make valgrind-cli`: allocation failures,
+# threads under ThreadSanitizer, the CLI under valgrind memcheck (below).
 #
 # Outputs (under $(BUILD), default build/):
 #   libropeattn.a, libropeattn.so   the library
@@ -25,7 +27,7 @@ LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
 LIB_SRC  := $(wildcard src/*.c src/io/*.c src/cpu/*.c)
 TOOL_SRC := $(wildcard tools/*.c bench/*.c)
-TEST_SRC := $(filter-out tests/test_neon.c,$(wildcard tests/test_*.c))
+TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -102,11 +104,49 @@ asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" test
 
+# Allocation failure: the library built with -DRA_FAULT_INJECTION (src/fault.h)
+# under AddressSanitizer + LeakSanitizer, and tests/test_alloc_failure.c,
+# which fails each allocation of every public path in turn.
+ALLOC_BUILD = build-alloc
+alloc-test:
+	@$(MAKE) --no-print-directory BUILD=$(ALLOC_BUILD) OPT=-O1 CFLAGS="$(CFLAGS) -DRA_FAULT_INJECTION" \
+	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	  $(ALLOC_BUILD)/tests/test_alloc_failure
+	OPENBLAS_NUM_THREADS=1 $(ALLOC_BUILD)/tests/test_alloc_failure
+
+# ThreadSanitizer: tests/test_concurrency.c (application threads sharing
+# objects) and the tests that run contexts of several threads, built into
+# $(TSAN_BUILD).  OpenBLAS's threads synchronize in code TSan cannot see,
+# so OpenBLAS runs on the calling thread (OPENBLAS_NUM_THREADS=1).
+TSAN_BUILD = build-tsan
+TSAN_TESTS = test_concurrency test_attention test_kvcache test_rope
+tsan:
+	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
+	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)
+	@set -e; for t in $(TSAN_TESTS); do \
+	  OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" $(TSAN_BUILD)/tests/$$t; done
+
+# The CLI tests with ropeattn (the plain build) under valgrind memcheck,
+# each run logging to $(VALGRIND_LOGS)/PID.log; any error or leak (definite
+# or possible) in any log fails (a failing command's exit code alone cannot
+# tell: the tests expect 1..127 there).  Valgrind has no AVX-512, so the
+# dispatch takes AVX2.  No suppressions are needed (OpenBLAS and libc run
+# clean).
+VALGRIND_LOGS = $(BUILD)/valgrind
+VALGRIND = valgrind --leak-check=full --error-exitcode=99 \
+           --log-file=$(abspath $(VALGRIND_LOGS))/%p.log
+valgrind-cli: $(BUILD)/ropeattn
+	@rm -rf $(VALGRIND_LOGS) && mkdir -p $(VALGRIND_LOGS)
+	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_cli.sh
+	@bad=$$(grep -L "ERROR SUMMARY: 0 errors" $(VALGRIND_LOGS)/*.log); \
+	  if [ -n "$$bad" ]; then cat $$bad; echo "valgrind: errors in $$(echo $$bad | wc -w) runs"; exit 1; fi; \
+	  echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) ropeattn runs, no errors and no leaks"
+
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD)
 
-.PHONY: all test asan neon-test fixtures clean
+.PHONY: all test asan neon-test fixtures clean alloc-test tsan valgrind-cli
 .SECONDARY:

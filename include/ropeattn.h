@@ -5,7 +5,7 @@
  * Dimension legend used in every shape comment below:
  *   B    batch                       S    sequence length (tokens)
  *   H    query heads                 Hkv  key/value heads (H % Hkv == 0)
- *   D    head_dim (even)             dim  model width = H * D
+ *   D    head_dim (even, 2 or more)  dim  model width = H * D
  *   rep  H / Hkv: query head h reads key/value head h / rep (GQA)
  *
  * Conventions
@@ -18,13 +18,47 @@
  *   - Tensors are row-major.  Weights are in PyTorch nn.Linear layout
  *     [out_features, in_features].
  *
- * Thread safety
+ * Thread safety (tests/test_concurrency.c, also under ThreadSanitizer)
  *   - An ra_rope and an ra_layer are read-only after creation: any number of
- *     threads may use one at once.
+ *     threads may use one at once (a layer's borrowed weights must not
+ *     change meanwhile).
+ *   - An ra_kv_cache may be read by any number of threads at once
+ *     (ra_attention_decode, ra_kv_cache_length, ra_kv_cache_views) while
+ *     none writes it; ra_kv_cache_append, ra_layer_forward_cached,
+ *     ra_kv_cache_reset and ra_kv_cache_destroy write it and need it to
+ *     themselves.
  *   - An ra_context owns threads and scratch memory: one calling thread at a
  *     time.  Give each application thread its own context.
  *   - Functions that take a context accept NULL and then run on the calling
  *     thread alone, allocating any scratch they need for that call.
+ *   - Inputs may be read by any number of calls at once; an output (or an
+ *     in-place tensor) belongs to one call at a time.
+ *   - There is no other shared state: the SIMD kernels are chosen once
+ *     (pthread_once).  The layer's projections call OpenBLAS from the
+ *     calling thread; its own thread pool comes on top of yours.
+ *
+ * Numbers at the edges (tests/test_numerics.c, on every path and ISA)
+ *   - Storage: a result is rounded once to its storage dtype, and beyond the
+ *     dtype's range it is +-Inf, as PyTorch's .half() makes it (f16:
+ *     |x| > 65504; a rotation keeps each pair's norm, so it can grow one
+ *     feature by up to sqrt(2): f16 inputs above ~46000 can overflow).  The
+ *     call still succeeds; isinf() tells, where data runs that close.
+ *   - Attention logits s = q.k / sqrt(D) are formed with q scaled first
+ *     (flash, decode) or in double (reference), and every softmax is taken
+ *     against its row's maximum: logits anywhere in float32's range (up to
+ *     +-3.4e38, and each term q_d k_d / sqrt(D) too) give the softmax with
+ *     no overflow and no 0/0.  A logit beyond that range is +-Inf: -Inf
+ *     weighs 0; +Inf, or a row whose logits are all -Inf, makes the row
+ *     NaN, as a softmax does.
+ *   - NaN and Inf reach exactly the outputs that depend on them: a NaN in q
+ *     row i makes out row i of that head NaN; a NaN or an Inf in k or v at
+ *     token j reaches rows i >= j of the heads that read that kv head and no
+ *     row before j.  (The seed's dense masked path spreads it to every row
+ *     of the head: scores + mask keeps the NaN, and 0 * NaN = NaN in
+ *     probs @ v.)  In RoPE a NaN reaches both features of its pair.
+ *   - Positions lie in [0, RA_MAX_POSITION = 2^32], with angles within 1e-6
+ *     of exact math throughout; one past is RA_ERR_POSITION, before
+ *     anything is written.
  *
  * RoPE (the derivation, in one line): choose f(q, m) so that
  *   <f(q, m), f(k, n)> depends only on m - n.  The answer rotates each pair of
@@ -316,7 +350,8 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
  * out and x have the same shape and dtype; out == x (the same data and
  * strides) rotates in place, and otherwise their memory must not overlap
  * (RA_ERR_ARGUMENT).  Computed in float32 and rounded once to the
- * storage dtype, as the seed's .float() ... .type_as() does.
+ * storage dtype, as the seed's .float() ... .type_as() does; a result
+ * beyond the dtype's range is stored as +-Inf (see "Numbers at the edges").
  *   x, out: [B, S, heads, D] */
 RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx,
                                const ra_tensor *out, const ra_tensor *x,
@@ -356,7 +391,8 @@ typedef struct ra_dropout {
  * j <= i.  Softmax in float32; dropout (if any) applies to the probabilities.
  * q and out are float32 [B, S, H, D]; k and v are [B, S, Hkv, D] in f32,
  * f16 or bf16 (16-bit keys and values are widened to float32, and every sum
- * runs in float32).  out's memory must not overlap q's, k's or v's
+ * runs in float32).  Extreme logits, NaN and Inf: "Numbers at the edges"
+ * above.  out's memory must not overlap q's, k's or v's
  * (RA_ERR_ARGUMENT); q, k and v may share one fused buffer. */
 RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
                               const ra_tensor *out, const ra_tensor *q,
@@ -428,7 +464,8 @@ RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_te
 /* Appends n_new[b] tokens to sequence b (NULL: S for every sequence), in one
  * pass: q and k are rotated in place by the tokens' positions, and k and v
  * are written (converted to the cache's dtype) into slots length[b] ..
- * length[b] + n_new[b] - 1; then the lengths advance.  Token s of sequence b
+ * length[b] + n_new[b] - 1 (16-bit caches: values beyond the dtype's range
+ * stored as +-Inf); then the lengths advance.  Token s of sequence b
  * is row s of the inputs (s < n_new[b]).  A sequence that would pass the
  * capacity gives RA_ERR_SIZE and changes nothing.
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what ropeattn needs to build and test on Debian 12, if missing:
 # a C compiler and make, OpenBLAS (CBLAS), cJSON, pkg-config, NumPy for the
-# CLI tests, and the aarch64 cross compiler, its C library and qemu-user for
-# the NEON test.  PyTorch is needed only to regenerate fixtures (make fixtures).
+# CLI tests, the aarch64 cross compiler, its C library and qemu-user for the
+# NEON test, and valgrind for `make valgrind-cli`.  PyTorch is needed only to
+# regenerate fixtures (make fixtures).
 set -euo pipefail
 packages=(build-essential pkg-config libopenblas-dev libcjson-dev python3 python3-numpy
-          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+          valgrind)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The test suite: builds and runs every test, then again under
-# AddressSanitizer + UndefinedBehaviorSanitizer.  Each run ends with a line
-# "N passed, N failed"; the script fails if any test failed.
+# The test suite: builds and runs every test; the allocation-failure test,
+# ThreadSanitizer and valgrind runs (Makefile); then the suite again under
+# AddressSanitizer + UndefinedBehaviorSanitizer.  Each run ends with a
+# summary ("N passed, N failed"); the script fails if any test failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 make -j"$(nproc)" >/dev/null
 make test
+make -j"$(nproc)" alloc-test   # each allocation of each public path failing, under ASan+LSan
+make -j"$(nproc)" tsan         # threads sharing objects, under ThreadSanitizer
+make valgrind-cli              # the CLI tests under valgrind memcheck
 make -j"$(nproc)" asan

@@ -14,9 +14,9 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "parallel.h"
 
 struct ra_context {
@@ -88,7 +88,7 @@ static void *worker_main(void *p)
 {
     ra_context *ctx = ((worker_start *)p)->ctx;
     int thread = ((worker_start *)p)->thread;
-    free(p);
+    ra_free(p);
     uint64_t seen = 0;
     for (;;) {
         seen = wait_for_work(ctx, seen);
@@ -122,39 +122,41 @@ RA_API ra_status ra_context_create(ra_context **out, int n_threads)
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = online > 0 ? (online > 4096 ? 4096 : (int)online) : 1;
     }
-    ra_context *ctx = calloc(1, sizeof *ctx);
+    ra_context *ctx = ra_calloc(1, sizeof *ctx);
     if (!ctx) return RA_ERR_NOMEM;
     ctx->n_threads = n_threads;
     if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
-        free(ctx);
+        ra_free(ctx);
         return RA_ERR_THREAD;
     }
     if (pthread_cond_init(&ctx->wake, NULL) != 0) {
         pthread_mutex_destroy(&ctx->lock);
-        free(ctx);
+        ra_free(ctx);
         return RA_ERR_THREAD;
     }
     if (pthread_cond_init(&ctx->idle, NULL) != 0) {
         pthread_cond_destroy(&ctx->wake);
         pthread_mutex_destroy(&ctx->lock);
-        free(ctx);
+        ra_free(ctx);
         return RA_ERR_THREAD;
     }
     ra_status status = RA_OK;
     if (n_threads > 1) {
-        ctx->workers = calloc((size_t)n_threads - 1, sizeof *ctx->workers);
+        ctx->workers = ra_calloc((size_t)n_threads - 1, sizeof *ctx->workers);
         if (!ctx->workers) status = RA_ERR_NOMEM;
     }
     for (int i = 1; i < n_threads && status == RA_OK; i++) {
-        worker_start *start = malloc(sizeof *start);
+        worker_start *start = ra_malloc(sizeof *start);
         if (!start) {
             status = RA_ERR_NOMEM;
             break;
         }
         start->ctx = ctx;
         start->thread = i;
-        if (pthread_create(&ctx->workers[i - 1], NULL, worker_main, start) != 0) {
-            free(start);
+        int failed = ra_fault_next() ||
+                     pthread_create(&ctx->workers[i - 1], NULL, worker_main, start) != 0;
+        if (failed) {
+            ra_free(start);
             status = RA_ERR_THREAD;
             break;
         }
@@ -175,9 +177,9 @@ RA_API void ra_context_destroy(ra_context *ctx)
     pthread_cond_destroy(&ctx->idle);
     pthread_cond_destroy(&ctx->wake);
     pthread_mutex_destroy(&ctx->lock);
-    free(ctx->workers);
-    for (int slot = 0; slot < RA_SCRATCH_SLOTS; slot++) free(ctx->workspace[slot]);
-    free(ctx);
+    ra_free(ctx->workers);
+    for (int slot = 0; slot < RA_SCRATCH_SLOTS; slot++) ra_free(ctx->workspace[slot]);
+    ra_free(ctx);
 }
 
 RA_API int ra_context_threads(const ra_context *ctx) { return ctx ? ctx->n_threads : 0; }
@@ -224,7 +226,7 @@ static ra_status acquire(ra_context *ctx, int slot, size_t bytes, ra_scratch *ou
     if (ctx->workspace_bytes[slot] < bytes) {
         void *grown = ra_alloc(bytes);
         if (!grown) return RA_ERR_NOMEM;
-        free(ctx->workspace[slot]);
+        ra_free(ctx->workspace[slot]);
         ctx->workspace[slot] = grown;
         ctx->workspace_bytes[slot] = bytes;
     }
@@ -244,7 +246,7 @@ ra_status ra_scratch_acquire_outer(ra_context *ctx, size_t bytes, ra_scratch *ou
 
 void ra_scratch_release(ra_scratch *scratch)
 {
-    if (scratch->owned) free(scratch->data);
+    if (scratch->owned) ra_free(scratch->data);
     scratch->data = NULL;
     scratch->owned = 0;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "half.h"
+#include "memory.h"
 #include "ropeattn.h"
 
 /* Returns status from the enclosing function if it is not RA_OK. */
@@ -60,7 +61,5 @@ static inline void ra_store(void *p, ra_dtype dtype, int64_t i, float v)
     }
 }
 
-/* 64-byte aligned allocation (NULL on failure or n == 0); free with free(). */
-void *ra_alloc(size_t bytes);
 
 #endif

@@ -6,7 +6,6 @@
  *   K, V storage: [B, capacity, Hkv, D] in the cache's dtype
  *   append inputs: q [B, S, H, D] (optional), k, v [B, S, Hkv, D], f32
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "kvcache_internal.h"
@@ -22,12 +21,12 @@ RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t ca
     int64_t dims[4] = {batch, capacity, n_kv_heads, head_dim}, n;
     RA_TRY(ra_count(dims, 4, &n));
     if (head_dim % 2) return RA_ERR_HEAD_DIM;
-    ra_kv_cache *c = calloc(1, sizeof *c);
+    ra_kv_cache *c = ra_calloc(1, sizeof *c);
     if (!c) return RA_ERR_NOMEM;
     size_t bytes = (size_t)n * ra_dtype_size(dtype);
     c->k = ra_alloc(bytes);
     c->v = c->k ? ra_alloc(bytes) : NULL;
-    c->length = calloc((size_t)batch, sizeof *c->length);
+    c->length = ra_calloc((size_t)batch, sizeof *c->length);
     if (!c->v || !c->length) {
         ra_kv_cache_destroy(c);
         return RA_ERR_NOMEM;
@@ -44,10 +43,10 @@ RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t ca
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
 {
     if (!cache) return;
-    free(cache->k);
-    free(cache->v);
-    free(cache->length);
-    free(cache);
+    ra_free(cache->k);
+    ra_free(cache->v);
+    ra_free(cache->length);
+    ra_free(cache);
 }
 
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache)

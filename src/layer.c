@@ -8,7 +8,6 @@
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
  */
 #include <limits.h>
-#include <stdlib.h>
 
 #include "attention_internal.h"
 #include "gemm.h"
@@ -46,11 +45,11 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     if (!weights->wq || !weights->wk || !weights->wv || !weights->wo) return RA_ERR_NULL;
     ra_layer_config c = *config;
     RA_TRY(resolve_config(&c));
-    ra_layer *layer = calloc(1, sizeof *layer);
+    ra_layer *layer = ra_calloc(1, sizeof *layer);
     if (!layer) return RA_ERR_NOMEM;
     ra_status status = ra_rope_create(&layer->rope, &c.rope);
     if (status != RA_OK) {
-        free(layer);
+        ra_free(layer);
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
@@ -65,7 +64,7 @@ RA_API void ra_layer_destroy(ra_layer *layer)
 {
     if (!layer) return;
     ra_rope_destroy(layer->rope);
-    free(layer);
+    ra_free(layer);
 }
 
 RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)

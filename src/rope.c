@@ -8,7 +8,6 @@
  *   [rotary_dim, D) pass through unchanged.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/kernels.h"
@@ -37,7 +36,7 @@ static ra_status copy_longrope_factors(ra_rope *rope)
         return RA_OK;
     }
     if (!s->short_factor || !s->long_factor) return RA_ERR_NULL;
-    rope->short_long = malloc(2 * (size_t)rope->n_pairs * sizeof(double));
+    rope->short_long = ra_malloc(2 * (size_t)rope->n_pairs * sizeof(double));
     if (!rope->short_long) return RA_ERR_NOMEM;
     memcpy(rope->short_long, s->short_factor, (size_t)rope->n_pairs * sizeof(double));
     memcpy(rope->short_long + rope->n_pairs, s->long_factor, (size_t)rope->n_pairs * sizeof(double));
@@ -65,11 +64,11 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
 
     /* Frequencies first (they validate the type's parameters), the table
      * only once everything else has been accepted. */
-    ra_rope *rope = calloc(1, sizeof *rope);
+    ra_rope *rope = ra_calloc(1, sizeof *rope);
     if (!rope) return RA_ERR_NOMEM;
     rope->config = c;
     rope->n_pairs = n_pairs;
-    rope->inv_freq = malloc((size_t)n_pairs * sizeof *rope->inv_freq);
+    rope->inv_freq = ra_malloc((size_t)n_pairs * sizeof *rope->inv_freq);
     ra_status status = rope->inv_freq ? copy_longrope_factors(rope) : RA_ERR_NOMEM;
     if (status == RA_OK)
         status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
@@ -100,11 +99,11 @@ void ra_rope_zero_angles(ra_rope *rope)
 RA_API void ra_rope_destroy(ra_rope *rope)
 {
     if (!rope) return;
-    free(rope->inv_freq);
-    free(rope->short_long);
-    free(rope->cos);
-    free(rope->sin);
-    free(rope);
+    ra_free(rope->inv_freq);
+    ra_free(rope->short_long);
+    ra_free(rope->cos);
+    ra_free(rope->sin);
+    ra_free(rope);
 }
 
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope)

@@ -25,6 +25,20 @@ fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 summary() { echo "cli: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
 if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
+# RA_CLI_WRAPPER, when set, is a command prefix ropeattn runs go through
+# (`make valgrind-cli`: valgrind memcheck), by a script that takes
+# ropeattn's place.  demo and bench run as they are: they time a
+# LLaMA-shaped layer (the demo alone takes over ten minutes under memcheck);
+# `make asan` runs them, with the rest of this script, under ASan.
+if [ -n "${RA_CLI_WRAPPER:-}" ]; then
+    cat >"$TMP/ropeattn" <<EOF
+#!/bin/sh
+case "\$1" in demo | bench) exec "$RA" "\$@" ;; esac
+exec $RA_CLI_WRAPPER "$RA" "\$@"
+EOF
+    chmod +x "$TMP/ropeattn"
+    RA=$TMP/ropeattn
+fi
 if ! "$PY" -c 'import numpy' 2>/dev/null; then
     fail "$PY with numpy is required (apt-get install python3-numpy)"; summary
 fi

@@ -83,7 +83,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
     }
 
     const vi lane = ra_swap_masks[0] ^ (RA_W / 2); /* 0, 1, 2, ... */
-    float p[DECODE_ROWS][RA_W], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
+    float p[DECODE_ROWS][RA_W], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0}, m_exp[RA_W] = {0};
     int visible[DECODE_ROWS], shared = n; /* keys every row sees */
     for (int r = 0; r < nr; r++) {
         float *m = group + (r0 + r) * stride + head_dim;
@@ -97,13 +97,15 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         m_old[r] = *m;
         m_new[r] = block_max > *m ? block_max : *m;
     }
-    /* the same exp as the flash path, so prefill and decode agree; one
-     * vexp for every row's e^(m - m') (rows that saw nothing: e^0 = 1) */
-    vstore(alpha, vexp(vload(m_old) - vload(m_new)));
+    /* the same exp as the flash path, so prefill and decode agree, against
+     * 0 while every score is -inf (flash_impl.h); one vexp for every row's
+     * e^(m - m') (rows that saw nothing: e^0 = 1) */
+    for (int r = 0; r < nr; r++) m_exp[r] = m_new[r] == -INFINITY ? 0.0f : m_new[r];
+    vstore(alpha, vexp(vload(m_old) - vload(m_exp)));
     for (int r = 0; r < nr; r++) {
         if (visible[r] == 0) continue;
         float *m = group + (r0 + r) * stride + head_dim, *l = m + 1;
-        vf e = vexp(vload(scores[r]) - vsplat(m_new[r]));
+        vf e = vexp(vload(scores[r]) - vsplat(m_exp[r]));
         vstore(p[r], e);
         *l = *l * alpha[r] + vreduce_add(e);
         *m = m_new[r];

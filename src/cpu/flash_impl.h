@@ -122,7 +122,8 @@ static void store_rows_transposed(float *const *dst, const float *restrict ot, i
 typedef struct flash_tile {
     float *qt, *st, *ot, *m, *l, *alpha, *mult, *zero, *wide;
     const float **krow; /* [BK] */
-    float *pos;         /* [rows]: query position of each row, as float */
+    float *pos;         /* [rows]: each row's query index less the block's first
+                           (exact as a float at any length); +inf for padding */
 } flash_tile;
 
 static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
@@ -145,24 +146,28 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
 
 /* Masks, exponentiates and folds one tile's scores into m and l, and
  * leaves e^(m - m') in alpha for values_block to rescale Ot with.  Keys
- * j >= nk and keys after a row's query are -inf. */
-static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t k0, int diagonal)
+ * after a row's query are -inf; key k0 + j is j0 + j places after the
+ * block's first query. */
+static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t j0, int diagonal)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         vf pos = vload(t->pos + r0), mx = vload(t->m + r0), m_new = mx;
         for (int64_t j = 0; j < nk; j++) {
             vf s = vload(t->st + j * rows + r0);
             if (diagonal) {
-                s = vselect(vsplat((float)(k0 + j)) > pos, vsplat(-INFINITY), s);
+                s = vselect(vsplat((float)(j0 + j)) > pos, vsplat(-INFINITY), s);
                 vstore(t->st + j * rows + r0, s);
             }
             m_new = vmax(m_new, s);
         }
-        /* m starts at -inf; every real row sees key 0 in the first tile, so
-         * m_new is finite there and e^(-inf - m_new) = 0 as it should. */
-        vf alpha = vexp(mx - m_new), sum = vsplat(0.0f);
+        /* m starts at -inf.  While every score so far is -inf (a logit
+         * beyond -FLT_MAX, say) m' is -inf too: exponentiate against 0
+         * then, so that such keys weigh 0 rather than e^(-inf + inf) = NaN,
+         * as in a softmax over the whole row. */
+        vf m_exp = vselect(m_new == vsplat(-INFINITY), vsplat(0.0f), m_new);
+        vf alpha = vexp(mx - m_exp), sum = vsplat(0.0f);
         for (int64_t j = 0; j < nk; j++) {
-            vf p = vexp(vload(t->st + j * rows + r0) - m_new);
+            vf p = vexp(vload(t->st + j * rows + r0) - m_exp);
             vstore(t->st + j * rows + r0, p);
             sum += p;
         }
@@ -170,6 +175,32 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t 
         vstore(t->m + r0, m_new);
         vstore(t->alpha + r0, alpha);
     }
+}
+
+/* Whether the values of a diagonal tile hold an Inf or a NaN at a key that
+ * some rows do not see (j0 + j > 0): a masked key weighs exactly 0 for a
+ * row, but 0 * Inf = NaN would still reach that row through values_block. */
+static int unseen_nonfinite(const flash_tile *t, int64_t j0, int64_t nk, int64_t head_dim)
+{
+    for (int64_t j = j0 > 0 ? 0 : 1 - j0; j < nk; j++)
+        for (int64_t d = 0; d < head_dim; d++)
+            if (!isfinite(t->krow[j][d])) return 1;
+    return 0;
+}
+
+/* values_block for such a tile, one row at a time over the keys it sees
+ * (key j is j0 + j places after the block's first query), in the same
+ * order. */
+static void values_seen(const flash_tile *t, int64_t j0, int64_t nk, int64_t rows,
+                        int64_t head_dim, int first)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < head_dim; d++) {
+            float acc = first ? 0.0f : t->ot[d * rows + r] * t->alpha[r];
+            for (int64_t j = 0; j < nk && (float)(j0 + j) <= t->pos[r]; j++)
+                acc += t->krow[j][d] * t->st[j * rows + r];
+            t->ot[d * rows + r] = acc;
+        }
 }
 
 /* Points rows[j] at key/value row k0 + j of (b, g) for j in [0, nk): in
@@ -221,7 +252,7 @@ static void flash_task(void *arg, int64_t task, int thread)
             int real = h < rep && qi < nq;
             t.m[r] = -INFINITY;
             t.l[r] = 0.0f;
-            t.pos[r] = real ? (float)(q0 + qi) : (float)seq; /* padding sees every key */
+            t.pos[r] = real ? (float)qi : INFINITY; /* padding sees every key */
             src[i] = real ? ra_row(q, b, q0 + qi, g * rep + h) : t.zero;
         }
         load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
@@ -235,7 +266,8 @@ static void flash_task(void *arg, int64_t task, int thread)
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;
             scores_block(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
         }
-        softmax_tile(&t, rows, nk, k0, k0 + nk > q0 + 1);
+        const int diagonal = k0 + nk > q0 + 1; /* some rows do not see some keys */
+        softmax_tile(&t, rows, nk, k0 - q0, diagonal);
         if (a->dropout)
             for (int64_t r = 0; r < rep * block_q; r++) {
                 int64_t h = r / block_q, i = r % block_q;
@@ -246,11 +278,16 @@ static void flash_task(void *arg, int64_t task, int thread)
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }
         tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
-        int64_t d0 = 0;
-        for (; d0 + MR <= head_dim; d0 += MR)
-            values_block(t.ot, t.st, t.krow, d0, MR, nk, rows, t.alpha, k0 == 0);
-        if (d0 < head_dim)
-            values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows, t.alpha, k0 == 0);
+        if (diagonal && unseen_nonfinite(&t, k0 - q0, nk, head_dim)) {
+            values_seen(&t, k0 - q0, nk, rows, head_dim, k0 == 0);
+        } else {
+            int64_t d0 = 0;
+            for (; d0 + MR <= head_dim; d0 += MR)
+                values_block(t.ot, t.st, t.krow, d0, MR, nk, rows, t.alpha, k0 == 0);
+            if (d0 < head_dim)
+                values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows, t.alpha,
+                             k0 == 0);
+        }
     }
 
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {

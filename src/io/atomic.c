@@ -5,13 +5,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "io.h"
 #include "io_message.h"
+#include "memory.h"
 
 #define TEMP_SUFFIX ".tmp.XXXXXX"
 #define TEMP_ATTEMPTS 100
@@ -42,7 +42,7 @@ static int create_temp(const char *path, char **temp_name)
 {
     size_t path_len = strlen(path);
     size_t len = path_len + sizeof TEMP_SUFFIX - 1;
-    char *name = malloc(len + 1);
+    char *name = ra_malloc(len + 1);
     if (name == NULL) return -1;
     memcpy(name, path, path_len);
     memcpy(name + path_len, TEMP_SUFFIX, sizeof TEMP_SUFFIX);
@@ -56,7 +56,7 @@ static int create_temp(const char *path, char **temp_name)
         if (errno != EEXIST) break;
     }
     int saved = errno;
-    free(name);
+    ra_free(name);
     errno = saved;
     return -1;
 }
@@ -119,8 +119,8 @@ ra_status ra_write_file_atomic(const char *path, const void *const *parts,
     char *temp_name = NULL;
     int fd = create_temp(path, &temp_name);
     if (fd < 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot create file: %s", path,
-                          strerror(errno));
+        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot create file: %s",
+                          path, strerror(errno));
     const char *what = NULL;
     int failed = fill_and_close(fd, parts, sizes, n_parts, &what) != 0;
     if (!failed && rename(temp_name, path) != 0) {
@@ -130,9 +130,9 @@ ra_status ra_write_file_atomic(const char *path, const void *const *parts,
     if (failed) {
         int saved = errno;
         unlink(temp_name);
-        free(temp_name);
+        ra_free(temp_name);
         return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: %s: %s", path, what, strerror(saved));
     }
-    free(temp_name);
+    ra_free(temp_name);
     return RA_OK;
 }

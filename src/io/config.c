@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -157,9 +156,11 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
                              ra_hf_config *out, char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
-    cJSON *root = ra_io_json_parse(text, len);
-    if (root == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: not valid JSON", name);
+    cJSON *root;
+    ra_status parsed = ra_io_json_parse(text, len, &root);
+    if (parsed != RA_OK)
+        return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
+                          parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
     ra_status status = cJSON_IsObject(root)
                            ? read_fields(root, out, name, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
@@ -195,10 +196,10 @@ static ra_status slurp(FILE *f, const char *path, char **text, size_t *len, char
                           "%s: the file is %lld bytes; configs over %d bytes are refused", path,
                           (long long)st.st_size, MAX_CONFIG_BYTES);
     size_t size = (size_t)st.st_size;
-    char *buf = malloc(size > 0 ? size : 1);
+    char *buf = ra_malloc(size > 0 ? size : 1);
     if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
     if (fread(buf, 1, size, f) != size) {
-        free(buf);
+        ra_free(buf);
         return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: read failed", path);
     }
     *text = buf;
@@ -215,14 +216,14 @@ ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_config_read: path or out is NULL");
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot open file: %s", path,
-                          strerror(errno));
+        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
+                          path, strerror(errno));
     char *text = NULL;
     size_t len = 0;
     ra_status status = slurp(f, path, &text, &len, msg, msg_len);
     fclose(f);
     if (status != RA_OK) return status;
     status = parse_named(text, len, path, out, msg, msg_len);
-    free(text);
+    ra_free(text);
     return status;
 }

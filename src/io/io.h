@@ -7,6 +7,12 @@
  * bounds-checked before use, and each failure returns a status plus one
  * clear sentence in msg (which names the file).  Writers write a temporary
  * file beside the target and rename it, so a failure leaves no output file.
+ *
+ * Threads: the readers and writers keep no state of their own, but cJSON's
+ * parser stores the position of its last error in a process-wide variable
+ * (cJSON_GetErrorPtr) without synchronization, so two threads parsing at
+ * once (a safetensors header, a config.json, rope parameters) race inside
+ * cJSON.  The CLI parses on one thread; a threaded caller must do the same.
  */
 #ifndef RA_IO_H
 #define RA_IO_H

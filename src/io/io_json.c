@@ -1,23 +1,27 @@
 /* io_json.c — strict JSON parsing and exact integer reading with cJSON. */
+#include <errno.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "io_json.h"
+#include "memory.h"
 
-cJSON *ra_io_json_parse(const char *text, size_t len)
+ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out)
 {
-    if (len == SIZE_MAX || memchr(text, '\0', len) != NULL) return NULL;
+    *out = NULL;
+    if (len == SIZE_MAX || memchr(text, '\0', len) != NULL) return RA_ERR_FORMAT;
     /* cJSON gets its own NUL-terminated copy, so that nothing it does can
      * read past the caller's bytes, and it must reach that NUL: trailing
      * non-whitespace is an error. */
-    char *copy = malloc(len + 1);
-    if (copy == NULL) return NULL;
+    char *copy = ra_malloc(len + 1);
+    if (copy == NULL) return RA_ERR_NOMEM;
     memcpy(copy, text, len);
     copy[len] = '\0';
-    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, NULL, 1);
-    free(copy);
-    return root;
+    errno = 0;
+    *out = cJSON_ParseWithLengthOpts(copy, len + 1, NULL, 1);
+    ra_status status = *out != NULL ? RA_OK : errno == ENOMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT;
+    ra_free(copy);
+    return status;
 }
 
 int ra_io_json_integer(const cJSON *item, int64_t *out)

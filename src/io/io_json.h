@@ -10,15 +10,19 @@
 
 #include <cjson/cJSON.h>
 
+#include "ropeattn.h"
+
 /* JSON numbers are doubles: every integer text below 2^53 parses exactly,
  * and any integer text that does not parses to 2^53 or beyond. */
 #define RA_IO_JSON_INT_LIMIT ((int64_t)1 << 53)
 
 /* Parses exactly len bytes of JSON (need not be NUL-terminated): the whole
  * text must be one JSON value, optionally surrounded by whitespace, with no
- * NUL byte.  Returns NULL if it is not, or if memory runs out.  Free the
- * result with cJSON_Delete. */
-cJSON *ra_io_json_parse(const char *text, size_t len);
+ * NUL byte.  *out is the tree (free it with cJSON_Delete), or NULL with
+ * RA_ERR_FORMAT when the text is not such a value and RA_ERR_NOMEM when
+ * memory ran out (cJSON returns NULL for both; its allocator, malloc or
+ * whatever the application hooked in, leaves errno ENOMEM for the second). */
+ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out);
 
 /* If item is a number holding an integer of magnitude below 2^53 (so exactly
  * the integer the file wrote), stores it in *out and returns 1; otherwise

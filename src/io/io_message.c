@@ -1,4 +1,5 @@
 /* io_message.c — failure sentences and shape text for the file-format code. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -13,6 +14,11 @@ ra_status ra_io_fail(char *msg, size_t msg_len, ra_status status, const char *fm
         va_end(args);
     }
     return status;
+}
+
+ra_status ra_io_errno_status(int err)
+{
+    return err == ENOMEM ? RA_ERR_NOMEM : RA_ERR_IO;
 }
 
 void ra_io_clear(char *msg, size_t msg_len)

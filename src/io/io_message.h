@@ -21,6 +21,10 @@
 ra_status ra_io_fail(char *msg, size_t msg_len, ra_status status, const char *fmt, ...)
     RA_IO_PRINTF(4);
 
+/* The status for a failed open, create or map with this errno: RA_ERR_NOMEM
+ * for ENOMEM, else RA_ERR_IO. */
+ra_status ra_io_errno_status(int err);
+
 /* Empties msg (if msg is not NULL and msg_len > 0). */
 void ra_io_clear(char *msg, size_t msg_len);
 

@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -101,12 +100,12 @@ static ra_status read_preamble(FILE *f, uint64_t file_size, const char *path,
 static ra_status read_header(FILE *f, uint32_t len, const char *path, ra_npy_header *h,
                              char *msg, size_t msg_len)
 {
-    char *text = malloc(len > 0 ? len : 1);
+    char *text = ra_malloc(len > 0 ? len : 1);
     if (text == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory for the header", path);
     ra_status status = read_exact(f, text, len, path, msg, msg_len);
     if (status == RA_OK) status = ra_npy_parse_header(text, len, path, h, msg, msg_len);
-    free(text);
+    ra_free(text);
     return status;
 }
 
@@ -160,13 +159,13 @@ static ra_status read_npy(FILE *f, const char *path, ra_npy *out, char *msg, siz
     RA_TRY(check_data_size(&h, type, file_size - data_start, path, &count, msg, msg_len));
 
     size_t bytes = (size_t)count * type->size;
-    void *data = NULL;
-    if (posix_memalign(&data, 64, bytes > 0 ? bytes : 64) != 0)
+    void *data = ra_alloc(bytes > 0 ? bytes : 64);
+    if (data == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NOMEM,
                           "%s: out of memory for %zu bytes of data", path, bytes);
     ra_status status = read_exact(f, data, bytes, path, msg, msg_len);
     if (status != RA_OK) {
-        free(data);
+        ra_free(data);
         return status;
     }
     out->dtype = type->dtype;
@@ -185,8 +184,8 @@ ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len)
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_npy_read: path or out is NULL");
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot open file: %s", path,
-                          strerror(errno));
+        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
+                          path, strerror(errno));
     ra_status status = read_npy(f, path, out, msg, msg_len);
     fclose(f);
     return status;
@@ -195,6 +194,6 @@ ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len)
 void ra_npy_free(ra_npy *npy)
 {
     if (npy == NULL) return;
-    free(npy->data);
+    ra_free(npy->data);
     memset(npy, 0, sizeof *npy);
 }

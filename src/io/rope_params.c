@@ -4,7 +4,6 @@
  * memory the struct owns.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -28,8 +27,8 @@ const char *ra_hf_rope_type_name(ra_rope_type type)
 void ra_hf_rope_free(ra_hf_rope *rope)
 {
     if (rope == NULL) return;
-    free(rope->short_factor);
-    free(rope->long_factor);
+    ra_free(rope->short_factor);
+    ra_free(rope->long_factor);
     memset(rope, 0, sizeof *rope);
 }
 
@@ -117,13 +116,13 @@ static ra_status read_factors(const reader *r, const char *key, double **out, in
                           r->name, r->prefix, key);
     int64_t count = 0;
     for (const cJSON *e = item->child; e != NULL; e = e->next) count++;
-    double *values = malloc((size_t)count * sizeof *values);
+    double *values = ra_malloc((size_t)count * sizeof *values);
     if (values == NULL)
         return ra_io_fail(r->msg, r->msg_len, RA_ERR_NOMEM, "%s: out of memory", r->name);
     int64_t i = 0;
     for (const cJSON *e = item->child; e != NULL; e = e->next, i++) {
         if (!number_ok(e, POSITIVE, &values[i])) {
-            free(values);
+            ra_free(values);
             return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
                               "%s: \"%s%s\"[%lld] must be a positive number", r->name,
                               r->prefix, key, (long long)i);
@@ -242,8 +241,11 @@ ra_status ra_hf_rope_parse(const char *json, size_t len, ra_hf_rope *out, char *
     if (out != NULL) memset(out, 0, sizeof *out);
     if (json == NULL || out == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_rope_parse: json or out is NULL");
-    cJSON *root = ra_io_json_parse(json, len);
-    if (root == NULL) return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: not valid JSON", name);
+    cJSON *root;
+    ra_status parsed = ra_io_json_parse(json, len, &root);
+    if (parsed != RA_OK)
+        return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
+                          parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
     ra_status status = cJSON_IsObject(root)
                            ? ra_io_rope_read(root, name, "", out, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,

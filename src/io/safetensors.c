@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,7 +147,7 @@ static ra_status read_tensor(const data_area *a, const cJSON *entry, ra_st_tenso
 static ra_status read_entries(ra_safetensors *st, const cJSON *root, const data_area *a)
 {
     int n = cJSON_GetArraySize(root);
-    st->tensors = calloc(n > 0 ? (size_t)n : 1, sizeof *st->tensors);
+    st->tensors = ra_calloc(n > 0 ? (size_t)n : 1, sizeof *st->tensors);
     if (st->tensors == NULL)
         return ra_io_fail(a->msg, a->msg_len, RA_ERR_NOMEM, "%s: out of memory", a->path);
     for (const cJSON *entry = root->child; entry != NULL; entry = entry->next) {
@@ -160,7 +159,7 @@ static ra_status read_entries(ra_safetensors *st, const cJSON *root, const data_
         }
         ra_st_tensor *t = &st->tensors[st->count];
         RA_TRY(read_tensor(a, entry, t));
-        t->name = strdup(entry->string);
+        t->name = ra_strdup(entry->string);
         if (t->name == NULL)
             return ra_io_fail(a->msg, a->msg_len, RA_ERR_NOMEM, "%s: out of memory", a->path);
         st->count++;
@@ -184,7 +183,7 @@ static int by_offset(const void *x, const void *y)
 /* Sorts the name index and rejects a name given twice. */
 static ra_status index_names(ra_safetensors *st, const data_area *a)
 {
-    st->by_name = malloc((st->count > 0 ? (size_t)st->count : 1) * sizeof *st->by_name);
+    st->by_name = ra_malloc((st->count > 0 ? (size_t)st->count : 1) * sizeof *st->by_name);
     if (st->by_name == NULL)
         return ra_io_fail(a->msg, a->msg_len, RA_ERR_NOMEM, "%s: out of memory", a->path);
     for (int64_t i = 0; i < st->count; i++) st->by_name[i] = &st->tensors[i];
@@ -200,7 +199,7 @@ static ra_status index_names(ra_safetensors *st, const data_area *a)
 /* Rejects two tensors whose byte ranges share a byte (empty ones share none). */
 static ra_status check_overlaps(const ra_safetensors *st, const data_area *a)
 {
-    const ra_st_tensor **order = malloc((st->count > 0 ? (size_t)st->count : 1) * sizeof *order);
+    const ra_st_tensor **order = ra_malloc((st->count > 0 ? (size_t)st->count : 1) * sizeof *order);
     if (order == NULL)
         return ra_io_fail(a->msg, a->msg_len, RA_ERR_NOMEM, "%s: out of memory", a->path);
     for (int64_t i = 0; i < st->count; i++) order[i] = &st->tensors[i];
@@ -218,7 +217,7 @@ static ra_status check_overlaps(const ra_safetensors *st, const data_area *a)
         if (reach == NULL || begin + t->nbytes > (const unsigned char *)reach->data + reach->nbytes)
             reach = t;
     }
-    free(order);
+    ra_free(order);
     return status;
 }
 
@@ -237,9 +236,12 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                           "%s: header length %llu exceeds the limit of %llu bytes", path,
                           (unsigned long long)header_len, MAX_HEADER_BYTES);
-    cJSON *root = ra_io_json_parse((const char *)bytes + 8, (size_t)header_len);
-    if (root == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the header is not valid JSON", path);
+    cJSON *root;
+    ra_status parsed = ra_io_json_parse((const char *)bytes + 8, (size_t)header_len, &root);
+    if (parsed == RA_ERR_NOMEM)
+        return ra_io_fail(msg, msg_len, parsed, "%s: out of memory for the header", path);
+    if (parsed != RA_OK)
+        return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON", path);
     data_area a = {bytes + 8 + header_len, after - header_len, path, msg, msg_len};
     ra_status status = RA_OK;
     if (!cJSON_IsObject(root))
@@ -257,8 +259,8 @@ static ra_status map_file(ra_safetensors *st, const char *path, char *msg, size_
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot open file: %s", path,
-                          strerror(errno));
+        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
+                          path, strerror(errno));
     struct stat info;
     ra_status status = RA_OK;
     if (fstat(fd, &info) != 0)
@@ -273,10 +275,10 @@ static ra_status map_file(ra_safetensors *st, const char *path, char *msg, size_
     else if ((uint64_t)info.st_size > SIZE_MAX)
         status = ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: too large to map", path);
     if (status == RA_OK) {
-        void *map = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED)
-            status = ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot map file: %s", path,
-                                strerror(errno));
+        void *map = ra_map_readonly(fd, (size_t)info.st_size);
+        if (map == NULL)
+            status = ra_io_fail(msg, msg_len, ra_io_errno_status(errno),
+                                "%s: cannot map file: %s", path, strerror(errno));
         else {
             st->map = map;
             st->map_len = (size_t)info.st_size;
@@ -293,7 +295,7 @@ ra_status ra_safetensors_open(ra_safetensors **out, const char *path, char *msg,
     if (out != NULL) *out = NULL;
     if (out == NULL || path == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_safetensors_open: out or path is NULL");
-    ra_safetensors *st = calloc(1, sizeof *st);
+    ra_safetensors *st = ra_calloc(1, sizeof *st);
     if (st == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
     ra_status status = map_file(st, path, msg, msg_len);
     if (status == RA_OK) status = parse_file(st, path, msg, msg_len);
@@ -308,11 +310,11 @@ ra_status ra_safetensors_open(ra_safetensors **out, const char *path, char *msg,
 void ra_safetensors_close(ra_safetensors *st)
 {
     if (st == NULL) return;
-    for (int64_t i = 0; i < st->count; i++) free((char *)st->tensors[i].name);
-    free(st->tensors);
-    free(st->by_name);
-    if (st->map != NULL) munmap(st->map, st->map_len);
-    free(st);
+    for (int64_t i = 0; i < st->count; i++) ra_free((char *)st->tensors[i].name);
+    ra_free(st->tensors);
+    ra_free(st->by_name);
+    if (st->map != NULL) ra_unmap(st->map, st->map_len);
+    ra_free(st);
 }
 
 int64_t ra_safetensors_count(const ra_safetensors *st)

@@ -62,7 +62,7 @@ static int by_name(const void *x, const void *y)
 static ra_status check_unique(const ra_st_tensor *tensors, int64_t n, const char *path,
                               char *msg, size_t msg_len)
 {
-    const ra_st_tensor **sorted = malloc((n > 0 ? (size_t)n : 1) * sizeof *sorted);
+    const ra_st_tensor **sorted = ra_malloc((n > 0 ? (size_t)n : 1) * sizeof *sorted);
     if (sorted == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
     for (int64_t i = 0; i < n; i++) sorted[i] = &tensors[i];
     qsort(sorted, (size_t)n, sizeof *sorted, by_name);
@@ -71,7 +71,7 @@ static ra_status check_unique(const ra_st_tensor *tensors, int64_t n, const char
         if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0)
             status = ra_io_fail(msg, msg_len, RA_ERR_ARGUMENT,
                                 "%s: tensor name \"%s\" appears twice", path, sorted[i]->name);
-    free(sorted);
+    ra_free(sorted);
     return status;
 }
 
@@ -139,8 +139,8 @@ static ra_status write_parts(const char *path, const char *header, size_t header
 {
     unsigned char length[8];
     for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
-    const void **parts = malloc((size_t)(n + 2) * sizeof *parts);
-    size_t *sizes = malloc((size_t)(n + 2) * sizeof *sizes);
+    const void **parts = ra_malloc((size_t)(n + 2) * sizeof *parts);
+    size_t *sizes = ra_malloc((size_t)(n + 2) * sizeof *sizes);
     ra_status status;
     if (parts == NULL || sizes == NULL) {
         status = ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
@@ -155,8 +155,8 @@ static ra_status write_parts(const char *path, const char *header, size_t header
         }
         status = ra_write_file_atomic(path, parts, sizes, (int)(n + 2), msg, msg_len);
     }
-    free(parts);
-    free(sizes);
+    ra_free(parts);
+    ra_free(sizes);
     return status;
 }
 
@@ -184,7 +184,7 @@ ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
     if (json == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
     size_t json_len = strlen(json);
     size_t header_len = (json_len + 7) / 8 * 8;
-    char *header = malloc(header_len > 0 ? header_len : 1);
+    char *header = ra_malloc(header_len > 0 ? header_len : 1);
     ra_status status;
     if (header == NULL) {
         status = ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
@@ -193,7 +193,7 @@ ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
         memset(header + json_len, ' ', header_len - json_len);
         status = write_parts(path, header, header_len, tensors, n, msg, msg_len);
     }
-    free(header);
-    free(json);
+    ra_free(header);
+    ra_free(json);
     return status;
 }

@@ -1,0 +1,624 @@
+/*
+ * test_alloc_failure.c — every public path with its n-th allocation failing,
+ * for n = 1, 2, ... until the path completes without reaching an n-th
+ * (src/fault.h; built only by `make alloc-test`, with -DRA_FAULT_INJECTION
+ * under AddressSanitizer + LeakSanitizer).  Each failing run must
+ *   - return RA_ERR_NOMEM (RA_ERR_THREAD when the failure is a worker
+ *     thread's start),
+ *   - leave what the caller owns as it was: *out NULL, an output buffer
+ *     still holding its sentinel bytes, a KV cache's lengths and contents,
+ *     no output file and no temporary file, no worker thread left running,
+ *   - and leak nothing (LeakSanitizer, checked after every path).
+ * The run that reaches no failure must succeed.  cJSON's allocations count
+ * too: main hooks ra_malloc / ra_free into cJSON (memory.h says why the
+ * library itself does not).  Prints the failure points of each path and the
+ * total.
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <sanitizer/lsan_interface.h>
+
+#if !defined(RA_FAULT_INJECTION) || !defined(__SANITIZE_ADDRESS__)
+#error "build with make alloc-test: -DRA_FAULT_INJECTION and -fsanitize=address"
+#endif
+
+#include "fault.h"
+#include "harness.h"
+#include "io/io.h"
+#include "memory.h"
+#include "ropeattn.h"
+
+/* ---- the sweep ---------------------------------------------------------- */
+
+/* One run of a path: the acquisition that fails, how many the armed call
+ * made, and what it returned. */
+typedef struct trial {
+    int64_t fail_at, reached;
+    ra_status status;
+} trial;
+
+/* Runs the library call with the trial's acquisition failing. */
+#define ARMED(t, call)                          \
+    do {                                        \
+        ra_fault_fail_at((t)->fail_at);         \
+        (t)->status = (call);                   \
+        (t)->reached = ra_fault_count();        \
+        ra_fault_fail_at(0);                    \
+    } while (0)
+
+#define RA_TEST_TRY(call)                  \
+    do {                                   \
+        ra_status s_ = (call);             \
+        if (s_ != RA_OK) return s_;        \
+    } while (0)
+
+/* Whether the injected failure was reached in this trial. */
+#define INJECTED(t) ((t)->reached >= (t)->fail_at)
+
+static int64_t total_points;
+
+/* The threads of this process, from /proc/self/status. */
+static int thread_count(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1) break;
+    if (f) fclose(f);
+    return n;
+}
+
+/* Runs fn for n = 1, 2, ... (a path is expected to make well under 1000
+ * acquisitions); allow_thread: RA_ERR_THREAD is a correct answer too. */
+static void sweep(const char *name, void (*fn)(trial *), int allow_thread)
+{
+    int64_t n;
+    for (n = 1; n < 1000; n++) {
+        int threads = thread_count();
+        trial t = {n, 0, RA_OK};
+        fn(&t);
+        CHECK(thread_count() == threads, "%s, n = %lld: %d threads before, %d after", name,
+              (long long)n, threads, thread_count());
+        if (!INJECTED(&t)) {
+            CHECK(t.status == RA_OK, "%s: the run without a failure gave %s", name,
+                  ra_status_string(t.status));
+            break;
+        }
+        CHECK(t.status == RA_ERR_NOMEM || (allow_thread && t.status == RA_ERR_THREAD),
+              "%s, acquisition %lld failing: %s", name, (long long)n, ra_status_string(t.status));
+    }
+    CHECK(n < 1000, "%s never completed", name);
+    CHECK(__lsan_do_recoverable_leak_check() == 0, "%s leaks (report above)", name);
+    printf("  %-42s %3lld failure points\n", name, (long long)(n - 1));
+    total_points += n - 1;
+}
+
+/* ---- shapes, inputs and sentinels ---------------------------------------- */
+
+enum { B = 2, S = 5, H = 4, HKV = 2, D = 16, DIM = H * D, CAP = 9 };
+
+static float q[B * S * H * D], k[B * S * HKV * D], v[B * S * HKV * D];
+static float x[B * S * DIM], wq[DIM * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * DIM];
+
+/* Output buffers start as these bytes; a failed call must leave them. */
+#define SENTINEL 0xA5
+
+static int is_sentinel(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != SENTINEL) return 0;
+    return 1;
+}
+
+static const void *const NOT_NULL = &total_points; /* *out before a create */
+
+/* ---- context, rope, layer, cache: creation ------------------------------ */
+
+static void context_create(trial *t, int threads)
+{
+    ra_context *ctx = (ra_context *)NOT_NULL;
+    ARMED(t, ra_context_create(&ctx, threads));
+    if (INJECTED(t)) CHECK(ctx == NULL, "*out not NULL after a failure");
+    ra_context_destroy(t->status == RA_OK ? ctx : NULL);
+}
+static void context_1(trial *t) { context_create(t, 1); }
+static void context_4(trial *t) { context_create(t, 4); }
+
+static void rope_create(trial *t, ra_rope_config c)
+{
+    ra_rope *rope = (ra_rope *)NOT_NULL;
+    ARMED(t, ra_rope_create(&rope, &c));
+    if (INJECTED(t)) CHECK(rope == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_rope_destroy(rope);
+}
+static void rope_default(trial *t) { rope_create(t, ra_rope_config_default(D)); }
+static void rope_no_table(trial *t)
+{
+    ra_rope_config c = ra_rope_config_default(D);
+    c.table_size = 0;
+    rope_create(t, c);
+}
+static void rope_longrope(trial *t)
+{
+    static const double short_f[D / 2] = {1, 1, 1, 1, 2, 2, 2, 2}, long_f[D / 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ra_rope_config c = ra_rope_config_default(D);
+    c.type = RA_ROPE_LONGROPE;
+    c.scaling.original_max_position_embeddings = 64;
+    c.scaling.max_position_embeddings = 256;
+    c.scaling.short_factor = short_f;
+    c.scaling.long_factor = long_f;
+    rope_create(t, c);
+}
+
+static ra_layer_config layer_config(void)
+{
+    ra_layer_config c = {DIM, H, HKV, 0, ra_rope_config_default(0)};
+    c.rope.table_size = 16;
+    return c;
+}
+
+static void layer_create(trial *t)
+{
+    ra_layer_config c = layer_config();
+    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer *layer = (ra_layer *)NOT_NULL;
+    ARMED(t, ra_layer_create(&layer, &c, &w));
+    if (INJECTED(t)) CHECK(layer == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_layer_destroy(layer);
+}
+
+static void cache_create(trial *t)
+{
+    ra_kv_cache *cache = (ra_kv_cache *)NOT_NULL;
+    ARMED(t, ra_kv_cache_create(&cache, B, CAP, HKV, D, RA_F16));
+    if (INJECTED(t)) CHECK(cache == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_kv_cache_destroy(cache);
+}
+
+/* ---- rope and attention -------------------------------------------------- */
+
+/* Rotations allocate nothing: the sweep must end at n = 1 with success. */
+static ra_status rotate_and_table(const ra_rope *rope, float *y)
+{
+    ra_tensor ty = ra_tensor_4d(y, RA_F32, B, S, H, D);
+    ra_positions p = {.start = 1};
+    float cos_t[2 * D / 2], sin_t[2 * D / 2];
+    const int64_t pos[2] = {2, 1000};
+    RA_TEST_TRY(ra_rope_apply(rope, NULL, &ty, &ty, &p, RA_FORWARD));
+    return ra_rope_table(rope, cos_t, sin_t, pos, 2);
+}
+
+static void rope_apply(trial *t)
+{
+    ra_rope *rope;
+    ra_rope_config c = ra_rope_config_default(D);
+    c.table_size = 3; /* later positions on the fly */
+    CHECK(ra_rope_create(&rope, &c) == RA_OK, "rope");
+    static float y[B * S * H * D];
+    memcpy(y, q, sizeof y);
+    ARMED(t, rotate_and_table(rope, y));
+    ra_rope_destroy(rope);
+}
+
+/* ra_attention on either path, with no context or a fresh 3-thread one
+ * (whose workspace must grow), dropout on. */
+static void attention(trial *t, ra_attention_path path, int threads)
+{
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float out[B * S * H * D];
+    memset(out, SENTINEL, sizeof out);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, B, S, H, D), tq = ra_tensor_4d(q, RA_F32, B, S, H, D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    ra_dropout drop = {0.25f, 7};
+    ARMED(t, ra_attention(ctx, path, &to, &tq, &tk, &tv, &drop));
+    if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
+    else CHECK(!is_sentinel(out, sizeof out), "out not written");
+    ra_context_destroy(ctx);
+}
+static void attention_ref(trial *t) { attention(t, RA_PATH_REFERENCE, 0); }
+static void attention_ref_ctx(trial *t) { attention(t, RA_PATH_REFERENCE, 3); }
+static void attention_flash(trial *t) { attention(t, RA_PATH_FLASH, 0); }
+static void attention_flash_ctx(trial *t) { attention(t, RA_PATH_FLASH, 3); }
+
+/* ---- the KV cache ---------------------------------------------------------- */
+
+/* A cache holding S tokens per sequence, and a copy of everything in it. */
+typedef struct cache_state {
+    ra_kv_cache *cache;
+    unsigned char *bytes; /* K then V */
+    size_t n_bytes;
+    int64_t length[B];
+} cache_state;
+
+static void cache_fill(cache_state *c, ra_dtype dtype)
+{
+    *c = (cache_state){0};
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    CHECK(ra_kv_cache_create(&c->cache, B, CAP, HKV, D, dtype) == RA_OK, "cache");
+    static float qa[B * S * H * D], ka[B * S * HKV * D];
+    memcpy(qa, q, sizeof qa);
+    memcpy(ka, k, sizeof ka);
+    ra_tensor tq = ra_tensor_4d(qa, RA_F32, B, S, H, D), tk = ra_tensor_4d(ka, RA_F32, B, S, HKV, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    const int64_t n_new[B] = {S, S - 2};
+    ra_positions p = {0};
+    CHECK(ra_kv_cache_append(c->cache, NULL, rope, &tq, &tk, &tv, &p, n_new) == RA_OK, "append");
+    ra_rope_destroy(rope);
+}
+
+/* Records the cache's lengths and bytes. */
+static void cache_snapshot(cache_state *c)
+{
+    ra_tensor tk, tv;
+    ra_kv_cache_views(c->cache, &tk, &tv);
+    size_t half = (size_t)(B * CAP * HKV * D) * ra_dtype_size(tk.dtype);
+    c->n_bytes = 2 * half;
+    c->bytes = malloc(c->n_bytes);
+    memcpy(c->bytes, tk.data, half);
+    memcpy(c->bytes + half, tv.data, half);
+    for (int64_t b = 0; b < B; b++) c->length[b] = ra_kv_cache_length(c->cache, b);
+}
+
+/* Whether the cache still holds what cache_snapshot recorded. */
+static int cache_unchanged(const cache_state *c)
+{
+    ra_tensor tk, tv;
+    ra_kv_cache_views(c->cache, &tk, &tv);
+    size_t half = c->n_bytes / 2;
+    int same = memcmp(c->bytes, tk.data, half) == 0 && memcmp(c->bytes + half, tv.data, half) == 0;
+    for (int64_t b = 0; b < B; b++) same &= ra_kv_cache_length(c->cache, b) == c->length[b];
+    return same;
+}
+
+static void cache_free(cache_state *c)
+{
+    ra_kv_cache_destroy(c->cache);
+    free(c->bytes);
+}
+
+/* Appending allocates nothing. */
+static void cache_append(trial *t)
+{
+    cache_state c;
+    cache_fill(&c, RA_BF16);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    static float ka[B * 1 * HKV * D];
+    memcpy(ka, k, sizeof ka);
+    ra_tensor tk = ra_tensor_4d(ka, RA_F32, B, 1, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, 1, HKV, D);
+    ra_positions p = {.start = S};
+    ARMED(t, ra_kv_cache_append(c.cache, NULL, rope, NULL, &tk, &tv, &p, NULL));
+    CHECK(ra_kv_cache_length(c.cache, 0) == S + 1, "length");
+    ra_rope_destroy(rope);
+    cache_free(&c);
+}
+
+/* ra_attention_decode over a filled f16 cache: out and the cache as they
+ * were after a failure. */
+static void decode(trial *t, int threads)
+{
+    cache_state c;
+    cache_fill(&c, RA_F16);
+    cache_snapshot(&c);
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float out[B * 2 * H * D];
+    memset(out, SENTINEL, sizeof out);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, B, 2, H, D), tq = ra_tensor_4d(q, RA_F32, B, 2, H, D);
+    ARMED(t, ra_attention_decode(ctx, c.cache, &to, &tq, NULL));
+    if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
+    else CHECK(!is_sentinel(out, sizeof out), "out not written");
+    CHECK(cache_unchanged(&c), "decode changed the cache");
+    ra_context_destroy(ctx);
+    cache_free(&c);
+}
+static void decode_plain(trial *t) { decode(t, 0); }
+static void decode_ctx(trial *t) { decode(t, 3); }
+
+/* ---- the layer ------------------------------------------------------------- */
+
+static ra_layer *make_layer(void)
+{
+    ra_layer_config c = layer_config();
+    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer *layer = NULL;
+    CHECK(ra_layer_create(&layer, &c, &w) == RA_OK, "layer");
+    return layer;
+}
+
+static void forward(trial *t, ra_attention_path path, int threads, int training)
+{
+    ra_layer *layer = make_layer();
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float y[B * S * DIM];
+    memset(y, SENTINEL, sizeof y);
+    ra_forward_options opt = {path, training, 0.125f, 3};
+    ARMED(t, ra_layer_forward(layer, ctx, y, x, B, S, NULL, &opt));
+    if (INJECTED(t)) CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
+    else CHECK(!is_sentinel(y, sizeof y), "y not written");
+    ra_context_destroy(ctx);
+    ra_layer_destroy(layer);
+}
+static void forward_ref(trial *t) { forward(t, RA_PATH_REFERENCE, 0, 0); }
+static void forward_flash(trial *t) { forward(t, RA_PATH_FLASH, 0, 1); }
+static void forward_flash_ctx(trial *t) { forward(t, RA_PATH_FLASH, 3, 0); }
+
+/* The cached layer: a prefill into an empty cache, or a decode step into
+ * a filled one; y, the lengths and K/V as they were after a failure. */
+static void forward_cached(trial *t, int prefill, int threads)
+{
+    ra_layer *layer = make_layer();
+    cache_state c;
+    cache_fill(&c, RA_F32);
+    if (prefill) ra_kv_cache_reset(c.cache);
+    cache_snapshot(&c);
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float y[B * S * DIM];
+    memset(y, SENTINEL, sizeof y);
+    int64_t seq = prefill ? S : 1;
+    ARMED(t, ra_layer_forward_cached(layer, ctx, c.cache, y, x, B, seq, NULL));
+    size_t y_bytes = (size_t)(B * seq * DIM) * sizeof(float);
+    if (INJECTED(t)) {
+        CHECK(is_sentinel(y, y_bytes), "y written by a failed call");
+        CHECK(cache_unchanged(&c), "a failed call changed the cache");
+    } else {
+        CHECK(!is_sentinel(y, y_bytes), "y not written");
+        CHECK(ra_kv_cache_length(c.cache, 1) == c.length[1] + seq, "length");
+    }
+    ra_context_destroy(ctx);
+    cache_free(&c);
+    ra_layer_destroy(layer);
+}
+static void cached_prefill(trial *t) { forward_cached(t, 1, 0); }
+static void cached_prefill_ctx(trial *t) { forward_cached(t, 1, 3); }
+static void cached_decode(trial *t) { forward_cached(t, 0, 0); }
+static void cached_decode_ctx(trial *t) { forward_cached(t, 0, 3); }
+
+/* ---- file formats ------------------------------------------------------------ */
+
+static char temp_dir[256];
+
+static const char *tpath(const char *name)
+{
+    static char paths[2][512];
+    static int next;
+    char *p = paths[next++ % 2];
+    snprintf(p, sizeof paths[0], "%s/%s", temp_dir, name);
+    return p;
+}
+
+static int count_entries(void)
+{
+    DIR *d = opendir(temp_dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* A writer's trial: after a failure neither the file nor a temporary one. */
+#define WRITER_CHECK(t, name, msg, before)                                              \
+    do {                                                                                \
+        struct stat st_;                                                                \
+        if (INJECTED(t)) {                                                              \
+            CHECK(stat(tpath(name), &st_) != 0, "%s exists after a failure", name);      \
+            CHECK(count_entries() == (before), "a temporary file was left behind");      \
+            CHECK((msg)[0] != '\0', "no message");                                      \
+        }                                                                               \
+        unlink(tpath(name));                                                            \
+    } while (0)
+
+static void npy_write(trial *t)
+{
+    char msg[512];
+    int before = count_entries();
+    const int64_t shape[2] = {S, DIM};
+    ARMED(t, ra_npy_write_f32(tpath("w.npy"), x, 2, shape, msg, sizeof msg));
+    WRITER_CHECK(t, "w.npy", msg, before);
+}
+
+static void npy_read(trial *t)
+{
+    char msg[512];
+    ra_npy a;
+    memset(&a, SENTINEL, sizeof a);
+    ARMED(t, ra_npy_read(tpath("x.npy"), &a, msg, sizeof msg));
+    if (INJECTED(t)) {
+        CHECK(a.data == NULL && a.count == 0, "*out not zeroed after a failure");
+        CHECK(msg[0] != '\0', "no message");
+    } else {
+        CHECK(a.count == S * DIM && memcmp(a.data, x, sizeof(float) * S * DIM) == 0, "data");
+    }
+    ra_npy_free(&a);
+}
+
+static ra_st_tensor st_tensors[3];
+
+static void st_write(trial *t)
+{
+    char msg[512];
+    int before = count_entries();
+    ARMED(t, ra_safetensors_write(tpath("w.safetensors"), st_tensors, 3, msg, sizeof msg));
+    WRITER_CHECK(t, "w.safetensors", msg, before);
+}
+
+static void st_open(trial *t)
+{
+    char msg[512];
+    ra_safetensors *st = (ra_safetensors *)NOT_NULL;
+    ARMED(t, ra_safetensors_open(&st, tpath("x.safetensors"), msg, sizeof msg));
+    if (INJECTED(t)) {
+        CHECK(st == NULL, "*out not NULL after a failure");
+        CHECK(msg[0] != '\0', "no message");
+    } else {
+        const ra_st_tensor *w = ra_safetensors_find(st, "layers.0.attention.wk.weight");
+        CHECK(ra_safetensors_count(st) == 3 && w && w->nbytes == sizeof wk, "tensors");
+    }
+    ra_safetensors_close(t->status == RA_OK ? st : NULL);
+}
+
+static const char config_json[] =
+    "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"max_position_embeddings\": 256, \"rope_theta\": 10000.0,"
+    " \"rope_scaling\": {\"rope_type\": \"longrope\", \"original_max_position_embeddings\": 64,"
+    " \"short_factor\": [1, 1, 1, 1, 2, 2, 2, 2], \"long_factor\": [1, 2, 3, 4, 5, 6, 7, 8]},"
+    " \"architectures\": [\"LlamaForCausalLM\"], \"torch_dtype\": \"bfloat16\"}";
+
+static void config_check(trial *t, const ra_hf_config *c, const char *msg)
+{
+    if (INJECTED(t)) {
+        CHECK(c->hidden_size == 0 && !c->has_rope && c->rope.short_factor == NULL,
+              "*out not zeroed after a failure");
+        CHECK(msg[0] != '\0', "no message");
+    } else {
+        CHECK(c->hidden_size == DIM && c->rope.n_long_factor == D / 2, "fields");
+    }
+}
+
+static void config_parse(trial *t)
+{
+    char msg[512];
+    ra_hf_config c;
+    ARMED(t, ra_hf_config_parse(config_json, sizeof config_json - 1, &c, msg, sizeof msg));
+    config_check(t, &c, msg);
+    ra_hf_config_free(&c);
+}
+
+static void config_read(trial *t)
+{
+    char msg[512];
+    ra_hf_config c;
+    ARMED(t, ra_hf_config_read(tpath("config.json"), &c, msg, sizeof msg));
+    config_check(t, &c, msg);
+    ra_hf_config_free(&c);
+}
+
+static void rope_parse(trial *t)
+{
+    static const char json[] = "{\"rope_type\": \"yarn\", \"factor\": 4,"
+                               " \"short_factor\": [1, 2], \"long_factor\": [3, 4, 5]}";
+    char msg[512];
+    ra_hf_rope r;
+    ARMED(t, ra_hf_rope_parse(json, sizeof json - 1, &r, msg, sizeof msg));
+    if (INJECTED(t))
+        CHECK(r.type == RA_ROPE_DEFAULT && r.short_factor == NULL && !r.has_factor,
+              "*out not zeroed after a failure");
+    else
+        CHECK(r.type == RA_ROPE_YARN && r.n_long_factor == 3, "fields");
+    ra_hf_rope_free(&r);
+}
+
+/* The readers' inputs, written once before their sweeps. */
+static void write_fixtures(void)
+{
+    char msg[512];
+    const int64_t shape[2] = {S, DIM};
+    CHECK(ra_npy_write_f32(tpath("x.npy"), x, 2, shape, msg, sizeof msg) == RA_OK, "%s", msg);
+    ra_st_tensor ts[3] = {
+        {"layers.0.attention.wq.weight", RA_ST_F32, 2, {DIM, DIM}, DIM * DIM, wq, sizeof wq},
+        {"layers.0.attention.wk.weight", RA_ST_F32, 2, {HKV * D, DIM}, HKV * D * DIM, wk, sizeof wk},
+        {"layers.0.attention.wv.weight", RA_ST_F32, 2, {HKV * D, DIM}, HKV * D * DIM, wv, sizeof wv},
+    };
+    memcpy(st_tensors, ts, sizeof ts);
+    CHECK(ra_safetensors_write(tpath("x.safetensors"), st_tensors, 3, msg, sizeof msg) == RA_OK,
+          "%s", msg);
+    FILE *f = fopen(tpath("config.json"), "wb");
+    CHECK(f && fwrite(config_json, 1, sizeof config_json - 1, f) == sizeof config_json - 1,
+          "config.json");
+    if (f) fclose(f);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static void test_creation(void)
+{
+    sweep("ra_context_create(1 thread)", context_1, 0);
+    sweep("ra_context_create(4 threads)", context_4, 1);
+    sweep("ra_rope_create(default, table)", rope_default, 0);
+    sweep("ra_rope_create(no table)", rope_no_table, 0);
+    sweep("ra_rope_create(longrope)", rope_longrope, 0);
+    sweep("ra_layer_create", layer_create, 0);
+    sweep("ra_kv_cache_create", cache_create, 0);
+}
+
+static void test_rope_and_attention(void)
+{
+    sweep("ra_rope_apply, ra_rope_table", rope_apply, 0);
+    sweep("ra_attention(reference)", attention_ref, 0);
+    sweep("ra_attention(reference, context)", attention_ref_ctx, 0);
+    sweep("ra_attention(flash)", attention_flash, 0);
+    sweep("ra_attention(flash, context)", attention_flash_ctx, 0);
+}
+
+static void test_cache(void)
+{
+    sweep("ra_kv_cache_append", cache_append, 0);
+    sweep("ra_attention_decode", decode_plain, 0);
+    sweep("ra_attention_decode(context)", decode_ctx, 0);
+}
+
+static void test_layer(void)
+{
+    sweep("ra_layer_forward(reference)", forward_ref, 0);
+    sweep("ra_layer_forward(flash, training)", forward_flash, 0);
+    sweep("ra_layer_forward(flash, context)", forward_flash_ctx, 0);
+    sweep("ra_layer_forward_cached(prefill)", cached_prefill, 0);
+    sweep("ra_layer_forward_cached(prefill, context)", cached_prefill_ctx, 0);
+    sweep("ra_layer_forward_cached(decode)", cached_decode, 0);
+    sweep("ra_layer_forward_cached(decode, context)", cached_decode_ctx, 0);
+}
+
+static void test_files(void)
+{
+    write_fixtures();
+    sweep("ra_npy_write_f32", npy_write, 0);
+    sweep("ra_npy_read", npy_read, 0);
+    sweep("ra_safetensors_write", st_write, 0);
+    sweep("ra_safetensors_open", st_open, 0);
+    sweep("ra_hf_config_parse", config_parse, 0);
+    sweep("ra_hf_config_read", config_read, 0);
+    sweep("ra_hf_rope_parse", rope_parse, 0);
+}
+
+int main(void)
+{
+    cJSON_InitHooks(&(cJSON_Hooks){ra_malloc, ra_free});
+    ra_test_fill(q, sizeof q / sizeof q[0], 1);
+    ra_test_fill(k, sizeof k / sizeof k[0], 2);
+    ra_test_fill(v, sizeof v / sizeof v[0], 3);
+    ra_test_fill(x, sizeof x / sizeof x[0], 4);
+    ra_test_fill(wq, sizeof wq / sizeof wq[0], 5);
+    ra_test_fill(wk, sizeof wk / sizeof wk[0], 6);
+    ra_test_fill(wv, sizeof wv / sizeof wv[0], 7);
+    ra_test_fill(wo, sizeof wo / sizeof wo[0], 8);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(temp_dir, sizeof temp_dir, "%s/ra_test_alloc.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(temp_dir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    RUN(test_creation);
+    RUN(test_rope_and_attention);
+    RUN(test_cache);
+    RUN(test_layer);
+    RUN(test_files);
+    unlink(tpath("x.npy"));
+    unlink(tpath("x.safetensors"));
+    unlink(tpath("config.json"));
+    rmdir(temp_dir);
+    printf("  %-42s %3lld failure points\n", "total", (long long)total_points);
+    return ra_test_summary("alloc_failure");
+}

@@ -27,13 +27,14 @@ summary() { echo "cli: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exi
 if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
 # RA_CLI_WRAPPER, when set, is a command prefix ropeattn runs go through
 # (`make valgrind-cli`: valgrind memcheck), by a script that takes
-# ropeattn's place.  demo and bench run as they are: they time a
-# LLaMA-shaped layer (the demo alone takes over ten minutes under memcheck);
-# `make asan` runs them, with the rest of this script, under ASan.
+# ropeattn's place.  demo, train-demo and bench run as they are: they time
+# a LLaMA-shaped layer or train for hundreds of steps (the demo alone takes
+# over ten minutes under memcheck); `make asan` runs them, with the rest of
+# this script, under ASan.
 if [ -n "${RA_CLI_WRAPPER:-}" ]; then
     cat >"$TMP/ropeattn" <<EOF
 #!/bin/sh
-case "\$1" in demo | bench) exec "$RA" "\$@" ;; esac
+case "\$1" in demo | train-demo | bench) exec "$RA" "\$@" ;; esac
 exec $RA_CLI_WRAPPER "$RA" "\$@"
 EOF
     chmod +x "$TMP/ropeattn"

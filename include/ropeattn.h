@@ -497,7 +497,7 @@ typedef struct ra_forward_options {
  * Positions only move RoPE: the causal mask is by token index, as in the
  * seed and transformers.  Packed batches (cu_seqlens) are refused with
  * RA_ERR_UNSUPPORTED: their attention must stay inside each sequence.
- *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x) */
+ *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,
                                   int64_t seq, const ra_positions *positions,
@@ -543,7 +543,8 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
  * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
  * made for another layer is RA_ERR_ARGUMENT.  Packed batches (cu_seqlens):
  * RA_ERR_UNSUPPORTED, as in ra_layer_forward.
- *   x: [B, S, dim] (kept by pointer until the backward)   y: [B, S, dim] */
+ *   x: [B, S, dim] (kept by pointer until the backward)
+ *   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
 RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,

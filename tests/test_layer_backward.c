@@ -656,6 +656,10 @@ static void test_errors(void)
         {RA_ERR_ARGUMENT, "p = 1", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_p)},
         {RA_ERR_ARGUMENT, "path", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_path)},
         {RA_ERR_SIZE, "seq 0", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 0, NULL, NULL)},
+        /* x is kept for the backward: a y over it would change the gradients */
+        {RA_ERR_ARGUMENT, "y on x", ra_layer_forward_train(f.layer, NULL, f.x, tape, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_ARGUMENT, "y inside x",
+         ra_layer_forward_train(f.layer, NULL, f.x + 3, tape, f.x, 1, 2, NULL, NULL)},
     };
     for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; i++)
         CHECK(forwards[i].got == forwards[i].want, "forward_train, %s: %s", forwards[i].what,

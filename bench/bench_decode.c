@@ -140,11 +140,11 @@ static int decode_check(void *state, ra_context *ctx)
 
 /* ---- appending one token with RoPE ------------------------------------- */
 
-/* Bytes: q and k read and written, v read, k and v written to the cache. */
 /* One decode step's append: q [1, 1, H, D] and k [1, 1, Hkv, D] rotated in
  * place at the position after the cache's tokens, k and v written to slot
  * length.  The cache is reset before each append, so every run writes the
- * same slot. */
+ * same slot.  Bytes (the case's work): q and k read and written, v read, k
+ * and v written to the cache. */
 static ra_status append_run(void *state, ra_context *ctx)
 {
     decode_state *s = state;

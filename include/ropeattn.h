@@ -534,7 +534,7 @@ typedef struct ra_forward_options {
  * Positions only move RoPE: the causal mask is by token index, as in the
  * seed and transformers.  Packed batches (cu_seqlens) are refused with
  * RA_ERR_UNSUPPORTED: their attention must stay inside each sequence.
- *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x) */
+ *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,
                                   int64_t seq, const ra_positions *positions,
@@ -563,8 +563,9 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
  * copy of the positions, the path and dropout, and a pointer to x, which is
  * borrowed: x must stay unchanged until the backward.  Dropout masks are not
  * stored: the backward regenerates them from the seed.  A tape is made once
- * for one layer and up to max_tokens = B * S tokens, and every forward
- * overwrites it, so a training loop allocates nothing per step.  Size:
+ * for one layer and up to max_tokens = B * S tokens (use it only while that
+ * layer lives; it may be destroyed before or after the layer), and every
+ * forward overwrites it, so a training loop allocates nothing per step.  Size:
  * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations plus
  * 16 * max_tokens bytes of positions. */
 typedef struct ra_layer_tape ra_layer_tape;
@@ -579,8 +580,12 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
  * resid_dropout to y; p = 0 or training = 0 is the inference forward.
  * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
  * made for another layer is RA_ERR_ARGUMENT.  Packed batches (cu_seqlens):
- * RA_ERR_UNSUPPORTED, as in ra_layer_forward.
- *   x: [B, S, dim] (kept by pointer until the backward)   y: [B, S, dim] */
+ * RA_ERR_UNSUPPORTED, as in ra_layer_forward.  A call refused by these
+ * checks changes neither y nor the tape; one that fails after them (scratch
+ * memory: RA_ERR_NOMEM) leaves y as it was and the tape empty, so that
+ * ra_layer_backward refuses it (RA_ERR_ARGUMENT) until the next forward.
+ *   x: [B, S, dim] (kept by pointer until the backward)
+ *   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
 RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,

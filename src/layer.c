@@ -79,6 +79,9 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     if (!layer || !y || !x) return RA_ERR_NULL;
     int64_t dims[3] = {batch, seq, layer->config.dim};
     RA_TRY(ra_count(dims, 3, &call->n_x));
+    /* The training forward keeps x for the backward: y written over it
+     * would change the gradients silently. */
+    if (ra_floats_overlap(y, call->n_x, x, call->n_x)) return RA_ERR_ARGUMENT;
     call->batch = batch;
     call->seq = seq;
     call->tokens = batch * seq;

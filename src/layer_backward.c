@@ -21,14 +21,6 @@
 #include "layer_tape.h"
 #include "parallel.h"
 
-/* Whether [a, a + a_n) and [b, b + b_n) (floats) share memory. */
-static int overlap(const float *a, int64_t a_n, const float *b, int64_t b_n)
-{
-    uintptr_t a0 = (uintptr_t)a, a1 = a0 + (uintptr_t)a_n * sizeof(float);
-    uintptr_t b0 = (uintptr_t)b, b1 = b0 + (uintptr_t)b_n * sizeof(float);
-    return a0 < b1 && b0 < a1;
-}
-
 static ra_status check_backward(const ra_layer *layer, const float *dx, const ra_layer_grads *g,
                                 const ra_layer_tape *tape, const float *dy)
 {
@@ -48,10 +40,10 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         for (int j = i + 1; j < n_out; j++)
-            if (overlap(outputs[i].p, outputs[i].n, outputs[j].p, outputs[j].n))
+            if (ra_floats_overlap(outputs[i].p, outputs[i].n, outputs[j].p, outputs[j].n))
                 return RA_ERR_ARGUMENT;
         for (int j = 0; j < n_in; j++)
-            if (overlap(outputs[i].p, outputs[i].n, inputs[j].p, inputs[j].n))
+            if (ra_floats_overlap(outputs[i].p, outputs[i].n, inputs[j].p, inputs[j].n))
                 return RA_ERR_ARGUMENT;
     }
     return RA_OK;

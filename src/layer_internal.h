@@ -23,8 +23,16 @@ typedef struct ra_layer_call {
     ra_dropout dropout;              /* p = 0 unless training */
 } ra_layer_call;
 
+/* Whether the float ranges [a, a + a_n) and [b, b + b_n) share memory. */
+static inline int ra_floats_overlap(const float *a, int64_t a_n, const float *b, int64_t b_n)
+{
+    uintptr_t a0 = (uintptr_t)a, a1 = a0 + (uintptr_t)a_n * sizeof(float);
+    uintptr_t b0 = (uintptr_t)b, b1 = b0 + (uintptr_t)b_n * sizeof(float);
+    return a0 < b1 && b0 < a1;
+}
+
 /* The checks of ra_layer_forward and ra_layer_forward_train: pointers,
- * sizes, options, positions. */
+ * sizes, y apart from x, options, positions. */
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_forward_options *options, ra_layer_call *call);

@@ -499,6 +499,8 @@ static void test_errors(void)
     CHECK(ra_layer_forward(layer, NULL, out, buf, (int64_t)1 << 40, (int64_t)1 << 40, NULL, NULL) ==
               RA_ERR_OVERFLOW, "overflow");
     CHECK(ra_layer_forward(layer, NULL, NULL, buf, 1, 2, NULL, NULL) == RA_ERR_NULL, "NULL y");
+    CHECK(ra_layer_forward(layer, NULL, buf + 4, buf, 1, 2, NULL, NULL) == RA_ERR_ARGUMENT,
+          "y overlapping x");
     float sentinel;
     memset(&sentinel, 0x7f, sizeof sentinel);
     int untouched = 1;

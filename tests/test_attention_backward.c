@@ -368,12 +368,13 @@ static void test_forward_lse(void)
  * for e == j, D >= S) the forward's output row i is Pd[i, :] itself, the
  * dropped probabilities; dv must then be Pd^T dout summed over the group,
  * built from those (to 2e-6 of max|dv|: float32 products of the same
- * numbers, summed in another order).  Flash equals the reference with the
- * same seed; p = 0 gives exactly the gradients without dropout; another
- * seed gives other gradients. */
+ * numbers, summed in another order).  S = 80 spans two of the flash path's
+ * 64-key tiles, so the masks of a tile other than the first are checked
+ * too.  Flash equals the reference with the same seed; p = 0 gives exactly
+ * the gradients without dropout; another seed gives other gradients. */
 static void test_dropout(void)
 {
-    const shape c = {1, 40, 4, 2, 48};
+    const shape c = {1, 80, 4, 2, 80};
     const ra_dropout drop = {0.25f, 42}, other = {0.25f, 43}, zero = {0.0f, 42};
     problem p;
     problem_make(&p, &c, 7, 2.0f);

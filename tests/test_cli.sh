@@ -949,6 +949,17 @@ expect_usage "attention --grads with --prefill" "--prefill (the KV-cache generat
     attention $SEED --n-heads 4 $GRADS --prefill 2
 expect_usage "attention --grads = --output" "--grads and --output name the same file" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads y.npy
+cp seed_F32.safetensors seed_keep.safetensors
+expect_usage "attention --grads = --weights" "--grads and --weights name the same file" -- \
+    attention --weights seed_keep.safetensors --input x.npy --output y.npy --n-heads 4 \
+    --grad-output dy.npy --grads seed_keep.safetensors
+if cmp -s seed_F32.safetensors seed_keep.safetensors; then pass
+else fail "attention --grads = --weights: the weights file was changed"
+fi
+expect_usage "attention --grads = --input" "--grads and --input name the same file" -- \
+    attention $SEED --n-heads 4 --grad-output dy.npy --grads x.npy
+expect_usage "attention --grads = --grad-output" "--grads and --grad-output name the same" -- \
+    attention $SEED --n-heads 4 --grad-output dy.npy --grads dy.npy
 
 # ---- rope and freqs ---------------------------------------------------------
 expect_ok "rope interleaved" r.npy rope_ref_interleaved.npy 1e-5 -- \

@@ -261,16 +261,18 @@ static void decode_exact(double *out, const ra_kv_cache *cache, int64_t b, const
 
 /* The decode kernels on awkward shapes, against decode_exact: head_dim not
  * a multiple of any vector width (and below one), GQA groups of 1 to 8
- * heads (rows per group not a multiple of 4), several new tokens with fewer
- * queries than that in some sequences, lengths off the 16-key blocks and
- * past one 256-slot chunk, every cache dtype.  Float32 sums over a few
- * hundred keys of values below 1: 1e-5 of the row's largest value. */
+ * heads (rows per group not a multiple of 4), 3 kv heads (a short cache
+ * over two chunks splits its kv heads into tasks: the split must divide
+ * 3), several new tokens with fewer queries than that in some sequences,
+ * lengths off the 16-key blocks and past one 256-slot chunk, every cache
+ * dtype.  Float32 sums over a few hundred keys of values below 1: 1e-5 of
+ * the row's largest value. */
 static void test_decode_shapes(void)
 {
     const int64_t shapes[][5] = {/* H, Hkv, D, T, longest */
                                  {4, 4, 2, 1, 19},   {6, 2, 20, 2, 300}, {8, 1, 128, 1, 517},
                                  {5, 1, 64, 3, 40},  {16, 2, 8, 5, 33},  {2, 2, 36, 4, 260},
-                                 {12, 4, 128, 2, 97}, {4, 2, 16, 1, 16}};
+                                 {12, 4, 128, 2, 97}, {4, 2, 16, 1, 16}, {6, 3, 16, 1, 300}};
     const ra_dtype dtypes[] = {RA_F32, RA_F16, RA_BF16};
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)

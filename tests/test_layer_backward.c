@@ -567,6 +567,43 @@ static void test_accumulate_and_reuse(void)
     fixture_free(&f);
 }
 
+/* The tape keeps its own copy of the positions: a caller that reuses its
+ * ids or starts array between the forward and the backward (as a training
+ * loop filling the next batch does) gets the gradients of the forward it
+ * ran.  Each mode: the same bits as a backward with the array unchanged. */
+static void test_tape_keeps_positions(void)
+{
+    for (int mode = 1; mode <= 2; mode++) {
+        const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, mode,
+                              0.0f, 0};
+        fixture f;
+        fixture_make(&f, &c, 950 + mode);
+        grads g, h;
+        grads_alloc(&g, &f);
+        grads_alloc(&h, &f);
+        ra_layer_tape *tape;
+        CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+        ra_forward_options opt = {RA_PATH_FLASH, 1, 0.0f, 42};
+        ra_layer_grads lg = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
+        ra_layer_grads lh = {h.dw[0], h.dw[1], h.dw[2], h.dw[3], 0};
+        CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions,
+                                     &opt) == RA_OK, "forward");
+        CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
+        CHECK(ra_layer_forward_train(f.layer, NULL, h.y, tape, f.x, c.b, c.s, &f.positions,
+                                     &opt) == RA_OK, "forward again");
+        for (int64_t t = 0; t < f.T; t++) f.ids[t] = 1000 + 3 * t; /* the caller's next batch */
+        for (int64_t b = 0; b < c.b; b++) f.starts[b] = 500 + b;
+        CHECK(ra_layer_backward(f.layer, NULL, h.dx, &lh, tape, f.dy) == RA_OK, "backward");
+        int same = memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0;
+        for (int j = 0; j < 4; j++) same &= memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
+        CHECK(same, "mode %d: the backward read the caller's positions, not the tape's", mode);
+        ra_layer_tape_destroy(tape);
+        grads_free(&g);
+        grads_free(&h);
+        fixture_free(&f);
+    }
+}
+
 /* ---- argument checks ---------------------------------------------------- */
 
 static int all_bytes(const void *p, size_t n, unsigned char value)
@@ -619,6 +656,10 @@ static void test_errors(void)
         {RA_ERR_ARGUMENT, "p = 1", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_p)},
         {RA_ERR_ARGUMENT, "path", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_path)},
         {RA_ERR_SIZE, "seq 0", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 0, NULL, NULL)},
+        /* x is kept for the backward: a y over it would change the gradients */
+        {RA_ERR_ARGUMENT, "y on x", ra_layer_forward_train(f.layer, NULL, f.x, tape, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_ARGUMENT, "y inside x",
+         ra_layer_forward_train(f.layer, NULL, f.x + 3, tape, f.x, 1, 2, NULL, NULL)},
     };
     for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; i++)
         CHECK(forwards[i].got == forwards[i].want, "forward_train, %s: %s", forwards[i].what,
@@ -681,6 +722,7 @@ int main(void)
     RUN(test_forward_matches);
     RUN(test_output_mask);
     RUN(test_accumulate_and_reuse);
+    RUN(test_tape_keeps_positions);
     RUN(test_errors);
     return ra_test_summary("layer_backward");
 }

@@ -398,8 +398,13 @@ int cmd_attention(int argc, char **argv)
     if (opts.grad_output && !opts.grads)
         return cli_fail(EXIT_USAGE, "attention: --grad-output needs --grads (where to write "
                         "the gradients)");
-    if (opts.grads && strcmp(opts.grads, opts.output) == 0)
-        return cli_fail(EXIT_USAGE, "attention: --grads and --output name the same file");
+    /* G is written last, over whatever file it names: never over an input. */
+    const char *const others[][2] = {{"--output", opts.output}, {"--weights", opts.weights},
+                                     {"--input", opts.input}, {"--grad-output", opts.grad_output}};
+    for (int i = 0; opts.grads && i < 4; i++)
+        if (others[i][1] && strcmp(opts.grads, others[i][1]) == 0)
+            return cli_fail(EXIT_USAGE, "attention: --grads and %s name the same file",
+                            others[i][0]);
     if (opts.grads && opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --grads runs the layer's training forward and "
                         "backward; --prefill (the KV-cache generator) has no backward");

@@ -119,7 +119,8 @@ alloc-test:
 # $(TSAN_BUILD).  OpenBLAS's threads synchronize in code TSan cannot see,
 # so OpenBLAS runs on the calling thread (OPENBLAS_NUM_THREADS=1).
 TSAN_BUILD = build-tsan
-TSAN_TESTS = test_concurrency test_attention test_kvcache test_rope
+TSAN_TESTS = test_concurrency test_attention test_attention_backward test_kvcache test_rope \
+             test_layer_backward
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
 	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)

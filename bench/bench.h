@@ -78,6 +78,9 @@ typedef struct bench_case {
      * with it.  NULL: none. */
     const char *parts;
     double parts_target; /* the ratio to the parts it should stay within (0: none) */
+    /* The time one run should take at most, in seconds (0: none): for cases
+     * of a few microseconds judged by their latency, not a limit. */
+    double time_target;
     /* Nonzero: the warm-up run's peak resident memory beyond what setup left
      * resident (its inputs and outputs) is measured, and should stay within
      * this many bytes. */
@@ -142,8 +145,9 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
  * parts is followed by a line with its ratio to them); JSON (an array of
  * {name, shape, median_seconds, bytes or flops, rate, rate_unit, limit_name,
  * limit_rate, fraction, target, torch_seconds, vs_torch, for a case with
- * parts: parts, parts_seconds, ratio_to_parts, parts_target, and for a case
- * with a memory target: extra_memory_bytes, memory_target_bytes}) at the end;
+ * parts: parts, parts_seconds, ratio_to_parts, parts_target, for a case
+ * with a time target: time_target_seconds, and for a case with a memory
+ * target: extra_memory_bytes, memory_target_bytes}) at the end;
  * null where a value does not apply. */
 void bench_print_table_header(void);
 void bench_print_table_row(const bench_record *record);

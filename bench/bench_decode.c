@@ -173,8 +173,10 @@ static const decode_params cache_16 = {16, RA_F32}, cache_4096 = {4096, RA_F32},
  * of the f32 time (its ratio to attention_decode_f32_l16384); the fixed cost
  * of a step, a cache of 16 tokens, at most 5 us (a time, not a fraction). */
 const bench_case bench_decode_cases[] = {
-    DECODE_CASE("attention_decode_f32_l16", "q[1,1,32,128], cache of 16 f32 tokens",
-                LIMIT_NONE, cache_16, 16, 4, 0),
+    {.name = "attention_decode_f32_l16", .shape = "q[1,1,32,128], cache of 16 f32 tokens",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_NONE, .work = CACHE_BYTES(16, 4),
+     .params = &cache_16, .setup = decode_setup, .run = decode_run, .check = decode_check,
+     .teardown = decode_teardown, .time_target = 5e-6},
     DECODE_CASE("attention_decode_f32_l4096", "q[1,1,32,128], cache of 4096 f32 tokens",
                 LIMIT_READ_32M, cache_4096, 4096, 4, 0.8),
     DECODE_CASE("attention_decode_f32_l16384", "q[1,1,32,128], cache of 16384 f32 tokens",

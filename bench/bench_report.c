@@ -62,6 +62,9 @@ void bench_print_table_row(const bench_record *r)
             printf(": %.4g s against %.4g s", r->median_seconds, r->parts_seconds);
         printf("\n");
     }
+    if (c->time_target > 0)
+        printf("  %s: %.3g us a run (target <= %g us)\n", c->name, r->median_seconds * 1e6,
+               c->time_target * 1e6);
     if (c->memory_target > 0) {
         printf("  %s peak memory beyond its inputs and outputs: ", c->name);
         if (isfinite(r->extra_memory))
@@ -108,6 +111,10 @@ void bench_print_json(const bench_record *records, int n)
             json_number("parts_seconds", r->parts_seconds, ", ");
             json_number("ratio_to_parts", r->parts_ratio, ", ");
             json_number("parts_target", c->parts_target > 0 ? c->parts_target : NAN, "");
+        }
+        if (c->time_target > 0) {
+            printf(", ");
+            json_number("time_target_seconds", c->time_target, "");
         }
         if (c->memory_target > 0) {
             printf(", ");

@@ -5,12 +5,18 @@
  * buffers while it calls other library functions.
  *
  * ra_parallel_for publishes a job (fn, arg, n_tasks) under a new generation
- * number; every thread, the caller included, claims task indices from an
- * atomic counter until none are left; the caller waits until all workers
- * have finished the generation.  Workers and the caller spin briefly (about
- * SPIN_ROUNDS pauses, tens of microseconds) before sleeping on the condition
- * variables, so that back-to-back calls — decoding, layer after layer — do
- * not pay a sleep and a wake-up each time.
+ * number and opens it; every thread, the caller included, claims task
+ * indices from an atomic counter until none are left.  A worker joins the
+ * open job (joined + 1) before it claims anything and leaves (left + 1)
+ * after; the caller, out of tasks, closes the job and waits only until every
+ * worker that joined has left.  A worker that wakes late finds the job
+ * closed and claims nothing, so a short job never waits for a worker that
+ * is asleep or descheduled.  (joined is counted before the worker reads
+ * `open`, and the caller closes before it reads joined: one of the two sees
+ * the other.)  Workers and the caller spin briefly (about SPIN_ROUNDS
+ * pauses, tens of microseconds) before sleeping on the condition variables,
+ * so that back-to-back calls — decoding, layer after layer — do not pay a
+ * sleep and a wake-up each time.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,9 +32,10 @@ struct ra_context {
 
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a new generation or stop */
-    pthread_cond_t idle; /* the last worker finished the generation */
+    pthread_cond_t idle; /* the workers that joined have all left */
     atomic_uint_fast64_t generation;
-    atomic_int busy_workers;
+    atomic_int open;                    /* the current job takes helpers */
+    atomic_uint_fast64_t joined, left; /* workers into and out of jobs, ever */
     atomic_int stop;
     int sleepers; /* workers waiting on wake (under lock) */
 
@@ -93,8 +100,9 @@ static void *worker_main(void *p)
     for (;;) {
         seen = wait_for_work(ctx, seen);
         if (atomic_load(&ctx->stop)) break;
-        run_tasks(ctx, thread);
-        if (atomic_fetch_sub(&ctx->busy_workers, 1) == 1) { /* the last one out */
+        atomic_fetch_add(&ctx->joined, 1);
+        if (atomic_load(&ctx->open)) run_tasks(ctx, thread);
+        if (atomic_fetch_add(&ctx->left, 1) + 1 == atomic_load(&ctx->joined)) { /* last out */
             pthread_mutex_lock(&ctx->lock);
             pthread_cond_signal(&ctx->idle);
             pthread_mutex_unlock(&ctx->lock);
@@ -197,7 +205,7 @@ void ra_parallel_for(ra_context *ctx, int64_t n_tasks, ra_task_fn fn, void *arg)
     ctx->arg = arg;
     ctx->n_tasks = n_tasks;
     atomic_store(&ctx->next_task, 0);
-    atomic_store(&ctx->busy_workers, ctx->n_started);
+    atomic_store(&ctx->open, 1);
     pthread_mutex_lock(&ctx->lock);
     atomic_fetch_add(&ctx->generation, 1); /* publishes the job to spinning workers */
     if (ctx->sleepers) pthread_cond_broadcast(&ctx->wake);
@@ -205,10 +213,14 @@ void ra_parallel_for(ra_context *ctx, int64_t n_tasks, ra_task_fn fn, void *arg)
 
     run_tasks(ctx, 0);
 
-    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&ctx->busy_workers) > 0; i++) cpu_relax();
-    if (atomic_load(&ctx->busy_workers) > 0) {
+    /* Every task is claimed; those claimed by workers end before they leave. */
+    atomic_store(&ctx->open, 0);
+    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&ctx->left) != atomic_load(&ctx->joined); i++)
+        cpu_relax();
+    if (atomic_load(&ctx->left) != atomic_load(&ctx->joined)) {
         pthread_mutex_lock(&ctx->lock);
-        while (atomic_load(&ctx->busy_workers) > 0) pthread_cond_wait(&ctx->idle, &ctx->lock);
+        while (atomic_load(&ctx->left) != atomic_load(&ctx->joined))
+            pthread_cond_wait(&ctx->idle, &ctx->lock);
         pthread_mutex_unlock(&ctx->lock);
     }
 }

@@ -82,7 +82,6 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
             }
     }
 
-    const vi lane = ra_swap_masks[0] ^ (RA_W / 2); /* 0, 1, 2, ... */
     float p[DECODE_ROWS][RA_W], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0}, m_exp[RA_W] = {0};
     int visible[DECODE_ROWS], shared = n; /* keys every row sees */
     for (int r = 0; r < nr; r++) {
@@ -91,7 +90,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         visible[r] = seen <= 0 ? 0 : seen < n ? (int)seen : n;
         shared = visible[r] < shared ? visible[r] : shared;
         if (visible[r] == 0) continue; /* nothing here for this row: o, m, l stay */
-        vf sr = vselect(lane < visible[r], vload(scores[r]), vsplat(-INFINITY));
+        vf sr = vselect(ra_lanes < visible[r], vload(scores[r]), vsplat(-INFINITY));
         vstore(scores[r], sr);
         float block_max = vreduce_max(sr);
         m_old[r] = *m;

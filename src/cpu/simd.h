@@ -80,6 +80,15 @@ static inline vf vsplat(float x)
     return __builtin_shuffle(v, (vi){0}); /* every lane from lane 0: one broadcast */
 }
 
+/* The lane numbers 0, 1, ..., RA_W - 1. */
+#if RA_W == 16
+static const vi ra_lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#elif RA_W == 8
+static const vi ra_lanes = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+static const vi ra_lanes = {0, 1, 2, 3};
+#endif
+
 /* Lane-wise select: mask lanes are all ones (true) or zero. */
 static inline vf vselect(vi mask, vf a, vf b) { return (vf)((mask & (vi)a) | (~mask & (vi)b)); }
 

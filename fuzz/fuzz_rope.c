@@ -18,6 +18,7 @@
 
 #include "fuzz_check.h"
 #include "fuzz_input.h"
+#include "fuzz_positions.h"
 #include "fuzz_views.h"
 #include "rope_internal.h"
 
@@ -32,14 +33,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static double take_parameter(fuzz_input *in)
 {
-    static const double values[] = {0, 1, 2, 4, 8, 0.5, 1.25, 32, 40, 4096, 1e-300, 1e300, -1,
+    static const double values[] = {2, 1, 4, 8, 0.5, 1.25, 32, 40, 4096, 0, 1e-300, 1e300, -1,
                                     NAN, INFINITY};
     return take_range(in, 0, 15) == 15 ? take_double(in) : TAKE_ONE_OF(in, values);
 }
 
 static int64_t take_length(fuzz_input *in)
 {
-    static const int64_t values[] = {0, 0, 16, 64, 4096, 8192, 100000, -1};
+    static const int64_t values[] = {64, 4096, 16, 8192, 100000, 0, 0, -1};
     return TAKE_ONE_OF(in, values);
 }
 
@@ -80,8 +81,8 @@ static ra_rope_config take_config(fuzz_input *in, double **factors)
         (*factors)[i] = TAKE_ONE_OF(in, f);
     }
     int lists = take_range(in, 0, 7);
-    s->short_factor = lists ? *factors : NULL;
-    s->long_factor = lists > 1 ? *factors + n : NULL;
+    s->short_factor = lists != 7 ? *factors : NULL;
+    s->long_factor = lists < 6 ? *factors + n : NULL;
     return c;
 }
 
@@ -164,12 +165,12 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     x.shape[0] = take_size(in, 3, &valid);
     x.shape[1] = take_size(in, 9, &valid);
     x.shape[2] = take_size(in, 4, &valid);
-    x.shape[3] = take_range(in, 0, 15) ? c->head_dim : c->head_dim + 2;
+    x.shape[3] = take_range(in, 0, 15) == 15 ? c->head_dim + 2 : c->head_dim;
     if (x.shape[3] != c->head_dim) valid = 0;
     int in_place = take_range(in, 0, 1);
     ra_tensor y = x;
     take_strides(in, &x, !in_place, &valid);
-    if (in_place && take_range(in, 0, 15) == 0) {
+    if (in_place && take_range(in, 0, 15) == 15) {
         y = x; /* the same data with other strides: refused */
         y.stride[0] += 1;
         valid = 0;
@@ -177,7 +178,7 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
         y = x;
     else
         take_strides(in, &y, 0, &valid);
-    if (!in_place && take_range(in, 0, 15) == 0) {
+    if (!in_place && take_range(in, 0, 15) == 15) {
         y.dtype = (ra_dtype)((x.dtype + 1) % RA_DTYPE_COUNT);
         valid = 0;
     }
@@ -185,7 +186,7 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     if (x_span == 0 || y_span == 0) x_span = y_span = 1, valid = 0; /* refused before use */
     /* Out of place: another buffer, or after x in the same one (sharing
      * bytes with x when `overlap` is chosen, which is refused). */
-    int shared = !in_place && take_range(in, 0, 3) == 0;
+    int shared = !in_place && take_range(in, 0, 3) == 3;
     int64_t overlap = shared && take_range(in, 0, 1) ? 1 + take_range(in, 0, x_span - 1) : 0;
     if (overlap) valid = 0;
     int64_t total = lead + x_span + (shared ? y_span - overlap : 0);
@@ -212,7 +213,7 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     ra_direction dir = (ra_direction)take_range(in, 0, 8) % 3;
     if ((unsigned)dir > RA_INVERSE) valid = 0;
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
-    const ra_positions *pos = take_range(in, 0, 31) ? &fp.p : NULL;
+    const ra_positions *pos = take_range(in, 0, 31) == 31 ? NULL : &fp.p;
     if (!pos) valid = 0;
 
     /* Three copies of the buffers: fast, reference, and what they held. */

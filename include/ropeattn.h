@@ -395,13 +395,15 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new);
 
-/* Attention of the last T appended tokens of each sequence against the
- * cache: query t of sequence b is the token in slot length[b] - T + t and
- * sees slots 0 .. length[b] - T + t (n_query[b] < T uses the first n_query[b]
- * rows for that sequence; NULL: T for all).  The cache is split into chunks
- * over its length across threads (flash-decoding) and the partial softmax
- * sums are merged exactly, in a fixed order: the same bits for any thread
- * count.  GQA: each K/V row is read once for its whole group of query heads.
+/* Attention of the last appended tokens of each sequence against the
+ * cache: with n = n_query[b] (at most T and at most length[b], else
+ * RA_ERR_ARGUMENT or RA_ERR_SIZE; NULL: T for all), query row t < n of
+ * sequence b is the token in slot length[b] - n + t and sees slots
+ * 0 .. length[b] - n + t; rows t >= n of out are left as they were.  The
+ * cache is split into chunks over its length across threads
+ * (flash-decoding) and the partial softmax sums are merged exactly, in a
+ * fixed order: the same bits for any thread count.  GQA: each K/V row is
+ * read once for its whole group of query heads.
  *   q, out: [B, T, H, D] f32 */
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,

@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 make -j"$(nproc)" >/dev/null
 make test
+bash scripts/fuzz.sh 60 # each libFuzzer target for 60 s; fails on any crash
 make -j"$(nproc)" asan

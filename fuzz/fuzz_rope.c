@@ -1,9 +1,10 @@
 /*
  * fuzz_rope.c — the RoPE part of the C API on fuzzed arguments:
  * ra_rope_create (every type, layout, rotary_dim, theta, table size and
- * scaling parameter), ra_rope_table, and ra_rope_apply on strided views of
+ * scaling parameter), ra_rope_table, ra_rope_apply on strided views of
  * every dtype, in place or not, with every form of positions, forward or
- * inverse, on the calling thread or two.
+ * inverse, on the calling thread or two, and the seed's functions
+ * (ra_precompute_freqs, ra_apply_rotary_emb, ra_repeat_kv).
  *
  * The fast path must return what the scalar reference
  * (ra_rope_apply_reference) returns, and on success write the same bits;
@@ -256,6 +257,51 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     fuzz_positions_free(&fp);
 }
 
+/* The seed's functions on a default interleaved rope over all of D:
+ * ra_precompute_freqs must be its table at positions 0 .. end - 1, and
+ * ra_apply_rotary_emb (contiguous f32, positions 0 .. S - 1) its rotation,
+ * bit for bit; ra_repeat_kv must copy kv head h / n_rep into head h. */
+static void check_seed_functions(fuzz_input *in, const ra_rope *rope)
+{
+    const ra_rope_config *c = ra_rope_get_config(rope);
+    const int64_t d = c->head_dim, half = d / 2;
+    int valid = 1;
+    int64_t end = take_size(in, 9, &valid), b = take_size(in, 2, &valid);
+    int64_t hkv = take_size(in, 2, &valid), rep = take_size(in, 3, &valid);
+    if (!valid) return;
+    float *cos_s = malloc((size_t)(end * half) * 4), *sin_s = malloc((size_t)(end * half) * 4);
+    float *cos_t = malloc((size_t)(end * half) * 4), *sin_t = malloc((size_t)(end * half) * 4);
+    int64_t *ids = malloc((size_t)end * sizeof *ids);
+    for (int64_t m = 0; m < end; m++) ids[m] = m;
+    FUZZ_CHECK(ra_precompute_freqs(cos_s, sin_s, d, end, c->theta) == RA_OK, "precompute");
+    FUZZ_CHECK(ra_rope_table(rope, cos_t, sin_t, ids, end) == RA_OK, "table");
+    FUZZ_CHECK(memcmp(cos_s, cos_t, (size_t)(end * half) * 4) == 0 &&
+                   memcmp(sin_s, sin_t, (size_t)(end * half) * 4) == 0,
+               "ra_precompute_freqs differs from the rope's table (D %lld, theta %g)",
+               (long long)d, c->theta);
+    int64_t nq = b * end * hkv * rep * d, nk = b * end * hkv * d;
+    size_t bytes;
+    float *q = take_buffer(in, RA_F32, nq, 0, &bytes), *k = take_buffer(in, RA_F32, nk, 0, &bytes);
+    float *q2 = malloc((size_t)nq * 4), *k2 = malloc((size_t)nk * 4), *r = malloc((size_t)nq * 4);
+    memcpy(q2, q, (size_t)nq * 4);
+    memcpy(k2, k, (size_t)nk * 4);
+    FUZZ_CHECK(ra_apply_rotary_emb(q, k, cos_s, sin_s, b, end, hkv * rep, hkv, d) == RA_OK, "seed");
+    ra_tensor tq = ra_tensor_4d(q2, RA_F32, b, end, hkv * rep, d);
+    ra_tensor tk = ra_tensor_4d(k2, RA_F32, b, end, hkv, d);
+    ra_positions p = {0};
+    FUZZ_CHECK(ra_rope_apply(rope, NULL, &tq, &tq, &p, RA_FORWARD) == RA_OK &&
+                   ra_rope_apply(rope, NULL, &tk, &tk, &p, RA_FORWARD) == RA_OK, "apply");
+    FUZZ_CHECK(memcmp(q, q2, (size_t)nq * 4) == 0 && memcmp(k, k2, (size_t)nk * 4) == 0,
+               "ra_apply_rotary_emb differs from ra_rope_apply");
+    FUZZ_CHECK(ra_repeat_kv(r, k, b, end, hkv, d, rep) == RA_OK, "repeat_kv");
+    for (int64_t t = 0; t < b * end; t++)
+        for (int64_t h = 0; h < hkv * rep; h++)
+            FUZZ_CHECK(memcmp(r + (t * hkv * rep + h) * d, k + (t * hkv + h / rep) * d,
+                              (size_t)d * 4) == 0, "repeat_kv head %lld", (long long)h);
+    free(cos_s), free(sin_s), free(cos_t), free(sin_t), free(ids);
+    free(q), free(k), free(q2), free(k2), free(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = {data, size};
@@ -286,6 +332,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(isfinite(inv_freq[i]) && inv_freq[i] >= 0, "theta_%lld = %g, type %d",
                    (long long)i, inv_freq[i], (int)c->type);
     check_table(&in, rope, inv_freq, af, n_pairs);
+    if (c->type == RA_ROPE_DEFAULT && c->layout == RA_LAYOUT_INTERLEAVED &&
+        c->rotary_dim == c->head_dim)
+        check_seed_functions(&in, rope);
     for (int calls = 0; calls < 2 && in.n > 0; calls++) check_apply(&in, rope, inv_freq, af);
     free(inv_freq);
     ra_rope_destroy(rope);

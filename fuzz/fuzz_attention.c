@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t bytes[4] = {0, 0, 0, 0};
     if (fused && valid) { /* one [B, S, H + 2 Hkv, D] buffer, rows padded */
         int64_t pad = take_range(&in, 0, 3), row = (heads + 2 * hkv) * d + pad;
-        bufs[0] = take_buffer(&in, RA_F32, batch * seq * row, 0, &bytes[0]);
+        bufs[0] = take_buffer(&in, RA_F32, batch * seq * row, &bytes[0]);
         ra_tensor *views[3] = {&q, &k, &v};
         int64_t first[3] = {0, heads * d, (heads + hkv) * d};
         for (int i = 0; i < 3; i++) {
@@ -153,13 +153,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < 3; i++) {
             take_strides(&in, views[i], 1, &valid);
             int64_t span = view_span(views[i]);
-            bufs[i] = take_buffer(&in, views[i]->dtype, span ? span : 1, 0, &bytes[i]);
+            bufs[i] = take_buffer(&in, views[i]->dtype, span ? span : 1, &bytes[i]);
             views[i]->data = bufs[i];
         }
     }
     take_strides(&in, &out, 0, &valid);
     int64_t out_span = view_span(&out);
-    bufs[3] = take_buffer(&in, RA_F32, out_span ? out_span : 1, 0, &bytes[3]);
+    bufs[3] = take_buffer(&in, RA_F32, out_span ? out_span : 1, &bytes[3]);
     out.data = bufs[3];
     if (take_range(&in, 0, 31) == 31) {
         out.data = q.data; /* out on top of q: refused */

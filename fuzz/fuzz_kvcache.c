@@ -78,7 +78,7 @@ static ra_tensor take_view(fuzz_input *in, int64_t batch, int64_t seq, int64_t h
     take_strides(in, &t, broadcast, valid);
     int64_t span = view_span(&t);
     if (span == 0) *valid = 0;
-    *buf = take_buffer(in, RA_F32, span ? span : 1, 0, bytes);
+    *buf = take_buffer(in, RA_F32, span ? span : 1, bytes);
     t.data = *buf;
     return t;
 }

@@ -177,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t bytes;
     float *w[4];
     for (int i = 0; i < 4; i++) {
-        w[i] = take_buffer(&in, RA_F32, dim * dim, 0, &bytes);
+        w[i] = take_buffer(&in, RA_F32, dim * dim, &bytes);
         for (int64_t j = 0; j < dim * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
     }
     ra_layer_weights lw = {w[0], w[1], w[2], w[3]};
@@ -205,7 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     ra_context *ctx = take_range(&in, 0, 1) ? two_threads : NULL;
     int64_t n = (batch > 0 ? batch : 1) * (seq > 0 ? seq : 1) * ra_layer_get_config(layer)->dim;
-    float *x = take_buffer(&in, RA_F32, n, 0, &bytes);
+    float *x = take_buffer(&in, RA_F32, n, &bytes);
     float *y = malloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++) y[i] = 3.0f;
     st = ra_layer_forward(layer, ctx, y, x, batch, seq, &fp.p, &opt);

@@ -192,7 +192,7 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     if (overlap) valid = 0;
     int64_t total = lead + x_span + (shared ? y_span - overlap : 0);
     size_t bytes, y_bytes = 0;
-    void *buf = take_buffer(in, x.dtype, total, 0, &bytes), *ybuf = NULL;
+    void *buf = take_buffer(in, x.dtype, total, &bytes), *ybuf = NULL;
     x.data = (char *)buf + lead * (int64_t)(ra_dtype_size(x.dtype) ? ra_dtype_size(x.dtype) : 4);
     if (in_place) y.data = x.data;
     else if (shared) {
@@ -205,7 +205,7 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
         }
         y.data = (char *)buf + at * (int64_t)ye;
     } else {
-        ybuf = take_buffer(in, y.dtype, y_span, 0, &y_bytes);
+        ybuf = take_buffer(in, y.dtype, y_span, &y_bytes);
         y.data = ybuf;
     }
 
@@ -281,7 +281,7 @@ static void check_seed_functions(fuzz_input *in, const ra_rope *rope)
                (long long)d, c->theta);
     int64_t nq = b * end * hkv * rep * d, nk = b * end * hkv * d;
     size_t bytes;
-    float *q = take_buffer(in, RA_F32, nq, 0, &bytes), *k = take_buffer(in, RA_F32, nk, 0, &bytes);
+    float *q = take_buffer(in, RA_F32, nq, &bytes), *k = take_buffer(in, RA_F32, nk, &bytes);
     float *q2 = malloc((size_t)nq * 4), *k2 = malloc((size_t)nk * 4), *r = malloc((size_t)nq * 4);
     memcpy(q2, q, (size_t)nq * 4);
     memcpy(k2, k, (size_t)nk * 4);

@@ -64,14 +64,13 @@ static inline int64_t take_size(fuzz_input *in, int64_t max, int *valid)
     return r == max ? 0 : -1;
 }
 
-/* A buffer holding `elements` elements of `esize` bytes after `offset`
- * elements of lead (for alignment), filled with fuzzed small values so
- * that bugs show as changed bits; n_bytes is set. */
-static inline void *take_buffer(fuzz_input *in, ra_dtype dtype, int64_t elements, int64_t offset,
-                         size_t *n_bytes)
+/* A buffer of `elements` elements of the dtype (4 bytes for an unknown
+ * one) filled with fuzzed values in [-2, 2), so that bugs show as changed
+ * bits; *n_bytes is set. */
+static inline void *take_buffer(fuzz_input *in, ra_dtype dtype, int64_t elements, size_t *n_bytes)
 {
     size_t es = ra_dtype_size(dtype) ? ra_dtype_size(dtype) : 4;
-    *n_bytes = (size_t)(elements + offset) * es;
+    *n_bytes = (size_t)elements * es;
     if (*n_bytes == 0) *n_bytes = 1;
     unsigned char *p = malloc(*n_bytes);
     FUZZ_CHECK(p != NULL, "out of memory");

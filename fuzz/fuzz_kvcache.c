@@ -140,22 +140,50 @@ NO_COVERAGE static void check_append(const state *s, const snapshot *before, con
     free(want_v);
 }
 
+/* q, k and v for an append: each in its own buffer, or (`fused`) heads of
+ * one buffer whose token rows hold q, k and v side by side; home[i] is the
+ * buffer view i lies in.  Rarely two views made to share elements. */
+static void take_append_views(fuzz_input *in, const state *s, int64_t seq, int with_q,
+                              ra_tensor *views, int *home, void **bufs, size_t *bytes, int *valid)
+{
+    const int64_t heads = s->hkv * s->rep, d = s->d;
+    const int64_t widths[3] = {heads, s->hkv, s->hkv};
+    if (with_q && take_range(in, 0, 3) == 3) {
+        int64_t pad = take_range(in, 0, 3), row = (heads + 2 * s->hkv) * d + pad;
+        int64_t tokens = s->batch * (seq > 0 ? seq : 1);
+        bufs[0] = take_buffer(in, RA_F32, tokens * row, &bytes[0]);
+        for (int i = 0, column = 0; i < 3; column += (int)(widths[i] * d), i++) {
+            ra_tensor t = {(float *)bufs[0] + column, RA_F32, {s->batch, seq, widths[i], d},
+                           {seq * row, row, d, 1}};
+            views[i] = t;
+            home[i] = 0;
+        }
+        int alias = take_range(in, 0, 15);
+        if (alias == 15) views[2].data = views[1].data, *valid = 0; /* v on k */
+        else if (alias == 14) views[1].data = views[0].data, *valid = 0; /* k on q */
+        return;
+    }
+    for (int i = with_q ? 0 : 1; i < 3; i++) {
+        views[i] = take_view(in, s->batch, seq, widths[i], d, i == 2, valid, &bufs[i], &bytes[i]);
+        home[i] = i;
+    }
+}
+
 static void do_append(fuzz_input *in, state *s)
 {
     int valid = 1;
-    int64_t seq = take_size(in, 6, &valid), heads = s->hkv * s->rep;
+    int64_t seq = take_size(in, 6, &valid);
     void *bufs[3] = {NULL, NULL, NULL}, *orig[3] = {NULL, NULL, NULL};
     size_t bytes[3] = {0, 0, 0};
-    int with_q = take_range(in, 0, 3) != 3;
-    ra_tensor q = {0}, k, v;
-    if (with_q) q = take_view(in, s->batch, seq, heads, s->d, 0, &valid, &bufs[0], &bytes[0]);
-    k = take_view(in, s->batch, seq, s->hkv, s->d, 0, &valid, &bufs[1], &bytes[1]);
-    v = take_view(in, s->batch, seq, s->hkv, s->d, 1, &valid, &bufs[2], &bytes[2]);
+    int with_q = take_range(in, 0, 3) != 3, home[3] = {0, 1, 2};
+    ra_tensor views[3] = {{0}, {0}, {0}};
+    take_append_views(in, s, seq, with_q, views, home, bufs, bytes, &valid);
+    ra_tensor *q = with_q ? &views[0] : NULL, *k = &views[1], *v = &views[2];
     if (!s->rope_fits) valid = 0; /* RA_ERR_SHAPE */
     int wrong = take_range(in, 0, 31);
-    if (wrong == 31) k.dtype = RA_BF16, valid = 0;
-    else if (wrong == 30) v.shape[2] += 1, valid = 0;
-    else if (wrong == 29 && with_q) q.shape[1] += 1, valid = 0;
+    if (wrong == 31) k->dtype = RA_BF16, valid = 0;
+    else if (wrong == 30) v->shape[2] += 1, valid = 0;
+    else if (wrong == 29 && q) q->shape[1] += 1, valid = 0;
     fuzz_positions fp;
     take_positions(in, &fp, s->batch, seq > 0 ? seq : 1, 0, 1, &valid);
     if (fp.p.cu_seqlens) valid = 0; /* RA_ERR_UNSUPPORTED: the inputs are a grid */
@@ -177,17 +205,25 @@ static void do_append(fuzz_input *in, state *s)
         }
     snapshot before = take_snapshot(s);
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
-    ra_status st = ra_kv_cache_append(s->cache, ctx, s->rope, with_q ? &q : NULL, &k, &v, &fp.p, np);
+    ra_status st = ra_kv_cache_append(s->cache, ctx, s->rope, q, k, v, &fp.p, np);
     if (valid && fits) FUZZ_CHECK(st == RA_OK, "valid append refused: %d", (int)st);
     if (valid && !fits) FUZZ_CHECK(st == RA_ERR_SIZE, "an append past the capacity: %d", (int)st);
     if (st == RA_OK) {
-        void *rotated[2] = {malloc(bytes[0] ? bytes[0] : 1), malloc(bytes[1])};
-        if (with_q) memcpy(rotated[0], orig[0], bytes[0]);
-        memcpy(rotated[1], orig[1], bytes[1]);
-        ra_tensor q0 = q, k0 = k, rq = q, rk = k;
-        q0.data = orig[0], k0.data = orig[1], rq.data = rotated[0], rk.data = rotated[1];
-        check_append(s, &before, with_q ? &q : NULL, &q0, &rq, &k, &k0, &rk, &v, &fp.p, np);
-        free(rotated[0]), free(rotated[1]);
+        void *rotated[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++)
+            if (bufs[i]) {
+                rotated[i] = malloc(bytes[i]);
+                memcpy(rotated[i], orig[i], bytes[i]);
+            }
+        ra_tensor q0 = views[0], rq = views[0];
+        if (q) {
+            q0 = rebase(*q, bufs[home[0]], orig[home[0]]);
+            rq = rebase(*q, bufs[home[0]], rotated[home[0]]);
+        }
+        ra_tensor k0 = rebase(*k, bufs[home[1]], orig[home[1]]);
+        ra_tensor rk = rebase(*k, bufs[home[1]], rotated[home[1]]);
+        check_append(s, &before, q, &q0, &rq, k, &k0, &rk, v, &fp.p, np);
+        for (int i = 0; i < 3; i++) free(rotated[i]);
     } else {
         FUZZ_CHECK(st == RA_ERR_NULL || st == RA_ERR_SIZE || st == RA_ERR_ARGUMENT ||
                        st == RA_ERR_SHAPE || st == RA_ERR_DTYPE || st == RA_ERR_POSITION ||

@@ -149,13 +149,6 @@ static void expected_rotation(const ra_rope *rope, const double *inv_freq, doubl
         }
 }
 
-/* The view v moved from buffer `from` to buffer `to`. */
-static ra_tensor rebase(ra_tensor v, const void *from, void *to)
-{
-    v.data = (char *)to + ((const char *)v.data - (const char *)from);
-    return v;
-}
-
 static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_freq, double af)
 {
     const ra_rope_config *c = ra_rope_get_config(rope);

@@ -88,6 +88,13 @@ static inline void *take_buffer(fuzz_input *in, ra_dtype dtype, int64_t elements
     return p;
 }
 
+/* The view v moved from buffer `from` to buffer `to` (a copy of it). */
+static inline ra_tensor rebase(ra_tensor v, const void *from, void *to)
+{
+    v.data = (char *)to + ((const char *)v.data - (const char *)from);
+    return v;
+}
+
 /* Element i of a buffer of the given dtype, as float32, and back. */
 static inline float load_elem(const void *p, ra_dtype dt, int64_t i)
 {

@@ -388,7 +388,9 @@ RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_te
  * are written (converted to the cache's dtype) into slots length[b] ..
  * length[b] + n_new[b] - 1; then the lengths advance.  Token s of sequence b
  * is row s of the inputs (s < n_new[b]).  A sequence that would pass the
- * capacity gives RA_ERR_SIZE and changes nothing.
+ * capacity gives RA_ERR_SIZE and changes nothing.  q, k and v may be heads
+ * of one fused QKV buffer, but no two may share an element
+ * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
 RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,

@@ -36,6 +36,11 @@ ra_status ra_tensor_check(const ra_tensor *t);
  * interleaved views that never touch the same element also count). */
 int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b);
 
+/* Whether two checked views share an element: exact for views of one dtype
+ * with the same strides (heads of one fused QKV buffer share none), else
+ * ra_tensors_overlap. */
+int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b);
+
 /* Checks that every position of a [batch, seq] grid is in range. */
 ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64_t seq);
 

@@ -41,7 +41,8 @@ static inline int64_t take_range(fuzz_input *in, int64_t lo, int64_t hi)
 }
 
 /* One of n values. */
-#define TAKE_ONE_OF(in, values) ((values)[take_range((in), 0, (int64_t)(sizeof(values) / sizeof((values)[0])) - 1)])
+#define TAKE_ONE_OF(in, values) \
+    ((values)[take_range((in), 0, (int64_t)(sizeof(values) / sizeof((values)[0])) - 1)])
 
 /* A raw double from 8 bytes (any bit pattern: NaN, Inf, subnormals). */
 static inline double take_double(fuzz_input *in)

@@ -66,7 +66,8 @@ static int unchanged(const state *s, const snapshot *p)
 {
     int same = memcmp(p->k, s->kc.data, s->cache_bytes) == 0 &&
                memcmp(p->v, s->vc.data, s->cache_bytes) == 0;
-    for (int64_t b = 0; b < s->batch; b++) same = same && p->length[b] == ra_kv_cache_length(s->cache, b);
+    for (int64_t b = 0; b < s->batch; b++)
+        same = same && p->length[b] == ra_kv_cache_length(s->cache, b);
     return same;
 }
 
@@ -112,7 +113,8 @@ NO_COVERAGE static void check_append(const state *s, const snapshot *before, con
         FUZZ_CHECK(ra_kv_cache_length(s->cache, b) == before->length[b] + n, "length of %lld",
                    (long long)b);
         for (int64_t t = 0; t < seq; t++) {
-            const ra_tensor *pairs[2][2] = {{k, t < n ? &views[0] : k0}, {q, t < n ? &views[1] : q0}};
+            const ra_tensor *pairs[2][2] = {{k, t < n ? &views[0] : k0},
+                                            {q, t < n ? &views[1] : q0}};
             for (int i = 0; i < (q ? 2 : 1); i++) {
                 const ra_tensor *got = pairs[i][0], *want = pairs[i][1];
                 for (int64_t h = 0; h < got->shape[2]; h++)

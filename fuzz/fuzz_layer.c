@@ -62,7 +62,8 @@ NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *con
     ra_rope_config rc = c->rope;
     ra_rope *rope;
     FUZZ_CHECK(ra_rope_create(&rope, &rc) == RA_OK, "the layer's rope");
-    ra_tensor tq = ra_tensor_4d(q, RA_F32, batch, seq, H, D), tk = ra_tensor_4d(k, RA_F32, batch, seq, Hkv, D);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, batch, seq, H, D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, batch, seq, Hkv, D);
     FUZZ_CHECK(ra_rope_apply_reference(rope, &tq, &tq, pos, RA_FORWARD) == RA_OK &&
                    ra_rope_apply_reference(rope, &tk, &tk, pos, RA_FORWARD) == RA_OK, "rotation");
     ra_rope_destroy(rope);
@@ -118,14 +119,15 @@ static void check_cached(fuzz_input *in, const ra_layer *layer, const float *x, 
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t dim = c->dim;
     ra_dtype dtype = (ra_dtype)take_range(in, 0, RA_DTYPE_COUNT - 1);
-    int64_t capacity = seq + take_range(in, seq > 1 ? -1 : 0, 3); /* seq - 1: the last step is refused */
+    /* seq - 1: the last step is refused */
+    int64_t capacity = seq + take_range(in, seq > 1 ? -1 : 0, 3);
     int64_t p = 1 + take_range(in, 0, seq - 1);
     ra_kv_cache *cache;
     FUZZ_CHECK(ra_kv_cache_create(&cache, batch, capacity, c->n_kv_heads, c->head_dim, dtype) ==
                    RA_OK, "cache");
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
-    float *xs = malloc((size_t)(batch * seq * dim) * 4), *ys = malloc((size_t)(batch * seq * dim) * 4);
-    float *got = malloc((size_t)(batch * seq * dim) * 4);
+    const size_t bytes = (size_t)(batch * seq * dim) * 4;
+    float *xs = malloc(bytes), *ys = malloc(bytes), *got = malloc(bytes);
     for (int64_t s0 = 0; s0 < seq;) {
         int64_t n = s0 == 0 ? p : 1;
         for (int64_t b = 0; b < batch; b++)
@@ -219,8 +221,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         double *want = malloc((size_t)n * sizeof *want);
         expected_forward(layer, (const float *const *)w, x, batch, seq, &fp.p, want);
         double e = rel_diff(y, want, n);
-        FUZZ_CHECK(e <= 1e-4, "forward (path %d) is %.3g from the seed's Attention", (int)opt.path, e);
-        if (!fp.p.ids && !fp.p.starts && fp.p.start == 0) check_cached(&in, layer, x, batch, seq, want);
+        FUZZ_CHECK(e <= 1e-4, "forward (path %d) is %.3g from the seed's Attention",
+                   (int)opt.path, e);
+        if (!fp.p.ids && !fp.p.starts && fp.p.start == 0) /* the cache's own positions */
+            check_cached(&in, layer, x, batch, seq, want);
         free(want);
     }
     fuzz_positions_free(&fp);

@@ -97,7 +97,8 @@ static void check_table(fuzz_input *in, const ra_rope *rope, const double *inv_f
     int64_t positions[5], size = (n > 0 ? n : 1) * n_pairs;
     for (int64_t t = 0; t < n; t++)
         positions[t] = take_position(in, ra_rope_get_config(rope)->table_size, &valid);
-    float *cos_out = malloc((size_t)size * sizeof(float)), *sin_out = malloc((size_t)size * sizeof(float));
+    float *cos_out = malloc((size_t)size * sizeof(float));
+    float *sin_out = malloc((size_t)size * sizeof(float));
     for (int64_t i = 0; i < size; i++) cos_out[i] = sin_out[i] = 7.0f;
     ra_status st = ra_rope_table(rope, cos_out, sin_out, positions, n);
     if (valid) {

@@ -112,7 +112,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t n = ra_safetensors_count(st);
     FUZZ_CHECK(n >= 0 && ra_safetensors_at(st, n) == NULL && ra_safetensors_at(st, -1) == NULL,
                "count %lld", (long long)n);
-    for (int64_t i = 0; i < n; i++) check_tensor(st, ra_safetensors_at(st, i), data + 8 + header_len, data_area);
+    for (int64_t i = 0; i < n; i++)
+        check_tensor(st, ra_safetensors_at(st, i), data + 8 + header_len, data_area);
     check_disjoint(st, n, data_area);
     FUZZ_CHECK(ra_safetensors_find(st, "__metadata__") == NULL, "__metadata__ is a tensor");
     ra_safetensors_close(st);

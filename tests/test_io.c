@@ -1219,8 +1219,9 @@ static void test_hostile_messages(void)
     write_npy_dict("h_int16.npy", "{'descr': '<i2', 'fortran_order': False, 'shape': (12,), }",
                    24);
     write_npy_dict("h_truncated.npy", f4, 20);
-    write_bytes("h_not_json.json", "hidden_size = 64", 16);
-    write_bytes("h_truncated.json", "{\"hidden_size\": 64, \"rope_scaling\": {", 38);
+    static const char not_json[] = "hidden_size = 64", truncated[] = "{\"hidden_size\": 64, \"a\": {";
+    write_bytes("h_not_json.json", not_json, strlen(not_json));
+    write_bytes("h_truncated.json", truncated, strlen(truncated));
     /* kind: the words that name the damage, shared by the cases of a kind;
      * detail: more of the message, naming the numbers */
     const struct {

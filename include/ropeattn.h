@@ -268,9 +268,10 @@ RA_API ra_rope_config ra_rope_config_default(int64_t head_dim);
 typedef struct ra_rope ra_rope;
 
 /* Parameters out of range for their type give RA_ERR_ARGUMENT, and so do
- * parameters whose inverse frequencies or attention factor are not finite
- * numbers (yarn with theta 1, a factor of 1e-320), whose angles m * theta_i
- * overflow before RA_MAX_POSITION, or whose attention factor is not > 0. */
+ * parameters whose inverse frequencies are not finite numbers (yarn with
+ * theta 1, a factor of 1e-320), whose angles m * theta_i overflow before
+ * RA_MAX_POSITION, or whose attention factor is not in (0, FLT_MAX] (yarn
+ * with mscale 1e58): every table entry is a finite float32. */
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config);
 RA_API void ra_rope_destroy(ra_rope *rope); /* NULL is allowed */
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope);

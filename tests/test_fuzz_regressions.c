@@ -19,9 +19,10 @@ static void expect_refused(const ra_rope_config *c, const char *what)
     ra_rope_destroy(rope);
 }
 
-/* A rope whose parameters make the frequencies or the attention factor
- * non-finite, or the angles overflow before RA_MAX_POSITION, used to be
- * accepted and give tables of NaN; it is refused with RA_ERR_ARGUMENT. */
+/* A rope whose parameters make the frequencies non-finite, the angles
+ * overflow before RA_MAX_POSITION, or the attention factor not a positive
+ * float32, used to be accepted and give tables of NaN or Inf; it is
+ * refused with RA_ERR_ARGUMENT. */
 static void test_rope_nonfinite_frequencies(void)
 {
     /* fuzz_config: yarn with rope_theta 1 divides by ln(1) = 0 */
@@ -48,6 +49,14 @@ static void test_rope_nonfinite_frequencies(void)
     c.scaling.mscale = -10;
     c.scaling.mscale_all_dim = 1;
     expect_refused(&c, "yarn, mscale -10");
+    /* fuzz_config: yarn's derived attention factor beyond float32 made
+     * every cos and sin infinite */
+    c.scaling.mscale = 1.4e58;
+    expect_refused(&c, "yarn, mscale 1.4e58");
+    c.scaling.mscale = 1;
+    c.scaling.attention_factor = 1e39;
+    expect_refused(&c, "yarn, attention_factor 1e39");
+    c.scaling.attention_factor = 0;
     /* the same types with sane numbers still work, to the last position */
     c.scaling.mscale = 1;
     c.theta = 1e-3;

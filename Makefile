@@ -143,6 +143,8 @@ valgrind-cli: $(BUILD)/ropeattn
 	  if [ -n "$$bad" ]; then cat $$bad; echo "valgrind: errors in $$(echo $$bad | wc -w) runs"; exit 1; fi; \
 	  echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) ropeattn runs, no errors and no leaks"
 
+include fuzz/fuzz.mk
+
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 

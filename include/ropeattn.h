@@ -301,6 +301,11 @@ RA_API ra_rope_config ra_rope_config_default(int64_t head_dim);
 
 typedef struct ra_rope ra_rope;
 
+/* Parameters out of range for their type give RA_ERR_ARGUMENT, and so do
+ * parameters whose inverse frequencies are not finite numbers (yarn with
+ * theta 1, a factor of 1e-320), whose angles m * theta_i overflow before
+ * RA_MAX_POSITION, or whose attention factor is not in (0, FLT_MAX] (yarn
+ * with mscale 1e58): every table entry is a finite float32. */
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config);
 RA_API void ra_rope_destroy(ra_rope *rope); /* NULL is allowed */
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope);
@@ -467,20 +472,24 @@ RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_te
  * length[b] + n_new[b] - 1 (16-bit caches: values beyond the dtype's range
  * stored as +-Inf); then the lengths advance.  Token s of sequence b
  * is row s of the inputs (s < n_new[b]).  A sequence that would pass the
- * capacity gives RA_ERR_SIZE and changes nothing.
+ * capacity gives RA_ERR_SIZE and changes nothing.  q, k and v may be heads
+ * of one fused QKV buffer, but no two may share an element
+ * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
 RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new);
 
-/* Attention of the last T appended tokens of each sequence against the
- * cache: query t of sequence b is the token in slot length[b] - T + t and
- * sees slots 0 .. length[b] - T + t (n_query[b] < T uses the first n_query[b]
- * rows for that sequence; NULL: T for all).  The cache is split into chunks
- * over its length across threads (flash-decoding) and the partial softmax
- * sums are merged exactly, in a fixed order: the same bits for any thread
- * count.  GQA: each K/V row is read once for its whole group of query heads.
+/* Attention of the last appended tokens of each sequence against the
+ * cache: with n = n_query[b] (at most T and at most length[b], else
+ * RA_ERR_ARGUMENT or RA_ERR_SIZE; NULL: T for all), query row t < n of
+ * sequence b is the token in slot length[b] - n + t and sees slots
+ * 0 .. length[b] - n + t; rows t >= n of out are left as they were.  The
+ * cache is split into chunks over its length across threads
+ * (flash-decoding) and the partial softmax sums are merged exactly, in a
+ * fixed order: the same bits for any thread count.  GQA: each K/V row is
+ * read once for its whole group of query heads.
  *   q, out: [B, T, H, D] f32 */
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,

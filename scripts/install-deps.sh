@@ -8,6 +8,7 @@ set -euo pipefail
 packages=(build-essential pkg-config libopenblas-dev libcjson-dev python3 python3-numpy
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
           valgrind)
+packages+=(clang libclang-rt-14-dev) # the libFuzzer targets (make fuzz)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

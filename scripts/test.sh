@@ -11,4 +11,5 @@ make test
 make -j"$(nproc)" alloc-test   # each allocation of each public path failing, under ASan+LSan
 make -j"$(nproc)" tsan         # threads sharing objects, under ThreadSanitizer
 make valgrind-cli              # the CLI tests under valgrind memcheck
+bash scripts/fuzz.sh 60 # each libFuzzer target for 60 s; fails on any crash
 make -j"$(nproc)" asan

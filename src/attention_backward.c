@@ -14,7 +14,7 @@
 static int overlaps_any(const ra_tensor *a, const ra_tensor *const *others, int n)
 {
     for (int i = 0; i < n; i++)
-        if (others[i] && ra_tensors_alias(a, others[i])) return 1;
+        if (others[i] && ra_tensors_share_elements(a, others[i])) return 1;
     return 0;
 }
 

@@ -167,7 +167,10 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
     if (rope->config.head_dim != c->head_dim) return RA_ERR_SHAPE;
     if (p->cu_seqlens) return RA_ERR_UNSUPPORTED; /* the inputs are a [B, S] grid */
     RA_TRY(ra_positions_check(p, batch, seq));
-    if (q && (ra_tensors_overlap(q, k) || ra_tensors_overlap(q, v))) return RA_ERR_ARGUMENT;
+    /* q and k are rotated in place: no element may be read or written twice */
+    if ((q && (ra_tensors_share_elements(q, k) || ra_tensors_share_elements(q, v))) ||
+        ra_tensors_share_elements(k, v))
+        return RA_ERR_ARGUMENT;
     for (int64_t b = 0; b < batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
         if (n < 0 || n > seq) return RA_ERR_ARGUMENT;

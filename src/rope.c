@@ -7,6 +7,7 @@
  *   (2i, 2i + 1) interleaved or (i, i + rotary_dim/2) half-split; features
  *   [rotary_dim, D) pass through unchanged.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -45,6 +46,21 @@ static ra_status copy_longrope_factors(ra_rope *rope)
     return RA_OK;
 }
 
+/* Every angle m * theta_i for m up to RA_MAX_POSITION must be a finite
+ * number and the attention factor in (0, FLT_MAX], so that cos and sin
+ * times it are finite float32 numbers; parameters whose numbers overflow
+ * (yarn with theta 1 or mscale 1e58, a factor of 1e-320, a tiny theta)
+ * would otherwise give tables of NaN or Inf. */
+static ra_status check_frequencies(const ra_rope *rope)
+{
+    double af = rope->attention_factor;
+    if (!(af > 0 && af <= FLT_MAX)) return RA_ERR_ARGUMENT;
+    for (int64_t i = 0; i < rope->n_pairs; i++)
+        if (!(rope->inv_freq[i] >= 0 && isfinite(rope->inv_freq[i] * (double)RA_MAX_POSITION)))
+            return RA_ERR_ARGUMENT;
+    return RA_OK;
+}
+
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
 {
     if (!out || !config) return RA_ERR_NULL;
@@ -72,6 +88,7 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     ra_status status = rope->inv_freq ? copy_longrope_factors(rope) : RA_ERR_NOMEM;
     if (status == RA_OK)
         status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
+    if (status == RA_OK) status = check_frequencies(rope);
     if (status == RA_OK && table) {
         rope->cos = ra_alloc((size_t)table * sizeof(float));
         rope->sin = rope->cos ? ra_alloc((size_t)table * sizeof(float)) : NULL;

@@ -41,10 +41,10 @@ ra_status ra_tensor_check(const ra_tensor *t);
  * interleaved views that never touch the same element also count). */
 int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b);
 
-/* Whether two checked views may touch the same element: ra_tensors_overlap,
- * less views interleaved row by row in one buffer (q, k and v of a fused
- * QKV buffer, or their gradients in a fused dQKV buffer) that never do. */
-int ra_tensors_alias(const ra_tensor *a, const ra_tensor *b);
+/* Whether two checked views share an element: exact for views of one dtype
+ * with the same strides (heads of one fused QKV buffer share none), else
+ * ra_tensors_overlap. */
+int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b);
 
 /* Checks that every position of a [batch, seq] grid is in range. */
 ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64_t seq);

@@ -38,31 +38,36 @@ int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b)
     return a0 < b1 && b0 < a1;
 }
 
-/* Elements one (b, s) row of heads spans: [0, footprint) from its start. */
-static int64_t row_footprint(const ra_tensor *t)
+/* Whether some K_2 in [lo_k, hi_k] has K_2 * s in the open interval (lo, hi). */
+static int multiple_between(int64_t s, int64_t lo_k, int64_t hi_k, int64_t lo, int64_t hi)
 {
-    return (t->shape[2] - 1) * t->stride[2] + t->shape[3];
+    if (s == 0) return lo < 0 && 0 < hi;
+    int64_t k = (lo >= 0 ? lo / s : -((-lo + s - 1) / s)) + 1; /* least k with k s > lo */
+    if (k < lo_k) k = lo_k;
+    return k <= hi_k && k * s < hi;
 }
 
-/* Interleaved views: both with row stride P = stride[1] (elements of one
- * size) and stride[0] a multiple of P, so that every row starts at a
- * multiple of P from the view's start.  Row footprints [0, f1) of the view
- * at the lower address and [delta, delta + f2) of the other, delta their
- * distance modulo P, never meet when f1 <= delta and delta + f2 <= P. */
-int ra_tensors_alias(const ra_tensor *a, const ra_tensor *b)
+int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b)
 {
     if (!ra_tensors_overlap(a, b)) return 0;
-    const size_t size = ra_dtype_size(a->dtype);
-    const int64_t period = a->stride[1];
-    if (size != ra_dtype_size(b->dtype) || b->stride[1] != period || period <= 0 ||
-        a->stride[0] % period || b->stride[0] % period)
-        return 1;
-    uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
-    uintptr_t distance = pa < pb ? pb - pa : pa - pb;
-    if (distance % size) return 1;
-    int64_t delta = (int64_t)((distance / size) % (uintptr_t)period);
-    int64_t f1 = row_footprint(pa < pb ? a : b), f2 = row_footprint(pa < pb ? b : a);
-    return !(f1 <= delta && delta + f2 <= period);
+    size_t es = ra_dtype_size(a->dtype);
+    ptrdiff_t bytes = (const char *)b->data - (const char *)a->data;
+    for (int d = 0; d < 3; d++)
+        if (a->stride[d] != b->stride[d]) return 1; /* other lattices: assume they meet */
+    if (a->dtype != b->dtype || bytes % (ptrdiff_t)es) return 1;
+    /* A row of a at indices i and one of b at j meet when
+     * delta + sum_d (j_d - i_d) stride_d lies in (-D_b, D_a). */
+    int64_t delta = bytes / (ptrdiff_t)es, span[2], pairs;
+    for (int d = 0; d < 2; d++) span[d] = a->shape[d] + b->shape[d] - 1;
+    if (ra_mul(span[0], span[1], &pairs) != RA_OK || pairs > ((int64_t)1 << 22)) return 1;
+    for (int64_t k0 = 1 - a->shape[0]; k0 < b->shape[0]; k0++)
+        for (int64_t k1 = 1 - a->shape[1]; k1 < b->shape[1]; k1++) {
+            int64_t x = delta + k0 * a->stride[0] + k1 * a->stride[1];
+            if (multiple_between(a->stride[2], 1 - a->shape[2], b->shape[2] - 1,
+                                 -b->shape[3] - x, a->shape[3] - x))
+                return 1;
+        }
+    return 0;
 }
 
 RA_API ra_tensor ra_tensor_4d(void *data, ra_dtype dtype, int64_t b, int64_t s, int64_t heads,

@@ -1110,6 +1110,130 @@ if RA_BENCH_PYTHON=/bin/sh RA_BENCH_TORCH_SCRIPT="$TMP/hang.sh" RA_BENCH_TORCH_T
     grep -q "killed after 1 s" "$TMP/stdout" && [ $(($(date +%s) - start)) -lt 20 ]; then pass
 else fail "bench kills a hung torch child: $(head -c 600 "$TMP/stdout")"; fi
 
+# ---- hostile files: each kind of damage its own message --------------------
+# expect_hostile NAME KIND PATTERN -- ARGS...: expect_error's checks (exit
+# 1..127, one line, no y.npy), and the line names the damage: it matches
+# PATTERN, holds KIND (the words for that kind of damage) and no other
+# kind's words (checked once all have run).
+hostile_names=() hostile_kinds=() hostile_lines=()
+expect_hostile() {
+    local name=$1 kind=$2 pattern=$3; shift 4
+    expect_error "$name" y.npy -- "$@"
+    hostile_names+=("$name") hostile_kinds+=("$kind") hostile_lines+=("$(head -n 1 "$TMP/stderr")")
+    if grep -qF -- "$kind" "$TMP/stderr" && grep -q -- "$pattern" "$TMP/stderr"; then pass
+    else fail "$name: expected '$kind' and /$pattern/, got: $(head -c 300 "$TMP/stderr")"; fi
+}
+"$PY" - "$TMP" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+out = sys.argv[1]
+def st(path, header, data=b"", header_len=None):
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    with open(f"{out}/{path}", "wb") as f:
+        f.write(struct.pack("<Q", len(text) if header_len is None else header_len) + text + data)
+def entry(dtype, shape, offsets):
+    return {"dtype": dtype, "shape": shape, "data_offsets": offsets}
+def npy_header(path, dict_text, data_len):
+    text = dict_text.encode()
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    with open(f"{out}/{path}", "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + bytes(data_len))
+for name in ["h_empty.safetensors", "h_empty.npy", "h_empty.json"]:
+    open(f"{out}/{name}", "wb").close()
+st("h_near_max.safetensors", b"{}", header_len=2**64 - 8)
+st("h_not_json.safetensors", b"wq.weight: F32 [64, 64]")
+st("h_truncated.safetensors", b'{"wq.weight": {"dtype": "F32", "shape": [64, 64], ')
+st("h_array.safetensors", b"[1, 2, 3]")
+st("h_reversed.safetensors", {"wq.weight": entry("F32", [2], [8, 0])}, bytes(16))
+st("h_overlap.safetensors", {"wq.weight": entry("F32", [2], [0, 8]),
+                             "wk.weight": entry("F32", [2], [4, 12])}, bytes(16))
+st("h_overflow.safetensors", {"wq.weight": entry("F32", [2**32, 2**32, 2**32], [0, 8])}, bytes(8))
+st("h_unknown_dtype.safetensors", {"wq.weight": entry("Q8", [2], [0, 2])}, bytes(2))
+st("h_mismatch.safetensors", {"wq.weight": entry("F64", [2], [0, 8])}, bytes(8))
+dup = b'{"wq.weight": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}, ' \
+      b'"wq.weight": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}}'
+st("h_duplicate.safetensors", dup, bytes(8))
+npy_header("h_huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }", 8)
+np.save(f"{out}/h_fortran.npy", np.asfortranarray(np.ones((2, 5, 64), np.float32)))
+np.save(f"{out}/h_int32.npy", np.ones((2, 5, 64), np.int32))
+np.save(f"{out}/h_int16.npy", np.ones((2, 5, 64), np.int16))
+np.save(f"{out}/h_bigendian.npy", np.ones((2, 5, 64), ">f4"))
+with open(f"{out}/h_beyond.npy", "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00\xff\xff{'descr': '<f4'}")
+open(f"{out}/h_not_json.json", "w").write("hidden_size = 64\n")
+open(f"{out}/h_truncated.json", "w").write('{"hidden_size": 64, "num_attention_heads": 4,')
+PYEOF
+W="--input x.npy --output y.npy --n-heads 4"
+X="--weights seed_F32.safetensors --output y.npy --n-heads 4"
+expect_hostile "hostile: empty weights file" "the file is empty" \
+    "the file is empty" -- attention --weights h_empty.safetensors $W
+expect_hostile "hostile: empty input file" "the file is empty" \
+    "the file is empty" -- attention --input h_empty.npy $X
+expect_hostile "hostile: empty config file" "the file is empty" \
+    "the file is empty" -- attention $SEED --config h_empty.json
+expect_hostile "hostile: header length beyond the file" "exceeds the file size" \
+    "header length 1099511627776 exceeds the file size" -- attention \
+    --weights st_badlen.safetensors $W
+expect_hostile "hostile: header length near 2^64" "exceeds the file size" \
+    "header length 18446744073709551608 exceeds the file size" -- attention \
+    --weights h_near_max.safetensors $W
+expect_hostile "hostile: npy header length beyond the file" "exceeds the file size" \
+    "header length 65535 exceeds the file size" -- attention --input h_beyond.npy $X
+expect_hostile "hostile: header that is not JSON" "not valid JSON" \
+    "the header is not valid JSON" -- attention --weights h_not_json.safetensors $W
+expect_hostile "hostile: truncated JSON header" "not valid JSON" \
+    "the header is not valid JSON" -- attention --weights h_truncated.safetensors $W
+expect_hostile "hostile: header that is a JSON array" "not a JSON object" \
+    "the header is not a JSON object" -- attention --weights h_array.safetensors $W
+expect_hostile "hostile: config that is not JSON" "not valid JSON" \
+    "h_not_json.json: not valid JSON" -- attention $SEED --config h_not_json.json
+expect_hostile "hostile: truncated config" "not valid JSON" \
+    "h_truncated.json: not valid JSON" -- attention $SEED --config h_truncated.json
+expect_hostile "hostile: data offsets reversed" "are reversed" \
+    "data_offsets \[8, 0) are reversed" -- attention --weights h_reversed.safetensors $W
+expect_hostile "hostile: data offsets overlapping" "overlap" \
+    'tensors "wq.weight" and "wk.weight" overlap' -- attention --weights h_overlap.safetensors $W
+expect_hostile "hostile: data offsets outside the file" "lie outside the data area" \
+    "lie outside the data area" -- attention --weights st_badoffsets.safetensors $W
+expect_hostile "hostile: element count beyond 64 bits" "has too many elements" \
+    "\[4294967296, 4294967296, 4294967296\] has too many elements" -- attention \
+    --weights h_overflow.safetensors $W
+expect_hostile "hostile: npy shape beyond 64 bits" "has too many elements" \
+    "\[4611686018427387904, 4\] has too many elements" -- attention --input h_huge.npy $X
+expect_hostile "hostile: unknown dtype" "unknown dtype" \
+    'unknown dtype "Q8"' -- attention --weights h_unknown_dtype.safetensors $W
+expect_hostile "hostile: dtype that does not match the bytes" "bytes but shape" \
+    "hold 8 bytes but shape \[2\] of F64 needs 16" -- attention --weights h_mismatch.safetensors $W
+expect_hostile "hostile: integer weights" "expected F32" \
+    "has dtype I32; expected F32" -- attention --weights st_i32.safetensors $W
+expect_hostile "hostile: duplicate names" "appears twice" \
+    'tensor name "wq.weight" appears twice' -- attention --weights h_duplicate.safetensors $W
+expect_hostile "hostile: missing tensor" "but no tensor" \
+    "but no tensor 'wo.weight'" -- attention --weights st_missing.safetensors $W
+expect_hostile "hostile: npy bad magic" "bad magic" \
+    "bad magic" -- attention --input badmagic.npy $X
+expect_hostile "hostile: npy Fortran order" "Fortran-order" \
+    "Fortran-order arrays are not supported" -- attention --input h_fortran.npy $X
+expect_hostile "hostile: npy integer input" "must hold float32" \
+    "must hold float32 ('<f4') values" -- attention --input h_int32.npy $X
+expect_hostile "hostile: npy int16" "is not supported (only" \
+    "dtype '<i2' is not supported" -- attention --input h_int16.npy $X
+expect_hostile "hostile: npy big-endian" "big-endian" \
+    "big-endian dtype '>f4' is not supported" -- attention --input h_bigendian.npy $X
+expect_hostile "hostile: truncated npy" "truncated:" \
+    "truncated: the file holds" -- attention --input truncated.npy $X
+# A line that holds another kind's words does not name its own damage.
+for i in "${!hostile_names[@]}"; do
+    clash=""
+    for j in "${!hostile_kinds[@]}"; do
+        [ "${hostile_kinds[$i]}" = "${hostile_kinds[$j]}" ] && continue
+        printf '%s\n' "${hostile_lines[$i]#*: }" | grep -qF -- "${hostile_kinds[$j]}" &&
+            clash="$clash '${hostile_kinds[$j]}'"
+    done
+    if [ -z "$clash" ]; then pass; else fail "${hostile_names[$i]}: also reads as$clash"; fi
+done
+echo "hostile files: ${#hostile_names[@]} cases"
+
 # ---- bad input: exit 1..127, one line on stderr, no output ------------------
 expect_error "missing input file" y.npy -- attention --weights seed_F32.safetensors \
     --input nope.npy --output y.npy --n-heads 4

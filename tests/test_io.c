@@ -1169,6 +1169,130 @@ static void test_rope_mutations(void)
     free(buf);
 }
 
+/* ---- hostile files: one message per kind of damage ----------------------- */
+
+/* Each damage the issue lists, as a file the readers get: the status, the
+ * words of the message that name the kind of damage (and no other kind's
+ * words in it, checked for every pair) and the numbers it gives. */
+typedef enum reader { SAFETENSORS, NPY, CONFIG } reader;
+
+static ra_status read_any(reader r, const char *name, char *msg, size_t msg_len)
+{
+    if (r == NPY) return open_and_close(name, 1, msg, msg_len);
+    if (r == SAFETENSORS) return open_and_close(name, 0, msg, msg_len);
+    ra_hf_config cfg;
+    ra_status st = ra_hf_config_read(tpath(name), &cfg, msg, msg_len);
+    ra_hf_config_free(&cfg);
+    return st;
+}
+
+static void test_hostile_messages(void)
+{
+    char near_max[64];
+    snprintf(near_max, sizeof near_max, "header length %llu exceeds the file size 10",
+             (unsigned long long)(UINT64_MAX - 7));
+    static const char f4[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    write_bytes("h_empty.safetensors", "", 0);
+    write_bytes("h_empty.npy", "", 0);
+    write_bytes("h_empty.json", "", 0);
+    write_st_raw("h_beyond.safetensors", 113, "{}", 2, 110);
+    write_st_raw("h_near_max.safetensors", UINT64_MAX - 7, "{}", 2, 0);
+    write_st("h_not_json.safetensors", "hello world", 0);
+    write_st("h_truncated.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],", 4);
+    write_st("h_reversed.safetensors", "{" ENTRY("a", "\"F32\"", "[2]", "[8,0]") "}", 16);
+    write_st("h_overlap.safetensors", "{" ENTRY("a", "\"F32\"", "[2]", "[0,8]") ","
+             ENTRY("b", "\"F32\"", "[2]", "[4,12]") "}", 16);
+    write_st("h_outside.safetensors", "{" ENTRY("a", "\"F32\"", "[2]", "[32,40]") "}", 16);
+    write_st("h_overflow.safetensors",
+             "{" ENTRY("a", "\"F32\"", "[4294967296,4294967296,4294967296]", "[0,8]") "}", 16);
+    write_st("h_unknown_dtype.safetensors", "{" ENTRY("a", "\"Q8\"", "[2]", "[0,8]") "}", 16);
+    write_st("h_mismatch.safetensors", "{" ENTRY("a", "\"F64\"", "[2]", "[0,8]") "}", 16);
+    write_st("h_duplicate.safetensors", "{" ENTRY("w", "\"U8\"", "[4]", "[0,4]") ","
+             ENTRY("w", "\"U8\"", "[4]", "[4,8]") "}", 8);
+    write_bytes("h_magic.npy", "\x93NUMPZ\x01\x00\x10\x00{}              ", 26);
+    write_bytes("h_beyond.npy", "\x93NUMPY\x01\x00\xff\xff{'descr': '<f4'}", 26);
+    write_npy_dict("h_huge.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
+                   24);
+    write_npy_dict("h_fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
+                   24);
+    write_npy_dict("h_int16.npy", "{'descr': '<i2', 'fortran_order': False, 'shape': (12,), }",
+                   24);
+    write_npy_dict("h_truncated.npy", f4, 20);
+    static const char not_json[] = "hidden_size = 64", truncated[] = "{\"hidden_size\": 64, \"a\": {";
+    write_bytes("h_not_json.json", not_json, strlen(not_json));
+    write_bytes("h_truncated.json", truncated, strlen(truncated));
+    /* kind: the words that name the damage, shared by the cases of a kind;
+     * detail: more of the message, naming the numbers */
+    const struct {
+        reader r;
+        const char *name;
+        ra_status status;
+        const char *kind, *detail;
+    } cases[] = {
+        {SAFETENSORS, "h_empty.safetensors", RA_ERR_FORMAT, "the file is empty", ""},
+        {NPY, "h_empty.npy", RA_ERR_FORMAT, "the file is empty", ""},
+        {CONFIG, "h_empty.json", RA_ERR_FORMAT, "the file is empty", ""},
+        {SAFETENSORS, "h_beyond.safetensors", RA_ERR_FORMAT, "exceeds the file size",
+         "header length 113 exceeds the file size 120"},
+        {SAFETENSORS, "h_near_max.safetensors", RA_ERR_FORMAT, "exceeds the file size", near_max},
+        {NPY, "h_beyond.npy", RA_ERR_FORMAT, "exceeds the file size",
+         "header length 65535 exceeds the file size 26"},
+        {SAFETENSORS, "h_not_json.safetensors", RA_ERR_FORMAT, "not valid JSON",
+         "the header is not valid JSON"},
+        {SAFETENSORS, "h_truncated.safetensors", RA_ERR_FORMAT, "not valid JSON",
+         "the header is not valid JSON"},
+        {CONFIG, "h_not_json.json", RA_ERR_FORMAT, "not valid JSON", ""},
+        {CONFIG, "h_truncated.json", RA_ERR_FORMAT, "not valid JSON", ""},
+        {SAFETENSORS, "h_reversed.safetensors", RA_ERR_FORMAT, "are reversed",
+         "tensor \"a\": data_offsets [8, 0) are reversed"},
+        {SAFETENSORS, "h_overlap.safetensors", RA_ERR_FORMAT, "overlap",
+         "tensors \"a\" and \"b\" overlap"},
+        {SAFETENSORS, "h_outside.safetensors", RA_ERR_FORMAT, "lie outside the data area",
+         "data_offsets [32, 40) lie outside the data area of 16 bytes"},
+        {SAFETENSORS, "h_overflow.safetensors", RA_ERR_FORMAT, "has too many elements",
+         "shape [4294967296, 4294967296, 4294967296] has too many elements"},
+        {NPY, "h_huge.npy", RA_ERR_FORMAT, "has too many elements",
+         "shape [4611686018427387904, 4] has too many elements"},
+        {SAFETENSORS, "h_unknown_dtype.safetensors", RA_ERR_DTYPE, "unknown dtype",
+         "unknown dtype \"Q8\""},
+        {SAFETENSORS, "h_mismatch.safetensors", RA_ERR_FORMAT, "bytes but shape",
+         "data_offsets [0, 8) hold 8 bytes but shape [2] of F64 needs 16"},
+        {SAFETENSORS, "h_duplicate.safetensors", RA_ERR_FORMAT, "appears twice",
+         "tensor name \"w\" appears twice"},
+        {NPY, "h_magic.npy", RA_ERR_FORMAT, "bad magic", "not a .npy file (bad magic)"},
+        {NPY, "h_fortran.npy", RA_ERR_UNSUPPORTED, "Fortran-order",
+         "Fortran-order arrays are not supported"},
+        {NPY, "h_int16.npy", RA_ERR_DTYPE, "is not supported (only",
+         "dtype '<i2' is not supported (only <f4, <f8, <f2, <i4 and <i8 are)"},
+        {NPY, "h_truncated.npy", RA_ERR_FORMAT, "truncated",
+         "truncated: the file holds 20 bytes of data but shape [2, 3] of '<f4' needs 24"},
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    char msgs[N][512];
+    int kinds = 0;
+    for (int i = 0; i < N; i++) {
+        ra_status st = read_any(cases[i].r, cases[i].name, msgs[i], sizeof msgs[i]);
+        CHECK_FAIL(st, cases[i].status, msgs[i], cases[i].name);
+        CHECK(strstr(msgs[i], cases[i].kind) != NULL && strstr(msgs[i], cases[i].detail) != NULL,
+              "%s: \"%s\" lacks \"%s\" or \"%s\"", cases[i].name, msgs[i], cases[i].kind,
+              cases[i].detail);
+        int first = 1;
+        for (int j = 0; j < i; j++) first = first && strcmp(cases[i].kind, cases[j].kind) != 0;
+        kinds += first;
+    }
+    for (int i = 0; i < N; i++) {
+        const char *named = strstr(msgs[i], cases[i].name); /* the words after "<path>: " */
+        const char *words = named ? named + strlen(cases[i].name) : msgs[i];
+        for (int j = 0; j < N; j++)
+            if (strcmp(cases[i].kind, cases[j].kind) != 0)
+                CHECK(strstr(words, cases[j].kind) == NULL,
+                      "%s: \"%s\" reads like %s's damage", cases[i].name, msgs[i],
+                      cases[j].name);
+    }
+    printf("hostile files: %d cases of %d kinds of damage, each kind its own message\n", N, kinds);
+}
+
 /* ---- atomic writes ------------------------------------------------------- */
 
 static void test_atomic(void)
@@ -1237,6 +1361,7 @@ int main(void)
     RUN(test_rope_in_config);
     RUN(test_rope_hostile);
     RUN(test_rope_mutations);
+    RUN(test_hostile_messages);
     RUN(test_atomic);
     remove_tree(temp_dir);
     return ra_test_summary("io");

@@ -195,6 +195,8 @@ static ra_status slurp(FILE *f, const char *path, char **text, size_t *len, char
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                           "%s: the file is %lld bytes; configs over %d bytes are refused", path,
                           (long long)st.st_size, MAX_CONFIG_BYTES);
+    if (st.st_size == 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
     size_t size = (size_t)st.st_size;
     char *buf = ra_malloc(size > 0 ? size : 1);
     if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);

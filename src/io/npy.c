@@ -65,6 +65,8 @@ static ra_status read_preamble(FILE *f, uint64_t file_size, const char *path,
                                size_t msg_len)
 {
     unsigned char pre[12];
+    if (file_size == 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
     size_t got = fread(pre, 1, file_size < 8 ? (size_t)file_size : 8, f);
     if (got < 6 || memcmp(pre, "\x93NUMPY", 6) != 0)
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: not a .npy file (bad magic)", path);

@@ -268,6 +268,8 @@ static ra_status map_file(ra_safetensors *st, const char *path, char *msg, size_
                             strerror(errno));
     else if (!S_ISREG(info.st_mode))
         status = ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
+    else if (info.st_size == 0)
+        status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
     else if (info.st_size < 8)
         status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                             "%s: the file is %lld bytes, too short for the 8-byte header "

@@ -1,0 +1,154 @@
+/*
+ * fuzz_config.c — the same bytes as a config.json (ra_hf_config_parse) and
+ * as a --rope-parameters object (ra_hf_rope_parse).  A refusal must be
+ * RA_ERR_FORMAT with a message and a zeroed result; an acceptance must hold
+ * only values of the promised kinds (positive integers, positive numbers,
+ * fractions in (0, 1], non-empty factor lists of positive numbers), has_*
+ * set exactly for the values present.  Then the parsed rope, as the CLI
+ * builds it, goes to ra_rope_create: a rope it accepts must have finite
+ * frequencies and attention factor and give finite cos and sin at every
+ * position up to RA_MAX_POSITION.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz_check.h"
+#include "io/io.h"
+#include "ropeattn.h"
+
+static void check_rope(const ra_hf_rope *r)
+{
+    FUZZ_CHECK((unsigned)r->type < RA_ROPE_TYPE_COUNT, "type %d", (int)r->type);
+    FUZZ_CHECK(r->has_type || r->type == RA_ROPE_DEFAULT, "type without has_type");
+    FUZZ_CHECK(r->has_theta ? isfinite(r->theta) && r->theta > 0 : r->theta == 0, "theta %g",
+               r->theta);
+    FUZZ_CHECK(r->has_partial_rotary_factor
+                   ? r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1
+                   : r->partial_rotary_factor == 0, "partial_rotary_factor %g",
+               r->partial_rotary_factor);
+    const ra_rope_scaling *s = &r->scaling;
+    FUZZ_CHECK(r->has_factor ? isfinite(s->factor) && s->factor > 0 : s->factor == 0,
+               "factor %g", s->factor);
+    FUZZ_CHECK(r->has_original_max_position_embeddings ? s->original_max_position_embeddings > 0
+                                                       : s->original_max_position_embeddings == 0,
+               "original_max_position_embeddings");
+    FUZZ_CHECK(s->max_position_embeddings == 0 && s->seq_len == 0, "lengths set by the parser");
+    const double nonneg[] = {s->beta_fast, s->beta_slow, s->mscale, s->mscale_all_dim};
+    for (int i = 0; i < 4; i++) FUZZ_CHECK(isfinite(nonneg[i]) && nonneg[i] >= 0, "%g", nonneg[i]);
+    const double pos[] = {s->attention_factor, s->low_freq_factor, s->high_freq_factor};
+    for (int i = 0; i < 3; i++) FUZZ_CHECK(isfinite(pos[i]) && pos[i] >= 0, "%g", pos[i]);
+    FUZZ_CHECK(s->short_factor == r->short_factor && s->long_factor == r->long_factor,
+               "scaling does not point at the owned lists");
+    const double *lists[2] = {r->short_factor, r->long_factor};
+    const int64_t lens[2] = {r->n_short_factor, r->n_long_factor};
+    const int has[2] = {r->has_short_factor, r->has_long_factor};
+    for (int l = 0; l < 2; l++) {
+        FUZZ_CHECK(has[l] ? lists[l] != NULL && lens[l] > 0 : lists[l] == NULL && lens[l] == 0,
+                   "factor list %d", l);
+        for (int64_t i = 0; i < lens[l]; i++)
+            FUZZ_CHECK(isfinite(lists[l][i]) && lists[l][i] > 0, "factor %g", lists[l][i]);
+    }
+}
+
+static void check_config(const ra_hf_config *c)
+{
+    const int64_t ints[] = {c->hidden_size, c->num_attention_heads, c->num_key_value_heads,
+                            c->head_dim, c->max_position_embeddings,
+                            c->original_max_position_embeddings};
+    const int has[] = {c->has_hidden_size, c->has_num_attention_heads,
+                       c->has_num_key_value_heads, c->has_head_dim,
+                       c->has_max_position_embeddings, c->has_original_max_position_embeddings};
+    for (int i = 0; i < 6; i++)
+        FUZZ_CHECK(has[i] ? ints[i] > 0 && ints[i] < ((int64_t)1 << 53) : ints[i] == 0,
+                   "integer field %d: %lld", i, (long long)ints[i]);
+    FUZZ_CHECK(c->has_rope_theta ? isfinite(c->rope_theta) && c->rope_theta > 0
+                                 : c->rope_theta == 0, "rope_theta %g", c->rope_theta);
+    FUZZ_CHECK(c->has_partial_rotary_factor
+                   ? c->partial_rotary_factor > 0 && c->partial_rotary_factor <= 1
+                   : c->partial_rotary_factor == 0, "partial_rotary_factor");
+    check_rope(&c->rope);
+}
+
+/* The rope the CLI would build (tools/rope_cli.c), for head_dim D: a ra_rope
+ * that ra_rope_create accepts must give finite tables everywhere. */
+static void create_rope(const ra_hf_rope *r, const ra_hf_config *c, size_t salt)
+{
+    int64_t head_dim = c->has_head_dim ? c->head_dim : 64;
+    if (head_dim > 512) head_dim = 64;
+    int64_t rotary_dim = (int64_t)((double)head_dim * (r->has_partial_rotary_factor
+                                                           ? r->partial_rotary_factor : 1.0));
+    if (r->type == RA_ROPE_LONGROPE) {
+        if (r->n_short_factor != r->n_long_factor || r->n_short_factor > 256) return;
+        rotary_dim = head_dim = 2 * r->n_short_factor; /* one factor per pair */
+    }
+    if (rotary_dim <= 0 || rotary_dim % 2) return;
+    ra_rope_config cfg = ra_rope_config_default(head_dim);
+    cfg.type = r->type;
+    cfg.rotary_dim = rotary_dim;
+    cfg.theta = r->has_theta ? r->theta : 10000.0;
+    cfg.table_size = 4;
+    cfg.scaling = r->scaling;
+    cfg.scaling.max_position_embeddings = c->max_position_embeddings;
+    cfg.scaling.seq_len = salt % 3 == 0 ? 0 : (int64_t)(salt * 977 % 300000);
+    ra_rope *rope = (ra_rope *)&rope;
+    ra_status st = ra_rope_create(&rope, &cfg);
+    if (st != RA_OK) {
+        FUZZ_CHECK(st == RA_ERR_ARGUMENT || st == RA_ERR_NULL || st == RA_ERR_THETA ||
+                       st == RA_ERR_HEAD_DIM, /* a config's odd head_dim */
+                   "ra_rope_create: status %d", (int)st);
+        FUZZ_CHECK(rope == NULL, "out not NULL after a failure");
+        return;
+    }
+    double inv_freq[256], af = ra_rope_attention_factor(rope);
+    FUZZ_CHECK(ra_rope_inverse_frequencies(rope, inv_freq) == RA_OK, "inverse frequencies");
+    FUZZ_CHECK(isfinite(af) && af > 0, "attention factor %g", af);
+    for (int64_t i = 0; i < rotary_dim / 2; i++)
+        FUZZ_CHECK(isfinite(inv_freq[i]) && inv_freq[i] >= 0, "theta_%lld = %g (type %s)",
+                   (long long)i, inv_freq[i], ra_hf_rope_type_name(cfg.type));
+    const int64_t positions[4] = {0, 1, 4097, RA_MAX_POSITION};
+    float cos[4 * 256], sin[4 * 256];
+    FUZZ_CHECK(ra_rope_table(rope, cos, sin, positions, 4) == RA_OK, "table");
+    for (int64_t i = 0; i < 4 * (rotary_dim / 2); i++)
+        FUZZ_CHECK(isfinite(cos[i]) && isfinite(sin[i]), "cos/sin not finite at %lld (type %s, "
+                   "theta_%lld = %g)", (long long)(i / (rotary_dim / 2)),
+                   ra_hf_rope_type_name(cfg.type), (long long)(i % (rotary_dim / 2)),
+                   inv_freq[i % (rotary_dim / 2)]);
+    ra_rope_destroy(rope);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *text = (const char *)data;
+    char msg[512];
+    ra_hf_config cfg;
+    ra_status st = ra_hf_config_parse(text, size, &cfg, msg, sizeof msg);
+    if (st != RA_OK) {
+        FUZZ_CHECK(st == RA_ERR_FORMAT, "config: status %d: %s", (int)st, msg);
+        FUZZ_CHECK(strncmp(msg, "config.json: ", 13) == 0, "config message: %s", msg);
+        FUZZ_CHECK(!cfg.has_rope && cfg.rope.short_factor == NULL && !cfg.has_hidden_size,
+                   "config not zeroed after a failure");
+    } else {
+        FUZZ_CHECK(msg[0] == '\0', "message after success: %s", msg);
+        check_config(&cfg);
+        create_rope(&cfg.rope, &cfg, size);
+    }
+
+    ra_hf_rope rope;
+    st = ra_hf_rope_parse(text, size, &rope, msg, sizeof msg);
+    if (st != RA_OK) {
+        FUZZ_CHECK(st == RA_ERR_FORMAT, "rope: status %d: %s", (int)st, msg);
+        FUZZ_CHECK(strncmp(msg, "rope parameters: ", 17) == 0, "rope message: %s", msg);
+        FUZZ_CHECK(!rope.has_type && rope.short_factor == NULL && rope.long_factor == NULL,
+                   "rope not zeroed after a failure");
+    } else {
+        FUZZ_CHECK(msg[0] == '\0', "message after success: %s", msg);
+        check_rope(&rope);
+        ra_hf_rope_inherit(&rope, &cfg); /* as --rope-parameters with --config */
+        check_rope(&rope);
+        create_rope(&rope, &cfg, size + 1);
+    }
+    ra_hf_rope_free(&rope);
+    ra_hf_config_free(&cfg);
+    return 0;
+}

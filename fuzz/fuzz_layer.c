@@ -1,0 +1,235 @@
+/*
+ * fuzz_layer.c — the attention layer on fuzzed arguments: ra_layer_create
+ * (dim, heads, kv heads, head_dim, rope), ra_layer_forward (batch,
+ * sequence, positions, path, training dropout, the calling thread or two)
+ * and ra_layer_forward_cached (a prefill then single-token steps, caches of
+ * every dtype).
+ *
+ * An inference forward must be the seed's Attention computed here in double
+ * (projections, the reference rotation, causal GQA softmax, wo) to 1e-4 of
+ * max|y|, the issue's bound; the cached layer must give the same y as the
+ * forward without a cache (to float32 rounding with an f32 cache, 16-bit
+ * rounding otherwise).  A refusal must be a documented status that leaves
+ * y and the cache as they were; a call built only of valid arguments must
+ * succeed.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz_check.h"
+#include "fuzz_input.h"
+#include "fuzz_positions.h"
+#include "fuzz_views.h"
+#include "rope_internal.h"
+
+#define NO_COVERAGE __attribute__((no_sanitize("coverage")))
+
+static ra_context *two_threads;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    FUZZ_CHECK(ra_context_create(&two_threads, 2) == RA_OK, "context");
+    return 0;
+}
+
+/* out[t, n] = sum_k a[t, k] w[n, k], in double, rounded to float. */
+NO_COVERAGE static void project(float *out, const float *a, const float *w, int64_t tokens,
+                                int64_t n, int64_t k)
+{
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t i = 0; i < n; i++) {
+            double acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += (double)a[t * k + j] * w[i * k + j];
+            out[t * n + i] = (float)acc;
+        }
+}
+
+/* The seed's Attention.forward in inference: y [B, S, dim]. */
+NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *const w[4],
+                                         const float *x, int64_t batch, int64_t seq,
+                                         const ra_positions *pos, double *y)
+{
+    const ra_layer_config *c = ra_layer_get_config(layer);
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
+    const int64_t tokens = batch * seq;
+    float *q = malloc((size_t)(tokens * H * D) * 4), *k = malloc((size_t)(tokens * Hkv * D) * 4);
+    float *v = malloc((size_t)(tokens * Hkv * D) * 4), *o = malloc((size_t)(tokens * H * D) * 4);
+    project(q, x, w[0], tokens, H * D, dim);
+    project(k, x, w[1], tokens, Hkv * D, dim);
+    project(v, x, w[2], tokens, Hkv * D, dim);
+    ra_rope_config rc = c->rope;
+    ra_rope *rope;
+    FUZZ_CHECK(ra_rope_create(&rope, &rc) == RA_OK, "the layer's rope");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, batch, seq, H, D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, batch, seq, Hkv, D);
+    FUZZ_CHECK(ra_rope_apply_reference(rope, &tq, &tq, pos, RA_FORWARD) == RA_OK &&
+                   ra_rope_apply_reference(rope, &tk, &tk, pos, RA_FORWARD) == RA_OK, "rotation");
+    ra_rope_destroy(rope);
+    double logits[64];
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < seq; i++) {
+                const int64_t g = h / (H / Hkv);
+                const float *qi = q + ((b * seq + i) * H + h) * D;
+                double max = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    const float *kj = k + ((b * seq + j) * Hkv + g) * D;
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++) dot += (double)qi[d] * kj[d];
+                    logits[j] = dot / sqrt((double)D);
+                    max = fmax(max, logits[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) sum += (logits[j] = exp(logits[j] - max));
+                float *oi = o + ((b * seq + i) * H + h) * D;
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= i; j++)
+                        acc += logits[j] / sum * v[((b * seq + j) * Hkv + g) * D + d];
+                    oi[d] = (float)acc;
+                }
+            }
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t i = 0; i < dim; i++) {
+            double acc = 0;
+            for (int64_t j = 0; j < H * D; j++) acc += (double)o[t * H * D + j] * w[3][i * H * D + j];
+            y[t * dim + i] = acc;
+        }
+    free(q), free(k), free(v), free(o);
+}
+
+/* max |a - b| / max |b| over n values. */
+NO_COVERAGE static double rel_diff(const float *a, const double *b, int64_t n)
+{
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        diff = fmax(diff, fabs(a[i] - b[i]));
+        ref = fmax(ref, fabs(b[i]));
+    }
+    return ref > 0 ? diff / ref : diff;
+}
+
+/* The cached layer over the same x: a prefill of p tokens per sequence,
+ * then one token at a time, must give y_plain's values. */
+static void check_cached(fuzz_input *in, const ra_layer *layer, const float *x, int64_t batch,
+                         int64_t seq, const double *want)
+{
+    const ra_layer_config *c = ra_layer_get_config(layer);
+    const int64_t dim = c->dim;
+    ra_dtype dtype = (ra_dtype)take_range(in, 0, RA_DTYPE_COUNT - 1);
+    /* seq - 1: the last step is refused */
+    int64_t capacity = seq + take_range(in, seq > 1 ? -1 : 0, 3);
+    int64_t p = 1 + take_range(in, 0, seq - 1);
+    ra_kv_cache *cache;
+    FUZZ_CHECK(ra_kv_cache_create(&cache, batch, capacity, c->n_kv_heads, c->head_dim, dtype) ==
+                   RA_OK, "cache");
+    ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
+    const size_t bytes = (size_t)(batch * seq * dim) * 4;
+    float *xs = malloc(bytes), *ys = malloc(bytes), *got = malloc(bytes);
+    for (int64_t s0 = 0; s0 < seq;) {
+        int64_t n = s0 == 0 ? p : 1;
+        for (int64_t b = 0; b < batch; b++)
+            memcpy(xs + b * n * dim, x + (b * seq + s0) * dim, (size_t)(n * dim) * 4);
+        for (int64_t i = 0; i < batch * n * dim; i++) ys[i] = 5.0f;
+        ra_status st = ra_layer_forward_cached(layer, ctx, cache, ys, xs, batch, n, NULL);
+        if (s0 + n > capacity) {
+            FUZZ_CHECK(st == RA_ERR_SIZE, "a step past the capacity: %d", (int)st);
+            for (int64_t b = 0; b < batch; b++)
+                FUZZ_CHECK(ra_kv_cache_length(cache, b) == s0, "a refused step moved the cache");
+            for (int64_t i = 0; i < batch * n * dim; i++)
+                FUZZ_CHECK(ys[i] == 5.0f, "a refused step wrote y");
+            break;
+        }
+        FUZZ_CHECK(st == RA_OK, "cached step at %lld refused: %d", (long long)s0, (int)st);
+        for (int64_t b = 0; b < batch; b++)
+            memcpy(got + (b * seq + s0) * dim, ys + b * n * dim, (size_t)(n * dim) * 4);
+        s0 += n;
+        if (s0 == seq) {
+            double tol = dtype == RA_F32 ? 1e-4 : dtype == RA_F16 ? 5e-3 : 3e-2;
+            double e = rel_diff(got, want, batch * seq * dim);
+            FUZZ_CHECK(e <= tol, "prefill %lld + steps with a dtype %d cache: %.3g from the seed's "
+                       "Attention", (long long)p, (int)dtype, e);
+        }
+    }
+    free(xs), free(ys), free(got);
+    ra_kv_cache_destroy(cache);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const int64_t head_dims[] = {8, 2, 4, 16, 6, 3};
+    fuzz_input in = {data, size};
+    int valid = 1;
+    int64_t hkv = take_size(&in, 2, &valid), rep = take_size(&in, 3, &valid);
+    int64_t head_dim = TAKE_ONE_OF(&in, head_dims), heads = hkv * rep;
+    ra_layer_config lc = {heads * head_dim, heads, hkv, 0, ra_rope_config_default(0)};
+    int odd = take_range(&in, 0, 15);
+    if (odd < 4) lc.head_dim = head_dim; /* given, not derived from dim */
+    if (odd == 15) lc.dim += 2, lc.head_dim = head_dim, valid = 0; /* RA_ERR_DIM */
+    else if (odd == 14) lc.n_kv_heads = heads + 1, valid = 0;
+    else if (odd == 0 && hkv == heads) lc.n_kv_heads = 0; /* 0 means n_heads */
+    if (head_dim % 2) valid = 0;
+    lc.rope.layout = (ra_layout)take_range(&in, 0, 1);
+    lc.rope.type = take_range(&in, 0, 3) == 3 ? RA_ROPE_LINEAR : RA_ROPE_DEFAULT;
+    lc.rope.scaling.factor = 2;
+    lc.rope.table_size = take_range(&in, 0, 8);
+    int64_t dim = lc.dim > 0 ? lc.dim : 1;
+    size_t bytes;
+    float *w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = take_buffer(&in, RA_F32, dim * dim, &bytes);
+        for (int64_t j = 0; j < dim * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
+    }
+    ra_layer_weights lw = {w[0], w[1], w[2], w[3]};
+    ra_layer *layer = (ra_layer *)&layer;
+    ra_status st = ra_layer_create(&layer, &lc, &lw);
+    if (!valid || st != RA_OK) {
+        FUZZ_CHECK(!valid, "valid layer refused: %d", (int)st);
+        FUZZ_CHECK(st == RA_ERR_SIZE || st == RA_ERR_DIM || st == RA_ERR_GQA ||
+                       st == RA_ERR_HEAD_DIM, "ra_layer_create: status %d", (int)st);
+        FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
+        for (int i = 0; i < 4; i++) free(w[i]);
+        return 0;
+    }
+    int64_t batch = take_size(&in, 2, &valid), seq = take_size(&in, 10, &valid);
+    fuzz_positions fp;
+    take_positions(&in, &fp, batch, seq, 0, 1, &valid);
+    if (fp.p.cu_seqlens) valid = 0; /* RA_ERR_UNSUPPORTED */
+    ra_forward_options opt = {(ra_attention_path)take_range(&in, 0, RA_PATH_COUNT), 0, 0, 7};
+    if ((unsigned)opt.path >= RA_PATH_COUNT) valid = 0;
+    int training = take_range(&in, 0, 7);
+    if (training >= 6) {
+        opt.training = 1;
+        opt.dropout = training == 6 ? 0.25f : 1.0f;
+        if (opt.dropout >= 1.0f) valid = 0;
+    }
+    ra_context *ctx = take_range(&in, 0, 1) ? two_threads : NULL;
+    int64_t n = (batch > 0 ? batch : 1) * (seq > 0 ? seq : 1) * ra_layer_get_config(layer)->dim;
+    float *x = take_buffer(&in, RA_F32, n, &bytes);
+    float *y = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) y[i] = 3.0f;
+    st = ra_layer_forward(layer, ctx, y, x, batch, seq, &fp.p, &opt);
+    if (valid) FUZZ_CHECK(st == RA_OK, "valid forward refused: %d", (int)st);
+    if (st != RA_OK) {
+        FUZZ_CHECK(st == RA_ERR_NULL || st == RA_ERR_SIZE || st == RA_ERR_ARGUMENT ||
+                       st == RA_ERR_POSITION || st == RA_ERR_UNSUPPORTED || st == RA_ERR_OVERFLOW,
+                   "undocumented status %d", (int)st);
+        for (int64_t i = 0; i < n; i++) FUZZ_CHECK(y[i] == 3.0f, "a refused forward wrote y");
+    } else if (!opt.training) {
+        double *want = malloc((size_t)n * sizeof *want);
+        expected_forward(layer, (const float *const *)w, x, batch, seq, &fp.p, want);
+        double e = rel_diff(y, want, n);
+        FUZZ_CHECK(e <= 1e-4, "forward (path %d) is %.3g from the seed's Attention",
+                   (int)opt.path, e);
+        if (!fp.p.ids && !fp.p.starts && fp.p.start == 0) /* the cache's own positions */
+            check_cached(&in, layer, x, batch, seq, want);
+        free(want);
+    }
+    fuzz_positions_free(&fp);
+    free(x), free(y);
+    for (int i = 0; i < 4; i++) free(w[i]);
+    ra_layer_destroy(layer);
+    return 0;
+}

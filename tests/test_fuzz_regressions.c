@@ -1,0 +1,228 @@
+/*
+ * test_fuzz_regressions.c — the C API inputs on which the fuzzers (fuzz/)
+ * found a broken promise, each fixed in the library and kept here so that
+ * it stays fixed.  The file readers' findings are in test_io.c.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "harness.h"
+#include "rope_internal.h"
+#include "ropeattn.h"
+
+/* ra_rope_create must refuse c with RA_ERR_ARGUMENT and leave *out NULL. */
+static void expect_refused(const ra_rope_config *c, const char *what)
+{
+    ra_rope *rope = NULL;
+    ra_status st = ra_rope_create(&rope, c);
+    CHECK(st == RA_ERR_ARGUMENT && rope == NULL, "%s: status %d", what, (int)st);
+    ra_rope_destroy(rope);
+}
+
+/* A rope whose parameters make the frequencies non-finite, the angles
+ * overflow before RA_MAX_POSITION, or the attention factor not a positive
+ * float32, used to be accepted and give tables of NaN or Inf; it is
+ * refused with RA_ERR_ARGUMENT. */
+static void test_rope_nonfinite_frequencies(void)
+{
+    /* fuzz_config: yarn with rope_theta 1 divides by ln(1) = 0 */
+    ra_rope_config c = ra_rope_config_default(14);
+    c.type = RA_ROPE_YARN;
+    c.theta = 1.0;
+    c.scaling.factor = 40;
+    c.scaling.original_max_position_embeddings = 4096;
+    expect_refused(&c, "yarn, theta 1");
+    /* fuzz_rope: linear with a subnormal factor makes theta_0 infinite */
+    c = ra_rope_config_default(8);
+    c.type = RA_ROPE_LINEAR;
+    c.scaling.factor = 1e-320;
+    expect_refused(&c, "linear, factor 1e-320");
+    /* a tiny theta: theta_31 ~ 2e300, finite, but 2^32 theta_31 is not */
+    c = ra_rope_config_default(64);
+    c.theta = 1e-310;
+    expect_refused(&c, "theta 1e-310");
+    /* yarn's derived attention factor below zero */
+    c = ra_rope_config_default(64);
+    c.type = RA_ROPE_YARN;
+    c.scaling.factor = 40;
+    c.scaling.original_max_position_embeddings = 4096;
+    c.scaling.mscale = -10;
+    c.scaling.mscale_all_dim = 1;
+    expect_refused(&c, "yarn, mscale -10");
+    /* fuzz_config: yarn's derived attention factor beyond float32 made
+     * every cos and sin infinite */
+    c.scaling.mscale = 1.4e58;
+    expect_refused(&c, "yarn, mscale 1.4e58");
+    c.scaling.mscale = 1;
+    c.scaling.attention_factor = 1e39;
+    expect_refused(&c, "yarn, attention_factor 1e39");
+    c.scaling.attention_factor = 0;
+    /* the same types with sane numbers still work, to the last position */
+    c.scaling.mscale = 1;
+    c.theta = 1e-3;
+    ra_rope *rope = NULL;
+    CHECK(ra_rope_create(&rope, &c) == RA_OK, "yarn, theta 1e-3");
+    float cos[32], sin[32];
+    int64_t last = RA_MAX_POSITION;
+    if (rope == NULL) return;
+    CHECK(ra_rope_table(rope, cos, sin, &last, 1) == RA_OK, "table");
+    for (int i = 0; i < 32; i++) CHECK(isfinite(cos[i]) && isfinite(sin[i]), "pair %d", i);
+    ra_rope_destroy(rope);
+}
+
+/* fuzz_kvcache: with n_query[b] < T, query row t of sequence b is the token
+ * in slot length[b] - n_query[b] + t (the header said length[b] - T + t,
+ * a slot before the first for short sequences), and rows t >= n_query[b]
+ * of out are left as they were.  B 2, lengths 2 and 4, T 3, n_query {1, 3}. */
+static void test_decode_short_rows(void)
+{
+    enum { B = 2, S = 4, D = 4, T = 3 };
+    ra_kv_cache *cache;
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope;
+    CHECK(ra_kv_cache_create(&cache, B, 8, 1, D, RA_F32) == RA_OK, "cache");
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    float k[B * S * D], v[B * S * D], q[B * T * D], out[B * T * D];
+    ra_test_fill(k, B * S * D, 1);
+    ra_test_fill(v, B * S * D, 2);
+    ra_test_fill(q, B * T * D, 3);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, 1, D), tv = ra_tensor_4d(v, RA_F32, B, S, 1, D);
+    ra_positions pos = {0};
+    int64_t n_new[B] = {2, 4}, n_query[B] = {1, 3};
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &pos, n_new) == RA_OK, "append");
+    for (int i = 0; i < B * T * D; i++) out[i] = 99.0f;
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, 1, D), to = ra_tensor_4d(out, RA_F32, B, T, 1, D);
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, n_query) == RA_OK, "decode");
+    ra_tensor kc, vc;
+    ra_kv_cache_views(cache, &kc, &vc);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *o = out + (b * T + t) * D;
+            if (t >= n_query[b]) {
+                for (int d = 0; d < D; d++) CHECK(o[d] == 99.0f, "row %d of %d written", t, b);
+                continue;
+            }
+            int64_t last = n_new[b] - n_query[b] + t; /* the query's own slot */
+            double w[S], sum = 0, want[D] = {0};
+            for (int j = 0; j <= last; j++) {
+                const float *kj = (const float *)kc.data + b * kc.stride[0] + j * kc.stride[1];
+                double dot = 0;
+                for (int d = 0; d < D; d++) dot += (double)q[(b * T + t) * D + d] * kj[d];
+                sum += (w[j] = exp(dot / sqrt((double)D)));
+            }
+            for (int j = 0; j <= last; j++)
+                for (int d = 0; d < D; d++)
+                    want[d] += w[j] / sum *
+                               ((const float *)vc.data)[b * vc.stride[0] + j * vc.stride[1] + d];
+            for (int d = 0; d < D; d++)
+                CHECK(fabs(o[d] - want[d]) < 1e-5, "sequence %d row %d: %g, expected %g", b, t,
+                      o[d], want[d]);
+        }
+    ra_rope_destroy(rope);
+    ra_kv_cache_destroy(cache);
+}
+
+/* fuzz_kvcache: an append from one fused QKV buffer (q, k and v heads side
+ * by side in each token's row) was refused with RA_ERR_ARGUMENT, since the
+ * views' address ranges overlap, while k and v sharing every element (k
+ * rotated in place, so v cached rotated) were accepted.  Now the fused
+ * append gives what separate buffers give, and shared elements are refused. */
+static void test_append_fused_qkv(void)
+{
+    enum { B = 2, S = 3, H = 4, HKV = 2, D = 8, ROW = (H + 2 * HKV) * D + 3 };
+    float fused[B * S * ROW], q[B * S * H * D], k[B * S * HKV * D], v[B * S * HKV * D];
+    ra_test_fill(fused, B * S * ROW, 9);
+    for (int t = 0; t < B * S; t++) {
+        memcpy(q + t * H * D, fused + t * ROW, sizeof(float) * H * D);
+        memcpy(k + t * HKV * D, fused + t * ROW + H * D, sizeof(float) * HKV * D);
+        memcpy(v + t * HKV * D, fused + t * ROW + (H + HKV) * D, sizeof(float) * HKV * D);
+    }
+    ra_tensor fq = {fused, RA_F32, {B, S, H, D}, {S * ROW, ROW, D, 1}};
+    ra_tensor fk = {fused + H * D, RA_F32, {B, S, HKV, D}, {S * ROW, ROW, D, 1}};
+    ra_tensor fv = {fused + (H + HKV) * D, RA_F32, {B, S, HKV, D}, {S * ROW, ROW, D, 1}};
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope;
+    ra_kv_cache *c1, *c2;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    CHECK(ra_kv_cache_create(&c1, B, 4, HKV, D, RA_F32) == RA_OK &&
+          ra_kv_cache_create(&c2, B, 4, HKV, D, RA_F32) == RA_OK, "caches");
+    ra_positions p = {.start = 5};
+    CHECK(ra_kv_cache_append(c1, NULL, rope, &fq, &fk, &fv, &p, NULL) == RA_OK, "fused append");
+    CHECK(ra_kv_cache_append(c2, NULL, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "separate");
+    ra_tensor k1, v1, k2, v2;
+    ra_kv_cache_views(c1, &k1, &v1);
+    ra_kv_cache_views(c2, &k2, &v2);
+    size_t bytes = sizeof(float) * S * HKV * D; /* the slots written in each sequence */
+    for (int b = 0; b < B; b++)
+        CHECK(memcmp((float *)k1.data + b * k1.stride[0], (float *)k2.data + b * k2.stride[0],
+                     bytes) == 0 &&
+                  memcmp((float *)v1.data + b * v1.stride[0], (float *)v2.data + b * v2.stride[0],
+                         bytes) == 0,
+              "the fused append cached other values in sequence %d", b);
+    int same_q = 1;
+    for (int t = 0; t < B * S; t++)
+        same_q &= memcmp(fused + t * ROW, q + t * H * D, sizeof(float) * H * D) == 0;
+    CHECK(same_q, "q rotated differently in the fused buffer");
+    ra_kv_cache_reset(c1);
+    CHECK(ra_kv_cache_append(c1, NULL, rope, NULL, &tk, &tk, &p, NULL) == RA_ERR_ARGUMENT,
+          "k and v the same elements");
+    CHECK(ra_kv_cache_append(c1, NULL, rope, &fk, &fk, &fv, &p, NULL) == RA_ERR_ARGUMENT,
+          "q and k the same elements");
+    CHECK(ra_kv_cache_length(c1, 0) == 0, "a refused append moved the cache");
+    ra_kv_cache_destroy(c1);
+    ra_kv_cache_destroy(c2);
+    ra_rope_destroy(rope);
+}
+
+/* ra_tensors_share_elements against the element sets themselves, on small
+ * views at random offsets: exact for equal strides, never a false "no". */
+static void test_share_elements(void)
+{
+    uint64_t r = 12345;
+#define NEXT(n) (r = r * 6364136223846793005ull + 1442695040888963407ull, (int64_t)((r >> 33) % (n)))
+    float base[512];
+    int exact_yes = 0, exact_no = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        ra_tensor t[2];
+        int same = NEXT(4) != 0;
+        for (int v = 0; v < 2; v++) {
+            t[v].dtype = RA_F32;
+            for (int d = 0; d < 4; d++) t[v].shape[d] = 1 + NEXT(d == 3 ? 4 : 3);
+            for (int d = 0; d < 3; d++) t[v].stride[d] = v && same ? t[0].stride[d] : NEXT(14);
+            t[v].stride[3] = 1;
+            t[v].data = base + NEXT(40);
+        }
+        unsigned char seen[512] = {0};
+        int meet = 0;
+        for (int v = 0; v < 2; v++)
+            for (int64_t i0 = 0; i0 < t[v].shape[0]; i0++)
+                for (int64_t i1 = 0; i1 < t[v].shape[1]; i1++)
+                    for (int64_t i2 = 0; i2 < t[v].shape[2]; i2++)
+                        for (int64_t i3 = 0; i3 < t[v].shape[3]; i3++) {
+                            int64_t e = (float *)t[v].data - base + i0 * t[v].stride[0] +
+                                        i1 * t[v].stride[1] + i2 * t[v].stride[2] + i3;
+                            if (v == 0) seen[e] = 1;
+                            else meet |= seen[e];
+                        }
+        int got = ra_tensors_share_elements(&t[0], &t[1]);
+        if (same) {
+            CHECK(got == meet, "trial %d: %d, the elements say %d", trial, got, meet);
+            exact_yes += meet, exact_no += !meet;
+        } else {
+            CHECK(got || !meet, "trial %d: said no, but they share an element", trial);
+        }
+    }
+#undef NEXT
+    CHECK(exact_yes > 1000 && exact_no > 1000, "cases: %d sharing, %d not", exact_yes, exact_no);
+}
+
+int main(void)
+{
+    RUN(test_rope_nonfinite_frequencies);
+    RUN(test_decode_short_rows);
+    RUN(test_append_fused_qkv);
+    RUN(test_share_elements);
+    return ra_test_summary("fuzz_regressions");
+}

@@ -164,7 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int valid = 1;
     int64_t hkv = take_size(&in, 2, &valid), rep = take_size(&in, 3, &valid);
     int64_t head_dim = TAKE_ONE_OF(&in, head_dims), heads = hkv * rep;
-    ra_layer_config lc = {heads * head_dim, heads, hkv, 0, ra_rope_config_default(0)};
+    ra_layer_config lc = {.dim = heads * head_dim, .n_heads = heads, .n_kv_heads = hkv,
+                          .rope = ra_rope_config_default(0)};
     int odd = take_range(&in, 0, 15);
     if (odd < 4) lc.head_dim = head_dim; /* given, not derived from dim */
     if (odd == 15) lc.dim += 2, lc.head_dim = head_dim, valid = 0; /* RA_ERR_DIM */

@@ -161,7 +161,8 @@ static void rope_longrope(trial *t)
 
 static ra_layer_config layer_config(void)
 {
-    ra_layer_config c = {DIM, H, HKV, 0, ra_rope_config_default(0)};
+    ra_layer_config c = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV,
+                         .rope = ra_rope_config_default(0)};
     c.rope.table_size = 16;
     return c;
 }

@@ -198,7 +198,6 @@ static const vi ra_swap_masks[2] = {
  * the sum's order is fixed, not left to right). */
 static inline float vreduce_max(vf v)
 {
-#pragma GCC unroll 4
     for (int stage = 0; RA_W >> (stage + 1); stage++)
         v = vmax(v, __builtin_shuffle(v, ra_swap_masks[stage]));
     return v[0];
@@ -206,7 +205,6 @@ static inline float vreduce_max(vf v)
 
 static inline float vreduce_add(vf v)
 {
-#pragma GCC unroll 4
     for (int stage = 0; RA_W >> (stage + 1); stage++)
         v += __builtin_shuffle(v, ra_swap_masks[stage]);
     return v[0];

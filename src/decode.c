@@ -80,9 +80,16 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
     job.scratch = scratch;
     job.partials = scratch + per_threads;
     /* A short cache has few chunks: split the kv heads too, until there are
-     * a few tasks per thread (each kv head's sums stay the same). */
+     * a few tasks per thread (each kv head's sums stay the same) — unless
+     * the whole call is a few microseconds of work (under MIN_SPLIT cached
+     * rows), which one thread does sooner than two can share it. */
+    enum { MIN_SPLIT = 512 };
+    int64_t rows_cached = 0;
+    for (int64_t b = 0; b < cache->batch; b++) rows_cached += cache->length[b];
+    rows_cached *= cache->n_kv_heads;
     const int64_t threads = ra_parallel_threads(ctx), chunks = cache->batch * job.n_chunks;
-    while (chunks * job.n_splits < 4 * threads && job.n_splits < cache->n_kv_heads) {
+    while (rows_cached >= MIN_SPLIT && chunks * job.n_splits < 4 * threads &&
+           job.n_splits < cache->n_kv_heads) {
         int64_t s = job.n_splits + 1;
         while (cache->n_kv_heads % s) s++;
         job.n_splits = s;

@@ -463,7 +463,10 @@ RA_API void ra_kv_cache_destroy(ra_kv_cache *cache); /* NULL is allowed */
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 */
 /* Slots filled in sequence b, or -1 for a bad argument. */
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
-/* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use). */
+/* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use).
+ * The storage is head-major, [B, Hkv, capacity, D] in memory, so that a
+ * decode step reads each kv head's keys as one sequential run: index the
+ * views through their strides, never as if contiguous. */
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v);
 
 /* Appends n_new[b] tokens to sequence b (NULL: S for every sequence), in one

@@ -32,6 +32,8 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->v = v;
     args->lse = NULL;
     args->dropout = 0;
+    args->rope = NULL;
+    args->positions = NULL;
     if (dropout) {
         if (!(dropout->p >= 0.0f && dropout->p < 1.0f)) return RA_ERR_ARGUMENT;
         args->dropout = dropout->p > 0.0f;

@@ -16,6 +16,11 @@ typedef struct ra_attention_args {
                              row's log-sum-exp (ra_attention_forward_lse) */
     int dropout;          /* nonzero: apply mask to the probabilities */
     ra_dropout_mask mask; /* stream RA_STREAM_ATTENTION */
+    /* Flash path: with rope set, q and k are not yet rotated, and each tile
+     * is rotated as it is loaded, at these positions (of the [B, S] grid)
+     * — RoPE without a pass of its own over q and k. */
+    const ra_rope *rope;
+    const ra_positions *positions;
 } ra_attention_args;
 
 /* Validates the views and the dropout; fills args (lse NULL). */
@@ -61,7 +66,8 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
  * multipliers [BK],
  * a zero row [D rounded to 16], key/value row pointers [BK + 16] (a
  * register block may run past the tile's keys, onto the zero row), and
- * float32 copies of a tile of 16-bit K or V [BK, D rounded to 16].  rep
+ * float32 copies of a tile of 16-bit (or rotated) K or V [BK, D rounded to
+ * 16], and the rotated query rows [rows, D rounded to 16].  rep
  * and head_dim are bounded by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
@@ -72,7 +78,7 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 4 * f.rows +
                                    RA_FLASH_BK + ra_round_up(head_dim, 16) +
                                    2 * (RA_FLASH_BK + 16) +
-                                   RA_FLASH_BK * ra_round_up(head_dim, 16),
+                                   (RA_FLASH_BK + f.rows) * ra_round_up(head_dim, 16),
                                16);
     return f;
 }

@@ -3,7 +3,10 @@
  * rotates q and k and writes k and v into the cache in one pass per token
  * block.
  *
- *   K, V storage: [B, capacity, Hkv, D] in the cache's dtype
+ *   K, V: [B, capacity, Hkv, D] in the cache's dtype, stored head-major,
+ *   [B, Hkv, capacity, D] (the views' strides say so): decode reads each kv
+ *   head's keys as one sequential stream, which the hardware prefetcher
+ *   follows; slot-major storage put a head's rows 4 KiB apart.
  *   append inputs: q [B, S, H, D] (optional), k, v [B, S, Hkv, D], f32
  */
 #include <string.h>
@@ -62,8 +65,11 @@ RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b)
 
 ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
 {
-    return ra_tensor_4d(which ? cache->v : cache->k, cache->dtype, cache->batch, cache->capacity,
-                        cache->n_kv_heads, cache->head_dim);
+    const int64_t capacity = cache->capacity, heads = cache->n_kv_heads, d = cache->head_dim;
+    ra_tensor t = {which ? cache->v : cache->k, cache->dtype,
+                   {cache->batch, capacity, heads, d},
+                   {heads * capacity * d, d, capacity * d, 1}};
+    return t;
 }
 
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v)
@@ -97,15 +103,6 @@ static ra_tensor rows_of(const ra_tensor *t, int64_t b, int64_t s0, int64_t len)
     return r;
 }
 
-/* Positions of those rows, as a start or explicit ids. */
-static ra_positions positions_of(const ra_positions *p, int64_t b, int64_t s0, int64_t seq)
-{
-    ra_positions r = {0};
-    if (p->ids) r.ids = p->ids + b * seq + s0;
-    else r.start = (p->starts ? p->starts[b] : p->start) + s0;
-    return r;
-}
-
 /* Copies rows [s0, s0 + len) of sequence b of src (f32) into the cache's
  * k or v at slot `slot` onwards, converting to the cache's dtype. */
 static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t b, int64_t s0,
@@ -135,7 +132,7 @@ static void append_task(void *arg, int64_t task, int thread)
     int64_t n = job->n_new ? job->n_new[b] : job->k->shape[1];
     if (s0 >= n) return;
     int64_t len = n - s0 < APPEND_BLOCK ? n - s0 : APPEND_BLOCK, seq = job->k->shape[1];
-    ra_positions pos = positions_of(job->positions, b, s0, seq);
+    ra_positions pos = ra_positions_of_rows(job->positions, b, s0, seq);
     ra_tensor k = rows_of(job->k, b, s0, len);
     ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
     if (job->q) {

@@ -3,7 +3,8 @@
  * around RoPE and causal GQA attention.
  *
  *   x [B, S, dim] -> xq = x wq^T [B, S, H, D], xk = x wk^T, xv = x wv^T [B, S, Hkv, D]
- *   -> rope(xq), rope(xk) at the tokens' positions
+ *   -> rope(xq), rope(xk) at the tokens' positions (the flash path rotates
+ *      each tile as attention loads it: no pass of its own over xq and xk)
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
  */
@@ -100,13 +101,15 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
 }
 
 void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
-                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call)
+                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call,
+                  int rotate)
 {
     const ra_layer_config *c = &layer->config;
     const int64_t kv = c->n_kv_heads * c->head_dim;
     ra_gemm_nt(xq->data, x, layer->weights.wq, call->tokens, c->dim, c->dim); /* xq = wq(x) */
     ra_gemm_nt(xk->data, x, layer->weights.wk, call->tokens, kv, c->dim);     /* xk = wk(x) */
     ra_gemm_nt(xv->data, x, layer->weights.wv, call->tokens, kv, c->dim);     /* xv = wv(x) */
+    if (!rotate) return;
     ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
     ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
 }
@@ -151,7 +154,12 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
         return status;
     }
 
-    ra_layer_qkv(layer, ctx, x, &xq, &xk, &xv, &call);
+    const int fused = call.path == RA_PATH_FLASH;
+    if (fused) {
+        args.rope = layer->rope;
+        args.positions = &call.pos;
+    }
+    ra_layer_qkv(layer, ctx, x, &xq, &xk, &xv, &call, !fused);
     if (call.path == RA_PATH_REFERENCE)
         ra_attention_reference(&args, kernel_scratch);
     else

@@ -37,10 +37,12 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_forward_options *options, ra_layer_call *call);
 
-/* xq = wq(x), xk = wk(x), xv = wv(x), then RoPE on xq and xk, in place.
+/* xq = wq(x), xk = wk(x), xv = wv(x), then (rotate set) RoPE on xq and
+ * xk, in place; unset, attention rotates them as it loads them.
  *   x: [B, S, dim]   xq: [B, S, H, D]   xk, xv: [B, S, Hkv, D] (contiguous) */
 void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
-                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call);
+                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call,
+                  int rotate);
 
 /* y = wo(attn), then resid_dropout when training.
  *   attn: [B, S, H * D]   y: [B, S, dim] */

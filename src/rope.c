@@ -248,6 +248,13 @@ RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx, const ra_te
     return RA_OK;
 }
 
+void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
+                  const ra_positions *positions)
+{
+    ra_rope_job job = {rope, out, x, positions, 1.0f, x->shape[0] * x->shape[1]};
+    ra_kernels_get()->rope_task(&job, 0, 0);
+}
+
 RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *x, int64_t batch,
                                    int64_t seq, int64_t heads, int64_t start_pos)
 {

@@ -84,6 +84,24 @@ typedef struct ra_rope_job {
     int64_t tokens_per_task;
 } ra_rope_job;
 
+/* Rotates x into out (f32 views, already checked, or carved by a kernel
+ * from checked ones) on the calling thread: the fast path without its
+ * checks, for kernels that rotate a tile as they load it.  Same bits as
+ * ra_rope_apply. */
+void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
+                  const ra_positions *positions);
+
+/* The positions of rows [s0, ...) of sequence b of a [B, seq] grid, as
+ * positions of a [1, ...] view of those rows (ids or a start). */
+static inline ra_positions ra_positions_of_rows(const ra_positions *p, int64_t b, int64_t s0,
+                                                int64_t seq)
+{
+    ra_positions r = {0};
+    if (p->ids) r.ids = p->ids + b * seq + s0;
+    else r.start = (p->starts ? p->starts[b] : p->start) + s0;
+    return r;
+}
+
 /* The scalar reference rotation: no table, no threads, one element pair at
  * a time.  The oracle the fast path is tested against (bit for bit). */
 ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,

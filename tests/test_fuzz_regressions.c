@@ -154,13 +154,14 @@ static void test_append_fused_qkv(void)
     ra_tensor k1, v1, k2, v2;
     ra_kv_cache_views(c1, &k1, &v1);
     ra_kv_cache_views(c2, &k2, &v2);
-    size_t bytes = sizeof(float) * S * HKV * D; /* the slots written in each sequence */
+    size_t bytes = sizeof(float) * S * D; /* the slots written, of one kv head */
     for (int b = 0; b < B; b++)
-        CHECK(memcmp((float *)k1.data + b * k1.stride[0], (float *)k2.data + b * k2.stride[0],
-                     bytes) == 0 &&
-                  memcmp((float *)v1.data + b * v1.stride[0], (float *)v2.data + b * v2.stride[0],
-                         bytes) == 0,
-              "the fused append cached other values in sequence %d", b);
+        for (int h = 0; h < HKV; h++) {
+            int64_t at = b * k1.stride[0] + h * k1.stride[2]; /* the views' strides are equal */
+            CHECK(memcmp((float *)k1.data + at, (float *)k2.data + at, bytes) == 0 &&
+                      memcmp((float *)v1.data + at, (float *)v2.data + at, bytes) == 0,
+                  "the fused append cached other values in sequence %d, kv head %d", b, h);
+        }
     int same_q = 1;
     for (int t = 0; t < B * S; t++)
         same_q &= memcmp(fused + t * ROW, q + t * H * D, sizeof(float) * H * D) == 0;

@@ -422,40 +422,52 @@ static void test_paths_and_threads(void)
 /* ---- dropout and the inference forward ---------------------------------- */
 
 /* forward_train's y is ra_layer_forward's, bit for bit: inference, training
- * with p = 0 (= inference) and training with dropout (the same masks). */
+ * with p = 0 (= inference) and training with dropout (the same masks).  The
+ * inference forward's flash path rotates q and k as attention loads its
+ * tiles, forward_train in a pass of its own: the same bits for both
+ * layouts, partial rotary, a scaled rope, every kind of positions, several
+ * query blocks and key tiles (S past 64), and head_dim off the vector width. */
 static void test_forward_matches(void)
 {
-    const layer_case c = {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 1, 0.0f, 0};
-    fixture f;
-    fixture_make(&f, &c, 700);
-    float *y = malloc(sizeof(float) * f.n_x), *yt = malloc(sizeof(float) * f.n_x);
-    float *y0 = malloc(sizeof(float) * f.n_x);
-    ra_layer_tape *tape;
-    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    const layer_case cases[] = {
+        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0},
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0},
+        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0},
+        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-    for (int path = RA_PATH_AUTO; path < RA_PATH_COUNT; path++) {
-        const ra_forward_options opts[] = {{(ra_attention_path)path, 0, 0.5f, 7},
-                                           {(ra_attention_path)path, 1, 0.0f, 7},
-                                           {(ra_attention_path)path, 1, 0.5f, 7}};
-        for (int o = 0; o < 3; o++) {
-            CHECK(ra_layer_forward(f.layer, ctx, y, f.x, c.b, c.s, &f.positions, &opts[o]) == RA_OK,
-                  "forward");
-            CHECK(ra_layer_forward_train(f.layer, ctx, yt, tape, f.x, c.b, c.s, &f.positions,
-                                         &opts[o]) == RA_OK, "forward_train");
-            CHECK(memcmp(y, yt, sizeof(float) * f.n_x) == 0,
-                  "path %d options %d: forward_train differs from ra_layer_forward", path, o);
-            if (o == 0) memcpy(y0, y, sizeof(float) * f.n_x);
-            if (o == 1)
-                CHECK(memcmp(y, y0, sizeof(float) * f.n_x) == 0, "p = 0 is not inference");
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const layer_case c = cases[ci];
+        fixture f;
+        fixture_make(&f, &c, 700 + ci);
+        float *y = malloc(sizeof(float) * f.n_x), *yt = malloc(sizeof(float) * f.n_x);
+        float *y0 = malloc(sizeof(float) * f.n_x);
+        ra_layer_tape *tape;
+        CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+        for (int path = RA_PATH_AUTO; path < RA_PATH_COUNT; path++) {
+            const ra_forward_options opts[] = {{(ra_attention_path)path, 0, 0.5f, 7},
+                                               {(ra_attention_path)path, 1, 0.0f, 7},
+                                               {(ra_attention_path)path, 1, 0.5f, 7}};
+            for (int o = 0; o < 3; o++) {
+                CHECK(ra_layer_forward(f.layer, ctx, y, f.x, c.b, c.s, &f.positions, &opts[o]) ==
+                      RA_OK, "forward");
+                CHECK(ra_layer_forward_train(f.layer, ctx, yt, tape, f.x, c.b, c.s, &f.positions,
+                                             &opts[o]) == RA_OK, "forward_train");
+                CHECK(memcmp(y, yt, sizeof(float) * f.n_x) == 0,
+                      "%s path %d options %d: forward_train differs from ra_layer_forward", c.name,
+                      path, o);
+                if (o == 0) memcpy(y0, y, sizeof(float) * f.n_x);
+                if (o == 1)
+                    CHECK(memcmp(y, y0, sizeof(float) * f.n_x) == 0, "p = 0 is not inference");
+            }
         }
+        ra_layer_tape_destroy(tape);
+        free(y);
+        free(yt);
+        free(y0);
+        fixture_free(&f);
     }
     ra_context_destroy(ctx);
-    ra_layer_tape_destroy(tape);
-    free(y);
-    free(yt);
-    free(y0);
-    fixture_free(&f);
 }
 
 /* The backward applies the output mask the forward drew: a dy that is one

@@ -2,8 +2,10 @@
  * decode_impl.h — flash-decoding over a KV cache, written once against
  * simd.h and compiled per ISA (kernels_*.c).
  *
- * A task is (b, chunk of RA_DECODE_CHUNK cache slots, a run of kv heads): it
- * reads its chunk front to back, a block of RA_W slots at a time, each K and
+ * A task is (b, chunk of RA_DECODE_CHUNK cache slots, a run of kv heads): for
+ * each of its kv heads it reads the chunk front to back (one sequential run
+ * of K rows and one of V rows: the cache is head-major), a block of RA_W
+ * slots at a time, each K and
  * V row once for the whole group of query rows (rep heads x T new tokens) of
  * its kv head, and keeps, per row, an online softmax:
  *   s_j = q . k_j / sqrt(D)   (slot j visible to the row, else skipped)
@@ -31,16 +33,21 @@ static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dty
     return vload_f16((const uint16_t *)row + d);
 }
 
+/* Asks for the cache line DECODE_AHEAD bytes past element d of a row, when
+ * element d starts a line (so once per line).  A kv head's rows are one
+ * sequential run (the cache is head-major), and the hardware prefetcher
+ * alone keeps too short a distance ahead of a kernel that also computes;
+ * non-temporal, since each line is read once. */
+#define DECODE_AHEAD 8192
+static inline __attribute__((always_inline)) void prefetch_ahead(const void *row, int64_t d,
+                                                                 const ra_dtype dtype)
+{
+    const int64_t at = d * (dtype == RA_F32 ? 4 : 2);
+    if ((at & 63) == 0) __builtin_prefetch((const char *)row + at + DECODE_AHEAD, 0, 0);
+}
+
 /* Query rows that share each load of K and V, at most. */
 #define DECODE_ROWS 4
-
-/* Asks for the bytes [from, from + size) to be brought into L2 (locality 1:
- * prefetcht2).  Not L1: a block's rows lie 4 KiB apart, all in the same few
- * L1 sets, and rows asked for early would evict the ones in use. */
-static inline void prefetch_range(const char *from, int64_t size)
-{
-    for (int64_t offset = 0; offset < size; offset += 64) __builtin_prefetch(from + offset, 0, 1);
-}
 
 /* One block of n <= RA_W keys (slots j ..) of a kv head against rows
  * r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials group
@@ -66,7 +73,10 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         int64_t d = 0;
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf k[RA_W];
-            for (int i = 0; i < per_row; i++) k[i] = load_any(keys[k0 + i], dtype, d);
+            for (int i = 0; i < per_row; i++) {
+                k[i] = load_any(keys[k0 + i], dtype, d);
+                prefetch_ahead(keys[k0 + i], d, dtype);
+            }
             for (int r = 0; r < nr; r++) {
                 vf qv = vload(q + r * head_dim + d);
                 for (int i = 0; i < per_row; i++) acc[r * per_row + i] += qv * k[i];
@@ -123,6 +133,8 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         }
         for (int i = 0; i < shared; i++) {
             vf v0 = load_any(vals[i], dtype, d), v1 = load_any(vals[i], dtype, d + RA_W);
+            prefetch_ahead(vals[i], d, dtype);
+            prefetch_ahead(vals[i], d + RA_W, dtype);
             for (int r = 0; r < nr; r++) {
                 acc[r][0] += vsplat(p[r][i]) * v0;
                 acc[r][1] += vsplat(p[r][i]) * v1;
@@ -209,33 +221,27 @@ static void decode_task(void *arg, int64_t task, int thread)
             o[head_dim + 1] = 0.0f;
             float *dst = qs + (g * rows + r) * head_dim;
             const float *qrow = t < nq ? ra_row(q, b, t, g * rep + h) : NULL;
-            for (int64_t d = 0; d < head_dim; d++) dst[d] = qrow ? qrow[d] * scale : 0.0f;
+            if (qrow)
+                for (int64_t d = 0; d < head_dim; d++) dst[d] = qrow[d] * scale;
+            else
+                memset(dst, 0, (size_t)head_dim * sizeof(float));
         }
 
-    /* Key blocks outer, kv heads inner: the task walks its chunk front to
-     * back (a slot's Hkv rows are adjacent), and with each kv head asks for
-     * that head's rows of the next block. */
-    const int64_t size = (int64_t)ra_dtype_size(c->dtype), slot_bytes = kt.stride[1] * size;
-    const int64_t head_bytes = kt.stride[2] * size, row_bytes = head_dim * size;
-    const char *kbase = (const char *)kt.data + b * kt.stride[0] * size;
-    const char *vbase = (const char *)vt.data + b * vt.stride[0] * size;
-    for (int64_t j = j0; j < j_end; j += RA_W) {
-        int n = j_end - j < RA_W ? (int)(j_end - j) : RA_W;
-        int64_t next = j + RA_W < j_end ? j_end - (j + RA_W) : 0; /* slots in the next block */
-        next = next < RA_W ? next : RA_W;
-        for (int64_t g = g0; g < g0 + heads; g++) {
-            for (int64_t i = 0; i < next; i++) {
-                int64_t at = (j + RA_W + i) * slot_bytes + g * head_bytes;
-                prefetch_range(kbase + at, row_bytes);
-                prefetch_range(vbase + at, row_bytes);
-            }
+    /* The cache is head-major: each kv head's chunk is one sequential run
+     * of K rows and one of V rows, read front to back. */
+    const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
+    for (int64_t g = g0; g < g0 + heads; g++) {
+        const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
+        const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
+        float *group = job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride;
+        for (int64_t j = j0; j < j_end; j += RA_W) {
+            int n = j_end - j < RA_W ? (int)(j_end - j) : RA_W;
             const void *keys[RA_W], *vals[RA_W];
             for (int i = 0; i < RA_W; i++) {
-                int64_t at = (j + (i < n ? i : 0)) * slot_bytes + g * head_bytes;
-                keys[i] = kbase + at;
-                vals[i] = vbase + at;
+                int64_t at = (j + (i < n ? i : 0)) * row_bytes;
+                keys[i] = krows + at;
+                vals[i] = vrows + at;
             }
-            float *group = job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride;
             decode_rows(qs + g * rows * head_dim, last, group, head_dim, keys, vals, n, j, rows,
                         c->dtype);
         }
@@ -266,7 +272,7 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
         for (int64_t ch = 0; ch < job->n_chunks; ch++) {
             const float *o = group + (ch * rows + r) * (head_dim + 2);
             if (o[head_dim] == -INFINITY) continue; /* the chunk saw nothing of this row */
-            float w = expf(o[head_dim] - m);
+            float w = o[head_dim] == m ? 1.0f : expf(o[head_dim] - m); /* e^0 = 1 */
             l += o[head_dim + 1] * w;
             for (int64_t d = 0; d < head_dim; d++) dst[d] += o[d] * w;
         }

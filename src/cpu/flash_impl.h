@@ -24,6 +24,7 @@
 #include "attention_internal.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
+#include "rope_internal.h"
 
 /* Register blocking: MR keys (or features) x NR vectors of rows. */
 #if defined(RA_SIMD_AVX512)
@@ -120,7 +121,7 @@ static void store_rows_transposed(float *const *dst, const float *restrict ot, i
 
 /* Per-thread scratch, carved as ra_flash_layout_for describes. */
 typedef struct flash_tile {
-    float *qt, *st, *ot, *m, *l, *alpha, *mult, *zero, *wide;
+    float *qt, *st, *ot, *m, *l, *alpha, *mult, *zero, *wide, *qrot;
     const float **krow; /* [BK] */
     float *pos;         /* [rows]: each row's query index less the block's first
                            (exact as a float at any length); +inf for padding */
@@ -141,6 +142,7 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.zero = t.mult + BK;                                   /* [D] zeros */
     t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK + 16] */
     t.wide = t.zero + ra_round_up(head_dim, 16) + 2 * (BK + 16);   /* [BK, D rounded to 16] */
+    t.qrot = t.wide + BK * ra_round_up(head_dim, 16);              /* [rows, D rounded to 16] */
     return t;
 }
 
@@ -226,6 +228,31 @@ static void tile_rows(const float **rows, const ra_tensor *t, int64_t b, int64_t
     }
 }
 
+/* Rows [s0, s0 + n) of head h of sequence b of the f32 view t, rotated by
+ * RoPE at their positions into dst [n, D rounded to 16]. */
+static void rotate_rows(const ra_attention_args *a, const ra_tensor *t, int64_t b, int64_t s0,
+                        int64_t n, int64_t h, float *dst)
+{
+    const int64_t head_dim = t->shape[3], width = ra_round_up(head_dim, 16);
+    ra_tensor x = {ra_row(t, b, s0, h), RA_F32, {1, n, 1, head_dim},
+                   {t->stride[0], t->stride[1], t->stride[2], 1}};
+    ra_tensor out = {dst, RA_F32, {1, n, 1, head_dim}, {n * width, width, width, 1}};
+    ra_positions pos = ra_positions_of_rows(a->positions, b, s0, t->shape[1]);
+    ra_rope_rows(a->rope, &out, &x, &pos);
+}
+
+/* K rows of a tile: rotated into wide when the job fuses RoPE. */
+static void key_rows(const flash_tile *t, const ra_attention_args *a, int64_t b, int64_t g,
+                     int64_t k0, int64_t nk, int64_t head_dim)
+{
+    if (!a->rope) {
+        tile_rows(t->krow, a->k, b, g, k0, nk, t->wide, head_dim);
+        return;
+    }
+    rotate_rows(a, a->k, b, k0, nk, g, t->wide);
+    for (int64_t j = 0; j < nk; j++) t->krow[j] = t->wide + j * ra_round_up(head_dim, 16);
+}
+
 static void flash_task(void *arg, int64_t task, int thread)
 {
     const ra_flash_job *job = arg;
@@ -245,6 +272,9 @@ static void flash_task(void *arg, int64_t task, int thread)
     /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
      * padding rows (past the group's rows or the last query) are zero. */
     memset(t.zero, 0, (size_t)ra_round_up(head_dim, 16) * sizeof(float));
+    if (a->rope) /* q's rows of the tile, rotated: query head h's at row h * block_q */
+        for (int64_t h = 0; h < rep && nq > 0; h++)
+            rotate_rows(a, q, b, q0, nq, g * rep + h, t.qrot + h * block_q * ra_round_up(head_dim, 16));
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         const float *src[RA_W];
         for (int i = 0; i < RA_W; i++) {
@@ -253,14 +283,16 @@ static void flash_task(void *arg, int64_t task, int thread)
             t.m[r] = -INFINITY;
             t.l[r] = 0.0f;
             t.pos[r] = real ? (float)qi : INFINITY; /* padding sees every key */
-            src[i] = real ? ra_row(q, b, q0 + qi, g * rep + h) : t.zero;
+            src[i] = !real      ? t.zero
+                     : a->rope ? t.qrot + r * ra_round_up(head_dim, 16)
+                               : ra_row(q, b, q0 + qi, g * rep + h);
         }
         load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
     }
 
     for (int64_t k0 = 0; k0 < q1; k0 += BK) {
         int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
-        tile_rows(t.krow, k, b, g, k0, nk, t.wide, head_dim);
+        key_rows(&t, a, b, g, k0, nk, head_dim);
         for (int64_t j = nk; j < ra_round_up(nk, MR); j++) t.krow[j] = t.zero;
         for (int64_t j0 = 0; j0 < nk; j0 += MR) {
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;

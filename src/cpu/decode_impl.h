@@ -49,6 +49,39 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const void *row
 /* Query rows that share each load of K and V, at most. */
 #define DECODE_ROWS 4
 
+/* o = o alpha + sum over visible keys of p_i v_i, for elements
+ * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
+ * constants).  Keys seen by every row share their V loads; the rest
+ * (several new tokens: the causal edge) go row by row, so a key a row does
+ * not see never touches it.  Each element sums its keys in slot order,
+ * whatever the span. */
+static inline __attribute__((always_inline)) void
+values_span(float *o, int64_t stride, const void *const *vals, float p[][RA_W], const float *alpha,
+            const int *visible, int shared, int64_t d, const int nr, const int nv,
+            const ra_dtype dtype)
+{
+    vf acc[DECODE_ROWS][4];
+    for (int r = 0; r < nr; r++)
+        for (int x = 0; x < nv; x++) acc[r][x] = vload(o + r * stride + d + x * RA_W) * vsplat(alpha[r]);
+    for (int i = 0; i < shared; i++) {
+        vf v[4];
+        for (int x = 0; x < nv; x++) {
+            v[x] = load_any(vals[i], dtype, d + x * RA_W);
+            prefetch_ahead(vals[i], d + x * RA_W, dtype);
+        }
+        for (int r = 0; r < nr; r++) {
+            vf pr = vsplat(p[r][i]);
+            for (int x = 0; x < nv; x++) acc[r][x] += pr * v[x];
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        for (int i = shared; i < visible[r]; i++)
+            for (int x = 0; x < nv; x++)
+                acc[r][x] += vsplat(p[r][i]) * load_any(vals[i], dtype, d + x * RA_W);
+        for (int x = 0; x < nv; x++) vstore(o + r * stride + d + x * RA_W, acc[r][x]);
+    }
+}
+
 /* One block of n <= RA_W keys (slots j ..) of a kv head against rows
  * r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials group
  * [rows, D + 2]); nr (1, 2 or 4) and dtype are constants.
@@ -82,14 +115,14 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
                 for (int i = 0; i < per_row; i++) acc[r * per_row + i] += qv * k[i];
             }
         }
-        vf sum = vsum_lanes(acc);
-        for (int r = 0; r < nr; r++)
-            for (int i = 0; i < per_row; i++) {
-                float dot = sum[r * per_row + i];
-                for (int64_t e = d; e < head_dim; e++)
-                    dot += q[r * head_dim + e] * ra_load(keys[k0 + i], dtype, e);
-                scores[r][k0 + i] = dot;
-            }
+        float sum[RA_W];
+        vstore(sum, vsum_lanes(acc));
+        for (int r = 0; r < nr; r++) memcpy(&scores[r][k0], sum + r * per_row, sizeof(float) * per_row);
+        if (d < head_dim) /* D past the last whole vector */
+            for (int r = 0; r < nr; r++)
+                for (int i = 0; i < per_row; i++)
+                    for (int64_t e = d; e < head_dim; e++)
+                        scores[r][k0 + i] += q[r * head_dim + e] * ra_load(keys[k0 + i], dtype, e);
     }
 
     float p[DECODE_ROWS][RA_W], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0}, m_exp[RA_W] = {0};
@@ -120,36 +153,13 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         *m = m_new[r];
     }
 
-    /* o = o alpha + sum over visible keys of p_i v_i; keys seen by every row
-     * share their V loads, the rest (several new tokens: the causal edge)
-     * go row by row, so a key a row does not see never touches it. */
+    /* o = o alpha + p V: spans of 4 vectors of D (16 accumulators for 4
+     * rows), then single vectors, then single elements */
     int64_t d = 0;
-    for (; d + 2 * RA_W <= head_dim; d += 2 * RA_W) {
-        vf acc[DECODE_ROWS][2];
-        for (int r = 0; r < nr; r++) {
-            const float *o = group + (r0 + r) * stride + d;
-            acc[r][0] = vload(o) * vsplat(alpha[r]);
-            acc[r][1] = vload(o + RA_W) * vsplat(alpha[r]);
-        }
-        for (int i = 0; i < shared; i++) {
-            vf v0 = load_any(vals[i], dtype, d), v1 = load_any(vals[i], dtype, d + RA_W);
-            prefetch_ahead(vals[i], d, dtype);
-            prefetch_ahead(vals[i], d + RA_W, dtype);
-            for (int r = 0; r < nr; r++) {
-                acc[r][0] += vsplat(p[r][i]) * v0;
-                acc[r][1] += vsplat(p[r][i]) * v1;
-            }
-        }
-        for (int r = 0; r < nr; r++) {
-            for (int i = shared; i < visible[r]; i++) {
-                acc[r][0] += vsplat(p[r][i]) * load_any(vals[i], dtype, d);
-                acc[r][1] += vsplat(p[r][i]) * load_any(vals[i], dtype, d + RA_W);
-            }
-            float *o = group + (r0 + r) * stride + d;
-            vstore(o, acc[r][0]);
-            vstore(o + RA_W, acc[r][1]);
-        }
-    }
+    for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
+        values_span(group + r0 * stride, stride, vals, p, alpha, visible, shared, d, nr, 4, dtype);
+    for (; d + RA_W <= head_dim; d += RA_W)
+        values_span(group + r0 * stride, stride, vals, p, alpha, visible, shared, d, nr, 1, dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float *o = group + (r0 + r) * stride + d, acc = *o * alpha[r];

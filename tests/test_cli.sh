@@ -960,6 +960,8 @@ expect_usage "attention --grads = --input" "--grads and --input name the same fi
     attention $SEED --n-heads 4 --grad-output dy.npy --grads x.npy
 expect_usage "attention --grads = --grad-output" "--grads and --grad-output name the same" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads dy.npy
+expect_usage "attention --grads = ./--input" "--grads and --input name the same file" -- \
+    attention $SEED --n-heads 4 --grad-output dy.npy --grads ./x.npy
 
 # ---- rope and freqs ---------------------------------------------------------
 expect_ok "rope interleaved" r.npy rope_ref_interleaved.npy 1e-5 -- \
@@ -1308,6 +1310,8 @@ mkdir -p "$TMP/a_folder"
 expect_error "freqs: sin write fails, so cos is removed" c.npy -- \
     freqs --head-dim 8 --end 4 --cos c.npy --sin a_folder
 expect_error "freqs: same file twice" c.npy -- freqs --head-dim 8 --end 4 --cos c.npy --sin c.npy
+expect_error "freqs: same file by two names" c.npy -- \
+    freqs --head-dim 8 --end 4 --cos c.npy --sin ./c.npy
 # rope options: --rope-parameters, --config, --positions, --seq-len, ...
 F="freqs --head-dim 64 --end 8 --cos c.npy --sin s.npy"
 expect_error "freqs: --rope-parameters not JSON" c.npy -- $F --rope-parameters 'yarn please'

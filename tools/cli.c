@@ -192,6 +192,35 @@ int cli_context_create(ra_context **ctx, int64_t n_threads)
 
 /* ---- files ------------------------------------------------------------- */
 
+/* The folder part of path ("." for a bare name) into a new string. */
+static char *folder_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *folder = malloc(len + 1);
+    if (!folder) return NULL;
+    memcpy(folder, slash ? path : ".", len);
+    folder[len] = '\0';
+    return folder;
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0) return 1;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    /* a file still to be written: the same name in the same folder */
+    const char *name_a = strrchr(a, '/'), *name_b = strrchr(b, '/');
+    if (strcmp(name_a ? name_a + 1 : a, name_b ? name_b + 1 : b) != 0) return 0;
+    char *fa = folder_of(a), *fb = folder_of(b);
+    int same = fa && fb && stat(fa, &sa) == 0 && stat(fb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+               sa.st_ino == sb.st_ino;
+    free(fa);
+    free(fb);
+    return same;
+}
+
 int cli_check_output_folder(const char *path)
 {
     const char *slash = strrchr(path, '/');

@@ -107,6 +107,12 @@ int cli_context_create(ra_context **ctx, int64_t n_threads);
  * failure prints one message naming it and returns nonzero. */
 int cli_check_output_folder(const char *path);
 
+/* 1 when paths a and b name the same file: the same string, the same
+ * existing file (device and inode: "a" and "./a", hard and symbolic
+ * links), or, for a file still to be written, the same name in the same
+ * folder. */
+int cli_same_file(const char *a, const char *b);
+
 /* ---- subcommands ------------------------------------------------------- */
 
 int cmd_attention(int argc, char **argv);

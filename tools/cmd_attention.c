@@ -402,7 +402,7 @@ int cmd_attention(int argc, char **argv)
     const char *const others[][2] = {{"--output", opts.output}, {"--weights", opts.weights},
                                      {"--input", opts.input}, {"--grad-output", opts.grad_output}};
     for (int i = 0; opts.grads && i < 4; i++)
-        if (others[i][1] && strcmp(opts.grads, others[i][1]) == 0)
+        if (others[i][1] && cli_same_file(opts.grads, others[i][1]))
             return cli_fail(EXIT_USAGE, "attention: --grads and %s name the same file",
                             others[i][0]);
     if (opts.grads && opts.prefill)

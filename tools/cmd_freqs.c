@@ -57,7 +57,7 @@ static int check_options(const freqs_options *opts)
     if (opts->head_dim % 2 != 0)
         return cli_fail(EXIT_USAGE, "freqs: --head-dim must be even, not %lld",
                         (long long)opts->head_dim);
-    if (strcmp(opts->cos_path, opts->sin_path) == 0)
+    if (cli_same_file(opts->cos_path, opts->sin_path))
         return cli_fail(EXIT_USAGE, "freqs: --cos and --sin name the same file");
     if (cli_check_output_folder(opts->cos_path)) return EXIT_FAIL;
     return cli_check_output_folder(opts->sin_path);

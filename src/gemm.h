@@ -1,9 +1,9 @@
 /*
- * gemm.h — the layer's matrix products through CBLAS (row-major sgemm), in
- * blocks whose sizes fit cblas's int arguments (internal).  Callers' inner
- * sizes and leading dimensions (dim, H D, Hkv D) fit in an int: the layer
- * checks dim <= INT_MAX when it is created.  Called from the calling thread
- * only, never inside the library's parallel regions.
+ * gemm.h — the layer's matrix products through CBLAS (row-major sgemm; sgemv
+ * for a single token), in blocks whose sizes fit cblas's int arguments
+ * (internal).  Callers' inner sizes and leading dimensions (dim, H D, Hkv D)
+ * fit in an int: the layer checks dim <= INT_MAX when it is created.  Called
+ * from the calling thread only, never inside the library's parallel regions.
  */
 #ifndef RA_GEMM_H
 #define RA_GEMM_H

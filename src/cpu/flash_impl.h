@@ -271,10 +271,11 @@ static void flash_task(void *arg, int64_t task, int thread)
 
     /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
      * padding rows (past the group's rows or the last query) are zero. */
-    memset(t.zero, 0, (size_t)ra_round_up(head_dim, 16) * sizeof(float));
+    const int64_t width = ra_round_up(head_dim, 16);
+    memset(t.zero, 0, (size_t)width * sizeof(float));
     if (a->rope) /* q's rows of the tile, rotated: query head h's at row h * block_q */
         for (int64_t h = 0; h < rep && nq > 0; h++)
-            rotate_rows(a, q, b, q0, nq, g * rep + h, t.qrot + h * block_q * ra_round_up(head_dim, 16));
+            rotate_rows(a, q, b, q0, nq, g * rep + h, t.qrot + h * block_q * width);
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         const float *src[RA_W];
         for (int i = 0; i < RA_W; i++) {
@@ -284,7 +285,7 @@ static void flash_task(void *arg, int64_t task, int thread)
             t.l[r] = 0.0f;
             t.pos[r] = real ? (float)qi : INFINITY; /* padding sees every key */
             src[i] = !real      ? t.zero
-                     : a->rope ? t.qrot + r * ra_round_up(head_dim, 16)
+                     : a->rope ? t.qrot + r * width
                                : ra_row(q, b, q0 + qi, g * rep + h);
         }
         load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);

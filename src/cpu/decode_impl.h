@@ -304,34 +304,51 @@ static void decode_task(void *arg, int64_t task, int thread)
 }
 
 /* out[b, t, h] = merge of the chunks' partials for that row, in chunk order:
- * m = max m_c, l = sum l_c e^(m_c - m), o = sum o_c e^(m_c - m) / l. */
+ * m = max m_c, l = sum l_c e^(m_c - m), o = sum o_c e^(m_c - m) / l, over
+ * the chunks that saw the row (m_c > -inf).  Each chunk's weight
+ * e^(m_c - m) replaces its l_c in the partials (scratch) once l is summed,
+ * so that o sums a vector of D at a time over the chunks. */
 static void decode_merge_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
     const ra_decode_job *job = arg;
     const ra_kv_cache *c = job->cache;
     const int64_t n_kv = c->n_kv_heads, head_dim = c->head_dim, T = job->q->shape[1];
-    const int64_t rep = job->q->shape[2] / n_kv, rows = job->rows;
+    const int64_t rep = job->q->shape[2] / n_kv, rows = job->rows, stride = head_dim + 2;
     const int64_t b = task / n_kv, g = task % n_kv, nq = job->n_query ? job->n_query[b] : T;
-    const float *group = job->partials + (b * n_kv + g) * job->n_chunks * rows * (head_dim + 2);
+    float *group = job->partials + (b * n_kv + g) * job->n_chunks * rows * stride;
     for (int64_t r = 0; r < rows; r++) {
         int64_t h = r / T, t = r % T;
         if (t >= nq) continue;
-        float m = -INFINITY;
+        float m = -INFINITY, l = 0.0f;
         for (int64_t ch = 0; ch < job->n_chunks; ch++) {
-            float mc = group[(ch * rows + r) * (head_dim + 2) + head_dim];
+            float mc = group[(ch * rows + r) * stride + head_dim];
             m = mc > m ? mc : m;
         }
-        float *dst = ra_row(job->out, b, t, g * rep + h), l = 0.0f;
-        for (int64_t d = 0; d < head_dim; d++) dst[d] = 0.0f;
         for (int64_t ch = 0; ch < job->n_chunks; ch++) {
-            const float *o = group + (ch * rows + r) * (head_dim + 2);
-            if (o[head_dim] == -INFINITY) continue; /* the chunk saw nothing of this row */
+            float *o = group + (ch * rows + r) * stride;
+            if (o[head_dim] == -INFINITY) continue; /* saw nothing */
             float w = o[head_dim] == m ? 1.0f : expf(o[head_dim] - m); /* e^0 = 1 */
             l += o[head_dim + 1] * w;
-            for (int64_t d = 0; d < head_dim; d++) dst[d] += o[d] * w;
+            o[head_dim + 1] = w;
         }
-        float inv = 1.0f / l;
-        for (int64_t d = 0; d < head_dim; d++) dst[d] *= inv;
+        float *dst = ra_row(job->out, b, t, g * rep + h), inv = 1.0f / l;
+        int64_t d = 0;
+        for (; d + RA_W <= head_dim; d += RA_W) {
+            vf acc = vsplat(0.0f);
+            for (int64_t ch = 0; ch < job->n_chunks; ch++) {
+                const float *o = group + (ch * rows + r) * stride;
+                if (o[head_dim] != -INFINITY) acc += vload(o + d) * vsplat(o[head_dim + 1]);
+            }
+            vstore(dst + d, acc * vsplat(inv));
+        }
+        for (; d < head_dim; d++) {
+            float acc = 0.0f;
+            for (int64_t ch = 0; ch < job->n_chunks; ch++) {
+                const float *o = group + (ch * rows + r) * stride;
+                if (o[head_dim] != -INFINITY) acc += o[d] * o[head_dim + 1];
+            }
+            dst[d] = acc * inv;
+        }
     }
 }

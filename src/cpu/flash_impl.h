@@ -184,9 +184,20 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t 
  * row, but 0 * Inf = NaN would still reach that row through values_block. */
 static int unseen_nonfinite(const flash_tile *t, int64_t j0, int64_t nk, int64_t head_dim)
 {
-    for (int64_t j = j0 > 0 ? 0 : 1 - j0; j < nk; j++)
-        for (int64_t d = 0; d < head_dim; d++)
+    vf acc = vsplat(0.0f); /* x - x: 0 where x is finite, NaN where not */
+    for (int64_t j = j0 > 0 ? 0 : 1 - j0; j < nk; j++) {
+        int64_t d = 0;
+        for (; d + RA_W <= head_dim; d += RA_W) {
+            vf x = vload(t->krow[j] + d);
+            acc += x - x;
+        }
+        for (; d < head_dim; d++)
             if (!isfinite(t->krow[j][d])) return 1;
+    }
+    float lanes[RA_W];
+    vstore(lanes, acc);
+    for (int i = 0; i < RA_W; i++)
+        if (lanes[i] != lanes[i]) return 1;
     return 0;
 }
 

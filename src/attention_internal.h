@@ -63,11 +63,10 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
 
 /* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
  * Ot [D, rows], m, l, e^(m - m') and query positions [rows], dropout
- * multipliers [BK],
- * a zero row [D rounded to 16], key/value row pointers [BK + 16] (a
- * register block may run past the tile's keys, onto the zero row), and
- * float32 copies of a tile of 16-bit (or rotated) K or V [BK, D rounded to
- * 16], and the rotated query rows [rows, D rounded to 16].  rep
+ * multipliers [BK], a zero row [D rounded to 16] (the padding query rows'),
+ * key/value row pointers [BK], float32 copies of a tile of 16-bit (or
+ * rotated) K or V [BK, D rounded to 16], and the rotated query rows [rows,
+ * D rounded to 16].  rep
  * and head_dim are bounded by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
@@ -76,8 +75,7 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
     f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 4 * f.rows +
-                                   RA_FLASH_BK + ra_round_up(head_dim, 16) +
-                                   2 * (RA_FLASH_BK + 16) +
+                                   RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK +
                                    (RA_FLASH_BK + f.rows) * ra_round_up(head_dim, 16),
                                16);
     return f;
@@ -152,8 +150,8 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
  * R = RA_FLASH_BK rows and D16 = D rounded up to 16: Qt, dOt, dQt [D, R];
  * Q and dO rows [R, D16]; P, P * dropout and dP/dS tiles [BK, R]; lse,
  * Delta, query positions and ones [R]; dropout multipliers [BK]; a zero row
- * [D16]; key and value row pointers [BK + 16] each; float32 copies of a
- * tile of 16-bit K and of V [BK, D16] each. */
+ * [D16] (the padding query rows'); key and value row pointers [BK] each;
+ * float32 copies of a tile of 16-bit K and of V [BK, D16] each. */
 typedef struct ra_flash_backward_job {
     const ra_attention_backward_args *args;
     float *partial_k, *partial_v; /* [B, H, S, dp] each */
@@ -165,7 +163,7 @@ static inline int64_t ra_flash_backward_per_thread(int64_t head_dim)
 {
     const int64_t r = RA_FLASH_BK, d16 = ra_round_up(head_dim, 16);
     return ra_round_up(3 * head_dim * r + 2 * r * d16 + 3 * RA_FLASH_BK * r + 4 * r +
-                           RA_FLASH_BK + d16 + 4 * (RA_FLASH_BK + 16) + 2 * RA_FLASH_BK * d16,
+                           RA_FLASH_BK + d16 + 4 * RA_FLASH_BK + 2 * RA_FLASH_BK * d16,
                        16);
 }
 

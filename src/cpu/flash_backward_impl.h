@@ -49,8 +49,8 @@ typedef struct backward_tile {
     float *pt, *pdt, *dst;            /* [BK, BQ]: P, P * mult, dP then dS */
     float *lse, *delta, *pos, *ones;  /* [BQ] */
     float *mult;                      /* [BK] */
-    float *zero;                      /* [dp] */
-    const float **krow, **vrow;       /* [BK + 16] each */
+    float *zero;                      /* [dp]: the padding query rows' */
+    const float **krow, **vrow;       /* [BK] each */
     float *wide_k, *wide_v;           /* [BK, dp] each */
 } backward_tile;
 
@@ -74,8 +74,8 @@ static backward_tile carve_backward(const ra_flash_backward_job *job, int thread
     t.mult = t.ones + BQ;
     t.zero = t.mult + BK;
     t.krow = (const float **)(void *)(t.zero + dp);
-    t.vrow = (const float **)(void *)(t.zero + dp + 2 * (BK + 16));
-    t.wide_k = t.zero + dp + 4 * (BK + 16);
+    t.vrow = (const float **)(void *)(t.zero + dp + 2 * BK);
+    t.wide_k = t.zero + dp + 4 * BK;
     t.wide_v = t.wide_k + BK * dp;
     return t;
 }
@@ -147,13 +147,6 @@ static void dscores_tile(const backward_tile *t, int64_t nk)
             vstore(t->dst + at, vload(t->pdt + at) * vload(t->dst + at) - vload(t->pt + at) * delta);
         }
     }
-}
-
-/* Points rows[j] at the zero row for j in [nk, nk rounded up to MR): the
- * register blocks of scores_block read MR rows. */
-static void pad_rows(const float **rows, int64_t nk, const float *zero)
-{
-    for (int64_t j = nk; j < ra_round_up(nk, MR); j++) rows[j] = zero;
 }
 
 /* Asks for the q, dout and out rows [q0, q0 + nq) of (b, h) to be brought
@@ -238,12 +231,10 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             const int first = k0 == q0; /* the first query block that sees this tile */
             tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
             tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
-            pad_rows(t.krow, nk, t.zero);
-            pad_rows(t.vrow, nk, t.zero);
 
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* St = K Qt */
-                scores_block(t.pt + j0 * BQ, t.qt, t.krow + j0, nk - j0 < MR ? (int)(nk - j0) : MR,
-                             BQ, head_dim);
+                scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
+                              nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
             probs_tile(&t, nk, k0, k0 + nk > q0 + 1);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {
@@ -259,14 +250,11 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             keys_gemm(dv_head + k0 * dp, t.pdt, t.dor, nk, nq, dp, first); /* dV += Pd^T dO */
 
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* dPt = V dOt */
-                scores_block(t.dst + j0 * BQ, t.dot, t.vrow + j0, nk - j0 < MR ? (int)(nk - j0) : MR,
-                             BQ, head_dim);
+                scores_blocks(t.dst + j0 * BQ, t.dot, t.vrow + j0,
+                              nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
             dscores_tile(&t, nk);
-            int64_t d0 = 0; /* dQt += K^T dSt */
-            for (; d0 + MR <= head_dim; d0 += MR)
-                values_block(t.dqt, t.dst, t.krow, d0, MR, nk, BQ, t.ones, k0 == 0);
-            if (d0 < head_dim)
-                values_block(t.dqt, t.dst, t.krow, d0, (int)(head_dim - d0), nk, BQ, t.ones, k0 == 0);
+            /* dQt += K^T dSt */
+            values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, k0 == 0);
             keys_gemm(dk_head + k0 * dp, t.dst, t.qr, nk, nq, dp, first); /* dK += dS^T Q */
         }
         for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) { /* dq = dQt^T scale */

@@ -35,32 +35,47 @@ enum { MR = 4, NR = 2 };
 enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
 
 /* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= MR),
- * rows r in [0, rows).  krow[i] points at key j0 + i's features. */
-static inline void scores_block(float *restrict st, const float *restrict qt,
-                                const float *const *krow, int n, int64_t rows,
-                                int64_t head_dim)
+ * rows r in [0, rows).  krow[i] points at key j0 + i's features.  Always
+ * inlined with n a constant (scores_blocks), so that a tail of n < MR keys
+ * computes n rows of accumulators, not MR. */
+static inline __attribute__((always_inline)) void
+scores_block(float *restrict st, const float *restrict qt, const float *const *krow, int n,
+             int64_t rows, int64_t head_dim)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
         vf acc[MR][NR];
-        for (int i = 0; i < MR; i++)
+        for (int i = 0; i < MR && i < n; i++)
             for (int c = 0; c < NR; c++) acc[i][c] = vsplat(0.0f);
         for (int64_t d = 0; d < head_dim; d++) {
             vf qv[NR];
             for (int c = 0; c < NR; c++) qv[c] = vload(qt + d * rows + r0 + c * RA_W);
-            for (int i = 0; i < MR; i++) {
+            for (int i = 0; i < MR && i < n; i++) {
                 vf kb = vsplat(krow[i][d]);
                 for (int c = 0; c < NR; c++) acc[i][c] += kb * qv[c];
             }
         }
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < MR && i < n; i++)
             for (int c = 0; c < NR; c++) vstore(st + i * rows + r0 + c * RA_W, acc[i][c]);
     }
 }
 
+/* scores_block for n = 1 .. MR keys, each n its own instantiation. */
+static void scores_blocks(float *restrict st, const float *restrict qt, const float *const *krow,
+                          int n, int64_t rows, int64_t head_dim)
+{
+    if (n == MR) scores_block(st, qt, krow, MR, rows, head_dim);
+    else if (n == 1) scores_block(st, qt, krow, 1, rows, head_dim);
+    else if (n == 2) scores_block(st, qt, krow, 2, rows, head_dim);
+    else if (n == 3) scores_block(st, qt, krow, 3, rows, head_dim);
+    else if (n == 4) scores_block(st, qt, krow, 4, rows, head_dim);
+    else scores_block(st, qt, krow, 5, rows, head_dim);
+}
+
 /* Ot[d, r] = alpha[r] Ot[d, r] + sum_j V[j, d] Pt[j, r] for features d in
  * [d0, d0 + n) (n <= MR), keys j in [0, nk); on the first tile Ot starts at
- * zero instead.  vrow[j] points at key k0 + j's values.  Always inlined, so
- * the n == MR call compiles without the tail's guards. */
+ * zero instead.  vrow[j] points at key k0 + j's values.  Always inlined with
+ * n a constant (values_blocks), so that a tail of n < MR features computes
+ * n of them, not MR. */
 static inline __attribute__((always_inline)) void
 values_block(float *restrict ot, const float *restrict pt, const float *const *vrow, int64_t d0,
              int n, int64_t nk, int64_t rows, const float *alpha, int first)
@@ -68,22 +83,39 @@ values_block(float *restrict ot, const float *restrict pt, const float *const *v
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
         vf acc[MR][NR], scale[NR];
         for (int c = 0; c < NR; c++) scale[c] = vload(alpha + r0 + c * RA_W);
-        for (int i = 0; i < MR; i++)
+        for (int i = 0; i < MR && i < n; i++)
             for (int c = 0; c < NR; c++)
-                acc[i][c] = i < n && !first ? vload(ot + (d0 + i) * rows + r0 + c * RA_W) * scale[c]
-                                            : vsplat(0.0f);
+                acc[i][c] = !first ? vload(ot + (d0 + i) * rows + r0 + c * RA_W) * scale[c]
+                                   : vsplat(0.0f);
         for (int64_t j = 0; j < nk; j++) {
             vf pv[NR];
             for (int c = 0; c < NR; c++) pv[c] = vload(pt + j * rows + r0 + c * RA_W);
             const float *vj = vrow[j] + d0;
-            for (int i = 0; i < MR; i++) {
-                vf vb = vsplat(i < n ? vj[i] : 0.0f);
+            for (int i = 0; i < MR && i < n; i++) {
+                vf vb = vsplat(vj[i]);
                 for (int c = 0; c < NR; c++) acc[i][c] += vb * pv[c];
             }
         }
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < MR && i < n; i++)
             for (int c = 0; c < NR; c++) vstore(ot + (d0 + i) * rows + r0 + c * RA_W, acc[i][c]);
     }
+}
+
+/* values_block over features d0 .. head_dim: whole blocks of MR, then the
+ * tail (1 .. MR - 1), each width its own instantiation. */
+static void values_blocks(float *restrict ot, const float *restrict pt, const float *const *vrow,
+                          int64_t head_dim, int64_t nk, int64_t rows, const float *alpha,
+                          int first)
+{
+    int64_t d0 = 0;
+    for (; d0 + MR <= head_dim; d0 += MR)
+        values_block(ot, pt, vrow, d0, MR, nk, rows, alpha, first);
+    int n = (int)(head_dim - d0);
+    if (n == 1) values_block(ot, pt, vrow, d0, 1, nk, rows, alpha, first);
+    else if (n == 2) values_block(ot, pt, vrow, d0, 2, nk, rows, alpha, first);
+    else if (n == 3) values_block(ot, pt, vrow, d0, 3, nk, rows, alpha, first);
+    else if (n == 4) values_block(ot, pt, vrow, d0, 4, nk, rows, alpha, first);
+    else if (n == 5) values_block(ot, pt, vrow, d0, 5, nk, rows, alpha, first);
 }
 
 /* Qt[d, r0 + i] = src[i][d] * scale for a block of RA_W rows: W x W
@@ -140,8 +172,8 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.pos = t.alpha + rows;                                 /* [rows] */
     t.mult = t.pos + rows;                                  /* [BK] */
     t.zero = t.mult + BK;                                   /* [D] zeros */
-    t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK + 16] */
-    t.wide = t.zero + ra_round_up(head_dim, 16) + 2 * (BK + 16);   /* [BK, D rounded to 16] */
+    t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK] */
+    t.wide = t.zero + ra_round_up(head_dim, 16) + 2 * BK;           /* [BK, D rounded to 16] */
     t.qrot = t.wide + BK * ra_round_up(head_dim, 16);              /* [rows, D rounded to 16] */
     return t;
 }
@@ -305,10 +337,9 @@ static void flash_task(void *arg, int64_t task, int thread)
     for (int64_t k0 = 0; k0 < q1; k0 += BK) {
         int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
         key_rows(&t, a, b, g, k0, nk, head_dim);
-        for (int64_t j = nk; j < ra_round_up(nk, MR); j++) t.krow[j] = t.zero;
         for (int64_t j0 = 0; j0 < nk; j0 += MR) {
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;
-            scores_block(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
+            scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
         }
         const int diagonal = k0 + nk > q0 + 1; /* some rows do not see some keys */
         softmax_tile(&t, rows, nk, k0 - q0, diagonal);
@@ -325,12 +356,7 @@ static void flash_task(void *arg, int64_t task, int thread)
         if (diagonal && unseen_nonfinite(&t, k0 - q0, nk, head_dim)) {
             values_seen(&t, k0 - q0, nk, rows, head_dim, k0 == 0);
         } else {
-            int64_t d0 = 0;
-            for (; d0 + MR <= head_dim; d0 += MR)
-                values_block(t.ot, t.st, t.krow, d0, MR, nk, rows, t.alpha, k0 == 0);
-            if (d0 < head_dim)
-                values_block(t.ot, t.st, t.krow, d0, (int)(head_dim - d0), nk, rows, t.alpha,
-                             k0 == 0);
+            values_blocks(t.ot, t.st, t.krow, head_dim, nk, rows, t.alpha, k0 == 0);
         }
     }
 

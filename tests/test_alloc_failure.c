@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -76,6 +77,18 @@ static int thread_count(void)
     return n;
 }
 
+/* thread_count() once it equals `expected`, or after about 100 ms: a
+ * thread that pthread_join has returned for can still be counted for a
+ * moment (the kernel wakes the joiner before it removes the thread). */
+static int thread_count_settled(int expected)
+{
+    for (int i = 0; i < 100 && thread_count() != expected; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return thread_count();
+}
+
 /* Runs fn for n = 1, 2, ... (a path is expected to make well under 1000
  * acquisitions); allow_thread: RA_ERR_THREAD is a correct answer too. */
 static void sweep(const char *name, void (*fn)(trial *), int allow_thread)
@@ -85,8 +98,9 @@ static void sweep(const char *name, void (*fn)(trial *), int allow_thread)
         int threads = thread_count();
         trial t = {n, 0, RA_OK};
         fn(&t);
-        CHECK(thread_count() == threads, "%s, n = %lld: %d threads before, %d after", name,
-              (long long)n, threads, thread_count());
+        int after = thread_count_settled(threads);
+        CHECK(after == threads, "%s, n = %lld: %d threads before, %d after", name, (long long)n,
+              threads, after);
         if (!INJECTED(&t)) {
             CHECK(t.status == RA_OK, "%s: the run without a failure gave %s", name,
                   ra_status_string(t.status));

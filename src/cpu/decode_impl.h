@@ -53,15 +53,15 @@ static inline __attribute__((always_inline)) void prefetch_line(const void *row,
 
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
- * constants), asking for the lines of rows ahead[i] (NULL: none) as it
- * reads v_i.  Keys seen by every row share their V loads; the rest
+ * constants), asking for the lines of row ahead[i] + skip bytes (ahead
+ * NULL: none) as it reads v_i.  Keys seen by every row share their V loads; the rest
  * (several new tokens: the causal edge) go row by row, so a key a row does
  * not see never touches it.  Each element sums its keys in slot order,
  * whatever the span. */
 static inline __attribute__((always_inline)) void
-values_span(float *o, int64_t stride, const void *const *vals, const char *const *ahead,
-            float p[][DECODE_KEYS], const float *alpha, const int *visible, int shared, int64_t d,
-            const int nr, const int nv, const ra_dtype dtype)
+values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
+            int64_t skip, float p[][DECODE_KEYS], const float *alpha, const int *visible,
+            int shared, int64_t d, const int nr, const int nv, const ra_dtype dtype)
 {
     vf acc[DECODE_ROWS][4];
     for (int r = 0; r < nr; r++)
@@ -71,7 +71,7 @@ values_span(float *o, int64_t stride, const void *const *vals, const char *const
         vf v[4];
         for (int x = 0; x < nv; x++) {
             v[x] = load_any(vals[i], dtype, d + x * RA_W);
-            if (ahead) prefetch_line(ahead[i], d + x * RA_W, dtype);
+            if (ahead) prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, dtype);
         }
         for (int r = 0; r < nr; r++) {
             vf pr = vsplat(p[r][i]);
@@ -86,13 +86,13 @@ values_span(float *o, int64_t stride, const void *const *vals, const char *const
     }
 }
 
-/* The rows whose lines a block asks for while it computes: one for each key
- * that the scores read (during_scores) and that P.V reads (during_values,
- * unless !values_ask). */
+/* The lines a block asks for while it computes: for key i, the scores ask
+ * for row scores_rows[i] + scores_skip bytes and P.V for values_rows[i] +
+ * values_skip (values_rows NULL: none) -- the block's own K or V rows, some
+ * distance on. */
 typedef struct decode_ahead {
-    const char *during_scores[DECODE_KEYS];
-    const char *during_values[DECODE_KEYS];
-    int values_ask;
+    const void *const *scores_rows, *const *values_rows;
+    int64_t scores_skip, values_skip;
 } decode_ahead;
 
 /* One block of n <= DECODE_KEYS keys (slots j ..) of a kv head against rows
@@ -125,7 +125,8 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
             vf k[RA_W];
             for (int i = 0; i < per_row; i++) {
                 k[i] = load_any(keys[k0 + i], dtype, d);
-                prefetch_line(ahead->during_scores[k0 + i], d, dtype);
+                prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
+                              dtype);
             }
             for (int r = 0; r < nr; r++) {
                 vf qv = vload(q + r * head_dim + d);
@@ -183,12 +184,13 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
     /* o = o alpha + p V: spans of 4 vectors of D (16 accumulators for 4
      * rows), then single vectors, then single elements */
     float *o = group + r0 * stride;
-    const char *const *next = ahead->values_ask ? ahead->during_values : NULL;
+    const void *const *next = ahead->values_rows;
+    const int64_t skip = ahead->values_skip;
     int64_t d = 0;
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, p, alpha, visible, shared, d, nr, 4, dtype);
+        values_span(o, stride, vals, next, skip, p, alpha, visible, shared, d, nr, 4, dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, p, alpha, visible, shared, d, nr, 1, dtype);
+        values_span(o, stride, vals, next, skip, p, alpha, visible, shared, d, nr, 1, dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = o[r * stride + d] * alpha[r];
@@ -280,7 +282,6 @@ static void decode_task(void *arg, int64_t task, int thread)
     enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
-    decode_ahead ahead;
     for (int64_t g = g0; g < g0 + heads; g++) {
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
@@ -292,11 +293,11 @@ static void decode_task(void *arg, int64_t task, int thread)
                 int64_t at = (j + (i < n ? i : 0)) * row_bytes;
                 keys[i] = krows + at;
                 vals[i] = vrows + at;
-                ahead.during_scores[i] = next_phase ? vrows + at : krows + at + AHEAD_BYTES;
-                ahead.during_values[i] = next_phase ? krows + at + DECODE_KEYS * row_bytes
-                                                    : vrows + at + AHEAD_BYTES;
             }
-            ahead.values_ask = !next_phase || j + DECODE_KEYS < j_end; /* a next block */
+            decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
+                                  next_phase ? 0 : AHEAD_BYTES,
+                                  next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES};
+            if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(qs + g * rows * head_dim, last, group, head_dim, keys, vals, &ahead, n, j,
                         rows, c->dtype);
         }

@@ -306,9 +306,11 @@ static void flash_task(void *arg, int64_t task, int thread)
     const int64_t block_q = job->layout.block_q, rows = job->layout.rows;
     const float scale = (float)(1.0 / sqrt((double)head_dim));
 
-    int64_t groups = q->shape[0] * n_kv;
-    int64_t qblock = job->n_query_blocks - 1 - task / groups; /* longest tasks first */
-    int64_t b = (task % groups) / n_kv, g = task % n_kv;
+    /* a (b, kv head) group at a time, its longest tasks (last query block)
+     * first: attention_flash.c says why */
+    int64_t group = task / job->n_query_blocks;
+    int64_t qblock = job->n_query_blocks - 1 - task % job->n_query_blocks;
+    int64_t b = group / n_kv, g = group % n_kv;
     int64_t q0 = qblock * block_q, q1 = q0 + block_q < seq ? q0 + block_q : seq, nq = q1 - q0;
     flash_tile t = carve(job, thread, head_dim);
 

@@ -17,9 +17,14 @@
  *
  *   limit    what it measures                         judges
  *   copy     memcpy between two buffers               out-of-place rope
- *   rmw      x = a x + b in place                     in-place rope
+ *   rmw      x = a x + b in place                     in-place rope (f32)
+ *   rmw40M   the same over half the bytes             in-place rope (bf16)
  *   sgemm    cblas_sgemm, the projections' shape      attention, the layer
  *   readN    a vectorized sum over N MiB              decode over a cache of N MiB
+ *
+ * Each bandwidth limit runs over a buffer of the bytes its cases touch, so
+ * that both sides of a pair meet the same cache: each sample starts with
+ * the other's lines, up to the cache's size, still to write back.
  *
  * Beside the limits, two comparisons made in the same run: the whole layer
  * against the sum of its parts timed alone (the four projection GEMMs and
@@ -44,6 +49,7 @@ typedef enum bench_limit {
     LIMIT_NONE = -1,
     LIMIT_COPY = 0,
     LIMIT_RMW,
+    LIMIT_RMW_40M,   /* the same over a buffer the size of rope_bf16's q + k */
     LIMIT_SGEMM,
     LIMIT_READ_32M,  /* the K + V of a decode cache of 4096, 16384, 32768 */
     LIMIT_READ_128M, /* f32 tokens (H 8, D 128) */

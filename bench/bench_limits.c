@@ -1,8 +1,9 @@
 /*
  * bench_limits.c — the machine limits the kernels are judged against:
  * memory copy and in-place read-modify-write bandwidth over buffers the size
- * of rope_f32's q + k, read bandwidth over buffers the size of each decode
- * case's K + V, and cblas_sgemm on the projections' shape.
+ * of rope_f32's q + k (and read-modify-write over the size of rope_bf16's),
+ * read bandwidth over buffers the size of each decode case's K + V, and
+ * cblas_sgemm on the projections' shape.
  */
 #include <cblas.h>
 #include <math.h>
@@ -21,17 +22,19 @@
 #define SGEMM_K 4096
 
 typedef struct stream_state {
-    float *src, *dst; /* [STREAM_FLOATS] */
+    float *src, *dst; /* [n] */
+    int64_t n;
     int threads;
 } stream_state;
 
+/* params: the floats of each buffer (an int64_t). */
 static int stream_setup(const void *params, ra_context *ctx, void **state)
 {
-    (void)params;
     stream_state *s = calloc(1, sizeof *s);
     if (s) {
-        s->src = bench_random_floats(STREAM_FLOATS, 1);
-        s->dst = bench_random_floats(STREAM_FLOATS, 2);
+        s->n = *(const int64_t *)params;
+        s->src = bench_random_floats(s->n, 1);
+        s->dst = bench_random_floats(s->n, 2);
         s->threads = ra_context_threads(ctx);
     }
     *state = s;
@@ -52,7 +55,7 @@ static void copy_share(void *arg, int thread, int n_threads)
 {
     stream_state *s = arg;
     int64_t begin, end;
-    bench_split(STREAM_FLOATS, thread, n_threads, &begin, &end);
+    bench_split(s->n, thread, n_threads, &begin, &end);
     memcpy(s->dst + begin, s->src + begin, (size_t)(end - begin) * sizeof(float));
 }
 
@@ -67,7 +70,7 @@ static int copy_check(void *state, ra_context *ctx)
 {
     (void)ctx;
     stream_state *s = state;
-    if (memcmp(s->dst, s->src, (size_t)STREAM_FLOATS * sizeof(float)) == 0) return 0;
+    if (memcmp(s->dst, s->src, (size_t)s->n * sizeof(float)) == 0) return 0;
     return cli_fail(EXIT_FAIL, "bench: copy produced a wrong result");
 }
 
@@ -76,7 +79,7 @@ static void rmw_share(void *arg, int thread, int n_threads)
 {
     stream_state *s = arg;
     int64_t begin, end;
-    bench_split(STREAM_FLOATS, thread, n_threads, &begin, &end);
+    bench_split(s->n, thread, n_threads, &begin, &end);
     float *x = s->src;
     for (int64_t i = begin; i < end; i++) x[i] = x[i] * 0.999f + 0.001f;
 }
@@ -202,6 +205,8 @@ static int sgemm_check(void *state, ra_context *ctx)
     return 0;
 }
 
+static const int64_t stream_floats = STREAM_FLOATS, stream_floats_half = STREAM_FLOATS / 2;
+
 static const int64_t mib_32 = (int64_t)32 << 20, mib_128 = (int64_t)128 << 20,
                      mib_256 = (int64_t)256 << 20;
 
@@ -213,10 +218,15 @@ static const int64_t mib_32 = (int64_t)32 << 20, mib_128 = (int64_t)128 << 20,
 const bench_case bench_limit_cases[] = {
     {.name = "copy", .shape = "memcpy f32[20971520] (q + k of rope_f32)",
      .measures = LIMIT_COPY, .judged_by = LIMIT_NONE, .work = 2.0 * 4 * STREAM_FLOATS,
-     .setup = stream_setup, .run = copy_run, .check = copy_check, .teardown = stream_teardown},
+     .params = &stream_floats, .setup = stream_setup, .run = copy_run, .check = copy_check,
+     .teardown = stream_teardown},
     {.name = "rmw", .shape = "x = a x + b, f32[20971520] in place", .measures = LIMIT_RMW,
-     .judged_by = LIMIT_NONE, .work = 2.0 * 4 * STREAM_FLOATS, .setup = stream_setup,
-     .run = rmw_run, .teardown = stream_teardown},
+     .judged_by = LIMIT_NONE, .work = 2.0 * 4 * STREAM_FLOATS, .params = &stream_floats,
+     .setup = stream_setup, .run = rmw_run, .teardown = stream_teardown},
+    {.name = "rmw40M", .shape = "x = a x + b, f32[10485760] in place (bytes of rope_bf16)",
+     .measures = LIMIT_RMW_40M, .judged_by = LIMIT_NONE, .work = 2.0 * 4 * (STREAM_FLOATS / 2),
+     .params = &stream_floats_half, .setup = stream_setup, .run = rmw_run,
+     .teardown = stream_teardown},
     {.name = "sgemm", .shape = "[2048, 4096] x [4096, 4096]^T", .measures = LIMIT_SGEMM,
      .judged_by = LIMIT_NONE, .work = 2.0 * SGEMM_M * SGEMM_N * SGEMM_K, .work_is_flops = 1,
      .setup = sgemm_setup, .run = sgemm_run, .check = sgemm_check, .teardown = sgemm_teardown},

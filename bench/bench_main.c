@@ -54,7 +54,7 @@ static const char usage[] =
     "  --no-torch   skip the comparison with the seed's PyTorch code\n"
     "\n"
     "cases:\n"
-    "  copy, rmw, sgemm, read32M, read128M, read256M   the limits\n"
+    "  copy, rmw, rmw40M, sgemm, read32M, read128M, read256M   the limits\n"
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
     "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
     "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"

@@ -4,8 +4,8 @@
 
 #include "bench.h"
 
-static const char *const limit_names[N_LIMITS] = {"copy", "rmw", "sgemm", "read32M",
-                                                    "read128M", "read256M"};
+static const char *const limit_names[N_LIMITS] = {"copy",    "rmw",      "rmw40M",  "sgemm",
+                                                    "read32M", "read128M", "read256M"};
 
 const char *bench_limit_name(bench_limit limit)
 {

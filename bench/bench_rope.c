@@ -162,7 +162,7 @@ const bench_case bench_rope_cases[] = {
               prefill_interleaved, PREFILL_SEQ, 4, 0.9, 1),
     ROPE_CASE("rope_half_f32", "q[1,4096,32,128] k[1,4096,8,128] half, in place", LIMIT_RMW,
               prefill_half, PREFILL_SEQ, 4, 0.9, 0),
-    ROPE_CASE("rope_bf16", "q[1,4096,32,128] k[1,4096,8,128] bf16, in place", LIMIT_RMW,
+    ROPE_CASE("rope_bf16", "q[1,4096,32,128] k[1,4096,8,128] bf16, in place", LIMIT_RMW_40M,
               prefill_bf16, PREFILL_SEQ, 2, 0.9, 0),
     ROPE_CASE("rope_oop_f32", "q[1,4096,32,128] k[1,4096,8,128] out of place", LIMIT_COPY,
               prefill_oop, PREFILL_SEQ, 4, 0.9, 0),

@@ -201,6 +201,20 @@ static void rope_split(float *cd, float *sd, const float *c, const float *s, flo
     }
 }
 
+/* Each vector loaded asks for the line ROPE_AHEAD bytes further on,
+ * writable (in place it is written next): the hardware prefetcher alone
+ * kept too few lines in flight.  Against a read-modify-write loop over the
+ * same bytes, in place, interleaved bf16 went from 0.85 to 1.0 of its rate
+ * on one thread and from 0.83-0.95 to 0.93-1.0 on two, f32 on two from
+ * 0.92-0.96 to 1.0; half-split f32 on two took 0.88 of the time (2 KiB and
+ * 8 KiB ahead measured no better). */
+enum { ROPE_AHEAD = 4096 };
+
+ROPE_INLINE void rope_prefetch(const void *x, int64_t byte)
+{
+    __builtin_prefetch((const char *)x + byte + ROPE_AHEAD, 1, 3);
+}
+
 /* Interleaved pairs a vector holds (f32, f16: RA_W / 2; bf16: RA_W, a pair a
  * lane), and bytes a pair takes. */
 ROPE_INLINE int64_t rope_step(ra_dtype dt) { return dt == RA_BF16 ? RA_W : RA_W / 2; }
@@ -270,14 +284,17 @@ ROPE_INLINE void rope_run(void *y, const void *x, ra_dtype dt, const float *t0, 
     if (p == 0 || pairs < 2 * step) { /* aligned already, or too short for
                                          the two ends to miss each other */
         int64_t r = r0;
-        for (p = 0; p + step <= pairs; p += step, r = rope_next(r, step, n))
+        for (p = 0; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
+            rope_prefetch(x, p * (int64_t)rope_pair_bytes(dt));
             rope_run_put(y, dt, p, rope_run_vector(x, dt, t0, t1, p, r));
+        }
         for (; p < pairs; p++, r = rope_next(r, 1, n)) rope_run_pair(y, x, dt, t0, t1, p, r);
         return;
     }
     int64_t r = (r0 + p) % n, held_at = 0; /* where the vector held back goes */
     vf held = rope_run_vector(x, dt, t0, t1, 0, r0);
     for (; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
+        rope_prefetch(x, p * (int64_t)rope_pair_bytes(dt));
         vf v = rope_run_vector(x, dt, t0, t1, p, r);
         rope_run_put(y, dt, held_at, held);
         held = v;
@@ -299,7 +316,10 @@ ROPE_INLINE void rope_head_half(void *y, const void *x, ra_dtype dt, const float
                                 const float *s, int64_t n, int64_t half)
 {
     int64_t i = 0;
+    const int64_t esize = dt == RA_F32 ? 4 : 2;
     for (; i + RA_W <= n; i += RA_W) {
+        rope_prefetch(x, i * esize);
+        rope_prefetch(x, (half + i) * esize);
         vf a = rope_load(x, i, dt), b = rope_load(x, half + i, dt);
         vf cv = vload(c + i), sv = vload(s + i);
         rope_store(y, i, dt, a * cv - b * sv);
@@ -319,6 +339,8 @@ ROPE_INLINE void rope_head_half_bf16(uint16_t *y, const uint16_t *x, const float
         vf a0, a1, b0, b1;
         vf c0 = vload(cd + i), c1 = vload(cd + i + RA_W);
         vf s0 = vload(sd + i), s1 = vload(sd + i + RA_W);
+        rope_prefetch(x, i * 2);
+        rope_prefetch(x, (half + i) * 2);
         vload_bf16_pairs(x + i, &a0, &a1);
         vload_bf16_pairs(x + half + i, &b0, &b1);
         vstore_bf16_pairs(y + i, a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);

@@ -204,10 +204,10 @@ static void rope_split(float *cd, float *sd, const float *c, const float *s, flo
 /* Each vector loaded asks for the line ROPE_AHEAD bytes further on,
  * writable (in place it is written next): the hardware prefetcher alone
  * kept too few lines in flight.  Against a read-modify-write loop over the
- * same bytes, in place, interleaved bf16 went from 0.85 to 1.0 of its rate
- * on one thread and from 0.83-0.95 to 0.93-1.0 on two, f32 on two from
- * 0.92-0.96 to 1.0; half-split f32 on two took 0.88 of the time (2 KiB and
- * 8 KiB ahead measured no better). */
+ * same bytes, in place, interleaved bf16 went from 0.83-0.89 to 0.96-1.1
+ * of its rate on one thread and from 0.81-0.95 to 0.93-1.1 on two, f32 on
+ * two from 0.92-1.0 to 1.0-1.09; half-split f32 on two took 0.88 of the
+ * time (2 KiB and 8 KiB ahead measured no better). */
 enum { ROPE_AHEAD = 4096 };
 
 ROPE_INLINE void rope_prefetch(const void *x, int64_t byte)

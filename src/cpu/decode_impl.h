@@ -42,6 +42,15 @@ static inline __attribute__((always_inline)) void prefetch_line(const void *row,
     if ((at & 63) == 0) __builtin_prefetch((const char *)row + at, 0, 0);
 }
 
+/* Asks, with the hint for the outer caches (the line is not read for a
+ * while), for the line far bytes past a row: once per row, far enough
+ * ahead that the page walks of the lines asked for next are done before
+ * the requests reach them (decode_task says why). */
+static inline __attribute__((always_inline)) void prefetch_far(const void *row, int64_t far)
+{
+    __builtin_prefetch((const char *)row + far, 0, 1);
+}
+
 /* Query rows that share each load of K and V, at most. */
 #define DECODE_ROWS 4
 
@@ -54,20 +63,23 @@ static inline __attribute__((always_inline)) void prefetch_line(const void *row,
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
  * constants), asking for the lines of row ahead[i] + skip bytes (ahead
- * NULL: none) as it reads v_i.  Keys seen by every row share their V loads; the rest
- * (several new tokens: the causal edge) go row by row, so a key a row does
- * not see never touches it.  Each element sums its keys in slot order,
- * whatever the span. */
+ * NULL: none) as it reads v_i, and for v_i + far bytes (far 0: none) in
+ * the first span.  Keys seen by every row share their V loads; the rest
+ * (several new tokens: the causal edge) go row by row, so a key a row
+ * does not see never touches it.  Each element sums its keys in slot
+ * order, whatever the span. */
 static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
-            int64_t skip, float p[][DECODE_KEYS], const float *alpha, const int *visible,
-            int shared, int64_t d, const int nr, const int nv, const ra_dtype dtype)
+            int64_t skip, int64_t far, float p[][DECODE_KEYS], const float *alpha,
+            const int *visible, int shared, int64_t d, const int nr, const int nv,
+            const ra_dtype dtype)
 {
     vf acc[DECODE_ROWS][4];
     for (int r = 0; r < nr; r++)
         for (int x = 0; x < nv; x++)
             acc[r][x] = vload(o + r * stride + d + x * RA_W) * vsplat(alpha[r]);
     for (int i = 0; i < shared; i++) {
+        if (far && d == 0) prefetch_far(vals[i], far);
         vf v[4];
         for (int x = 0; x < nv; x++) {
             v[x] = load_any(vals[i], dtype, d + x * RA_W);
@@ -89,10 +101,11 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
 /* The lines a block asks for while it computes: for key i, the scores ask
  * for row scores_rows[i] + scores_skip bytes and P.V for values_rows[i] +
  * values_skip (values_rows NULL: none) -- the block's own K or V rows, some
- * distance on. */
+ * distance on; and each K and V row i, as it is read, for the line far
+ * bytes on in its own stream (far 0: none). */
 typedef struct decode_ahead {
     const void *const *scores_rows, *const *values_rows;
-    int64_t scores_skip, values_skip;
+    int64_t scores_skip, values_skip, far;
 } decode_ahead;
 
 /* One block of n <= DECODE_KEYS keys (slots j ..) of a kv head against rows
@@ -124,6 +137,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf k[RA_W];
             for (int i = 0; i < per_row; i++) {
+                if (ahead->far && d == 0) prefetch_far(keys[k0 + i], ahead->far);
                 k[i] = load_any(keys[k0 + i], dtype, d);
                 prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
                               dtype);
@@ -185,12 +199,12 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
      * rows), then single vectors, then single elements */
     float *o = group + r0 * stride;
     const void *const *next = ahead->values_rows;
-    const int64_t skip = ahead->values_skip;
+    const int64_t skip = ahead->values_skip, far = next ? ahead->far : 0;
     int64_t d = 0;
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, p, alpha, visible, shared, d, nr, 4, dtype);
+        values_span(o, stride, vals, next, skip, far, p, alpha, visible, shared, d, nr, 4, dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, skip, p, alpha, visible, shared, d, nr, 1, dtype);
+        values_span(o, stride, vals, next, skip, far, p, alpha, visible, shared, d, nr, 1, dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = o[r * stride + d] * alpha[r];
@@ -278,8 +292,19 @@ static void decode_task(void *arg, int64_t task, int thread)
      * earlier: for a bf16 cache at D = 128, 0.7 of the time of the other
      * way on one core, 0.85-0.9 on two (nearer the memory's limit).  Past
      * that the two phases' lines evict each other, and each stream instead
-     * asks for its own rows AHEAD_BYTES further on. */
-    enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192 };
+     * asks for its own rows AHEAD_BYTES further on.
+     *
+     * A step that follows other memory traffic (another layer's cache, the
+     * bench's read limit) finds the page translations of its cache gone
+     * from the caches, and each new page's walk then holds up the requests
+     * that reach it: on the 2-core VM here, an f32 step over 16384 tokens
+     * right after a 256 MiB read took 1.4 times as long as the same step
+     * repeated (one thread).  So where each stream asks for its own rows,
+     * each row read also asks for one line FAR_BYTES on, which starts those
+     * walks early: 0.77-0.86 of the time of an f32 step without it, after
+     * a read, on one or two threads.  Asking one phase ahead (bf16) it
+     * costs instead: 1.1-1.2 times the time. */
+    enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192, FAR_BYTES = 32768 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
     for (int64_t g = g0; g < g0 + heads; g++) {
@@ -296,7 +321,8 @@ static void decode_task(void *arg, int64_t task, int thread)
             }
             decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
                                   next_phase ? 0 : AHEAD_BYTES,
-                                  next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES};
+                                  next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES,
+                                  next_phase ? 0 : FAR_BYTES};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(qs + g * rows * head_dim, last, group, head_dim, keys, vals, &ahead, n, j,
                         rows, c->dtype);

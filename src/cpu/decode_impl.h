@@ -43,12 +43,15 @@ static inline __attribute__((always_inline)) void prefetch_line(const void *row,
 }
 
 /* Asks, with the hint for the outer caches (the line is not read for a
- * while), for the line far bytes past a row: once per row, far enough
- * ahead that the page walks of the lines asked for next are done before
- * the requests reach them (decode_task says why). */
-static inline __attribute__((always_inline)) void prefetch_far(const void *row, int64_t far)
+ * while), for the line far bytes past a row of row_bytes, when that line
+ * is the first a row starts in its 4 KiB page: once per page, far enough
+ * ahead that the page's walk is done before the near requests reach it
+ * (decode_task says why). */
+static inline __attribute__((always_inline)) void prefetch_far(const void *row, int64_t far,
+                                                               int64_t row_bytes)
 {
-    __builtin_prefetch((const char *)row + far, 0, 1);
+    const char *at = (const char *)row + far;
+    if ((int64_t)((uintptr_t)at & 4095) < row_bytes) __builtin_prefetch(at, 0, 1);
 }
 
 /* Query rows that share each load of K and V, at most. */
@@ -63,23 +66,23 @@ static inline __attribute__((always_inline)) void prefetch_far(const void *row, 
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
  * constants), asking for the lines of row ahead[i] + skip bytes (ahead
- * NULL: none) as it reads v_i, and for v_i + far bytes (far 0: none) in
- * the first span.  Keys seen by every row share their V loads; the rest
- * (several new tokens: the causal edge) go row by row, so a key a row
- * does not see never touches it.  Each element sums its keys in slot
- * order, whatever the span. */
+ * NULL: none) as it reads v_i, and in the first span for v_i + far bytes
+ * once per page (prefetch_far; far 0: none).  Keys seen by every row share
+ * their V loads; the rest (several new tokens: the causal edge) go row by
+ * row, so a key a row does not see never touches it.  Each element sums
+ * its keys in slot order, whatever the span. */
 static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
-            int64_t skip, int64_t far, float p[][DECODE_KEYS], const float *alpha,
-            const int *visible, int shared, int64_t d, const int nr, const int nv,
-            const ra_dtype dtype)
+            int64_t skip, int64_t far, int64_t row_bytes, float p[][DECODE_KEYS],
+            const float *alpha, const int *visible, int shared, int64_t d, const int nr,
+            const int nv, const ra_dtype dtype)
 {
     vf acc[DECODE_ROWS][4];
     for (int r = 0; r < nr; r++)
         for (int x = 0; x < nv; x++)
             acc[r][x] = vload(o + r * stride + d + x * RA_W) * vsplat(alpha[r]);
     for (int i = 0; i < shared; i++) {
-        if (far && d == 0) prefetch_far(vals[i], far);
+        if (far && d == 0) prefetch_far(vals[i], far, row_bytes);
         vf v[4];
         for (int x = 0; x < nv; x++) {
             v[x] = load_any(vals[i], dtype, d + x * RA_W);
@@ -101,8 +104,8 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
 /* The lines a block asks for while it computes: for key i, the scores ask
  * for row scores_rows[i] + scores_skip bytes and P.V for values_rows[i] +
  * values_skip (values_rows NULL: none) -- the block's own K or V rows, some
- * distance on; and each K and V row i, as it is read, for the line far
- * bytes on in its own stream (far 0: none). */
+ * distance on; and, once per page of each stream, for the line far bytes
+ * on in that stream. */
 typedef struct decode_ahead {
     const void *const *scores_rows, *const *values_rows;
     int64_t scores_skip, values_skip, far;
@@ -122,7 +125,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
               const void *const *keys, const void *const *vals, const decode_ahead *ahead, int n,
               int64_t j, int64_t r0, const int nr, const ra_dtype dtype)
 {
-    const int64_t stride = head_dim + 2;
+    const int64_t stride = head_dim + 2, row_bytes = head_dim * (dtype == RA_F32 ? 4 : 2);
     const int per_row = RA_W / nr; /* keys per lane sum */
     const float *q = qs + r0 * head_dim;
     float scores[DECODE_ROWS][DECODE_KEYS];
@@ -137,7 +140,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf k[RA_W];
             for (int i = 0; i < per_row; i++) {
-                if (ahead->far && d == 0) prefetch_far(keys[k0 + i], ahead->far);
+                if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
                 k[i] = load_any(keys[k0 + i], dtype, d);
                 prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
                               dtype);
@@ -202,9 +205,11 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
     const int64_t skip = ahead->values_skip, far = next ? ahead->far : 0;
     int64_t d = 0;
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, far, p, alpha, visible, shared, d, nr, 4, dtype);
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, visible, shared, d, nr,
+                    4, dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, skip, far, p, alpha, visible, shared, d, nr, 1, dtype);
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, visible, shared, d, nr,
+                    1, dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = o[r * stride + d] * alpha[r];
@@ -299,12 +304,12 @@ static void decode_task(void *arg, int64_t task, int thread)
      * from the caches, and each new page's walk then holds up the requests
      * that reach it: on the 2-core VM here, an f32 step over 16384 tokens
      * right after a 256 MiB read took 1.4 times as long as the same step
-     * repeated (one thread).  So where each stream asks for its own rows,
-     * each row read also asks for one line FAR_BYTES on, which starts those
-     * walks early: 0.77-0.86 of the time of an f32 step without it, after
-     * a read, on one or two threads.  Asking one phase ahead (bf16) it
-     * costs instead: 1.1-1.2 times the time. */
-    enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192, FAR_BYTES = 32768 };
+     * repeated (one thread).  So a block also asks, once per page of each
+     * stream, for a line FAR_BYTES on, which starts those walks early
+     * (16 to 64 KiB time the same): after a read, on two threads, 0.85-0.9
+     * of the time of an f32 step without it, and 0.8-0.9 for bf16.  Once
+     * per row instead, f32 took 0.9-1.0 of that and bf16 1.1-1.2. */
+    enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
     for (int64_t g = g0; g < g0 + heads; g++) {
@@ -321,8 +326,7 @@ static void decode_task(void *arg, int64_t task, int thread)
             }
             decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
                                   next_phase ? 0 : AHEAD_BYTES,
-                                  next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES,
-                                  next_phase ? 0 : FAR_BYTES};
+                                  next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(qs + g * rows * head_dim, last, group, head_dim, keys, vals, &ahead, n, j,
                         rows, c->dtype);

@@ -307,9 +307,9 @@ static void decode_task(void *arg, int64_t task, int thread)
      * repeated (one thread).  So a block also asks, once per page of each
      * stream, for a line FAR_BYTES on, which starts those walks early
      * (16 to 64 KiB time the same): on two threads an f32 step takes
-     * 0.76-0.81 of the time without it (bench) and a bf16 step right after
-     * a read 0.8.  Once per row instead helped f32 less, and a bf16 step
-     * took 1.1-1.2 times as long as without. */
+     * 0.76-0.81 of the time without it (bench).  Once per row instead
+     * helped f32 less, and a bf16 step took 1.1-1.2 times as long as
+     * without. */
     enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;

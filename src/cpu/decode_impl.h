@@ -300,11 +300,11 @@ static void decode_task(void *arg, int64_t task, int thread)
      * asks for its own rows AHEAD_BYTES further on.
      *
      * A step that follows other memory traffic (another layer's cache, the
-     * bench's read limit) finds the page translations of its cache gone
-     * from the caches, and each new page's walk then holds up the requests
-     * that reach it: on the 2-core VM here, an f32 step over 16384 tokens
-     * right after a 256 MiB read took 1.4 times as long as the same step
-     * repeated (one thread).  So a block also asks, once per page of each
+     * bench's read limit) is slow: on the 2-core VM here, an f32 step over
+     * 16384 tokens right after a 256 MiB read took 1.4 times as long as the
+     * same step repeated (one thread).  Most likely each new page's walk,
+     * its page-table entries evicted from the caches, holds up the
+     * requests that reach it.  So a block also asks, once per page of each
      * stream, for a line FAR_BYTES on, which starts those walks early
      * (16 to 64 KiB time the same): on two threads an f32 step takes
      * 0.76-0.81 of the time without it (bench).  Once per row instead

@@ -184,7 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           .rope = ra_rope_config_default(0)};
     int odd = take_range(&in, 0, 15);
     if (odd < 4) lc.head_dim = head_dim; /* given, not derived from dim */
-    if (odd == 15) lc.dim += 2, lc.head_dim = head_dim, valid = 0; /* RA_ERR_DIM */
+    if (odd == 15) lc.dim += 3, lc.head_dim = head_dim;      /* H D < dim (Mistral-Nemo) */
+    else if (odd == 13) lc.dim -= 1, lc.head_dim = head_dim; /* H D > dim (Qwen3, Gemma) */
     else if (odd == 14) lc.n_kv_heads = heads + 1, valid = 0;
     else if (odd == 0 && hkv == heads) lc.n_kv_heads = 0; /* 0 means n_heads */
     if (head_dim % 2) valid = 0;
@@ -192,12 +193,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lc.rope.type = take_range(&in, 0, 3) == 3 ? RA_ROPE_LINEAR : RA_ROPE_DEFAULT;
     lc.rope.scaling.factor = 2;
     lc.rope.table_size = take_range(&in, 0, 8);
-    int64_t dim = lc.dim > 0 ? lc.dim : 1;
+    int64_t dim = lc.dim > 0 ? lc.dim : 1, wide = dim > heads * head_dim ? dim : heads * head_dim;
     size_t bytes;
-    float *w[4];
+    float *w[4]; /* each [wide, dim] or [dim, wide]: room for [H D, dim] and [dim, H D] */
     for (int i = 0; i < 4; i++) {
-        w[i] = take_buffer(&in, RA_F32, dim * dim, &bytes);
-        for (int64_t j = 0; j < dim * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
+        w[i] = take_buffer(&in, RA_F32, wide * dim, &bytes);
+        for (int64_t j = 0; j < wide * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
     }
     ra_layer_weights lw = {w[0], w[1], w[2], w[3]};
     ra_layer *layer = (ra_layer *)&layer;

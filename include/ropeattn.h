@@ -5,7 +5,8 @@
  * Dimension legend used in every shape comment below:
  *   B    batch                       S    sequence length (tokens)
  *   H    query heads                 Hkv  key/value heads (H % Hkv == 0)
- *   D    head_dim (even, 2 or more)  dim  model width = H * D
+ *   D    head_dim (even, 2 or more)  dim  model width (H * D unless a
+ *                                         layer sets head_dim)
  *   rep  H / Hkv: query head h reads key/value head h / rep (GQA)
  *
  * Conventions
@@ -109,7 +110,7 @@ typedef enum ra_status {
     RA_ERR_SIZE,         /* a size is zero or negative */
     RA_ERR_OVERFLOW,     /* sizes whose product does not fit in memory */
     RA_ERR_HEAD_DIM,     /* head_dim (or rotary_dim) is odd */
-    RA_ERR_DIM,          /* dim != n_heads * head_dim */
+    RA_ERR_DIM,          /* head_dim 0 and dim not a multiple of n_heads */
     RA_ERR_GQA,          /* n_heads is not a multiple of n_kv_heads */
     RA_ERR_POSITION,     /* a position is negative or above RA_MAX_POSITION */
     RA_ERR_THETA,        /* theta (the rope base) is not a finite number > 0 */
@@ -503,10 +504,12 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
 /* ------------------------------------------------------------------------ */
 
 typedef struct ra_layer_config {
-    int64_t dim;        /* model width; must equal n_heads * head_dim */
+    int64_t dim;        /* model width: x's and y's last dimension */
     int64_t n_heads;    /* H */
     int64_t n_kv_heads; /* Hkv; 0 means n_heads (the seed's None) */
-    int64_t head_dim;   /* D; 0 means dim / n_heads (the seed's rule) */
+    int64_t head_dim;   /* D; 0 means dim / n_heads (the seed's rule).  H * D
+                           may differ from dim, as in Qwen3, Gemma or
+                           Mistral-Nemo (wq [H * D, dim], wo [dim, H * D]) */
     ra_rope_config rope; /* its head_dim is set from the layer's */
     int no_rope;        /* nonzero: q and k are not rotated (rope ignored;
                            every angle is 0, on every path) — a layer
@@ -622,7 +625,7 @@ typedef struct ra_layer_grads {
  * O(S D) per head, never O(S^2); reference: [S, S] per head), with GQA
  * gradients summed over each group; dq and dk go back through RoPE with
  * RA_INVERSE; the projections' products use CBLAS.  Scratch, from the
- * context's workspace: 4 * B * S * (3 dim + 2 Hkv D) bytes, plus the
+ * context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D) bytes, plus the
  * attention backward's.  The tape is left as it was: a second backward with
  * another dy is allowed.  The outputs must not overlap one another, dy, x,
  * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.

@@ -3,6 +3,7 @@
  * around RoPE and causal GQA attention.
  *
  *   x [B, S, dim] -> xq = x wq^T [B, S, H, D], xk = x wk^T, xv = x wv^T [B, S, Hkv, D]
+ *   (H * D may differ from dim, as in Qwen3 or Gemma: wq is [H * D, dim])
  *   -> rope(xq), rope(xk) at the tokens' positions (the flash path rotates
  *      each tile as attention loads it: no pass of its own over xq and xk)
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
@@ -28,12 +29,11 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->head_dim % 2) return RA_ERR_HEAD_DIM;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
-    if (q_dim != c->dim) return RA_ERR_DIM;
     if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
     /* cblas takes int sizes: every weight dimension must fit. */
-    if (c->dim > INT_MAX) return RA_ERR_OVERFLOW;
+    if (c->dim > INT_MAX || q_dim > INT_MAX) return RA_ERR_OVERFLOW;
     int64_t weight;
-    RA_TRY(ra_mul(c->dim, c->dim, &weight));
+    RA_TRY(ra_mul(c->dim, q_dim, &weight));
     c->rope.head_dim = c->head_dim;
     return RA_OK;
 }
@@ -78,8 +78,10 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               const ra_forward_options *options, ra_layer_call *call)
 {
     if (!layer || !y || !x) return RA_ERR_NULL;
-    int64_t dims[3] = {batch, seq, layer->config.dim};
+    const ra_layer_config *c = &layer->config;
+    int64_t dims[3] = {batch, seq, c->dim}, q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
     RA_TRY(ra_count(dims, 3, &call->n_x));
+    RA_TRY(ra_count(q_dims, 3, &call->n_q));
     /* The training forward keeps x for the backward: y written over it
      * would change the gradients silently. */
     if (ra_floats_overlap(y, call->n_x, x, call->n_x)) return RA_ERR_ARGUMENT;
@@ -105,10 +107,10 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const 
                   int rotate)
 {
     const ra_layer_config *c = &layer->config;
-    const int64_t kv = c->n_kv_heads * c->head_dim;
-    ra_gemm_nt(xq->data, x, layer->weights.wq, call->tokens, c->dim, c->dim); /* xq = wq(x) */
-    ra_gemm_nt(xk->data, x, layer->weights.wk, call->tokens, kv, c->dim);     /* xk = wk(x) */
-    ra_gemm_nt(xv->data, x, layer->weights.wv, call->tokens, kv, c->dim);     /* xv = wv(x) */
+    const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    ra_gemm_nt(xq->data, x, layer->weights.wq, call->tokens, q_dim, c->dim); /* xq = wq(x) */
+    ra_gemm_nt(xk->data, x, layer->weights.wk, call->tokens, kv, c->dim);    /* xk = wk(x) */
+    ra_gemm_nt(xv->data, x, layer->weights.wv, call->tokens, kv, c->dim);    /* xv = wv(x) */
     if (!rotate) return;
     ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
     ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
@@ -116,8 +118,9 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const 
 
 void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call)
 {
-    const int64_t dim = layer->config.dim;
-    ra_gemm_nt(y, attn, layer->weights.wo, call->tokens, dim, dim); /* output = wo(output) */
+    const ra_layer_config *c = &layer->config;
+    ra_gemm_nt(y, attn, layer->weights.wo, call->tokens, c->dim, c->n_heads * c->head_dim);
+    /* output = wo(output) */
     if (call->dropout.p > 0.0f)                                       /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->dropout.p, call->dropout.seed);
 }
@@ -132,11 +135,11 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
 
     /* Scratch: xq, xk, xv and the attention output, then the kernel's own. */
-    int64_t n_q = call.n_x, n_kv = call.tokens * Hkv * D; /* n_q = tokens * H * D = tokens * dim */
+    int64_t n_q = call.n_q, n_kv = call.tokens * Hkv * D; /* n_kv <= n_q = tokens * H * D */
     size_t kernel_bytes =
         ra_attention_scratch_bytes(call.path, seq, H, Hkv, D, ra_parallel_threads(ctx));
     int64_t own_floats;
-    RA_TRY(ra_mul(call.n_x, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
+    RA_TRY(ra_mul(n_q, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
     size_t own = (size_t)(2 * n_q + 2 * n_kv) * sizeof(float);
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
     ra_scratch scratch;
@@ -171,12 +174,16 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
 
 /* ---- with a KV cache ------------------------------------------------------ */
 
+/* n_q: batch * seq * H * D, checked, as are x's and y's sizes. */
 static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, const float *y,
-                              const float *x, int64_t batch, int64_t seq, int64_t *n_x)
+                              const float *x, int64_t batch, int64_t seq, int64_t *n_q)
 {
     if (!layer || !cache || !y || !x) return RA_ERR_NULL;
-    int64_t dims[3] = {batch, seq, layer->config.dim};
-    RA_TRY(ra_count(dims, 3, n_x));
+    const ra_layer_config *c = &layer->config;
+    int64_t n_x, dims[3] = {batch, seq, c->dim};
+    int64_t q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
+    RA_TRY(ra_count(dims, 3, &n_x));
+    RA_TRY(ra_count(q_dims, 3, n_q));
     if (cache->batch != batch || cache->n_kv_heads != layer->config.n_kv_heads ||
         cache->head_dim != layer->config.head_dim)
         return RA_ERR_SHAPE;
@@ -188,11 +195,11 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions)
 {
-    int64_t n_x;
-    RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_x));
+    int64_t n_q;
+    RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
-    const int64_t tokens = batch * seq, n_q = n_x, n_kv = tokens * Hkv * D;
+    const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
     int prefill = 1; /* every sequence starts empty: flash attention over the new slots */
     for (int64_t b = 0; b < batch; b++) prefill &= cache->length[b] == 0;
 
@@ -205,7 +212,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), &kernel_bytes));
     int64_t own_floats;
-    RA_TRY(ra_mul(n_x, 4, &own_floats));
+    RA_TRY(ra_mul(n_q, 4, &own_floats));
     size_t own = (size_t)(ra_round_up(2 * batch, 16) + 2 * n_q + 2 * n_kv) * sizeof(float);
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
     ra_scratch scratch;

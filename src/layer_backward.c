@@ -29,8 +29,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     if (tape->layer != layer || !tape->filled) return RA_ERR_ARGUMENT;
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
-    const int64_t n_x = tape->call.n_x, n_wq = c->dim * c->dim;
-    const int64_t n_wkv = c->n_kv_heads * c->head_dim * c->dim;
+    const int64_t n_x = tape->call.n_x, n_wq = c->n_heads * c->head_dim * c->dim;
+    const int64_t n_wkv = c->n_kv_heads * c->head_dim * c->dim; /* n_wq: wq and wo */
     const struct {
         const float *p;
         int64_t n;
@@ -59,16 +59,18 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     const ra_layer_call *call = &tape->call;
     const int64_t B = call->batch, S = call->seq, T = call->tokens, H = c->n_heads;
     const int64_t Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim, kv = Hkv * D;
-    const int64_t n_x = call->n_x, n_kv = T * kv; /* n_x = T * dim = T * H * D */
+    const int64_t q_dim = H * D, n_x = call->n_x, n_q = call->n_q, n_kv = T * kv;
     const float beta = grads->accumulate ? 1.0f : 0.0f;
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
 
     /* Scratch (the outer workspace: the attention's backward takes the
-     * other): g, dattn, dq [T, dim] and dk, dv [T, Hkv D].  The tape was
-     * made with 5 n_x <= RA_MAX_ELEMENTS, so this size fits. */
+     * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D].  The
+     * tape was made with 5 T max(dim, H D) <= RA_MAX_ELEMENTS, so this
+     * size fits. */
     ra_scratch scratch;
-    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)(3 * n_x + 2 * n_kv) * sizeof(float), &scratch));
-    float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_x, *dk = dq + n_x, *dv = dk + n_kv;
+    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)(n_x + 2 * n_q + 2 * n_kv) * sizeof(float),
+                                    &scratch));
+    float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
     ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, Hkv, D);
@@ -78,7 +80,7 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     memcpy(g, dy, (size_t)n_x * sizeof(float));
     if (call->dropout.p > 0.0f) ra_layer_output_dropout(g, n_x, call->dropout.p, call->dropout.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
-    ra_gemm_nn(dattn, g, w->wo, T, dim, dim, 0.0f);
+    ra_gemm_nn(dattn, g, w->wo, T, q_dim, dim, 0.0f);
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv */
     ra_status status = ra_attention_backward(ctx, call->path, &tdq, &tdk, &tdv, &tdattn, &v.xq,
                                              &v.xk, &v.xv, &v.attn, v.lse, &call->dropout);
@@ -90,12 +92,12 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
     ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);
     /* output = self.wo(output): dwo = g^T attn */
-    ra_gemm_tn(grads->dwo, g, v.attn.data, dim, dim, T, beta);
+    ra_gemm_tn(grads->dwo, g, v.attn.data, dim, q_dim, T, beta);
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, dx = sum of d w */
-    ra_gemm_tn(grads->dwq, dq, tape->x, dim, dim, T, beta);
+    ra_gemm_tn(grads->dwq, dq, tape->x, q_dim, dim, T, beta);
     ra_gemm_tn(grads->dwk, dk, tape->x, kv, dim, T, beta);
     ra_gemm_tn(grads->dwv, dv, tape->x, kv, dim, T, beta);
-    ra_gemm_nn(dx, dq, w->wq, T, dim, dim, 0.0f);
+    ra_gemm_nn(dx, dq, w->wq, T, dim, q_dim, 0.0f);
     ra_gemm_nn(dx, dk, w->wk, T, dim, kv, 1.0f);
     ra_gemm_nn(dx, dv, w->wv, T, dim, kv, 1.0f);
     ra_scratch_release(&scratch);

@@ -17,7 +17,8 @@ struct ra_layer {
 
 /* One forward call's arguments, checked. */
 typedef struct ra_layer_call {
-    int64_t batch, seq, tokens, n_x; /* n_x = tokens * dim */
+    int64_t batch, seq, tokens;
+    int64_t n_x, n_q;                /* tokens * dim, tokens * H * D */
     ra_positions pos;                /* never packed (cu_seqlens) */
     ra_attention_path path;          /* REFERENCE or FLASH */
     ra_dropout dropout;              /* p = 0 unless training */

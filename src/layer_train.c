@@ -20,16 +20,18 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     *out = NULL;
     if (max_tokens <= 0) return RA_ERR_SIZE;
     const ra_layer_config *c = &layer->config;
-    /* Floats: xq and attn, tokens * dim each; xk and xv, tokens * Hkv * D
-     * each; lse, tokens * H: at most 5 * tokens * dim, which must fit (the
-     * backward's scratch relies on it too).  ids and starts: 2 * max_tokens
-     * int64, the bytes of 4 * max_tokens floats. */
-    int64_t n_x, bound;
-    RA_TRY(ra_mul(max_tokens, c->dim, &n_x));
-    RA_TRY(ra_mul(n_x, 5, &bound));
+    /* Floats: xq and attn, tokens * H * D each; xk and xv, tokens * Hkv * D
+     * each; lse, tokens * H: at most 5 * tokens * max(dim, H * D), which
+     * must fit (the backward's scratch relies on it too).  ids and starts:
+     * 2 * max_tokens int64, the bytes of 4 * max_tokens floats. */
+    const int64_t q_dim = c->n_heads * c->head_dim;
+    int64_t n_q, n_wide, bound;
+    RA_TRY(ra_mul(max_tokens, q_dim, &n_q));
+    RA_TRY(ra_mul(max_tokens, c->dim > q_dim ? c->dim : q_dim, &n_wide));
+    RA_TRY(ra_mul(n_wide, 5, &bound));
     RA_TRY(ra_mul(max_tokens, 4, &bound));
     const int64_t floats =
-        2 * n_x + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
+        2 * n_q + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
     ra_layer_tape *tape = calloc(1, sizeof *tape);
     if (!tape) return RA_ERR_NOMEM;
     tape->activations = ra_alloc((size_t)floats * sizeof(float));
@@ -58,7 +60,7 @@ ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
 {
     const ra_layer_config *c = &tape->layer->config;
     const int64_t B = tape->call.batch, S = tape->call.seq, H = c->n_heads;
-    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, n_q = tape->call.n_x;
+    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, n_q = tape->call.n_q;
     const int64_t n_kv = tape->call.tokens * Hkv * D;
     float *buf = tape->activations;
     ra_layer_tape_views v;

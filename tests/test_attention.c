@@ -229,7 +229,10 @@ static void test_dropout(void)
 
 typedef struct layer_case {
     int64_t b, s, dim, h, hkv;
+    int64_t d; /* head_dim; 0: dim / h (H d may differ from dim) */
 } layer_case;
+
+static int64_t head_dim_of(const layer_case *c) { return c->d ? c->d : c->dim / c->h; }
 
 /* y = x w^T for x [n, in], w [out, in], in double. */
 static void linear(double *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
@@ -248,11 +251,11 @@ static void layer_by_hand(double *y, const float *x, const float *wq, const floa
                           const float *wv, const float *wo, const layer_case *c, double theta,
                           int64_t start)
 {
-    int64_t d = c->dim / c->h, n = c->b * c->s, rep = c->h / c->hkv;
-    double *q = malloc(8 * n * c->dim), *k = malloc(8 * n * c->hkv * d), *v = malloc(8 * n * c->hkv * d);
-    double *att = malloc(8 * n * c->dim), *p = malloc(8 * c->s);
-    float *att_f = malloc(4 * n * c->dim);
-    linear(q, x, wq, n, c->dim, c->dim);
+    int64_t d = head_dim_of(c), qd = c->h * d, n = c->b * c->s, rep = c->h / c->hkv;
+    double *q = malloc(8 * n * qd), *k = malloc(8 * n * c->hkv * d), *v = malloc(8 * n * c->hkv * d);
+    double *att = malloc(8 * n * qd), *p = malloc(8 * c->s);
+    float *att_f = malloc(4 * n * qd);
+    linear(q, x, wq, n, c->dim, qd);
     linear(k, x, wk, n, c->dim, c->hkv * d);
     linear(v, x, wv, n, c->dim, c->hkv * d);
     for (int64_t t = 0; t < n; t++) {
@@ -288,8 +291,8 @@ static void layer_by_hand(double *y, const float *x, const float *wq, const floa
                     oi[e] = acc;
                 }
             }
-    for (int64_t i = 0; i < n * c->dim; i++) att_f[i] = (float)att[i];
-    linear(y, att_f, wo, n, c->dim, c->dim);
+    for (int64_t i = 0; i < n * qd; i++) att_f[i] = (float)att[i];
+    linear(y, att_f, wo, n, qd, c->dim);
     free(q);
     free(k);
     free(v);
@@ -314,28 +317,30 @@ static double rel_err_double(const float *a, const double *ref, int64_t n)
  * layout with permuted wq/wk gives the same output; threads change no bits. */
 static void test_layer(void)
 {
-    const layer_case cases[] = {{1, 1, 16, 2, 1}, {2, 7, 64, 4, 1}, {1, 33, 128, 8, 2},
-                                {2, 19, 256, 2, 2}, {1, 70, 128, 8, 1}};
+    const layer_case cases[] = {{1, 1, 16, 2, 1, 0}, {2, 7, 64, 4, 1, 0}, {1, 33, 128, 8, 2, 0},
+                                {2, 19, 256, 2, 2, 0}, {1, 70, 128, 8, 1, 0},
+                                /* H D != dim (Qwen3, Gemma; Mistral-Nemo) */
+                                {2, 9, 48, 4, 2, 32}, {1, 21, 160, 4, 1, 16}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         const layer_case *c = &cases[t];
-        int64_t d = c->dim / c->h, n = c->b * c->s, kv = c->hkv * d;
-        float *x = malloc(4 * n * c->dim), *wq = malloc(4 * c->dim * c->dim);
-        float *wk = malloc(4 * kv * c->dim), *wv = malloc(4 * kv * c->dim), *wo = malloc(4 * c->dim * c->dim);
-        float *wq_h = malloc(4 * c->dim * c->dim), *wk_h = malloc(4 * kv * c->dim);
+        int64_t d = head_dim_of(c), qd = c->h * d, n = c->b * c->s, kv = c->hkv * d;
+        float *x = malloc(4 * n * c->dim), *wq = malloc(4 * qd * c->dim);
+        float *wk = malloc(4 * kv * c->dim), *wv = malloc(4 * kv * c->dim), *wo = malloc(4 * c->dim * qd);
+        float *wq_h = malloc(4 * qd * c->dim), *wk_h = malloc(4 * kv * c->dim);
         float *y = malloc(4 * n * c->dim), *y2 = malloc(4 * n * c->dim);
         double *ref = malloc(8 * n * c->dim);
         ra_test_fill(x, n * c->dim, 100 + t);
-        ra_test_fill(wq, c->dim * c->dim, 200 + t);
+        ra_test_fill(wq, qd * c->dim, 200 + t);
         ra_test_fill(wk, kv * c->dim, 300 + t);
         ra_test_fill(wv, kv * c->dim, 400 + t);
-        ra_test_fill(wo, c->dim * c->dim, 500 + t);
+        ra_test_fill(wo, c->dim * qd, 500 + t);
         const int64_t start = t == 2 ? 1000 : 0;
         layer_by_hand(ref, x, wq, wk, wv, wo, c, 10000.0, start);
 
         ra_layer_config cfg = {.dim = c->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
-                               .rope = ra_rope_config_default(0)};
+                               .head_dim = c->d, .rope = ra_rope_config_default(0)};
         ra_layer_weights w = {wq, wk, wv, wo};
         ra_layer *layer;
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
@@ -363,9 +368,9 @@ static void test_layer(void)
         CHECK(e <= 1e-5, "case %zu: half layout with permuted weights differs by %.3g", t, e);
         /* and back: permuting to interleaved restores the original rows */
         CHECK(ra_permute_rows(wq_h + 0, wq, RA_F32, c->h, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "again");
-        float *back = malloc(4 * c->dim * c->dim);
+        float *back = malloc(4 * qd * c->dim);
         CHECK(ra_permute_rows(back, wq_h, RA_F32, c->h, d, c->dim, RA_LAYOUT_INTERLEAVED) == RA_OK, "back");
-        CHECK(memcmp(back, wq, 4 * c->dim * c->dim) == 0, "permute round trip");
+        CHECK(memcmp(back, wq, 4 * qd * c->dim) == 0, "permute round trip");
         free(back);
         ra_layer_destroy(layer_h);
         ra_layer_destroy(layer);
@@ -472,8 +477,10 @@ static void test_errors(void)
     cfg.n_kv_heads = 2;
     cfg.dim = 18;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_DIM, "dim not a multiple of heads");
-    cfg.head_dim = 4;
-    CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_DIM, "dim != H * D");
+    cfg.head_dim = 4; /* given: H D = 16 != dim = 18 is allowed (Qwen3, Mistral-Nemo) */
+    CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "dim != H * D");
+    ra_layer_destroy(layer);
+    layer = NULL;
     cfg.dim = 12;
     cfg.head_dim = 3;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_HEAD_DIM, "odd head_dim");

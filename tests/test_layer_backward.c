@@ -7,8 +7,8 @@
  * forward and backward, p = 0 = inference, accumulate vs overwrite, tape
  * reuse, and argument checks.
  *
- * Dims: B batch, S seq, H heads, Hkv kv heads, D head_dim, dim = H D,
- * T = B S tokens.  L = sum(y * dy) for a fixed random dy, so dL/dy = dy.
+ * Dims: B batch, S seq, H heads, Hkv kv heads, D head_dim, dim (H D unless
+ * a case sets it), T = B S tokens.  L = sum(y * dy) for a fixed random dy, so dL/dy = dy.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,13 +37,14 @@ typedef struct layer_case {
     int mode;           /* positions: 0 start, 1 starts, 2 ids */
     float p;            /* dropout (training) */
     int no_rope;
+    int64_t dim;        /* 0: H D */
 } layer_case;
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
 typedef struct fixture {
     layer_case c;
-    int64_t dim, kv, T, n_x;
+    int64_t dim, qd, kv, T, n_x;   /* qd = H D */
     float *x, *w[4], *dy;          /* x [T, dim]; wq, wk, wv, wo; dy [T, dim] */
     int64_t n_w[4];
     double *xd, *wd[4], *dyd;      /* the same values in double */
@@ -93,11 +94,12 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
 {
     memset(f, 0, sizeof *f);
     f->c = *c;
-    f->dim = c->h * c->d;
+    f->qd = c->h * c->d;
+    f->dim = c->dim ? c->dim : f->qd;
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
-    const int64_t n_w[4] = {f->dim * f->dim, f->kv * f->dim, f->kv * f->dim, f->dim * f->dim};
+    const int64_t n_w[4] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim, f->dim * f->qd};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -131,7 +133,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                  : c->mode == 1 ? (ra_positions){.starts = f->starts}
                                 : (ra_positions){.ids = f->ids};
     ra_layer_config cfg = {.dim = f->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
-                           .rope = rope_for(c, f->factors), .no_rope = c->no_rope};
+                           .head_dim = c->d, .rope = rope_for(c, f->factors),
+                           .no_rope = c->no_rope};
     ra_layer_weights w = {f->w[0], f->w[1], f->w[2], f->w[3]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
@@ -201,11 +204,12 @@ static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
 static double loss_d(const fixture *f, const double *x, double *const w[4], double *y_out)
 {
     const layer_case *c = &f->c;
-    const int64_t T = f->T, dim = f->dim, kv = f->kv, D = c->d, S = c->s, rep = c->h / c->hkv;
-    double *q = malloc(sizeof(double) * T * dim), *k = malloc(sizeof(double) * T * kv);
-    double *v = malloc(sizeof(double) * T * kv), *att = malloc(sizeof(double) * T * dim);
+    const int64_t T = f->T, dim = f->dim, qd = f->qd, kv = f->kv, D = c->d, S = c->s;
+    const int64_t rep = c->h / c->hkv;
+    double *q = malloc(sizeof(double) * T * qd), *k = malloc(sizeof(double) * T * kv);
+    double *v = malloc(sizeof(double) * T * kv), *att = malloc(sizeof(double) * T * qd);
     double *y = malloc(sizeof(double) * T * dim), *p = malloc(sizeof(double) * S);
-    linear_d(q, x, w[0], T, dim, dim); /* xq = wq(x) */
+    linear_d(q, x, w[0], T, dim, qd);  /* xq = wq(x) */
     linear_d(k, x, w[1], T, dim, kv);  /* xk = wk(x) */
     linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
     for (int64_t t = 0; t < T; t++) {
@@ -236,7 +240,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[4], doub
                     oi[e] = acc;
                 }
             }
-    linear_d(y, att, w[3], T, dim, dim); /* output = wo(output) */
+    linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     double loss = 0;
     for (int64_t i = 0; i < T * dim; i++) {
         y[i] *= mult_of(f, RA_STREAM_OUTPUT, (uint64_t)i); /* resid_dropout */
@@ -316,12 +320,15 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
 
 static const layer_case fd_cases[] = {
     /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope */
-    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0},
-    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0},
-    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0},
-    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0},
-    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0},
-    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1},
+    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0},
+    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0},
+    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0},
+    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0},
+    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0},
+    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0},
+    /* H D != dim, as in Qwen3 (wider) and Mistral-Nemo (narrower)                 dim */
+    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6},
+    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13},
 };
 
 static void test_finite_differences(void)
@@ -380,9 +387,9 @@ static void test_finite_differences(void)
 static void test_paths_and_threads(void)
 {
     const layer_case cases[] = {
-        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0},
-        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0},
-        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0},
+        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0},
+        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0},
+        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0},
     };
     ra_context *ctxs[4] = {NULL, NULL, NULL, NULL};
     for (int i = 1; i < 4; i++) CHECK(ra_context_create(&ctxs[i], i) == RA_OK, "ctx %d", i);
@@ -430,10 +437,10 @@ static void test_paths_and_threads(void)
 static void test_forward_matches(void)
 {
     const layer_case cases[] = {
-        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0},
-        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0},
-        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0},
-        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0}};
+        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0},
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0},
+        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0},
+        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -476,7 +483,7 @@ static void test_forward_matches(void)
  * mask is checked by the finite differences with dropout above.) */
 static void test_output_mask(void)
 {
-    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0};
+    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0};
     fixture f;
     fixture_make(&f, &c, 800);
     grads g;
@@ -518,7 +525,7 @@ static void test_output_mask(void)
  * the same bits) and serves a smaller call after a larger one. */
 static void test_accumulate_and_reuse(void)
 {
-    const layer_case c = {"S 12", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.1f, 0};
+    const layer_case c = {"S 12", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.1f, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -587,7 +594,7 @@ static void test_tape_keeps_positions(void)
 {
     for (int mode = 1; mode <= 2; mode++) {
         const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, mode,
-                              0.0f, 0};
+                              0.0f, 0, 0};
         fixture f;
         fixture_make(&f, &c, 950 + mode);
         grads g, h;
@@ -628,7 +635,7 @@ static int all_bytes(const void *p, size_t n, unsigned char value)
 
 static void test_errors(void)
 {
-    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0};
+    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0};
     fixture f, other;
     fixture_make(&f, &c, 1000);
     fixture_make(&other, &c, 1001);

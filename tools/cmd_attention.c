@@ -64,8 +64,9 @@ static const char usage[] =
     ROPE_CLI_USAGE
     "\n"
     "--config also gives hidden_size, num_attention_heads, num_key_value_heads and\n"
-    "head_dim; flags override it.  dim is wq's in_features; head_dim is\n"
-    "dim / n_heads.  With partial_rotary_factor only the first\n"
+    "head_dim; flags override it.  dim is wq's in_features; head_dim is the\n"
+    "config's, else wq's rows / n_heads (H * head_dim may differ from dim, as in\n"
+    "Qwen3).  With partial_rotary_factor only the first\n"
     "rotary_dim = int(head_dim * partial_rotary_factor) features of q and k rotate.\n";
 
 typedef struct attention_options {
@@ -122,17 +123,17 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     int64_t n_heads = opts->has_n_heads ? opts->n_heads : hf->num_attention_heads;
     if (!opts->has_n_heads && !hf->has_num_attention_heads)
         return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
-    if (dim % n_heads != 0)
-        return cli_fail(EXIT_FAIL, "n_heads %lld does not divide dim %lld (the in_features "
-                        "of '%s')", (long long)n_heads, (long long)dim, wq->name);
-    int64_t head_dim = dim / n_heads;
-    if (hf->has_head_dim && hf->head_dim != head_dim)
-        return cli_fail(EXIT_FAIL, "config head_dim %lld differs from dim / n_heads = %lld; "
-                        "this layer needs dim == n_heads * head_dim",
-                        (long long)hf->head_dim, (long long)head_dim);
+    /* head_dim: the config's (H * D may differ from dim, as in Qwen3),
+     * else wq's rows / n_heads (dim / n_heads for the seed's square wq). */
+    int64_t head_dim = hf->head_dim;
+    if (!hf->has_head_dim) {
+        if (wq->shape[0] % n_heads != 0)
+            return cli_fail(EXIT_FAIL, "n_heads %lld does not divide the %lld rows of '%s'",
+                            (long long)n_heads, (long long)wq->shape[0], wq->name);
+        head_dim = wq->shape[0] / n_heads;
+    }
     if (head_dim % 2 != 0)
-        return cli_fail(EXIT_FAIL, "head_dim = dim / n_heads = %lld is odd; RoPE needs it even",
-                        (long long)head_dim);
+        return cli_fail(EXIT_FAIL, "head_dim %lld is odd; RoPE needs it even", (long long)head_dim);
 
     int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads : hf->num_key_value_heads;
     if (!opts->has_n_kv_heads && !hf->has_num_key_value_heads) {

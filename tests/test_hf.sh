@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# test_hf.sh — the command line on checkpoints made by Hugging Face
+# transformers itself, against the outputs of its own modeling code.
+#
+# Each folder tests/hf/<case>/ holds what tests/hf/make_hf_cases.py wrote on
+# a machine with transformers 5.17.0 and torch 2.11: a tiny model saved by
+# save_pretrained (config.json in that version's form, model.safetensors in
+# F32, F16 or BF16), layer L's self_attn input X and output Y, the position_ids,
+# the rotary cos/sin it used and, for some cases, DY and torch autograd's dL/dX
+# and dL/dW for L = sum(Y * DY).  Every rope type (default, linear, dynamic
+# below and above its length, yarn with and without mscale, llama3, longrope
+# short and long), head_dim with H * head_dim != hidden_size, GQA 1:1 to 4:1,
+# partial rotary (StableLM), a second layer; Qwen2 (q/k/v biases) and Qwen3
+# (q/k norms) must be refused with a message naming the tensor.
+#
+# Tolerances, relative to max|ref| (HF itself computes in float32; its own
+# float32 against float64 differs by up to 1e-6 on these cases, and we see
+# up to 7e-7 against it):
+#   Y, the decode path with an f32 cache, dL/dX and dL/dW   1e-5
+#   Y with an f16 / bf16 cache                              5e-3 / 3e-2
+#   cos and sin (absolute)                                  2e-6
+#
+# Prints "hf: N passed, N failed" last; exits 1 if anything failed.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/.."
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+RA=$BUILD/ropeattn
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0 failed=0
+
+pass() { passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+summary() { echo "hf: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
+if ! "$PY" -c 'import numpy' 2>/dev/null; then
+    fail "$PY with numpy is required (apt-get install python3-numpy)"; summary
+fi
+
+cat >"$TMP/check.py" <<'PY'
+"""Comparisons for test_hf.sh (numpy only)."""
+import json, struct, sys
+import numpy as np
+
+def rel(got, want):
+    if got.shape != want.shape or not np.all(np.isfinite(got)):
+        return np.inf
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__": continue
+        lo, hi = meta["data_offsets"]
+        assert meta["dtype"] == "F32", (name, meta["dtype"])
+        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], np.float32).reshape(meta["shape"])
+    return out
+
+def main(cmd, *args):
+    if cmd == "field":  # case.json field
+        print(json.load(open(args[0]))[args[1]]); return 0
+    if cmd == "half_seq":
+        print(max(1, np.load(args[0]).shape[1] // 2)); return 0
+    if cmd == "y":
+        got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
+        e = rel(got, want)
+    elif cmd == "table":  # ours [B, S, R/2] (or flat) against HF's [B, S, R]
+        got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
+        half = want[..., : want.shape[-1] // 2].reshape(-1)
+        got = got.reshape(-1)
+        e = float(np.max(np.abs(got - half))) if got.shape == half.shape else np.inf
+    elif cmd == "grads":
+        got, want, tol = read_safetensors(args[0]), dict(np.load(args[1])), float(args[2])
+        if sorted(got) != sorted(want):
+            print(f"tensors {sorted(got)}, expected {sorted(want)}"); return 1
+        e = max(rel(got[k], want[k]) for k in want)
+    else:
+        raise SystemExit(f"unknown command {cmd}")
+    if e > tol:
+        print(f"{cmd}: {e:.3g} > {tol:g}"); return 1
+    return 0
+
+sys.exit(main(*sys.argv[1:]))
+PY
+check() { "$PY" "$TMP/check.py" "$@"; }
+
+# attention NAME CASE REF TOL -- EXTRA ARGS: runs the layer of CASE and
+# compares the output with CASE/REF.
+attention() {
+    local name=$1 dir=$2 ref=$3 tol=$4; shift 5
+    local layer; layer=$(check field "$dir/case.json" layer)
+    rm -f "$TMP/y.npy"
+    if ! "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+        --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
+        --output "$TMP/y.npy" "$@" 2>"$TMP/err"; then
+        fail "$name: $(cat "$TMP/err")"
+    elif check y "$TMP/y.npy" "$dir/$ref" "$tol"; then pass; else fail "$name"; fi
+}
+
+cases=0
+for dir in tests/hf/*/; do
+    dir=${dir%/}
+    [ -f "$dir/case.json" ] || continue
+    c=$(basename "$dir")
+    cases=$((cases + 1))
+    case $c in
+    qwen2_*|qwen3_*)  # must be refused, naming the tensor, with no output
+        want=$([ "${c%%_*}" = qwen2 ] && echo "q_proj.bias" || echo "q_norm.weight")
+        rm -f "$TMP/y.npy"
+        if "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+            --input "$dir/x.npy" --output "$TMP/y.npy" 2>"$TMP/err"; then
+            fail "$c: accepted"
+        elif grep -q "$want" "$TMP/err" && [ ! -e "$TMP/y.npy" ]; then pass
+        else fail "$c: $(cat "$TMP/err")"
+        fi
+        continue ;;
+    esac
+    attention "$c: y" "$dir" y.npy 1e-5 --
+    p=$(check half_seq "$dir/x.npy")
+    attention "$c: y, prefill $p then decode, f32 cache" "$dir" y.npy 1e-5 -- --prefill "$p"
+    attention "$c: y, prefill $p then decode, f16 cache" "$dir" y.npy 5e-3 -- \
+        --prefill "$p" --cache-dtype f16
+    attention "$c: y, prefill 1 then decode, bf16 cache" "$dir" y.npy 3e-2 -- \
+        --prefill 1 --cache-dtype bf16
+    rm -f "$TMP/cos.npy" "$TMP/sin.npy"
+    if ! "$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" \
+        --cos "$TMP/cos.npy" --sin "$TMP/sin.npy" 2>"$TMP/err"; then
+        fail "$c: freqs: $(cat "$TMP/err")"
+    elif check table "$TMP/cos.npy" "$dir/cos.npy" 2e-6 &&
+        check table "$TMP/sin.npy" "$dir/sin.npy" 2e-6; then pass
+    else fail "$c: freqs"
+    fi
+    if [ -f "$dir/grads.npz" ]; then
+        rm -f "$TMP/g.safetensors"
+        attention "$c: y with --grads" "$dir" y.npy 1e-5 -- \
+            --grad-output "$dir/dy.npy" --grads "$TMP/g.safetensors"
+        if [ -f "$TMP/g.safetensors" ] && check grads "$TMP/g.safetensors" "$dir/grads.npz" 1e-5
+        then pass; else fail "$c: gradients"
+        fi
+    fi
+done
+[ "$cases" -ge 13 ] || fail "only $cases cases under tests/hf"
+summary

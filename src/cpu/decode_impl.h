@@ -44,9 +44,8 @@ static inline __attribute__((always_inline)) void prefetch_line(const void *row,
 
 /* Asks, with the hint for the outer caches (the line is not read for a
  * while), for the line far bytes past a row of row_bytes, when that line
- * is the first a row starts in its 4 KiB page: once per page, far enough
- * ahead that the page's walk is done before the near requests reach it
- * (decode_task says why). */
+ * is the first a row starts in its 4 KiB page: once per 4 KiB, well ahead
+ * of the near requests (decode_task says why). */
 static inline __attribute__((always_inline)) void prefetch_far(const void *row, int64_t far,
                                                                int64_t row_bytes)
 {
@@ -302,14 +301,15 @@ static void decode_task(void *arg, int64_t task, int thread)
      * A step that follows other memory traffic (another layer's cache, the
      * bench's read limit) is slow: on the 2-core VM here, an f32 step over
      * 16384 tokens right after a 256 MiB read took 1.4 times as long as the
-     * same step repeated (one thread).  Most likely each new page's walk,
-     * its page-table entries evicted from the caches, holds up the
-     * requests that reach it.  So a block also asks, once per page of each
-     * stream, for a line FAR_BYTES on, which starts those walks early
-     * (16 to 64 KiB time the same): on two threads an f32 step takes
-     * 0.76-0.81 of the time without it (bench).  Once per row instead
-     * helped f32 less, and a bf16 step took 1.1-1.2 times as long as
-     * without. */
+     * same step repeated (one thread).  Why is not known.  Not page walks:
+     * the cache is on 2 MiB pages (ra_alloc advises it), so a step meets a
+     * few dozen.  Hardware prefetchers do not carry a stream across a 4 KiB
+     * boundary, which may be where the step loses time.  What is measured
+     * is that a block asking, once per 4 KiB of each stream, for a line
+     * FAR_BYTES on (16 to 64 KiB time the same) recovers most of it: on two
+     * threads an f32 step takes 0.76-0.81 of the time without it (bench).
+     * Once per row instead helped f32 less, and a bf16 step took 1.1-1.2
+     * times as long as without. */
     enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;

@@ -213,7 +213,7 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
                               .head_dim = HEAD_DIM, .rope = ra_rope_config_default(HEAD_DIM)};
     config.rope.table_size = s->seq;
     const float *wq = s->weights, *wk = wq + DIM * DIM, *wv = wk + kv * DIM, *wo = wv + kv * DIM;
-    ra_layer_weights weights = {wq, wk, wv, wo};
+    ra_layer_weights weights = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_status status = ra_layer_create(&s->layer, &config, &weights);
     return status == RA_OK ? 0 : cli_fail_status(status, "bench: cannot create the layer");
 }
@@ -282,7 +282,7 @@ static ra_status layer_backward_run(void *state, ra_context *ctx)
     layer_backward_state *s = state;
     const int64_t kv = KV_HEADS * HEAD_DIM;
     float *dwq = s->dw, *dwk = dwq + DIM * DIM, *dwv = dwk + kv * DIM, *dwo = dwv + kv * DIM;
-    ra_layer_grads grads = {dwq, dwk, dwv, dwo, 0};
+    ra_layer_grads grads = {.dwq = dwq, .dwk = dwk, .dwv = dwv, .dwo = dwo};
     return ra_layer_backward(s->fwd->layer, ctx, s->dx, &grads, s->tape, s->dy);
 }
 

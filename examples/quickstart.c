@@ -67,8 +67,9 @@ int main(void)
     TRY(ra_layer_tape_create(&tape, layer, B * S));            /* reused every step */
     ra_forward_options train = {RA_PATH_FLASH, 1, 0.1f, 42};    /* dropout 0.1, seed */
     TRY(ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, &train));
-    ra_layer_grads g = {dw, dw + DIM * DIM, dw + 2 * DIM * DIM, dw + 3 * DIM * DIM, 0};
-    TRY(ra_layer_backward(layer, ctx, dx, &g, tape, x));       /* 1 in g: accumulate */
+    ra_layer_grads g = {.dwq = dw, .dwk = dw + DIM * DIM, .dwv = dw + 2 * DIM * DIM,
+                        .dwo = dw + 3 * DIM * DIM};
+    TRY(ra_layer_backward(layer, ctx, dx, &g, tape, x));       /* g.accumulate = 1: add */
     printf("dx[0] = %g, dwq[0] = %g\n", dx[0], dw[0]);
     ra_layer_tape_destroy(tape);
     free(dx); free(dw);

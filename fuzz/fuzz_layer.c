@@ -1,6 +1,6 @@
 /*
  * fuzz_layer.c — the attention layer on fuzzed arguments: ra_layer_create
- * (dim, heads, kv heads, head_dim, rope), ra_layer_forward (batch,
+ * (dim, heads, kv heads, head_dim, biases, rope), ra_layer_forward (batch,
  * sequence, positions, path, training dropout, the calling thread or two)
  * and ra_layer_forward_cached (a prefill then single-token steps, caches of
  * every dtype).
@@ -34,13 +34,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* out[t, n] = sum_k a[t, k] w[n, k], in double, rounded to float. */
-NO_COVERAGE static void project(float *out, const float *a, const float *w, int64_t tokens,
-                                int64_t n, int64_t k)
+/* out[t, n] = bias[n] + sum_k a[t, k] w[n, k], in double, rounded to
+ * float (bias NULL: none). */
+NO_COVERAGE static void project(float *out, const float *a, const float *w, const float *bias,
+                                int64_t tokens, int64_t n, int64_t k)
 {
     for (int64_t t = 0; t < tokens; t++)
         for (int64_t i = 0; i < n; i++) {
-            double acc = 0;
+            double acc = bias ? bias[i] : 0.0;
             for (int64_t j = 0; j < k; j++) acc += (double)a[t * k + j] * w[i * k + j];
             out[t * n + i] = (float)acc;
         }
@@ -49,7 +50,7 @@ NO_COVERAGE static void project(float *out, const float *a, const float *w, int6
 /* The seed's Attention.forward in inference: y [B, S, dim], with the rotated
  * keys and the values rounded to `storage` as a KV cache of that dtype
  * keeps them (RA_F32: as they are). */
-NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *const w[4],
+NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *const w[8],
                                          const float *x, int64_t batch, int64_t seq,
                                          const ra_positions *pos, ra_dtype storage, double *y)
 {
@@ -58,9 +59,9 @@ NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *con
     const int64_t tokens = batch * seq;
     float *q = malloc((size_t)(tokens * H * D) * 4), *k = malloc((size_t)(tokens * Hkv * D) * 4);
     float *v = malloc((size_t)(tokens * Hkv * D) * 4), *o = malloc((size_t)(tokens * H * D) * 4);
-    project(q, x, w[0], tokens, H * D, dim);
-    project(k, x, w[1], tokens, Hkv * D, dim);
-    project(v, x, w[2], tokens, Hkv * D, dim);
+    project(q, x, w[0], w[4], tokens, H * D, dim);
+    project(k, x, w[1], w[5], tokens, Hkv * D, dim);
+    project(v, x, w[2], w[6], tokens, Hkv * D, dim);
     ra_rope_config rc = c->rope;
     ra_rope *rope;
     FUZZ_CHECK(ra_rope_create(&rope, &rc) == RA_OK, "the layer's rope");
@@ -103,7 +104,7 @@ NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *con
             }
     for (int64_t t = 0; t < tokens; t++)
         for (int64_t i = 0; i < dim; i++) {
-            double acc = 0;
+            double acc = w[7] ? w[7][i] : 0.0;
             for (int64_t j = 0; j < H * D; j++) acc += (double)o[t * H * D + j] * w[3][i * H * D + j];
             y[t * dim + i] = acc;
         }
@@ -125,7 +126,7 @@ NO_COVERAGE static double rel_diff(const float *a, const double *b, int64_t n)
 /* The cached layer over the same x: a prefill of p tokens per sequence,
  * then one token at a time, must give the seed's Attention with keys and
  * values rounded as the cache stores them. */
-static void check_cached(fuzz_input *in, const ra_layer *layer, const float *const w[4],
+static void check_cached(fuzz_input *in, const ra_layer *layer, const float *const w[8],
                          const float *x, int64_t batch, int64_t seq)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
@@ -195,12 +196,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lc.rope.table_size = take_range(&in, 0, 8);
     int64_t dim = lc.dim > 0 ? lc.dim : 1, wide = dim > heads * head_dim ? dim : heads * head_dim;
     size_t bytes;
-    float *w[4]; /* each [wide, dim] or [dim, wide]: room for [H D, dim] and [dim, H D] */
+    /* wq, wk, wv, wo, each [wide, dim] or [dim, wide] (room for [H D, dim]
+     * and [dim, H D]); then bq, bk, bv, bo of wide values, or NULL */
+    float *w[8] = {NULL};
     for (int i = 0; i < 4; i++) {
         w[i] = take_buffer(&in, RA_F32, wide * dim, &bytes);
         for (int64_t j = 0; j < wide * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
     }
-    ra_layer_weights lw = {w[0], w[1], w[2], w[3]};
+    for (int i = 4; i < 8; i++)
+        if (take_range(&in, 0, 1)) w[i] = take_buffer(&in, RA_F32, wide, &bytes);
+    ra_layer_weights lw = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3],
+                           .bq = w[4], .bk = w[5], .bv = w[6], .bo = w[7]};
     ra_layer *layer = (ra_layer *)&layer;
     ra_status st = ra_layer_create(&layer, &lc, &lw);
     if (!valid || st != RA_OK) {
@@ -208,7 +214,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(st == RA_ERR_SIZE || st == RA_ERR_DIM || st == RA_ERR_GQA ||
                        st == RA_ERR_HEAD_DIM, "ra_layer_create: status %d", (int)st);
         FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
-        for (int i = 0; i < 4; i++) free(w[i]);
+        for (int i = 0; i < 8; i++) free(w[i]);
         return 0;
     }
     int64_t batch = take_size(&in, 2, &valid), seq = take_size(&in, 10, &valid);
@@ -247,7 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fuzz_positions_free(&fp);
     free(x), free(y);
-    for (int i = 0; i < 4; i++) free(w[i]);
+    for (int i = 0; i < 8; i++) free(w[i]);
     ra_layer_destroy(layer);
     return 0;
 }

@@ -517,15 +517,20 @@ typedef struct ra_layer_config {
                            (like Hugging Face's no_rope_layers) */
 } ra_layer_config;
 
-/* PyTorch nn.Linear weights, [out_features, in_features], float32, no bias.
- * The layer borrows these pointers: keep them alive while the layer lives.
- * Their values are read at each call, so an optimizer may update them in
- * place between calls. */
+/* PyTorch nn.Linear weights, [out_features, in_features], float32, and
+ * their biases: NULL for none (the seed's and Llama's bias=False; Qwen2 has
+ * bq, bk and bv).  The layer borrows these pointers: keep them alive while
+ * the layer lives.  Their values are read at each call, so an optimizer may
+ * update them in place between calls. */
 typedef struct ra_layer_weights {
     const float *wq; /* [H * D, dim] */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
     const float *wo; /* [dim, H * D] */
+    const float *bq; /* [H * D] or NULL */
+    const float *bk; /* [Hkv * D] or NULL */
+    const float *bv; /* [Hkv * D] or NULL */
+    const float *bo; /* [dim] or NULL */
 } ra_layer_weights;
 
 typedef struct ra_layer ra_layer;
@@ -543,8 +548,8 @@ typedef struct ra_forward_options {
     uint64_t seed;     /* dropout seed, used only when training */
 } ra_forward_options;
 
-/* y = Attention.forward(x): x -> wq, wk, wv -> heads -> RoPE at the given
- * positions -> causal GQA attention -> wo.  NULL positions means start 0;
+/* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads ->
+ * RoPE at the given positions -> causal GQA attention -> wo (+ bo).  NULL positions means start 0;
  * NULL options means inference on RA_PATH_AUTO.  The projections use CBLAS.
  * Positions only move RoPE: the causal mask is by token index, as in the
  * seed and transformers.  Packed batches (cu_seqlens) are refused with
@@ -607,7 +612,8 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
                                         const ra_forward_options *options);
 
 /* Where ra_layer_backward puts the weights' gradients, float32, shaped as
- * the weights ([out_features, in_features]). */
+ * the weights ([out_features, in_features]) and biases.  A bias gradient is
+ * required where the layer has that bias, and ignored where it has none. */
 typedef struct ra_layer_grads {
     float *dwq;     /* [H * D, dim] */
     float *dwk;     /* [Hkv * D, dim] */
@@ -615,11 +621,15 @@ typedef struct ra_layer_grads {
     float *dwo;     /* [dim, H * D] */
     int accumulate; /* nonzero: add to what they hold (gradient accumulation
                        over micro-batches); 0: overwrite them */
+    float *dbq;     /* [H * D] */
+    float *dbk;     /* [Hkv * D] */
+    float *dbv;     /* [Hkv * D] */
+    float *dbo;     /* [dim] */
 } ra_layer_grads;
 
 /* The backward of the forward recorded in tape: given dy = dL/dy, writes
- * dx = dL/dx (always overwritten) and the weights' gradients (overwritten or
- * accumulated, as grads->accumulate says).  Dropout masks are regenerated
+ * dx = dL/dx (always overwritten) and the weights' and biases' gradients
+ * (overwritten or accumulated, as grads->accumulate says).  Dropout masks are regenerated
  * from the forward's seed; the attention's backward runs on the forward's
  * path, recomputing probabilities from the saved log-sum-exp (flash:
  * O(S D) per head, never O(S^2); reference: [S, S] per head), with GQA

@@ -8,6 +8,7 @@
  *      each tile as attention loads it: no pass of its own over xq and xk)
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
+ * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv).
  */
 #include <limits.h>
 
@@ -102,15 +103,42 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     return ra_positions_check(&call->pos, batch, seq);
 }
 
+/* y [rows, cols] += bias [cols] on every row; no bias (NULL): nothing. */
+static void add_bias(float *y, const float *bias, int64_t rows, int64_t cols)
+{
+    if (!bias) return;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < cols; i++) y[r * cols + i] += bias[i];
+}
+
+/* xq = wq(x), xk = wk(x), xv = wv(x) for tokens rows of x, contiguous. */
+static void project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv, const float *x,
+                        int64_t tokens)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    ra_gemm_nt(xq, x, w->wq, tokens, q_dim, c->dim);
+    ra_gemm_nt(xk, x, w->wk, tokens, kv, c->dim);
+    ra_gemm_nt(xv, x, w->wv, tokens, kv, c->dim);
+    add_bias(xq, w->bq, tokens, q_dim);
+    add_bias(xk, w->bk, tokens, kv);
+    add_bias(xv, w->bv, tokens, kv);
+}
+
+/* y = wo(attn) for tokens rows of attn [tokens, H * D]. */
+static void project_output(const ra_layer *layer, float *y, const float *attn, int64_t tokens)
+{
+    const ra_layer_config *c = &layer->config;
+    ra_gemm_nt(y, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
+    add_bias(y, layer->weights.bo, tokens, c->dim);
+}
+
 void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
                   const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call,
                   int rotate)
 {
-    const ra_layer_config *c = &layer->config;
-    const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    ra_gemm_nt(xq->data, x, layer->weights.wq, call->tokens, q_dim, c->dim); /* xq = wq(x) */
-    ra_gemm_nt(xk->data, x, layer->weights.wk, call->tokens, kv, c->dim);    /* xk = wk(x) */
-    ra_gemm_nt(xv->data, x, layer->weights.wv, call->tokens, kv, c->dim);    /* xv = wv(x) */
+    project_qkv(layer, xq->data, xk->data, xv->data, x, call->tokens); /* xq = wq(x), ... */
     if (!rotate) return;
     ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
     ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
@@ -118,10 +146,8 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const 
 
 void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call)
 {
-    const ra_layer_config *c = &layer->config;
-    ra_gemm_nt(y, attn, layer->weights.wo, call->tokens, c->dim, c->n_heads * c->head_dim);
-    /* output = wo(output) */
-    if (call->dropout.p > 0.0f)                                       /* resid_dropout */
+    project_output(layer, y, attn, call->tokens); /* output = wo(output) */
+    if (call->dropout.p > 0.0f) /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->dropout.p, call->dropout.seed);
 }
 
@@ -198,7 +224,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
     const ra_layer_config *c = &layer->config;
-    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
     const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
     int prefill = 1; /* every sequence starts empty: flash attention over the new slots */
     for (int64_t b = 0; b < batch; b++) prefill &= cache->length[b] == 0;
@@ -228,9 +254,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
 
     /* Nothing is written before the append has accepted everything. */
-    ra_gemm_nt(xq.data, x, layer->weights.wq, tokens, H * D, dim);   /* xq = wq(x) */
-    ra_gemm_nt(xk.data, x, layer->weights.wk, tokens, Hkv * D, dim); /* xk = wk(x) */
-    ra_gemm_nt(xv.data, x, layer->weights.wv, tokens, Hkv * D, dim); /* xv = wv(x) */
+    project_qkv(layer, xq.data, xk.data, xv.data, x, tokens);
     ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);
@@ -241,7 +265,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     } else if (status == RA_OK) {
         ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, buf + 2 * n_q + 2 * n_kv);
     }
-    if (status == RA_OK) ra_gemm_nt(y, attn.data, layer->weights.wo, tokens, dim, H * D);
+    if (status == RA_OK) project_output(layer, y, attn.data, tokens);
     ra_scratch_release(&scratch);
     return status;
 }

@@ -10,6 +10,8 @@
  *      regenerated from the seed)
  *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
  *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
+ *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
+ *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
  *
  * Nothing the caller owns is written before the one call that can fail (the
@@ -26,27 +28,45 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
 {
     if (!layer || !dx || !g || !tape || !dy) return RA_ERR_NULL;
     if (!g->dwq || !g->dwk || !g->dwv || !g->dwo) return RA_ERR_NULL;
+    const ra_layer_weights *w = &layer->weights;
+    if ((w->bq && !g->dbq) || (w->bk && !g->dbk) || (w->bv && !g->dbv) || (w->bo && !g->dbo))
+        return RA_ERR_NULL;
     if (tape->layer != layer || !tape->filled) return RA_ERR_ARGUMENT;
     const ra_layer_config *c = &layer->config;
-    const ra_layer_weights *w = &layer->weights;
-    const int64_t n_x = tape->call.n_x, n_wq = c->n_heads * c->head_dim * c->dim;
-    const int64_t n_wkv = c->n_kv_heads * c->head_dim * c->dim; /* n_wq: wq and wo */
+    const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
     const struct {
-        const float *p;
+        const float *p; /* NULL: none (a bias's gradient is written only where
+                           the layer has the bias) */
         int64_t n;
-    } outputs[] = {{dx, n_x}, {g->dwq, n_wq}, {g->dwk, n_wkv}, {g->dwv, n_wkv}, {g->dwo, n_wq}},
+    } outputs[] = {{dx, n_x}, {g->dwq, n_wq}, {g->dwk, n_wkv}, {g->dwv, n_wkv}, {g->dwo, n_wq},
+                   {w->bq ? g->dbq : NULL, q_dim}, {w->bk ? g->dbk : NULL, kv},
+                   {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim}},
       inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
-                  {w->wo, n_wq}};
+                  {w->wo, n_wq}, {w->bq, q_dim}, {w->bk, kv}, {w->bv, kv}, {w->bo, c->dim}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
+        if (!outputs[i].p) continue;
         for (int j = i + 1; j < n_out; j++)
-            if (ra_floats_overlap(outputs[i].p, outputs[i].n, outputs[j].p, outputs[j].n))
+            if (outputs[j].p &&
+                ra_floats_overlap(outputs[i].p, outputs[i].n, outputs[j].p, outputs[j].n))
                 return RA_ERR_ARGUMENT;
         for (int j = 0; j < n_in; j++)
-            if (ra_floats_overlap(outputs[i].p, outputs[i].n, inputs[j].p, inputs[j].n))
+            if (inputs[j].p &&
+                ra_floats_overlap(outputs[i].p, outputs[i].n, inputs[j].p, inputs[j].n))
                 return RA_ERR_ARGUMENT;
     }
     return RA_OK;
+}
+
+/* db (+)= the sum of d's rows [rows, cols], in row order; no bias: nothing. */
+static void bias_grad(float *db, const float *bias, const float *d, int64_t rows, int64_t cols,
+                      int accumulate)
+{
+    if (!bias) return;
+    if (!accumulate) memset(db, 0, (size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < cols; i++) db[i] += d[r * cols + i];
 }
 
 RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
@@ -97,6 +117,10 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     ra_gemm_tn(grads->dwq, dq, tape->x, q_dim, dim, T, beta);
     ra_gemm_tn(grads->dwk, dk, tape->x, kv, dim, T, beta);
     ra_gemm_tn(grads->dwv, dv, tape->x, kv, dim, T, beta);
+    bias_grad(grads->dbo, w->bo, g, T, dim, grads->accumulate);
+    bias_grad(grads->dbq, w->bq, dq, T, q_dim, grads->accumulate);
+    bias_grad(grads->dbk, w->bk, dk, T, kv, grads->accumulate);
+    bias_grad(grads->dbv, w->bv, dv, T, kv, grads->accumulate);
     ra_gemm_nn(dx, dq, w->wq, T, dim, q_dim, 0.0f);
     ra_gemm_nn(dx, dk, w->wk, T, dim, kv, 1.0f);
     ra_gemm_nn(dx, dv, w->wv, T, dim, kv, 1.0f);

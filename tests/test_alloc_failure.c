@@ -184,7 +184,7 @@ static ra_layer_config layer_config(void)
 static void layer_create(trial *t)
 {
     ra_layer_config c = layer_config();
-    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer = (ra_layer *)NOT_NULL;
     ARMED(t, ra_layer_create(&layer, &c, &w));
     if (INJECTED(t)) CHECK(layer == NULL, "*out not NULL after a failure");
@@ -346,7 +346,7 @@ static void decode_ctx(trial *t) { decode(t, 3); }
 static ra_layer *make_layer(void)
 {
     ra_layer_config c = layer_config();
-    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &w) == RA_OK, "layer");
     return layer;

@@ -341,7 +341,7 @@ static void test_layer(void)
 
         ra_layer_config cfg = {.dim = c->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
                                .head_dim = c->d, .rope = ra_rope_config_default(0)};
-        ra_layer_weights w = {wq, wk, wv, wo};
+        ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
         ra_layer *layer;
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
         ra_positions pos = {.start = start};
@@ -359,7 +359,7 @@ static void test_layer(void)
         CHECK(ra_permute_rows(wk_h, wk, RA_F32, c->hkv, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute k");
         ra_layer_config cfg_h = cfg;
         cfg_h.rope.layout = RA_LAYOUT_HALF;
-        ra_layer_weights w_h = {wq_h, wk_h, wv, wo};
+        ra_layer_weights w_h = {.wq = wq_h, .wk = wk_h, .wv = wv, .wo = wo};
         ra_layer *layer_h;
         CHECK(ra_layer_create(&layer_h, &cfg_h, &w_h) == RA_OK, "create half");
         CHECK(ra_layer_forward(layer_h, ctx, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "half");
@@ -394,7 +394,7 @@ static void test_layer_training(void)
     ra_test_fill(wv, kv * dim, 4);
     ra_test_fill(wo, dim * dim, 5);
     ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .rope = ra_rope_config_default(0)};
-    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
     ra_forward_options inference = {RA_PATH_AUTO, 0, 0.5f, 9}, train0 = {RA_PATH_AUTO, 1, 0.0f, 9};
@@ -434,7 +434,7 @@ static void test_layer_no_rope(void)
     cfg.rope.scaling.factor = 4.0;
     cfg.rope.scaling.original_max_position_embeddings = 8;
     cfg.rope.table_size = 4;
-    ra_layer_weights w = {wq, wk, wv, wo};
+    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer, *roped;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
     CHECK(ra_layer_get_config(layer)->no_rope == 1, "no_rope kept in the config");
@@ -466,11 +466,11 @@ static void test_errors(void)
 {
     float buf[256] = {0}, out[256];
     memset(out, 0x7f, sizeof out);
-    ra_layer_weights w = {buf, buf, buf, buf};
+    ra_layer_weights w = {.wq = buf, .wk = buf, .wv = buf, .wo = buf};
     ra_layer *layer = NULL;
     ra_layer_config cfg = {.dim = 16, .n_heads = 4, .n_kv_heads = 2, .rope = ra_rope_config_default(0)};
     CHECK(ra_layer_create(NULL, &cfg, &w) == RA_ERR_NULL, "NULL out");
-    ra_layer_weights wnull = {buf, NULL, buf, buf};
+    ra_layer_weights wnull = {.wq = buf, .wk = NULL, .wv = buf, .wo = buf};
     CHECK(ra_layer_create(&layer, &cfg, &wnull) == RA_ERR_NULL, "NULL weight");
     cfg.n_kv_heads = 3;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_GQA, "GQA");

@@ -200,6 +200,8 @@ def gen(out):
     checkpoint(f"{out}/st_i32.safetensors", ws, bad_dtype="I32")
     write_safetensors(f"{out}/st_bias.safetensors", seed_tensors +
                       [("wq.bias", "F32", (ws[0].shape[0],), b"\0" * 4 * ws[0].shape[0])])
+    write_safetensors(f"{out}/st_badbias.safetensors", seed_tensors +
+                      [("wk.bias", "F32", (ws[1].shape[0] + 1,), b"\0" * 4 * (ws[1].shape[0] + 1))])
     write_safetensors(f"{out}/st_notensors.safetensors",
                       [("tok_embeddings.weight", "F32", (2, 2), b"\0" * 16)])
     write_safetensors(f"{out}/st_badshape.safetensors",
@@ -1259,7 +1261,9 @@ expect_error "an npy file given as weights" y.npy -- attention \
     --weights x.npy --input x.npy --output y.npy --n-heads 4
 expect_error "missing tensor" y.npy -- attention --weights st_missing.safetensors \
     --input x.npy --output y.npy --n-heads 4
-expect_error "projection with a bias" y.npy -- attention --weights st_bias.safetensors \
+expect_ok "a zero bias adds nothing" y.npy ref_F32.npy 1e-4 -- attention \
+    --weights st_bias.safetensors --input x.npy --output y.npy --n-heads 4
+expect_error "a bias of the wrong length" y.npy -- attention --weights st_badbias.safetensors \
     --input x.npy --output y.npy --n-heads 4
 expect_error "no attention tensors" y.npy -- attention --weights st_notensors.safetensors \
     --input x.npy --output y.npy --n-heads 4

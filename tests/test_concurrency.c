@@ -141,7 +141,7 @@ static void setup(void)
     ra_layer_config lc = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV,
                           .rope = ra_rope_config_default(0)};
     lc.rope.layout = RA_LAYOUT_HALF;
-    ra_layer_weights lw = {wq, wk, wv, wo};
+    ra_layer_weights lw = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
     /* the shared cache: S tokens of k and v (copies: append rotates k) */
     static float kc[B * S * HKV * D];

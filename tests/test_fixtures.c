@@ -697,7 +697,7 @@ static double check_hf_layer(const layer_case *lc, const ra_layer_weights *w,
         check_permute(fx, w->wk, k, hkv, d, dim);
         layer_case half = *lc;
         half.config.rope.layout = RA_LAYOUT_HALF;
-        ra_layer_weights w_hf = {q, k, w->wv, w->wo};
+        ra_layer_weights w_hf = {.wq = q, .wk = k, .wv = w->wv, .wo = w->wo};
         err = check_layer(&half, &w_hf, ctx, "HF");
     }
     free(q);
@@ -768,7 +768,7 @@ static void check_attention(const fixture *fx)
                               .rope = ra_rope_config_default(d)},
                          x->shape[0], x->shape[1], start, x32, y};
         lc.config.rope.theta = theta;
-        ra_layer_weights w = {q, k, v, o};
+        ra_layer_weights w = {.wq = q, .wk = k, .wv = v, .wo = o};
         double err = check_layer(&lc, &w, ctx, "seed");
         int stored = 0;
         double err_hf = check_hf_layer(&lc, &w, ctx, &stored);
@@ -1253,7 +1253,7 @@ static double check_grad_path(const fixture *fx, const ra_layer *layer, ra_conte
     ra_forward_options train = {path, 1, 0.0f, 0};
     ra_positions pos = {.start = start};
     if (st == RA_OK) st = ra_layer_forward_train(layer, ctx, out[0], tape, x, b, s, &pos, &train);
-    ra_layer_grads grads = {out[2], out[3], out[4], out[5], 0};
+    ra_layer_grads grads = {.dwq = out[2], .dwk = out[3], .dwv = out[4], .dwo = out[5]};
     if (st == RA_OK) st = ra_layer_backward(layer, ctx, out[1], &grads, tape, dy);
     CHECK(st == RA_OK, "%s: path %d: %s", fx->name, path, ra_status_string(st));
     double worst = 0;
@@ -1294,7 +1294,7 @@ static void check_layer_grad(const fixture *fx)
         ra_layer_config config = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
                                   .rope = ra_rope_config_default(d)};
         config.rope.theta = theta;
-        ra_layer_weights lw = {w32[0], w32[1], w32[2], w32[3]};
+        ra_layer_weights lw = {.wq = w32[0], .wk = w32[1], .wv = w32[2], .wo = w32[3]};
         ra_status st = ra_layer_create(&layer, &config, &lw);
         CHECK(st == RA_OK, "%s: ra_layer_create: %s", fx->name, ra_status_string(st));
         st = ra_context_create(&ctx, 2);

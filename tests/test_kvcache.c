@@ -15,11 +15,13 @@
 typedef struct model {
     int64_t dim, h, hkv, d; /* H d may differ from dim */
     float *wq, *wk, *wv, *wo;
+    float *b;               /* bq | bk | bv | bo, or NULL: no biases */
     ra_layer *layer;
 } model;
 
-/* d = 0: dim / h. */
-static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d, uint64_t seed)
+/* d = 0: dim / h; bias: with bq, bk, bv and bo (Qwen2 has the first three). */
+static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d, int bias,
+                       uint64_t seed)
 {
     if (d == 0) d = dim / h;
     int64_t qd = h * d, kv = hkv * d;
@@ -40,10 +42,18 @@ static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d,
     for (int64_t i = 0; i < qd * dim; i++)
         m->wq[i] /= sqrtf((float)dim), m->wo[i] /= sqrtf((float)qd);
     for (int64_t i = 0; i < kv * dim; i++) m->wk[i] /= sqrtf((float)dim), m->wv[i] /= sqrtf((float)dim);
+    m->b = NULL;
+    if (bias) {
+        m->b = malloc(4 * (qd + 2 * kv + dim));
+        ra_test_fill(m->b, qd + 2 * kv + dim, seed + 4);
+    }
     ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
                            .rope = ra_rope_config_default(0)};
     cfg.rope.layout = RA_LAYOUT_HALF;
-    ra_layer_weights w = {m->wq, m->wk, m->wv, m->wo};
+    float *b = m->b;
+    ra_layer_weights w = {.wq = m->wq, .wk = m->wk, .wv = m->wv, .wo = m->wo,
+                          .bq = b, .bk = b ? b + qd : NULL, .bv = b ? b + qd + kv : NULL,
+                          .bo = b ? b + qd + 2 * kv : NULL};
     CHECK(ra_layer_create(&m->layer, &cfg, &w) == RA_OK, "layer");
 }
 
@@ -54,6 +64,7 @@ static void model_free(model *m)
     free(m->wk);
     free(m->wv);
     free(m->wo);
+    free(m->b);
 }
 
 /* prefill(N) through the cache == prefill(N - k) + k single-token steps, and
@@ -61,17 +72,17 @@ static void model_free(model *m)
  * in another order (flash tiles vs decode chunks, and OpenBLAS's blocking). */
 static void test_prefill_then_decode(void)
 {
-    const int64_t shapes[][6] = {/* dim, H, Hkv, N, k, D (0: dim / H) */
-                                 {64, 4, 4, 9, 4, 0}, {128, 8, 2, 40, 7, 0}, {256, 8, 1, 1100, 3, 0},
-                                 {256, 2, 2, 65, 65, 0},
+    const int64_t shapes[][7] = {/* dim, H, Hkv, N, k, D (0: dim / H), biases */
+                                 {64, 4, 4, 9, 4, 0, 0}, {128, 8, 2, 40, 7, 0, 0},
+                                 {256, 8, 1, 1100, 3, 0, 0}, {256, 2, 2, 65, 65, 0, 0},
                                  /* H D != dim: Qwen3-like (wider), Mistral-Nemo-like (narrower) */
-                                 {48, 4, 2, 21, 5, 32}, {96, 2, 1, 17, 6, 16}};
+                                 {48, 4, 2, 21, 5, 32, 1}, {96, 2, 1, 17, 6, 16, 0}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int64_t dim = shapes[t][0], n = shapes[t][3], k = shapes[t][4], batch = 2;
         model m;
-        model_make(&m, dim, shapes[t][1], shapes[t][2], shapes[t][5], 100 + t);
+        model_make(&m, dim, shapes[t][1], shapes[t][2], shapes[t][5], (int)shapes[t][6], 100 + t);
         int64_t d = m.d;
         float *x = malloc(4 * batch * n * dim), *full = malloc(4 * batch * n * dim);
         float *steps = malloc(4 * batch * n * dim), *plain = malloc(4 * batch * n * dim);

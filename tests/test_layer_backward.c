@@ -2,13 +2,14 @@
  * test_layer_backward.c — the layer's training forward and backward:
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
- * partial rotary, every position mode, dropout, no_rope), flash against
- * reference, identical bits for any thread count, dropout masks shared by
- * forward and backward, p = 0 = inference, accumulate vs overwrite, tape
- * reuse, and argument checks.
+ * partial rotary, every position mode, dropout, no_rope, H D != dim,
+ * biases), flash against reference, identical bits for any thread count,
+ * dropout masks shared by forward and backward, p = 0 = inference,
+ * accumulate vs overwrite, tape reuse, and argument checks.
  *
  * Dims: B batch, S seq, H heads, Hkv kv heads, D head_dim, dim (H D unless
- * a case sets it), T = B S tokens.  L = sum(y * dy) for a fixed random dy, so dL/dy = dy.
+ * a case sets it), T = B S tokens.  L = sum(y * dy) for a fixed random dy,
+ * so dL/dy = dy.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -38,16 +39,20 @@ typedef struct layer_case {
     float p;            /* dropout (training) */
     int no_rope;
     int64_t dim;        /* 0: H D */
+    int bias;           /* nonzero: bq, bk, bv and bo */
 } layer_case;
+
+/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo. */
+enum { N_PARAMS = 8 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
 typedef struct fixture {
     layer_case c;
     int64_t dim, qd, kv, T, n_x;   /* qd = H D */
-    float *x, *w[4], *dy;          /* x [T, dim]; wq, wk, wv, wo; dy [T, dim] */
-    int64_t n_w[4];
-    double *xd, *wd[4], *dyd;      /* the same values in double */
+    float *x, *w[N_PARAMS], *dy;   /* x [T, dim]; the parameters; dy [T, dim] */
+    int64_t n_w[N_PARAMS];         /* 0 (and w NULL): no such bias */
+    double *xd, *wd[N_PARAMS], *dyd; /* the same values in double */
     int64_t starts[8], *ids;       /* positions as given to the library ([B], [T]) */
     int64_t *pos;                  /* every token's position [T] */
     ra_positions positions;
@@ -99,7 +104,9 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
-    const int64_t n_w[4] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim, f->dim * f->qd};
+    const int64_t n_w[N_PARAMS] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim,
+                                   f->dim * f->qd, c->bias ? f->qd : 0, c->bias ? f->kv : 0,
+                                   c->bias ? f->kv : 0, c->bias ? f->dim : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -111,8 +118,9 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
         f->xd[i] = f->x[i];
         f->dyd[i] = f->dy[i];
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < N_PARAMS; j++) {
         f->n_w[j] = n_w[j];
+        if (!n_w[j]) continue;
         f->w[j] = malloc(sizeof(float) * n_w[j]);
         f->wd[j] = malloc(sizeof(double) * n_w[j]);
         ra_test_fill(f->w[j], n_w[j], seed + 2 + j);
@@ -135,7 +143,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     ra_layer_config cfg = {.dim = f->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
                            .head_dim = c->d, .rope = rope_for(c, f->factors),
                            .no_rope = c->no_rope};
-    ra_layer_weights w = {f->w[0], f->w[1], f->w[2], f->w[3]};
+    ra_layer_weights w = {.wq = f->w[0], .wk = f->w[1], .wv = f->w[2], .wo = f->w[3],
+                          .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &cfg.rope) == RA_OK, "%s: rope", c->name);
@@ -153,7 +162,7 @@ static void fixture_free(fixture *f)
     free(f->dyd);
     free(f->ids);
     free(f->pos);
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < N_PARAMS; j++) {
         free(f->w[j]);
         free(f->wd[j]);
     }
@@ -199,9 +208,17 @@ static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
     return m;
 }
 
+/* y [rows, cols] += bias on every row (NULL: no bias). */
+static void add_bias_d(double *y, const double *bias, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; bias && r < rows; r++)
+        for (int64_t i = 0; i < cols; i++) y[r * cols + i] += bias[i];
+}
+
 /* L = sum(y * dy) for the layer in double, at the given x and weights;
  * y (if not NULL) gets the output. */
-static double loss_d(const fixture *f, const double *x, double *const w[4], double *y_out)
+static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS],
+                     double *y_out)
 {
     const layer_case *c = &f->c;
     const int64_t T = f->T, dim = f->dim, qd = f->qd, kv = f->kv, D = c->d, S = c->s;
@@ -212,6 +229,9 @@ static double loss_d(const fixture *f, const double *x, double *const w[4], doub
     linear_d(q, x, w[0], T, dim, qd);  /* xq = wq(x) */
     linear_d(k, x, w[1], T, dim, kv);  /* xk = wk(x) */
     linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
+    add_bias_d(q, w[4], T, qd);
+    add_bias_d(k, w[5], T, kv);
+    add_bias_d(v, w[6], T, kv);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
@@ -241,6 +261,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[4], doub
                 }
             }
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
+    add_bias_d(y, w[7], T, dim);
     double loss = 0;
     for (int64_t i = 0; i < T * dim; i++) {
         y[i] *= mult_of(f, RA_STREAM_OUTPUT, (uint64_t)i); /* resid_dropout */
@@ -271,7 +292,7 @@ static double rel_err(const float *a, const double *b, int64_t n)
 /* Central differences of loss_d in every entry of param (x or a weight). */
 static void finite_differences(const fixture *f, double *param, int64_t n, double *out)
 {
-    double *w[4] = {f->wd[0], f->wd[1], f->wd[2], f->wd[3]};
+    double *const *w = f->wd;
     for (int64_t i = 0; i < n; i++) {
         double keep = param[i];
         param[i] = keep + FD_STEP;
@@ -285,21 +306,30 @@ static void finite_differences(const fixture *f, double *param, int64_t n, doubl
 
 /* The library's training forward and backward on one path and context. */
 typedef struct grads {
-    float *y, *dx, *dw[4];
+    float *y, *dx, *dw[N_PARAMS]; /* dw NULL where the layer has no such bias */
 } grads;
 
 static void grads_alloc(grads *g, const fixture *f)
 {
     g->y = malloc(sizeof(float) * f->n_x);
     g->dx = malloc(sizeof(float) * f->n_x);
-    for (int j = 0; j < 4; j++) g->dw[j] = malloc(sizeof(float) * f->n_w[j]);
+    for (int j = 0; j < N_PARAMS; j++)
+        g->dw[j] = f->n_w[j] ? malloc(sizeof(float) * f->n_w[j]) : NULL;
 }
 
 static void grads_free(grads *g)
 {
     free(g->y);
     free(g->dx);
-    for (int j = 0; j < 4; j++) free(g->dw[j]);
+    for (int j = 0; j < N_PARAMS; j++) free(g->dw[j]);
+}
+
+/* The library's view of g's gradients (dw[4..7]: the biases'). */
+static ra_layer_grads layer_grads(const grads *g, int accumulate)
+{
+    return (ra_layer_grads){.dwq = g->dw[0], .dwk = g->dw[1], .dwv = g->dw[2], .dwo = g->dw[3],
+                            .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
+                            .dbv = g->dw[6], .dbo = g->dw[7]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -310,7 +340,7 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
     ra_forward_options opt = {path, 1, f->c.p, 42};
     st = ra_layer_forward_train(f->layer, ctx, g->y, tape, f->x, f->c.b, f->c.s, &f->positions,
                                 &opt);
-    ra_layer_grads lg = {g->dw[0], g->dw[1], g->dw[2], g->dw[3], 0};
+    ra_layer_grads lg = layer_grads(g, 0);
     if (st == RA_OK) st = ra_layer_backward(f->layer, ctx, g->dx, &lg, tape, f->dy);
     ra_layer_tape_destroy(tape);
     return st;
@@ -319,16 +349,19 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
 /* ---- finite differences ------------------------------------------------- */
 
 static const layer_case fd_cases[] = {
-    /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope */
-    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0},
-    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0},
-    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0},
-    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0},
-    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0},
-    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0},
-    /* H D != dim, as in Qwen3 (wider) and Mistral-Nemo (narrower)                 dim */
-    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6},
-    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13},
+    /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope dim bias */
+    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0},
+    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0, 0},
+    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0, 0},
+    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0, 0},
+    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0},
+    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0, 0},
+    /* H D != dim, as in Qwen3 (wider) and Mistral-Nemo (narrower) */
+    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, 0},
+    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13, 0},
+    /* biases (Qwen2: bq, bk, bv; here bo as well, before resid_dropout) */
+    {"biases, 2:1 half, ids",    1, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 2, 0.0f, 0, 0, 1},
+    {"biases, dropout, H D > dim", 2, 4, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 1, 0.25f, 0, 8, 1},
 };
 
 static void test_finite_differences(void)
@@ -339,16 +372,17 @@ static void test_finite_differences(void)
         fixture f;
         fixture_make(&f, &fd_cases[t], 100 + 10 * t);
         double *y_ref = malloc(sizeof(double) * f.n_x);
-        double *w[4] = {f.wd[0], f.wd[1], f.wd[2], f.wd[3]};
-        loss_d(&f, f.xd, w, y_ref);
-        double *fd[5];
+        loss_d(&f, f.xd, f.wd, y_ref);
+        double *fd[1 + N_PARAMS] = {0};
         fd[0] = malloc(sizeof(double) * f.n_x);
         finite_differences(&f, f.xd, f.n_x, fd[0]);
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < N_PARAMS; j++) {
+            if (!f.n_w[j]) continue;
             fd[1 + j] = malloc(sizeof(double) * f.n_w[j]);
             finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
         }
-        static const char *const names[5] = {"dx", "dwq", "dwk", "dwv", "dwo"};
+        static const char *const names[1 + N_PARAMS] = {"dx", "dwq", "dwk", "dwv", "dwo",
+                                                        "dbq", "dbk", "dbv", "dbo"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -358,10 +392,10 @@ static void test_finite_differences(void)
             double ey = rel_err(g.y, y_ref, f.n_x), worst = 0;
             CHECK(ey <= 1e-5, "%s path %d: y differs from the double forward by %.3g", f.c.name,
                   path, ey);
-            const float *got[5] = {g.dx, g.dw[0], g.dw[1], g.dw[2], g.dw[3]};
-            const int64_t n[5] = {f.n_x, f.n_w[0], f.n_w[1], f.n_w[2], f.n_w[3]};
-            for (int j = 0; j < 5; j++) {
-                double e = rel_err(got[j], fd[j], n[j]);
+            for (int j = 0; j < 1 + N_PARAMS; j++) {
+                if (!fd[j]) continue; /* no such bias */
+                const float *got = j ? g.dw[j - 1] : g.dx;
+                double e = rel_err(got, fd[j], j ? f.n_w[j - 1] : f.n_x);
                 CHECK(e <= FD_TOL, "%s path %d: %s differs from finite differences by %.3g",
                       f.c.name, path, names[j], e);
                 worst = fmax(worst, e);
@@ -370,7 +404,7 @@ static void test_finite_differences(void)
                    path == RA_PATH_REFERENCE ? "reference" : "flash", ey, worst);
             grads_free(&g);
         }
-        for (int j = 0; j < 5; j++) free(fd[j]);
+        for (int j = 0; j < 1 + N_PARAMS; j++) free(fd[j]);
         free(y_ref);
         fixture_free(&f);
     }
@@ -387,9 +421,9 @@ static void test_finite_differences(void)
 static void test_paths_and_threads(void)
 {
     const layer_case cases[] = {
-        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0},
-        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0},
-        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0},
+        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, 0},
+        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0, 0},
+        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0, 0},
     };
     ra_context *ctxs[4] = {NULL, NULL, NULL, NULL};
     for (int i = 1; i < 4; i++) CHECK(ra_context_create(&ctxs[i], i) == RA_OK, "ctx %d", i);
@@ -408,15 +442,18 @@ static void test_paths_and_threads(void)
                 CHECK(run_library(&f, ctxs[c], p, &g) == RA_OK, "%s", f.c.name);
                 int same = memcmp(g.y, by_path[path].y, sizeof(float) * f.n_x) == 0 &&
                            memcmp(g.dx, by_path[path].dx, sizeof(float) * f.n_x) == 0;
-                for (int j = 0; j < 4; j++)
-                    same &= memcmp(g.dw[j], by_path[path].dw[j], sizeof(float) * f.n_w[j]) == 0;
+                for (int j = 0; j < N_PARAMS; j++)
+                    same &= !f.n_w[j] ||
+                            memcmp(g.dw[j], by_path[path].dw[j], sizeof(float) * f.n_w[j]) == 0;
                 CHECK(same, "%s path %d: %d threads differ from 2", f.c.name, path, c);
                 grads_free(&g);
             }
         }
         double worst = ra_test_max_rel_diff(by_path[1].dx, by_path[0].dx, f.n_x);
-        for (int j = 0; j < 4; j++)
-            worst = fmax(worst, ra_test_max_rel_diff(by_path[1].dw[j], by_path[0].dw[j], f.n_w[j]));
+        for (int j = 0; j < N_PARAMS; j++)
+            if (f.n_w[j])
+                worst = fmax(worst, ra_test_max_rel_diff(by_path[1].dw[j], by_path[0].dw[j],
+                                                         f.n_w[j]));
         CHECK(worst <= 1e-5, "%s: flash and reference gradients differ by %.3g", f.c.name, worst);
         printf("  %-32s flash vs reference gradients %.1e\n", f.c.name, worst);
         grads_free(&by_path[0]);
@@ -437,10 +474,10 @@ static void test_paths_and_threads(void)
 static void test_forward_matches(void)
 {
     const layer_case cases[] = {
-        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0},
-        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0},
-        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0},
-        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0}};
+        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0},
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0},
+        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0, 0},
+        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0, 0}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -483,7 +520,7 @@ static void test_forward_matches(void)
  * mask is checked by the finite differences with dropout above.) */
 static void test_output_mask(void)
 {
-    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0};
+    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0, 0};
     fixture f;
     fixture_make(&f, &c, 800);
     grads g;
@@ -503,11 +540,11 @@ static void test_output_mask(void)
     for (int k = 0; dropped >= 0 && kept >= 0 && k < 2; k++) {
         memset(f.dy, 0, sizeof(float) * f.n_x);
         f.dy[probes[k]] = 1.0f;
-        ra_layer_grads lg = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
+        ra_layer_grads lg = layer_grads(&g, 0);
         CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
         double norm = 0;
         for (int64_t i = 0; i < f.n_x; i++) norm += fabs(g.dx[i]);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < N_PARAMS; j++)
             for (int64_t i = 0; i < f.n_w[j]; i++) norm += fabs(g.dw[j][i]);
         CHECK(k == 0 ? norm == 0 : norm > 0, "%s element: gradient norm %g",
               k == 0 ? "dropped" : "kept", norm);
@@ -525,7 +562,8 @@ static void test_output_mask(void)
  * the same bits) and serves a smaller call after a larger one. */
 static void test_accumulate_and_reuse(void)
 {
-    const layer_case c = {"S 12", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.1f, 0, 0};
+    const layer_case c = {"S 12, biases", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0,
+                          0.1f, 0, 0, 1};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -536,27 +574,32 @@ static void test_accumulate_and_reuse(void)
     ra_forward_options opt = {RA_PATH_FLASH, 1, 0.1f, 42};
     CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
               RA_OK, "forward");
-    for (int j = 0; j < 4; j++) {
-        for (int64_t i = 0; i < f.n_w[j]; i++) g.dw[j][i] = NAN;
-        memset(h.dw[j], 0, sizeof(float) * f.n_w[j]);
+    for (int j = 0; j < N_PARAMS; j++) {
+        for (int64_t i = 0; i < f.n_w[j]; i++) g.dw[j][i] = NAN, h.dw[j][i] = 0.0f;
     }
     for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
-    ra_layer_grads overwrite = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
-    ra_layer_grads accumulate = {h.dw[0], h.dw[1], h.dw[2], h.dw[3], 1};
+    ra_layer_grads overwrite = layer_grads(&g, 0), accumulate = layer_grads(&h, 1);
+    ra_layer_grads no_dbk = overwrite, dbo_on_bo = overwrite;
+    no_dbk.dbk = NULL;     /* the layer has bk */
+    dbo_on_bo.dbo = f.w[7];
+    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &no_dbk, tape, f.dy) == RA_ERR_NULL, "no dbk");
+    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &dbo_on_bo, tape, f.dy) == RA_ERR_ARGUMENT,
+          "dbo on bo");
     CHECK(ra_layer_backward(f.layer, NULL, g.dx, &overwrite, tape, f.dy) == RA_OK, "overwrite");
     CHECK(ra_layer_backward(f.layer, NULL, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 1");
     CHECK(memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0, "a second backward differs (dx)");
-    for (int j = 0; j < 4; j++)
-        CHECK(memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0,
-              "accumulating into zeros differs from overwriting (weight %d)", j);
+    for (int j = 0; j < N_PARAMS; j++)
+        CHECK(!f.n_w[j] || memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0,
+              "accumulating into zeros differs from overwriting (parameter %d)", j);
     CHECK(ra_layer_backward(f.layer, NULL, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 2");
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < N_PARAMS; j++) {
         double worst = 0, ref = 0;
+        if (!f.n_w[j]) continue;
         for (int64_t i = 0; i < f.n_w[j]; i++) {
             worst = fmax(worst, fabs(h.dw[j][i] - 2.0 * g.dw[j][i]));
             ref = fmax(ref, fabs(2.0 * g.dw[j][i]));
         }
-        CHECK(worst <= 1e-6 * ref, "weight %d: two accumulations differ from 2 G by %.3g", j,
+        CHECK(worst <= 1e-6 * ref, "parameter %d: two accumulations differ from 2 G by %.3g", j,
               worst / ref);
     }
     CHECK(memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0, "dx was accumulated");
@@ -564,19 +607,20 @@ static void test_accumulate_and_reuse(void)
     /* A smaller call on the same tape: its gradients equal a fresh tape's. */
     grads small;
     grads_alloc(&small, &f);
-    ra_layer_grads ls = {small.dw[0], small.dw[1], small.dw[2], small.dw[3], 0};
+    ra_layer_grads ls = layer_grads(&small, 0);
     ra_positions start = {.start = 2};
     CHECK(ra_layer_forward_train(f.layer, NULL, small.y, tape, f.x, 1, 5, &start, &opt) == RA_OK,
           "small forward");
     CHECK(ra_layer_backward(f.layer, NULL, small.dx, &ls, tape, f.dy) == RA_OK, "small backward");
     ra_layer_tape *fresh;
     CHECK(ra_layer_tape_create(&fresh, f.layer, 5) == RA_OK, "fresh tape");
-    ra_layer_grads lh = {h.dw[0], h.dw[1], h.dw[2], h.dw[3], 0};
+    ra_layer_grads lh = layer_grads(&h, 0);
     CHECK(ra_layer_forward_train(f.layer, NULL, h.y, fresh, f.x, 1, 5, &start, &opt) == RA_OK,
           "fresh forward");
     CHECK(ra_layer_backward(f.layer, NULL, h.dx, &lh, fresh, f.dy) == RA_OK, "fresh backward");
     int same = memcmp(small.dx, h.dx, sizeof(float) * 5 * f.dim) == 0;
-    for (int j = 0; j < 4; j++) same &= memcmp(small.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
+    for (int j = 0; j < N_PARAMS; j++)
+        same &= !f.n_w[j] || memcmp(small.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
     CHECK(same, "a reused tape gives other gradients than a fresh one");
     ra_layer_tape_destroy(fresh);
     ra_layer_tape_destroy(tape);
@@ -594,7 +638,7 @@ static void test_tape_keeps_positions(void)
 {
     for (int mode = 1; mode <= 2; mode++) {
         const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, mode,
-                              0.0f, 0, 0};
+                              0.0f, 0, 0, 0};
         fixture f;
         fixture_make(&f, &c, 950 + mode);
         grads g, h;
@@ -603,8 +647,8 @@ static void test_tape_keeps_positions(void)
         ra_layer_tape *tape;
         CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
         ra_forward_options opt = {RA_PATH_FLASH, 1, 0.0f, 42};
-        ra_layer_grads lg = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
-        ra_layer_grads lh = {h.dw[0], h.dw[1], h.dw[2], h.dw[3], 0};
+        ra_layer_grads lg = layer_grads(&g, 0);
+        ra_layer_grads lh = layer_grads(&h, 0);
         CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions,
                                      &opt) == RA_OK, "forward");
         CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
@@ -614,7 +658,8 @@ static void test_tape_keeps_positions(void)
         for (int64_t b = 0; b < c.b; b++) f.starts[b] = 500 + b;
         CHECK(ra_layer_backward(f.layer, NULL, h.dx, &lh, tape, f.dy) == RA_OK, "backward");
         int same = memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0;
-        for (int j = 0; j < 4; j++) same &= memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
+        for (int j = 0; j < N_PARAMS; j++)
+            same &= !f.n_w[j] || memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
         CHECK(same, "mode %d: the backward read the caller's positions, not the tape's", mode);
         ra_layer_tape_destroy(tape);
         grads_free(&g);
@@ -635,7 +680,7 @@ static int all_bytes(const void *p, size_t n, unsigned char value)
 
 static void test_errors(void)
 {
-    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0};
+    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0};
     fixture f, other;
     fixture_make(&f, &c, 1000);
     fixture_make(&other, &c, 1001);
@@ -688,7 +733,7 @@ static void test_errors(void)
     /* A backward needs a filled tape of this layer and disjoint outputs. */
     memset(g.dx, 0x7f, sizeof(float) * f.n_x);
     for (int j = 0; j < 4; j++) memset(g.dw[j], 0x7f, sizeof(float) * f.n_w[j]);
-    ra_layer_grads lg = {g.dw[0], g.dw[1], g.dw[2], g.dw[3], 0};
+    ra_layer_grads lg = layer_grads(&g, 0);
     ra_layer_grads no_dwv = lg, dwq_on_dwo = lg, dwk_on_wk = lg;
     no_dwv.dwv = NULL;
     dwq_on_dwo.dwq = g.dw[3];

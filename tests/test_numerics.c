@@ -311,7 +311,7 @@ static void test_seq_one(void)
     ra_test_fill(x, DIM, 8);
     ra_layer_config lc = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV,
                           .rope = ra_rope_config_default(0)};
-    ra_layer_weights lw = {wq, wk, wv, wo};
+    ra_layer_weights lw = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
     ra_forward_options opt = {RA_PATH_REFERENCE, 0, 0, 0};
@@ -457,7 +457,7 @@ static void test_positions_near_limit(void)
     ra_test_fill(w, DIM * DIM, 3);
     ra_test_fill(xs, S * DIM, 4);
     ra_layer_config lc = {.dim = DIM, .n_heads = H, .rope = ra_rope_config_default(0)};
-    ra_layer_weights lw = {w, w, w, w};
+    ra_layer_weights lw = {.wq = w, .wk = w, .wv = w, .wo = w};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
     CHECK(ra_layer_forward(layer, NULL, ys, xs, 1, S, &at_limit, NULL) == RA_OK, "layer at the limit");

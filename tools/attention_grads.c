@@ -33,15 +33,16 @@ int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x
                     "which is %s's %s", dy_path, got, x_path, want);
 }
 
-/* dL/dX and dL/dW for each projection, float32. */
+/* dL/dX, and dL/dW and dL/db for each projection (db: where it has a
+ * bias), float32. */
 typedef struct gradients {
-    float *dx, *dw[N_PROJ];
+    float *dx, *dw[N_PROJ], *db[N_PROJ];
 } gradients;
 
 static void gradients_free(gradients *g)
 {
     free(g->dx);
-    for (int p = 0; p < N_PROJ; p++) free(g->dw[p]);
+    for (int p = 0; p < N_PROJ; p++) free(g->dw[p]), free(g->db[p]);
 }
 
 /* Y and the gradients; RA_ERR_NOMEM if a buffer cannot be had. */
@@ -49,46 +50,55 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
                                   gradients *g)
 {
     g->dx = malloc((size_t)job->x->count * sizeof(float));
-    for (int p = 0; p < N_PROJ; p++)
+    if (!g->dx) return RA_ERR_NOMEM;
+    for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *b = job->tensors->bias[p];
         g->dw[p] = malloc((size_t)job->tensors->proj[p]->count * sizeof(float));
-    if (!g->dx || !g->dw[0] || !g->dw[1] || !g->dw[2] || !g->dw[3]) return RA_ERR_NOMEM;
+        if (b) g->db[p] = malloc((size_t)b->count * sizeof(float));
+        if (!g->dw[p] || (b && !g->db[p])) return RA_ERR_NOMEM;
+    }
     ra_layer_tape *tape;
     ra_status status = ra_layer_tape_create(&tape, job->layer, job->batch * job->seq);
     if (status != RA_OK) return status;
     ra_forward_options options = {job->path, 0, 0.0f, 0};
     status = ra_layer_forward_train(job->layer, ctx, y, tape, job->x->data, job->batch,
                                               job->seq, &job->positions, &options);
-    ra_layer_grads grads = {g->dw[PROJ_Q], g->dw[PROJ_K], g->dw[PROJ_V], g->dw[PROJ_O], 0};
+    ra_layer_grads grads = {.dwq = g->dw[PROJ_Q], .dwk = g->dw[PROJ_K], .dwv = g->dw[PROJ_V],
+                            .dwo = g->dw[PROJ_O], .dbq = g->db[PROJ_Q], .dbk = g->db[PROJ_K],
+                            .dbv = g->db[PROJ_V], .dbo = g->db[PROJ_O]};
     if (status == RA_OK)
         status = ra_layer_backward(job->layer, ctx, g->dx, &grads, tape, job->dy->data);
     ra_layer_tape_destroy(tape);
     return status;
 }
 
-/* G: "x" = dL/dX in X's shape, then each weight's gradient under its name. */
+/* out gets the F32 tensor `data` named and shaped as like. */
+static void describe(ra_st_tensor *out, const ra_st_tensor *like, float *data)
+{
+    memset(out, 0, sizeof *out);
+    out->name = like->name;
+    out->ndim = like->ndim;
+    memcpy(out->shape, like->shape, sizeof out->shape);
+    out->count = like->count;
+    out->data = data;
+    out->dtype = RA_ST_F32;
+    out->nbytes = (size_t)out->count * sizeof(float);
+}
+
+/* G: "x" = dL/dX in X's shape, then each weight's and bias's gradient under
+ * its name. */
 static int write_gradients(const attention_grads_job *job, const gradients *g)
 {
-    ra_st_tensor out[1 + N_PROJ];
-    memset(out, 0, sizeof out);
-    out[0].name = "x";
-    out[0].ndim = job->x->ndim;
-    memcpy(out[0].shape, job->x->shape, sizeof out[0].shape);
-    out[0].count = job->x->count;
-    out[0].data = g->dx;
-    for (int p = 0; p < N_PROJ; p++) {
-        const ra_st_tensor *w = job->tensors->proj[p];
-        out[1 + p].name = w->name;
-        out[1 + p].ndim = w->ndim;
-        memcpy(out[1 + p].shape, w->shape, sizeof out[1 + p].shape);
-        out[1 + p].count = w->count;
-        out[1 + p].data = g->dw[p];
-    }
-    for (int i = 0; i < 1 + N_PROJ; i++) {
-        out[i].dtype = RA_ST_F32;
-        out[i].nbytes = (size_t)out[i].count * sizeof(float);
-    }
+    ra_st_tensor out[1 + 2 * N_PROJ], x = {.name = "x", .ndim = job->x->ndim,
+                                           .count = job->x->count};
+    memcpy(x.shape, job->x->shape, sizeof x.shape);
+    int n = 0;
+    describe(&out[n++], &x, g->dx);
+    for (int p = 0; p < N_PROJ; p++) describe(&out[n++], job->tensors->proj[p], g->dw[p]);
+    for (int p = 0; p < N_PROJ; p++)
+        if (job->tensors->bias[p]) describe(&out[n++], job->tensors->bias[p], g->db[p]);
     char msg[CLI_MSG_LEN];
-    if (ra_safetensors_write(job->grads_path, out, 1 + N_PROJ, msg, sizeof msg) != RA_OK)
+    if (ra_safetensors_write(job->grads_path, out, n, msg, sizeof msg) != RA_OK)
         return cli_fail(EXIT_FAIL, "%s", msg);
     return 0;
 }

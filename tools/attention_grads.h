@@ -2,8 +2,8 @@
  * attention_grads.h — the training side of `ropeattn attention`: with
  * --grad-output DY.npy --grads G.safetensors, the layer runs its training
  * forward (dropout 0, so Y is the inference Y) and its backward for
- * L = sum(Y * DY), and G gets dL/dX as tensor "x" and each projection's
- * gradient under that projection's own name in the checkpoint, as F32.
+ * L = sum(Y * DY), and G gets dL/dX as tensor "x" and the gradient of each
+ * projection's weight and bias under its own name in the checkpoint, as F32.
  */
 #ifndef RA_TOOLS_ATTENTION_GRADS_H
 #define RA_TOOLS_ATTENTION_GRADS_H

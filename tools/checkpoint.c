@@ -152,12 +152,9 @@ int checkpoint_find_attention(const ra_safetensors *st, const char *path,
         if (!out->proj[p])
             return cli_fail(EXIT_FAIL, "%s has '%s' but no tensor '%s'", path,
                             out->proj[PROJ_Q]->name, name);
-        /* The seed's projections have no bias: refuse rather than drop one. */
-        size_t len = strlen(name);
+        size_t len = strlen(name); /* "...q_proj.weight" -> "...q_proj.bias" */
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
-        if (ra_safetensors_find(st, name))
-            return cli_fail(EXIT_FAIL, "%s has '%s': projections with a bias are not supported "
-                            "(the seed's Attention, like Llama's, has none)", path, name);
+        out->bias[p] = ra_safetensors_find(st, name);
     }
     /* Normalized q and k (Qwen3, OLMo 2, Gemma 3) change the attention:
      * refuse rather than ignore the norms. */

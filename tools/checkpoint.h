@@ -1,7 +1,8 @@
 /*
  * checkpoint.h — finds the four attention projections of one layer in a
  * .safetensors checkpoint, whichever of the common naming schemes it uses,
- * and converts them to float32.
+ * with their biases where it has them (Qwen2: q_proj.bias ...), and
+ * converts them to float32.
  *
  * Names tried (N is the layer number given by --layer):
  *   the seed's Attention module      wq.weight  wk.weight  wv.weight  wo.weight
@@ -23,11 +24,13 @@ enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
 
 typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
+    const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
     ra_layout layout;                 /* the layout the names imply */
 } attention_tensors;
 
 /* Finds the projections of layer `layer` (-1: the file must name a single
- * layer, or none).  On failure prints one message naming path and returns
+ * layer, or none) and their biases.  Normalized q and k (q_norm, k_norm)
+ * are refused.  On failure prints one message naming path and returns
  * EXIT_FAIL. */
 int checkpoint_find_attention(const ra_safetensors *st, const char *path,
                               int64_t layer, attention_tensors *out);

@@ -58,7 +58,7 @@ static const char usage[] =
     "                  respect to Y (L = sum(Y * DY)); needs --grads\n"
     "  --grads G       also run the layer's backward and write G (.safetensors,\n"
     "                  F32): tensor 'x' = dL/dX in X's shape, and each weight's\n"
-    "                  gradient under that weight's own name in W (e.g.\n"
+    "                  and bias's gradient under its own name in W (e.g.\n"
     "                  model.layers.0.self_attn.q_proj.weight); written only on\n"
     "                  success, with Y.  Not with --prefill\n"
     ROPE_CLI_USAGE
@@ -154,6 +154,13 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     if (!failed) failed = shape_mismatch(ckpt, PROJ_K, n_kv_heads * head_dim, dim, why);
     if (!failed) failed = shape_mismatch(ckpt, PROJ_V, n_kv_heads * head_dim, dim, why);
     if (!failed) failed = shape_mismatch(ckpt, PROJ_O, dim, n_heads * head_dim, why);
+    for (int p = 0; !failed && p < N_PROJ; p++) {
+        const ra_st_tensor *b = ckpt->tensors.bias[p], *w = ckpt->tensors.proj[p];
+        if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values "
+                              "(the rows of '%s')", b->name, ckpt->path,
+                              (long long)w->shape[0], w->name);
+    }
     if (failed) return failed;
 
     config->dim = dim;
@@ -204,15 +211,21 @@ static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t s
     return 0;
 }
 
-/* Converts the four projections to float32 and builds the layer. */
+/* Converts the four projections and their biases to float32 (weights[p],
+ * weights[N_PROJ + p]; NULL where there is no bias) and builds the layer. */
 static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
-                        float *weights[N_PROJ], ra_layer **layer)
+                        float *weights[2 * N_PROJ], ra_layer **layer)
 {
     for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *b = ckpt->tensors.bias[p];
         int failed = checkpoint_load_f32(ckpt->tensors.proj[p], ckpt->path, &weights[p]);
+        if (!failed && b) failed = checkpoint_load_f32(b, ckpt->path, &weights[N_PROJ + p]);
         if (failed) return failed;
     }
-    ra_layer_weights w = {weights[PROJ_Q], weights[PROJ_K], weights[PROJ_V], weights[PROJ_O]};
+    float *const *bias = weights + N_PROJ;
+    ra_layer_weights w = {.wq = weights[PROJ_Q], .wk = weights[PROJ_K], .wv = weights[PROJ_V],
+                          .wo = weights[PROJ_O], .bq = bias[PROJ_Q], .bk = bias[PROJ_K],
+                          .bv = bias[PROJ_V], .bo = bias[PROJ_O]};
     ra_status status = ra_layer_create(layer, config, &w);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the attention layer");
 }
@@ -315,7 +328,7 @@ static int run(const attention_options *opts)
     ra_npy x = {0}, dy = {0};
     positions_file file = {0};
     int64_t *ids = NULL;
-    float *weights[N_PROJ] = {0};
+    float *weights[2 * N_PROJ] = {0}; /* weights, then biases */
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
     ra_layer_config config = {0};
@@ -346,7 +359,7 @@ static int run(const attention_options *opts)
         failed = compute_and_write(opts, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
     ra_context_destroy(ctx);
     ra_layer_destroy(layer);
-    for (int p = 0; p < N_PROJ; p++) free(weights[p]);
+    for (int p = 0; p < 2 * N_PROJ; p++) free(weights[p]);
     free(ids);
     positions_free(&file);
     ra_npy_free(&dy);

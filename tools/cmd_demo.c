@@ -111,7 +111,7 @@ static int build(demo *d)
                               .head_dim = DEMO_HEAD_DIM,
                               .rope = ra_rope_config_default(DEMO_HEAD_DIM)};
     config.rope.table_size = d->seq;
-    ra_layer_weights weights = {w[0], w[1], w[2], w[3]};
+    ra_layer_weights weights = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3]};
     ra_status status = ra_layer_create(&d->layer, &config, &weights);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the demo layer");
 }

@@ -61,7 +61,7 @@ int train_model_create(train_model *m, const train_model_config *config, uint64_
     ra_layer_config lc = {.dim = c->dim, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
                           .rope = ra_rope_config_default(c->dim / c->n_heads),
                           .no_rope = c->no_rope};
-    ra_layer_weights w = {p + b.wq, p + b.wk, p + b.wv, p + b.wo};
+    ra_layer_weights w = {.wq = p + b.wq, .wk = p + b.wk, .wv = p + b.wv, .wo = p + b.wo};
     ra_status status = ra_layer_create(&m->layer, &lc, &w);
     if (status == RA_OK) status = ra_layer_tape_create(&m->tape, m->layer, c->max_tokens);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the train demo's layer");
@@ -144,7 +144,7 @@ ra_status train_model_run(train_model *m, ra_context *ctx, const int32_t *tokens
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dim, (int)V, 1.0f,
                 m->logits, (int)V, p + b.readout, (int)dim, 0.0f, m->dy, (int)dim);
     /* y = layer(x): dx and the layer's weight gradients */
-    ra_layer_grads lg = {g + b.wq, g + b.wk, g + b.wv, g + b.wo, 0};
+    ra_layer_grads lg = {.dwq = g + b.wq, .dwk = g + b.wk, .dwv = g + b.wv, .dwo = g + b.wo};
     status = ra_layer_backward(m->layer, ctx, m->dx, &lg, m->tape, m->dy);
     if (status != RA_OK) return status;
     /* x = embed[tokens]: dembed[token] += dx */

@@ -209,12 +209,12 @@ def cases():
     small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                  num_hidden_layers=1, intermediate_size=32, vocab_size=32,
                  max_position_embeddings=64)
-    # Other families with Llama's tensor names: partial rotary (StableLM);
-    # q/k/v biases (Qwen2) and per-head q/k RMSNorm (Qwen3), which the CLI
-    # must refuse rather than ignore.
+    # Other families with Llama's tensor names: partial rotary (StableLM),
+    # q/k/v biases (Qwen2); per-head q/k RMSNorm (Qwen3), which the CLI must
+    # refuse rather than ignore.
     for name, family, extra, grads in (
             ("stablelm_partial", "StableLm", {"partial_rotary_factor": 0.25}, True),
-            ("qwen2_bias", "Qwen2", {}, False),
+            ("qwen2_bias", "Qwen2", {}, True),
             ("qwen3_qknorm", "Qwen3", {"head_dim": 16}, False)):
         config_cls = getattr(transformers, family + "Config", None)
         model_cls = getattr(transformers, family + "ForCausalLM", None)

@@ -1,6 +1,6 @@
 /*
  * fuzz_layer.c — the attention layer on fuzzed arguments: ra_layer_create
- * (dim, heads, kv heads, head_dim, biases, rope), ra_layer_forward (batch,
+ * (dim, heads, kv heads, head_dim, biases, q/k norms, rope), ra_layer_forward (batch,
  * sequence, positions, path, training dropout, the calling thread or two)
  * and ra_layer_forward_cached (a prefill then single-token steps, caches of
  * every dtype).
@@ -50,7 +50,20 @@ NO_COVERAGE static void project(float *out, const float *a, const float *w, cons
 /* The seed's Attention.forward in inference: y [B, S, dim], with the rotated
  * keys and the values rounded to `storage` as a KV cache of that dtype
  * keeps them (RA_F32: as they are). */
-NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *const w[8],
+/* Each row of d: weight * row / sqrt(mean(row^2) + eps), in double,
+ * rounded to float (weight NULL: none). */
+NO_COVERAGE static void norm_rows(float *x, const float *weight, int64_t rows, int64_t d,
+                                  double eps)
+{
+    for (int64_t r = 0; weight && r < rows; r++) {
+        double squares = 0;
+        for (int64_t i = 0; i < d; i++) squares += (double)x[r * d + i] * x[r * d + i];
+        for (int64_t i = 0; i < d; i++)
+            x[r * d + i] = (float)(weight[i] * (x[r * d + i] / sqrt(squares / (double)d + eps)));
+    }
+}
+
+NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *const w[10],
                                          const float *x, int64_t batch, int64_t seq,
                                          const ra_positions *pos, ra_dtype storage, double *y)
 {
@@ -62,6 +75,8 @@ NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *con
     project(q, x, w[0], w[4], tokens, H * D, dim);
     project(k, x, w[1], w[5], tokens, Hkv * D, dim);
     project(v, x, w[2], w[6], tokens, Hkv * D, dim);
+    norm_rows(q, w[8], tokens * H, D, c->norm_eps);
+    norm_rows(k, w[9], tokens * Hkv, D, c->norm_eps);
     ra_rope_config rc = c->rope;
     ra_rope *rope;
     FUZZ_CHECK(ra_rope_create(&rope, &rc) == RA_OK, "the layer's rope");
@@ -126,7 +141,7 @@ NO_COVERAGE static double rel_diff(const float *a, const double *b, int64_t n)
 /* The cached layer over the same x: a prefill of p tokens per sequence,
  * then one token at a time, must give the seed's Attention with keys and
  * values rounded as the cache stores them. */
-static void check_cached(fuzz_input *in, const ra_layer *layer, const float *const w[8],
+static void check_cached(fuzz_input *in, const ra_layer *layer, const float *const w[10],
                          const float *x, int64_t batch, int64_t seq)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
@@ -197,16 +212,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t dim = lc.dim > 0 ? lc.dim : 1, wide = dim > heads * head_dim ? dim : heads * head_dim;
     size_t bytes;
     /* wq, wk, wv, wo, each [wide, dim] or [dim, wide] (room for [H D, dim]
-     * and [dim, H D]); then bq, bk, bv, bo of wide values, or NULL */
-    float *w[8] = {NULL};
+     * and [dim, H D]); then bq, bk, bv, bo of wide values, and q_norm,
+     * k_norm of head_dim values, or NULL */
+    float *w[10] = {NULL};
     for (int i = 0; i < 4; i++) {
         w[i] = take_buffer(&in, RA_F32, wide * dim, &bytes);
         for (int64_t j = 0; j < wide * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
     }
-    for (int i = 4; i < 8; i++)
-        if (take_range(&in, 0, 1)) w[i] = take_buffer(&in, RA_F32, wide, &bytes);
-    ra_layer_weights lw = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3],
-                           .bq = w[4], .bk = w[5], .bv = w[6], .bo = w[7]};
+    for (int i = 4; i < 10; i++)
+        if (take_range(&in, 0, 1)) w[i] = take_buffer(&in, RA_F32, i < 8 ? wide : head_dim, &bytes);
+    ra_layer_weights lw = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3], .bq = w[4],
+                           .bk = w[5], .bv = w[6], .bo = w[7], .q_norm = w[8], .k_norm = w[9]};
     ra_layer *layer = (ra_layer *)&layer;
     ra_status st = ra_layer_create(&layer, &lc, &lw);
     if (!valid || st != RA_OK) {
@@ -214,7 +230,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(st == RA_ERR_SIZE || st == RA_ERR_DIM || st == RA_ERR_GQA ||
                        st == RA_ERR_HEAD_DIM, "ra_layer_create: status %d", (int)st);
         FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
-        for (int i = 0; i < 8; i++) free(w[i]);
+        for (int i = 0; i < 10; i++) free(w[i]);
         return 0;
     }
     int64_t batch = take_size(&in, 2, &valid), seq = take_size(&in, 10, &valid);
@@ -253,7 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fuzz_positions_free(&fp);
     free(x), free(y);
-    for (int i = 0; i < 8; i++) free(w[i]);
+    for (int i = 0; i < 10; i++) free(w[i]);
     ra_layer_destroy(layer);
     return 0;
 }

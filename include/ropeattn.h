@@ -515,6 +515,8 @@ typedef struct ra_layer_config {
                            every angle is 0, on every path) — a layer
                            without position information, for ablations
                            (like Hugging Face's no_rope_layers) */
+    double norm_eps;    /* epsilon of the q and k norms (weights.q_norm);
+                           0 means 1e-6, Qwen3's rms_norm_eps */
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and
@@ -531,6 +533,11 @@ typedef struct ra_layer_weights {
     const float *bk; /* [Hkv * D] or NULL */
     const float *bv; /* [Hkv * D] or NULL */
     const float *bo; /* [dim] or NULL */
+    /* RMSNorm weights over each head of q and of k, applied after the
+     * projection (and bias) and before RoPE, as Qwen3 does:
+     * q_h = q_norm * q_h / sqrt(mean(q_h^2) + norm_eps).  NULL: none. */
+    const float *q_norm; /* [D] or NULL */
+    const float *k_norm; /* [D] or NULL */
 } ra_layer_weights;
 
 typedef struct ra_layer ra_layer;
@@ -548,9 +555,10 @@ typedef struct ra_forward_options {
     uint64_t seed;     /* dropout seed, used only when training */
 } ra_forward_options;
 
-/* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads ->
- * RoPE at the given positions -> causal GQA attention -> wo (+ bo).  NULL positions means start 0;
- * NULL options means inference on RA_PATH_AUTO.  The projections use CBLAS.
+/* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
+ * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
+ * wo (+ bo).  NULL positions means start 0; NULL options means inference
+ * on RA_PATH_AUTO.  The projections use CBLAS.
  * Positions only move RoPE: the causal mask is by token index, as in the
  * seed and transformers.  Packed batches (cu_seqlens) are refused with
  * RA_ERR_UNSUPPORTED: their attention must stay inside each sequence.
@@ -612,8 +620,9 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
                                         const ra_forward_options *options);
 
 /* Where ra_layer_backward puts the weights' gradients, float32, shaped as
- * the weights ([out_features, in_features]) and biases.  A bias gradient is
- * required where the layer has that bias, and ignored where it has none. */
+ * the weights ([out_features, in_features]), biases and norms.  A bias's or
+ * norm's gradient is required where the layer has it, and ignored where it
+ * has none. */
 typedef struct ra_layer_grads {
     float *dwq;     /* [H * D, dim] */
     float *dwk;     /* [Hkv * D, dim] */
@@ -625,6 +634,8 @@ typedef struct ra_layer_grads {
     float *dbk;     /* [Hkv * D] */
     float *dbv;     /* [Hkv * D] */
     float *dbo;     /* [dim] */
+    float *dq_norm; /* [D] */
+    float *dk_norm; /* [D] */
 } ra_layer_grads;
 
 /* The backward of the forward recorded in tape: given dy = dL/dy, writes

@@ -8,9 +8,12 @@
  *      each tile as attention loads it: no pass of its own over xq and xk)
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
- * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv).
+ * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv),
+ * and q and k are normalized per head before RoPE where the layer has the
+ * norms (Qwen3).
  */
 #include <limits.h>
+#include <math.h>
 
 #include "attention_internal.h"
 #include "gemm.h"
@@ -28,6 +31,8 @@ static ra_status resolve_config(ra_layer_config *c)
         c->head_dim = c->dim / c->n_heads;
     }
     if (c->head_dim % 2) return RA_ERR_HEAD_DIM;
+    if (c->norm_eps == 0) c->norm_eps = 1e-6;
+    if (!(c->norm_eps > 0 && c->norm_eps < 1)) return RA_ERR_ARGUMENT;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
     if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
@@ -111,19 +116,55 @@ static void add_bias(float *y, const float *bias, int64_t rows, int64_t cols)
         for (int64_t i = 0; i < cols; i++) y[r * cols + i] += bias[i];
 }
 
-/* xq = wq(x), xk = wk(x), xv = wv(x) for tokens rows of x, contiguous. */
-static void project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv, const float *x,
-                        int64_t tokens)
+void ra_layer_rms_norm(float *x, const float *weight, int64_t rows, int64_t d, double eps)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * d;
+        double squares = 0;
+        for (int64_t i = 0; i < d; i++) squares += (double)row[i] * row[i];
+        float scale = (float)(1.0 / sqrt(squares / (double)d + eps));
+        for (int64_t i = 0; i < d; i++) row[i] = weight[i] * (row[i] * scale);
+    }
+}
+
+void ra_layer_rms_norm_backward(float *g, float *dweight, const float *x, const float *weight,
+                                int64_t rows, int64_t d, double eps)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *gr = g + r * d;
+        const float *xr = x + r * d;
+        double squares = 0, dot = 0;
+        for (int64_t i = 0; i < d; i++) squares += (double)xr[i] * xr[i];
+        double scale = 1.0 / sqrt(squares / (double)d + eps);
+        for (int64_t i = 0; i < d; i++) {
+            double xhat = xr[i] * scale;
+            dweight[i] += (float)(gr[i] * xhat);
+            dot += (double)gr[i] * weight[i] * xhat;
+        }
+        dot /= (double)d;
+        for (int64_t i = 0; i < d; i++)
+            gr[i] = (float)(scale * ((double)gr[i] * weight[i] - xr[i] * scale * dot));
+    }
+}
+
+void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
+                          const float *x, int64_t tokens, int normalize)
 {
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
     ra_gemm_nt(xq, x, w->wq, tokens, q_dim, c->dim);
     ra_gemm_nt(xk, x, w->wk, tokens, kv, c->dim);
-    ra_gemm_nt(xv, x, w->wv, tokens, kv, c->dim);
     add_bias(xq, w->bq, tokens, q_dim);
     add_bias(xk, w->bk, tokens, kv);
-    add_bias(xv, w->bv, tokens, kv);
+    if (xv) {
+        ra_gemm_nt(xv, x, w->wv, tokens, kv, c->dim);
+        add_bias(xv, w->bv, tokens, kv);
+    }
+    if (!normalize) return;
+    if (w->q_norm) ra_layer_rms_norm(xq, w->q_norm, tokens * c->n_heads, c->head_dim, c->norm_eps);
+    if (w->k_norm)
+        ra_layer_rms_norm(xk, w->k_norm, tokens * c->n_kv_heads, c->head_dim, c->norm_eps);
 }
 
 /* y = wo(attn) for tokens rows of attn [tokens, H * D]. */
@@ -138,7 +179,7 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const 
                   const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call,
                   int rotate)
 {
-    project_qkv(layer, xq->data, xk->data, xv->data, x, call->tokens); /* xq = wq(x), ... */
+    ra_layer_project_qkv(layer, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
     if (!rotate) return;
     ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
     ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
@@ -254,7 +295,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
 
     /* Nothing is written before the append has accepted everything. */
-    project_qkv(layer, xq.data, xk.data, xv.data, x, tokens);
+    ra_layer_project_qkv(layer, xq.data, xk.data, xv.data, x, tokens, 1);
     ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);

@@ -9,6 +9,8 @@
  *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
  *      regenerated from the seed)
  *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
+ *   -> dq, dk through the q and k norms, where the layer has them (from
+ *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
@@ -29,21 +31,24 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     if (!layer || !dx || !g || !tape || !dy) return RA_ERR_NULL;
     if (!g->dwq || !g->dwk || !g->dwv || !g->dwo) return RA_ERR_NULL;
     const ra_layer_weights *w = &layer->weights;
-    if ((w->bq && !g->dbq) || (w->bk && !g->dbk) || (w->bv && !g->dbv) || (w->bo && !g->dbo))
+    if ((w->bq && !g->dbq) || (w->bk && !g->dbk) || (w->bv && !g->dbv) || (w->bo && !g->dbo) ||
+        (w->q_norm && !g->dq_norm) || (w->k_norm && !g->dk_norm))
         return RA_ERR_NULL;
     if (tape->layer != layer || !tape->filled) return RA_ERR_ARGUMENT;
     const ra_layer_config *c = &layer->config;
-    const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
     const struct {
-        const float *p; /* NULL: none (a bias's gradient is written only where
-                           the layer has the bias) */
+        const float *p; /* NULL: none (a bias's or norm's gradient is written
+                           only where the layer has it) */
         int64_t n;
     } outputs[] = {{dx, n_x}, {g->dwq, n_wq}, {g->dwk, n_wkv}, {g->dwv, n_wkv}, {g->dwo, n_wq},
                    {w->bq ? g->dbq : NULL, q_dim}, {w->bk ? g->dbk : NULL, kv},
-                   {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim}},
-      inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
-                  {w->wo, n_wq}, {w->bq, q_dim}, {w->bk, kv}, {w->bv, kv}, {w->bo, c->dim}};
+                   {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim},
+                   {w->q_norm ? g->dq_norm : NULL, D}, {w->k_norm ? g->dk_norm : NULL, D}},
+      inputs[] = {{dy, n_x},      {tape->x, n_x}, {w->wq, n_wq},    {w->wk, n_wkv},
+                  {w->wv, n_wkv}, {w->wo, n_wq},  {w->bq, q_dim},   {w->bk, kv},
+                  {w->bv, kv},    {w->bo, c->dim}, {w->q_norm, D}, {w->k_norm, D}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -69,6 +74,15 @@ static void bias_grad(float *db, const float *bias, const float *d, int64_t rows
         for (int64_t i = 0; i < cols; i++) db[i] += d[r * cols + i];
 }
 
+/* g through a norm (NULL weight: none) at its input x, and dweight (+)=. */
+static void norm_grad(float *g, float *dweight, const float *x, const float *weight, int64_t rows,
+                      int64_t d, double eps, int accumulate)
+{
+    if (!weight) return;
+    if (!accumulate) memset(dweight, 0, (size_t)d * sizeof(float));
+    ra_layer_rms_norm_backward(g, dweight, x, weight, rows, d, eps);
+}
+
 RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
@@ -84,12 +98,14 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
 
     /* Scratch (the outer workspace: the attention's backward takes the
-     * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D].  The
-     * tape was made with 5 T max(dim, H D) <= RA_MAX_ELEMENTS, so this
-     * size fits. */
+     * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D]; with
+     * q or k norms also q and k before them, [T, H D] and [T, Hkv D].  The
+     * tape was made with 8 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size
+     * fits. */
+    const int norms = w->q_norm || w->k_norm;
     ra_scratch scratch;
-    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)(n_x + 2 * n_q + 2 * n_kv) * sizeof(float),
-                                    &scratch));
+    const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (norms ? n_q + n_kv : 0);
+    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch));
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
@@ -111,6 +127,14 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
     ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
     ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);
+    /* xq, xk = q_norm(xq), k_norm(xk) */
+    if (norms) {
+        float *q_raw = dv + n_kv, *k_raw = q_raw + n_q;
+        ra_layer_project_qkv(layer, q_raw, k_raw, NULL, tape->x, T, 0);
+        norm_grad(dq, grads->dq_norm, q_raw, w->q_norm, T * H, D, c->norm_eps, grads->accumulate);
+        norm_grad(dk, grads->dk_norm, k_raw, w->k_norm, T * Hkv, D, c->norm_eps,
+                  grads->accumulate);
+    }
     /* output = self.wo(output): dwo = g^T attn */
     ra_gemm_tn(grads->dwo, g, v.attn.data, dim, q_dim, T, beta);
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, dx = sum of d w */

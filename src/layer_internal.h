@@ -38,7 +38,23 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_forward_options *options, ra_layer_call *call);
 
-/* xq = wq(x), xk = wk(x), xv = wv(x), then (rotate set) RoPE on xq and
+/* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
+ * contiguous rows of x, each with its bias where the layer has one; then,
+ * normalize set, the q and k norms where the layer has them. */
+void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
+                          const float *x, int64_t tokens, int normalize);
+
+/* Each of rows rows of d in x: weight * row / sqrt(mean(row^2) + eps), in
+ * place (the sum of squares in double). */
+void ra_layer_rms_norm(float *x, const float *weight, int64_t rows, int64_t d, double eps);
+
+/* The backward of ra_layer_rms_norm at its input x (before the norm): g,
+ * the gradient of its output, becomes that of its input, in place, and
+ * dweight (+)= the sum over rows of g * x / sqrt(mean(x^2) + eps). */
+void ra_layer_rms_norm_backward(float *g, float *dweight, const float *x, const float *weight,
+                                int64_t rows, int64_t d, double eps);
+
+/* xq = wq(x), xk = wk(x), xv = wv(x) (ra_layer_project_qkv), then (rotate set) RoPE on xq and
  * xk, in place; unset, attention rotates them as it loads them.
  *   x: [B, S, dim]   xq: [B, S, H, D]   xk, xv: [B, S, Hkv, D] (contiguous) */
 void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,

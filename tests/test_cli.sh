@@ -162,6 +162,10 @@ def gen(out):
             tensors.append((f"model.layers.{layer}.self_attn.{name}", "F32", w.shape,
                             w.astype(np.float32).tobytes()))
     write_safetensors(f"{out}/hf_2layers.safetensors", tensors)
+    # a norm over the whole q projection (OLMo 2), not over each head
+    write_safetensors(f"{out}/hf_fullnorm.safetensors", tensors[:4] +
+                      [("model.layers.0.self_attn.q_norm.weight", "F32", (H * D,),
+                        np.ones(H * D, np.float32).tobytes())])
     held1 = [encode(w, "F32")[1] for w in ws1]
     np.save(f"{out}/ref_layer1.npy", seed_attention(x64, *held1, H, HKV))
     with open(f"{out}/config.json", "w") as f:
@@ -171,6 +175,8 @@ def gen(out):
         json.dump({"num_attention_heads": H, "rope_theta": 500000.0}, f)
     with open(f"{out}/config_bad_hidden.json", "w") as f:
         json.dump({"hidden_size": 128, "num_attention_heads": H}, f)
+    with open(f"{out}/config_gemma.json", "w") as f:
+        json.dump({"num_attention_heads": H, "query_pre_attn_scalar": 256}, f)
 
     # rope and freqs
     xr = rng.uniform(-1, 1, (2, 6, 3, 8)).astype(np.float32)
@@ -1277,6 +1283,10 @@ expect_error "--n-kv-heads not matching wk" y.npy -- attention $SEED --n-heads 4
 expect_error "no --n-heads and no --config" y.npy -- attention $SEED
 expect_error "config hidden_size differs from dim" y.npy -- attention $SEED \
     --config config_bad_hidden.json
+expect_error "a q norm over the whole projection" y.npy -- attention \
+    --weights hf_fullnorm.safetensors --input x.npy --output y.npy --n-heads 4
+expect_error "Gemma's query_pre_attn_scalar" y.npy -- attention $SEED \
+    --config config_gemma.json
 expect_error "missing config file" y.npy -- attention $SEED --config nope.json
 expect_error "several layers and no --layer" y.npy -- attention \
     --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4

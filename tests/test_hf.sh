@@ -10,8 +10,8 @@
 # and dL/dW for L = sum(Y * DY).  Every rope type (default, linear, dynamic
 # below and above its length, yarn with and without mscale, llama3, longrope
 # short and long), head_dim with H * head_dim != hidden_size, GQA 1:1 to 4:1,
-# partial rotary (StableLM), q/k/v biases (Qwen2), a second layer; Qwen3
-# (q/k norms) must be refused with a message naming the tensor.
+# partial rotary (StableLM), q/k/v biases (Qwen2), q/k norms (Qwen3), a
+# second layer.
 #
 # Tolerances, relative to max|ref| (HF itself computes in float32; its own
 # float32 against float64 differs by up to 1e-6 on these cases, and we see
@@ -109,18 +109,6 @@ for dir in tests/hf/*/; do
     [ -f "$dir/case.json" ] || continue
     c=$(basename "$dir")
     cases=$((cases + 1))
-    case $c in
-    qwen3_*)  # must be refused, naming the tensor, with no output
-        want=q_norm.weight
-        rm -f "$TMP/y.npy"
-        if "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
-            --input "$dir/x.npy" --output "$TMP/y.npy" 2>"$TMP/err"; then
-            fail "$c: accepted"
-        elif grep -q "$want" "$TMP/err" && [ ! -e "$TMP/y.npy" ]; then pass
-        else fail "$c: $(cat "$TMP/err")"
-        fi
-        continue ;;
-    esac
     attention "$c: y" "$dir" y.npy 1e-5 --
     p=$(check half_seq "$dir/x.npy")
     attention "$c: y, prefill $p then decode, f32 cache" "$dir" y.npy 1e-5 -- --prefill "$p"
@@ -135,6 +123,22 @@ for dir in tests/hf/*/; do
     elif check table "$TMP/cos.npy" "$dir/cos.npy" 2e-6 &&
         check table "$TMP/sin.npy" "$dir/sin.npy" 2e-6; then pass
     else fail "$c: freqs"
+    fi
+    # convert-layout to interleaved (q/k rows, biases and norms per head),
+    # then the same Y with --layout interleaved
+    rm -f "$TMP/inter.safetensors"
+    if ! "$RA" convert-layout --weights "$dir/model.safetensors" --output "$TMP/inter.safetensors" \
+        --to interleaved --config "$dir/config.json" 2>"$TMP/err"; then
+        fail "$c: convert-layout: $(cat "$TMP/err")"
+    else
+        layer=$(check field "$dir/case.json" layer)
+        rm -f "$TMP/y.npy"
+        if "$RA" attention --weights "$TMP/inter.safetensors" --config "$dir/config.json" \
+            --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
+            --output "$TMP/y.npy" --layout interleaved 2>"$TMP/err" &&
+            check y "$TMP/y.npy" "$dir/y.npy" 1e-5; then pass
+        else fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
+        fi
     fi
     if [ -f "$dir/grads.npz" ]; then
         rm -f "$TMP/g.safetensors"

@@ -15,12 +15,13 @@
 typedef struct model {
     int64_t dim, h, hkv, d; /* H d may differ from dim */
     float *wq, *wk, *wv, *wo;
-    float *b;               /* bq | bk | bv | bo, or NULL: no biases */
+    float *b;               /* bq | bk | bv | bo | q_norm | k_norm, or NULL: none */
     ra_layer *layer;
 } model;
 
-/* d = 0: dim / h; bias: with bq, bk, bv and bo (Qwen2 has the first three). */
-static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d, int bias,
+/* d = 0: dim / h; extras: with biases (Qwen2 has bq, bk, bv) and q and k
+ * norms (Qwen3). */
+static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d, int extras,
                        uint64_t seed)
 {
     if (d == 0) d = dim / h;
@@ -43,9 +44,11 @@ static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d,
         m->wq[i] /= sqrtf((float)dim), m->wo[i] /= sqrtf((float)qd);
     for (int64_t i = 0; i < kv * dim; i++) m->wk[i] /= sqrtf((float)dim), m->wv[i] /= sqrtf((float)dim);
     m->b = NULL;
-    if (bias) {
-        m->b = malloc(4 * (qd + 2 * kv + dim));
-        ra_test_fill(m->b, qd + 2 * kv + dim, seed + 4);
+    const int64_t n_b = qd + 2 * kv + dim, n_extras = n_b + 2 * d;
+    if (extras) {
+        m->b = malloc(4 * n_extras);
+        ra_test_fill(m->b, n_extras, seed + 4);
+        for (int64_t i = n_b; i < n_extras; i++) m->b[i] = 1.0f + 0.25f * m->b[i];
     }
     ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
                            .rope = ra_rope_config_default(0)};
@@ -53,7 +56,8 @@ static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d,
     float *b = m->b;
     ra_layer_weights w = {.wq = m->wq, .wk = m->wk, .wv = m->wv, .wo = m->wo,
                           .bq = b, .bk = b ? b + qd : NULL, .bv = b ? b + qd + kv : NULL,
-                          .bo = b ? b + qd + 2 * kv : NULL};
+                          .bo = b ? b + qd + 2 * kv : NULL, .q_norm = b ? b + n_b : NULL,
+                          .k_norm = b ? b + n_b + d : NULL};
     CHECK(ra_layer_create(&m->layer, &cfg, &w) == RA_OK, "layer");
 }
 
@@ -72,7 +76,7 @@ static void model_free(model *m)
  * in another order (flash tiles vs decode chunks, and OpenBLAS's blocking). */
 static void test_prefill_then_decode(void)
 {
-    const int64_t shapes[][7] = {/* dim, H, Hkv, N, k, D (0: dim / H), biases */
+    const int64_t shapes[][7] = {/* dim, H, Hkv, N, k, D (0: dim / H), biases and norms */
                                  {64, 4, 4, 9, 4, 0, 0}, {128, 8, 2, 40, 7, 0, 0},
                                  {256, 8, 1, 1100, 3, 0, 0}, {256, 2, 2, 65, 65, 0, 0},
                                  /* H D != dim: Qwen3-like (wider), Mistral-Nemo-like (narrower) */

@@ -3,7 +3,7 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases), flash against reference, identical bits for any thread count,
+ * biases, q/k norms), flash against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
  *
@@ -39,11 +39,13 @@ typedef struct layer_case {
     float p;            /* dropout (training) */
     int no_rope;
     int64_t dim;        /* 0: H D */
-    int bias;           /* nonzero: bq, bk, bv and bo */
+    int extras;         /* | BIASES: bq, bk, bv and bo; | NORMS: q_norm, k_norm */
 } layer_case;
 
-/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo. */
-enum { N_PARAMS = 8 };
+enum { BIASES = 1, NORMS = 2 };
+
+/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
+enum { N_PARAMS = 10 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
@@ -51,7 +53,7 @@ typedef struct fixture {
     layer_case c;
     int64_t dim, qd, kv, T, n_x;   /* qd = H D */
     float *x, *w[N_PARAMS], *dy;   /* x [T, dim]; the parameters; dy [T, dim] */
-    int64_t n_w[N_PARAMS];         /* 0 (and w NULL): no such bias */
+    int64_t n_w[N_PARAMS];         /* 0 (and w NULL): no such bias or norm */
     double *xd, *wd[N_PARAMS], *dyd; /* the same values in double */
     int64_t starts[8], *ids;       /* positions as given to the library ([B], [T]) */
     int64_t *pos;                  /* every token's position [T] */
@@ -105,8 +107,10 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
     const int64_t n_w[N_PARAMS] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim,
-                                   f->dim * f->qd, c->bias ? f->qd : 0, c->bias ? f->kv : 0,
-                                   c->bias ? f->kv : 0, c->bias ? f->dim : 0};
+                                   f->dim * f->qd, c->extras & BIASES ? f->qd : 0,
+                                   c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
+                                   c->extras & BIASES ? f->dim : 0, c->extras & NORMS ? c->d : 0,
+                                   c->extras & NORMS ? c->d : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -125,7 +129,10 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
         f->wd[j] = malloc(sizeof(double) * n_w[j]);
         ra_test_fill(f->w[j], n_w[j], seed + 2 + j);
         for (int64_t i = 0; i < n_w[j]; i++) {
-            f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
+            if (j < 8)
+                f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
+            else
+                f->w[j][i] = 1.0f + 0.25f * f->w[j][i]; /* norms: about 1 */
             f->wd[j][i] = f->w[j][i];
         }
     }
@@ -144,7 +151,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .head_dim = c->d, .rope = rope_for(c, f->factors),
                            .no_rope = c->no_rope};
     ra_layer_weights w = {.wq = f->w[0], .wk = f->w[1], .wv = f->w[2], .wo = f->w[3],
-                          .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7]};
+                          .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
+                          .q_norm = f->w[8], .k_norm = f->w[9]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &cfg.rope) == RA_OK, "%s: rope", c->name);
@@ -208,6 +216,16 @@ static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
     return m;
 }
 
+/* Each row of d: weight * row / sqrt(mean(row^2) + 1e-6) (NULL: no norm). */
+static void norm_d(double *x, const double *weight, int64_t rows, int64_t d)
+{
+    for (int64_t r = 0; weight && r < rows; r++) {
+        double squares = 0, *row = x + r * d;
+        for (int64_t i = 0; i < d; i++) squares += row[i] * row[i];
+        for (int64_t i = 0; i < d; i++) row[i] *= weight[i] / sqrt(squares / (double)d + 1e-6);
+    }
+}
+
 /* y [rows, cols] += bias on every row (NULL: no bias). */
 static void add_bias_d(double *y, const double *bias, int64_t rows, int64_t cols)
 {
@@ -232,6 +250,8 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     add_bias_d(q, w[4], T, qd);
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
+    norm_d(q, w[8], T * c->h, D);
+    norm_d(k, w[9], T * c->hkv, D);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
@@ -306,7 +326,7 @@ static void finite_differences(const fixture *f, double *param, int64_t n, doubl
 
 /* The library's training forward and backward on one path and context. */
 typedef struct grads {
-    float *y, *dx, *dw[N_PARAMS]; /* dw NULL where the layer has no such bias */
+    float *y, *dx, *dw[N_PARAMS]; /* dw NULL where the layer has no such bias or norm */
 } grads;
 
 static void grads_alloc(grads *g, const fixture *f)
@@ -324,12 +344,14 @@ static void grads_free(grads *g)
     for (int j = 0; j < N_PARAMS; j++) free(g->dw[j]);
 }
 
-/* The library's view of g's gradients (dw[4..7]: the biases'). */
+/* The library's view of g's gradients (dw[4..7]: the biases', dw[8..9]:
+ * the norms'). */
 static ra_layer_grads layer_grads(const grads *g, int accumulate)
 {
     return (ra_layer_grads){.dwq = g->dw[0], .dwk = g->dw[1], .dwv = g->dw[2], .dwo = g->dw[3],
                             .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
-                            .dbv = g->dw[6], .dbo = g->dw[7]};
+                            .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
+                            .dk_norm = g->dw[9]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -349,7 +371,7 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
 /* ---- finite differences ------------------------------------------------- */
 
 static const layer_case fd_cases[] = {
-    /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope dim bias */
+    /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope dim extras */
     {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0},
     {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0, 0},
     {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0, 0},
@@ -362,6 +384,9 @@ static const layer_case fd_cases[] = {
     /* biases (Qwen2: bq, bk, bv; here bo as well, before resid_dropout) */
     {"biases, 2:1 half, ids",    1, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 2, 0.0f, 0, 0, 1},
     {"biases, dropout, H D > dim", 2, 4, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 1, 0.25f, 0, 8, 1},
+    /* per-head q/k RMSNorm before RoPE (Qwen3) */
+    {"q/k norms, half, H D > dim", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS},
+    {"q/k norms, biases, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 2, 0.2f, 0, 0, 3},
 };
 
 static void test_finite_differences(void)
@@ -381,8 +406,8 @@ static void test_finite_differences(void)
             fd[1 + j] = malloc(sizeof(double) * f.n_w[j]);
             finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
         }
-        static const char *const names[1 + N_PARAMS] = {"dx", "dwq", "dwk", "dwv", "dwo",
-                                                        "dbq", "dbk", "dbv", "dbo"};
+        static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
+                                                        "dbk", "dbv", "dbo", "dq_norm", "dk_norm"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -393,7 +418,7 @@ static void test_finite_differences(void)
             CHECK(ey <= 1e-5, "%s path %d: y differs from the double forward by %.3g", f.c.name,
                   path, ey);
             for (int j = 0; j < 1 + N_PARAMS; j++) {
-                if (!fd[j]) continue; /* no such bias */
+                if (!fd[j]) continue; /* no such bias or norm */
                 const float *got = j ? g.dw[j - 1] : g.dx;
                 double e = rel_err(got, fd[j], j ? f.n_w[j - 1] : f.n_x);
                 CHECK(e <= FD_TOL, "%s path %d: %s differs from finite differences by %.3g",
@@ -562,8 +587,8 @@ static void test_output_mask(void)
  * the same bits) and serves a smaller call after a larger one. */
 static void test_accumulate_and_reuse(void)
 {
-    const layer_case c = {"S 12, biases", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0,
-                          0.1f, 0, 0, 1};
+    const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -579,10 +604,13 @@ static void test_accumulate_and_reuse(void)
     }
     for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
     ra_layer_grads overwrite = layer_grads(&g, 0), accumulate = layer_grads(&h, 1);
-    ra_layer_grads no_dbk = overwrite, dbo_on_bo = overwrite;
-    no_dbk.dbk = NULL;     /* the layer has bk */
+    ra_layer_grads no_dbk = overwrite, no_dk_norm = overwrite, dbo_on_bo = overwrite;
+    no_dbk.dbk = NULL;         /* the layer has bk */
+    no_dk_norm.dk_norm = NULL; /* and k_norm */
     dbo_on_bo.dbo = f.w[7];
     CHECK(ra_layer_backward(f.layer, NULL, g.dx, &no_dbk, tape, f.dy) == RA_ERR_NULL, "no dbk");
+    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &no_dk_norm, tape, f.dy) == RA_ERR_NULL,
+          "no dk_norm");
     CHECK(ra_layer_backward(f.layer, NULL, g.dx, &dbo_on_bo, tape, f.dy) == RA_ERR_ARGUMENT,
           "dbo on bo");
     CHECK(ra_layer_backward(f.layer, NULL, g.dx, &overwrite, tape, f.dy) == RA_OK, "overwrite");

@@ -34,15 +34,16 @@ int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x
 }
 
 /* dL/dX, and dL/dW and dL/db for each projection (db: where it has a
- * bias), float32. */
+ * bias) and for the q and k norms (where the layer has them), float32. */
 typedef struct gradients {
-    float *dx, *dw[N_PROJ], *db[N_PROJ];
+    float *dx, *dw[N_PROJ], *db[N_PROJ], *dnorm[2];
 } gradients;
 
 static void gradients_free(gradients *g)
 {
     free(g->dx);
     for (int p = 0; p < N_PROJ; p++) free(g->dw[p]), free(g->db[p]);
+    free(g->dnorm[0]), free(g->dnorm[1]);
 }
 
 /* Y and the gradients; RA_ERR_NOMEM if a buffer cannot be had. */
@@ -57,6 +58,10 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
         if (b) g->db[p] = malloc((size_t)b->count * sizeof(float));
         if (!g->dw[p] || (b && !g->db[p])) return RA_ERR_NOMEM;
     }
+    for (int i = 0; i < 2; i++) {
+        const ra_st_tensor *n = job->tensors->norm[i];
+        if (n && !(g->dnorm[i] = malloc((size_t)n->count * sizeof(float)))) return RA_ERR_NOMEM;
+    }
     ra_layer_tape *tape;
     ra_status status = ra_layer_tape_create(&tape, job->layer, job->batch * job->seq);
     if (status != RA_OK) return status;
@@ -65,7 +70,8 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
                                               job->seq, &job->positions, &options);
     ra_layer_grads grads = {.dwq = g->dw[PROJ_Q], .dwk = g->dw[PROJ_K], .dwv = g->dw[PROJ_V],
                             .dwo = g->dw[PROJ_O], .dbq = g->db[PROJ_Q], .dbk = g->db[PROJ_K],
-                            .dbv = g->db[PROJ_V], .dbo = g->db[PROJ_O]};
+                            .dbv = g->db[PROJ_V], .dbo = g->db[PROJ_O], .dq_norm = g->dnorm[0],
+                            .dk_norm = g->dnorm[1]};
     if (status == RA_OK)
         status = ra_layer_backward(job->layer, ctx, g->dx, &grads, tape, job->dy->data);
     ra_layer_tape_destroy(tape);
@@ -85,18 +91,20 @@ static void describe(ra_st_tensor *out, const ra_st_tensor *like, float *data)
     out->nbytes = (size_t)out->count * sizeof(float);
 }
 
-/* G: "x" = dL/dX in X's shape, then each weight's and bias's gradient under
- * its name. */
+/* G: "x" = dL/dX in X's shape, then each weight's, bias's and norm's
+ * gradient under its name. */
 static int write_gradients(const attention_grads_job *job, const gradients *g)
 {
-    ra_st_tensor out[1 + 2 * N_PROJ], x = {.name = "x", .ndim = job->x->ndim,
-                                           .count = job->x->count};
+    ra_st_tensor out[1 + 2 * N_PROJ + 2], x = {.name = "x", .ndim = job->x->ndim,
+                                               .count = job->x->count};
     memcpy(x.shape, job->x->shape, sizeof x.shape);
     int n = 0;
     describe(&out[n++], &x, g->dx);
     for (int p = 0; p < N_PROJ; p++) describe(&out[n++], job->tensors->proj[p], g->dw[p]);
     for (int p = 0; p < N_PROJ; p++)
         if (job->tensors->bias[p]) describe(&out[n++], job->tensors->bias[p], g->db[p]);
+    for (int i = 0; i < 2; i++)
+        if (job->tensors->norm[i]) describe(&out[n++], job->tensors->norm[i], g->dnorm[i]);
     char msg[CLI_MSG_LEN];
     if (ra_safetensors_write(job->grads_path, out, n, msg, sizeof msg) != RA_OK)
         return cli_fail(EXIT_FAIL, "%s", msg);

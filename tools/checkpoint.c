@@ -156,16 +156,12 @@ int checkpoint_find_attention(const ra_safetensors *st, const char *path,
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
         out->bias[p] = ra_safetensors_find(st, name);
     }
-    /* Normalized q and k (Qwen3, OLMo 2, Gemma 3) change the attention:
-     * refuse rather than ignore the norms. */
     static const char *const qk_norms[] = {"q_norm.weight", "k_norm.weight"};
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
     for (int i = 0; i < 2; i++) {
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
-        if (ra_safetensors_find(st, name))
-            return cli_fail(EXIT_FAIL, "%s has '%s': q/k normalization (Qwen3, OLMo 2, Gemma 3) "
-                            "is not supported", path, name);
+        out->norm[i] = ra_safetensors_find(st, name);
     }
     out->layout = scheme->layout;
     return 0;

@@ -25,13 +25,14 @@ enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
 typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
+    const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
     ra_layout layout;                 /* the layout the names imply */
 } attention_tensors;
 
 /* Finds the projections of layer `layer` (-1: the file must name a single
- * layer, or none) and their biases.  Normalized q and k (q_norm, k_norm)
- * are refused.  On failure prints one message naming path and returns
- * EXIT_FAIL. */
+ * layer, or none), their biases and the q and k norms (q_norm.weight,
+ * k_norm.weight beside q_proj.weight).  On failure prints one message naming
+ * path and returns EXIT_FAIL. */
 int checkpoint_find_attention(const ra_safetensors *st, const char *path,
                               int64_t layer, attention_tensors *out);
 

@@ -63,11 +63,13 @@ static const char usage[] =
     "                  success, with Y.  Not with --prefill\n"
     ROPE_CLI_USAGE
     "\n"
-    "--config also gives hidden_size, num_attention_heads, num_key_value_heads and\n"
-    "head_dim; flags override it.  dim is wq's in_features; head_dim is the\n"
-    "config's, else wq's rows / n_heads (H * head_dim may differ from dim, as in\n"
-    "Qwen3).  With partial_rotary_factor only the first\n"
-    "rotary_dim = int(head_dim * partial_rotary_factor) features of q and k rotate.\n";
+    "--config also gives hidden_size, num_attention_heads, num_key_value_heads,\n"
+    "head_dim and rms_norm_eps; flags override it.  dim is wq's in_features;\n"
+    "head_dim is the config's, else wq's rows / n_heads (H * head_dim may differ\n"
+    "from dim, as in Qwen3).  With partial_rotary_factor only the first\n"
+    "rotary_dim = int(head_dim * partial_rotary_factor) features of q and k rotate.\n"
+    "Biases (q_proj.bias ...) are added; q_norm.weight and k_norm.weight (Qwen3)\n"
+    "normalize each head of q and k before RoPE.\n";
 
 typedef struct attention_options {
     const char *weights, *input, *output;
@@ -82,6 +84,9 @@ typedef struct attention_options {
 /* --cache-dtype values, indexed as ra_dtype. */
 static const char *const cache_dtype_names[] = {
     [RA_F32] = "f32", [RA_F16] = "f16", [RA_BF16] = "bf16", NULL};
+
+/* The layer's float32 weights: 4 projections, 4 biases, 2 norms. */
+enum { N_WEIGHTS = 2 * N_PROJ + 2 };
 
 /* The projections of one layer as found in the checkpoint, and the file. */
 typedef struct checkpoint {
@@ -161,12 +166,26 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
                               "(the rows of '%s')", b->name, ckpt->path,
                               (long long)w->shape[0], w->name);
     }
+    /* Qwen3's norms: weight [head_dim] over each head.  A norm over the
+     * whole projection (OLMo 2) is another thing; Gemma's norms scale by
+     * 1 + weight and its attention by query_pre_attn_scalar. */
+    for (int i = 0; !failed && i < 2; i++) {
+        const ra_st_tensor *n = ckpt->tensors.norm[i];
+        if (n && (n->ndim != 1 || n->shape[0] != head_dim))
+            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of head_dim = %lld "
+                              "values: only a norm over each head (Qwen3) is supported",
+                              n->name, ckpt->path, (long long)head_dim);
+    }
+    if (!failed && hf->has_query_pre_attn_scalar)
+        failed = cli_fail(EXIT_FAIL, "the config has query_pre_attn_scalar (Gemma): its "
+                          "attention scale and norms are not supported");
     if (failed) return failed;
 
     config->dim = dim;
     config->n_heads = n_heads;
     config->n_kv_heads = n_kv_heads;
     config->head_dim = head_dim;
+    config->norm_eps = hf->has_rms_norm_eps ? hf->rms_norm_eps : 0; /* 0: 1e-6 */
     return 0;
 }
 
@@ -211,21 +230,24 @@ static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t s
     return 0;
 }
 
-/* Converts the four projections and their biases to float32 (weights[p],
- * weights[N_PROJ + p]; NULL where there is no bias) and builds the layer. */
+/* Converts the four projections, their biases and the q and k norms to
+ * float32 (weights[p], weights[N_PROJ + p], weights[2 N_PROJ + 0 or 1];
+ * NULL where there is none) and builds the layer. */
 static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
-                        float *weights[2 * N_PROJ], ra_layer **layer)
+                        float *weights[N_WEIGHTS], ra_layer **layer)
 {
-    for (int p = 0; p < N_PROJ; p++) {
-        const ra_st_tensor *b = ckpt->tensors.bias[p];
-        int failed = checkpoint_load_f32(ckpt->tensors.proj[p], ckpt->path, &weights[p]);
-        if (!failed && b) failed = checkpoint_load_f32(b, ckpt->path, &weights[N_PROJ + p]);
+    const attention_tensors *t = &ckpt->tensors;
+    for (int i = 0; i < N_WEIGHTS; i++) {
+        const ra_st_tensor *src = i < N_PROJ ? t->proj[i] : i < 2 * N_PROJ ? t->bias[i - N_PROJ]
+                                                                          : t->norm[i - 2 * N_PROJ];
+        int failed = src ? checkpoint_load_f32(src, ckpt->path, &weights[i]) : 0;
         if (failed) return failed;
     }
-    float *const *bias = weights + N_PROJ;
+    float *const *bias = weights + N_PROJ, *const *norm = weights + 2 * N_PROJ;
     ra_layer_weights w = {.wq = weights[PROJ_Q], .wk = weights[PROJ_K], .wv = weights[PROJ_V],
                           .wo = weights[PROJ_O], .bq = bias[PROJ_Q], .bk = bias[PROJ_K],
-                          .bv = bias[PROJ_V], .bo = bias[PROJ_O]};
+                          .bv = bias[PROJ_V], .bo = bias[PROJ_O], .q_norm = norm[0],
+                          .k_norm = norm[1]};
     ra_status status = ra_layer_create(layer, config, &w);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the attention layer");
 }
@@ -328,7 +350,7 @@ static int run(const attention_options *opts)
     ra_npy x = {0}, dy = {0};
     positions_file file = {0};
     int64_t *ids = NULL;
-    float *weights[2 * N_PROJ] = {0}; /* weights, then biases */
+    float *weights[N_WEIGHTS] = {0}; /* weights, biases, norms */
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
     ra_layer_config config = {0};
@@ -359,7 +381,7 @@ static int run(const attention_options *opts)
         failed = compute_and_write(opts, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
     ra_context_destroy(ctx);
     ra_layer_destroy(layer);
-    for (int p = 0; p < 2 * N_PROJ; p++) free(weights[p]);
+    for (int i = 0; i < N_WEIGHTS; i++) free(weights[i]);
     free(ids);
     positions_free(&file);
     ra_npy_free(&dy);

@@ -1,8 +1,8 @@
 /*
  * cmd_convert.c — `ropeattn convert-layout`: permutes the rows of wq and wk
- * (and q/k biases) per head between the interleaved and the half-split RoPE
- * layouts, what Hugging Face's Llama conversion does, and copies every other
- * tensor unchanged.
+ * (and q/k biases and norms) per head between the interleaved and the
+ * half-split RoPE layouts, what Hugging Face's Llama conversion does, and
+ * copies every other tensor unchanged.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -31,7 +31,8 @@ static const char usage[] =
     "\n"
     "Tensors permuted: wq.weight, wk.weight (the seed's names) and q_proj.weight,\n"
     "k_proj.weight (Hugging Face's), with any prefix (every layer), and their\n"
-    ".bias vectors; F32, F16 or BF16, whose rows move as they are.  Every other\n"
+    ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights);\n"
+    "F32, F16 or BF16, whose rows move as they are.  Every other\n"
     "tensor is copied unchanged (same dtype, same bytes); of the metadata only\n"
     "{\"format\": \"pt\"} is written.  Names are kept, so run `ropeattn attention` on\n"
     "the result with --layout set to the target.\n"
@@ -57,7 +58,8 @@ typedef struct convert_options {
 } convert_options;
 
 /* Which projection a tensor name is. */
-typedef enum proj_kind { NOT_QK, QUERY, KEY } proj_kind;
+/* NORM: q_norm or k_norm (Qwen3), one head's weights, permuted as a head. */
+typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM } proj_kind;
 
 /* Whether name is suffix or ends with "." suffix. */
 static int ends_with_part(const char *name, const char *suffix)
@@ -75,6 +77,8 @@ static proj_kind kind_of(const char *name)
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;
     }
+    if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight"))
+        return NORM;
     return NOT_QK;
 }
 
@@ -170,15 +174,22 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
                         ra_st_dtype_name(t->dtype));
     int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
                   ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
-    if (t->ndim != (is_bias ? 1 : 2))
+    if (t->ndim != (is_bias || kind == NORM ? 1 : 2))
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected %s", t->name,
                         opts->weights, t->ndim,
-                        is_bias ? "a 1-D bias" : "a 2-D [out_features, in_features] matrix");
+                        is_bias         ? "a 1-D bias"
+                        : kind == NORM ? "a 1-D norm of head_dim weights"
+                                       : "a 2-D [out_features, in_features] matrix");
+    if (kind == NORM && t->shape[0] != g->head_dim)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld weights; a norm over each head "
+                        "has head_dim = %lld", t->name, opts->weights, (long long)t->shape[0],
+                        (long long)g->head_dim);
     if (t->shape[0] == 0 || t->shape[0] % g->head_dim != 0)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of head_dim "
                         "%lld", t->name, opts->weights, (long long)t->shape[0],
                         (long long)g->head_dim);
-    int64_t heads = t->shape[0] / g->head_dim, expected = kind == QUERY ? n_heads : n_kv_heads;
+    int64_t heads = t->shape[0] / g->head_dim;
+    int64_t expected = kind == NORM ? 1 : kind == QUERY ? n_heads : n_kv_heads;
     if (expected && heads != expected)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows = %lld heads of head_dim "
                         "%lld; expected %lld %s heads", t->name, opts->weights,

@@ -43,6 +43,8 @@ static const field fields[] = {
     FIELD(rope_theta, POSITIVE_NUMBER, 1),
     FIELD(partial_rotary_factor, FRACTION, 1),
     FIELD(original_max_position_embeddings, POSITIVE_INTEGER, 0),
+    FIELD(rms_norm_eps, POSITIVE_NUMBER, 0),
+    FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0),
 };
 
 /* Finds key in obj; a null value counts as absent.  Fails on a key that

@@ -149,9 +149,12 @@ typedef struct ra_hf_config {
     double rope_theta;             /* top level, else inside rope_parameters */
     double partial_rotary_factor;  /* top level, else inside rope_parameters */
     int64_t original_max_position_embeddings; /* top level (Phi-3 style) */
+    double rms_norm_eps;           /* the q and k norms' epsilon (Qwen3) */
+    double query_pre_attn_scalar;  /* Gemma's attention scale: refused */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
-        has_partial_rotary_factor, has_original_max_position_embeddings;
+        has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
+        has_query_pre_attn_scalar;
     /* rope_scaling (transformers v4) if it is an object, else rope_parameters
      * (v5), else nothing (has_rope 0, rope all default).  Values the object
      * lacks are filled from the top level by ra_hf_rope_inherit. */

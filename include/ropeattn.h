@@ -639,16 +639,18 @@ typedef struct ra_layer_grads {
 } ra_layer_grads;
 
 /* The backward of the forward recorded in tape: given dy = dL/dy, writes
- * dx = dL/dx (always overwritten) and the weights' and biases' gradients
- * (overwritten or accumulated, as grads->accumulate says).  Dropout masks are regenerated
- * from the forward's seed; the attention's backward runs on the forward's
- * path, recomputing probabilities from the saved log-sum-exp (flash:
- * O(S D) per head, never O(S^2); reference: [S, S] per head), with GQA
- * gradients summed over each group; dq and dk go back through RoPE with
- * RA_INVERSE; the projections' products use CBLAS.  Scratch, from the
- * context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D) bytes, plus the
- * attention backward's.  The tape is left as it was: a second backward with
- * another dy is allowed.  The outputs must not overlap one another, dy, x,
+ * dx = dL/dx (always overwritten) and the gradients of the weights, biases
+ * and norms (overwritten or accumulated, as grads->accumulate says).
+ * Dropout masks are regenerated from the forward's seed; the attention's
+ * backward runs on the forward's path, recomputing probabilities from the
+ * saved log-sum-exp (flash: O(S D) per head, never O(S^2); reference:
+ * [S, S] per head), with GQA gradients summed over each group; dq and dk go
+ * back through RoPE with RA_INVERSE (and through the q and k norms, with q
+ * and k recomputed before them); the projections' products use CBLAS.
+ * Scratch, from the context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D)
+ * bytes (with norms, 4 * B * S * (H D + Hkv D) more), plus the attention
+ * backward's.  The tape is left as it was: a second backward with another
+ * dy is allowed.  The outputs must not overlap one another, dy, x,
  * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.
  * Thread count: the same bits for any context (OpenBLAS's own thread count
  * may change the last bits of its products).

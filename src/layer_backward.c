@@ -46,9 +46,9 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {w->bq ? g->dbq : NULL, q_dim}, {w->bk ? g->dbk : NULL, kv},
                    {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim},
                    {w->q_norm ? g->dq_norm : NULL, D}, {w->k_norm ? g->dk_norm : NULL, D}},
-      inputs[] = {{dy, n_x},      {tape->x, n_x}, {w->wq, n_wq},    {w->wk, n_wkv},
-                  {w->wv, n_wkv}, {w->wo, n_wq},  {w->bq, q_dim},   {w->bk, kv},
-                  {w->bv, kv},    {w->bo, c->dim}, {w->q_norm, D}, {w->k_norm, D}};
+      inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
+                  {w->wo, n_wq}, {w->bq, q_dim}, {w->bk, kv}, {w->bv, kv}, {w->bo, c->dim},
+                  {w->q_norm, D}, {w->k_norm, D}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;

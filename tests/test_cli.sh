@@ -9,22 +9,10 @@
 # 1..127, exactly one line on stderr starting "ropeattn: " and no output file.
 #
 # Prints "cli: N passed, N failed" last; exits 1 if anything failed.
-set -u
-BUILD=${BUILD:-build}
-cd "$(dirname "$0")/.."
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+SUITE=cli
+source "$(dirname "$0")/shell_common.sh"
 ROOT=$PWD
-RA=$BUILD/ropeattn
-PY=/usr/bin/python3
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0 failed=0
-
-pass() { passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-summary() { echo "cli: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-
-if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
+require_ropeattn_and_numpy
 # RA_CLI_WRAPPER, when set, is a command prefix ropeattn runs go through
 # (`make valgrind-cli`: valgrind memcheck), by a script that takes
 # ropeattn's place.  demo, train-demo and bench run as they are: they time
@@ -39,9 +27,6 @@ exec $RA_CLI_WRAPPER "$RA" "\$@"
 EOF
     chmod +x "$TMP/ropeattn"
     RA=$TMP/ropeattn
-fi
-if ! "$PY" -c 'import numpy' 2>/dev/null; then
-    fail "$PY with numpy is required (apt-get install python3-numpy)"; summary
 fi
 
 # ---- fixtures -------------------------------------------------------------

@@ -21,24 +21,9 @@
 #   cos and sin (absolute)                                  2e-6
 #
 # Prints "hf: N passed, N failed" last; exits 1 if anything failed.
-set -u
-BUILD=${BUILD:-build}
-cd "$(dirname "$0")/.."
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-RA=$BUILD/ropeattn
-PY=/usr/bin/python3
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-passed=0 failed=0
-
-pass() { passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-summary() { echo "hf: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
-
-if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
-if ! "$PY" -c 'import numpy' 2>/dev/null; then
-    fail "$PY with numpy is required (apt-get install python3-numpy)"; summary
-fi
+SUITE=hf
+source "$(dirname "$0")/shell_common.sh"
+require_ropeattn_and_numpy
 
 cat >"$TMP/check.py" <<'PY'
 """Comparisons for test_hf.sh (numpy only)."""

@@ -1,0 +1,26 @@
+# shell_common.sh — sourced by the shell tests (SUITE set first): the built
+# ropeattn ($RA), the Python with numpy ($PY), a temporary folder ($TMP,
+# removed on exit) and the counters.  summary prints "$SUITE: N passed,
+# N failed" and exits 1 if anything failed.
+set -u
+BUILD=${BUILD:-build}
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+RA=$BUILD/ropeattn
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0 failed=0
+
+pass() { passed=$((passed + 1)); }
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+summary() { echo "$SUITE: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+# Ends the suite (with its summary) unless ropeattn is built and $PY has
+# numpy.
+require_ropeattn_and_numpy() {
+    if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
+    if ! "$PY" -c 'import numpy' 2>/dev/null; then
+        fail "$PY with numpy is required (apt-get install python3-numpy)"; summary
+    fi
+}

@@ -515,8 +515,9 @@ typedef struct ra_layer_config {
                            every angle is 0, on every path) — a layer
                            without position information, for ablations
                            (like Hugging Face's no_rope_layers) */
-    double norm_eps;    /* epsilon of the q and k norms (weights.q_norm);
-                           0 means 1e-6, Qwen3's rms_norm_eps */
+    double norm_eps;    /* epsilon of the q and k norms (weights.q_norm):
+                           0 means 1e-6 (Qwen3's rms_norm_eps), else in
+                           (0, 1) (RA_ERR_ARGUMENT) */
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and

@@ -481,6 +481,11 @@ static void test_errors(void)
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "dim != H * D");
     ra_layer_destroy(layer);
     layer = NULL;
+    cfg.norm_eps = -1e-6;
+    CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "negative norm_eps");
+    cfg.norm_eps = NAN;
+    CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "NaN norm_eps");
+    cfg.norm_eps = 0;
     cfg.dim = 12;
     cfg.head_dim = 3;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_HEAD_DIM, "odd head_dim");

@@ -17,10 +17,23 @@ fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 summary() { echo "$SUITE: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
 # Ends the suite (with its summary) unless ropeattn is built and $PY has
-# numpy.
+# numpy.  Then, with RA_CLI_WRAPPER set, $RA becomes a script that runs
+# ropeattn through that command prefix (`make valgrind-cli`: valgrind
+# memcheck).  demo, train-demo and bench run as they are: they time a
+# LLaMA-shaped layer or train for hundreds of steps (the demo alone takes
+# over ten minutes under memcheck); `make asan` runs them, with the rest of
+# the suites, under ASan.
 require_ropeattn_and_numpy() {
     if [ ! -x "$RA" ]; then fail "$RA is not built"; summary; fi
     if ! "$PY" -c 'import numpy' 2>/dev/null; then
         fail "$PY with numpy is required (apt-get install python3-numpy)"; summary
     fi
+    [ -n "${RA_CLI_WRAPPER:-}" ] || return 0
+    cat >"$TMP/ropeattn" <<WRAPPER
+#!/bin/sh
+case "\$1" in demo | train-demo | bench) exec "$RA" "\$@" ;; esac
+exec $RA_CLI_WRAPPER "$RA" "\$@"
+WRAPPER
+    chmod +x "$TMP/ropeattn"
+    RA=$TMP/ropeattn
 }

@@ -13,21 +13,6 @@ SUITE=cli
 source "$(dirname "$0")/shell_common.sh"
 ROOT=$PWD
 require_ropeattn_and_numpy
-# RA_CLI_WRAPPER, when set, is a command prefix ropeattn runs go through
-# (`make valgrind-cli`: valgrind memcheck), by a script that takes
-# ropeattn's place.  demo, train-demo and bench run as they are: they time
-# a LLaMA-shaped layer or train for hundreds of steps (the demo alone takes
-# over ten minutes under memcheck); `make asan` runs them, with the rest of
-# this script, under ASan.
-if [ -n "${RA_CLI_WRAPPER:-}" ]; then
-    cat >"$TMP/ropeattn" <<EOF
-#!/bin/sh
-case "\$1" in demo | train-demo | bench) exec "$RA" "\$@" ;; esac
-exec $RA_CLI_WRAPPER "$RA" "\$@"
-EOF
-    chmod +x "$TMP/ropeattn"
-    RA=$TMP/ropeattn
-fi
 
 # ---- fixtures -------------------------------------------------------------
 cat >"$TMP/helper.py" <<'EOF'

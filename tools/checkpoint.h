@@ -1,8 +1,9 @@
 /*
  * checkpoint.h — finds the four attention projections of one layer in a
  * .safetensors checkpoint, whichever of the common naming schemes it uses,
- * with their biases where it has them (Qwen2: q_proj.bias ...), and
- * converts them to float32.
+ * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
+ * q_norm.weight, k_norm.weight) where it has them, and converts them to
+ * float32.
  *
  * Names tried (N is the layer number given by --layer):
  *   the seed's Attention module      wq.weight  wk.weight  wv.weight  wo.weight

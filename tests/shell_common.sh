@@ -1,6 +1,6 @@
 # shell_common.sh — sourced by the shell tests (SUITE set first): the built
-# ropeattn ($RA), the Python with numpy ($PY), a temporary folder ($TMP,
-# removed on exit) and the counters.  summary prints "$SUITE: N passed,
+# ropeattn ($RA), the Python with numpy ($PY; tests/ on its path, for
+# st_read.py), a temporary folder ($TMP, removed on exit) and the counters.  summary prints "$SUITE: N passed,
 # N failed" and exits 1 if anything failed.
 set -u
 BUILD=${BUILD:-build}
@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 RA=$BUILD/ropeattn
 PY=/usr/bin/python3
+export PYTHONPATH="$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 passed=0 failed=0

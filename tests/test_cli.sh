@@ -147,6 +147,8 @@ def gen(out):
         json.dump({"hidden_size": 128, "num_attention_heads": H}, f)
     with open(f"{out}/config_gemma.json", "w") as f:
         json.dump({"num_attention_heads": H, "query_pre_attn_scalar": 256}, f)
+    with open(f"{out}/config_bad_eps.json", "w") as f:
+        json.dump({"num_attention_heads": H, "rms_norm_eps": -1e-6}, f)
 
     # rope and freqs
     xr = rng.uniform(-1, 1, (2, 6, 3, 8)).astype(np.float32)
@@ -240,7 +242,7 @@ if ! "$PY" "$TMP/helper.py" gen "$TMP"; then fail "fixture generation"; summary;
 # References follow transformers' modeling_rope_utils formulas, in float64.
 cat >"$TMP/rope_helper.py" <<'EOF'
 """Rope-type, positions and convert-layout fixtures and checks (numpy only)."""
-import json, math, os, struct, sys
+import json, math, os, sys
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import helper
@@ -525,18 +527,7 @@ def attention_cases(out):
 
 # ---- safetensors and convert-layout ----------------------------------------
 
-def read_st(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = {}
-    for name, v in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = v["data_offsets"]
-        out[name] = (v["dtype"], tuple(v["shape"]), data[b:e])
-    return out
+from st_read import read_raw as read_st
 
 def permute_bytes(raw, shape, dtype, head_dim, rot, to):
     """Rows of a [heads * head_dim, ...] tensor, the first rot of each head moved."""
@@ -783,7 +774,7 @@ expect_usage "attention --prefill with --path reference" "--prefill runs the fla
 # hand in float64 numpy (tests/fixtures holds the PyTorch autograd check).
 cat >"$TMP/grad_helper.py" <<'EOF'
 """Gradient fixtures and checks for test_cli.sh (numpy only)."""
-import json, os, struct, sys
+import os, sys
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import helper
@@ -820,17 +811,7 @@ def backward(x, wq, wk, wv, wo, dy, h, hkv, start=0, theta=10000.0, layout="inte
     dx = (dq @ wq + dk @ wk + dv @ wv).reshape(x.shape)
     return dx, [dq.T @ xf, dk.T @ xf, dv.T @ xf, dwo]
 
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__": continue
-        lo, hi = meta["data_offsets"]
-        assert meta["dtype"] == "F32", (name, meta["dtype"])
-        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], np.float32).reshape(meta["shape"])
-    return out
+from st_read import read_f32 as read_safetensors
 
 def gen(out):
     rng = np.random.default_rng(11)
@@ -1257,6 +1238,7 @@ expect_error "a q norm over the whole projection" y.npy -- attention \
     --weights hf_fullnorm.safetensors --input x.npy --output y.npy --n-heads 4
 expect_error "Gemma's query_pre_attn_scalar" y.npy -- attention $SEED \
     --config config_gemma.json
+expect_error "a negative rms_norm_eps" y.npy -- attention $SEED --config config_bad_eps.json
 expect_error "missing config file" y.npy -- attention $SEED --config nope.json
 expect_error "several layers and no --layer" y.npy -- attention \
     --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4

@@ -27,7 +27,7 @@ require_ropeattn_and_numpy
 
 cat >"$TMP/check.py" <<'PY'
 """Comparisons for test_hf.sh (numpy only)."""
-import json, struct, sys
+import json, sys
 import numpy as np
 
 def rel(got, want):
@@ -35,17 +35,7 @@ def rel(got, want):
         return np.inf
     return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__": continue
-        lo, hi = meta["data_offsets"]
-        assert meta["dtype"] == "F32", (name, meta["dtype"])
-        out[name] = np.frombuffer(raw[8 + n + lo:8 + n + hi], np.float32).reshape(meta["shape"])
-    return out
+from st_read import read_f32 as read_safetensors
 
 def main(cmd, *args):
     if cmd == "field":  # case.json field

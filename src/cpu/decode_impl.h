@@ -56,11 +56,14 @@ static inline __attribute__((always_inline)) void prefetch_far(const void *row, 
 /* Query rows that share each load of K and V, at most. */
 #define DECODE_ROWS 4
 
-/* Keys per block of the online softmax: four vectors' worth, so that the
- * block's fixed work (the rescale of o, the softmax's reductions) is spread
- * over more keys: on one core, per key, 0.85 of the time of blocks of one
- * vector's worth for an f32 cache, 0.75 for bf16. */
-#define DECODE_KEYS (4 * RA_W)
+/* Keys per block of the online softmax: two vectors' worth.  Longer
+ * blocks spread the block's fixed work (the rescale of o, the softmax's
+ * reductions) over more keys: on one core, with the cache in L2, a bf16
+ * step per key took 19.2 ns at one vector's worth, 15.7 at two and 14.3 at
+ * four.  But from memory, on two threads, 16384 bf16 tokens took 1.42-1.54
+ * ms at two against 1.60-1.90 at four (bench, alternating builds): see
+ * decode_task on how far ahead a block asks for lines. */
+#define DECODE_KEYS (2 * RA_W)
 
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
@@ -290,13 +293,17 @@ static void decode_task(void *arg, int64_t task, int thread)
      * of K rows and one of V rows, read front to back.  The hardware
      * prefetcher alone keeps too short a distance ahead of a kernel that
      * also computes, so each block asks for lines ahead of its loads.  When
-     * a block's K and V rows fit the L1 cache together (AHEAD_BLOCK_BYTES:
-     * 16-bit rows at D = 128), the scores ask for the block's own V rows and
+     * a phase's rows (a block's K or its V) take at most AHEAD_BLOCK_BYTES
+     * (16-bit rows at D = 128), the scores ask for the block's own V rows and
      * P.V for the next block's K rows, so every load was asked for one phase
      * earlier: for a bf16 cache at D = 128, 0.7 of the time of the other
-     * way on one core, 0.85-0.9 on two (nearer the memory's limit).  Past
-     * that the two phases' lines evict each other, and each stream instead
-     * asks for its own rows AHEAD_BYTES further on.
+     * way on one core, 0.85-0.9 on two (nearer the memory's limit).  With
+     * 16 KiB phases (blocks of 64 keys) the scheme was slower (DECODE_KEYS),
+     * and so were bursts (all of a phase's requests at its start: 1.2 times
+     * as long); a second request per line, into L2, a phase further on,
+     * each stream asking for its own rows 8 or 16 KiB on, and far requests
+     * (below) 8 or 32 KiB on were no faster.  Past AHEAD_BLOCK_BYTES (f32
+     * rows), each stream asks for its own rows AHEAD_BYTES further on.
      *
      * A step that follows other memory traffic (another layer's cache, the
      * bench's read limit) is slow: on the 2-core VM here, an f32 step over
@@ -310,7 +317,7 @@ static void decode_task(void *arg, int64_t task, int thread)
      * threads an f32 step takes 0.76-0.81 of the time without it (bench).
      * Once per row instead helped f32 less, and a bf16 step took 1.1-1.2
      * times as long as without. */
-    enum { AHEAD_BLOCK_BYTES = 16384, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
+    enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
     for (int64_t g = g0; g < g0 + heads; g++) {

@@ -149,6 +149,21 @@ def gen(out):
         json.dump({"num_attention_heads": H, "query_pre_attn_scalar": 256}, f)
     with open(f"{out}/config_bad_eps.json", "w") as f:
         json.dump({"num_attention_heads": H, "rms_norm_eps": -1e-6}, f)
+    # sliding windows, as transformers reads them (src/io/config_window.c)
+    windows = {
+        "cw_short": {"sliding_window": S - 1},                       # Mistral v0.1
+        "cw_exact": {"sliding_window": S},
+        "cw_off": {"sliding_window": 2, "use_sliding_window": False,  # Qwen2 (v4)
+                   "max_window_layers": 0},
+        "cw_from1": {"sliding_window": 2, "use_sliding_window": True,
+                     "max_window_layers": 1},
+        "cw_types": {"sliding_window": 2,
+                     "layer_types": ["full_attention", "sliding_attention"]},
+        "cw_chunked": {"layer_types": ["chunked_attention", "full_attention"]},
+    }
+    for name, keys in windows.items():
+        with open(f"{out}/{name}.json", "w") as f:
+            json.dump({"num_attention_heads": H, **keys}, f)
 
     # rope and freqs
     xr = rng.uniform(-1, 1, (2, 6, 3, 8)).astype(np.float32)
@@ -708,6 +723,18 @@ expect_ok "attention rope_theta from config" y.npy ref_start7_theta500k.npy 1e-4
 expect_ok "attention flags override config" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf.safetensors --input x.npy --output y.npy --config config_theta.json \
     --theta 10000 --n-heads 4
+# A sliding window as long as the input, or one the config turns off or
+# gives other layers, changes nothing.
+expect_ok "attention sliding_window = seq" y.npy y_seed.npy 1e-5 -- attention $SEED \
+    --config cw_exact.json
+expect_ok "attention use_sliding_window false" y.npy y_seed.npy 1e-5 -- attention $SEED \
+    --config cw_off.json
+expect_ok "attention window from max_window_layers 1, --layer 0" y.npy y_seed.npy 1e-5 -- \
+    attention --weights hf_2layers.safetensors --input x.npy --output y.npy \
+    --config cw_from1.json --layer 0
+expect_ok "attention layer_types full, --layer 0" y.npy y_seed.npy 1e-5 -- \
+    attention --weights hf_2layers.safetensors --input x.npy --output y.npy \
+    --config cw_types.json --layer 0
 
 # ---- attention through a KV cache (--prefill) ------------------------------
 # The first P tokens of each sequence as one prefill, the rest one decode step
@@ -1239,6 +1266,16 @@ expect_error "a q norm over the whole projection" y.npy -- attention \
 expect_error "Gemma's query_pre_attn_scalar" y.npy -- attention $SEED \
     --config config_gemma.json
 expect_error "a negative rms_norm_eps" y.npy -- attention $SEED --config config_bad_eps.json
+expect_error "a sliding window shorter than the input" y.npy -- attention $SEED \
+    --config cw_short.json
+expect_error "Qwen2's window from max_window_layers on (--layer 1)" y.npy -- attention \
+    --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_from1.json --layer 1
+expect_error "a sliding layer in layer_types (--layer 1)" y.npy -- attention \
+    --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_types.json --layer 1
+expect_error "a sliding layer in layer_types, names without a layer" y.npy -- attention $SEED \
+    --config cw_types.json
+expect_error "another kind of attention in layer_types" y.npy -- attention \
+    --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_chunked.json --layer 0
 expect_error "missing config file" y.npy -- attention $SEED --config nope.json
 expect_error "several layers and no --layer" y.npy -- attention \
     --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4

@@ -762,6 +762,17 @@ static void test_config_hostile(void)
         {"{\"hidden_size\": 4096} {}", "config.json: not valid JSON"},
         {"", "config.json: not valid JSON"},
         {"[1, 2]", "config.json: the top level is not a JSON object"},
+        {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
+        {"{\"use_sliding_window\": 1}",
+         "config.json: \"use_sliding_window\" must be true or false"},
+        {"{\"max_window_layers\": -1}",
+         "config.json: \"max_window_layers\" must be a non-negative integer"},
+        {"{\"layer_types\": \"full_attention\"}",
+         "config.json: \"layer_types\" must be an array of strings"},
+        {"{\"layer_types\": [\"full_attention\", 1]}",
+         "config.json: \"layer_types\" must be an array of strings"},
+        {"{\"layer_types\": [], \"layer_types\": []}",
+         "config.json: \"layer_types\" appears twice"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ra_hf_config cfg;
@@ -777,6 +788,56 @@ static void test_config_hostile(void)
           strlen(tiny) == sizeof tiny - 1, "message truncated and terminated");
     CHECK(parse_config("nope", &cfg, NULL, 0) == RA_ERR_FORMAT, "NULL msg");
     CHECK(ra_hf_config_parse(NULL, 0, &cfg, tiny, sizeof tiny) == RA_ERR_NULL, "NULL text");
+}
+
+/* Which layers slide, as transformers reads the keys (config_window.c). */
+static void test_config_window(void)
+{
+    static const struct {
+        const char *text;
+        int64_t layer, window; /* layer -1: not known */
+    } cases[] = {
+        {"{}", -1, 0},
+        {"{\"sliding_window\": null}", 3, 0},
+        {"{\"sliding_window\": 4096}", -1, 4096}, /* Mistral v0.1: every layer */
+        {"{\"sliding_window\": 4096}", 7, 4096},
+        /* Qwen2 (transformers 4): off unless use_sliding_window */
+        {"{\"sliding_window\": 32768, \"use_sliding_window\": false, "
+         "\"max_window_layers\": 28}", 30, 0},
+        {"{\"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 2}",
+         1, 0},
+        {"{\"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 2}",
+         2, 64},
+        {"{\"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 2}",
+         -1, 64},
+        {"{\"sliding_window\": 64, \"use_sliding_window\": true}", 0, 64},
+        /* layer_types (transformers 5) rule over the rest */
+        {"{\"sliding_window\": 8, \"use_sliding_window\": false, "
+         "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}", 1, 8},
+        {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
+         "\"sliding_attention\"]}", 0, 0},
+        {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
+         "\"sliding_attention\"]}", -1, 8},
+        {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
+         "\"sliding_attention\"]}", 5, 8}, /* past the list: any layer's */
+        {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\"]}", -1, 0},
+        {"{\"sliding_window\": null, \"layer_types\": [\"sliding_attention\"]}", 0, 0},
+        {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", 0, -1},
+        {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", 1, 0},
+        {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", -1, -1},
+        {"{\"layer_types\": []}", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ra_hf_config cfg;
+        char msg[256];
+        ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
+        int64_t window = ra_hf_layer_window(&cfg.window, cases[i].layer);
+        CHECK(st == RA_OK && window == cases[i].window, "%s, layer %lld: window %lld (%s)",
+              cases[i].text, (long long)cases[i].layer, (long long)window, msg);
+        ra_hf_config_free(&cfg);
+        CHECK(cfg.window.layer_types == NULL && cfg.window.n_layer_types == 0, "freed");
+    }
+    CHECK(ra_hf_layer_window(NULL, 0) == 0, "NULL window");
 }
 
 static void test_config_files(void)
@@ -1354,6 +1415,7 @@ int main(void)
     RUN(test_mutations);
     RUN(test_config_llama);
     RUN(test_config_hostile);
+    RUN(test_config_window);
     RUN(test_config_files);
     RUN(test_rope_llama3_and_simple_types);
     RUN(test_rope_yarn);

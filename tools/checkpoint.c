@@ -164,6 +164,7 @@ int checkpoint_find_attention(const ra_safetensors *st, const char *path,
         out->norm[i] = ra_safetensors_find(st, name);
     }
     out->layout = scheme->layout;
+    out->layer = scheme->infix ? layer : -1;
     return 0;
 }
 

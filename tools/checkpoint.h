@@ -28,6 +28,7 @@ typedef struct attention_tensors {
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
     ra_layout layout;                 /* the layout the names imply */
+    int64_t layer;                    /* the layer number in the names; -1: none */
 } attention_tensors;
 
 /* Finds the projections of layer `layer` (-1: the file must name a single

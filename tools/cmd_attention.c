@@ -189,6 +189,25 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     return 0;
 }
 
+/* A sliding window that the config gives this layer (transformers' reading
+ * of it: config_window.c) changes Y only for inputs longer than the window;
+ * those are refused, since the layer attends to every earlier token. */
+static int check_window(const ra_hf_config *hf, int64_t layer, int64_t seq)
+{
+    char which[48] = "this layer";
+    if (layer >= 0) snprintf(which, sizeof which, "layer %lld", (long long)layer);
+    int64_t window = ra_hf_layer_window(&hf->window, layer);
+    if (window < 0)
+        return cli_fail(EXIT_FAIL, "the config's layer_types gives %s a kind of attention "
+                        "other than full_attention or sliding_attention: not supported", which);
+    if (window > 0 && seq > window)
+        return cli_fail(EXIT_FAIL, "the config gives %s a sliding window of %lld tokens and "
+                        "the input has %lld tokens per sequence: sliding-window attention is "
+                        "not supported (inputs of at most %lld tokens are unaffected by it)",
+                        which, (long long)window, (long long)seq, (long long)window);
+    return 0;
+}
+
 /* The rope of the layer: type, theta, partial rotary and scaling from the
  * config, --rope-parameters and flags; the layout from the flag or names.
  * max_position is the largest position of any token. */
@@ -368,6 +387,7 @@ static int run(const attention_options *opts)
         !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
         !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, opts->prefill,
                                  &batch, &seq)) &&
+        !(failed = check_window(&src.config, ckpt.tensors.layer, seq)) &&
         !(opts->grad_output &&
           (failed = attention_grads_check(&dy, opts->grad_output, &x, opts->input))) &&
         opts->rope.positions_path &&

@@ -1,7 +1,8 @@
 /*
  * config.c — reads the fields attention needs from a Hugging Face
- * config.json, checking that each holds the right kind of number, and its
- * rope_scaling / rope_parameters object (rope_params.c).
+ * config.json, checking that each holds the right kind of number, its
+ * rope_scaling / rope_parameters object (rope_params.c) and its
+ * sliding-window keys (config_window.c).
  */
 #include <errno.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "io_json.h"
 #include "io_message.h"
 #include "io_rope.h"
+#include "io_window.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
@@ -124,7 +126,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
         out->has_rope = 1;
     }
     ra_hf_rope_inherit(&out->rope, out);
-    return RA_OK;
+    return ra_io_window_read(root, name, &out->window, msg, msg_len);
 }
 
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config)
@@ -150,6 +152,7 @@ void ra_hf_config_free(ra_hf_config *config)
 {
     if (config == NULL) return;
     ra_hf_rope_free(&config->rope);
+    ra_io_window_free(&config->window);
     memset(config, 0, sizeof *config);
 }
 

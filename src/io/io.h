@@ -138,6 +138,32 @@ const char *ra_hf_rope_type_name(ra_rope_type type);
 
 /* ---- config.json ------------------------------------------------------- */
 
+/* A layer's kind of attention in a config's layer_types. */
+typedef enum ra_hf_layer_type {
+    RA_HF_FULL_ATTENTION,    /* "full_attention" */
+    RA_HF_SLIDING_ATTENTION, /* "sliding_attention" */
+    RA_HF_OTHER_ATTENTION,   /* any other name ("chunked_attention", ...) */
+} ra_hf_layer_type;
+
+/* The keys from which transformers decides which layers see only a sliding
+ * window of earlier tokens (Mistral v0.1, Phi-3, Starcoder2; Qwen2 with
+ * use_sliding_window; layer_types).  A key that is absent or null is 0 (its
+ * has_* tells which were present). */
+typedef struct ra_hf_window {
+    int64_t sliding_window;     /* tokens a sliding layer sees (itself included) */
+    int use_sliding_window;     /* Qwen2: 0 turns the window off */
+    int64_t max_window_layers;  /* Qwen2: layers before this one see everything */
+    unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
+    int64_t n_layer_types;
+    int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types;
+} ra_hf_window;
+
+/* The sliding window transformers gives layer `layer` (-1: not known, as
+ * when a checkpoint's names carry no layer number: then any layer's): the
+ * number of tokens it sees, itself included; 0 when it sees every earlier
+ * token; -1 when layer_types gives it another kind of attention. */
+int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer);
+
 /* The fields of a Hugging Face config.json that attention needs.  A field
  * that the file does not have is 0 (has_* tells which were present). */
 typedef struct ra_hf_config {
@@ -160,11 +186,12 @@ typedef struct ra_hf_config {
      * lacks are filled from the top level by ra_hf_rope_inherit. */
     ra_hf_rope rope;
     int has_rope;
+    ra_hf_window window; /* owns layer_types */
 } ra_hf_config;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
  * must be of the right kind (integers where integers are meant, positive).
- * Free with ra_hf_config_free (it owns rope's arrays). */
+ * Free with ra_hf_config_free (it owns rope's arrays and window.layer_types). */
 ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
                              char *msg, size_t msg_len);
 ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,

@@ -3,8 +3,9 @@
  * as a --rope-parameters object (ra_hf_rope_parse).  A refusal must be
  * RA_ERR_FORMAT with a message and a zeroed result; an acceptance must hold
  * only values of the promised kinds (positive integers, positive numbers,
- * fractions in (0, 1], non-empty factor lists of positive numbers), has_*
- * set exactly for the values present.  Then the parsed rope, as the CLI
+ * fractions in (0, 1], non-empty factor lists of positive numbers, a
+ * layer's sliding window one of none, sliding_window or "another kind"),
+ * has_* set exactly for the values present.  Then the parsed rope, as the CLI
  * builds it, goes to ra_rope_create: a rope it accepts must have finite
  * frequencies and attention factor and give finite cos and sin at every
  * position up to RA_MAX_POSITION.
@@ -68,6 +69,22 @@ static void check_config(const ra_hf_config *c)
                    ? c->partial_rotary_factor > 0 && c->partial_rotary_factor <= 1
                    : c->partial_rotary_factor == 0, "partial_rotary_factor");
     check_rope(&c->rope);
+    const ra_hf_window *w = &c->window;
+    FUZZ_CHECK(w->has_sliding_window ? w->sliding_window > 0 : w->sliding_window == 0,
+               "sliding_window %lld", (long long)w->sliding_window);
+    FUZZ_CHECK(w->has_max_window_layers ? w->max_window_layers >= 0 : w->max_window_layers == 0,
+               "max_window_layers %lld", (long long)w->max_window_layers);
+    FUZZ_CHECK(w->has_layer_types ? w->layer_types != NULL && w->n_layer_types >= 0
+                                  : w->layer_types == NULL && w->n_layer_types == 0,
+               "layer_types");
+    for (int64_t i = 0; i < w->n_layer_types; i++)
+        FUZZ_CHECK(w->layer_types[i] <= RA_HF_OTHER_ATTENTION, "layer type %d",
+                   (int)w->layer_types[i]);
+    for (int64_t layer = -1; layer < 4; layer++) { /* a window, none, or another kind */
+        int64_t window = ra_hf_layer_window(w, layer);
+        FUZZ_CHECK(window == -1 || window == 0 || window == w->sliding_window,
+                   "layer %lld: window %lld", (long long)layer, (long long)window);
+    }
 }
 
 /* The rope the CLI would build (tools/rope_cli.c), for head_dim D: a ra_rope

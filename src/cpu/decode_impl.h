@@ -60,9 +60,10 @@ static inline __attribute__((always_inline)) void prefetch_far(const void *row, 
  * blocks spread the block's fixed work (the rescale of o, the softmax's
  * reductions) over more keys: on one core, with the cache in L2, a bf16
  * step per key took 19.2 ns at one vector's worth, 15.7 at two and 14.3 at
- * four.  But from memory, on two threads, 16384 bf16 tokens took 1.42-1.54
- * ms at two against 1.60-1.90 at four (bench, alternating builds): see
- * decode_task on how far ahead a block asks for lines. */
+ * four.  But from memory, on two threads, a bf16 step over 16384 tokens
+ * took a median 1.54 and 1.85 ms at two against 1.58 and 2.35 at four (two
+ * sets of ten bench runs alternating the builds): see decode_task on how
+ * far ahead a block asks for lines. */
 #define DECODE_KEYS (2 * RA_W)
 
 /* o = o alpha + sum over visible keys of p_i v_i, for elements

@@ -49,17 +49,6 @@ static const field fields[] = {
     FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0),
 };
 
-/* Finds key in obj; a null value counts as absent.  Fails on a key that
- * appears twice. */
-static ra_status lookup(const cJSON *obj, const char *key, const char *name,
-                        const cJSON **out, char *msg, size_t msg_len)
-{
-    if (!ra_io_json_member(obj, key, out))
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" appears twice", name, key);
-    if (cJSON_IsNull(*out)) *out = NULL;
-    return RA_OK;
-}
-
 /* Stores item's value in the field of out, or fails naming the key. */
 static ra_status store(const field *f, const cJSON *item, ra_hf_config *out, const char *name,
                        char *msg, size_t msg_len)
@@ -97,7 +86,7 @@ static ra_status store(const field *f, const cJSON *item, ra_hf_config *out, con
 static ra_status lookup_object(const cJSON *root, const char *key, const char *name,
                                const cJSON **out, char *msg, size_t msg_len)
 {
-    RA_TRY(lookup(root, key, name, out, msg, msg_len));
+    RA_TRY(ra_io_json_key(root, key, name, out, msg, msg_len));
     if (*out != NULL && !cJSON_IsObject(*out))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be an object or null",
                           name, key);
@@ -112,9 +101,9 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
     RA_TRY(lookup_object(root, "rope_scaling", name, &scaling, msg, msg_len));
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const cJSON *item;
-        RA_TRY(lookup(root, fields[i].key, name, &item, msg, msg_len));
+        RA_TRY(ra_io_json_key(root, fields[i].key, name, &item, msg, msg_len));
         if (item == NULL && nested != NULL && fields[i].in_rope_parameters)
-            RA_TRY(lookup(nested, fields[i].key, name, &item, msg, msg_len));
+            RA_TRY(ra_io_json_key(nested, fields[i].key, name, &item, msg, msg_len));
         if (item != NULL) RA_TRY(store(&fields[i], item, out, name, msg, msg_len));
     }
     /* transformers takes rope_scaling when it is a non-empty object, else

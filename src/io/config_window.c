@@ -15,16 +15,6 @@
 #include "io_message.h"
 #include "io_window.h"
 
-/* *out = root[key], NULL when absent or null; fails on a repeated key. */
-static ra_status member(const cJSON *root, const char *key, const char *name,
-                        const cJSON **out, char *msg, size_t msg_len)
-{
-    if (!ra_io_json_member(root, key, out))
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" appears twice", name, key);
-    if (cJSON_IsNull(*out)) *out = NULL;
-    return RA_OK;
-}
-
 /* Stores an integer of at least `least`, or fails naming key. */
 static ra_status read_count(const cJSON *item, const char *key, int64_t least,
                             const char *name, int64_t *out, char *msg, size_t msg_len)
@@ -64,12 +54,12 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
                            size_t msg_len)
 {
     const cJSON *item;
-    RA_TRY(member(root, "sliding_window", name, &item, msg, msg_len));
+    RA_TRY(ra_io_json_key(root, "sliding_window", name, &item, msg, msg_len));
     if (item != NULL) {
         RA_TRY(read_count(item, "sliding_window", 1, name, &out->sliding_window, msg, msg_len));
         out->has_sliding_window = 1;
     }
-    RA_TRY(member(root, "use_sliding_window", name, &item, msg, msg_len));
+    RA_TRY(ra_io_json_key(root, "use_sliding_window", name, &item, msg, msg_len));
     if (item != NULL) {
         if (!cJSON_IsBool(item))
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
@@ -77,13 +67,13 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
         out->use_sliding_window = cJSON_IsTrue(item);
         out->has_use_sliding_window = 1;
     }
-    RA_TRY(member(root, "max_window_layers", name, &item, msg, msg_len));
+    RA_TRY(ra_io_json_key(root, "max_window_layers", name, &item, msg, msg_len));
     if (item != NULL) {
         RA_TRY(read_count(item, "max_window_layers", 0, name, &out->max_window_layers, msg,
                           msg_len));
         out->has_max_window_layers = 1;
     }
-    RA_TRY(member(root, "layer_types", name, &item, msg, msg_len));
+    RA_TRY(ra_io_json_key(root, "layer_types", name, &item, msg, msg_len));
     if (item != NULL) RA_TRY(read_layer_types(item, name, out, msg, msg_len));
     return RA_OK;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "io_json.h"
+#include "io_message.h"
 #include "memory.h"
 
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out)
@@ -42,4 +43,13 @@ int ra_io_json_member(const cJSON *obj, const char *key, const cJSON **out)
         *out = item;
     }
     return 1;
+}
+
+ra_status ra_io_json_key(const cJSON *obj, const char *key, const char *name,
+                         const cJSON **out, char *msg, size_t msg_len)
+{
+    if (!ra_io_json_member(obj, key, out))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" appears twice", name, key);
+    if (cJSON_IsNull(*out)) *out = NULL;
+    return RA_OK;
 }

@@ -34,4 +34,10 @@ int ra_io_json_integer(const cJSON *item, int64_t *out);
  * copy), 1 otherwise. */
 int ra_io_json_member(const cJSON *obj, const char *key, const cJSON **out);
 
+/* The same for a config's keys: *out is key's value in obj, NULL when absent
+ * or null; a key that appears twice fails with RA_ERR_FORMAT and
+ * "<name>: \"<key>\" appears twice" in msg. */
+ra_status ra_io_json_key(const cJSON *obj, const char *key, const char *name,
+                         const cJSON **out, char *msg, size_t msg_len);
+
 #endif

@@ -8,13 +8,16 @@
  * has_* set exactly for the values present.  Then the parsed rope, as the CLI
  * builds it, goes to ra_rope_create: a rope it accepts must have finite
  * frequencies and attention factor and give finite cos and sin at every
- * position up to RA_MAX_POSITION.
+ * position up to RA_MAX_POSITION.  The bytes are also read as a sharded
+ * checkpoint's index (ra_st_index_read).
  */
+#define _GNU_SOURCE /* memfd_create (fuzz_file.h) */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "fuzz_check.h"
+#include "fuzz_file.h"
 #include "io/io.h"
 #include "ropeattn.h"
 
@@ -134,6 +137,35 @@ static void create_rope(const ra_hf_rope *r, const ra_hf_config *c, size_t salt)
     ra_rope_destroy(rope);
 }
 
+/* The same bytes as a sharded checkpoint's index: refused with a message
+ * naming the file, or a list of distinct plain .safetensors names. */
+static void check_index(const uint8_t *data, size_t size)
+{
+    const char *path = fuzz_file(data, size);
+    if (!path) return;
+    char msg[512];
+    ra_st_index index;
+    ra_status st = ra_st_index_read(path, &index, msg, sizeof msg);
+    if (st != RA_OK) {
+        FUZZ_CHECK(st == RA_ERR_FORMAT, "index: status %d: %s", (int)st, msg);
+        FUZZ_CHECK(strncmp(msg, path, strlen(path)) == 0, "index message: %s", msg);
+        FUZZ_CHECK(index.shards == NULL && index.n_shards == 0, "index not zeroed");
+        return;
+    }
+    FUZZ_CHECK(index.n_shards >= 1 && index.n_shards <= RA_ST_INDEX_MAX_SHARDS, "%lld shards",
+               (long long)index.n_shards);
+    for (int64_t i = 0; i < index.n_shards; i++) {
+        const char *name = index.shards[i];
+        size_t len = strlen(name);
+        FUZZ_CHECK(len > 12 && strcmp(name + len - 12, ".safetensors") == 0 && name[0] != '.' &&
+                       !strchr(name, '/') && !strchr(name, '\\'),
+                   "shard name '%s'", name);
+        for (int64_t j = 0; j < i; j++)
+            FUZZ_CHECK(strcmp(index.shards[j], name) != 0, "'%s' listed twice", name);
+    }
+    ra_st_index_free(&index);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
@@ -167,5 +199,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     ra_hf_rope_free(&rope);
     ra_hf_config_free(&cfg);
+    check_index(data, size);
     return 0;
 }

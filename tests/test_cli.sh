@@ -17,7 +17,7 @@ require_ropeattn_and_numpy
 # ---- fixtures -------------------------------------------------------------
 cat >"$TMP/helper.py" <<'EOF'
 """Fixtures and checks for test_cli.sh (numpy only)."""
-import json, struct, sys
+import json, os, struct, sys
 import numpy as np
 
 DIM, H, HKV, B, S = 64, 4, 2, 2, 5
@@ -132,6 +132,25 @@ def gen(out):
             tensors.append((f"model.layers.{layer}.self_attn.{name}", "F32", w.shape,
                             w.astype(np.float32).tobytes()))
     write_safetensors(f"{out}/hf_2layers.safetensors", tensors)
+    # the same two layers as a sharded checkpoint, layer 0 split over both
+    # shards, and broken indexes
+    os.makedirs(f"{out}/sharded", exist_ok=True)
+    shard_of = {}
+    for i, (name, dtype, shape, raw) in enumerate(tensors):
+        shard_of[name] = "model-00001-of-00002.safetensors" if i % 2 == 0 else \
+                         "model-00002-of-00002.safetensors"
+    for shard in sorted(set(shard_of.values())):
+        write_safetensors(f"{out}/sharded/{shard}", [t for t in tensors if shard_of[t[0]] == shard])
+    write_safetensors(f"{out}/sharded/twice.safetensors", tensors[:1])
+    indexes = {
+        "model.safetensors.index.json": shard_of,
+        "missing.index.json": {**shard_of, "extra.weight": "model-00003-of-00003.safetensors"},
+        "twice.index.json": {**shard_of, "x": "twice.safetensors"},
+        "folder.index.json": {**shard_of, "x": "../hf.safetensors"},
+    }
+    for name, weight_map in indexes.items():
+        with open(f"{out}/sharded/{name}", "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
     # a norm over the whole q projection (OLMo 2), not over each head
     write_safetensors(f"{out}/hf_fullnorm.safetensors", tensors[:4] +
                       [("model.layers.0.self_attn.q_norm.weight", "F32", (H * D,),
@@ -715,6 +734,12 @@ expect_ok "attention HF self_attn. names" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf_bare.safetensors --input x.npy --output y.npy --n-heads 4
 expect_ok "attention HF --layer 1 of 2" y.npy ref_layer1.npy 1e-4 -- \
     attention --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 --layer 1
+expect_ok "attention sharded checkpoint, --layer 0 over two shards" y.npy y_seed.npy 1e-5 -- \
+    attention --weights sharded/model.safetensors.index.json --input x.npy --output y.npy \
+    --config config.json --layer 0
+expect_ok "attention sharded checkpoint, --layer 1" y.npy ref_layer1.npy 1e-4 -- \
+    attention --weights sharded/model.safetensors.index.json --input x.npy --output y.npy \
+    --n-heads 4 --layer 1
 expect_ok "attention HF --layer 0 of 2" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf_2layers.safetensors --input x.npy --output y.npy --config config.json \
     --layer 0
@@ -1277,6 +1302,17 @@ expect_error "a sliding layer in layer_types, names without a layer" y.npy -- at
 expect_error "another kind of attention in layer_types" y.npy -- attention \
     --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_chunked.json --layer 0
 expect_error "missing config file" y.npy -- attention $SEED --config nope.json
+expect_error "a shard the index names is missing" y.npy -- attention \
+    --weights sharded/missing.index.json --input x.npy --output y.npy --n-heads 4 --layer 0
+expect_error "a tensor in two shards" y.npy -- attention \
+    --weights sharded/twice.index.json --input x.npy --output y.npy --n-heads 4 --layer 0
+expect_error "an index naming a file in another folder" y.npy -- attention \
+    --weights sharded/folder.index.json --input x.npy --output y.npy --n-heads 4 --layer 0
+expect_error "several layers in the shards and no --layer" y.npy -- attention \
+    --weights sharded/model.safetensors.index.json --input x.npy --output y.npy --n-heads 4
+expect_error "convert-layout given an index" cv.safetensors -- convert-layout \
+    --weights sharded/model.safetensors.index.json --output cv.safetensors --to interleaved \
+    --n-heads 4
 expect_error "several layers and no --layer" y.npy -- attention \
     --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4
 expect_error "--layer that is not there" y.npy -- attention \

@@ -840,6 +840,67 @@ static void test_config_window(void)
     CHECK(ra_hf_layer_window(NULL, 0) == 0, "NULL window");
 }
 
+/* model.safetensors.index.json: the shard names, each once, in order. */
+static void test_st_index(void)
+{
+    const char *good = "{\"metadata\": {\"total_size\": 12}, \"weight_map\": {"
+                       "\"a.weight\": \"model-00001-of-00002.safetensors\", "
+                       "\"b.weight\": \"model-00002-of-00002.safetensors\", "
+                       "\"c.weight\": \"model-00001-of-00002.safetensors\"}}";
+    write_bytes("model.safetensors.index.json", good, strlen(good));
+    ra_st_index index;
+    char msg[256];
+    ra_status st = ra_st_index_read(tpath("model.safetensors.index.json"), &index, msg,
+                                    sizeof msg);
+    CHECK(st == RA_OK && index.n_shards == 2 &&
+              strcmp(index.shards[0], "model-00001-of-00002.safetensors") == 0 &&
+              strcmp(index.shards[1], "model-00002-of-00002.safetensors") == 0,
+          "%s", msg);
+    ra_st_index_free(&index);
+    CHECK(index.shards == NULL && index.n_shards == 0, "freed");
+
+    static const struct {
+        const char *text, *message; /* message: what follows "<path>: " */
+    } cases[] = {
+        {"[1]", "the top level is not a JSON object"},
+        {"{\"weight_map\": 1", "not valid JSON"},
+        {"{\"metadata\": {}}", "\"weight_map\" must be an object naming each tensor's file"},
+        {"{\"weight_map\": {}}", "\"weight_map\" must be an object naming each tensor's file"},
+        {"{\"weight_map\": []}", "\"weight_map\" must be an object naming each tensor's file"},
+        {"{\"weight_map\": {}, \"weight_map\": {}}", "\"weight_map\" appears twice"},
+        {"{\"weight_map\": {\"a\": 3}}",
+         "weight_map[\"a\"] must be the name of a .safetensors file beside the index (no "
+         "folder)"},
+        {"{\"weight_map\": {\"a\": \"../x.safetensors\"}}",
+         "weight_map[\"a\"] must be the name of a .safetensors file beside the index (no "
+         "folder)"},
+        {"{\"weight_map\": {\"a\": \"/etc/x.safetensors\"}}",
+         "weight_map[\"a\"] must be the name of a .safetensors file beside the index (no "
+         "folder)"},
+        {"{\"weight_map\": {\"a\": \".safetensors\"}}",
+         "weight_map[\"a\"] must be the name of a .safetensors file beside the index (no "
+         "folder)"},
+        {"{\"weight_map\": {\"a\": \"model.bin\"}}",
+         "weight_map[\"a\"] must be the name of a .safetensors file beside the index (no "
+         "folder)"},
+        {"{\"weight_map\": {\"a\": \"x\\\\y.safetensors\"}}",
+         "weight_map[\"a\"] must be the name of a .safetensors file beside the index (no "
+         "folder)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_bytes("bad.index.json", cases[i].text, strlen(cases[i].text));
+        char expected[512];
+        snprintf(expected, sizeof expected, "%s: %s", tpath("bad.index.json"), cases[i].message);
+        st = ra_st_index_read(tpath("bad.index.json"), &index, msg, sizeof msg);
+        CHECK(st == RA_ERR_FORMAT && strcmp(msg, expected) == 0, "%s: got \"%s\"",
+              cases[i].text, msg);
+        CHECK(index.shards == NULL && index.n_shards == 0, "out not zeroed");
+    }
+    CHECK_FAIL(ra_st_index_read(tpath("absent.index.json"), &index, msg, sizeof msg), RA_ERR_IO,
+               msg, "absent.index.json");
+    CHECK(ra_st_index_read(NULL, &index, msg, sizeof msg) == RA_ERR_NULL, "NULL path");
+}
+
 static void test_config_files(void)
 {
     const char *text = "{\"hidden_size\": 256, \"num_attention_heads\": 4}";
@@ -1416,6 +1477,7 @@ int main(void)
     RUN(test_config_llama);
     RUN(test_config_hostile);
     RUN(test_config_window);
+    RUN(test_st_index);
     RUN(test_config_files);
     RUN(test_rope_llama3_and_simple_types);
     RUN(test_rope_yarn);

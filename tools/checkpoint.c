@@ -55,37 +55,118 @@ static int64_t layer_of(const char *name, const naming_scheme *scheme)
     return layer;
 }
 
-/* The layers that per-layer names in st cover: how many, lowest, highest. */
+/* The tensor called name in whichever file holds it, or NULL. */
+static const ra_st_tensor *find_tensor(const checkpoint_files *files, const char *name)
+{
+    for (int64_t i = 0; i < files->n; i++) {
+        const ra_st_tensor *t = ra_safetensors_find(files->files[i], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+/* Opens path, naming it in any message. */
+static int open_file(ra_safetensors **out, const char *path)
+{
+    char msg[CLI_MSG_LEN];
+    if (ra_safetensors_open(out, path, msg, sizeof msg) != RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", msg);
+    return 0;
+}
+
+/* Opens the shards index names, beside it, into out->files (n of them so
+ * far: out->n); refuses a tensor found in two shards. */
+static int open_shards(checkpoint_files *out, const ra_st_index *index, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    int folder = slash ? (int)(slash - path + 1) : 0; /* keeps the '/' */
+    for (int64_t i = 0; i < index->n_shards; i++) {
+        size_t len = (size_t)folder + strlen(index->shards[i]) + 1;
+        char *shard = malloc(len);
+        if (!shard) return cli_fail(EXIT_FAIL, "out of memory");
+        snprintf(shard, len, "%.*s%s", folder, path, index->shards[i]);
+        int failed = open_file(&out->files[out->n], shard);
+        if (!failed) out->n++;
+        for (int64_t t = 0; !failed && t < ra_safetensors_count(out->files[out->n - 1]); t++) {
+            const char *name = ra_safetensors_at(out->files[out->n - 1], t)->name;
+            for (int64_t j = 0; !failed && j < out->n - 1; j++)
+                if (ra_safetensors_find(out->files[j], name))
+                    failed = cli_fail(EXIT_FAIL, "%s: tensor '%s' is in two shards, %s and %s",
+                                      path, name, index->shards[j], index->shards[i]);
+        }
+        free(shard);
+        if (failed) return failed;
+    }
+    return 0;
+}
+
+int checkpoint_files_open(checkpoint_files *out, const char *path)
+{
+    *out = (checkpoint_files){.path = path};
+    size_t len = strlen(path);
+    if (len < 5 || strcmp(path + len - 5, ".json") != 0) {
+        out->files = malloc(sizeof *out->files);
+        if (!out->files) return cli_fail(EXIT_FAIL, "out of memory");
+        int failed = open_file(&out->files[0], path);
+        if (!failed) out->n = 1;
+        else checkpoint_files_close(out);
+        return failed;
+    }
+    char msg[CLI_MSG_LEN];
+    ra_st_index index;
+    if (ra_st_index_read(path, &index, msg, sizeof msg) != RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", msg);
+    out->files = calloc((size_t)index.n_shards, sizeof *out->files);
+    int failed = out->files ? open_shards(out, &index, path) : cli_fail(EXIT_FAIL, "out of memory");
+    ra_st_index_free(&index);
+    if (failed) checkpoint_files_close(out);
+    return failed;
+}
+
+void checkpoint_files_close(checkpoint_files *files)
+{
+    for (int64_t i = 0; i < files->n; i++) ra_safetensors_close(files->files[i]);
+    free(files->files);
+    *files = (checkpoint_files){0};
+}
+
+/* The layers that per-layer names in the files cover: how many, lowest,
+ * highest. */
 typedef struct layer_census {
     int64_t count, lowest, highest;
 } layer_census;
 
-static layer_census count_layers(const ra_safetensors *st)
+/* Counts name in census if it is some scheme's wq for a layer. */
+static void count_name(layer_census *census, const char *name)
+{
+    for (int s = 0; s < N_SCHEMES; s++) {
+        if (!schemes[s].infix) continue;
+        int64_t layer = layer_of(name, &schemes[s]);
+        if (layer < 0) continue;
+        census->count++;
+        if (layer < census->lowest) census->lowest = layer;
+        if (layer > census->highest) census->highest = layer;
+    }
+}
+
+static layer_census count_layers(const checkpoint_files *files)
 {
     layer_census census = {0, INT64_MAX, -1};
-    for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
-        const char *name = ra_safetensors_at(st, i)->name;
-        for (int s = 0; s < N_SCHEMES; s++) {
-            if (!schemes[s].infix) continue;
-            int64_t layer = layer_of(name, &schemes[s]);
-            if (layer < 0) continue;
-            census.count++;
-            if (layer < census.lowest) census.lowest = layer;
-            if (layer > census.highest) census.highest = layer;
-        }
-    }
+    for (int64_t f = 0; f < files->n; f++)
+        for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++)
+            count_name(&census, ra_safetensors_at(files->files[f], i)->name);
     return census;
 }
 
-/* The first scheme (per layer or not, as asked) whose wq is in st. */
-static const naming_scheme *find_scheme(const ra_safetensors *st, int per_layer,
+/* The first scheme (per layer or not, as asked) whose wq is in the files. */
+static const naming_scheme *find_scheme(const checkpoint_files *files, int per_layer,
                                         int64_t layer)
 {
     char name[NAME_LEN];
     for (int s = 0; s < N_SCHEMES; s++) {
         if ((schemes[s].infix != NULL) != per_layer) continue;
         tensor_name(name, &schemes[s], layer, PROJ_Q);
-        if (ra_safetensors_find(st, name)) return &schemes[s];
+        if (find_tensor(files, name)) return &schemes[s];
     }
     return NULL;
 }
@@ -99,13 +180,14 @@ static int no_attention_weights(const char *path)
 }
 
 /* Picks the scheme and layer when --layer was not given. */
-static int pick_without_layer(const ra_safetensors *st, const char *path,
-                              const naming_scheme **scheme, int64_t *layer)
+static int pick_without_layer(const checkpoint_files *files, const naming_scheme **scheme,
+                              int64_t *layer)
 {
-    *scheme = find_scheme(st, 0, 0);
+    const char *path = files->path;
+    *scheme = find_scheme(files, 0, 0);
     *layer = 0;
     if (*scheme) return 0;
-    layer_census census = count_layers(st);
+    layer_census census = count_layers(files);
     if (census.count == 0) return no_attention_weights(path);
     if (census.count > 1)
         return cli_fail(EXIT_FAIL,
@@ -113,17 +195,18 @@ static int pick_without_layer(const ra_safetensors *st, const char *path,
                         "choose one with --layer N", path, (long long)census.count,
                         (long long)census.lowest, (long long)census.highest);
     *layer = census.lowest;
-    *scheme = find_scheme(st, 1, *layer);
+    *scheme = find_scheme(files, 1, *layer);
     return 0;
 }
 
 /* Picks the scheme for the layer given with --layer. */
-static int pick_with_layer(const ra_safetensors *st, const char *path, int64_t layer,
+static int pick_with_layer(const checkpoint_files *files, int64_t layer,
                            const naming_scheme **scheme)
 {
-    *scheme = find_scheme(st, 1, layer);
+    const char *path = files->path;
+    *scheme = find_scheme(files, 1, layer);
     if (*scheme) return 0;
-    const naming_scheme *bare = find_scheme(st, 0, 0);
+    const naming_scheme *bare = find_scheme(files, 0, 0);
     if (bare) {
         char name[NAME_LEN];
         tensor_name(name, bare, 0, PROJ_Q);
@@ -131,37 +214,38 @@ static int pick_with_layer(const ra_safetensors *st, const char *path, int64_t l
                         "--layer %lld was given, but %s names one layer only ('%s'): "
                         "leave out --layer", (long long)layer, path, name);
     }
-    layer_census census = count_layers(st);
+    layer_census census = count_layers(files);
     if (census.count == 0) return no_attention_weights(path);
     return cli_fail(EXIT_FAIL, "%s has no attention weights for layer %lld "
                     "(it has layers numbered %lld to %lld)", path, (long long)layer,
                     (long long)census.lowest, (long long)census.highest);
 }
 
-int checkpoint_find_attention(const ra_safetensors *st, const char *path,
-                              int64_t layer, attention_tensors *out)
+int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
+                              attention_tensors *out)
 {
+    const char *path = files->path;
     const naming_scheme *scheme;
-    int failed = layer < 0 ? pick_without_layer(st, path, &scheme, &layer)
-                           : pick_with_layer(st, path, layer, &scheme);
+    int failed = layer < 0 ? pick_without_layer(files, &scheme, &layer)
+                           : pick_with_layer(files, layer, &scheme);
     if (failed) return failed;
     char name[NAME_LEN];
     for (int p = 0; p < N_PROJ; p++) {
         tensor_name(name, scheme, layer, p);
-        out->proj[p] = ra_safetensors_find(st, name);
+        out->proj[p] = find_tensor(files, name);
         if (!out->proj[p])
             return cli_fail(EXIT_FAIL, "%s has '%s' but no tensor '%s'", path,
                             out->proj[PROJ_Q]->name, name);
         size_t len = strlen(name); /* "...q_proj.weight" -> "...q_proj.bias" */
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
-        out->bias[p] = ra_safetensors_find(st, name);
+        out->bias[p] = find_tensor(files, name);
     }
     static const char *const qk_norms[] = {"q_norm.weight", "k_norm.weight"};
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
     for (int i = 0; i < 2; i++) {
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
-        out->norm[i] = ra_safetensors_find(st, name);
+        out->norm[i] = find_tensor(files, name);
     }
     out->layout = scheme->layout;
     out->layer = scheme->infix ? layer : -1;

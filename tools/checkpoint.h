@@ -12,7 +12,9 @@
  *                                    o_proj.weight, also under self_attn.,
  *                                    model.layers.N.self_attn., layers.N.self_attn.
  * Seed names imply the interleaved RoPE layout; Hugging Face names the half
- * layout (its conversion permutes the rows of wq and wk).
+ * layout (its conversion permutes the rows of wq and wk).  A sharded
+ * checkpoint is given by its model.safetensors.index.json: the tensors are
+ * looked up in every shard it names.
  */
 #ifndef RA_TOOLS_CHECKPOINT_H
 #define RA_TOOLS_CHECKPOINT_H
@@ -31,12 +33,26 @@ typedef struct attention_tensors {
     int64_t layer;                    /* the layer number in the names; -1: none */
 } attention_tensors;
 
-/* Finds the projections of layer `layer` (-1: the file must name a single
+/* The .safetensors files of a checkpoint: the one at path, or, when path
+ * ends in ".json", each shard its index names (beside it).  No tensor name
+ * may be in two of them. */
+typedef struct checkpoint_files {
+    const char *path; /* as given */
+    ra_safetensors **files;
+    int64_t n;
+} checkpoint_files;
+
+/* On failure prints one message and returns EXIT_FAIL (*out then holds
+ * nothing to close). */
+int checkpoint_files_open(checkpoint_files *out, const char *path);
+void checkpoint_files_close(checkpoint_files *files); /* zeroes it */
+
+/* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and the q and k norms (q_norm.weight,
  * k_norm.weight beside q_proj.weight).  On failure prints one message naming
- * path and returns EXIT_FAIL. */
-int checkpoint_find_attention(const ra_safetensors *st, const char *path,
-                              int64_t layer, attention_tensors *out);
+ * the checkpoint's path and returns EXIT_FAIL. */
+int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
+                              attention_tensors *out);
 
 /* Converts t (F32, F16, BF16 or F64) to a new float32 buffer of t->count
  * elements; free() it.  On failure prints one message and returns EXIT_FAIL. */

@@ -19,7 +19,8 @@
 #include "rope_cli.h"
 
 static const char usage[] =
-    "usage: ropeattn attention --weights W.safetensors --input X.npy --output Y.npy\n"
+    "usage: ropeattn attention --weights W.safetensors|INDEX.json --input X.npy\n"
+    "                          --output Y.npy\n"
     "                          [--config config.json] [--layer N] [--n-heads H]\n"
     "                          [--n-kv-heads K] [--layout interleaved|half]\n"
     "                          [--start-pos P | --positions P.npy] [--threads N]\n"
@@ -33,7 +34,8 @@ static const char usage[] =
     "\n"
     "  --weights W     safetensors with wq/wk/wv/wo.weight (the seed) or\n"
     "                  q/k/v/o_proj.weight (Hugging Face, also under\n"
-    "                  model.layers.N.self_attn.); F32, F16, BF16 or F64\n"
+    "                  model.layers.N.self_attn.); F32, F16, BF16 or F64; or a\n"
+    "                  sharded checkpoint's model.safetensors.index.json\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
     "  --output Y      float32 .npy of X's shape, written only on success\n"
     "  --layer N       which layer, when W holds several\n"
@@ -91,7 +93,7 @@ enum { N_WEIGHTS = 2 * N_PROJ + 2 };
 /* The projections of one layer as found in the checkpoint, and the file. */
 typedef struct checkpoint {
     const char *path;
-    ra_safetensors *st;
+    checkpoint_files files;
     attention_tensors tensors;
 } checkpoint;
 
@@ -377,13 +379,13 @@ static int run(const attention_options *opts)
     int failed = cli_check_output_folder(opts->output);
     if (!failed && opts->grads) failed = cli_check_output_folder(opts->grads);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
-    if (!failed && (ra_safetensors_open(&ckpt.st, ckpt.path, msg, sizeof msg) != RA_OK ||
-                    ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
+    if (!failed) failed = checkpoint_files_open(&ckpt.files, ckpt.path);
+    if (!failed && (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
                     (opts->grad_output &&
                      ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
-        !(failed = checkpoint_find_attention(ckpt.st, ckpt.path, opts->layer, &ckpt.tensors)) &&
+        !(failed = checkpoint_find_attention(&ckpt.files, opts->layer, &ckpt.tensors)) &&
         !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
         !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, opts->prefill,
                                  &batch, &seq)) &&
@@ -406,7 +408,7 @@ static int run(const attention_options *opts)
     positions_free(&file);
     ra_npy_free(&dy);
     ra_npy_free(&x);
-    ra_safetensors_close(ckpt.st);
+    checkpoint_files_close(&ckpt.files);
     rope_source_free(&src);
     return failed;
 }

@@ -279,6 +279,11 @@ static int run(const convert_options *opts)
     void **buffers = NULL;
     int failed = cli_check_output_folder(opts->output);
     if (!failed) failed = rope_source_load(&rope_opts, &src);
+    size_t len = strlen(opts->weights);
+    if (!failed && len >= 5 && strcmp(opts->weights + len - 5, ".json") == 0)
+        failed = cli_fail(EXIT_FAIL, "convert-layout: %s: give one .safetensors file (convert "
+                          "each shard of a sharded checkpoint; its index stays as it is)",
+                          opts->weights);
     if (!failed && ra_safetensors_open(&st, opts->weights, msg, sizeof msg) != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     int64_t n = st ? ra_safetensors_count(st) : 0;

@@ -4,12 +4,9 @@
  * rope_scaling / rope_parameters object (rope_params.c) and its
  * sliding-window keys (config_window.c).
  */
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "internal.h"
 #include "io.h"
@@ -174,35 +171,6 @@ ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
     return parse_named(text, len, "config.json", out, msg, msg_len);
 }
 
-/* Reads the whole of f (a regular file of at most MAX_CONFIG_BYTES) into a
- * malloc'ed buffer. */
-static ra_status slurp(FILE *f, const char *path, char **text, size_t *len, char *msg,
-                       size_t msg_len)
-{
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
-                          strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
-    if (st.st_size > MAX_CONFIG_BYTES)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                          "%s: the file is %lld bytes; configs over %d bytes are refused", path,
-                          (long long)st.st_size, MAX_CONFIG_BYTES);
-    if (st.st_size == 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
-    size_t size = (size_t)st.st_size;
-    char *buf = ra_malloc(size > 0 ? size : 1);
-    if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
-    if (fread(buf, 1, size, f) != size) {
-        ra_free(buf);
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: read failed", path);
-    }
-    *text = buf;
-    *len = size;
-    return RA_OK;
-}
-
 ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
                             size_t msg_len)
 {
@@ -210,16 +178,10 @@ ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
     if (out != NULL) memset(out, 0, sizeof *out);
     if (path == NULL || out == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_config_read: path or out is NULL");
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
-                          path, strerror(errno));
     char *text = NULL;
     size_t len = 0;
-    ra_status status = slurp(f, path, &text, &len, msg, msg_len);
-    fclose(f);
-    if (status != RA_OK) return status;
-    status = parse_named(text, len, path, out, msg, msg_len);
+    RA_TRY(ra_io_read_text(path, MAX_CONFIG_BYTES, &text, &len, msg, msg_len));
+    ra_status status = parse_named(text, len, path, out, msg, msg_len);
     ra_free(text);
     return status;
 }

@@ -97,6 +97,22 @@ ra_status ra_st_tensor_to_f32(const ra_st_tensor *t, float *dst);
 ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
                                int64_t n, char *msg, size_t msg_len);
 
+/* The shards of a sharded checkpoint, as its model.safetensors.index.json
+ * names them: the distinct values of its "weight_map" object (tensor name ->
+ * file), in the order first named.  Each must be a plain file name (no
+ * folder, not hidden) ending in ".safetensors"; it is taken to be in the
+ * index's folder. */
+typedef struct ra_st_index {
+    char **shards; /* [n_shards], owned */
+    int64_t n_shards;
+} ra_st_index;
+
+/* Reads the index at path (at most 64 MiB; at least one tensor; at most
+ * RA_ST_INDEX_MAX_SHARDS shards).  Free with ra_st_index_free. */
+ra_status ra_st_index_read(const char *path, ra_st_index *out, char *msg, size_t msg_len);
+void ra_st_index_free(ra_st_index *index); /* zeroes it; NULL allowed */
+#define RA_ST_INDEX_MAX_SHARDS 4096
+
 /* ---- rope parameters (rope_scaling / rope_parameters) ----------------- */
 
 /* A Hugging Face rope_scaling or rope_parameters object, as the library's

@@ -1,7 +1,9 @@
 /* io_json.c — strict JSON parsing and exact integer reading with cJSON. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "io_json.h"
 #include "io_message.h"
@@ -52,4 +54,44 @@ ra_status ra_io_json_key(const cJSON *obj, const char *key, const char *name,
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" appears twice", name, key);
     if (cJSON_IsNull(*out)) *out = NULL;
     return RA_OK;
+}
+
+/* Reads f, already open, as ra_io_read_text describes. */
+static ra_status slurp(FILE *f, const char *path, size_t max_bytes, char **text, size_t *len,
+                       char *msg, size_t msg_len)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
+                          strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
+    if ((uintmax_t)st.st_size > max_bytes)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: the file is %lld bytes; files over %zu bytes are refused", path,
+                          (long long)st.st_size, max_bytes);
+    if (st.st_size == 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
+    size_t size = (size_t)st.st_size;
+    char *buf = ra_malloc(size);
+    if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
+    if (fread(buf, 1, size, f) != size) {
+        ra_free(buf);
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: read failed", path);
+    }
+    *text = buf;
+    *len = size;
+    return RA_OK;
+}
+
+ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
+                          char *msg, size_t msg_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
+                          path, strerror(errno));
+    ra_status status = slurp(f, path, max_bytes, text, len, msg, msg_len);
+    fclose(f);
+    return status;
 }

@@ -16,6 +16,12 @@
  * and any integer text that does not parses to 2^53 or beyond. */
 #define RA_IO_JSON_INT_LIMIT ((int64_t)1 << 53)
 
+/* Reads the whole of path, a regular file of 1 to max_bytes bytes, into a
+ * new buffer (*text, free with ra_free; *len bytes, not NUL-terminated).
+ * Messages name path. */
+ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
+                          char *msg, size_t msg_len);
+
 /* Parses exactly len bytes of JSON (need not be NUL-terminated): the whole
  * text must be one JSON value, optionally surrounded by whitespace, with no
  * NUL byte.  *out is the tree (free it with cJSON_Delete), or NULL with

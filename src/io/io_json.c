@@ -1,13 +1,13 @@
-/* io_json.c — strict JSON parsing and exact integer reading with cJSON. */
+/* io_json.c — strict JSON parsing, exact integers and config keys with
+ * cJSON, and reading a JSON file whole. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "internal.h"
 #include "io_json.h"
 #include "io_message.h"
-#include "memory.h"
 
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out)
 {
@@ -60,19 +60,15 @@ ra_status ra_io_json_key(const cJSON *obj, const char *key, const char *name,
 static ra_status slurp(FILE *f, const char *path, size_t max_bytes, char **text, size_t *len,
                        char *msg, size_t msg_len)
 {
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
-                          strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
-    if ((uintmax_t)st.st_size > max_bytes)
+    uint64_t file_size;
+    RA_TRY(ra_io_regular_file_size(f, path, &file_size, msg, msg_len));
+    if (file_size > max_bytes)
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                          "%s: the file is %lld bytes; files over %zu bytes are refused", path,
-                          (long long)st.st_size, max_bytes);
-    if (st.st_size == 0)
+                          "%s: the file is %llu bytes; files over %zu bytes are refused", path,
+                          (unsigned long long)file_size, max_bytes);
+    if (file_size == 0)
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
-    size_t size = (size_t)st.st_size;
+    size_t size = (size_t)file_size;
     char *buf = ra_malloc(size);
     if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
     if (fread(buf, 1, size, f) != size) {

@@ -1,7 +1,10 @@
-/* io_message.c — failure sentences and shape text for the file-format code. */
+/* io_message.c — failure sentences, shape text and the regular-file check
+ * for the file-format code. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "io_message.h"
 
@@ -34,4 +37,17 @@ void ra_io_format_shape(char *buf, size_t buf_len, const int64_t *shape, int ndi
         used += (size_t)snprintf(buf + used, buf_len - used, "%s%lld", i > 0 ? ", " : "",
                                  (long long)shape[i]);
     if (used < buf_len) snprintf(buf + used, buf_len - used, "]");
+}
+
+ra_status ra_io_regular_file_size(FILE *f, const char *path, uint64_t *size, char *msg,
+                                  size_t msg_len)
+{
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
+                          strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
+    *size = (uint64_t)st.st_size;
+    return RA_OK;
 }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ropeattn.h"
 
@@ -24,6 +25,11 @@ ra_status ra_io_fail(char *msg, size_t msg_len, ra_status status, const char *fm
 /* The status for a failed open, create or map with this errno: RA_ERR_NOMEM
  * for ENOMEM, else RA_ERR_IO. */
 ra_status ra_io_errno_status(int err);
+
+/* *size = the size of f, which must be a regular file (path names it in
+ * any message). */
+ra_status ra_io_regular_file_size(FILE *f, const char *path, uint64_t *size, char *msg,
+                                  size_t msg_len);
 
 /* Empties msg (if msg is not NULL and msg_len > 0). */
 void ra_io_clear(char *msg, size_t msg_len);

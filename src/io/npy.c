@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "internal.h"
 #include "io.h"
@@ -139,13 +138,8 @@ static ra_status check_data_size(const ra_npy_header *h, const npy_type *type,
 
 static ra_status read_npy(FILE *f, const char *path, ra_npy *out, char *msg, size_t msg_len)
 {
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
-                          strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
-    uint64_t file_size = (uint64_t)st.st_size;
+    uint64_t file_size;
+    RA_TRY(ra_io_regular_file_size(f, path, &file_size, msg, msg_len));
 
     uint32_t header_len = 0;
     uint64_t data_start = 0;

@@ -7,7 +7,8 @@
  *
  * An inference forward must be the seed's Attention computed here in double
  * (projections, the reference rotation, causal GQA softmax, wo) to 1e-4 of
- * max|y|, the issue's bound; the cached layer must give the same y as the
+ * the scale of y, the issue's bound: of max|y| where no sum cancels, else
+ * of what float32 sums are exact relative to (expected_forward); the cached layer must give the same y as the
  * forward without a cache (to float32 rounding with an f32 cache, 16-bit
  * rounding otherwise).  A refusal must be a documented status that leaves
  * y and the cache as they were; a call built only of valid arguments must
@@ -47,9 +48,25 @@ NO_COVERAGE static void project(float *out, const float *a, const float *w, cons
         }
 }
 
+/* out[t, n] = |bias[n]| + sum_k |a[t, k] w[n, k]|: the size that float32
+ * rounding of project's sum is relative to (its result may be far smaller,
+ * when the terms cancel). */
+NO_COVERAGE static void project_abs(double *out, const double *a, const float *w,
+                                    const float *bias, int64_t tokens, int64_t n, int64_t k)
+{
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t i = 0; i < n; i++) {
+            double acc = bias ? fabs(bias[i]) : 0.0;
+            for (int64_t j = 0; j < k; j++) acc += fabs(a[t * k + j] * w[i * k + j]);
+            out[t * n + i] = acc;
+        }
+}
+
 /* The seed's Attention.forward in inference: y [B, S, dim], with the rotated
  * keys and the values rounded to `storage` as a KV cache of that dtype
- * keeps them (RA_F32: as they are). */
+ * keeps them (RA_F32: as they are).  Returns the scale float32 errors in y
+ * are relative to: the largest y computed with every term of the value and
+ * output projections and of P.V taken by its magnitude. */
 /* Each row of d: weight * row / sqrt(mean(row^2) + eps), in double,
  * rounded to float (weight NULL: none). */
 NO_COVERAGE static void norm_rows(float *x, const float *weight, int64_t rows, int64_t d,
@@ -63,18 +80,23 @@ NO_COVERAGE static void norm_rows(float *x, const float *weight, int64_t rows, i
     }
 }
 
-NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *const w[10],
-                                         const float *x, int64_t batch, int64_t seq,
-                                         const ra_positions *pos, ra_dtype storage, double *y)
+NO_COVERAGE static double expected_forward(const ra_layer *layer, const float *const w[10],
+                                           const float *x, int64_t batch, int64_t seq,
+                                           const ra_positions *pos, ra_dtype storage, double *y)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim;
     const int64_t tokens = batch * seq;
     float *q = malloc((size_t)(tokens * H * D) * 4), *k = malloc((size_t)(tokens * Hkv * D) * 4);
     float *v = malloc((size_t)(tokens * Hkv * D) * 4), *o = malloc((size_t)(tokens * H * D) * 4);
+    double *xa = malloc((size_t)(tokens * dim) * sizeof *xa); /* magnitudes */
+    double *va = malloc((size_t)(tokens * Hkv * D) * sizeof *va);
+    double *oa = malloc((size_t)(tokens * H * D) * sizeof *oa), *ya = malloc(sizeof *ya * dim);
     project(q, x, w[0], w[4], tokens, H * D, dim);
     project(k, x, w[1], w[5], tokens, Hkv * D, dim);
     project(v, x, w[2], w[6], tokens, Hkv * D, dim);
+    for (int64_t i = 0; i < tokens * dim; i++) xa[i] = fabs(x[i]);
+    project_abs(va, xa, w[2], w[6], tokens, Hkv * D, dim);
     norm_rows(q, w[8], tokens * H, D, c->norm_eps);
     norm_rows(k, w[9], tokens * Hkv, D, c->norm_eps);
     ra_rope_config rc = c->rope;
@@ -110,32 +132,41 @@ NO_COVERAGE static void expected_forward(const ra_layer *layer, const float *con
                 }
                 for (int64_t j = 0; j <= i; j++) sum += (logits[j] = exp(logits[j] - max));
                 float *oi = o + ((b * seq + i) * H + h) * D;
+                double *oai = oa + ((b * seq + i) * H + h) * D;
                 for (int64_t d = 0; d < D; d++) {
-                    double acc = 0;
-                    for (int64_t j = 0; j <= i; j++)
+                    double acc = 0, mag = 0;
+                    for (int64_t j = 0; j <= i; j++) {
                         acc += logits[j] / sum * v[((b * seq + j) * Hkv + g) * D + d];
+                        mag += logits[j] / sum * va[((b * seq + j) * Hkv + g) * D + d];
+                    }
                     oi[d] = (float)acc;
+                    oai[d] = mag;
                 }
             }
-    for (int64_t t = 0; t < tokens; t++)
+    double scale = 0;
+    for (int64_t t = 0; t < tokens; t++) {
         for (int64_t i = 0; i < dim; i++) {
             double acc = w[7] ? w[7][i] : 0.0;
             for (int64_t j = 0; j < H * D; j++) acc += (double)o[t * H * D + j] * w[3][i * H * D + j];
             y[t * dim + i] = acc;
         }
-    free(q), free(k), free(v), free(o);
+        project_abs(ya, oa + t * H * D, w[3], w[7], 1, dim, H * D);
+        for (int64_t i = 0; i < dim; i++) scale = fmax(scale, ya[i]);
+    }
+    free(q), free(k), free(v), free(o), free(xa), free(va), free(oa), free(ya);
+    return scale;
 }
 
-/* max |a - b| / max |b| over n values. */
-NO_COVERAGE static double rel_diff(const float *a, const double *b, int64_t n)
+/* max |a - b| over n values, relative to scale (expected_forward's: at
+ * least max |b|; 0: absolute). */
+NO_COVERAGE static double rel_diff(const float *a, const double *b, int64_t n, double scale)
 {
-    double diff = 0, ref = 0;
+    double diff = 0;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(a[i])) return INFINITY;
         diff = fmax(diff, fabs(a[i] - b[i]));
-        ref = fmax(ref, fabs(b[i]));
     }
-    return ref > 0 ? diff / ref : diff;
+    return scale > 0 ? diff / scale : diff;
 }
 
 /* The cached layer over the same x: a prefill of p tokens per sequence,
@@ -151,7 +182,7 @@ static void check_cached(fuzz_input *in, const ra_layer *layer, const float *con
     int64_t capacity = seq + take_range(in, seq > 1 ? -1 : 0, 3);
     int64_t p = 1 + take_range(in, 0, seq - 1);
     double *want = malloc((size_t)(batch * seq * dim) * sizeof *want);
-    expected_forward(layer, w, x, batch, seq, &(ra_positions){0}, dtype, want);
+    double scale = expected_forward(layer, w, x, batch, seq, &(ra_positions){0}, dtype, want);
     ra_kv_cache *cache;
     FUZZ_CHECK(ra_kv_cache_create(&cache, batch, capacity, c->n_kv_heads, c->head_dim, dtype) ==
                    RA_OK, "cache");
@@ -180,7 +211,7 @@ static void check_cached(fuzz_input *in, const ra_layer *layer, const float *con
             /* float32 sums; with 16-bit storage also the odd element that
              * rounds the other way from a projection a few ulps off */
             double tol = dtype == RA_F32 ? 1e-4 : dtype == RA_F16 ? 1e-3 : 1e-2;
-            double e = rel_diff(got, want, batch * seq * dim);
+            double e = rel_diff(got, want, batch * seq * dim, scale);
             FUZZ_CHECK(e <= tol, "prefill %lld + steps with a dtype %d cache: %.3g from the seed's "
                        "Attention", (long long)p, (int)dtype, e);
         }
@@ -259,8 +290,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int64_t i = 0; i < n; i++) FUZZ_CHECK(y[i] == 3.0f, "a refused forward wrote y");
     } else if (!opt.training) {
         double *want = malloc((size_t)n * sizeof *want);
-        expected_forward(layer, (const float *const *)w, x, batch, seq, &fp.p, RA_F32, want);
-        double e = rel_diff(y, want, n);
+        double scale = expected_forward(layer, (const float *const *)w, x, batch, seq, &fp.p,
+                                        RA_F32, want);
+        double e = rel_diff(y, want, n, scale);
         FUZZ_CHECK(e <= 1e-4, "forward (path %d) is %.3g from the seed's Attention",
                    (int)opt.path, e);
         if (!fp.p.ids && !fp.p.starts && fp.p.start == 0) /* the cache's own positions */

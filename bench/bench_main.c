@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../tools/cli.h"
+#include "../tools/outputs.h"
 #include "bench.h"
 
 static const char usage[] =
@@ -337,7 +338,11 @@ int cmd_bench(int argc, char **argv)
     int selected[MAX_CASES];
     int n = all_cases(cases);
     int failed = select_cases(only, cases, n, selected);
-    if (!failed && svg) failed = cli_check_output_folder(svg);
+    if (!failed && svg) { /* refused now, not after the whole run */
+        cli_outputs check = {0};
+        failed = cli_outputs_add(&check, "--svg", svg);
+        cli_outputs_free(&check);
+    }
     if (failed) return failed;
     reexec_without_blas_env(argc, argv);
     ra_context *ctx = NULL;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../tools/cli.h"
+#include "../tools/outputs.h"
 #include "bench.h"
 #include "io/io.h"
 
@@ -168,8 +169,16 @@ int bench_write_svg(const char *path, const bench_record *records, int n,
     char msg[CLI_MSG_LEN];
     const void *parts[] = {text};
     const size_t sizes[] = {len};
-    ra_status status = ra_write_file_atomic(path, parts, sizes, 1, msg, sizeof msg);
+    cli_outputs outputs = {0};
+    int fd;
+    failed = cli_outputs_add(&outputs, "--svg", path);
+    if (!failed && !(failed = cli_outputs_open(&outputs, 0, &fd))) {
+        if (ra_io_write_parts(fd, path, parts, sizes, 1, msg, sizeof msg) != RA_OK)
+            failed = cli_fail(EXIT_FAIL, "bench: %s", msg);
+        else
+            failed = cli_outputs_commit(&outputs);
+    }
+    cli_outputs_free(&outputs);
     free(text);
-    if (status != RA_OK) return cli_fail(EXIT_FAIL, "bench: %s", msg);
-    return 0;
+    return failed;
 }

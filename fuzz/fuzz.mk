@@ -20,6 +20,8 @@ FUZZ_COMMON   = -std=c11 -O1 -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
                 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -Iinclude -Isrc $(BLAS_CFLAGS)
 FUZZ_CFLAGS   = $(FUZZ_COMMON) -ffp-contract=off
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+# fuzz_cli also links the tools (tools/*.c but main.c, bench/*.c), built as the library is.
+FUZZ_TOOL_OBJ := $(filter-out $(FUZZ_BUILD)/obj/tools/main.o,$(TOOL_SRC:%.c=$(FUZZ_BUILD)/obj/%.o))
 FUZZ_TARGETS := $(patsubst fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard fuzz/fuzz_*.c))
 
 fuzz: $(FUZZ_TARGETS)
@@ -37,6 +39,10 @@ $(FUZZ_BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY \
 	  -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
 
+$(FUZZ_BUILD)/obj/%.o: %.c include/ropeattn.h $(wildcard src/io/*.h tools/*.h bench/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
+
 $(FUZZ_BUILD)/libropeattn.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -44,5 +50,9 @@ $(FUZZ_BUILD)/libropeattn.a: $(FUZZ_LIB_OBJ)
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(wildcard fuzz/*.h) $(FUZZ_BUILD)/libropeattn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_BUILD)/libropeattn.a \
 	  $(LDLIBS)
+
+$(FUZZ_BUILD)/fuzz_cli: fuzz/fuzz_cli.c $(FUZZ_TOOL_OBJ) $(FUZZ_BUILD)/libropeattn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_TOOL_OBJ) \
+	  $(FUZZ_BUILD)/libropeattn.a $(LDLIBS)
 
 .PHONY: fuzz fuzz-run

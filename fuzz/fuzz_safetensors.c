@@ -3,7 +3,8 @@
  * must come with a status that says so and a message naming the file; a
  * file it accepts must keep every promise of io.h: each tensor's bytes are
  * bytes of the data area (all read: ASan and the mapping's bounds watch),
- * exactly count * dtype size of them, sharing none with another tensor, and
+ * exactly count * dtype size of them, sharing none with another tensor and
+ * together covering the whole data area, and
  * its name is unique and found again by ra_safetensors_find.
  */
 #define _GNU_SOURCE
@@ -78,7 +79,8 @@ static void check_disjoint(const ra_safetensors *st, int64_t n, uint64_t data_ar
                                (const unsigned char *)order[0]->data <= (ptrdiff_t)data_area,
                        "tensors span more than the data area");
     }
-    FUZZ_CHECK(total <= data_area, "%llu tensor bytes in a data area of %llu",
+    /* Disjoint and as many bytes as the area: they tile it, as the format requires. */
+    FUZZ_CHECK(total == data_area, "%llu tensor bytes in a data area of %llu",
                (unsigned long long)total, (unsigned long long)data_area);
     for (int64_t i = 1; i < n; i++)
         for (int64_t j = 0; j < i && j < 64; j++)

@@ -157,9 +157,14 @@ RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
 
 /*
  * A strided view of a 4-D tensor [B, S, heads, D].  Strides count elements,
- * not bytes; stride[3] must be 1 (the features of one head are contiguous),
- * the others may be anything that does not make two written elements alias.
- * This lets one call rotate q or k inside a fused QKV buffer or a KV cache.
+ * not bytes; stride[3] must be 1 (the features of one head are contiguous)
+ * and the others >= 0.  A view that is read may repeat elements (a zero
+ * stride broadcasts); one that is written may not: taking its axes of
+ * extent > 1 from the smallest stride up, each stride must exceed the
+ * largest offset the axes before it reach, else RA_ERR_ARGUMENT (a zero
+ * stride, or interleaved axes, are refused).  Contiguous, transposed and
+ * head-major views all qualify.  This lets one call rotate q or k inside a
+ * fused QKV buffer or a KV cache.
  */
 typedef struct ra_tensor {
     void *data;
@@ -190,8 +195,15 @@ RA_API int ra_context_threads(const ra_context *ctx);
  * "avx512", "avx2", or the 128-bit baseline "sse2" (x86-64) / "neon"
  * (aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the environment
  * before the first call caps the choice (the tests use it to run every
- * path). */
+ * path); unset or empty, it caps nothing.  Any other value caps the
+ * choice at base and makes ra_simd_check_environment fail. */
 RA_API const char *ra_simd_name(void);
+
+/* RA_ERR_ARGUMENT when RA_FORCE_ISA held a value other than avx512, avx2,
+ * base or the empty string when the kernels were chosen, else RA_OK.
+ * A program that lets its environment choose should call this first and
+ * refuse to run on a failure (the ropeattn tool exits with status 2). */
+RA_API ra_status ra_simd_check_environment(void);
 
 /* ------------------------------------------------------------------------ */
 /* The seed's functions, one to one                                          */
@@ -306,7 +318,9 @@ typedef struct ra_rope ra_rope;
  * parameters whose inverse frequencies are not finite numbers (yarn with
  * theta 1, a factor of 1e-320), whose angles m * theta_i overflow before
  * RA_MAX_POSITION, or whose attention factor is not in (0, FLT_MAX] (yarn
- * with mscale 1e58): every table entry is a finite float32. */
+ * with mscale 1e58): every table entry is a finite float32.  A theta, factor
+ * or other positive parameter below DBL_MIN (subnormal) is RA_ERR_ARGUMENT
+ * too, as the CLI refuses it. */
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config);
 RA_API void ra_rope_destroy(ra_rope *rope); /* NULL is allowed */
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope);
@@ -664,7 +678,8 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
  * [n_heads * D, in_features]: RA_LAYOUT_HALF reorders interleaved rows
  * (a0 b0 a1 b1 ...) into (a0 a1 ... b0 b1 ...), as Hugging Face's Llama
  * conversion does; RA_LAYOUT_INTERLEAVED undoes it.  Rows move as they are,
- * in any dtype.  out must not overlap w.
+ * in any dtype.  out must not share a byte with w (not even out == w):
+ * RA_ERR_ARGUMENT.
  *   w, out: [n_heads * D, in_features] */
 RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype,
                                  int64_t n_heads, int64_t head_dim,

@@ -17,7 +17,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     RA_TRY(ra_tensor_check(q));
     RA_TRY(ra_tensor_check(k));
     RA_TRY(ra_tensor_check(v));
-    RA_TRY(ra_tensor_check(out));
+    RA_TRY(ra_tensor_check_output(out));
     if (q->dtype != RA_F32 || out->dtype != RA_F32) return RA_ERR_DTYPE; /* k, v: any */
     for (int d = 0; d < 4; d++) {
         if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;

@@ -61,5 +61,13 @@ static inline void ra_store(void *p, ra_dtype dtype, int64_t i, float v)
     }
 }
 
+/* ra_tensor_check (rope_internal.h) for a view that will be written: also
+ * RA_ERR_ARGUMENT when two of its elements may share an address (a zero
+ * stride on an axis of extent > 1, axes whose strides interleave).  Exact
+ * for views whose axes nest, as every contiguous, transposed or head-major
+ * view does; an unusual interleaving that happens not to collide is refused
+ * too. */
+ra_status ra_tensor_check_output(const ra_tensor *t);
+
 
 #endif

@@ -19,7 +19,10 @@ RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype, int64
     RA_TRY(ra_count(dims, 3, &n));
     if (head_dim % 2) return RA_ERR_HEAD_DIM;
     if ((unsigned)to >= RA_LAYOUT_COUNT || (unsigned)dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
-    if (out == w) return RA_ERR_ARGUMENT;
+    /* Rows are copied one at a time: out must not share a byte with w. */
+    uintptr_t bytes = (uintptr_t)n * ra_dtype_size(dtype);
+    uintptr_t dst_at = (uintptr_t)out, src_at = (uintptr_t)w;
+    if (dst_at < src_at + bytes && src_at < dst_at + bytes) return RA_ERR_ARGUMENT;
     int64_t half = head_dim / 2;
     size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
     for (int64_t h = 0; h < n_heads; h++) {

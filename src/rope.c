@@ -77,6 +77,10 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     RA_TRY(ra_mul(c.table_size, n_pairs, &table));
 
     if (!(isfinite(c.theta) && c.theta > 0)) return RA_ERR_THETA;
+    /* Normal numbers only, as for every other positive parameter
+     * (rope_scaling.c) and the CLI's --theta: a subnormal base is out of
+     * range even where its frequencies stay finite (rotary_dim 2). */
+    if (c.theta < DBL_MIN) return RA_ERR_ARGUMENT;
 
     /* Frequencies first (they validate the type's parameters), the table
      * only once everything else has been accepted. */
@@ -169,7 +173,7 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
 {
     if (!rope || !out || !x || !positions) return RA_ERR_NULL;
     RA_TRY(ra_tensor_check(x));
-    RA_TRY(ra_tensor_check(out));
+    RA_TRY(ra_tensor_check_output(out));
     if ((unsigned)direction > RA_INVERSE) return RA_ERR_ARGUMENT;
     for (int d = 0; d < 4; d++)
         if (out->shape[d] != x->shape[d]) return RA_ERR_SHAPE;

@@ -6,11 +6,14 @@
  * d is rotary_dim; theta_i = 1 / base^(2i/d) for i in [0, d/2) is the
  * default, which every other type adjusts.
  */
+#include <float.h>
 #include <math.h>
 
 #include "rope_internal.h"
 
-static int positive(double x) { return isfinite(x) && x > 0; }
+/* A finite number no smaller than DBL_MIN: a subnormal factor or base
+ * (1e-320) is refused as the command line refuses it. */
+static int positive(double x) { return isfinite(x) && x >= DBL_MIN; }
 
 /* theta_i = 1 / base^(2i / d), as the seed writes it (in double). */
 static void default_frequencies(double *inv_freq, int64_t n_pairs, int64_t d, double base)

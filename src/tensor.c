@@ -21,6 +21,29 @@ ra_status ra_tensor_check(const ra_tensor *t)
     return RA_OK;
 }
 
+ra_status ra_tensor_check_output(const ra_tensor *t)
+{
+    RA_TRY(ra_tensor_check(t));
+    /* The axes of extent > 1 from the smallest stride up: each stride must
+     * exceed the largest offset the axes before it reach, so that every
+     * index has its own element.  Contiguous, transposed and head-major
+     * views all nest this way; a zero stride, or two axes that interleave,
+     * do not. */
+    int axes[4], n = 0;
+    for (int d = 0; d < 4; d++) {
+        if (t->shape[d] == 1) continue;
+        int i = n++;
+        for (; i > 0 && t->stride[axes[i - 1]] > t->stride[d]; i--) axes[i] = axes[i - 1];
+        axes[i] = d;
+    }
+    int64_t reach = 0; /* cannot overflow: ra_tensor_check bounded the sum */
+    for (int i = 0; i < n; i++) {
+        if (t->stride[axes[i]] <= reach) return RA_ERR_ARGUMENT;
+        reach += (t->shape[axes[i]] - 1) * t->stride[axes[i]];
+    }
+    return RA_OK;
+}
+
 /* [first byte, one past the last byte] a checked view can touch. */
 static void byte_range(const ra_tensor *t, uintptr_t *begin, uintptr_t *end)
 {

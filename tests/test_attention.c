@@ -462,6 +462,44 @@ static void test_layer_no_rope(void)
     free(x); free(wq); free(wk); free(wv); free(wo); free(y0); free(y1); free(y2);
 }
 
+/* An output view that would write one element twice is refused; a
+ * head-major output is not, and keys and values may repeat (stride 0). */
+static void test_output_aliasing(void)
+{
+    enum { S = 4, H = 2, D = 8, N = S * H * D };
+    float q[N], k[N], v[N], ref[N], out[N];
+    ra_test_fill(q, N, 1);
+    ra_test_fill(k, N, 2);
+    ra_test_fill(v, N, 3);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D),
+              tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), tref = ra_tensor_4d(ref, RA_F32, 1, S, H, D);
+    CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tref, &tq, &tk, &tv, NULL) == RA_OK, "contiguous");
+    for (int path = RA_PATH_AUTO; path < RA_PATH_COUNT; path++) {
+        ra_tensor t = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+        t.stride[2] = 0;
+        CHECK(ra_attention(NULL, (ra_attention_path)path, &t, &tq, &tk, &tv, NULL) ==
+                  RA_ERR_ARGUMENT, "path %d: zero head stride", path);
+        t = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+        t.stride[1] = D; /* tokens and heads interleave */
+        CHECK(ra_attention(NULL, (ra_attention_path)path, &t, &tq, &tk, &tv, NULL) ==
+                  RA_ERR_ARGUMENT, "path %d: interleaved", path);
+        t.stride[2] = S * D; /* head-major [B, H, S, D] */
+        CHECK(ra_attention(NULL, (ra_attention_path)path, &t, &tq, &tk, &tv, NULL) == RA_OK,
+              "path %d: head-major", path);
+        double diff = 0;
+        for (int s = 0; s < S; s++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < D; d++)
+                    diff = fmax(diff, fabs(out[(h * S + s) * D + d] - ref[(s * H + h) * D + d]));
+        CHECK(diff < 1e-6, "path %d: head-major output differs by %g", path, diff);
+    }
+    ra_tensor one_head = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    one_head.stride[2] = 0; /* both heads read kv head 0 */
+    ra_tensor tout = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+    CHECK(ra_attention(NULL, RA_PATH_FLASH, &tout, &tq, &one_head, &one_head, NULL) == RA_OK,
+          "repeated keys and values");
+}
+
 static void test_errors(void)
 {
     float buf[256] = {0}, out[256];
@@ -547,6 +585,7 @@ int main(void)
     RUN(test_layer);
     RUN(test_layer_training);
     RUN(test_layer_no_rope);
+    RUN(test_output_aliasing);
     RUN(test_errors);
     return ra_test_summary("attention");
 }

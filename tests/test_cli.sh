@@ -700,7 +700,7 @@ expect_error() {
     elif [ "$lines" -ne 1 ] || ! grep -q '^ropeattn: ' "$TMP/stderr"; then
         fail "$name: expected one 'ropeattn: ' line on stderr, got: $(head -c 400 "$TMP/stderr")"
     elif [ "$out" != - ] && [ -e "$out" ]; then fail "$name: left $out behind"
-    elif ls "$TMP" | grep -q '\.tmp'; then fail "$name: left a temporary file: $(ls "$TMP")"
+    elif ls -A "$TMP" | grep -q '^\.ropeattn-'; then fail "$name: left a temporary file: $(ls -A "$TMP")"
     else pass
     fi
 }
@@ -958,20 +958,20 @@ expect_usage "attention --grad-output without --grads" "--grad-output needs --gr
     attention $SEED --n-heads 4 --grad-output dy.npy
 expect_usage "attention --grads with --prefill" "--prefill (the KV-cache generator) has no" -- \
     attention $SEED --n-heads 4 $GRADS --prefill 2
-expect_usage "attention --grads = --output" "--grads and --output name the same file" -- \
+expect_usage "attention --grads = --output" "--output y.npy and --grads y.npy name the same file" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads y.npy
 cp seed_F32.safetensors seed_keep.safetensors
-expect_usage "attention --grads = --weights" "--grads and --weights name the same file" -- \
+expect_usage "attention --grads = --weights" "--grads seed_keep.safetensors and --weights seed_keep.safetensors name the same file" -- \
     attention --weights seed_keep.safetensors --input x.npy --output y.npy --n-heads 4 \
     --grad-output dy.npy --grads seed_keep.safetensors
 if cmp -s seed_F32.safetensors seed_keep.safetensors; then pass
 else fail "attention --grads = --weights: the weights file was changed"
 fi
-expect_usage "attention --grads = --input" "--grads and --input name the same file" -- \
+expect_usage "attention --grads = --input" "--grads x.npy and --input x.npy name the same file" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads x.npy
-expect_usage "attention --grads = --grad-output" "--grads and --grad-output name the same" -- \
+expect_usage "attention --grads = --grad-output" "--grads dy.npy and --grad-output dy.npy name the same" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads dy.npy
-expect_usage "attention --grads = ./--input" "--grads and --input name the same file" -- \
+expect_usage "attention --grads = ./--input" "--grads ./x.npy and --input x.npy name the same file" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads ./x.npy
 
 # ---- rope and freqs ---------------------------------------------------------

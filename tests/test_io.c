@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -480,15 +482,16 @@ static void test_st_round_trip(void)
           "dtype table");
 }
 
-/* Hand-written files the reader must accept: unaligned data, empty tensors
- * sharing an offset, holes, an empty header object. */
+/* Hand-written files the reader must accept: unaligned data (the header is
+ * 190 bytes), empty tensors sharing an offset, padding after the JSON, an
+ * empty header object. */
 static void test_st_accepts(void)
 {
     write_st("unaligned.safetensors",
              "{\"__metadata__\":{\"a\":\"b\"},\"x\":{\"dtype\":\"F32\",\"shape\":[2],"
-             "\"data_offsets\":[1,9]},\"e1\":{\"dtype\":\"F16\",\"shape\":[0],"
-             "\"data_offsets\":[4,4]},\"e2\":{\"shape\":[3,0],\"dtype\":\"I8\","
-             "\"data_offsets\":[4,4]}}  ", 12);
+             "\"data_offsets\":[0,8]},\"e1\":{\"dtype\":\"F16\",\"shape\":[0],"
+             "\"data_offsets\":[8,8]},\"e2\":{\"shape\":[3,0],\"dtype\":\"I8\","
+             "\"data_offsets\":[8,8]}}  ", 8);
     ra_safetensors *st = NULL;
     char msg[256];
     ra_status status = ra_safetensors_open(&st, tpath("unaligned.safetensors"), msg, sizeof msg);
@@ -497,7 +500,7 @@ static void test_st_accepts(void)
         CHECK(ra_safetensors_count(st) == 3, "count");
         const ra_st_tensor *x = ra_safetensors_find(st, "x");
         float out[2], expected[2];
-        unsigned char raw[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        unsigned char raw[8] = {0, 1, 2, 3, 4, 5, 6, 7};
         memcpy(expected, raw, sizeof raw);
         CHECK(x != NULL && ra_st_tensor_to_f32(x, out) == RA_OK &&
               memcmp(out, expected, sizeof out) == 0, "unaligned F32");
@@ -617,6 +620,88 @@ static void test_st_hostile_entries(void)
     write_st("dup.safetensors", "{" ENTRY("w", "\"U8\"", "[4]", "[0,4]") ","
              ENTRY("w", "\"U8\"", "[4]", "[4,8]") "}", 8);
     expect_st_message("dup.safetensors", "tensor name \"w\" appears twice");
+}
+
+/* The format's own rules that cJSON's tree hides or that the layout
+ * breaks: each file below is refused with the message given. */
+static void test_st_format_rules(void)
+{
+    static const struct {
+        const char *header;
+        size_t data_len;
+        const char *message; /* what follows "<path>: " */
+    } cases[] = {
+        {"{" ENTRY("a\\u0000b", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "the header holds a NUL character (\\u0000) in a string"},
+        {"{" ENTRY("a", "\"F32\\u0000x\"", "[1]", "[0,4]") "}", 4,
+         "the header holds a NUL character (\\u0000) in a string"},
+        {"{" ENTRY("a\xff", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "the header is not valid UTF-8 (byte 3)"},
+        {"{" ENTRY("a\xc0\x80", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "the header is not valid UTF-8 (byte 3)"},
+        {"{" ENTRY("a\xed\xa0\x80", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "the header is not valid UTF-8 (byte 3)"},
+        {" {}", 0, "the header does not start with '{'"},
+        {"{\"__metadata__\":{},\"__metadata__\":{}}", 0, "\"__metadata__\" appears twice"},
+        {"{\"__metadata__\":{\"n\":1}}", 0, "\"__metadata__\" value \"n\" is not a string"},
+        {"{" ENTRY("a", "\"U8\"", "[2.0]", "[0,2]") "}", 2,
+         "the header holds the number 2.0; only non-negative integers written in plain "
+         "digits are allowed"},
+        {"{" ENTRY("a", "\"U8\"", "[2]", "[0,2e0]") "}", 2,
+         "the header holds the number 2e0; only non-negative integers written in plain "
+         "digits are allowed"},
+        {"{" ENTRY("a", "\"U8\"", "[1e30]", "[0,2]") "}", 2,
+         "the header holds the number 1e30; only non-negative integers written in plain "
+         "digits are allowed"},
+        {"{" ENTRY("a", "\"U8\"", "[2]", "[-0,2]") "}", 2,
+         "the header holds the number -0; only non-negative integers written in plain "
+         "digits are allowed"},
+        {"{" ENTRY("a", "\"U8\"", "[02]", "[0,2]") "}", 2,
+         "the header holds the number 02; only non-negative integers written in plain "
+         "digits are allowed"},
+        {"{" ENTRY("a", "\"U8\"", "[4]", "[2,6]") "}", 6, "data bytes [0, 2) belong to no tensor"},
+        {"{" ENTRY("a", "\"U8\"", "[4]", "[0,4]") "}", 6, "data bytes [4, 6) belong to no tensor"},
+        {"{}", 1, "data bytes [0, 1) belong to no tensor"},
+        {"{" ENTRY("a", "\"U8\"", "[2]", "[0,2]") "," ENTRY("b", "\"U8\"", "[2]", "[3,5]") "}",
+         5, "data bytes [2, 3) belong to no tensor"},
+        {"{" ENTRY("a", "\"U8\"", "[2]", "[0,2]") "," ENTRY("e", "\"U8\"", "[0]", "[3,3]") ","
+         ENTRY("b", "\"U8\"", "[2]", "[3,5]") "}", 5, "data bytes [2, 3) belong to no tensor"},
+        {"{" ENTRY("a", "\"U8\"", "[4]", "[0,4]") "," ENTRY("e", "\"U8\"", "[0]", "[2,2]") "}",
+         4, "tensors \"a\" and \"e\" overlap"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "rule%zu.safetensors", i);
+        write_st(name, cases[i].header, cases[i].data_len);
+        expect_st_message(name, cases[i].message);
+    }
+
+    /* Still valid: an escaped backslash before "u0000", UTF-8 names, empty
+     * tensors where one ends and at the very end, no tensors and no data. */
+    static const struct {
+        const char *header;
+        size_t data_len;
+        const char *name;
+    } valid[] = {
+        {"{" ENTRY("a\\\\u0000", "\"U8\"", "[4]", "[0,4]") "}", 4, "a\\u0000"},
+        {"{" ENTRY("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"},
+        {"{" ENTRY("z", "\"U8\"", "[0,3]", "[4,4]") "," ENTRY("a", "\"U8\"", "[2,2]", "[0,4]")
+         "," ENTRY("y", "\"F32\"", "[0]", "[0,0]") "}", 4, "z"},
+        {"{\"__metadata__\":{\"format\":\"pt\"}}        ", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+        char name[32], msg[256];
+        snprintf(name, sizeof name, "valid%zu.safetensors", i);
+        write_st(name, valid[i].header, valid[i].data_len);
+        ra_safetensors *st = NULL;
+        ra_status status = ra_safetensors_open(&st, tpath(name), msg, sizeof msg);
+        CHECK(status == RA_OK, "%s: %s", name, msg);
+        CHECK(status != RA_OK || valid[i].name == NULL ||
+                  ra_safetensors_find(st, valid[i].name) != NULL,
+              "%s: tensor missing", name);
+        ra_safetensors_close(st);
+    }
 }
 
 static void test_st_write_errors(void)
@@ -755,6 +840,21 @@ static void test_config_hostile(void)
         {"{\"rope_theta\": 1e999}", "config.json: \"rope_theta\" must be a positive number"},
         {"{\"partial_rotary_factor\": 1.5}",
          "config.json: \"partial_rotary_factor\" must be a number in (0, 1]"},
+        /* refused as --theta and the other options refuse them: subnormal
+         * numbers, counts beyond the options' ranges */
+        {"{\"rope_theta\": 1e-320}", "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"rope_parameters\": {\"rope_theta\": 4e-324}}",
+         "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"rms_norm_eps\": 2e-308}", "config.json: \"rms_norm_eps\" must be a positive number"},
+        {"{\"partial_rotary_factor\": 1e-310}",
+         "config.json: \"partial_rotary_factor\" must be a number in (0, 1]"},
+        {"{\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 1e-320}}",
+         "config.json: \"rope_scaling.factor\" must be a positive number"},
+        {"{\"num_attention_heads\": 2147483648}",
+         "config.json: \"num_attention_heads\" is 2147483648; at most 2147483647 is supported"},
+        {"{\"max_position_embeddings\": 4294967298}",
+         "config.json: \"max_position_embeddings\" is 4294967298; at most 4294967297 is "
+         "supported"},
         {"{\"hidden_size\": 64, \"hidden_size\": 128}",
          "config.json: \"hidden_size\" appears twice"},
         {"not json", "config.json: not valid JSON"},
@@ -920,6 +1020,47 @@ static void test_config_files(void)
     if (fd >= 0) close(fd);
     CHECK_FAIL(ra_hf_config_read(tpath("huge.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
                "huge.json");
+}
+
+/* Every reader refuses a FIFO, a folder, a device and a socket, and none
+ * waits for a FIFO's writer (alarm ends the program if one does). */
+static void test_not_regular_files(void)
+{
+    CHECK(mkfifo(tpath("fifo"), 0600) == 0, "mkfifo: %s", strerror(errno));
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", tpath("sock"));
+    CHECK(sock >= 0 && bind(sock, (const struct sockaddr *)&addr, sizeof addr) == 0,
+          "socket: %s", strerror(errno));
+    static const struct {
+        const char *name, *kind; /* name: in the temporary folder, or an absolute path */
+    } files[] = {{"fifo", "a FIFO"}, {"", "a folder"}, {"/dev/null", "a device"},
+                 {"sock", "a socket"}};
+    alarm(30);
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char path[512], expected[600], msg[256];
+        snprintf(path, sizeof path, "%s",
+                 files[f].name[0] == '/' ? files[f].name
+                 : files[f].name[0]      ? tpath(files[f].name)
+                                         : temp_dir);
+        snprintf(expected, sizeof expected, "%s: not a regular file (%s)", path, files[f].kind);
+        ra_npy npy;
+        ra_safetensors *st = NULL;
+        ra_hf_config cfg;
+        ra_st_index index;
+        ra_status status = ra_npy_read(path, &npy, msg, sizeof msg);
+        CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "npy: %s", msg);
+        status = ra_safetensors_open(&st, path, msg, sizeof msg);
+        CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "safetensors: %s", msg);
+        status = ra_hf_config_read(path, &cfg, msg, sizeof msg);
+        CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "config: %s", msg);
+        status = ra_st_index_read(path, &index, msg, sizeof msg);
+        CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "index: %s", msg);
+    }
+    alarm(0);
+    if (sock >= 0) close(sock);
+    unlink(tpath("fifo"));
+    unlink(tpath("sock"));
 }
 
 /* ---- rope parameters ------------------------------------------------------ */
@@ -1174,6 +1315,14 @@ static void test_rope_hostile(void)
         {"{\"original_max_position_embeddings\": 0}",
          "rope parameters: \"original_max_position_embeddings\" must be a positive integer"},
         {"{\"beta_fast\": -1}", "rope parameters: \"beta_fast\" must be a number >= 0"},
+        {"{\"beta_slow\": 1e-320}", "rope parameters: \"beta_slow\" must be a number >= 0"},
+        {"{\"rope_theta\": 1e-320}", "rope parameters: \"rope_theta\" must be a positive number"},
+        {"{\"factor\": 2.2e-308}", "rope parameters: \"factor\" must be a positive number"},
+        {"{\"long_factor\": [1, 5e-324]}",
+         "rope parameters: \"long_factor\"[1] must be a positive number"},
+        {"{\"original_max_position_embeddings\": 4294967298}",
+         "rope parameters: \"original_max_position_embeddings\" is 4294967298; at most "
+         "4294967297 is supported"},
         {"{\"mscale\": true}", "rope parameters: \"mscale\" must be a number >= 0"},
         {"{\"attention_factor\": 0}",
          "rope parameters: \"attention_factor\" must be a positive number"},
@@ -1440,7 +1589,7 @@ static void test_atomic(void)
     snprintf(missing, sizeof missing, "%s/no_such_dir/x.npy", temp_dir);
     st = ra_write_file_atomic(missing, parts, sizes, 3, msg, sizeof msg);
     CHECK_FAIL(st, RA_ERR_IO, msg, missing);
-    CHECK(strstr(msg, "cannot create file: No such file or directory") != NULL, "%s", msg);
+    CHECK(strstr(msg, "No such file or directory") != NULL, "%s", msg);
     CHECK(count_entries(temp_dir) == before + 1, "a failed write created something");
 
     /* Renaming over a folder fails after the temporary file was written: it
@@ -1472,6 +1621,7 @@ int main(void)
     RUN(test_st_accepts);
     RUN(test_st_hostile_layout);
     RUN(test_st_hostile_entries);
+    RUN(test_st_format_rules);
     RUN(test_st_write_errors);
     RUN(test_mutations);
     RUN(test_config_llama);
@@ -1479,6 +1629,7 @@ int main(void)
     RUN(test_config_window);
     RUN(test_st_index);
     RUN(test_config_files);
+    RUN(test_not_regular_files);
     RUN(test_rope_llama3_and_simple_types);
     RUN(test_rope_yarn);
     RUN(test_rope_longrope_phi3);

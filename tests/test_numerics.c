@@ -16,6 +16,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "attention_internal.h"
 #include "cpu/kernels.h"
@@ -573,8 +575,47 @@ static void test_f16_overflow(void)
     ra_rope_destroy(rope);
 }
 
-int main(void)
+/* ---- RA_FORCE_ISA ---------------------------------------------------------- */
+
+/* Runs this program again as "<self> --simd-check" with RA_FORCE_ISA set to
+ * value (the kernels are chosen once per process); returns what that run's
+ * main returns: 0 accepted, 3 refused, and 4 added when the kernels are not
+ * the base ones. */
+static int simd_check_in_child(const char *value)
 {
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("RA_FORCE_ISA", value, 1);
+        execl("/proc/self/exe", "test_numerics", "--simd-check", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+static void test_force_isa(void)
+{
+    /* The suite runs under each RA_FORCE_ISA that tests/run.sh sets: a
+     * value the library does not know must stop it. */
+    CHECK(ra_simd_check_environment() == RA_OK, "RA_FORCE_ISA='%s' is not a known value",
+          getenv("RA_FORCE_ISA"));
+    CHECK(simd_check_in_child("base") == 0, "base");
+    CHECK((simd_check_in_child("avx512") & 3) == 0, "avx512");
+    CHECK((simd_check_in_child("avx2") & 3) == 0, "avx2");
+    CHECK((simd_check_in_child("") & 3) == 0, "empty means unset");
+    static const char *const unknown[] = {"AVX2", "sse2", "avx", "base ", "neon?"};
+    for (int i = 0; i < 5; i++) /* refused, and the kernels capped at base */
+        CHECK(simd_check_in_child(unknown[i]) == 3, "'%s' gave %d", unknown[i],
+              simd_check_in_child(unknown[i]));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--simd-check") == 0)
+        return (ra_simd_check_environment() == RA_OK ? 0 : 3) +
+               (strcmp(ra_simd_name(), ra_kernels_base.name) != 0 ? 4 : 0);
+    RUN(test_force_isa);
     RUN(test_extreme_logits);
     RUN(test_minus_inf_logits);
     RUN(test_nan_inf);

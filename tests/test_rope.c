@@ -4,6 +4,7 @@
  * dtypes, strides, positions, the seed's functions, dtype conversion and
  * argument checks.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -524,6 +525,87 @@ static void test_permute_dtypes(void)
     CHECK(ra_permute_rows(wp, w, (ra_dtype)5, heads, d, in, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT, "dtype");
 }
 
+/* A subnormal base is refused as the CLI's --theta refuses it, even where
+ * its frequencies would be finite (rotary_dim 2 has only theta_0 = 1). */
+static void test_theta_normal(void)
+{
+    ra_rope *rope = NULL;
+    ra_rope_config cfg = ra_rope_config_default(2);
+    static const double bad[] = {1e-320, 4.9e-324, 2.2e-308, 0.0, -1.0, INFINITY, NAN};
+    for (int h = 2; h <= 8; h += 6)
+        for (int i = 0; i < 7; i++) {
+            cfg = ra_rope_config_default(h);
+            cfg.theta = bad[i];
+            ra_status expected = i < 3 ? RA_ERR_ARGUMENT : RA_ERR_THETA;
+            CHECK(ra_rope_create(&rope, &cfg) == expected && rope == NULL,
+                  "theta %g, head_dim %d", bad[i], h);
+        }
+    cfg = ra_rope_config_default(2);
+    cfg.theta = DBL_MIN;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "theta DBL_MIN, head_dim 2");
+    ra_rope_destroy(rope);
+    cfg.type = RA_ROPE_LINEAR;
+    cfg.theta = 1e4;
+    cfg.scaling.factor = 1e-320;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "subnormal factor");
+}
+
+/* Views that would write one element twice are refused; views that nest
+ * (transposed, head-major) and repeated reads are not; ra_permute_rows
+ * refuses any overlap of out and w. */
+static void test_aliasing_refused(void)
+{
+    enum { B = 1, S = 3, H = 2, D = 8, N = B * S * H * D };
+    float x[N], out[N], ref[N], moved[2 * N];
+    ra_test_fill(x, N, 11);
+    ra_rope_config cfg = ra_rope_config_default(D);
+    ra_rope *rope = NULL;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    if (!rope) return;
+    ra_positions pos = {0};
+    ra_tensor tx = ra_tensor_4d(x, RA_F32, B, S, H, D), tref = ra_tensor_4d(ref, RA_F32, B, S, H, D);
+    CHECK(ra_rope_apply(rope, NULL, &tref, &tx, &pos, RA_FORWARD) == RA_OK, "contiguous");
+
+    ra_tensor t = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    t.stride[1] = 0; /* every token onto one row */
+    CHECK(ra_rope_apply(rope, NULL, &t, &tx, &pos, RA_FORWARD) == RA_ERR_ARGUMENT, "zero stride");
+    t = ra_tensor_4d(x, RA_F32, B, S, H, D);
+    t.stride[2] = 0;
+    CHECK(ra_rope_apply(rope, NULL, &t, &t, &pos, RA_FORWARD) == RA_ERR_ARGUMENT,
+          "zero stride in place");
+    t = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    t.stride[2] = D / 2; /* heads half on top of one another */
+    t.stride[1] = D + D / 2;
+    CHECK(ra_rope_apply(rope, NULL, &t, &tx, &pos, RA_FORWARD) == RA_ERR_ARGUMENT, "interleaved");
+
+    /* Head-major output [B, H, S, D]: accepted, the same numbers. */
+    t = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    t.stride[2] = S * D;
+    t.stride[1] = D;
+    CHECK(ra_rope_apply(rope, NULL, &t, &tx, &pos, RA_FORWARD) == RA_OK, "head-major");
+    int same = 1;
+    for (int s = 0; s < S; s++)
+        for (int h = 0; h < H; h++)
+            same &= memcmp(out + (h * S + s) * D, ref + (s * H + h) * D, D * sizeof(float)) == 0;
+    CHECK(same, "head-major output differs");
+    /* Reading one token for every row (stride 0) is allowed. */
+    t = ra_tensor_4d(x, RA_F32, B, S, H, D);
+    t.stride[1] = 0;
+    ra_tensor tout = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    CHECK(ra_rope_apply(rope, NULL, &tout, &t, &pos, RA_FORWARD) == RA_OK, "broadcast read");
+    ra_rope_destroy(rope);
+
+    memcpy(moved, x, sizeof x);
+    CHECK(ra_permute_rows(moved, moved, RA_F32, H, D, S, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT,
+          "permute in place");
+    CHECK(ra_permute_rows(moved + 1, moved, RA_F32, H, D, S, RA_LAYOUT_HALF) == RA_ERR_ARGUMENT,
+          "permute overlapping forward");
+    CHECK(ra_permute_rows(moved, moved + N - 1, RA_F32, H, D, S, RA_LAYOUT_HALF) ==
+              RA_ERR_ARGUMENT, "permute overlapping backward");
+    CHECK(ra_permute_rows(moved + N, moved, RA_F32, H, D, S, RA_LAYOUT_HALF) == RA_OK,
+          "permute into the adjacent rows");
+}
+
 /* f16 and bf16 storage: the result is the f32 rotation of the widened
  * input, rounded once (the seed's .float() ... .type_as()). */
 static void test_dtype_rounding(void)
@@ -592,6 +674,8 @@ int main(void)
     RUN(test_rope_types);
     RUN(test_positions);
     RUN(test_permute_dtypes);
+    RUN(test_theta_normal);
+    RUN(test_aliasing_refused);
     RUN(test_dtype_rounding);
     RUN(test_inverse_sign);
     return ra_test_summary("rope");

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -105,27 +104,21 @@ static int write_gradients(const attention_grads_job *job, const gradients *g)
         if (job->tensors->bias[p]) describe(&out[n++], job->tensors->bias[p], g->db[p]);
     for (int i = 0; i < 2; i++)
         if (job->tensors->norm[i]) describe(&out[n++], job->tensors->norm[i], g->dnorm[i]);
-    char msg[CLI_MSG_LEN];
-    if (ra_safetensors_write(job->grads_path, out, n, msg, sizeof msg) != RA_OK)
-        return cli_fail(EXIT_FAIL, "%s", msg);
-    return 0;
+    return cli_outputs_write_safetensors(job->outputs, 1, out, n);
 }
 
 int attention_grads_run(const attention_grads_job *job, ra_context *ctx)
 {
-    char msg[CLI_MSG_LEN];
     gradients g = {0};
     float *y = malloc((size_t)job->x->count * sizeof(float));
     ra_status status = y ? forward_backward(job, ctx, y, &g) : RA_ERR_NOMEM;
     int failed = 0;
     if (status != RA_OK)
         failed = cli_fail_status(status, "attention training forward and backward failed");
-    else if (!(failed = write_gradients(job, &g)) &&
-             ra_npy_write_f32(job->y_path, y, job->x->ndim, job->x->shape, msg,
-                              sizeof msg) != RA_OK) {
-        unlink(job->grads_path); /* neither output, rather than one of them */
-        failed = cli_fail(EXIT_FAIL, "%s", msg);
-    }
+    if (!failed &&
+        !(failed = cli_outputs_write_npy(job->outputs, 0, y, job->x->ndim, job->x->shape)) &&
+        !(failed = write_gradients(job, &g)))
+        failed = cli_outputs_commit(job->outputs);
     gradients_free(&g);
     free(y);
     return failed;

@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "io/io.h"
+#include "outputs.h"
 
 /* Checks that DY (already read from dy_path) is float32 of X's shape; on
  * failure prints one message and returns EXIT_FAIL. */
@@ -17,7 +18,7 @@ int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x
                           const char *x_path);
 
 /* What one run needs: the layer and how it was found, X and DY, where the
- * tokens sit, and the two output paths. */
+ * tokens sit, and the two outputs (Y first, then G). */
 typedef struct attention_grads_job {
     const ra_layer *layer;
     const attention_tensors *tensors; /* the checkpoint's names and shapes */
@@ -25,12 +26,12 @@ typedef struct attention_grads_job {
     int64_t batch, seq;
     ra_positions positions;
     ra_attention_path path;
-    const char *y_path, *grads_path;
+    cli_outputs *outputs;
 } attention_grads_job;
 
-/* Runs the training forward and the backward and writes G, then Y (each
- * atomically; if Y cannot be written G is removed again, so a failure leaves
- * neither).  On failure prints one message and returns EXIT_FAIL. */
+/* Runs the training forward and the backward, then writes Y and G and
+ * commits both, or neither.  On failure prints one message and returns
+ * EXIT_FAIL. */
 int attention_grads_run(const attention_grads_job *job, ra_context *ctx);
 
 #endif

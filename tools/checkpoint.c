@@ -1,7 +1,6 @@
 /* checkpoint.c — naming schemes of attention weights and their loading. */
 #include "checkpoint.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,19 +39,37 @@ static void tensor_name(char *name, const naming_scheme *scheme, int64_t layer, 
         snprintf(name, NAME_LEN, "%s%s", scheme->prefix, scheme->names[proj]);
 }
 
-/* The layer number in name if name is scheme's wq for some layer, else -1. */
+int64_t checkpoint_layer_number(const char *text, size_t len)
+{
+    if (len == 0 || (text[0] == '0' && len > 1)) return -1;
+    int64_t layer = 0;
+    for (size_t i = 0; i < len; i++) {
+        int digit = text[i] - '0';
+        if (digit < 0 || digit > 9 || layer > (INT64_MAX - digit) / 10) return -1;
+        layer = layer * 10 + digit;
+    }
+    return layer;
+}
+
+/* layer_of's answer for "<prefix>N<infix>wq" whose N is digits and signs
+ * but no layer number (007, +1, -1, beyond int64, empty). */
+#define NOT_CANONICAL (-2)
+
+/* The layer number in name if name is scheme's wq for some layer,
+ * NOT_CANONICAL, else -1. */
 static int64_t layer_of(const char *name, const naming_scheme *scheme)
 {
-    size_t prefix_len = strlen(scheme->prefix);
-    if (strncmp(name, scheme->prefix, prefix_len) != 0) return -1;
-    const char *digits = name + prefix_len;
-    if (!isdigit((unsigned char)digits[0])) return -1;
-    char *end;
-    long long layer = strtoll(digits, &end, 10);
-    size_t infix_len = strlen(scheme->infix);
-    if (strncmp(end, scheme->infix, infix_len) != 0) return -1;
-    if (strcmp(end + infix_len, scheme->names[PROJ_Q]) != 0) return -1;
-    return layer;
+    char tail[NAME_LEN];
+    snprintf(tail, sizeof tail, "%s%s", scheme->infix, scheme->names[PROJ_Q]);
+    size_t len = strlen(name), prefix_len = strlen(scheme->prefix), tail_len = strlen(tail);
+    if (len < prefix_len + tail_len || strncmp(name, scheme->prefix, prefix_len) != 0 ||
+        strcmp(name + len - tail_len, tail) != 0)
+        return -1;
+    const char *number = name + prefix_len;
+    size_t number_len = len - prefix_len - tail_len;
+    if (strspn(number, "+-0123456789") < number_len) return -1;
+    int64_t layer = checkpoint_layer_number(number, number_len);
+    return layer >= 0 ? layer : NOT_CANONICAL;
 }
 
 /* The tensor called name in whichever file holds it, or NULL. */
@@ -86,7 +103,8 @@ static int open_shards(checkpoint_files *out, const ra_st_index *index, const ch
         if (!shard) return cli_fail(EXIT_FAIL, "out of memory");
         snprintf(shard, len, "%.*s%s", folder, path, index->shards[i]);
         int failed = open_file(&out->files[out->n], shard);
-        if (!failed) out->n++;
+        if (failed) free(shard);
+        else out->paths[out->n++] = shard;
         for (int64_t t = 0; !failed && t < ra_safetensors_count(out->files[out->n - 1]); t++) {
             const char *name = ra_safetensors_at(out->files[out->n - 1], t)->name;
             for (int64_t j = 0; !failed && j < out->n - 1; j++)
@@ -94,7 +112,6 @@ static int open_shards(checkpoint_files *out, const ra_st_index *index, const ch
                     failed = cli_fail(EXIT_FAIL, "%s: tensor '%s' is in two shards, %s and %s",
                                       path, name, index->shards[j], index->shards[i]);
         }
-        free(shard);
         if (failed) return failed;
     }
     return 0;
@@ -106,10 +123,17 @@ int checkpoint_files_open(checkpoint_files *out, const char *path)
     size_t len = strlen(path);
     if (len < 5 || strcmp(path + len - 5, ".json") != 0) {
         out->files = malloc(sizeof *out->files);
-        if (!out->files) return cli_fail(EXIT_FAIL, "out of memory");
+        out->paths = malloc(sizeof *out->paths);
+        if (!out->files || !out->paths) {
+            checkpoint_files_close(out);
+            return cli_fail(EXIT_FAIL, "out of memory");
+        }
         int failed = open_file(&out->files[0], path);
-        if (!failed) out->n = 1;
-        else checkpoint_files_close(out);
+        if (!failed) {
+            out->n = 1;
+            if (!(out->paths[0] = strdup(path))) failed = cli_fail(EXIT_FAIL, "out of memory");
+        }
+        if (failed) checkpoint_files_close(out);
         return failed;
     }
     char msg[CLI_MSG_LEN];
@@ -117,7 +141,9 @@ int checkpoint_files_open(checkpoint_files *out, const char *path)
     if (ra_st_index_read(path, &index, msg, sizeof msg) != RA_OK)
         return cli_fail(EXIT_FAIL, "%s", msg);
     out->files = calloc((size_t)index.n_shards, sizeof *out->files);
-    int failed = out->files ? open_shards(out, &index, path) : cli_fail(EXIT_FAIL, "out of memory");
+    out->paths = calloc((size_t)index.n_shards, sizeof *out->paths);
+    int failed = out->files && out->paths ? open_shards(out, &index, path)
+                                          : cli_fail(EXIT_FAIL, "out of memory");
     ra_st_index_free(&index);
     if (failed) checkpoint_files_close(out);
     return failed;
@@ -125,15 +151,20 @@ int checkpoint_files_open(checkpoint_files *out, const char *path)
 
 void checkpoint_files_close(checkpoint_files *files)
 {
-    for (int64_t i = 0; i < files->n; i++) ra_safetensors_close(files->files[i]);
+    for (int64_t i = 0; i < files->n; i++) {
+        ra_safetensors_close(files->files[i]);
+        free(files->paths[i]);
+    }
     free(files->files);
+    free(files->paths);
     *files = (checkpoint_files){0};
 }
 
 /* The layers that per-layer names in the files cover: how many, lowest,
- * highest. */
+ * highest; and the first name whose layer number is not canonical. */
 typedef struct layer_census {
     int64_t count, lowest, highest;
+    const char *not_canonical;
 } layer_census;
 
 /* Counts name in census if it is some scheme's wq for a layer. */
@@ -142,6 +173,7 @@ static void count_name(layer_census *census, const char *name)
     for (int s = 0; s < N_SCHEMES; s++) {
         if (!schemes[s].infix) continue;
         int64_t layer = layer_of(name, &schemes[s]);
+        if (layer == NOT_CANONICAL && !census->not_canonical) census->not_canonical = name;
         if (layer < 0) continue;
         census->count++;
         if (layer < census->lowest) census->lowest = layer;
@@ -151,7 +183,7 @@ static void count_name(layer_census *census, const char *name)
 
 static layer_census count_layers(const checkpoint_files *files)
 {
-    layer_census census = {0, INT64_MAX, -1};
+    layer_census census = {0, INT64_MAX, -1, NULL};
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++)
             count_name(&census, ra_safetensors_at(files->files[f], i)->name);
@@ -180,28 +212,27 @@ static int no_attention_weights(const char *path)
 }
 
 /* Picks the scheme and layer when --layer was not given. */
-static int pick_without_layer(const checkpoint_files *files, const naming_scheme **scheme,
-                              int64_t *layer)
+static int pick_without_layer(const checkpoint_files *files, const layer_census *census,
+                              const naming_scheme **scheme, int64_t *layer)
 {
     const char *path = files->path;
     *scheme = find_scheme(files, 0, 0);
     *layer = 0;
     if (*scheme) return 0;
-    layer_census census = count_layers(files);
-    if (census.count == 0) return no_attention_weights(path);
-    if (census.count > 1)
+    if (census->count == 0) return no_attention_weights(path);
+    if (census->count > 1)
         return cli_fail(EXIT_FAIL,
                         "%s holds attention weights for %lld layers (numbered %lld to %lld): "
-                        "choose one with --layer N", path, (long long)census.count,
-                        (long long)census.lowest, (long long)census.highest);
-    *layer = census.lowest;
+                        "choose one with --layer N", path, (long long)census->count,
+                        (long long)census->lowest, (long long)census->highest);
+    *layer = census->lowest;
     *scheme = find_scheme(files, 1, *layer);
     return 0;
 }
 
 /* Picks the scheme for the layer given with --layer. */
-static int pick_with_layer(const checkpoint_files *files, int64_t layer,
-                           const naming_scheme **scheme)
+static int pick_with_layer(const checkpoint_files *files, const layer_census *census,
+                           int64_t layer, const naming_scheme **scheme)
 {
     const char *path = files->path;
     *scheme = find_scheme(files, 1, layer);
@@ -214,20 +245,26 @@ static int pick_with_layer(const checkpoint_files *files, int64_t layer,
                         "--layer %lld was given, but %s names one layer only ('%s'): "
                         "leave out --layer", (long long)layer, path, name);
     }
-    layer_census census = count_layers(files);
-    if (census.count == 0) return no_attention_weights(path);
+    if (census->count == 0) return no_attention_weights(path);
     return cli_fail(EXIT_FAIL, "%s has no attention weights for layer %lld "
                     "(it has layers numbered %lld to %lld)", path, (long long)layer,
-                    (long long)census.lowest, (long long)census.highest);
+                    (long long)census->lowest, (long long)census->highest);
 }
 
 int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
                               attention_tensors *out)
 {
     const char *path = files->path;
+    /* A layer number written otherwise (model.layers.007...) could name the
+     * wrong layer, or the one asked for twice. */
+    layer_census census = count_layers(files);
+    if (census.not_canonical)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has a malformed layer number (expected "
+                        "0, 1, 2 ... without signs or leading zeros)", census.not_canonical,
+                        path);
     const naming_scheme *scheme;
-    int failed = layer < 0 ? pick_without_layer(files, &scheme, &layer)
-                           : pick_with_layer(files, layer, &scheme);
+    int failed = layer < 0 ? pick_without_layer(files, &census, &scheme, &layer)
+                           : pick_with_layer(files, &census, layer, &scheme);
     if (failed) return failed;
     char name[NAME_LEN];
     for (int p = 0; p < N_PROJ; p++) {

@@ -19,6 +19,7 @@
 #ifndef RA_TOOLS_CHECKPOINT_H
 #define RA_TOOLS_CHECKPOINT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "io/io.h"
@@ -39,6 +40,7 @@ typedef struct attention_tensors {
 typedef struct checkpoint_files {
     const char *path; /* as given */
     ra_safetensors **files;
+    char **paths; /* each file's path */
     int64_t n;
 } checkpoint_files;
 
@@ -49,10 +51,16 @@ void checkpoint_files_close(checkpoint_files *files); /* zeroes it */
 
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and the q and k norms (q_norm.weight,
- * k_norm.weight beside q_proj.weight).  On failure prints one message naming
- * the checkpoint's path and returns EXIT_FAIL. */
+ * k_norm.weight beside q_proj.weight).  A per-layer wq name whose layer
+ * number is not canonical decimal (007, +1, beyond int64, empty) is refused,
+ * naming it.  On failure prints one message naming the checkpoint's path and
+ * returns EXIT_FAIL. */
 int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
                               attention_tensors *out);
+
+/* The layer number text[0, len) spells in canonical decimal (no sign, no
+ * leading zero but "0" itself, within int64), else -1. */
+int64_t checkpoint_layer_number(const char *text, size_t len);
 
 /* Converts t (F32, F16, BF16 or F64) to a new float32 buffer of t->count
  * elements; free() it.  On failure prints one message and returns EXIT_FAIL. */

@@ -6,11 +6,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 const char *const cli_layout_names[] = {
     [RA_LAYOUT_INTERLEAVED] = "interleaved", [RA_LAYOUT_HALF] = "half", NULL};
@@ -22,14 +25,33 @@ ra_attention_path cli_attention_path(int cli_path_index)
     return cli_path_index == CLI_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
 }
 
+/* Appends text to line, each control character (C0, DEL, C1 in UTF-8) as
+ * \xNN, so that the message stays one line whatever a path holds. */
+static void append_escaped(char *line, size_t line_len, const char *text)
+{
+    size_t used = strlen(line);
+    for (const unsigned char *p = (const unsigned char *)text; *p && used + 9 < line_len; p++) {
+        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (*p < 0x20 || *p == 0x7f || c1) {
+            used += (size_t)snprintf(line + used, line_len - used, "\\x%02x", *p);
+            if (c1) used += (size_t)snprintf(line + used, line_len - used, "\\x%02x", *++p);
+        } else {
+            line[used++] = (char)*p;
+        }
+    }
+    line[used] = '\0';
+}
+
 int cli_fail(int exit_code, const char *fmt, ...)
 {
+    char text[CLI_LINE_LEN], line[CLI_LINE_LEN] = "ropeattn: ";
     va_list args;
     va_start(args, fmt);
-    fputs("ropeattn: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fputc('\n', stderr);
+    vsnprintf(text, sizeof text, fmt, args);
     va_end(args);
+    append_escaped(line, sizeof line - 1, text);
+    strcat(line, "\n");
+    fputs(line, stderr);
     return exit_code;
 }
 
@@ -70,10 +92,13 @@ static int parse_double(const char *text, double *out)
     return 1;
 }
 
-static void print_choices(const char *const *choices)
+/* "a, b or c" into buf. */
+static void format_choices(char *buf, size_t len, const char *const *choices)
 {
+    buf[0] = '\0';
     for (int i = 0; choices[i]; i++)
-        fprintf(stderr, "%s%s", i ? (choices[i + 1] ? ", " : " or ") : "", choices[i]);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s",
+                 i ? (choices[i + 1] ? ", " : " or ") : "", choices[i]);
 }
 
 /* Stores value into opt's destination; 0 (after printing why) if it does not
@@ -115,9 +140,9 @@ static int store_value(const char *command, const cli_option *opt, const char *v
                 return 1;
             }
         }
-        fprintf(stderr, "ropeattn: %s: %s must be ", command, opt->name);
-        print_choices(opt->choices);
-        fprintf(stderr, ", not '%s'\n", value);
+        char names[256];
+        format_choices(names, sizeof names, opt->choices);
+        cli_fail(EXIT_USAGE, "%s: %s must be %s, not '%s'", command, opt->name, names, value);
         return 0;
     case CLI_FLAG:
         break;
@@ -182,61 +207,82 @@ int64_t cli_rope_table_rows(int64_t start, int64_t seq)
 
 /* ---- threads ----------------------------------------------------------- */
 
+/* OpenBLAS 0.3.21 (Debian 12, x86-64) maps a buffer of 128 MiB + 4 KiB for
+ * each thread that runs its kernels, a worker as it starts, the calling
+ * thread at its first sgemm, and retries forever when the mapping fails (an
+ * address-space limit: ulimit -v), which hangs the run.  Its constructor
+ * starts a worker per processor it may run on; so the process runs on one
+ * processor until OpenBLAS is loaded (blas_cpus_narrow, blas_cpus_restore),
+ * which then has no workers, and cli_context_create adds them once their
+ * buffers and stacks fit. */
+#define BLAS_BUFFER_BYTES (((size_t)128 << 20) + 4096)
+#define BLAS_SPARE_BYTES ((size_t)16 << 20)
+#define BLAS_WARM_UP 256 /* an sgemm of this size, shared by every thread */
+
+static unsigned long blas_cpus[1024 / (8 * sizeof(unsigned long))]; /* as the process had */
+static int blas_cpus_narrowed;
+
+static void blas_cpus_narrow(void)
+{
+    unsigned long first[sizeof blas_cpus / sizeof blas_cpus[0]] = {0};
+    if (syscall(SYS_sched_getaffinity, 0, sizeof blas_cpus, blas_cpus) <= 0) return;
+    for (size_t i = 0; i < sizeof blas_cpus / sizeof blas_cpus[0]; i++)
+        if (blas_cpus[i]) {
+            first[i] = blas_cpus[i] & -blas_cpus[i]; /* its lowest processor */
+            break;
+        }
+    blas_cpus_narrowed = syscall(SYS_sched_setaffinity, 0, sizeof first, first) == 0;
+}
+
+/* Runs before any library's constructor (in an executable; elsewhere it is
+ * ignored). */
+__attribute__((section(".preinit_array"), used))
+static void (*const blas_cpus_narrow_early)(void) = blas_cpus_narrow;
+
+/* Runs after the libraries' constructors, before main. */
+__attribute__((constructor)) static void blas_cpus_restore(void)
+{
+    if (blas_cpus_narrowed) syscall(SYS_sched_setaffinity, 0, sizeof blas_cpus, blas_cpus);
+}
+
+/* Sets OpenBLAS to n_threads if the address space has room for their
+ * buffers, the workers' stacks and some to spare (a mapping of that size
+ * that reserves no memory, tried and given back), and has them map their
+ * buffers now, with one sgemm, rather than in the middle of the run. */
+static int blas_set_threads(int n_threads)
+{
+    pthread_attr_t attr;
+    size_t stack = 0;
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_getstacksize(&attr, &stack); /* the default */
+        pthread_attr_destroy(&attr);
+    }
+    size_t bytes = (size_t)n_threads * BLAS_BUFFER_BYTES +
+                   (size_t)(n_threads - 1) * stack + BLAS_SPARE_BYTES;
+    void *probe = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+    float *m = probe == MAP_FAILED ? NULL : calloc(2 * BLAS_WARM_UP * BLAS_WARM_UP, sizeof *m);
+    if (probe != MAP_FAILED) munmap(probe, bytes);
+    if (!m)
+        return cli_fail(EXIT_FAIL, "out of memory: OpenBLAS needs %zu MiB of address space "
+                        "(ulimit -v) for the buffers of %d thread%s; use fewer --threads or "
+                        "raise the limit", bytes >> 20, n_threads, n_threads > 1 ? "s" : "");
+    openblas_set_num_threads(n_threads);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, BLAS_WARM_UP, BLAS_WARM_UP,
+                BLAS_WARM_UP, 1.0f, m, BLAS_WARM_UP, m, BLAS_WARM_UP, 0.0f,
+                m + BLAS_WARM_UP * BLAS_WARM_UP, BLAS_WARM_UP);
+    free(m);
+    return 0;
+}
+
 int cli_context_create(ra_context **ctx, int64_t n_threads)
 {
     ra_status status = ra_context_create(ctx, (int)n_threads);
     if (status != RA_OK) return cli_fail_status(status, "cannot create the thread context");
-    openblas_set_num_threads(ra_context_threads(*ctx));
-    return 0;
-}
-
-/* ---- files ------------------------------------------------------------- */
-
-/* The folder part of path ("." for a bare name) into a new string. */
-static char *folder_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t len = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
-    char *folder = malloc(len + 1);
-    if (!folder) return NULL;
-    memcpy(folder, slash ? path : ".", len);
-    folder[len] = '\0';
-    return folder;
-}
-
-int cli_same_file(const char *a, const char *b)
-{
-    if (strcmp(a, b) == 0) return 1;
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    /* a file still to be written: the same name in the same folder */
-    const char *name_a = strrchr(a, '/'), *name_b = strrchr(b, '/');
-    if (strcmp(name_a ? name_a + 1 : a, name_b ? name_b + 1 : b) != 0) return 0;
-    char *fa = folder_of(a), *fb = folder_of(b);
-    int same = fa && fb && stat(fa, &sa) == 0 && stat(fb, &sb) == 0 && sa.st_dev == sb.st_dev &&
-               sa.st_ino == sb.st_ino;
-    free(fa);
-    free(fb);
-    return same;
-}
-
-int cli_check_output_folder(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) return 0; /* the current folder */
-    size_t len = slash == path ? 1 : (size_t)(slash - path);
-    char *folder = malloc(len + 1);
-    if (!folder) return cli_fail(EXIT_FAIL, "out of memory");
-    memcpy(folder, path, len);
-    folder[len] = '\0';
-    struct stat st;
-    int failed = 0;
-    if (stat(folder, &st) != 0)
-        failed = cli_fail(EXIT_FAIL, "cannot write %s: folder %s: %s", path, folder,
-                          strerror(errno));
-    else if (!S_ISDIR(st.st_mode))
-        failed = cli_fail(EXIT_FAIL, "cannot write %s: %s is not a folder", path, folder);
-    free(folder);
+    int failed = blas_set_threads(ra_context_threads(*ctx));
+    if (failed) {
+        ra_context_destroy(*ctx);
+        *ctx = NULL;
+    }
     return failed;
 }

@@ -23,8 +23,11 @@ enum {
 
 /* Room for one error sentence from the io layer. */
 #define CLI_MSG_LEN 512
+/* The longest message line cli_fail prints (longer ones are cut). */
+#define CLI_LINE_LEN 8192
 
-/* Prints "ropeattn: <message>\n" on stderr and returns exit_code. */
+/* Prints "ropeattn: <message>\n" on stderr, each control character in the
+ * message written as \xNN, and returns exit_code. */
 int cli_fail(int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -100,18 +103,6 @@ int64_t cli_rope_table_rows(int64_t start, int64_t seq);
  * to the same count, so that the projections and the library's kernels use
  * the same threads.  On failure prints the message and returns nonzero. */
 int cli_context_create(ra_context **ctx, int64_t n_threads);
-
-/* ---- files ------------------------------------------------------------- */
-
-/* Checks, before any work, that path's folder exists and is a folder; on
- * failure prints one message naming it and returns nonzero. */
-int cli_check_output_folder(const char *path);
-
-/* 1 when paths a and b name the same file: the same string, the same
- * existing file (device and inode: "a" and "./a", hard and symbolic
- * links), or, for a file still to be written, the same name in the same
- * folder. */
-int cli_same_file(const char *a, const char *b);
 
 /* ---- subcommands ------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "io/io.h"
+#include "outputs.h"
 #include "rope_cli.h"
 
 static const char usage[] =
@@ -116,11 +117,15 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
                           const checkpoint *ckpt, ra_layer_config *config)
 {
     const ra_st_tensor *wq = ckpt->tensors.proj[PROJ_Q], *wk = ckpt->tensors.proj[PROJ_K];
-    for (int p = 0; p < N_PROJ; p++)
-        if (ckpt->tensors.proj[p]->ndim != 2)
+    for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *w = ckpt->tensors.proj[p];
+        if (w->ndim != 2)
             return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected a 2-D "
-                            "[out_features, in_features] matrix",
-                            ckpt->tensors.proj[p]->name, ckpt->path, ckpt->tensors.proj[p]->ndim);
+                            "[out_features, in_features] matrix", w->name, ckpt->path, w->ndim);
+        if (w->count == 0) /* then head_dim or n_kv_heads could come out 0 */
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s has shape [%lld, %lld]: it is empty",
+                            w->name, ckpt->path, (long long)w->shape[0], (long long)w->shape[1]);
+    }
     int64_t dim = wq->shape[1];
     if (hf->has_hidden_size && hf->hidden_size != dim)
         return cli_fail(EXIT_FAIL, "config hidden_size %lld does not match dim %lld "
@@ -144,7 +149,7 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
 
     int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads : hf->num_key_value_heads;
     if (!opts->has_n_kv_heads && !hf->has_num_key_value_heads) {
-        if (wk->shape[0] % head_dim != 0 || wk->shape[0] == 0)
+        if (wk->shape[0] % head_dim != 0)
             return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of "
                             "head_dim %lld", wk->name, ckpt->path, (long long)wk->shape[0],
                             (long long)head_dim);
@@ -327,11 +332,10 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
 }
 
 /* Y = layer(X), written only if the whole forward succeeded. */
-static int forward_and_write(const attention_options *opts, const ra_layer *layer,
-                             ra_context *ctx, const ra_npy *x, const int64_t *ids,
-                             int64_t batch, int64_t seq)
+static int forward_and_write(const attention_options *opts, cli_outputs *outputs,
+                             const ra_layer *layer, ra_context *ctx, const ra_npy *x,
+                             const int64_t *ids, int64_t batch, int64_t seq)
 {
-    char msg[CLI_MSG_LEN];
     float *y = malloc((size_t)x->count * sizeof(float));
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
     ra_positions positions = {.start = opts->start_pos, .ids = ids};
@@ -345,22 +349,39 @@ static int forward_and_write(const attention_options *opts, const ra_layer *laye
         failed = cli_fail_status(status, opts->prefill
                                              ? "attention forward through the KV cache failed"
                                              : "attention forward failed");
-    else if (ra_npy_write_f32(opts->output, y, x->ndim, x->shape, msg, sizeof msg) != RA_OK)
-        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    if (!failed && !(failed = cli_outputs_write_npy(outputs, 0, y, x->ndim, x->shape)))
+        failed = cli_outputs_commit(outputs);
     free(y);
     return failed;
 }
 
 /* Y and, with --grads, the gradients of sum(Y * DY). */
-static int compute_and_write(const attention_options *opts, const checkpoint *ckpt,
-                             const ra_layer *layer, ra_context *ctx, const ra_npy *x,
-                             const ra_npy *dy, const int64_t *ids, int64_t batch, int64_t seq)
+static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
+                             const checkpoint *ckpt, const ra_layer *layer, ra_context *ctx,
+                             const ra_npy *x, const ra_npy *dy, const int64_t *ids,
+                             int64_t batch, int64_t seq)
 {
-    if (!opts->grads) return forward_and_write(opts, layer, ctx, x, ids, batch, seq);
+    if (!opts->grads) return forward_and_write(opts, outputs, layer, ctx, x, ids, batch, seq);
     attention_grads_job job = {layer, &ckpt->tensors, x, dy, batch, seq,
                                {.start = opts->start_pos, .ids = ids},
-                               cli_attention_path(opts->path), opts->output, opts->grads};
+                               cli_attention_path(opts->path), outputs};
     return attention_grads_run(&job, ctx);
+}
+
+/* The outputs, checked, and every file named on the command line checked
+ * against them. */
+static int check_files(const attention_options *opts, cli_outputs *outputs)
+{
+    int failed = cli_outputs_add(outputs, "--output", opts->output);
+    if (!failed && opts->grads) failed = cli_outputs_add(outputs, "--grads", opts->grads);
+    const char *const inputs[][2] = {{"--weights", opts->weights},
+                                     {"--input", opts->input},
+                                     {"--grad-output", opts->grad_output},
+                                     {"--config", opts->rope.config_path},
+                                     {"--positions", opts->rope.positions_path}};
+    for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
+        if (inputs[i][1]) failed = cli_outputs_check_input(outputs, inputs[i][0], inputs[i][1]);
+    return failed;
 }
 
 static int run(const attention_options *opts)
@@ -376,10 +397,12 @@ static int run(const attention_options *opts)
     ra_context *ctx = NULL;
     ra_layer_config config = {0};
     int64_t batch = 0, seq = 0;
-    int failed = cli_check_output_folder(opts->output);
-    if (!failed && opts->grads) failed = cli_check_output_folder(opts->grads);
+    cli_outputs outputs = {0};
+    int failed = check_files(opts, &outputs);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
     if (!failed) failed = checkpoint_files_open(&ckpt.files, ckpt.path);
+    for (int64_t i = 0; !failed && i < ckpt.files.n; i++)
+        failed = cli_outputs_check_input(&outputs, "--weights shard", ckpt.files.paths[i]);
     if (!failed && (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
                     (opts->grad_output &&
                      ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
@@ -400,7 +423,8 @@ static int run(const attention_options *opts)
                                 &config)) &&
         !(failed = create_layer(&ckpt, &config, weights, &layer)) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
-        failed = compute_and_write(opts, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
+        failed = compute_and_write(opts, &outputs, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
+    cli_outputs_free(&outputs);
     ra_context_destroy(ctx);
     ra_layer_destroy(layer);
     for (int i = 0; i < N_WEIGHTS; i++) free(weights[i]);
@@ -456,13 +480,6 @@ int cmd_attention(int argc, char **argv)
     if (opts.grad_output && !opts.grads)
         return cli_fail(EXIT_USAGE, "attention: --grad-output needs --grads (where to write "
                         "the gradients)");
-    /* G is written last, over whatever file it names: never over an input. */
-    const char *const others[][2] = {{"--output", opts.output}, {"--weights", opts.weights},
-                                     {"--input", opts.input}, {"--grad-output", opts.grad_output}};
-    for (int i = 0; opts.grads && i < 4; i++)
-        if (others[i][1] && cli_same_file(opts.grads, others[i][1]))
-            return cli_fail(EXIT_USAGE, "attention: --grads and %s name the same file",
-                            others[i][0]);
     if (opts.grads && opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --grads runs the layer's training forward and "
                         "backward; --prefill (the KV-cache generator) has no backward");

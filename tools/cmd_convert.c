@@ -4,13 +4,14 @@
  * half-split RoPE layouts, what Hugging Face's Llama conversion does, and
  * copies every other tensor unchanged.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "io/io.h"
+#include "outputs.h"
 #include "rope_cli.h"
 
 static const char usage[] =
@@ -93,16 +94,20 @@ static int is_fused(const char *name)
     return 0;
 }
 
-/* The N of a "layers.N." part of name, or -1. */
+/* layer_of's answer for a "layers.N." part whose N is digits and signs but
+ * no layer number (007, +1, -1, beyond int64, empty). */
+#define MALFORMED_LAYER (-2)
+
+/* The N of a "layers.N." part of name, MALFORMED_LAYER, or -1 (none). */
 static int64_t layer_of(const char *name)
 {
     for (const char *p = name; (p = strstr(p, "layers.")) != NULL; p++) {
         if (p != name && p[-1] != '.') continue;
-        const char *digits = p + strlen("layers.");
-        if (!isdigit((unsigned char)digits[0])) continue;
-        char *end;
-        long long layer = strtoll(digits, &end, 10);
-        if (*end == '.') return layer;
+        const char *number = p + strlen("layers.");
+        size_t len = strspn(number, "+-0123456789");
+        if (number[len] != '.') continue;
+        int64_t layer = checkpoint_layer_number(number, len);
+        return layer >= 0 ? layer : MALFORMED_LAYER;
     }
     return -1;
 }
@@ -125,10 +130,10 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         for (int64_t i = 0; i < ra_safetensors_count(st) && g->head_dim == 0; i++) {
             const ra_st_tensor *t = ra_safetensors_at(st, i);
             if (kind_of(t->name) != QUERY || t->ndim < 1) continue;
-            if (t->shape[0] % n_heads != 0)
-                return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of "
-                                "n_heads %lld", t->name, opts->weights, (long long)t->shape[0],
-                                (long long)n_heads);
+            if (t->shape[0] == 0 || t->shape[0] % n_heads != 0)
+                return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a positive "
+                                "multiple of n_heads %lld", t->name, opts->weights,
+                                (long long)t->shape[0], (long long)n_heads);
             g->head_dim = t->shape[0] / n_heads;
         }
     }
@@ -244,7 +249,11 @@ static int convert(const convert_options *opts, const rope_source *src,
         proj_kind kind = kind_of(t->name);
         if (kind == NOT_QK) continue;
         int64_t layer = layer_of(t->name);
-        if (layer >= 0) layered++;
+        if (layer == MALFORMED_LAYER && opts->has_layer)
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s has a malformed layer number "
+                            "(expected 0, 1, 2 ... without signs or leading zeros)", t->name,
+                            opts->weights);
+        if (layer != -1) layered++;
         if (opts->has_layer && layer != opts->layer) continue;
         if ((failed = check_tensor(opts, t, kind, &g, n_heads, n_kv_heads))) return failed;
         buffers[i] = malloc(t->nbytes > 0 ? t->nbytes : 1);
@@ -277,7 +286,11 @@ static int run(const convert_options *opts)
     ra_safetensors *st = NULL;
     ra_st_tensor *out = NULL;
     void **buffers = NULL;
-    int failed = cli_check_output_folder(opts->output);
+    cli_outputs outputs = {0};
+    int failed = cli_outputs_add(&outputs, "--output", opts->output);
+    if (!failed) failed = cli_outputs_check_input(&outputs, "--weights", opts->weights);
+    if (!failed && opts->config)
+        failed = cli_outputs_check_input(&outputs, "--config", opts->config);
     if (!failed) failed = rope_source_load(&rope_opts, &src);
     size_t len = strlen(opts->weights);
     if (!failed && len >= 5 && strcmp(opts->weights + len - 5, ".json") == 0)
@@ -293,8 +306,9 @@ static int run(const convert_options *opts)
         if (!out || !buffers) failed = cli_fail(EXIT_FAIL, "out of memory");
     }
     if (!failed) failed = convert(opts, &src, st, out, buffers);
-    if (!failed && ra_safetensors_write(opts->output, out, n, msg, sizeof msg) != RA_OK)
-        failed = cli_fail(EXIT_FAIL, "%s", msg);
+    if (!failed && !(failed = cli_outputs_write_safetensors(&outputs, 0, out, n)))
+        failed = cli_outputs_commit(&outputs);
+    cli_outputs_free(&outputs);
     for (int64_t i = 0; buffers && i < n; i++) free(buffers[i]);
     free(buffers);
     free(out);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "io/io.h"
+#include "outputs.h"
 #include "rope_cli.h"
 
 static const char usage[] =
@@ -57,10 +58,19 @@ static int check_options(const freqs_options *opts)
     if (opts->head_dim % 2 != 0)
         return cli_fail(EXIT_USAGE, "freqs: --head-dim must be even, not %lld",
                         (long long)opts->head_dim);
-    if (cli_same_file(opts->cos_path, opts->sin_path))
-        return cli_fail(EXIT_USAGE, "freqs: --cos and --sin name the same file");
-    if (cli_check_output_folder(opts->cos_path)) return EXIT_FAIL;
-    return cli_check_output_folder(opts->sin_path);
+    return 0;
+}
+
+/* The two outputs, checked, and the files read checked against them. */
+static int check_files(const freqs_options *opts, cli_outputs *outputs)
+{
+    int failed = cli_outputs_add(outputs, "--cos", opts->cos_path);
+    if (!failed) failed = cli_outputs_add(outputs, "--sin", opts->sin_path);
+    if (!failed && opts->rope.config_path)
+        failed = cli_outputs_check_input(outputs, "--config", opts->rope.config_path);
+    if (!failed && opts->rope.positions_path)
+        failed = cli_outputs_check_input(outputs, "--positions", opts->rope.positions_path);
+    return failed;
 }
 
 /* head_dim from the flag, else the config. */
@@ -94,10 +104,9 @@ static ra_status fill(const ra_rope *rope, const freqs_options *opts,
     return RA_OK;
 }
 
-static int write_tables(const freqs_options *opts, const ra_rope *rope,
+static int write_tables(const freqs_options *opts, cli_outputs *outputs, const ra_rope *rope,
                         const positions_file *positions, int64_t n, int64_t pairs)
 {
-    char msg[CLI_MSG_LEN];
     int64_t shape[2] = {n, pairs};
     size_t count = (size_t)(n * pairs);
     float *cos_table = malloc(count * sizeof(float)), *sin_table = malloc(count * sizeof(float));
@@ -108,12 +117,10 @@ static int write_tables(const freqs_options *opts, const ra_rope *rope,
                           (long long)pairs);
     else if ((status = fill(rope, opts, positions, n, pairs, cos_table, sin_table)) != RA_OK)
         failed = cli_fail_status(status, "cannot compute the tables");
-    else if (ra_npy_write_f32(opts->cos_path, cos_table, 2, shape, msg, sizeof msg) != RA_OK)
-        failed = cli_fail(EXIT_FAIL, "%s", msg);
-    else if (ra_npy_write_f32(opts->sin_path, sin_table, 2, shape, msg, sizeof msg) != RA_OK) {
-        remove(opts->cos_path); /* both files or neither */
-        failed = cli_fail(EXIT_FAIL, "%s (so %s was removed too)", msg, opts->cos_path);
-    }
+    const float *tables[2] = {cos_table, sin_table};
+    for (int i = 0; !failed && i < 2; i++)
+        failed = cli_outputs_write_npy(outputs, i, tables[i], 2, shape);
+    if (!failed) failed = cli_outputs_commit(outputs); /* both files or neither */
     free(cos_table);
     free(sin_table);
     return failed;
@@ -125,8 +132,13 @@ static int run(const freqs_options *opts)
     positions_file positions = {0};
     ra_rope *rope = NULL;
     int64_t head_dim = 0;
-    int failed = rope_source_load(&opts->rope, &src);
-    if (failed) return failed;
+    cli_outputs outputs = {0};
+    int failed = check_files(opts, &outputs);
+    if (!failed) failed = rope_source_load(&opts->rope, &src);
+    if (failed) {
+        cli_outputs_free(&outputs);
+        return failed;
+    }
     if (!(failed = resolve_head_dim(opts, &src, &head_dim)) && opts->rope.positions_path)
         failed = positions_read(opts->rope.positions_path, &positions);
     if (!failed) {
@@ -144,8 +156,9 @@ static int run(const freqs_options *opts)
             ra_status status = ra_rope_create(&rope, &config);
             if (status != RA_OK) failed = cli_fail_status(status, "cannot create the rope");
         }
-        if (!failed) failed = write_tables(opts, rope, &positions, n, pairs);
+        if (!failed) failed = write_tables(opts, &outputs, rope, &positions, n, pairs);
     }
+    cli_outputs_free(&outputs);
     ra_rope_destroy(rope);
     positions_free(&positions);
     rope_source_free(&src);

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "io/io.h"
+#include "outputs.h"
 #include "rope_cli.h"
 
 static const char usage[] =
@@ -105,23 +106,40 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
     return failed;
 }
 
+/* The library's threads only: the rope needs no OpenBLAS (cli_context_create). */
+static int create_context(ra_context **ctx, int64_t n_threads)
+{
+    ra_status status = ra_context_create(ctx, (int)n_threads);
+    return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the thread context");
+}
+
 static int run(const rope_options *opts)
 {
     char msg[CLI_MSG_LEN];
     ra_npy x = {0};
     ra_context *ctx = NULL;
     rope_source src;
-    int failed = cli_check_output_folder(opts->output);
-    if (failed) return failed;
-    if ((failed = rope_source_load(&opts->rope, &src))) return failed;
+    cli_outputs outputs = {0};
+    int failed = cli_outputs_add(&outputs, "--output", opts->output);
+    const char *const inputs[][2] = {{"--input", opts->input},
+                                     {"--config", opts->rope.config_path},
+                                     {"--positions", opts->rope.positions_path}};
+    for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
+        if (inputs[i][1]) failed = cli_outputs_check_input(&outputs, inputs[i][0], inputs[i][1]);
+    if (!failed) failed = rope_source_load(&opts->rope, &src);
+    if (failed) {
+        cli_outputs_free(&outputs);
+        return failed;
+    }
     if (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = check_input(&x, opts->input, opts->start_pos)) &&
-        !(failed = cli_context_create(&ctx, opts->threads)) &&
+        !(failed = create_context(&ctx, opts->threads)) &&
         !(failed = rotate(opts, &src, &x, ctx)) &&
-        ra_npy_write_f32(opts->output, x.data, x.ndim, x.shape, msg, sizeof msg) != RA_OK)
-        failed = cli_fail(EXIT_FAIL, "%s", msg);
+        !(failed = cli_outputs_write_npy(&outputs, 0, x.data, x.ndim, x.shape)))
+        failed = cli_outputs_commit(&outputs);
+    cli_outputs_free(&outputs);
     ra_context_destroy(ctx);
     ra_npy_free(&x);
     rope_source_free(&src);

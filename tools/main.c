@@ -1,8 +1,11 @@
 /* main.c — the `ropeattn` command: picks the subcommand and runs it. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "outputs.h"
 
 typedef struct subcommand {
     const char *name;
@@ -36,7 +39,8 @@ static void print_usage(void)
            "2 for a bad command line.\n");
 }
 
-int main(int argc, char **argv)
+/* The subcommand named by argv[1], run. */
+static int run(int argc, char **argv)
 {
     if (argc < 2) return cli_fail(EXIT_USAGE, "no command given (see 'ropeattn --help')");
     const char *name = argv[1];
@@ -51,4 +55,22 @@ int main(int argc, char **argv)
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     return cli_fail(EXIT_USAGE, "unknown command '%s' (see 'ropeattn --help')", name);
+}
+
+int main(int argc, char **argv)
+{
+    cli_signals_install();
+    if (ra_simd_check_environment() != RA_OK)
+        return cli_fail(EXIT_USAGE, "RA_FORCE_ISA must be base, avx2 or avx512 (or unset), "
+                        "not '%.64s'", getenv("RA_FORCE_ISA"));
+    int code = run(argc, argv);
+    /* A report that did not reach stdout (a full disk, a closed pipe, a file
+     * size limit) is a failure too, unless the run failed already. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (code == EXIT_OK)
+            code = cli_fail(EXIT_FAIL, "cannot write the standard output%s%s",
+                            errno ? ": " : "", errno ? strerror(errno) : "");
+    }
+    return code;
 }

@@ -1,7 +1,10 @@
 /*
  * dispatch.c — pick the best kernels once: CPUID says what the processor
  * has, XGETBV whether the OS saves the wider registers, and RA_FORCE_ISA
- * (avx512, avx2 or base) may cap the choice for testing.
+ * (avx512, avx2 or base) may cap the choice for testing.  Any other
+ * non-empty value caps it at base, the safest choice, and
+ * ra_simd_check_environment reports it, so that a misspelt cap can never
+ * pass for a test of the path it meant.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,14 +41,17 @@ static int detect_level(void)
 #endif
 
 static const ra_kernels *selected;
+static int force_unknown; /* RA_FORCE_ISA held a value not listed above */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void select_kernels(void)
 {
     const char *force = getenv("RA_FORCE_ISA");
-    int cap = 2;
-    if (force && strcmp(force, "base") == 0) cap = 0;
-    else if (force && strcmp(force, "avx2") == 0) cap = 1;
+    int cap = 2; /* unset or empty: no cap */
+    if (force && force[0] != '\0' && strcmp(force, "avx512") != 0) {
+        cap = strcmp(force, "avx2") == 0 ? 1 : 0;
+        force_unknown = cap == 0 && strcmp(force, "base") != 0;
+    }
     selected = &ra_kernels_base;
 #if defined(__x86_64__)
     int level = detect_level();
@@ -64,3 +70,9 @@ const ra_kernels *ra_kernels_get(void)
 }
 
 RA_API const char *ra_simd_name(void) { return ra_kernels_get()->name; }
+
+RA_API ra_status ra_simd_check_environment(void)
+{
+    ra_kernels_get();
+    return force_unknown ? RA_ERR_ARGUMENT : RA_OK;
+}

@@ -4,6 +4,7 @@
  * rope_scaling / rope_parameters object (rope_params.c) and its
  * sliding-window keys (config_window.c).
  */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -17,33 +18,43 @@
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
+/* Numbers are refused where the command line's options refuse them: a
+ * positive number must be finite and normal (at least DBL_MIN; strtod calls
+ * a smaller one an underflow), and a count must fit its option's range. */
 typedef enum field_kind {
-    POSITIVE_INTEGER, /* stored as int64_t */
-    POSITIVE_NUMBER,  /* stored as double */
-    FRACTION,         /* stored as double, in (0, 1] */
+    POSITIVE_INTEGER, /* stored as int64_t, in [1, max] */
+    POSITIVE_NUMBER,  /* stored as double, in [DBL_MIN, +inf) */
+    FRACTION,         /* stored as double, in [DBL_MIN, 1] */
 } field_kind;
 
 typedef struct field {
     const char *key;
     field_kind kind;
+    int64_t max;            /* POSITIVE_INTEGER: the largest value */
     int in_rope_parameters; /* newer configs may nest it in "rope_parameters" */
     size_t value, has;      /* offsets in ra_hf_config */
 } field;
 
-#define FIELD(name, kind, nested) \
-    {#name, kind, nested, offsetof(ra_hf_config, name), offsetof(ra_hf_config, has_##name)}
+#define FIELD(name, kind, max, nested)                                      \
+    {#name, kind, max, nested, offsetof(ra_hf_config, name),                \
+     offsetof(ra_hf_config, has_##name)}
+
+/* Sizes up to INT32_MAX, as --n-heads and --n-kv-heads take; positions as
+ * --max-position-embeddings takes them. */
+#define MAX_SIZE INT32_MAX
+#define MAX_POSITIONS (RA_MAX_POSITION + 1)
 
 static const field fields[] = {
-    FIELD(hidden_size, POSITIVE_INTEGER, 0),
-    FIELD(num_attention_heads, POSITIVE_INTEGER, 0),
-    FIELD(num_key_value_heads, POSITIVE_INTEGER, 0),
-    FIELD(head_dim, POSITIVE_INTEGER, 0),
-    FIELD(max_position_embeddings, POSITIVE_INTEGER, 0),
-    FIELD(rope_theta, POSITIVE_NUMBER, 1),
-    FIELD(partial_rotary_factor, FRACTION, 1),
-    FIELD(original_max_position_embeddings, POSITIVE_INTEGER, 0),
-    FIELD(rms_norm_eps, POSITIVE_NUMBER, 0),
-    FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0),
+    FIELD(hidden_size, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(num_key_value_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, 0),
+    FIELD(rope_theta, POSITIVE_NUMBER, 0, 1),
+    FIELD(partial_rotary_factor, FRACTION, 0, 1),
+    FIELD(original_max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, 0),
+    FIELD(rms_norm_eps, POSITIVE_NUMBER, 0, 0),
+    FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0, 0),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
@@ -58,16 +69,20 @@ static ra_status store(const field *f, const cJSON *item, ra_hf_config *out, con
         if (!ra_io_json_integer(item, &integer) || integer <= 0)
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"%s\" must be a positive integer", name, f->key);
+        if (integer > f->max)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s\" is %lld; at most %lld is supported", name, f->key,
+                              (long long)integer, (long long)f->max);
         memcpy(base + f->value, &integer, sizeof integer);
         break;
     case POSITIVE_NUMBER:
-        if (!isfinite(v) || v <= 0)
+        if (!isfinite(v) || v < DBL_MIN)
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"%s\" must be a positive number", name, f->key);
         memcpy(base + f->value, &v, sizeof v);
         break;
     case FRACTION:
-        if (!isfinite(v) || v <= 0 || v > 1)
+        if (!isfinite(v) || v < DBL_MIN || v > 1)
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"%s\" must be a number in (0, 1]", name, f->key);
         memcpy(base + f->value, &v, sizeof v);

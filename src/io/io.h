@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ropeattn.h"
 
@@ -46,9 +47,12 @@ typedef struct ra_npy {
 ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len);
 void ra_npy_free(ra_npy *npy); /* frees data and zeroes *npy; NULL allowed */
 
-/* Writes float32 data of the given shape ('<f4', C order), atomically. */
+/* Writes float32 data of the given shape ('<f4', C order), atomically; the
+ * _fd form writes into an open file (an ra_io_output's) that path names. */
 ra_status ra_npy_write_f32(const char *path, const float *data, int ndim,
                            const int64_t *shape, char *msg, size_t msg_len);
+ra_status ra_npy_write_f32_fd(int fd, const char *path, const float *data, int ndim,
+                              const int64_t *shape, char *msg, size_t msg_len);
 
 /* ---- .safetensors ------------------------------------------------------ */
 
@@ -74,11 +78,14 @@ typedef struct ra_st_tensor {
 
 typedef struct ra_safetensors ra_safetensors;
 
-/* Maps the file read-only and validates the whole header: header length
- * within the file, valid JSON object, known dtypes, shapes whose element
- * count does not overflow, data_offsets [begin, end) ordered, inside the data
- * area, of exactly count * dtype size bytes and not overlapping one another,
- * no duplicate names.  "__metadata__" is skipped. */
+/* Maps the file (a regular file: ra_io_open_regular) read-only and
+ * validates the whole header as the format defines it: header length within
+ * the file, a UTF-8 JSON object starting with '{', no "\u0000" in any
+ * string, every number plain digits (no sign, fraction or exponent), known
+ * dtypes, shapes whose element count does not overflow, data_offsets
+ * [begin, end) ordered, of exactly count * dtype size bytes, and together
+ * tiling the data area with no gap, overlap or trailing byte; no duplicate
+ * names.  "__metadata__" (at most once, names to strings) is skipped. */
 ra_status ra_safetensors_open(ra_safetensors **out, const char *path,
                               char *msg, size_t msg_len);
 void ra_safetensors_close(ra_safetensors *st); /* NULL allowed */
@@ -96,6 +103,8 @@ ra_status ra_st_tensor_to_f32(const ra_st_tensor *t, float *dst);
  * new safetensors file, atomically.  Names must be unique. */
 ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
                                int64_t n, char *msg, size_t msg_len);
+ra_status ra_safetensors_write_fd(int fd, const char *path, const ra_st_tensor *tensors,
+                                  int64_t n, char *msg, size_t msg_len); /* as npy's */
 
 /* The shards of a sharded checkpoint, as its model.safetensors.index.json
  * names them: the distinct values of its "weight_map" object (tensor name ->
@@ -219,11 +228,47 @@ void ra_hf_config_free(ra_hf_config *config); /* zeroes it; NULL allowed */
  * the last outside rope_scaling).  Values rope has are kept. */
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config);
 
-/* ---- atomic output ----------------------------------------------------- */
+/* ---- output files, all at once or not at all -------------------------- */
 
-/* Writes n_parts byte ranges, in order, to a temporary file in path's folder,
- * then renames it to path.  On any failure the temporary file is removed
- * and path is untouched. */
+/* One output file staged beside its target: prepare (what would be
+ * replaced, checked), create (a new temporary file in the target's folder,
+ * named ".ropeattn-XXXXXX", with the old file's permission bits), write
+ * into fd (ra_io_write_parts or a writer's _fd form), close, then commit
+ * (rename over the target).  discard removes a temporary file that was not
+ * committed and frees the rest; call it always, last. */
+typedef struct ra_io_output {
+    const char *path;  /* as given; names the output in messages */
+    char *target;      /* the file replaced: path, or what its symbolic link names */
+    char *temp;        /* the temporary file, until committed; else NULL */
+    int fd;            /* temp's descriptor while open; else -1 */
+    int exists;        /* target is an existing regular file: */
+    dev_t dev;         /*   its device and inode */
+    ino_t ino;
+    mode_t mode;       /*   permission bits, owner and group */
+    uid_t uid;
+    gid_t gid;
+    dev_t folder_dev;  /* !exists: the folder that will hold it */
+    ino_t folder_ino;
+} ra_io_output;
+
+/* Refuses a path that exists and is not a regular file (a folder, device,
+ * FIFO or socket, directly or through a symbolic link) and a new file's
+ * missing folder. */
+ra_status ra_io_output_prepare(ra_io_output *out, const char *path, char *msg, size_t msg_len);
+/* 1 when two prepared outputs would write the same file. */
+int ra_io_output_same(const ra_io_output *a, const ra_io_output *b);
+ra_status ra_io_output_create(ra_io_output *out, char *msg, size_t msg_len);
+ra_status ra_io_output_close(ra_io_output *out, char *msg, size_t msg_len);
+ra_status ra_io_output_commit(ra_io_output *out, char *msg, size_t msg_len);
+void ra_io_output_discard(ra_io_output *out); /* NULL allowed */
+
+/* Writes n_parts byte ranges, in order, to fd and flushes them to disk
+ * (fsync); name names the file in messages. */
+ra_status ra_io_write_parts(int fd, const char *name, const void *const *parts,
+                            const size_t *sizes, int n_parts, char *msg, size_t msg_len);
+
+/* All the steps above for one file: n_parts byte ranges to path.  On any
+ * failure the temporary file is removed and path is untouched. */
 ra_status ra_write_file_atomic(const char *path, const void *const *parts,
                                const size_t *sizes, int n_parts, char *msg,
                                size_t msg_len);

@@ -2,12 +2,31 @@
  * cJSON, and reading a JSON file whole. */
 #include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "io_json.h"
 #include "io_message.h"
+#include "io_open.h"
+
+/* Reads exactly n bytes of fd (read() may return fewer at a time). */
+static ra_status read_all(int fd, char *buf, size_t n, const char *path, char *msg,
+                          size_t msg_len)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t got = read(fd, buf + done, n - done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: read failed: %s", path,
+                              strerror(errno));
+        if (got == 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: the file shrank while being read",
+                              path);
+        done += (size_t)got;
+    }
+    return RA_OK;
+}
 
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out)
 {
@@ -56,38 +75,30 @@ ra_status ra_io_json_key(const cJSON *obj, const char *key, const char *name,
     return RA_OK;
 }
 
-/* Reads f, already open, as ra_io_read_text describes. */
-static ra_status slurp(FILE *f, const char *path, size_t max_bytes, char **text, size_t *len,
-                       char *msg, size_t msg_len)
-{
-    uint64_t file_size;
-    RA_TRY(ra_io_regular_file_size(f, path, &file_size, msg, msg_len));
-    if (file_size > max_bytes)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                          "%s: the file is %llu bytes; files over %zu bytes are refused", path,
-                          (unsigned long long)file_size, max_bytes);
-    if (file_size == 0)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
-    size_t size = (size_t)file_size;
-    char *buf = ra_malloc(size);
-    if (buf == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
-    if (fread(buf, 1, size, f) != size) {
-        ra_free(buf);
-        return ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: read failed", path);
-    }
-    *text = buf;
-    *len = size;
-    return RA_OK;
-}
-
 ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_t *len,
                           char *msg, size_t msg_len)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
-                          path, strerror(errno));
-    ra_status status = slurp(f, path, max_bytes, text, len, msg, msg_len);
-    fclose(f);
-    return status;
+    int fd;
+    uint64_t file_size;
+    RA_TRY(ra_io_open_regular(path, &fd, &file_size, msg, msg_len));
+    ra_status status = RA_OK;
+    char *buf = NULL;
+    if (file_size > max_bytes)
+        status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                            "%s: the file is %llu bytes; files over %zu bytes are refused", path,
+                            (unsigned long long)file_size, max_bytes);
+    else if (file_size == 0)
+        status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
+    else if ((buf = ra_malloc((size_t)file_size)) == NULL)
+        status = ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", path);
+    else
+        status = read_all(fd, buf, (size_t)file_size, path, msg, msg_len);
+    close(fd);
+    if (status != RA_OK) {
+        ra_free(buf);
+        return status;
+    }
+    *text = buf;
+    *len = (size_t)file_size;
+    return RA_OK;
 }

@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "io.h"
 #include "io_message.h"
+#include "io_open.h"
 #include "npy_header.h"
 
 /* Longest header accepted (numpy itself refuses more than 10000 bytes). */
@@ -136,11 +138,9 @@ static ra_status check_data_size(const ra_npy_header *h, const npy_type *type,
     return RA_OK;
 }
 
-static ra_status read_npy(FILE *f, const char *path, ra_npy *out, char *msg, size_t msg_len)
+static ra_status read_npy(FILE *f, uint64_t file_size, const char *path, ra_npy *out,
+                          char *msg, size_t msg_len)
 {
-    uint64_t file_size;
-    RA_TRY(ra_io_regular_file_size(f, path, &file_size, msg, msg_len));
-
     uint32_t header_len = 0;
     uint64_t data_start = 0;
     ra_npy_header h = {0};
@@ -178,11 +178,17 @@ ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len)
     if (out != NULL) memset(out, 0, sizeof *out);
     if (path == NULL || out == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_npy_read: path or out is NULL");
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
-                          path, strerror(errno));
-    ra_status status = read_npy(f, path, out, msg, msg_len);
+    int fd;
+    uint64_t file_size;
+    RA_TRY(ra_io_open_regular(path, &fd, &file_size, msg, msg_len));
+    FILE *f = fdopen(fd, "rb");
+    if (f == NULL) {
+        int err = errno;
+        close(fd);
+        return ra_io_fail(msg, msg_len, ra_io_errno_status(err), "%s: cannot open file: %s",
+                          path, strerror(err));
+    }
+    ra_status status = read_npy(f, file_size, path, out, msg, msg_len);
     fclose(f);
     return status;
 }

@@ -41,7 +41,8 @@ static size_t build_header(char *buf, size_t buf_len, const int64_t *shape, int 
     return end;
 }
 
-ra_status ra_npy_write_f32(const char *path, const float *data, int ndim,
+/* Writes to fd, or atomically to path when fd < 0. */
+static ra_status write_npy(int fd, const char *path, const float *data, int ndim,
                            const int64_t *shape, char *msg, size_t msg_len)
 {
     ra_io_clear(msg, msg_len);
@@ -67,5 +68,19 @@ ra_status ra_npy_write_f32(const char *path, const float *data, int ndim,
     size_t header_len = build_header(header, sizeof header, shape, ndim);
     const void *parts[2] = {header, data};
     size_t sizes[2] = {header_len, (size_t)count * sizeof(float)};
-    return ra_write_file_atomic(path, parts, sizes, 2, msg, msg_len);
+    return fd < 0 ? ra_write_file_atomic(path, parts, sizes, 2, msg, msg_len)
+                  : ra_io_write_parts(fd, path, parts, sizes, 2, msg, msg_len);
+}
+
+ra_status ra_npy_write_f32(const char *path, const float *data, int ndim,
+                           const int64_t *shape, char *msg, size_t msg_len)
+{
+    return write_npy(-1, path, data, ndim, shape, msg, msg_len);
+}
+
+ra_status ra_npy_write_f32_fd(int fd, const char *path, const float *data, int ndim,
+                              const int64_t *shape, char *msg, size_t msg_len)
+{
+    if (fd < 0) return ra_io_fail(msg, msg_len, RA_ERR_ARGUMENT, "ra_npy_write_f32_fd: fd < 0");
+    return write_npy(fd, path, data, ndim, shape, msg, msg_len);
 }

@@ -3,6 +3,7 @@
  * ra_hf_rope: each key checked for its kind, the factor lists copied into
  * memory the struct owns.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -51,10 +52,12 @@ static ra_status find(const reader *r, const char *key, const cJSON **out)
     return RA_OK;
 }
 
+/* As the command line's options take numbers: finite, and never below
+ * DBL_MIN but for 0 (strtod calls a smaller one an underflow). */
 typedef enum number_kind {
-    POSITIVE,     /* finite, > 0 */
-    NON_NEGATIVE, /* finite, >= 0 (0 means "use the default", as in transformers) */
-    FRACTION,     /* in (0, 1] */
+    POSITIVE,     /* finite, >= DBL_MIN */
+    NON_NEGATIVE, /* finite, 0 or >= DBL_MIN (0 means "use the default", as in transformers) */
+    FRACTION,     /* in [DBL_MIN, 1] */
 } number_kind;
 
 static const char *const number_kind_text[] = {
@@ -68,9 +71,9 @@ static int number_ok(const cJSON *item, number_kind kind, double *out)
     if (!cJSON_IsNumber(item)) return 0;
     double v = item->valuedouble;
     if (!isfinite(v)) return 0;
-    if (kind == POSITIVE && !(v > 0)) return 0;
-    if (kind == NON_NEGATIVE && !(v >= 0)) return 0;
-    if (kind == FRACTION && !(v > 0 && v <= 1)) return 0;
+    if (kind == POSITIVE && !(v >= DBL_MIN)) return 0;
+    if (kind == NON_NEGATIVE && !(v == 0 || v >= DBL_MIN)) return 0;
+    if (kind == FRACTION && !(v >= DBL_MIN && v <= 1)) return 0;
     *out = v;
     return 1;
 }
@@ -89,7 +92,9 @@ static ra_status read_number(const reader *r, const char *key, number_kind kind,
     return RA_OK;
 }
 
-static ra_status read_positive_integer(const reader *r, const char *key, int64_t *out, int *has)
+/* Reads key as a count of positions, in [1, RA_MAX_POSITION + 1] as
+ * --max-position-embeddings takes it. */
+static ra_status read_positions(const reader *r, const char *key, int64_t *out, int *has)
 {
     const cJSON *item;
     RA_TRY(find(r, key, &item));
@@ -98,6 +103,10 @@ static ra_status read_positive_integer(const reader *r, const char *key, int64_t
     if (!ra_io_json_integer(item, &v) || v <= 0)
         return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
                           "%s: \"%s%s\" must be a positive integer", r->name, r->prefix, key);
+    if (v > RA_MAX_POSITION + 1)
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%s%s\" is %lld; at most %lld is supported", r->name, r->prefix,
+                          key, (long long)v, (long long)(RA_MAX_POSITION + 1));
     *out = v;
     *has = 1;
     return RA_OK;
@@ -188,9 +197,9 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
     RA_TRY(read_number(r, "partial_rotary_factor", FRACTION, &out->partial_rotary_factor,
                           &out->has_partial_rotary_factor));
     RA_TRY(read_number(r, "factor", POSITIVE, &s->factor, &out->has_factor));
-    RA_TRY(read_positive_integer(r, "original_max_position_embeddings",
-                                    &s->original_max_position_embeddings,
-                                    &out->has_original_max_position_embeddings));
+    RA_TRY(read_positions(r, "original_max_position_embeddings",
+                             &s->original_max_position_embeddings,
+                             &out->has_original_max_position_embeddings));
     RA_TRY(read_number(r, "attention_factor", POSITIVE, &s->attention_factor,
                           &out->has_attention_factor));
     RA_TRY(read_number(r, "beta_fast", NON_NEGATIVE, &s->beta_fast, &out->has_beta_fast));

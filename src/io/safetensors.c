@@ -5,16 +5,15 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "io.h"
 #include "io_json.h"
 #include "io_message.h"
+#include "io_open.h"
 
 /* Longest JSON header accepted, as in the reference implementation. */
 #define MAX_HEADER_BYTES 100000000ull
@@ -144,17 +143,33 @@ static ra_status read_tensor(const data_area *a, const cJSON *entry, ra_st_tenso
     return place_tensor(a, name, entry, t);
 }
 
+/* "__metadata__" maps names to strings, as the format defines it. */
+static ra_status check_metadata(const cJSON *metadata, const data_area *a)
+{
+    if (!cJSON_IsObject(metadata))
+        return ra_io_fail(a->msg, a->msg_len, RA_ERR_FORMAT,
+                          "%s: \"__metadata__\" is not a JSON object", a->path);
+    for (const cJSON *item = metadata->child; item != NULL; item = item->next)
+        if (!cJSON_IsString(item))
+            return ra_io_fail(a->msg, a->msg_len, RA_ERR_FORMAT,
+                              "%s: \"__metadata__\" value \"%.100s\" is not a string", a->path,
+                              item->string);
+    return RA_OK;
+}
+
 static ra_status read_entries(ra_safetensors *st, const cJSON *root, const data_area *a)
 {
     int n = cJSON_GetArraySize(root);
     st->tensors = ra_calloc(n > 0 ? (size_t)n : 1, sizeof *st->tensors);
     if (st->tensors == NULL)
         return ra_io_fail(a->msg, a->msg_len, RA_ERR_NOMEM, "%s: out of memory", a->path);
+    int metadata = 0;
     for (const cJSON *entry = root->child; entry != NULL; entry = entry->next) {
         if (strcmp(entry->string, "__metadata__") == 0) {
-            if (!cJSON_IsObject(entry))
+            if (metadata++)
                 return ra_io_fail(a->msg, a->msg_len, RA_ERR_FORMAT,
-                                  "%s: \"__metadata__\" is not a JSON object", a->path);
+                                  "%s: \"__metadata__\" appears twice", a->path);
+            RA_TRY(check_metadata(entry, a));
             continue;
         }
         ra_st_tensor *t = &st->tensors[st->count];
@@ -196,8 +211,10 @@ static ra_status index_names(ra_safetensors *st, const data_area *a)
     return RA_OK;
 }
 
-/* Rejects two tensors whose byte ranges share a byte (empty ones share none). */
-static ra_status check_overlaps(const ra_safetensors *st, const data_area *a)
+/* Checks that the tensors, in order of offset, tile the data area exactly,
+ * as the format requires: the first begins at 0, each begins where the one
+ * before ended (an empty one too), the last ends at the end of the file. */
+static ra_status check_coverage(const ra_safetensors *st, const data_area *a)
 {
     const ra_st_tensor **order = ra_malloc((st->count > 0 ? (size_t)st->count : 1) * sizeof *order);
     if (order == NULL)
@@ -205,20 +222,91 @@ static ra_status check_overlaps(const ra_safetensors *st, const data_area *a)
     for (int64_t i = 0; i < st->count; i++) order[i] = &st->tensors[i];
     qsort(order, (size_t)st->count, sizeof *order, by_offset);
     ra_status status = RA_OK;
-    const ra_st_tensor *reach = NULL; /* the non-empty tensor ending last so far */
+    uint64_t reached = 0; /* where the tensors so far end */
     for (int64_t i = 0; i < st->count && status == RA_OK; i++) {
         const ra_st_tensor *t = order[i];
-        if (t->nbytes == 0) continue;
-        const unsigned char *begin = t->data;
-        if (reach != NULL && begin < (const unsigned char *)reach->data + reach->nbytes)
+        uint64_t begin = (uint64_t)((const unsigned char *)t->data - a->base);
+        if (begin < reached)
             status = ra_io_fail(a->msg, a->msg_len, RA_ERR_FORMAT,
-                                "%s: tensors \"%s\" and \"%s\" overlap", a->path, reach->name,
-                                t->name);
-        if (reach == NULL || begin + t->nbytes > (const unsigned char *)reach->data + reach->nbytes)
-            reach = t;
+                                "%s: tensors \"%s\" and \"%s\" overlap", a->path,
+                                order[i - 1]->name, t->name);
+        else if (begin > reached)
+            status = ra_io_fail(a->msg, a->msg_len, RA_ERR_FORMAT,
+                                "%s: data bytes [%llu, %llu) belong to no tensor", a->path,
+                                (unsigned long long)reached, (unsigned long long)begin);
+        reached = begin + t->nbytes;
     }
+    if (status == RA_OK && reached != a->size)
+        status = ra_io_fail(a->msg, a->msg_len, RA_ERR_FORMAT,
+                            "%s: data bytes [%llu, %llu) belong to no tensor", a->path,
+                            (unsigned long long)reached, (unsigned long long)a->size);
     ra_free(order);
     return status;
+}
+
+/* The length of the valid UTF-8 sequence at s (n > 0 bytes left), or 0:
+ * no overlong form, UTF-16 surrogate or code point beyond U+10FFFF. */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (len == 0 || c > 0xf4 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+/* What cJSON's tree cannot show, checked on the header's text (already
+ * parsed as JSON, so an escape always has its characters): the header is
+ * UTF-8 and starts with '{'; no string holds a "\u0000" escape (cJSON would
+ * cut the string there, so "F32\u0000x" would read as "F32" and two names
+ * could become one); every number is digits alone, without sign, fraction,
+ * exponent or leading zero, as the format's integers are written. */
+static ra_status check_header_text(const unsigned char *h, size_t len, const char *path,
+                                   char *msg, size_t msg_len)
+{
+    if (h[0] != '{')
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the header does not start with '{'",
+                          path);
+    int in_string = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_sequence(h + i, len - i);
+        if (n == 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: the header is not valid UTF-8 (byte %zu)", path, i);
+        if (in_string && h[i] == '\\') {
+            if (h[i + 1] == 'u' && memcmp(h + i + 2, "0000", 4) == 0)
+                return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                                  "%s: the header holds a NUL character (\\u0000) in a string",
+                                  path);
+            i += 2; /* the escaped character, ASCII */
+            continue;
+        }
+        if (h[i] == '"') {
+            in_string = !in_string;
+        } else if (!in_string && (h[i] == '-' || is_digit(h[i]))) {
+            size_t end = i, digits = 1;
+            while (end < len && (is_digit(h[end]) || strchr("+-.eE", h[end]) != NULL)) {
+                digits &= is_digit(h[end]);
+                end++;
+            }
+            if (!digits || (h[i] == '0' && end - i > 1))
+                return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                                  "%s: the header holds the number %.*s; only non-negative "
+                                  "integers written in plain digits are allowed", path,
+                                  (int)(end - i < 40 ? end - i : 40), (const char *)h + i);
+            i = end;
+            continue;
+        }
+        i += n;
+    }
+    return RA_OK;
 }
 
 /* Validates the mapped file: header length, JSON header, every tensor. */
@@ -243,47 +331,40 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
     if (parsed != RA_OK)
         return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON", path);
     data_area a = {bytes + 8 + header_len, after - header_len, path, msg, msg_len};
-    ra_status status = RA_OK;
-    if (!cJSON_IsObject(root))
-        status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the header is not a JSON object",
-                            path);
+    ra_status status = cJSON_IsObject(root)
+                           ? check_header_text(bytes + 8, (size_t)header_len, path, msg, msg_len)
+                           : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                                        "%s: the header is not a JSON object", path);
     if (status == RA_OK) status = read_entries(st, root, &a);
     cJSON_Delete(root);
     if (status == RA_OK) status = index_names(st, &a);
-    if (status == RA_OK) status = check_overlaps(st, &a);
+    if (status == RA_OK) status = check_coverage(st, &a);
     return status;
 }
 
 /* Maps path read-only into st. */
 static ra_status map_file(ra_safetensors *st, const char *path, char *msg, size_t msg_len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ra_io_fail(msg, msg_len, ra_io_errno_status(errno), "%s: cannot open file: %s",
-                          path, strerror(errno));
-    struct stat info;
+    int fd;
+    uint64_t size;
+    RA_TRY(ra_io_open_regular(path, &fd, &size, msg, msg_len));
     ra_status status = RA_OK;
-    if (fstat(fd, &info) != 0)
-        status = ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: cannot stat file: %s", path,
-                            strerror(errno));
-    else if (!S_ISREG(info.st_mode))
-        status = ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: not a regular file", path);
-    else if (info.st_size == 0)
+    if (size == 0)
         status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: the file is empty", path);
-    else if (info.st_size < 8)
+    else if (size < 8)
         status = ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                            "%s: the file is %lld bytes, too short for the 8-byte header "
-                            "length", path, (long long)info.st_size);
-    else if ((uint64_t)info.st_size > SIZE_MAX)
+                            "%s: the file is %llu bytes, too short for the 8-byte header "
+                            "length", path, (unsigned long long)size);
+    else if (size > SIZE_MAX)
         status = ra_io_fail(msg, msg_len, RA_ERR_IO, "%s: too large to map", path);
     if (status == RA_OK) {
-        void *map = ra_map_readonly(fd, (size_t)info.st_size);
+        void *map = ra_map_readonly(fd, (size_t)size);
         if (map == NULL)
             status = ra_io_fail(msg, msg_len, ra_io_errno_status(errno),
                                 "%s: cannot map file: %s", path, strerror(errno));
         else {
             st->map = map;
-            st->map_len = (size_t)info.st_size;
+            st->map_len = (size_t)size;
         }
     }
     close(fd);

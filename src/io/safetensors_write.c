@@ -134,7 +134,7 @@ static char *header_json(const ra_st_tensor *tensors, int64_t n)
 }
 
 /* Writes the file given a padded header of header_len bytes. */
-static ra_status write_parts(const char *path, const char *header, size_t header_len,
+static ra_status write_parts(int fd, const char *path, const char *header, size_t header_len,
                              const ra_st_tensor *tensors, int64_t n, char *msg, size_t msg_len)
 {
     unsigned char length[8];
@@ -153,15 +153,17 @@ static ra_status write_parts(const char *path, const char *header, size_t header
             parts[i + 2] = tensors[i].data;
             sizes[i + 2] = tensors[i].nbytes;
         }
-        status = ra_write_file_atomic(path, parts, sizes, (int)(n + 2), msg, msg_len);
+        status = fd < 0 ? ra_write_file_atomic(path, parts, sizes, (int)(n + 2), msg, msg_len)
+                        : ra_io_write_parts(fd, path, parts, sizes, (int)(n + 2), msg, msg_len);
     }
     ra_free(parts);
     ra_free(sizes);
     return status;
 }
 
-ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
-                               int64_t n, char *msg, size_t msg_len)
+/* Writes to fd, or atomically to path when fd < 0. */
+static ra_status write_safetensors(int fd, const char *path, const ra_st_tensor *tensors,
+                                   int64_t n, char *msg, size_t msg_len)
 {
     ra_io_clear(msg, msg_len);
     if (path == NULL || (n > 0 && tensors == NULL))
@@ -191,9 +193,23 @@ ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
     } else {
         memcpy(header, json, json_len);
         memset(header + json_len, ' ', header_len - json_len);
-        status = write_parts(path, header, header_len, tensors, n, msg, msg_len);
+        status = write_parts(fd, path, header, header_len, tensors, n, msg, msg_len);
     }
     ra_free(header);
     ra_free(json);
     return status;
+}
+
+ra_status ra_safetensors_write(const char *path, const ra_st_tensor *tensors,
+                               int64_t n, char *msg, size_t msg_len)
+{
+    return write_safetensors(-1, path, tensors, n, msg, msg_len);
+}
+
+ra_status ra_safetensors_write_fd(int fd, const char *path, const ra_st_tensor *tensors,
+                                  int64_t n, char *msg, size_t msg_len)
+{
+    if (fd < 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_ARGUMENT, "ra_safetensors_write_fd: fd < 0");
+    return write_safetensors(fd, path, tensors, n, msg, msg_len);
 }

@@ -94,12 +94,17 @@ reset_outputs
 # ---- 1. all outputs or none ------------------------------------------------
 # Y (2.7 kB) fits under an 8 KiB file size limit; G (68 kB) does not: the write
 # of the second output fails (EFBIG, not SIGXFSZ), and neither old file changes.
+# Under a wrapper the limit would also cut valgrind's own log short: skipped.
+if [ -z "${RA_CLI_WRAPPER:-}" ]; then
 PREFIX=(sh -c 'ulimit -f 8; exec "$@"' sh) EXPECT='g.safetensors: cannot write file: File too large'
 refused "second output over the file size limit" y.npy g.safetensors -- \
     "${ATTN[@]}" --output y.npy "${GRADS[@]}"
 PREFIX=(sh -c 'ulimit -f 1; exec "$@"' sh) EXPECT='cos.npy: cannot write file: File too large'
 refused "first output over the file size limit" cos.npy sin.npy -- \
     freqs --end 4096 --head-dim 64 --cos cos.npy --sin sin.npy
+else
+    echo "SKIPPED file size limits: under a wrapper (its log would hit the limit)"
+fi
 PREFIX=() EXPECT=
 mkdir -p folder.safetensors
 refused "a folder in the way of the second output" y.npy folder.safetensors -- \

@@ -289,7 +289,8 @@ typedef struct ra_rope_scaling {
                                         when both are set */
     int yarn_no_truncate;            /* yarn: nonzero keeps the correction range
                                         unrounded (transformers' truncate = false) */
-    double low_freq_factor, high_freq_factor; /* llama3 (required, low < high) */
+    double low_freq_factor, high_freq_factor; /* llama3 (required; low >= high:
+                                                 no smoothed band) */
     const double *short_factor;      /* longrope: [rotary_dim / 2], copied */
     const double *long_factor;       /* longrope: [rotary_dim / 2], copied */
 } ra_rope_scaling;
@@ -532,6 +533,14 @@ typedef struct ra_layer_config {
     double norm_eps;    /* epsilon of the q and k norms (weights.q_norm):
                            0 means 1e-6 (Qwen3's rms_norm_eps), else in
                            (0, 1) (RA_ERR_ARGUMENT) */
+    int norm_whole;     /* nonzero: q_norm [H * D] and k_norm [Hkv * D] each
+                           normalize all of q's (k's) features of a token at
+                           once (OLMo 2); 0: one head at a time (Qwen3) */
+    double scale;       /* the softmax scale s in softmax(s q k^T): 0 means
+                           1/sqrt(head_dim); else positive and finite
+                           (Granite's attention_multiplier, Gemma's
+                           query_pre_attn_scalar^-1/2).  Applied to q before
+                           RoPE as the factor s sqrt(head_dim), on every path */
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and
@@ -550,9 +559,10 @@ typedef struct ra_layer_weights {
     const float *bo; /* [dim] or NULL */
     /* RMSNorm weights over each head of q and of k, applied after the
      * projection (and bias) and before RoPE, as Qwen3 does:
-     * q_h = q_norm * q_h / sqrt(mean(q_h^2) + norm_eps).  NULL: none. */
-    const float *q_norm; /* [D] or NULL */
-    const float *k_norm; /* [D] or NULL */
+     * q_h = q_norm * q_h / sqrt(mean(q_h^2) + norm_eps).  NULL: none.
+     * With config.norm_whole, over all of a token's q (k) at once. */
+    const float *q_norm; /* [D] ([H * D] with norm_whole) or NULL */
+    const float *k_norm; /* [D] ([Hkv * D] with norm_whole) or NULL */
 } ra_layer_weights;
 
 typedef struct ra_layer ra_layer;

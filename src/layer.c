@@ -9,8 +9,9 @@
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
  * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv),
- * and q and k are normalized per head before RoPE where the layer has the
- * norms (Qwen3).
+ * q and k are normalized before RoPE where the layer has the norms (Qwen3
+ * per head, OLMo 2 over the whole projection), and q is multiplied by
+ * scale * sqrt(D) when the layer's softmax scale is not 1/sqrt(D).
  */
 #include <limits.h>
 #include <math.h>
@@ -33,6 +34,8 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->head_dim % 2) return RA_ERR_HEAD_DIM;
     if (c->norm_eps == 0) c->norm_eps = 1e-6;
     if (!(c->norm_eps > 0 && c->norm_eps < 1)) return RA_ERR_ARGUMENT;
+    if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
+    if (!(c->scale > 0 && c->scale < HUGE_VAL)) return RA_ERR_ARGUMENT;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
     if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
@@ -162,9 +165,22 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
         add_bias(xv, w->bv, tokens, kv);
     }
     if (!normalize) return;
-    if (w->q_norm) ra_layer_rms_norm(xq, w->q_norm, tokens * c->n_heads, c->head_dim, c->norm_eps);
+    /* A norm's rows: each head's D features, or (norm_whole) each token's. */
+    const int64_t d = c->norm_whole ? 0 : c->head_dim;
+    if (w->q_norm)
+        ra_layer_rms_norm(xq, w->q_norm, d ? tokens * c->n_heads : tokens, d ? d : q_dim,
+                          c->norm_eps);
     if (w->k_norm)
-        ra_layer_rms_norm(xk, w->k_norm, tokens * c->n_kv_heads, c->head_dim, c->norm_eps);
+        ra_layer_rms_norm(xk, w->k_norm, d ? tokens * c->n_kv_heads : tokens, d ? d : kv,
+                          c->norm_eps);
+    const float q_factor = ra_layer_q_factor(c);
+    if (q_factor != 1.0f)
+        for (int64_t i = 0; i < tokens * q_dim; i++) xq[i] *= q_factor;
+}
+
+float ra_layer_q_factor(const ra_layer_config *c)
+{
+    return (float)(c->scale * sqrt((double)c->head_dim));
 }
 
 /* y = wo(attn) for tokens rows of attn [tokens, H * D]. */

@@ -9,6 +9,7 @@
  *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
  *      regenerated from the seed)
  *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
+ *   -> dq *= scale sqrt(D), where the layer's softmax scale is not 1/sqrt(D)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
@@ -38,6 +39,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
+    const int64_t n_qn = c->norm_whole ? q_dim : D, n_kn = c->norm_whole ? kv : D; /* norms */
     const struct {
         const float *p; /* NULL: none (a bias's or norm's gradient is written
                            only where the layer has it) */
@@ -45,10 +47,10 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     } outputs[] = {{dx, n_x}, {g->dwq, n_wq}, {g->dwk, n_wkv}, {g->dwv, n_wkv}, {g->dwo, n_wq},
                    {w->bq ? g->dbq : NULL, q_dim}, {w->bk ? g->dbk : NULL, kv},
                    {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim},
-                   {w->q_norm ? g->dq_norm : NULL, D}, {w->k_norm ? g->dk_norm : NULL, D}},
+                   {w->q_norm ? g->dq_norm : NULL, n_qn}, {w->k_norm ? g->dk_norm : NULL, n_kn}},
       inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
                   {w->wo, n_wq}, {w->bq, q_dim}, {w->bk, kv}, {w->bv, kv}, {w->bo, c->dim},
-                  {w->q_norm, D}, {w->k_norm, D}};
+                  {w->q_norm, n_qn}, {w->k_norm, n_kn}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -127,13 +129,19 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
     ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
     ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);
-    /* xq, xk = q_norm(xq), k_norm(xk) */
+    /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)) */
+    const float q_factor = ra_layer_q_factor(c);
+    if (q_factor != 1.0f)
+        for (int64_t i = 0; i < n_q; i++) dq[i] *= q_factor;
+    /* xq, xk = q_norm(xq), k_norm(xk): per head, or per token (norm_whole) */
     if (norms) {
         float *q_raw = dv + n_kv, *k_raw = q_raw + n_q;
         ra_layer_project_qkv(layer, q_raw, k_raw, NULL, tape->x, T, 0);
-        norm_grad(dq, grads->dq_norm, q_raw, w->q_norm, T * H, D, c->norm_eps, grads->accumulate);
-        norm_grad(dk, grads->dk_norm, k_raw, w->k_norm, T * Hkv, D, c->norm_eps,
-                  grads->accumulate);
+        const int whole = c->norm_whole;
+        norm_grad(dq, grads->dq_norm, q_raw, w->q_norm, whole ? T : T * H, whole ? q_dim : D,
+                  c->norm_eps, grads->accumulate);
+        norm_grad(dk, grads->dk_norm, k_raw, w->k_norm, whole ? T : T * Hkv, whole ? kv : D,
+                  c->norm_eps, grads->accumulate);
     }
     /* output = self.wo(output): dwo = g^T attn */
     ra_gemm_tn(grads->dwo, g, v.attn.data, dim, q_dim, T, beta);

@@ -40,9 +40,15 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
- * normalize set, the q and k norms where the layer has them. */
+ * normalize set, the q and k norms where the layer has them and xq *=
+ * ra_layer_q_factor. */
 void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
                           const float *x, int64_t tokens, int normalize);
+
+/* scale * sqrt(head_dim): the factor on q that turns the kernels' 1/sqrt(D)
+ * into the layer's softmax scale (1 for the default scale, up to rounding:
+ * the forward and backward skip the multiply only when it is exactly 1). */
+float ra_layer_q_factor(const ra_layer_config *config);
 
 /* Each of rows rows of d in x: weight * row / sqrt(mean(row^2) + eps), in
  * place (the sum of squares in double). */

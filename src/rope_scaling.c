@@ -99,12 +99,14 @@ static ra_status yarn_frequencies(const ra_rope_config *c, double *inv_freq, int
 
 /* Llama 3.1: wavelengths longer than original / low_freq_factor are divided
  * by factor, shorter than original / high_freq_factor kept, and those in
- * between interpolated smoothly. */
+ * between interpolated smoothly.  With low_freq_factor >= high_freq_factor
+ * (Llama 4 Scout has them equal) there is no band between, as in
+ * transformers: each wavelength is divided or kept. */
 static ra_status llama3_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs)
 {
     const ra_rope_scaling *s = &c->scaling;
     if (!positive(s->factor) || !positive(s->low_freq_factor) || !positive(s->high_freq_factor) ||
-        s->low_freq_factor >= s->high_freq_factor || s->original_max_position_embeddings <= 0)
+        s->original_max_position_embeddings <= 0)
         return RA_ERR_ARGUMENT;
     double original = (double)s->original_max_position_embeddings;
     double low_freq_wavelen = original / s->low_freq_factor;
@@ -114,7 +116,7 @@ static ra_status llama3_frequencies(const ra_rope_config *c, double *inv_freq, i
         double wavelen = 2.0 * M_PI / inv_freq[i];
         if (wavelen > low_freq_wavelen) {
             inv_freq[i] /= s->factor;
-        } else if (!(wavelen < high_freq_wavelen)) {
+        } else if (!(wavelen < high_freq_wavelen) && s->low_freq_factor < s->high_freq_factor) {
             double smooth = (original / wavelen - s->low_freq_factor) /
                             (s->high_freq_factor - s->low_freq_factor);
             inv_freq[i] = (1.0 - smooth) * inv_freq[i] / s->factor + smooth * inv_freq[i];

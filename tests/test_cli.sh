@@ -321,7 +321,8 @@ def inv_freq(rtype, d, base, p, M=None, L=None):
         old = p["original_max_position_embeddings"]
         wavelen = 2 * math.pi / default
         out = np.where(wavelen > old / lo, default / factor, default)
-        smooth = (old / wavelen - lo) / (hi - lo)
+        with np.errstate(divide="ignore", invalid="ignore"):  # lo == hi: no medium band
+            smooth = (old / wavelen - lo) / (hi - lo)
         smoothed = (1 - smooth) * out / factor + smooth * out
         medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
         return np.where(medium, smoothed, out), 1.0
@@ -447,6 +448,12 @@ def freqs_cases(out):
     cfg = {"head_dim": 64, "max_position_embeddings": 131072, "rope_parameters": p}
     add("llama3_v5", [], 64, "llama3", 5e5, p, positions=interesting(8192), dtype=np.int64,
         config=cfg)
+    # Llama 4 Scout has low_freq_factor == high_freq_factor: no smoothed band.
+    for name, lo, hi in (("llama3_equal", 4.0, 4.0), ("llama3_low_above_high", 4.0, 1.0)):
+        p = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": lo,
+             "high_freq_factor": hi, "original_max_position_embeddings": 8192}
+        add(name, ["--head-dim", "128", "--theta", "500000", "--rope-parameters", compact(p)],
+            128, "llama3", 5e5, p, positions=interesting(8192))
     short = [float(v) for v in np.round(rng.uniform(1.0, 1.2, 48), 6)]
     long = [float(v) for v in np.round(rng.uniform(1.0, 60.0, 48), 6)]
     p = {"type": "longrope", "short_factor": short, "long_factor": long}
@@ -1370,10 +1377,6 @@ expect_error "freqs: llama3 without low_freq_factor" c.npy -- $F --rope-paramete
     '{"rope_type": "llama3", "factor": 8, "high_freq_factor": 4, "original_max_position_embeddings": 8192}'
 expect_error "freqs: llama3 without original_max_position_embeddings" c.npy -- $F \
     --rope-parameters '{"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4}'
-expect_error "freqs: llama3 low_freq_factor = high_freq_factor" c.npy -- $F --rope-parameters \
-    '{"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4, "original_max_position_embeddings": 8192}'
-expect_error "freqs: llama3 low_freq_factor > high_freq_factor" c.npy -- $F --rope-parameters \
-    '{"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1, "original_max_position_embeddings": 8192}'
 expect_error "freqs: yarn beta_fast < beta_slow" c.npy -- $F --rope-parameters \
     '{"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 64, "beta_fast": 1, "beta_slow": 32}'
 expect_error "freqs: dynamic without max_position_embeddings" c.npy -- $F \

@@ -1303,10 +1303,10 @@ static void test_rope_hostile(void)
          "rope parameters: \"short_factor\"[1] must be a positive number"},
         {"{\"rope_type\": \"ntk-by-parts\"}",
          "rope parameters: \"rope_type\" is \"ntk-by-parts\"; supported: default, linear, "
-         "dynamic, yarn, llama3, longrope (or su)"},
-        {"{\"type\": \"mrope\"}",
-         "rope parameters: \"type\" is \"mrope\"; supported: default, linear, dynamic, yarn, "
-         "llama3, longrope (or su)"},
+         "dynamic, yarn, llama3, longrope (or su), mrope"},
+        {"{\"type\": \"xpos\"}",
+         "rope parameters: \"type\" is \"xpos\"; supported: default, linear, dynamic, yarn, "
+         "llama3, longrope (or su), mrope"},
         {"{\"rope_type\": 3}", "rope parameters: \"rope_type\" must be a string"},
         {"{\"truncate\": \"no\"}", "rope parameters: \"truncate\" must be true or false"},
         {"{\"truncate\": 0}", "rope parameters: \"truncate\" must be true or false"},
@@ -1365,7 +1365,7 @@ static void test_rope_hostile(void)
          "config.json: \"rope_parameters.short_factor\"[1] must be a positive number"},
         {"{\"rope_scaling\": {\"rope_type\": \"xpos\"}}",
          "config.json: \"rope_scaling.rope_type\" is \"xpos\"; supported: default, linear, "
-         "dynamic, yarn, llama3, longrope (or su)"},
+         "dynamic, yarn, llama3, longrope (or su), mrope"},
         {"{\"rope_scaling\": \"yarn\"}", "config.json: \"rope_scaling\" must be an object or null"},
         {"{\"rope_parameters\": [1]}",
          "config.json: \"rope_parameters\" must be an object or null"},
@@ -1386,6 +1386,93 @@ static void test_rope_hostile(void)
         CHECK(!cfg.has_rope && cfg.rope.short_factor == NULL, "%s: out not zeroed",
               in_config[i].text);
     }
+}
+
+/* model_type and text_config: families the table runs are read (from
+ * text_config where there is one); refused families, unknown families that
+ * describe attention, and keys that change attention in a way the family
+ * does not run are refused with a message naming them. */
+static void test_config_families(void)
+{
+    static const struct {
+        const char *text, *message; /* message NULL: read */
+    } cases[] = {
+        {"{\"model_type\": \"gpt_oss\", \"num_attention_heads\": 4}",
+         "config.json: model_type \"gpt_oss\" is refused: its attention sinks (the 'sinks' "
+         "tensor) are not supported yet"},
+        {"{\"model_type\": \"my_llama\", \"num_attention_heads\": 4}",
+         "config.json: model_type \"my_llama\" is not a family ropeattn knows, and its config "
+         "describes attention (\"num_attention_heads\"): refused rather than run as Llama"},
+        {"{\"model_type\": \"my_vision_tower\", \"patch_size\": 14}", NULL},
+        {"{\"model_type\": \"granite\", \"attention_multiplier\": 0.015625}", NULL},
+        {"{\"model_type\": \"llama\", \"attention_multiplier\": 0.1}",
+         "config.json: \"attention_multiplier\" (the softmax scale) changes attention and is not "
+         "supported for model_type \"llama\""},
+        {"{\"model_type\": \"olmo\", \"clip_qkv\": null}", NULL},
+        {"{\"model_type\": \"olmo\", \"clip_qkv\": 8.0}",
+         "config.json: \"clip_qkv\" (q, k and v clipped) changes attention and is not supported "
+         "for model_type \"olmo\""},
+        {"{\"model_type\": \"stablelm\", \"qk_layernorm\": false}", NULL},
+        {"{\"model_type\": \"stablelm\", \"qk_layernorm\": true}",
+         "config.json: \"qk_layernorm\" (per-head LayerNorm of q and k) changes attention and "
+         "is not supported for model_type \"stablelm\""},
+        {"{\"model_type\": \"cohere\", \"use_qk_norm\": true}",
+         "config.json: \"use_qk_norm\" (q and k norms) changes attention and is not supported "
+         "for model_type \"cohere\""},
+        {"{\"attn_logit_softcapping\": 50.0}",
+         "config.json: \"attn_logit_softcapping\" (soft-capped attention logits) changes "
+         "attention and is not supported"},
+        {"{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\"}}",
+         "config.json: model_type \"llama4_text\" is refused: its L2 q/k norm, NoPE layers, "
+         "chunked attention and temperature tuning are not supported yet"},
+        {"{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"mistral\", "
+         "\"attention_chunk_size\": 8192}}",
+         "config.json: \"attention_chunk_size\" (chunked attention) changes attention and is not "
+         "supported for model_type \"mistral\""},
+        {"{\"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}}",
+         "config.json: rope type \"mrope\" (3-D multimodal positions) is supported for the "
+         "Qwen-VL families only"},
+        {"{\"model_type\": \"qwen2_vl\", \"rope_scaling\": {\"type\": \"mrope\", "
+         "\"mrope_section\": [16, 24, 24]}}", NULL},
+        {"{\"model_type\": 7}", "config.json: \"model_type\" must be a string of at most 63 bytes"},
+        {"{\"model_type\": \"smollm3\", \"no_rope_layers\": [1, 1, 2]}",
+         "config.json: \"no_rope_layers\" must be an array of 0 and 1"},
+    };
+    char msg[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ra_hf_config cfg;
+        ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
+        if (cases[i].message == NULL) {
+            CHECK(st == RA_OK, "%s: %s", cases[i].text, msg);
+        } else {
+            CHECK(st != RA_OK, "%s: read", cases[i].text);
+            CHECK(strcmp(msg, cases[i].message) == 0, "%s: got \"%s\"", cases[i].text, msg);
+        }
+        ra_hf_config_free(&cfg);
+    }
+
+    /* A multimodal config: the text model's keys, not the top level's. */
+    ra_hf_config cfg;
+    const char *gemma3 =
+        "{\"model_type\": \"gemma3\", \"rope_theta\": 1, \"vision_config\": {\"hidden_size\": 8},"
+        " \"text_config\": {\"model_type\": \"gemma3_text\", \"num_attention_heads\": 8, "
+        "\"head_dim\": 256, \"rope_theta\": 1000000.0, \"rope_local_base_freq\": 10000.0, "
+        "\"query_pre_attn_scalar\": 256, \"sliding_window\": 1024, \"rope_scaling\": "
+        "{\"rope_type\": \"linear\", \"factor\": 8.0}}}";
+    CHECK(parse_config(gemma3, &cfg, msg, sizeof msg) == RA_OK, "%s", msg);
+    CHECK(strcmp(cfg.model_type, "gemma3_text") == 0 && cfg.family != NULL &&
+              cfg.num_attention_heads == 8 && cfg.rope_theta == 1e6 &&
+              cfg.rope.theta == 1e6 && cfg.rope.type == RA_ROPE_LINEAR &&
+              cfg.rope_local_base_freq == 1e4 && cfg.query_pre_attn_scalar == 256,
+          "gemma3 text_config: %s %lld %g", cfg.model_type, (long long)cfg.num_attention_heads,
+          cfg.rope_theta);
+    /* Its default sliding_window_pattern, 6: layers 5, 11 ... see everything. */
+    CHECK(ra_hf_layer_window(&cfg.window, 4) == 1024 && ra_hf_layer_window(&cfg.window, 5) == 0,
+          "gemma3 window pattern");
+    ra_hf_config_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"glm4\"}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.family && cfg.family->layout == RA_LAYOUT_INTERLEAVED, "glm4 layout");
+    ra_hf_config_free(&cfg);
 }
 
 /* Every prefix of a config with every rope key, and every byte of it
@@ -1627,6 +1714,7 @@ int main(void)
     RUN(test_config_llama);
     RUN(test_config_hostile);
     RUN(test_config_window);
+    RUN(test_config_families);
     RUN(test_st_index);
     RUN(test_config_files);
     RUN(test_not_regular_files);

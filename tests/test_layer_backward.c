@@ -39,10 +39,12 @@ typedef struct layer_case {
     float p;            /* dropout (training) */
     int no_rope;
     int64_t dim;        /* 0: H D */
-    int extras;         /* | BIASES: bq, bk, bv and bo; | NORMS: q_norm, k_norm */
+    int extras;         /* | BIASES: bq, bk, bv and bo; | NORMS: q_norm, k_norm
+                           per head; | WHOLE: over the whole projection */
+    double scale;       /* the softmax scale; 0: 1/sqrt(D) */
 } layer_case;
 
-enum { BIASES = 1, NORMS = 2 };
+enum { BIASES = 1, NORMS = 2, WHOLE = 4 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
 enum { N_PARAMS = 10 };
@@ -109,8 +111,9 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     const int64_t n_w[N_PARAMS] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim,
                                    f->dim * f->qd, c->extras & BIASES ? f->qd : 0,
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
-                                   c->extras & BIASES ? f->dim : 0, c->extras & NORMS ? c->d : 0,
-                                   c->extras & NORMS ? c->d : 0};
+                                   c->extras & BIASES ? f->dim : 0,
+                                   c->extras & NORMS ? (c->extras & WHOLE ? f->qd : c->d) : 0,
+                                   c->extras & NORMS ? (c->extras & WHOLE ? f->kv : c->d) : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -149,7 +152,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                                 : (ra_positions){.ids = f->ids};
     ra_layer_config cfg = {.dim = f->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
                            .head_dim = c->d, .rope = rope_for(c, f->factors),
-                           .no_rope = c->no_rope};
+                           .no_rope = c->no_rope, .norm_whole = (c->extras & WHOLE) != 0,
+                           .scale = c->scale};
     ra_layer_weights w = {.wq = f->w[0], .wk = f->w[1], .wv = f->w[2], .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
                           .q_norm = f->w[8], .k_norm = f->w[9]};
@@ -250,8 +254,14 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     add_bias_d(q, w[4], T, qd);
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
-    norm_d(q, w[8], T * c->h, D);
-    norm_d(k, w[9], T * c->hkv, D);
+    if (c->extras & WHOLE) {
+        norm_d(q, w[8], T, qd);
+        norm_d(k, w[9], T, kv);
+    } else {
+        norm_d(q, w[8], T * c->h, D);
+        norm_d(k, w[9], T * c->hkv, D);
+    }
+    const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
@@ -265,7 +275,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
                     const double *kj = k + ((b * S + j) * c->hkv + h / rep) * D;
                     double dot = 0;
                     for (int64_t e = 0; e < D; e++) dot += qi[e] * kj[e];
-                    p[j] = dot / sqrt((double)D);
+                    p[j] = dot * scale;
                     mx = fmax(mx, p[j]);
                 }
                 for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
@@ -372,21 +382,26 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
 
 static const layer_case fd_cases[] = {
     /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope dim extras */
-    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0},
-    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0, 0},
-    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0, 0},
-    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0, 0},
-    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0},
-    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0, 0},
+    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0, 0},
+    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0, 0, 0},
+    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0, 0, 0},
+    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0, 0, 0},
+    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0, 0},
+    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0, 0, 0},
     /* H D != dim, as in Qwen3 (wider) and Mistral-Nemo (narrower) */
-    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, 0},
-    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13, 0},
+    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, 0, 0},
+    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13, 0, 0},
     /* biases (Qwen2: bq, bk, bv; here bo as well, before resid_dropout) */
-    {"biases, 2:1 half, ids",    1, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 2, 0.0f, 0, 0, 1},
-    {"biases, dropout, H D > dim", 2, 4, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 1, 0.25f, 0, 8, 1},
+    {"biases, 2:1 half, ids",    1, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 2, 0.0f, 0, 0, 1, 0},
+    {"biases, dropout, H D > dim", 2, 4, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 1, 0.25f, 0, 8, 1, 0},
     /* per-head q/k RMSNorm before RoPE (Qwen3) */
-    {"q/k norms, half, H D > dim", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS},
-    {"q/k norms, biases, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 2, 0.2f, 0, 0, 3},
+    {"q/k norms, half, H D > dim", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS, 0},
+    {"q/k norms, biases, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 2, 0.2f, 0, 0, 3, 0},
+    /* q/k RMSNorm over the whole projection (OLMo 2); a softmax scale of
+     * its own (Granite's attention_multiplier, Gemma's query_pre_attn_scalar) */
+    {"whole-projection norms",   2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | WHOLE, 0},
+    {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3},
+    {"scale 1/16, biases",       2, 5, 2, 1, 8, RA_LAYOUT_HALF,       RA_ROPE_YARN,     0, 0, 0.0f, 0, 10, BIASES, 0.0625},
 };
 
 static void test_finite_differences(void)
@@ -446,9 +461,9 @@ static void test_finite_differences(void)
 static void test_paths_and_threads(void)
 {
     const layer_case cases[] = {
-        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, 0},
-        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0, 0},
-        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0, 0},
+        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, 0, 0},
+        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0, 0, 0},
+        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0, 0, 0},
     };
     ra_context *ctxs[4] = {NULL, NULL, NULL, NULL};
     for (int i = 1; i < 4; i++) CHECK(ra_context_create(&ctxs[i], i) == RA_OK, "ctx %d", i);
@@ -499,10 +514,10 @@ static void test_paths_and_threads(void)
 static void test_forward_matches(void)
 {
     const layer_case cases[] = {
-        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0},
-        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0},
-        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0, 0},
-        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0, 0}};
+        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0},
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0, 0},
+        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0, 0, 0},
+        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0, 0, 0}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -545,7 +560,7 @@ static void test_forward_matches(void)
  * mask is checked by the finite differences with dropout above.) */
 static void test_output_mask(void)
 {
-    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0, 0};
+    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0, 0, 0};
     fixture f;
     fixture_make(&f, &c, 800);
     grads g;
@@ -588,7 +603,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -666,7 +681,7 @@ static void test_tape_keeps_positions(void)
 {
     for (int mode = 1; mode <= 2; mode++) {
         const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, mode,
-                              0.0f, 0, 0, 0};
+                              0.0f, 0, 0, 0, 0};
         fixture f;
         fixture_make(&f, &c, 950 + mode);
         grads g, h;
@@ -708,7 +723,7 @@ static int all_bytes(const void *p, size_t n, unsigned char value)
 
 static void test_errors(void)
 {
-    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0};
+    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0};
     fixture f, other;
     fixture_make(&f, &c, 1000);
     fixture_make(&other, &c, 1001);

@@ -18,7 +18,11 @@ typedef struct naming_scheme {
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
 #define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
+#define PHI_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "dense.weight"}
 
+/* Tried in order; the first whose four projections are all there wins.
+ * A multimodal model's text layers sit under language_model
+ * (transformers 5: model.language_model.layers.N; 4: language_model.model.layers.N). */
 static const naming_scheme schemes[] = {
     {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED},
     {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED},
@@ -27,6 +31,9 @@ static const naming_scheme schemes[] = {
     {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF},
     {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
     {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
+    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
+    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
+    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF}, /* Phi-1, Phi-2 */
 };
 #define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
 
@@ -178,6 +185,7 @@ static void count_name(layer_census *census, const char *name)
         census->count++;
         if (layer < census->lowest) census->lowest = layer;
         if (layer > census->highest) census->highest = layer;
+        return; /* schemes that share wq's name count it once */
     }
 }
 
@@ -190,17 +198,25 @@ static layer_census count_layers(const checkpoint_files *files)
     return census;
 }
 
-/* The first scheme (per layer or not, as asked) whose wq is in the files. */
+/* The first scheme (per layer or not, as asked) whose four projections are
+ * in the files, else the first whose wq is (its message names what is
+ * missing), else NULL. */
 static const naming_scheme *find_scheme(const checkpoint_files *files, int per_layer,
                                         int64_t layer)
 {
     char name[NAME_LEN];
+    const naming_scheme *partial = NULL;
     for (int s = 0; s < N_SCHEMES; s++) {
         if ((schemes[s].infix != NULL) != per_layer) continue;
-        tensor_name(name, &schemes[s], layer, PROJ_Q);
-        if (find_tensor(files, name)) return &schemes[s];
+        int found = 0;
+        for (int p = 0; p < N_PROJ && found == p; p++) {
+            tensor_name(name, &schemes[s], layer, p);
+            found += find_tensor(files, name) != NULL;
+        }
+        if (found == N_PROJ) return &schemes[s];
+        if (found > 0 && !partial) partial = &schemes[s];
     }
-    return NULL;
+    return partial;
 }
 
 static int no_attention_weights(const char *path)
@@ -251,6 +267,49 @@ static int pick_with_layer(const checkpoint_files *files, const layer_census *ce
                     (long long)census->lowest, (long long)census->highest);
 }
 
+/* Modules beside attention in a file of one layer's tensors without a
+ * prefix (the projections at the top level). */
+static const char *const other_modules[] = {
+    "mlp.", "input_layernorm.", "post_attention_layernorm.", "pre_feedforward_layernorm.",
+    "post_feedforward_layernorm.", "feed_forward.", "attention_norm.", "ffn_norm.",
+    "block_sparse_moe.", "model.", "lm_head.", "embed_tokens.", "norm.", "tok_embeddings.",
+    "output.", "layers.", "attention.", "self_attn.",
+};
+
+/* Whether name, in a file whose attention tensors have prefix stem (the
+ * first stem_len bytes of wq's name), belongs to that attention module. */
+static int in_module(const char *name, const char *stem, int stem_len)
+{
+    if (stem_len > 0) return strncmp(name, stem, (size_t)stem_len) == 0;
+    for (size_t i = 0; i < sizeof other_modules / sizeof other_modules[0]; i++)
+        if (strncmp(name, other_modules[i], strlen(other_modules[i])) == 0) return 0;
+    return 1;
+}
+
+/* Every tensor of the layer's attention module must be one ropeattn uses
+ * (a tensor it left out, such as gpt-oss's sinks or StableLM's
+ * q_layernorm.norms.N, would change the layer).  A saved rotary_emb.inv_freq
+ * buffer is recomputed from the config, as transformers does. */
+static int check_consumed(const checkpoint_files *files, const attention_tensors *t, int stem_len)
+{
+    const char *stem = t->proj[PROJ_Q]->name;
+    for (int64_t f = 0; f < files->n; f++)
+        for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
+            const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
+            if (!in_module(x->name, stem, stem_len) ||
+                strcmp(x->name + stem_len, "rotary_emb.inv_freq") == 0)
+                continue;
+            int used = 0;
+            for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
+            used |= x == t->norm[0] || x == t->norm[1];
+            if (!used)
+                return cli_fail(EXIT_FAIL, "tensor '%s' in %s belongs to the attention layer "
+                                "and ropeattn does not use it: refused rather than run without "
+                                "it", x->name, files->paths[f]);
+        }
+    return 0;
+}
+
 int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
                               attention_tensors *out)
 {
@@ -286,7 +345,7 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
     }
     out->layout = scheme->layout;
     out->layer = scheme->infix ? layer : -1;
-    return 0;
+    return check_consumed(files, out, stem);
 }
 
 int checkpoint_load_f32(const ra_st_tensor *t, const char *path, float **out)

@@ -8,6 +8,7 @@
  *
  *   X: [B, S, dim] or [S, dim] (batch 1)  ->  Y: the same shape, float32
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,19 +174,22 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
                               "(the rows of '%s')", b->name, ckpt->path,
                               (long long)w->shape[0], w->name);
     }
-    /* Qwen3's norms: weight [head_dim] over each head.  A norm over the
-     * whole projection (OLMo 2) is another thing; Gemma's norms scale by
-     * 1 + weight and its attention by query_pre_attn_scalar. */
+    /* q/k norms: weight [head_dim] over each head (Qwen3, Gemma 3), or over
+     * the whole projection (OLMo 2); only in the families that have them. */
+    const ra_hf_family *family = hf->family;
+    int whole = family && (family->features & RA_HF_NORM_OVER_PROJECTION);
     for (int i = 0; !failed && i < 2; i++) {
         const ra_st_tensor *n = ckpt->tensors.norm[i];
-        if (n && (n->ndim != 1 || n->shape[0] != head_dim))
-            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of head_dim = %lld "
-                              "values: only a norm over each head (Qwen3) is supported",
-                              n->name, ckpt->path, (long long)head_dim);
+        int64_t want = whole ? ckpt->tensors.proj[i]->shape[0] : head_dim;
+        if (n && family && !(family->features & RA_HF_QK_NORM))
+            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s: model_type \"%s\" has no q/k "
+                              "norms (transformers would not use it)", n->name, ckpt->path,
+                              family->model_type);
+        else if (n && (n->ndim != 1 || n->shape[0] != want))
+            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values "
+                              "(%s)", n->name, ckpt->path, (long long)want,
+                              whole ? "the projection's rows" : "head_dim");
     }
-    if (!failed && hf->has_query_pre_attn_scalar)
-        failed = cli_fail(EXIT_FAIL, "the config has query_pre_attn_scalar (Gemma): its "
-                          "attention scale and norms are not supported");
     if (failed) return failed;
 
     config->dim = dim;
@@ -193,6 +197,30 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     config->n_kv_heads = n_kv_heads;
     config->head_dim = head_dim;
     config->norm_eps = hf->has_rms_norm_eps ? hf->rms_norm_eps : 0; /* 0: 1e-6 */
+    config->norm_whole = whole;
+    /* The softmax scale: Granite's attention_multiplier, Gemma's
+     * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
+    config->scale = hf->has_attention_multiplier ? hf->attention_multiplier
+                    : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
+                                                    : 0.0;
+    return 0;
+}
+
+/* no_rope_layers (SmolLM3): layer N runs without RoPE when its entry is 0. */
+static int resolve_no_rope(const ra_hf_config *hf, int64_t layer, ra_layer_config *config)
+{
+    if (!hf->no_rope_layers) return 0;
+    if (layer < 0) {
+        for (int64_t i = 0; i < hf->n_no_rope_layers; i++)
+            if (!hf->no_rope_layers[i])
+                return cli_fail(EXIT_FAIL, "the config's no_rope_layers turns RoPE off in some "
+                                "layers, and the checkpoint's names carry no layer number");
+        return 0;
+    }
+    if (layer >= hf->n_no_rope_layers)
+        return cli_fail(EXIT_FAIL, "the config's no_rope_layers has %lld entries; layer %lld "
+                        "has none", (long long)hf->n_no_rope_layers, (long long)layer);
+    config->no_rope = !hf->no_rope_layers[layer];
     return 0;
 }
 
@@ -221,10 +249,28 @@ static int check_window(const ra_hf_config *hf, int64_t layer, int64_t seq)
 static int resolve_rope(const attention_options *opts, const rope_source *src,
                         const checkpoint *ckpt, int64_t max_position, ra_layer_config *config)
 {
-    int failed = rope_cli_config("attention", &opts->rope, src, config->head_dim,
+    /* Gemma 3's sliding layers: rope_local_base_freq, default rope (the
+     * config's rope_scaling is the full layers'), as transformers. */
+    const ra_hf_config *hf = &src->config;
+    rope_source local = *src;
+    if (hf->has_rope_local_base_freq && !opts->rope.rope_parameters) {
+        int64_t window = ra_hf_layer_window(&hf->window, ckpt->tensors.layer);
+        if (ckpt->tensors.layer < 0 && window != 0)
+            return cli_fail(EXIT_FAIL, "the config gives sliding and full layers different "
+                            "ropes (rope_local_base_freq), and the checkpoint's names carry "
+                            "no layer number");
+        if (window > 0)
+            local.rope = (ra_hf_rope){.type = RA_ROPE_DEFAULT, .theta = hf->rope_local_base_freq,
+                                      .has_theta = 1};
+    }
+    int failed = rope_cli_config("attention", &opts->rope, &local, config->head_dim,
                                  max_position + 1, &config->rope);
     if (failed) return failed;
-    config->rope.layout = opts->has_layout ? (ra_layout)opts->layout : ckpt->tensors.layout;
+    /* The layout: the flag's, else the family's for Hugging Face names
+     * (Cohere and GLM pair q_proj's features interleaved), else the names'. */
+    ra_layout layout = ckpt->tensors.layout;
+    if (hf->family && layout == RA_LAYOUT_HALF) layout = hf->family->layout;
+    config->rope.layout = opts->has_layout ? (ra_layout)opts->layout : layout;
     config->rope.table_size = cli_rope_table_rows(0, max_position + 1);
     return 0;
 }
@@ -258,9 +304,11 @@ static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t s
 
 /* Converts the four projections, their biases and the q and k norms to
  * float32 (weights[p], weights[N_PROJ + p], weights[2 N_PROJ + 0 or 1];
- * NULL where there is none) and builds the layer. */
-static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
-                        float *weights[N_WEIGHTS], ra_layer **layer)
+ * NULL where there is none) and builds the layer of the given family (NULL:
+ * none). */
+static int create_layer(const checkpoint *ckpt, const ra_hf_family *family,
+                        const ra_layer_config *config, float *weights[N_WEIGHTS],
+                        ra_layer **layer)
 {
     const attention_tensors *t = &ckpt->tensors;
     for (int i = 0; i < N_WEIGHTS; i++) {
@@ -269,6 +317,10 @@ static int create_layer(const checkpoint *ckpt, const ra_layer_config *config,
         int failed = src ? checkpoint_load_f32(src, ckpt->path, &weights[i]) : 0;
         if (failed) return failed;
     }
+    /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */
+    for (int i = 0; family && (family->features & RA_HF_NORM_PLUS_ONE) && i < 2; i++)
+        for (int64_t e = 0; weights[2 * N_PROJ + i] && e < t->norm[i]->count; e++)
+            weights[2 * N_PROJ + i][e] += 1.0f;
     float *const *bias = weights + N_PROJ, *const *norm = weights + 2 * N_PROJ;
     ra_layer_weights w = {.wq = weights[PROJ_Q], .wk = weights[PROJ_K], .wv = weights[PROJ_V],
                           .wo = weights[PROJ_O], .bq = bias[PROJ_Q], .bk = bias[PROJ_K],
@@ -421,7 +473,8 @@ static int run(const attention_options *opts)
     if (!failed &&
         !(failed = resolve_rope(opts, &src, &ckpt, ids ? file.max : opts->start_pos + seq - 1,
                                 &config)) &&
-        !(failed = create_layer(&ckpt, &config, weights, &layer)) &&
+        !(failed = resolve_no_rope(&src.config, ckpt.tensors.layer, &config)) &&
+        !(failed = create_layer(&ckpt, src.config.family, &config, weights, &layer)) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
         failed = compute_and_write(opts, &outputs, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
     cli_outputs_free(&outputs);

@@ -145,8 +145,11 @@ static int run(const freqs_options *opts)
         int64_t n = positions.ids ? positions.count : opts->end;
         int64_t max_position = positions.ids ? positions.max : opts->end - 1;
         ra_rope_config config;
-        failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position + 1, &config);
-        int64_t pairs = config.rotary_dim / 2;
+        failed = rope_source_single("freqs", &opts->rope, &src);
+        if (!failed)
+            failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position + 1,
+                                     &config);
+        int64_t pairs = failed ? 1 : config.rotary_dim / 2;
         if (!failed && n > MAX_TABLE_ENTRIES / pairs)
             failed = cli_fail(EXIT_USAGE, "freqs: %lld positions times rotary_dim %lld / 2 is "
                               "more than %lld table entries", (long long)n,

@@ -1,8 +1,9 @@
 /*
  * cmd_rope.c — `ropeattn rope`: rotates every head of an array by its
- * token's position (the seed's apply_rotary_emb on one tensor).
+ * token's position (apply_rotary_emb of Meta's LLaMA reference code, or
+ * transformers' apply_rotary_pos_emb, on one tensor).
  *
- *   X: [B, S, heads, D] float32  ->  Y: the same shape
+ *   X: [B, S, heads, D] or [B, heads, S, D] float32  ->  Y: the same shape
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,18 +15,28 @@
 
 static const char usage[] =
     "usage: ropeattn rope --input X.npy --output Y.npy [--layout interleaved|half]\n"
+    "                     [--shape bshd|bhsd]\n"
     "                     [--start-pos P | --positions P.npy] [--inverse] [--threads N]\n"
     "                     [--config config.json] [--rope-parameters JSON] [--theta T]\n"
     "                     [--max-position-embeddings M] [--seq-len L]\n"
     "\n"
     "Applies rotary position embedding to X, float32 [batch, seq, heads, head_dim]\n"
-    "(head_dim even), with the attention factor of the rope type applied, as\n"
+    "or [batch, heads, seq, head_dim] (head_dim even), with the attention factor\n"
+    "of the rope type applied, as\n"
     "transformers applies it; token s sits at position P + s, or at the position\n"
     "--positions gives it.  With partial_rotary_factor only the first\n"
     "rotary_dim = int(head_dim * partial_rotary_factor) features rotate.\n"
     "\n"
-    "  --layout L      interleaved: pairs (2i, 2i+1), the seed (default);\n"
-    "                  half: pairs (i, i + rotary_dim/2), Hugging Face rotate_half\n"
+    "  --layout L      interleaved: pairs (2i, 2i+1), Meta's LLaMA reference code\n"
+    "                  (the default without --config); half: pairs\n"
+    "                  (i, i + rotary_dim/2), Hugging Face rotate_half (the default\n"
+    "                  with --config, unless its model_type pairs interleaved:\n"
+    "                  Cohere, GLM)\n"
+    "  --shape S       bshd: X is [batch, seq, heads, head_dim] (default); bhsd:\n"
+    "                  [batch, heads, seq, head_dim], as transformers'\n"
+    "                  apply_rotary_pos_emb sees q and k.  With --config giving\n"
+    "                  head counts, the heads axis must hold one of them, and an X\n"
+    "                  that fits either shape needs --shape\n"
     "  --start-pos P   position of the first token (default 0)\n"
     "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
     "                  or [batch, seq]; any order, repeats allowed\n"
@@ -37,13 +48,50 @@ static const char usage[] =
 
 typedef struct rope_options {
     const char *input, *output;
-    int layout, inverse, has_start_pos;
+    int layout, shape, inverse, has_start_pos, has_layout, has_shape;
     int64_t start_pos, threads;
     rope_cli rope;
 } rope_options;
 
-/* X must be float32 [B, S, heads, D] with D even. */
-static int check_input(const ra_npy *x, const char *path, int64_t start_pos)
+enum { SHAPE_BSHD, SHAPE_BHSD };
+static const char *const shape_names[] = {"bshd", "bhsd", NULL};
+
+/* Whether n is one of the config's head counts (or it gives none). */
+static int is_head_count(const ra_hf_config *c, int64_t n)
+{
+    if (!c->has_num_attention_heads && !c->has_num_key_value_heads) return 1;
+    return (c->has_num_attention_heads && n == c->num_attention_heads) ||
+           (c->has_num_key_value_heads && n == c->num_key_value_heads);
+}
+
+/* With head counts from the config: X's heads axis must hold one, and an X
+ * whose axis 1 and axis 2 could each be the heads needs --shape. */
+static int check_heads(const rope_options *opts, const ra_hf_config *c, const ra_npy *x)
+{
+    if (!c->has_num_attention_heads && !c->has_num_key_value_heads) return 0;
+    int axis = opts->shape == SHAPE_BHSD ? 1 : 2;
+    if (!is_head_count(c, x->shape[axis]))
+        return cli_fail(EXIT_FAIL, "%s has %lld on its heads axis (axis %d, --shape %s); the "
+                        "config has %lld query and %lld key/value heads%s", opts->input,
+                        (long long)x->shape[axis], axis, shape_names[opts->shape],
+                        (long long)c->num_attention_heads,
+                        (long long)(c->has_num_key_value_heads ? c->num_key_value_heads
+                                                               : c->num_attention_heads),
+                        is_head_count(c, x->shape[3 - axis])
+                            ? (opts->shape == SHAPE_BHSD ? ": is it [batch, seq, heads, "
+                                                           "head_dim] (--shape bshd)?"
+                                                         : ": is it [batch, heads, seq, "
+                                                           "head_dim] (--shape bhsd)?")
+                            : "");
+    if (!opts->has_shape && is_head_count(c, x->shape[1]))
+        return cli_fail(EXIT_USAGE, "rope: %s could be [batch, seq, heads, head_dim] or "
+                        "[batch, heads, seq, head_dim] (both axes 1 and 2 hold a head count of "
+                        "the config): give --shape bshd or bhsd", opts->input);
+    return 0;
+}
+
+/* X must be float32 [B, S, heads, D] (or [B, heads, S, D]) with D even. */
+static int check_input(const ra_npy *x, const char *path, int shape, int64_t start_pos)
 {
     if (x->dtype != RA_NPY_F32)
         return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
@@ -54,7 +102,7 @@ static int check_input(const ra_npy *x, const char *path, int64_t start_pos)
     if (x->shape[3] % 2 != 0)
         return cli_fail(EXIT_FAIL, "%s has head_dim %lld (its last axis); RoPE needs it even",
                         path, (long long)x->shape[3]);
-    if (start_pos + x->shape[1] - 1 > RA_MAX_POSITION)
+    if (start_pos + x->shape[shape == SHAPE_BHSD ? 2 : 1] - 1 > RA_MAX_POSITION)
         return cli_fail(EXIT_USAGE, "rope: --start-pos %lld puts the last token beyond "
                         "position %lld", (long long)start_pos, (long long)RA_MAX_POSITION);
     return 0;
@@ -70,9 +118,16 @@ static int make_rope(const rope_options *opts, const rope_source *src, const ra_
                         "%lld", opts->input, (long long)head_dim, opts->rope.config_path,
                         (long long)src->config.head_dim);
     ra_rope_config config;
-    int failed = rope_cli_config("rope", &opts->rope, src, head_dim, max_position + 1, &config);
+    int failed = rope_source_single("rope", &opts->rope, src);
+    if (!failed)
+        failed = rope_cli_config("rope", &opts->rope, src, head_dim, max_position + 1, &config);
     if (failed) return failed;
-    config.layout = (ra_layout)opts->layout;
+    /* Without --layout: interleaved, as Meta's code; with --config, a
+     * Hugging Face model's: its family's, else rotate_half. */
+    config.layout = opts->has_layout       ? (ra_layout)opts->layout
+                    : src->config.family   ? src->config.family->layout
+                    : src->has_config      ? RA_LAYOUT_HALF
+                                           : RA_LAYOUT_INTERLEAVED;
     config.table_size = cli_rope_table_rows(0, max_position + 1);
     ra_status status = ra_rope_create(rope, &config);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the rope");
@@ -81,7 +136,8 @@ static int make_rope(const rope_options *opts, const rope_source *src, const ra_
 /* Rotates x in place. */
 static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, ra_context *ctx)
 {
-    int64_t batch = x->shape[0], seq = x->shape[1];
+    const int bhsd = opts->shape == SHAPE_BHSD;
+    int64_t batch = x->shape[0], seq = x->shape[bhsd ? 2 : 1], heads = x->shape[bhsd ? 1 : 2];
     positions_file file = {0};
     int64_t *ids = NULL;
     int64_t max_position = opts->start_pos + seq - 1;
@@ -94,7 +150,13 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
     ra_rope *rope = NULL;
     if (!failed) failed = make_rope(opts, src, x, max_position, &rope);
     if (!failed) {
-        ra_tensor view = ra_tensor_4d(x->data, RA_F32, batch, seq, x->shape[2], x->shape[3]);
+        /* [B, S, H, D] over X's memory; bhsd: its strides walk [B, H, S, D]. */
+        int64_t d = x->shape[3];
+        ra_tensor view = ra_tensor_4d(x->data, RA_F32, batch, seq, heads, d);
+        if (bhsd) {
+            view.stride[1] = d;
+            view.stride[2] = seq * d;
+        }
         ra_positions positions = {.start = opts->start_pos, .ids = ids};
         ra_status status = ra_rope_apply(rope, ctx, &view, &view, &positions,
                                          opts->inverse ? RA_INVERSE : RA_FORWARD);
@@ -134,7 +196,8 @@ static int run(const rope_options *opts)
     if (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
-        !(failed = check_input(&x, opts->input, opts->start_pos)) &&
+        !(failed = check_input(&x, opts->input, opts->shape, opts->start_pos)) &&
+        !(failed = check_heads(opts, &src.config, &x)) &&
         !(failed = create_context(&ctx, opts->threads)) &&
         !(failed = rotate(opts, &src, &x, ctx)) &&
         !(failed = cli_outputs_write_npy(&outputs, 0, x.data, x.ndim, x.shape)))
@@ -152,7 +215,8 @@ int cmd_rope(int argc, char **argv)
     const cli_option options[] = {
         CLI_STRING_OPTION("--input", &opts.input),
         CLI_STRING_OPTION("--output", &opts.output),
-        CLI_CHOICE_OPTION("--layout", &opts.layout, cli_layout_names),
+        CLI_CHOICE_OPTION("--layout", &opts.layout, cli_layout_names, .seen = &opts.has_layout),
+        CLI_CHOICE_OPTION("--shape", &opts.shape, shape_names, .seen = &opts.has_shape),
         CLI_INT_OPTION("--start-pos", &opts.start_pos, 0, RA_MAX_POSITION,
                        .seen = &opts.has_start_pos),
         CLI_FLAG_OPTION("--inverse", &opts.inverse),

@@ -104,10 +104,6 @@ static int check_required(const char *command, const ra_hf_rope *rope, int64_t m
         if (!rope->has_high_freq_factor) return missing(command, type, "\"high_freq_factor\"");
         if (!rope->has_original_max_position_embeddings)
             return missing(command, type, "\"original_max_position_embeddings\"");
-        if (!(rope->scaling.high_freq_factor > rope->scaling.low_freq_factor))
-            return cli_fail(EXIT_FAIL, "%s: llama3 needs high_freq_factor (%g) greater than "
-                            "low_freq_factor (%g)", command, rope->scaling.high_freq_factor,
-                            rope->scaling.low_freq_factor);
         return 0;
     case RA_ROPE_LONGROPE:
         if (!rope->has_short_factor) return missing(command, type, "\"short_factor\"");
@@ -126,6 +122,15 @@ static int check_required(const char *command, const ra_hf_rope *rope, int64_t m
         break;
     }
     return cli_fail(EXIT_FAIL, "%s: unknown rope type %d", command, (int)type);
+}
+
+int rope_source_single(const char *command, const rope_cli *r, const rope_source *src)
+{
+    if (!src->config.has_rope_local_base_freq || r->rope_parameters) return 0;
+    return cli_fail(EXIT_FAIL, "%s: %s gives sliding layers their own rope "
+                    "(rope_local_base_freq %g) beside the full layers' (rope_theta %g): choose "
+                    "one with --rope-parameters", command, r->config_path,
+                    src->config.rope_local_base_freq, src->rope.has_theta ? src->rope.theta : 1e4);
 }
 
 int rope_cli_config(const char *command, const rope_cli *r, const rope_source *src,

@@ -74,6 +74,11 @@ void rope_source_free(rope_source *src);
  * (transformers' rule); 0 when neither is there. */
 int64_t rope_source_head_dim(const rope_source *src);
 
+/* rope and freqs take one rope: a config that gives sliding layers a rope
+ * of their own (Gemma 3's rope_local_base_freq) is refused unless
+ * --rope-parameters names the one wanted. */
+int rope_source_single(const char *command, const rope_cli *r, const rope_source *src);
+
 /* The rope configuration for head_dim D: type, theta, rotary_dim =
  * int(D * partial_rotary_factor), the scaling parameters, the context
  * lengths and seq_len (the flag, else default_seq_len; used by dynamic and

@@ -1,8 +1,9 @@
 /*
  * config.c — reads the fields attention needs from a Hugging Face
  * config.json, checking that each holds the right kind of number, its
- * rope_scaling / rope_parameters object (rope_params.c) and its
- * sliding-window keys (config_window.c).
+ * rope_scaling / rope_parameters object (rope_params.c), its
+ * sliding-window keys (config_window.c) and its model family (families.c).
+ * A multimodal config's text model is read from its text_config.
  */
 #include <float.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 
 #include "internal.h"
 #include "io.h"
+#include "io_family.h"
 #include "io_json.h"
 #include "io_message.h"
 #include "io_rope.h"
@@ -55,6 +57,8 @@ static const field fields[] = {
     FIELD(original_max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, 0),
     FIELD(rms_norm_eps, POSITIVE_NUMBER, 0, 0),
     FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0, 0),
+    FIELD(attention_multiplier, POSITIVE_NUMBER, 0, 0),
+    FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
@@ -105,6 +109,48 @@ static ra_status lookup_object(const cJSON *root, const char *key, const char *n
     return RA_OK;
 }
 
+/* no_rope_layers (SmolLM3): one 0 or 1 per layer, 0 meaning no RoPE. */
+static ra_status read_no_rope_layers(const cJSON *root, ra_hf_config *out, const char *name,
+                                     char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "no_rope_layers", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsArray(item))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"no_rope_layers\" must be an array of 0 and 1", name);
+    int64_t n = cJSON_GetArraySize(item), i = 0;
+    out->no_rope_layers = ra_malloc(n > 0 ? (size_t)n : 1);
+    if (out->no_rope_layers == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
+    out->n_no_rope_layers = n;
+    for (const cJSON *e = item->child; e != NULL; e = e->next, i++) {
+        int64_t v;
+        if (!ra_io_json_integer(e, &v) || (v != 0 && v != 1))
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: \"no_rope_layers\" must be an array of 0 and 1", name);
+        out->no_rope_layers[i] = (unsigned char)v;
+    }
+    return RA_OK;
+}
+
+/* model_type of the text model: text's, else the top level's; "" when
+ * neither has one. */
+static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_config *out,
+                                 const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item = NULL;
+    if (text != root) RA_TRY(ra_io_json_key(text, "model_type", name, &item, msg, msg_len));
+    if (item == NULL) RA_TRY(ra_io_json_key(root, "model_type", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsString(item) || strlen(item->valuestring) >= sizeof out->model_type)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"model_type\" must be a string of at most %d bytes", name,
+                          (int)sizeof out->model_type - 1);
+    strcpy(out->model_type, item->valuestring);
+    return RA_OK;
+}
+
 static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *name,
                              char *msg, size_t msg_len)
 {
@@ -127,7 +173,34 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
         out->has_rope = 1;
     }
     ra_hf_rope_inherit(&out->rope, out);
-    return ra_io_window_read(root, name, &out->window, msg, msg_len);
+    RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
+    RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
+    unsigned features = out->family ? out->family->features : 0;
+    if (out->rope.has_mrope && !(features & RA_HF_MROPE))
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: rope type \"mrope\" (3-D multimodal positions) is supported for "
+                          "the Qwen-VL families only", name);
+    /* Gemma 3 without layer_types: every sixth layer is full (its default). */
+    if ((features & RA_HF_WINDOW_PATTERN) && !out->window.has_layer_types &&
+        !out->window.has_sliding_window_pattern && out->window.has_sliding_window) {
+        out->window.sliding_window_pattern = 6;
+        out->window.has_sliding_window_pattern = 1;
+    }
+    return RA_OK;
+}
+
+/* The text model's object (text_config, else root), its model family
+ * checked, then its fields. */
+static ra_status read_config(const cJSON *root, ra_hf_config *out, const char *name,
+                             char *msg, size_t msg_len)
+{
+    const cJSON *text;
+    RA_TRY(lookup_object(root, "text_config", name, &text, msg, msg_len));
+    if (text == NULL) text = root;
+    RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
+    RA_TRY(ra_io_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
+                              &out->family, msg, msg_len));
+    return read_fields(text, out, name, msg, msg_len);
 }
 
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config)
@@ -154,6 +227,7 @@ void ra_hf_config_free(ra_hf_config *config)
     if (config == NULL) return;
     ra_hf_rope_free(&config->rope);
     ra_io_window_free(&config->window);
+    ra_free(config->no_rope_layers);
     memset(config, 0, sizeof *config);
 }
 
@@ -168,7 +242,7 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
         return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
                           parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
     ra_status status = cJSON_IsObject(root)
-                           ? read_fields(root, out, name, msg, msg_len)
+                           ? read_config(root, out, name, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                                         "%s: the top level is not a JSON object", name);
     cJSON_Delete(root);

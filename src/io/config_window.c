@@ -2,6 +2,8 @@
  * config_window.c — which layers of a Hugging Face config see only a
  * sliding window of earlier tokens, as transformers decides it:
  *   layer_types, when present, names each layer's kind;
+ *   else sliding_window_pattern n (Gemma 3), when present: layer i slides
+ *        unless (i + 1) is a multiple of n;
  *   else use_sliding_window (Qwen2), when present: false, no layer slides;
  *        true, layers from max_window_layers on do;
  *   else sliding_window, when set, applies to every layer (Mistral v0.1,
@@ -73,6 +75,12 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
                           msg_len));
         out->has_max_window_layers = 1;
     }
+    RA_TRY(ra_io_json_key(root, "sliding_window_pattern", name, &item, msg, msg_len));
+    if (item != NULL) {
+        RA_TRY(read_count(item, "sliding_window_pattern", 1, name, &out->sliding_window_pattern,
+                          msg, msg_len));
+        out->has_sliding_window_pattern = 1;
+    }
     RA_TRY(ra_io_json_key(root, "layer_types", name, &item, msg, msg_len));
     if (item != NULL) RA_TRY(read_layer_types(item, name, out, msg, msg_len));
     return RA_OK;
@@ -109,6 +117,10 @@ static int slides(const ra_hf_window *w, int64_t layer)
             any |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION;
         }
         return any;
+    }
+    if (w->has_sliding_window_pattern) {
+        if (layer >= 0) return (layer + 1) % w->sliding_window_pattern != 0;
+        return w->sliding_window_pattern > 1;
     }
     if (w->has_use_sliding_window)
         return w->use_sliding_window && (layer < 0 || layer >= w->max_window_layers);

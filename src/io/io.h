@@ -127,7 +127,8 @@ void ra_st_index_free(ra_st_index *index); /* zeroes it; NULL allowed */
 /* A Hugging Face rope_scaling or rope_parameters object, as the library's
  * types.  Keys (null counts as absent; unknown keys are ignored):
  *   rope_type or type (rope_type wins): default, linear, dynamic, yarn,
- *     llama3, longrope ("su", Phi-3's old name, means longrope)
+ *     llama3, longrope ("su", Phi-3's old name, means longrope), mrope
+ *     (default, has_mrope set)
  *   rope_theta, partial_rotary_factor (transformers v5 nests them here)
  *   factor, original_max_position_embeddings, attention_factor, beta_fast,
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
@@ -149,6 +150,8 @@ typedef struct ra_hf_rope {
         has_original_max_position_embeddings, has_attention_factor, has_beta_fast,
         has_beta_slow, has_mscale, has_mscale_all_dim, has_truncate,
         has_low_freq_factor, has_high_freq_factor, has_short_factor, has_long_factor;
+    int has_mrope; /* rope type "mrope" (Qwen2-VL): default rope in 3-D sections;
+                      with text (1-D) positions it is the default rope */
 } ra_hf_rope;
 
 /* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
@@ -178,9 +181,12 @@ typedef struct ra_hf_window {
     int64_t sliding_window;     /* tokens a sliding layer sees (itself included) */
     int use_sliding_window;     /* Qwen2: 0 turns the window off */
     int64_t max_window_layers;  /* Qwen2: layers before this one see everything */
+    int64_t sliding_window_pattern; /* Gemma 3: without layer_types, layer i slides
+                                       unless (i + 1) is a multiple of it */
     unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
     int64_t n_layer_types;
-    int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types;
+    int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types,
+        has_sliding_window_pattern;
 } ra_hf_window;
 
 /* The sliding window transformers gives layer `layer` (-1: not known, as
@@ -189,8 +195,39 @@ typedef struct ra_hf_window {
  * token; -1 when layer_types gives it another kind of attention. */
 int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer);
 
-/* The fields of a Hugging Face config.json that attention needs.  A field
- * that the file does not have is 0 (has_* tells which were present). */
+/* ---- model families ----------------------------------------------------- */
+
+/* What a family's attention has beyond the Llama layer, that ropeattn runs. */
+enum {
+    RA_HF_ATTENTION_MULTIPLIER = 1 << 0, /* attention_multiplier is the softmax scale (Granite) */
+    RA_HF_PRE_ATTN_SCALAR = 1 << 1,      /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
+    RA_HF_NORM_PLUS_ONE = 1 << 2,        /* q and k norms scale by 1 + weight (Gemma 3) */
+    RA_HF_LOCAL_ROPE = 1 << 3,           /* sliding layers: rope_local_base_freq, no scaling */
+    RA_HF_WINDOW_PATTERN = 1 << 4,       /* sliding_window_pattern: every n-th layer is full */
+    RA_HF_NO_ROPE_LAYERS = 1 << 5,       /* no_rope_layers[i] == 0: layer i has no RoPE */
+    RA_HF_MROPE = 1 << 6,                /* rope type mrope: text (1-D) positions = default */
+    RA_HF_NORM_OVER_PROJECTION = 1 << 7, /* q_norm over all of q's H * D features (OLMo 2) */
+    RA_HF_QK_NORM = 1 << 8,              /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
+};
+
+/* How one model_type is read. */
+typedef struct ra_hf_family {
+    const char *model_type;
+    ra_layout layout;    /* how its q_proj and k_proj rows pair for RoPE */
+    unsigned features;   /* RA_HF_* it may use */
+    const char *refused; /* NULL, or why ropeattn refuses the family */
+} ra_hf_family;
+
+/* The row for model_type, or NULL when ropeattn does not know it. */
+const ra_hf_family *ra_hf_family_find(const char *model_type);
+/* Row i of the table (for listing), NULL past its end. */
+const ra_hf_family *ra_hf_family_at(size_t i);
+
+/* The fields of a Hugging Face config.json that attention needs, read from
+ * its text_config when it has one (a multimodal model's, as transformers'
+ * get_text_config).  A field that the file does not have is 0 (has_* tells
+ * which were present).  The model family is checked (ra_io_family_check):
+ * keys that change attention in a way ropeattn does not run are refused. */
 typedef struct ra_hf_config {
     int64_t hidden_size;
     int64_t num_attention_heads;
@@ -201,11 +238,20 @@ typedef struct ra_hf_config {
     double partial_rotary_factor;  /* top level, else inside rope_parameters */
     int64_t original_max_position_embeddings; /* top level (Phi-3 style) */
     double rms_norm_eps;           /* the q and k norms' epsilon (Qwen3) */
-    double query_pre_attn_scalar;  /* Gemma's attention scale: refused */
+    double query_pre_attn_scalar;  /* Gemma 2, 3: the scale is its -1/2 power */
+    double attention_multiplier;   /* Granite: the softmax scale */
+    double rope_local_base_freq;   /* Gemma 3: the sliding layers' rope_theta */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
-        has_query_pre_attn_scalar;
+        has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq;
+    /* model_type of the text model (text_config's, else the top level's);
+     * "" when absent.  family: its row, NULL when absent (a Llama-style
+     * config written by hand) or when it names no attention. */
+    char model_type[64];
+    const ra_hf_family *family;
+    unsigned char *no_rope_layers; /* [n_no_rope_layers], 0 = no RoPE; owned; or NULL */
+    int64_t n_no_rope_layers;
     /* rope_scaling (transformers v4) if it is an object, else rope_parameters
      * (v5), else nothing (has_rope 0, rope all default).  Values the object
      * lacks are filled from the top level by ra_hf_rope_inherit. */

@@ -1,0 +1,221 @@
+/*
+ * families.c — how each Hugging Face model family (config.json's
+ * model_type) is read, and the config keys that change attention: each one
+ * is run, where the family's row says so, or refused, naming the key.  A
+ * key missing from both lists below cannot change a RoPE attention layer
+ * (vocab_size, intermediate_size, residual_multiplier ...).
+ */
+#include <string.h>
+
+#include "internal.h"
+#include "io_family.h"
+#include "io_json.h"
+#include "io_message.h"
+
+#define H RA_LAYOUT_HALF        /* transformers' rotate_half */
+#define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
+
+#define FUSED "its fused query_key_value / qkv weights are not read yet"
+#define GEMMA3                                                                           \
+    (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_WINDOW_PATTERN | \
+     RA_HF_QK_NORM)
+#define OLMO2 (RA_HF_NORM_OVER_PROJECTION | RA_HF_QK_NORM)
+#define QWEN3_VL (RA_HF_MROPE | RA_HF_QK_NORM)
+#define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
+
+/* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
+ * ...) are read through their text_config, as transformers does. */
+static const ra_hf_family families[] = {
+    {"baichuan", H, 0, FUSED},
+    {"chatglm", I, 0, FUSED},
+    {"cohere", I, 0, NULL},
+    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones"},
+    {"deepseek_v2", I, 0, MLA},
+    {"deepseek_v3", I, 0, MLA},
+    {"falcon", H, 0, FUSED},
+    {"gemma", H, 0, NULL},
+    {"gemma2", H, RA_HF_PRE_ATTN_SCALAR,
+     "its attention logits are soft-capped (attn_logit_softcapping), not supported yet"},
+    {"gemma3", H, GEMMA3, NULL},
+    {"gemma3_text", H, GEMMA3, NULL},
+    {"glm", I, 0, NULL},
+    {"glm4", I, 0, NULL},
+    {"gpt_neox", H, 0, FUSED},
+    {"gpt_oss", H, 0, "its attention sinks (the 'sinks' tensor) are not supported yet"},
+    {"gptj", I, 0, "its transformer.h.N.attn names and rotary_dim are not read yet"},
+    {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
+    {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
+    {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
+    {"helium", H, 0, NULL},
+    {"internlm2", H, 0, FUSED},
+    {"kimi_k2", I, 0, MLA},
+    {"llama", H, 0, NULL},
+    {"llama4", I, 0,
+     "its L2 q/k norm, NoPE layers, chunked attention and temperature tuning are not "
+     "supported yet"},
+    {"llama4_text", I, 0,
+     "its L2 q/k norm, NoPE layers, chunked attention and temperature tuning are not "
+     "supported yet"},
+    {"ministral", H, 0, NULL},
+    {"mistral", H, 0, NULL},
+    {"mistral3", H, 0, NULL},
+    {"mixtral", H, 0, NULL},
+    {"olmo", H, 0, NULL},
+    {"olmo2", H, OLMO2, NULL},
+    {"olmo3", H, OLMO2, NULL},
+    {"persimmon", H, 0, FUSED},
+    {"phi", H, 0, NULL},
+    {"phi3", H, 0, NULL},
+    {"qwen", H, 0, FUSED},
+    {"qwen2", H, 0, NULL},
+    {"qwen2_5_vl", H, RA_HF_MROPE, NULL},
+    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL},
+    {"qwen2_moe", H, 0, NULL},
+    {"qwen2_vl", H, RA_HF_MROPE, NULL},
+    {"qwen2_vl_text", H, RA_HF_MROPE, NULL},
+    {"qwen3", H, RA_HF_QK_NORM, NULL},
+    {"qwen3_moe", H, RA_HF_QK_NORM, NULL},
+    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported"},
+    {"qwen3_vl", H, QWEN3_VL, NULL},
+    {"qwen3_vl_moe", H, QWEN3_VL, NULL},
+    {"qwen3_vl_moe_text", H, QWEN3_VL, NULL},
+    {"qwen3_vl_text", H, QWEN3_VL, NULL},
+    {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL},
+    {"stablelm", H, 0, NULL},
+    {"starcoder2", H, 0, NULL},
+};
+
+#undef H
+#undef I
+
+const ra_hf_family *ra_hf_family_find(const char *model_type)
+{
+    if (model_type == NULL) return NULL;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(families[i].model_type, model_type) == 0) return &families[i];
+    return NULL;
+}
+
+const ra_hf_family *ra_hf_family_at(size_t i)
+{
+    return i < sizeof families / sizeof families[0] ? &families[i] : NULL;
+}
+
+/* ---- keys that change attention ------------------------------------------ */
+
+/* When a key's value leaves attention as Llama's. */
+typedef enum neutral_kind {
+    NULL_ONLY,  /* any value but null changes it */
+    FALSE_ONLY, /* true changes it (false, null and 0 do not) */
+    ROTARY,     /* a string other than "rope" or "rotary" changes it */
+} neutral_kind;
+
+typedef struct attention_key {
+    const char *key;
+    neutral_kind neutral;
+    unsigned feature; /* the family feature that runs it; 0: refused */
+    const char *what;
+} attention_key;
+
+static const attention_key attention_keys[] = {
+    {"attention_multiplier", NULL_ONLY, RA_HF_ATTENTION_MULTIPLIER, "the softmax scale"},
+    {"query_pre_attn_scalar", NULL_ONLY, RA_HF_PRE_ATTN_SCALAR, "the softmax scale"},
+    {"rope_local_base_freq", NULL_ONLY, RA_HF_LOCAL_ROPE, "the sliding layers' rope"},
+    {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
+    {"clip_qkv", NULL_ONLY, 0, "q, k and v clipped"},
+    {"attn_logit_softcapping", NULL_ONLY, 0, "soft-capped attention logits"},
+    {"use_qk_norm", FALSE_ONLY, 0, "q and k norms"},
+    {"qk_layernorm", FALSE_ONLY, 0, "per-head LayerNorm of q and k"},
+    {"attention_chunk_size", NULL_ONLY, 0, "chunked attention"},
+    {"attn_temperature_tuning", FALSE_ONLY, 0, "attention temperature tuning"},
+    {"no_rope_layer_interval", NULL_ONLY, 0, "layers without RoPE"},
+    {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
+    {"kv_lora_rank", NULL_ONLY, 0, "latent attention"},
+    {"q_lora_rank", NULL_ONLY, 0, "latent attention"},
+    {"qk_nope_head_dim", NULL_ONLY, 0, "latent attention"},
+    {"qk_rope_head_dim", NULL_ONLY, 0, "latent attention"},
+    {"v_head_dim", NULL_ONLY, 0, "a value head size other than head_dim"},
+    {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
+    {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
+    {"position_embedding_type", ROTARY, 0, "positions without RoPE"},
+    {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
+    {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
+    {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},
+    {"use_bidirectional_attention", FALSE_ONLY, 0, "attention without the causal mask"},
+    {"rotary_pct", NULL_ONLY, 0, "the rotary fraction (GPT-NeoX's name)"},
+    {"rotary_emb_base", NULL_ONLY, 0, "the rope base (GPT-NeoX's name)"},
+    {"rotary_dim", NULL_ONLY, 0, "the rotary size (GPT-J's name)"},
+    {"rope_ratio", NULL_ONLY, 0, "the rope base (ChatGLM's name)"},
+    {"kv_channels", NULL_ONLY, 0, "the head size (ChatGLM's name)"},
+    {"multi_query_group_num", NULL_ONLY, 0, "key/value heads (ChatGLM's name)"},
+    {"multi_query", FALSE_ONLY, 0, "key/value heads (Falcon's name)"},
+    {"num_kv_heads", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
+    {"n_head", NULL_ONLY, 0, "query heads (GPT-J's name)"},
+    {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
+};
+
+/* Keys that show a config describes attention (an unknown model_type with
+ * any of them, or of the list above, is refused). */
+static const char *const attention_shape_keys[] = {
+    "num_attention_heads", "num_key_value_heads", "head_dim", "rope_theta", "rope_scaling",
+    "rope_parameters", "partial_rotary_factor", "sliding_window", "layer_types",
+};
+
+static int changes_attention(const cJSON *item, neutral_kind neutral)
+{
+    if (item == NULL || cJSON_IsNull(item)) return 0;
+    switch (neutral) {
+    case NULL_ONLY: return 1;
+    case FALSE_ONLY:
+        return !(cJSON_IsFalse(item) || (cJSON_IsNumber(item) && item->valuedouble == 0));
+    case ROTARY:
+        return !(cJSON_IsString(item) && (strcmp(item->valuestring, "rope") == 0 ||
+                                          strcmp(item->valuestring, "rotary") == 0));
+    }
+    return 1;
+}
+
+/* The first key of obj that shows it describes attention, or NULL. */
+static const char *attention_evidence(const cJSON *obj)
+{
+    const cJSON *item;
+    for (size_t i = 0; i < sizeof attention_shape_keys / sizeof attention_shape_keys[0]; i++)
+        if (ra_io_json_member(obj, attention_shape_keys[i], &item) && item && !cJSON_IsNull(item))
+            return attention_shape_keys[i];
+    for (size_t i = 0; i < sizeof attention_keys / sizeof attention_keys[0]; i++)
+        if (ra_io_json_member(obj, attention_keys[i].key, &item) && item && !cJSON_IsNull(item))
+            return attention_keys[i].key;
+    return NULL;
+}
+
+ra_status ra_io_family_check(const cJSON *obj, const char *name, const char *model_type,
+                             const ra_hf_family **out, char *msg, size_t msg_len)
+{
+    *out = NULL;
+    const ra_hf_family *family = ra_hf_family_find(model_type);
+    if (model_type != NULL && family == NULL) {
+        const char *key = attention_evidence(obj);
+        if (key != NULL)
+            return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                              "%s: model_type \"%.64s\" is not a family ropeattn knows, and its "
+                              "config describes attention (\"%s\"): refused rather than run "
+                              "as Llama", name, model_type, key);
+        return RA_OK;
+    }
+    if (family != NULL && family->refused != NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" is refused: %s",
+                          name, family->model_type, family->refused);
+    unsigned features = family ? family->features : 0;
+    for (size_t i = 0; i < sizeof attention_keys / sizeof attention_keys[0]; i++) {
+        const attention_key *k = &attention_keys[i];
+        const cJSON *item;
+        RA_TRY(ra_io_json_key(obj, k->key, name, &item, msg, msg_len));
+        if (!changes_attention(item, k->neutral) || (k->feature & features)) continue;
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"%s\" (%s) changes attention and is not supported%s%s%s", name,
+                          k->key, k->what, family ? " for model_type \"" : "",
+                          family ? family->model_type : "", family ? "\"" : "");
+    }
+    *out = family;
+    return RA_OK;
+}

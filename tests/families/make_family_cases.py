@@ -1,0 +1,320 @@
+"""Tiny checkpoints of each model family, with the tensor names and config
+keys their Hugging Face releases use, and the attention layer's output in
+float64, written from transformers' modeling code for that family (numpy
+only: this runs where transformers does not).
+
+    python3 make_family_cases.py OUT
+
+writes OUT/<case>/{config.json, model.safetensors, x.npy, y.npy, case.json}
+for the cases that must run, and OUT/<case>/{config.json, model.safetensors,
+x.npy, case.json} with the expected refusal for the cases that must be
+refused.  case.json: {"layer": N or null, "args": [...], "refused": text}.
+
+What each family's attention does, from transformers' modeling_<family>.py:
+  granite    scaling = config.attention_multiplier
+  gemma3     q_norm, k_norm per head, Gemma3RMSNorm: x / rms * (1 + w);
+             scaling = query_pre_attn_scalar ** -0.5; sliding layers use
+             rope_local_base_freq with the default rope, full layers
+             rope_theta with rope_scaling (linear here); every sixth layer
+             full (sliding_window_pattern 6)
+  olmo2      q_norm over the whole q projection [H * D], k_norm over k's
+  smollm3    no_rope_layers[i] == 0: layer i skips apply_rotary_pos_emb
+  cohere     rotate_half on interleaved pairs (x[..., ::2], x[..., 1::2]),
+             cos/sin repeat_interleave'd
+  glm4       interleaved pairs over the first rotary_dim features
+             (partial_rotary_factor 0.5), q/k/v biases
+  phi        q_proj, k_proj, v_proj, dense, all with biases; partial rotary
+  mistral3   a Mistral text model in text_config, names under
+             language_model.model.layers.N
+  qwen2_vl   rope type mrope: with text positions (all three ids equal) it
+             is the default rope; q/k/v biases
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+RNG = np.random.default_rng(20261201)
+B, S = 2, 12
+
+
+def write_safetensors(path, tensors):
+    """tensors: {name: float64 array}, written as F32."""
+    header, data, at = {}, b"", 0
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [at, at + len(raw)]}
+        data += raw
+        at += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def f32(a):
+    """The float32 value the checkpoint stores, in float64."""
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+def rms(x, w, eps, plus_one=False):
+    x = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return x * ((1.0 + w) if plus_one else w)
+
+
+def inv_freq(theta, rot):
+    return 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+
+
+def rope(x, pos, inv, layout):
+    """x [B, S, heads, D]; the first 2 * len(inv) features rotate."""
+    rot = 2 * len(inv)
+    ang = pos[:, :, None, None] * inv  # [B, S, 1, rot/2]
+    c, s = np.cos(ang), np.sin(ang)
+    y = x.copy()
+    if layout == "half":
+        a, b = x[..., : rot // 2], x[..., rot // 2: rot]
+        y[..., : rot // 2] = a * c - b * s
+        y[..., rot // 2: rot] = b * c + a * s
+    else:
+        a, b = x[..., 0:rot:2], x[..., 1:rot:2]
+        y[..., 0:rot:2] = a * c - b * s
+        y[..., 1:rot:2] = b * c + a * s
+    return y
+
+
+def attention(x, w, f):
+    """The layer in float64.  w: tensors by role; f: the family's choices."""
+    H, K, D = f["H"], f["K"], f["D"]
+    q = x @ w["q"].T + w.get("bq", 0)
+    k = x @ w["k"].T + w.get("bk", 0)
+    v = x @ w["v"].T + w.get("bv", 0)
+    if f.get("whole_norm"):
+        q, k = rms(q, w["qn"], f["eps"]), rms(k, w["kn"], f["eps"])
+    q, k, v = (t.reshape(B, S, -1, D) for t in (q, k, v))
+    if "qn" in w and not f.get("whole_norm"):
+        q = rms(q, w["qn"], f["eps"], f.get("plus_one", False))
+        k = rms(k, w["kn"], f["eps"], f.get("plus_one", False))
+    pos = np.broadcast_to(np.arange(S, dtype=np.float64), (B, S))
+    if f.get("inv") is not None:
+        q, k = rope(q, pos, f["inv"], f["layout"]), rope(k, pos, f["inv"], f["layout"])
+    k, v = np.repeat(k, H // K, axis=2), np.repeat(v, H // K, axis=2)
+    scores = np.einsum("bshd,bthd->bhst", q, k) * f.get("scale", D ** -0.5)
+    scores = scores + np.triu(np.full((S, S), -np.inf), 1)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    out = np.einsum("bhst,bthd->bshd", p, v).reshape(B, S, H * D)
+    return out @ w["o"].T + w.get("bo", 0)
+
+
+def weights(dim, H, K, D, biases="", norms=None):
+    """Random float32-exact weights; biases: which of "qkvo"; norms: "head"
+    ([D]) or "whole" ([H D] and [K D])."""
+    w = {"q": f32(RNG.normal(0, dim ** -0.5, (H * D, dim))),
+         "k": f32(RNG.normal(0, dim ** -0.5, (K * D, dim))),
+         "v": f32(RNG.normal(0, dim ** -0.5, (K * D, dim))),
+         "o": f32(RNG.normal(0, (H * D) ** -0.5, (dim, H * D)))}
+    sizes = {"q": H * D, "k": K * D, "v": K * D, "o": dim}
+    for p in biases:
+        w["b" + p] = f32(RNG.normal(0, 0.1, sizes[p]))
+    if norms:
+        nq, nk = (D, D) if norms == "head" else (H * D, K * D)
+        w["qn"] = f32(1 + RNG.normal(0, 0.2, nq))
+        w["kn"] = f32(1 + RNG.normal(0, 0.2, nk))
+    return w
+
+
+ROLES = {"q": "q_proj.weight", "k": "k_proj.weight", "v": "v_proj.weight",
+         "o": "o_proj.weight", "bq": "q_proj.bias", "bk": "k_proj.bias",
+         "bv": "v_proj.bias", "bo": "o_proj.bias", "qn": "q_norm.weight",
+         "kn": "k_norm.weight"}
+
+
+def named(w, prefix, roles=ROLES):
+    return {prefix + roles[r]: a for r, a in w.items()}
+
+
+def save(out, name, config, tensors, x, y=None, layer=None, args=(), refused=None):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+    np.save(os.path.join(d, "x.npy"), x.astype(np.float32))
+    if y is not None:
+        np.save(os.path.join(d, "y.npy"), y)
+    with open(os.path.join(d, "case.json"), "w") as f:
+        json.dump({"layer": layer, "args": list(args), "refused": refused}, f)
+
+
+def family_cases(out):
+    dim, H, K, D = 32, 4, 2, 16
+    x = f32(RNG.normal(0, 1, (B, S, dim)))
+    base = {"hidden_size": dim, "num_attention_heads": H, "num_key_value_heads": K,
+            "head_dim": D, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+            "attention_dropout": 0.0}
+    layers = lambda n: "model.layers.%d.self_attn." % n  # noqa: E731
+
+    # Granite: the softmax scale is attention_multiplier.
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="granite", rope_theta=10000.0, attention_multiplier=0.0078125,
+               embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0,
+               attention_bias=False)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half", "scale": 0.0078125}
+    save(out, "granite", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # Gemma 3 (multimodal config, text_config; transformers 4 names): a
+    # sliding layer (local rope) and a full one (global rope, linear x8).
+    text = dict(base, model_type="gemma3_text", query_pre_attn_scalar=24, rope_theta=1e6,
+                rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                sliding_window=512, sliding_window_pattern=6, attn_logit_softcapping=None,
+                final_logit_softcapping=None)
+    cfg = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+           "text_config": text, "vision_config": {"model_type": "siglip_vision_model",
+                                                  "hidden_size": 48, "num_attention_heads": 3}}
+    for layer, inv in ((0, inv_freq(1e4, D)), (5, inv_freq(1e6, D) / 8.0)):
+        w = weights(dim, H, K, D, norms="head")
+        f = {"H": H, "K": K, "D": D, "inv": inv, "layout": "half", "scale": 24 ** -0.5,
+             "eps": 1e-6, "plus_one": True}
+        save(out, "gemma3_layer%d" % layer, cfg,
+             named(w, "language_model.model.layers.%d.self_attn." % layer), x,
+             attention(x, w, f), layer)
+
+    # OLMo 2: q/k norms over the whole projection.
+    w = weights(dim, H, K, D, norms="whole")
+    cfg = dict(base, model_type="olmo2", rope_theta=5e5, attention_bias=False)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(5e5, D), "layout": "half", "eps": 1e-6,
+         "whole_norm": True}
+    save(out, "olmo2", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # SmolLM3: layer 3 of 4 runs without RoPE, layer 1 with it.
+    cfg = dict(base, model_type="smollm3", rope_theta=2e6, no_rope_layers=[1, 1, 1, 0],
+               use_sliding_window=False, sliding_window=None)
+    for layer in (1, 3):
+        w = weights(dim, H, K, D)
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(2e6, D) if layer != 3 else None,
+             "layout": "half"}
+        save(out, "smollm3_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+
+    # Cohere (Command-R): interleaved pairs under q_proj names.
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="cohere", rope_theta=8e6, use_qk_norm=False, logit_scale=0.0625,
+               layer_norm_eps=1e-5, attention_bias=False)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(8e6, D), "layout": "interleaved"}
+    save(out, "cohere", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # GLM-4: interleaved pairs over half the features, q/k/v biases.
+    w = weights(dim, H, K, D, biases="qkv")
+    cfg = dict(base, model_type="glm4", rope_theta=1e4, partial_rotary_factor=0.5,
+               attention_bias=True)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D // 2), "layout": "interleaved"}
+    save(out, "glm4", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # Phi-2: dense is the output projection; biases everywhere; 40% rotary.
+    # (no head_dim key: hidden_size / num_attention_heads, so dim = H D)
+    w = weights(H * D, H, H, D, biases="qkvo")
+    cfg = dict(base, model_type="phi", hidden_size=H * D, num_key_value_heads=H,
+               rope_theta=1e4, partial_rotary_factor=0.4, qk_layernorm=False,
+               layer_norm_eps=1e-5)
+    del cfg["head_dim"]
+    x_phi = f32(RNG.normal(0, 1, (B, S, H * D)))
+    f = {"H": H, "K": H, "D": D, "inv": inv_freq(1e4, int(D * 0.4)), "layout": "half"}
+    save(out, "phi", cfg, named(w, layers(0), dict(ROLES, o="dense.weight", bo="dense.bias")),
+         x_phi, attention(x_phi, w, f), 0)
+
+    # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
+    # with --n-heads given: the text model's rope_theta still applies.
+    w = weights(dim, H, K, D)
+    text = dict(base, model_type="mistral", rope_theta=1e9, sliding_window=None)
+    cfg = {"model_type": "mistral3", "text_config": text,
+           "vision_config": {"model_type": "pixtral", "hidden_size": 48}}
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e9, D), "layout": "half"}
+    save(out, "mistral3", cfg, named(w, "language_model.model.layers.0.self_attn."), x,
+         attention(x, w, f), 0, args=["--n-heads", str(H)])
+
+    # Qwen2-VL: mrope with text positions is the default rope.
+    w = weights(dim, H, K, D, biases="qkv")
+    cfg = dict(base, model_type="qwen2_vl", rope_theta=1e6, use_sliding_window=False,
+               sliding_window=32768, max_window_layers=28,
+               rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half"}
+    save(out, "qwen2_vl", cfg, named(w, "model.language_model.layers.0.self_attn."), x,
+         attention(x, w, f), 0)
+
+    # ---- refused: each would run wrong if its key or tensor were ignored ----
+    w = weights(dim, H, K, D)
+    plain = named(w, layers(0))
+    refusals = [
+        ("gpt_oss", dict(base, model_type="gpt_oss", sliding_window=128),
+         dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
+         'model_type "gpt_oss" is refused'),
+        ("sinks_tensor", dict(base, model_type="llama"),
+         dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
+         "tensor 'model.layers.0.self_attn.sinks'"),
+        ("olmo_clip_qkv", dict(base, model_type="olmo", clip_qkv=8.0), plain, '"clip_qkv"'),
+        ("stablelm_qk_layernorm", dict(base, model_type="stablelm", qk_layernorm=True,
+                                       partial_rotary_factor=0.25),
+         dict(plain, **{layers(0) + "q_layernorm.norms.%d.weight" % h: f32(np.ones(D))
+                        for h in range(H)}), '"qk_layernorm"'),
+        ("stablelm_stray_norms", dict(base, model_type="stablelm", partial_rotary_factor=0.25),
+         dict(plain, **{layers(0) + "q_layernorm.norms.0.weight": f32(np.ones(D))}),
+         "tensor 'model.layers.0.self_attn.q_layernorm.norms.0.weight'"),
+        ("llama4", {"model_type": "llama4", "text_config": dict(
+            base, model_type="llama4_text", use_qk_norm=True, attention_chunk_size=8192,
+            attn_temperature_tuning=True, no_rope_layers=[1, 1, 1, 0])},
+         plain, 'model_type "llama4_text" is refused'),
+        ("unknown_family", dict(base, model_type="my_llama"), plain,
+         'model_type "my_llama" is not a family ropeattn knows'),
+        ("llama_with_qk_norms", dict(base, model_type="llama"),
+         dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
+                        layers(0) + "k_norm.weight": f32(np.ones(D))}),
+         "has no q/k norms"),
+        ("cohere_qk_norm", dict(base, model_type="cohere", use_qk_norm=True), plain,
+         '"use_qk_norm"'),
+        ("gemma2", dict(base, model_type="gemma2", attn_logit_softcapping=50.0,
+                        query_pre_attn_scalar=16), plain, 'model_type "gemma2" is refused'),
+        ("deepseek_v3", dict(base, model_type="deepseek_v3", kv_lora_rank=512,
+                             qk_rope_head_dim=64), plain, 'model_type "deepseek_v3" is refused'),
+        ("llama_attention_multiplier", dict(base, model_type="llama", attention_multiplier=0.1),
+         plain, '"attention_multiplier"'),
+        ("chunked_attention", dict(base, model_type="llama", attention_chunk_size=8), plain,
+         '"attention_chunk_size"'),
+        ("mrope_outside_qwen_vl", dict(base, model_type="llama",
+                                       rope_scaling={"type": "mrope", "mrope_section": [8]}),
+         plain, 'rope type "mrope"'),
+    ]
+    for name, cfg, tensors, refused in refusals:
+        save(out, name, cfg, tensors, x, None, 0, refused=refused)
+
+
+def rope_cases(out):
+    """rope --config: Hugging Face configs pair features as their family
+    does (rotate_half unless Cohere, GLM ...), on [B, S, H, D] or, with
+    --shape bhsd, [B, H, S, D] as apply_rotary_pos_emb sees q."""
+    H, D = 4, 16
+    d = os.path.join(out, "rope")
+    os.makedirs(d, exist_ok=True)
+    x = f32(RNG.normal(0, 1, (B, S, H, D)))
+    np.save(os.path.join(d, "x_bshd.npy"), x.astype(np.float32))
+    np.save(os.path.join(d, "x_bhsd.npy"), x.transpose(0, 2, 1, 3).astype(np.float32))
+    pos = np.broadcast_to(np.arange(S, dtype=np.float64), (B, S))
+    for name, cfg, layout in (("llama", {"model_type": "llama", "rope_theta": 5e5,
+                                         "num_attention_heads": H, "head_dim": D}, "half"),
+                              ("cohere", {"model_type": "cohere", "rope_theta": 5e5,
+                                          "num_attention_heads": H, "head_dim": D},
+                               "interleaved"),
+                              ("plain", {"rope_theta": 5e5, "head_dim": D}, "half")):
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            json.dump(cfg, f)
+        y = rope(x, pos, inv_freq(5e5, D), layout)
+        np.save(os.path.join(d, "y_%s_bshd.npy" % name), y)
+        np.save(os.path.join(d, "y_%s_bhsd.npy" % name), y.transpose(0, 2, 1, 3))
+
+
+if __name__ == "__main__":
+    family_cases(sys.argv[1])
+    rope_cases(sys.argv[1])

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# test_families.sh — `ropeattn attention` on tiny checkpoints of each model
+# family (the tensor names and config keys of its Hugging Face releases),
+# against float64 references written from transformers' modeling code
+# (tests/families/make_family_cases.py); and the families and keys that
+# must be refused, each with its message, exit code 1 and no output file.
+# `ropeattn rope --config` takes its layout from the config, on [B, S, H, D]
+# and (--shape bhsd) [B, H, S, D].
+#
+# Tolerance, relative to max|ref|: 1e-5 (float32 against float64 on a
+# 12-token layer; seen up to 3e-7), the same through the KV cache.
+#
+# Prints "families: N passed, N failed" last; exits 1 if anything failed.
+SUITE=families
+source "$(dirname "$0")/shell_common.sh"
+require_ropeattn_and_numpy
+
+if ! "$PY" tests/families/make_family_cases.py "$TMP/cases"; then
+    fail "tests/families/make_family_cases.py"; summary
+fi
+cat >"$TMP/check.py" <<'PY'
+import json, sys
+import numpy as np
+cmd, *args = sys.argv[1:]
+if cmd == "field":
+    v = json.load(open(args[0]))[args[1]]
+    print(" ".join(v) if isinstance(v, list) else ("" if v is None else v))
+    sys.exit(0)
+got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
+e = np.inf if got.shape != want.shape else float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+if not e <= tol:
+    print(f"differs by {e:.3g} of max|ref| (tolerance {tol})")
+    sys.exit(1)
+PY
+field() { "$PY" "$TMP/check.py" field "$1/case.json" "$2"; }
+
+for dir in "$TMP"/cases/*/; do
+    dir=${dir%/}
+    name=$(basename "$dir")
+    [ "$name" = rope ] && continue
+    layer=$(field "$dir" layer)
+    refused=$(field "$dir" refused)
+    read -r -a extra <<<"$(field "$dir" args)"
+    args=(attention --weights "$dir/model.safetensors" --config "$dir/config.json"
+          --input "$dir/x.npy" --output "$dir/got.npy" ${layer:+--layer "$layer"} "${extra[@]}")
+    if [ -n "$refused" ]; then
+        "$RA" "${args[@]}" 2>"$TMP/err"
+        code=$?
+        if [ "$code" -ne 1 ]; then fail "$name: exit code $code, expected 1 ($(cat "$TMP/err"))"
+        elif ! grep -qF -- "$refused" "$TMP/err"; then
+            fail "$name: expected /$refused/, got: $(cat "$TMP/err")"
+        elif [ "$(wc -l <"$TMP/err")" -ne 1 ]; then fail "$name: not one message line"
+        elif [ -e "$dir/got.npy" ]; then fail "$name: an output was written"
+        else pass; fi
+        continue
+    fi
+    for mode in plain prefill; do
+        more=()
+        [ $mode = prefill ] && more=(--prefill 5)
+        rm -f "$dir/got.npy"
+        if ! "$RA" "${args[@]}" "${more[@]}" 2>"$TMP/err"; then
+            fail "$name ($mode): $(cat "$TMP/err")"
+        elif ! out=$("$PY" "$TMP/check.py" y "$dir/got.npy" "$dir/y.npy" 1e-5); then
+            fail "$name ($mode): $out"
+        else pass; fi
+    done
+done
+
+# rope --config: the family's layout, either axis order.
+R=$TMP/cases/rope
+for family in llama cohere plain; do
+    for shape in bshd bhsd; do
+        if ! "$RA" rope --config "$R/$family.json" --input "$R/x_$shape.npy" --output "$R/got.npy" \
+            --shape "$shape" 2>"$TMP/err"; then fail "rope $family $shape: $(cat "$TMP/err")"
+        elif ! out=$("$PY" "$TMP/check.py" y "$R/got.npy" "$R/y_${family}_$shape.npy" 1e-6); then
+            fail "rope $family $shape: $out"
+        else pass; fi
+    done
+done
+# [B, H, S, D] given without --shape: axis 2 (S = 12) holds no head count.
+"$RA" rope --config "$R/llama.json" --input "$R/x_bhsd.npy" --output "$R/got2.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "is it \[batch, heads, seq, head_dim\] (--shape bhsd)?" "$TMP/err" &&
+    [ ! -e "$R/got2.npy" ]; then pass
+else fail "rope: [B, H, S, D] without --shape: $(cat "$TMP/err")"; fi
+# Without --config the layout stays interleaved (Meta's LLaMA reference code).
+"$RA" rope --theta 500000 --input "$R/x_bshd.npy" --output "$R/got3.npy" &&
+    "$PY" "$TMP/check.py" y "$R/got3.npy" "$R/y_cohere_bshd.npy" 1e-6 && pass ||
+    fail "rope without --config: not interleaved"
+summary

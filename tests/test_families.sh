@@ -66,6 +66,34 @@ for dir in "$TMP"/cases/*/; do
     done
 done
 
+# A fused qkv_proj's gradient (Phi-3) is the unfused projections' rows, as stored.
+C=$TMP/cases
+"$PY" -c "import numpy as np; np.save('$TMP/dy.npy', np.random.default_rng(1).normal(size=np.load('$C/phi3/x.npy').shape).astype(np.float32))"
+for c in phi3 phi3_split; do
+    "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json"         --input "$C/$c/x.npy" --output "$C/$c/y2.npy" --grad-output "$TMP/dy.npy"         --grads "$C/$c/g.safetensors" 2>>"$TMP/err" || fail "phi3 grads ($c): $(cat "$TMP/err")"
+done
+cat >"$TMP/fused.py" <<'PY'
+import sys
+import numpy as np
+from st_read import read_f32
+fused, split = read_f32(sys.argv[1]), read_f32(sys.argv[2])
+p = "model.layers.0.self_attn."
+rows = np.concatenate([split[p + n + "_proj.weight"] for n in "qkv"])
+ok = sorted(fused) == sorted(["x", p + "qkv_proj.weight", p + "o_proj.weight"])
+ok = ok and np.array_equal(fused[p + "qkv_proj.weight"], rows)
+ok = ok and np.array_equal(fused["x"], split["x"])
+sys.exit(0 if ok else 1)
+PY
+if "$PY" "$TMP/fused.py" "$C/phi3/g.safetensors" "$C/phi3_split/g.safetensors"; then pass
+else fail "phi3: the fused gradient is not the split gradients' rows"; fi
+
+# convert-layout knows a family's stored layout: Cohere's rows are interleaved.
+"$RA" convert-layout --weights "$C/cohere/model.safetensors" --config "$C/cohere/config.json" \
+    --to interleaved --output "$TMP/co.safetensors" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q 'model_type "cohere" stores q_proj and k_proj rows interleaved' \
+    "$TMP/err" && [ ! -e "$TMP/co.safetensors" ]; then pass
+else fail "convert-layout --to interleaved on Cohere: $(cat "$TMP/err")"; fi
+
 # rope --config: the family's layout, either axis order.
 R=$TMP/cases/rope
 for family in llama cohere plain; do

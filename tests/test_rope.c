@@ -271,9 +271,14 @@ static void test_errors(void)
     cfg.scaling.factor = 8;
     cfg.scaling.low_freq_factor = cfg.scaling.high_freq_factor = 1;
     cfg.scaling.original_max_position_embeddings = 8192;
-    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 with low == high");
+    /* low >= high (Llama 4 Scout has them equal): accepted, no smoothed band */
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "llama3 with low == high");
+    ra_rope_destroy(rope);
     cfg.scaling.low_freq_factor = 4;
-    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 with low > high");
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "llama3 with low > high");
+    ra_rope_destroy(rope);
+    cfg.scaling.factor = 0;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 without factor");
     cfg.type = RA_ROPE_YARN;
     cfg.scaling.beta_fast = 0.5; /* below the default beta_slow of 1 */
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "yarn with beta_fast < beta_slow");

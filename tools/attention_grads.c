@@ -38,11 +38,34 @@ typedef struct gradients {
     float *dx, *dw[N_PROJ], *db[N_PROJ], *dnorm[2];
 } gradients;
 
-static void gradients_free(gradients *g)
+/* A fused projection's gradients (Phi-3's qkv_proj) share one buffer, as
+ * its rows: dw[Q], dw[K], dw[V] (and db's) point into dw[Q]'s (db[Q]'s). */
+static void gradients_free(gradients *g, int fused)
 {
     free(g->dx);
-    for (int p = 0; p < N_PROJ; p++) free(g->dw[p]), free(g->db[p]);
+    for (int p = 0; p < N_PROJ; p++) {
+        if (fused && (p == PROJ_K || p == PROJ_V)) continue;
+        free(g->dw[p]), free(g->db[p]);
+    }
     free(g->dnorm[0]), free(g->dnorm[1]);
+}
+
+/* Gradient buffers for the four projections and their biases. */
+static ra_status alloc_projections(const attention_tensors *t, gradients *g)
+{
+    for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *w = t->proj[p], *b = t->bias[p];
+        if (t->fused && p == PROJ_Q) w = t->fused, b = t->fused_bias;
+        if (t->fused && (p == PROJ_K || p == PROJ_V)) { /* rows of Q's buffers */
+            g->dw[p] = g->dw[p - 1] + t->proj[p - 1]->count;
+            if (b) g->db[p] = g->db[p - 1] + t->bias[p - 1]->count;
+            continue;
+        }
+        g->dw[p] = malloc((size_t)w->count * sizeof(float));
+        if (b) g->db[p] = malloc((size_t)b->count * sizeof(float));
+        if (!g->dw[p] || (b && !g->db[p])) return RA_ERR_NOMEM;
+    }
+    return RA_OK;
 }
 
 /* Y and the gradients; RA_ERR_NOMEM if a buffer cannot be had. */
@@ -51,12 +74,7 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
 {
     g->dx = malloc((size_t)job->x->count * sizeof(float));
     if (!g->dx) return RA_ERR_NOMEM;
-    for (int p = 0; p < N_PROJ; p++) {
-        const ra_st_tensor *b = job->tensors->bias[p];
-        g->dw[p] = malloc((size_t)job->tensors->proj[p]->count * sizeof(float));
-        if (b) g->db[p] = malloc((size_t)b->count * sizeof(float));
-        if (!g->dw[p] || (b && !g->db[p])) return RA_ERR_NOMEM;
-    }
+    if (alloc_projections(job->tensors, g) != RA_OK) return RA_ERR_NOMEM;
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *n = job->tensors->norm[i];
         if (n && !(g->dnorm[i] = malloc((size_t)n->count * sizeof(float)))) return RA_ERR_NOMEM;
@@ -99,9 +117,16 @@ static int write_gradients(const attention_grads_job *job, const gradients *g)
     memcpy(x.shape, job->x->shape, sizeof x.shape);
     int n = 0;
     describe(&out[n++], &x, g->dx);
-    for (int p = 0; p < N_PROJ; p++) describe(&out[n++], job->tensors->proj[p], g->dw[p]);
-    for (int p = 0; p < N_PROJ; p++)
-        if (job->tensors->bias[p]) describe(&out[n++], job->tensors->bias[p], g->db[p]);
+    const attention_tensors *t = job->tensors;
+    for (int p = 0; p < N_PROJ; p++) {
+        if (t->fused && (p == PROJ_K || p == PROJ_V)) continue; /* in Q's, as stored */
+        describe(&out[n++], t->fused && p == PROJ_Q ? t->fused : t->proj[p], g->dw[p]);
+    }
+    for (int p = 0; p < N_PROJ; p++) {
+        if (t->fused && (p == PROJ_K || p == PROJ_V)) continue;
+        const ra_st_tensor *b = t->fused && p == PROJ_Q ? t->fused_bias : t->bias[p];
+        if (b) describe(&out[n++], b, g->db[p]);
+    }
     for (int i = 0; i < 2; i++)
         if (job->tensors->norm[i]) describe(&out[n++], job->tensors->norm[i], g->dnorm[i]);
     return cli_outputs_write_safetensors(job->outputs, 1, out, n);
@@ -119,7 +144,7 @@ int attention_grads_run(const attention_grads_job *job, ra_context *ctx)
         !(failed = cli_outputs_write_npy(job->outputs, 0, y, job->x->ndim, job->x->shape)) &&
         !(failed = write_gradients(job, &g)))
         failed = cli_outputs_commit(job->outputs);
-    gradients_free(&g);
+    gradients_free(&g, job->tensors->fused != NULL);
     free(y);
     return failed;
 }

@@ -12,28 +12,31 @@
 typedef struct naming_scheme {
     const char *prefix; /* before the layer number, or the whole prefix */
     const char *infix;  /* after the layer number; NULL: not per layer */
-    const char *names[N_PROJ];
+    const char *names[N_PROJ]; /* a fused scheme names its tensor thrice */
     ra_layout layout;
+    int fused;          /* names[Q..V] is one tensor: the rows of wq, wk, wv */
 } naming_scheme;
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
 #define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
 #define PHI_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "dense.weight"}
+#define PHI3_NAMES {"qkv_proj.weight", "qkv_proj.weight", "qkv_proj.weight", "o_proj.weight"}
 
 /* Tried in order; the first whose four projections are all there wins.
  * A multimodal model's text layers sit under language_model
  * (transformers 5: model.language_model.layers.N; 4: language_model.model.layers.N). */
 static const naming_scheme schemes[] = {
-    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED},
-    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED},
-    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED},
-    {"", NULL, HF_NAMES, RA_LAYOUT_HALF},
-    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF},
-    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
-    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
-    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
-    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF},
-    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF}, /* Phi-1, Phi-2 */
+    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"", NULL, HF_NAMES, RA_LAYOUT_HALF, 0},
+    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF, 0},
+    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
+    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
+    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
+    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
+    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
+    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, 1},
 };
 #define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
 
@@ -345,7 +348,46 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
     }
     out->layout = scheme->layout;
     out->layer = scheme->infix ? layer : -1;
-    return check_consumed(files, out, stem);
+    failed = check_consumed(files, out, stem);
+    if (scheme->fused) { /* split later, once the head counts are known */
+        out->fused = out->proj[PROJ_Q];
+        out->fused_bias = out->bias[PROJ_Q];
+        for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
+    }
+    return failed;
+}
+
+/* view = rows [first, first + n) of t (a matrix, or a vector of rows). */
+static void row_view(ra_st_tensor *view, const ra_st_tensor *t, int64_t first, int64_t n)
+{
+    *view = *t;
+    int64_t row = t->ndim == 2 ? t->shape[1] : 1;
+    size_t row_bytes = (size_t)row * ra_st_dtype_size(t->dtype);
+    view->shape[0] = n;
+    view->count = n * row;
+    view->data = (const char *)t->data + (size_t)first * row_bytes;
+    view->nbytes = (size_t)n * row_bytes;
+}
+
+int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
+                           int64_t kv_rows)
+{
+    const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
+    for (int i = 0; i < 2; i++) {
+        const ra_st_tensor *f = fused[i];
+        if (!f) continue;
+        if (f->ndim != 2 - i || f->shape[0] != q_rows + 2 * kv_rows || f->count == 0)
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows (wq's, "
+                            "then wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
+                            (long long)q_rows, (long long)kv_rows);
+        ra_st_tensor *views = i ? t->bias_views : t->views;
+        const ra_st_tensor **to = i ? t->bias : t->proj;
+        row_view(&views[0], f, 0, q_rows);
+        row_view(&views[1], f, q_rows, kv_rows);
+        row_view(&views[2], f, q_rows + kv_rows, kv_rows);
+        for (int p = PROJ_Q; p <= PROJ_V; p++) to[p] = &views[p];
+    }
+    return 0;
 }
 
 int checkpoint_load_f32(const ra_st_tensor *t, const char *path, float **out)

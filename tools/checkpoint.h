@@ -6,12 +6,15 @@
  * float32.
  *
  * Names tried (N is the layer number given by --layer):
- *   the seed's Attention module      wq.weight  wk.weight  wv.weight  wo.weight
- *     inside the seed's Transformer  attention.wq.weight, layers.N.attention.wq.weight
+ *   Meta's LLaMA reference code      wq.weight  wk.weight  wv.weight  wo.weight,
+ *                                    attention.wq.weight, layers.N.attention.wq.weight
  *   Hugging Face Llama               q_proj.weight  k_proj.weight  v_proj.weight
  *                                    o_proj.weight, also under self_attn.,
- *                                    model.layers.N.self_attn., layers.N.self_attn.
- * Seed names imply the interleaved RoPE layout; Hugging Face names the half
+ *                                    model.layers.N.self_attn., layers.N.self_attn.,
+ *                                    and a multimodal model's language_model
+ *   Phi-1, Phi-2                     dense.weight as the output
+ *   Phi-3                            qkv_proj.weight (fused), o_proj.weight
+ * Meta's names imply the interleaved RoPE layout; Hugging Face names the half
  * layout (its conversion permutes the rows of wq and wk).  A sharded
  * checkpoint is given by its model.safetensors.index.json: the tensors are
  * looked up in every shard it names.
@@ -32,6 +35,11 @@ typedef struct attention_tensors {
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
     ra_layout layout;                 /* the layout the names imply */
     int64_t layer;                    /* the layer number in the names; -1: none */
+    /* A fused projection (Phi-3's qkv_proj: the rows of wq, then wk, then
+     * wv) and its bias, NULL otherwise.  proj[Q..V] and bias[Q..V] are NULL
+     * until checkpoint_split_fused points them at row ranges of it. */
+    const ra_st_tensor *fused, *fused_bias;
+    ra_st_tensor views[3], bias_views[3];
 } attention_tensors;
 
 /* The .safetensors files of a checkpoint: the one at path, or, when path
@@ -57,6 +65,13 @@ void checkpoint_files_close(checkpoint_files *files); /* zeroes it */
  * returns EXIT_FAIL. */
 int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
                               attention_tensors *out);
+
+/* Points proj[Q..V] (and bias[Q..V]) at rows [0, q_rows), [q_rows, q_rows +
+ * kv_rows) and the last kv_rows of the fused tensor, in place (no copy).
+ * On a fused tensor of another shape prints one message and returns
+ * EXIT_FAIL. */
+int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
+                           int64_t kv_rows);
 
 /* The layer number text[0, len) spells in canonical decimal (no sign, no
  * leading zero but "0" itself, within int64), else -1. */

@@ -34,10 +34,12 @@ static const char usage[] =
     "Runs one attention layer (the seed's Attention module, inference mode):\n"
     "x -> wq, wk, wv -> RoPE -> causal grouped-query attention -> wo.\n"
     "\n"
-    "  --weights W     safetensors with wq/wk/wv/wo.weight (the seed) or\n"
+    "  --weights W     safetensors with wq/wk/wv/wo.weight (Meta's LLaMA code) or\n"
     "                  q/k/v/o_proj.weight (Hugging Face, also under\n"
-    "                  model.layers.N.self_attn.); F32, F16, BF16 or F64; or a\n"
-    "                  sharded checkpoint's model.safetensors.index.json\n"
+    "                  model.layers.N.self_attn. or a multimodal model's\n"
+    "                  language_model; Phi's dense, Phi-3's fused qkv_proj);\n"
+    "                  F32, F16, BF16 or F64; or a sharded checkpoint's\n"
+    "                  model.safetensors.index.json\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
     "  --output Y      float32 .npy of X's shape, written only on success\n"
     "  --layer N       which layer, when W holds several\n"
@@ -73,7 +75,14 @@ static const char usage[] =
     "from dim, as in Qwen3).  With partial_rotary_factor only the first\n"
     "rotary_dim = int(head_dim * partial_rotary_factor) features of q and k rotate.\n"
     "Biases (q_proj.bias ...) are added; q_norm.weight and k_norm.weight (Qwen3)\n"
-    "normalize each head of q and k before RoPE.\n";
+    "normalize each head of q and k before RoPE.\n"
+    "\n"
+    "The config's model_type (its text_config's, for a multimodal model) says how\n"
+    "the family is read: its layout (interleaved for Cohere and GLM), softmax\n"
+    "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2), rope per layer (Gemma 3,\n"
+    "SmolLM3).  A family, config key or tensor of the layer that ropeattn does not\n"
+    "run (gpt-oss's sinks, clip_qkv, soft-capping, Llama 4 ...) is refused,\n"
+    "naming it: never run as something else.\n";
 
 typedef struct attention_options {
     const char *weights, *input, *output;
@@ -110,6 +119,30 @@ static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_
                  i ? ", " : "", (long long)t->shape[i]);
     return cli_fail(EXIT_FAIL, "tensor '%s' in %s has shape [%s]; expected [%lld, %lld] (%s)",
                     t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
+}
+
+/* A fused qkv_proj (Phi-3) split into wq, wk, wv by the head counts of the
+ * flags or config and head_dim (the config's, else hidden_size / n_heads,
+ * as transformers, else in_features / n_heads). */
+static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, checkpoint *ckpt)
+{
+    const ra_st_tensor *fused = ckpt->tensors.fused;
+    if (!fused) return 0;
+    int64_t n_heads = opts->has_n_heads ? opts->n_heads : hf->num_attention_heads;
+    if (!opts->has_n_heads && !hf->has_num_attention_heads)
+        return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
+    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
+                         : hf->has_num_key_value_heads ? hf->num_key_value_heads
+                                                       : n_heads;
+    int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;
+    int64_t head_dim = hf->has_head_dim      ? hf->head_dim
+                       : hf->has_hidden_size ? hf->hidden_size / n_heads
+                                             : dim / n_heads;
+    if (head_dim <= 0)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: no head_dim follows from its shape and "
+                        "%lld heads", fused->name, ckpt->path, (long long)n_heads);
+    return checkpoint_split_fused(&ckpt->tensors, ckpt->path, n_heads * head_dim,
+                                  n_kv_heads * head_dim);
 }
 
 /* n_heads, n_kv_heads and head_dim from flags, config and the weights'
@@ -461,6 +494,7 @@ static int run(const attention_options *opts)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = checkpoint_find_attention(&ckpt.files, opts->layer, &ckpt.tensors)) &&
+        !(failed = resolve_fused(opts, &src.config, &ckpt)) &&
         !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
         !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, opts->prefill,
                                  &batch, &seq)) &&

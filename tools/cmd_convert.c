@@ -292,6 +292,13 @@ static int run(const convert_options *opts)
     if (!failed && opts->config)
         failed = cli_outputs_check_input(&outputs, "--config", opts->config);
     if (!failed) failed = rope_source_load(&rope_opts, &src);
+    /* A family's checkpoint is stored in its own layout (Cohere and GLM:
+     * interleaved): converting "to" it would permute rows already there. */
+    const ra_hf_family *family = src.config.family;
+    if (!failed && family && family->layout == (ra_layout)opts->to)
+        failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" stores q_proj and "
+                          "k_proj rows %s already", opts->config, family->model_type,
+                          cli_layout_names[opts->to]);
     size_t len = strlen(opts->weights);
     if (!failed && len >= 5 && strcmp(opts->weights + len - 5, ".json") == 0)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: give one .safetensors file (convert "

@@ -46,7 +46,6 @@ static const ra_hf_family families[] = {
     {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
     {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
     {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
-    {"helium", H, 0, NULL},
     {"internlm2", H, 0, FUSED},
     {"kimi_k2", I, 0, MLA},
     {"llama", H, 0, NULL},

@@ -21,9 +21,11 @@ What each family's attention does, from transformers' modeling_<family>.py:
   smollm3    no_rope_layers[i] == 0: layer i skips apply_rotary_pos_emb
   cohere     rotate_half on interleaved pairs (x[..., ::2], x[..., 1::2]),
              cos/sin repeat_interleave'd
-  glm4       interleaved pairs over the first rotary_dim features
+  glm, glm4  interleaved pairs over the first rotary_dim features
              (partial_rotary_factor 0.5), q/k/v biases
+  olmo       Llama's attention when clip_qkv is null
   phi        q_proj, k_proj, v_proj, dense, all with biases; partial rotary
+  phi3       qkv_proj: the rows of q_proj, k_proj, v_proj in that order
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
@@ -214,6 +216,20 @@ def family_cases(out):
     f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D // 2), "layout": "interleaved"}
     save(out, "glm4", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
 
+    # GLM (the first release): as GLM-4; OLMo: Llama's attention (clip_qkv
+    # null), its saved rotary_emb.inv_freq buffer ignored as transformers does.
+    w = weights(dim, H, K, D, biases="qkv")
+    cfg = dict(base, model_type="glm", rope_theta=1e4, partial_rotary_factor=0.5,
+               attention_bias=True)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D // 2), "layout": "interleaved"}
+    save(out, "glm", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="olmo", rope_theta=1e4, clip_qkv=None, attention_bias=False)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half"}
+    tensors = dict(named(w, layers(0)),
+                   **{layers(0) + "rotary_emb.inv_freq": f32(np.ones(D // 2))})
+    save(out, "olmo", cfg, tensors, x, attention(x, w, f), 0)
+
     # Phi-2: dense is the output projection; biases everywhere; 40% rotary.
     # (no head_dim key: hidden_size / num_attention_heads, so dim = H D)
     w = weights(H * D, H, H, D, biases="qkvo")
@@ -225,6 +241,19 @@ def family_cases(out):
     f = {"H": H, "K": H, "D": D, "inv": inv_freq(1e4, int(D * 0.4)), "layout": "half"}
     save(out, "phi", cfg, named(w, layers(0), dict(ROLES, o="dense.weight", bo="dense.bias")),
          x_phi, attention(x_phi, w, f), 0)
+
+    # Phi-3: qkv_proj holds wq's rows, then wk's, then wv's.  The same
+    # weights under Llama's names make phi3_split (their gradients must be
+    # the fused one's rows).
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="phi3", rope_theta=1e4, sliding_window=2047,
+               attention_bias=False)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half"}
+    fused = {layers(0) + "qkv_proj.weight": np.concatenate([w["q"], w["k"], w["v"]]),
+             layers(0) + "o_proj.weight": w["o"]}
+    save(out, "phi3", cfg, fused, x, attention(x, w, f), 0)
+    save(out, "phi3_split", dict(cfg, model_type="llama", sliding_window=None),
+         named(w, layers(0)), x, attention(x, w, f), 0)
 
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.

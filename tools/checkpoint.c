@@ -376,7 +376,9 @@ int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_row
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *f = fused[i];
         if (!f) continue;
-        if (f->ndim != 2 - i || f->shape[0] != q_rows + 2 * kv_rows || f->count == 0)
+        int64_t rest = f->shape[0] - q_rows; /* kv rows twice, or the shape is wrong */
+        if (f->ndim != 2 - i || f->count == 0 || q_rows > f->shape[0] || rest % 2 != 0 ||
+            rest / 2 != kv_rows)
             return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows (wq's, "
                             "then wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
                             (long long)q_rows, (long long)kv_rows);

@@ -239,9 +239,17 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     return 0;
 }
 
-/* no_rope_layers (SmolLM3): layer N runs without RoPE when its entry is 0. */
+/* no_rope_layers (SmolLM3): layer N runs without RoPE when its entry is 0;
+ * without the list, when N + 1 is a multiple of no_rope_layer_interval. */
 static int resolve_no_rope(const ra_hf_config *hf, int64_t layer, ra_layer_config *config)
 {
+    if (!hf->no_rope_layers && hf->has_no_rope_layer_interval) {
+        if (layer < 0 && hf->no_rope_layer_interval > 0)
+            return cli_fail(EXIT_FAIL, "the config's no_rope_layer_interval turns RoPE off in "
+                            "some layers, and the checkpoint's names carry no layer number");
+        config->no_rope = (layer + 1) % hf->no_rope_layer_interval == 0;
+        return 0;
+    }
     if (!hf->no_rope_layers) return 0;
     if (layer < 0) {
         for (int64_t i = 0; i < hf->n_no_rope_layers; i++)

@@ -59,6 +59,7 @@ static const field fields[] = {
     FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0, 0),
     FIELD(attention_multiplier, POSITIVE_NUMBER, 0, 0),
     FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
+    FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */

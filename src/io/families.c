@@ -127,7 +127,7 @@ static const attention_key attention_keys[] = {
     {"qk_layernorm", FALSE_ONLY, 0, "per-head LayerNorm of q and k"},
     {"attention_chunk_size", NULL_ONLY, 0, "chunked attention"},
     {"attn_temperature_tuning", FALSE_ONLY, 0, "attention temperature tuning"},
-    {"no_rope_layer_interval", NULL_ONLY, 0, "layers without RoPE"},
+    {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
     {"kv_lora_rank", NULL_ONLY, 0, "latent attention"},
     {"q_lora_rank", NULL_ONLY, 0, "latent attention"},

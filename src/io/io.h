@@ -241,10 +241,13 @@ typedef struct ra_hf_config {
     double query_pre_attn_scalar;  /* Gemma 2, 3: the scale is its -1/2 power */
     double attention_multiplier;   /* Granite: the softmax scale */
     double rope_local_base_freq;   /* Gemma 3: the sliding layers' rope_theta */
+    int64_t no_rope_layer_interval; /* SmolLM3 without no_rope_layers: layer i has
+                                       no RoPE when (i + 1) is a multiple of it */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
-        has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq;
+        has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
+        has_no_rope_layer_interval;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */

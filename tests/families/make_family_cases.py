@@ -194,12 +194,21 @@ def family_cases(out):
 
     # SmolLM3: layer 3 of 4 runs without RoPE, layer 1 with it.
     cfg = dict(base, model_type="smollm3", rope_theta=2e6, no_rope_layers=[1, 1, 1, 0],
-               use_sliding_window=False, sliding_window=None)
+               no_rope_layer_interval=4, use_sliding_window=False, sliding_window=None)
     for layer in (1, 3):
         w = weights(dim, H, K, D)
         f = {"H": H, "K": K, "D": D, "inv": inv_freq(2e6, D) if layer != 3 else None,
              "layout": "half"}
         save(out, "smollm3_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+
+    # SmolLM3 without the list: no_rope_layer_interval 4 makes layer 7 NoPE.
+    cfg = dict(base, model_type="smollm3", rope_theta=2e6, no_rope_layer_interval=4)
+    for layer in (6, 7):
+        w = weights(dim, H, K, D)
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(2e6, D) if layer != 7 else None,
+             "layout": "half"}
+        save(out, "smollm3_interval_layer%d" % layer, cfg, named(w, layers(layer)), x,
              attention(x, w, f), layer)
 
     # Cohere (Command-R): interleaved pairs under q_proj names.

@@ -323,7 +323,7 @@ def inv_freq(rtype, d, base, p, M=None, L=None):
         out = np.where(wavelen > old / lo, default / factor, default)
         with np.errstate(divide="ignore", invalid="ignore"):  # lo == hi: no medium band
             smooth = (old / wavelen - lo) / (hi - lo)
-        smoothed = (1 - smooth) * out / factor + smooth * out
+            smoothed = (1 - smooth) * out / factor + smooth * out
         medium = ~(wavelen < old / hi) & ~(wavelen > old / lo)
         return np.where(medium, smoothed, out), 1.0
     if rtype == "longrope":

@@ -50,6 +50,10 @@ def main(cmd, *args):
         half = want[..., : want.shape[-1] // 2].reshape(-1)
         got = got.reshape(-1)
         e = float(np.max(np.abs(got - half))) if got.shape == half.shape else np.inf
+    elif cmd == "full_table":  # ours [n, R] against HF's [B, S, R]
+        got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
+        want = want.reshape(-1, want.shape[-1])
+        e = float(np.max(np.abs(got - want))) if got.shape == want.shape else np.inf
     elif cmd == "grads":
         got, want, tol = read_safetensors(args[0]), dict(np.load(args[1])), float(args[2])
         if sorted(got) != sorted(want):
@@ -98,6 +102,15 @@ for dir in tests/hf/*/; do
     elif check table "$TMP/cos.npy" "$dir/cos.npy" 2e-6 &&
         check table "$TMP/sin.npy" "$dir/sin.npy" 2e-6; then pass
     else fail "$c: freqs"
+    fi
+    # --hf-shape: the whole [n, rotary_dim] table transformers returns.
+    rm -f "$TMP/cos.npy" "$TMP/sin.npy"
+    if ! "$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" --hf-shape \
+        --cos "$TMP/cos.npy" --sin "$TMP/sin.npy" 2>"$TMP/err"; then
+        fail "$c: freqs --hf-shape: $(cat "$TMP/err")"
+    elif check full_table "$TMP/cos.npy" "$dir/cos.npy" 2e-6 &&
+        check full_table "$TMP/sin.npy" "$dir/sin.npy" 2e-6; then pass
+    else fail "$c: freqs --hf-shape"
     fi
     # convert-layout to interleaved (q/k rows, biases and norms per head),
     # then the same Y with --layout interleaved

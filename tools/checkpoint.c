@@ -21,6 +21,7 @@ typedef struct naming_scheme {
 #define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
 #define PHI_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "dense.weight"}
 #define PHI3_NAMES {"qkv_proj.weight", "qkv_proj.weight", "qkv_proj.weight", "o_proj.weight"}
+#define GPTJ_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}
 
 /* Tried in order; the first whose four projections are all there wins.
  * A multimodal model's text layers sit under language_model
@@ -37,6 +38,7 @@ static const naming_scheme schemes[] = {
     {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
     {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
     {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, 1},
+    {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
 };
 #define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
 
@@ -276,7 +278,7 @@ static const char *const other_modules[] = {
     "mlp.", "input_layernorm.", "post_attention_layernorm.", "pre_feedforward_layernorm.",
     "post_feedforward_layernorm.", "feed_forward.", "attention_norm.", "ffn_norm.",
     "block_sparse_moe.", "model.", "lm_head.", "embed_tokens.", "norm.", "tok_embeddings.",
-    "output.", "layers.", "attention.", "self_attn.",
+    "output.", "layers.", "attention.", "self_attn.", "transformer.",
 };
 
 /* Whether name, in a file whose attention tensors have prefix stem (the
@@ -289,18 +291,27 @@ static int in_module(const char *name, const char *stem, int stem_len)
     return 1;
 }
 
+/* Buffers older checkpoints saved that transformers recomputes and ignores:
+ * rotary_emb.inv_freq, and GPT-J's and GPT-NeoX's causal mask ("bias", of
+ * booleans) and masked_bias (one number). */
+static int ignored_buffer(const ra_st_tensor *x, const char *suffix)
+{
+    return strcmp(suffix, "rotary_emb.inv_freq") == 0 ||
+           (strcmp(suffix, "bias") == 0 && (x->dtype == RA_ST_BOOL || x->dtype == RA_ST_U8)) ||
+           (strcmp(suffix, "masked_bias") == 0 && x->count == 1);
+}
+
 /* Every tensor of the layer's attention module must be one ropeattn uses
  * (a tensor it left out, such as gpt-oss's sinks or StableLM's
- * q_layernorm.norms.N, would change the layer).  A saved rotary_emb.inv_freq
- * buffer is recomputed from the config, as transformers does. */
+ * q_layernorm.norms.N, would change the layer), or a buffer transformers
+ * ignores. */
 static int check_consumed(const checkpoint_files *files, const attention_tensors *t, int stem_len)
 {
     const char *stem = t->proj[PROJ_Q]->name;
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
-            if (!in_module(x->name, stem, stem_len) ||
-                strcmp(x->name + stem_len, "rotary_emb.inv_freq") == 0)
+            if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len))
                 continue;
             int used = 0;
             for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];

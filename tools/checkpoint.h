@@ -14,6 +14,7 @@
  *                                    and a multimodal model's language_model
  *   Phi-1, Phi-2                     dense.weight as the output
  *   Phi-3                            qkv_proj.weight (fused), o_proj.weight
+ *   GPT-J                            transformer.h.N.attn.{q,k,v,out}_proj.weight
  * Meta's names imply the interleaved RoPE layout; Hugging Face names the half
  * layout (its conversion permutes the rows of wq and wk).  A sharded
  * checkpoint is given by its model.safetensors.index.json: the tensors are

@@ -17,6 +17,7 @@ static const char usage[] =
     "usage: ropeattn freqs (--end N | --positions P.npy) --cos C.npy --sin S.npy\n"
     "                      [--head-dim D] [--config config.json] [--rope-parameters JSON]\n"
     "                      [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
+    "                      [--hf-shape]\n"
     "\n"
     "Writes the rope's tables at each position m, float32 [n_positions, rotary_dim/2],\n"
     "with the attention factor a applied, as transformers applies it:\n"
@@ -32,6 +33,10 @@ static const char usage[] =
     ROPE_CLI_USAGE
     "  --cos C         output file for the cosines\n"
     "  --sin S         output file for the sines\n"
+    "  --hf-shape      write [n_positions, rotary_dim] with each angle twice,\n"
+    "                  cat(t, t), as transformers' rotary embeddings return cos\n"
+    "                  and sin for rotate_half (refused for a family whose own\n"
+    "                  arrangement differs: Cohere and GLM)\n"
     "Both files are written, or neither.\n";
 
 /* Largest table this command writes, in entries of each file. */
@@ -42,6 +47,7 @@ static const char usage[] =
 
 typedef struct freqs_options {
     int64_t head_dim, end;
+    int hf_shape;
     const char *cos_path, *sin_path;
     rope_cli rope;
 } freqs_options;
@@ -104,11 +110,23 @@ static ra_status fill(const ra_rope *rope, const freqs_options *opts,
     return RA_OK;
 }
 
+/* Each row of pairs values becomes [row, row], in place (from the last row:
+ * a row's new place overlaps only rows already moved). */
+static void repeat_rows(float *table, int64_t n, int64_t pairs)
+{
+    for (int64_t m = n - 1; m >= 0; m--) {
+        float *to = table + 2 * m * pairs;
+        memmove(to + pairs, table + m * pairs, (size_t)pairs * sizeof(float));
+        memmove(to, to + pairs, (size_t)pairs * sizeof(float));
+    }
+}
+
 static int write_tables(const freqs_options *opts, cli_outputs *outputs, const ra_rope *rope,
                         const positions_file *positions, int64_t n, int64_t pairs)
 {
-    int64_t shape[2] = {n, pairs};
-    size_t count = (size_t)(n * pairs);
+    const int64_t width = opts->hf_shape ? 2 * pairs : pairs;
+    int64_t shape[2] = {n, width};
+    size_t count = (size_t)(n * width);
     float *cos_table = malloc(count * sizeof(float)), *sin_table = malloc(count * sizeof(float));
     int failed = 0;
     ra_status status;
@@ -117,6 +135,10 @@ static int write_tables(const freqs_options *opts, cli_outputs *outputs, const r
                           (long long)pairs);
     else if ((status = fill(rope, opts, positions, n, pairs, cos_table, sin_table)) != RA_OK)
         failed = cli_fail_status(status, "cannot compute the tables");
+    if (!failed && opts->hf_shape) {
+        repeat_rows(cos_table, n, pairs);
+        repeat_rows(sin_table, n, pairs);
+    }
     const float *tables[2] = {cos_table, sin_table};
     for (int i = 0; !failed && i < 2; i++)
         failed = cli_outputs_write_npy(outputs, i, tables[i], 2, shape);
@@ -150,7 +172,12 @@ static int run(const freqs_options *opts)
             failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position + 1,
                                      &config);
         int64_t pairs = failed ? 1 : config.rotary_dim / 2;
-        if (!failed && n > MAX_TABLE_ENTRIES / pairs)
+        const ra_hf_family *family = src.config.family;
+        if (!failed && opts->hf_shape && family && family->layout != RA_LAYOUT_HALF)
+            failed = cli_fail(EXIT_FAIL, "freqs: --hf-shape writes cat(t, t) for rotate_half; "
+                              "model_type \"%s\" arranges its cos and sin otherwise",
+                              family->model_type);
+        if (!failed && n > MAX_TABLE_ENTRIES / (opts->hf_shape ? 2 * pairs : pairs))
             failed = cli_fail(EXIT_USAGE, "freqs: %lld positions times rotary_dim %lld / 2 is "
                               "more than %lld table entries", (long long)n,
                               (long long)config.rotary_dim, (long long)MAX_TABLE_ENTRIES);
@@ -176,6 +203,7 @@ int cmd_freqs(int argc, char **argv)
         CLI_INT_OPTION("--end", &opts.end, 1, RA_MAX_POSITION),
         CLI_STRING_OPTION("--cos", &opts.cos_path),
         CLI_STRING_OPTION("--sin", &opts.sin_path),
+        CLI_FLAG_OPTION("--hf-shape", &opts.hf_shape),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("freqs", argc, argv, options, sizeof options / sizeof options[0])) {

@@ -142,8 +142,15 @@ int rope_cli_config(const char *command, const rope_cli *r, const rope_source *s
     out->theta = r->has_theta ? r->theta : rope->has_theta ? rope->theta : 10000.0;
 
     double prf = rope->has_partial_rotary_factor ? rope->partial_rotary_factor : 1.0;
-    /* transformers: int(head_dim * partial_rotary_factor), truncating. */
+    /* transformers: int(head_dim * partial_rotary_factor), truncating;
+     * GPT-J's config gives the count, rotary_dim. */
     int64_t rotary_dim = (int64_t)((double)head_dim * prf);
+    if (!rope->has_partial_rotary_factor && src->config.has_rotary_dim) {
+        rotary_dim = src->config.rotary_dim;
+        if (rotary_dim > head_dim)
+            return cli_fail(EXIT_FAIL, "%s: rotary_dim %lld is more than head_dim %lld",
+                            command, (long long)rotary_dim, (long long)head_dim);
+    }
     if (rotary_dim <= 0 || rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "%s: partial_rotary_factor %g with head_dim %lld gives "
                         "rotary_dim %lld; RoPE needs it even and > 0", command, prf,

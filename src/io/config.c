@@ -40,6 +40,10 @@ typedef struct field {
 #define FIELD(name, kind, max, nested)                                      \
     {#name, kind, max, nested, offsetof(ra_hf_config, name),                \
      offsetof(ra_hf_config, has_##name)}
+/* Another name for a field, read (when the field is absent) only in the
+ * families whose configs use it (RA_HF_ALIASES: GPT-J, GPT-NeoX). */
+#define ALIAS(key, name, kind, max)                                          \
+    {key, kind, max, 0, offsetof(ra_hf_config, name), offsetof(ra_hf_config, has_##name)}
 
 /* Sizes up to INT32_MAX, as --n-heads and --n-kv-heads take; positions as
  * --max-position-embeddings takes them. */
@@ -60,6 +64,15 @@ static const field fields[] = {
     FIELD(attention_multiplier, POSITIVE_NUMBER, 0, 0),
     FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
     FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(rotary_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+};
+
+static const field aliases[] = {
+    ALIAS("n_embd", hidden_size, POSITIVE_INTEGER, MAX_SIZE),
+    ALIAS("n_head", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE),
+    ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS),
+    ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0),
+    ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
@@ -164,6 +177,14 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
         if (item == NULL && nested != NULL && fields[i].in_rope_parameters)
             RA_TRY(ra_io_json_key(nested, fields[i].key, name, &item, msg, msg_len));
         if (item != NULL) RA_TRY(store(&fields[i], item, out, name, msg, msg_len));
+    }
+    for (size_t i = 0; out->family && (out->family->features & RA_HF_ALIASES) &&
+                       i < sizeof aliases / sizeof aliases[0]; i++) {
+        const cJSON *item;
+        int has;
+        memcpy(&has, (const char *)out + aliases[i].has, sizeof has);
+        RA_TRY(ra_io_json_key(root, aliases[i].key, name, &item, msg, msg_len));
+        if (item != NULL && !has) RA_TRY(store(&aliases[i], item, out, name, msg, msg_len));
     }
     /* transformers takes rope_scaling when it is a non-empty object, else
      * rope_parameters. */

@@ -208,6 +208,8 @@ enum {
     RA_HF_MROPE = 1 << 6,                /* rope type mrope: text (1-D) positions = default */
     RA_HF_NORM_OVER_PROJECTION = 1 << 7, /* q_norm over all of q's H * D features (OLMo 2) */
     RA_HF_QK_NORM = 1 << 8,              /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
+    RA_HF_ALIASES = 1 << 9,              /* n_embd, n_head, n_positions, rotary_dim,
+                                            rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
 };
 
 /* How one model_type is read. */
@@ -243,11 +245,12 @@ typedef struct ra_hf_config {
     double rope_local_base_freq;   /* Gemma 3: the sliding layers' rope_theta */
     int64_t no_rope_layer_interval; /* SmolLM3 without no_rope_layers: layer i has
                                        no RoPE when (i + 1) is a multiple of it */
+    int64_t rotary_dim;            /* GPT-J: the features that rotate (a count) */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
-        has_no_rope_layer_interval;
+        has_no_rope_layer_interval, has_rotary_dim;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */

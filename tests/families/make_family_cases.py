@@ -26,6 +26,7 @@ What each family's attention does, from transformers' modeling_<family>.py:
   olmo       Llama's attention when clip_qkv is null
   phi        q_proj, k_proj, v_proj, dense, all with biases; partial rotary
   phi3       qkv_proj: the rows of q_proj, k_proj, v_proj in that order
+  gptj       rotate_every_two (interleaved) on the first rotary_dim features
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
@@ -43,11 +44,12 @@ B, S = 2, 12
 
 
 def write_safetensors(path, tensors):
-    """tensors: {name: float64 array}, written as F32."""
+    """tensors: {name: array}, written as F32 (booleans as BOOL)."""
     header, data, at = {}, b"", 0
     for name, a in tensors.items():
-        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
+        boolean = a.dtype == np.bool_
+        raw = np.ascontiguousarray(a, dtype=np.uint8 if boolean else "<f4").tobytes()
+        header[name] = {"dtype": "BOOL" if boolean else "F32", "shape": list(a.shape),
                         "data_offsets": [at, at + len(raw)]}
         data += raw
         at += len(raw)
@@ -263,6 +265,20 @@ def family_cases(out):
     save(out, "phi3", cfg, fused, x, attention(x, w, f), 0)
     save(out, "phi3_split", dict(cfg, model_type="llama", sliding_window=None),
          named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # GPT-J: transformer.h.N.attn names, out_proj; n_embd, n_head and
+    # rotary_dim (a count: the first 8 of 16 features, interleaved, base
+    # 10000); the causal-mask buffers old checkpoints saved are ignored.
+    w = weights(H * D, H, H, D)
+    cfg = {"model_type": "gptj", "n_embd": H * D, "n_head": H, "rotary_dim": 8,
+           "n_positions": 2048, "layer_norm_epsilon": 1e-5, "attn_pdrop": 0.0}
+    x_gptj = f32(RNG.normal(0, 1, (B, S, H * D)))
+    f = {"H": H, "K": H, "D": D, "inv": inv_freq(1e4, 8), "layout": "interleaved"}
+    p = "transformer.h.0.attn."
+    tensors = dict(named(w, p, dict(ROLES, o="out_proj.weight")),
+                   **{p + "bias": np.tril(np.ones((1, 1, 16, 16), dtype=bool)),
+                      p + "masked_bias": f32(np.array(-1e9))})
+    save(out, "gptj", cfg, tensors, x_gptj, attention(x_gptj, w, f), 0)
 
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.

@@ -66,12 +66,17 @@ for dir in "$TMP"/cases/*/; do
     done
 done
 
-# A fused qkv_proj's gradient (Phi-3) is the unfused projections' rows, as stored.
+# Fused projections' gradients (Phi-3's qkv_proj, GPT-NeoX's query_key_value)
+# are written as stored: the rows of the same weights' unfused gradients.
 C=$TMP/cases
-"$PY" -c "import numpy as np; np.save('$TMP/dy.npy', np.random.default_rng(1).normal(size=np.load('$C/phi3/x.npy').shape).astype(np.float32))"
-for c in phi3 phi3_split; do
-    "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json"         --input "$C/$c/x.npy" --output "$C/$c/y2.npy" --grad-output "$TMP/dy.npy"         --grads "$C/$c/g.safetensors" 2>>"$TMP/err" || fail "phi3 grads ($c): $(cat "$TMP/err")"
-done
+grads() { # case: runs it with a DY of X's shape, writing $C/case/g.safetensors
+    "$PY" -c "import numpy as np, sys; np.save(sys.argv[2], np.random.default_rng(1).normal(
+size=np.load(sys.argv[1]).shape).astype(np.float32))" "$C/$1/x.npy" "$TMP/dy.npy"
+    "$RA" attention --weights "$C/$1/model.safetensors" --config "$C/$1/config.json" \
+        --input "$C/$1/x.npy" --output "$C/$1/y2.npy" --grad-output "$TMP/dy.npy" \
+        --grads "$C/$1/g.safetensors" 2>"$TMP/err" || fail "$1 --grads: $(cat "$TMP/err")"
+}
+for c in phi3 phi3_split gpt_neox gpt_neox_split; do grads $c; done
 cat >"$TMP/fused.py" <<'PY'
 import sys
 import numpy as np
@@ -86,6 +91,25 @@ sys.exit(0 if ok else 1)
 PY
 if "$PY" "$TMP/fused.py" "$C/phi3/g.safetensors" "$C/phi3_split/g.safetensors"; then pass
 else fail "phi3: the fused gradient is not the split gradients' rows"; fi
+
+cat >"$TMP/neox.py" <<'PY'
+import sys
+import numpy as np
+from st_read import read_f32
+fused, split = read_f32(sys.argv[1]), read_f32(sys.argv[2])
+p, s = "gpt_neox.layers.0.attention.", "model.layers.0.self_attn."
+H, D = 4, 16
+def per_head(parts):
+    return np.stack([a.reshape(H, D, -1) for a in parts], 1).reshape(3 * H * D, -1)
+w = per_head([split[s + n + "_proj.weight"] for n in "qkv"])
+b = per_head([split[s + n + "_proj.bias"] for n in "qkv"])[:, 0]
+ok = np.array_equal(fused[p + "query_key_value.weight"], w)
+ok = ok and np.array_equal(fused[p + "query_key_value.bias"], b)
+ok = ok and np.array_equal(fused[p + "dense.weight"], split[s + "o_proj.weight"])
+sys.exit(0 if ok else 1)
+PY
+if "$PY" "$TMP/neox.py" "$C/gpt_neox/g.safetensors" "$C/gpt_neox_split/g.safetensors"; then pass
+else fail "gpt_neox: the fused gradient is not the split gradients' rows per head"; fi
 
 # convert-layout knows a family's stored layout: Cohere's rows are interleaved.
 "$RA" convert-layout --weights "$C/cohere/model.safetensors" --config "$C/cohere/config.json" \

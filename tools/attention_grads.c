@@ -110,14 +110,32 @@ static void describe(ra_st_tensor *out, const ra_st_tensor *like, float *data)
 
 /* G: "x" = dL/dX in X's shape, then each weight's, bias's and norm's
  * gradient under its name. */
-static int write_gradients(const attention_grads_job *job, const gradients *g)
+static int write_gradients(const attention_grads_job *job, gradients *g)
 {
+    const attention_tensors *t = job->tensors;
+    if (t->fused_per_head) { /* GPT-NeoX: back to its rows' order, [H, 3, D] */
+        const ra_layer_config *c = ra_layer_get_config(job->layer);
+        float *packed[2] = {malloc((size_t)t->fused->count * sizeof(float)),
+                            t->fused_bias ? malloc((size_t)t->fused_bias->count * sizeof(float))
+                                          : NULL};
+        if (!packed[0] || (t->fused_bias && !packed[1])) {
+            free(packed[0]), free(packed[1]);
+            return cli_fail(EXIT_FAIL, "out of memory for the gradients");
+        }
+        checkpoint_per_head_rows(packed[0], g->dw[PROJ_Q], c->n_heads, c->head_dim, c->dim, 1);
+        free(g->dw[PROJ_Q]);
+        g->dw[PROJ_Q] = packed[0];
+        if (packed[1]) {
+            checkpoint_per_head_rows(packed[1], g->db[PROJ_Q], c->n_heads, c->head_dim, 1, 1);
+            free(g->db[PROJ_Q]);
+            g->db[PROJ_Q] = packed[1];
+        }
+    }
     ra_st_tensor out[1 + 2 * N_PROJ + 2], x = {.name = "x", .ndim = job->x->ndim,
                                                .count = job->x->count};
     memcpy(x.shape, job->x->shape, sizeof x.shape);
     int n = 0;
     describe(&out[n++], &x, g->dx);
-    const attention_tensors *t = job->tensors;
     for (int p = 0; p < N_PROJ; p++) {
         if (t->fused && (p == PROJ_K || p == PROJ_V)) continue; /* in Q's, as stored */
         describe(&out[n++], t->fused && p == PROJ_Q ? t->fused : t->proj[p], g->dw[p]);

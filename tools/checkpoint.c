@@ -14,14 +14,18 @@ typedef struct naming_scheme {
     const char *infix;  /* after the layer number; NULL: not per layer */
     const char *names[N_PROJ]; /* a fused scheme names its tensor thrice */
     ra_layout layout;
-    int fused;          /* names[Q..V] is one tensor: the rows of wq, wk, wv */
+    int fused;          /* names[Q..V] is one tensor (FUSED_ROWS, FUSED_PER_HEAD) */
 } naming_scheme;
+
+enum { NOT_FUSED, FUSED_ROWS, FUSED_PER_HEAD };
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
 #define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
 #define PHI_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "dense.weight"}
 #define PHI3_NAMES {"qkv_proj.weight", "qkv_proj.weight", "qkv_proj.weight", "o_proj.weight"}
 #define GPTJ_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}
+#define NEOX_NAMES {"query_key_value.weight", "query_key_value.weight", \
+                    "query_key_value.weight", "dense.weight"}
 
 /* Tried in order; the first whose four projections are all there wins.
  * A multimodal model's text layers sit under language_model
@@ -37,8 +41,9 @@ static const naming_scheme schemes[] = {
     {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
     {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
     {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
-    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, 1},
+    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
     {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
+    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_PER_HEAD},
 };
 #define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
 
@@ -278,7 +283,7 @@ static const char *const other_modules[] = {
     "mlp.", "input_layernorm.", "post_attention_layernorm.", "pre_feedforward_layernorm.",
     "post_feedforward_layernorm.", "feed_forward.", "attention_norm.", "ffn_norm.",
     "block_sparse_moe.", "model.", "lm_head.", "embed_tokens.", "norm.", "tok_embeddings.",
-    "output.", "layers.", "attention.", "self_attn.", "transformer.",
+    "output.", "layers.", "attention.", "self_attn.", "transformer.", "gpt_neox.",
 };
 
 /* Whether name, in a file whose attention tensors have prefix stem (the
@@ -363,6 +368,7 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];
+        out->fused_per_head = scheme->fused == FUSED_PER_HEAD;
         for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     }
     return failed;
@@ -380,8 +386,49 @@ static void row_view(ra_st_tensor *view, const ra_st_tensor *t, int64_t first, i
     view->nbytes = (size_t)n * row_bytes;
 }
 
+void checkpoint_per_head_rows(float *dst, const float *src, int64_t heads, int64_t head_dim,
+                              int64_t row, int pack)
+{
+    const size_t block = (size_t)(head_dim * row); /* one head's rows of q, k or v */
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t j = 0; j < 3; j++) {
+            const size_t per_head = (size_t)(h * 3 + j) * block, rows = (size_t)(j * heads + h) * block;
+            memcpy(dst + (pack ? per_head : rows), src + (pack ? rows : per_head),
+                   block * sizeof(float));
+        }
+}
+
+/* GPT-NeoX: f's rows [H, 3, D] (as float32) reordered to [3, H, D] in
+ * t->unpacked[i], which then stands for f. */
+static int unpack_per_head(attention_tensors *t, int i, const char *path, int64_t heads,
+                           int64_t head_dim)
+{
+    const ra_st_tensor *f = i ? t->fused_bias : t->fused;
+    float *raw;
+    int failed = checkpoint_load_f32(f, path, &raw);
+    if (failed) return failed;
+    float *rows = malloc((size_t)f->count * sizeof(float));
+    if (!rows) {
+        free(raw);
+        return cli_fail(EXIT_FAIL, "out of memory loading '%s' from %s", f->name, path);
+    }
+    checkpoint_per_head_rows(rows, raw, heads, head_dim, f->ndim == 2 ? f->shape[1] : 1, 0);
+    free(raw);
+    t->unpacked[i] = *f;
+    t->unpacked[i].dtype = RA_ST_F32;
+    t->unpacked[i].data = rows;
+    t->unpacked[i].nbytes = (size_t)f->count * sizeof(float);
+    return 0;
+}
+
+void checkpoint_tensors_free(attention_tensors *t)
+{
+    for (int i = 0; i < 2; i++) free((void *)t->unpacked[i].data);
+    memset(t->unpacked, 0, sizeof t->unpacked);
+}
+
 int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
-                           int64_t kv_rows)
+                           int64_t kv_rows, int64_t head_dim)
 {
     const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
     for (int i = 0; i < 2; i++) {
@@ -393,6 +440,14 @@ int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_row
             return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows (wq's, "
                             "then wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
                             (long long)q_rows, (long long)kv_rows);
+        if (t->fused_per_head) {
+            if (kv_rows != q_rows)
+                return cli_fail(EXIT_FAIL, "tensor '%s' in %s packs q, k and v per head: it "
+                                "needs as many key/value heads as query heads", f->name, path);
+            int failed = unpack_per_head(t, i, path, q_rows / head_dim, head_dim);
+            if (failed) return failed;
+            f = &t->unpacked[i];
+        }
         ra_st_tensor *views = i ? t->bias_views : t->views;
         const ra_st_tensor **to = i ? t->bias : t->proj;
         row_view(&views[0], f, 0, q_rows);

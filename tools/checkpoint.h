@@ -15,6 +15,8 @@
  *   Phi-1, Phi-2                     dense.weight as the output
  *   Phi-3                            qkv_proj.weight (fused), o_proj.weight
  *   GPT-J                            transformer.h.N.attn.{q,k,v,out}_proj.weight
+ *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
+ *                                    (fused, per head), attention.dense
  * Meta's names imply the interleaved RoPE layout; Hugging Face names the half
  * layout (its conversion permutes the rows of wq and wk).  A sharded
  * checkpoint is given by its model.safetensors.index.json: the tensors are
@@ -41,6 +43,11 @@ typedef struct attention_tensors {
      * until checkpoint_split_fused points them at row ranges of it. */
     const ra_st_tensor *fused, *fused_bias;
     ra_st_tensor views[3], bias_views[3];
+    /* GPT-NeoX's query_key_value packs rows per head, [H, 3, D]: the split
+     * reads it (and its bias) into float32 copies in [3, H, D] order, owned
+     * here (checkpoint_tensors_free), and views those. */
+    int fused_per_head;
+    ra_st_tensor unpacked[2];
 } attention_tensors;
 
 /* The .safetensors files of a checkpoint: the one at path, or, when path
@@ -72,7 +79,13 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
  * On a fused tensor of another shape prints one message and returns
  * EXIT_FAIL. */
 int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
-                           int64_t kv_rows);
+                           int64_t kv_rows, int64_t head_dim);
+void checkpoint_tensors_free(attention_tensors *t); /* the unpacked copies */
+
+/* Rows of row values each, [3, heads, head_dim] -> [heads, 3, head_dim]
+ * (pack set; GPT-NeoX's order) or back (pack 0), dst and src apart. */
+void checkpoint_per_head_rows(float *dst, const float *src, int64_t heads, int64_t head_dim,
+                              int64_t row, int pack);
 
 /* The layer number text[0, len) spells in canonical decimal (no sign, no
  * leading zero but "0" itself, within int64), else -1. */

@@ -142,7 +142,7 @@ static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, 
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s: no head_dim follows from its shape and "
                         "%lld heads", fused->name, ckpt->path, (long long)n_heads);
     return checkpoint_split_fused(&ckpt->tensors, ckpt->path, n_heads * head_dim,
-                                  n_kv_heads * head_dim);
+                                  n_kv_heads * head_dim, head_dim);
 }
 
 /* n_heads, n_kv_heads and head_dim from flags, config and the weights'
@@ -527,6 +527,7 @@ static int run(const attention_options *opts)
     positions_free(&file);
     ra_npy_free(&dy);
     ra_npy_free(&x);
+    checkpoint_tensors_free(&ckpt.tensors);
     checkpoint_files_close(&ckpt.files);
     rope_source_free(&src);
     return failed;

@@ -40,7 +40,7 @@ static const ra_hf_family families[] = {
     {"gemma3_text", H, GEMMA3, NULL},
     {"glm", I, 0, NULL},
     {"glm4", I, 0, NULL},
-    {"gpt_neox", H, 0, FUSED},
+    {"gpt_neox", H, RA_HF_ALIASES, NULL},
     {"gpt_oss", H, 0, "its attention sinks (the 'sinks' tensor) are not supported yet"},
     {"gptj", I, RA_HF_ALIASES, NULL},
     {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL},

@@ -27,6 +27,8 @@ What each family's attention does, from transformers' modeling_<family>.py:
   phi        q_proj, k_proj, v_proj, dense, all with biases; partial rotary
   phi3       qkv_proj: the rows of q_proj, k_proj, v_proj in that order
   gptj       rotate_every_two (interleaved) on the first rotary_dim features
+  gpt_neox   query_key_value viewed as [B, S, H, 3 D] and split per head;
+             rotate_half on the first int(D * rotary_pct) features
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
@@ -279,6 +281,29 @@ def family_cases(out):
                    **{p + "bias": np.tril(np.ones((1, 1, 16, 16), dtype=bool)),
                       p + "masked_bias": f32(np.array(-1e9))})
     save(out, "gptj", cfg, tensors, x_gptj, attention(x_gptj, w, f), 0)
+
+    # GPT-NeoX (Pythia): query_key_value packs each head's q, k, v rows
+    # ([H, 3, D]), with its bias; dense; rotary_pct, rotary_emb_base.  The
+    # same weights under Llama's names make gpt_neox_split.
+    w = weights(H * D, H, H, D, biases="qkvo")
+    cfg = {"model_type": "gpt_neox", "hidden_size": H * D, "num_attention_heads": H,
+           "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 2048,
+           "use_parallel_residual": True, "attention_bias": True, "layer_norm_eps": 1e-5}
+    x_neox = f32(RNG.normal(0, 1, (B, S, H * D)))
+    f = {"H": H, "K": H, "D": D, "inv": inv_freq(1e4, 4), "layout": "half"}
+    per_head = lambda a: np.stack([a[0].reshape(H, D, -1), a[1].reshape(H, D, -1),  # noqa: E731
+                                   a[2].reshape(H, D, -1)], 1).reshape(3 * H * D, -1)
+    p = "gpt_neox.layers.0.attention."
+    tensors = {p + "query_key_value.weight": per_head([w["q"], w["k"], w["v"]]),
+               p + "query_key_value.bias": per_head([w["bq"], w["bk"], w["bv"]])[:, 0],
+               p + "dense.weight": w["o"], p + "dense.bias": w["bo"],
+               p + "bias": np.tril(np.ones((1, 1, 16, 16), dtype=bool)),
+               p + "masked_bias": f32(np.array(-1e9)),
+               p + "rotary_emb.inv_freq": f32(inv_freq(1e4, 4))}
+    save(out, "gpt_neox", cfg, tensors, x_neox, attention(x_neox, w, f), 0)
+    save(out, "gpt_neox_split", dict(cfg, model_type="llama", partial_rotary_factor=0.25,
+                                     rope_theta=1e4, rotary_pct=None, rotary_emb_base=None),
+         named(w, layers(0)), x_neox, attention(x_neox, w, f), 0)
 
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.

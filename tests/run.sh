@@ -26,9 +26,15 @@ run_one() {
     fi
 }
 # The C tests run once per SIMD path this CPU has (RA_FORCE_ISA caps the
-# dispatch; a cap above the CPU's level just repeats the best path).
+# dispatch; a cap above the CPU's level would repeat its best path: skipped).
+seen=""
 for isa in base avx2 avx512; do
-    echo "== SIMD path: $(RA_FORCE_ISA=$isa "$BUILD"/ropeattn --version 2>/dev/null | sed -n 's/.*simd \([a-z0-9]*\).*/\1/p')"
+    path=$(RA_FORCE_ISA=$isa "$BUILD"/ropeattn --version 2>/dev/null | sed -n 's/.*simd \([a-z0-9]*\).*/\1/p')
+    case " $seen " in *" $path "*)
+        echo "SKIPPED SIMD path $isa: this CPU runs $path for it, already tested"; continue ;;
+    esac
+    seen="$seen $path"
+    echo "== SIMD path: $path"
     for t in "$BUILD"/tests/test_*; do
         [ -x "$t" ] && run_one env RA_FORCE_ISA=$isa "$t"
     done

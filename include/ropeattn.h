@@ -541,6 +541,9 @@ typedef struct ra_layer_config {
                            (Granite's attention_multiplier, Gemma's
                            query_pre_attn_scalar^-1/2).  Applied to q before
                            RoPE as the factor s sqrt(head_dim), on every path */
+    double clip_qkv;    /* 0: none; else positive: q, k and v are clamped to
+                           [-clip_qkv, clip_qkv] after their projections and
+                           biases, before the norms (OLMo's clip_qkv) */
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and

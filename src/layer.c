@@ -9,7 +9,8 @@
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
  * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv),
- * q and k are normalized before RoPE where the layer has the norms (Qwen3
+ * q, k and v are clamped where the layer has clip_qkv (OLMo), q and k are
+ * normalized before RoPE where the layer has the norms (Qwen3
  * per head, OLMo 2 over the whole projection), and q is multiplied by
  * scale * sqrt(D) when the layer's softmax scale is not 1/sqrt(D).
  */
@@ -36,6 +37,7 @@ static ra_status resolve_config(ra_layer_config *c)
     if (!(c->norm_eps > 0 && c->norm_eps < 1)) return RA_ERR_ARGUMENT;
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
     if (!(c->scale > 0 && c->scale < HUGE_VAL)) return RA_ERR_ARGUMENT;
+    if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL)) return RA_ERR_ARGUMENT;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
     if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
@@ -165,6 +167,11 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
         add_bias(xv, w->bv, tokens, kv);
     }
     if (!normalize) return;
+    if (c->clip_qkv > 0) {
+        ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
+        ra_layer_clip(xk, tokens * kv, c->clip_qkv);
+        if (xv) ra_layer_clip(xv, tokens * kv, c->clip_qkv);
+    }
     /* A norm's rows: each head's D features, or (norm_whole) each token's. */
     const int64_t d = c->norm_whole ? 0 : c->head_dim;
     if (w->q_norm)
@@ -176,6 +183,12 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < tokens * q_dim; i++) xq[i] *= q_factor;
+}
+
+void ra_layer_clip(float *x, int64_t n, double limit)
+{
+    const float hi = (float)limit, lo = -hi;
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
 }
 
 float ra_layer_q_factor(const ra_layer_config *c)

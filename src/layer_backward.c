@@ -12,6 +12,7 @@
  *   -> dq *= scale sqrt(D), where the layer's softmax scale is not 1/sqrt(D)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
+ *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
  *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
@@ -85,6 +86,14 @@ static void norm_grad(float *g, float *dweight, const float *x, const float *wei
     ra_layer_rms_norm_backward(g, dweight, x, weight, rows, d, eps);
 }
 
+/* g = 0 where |x| > limit (the float32 limit, as the forward's clamp). */
+static void clip_grad(float *g, const float *x, int64_t n, double limit)
+{
+    const float hi = (float)limit;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] > hi || x[i] < -hi) g[i] = 0.0f;
+}
+
 RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
@@ -101,12 +110,13 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
 
     /* Scratch (the outer workspace: the attention's backward takes the
      * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D]; with
-     * q or k norms also q and k before them, [T, H D] and [T, Hkv D].  The
-     * tape was made with 8 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size
-     * fits. */
-    const int norms = w->q_norm || w->k_norm;
+     * q or k norms also q and k before them, [T, H D] and [T, Hkv D]; with
+     * clip_qkv q, k and v before the clamp.  The tape was made with
+     * 10 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
+    const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0;
     ra_scratch scratch;
-    const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (norms ? n_q + n_kv : 0);
+    const int64_t floats =
+        n_x + 2 * n_q + 2 * n_kv + (norms ? n_q + n_kv : 0) + (clip ? n_q + 2 * n_kv : 0);
     RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch));
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
@@ -133,15 +143,36 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n_q; i++) dq[i] *= q_factor;
+    /* The norms' inputs (q_in, k_in: clamped where the layer clips) and
+     * the projections before any clamp (q_raw, k_raw, v_raw), recomputed. */
+    float *q_in = dv + n_kv, *k_in = q_in + n_q, *q_raw = q_in, *k_raw = k_in, *v_raw = NULL;
+    if (clip) {
+        q_raw = norms ? k_in + n_kv : q_in;
+        k_raw = q_raw + n_q;
+        v_raw = k_raw + n_kv;
+    }
+    if (norms || clip)
+        ra_layer_project_qkv(layer, q_raw, k_raw, v_raw, tape->x, T, 0);
     /* xq, xk = q_norm(xq), k_norm(xk): per head, or per token (norm_whole) */
     if (norms) {
-        float *q_raw = dv + n_kv, *k_raw = q_raw + n_q;
-        ra_layer_project_qkv(layer, q_raw, k_raw, NULL, tape->x, T, 0);
+        if (clip) {
+            memcpy(q_in, q_raw, (size_t)n_q * sizeof(float));
+            memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
+            ra_layer_clip(q_in, n_q, c->clip_qkv);
+            ra_layer_clip(k_in, n_kv, c->clip_qkv);
+        }
         const int whole = c->norm_whole;
-        norm_grad(dq, grads->dq_norm, q_raw, w->q_norm, whole ? T : T * H, whole ? q_dim : D,
+        norm_grad(dq, grads->dq_norm, q_in, w->q_norm, whole ? T : T * H, whole ? q_dim : D,
                   c->norm_eps, grads->accumulate);
-        norm_grad(dk, grads->dk_norm, k_raw, w->k_norm, whole ? T : T * Hkv, whole ? kv : D,
+        norm_grad(dk, grads->dk_norm, k_in, w->k_norm, whole ? T : T * Hkv, whole ? kv : D,
                   c->norm_eps, grads->accumulate);
+    }
+    /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where
+     * |x| <= clip_qkv, as torch's clamp */
+    if (clip) {
+        clip_grad(dq, q_raw, n_q, c->clip_qkv);
+        clip_grad(dk, k_raw, n_kv, c->clip_qkv);
+        clip_grad(dv, v_raw, n_kv, c->clip_qkv);
     }
     /* output = self.wo(output): dwo = g^T attn */
     ra_gemm_tn(grads->dwo, g, v.attn.data, dim, q_dim, T, beta);

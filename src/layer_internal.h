@@ -40,10 +40,13 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
- * normalize set, the q and k norms where the layer has them and xq *=
- * ra_layer_q_factor. */
+ * normalize set, clip_qkv's clamp, the q and k norms where the layer has
+ * them and xq *= ra_layer_q_factor. */
 void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
                           const float *x, int64_t tokens, int normalize);
+
+/* Each of x's n values clamped to [-limit, limit] (float32 limits). */
+void ra_layer_clip(float *x, int64_t n, double limit);
 
 /* scale * sqrt(head_dim): the factor on q that turns the kernels' 1/sqrt(D)
  * into the layer's softmax scale (1 for the default scale, up to rounding:

@@ -1409,9 +1409,10 @@ static void test_config_families(void)
          "config.json: \"attention_multiplier\" (the softmax scale) changes attention and is not "
          "supported for model_type \"llama\""},
         {"{\"model_type\": \"olmo\", \"clip_qkv\": null}", NULL},
-        {"{\"model_type\": \"olmo\", \"clip_qkv\": 8.0}",
+        {"{\"model_type\": \"olmo\", \"clip_qkv\": 8.0}", NULL},
+        {"{\"model_type\": \"qwen2\", \"clip_qkv\": 8.0}",
          "config.json: \"clip_qkv\" (q, k and v clipped) changes attention and is not supported "
-         "for model_type \"olmo\""},
+         "for model_type \"qwen2\""},
         {"{\"model_type\": \"stablelm\", \"qk_layernorm\": false}", NULL},
         {"{\"model_type\": \"stablelm\", \"qk_layernorm\": true}",
          "config.json: \"qk_layernorm\" (per-head LayerNorm of q and k) changes attention and "

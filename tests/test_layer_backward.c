@@ -42,6 +42,7 @@ typedef struct layer_case {
     int extras;         /* | BIASES: bq, bk, bv and bo; | NORMS: q_norm, k_norm
                            per head; | WHOLE: over the whole projection */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
+    double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4 };
@@ -153,7 +154,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     ra_layer_config cfg = {.dim = f->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
                            .head_dim = c->d, .rope = rope_for(c, f->factors),
                            .no_rope = c->no_rope, .norm_whole = (c->extras & WHOLE) != 0,
-                           .scale = c->scale};
+                           .scale = c->scale, .clip_qkv = c->clip};
     ra_layer_weights w = {.wq = f->w[0], .wk = f->w[1], .wv = f->w[2], .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
                           .q_norm = f->w[8], .k_norm = f->w[9]};
@@ -237,6 +238,12 @@ static void add_bias_d(double *y, const double *bias, int64_t rows, int64_t cols
         for (int64_t i = 0; i < cols; i++) y[r * cols + i] += bias[i];
 }
 
+/* Each of x's n values clamped to [-limit, limit]. */
+static void clip_d(double *x, int64_t n, double limit)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = fmin(fmax(x[i], -limit), limit);
+}
+
 /* L = sum(y * dy) for the layer in double, at the given x and weights;
  * y (if not NULL) gets the output. */
 static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS],
@@ -254,6 +261,11 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     add_bias_d(q, w[4], T, qd);
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
+    if (c->clip) {
+        clip_d(q, T * qd, c->clip);
+        clip_d(k, T * kv, c->clip);
+        clip_d(v, T * kv, c->clip);
+    }
     if (c->extras & WHOLE) {
         norm_d(q, w[8], T, qd);
         norm_d(k, w[9], T, kv);
@@ -382,26 +394,29 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
 
 static const layer_case fd_cases[] = {
     /* name                       B  S  H  Hkv D  layout                 type              rot mode p     no_rope dim extras */
-    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0, 0},
-    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0, 0, 0},
-    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0, 0, 0},
-    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0, 0, 0},
-    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0, 0},
-    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0, 0, 0},
+    {"1:1 interleaved, start",   2, 5, 2, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0, 0, 0},
+    {"2:1 half, yarn, partial, ids", 1, 6, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     2, 2, 0.0f, 0, 0, 0, 0, 0},
+    {"4:1 llama3, starts, dropout", 2, 4, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.3f, 0, 0, 0, 0, 0},
+    {"2:1 half longrope, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF,     RA_ROPE_LONGROPE, 4, 0, 0.25f, 0, 0, 0, 0, 0},
+    {"one token",                1, 1, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, 0, 0, 0},
+    {"no_rope",                  1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT,  0, 2, 0.0f, 1, 0, 0, 0, 0},
     /* H D != dim, as in Qwen3 (wider) and Mistral-Nemo (narrower) */
-    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, 0, 0},
-    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13, 0, 0},
+    {"H D > dim, half, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, 0, 0, 0},
+    {"H D < dim, dropout",       1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.2f, 0, 13, 0, 0, 0},
     /* biases (Qwen2: bq, bk, bv; here bo as well, before resid_dropout) */
-    {"biases, 2:1 half, ids",    1, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 2, 0.0f, 0, 0, 1, 0},
-    {"biases, dropout, H D > dim", 2, 4, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 1, 0.25f, 0, 8, 1, 0},
+    {"biases, 2:1 half, ids",    1, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 2, 0.0f, 0, 0, 1, 0, 0},
+    {"biases, dropout, H D > dim", 2, 4, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 1, 0.25f, 0, 8, 1, 0, 0},
     /* per-head q/k RMSNorm before RoPE (Qwen3) */
-    {"q/k norms, half, H D > dim", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS, 0},
-    {"q/k norms, biases, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 2, 0.2f, 0, 0, 3, 0},
+    {"q/k norms, half, H D > dim", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS, 0, 0},
+    {"q/k norms, biases, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 2, 0.2f, 0, 0, 3, 0, 0},
     /* q/k RMSNorm over the whole projection (OLMo 2); a softmax scale of
      * its own (Granite's attention_multiplier, Gemma's query_pre_attn_scalar) */
-    {"whole-projection norms",   2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | WHOLE, 0},
-    {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3},
-    {"scale 1/16, biases",       2, 5, 2, 1, 8, RA_LAYOUT_HALF,       RA_ROPE_YARN,     0, 0, 0.0f, 0, 10, BIASES, 0.0625},
+    {"whole-projection norms",   2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | WHOLE, 0, 0},
+    {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0},
+    {"scale 1/16, biases",       2, 5, 2, 1, 8, RA_LAYOUT_HALF,       RA_ROPE_YARN,     0, 0, 0.0f, 0, 10, BIASES, 0.0625, 0},
+    /* q, k, v clamped (OLMo's clip_qkv), with and without norms */
+    {"clip_qkv 0.5, biases",     2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, BIASES, 0, 0.5},
+    {"clip_qkv 0.4, norms",      1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0.4},
 };
 
 static void test_finite_differences(void)
@@ -461,9 +476,9 @@ static void test_finite_differences(void)
 static void test_paths_and_threads(void)
 {
     const layer_case cases[] = {
-        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, 0, 0},
-        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0, 0, 0},
-        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0, 0, 0},
+        {"S 70, 4:1", 2, 70, 8, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, 0, 0, 0},
+        {"S 130, 1:1, dropout", 1, 130, 2, 2, 32, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 0, 0.2f, 0, 0, 0, 0, 0},
+        {"S 33, 8:1, dropout", 3, 33, 8, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0, 0, 0, 0},
     };
     ra_context *ctxs[4] = {NULL, NULL, NULL, NULL};
     for (int i = 1; i < 4; i++) CHECK(ra_context_create(&ctxs[i], i) == RA_OK, "ctx %d", i);
@@ -514,10 +529,10 @@ static void test_paths_and_threads(void)
 static void test_forward_matches(void)
 {
     const layer_case cases[] = {
-        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0},
-        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0, 0},
-        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0, 0, 0},
-        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0, 0, 0}};
+        {"S 40", 2, 40, 4, 2, 16, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0, 0},
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0, 0, 0},
+        {"S 77 starts", 1, 77, 3, 3, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0, 0, 0, 0},
+        {"S 70 GQA 8", 1, 70, 8, 1, 36, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 20, 0, 0.0f, 0, 0, 0, 0, 0}};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -560,7 +575,7 @@ static void test_forward_matches(void)
  * mask is checked by the finite differences with dropout above.) */
 static void test_output_mask(void)
 {
-    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0, 0, 0};
+    const layer_case c = {"S 9", 1, 9, 2, 1, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.5f, 0, 0, 0, 0, 0};
     fixture f;
     fixture_make(&f, &c, 800);
     grads g;
@@ -603,7 +618,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS, 0};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -681,7 +696,7 @@ static void test_tape_keeps_positions(void)
 {
     for (int mode = 1; mode <= 2; mode++) {
         const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, mode,
-                              0.0f, 0, 0, 0, 0};
+                              0.0f, 0, 0, 0, 0, 0};
         fixture f;
         fixture_make(&f, &c, 950 + mode);
         grads g, h;
@@ -723,7 +738,7 @@ static int all_bytes(const void *p, size_t n, unsigned char value)
 
 static void test_errors(void)
 {
-    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0};
+    const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0, 0};
     fixture f, other;
     fixture_make(&f, &c, 1000);
     fixture_make(&other, &c, 1001);

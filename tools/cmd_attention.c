@@ -79,9 +79,9 @@ static const char usage[] =
     "\n"
     "The config's model_type (its text_config's, for a multimodal model) says how\n"
     "the family is read: its layout (interleaved for Cohere and GLM), softmax\n"
-    "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2), rope per layer (Gemma 3,\n"
-    "SmolLM3).  A family, config key or tensor of the layer that ropeattn does not\n"
-    "run (gpt-oss's sinks, clip_qkv, soft-capping, Llama 4 ...) is refused,\n"
+    "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2), clip_qkv (OLMo), rope per\n"
+    "layer (Gemma 3, SmolLM3).  A family, config key or tensor of the layer that\n"
+    "ropeattn does not run (gpt-oss's sinks, soft-capping, Llama 4 ...) is refused,\n"
     "naming it: never run as something else.\n";
 
 typedef struct attention_options {
@@ -231,6 +231,7 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     config->head_dim = head_dim;
     config->norm_eps = hf->has_rms_norm_eps ? hf->rms_norm_eps : 0; /* 0: 1e-6 */
     config->norm_whole = whole;
+    config->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
     config->scale = hf->has_attention_multiplier ? hf->attention_multiplier

@@ -65,6 +65,7 @@ static const field fields[] = {
     FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
     FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(rotary_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(clip_qkv, POSITIVE_NUMBER, 0, 0),
 };
 
 static const field aliases[] = {

@@ -210,6 +210,7 @@ enum {
     RA_HF_QK_NORM = 1 << 8,              /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
     RA_HF_ALIASES = 1 << 9,              /* n_embd, n_head, n_positions, rotary_dim,
                                             rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
+    RA_HF_CLIP_QKV = 1 << 10,            /* clip_qkv clamps q, k, v (OLMo) */
 };
 
 /* How one model_type is read. */
@@ -246,11 +247,12 @@ typedef struct ra_hf_config {
     int64_t no_rope_layer_interval; /* SmolLM3 without no_rope_layers: layer i has
                                        no RoPE when (i + 1) is a multiple of it */
     int64_t rotary_dim;            /* GPT-J: the features that rotate (a count) */
+    double clip_qkv;               /* OLMo: q, k, v clamped to [-clip_qkv, clip_qkv] */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
-        has_no_rope_layer_interval, has_rotary_dim;
+        has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */

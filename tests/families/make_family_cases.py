@@ -23,7 +23,7 @@ What each family's attention does, from transformers' modeling_<family>.py:
              cos/sin repeat_interleave'd
   glm, glm4  interleaved pairs over the first rotary_dim features
              (partial_rotary_factor 0.5), q/k/v biases
-  olmo       Llama's attention when clip_qkv is null
+  olmo       q, k, v clamped to [-clip_qkv, clip_qkv] after the projections
   phi        q_proj, k_proj, v_proj, dense, all with biases; partial rotary
   phi3       qkv_proj: the rows of q_proj, k_proj, v_proj in that order
   gptj       rotate_every_two (interleaved) on the first rotary_dim features
@@ -98,6 +98,8 @@ def attention(x, w, f):
     q = x @ w["q"].T + w.get("bq", 0)
     k = x @ w["k"].T + w.get("bk", 0)
     v = x @ w["v"].T + w.get("bv", 0)
+    if f.get("clip"):
+        q, k, v = (np.clip(t, -f["clip"], f["clip"]) for t in (q, k, v))
     if f.get("whole_norm"):
         q, k = rms(q, w["qn"], f["eps"]), rms(k, w["kn"], f["eps"])
     q, k, v = (t.reshape(B, S, -1, D) for t in (q, k, v))
@@ -242,6 +244,11 @@ def family_cases(out):
     tensors = dict(named(w, layers(0)),
                    **{layers(0) + "rotary_emb.inv_freq": f32(np.ones(D // 2))})
     save(out, "olmo", cfg, tensors, x, attention(x, w, f), 0)
+    # OLMo 7B-0424: clip_qkv clamps q, k and v after their projections.
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="olmo", rope_theta=1e4, clip_qkv=0.5, attention_bias=False)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half", "clip": 0.5}
+    save(out, "olmo_clip_qkv", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
 
     # Phi-2: dense is the output projection; biases everywhere; 40% rotary.
     # (no head_dim key: hidden_size / num_attention_heads, so dim = H D)
@@ -334,7 +341,8 @@ def family_cases(out):
         ("sinks_tensor", dict(base, model_type="llama"),
          dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
          "tensor 'model.layers.0.self_attn.sinks'"),
-        ("olmo_clip_qkv", dict(base, model_type="olmo", clip_qkv=8.0), plain, '"clip_qkv"'),
+        ("clip_qkv_outside_olmo", dict(base, model_type="llama", clip_qkv=8.0), plain,
+         '"clip_qkv"'),
         ("stablelm_qk_layernorm", dict(base, model_type="stablelm", qk_layernorm=True,
                                        partial_rotary_factor=0.25),
          dict(plain, **{layers(0) + "q_layernorm.norms.%d.weight" % h: f32(np.ones(D))

@@ -537,7 +537,8 @@ typedef struct ra_layer_config {
                            normalize all of q's (k's) features of a token at
                            once (OLMo 2); 0: one head at a time (Qwen3) */
     double scale;       /* the softmax scale s in softmax(s q k^T): 0 means
-                           1/sqrt(head_dim); else positive and finite
+                           1/sqrt(head_dim); else positive, with
+                           scale * sqrt(head_dim) at most FLT_MAX
                            (Granite's attention_multiplier, Gemma's
                            query_pre_attn_scalar^-1/2).  Applied to q before
                            RoPE as the factor s sqrt(head_dim), on every path */

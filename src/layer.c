@@ -14,6 +14,7 @@
  * per head, OLMo 2 over the whole projection), and q is multiplied by
  * scale * sqrt(D) when the layer's softmax scale is not 1/sqrt(D).
  */
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 
@@ -36,7 +37,8 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->norm_eps == 0) c->norm_eps = 1e-6;
     if (!(c->norm_eps > 0 && c->norm_eps < 1)) return RA_ERR_ARGUMENT;
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
-    if (!(c->scale > 0 && c->scale < HUGE_VAL)) return RA_ERR_ARGUMENT;
+    if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
+        return RA_ERR_ARGUMENT;
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL)) return RA_ERR_ARGUMENT;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));

@@ -86,12 +86,13 @@ static void norm_grad(float *g, float *dweight, const float *x, const float *wei
     ra_layer_rms_norm_backward(g, dweight, x, weight, rows, d, eps);
 }
 
-/* g = 0 where |x| > limit (the float32 limit, as the forward's clamp). */
+/* g = 0 unless -limit <= x <= limit (the float32 limit, as the forward's
+ * clamp; a NaN x stops its gradient, as torch's clamp does). */
 static void clip_grad(float *g, const float *x, int64_t n, double limit)
 {
     const float hi = (float)limit;
     for (int64_t i = 0; i < n; i++)
-        if (x[i] > hi || x[i] < -hi) g[i] = 0.0f;
+        if (!(x[i] >= -hi && x[i] <= hi)) g[i] = 0.0f;
 }
 
 RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,

@@ -524,6 +524,19 @@ static void test_errors(void)
     cfg.norm_eps = NAN;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "NaN norm_eps");
     cfg.norm_eps = 0;
+    /* the softmax scale: positive, and q's factor scale * sqrt(D) a float */
+    const double bad_scales[] = {-0.5, NAN, INFINITY, 2e38}; /* D = 4: 4e38 */
+    for (size_t i = 0; i < sizeof bad_scales / sizeof bad_scales[0]; i++) {
+        cfg.scale = bad_scales[i];
+        CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "scale %g", bad_scales[i]);
+    }
+    cfg.scale = 0;
+    const double bad_clips[] = {-1.0, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_clips / sizeof bad_clips[0]; i++) {
+        cfg.clip_qkv = bad_clips[i];
+        CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "clip_qkv %g", bad_clips[i]);
+    }
+    cfg.clip_qkv = 0;
     cfg.dim = 12;
     cfg.head_dim = 3;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_HEAD_DIM, "odd head_dim");

@@ -118,6 +118,15 @@ if [ $? -eq 1 ] && grep -q 'model_type "cohere" stores q_proj and k_proj rows in
     "$TMP/err" && [ ! -e "$TMP/co.safetensors" ]; then pass
 else fail "convert-layout --to interleaved on Cohere: $(cat "$TMP/err")"; fi
 
+# GPT-J converted to the half layout (its first rotary_dim rows of each head
+# only) gives the same Y with --layout half.
+"$RA" convert-layout --weights "$C/gptj/model.safetensors" --config "$C/gptj/config.json" \
+    --to half --output "$TMP/gptj_half.safetensors" 2>"$TMP/err" &&
+    "$RA" attention --weights "$TMP/gptj_half.safetensors" --config "$C/gptj/config.json" \
+        --input "$C/gptj/x.npy" --output "$TMP/gptj_half.npy" --layout half 2>>"$TMP/err" &&
+    "$PY" "$TMP/check.py" y "$TMP/gptj_half.npy" "$C/gptj/y.npy" 1e-5 >>"$TMP/err" && pass ||
+    fail "gptj converted to half: $(cat "$TMP/err")"
+
 # rope --config: the family's layout, either axis order.
 R=$TMP/cases/rope
 for family in llama cohere plain; do

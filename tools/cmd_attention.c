@@ -214,6 +214,13 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     for (int i = 0; !failed && i < 2; i++) {
         const ra_st_tensor *n = ckpt->tensors.norm[i];
         int64_t want = whole ? ckpt->tensors.proj[i]->shape[0] : head_dim;
+        if (!n && family && (family->features & RA_HF_QK_NORM))
+            failed = cli_fail(EXIT_FAIL, "%s has no %s beside '%s': model_type \"%s\" "
+                              "always normalizes q and k (transformers would initialize the "
+                              "missing weight)", ckpt->path, i ? "k_norm.weight" : "q_norm.weight",
+                              ckpt->tensors.proj[PROJ_Q] ? ckpt->tensors.proj[PROJ_Q]->name
+                                                         : ckpt->tensors.fused->name,
+                              family->model_type);
         if (n && family && !(family->features & RA_HF_QK_NORM))
             failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s: model_type \"%s\" has no q/k "
                               "norms (transformers would not use it)", n->name, ckpt->path,
@@ -291,18 +298,23 @@ static int check_window(const ra_hf_config *hf, int64_t layer, int64_t seq)
 static int resolve_rope(const attention_options *opts, const rope_source *src,
                         const checkpoint *ckpt, int64_t max_position, ra_layer_config *config)
 {
-    /* Gemma 3's sliding layers: rope_local_base_freq, default rope (the
-     * config's rope_scaling is the full layers'), as transformers. */
+    /* Gemma 3's and OLMo 3's sliding layers: the default rope (the config's
+     * scaling is the full layers'), at rope_local_base_freq (Gemma 3) or
+     * rope_theta, as transformers.  A layer's kind: ra_hf_layer_slides. */
     const ra_hf_config *hf = &src->config;
     rope_source local = *src;
-    if (hf->has_rope_local_base_freq && !opts->rope.rope_parameters) {
-        int64_t window = ra_hf_layer_window(&hf->window, ckpt->tensors.layer);
-        if (ckpt->tensors.layer < 0 && window != 0)
+    if (hf->family && (hf->family->features & RA_HF_LOCAL_ROPE) && !opts->rope.rope_parameters) {
+        int slides = ra_hf_layer_slides(&hf->window, ckpt->tensors.layer);
+        if (slides < 0)
             return cli_fail(EXIT_FAIL, "the config gives sliding and full layers different "
-                            "ropes (rope_local_base_freq), and the checkpoint's names carry "
-                            "no layer number");
-        if (window > 0)
-            local.rope = (ra_hf_rope){.type = RA_ROPE_DEFAULT, .theta = hf->rope_local_base_freq,
+                            "ropes, and does not say which kind %s is", ckpt->tensors.layer < 0
+                            ? "this layer (its names carry no layer number)" : "this layer");
+        if (slides)
+            local.rope = (ra_hf_rope){.type = RA_ROPE_DEFAULT,
+                                      .theta = hf->has_rope_local_base_freq
+                                                   ? hf->rope_local_base_freq
+                                               : src->rope.has_theta ? src->rope.theta
+                                                                     : 10000.0,
                                       .has_theta = 1};
     }
     int failed = rope_cli_config("attention", &opts->rope, &local, config->head_dim,

@@ -149,6 +149,8 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
     }
     double prf = src->rope.has_partial_rotary_factor ? src->rope.partial_rotary_factor : 1.0;
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
+    if (!src->rope.has_partial_rotary_factor && src->config.has_rotary_dim) /* GPT-J */
+        g->rotary_dim = src->config.rotary_dim <= g->head_dim ? src->config.rotary_dim : 0;
     if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
                         "%lld; it must be even and > 0", (long long)g->head_dim, prf,

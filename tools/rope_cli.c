@@ -126,11 +126,15 @@ static int check_required(const char *command, const ra_hf_rope *rope, int64_t m
 
 int rope_source_single(const char *command, const rope_cli *r, const rope_source *src)
 {
-    if (!src->config.has_rope_local_base_freq || r->rope_parameters) return 0;
-    return cli_fail(EXIT_FAIL, "%s: %s gives sliding layers their own rope "
-                    "(rope_local_base_freq %g) beside the full layers' (rope_theta %g): choose "
-                    "one with --rope-parameters", command, r->config_path,
-                    src->config.rope_local_base_freq, src->rope.has_theta ? src->rope.theta : 1e4);
+    const ra_hf_config *c = &src->config;
+    int local = c->family && (c->family->features & RA_HF_LOCAL_ROPE) &&
+                ra_hf_layer_window(&c->window, -1) != 0;
+    if (!local || r->rope_parameters ||
+        (!c->has_rope_local_base_freq && src->rope.type == RA_ROPE_DEFAULT))
+        return 0;
+    return cli_fail(EXIT_FAIL, "%s: %s gives its sliding layers a rope of their own beside "
+                    "the full layers': choose one with --rope-parameters", command,
+                    r->config_path);
 }
 
 int rope_cli_config(const char *command, const rope_cli *r, const rope_source *src,

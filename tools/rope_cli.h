@@ -75,8 +75,9 @@ void rope_source_free(rope_source *src);
 int64_t rope_source_head_dim(const rope_source *src);
 
 /* rope and freqs take one rope: a config that gives sliding layers a rope
- * of their own (Gemma 3's rope_local_base_freq) is refused unless
- * --rope-parameters names the one wanted. */
+ * of their own (Gemma 3's rope_local_base_freq; OLMo 3's sliding layers
+ * without the scaling) is refused unless --rope-parameters names the one
+ * wanted. */
 int rope_source_single(const char *command, const rope_cli *r, const rope_source *src);
 
 /* The rope configuration for head_dim D: type, theta, rotary_dim =

@@ -124,6 +124,49 @@ static ra_status lookup_object(const cJSON *root, const char *key, const char *n
     return RA_OK;
 }
 
+/* Whether root has key at all (a null value counts: it is not a default). */
+static int has_key(const cJSON *root, const char *key)
+{
+    for (const cJSON *e = root->child; e != NULL; e = e->next)
+        if (e->string && strcmp(e->string, key) == 0) return 1;
+    return 0;
+}
+
+/* The family's defaults (ra_hf_family.defaults, "key=number ...") for the
+ * keys root lacks: config fields, then (window set) the window's. */
+static void apply_defaults(const cJSON *root, ra_hf_config *out, int window)
+{
+    const char *at = out->family ? out->family->defaults : NULL;
+    char key[64];
+    double value;
+    int used;
+    while (at && sscanf(at, " %63[a-z_]=%lf%n", key, &value, &used) == 2) {
+        at += used;
+        if (has_key(root, key)) continue;
+        ra_hf_window *w = &out->window;
+        if (window && strcmp(key, "sliding_window") == 0) {
+            w->sliding_window = (int64_t)value;
+            w->has_sliding_window = 1;
+        } else if (window && strcmp(key, "sliding_window_pattern") == 0) {
+            w->sliding_window_pattern = (int64_t)value;
+            w->has_sliding_window_pattern = 1;
+        }
+        for (size_t i = 0; !window && i < sizeof fields / sizeof fields[0]; i++) {
+            if (strcmp(fields[i].key, key) != 0) continue;
+            char *base = (char *)out;
+            int64_t integer = (int64_t)value;
+            int one = 1, has;
+            memcpy(&has, base + fields[i].has, sizeof has);
+            if (has) break; /* an alias gave it */
+            if (fields[i].kind == POSITIVE_INTEGER)
+                memcpy(base + fields[i].value, &integer, sizeof integer);
+            else
+                memcpy(base + fields[i].value, &value, sizeof value);
+            memcpy(base + fields[i].has, &one, sizeof one);
+        }
+    }
+}
+
 /* no_rope_layers (SmolLM3): one 0 or 1 per layer, 0 meaning no RoPE. */
 static ra_status read_no_rope_layers(const cJSON *root, ra_hf_config *out, const char *name,
                                      char *msg, size_t msg_len)
@@ -195,20 +238,16 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
                                &out->rope, msg, msg_len));
         out->has_rope = 1;
     }
+    apply_defaults(root, out, 0);
     ra_hf_rope_inherit(&out->rope, out);
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
+    apply_defaults(root, out, 1);
     unsigned features = out->family ? out->family->features : 0;
     if (out->rope.has_mrope && !(features & RA_HF_MROPE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: rope type \"mrope\" (3-D multimodal positions) is supported for "
                           "the Qwen-VL families only", name);
-    /* Gemma 3 without layer_types: every sixth layer is full (its default). */
-    if ((features & RA_HF_WINDOW_PATTERN) && !out->window.has_layer_types &&
-        !out->window.has_sliding_window_pattern && out->window.has_sliding_window) {
-        out->window.sliding_window_pattern = 6;
-        out->window.has_sliding_window_pattern = 1;
-    }
     return RA_OK;
 }
 

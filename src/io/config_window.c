@@ -127,6 +127,34 @@ static int slides(const ra_hf_window *w, int64_t layer)
     return 1;
 }
 
+int ra_hf_layer_slides(const ra_hf_window *w, int64_t layer)
+{
+    if (w == NULL) return 0;
+    if (w->has_layer_types) {
+        if (layer < 0 || layer >= w->n_layer_types) {
+            int kinds = 0; /* which kinds the list holds: 1 full, 2 sliding */
+            for (int64_t i = 0; i < w->n_layer_types; i++)
+                kinds |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION ? 2
+                         : w->layer_types[i] == RA_HF_FULL_ATTENTION  ? 1
+                                                                      : 4;
+            return layer < 0 && (kinds == 1 || kinds == 2) ? kinds == 2 : -1;
+        }
+        return w->layer_types[layer] == RA_HF_SLIDING_ATTENTION ? 1
+               : w->layer_types[layer] == RA_HF_FULL_ATTENTION  ? 0
+                                                                : -1;
+    }
+    if (w->has_sliding_window_pattern) {
+        if (layer >= 0) return (layer + 1) % w->sliding_window_pattern != 0;
+        return w->sliding_window_pattern == 1 ? 0 : -1;
+    }
+    if (w->has_use_sliding_window) {
+        if (!w->use_sliding_window) return 0;
+        if (layer >= 0) return layer >= w->max_window_layers;
+        return w->max_window_layers == 0 ? 1 : -1;
+    }
+    return w->has_sliding_window ? 1 : 0;
+}
+
 int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer)
 {
     if (window == NULL) return 0;

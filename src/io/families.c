@@ -19,69 +19,75 @@
 #define GEMMA3                                                                           \
     (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_WINDOW_PATTERN | \
      RA_HF_QK_NORM)
+/* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
+ * leave them out). */
+#define GEMMA3_DEFAULTS                                                                  \
+    "query_pre_attn_scalar=256 rope_local_base_freq=10000 rope_theta=1000000 "          \
+    "sliding_window=4096 sliding_window_pattern=6"
 #define OLMO2 (RA_HF_NORM_OVER_PROJECTION | RA_HF_QK_NORM)
+#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_QK_NORM)
 #define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
 
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does. */
 static const ra_hf_family families[] = {
-    {"baichuan", H, 0, FUSED},
-    {"chatglm", I, 0, FUSED},
-    {"cohere", I, 0, NULL},
-    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones"},
-    {"deepseek_v2", I, 0, MLA},
-    {"deepseek_v3", I, 0, MLA},
-    {"falcon", H, 0, FUSED},
-    {"gemma", H, 0, NULL},
+    {"baichuan", H, 0, FUSED, NULL},
+    {"chatglm", I, 0, FUSED, NULL},
+    {"cohere", I, 0, NULL, NULL},
+    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL},
+    {"deepseek_v2", I, 0, MLA, NULL},
+    {"deepseek_v3", I, 0, MLA, NULL},
+    {"falcon", H, 0, FUSED, NULL},
+    {"gemma", H, 0, NULL, NULL},
     {"gemma2", H, RA_HF_PRE_ATTN_SCALAR,
-     "its attention logits are soft-capped (attn_logit_softcapping), not supported yet"},
-    {"gemma3", H, GEMMA3, NULL},
-    {"gemma3_text", H, GEMMA3, NULL},
-    {"glm", I, 0, NULL},
-    {"glm4", I, 0, NULL},
-    {"gpt_neox", H, RA_HF_ALIASES, NULL},
-    {"gpt_oss", H, 0, "its attention sinks (the 'sinks' tensor) are not supported yet"},
-    {"gptj", I, RA_HF_ALIASES, NULL},
-    {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
-    {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
-    {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL},
-    {"internlm2", H, 0, FUSED},
-    {"kimi_k2", I, 0, MLA},
-    {"llama", H, 0, NULL},
+     "its attention logits are soft-capped (attn_logit_softcapping), not supported yet", NULL},
+    {"gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS},
+    {"gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS},
+    {"glm", I, 0, NULL, "partial_rotary_factor=0.5"},
+    {"glm4", I, 0, NULL, "partial_rotary_factor=0.5"},
+    {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25"},
+    {"gpt_oss", H, 0, "its attention sinks (the 'sinks' tensor) are not supported yet", NULL},
+    {"gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64"},
+    {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
+    {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
+    {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
+    {"internlm2", H, 0, FUSED, NULL},
+    {"kimi_k2", I, 0, MLA, NULL},
+    {"llama", H, 0, NULL, NULL},
     {"llama4", I, 0,
      "its L2 q/k norm, NoPE layers, chunked attention and temperature tuning are not "
-     "supported yet"},
+     "supported yet", NULL},
     {"llama4_text", I, 0,
      "its L2 q/k norm, NoPE layers, chunked attention and temperature tuning are not "
-     "supported yet"},
-    {"ministral", H, 0, NULL},
-    {"mistral", H, 0, NULL},
-    {"mistral3", H, 0, NULL},
-    {"mixtral", H, 0, NULL},
-    {"olmo", H, RA_HF_CLIP_QKV, NULL},
-    {"olmo2", H, OLMO2, NULL},
-    {"olmo3", H, OLMO2, NULL},
-    {"persimmon", H, 0, FUSED},
-    {"phi", H, 0, NULL},
-    {"phi3", H, 0, NULL},
-    {"qwen", H, 0, FUSED},
-    {"qwen2", H, 0, NULL},
-    {"qwen2_5_vl", H, RA_HF_MROPE, NULL},
-    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL},
-    {"qwen2_moe", H, 0, NULL},
-    {"qwen2_vl", H, RA_HF_MROPE, NULL},
-    {"qwen2_vl_text", H, RA_HF_MROPE, NULL},
-    {"qwen3", H, RA_HF_QK_NORM, NULL},
-    {"qwen3_moe", H, RA_HF_QK_NORM, NULL},
-    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported"},
-    {"qwen3_vl", H, QWEN3_VL, NULL},
-    {"qwen3_vl_moe", H, QWEN3_VL, NULL},
-    {"qwen3_vl_moe_text", H, QWEN3_VL, NULL},
-    {"qwen3_vl_text", H, QWEN3_VL, NULL},
-    {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL},
-    {"stablelm", H, 0, NULL},
-    {"starcoder2", H, 0, NULL},
+     "supported yet", NULL},
+    {"ministral", H, 0, NULL, "sliding_window=4096"},
+    {"mistral", H, 0, NULL, "sliding_window=4096"},
+    {"mistral3", H, 0, NULL, NULL},
+    {"mixtral", H, 0, NULL, NULL},
+    {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL},
+    {"olmo2", H, OLMO2, NULL, NULL},
+    {"olmo3", H, OLMO3, NULL, "sliding_window=4096 sliding_window_pattern=4"},
+    {"persimmon", H, 0, FUSED, NULL},
+    {"phi", H, 0, NULL, "partial_rotary_factor=0.5"},
+    {"phi3", H, 0, NULL, NULL},
+    {"qwen", H, 0, FUSED, NULL},
+    {"qwen2", H, 0, NULL, NULL},
+    {"qwen2_5_vl", H, RA_HF_MROPE, NULL, NULL},
+    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL, NULL},
+    {"qwen2_moe", H, 0, NULL, NULL},
+    {"qwen2_vl", H, RA_HF_MROPE, NULL, NULL},
+    {"qwen2_vl_text", H, RA_HF_MROPE, NULL, NULL},
+    {"qwen3", H, RA_HF_QK_NORM, NULL, NULL},
+    {"qwen3_moe", H, RA_HF_QK_NORM, NULL, NULL},
+    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL},
+    {"qwen3_vl", H, QWEN3_VL, NULL, NULL},
+    {"qwen3_vl_moe", H, QWEN3_VL, NULL, NULL},
+    {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL},
+    {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL},
+    {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL, "rope_theta=2000000 no_rope_layer_interval=4"},
+    {"stablelm", H, 0, NULL, "partial_rotary_factor=0.25"},
+    {"starcoder2", H, 0, NULL, NULL},
 };
 
 #undef H
@@ -187,6 +193,26 @@ static const char *attention_evidence(const cJSON *obj)
     return NULL;
 }
 
+/* GPT-J's rope is fixed (base 10000, no scaling): a config that sets it
+ * would be read one way here and ignored by transformers. */
+static ra_status check_fixed_rope(const cJSON *obj, const char *name,
+                                  const ra_hf_family *family, char *msg, size_t msg_len)
+{
+    static const char *const keys[] = {"rope_theta", "rope_scaling", "rope_parameters",
+                                       "partial_rotary_factor"};
+    if (!family || !(family->features & RA_HF_FIXED_ROPE)) return RA_OK;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *item;
+        RA_TRY(ra_io_json_key(obj, keys[i], name, &item, msg, msg_len));
+        if (item != NULL)
+            return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                              "%s: \"%s\" is set, and model_type \"%s\" has a fixed rope "
+                              "that transformers does not change by it: refused", name, keys[i],
+                              family->model_type);
+    }
+    return RA_OK;
+}
+
 ra_status ra_io_family_check(const cJSON *obj, const char *name, const char *model_type,
                              const ra_hf_family **out, char *msg, size_t msg_len)
 {
@@ -204,6 +230,7 @@ ra_status ra_io_family_check(const cJSON *obj, const char *name, const char *mod
     if (family != NULL && family->refused != NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" is refused: %s",
                           name, family->model_type, family->refused);
+    RA_TRY(check_fixed_rope(obj, name, family, msg, msg_len));
     unsigned features = family ? family->features : 0;
     for (size_t i = 0; i < sizeof attention_keys / sizeof attention_keys[0]; i++) {
         const attention_key *k = &attention_keys[i];

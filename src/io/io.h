@@ -195,6 +195,11 @@ typedef struct ra_hf_window {
  * token; -1 when layer_types gives it another kind of attention. */
 int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer);
 
+/* Whether layer `layer` is a sliding layer (1) or a full one (0) by the
+ * keys above, or -1 when they do not say: layer -1 (unknown) with both
+ * kinds possible, a layer past the end of layer_types, or another kind. */
+int ra_hf_layer_slides(const ra_hf_window *window, int64_t layer);
+
 /* ---- model families ----------------------------------------------------- */
 
 /* What a family's attention has beyond the Llama layer, that ropeattn runs. */
@@ -211,6 +216,8 @@ enum {
     RA_HF_ALIASES = 1 << 9,              /* n_embd, n_head, n_positions, rotary_dim,
                                             rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
     RA_HF_CLIP_QKV = 1 << 10,            /* clip_qkv clamps q, k, v (OLMo) */
+    RA_HF_FIXED_ROPE = 1 << 11,          /* rope_theta and rope_scaling are not read
+                                            (GPT-J: base 10000): refused if given */
 };
 
 /* How one model_type is read. */
@@ -219,6 +226,10 @@ typedef struct ra_hf_family {
     ra_layout layout;    /* how its q_proj and k_proj rows pair for RoPE */
     unsigned features;   /* RA_HF_* it may use */
     const char *refused; /* NULL, or why ropeattn refuses the family */
+    /* transformers' defaults for keys its config class reads where they
+     * differ from the Llama reading, "key=number ..." (NULL: none): a key
+     * absent from the config takes its default, as transformers gives it. */
+    const char *defaults;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

@@ -190,6 +190,37 @@ def family_cases(out):
         save(out, "gemma3_layer%d" % layer, cfg,
              named(w, "language_model.model.layers.%d.self_attn." % layer), x,
              attention(x, w, f), layer)
+    # A text_config that leaves out the keys at Gemma3TextConfig's defaults
+    # (query_pre_attn_scalar 256, rope_theta 1e6, rope_local_base_freq 1e4,
+    # sliding_window 4096, every sixth layer full), as the releases' do.
+    text = dict(base, model_type="gemma3_text", rope_scaling={"rope_type": "linear",
+                                                              "factor": 8.0})
+    cfg = {"model_type": "gemma3", "text_config": text}
+    for layer, inv in ((4, inv_freq(1e4, D)), (11, inv_freq(1e6, D) / 8.0)):
+        w = weights(dim, H, K, D, norms="head")
+        f = {"H": H, "K": K, "D": D, "inv": inv, "layout": "half", "scale": 256 ** -0.5,
+             "eps": 1e-6, "plus_one": True}
+        save(out, "gemma3_defaults_layer%d" % layer, cfg,
+             named(w, "model.language_model.layers.%d.self_attn." % layer), x,
+             attention(x, w, f), layer)
+
+    # Granite without attention_multiplier: GraniteConfig's default, 1.
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="granite", rope_theta=10000.0)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half", "scale": 1.0}
+    save(out, "granite_default_multiplier", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # OLMo 3: OLMo 2's norms; sliding layers rotate without the scaling
+    # (linear x4 here) that the full layers get.
+    cfg = dict(base, model_type="olmo3", rope_theta=5e5, sliding_window=4096,
+               layer_types=["sliding_attention"] * 3 + ["full_attention"],
+               rope_scaling={"rope_type": "linear", "factor": 4.0})
+    for layer, inv in ((1, inv_freq(5e5, D)), (3, inv_freq(5e5, D) / 4.0)):
+        w = weights(dim, H, K, D, norms="whole")
+        f = {"H": H, "K": K, "D": D, "inv": inv, "layout": "half", "eps": 1e-6,
+             "whole_norm": True}
+        save(out, "olmo3_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
 
     # OLMo 2: q/k norms over the whole projection.
     w = weights(dim, H, K, D, norms="whole")
@@ -207,6 +238,16 @@ def family_cases(out):
              "layout": "half"}
         save(out, "smollm3_layer%d" % layer, cfg, named(w, layers(layer)), x,
              attention(x, w, f), layer)
+
+    # SmolLM3 with neither key: SmolLM3Config's defaults, rope_theta 2e6 and
+    # every fourth layer without RoPE.
+    cfg = dict(base, model_type="smollm3")
+    w = weights(dim, H, K, D)
+    f = {"H": H, "K": K, "D": D, "inv": None, "layout": "half"}
+    save(out, "smollm3_defaults_layer3", cfg, named(w, layers(3)), x, attention(x, w, f), 3)
+    w = weights(dim, H, K, D)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(2e6, D), "layout": "half"}
+    save(out, "smollm3_defaults_layer2", cfg, named(w, layers(2)), x, attention(x, w, f), 2)
 
     # SmolLM3 without the list: no_rope_layer_interval 4 makes layer 7 NoPE.
     cfg = dict(base, model_type="smollm3", rope_theta=2e6, no_rope_layer_interval=4)
@@ -370,6 +411,13 @@ def family_cases(out):
          plain, '"attention_multiplier"'),
         ("chunked_attention", dict(base, model_type="llama", attention_chunk_size=8), plain,
          '"attention_chunk_size"'),
+        ("qwen3_without_norms", dict(base, model_type="qwen3"), plain,
+         "has no q_norm.weight beside 'model.layers.0.self_attn.q_proj.weight'"),
+        ("gptj_rope_theta", {"model_type": "gptj", "n_embd": dim, "n_head": H,
+                             "rope_theta": 5e5, "rotary_dim": 8},
+         {"transformer.h.0.attn." + n: a for n, a in (
+             ("q_proj.weight", w["q"]), ("k_proj.weight", w["k"]), ("v_proj.weight", w["v"]),
+             ("out_proj.weight", w["o"]))}, '"rope_theta" is set'),
         ("mrope_outside_qwen_vl", dict(base, model_type="llama",
                                        rope_scaling={"type": "mrope", "mrope_section": [8]}),
          plain, 'rope type "mrope"'),

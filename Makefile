@@ -130,8 +130,8 @@ tsan:
 	@set -e; for t in $(TSAN_TESTS); do \
 	  OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" $(TSAN_BUILD)/tests/$$t; done
 
-# The CLI tests (test_cli.sh, test_hf.sh, test_cli_crash.sh, test_cli_files.sh,
-# test_families.sh) with ropeattn (the plain build)
+# The CLI tests (test_cli.sh, test_hf.sh, test_cli_crash.sh, test_cli_files.sh)
+# with ropeattn (the plain build)
 # under valgrind memcheck, each run logging to $(VALGRIND_LOGS)/PID.log; any
 # error or leak (definite or possible) in any log fails (a failing command's
 # exit code alone cannot tell: the tests expect 1..127 there).  Valgrind
@@ -146,7 +146,6 @@ valgrind-cli: $(BUILD)/ropeattn
 	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_hf.sh
 	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_cli_crash.sh
 	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_cli_files.sh
-	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_families.sh
 	@bad=$$(grep -L "ERROR SUMMARY: 0 errors" $(VALGRIND_LOGS)/*.log); \
 	  if [ -n "$$bad" ]; then cat $$bad; echo "valgrind: errors in $$(echo $$bad | wc -w) runs"; exit 1; fi; \
 	  echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) ropeattn runs, no errors and no leaks"

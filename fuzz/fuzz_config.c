@@ -84,6 +84,8 @@ static void check_config(const ra_hf_config *c)
         FUZZ_CHECK(w->layer_types[i] <= RA_HF_OTHER_ATTENTION, "layer type %d",
                    (int)w->layer_types[i]);
     for (int64_t layer = -1; layer < 4; layer++) { /* a window, none, or another kind */
+        int slides = ra_hf_layer_slides(w, layer);
+        FUZZ_CHECK(slides >= -1 && slides <= 1, "layer %lld slides: %d", (long long)layer, slides);
         int64_t window = ra_hf_layer_window(w, layer);
         FUZZ_CHECK(window == -1 || window == 0 || window == w->sliding_window,
                    "layer %lld: window %lld", (long long)layer, (long long)window);
@@ -173,7 +175,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ra_hf_config cfg;
     ra_status st = ra_hf_config_parse(text, size, &cfg, msg, sizeof msg);
     if (st != RA_OK) {
-        FUZZ_CHECK(st == RA_ERR_FORMAT, "config: status %d: %s", (int)st, msg);
+        /* RA_ERR_UNSUPPORTED: a family, or a key, that ropeattn refuses */
+        FUZZ_CHECK(st == RA_ERR_FORMAT || st == RA_ERR_UNSUPPORTED, "config: status %d: %s",
+                   (int)st, msg);
         FUZZ_CHECK(strncmp(msg, "config.json: ", 13) == 0, "config message: %s", msg);
         FUZZ_CHECK(!cfg.has_rope && cfg.rope.short_factor == NULL && !cfg.has_hidden_size,
                    "config not zeroed after a failure");

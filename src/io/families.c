@@ -101,11 +101,6 @@ const ra_hf_family *ra_hf_family_find(const char *model_type)
     return NULL;
 }
 
-const ra_hf_family *ra_hf_family_at(size_t i)
-{
-    return i < sizeof families / sizeof families[0] ? &families[i] : NULL;
-}
-
 /* ---- keys that change attention ------------------------------------------ */
 
 /* When a key's value leaves attention as Llama's. */

@@ -234,8 +234,6 @@ typedef struct ra_hf_family {
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
 const ra_hf_family *ra_hf_family_find(const char *model_type);
-/* Row i of the table (for listing), NULL past its end. */
-const ra_hf_family *ra_hf_family_at(size_t i);
 
 /* The fields of a Hugging Face config.json that attention needs, read from
  * its text_config when it has one (a multimodal model's, as transformers'

@@ -67,16 +67,21 @@ NO_COVERAGE static void project_abs(double *out, const double *a, const float *w
  * keeps them (RA_F32: as they are).  Returns the scale float32 errors in y
  * are relative to: the largest y computed with every term of the value and
  * output projections and of P.V taken by its magnitude. */
-/* Each row of d: weight * row / sqrt(mean(row^2) + eps), in double,
- * rounded to float (weight NULL: none). */
+/* Each row of d: w * (row - mean) / sqrt(mean((row - mean)^2) + eps), in
+ * double, rounded to float; mean 0 unless centered (a LayerNorm), w =
+ * weight + (r % weight_rows) d (weight NULL: none). */
 NO_COVERAGE static void norm_rows(float *x, const float *weight, int64_t rows, int64_t d,
-                                  double eps)
+                                  int64_t weight_rows, int centered, double eps)
 {
     for (int64_t r = 0; weight && r < rows; r++) {
-        double squares = 0;
-        for (int64_t i = 0; i < d; i++) squares += (double)x[r * d + i] * x[r * d + i];
+        float *row = x + r * d;
+        const float *w = weight + (r % weight_rows) * d;
+        double mean = 0, squares = 0;
+        for (int64_t i = 0; centered && i < d; i++) mean += row[i];
+        mean /= (double)d;
+        for (int64_t i = 0; i < d; i++) squares += (row[i] - mean) * (row[i] - mean);
         for (int64_t i = 0; i < d; i++)
-            x[r * d + i] = (float)(weight[i] * (x[r * d + i] / sqrt(squares / (double)d + eps)));
+            row[i] = (float)(w[i] * ((row[i] - mean) / sqrt(squares / (double)d + eps)));
     }
 }
 
@@ -97,8 +102,9 @@ NO_COVERAGE static double expected_forward(const ra_layer *layer, const float *c
     project(v, x, w[2], w[6], tokens, Hkv * D, dim);
     for (int64_t i = 0; i < tokens * dim; i++) xa[i] = fabs(x[i]);
     project_abs(va, xa, w[2], w[6], tokens, Hkv * D, dim);
-    norm_rows(q, w[8], tokens * H, D, c->norm_eps);
-    norm_rows(k, w[9], tokens * Hkv, D, c->norm_eps);
+    const int own = c->norm_head_weights != 0; /* each head its own weights */
+    norm_rows(q, w[8], tokens * H, D, own ? H : 1, c->norm_layer, c->norm_eps);
+    norm_rows(k, w[9], tokens * Hkv, D, own ? Hkv : 1, c->norm_layer, c->norm_eps);
     ra_rope_config rc = c->rope;
     ra_rope *rope;
     FUZZ_CHECK(ra_rope_create(&rope, &rc) == RA_OK, "the layer's rope");
@@ -244,14 +250,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t bytes;
     /* wq, wk, wv, wo, each [wide, dim] or [dim, wide] (room for [H D, dim]
      * and [dim, H D]); then bq, bk, bv, bo of wide values, and q_norm,
-     * k_norm of head_dim values, or NULL */
+     * k_norm of head_dim values (heads * head_dim with each head's own
+     * weights), or NULL; LayerNorms or RMSNorms */
     float *w[10] = {NULL};
     for (int i = 0; i < 4; i++) {
         w[i] = take_buffer(&in, RA_F32, wide * dim, &bytes);
         for (int64_t j = 0; j < wide * dim; j++) w[i][j] /= 2 * sqrtf((float)dim); /* modest logits */
     }
+    int norms = take_range(&in, 0, 3);
+    lc.norm_head_weights = norms & 1;
+    lc.norm_layer = norms >> 1;
     for (int i = 4; i < 10; i++)
-        if (take_range(&in, 0, 1)) w[i] = take_buffer(&in, RA_F32, i < 8 ? wide : head_dim, &bytes);
+        if (take_range(&in, 0, 1))
+            w[i] = take_buffer(&in, RA_F32, i < 8 ? wide : (lc.norm_head_weights && heads > 0 ? heads : 1) *
+                               head_dim, &bytes);
     ra_layer_weights lw = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3], .bq = w[4],
                            .bk = w[5], .bv = w[6], .bo = w[7], .q_norm = w[8], .k_norm = w[9]};
     ra_layer *layer = (ra_layer *)&layer;

@@ -536,6 +536,13 @@ typedef struct ra_layer_config {
     int norm_whole;     /* nonzero: q_norm [H * D] and k_norm [Hkv * D] each
                            normalize all of q's (k's) features of a token at
                            once (OLMo 2); 0: one head at a time (Qwen3) */
+    int norm_head_weights; /* nonzero: one head at a time, each head with its
+                           own D weights: q_norm [H * D], k_norm [Hkv * D]
+                           (Cohere, StableLM 2); not with norm_whole
+                           (RA_ERR_ARGUMENT); 0: the heads share q_norm [D] */
+    int norm_layer;     /* nonzero: the q and k norms are LayerNorms without
+                           bias, w * (x - mean) / sqrt(var + norm_eps)
+                           (Cohere, StableLM 2); 0: RMSNorms */
     double scale;       /* the softmax scale s in softmax(s q k^T): 0 means
                            1/sqrt(head_dim); else positive, with
                            scale * sqrt(head_dim) at most FLT_MAX
@@ -564,9 +571,11 @@ typedef struct ra_layer_weights {
     /* RMSNorm weights over each head of q and of k, applied after the
      * projection (and bias) and before RoPE, as Qwen3 does:
      * q_h = q_norm * q_h / sqrt(mean(q_h^2) + norm_eps).  NULL: none.
-     * With config.norm_whole, over all of a token's q (k) at once. */
-    const float *q_norm; /* [D] ([H * D] with norm_whole) or NULL */
-    const float *k_norm; /* [D] ([Hkv * D] with norm_whole) or NULL */
+     * With config.norm_whole, over all of a token's q (k) at once; with
+     * norm_head_weights, head h scaled by its own q_norm[h D .. h D + D);
+     * with norm_layer, LayerNorms (the mean subtracted first). */
+    const float *q_norm; /* [D] ([H * D] with norm_whole or norm_head_weights) or NULL */
+    const float *k_norm; /* [D] ([Hkv * D] with norm_whole or norm_head_weights) or NULL */
 } ra_layer_weights;
 
 typedef struct ra_layer ra_layer;
@@ -663,8 +672,8 @@ typedef struct ra_layer_grads {
     float *dbk;     /* [Hkv * D] */
     float *dbv;     /* [Hkv * D] */
     float *dbo;     /* [dim] */
-    float *dq_norm; /* [D] */
-    float *dk_norm; /* [D] */
+    float *dq_norm; /* q_norm's shape */
+    float *dk_norm; /* k_norm's shape */
 } ra_layer_grads;
 
 /* The backward of the forward recorded in tape: given dy = dL/dy, writes

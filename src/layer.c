@@ -10,8 +10,9 @@
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
  * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv),
  * q, k and v are clamped where the layer has clip_qkv (OLMo), q and k are
- * normalized before RoPE where the layer has the norms (Qwen3
- * per head, OLMo 2 over the whole projection), and q is multiplied by
+ * normalized before RoPE where the layer has the norms (RMSNorm per head:
+ * Qwen3; over the whole projection: OLMo 2; LayerNorm with each head's own
+ * weights: Cohere, StableLM 2), and q is multiplied by
  * scale * sqrt(D) when the layer's softmax scale is not 1/sqrt(D).
  */
 #include <float.h>
@@ -36,6 +37,7 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->head_dim % 2) return RA_ERR_HEAD_DIM;
     if (c->norm_eps == 0) c->norm_eps = 1e-6;
     if (!(c->norm_eps > 0 && c->norm_eps < 1)) return RA_ERR_ARGUMENT;
+    if (c->norm_whole && c->norm_head_weights) return RA_ERR_ARGUMENT;
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
         return RA_ERR_ARGUMENT;
@@ -123,34 +125,60 @@ static void add_bias(float *y, const float *bias, int64_t rows, int64_t cols)
         for (int64_t i = 0; i < cols; i++) y[r * cols + i] += bias[i];
 }
 
-void ra_layer_rms_norm(float *x, const float *weight, int64_t rows, int64_t d, double eps)
+ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *c, int64_t heads,
+                                           int64_t tokens)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        float *row = x + r * d;
-        double squares = 0;
-        for (int64_t i = 0; i < d; i++) squares += (double)row[i] * row[i];
-        float scale = (float)(1.0 / sqrt(squares / (double)d + eps));
-        for (int64_t i = 0; i < d; i++) row[i] = weight[i] * (row[i] * scale);
+    ra_layer_norm_shape n = {tokens * heads, c->head_dim, 1, c->norm_layer != 0, c->norm_eps};
+    if (c->norm_whole) {
+        n.rows = tokens;
+        n.d = heads * c->head_dim;
+    } else if (c->norm_head_weights) {
+        n.weight_rows = heads;
+    }
+    return n;
+}
+
+/* A row's mean (0 for an RMSNorm) and 1 / sqrt(variance about it + eps). */
+static void row_moments(const float *row, const ra_layer_norm_shape *n, double *mean,
+                        double *inv_std)
+{
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; n->centered && i < n->d; i++) sum += row[i];
+    *mean = sum / (double)n->d;
+    for (int64_t i = 0; i < n->d; i++) squares += (row[i] - *mean) * (row[i] - *mean);
+    *inv_std = 1.0 / sqrt(squares / (double)n->d + n->eps);
+}
+
+void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n)
+{
+    for (int64_t r = 0; r < n->rows; r++) {
+        float *row = x + r * n->d;
+        const float *w = weight + (r % n->weight_rows) * n->d;
+        double mean, inv_std;
+        row_moments(row, n, &mean, &inv_std);
+        for (int64_t i = 0; i < n->d; i++) row[i] = w[i] * (float)((row[i] - mean) * inv_std);
     }
 }
 
-void ra_layer_rms_norm_backward(float *g, float *dweight, const float *x, const float *weight,
-                                int64_t rows, int64_t d, double eps)
+void ra_layer_norm_backward(float *g, float *dweight, const float *x, const float *weight,
+                            const ra_layer_norm_shape *n)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        float *gr = g + r * d;
-        const float *xr = x + r * d;
-        double squares = 0, dot = 0;
-        for (int64_t i = 0; i < d; i++) squares += (double)xr[i] * xr[i];
-        double scale = 1.0 / sqrt(squares / (double)d + eps);
-        for (int64_t i = 0; i < d; i++) {
-            double xhat = xr[i] * scale;
-            dweight[i] += (float)(gr[i] * xhat);
-            dot += (double)gr[i] * weight[i] * xhat;
+    for (int64_t r = 0; r < n->rows; r++) {
+        float *gr = g + r * n->d;
+        const float *xr = x + r * n->d, *w = weight + (r % n->weight_rows) * n->d;
+        float *dw = dweight + (r % n->weight_rows) * n->d;
+        double mean, inv_std, dot = 0, gsum = 0;
+        row_moments(xr, n, &mean, &inv_std);
+        for (int64_t i = 0; i < n->d; i++) {
+            double xhat = (xr[i] - mean) * inv_std, gw = (double)gr[i] * w[i];
+            dw[i] += (float)(gr[i] * xhat);
+            dot += gw * xhat;
+            gsum += gw;
         }
-        dot /= (double)d;
-        for (int64_t i = 0; i < d; i++)
-            gr[i] = (float)(scale * ((double)gr[i] * weight[i] - xr[i] * scale * dot));
+        dot /= (double)n->d;
+        gsum = n->centered ? gsum / (double)n->d : 0.0; /* the mean's own gradient */
+        for (int64_t i = 0; i < n->d; i++)
+            gr[i] = (float)(inv_std * ((double)gr[i] * w[i] - gsum - (xr[i] - mean) * inv_std * dot));
     }
 }
 
@@ -174,14 +202,14 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
         ra_layer_clip(xk, tokens * kv, c->clip_qkv);
         if (xv) ra_layer_clip(xv, tokens * kv, c->clip_qkv);
     }
-    /* A norm's rows: each head's D features, or (norm_whole) each token's. */
-    const int64_t d = c->norm_whole ? 0 : c->head_dim;
-    if (w->q_norm)
-        ra_layer_rms_norm(xq, w->q_norm, d ? tokens * c->n_heads : tokens, d ? d : q_dim,
-                          c->norm_eps);
-    if (w->k_norm)
-        ra_layer_rms_norm(xk, w->k_norm, d ? tokens * c->n_kv_heads : tokens, d ? d : kv,
-                          c->norm_eps);
+    if (w->q_norm) {
+        ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_heads, tokens);
+        ra_layer_norm(xq, w->q_norm, &n);
+    }
+    if (w->k_norm) {
+        ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_kv_heads, tokens);
+        ra_layer_norm(xk, w->k_norm, &n);
+    }
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < tokens * q_dim; i++) xq[i] *= q_factor;

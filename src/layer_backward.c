@@ -40,7 +40,9 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
-    const int64_t n_qn = c->norm_whole ? q_dim : D, n_kn = c->norm_whole ? kv : D; /* norms */
+    const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
+                              kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
+    const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d; /* norms */
     const struct {
         const float *p; /* NULL: none (a bias's or norm's gradient is written
                            only where the layer has it) */
@@ -78,12 +80,12 @@ static void bias_grad(float *db, const float *bias, const float *d, int64_t rows
 }
 
 /* g through a norm (NULL weight: none) at its input x, and dweight (+)=. */
-static void norm_grad(float *g, float *dweight, const float *x, const float *weight, int64_t rows,
-                      int64_t d, double eps, int accumulate)
+static void norm_grad(float *g, float *dweight, const float *x, const float *weight,
+                      const ra_layer_norm_shape *n, int accumulate)
 {
     if (!weight) return;
-    if (!accumulate) memset(dweight, 0, (size_t)d * sizeof(float));
-    ra_layer_rms_norm_backward(g, dweight, x, weight, rows, d, eps);
+    if (!accumulate) memset(dweight, 0, (size_t)(n->weight_rows * n->d) * sizeof(float));
+    ra_layer_norm_backward(g, dweight, x, weight, n);
 }
 
 /* g = 0 unless -limit <= x <= limit (the float32 limit, as the forward's
@@ -162,11 +164,10 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
             ra_layer_clip(q_in, n_q, c->clip_qkv);
             ra_layer_clip(k_in, n_kv, c->clip_qkv);
         }
-        const int whole = c->norm_whole;
-        norm_grad(dq, grads->dq_norm, q_in, w->q_norm, whole ? T : T * H, whole ? q_dim : D,
-                  c->norm_eps, grads->accumulate);
-        norm_grad(dk, grads->dk_norm, k_in, w->k_norm, whole ? T : T * Hkv, whole ? kv : D,
-                  c->norm_eps, grads->accumulate);
+        const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, H, T),
+                                  kn = ra_layer_norm_shape_of(c, Hkv, T);
+        norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
+        norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
     }
     /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where
      * |x| <= clip_qkv, as torch's clamp */

@@ -53,15 +53,29 @@ void ra_layer_clip(float *x, int64_t n, double limit);
  * the forward and backward skip the multiply only when it is exactly 1). */
 float ra_layer_q_factor(const ra_layer_config *config);
 
-/* Each of rows rows of d in x: weight * row / sqrt(mean(row^2) + eps), in
- * place (the sum of squares in double). */
-void ra_layer_rms_norm(float *x, const float *weight, int64_t rows, int64_t d, double eps);
+/* One q or k norm as rows of d features: row r is scaled by the weights
+ * weight + (r % weight_rows) * d (weight_rows * d of them in all). */
+typedef struct ra_layer_norm_shape {
+    int64_t rows, d, weight_rows;
+    int centered; /* LayerNorm (the row's mean subtracted first); 0: RMSNorm */
+    double eps;
+} ra_layer_norm_shape;
 
-/* The backward of ra_layer_rms_norm at its input x (before the norm): g,
- * the gradient of its output, becomes that of its input, in place, and
- * dweight (+)= the sum over rows of g * x / sqrt(mean(x^2) + eps). */
-void ra_layer_rms_norm_backward(float *g, float *dweight, const float *x, const float *weight,
-                                int64_t rows, int64_t d, double eps);
+/* The norm of q (heads = H) or k (heads = Hkv) over tokens tokens: each
+ * head's D features (norm_head_weights: each head its own weights), or each
+ * token's heads * D (norm_whole). */
+ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *config, int64_t heads,
+                                           int64_t tokens);
+
+/* Each row of x, in place: w * (row - mean) / sqrt(mean((row - mean)^2) +
+ * eps), mean 0 for an RMSNorm (sums in double). */
+void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n);
+
+/* The backward of ra_layer_norm at its input x (before the norm): g, the
+ * gradient of its output, becomes that of its input, in place, and
+ * dweight (+)= the sum over rows of g * the normalized row. */
+void ra_layer_norm_backward(float *g, float *dweight, const float *x, const float *weight,
+                            const ra_layer_norm_shape *n);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (ra_layer_project_qkv), then (rotate set) RoPE on xq and
  * xk, in place; unset, attention rotates them as it loads them.

@@ -537,6 +537,9 @@ static void test_errors(void)
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "clip_qkv %g", bad_clips[i]);
     }
     cfg.clip_qkv = 0;
+    cfg.norm_whole = cfg.norm_head_weights = 1; /* q_norm [H D]: which one? */
+    CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_ARGUMENT, "norm_whole and head weights");
+    cfg.norm_whole = cfg.norm_head_weights = 0;
     cfg.dim = 12;
     cfg.head_dim = 3;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_HEAD_DIM, "odd head_dim");

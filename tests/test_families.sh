@@ -74,9 +74,12 @@ grads() { # case: runs it with a DY of X's shape, writing $C/case/g.safetensors
 size=np.load(sys.argv[1]).shape).astype(np.float32))" "$C/$1/x.npy" "$TMP/dy.npy"
     "$RA" attention --weights "$C/$1/model.safetensors" --config "$C/$1/config.json" \
         --input "$C/$1/x.npy" --output "$C/$1/y2.npy" --grad-output "$TMP/dy.npy" \
-        --grads "$C/$1/g.safetensors" 2>"$TMP/err" || fail "$1 --grads: $(cat "$TMP/err")"
+        --grads "$C/$1/g.safetensors" $(field "$C/$1" args) 2>"$TMP/err" ||
+        fail "$1 --grads: $(cat "$TMP/err")"
 }
-for c in phi3 phi3_split gpt_neox gpt_neox_split; do grads $c; done
+for c in phi3 phi3_split gpt_neox gpt_neox_split stablelm_qk_layernorm stablelm_as_cohere; do
+    grads $c
+done
 cat >"$TMP/fused.py" <<'PY'
 import sys
 import numpy as np
@@ -111,6 +114,27 @@ PY
 if "$PY" "$TMP/neox.py" "$C/gpt_neox/g.safetensors" "$C/gpt_neox_split/g.safetensors"; then pass
 else fail "gpt_neox: the fused gradient is not the split gradients' rows per head"; fi
 
+# StableLM 2's per-head norm tensors get their heads' rows of the gradient
+# that Cohere's [H, D] q_norm and k_norm get, with the same weights.
+cat >"$TMP/heads.py" <<'PY'
+import sys
+import numpy as np
+from st_read import read_f32
+per_head, stacked = read_f32(sys.argv[1]), read_f32(sys.argv[2])
+p = "model.layers.0.self_attn."
+ok = sorted(per_head) == sorted([n for n in stacked if "_norm." not in n] +
+                                [p + "%s_layernorm.norms.%d.weight" % (m, h)
+                                 for m, n in (("q", 4), ("k", 2)) for h in range(n)])
+for m, n in (("q", 4), ("k", 2)):
+    rows = np.stack([per_head[p + "%s_layernorm.norms.%d.weight" % (m, h)] for h in range(n)])
+    ok = ok and np.array_equal(rows, stacked[p + m + "_norm.weight"])
+ok = ok and all(np.array_equal(per_head[n], stacked[n]) for n in stacked if "_norm." not in n)
+sys.exit(0 if ok else 1)
+PY
+if "$PY" "$TMP/heads.py" "$C/stablelm_qk_layernorm/g.safetensors" \
+    "$C/stablelm_as_cohere/g.safetensors"; then pass
+else fail "stablelm: the per-head norms' gradients are not Cohere's rows"; fi
+
 # convert-layout knows a family's stored layout: Cohere's rows are interleaved.
 "$RA" convert-layout --weights "$C/cohere/model.safetensors" --config "$C/cohere/config.json" \
     --to interleaved --output "$TMP/co.safetensors" 2>"$TMP/err"
@@ -126,6 +150,18 @@ else fail "convert-layout --to interleaved on Cohere: $(cat "$TMP/err")"; fi
         --input "$C/gptj/x.npy" --output "$TMP/gptj_half.npy" --layout half 2>>"$TMP/err" &&
     "$PY" "$TMP/check.py" y "$TMP/gptj_half.npy" "$C/gptj/y.npy" 1e-5 >>"$TMP/err" && pass ||
     fail "gptj converted to half: $(cat "$TMP/err")"
+
+# Per-head norms move with their heads' rows: Cohere's [H, D] q_norm and
+# StableLM 2's q_layernorm.norms.N, converted, give the same Y.
+for c in cohere_qk_norm:half stablelm_qk_layernorm:interleaved; do
+    name=${c%:*} to=${c#*:}
+    "$RA" convert-layout --weights "$C/$name/model.safetensors" --config "$C/$name/config.json" \
+        --to "$to" --output "$TMP/$name.safetensors" 2>"$TMP/err" &&
+        "$RA" attention --weights "$TMP/$name.safetensors" --config "$C/$name/config.json" \
+            --input "$C/$name/x.npy" --output "$TMP/$name.npy" --layout "$to" 2>>"$TMP/err" &&
+        "$PY" "$TMP/check.py" y "$TMP/$name.npy" "$C/$name/y.npy" 1e-5 >>"$TMP/err" && pass ||
+        fail "$name converted to $to: $(cat "$TMP/err")"
+done
 
 # rope --config: the family's layout, either axis order.
 R=$TMP/cases/rope

@@ -1336,7 +1336,7 @@ static void test_rope_hostile(void)
         {"{\"factor\": 2, \"factor\": 3}", "rope parameters: \"factor\" appears twice"},
         {"{\"full_attention\": {\"rope_type\": \"default\"}}",
          "rope parameters: \"full_attention\" is an object: per-layer-type rope parameters are "
-         "not supported (pass one set with --rope-parameters)"},
+         "read for Gemma 3 only (pass one set with --rope-parameters)"},
         {"[1, 2]", "rope parameters: not a JSON object (expected {\"rope_type\": ...})"},
         {"{\"factor\": 2", "rope parameters: not valid JSON"},
         {"", "rope parameters: not valid JSON"},
@@ -1372,7 +1372,7 @@ static void test_rope_hostile(void)
         {"{\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}, "
          "\"sliding_attention\": {\"rope_type\": \"default\"}}}",
          "config.json: \"rope_parameters.full_attention\" is an object: per-layer-type rope "
-         "parameters are not supported (pass one set with --rope-parameters)"},
+         "parameters are read for Gemma 3 only (pass one set with --rope-parameters)"},
         {"{\"original_max_position_embeddings\": -4096}",
          "config.json: \"original_max_position_embeddings\" must be a positive integer"},
         {"{\"rope_scaling\": {\"factor\": 1}, \"rope_scaling\": null}",
@@ -1414,12 +1414,18 @@ static void test_config_families(void)
          "config.json: \"clip_qkv\" (q, k and v clipped) changes attention and is not supported "
          "for model_type \"qwen2\""},
         {"{\"model_type\": \"stablelm\", \"qk_layernorm\": false}", NULL},
-        {"{\"model_type\": \"stablelm\", \"qk_layernorm\": true}",
-         "config.json: \"qk_layernorm\" (per-head LayerNorm of q and k) changes attention and "
-         "is not supported for model_type \"stablelm\""},
-        {"{\"model_type\": \"cohere\", \"use_qk_norm\": true}",
+        {"{\"model_type\": \"stablelm\", \"qk_layernorm\": true}", NULL},
+        {"{\"model_type\": \"cohere\", \"use_qk_norm\": true}", NULL},
+        {"{\"model_type\": \"cohere\", \"use_qk_norm\": \"yes\"}",
+         "config.json: \"use_qk_norm\" must be true or false"},
+        {"{\"model_type\": \"stablelm\", \"qk_layernorm\": 2}",
+         "config.json: \"qk_layernorm\" must be true or false"},
+        {"{\"model_type\": \"stablelm\", \"use_qk_norm\": true}",
          "config.json: \"use_qk_norm\" (q and k norms) changes attention and is not supported "
-         "for model_type \"cohere\""},
+         "for model_type \"stablelm\""},
+        {"{\"model_type\": \"phi\", \"qk_layernorm\": true}",
+         "config.json: \"qk_layernorm\" (per-head LayerNorm of q and k) changes attention and "
+         "is not supported for model_type \"phi\""},
         {"{\"attn_logit_softcapping\": 50.0}",
          "config.json: \"attn_logit_softcapping\" (soft-capped attention logits) changes "
          "attention and is not supported"},
@@ -1473,6 +1479,32 @@ static void test_config_families(void)
     ra_hf_config_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"glm4\"}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.family && cfg.family->layout == RA_LAYOUT_INTERLEAVED, "glm4 layout");
+    ra_hf_config_free(&cfg);
+    /* Gemma 3 in transformers 5: rope_parameters per layer type. */
+    CHECK(parse_config("{\"model_type\": \"gemma3_text\", \"rope_parameters\": "
+                       "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, "
+                       "\"rope_theta\": 1000000.0}, \"sliding_attention\": {\"rope_type\": "
+                       "\"default\", \"rope_theta\": 10000.0}}}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.has_local_rope && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.theta == 1e6 &&
+              cfg.rope.scaling.factor == 8 && cfg.local_rope.type == RA_ROPE_DEFAULT &&
+              cfg.local_rope.theta == 1e4, "gemma3 per-layer-type rope: %s", msg);
+    ra_hf_config_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"gemma3_text\", \"rope_parameters\": "
+                       "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}, "
+                       "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": -1}}}",
+                       &cfg, msg, sizeof msg) == RA_ERR_FORMAT &&
+              strcmp(msg, "config.json: \"rope_parameters.sliding_attention.factor\" must be a "
+                          "positive number") == 0, "gemma3 bad sliding rope: %s", msg);
+    ra_hf_config_free(&cfg);
+    /* Cohere's LayerNorms per head, with CohereConfig's layer_norm_eps. */
+    CHECK(parse_config("{\"model_type\": \"cohere\", \"use_qk_norm\": true}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.head_layer_norms == 1 &&
+              cfg.layer_norm_eps == 1e-5, "cohere use_qk_norm: %d %g", cfg.head_layer_norms,
+          cfg.layer_norm_eps);
+    ra_hf_config_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"stablelm\", \"qk_layernorm\": 0, "
+                       "\"layer_norm_eps\": 1e-6}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.head_layer_norms == 0 && cfg.layer_norm_eps == 1e-6, "stablelm qk_layernorm 0");
     ra_hf_config_free(&cfg);
 }
 

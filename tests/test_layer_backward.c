@@ -40,12 +40,14 @@ typedef struct layer_case {
     int no_rope;
     int64_t dim;        /* 0: H D */
     int extras;         /* | BIASES: bq, bk, bv and bo; | NORMS: q_norm, k_norm
-                           per head; | WHOLE: over the whole projection */
+                           per head; | WHOLE: over the whole projection;
+                           | HEADS: each head its own weights; | LAYER:
+                           LayerNorms */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
-enum { BIASES = 1, NORMS = 2, WHOLE = 4 };
+enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
 enum { N_PARAMS = 10 };
@@ -113,8 +115,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                                    f->dim * f->qd, c->extras & BIASES ? f->qd : 0,
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
                                    c->extras & BIASES ? f->dim : 0,
-                                   c->extras & NORMS ? (c->extras & WHOLE ? f->qd : c->d) : 0,
-                                   c->extras & NORMS ? (c->extras & WHOLE ? f->kv : c->d) : 0};
+                                   c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
+                                   c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -154,6 +156,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     ra_layer_config cfg = {.dim = f->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
                            .head_dim = c->d, .rope = rope_for(c, f->factors),
                            .no_rope = c->no_rope, .norm_whole = (c->extras & WHOLE) != 0,
+                           .norm_head_weights = (c->extras & HEADS) != 0,
+                           .norm_layer = (c->extras & LAYER) != 0,
                            .scale = c->scale, .clip_qkv = c->clip};
     ra_layer_weights w = {.wq = f->w[0], .wk = f->w[1], .wv = f->w[2], .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -221,13 +225,19 @@ static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
     return m;
 }
 
-/* Each row of d: weight * row / sqrt(mean(row^2) + 1e-6) (NULL: no norm). */
-static void norm_d(double *x, const double *weight, int64_t rows, int64_t d)
+/* Each row of d: w * (row - mean) / sqrt(mean((row - mean)^2) + 1e-6), mean
+ * 0 unless centered (a LayerNorm), w = weight + (r % weight_rows) d (NULL:
+ * no norm). */
+static void norm_d(double *x, const double *weight, int64_t rows, int64_t d,
+                   int64_t weight_rows, int centered)
 {
     for (int64_t r = 0; weight && r < rows; r++) {
-        double squares = 0, *row = x + r * d;
-        for (int64_t i = 0; i < d; i++) squares += row[i] * row[i];
-        for (int64_t i = 0; i < d; i++) row[i] *= weight[i] / sqrt(squares / (double)d + 1e-6);
+        double mean = 0, squares = 0, *row = x + r * d;
+        const double *w = weight + (r % weight_rows) * d;
+        for (int64_t i = 0; centered && i < d; i++) mean += row[i] / (double)d;
+        for (int64_t i = 0; i < d; i++) squares += (row[i] - mean) * (row[i] - mean);
+        for (int64_t i = 0; i < d; i++)
+            row[i] = w[i] * (row[i] - mean) / sqrt(squares / (double)d + 1e-6);
     }
 }
 
@@ -266,12 +276,13 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
         clip_d(k, T * kv, c->clip);
         clip_d(v, T * kv, c->clip);
     }
+    const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
     if (c->extras & WHOLE) {
-        norm_d(q, w[8], T, qd);
-        norm_d(k, w[9], T, kv);
+        norm_d(q, w[8], T, qd, 1, centered);
+        norm_d(k, w[9], T, kv, 1, centered);
     } else {
-        norm_d(q, w[8], T * c->h, D);
-        norm_d(k, w[9], T * c->hkv, D);
+        norm_d(q, w[8], T * c->h, D, heads ? c->h : 1, centered);
+        norm_d(k, w[9], T * c->hkv, D, heads ? c->hkv : 1, centered);
     }
     const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
@@ -409,9 +420,14 @@ static const layer_case fd_cases[] = {
     /* per-head q/k RMSNorm before RoPE (Qwen3) */
     {"q/k norms, half, H D > dim", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS, 0, 0},
     {"q/k norms, biases, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 2, 0.2f, 0, 0, 3, 0, 0},
-    /* q/k RMSNorm over the whole projection (OLMo 2); a softmax scale of
-     * its own (Granite's attention_multiplier, Gemma's query_pre_attn_scalar) */
+    /* q/k RMSNorm over the whole projection (OLMo 2) */
     {"whole-projection norms",   2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | WHOLE, 0, 0},
+    /* LayerNorms, and each head's own norm weights (Cohere, StableLM 2) */
+    {"LayerNorms, heads' own",   2, 4, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.0f, 0, 6, NORMS | HEADS | LAYER, 0, 0},
+    {"RMSNorms, heads' own",     1, 5, 4, 1, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 2, 0.2f, 0, 0, NORMS | HEADS | BIASES, 0, 0},
+    {"whole LayerNorms, clip",   1, 5, 2, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, NORMS | WHOLE | LAYER, 0, 0.5},
+    /* a softmax scale of its own (Granite's attention_multiplier, Gemma's
+     * query_pre_attn_scalar) */
     {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0},
     {"scale 1/16, biases",       2, 5, 2, 1, 8, RA_LAYOUT_HALF,       RA_ROPE_YARN,     0, 0, 0.0f, 0, 10, BIASES, 0.0625, 0},
     /* q, k, v clamped (OLMo's clip_qkv), with and without norms */

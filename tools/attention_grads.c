@@ -68,6 +68,14 @@ static ra_status alloc_projections(const attention_tensors *t, gradients *g)
     return RA_OK;
 }
 
+/* How many weights norm i (0: q, 1: k) has; 0: none. */
+static int64_t norm_count(const attention_tensors *t, int i)
+{
+    int64_t count = t->norm[i] ? t->norm[i]->count : 0;
+    for (int64_t h = 0; h < t->n_head_norms[i]; h++) count += t->head_norms[i][h]->count;
+    return count;
+}
+
 /* Y and the gradients; RA_ERR_NOMEM if a buffer cannot be had. */
 static ra_status forward_backward(const attention_grads_job *job, ra_context *ctx, float *y,
                                   gradients *g)
@@ -76,8 +84,8 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
     if (!g->dx) return RA_ERR_NOMEM;
     if (alloc_projections(job->tensors, g) != RA_OK) return RA_ERR_NOMEM;
     for (int i = 0; i < 2; i++) {
-        const ra_st_tensor *n = job->tensors->norm[i];
-        if (n && !(g->dnorm[i] = malloc((size_t)n->count * sizeof(float)))) return RA_ERR_NOMEM;
+        int64_t n = norm_count(job->tensors, i);
+        if (n && !(g->dnorm[i] = malloc((size_t)n * sizeof(float)))) return RA_ERR_NOMEM;
     }
     ra_layer_tape *tape;
     ra_status status = ra_layer_tape_create(&tape, job->layer, job->batch * job->seq);
@@ -131,8 +139,10 @@ static int write_gradients(const attention_grads_job *job, gradients *g)
             g->db[PROJ_Q] = packed[1];
         }
     }
-    ra_st_tensor out[1 + 2 * N_PROJ + 2], x = {.name = "x", .ndim = job->x->ndim,
-                                               .count = job->x->count};
+    ra_st_tensor *out = malloc((size_t)(1 + 2 * N_PROJ + 2 + t->n_head_norms[0] +
+                                        t->n_head_norms[1]) * sizeof *out);
+    ra_st_tensor x = {.name = "x", .ndim = job->x->ndim, .count = job->x->count};
+    if (!out) return cli_fail(EXIT_FAIL, "out of memory for the gradients");
     memcpy(x.shape, job->x->shape, sizeof x.shape);
     int n = 0;
     describe(&out[n++], &x, g->dx);
@@ -145,9 +155,14 @@ static int write_gradients(const attention_grads_job *job, gradients *g)
         const ra_st_tensor *b = t->fused && p == PROJ_Q ? t->fused_bias : t->bias[p];
         if (b) describe(&out[n++], b, g->db[p]);
     }
-    for (int i = 0; i < 2; i++)
-        if (job->tensors->norm[i]) describe(&out[n++], job->tensors->norm[i], g->dnorm[i]);
-    return cli_outputs_write_safetensors(job->outputs, 1, out, n);
+    for (int i = 0; i < 2; i++) {
+        if (t->norm[i]) describe(&out[n++], t->norm[i], g->dnorm[i]);
+        for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; at += t->head_norms[i][h++]->count)
+            describe(&out[n++], t->head_norms[i][h], g->dnorm[i] + at); /* StableLM 2 */
+    }
+    int failed = cli_outputs_write_safetensors(job->outputs, 1, out, n);
+    free(out);
+    return failed;
 }
 
 int attention_grads_run(const attention_grads_job *job, ra_context *ctx)

@@ -321,11 +321,41 @@ static int check_consumed(const checkpoint_files *files, const attention_tensors
             int used = 0;
             for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
             used |= x == t->norm[0] || x == t->norm[1];
+            for (int n = 0; n < 2; n++)
+                for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
             if (!used)
                 return cli_fail(EXIT_FAIL, "tensor '%s' in %s belongs to the attention layer "
                                 "and ropeattn does not use it: refused rather than run without "
                                 "it", x->name, files->paths[f]);
         }
+    return 0;
+}
+
+/* StableLM 2's q_layernorm.norms.N.weight (k_...) beside wq, N = 0, 1 ...
+ * while they are there (a later one after a gap is left for check_consumed
+ * to refuse). */
+static int find_head_norms(const checkpoint_files *files, attention_tensors *out, int stem)
+{
+    static const char *const modules[] = {"q_layernorm", "k_layernorm"};
+    const char *wq = out->proj[PROJ_Q]->name;
+    char name[NAME_LEN];
+    for (int i = 0; i < 2; i++) {
+        int64_t n = 0;
+        for (;; n++) {
+            snprintf(name, NAME_LEN, "%.*s%s.norms.%lld.weight", stem, wq, modules[i],
+                     (long long)n);
+            if (!find_tensor(files, name)) break;
+        }
+        if (n == 0) continue;
+        out->head_norms[i] = malloc((size_t)n * sizeof *out->head_norms[i]);
+        if (!out->head_norms[i]) return cli_fail(EXIT_FAIL, "out of memory");
+        out->n_head_norms[i] = n;
+        for (int64_t h = 0; h < n; h++) {
+            snprintf(name, NAME_LEN, "%.*s%s.norms.%lld.weight", stem, wq, modules[i],
+                     (long long)h);
+            out->head_norms[i][h] = find_tensor(files, name);
+        }
+    }
     return 0;
 }
 
@@ -362,9 +392,10 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
         out->norm[i] = find_tensor(files, name);
     }
+    failed = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     out->layer = scheme->infix ? layer : -1;
-    failed = check_consumed(files, out, stem);
+    if (!failed) failed = check_consumed(files, out, stem);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];
@@ -423,8 +454,37 @@ static int unpack_per_head(attention_tensors *t, int i, const char *path, int64_
 
 void checkpoint_tensors_free(attention_tensors *t)
 {
-    for (int i = 0; i < 2; i++) free((void *)t->unpacked[i].data);
+    for (int i = 0; i < 2; i++) {
+        free((void *)t->unpacked[i].data);
+        free(t->head_norms[i]);
+        t->head_norms[i] = NULL;
+        t->n_head_norms[i] = 0;
+    }
     memset(t->unpacked, 0, sizeof t->unpacked);
+}
+
+int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, float **out)
+{
+    *out = NULL;
+    if (t->norm[i]) return checkpoint_load_f32(t->norm[i], path, out);
+    int64_t count = 0;
+    for (int64_t h = 0; h < t->n_head_norms[i]; h++) count += t->head_norms[i][h]->count;
+    if (t->n_head_norms[i] == 0) return 0;
+    float *all = malloc(count > 0 ? (size_t)count * sizeof(float) : 1);
+    if (!all) return cli_fail(EXIT_FAIL, "out of memory loading the q/k norms from %s", path);
+    for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; h++) {
+        float *one;
+        int failed = checkpoint_load_f32(t->head_norms[i][h], path, &one);
+        if (failed) {
+            free(all);
+            return failed;
+        }
+        memcpy(all + at, one, (size_t)t->head_norms[i][h]->count * sizeof(float));
+        at += t->head_norms[i][h]->count;
+        free(one);
+    }
+    *out = all;
+    return 0;
 }
 
 int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,

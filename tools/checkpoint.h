@@ -2,8 +2,8 @@
  * checkpoint.h — finds the four attention projections of one layer in a
  * .safetensors checkpoint, whichever of the common naming schemes it uses,
  * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
- * q_norm.weight, k_norm.weight) where it has them, and converts them to
- * float32.
+ * q_norm.weight, k_norm.weight; StableLM 2: q_layernorm.norms.N.weight)
+ * where it has them, and converts them to float32.
  *
  * Names tried (N is the layer number given by --layer):
  *   Meta's LLaMA reference code      wq.weight  wk.weight  wv.weight  wo.weight,
@@ -36,6 +36,11 @@ typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
+    /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
+     * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
+     * the arrays are owned here, NULL: none). */
+    const ra_st_tensor **head_norms[2];
+    int64_t n_head_norms[2];
     ra_layout layout;                 /* the layout the names imply */
     int64_t layer;                    /* the layer number in the names; -1: none */
     /* A fused projection (Phi-3's qkv_proj: the rows of wq, then wk, then
@@ -80,7 +85,12 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
  * EXIT_FAIL. */
 int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
                            int64_t kv_rows, int64_t head_dim);
-void checkpoint_tensors_free(attention_tensors *t); /* the unpacked copies */
+void checkpoint_tensors_free(attention_tensors *t); /* the unpacked copies, head_norms */
+
+/* Norm i (0: q, 1: k) as float32: norm[i], else the head_norms[i] one after
+ * another; *out NULL (and 0) when the layer has none.  On failure prints one
+ * message and returns EXIT_FAIL. */
+int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, float **out);
 
 /* Rows of row values each, [3, heads, head_dim] -> [heads, 3, head_dim]
  * (pack set; GPT-NeoX's order) or back (pack 0), dst and src apart. */

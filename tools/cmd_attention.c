@@ -145,6 +145,73 @@ static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, 
                                   n_kv_heads * head_dim, head_dim);
 }
 
+/* The q/k norm tensors the family reads, and nothing else:
+ *   RMSNorm, weight [head_dim] shared by the heads (Qwen3, Gemma 3), or over
+ *     the whole projection (OLMo 2): q_norm.weight, k_norm.weight;
+ *   LayerNorm per head, each head its own weights, when the family's key
+ *     says so: q_norm.weight [H, head_dim] (Cohere's use_qk_norm), or
+ *     q_layernorm.norms.N.weight [head_dim] (StableLM's qk_layernorm);
+ * a config without model_type may have the first kind.  Sets config's norm
+ * fields. */
+static int check_norms(const ra_hf_config *hf, const checkpoint *ckpt, int64_t n_heads,
+                       int64_t n_kv_heads, int64_t head_dim, ra_layer_config *config)
+{
+    const attention_tensors *t = &ckpt->tensors;
+    const ra_hf_family *family = hf->family;
+    const unsigned features = family ? family->features : 0;
+    const int rms = !family || (features & RA_HF_QK_NORM);
+    const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
+    const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
+    const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
+    for (int i = 0; i < 2; i++) {
+        const ra_st_tensor *n = t->norm[i];
+        const ra_st_tensor *head = t->n_head_norms[i] ? t->head_norms[i][0] : NULL;
+        const ra_st_tensor *stray = !rms && !cohere && n ? n : !stablelm ? head : NULL;
+        const int64_t heads = i ? n_kv_heads : n_heads;
+        const char *kind = i ? "k" : "q";
+        if (stray)
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s: %s%s%s reads no such q/k norm "
+                            "(transformers would not use it)", stray->name, ckpt->path,
+                            family ? "model_type \"" : "a config without model_type",
+                            family ? family->model_type : "", family ? "\"" : "");
+        if ((features & RA_HF_QK_NORM) || cohere) {
+            if (!n)
+                return cli_fail(EXIT_FAIL, "%s has no %s_norm.weight beside '%s': model_type "
+                                "\"%s\"%s normalizes q and k (transformers would initialize "
+                                "the missing weight)", ckpt->path, kind,
+                                t->proj[PROJ_Q] ? t->proj[PROJ_Q]->name : t->fused->name,
+                                family->model_type, cohere ? " with use_qk_norm" : " always");
+        }
+        if (n && cohere && (n->ndim != 2 || n->shape[0] != heads || n->shape[1] != head_dim))
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not [%lld, %lld] (a LayerNorm of "
+                            "each head, [heads, head_dim])", n->name, ckpt->path,
+                            (long long)heads, (long long)head_dim);
+        int64_t want = whole ? t->proj[i]->shape[0] : head_dim;
+        if (n && !cohere && (n->ndim != 1 || n->shape[0] != want))
+            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values (%s)",
+                            n->name, ckpt->path, (long long)want,
+                            whole ? "the projection's rows" : "head_dim");
+        if (stablelm && t->n_head_norms[i] != heads)
+            return cli_fail(EXIT_FAIL, "%s has %lld of the %s_layernorm.norms.N.weight beside "
+                            "'%s'; model_type \"stablelm\" with qk_layernorm has one per head "
+                            "(%lld)", ckpt->path, (long long)t->n_head_norms[i], kind,
+                            t->proj[PROJ_Q]->name, (long long)heads);
+        for (int64_t h = 0; h < t->n_head_norms[i]; h++) {
+            const ra_st_tensor *w = t->head_norms[i][h];
+            if (w->ndim != 1 || w->shape[0] != head_dim)
+                return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values "
+                                "(head_dim)", w->name, ckpt->path, (long long)head_dim);
+        }
+    }
+    /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
+    config->norm_layer = config->norm_head_weights = cohere || stablelm;
+    config->norm_whole = whole;
+    config->norm_eps = config->norm_layer ? hf->layer_norm_eps
+                       : hf->has_rms_norm_eps ? hf->rms_norm_eps
+                                              : 0; /* 0: 1e-6 */
+    return 0;
+}
+
 /* n_heads, n_kv_heads and head_dim from flags, config and the weights'
  * shapes, in that order of precedence; each weight's shape checked. */
 static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
@@ -207,37 +274,13 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
                               "(the rows of '%s')", b->name, ckpt->path,
                               (long long)w->shape[0], w->name);
     }
-    /* q/k norms: weight [head_dim] over each head (Qwen3, Gemma 3), or over
-     * the whole projection (OLMo 2); only in the families that have them. */
-    const ra_hf_family *family = hf->family;
-    int whole = family && (family->features & RA_HF_NORM_OVER_PROJECTION);
-    for (int i = 0; !failed && i < 2; i++) {
-        const ra_st_tensor *n = ckpt->tensors.norm[i];
-        int64_t want = whole ? ckpt->tensors.proj[i]->shape[0] : head_dim;
-        if (!n && family && (family->features & RA_HF_QK_NORM))
-            failed = cli_fail(EXIT_FAIL, "%s has no %s beside '%s': model_type \"%s\" "
-                              "always normalizes q and k (transformers would initialize the "
-                              "missing weight)", ckpt->path, i ? "k_norm.weight" : "q_norm.weight",
-                              ckpt->tensors.proj[PROJ_Q] ? ckpt->tensors.proj[PROJ_Q]->name
-                                                         : ckpt->tensors.fused->name,
-                              family->model_type);
-        if (n && family && !(family->features & RA_HF_QK_NORM))
-            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s: model_type \"%s\" has no q/k "
-                              "norms (transformers would not use it)", n->name, ckpt->path,
-                              family->model_type);
-        else if (n && (n->ndim != 1 || n->shape[0] != want))
-            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values "
-                              "(%s)", n->name, ckpt->path, (long long)want,
-                              whole ? "the projection's rows" : "head_dim");
-    }
+    if (!failed) failed = check_norms(hf, ckpt, n_heads, n_kv_heads, head_dim, config);
     if (failed) return failed;
 
     config->dim = dim;
     config->n_heads = n_heads;
     config->n_kv_heads = n_kv_heads;
     config->head_dim = head_dim;
-    config->norm_eps = hf->has_rms_norm_eps ? hf->rms_norm_eps : 0; /* 0: 1e-6 */
-    config->norm_whole = whole;
     config->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
@@ -300,7 +343,8 @@ static int resolve_rope(const attention_options *opts, const rope_source *src,
 {
     /* Gemma 3's and OLMo 3's sliding layers: the default rope (the config's
      * scaling is the full layers'), at rope_local_base_freq (Gemma 3) or
-     * rope_theta, as transformers.  A layer's kind: ra_hf_layer_slides. */
+     * rope_theta, as transformers; or their rope_parameters of transformers
+     * 5.  A layer's kind: ra_hf_layer_slides. */
     const ra_hf_config *hf = &src->config;
     rope_source local = *src;
     if (hf->family && (hf->family->features & RA_HF_LOCAL_ROPE) && !opts->rope.rope_parameters) {
@@ -309,7 +353,9 @@ static int resolve_rope(const attention_options *opts, const rope_source *src,
             return cli_fail(EXIT_FAIL, "the config gives sliding and full layers different "
                             "ropes, and does not say which kind %s is", ckpt->tensors.layer < 0
                             ? "this layer (its names carry no layer number)" : "this layer");
-        if (slides)
+        if (slides && hf->has_local_rope) /* transformers 5: its own rope_parameters */
+            local.rope = hf->local_rope;
+        else if (slides)
             local.rope = (ra_hf_rope){.type = RA_ROPE_DEFAULT,
                                       .theta = hf->has_rope_local_base_freq
                                                    ? hf->rope_local_base_freq
@@ -365,10 +411,13 @@ static int create_layer(const checkpoint *ckpt, const ra_hf_family *family,
                         ra_layer **layer)
 {
     const attention_tensors *t = &ckpt->tensors;
-    for (int i = 0; i < N_WEIGHTS; i++) {
-        const ra_st_tensor *src = i < N_PROJ ? t->proj[i] : i < 2 * N_PROJ ? t->bias[i - N_PROJ]
-                                                                          : t->norm[i - 2 * N_PROJ];
+    for (int i = 0; i < 2 * N_PROJ; i++) {
+        const ra_st_tensor *src = i < N_PROJ ? t->proj[i] : t->bias[i - N_PROJ];
         int failed = src ? checkpoint_load_f32(src, ckpt->path, &weights[i]) : 0;
+        if (failed) return failed;
+    }
+    for (int i = 0; i < 2; i++) {
+        int failed = checkpoint_load_norm(t, i, ckpt->path, &weights[2 * N_PROJ + i]);
         if (failed) return failed;
     }
     /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */

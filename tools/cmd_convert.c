@@ -30,9 +30,10 @@ static const char usage[] =
     "--to names the target, and the file is assumed to be in the other layout.\n"
     "Converting to half and back reproduces the input bit for bit.\n"
     "\n"
-    "Tensors permuted: wq.weight, wk.weight (the seed's names) and q_proj.weight,\n"
+    "Tensors permuted: wq.weight, wk.weight (Meta's names) and q_proj.weight,\n"
     "k_proj.weight (Hugging Face's), with any prefix (every layer), and their\n"
-    ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights);\n"
+    ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
+    "Cohere: [heads, head_dim]) and q_layernorm.norms.N.weight (StableLM 2);\n"
     "F32, F16 or BF16, whose rows move as they are.  Every other\n"
     "tensor is copied unchanged (same dtype, same bytes); of the metadata only\n"
     "{\"format\": \"pt\"} is written.  Names are kept, so run `ropeattn attention` on\n"
@@ -59,7 +60,9 @@ typedef struct convert_options {
 } convert_options;
 
 /* Which projection a tensor name is. */
-/* NORM: q_norm or k_norm (Qwen3), one head's weights, permuted as a head. */
+/* NORM: q_norm or k_norm, one head's weights (Qwen3) or each head's [H, D]
+ * (Cohere), or StableLM 2's q_layernorm.norms.N (one head's), permuted as
+ * heads. */
 typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM } proj_kind;
 
 /* Whether name is suffix or ends with "." suffix. */
@@ -79,6 +82,10 @@ static proj_kind kind_of(const char *name)
         if (ends_with_part(name, keys[i])) return KEY;
     }
     if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight"))
+        return NORM;
+    const char *norms = strstr(name, "_layernorm.norms.");
+    if (norms && norms > name && (norms[-1] == 'q' || norms[-1] == 'k') &&
+        (norms - 1 == name || norms[-2] == '.') && ends_with_part(name, "weight"))
         return NORM;
     return NOT_QK;
 }
@@ -181,22 +188,23 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
                         ra_st_dtype_name(t->dtype));
     int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
                   ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
-    if (t->ndim != (is_bias || kind == NORM ? 1 : 2))
+    if (kind == NORM) /* [head_dim], or [heads, head_dim] */
+        return (t->ndim == 1 && t->shape[0] == g->head_dim) ||
+                       (t->ndim == 2 && t->shape[0] > 0 && t->shape[1] == g->head_dim)
+                   ? 0
+                   : cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a norm of each head: "
+                              "[head_dim = %lld] or [heads, head_dim]", t->name, opts->weights,
+                              (long long)g->head_dim);
+    if (t->ndim != (is_bias ? 1 : 2))
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected %s", t->name,
                         opts->weights, t->ndim,
-                        is_bias         ? "a 1-D bias"
-                        : kind == NORM ? "a 1-D norm of head_dim weights"
-                                       : "a 2-D [out_features, in_features] matrix");
-    if (kind == NORM && t->shape[0] != g->head_dim)
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld weights; a norm over each head "
-                        "has head_dim = %lld", t->name, opts->weights, (long long)t->shape[0],
-                        (long long)g->head_dim);
+                        is_bias ? "a 1-D bias" : "a 2-D [out_features, in_features] matrix");
     if (t->shape[0] == 0 || t->shape[0] % g->head_dim != 0)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of head_dim "
                         "%lld", t->name, opts->weights, (long long)t->shape[0],
                         (long long)g->head_dim);
     int64_t heads = t->shape[0] / g->head_dim;
-    int64_t expected = kind == NORM ? 1 : kind == QUERY ? n_heads : n_kv_heads;
+    int64_t expected = kind == QUERY ? n_heads : n_kv_heads;
     if (expected && heads != expected)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows = %lld heads of head_dim "
                         "%lld; expected %lld %s heads", t->name, opts->weights,
@@ -205,14 +213,16 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
     return 0;
 }
 
-/* out = t's rows with the first rotary_dim rows of every head permuted. */
-static ra_status permute(void *out, const ra_st_tensor *t, const geometry *g, ra_layout to)
+/* out = t's rows with the first rotary_dim rows of every head permuted (a
+ * norm's weights are its rows). */
+static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const geometry *g,
+                         ra_layout to)
 {
     int ok;
     ra_dtype dtype = library_dtype(t->dtype, &ok);
-    int64_t in_features = t->ndim == 2 ? t->shape[1] : 1;
+    int64_t in_features = t->ndim == 2 && kind != NORM ? t->shape[1] : 1;
     size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
-    int64_t heads = t->shape[0] / g->head_dim;
+    int64_t heads = (kind == NORM ? t->count : t->shape[0]) / g->head_dim;
     if (g->rotary_dim == g->head_dim)
         return ra_permute_rows(out, t->data, dtype, heads, g->head_dim, in_features, to);
     /* Partial rotary: each head's rotating rows as a head of rotary_dim, the
@@ -261,7 +271,7 @@ static int convert(const convert_options *opts, const rope_source *src,
         buffers[i] = malloc(t->nbytes > 0 ? t->nbytes : 1);
         if (!buffers[i])
             return cli_fail(EXIT_FAIL, "out of memory for '%s' from %s", t->name, opts->weights);
-        ra_status status = permute(buffers[i], t, &g, (ra_layout)opts->to);
+        ra_status status = permute(buffers[i], t, kind, &g, (ra_layout)opts->to);
         if (status != RA_OK)
             return cli_fail(EXIT_FAIL, "cannot permute '%s' in %s: %s", t->name, opts->weights,
                             ra_status_string(status));

@@ -66,6 +66,7 @@ static const field fields[] = {
     FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(rotary_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(clip_qkv, POSITIVE_NUMBER, 0, 0),
+    FIELD(layer_norm_eps, POSITIVE_NUMBER, 0, 0),
 };
 
 static const field aliases[] = {
@@ -192,6 +193,51 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_config *out, const
     return RA_OK;
 }
 
+/* transformers 5's rope_parameters per layer type, for the families whose
+ * sliding layers have a rope of their own (Gemma 3): "full_attention" into
+ * out->rope, "sliding_attention" into out->local_rope.  Any other layout of
+ * nested objects is left to ra_io_rope_read, which refuses it. */
+static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_config *out,
+                                          const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *full, *sliding;
+    unsigned features = out->family ? out->family->features : 0;
+    if (nested == NULL || !(features & RA_HF_LOCAL_ROPE)) return RA_OK;
+    RA_TRY(ra_io_json_key(nested, "full_attention", name, &full, msg, msg_len));
+    RA_TRY(ra_io_json_key(nested, "sliding_attention", name, &sliding, msg, msg_len));
+    if (!cJSON_IsObject(full) || !cJSON_IsObject(sliding) ||
+        cJSON_GetArraySize(nested) != 2)
+        return RA_OK;
+    RA_TRY(ra_io_rope_read(full, name, "rope_parameters.full_attention.", &out->rope, msg,
+                           msg_len));
+    RA_TRY(ra_io_rope_read(sliding, name, "rope_parameters.sliding_attention.",
+                           &out->local_rope, msg, msg_len));
+    out->has_rope = out->has_local_rope = 1;
+    return RA_OK;
+}
+
+/* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
+ * StableLM's qk_layernorm): true, false, 1, 0 or null (false). */
+static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, const char *name,
+                                       char *msg, size_t msg_len)
+{
+    unsigned features = out->family ? out->family->features : 0;
+    const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
+                      : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
+                                                      : NULL;
+    const cJSON *item = NULL;
+    if (key) RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    int64_t v = -1;
+    if (cJSON_IsBool(item)) v = cJSON_IsTrue(item);
+    else if (!ra_io_json_integer(item, &v)) v = -1;
+    if (v != 0 && v != 1)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
+                          name, key);
+    out->head_layer_norms = (int)v;
+    return RA_OK;
+}
+
 /* model_type of the text model: text's, else the top level's; "" when
  * neither has one. */
 static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_config *out,
@@ -233,14 +279,24 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
     /* transformers takes rope_scaling when it is a non-empty object, else
      * rope_parameters. */
     const cJSON *rope = scaling != NULL && scaling->child != NULL ? scaling : nested;
-    if (rope != NULL) {
+    if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
+    if (rope != NULL && !out->has_local_rope) {
         RA_TRY(ra_io_rope_read(rope, name, rope == scaling ? "rope_scaling." : "rope_parameters.",
                                &out->rope, msg, msg_len));
         out->has_rope = 1;
     }
     apply_defaults(root, out, 0);
     ra_hf_rope_inherit(&out->rope, out);
+    if (out->has_local_rope) { /* rope_local_base_freq is the sliding layers' rope_theta */
+        ra_hf_rope *local = &out->local_rope;
+        if (!local->has_theta && out->has_rope_local_base_freq) {
+            local->theta = out->rope_local_base_freq;
+            local->has_theta = 1;
+        }
+        ra_hf_rope_inherit(local, out);
+    }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
+    RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
     apply_defaults(root, out, 1);
     unsigned features = out->family ? out->family->features : 0;
@@ -288,6 +344,7 @@ void ra_hf_config_free(ra_hf_config *config)
 {
     if (config == NULL) return;
     ra_hf_rope_free(&config->rope);
+    ra_hf_rope_free(&config->local_rope);
     ra_io_window_free(&config->window);
     ra_free(config->no_rope_layers);
     memset(config, 0, sizeof *config);

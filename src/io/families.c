@@ -34,7 +34,7 @@
 static const ra_hf_family families[] = {
     {"baichuan", H, 0, FUSED, NULL},
     {"chatglm", I, 0, FUSED, NULL},
-    {"cohere", I, 0, NULL, NULL},
+    {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05"},
     {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL},
     {"deepseek_v2", I, 0, MLA, NULL},
     {"deepseek_v3", I, 0, MLA, NULL},
@@ -86,7 +86,7 @@ static const ra_hf_family families[] = {
     {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL},
     {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL},
     {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL, "rope_theta=2000000 no_rope_layer_interval=4"},
-    {"stablelm", H, 0, NULL, "partial_rotary_factor=0.25"},
+    {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05"},
     {"starcoder2", H, 0, NULL, NULL},
 };
 
@@ -124,8 +124,8 @@ static const attention_key attention_keys[] = {
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, 0, "soft-capped attention logits"},
-    {"use_qk_norm", FALSE_ONLY, 0, "q and k norms"},
-    {"qk_layernorm", FALSE_ONLY, 0, "per-head LayerNorm of q and k"},
+    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM, "q and k norms"},
+    {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
     {"attention_chunk_size", NULL_ONLY, 0, "chunked attention"},
     {"attn_temperature_tuning", FALSE_ONLY, 0, "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},

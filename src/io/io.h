@@ -218,6 +218,10 @@ enum {
     RA_HF_CLIP_QKV = 1 << 10,            /* clip_qkv clamps q, k, v (OLMo) */
     RA_HF_FIXED_ROPE = 1 << 11,          /* rope_theta and rope_scaling are not read
                                             (GPT-J: base 10000): refused if given */
+    RA_HF_USE_QK_NORM = 1 << 12,         /* use_qk_norm: a LayerNorm per head, each head
+                                            its own weights, q_norm.weight [H, D] (Cohere) */
+    RA_HF_QK_LAYERNORM = 1 << 13,        /* qk_layernorm: a LayerNorm per head,
+                                            q_layernorm.norms.N.weight [D] (StableLM 2) */
 };
 
 /* How one model_type is read. */
@@ -257,11 +261,16 @@ typedef struct ra_hf_config {
                                        no RoPE when (i + 1) is a multiple of it */
     int64_t rotary_dim;            /* GPT-J: the features that rotate (a count) */
     double clip_qkv;               /* OLMo: q, k, v clamped to [-clip_qkv, clip_qkv] */
+    double layer_norm_eps;         /* the LayerNorms' epsilon (Cohere, StableLM) */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
-        has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv;
+        has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps;
+    /* The family's key for LayerNorms of q and k per head is true (Cohere's
+     * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
+     * RA_HF_QK_LAYERNORM). */
+    int head_layer_norms;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */
@@ -274,6 +283,12 @@ typedef struct ra_hf_config {
      * lacks are filled from the top level by ra_hf_rope_inherit. */
     ra_hf_rope rope;
     int has_rope;
+    /* transformers 5's rope_parameters per layer type, {"full_attention":
+     * {...}, "sliding_attention": {...}} (Gemma 3): rope is the full
+     * layers', local_rope the sliding layers' (has_local_rope).  Read only
+     * for families with RA_HF_LOCAL_ROPE; refused elsewhere. */
+    ra_hf_rope local_rope;
+    int has_local_rope;
     ra_hf_window window; /* owns layer_types */
 } ra_hf_config;
 

@@ -16,11 +16,16 @@ What each family's attention does, from transformers' modeling_<family>.py:
              scaling = query_pre_attn_scalar ** -0.5; sliding layers use
              rope_local_base_freq with the default rope, full layers
              rope_theta with rope_scaling (linear here); every sixth layer
-             full (sliding_window_pattern 6)
+             full (sliding_window_pattern 6); transformers 5: each layer
+             type's rope from rope_parameters[layer_type]
   olmo2      q_norm over the whole q projection [H * D], k_norm over k's
   smollm3    no_rope_layers[i] == 0: layer i skips apply_rotary_pos_emb
   cohere     rotate_half on interleaved pairs (x[..., ::2], x[..., 1::2]),
-             cos/sin repeat_interleave'd
+             cos/sin repeat_interleave'd; use_qk_norm: CohereLayerNorm of
+             [B, S, H, D] with weight [H, D] (each head its own), eps
+             layer_norm_eps, before RoPE
+  stablelm   qk_layernorm: StableLmLayerNormPerHead, one nn.LayerNorm(D,
+             bias=False) per head (q_layernorm.norms.N), before RoPE
   glm, glm4  interleaved pairs over the first rotary_dim features
              (partial_rotary_factor 0.5), q/k/v biases
   olmo       q, k, v clamped to [-clip_qkv, clip_qkv] after the projections
@@ -71,6 +76,13 @@ def rms(x, w, eps, plus_one=False):
     return x * ((1.0 + w) if plus_one else w)
 
 
+def layer_norm(x, w, eps):
+    """LayerNorm without bias over the last axis; w broadcasts ([H, D]: each
+    head its own weights)."""
+    x = x - np.mean(x, axis=-1, keepdims=True)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
 def inv_freq(theta, rot):
     return 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
 
@@ -103,7 +115,9 @@ def attention(x, w, f):
     if f.get("whole_norm"):
         q, k = rms(q, w["qn"], f["eps"]), rms(k, w["kn"], f["eps"])
     q, k, v = (t.reshape(B, S, -1, D) for t in (q, k, v))
-    if "qn" in w and not f.get("whole_norm"):
+    if f.get("layer_norm"):
+        q, k = layer_norm(q, w["qn"], f["eps"]), layer_norm(k, w["kn"], f["eps"])
+    elif "qn" in w and not f.get("whole_norm"):
         q = rms(q, w["qn"], f["eps"], f.get("plus_one", False))
         k = rms(k, w["kn"], f["eps"], f.get("plus_one", False))
     pos = np.broadcast_to(np.arange(S, dtype=np.float64), (B, S))
@@ -120,7 +134,7 @@ def attention(x, w, f):
 
 def weights(dim, H, K, D, biases="", norms=None):
     """Random float32-exact weights; biases: which of "qkvo"; norms: "head"
-    ([D]) or "whole" ([H D] and [K D])."""
+    ([D]), "whole" ([H D] and [K D]) or "heads" ([H, D] and [K, D])."""
     w = {"q": f32(RNG.normal(0, dim ** -0.5, (H * D, dim))),
          "k": f32(RNG.normal(0, dim ** -0.5, (K * D, dim))),
          "v": f32(RNG.normal(0, dim ** -0.5, (K * D, dim))),
@@ -129,7 +143,7 @@ def weights(dim, H, K, D, biases="", norms=None):
     for p in biases:
         w["b" + p] = f32(RNG.normal(0, 0.1, sizes[p]))
     if norms:
-        nq, nk = (D, D) if norms == "head" else (H * D, K * D)
+        nq, nk = {"head": (D, D), "whole": (H * D, K * D), "heads": ((H, D), (K, D))}[norms]
         w["qn"] = f32(1 + RNG.normal(0, 0.2, nq))
         w["kn"] = f32(1 + RNG.normal(0, 0.2, nk))
     return w
@@ -204,6 +218,23 @@ def family_cases(out):
              named(w, "model.language_model.layers.%d.self_attn." % layer), x,
              attention(x, w, f), layer)
 
+    # Gemma 3 as transformers 5 saves it: rope_parameters per layer type,
+    # model.language_model names, layer_types.
+    text = dict(base, model_type="gemma3_text", query_pre_attn_scalar=24, sliding_window=512,
+                layer_types=["sliding_attention"] * 5 + ["full_attention"],
+                rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0,
+                                                    "rope_theta": 1e6},
+                                 "sliding_attention": {"rope_type": "default",
+                                                       "rope_theta": 1e4}})
+    cfg = {"model_type": "gemma3", "text_config": text}
+    for layer, inv in ((2, inv_freq(1e4, D)), (5, inv_freq(1e6, D) / 8.0)):
+        w = weights(dim, H, K, D, norms="head")
+        f = {"H": H, "K": K, "D": D, "inv": inv, "layout": "half", "scale": 24 ** -0.5,
+             "eps": 1e-6, "plus_one": True}
+        save(out, "gemma3_v5_layer%d" % layer, cfg,
+             named(w, "model.language_model.layers.%d.self_attn." % layer), x,
+             attention(x, w, f), layer)
+
     # Granite without attention_multiplier: GraniteConfig's default, 1.
     w = weights(dim, H, K, D)
     cfg = dict(base, model_type="granite", rope_theta=10000.0)
@@ -264,6 +295,35 @@ def family_cases(out):
                layer_norm_eps=1e-5, attention_bias=False)
     f = {"H": H, "K": K, "D": D, "inv": inv_freq(8e6, D), "layout": "interleaved"}
     save(out, "cohere", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # Command-R+ (use_qk_norm): a LayerNorm of each head, its own weights.
+    w = weights(dim, H, K, D, norms="heads")
+    cfg = dict(base, model_type="cohere", rope_theta=75e4, use_qk_norm=True, layer_norm_eps=1e-5)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(75e4, D), "layout": "interleaved",
+         "layer_norm": True, "eps": 1e-5}
+    save(out, "cohere_qk_norm", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
+    # StableLM 2 12B (qk_layernorm): q_layernorm.norms.N, one LayerNorm per
+    # head; a quarter of the features rotate.  The same weights as Cohere's
+    # q_norm [H, D] (run with --layout half) make stablelm_as_cohere: their
+    # norms' gradients must be the same numbers.
+    w = weights(dim, H, K, D, biases="qkv", norms="heads")
+    cfg = dict(base, model_type="stablelm", rope_theta=1e4, partial_rotary_factor=0.25,
+               qk_layernorm=True, use_qkv_bias=True, layer_norm_eps=1e-5)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D // 4), "layout": "half",
+         "layer_norm": True, "eps": 1e-5}
+    y = attention(x, w, f)
+    tensors = named({r: a for r, a in w.items() if r not in ("qn", "kn")}, layers(0))
+    for h in range(H):
+        tensors[layers(0) + "q_layernorm.norms.%d.weight" % h] = w["qn"][h]
+    for h in range(K):
+        tensors[layers(0) + "k_layernorm.norms.%d.weight" % h] = w["kn"][h]
+    save(out, "stablelm_qk_layernorm", cfg, tensors, x, y, 0)
+    save(out, "stablelm_as_cohere", dict(cfg, model_type="cohere", use_qk_norm=True,
+                                         qk_layernorm=None, use_qkv_bias=None,
+                                         attention_bias=True),
+         named(w, layers(0)), x, y, 0, args=["--layout", "half"])
+    stablelm = tensors
 
     # GLM-4: interleaved pairs over half the features, q/k/v biases.
     w = weights(dim, H, K, D, biases="qkv")
@@ -384,10 +444,6 @@ def family_cases(out):
          "tensor 'model.layers.0.self_attn.sinks'"),
         ("clip_qkv_outside_olmo", dict(base, model_type="llama", clip_qkv=8.0), plain,
          '"clip_qkv"'),
-        ("stablelm_qk_layernorm", dict(base, model_type="stablelm", qk_layernorm=True,
-                                       partial_rotary_factor=0.25),
-         dict(plain, **{layers(0) + "q_layernorm.norms.%d.weight" % h: f32(np.ones(D))
-                        for h in range(H)}), '"qk_layernorm"'),
         ("stablelm_stray_norms", dict(base, model_type="stablelm", partial_rotary_factor=0.25),
          dict(plain, **{layers(0) + "q_layernorm.norms.0.weight": f32(np.ones(D))}),
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.0.weight'"),
@@ -400,9 +456,25 @@ def family_cases(out):
         ("llama_with_qk_norms", dict(base, model_type="llama"),
          dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
                         layers(0) + "k_norm.weight": f32(np.ones(D))}),
-         "has no q/k norms"),
-        ("cohere_qk_norm", dict(base, model_type="cohere", use_qk_norm=True), plain,
-         '"use_qk_norm"'),
+         'model_type "llama" reads no such q/k norm'),
+        ("cohere_norms_without_use_qk_norm", dict(base, model_type="cohere", use_qk_norm=False),
+         dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones((H, D))),
+                        layers(0) + "k_norm.weight": f32(np.ones((K, D)))}),
+         "tensor 'model.layers.0.self_attn.q_norm.weight'"),
+        ("cohere_use_qk_norm_without_norms", dict(base, model_type="cohere", use_qk_norm=True),
+         plain, 'has no q_norm.weight beside'),
+        ("cohere_head_dim_norm", dict(base, model_type="cohere", use_qk_norm=True),
+         dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
+                        layers(0) + "k_norm.weight": f32(np.ones(D))}),
+         "is not [4, 16] (a LayerNorm of each head"),
+        ("stablelm_head_norm_missing", dict(base, model_type="stablelm", qk_layernorm=True),
+         {n: a for n, a in stablelm.items() if not n.endswith("q_layernorm.norms.3.weight")},
+         "has 3 of the q_layernorm.norms.N.weight"),
+        ("stablelm_head_norm_gap", dict(base, model_type="stablelm", qk_layernorm=True),
+         {n: a for n, a in stablelm.items() if not n.endswith("q_layernorm.norms.1.weight")},
+         "tensor 'model.layers.0.self_attn.q_layernorm.norms.2.weight'"),
+        ("phi_qk_layernorm", dict(base, model_type="phi", qk_layernorm=True), plain,
+         '"qk_layernorm"'),
         ("gemma2", dict(base, model_type="gemma2", attn_logit_softcapping=50.0,
                         query_pre_attn_scalar=16), plain, 'model_type "gemma2" is refused'),
         ("deepseek_v3", dict(base, model_type="deepseek_v3", kv_lora_rank=512,

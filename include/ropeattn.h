@@ -576,6 +576,17 @@ typedef struct ra_layer_weights {
      * with norm_layer, LayerNorms (the mean subtracted first). */
     const float *q_norm; /* [D] ([H * D] with norm_whole or norm_head_weights) or NULL */
     const float *k_norm; /* [D] ([Hkv * D] with norm_whole or norm_head_weights) or NULL */
+    /* q, k and v in one weight, fused per key/value head as GPT-NeoX
+     * (query_key_value, Hkv = H: [H, 3, D, dim]), Falcon's
+     * new_decoder_architecture and InternLM2 (wqkv) store them: for each of
+     * the Hkv groups, the rows of its H / Hkv query heads, then its key
+     * head's, then its value head's.  Read in place, never copied.  With
+     * wqkv, wq, wk, wv, bq, bk and bv must be NULL (RA_ERR_ARGUMENT); bqkv
+     * without wqkv is RA_ERR_ARGUMENT.  (A weight of all of q's rows, then
+     * k's, then v's, like Phi-3's qkv_proj, needs no field: point wq, wk
+     * and wv at its three parts.) */
+    const float *wqkv; /* [Hkv, H / Hkv + 2, D, dim] or NULL */
+    const float *bqkv; /* [Hkv, H / Hkv + 2, D] or NULL */
 } ra_layer_weights;
 
 typedef struct ra_layer ra_layer;
@@ -674,6 +685,9 @@ typedef struct ra_layer_grads {
     float *dbo;     /* [dim] */
     float *dq_norm; /* q_norm's shape */
     float *dk_norm; /* k_norm's shape */
+    float *dwqkv;   /* wqkv's shape, for a layer with wqkv (then dwq, dwk,
+                       dwv, dbq, dbk and dbv are ignored) */
+    float *dbqkv;   /* bqkv's shape */
 } ra_layer_grads;
 
 /* The backward of the forward recorded in tape: given dy = dL/dy, writes

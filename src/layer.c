@@ -8,6 +8,8 @@
  *      each tile as attention loads it: no pass of its own over xq and xk)
  *   -> attention (causal, GQA by index, attn_dropout when training) [B, S, H, D]
  *   -> y = out wo^T [B, S, dim] -> resid_dropout when training
+ * (q, k and v may come from one weight fused per key/value group, read in
+ * place: GPT-NeoX, Falcon, InternLM2.)
  * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv),
  * q, k and v are clamped where the layer has clip_qkv (OLMo), q and k are
  * normalized before RoPE where the layer has the norms (RMSNorm per head:
@@ -58,7 +60,11 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
 {
     if (!out || !config || !weights) return RA_ERR_NULL;
     *out = NULL;
-    if (!weights->wq || !weights->wk || !weights->wv || !weights->wo) return RA_ERR_NULL;
+    const ra_layer_weights *w = weights;
+    if (!w->wo) return RA_ERR_NULL;
+    if (w->wqkv && (w->wq || w->wk || w->wv || w->bq || w->bk || w->bv)) return RA_ERR_ARGUMENT;
+    if (!w->wqkv && w->bqkv) return RA_ERR_ARGUMENT;
+    if (!w->wqkv && (!w->wq || !w->wk || !w->wv)) return RA_ERR_NULL;
     ra_layer_config c = *config;
     RA_TRY(resolve_config(&c));
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -125,6 +131,35 @@ static void add_bias(float *y, const float *bias, int64_t rows, int64_t cols)
         for (int64_t i = 0; i < cols; i++) y[r * cols + i] += bias[i];
 }
 
+ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const int64_t D = c->head_dim, heads = p == RA_PROJ_Q ? c->n_heads : c->n_kv_heads;
+    if (!w->wqkv) {
+        const float *const ws[3] = {w->wq, w->wk, w->wv}, *const bs[3] = {w->bq, w->bk, w->bv};
+        return (ra_layer_proj){ws[p], bs[p], 1, heads * D, 0};
+    }
+    /* Each group: rep query heads' rows, then a key head's, then a value head's. */
+    const int64_t rep = c->n_heads / c->n_kv_heads;
+    const int64_t first = p == RA_PROJ_Q ? 0 : p == RA_PROJ_K ? rep * D : (rep + 1) * D;
+    return (ra_layer_proj){w->wqkv + first * c->dim, w->bqkv ? w->bqkv + first : NULL,
+                           c->n_kv_heads, p == RA_PROJ_Q ? rep * D : D, (rep + 2) * D};
+}
+
+/* out [tokens, groups * rows] = x wp^T (+ bp), block by block. */
+static void project(float *out, const float *x, const ra_layer_proj *pj, int64_t tokens,
+                    int64_t dim)
+{
+    const int64_t ld = pj->groups * pj->rows;
+    for (int64_t g = 0; g < pj->groups; g++) {
+        float *o = out + g * pj->rows;
+        ra_gemm_nt(o, ld, x, pj->w + g * pj->stride * dim, tokens, pj->rows, dim);
+        for (int64_t t = 0; pj->b && t < tokens; t++)
+            for (int64_t i = 0; i < pj->rows; i++) o[t * ld + i] += pj->b[g * pj->stride + i];
+    }
+}
+
 ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *c, int64_t heads,
                                            int64_t tokens)
 {
@@ -188,14 +223,12 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    ra_gemm_nt(xq, x, w->wq, tokens, q_dim, c->dim);
-    ra_gemm_nt(xk, x, w->wk, tokens, kv, c->dim);
-    add_bias(xq, w->bq, tokens, q_dim);
-    add_bias(xk, w->bk, tokens, kv);
-    if (xv) {
-        ra_gemm_nt(xv, x, w->wv, tokens, kv, c->dim);
-        add_bias(xv, w->bv, tokens, kv);
-    }
+    const ra_layer_proj pq = ra_layer_proj_of(layer, RA_PROJ_Q),
+                        pk = ra_layer_proj_of(layer, RA_PROJ_K),
+                        pv = ra_layer_proj_of(layer, RA_PROJ_V);
+    project(xq, x, &pq, tokens, c->dim);
+    project(xk, x, &pk, tokens, c->dim);
+    if (xv) project(xv, x, &pv, tokens, c->dim);
     if (!normalize) return;
     if (c->clip_qkv > 0) {
         ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
@@ -230,7 +263,7 @@ float ra_layer_q_factor(const ra_layer_config *c)
 static void project_output(const ra_layer *layer, float *y, const float *attn, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
-    ra_gemm_nt(y, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
+    ra_gemm_nt(y, c->dim, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
     add_bias(y, layer->weights.bo, tokens, c->dim);
 }
 

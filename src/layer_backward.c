@@ -17,6 +17,7 @@
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
+ *      (a fused wqkv: the same, group by group, into dwqkv and dbqkv)
  *
  * Nothing the caller owns is written before the one call that can fail (the
  * attention's backward, for scratch memory).
@@ -31,10 +32,11 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                                 const ra_layer_tape *tape, const float *dy)
 {
     if (!layer || !dx || !g || !tape || !dy) return RA_ERR_NULL;
-    if (!g->dwq || !g->dwk || !g->dwv || !g->dwo) return RA_ERR_NULL;
     const ra_layer_weights *w = &layer->weights;
+    const int fused = w->wqkv != NULL;
+    if (!g->dwo || (fused ? !g->dwqkv : !g->dwq || !g->dwk || !g->dwv)) return RA_ERR_NULL;
     if ((w->bq && !g->dbq) || (w->bk && !g->dbk) || (w->bv && !g->dbv) || (w->bo && !g->dbo) ||
-        (w->q_norm && !g->dq_norm) || (w->k_norm && !g->dk_norm))
+        (w->bqkv && !g->dbqkv) || (w->q_norm && !g->dq_norm) || (w->k_norm && !g->dk_norm))
         return RA_ERR_NULL;
     if (tape->layer != layer || !tape->filled) return RA_ERR_ARGUMENT;
     const ra_layer_config *c = &layer->config;
@@ -47,13 +49,17 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
         const float *p; /* NULL: none (a bias's or norm's gradient is written
                            only where the layer has it) */
         int64_t n;
-    } outputs[] = {{dx, n_x}, {g->dwq, n_wq}, {g->dwk, n_wkv}, {g->dwv, n_wkv}, {g->dwo, n_wq},
+    } outputs[] = {{dx, n_x}, {fused ? NULL : g->dwq, n_wq}, {fused ? NULL : g->dwk, n_wkv},
+                   {fused ? NULL : g->dwv, n_wkv}, {g->dwo, n_wq},
                    {w->bq ? g->dbq : NULL, q_dim}, {w->bk ? g->dbk : NULL, kv},
                    {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim},
-                   {w->q_norm ? g->dq_norm : NULL, n_qn}, {w->k_norm ? g->dk_norm : NULL, n_kn}},
+                   {w->q_norm ? g->dq_norm : NULL, n_qn}, {w->k_norm ? g->dk_norm : NULL, n_kn},
+                   {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv},
+                   {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv}},
       inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
                   {w->wo, n_wq}, {w->bq, q_dim}, {w->bk, kv}, {w->bv, kv}, {w->bo, c->dim},
-                  {w->q_norm, n_qn}, {w->k_norm, n_kn}};
+                  {w->q_norm, n_qn}, {w->k_norm, n_kn}, {w->wqkv, n_wq + 2 * n_wkv},
+                  {w->bqkv, q_dim + 2 * kv}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -77,6 +83,26 @@ static void bias_grad(float *db, const float *bias, const float *d, int64_t rows
     if (!accumulate) memset(db, 0, (size_t)cols * sizeof(float));
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < cols; i++) db[i] += d[r * cols + i];
+}
+
+/* Projection pj's gradients from d [T, groups * rows], its output's: dw
+ * (+)= d^T x and db (+)= the sum of d's rows (db NULL: no bias), laid out as
+ * pj's weight and bias; dx (+)= d w (beta 0: =). */
+static void proj_grad(float *dw, float *db, float *dx, const ra_layer_proj *pj, const float *d,
+                      const float *x, int64_t T, int64_t dim, float beta, int accumulate)
+{
+    const int64_t ld = pj->groups * pj->rows;
+    for (int64_t g = 0; g < pj->groups; g++) {
+        const float *dg = d + g * pj->rows, *wg = pj->w + g * pj->stride * dim;
+        ra_gemm_tn(dw + g * pj->stride * dim, dg, ld, x, pj->rows, dim, T,
+                   accumulate ? 1.0f : 0.0f);
+        ra_gemm_nn(dx, dg, ld, wg, T, dim, pj->rows, g == 0 ? beta : 1.0f);
+        if (!db) continue;
+        float *dbg = db + g * pj->stride;
+        if (!accumulate) memset(dbg, 0, (size_t)pj->rows * sizeof(float));
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < pj->rows; i++) dbg[i] += dg[t * ld + i];
+    }
 }
 
 /* g through a norm (NULL weight: none) at its input x, and dweight (+)=. */
@@ -131,7 +157,7 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     memcpy(g, dy, (size_t)n_x * sizeof(float));
     if (call->dropout.p > 0.0f) ra_layer_output_dropout(g, n_x, call->dropout.p, call->dropout.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
-    ra_gemm_nn(dattn, g, w->wo, T, q_dim, dim, 0.0f);
+    ra_gemm_nn(dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv */
     ra_status status = ra_attention_backward(ctx, call->path, &tdq, &tdk, &tdv, &tdattn, &v.xq,
                                              &v.xk, &v.xv, &v.attn, v.lse, &call->dropout);
@@ -177,18 +203,21 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
         clip_grad(dv, v_raw, n_kv, c->clip_qkv);
     }
     /* output = self.wo(output): dwo = g^T attn */
-    ra_gemm_tn(grads->dwo, g, v.attn.data, dim, q_dim, T, beta);
-    /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, dx = sum of d w */
-    ra_gemm_tn(grads->dwq, dq, tape->x, q_dim, dim, T, beta);
-    ra_gemm_tn(grads->dwk, dk, tape->x, kv, dim, T, beta);
-    ra_gemm_tn(grads->dwv, dv, tape->x, kv, dim, T, beta);
+    ra_gemm_tn(grads->dwo, g, dim, v.attn.data, dim, q_dim, T, beta);
     bias_grad(grads->dbo, w->bo, g, T, dim, grads->accumulate);
-    bias_grad(grads->dbq, w->bq, dq, T, q_dim, grads->accumulate);
-    bias_grad(grads->dbk, w->bk, dk, T, kv, grads->accumulate);
-    bias_grad(grads->dbv, w->bv, dv, T, kv, grads->accumulate);
-    ra_gemm_nn(dx, dq, w->wq, T, dim, q_dim, 0.0f);
-    ra_gemm_nn(dx, dk, w->wk, T, dim, kv, 1.0f);
-    ra_gemm_nn(dx, dv, w->wv, T, dim, kv, 1.0f);
+    /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, db = the
+     * sum of d's rows, dx = sum of d w (a fused wqkv: each group's rows of
+     * dwqkv and dbqkv) */
+    float *const dws[3] = {grads->dwq, grads->dwk, grads->dwv},
+                 *const dbs[3] = {grads->dbq, grads->dbk, grads->dbv};
+    const float *const ds[3] = {dq, dk, dv};
+    for (int p = RA_PROJ_Q; p <= RA_PROJ_V; p++) {
+        const ra_layer_proj pj = ra_layer_proj_of(layer, p);
+        float *dw = w->wqkv ? grads->dwqkv + (pj.w - w->wqkv) : dws[p];
+        float *db = !pj.b ? NULL : w->bqkv ? grads->dbqkv + (pj.b - w->bqkv) : dbs[p];
+        proj_grad(dw, db, dx, &pj, ds[p], tape->x, T, dim, p == RA_PROJ_Q ? 0.0f : 1.0f,
+                  grads->accumulate);
+    }
     ra_scratch_release(&scratch);
     return RA_OK;
 }

@@ -38,6 +38,21 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_forward_options *options, ra_layer_call *call);
 
+/* One of the q, k and v projections as the layer reads it: `groups` blocks
+ * of `rows` weight rows, block g at w + g * stride * dim (its bias at b + g
+ * * stride; b NULL: none), giving columns [g * rows, (g + 1) * rows) of an
+ * output of groups * rows.  Separate weights are one block; a fused wqkv
+ * one block per key/value head. */
+typedef struct ra_layer_proj {
+    const float *w, *b;
+    int64_t groups, rows, stride;
+} ra_layer_proj;
+
+enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V };
+
+/* Projection p (RA_PROJ_Q, _K or _V) of the layer. */
+ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
+
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
  * normalize set, clip_qkv's clamp, the q and k norms where the layer has

@@ -853,6 +853,121 @@ static void test_errors(void)
     fixture_free(&other);
 }
 
+/* rows [groups, n_q + 2 n_kv, in]: each group's n_q rows of q, then n_kv
+ * of k and of v (pack), or back (unpack); in = 1 for biases. */
+static void group_rows(float *fused, float *q, float *k, float *v, int64_t groups, int64_t n_q,
+                       int64_t n_kv, int64_t in, int pack)
+{
+    for (int64_t g = 0; g < groups; g++) {
+        float *f = fused + g * (n_q + 2 * n_kv) * in;
+        float *const parts[3] = {q + g * n_q * in, k + g * n_kv * in, v + g * n_kv * in};
+        const int64_t n[3] = {n_q * in, n_kv * in, n_kv * in};
+        for (int i = 0; i < 3; f += n[i], i++)
+            memcpy(pack ? f : parts[i], pack ? parts[i] : f, (size_t)n[i] * sizeof(float));
+    }
+}
+
+/* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the
+ * separate weights' y, KV-cache y and gradients, its own rows of dwqkv and
+ * dbqkv being theirs (to 1e-6: OpenBLAS may sum a narrower product in
+ * another order). */
+static void test_fused_qkv(void)
+{
+    const layer_case cases[] = {
+        {"4:1 groups, biases, norms", 2, 7, 8, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 1, 0.1f, 0, 0, BIASES | NORMS, 0, 0},
+        {"1:1 (GPT-NeoX), biases",  1, 9, 4, 4, 6, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 20, BIASES, 0, 0},
+        {"one group, no bias",      1, 5, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, 0, 0, 0},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const layer_case *c = &cases[t];
+        fixture f;
+        fixture_make(&f, c, 900 + t);
+        const int64_t rep = c->h / c->hkv, D = c->d, rows = f.qd + 2 * f.kv;
+        float *wqkv = malloc(sizeof(float) * rows * f.dim), *bqkv = malloc(sizeof(float) * rows);
+        group_rows(wqkv, f.w[0], f.w[1], f.w[2], c->hkv, rep * D, D, f.dim, 1);
+        if (f.w[4]) group_rows(bqkv, f.w[4], f.w[5], f.w[6], c->hkv, rep * D, D, 1, 1);
+        ra_layer_weights w = {.wo = f.w[3], .bo = f.w[7], .q_norm = f.w[8], .k_norm = f.w[9],
+                              .wqkv = wqkv, .bqkv = f.w[4] ? bqkv : NULL};
+        ra_layer *fused;
+        CHECK(ra_layer_create(&fused, ra_layer_get_config(f.layer), &w) == RA_OK, "%s", c->name);
+        grads want, got;
+        grads_alloc(&want, &f);
+        grads_alloc(&got, &f);
+        CHECK(run_library(&f, NULL, RA_PATH_FLASH, &want) == RA_OK, "%s: separate", c->name);
+        ra_layer *separate = f.layer;
+        f.layer = fused;
+        float *dwqkv = malloc(sizeof(float) * rows * f.dim), *dbqkv = malloc(sizeof(float) * rows);
+        ra_layer_tape *tape;
+        CHECK(ra_layer_tape_create(&tape, fused, f.T) == RA_OK, "tape");
+        ra_forward_options opt = {RA_PATH_FLASH, 1, c->p, 42};
+        ra_layer_grads lg = layer_grads(&got, 0);
+        lg.dwqkv = dwqkv;
+        lg.dbqkv = f.w[4] ? dbqkv : NULL;
+        CHECK(ra_layer_forward_train(fused, NULL, got.y, tape, f.x, c->b, c->s, &f.positions,
+                                     &opt) == RA_OK &&
+                  ra_layer_backward(fused, NULL, got.dx, &lg, tape, f.dy) == RA_OK,
+              "%s: fused", c->name);
+        group_rows(dwqkv, got.dw[0], got.dw[1], got.dw[2], c->hkv, rep * D, D, f.dim, 0);
+        if (f.w[4]) group_rows(dbqkv, got.dw[4], got.dw[5], got.dw[6], c->hkv, rep * D, D, 1, 0);
+        double worst = 0;
+        for (int j = -2; j < N_PARAMS; j++) {
+            const float *a = j == -2 ? got.y : j == -1 ? got.dx : got.dw[j];
+            const float *b = j == -2 ? want.y : j == -1 ? want.dx : want.dw[j];
+            int64_t n = j < 0 ? f.n_x : f.n_w[j];
+            double diff = 0, ref = 0;
+            for (int64_t i = 0; i < n; i++) {
+                diff = fmax(diff, fabs(a[i] - b[i]));
+                ref = fmax(ref, fabs(b[i]));
+            }
+            worst = fmax(worst, ref > 0 ? diff / ref : diff);
+        }
+        CHECK(worst <= 1e-6, "%s: fused vs separate %.3g", c->name, worst);
+        /* Through the KV cache: prefill 3, then one token at a time. */
+        float *y_cached = malloc(sizeof(float) * f.n_x), *y_plain = malloc(sizeof(float) * f.n_x);
+        ra_kv_cache *cache;
+        CHECK(ra_kv_cache_create(&cache, c->b, c->s, c->hkv, D, RA_F32) == RA_OK, "cache");
+        CHECK(ra_layer_forward(separate, NULL, y_plain, f.x, c->b, c->s, NULL, NULL) == RA_OK,
+              "plain");
+        float *xs = malloc(sizeof(float) * f.n_x), *ys = malloc(sizeof(float) * f.n_x);
+        for (int64_t first = 0, n = 3; first < c->s; first += n, n = 1) {
+            for (int64_t b = 0; b < c->b; b++)
+                memcpy(xs + b * n * f.dim, f.x + (b * c->s + first) * f.dim,
+                       sizeof(float) * n * f.dim);
+            CHECK(ra_layer_forward_cached(fused, NULL, cache, ys, xs, c->b, n, NULL) == RA_OK,
+                  "%s: cached", c->name);
+            for (int64_t b = 0; b < c->b; b++)
+                memcpy(y_cached + (b * c->s + first) * f.dim, ys + b * n * f.dim,
+                       sizeof(float) * n * f.dim);
+        }
+        double diff = 0, ref = 0;
+        for (int64_t i = 0; i < f.n_x; i++) {
+            diff = fmax(diff, fabs(y_cached[i] - y_plain[i]));
+            ref = fmax(ref, fabs(y_plain[i]));
+        }
+        CHECK(diff <= 1e-5 * ref, "%s: cached fused vs separate %.3g", c->name, diff / ref);
+        printf("  %-28s fused vs separate %.1e, through the cache %.1e\n", c->name, worst,
+               diff / ref);
+        ra_kv_cache_destroy(cache);
+        ra_layer_tape_destroy(tape);
+        ra_layer_destroy(separate);
+        free(xs), free(ys), free(y_cached), free(y_plain);
+        free(wqkv), free(bqkv), free(dwqkv), free(dbqkv);
+        grads_free(&want);
+        grads_free(&got);
+        fixture_free(&f);
+    }
+    /* wqkv with any of wq .. bv, or bqkv alone, is refused. */
+    float one[64] = {0};
+    ra_layer_config cfg = {.dim = 4, .n_heads = 2, .head_dim = 2, .rope = ra_rope_config_default(2)};
+    ra_layer *layer = (ra_layer *)&cfg;
+    ra_layer_weights both = {.wq = one, .wo = one, .wqkv = one},
+                     bias_alone = {.wq = one, .wk = one, .wv = one, .wo = one, .bqkv = one},
+                     fused_bias = {.wo = one, .wqkv = one, .bk = one};
+    CHECK(ra_layer_create(&layer, &cfg, &both) == RA_ERR_ARGUMENT && layer == NULL, "wq and wqkv");
+    CHECK(ra_layer_create(&layer, &cfg, &bias_alone) == RA_ERR_ARGUMENT, "bqkv alone");
+    CHECK(ra_layer_create(&layer, &cfg, &fused_bias) == RA_ERR_ARGUMENT, "wqkv with bk");
+}
+
 int main(void)
 {
     RUN(test_finite_differences);
@@ -862,5 +977,6 @@ int main(void)
     RUN(test_accumulate_and_reuse);
     RUN(test_tape_keeps_positions);
     RUN(test_errors);
+    RUN(test_fused_qkv);
     return ra_test_summary("layer_backward");
 }

@@ -1423,6 +1423,14 @@ static void test_config_families(void)
         {"{\"model_type\": \"stablelm\", \"use_qk_norm\": true}",
          "config.json: \"use_qk_norm\" (q and k norms) changes attention and is not supported "
          "for model_type \"stablelm\""},
+        {"{\"model_type\": \"falcon\", \"multi_query\": \"yes\"}",
+         "config.json: \"multi_query\" must be true or false"},
+        {"{\"model_type\": \"falcon\", \"n_head_kv\": 8}",
+         "config.json: \"n_head_kv\" (key/value heads (Falcon's name)) changes attention and is "
+         "not supported for model_type \"falcon\""},
+        {"{\"model_type\": \"llama\", \"num_kv_heads\": 8}",
+         "config.json: \"num_kv_heads\" (key/value heads (Falcon's name)) changes attention and "
+         "is not supported for model_type \"llama\""},
         {"{\"model_type\": \"phi\", \"qk_layernorm\": true}",
          "config.json: \"qk_layernorm\" (per-head LayerNorm of q and k) changes attention and "
          "is not supported for model_type \"phi\""},
@@ -1495,6 +1503,15 @@ static void test_config_families(void)
                        &cfg, msg, sizeof msg) == RA_ERR_FORMAT &&
               strcmp(msg, "config.json: \"rope_parameters.sliding_attention.factor\" must be a "
                           "positive number") == 0, "gemma3 bad sliding rope: %s", msg);
+    ra_hf_config_free(&cfg);
+    /* Falcon: FalconConfig's multi_query (true) and new_decoder_architecture. */
+    CHECK(parse_config("{\"model_type\": \"falcon\"}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.multi_query == 1 && cfg.new_decoder_architecture == 0, "falcon defaults");
+    ra_hf_config_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"falcon\", \"multi_query\": false, "
+                       "\"new_decoder_architecture\": true, \"num_kv_heads\": 8}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.multi_query == 0 &&
+              cfg.new_decoder_architecture == 1 && cfg.num_kv_heads == 8, "falcon 40B");
     ra_hf_config_free(&cfg);
     /* Cohere's LayerNorms per head, with CohereConfig's layer_norm_eps. */
     CHECK(parse_config("{\"model_type\": \"cohere\", \"use_qk_norm\": true}", &cfg, msg,

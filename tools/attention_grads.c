@@ -38,8 +38,9 @@ typedef struct gradients {
     float *dx, *dw[N_PROJ], *db[N_PROJ], *dnorm[2];
 } gradients;
 
-/* A fused projection's gradients (Phi-3's qkv_proj) share one buffer, as
- * its rows: dw[Q], dw[K], dw[V] (and db's) point into dw[Q]'s (db[Q]'s). */
+/* A fused projection's gradients share one buffer, dw[Q] (db[Q]), laid out
+ * as the fused weight: in its rows (Phi-3's qkv_proj), dw[K], dw[V] (and
+ * db's) point into it; grouped (GPT-NeoX), they are NULL. */
 static void gradients_free(gradients *g, int fused)
 {
     free(g->dx);
@@ -57,6 +58,7 @@ static ra_status alloc_projections(const attention_tensors *t, gradients *g)
         const ra_st_tensor *w = t->proj[p], *b = t->bias[p];
         if (t->fused && p == PROJ_Q) w = t->fused, b = t->fused_bias;
         if (t->fused && (p == PROJ_K || p == PROJ_V)) { /* rows of Q's buffers */
+            if (t->packing == FUSED_GROUPED) continue;
             g->dw[p] = g->dw[p - 1] + t->proj[p - 1]->count;
             if (b) g->db[p] = g->db[p - 1] + t->bias[p - 1]->count;
             continue;
@@ -97,6 +99,11 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
                             .dwo = g->dw[PROJ_O], .dbq = g->db[PROJ_Q], .dbk = g->db[PROJ_K],
                             .dbv = g->db[PROJ_V], .dbo = g->db[PROJ_O], .dq_norm = g->dnorm[0],
                             .dk_norm = g->dnorm[1]};
+    if (job->tensors->packing == FUSED_GROUPED) { /* the layer's wqkv */
+        grads = (ra_layer_grads){.dwo = g->dw[PROJ_O], .dbo = g->db[PROJ_O],
+                                 .dq_norm = g->dnorm[0], .dk_norm = g->dnorm[1],
+                                 .dwqkv = g->dw[PROJ_Q], .dbqkv = g->db[PROJ_Q]};
+    }
     if (status == RA_OK)
         status = ra_layer_backward(job->layer, ctx, g->dx, &grads, tape, job->dy->data);
     ra_layer_tape_destroy(tape);
@@ -121,24 +128,6 @@ static void describe(ra_st_tensor *out, const ra_st_tensor *like, float *data)
 static int write_gradients(const attention_grads_job *job, gradients *g)
 {
     const attention_tensors *t = job->tensors;
-    if (t->fused_per_head) { /* GPT-NeoX: back to its rows' order, [H, 3, D] */
-        const ra_layer_config *c = ra_layer_get_config(job->layer);
-        float *packed[2] = {malloc((size_t)t->fused->count * sizeof(float)),
-                            t->fused_bias ? malloc((size_t)t->fused_bias->count * sizeof(float))
-                                          : NULL};
-        if (!packed[0] || (t->fused_bias && !packed[1])) {
-            free(packed[0]), free(packed[1]);
-            return cli_fail(EXIT_FAIL, "out of memory for the gradients");
-        }
-        checkpoint_per_head_rows(packed[0], g->dw[PROJ_Q], c->n_heads, c->head_dim, c->dim, 1);
-        free(g->dw[PROJ_Q]);
-        g->dw[PROJ_Q] = packed[0];
-        if (packed[1]) {
-            checkpoint_per_head_rows(packed[1], g->db[PROJ_Q], c->n_heads, c->head_dim, 1, 1);
-            free(g->db[PROJ_Q]);
-            g->db[PROJ_Q] = packed[1];
-        }
-    }
     ra_st_tensor *out = malloc((size_t)(1 + 2 * N_PROJ + 2 + t->n_head_norms[0] +
                                         t->n_head_norms[1]) * sizeof *out);
     ra_st_tensor x = {.name = "x", .ndim = job->x->ndim, .count = job->x->count};

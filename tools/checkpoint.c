@@ -14,10 +14,9 @@ typedef struct naming_scheme {
     const char *infix;  /* after the layer number; NULL: not per layer */
     const char *names[N_PROJ]; /* a fused scheme names its tensor thrice */
     ra_layout layout;
-    int fused;          /* names[Q..V] is one tensor (FUSED_ROWS, FUSED_PER_HEAD) */
+    fused_packing fused; /* names[Q..V] is one tensor, packed so (a config may
+                            say otherwise: Falcon) */
 } naming_scheme;
-
-enum { NOT_FUSED, FUSED_ROWS, FUSED_PER_HEAD };
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
 #define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
@@ -26,6 +25,7 @@ enum { NOT_FUSED, FUSED_ROWS, FUSED_PER_HEAD };
 #define GPTJ_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}
 #define NEOX_NAMES {"query_key_value.weight", "query_key_value.weight", \
                     "query_key_value.weight", "dense.weight"}
+#define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
 
 /* Tried in order; the first whose four projections are all there wins.
  * A multimodal model's text layers sit under language_model
@@ -43,7 +43,9 @@ static const naming_scheme schemes[] = {
     {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
     {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
     {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
-    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_PER_HEAD},
+    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG}, /* Falcon */
+    {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
 };
 #define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
 
@@ -399,7 +401,7 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];
-        out->fused_per_head = scheme->fused == FUSED_PER_HEAD;
+        out->packing = scheme->fused;
         for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     }
     return failed;
@@ -417,50 +419,13 @@ static void row_view(ra_st_tensor *view, const ra_st_tensor *t, int64_t first, i
     view->nbytes = (size_t)n * row_bytes;
 }
 
-void checkpoint_per_head_rows(float *dst, const float *src, int64_t heads, int64_t head_dim,
-                              int64_t row, int pack)
-{
-    const size_t block = (size_t)(head_dim * row); /* one head's rows of q, k or v */
-    for (int64_t h = 0; h < heads; h++)
-        for (int64_t j = 0; j < 3; j++) {
-            const size_t per_head = (size_t)(h * 3 + j) * block, rows = (size_t)(j * heads + h) * block;
-            memcpy(dst + (pack ? per_head : rows), src + (pack ? rows : per_head),
-                   block * sizeof(float));
-        }
-}
-
-/* GPT-NeoX: f's rows [H, 3, D] (as float32) reordered to [3, H, D] in
- * t->unpacked[i], which then stands for f. */
-static int unpack_per_head(attention_tensors *t, int i, const char *path, int64_t heads,
-                           int64_t head_dim)
-{
-    const ra_st_tensor *f = i ? t->fused_bias : t->fused;
-    float *raw;
-    int failed = checkpoint_load_f32(f, path, &raw);
-    if (failed) return failed;
-    float *rows = malloc((size_t)f->count * sizeof(float));
-    if (!rows) {
-        free(raw);
-        return cli_fail(EXIT_FAIL, "out of memory loading '%s' from %s", f->name, path);
-    }
-    checkpoint_per_head_rows(rows, raw, heads, head_dim, f->ndim == 2 ? f->shape[1] : 1, 0);
-    free(raw);
-    t->unpacked[i] = *f;
-    t->unpacked[i].dtype = RA_ST_F32;
-    t->unpacked[i].data = rows;
-    t->unpacked[i].nbytes = (size_t)f->count * sizeof(float);
-    return 0;
-}
-
 void checkpoint_tensors_free(attention_tensors *t)
 {
     for (int i = 0; i < 2; i++) {
-        free((void *)t->unpacked[i].data);
         free(t->head_norms[i]);
         t->head_norms[i] = NULL;
         t->n_head_norms[i] = 0;
     }
-    memset(t->unpacked, 0, sizeof t->unpacked);
 }
 
 int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, float **out)
@@ -488,7 +453,7 @@ int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, fl
 }
 
 int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
-                           int64_t kv_rows, int64_t head_dim)
+                           int64_t kv_rows)
 {
     const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
     for (int i = 0; i < 2; i++) {
@@ -498,22 +463,17 @@ int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_row
         if (f->ndim != 2 - i || f->count == 0 || q_rows > f->shape[0] || rest % 2 != 0 ||
             rest / 2 != kv_rows)
             return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows (wq's, "
-                            "then wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
+                            "wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
                             (long long)q_rows, (long long)kv_rows);
-        if (t->fused_per_head) {
-            if (kv_rows != q_rows)
-                return cli_fail(EXIT_FAIL, "tensor '%s' in %s packs q, k and v per head: it "
-                                "needs as many key/value heads as query heads", f->name, path);
-            int failed = unpack_per_head(t, i, path, q_rows / head_dim, head_dim);
-            if (failed) return failed;
-            f = &t->unpacked[i];
-        }
         ra_st_tensor *views = i ? t->bias_views : t->views;
         const ra_st_tensor **to = i ? t->bias : t->proj;
         row_view(&views[0], f, 0, q_rows);
         row_view(&views[1], f, q_rows, kv_rows);
         row_view(&views[2], f, q_rows + kv_rows, kv_rows);
-        for (int p = PROJ_Q; p <= PROJ_V; p++) to[p] = &views[p];
+        for (int p = PROJ_Q; p <= PROJ_V; p++) {
+            if (t->packing == FUSED_GROUPED) views[p].data = NULL; /* shapes only */
+            to[p] = &views[p];
+        }
     }
     return 0;
 }

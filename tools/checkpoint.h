@@ -17,6 +17,10 @@
  *   GPT-J                            transformer.h.N.attn.{q,k,v,out}_proj.weight
  *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
  *                                    (fused, per head), attention.dense
+ *   Falcon                           transformer.h.N.self_attention.query_key_value
+ *                                    (fused as the config says), dense
+ *   InternLM2                        model.layers.N.attention.wqkv (fused per
+ *                                    key/value head), wo
  * Meta's names imply the interleaved RoPE layout; Hugging Face names the half
  * layout (its conversion permutes the rows of wq and wk).  A sharded
  * checkpoint is given by its model.safetensors.index.json: the tensors are
@@ -32,6 +36,19 @@
 
 enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
 
+/* How a fused q/k/v weight packs its rows. */
+typedef enum fused_packing {
+    FUSED_NONE,
+    FUSED_ROWS,    /* all of q's rows, then k's, then v's: Phi-3's qkv_proj,
+                      Falcon's multi-query query_key_value */
+    FUSED_GROUPED, /* per key/value head, its query heads' rows, then its
+                      key's, then its value's: GPT-NeoX ([H, 3, D]), Falcon's
+                      new_decoder_architecture, InternLM2's wqkv; the layer
+                      reads it as it is (ra_layer_weights.wqkv) */
+    FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's
+                        query_key_value): the caller sets packing */
+} fused_packing;
+
 typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
@@ -43,16 +60,14 @@ typedef struct attention_tensors {
     int64_t n_head_norms[2];
     ra_layout layout;                 /* the layout the names imply */
     int64_t layer;                    /* the layer number in the names; -1: none */
-    /* A fused projection (Phi-3's qkv_proj: the rows of wq, then wk, then
-     * wv) and its bias, NULL otherwise.  proj[Q..V] and bias[Q..V] are NULL
-     * until checkpoint_split_fused points them at row ranges of it. */
+    /* A fused projection and its bias (NULL otherwise), packed as
+     * `packing` says.  proj[Q..V] and bias[Q..V] are NULL until
+     * checkpoint_split_fused points them at views of it: row ranges of it
+     * (FUSED_ROWS), or (FUSED_GROUPED) descriptions of wq's, wk's and wv's
+     * shapes only, with no data (the layer reads the fused weight). */
     const ra_st_tensor *fused, *fused_bias;
+    fused_packing packing;
     ra_st_tensor views[3], bias_views[3];
-    /* GPT-NeoX's query_key_value packs rows per head, [H, 3, D]: the split
-     * reads it (and its bias) into float32 copies in [3, H, D] order, owned
-     * here (checkpoint_tensors_free), and views those. */
-    int fused_per_head;
-    ra_st_tensor unpacked[2];
 } attention_tensors;
 
 /* The .safetensors files of a checkpoint: the one at path, or, when path
@@ -79,23 +94,18 @@ void checkpoint_files_close(checkpoint_files *files); /* zeroes it */
 int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
                               attention_tensors *out);
 
-/* Points proj[Q..V] (and bias[Q..V]) at rows [0, q_rows), [q_rows, q_rows +
- * kv_rows) and the last kv_rows of the fused tensor, in place (no copy).
- * On a fused tensor of another shape prints one message and returns
- * EXIT_FAIL. */
+/* Points proj[Q..V] (and bias[Q..V]) at views of the fused tensor, as
+ * t->packing says: q_rows of wq and kv_rows each of wk and wv, in place
+ * (no copy).  On a fused tensor of another shape prints one message and
+ * returns EXIT_FAIL. */
 int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
-                           int64_t kv_rows, int64_t head_dim);
-void checkpoint_tensors_free(attention_tensors *t); /* the unpacked copies, head_norms */
+                           int64_t kv_rows);
+void checkpoint_tensors_free(attention_tensors *t); /* head_norms */
 
 /* Norm i (0: q, 1: k) as float32: norm[i], else the head_norms[i] one after
  * another; *out NULL (and 0) when the layer has none.  On failure prints one
  * message and returns EXIT_FAIL. */
 int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, float **out);
-
-/* Rows of row values each, [3, heads, head_dim] -> [heads, 3, head_dim]
- * (pack set; GPT-NeoX's order) or back (pack 0), dst and src apart. */
-void checkpoint_per_head_rows(float *dst, const float *src, int64_t heads, int64_t head_dim,
-                              int64_t row, int pack);
 
 /* The layer number text[0, len) spells in canonical decimal (no sign, no
  * leading zero but "0" itself, within int64), else -1. */

@@ -31,13 +31,16 @@ static const char usage[] =
     "                          [--prefill P [--cache-dtype f32|f16|bf16]]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "\n"
-    "Runs one attention layer (the seed's Attention module, inference mode):\n"
+    "Runs one attention layer (the Attention module of Meta's LLaMA reference\n"
+    "code, inference mode):\n"
     "x -> wq, wk, wv -> RoPE -> causal grouped-query attention -> wo.\n"
     "\n"
     "  --weights W     safetensors with wq/wk/wv/wo.weight (Meta's LLaMA code) or\n"
     "                  q/k/v/o_proj.weight (Hugging Face, also under\n"
     "                  model.layers.N.self_attn. or a multimodal model's\n"
-    "                  language_model; Phi's dense, Phi-3's fused qkv_proj);\n"
+    "                  language_model; Phi's dense, Phi-3's fused qkv_proj,\n"
+    "                  GPT-J, GPT-NeoX, Falcon and InternLM2 names, the fused\n"
+    "                  ones read in place);\n"
     "                  F32, F16, BF16 or F64; or a sharded checkpoint's\n"
     "                  model.safetensors.index.json\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
@@ -45,7 +48,7 @@ static const char usage[] =
     "  --layer N       which layer, when W holds several\n"
     "  --n-heads H     query heads (required unless --config gives them)\n"
     "  --n-kv-heads K  key/value heads (default: config, else wk's rows / head_dim)\n"
-    "  --layout L      interleaved (default for seed names) or half (default for\n"
+    "  --layout L      interleaved (default for Meta's names) or half (default for\n"
     "                  Hugging Face names, whose wq and wk rows are permuted)\n"
     "  --start-pos P   position of the first token (default 0)\n"
     "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
@@ -79,8 +82,9 @@ static const char usage[] =
     "\n"
     "The config's model_type (its text_config's, for a multimodal model) says how\n"
     "the family is read: its layout (interleaved for Cohere and GLM), softmax\n"
-    "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2), clip_qkv (OLMo), rope per\n"
-    "layer (Gemma 3, SmolLM3).  A family, config key or tensor of the layer that\n"
+    "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2; LayerNorms per head:\n"
+    "Cohere, StableLM 2), clip_qkv (OLMo), rope per layer (Gemma 3, SmolLM3),\n"
+    "Falcon's packing.  A family, config key or tensor of the layer that\n"
     "ropeattn does not run (gpt-oss's sinks, soft-capping, Llama 4 ...) is refused,\n"
     "naming it: never run as something else.\n";
 
@@ -121,9 +125,40 @@ static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_
                     t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
 }
 
-/* A fused qkv_proj (Phi-3) split into wq, wk, wv by the head counts of the
- * flags or config and head_dim (the config's, else hidden_size / n_heads,
- * as transformers, else in_features / n_heads). */
+/* Falcon's query_key_value, packed as its config says (FalconAttention):
+ * new_decoder_architecture, per group of num_kv_heads; else multi_query,
+ * all q rows and one key and value head; else per head ([H, 3, D]).
+ * Sets the packing and *n_kv_heads. */
+static int falcon_packing(const attention_options *opts, const ra_hf_config *hf,
+                          checkpoint *ckpt, int64_t n_heads, int64_t *n_kv_heads)
+{
+    const ra_hf_family *family = hf->family;
+    if (!family || !(family->features & RA_HF_FALCON_QKV))
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: how it packs q, k and v is in a Falcon "
+                        "config (multi_query, new_decoder_architecture): give --config with "
+                        "model_type \"falcon\"", ckpt->tensors.fused->name, ckpt->path);
+    if (hf->has_num_key_value_heads)
+        return cli_fail(EXIT_FAIL, "%s: model_type \"falcon\" reads num_kv_heads, not "
+                        "num_key_value_heads (transformers would ignore it): refused",
+                        opts->rope.config_path);
+    int64_t kv = hf->has_num_kv_heads ? hf->num_kv_heads : n_heads;
+    ckpt->tensors.packing = hf->new_decoder_architecture || !hf->multi_query ? FUSED_GROUPED
+                                                                              : FUSED_ROWS;
+    if (!hf->new_decoder_architecture && hf->multi_query) kv = 1;
+    if (!hf->new_decoder_architecture && !hf->multi_query && kv != n_heads)
+        return cli_fail(EXIT_FAIL, "%s: num_kv_heads %lld with neither multi_query nor "
+                        "new_decoder_architecture: Falcon packs q, k and v per query head",
+                        opts->rope.config_path, (long long)kv);
+    if (opts->has_n_kv_heads && opts->n_kv_heads != kv)
+        return cli_fail(EXIT_USAGE, "attention: --n-kv-heads %lld, but the Falcon config packs "
+                        "%lld key/value heads", (long long)opts->n_kv_heads, (long long)kv);
+    *n_kv_heads = kv;
+    return 0;
+}
+
+/* A fused q/k/v weight split into wq, wk, wv views by the head counts of
+ * the flags or config and head_dim (the config's, else hidden_size /
+ * n_heads, as transformers, else in_features / n_heads). */
 static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, checkpoint *ckpt)
 {
     const ra_st_tensor *fused = ckpt->tensors.fused;
@@ -134,6 +169,10 @@ static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, 
     int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
                          : hf->has_num_key_value_heads ? hf->num_key_value_heads
                                                        : n_heads;
+    if (ckpt->tensors.packing == FUSED_BY_CONFIG) {
+        int failed = falcon_packing(opts, hf, ckpt, n_heads, &n_kv_heads);
+        if (failed) return failed;
+    }
     int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;
     int64_t head_dim = hf->has_head_dim      ? hf->head_dim
                        : hf->has_hidden_size ? hf->hidden_size / n_heads
@@ -142,7 +181,7 @@ static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, 
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s: no head_dim follows from its shape and "
                         "%lld heads", fused->name, ckpt->path, (long long)n_heads);
     return checkpoint_split_fused(&ckpt->tensors, ckpt->path, n_heads * head_dim,
-                                  n_kv_heads * head_dim, head_dim);
+                                  n_kv_heads * head_dim);
 }
 
 /* The q/k norm tensors the family reads, and nothing else:
@@ -411,8 +450,13 @@ static int create_layer(const checkpoint *ckpt, const ra_hf_family *family,
                         ra_layer **layer)
 {
     const attention_tensors *t = &ckpt->tensors;
+    /* A grouped fused weight is the layer's wqkv (in weights[PROJ_Q]) and
+     * bqkv (weights[N_PROJ + PROJ_Q]). */
+    const int grouped = t->packing == FUSED_GROUPED;
     for (int i = 0; i < 2 * N_PROJ; i++) {
         const ra_st_tensor *src = i < N_PROJ ? t->proj[i] : t->bias[i - N_PROJ];
+        if (grouped && (i % N_PROJ) != PROJ_O)
+            src = i == PROJ_Q ? t->fused : i == N_PROJ + PROJ_Q ? t->fused_bias : NULL;
         int failed = src ? checkpoint_load_f32(src, ckpt->path, &weights[i]) : 0;
         if (failed) return failed;
     }
@@ -429,6 +473,10 @@ static int create_layer(const checkpoint *ckpt, const ra_hf_family *family,
                           .wo = weights[PROJ_O], .bq = bias[PROJ_Q], .bk = bias[PROJ_K],
                           .bv = bias[PROJ_V], .bo = bias[PROJ_O], .q_norm = norm[0],
                           .k_norm = norm[1]};
+    if (grouped)
+        w = (ra_layer_weights){.wo = weights[PROJ_O], .bo = bias[PROJ_O], .q_norm = norm[0],
+                               .k_norm = norm[1], .wqkv = weights[PROJ_Q],
+                               .bqkv = bias[PROJ_Q]};
     ra_status status = ra_layer_create(layer, config, &w);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the attention layer");
 }

@@ -34,16 +34,19 @@ typedef struct field {
     field_kind kind;
     int64_t max;            /* POSITIVE_INTEGER: the largest value */
     int in_rope_parameters; /* newer configs may nest it in "rope_parameters" */
+    unsigned feature;       /* an alias: the family feature that reads it */
     size_t value, has;      /* offsets in ra_hf_config */
 } field;
 
 #define FIELD(name, kind, max, nested)                                      \
-    {#name, kind, max, nested, offsetof(ra_hf_config, name),                \
+    {#name, kind, max, nested, 0, offsetof(ra_hf_config, name),             \
      offsetof(ra_hf_config, has_##name)}
 /* Another name for a field, read (when the field is absent) only in the
- * families whose configs use it (RA_HF_ALIASES: GPT-J, GPT-NeoX). */
-#define ALIAS(key, name, kind, max)                                          \
-    {key, kind, max, 0, offsetof(ra_hf_config, name), offsetof(ra_hf_config, has_##name)}
+ * families whose configs use it (the family feature: RA_HF_ALIASES for
+ * GPT-J and GPT-NeoX). */
+#define ALIAS(key, name, kind, max, feature)                                 \
+    {key, kind, max, 0, feature, offsetof(ra_hf_config, name),               \
+     offsetof(ra_hf_config, has_##name)}
 
 /* Sizes up to INT32_MAX, as --n-heads and --n-kv-heads take; positions as
  * --max-position-embeddings takes them. */
@@ -67,14 +70,15 @@ static const field fields[] = {
     FIELD(rotary_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(clip_qkv, POSITIVE_NUMBER, 0, 0),
     FIELD(layer_norm_eps, POSITIVE_NUMBER, 0, 0),
+    FIELD(num_kv_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
 };
 
 static const field aliases[] = {
-    ALIAS("n_embd", hidden_size, POSITIVE_INTEGER, MAX_SIZE),
-    ALIAS("n_head", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE),
-    ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS),
-    ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0),
-    ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0),
+    ALIAS("n_embd", hidden_size, POSITIVE_INTEGER, MAX_SIZE, RA_HF_ALIASES),
+    ALIAS("n_head", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, RA_HF_ALIASES),
+    ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, RA_HF_ALIASES),
+    ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0, RA_HF_ALIASES),
+    ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0, RA_HF_ALIASES),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
@@ -216,6 +220,32 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_config *out
     return RA_OK;
 }
 
+/* A boolean key: true, false, 1 or 0; absent or null: *out = absent. */
+static ra_status read_flag(const cJSON *root, const char *key, int absent, int *out,
+                          const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
+    int64_t v = absent;
+    if (item != NULL && cJSON_IsBool(item)) v = cJSON_IsTrue(item);
+    else if (item != NULL && !ra_io_json_integer(item, &v)) v = -1;
+    if (v != 0 && v != 1)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
+                          name, key);
+    *out = (int)v;
+    return RA_OK;
+}
+
+/* Falcon's packing keys, with FalconConfig's defaults. */
+static ra_status read_falcon(const cJSON *root, ra_hf_config *out, const char *name, char *msg,
+                             size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_FALCON_QKV)) return RA_OK;
+    RA_TRY(read_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
+    return read_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
+                     msg, msg_len);
+}
+
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
  * StableLM's qk_layernorm): true, false, 1, 0 or null (false). */
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, const char *name,
@@ -225,17 +255,7 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, con
     const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
                       : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
                                                       : NULL;
-    const cJSON *item = NULL;
-    if (key) RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
-    if (item == NULL) return RA_OK;
-    int64_t v = -1;
-    if (cJSON_IsBool(item)) v = cJSON_IsTrue(item);
-    else if (!ra_io_json_integer(item, &v)) v = -1;
-    if (v != 0 && v != 1)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
-                          name, key);
-    out->head_layer_norms = (int)v;
-    return RA_OK;
+    return key ? read_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
 /* model_type of the text model: text's, else the top level's; "" when
@@ -268,8 +288,9 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
             RA_TRY(ra_io_json_key(nested, fields[i].key, name, &item, msg, msg_len));
         if (item != NULL) RA_TRY(store(&fields[i], item, out, name, msg, msg_len));
     }
-    for (size_t i = 0; out->family && (out->family->features & RA_HF_ALIASES) &&
-                       i < sizeof aliases / sizeof aliases[0]; i++) {
+    unsigned features = out->family ? out->family->features : 0;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        if (!(aliases[i].feature & features)) continue;
         const cJSON *item;
         int has;
         memcpy(&has, (const char *)out + aliases[i].has, sizeof has);
@@ -297,9 +318,9 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
+    RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
     apply_defaults(root, out, 1);
-    unsigned features = out->family ? out->family->features : 0;
     if (out->rope.has_mrope && !(features & RA_HF_MROPE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: rope type \"mrope\" (3-D multimodal positions) is supported for "

@@ -32,13 +32,15 @@
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does. */
 static const ra_hf_family families[] = {
-    {"baichuan", H, 0, FUSED, NULL},
+    {"baichuan", H, 0,
+     "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
+     "not name", NULL},
     {"chatglm", I, 0, FUSED, NULL},
     {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05"},
     {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL},
     {"deepseek_v2", I, 0, MLA, NULL},
     {"deepseek_v3", I, 0, MLA, NULL},
-    {"falcon", H, 0, FUSED, NULL},
+    {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL},
     {"gemma", H, 0, NULL, NULL},
     {"gemma2", H, RA_HF_PRE_ATTN_SCALAR,
      "its attention logits are soft-capped (attn_logit_softcapping), not supported yet", NULL},
@@ -52,7 +54,7 @@ static const ra_hf_family families[] = {
     {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
     {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
     {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
-    {"internlm2", H, 0, FUSED, NULL},
+    {"internlm2", H, 0, NULL, NULL},
     {"kimi_k2", I, 0, MLA, NULL},
     {"llama", H, 0, NULL, NULL},
     {"llama4", I, 0,
@@ -148,8 +150,8 @@ static const attention_key attention_keys[] = {
     {"rope_ratio", NULL_ONLY, 0, "the rope base (ChatGLM's name)"},
     {"kv_channels", NULL_ONLY, 0, "the head size (ChatGLM's name)"},
     {"multi_query_group_num", NULL_ONLY, 0, "key/value heads (ChatGLM's name)"},
-    {"multi_query", FALSE_ONLY, 0, "key/value heads (Falcon's name)"},
-    {"num_kv_heads", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
+    {"multi_query", FALSE_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
+    {"num_kv_heads", NULL_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
 };

@@ -222,6 +222,9 @@ enum {
                                             its own weights, q_norm.weight [H, D] (Cohere) */
     RA_HF_QK_LAYERNORM = 1 << 13,        /* qk_layernorm: a LayerNorm per head,
                                             q_layernorm.norms.N.weight [D] (StableLM 2) */
+    RA_HF_FALCON_QKV = 1 << 14,          /* multi_query, new_decoder_architecture and
+                                            num_kv_heads say how query_key_value packs
+                                            q, k and v (Falcon) */
 };
 
 /* How one model_type is read. */
@@ -262,15 +265,20 @@ typedef struct ra_hf_config {
     int64_t rotary_dim;            /* GPT-J: the features that rotate (a count) */
     double clip_qkv;               /* OLMo: q, k, v clamped to [-clip_qkv, clip_qkv] */
     double layer_norm_eps;         /* the LayerNorms' epsilon (Cohere, StableLM) */
+    int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
-        has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps;
+        has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
+        has_num_kv_heads;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
     int head_layer_norms;
+    /* Falcon (RA_HF_FALCON_QKV): FalconConfig's multi_query (default true)
+     * and new_decoder_architecture (default false), with num_kv_heads. */
+    int multi_query, new_decoder_architecture;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */

@@ -34,6 +34,12 @@ What each family's attention does, from transformers' modeling_<family>.py:
   gptj       rotate_every_two (interleaved) on the first rotary_dim features
   gpt_neox   query_key_value viewed as [B, S, H, 3 D] and split per head;
              rotate_half on the first int(D * rotary_pct) features
+  falcon     query_key_value split by FalconAttention._split_heads:
+             new_decoder_architecture: [B, S, Hkv, H/Hkv + 2, D]; else
+             multi_query (the default): [B, S, H + 2, D]; else [B, S, H, 3, D];
+             rotate_half; dense
+  internlm2  wqkv as "b q (h gs d) -> b q h gs d", gs = H/Hkv + 2: each
+             group's query heads, then its key, then its value; wo
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
@@ -413,6 +419,50 @@ def family_cases(out):
                                      rope_theta=1e4, rotary_pct=None, rotary_emb_base=None),
          named(w, layers(0)), x_neox, attention(x_neox, w, f), 0)
 
+    # Falcon: query_key_value packed three ways, by multi_query (FalconConfig's
+    # default: true) and new_decoder_architecture; dense.  head_dim is
+    # hidden_size / num_attention_heads.
+    def grouped(parts, groups):
+        """[groups, H/groups + 2, D] rows from q [H D], k, v [groups D] (rows
+        of matrices or of bias vectors)."""
+        q, k, v = (a.reshape(groups, -1, *a.shape[1:]) for a in parts)
+        return np.concatenate([q, k, v], 1).reshape(-1, *parts[0].shape[1:])
+    x_f = f32(RNG.normal(0, 1, (B, S, H * D)))
+    base_f = {"model_type": "falcon", "hidden_size": H * D, "num_attention_heads": H,
+              "rope_theta": 1e4, "alibi": False, "parallel_attn": True,
+              "max_position_embeddings": 2048}
+    p = "transformer.h.0.self_attention."
+    for name, extra, K_f, bias in (
+            ("falcon_multi_query", {}, 1, False),
+            ("falcon_new_decoder", {"new_decoder_architecture": True, "num_kv_heads": 2}, 2,
+             True),
+            ("falcon_per_head", {"multi_query": False}, H, True)):
+        w = weights(H * D, H, K_f, D, biases="qkvo" if bias else "")
+        cfg = dict(base_f, bias=bias, **extra)
+        if name == "falcon_multi_query":
+            qkv = np.concatenate([w["q"], w["k"], w["v"]])
+        else:
+            qkv = grouped([w["q"], w["k"], w["v"]], K_f)
+        tensors = {p + "query_key_value.weight": qkv, p + "dense.weight": w["o"]}
+        if bias:
+            tensors[p + "query_key_value.bias"] = grouped([w["bq"], w["bk"], w["bv"]], K_f)
+            tensors[p + "dense.bias"] = w["bo"]
+        f = {"H": H, "K": K_f, "D": D, "inv": inv_freq(1e4, D), "layout": "half"}
+        save(out, name, cfg, tensors, x_f, attention(x_f, w, f), 0)
+    falcon = tensors
+
+    # InternLM2: wqkv grouped per key/value head; wo; dynamic NTK rope,
+    # unchanged within max_position_embeddings.
+    # (head_dim is hidden_size / num_attention_heads.)
+    w = weights(H * D, H, K, D)
+    cfg = dict(base, model_type="internlm2", hidden_size=H * D, rope_theta=1e6, bias=False,
+               rope_scaling={"type": "dynamic", "factor": 2.0})
+    del cfg["head_dim"]
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half"}
+    tensors = {"model.layers.0.attention.wqkv.weight": grouped([w["q"], w["k"], w["v"]], K),
+               "model.layers.0.attention.wo.weight": w["o"]}
+    save(out, "internlm2", cfg, tensors, x_f, attention(x_f, w, f), 0)
+
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.
     w = weights(dim, H, K, D)
@@ -490,6 +540,12 @@ def family_cases(out):
          {"transformer.h.0.attn." + n: a for n, a in (
              ("q_proj.weight", w["q"]), ("k_proj.weight", w["k"]), ("v_proj.weight", w["v"]),
              ("out_proj.weight", w["o"]))}, '"rope_theta" is set'),
+        ("falcon_alibi", dict(base_f, alibi=True), falcon, '"alibi"'),
+        ("falcon_without_config", dict(base_f, model_type="llama"), falcon,
+             "how it packs q, k and v is in a Falcon config"),
+        ("falcon_num_key_value_heads", dict(base_f, num_key_value_heads=1), falcon,
+         "reads num_kv_heads, not num_key_value_heads"),
+        ("baichuan", dict(base, model_type="baichuan"), plain, 'model_type "baichuan" is refused'),
         ("mrope_outside_qwen_vl", dict(base, model_type="llama",
                                        rope_scaling={"type": "mrope", "mrope_section": [8]}),
          plain, 'rope type "mrope"'),

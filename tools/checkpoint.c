@@ -46,6 +46,8 @@ static const naming_scheme schemes[] = {
     {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
     {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG}, /* Falcon */
     {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
+     FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */
 };
 #define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
 

@@ -21,6 +21,9 @@
  *                                    (fused as the config says), dense
  *   InternLM2                        model.layers.N.attention.wqkv (fused per
  *                                    key/value head), wo
+ *   ChatGLM 2, 3, GLM-4 (remote)     transformer.encoder.layers.N.self_attention.
+ *                                    query_key_value (fused as the config says),
+ *                                    dense
  * Meta's names imply the interleaved RoPE layout; Hugging Face names the half
  * layout (its conversion permutes the rows of wq and wk).  A sharded
  * checkpoint is given by its model.safetensors.index.json: the tensors are
@@ -45,8 +48,8 @@ typedef enum fused_packing {
                       key's, then its value's: GPT-NeoX ([H, 3, D]), Falcon's
                       new_decoder_architecture, InternLM2's wqkv; the layer
                       reads it as it is (ra_layer_weights.wqkv) */
-    FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's
-                        query_key_value): the caller sets packing */
+    FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's and
+                        ChatGLM's query_key_value): the caller sets packing */
 } fused_packing;
 
 typedef struct attention_tensors {

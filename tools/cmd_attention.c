@@ -125,33 +125,42 @@ static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_
                     t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
 }
 
-/* Falcon's query_key_value, packed as its config says (FalconAttention):
+/* query_key_value packed as the config says.  Falcon (FalconAttention):
  * new_decoder_architecture, per group of num_kv_heads; else multi_query,
  * all q rows and one key and value head; else per head ([H, 3, D]).
- * Sets the packing and *n_kv_heads. */
-static int falcon_packing(const attention_options *opts, const ra_hf_config *hf,
+ * ChatGLM: multi_query_attention, all q rows and multi_query_group_num key
+ * and value heads; else per head.  Sets the packing and *n_kv_heads. */
+static int config_packing(const attention_options *opts, const ra_hf_config *hf,
                           checkpoint *ckpt, int64_t n_heads, int64_t *n_kv_heads)
 {
-    const ra_hf_family *family = hf->family;
-    if (!family || !(family->features & RA_HF_FALCON_QKV))
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: how it packs q, k and v is in a Falcon "
-                        "config (multi_query, new_decoder_architecture): give --config with "
-                        "model_type \"falcon\"", ckpt->tensors.fused->name, ckpt->path);
-    if (hf->has_num_key_value_heads)
-        return cli_fail(EXIT_FAIL, "%s: model_type \"falcon\" reads num_kv_heads, not "
-                        "num_key_value_heads (transformers would ignore it): refused",
-                        opts->rope.config_path);
-    int64_t kv = hf->has_num_kv_heads ? hf->num_kv_heads : n_heads;
-    ckpt->tensors.packing = hf->new_decoder_architecture || !hf->multi_query ? FUSED_GROUPED
-                                                                              : FUSED_ROWS;
-    if (!hf->new_decoder_architecture && hf->multi_query) kv = 1;
-    if (!hf->new_decoder_architecture && !hf->multi_query && kv != n_heads)
-        return cli_fail(EXIT_FAIL, "%s: num_kv_heads %lld with neither multi_query nor "
-                        "new_decoder_architecture: Falcon packs q, k and v per query head",
-                        opts->rope.config_path, (long long)kv);
+    const unsigned features = hf->family ? hf->family->features : 0;
+    if (!(features & (RA_HF_FALCON_QKV | RA_HF_CHATGLM)))
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: how it packs q, k and v is in its "
+                        "config (Falcon's multi_query, new_decoder_architecture; ChatGLM's "
+                        "multi_query_attention): give --config with its model_type",
+                        ckpt->tensors.fused->name, ckpt->path);
+    int64_t kv = n_heads;
+    if (features & RA_HF_CHATGLM) {
+        if (hf->multi_query) kv = hf->num_key_value_heads;
+        ckpt->tensors.packing = hf->multi_query ? FUSED_ROWS : FUSED_GROUPED;
+    } else {
+        if (hf->has_num_key_value_heads)
+            return cli_fail(EXIT_FAIL, "%s: model_type \"falcon\" reads num_kv_heads, not "
+                            "num_key_value_heads (transformers would ignore it): refused",
+                            opts->rope.config_path);
+        if (hf->has_num_kv_heads) kv = hf->num_kv_heads;
+        ckpt->tensors.packing = hf->new_decoder_architecture || !hf->multi_query
+                                    ? FUSED_GROUPED
+                                    : FUSED_ROWS;
+        if (!hf->new_decoder_architecture && hf->multi_query) kv = 1;
+        if (!hf->new_decoder_architecture && !hf->multi_query && kv != n_heads)
+            return cli_fail(EXIT_FAIL, "%s: num_kv_heads %lld with neither multi_query nor "
+                            "new_decoder_architecture: Falcon packs q, k and v per query head",
+                            opts->rope.config_path, (long long)kv);
+    }
     if (opts->has_n_kv_heads && opts->n_kv_heads != kv)
-        return cli_fail(EXIT_USAGE, "attention: --n-kv-heads %lld, but the Falcon config packs "
-                        "%lld key/value heads", (long long)opts->n_kv_heads, (long long)kv);
+        return cli_fail(EXIT_USAGE, "attention: --n-kv-heads %lld, but the config packs %lld "
+                        "key/value heads", (long long)opts->n_kv_heads, (long long)kv);
     *n_kv_heads = kv;
     return 0;
 }
@@ -170,7 +179,7 @@ static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, 
                          : hf->has_num_key_value_heads ? hf->num_key_value_heads
                                                        : n_heads;
     if (ckpt->tensors.packing == FUSED_BY_CONFIG) {
-        int failed = falcon_packing(opts, hf, ckpt, n_heads, &n_kv_heads);
+        int failed = config_packing(opts, hf, ckpt, n_heads, &n_kv_heads);
         if (failed) return failed;
     }
     int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;

@@ -217,7 +217,8 @@ enum {
                                             rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
     RA_HF_CLIP_QKV = 1 << 10,            /* clip_qkv clamps q, k, v (OLMo) */
     RA_HF_FIXED_ROPE = 1 << 11,          /* rope_theta and rope_scaling are not read
-                                            (GPT-J: base 10000): refused if given */
+                                            (GPT-J: base 10000; ChatGLM: 10000 *
+                                            rope_ratio): refused if given */
     RA_HF_USE_QK_NORM = 1 << 12,         /* use_qk_norm: a LayerNorm per head, each head
                                             its own weights, q_norm.weight [H, D] (Cohere) */
     RA_HF_QK_LAYERNORM = 1 << 13,        /* qk_layernorm: a LayerNorm per head,
@@ -225,6 +226,9 @@ enum {
     RA_HF_FALCON_QKV = 1 << 14,          /* multi_query, new_decoder_architecture and
                                             num_kv_heads say how query_key_value packs
                                             q, k and v (Falcon) */
+    RA_HF_CHATGLM = 1 << 15,             /* kv_channels, multi_query_attention,
+                                            multi_query_group_num, rope_ratio (ChatGLM 2,
+                                            3, GLM-4's remote code) */
 };
 
 /* How one model_type is read. */
@@ -277,7 +281,10 @@ typedef struct ra_hf_config {
      * RA_HF_QK_LAYERNORM). */
     int head_layer_norms;
     /* Falcon (RA_HF_FALCON_QKV): FalconConfig's multi_query (default true)
-     * and new_decoder_architecture (default false), with num_kv_heads. */
+     * and new_decoder_architecture (default false), with num_kv_heads.
+     * ChatGLM (RA_HF_CHATGLM): multi_query is its multi_query_attention
+     * (default false); num_key_value_heads its multi_query_group_num with
+     * it, head_dim its kv_channels, rope_theta 10000 * rope_ratio. */
     int multi_query, new_decoder_architecture;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style

@@ -40,6 +40,12 @@ What each family's attention does, from transformers' modeling_<family>.py:
              rotate_half; dense
   internlm2  wqkv as "b q (h gs d) -> b q h gs d", gs = H/Hkv + 2: each
              group's query heads, then its key, then its value; wo
+  chatglm    (ChatGLM 2, 3 and GLM-4's remote modeling_chatglm.py)
+             query_key_value split [H D, G D, G D] with multi_query_attention
+             (G = multi_query_group_num), else viewed [H, 3 D]; head_dim
+             kv_channels; RotaryEmbedding(kv_channels // 2) with base
+             10000 * rope_ratio: interleaved pairs of the first D / 2
+             features; dense
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
@@ -463,6 +469,28 @@ def family_cases(out):
                "model.layers.0.attention.wo.weight": w["o"]}
     save(out, "internlm2", cfg, tensors, x_f, attention(x_f, w, f), 0)
 
+    # ChatGLM 3 / GLM-4 (remote code): multi_query_attention with 2 groups,
+    # and without it (per head); q/k/v biases; rope_ratio 50.
+    p = "transformer.encoder.layers.0.self_attention."
+    chatglm = {"model_type": "chatglm", "hidden_size": dim, "num_attention_heads": H,
+               "kv_channels": D, "rope_ratio": 50, "add_qkv_bias": True,
+               "add_bias_linear": False, "original_rope": True, "seq_length": 8192,
+               "apply_query_key_layer_scaling": True, "attention_softmax_in_fp32": True}
+    for name, mqa, K_g in (("chatglm_multi_query", True, 2), ("chatglm_per_head", False, H)):
+        w = weights(dim, H, K_g, D, biases="qkv")
+        cfg = dict(chatglm, multi_query_attention=mqa, multi_query_group_num=2)
+        if mqa:
+            qkv = np.concatenate([w["q"], w["k"], w["v"]])
+            bqkv = np.concatenate([w["bq"], w["bk"], w["bv"]])
+        else:
+            qkv = grouped([w["q"], w["k"], w["v"]], H)
+            bqkv = grouped([w["bq"], w["bk"], w["bv"]], H)
+        tensors = {p + "query_key_value.weight": qkv, p + "query_key_value.bias": bqkv,
+                   p + "dense.weight": w["o"]}
+        f = {"H": H, "K": K_g, "D": D, "inv": inv_freq(5e5, D // 2), "layout": "interleaved"}
+        save(out, name, cfg, tensors, x, attention(x, w, f), 0)
+    chatglm_tensors = tensors
+
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.
     w = weights(dim, H, K, D)
@@ -542,7 +570,13 @@ def family_cases(out):
              ("out_proj.weight", w["o"]))}, '"rope_theta" is set'),
         ("falcon_alibi", dict(base_f, alibi=True), falcon, '"alibi"'),
         ("falcon_without_config", dict(base_f, model_type="llama"), falcon,
-             "how it packs q, k and v is in a Falcon config"),
+         "how it packs q, k and v is in its config"),
+        ("chatglm_original_rope_false", dict(chatglm, original_rope=False), chatglm_tensors,
+         '"original_rope" is false'),
+        ("chatglm_rope_theta", dict(chatglm, rope_theta=1e4), chatglm_tensors,
+         '"rope_theta" is set'),
+        ("chatglm_2d_positions", dict(chatglm, position_encoding_2d=True), chatglm_tensors,
+         '"position_encoding_2d"'),
         ("falcon_num_key_value_heads", dict(base_f, num_key_value_heads=1), falcon,
          "reads num_kv_heads, not num_key_value_heads"),
         ("baichuan", dict(base, model_type="baichuan"), plain, 'model_type "baichuan" is refused'),

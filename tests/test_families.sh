@@ -155,9 +155,14 @@ else fail "convert-layout --to interleaved on Cohere: $(cat "$TMP/err")"; fi
     "$PY" "$TMP/check.py" y "$TMP/gptj_half.npy" "$C/gptj/y.npy" 1e-5 >>"$TMP/err" && pass ||
     fail "gptj converted to half: $(cat "$TMP/err")"
 
+# convert-layout to the other layout, then attention with it: the same Y.
 # Per-head norms move with their heads' rows: Cohere's [H, D] q_norm and
-# StableLM 2's q_layernorm.norms.N, converted, give the same Y.
-for c in cohere_qk_norm:half stablelm_qk_layernorm:interleaved; do
+# StableLM 2's q_layernorm.norms.N.
+# Fused projections too: each q and k head's rows inside them.
+for c in cohere_qk_norm:half stablelm_qk_layernorm:interleaved phi3:interleaved \
+    gpt_neox:interleaved falcon_multi_query:interleaved falcon_new_decoder:interleaved \
+    falcon_per_head:interleaved internlm2:interleaved chatglm_multi_query:half \
+    chatglm_per_head:half; do
     name=${c%:*} to=${c#*:}
     "$RA" convert-layout --weights "$C/$name/model.safetensors" --config "$C/$name/config.json" \
         --to "$to" --output "$TMP/$name.safetensors" 2>"$TMP/err" &&

@@ -430,6 +430,41 @@ void checkpoint_tensors_free(attention_tensors *t)
     }
 }
 
+int checkpoint_config_packing(const ra_hf_config *hf, const char *config_path,
+                              const char *tensor, const char *path, int64_t n_heads,
+                              fused_packing *packing, int64_t *n_kv_heads)
+{
+    const ra_hf_family *family = hf ? hf->family : NULL;
+    const unsigned features = family ? family->features : 0;
+    int64_t kv = n_heads;
+    *packing = FUSED_GROUPED; /* per head, unless the config says otherwise */
+    if (features & RA_HF_CHATGLM) {
+        if (hf->multi_query) kv = hf->num_key_value_heads;
+        if (hf->multi_query) *packing = FUSED_ROWS;
+    } else if (features & RA_HF_FALCON_QKV) {
+        if (hf->has_num_key_value_heads)
+            return cli_fail(EXIT_FAIL, "%s: model_type \"falcon\" reads num_kv_heads, not "
+                            "num_key_value_heads (transformers would ignore it): refused",
+                            config_path);
+        if (hf->has_num_kv_heads) kv = hf->num_kv_heads;
+        if (!hf->new_decoder_architecture && hf->multi_query) {
+            *packing = FUSED_ROWS;
+            kv = 1;
+        }
+        if (!hf->new_decoder_architecture && !hf->multi_query && kv != n_heads)
+            return cli_fail(EXIT_FAIL, "%s: num_kv_heads %lld with neither multi_query nor "
+                            "new_decoder_architecture: Falcon packs q, k and v per query head",
+                            config_path, (long long)kv);
+    } else if (!family || strcmp(family->model_type, "gpt_neox") != 0) {
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: how it packs q, k and v is in its "
+                        "config (Falcon's multi_query, new_decoder_architecture; ChatGLM's "
+                        "multi_query_attention): give --config with its model_type", tensor,
+                        path);
+    }
+    *n_kv_heads = kv;
+    return 0;
+}
+
 int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, float **out)
 {
     *out = NULL;

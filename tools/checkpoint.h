@@ -105,6 +105,18 @@ int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_row
                            int64_t kv_rows);
 void checkpoint_tensors_free(attention_tensors *t); /* head_norms */
 
+/* How a fused query_key_value packs q, k and v by the config's family, for
+ * n_heads query heads.  Falcon (FalconAttention): new_decoder_architecture,
+ * per group of num_kv_heads; else multi_query, all q rows and one key and
+ * value head; else per head ([H, 3, D]).  ChatGLM: multi_query_attention,
+ * all q rows and multi_query_group_num key and value heads; else per head.
+ * GPT-NeoX: per head.  Sets *packing and *n_kv_heads; a config of another
+ * family (or none: hf NULL) prints one message naming the tensor and
+ * returns EXIT_FAIL. */
+int checkpoint_config_packing(const ra_hf_config *hf, const char *config_path,
+                              const char *tensor, const char *path, int64_t n_heads,
+                              fused_packing *packing, int64_t *n_kv_heads);
+
 /* Norm i (0: q, 1: k) as float32: norm[i], else the head_norms[i] one after
  * another; *out NULL (and 0) when the layer has none.  On failure prints one
  * message and returns EXIT_FAIL. */

@@ -125,44 +125,18 @@ static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_
                     t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
 }
 
-/* query_key_value packed as the config says.  Falcon (FalconAttention):
- * new_decoder_architecture, per group of num_kv_heads; else multi_query,
- * all q rows and one key and value head; else per head ([H, 3, D]).
- * ChatGLM: multi_query_attention, all q rows and multi_query_group_num key
- * and value heads; else per head.  Sets the packing and *n_kv_heads. */
+/* query_key_value packed as the config says (checkpoint_config_packing);
+ * --n-kv-heads must agree.  Sets the packing and *n_kv_heads. */
 static int config_packing(const attention_options *opts, const ra_hf_config *hf,
                           checkpoint *ckpt, int64_t n_heads, int64_t *n_kv_heads)
 {
-    const unsigned features = hf->family ? hf->family->features : 0;
-    if (!(features & (RA_HF_FALCON_QKV | RA_HF_CHATGLM)))
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: how it packs q, k and v is in its "
-                        "config (Falcon's multi_query, new_decoder_architecture; ChatGLM's "
-                        "multi_query_attention): give --config with its model_type",
-                        ckpt->tensors.fused->name, ckpt->path);
-    int64_t kv = n_heads;
-    if (features & RA_HF_CHATGLM) {
-        if (hf->multi_query) kv = hf->num_key_value_heads;
-        ckpt->tensors.packing = hf->multi_query ? FUSED_ROWS : FUSED_GROUPED;
-    } else {
-        if (hf->has_num_key_value_heads)
-            return cli_fail(EXIT_FAIL, "%s: model_type \"falcon\" reads num_kv_heads, not "
-                            "num_key_value_heads (transformers would ignore it): refused",
-                            opts->rope.config_path);
-        if (hf->has_num_kv_heads) kv = hf->num_kv_heads;
-        ckpt->tensors.packing = hf->new_decoder_architecture || !hf->multi_query
-                                    ? FUSED_GROUPED
-                                    : FUSED_ROWS;
-        if (!hf->new_decoder_architecture && hf->multi_query) kv = 1;
-        if (!hf->new_decoder_architecture && !hf->multi_query && kv != n_heads)
-            return cli_fail(EXIT_FAIL, "%s: num_kv_heads %lld with neither multi_query nor "
-                            "new_decoder_architecture: Falcon packs q, k and v per query head",
-                            opts->rope.config_path, (long long)kv);
-    }
-    if (opts->has_n_kv_heads && opts->n_kv_heads != kv)
+    int failed = checkpoint_config_packing(hf, opts->rope.config_path, ckpt->tensors.fused->name,
+                                           ckpt->path, n_heads, &ckpt->tensors.packing,
+                                           n_kv_heads);
+    if (!failed && opts->has_n_kv_heads && opts->n_kv_heads != *n_kv_heads)
         return cli_fail(EXIT_USAGE, "attention: --n-kv-heads %lld, but the config packs %lld "
-                        "key/value heads", (long long)opts->n_kv_heads, (long long)kv);
-    *n_kv_heads = kv;
-    return 0;
+                        "key/value heads", (long long)opts->n_kv_heads, (long long)*n_kv_heads);
+    return failed;
 }
 
 /* A fused q/k/v weight split into wq, wk, wv views by the head counts of

@@ -34,8 +34,12 @@ static const char usage[] =
     "k_proj.weight (Hugging Face's), with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
     "Cohere: [heads, head_dim]) and q_layernorm.norms.N.weight (StableLM 2);\n"
-    "F32, F16 or BF16, whose rows move as they are.  Every other\n"
-    "tensor is copied unchanged (same dtype, same bytes); of the metadata only\n"
+    "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
+    "qkv_proj, InternLM2's wqkv, and query_key_value packed as the config's\n"
+    "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
+    "as they are.  Every other tensor is copied unchanged (same dtype, same\n"
+    "bytes), and a file without q or k projections (a shard of MLP weights) is\n"
+    "copied whole; of the metadata only\n"
     "{\"format\": \"pt\"} is written.  Names are kept, so run `ropeattn attention` on\n"
     "the result with --layout set to the target.\n"
     "\n"
@@ -63,7 +67,8 @@ typedef struct convert_options {
 /* NORM: q_norm or k_norm, one head's weights (Qwen3) or each head's [H, D]
  * (Cohere), or StableLM 2's q_layernorm.norms.N (one head's), permuted as
  * heads. */
-typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM } proj_kind;
+/* FUSED: q, k and v in one weight (or its bias), whose q and k heads move. */
+typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM, FUSED } proj_kind;
 
 /* Whether name is suffix or ends with "." suffix. */
 static int ends_with_part(const char *name, const char *suffix)
@@ -73,6 +78,23 @@ static int ends_with_part(const char *name, const char *suffix)
     return n == s || name[n - s - 1] == '.';
 }
 
+/* The fused q/k/v projections: Phi-3's qkv_proj, GPT-NeoX's, Falcon's and
+ * ChatGLM's query_key_value, InternLM2's wqkv (and their biases); others
+ * (Baichuan's W_pack, GPT-2's c_attn ...) are refused. */
+static const char *const fused_names[] = {"qkv_proj", "query_key_value", "wqkv", "W_pack",
+                                          "c_attn", "qkv"};
+
+/* Which of fused_names name is ("<...>.<fused>.weight" or ".bias"), or -1. */
+static int fused_index(const char *name)
+{
+    char part[64];
+    for (size_t i = 0; i < sizeof fused_names / sizeof fused_names[0]; i++)
+        for (int bias = 0; bias < 2; bias++) {
+            snprintf(part, sizeof part, "%s.%s", fused_names[i], bias ? "bias" : "weight");
+            if (ends_with_part(name, part)) return (int)i;
+        }
+    return -1;
+}
 static proj_kind kind_of(const char *name)
 {
     static const char *const queries[] = {"wq.weight", "q_proj.weight", "wq.bias", "q_proj.bias"};
@@ -83,22 +105,12 @@ static proj_kind kind_of(const char *name)
     }
     if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight"))
         return NORM;
+    if (fused_index(name) >= 0) return FUSED;
     const char *norms = strstr(name, "_layernorm.norms.");
     if (norms && norms > name && (norms[-1] == 'q' || norms[-1] == 'k') &&
         (norms - 1 == name || norms[-2] == '.') && ends_with_part(name, "weight"))
         return NORM;
     return NOT_QK;
-}
-
-/* A fused q/k/v projection, whose rows this command cannot split. */
-static int is_fused(const char *name)
-{
-    static const char *const fused[] = {"qkv_proj.weight", "query_key_value.weight",
-                                        "W_pack.weight", "c_attn.weight", "wqkv.weight",
-                                        "qkv.weight"};
-    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++)
-        if (ends_with_part(name, fused[i])) return 1;
-    return 0;
 }
 
 /* layer_of's answer for a "layers.N." part whose N is digits and signs but
@@ -123,6 +135,8 @@ static int64_t layer_of(const char *name)
 typedef struct geometry {
     int64_t head_dim, rotary_dim;
 } geometry;
+
+
 
 /* head_dim: the config's, else the first query projection's rows / n_heads
  * (--n-heads, else the config's num_attention_heads). */
@@ -174,6 +188,69 @@ static ra_dtype library_dtype(ra_st_dtype dtype, int *ok)
     case RA_ST_BF16: return RA_BF16;
     default: *ok = 0; return RA_F32;
     }
+}
+
+/* How fused tensor t packs its heads (n_heads query heads): *packing and
+ * *n_kv_heads; refused (one message) where the name or config do not say. */
+static int fused_layout(const convert_options *opts, const rope_source *src,
+                        const ra_st_tensor *t, int64_t n_heads, int64_t n_kv_heads,
+                        fused_packing *packing, int64_t *kv)
+{
+    int which = fused_index(t->name);
+    *kv = n_kv_heads ? n_kv_heads : n_heads; /* transformers: num_attention_heads */
+    if (which == 0 || which == 2) { /* qkv_proj: rows; wqkv: per key/value head */
+        *packing = which == 0 ? FUSED_ROWS : FUSED_GROUPED;
+        return 0;
+    }
+    if (which == 1) {
+        int failed = checkpoint_config_packing(src->has_config ? &src->config : NULL,
+                                               opts->config, t->name, opts->weights, n_heads,
+                                               packing, kv);
+        if (!failed && opts->has_n_kv_heads && opts->n_kv_heads != *kv)
+            return cli_fail(EXIT_USAGE, "convert-layout: --n-kv-heads %lld, but the config "
+                            "packs %lld key/value heads", (long long)opts->n_kv_heads,
+                            (long long)*kv);
+        return failed;
+    }
+    return cli_fail(EXIT_FAIL, "tensor '%s' in %s is a fused q/k/v projection that "
+                    "convert-layout does not read (%s)", t->name, opts->weights,
+                    fused_names[which]);
+}
+
+/* The first row of q head h (h < H) or of k head h - H in a fused weight. */
+static int64_t fused_head_row(fused_packing packing, int64_t h, int64_t H, int64_t kv,
+                              int64_t head_dim)
+{
+    if (packing == FUSED_ROWS) return h * head_dim; /* k's heads follow q's */
+    const int64_t rep = H / kv; /* each group: rep q heads, a k head, a v head */
+    return (h < H ? (h / rep) * (rep + 2) + h % rep : (h - H) * (rep + 2) + rep) * head_dim;
+}
+
+/* out = fused t with the first rotary_dim rows of each q and k head
+ * permuted, v's rows copied. */
+static int permute_fused(const convert_options *opts, void *out, const ra_st_tensor *t,
+                         const geometry *g, fused_packing packing, int64_t H, int64_t kv)
+{
+    int ok;
+    ra_dtype dtype = library_dtype(t->dtype, &ok);
+    const int64_t in_features = t->ndim == 2 ? t->shape[1] : 1;
+    if (!ok || t->ndim < 1 || t->ndim > 2 || H % kv != 0 ||
+        t->shape[0] != (H + 2 * kv) * g->head_dim || in_features == 0)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not an F32, F16 or BF16 fused "
+                        "projection of (%lld + 2 x %lld) heads of head_dim %lld", t->name,
+                        opts->weights, (long long)H, (long long)kv, (long long)g->head_dim);
+    const size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
+    memcpy(out, t->data, t->nbytes);
+    for (int64_t h = 0; h < H + kv; h++) {
+        size_t at = (size_t)fused_head_row(packing, h, H, kv, g->head_dim) * row_bytes;
+        ra_status status = ra_permute_rows((char *)out + at, (const char *)t->data + at, dtype,
+                                           1, g->rotary_dim, in_features,
+                                           (ra_layout)opts->to);
+        if (status != RA_OK)
+            return cli_fail(EXIT_FAIL, "cannot permute '%s' in %s: %s", t->name, opts->weights,
+                            ra_status_string(status));
+    }
+    return 0;
 }
 
 /* Checks t's shape and heads against the geometry and the head counts. */
@@ -241,6 +318,14 @@ static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const
 static int convert(const convert_options *opts, const rope_source *src,
                    const ra_safetensors *st, ra_st_tensor *out, void **buffers)
 {
+    /* A shard of a sharded checkpoint may hold no q or k projection at all
+     * (only MLP weights, embeddings ...): it is copied unchanged. */
+    int64_t qk = 0;
+    for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
+        out[i] = *ra_safetensors_at(st, i);
+        qk += kind_of(out[i].name) != NOT_QK;
+    }
+    if (qk == 0 && !opts->has_layer) return 0;
     geometry g = {0, 0};
     int failed = resolve_geometry(opts, src, st, &g);
     if (failed) return failed;
@@ -254,10 +339,6 @@ static int convert(const convert_options *opts, const rope_source *src,
     for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
         const ra_st_tensor *t = ra_safetensors_at(st, i);
         out[i] = *t;
-        if (is_fused(t->name))
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is a fused q/k/v projection; "
-                            "convert-layout permutes separate query and key projections only",
-                            t->name, opts->weights);
         proj_kind kind = kind_of(t->name);
         if (kind == NOT_QK) continue;
         int64_t layer = layer_of(t->name);
@@ -267,27 +348,38 @@ static int convert(const convert_options *opts, const rope_source *src,
                             opts->weights);
         if (layer != -1) layered++;
         if (opts->has_layer && layer != opts->layer) continue;
-        if ((failed = check_tensor(opts, t, kind, &g, n_heads, n_kv_heads))) return failed;
+        fused_packing packing = FUSED_NONE;
+        int64_t kv = 0;
+        if (kind == FUSED && !n_heads)
+            return cli_fail(EXIT_USAGE, "convert-layout: '%s' is fused: give --config or "
+                            "--n-heads", t->name);
+        if (kind == FUSED &&
+            (failed = fused_layout(opts, src, t, n_heads, n_kv_heads, &packing, &kv)))
+            return failed;
+        if (kind != FUSED && (failed = check_tensor(opts, t, kind, &g, n_heads, n_kv_heads)))
+            return failed;
         buffers[i] = malloc(t->nbytes > 0 ? t->nbytes : 1);
         if (!buffers[i])
             return cli_fail(EXIT_FAIL, "out of memory for '%s' from %s", t->name, opts->weights);
-        ra_status status = permute(buffers[i], t, kind, &g, (ra_layout)opts->to);
-        if (status != RA_OK)
-            return cli_fail(EXIT_FAIL, "cannot permute '%s' in %s: %s", t->name, opts->weights,
-                            ra_status_string(status));
+        if (kind == FUSED) {
+            failed = permute_fused(opts, buffers[i], t, &g, packing, n_heads, kv);
+            if (failed) return failed;
+        } else {
+            ra_status status = permute(buffers[i], t, kind, &g, (ra_layout)opts->to);
+            if (status != RA_OK)
+                return cli_fail(EXIT_FAIL, "cannot permute '%s' in %s: %s", t->name,
+                                opts->weights, ra_status_string(status));
+        }
         out[i].data = buffers[i];
         converted++;
     }
-    if (converted > 0) return 0;
-    if (opts->has_layer && layered > 0)
+    if (converted > 0) return 0; /* (without --layer, every q/k tensor was) */
+    if (layered > 0)
         return cli_fail(EXIT_FAIL, "%s has no query or key projection for layer %lld",
                         opts->weights, (long long)opts->layer);
-    if (opts->has_layer)
-        return cli_fail(EXIT_FAIL, "--layer %lld was given, but the projections in %s have no "
-                        "layers.N. in their names: leave out --layer", (long long)opts->layer,
-                        opts->weights);
-    return cli_fail(EXIT_FAIL, "%s holds no query or key projection (wq.weight, wk.weight, "
-                    "q_proj.weight or k_proj.weight)", opts->weights);
+    return cli_fail(EXIT_FAIL, "--layer %lld was given, but %s has no q/k projections with "
+                    "layers.N. in their names: leave out --layer", (long long)opts->layer,
+                    opts->weights);
 }
 
 static int run(const convert_options *opts)

@@ -552,6 +552,20 @@ typedef struct ra_layer_config {
     double clip_qkv;    /* 0: none; else positive: q, k and v are clamped to
                            [-clip_qkv, clip_qkv] after their projections and
                            biases, before the norms (OLMo's clip_qkv) */
+    int qk_l2_norm;     /* nonzero: after RoPE, each head of q and of k is
+                           divided by its root mean square, x / sqrt(mean(x^2)
+                           + norm_eps), without weights (Llama 4's L2Norm).
+                           Run before RoPE, which keeps a head's RMS: a rope
+                           whose attention factor is not 1 (yarn, longrope)
+                           is RA_ERR_UNSUPPORTED with it */
+    double temperature_floor; /* 0: none; else positive: q of the token at
+                           position p is multiplied by 1 + temperature_scale *
+                           log1p(floor((p + 1) / temperature_floor)), Llama
+                           4's attention temperature tuning (floor_scale,
+                           attn_scale) for its layers without RoPE.  p is the
+                           token's position as given (transformers uses
+                           cache_position: the same unless ids are given) */
+    double temperature_scale; /* finite; used only with temperature_floor */
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and

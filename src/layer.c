@@ -44,6 +44,9 @@ static ra_status resolve_config(ra_layer_config *c)
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
         return RA_ERR_ARGUMENT;
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL)) return RA_ERR_ARGUMENT;
+    if (!(c->temperature_floor >= 0 && c->temperature_floor < HUGE_VAL &&
+          fabs(c->temperature_scale) < HUGE_VAL))
+        return RA_ERR_ARGUMENT;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
     if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
@@ -75,6 +78,11 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
+    if (c.qk_l2_norm && ra_rope_attention_factor(layer->rope) != 1.0) {
+        ra_rope_destroy(layer->rope);
+        ra_free(layer);
+        return RA_ERR_UNSUPPORTED;
+    }
     c.rope = layer->rope->config;
     layer->config = c;
     layer->weights = *weights;
@@ -188,10 +196,11 @@ void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n)
 {
     for (int64_t r = 0; r < n->rows; r++) {
         float *row = x + r * n->d;
-        const float *w = weight + (r % n->weight_rows) * n->d;
+        const float *w = weight ? weight + (r % n->weight_rows) * n->d : NULL;
         double mean, inv_std;
         row_moments(row, n, &mean, &inv_std);
-        for (int64_t i = 0; i < n->d; i++) row[i] = w[i] * (float)((row[i] - mean) * inv_std);
+        for (int64_t i = 0; i < n->d; i++)
+            row[i] = (w ? w[i] : 1.0f) * (float)((row[i] - mean) * inv_std);
     }
 }
 
@@ -200,20 +209,22 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
 {
     for (int64_t r = 0; r < n->rows; r++) {
         float *gr = g + r * n->d;
-        const float *xr = x + r * n->d, *w = weight + (r % n->weight_rows) * n->d;
-        float *dw = dweight + (r % n->weight_rows) * n->d;
+        const float *xr = x + r * n->d;
+        const float *w = weight ? weight + (r % n->weight_rows) * n->d : NULL;
+        float *dw = dweight ? dweight + (r % n->weight_rows) * n->d : NULL;
         double mean, inv_std, dot = 0, gsum = 0;
         row_moments(xr, n, &mean, &inv_std);
         for (int64_t i = 0; i < n->d; i++) {
-            double xhat = (xr[i] - mean) * inv_std, gw = (double)gr[i] * w[i];
-            dw[i] += (float)(gr[i] * xhat);
+            double xhat = (xr[i] - mean) * inv_std, gw = (double)gr[i] * (w ? w[i] : 1.0f);
+            if (dw) dw[i] += (float)(gr[i] * xhat);
             dot += gw * xhat;
             gsum += gw;
         }
         dot /= (double)n->d;
         gsum = n->centered ? gsum / (double)n->d : 0.0; /* the mean's own gradient */
         for (int64_t i = 0; i < n->d; i++)
-            gr[i] = (float)(inv_std * ((double)gr[i] * w[i] - gsum - (xr[i] - mean) * inv_std * dot));
+            gr[i] = (float)(inv_std * ((double)gr[i] * (w ? w[i] : 1.0f) - gsum -
+                                       (xr[i] - mean) * inv_std * dot));
     }
 }
 
@@ -243,9 +254,30 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
         ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_kv_heads, tokens);
         ra_layer_norm(xk, w->k_norm, &n);
     }
+    if (c->qk_l2_norm) { /* after RoPE in Llama 4, which keeps each head's RMS */
+        ra_layer_norm_shape qn = {tokens * c->n_heads, c->head_dim, 1, 0, c->norm_eps},
+                            kn = {tokens * c->n_kv_heads, c->head_dim, 1, 0, c->norm_eps};
+        ra_layer_norm(xq, NULL, &qn);
+        ra_layer_norm(xk, NULL, &kn);
+    }
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < tokens * q_dim; i++) xq[i] *= q_factor;
+}
+
+void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
+                          int64_t tokens, int64_t seq)
+{
+    const ra_layer_config *c = &layer->config;
+    if (c->temperature_floor == 0) return;
+    const int64_t q_dim = c->n_heads * c->head_dim;
+    int64_t hint = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        double p = (double)ra_position(pos, t, seq, &hint);
+        float f = (float)(1.0 + c->temperature_scale *
+                                    log1p(floor((p + 1.0) / c->temperature_floor)));
+        for (int64_t i = 0; f != 1.0f && i < q_dim; i++) g[t * q_dim + i] *= f;
+    }
 }
 
 void ra_layer_clip(float *x, int64_t n, double limit)
@@ -272,6 +304,7 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const 
                   int rotate)
 {
     ra_layer_project_qkv(layer, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
+    ra_layer_temperature(layer, xq->data, &call->pos, call->tokens, call->seq);
     if (!rotate) return;
     ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
     ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
@@ -388,6 +421,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
 
     /* Nothing is written before the append has accepted everything. */
     ra_layer_project_qkv(layer, xq.data, xk.data, xv.data, x, tokens, 1);
+    ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
     ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);

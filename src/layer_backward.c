@@ -9,7 +9,9 @@
  *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
  *      regenerated from the seed)
  *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
- *   -> dq *= scale sqrt(D), where the layer's softmax scale is not 1/sqrt(D)
+ *   -> dq *= scale sqrt(D), where the layer's softmax scale is not 1/sqrt(D),
+ *      and by Llama 4's temperature (temperature_floor)
+ *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
@@ -139,13 +141,15 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
 
     /* Scratch (the outer workspace: the attention's backward takes the
      * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D]; with
-     * q or k norms also q and k before them, [T, H D] and [T, Hkv D]; with
-     * clip_qkv q, k and v before the clamp.  The tape was made with
-     * 10 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
-    const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0;
+     * q or k norms (or the L2 norm) also q and k before them, [T, H D] and
+     * [T, Hkv D]; with clip_qkv q, k and v before the clamp; with both norms
+     * and the L2 norm, q and k between them.  The tape was made with
+     * 12 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
+    const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
+    const int inputs = norms || l2; /* the norms' inputs are needed */
     ra_scratch scratch;
-    const int64_t floats =
-        n_x + 2 * n_q + 2 * n_kv + (norms ? n_q + n_kv : 0) + (clip ? n_q + 2 * n_kv : 0);
+    const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
+                           (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0);
     RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch));
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
@@ -168,30 +172,51 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
     ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
     ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);
-    /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)) */
+    /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)), and
+     * Llama 4's temperature at each token's position */
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n_q; i++) dq[i] *= q_factor;
+    ra_layer_temperature(layer, dq, &call->pos, T, S);
     /* The norms' inputs (q_in, k_in: clamped where the layer clips) and
      * the projections before any clamp (q_raw, k_raw, v_raw), recomputed. */
     float *q_in = dv + n_kv, *k_in = q_in + n_q, *q_raw = q_in, *k_raw = k_in, *v_raw = NULL;
+    float *after = k_in + n_kv; /* between the weighted norms and the L2 norm */
     if (clip) {
-        q_raw = norms ? k_in + n_kv : q_in;
+        q_raw = inputs ? k_in + n_kv : q_in;
         k_raw = q_raw + n_q;
         v_raw = k_raw + n_kv;
+        after = v_raw + n_kv;
     }
-    if (norms || clip)
+    if (inputs || clip)
         ra_layer_project_qkv(layer, q_raw, k_raw, v_raw, tape->x, T, 0);
+    if (inputs && clip) {
+        memcpy(q_in, q_raw, (size_t)n_q * sizeof(float));
+        memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
+        ra_layer_clip(q_in, n_q, c->clip_qkv);
+        ra_layer_clip(k_in, n_kv, c->clip_qkv);
+    }
+    const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, H, T),
+                              kn = ra_layer_norm_shape_of(c, Hkv, T);
+    /* xq, xk = l2_norm(xq), l2_norm(xk) (Llama 4; before RoPE here, which
+     * keeps a head's RMS), at the weighted norms' outputs */
+    if (l2) {
+        float *lq = q_in, *lk = k_in;
+        if (norms) {
+            lq = after;
+            lk = after + n_q;
+            memcpy(lq, q_in, (size_t)n_q * sizeof(float));
+            memcpy(lk, k_in, (size_t)n_kv * sizeof(float));
+            if (w->q_norm) ra_layer_norm(lq, w->q_norm, &qn);
+            if (w->k_norm) ra_layer_norm(lk, w->k_norm, &kn);
+        }
+        const ra_layer_norm_shape lqn = {T * H, D, 1, 0, c->norm_eps},
+                                  lkn = {T * Hkv, D, 1, 0, c->norm_eps};
+        ra_layer_norm_backward(dq, NULL, lq, NULL, &lqn);
+        ra_layer_norm_backward(dk, NULL, lk, NULL, &lkn);
+    }
     /* xq, xk = q_norm(xq), k_norm(xk): per head, or per token (norm_whole) */
     if (norms) {
-        if (clip) {
-            memcpy(q_in, q_raw, (size_t)n_q * sizeof(float));
-            memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
-            ra_layer_clip(q_in, n_q, c->clip_qkv);
-            ra_layer_clip(k_in, n_kv, c->clip_qkv);
-        }
-        const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, H, T),
-                                  kn = ra_layer_norm_shape_of(c, Hkv, T);
         norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
         norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
     }

@@ -56,9 +56,15 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
  * normalize set, clip_qkv's clamp, the q and k norms where the layer has
- * them and xq *= ra_layer_q_factor. */
+ * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor. */
 void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
                           const float *x, int64_t tokens, int normalize);
+
+/* Llama 4's temperature tuning (config.temperature_floor; nothing without
+ * it): each token's row of g [tokens, H * D] times its factor at its
+ * position; the same on q and on q's gradient. */
+void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
+                          int64_t tokens, int64_t seq);
 
 /* Each of x's n values clamped to [-limit, limit] (float32 limits). */
 void ra_layer_clip(float *x, int64_t n, double limit);
@@ -83,12 +89,13 @@ ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *config, int64_
                                            int64_t tokens);
 
 /* Each row of x, in place: w * (row - mean) / sqrt(mean((row - mean)^2) +
- * eps), mean 0 for an RMSNorm (sums in double). */
+ * eps), mean 0 for an RMSNorm (sums in double); weight NULL: w = 1. */
 void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n);
 
 /* The backward of ra_layer_norm at its input x (before the norm): g, the
  * gradient of its output, becomes that of its input, in place, and
- * dweight (+)= the sum over rows of g * the normalized row. */
+ * dweight (+)= the sum over rows of g * the normalized row (weight and
+ * dweight NULL: none). */
 void ra_layer_norm_backward(float *g, float *dweight, const float *x, const float *weight,
                             const ra_layer_norm_shape *n);
 

@@ -22,13 +22,13 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     const ra_layer_config *c = &layer->config;
     /* Floats: xq and attn, tokens * H * D each; xk and xv, tokens * Hkv * D
      * each; lse, tokens * H: at most 5 * tokens * max(dim, H * D); the
-     * backward's scratch takes up to 10 times that, which must fit.  ids and
+     * backward's scratch takes up to 12 times that, which must fit.  ids and
      * starts: 2 * max_tokens int64, the bytes of 4 * max_tokens floats. */
     const int64_t q_dim = c->n_heads * c->head_dim;
     int64_t n_q, n_wide, bound;
     RA_TRY(ra_mul(max_tokens, q_dim, &n_q));
     RA_TRY(ra_mul(max_tokens, c->dim > q_dim ? c->dim : q_dim, &n_wide));
-    RA_TRY(ra_mul(n_wide, 10, &bound));
+    RA_TRY(ra_mul(n_wide, 12, &bound));
     RA_TRY(ra_mul(max_tokens, 4, &bound));
     const int64_t floats =
         2 * n_q + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;

@@ -42,12 +42,13 @@ typedef struct layer_case {
     int extras;         /* | BIASES: bq, bk, bv and bo; | NORMS: q_norm, k_norm
                            per head; | WHOLE: over the whole projection;
                            | HEADS: each head its own weights; | LAYER:
-                           LayerNorms */
+                           LayerNorms; | L2: Llama 4's L2 norm after RoPE;
+                           | TEMP: temperature tuning, floor 4, scale 0.3 */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
-enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16 };
+enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
 enum { N_PARAMS = 10 };
@@ -158,6 +159,9 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .no_rope = c->no_rope, .norm_whole = (c->extras & WHOLE) != 0,
                            .norm_head_weights = (c->extras & HEADS) != 0,
                            .norm_layer = (c->extras & LAYER) != 0,
+                           .qk_l2_norm = (c->extras & L2) != 0,
+                           .temperature_floor = c->extras & TEMP ? 4.0 : 0.0,
+                           .temperature_scale = 0.3,
                            .scale = c->scale, .clip_qkv = c->clip};
     ra_layer_weights w = {.wq = f->w[0], .wk = f->w[1], .wv = f->w[2], .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -289,6 +293,16 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
     }
+    if (c->extras & L2) { /* Llama 4: after RoPE, no weights */
+        for (int64_t r = 0; r < T * c->h + T * c->hkv; r++) {
+            double *row = r < T * c->h ? q + r * D : k + (r - T * c->h) * D, squares = 0;
+            for (int64_t i = 0; i < D; i++) squares += row[i] * row[i];
+            for (int64_t i = 0; i < D; i++) row[i] /= sqrt(squares / (double)D + 1e-6);
+        }
+    }
+    for (int64_t t = 0; (c->extras & TEMP) && t < T; t++) /* Llama 4's temperature */
+        for (int64_t i = 0; i < qd; i++)
+            q[t * qd + i] *= 1.0 + 0.3 * log1p(floor(((double)f->pos[t] + 1.0) / 4.0));
     for (int64_t b = 0; b < c->b; b++)
         for (int64_t h = 0; h < c->h; h++)
             for (int64_t i = 0; i < S; i++) {
@@ -426,6 +440,12 @@ static const layer_case fd_cases[] = {
     {"LayerNorms, heads' own",   2, 4, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.0f, 0, 6, NORMS | HEADS | LAYER, 0, 0},
     {"RMSNorms, heads' own",     1, 5, 4, 1, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 2, 0.2f, 0, 0, NORMS | HEADS | BIASES, 0, 0},
     {"whole LayerNorms, clip",   1, 5, 2, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, NORMS | WHOLE | LAYER, 0, 0.5},
+    /* Llama 4: the L2 norm after RoPE (llama3 rope; partial; with weighted
+     * norms and clip_qkv), temperature tuning (NoPE layers; any layer here) */
+    {"L2 norm, llama3, starts",  2, 5, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 1, 0.0f, 0, 0, L2, 0, 0},
+    {"L2, norms, clip, partial", 1, 6, 4, 2, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 2, 0.2f, 0, 0, NORMS | L2 | BIASES, 0, 0.5},
+    {"temperature, no_rope",     2, 6, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.0f, 1, 0, TEMP, 0, 0},
+    {"temperature, L2, scale, ids", 1, 7, 2, 1, 4, RA_LAYOUT_HALF,    RA_ROPE_DEFAULT,  0, 2, 0.1f, 0, 0, TEMP | L2, 0.4, 0},
     /* a softmax scale of its own (Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar) */
     {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0},
@@ -867,6 +887,69 @@ static void group_rows(float *fused, float *q, float *k, float *v, int64_t group
     }
 }
 
+/* max |y - y'| / max |y'|: y from `cached` through a KV cache (a prefill of
+ * 3 tokens from position 0, then one token at a time), y' from `plain`'s
+ * forward on f's x at positions 0 ... */
+static double cached_diff(const ra_layer *cached, const ra_layer *plain, const fixture *f)
+{
+    const layer_case *c = &f->c;
+    float *y_cached = malloc(sizeof(float) * f->n_x), *y_plain = malloc(sizeof(float) * f->n_x);
+    float *xs = malloc(sizeof(float) * f->n_x), *ys = malloc(sizeof(float) * f->n_x);
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, c->b, c->s, c->hkv, c->d, RA_F32) == RA_OK, "cache");
+    CHECK(ra_layer_forward(plain, NULL, y_plain, f->x, c->b, c->s, NULL, NULL) == RA_OK, "plain");
+    for (int64_t first = 0, n = 3; first < c->s; first += n, n = 1) {
+        for (int64_t b = 0; b < c->b; b++)
+            memcpy(xs + b * n * f->dim, f->x + (b * c->s + first) * f->dim,
+                   sizeof(float) * n * f->dim);
+        CHECK(ra_layer_forward_cached(cached, NULL, cache, ys, xs, c->b, n, NULL) == RA_OK,
+              "%s: cached", c->name);
+        for (int64_t b = 0; b < c->b; b++)
+            memcpy(y_cached + (b * c->s + first) * f->dim, ys + b * n * f->dim,
+                   sizeof(float) * n * f->dim);
+    }
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < f->n_x; i++) {
+        diff = fmax(diff, fabs(y_cached[i] - y_plain[i]));
+        ref = fmax(ref, fabs(y_plain[i]));
+    }
+    ra_kv_cache_destroy(cache);
+    free(xs), free(ys), free(y_cached), free(y_plain);
+    return diff / ref;
+}
+
+/* Llama 4's options through the KV cache: the temperature at each decode
+ * step's position, the L2 norm, as the forward has them. */
+static void test_llama4_cached(void)
+{
+    const layer_case c = {"L2, temperature, norms", 2, 11, 4, 2, 8, RA_LAYOUT_INTERLEAVED,
+                          RA_ROPE_LLAMA3, 0, 0, 0.0f, 0, 0, L2 | TEMP | NORMS, 0, 0};
+    fixture f;
+    fixture_make(&f, &c, 77);
+    double e = cached_diff(f.layer, f.layer, &f);
+    CHECK(e <= 1e-5, "%s: cached vs forward %.3g", c.name, e);
+    printf("  %-28s through the cache %.1e\n", c.name, e);
+    fixture_free(&f);
+    /* the L2 norm with a rope whose attention factor is not 1: refused */
+    ra_layer_config cfg = {.dim = 8, .n_heads = 2, .head_dim = 4, .qk_l2_norm = 1,
+                           .rope = ra_rope_config_default(4)};
+    cfg.rope.type = RA_ROPE_YARN;
+    cfg.rope.scaling.factor = 4;
+    cfg.rope.scaling.original_max_position_embeddings = 16;
+    float w[64] = {0};
+    ra_layer_weights lw = {.wq = w, .wk = w, .wv = w, .wo = w};
+    ra_layer *layer = (ra_layer *)&cfg;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED && layer == NULL, "L2, yarn");
+    cfg.rope = ra_rope_config_default(4);
+    const double bad[][2] = {{-1, 0}, {NAN, 0}, {INFINITY, 0}, {8, INFINITY}, {8, NAN}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cfg.temperature_floor = bad[i][0];
+        cfg.temperature_scale = bad[i][1];
+        CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_ARGUMENT, "temperature %g %g",
+              bad[i][0], bad[i][1]);
+    }
+}
+
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the
  * separate weights' y, KV-cache y and gradients, its own rows of dwqkv and
  * dbqkv being theirs (to 1e-6: OpenBLAS may sum a narrower product in
@@ -922,35 +1005,12 @@ static void test_fused_qkv(void)
             worst = fmax(worst, ref > 0 ? diff / ref : diff);
         }
         CHECK(worst <= 1e-6, "%s: fused vs separate %.3g", c->name, worst);
-        /* Through the KV cache: prefill 3, then one token at a time. */
-        float *y_cached = malloc(sizeof(float) * f.n_x), *y_plain = malloc(sizeof(float) * f.n_x);
-        ra_kv_cache *cache;
-        CHECK(ra_kv_cache_create(&cache, c->b, c->s, c->hkv, D, RA_F32) == RA_OK, "cache");
-        CHECK(ra_layer_forward(separate, NULL, y_plain, f.x, c->b, c->s, NULL, NULL) == RA_OK,
-              "plain");
-        float *xs = malloc(sizeof(float) * f.n_x), *ys = malloc(sizeof(float) * f.n_x);
-        for (int64_t first = 0, n = 3; first < c->s; first += n, n = 1) {
-            for (int64_t b = 0; b < c->b; b++)
-                memcpy(xs + b * n * f.dim, f.x + (b * c->s + first) * f.dim,
-                       sizeof(float) * n * f.dim);
-            CHECK(ra_layer_forward_cached(fused, NULL, cache, ys, xs, c->b, n, NULL) == RA_OK,
-                  "%s: cached", c->name);
-            for (int64_t b = 0; b < c->b; b++)
-                memcpy(y_cached + (b * c->s + first) * f.dim, ys + b * n * f.dim,
-                       sizeof(float) * n * f.dim);
-        }
-        double diff = 0, ref = 0;
-        for (int64_t i = 0; i < f.n_x; i++) {
-            diff = fmax(diff, fabs(y_cached[i] - y_plain[i]));
-            ref = fmax(ref, fabs(y_plain[i]));
-        }
-        CHECK(diff <= 1e-5 * ref, "%s: cached fused vs separate %.3g", c->name, diff / ref);
+        double cached = cached_diff(fused, separate, &f);
+        CHECK(cached <= 1e-5, "%s: cached fused vs separate %.3g", c->name, cached);
         printf("  %-28s fused vs separate %.1e, through the cache %.1e\n", c->name, worst,
-               diff / ref);
-        ra_kv_cache_destroy(cache);
+               cached);
         ra_layer_tape_destroy(tape);
         ra_layer_destroy(separate);
-        free(xs), free(ys), free(y_cached), free(y_plain);
         free(wqkv), free(bqkv), free(dwqkv), free(dbqkv);
         grads_free(&want);
         grads_free(&got);
@@ -978,5 +1038,6 @@ int main(void)
     RUN(test_tape_keeps_positions);
     RUN(test_errors);
     RUN(test_fused_qkv);
+    RUN(test_llama4_cached);
     return ra_test_summary("layer_backward");
 }

@@ -66,10 +66,20 @@ for dir in "$TMP"/cases/*/; do
     done
 done
 
+# Llama 4's NoPE layers scale q by the token's place (cache_position):
+# --positions is refused there (a usage error, exit 2).
+C=$TMP/cases
+"$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.tile(np.arange(12), (2, 1)))" \
+    "$TMP/pos.npy"
+"$RA" attention --weights "$C/llama4_layer3/model.safetensors" \
+    --config "$C/llama4_layer3/config.json" --input "$C/llama4_layer3/x.npy" \
+    --output "$TMP/l4.npy" --layer 3 --positions "$TMP/pos.npy" 2>"$TMP/err"
+if [ $? -eq 2 ] && grep -q "not by --positions" "$TMP/err" && [ ! -e "$TMP/l4.npy" ]; then pass
+else fail "llama4 NoPE layer with --positions: $(cat "$TMP/err")"; fi
+
 # Fused projections' gradients (Phi-3's qkv_proj, GPT-NeoX's query_key_value)
 # are written as stored: the rows of the same weights' unfused gradients
 # (Phi-3's bit for bit; GPT-NeoX's, read per head in place, to 1e-6).
-C=$TMP/cases
 grads() { # case: runs it with a DY of X's shape, writing $C/case/g.safetensors
     "$PY" -c "import numpy as np, sys; np.save(sys.argv[2], np.random.default_rng(1).normal(
 size=np.load(sys.argv[1]).shape).astype(np.float32))" "$C/$1/x.npy" "$TMP/dy.npy"

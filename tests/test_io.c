@@ -1438,8 +1438,9 @@ static void test_config_families(void)
          "config.json: \"attn_logit_softcapping\" (soft-capped attention logits) changes "
          "attention and is not supported"},
         {"{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\"}}",
-         "config.json: model_type \"llama4_text\" is refused: its L2 q/k norm, NoPE layers, "
-         "chunked attention and temperature tuning are not supported yet"},
+         NULL},
+        {"{\"model_type\": \"llama4_text\", \"attn_temperature_tuning\": \"4\"}",
+         "config.json: \"attn_temperature_tuning\" must be true, false or a number"},
         {"{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"mistral\", "
          "\"attention_chunk_size\": 8192}}",
          "config.json: \"attention_chunk_size\" (chunked attention) changes attention and is not "
@@ -1503,6 +1504,15 @@ static void test_config_families(void)
                        &cfg, msg, sizeof msg) == RA_ERR_FORMAT &&
               strcmp(msg, "config.json: \"rope_parameters.sliding_attention.factor\" must be a "
                           "positive number") == 0, "gemma3 bad sliding rope: %s", msg);
+    ra_hf_config_free(&cfg);
+    /* Llama 4: Llama4TextConfig's defaults (its old attn_temperature_tuning 4 is true). */
+    CHECK(parse_config("{\"model_type\": \"llama4_text\", \"attn_temperature_tuning\": 4, "
+                       "\"use_qk_norm\": false}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.attn_temperature_tuning == 1 && cfg.qk_l2_norm == 0 && cfg.head_dim == 128 &&
+              cfg.attention_chunk_size == 8192 && cfg.floor_scale == 8192 &&
+              cfg.attn_scale == 0.1 && cfg.rope_theta == 5e5 &&
+              cfg.no_rope_layer_interval == 4 && cfg.family->layout == RA_LAYOUT_INTERLEAVED,
+          "llama4 defaults: %s", msg);
     ra_hf_config_free(&cfg);
     /* Falcon: FalconConfig's multi_query (true) and new_decoder_architecture. */
     CHECK(parse_config("{\"model_type\": \"falcon\"}", &cfg, msg, sizeof msg) == RA_OK &&

@@ -84,8 +84,9 @@ static const char usage[] =
     "the family is read: its layout (interleaved for Cohere and GLM), softmax\n"
     "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2; LayerNorms per head:\n"
     "Cohere, StableLM 2), clip_qkv (OLMo), rope per layer (Gemma 3, SmolLM3),\n"
-    "Falcon's packing.  A family, config key or tensor of the layer that\n"
-    "ropeattn does not run (gpt-oss's sinks, soft-capping, Llama 4 ...) is refused,\n"
+    "Falcon's packing, Llama 4's L2 norm, NoPE layers and temperature.  A\n"
+    "family, config key or tensor of the layer that\n"
+    "ropeattn does not run (gpt-oss's sinks, soft-capping ...) is refused,\n"
     "naming it: never run as something else.\n";
 
 typedef struct attention_options {
@@ -338,6 +339,34 @@ static int resolve_no_rope(const ra_hf_config *hf, int64_t layer, ra_layer_confi
     return 0;
 }
 
+/* Llama 4 (Llama4TextAttention): RoPE layers apply the L2 norm after RoPE
+ * (use_qk_norm) and attend within chunks of attention_chunk_size tokens
+ * (layer_types may say chunked_attention too): inputs of at most that many
+ * tokens are unaffected, longer ones refused.  NoPE layers scale q by the
+ * temperature at each token's position (attn_temperature_tuning), which
+ * transformers takes from cache_position: --positions is refused there. */
+static int resolve_llama4(const attention_options *opts, const ra_hf_config *hf, int64_t layer,
+                          int64_t seq, ra_layer_config *config)
+{
+    if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return 0;
+    int chunked = !config->no_rope || ra_hf_layer_chunked(&hf->window, layer);
+    if (chunked && hf->has_attention_chunk_size && seq > hf->attention_chunk_size)
+        return cli_fail(EXIT_FAIL, "the config gives this layer chunked attention of %lld tokens "
+                        "and the input has %lld tokens per sequence: chunked attention is not "
+                        "supported (inputs of at most %lld tokens are unaffected by it)",
+                        (long long)hf->attention_chunk_size, (long long)seq,
+                        (long long)hf->attention_chunk_size);
+    config->qk_l2_norm = hf->qk_l2_norm && !config->no_rope;
+    if (!hf->attn_temperature_tuning || !config->no_rope || !hf->has_floor_scale) return 0;
+    if (opts->rope.positions_path)
+        return cli_fail(EXIT_USAGE, "attention: Llama 4's NoPE layers scale q by each token's "
+                        "place in the sequence (attn_temperature_tuning), not by --positions: "
+                        "give --start-pos");
+    config->temperature_floor = hf->floor_scale;
+    config->temperature_scale = hf->has_attn_scale ? hf->attn_scale : 0.0;
+    return 0;
+}
+
 /* A sliding window that the config gives this layer (transformers' reading
  * of it: config_window.c) changes Y only for inputs longer than the window;
  * those are refused, since the layer attends to every earlier token. */
@@ -346,6 +375,9 @@ static int check_window(const ra_hf_config *hf, int64_t layer, int64_t seq)
     char which[48] = "this layer";
     if (layer >= 0) snprintf(which, sizeof which, "layer %lld", (long long)layer);
     int64_t window = ra_hf_layer_window(&hf->window, layer);
+    const unsigned features = hf->family ? hf->family->features : 0;
+    if (window < 0 && (features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer))
+        return 0; /* resolve_llama4 */
     if (window < 0)
         return cli_fail(EXIT_FAIL, "the config's layer_types gives %s a kind of attention "
                         "other than full_attention or sliding_attention: not supported", which);
@@ -609,6 +641,7 @@ static int run(const attention_options *opts)
         !(failed = resolve_rope(opts, &src, &ckpt, ids ? file.max : opts->start_pos + seq - 1,
                                 &config)) &&
         !(failed = resolve_no_rope(&src.config, ckpt.tensors.layer, &config)) &&
+        !(failed = resolve_llama4(opts, &src.config, ckpt.tensors.layer, seq, &config)) &&
         !(failed = create_layer(&ckpt, src.config.family, &config, weights, &layer)) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
         failed = compute_and_write(opts, &outputs, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);

@@ -71,6 +71,9 @@ static const field fields[] = {
     FIELD(clip_qkv, POSITIVE_NUMBER, 0, 0),
     FIELD(layer_norm_eps, POSITIVE_NUMBER, 0, 0),
     FIELD(num_kv_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(attention_chunk_size, POSITIVE_INTEGER, MAX_POSITIONS, 0),
+    FIELD(floor_scale, POSITIVE_NUMBER, 0, 0),
+    FIELD(attn_scale, POSITIVE_NUMBER, 0, 0),
 };
 
 static const field aliases[] = {
@@ -236,6 +239,26 @@ static ra_status read_flag(const cJSON *root, const char *key, int absent, int *
     return RA_OK;
 }
 
+/* Llama 4's use_qk_norm and attn_temperature_tuning (Llama4TextConfig:
+ * true, and 4 in older releases; any number but 0 is true). */
+static ra_status read_llama4(const cJSON *root, ra_hf_config *out, const char *name, char *msg,
+                             size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_LLAMA4)) return RA_OK;
+    RA_TRY(read_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "attn_temperature_tuning", name, &item, msg, msg_len));
+    out->attn_temperature_tuning = 1;
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsBool(item) && !(cJSON_IsNumber(item) && isfinite(item->valuedouble)))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"attn_temperature_tuning\" must be true, false or a number",
+                          name);
+    out->attn_temperature_tuning = cJSON_IsBool(item) ? cJSON_IsTrue(item)
+                                                      : item->valuedouble != 0;
+    return RA_OK;
+}
+
 /* Falcon's packing keys, with FalconConfig's defaults. */
 static ra_status read_falcon(const cJSON *root, ra_hf_config *out, const char *name, char *msg,
                              size_t msg_len)
@@ -372,6 +395,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
+    RA_TRY(read_llama4(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
     apply_defaults(root, out, 1);
     if (out->rope.has_mrope && !(features & RA_HF_MROPE))

@@ -43,10 +43,11 @@ static ra_status read_layer_types(const cJSON *item, const char *name, ra_hf_win
         if (!cJSON_IsString(t))
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"layer_types\" must be an array of strings", name);
-        out->layer_types[i] = strcmp(t->valuestring, "full_attention") == 0 ? RA_HF_FULL_ATTENTION
-                              : strcmp(t->valuestring, "sliding_attention") == 0
-                                  ? RA_HF_SLIDING_ATTENTION
-                                  : RA_HF_OTHER_ATTENTION;
+        const char *v = t->valuestring;
+        out->layer_types[i] = strcmp(v, "full_attention") == 0      ? RA_HF_FULL_ATTENTION
+                              : strcmp(v, "sliding_attention") == 0 ? RA_HF_SLIDING_ATTENTION
+                              : strcmp(v, "chunked_attention") == 0 ? RA_HF_CHUNKED_ATTENTION
+                                                                    : RA_HF_OTHER_ATTENTION;
     }
     out->has_layer_types = 1;
     return RA_OK;
@@ -113,7 +114,7 @@ static int slides(const ra_hf_window *w, int64_t layer)
                                                                     : -1;
         int any = 0; /* a layer the list does not cover: any of them */
         for (int64_t i = 0; i < w->n_layer_types; i++) {
-            if (w->layer_types[i] == RA_HF_OTHER_ATTENTION) return -1;
+            if (w->layer_types[i] >= RA_HF_CHUNKED_ATTENTION) return -1;
             any |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION;
         }
         return any;
@@ -153,6 +154,12 @@ int ra_hf_layer_slides(const ra_hf_window *w, int64_t layer)
         return w->max_window_layers == 0 ? 1 : -1;
     }
     return w->has_sliding_window ? 1 : 0;
+}
+
+int ra_hf_layer_chunked(const ra_hf_window *w, int64_t layer)
+{
+    return w && w->has_layer_types && layer >= 0 && layer < w->n_layer_types &&
+           w->layer_types[layer] == RA_HF_CHUNKED_ATTENTION;
 }
 
 int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer)

@@ -28,6 +28,11 @@
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_QK_NORM)
 #define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
+#define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
+/* Llama4TextConfig's defaults. */
+#define LLAMA4_DEFAULTS                                                                  \
+    "head_dim=128 rope_theta=500000 rms_norm_eps=1e-05 no_rope_layer_interval=4 "       \
+    "attention_chunk_size=8192 floor_scale=8192 attn_scale=0.1"
 
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does. */
@@ -57,12 +62,8 @@ static const ra_hf_family families[] = {
     {"internlm2", H, 0, NULL, NULL},
     {"kimi_k2", I, 0, MLA, NULL},
     {"llama", H, 0, NULL, NULL},
-    {"llama4", I, 0,
-     "its L2 q/k norm, NoPE layers, chunked attention and temperature tuning are not "
-     "supported yet", NULL},
-    {"llama4_text", I, 0,
-     "its L2 q/k norm, NoPE layers, chunked attention and temperature tuning are not "
-     "supported yet", NULL},
+    {"llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS},
+    {"llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS},
     {"ministral", H, 0, NULL, "sliding_window=4096"},
     {"mistral", H, 0, NULL, "sliding_window=4096"},
     {"mistral3", H, 0, NULL, NULL},
@@ -126,10 +127,10 @@ static const attention_key attention_keys[] = {
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, 0, "soft-capped attention logits"},
-    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM, "q and k norms"},
+    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_LLAMA4, "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
-    {"attention_chunk_size", NULL_ONLY, 0, "chunked attention"},
-    {"attn_temperature_tuning", FALSE_ONLY, 0, "attention temperature tuning"},
+    {"attention_chunk_size", NULL_ONLY, RA_HF_LLAMA4, "chunked attention"},
+    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_LLAMA4, "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
     {"kv_lora_rank", NULL_ONLY, 0, "latent attention"},

@@ -170,7 +170,8 @@ const char *ra_hf_rope_type_name(ra_rope_type type);
 typedef enum ra_hf_layer_type {
     RA_HF_FULL_ATTENTION,    /* "full_attention" */
     RA_HF_SLIDING_ATTENTION, /* "sliding_attention" */
-    RA_HF_OTHER_ATTENTION,   /* any other name ("chunked_attention", ...) */
+    RA_HF_CHUNKED_ATTENTION, /* "chunked_attention" (Llama 4) */
+    RA_HF_OTHER_ATTENTION,   /* any other name */
 } ra_hf_layer_type;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -199,6 +200,9 @@ int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer);
  * keys above, or -1 when they do not say: layer -1 (unknown) with both
  * kinds possible, a layer past the end of layer_types, or another kind. */
 int ra_hf_layer_slides(const ra_hf_window *window, int64_t layer);
+
+/* Whether layer_types names layer `layer` chunked_attention. */
+int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
 
 /* ---- model families ----------------------------------------------------- */
 
@@ -229,6 +233,10 @@ enum {
     RA_HF_CHATGLM = 1 << 15,             /* kv_channels, multi_query_attention,
                                             multi_query_group_num, rope_ratio (ChatGLM 2,
                                             3, GLM-4's remote code) */
+    RA_HF_LLAMA4 = 1 << 16,              /* use_qk_norm: the L2 norm after RoPE in RoPE
+                                            layers; attn_temperature_tuning (floor_scale,
+                                            attn_scale) in NoPE layers; attention_chunk_size
+                                            in RoPE layers (Llama 4) */
 };
 
 /* How one model_type is read. */
@@ -270,12 +278,14 @@ typedef struct ra_hf_config {
     double clip_qkv;               /* OLMo: q, k, v clamped to [-clip_qkv, clip_qkv] */
     double layer_norm_eps;         /* the LayerNorms' epsilon (Cohere, StableLM) */
     int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
+    int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
+    double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
         has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
-        has_num_kv_heads;
+        has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
@@ -286,6 +296,9 @@ typedef struct ra_hf_config {
      * (default false); num_key_value_heads its multi_query_group_num with
      * it, head_dim its kv_channels, rope_theta 10000 * rope_ratio. */
     int multi_query, new_decoder_architecture;
+    /* Llama 4 (RA_HF_LLAMA4): use_qk_norm and attn_temperature_tuning (both
+     * true by default in Llama4TextConfig). */
+    int qk_l2_norm, attn_temperature_tuning;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */

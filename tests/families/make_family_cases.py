@@ -46,6 +46,11 @@ What each family's attention does, from transformers' modeling_<family>.py:
              kv_channels; RotaryEmbedding(kv_channels // 2) with base
              10000 * rope_ratio: interleaved pairs of the first D / 2
              features; dense
+  llama4     (Llama4TextAttention) q, k rotated as complex pairs (interleaved),
+             then in RoPE layers (no_rope_layers[i] = 1) the L2 norm
+             x * rsqrt(mean(x^2) + rms_norm_eps); in NoPE layers q times
+             1 + attn_scale * log1p(floor((cache_position + 1) / floor_scale));
+             rope llama3 (Scout: low_freq_factor = high_freq_factor)
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
@@ -116,6 +121,18 @@ def rope(x, pos, inv, layout):
     return y
 
 
+def llama3_inv_freq(theta, rot, factor, low, high, old):
+    """transformers' _compute_llama3_parameters."""
+    inv = inv_freq(theta, rot)
+    wavelen = 2 * np.pi / inv
+    scaled = np.where(wavelen > old / low, inv / factor, inv)
+    with np.errstate(divide="ignore", invalid="ignore"):  # low == high: no medium band
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return np.where(medium, smoothed, scaled)
+
+
 def attention(x, w, f):
     """The layer in float64.  w: tensors by role; f: the family's choices."""
     H, K, D = f["H"], f["K"], f["D"]
@@ -135,6 +152,11 @@ def attention(x, w, f):
     pos = np.broadcast_to(np.arange(S, dtype=np.float64), (B, S))
     if f.get("inv") is not None:
         q, k = rope(q, pos, f["inv"], f["layout"]), rope(k, pos, f["inv"], f["layout"])
+    if f.get("l2"):  # Llama 4: after RoPE, no weights
+        q, k = (t / np.sqrt(np.mean(t * t, axis=-1, keepdims=True) + f["l2"]) for t in (q, k))
+    if f.get("temperature"):  # Llama 4's NoPE layers, at cache_position = pos
+        floor_scale, attn_scale = f["temperature"]
+        q = q * (1 + attn_scale * np.log1p(np.floor((pos + 1) / floor_scale)))[..., None, None]
     k, v = np.repeat(k, H // K, axis=2), np.repeat(v, H // K, axis=2)
     scores = np.einsum("bshd,bthd->bhst", q, k) * f.get("scale", D ** -0.5)
     scores = scores + np.triu(np.full((S, S), -np.inf), 1)
@@ -491,6 +513,36 @@ def family_cases(out):
         save(out, name, cfg, tensors, x, attention(x, w, f), 0)
     chatglm_tensors = tensors
 
+    # Llama 4 Scout (multimodal config; llama3 rope with low = high factor;
+    # every fourth layer NoPE by Llama4TextConfig's default interval).
+    # floor_scale 4 makes the temperature move within 12 tokens.
+    scout = {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+             "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}
+    text = dict(base, model_type="llama4_text", rope_theta=5e5, rope_scaling=scout,
+                rms_norm_eps=1e-5, use_qk_norm=True, attention_chunk_size=8192,
+                attn_temperature_tuning=True, floor_scale=4, attn_scale=0.5,
+                num_local_experts=16, interleave_moe_layer_step=1)
+    cfg = {"model_type": "llama4", "text_config": text,
+           "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 48}}
+    for layer in (0, 3):
+        w = weights(dim, H, K, D)
+        nope = layer == 3
+        f = {"H": H, "K": K, "D": D, "layout": "interleaved",
+             "inv": None if nope else llama3_inv_freq(5e5, D, 16.0, 1.0, 1.0, 8192),
+             "l2": None if nope else 1e-5, "temperature": (4, 0.5) if nope else None}
+        save(out, "llama4_layer%d" % layer, cfg,
+             named(w, "language_model.model.layers.%d.self_attn." % layer), x,
+             attention(x, w, f), layer)
+    # Maverick-style text config alone: no rope scaling, no_rope_layers given,
+    # chunks of 8 tokens (the NoPE layer 1 attends everything), the
+    # defaults of Llama4TextConfig for the rest (temperature: floor_scale 8192,
+    # a no-op within 12 tokens; head_dim 128 is given here).
+    cfg = dict(base, model_type="llama4_text", no_rope_layers=[1, 0], attention_chunk_size=8)
+    w = weights(dim, H, K, D)
+    f = {"H": H, "K": K, "D": D, "layout": "interleaved", "inv": None}
+    save(out, "llama4_text_nope_layer1", cfg, named(w, layers(1)), x, attention(x, w, f), 1)
+    llama4_chunks = (cfg, named(w, layers(0)))
+
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.
     w = weights(dim, H, K, D)
@@ -525,10 +577,8 @@ def family_cases(out):
         ("stablelm_stray_norms", dict(base, model_type="stablelm", partial_rotary_factor=0.25),
          dict(plain, **{layers(0) + "q_layernorm.norms.0.weight": f32(np.ones(D))}),
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.0.weight'"),
-        ("llama4", {"model_type": "llama4", "text_config": dict(
-            base, model_type="llama4_text", use_qk_norm=True, attention_chunk_size=8192,
-            attn_temperature_tuning=True, no_rope_layers=[1, 1, 1, 0])},
-         plain, 'model_type "llama4_text" is refused'),
+        ("llama4_longer_than_a_chunk", llama4_chunks[0], llama4_chunks[1],
+         "chunked attention of 8 tokens and the input has 12 tokens"),
         ("unknown_family", dict(base, model_type="my_llama"), plain,
          'model_type "my_llama" is not a family ropeattn knows'),
         ("llama_with_qk_norms", dict(base, model_type="llama"),
@@ -561,6 +611,8 @@ def family_cases(out):
          plain, '"attention_multiplier"'),
         ("chunked_attention", dict(base, model_type="llama", attention_chunk_size=8), plain,
          '"attention_chunk_size"'),
+        ("llama4_chunked_layer_type", dict(base, model_type="llama", layer_types=[
+            "chunked_attention"]), plain, "a kind of attention other than"),
         ("qwen3_without_norms", dict(base, model_type="qwen3"), plain,
          "has no q_norm.weight beside 'model.layers.0.self_attn.q_proj.weight'"),
         ("gptj_rope_theta", {"model_type": "gptj", "n_embd": dim, "n_head": H,

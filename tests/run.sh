@@ -2,27 +2,36 @@
 # Runs every test program under $BUILD/tests (once per SIMD path), the NEON
 # test under qemu-user when it is built, every tests/test_*.sh and every
 # example program, then prints the total as "N passed, N failed".  Exit
-# status 0 only if all passed.
+# status 0 only if all passed.  They run RA_TEST_JOBS at a time (default:
+# one per CPU), each into its own log, printed in order when all are done.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
 passed=0 failed=0 broken=0
-run_one() {
-    local out rc
-    out=$("$@" 2>&1); rc=$?
+jobs_max=${RA_TEST_JOBS:-$(nproc)}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+n=0
+queue() { # runs "$@" in the background into $logs/N.{out,rc,cmd}
+    printf '%s\n' "$*" >"$logs/$n.cmd"
+    ( "$@" >"$logs/$n.out" 2>&1; echo $? >"$logs/$n.rc" ) &
+    n=$((n + 1))
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+}
+tally() { # i: prints job i's output and counts its summary line
+    local out rc cmd line p f
+    out=$(cat "$logs/$1.out"); rc=$(cat "$logs/$1.rc"); cmd=$(cat "$logs/$1.cmd")
     printf '%s\n' "$out"
-    local line
     line=$(printf '%s\n' "$out" | grep -E '^[a-z_]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
-        echo "BROKEN: $* exited $rc without a summary line"
+        echo "BROKEN: $cmd exited $rc without a summary line"
         broken=$((broken + 1)); return
     fi
-    local p f
     p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
     f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
     passed=$((passed + p)); failed=$((failed + f))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        echo "BROKEN: $* exited $rc"; broken=$((broken + 1))
+        echo "BROKEN: $cmd exited $rc"; broken=$((broken + 1))
     fi
 }
 # The C tests run once per SIMD path this CPU has (RA_FORCE_ISA caps the
@@ -34,9 +43,8 @@ for isa in base avx2 avx512; do
         echo "SKIPPED SIMD path $isa: this CPU runs $path for it, already tested"; continue ;;
     esac
     seen="$seen $path"
-    echo "== SIMD path: $path"
     for t in "$BUILD"/tests/test_*; do
-        [ -x "$t" ] && run_one env RA_FORCE_ISA=$isa "$t"
+        [ -x "$t" ] && queue env RA_FORCE_ISA=$isa "$t"
     done
 done
 # NEON: the kernels built for aarch64 (`make test` builds them when the cross
@@ -49,11 +57,15 @@ elif ! command -v qemu-aarch64 >/dev/null 2>&1; then
 elif [ ! -x "$neon" ]; then
     echo "SKIPPED neon: $neon is not built (sanitizer builds leave it out; make neon-test runs it)"
 else
-    echo "== SIMD path: neon (aarch64, under qemu-aarch64)"
-    run_one qemu-aarch64 "$neon"
+    queue qemu-aarch64 "$neon"
 fi
 for t in tests/test_*.sh; do
-    [ -f "$t" ] && run_one env BUILD="$BUILD" bash "$t"
+    [ -f "$t" ] && queue env BUILD="$BUILD" bash "$t"
+done
+wait
+for ((i = 0; i < n; i++)); do
+    echo "== $(cat "$logs/$i.cmd")"
+    tally "$i"
 done
 # Each example program must run and exit 0.
 for e in "$BUILD"/examples/*; do

@@ -4,13 +4,27 @@
 # `make alloc-test`, `make tsan`, `make valgrind-cli`: allocation failures,
 # threads under ThreadSanitizer, the CLI under valgrind memcheck (below).
 #
+# `make install` (PREFIX, default /usr/local; DESTDIR for staging) installs
+# the header, both libraries, the tool, its man page, ropeattn.pc and the
+# CMake package (lib/cmake/ropeattn); `make uninstall` removes them.
+#
 # Outputs (under $(BUILD), default build/):
-#   libropeattn.a, libropeattn.so   the library
+#   libropeattn.a                   the library, static
+#   libropeattn.so.$(VERSION)       shared (SONAME libropeattn.so.0; links .so.0, .so)
 #   ropeattn                        the command-line tool
 #   tests/test_*                    one program per test file
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
 
 BUILD    ?= build
+VERSION  := $(shell sed -n 's/^\#define RA_VERSION_STRING "\(.*\)"/\1/p' include/ropeattn.h)
+MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
+MINOR    := $(word 2,$(subst ., ,$(VERSION)))
+SOMAJOR  := $(MAJOR)
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+LIBDIR   ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR   ?= $(PREFIX)/share/man
 CC       ?= cc
 OPT      ?= -O3
 SANITIZE ?=
@@ -59,8 +73,12 @@ $(BUILD)/libropeattn.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libropeattn.so: $(LIB_OBJ)
-	$(CC) -shared $(SANITIZE) -o $@ $^ $(LDLIBS)
+$(BUILD)/libropeattn.so.$(VERSION): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libropeattn.so.$(SOMAJOR) $(SANITIZE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libropeattn.so: $(BUILD)/libropeattn.so.$(VERSION)
+	ln -sf libropeattn.so.$(VERSION) $(BUILD)/libropeattn.so.$(SOMAJOR)
+	ln -sf libropeattn.so.$(VERSION) $@
 
 $(BUILD)/ropeattn: $(TOOL_OBJ) $(BUILD)/libropeattn.a
 	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(BUILD)/libropeattn.a $(LDLIBS)
@@ -99,6 +117,40 @@ $(BUILD)/neon/test_neon: $(NEON_OBJ)
 
 neon-test: $(BUILD)/neon/test_neon
 	qemu-aarch64 $<
+
+# ---- install ------------------------------------------------------------
+empty :=
+space := $(empty) $(empty)
+SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+            -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+            -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@MINOR@|$(MINOR)|g' -e 's|@SOMAJOR@|$(SOMAJOR)|g' \
+            -e 's|@BLAS_LIBS@|$(strip $(BLAS_LIBS))|g' \
+            -e 's|@BLAS_LIBS_CMAKE@|$(subst $(space),;,$(strip $(BLAS_LIBS)))|g'
+
+$(BUILD)/ropeattn.1: $(BUILD)/ropeattn scripts/manpage.sh
+	bash scripts/manpage.sh $(BUILD)/ropeattn > $@
+
+install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(BUILD)/ropeattn.1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+	  $(DESTDIR)$(LIBDIR)/cmake/ropeattn $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BUILD)/ropeattn $(DESTDIR)$(BINDIR)/ropeattn
+	install -m 644 $(BUILD)/ropeattn.1 $(DESTDIR)$(MANDIR)/man1/ropeattn.1
+	install -m 644 include/ropeattn.h $(DESTDIR)$(INCLUDEDIR)/ropeattn.h
+	install -m 644 $(BUILD)/libropeattn.a $(DESTDIR)$(LIBDIR)/libropeattn.a
+	install -m 755 $(BUILD)/libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so.$(VERSION)
+	ln -sf libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so.$(SOMAJOR)
+	ln -sf libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so
+	$(SUBST) pkgconfig/ropeattn.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc
+	$(SUBST) cmake/ropeattn-config.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config.cmake
+	$(SUBST) cmake/ropeattn-config-version.cmake.in \
+	  > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config-version.cmake
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ropeattn $(DESTDIR)$(MANDIR)/man1/ropeattn.1 \
+	  $(DESTDIR)$(INCLUDEDIR)/ropeattn.h $(DESTDIR)$(LIBDIR)/libropeattn.a \
+	  $(DESTDIR)$(LIBDIR)/libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so.$(SOMAJOR) \
+	  $(DESTDIR)$(LIBDIR)/libropeattn.so $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc
+	rm -rf $(DESTDIR)$(LIBDIR)/cmake/ropeattn
 
 test: all $(NEON_TEST)
 	BUILD=$(BUILD) bash tests/run.sh
@@ -158,5 +210,5 @@ fixtures:
 clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD)
 
-.PHONY: all test asan neon-test fixtures clean alloc-test tsan valgrind-cli
+.PHONY: all test asan neon-test fixtures clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -95,10 +95,14 @@ extern "C" {
 #define RA_API
 #endif
 
+/* The version of this header; ra_version() gives the library's, which
+ * may be another if a program runs against a newer shared library.  Until
+ * 1.0 a minor version may change the ABI (the shared library's SONAME is
+ * libropeattn.so.0 throughout 0.x; NEWS says what changed). */
 #define RA_VERSION_MAJOR 0
-#define RA_VERSION_MINOR 1
+#define RA_VERSION_MINOR 2
 #define RA_VERSION_PATCH 0
-#define RA_VERSION_STRING "0.1.0"
+#define RA_VERSION_STRING "0.2.0"
 
 /* ------------------------------------------------------------------------ */
 /* Status                                                                    */
@@ -198,6 +202,10 @@ RA_API int ra_context_threads(const ra_context *ctx);
  * path); unset or empty, it caps nothing.  Any other value caps the
  * choice at base and makes ra_simd_check_environment fail. */
 RA_API const char *ra_simd_name(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH" (RA_VERSION_STRING when it
+ * was built). */
+RA_API const char *ra_version(void);
 
 /* RA_ERR_ARGUMENT when RA_FORCE_ISA held a value other than avx512, avx2,
  * base or the empty string when the kernels were chosen, else RA_OK.

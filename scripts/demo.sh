@@ -3,6 +3,6 @@
 # layer on deterministic weights, both attention paths, RoPE's properties).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh demo
 make -j"$(nproc)" >/dev/null
 build/ropeattn demo

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Installs what ropeattn needs to build and test on Debian 12, if missing:
-# a C compiler and make, OpenBLAS (CBLAS), cJSON, pkg-config, NumPy for the
-# CLI tests, the aarch64 cross compiler, its C library and qemu-user for the
-# NEON test, and valgrind for `make valgrind-cli`.  PyTorch is needed only to
-# regenerate fixtures (make fixtures).
+# Installs what ropeattn needs on Debian 12, if missing.
+#   bash scripts/install-deps.sh demo   to build and run the demo: a C
+#                                       compiler and make, OpenBLAS (CBLAS),
+#                                       cJSON, pkg-config
+#   bash scripts/install-deps.sh        to build and test, also: CMake for the
+#                                       install test, NumPy for the CLI tests,
+#                                       the aarch64 cross compiler, its C
+#                                       library and qemu-user for the NEON
+#                                       test, valgrind (make valgrind-cli),
+#                                       clang and its runtimes (the libFuzzer
+#                                       targets)
+# PyTorch is needed only to regenerate fixtures (make fixtures).
 set -euo pipefail
-packages=(build-essential pkg-config libopenblas-dev libcjson-dev python3 python3-numpy
-          gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-          valgrind)
-packages+=(clang libclang-rt-14-dev) # the libFuzzer targets (make fuzz)
+packages=(build-essential pkg-config libopenblas-dev libcjson-dev)
+if [ "${1:-}" != demo ]; then
+    packages+=(cmake python3 python3-numpy gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+               valgrind clang libclang-rt-14-dev)
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

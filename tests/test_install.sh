@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# test_install.sh — `make install` into a temporary prefix, then programs
+# built against it as a user would: tests/install/consumer.c as C (C11) and
+# as C++ (C++17), with the shared and the static library, through pkg-config
+# and through CMake's find_package; the SONAME and what each program needs
+# at run time; DESTDIR staging; `make uninstall` leaves nothing behind.
+# Sanitizer builds (make asan) skip it: their objects need the sanitizer
+# runtimes, which an installed library's users do not link.
+SUITE=install
+source "$(dirname "$0")/shell_common.sh"
+if [ "$(basename "$BUILD")" != build ]; then
+    echo "SKIPPED install: $BUILD is a sanitizer build"; summary
+fi
+for tool in cc c++ cmake pkg-config readelf; do
+    command -v $tool >/dev/null || { fail "$tool is not installed (scripts/install-deps.sh)"; summary; }
+done
+P=$TMP/prefix
+if ! make -s BUILD="$BUILD" PREFIX="$P" install >"$TMP/log" 2>&1; then
+    fail "make install: $(tail -5 "$TMP/log")"; summary
+fi
+for f in bin/ropeattn include/ropeattn.h lib/libropeattn.a lib/libropeattn.so lib/libropeattn.so.0 \
+    lib/pkgconfig/ropeattn.pc lib/cmake/ropeattn/ropeattn-config.cmake \
+    lib/cmake/ropeattn/ropeattn-config-version.cmake share/man/man1/ropeattn.1; do
+    if [ -e "$P/$f" ]; then pass; else fail "make install did not install $f"; fi
+done
+if readelf -d "$P/lib/libropeattn.so" | grep -q 'SONAME.*\[libropeattn\.so\.0\]'; then pass
+else fail "libropeattn.so has no SONAME libropeattn.so.0"; fi
+
+export PKG_CONFIG_PATH=$P/lib/pkgconfig
+C=tests/install/consumer.c
+# name, how it runs: built, it must print the library's version and exit 0;
+# "shared" ones must need libropeattn.so.0, "static" ones no libropeattn.
+check() {
+    local name=$1 kind=$2 exe=$3 out needed
+    out=$(LD_LIBRARY_PATH="$P/lib" "$exe" 2>&1)
+    needed=$(readelf -d "$exe" | grep NEEDED)
+    if [ "$out" != "ropeattn $("$P/bin/ropeattn" --version | cut -d' ' -f2)" ]; then
+        fail "$name: printed '$out'"
+    elif [ "$kind" = shared ] && ! grep -q 'libropeattn\.so\.0' <<<"$needed"; then
+        fail "$name: does not need libropeattn.so.0"
+    elif [ "$kind" = static ] && grep -q libropeattn <<<"$needed"; then
+        fail "$name: needs the shared library"
+    else pass; fi
+}
+cflags=$(pkg-config --cflags ropeattn)
+libs=$(pkg-config --libs ropeattn)
+static=$(pkg-config --static --libs ropeattn | sed 's/-lropeattn/-l:libropeattn.a/')
+build() { # name, kind, compiler and flags...
+    local name=$1 kind=$2
+    shift 2
+    if "$@" 2>"$TMP/err"; then check "$name" "$kind" "$TMP/$name"
+    else fail "$name: $(head -c 400 "$TMP/err")"; fi
+}
+build pc_c_shared shared cc -std=c11 -Wall -Werror $cflags $C -o "$TMP/pc_c_shared" $libs -lm
+build pc_c_static static cc -std=c11 -Wall -Werror $cflags $C -o "$TMP/pc_c_static" $static
+build pc_cxx_shared shared c++ -std=c++17 -Wall -Werror -x c++ $cflags $C -x none \
+    -o "$TMP/pc_cxx_shared" $libs
+build pc_cxx_static static c++ -std=c++17 -Wall -Werror -x c++ $cflags $C -x none \
+    -o "$TMP/pc_cxx_static" $static
+
+if cmake -S tests/install -B "$TMP/cmake" -DCMAKE_PREFIX_PATH="$P" >"$TMP/log" 2>&1 &&
+    cmake --build "$TMP/cmake" >>"$TMP/log" 2>&1; then
+    for e in consumer_c_shared consumer_c_static consumer_cxx_shared consumer_cxx_static; do
+        check "cmake $e" "${e##*_}" "$TMP/cmake/$e"
+    done
+else fail "cmake find_package(ropeattn): $(tail -5 "$TMP/log")"; fi
+
+# Staged with DESTDIR: the files land under it, the .pc names the prefix.
+if make -s BUILD="$BUILD" PREFIX=/opt/ra DESTDIR="$TMP/stage" install >"$TMP/log" 2>&1 &&
+    [ -e "$TMP/stage/opt/ra/lib/libropeattn.so.0" ] &&
+    grep -qx 'prefix=/opt/ra' "$TMP/stage/opt/ra/lib/pkgconfig/ropeattn.pc"; then pass
+else fail "make install DESTDIR=...: $(tail -3 "$TMP/log")"; fi
+
+if make -s BUILD="$BUILD" PREFIX="$P" uninstall >"$TMP/log" 2>&1 &&
+    [ -z "$(find "$P" -type f -o -type l)" ]; then pass
+else fail "make uninstall left: $(find "$P" -type f -o -type l | head -5)"; fi
+summary

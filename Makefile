@@ -183,8 +183,8 @@ tsan:
 	  OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" $(TSAN_BUILD)/tests/$$t; done
 
 # The CLI suites on real checkpoints and hostile files (test_hf.sh,
-# test_cli_crash.sh, test_cli_files.sh) with ropeattn (the plain build)
-# under valgrind memcheck (test_cli.sh's ~300 runs take it past ten minutes
+# test_cli_crash.sh, test_cli_files.sh; side by side, their output printed
+# after) with ropeattn (the plain build) under valgrind memcheck (test_cli.sh's ~300 runs take it past ten minutes
 # here; `make asan` runs every suite), each run logging to $(VALGRIND_LOGS)/PID.log; any
 # error or leak (definite or possible) in any log fails (a failing command's
 # exit code alone cannot tell: the tests expect 1..127 there).  Valgrind
@@ -193,11 +193,16 @@ tsan:
 VALGRIND_LOGS = $(BUILD)/valgrind
 VALGRIND = valgrind --leak-check=full --error-exitcode=99 \
            --log-file=$(abspath $(VALGRIND_LOGS))/%p.log
+VALGRIND_SUITES = test_hf test_cli_crash test_cli_files
 valgrind-cli: $(BUILD)/ropeattn
-	@rm -rf $(VALGRIND_LOGS) && mkdir -p $(VALGRIND_LOGS)
-	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_hf.sh
-	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_cli_crash.sh
-	BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/test_cli_files.sh
+	@rm -rf $(VALGRIND_LOGS) $(VALGRIND_LOGS)-suites && mkdir -p $(VALGRIND_LOGS) $(VALGRIND_LOGS)-suites
+	@for s in $(VALGRIND_SUITES); do \
+	  (BUILD=$(BUILD) RA_CLI_WRAPPER="$(VALGRIND)" bash tests/$$s.sh \
+	    > $(VALGRIND_LOGS)-suites/$$s.out 2>&1; echo $$? > $(VALGRIND_LOGS)-suites/$$s.rc) & \
+	done; wait; status=0; \
+	for s in $(VALGRIND_SUITES); do \
+	  cat $(VALGRIND_LOGS)-suites/$$s.out; [ "$$(cat $(VALGRIND_LOGS)-suites/$$s.rc)" = 0 ] || status=1; \
+	done; exit $$status
 	@bad=$$(grep -L "ERROR SUMMARY: 0 errors" $(VALGRIND_LOGS)/*.log); \
 	  if [ -n "$$bad" ]; then cat $$bad; echo "valgrind: errors in $$(echo $$bad | wc -w) runs"; exit 1; fi; \
 	  echo "valgrind: $$(ls $(VALGRIND_LOGS) | wc -l) ropeattn runs, no errors and no leaks"

@@ -538,7 +538,8 @@ typedef struct ra_layer_config {
                            every angle is 0, on every path) — a layer
                            without position information, for ablations
                            (like Hugging Face's no_rope_layers) */
-    double norm_eps;    /* epsilon of the q and k norms (weights.q_norm):
+    double norm_eps;    /* epsilon of the q and k norms (weights.q_norm, and
+                           qk_l2_norm's):
                            0 means 1e-6 (Qwen3's rms_norm_eps), else in
                            (0, 1) (RA_ERR_ARGUMENT) */
     int norm_whole;     /* nonzero: q_norm [H * D] and k_norm [Hkv * D] each
@@ -560,19 +561,22 @@ typedef struct ra_layer_config {
     double clip_qkv;    /* 0: none; else positive: q, k and v are clamped to
                            [-clip_qkv, clip_qkv] after their projections and
                            biases, before the norms (OLMo's clip_qkv) */
-    int qk_l2_norm;     /* nonzero: after RoPE, each head of q and of k is
+    int qk_l2_norm;     /* nonzero: as after RoPE, each head of q and of k is
                            divided by its root mean square, x / sqrt(mean(x^2)
                            + norm_eps), without weights (Llama 4's L2Norm).
-                           Run before RoPE, which keeps a head's RMS: a rope
-                           whose attention factor is not 1 (yarn, longrope)
-                           is RA_ERR_UNSUPPORTED with it */
+                           Computed before RoPE, which keeps a head's RMS, to
+                           the same result; a rope whose attention factor is
+                           not 1 (yarn, longrope) breaks that: with it,
+                           RA_ERR_UNSUPPORTED */
     double temperature_floor; /* 0: none; else positive: q of the token at
                            position p is multiplied by 1 + temperature_scale *
                            log1p(floor((p + 1) / temperature_floor)), Llama
                            4's attention temperature tuning (floor_scale,
                            attn_scale) for its layers without RoPE.  p is the
                            token's position as given (transformers uses
-                           cache_position: the same unless ids are given) */
+                           cache_position: the same unless ids are given).
+                           The factor at RA_MAX_POSITION must be at most
+                           FLT_MAX (else RA_ERR_ARGUMENT) */
     double temperature_scale; /* finite; used only with temperature_floor */
 } ra_layer_config;
 
@@ -630,9 +634,10 @@ typedef struct ra_forward_options {
  * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
  * wo (+ bo).  NULL positions means start 0; NULL options means inference
  * on RA_PATH_AUTO.  The projections use CBLAS.
- * Positions only move RoPE: the causal mask is by token index, as in the
- * seed and transformers.  Packed batches (cu_seqlens) are refused with
- * RA_ERR_UNSUPPORTED: their attention must stay inside each sequence.
+ * Positions move RoPE (and Llama 4's temperature): the causal mask is by
+ * token index, as in Meta's LLaMA reference code and transformers.  Packed
+ * batches (cu_seqlens) are refused with RA_ERR_UNSUPPORTED: their attention
+ * must stay inside each sequence.
  *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,
@@ -722,8 +727,9 @@ typedef struct ra_layer_grads {
  * back through RoPE with RA_INVERSE (and through the q and k norms, with q
  * and k recomputed before them); the projections' products use CBLAS.
  * Scratch, from the context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D)
- * bytes (with norms, 4 * B * S * (H D + Hkv D) more), plus the attention
- * backward's.  The tape is left as it was: a second backward with another
+ * bytes; with q/k norms or qk_l2_norm 4 * B * S * (H D + Hkv D) more, with
+ * both as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more; plus
+ * the attention backward's.  The tape is left as it was: a second backward with another
  * dy is allowed.  The outputs must not overlap one another, dy, x,
  * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.
  * Thread count: the same bits for any context (OpenBLAS's own thread count

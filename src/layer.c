@@ -44,8 +44,14 @@ static ra_status resolve_config(ra_layer_config *c)
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
         return RA_ERR_ARGUMENT;
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL)) return RA_ERR_ARGUMENT;
+    /* Llama 4's temperature: the factor at the last position a float */
     if (!(c->temperature_floor >= 0 && c->temperature_floor < HUGE_VAL &&
           fabs(c->temperature_scale) < HUGE_VAL))
+        return RA_ERR_ARGUMENT;
+    if (c->temperature_floor > 0 &&
+        !(1.0 + fabs(c->temperature_scale) *
+                    log1p(floor(((double)RA_MAX_POSITION + 1.0) / c->temperature_floor)) <=
+          FLT_MAX))
         return RA_ERR_ARGUMENT;
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
@@ -181,6 +187,11 @@ ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *c, int64_t hea
     return n;
 }
 
+ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *c, int64_t heads, int64_t tokens)
+{
+    return (ra_layer_norm_shape){tokens * heads, c->head_dim, 1, 0, c->norm_eps};
+}
+
 /* A row's mean (0 for an RMSNorm) and 1 / sqrt(variance about it + eps). */
 static void row_moments(const float *row, const ra_layer_norm_shape *n, double *mean,
                         double *inv_std)
@@ -255,8 +266,8 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
         ra_layer_norm(xk, w->k_norm, &n);
     }
     if (c->qk_l2_norm) { /* after RoPE in Llama 4, which keeps each head's RMS */
-        ra_layer_norm_shape qn = {tokens * c->n_heads, c->head_dim, 1, 0, c->norm_eps},
-                            kn = {tokens * c->n_kv_heads, c->head_dim, 1, 0, c->norm_eps};
+        ra_layer_norm_shape qn = ra_layer_l2_shape(c, c->n_heads, tokens),
+                            kn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
         ra_layer_norm(xq, NULL, &qn);
         ra_layer_norm(xk, NULL, &kn);
     }

@@ -210,8 +210,8 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
             if (w->q_norm) ra_layer_norm(lq, w->q_norm, &qn);
             if (w->k_norm) ra_layer_norm(lk, w->k_norm, &kn);
         }
-        const ra_layer_norm_shape lqn = {T * H, D, 1, 0, c->norm_eps},
-                                  lkn = {T * Hkv, D, 1, 0, c->norm_eps};
+        const ra_layer_norm_shape lqn = ra_layer_l2_shape(c, H, T),
+                                  lkn = ra_layer_l2_shape(c, Hkv, T);
         ra_layer_norm_backward(dq, NULL, lq, NULL, &lqn);
         ra_layer_norm_backward(dk, NULL, lk, NULL, &lkn);
     }

@@ -88,6 +88,11 @@ typedef struct ra_layer_norm_shape {
 ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *config, int64_t heads,
                                            int64_t tokens);
 
+/* Llama 4's L2 norm (qk_l2_norm) of q (heads = H) or k (Hkv): each head's D
+ * features, an RMSNorm without weights. */
+ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *config, int64_t heads,
+                                      int64_t tokens);
+
 /* Each row of x, in place: w * (row - mean) / sqrt(mean((row - mean)^2) +
  * eps), mean 0 for an RMSNorm (sums in double); weight NULL: w = 1. */
 void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n);

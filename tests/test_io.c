@@ -1336,7 +1336,7 @@ static void test_rope_hostile(void)
         {"{\"factor\": 2, \"factor\": 3}", "rope parameters: \"factor\" appears twice"},
         {"{\"full_attention\": {\"rope_type\": \"default\"}}",
          "rope parameters: \"full_attention\" is an object: per-layer-type rope parameters are "
-         "read for Gemma 3 only (pass one set with --rope-parameters)"},
+         "read for Gemma 3 and OLMo 3 only (pass one set with --rope-parameters)"},
         {"[1, 2]", "rope parameters: not a JSON object (expected {\"rope_type\": ...})"},
         {"{\"factor\": 2", "rope parameters: not valid JSON"},
         {"", "rope parameters: not valid JSON"},
@@ -1372,7 +1372,8 @@ static void test_rope_hostile(void)
         {"{\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}, "
          "\"sliding_attention\": {\"rope_type\": \"default\"}}}",
          "config.json: \"rope_parameters.full_attention\" is an object: per-layer-type rope "
-         "parameters are read for Gemma 3 only (pass one set with --rope-parameters)"},
+         "parameters are read for Gemma 3 and OLMo 3 only (pass one set with "
+         "--rope-parameters)"},
         {"{\"original_max_position_embeddings\": -4096}",
          "config.json: \"original_max_position_embeddings\" must be a positive integer"},
         {"{\"rope_scaling\": {\"factor\": 1}, \"rope_scaling\": null}",

@@ -39,8 +39,8 @@ static const char usage[] =
     "                  q/k/v/o_proj.weight (Hugging Face, also under\n"
     "                  model.layers.N.self_attn. or a multimodal model's\n"
     "                  language_model; Phi's dense, Phi-3's fused qkv_proj,\n"
-    "                  GPT-J, GPT-NeoX, Falcon and InternLM2 names, the fused\n"
-    "                  ones read in place);\n"
+    "                  GPT-J, GPT-NeoX, Falcon, InternLM2 and ChatGLM names, the\n"
+    "                  fused ones read in place);\n"
     "                  F32, F16, BF16 or F64; or a sharded checkpoint's\n"
     "                  model.safetensors.index.json\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
@@ -81,12 +81,12 @@ static const char usage[] =
     "normalize each head of q and k before RoPE.\n"
     "\n"
     "The config's model_type (its text_config's, for a multimodal model) says how\n"
-    "the family is read: its layout (interleaved for Cohere and GLM), softmax\n"
-    "scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2; LayerNorms per head:\n"
-    "Cohere, StableLM 2), clip_qkv (OLMo), rope per layer (Gemma 3, SmolLM3),\n"
-    "Falcon's packing, Llama 4's L2 norm, NoPE layers and temperature.  A\n"
-    "family, config key or tensor of the layer that\n"
-    "ropeattn does not run (gpt-oss's sinks, soft-capping ...) is refused,\n"
+    "the family is read: its layout (interleaved for Cohere, GLM, ChatGLM and\n"
+    "Llama 4), softmax scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2;\n"
+    "LayerNorms per head: Cohere, StableLM 2), clip_qkv (OLMo), rope per layer\n"
+    "(Gemma 3, SmolLM3), Falcon's packing, Llama 4's L2 norm, NoPE layers and\n"
+    "temperature.  A family, config key or tensor of the layer that ropeattn\n"
+    "does not run (gpt-oss's sinks, soft-capping ...) is refused,\n"
     "naming it: never run as something else.\n";
 
 typedef struct attention_options {
@@ -341,29 +341,35 @@ static int resolve_no_rope(const ra_hf_config *hf, int64_t layer, ra_layer_confi
 
 /* Llama 4 (Llama4TextAttention): RoPE layers apply the L2 norm after RoPE
  * (use_qk_norm) and attend within chunks of attention_chunk_size tokens
- * (layer_types may say chunked_attention too): inputs of at most that many
- * tokens are unaffected, longer ones refused.  NoPE layers scale q by the
+ * (layer_types may say chunked_attention too): tokens within one chunk are
+ * unaffected, others refused.  NoPE layers scale q by the
  * temperature at each token's position (attn_temperature_tuning), which
  * transformers takes from cache_position: --positions is refused there. */
 static int resolve_llama4(const attention_options *opts, const ra_hf_config *hf, int64_t layer,
                           int64_t seq, ra_layer_config *config)
 {
     if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return 0;
+    /* The tokens' places in the sequence: --start-pos on (0 with --positions,
+     * whose ids move only RoPE). */
+    const int64_t first = opts->start_pos, last = first + seq - 1;
+    const int64_t chunk = hf->attention_chunk_size;
     int chunked = !config->no_rope || ra_hf_layer_chunked(&hf->window, layer);
-    if (chunked && hf->has_attention_chunk_size && seq > hf->attention_chunk_size)
+    if (chunked && hf->has_attention_chunk_size && first / chunk != last / chunk)
         return cli_fail(EXIT_FAIL, "the config gives this layer chunked attention of %lld tokens "
-                        "and the input has %lld tokens per sequence: chunked attention is not "
-                        "supported (inputs of at most %lld tokens are unaffected by it)",
-                        (long long)hf->attention_chunk_size, (long long)seq,
-                        (long long)hf->attention_chunk_size);
+                        "and the input's tokens %lld .. %lld fall in more than one chunk: "
+                        "chunked attention is not supported (tokens within one chunk are "
+                        "unaffected by it)", (long long)chunk, (long long)first, (long long)last);
     config->qk_l2_norm = hf->qk_l2_norm && !config->no_rope;
-    if (!hf->attn_temperature_tuning || !config->no_rope || !hf->has_floor_scale) return 0;
+    if (!hf->attn_temperature_tuning || !config->no_rope) return 0;
+    if (!hf->has_floor_scale || !hf->has_attn_scale)
+        return cli_fail(EXIT_FAIL, "%s: attn_temperature_tuning is on and %s is null",
+                        opts->rope.config_path, hf->has_floor_scale ? "attn_scale" : "floor_scale");
     if (opts->rope.positions_path)
         return cli_fail(EXIT_USAGE, "attention: Llama 4's NoPE layers scale q by each token's "
                         "place in the sequence (attn_temperature_tuning), not by --positions: "
                         "give --start-pos");
     config->temperature_floor = hf->floor_scale;
-    config->temperature_scale = hf->has_attn_scale ? hf->attn_scale : 0.0;
+    config->temperature_scale = hf->attn_scale;
     return 0;
 }
 

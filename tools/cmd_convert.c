@@ -136,8 +136,6 @@ typedef struct geometry {
     int64_t head_dim, rotary_dim;
 } geometry;
 
-
-
 /* head_dim: the config's, else the first query projection's rows / n_heads
  * (--n-heads, else the config's num_attention_heads). */
 static int resolve_geometry(const convert_options *opts, const rope_source *src,
@@ -265,13 +263,17 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
                         ra_st_dtype_name(t->dtype));
     int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
                   ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
-    if (kind == NORM) /* [head_dim], or [heads, head_dim] */
-        return (t->ndim == 1 && t->shape[0] == g->head_dim) ||
-                       (t->ndim == 2 && t->shape[0] > 0 && t->shape[1] == g->head_dim)
-                   ? 0
-                   : cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a norm of each head: "
-                              "[head_dim = %lld] or [heads, head_dim]", t->name, opts->weights,
-                              (long long)g->head_dim);
+    if (kind == NORM) { /* [head_dim], or (Cohere) [heads, head_dim] */
+        int64_t heads = ends_with_part(t->name, "q_norm.weight") ? n_heads : n_kv_heads;
+        if ((t->ndim == 1 && t->shape[0] == g->head_dim) ||
+            (t->ndim == 2 && t->shape[0] > 0 && t->shape[1] == g->head_dim &&
+             (!heads || t->shape[0] == heads)))
+            return 0;
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a norm of each head: [head_dim = "
+                        "%lld] or [heads, head_dim]%s", t->name, opts->weights,
+                        (long long)g->head_dim, heads ? " with as many heads as its projection"
+                                                      : "");
+    }
     if (t->ndim != (is_bias ? 1 : 2))
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected %s", t->name,
                         opts->weights, t->ndim,

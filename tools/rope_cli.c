@@ -141,6 +141,12 @@ int rope_cli_config(const char *command, const rope_cli *r, const rope_source *s
                     int64_t head_dim, int64_t default_seq_len, ra_rope_config *out)
 {
     const ra_hf_rope *rope = &src->rope;
+    const ra_hf_config *c = &src->config;
+    if (c->family && (c->family->features & RA_HF_CHATGLM) && c->rope_ratio != 1 && !r->has_theta)
+        return cli_fail(EXIT_FAIL, "%s: %s has rope_ratio %g, which ChatGLM3's and GLM-4's code "
+                        "multiply the rope base by and ChatGLM2-32K's divides the positions by; "
+                        "config.json does not say which: give --theta (%g for the first)",
+                        command, r->config_path, c->rope_ratio, 10000.0 * c->rope_ratio);
     *out = ra_rope_config_default(head_dim);
     out->type = rope->type;
     out->theta = r->has_theta ? r->theta : rope->has_theta ? rope->theta : 10000.0;

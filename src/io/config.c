@@ -186,6 +186,8 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_config *out, const
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                           "%s: \"no_rope_layers\" must be an array of 0 and 1", name);
     int64_t n = cJSON_GetArraySize(item), i = 0;
+    /* Llama4TextConfig takes an empty list as none given (the interval's). */
+    if (n == 0 && out->family && (out->family->features & RA_HF_LLAMA4)) return RA_OK;
     out->no_rope_layers = ra_malloc(n > 0 ? (size_t)n : 1);
     if (out->no_rope_layers == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
@@ -304,7 +306,9 @@ static ra_status read_positive(const cJSON *root, const char *key, int integer, 
  * head_dim kv_channels; multi_query_group_num key/value heads with
  * multi_query_attention, else one per query head; RoPE on the first half of
  * each head's features, interleaved (original_rope; rotate_half otherwise,
- * refused), base 10000 * rope_ratio. */
+ * refused), base 10000 * rope_ratio (ChatGLM3, GLM-4; ChatGLM2-32K's code
+ * divides the positions by it instead: rope_cli refuses a ratio other than 1
+ * without --theta). */
 static ra_status read_chatglm(const cJSON *root, ra_hf_config *out, const char *name,
                               char *msg, size_t msg_len)
 {
@@ -316,13 +320,12 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_config *out, const char *
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"original_rope\" is false "
                           "(rotate_half pairs in ChatGLM's code): not supported", name);
     RA_TRY(read_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
-    RA_TRY(read_positive(root, "kv_channels", 1, 0, &kv_channels, name, msg, msg_len));
+    RA_TRY(read_positive(root, "kv_channels", 1, 128, &kv_channels, name, msg, msg_len));
     RA_TRY(read_positive(root, "multi_query_group_num", 1, 1, &groups, name, msg, msg_len));
     RA_TRY(read_positive(root, "rope_ratio", 0, 1, &ratio, name, msg, msg_len));
-    if (kv_channels > 0) {
-        out->head_dim = (int64_t)kv_channels;
-        out->has_head_dim = 1;
-    }
+    out->head_dim = (int64_t)kv_channels; /* ChatGLMConfig's default: 128 */
+    out->has_head_dim = 1;
+    out->rope_ratio = ratio;
     out->num_key_value_heads = out->multi_query ? (int64_t)groups : out->num_attention_heads;
     out->has_num_key_value_heads = out->multi_query || out->has_num_attention_heads;
     out->rope_theta = 10000.0 * ratio;

@@ -40,7 +40,8 @@ static const ra_hf_family families[] = {
     {"baichuan", H, 0,
      "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
      "not name", NULL},
-    {"chatglm", I, RA_HF_CHATGLM | RA_HF_FIXED_ROPE, NULL, NULL},
+    {"chatglm", I, RA_HF_CHATGLM | RA_HF_FIXED_ROPE, NULL,
+     "hidden_size=4096 num_attention_heads=32"},
     {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05"},
     {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL},
     {"deepseek_v2", I, 0, MLA, NULL},
@@ -153,6 +154,7 @@ static const attention_key attention_keys[] = {
     {"multi_query_group_num", NULL_ONLY, RA_HF_CHATGLM, "key/value heads (ChatGLM's name)"},
     {"multi_query_attention", FALSE_ONLY, RA_HF_CHATGLM, "key/value heads (ChatGLM's name)"},
     {"position_encoding_2d", FALSE_ONLY, 0, "2-D positions (the first ChatGLM)"},
+    {"pre_seq_len", NULL_ONLY, 0, "a learned key/value prefix (P-tuning v2)"},
     {"multi_query", FALSE_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
     {"num_kv_heads", NULL_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
@@ -193,8 +195,9 @@ static const char *attention_evidence(const cJSON *obj)
     return NULL;
 }
 
-/* GPT-J's rope is fixed (base 10000, no scaling): a config that sets it
- * would be read one way here and ignored by transformers. */
+/* GPT-J's rope is fixed (base 10000, no scaling), ChatGLM's set by its own
+ * keys (rope_ratio): a config that sets rope_theta or rope_scaling would be
+ * read one way here and ignored by the family's code. */
 static ra_status check_fixed_rope(const cJSON *obj, const char *name,
                                   const ra_hf_family *family, char *msg, size_t msg_len)
 {

@@ -296,6 +296,7 @@ typedef struct ra_hf_config {
      * (default false); num_key_value_heads its multi_query_group_num with
      * it, head_dim its kv_channels, rope_theta 10000 * rope_ratio. */
     int multi_query, new_decoder_architecture;
+    double rope_ratio; /* ChatGLM's (1 when absent) */
     /* Llama 4 (RA_HF_LLAMA4): use_qk_norm and attn_temperature_tuning (both
      * true by default in Llama4TextConfig). */
     int qk_l2_norm, attn_temperature_tuning;

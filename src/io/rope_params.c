@@ -188,7 +188,8 @@ static ra_status refuse_nested(const reader *r)
         if (cJSON_IsObject(e))
             return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
                               "%s: \"%s%.64s\" is an object: per-layer-type rope parameters are "
-                              "read for Gemma 3 only (pass one set with --rope-parameters)",
+                              "read for Gemma 3 and OLMo 3 only (pass one set with "
+                              "--rope-parameters)",
                               r->name, r->prefix, e->string ? e->string : "");
     return RA_OK;
 }

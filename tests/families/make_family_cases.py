@@ -492,15 +492,19 @@ def family_cases(out):
     save(out, "internlm2", cfg, tensors, x_f, attention(x_f, w, f), 0)
 
     # ChatGLM 3 / GLM-4 (remote code): multi_query_attention with 2 groups,
-    # and without it (per head); q/k/v biases; rope_ratio 50.
+    # and without it (per head); q/k/v biases.  rope_ratio 50 (GLM-4's code
+    # multiplies the base by it, ChatGLM2-32K's divides positions) needs
+    # --theta to say which.
     p = "transformer.encoder.layers.0.self_attention."
     chatglm = {"model_type": "chatglm", "hidden_size": dim, "num_attention_heads": H,
-               "kv_channels": D, "rope_ratio": 50, "add_qkv_bias": True,
+               "kv_channels": D, "add_qkv_bias": True,
                "add_bias_linear": False, "original_rope": True, "seq_length": 8192,
                "apply_query_key_layer_scaling": True, "attention_softmax_in_fp32": True}
-    for name, mqa, K_g in (("chatglm_multi_query", True, 2), ("chatglm_per_head", False, H)):
+    for name, mqa, K_g, ratio in (("chatglm_multi_query", True, 2, 1),
+                                  ("chatglm_per_head", False, H, 1),
+                                  ("chatglm_rope_ratio", True, 2, 50)):
         w = weights(dim, H, K_g, D, biases="qkv")
-        cfg = dict(chatglm, multi_query_attention=mqa, multi_query_group_num=2)
+        cfg = dict(chatglm, multi_query_attention=mqa, multi_query_group_num=2, rope_ratio=ratio)
         if mqa:
             qkv = np.concatenate([w["q"], w["k"], w["v"]])
             bqkv = np.concatenate([w["bq"], w["bk"], w["bv"]])
@@ -509,8 +513,10 @@ def family_cases(out):
             bqkv = grouped([w["bq"], w["bk"], w["bv"]], H)
         tensors = {p + "query_key_value.weight": qkv, p + "query_key_value.bias": bqkv,
                    p + "dense.weight": w["o"]}
-        f = {"H": H, "K": K_g, "D": D, "inv": inv_freq(5e5, D // 2), "layout": "interleaved"}
-        save(out, name, cfg, tensors, x, attention(x, w, f), 0)
+        f = {"H": H, "K": K_g, "D": D, "inv": inv_freq(1e4 * ratio, D // 2),
+             "layout": "interleaved"}
+        save(out, name, cfg, tensors, x, attention(x, w, f), 0,
+             args=["--theta", str(1e4 * ratio)] if ratio != 1 else ())
     chatglm_tensors = tensors
 
     # Llama 4 Scout (multimodal config; llama3 rope with low = high factor;
@@ -542,6 +548,17 @@ def family_cases(out):
     f = {"H": H, "K": K, "D": D, "layout": "interleaved", "inv": None}
     save(out, "llama4_text_nope_layer1", cfg, named(w, layers(1)), x, attention(x, w, f), 1)
     llama4_chunks = (cfg, named(w, layers(0)))
+    # An empty no_rope_layers is Llama4TextConfig's default: every fourth
+    # layer NoPE (layer 7 here), the rest RoPE with the L2 norm (layer 6).
+    cfg = dict(base, model_type="llama4_text", no_rope_layers=[], rope_theta=5e5,
+               rms_norm_eps=1e-5)
+    for layer in (6, 7):
+        w = weights(dim, H, K, D)
+        nope = layer == 7
+        f = {"H": H, "K": K, "D": D, "layout": "interleaved", "l2": None if nope else 1e-5,
+             "inv": None if nope else inv_freq(5e5, D)}
+        save(out, "llama4_empty_no_rope_layers_layer%d" % layer, cfg, named(w, layers(layer)),
+             x, attention(x, w, f), layer)
 
     # Mistral 3 (text_config; rope_theta 1e9) under language_model names,
     # with --n-heads given: the text model's rope_theta still applies.
@@ -578,7 +595,7 @@ def family_cases(out):
          dict(plain, **{layers(0) + "q_layernorm.norms.0.weight": f32(np.ones(D))}),
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.0.weight'"),
         ("llama4_longer_than_a_chunk", llama4_chunks[0], llama4_chunks[1],
-         "chunked attention of 8 tokens and the input has 12 tokens"),
+         "chunked attention of 8 tokens and the input's tokens 0 .. 11 fall in more"),
         ("unknown_family", dict(base, model_type="my_llama"), plain,
          'model_type "my_llama" is not a family ropeattn knows'),
         ("llama_with_qk_norms", dict(base, model_type="llama"),
@@ -623,6 +640,13 @@ def family_cases(out):
         ("falcon_alibi", dict(base_f, alibi=True), falcon, '"alibi"'),
         ("falcon_without_config", dict(base_f, model_type="llama"), falcon,
          "how it packs q, k and v is in its config"),
+        ("chatglm_rope_ratio_without_theta", dict(chatglm, rope_ratio=500,
+                                                  multi_query_attention=True,
+                                                  multi_query_group_num=2), chatglm_tensors,
+         "has rope_ratio 500"),
+        ("chatglm_prefix", dict(chatglm, pre_seq_len=128), chatglm_tensors, '"pre_seq_len"'),
+        ("llama4_floor_scale_null", dict(base, model_type="llama4_text", no_rope_layers=[0],
+                                         floor_scale=None), plain, "floor_scale is null"),
         ("chatglm_original_rope_false", dict(chatglm, original_rope=False), chatglm_tensors,
          '"original_rope" is false'),
         ("chatglm_rope_theta", dict(chatglm, rope_theta=1e4), chatglm_tensors,
@@ -638,6 +662,10 @@ def family_cases(out):
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
+    # 12 tokens from position 8 cross Llama 4's chunks of 16.
+    save(out, "llama4_start_pos_crosses_a_chunk", dict(llama4_chunks[0], attention_chunk_size=16),
+         llama4_chunks[1], x, None, 0, args=["--start-pos", "8"],
+         refused="the input's tokens 8 .. 19 fall in more than one chunk")
 
 
 def rope_cases(out):

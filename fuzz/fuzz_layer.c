@@ -1,6 +1,7 @@
 /*
  * fuzz_layer.c — the attention layer on fuzzed arguments: ra_layer_create
- * (dim, heads, kv heads, head_dim, biases, q/k norms, rope), ra_layer_forward (batch,
+ * (dim, heads, kv heads, head_dim, biases, q/k norms, rope, q/k/v fused per
+ * group, Llama 4's L2 norm and temperature), ra_layer_forward (batch,
  * sequence, positions, path, training dropout, the calling thread or two)
  * and ra_layer_forward_cached (a prefill then single-token steps, caches of
  * every dtype).
@@ -113,6 +114,19 @@ NO_COVERAGE static double expected_forward(const ra_layer *layer, const float *c
     FUZZ_CHECK(ra_rope_apply_reference(rope, &tq, &tq, pos, RA_FORWARD) == RA_OK &&
                    ra_rope_apply_reference(rope, &tk, &tk, pos, RA_FORWARD) == RA_OK, "rotation");
     ra_rope_destroy(rope);
+    for (int64_t r = 0; c->qk_l2_norm && r < tokens * (H + Hkv); r++) { /* Llama 4 */
+        float *row = r < tokens * H ? q + r * D : k + (r - tokens * H) * D;
+        double squares = 0;
+        for (int64_t d = 0; d < D; d++) squares += (double)row[d] * row[d];
+        for (int64_t d = 0; d < D; d++) row[d] = (float)(row[d] / sqrt(squares / D + c->norm_eps));
+    }
+    for (int64_t t = 0; c->temperature_floor > 0 && t < tokens; t++) {
+        const int64_t b = t / seq, s = t % seq;
+        const double p = (double)(pos->ids ? pos->ids[t]
+                                           : (pos->starts ? pos->starts[b] : pos->start) + s);
+        const double f = 1.0 + c->temperature_scale * log1p(floor((p + 1) / c->temperature_floor));
+        for (int64_t i = 0; i < H * D; i++) q[t * H * D + i] = (float)(q[t * H * D + i] * f);
+    }
     if (storage != RA_F32) {
         uint16_t *stored = malloc((size_t)(tokens * Hkv * D) * 2);
         for (int i = 0; i < 2; i++) {
@@ -266,6 +280,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                head_dim, &bytes);
     ra_layer_weights lw = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3], .bq = w[4],
                            .bk = w[5], .bv = w[6], .bo = w[7], .q_norm = w[8], .k_norm = w[9]};
+    /* Llama 4's L2 norm and temperature; q, k and v fused per group (when
+     * q, k and v have biases all or none) */
+    int extras = take_range(&in, 0, 7);
+    lc.qk_l2_norm = extras & 1;
+    lc.temperature_floor = extras & 2 ? (double)take_range(&in, 1, 8) : 0.0;
+    lc.temperature_scale = 0.5;
+    float *fused[2] = {NULL, NULL};
+    if ((extras & 4) && valid && !w[4] == !w[5] && !w[4] == !w[6]) {
+        const int64_t rows = (heads + 2 * hkv) * head_dim; /* rep = heads / hkv */
+        fused[0] = malloc((size_t)(rows * dim) * 4);
+        fused[1] = w[4] ? malloc((size_t)rows * 4) : NULL;
+        for (int f = 0; f < 2; f++) /* weights' rows, then biases' values */
+            for (int64_t g = 0, at = 0; fused[f] && g < hkv; g++)
+                for (int p = 0; p < 3; p++) {
+                    const int64_t n = (p ? 1 : rep) * head_dim, first = g * n, in_f = f ? 1 : dim;
+                    memcpy(fused[f] + at * in_f, w[p + 4 * f] + first * in_f,
+                           (size_t)(n * in_f) * 4);
+                    at += n;
+                }
+        lw.wq = lw.wk = lw.wv = lw.bq = lw.bk = lw.bv = NULL;
+        lw.wqkv = fused[0];
+        lw.bqkv = fused[1];
+    }
     ra_layer *layer = (ra_layer *)&layer;
     ra_status st = ra_layer_create(&layer, &lc, &lw);
     if (!valid || st != RA_OK) {
@@ -274,6 +311,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        st == RA_ERR_HEAD_DIM, "ra_layer_create: status %d", (int)st);
         FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
         for (int i = 0; i < 10; i++) free(w[i]);
+        free(fused[0]), free(fused[1]);
         return 0;
     }
     int64_t batch = take_size(&in, 2, &valid), seq = take_size(&in, 10, &valid);
@@ -314,6 +352,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_positions_free(&fp);
     free(x), free(y);
     for (int i = 0; i < 10; i++) free(w[i]);
+    free(fused[0]), free(fused[1]);
     ra_layer_destroy(layer);
     return 0;
 }

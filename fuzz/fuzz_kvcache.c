@@ -209,7 +209,8 @@ static void do_append(fuzz_input *in, state *s)
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
     ra_status st = ra_kv_cache_append(s->cache, ctx, s->rope, q, k, v, &fp.p, np);
     if (valid && fits) FUZZ_CHECK(st == RA_OK, "valid append refused: %d", (int)st);
-    if (valid && !fits) FUZZ_CHECK(st == RA_ERR_SIZE, "an append past the capacity: %d", (int)st);
+    if (valid && !fits)
+        FUZZ_CHECK(st == RA_ERR_CACHE_FULL, "an append past the capacity: %d", (int)st);
     if (st == RA_OK) {
         void *rotated[3] = {NULL, NULL, NULL};
         for (int i = 0; i < 3; i++)
@@ -229,7 +230,8 @@ static void do_append(fuzz_input *in, state *s)
     } else {
         FUZZ_CHECK(st == RA_ERR_NULL || st == RA_ERR_SIZE || st == RA_ERR_ARGUMENT ||
                        st == RA_ERR_SHAPE || st == RA_ERR_DTYPE || st == RA_ERR_POSITION ||
-                       st == RA_ERR_UNSUPPORTED || st == RA_ERR_OVERFLOW,
+                       st == RA_ERR_UNSUPPORTED || st == RA_ERR_OVERFLOW ||
+                       st == RA_ERR_CACHE_FULL,
                    "undocumented status %d", (int)st);
         FUZZ_CHECK(unchanged(s, &before), "a refused append (status %d) changed the cache", (int)st);
         for (int i = 0; i < 3; i++)

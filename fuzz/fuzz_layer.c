@@ -216,7 +216,7 @@ static void check_cached(fuzz_input *in, const ra_layer *layer, const float *con
         for (int64_t i = 0; i < batch * n * dim; i++) ys[i] = 5.0f;
         ra_status st = ra_layer_forward_cached(layer, ctx, cache, ys, xs, batch, n, NULL);
         if (s0 + n > capacity) {
-            FUZZ_CHECK(st == RA_ERR_SIZE, "a step past the capacity: %d", (int)st);
+            FUZZ_CHECK(st == RA_ERR_CACHE_FULL, "a step past the capacity: %d", (int)st);
             for (int64_t b = 0; b < batch; b++)
                 FUZZ_CHECK(ra_kv_cache_length(cache, b) == s0, "a refused step moved the cache");
             for (int64_t i = 0; i < batch * n * dim; i++)

@@ -128,6 +128,7 @@ typedef enum ra_status {
     RA_ERR_NOT_FOUND,    /* a named tensor or key is missing */
     RA_ERR_DTYPE,        /* a tensor has a dtype this operation cannot take */
     RA_ERR_SHAPE,        /* a tensor has a shape this operation cannot take */
+    RA_ERR_CACHE_FULL,   /* a KV cache has no room for the tokens appended */
     RA_STATUS_COUNT
 } ra_status;
 
@@ -499,7 +500,7 @@ RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_te
  * length[b] + n_new[b] - 1 (16-bit caches: values beyond the dtype's range
  * stored as +-Inf); then the lengths advance.  Token s of sequence b
  * is row s of the inputs (s < n_new[b]).  A sequence that would pass the
- * capacity gives RA_ERR_SIZE and changes nothing.  q, k and v may be heads
+ * capacity gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
  * of one fused QKV buffer, but no two may share an element
  * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */

@@ -171,7 +171,7 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
     for (int64_t b = 0; b < batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
         if (n < 0 || n > seq) return RA_ERR_ARGUMENT;
-        if (n > c->capacity - c->length[b]) return RA_ERR_SIZE; /* would overflow the cache */
+        if (n > c->capacity - c->length[b]) return RA_ERR_CACHE_FULL;
     }
     return RA_OK;
 }

@@ -20,6 +20,7 @@ static const char *const messages[RA_STATUS_COUNT] = {
     [RA_ERR_NOT_FOUND] = "a named tensor or key is missing",
     [RA_ERR_DTYPE] = "unsupported element type",
     [RA_ERR_SHAPE] = "tensor shape does not fit",
+    [RA_ERR_CACHE_FULL] = "the KV cache has no room for these tokens",
 };
 
 RA_API const char *ra_status_string(ra_status status)

@@ -415,12 +415,14 @@ static void test_errors(void)
     float k_before[40];
     memcpy(k_before, k, sizeof k);
     ra_tensor t2k = ra_tensor_4d(k, RA_F32, 1, 2, hkv, d), t2v = ra_tensor_4d(v, RA_F32, 1, 2, hkv, d);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_SIZE, "overflow");
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_CACHE_FULL,
+          "overflow");
     CHECK(ra_kv_cache_length(cache, 0) == 3 && memcmp(before, kc.data, sizeof before) == 0 &&
               memcmp(k_before, k, sizeof k) == 0, "a refused append changed something");
     ra_tensor t1k = ra_tensor_4d(k, RA_F32, 1, 1, hkv, d), t1v = ra_tensor_4d(v, RA_F32, 1, 1, hkv, d);
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_SIZE, "full");
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_CACHE_FULL,
+          "full");
     ra_positions neg = {.start = -1};
     ra_kv_cache_reset(cache);
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");

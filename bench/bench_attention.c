@@ -416,7 +416,7 @@ static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192, seq_32768 
  * about 2 s a run: 3 samples at most.  S = 32768 checks memory, not speed:
  * the warm-up run's peak resident memory beyond q, k, v and out (1280 MiB)
  * within 64 MiB, O(threads x tile); about 30 s a run, one timed sample.  The
- * seed's PyTorch attention holds two [1, 32, S, S] score arrays, 17 GiB at
+ * reference code's PyTorch attention holds two [1, 32, S, S] score arrays, 17 GiB at
  * S = 8192: timed at 512 and 2048 only. */
 const bench_case bench_attention_cases[] = {
     ATTENTION_CASE("attention_prefill_f32_s512", "B1 H32 Hkv8 D128 S512 causal, flash",

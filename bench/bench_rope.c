@@ -155,7 +155,7 @@ static const rope_params decode = {RA_LAYOUT_INTERLEAVED, RA_F32, 0, 1, DECODE_P
      .time_target = (seq) == 1 ? 1e-6 : 0, .has_torch = (torch)}
 
 /* Targets (issue 4): 0.90 of the limit for every prefill; the decode token's
- * is a time (at most 1 us a call, time_target), not a fraction.  The seed's PyTorch code
+ * is a time (at most 1 us a call, time_target), not a fraction.  Meta's LLaMA reference code in PyTorch
  * is timed on rope_f32's shape (its apply_rotary_emb is interleaved f32). */
 const bench_case bench_rope_cases[] = {
     ROPE_CASE("rope_f32", "q[1,4096,32,128] k[1,4096,8,128] interleaved, in place", LIMIT_RMW,

@@ -1,5 +1,5 @@
 /*
- * bench_torch.c — the seed's PyTorch code timed beside the kernels:
+ * bench_torch.c — Meta's LLaMA reference code in PyTorch timed beside the kernels:
  * bench/seed_torch.py run in a child process, its JSON read from a pipe.
  *
  * Nothing here fails the bench.  The child gets /dev/null for stdin and
@@ -153,7 +153,7 @@ void bench_torch(const bench_case *const *cases, const int *selected, int n,
     if (opt->script)
         snprintf(script, sizeof script, "%s", opt->script);
     else if (find_script(script, sizeof script) != 0) {
-        fprintf(notes, "note: no comparison with the seed's PyTorch code: bench/seed_torch.py "
+        fprintf(notes, "note: no comparison with Meta's LLaMA reference code in PyTorch: bench/seed_torch.py "
                 "is not beside this program (set RA_BENCH_TORCH_SCRIPT)\n");
         return;
     }
@@ -183,7 +183,7 @@ void bench_torch(const bench_case *const *cases, const int *selected, int n,
     if (!failed && (!cJSON_IsObject(got) || !cJSON_IsString(torch_version)))
         failed = "its output lacks cases or torch_version";
     if (failed) {
-        fprintf(notes, "note: no comparison with the seed's PyTorch code (%s %s): %s\n",
+        fprintf(notes, "note: no comparison with Meta's LLaMA reference code in PyTorch (%s %s): %s\n",
                 opt->python, script, failed);
     } else {
         int measured = 0;
@@ -197,7 +197,7 @@ void bench_torch(const bench_case *const *cases, const int *selected, int n,
         }
         snprintf(version, version_len, "torch %s, %d threads", torch_version->valuestring,
                  opt->threads);
-        fprintf(notes, "note: vs torch = the seed's PyTorch code's median time / ours, for %d "
+        fprintf(notes, "note: vs torch = Meta's LLaMA reference code in PyTorch's median time / ours, for %d "
                 "cases (%s; %s, %.0f s; its tensors are allocated afresh each call, as the "
                 "seed does)\n", measured, version, script, took);
     }

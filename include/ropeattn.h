@@ -54,7 +54,7 @@
  *   - NaN and Inf reach exactly the outputs that depend on them: a NaN in q
  *     row i makes out row i of that head NaN; a NaN or an Inf in k or v at
  *     token j reaches rows i >= j of the heads that read that kv head and no
- *     row before j.  (The seed's dense masked path spreads it to every row
+ *     row before j.  (The reference code's dense masked path spreads it to every row
  *     of the head: scores + mask keeps the NaN, and 0 * NaN = NaN in
  *     probs @ v.)  In RoPE a NaN reaches both features of its pair.
  *   - Positions lie in [0, RA_MAX_POSITION = 2^32], with angles within 1e-6
@@ -70,7 +70,7 @@
  *
  * Which features form pair i (ra_layout), for D = 8:
  *
- *   RA_LAYOUT_INTERLEAVED (the seed, Meta's LLaMA, GPT-J):
+ *   RA_LAYOUT_INTERLEAVED (Meta's LLaMA, GPT-J):
  *     x = [ a0 b0 a1 b1 a2 b2 a3 b3 ]        pair i = (2i, 2i + 1)
  *   RA_LAYOUT_HALF (Hugging Face rotate_half, GPT-NeoX):
  *     x = [ a0 a1 a2 a3 b0 b1 b2 b3 ]        pair i = (i, i + D/2)
@@ -215,7 +215,7 @@ RA_API const char *ra_version(void);
 RA_API ra_status ra_simd_check_environment(void);
 
 /* ------------------------------------------------------------------------ */
-/* The seed's functions, one to one                                          */
+/* Meta's LLaMA reference code, one to one                                         */
 /* ------------------------------------------------------------------------ */
 
 /* precompute_freqs_cis(dim, end, theta): for m in [0, end), i in [0, dim/2)
@@ -249,7 +249,7 @@ RA_API ra_status ra_repeat_kv(float *out, const float *x, int64_t batch,
 #define RA_MAX_POSITION ((int64_t)1 << 32)
 
 typedef enum ra_layout {
-    RA_LAYOUT_INTERLEAVED = 0, /* pairs (2i, 2i + 1): the seed */
+    RA_LAYOUT_INTERLEAVED = 0, /* pairs (2i, 2i + 1): Meta's LLaMA code */
     RA_LAYOUT_HALF = 1,        /* pairs (i, i + D/2): Hugging Face */
     RA_LAYOUT_COUNT
 } ra_layout;
@@ -312,7 +312,7 @@ typedef struct ra_rope_config {
                               Features [rotary_dim, D) pass through unchanged
                               (partial rotary); the half layout pairs
                               (i, i + rotary_dim/2) */
-    double theta;          /* base, 10000 in the seed */
+    double theta;          /* base, 10000 in Meta's LLaMA code */
     int64_t table_size;    /* table rows precomputed; later positions are
                               computed on the fly, exactly but slower */
     ra_rope_scaling scaling;
@@ -380,7 +380,7 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
  * out and x have the same shape and dtype; out == x (the same data and
  * strides) rotates in place, and otherwise their memory must not overlap
  * (RA_ERR_ARGUMENT).  Computed in float32 and rounded once to the
- * storage dtype, as the seed's .float() ... .type_as() does; a result
+ * storage dtype, as the reference code's .float() ... .type_as() does; a result
  * beyond the dtype's range is stored as +-Inf (see "Numbers at the edges").
  *   x, out: [B, S, heads, D] */
 RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx,
@@ -400,7 +400,7 @@ RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx,
 
 typedef enum ra_attention_path {
     RA_PATH_AUTO = 0,  /* the fastest path available (flash) */
-    RA_PATH_REFERENCE, /* the seed's masked path: materializes [S, S] scores
+    RA_PATH_REFERENCE, /* the reference code's masked path: materializes [S, S] scores
                           per head; a readable oracle, O(S^2) memory */
     RA_PATH_FLASH,     /* tiled, online softmax; O(tile) extra memory */
     RA_PATH_COUNT
@@ -524,14 +524,14 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const int64_t *n_query);
 
 /* ------------------------------------------------------------------------ */
-/* The attention layer: the seed's Attention module                         */
+/* The attention layer: LLaMA's Attention module                              */
 /* ------------------------------------------------------------------------ */
 
 typedef struct ra_layer_config {
     int64_t dim;        /* model width: x's and y's last dimension */
     int64_t n_heads;    /* H */
-    int64_t n_kv_heads; /* Hkv; 0 means n_heads (the seed's None) */
-    int64_t head_dim;   /* D; 0 means dim / n_heads (the seed's rule).  H * D
+    int64_t n_kv_heads; /* Hkv; 0 means n_heads (LLaMA's None) */
+    int64_t head_dim;   /* D; 0 means dim / n_heads (LLaMA's rule).  H * D
                            may differ from dim, as in Qwen3, Gemma or
                            Mistral-Nemo (wq [H * D, dim], wo [dim, H * D]) */
     ra_rope_config rope; /* its head_dim is set from the layer's */
@@ -582,7 +582,7 @@ typedef struct ra_layer_config {
 } ra_layer_config;
 
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and
- * their biases: NULL for none (the seed's and Llama's bias=False; Qwen2 has
+ * their biases: NULL for none (LLaMA's bias=False; Qwen2 has
  * bq, bk and bv).  The layer borrows these pointers: keep them alive while
  * the layer lives.  Their values are read at each call, so an optimizer may
  * update them in place between calls. */
@@ -681,7 +681,7 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
 
 /* ra_layer_forward (the same y, bit for bit, for the same arguments) that
  * also fills the tape for ra_layer_backward.  options as there: training
- * with dropout p applies the seed's attn_dropout to the probabilities and
+ * with dropout p applies LLaMA's attn_dropout to the probabilities and
  * resid_dropout to y; p = 0 or training = 0 is the inference forward.
  * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
  * made for another layer is RA_ERR_ARGUMENT.  Packed batches (cu_seqlens):

@@ -1120,7 +1120,7 @@ mkdir -p "$TMP/faketorch"
 echo 'raise ImportError("no torch in this test")' >"$TMP/faketorch/torch.py"
 if PYTHONPATH="$TMP/faketorch" RA_BENCH_TORCH_SCRIPT="$ROOT/bench/seed_torch.py" \
     RA_BENCH_REEXEC=keep "$RA" bench --only rope_f32 --repeats 1 \
-    >"$TMP/stdout" 2>&1 && grep -q "no comparison with the seed's PyTorch code.*no torch in this test" \
+    >"$TMP/stdout" 2>&1 && grep -q "no comparison with Meta's LLaMA reference code in PyTorch.*no torch in this test" \
     "$TMP/stdout" && grep -qE "^rope_f32 .* -$" "$TMP/stdout"; then pass
 else fail "bench without torch notes it and goes on: $(head -c 600 "$TMP/stdout")"; fi
 printf 'sleep 30 &\nsleep 30\n' >"$TMP/hang.sh"

@@ -237,7 +237,7 @@ static int no_attention_weights(const char *path)
 {
     return cli_fail(EXIT_FAIL,
                     "%s holds no attention weights: expected wq.weight .. wo.weight "
-                    "(the seed) or q_proj.weight .. o_proj.weight (Hugging Face), "
+                    "(Meta's LLaMA code) or q_proj.weight .. o_proj.weight (Hugging Face), "
                     "optionally under model.layers.N.self_attn.", path);
 }
 

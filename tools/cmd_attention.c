@@ -1,5 +1,5 @@
 /*
- * cmd_attention.c — `ropeattn attention`: the seed's Attention.forward on a
+ * cmd_attention.c — `ropeattn attention`: LLaMA's Attention.forward on a
  * real checkpoint and real activations, in inference mode.  With --prefill P
  * the first P tokens of each sequence go through the layer as one prefill
  * into a KV cache and the rest one token at a time, as a generator would.
@@ -54,7 +54,8 @@ static const char usage[] =
     "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
     "                  or [batch, seq]; the causal mask still follows token order\n"
     "  --threads N     threads (default: one per processor)\n"
-    "  --path P        flash (default) or reference (the seed's masked softmax)\n"
+    "  --path P        flash (default) or reference (the masked softmax of the\n"
+    "                  reference code)\n"
     "  --prefill P     generate through a KV cache: the first P tokens of each\n"
     "                  sequence (1 <= P <= seq) as one prefill, then the others one\n"
     "                  at a time (decode steps), each attending over the cache;\n"
@@ -260,7 +261,7 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
     if (!opts->has_n_heads && !hf->has_num_attention_heads)
         return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
     /* head_dim: the config's (H * D may differ from dim, as in Qwen3),
-     * else wq's rows / n_heads (dim / n_heads for the seed's square wq). */
+     * else wq's rows / n_heads (dim / n_heads for LLaMA's square wq). */
     int64_t head_dim = hf->head_dim;
     if (!hf->has_head_dim) {
         if (wq->shape[0] % n_heads != 0)

@@ -26,7 +26,7 @@ static const char usage[] =
     "through the reference and the flash attention paths, and checks:\n"
     "  - the two paths agree (layer output and attention core);\n"
     "  - RoPE keeps norms, <R_m q, R_n k> = <q, R_(n-m) k> up to position 2^32,\n"
-    "    its inverse undoes it, and it equals the seed's apply_rotary_emb.\n"
+    "    its inverse undoes it, and it equals LLaMA's apply_rotary_emb.\n"
     "Then generates as an inference engine does: a prefill of the first\n"
     "S - N tokens into a KV cache (N = S/4, from 1 to 64), then N decode steps of\n"
     "one token each over the cache, with an f32 and a bf16 cache, and checks:\n"

@@ -23,7 +23,7 @@ static const char usage[] =
     "with the attention factor a applied, as transformers applies it:\n"
     "  cos[m, i] = a * cos(m * theta_i),  sin[m, i] = a * sin(m * theta_i)\n"
     "theta_i and a follow the rope type (a is 1 except for yarn and longrope). The\n"
-    "default type is the seed's precompute_freqs_cis: theta_i = T^(-2i/rotary_dim).\n"
+    "default type is LLaMA's precompute_freqs_cis: theta_i = T^(-2i/rotary_dim).\n"
     "rotary_dim = int(D * partial_rotary_factor) (D when there is none).\n"
     "\n"
     "  --head-dim D    features per head, even (default: the config's head_dim,\n"

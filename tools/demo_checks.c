@@ -110,7 +110,7 @@ static ra_status check_relative_positions(const ra_rope *rope, buffers *b,
     return RA_OK;
 }
 
-/* The seed's apply_rotary_emb against the rope object, interleaved layout:
+/* LLaMA's apply_rotary_emb against the rope object, interleaved layout:
  * rotates q (b->x) and k in place from position 0. */
 static ra_status check_seed_parity(const ra_rope *rope, ra_context *ctx, buffers *b,
                                    demo_check checks[N_ROPE_CHECKS])
@@ -186,7 +186,7 @@ int demo_rope_checks(ra_context *ctx, int64_t head_dim, demo_check checks[N_ROPE
         "<R_m q, R_n k> = <q, R_(n-m) k>, 8 pairs, m and n up to 2^32", 0, 1e-5};
     checks[CHECK_INVERSE] = (demo_check){"inverse(apply(x)) = x", 0, 1e-5};
     checks[CHECK_SEED] = (demo_check){
-        "seed's apply_rotary_emb = rope (interleaved)", 0, 1e-6};
+        "LLaMA's apply_rotary_emb = rope (interleaved)", 0, 1e-6};
     buffers b = {0};
     int failed = alloc_buffers(&b, head_dim);
     for (int layout = 0; layout < RA_LAYOUT_COUNT && !failed; layout++) {

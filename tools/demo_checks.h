@@ -1,11 +1,11 @@
 /*
- * demo_checks.h — the properties of RoPE that the seed relies on, checked on
+ * demo_checks.h — the properties of RoPE that Meta's LLaMA code relies on, checked on
  * the library's rope for both layouts:
  *   - the rotation keeps every head's norm;
  *   - <R_m q, R_n k> = <q, R_(n-m) k>: scores depend on m - n only, checked
  *     for pairs of positions up to RA_MAX_POSITION;
  *   - the inverse undoes the forward rotation;
- *   - the seed's own apply_rotary_emb (ra_apply_rotary_emb with the tables
+ *   - LLaMA's own apply_rotary_emb (ra_apply_rotary_emb with the tables
  *     of ra_precompute_freqs) equals the rope object's interleaved layout.
  */
 #ifndef RA_TOOLS_DEMO_CHECKS_H

@@ -787,6 +787,16 @@ expect_ok "attention --prefill 4 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
 expect_ok "attention --prefill 2, 2-D input" y2.npy ref_F32_0.npy 1e-4 -- \
     attention --weights seed_F32.safetensors --input x2d.npy --output y2.npy --n-heads 4 \
     --prefill 2
+# --stats: the prefill's and the decode steps' tokens per second on stdout
+# (x.npy: 2 sequences of 5 tokens); --quiet; no progress line off a terminal.
+expect_ok "attention --prefill 2 --stats --quiet" y.npy y_seed.npy 5e-6 -- \
+    attention $SEED --n-heads 4 --prefill 2 --stats --quiet
+if grep -qE '^prefill: 4 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
+    grep -qE '^decode: 3 steps of 2 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
+    [ "$(wc -l <"$TMP/stdout")" -eq 2 ]; then pass
+else fail "attention --stats: $(head -c 300 "$TMP/stdout")"; fi
+expect_error "attention --stats without --prefill" y.npy -- attention $SEED --n-heads 4 --stats
+
 # Positions: --start-pos, and per-row --positions (llama3), reach every call.
 "$RA" attention $SEED --n-heads 4 --start-pos 7 --theta 500000 2>/dev/null && mv y.npy y_s7.npy
 expect_ok "attention --prefill 1 --start-pos 7 = no cache" y.npy y_s7.npy 5e-6 -- \

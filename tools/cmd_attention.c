@@ -18,7 +18,9 @@
 #include "cli.h"
 #include "io/io.h"
 #include "outputs.h"
+#include "progress.h"
 #include "rope_cli.h"
+#include "timer.h"
 
 static const char usage[] =
     "usage: ropeattn attention --weights W.safetensors|INDEX.json --input X.npy\n"
@@ -30,6 +32,7 @@ static const char usage[] =
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "                          [--prefill P [--cache-dtype f32|f16|bf16]]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
+    "                          [--quiet] [--stats]\n"
     "\n"
     "Runs one attention layer (the Attention module of Meta's LLaMA reference\n"
     "code, inference mode):\n"
@@ -63,6 +66,10 @@ static const char usage[] =
     "                  prefill).  Positions as without it; flash path only\n"
     "  --cache-dtype T the KV cache's element type with --prefill: f32 (default),\n"
     "                  f16 or bf16 (keys and values rounded to it when cached)\n"
+    "  --stats         with --prefill: print the prefill's and the decode steps'\n"
+    "                  tokens per second (all sequences') on stdout\n"
+    "  --quiet         no progress line (shown on a terminal, on stderr, when the\n"
+    "                  decode steps take more than a second)\n"
     "  --grad-output DY\n"
     "                  float32 .npy of Y's shape: the gradient of a loss L with\n"
     "                  respect to Y (L = sum(Y * DY)); needs --grads\n"
@@ -97,6 +104,7 @@ typedef struct attention_options {
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
     int has_n_heads, has_n_kv_heads, has_layout, has_start_pos, has_cache_dtype;
+    int quiet, stats; /* --quiet, --stats */
     rope_cli rope;
 } attention_options;
 
@@ -532,6 +540,8 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t dim = c->dim, P = opts->prefill;
+    progress line;
+    double t0 = timer_seconds(), t_prefill = 0;
     float *x_part = malloc((size_t)(batch * P * dim) * sizeof(float));
     float *y_part = malloc((size_t)(batch * P * dim) * sizeof(float));
     int64_t *ids_part = ids ? malloc((size_t)(batch * P) * sizeof(int64_t)) : NULL;
@@ -540,7 +550,10 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
     if (x_part && y_part && (ids_part || !ids))
         status = ra_kv_cache_create(&cache, batch, seq, c->n_kv_heads, c->head_dim,
                                     (ra_dtype)opts->cache_dtype);
+    progress_begin(&line, "attention --prefill", batch * seq, opts->quiet);
     for (int64_t first = 0, n = P; status == RA_OK && first < seq; first += n, n = 1) {
+        if (first == P) t_prefill = timer_seconds() - t0;
+        progress_update(&line, batch * first);
         gather_tokens(x_part, x, batch, seq, first, n, dim);
         for (int64_t b = 0; ids && b < batch; b++)
             for (int64_t s = 0; s < n; s++) ids_part[b * n + s] = ids[b * seq + first + s];
@@ -548,6 +561,17 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
         status = ra_layer_forward_cached(layer, ctx, cache, y_part, x_part, batch, n,
                                          &positions);
         if (status == RA_OK) scatter_tokens(y, y_part, batch, seq, first, n, dim);
+    }
+    progress_end(&line);
+    if (status == RA_OK && opts->stats) { /* tokens of all sequences, per second */
+        double total = timer_seconds() - t0;
+        if (seq == P) t_prefill = total;
+        printf("prefill: %lld tokens in %.6f s, %.0f tokens/s\n", (long long)(batch * P),
+               t_prefill, (double)(batch * P) / t_prefill);
+        if (seq > P)
+            printf("decode: %lld steps of %lld tokens in %.6f s, %.0f tokens/s\n",
+                   (long long)(seq - P), (long long)batch, total - t_prefill,
+                   (double)(batch * (seq - P)) / (total - t_prefill));
     }
     ra_kv_cache_destroy(cache);
     free(ids_part);
@@ -686,6 +710,8 @@ int cmd_attention(int argc, char **argv)
         CLI_INT_OPTION("--prefill", &opts.prefill, 1, INT32_MAX),
         CLI_CHOICE_OPTION("--cache-dtype", &opts.cache_dtype, cache_dtype_names,
                           .seen = &opts.has_cache_dtype),
+        CLI_FLAG_OPTION("--quiet", &opts.quiet),
+        CLI_FLAG_OPTION("--stats", &opts.stats),
         CLI_STRING_OPTION("--grad-output", &opts.grad_output),
         CLI_STRING_OPTION("--grads", &opts.grads),
         ROPE_CLI_OPTIONS(opts.rope),
@@ -703,6 +729,9 @@ int cmd_attention(int argc, char **argv)
     if (opts.has_cache_dtype && !opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --cache-dtype needs --prefill (without it "
                         "there is no KV cache)");
+    if (opts.stats && !opts.prefill)
+        return cli_fail(EXIT_USAGE, "attention: --stats times --prefill's prefill and decode "
+                        "steps: give --prefill");
     if (opts.grads && !opts.grad_output)
         return cli_fail(EXIT_USAGE, "attention: --grads needs --grad-output (the gradient of "
                         "the loss with respect to Y)");

@@ -1,0 +1,23 @@
+/*
+ * progress.h — a progress line for long CLI work: on a terminal (stderr),
+ * once the work has taken more than a second, "\r<what>: N of M tokens,
+ * T s, R tokens/s" at most ten times a second, cleared when the work ends
+ * (before any message).  Off with --quiet or when stderr is not a terminal.
+ */
+#ifndef RA_TOOLS_PROGRESS_H
+#define RA_TOOLS_PROGRESS_H
+
+#include <stdint.h>
+
+typedef struct progress {
+    const char *what;
+    int64_t total;
+    double start, shown; /* seconds; shown: when the line was last drawn, 0: never */
+    int on;
+} progress;
+
+void progress_begin(progress *p, const char *what, int64_t total, int quiet);
+void progress_update(progress *p, int64_t done);
+void progress_end(progress *p); /* clears the line if it was drawn */
+
+#endif

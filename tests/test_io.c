@@ -1424,6 +1424,10 @@ static void test_config_families(void)
         {"{\"model_type\": \"stablelm\", \"use_qk_norm\": true}",
          "config.json: \"use_qk_norm\" (q and k norms) changes attention and is not supported "
          "for model_type \"stablelm\""},
+        {"{\"model_type\": \"chatglm\", \"kv_channels\": 0}",
+         "config.json: \"kv_channels\" must be a positive integer"},
+        {"{\"model_type\": \"chatglm\", \"rope_ratio\": 1e308}",
+         "config.json: \"rope_ratio\" is too large"},
         {"{\"model_type\": \"falcon\", \"multi_query\": \"yes\"}",
          "config.json: \"multi_query\" must be true or false"},
         {"{\"model_type\": \"falcon\", \"n_head_kv\": 8}",

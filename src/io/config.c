@@ -71,6 +71,9 @@ static const field fields[] = {
     FIELD(clip_qkv, POSITIVE_NUMBER, 0, 0),
     FIELD(layer_norm_eps, POSITIVE_NUMBER, 0, 0),
     FIELD(num_kv_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(kv_channels, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(multi_query_group_num, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(rope_ratio, POSITIVE_NUMBER, 0, 0),
     FIELD(attention_chunk_size, POSITIVE_INTEGER, MAX_POSITIONS, 0),
     FIELD(floor_scale, POSITIVE_NUMBER, 0, 0),
     FIELD(attn_scale, POSITIVE_NUMBER, 0, 0),
@@ -283,25 +286,6 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, con
     return key ? read_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
-/* A positive number (or integer) key of the config, *out = absent when it
- * is absent or null. */
-static ra_status read_positive(const cJSON *root, const char *key, int integer, double absent,
-                               double *out, const char *name, char *msg, size_t msg_len)
-{
-    const cJSON *item;
-    RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
-    int64_t v;
-    *out = absent;
-    if (item == NULL) return RA_OK;
-    if (integer ? !ra_io_json_integer(item, &v) || v <= 0 || v > MAX_SIZE
-                : !cJSON_IsNumber(item) || !isfinite(item->valuedouble) ||
-                      item->valuedouble < DBL_MIN)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be a positive %s",
-                          name, key, integer ? "integer of at most 2^31 - 1" : "number");
-    *out = integer ? (double)v : item->valuedouble;
-    return RA_OK;
-}
-
 /* ChatGLM 2, 3 and GLM-4's remote code (ChatGLMConfig, modeling_chatglm.py):
  * head_dim kv_channels; multi_query_group_num key/value heads with
  * multi_query_attention, else one per query head; RoPE on the first half of
@@ -314,21 +298,19 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_config *out, const char *
 {
     if (!out->family || !(out->family->features & RA_HF_CHATGLM)) return RA_OK;
     int original_rope;
-    double kv_channels, groups, ratio;
     RA_TRY(read_flag(root, "original_rope", 1, &original_rope, name, msg, msg_len));
     if (!original_rope)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"original_rope\" is false "
                           "(rotate_half pairs in ChatGLM's code): not supported", name);
     RA_TRY(read_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
-    RA_TRY(read_positive(root, "kv_channels", 1, 128, &kv_channels, name, msg, msg_len));
-    RA_TRY(read_positive(root, "multi_query_group_num", 1, 1, &groups, name, msg, msg_len));
-    RA_TRY(read_positive(root, "rope_ratio", 0, 1, &ratio, name, msg, msg_len));
-    out->head_dim = (int64_t)kv_channels; /* ChatGLMConfig's default: 128 */
+    /* kv_channels, multi_query_group_num and rope_ratio are fields, with
+     * ChatGLMConfig's defaults (the family's row) */
+    out->head_dim = out->kv_channels;
     out->has_head_dim = 1;
-    out->rope_ratio = ratio;
-    out->num_key_value_heads = out->multi_query ? (int64_t)groups : out->num_attention_heads;
+    out->num_key_value_heads = out->multi_query ? out->multi_query_group_num
+                                                : out->num_attention_heads;
     out->has_num_key_value_heads = out->multi_query || out->has_num_attention_heads;
-    out->rope_theta = 10000.0 * ratio;
+    out->rope_theta = 10000.0 * out->rope_ratio;
     if (!(out->rope_theta <= DBL_MAX))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_ratio\" is too large", name);
     out->partial_rotary_factor = 0.5;

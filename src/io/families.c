@@ -41,7 +41,8 @@ static const ra_hf_family families[] = {
      "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
      "not name", NULL},
     {"chatglm", I, RA_HF_CHATGLM | RA_HF_FIXED_ROPE, NULL,
-     "hidden_size=4096 num_attention_heads=32"},
+     "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
+     "rope_ratio=1"},
     {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05"},
     {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL},
     {"deepseek_v2", I, 0, MLA, NULL},

@@ -278,6 +278,8 @@ typedef struct ra_hf_config {
     double clip_qkv;               /* OLMo: q, k, v clamped to [-clip_qkv, clip_qkv] */
     double layer_norm_eps;         /* the LayerNorms' epsilon (Cohere, StableLM) */
     int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
+    int64_t kv_channels, multi_query_group_num; /* ChatGLM's head_dim, key/value heads */
+    double rope_ratio;             /* ChatGLM's rope base / 10000 */
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
@@ -285,7 +287,8 @@ typedef struct ra_hf_config {
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
         has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
-        has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale;
+        has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
+        has_kv_channels, has_multi_query_group_num, has_rope_ratio;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
@@ -296,7 +299,6 @@ typedef struct ra_hf_config {
      * (default false); num_key_value_heads its multi_query_group_num with
      * it, head_dim its kv_channels, rope_theta 10000 * rope_ratio. */
     int multi_query, new_decoder_architecture;
-    double rope_ratio; /* ChatGLM's (1 when absent) */
     /* Llama 4 (RA_HF_LLAMA4): use_qk_norm and attn_temperature_tuning (both
      * true by default in Llama4TextConfig). */
     int qk_l2_norm, attn_temperature_tuning;

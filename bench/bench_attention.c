@@ -61,7 +61,9 @@ static ra_status attention_path(attention_state *s, ra_context *ctx, ra_attentio
     ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, s->seq, KV_HEADS, HEAD_DIM);
     ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, s->seq, KV_HEADS, HEAD_DIM);
     ra_tensor o = ra_tensor_4d(out, RA_F32, 1, s->seq, HEADS, HEAD_DIM);
-    return ra_attention(ctx, path, &o, &q, &k, &v, NULL);
+    ra_attention_options options = ra_attention_options_init();
+    options.path = path;
+    return ra_attention(ctx, &o, &q, &k, &v, &options);
 }
 
 static ra_status attention_run(void *state, ra_context *ctx)
@@ -145,7 +147,7 @@ static int backward_setup(const void *params, ra_context *ctx, void **state)
     ra_tensor k = ra_tensor_4d(f->k, RA_F32, 1, f->seq, KV_HEADS, HEAD_DIM);
     ra_tensor v = ra_tensor_4d(f->v, RA_F32, 1, f->seq, KV_HEADS, HEAD_DIM);
     ra_tensor o = ra_tensor_4d(f->out, RA_F32, 1, f->seq, HEADS, HEAD_DIM);
-    ra_status status = ra_attention_forward_lse(ctx, RA_PATH_FLASH, &o, s->lse, &q, &k, &v, NULL);
+    ra_status status = ra_attention_forward_lse(ctx, &o, s->lse, &q, &k, &v, NULL);
     return status == RA_OK ? 0 : cli_fail_status(status, "bench: the forward before the backward");
 }
 
@@ -161,7 +163,7 @@ static ra_status backward_run(void *state, ra_context *ctx)
     ra_tensor dq = ra_tensor_4d(s->dq, RA_F32, 1, seq, HEADS, HEAD_DIM);
     ra_tensor dk = ra_tensor_4d(s->dk, RA_F32, 1, seq, KV_HEADS, HEAD_DIM);
     ra_tensor dv = ra_tensor_4d(s->dv, RA_F32, 1, seq, KV_HEADS, HEAD_DIM);
-    return ra_attention_backward(ctx, RA_PATH_FLASH, &dq, &dk, &dv, &dout, &q, &k, &v, &o,
+    return ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &o,
                                  s->lse, NULL);
 }
 
@@ -209,11 +211,14 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the layer");
     /* Uniform in [-1, 1) scaled to nn.Linear's 1 / sqrt(in_features). */
     for (int64_t i = 0; i < 2 * DIM * DIM + 2 * kv * DIM; i++) s->weights[i] /= 64.0f;
-    ra_layer_config config = {.dim = DIM, .n_heads = HEADS, .n_kv_heads = KV_HEADS,
-                              .head_dim = HEAD_DIM, .rope = ra_rope_config_default(HEAD_DIM)};
-    config.rope.table_size = s->seq;
+    ra_rope_config config_rope = ra_rope_config_default(HEAD_DIM);
+    ra_layer_config config = {.struct_size = sizeof config, .dim = DIM, .n_heads = HEADS,
+                              .n_kv_heads = KV_HEADS,
+                              .head_dim = HEAD_DIM, .rope = &config_rope};
+    config_rope.table_size = s->seq;
     const float *wq = s->weights, *wk = wq + DIM * DIM, *wv = wk + kv * DIM, *wo = wv + kv * DIM;
-    ra_layer_weights weights = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_layer_weights weights = {.struct_size = sizeof weights, .wq = wq, .wk = wk, .wv = wv,
+                                .wo = wo};
     ra_status status = ra_layer_create(&s->layer, &config, &weights);
     return status == RA_OK ? 0 : cli_fail_status(status, "bench: cannot create the layer");
 }
@@ -221,7 +226,7 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
 static ra_status layer_run(void *state, ra_context *ctx)
 {
     layer_state *s = state;
-    ra_forward_options options = {RA_PATH_FLASH, 0, 0.0f, 0};
+    ra_forward_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
     return ra_layer_forward(s->layer, ctx, s->y, s->x, 1, s->seq, NULL, &options);
 }
 
@@ -269,7 +274,7 @@ static int layer_backward_setup(const void *params, ra_context *ctx, void **stat
     s->dw = bench_random_floats(2 * DIM * DIM + 2 * kv * DIM, 26);
     if (!s->dy || !s->dx || !s->dw)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the layer's backward");
-    ra_forward_options options = {RA_PATH_FLASH, 0, 0.0f, 0};
+    ra_forward_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
     ra_status status = ra_layer_tape_create(&s->tape, s->fwd->layer, seq);
     if (status == RA_OK)
         status = ra_layer_forward_train(s->fwd->layer, ctx, s->fwd->y, s->tape, s->fwd->x, 1, seq,
@@ -282,7 +287,8 @@ static ra_status layer_backward_run(void *state, ra_context *ctx)
     layer_backward_state *s = state;
     const int64_t kv = KV_HEADS * HEAD_DIM;
     float *dwq = s->dw, *dwk = dwq + DIM * DIM, *dwv = dwk + kv * DIM, *dwo = dwv + kv * DIM;
-    ra_layer_grads grads = {.dwq = dwq, .dwk = dwk, .dwv = dwv, .dwo = dwo};
+    ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = dwq, .dwk = dwk, .dwv = dwv,
+                            .dwo = dwo};
     return ra_layer_backward(s->fwd->layer, ctx, s->dx, &grads, s->tape, s->dy);
 }
 

@@ -50,7 +50,7 @@ static ra_status fill(decode_state *s, ra_context *ctx, int64_t n)
         int64_t block = n - done < FILL_BLOCK ? n - done : FILL_BLOCK;
         ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
         ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
-        ra_positions at = {.start = ra_kv_cache_length(s->cache, 0)};
+        ra_positions at = {.struct_size = sizeof at, .start = ra_kv_cache_length(s->cache, 0)};
         ra_status status = ra_kv_cache_append(s->cache, ctx, s->rope, NULL, &k, &v, &at, NULL);
         if (status != RA_OK) return status;
     }
@@ -152,7 +152,7 @@ static ra_status append_run(void *state, ra_context *ctx)
     ra_tensor q = ra_tensor_4d(s->q, RA_F32, 1, 1, HEADS, HEAD_DIM);
     ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, 1, KV_HEADS, HEAD_DIM);
     ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, 1, KV_HEADS, HEAD_DIM);
-    ra_positions at = {.start = s->params->length};
+    ra_positions at = {.struct_size = sizeof at, .start = s->params->length};
     return ra_kv_cache_append(s->cache, ctx, s->rope, &q, &k, &v, &at, NULL);
 }
 

@@ -1,6 +1,6 @@
 /*
  * quickstart.c — the README's tour of the C API, compiled by `make` so that
- * it keeps compiling.  Rotates q and k with RoPE, runs causal GQA attention,
+ * it keeps compiling (and as C++17 by tests/test_install.sh).  Rotates q and k with RoPE, runs causal GQA attention,
  * then the whole Attention layer, forward and backward, checking every
  * status.
  *
@@ -23,10 +23,13 @@
 int main(void)
 {
     enum { B = 1, S = 16, H = 8, HKV = 2, D = 64, DIM = H * D };
-    float *q = calloc(B * S * H * D, sizeof(float)), *k = calloc(B * S * HKV * D, sizeof(float));
-    float *v = calloc(B * S * HKV * D, sizeof(float)), *out = calloc(B * S * H * D, sizeof(float));
-    float *w = calloc(DIM * DIM, sizeof(float)), *x = calloc(B * S * DIM, sizeof(float));
-    float *y = calloc(B * S * DIM, sizeof(float));
+    float *q = (float *)calloc(B * S * H * D, sizeof(float));   /* [B, S, H, D] */
+    float *k = (float *)calloc(B * S * HKV * D, sizeof(float)); /* [B, S, HKV, D] */
+    float *v = (float *)calloc(B * S * HKV * D, sizeof(float));
+    float *out = (float *)calloc(B * S * H * D, sizeof(float));
+    float *w = (float *)calloc(DIM * DIM, sizeof(float));       /* [DIM, DIM] */
+    float *x = (float *)calloc(B * S * DIM, sizeof(float));     /* [B, S, DIM] */
+    float *y = (float *)calloc(B * S * DIM, sizeof(float));
     if (!q || !k || !v || !out || !w || !x || !y) return 1;
     for (int i = 0; i < B * S * H * D; i++) q[i] = (float)(i % 7) * 0.1f;
     for (int i = 0; i < B * S * HKV * D; i++) k[i] = v[i] = (float)(i % 5) * 0.1f;
@@ -37,8 +40,10 @@ int main(void)
     ra_context *ctx;
     TRY(ra_context_create(&ctx, 2));
 
-    /* RoPE: one table for head_dim D, base 10000, the seed's interleaved pairs
-     * (RA_LAYOUT_HALF for Hugging Face checkpoints). */
+    /* RoPE: one table for head_dim D, base 10000, the interleaved pairs of
+     * Meta's LLaMA code (RA_LAYOUT_HALF for Hugging Face checkpoints).
+     * Structs the API reads start from their _default / _init function,
+     * which sets struct_size (ropeattn.h, "Structs that grow"). */
     ra_rope_config rc = ra_rope_config_default(D);
     ra_rope *rope;
     TRY(ra_rope_create(&rope, &rc));
@@ -48,12 +53,17 @@ int main(void)
     /* Causal GQA attention: query head h reads kv head h / (H / HKV). */
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D), to = ra_tensor_4d(out, RA_F32, B, S, H, D);
-    TRY(ra_attention(ctx, RA_PATH_FLASH, &to, &tq, &tk, &tv, NULL));
+    TRY(ra_attention(ctx, &to, &tq, &tk, &tv, NULL)); /* NULL: the fastest path, no dropout */
 
-    /* The seed's Attention module: wq, wk, wv, wo in PyTorch [out, in] layout
+    /* LLaMA's Attention module: wq, wk, wv, wo in PyTorch [out, in] layout
      * (here one toy matrix reused; wk/wv only use its first HKV*D rows). */
-    ra_layer_config lc = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV, .rope = rc};
-    ra_layer_weights lw = {.wq = w, .wk = w, .wv = w, .wo = w};
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = DIM;
+    lc.n_heads = H;
+    lc.n_kv_heads = HKV;
+    lc.rope = &rc;
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq = lw.wk = lw.wv = lw.wo = w;
     ra_layer *layer;
     TRY(ra_layer_create(&layer, &lc, &lw));
     TRY(ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL)); /* x, y: [B, S, dim] */
@@ -61,14 +71,20 @@ int main(void)
 
     /* Training: a tape made once, a forward that fills it, the backward of
      * L = sum(y * dy) (here dy = x): dx [B, S, dim] and the four dW. */
-    float *dx = calloc(B * S * DIM, sizeof(float)), *dw = calloc(4 * DIM * DIM, sizeof(float));
+    float *dx = (float *)calloc(B * S * DIM, sizeof(float));
+    float *dw = (float *)calloc(4 * DIM * DIM, sizeof(float));
     if (!dx || !dw) return 1;
     ra_layer_tape *tape;
     TRY(ra_layer_tape_create(&tape, layer, B * S));            /* reused every step */
-    ra_forward_options train = {RA_PATH_FLASH, 1, 0.1f, 42};    /* dropout 0.1, seed */
+    ra_forward_options train = ra_forward_options_init();
+    train.dropout = 0.1f;
+    train.seed = 42;
     TRY(ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, &train));
-    ra_layer_grads g = {.dwq = dw, .dwk = dw + DIM * DIM, .dwv = dw + 2 * DIM * DIM,
-                        .dwo = dw + 3 * DIM * DIM};
+    ra_layer_grads g = ra_layer_grads_init();
+    g.dwq = dw;
+    g.dwk = dw + DIM * DIM;
+    g.dwv = dw + 2 * DIM * DIM;
+    g.dwo = dw + 3 * DIM * DIM;
     TRY(ra_layer_backward(layer, ctx, dx, &g, tape, x));       /* g.accumulate = 1: add */
     printf("dx[0] = %g, dwq[0] = %g\n", dx[0], dw[0]);
     ra_layer_tape_destroy(tape);

@@ -167,21 +167,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (view_span(&q) == 0 || view_span(&k) == 0 || view_span(&v) == 0 || out_span == 0) valid = 0;
 
-    ra_dropout drop = {0, take_bits(&in, 8)};
-    const ra_dropout *dropout = NULL;
+    ra_attention_options opt = ra_attention_options_init();
+    opt.seed = take_bits(&in, 8);
     int p_kind = take_range(&in, 0, 15);
     if (p_kind >= 12) {
         static const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f};
-        drop.p = ps[p_kind - 12];
-        dropout = &drop;
+        opt.dropout = ps[p_kind - 12];
     } else if (p_kind == 11) {
         static const float bad[] = {1.0f, -0.25f, NAN, 2.0f};
-        drop.p = TAKE_ONE_OF(&in, bad);
-        dropout = &drop;
+        opt.dropout = TAKE_ONE_OF(&in, bad);
         valid = 0;
     }
     ra_attention_path path = (ra_attention_path)(take_range(&in, 0, 15) % (RA_PATH_COUNT + 1));
     if ((unsigned)path >= RA_PATH_COUNT) valid = 0;
+    opt.path = path;
+    ra_attention_options ref_opt = opt, flash_opt = opt;
+    ref_opt.path = RA_PATH_REFERENCE;
+    flash_opt.path = RA_PATH_FLASH;
     ra_context *ctx = take_range(&in, 0, 1) ? two_threads : NULL;
 
     /* Copies of out for the other runs and of everything for "unchanged". */
@@ -195,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ra_tensor out_ref = out, out_other = out;
     if (out.data == bufs[3]) out_ref.data = ref_out, out_other.data = other_out;
 
-    ra_status st = ra_attention(ctx, path, &out, &q, &k, &v, dropout);
+    ra_status st = ra_attention(ctx, &out, &q, &k, &v, &opt);
     for (int i = 0; i < 3; i++)
         FUZZ_CHECK(!bufs[i] || memcmp(bufs[i], orig[i], bytes[i]) == 0 || out.data == q.data,
                    "ra_attention wrote to its input %d", i);
@@ -208,17 +210,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(!bufs[i] || memcmp(bufs[i], orig[i], bytes[i]) == 0,
                        "a refused call (status %d) wrote", (int)st);
     } else {
-        ra_status r = ra_attention(NULL, RA_PATH_REFERENCE, &out_ref, &q, &k, &v, dropout);
+        ra_status r = ra_attention(NULL, &out_ref, &q, &k, &v, &ref_opt);
         FUZZ_CHECK(r == RA_OK, "the reference path refused what %d took: %d", (int)path, (int)r);
         ra_context *other = ctx ? NULL : two_threads;
-        ra_status f = ra_attention(other, RA_PATH_FLASH, &out_other, &q, &k, &v, dropout);
+        ra_status f = ra_attention(other, &out_other, &q, &k, &v, &flash_opt);
         FUZZ_CHECK(f == RA_OK, "flash refused what %d took: %d", (int)path, (int)f);
         if (path == RA_PATH_REFERENCE)
             FUZZ_CHECK(memcmp(bufs[3], ref_out, bytes[3]) == 0, "the reference is not repeatable");
         else
             FUZZ_CHECK(memcmp(bufs[3], other_out, bytes[3]) == 0,
                        "flash gives other bits on %s", ctx ? "one thread" : "two threads");
-        check_rows(&out_other, &out_ref, &q, &k, &v, dropout ? dropout->p : -1.0f);
+        check_rows(&out_other, &out_ref, &q, &k, &v, p_kind >= 12 ? opt.dropout : -1.0f);
     }
     for (int i = 0; i < 4; i++) free(bufs[i]), free(orig[i]);
     free(ref_out);

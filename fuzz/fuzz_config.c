@@ -111,8 +111,8 @@ static void create_rope(const ra_hf_rope *r, const ra_hf_config *c, size_t salt)
     cfg.theta = r->has_theta ? r->theta : 10000.0;
     cfg.table_size = 4;
     cfg.scaling = r->scaling;
-    cfg.scaling.max_position_embeddings = c->max_position_embeddings;
-    cfg.scaling.seq_len = salt % 3 == 0 ? 0 : (int64_t)(salt * 977 % 300000);
+    cfg.params.max_position_embeddings = c->max_position_embeddings;
+    cfg.params.seq_len = salt % 3 == 0 ? 0 : (int64_t)(salt * 977 % 300000);
     ra_rope *rope = (ra_rope *)&rope;
     ra_status st = ra_rope_create(&rope, &cfg);
     if (st != RA_OK) {

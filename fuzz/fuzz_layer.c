@@ -202,7 +202,7 @@ static void check_cached(fuzz_input *in, const ra_layer *layer, const float *con
     int64_t capacity = seq + take_range(in, seq > 1 ? -1 : 0, 3);
     int64_t p = 1 + take_range(in, 0, seq - 1);
     double *want = malloc((size_t)(batch * seq * dim) * sizeof *want);
-    double scale = expected_forward(layer, w, x, batch, seq, &(ra_positions){0}, dtype, want);
+    double scale = expected_forward(layer, w, x, batch, seq, &(ra_positions){.struct_size = sizeof(ra_positions)}, dtype, want);
     ra_kv_cache *cache;
     FUZZ_CHECK(ra_kv_cache_create(&cache, batch, capacity, c->n_kv_heads, c->head_dim, dtype) ==
                    RA_OK, "cache");
@@ -247,8 +247,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int valid = 1;
     int64_t hkv = take_size(&in, 2, &valid), rep = take_size(&in, 3, &valid);
     int64_t head_dim = TAKE_ONE_OF(&in, head_dims), heads = hkv * rep;
-    ra_layer_config lc = {.dim = heads * head_dim, .n_heads = heads, .n_kv_heads = hkv,
-                          .rope = ra_rope_config_default(0)};
+    ra_rope_config lc_rope = ra_rope_config_default(0);
+    ra_layer_config lc = {.struct_size = sizeof lc, .dim = heads * head_dim, .n_heads = heads,
+                          .n_kv_heads = hkv,
+                          .rope = &lc_rope};
     int odd = take_range(&in, 0, 15);
     if (odd < 4) lc.head_dim = head_dim; /* given, not derived from dim */
     if (odd == 15) lc.dim += 3, lc.head_dim = head_dim;      /* H D < dim (Mistral-Nemo) */
@@ -256,10 +258,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else if (odd == 14) lc.n_kv_heads = heads + 1, valid = 0;
     else if (odd == 0 && hkv == heads) lc.n_kv_heads = 0; /* 0 means n_heads */
     if (head_dim % 2) valid = 0;
-    lc.rope.layout = (ra_layout)take_range(&in, 0, 1);
-    lc.rope.type = take_range(&in, 0, 3) == 3 ? RA_ROPE_LINEAR : RA_ROPE_DEFAULT;
-    lc.rope.scaling.factor = 2;
-    lc.rope.table_size = take_range(&in, 0, 8);
+    lc_rope.layout = (ra_layout)take_range(&in, 0, 1);
+    lc_rope.type = take_range(&in, 0, 3) == 3 ? RA_ROPE_LINEAR : RA_ROPE_DEFAULT;
+    lc_rope.factor = 2;
+    lc_rope.table_size = take_range(&in, 0, 8);
     int64_t dim = lc.dim > 0 ? lc.dim : 1, wide = dim > heads * head_dim ? dim : heads * head_dim;
     size_t bytes;
     /* wq, wk, wv, wo, each [wide, dim] or [dim, wide] (room for [H D, dim]
@@ -278,7 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (take_range(&in, 0, 1))
             w[i] = take_buffer(&in, RA_F32, i < 8 ? wide : (lc.norm_head_weights && heads > 0 ? heads : 1) *
                                head_dim, &bytes);
-    ra_layer_weights lw = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3], .bq = w[4],
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3],
+                           .bq = w[4],
                            .bk = w[5], .bv = w[6], .bo = w[7], .q_norm = w[8], .k_norm = w[9]};
     /* Llama 4's L2 norm and temperature; q, k and v fused per group (when
      * q, k and v have biases all or none) */
@@ -318,7 +321,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_positions fp;
     take_positions(&in, &fp, batch, seq, 0, 1, &valid);
     if (fp.p.cu_seqlens) valid = 0; /* RA_ERR_UNSUPPORTED */
-    ra_forward_options opt = {(ra_attention_path)take_range(&in, 0, RA_PATH_COUNT), 0, 0, 7};
+    ra_forward_options opt = {.struct_size = sizeof opt,
+                              .path = (ra_attention_path)take_range(&in, 0, RA_PATH_COUNT),
+                              .seed = 7};
     if ((unsigned)opt.path >= RA_PATH_COUNT) valid = 0;
     int training = take_range(&in, 0, 7);
     if (training >= 6) {

@@ -60,7 +60,7 @@ static ra_rope_config take_config(fuzz_input *in, double **factors)
                  : rot == 5 ? c.head_dim : rot == 6 ? c.head_dim + 2 : 1;
     c.theta = take_range(in, 0, 15) == 15 ? take_double(in) : TAKE_ONE_OF(in, thetas);
     c.table_size = TAKE_ONE_OF(in, tables);
-    ra_rope_scaling *s = &c.scaling;
+    ra_rope_config *s = &c;
     if (c.type != RA_ROPE_DEFAULT) {
         s->factor = take_parameter(in);
         s->original_max_position_embeddings = take_length(in);
@@ -282,7 +282,7 @@ static void check_seed_functions(fuzz_input *in, const ra_rope *rope)
     FUZZ_CHECK(ra_apply_rotary_emb(q, k, cos_s, sin_s, b, end, hkv * rep, hkv, d) == RA_OK, "seed");
     ra_tensor tq = ra_tensor_4d(q2, RA_F32, b, end, hkv * rep, d);
     ra_tensor tk = ra_tensor_4d(k2, RA_F32, b, end, hkv, d);
-    ra_positions p = {0};
+    ra_positions p = {.struct_size = sizeof p};
     FUZZ_CHECK(ra_rope_apply(rope, NULL, &tq, &tq, &p, RA_FORWARD) == RA_OK &&
                    ra_rope_apply(rope, NULL, &tk, &tk, &p, RA_FORWARD) == RA_OK, "apply");
     FUZZ_CHECK(memcmp(q, q2, (size_t)nq * 4) == 0 && memcmp(k, k2, (size_t)nk * 4) == 0,

@@ -19,6 +19,31 @@
  *   - Tensors are row-major.  Weights are in PyTorch nn.Linear layout
  *     [out_features, in_features].
  *
+ * Structs that grow (tests/test_abi.c)
+ *   - Every struct the API reads as a description or a set of options
+ *     (ra_rope_config, ra_positions, ra_attention_options, ra_layer_config,
+ *     ra_layer_weights, ra_forward_options, ra_layer_grads) begins with
+ *     struct_size, which the caller sets to sizeof the struct as its header
+ *     declares it.  The inline ra_..._init() functions below (and
+ *     ra_rope_config_default, ra_positions_start) return one zeroed with
+ *     struct_size set: start from them, then set fields.
+ *   - New fields only ever go at the end, and zero always means "not used"
+ *     (the behaviour before the field existed).  So a program built against
+ *     an older header keeps its meaning on a newer library, and a program
+ *     built against a newer header runs on an older library as long as the
+ *     fields that library does not know are zero; when one is not, the call
+ *     fails with RA_ERR_UNSUPPORTED rather than ignore it.  A struct_size
+ *     smaller than the first published size is RA_ERR_ARGUMENT.
+ *   - No public struct holds another by value (ra_layer_config points at
+ *     its rope's config).  ra_tensor, a plain view like DLPack's DLTensor,
+ *     keeps its layout.
+ *   - Argument order: ra_X_create(&out, ...) makes an X; a function named
+ *     ra_X_verb takes the X first, then the context, then its outputs, its
+ *     inputs and its options, in that order; functions of no object
+ *     (ra_attention, ra_attention_decode, ...) take the context first.
+ *   - Dropout is one pair of fields wherever it applies: dropout (the
+ *     probability p, 0 = none, as in inference) and seed.
+ *
  * Thread safety (tests/test_concurrency.c, also under ThreadSanitizer)
  *   - An ra_rope and an ra_layer are read-only after creation: any number of
  *     threads may use one at once (a layer's borrowed weights must not
@@ -84,6 +109,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,13 +122,13 @@ extern "C" {
 #endif
 
 /* The version of this header; ra_version() gives the library's, which
- * may be another if a program runs against a newer shared library.  Until
- * 1.0 a minor version may change the ABI (the shared library's SONAME is
- * libropeattn.so.0 throughout 0.x; NEWS says what changed). */
+ * may be newer if a program runs against a newer shared library.  From 0.3
+ * on, versions add functions and fields ("Structs that grow") and keep the
+ * SONAME libropeattn.so.0; NEWS says what changed. */
 #define RA_VERSION_MAJOR 0
-#define RA_VERSION_MINOR 2
+#define RA_VERSION_MINOR 3
 #define RA_VERSION_PATCH 0
-#define RA_VERSION_STRING "0.2.0"
+#define RA_VERSION_STRING "0.3.0"
 
 /* ------------------------------------------------------------------------ */
 /* Status                                                                    */
@@ -273,9 +299,23 @@ typedef enum ra_rope_type {
     RA_ROPE_TYPE_COUNT
 } ra_rope_type;
 
-/* Parameters of the scaled types; zero means "not given" everywhere, so a
- * zeroed struct plus the fields a checkpoint sets is a valid description. */
-typedef struct ra_rope_scaling {
+/* How RoPE is computed: the type, the pairing, the head's size, the base,
+ * and the parameters of the scaled types.  Zero means "not given"
+ * everywhere, so ra_rope_config_default() plus the fields a checkpoint sets
+ * is a valid description. */
+typedef struct ra_rope_config {
+    size_t struct_size;    /* sizeof(ra_rope_config) */
+    ra_rope_type type;
+    ra_layout layout;
+    int64_t head_dim;      /* D, even */
+    int64_t rotary_dim;    /* features that rotate, even, <= D; 0 means D.
+                              Features [rotary_dim, D) pass through unchanged
+                              (partial rotary); the half layout pairs
+                              (i, i + rotary_dim/2) */
+    double theta;          /* base, 10000 in Meta's LLaMA code */
+    int64_t table_size;    /* table rows precomputed; later positions are
+                              computed on the fly, exactly but slower */
+    /* The scaled types' parameters: */
     double factor;                   /* linear, dynamic, yarn, llama3 (required);
                                         yarn, longrope: 0 = max_position_embeddings /
                                         original_max_position_embeddings */
@@ -302,25 +342,20 @@ typedef struct ra_rope_scaling {
                                                  no smoothed band) */
     const double *short_factor;      /* longrope: [rotary_dim / 2], copied */
     const double *long_factor;       /* longrope: [rotary_dim / 2], copied */
-} ra_rope_scaling;
-
-typedef struct ra_rope_config {
-    ra_rope_type type;
-    ra_layout layout;
-    int64_t head_dim;      /* D, even */
-    int64_t rotary_dim;    /* features that rotate, even, <= D; 0 means D.
-                              Features [rotary_dim, D) pass through unchanged
-                              (partial rotary); the half layout pairs
-                              (i, i + rotary_dim/2) */
-    double theta;          /* base, 10000 in Meta's LLaMA code */
-    int64_t table_size;    /* table rows precomputed; later positions are
-                              computed on the fly, exactly but slower */
-    ra_rope_scaling scaling;
 } ra_rope_config;
 
 /* type DEFAULT, layout INTERLEAVED, rotary_dim 0, theta 10000,
- * table_size 4096, scaling all zero. */
-RA_API ra_rope_config ra_rope_config_default(int64_t head_dim);
+ * table_size 4096, the scaled types' parameters zero. */
+static inline ra_rope_config ra_rope_config_default(int64_t head_dim)
+{
+    ra_rope_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.head_dim = head_dim;
+    c.theta = 10000.0;
+    c.table_size = 4096;
+    return c;
+}
 
 typedef struct ra_rope ra_rope;
 
@@ -352,12 +387,27 @@ RA_API double ra_rope_attention_factor(const ra_rope *rope); /* 0 for NULL */
  * cu_seqlens has n_seqs + 1 entries, starts at 0, never decreases and ends
  * at B * S.  Positions must lie in [0, RA_MAX_POSITION]. */
 typedef struct ra_positions {
+    size_t struct_size;        /* sizeof(ra_positions) */
     int64_t start;
     const int64_t *ids;        /* [B, S] or NULL */
     const int64_t *starts;     /* [B], or [n_seqs] with cu_seqlens, or NULL */
     const int64_t *cu_seqlens; /* [n_seqs + 1] or NULL */
     int64_t n_seqs;
 } ra_positions;
+
+/* Positions start, start + 1, ... in every sequence (set ids, starts or
+ * cu_seqlens afterwards for the other modes).  NULL positions mean
+ * ra_positions_start(0) in ra_rope_apply, ra_layer_forward and
+ * ra_layer_forward_train, and continuing from the cache's lengths in
+ * ra_layer_forward_cached; ra_kv_cache_append needs them given. */
+static inline ra_positions ra_positions_start(int64_t start)
+{
+    ra_positions p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.start = start;
+    return p;
+}
 
 typedef enum ra_direction {
     RA_FORWARD = 0, /* rotate by +angle: a R_m x */
@@ -406,15 +456,29 @@ typedef enum ra_attention_path {
     RA_PATH_COUNT
 } ra_attention_path;
 
-/* Dropout as in training: each element is zeroed with probability p and the
- * survivors scaled by 1 / (1 - p).  The masks come from a counter-based
- * generator (Philox-4x32-10) keyed by seed and by the element's index, so
- * the same seed gives the same masks whatever the path or thread count.
- * p = 0 is the identity (inference). */
-typedef struct ra_dropout {
-    float p;       /* in [0, 1) */
-    uint64_t seed;
-} ra_dropout;
+/* How ra_attention, ra_attention_forward_lse and ra_attention_backward
+ * run.  NULL options mean ra_attention_options_init(): RA_PATH_AUTO, no
+ * dropout.
+ *
+ * Dropout as in training: each probability is zeroed with probability p
+ * and the survivors scaled by 1 / (1 - p).  The masks come from a
+ * counter-based generator (Philox-4x32-10) keyed by seed and by the
+ * element's index, so the same seed gives the same masks whatever the path
+ * or thread count.  p = 0 is the identity (inference). */
+typedef struct ra_attention_options {
+    size_t struct_size;     /* sizeof(ra_attention_options) */
+    ra_attention_path path; /* RA_PATH_AUTO (0): the fastest */
+    float dropout;          /* p, in [0, 1); 0: none */
+    uint64_t seed;          /* the dropout masks' seed */
+} ra_attention_options;
+
+static inline ra_attention_options ra_attention_options_init(void)
+{
+    ra_attention_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    return o;
+}
 
 /* out = softmax(q k^T / sqrt(D) + causal mask) v, per query head, with query
  * head h reading key/value head h / (H / Hkv).  Query token i sees key tokens
@@ -424,10 +488,9 @@ typedef struct ra_dropout {
  * runs in float32).  Extreme logits, NaN and Inf: "Numbers at the edges"
  * above.  out's memory must not overlap q's, k's or v's
  * (RA_ERR_ARGUMENT); q, k and v may share one fused buffer. */
-RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
-                              const ra_tensor *out, const ra_tensor *q,
+RA_API ra_status ra_attention(ra_context *ctx, const ra_tensor *out, const ra_tensor *q,
                               const ra_tensor *k, const ra_tensor *v,
-                              const ra_dropout *dropout);
+                              const ra_attention_options *options);
 
 /* ra_attention that also keeps what the backward needs: lse[b, h, i] is the
  * natural log of the sum over visible keys j <= i of exp(q_i . k_j / sqrt(D))
@@ -435,17 +498,17 @@ RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path,
  * bits as ra_attention gives on the same path.  lse must not overlap out, q,
  * k or v (RA_ERR_ARGUMENT).
  *   lse: [B, H, S] float32, contiguous */
-RA_API ra_status ra_attention_forward_lse(ra_context *ctx, ra_attention_path path,
-                                          const ra_tensor *out, float *lse,
+RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out, float *lse,
                                           const ra_tensor *q, const ra_tensor *k,
-                                          const ra_tensor *v, const ra_dropout *dropout);
+                                          const ra_tensor *v,
+                                          const ra_attention_options *options);
 
-/* The backward of out = ra_attention(q, k, v, dropout): given dout = dL/dout,
+/* The backward of out = ra_attention(q, k, v, options): given dout = dL/dout,
  * writes dq = dL/dq, dk = dL/dk and dv = dL/dv.  They are overwritten, not
  * accumulated, and are float32 views that must not overlap one another nor
  * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
  * as dq, dk and dv inside a fused dQKV gradient, do not count as
- * overlapping.  q, k, v and dropout are what the forward took (k, v in f32,
+ * overlapping.  q, k, v and options are what the forward took (k, v in f32,
  * f16 or bf16; their gradients are float32 regardless); the dropout masks
  * are regenerated from the seed, never stored.  out and lse are what
  * ra_attention_forward_lse wrote for those inputs: the flash path needs
@@ -464,12 +527,12 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, ra_attention_path pat
  * O(S^2).  Either path gives the same bits for any thread count.
  *   dq, dout, q, out: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]
  *   lse: [B, H, S] */
-RA_API ra_status ra_attention_backward(ra_context *ctx, ra_attention_path path,
-                                       const ra_tensor *dq, const ra_tensor *dk,
-                                       const ra_tensor *dv, const ra_tensor *dout,
-                                       const ra_tensor *q, const ra_tensor *k,
-                                       const ra_tensor *v, const ra_tensor *out,
-                                       const float *lse, const ra_dropout *dropout);
+RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
+                                       const ra_tensor *dk, const ra_tensor *dv,
+                                       const ra_tensor *dout, const ra_tensor *q,
+                                       const ra_tensor *k, const ra_tensor *v,
+                                       const ra_tensor *out, const float *lse,
+                                       const ra_attention_options *options);
 
 /* ------------------------------------------------------------------------ */
 /* KV cache and decoding                                                     */
@@ -528,13 +591,15 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
 /* ------------------------------------------------------------------------ */
 
 typedef struct ra_layer_config {
+    size_t struct_size; /* sizeof(ra_layer_config) */
     int64_t dim;        /* model width: x's and y's last dimension */
     int64_t n_heads;    /* H */
     int64_t n_kv_heads; /* Hkv; 0 means n_heads (LLaMA's None) */
     int64_t head_dim;   /* D; 0 means dim / n_heads (LLaMA's rule).  H * D
                            may differ from dim, as in Qwen3, Gemma or
                            Mistral-Nemo (wq [H * D, dim], wo [dim, H * D]) */
-    ra_rope_config rope; /* its head_dim is set from the layer's */
+    const ra_rope_config *rope; /* copied at creation; its head_dim is set
+                           from the layer's.  NULL: ra_rope_config_default */
     int no_rope;        /* nonzero: q and k are not rotated (rope ignored;
                            every angle is 0, on every path) — a layer
                            without position information, for ablations
@@ -581,12 +646,21 @@ typedef struct ra_layer_config {
     double temperature_scale; /* finite; used only with temperature_floor */
 } ra_layer_config;
 
+static inline ra_layer_config ra_layer_config_init(void)
+{
+    ra_layer_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    return c;
+}
+
 /* PyTorch nn.Linear weights, [out_features, in_features], float32, and
  * their biases: NULL for none (LLaMA's bias=False; Qwen2 has
  * bq, bk and bv).  The layer borrows these pointers: keep them alive while
  * the layer lives.  Their values are read at each call, so an optimizer may
  * update them in place between calls. */
 typedef struct ra_layer_weights {
+    size_t struct_size; /* sizeof(ra_layer_weights) */
     const float *wq; /* [H * D, dim] */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
@@ -616,20 +690,42 @@ typedef struct ra_layer_weights {
     const float *bqkv; /* [Hkv, H / Hkv + 2, D] or NULL */
 } ra_layer_weights;
 
+static inline ra_layer_weights ra_layer_weights_init(void)
+{
+    ra_layer_weights w;
+    memset(&w, 0, sizeof w);
+    w.struct_size = sizeof w;
+    return w;
+}
+
 typedef struct ra_layer ra_layer;
 
 RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                                  const ra_layer_weights *weights);
 RA_API void ra_layer_destroy(ra_layer *layer); /* NULL is allowed */
+/* The layer's config, with rope pointing at the layer's copy of its rope's
+ * config (the head_dim, n_kv_heads and rope filled in as the layer uses
+ * them); valid while the layer lives. */
 RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
 
+/* How a layer's forward runs; NULL means ra_forward_options_init()
+ * (inference on RA_PATH_AUTO).  dropout > 0 trains: dropout p on the
+ * attention probabilities and on the output, as LLaMA's attn_dropout and
+ * resid_dropout in train mode (masks as in ra_attention_options). */
 typedef struct ra_forward_options {
-    ra_attention_path path;
-    int training;      /* nonzero: dropout p on the attention probabilities
-                          and on the output, as nn.Dropout in train mode */
-    float dropout;     /* p, used only when training */
-    uint64_t seed;     /* dropout seed, used only when training */
+    size_t struct_size;     /* sizeof(ra_forward_options) */
+    ra_attention_path path; /* RA_PATH_AUTO (0): the fastest */
+    float dropout;          /* p, in [0, 1); 0: none */
+    uint64_t seed;          /* the dropout masks' seed */
 } ra_forward_options;
+
+static inline ra_forward_options ra_forward_options_init(void)
+{
+    ra_forward_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    return o;
+}
 
 /* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
  * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
@@ -680,9 +776,9 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
 RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
 
 /* ra_layer_forward (the same y, bit for bit, for the same arguments) that
- * also fills the tape for ra_layer_backward.  options as there: training
- * with dropout p applies LLaMA's attn_dropout to the probabilities and
- * resid_dropout to y; p = 0 or training = 0 is the inference forward.
+ * also fills the tape for ra_layer_backward.  options as there: dropout p
+ * applies LLaMA's attn_dropout to the probabilities and resid_dropout to
+ * y; p = 0 is the inference forward.
  * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
  * made for another layer is RA_ERR_ARGUMENT.  Packed batches (cu_seqlens):
  * RA_ERR_UNSUPPORTED, as in ra_layer_forward.  A call refused by these
@@ -701,6 +797,7 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
  * norm's gradient is required where the layer has it, and ignored where it
  * has none. */
 typedef struct ra_layer_grads {
+    size_t struct_size; /* sizeof(ra_layer_grads) */
     float *dwq;     /* [H * D, dim] */
     float *dwk;     /* [Hkv * D, dim] */
     float *dwv;     /* [Hkv * D, dim] */
@@ -717,6 +814,14 @@ typedef struct ra_layer_grads {
                        dwv, dbq, dbk and dbv are ignored) */
     float *dbqkv;   /* bqkv's shape */
 } ra_layer_grads;
+
+static inline ra_layer_grads ra_layer_grads_init(void)
+{
+    ra_layer_grads g;
+    memset(&g, 0, sizeof g);
+    g.struct_size = sizeof g;
+    return g;
+}
 
 /* The backward of the forward recorded in tape: given dy = dL/dy, writes
  * dx = dL/dx (always overwritten) and the gradients of the weights, biases

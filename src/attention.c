@@ -11,7 +11,7 @@
 
 ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                               const ra_dropout *dropout)
+                               const ra_attention_options *options)
 {
     if (!args || !out || !q || !k || !v) return RA_ERR_NULL;
     RA_TRY(ra_tensor_check(q));
@@ -31,14 +31,26 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->k = k;
     args->v = v;
     args->lse = NULL;
-    args->dropout = 0;
     args->rope = NULL;
     args->positions = NULL;
-    if (dropout) {
-        if (!(dropout->p >= 0.0f && dropout->p < 1.0f)) return RA_ERR_ARGUMENT;
-        args->dropout = dropout->p > 0.0f;
-        args->mask = ra_dropout_mask_make(dropout->p, dropout->seed, RA_STREAM_ATTENTION);
-    }
+    return ra_attention_dropout(&args->dropout, &args->mask, options);
+}
+
+ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options)
+{
+    *out = ra_attention_options_init();
+    if (options) RA_TRY(RA_READ_STRUCT(*out, options));
+    return (unsigned)out->path < RA_PATH_COUNT ? RA_OK : RA_ERR_ARGUMENT;
+}
+
+ra_status ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options)
+{
+    *on = 0;
+    if (!options) return RA_OK;
+    float p = options->dropout;
+    if (!(p >= 0.0f && p < 1.0f)) return RA_ERR_ARGUMENT;
+    *on = p > 0.0f;
+    *mask = ra_dropout_mask_make(p, options->seed, RA_STREAM_ATTENTION);
     return RA_OK;
 }
 
@@ -60,25 +72,28 @@ static ra_status attention_run(ra_context *ctx, ra_attention_path path,
     return RA_OK;
 }
 
-RA_API ra_status ra_attention(ra_context *ctx, ra_attention_path path, const ra_tensor *out,
-                              const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                              const ra_dropout *dropout)
+RA_API ra_status ra_attention(ra_context *ctx, const ra_tensor *out, const ra_tensor *q,
+                              const ra_tensor *k, const ra_tensor *v,
+                              const ra_attention_options *options)
 {
-    if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    ra_attention_options o;
+    RA_TRY(ra_attention_options_read(&o, options));
     ra_attention_args args;
-    RA_TRY(ra_attention_prepare(&args, out, q, k, v, dropout));
-    return attention_run(ctx, path, &args);
+    RA_TRY(ra_attention_prepare(&args, out, q, k, v, &o));
+    return attention_run(ctx, o.path, &args);
 }
 
-RA_API ra_status ra_attention_forward_lse(ra_context *ctx, ra_attention_path path,
-                                          const ra_tensor *out, float *lse, const ra_tensor *q,
-                                          const ra_tensor *k, const ra_tensor *v,
-                                          const ra_dropout *dropout)
+RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out, float *lse,
+                                          const ra_tensor *q, const ra_tensor *k,
+                                          const ra_tensor *v,
+                                          const ra_attention_options *options)
 {
-    if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
+    ra_attention_options o;
+    RA_TRY(ra_attention_options_read(&o, options));
+    const ra_attention_path path = o.path;
     if (!lse) return RA_ERR_NULL;
     ra_attention_args args;
-    RA_TRY(ra_attention_prepare(&args, out, q, k, v, dropout));
+    RA_TRY(ra_attention_prepare(&args, out, q, k, v, &o));
     /* lse [B, H, S] as a view, for the overlap checks (q's sizes fit). */
     ra_tensor lse_view = ra_tensor_4d(lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
     if (ra_tensors_overlap(&lse_view, out) || ra_tensors_overlap(&lse_view, q) ||

@@ -24,7 +24,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
                                         const ra_tensor *dout, const ra_tensor *q,
                                         const ra_tensor *k, const ra_tensor *v,
                                         const ra_tensor *out, const float *lse,
-                                        const ra_dropout *dropout)
+                                        const ra_attention_options *options)
 {
     if (!args || !dq || !dk || !dv || !dout || !q || !k || !v) return RA_ERR_NULL;
     if (path != RA_PATH_REFERENCE && (!out || !lse)) return RA_ERR_NULL;
@@ -59,12 +59,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     args->fwd.k = k;
     args->fwd.v = v;
     args->fwd.lse = NULL;
-    args->fwd.dropout = 0;
-    if (dropout) {
-        if (!(dropout->p >= 0.0f && dropout->p < 1.0f)) return RA_ERR_ARGUMENT;
-        args->fwd.dropout = dropout->p > 0.0f;
-        args->fwd.mask = ra_dropout_mask_make(dropout->p, dropout->seed, RA_STREAM_ATTENTION);
-    }
+    RA_TRY(ra_attention_dropout(&args->fwd.dropout, &args->fwd.mask, options));
     args->dq = dq;
     args->dk = dk;
     args->dv = dv;
@@ -97,18 +92,18 @@ size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch
     return (size_t)n * sizeof(float);
 }
 
-RA_API ra_status ra_attention_backward(ra_context *ctx, ra_attention_path path,
-                                       const ra_tensor *dq, const ra_tensor *dk,
-                                       const ra_tensor *dv, const ra_tensor *dout,
-                                       const ra_tensor *q, const ra_tensor *k,
-                                       const ra_tensor *v, const ra_tensor *out,
-                                       const float *lse, const ra_dropout *dropout)
+RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
+                                       const ra_tensor *dk, const ra_tensor *dv,
+                                       const ra_tensor *dout, const ra_tensor *q,
+                                       const ra_tensor *k, const ra_tensor *v,
+                                       const ra_tensor *out, const float *lse,
+                                       const ra_attention_options *options)
 {
-    if ((unsigned)path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
-    if (path == RA_PATH_AUTO) path = RA_PATH_FLASH;
+    ra_attention_options o;
+    RA_TRY(ra_attention_options_read(&o, options));
+    const ra_attention_path path = o.path == RA_PATH_AUTO ? RA_PATH_FLASH : o.path;
     ra_attention_backward_args args;
-    RA_TRY(ra_attention_backward_prepare(&args, path, dq, dk, dv, dout, q, k, v, out, lse,
-                                         dropout));
+    RA_TRY(ra_attention_backward_prepare(&args, path, dq, dk, dv, dout, q, k, v, out, lse, &o));
     size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], q->shape[1],
                                                        q->shape[2], q->shape[3],
                                                        ra_parallel_threads(ctx));

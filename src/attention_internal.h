@@ -23,10 +23,18 @@ typedef struct ra_attention_args {
     const ra_positions *positions;
 } ra_attention_args;
 
-/* Validates the views and the dropout; fills args (lse NULL). */
+/* Validates the views and the dropout (options NULL: none); fills args
+ * (lse NULL). */
 ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                               const ra_dropout *dropout);
+                               const ra_attention_options *options);
+
+/* The caller's options (NULL: ra_attention_options_init()), path checked. */
+ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options);
+
+/* Checks the dropout p of options (NULL: none; RA_ERR_ARGUMENT outside
+ * [0, 1)); *on = p > 0 and *mask its masks. */
+ra_status ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options);
 
 /* Scratch bytes the path needs for these sizes and thread count; 0 when
  * that does not fit in memory. */
@@ -125,7 +133,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
                                         const ra_tensor *dout, const ra_tensor *q,
                                         const ra_tensor *k, const ra_tensor *v,
                                         const ra_tensor *out, const float *lse,
-                                        const ra_dropout *dropout);
+                                        const ra_attention_options *options);
 
 /* Scratch bytes the backward on this path needs; 0 when that does not fit in
  * memory. */

@@ -18,6 +18,17 @@
         if (ra_try_status_ != RA_OK) return ra_try_status_; \
     } while (0)
 
+/* Copies the caller's versioned struct src (its first member: the
+ * struct_size its header declared) into dst, ours of size bytes.  Below
+ * min_size: RA_ERR_ARGUMENT (struct_size unset).  Fields the caller's older
+ * header lacked read as zero; bytes of a newer header's fields beyond ours
+ * must be zero, else RA_ERR_UNSUPPORTED.  NULL src: RA_ERR_NULL. */
+ra_status ra_struct_read(void *dst, size_t size, size_t min_size, const void *src);
+
+/* Every struct's fields all date from 0.3 (the first with struct_size); a
+ * field added later lowers min_size to the 0.3 size for its struct. */
+#define RA_READ_STRUCT(dst, src) ra_struct_read(&(dst), sizeof(dst), sizeof(dst), (src))
+
 /* Largest element count any buffer may have: its byte size (4 bytes an
  * element) must fit in a ptrdiff_t. */
 #define RA_MAX_ELEMENTS ((int64_t)(PTRDIFF_MAX / 4))

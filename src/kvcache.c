@@ -145,10 +145,10 @@ static void append_task(void *arg, int64_t task, int thread)
 }
 
 static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const ra_tensor *q,
-                              const ra_tensor *k, const ra_tensor *v, const ra_positions *p,
-                              const int64_t *n_new)
+                              const ra_tensor *k, const ra_tensor *v,
+                              const ra_positions *positions, const int64_t *n_new, ra_positions *p)
 {
-    if (!c || !rope || !k || !v || !p) return RA_ERR_NULL;
+    if (!c || !rope || !k || !v || !positions) return RA_ERR_NULL;
     RA_TRY(ra_tensor_check(k));
     RA_TRY(ra_tensor_check(v));
     if (q) RA_TRY(ra_tensor_check(q));
@@ -162,8 +162,8 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
               q->shape[2] % c->n_kv_heads))
         return RA_ERR_SHAPE;
     if (rope->config.head_dim != c->head_dim) return RA_ERR_SHAPE;
+    RA_TRY(ra_positions_read(p, positions, batch, seq));
     if (p->cu_seqlens) return RA_ERR_UNSUPPORTED; /* the inputs are a [B, S] grid */
-    RA_TRY(ra_positions_check(p, batch, seq));
     /* q and k are rotated in place: no element may be read or written twice */
     if ((q && (ra_tensors_share_elements(q, k) || ra_tensors_share_elements(q, v))) ||
         ra_tensors_share_elements(k, v))
@@ -181,9 +181,10 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new)
 {
-    RA_TRY(check_append(cache, rope, q, k, v, positions, n_new));
+    ra_positions pos;
+    RA_TRY(check_append(cache, rope, q, k, v, positions, n_new, &pos));
     const int64_t batch = k->shape[0], seq = k->shape[1];
-    append_job job = {cache, rope, q, k, v, positions, n_new, (seq + APPEND_BLOCK - 1) / APPEND_BLOCK};
+    append_job job = {cache, rope, q, k, v, &pos, n_new, (seq + APPEND_BLOCK - 1) / APPEND_BLOCK};
     ra_parallel_for(batch * seq <= APPEND_BLOCK ? NULL : ctx, batch * job.blocks_per_sequence,
                     append_task, &job);
     for (int64_t b = 0; b < batch; b++) cache->length[b] += n_new ? n_new[b] : seq;

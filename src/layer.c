@@ -60,7 +60,6 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->dim > INT_MAX || q_dim > INT_MAX) return RA_ERR_OVERFLOW;
     int64_t weight;
     RA_TRY(ra_mul(c->dim, q_dim, &weight));
-    c->rope.head_dim = c->head_dim;
     return RA_OK;
 }
 
@@ -69,16 +68,22 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
 {
     if (!out || !config || !weights) return RA_ERR_NULL;
     *out = NULL;
-    const ra_layer_weights *w = weights;
+    ra_layer_config c;
+    ra_layer_weights w_read;
+    ra_rope_config rope = ra_rope_config_default(0);
+    RA_TRY(RA_READ_STRUCT(c, config));
+    RA_TRY(RA_READ_STRUCT(w_read, weights));
+    if (c.rope) RA_TRY(RA_READ_STRUCT(rope, c.rope));
+    const ra_layer_weights *w = &w_read;
     if (!w->wo) return RA_ERR_NULL;
     if (w->wqkv && (w->wq || w->wk || w->wv || w->bq || w->bk || w->bv)) return RA_ERR_ARGUMENT;
     if (!w->wqkv && w->bqkv) return RA_ERR_ARGUMENT;
     if (!w->wqkv && (!w->wq || !w->wk || !w->wv)) return RA_ERR_NULL;
-    ra_layer_config c = *config;
     RA_TRY(resolve_config(&c));
+    rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
     if (!layer) return RA_ERR_NOMEM;
-    ra_status status = ra_rope_create(&layer->rope, &c.rope);
+    ra_status status = ra_rope_create(&layer->rope, &rope);
     if (status != RA_OK) {
         ra_free(layer);
         return status;
@@ -89,9 +94,9 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         ra_free(layer);
         return RA_ERR_UNSUPPORTED;
     }
-    c.rope = layer->rope->config;
+    c.rope = &layer->rope->config;
     layer->config = c;
-    layer->weights = *weights;
+    layer->weights = w_read;
     *out = layer;
     return RA_OK;
 }
@@ -123,18 +128,17 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     call->batch = batch;
     call->seq = seq;
     call->tokens = batch * seq;
-    ra_forward_options opt = {RA_PATH_AUTO, 0, 0.0f, 0};
-    if (options) opt = *options;
+    ra_forward_options opt = ra_forward_options_init();
+    if (options) RA_TRY(RA_READ_STRUCT(opt, options));
     if ((unsigned)opt.path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
-    if (opt.training && !(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
-    call->dropout.p = opt.training ? opt.dropout : 0.0f;
-    call->dropout.seed = opt.seed;
-    call->path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
-    call->pos = (ra_positions){.start = 0};
-    if (positions) call->pos = *positions;
+    if (!(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
+    call->attn = ra_attention_options_init();
+    call->attn.path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
+    call->attn.dropout = opt.dropout;
+    call->attn.seed = opt.seed;
+    RA_TRY(ra_positions_read(&call->pos, positions, batch, seq));
     /* Packed ragged batches need attention that stays inside each sequence. */
-    if (call->pos.cu_seqlens) return RA_ERR_UNSUPPORTED;
-    return ra_positions_check(&call->pos, batch, seq);
+    return call->pos.cu_seqlens ? RA_ERR_UNSUPPORTED : RA_OK;
 }
 
 /* y [rows, cols] += bias [cols] on every row; no bias (NULL): nothing. */
@@ -324,8 +328,8 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const 
 void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call)
 {
     project_output(layer, y, attn, call->tokens); /* output = wo(output) */
-    if (call->dropout.p > 0.0f) /* resid_dropout */
-        ra_layer_output_dropout(y, call->n_x, call->dropout.p, call->dropout.seed);
+    if (call->attn.dropout > 0.0f) /* resid_dropout */
+        ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }
 
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
@@ -340,7 +344,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     /* Scratch: xq, xk, xv and the attention output, then the kernel's own. */
     int64_t n_q = call.n_q, n_kv = call.tokens * Hkv * D; /* n_kv <= n_q = tokens * H * D */
     size_t kernel_bytes =
-        ra_attention_scratch_bytes(call.path, seq, H, Hkv, D, ra_parallel_threads(ctx));
+        ra_attention_scratch_bytes(call.attn.path, seq, H, Hkv, D, ra_parallel_threads(ctx));
     int64_t own_floats;
     RA_TRY(ra_mul(n_q, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
     size_t own = (size_t)(2 * n_q + 2 * n_kv) * sizeof(float);
@@ -354,19 +358,19 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
     float *kernel_scratch = buf + 2 * n_q + 2 * n_kv;
     ra_attention_args args;
-    ra_status status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &call.dropout);
+    ra_status status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &call.attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         return status;
     }
 
-    const int fused = call.path == RA_PATH_FLASH;
+    const int fused = call.attn.path == RA_PATH_FLASH;
     if (fused) {
         args.rope = layer->rope;
         args.positions = &call.pos;
     }
     ra_layer_qkv(layer, ctx, x, &xq, &xk, &xv, &call, !fused);
-    if (call.path == RA_PATH_REFERENCE)
+    if (call.attn.path == RA_PATH_REFERENCE)
         ra_attention_reference(&args, kernel_scratch);
     else
         ra_attention_flash(ctx, &args, kernel_scratch);
@@ -400,6 +404,8 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
 {
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    ra_positions given;
+    if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq));
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
     const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
@@ -423,8 +429,9 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     int64_t *starts = scratch.data;
     float *buf = (float *)scratch.data + ra_round_up(2 * batch, 16);
     for (int64_t b = 0; b < batch; b++) starts[b] = cache->length[b];
-    ra_positions pos = {.starts = starts};
-    if (positions) pos = *positions;
+    ra_positions pos = ra_positions_start(0);
+    pos.starts = starts;
+    if (positions) pos = given;
     ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
     ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, batch, seq, Hkv, D);
     ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, batch, seq, Hkv, D);

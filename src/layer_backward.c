@@ -129,6 +129,10 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
 {
+    if (!grads) return RA_ERR_NULL;
+    ra_layer_grads g_read;
+    RA_TRY(RA_READ_STRUCT(g_read, grads));
+    grads = &g_read;
     RA_TRY(check_backward(layer, dx, grads, tape, dy));
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
@@ -159,12 +163,13 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
 
     /* output = self.resid_dropout(output): g = dy * mask (the same mask) */
     memcpy(g, dy, (size_t)n_x * sizeof(float));
-    if (call->dropout.p > 0.0f) ra_layer_output_dropout(g, n_x, call->dropout.p, call->dropout.seed);
+    if (call->attn.dropout > 0.0f)
+        ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
     ra_gemm_nn(dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv */
-    ra_status status = ra_attention_backward(ctx, call->path, &tdq, &tdk, &tdv, &tdattn, &v.xq,
-                                             &v.xk, &v.xv, &v.attn, v.lse, &call->dropout);
+    ra_status status = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq,
+                                             &v.xk, &v.xv, &v.attn, v.lse, &call->attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         return status;

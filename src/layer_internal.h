@@ -20,8 +20,8 @@ typedef struct ra_layer_call {
     int64_t batch, seq, tokens;
     int64_t n_x, n_q;                /* tokens * dim, tokens * H * D */
     ra_positions pos;                /* never packed (cu_seqlens) */
-    ra_attention_path path;          /* REFERENCE or FLASH */
-    ra_dropout dropout;              /* p = 0 unless training */
+    ra_attention_options attn;       /* path REFERENCE or FLASH; dropout 0
+                                        unless training */
 } ra_layer_call;
 
 /* Whether the float ranges [a, a + a_n) and [b, b + b_n) share memory. */

@@ -104,8 +104,8 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
     ra_layer_qkv(layer, ctx, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
-    ra_status status = ra_attention_forward_lse(ctx, call.path, &v.attn, v.lse, &v.xq, &v.xk,
-                                                &v.xv, &call.dropout);
+    ra_status status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv,
+                                                &call.attn);
     if (status != RA_OK) return status; /* scratch memory only: y is untouched */
     ra_layer_output(layer, y, v.attn.data, &tape->call);
     tape->filled = 1;

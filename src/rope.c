@@ -15,23 +15,10 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-RA_API ra_rope_config ra_rope_config_default(int64_t head_dim)
-{
-    ra_rope_config c;
-    memset(&c, 0, sizeof c);
-    c.type = RA_ROPE_DEFAULT;
-    c.layout = RA_LAYOUT_INTERLEAVED;
-    c.head_dim = head_dim;
-    c.rotary_dim = 0;
-    c.theta = 10000.0;
-    c.table_size = 4096;
-    return c;
-}
-
 /* Copies longrope's factor lists into the rope, so the caller's may go. */
 static ra_status copy_longrope_factors(ra_rope *rope)
 {
-    ra_rope_scaling *s = &rope->config.scaling;
+    ra_rope_config *s = &rope->config;
     if (rope->config.type != RA_ROPE_LONGROPE) {
         s->short_factor = s->long_factor = NULL;
         return RA_OK;
@@ -65,7 +52,8 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
 {
     if (!out || !config) return RA_ERR_NULL;
     *out = NULL;
-    ra_rope_config c = *config;
+    ra_rope_config c;
+    RA_TRY(RA_READ_STRUCT(c, config));
     if ((unsigned)c.type >= RA_ROPE_TYPE_COUNT || (unsigned)c.layout >= RA_LAYOUT_COUNT)
         return RA_ERR_ARGUMENT;
     if (c.head_dim <= 0 || c.rotary_dim < 0 || c.table_size < 0) return RA_ERR_SIZE;
@@ -169,9 +157,10 @@ static int same_view(const ra_tensor *a, const ra_tensor *b)
 }
 
 ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
-                              const ra_positions *positions, ra_direction direction)
+                              const ra_positions *positions, ra_direction direction,
+                              ra_positions *pos)
 {
-    if (!rope || !out || !x || !positions) return RA_ERR_NULL;
+    if (!rope || !out || !x) return RA_ERR_NULL;
     RA_TRY(ra_tensor_check(x));
     RA_TRY(ra_tensor_check_output(out));
     if ((unsigned)direction > RA_INVERSE) return RA_ERR_ARGUMENT;
@@ -181,7 +170,7 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
     if (x->shape[3] != rope->config.head_dim) return RA_ERR_SHAPE;
     if (out->data == x->data ? !same_view(out, x) : ra_tensors_overlap(out, x))
         return RA_ERR_ARGUMENT; /* in place needs the same view; else no sharing */
-    return ra_positions_check(positions, x->shape[0], x->shape[1]);
+    return ra_positions_read(pos, positions, x->shape[0], x->shape[1]);
 }
 
 static int position_ok(int64_t first, int64_t count)
@@ -189,9 +178,12 @@ static int position_ok(int64_t first, int64_t count)
     return first >= 0 && first <= RA_MAX_POSITION && count - 1 <= RA_MAX_POSITION - first;
 }
 
-ra_status ra_positions_check(const ra_positions *p, int64_t batch, int64_t seq)
+ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, int64_t batch,
+                            int64_t seq)
 {
-    if (!p) return RA_ERR_NULL;
+    *out = ra_positions_start(0);
+    if (positions) RA_TRY(RA_READ_STRUCT(*out, positions));
+    const ra_positions *p = out;
     int64_t n_tokens = batch * seq;
     if (p->ids) {
         for (int64_t t = 0; t < n_tokens; t++)
@@ -246,8 +238,9 @@ RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx, const ra_te
                                const ra_tensor *x, const ra_positions *positions,
                                ra_direction direction)
 {
-    RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction));
-    ra_rope_job job = {rope, out, x, positions, direction == RA_INVERSE ? -1.0f : 1.0f, 0};
+    ra_positions pos;
+    RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction, &pos));
+    ra_rope_job job = {rope, out, x, &pos, direction == RA_INVERSE ? -1.0f : 1.0f, 0};
     job.tokens_per_task = tokens_per_task(x, ra_parallel_threads(ctx));
     int64_t n_tokens = x->shape[0] * x->shape[1];
     ra_parallel_for(ctx, (n_tokens + job.tokens_per_task - 1) / job.tokens_per_task,
@@ -267,6 +260,6 @@ RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *
 {
     if (!rope || !x) return RA_ERR_NULL;
     ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
-    ra_positions p = {.start = start_pos};
+    ra_positions p = ra_positions_start(start_pos);
     return ra_rope_apply(rope, ctx, &t, &t, &p, RA_FORWARD);
 }

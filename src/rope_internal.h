@@ -46,12 +46,16 @@ int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b);
  * ra_tensors_overlap. */
 int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b);
 
-/* Checks that every position of a [batch, seq] grid is in range. */
-ra_status ra_positions_check(const ra_positions *positions, int64_t batch, int64_t seq);
+/* Reads the caller's positions into *out (NULL: ra_positions_start(0))
+ * and checks that every position of a [batch, seq] grid is in range. */
+ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, int64_t batch,
+                            int64_t seq);
 
-/* Checks rope arguments shared by the fast and reference paths. */
+/* Checks rope arguments shared by the fast and reference paths; *pos gets
+ * the positions read. */
 ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
-                              const ra_positions *positions, ra_direction direction);
+                              const ra_positions *positions, ra_direction direction,
+                              ra_positions *pos);
 
 /* Position of token t = b * seq + s (positions already validated).  *seq_hint
  * is the packed sequence that holds t or one before it: start it at 0, or at
@@ -96,7 +100,7 @@ void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
 static inline ra_positions ra_positions_of_rows(const ra_positions *p, int64_t b, int64_t s0,
                                                 int64_t seq)
 {
-    ra_positions r = {0};
+    ra_positions r = ra_positions_start(0);
     if (p->ids) r.ids = p->ids + b * seq + s0;
     else r.start = (p->starts ? p->starts[b] : p->start) + s0;
     return r;

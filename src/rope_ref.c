@@ -19,7 +19,9 @@ static int64_t offset(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
 ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
                                   const ra_positions *positions, ra_direction direction)
 {
-    RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction));
+    ra_positions pos;
+    RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction, &pos));
+    positions = &pos;
     const int64_t batch = x->shape[0], seq = x->shape[1], heads = x->shape[2];
     const int64_t head_dim = x->shape[3], rot = rope->config.rotary_dim, half = rot / 2;
     const int interleaved = rope->config.layout == RA_LAYOUT_INTERLEAVED;

@@ -26,7 +26,7 @@ static void default_frequencies(double *inv_freq, int64_t n_pairs, int64_t d, do
  * which is the base itself while L <= L0. */
 static ra_status dynamic_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs)
 {
-    const ra_rope_scaling *s = &c->scaling;
+    const ra_rope_config *s = c;
     if (!positive(s->factor) || s->max_position_embeddings <= 0 || s->seq_len < 0)
         return RA_ERR_ARGUMENT;
     double l0 = (double)s->max_position_embeddings, d = (double)c->rotary_dim;
@@ -56,7 +56,7 @@ static double yarn_correction_dim(double rotations, double d, double base, doubl
 static ra_status yarn_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs,
                                   double *attention_factor)
 {
-    const ra_rope_scaling *s = &c->scaling;
+    const ra_rope_config *s = c;
     int64_t original = s->original_max_position_embeddings > 0 ? s->original_max_position_embeddings
                                                                : s->max_position_embeddings;
     if (original <= 0 || s->original_max_position_embeddings < 0) return RA_ERR_ARGUMENT;
@@ -104,7 +104,7 @@ static ra_status yarn_frequencies(const ra_rope_config *c, double *inv_freq, int
  * transformers: each wavelength is divided or kept. */
 static ra_status llama3_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs)
 {
-    const ra_rope_scaling *s = &c->scaling;
+    const ra_rope_config *s = c;
     if (!positive(s->factor) || !positive(s->low_freq_factor) || !positive(s->high_freq_factor) ||
         s->original_max_position_embeddings <= 0)
         return RA_ERR_ARGUMENT;
@@ -131,7 +131,7 @@ static ra_status llama3_frequencies(const ra_rope_config *c, double *inv_freq, i
 static ra_status longrope_frequencies(const ra_rope_config *c, double *inv_freq, int64_t n_pairs,
                                       double *attention_factor)
 {
-    const ra_rope_scaling *s = &c->scaling;
+    const ra_rope_config *s = c;
     if (!s->short_factor || !s->long_factor) return RA_ERR_NULL;
     if (s->original_max_position_embeddings <= 0 || s->seq_len < 0 || s->attention_factor < 0 ||
         s->factor < 0 || !isfinite(s->factor))
@@ -164,9 +164,9 @@ ra_status ra_rope_frequencies(const ra_rope_config *c, double *inv_freq, double 
         default_frequencies(inv_freq, n_pairs, c->rotary_dim, c->theta);
         return RA_OK;
     case RA_ROPE_LINEAR:
-        if (!positive(c->scaling.factor)) return RA_ERR_ARGUMENT;
+        if (!positive(c->factor)) return RA_ERR_ARGUMENT;
         default_frequencies(inv_freq, n_pairs, c->rotary_dim, c->theta);
-        for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] /= c->scaling.factor;
+        for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] /= c->factor;
         return RA_OK;
     case RA_ROPE_DYNAMIC: return dynamic_frequencies(c, inv_freq, n_pairs);
     case RA_ROPE_YARN: return yarn_frequencies(c, inv_freq, n_pairs, attention_factor);

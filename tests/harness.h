@@ -15,6 +15,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ropeattn.h"
+
+/* Shorthands for ra_attention_options: DROPOUT(p, seed) initializes one
+ * with dropout; PATH_OPTS(path) points at one on a path without dropout,
+ * DROP_OPTS(path, drop) at one on a path with drop's dropout (drop: a
+ * pointer, NULL for none). */
+#define DROPOUT(p_, seed_) \
+    {.struct_size = sizeof(ra_attention_options), .dropout = (p_), .seed = (seed_)}
+#define PATH_OPTS(path_) \
+    (&(ra_attention_options){.struct_size = sizeof(ra_attention_options), .path = (path_)})
+#define DROP_OPTS(path_, drop_)                                                    \
+    (&(ra_attention_options){.struct_size = sizeof(ra_attention_options), .path = (path_), \
+                             .dropout = ra_test_drop_p(drop_), .seed = ra_test_drop_seed(drop_)})
+static inline float ra_test_drop_p(const ra_attention_options *d) { return d ? d->dropout : 0.0f; }
+static inline uint64_t ra_test_drop_seed(const ra_attention_options *d) { return d ? d->seed : 0; }
+
 static int ra_test_case_failures;
 static int ra_test_passed;
 static int ra_test_failed;

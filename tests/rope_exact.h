@@ -72,7 +72,9 @@ static void test_fast_matches_reference(void)
                     ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
                     int64_t *ids = malloc(sizeof(int64_t) * sh[0] * sh[1]);
                     for (int64_t t = 0; t < sh[0] * sh[1]; t++) ids[t] = (t * 37 + 5) % 97;
-                    ra_positions pos = {.start = variant == 2 ? 0 : 11 + 13 * variant, .ids = variant == 2 ? ids : NULL};
+                    ra_positions pos = {.struct_size = sizeof pos,
+                                        .start = variant == 2 ? 0 : 11 + 13 * variant,
+                                        .ids = variant == 2 ? ids : NULL};
                     ra_direction dir = variant == 1 ? RA_INVERSE : RA_FORWARD;
                     for (int c = 0; c < 3; c++) {
                         memcpy(fast, in, es * n);
@@ -135,7 +137,7 @@ static void test_alignments(void)
                         ra_tensor yf = ra_tensor_4d(fast + oy * es, (ra_dtype)dt, 1, seq, h, d);
                         ra_tensor yr = ra_tensor_4d(ref + oy * es, (ra_dtype)dt, 1, seq, h, d);
                         ra_tensor xf = ox % 2 ? x : yf, xr = ox % 2 ? x : yr;
-                        ra_positions pos = {.start = 5};
+                        ra_positions pos = {.struct_size = sizeof pos, .start = 5};
                         CHECK(ra_rope_apply(rope, NULL, &yf, &xf, &pos, RA_FORWARD) == RA_OK,
                               "fast");
                         CHECK(ra_rope_apply_reference(rope, &yr, &xr, &pos, RA_FORWARD) == RA_OK,
@@ -169,7 +171,7 @@ static void test_rounding_sweep(void)
     int64_t *ids = malloc(sizeof(int64_t) * tokens);
     for (int64_t t = 0; t < tokens; t++) ids[t] = t % 3;
     ra_test_fill(partner, n, 77);
-    ra_positions pos = {.ids = ids};
+    ra_positions pos = {.struct_size = sizeof pos, .ids = ids};
     for (int dt = RA_F16; dt <= RA_BF16; dt++)
         for (int layout = 0; layout < 2; layout++)
             for (int slot = 0; slot < 2; slot++)
@@ -178,9 +180,9 @@ static void test_rounding_sweep(void)
                     cfg.layout = (ra_layout)layout;
                     cfg.table_size = 4;
                     cfg.type = RA_ROPE_YARN;
-                    cfg.scaling.factor = 4.0;
-                    cfg.scaling.original_max_position_embeddings = 64;
-                    cfg.scaling.attention_factor = factors[f];
+                    cfg.factor = 4.0;
+                    cfg.original_max_position_embeddings = 64;
+                    cfg.attention_factor = factors[f];
                     ra_rope *rope;
                     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
                     ra_convert(in, (ra_dtype)dt, partner, RA_F32, n);

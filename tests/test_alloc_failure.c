@@ -166,25 +166,26 @@ static void rope_longrope(trial *t)
     static const double short_f[D / 2] = {1, 1, 1, 1, 2, 2, 2, 2}, long_f[D / 2] = {1, 2, 3, 4, 5, 6, 7, 8};
     ra_rope_config c = ra_rope_config_default(D);
     c.type = RA_ROPE_LONGROPE;
-    c.scaling.original_max_position_embeddings = 64;
-    c.scaling.max_position_embeddings = 256;
-    c.scaling.short_factor = short_f;
-    c.scaling.long_factor = long_f;
+    c.original_max_position_embeddings = 64;
+    c.max_position_embeddings = 256;
+    c.short_factor = short_f;
+    c.long_factor = long_f;
     rope_create(t, c);
 }
 
 static ra_layer_config layer_config(void)
 {
-    ra_layer_config c = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV,
-                         .rope = ra_rope_config_default(0)};
-    c.rope.table_size = 16;
+    ra_rope_config c_rope = ra_rope_config_default(0);
+    ra_layer_config c = {.struct_size = sizeof c, .dim = DIM, .n_heads = H, .n_kv_heads = HKV,
+                         .rope = &c_rope};
+    c_rope.table_size = 16;
     return c;
 }
 
 static void layer_create(trial *t)
 {
     ra_layer_config c = layer_config();
-    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer = (ra_layer *)NOT_NULL;
     ARMED(t, ra_layer_create(&layer, &c, &w));
     if (INJECTED(t)) CHECK(layer == NULL, "*out not NULL after a failure");
@@ -205,7 +206,7 @@ static void cache_create(trial *t)
 static ra_status rotate_and_table(const ra_rope *rope, float *y)
 {
     ra_tensor ty = ra_tensor_4d(y, RA_F32, B, S, H, D);
-    ra_positions p = {.start = 1};
+    ra_positions p = {.struct_size = sizeof p, .start = 1};
     float cos_t[2 * D / 2], sin_t[2 * D / 2];
     const int64_t pos[2] = {2, 1000};
     RA_TEST_TRY(ra_rope_apply(rope, NULL, &ty, &ty, &p, RA_FORWARD));
@@ -234,8 +235,8 @@ static void attention(trial *t, ra_attention_path path, int threads)
     memset(out, SENTINEL, sizeof out);
     ra_tensor to = ra_tensor_4d(out, RA_F32, B, S, H, D), tq = ra_tensor_4d(q, RA_F32, B, S, H, D);
     ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
-    ra_dropout drop = {0.25f, 7};
-    ARMED(t, ra_attention(ctx, path, &to, &tq, &tk, &tv, &drop));
+    ra_attention_options drop = DROPOUT(0.25f, 7);
+    ARMED(t, ra_attention(ctx, &to, &tq, &tk, &tv, DROP_OPTS(path, &drop)));
     if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
     else CHECK(!is_sentinel(out, sizeof out), "out not written");
     ra_context_destroy(ctx);
@@ -259,7 +260,8 @@ static void cache_fill(cache_state *c, ra_dtype dtype)
 {
     *c = (cache_state){0};
     ra_rope *rope;
-    CHECK(ra_rope_create(&rope, &(ra_rope_config){.head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.struct_size = sizeof(ra_rope_config),
+                                                  .head_dim = D, .theta = 10000}) == RA_OK, "rope");
     CHECK(ra_kv_cache_create(&c->cache, B, CAP, HKV, D, dtype) == RA_OK, "cache");
     static float qa[B * S * H * D], ka[B * S * HKV * D];
     memcpy(qa, q, sizeof qa);
@@ -267,7 +269,7 @@ static void cache_fill(cache_state *c, ra_dtype dtype)
     ra_tensor tq = ra_tensor_4d(qa, RA_F32, B, S, H, D), tk = ra_tensor_4d(ka, RA_F32, B, S, HKV, D);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
     const int64_t n_new[B] = {S, S - 2};
-    ra_positions p = {0};
+    ra_positions p = {.struct_size = sizeof p};
     CHECK(ra_kv_cache_append(c->cache, NULL, rope, &tq, &tk, &tv, &p, n_new) == RA_OK, "append");
     ra_rope_destroy(rope);
 }
@@ -308,11 +310,12 @@ static void cache_append(trial *t)
     cache_state c;
     cache_fill(&c, RA_BF16);
     ra_rope *rope;
-    CHECK(ra_rope_create(&rope, &(ra_rope_config){.head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.struct_size = sizeof(ra_rope_config),
+                                                  .head_dim = D, .theta = 10000}) == RA_OK, "rope");
     static float ka[B * 1 * HKV * D];
     memcpy(ka, k, sizeof ka);
     ra_tensor tk = ra_tensor_4d(ka, RA_F32, B, 1, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, 1, HKV, D);
-    ra_positions p = {.start = S};
+    ra_positions p = {.struct_size = sizeof p, .start = S};
     ARMED(t, ra_kv_cache_append(c.cache, NULL, rope, NULL, &tk, &tv, &p, NULL));
     CHECK(ra_kv_cache_length(c.cache, 0) == S + 1, "length");
     ra_rope_destroy(rope);
@@ -346,7 +349,7 @@ static void decode_ctx(trial *t) { decode(t, 3); }
 static ra_layer *make_layer(void)
 {
     ra_layer_config c = layer_config();
-    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &w) == RA_OK, "layer");
     return layer;
@@ -359,7 +362,8 @@ static void forward(trial *t, ra_attention_path path, int threads, int training)
     if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
     static float y[B * S * DIM];
     memset(y, SENTINEL, sizeof y);
-    ra_forward_options opt = {path, training, 0.125f, 3};
+    ra_forward_options opt = {.struct_size = sizeof opt, .path = path,
+                              .dropout = training ? 0.125f : 0.0f, .seed = 3};
     ARMED(t, ra_layer_forward(layer, ctx, y, x, B, S, NULL, &opt));
     if (INJECTED(t)) CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
     else CHECK(!is_sentinel(y, sizeof y), "y not written");

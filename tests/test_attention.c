@@ -56,8 +56,10 @@ static void test_flash_matches_reference(void)
             }
             ra_tensor out_ref = ra_tensor_4d(o_ref, RA_F32, b, s, h, d);
             ra_tensor out_fl = ra_tensor_4d(o_fl, RA_F32, b, s, h, d);
-            CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &out_ref, &q, &k, &v, NULL) == RA_OK, "ref");
-            CHECK(ra_attention(ctx, RA_PATH_FLASH, &out_fl, &q, &k, &v, NULL) == RA_OK, "flash");
+            CHECK(ra_attention(NULL, &out_ref, &q, &k, &v, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK,
+                  "ref");
+            CHECK(ra_attention(ctx, &out_fl, &q, &k, &v, PATH_OPTS(RA_PATH_FLASH)) == RA_OK,
+                  "flash");
             double e = ra_test_max_rel_diff(o_fl, o_ref, n_out);
             CHECK(e <= 2e-5, "shape %zu fused %d: flash vs reference %.3g", t, fused, e);
             free(qkv);
@@ -92,10 +94,13 @@ static void test_half_kv(void)
         ra_tensor tk = ra_tensor_4d(k16, (ra_dtype)dt, b, s, hkv, d);
         ra_tensor tv = ra_tensor_4d(v16, (ra_dtype)dt, b, s, hkv, d);
         ra_tensor tkw = ra_tensor_4d(kw, RA_F32, b, s, hkv, d), tvw = ra_tensor_4d(vw, RA_F32, b, s, hkv, d);
-        CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tw, &tq, &tkw, &tvw, NULL) == RA_OK, "f32");
-        CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tg, &tq, &tk, &tv, NULL) == RA_OK, "16-bit ref");
+        CHECK(ra_attention(NULL, &tw, &tq, &tkw, &tvw, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK,
+              "f32");
+        CHECK(ra_attention(NULL, &tg, &tq, &tk, &tv, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK,
+              "16-bit ref");
         CHECK(memcmp(want, got, 4 * nq) == 0, "dtype %d: reference differs from widened f32", dt);
-        CHECK(ra_attention(ctx, RA_PATH_FLASH, &tg, &tq, &tk, &tv, NULL) == RA_OK, "16-bit flash");
+        CHECK(ra_attention(ctx, &tg, &tq, &tk, &tv, PATH_OPTS(RA_PATH_FLASH)) == RA_OK,
+              "16-bit flash");
         double e = ra_test_max_rel_diff(got, want, nq);
         CHECK(e <= 2e-5, "dtype %d: flash with 16-bit K/V differs by %.3g", dt, e);
     }
@@ -113,7 +118,8 @@ static void test_first_row_is_v0(void)
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 4, 1, 8), tk = ra_tensor_4d(k, RA_F32, 1, 4, 1, 8);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, 4, 1, 8), to = ra_tensor_4d(o, RA_F32, 1, 4, 1, 8);
     for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
-        CHECK(ra_attention(NULL, (ra_attention_path)path, &to, &tq, &tk, &tv, NULL) == RA_OK, "run");
+        CHECK(ra_attention(NULL, &to, &tq, &tk, &tv, PATH_OPTS((ra_attention_path)path)) == RA_OK,
+              "run");
         CHECK(memcmp(o, v, 8 * sizeof(float)) == 0, "path %d: out[0] != v[0]", path);
     }
 }
@@ -131,13 +137,13 @@ static void test_causal(void)
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, s, h, d), tk = ra_tensor_4d(k, RA_F32, 1, s, hkv, d);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, s, hkv, d);
     ra_tensor t1 = ra_tensor_4d(o1, RA_F32, 1, s, h, d), t2 = ra_tensor_4d(o2, RA_F32, 1, s, h, d);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &t1, &tq, &tk, &tv, NULL) == RA_OK, "run");
+    CHECK(ra_attention(NULL, &t1, &tq, &tk, &tv, PATH_OPTS(RA_PATH_FLASH)) == RA_OK, "run");
     const int64_t t = 29;
     for (int64_t i = 0; i < hkv * d; i++) {
         k[t * hkv * d + i] += 1.0f;
         v[t * hkv * d + i] -= 2.0f;
     }
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &t2, &tq, &tk, &tv, NULL) == RA_OK, "run");
+    CHECK(ra_attention(NULL, &t2, &tq, &tk, &tv, PATH_OPTS(RA_PATH_FLASH)) == RA_OK, "run");
     CHECK(memcmp(o1, o2, sizeof(float) * t * h * d) == 0, "the past changed");
     CHECK(memcmp(o1 + t * h * d, o2 + t * h * d, sizeof(float) * h * d) != 0, "token t unchanged");
     free(q);
@@ -160,17 +166,19 @@ static void test_thread_determinism(void)
     ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d), tk = ra_tensor_4d(k, RA_F32, b, s, hkv, d);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, b, s, hkv, d);
     ra_tensor t1 = ra_tensor_4d(o1, RA_F32, b, s, h, d), tn = ra_tensor_4d(on, RA_F32, b, s, h, d);
-    ra_dropout drop = {0.3f, 1234};
+    ra_attention_options drop = DROPOUT(0.3f, 1234);
     for (int with_drop = 0; with_drop < 2; with_drop++) {
-        const ra_dropout *dp = with_drop ? &drop : NULL;
-        CHECK(ra_attention(NULL, RA_PATH_FLASH, &t1, &tq, &tk, &tv, dp) == RA_OK, "1 thread");
+        const ra_attention_options *dp = with_drop ? &drop : NULL;
+        CHECK(ra_attention(NULL, &t1, &tq, &tk, &tv, DROP_OPTS(RA_PATH_FLASH, dp)) == RA_OK,
+              "1 thread");
         const int counts[] = {2, 3, 5};
         for (int c = 0; c < 3; c++) {
             ra_context *ctx;
             CHECK(ra_context_create(&ctx, counts[c]) == RA_OK, "ctx");
             for (int rep = 0; rep < 3; rep++) {
                 memset(on, 0, 4 * nq);
-                CHECK(ra_attention(ctx, RA_PATH_FLASH, &tn, &tq, &tk, &tv, dp) == RA_OK, "n threads");
+                CHECK(ra_attention(ctx, &tn, &tq, &tk, &tv, DROP_OPTS(RA_PATH_FLASH, dp)) == RA_OK,
+                      "n threads");
                 CHECK(memcmp(o1, on, 4 * nq) == 0, "%d threads differ (dropout %d)", counts[c], with_drop);
             }
             ra_context_destroy(ctx);
@@ -198,11 +206,12 @@ static void test_dropout(void)
     ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, s, hkv, d);
     ra_tensor ta = ra_tensor_4d(a, RA_F32, 1, s, h, d), tb = ra_tensor_4d(b, RA_F32, 1, s, h, d);
     ra_tensor tc = ra_tensor_4d(c, RA_F32, 1, s, h, d);
-    ra_dropout d1 = {0.25f, 42}, d2 = {0.25f, 43}, d0 = {0.0f, 42};
-    CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &ta, &tq, &tk, &tv, &d1) == RA_OK, "ref");
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &tb, &tq, &tk, &tv, &d1) == RA_OK, "flash");
+    ra_attention_options d1 = DROPOUT(0.25f, 42), d2 = DROPOUT(0.25f, 43), d0 = DROPOUT(0.0f, 42);
+    CHECK(ra_attention(NULL, &ta, &tq, &tk, &tv, DROP_OPTS(RA_PATH_REFERENCE, &d1)) == RA_OK,
+          "ref");
+    CHECK(ra_attention(NULL, &tb, &tq, &tk, &tv, DROP_OPTS(RA_PATH_FLASH, &d1)) == RA_OK, "flash");
     CHECK(ra_test_max_rel_diff(b, a, nq) <= 2e-5, "paths disagree under dropout: %.3g", ra_test_max_rel_diff(b, a, nq));
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &tc, &tq, &tk, &tv, &d2) == RA_OK, "seed 2");
+    CHECK(ra_attention(NULL, &tc, &tq, &tk, &tv, DROP_OPTS(RA_PATH_FLASH, &d2)) == RA_OK, "seed 2");
     CHECK(memcmp(b, c, 4 * nq) != 0, "another seed gave the same masks");
     /* Row 0 sees one key: kept (1/(1-p) = 4/3) or dropped (0), per head. */
     for (int64_t hh = 0; hh < h; hh++) {
@@ -214,8 +223,8 @@ static void test_dropout(void)
     for (int64_t i = 0; i < nq; i++) mean += b[i];
     mean /= (double)nq;
     CHECK(fabs(mean - 1.0) < 0.05, "dropout mean %.4f", mean);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &ta, &tq, &tk, &tv, NULL) == RA_OK, "inference");
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &tc, &tq, &tk, &tv, &d0) == RA_OK, "p = 0");
+    CHECK(ra_attention(NULL, &ta, &tq, &tk, &tv, PATH_OPTS(RA_PATH_FLASH)) == RA_OK, "inference");
+    CHECK(ra_attention(NULL, &tc, &tq, &tk, &tv, DROP_OPTS(RA_PATH_FLASH, &d0)) == RA_OK, "p = 0");
     CHECK(memcmp(a, c, 4 * nq) == 0, "p = 0 is not inference");
     free(q);
     free(k);
@@ -339,14 +348,16 @@ static void test_layer(void)
         const int64_t start = t == 2 ? 1000 : 0;
         layer_by_hand(ref, x, wq, wk, wv, wo, c, 10000.0, start);
 
-        ra_layer_config cfg = {.dim = c->dim, .n_heads = c->h, .n_kv_heads = c->hkv,
-                               .head_dim = c->d, .rope = ra_rope_config_default(0)};
-        ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+        ra_rope_config cfg_rope = ra_rope_config_default(0);
+        ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = c->dim, .n_heads = c->h,
+                               .n_kv_heads = c->hkv,
+                               .head_dim = c->d, .rope = &cfg_rope};
+        ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
         ra_layer *layer;
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
-        ra_positions pos = {.start = start};
+        ra_positions pos = {.struct_size = sizeof pos, .start = start};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
-            ra_forward_options opt = {(ra_attention_path)path, 0, 0.0f, 0};
+            ra_forward_options opt = {.struct_size = sizeof opt, .path = (ra_attention_path)path};
             CHECK(ra_layer_forward(layer, ctx, y, x, c->b, c->s, &pos, &opt) == RA_OK, "forward");
             double e = rel_err_double(y, ref, n * c->dim);
             CHECK(e <= 1e-4, "case %zu path %d: %.3g", t, path, e);
@@ -357,9 +368,12 @@ static void test_layer(void)
         /* HF: half layout on wq, wk permuted per head. */
         CHECK(ra_permute_rows(wq_h, wq, RA_F32, c->h, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute q");
         CHECK(ra_permute_rows(wk_h, wk, RA_F32, c->hkv, d, c->dim, RA_LAYOUT_HALF) == RA_OK, "permute k");
+        ra_rope_config rope_h = *cfg.rope;
+        rope_h.layout = RA_LAYOUT_HALF;
         ra_layer_config cfg_h = cfg;
-        cfg_h.rope.layout = RA_LAYOUT_HALF;
-        ra_layer_weights w_h = {.wq = wq_h, .wk = wk_h, .wv = wv, .wo = wo};
+        cfg_h.rope = &rope_h;
+        ra_layer_weights w_h = {.struct_size = sizeof w_h, .wq = wq_h, .wk = wk_h, .wv = wv,
+                                .wo = wo};
         ra_layer *layer_h;
         CHECK(ra_layer_create(&layer_h, &cfg_h, &w_h) == RA_OK, "create half");
         CHECK(ra_layer_forward(layer_h, ctx, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "half");
@@ -393,12 +407,17 @@ static void test_layer_training(void)
     ra_test_fill(wk, kv * dim, 3);
     ra_test_fill(wv, kv * dim, 4);
     ra_test_fill(wo, dim * dim, 5);
-    ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .rope = ra_rope_config_default(0)};
-    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_rope_config cfg_rope = ra_rope_config_default(0);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = dim, .n_heads = h, .n_kv_heads = hkv,
+                           .rope = &cfg_rope};
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
-    ra_forward_options inference = {RA_PATH_AUTO, 0, 0.5f, 9}, train0 = {RA_PATH_AUTO, 1, 0.0f, 9};
-    ra_forward_options train = {RA_PATH_AUTO, 1, 0.5f, 9};
+    ra_forward_options inference = {.struct_size = sizeof inference, .path = RA_PATH_AUTO,
+                                    .seed = 9}, train0 = {.struct_size = sizeof train0,
+                                    .path = RA_PATH_AUTO, .seed = 9};
+    ra_forward_options train = {.struct_size = sizeof train, .path = RA_PATH_AUTO, .dropout = 0.5f,
+                                .seed = 9};
     CHECK(ra_layer_forward(layer, NULL, y0, x, b, s, NULL, &inference) == RA_OK, "inference");
     CHECK(ra_layer_forward(layer, NULL, y1, x, b, s, NULL, &train0) == RA_OK, "train p=0");
     CHECK(memcmp(y0, y1, 4 * s * dim) == 0, "training with p = 0 differs from inference");
@@ -428,18 +447,21 @@ static void test_layer_no_rope(void)
     ra_test_fill(wk, kv * dim, 13);
     ra_test_fill(wv, kv * dim, 14);
     ra_test_fill(wo, dim * dim, 15);
-    ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv,
-                           .rope = ra_rope_config_default(0), .no_rope = 1};
-    cfg.rope.type = RA_ROPE_YARN; /* ignored, attention factor included */
-    cfg.rope.scaling.factor = 4.0;
-    cfg.rope.scaling.original_max_position_embeddings = 8;
-    cfg.rope.table_size = 4;
-    ra_layer_weights w = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_rope_config cfg_rope = ra_rope_config_default(0);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = dim, .n_heads = h, .n_kv_heads = hkv,
+                           .rope = &cfg_rope, .no_rope = 1};
+    cfg_rope.type = RA_ROPE_YARN; /* ignored, attention factor included */
+    cfg_rope.factor = 4.0;
+    cfg_rope.original_max_position_embeddings = 8;
+    cfg_rope.table_size = 4;
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer, *roped;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
     CHECK(ra_layer_get_config(layer)->no_rope == 1, "no_rope kept in the config");
     int64_t ids[12] = {9, 0, 5000, 3, 3, 70, 1, 2, 8, 100000, 4, 6};
-    ra_positions start0 = {.start = 0}, far = {.start = 123456}, by_ids = {.ids = ids};
+    ra_positions start0 = {.struct_size = sizeof start0,
+                           .start = 0}, far = {.struct_size = sizeof far,
+                           .start = 123456}, by_ids = {.struct_size = sizeof by_ids, .ids = ids};
     CHECK(ra_layer_forward(layer, NULL, y0, x, 1, s, &start0, NULL) == RA_OK, "start 0");
     CHECK(ra_layer_forward(layer, NULL, y1, x, 1, s, &far, NULL) == RA_OK, "far start");
     CHECK(ra_layer_forward(layer, NULL, y2, x, 1, s, &by_ids, NULL) == RA_OK, "ids");
@@ -473,18 +495,19 @@ static void test_output_aliasing(void)
     ra_test_fill(v, N, 3);
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D),
               tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), tref = ra_tensor_4d(ref, RA_F32, 1, S, H, D);
-    CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &tref, &tq, &tk, &tv, NULL) == RA_OK, "contiguous");
+    CHECK(ra_attention(NULL, &tref, &tq, &tk, &tv, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK,
+          "contiguous");
     for (int path = RA_PATH_AUTO; path < RA_PATH_COUNT; path++) {
         ra_tensor t = ra_tensor_4d(out, RA_F32, 1, S, H, D);
         t.stride[2] = 0;
-        CHECK(ra_attention(NULL, (ra_attention_path)path, &t, &tq, &tk, &tv, NULL) ==
+        CHECK(ra_attention(NULL, &t, &tq, &tk, &tv, PATH_OPTS((ra_attention_path)path)) ==
                   RA_ERR_ARGUMENT, "path %d: zero head stride", path);
         t = ra_tensor_4d(out, RA_F32, 1, S, H, D);
         t.stride[1] = D; /* tokens and heads interleave */
-        CHECK(ra_attention(NULL, (ra_attention_path)path, &t, &tq, &tk, &tv, NULL) ==
+        CHECK(ra_attention(NULL, &t, &tq, &tk, &tv, PATH_OPTS((ra_attention_path)path)) ==
                   RA_ERR_ARGUMENT, "path %d: interleaved", path);
         t.stride[2] = S * D; /* head-major [B, H, S, D] */
-        CHECK(ra_attention(NULL, (ra_attention_path)path, &t, &tq, &tk, &tv, NULL) == RA_OK,
+        CHECK(ra_attention(NULL, &t, &tq, &tk, &tv, PATH_OPTS((ra_attention_path)path)) == RA_OK,
               "path %d: head-major", path);
         double diff = 0;
         for (int s = 0; s < S; s++)
@@ -496,7 +519,7 @@ static void test_output_aliasing(void)
     ra_tensor one_head = ra_tensor_4d(k, RA_F32, 1, S, H, D);
     one_head.stride[2] = 0; /* both heads read kv head 0 */
     ra_tensor tout = ra_tensor_4d(out, RA_F32, 1, S, H, D);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &tout, &tq, &one_head, &one_head, NULL) == RA_OK,
+    CHECK(ra_attention(NULL, &tout, &tq, &one_head, &one_head, PATH_OPTS(RA_PATH_FLASH)) == RA_OK,
           "repeated keys and values");
 }
 
@@ -504,11 +527,14 @@ static void test_errors(void)
 {
     float buf[256] = {0}, out[256];
     memset(out, 0x7f, sizeof out);
-    ra_layer_weights w = {.wq = buf, .wk = buf, .wv = buf, .wo = buf};
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = buf, .wk = buf, .wv = buf, .wo = buf};
     ra_layer *layer = NULL;
-    ra_layer_config cfg = {.dim = 16, .n_heads = 4, .n_kv_heads = 2, .rope = ra_rope_config_default(0)};
+    ra_rope_config cfg_rope = ra_rope_config_default(0);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 16, .n_heads = 4, .n_kv_heads = 2,
+                           .rope = &cfg_rope};
     CHECK(ra_layer_create(NULL, &cfg, &w) == RA_ERR_NULL, "NULL out");
-    ra_layer_weights wnull = {.wq = buf, .wk = NULL, .wv = buf, .wo = buf};
+    ra_layer_weights wnull = {.struct_size = sizeof wnull, .wq = buf, .wk = NULL, .wv = buf,
+                              .wo = buf};
     CHECK(ra_layer_create(&layer, &cfg, &wnull) == RA_ERR_NULL, "NULL weight");
     cfg.n_kv_heads = 3;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_GQA, "GQA");
@@ -547,16 +573,18 @@ static void test_errors(void)
     cfg.head_dim = 0;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_SIZE, "negative dim");
     cfg.dim = 16;
-    cfg.rope.theta = -5;
+    cfg_rope.theta = -5;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_ERR_THETA, "theta");
-    cfg.rope.theta = 1e4;
+    cfg_rope.theta = 1e4;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK && layer, "create");
     CHECK(ra_layer_get_config(layer)->head_dim == 4, "head_dim resolved");
-    ra_positions neg = {.start = -3};
-    ra_forward_options bad_p = {RA_PATH_AUTO, 1, 1.0f, 0}, bad_path = {(ra_attention_path)7, 0, 0, 0};
+    ra_positions neg = {.struct_size = sizeof neg, .start = -3};
+    ra_forward_options bad_p = {.struct_size = sizeof bad_p, .path = RA_PATH_AUTO,
+                                .dropout = 1.0f}, bad_path = {.struct_size = sizeof bad_path,
+                                .path = (ra_attention_path)7};
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &neg, NULL) == RA_ERR_POSITION, "position");
     const int64_t cu[] = {0, 1, 2};
-    ra_positions packed = {.cu_seqlens = cu, .n_seqs = 2};
+    ra_positions packed = {.struct_size = sizeof packed, .cu_seqlens = cu, .n_seqs = 2};
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &packed, NULL) == RA_ERR_UNSUPPORTED,
           "packed batches need varlen attention");
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, NULL, &bad_p) == RA_ERR_ARGUMENT, "p = 1");
@@ -576,17 +604,21 @@ static void test_errors(void)
 
     ra_tensor q = ra_tensor_4d(buf, RA_F32, 1, 4, 4, 8), k = ra_tensor_4d(buf, RA_F32, 1, 4, 3, 8);
     ra_tensor o = ra_tensor_4d(out, RA_F32, 1, 4, 4, 8), k2 = ra_tensor_4d(buf, RA_F32, 1, 5, 2, 8);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k, &k, NULL) == RA_ERR_GQA, "GQA");
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k2, &k2, NULL) == RA_ERR_SHAPE, "seq mismatch");
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_GQA, "GQA");
+    CHECK(ra_attention(NULL, &o, &q, &k2, &k2, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_SHAPE,
+          "seq mismatch");
     ra_tensor qb = ra_tensor_4d(buf, RA_BF16, 1, 4, 4, 8);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &qb, &k, &k, NULL) == RA_ERR_DTYPE, "q dtype");
-    ra_dropout bad = {-0.1f, 0};
+    CHECK(ra_attention(NULL, &o, &qb, &k, &k, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_DTYPE, "q dtype");
+    ra_attention_options bad = DROPOUT(-0.1f, 0);
     k = ra_tensor_4d(buf, RA_F32, 1, 4, 2, 8);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o, &q, &k, &k, &bad) == RA_ERR_ARGUMENT, "p < 0");
-    CHECK(ra_attention(NULL, (ra_attention_path)9, &o, &q, &k, &k, NULL) == RA_ERR_ARGUMENT, "path");
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, NULL, &q, &k, &k, NULL) == RA_ERR_NULL, "NULL out");
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, DROP_OPTS(RA_PATH_FLASH, &bad)) == RA_ERR_ARGUMENT,
+          "p < 0");
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, PATH_OPTS((ra_attention_path)9)) == RA_ERR_ARGUMENT,
+          "path");
+    CHECK(ra_attention(NULL, NULL, &q, &k, &k, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_NULL,
+          "NULL out");
     ra_tensor o_on_q = ra_tensor_4d(buf + 8, RA_F32, 1, 4, 4, 8);
-    CHECK(ra_attention(NULL, RA_PATH_FLASH, &o_on_q, &q, &k, &k, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_attention(NULL, &o_on_q, &q, &k, &k, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_ARGUMENT,
           "out overlapping q");
 }
 

@@ -59,7 +59,7 @@ static void problem_free(problem *p)
 
 /* Forward (with lse) then backward on one path, contiguous views. */
 static ra_status run_paths(problem *p, ra_context *ctx, ra_attention_path path,
-                           const ra_dropout *drop)
+                           const ra_attention_options *drop)
 {
     const shape *c = &p->c;
     ra_tensor q = ra_tensor_4d(p->q, RA_F32, c->b, c->s, c->h, c->d);
@@ -70,9 +70,10 @@ static ra_status run_paths(problem *p, ra_context *ctx, ra_attention_path path,
     ra_tensor dq = ra_tensor_4d(p->dq, RA_F32, c->b, c->s, c->h, c->d);
     ra_tensor dk = ra_tensor_4d(p->dk, RA_F32, c->b, c->s, c->hkv, c->d);
     ra_tensor dv = ra_tensor_4d(p->dv, RA_F32, c->b, c->s, c->hkv, c->d);
-    ra_status st = ra_attention_forward_lse(ctx, path, &o, p->lse, &q, &k, &v, drop);
+    ra_status st = ra_attention_forward_lse(ctx, &o, p->lse, &q, &k, &v, DROP_OPTS(path, drop));
     if (st != RA_OK) return st;
-    return ra_attention_backward(ctx, path, &dq, &dk, &dv, &dout, &q, &k, &v, &o, p->lse, drop);
+    return ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &o, p->lse,
+                                 DROP_OPTS(path, drop));
 }
 
 /* ---- a double-precision forward, for finite differences ------------------ */
@@ -80,12 +81,12 @@ static ra_status run_paths(problem *p, ra_context *ctx, ra_attention_path path,
 /* L = sum(out * dout), out = attention(q, k, v) in double with the library's
  * dropout masks (dropout.h: the same Philox indices).  Contiguous inputs. */
 static double loss_double(const shape *c, const double *q, const double *k, const double *v,
-                          const float *dout, const ra_dropout *drop)
+                          const float *dout, const ra_attention_options *drop)
 {
     const int64_t s = c->s, d = c->d, rep = c->h / c->hkv;
     double *p = malloc(8 * s), loss = 0;
     float *mult = malloc(4 * s);
-    ra_dropout_mask mask = ra_dropout_mask_make(drop ? drop->p : 0.0f, drop ? drop->seed : 0,
+    ra_dropout_mask mask = ra_dropout_mask_make(drop ? drop->dropout : 0.0f, drop ? drop->seed : 0,
                                                 RA_STREAM_ATTENTION);
     for (int64_t b = 0; b < c->b; b++)
         for (int64_t h = 0; h < c->h; h++)
@@ -101,7 +102,7 @@ static double loss_double(const shape *c, const double *q, const double *k, cons
                 }
                 for (int64_t j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
                 for (int64_t j = 0; j < s; j++) mult[j] = 1.0f;
-                if (drop && drop->p > 0)
+                if (drop && drop->dropout > 0)
                     ra_dropout_row(&mask, (uint64_t)(((b * c->h + h) * s + i) * s), s, mult);
                 const float *doi = dout + ((b * s + i) * c->h + h) * d;
                 for (int64_t e = 0; e < d; e++) {
@@ -120,7 +121,7 @@ static double loss_double(const shape *c, const double *q, const double *k, cons
  * of size ~1: truncation ~1e-10, rounding ~1e-11). */
 static void numeric_grad(double *grad, double *x, int64_t n, const shape *c, const double *q,
                          const double *k, const double *v, const float *dout,
-                         const ra_dropout *drop)
+                         const ra_attention_options *drop)
 {
     const double step = 1e-5;
     for (int64_t i = 0; i < n; i++) {
@@ -151,13 +152,13 @@ static void test_finite_differences(void)
 {
     const shape shapes[] = {{1, 1, 1, 1, 2}, {1, 3, 2, 1, 4}, {2, 5, 4, 2, 6},
                             {1, 8, 4, 1, 8}, {1, 6, 2, 2, 5}};
-    const ra_dropout drop = {0.3f, 77};
+    const ra_attention_options drop = DROPOUT(0.3f, 77);
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++)
         for (int with_drop = 0; with_drop < 2; with_drop++) {
             const shape *c = &shapes[t];
-            const ra_dropout *dp = with_drop ? &drop : NULL;
+            const ra_attention_options *dp = with_drop ? &drop : NULL;
             problem p;
             problem_make(&p, c, 40 + t, 2.0f);
             double *q = widen(p.q, n_q(c)), *k = widen(p.k, n_kv(c)), *v = widen(p.v, n_kv(c));
@@ -251,8 +252,8 @@ static void test_flash_matches_reference(void)
         }
         ra_tensor o = ra_tensor_4d(p.out, RA_F32, c->b, c->s, c->h, c->d);
         ra_tensor dout = ra_tensor_4d(p.dout, RA_F32, c->b, c->s, c->h, c->d);
-        CHECK(ra_attention_backward(ctx, RA_PATH_FLASH, &gq, &gk, &gv, &dout, &q, &k, &v, &o,
-                                    p.lse, NULL) == RA_OK, "fused");
+        CHECK(ra_attention_backward(ctx, &gq, &gk, &gv, &dout, &q, &k, &v, &o,
+                                    p.lse, PATH_OPTS(RA_PATH_FLASH)) == RA_OK, "fused");
         for (int64_t row = 0; row < c->b * c->s; row++) {
             int64_t w = (c->h + 2 * c->hkv) * c->d;
             memcpy(p.dq + row * c->h * c->d, dqkv + row * w, 4 * c->h * c->d);
@@ -297,8 +298,9 @@ static void test_half_kv(void)
             memcpy(want + n_q(&c) + n_kv(&c), p.dv, 4 * n_kv(&c));
             ra_tensor k = ra_tensor_4d(k16, (ra_dtype)dt, c.b, c.s, c.hkv, c.d);
             ra_tensor v = ra_tensor_4d(v16, (ra_dtype)dt, c.b, c.s, c.hkv, c.d);
-            CHECK(ra_attention_backward(ctx, (ra_attention_path)path, &dq, &dk, &dv, &dout, &q,
-                                        &k, &v, &o, p.lse, NULL) == RA_OK, "16-bit");
+            CHECK(ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &o, p.lse,
+                                        PATH_OPTS((ra_attention_path)path)) == RA_OK,
+                  "16-bit");
             CHECK(memcmp(want, p.dq, 4 * n_q(&c)) == 0 &&
                       memcmp(want + n_q(&c), p.dk, 4 * n_kv(&c)) == 0 &&
                       memcmp(want + n_q(&c) + n_kv(&c), p.dv, 4 * n_kv(&c)) == 0,
@@ -328,13 +330,16 @@ static void test_forward_lse(void)
     ra_tensor o2 = ra_tensor_4d(plain, RA_F32, c.b, c.s, c.h, c.d);
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
-    const ra_dropout drop = {0.2f, 5};
+    const ra_attention_options drop = DROPOUT(0.2f, 5);
     for (int path = RA_PATH_AUTO; path <= RA_PATH_FLASH; path++)
         for (int with_drop = 0; with_drop < 2; with_drop++) {
-            const ra_dropout *dp = with_drop ? &drop : NULL;
-            CHECK(ra_attention_forward_lse(ctx, (ra_attention_path)path, &o, p.lse, &q, &k, &v,
-                                           dp) == RA_OK, "lse");
-            CHECK(ra_attention(ctx, (ra_attention_path)path, &o2, &q, &k, &v, dp) == RA_OK, "plain");
+            const ra_attention_options *dp = with_drop ? &drop : NULL;
+            CHECK(ra_attention_forward_lse(ctx, &o, p.lse, &q, &k, &v,
+                                           DROP_OPTS((ra_attention_path)path, dp)) == RA_OK,
+                  "lse");
+            CHECK(ra_attention(ctx, &o2, &q, &k, &v, DROP_OPTS((ra_attention_path)path, dp)) ==
+                      RA_OK,
+                  "plain");
             CHECK(memcmp(p.out, plain, 4 * n_q(&c)) == 0, "path %d dropout %d: out differs", path,
                   with_drop);
             double worst = 0;
@@ -375,7 +380,8 @@ static void test_forward_lse(void)
 static void test_dropout(void)
 {
     const shape c = {1, 80, 4, 2, 80};
-    const ra_dropout drop = {0.25f, 42}, other = {0.25f, 43}, zero = {0.0f, 42};
+    const ra_attention_options drop = DROPOUT(0.25f, 42), other = DROPOUT(0.25f, 43),
+                               zero = DROPOUT(0.0f, 42);
     problem p;
     problem_make(&p, &c, 7, 2.0f);
     memset(p.v, 0, 4 * n_kv(&c));
@@ -441,13 +447,13 @@ static void test_dropout(void)
 static void test_thread_determinism(void)
 {
     const shape c = {2, 150, 8, 2, 32};
-    const ra_dropout drop = {0.3f, 1234};
+    const ra_attention_options drop = DROPOUT(0.3f, 1234);
     problem p;
     problem_make(&p, &c, 4, 2.0f);
     size_t bytes = 4 * (size_t)(n_q(&c) + 2 * n_kv(&c));
     float *want = malloc(bytes), *got = malloc(bytes);
     for (int with_drop = 0; with_drop < 2; with_drop++) {
-        const ra_dropout *dp = with_drop ? &drop : NULL;
+        const ra_attention_options *dp = with_drop ? &drop : NULL;
         CHECK(run_paths(&p, NULL, RA_PATH_FLASH, dp) == RA_OK, "no context");
         memcpy(want, p.dq, 4 * n_q(&c));
         memcpy(want + n_q(&c), p.dk, 4 * n_kv(&c));
@@ -487,22 +493,24 @@ static void test_errors(void)
     ra_tensor dout = ra_tensor_4d(p.dout, RA_F32, 1, 4, 4, 8);
     ra_tensor dq = ra_tensor_4d(p.dq, RA_F32, 1, 4, 4, 8), dk = ra_tensor_4d(p.dk, RA_F32, 1, 4, 2, 8);
     ra_tensor dv = ra_tensor_4d(p.dv, RA_F32, 1, 4, 2, 8);
-    CHECK(ra_attention_forward_lse(NULL, RA_PATH_FLASH, &o, p.lse, &q, &k, &v, NULL) == RA_OK, "fwd");
+    CHECK(ra_attention_forward_lse(NULL, &o, p.lse, &q, &k, &v, PATH_OPTS(RA_PATH_FLASH)) == RA_OK,
+          "fwd");
     memset(p.dq, 0x7f, 4 * n_q(&c));
     memset(p.dk, 0x7f, 4 * n_kv(&c));
     memset(p.dv, 0x7f, 4 * n_kv(&c));
 #define BWD(path, gq, gk, gv, lse, drop) \
-    ra_attention_backward(NULL, path, gq, gk, gv, &dout, &q, &k, &v, &o, lse, drop)
+    ra_attention_backward(NULL, gq, gk, gv, &dout, &q, &k, &v, &o, lse, DROP_OPTS(path, drop))
     const ra_attention_path F = RA_PATH_FLASH;
     CHECK(BWD((ra_attention_path)7, &dq, &dk, &dv, p.lse, NULL) == RA_ERR_ARGUMENT, "path");
     CHECK(BWD(F, NULL, &dk, &dv, p.lse, NULL) == RA_ERR_NULL, "NULL dq");
     CHECK(BWD(F, &dq, NULL, &dv, p.lse, NULL) == RA_ERR_NULL, "NULL dk");
-    CHECK(ra_attention_backward(NULL, F, &dq, &dk, &dv, NULL, &q, &k, &v, &o, p.lse, NULL) ==
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, NULL, &q, &k, &v, &o, p.lse, PATH_OPTS(F)) ==
               RA_ERR_NULL, "NULL dout");
     CHECK(BWD(F, &dq, &dk, &dv, NULL, NULL) == RA_ERR_NULL, "flash without lse");
     CHECK(BWD(RA_PATH_AUTO, &dq, &dk, &dv, NULL, NULL) == RA_ERR_NULL, "auto without lse");
-    CHECK(ra_attention_backward(NULL, F, &dq, &dk, &dv, &dout, &q, &k, &v, NULL, p.lse, NULL) ==
-              RA_ERR_NULL, "flash without out");
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &v, NULL, p.lse,
+                                PATH_OPTS(F)) == RA_ERR_NULL,
+          "flash without out");
     ra_tensor null_data = dq;
     null_data.data = NULL;
     CHECK(BWD(F, &null_data, &dk, &dv, p.lse, NULL) == RA_ERR_NULL, "NULL data");
@@ -513,15 +521,17 @@ static void test_errors(void)
     bad = ra_tensor_4d(p.dv, RA_F32, 1, 4, 1, 8);
     CHECK(BWD(F, &dq, &dk, &bad, p.lse, NULL) == RA_ERR_SHAPE, "dv heads");
     ra_tensor k3 = ra_tensor_4d(p.k, RA_F32, 1, 4, 3, 8), dk3 = ra_tensor_4d(p.dk, RA_F32, 1, 4, 3, 8);
-    CHECK(ra_attention_backward(NULL, F, &dq, &dk3, &dk3, &dout, &q, &k3, &k3, &o, p.lse, NULL) ==
-              RA_ERR_GQA, "GQA");
+    CHECK(ra_attention_backward(NULL, &dq, &dk3, &dk3, &dout, &q, &k3, &k3, &o, p.lse,
+                                PATH_OPTS(F)) == RA_ERR_GQA,
+          "GQA");
     bad = ra_tensor_4d(p.dq, RA_BF16, 1, 4, 4, 8);
     CHECK(BWD(F, &bad, &dk, &dv, p.lse, NULL) == RA_ERR_DTYPE, "dq bf16");
     bad = ra_tensor_4d(p.dk, RA_F16, 1, 4, 2, 8);
     CHECK(BWD(F, &dq, &bad, &dv, p.lse, NULL) == RA_ERR_DTYPE, "dk f16");
     ra_tensor q16 = ra_tensor_4d(p.q, RA_F16, 1, 4, 4, 8);
-    CHECK(ra_attention_backward(NULL, F, &dq, &dk, &dv, &dout, &q16, &k, &v, &o, p.lse, NULL) ==
-              RA_ERR_DTYPE, "q f16");
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &dout, &q16, &k, &v, &o, p.lse,
+                                PATH_OPTS(F)) == RA_ERR_DTYPE,
+          "q f16");
     bad = dq;
     bad.dtype = (ra_dtype)9;
     CHECK(BWD(F, &bad, &dk, &dv, p.lse, NULL) == RA_ERR_ARGUMENT, "unknown dtype");
@@ -551,7 +561,7 @@ static void test_errors(void)
     CHECK(BWD(F, &fq, &fk, &fv, p.lse, NULL) == RA_ERR_ARGUMENT, "fused dk on dq's last head");
     fk.data = fused + 4 * 8;
     CHECK(BWD(F, &fq, &fk, &fv, p.lse, NULL) == RA_OK, "fused dq, dk, dv");
-    ra_dropout p1 = {1.0f, 0}, pn = {-0.5f, 0}, pnan = {NAN, 0};
+    ra_attention_options p1 = DROPOUT(1.0f, 0), pn = DROPOUT(-0.5f, 0), pnan = DROPOUT(NAN, 0);
     CHECK(BWD(F, &dq, &dk, &dv, p.lse, &p1) == RA_ERR_ARGUMENT, "p = 1");
     CHECK(BWD(F, &dq, &dk, &dv, p.lse, &pn) == RA_ERR_ARGUMENT, "p < 0");
     CHECK(BWD(F, &dq, &dk, &dv, p.lse, &pnan) == RA_ERR_ARGUMENT, "p NaN");
@@ -561,17 +571,21 @@ static void test_errors(void)
     for (int64_t i = 0; i < n_kv(&c); i++) untouched &= memcmp(&p.dk[i], &sentinel, 4) == 0;
     CHECK(untouched, "a failing backward wrote to dk");
     /* The reference path takes NULL out and lse. */
-    CHECK(ra_attention_backward(NULL, RA_PATH_REFERENCE, &dq, &dk, &dv, &dout, &q, &k, &v, NULL,
-                                NULL, NULL) == RA_OK, "reference without out and lse");
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &v, NULL, NULL,
+                                PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK,
+          "reference without out and lse");
     /* The forward with lse. */
-    CHECK(ra_attention_forward_lse(NULL, F, &o, NULL, &q, &k, &v, NULL) == RA_ERR_NULL, "NULL lse");
-    CHECK(ra_attention_forward_lse(NULL, (ra_attention_path)3, &o, p.lse, &q, &k, &v, NULL) ==
+    CHECK(ra_attention_forward_lse(NULL, &o, NULL, &q, &k, &v, PATH_OPTS(F)) == RA_ERR_NULL,
+          "NULL lse");
+    CHECK(ra_attention_forward_lse(NULL, &o, p.lse, &q, &k, &v, PATH_OPTS((ra_attention_path)3)) ==
               RA_ERR_ARGUMENT, "lse path");
-    CHECK(ra_attention_forward_lse(NULL, F, &o, p.out + 8, &q, &k, &v, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_attention_forward_lse(NULL, &o, p.out + 8, &q, &k, &v, PATH_OPTS(F)) ==
+              RA_ERR_ARGUMENT,
           "lse inside out");
-    CHECK(ra_attention_forward_lse(NULL, F, &o, p.q, &q, &k, &v, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_attention_forward_lse(NULL, &o, p.q, &q, &k, &v, PATH_OPTS(F)) == RA_ERR_ARGUMENT,
           "lse on q");
-    CHECK(ra_attention_forward_lse(NULL, F, &o, p.lse, &q, &k3, &k3, NULL) == RA_ERR_GQA, "GQA");
+    CHECK(ra_attention_forward_lse(NULL, &o, p.lse, &q, &k3, &k3, PATH_OPTS(F)) == RA_ERR_GQA,
+          "GQA");
 #undef BWD
     problem_free(&p);
 }

@@ -60,8 +60,8 @@ static int run_all(results *r, ra_context *ctx)
     ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
     ra_tensor tf = ra_tensor_4d(r->flash, RA_F32, B, S, H, D);
     ra_tensor tr = ra_tensor_4d(r->reference, RA_F32, B, S, H, D);
-    failed += ra_attention(ctx, RA_PATH_FLASH, &tf, &tq, &tk, &tv, NULL) != RA_OK;
-    failed += ra_attention(ctx, RA_PATH_REFERENCE, &tr, &tq, &tk, &tv, NULL) != RA_OK;
+    failed += ra_attention(ctx, &tf, &tq, &tk, &tv, PATH_OPTS(RA_PATH_FLASH)) != RA_OK;
+    failed += ra_attention(ctx, &tr, &tq, &tk, &tv, PATH_OPTS(RA_PATH_REFERENCE)) != RA_OK;
 
     /* the shared cache: the last 2 of its tokens as queries */
     ra_tensor t2 = ra_tensor_4d(q, RA_F32, B, 2, H, D);
@@ -138,16 +138,17 @@ static void setup(void)
     ra_rope_config rc = ra_rope_config_default(D);
     rc.table_size = 32;
     CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
-    ra_layer_config lc = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV,
-                          .rope = ra_rope_config_default(0)};
-    lc.rope.layout = RA_LAYOUT_HALF;
-    ra_layer_weights lw = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_rope_config lc_rope = ra_rope_config_default(0);
+    ra_layer_config lc = {.struct_size = sizeof lc, .dim = DIM, .n_heads = H, .n_kv_heads = HKV,
+                          .rope = &lc_rope};
+    lc_rope.layout = RA_LAYOUT_HALF;
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
     /* the shared cache: S tokens of k and v (copies: append rotates k) */
     static float kc[B * S * HKV * D];
     memcpy(kc, k, sizeof kc);
     ra_tensor tk = ra_tensor_4d(kc, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
-    ra_positions p = {.start = 0};
+    ra_positions p = {.struct_size = sizeof p, .start = 0};
     CHECK(ra_kv_cache_create(&shared_cache, B, CAP, HKV, D, RA_F16) == RA_OK, "cache");
     CHECK(ra_kv_cache_append(shared_cache, NULL, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
 }

@@ -448,7 +448,7 @@ static double check_rope_apply(const rope_case *rc, const ra_rope *rope,
         worst = report_rope(rc, how[0], y, rc->ref->f64);
 
         for (int64_t i = 0; i < rc->b * rc->s; i++) ids[i] = rc->start + i % rc->s;
-        ra_positions pos = {.start = 0, .ids = ids};
+        ra_positions pos = {.struct_size = sizeof pos, .start = 0, .ids = ids};
         ra_tensor tx = ra_tensor_4d(rc->x, RA_F32, rc->b, rc->s, rc->heads, rc->d);
         ra_tensor ty = ra_tensor_4d(y, RA_F32, rc->b, rc->s, rc->heads, rc->d);
         ra_tensor tb = ra_tensor_4d(back, RA_F32, rc->b, rc->s, rc->heads, rc->d);
@@ -581,7 +581,8 @@ static void test_repeat_kv(void)
 
 typedef struct layer_case {
     const fixture *fx;
-    ra_layer_config config;
+    ra_layer_config config; /* its rope points at rope below */
+    ra_rope_config rope;
     int64_t b, s, start;
     const float *x;
     const fx_tensor *y;
@@ -609,8 +610,8 @@ static double check_layer(const layer_case *lc, const ra_layer_weights *w,
     double worst = 0;
     for (int i = 0; layer && y && i < 2 * N_CONTEXTS; i++) {
         int path = i / N_CONTEXTS, c = i % N_CONTEXTS;
-        ra_forward_options opt = {paths[path], 0, 0.0f, 0};
-        ra_positions pos = {.start = lc->start};
+        ra_forward_options opt = {.struct_size = sizeof opt, .path = paths[path]};
+        ra_positions pos = {.struct_size = sizeof pos, .start = lc->start};
         memset(y, 0, (size_t)lc->y->count * sizeof *y);
         st = ra_layer_forward(layer, ctx[c], y, lc->x, lc->b, lc->s, &pos, &opt);
         CHECK(st == RA_OK, "%s: ra_layer_forward (%s, %s, %s): %s", lc->fx->name, variant,
@@ -696,8 +697,10 @@ static double check_hf_layer(const layer_case *lc, const ra_layer_weights *w,
         check_permute(fx, w->wq, q, h, d, dim);
         check_permute(fx, w->wk, k, hkv, d, dim);
         layer_case half = *lc;
-        half.config.rope.layout = RA_LAYOUT_HALF;
-        ra_layer_weights w_hf = {.wq = q, .wk = k, .wv = w->wv, .wo = w->wo};
+        half.rope.layout = RA_LAYOUT_HALF;
+        half.config.rope = &half.rope;
+        ra_layer_weights w_hf = {.struct_size = sizeof w_hf, .wq = q, .wk = k, .wv = w->wv,
+                                 .wo = w->wo};
         err = check_layer(&half, &w_hf, ctx, "HF");
     }
     free(q);
@@ -764,11 +767,12 @@ static void check_attention(const fixture *fx)
     CHECK(!ctx[2] || ra_context_threads(ctx[2]) == 2, "the 2-thread context has %d threads",
           ra_context_threads(ctx[2]));
     if (x32 && q && k && v && o && ctx[1] && ctx[2]) {
-        layer_case lc = {fx, {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
-                              .rope = ra_rope_config_default(d)},
-                         x->shape[0], x->shape[1], start, x32, y};
-        lc.config.rope.theta = theta;
-        ra_layer_weights w = {.wq = q, .wk = k, .wv = v, .wo = o};
+        layer_case lc = {fx, {.struct_size = sizeof lc.config, .dim = dim, .n_heads = h,
+                              .n_kv_heads = hkv, .head_dim = d},
+                         ra_rope_config_default(d), x->shape[0], x->shape[1], start, x32, y};
+        lc.rope.theta = theta;
+        lc.config.rope = &lc.rope;
+        ra_layer_weights w = {.struct_size = sizeof w, .wq = q, .wk = k, .wv = v, .wo = o};
         double err = check_layer(&lc, &w, ctx, "seed");
         int stored = 0;
         double err_hf = check_hf_layer(&lc, &w, ctx, &stored);
@@ -850,9 +854,10 @@ static void check_core_grad(const fixture *fx)
         ra_tensor vdq = ra_tensor_4d(dq, RA_F32, b, s, h, d);
         ra_tensor vdk = ra_tensor_4d(dk, RA_F32, b, s, hkv, d);
         ra_tensor vdv = ra_tensor_4d(dv, RA_F32, b, s, hkv, d);
-        ra_status st = ra_attention_forward_lse(c, p, &vo, lse, &vq, &vk, &vv, NULL);
+        ra_status st = ra_attention_forward_lse(c, &vo, lse, &vq, &vk, &vv, PATH_OPTS(p));
         CHECK(st == RA_OK, "%s: forward (%s): %s", fx->name, path_names[path], ra_status_string(st));
-        st = ra_attention_backward(c, p, &vdq, &vdk, &vdv, &vdo, &vq, &vk, &vv, &vo, lse, NULL);
+        st =
+            ra_attention_backward(c, &vdq, &vdk, &vdv, &vdo, &vq, &vk, &vv, &vo, lse, PATH_OPTS(p));
         CHECK(st == RA_OK, "%s: backward (%s): %s", fx->name, path_names[path], ra_status_string(st));
         const struct {
             const char *name;
@@ -950,7 +955,7 @@ static int read_rope_desc(const fixture *fx, const char *prefix, rope_desc *rd)
     c->type = (ra_rope_type)type;
     c->rotary_dim = rotary_dim;
     c->theta = theta;
-    ra_rope_scaling *s = &c->scaling;
+    ra_rope_config *s = c;
     s->max_position_embeddings = max_pos;
     s->seq_len = seq_len;
     opt_f64(fx, "param.factor", &s->factor);
@@ -1121,7 +1126,7 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
     ra_tensor tx = ra_tensor_4d((void *)x, RA_F32, b, s, h, d);
     ra_tensor to = ra_tensor_4d(out, RA_F32, b, s, h, d);
     ra_tensor tb = ra_tensor_4d(back, RA_F32, b, s, h, d);
-    ra_positions ids = {.ids = pos->i64};
+    ra_positions ids = {.struct_size = sizeof ids, .ids = pos->i64};
 
     /* Position ids, out of place, with and without the context. */
     for (int k = 0; k < 2; k++) {
@@ -1147,7 +1152,7 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
 
     if (rows_contiguous(pos, starts)) {
         /* A start per sequence. */
-        ra_positions per_row = {.starts = starts};
+        ra_positions per_row = {.struct_size = sizeof per_row, .starts = starts};
         memset(out, 0, (size_t)n * sizeof *out);
         st = ra_rope_apply(rope, ctx, &to, &tx, &per_row, RA_FORWARD);
         snprintf(how, sizeof how, "ra_rope_apply, starts (%lld-row table)", rows);
@@ -1155,7 +1160,8 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
         worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
         /* The same rows packed as one ragged batch [1, B*S]. */
         for (int64_t i = 0; i <= b; i++) cu[i] = i * s;
-        ra_positions packed = {.starts = starts, .cu_seqlens = cu, .n_seqs = b};
+        ra_positions packed = {.struct_size = sizeof packed, .starts = starts, .cu_seqlens = cu,
+                               .n_seqs = b};
         ra_tensor px = ra_tensor_4d((void *)x, RA_F32, 1, b * s, h, d);
         ra_tensor po = ra_tensor_4d(out, RA_F32, 1, b * s, h, d);
         memset(out, 0, (size_t)n * sizeof *out);
@@ -1250,10 +1256,11 @@ static double check_grad_path(const fixture *fx, const ra_layer *layer, ra_conte
     for (int i = 0; i < 6; i++) ok &= (out[i] = malloc((size_t)ref[i]->count * sizeof(float))) != NULL;
     ra_layer_tape *tape = NULL;
     ra_status st = ok ? ra_layer_tape_create(&tape, layer, b * s) : RA_ERR_NOMEM;
-    ra_forward_options train = {path, 1, 0.0f, 0};
-    ra_positions pos = {.start = start};
+    ra_forward_options train = {.struct_size = sizeof train, .path = path};
+    ra_positions pos = {.struct_size = sizeof pos, .start = start};
     if (st == RA_OK) st = ra_layer_forward_train(layer, ctx, out[0], tape, x, b, s, &pos, &train);
-    ra_layer_grads grads = {.dwq = out[2], .dwk = out[3], .dwv = out[4], .dwo = out[5]};
+    ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = out[2], .dwk = out[3],
+                            .dwv = out[4], .dwo = out[5]};
     if (st == RA_OK) st = ra_layer_backward(layer, ctx, out[1], &grads, tape, dy);
     CHECK(st == RA_OK, "%s: path %d: %s", fx->name, path, ra_status_string(st));
     double worst = 0;
@@ -1291,10 +1298,13 @@ static void check_layer_grad(const fixture *fx)
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
     if (x32 && dy32 && w32[0] && w32[1] && w32[2] && w32[3]) {
-        ra_layer_config config = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
-                                  .rope = ra_rope_config_default(d)};
-        config.rope.theta = theta;
-        ra_layer_weights lw = {.wq = w32[0], .wk = w32[1], .wv = w32[2], .wo = w32[3]};
+        ra_rope_config config_rope = ra_rope_config_default(d);
+        ra_layer_config config = {.struct_size = sizeof config, .dim = dim, .n_heads = h,
+                                  .n_kv_heads = hkv, .head_dim = d,
+                                  .rope = &config_rope};
+        config_rope.theta = theta;
+        ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w32[0], .wk = w32[1], .wv = w32[2],
+                               .wo = w32[3]};
         ra_status st = ra_layer_create(&layer, &config, &lw);
         CHECK(st == RA_OK, "%s: ra_layer_create: %s", fx->name, ra_status_string(st));
         st = ra_context_create(&ctx, 2);

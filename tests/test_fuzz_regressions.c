@@ -29,13 +29,13 @@ static void test_rope_nonfinite_frequencies(void)
     ra_rope_config c = ra_rope_config_default(14);
     c.type = RA_ROPE_YARN;
     c.theta = 1.0;
-    c.scaling.factor = 40;
-    c.scaling.original_max_position_embeddings = 4096;
+    c.factor = 40;
+    c.original_max_position_embeddings = 4096;
     expect_refused(&c, "yarn, theta 1");
     /* fuzz_rope: linear with a subnormal factor makes theta_0 infinite */
     c = ra_rope_config_default(8);
     c.type = RA_ROPE_LINEAR;
-    c.scaling.factor = 1e-320;
+    c.factor = 1e-320;
     expect_refused(&c, "linear, factor 1e-320");
     /* a tiny theta: theta_31 ~ 2e300, finite, but 2^32 theta_31 is not */
     c = ra_rope_config_default(64);
@@ -44,21 +44,21 @@ static void test_rope_nonfinite_frequencies(void)
     /* yarn's derived attention factor below zero */
     c = ra_rope_config_default(64);
     c.type = RA_ROPE_YARN;
-    c.scaling.factor = 40;
-    c.scaling.original_max_position_embeddings = 4096;
-    c.scaling.mscale = -10;
-    c.scaling.mscale_all_dim = 1;
+    c.factor = 40;
+    c.original_max_position_embeddings = 4096;
+    c.mscale = -10;
+    c.mscale_all_dim = 1;
     expect_refused(&c, "yarn, mscale -10");
     /* fuzz_config: yarn's derived attention factor beyond float32 made
      * every cos and sin infinite */
-    c.scaling.mscale = 1.4e58;
+    c.mscale = 1.4e58;
     expect_refused(&c, "yarn, mscale 1.4e58");
-    c.scaling.mscale = 1;
-    c.scaling.attention_factor = 1e39;
+    c.mscale = 1;
+    c.attention_factor = 1e39;
     expect_refused(&c, "yarn, attention_factor 1e39");
-    c.scaling.attention_factor = 0;
+    c.attention_factor = 0;
     /* the same types with sane numbers still work, to the last position */
-    c.scaling.mscale = 1;
+    c.mscale = 1;
     c.theta = 1e-3;
     ra_rope *rope = NULL;
     CHECK(ra_rope_create(&rope, &c) == RA_OK, "yarn, theta 1e-3");
@@ -87,7 +87,7 @@ static void test_decode_short_rows(void)
     ra_test_fill(v, B * S * D, 2);
     ra_test_fill(q, B * T * D, 3);
     ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, 1, D), tv = ra_tensor_4d(v, RA_F32, B, S, 1, D);
-    ra_positions pos = {0};
+    ra_positions pos = {.struct_size = sizeof pos};
     int64_t n_new[B] = {2, 4}, n_query[B] = {1, 3};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &pos, n_new) == RA_OK, "append");
     for (int i = 0; i < B * T * D; i++) out[i] = 99.0f;
@@ -148,7 +148,7 @@ static void test_append_fused_qkv(void)
     CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
     CHECK(ra_kv_cache_create(&c1, B, 4, HKV, D, RA_F32) == RA_OK &&
           ra_kv_cache_create(&c2, B, 4, HKV, D, RA_F32) == RA_OK, "caches");
-    ra_positions p = {.start = 5};
+    ra_positions p = {.struct_size = sizeof p, .start = 5};
     CHECK(ra_kv_cache_append(c1, NULL, rope, &fq, &fk, &fv, &p, NULL) == RA_OK, "fused append");
     CHECK(ra_kv_cache_append(c2, NULL, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "separate");
     ra_tensor k1, v1, k2, v2;

@@ -2,7 +2,8 @@
 # test_install.sh — `make install` into a temporary prefix, then programs
 # built against it as a user would: tests/install/consumer.c as C (C11) and
 # as C++ (C++17), with the shared and the static library, through pkg-config
-# and through CMake's find_package; the SONAME and what each program needs
+# and through CMake's find_package; the README's quickstart as C and C++ with
+# gcc and clang; the SONAME and what each program needs
 # at run time; DESTDIR staging; `make uninstall` leaves nothing behind.
 # Sanitizer builds (make asan) skip it: their objects need the sanitizer
 # runtimes, which an installed library's users do not link.
@@ -57,6 +58,17 @@ build pc_cxx_shared shared c++ -std=c++17 -Wall -Werror -x c++ $cflags $C -x non
     -o "$TMP/pc_cxx_shared" $libs
 build pc_cxx_static static c++ -std=c++17 -Wall -Werror -x c++ $cflags $C -x none \
     -o "$TMP/pc_cxx_static" $static
+
+# The README's quickstart as C11 and as C++17, with gcc and with clang
+# (when installed): it must build against the installed library and run.
+n=0
+for compiler in "cc -std=c11" "c++ -std=c++17 -x c++" "clang -std=c11" "clang++ -std=c++17 -x c++"; do
+    command -v "${compiler%% *}" >/dev/null || continue
+    n=$((n + 1))
+    if $compiler -Wall -Wextra -Werror $cflags examples/quickstart.c -x none -o "$TMP/qs$n" $libs \
+        2>"$TMP/err" && LD_LIBRARY_PATH="$P/lib" "$TMP/qs$n" >/dev/null 2>&1; then pass
+    else fail "quickstart with $compiler: $(head -c 400 "$TMP/err")"; fi
+done
 
 if cmake -S tests/install -B "$TMP/cmake" -DCMAKE_PREFIX_PATH="$P" >"$TMP/log" 2>&1 &&
     cmake --build "$TMP/cmake" >>"$TMP/log" 2>&1; then

@@ -1080,14 +1080,14 @@ static void test_rope_llama3_and_simple_types(void)
                               "\"llama3\"}", &r, msg, sizeof msg);
     CHECK(st == RA_OK && msg[0] == '\0', "%s", msg);
     CHECK(r.type == RA_ROPE_LLAMA3 && r.has_type, "type %d", (int)r.type);
-    CHECK(r.scaling.factor == 8.0 && r.has_factor, "factor");
-    CHECK(r.scaling.low_freq_factor == 1.0 && r.has_low_freq_factor, "low");
-    CHECK(r.scaling.high_freq_factor == 4.0 && r.has_high_freq_factor, "high");
-    CHECK(r.scaling.original_max_position_embeddings == 8192 &&
+    CHECK(r.params.factor == 8.0 && r.has_factor, "factor");
+    CHECK(r.params.low_freq_factor == 1.0 && r.has_low_freq_factor, "low");
+    CHECK(r.params.high_freq_factor == 4.0 && r.has_high_freq_factor, "high");
+    CHECK(r.params.original_max_position_embeddings == 8192 &&
           r.has_original_max_position_embeddings, "original");
     CHECK(!r.has_theta && !r.has_partial_rotary_factor && !r.has_attention_factor &&
-          !r.has_short_factor && r.scaling.short_factor == NULL && r.scaling.seq_len == 0 &&
-          r.scaling.max_position_embeddings == 0, "nothing else");
+          !r.has_short_factor && r.params.short_factor == NULL && r.params.seq_len == 0 &&
+          r.params.max_position_embeddings == 0, "nothing else");
     ra_hf_rope_free(&r);
     CHECK(r.type == RA_ROPE_DEFAULT && !r.has_factor, "free zeroes");
 
@@ -1109,9 +1109,9 @@ static void test_rope_llama3_and_simple_types(void)
     for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++) {
         st = parse_rope(simple[i].text, &r, msg, sizeof msg);
         CHECK(st == RA_OK, "%s: %s", simple[i].text, msg);
-        CHECK(r.type == simple[i].type && r.scaling.factor == simple[i].factor &&
+        CHECK(r.type == simple[i].type && r.params.factor == simple[i].factor &&
               r.has_factor == (simple[i].factor != 0), "%s: type %d factor %g", simple[i].text,
-              (int)r.type, r.scaling.factor);
+              (int)r.type, r.params.factor);
         ra_hf_rope_free(&r);
     }
     st = parse_rope("{\"rope_type\": \"default\", \"rope_theta\": 1e6, \"partial_rotary_factor\": "
@@ -1121,7 +1121,7 @@ static void test_rope_llama3_and_simple_types(void)
     ra_hf_rope_free(&r);
     const char *longer = "{\"type\": \"linear\", \"factor\": 2} trailing text past len";
     st = ra_hf_rope_parse(longer, 32, &r, msg, sizeof msg);
-    CHECK(st == RA_OK && r.type == RA_ROPE_LINEAR && r.scaling.factor == 2, "len: %s", msg);
+    CHECK(st == RA_OK && r.type == RA_ROPE_LINEAR && r.params.factor == 2, "len: %s", msg);
     ra_hf_rope_free(&r);
     CHECK(ra_hf_rope_parse(NULL, 0, &r, msg, sizeof msg) == RA_ERR_NULL, "NULL json");
     CHECK(ra_hf_rope_parse("{}", 2, NULL, msg, sizeof msg) == RA_ERR_NULL, "NULL out");
@@ -1137,31 +1137,31 @@ static void test_rope_yarn(void)
     /* Qwen2.5's YaRN recipe (old "type" key). */
     ra_status st = parse_rope("{\"type\": \"yarn\", \"factor\": 4.0, "
                               "\"original_max_position_embeddings\": 32768}", &r, msg, sizeof msg);
-    CHECK(st == RA_OK && r.type == RA_ROPE_YARN && r.scaling.factor == 4.0 &&
-          r.scaling.original_max_position_embeddings == 32768 && !r.has_mscale &&
-          !r.has_truncate && r.scaling.yarn_no_truncate == 0, "qwen: %s", msg);
+    CHECK(st == RA_OK && r.type == RA_ROPE_YARN && r.params.factor == 4.0 &&
+          r.params.original_max_position_embeddings == 32768 && !r.has_mscale &&
+          !r.has_truncate && r.params.yarn_no_truncate == 0, "qwen: %s", msg);
     ra_hf_rope_free(&r);
     /* DeepSeek-V3's. */
     st = parse_rope("{\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0, "
                     "\"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, "
                     "\"type\": \"yarn\"}", &r, msg, sizeof msg);
-    CHECK(st == RA_OK && r.type == RA_ROPE_YARN && r.scaling.factor == 40 &&
-          r.scaling.beta_fast == 32 && r.scaling.beta_slow == 1 && r.has_beta_fast &&
-          r.has_beta_slow && r.scaling.mscale == 1.0 && r.scaling.mscale_all_dim == 1.0 &&
+    CHECK(st == RA_OK && r.type == RA_ROPE_YARN && r.params.factor == 40 &&
+          r.params.beta_fast == 32 && r.params.beta_slow == 1 && r.has_beta_fast &&
+          r.has_beta_slow && r.params.mscale == 1.0 && r.params.mscale_all_dim == 1.0 &&
           r.has_mscale && r.has_mscale_all_dim &&
-          r.scaling.original_max_position_embeddings == 4096, "deepseek: %s", msg);
+          r.params.original_max_position_embeddings == 4096, "deepseek: %s", msg);
     ra_hf_rope_free(&r);
     /* gpt-oss's: truncate false, attention_factor given. */
     st = parse_rope("{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, "
                     "\"beta_slow\": 1.0, \"truncate\": false, \"attention_factor\": 1.25, "
                     "\"original_max_position_embeddings\": 4096}", &r, msg, sizeof msg);
-    CHECK(st == RA_OK && r.scaling.yarn_no_truncate == 1 && r.has_truncate &&
-          r.scaling.attention_factor == 1.25 && r.has_attention_factor, "gpt-oss: %s", msg);
+    CHECK(st == RA_OK && r.params.yarn_no_truncate == 1 && r.has_truncate &&
+          r.params.attention_factor == 1.25 && r.has_attention_factor, "gpt-oss: %s", msg);
     ra_hf_rope_free(&r);
     st = parse_rope("{\"rope_type\": \"yarn\", \"factor\": 2, \"truncate\": true, "
                     "\"beta_fast\": 0}", &r, msg, sizeof msg);
-    CHECK(st == RA_OK && r.scaling.yarn_no_truncate == 0 && r.has_truncate &&
-          r.has_beta_fast && r.scaling.beta_fast == 0, "truncate true, beta 0: %s", msg);
+    CHECK(st == RA_OK && r.params.yarn_no_truncate == 0 && r.has_truncate &&
+          r.has_beta_fast && r.params.beta_fast == 0, "truncate true, beta 0: %s", msg);
     ra_hf_rope_free(&r);
 }
 
@@ -1195,7 +1195,7 @@ static void test_rope_longrope_phi3(void)
     CHECK(r->has_short_factor && r->has_long_factor && r->n_short_factor == 48 &&
           r->n_long_factor == 48, "lengths %lld %lld", (long long)r->n_short_factor,
           (long long)r->n_long_factor);
-    CHECK(r->scaling.short_factor == r->short_factor && r->scaling.long_factor == r->long_factor,
+    CHECK(r->params.short_factor == r->short_factor && r->params.long_factor == r->long_factor,
           "scaling points at the owned arrays");
     int exact = r->short_factor != NULL && r->long_factor != NULL;
     for (int i = 0; exact && i < 48; i++)
@@ -1204,7 +1204,7 @@ static void test_rope_longrope_phi3(void)
     CHECK(cfg.has_original_max_position_embeddings &&
           cfg.original_max_position_embeddings == 4096 &&
           r->has_original_max_position_embeddings &&
-          r->scaling.original_max_position_embeddings == 4096, "top-level original inherited");
+          r->params.original_max_position_embeddings == 4096, "top-level original inherited");
     CHECK(r->has_theta && r->theta == 10000.0, "theta inherited");
     CHECK(!r->has_factor && cfg.max_position_embeddings == 131072, "factor is derived later");
     ra_hf_config_free(&cfg);
@@ -1218,8 +1218,8 @@ static void test_rope_longrope_phi3(void)
              "\"original_max_position_embeddings\": 2048, \"factor\": 16}}");
     st = parse_config(text, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_LONGROPE &&
-          cfg.rope.scaling.original_max_position_embeddings == 2048 &&
-          cfg.rope.scaling.factor == 16 && cfg.rope.n_long_factor == 2 &&
+          cfg.rope.params.original_max_position_embeddings == 2048 &&
+          cfg.rope.params.factor == 16 && cfg.rope.n_long_factor == 2 &&
           cfg.rope.long_factor[1] == 4.5, "su: %s", msg);
     ra_hf_config_free(&cfg);
 }
@@ -1241,7 +1241,7 @@ static void test_rope_in_config(void)
           cfg.rope_theta == 500000.0, "theta inside rope_parameters");
     CHECK(cfg.rope.partial_rotary_factor == 0.5 && cfg.partial_rotary_factor == 0.5,
           "partial_rotary_factor inside rope_parameters");
-    CHECK(cfg.rope.scaling.original_max_position_embeddings == 8192, "original");
+    CHECK(cfg.rope.params.original_max_position_embeddings == 8192, "original");
     ra_hf_config_free(&cfg);
 
     /* The object's rope_theta wins over the top level's (transformers'
@@ -1257,7 +1257,7 @@ static void test_rope_in_config(void)
     st = parse_config("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}, "
                       "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 3}}",
                       &cfg, msg, sizeof msg);
-    CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.scaling.factor == 2,
+    CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.params.factor == 2,
           "rope_scaling first: %s", msg);
     ra_hf_config_free(&cfg);
     st = parse_config("{\"rope_scaling\": {}, \"rope_parameters\": {\"rope_type\": \"dynamic\", "
@@ -1276,7 +1276,7 @@ static void test_rope_in_config(void)
     CHECK(st == RA_OK && parse_rope("{\"rope_type\": \"yarn\", \"factor\": 4}", &r, msg,
                                     sizeof msg) == RA_OK, "%s", msg);
     ra_hf_rope_inherit(&r, &cfg);
-    CHECK(r.theta == 5e5 && r.scaling.original_max_position_embeddings == 4096 &&
+    CHECK(r.theta == 5e5 && r.params.original_max_position_embeddings == 4096 &&
           r.has_original_max_position_embeddings && !r.has_partial_rotary_factor, "inherit");
     ra_hf_rope_free(&r);
     ra_hf_config_free(&cfg);
@@ -1500,7 +1500,7 @@ static void test_config_families(void)
                        "\"rope_theta\": 1000000.0}, \"sliding_attention\": {\"rope_type\": "
                        "\"default\", \"rope_theta\": 10000.0}}}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.has_local_rope && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.theta == 1e6 &&
-              cfg.rope.scaling.factor == 8 && cfg.local_rope.type == RA_ROPE_DEFAULT &&
+              cfg.rope.params.factor == 8 && cfg.local_rope.type == RA_ROPE_DEFAULT &&
               cfg.local_rope.theta == 1e4, "gemma3 per-layer-type rope: %s", msg);
     ra_hf_config_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"gemma3_text\", \"rope_parameters\": "
@@ -1573,8 +1573,8 @@ static void test_rope_mutations(void)
             ra_status st = ra_hf_config_parse(buf, n, &cfg, msg, sizeof msg);
             if (st == RA_OK) {
                 ok++;
-                CHECK(cfg.rope.scaling.short_factor == cfg.rope.short_factor &&
-                      cfg.rope.scaling.long_factor == cfg.rope.long_factor, "pointers");
+                CHECK(cfg.rope.params.short_factor == cfg.rope.short_factor &&
+                      cfg.rope.params.long_factor == cfg.rope.long_factor, "pointers");
             } else {
                 failed++;
                 CHECK(msg[0] != '\0' && cfg.rope.short_factor == NULL && !cfg.has_rope,
@@ -1587,7 +1587,7 @@ static void test_rope_mutations(void)
     ra_hf_config cfg;
     CHECK(ra_hf_config_parse(text, n, &cfg, msg, sizeof msg) == RA_OK &&
           cfg.rope.type == RA_ROPE_LONGROPE && cfg.rope.n_long_factor == 3 &&
-          cfg.rope.scaling.original_max_position_embeddings == 16, "the original: %s", msg);
+          cfg.rope.params.original_max_position_embeddings == 16, "the original: %s", msg);
     ra_hf_config_free(&cfg);
     free(buf);
 }

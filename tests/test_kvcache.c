@@ -50,11 +50,14 @@ static void model_make(model *m, int64_t dim, int64_t h, int64_t hkv, int64_t d,
         ra_test_fill(m->b, n_extras, seed + 4);
         for (int64_t i = n_b; i < n_extras; i++) m->b[i] = 1.0f + 0.25f * m->b[i];
     }
-    ra_layer_config cfg = {.dim = dim, .n_heads = h, .n_kv_heads = hkv, .head_dim = d,
-                           .rope = ra_rope_config_default(0)};
-    cfg.rope.layout = RA_LAYOUT_HALF;
+    ra_rope_config cfg_rope = ra_rope_config_default(0);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = dim, .n_heads = h, .n_kv_heads = hkv,
+                           .head_dim = d,
+                           .rope = &cfg_rope};
+    cfg_rope.layout = RA_LAYOUT_HALF;
     float *b = m->b;
-    ra_layer_weights w = {.wq = m->wq, .wk = m->wk, .wv = m->wv, .wo = m->wo,
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = m->wq, .wk = m->wk, .wv = m->wv,
+                          .wo = m->wo,
                           .bq = b, .bk = b ? b + qd : NULL, .bv = b ? b + qd + kv : NULL,
                           .bo = b ? b + qd + 2 * kv : NULL, .q_norm = b ? b + n_b : NULL,
                           .k_norm = b ? b + n_b + d : NULL};
@@ -164,13 +167,13 @@ static void test_attention_prefill_vs_decode(void)
         memcpy(vr, v, 4 * s * hkv * d);
         ra_tensor tq = ra_tensor_4d(qr, RA_F32, 1, s, h, d), tk = ra_tensor_4d(kr, RA_F32, 1, s, hkv, d);
         ra_tensor tv = ra_tensor_4d(vr, RA_F32, 1, s, hkv, d);
-        ra_positions p = {.start = 0};
+        ra_positions p = {.struct_size = sizeof p, .start = 0};
         CHECK(ra_kv_cache_append(cache, ctx, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "append");
         ra_tensor kc, vc;
         ra_kv_cache_views(cache, &kc, &vc);
         kc.shape[1] = vc.shape[1] = s;
         ra_tensor tp = ra_tensor_4d(pre, RA_F32, 1, s, h, d);
-        CHECK(ra_attention(ctx, RA_PATH_FLASH, &tp, &tq, &kc, &vc, NULL) == RA_OK, "flash");
+        CHECK(ra_attention(ctx, &tp, &tq, &kc, &vc, PATH_OPTS(RA_PATH_FLASH)) == RA_OK, "flash");
         /* now token by token: a cache of the first t + 1 tokens each time */
         ra_kv_cache *grow;
         CHECK(ra_kv_cache_create(&grow, 1, s, hkv, d, (ra_dtype)dt) == RA_OK, "grow");
@@ -179,7 +182,7 @@ static void test_attention_prefill_vs_decode(void)
         for (int64_t t = 0; t < s; t++) {
             ra_tensor k1 = ra_tensor_4d(kr + t * hkv * d, RA_F32, 1, 1, hkv, d);
             ra_tensor v1 = ra_tensor_4d(vr + t * hkv * d, RA_F32, 1, 1, hkv, d);
-            ra_positions pt = {.start = t};
+            ra_positions pt = {.struct_size = sizeof pt, .start = t};
             CHECK(ra_kv_cache_append(grow, NULL, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
             ra_tensor q1 = ra_tensor_4d(qr + t * h * d, RA_F32, 1, 1, h, d); /* already rotated */
             ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
@@ -218,7 +221,7 @@ static void test_decode_matches_reference(void)
     CHECK(ra_kv_cache_create(&cache, b, s, hkv, d, RA_F32) == RA_OK, "cache");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d), tk = ra_tensor_4d(k, RA_F32, b, s, hkv, d);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, b, s, hkv, d);
-    ra_positions pos = {.ids = ids};
+    ra_positions pos = {.struct_size = sizeof pos, .ids = ids};
     CHECK(ra_kv_cache_append(cache, NULL, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
     CHECK(ra_kv_cache_length(cache, 0) == 600 && ra_kv_cache_length(cache, 1) == 257, "lengths");
     /* reference: per sequence, causal attention over its own length */
@@ -227,7 +230,7 @@ static void test_decode_matches_reference(void)
         ra_tensor sk = ra_tensor_4d(k + bb * s * hkv * d, RA_F32, 1, len[bb], hkv, d);
         ra_tensor sv = ra_tensor_4d(v + bb * s * hkv * d, RA_F32, 1, len[bb], hkv, d);
         ra_tensor so = ra_tensor_4d(ref + bb * s * h * d, RA_F32, 1, len[bb], h, d);
-        CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &so, &sq, &sk, &sv, NULL) == RA_OK, "ref");
+        CHECK(ra_attention(NULL, &so, &sq, &sk, &sv, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK, "ref");
         for (int64_t t = 0; t < T; t++)
             memcpy(qt + (bb * T + t) * h * d, q + (bb * s + len[bb] - T + t) * h * d, 4 * h * d);
     }
@@ -319,7 +322,7 @@ static void test_decode_shapes(void)
             CHECK(ra_kv_cache_create(&cache, b, cap, hkv, d, dtypes[di]) == RA_OK, "cache");
             ra_tensor tk = ra_tensor_4d(k, RA_F32, b, cap, hkv, d);
             ra_tensor tv = ra_tensor_4d(v, RA_F32, b, cap, hkv, d);
-            ra_positions start = {0};
+            ra_positions start = {.struct_size = sizeof start};
             CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, len) == RA_OK,
                   "append");
             ra_tensor tq = ra_tensor_4d(q, RA_F32, b, T, H, d);
@@ -374,7 +377,7 @@ static void test_decode_nan_stays_out_of_earlier_rows(void)
     CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
     CHECK(ra_kv_cache_create(&cache, 1, len, hkv, d, RA_F32) == RA_OK, "cache");
     ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, len, hkv, d), tv = ra_tensor_4d(v, RA_F32, 1, len, hkv, d);
-    ra_positions start = {0};
+    ra_positions start = {.struct_size = sizeof start};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, T, H, d), to = ra_tensor_4d(out, RA_F32, 1, T, H, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_OK, "decode");
@@ -406,7 +409,7 @@ static void test_errors(void)
     ra_test_fill(v, 40, 2);
     ra_test_fill(q, 40, 3);
     ra_tensor t3k = ra_tensor_4d(k, RA_F32, 1, 3, hkv, d), t3v = ra_tensor_4d(v, RA_F32, 1, 3, hkv, d);
-    ra_positions p = {.start = 0};
+    ra_positions p = {.struct_size = sizeof p, .start = 0};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t3k, &t3v, &p, NULL) == RA_OK, "append 3");
     ra_tensor kc, vc;
     CHECK(ra_kv_cache_views(cache, &kc, &vc) == RA_OK, "views");
@@ -423,7 +426,7 @@ static void test_errors(void)
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_CACHE_FULL,
           "full");
-    ra_positions neg = {.start = -1};
+    ra_positions neg = {.struct_size = sizeof neg, .start = -1};
     ra_kv_cache_reset(cache);
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");
     const int64_t too_many[1] = {2};

@@ -56,9 +56,10 @@ static void test_flash_matches_reference(void)
             ra_tensor tv = ra_tensor_4d((char *)kv_stored + es * nk, (ra_dtype)dt, b, s, hkv, d);
             ra_tensor t_ref = ra_tensor_4d(o_ref, RA_F32, b, s, h, d);
             ra_tensor t_fl = ra_tensor_4d(o_fl, RA_F32, b, s, h, d);
-            CHECK(ra_attention(NULL, RA_PATH_REFERENCE, &t_ref, &tq, &tk, &tv, NULL) == RA_OK,
+            CHECK(ra_attention(NULL, &t_ref, &tq, &tk, &tv, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK,
                   "ref");
-            CHECK(ra_attention(ctx, RA_PATH_FLASH, &t_fl, &tq, &tk, &tv, NULL) == RA_OK, "flash");
+            CHECK(ra_attention(ctx, &t_fl, &tq, &tk, &tv, PATH_OPTS(RA_PATH_FLASH)) == RA_OK,
+                  "flash");
             double e = ra_test_max_rel_diff(o_fl, o_ref, nq);
             CHECK(e <= 2e-5, "shape %zu dtype %d: flash vs reference %.3g", t, dt, e);
             free(q);
@@ -100,15 +101,17 @@ static void test_flash_backward_matches_reference(void)
             ra_tensor tv = ra_tensor_4d((char *)kv_stored + es * nk, (ra_dtype)dt, b, s, hkv, d);
             ra_tensor to = ra_tensor_4d(o, RA_F32, b, s, h, d);
             ra_tensor tdo = ra_tensor_4d(dout, RA_F32, b, s, h, d);
-            CHECK(ra_attention_forward_lse(ctx, RA_PATH_FLASH, &to, lse, &tq, &tk, &tv, NULL) ==
-                      RA_OK, "forward");
+            CHECK(ra_attention_forward_lse(ctx, &to, lse, &tq, &tk, &tv,
+                                           PATH_OPTS(RA_PATH_FLASH)) == RA_OK,
+                  "forward");
             for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
                 float *g = grads + (path - RA_PATH_REFERENCE) * (nq + 2 * nk);
                 ra_tensor dq = ra_tensor_4d(g, RA_F32, b, s, h, d);
                 ra_tensor dk = ra_tensor_4d(g + nq, RA_F32, b, s, hkv, d);
                 ra_tensor dv = ra_tensor_4d(g + nq + nk, RA_F32, b, s, hkv, d);
-                CHECK(ra_attention_backward(ctx, (ra_attention_path)path, &dq, &dk, &dv, &tdo,
-                                            &tq, &tk, &tv, &to, lse, NULL) == RA_OK, "backward");
+                CHECK(ra_attention_backward(ctx, &dq, &dk, &dv, &tdo, &tq, &tk, &tv, &to, lse,
+                                            PATH_OPTS((ra_attention_path)path)) == RA_OK,
+                      "backward");
             }
             const float *ref = grads, *fl = grads + nq + 2 * nk;
             double eq = ra_test_max_rel_diff(fl, ref, nq);

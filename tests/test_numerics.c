@@ -42,7 +42,7 @@ static void run_paths(float *out[N_PATHS], const float *q, const float *k, const
     for (int p = 0; p < 2; p++) {
         ra_tensor to = ra_tensor_4d(out[p], RA_F32, 1, s, h, d);
         ra_attention_path path = p == 0 ? RA_PATH_REFERENCE : RA_PATH_FLASH;
-        CHECK(ra_attention(NULL, path, &to, &tq, &tk, &tv, NULL) == RA_OK, "%s", path_name[p]);
+        CHECK(ra_attention(NULL, &to, &tq, &tk, &tv, PATH_OPTS(path)) == RA_OK, "%s", path_name[p]);
     }
     ra_rope_config rc = ra_rope_config_default(d);
     ra_rope *rope;
@@ -53,7 +53,7 @@ static void run_paths(float *out[N_PATHS], const float *q, const float *k, const
     memcpy(kc, k, sizeof(float) * s * hkv * d);
     int64_t *zeros = calloc((size_t)s, sizeof *zeros);
     ra_tensor tkc = ra_tensor_4d(kc, RA_F32, 1, s, hkv, d);
-    ra_positions at_zero = {.ids = zeros};
+    ra_positions at_zero = {.struct_size = sizeof at_zero, .ids = zeros};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tkc, &tv, &at_zero, NULL) == RA_OK, "append");
     ra_tensor to = ra_tensor_4d(out[2], RA_F32, 1, s, h, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_OK, "decode");
@@ -311,12 +311,13 @@ static void test_seq_one(void)
     ra_test_fill(wv, HKV * D * DIM, 6);
     ra_test_fill(wo, DIM * DIM, 7);
     ra_test_fill(x, DIM, 8);
-    ra_layer_config lc = {.dim = DIM, .n_heads = H, .n_kv_heads = HKV,
-                          .rope = ra_rope_config_default(0)};
-    ra_layer_weights lw = {.wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_rope_config lc_rope = ra_rope_config_default(0);
+    ra_layer_config lc = {.struct_size = sizeof lc, .dim = DIM, .n_heads = H, .n_kv_heads = HKV,
+                          .rope = &lc_rope};
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
-    ra_forward_options opt = {RA_PATH_REFERENCE, 0, 0, 0};
+    ra_forward_options opt = {.struct_size = sizeof opt, .path = RA_PATH_REFERENCE};
     double xv[HKV * D], want[DIM];
     for (int r = 0; r < HKV * D; r++) {
         xv[r] = 0;
@@ -352,7 +353,7 @@ static void test_head_dim_two(void)
     ra_test_fill(x, S * D, 1);
     for (int t = 0; t < S; t++) ids[t] = (int64_t)t * t * t % 1000003;
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, S, 1, D), ty = ra_tensor_4d(y, RA_F32, 1, S, 1, D);
-    ra_positions p = {.ids = ids};
+    ra_positions p = {.struct_size = sizeof p, .ids = ids};
     CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
     double worst = 0;
     for (int t = 0; t < S; t++) {
@@ -400,7 +401,7 @@ static void test_positions_near_limit(void)
     float x[S * D], y[S * D], before[S * D];
     ra_test_fill(x, S * D, 9);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, S, 1, D), ty = ra_tensor_4d(y, RA_F32, 1, S, 1, D);
-    ra_positions p = {.ids = ids};
+    ra_positions p = {.struct_size = sizeof p, .ids = ids};
     for (int dir = 0; dir < 2; dir++) {
         CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, (ra_direction)dir) == RA_OK, "ids");
         double worst = 0;
@@ -417,7 +418,7 @@ static void test_positions_near_limit(void)
     /* a start whose last token lands on the limit: the same numbers */
     float z[3 * D];
     ra_tensor tz = ra_tensor_4d(z, RA_F32, 1, 3, 1, D), tx3 = ra_tensor_4d(x + 3 * D, RA_F32, 1, 3, 1, D);
-    ra_positions last = {.start = max - 2};
+    ra_positions last = {.struct_size = sizeof last, .start = max - 2};
     CHECK(ra_rope_apply(rope, NULL, &tz, &tx3, &last, RA_FORWARD) == RA_OK, "start at the limit");
     CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "ids");
     CHECK(memcmp(z, y + 3 * D, sizeof z) == 0, "start and ids disagree at the limit");
@@ -428,8 +429,13 @@ static void test_positions_near_limit(void)
     int64_t past_ids[S];
     memcpy(past_ids, ids, sizeof ids);
     past_ids[2] = max + 1;
-    ra_positions past[] = {{.start = max - S + 2}, {.starts = past_starts}, {.ids = past_ids},
-                           {.start = INT64_MAX}, {.start = -1}};
+    ra_positions past[] = {{.struct_size = sizeof(ra_positions),
+                            .start = max - S + 2}, {.struct_size = sizeof(ra_positions),
+                            .starts = past_starts}, {.struct_size = sizeof(ra_positions),
+                            .ids = past_ids},
+                           {.struct_size = sizeof(ra_positions),
+                            .start = INT64_MAX}, {.struct_size = sizeof(ra_positions),
+                            .start = -1}};
     for (int c = 0; c < 5; c++)
         CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &past[c], RA_FORWARD) == RA_ERR_POSITION,
               "case %d not refused", c);
@@ -444,7 +450,9 @@ static void test_positions_near_limit(void)
     CHECK(ra_kv_cache_create(&cache, 1, 2 * S, 1, D, RA_F16) == RA_OK, "cache");
     ra_tensor tv = ra_tensor_4d(x, RA_F32, 1, S, 1, D);
     memcpy(y, x, sizeof x);
-    ra_positions at_limit = {.start = max - S + 1}, beyond = {.start = max - S + 2};
+    ra_positions at_limit = {.struct_size = sizeof at_limit,
+                             .start = max - S + 1}, beyond = {.struct_size = sizeof beyond,
+                             .start = max - S + 2};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &ty, &tv, &beyond, NULL) == RA_ERR_POSITION,
           "append past the limit");
     CHECK(ra_kv_cache_length(cache, 0) == 0 && memcmp(y, x, sizeof x) == 0, "refused append wrote");
@@ -458,8 +466,9 @@ static void test_positions_near_limit(void)
     static float w[DIM * DIM], xs[S * DIM], ys[S * DIM];
     ra_test_fill(w, DIM * DIM, 3);
     ra_test_fill(xs, S * DIM, 4);
-    ra_layer_config lc = {.dim = DIM, .n_heads = H, .rope = ra_rope_config_default(0)};
-    ra_layer_weights lw = {.wq = w, .wk = w, .wv = w, .wo = w};
+    ra_rope_config lc_rope = ra_rope_config_default(0);
+    ra_layer_config lc = {.struct_size = sizeof lc, .dim = DIM, .n_heads = H, .rope = &lc_rope};
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w, .wk = w, .wv = w, .wo = w};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
     CHECK(ra_layer_forward(layer, NULL, ys, xs, 1, S, &at_limit, NULL) == RA_OK, "layer at the limit");
@@ -542,7 +551,7 @@ static void test_f16_overflow(void)
             void *data = dt == RA_F32 ? (void *)f : (void *)h;
             if (dt != RA_F32) ra_convert(h, (ra_dtype)dt, f, RA_F32, 2);
             ra_tensor t = ra_tensor_4d(data, (ra_dtype)dt, 1, 1, 1, 2);
-            ra_positions p = {.start = 1};
+            ra_positions p = {.struct_size = sizeof p, .start = 1};
             CHECK(ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD) == RA_OK, "apply");
             if (dt != RA_F32) ra_convert(f, RA_F32, h, (ra_dtype)dt, 2);
             double limit = dt == RA_F16 ? 65504.0 : 3.4028234663852886e38;
@@ -564,7 +573,7 @@ static void test_f16_overflow(void)
     CHECK(ra_kv_cache_create(&cache, 1, 1, 1, 2, RA_F16) == RA_OK, "cache");
     float k[2] = {70000.0f, -1.0f}, v[2] = {-1e6f, 65504.0f};
     ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, 1, 1, 2), tv = ra_tensor_4d(v, RA_F32, 1, 1, 1, 2);
-    ra_positions p0 = {.start = 0};
+    ra_positions p0 = {.struct_size = sizeof p0, .start = 0};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &p0, NULL) == RA_OK, "append");
     ra_tensor ck, cv;
     ra_kv_cache_views(cache, &ck, &cv);

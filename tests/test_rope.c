@@ -76,7 +76,7 @@ static double dot(const float *a, const float *b, int64_t n)
 static void rotate_to(const ra_rope *rope, float *x, int64_t d, int64_t m)
 {
     ra_tensor t = ra_tensor_4d(x, RA_F32, 1, 1, 1, d);
-    ra_positions p = {.start = m};
+    ra_positions p = {.struct_size = sizeof p, .start = m};
     ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD);
 }
 
@@ -114,7 +114,7 @@ static void test_properties(void)
             }
             /* inverse o apply = identity */
             ra_tensor v = ra_tensor_4d(a, RA_F32, 1, 1, 1, d);
-            ra_positions p = {.start = m};
+            ra_positions p = {.struct_size = sizeof p, .start = m};
             CHECK(ra_rope_apply(rope, NULL, &v, &v, &p, RA_INVERSE) == RA_OK, "inverse");
             double err = 0;
             for (int64_t i = 0; i < d; i++) err = fmax(err, fabs(a[i] - q[i]));
@@ -192,7 +192,7 @@ static void test_partial_rotary(void)
     float x[3 * 16], y[3 * 16];
     ra_test_fill(x, 48, 9);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 3, 1, 16), ty = ra_tensor_4d(y, RA_F32, 1, 3, 1, 16);
-    ra_positions p = {.start = 2};
+    ra_positions p = {.struct_size = sizeof p, .start = 2};
     CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
     for (int t = 0; t < 3; t++)
         CHECK(memcmp(x + t * 16 + 8, y + t * 16 + 8, 8 * sizeof(float)) == 0, "tail changed");
@@ -268,36 +268,35 @@ static void test_errors(void)
     cfg.type = RA_ROPE_YARN;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "yarn without factor or lengths");
     cfg.type = RA_ROPE_LLAMA3;
-    cfg.scaling.factor = 8;
-    cfg.scaling.low_freq_factor = cfg.scaling.high_freq_factor = 1;
-    cfg.scaling.original_max_position_embeddings = 8192;
+    cfg.factor = 8;
+    cfg.low_freq_factor = cfg.high_freq_factor = 1;
+    cfg.original_max_position_embeddings = 8192;
     /* low >= high (Llama 4 Scout has them equal): accepted, no smoothed band */
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "llama3 with low == high");
     ra_rope_destroy(rope);
-    cfg.scaling.low_freq_factor = 4;
+    cfg.low_freq_factor = 4;
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "llama3 with low > high");
     ra_rope_destroy(rope);
-    cfg.scaling.factor = 0;
+    cfg.factor = 0;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "llama3 without factor");
     cfg.type = RA_ROPE_YARN;
-    cfg.scaling.beta_fast = 0.5; /* below the default beta_slow of 1 */
+    cfg.beta_fast = 0.5; /* below the default beta_slow of 1 */
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "yarn with beta_fast < beta_slow");
-    cfg.scaling.beta_fast = 0;
+    cfg.beta_fast = 0;
     cfg.type = RA_ROPE_LONGROPE;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_NULL, "longrope without factor lists");
     cfg.type = RA_ROPE_LINEAR;
-    cfg.scaling.factor = -2;
+    cfg.factor = -2;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "negative factor");
-    cfg.scaling.factor = NAN;
+    cfg.factor = NAN;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "NaN factor");
     cfg.type = RA_ROPE_DYNAMIC;
-    cfg.scaling.factor = 2;
-    cfg.scaling.max_position_embeddings = 0;
+    cfg.factor = 2;
+    cfg.max_position_embeddings = 0;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "dynamic without L0");
     cfg.type = (ra_rope_type)77;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "unknown type");
-    memset(&cfg.scaling, 0, sizeof cfg.scaling);
-    cfg.type = RA_ROPE_DEFAULT;
+    cfg = ra_rope_config_default(cfg.head_dim);
     cfg.rotary_dim = 10;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "rotary_dim > head_dim");
     cfg.rotary_dim = 0;
@@ -310,13 +309,13 @@ static void test_errors(void)
     float before[64];
     memcpy(before, buf, sizeof buf);
     ra_tensor t = ra_tensor_4d(buf, RA_F32, 1, 2, 4, 8);
-    ra_positions neg = {.start = -1}, far = {.start = RA_MAX_POSITION}, ok = {.start = 0};
+    ra_positions neg = ra_positions_start(-1), far = ra_positions_start(RA_MAX_POSITION);
+    ra_positions ok = ra_positions_start(0);
     int64_t ids[2] = {3, -5};
-    ra_positions bad_ids = {.start = 0, .ids = ids};
+    ra_positions bad_ids = {.struct_size = sizeof bad_ids, .start = 0, .ids = ids};
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &neg, RA_FORWARD) == RA_ERR_POSITION, "negative start");
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &far, RA_FORWARD) == RA_ERR_POSITION, "past the max");
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &bad_ids, RA_FORWARD) == RA_ERR_POSITION, "negative id");
-    CHECK(ra_rope_apply(rope, NULL, &t, &t, NULL, RA_FORWARD) == RA_ERR_NULL, "NULL positions");
     CHECK(ra_rope_apply(rope, NULL, &t, &t, &ok, (ra_direction)5) == RA_ERR_ARGUMENT, "direction");
     CHECK(ra_rope_apply_f32(rope, NULL, buf, 1, 2, 0, 0) == RA_ERR_SIZE, "zero heads");
     CHECK(ra_rope_apply_f32(rope, NULL, buf, -1, 2, 4, 0) == RA_ERR_SIZE, "negative batch");
@@ -375,7 +374,7 @@ static void test_rope_types(void)
 
     ra_rope_config c = def;
     c.type = RA_ROPE_LINEAR;
-    c.scaling.factor = 4.0;
+    c.factor = 4.0;
     CHECK(frequencies_of(&c, f, &af) == RA_OK && af == 1.0, "linear");
     int ok = 1;
     for (int i = 0; i < 64; i++) ok &= f[i] == base_f[i] / 4.0;
@@ -383,44 +382,44 @@ static void test_rope_types(void)
 
     c = def;
     c.type = RA_ROPE_DYNAMIC;
-    c.scaling.factor = 2.0;
-    c.scaling.max_position_embeddings = 2048;
-    c.scaling.seq_len = 2048; /* not beyond L0: the default */
+    c.factor = 2.0;
+    c.max_position_embeddings = 2048;
+    c.seq_len = 2048; /* not beyond L0: the default */
     CHECK(frequencies_of(&c, f, &af) == RA_OK && memcmp(f, base_f, sizeof f) == 0, "dynamic at L0");
-    c.scaling.seq_len = 8192; /* base' = base * (2 * 4 - 1)^(128/126) */
+    c.seq_len = 8192; /* base' = base * (2 * 4 - 1)^(128/126) */
     CHECK(frequencies_of(&c, f, &af) == RA_OK, "dynamic beyond L0");
     double grown = 500000.0 * pow(7.0, 128.0 / 126.0);
     CHECK(fabs(f[10] - pow(grown, -20.0 / 128.0)) <= 1e-15 * f[10], "dynamic base %.17g", f[10]);
 
     c = def;
     c.type = RA_ROPE_YARN;
-    c.scaling.factor = 1.0;
-    c.scaling.original_max_position_embeddings = 8192;
+    c.factor = 1.0;
+    c.original_max_position_embeddings = 8192;
     CHECK(frequencies_of(&c, f, &af) == RA_OK && af == 1.0, "yarn factor 1");
     ok = 1;
     for (int i = 0; i < 64; i++) ok &= fabs(f[i] - base_f[i]) <= 1e-15 * base_f[i];
     CHECK(ok, "yarn with factor 1 is the default");
-    c.scaling.factor = 4.0;
+    c.factor = 4.0;
     CHECK(frequencies_of(&c, f, &af) == RA_OK, "yarn factor 4");
     CHECK(fabs(af - (0.1 * log(4.0) + 1.0)) < 1e-15, "yarn attention factor %.17g", af);
     CHECK(f[0] == base_f[0] && fabs(f[63] - base_f[63] / 4.0) <= 1e-15 * f[63],
           "yarn keeps high frequencies and interpolates low ones");
-    c.scaling.mscale = c.scaling.mscale_all_dim = 0.707;
+    c.mscale = c.mscale_all_dim = 0.707;
     CHECK(frequencies_of(&c, f, &af) == RA_OK && fabs(af - 1.0) < 1e-15, "mscale ratio 1");
-    c.scaling.attention_factor = 1.25;
+    c.attention_factor = 1.25;
     CHECK(frequencies_of(&c, f, &af) == RA_OK && af == 1.25, "given attention factor");
 
     c = def;
     c.type = RA_ROPE_LLAMA3;
-    c.scaling.factor = 1.0;
-    c.scaling.low_freq_factor = 1.0;
-    c.scaling.high_freq_factor = 4.0;
-    c.scaling.original_max_position_embeddings = 8192;
+    c.factor = 1.0;
+    c.low_freq_factor = 1.0;
+    c.high_freq_factor = 4.0;
+    c.original_max_position_embeddings = 8192;
     CHECK(frequencies_of(&c, f, &af) == RA_OK, "llama3 factor 1");
     ok = 1;
     for (int i = 0; i < 64; i++) ok &= fabs(f[i] - base_f[i]) <= 1e-15 * base_f[i];
     CHECK(ok, "llama3 with factor 1 is the default");
-    c.scaling.factor = 8.0;
+    c.factor = 8.0;
     CHECK(frequencies_of(&c, f, &af) == RA_OK, "llama3");
     CHECK(f[0] == base_f[0] && f[63] == base_f[63] / 8.0, "llama3 bands");
 
@@ -431,14 +430,14 @@ static void test_rope_types(void)
     }
     c = def;
     c.type = RA_ROPE_LONGROPE;
-    c.scaling.short_factor = ones;
-    c.scaling.long_factor = longs;
-    c.scaling.original_max_position_embeddings = 4096;
-    c.scaling.max_position_embeddings = 131072;
-    c.scaling.seq_len = 4096; /* not beyond: short factors */
+    c.short_factor = ones;
+    c.long_factor = longs;
+    c.original_max_position_embeddings = 4096;
+    c.max_position_embeddings = 131072;
+    c.seq_len = 4096; /* not beyond: short factors */
     CHECK(frequencies_of(&c, f, &af) == RA_OK && memcmp(f, base_f, sizeof f) == 0, "longrope short");
     CHECK(fabs(af - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-15, "longrope attention factor");
-    c.scaling.seq_len = 4097;
+    c.seq_len = 4097;
     CHECK(frequencies_of(&c, f, &af) == RA_OK && fabs(f[5] - base_f[5] / 6.0) <= 1e-15 * f[5],
           "longrope long factors");
 
@@ -461,8 +460,8 @@ static void test_positions(void)
     const int64_t d = 32, h = 2, total = 17;
     ra_rope_config cfg = ra_rope_config_default(d);
     cfg.type = RA_ROPE_YARN;
-    cfg.scaling.factor = 4.0;
-    cfg.scaling.original_max_position_embeddings = 64;
+    cfg.factor = 4.0;
+    cfg.original_max_position_embeddings = 64;
     cfg.table_size = 20; /* some positions beyond the table */
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
@@ -473,8 +472,9 @@ static void test_positions(void)
     int64_t ids[17];
     for (int t = 0; t < 5; t++) ids[t] = 3 + t;
     for (int t = 5; t < 17; t++) ids[t] = 30 + t - 5;
-    ra_positions packed = {.cu_seqlens = cu, .n_seqs = 3, .starts = starts};
-    ra_positions explicit_ids = {.ids = ids};
+    ra_positions packed = {.struct_size = sizeof packed, .cu_seqlens = cu, .n_seqs = 3,
+                           .starts = starts};
+    ra_positions explicit_ids = {.struct_size = sizeof explicit_ids, .ids = ids};
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, total, h, d), ta = ra_tensor_4d(a, RA_F32, 1, total, h, d);
     ra_tensor tb = ra_tensor_4d(b, RA_F32, 1, total, h, d), tr = ra_tensor_4d(r, RA_F32, 1, total, h, d);
     ra_context *ctx;
@@ -488,7 +488,9 @@ static void test_positions(void)
     /* A start per batch row: [2, 4] with starts {2, 100} = ids. */
     const int64_t row_starts[] = {2, 100};
     int64_t row_ids[8] = {2, 3, 4, 5, 100, 101, 102, 103};
-    ra_positions per_row = {.starts = row_starts}, per_row_ids = {.ids = row_ids};
+    ra_positions per_row = {.struct_size = sizeof per_row,
+                            .starts = row_starts}, per_row_ids = {.struct_size = sizeof per_row_ids,
+                            .ids = row_ids};
     ra_tensor x2 = ra_tensor_4d(x, RA_F32, 2, 4, h, d), a2 = ra_tensor_4d(a, RA_F32, 2, 4, h, d);
     ra_tensor b2 = ra_tensor_4d(b, RA_F32, 2, 4, h, d);
     CHECK(ra_rope_apply(rope, ctx, &a2, &x2, &per_row, RA_FORWARD) == RA_OK, "starts");
@@ -498,11 +500,12 @@ static void test_positions(void)
     /* Bad descriptions are refused before anything is written. */
     memcpy(b, a, sizeof a);
     const int64_t short_cu[] = {0, 5, 16}, down_cu[] = {0, 9, 5, 17}, bad_starts[] = {3, -1, 30};
-    ra_positions bad1 = {.cu_seqlens = short_cu, .n_seqs = 2};
-    ra_positions bad2 = {.cu_seqlens = down_cu, .n_seqs = 3};
-    ra_positions bad3 = {.cu_seqlens = cu, .n_seqs = 3, .starts = bad_starts};
-    ra_positions bad4 = {.cu_seqlens = cu, .n_seqs = 0};
-    ra_positions bad5 = {.starts = bad_starts};
+    ra_positions bad1 = {.struct_size = sizeof bad1, .cu_seqlens = short_cu, .n_seqs = 2};
+    ra_positions bad2 = {.struct_size = sizeof bad2, .cu_seqlens = down_cu, .n_seqs = 3};
+    ra_positions bad3 = {.struct_size = sizeof bad3, .cu_seqlens = cu, .n_seqs = 3,
+                         .starts = bad_starts};
+    ra_positions bad4 = {.struct_size = sizeof bad4, .cu_seqlens = cu, .n_seqs = 0};
+    ra_positions bad5 = {.struct_size = sizeof bad5, .starts = bad_starts};
     CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad1, RA_FORWARD) == RA_ERR_SHAPE, "cu end");
     CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad2, RA_FORWARD) == RA_ERR_SHAPE, "cu decreasing");
     CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad3, RA_FORWARD) == RA_ERR_POSITION, "start < 0");
@@ -551,7 +554,7 @@ static void test_theta_normal(void)
     ra_rope_destroy(rope);
     cfg.type = RA_ROPE_LINEAR;
     cfg.theta = 1e4;
-    cfg.scaling.factor = 1e-320;
+    cfg.factor = 1e-320;
     CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT, "subnormal factor");
 }
 
@@ -567,7 +570,7 @@ static void test_aliasing_refused(void)
     ra_rope *rope = NULL;
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
     if (!rope) return;
-    ra_positions pos = {0};
+    ra_positions pos = {.struct_size = sizeof pos};
     ra_tensor tx = ra_tensor_4d(x, RA_F32, B, S, H, D), tref = ra_tensor_4d(ref, RA_F32, B, S, H, D);
     CHECK(ra_rope_apply(rope, NULL, &tref, &tx, &pos, RA_FORWARD) == RA_OK, "contiguous");
 
@@ -623,7 +626,7 @@ static void test_dtype_rounding(void)
     float x[3 * 5 * 2 * 64], wide[3 * 5 * 2 * 64];
     uint16_t h[3 * 5 * 2 * 64], want[3 * 5 * 2 * 64];
     ra_test_fill(x, n, 21);
-    ra_positions p = {.start = 1000};
+    ra_positions p = {.struct_size = sizeof p, .start = 1000};
     for (int dt = RA_F16; dt <= RA_BF16; dt++) {
         ra_convert(h, (ra_dtype)dt, x, RA_F32, n);
         ra_convert(wide, RA_F32, h, (ra_dtype)dt, n);
@@ -648,7 +651,7 @@ static void test_inverse_sign(void)
     float x[7 * 16], y[7 * 16];
     ra_test_fill(x, 7 * 16, 5);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 7, 1, d), ty = ra_tensor_4d(y, RA_F32, 1, 7, 1, d);
-    ra_positions p = {.ids = ids};
+    ra_positions p = {.struct_size = sizeof p, .ids = ids};
     CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_INVERSE) == RA_OK, "inverse");
     double worst = 0;
     for (int t = 0; t < 7; t++)

@@ -32,7 +32,7 @@ static ra_rope_config config_for(ra_rope_type type, ra_layout layout, int64_t ro
     c.layout = layout;
     c.rotary_dim = rotary_dim;
     c.table_size = 8; /* positions 8 and up take the on-the-fly path */
-    ra_rope_scaling *s = &c.scaling;
+    ra_rope_config *s = &c;
     switch (type) {
     case RA_ROPE_LINEAR: s->factor = 2.0; break;
     case RA_ROPE_DYNAMIC:
@@ -108,8 +108,12 @@ static void test_adjoint(void)
      * repeat; cu_seqlens (two packed sequences of 4 and 6 tokens). */
     const int64_t starts[B] = {0, 11}, ids[B * S] = {7, 0, 30, 2, 2, 9, 1, 15, 4, 8};
     const int64_t cu[3] = {0, 4, 10}, cu_starts[2] = {5, 1};
-    const ra_positions modes[] = {{.start = 3}, {.starts = starts}, {.ids = ids},
-                                  {.cu_seqlens = cu, .starts = cu_starts, .n_seqs = 2}};
+    const ra_positions modes[] = {{.struct_size = sizeof(ra_positions),
+                                   .start = 3}, {.struct_size = sizeof(ra_positions),
+                                   .starts = starts}, {.struct_size = sizeof(ra_positions),
+                                   .ids = ids},
+                                  {.struct_size = sizeof(ra_positions), .cu_seqlens = cu,
+                                   .starts = cu_starts, .n_seqs = 2}};
     const char *mode_names[] = {"start", "starts", "ids", "cu_seqlens"};
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
@@ -178,7 +182,7 @@ static void test_inverse_undoes_forward(void)
     float x[N], y[N];
     ra_test_fill(x, N, 3);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, B, S, H, D), ty = ra_tensor_4d(y, RA_F32, B, S, H, D);
-    ra_positions p = {.start = 100};
+    ra_positions p = {.struct_size = sizeof p, .start = 100};
     CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "forward");
     CHECK(ra_rope_apply(rope, NULL, &ty, &ty, &p, RA_INVERSE) == RA_OK, "inverse");
     double worst = 0;

@@ -92,15 +92,17 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
     ra_layer_tape *tape;
     ra_status status = ra_layer_tape_create(&tape, job->layer, job->batch * job->seq);
     if (status != RA_OK) return status;
-    ra_forward_options options = {job->path, 0, 0.0f, 0};
+    ra_forward_options options = {.struct_size = sizeof options, .path = job->path};
     status = ra_layer_forward_train(job->layer, ctx, y, tape, job->x->data, job->batch,
                                               job->seq, &job->positions, &options);
-    ra_layer_grads grads = {.dwq = g->dw[PROJ_Q], .dwk = g->dw[PROJ_K], .dwv = g->dw[PROJ_V],
+    ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = g->dw[PROJ_Q], .dwk = g->dw[PROJ_K],
+                            .dwv = g->dw[PROJ_V],
                             .dwo = g->dw[PROJ_O], .dbq = g->db[PROJ_Q], .dbk = g->db[PROJ_K],
                             .dbv = g->db[PROJ_V], .dbo = g->db[PROJ_O], .dq_norm = g->dnorm[0],
                             .dk_norm = g->dnorm[1]};
     if (job->tensors->packing == FUSED_GROUPED) { /* the layer's wqkv */
-        grads = (ra_layer_grads){.dwo = g->dw[PROJ_O], .dbo = g->db[PROJ_O],
+        grads = (ra_layer_grads){.struct_size = sizeof(ra_layer_grads), .dwo = g->dw[PROJ_O],
+                                 .dbo = g->db[PROJ_O],
                                  .dq_norm = g->dnorm[0], .dk_norm = g->dnorm[1],
                                  .dwqkv = g->dw[PROJ_Q], .dbqkv = g->db[PROJ_Q]};
     }

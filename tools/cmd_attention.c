@@ -408,7 +408,8 @@ static int check_window(const ra_hf_config *hf, int64_t layer, int64_t seq)
  * config, --rope-parameters and flags; the layout from the flag or names.
  * max_position is the largest position of any token. */
 static int resolve_rope(const attention_options *opts, const rope_source *src,
-                        const checkpoint *ckpt, int64_t max_position, ra_layer_config *config)
+                        const checkpoint *ckpt, int64_t max_position, int64_t head_dim,
+                        ra_rope_config *rope)
 {
     /* Gemma 3's and OLMo 3's sliding layers: the default rope (the config's
      * scaling is the full layers'), at rope_local_base_freq (Gemma 3) or
@@ -432,15 +433,15 @@ static int resolve_rope(const attention_options *opts, const rope_source *src,
                                                                      : 10000.0,
                                       .has_theta = 1};
     }
-    int failed = rope_cli_config("attention", &opts->rope, &local, config->head_dim,
-                                 max_position + 1, &config->rope);
+    int failed = rope_cli_config("attention", &opts->rope, &local, head_dim, max_position + 1,
+                                 rope);
     if (failed) return failed;
     /* The layout: the flag's, else the family's for Hugging Face names
      * (Cohere and GLM pair q_proj's features interleaved), else the names'. */
     ra_layout layout = ckpt->tensors.layout;
     if (hf->family && layout == RA_LAYOUT_HALF) layout = hf->family->layout;
-    config->rope.layout = opts->has_layout ? (ra_layout)opts->layout : layout;
-    config->rope.table_size = cli_rope_table_rows(0, max_position + 1);
+    rope->layout = opts->has_layout ? (ra_layout)opts->layout : layout;
+    rope->table_size = cli_rope_table_rows(0, max_position + 1);
     return 0;
 }
 
@@ -499,12 +500,14 @@ static int create_layer(const checkpoint *ckpt, const ra_hf_family *family,
         for (int64_t e = 0; weights[2 * N_PROJ + i] && e < t->norm[i]->count; e++)
             weights[2 * N_PROJ + i][e] += 1.0f;
     float *const *bias = weights + N_PROJ, *const *norm = weights + 2 * N_PROJ;
-    ra_layer_weights w = {.wq = weights[PROJ_Q], .wk = weights[PROJ_K], .wv = weights[PROJ_V],
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = weights[PROJ_Q], .wk = weights[PROJ_K],
+                          .wv = weights[PROJ_V],
                           .wo = weights[PROJ_O], .bq = bias[PROJ_Q], .bk = bias[PROJ_K],
                           .bv = bias[PROJ_V], .bo = bias[PROJ_O], .q_norm = norm[0],
                           .k_norm = norm[1]};
     if (grouped)
-        w = (ra_layer_weights){.wo = weights[PROJ_O], .bo = bias[PROJ_O], .q_norm = norm[0],
+        w = (ra_layer_weights){.struct_size = sizeof(ra_layer_weights), .wo = weights[PROJ_O],
+                               .bo = bias[PROJ_O], .q_norm = norm[0],
                                .k_norm = norm[1], .wqkv = weights[PROJ_Q],
                                .bqkv = bias[PROJ_Q]};
     ra_status status = ra_layer_create(layer, config, &w);
@@ -557,7 +560,8 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
         gather_tokens(x_part, x, batch, seq, first, n, dim);
         for (int64_t b = 0; ids && b < batch; b++)
             for (int64_t s = 0; s < n; s++) ids_part[b * n + s] = ids[b * seq + first + s];
-        ra_positions positions = {.start = opts->start_pos + first, .ids = ids_part};
+        ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos + first,
+                                  .ids = ids_part};
         status = ra_layer_forward_cached(layer, ctx, cache, y_part, x_part, batch, n,
                                          &positions);
         if (status == RA_OK) scatter_tokens(y, y_part, batch, seq, first, n, dim);
@@ -587,8 +591,10 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
 {
     float *y = malloc((size_t)x->count * sizeof(float));
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
-    ra_positions positions = {.start = opts->start_pos, .ids = ids};
-    ra_forward_options forward = {cli_attention_path(opts->path), 0, 0.0f, 0};
+    ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos,
+                              .ids = ids};
+    ra_forward_options forward = {.struct_size = sizeof forward,
+                                  .path = cli_attention_path(opts->path)};
     ra_status status =
         opts->prefill
             ? forward_cached(opts, layer, ctx, y, x->data, ids, batch, seq)
@@ -612,7 +618,8 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
 {
     if (!opts->grads) return forward_and_write(opts, outputs, layer, ctx, x, ids, batch, seq);
     attention_grads_job job = {layer, &ckpt->tensors, x, dy, batch, seq,
-                               {.start = opts->start_pos, .ids = ids},
+                               {.struct_size = sizeof job.positions, .start = opts->start_pos,
+                                .ids = ids},
                                cli_attention_path(opts->path), outputs};
     return attention_grads_run(&job, ctx);
 }
@@ -644,7 +651,9 @@ static int run(const attention_options *opts)
     float *weights[N_WEIGHTS] = {0}; /* weights, biases, norms */
     ra_layer *layer = NULL;
     ra_context *ctx = NULL;
-    ra_layer_config config = {0};
+    ra_layer_config config = ra_layer_config_init();
+    ra_rope_config rope = ra_rope_config_default(0);
+    config.rope = &rope;
     int64_t batch = 0, seq = 0;
     cli_outputs outputs = {0};
     int failed = check_files(opts, &outputs);
@@ -670,7 +679,7 @@ static int run(const attention_options *opts)
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
     if (!failed &&
         !(failed = resolve_rope(opts, &src, &ckpt, ids ? file.max : opts->start_pos + seq - 1,
-                                &config)) &&
+                                config.head_dim, &rope)) &&
         !(failed = resolve_no_rope(&src.config, ckpt.tensors.layer, &config)) &&
         !(failed = resolve_llama4(opts, &src.config, ckpt.tensors.layer, seq, &config)) &&
         !(failed = create_layer(&ckpt, src.config.family, &config, weights, &layer)) &&

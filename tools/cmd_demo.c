@@ -107,11 +107,14 @@ static int build(demo *d)
     random_uniform(d->k, (size_t)(d->seq * kv), 1.0f, DEMO_SEED + 12);
     random_uniform(d->v, (size_t)(d->seq * kv), 1.0f, DEMO_SEED + 13);
 
-    ra_layer_config config = {.dim = dim, .n_heads = DEMO_HEADS, .n_kv_heads = DEMO_KV_HEADS,
+    ra_rope_config config_rope = ra_rope_config_default(DEMO_HEAD_DIM);
+    ra_layer_config config = {.struct_size = sizeof config, .dim = dim, .n_heads = DEMO_HEADS,
+                              .n_kv_heads = DEMO_KV_HEADS,
                               .head_dim = DEMO_HEAD_DIM,
-                              .rope = ra_rope_config_default(DEMO_HEAD_DIM)};
-    config.rope.table_size = d->seq;
-    ra_layer_weights weights = {.wq = w[0], .wk = w[1], .wv = w[2], .wo = w[3]};
+                              .rope = &config_rope};
+    config_rope.table_size = d->seq;
+    ra_layer_weights weights = {.struct_size = sizeof weights, .wq = w[0], .wk = w[1], .wv = w[2],
+                                .wo = w[3]};
     ra_status status = ra_layer_create(&d->layer, &config, &weights);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the demo layer");
 }
@@ -131,7 +134,7 @@ static void destroy(demo *d)
 
 static ra_status layer_forward(demo *d, int p)
 {
-    ra_forward_options options = {paths[p], 0, 0.0f, 0};
+    ra_forward_options options = {.struct_size = sizeof options, .path = paths[p]};
     return ra_layer_forward(d->layer, d->ctx, d->y[p], d->x, 1, d->seq, NULL, &options);
 }
 
@@ -141,7 +144,9 @@ static ra_status attention_core(demo *d, int p)
     ra_tensor k = ra_tensor_4d(d->k, RA_F32, 1, d->seq, DEMO_KV_HEADS, DEMO_HEAD_DIM);
     ra_tensor v = ra_tensor_4d(d->v, RA_F32, 1, d->seq, DEMO_KV_HEADS, DEMO_HEAD_DIM);
     ra_tensor out = ra_tensor_4d(d->out[p], RA_F32, 1, d->seq, DEMO_HEADS, DEMO_HEAD_DIM);
-    return ra_attention(d->ctx, paths[p], &out, &q, &k, &v, NULL);
+    ra_attention_options options = ra_attention_options_init();
+    options.path = paths[p];
+    return ra_attention(d->ctx, &out, &q, &k, &v, &options);
 }
 
 /* Median seconds of repeats (<= DEMO_REPEATS) runs after one warm-up. */

@@ -157,7 +157,8 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
             view.stride[1] = d;
             view.stride[2] = seq * d;
         }
-        ra_positions positions = {.start = opts->start_pos, .ids = ids};
+        ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos,
+                                  .ids = ids};
         ra_status status = ra_rope_apply(rope, ctx, &view, &view, &positions,
                                          opts->inverse ? RA_INVERSE : RA_FORWARD);
         if (status != RA_OK) failed = cli_fail_status(status, "rope failed");

@@ -91,8 +91,8 @@ static int check_required(const char *command, const ra_hf_rope *rope, int64_t m
             return missing(command, type, "\"original_max_position_embeddings\" (or "
                            "max_position_embeddings, which then stands for it)");
         {
-            double fast = rope->scaling.beta_fast > 0 ? rope->scaling.beta_fast : 32.0;
-            double slow = rope->scaling.beta_slow > 0 ? rope->scaling.beta_slow : 1.0;
+            double fast = rope->params.beta_fast > 0 ? rope->params.beta_fast : 32.0;
+            double slow = rope->params.beta_slow > 0 ? rope->params.beta_slow : 1.0;
             if (fast < slow)
                 return cli_fail(EXIT_FAIL, "%s: yarn needs beta_fast (%g) >= beta_slow (%g)",
                                 command, fast, slow);
@@ -147,8 +147,12 @@ int rope_cli_config(const char *command, const rope_cli *r, const rope_source *s
                         "multiply the rope base by and ChatGLM2-32K's divides the positions by; "
                         "config.json does not say which: give --theta (%g for the first)",
                         command, r->config_path, c->rope_ratio, 10000.0 * c->rope_ratio);
-    *out = ra_rope_config_default(head_dim);
+    *out = rope->params; /* the scaled types' parameters; the rest is set here */
+    out->struct_size = sizeof *out;
     out->type = rope->type;
+    out->layout = RA_LAYOUT_INTERLEAVED;
+    out->head_dim = head_dim;
+    out->table_size = 4096;
     out->theta = r->has_theta ? r->theta : rope->has_theta ? rope->theta : 10000.0;
 
     double prf = rope->has_partial_rotary_factor ? rope->partial_rotary_factor : 1.0;
@@ -174,12 +178,11 @@ int rope_cli_config(const char *command, const rope_cli *r, const rope_source *s
     int failed = check_required(command, rope, max_positions, rotary_dim);
     if (failed) return failed;
 
-    out->scaling = rope->scaling;
     if (rope->type == RA_ROPE_DYNAMIC || rope->type == RA_ROPE_YARN ||
         rope->type == RA_ROPE_LONGROPE)
-        out->scaling.max_position_embeddings = max_positions;
+        out->max_position_embeddings = max_positions;
     if (rope->type == RA_ROPE_DYNAMIC || rope->type == RA_ROPE_LONGROPE)
-        out->scaling.seq_len = r->has_seq_len ? r->seq_len : default_seq_len;
+        out->seq_len = r->has_seq_len ? r->seq_len : default_seq_len;
     return 0;
 }
 

@@ -84,8 +84,8 @@ int rope_source_single(const char *command, const rope_cli *r, const rope_source
  * int(D * partial_rotary_factor), the scaling parameters, the context
  * lengths and seq_len (the flag, else default_seq_len; used by dynamic and
  * longrope only).  Checks that every key the type needs is there, naming a
- * missing one.  out->scaling points into src: keep src alive until the rope
- * is created (ra_rope_create copies the factor lists). */
+ * missing one.  out->short_factor and long_factor point into src: keep src
+ * alive until the rope is created (ra_rope_create copies the factor lists). */
 int rope_cli_config(const char *command, const rope_cli *r, const rope_source *src,
                     int64_t head_dim, int64_t default_seq_len, ra_rope_config *out);
 

@@ -58,10 +58,13 @@ int train_model_create(train_model *m, const train_model_config *config, uint64_
     random_uniform(p + b.wq, (size_t)(b.readout - b.wq), in_bound, seed + 1);
     random_uniform(p + b.readout, (size_t)(b.total - b.readout), in_bound, seed + 2);
 
-    ra_layer_config lc = {.dim = c->dim, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
-                          .rope = ra_rope_config_default(c->dim / c->n_heads),
+    ra_rope_config lc_rope = ra_rope_config_default(c->dim / c->n_heads);
+    ra_layer_config lc = {.struct_size = sizeof lc, .dim = c->dim, .n_heads = c->n_heads,
+                          .n_kv_heads = c->n_kv_heads,
+                          .rope = &lc_rope,
                           .no_rope = c->no_rope};
-    ra_layer_weights w = {.wq = p + b.wq, .wk = p + b.wk, .wv = p + b.wv, .wo = p + b.wo};
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = p + b.wq, .wk = p + b.wk, .wv = p + b.wv,
+                          .wo = p + b.wo};
     ra_status status = ra_layer_create(&m->layer, &lc, &w);
     if (status == RA_OK) status = ra_layer_tape_create(&m->tape, m->layer, c->max_tokens);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the train demo's layer");
@@ -113,7 +116,7 @@ ra_status train_model_run(train_model *m, ra_context *ctx, const int32_t *tokens
     for (int64_t t = 0; t < T; t++)
         memcpy(m->x + t * dim, p + b.embed + tokens[t] * dim, (size_t)dim * sizeof(float));
     /* y = layer(x) */
-    ra_forward_options train = {RA_PATH_FLASH, 1, 0.0f, 0};
+    ra_forward_options train = {.struct_size = sizeof train, .path = RA_PATH_FLASH};
     ra_status status = ra_layer_forward_train(m->layer, ctx, m->y, m->tape, m->x, batch, seq,
                                               NULL, &train);
     if (status != RA_OK) return status;
@@ -144,7 +147,8 @@ ra_status train_model_run(train_model *m, ra_context *ctx, const int32_t *tokens
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)dim, (int)V, 1.0f,
                 m->logits, (int)V, p + b.readout, (int)dim, 0.0f, m->dy, (int)dim);
     /* y = layer(x): dx and the layer's weight gradients */
-    ra_layer_grads lg = {.dwq = g + b.wq, .dwk = g + b.wk, .dwv = g + b.wv, .dwo = g + b.wo};
+    ra_layer_grads lg = {.struct_size = sizeof lg, .dwq = g + b.wq, .dwk = g + b.wk,
+                         .dwv = g + b.wv, .dwo = g + b.wo};
     status = ra_layer_backward(m->layer, ctx, m->dx, &lg, m->tape, m->dy);
     if (status != RA_OK) return status;
     /* x = embed[tokens]: dembed[token] += dx */

@@ -417,7 +417,7 @@ void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config)
     }
     if (!rope->has_original_max_position_embeddings &&
         config->has_original_max_position_embeddings) {
-        rope->scaling.original_max_position_embeddings =
+        rope->params.original_max_position_embeddings =
             config->original_max_position_embeddings;
         rope->has_original_max_position_embeddings = 1;
     }

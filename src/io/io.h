@@ -132,7 +132,7 @@ void ra_st_index_free(ra_st_index *index); /* zeroes it; NULL allowed */
  *   rope_theta, partial_rotary_factor (transformers v5 nests them here)
  *   factor, original_max_position_embeddings, attention_factor, beta_fast,
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
- *   scaling.yarn_no_truncate), low_freq_factor, high_freq_factor,
+ *   params.yarn_no_truncate), low_freq_factor, high_freq_factor,
  *   short_factor, long_factor (arrays of numbers)
  * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
  * message naming the key.  Whether the keys a type needs are all there is
@@ -141,8 +141,10 @@ typedef struct ra_hf_rope {
     ra_rope_type type;             /* RA_ROPE_DEFAULT when absent */
     double theta;                  /* rope_theta */
     double partial_rotary_factor;  /* in (0, 1] */
-    ra_rope_scaling scaling;       /* short_factor / long_factor point at the
-                                      arrays below; seq_len and
+    ra_rope_config params;         /* the scaled types' parameters (factor ..
+                                      long_factor; the other fields are not
+                                      set).  short_factor / long_factor point
+                                      at the arrays below; seq_len and
                                       max_position_embeddings stay 0 */
     double *short_factor, *long_factor; /* owned (malloc'ed) or NULL */
     int64_t n_short_factor, n_long_factor;

@@ -196,7 +196,7 @@ static ra_status refuse_nested(const reader *r)
 
 static ra_status read_all(const reader *r, ra_hf_rope *out)
 {
-    ra_rope_scaling *s = &out->scaling;
+    ra_rope_config *s = &out->params;
     RA_TRY(refuse_nested(r));
     RA_TRY(read_type(r, out));
     RA_TRY(read_number(r, "rope_theta", POSITIVE, &out->theta, &out->has_theta));

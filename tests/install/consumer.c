@@ -37,13 +37,11 @@ int main(void)
     /* One layer whose wv and wo are the identity: y's first token is x's. */
     static float wq[DIM * DIM], wk[DIM * DIM], wv[DIM * DIM], wo[DIM * DIM];
     for (int i = 0; i < DIM; i++) wv[i * DIM + i] = wo[i * DIM + i] = 1.0f;
-    ra_layer_config lc;
-    memset(&lc, 0, sizeof lc);
+    ra_layer_config lc = ra_layer_config_init();
     lc.dim = DIM;
     lc.n_heads = H;
-    lc.rope = rc;
-    ra_layer_weights lw;
-    memset(&lw, 0, sizeof lw);
+    lc.rope = &rc;
+    ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = wq;
     lw.wk = wk;
     lw.wv = wv;

@@ -1,0 +1,235 @@
+/*
+ * test_abi.c — the structs that grow (ropeattn.h, "Structs that grow"):
+ * each function that reads a versioned struct refuses one whose
+ * struct_size is unset or too small, takes one from a newer header whose
+ * unknown fields are zero, and refuses one whose unknown fields are set,
+ * changing nothing.
+ */
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+
+enum { S = 4, H = 2, D = 8, DIM = H * D, EXTRA = 24 };
+
+/* A struct from a "newer header": ours followed by EXTRA more bytes, the
+ * last of them set to tail. */
+typedef struct {
+    unsigned char bytes[512];
+} grown;
+
+static void *grow(grown *g, const void *s, size_t size, unsigned char tail)
+{
+    memset(g, 0, sizeof *g);
+    memcpy(g->bytes, s, size);
+    size_t n = size + EXTRA;
+    memcpy(g->bytes, &n, sizeof n);
+    g->bytes[n - 1] = tail;
+    return g->bytes;
+}
+
+/* The struct_size cases, for any call f(struct) -> status: 0 and one byte
+ * short are RA_ERR_ARGUMENT, a newer header's zeros are fine, a newer
+ * header's field set is RA_ERR_UNSUPPORTED. */
+#define CHECK_SIZES(type, value, call_with)                                        \
+    do {                                                                           \
+        type v_ = (value);                                                         \
+        grown g_;                                                                  \
+        v_.struct_size = 0;                                                        \
+        CHECK(call_with(&v_) == RA_ERR_ARGUMENT, #type ": struct_size 0");         \
+        v_.struct_size = sizeof v_ - 1;                                            \
+        CHECK(call_with(&v_) == RA_ERR_ARGUMENT, #type ": struct_size short");     \
+        v_.struct_size = sizeof v_;                                                \
+        CHECK(call_with((const type *)grow(&g_, &v_, sizeof v_, 0)) == RA_OK,      \
+              #type ": a newer header's zero fields");                             \
+        CHECK(call_with((const type *)grow(&g_, &v_, sizeof v_, 1)) ==             \
+                  RA_ERR_UNSUPPORTED, #type ": a newer header's field set");       \
+        CHECK(call_with(&v_) == RA_OK, #type ": as it is");                        \
+    } while (0)
+
+static float wq[DIM * DIM], wk[DIM * DIM], wv[DIM * DIM], wo[DIM * DIM];
+static float x[S * DIM], y[S * DIM], dx[S * DIM], dws[4][DIM * DIM];
+static float q[S * H * D], k[S * H * D], v[S * H * D], out[S * H * D], lse[H * S];
+static ra_rope_config base_rope;
+static ra_layer_config base_config;
+static ra_layer_weights base_weights;
+static ra_layer *layer;
+static ra_layer_tape *tape;
+
+static ra_status rope_with(const ra_rope_config *c)
+{
+    ra_rope *rope = NULL;
+    ra_status st = ra_rope_create(&rope, c);
+    ra_rope_destroy(rope);
+    return st;
+}
+
+static ra_status layer_config_with(const ra_layer_config *c)
+{
+    ra_layer *l = NULL;
+    ra_status st = ra_layer_create(&l, c, &base_weights);
+    ra_layer_destroy(l);
+    return st;
+}
+
+static ra_status layer_rope_with(const ra_rope_config *r)
+{
+    ra_layer_config c = base_config;
+    c.rope = r;
+    return layer_config_with(&c);
+}
+
+static ra_status weights_with(const ra_layer_weights *w)
+{
+    ra_layer *l = NULL;
+    ra_status st = ra_layer_create(&l, &base_config, w);
+    ra_layer_destroy(l);
+    return st;
+}
+
+static ra_status positions_with(const ra_positions *p)
+{
+    return ra_layer_forward(layer, NULL, y, x, 1, S, p, NULL);
+}
+
+static ra_status forward_with(const ra_forward_options *o)
+{
+    return ra_layer_forward_train(layer, NULL, y, tape, x, 1, S, NULL, o);
+}
+
+static ra_status attention_with(const ra_attention_options *o)
+{
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), to = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+    return ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, o);
+}
+
+static ra_status grads_with(const ra_layer_grads *g)
+{
+    return ra_layer_backward(layer, NULL, dx, g, tape, x);
+}
+
+static void setup(void)
+{
+    for (int i = 0; i < DIM * DIM; i++) {
+        wq[i] = wk[i] = (float)((i * 7) % 11 - 5) * 0.05f;
+        wv[i] = wo[i] = (float)((i * 5) % 13 - 6) * 0.05f;
+    }
+    for (int i = 0; i < S * DIM; i++) x[i] = (float)(i % 9) * 0.1f - 0.4f;
+    for (int i = 0; i < S * H * D; i++) q[i] = k[i] = v[i] = (float)(i % 5) * 0.2f;
+    base_rope = ra_rope_config_default(D);
+    base_config = ra_layer_config_init();
+    base_config.dim = DIM;
+    base_config.n_heads = H;
+    base_config.rope = &base_rope;
+    base_weights = ra_layer_weights_init();
+    base_weights.wq = wq;
+    base_weights.wk = wk;
+    base_weights.wv = wv;
+    base_weights.wo = wo;
+    CHECK(ra_layer_create(&layer, &base_config, &base_weights) == RA_OK, "layer");
+    CHECK(ra_layer_tape_create(&tape, layer, S) == RA_OK, "tape");
+    CHECK(ra_layer_forward_train(layer, NULL, y, tape, x, 1, S, NULL, NULL) == RA_OK, "forward");
+}
+
+static void test_struct_sizes(void)
+{
+    ra_layer_grads grads = ra_layer_grads_init();
+    grads.dwq = dws[0];
+    grads.dwk = dws[1];
+    grads.dwv = dws[2];
+    grads.dwo = dws[3];
+    CHECK_SIZES(ra_rope_config, base_rope, rope_with);
+    CHECK_SIZES(ra_rope_config, base_rope, layer_rope_with);
+    CHECK_SIZES(ra_layer_config, base_config, layer_config_with);
+    CHECK_SIZES(ra_layer_weights, base_weights, weights_with);
+    CHECK_SIZES(ra_positions, ra_positions_start(3), positions_with);
+    CHECK_SIZES(ra_forward_options, ra_forward_options_init(), forward_with);
+    CHECK_SIZES(ra_attention_options, ra_attention_options_init(), attention_with);
+    CHECK_SIZES(ra_layer_grads, grads, grads_with);
+}
+
+/* A refused struct changes nothing: y stays as it was. */
+static void test_refusal_writes_nothing(void)
+{
+    float before[S * DIM];
+    memset(y, 0x5a, sizeof y);
+    memcpy(before, y, sizeof y);
+    ra_positions p = ra_positions_start(0);
+    p.struct_size = 8;
+    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, &p, NULL) == RA_ERR_ARGUMENT, "positions");
+    ra_forward_options o = ra_forward_options_init();
+    o.struct_size = 0;
+    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, &o) == RA_ERR_ARGUMENT, "options");
+    CHECK(memcmp(y, before, sizeof y) == 0, "a refused call wrote y");
+}
+
+/* The defaults the init functions and NULL pointers stand for. */
+static void test_defaults(void)
+{
+    ra_rope_config r = ra_rope_config_default(D);
+    CHECK(r.struct_size == sizeof r && r.type == RA_ROPE_DEFAULT &&
+              r.layout == RA_LAYOUT_INTERLEAVED && r.theta == 10000.0 && r.table_size == 4096 &&
+              r.factor == 0 && r.short_factor == NULL, "ra_rope_config_default");
+    ra_positions p = ra_positions_start(5);
+    CHECK(p.struct_size == sizeof p && p.start == 5 && !p.ids && !p.starts && !p.cu_seqlens,
+          "ra_positions_start");
+
+    /* NULL positions: start 0, in ra_rope_apply and the layer. */
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &base_rope) == RA_OK, "rope");
+    float a[S * H * D], b[S * H * D];
+    memcpy(a, q, sizeof a);
+    memcpy(b, q, sizeof b);
+    ra_tensor ta = ra_tensor_4d(a, RA_F32, 1, S, H, D), tb = ra_tensor_4d(b, RA_F32, 1, S, H, D);
+    ra_positions zero = ra_positions_start(0);
+    CHECK(ra_rope_apply(rope, NULL, &ta, &ta, NULL, RA_FORWARD) == RA_OK &&
+              ra_rope_apply(rope, NULL, &tb, &tb, &zero, RA_FORWARD) == RA_OK &&
+              memcmp(a, b, sizeof a) == 0, "rope: NULL positions are start 0");
+    ra_rope_destroy(rope);
+
+    /* NULL rope config in a layer: ra_rope_config_default. */
+    ra_layer_config c = base_config;
+    c.rope = NULL;
+    ra_layer *l;
+    float y1[S * DIM], y2[S * DIM];
+    CHECK(ra_layer_create(&l, &c, &base_weights) == RA_OK, "NULL rope");
+    CHECK(ra_layer_forward(l, NULL, y1, x, 1, S, NULL, NULL) == RA_OK &&
+              ra_layer_forward(layer, NULL, y2, x, 1, S, NULL, NULL) == RA_OK &&
+              memcmp(y1, y2, sizeof y1) == 0, "NULL rope is the default rope");
+    ra_layer_destroy(l);
+}
+
+/* The layer copies its rope's config: the caller's may go, and
+ * ra_layer_get_config points at the layer's, with head_dim resolved. */
+static void test_layer_owns_its_rope(void)
+{
+    ra_rope_config *r = malloc(sizeof *r);
+    *r = ra_rope_config_default(0);
+    r->theta = 500000.0;
+    ra_layer_config c = base_config;
+    c.rope = r;
+    ra_layer *l;
+    CHECK(ra_layer_create(&l, &c, &base_weights) == RA_OK, "create");
+    memset(r, 0xff, sizeof *r);
+    free(r);
+    const ra_layer_config *got = ra_layer_get_config(l);
+    CHECK(got && got->struct_size == sizeof *got && got->rope &&
+              got->rope->theta == 500000.0 && got->rope->head_dim == D &&
+              got->rope->rotary_dim == D && got->n_kv_heads == H,
+          "ra_layer_get_config");
+    CHECK(ra_layer_forward(l, NULL, y, x, 1, S, NULL, NULL) == RA_OK, "forward");
+    ra_layer_destroy(l);
+}
+
+int main(void)
+{
+    RUN(setup);
+    RUN(test_struct_sizes);
+    RUN(test_refusal_writes_nothing);
+    RUN(test_defaults);
+    RUN(test_layer_owns_its_rope);
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(layer);
+    return ra_test_summary("abi");
+}

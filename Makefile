@@ -9,8 +9,11 @@
 # CMake package (lib/cmake/ropeattn); `make uninstall` removes them.
 #
 # Outputs (under $(BUILD), default build/):
-#   libropeattn.a                   the library, static
+#   libropeattn.a                   the library, static (needs BLAS, libm, pthread)
 #   libropeattn.so.$(VERSION)       shared (SONAME libropeattn.so.0; links .so.0, .so)
+#   libropeattn_io.a                the file readers and writers of the tool and
+#                                   tests (src/io: safetensors, .npy, config.json
+#                                   with cJSON); not installed
 #   ropeattn                        the command-line tool
 #   tests/test_*                    one program per test file
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
@@ -37,15 +40,21 @@ RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
             -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -fPIC \
             -Iinclude -Isrc $(BLAS_CFLAGS) $(SANITIZE) $(CFLAGS)
 LIB_CFLAGS = $(RA_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY
+LIB_LDLIBS = $(BLAS_LIBS) -lm -pthread
 LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
-LIB_SRC  := $(wildcard src/*.c src/io/*.c src/cpu/*.c)
+CORE_SRC := $(wildcard src/*.c src/cpu/*.c)
+IO_SRC   := $(wildcard src/io/*.c)
+LIB_SRC  := $(CORE_SRC) $(IO_SRC)
 TOOL_SRC := $(wildcard tools/*.c bench/*.c)
 TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+IO_OBJ   := $(IO_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+LIBS_IO  := $(BUILD)/libropeattn_io.a $(BUILD)/libropeattn.a
 
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
 
@@ -69,27 +78,32 @@ $(BUILD)/obj/%.o: %.c include/ropeattn.h $(wildcard src/*.h src/io/*.h tools/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) -c $< -o $@
 
-$(BUILD)/libropeattn.a: $(LIB_OBJ)
+$(BUILD)/libropeattn.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libropeattn.so.$(VERSION): $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libropeattn.so.$(SOMAJOR) $(SANITIZE) -o $@ $^ $(LDLIBS)
+$(BUILD)/libropeattn_io.a: $(IO_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libropeattn.so.$(VERSION): $(CORE_OBJ)
+	$(CC) -shared -Wl,-soname,libropeattn.so.$(SOMAJOR) -Wl,--as-needed $(SANITIZE) -o $@ $^ \
+	  $(LIB_LDLIBS)
 
 $(BUILD)/libropeattn.so: $(BUILD)/libropeattn.so.$(VERSION)
 	ln -sf libropeattn.so.$(VERSION) $(BUILD)/libropeattn.so.$(SOMAJOR)
 	ln -sf libropeattn.so.$(VERSION) $@
 
-$(BUILD)/ropeattn: $(TOOL_OBJ) $(BUILD)/libropeattn.a
-	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(BUILD)/libropeattn.a $(LDLIBS)
+$(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_IO)
+	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(LIBS_IO) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libropeattn.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBS_IO)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
+	$(CC) $(SANITIZE) -o $@ $< $(LIBS_IO) $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LDLIBS)
+	$(CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn.a $(LIB_LDLIBS)
 
 # NEON: the library's pure parts (all but the layer's files and gemm.c, which need CBLAS, and
 # src/io, which needs cJSON) cross-compiled for aarch64 with Debian's

@@ -4,7 +4,7 @@
  * then the whole Attention layer, forward and backward, checking every
  * status.
  *
- *   cc -Iinclude examples/quickstart.c build/libropeattn.a -lopenblas -lcjson -lm -pthread
+ *   cc -Iinclude examples/quickstart.c build/libropeattn.a -lopenblas -lm -pthread
  */
 #include <stdio.h>
 #include <stdlib.h>

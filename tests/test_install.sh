@@ -26,6 +26,10 @@ for f in bin/ropeattn include/ropeattn.h lib/libropeattn.a lib/libropeattn.so li
 done
 if readelf -d "$P/lib/libropeattn.so" | grep -q 'SONAME.*\[libropeattn\.so\.0\]'; then pass
 else fail "libropeattn.so has no SONAME libropeattn.so.0"; fi
+# The library needs BLAS, libm and threads only (cJSON is the tool's).
+if readelf -d "$P/lib/libropeattn.so" | grep NEEDED | grep -q cjson; then
+    fail "libropeattn.so needs libcjson"
+else pass; fi
 
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 C=tests/install/consumer.c

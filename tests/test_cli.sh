@@ -797,6 +797,37 @@ if grep -qE '^prefill: 4 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
 else fail "attention --stats: $(head -c 300 "$TMP/stdout")"; fi
 expect_error "attention --stats without --prefill" y.npy -- attention $SEED --n-heads 4 --stats
 
+# The progress line, on a terminal only: a decode of 8000 tokens (a second
+# or more) with stderr on a pseudo-terminal draws "\rattention --prefill: N of
+# 8000 tokens, ..." and clears it; --quiet draws nothing.
+"$PY" -c 'import numpy as np; np.save("x_long.npy", np.random.default_rng(3).uniform(-1, 1, (1, 8000, 64)).astype(np.float32))'
+cat >"$TMP/on_tty.py" <<'EOF'
+import os, pty, subprocess, sys
+# Runs argv[1:] with stderr on a pseudo-terminal; prints what it wrote there.
+master, slave = pty.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+os.close(slave)
+data = b""
+while True:
+    try:
+        chunk = os.read(master, 4096)
+    except OSError:  # EIO: the child closed its end
+        break
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(repr(data.decode()))
+sys.exit(p.wait())
+EOF
+LONG="attention --weights seed_F32.safetensors --input x_long.npy --n-heads 4 --prefill 1"
+if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_long.npy >"$TMP/tty" &&
+    grep -qE 'attention --prefill: [0-9]+ of 8000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty" &&
+    grep -qF "\\r\\x1b[K'" "$TMP/tty"; then pass
+else fail "attention --prefill on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
+if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_quiet.npy --quiet >"$TMP/tty" &&
+    [ "$(cat "$TMP/tty")" = "''" ]; then pass
+else fail "attention --prefill --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
+
 # Positions: --start-pos, and per-row --positions (llama3), reach every call.
 "$RA" attention $SEED --n-heads 4 --start-pos 7 --theta 500000 2>/dev/null && mv y.npy y_s7.npy
 expect_ok "attention --prefill 1 --start-pos 7 = no cache" y.npy y_s7.npy 5e-6 -- \

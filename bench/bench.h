@@ -28,7 +28,7 @@
  *
  * Beside the limits, two comparisons made in the same run: the whole layer
  * against the sum of its parts timed alone (the four projection GEMMs and
- * the attention core), and, where torch is installed, the seed's PyTorch
+ * the attention core), and, where torch is installed, the PyTorch code of Meta's LLaMA
  * code for the same shapes (bench/seed_torch.py, run as a child process).
  */
 #ifndef RA_BENCH_H
@@ -91,7 +91,7 @@ typedef struct bench_case {
      * resident (its inputs and outputs) is measured, and should stay within
      * this many bytes. */
     double memory_target;
-    /* bench/seed_torch.py times the seed's code for this case. */
+    /* bench/seed_torch.py times Meta's LLaMA code for this case. */
     int has_torch;
 } bench_case;
 
@@ -115,7 +115,7 @@ typedef struct bench_record {
     double limit_rate;     /* median of the limit's paired samples; NAN without */
     double parts_seconds;  /* median over samples of the parts' summed times; NAN without */
     double parts_ratio;    /* median over samples of time / parts' time; NAN without */
-    double torch_seconds;  /* the seed's PyTorch code; NAN if not measured */
+    double torch_seconds;  /* the PyTorch code of Meta's LLaMA; NAN if not measured */
     double extra_memory;   /* bytes, for a case with a memory_target; NAN if not measured */
 } bench_record;
 
@@ -166,7 +166,7 @@ const char *bench_limit_name(bench_limit limit);
 int bench_write_svg(const char *path, const bench_record *records, int n,
                     const bench_run_info *info);
 
-/* ---- the seed's PyTorch code ------------------------------------------- */
+/* ---- the PyTorch code of Meta's LLaMA ------------------------------------------- */
 
 typedef struct bench_torch_options {
     int threads, repeats;

@@ -1,5 +1,5 @@
 /*
- * attention_ref.c — the seed's masked attention path, the oracle that the
+ * attention_ref.c — the masked attention path of Meta's LLaMA code, the oracle that the
  * flash path is tested against.  Per (b, h), on the calling thread:
  *
  *   scores = q @ k^T / sqrt(D)                      [S, S]

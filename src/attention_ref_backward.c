@@ -1,5 +1,5 @@
 /*
- * attention_ref_backward.c — the backward of the seed's masked attention
+ * attention_ref_backward.c — the backward of LLaMA's masked attention
  * path (attention_ref.c), plain and scalar: the oracle the flash backward is
  * tested against.  Per (b, kv head g), for each query head h of the group in
  * order, on the calling thread, each forward line and its backward:

@@ -1,17 +1,17 @@
 /*
- * freqs.c — the seed's precompute_freqs_cis, and the angle helper every
+ * freqs.c — precompute_freqs_cis of Meta's LLaMA code, and the angle helper every
  * rope table entry comes from (the frequencies themselves: rope_scaling.c).
  *
  * Precision: angles are formed in double (m * theta_i has a relative error
  * of 2^-53, so an absolute error under 5e-7 for m <= 2^32) and cos/sin are
- * rounded to float once.  Forming m * theta_i in float32, as the seed does,
+ * rounded to float once.  Forming m * theta_i in float32, as LLaMA's code does,
  * is off by ~5e-3 already at m = 1e5.
  */
 #include <math.h>
 
 #include "rope_internal.h"
 
-/* theta_i = 1 / theta^(2i / dim), as the seed writes it (in double). */
+/* theta_i = 1 / theta^(2i / dim), as Meta's LLaMA code writes it (in double). */
 static double inverse_frequency(double theta, int64_t i, int64_t dim)
 {
     return 1.0 / pow(theta, (double)(2 * i) / (double)dim);

@@ -1,5 +1,5 @@
 /*
- * layer.c — the seed's Attention module: four projections through CBLAS
+ * layer.c — LLaMA's Attention module: four projections through CBLAS
  * around RoPE and causal GQA attention.
  *
  *   x [B, S, dim] -> xq = x wq^T [B, S, H, D], xk = x wk^T, xv = x wv^T [B, S, Hkv, D]

@@ -1,5 +1,5 @@
 /*
- * layer_backward.c — the backward of the seed's Attention module: its
+ * layer_backward.c — the backward of LLaMA's Attention module: its
  * forward lines in reverse, each step quoting the line it differentiates.
  *
  *   dy [B, S, dim]

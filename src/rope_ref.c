@@ -1,7 +1,7 @@
 /*
  * rope_ref.c — the scalar reference rotation, written to be read: for each
  * token, head and pair, form the angle m * theta_i in double, round cos and
- * sin (times the attention factor) to float, rotate in float32 (as the seed's .float() does) and round
+ * sin (times the attention factor) to float, rotate in float32 (as LLaMA's .float() does) and round
  * once to the storage dtype.  No table, no threads, no vector tricks.
  *
  *   x, out: [B, S, heads, D]

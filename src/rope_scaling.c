@@ -15,7 +15,7 @@
  * (1e-320) is refused as the command line refuses it. */
 static int positive(double x) { return isfinite(x) && x >= DBL_MIN; }
 
-/* theta_i = 1 / base^(2i / d), as the seed writes it (in double). */
+/* theta_i = 1 / base^(2i / d), as Meta's LLaMA code writes it (in double). */
 static void default_frequencies(double *inv_freq, int64_t n_pairs, int64_t d, double base)
 {
     for (int64_t i = 0; i < n_pairs; i++) inv_freq[i] = 1.0 / pow(base, (double)(2 * i) / (double)d);

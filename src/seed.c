@@ -1,5 +1,5 @@
 /*
- * seed.c — the seed's apply_rotary_emb and repeat_kv, one to one, for users
+ * seed.c — apply_rotary_emb and repeat_kv of Meta's LLaMA code, one to one, for users
  * porting that code and for parity tests.  (precompute_freqs_cis is
  * ra_precompute_freqs in freqs.c.)
  */

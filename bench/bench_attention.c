@@ -226,7 +226,7 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
 static ra_status layer_run(void *state, ra_context *ctx)
 {
     layer_state *s = state;
-    ra_forward_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
+    ra_attention_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
     return ra_layer_forward(s->layer, ctx, s->y, s->x, 1, s->seq, NULL, &options);
 }
 
@@ -274,7 +274,7 @@ static int layer_backward_setup(const void *params, ra_context *ctx, void **stat
     s->dw = bench_random_floats(2 * DIM * DIM + 2 * kv * DIM, 26);
     if (!s->dy || !s->dx || !s->dw)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the layer's backward");
-    ra_forward_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
+    ra_attention_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
     ra_status status = ra_layer_tape_create(&s->tape, s->fwd->layer, seq);
     if (status == RA_OK)
         status = ra_layer_forward_train(s->fwd->layer, ctx, s->fwd->y, s->tape, s->fwd->x, 1, seq,

@@ -76,7 +76,7 @@ int main(void)
     if (!dx || !dw) return 1;
     ra_layer_tape *tape;
     TRY(ra_layer_tape_create(&tape, layer, B * S));            /* reused every step */
-    ra_forward_options train = ra_forward_options_init();
+    ra_attention_options train = ra_attention_options_init();
     train.dropout = 0.1f;
     train.seed = 42;
     TRY(ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, &train));

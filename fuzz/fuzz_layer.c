@@ -321,7 +321,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_positions fp;
     take_positions(&in, &fp, batch, seq, 0, 1, &valid);
     if (fp.p.cu_seqlens) valid = 0; /* RA_ERR_UNSUPPORTED */
-    ra_forward_options opt = {.struct_size = sizeof opt,
+    ra_attention_options opt = {.struct_size = sizeof opt,
                               .path = (ra_attention_path)take_range(&in, 0, RA_PATH_COUNT),
                               .seed = 7};
     if ((unsigned)opt.path >= RA_PATH_COUNT) valid = 0;

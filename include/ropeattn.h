@@ -22,11 +22,11 @@
  * Structs that grow (tests/test_abi.c)
  *   - Every struct the API reads as a description or a set of options
  *     (ra_rope_config, ra_positions, ra_attention_options, ra_layer_config,
- *     ra_layer_weights, ra_forward_options, ra_layer_grads) begins with
- *     struct_size, which the caller sets to sizeof the struct as its header
- *     declares it.  The inline ra_..._init() functions below (and
- *     ra_rope_config_default, ra_positions_start) return one zeroed with
- *     struct_size set: start from them, then set fields.
+ *     ra_layer_weights, ra_layer_grads) begins with struct_size, which the
+ *     caller sets to sizeof the struct as its header declares it.  The
+ *     inline ra_..._init() functions below (and ra_rope_config_default,
+ *     ra_positions_start) return one zeroed with struct_size set: start
+ *     from them, then set fields.
  *   - New fields only ever go at the end, and zero always means "not used"
  *     (the behaviour before the field existed).  So a program built against
  *     an older header keeps its meaning on a newer library, and a program
@@ -456,15 +456,18 @@ typedef enum ra_attention_path {
     RA_PATH_COUNT
 } ra_attention_path;
 
-/* How ra_attention, ra_attention_forward_lse and ra_attention_backward
- * run.  NULL options mean ra_attention_options_init(): RA_PATH_AUTO, no
- * dropout.
+/* How ra_attention, ra_attention_forward_lse, ra_attention_backward and
+ * the layer's forwards (ra_layer_forward, ra_layer_forward_train) run.
+ * NULL options mean ra_attention_options_init(): RA_PATH_AUTO, no dropout
+ * (inference).
  *
  * Dropout as in training: each probability is zeroed with probability p
  * and the survivors scaled by 1 / (1 - p).  The masks come from a
  * counter-based generator (Philox-4x32-10) keyed by seed and by the
  * element's index, so the same seed gives the same masks whatever the path
- * or thread count.  p = 0 is the identity (inference). */
+ * or thread count.  p = 0 is the identity (inference).  In the layer, p > 0
+ * trains: dropout on the attention probabilities and on the output, as
+ * LLaMA's attn_dropout and resid_dropout in train mode. */
 typedef struct ra_attention_options {
     size_t struct_size;     /* sizeof(ra_attention_options) */
     ra_attention_path path; /* RA_PATH_AUTO (0): the fastest */
@@ -708,29 +711,10 @@ RA_API void ra_layer_destroy(ra_layer *layer); /* NULL is allowed */
  * them); valid while the layer lives. */
 RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
 
-/* How a layer's forward runs; NULL means ra_forward_options_init()
- * (inference on RA_PATH_AUTO).  dropout > 0 trains: dropout p on the
- * attention probabilities and on the output, as LLaMA's attn_dropout and
- * resid_dropout in train mode (masks as in ra_attention_options). */
-typedef struct ra_forward_options {
-    size_t struct_size;     /* sizeof(ra_forward_options) */
-    ra_attention_path path; /* RA_PATH_AUTO (0): the fastest */
-    float dropout;          /* p, in [0, 1); 0: none */
-    uint64_t seed;          /* the dropout masks' seed */
-} ra_forward_options;
-
-static inline ra_forward_options ra_forward_options_init(void)
-{
-    ra_forward_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    return o;
-}
-
 /* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
  * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
- * wo (+ bo).  NULL positions means start 0; NULL options means inference
- * on RA_PATH_AUTO.  The projections use CBLAS.
+ * wo (+ bo).  NULL positions means start 0; options: the attention's path
+ * and dropout (NULL: inference on RA_PATH_AUTO).  The projections use CBLAS.
  * Positions move RoPE (and Llama 4's temperature): the causal mask is by
  * token index, as in Meta's LLaMA reference code and transformers.  Packed
  * batches (cu_seqlens) are refused with RA_ERR_UNSUPPORTED: their attention
@@ -739,7 +723,7 @@ static inline ra_forward_options ra_forward_options_init(void)
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,
                                   int64_t seq, const ra_positions *positions,
-                                  const ra_forward_options *options);
+                                  const ra_attention_options *options);
 
 /* The layer with a KV cache: appends the S tokens of each sequence to the
  * cache (RoPE at the given positions, NULL: continuing from the cache's
@@ -790,7 +774,7 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
 RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,
-                                        const ra_forward_options *options);
+                                        const ra_attention_options *options);
 
 /* Where ra_layer_backward puts the weights' gradients, float32, shaped as
  * the weights ([out_features, in_features]), biases and norms.  A bias's or

@@ -115,7 +115,7 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)
 
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
                               int64_t batch, int64_t seq, const ra_positions *positions,
-                              const ra_forward_options *options, ra_layer_call *call)
+                              const ra_attention_options *options, ra_layer_call *call)
 {
     if (!layer || !y || !x) return RA_ERR_NULL;
     const ra_layer_config *c = &layer->config;
@@ -128,14 +128,9 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     call->batch = batch;
     call->seq = seq;
     call->tokens = batch * seq;
-    ra_forward_options opt = ra_forward_options_init();
-    if (options) RA_TRY(RA_READ_STRUCT(opt, options));
-    if ((unsigned)opt.path >= RA_PATH_COUNT) return RA_ERR_ARGUMENT;
-    if (!(opt.dropout >= 0.0f && opt.dropout < 1.0f)) return RA_ERR_ARGUMENT;
-    call->attn = ra_attention_options_init();
-    call->attn.path = opt.path == RA_PATH_REFERENCE ? RA_PATH_REFERENCE : RA_PATH_FLASH;
-    call->attn.dropout = opt.dropout;
-    call->attn.seed = opt.seed;
+    RA_TRY(ra_attention_options_read(&call->attn, options));
+    if (!(call->attn.dropout >= 0.0f && call->attn.dropout < 1.0f)) return RA_ERR_ARGUMENT;
+    if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
     RA_TRY(ra_positions_read(&call->pos, positions, batch, seq));
     /* Packed ragged batches need attention that stays inside each sequence. */
     return call->pos.cu_seqlens ? RA_ERR_UNSUPPORTED : RA_OK;
@@ -334,7 +329,7 @@ void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const r
 
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
                                   int64_t batch, int64_t seq, const ra_positions *positions,
-                                  const ra_forward_options *options)
+                                  const ra_attention_options *options)
 {
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));

@@ -36,7 +36,7 @@ static inline int ra_floats_overlap(const float *a, int64_t a_n, const float *b,
  * sizes, y apart from x, options, positions. */
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
                               int64_t batch, int64_t seq, const ra_positions *positions,
-                              const ra_forward_options *options, ra_layer_call *call);
+                              const ra_attention_options *options, ra_layer_call *call);
 
 /* One of the q, k and v projections as the layer reads it: `groups` blocks
  * of `rows` weight rows, block g at w + g * stride * dim (its bias at b + g

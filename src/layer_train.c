@@ -89,7 +89,7 @@ static void keep_positions(ra_layer_tape *tape)
 RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,
-                                        const ra_forward_options *options)
+                                        const ra_attention_options *options)
 {
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));

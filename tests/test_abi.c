@@ -92,7 +92,7 @@ static ra_status positions_with(const ra_positions *p)
     return ra_layer_forward(layer, NULL, y, x, 1, S, p, NULL);
 }
 
-static ra_status forward_with(const ra_forward_options *o)
+static ra_status forward_with(const ra_attention_options *o)
 {
     return ra_layer_forward_train(layer, NULL, y, tape, x, 1, S, NULL, o);
 }
@@ -144,7 +144,7 @@ static void test_struct_sizes(void)
     CHECK_SIZES(ra_layer_config, base_config, layer_config_with);
     CHECK_SIZES(ra_layer_weights, base_weights, weights_with);
     CHECK_SIZES(ra_positions, ra_positions_start(3), positions_with);
-    CHECK_SIZES(ra_forward_options, ra_forward_options_init(), forward_with);
+    CHECK_SIZES(ra_attention_options, ra_attention_options_init(), forward_with);
     CHECK_SIZES(ra_attention_options, ra_attention_options_init(), attention_with);
     CHECK_SIZES(ra_layer_grads, grads, grads_with);
 }
@@ -158,7 +158,7 @@ static void test_refusal_writes_nothing(void)
     ra_positions p = ra_positions_start(0);
     p.struct_size = 8;
     CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, &p, NULL) == RA_ERR_ARGUMENT, "positions");
-    ra_forward_options o = ra_forward_options_init();
+    ra_attention_options o = ra_attention_options_init();
     o.struct_size = 0;
     CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, &o) == RA_ERR_ARGUMENT, "options");
     CHECK(memcmp(y, before, sizeof y) == 0, "a refused call wrote y");

@@ -362,7 +362,7 @@ static void forward(trial *t, ra_attention_path path, int threads, int training)
     if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
     static float y[B * S * DIM];
     memset(y, SENTINEL, sizeof y);
-    ra_forward_options opt = {.struct_size = sizeof opt, .path = path,
+    ra_attention_options opt = {.struct_size = sizeof opt, .path = path,
                               .dropout = training ? 0.125f : 0.0f, .seed = 3};
     ARMED(t, ra_layer_forward(layer, ctx, y, x, B, S, NULL, &opt));
     if (INJECTED(t)) CHECK(is_sentinel(y, sizeof y), "y written by a failed call");

@@ -357,7 +357,7 @@ static void test_layer(void)
         CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
         ra_positions pos = {.struct_size = sizeof pos, .start = start};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
-            ra_forward_options opt = {.struct_size = sizeof opt, .path = (ra_attention_path)path};
+            ra_attention_options opt = {.struct_size = sizeof opt, .path = (ra_attention_path)path};
             CHECK(ra_layer_forward(layer, ctx, y, x, c->b, c->s, &pos, &opt) == RA_OK, "forward");
             double e = rel_err_double(y, ref, n * c->dim);
             CHECK(e <= 1e-4, "case %zu path %d: %.3g", t, path, e);
@@ -413,10 +413,10 @@ static void test_layer_training(void)
     ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "create");
-    ra_forward_options inference = {.struct_size = sizeof inference, .path = RA_PATH_AUTO,
+    ra_attention_options inference = {.struct_size = sizeof inference, .path = RA_PATH_AUTO,
                                     .seed = 9}, train0 = {.struct_size = sizeof train0,
                                     .path = RA_PATH_AUTO, .seed = 9};
-    ra_forward_options train = {.struct_size = sizeof train, .path = RA_PATH_AUTO, .dropout = 0.5f,
+    ra_attention_options train = {.struct_size = sizeof train, .path = RA_PATH_AUTO, .dropout = 0.5f,
                                 .seed = 9};
     CHECK(ra_layer_forward(layer, NULL, y0, x, b, s, NULL, &inference) == RA_OK, "inference");
     CHECK(ra_layer_forward(layer, NULL, y1, x, b, s, NULL, &train0) == RA_OK, "train p=0");
@@ -579,7 +579,7 @@ static void test_errors(void)
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK && layer, "create");
     CHECK(ra_layer_get_config(layer)->head_dim == 4, "head_dim resolved");
     ra_positions neg = {.struct_size = sizeof neg, .start = -3};
-    ra_forward_options bad_p = {.struct_size = sizeof bad_p, .path = RA_PATH_AUTO,
+    ra_attention_options bad_p = {.struct_size = sizeof bad_p, .path = RA_PATH_AUTO,
                                 .dropout = 1.0f}, bad_path = {.struct_size = sizeof bad_path,
                                 .path = (ra_attention_path)7};
     CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &neg, NULL) == RA_ERR_POSITION, "position");

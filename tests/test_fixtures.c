@@ -610,7 +610,7 @@ static double check_layer(const layer_case *lc, const ra_layer_weights *w,
     double worst = 0;
     for (int i = 0; layer && y && i < 2 * N_CONTEXTS; i++) {
         int path = i / N_CONTEXTS, c = i % N_CONTEXTS;
-        ra_forward_options opt = {.struct_size = sizeof opt, .path = paths[path]};
+        ra_attention_options opt = {.struct_size = sizeof opt, .path = paths[path]};
         ra_positions pos = {.struct_size = sizeof pos, .start = lc->start};
         memset(y, 0, (size_t)lc->y->count * sizeof *y);
         st = ra_layer_forward(layer, ctx[c], y, lc->x, lc->b, lc->s, &pos, &opt);
@@ -1256,7 +1256,7 @@ static double check_grad_path(const fixture *fx, const ra_layer *layer, ra_conte
     for (int i = 0; i < 6; i++) ok &= (out[i] = malloc((size_t)ref[i]->count * sizeof(float))) != NULL;
     ra_layer_tape *tape = NULL;
     ra_status st = ok ? ra_layer_tape_create(&tape, layer, b * s) : RA_ERR_NOMEM;
-    ra_forward_options train = {.struct_size = sizeof train, .path = path};
+    ra_attention_options train = {.struct_size = sizeof train, .path = path};
     ra_positions pos = {.struct_size = sizeof pos, .start = start};
     if (st == RA_OK) st = ra_layer_forward_train(layer, ctx, out[0], tape, x, b, s, &pos, &train);
     ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = out[2], .dwk = out[3],

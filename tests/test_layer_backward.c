@@ -411,7 +411,7 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
     ra_layer_tape *tape;
     ra_status st = ra_layer_tape_create(&tape, f->layer, f->T);
     if (st != RA_OK) return st;
-    ra_forward_options opt = {.struct_size = sizeof opt, .path = path, .dropout = f->c.p,
+    ra_attention_options opt = {.struct_size = sizeof opt, .path = path, .dropout = f->c.p,
                               .seed = 42};
     st = ra_layer_forward_train(f->layer, ctx, g->y, tape, f->x, f->c.b, f->c.s, &f->positions,
                                 &opt);
@@ -585,7 +585,7 @@ static void test_forward_matches(void)
         ra_layer_tape *tape;
         CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
         for (int path = RA_PATH_AUTO; path < RA_PATH_COUNT; path++) {
-            const ra_forward_options opts[] = {
+            const ra_attention_options opts[] = {
                 {.struct_size = sizeof opts[0], .path = (ra_attention_path)path, .seed = 7},
                 {.struct_size = sizeof opts[0], .path = (ra_attention_path)path, .dropout = 0.5f,
                  .seed = 7}};
@@ -620,7 +620,7 @@ static void test_output_mask(void)
     grads_alloc(&g, &f);
     ra_layer_tape *tape;
     CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
-    ra_forward_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = 0.5f,
+    ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = 0.5f,
                               .seed = 42};
     CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
               RA_OK, "forward");
@@ -665,7 +665,7 @@ static void test_accumulate_and_reuse(void)
     grads_alloc(&h, &f);
     ra_layer_tape *tape;
     CHECK(ra_layer_tape_create(&tape, f.layer, 2 * f.T) == RA_OK, "tape");
-    ra_forward_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = 0.1f,
+    ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = 0.1f,
                               .seed = 42};
     CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
               RA_OK, "forward");
@@ -744,7 +744,7 @@ static void test_tape_keeps_positions(void)
         grads_alloc(&h, &f);
         ra_layer_tape *tape;
         CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
-        ra_forward_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .seed = 42};
+        ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .seed = 42};
         ra_layer_grads lg = layer_grads(&g, 0);
         ra_layer_grads lh = layer_grads(&h, 0);
         CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions,
@@ -799,7 +799,7 @@ static void test_errors(void)
     const int64_t cu[] = {0, 2, 4};
     ra_positions packed = {.struct_size = sizeof packed, .cu_seqlens = cu,
                            .n_seqs = 2}, negative = {.struct_size = sizeof negative, .start = -1};
-    ra_forward_options bad_p = {.struct_size = sizeof bad_p, .path = RA_PATH_FLASH,
+    ra_attention_options bad_p = {.struct_size = sizeof bad_p, .path = RA_PATH_FLASH,
                                 .dropout = 1.0f}, bad_path = {.struct_size = sizeof bad_path,
                                 .path = (ra_attention_path)9};
     const struct {
@@ -992,7 +992,7 @@ static void test_fused_qkv(void)
         float *dwqkv = malloc(sizeof(float) * rows * f.dim), *dbqkv = malloc(sizeof(float) * rows);
         ra_layer_tape *tape;
         CHECK(ra_layer_tape_create(&tape, fused, f.T) == RA_OK, "tape");
-        ra_forward_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = c->p,
+        ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = c->p,
                                   .seed = 42};
         ra_layer_grads lg = layer_grads(&got, 0);
         lg.dwqkv = dwqkv;

@@ -317,7 +317,7 @@ static void test_seq_one(void)
     ra_layer_weights lw = {.struct_size = sizeof lw, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
-    ra_forward_options opt = {.struct_size = sizeof opt, .path = RA_PATH_REFERENCE};
+    ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_REFERENCE};
     double xv[HKV * D], want[DIM];
     for (int r = 0; r < HKV * D; r++) {
         xv[r] = 0;

@@ -92,7 +92,7 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
     ra_layer_tape *tape;
     ra_status status = ra_layer_tape_create(&tape, job->layer, job->batch * job->seq);
     if (status != RA_OK) return status;
-    ra_forward_options options = {.struct_size = sizeof options, .path = job->path};
+    ra_attention_options options = {.struct_size = sizeof options, .path = job->path};
     status = ra_layer_forward_train(job->layer, ctx, y, tape, job->x->data, job->batch,
                                               job->seq, &job->positions, &options);
     ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = g->dw[PROJ_Q], .dwk = g->dw[PROJ_K],

@@ -593,7 +593,7 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
     ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos,
                               .ids = ids};
-    ra_forward_options forward = {.struct_size = sizeof forward,
+    ra_attention_options forward = {.struct_size = sizeof forward,
                                   .path = cli_attention_path(opts->path)};
     ra_status status =
         opts->prefill

@@ -134,7 +134,7 @@ static void destroy(demo *d)
 
 static ra_status layer_forward(demo *d, int p)
 {
-    ra_forward_options options = {.struct_size = sizeof options, .path = paths[p]};
+    ra_attention_options options = {.struct_size = sizeof options, .path = paths[p]};
     return ra_layer_forward(d->layer, d->ctx, d->y[p], d->x, 1, d->seq, NULL, &options);
 }
 

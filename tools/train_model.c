@@ -116,7 +116,7 @@ ra_status train_model_run(train_model *m, ra_context *ctx, const int32_t *tokens
     for (int64_t t = 0; t < T; t++)
         memcpy(m->x + t * dim, p + b.embed + tokens[t] * dim, (size_t)dim * sizeof(float));
     /* y = layer(x) */
-    ra_forward_options train = {.struct_size = sizeof train, .path = RA_PATH_FLASH};
+    ra_attention_options train = {.struct_size = sizeof train, .path = RA_PATH_FLASH};
     ra_status status = ra_layer_forward_train(m->layer, ctx, m->y, m->tape, m->x, batch, seq,
                                               NULL, &train);
     if (status != RA_OK) return status;

@@ -1322,6 +1322,17 @@ expect_ok "a zero bias adds nothing" y.npy ref_F32.npy 1e-4 -- attention \
     --weights st_bias.safetensors --input x.npy --output y.npy --n-heads 4
 expect_error "a bias of the wrong length" y.npy -- attention --weights st_badbias.safetensors \
     --input x.npy --output y.npy --n-heads 4
+# attention_bias false in config.json: transformers builds no biases and
+# does not load them, so a bias in the checkpoint is refused; true: added.
+printf '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "attention_bias": %s}' \
+    false >nobias.json
+printf '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "attention_bias": %s}' \
+    true >bias.json
+expect_error "a bias with attention_bias false" y.npy -- attention --weights st_bias.safetensors \
+    --config nobias.json --layout interleaved --input x.npy --output y.npy
+expect_ok "a zero bias with attention_bias true" y.npy ref_F32.npy 1e-4 -- attention \
+    --weights st_bias.safetensors --config bias.json --layout interleaved --input x.npy \
+    --output y.npy
 expect_error "no attention tensors" y.npy -- attention --weights st_notensors.safetensors \
     --input x.npy --output y.npy --n-heads 4
 expect_error "I32 weights" y.npy -- attention --weights st_i32.safetensors \

@@ -306,6 +306,14 @@ static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
                               "(the rows of '%s')", b->name, ckpt->path,
                               (long long)w->shape[0], w->name);
     }
+    /* transformers builds the projections without biases then, and does
+     * not load these: refused rather than added or dropped silently. */
+    const ra_st_tensor *bias = ckpt->tensors.fused_bias;
+    for (int p = 0; !bias && p < N_PROJ; p++) bias = ckpt->tensors.bias[p];
+    if (!failed && bias && hf->has_attention_bias && !hf->attention_bias)
+        failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is a bias, but %s sets attention_bias "
+                          "false (transformers would not load it): remove one or the other",
+                          bias->name, ckpt->path, opts->rope.config_path);
     if (!failed) failed = check_norms(hf, ckpt, n_heads, n_kv_heads, head_dim, config);
     if (failed) return failed;
 

@@ -274,6 +274,17 @@ static ra_status read_falcon(const cJSON *root, ra_hf_config *out, const char *n
                      msg, msg_len);
 }
 
+/* attention_bias: true, false, 1, 0; null counts as absent. */
+static ra_status read_attention_bias(const cJSON *root, ra_hf_config *out, const char *name,
+                                     char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "attention_bias", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    out->has_attention_bias = 1;
+    return read_flag(root, "attention_bias", 0, &out->attention_bias, name, msg, msg_len);
+}
+
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
  * StableLM's qk_layernorm): true, false, 1, 0 or null (false). */
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, const char *name,
@@ -379,6 +390,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
+    RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_llama4(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));

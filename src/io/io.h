@@ -295,6 +295,10 @@ typedef struct ra_hf_config {
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
     int head_layer_norms;
+    /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
+     * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
+     * has_attention_bias 0 when absent or null. */
+    int attention_bias, has_attention_bias;
     /* Falcon (RA_HF_FALCON_QKV): FalconConfig's multi_query (default true)
      * and new_decoder_architecture (default false), with num_kv_heads.
      * ChatGLM (RA_HF_CHATGLM): multi_query is its multi_query_attention

@@ -12,7 +12,8 @@
  * Conventions
  *   - Every function that can fail returns ra_status; RA_OK is 0.  Arguments
  *     are validated before anything is written, so a failing call leaves every
- *     caller-owned buffer as it was.  ra_status_string() gives the message.
+ *     caller-owned buffer as it was.  ra_status_string() gives the message,
+ *     ra_last_error() what the check found (which argument, which value).
  *   - The library never aborts, exits or prints.
  *   - Sizes are int64_t; a negative or zero size is RA_ERR_SIZE, a product
  *     that does not fit in memory is RA_ERR_OVERFLOW.
@@ -160,6 +161,14 @@ typedef enum ra_status {
 
 /* A static, human-readable sentence for a status; never NULL. */
 RA_API const char *ra_status_string(ra_status status);
+
+/* What the calling thread's last call that returned a status found wrong,
+ * naming the argument and its value where the check says more than the
+ * status does ("ra_layer_config: n_heads 6 is not a multiple of n_kv_heads
+ * 4", "sequence 1: 4090 cached + 8 new tokens exceed the capacity 4096");
+ * "" when that call succeeded or its status says it all.  Each thread has
+ * its own; valid until that thread's next call.  Never NULL. */
+RA_API const char *ra_last_error(void);
 
 /* ------------------------------------------------------------------------ */
 /* Element types and tensor views                                            */

@@ -18,14 +18,23 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     RA_TRY(ra_tensor_check(k));
     RA_TRY(ra_tensor_check(v));
     RA_TRY(ra_tensor_check_output(out));
-    if (q->dtype != RA_F32 || out->dtype != RA_F32) return RA_ERR_DTYPE; /* k, v: any */
-    for (int d = 0; d < 4; d++) {
-        if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
-        if (d != 2 && k->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
-    }
-    if (q->shape[2] % k->shape[2]) return RA_ERR_GQA;
+    if (q->dtype != RA_F32 || out->dtype != RA_F32) /* k, v: any */
+        return ra_fail(RA_ERR_DTYPE, "q and out must be float32");
+    for (int d = 0; d < 4; d++)
+        if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d] ||
+            (d != 2 && k->shape[d] != q->shape[d]))
+            return ra_fail(RA_ERR_SHAPE, "q, out [%lld, %lld, %lld, %lld] and k [%lld, %lld, "
+                           "%lld, %lld], v [%lld, %lld, %lld, %lld] differ in axis %d",
+                           (long long)q->shape[0], (long long)q->shape[1], (long long)q->shape[2],
+                           (long long)q->shape[3], (long long)k->shape[0], (long long)k->shape[1],
+                           (long long)k->shape[2], (long long)k->shape[3], (long long)v->shape[0],
+                           (long long)v->shape[1], (long long)v->shape[2], (long long)v->shape[3],
+                           d);
+    if (q->shape[2] % k->shape[2])
+        return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of k's %lld",
+                       (long long)q->shape[2], (long long)k->shape[2]);
     if (ra_tensors_overlap(out, q) || ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v))
-        return RA_ERR_ARGUMENT;
+        return ra_fail(RA_ERR_ARGUMENT, "out overlaps q, k or v");
     args->out = out;
     args->q = q;
     args->k = k;
@@ -39,8 +48,10 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
 ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options)
 {
     *out = ra_attention_options_init();
-    if (options) RA_TRY(RA_READ_STRUCT(*out, options));
-    return (unsigned)out->path < RA_PATH_COUNT ? RA_OK : RA_ERR_ARGUMENT;
+    if (options) RA_TRY(RA_READ_STRUCT(*out, options, ra_attention_options));
+    if ((unsigned)out->path >= RA_PATH_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: path %d", (int)out->path);
+    return RA_OK;
 }
 
 ra_status ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options)
@@ -48,7 +59,9 @@ ra_status ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attentio
     *on = 0;
     if (!options) return RA_OK;
     float p = options->dropout;
-    if (!(p >= 0.0f && p < 1.0f)) return RA_ERR_ARGUMENT;
+    if (!(p >= 0.0f && p < 1.0f))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
+                       (double)p);
     *on = p > 0.0f;
     *mask = ra_dropout_mask_make(p, options->seed, RA_STREAM_ATTENTION);
     return RA_OK;
@@ -76,6 +89,7 @@ RA_API ra_status ra_attention(ra_context *ctx, const ra_tensor *out, const ra_te
                               const ra_tensor *k, const ra_tensor *v,
                               const ra_attention_options *options)
 {
+    ra_error_reset();
     ra_attention_options o;
     RA_TRY(ra_attention_options_read(&o, options));
     ra_attention_args args;
@@ -88,6 +102,7 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
                                           const ra_tensor *v,
                                           const ra_attention_options *options)
 {
+    ra_error_reset();
     ra_attention_options o;
     RA_TRY(ra_attention_options_read(&o, options));
     const ra_attention_path path = o.path;

@@ -99,6 +99,7 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
                                        const ra_tensor *out, const float *lse,
                                        const ra_attention_options *options)
 {
+    ra_error_reset();
     ra_attention_options o;
     RA_TRY(ra_attention_options_read(&o, options));
     const ra_attention_path path = o.path == RA_PATH_AUTO ? RA_PATH_FLASH : o.path;

@@ -123,6 +123,7 @@ static void stop_workers(ra_context *ctx)
 
 RA_API ra_status ra_context_create(ra_context **out, int n_threads)
 {
+    ra_error_reset();
     if (!out) return RA_ERR_NULL;
     *out = NULL;
     if (n_threads < 0 || n_threads > 4096) return RA_ERR_ARGUMENT;

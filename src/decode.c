@@ -109,6 +109,7 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
                                      const int64_t *n_query)
 {
+    ra_error_reset();
     RA_TRY(check_decode(cache, out, q, n_query));
     ra_decode_job job = make_job(cache, out, q, n_query);
     int64_t per_threads, total;

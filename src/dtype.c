@@ -20,6 +20,7 @@ RA_API uint16_t ra_f32_to_f16(float f) { return ra_half_f32_to_f16(f); }
 RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
                             ra_dtype src_dtype, int64_t n)
 {
+    ra_error_reset();
     if (!dst || !src) return RA_ERR_NULL;
     if (n <= 0) return RA_ERR_SIZE;
     size_t ds = ra_dtype_size(dst_dtype), ss = ra_dtype_size(src_dtype);

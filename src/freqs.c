@@ -25,6 +25,7 @@ static ra_status check_theta(double theta)
 RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim, int64_t end,
                                      double theta)
 {
+    ra_error_reset();
     if (!cos_out || !sin_out) return RA_ERR_NULL;
     if (dim <= 0 || end <= 0) return RA_ERR_SIZE;
     if (dim % 2) return RA_ERR_HEAD_DIM;

@@ -18,16 +18,29 @@
         if (ra_try_status_ != RA_OK) return ra_try_status_; \
     } while (0)
 
+/* The detail behind a failure, for ra_last_error (status.c): each public
+ * function that returns a status calls ra_error_reset() first; a check
+ * that fails may return ra_fail(status, "printf format", ...), which
+ * records the sentence for the calling thread and returns status. */
+void ra_error_reset(void);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+ra_status ra_fail(ra_status status, const char *format, ...);
+
 /* Copies the caller's versioned struct src (its first member: the
  * struct_size its header declared) into dst, ours of size bytes.  Below
  * min_size: RA_ERR_ARGUMENT (struct_size unset).  Fields the caller's older
  * header lacked read as zero; bytes of a newer header's fields beyond ours
  * must be zero, else RA_ERR_UNSUPPORTED.  NULL src: RA_ERR_NULL. */
-ra_status ra_struct_read(void *dst, size_t size, size_t min_size, const void *src);
+ra_status ra_struct_read(void *dst, size_t size, size_t min_size, const void *src,
+                         const char *what);
 
 /* Every struct's fields all date from 0.3 (the first with struct_size); a
- * field added later lowers min_size to the 0.3 size for its struct. */
-#define RA_READ_STRUCT(dst, src) ra_struct_read(&(dst), sizeof(dst), sizeof(dst), (src))
+ * field added later lowers min_size to the 0.3 size for its struct.  type:
+ * the struct's name, for the detail of a failure. */
+#define RA_READ_STRUCT(dst, src, type) \
+    ra_struct_read(&(dst), sizeof(dst), sizeof(dst), (src), #type)
 
 /* Largest element count any buffer may have: its byte size (4 bytes an
  * element) must fit in a ptrdiff_t. */

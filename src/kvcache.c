@@ -18,6 +18,7 @@
 RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
                                     int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
 {
+    ra_error_reset();
     if (!out) return RA_ERR_NULL;
     *out = NULL;
     if ((unsigned)dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
@@ -74,6 +75,7 @@ ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
 
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v)
 {
+    ra_error_reset();
     if (!cache || !k || !v) return RA_ERR_NULL;
     *k = ra_kv_cache_view(cache, 0);
     *v = ra_kv_cache_view(cache, 1);
@@ -157,7 +159,10 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
     for (int d = 0; d < 4; d++)
         if (v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
     if (batch != c->batch || k->shape[2] != c->n_kv_heads || k->shape[3] != c->head_dim)
-        return RA_ERR_SHAPE;
+        return ra_fail(RA_ERR_SHAPE, "k is [%lld, %lld, %lld, %lld]; the cache holds batch %lld, "
+                       "%lld kv heads of %lld", (long long)batch, (long long)seq,
+                       (long long)k->shape[2], (long long)k->shape[3], (long long)c->batch,
+                       (long long)c->n_kv_heads, (long long)c->head_dim);
     if (q && (q->shape[0] != batch || q->shape[1] != seq || q->shape[3] != c->head_dim ||
               q->shape[2] % c->n_kv_heads))
         return RA_ERR_SHAPE;
@@ -170,8 +175,13 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
         return RA_ERR_ARGUMENT;
     for (int64_t b = 0; b < batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
-        if (n < 0 || n > seq) return RA_ERR_ARGUMENT;
-        if (n > c->capacity - c->length[b]) return RA_ERR_CACHE_FULL;
+        if (n < 0 || n > seq)
+            return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
+                           (long long)b, (long long)n, (long long)seq);
+        if (n > c->capacity - c->length[b])
+            return ra_fail(RA_ERR_CACHE_FULL, "sequence %lld: %lld cached + %lld new tokens "
+                           "exceed the capacity %lld", (long long)b, (long long)c->length[b],
+                           (long long)n, (long long)c->capacity);
     }
     return RA_OK;
 }
@@ -181,6 +191,7 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new)
 {
+    ra_error_reset();
     ra_positions pos;
     RA_TRY(check_append(cache, rope, q, k, v, positions, n_new, &pos));
     const int64_t batch = k->shape[0], seq = k->shape[1];

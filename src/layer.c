@@ -30,32 +30,50 @@
 
 static ra_status resolve_config(ra_layer_config *c)
 {
-    if (c->dim <= 0 || c->n_heads <= 0 || c->n_kv_heads < 0 || c->head_dim < 0) return RA_ERR_SIZE;
+    if (c->dim <= 0 || c->n_heads <= 0 || c->n_kv_heads < 0 || c->head_dim < 0)
+        return ra_fail(RA_ERR_SIZE, "ra_layer_config: dim %lld, n_heads %lld, n_kv_heads %lld, "
+                       "head_dim %lld (dim and n_heads must be positive, the others >= 0)",
+                       (long long)c->dim, (long long)c->n_heads, (long long)c->n_kv_heads,
+                       (long long)c->head_dim);
     if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
     if (c->head_dim == 0) {
-        if (c->dim % c->n_heads) return RA_ERR_DIM;
+        if (c->dim % c->n_heads)
+            return ra_fail(RA_ERR_DIM, "ra_layer_config: dim %lld is not a multiple of n_heads "
+                           "%lld (set head_dim)", (long long)c->dim, (long long)c->n_heads);
         c->head_dim = c->dim / c->n_heads;
     }
-    if (c->head_dim % 2) return RA_ERR_HEAD_DIM;
+    if (c->head_dim % 2)
+        return ra_fail(RA_ERR_HEAD_DIM, "ra_layer_config: head_dim %lld is odd",
+                       (long long)c->head_dim);
     if (c->norm_eps == 0) c->norm_eps = 1e-6;
-    if (!(c->norm_eps > 0 && c->norm_eps < 1)) return RA_ERR_ARGUMENT;
-    if (c->norm_whole && c->norm_head_weights) return RA_ERR_ARGUMENT;
+    if (!(c->norm_eps > 0 && c->norm_eps < 1))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: norm_eps %g is not in (0, 1)",
+                       c->norm_eps);
+    if (c->norm_whole && c->norm_head_weights)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: norm_whole and norm_head_weights "
+                       "are both set");
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
-        return RA_ERR_ARGUMENT;
-    if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL)) return RA_ERR_ARGUMENT;
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: scale %g", c->scale);
+    if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: clip_qkv %g", c->clip_qkv);
     /* Llama 4's temperature: the factor at the last position a float */
     if (!(c->temperature_floor >= 0 && c->temperature_floor < HUGE_VAL &&
           fabs(c->temperature_scale) < HUGE_VAL))
-        return RA_ERR_ARGUMENT;
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_floor %g, "
+                       "temperature_scale %g", c->temperature_floor, c->temperature_scale);
     if (c->temperature_floor > 0 &&
         !(1.0 + fabs(c->temperature_scale) *
                     log1p(floor(((double)RA_MAX_POSITION + 1.0) / c->temperature_floor)) <=
           FLT_MAX))
-        return RA_ERR_ARGUMENT;
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_floor %g and "
+                       "temperature_scale %g make q's factor beyond float32",
+                       c->temperature_floor, c->temperature_scale);
     int64_t q_dim;
     RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
-    if (c->n_heads % c->n_kv_heads) return RA_ERR_GQA;
+    if (c->n_heads % c->n_kv_heads)
+        return ra_fail(RA_ERR_GQA, "ra_layer_config: n_heads %lld is not a multiple of "
+                       "n_kv_heads %lld", (long long)c->n_heads, (long long)c->n_kv_heads);
     /* cblas takes int sizes: every weight dimension must fit. */
     if (c->dim > INT_MAX || q_dim > INT_MAX) return RA_ERR_OVERFLOW;
     int64_t weight;
@@ -66,19 +84,23 @@ static ra_status resolve_config(ra_layer_config *c)
 RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                                  const ra_layer_weights *weights)
 {
+    ra_error_reset();
     if (!out || !config || !weights) return RA_ERR_NULL;
     *out = NULL;
     ra_layer_config c;
     ra_layer_weights w_read;
     ra_rope_config rope = ra_rope_config_default(0);
-    RA_TRY(RA_READ_STRUCT(c, config));
-    RA_TRY(RA_READ_STRUCT(w_read, weights));
-    if (c.rope) RA_TRY(RA_READ_STRUCT(rope, c.rope));
+    RA_TRY(RA_READ_STRUCT(c, config, ra_layer_config));
+    RA_TRY(RA_READ_STRUCT(w_read, weights, ra_layer_weights));
+    if (c.rope) RA_TRY(RA_READ_STRUCT(rope, c.rope, ra_rope_config));
     const ra_layer_weights *w = &w_read;
-    if (!w->wo) return RA_ERR_NULL;
-    if (w->wqkv && (w->wq || w->wk || w->wv || w->bq || w->bk || w->bv)) return RA_ERR_ARGUMENT;
-    if (!w->wqkv && w->bqkv) return RA_ERR_ARGUMENT;
-    if (!w->wqkv && (!w->wq || !w->wk || !w->wv)) return RA_ERR_NULL;
+    if (!w->wo) return ra_fail(RA_ERR_NULL, "ra_layer_weights: wo is NULL");
+    if (w->wqkv && (w->wq || w->wk || w->wv || w->bq || w->bk || w->bv))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wqkv with wq, wk, wv, bq, bk or bv");
+    if (!w->wqkv && w->bqkv)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: bqkv without wqkv");
+    if (!w->wqkv && (!w->wq || !w->wk || !w->wv))
+        return ra_fail(RA_ERR_NULL, "ra_layer_weights: wq, wk or wv is NULL (and no wqkv)");
     RA_TRY(resolve_config(&c));
     rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -89,10 +111,12 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
-    if (c.qk_l2_norm && ra_rope_attention_factor(layer->rope) != 1.0) {
+    double factor = ra_rope_attention_factor(layer->rope);
+    if (c.qk_l2_norm && factor != 1.0) {
         ra_rope_destroy(layer->rope);
         ra_free(layer);
-        return RA_ERR_UNSUPPORTED;
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: qk_l2_norm with a rope whose "
+                       "attention factor is %g, not 1", factor);
     }
     c.rope = &layer->rope->config;
     layer->config = c;
@@ -124,16 +148,22 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     RA_TRY(ra_count(q_dims, 3, &call->n_q));
     /* The training forward keeps x for the backward: y written over it
      * would change the gradients silently. */
-    if (ra_floats_overlap(y, call->n_x, x, call->n_x)) return RA_ERR_ARGUMENT;
+    if (ra_floats_overlap(y, call->n_x, x, call->n_x))
+        return ra_fail(RA_ERR_ARGUMENT, "y overlaps x");
     call->batch = batch;
     call->seq = seq;
     call->tokens = batch * seq;
     RA_TRY(ra_attention_options_read(&call->attn, options));
-    if (!(call->attn.dropout >= 0.0f && call->attn.dropout < 1.0f)) return RA_ERR_ARGUMENT;
+    if (!(call->attn.dropout >= 0.0f && call->attn.dropout < 1.0f))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
+                       (double)call->attn.dropout);
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
     RA_TRY(ra_positions_read(&call->pos, positions, batch, seq));
     /* Packed ragged batches need attention that stays inside each sequence. */
-    return call->pos.cu_seqlens ? RA_ERR_UNSUPPORTED : RA_OK;
+    if (call->pos.cu_seqlens)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_positions: packed sequences (cu_seqlens) in the "
+                       "layer, whose attention would cross them");
+    return RA_OK;
 }
 
 /* y [rows, cols] += bias [cols] on every row; no bias (NULL): nothing. */
@@ -331,6 +361,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
                                   int64_t batch, int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options)
 {
+    ra_error_reset();
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
     const ra_layer_config *c = &layer->config;
@@ -397,6 +428,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions)
 {
+    ra_error_reset();
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
     ra_positions given;

@@ -129,9 +129,10 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
 {
+    ra_error_reset();
     if (!grads) return RA_ERR_NULL;
     ra_layer_grads g_read;
-    RA_TRY(RA_READ_STRUCT(g_read, grads));
+    RA_TRY(RA_READ_STRUCT(g_read, grads, ra_layer_grads));
     grads = &g_read;
     RA_TRY(check_backward(layer, dx, grads, tape, dy));
     const ra_layer_config *c = &layer->config;

@@ -16,6 +16,7 @@
 RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
                                       int64_t max_tokens)
 {
+    ra_error_reset();
     if (!out || !layer) return RA_ERR_NULL;
     *out = NULL;
     if (max_tokens <= 0) return RA_ERR_SIZE;
@@ -91,6 +92,7 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
                                         int64_t seq, const ra_positions *positions,
                                         const ra_attention_options *options)
 {
+    ra_error_reset();
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
     if (!tape) return RA_ERR_NULL;

@@ -14,6 +14,7 @@
 RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype, int64_t n_heads,
                                  int64_t head_dim, int64_t in_features, ra_layout to)
 {
+    ra_error_reset();
     if (!out || !w) return RA_ERR_NULL;
     int64_t dims[3] = {n_heads, head_dim, in_features}, n;
     RA_TRY(ra_count(dims, 3, &n));

@@ -50,10 +50,11 @@ static ra_status check_frequencies(const ra_rope *rope)
 
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
 {
+    ra_error_reset();
     if (!out || !config) return RA_ERR_NULL;
     *out = NULL;
     ra_rope_config c;
-    RA_TRY(RA_READ_STRUCT(c, config));
+    RA_TRY(RA_READ_STRUCT(c, config, ra_rope_config));
     if ((unsigned)c.type >= RA_ROPE_TYPE_COUNT || (unsigned)c.layout >= RA_LAYOUT_COUNT)
         return RA_ERR_ARGUMENT;
     if (c.head_dim <= 0 || c.rotary_dim < 0 || c.table_size < 0) return RA_ERR_SIZE;
@@ -122,6 +123,7 @@ RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope)
 
 RA_API ra_status ra_rope_inverse_frequencies(const ra_rope *rope, double *inv_freq)
 {
+    ra_error_reset();
     if (!rope || !inv_freq) return RA_ERR_NULL;
     memcpy(inv_freq, rope->inv_freq, (size_t)rope->n_pairs * sizeof(double));
     return RA_OK;
@@ -135,6 +137,7 @@ RA_API double ra_rope_attention_factor(const ra_rope *rope)
 RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_out,
                                const int64_t *positions, int64_t n)
 {
+    ra_error_reset();
     if (!rope || !cos_out || !sin_out || !positions) return RA_ERR_NULL;
     if (n <= 0) return RA_ERR_SIZE;
     int64_t total;
@@ -182,12 +185,14 @@ ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, in
                             int64_t seq)
 {
     *out = ra_positions_start(0);
-    if (positions) RA_TRY(RA_READ_STRUCT(*out, positions));
+    if (positions) RA_TRY(RA_READ_STRUCT(*out, positions, ra_positions));
     const ra_positions *p = out;
     int64_t n_tokens = batch * seq;
     if (p->ids) {
         for (int64_t t = 0; t < n_tokens; t++)
-            if (!position_ok(p->ids[t], 1)) return RA_ERR_POSITION;
+            if (!position_ok(p->ids[t], 1))
+                return ra_fail(RA_ERR_POSITION, "ra_positions: ids[%lld] is %lld", (long long)t,
+                               (long long)p->ids[t]);
         return RA_OK;
     }
     if (p->cu_seqlens) {
@@ -202,7 +207,10 @@ ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, in
         return RA_OK;
     }
     for (int64_t b = 0; b < (p->starts ? batch : 1); b++)
-        if (!position_ok(p->starts ? p->starts[b] : p->start, seq)) return RA_ERR_POSITION;
+        if (!position_ok(p->starts ? p->starts[b] : p->start, seq))
+            return ra_fail(RA_ERR_POSITION, "ra_positions: %s %lld with %lld tokens leaves "
+                           "[0, 2^32]", p->starts ? "a start" : "start",
+                           (long long)(p->starts ? p->starts[b] : p->start), (long long)seq);
     return RA_OK;
 }
 
@@ -238,6 +246,7 @@ RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx, const ra_te
                                const ra_tensor *x, const ra_positions *positions,
                                ra_direction direction)
 {
+    ra_error_reset();
     ra_positions pos;
     RA_TRY(ra_rope_check_apply(rope, out, x, positions, direction, &pos));
     ra_rope_job job = {rope, out, x, &pos, direction == RA_INVERSE ? -1.0f : 1.0f, 0};
@@ -258,6 +267,7 @@ void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
 RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *x, int64_t batch,
                                    int64_t seq, int64_t heads, int64_t start_pos)
 {
+    ra_error_reset();
     if (!rope || !x) return RA_ERR_NULL;
     ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
     ra_positions p = ra_positions_start(start_pos);

@@ -31,6 +31,7 @@ RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_co
                                      const float *freqs_sin, int64_t batch, int64_t seq,
                                      int64_t n_heads, int64_t n_kv_heads, int64_t head_dim)
 {
+    ra_error_reset();
     if (!xq || !xk || !freqs_cos || !freqs_sin) return RA_ERR_NULL;
     int64_t q_dims[4] = {batch, seq, n_heads, head_dim}, k_dims[4] = {batch, seq, n_kv_heads, head_dim};
     int64_t nq, nk;
@@ -48,6 +49,7 @@ RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_co
 RA_API ra_status ra_repeat_kv(float *out, const float *x, int64_t batch, int64_t seq,
                               int64_t n_kv_heads, int64_t head_dim, int64_t n_rep)
 {
+    ra_error_reset();
     if (!out || !x) return RA_ERR_NULL;
     int64_t dims[5] = {batch, seq, n_kv_heads, n_rep, head_dim}, n;
     RA_TRY(ra_count(dims, 5, &n));

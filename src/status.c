@@ -1,5 +1,9 @@
-/* status.c — the message for each ra_status. */
-#include "ropeattn.h"
+/* status.c — the message for each ra_status, and the calling thread's
+ * detail of its last failure (ra_last_error). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
 
 static const char *const messages[RA_STATUS_COUNT] = {
     [RA_OK] = "success",
@@ -28,3 +32,19 @@ RA_API const char *ra_status_string(ra_status status)
     if ((unsigned)status >= RA_STATUS_COUNT) return "unknown status";
     return messages[status];
 }
+
+/* One per thread, so that threads' failures never mix. */
+static _Thread_local char detail[256];
+
+void ra_error_reset(void) { detail[0] = '\0'; }
+
+ra_status ra_fail(ra_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(detail, sizeof detail, format, args);
+    va_end(args);
+    return status;
+}
+
+RA_API const char *ra_last_error(void) { return detail; }

@@ -5,6 +5,7 @@
  * unknown fields are zero, and refuses one whose unknown fields are set,
  * changing nothing.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "harness.h"
@@ -222,6 +223,61 @@ static void test_layer_owns_its_rope(void)
     ra_layer_destroy(l);
 }
 
+/* ra_last_error: the argument and value behind a status, "" after a
+ * success; each thread its own. */
+static void *fail_in_thread(void *arg)
+{
+    (void)arg;
+    ra_layer_config c = base_config;
+    c.n_kv_heads = 3;
+    ra_layer *l;
+    return (void *)(intptr_t)(ra_layer_create(&l, &c, &base_weights) == RA_ERR_GQA);
+}
+
+static void test_last_error(void)
+{
+    ra_layer_config c = base_config;
+    c.struct_size = 0;
+    ra_layer *l;
+    CHECK(ra_layer_create(&l, &c, &base_weights) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "ra_layer_config: struct_size 0"),
+          "struct_size: '%s'", ra_last_error());
+    c = base_config;
+    c.n_heads = 6;
+    c.n_kv_heads = 4;
+    c.head_dim = 4;
+    CHECK(ra_layer_create(&l, &c, &base_weights) == RA_ERR_GQA &&
+              strcmp(ra_last_error(), "ra_layer_config: n_heads 6 is not a multiple of "
+                                      "n_kv_heads 4") == 0,
+          "GQA: '%s'", ra_last_error());
+    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, NULL) == RA_OK &&
+              ra_last_error()[0] == '\0', "a success clears it: '%s'", ra_last_error());
+
+    ra_kv_cache *cache;
+    ra_rope *rope;
+    CHECK(ra_kv_cache_create(&cache, 1, S, H, D, RA_F32) == RA_OK, "cache");
+    CHECK(ra_rope_create(&rope, &base_rope) == RA_OK, "rope");
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, S, H, D), tv = ra_tensor_4d(v, RA_F32, 1, S, H, D);
+    ra_positions p = ra_positions_start(0);
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
+    int64_t one = 1;
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &p, &one) ==
+                  RA_ERR_CACHE_FULL &&
+              strcmp(ra_last_error(), "sequence 0: 4 cached + 1 new tokens exceed the "
+                                      "capacity 4") == 0,
+          "cache full: '%s'", ra_last_error());
+
+    /* Another thread's failure leaves this thread's detail as it was. */
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, fail_in_thread, NULL) == 0 && pthread_join(t, &ok) == 0 &&
+              ok, "thread");
+    CHECK(strstr(ra_last_error(), "capacity 4") != NULL, "another thread's: '%s'",
+          ra_last_error());
+    ra_rope_destroy(rope);
+    ra_kv_cache_destroy(cache);
+}
+
 int main(void)
 {
     RUN(setup);
@@ -229,6 +285,7 @@ int main(void)
     RUN(test_refusal_writes_nothing);
     RUN(test_defaults);
     RUN(test_layer_owns_its_rope);
+    RUN(test_last_error);
     ra_layer_tape_destroy(tape);
     ra_layer_destroy(layer);
     return ra_test_summary("abi");

@@ -57,7 +57,9 @@ int cli_fail(int exit_code, const char *fmt, ...)
 
 int cli_fail_status(ra_status status, const char *what)
 {
-    return cli_fail(EXIT_FAIL, "%s: %s", what, ra_status_string(status));
+    const char *detail = ra_last_error();
+    if (detail[0] == '\0') return cli_fail(EXIT_FAIL, "%s: %s", what, ra_status_string(status));
+    return cli_fail(EXIT_FAIL, "%s: %s (%s)", what, ra_status_string(status), detail);
 }
 
 int cli_require(const char *command, const char *option)

@@ -73,6 +73,9 @@ RA_API const char *ra_simd_name(void) { return ra_kernels_get()->name; }
 
 RA_API ra_status ra_simd_check_environment(void)
 {
+    ra_error_reset();
     ra_kernels_get();
-    return force_unknown ? RA_ERR_ARGUMENT : RA_OK;
+    if (force_unknown)
+        return ra_fail(RA_ERR_ARGUMENT, "RA_FORCE_ISA is not avx512, avx2, base or empty");
+    return RA_OK;
 }

@@ -31,7 +31,7 @@ static void check_rope(const ra_hf_rope *r)
                    ? r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1
                    : r->partial_rotary_factor == 0, "partial_rotary_factor %g",
                r->partial_rotary_factor);
-    const ra_rope_scaling *s = &r->scaling;
+    const ra_rope_config *s = &r->params;
     FUZZ_CHECK(r->has_factor ? isfinite(s->factor) && s->factor > 0 : s->factor == 0,
                "factor %g", s->factor);
     FUZZ_CHECK(r->has_original_max_position_embeddings ? s->original_max_position_embeddings > 0
@@ -43,7 +43,7 @@ static void check_rope(const ra_hf_rope *r)
     const double pos[] = {s->attention_factor, s->low_freq_factor, s->high_freq_factor};
     for (int i = 0; i < 3; i++) FUZZ_CHECK(isfinite(pos[i]) && pos[i] >= 0, "%g", pos[i]);
     FUZZ_CHECK(s->short_factor == r->short_factor && s->long_factor == r->long_factor,
-               "scaling does not point at the owned lists");
+               "params does not point at the owned lists");
     const double *lists[2] = {r->short_factor, r->long_factor};
     const int64_t lens[2] = {r->n_short_factor, r->n_long_factor};
     const int has[2] = {r->has_short_factor, r->has_long_factor};
@@ -105,14 +105,16 @@ static void create_rope(const ra_hf_rope *r, const ra_hf_config *c, size_t salt)
         rotary_dim = head_dim = 2 * r->n_short_factor; /* one factor per pair */
     }
     if (rotary_dim <= 0 || rotary_dim % 2) return;
-    ra_rope_config cfg = ra_rope_config_default(head_dim);
+    ra_rope_config cfg = r->params; /* the scaled types' parameters */
+    cfg.struct_size = sizeof cfg;
+    cfg.layout = RA_LAYOUT_INTERLEAVED;
+    cfg.head_dim = head_dim;
     cfg.type = r->type;
     cfg.rotary_dim = rotary_dim;
     cfg.theta = r->has_theta ? r->theta : 10000.0;
     cfg.table_size = 4;
-    cfg.scaling = r->scaling;
-    cfg.params.max_position_embeddings = c->max_position_embeddings;
-    cfg.params.seq_len = salt % 3 == 0 ? 0 : (int64_t)(salt * 977 % 300000);
+    cfg.max_position_embeddings = c->max_position_embeddings;
+    cfg.seq_len = salt % 3 == 0 ? 0 : (int64_t)(salt * 977 % 300000);
     ra_rope *rope = (ra_rope *)&rope;
     ra_status st = ra_rope_create(&rope, &cfg);
     if (st != RA_OK) {

@@ -106,7 +106,7 @@ NO_COVERAGE static double expected_forward(const ra_layer *layer, const float *c
     const int own = c->norm_head_weights != 0; /* each head its own weights */
     norm_rows(q, w[8], tokens * H, D, own ? H : 1, c->norm_layer, c->norm_eps);
     norm_rows(k, w[9], tokens * Hkv, D, own ? Hkv : 1, c->norm_layer, c->norm_eps);
-    ra_rope_config rc = c->rope;
+    ra_rope_config rc = *c->rope;
     ra_rope *rope;
     FUZZ_CHECK(ra_rope_create(&rope, &rc) == RA_OK, "the layer's rope");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, batch, seq, H, D);
@@ -322,12 +322,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     take_positions(&in, &fp, batch, seq, 0, 1, &valid);
     if (fp.p.cu_seqlens) valid = 0; /* RA_ERR_UNSUPPORTED */
     ra_attention_options opt = {.struct_size = sizeof opt,
-                              .path = (ra_attention_path)take_range(&in, 0, RA_PATH_COUNT),
-                              .seed = 7};
+                                .path = (ra_attention_path)take_range(&in, 0, RA_PATH_COUNT),
+                                .seed = 7};
     if ((unsigned)opt.path >= RA_PATH_COUNT) valid = 0;
     int training = take_range(&in, 0, 7);
     if (training >= 6) {
-        opt.training = 1;
         opt.dropout = training == 6 ? 0.25f : 1.0f;
         if (opt.dropout >= 1.0f) valid = 0;
     }
@@ -343,7 +342,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        st == RA_ERR_POSITION || st == RA_ERR_UNSUPPORTED || st == RA_ERR_OVERFLOW,
                    "undocumented status %d", (int)st);
         for (int64_t i = 0; i < n; i++) FUZZ_CHECK(y[i] == 3.0f, "a refused forward wrote y");
-    } else if (!opt.training) {
+    } else if (opt.dropout == 0.0f) {
         double *want = malloc((size_t)n * sizeof *want);
         double scale = expected_forward(layer, (const float *const *)w, x, batch, seq, &fp.p,
                                         RA_F32, want);

@@ -54,6 +54,7 @@ static inline void take_positions(fuzz_input *in, fuzz_positions *f, int64_t bat
                            int64_t near, int packed, int *valid)
 {
     memset(f, 0, sizeof *f);
+    f->p = ra_positions_start(0);
     int64_t tokens = batch > 0 && seq > 0 ? batch * seq : 0;
     int mode = take_range(in, 0, packed ? 4 : 3);
     int ok = 1;

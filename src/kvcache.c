@@ -167,8 +167,7 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
               q->shape[2] % c->n_kv_heads))
         return RA_ERR_SHAPE;
     if (rope->config.head_dim != c->head_dim) return RA_ERR_SHAPE;
-    RA_TRY(ra_positions_read(p, positions, batch, seq));
-    if (p->cu_seqlens) return RA_ERR_UNSUPPORTED; /* the inputs are a [B, S] grid */
+    RA_TRY(ra_positions_read(p, positions, batch, seq, 0)); /* the inputs are a [B, S] grid */
     /* q and k are rotated in place: no element may be read or written twice */
     if ((q && (ra_tensors_share_elements(q, k) || ra_tensors_share_elements(q, v))) ||
         ra_tensors_share_elements(k, v))

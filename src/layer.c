@@ -158,12 +158,8 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
                        (double)call->attn.dropout);
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
-    RA_TRY(ra_positions_read(&call->pos, positions, batch, seq));
     /* Packed ragged batches need attention that stays inside each sequence. */
-    if (call->pos.cu_seqlens)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_positions: packed sequences (cu_seqlens) in the "
-                       "layer, whose attention would cross them");
-    return RA_OK;
+    return ra_positions_read(&call->pos, positions, batch, seq, 0);
 }
 
 /* y [rows, cols] += bias [cols] on every row; no bias (NULL): nothing. */
@@ -432,7 +428,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
     ra_positions given;
-    if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq));
+    if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq, 0));
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
     const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */

@@ -173,7 +173,7 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
     if (x->shape[3] != rope->config.head_dim) return RA_ERR_SHAPE;
     if (out->data == x->data ? !same_view(out, x) : ra_tensors_overlap(out, x))
         return RA_ERR_ARGUMENT; /* in place needs the same view; else no sharing */
-    return ra_positions_read(pos, positions, x->shape[0], x->shape[1]);
+    return ra_positions_read(pos, positions, x->shape[0], x->shape[1], 1);
 }
 
 static int position_ok(int64_t first, int64_t count)
@@ -182,11 +182,14 @@ static int position_ok(int64_t first, int64_t count)
 }
 
 ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, int64_t batch,
-                            int64_t seq)
+                            int64_t seq, int packed)
 {
     *out = ra_positions_start(0);
     if (positions) RA_TRY(RA_READ_STRUCT(*out, positions, ra_positions));
     const ra_positions *p = out;
+    if (p->cu_seqlens && !packed)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_positions: packed sequences (cu_seqlens) here, "
+                       "where attention would cross them");
     int64_t n_tokens = batch * seq;
     if (p->ids) {
         for (int64_t t = 0; t < n_tokens; t++)

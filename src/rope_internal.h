@@ -47,9 +47,11 @@ int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b);
 int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b);
 
 /* Reads the caller's positions into *out (NULL: ra_positions_start(0))
- * and checks that every position of a [batch, seq] grid is in range. */
+ * and checks that every position of a [batch, seq] grid is in range.
+ * Packed sequences (cu_seqlens) are RA_ERR_UNSUPPORTED, before any other
+ * check, unless `packed` is set. */
 ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, int64_t batch,
-                            int64_t seq);
+                            int64_t seq, int packed);
 
 /* Checks rope arguments shared by the fast and reference paths; *pos gets
  * the positions read. */

@@ -175,10 +175,8 @@ static void rope_longrope(trial *t)
 
 static ra_layer_config layer_config(void)
 {
-    ra_rope_config c_rope = ra_rope_config_default(0);
     ra_layer_config c = {.struct_size = sizeof c, .dim = DIM, .n_heads = H, .n_kv_heads = HKV,
-                         .rope = &c_rope};
-    c_rope.table_size = 16;
+                         .rope = NULL}; /* the default rope */
     return c;
 }
 

@@ -36,7 +36,9 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 
 # No -ffast-math: the causal mask relies on -INFINITY and the tests on isnan.
-RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
+# -ffp-contract=off (GCC's default in C11 mode; clang's is on): no FMA but
+# in the kernels (below), as the bit-exact comparisons with the reference need.
+RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes -ffp-contract=off \
             -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -fPIC \
             -Iinclude -Isrc $(BLAS_CFLAGS) $(SANITIZE) $(CFLAGS)
 LIB_CFLAGS = $(RA_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY
@@ -59,16 +61,23 @@ LIBS_IO  := $(BUILD)/libropeattn_io.a $(BUILD)/libropeattn.a
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
 
 # SIMD kernels: one template compiled per ISA, chosen at run time
-# (src/cpu/dispatch.c); a * b + c contracts to FMA there and nowhere else.
-# Their loops start on 64-byte lines: two builds that did the same work
-# for a bf16 decode step (one condition written two ways) took 1.44-1.59
-# and 1.66-1.75 ms for it (bench, alternating); aligned, both 1.42-1.54.
+# (src/cpu/dispatch.c), by GCC or clang; a * b + c contracts to FMA there
+# and nowhere else.  GCC: -ffp-contract=fast.  clang: -ffp-contract=on (a
+# * b + c within one expression, as the kernels write their FMAs), since
+# clang's fast ignores the pragma with which rope_impl.h turns contraction
+# off.  Their loops start on 64-byte lines: two builds that did the same
+# work for a bf16 decode step (one condition written two ways) took
+# 1.44-1.59 and 1.66-1.75 ms for it (bench, alternating); aligned, both
+# 1.42-1.54.  $(call KERNEL_FLAGS,compiler,isa): those flags and the ISA's
+# (on x86-64; the base file needs none elsewhere).
 ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 ISA_FLAGS_avx2   = -mavx2 -mfma -mf16c
 ISA_FLAGS_base   =
+KERNEL_FLAGS = $(if $(findstring clang,$(shell $(1) --version 2>/dev/null)),-ffp-contract=on,-ffp-contract=fast) \
+               -falign-loops=64 $(if $(findstring x86_64,$(shell $(1) -dumpmachine)),$(ISA_FLAGS_$(2)))
 $(BUILD)/obj/src/cpu/kernels_%.o: src/cpu/kernels_%.c include/ropeattn.h $(wildcard src/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -ffp-contract=fast -falign-loops=64 $(if $(findstring x86_64,$(shell $(CC) -dumpmachine)),$(ISA_FLAGS_$*)) -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(call KERNEL_FLAGS,$(CC),$*) -c $< -o $@
 
 $(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)

@@ -4,14 +4,13 @@
 #   make fuzz-run FUZZ_SECONDS=60   runs each for that long on its seed corpus
 #                                   (scripts/fuzz.sh; fails on any crash)
 #
-# Everything is built with AddressSanitizer and UndefinedBehaviorSanitizer.
-# clang compiles the targets and the library with libFuzzer's coverage, except
-# the SIMD kernels (src/cpu/kernels_*.c): they are written in GCC's vector
-# extensions (__builtin_shuffle), so $(CC) compiles them, sanitized but
-# without coverage (libFuzzer takes none from GCC).  -ffp-contract=off keeps
-# clang's float arithmetic that of GCC in C11 mode, as the kernels' bit-exact
-# comparisons with the reference need.  Debian packages: clang,
-# libclang-rt-14-dev (scripts/install-deps.sh).
+# Everything is built with AddressSanitizer and UndefinedBehaviorSanitizer,
+# by clang with libFuzzer's coverage: the targets, the library and its SIMD
+# kernels (src/cpu/kernels_*.c).  -ffp-contract=off keeps clang's float
+# arithmetic that of GCC in C11 mode, as the kernels' bit-exact comparisons
+# with the reference need; the kernels take the Makefile's KERNEL_FLAGS for
+# clang instead (FMA within an expression, none in rope_impl.h).  Debian
+# packages: clang, libclang-rt-14-dev (scripts/install-deps.sh).
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
@@ -31,8 +30,8 @@ fuzz-run:
 
 $(FUZZ_BUILD)/obj/src/cpu/kernels_%.o: src/cpu/kernels_%.c include/ropeattn.h $(wildcard src/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(FUZZ_COMMON) -fvisibility=hidden -DRA_BUILDING_LIBRARY -ffp-contract=fast \
-	  $(if $(findstring x86_64,$(shell $(CC) -dumpmachine)),$(ISA_FLAGS_$*)) $(FUZZ_SAN) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_COMMON) -fvisibility=hidden -DRA_BUILDING_LIBRARY \
+	  $(call KERNEL_FLAGS,$(FUZZ_CC),$*) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
 
 $(FUZZ_BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)

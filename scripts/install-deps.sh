@@ -9,7 +9,7 @@
 #                                       library and qemu-user for the NEON
 #                                       test, valgrind (make valgrind-cli),
 #                                       clang and its runtimes (the libFuzzer
-#                                       targets)
+#                                       targets, the sanitized suite)
 # PyTorch is needed only to regenerate fixtures (make fixtures).
 set -euo pipefail
 packages=(build-essential pkg-config libopenblas-dev libcjson-dev)

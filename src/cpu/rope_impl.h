@@ -28,10 +28,11 @@
  * a c - b s exactly, and a sum does not depend on the order of its two
  * terms), each rounded on its own, so the result equals rope_ref.c's bit
  * for bit on every ISA.  For that, this file's functions are compiled with
- * contraction to FMA off, whatever the including file's flags, and without
- * GCC's auto-vectorizer, which forms FMADDSUB from the scalar tails'
- * a c - b s, a s + b c even with contraction off (GCC 12); the vector code
- * is written out.  16-bit storage is widened and rounded once.
+ * contraction to FMA off, whatever the including file's flags (clang: the
+ * C pragma, which the Makefile's -ffp-contract=on for clang honours), and
+ * with GCC, without its auto-vectorizer, which forms FMADDSUB from the
+ * scalar tails' a c - b s, a s + b c even with contraction off (GCC 12); the
+ * vector code is written out.  16-bit storage is widened and rounded once.
  */
 #include <string.h>
 
@@ -40,26 +41,20 @@
 #include "cpu/simd_half.h"
 #include "rope_internal.h"
 
+#if defined(__clang__) /* back to the command line's setting at the end */
+#pragma STDC FP_CONTRACT OFF
+#else
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off", "no-tree-vectorize")
+#endif
 
 /* Pairs of a token's cos/sin row handled at once: rows of up to ROPE_CHUNK
  * pairs (head_dim up to 512) serve every head in one pass over the token. */
 enum { ROPE_CHUNK = 256 };
 
-/* Lane permutations, from the lane numbers 0, 1, ..., RA_W - 1. */
-#if RA_W == 16
-#define ROPE_LANES {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
-#elif RA_W == 8
-#define ROPE_LANES {0, 1, 2, 3, 4, 5, 6, 7}
-#else
-#define ROPE_LANES {0, 1, 2, 3}
-#endif
-#define ROPE_PAIR_SWAP ((vi)ROPE_LANES ^ 1)               /* 1 0 3 2 ... */
-#define ROPE_DUP_LOW ((vi)ROPE_LANES >> 1)                /* 0 0 1 1 ... */
-#define ROPE_DUP_HIGH (((vi)ROPE_LANES >> 1) + RA_W / 2) /* W/2 W/2 ... */
-#define ROPE_EVEN ((vi)ROPE_LANES * 2)                    /* 0 2 4 ... of two vectors */
-#define ROPE_ODD ((vi)ROPE_LANES * 2 + 1)                 /* 1 3 5 ... */
+/* Lane permutations (simd.h's RA_SHUFFLE): */
+#define ROPE_DUP(i, first) ((first) + (i) / 2) /* first first first+1 first+1 ... */
+#define ROPE_PICK(i, odd) (2 * (i) + (odd))    /* 0 2 4 ... (odd 1: 1 3 5 ...) of two vectors */
 
 #define ROPE_INLINE static inline __attribute__((always_inline))
 
@@ -91,14 +86,14 @@ ROPE_INLINE void rope_pair(void *y, const void *x, ra_dtype dt, int64_t ia, int6
 static void rope_expand_span(float *ce, float *se, const float *c, const float *s, float sign,
                              int64_t n)
 {
-    const vi even = ((vi)ROPE_LANES & 1) == 0;
+    const vi even = (ra_lanes & 1) == 0;
     const vf vsign = vsplat(sign);
     int64_t i = 0;
     for (; i + RA_W <= n; i += RA_W) {
         vf cv = vload(c + i), sv = vload(s + i) * vsign;
-        vf slo = __builtin_shuffle(sv, ROPE_DUP_LOW), shi = __builtin_shuffle(sv, ROPE_DUP_HIGH);
-        vstore(ce + 2 * i, __builtin_shuffle(cv, ROPE_DUP_LOW));
-        vstore(ce + 2 * i + RA_W, __builtin_shuffle(cv, ROPE_DUP_HIGH));
+        vf slo = RA_SHUFFLE(sv, sv, ROPE_DUP, 0), shi = RA_SHUFFLE(sv, sv, ROPE_DUP, RA_W / 2);
+        vstore(ce + 2 * i, RA_SHUFFLE(cv, cv, ROPE_DUP, 0));
+        vstore(ce + 2 * i + RA_W, RA_SHUFFLE(cv, cv, ROPE_DUP, RA_W / 2));
         vstore(se + 2 * i, vselect(even, -slo, slo));
         vstore(se + 2 * i + RA_W, vselect(even, -shi, shi));
     }
@@ -194,10 +189,10 @@ static void rope_split(float *cd, float *sd, const float *c, const float *s, flo
     for (int64_t i = 0; i + 2 * RA_W <= n; i += 2 * RA_W) {
         vf c0 = vload(c + i), c1 = vload(c + i + RA_W);
         vf s0 = vload(s + i) * vsign, s1 = vload(s + i + RA_W) * vsign;
-        vstore(cd + i, __builtin_shuffle(c0, c1, ROPE_EVEN));
-        vstore(cd + i + RA_W, __builtin_shuffle(c0, c1, ROPE_ODD));
-        vstore(sd + i, __builtin_shuffle(s0, s1, ROPE_EVEN));
-        vstore(sd + i + RA_W, __builtin_shuffle(s0, s1, ROPE_ODD));
+        vstore(cd + i, RA_SHUFFLE(c0, c1, ROPE_PICK, 0));
+        vstore(cd + i + RA_W, RA_SHUFFLE(c0, c1, ROPE_PICK, 1));
+        vstore(sd + i, RA_SHUFFLE(s0, s1, ROPE_PICK, 0));
+        vstore(sd + i + RA_W, RA_SHUFFLE(s0, s1, ROPE_PICK, 1));
     }
 }
 
@@ -258,7 +253,7 @@ ROPE_INLINE vf rope_run_vector(const void *x, ra_dtype dt, const float *t0, cons
         return (vf)vbf16_pack(a * c - b * s, a * s + b * c);
     }
     vf v = rope_load(x, 2 * p, dt);
-    return v * vload(t0 + 2 * r) + __builtin_shuffle(v, ROPE_PAIR_SWAP) * vload(t1 + 2 * r);
+    return v * vload(t0 + 2 * r) + RA_SHUFFLE(v, v, RA_LANE_SWAP, 1) * vload(t1 + 2 * r);
 }
 
 ROPE_INLINE void rope_run_put(void *y, ra_dtype dt, int64_t p, vf v)
@@ -485,11 +480,11 @@ static void rope_task(void *arg, int64_t task, int thread)
 }
 
 #undef ROPE_INLINE
-#undef ROPE_LANES
-#undef ROPE_PAIR_SWAP
-#undef ROPE_DUP_LOW
-#undef ROPE_DUP_HIGH
-#undef ROPE_EVEN
-#undef ROPE_ODD
+#undef ROPE_DUP
+#undef ROPE_PICK
 
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT DEFAULT
+#else
 #pragma GCC pop_options
+#endif

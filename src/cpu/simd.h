@@ -74,10 +74,31 @@ static inline vf vload_f16(const uint16_t *p)
 #endif
 }
 
+/* Shuffles, as __builtin_shufflevector (clang, GCC 12) takes them: one
+ * constant index per result lane, 0 .. RA_W - 1 for x's lanes and
+ * RA_W .. 2 RA_W - 1 for y's.  RA_LANES(f, k) is the list f(0, k), f(1, k),
+ * ..., f(RA_W - 1, k), so RA_SHUFFLE(x, y, f, k) gives lane i of the result
+ * from lane f(i, k) of the pair; f and k are constant expressions, which is
+ * why the stages of the transposes and reductions below are written out per
+ * constant rather than looped over. */
+#if RA_W == 16
+#define RA_LANES(f, k)                                                                      \
+    f(0, k), f(1, k), f(2, k), f(3, k), f(4, k), f(5, k), f(6, k), f(7, k), f(8, k), f(9, k), \
+        f(10, k), f(11, k), f(12, k), f(13, k), f(14, k), f(15, k)
+#elif RA_W == 8
+#define RA_LANES(f, k) f(0, k), f(1, k), f(2, k), f(3, k), f(4, k), f(5, k), f(6, k), f(7, k)
+#else
+#define RA_LANES(f, k) f(0, k), f(1, k), f(2, k), f(3, k)
+#endif
+#define RA_SHUFFLE(x, y, f, k) __builtin_shufflevector(x, y, RA_LANES(f, k))
+
+#define RA_LANE_CONST(i, k) (k)        /* every lane from lane k */
+#define RA_LANE_SWAP(i, h) ((i) ^ (h)) /* the h-lane halves of each 2h lanes swapped */
+
 static inline vf vsplat(float x)
 {
     vf v = {x};
-    return __builtin_shuffle(v, (vi){0}); /* every lane from lane 0: one broadcast */
+    return RA_SHUFFLE(v, v, RA_LANE_CONST, 0); /* one broadcast */
 }
 
 /* The lane numbers 0, 1, ..., RA_W - 1. */
@@ -108,105 +129,72 @@ static inline vf vmax(vf a, vf b)
 #endif
 }
 
-/* Masks for the stages of an in-register transpose (granularity RA_W/2,
- * RA_W/4, ..., 1): lanes taken from the pair (x, y) for the low and the
- * high result. */
+/* m(h, a) for h = RA_W / 2, RA_W / 4, ..., 1: the stages of the transposes
+ * and reductions below, in that order. */
 #if RA_W == 16
-static const vi ra_transpose_masks[4][2] = {
-    {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-     {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
-    {{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-     {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
-    {{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-     {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}},
-    {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
-     {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}},
-};
+#define RA_STAGES(m, a) m(8, a) m(4, a) m(2, a) m(1, a)
 #elif RA_W == 8
-static const vi ra_transpose_masks[3][2] = {
-    {{0, 1, 2, 3, 8, 9, 10, 11},
-     {4, 5, 6, 7, 12, 13, 14, 15}},
-    {{0, 1, 8, 9, 4, 5, 12, 13},
-     {2, 3, 10, 11, 6, 7, 14, 15}},
-    {{0, 8, 2, 10, 4, 12, 6, 14},
-     {1, 9, 3, 11, 5, 13, 7, 15}},
-};
+#define RA_STAGES(m, a) m(4, a) m(2, a) m(1, a)
 #else
-static const vi ra_transpose_masks[2][2] = {
-    {{0, 1, 4, 5},
-     {2, 3, 6, 7}},
-    {{0, 4, 2, 6},
-     {1, 5, 3, 7}},
-};
+#define RA_STAGES(m, a) m(2, a) m(1, a)
 #endif
 
-/* Transposes the RA_W x RA_W block held in x[0..RA_W): log2(RA_W) stages
- * that swap the off-diagonal h x h blocks of every 2h x 2h block. */
+/* Stage h of a transpose, from the pair (x, y): within each block of 2h
+ * lanes, the low result takes x's low h lanes then y's low h lanes, the
+ * high result x's high h lanes then y's high h lanes.  For RA_W 8, h 2:
+ * low = x0 x1 y0 y1 x4 x5 y4 y5, high = x2 x3 y2 y3 x6 x7 y6 y7. */
+#define RA_LANE_LOW(i, h) ((i) & (h) ? RA_W + (i) - (h) : (i))
+#define RA_LANE_HIGH(i, h) ((i) & (h) ? RA_W + (i) : (i) + (h))
+
+/* vtranspose's stage h: x[i], x[i + h] for each i with bit h clear become
+ * the low and the high result of the pair, which swaps the off-diagonal
+ * h x h blocks of every 2h x 2h block. */
+#define RA_TRANSPOSE_STAGE(h, x)                                                  \
+    _Pragma("GCC unroll 16") for (int i = 0; i < RA_W; i++) {                     \
+        if (i & (h)) continue;                                                    \
+        vf lo = RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_LOW, h);                     \
+        vf hi = RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_HIGH, h);                    \
+        x[i] = lo;                                                                \
+        x[i + (h)] = hi;                                                          \
+    }
+
+/* Transposes the RA_W x RA_W block held in x[0..RA_W): log2(RA_W) stages. */
 static inline __attribute__((always_inline)) void vtranspose(vf x[RA_W])
 {
-    int stage = 0;
-#pragma GCC unroll 8
-    for (int h = RA_W / 2; h >= 1; h /= 2, stage++)
-#pragma GCC unroll 16
-        for (int i = 0; i < RA_W; i++) {
-            if (i & h) continue;
-            vf lo = __builtin_shuffle(x[i], x[i + h], ra_transpose_masks[stage][0]);
-            vf hi = __builtin_shuffle(x[i], x[i + h], ra_transpose_masks[stage][1]);
-            x[i] = lo;
-            x[i + h] = hi;
-        }
+    RA_STAGES(RA_TRANSPOSE_STAGE, x)
 }
+
+/* vsum_lanes's stage h: the 2h vectors x[0, 2h) halved into x[0, h) by
+ * adding the low and the high result of each pair (x[i], x[i + h]). */
+#define RA_SUM_STAGE(h, x)                                                        \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (h); i++)                        \
+        x[i] = RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_LOW, h) +                     \
+               RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_HIGH, h);
 
 /* Lane i of the result = the sum of x[i]'s lanes, for all RA_W vectors at
  * once: log2(RA_W) stages, each halving the vectors by adding the two
  * halves of a vtranspose stage (half the shuffles of a full transpose). */
 static inline __attribute__((always_inline)) vf vsum_lanes(vf x[RA_W])
 {
-    int stage = 0;
-#pragma GCC unroll 8
-    for (int n = RA_W; n > 1; n /= 2, stage++)
-#pragma GCC unroll 16
-        for (int i = 0; i < n / 2; i++)
-            x[i] = __builtin_shuffle(x[i], x[i + n / 2], ra_transpose_masks[stage][0]) +
-                   __builtin_shuffle(x[i], x[i + n / 2], ra_transpose_masks[stage][1]);
+    RA_STAGES(RA_SUM_STAGE, x)
     return x[0];
 }
 
-/* Lane i ^ h of the pair swaps for h = RA_W / 2, RA_W / 4, ..., 1: the
- * stages of a tree reduction. */
-#if RA_W == 16
-static const vi ra_swap_masks[4] = {
-    {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},
-    {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11},
-    {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},
-    {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14},
-};
-#elif RA_W == 8
-static const vi ra_swap_masks[3] = {
-    {4, 5, 6, 7, 0, 1, 2, 3},
-    {2, 3, 0, 1, 6, 7, 4, 5},
-    {1, 0, 3, 2, 5, 4, 7, 6},
-};
-#else
-static const vi ra_swap_masks[2] = {
-    {2, 3, 0, 1},
-    {1, 0, 3, 2},
-};
-#endif
+/* The largest lane and the sum of the lanes, in log2(RA_W) steps, each
+ * against v with its lanes i ^ h (a tree: the sum's order is fixed, not
+ * left to right). */
+#define RA_MAX_STAGE(h, v) v = vmax(v, RA_SHUFFLE(v, v, RA_LANE_SWAP, h));
+#define RA_ADD_STAGE(h, v) v += RA_SHUFFLE(v, v, RA_LANE_SWAP, h);
 
-/* The largest lane and the sum of the lanes, in log2(RA_W) steps (a tree:
- * the sum's order is fixed, not left to right). */
 static inline float vreduce_max(vf v)
 {
-    for (int stage = 0; RA_W >> (stage + 1); stage++)
-        v = vmax(v, __builtin_shuffle(v, ra_swap_masks[stage]));
+    RA_STAGES(RA_MAX_STAGE, v)
     return v[0];
 }
 
 static inline float vreduce_add(vf v)
 {
-    for (int stage = 0; RA_W >> (stage + 1); stage++)
-        v += __builtin_shuffle(v, ra_swap_masks[stage]);
+    RA_STAGES(RA_ADD_STAGE, v)
     return v[0];
 }
 

@@ -144,7 +144,7 @@ static void test_append_fused_qkv(void)
     ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
     ra_rope_config rc = ra_rope_config_default(D);
     ra_rope *rope;
-    ra_kv_cache *c1, *c2;
+    ra_kv_cache *c1 = NULL, *c2 = NULL;
     CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
     CHECK(ra_kv_cache_create(&c1, B, 4, HKV, D, RA_F32) == RA_OK &&
           ra_kv_cache_create(&c2, B, 4, HKV, D, RA_F32) == RA_OK, "caches");

@@ -42,7 +42,8 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->lse = NULL;
     args->rope = NULL;
     args->positions = NULL;
-    return ra_attention_dropout(&args->dropout, &args->mask, options);
+    ra_attention_dropout(&args->dropout, &args->mask, options);
+    return RA_OK;
 }
 
 ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options)
@@ -51,20 +52,16 @@ ra_status ra_attention_options_read(ra_attention_options *out, const ra_attentio
     if (options) RA_TRY(RA_READ_STRUCT(*out, options, ra_attention_options));
     if ((unsigned)out->path >= RA_PATH_COUNT)
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: path %d", (int)out->path);
+    if (!(out->dropout >= 0.0f && out->dropout < 1.0f))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
+                       (double)out->dropout);
     return RA_OK;
 }
 
-ra_status ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options)
+void ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options)
 {
-    *on = 0;
-    if (!options) return RA_OK;
-    float p = options->dropout;
-    if (!(p >= 0.0f && p < 1.0f))
-        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
-                       (double)p);
-    *on = p > 0.0f;
-    *mask = ra_dropout_mask_make(p, options->seed, RA_STREAM_ATTENTION);
-    return RA_OK;
+    *on = options && options->dropout > 0.0f;
+    if (*on) *mask = ra_dropout_mask_make(options->dropout, options->seed, RA_STREAM_ATTENTION);
 }
 
 /* Runs a prepared forward on the given path. */

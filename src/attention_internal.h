@@ -23,18 +23,19 @@ typedef struct ra_attention_args {
     const ra_positions *positions;
 } ra_attention_args;
 
-/* Validates the views and the dropout (options NULL: none); fills args
- * (lse NULL). */
+/* Validates the views; fills args (lse NULL) with options' dropout
+ * (options read by ra_attention_options_read, or NULL: none). */
 ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                                const ra_attention_options *options);
 
-/* The caller's options (NULL: ra_attention_options_init()), path checked. */
+/* The caller's options (NULL: ra_attention_options_init()), path and
+ * dropout checked. */
 ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options);
 
-/* Checks the dropout p of options (NULL: none; RA_ERR_ARGUMENT outside
- * [0, 1)); *on = p > 0 and *mask its masks. */
-ra_status ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options);
+/* *on = options' dropout p > 0 (options checked, or NULL: none) and *mask
+ * its masks. */
+void ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options);
 
 /* Scratch bytes the path needs for these sizes and thread count; 0 when
  * that does not fit in memory. */
@@ -125,8 +126,9 @@ typedef struct ra_attention_backward_args {
     const float *lse;      /* the forward's; NULL on the reference path */
 } ra_attention_backward_args;
 
-/* Validates the views, the dropout and, for the flash path (path must be
- * REFERENCE or FLASH: AUTO means FLASH), out and lse; fills args. */
+/* Validates the views and, for the flash path (path must be REFERENCE or
+ * FLASH: AUTO means FLASH), out and lse; fills args (options read and
+ * checked). */
 ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
                                         ra_attention_path path, const ra_tensor *dq,
                                         const ra_tensor *dk, const ra_tensor *dv,

@@ -154,9 +154,6 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     call->seq = seq;
     call->tokens = batch * seq;
     RA_TRY(ra_attention_options_read(&call->attn, options));
-    if (!(call->attn.dropout >= 0.0f && call->attn.dropout < 1.0f))
-        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
-                       (double)call->attn.dropout);
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
     /* Packed ragged batches need attention that stays inside each sequence. */
     return ra_positions_read(&call->pos, positions, batch, seq, 0);

@@ -1378,6 +1378,7 @@ static void test_rope_hostile(void)
          "config.json: \"original_max_position_embeddings\" must be a positive integer"},
         {"{\"rope_scaling\": {\"factor\": 1}, \"rope_scaling\": null}",
          "config.json: \"rope_scaling\" appears twice"},
+        {"{\"attention_bias\": \"yes\"}", "config.json: \"attention_bias\" must be true or false"},
     };
     for (size_t i = 0; i < sizeof in_config / sizeof in_config[0]; i++) {
         ra_hf_config cfg;

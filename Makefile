@@ -5,15 +5,17 @@
 # threads under ThreadSanitizer, the CLI under valgrind memcheck (below).
 #
 # `make install` (PREFIX, default /usr/local; DESTDIR for staging) installs
-# the header, both libraries, the tool, its man page, ropeattn.pc and the
-# CMake package (lib/cmake/ropeattn); `make uninstall` removes them.
+# the headers, the libraries (static and shared), the tool, its man page,
+# ropeattn.pc, ropeattn-hf.pc and the CMake package (lib/cmake/ropeattn);
+# `make uninstall` removes them.
 #
 # Outputs (under $(BUILD), default build/):
 #   libropeattn.a                   the library, static (needs BLAS, libm, pthread)
 #   libropeattn.so.$(VERSION)       shared (SONAME libropeattn.so.0; links .so.0, .so)
-#   libropeattn_io.a                the file readers and writers of the tool and
-#                                   tests (src/io: safetensors, .npy, config.json
-#                                   with cJSON); not installed
+#   libropeattn_hf.a, .so.$(VERSION) Hugging Face checkpoints (include/ropeattn_hf.h:
+#                                   src/hf, and src/io's readers of safetensors,
+#                                   .npy and config.json; needs libropeattn and
+#                                   cJSON); src/io's writers serve the tool
 #   ropeattn                        the command-line tool
 #   tests/test_*                    one program per test file
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
@@ -43,22 +45,25 @@ RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes -ffp-c
             -Iinclude -Isrc $(BLAS_CFLAGS) $(SANITIZE) $(CFLAGS)
 LIB_CFLAGS = $(RA_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY
 LIB_LDLIBS = $(BLAS_LIBS) -lm -pthread
+HF_CFLAGS  = $(LIB_CFLAGS) -DRA_BUILDING_HF_LIBRARY
 LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
 CORE_SRC := $(wildcard src/*.c src/cpu/*.c)
-IO_SRC   := $(wildcard src/io/*.c)
-LIB_SRC  := $(CORE_SRC) $(IO_SRC)
+HF_SRC   := $(wildcard src/io/*.c src/hf/*.c)
+LIB_SRC  := $(CORE_SRC) $(HF_SRC)
 TOOL_SRC := $(wildcard tools/*.c bench/*.c)
 TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-IO_OBJ   := $(IO_SRC:%.c=$(BUILD)/obj/%.o)
+HF_OBJ   := $(HF_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-LIBS_IO  := $(BUILD)/libropeattn_io.a $(BUILD)/libropeattn.a
+LIBS_HF  := $(BUILD)/libropeattn_hf.a $(BUILD)/libropeattn.a
+HEADERS  := include/ropeattn.h include/ropeattn_hf.h
 
-all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
+all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
+     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
 
 # SIMD kernels: one template compiled per ISA, chosen at run time
 # (src/cpu/dispatch.c), by GCC or clang; a * b + c contracts to FMA there
@@ -79,11 +84,19 @@ $(BUILD)/obj/src/cpu/kernels_%.o: src/cpu/kernels_%.c include/ropeattn.h $(wildc
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) $(call KERNEL_FLAGS,$(CC),$*) -c $< -o $@
 
-$(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h src/cpu/*.h)
+$(BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c include/ropeattn.h $(wildcard src/*.h src/io/*.h tools/*.h bench/*.h tests/*.h)
+$(BUILD)/obj/src/io/%.o: src/io/%.c $(HEADERS) $(wildcard src/*.h src/io/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(HF_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/hf/%.o: src/hf/%.c $(HEADERS) $(wildcard src/io/*.h src/hf/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(HF_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard src/*.h src/io/*.h src/hf/*.h tools/*.h bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) -c $< -o $@
 
@@ -91,7 +104,7 @@ $(BUILD)/libropeattn.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libropeattn_io.a: $(IO_OBJ)
+$(BUILD)/libropeattn_hf.a: $(HF_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -103,12 +116,22 @@ $(BUILD)/libropeattn.so: $(BUILD)/libropeattn.so.$(VERSION)
 	ln -sf libropeattn.so.$(VERSION) $(BUILD)/libropeattn.so.$(SOMAJOR)
 	ln -sf libropeattn.so.$(VERSION) $@
 
-$(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_IO)
-	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(LIBS_IO) $(LDLIBS)
+# The shared one carries its own copy of the allocators (src/memory.c),
+# which libropeattn.so keeps hidden.
+$(BUILD)/libropeattn_hf.so.$(VERSION): $(HF_OBJ) $(BUILD)/obj/src/memory.o $(BUILD)/libropeattn.so
+	$(CC) -shared -Wl,-soname,libropeattn_hf.so.$(SOMAJOR) -Wl,--as-needed $(SANITIZE) -o $@ \
+	  $(HF_OBJ) $(BUILD)/obj/src/memory.o -L$(BUILD) -lropeattn -lcjson -lm
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBS_IO)
+$(BUILD)/libropeattn_hf.so: $(BUILD)/libropeattn_hf.so.$(VERSION)
+	ln -sf libropeattn_hf.so.$(VERSION) $(BUILD)/libropeattn_hf.so.$(SOMAJOR)
+	ln -sf libropeattn_hf.so.$(VERSION) $@
+
+$(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_HF)
+	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(LIBS_HF) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBS_HF)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANITIZE) -o $@ $< $(LIBS_IO) $(LDLIBS)
+	$(CC) $(SANITIZE) -o $@ $< $(LIBS_HF) $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
@@ -153,26 +176,33 @@ SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 $(BUILD)/ropeattn.1: $(BUILD)/ropeattn scripts/manpage.sh
 	bash scripts/manpage.sh $(BUILD)/ropeattn > $@
 
-install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/ropeattn $(BUILD)/ropeattn.1
+LIBNAMES = libropeattn libropeattn_hf
+
+install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
+         $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(BUILD)/ropeattn.1
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(LIBDIR)/cmake/ropeattn $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(BUILD)/ropeattn $(DESTDIR)$(BINDIR)/ropeattn
 	install -m 644 $(BUILD)/ropeattn.1 $(DESTDIR)$(MANDIR)/man1/ropeattn.1
-	install -m 644 include/ropeattn.h $(DESTDIR)$(INCLUDEDIR)/ropeattn.h
-	install -m 644 $(BUILD)/libropeattn.a $(DESTDIR)$(LIBDIR)/libropeattn.a
-	install -m 755 $(BUILD)/libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so.$(VERSION)
-	ln -sf libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so.$(SOMAJOR)
-	ln -sf libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	for lib in $(LIBNAMES); do \
+	  install -m 644 $(BUILD)/$$lib.a $(DESTDIR)$(LIBDIR)/$$lib.a && \
+	  install -m 755 $(BUILD)/$$lib.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$$lib.so.$(VERSION) && \
+	  ln -sf $$lib.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$$lib.so.$(SOMAJOR) && \
+	  ln -sf $$lib.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$$lib.so || exit 1; \
+	done
 	$(SUBST) pkgconfig/ropeattn.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc
+	$(SUBST) pkgconfig/ropeattn-hf.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-hf.pc
 	$(SUBST) cmake/ropeattn-config.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config.cmake
 	$(SUBST) cmake/ropeattn-config-version.cmake.in \
 	  > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config-version.cmake
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ropeattn $(DESTDIR)$(MANDIR)/man1/ropeattn.1 \
-	  $(DESTDIR)$(INCLUDEDIR)/ropeattn.h $(DESTDIR)$(LIBDIR)/libropeattn.a \
-	  $(DESTDIR)$(LIBDIR)/libropeattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libropeattn.so.$(SOMAJOR) \
-	  $(DESTDIR)$(LIBDIR)/libropeattn.so $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc
+	  $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) \
+	  $(foreach lib,$(LIBNAMES),$(DESTDIR)$(LIBDIR)/$(lib).a $(DESTDIR)$(LIBDIR)/$(lib).so \
+	    $(DESTDIR)$(LIBDIR)/$(lib).so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/$(lib).so.$(VERSION)) \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-hf.pc
 	rm -rf $(DESTDIR)$(LIBDIR)/cmake/ropeattn
 
 test: all $(NEON_TEST)

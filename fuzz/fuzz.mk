@@ -33,12 +33,12 @@ $(FUZZ_BUILD)/obj/src/cpu/kernels_%.o: src/cpu/kernels_%.c include/ropeattn.h $(
 	$(FUZZ_CC) $(FUZZ_COMMON) -fvisibility=hidden -DRA_BUILDING_LIBRARY \
 	  $(call KERNEL_FLAGS,$(FUZZ_CC),$*) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
 
-$(FUZZ_BUILD)/obj/src/%.o: src/%.c include/ropeattn.h $(wildcard src/*.h src/io/*.h src/cpu/*.h)
+$(FUZZ_BUILD)/obj/src/%.o: src/%.c $(HEADERS) $(wildcard src/*.h src/io/*.h src/hf/*.h src/cpu/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY \
 	  -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
 
-$(FUZZ_BUILD)/obj/%.o: %.c include/ropeattn.h $(wildcard src/io/*.h tools/*.h bench/*.h)
+$(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard src/io/*.h src/hf/*.h tools/*.h bench/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_config.c — the same bytes as a config.json (ra_hf_config_parse) and
+ * fuzz_config.c — the same bytes as a config.json (ra_hf_fields_parse) and
  * as a --rope-parameters object (ra_hf_rope_parse).  A refusal must be
  * RA_ERR_FORMAT with a message and a zeroed result; an acceptance must hold
  * only values of the promised kinds (positive integers, positive numbers,
@@ -55,7 +55,7 @@ static void check_rope(const ra_hf_rope *r)
     }
 }
 
-static void check_config(const ra_hf_config *c)
+static void check_config(const ra_hf_fields *c)
 {
     const int64_t ints[] = {c->hidden_size, c->num_attention_heads, c->num_key_value_heads,
                             c->head_dim, c->max_position_embeddings,
@@ -94,7 +94,7 @@ static void check_config(const ra_hf_config *c)
 
 /* The rope the CLI would build (tools/rope_cli.c), for head_dim D: a ra_rope
  * that ra_rope_create accepts must give finite tables everywhere. */
-static void create_rope(const ra_hf_rope *r, const ra_hf_config *c, size_t salt)
+static void create_rope(const ra_hf_rope *r, const ra_hf_fields *c, size_t salt)
 {
     int64_t head_dim = c->has_head_dim ? c->head_dim : 64;
     if (head_dim > 512) head_dim = 64;
@@ -174,8 +174,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
     char msg[512];
-    ra_hf_config cfg;
-    ra_status st = ra_hf_config_parse(text, size, &cfg, msg, sizeof msg);
+    ra_hf_fields cfg;
+    ra_status st = ra_hf_fields_parse(text, size, &cfg, msg, sizeof msg);
     if (st != RA_OK) {
         /* RA_ERR_UNSUPPORTED: a family, or a key, that ropeattn refuses */
         FUZZ_CHECK(st == RA_ERR_FORMAT || st == RA_ERR_UNSUPPORTED, "config: status %d: %s",
@@ -204,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         create_rope(&rope, &cfg, size + 1);
     }
     ra_hf_rope_free(&rope);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     check_index(data, size);
     return 0;
 }

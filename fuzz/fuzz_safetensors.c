@@ -5,7 +5,10 @@
  * bytes of the data area (all read: ASan and the mapping's bounds watch),
  * exactly count * dtype size of them, sharing none with another tensor and
  * together covering the whole data area, and
- * its name is unique and found again by ra_safetensors_find.
+ * its name is unique and found again by ra_safetensors_find.  The same file
+ * then goes through the checkpoint library (ropeattn_hf.h) as the tool's
+ * attention command reads it: a layer it refuses comes with a sentence, a
+ * layer it builds names tensors of the file and runs.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -14,6 +17,7 @@
 #include "fuzz_check.h"
 #include "fuzz_file.h"
 #include "io/io.h"
+#include "ropeattn_hf.h"
 
 static int is_float(ra_st_dtype d)
 {
@@ -89,6 +93,42 @@ static void check_disjoint(const ra_safetensors *st, int64_t n, uint64_t data_ar
     free(order);
 }
 
+/* The file as a checkpoint: layer -1 (the only one) with 1 and 2 heads,
+ * 3 tokens, no config. */
+static void check_layer(const char *path, const ra_safetensors *st)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    FUZZ_CHECK(ra_hf_checkpoint_open(&ckpt, path) == RA_OK, "%s", ra_hf_last_error());
+    for (int64_t heads = 1; heads <= 2; heads++) {
+        ra_hf_layer *layer = (ra_hf_layer *)&layer;
+        ra_hf_options o = ra_hf_options_init();
+        o.n_heads = heads;
+        o.n_tokens = 3;
+        ra_status status = ra_hf_layer_create(&layer, ckpt, NULL, &o);
+        if (status != RA_OK) {
+            FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
+            FUZZ_CHECK(ra_hf_last_error()[0] != '\0', "status %d without a sentence",
+                       (int)status);
+            continue;
+        }
+        for (int64_t i = 0; i < ra_hf_layer_tensor_count(layer); i++)
+            FUZZ_CHECK(ra_safetensors_find(st, ra_hf_layer_tensor_name(layer, i)) != NULL,
+                       "'%s' is not in the file", ra_hf_layer_tensor_name(layer, i));
+        int64_t dim = ra_layer_get_config(ra_hf_layer_get(layer))->dim;
+        if (dim <= 4096) { /* the layer runs on what it was built from */
+            float *x = calloc((size_t)(3 * dim), sizeof(float));
+            float *y = malloc((size_t)(3 * dim) * sizeof(float));
+            FUZZ_CHECK(x && y, "out of memory");
+            FUZZ_CHECK(ra_layer_forward(ra_hf_layer_get(layer), NULL, y, x, 1, 3, NULL, NULL) ==
+                           RA_OK, "forward: %s", ra_last_error());
+            free(x);
+            free(y);
+        }
+        ra_hf_layer_destroy(layer);
+    }
+    ra_hf_checkpoint_close(ckpt);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_file(data, size);
@@ -118,6 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_tensor(st, ra_safetensors_at(st, i), data + 8 + header_len, data_area);
     check_disjoint(st, n, data_area);
     FUZZ_CHECK(ra_safetensors_find(st, "__metadata__") == NULL, "__metadata__ is a tensor");
+    check_layer(path, st);
     ra_safetensors_close(st);
     return 0;
 }

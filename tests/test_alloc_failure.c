@@ -35,6 +35,7 @@
 #include "io/io.h"
 #include "memory.h"
 #include "ropeattn.h"
+#include "ropeattn_hf.h"
 
 /* ---- the sweep ---------------------------------------------------------- */
 
@@ -494,7 +495,7 @@ static const char config_json[] =
     " \"short_factor\": [1, 1, 1, 1, 2, 2, 2, 2], \"long_factor\": [1, 2, 3, 4, 5, 6, 7, 8]},"
     " \"architectures\": [\"LlamaForCausalLM\"], \"torch_dtype\": \"bfloat16\"}";
 
-static void config_check(trial *t, const ra_hf_config *c, const char *msg)
+static void config_check(trial *t, const ra_hf_fields *c, const char *msg)
 {
     if (INJECTED(t)) {
         CHECK(c->hidden_size == 0 && !c->has_rope && c->rope.short_factor == NULL,
@@ -508,19 +509,19 @@ static void config_check(trial *t, const ra_hf_config *c, const char *msg)
 static void config_parse(trial *t)
 {
     char msg[512];
-    ra_hf_config c;
-    ARMED(t, ra_hf_config_parse(config_json, sizeof config_json - 1, &c, msg, sizeof msg));
+    ra_hf_fields c;
+    ARMED(t, ra_hf_fields_parse(config_json, sizeof config_json - 1, &c, msg, sizeof msg));
     config_check(t, &c, msg);
-    ra_hf_config_free(&c);
+    ra_hf_fields_free(&c);
 }
 
 static void config_read(trial *t)
 {
     char msg[512];
-    ra_hf_config c;
-    ARMED(t, ra_hf_config_read(tpath("config.json"), &c, msg, sizeof msg));
+    ra_hf_fields c;
+    ARMED(t, ra_hf_fields_read(tpath("config.json"), &c, msg, sizeof msg));
     config_check(t, &c, msg);
-    ra_hf_config_free(&c);
+    ra_hf_fields_free(&c);
 }
 
 static void rope_parse(trial *t)
@@ -538,6 +539,40 @@ static void rope_parse(trial *t)
     ra_hf_rope_free(&r);
 }
 
+/* The checkpoint library: a layer of hf.safetensors (Meta's names, four
+ * projections), its config and gradient buffers, each step's failure
+ * leaving the later ones' outputs NULL. */
+static ra_status hf_steps(ra_hf_checkpoint **ckpt, ra_hf_config **config, ra_hf_layer **layer,
+                          ra_hf_grads **grads)
+{
+    ra_hf_options o = ra_hf_options_init();
+    o.n_tokens = S;
+    RA_TEST_TRY(ra_hf_checkpoint_open(ckpt, tpath("hf.safetensors")));
+    RA_TEST_TRY(ra_hf_config_open(config, tpath("config.json")));
+    RA_TEST_TRY(ra_hf_layer_create(layer, *ckpt, *config, &o));
+    return ra_hf_grads_create(grads, *layer);
+}
+
+static void hf_layer(trial *t)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    ra_hf_config *config = NULL;
+    ra_hf_layer *layer = NULL;
+    ra_hf_grads *grads = NULL;
+    ARMED(t, hf_steps(&ckpt, &config, &layer, &grads));
+    if (INJECTED(t)) {
+        CHECK(grads == NULL, "*out not NULL after a failure");
+        CHECK(ra_hf_last_error()[0] != '\0', "no message");
+    } else {
+        CHECK(ra_hf_layer_tensor_count(layer) == 4 && ra_hf_grads_tensor(grads, 3) != NULL,
+              "tensors");
+    }
+    ra_hf_grads_destroy(grads);
+    ra_hf_layer_destroy(layer);
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt);
+}
+
 /* The readers' inputs, written once before their sweeps. */
 static void write_fixtures(void)
 {
@@ -551,6 +586,11 @@ static void write_fixtures(void)
     };
     memcpy(st_tensors, ts, sizeof ts);
     CHECK(ra_safetensors_write(tpath("x.safetensors"), st_tensors, 3, msg, sizeof msg) == RA_OK,
+          "%s", msg);
+    ra_st_tensor layer[4] = {ts[0], ts[1], ts[2],
+                             {"layers.0.attention.wo.weight", RA_ST_F32, 2, {DIM, DIM},
+                              DIM * DIM, wo, sizeof wo}};
+    CHECK(ra_safetensors_write(tpath("hf.safetensors"), layer, 4, msg, sizeof msg) == RA_OK,
           "%s", msg);
     FILE *f = fopen(tpath("config.json"), "wb");
     CHECK(f && fwrite(config_json, 1, sizeof config_json - 1, f) == sizeof config_json - 1,
@@ -605,9 +645,10 @@ static void test_files(void)
     sweep("ra_npy_read", npy_read, 0);
     sweep("ra_safetensors_write", st_write, 0);
     sweep("ra_safetensors_open", st_open, 0);
-    sweep("ra_hf_config_parse", config_parse, 0);
-    sweep("ra_hf_config_read", config_read, 0);
+    sweep("ra_hf_fields_parse", config_parse, 0);
+    sweep("ra_hf_fields_read", config_read, 0);
     sweep("ra_hf_rope_parse", rope_parse, 0);
+    sweep("ra_hf_checkpoint_open .. ra_hf_grads_create", hf_layer, 0);
 }
 
 int main(void)
@@ -634,6 +675,7 @@ int main(void)
     RUN(test_files);
     unlink(tpath("x.npy"));
     unlink(tpath("x.safetensors"));
+    unlink(tpath("hf.safetensors"));
     unlink(tpath("config.json"));
     rmdir(temp_dir);
     printf("  %-42s %3lld failure points\n", "total", (long long)total_points);

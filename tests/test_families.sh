@@ -74,7 +74,7 @@ C=$TMP/cases
 "$RA" attention --weights "$C/llama4_layer3/model.safetensors" \
     --config "$C/llama4_layer3/config.json" --input "$C/llama4_layer3/x.npy" \
     --output "$TMP/l4.npy" --layer 3 --positions "$TMP/pos.npy" 2>"$TMP/err"
-if [ $? -eq 2 ] && grep -q "not by --positions" "$TMP/err" && [ ! -e "$TMP/l4.npy" ]; then pass
+if [ $? -eq 2 ] && grep -q "not by position ids" "$TMP/err" && [ ! -e "$TMP/l4.npy" ]; then pass
 else fail "llama4 NoPE layer with --positions: $(cat "$TMP/err")"; fi
 
 # Fused projections' gradients (Phi-3's qkv_proj, GPT-NeoX's query_key_value)

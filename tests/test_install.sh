@@ -2,8 +2,9 @@
 # test_install.sh — `make install` into a temporary prefix, then programs
 # built against it as a user would: tests/install/consumer.c as C (C11) and
 # as C++ (C++17), with the shared and the static library, through pkg-config
-# and through CMake's find_package; the README's quickstart as C and C++ with
-# gcc and clang; the SONAME and what each program needs
+# and through CMake's find_package; tests/install/consumer_hf.c against the
+# checkpoint library likewise; the README's quickstart as C and C++ with
+# gcc and clang; the SONAMEs and what each program needs
 # at run time; DESTDIR staging; `make uninstall` leaves nothing behind.
 # Sanitizer builds (make asan) skip it: their objects need the sanitizer
 # runtimes, which an installed library's users do not link.
@@ -20,16 +21,23 @@ if ! make -s BUILD="$BUILD" PREFIX="$P" install >"$TMP/log" 2>&1; then
     fail "make install: $(tail -5 "$TMP/log")"; summary
 fi
 for f in bin/ropeattn include/ropeattn.h lib/libropeattn.a lib/libropeattn.so lib/libropeattn.so.0 \
-    lib/pkgconfig/ropeattn.pc lib/cmake/ropeattn/ropeattn-config.cmake \
+    include/ropeattn_hf.h lib/libropeattn_hf.a lib/libropeattn_hf.so lib/libropeattn_hf.so.0 \
+    lib/pkgconfig/ropeattn.pc lib/pkgconfig/ropeattn-hf.pc lib/cmake/ropeattn/ropeattn-config.cmake \
     lib/cmake/ropeattn/ropeattn-config-version.cmake share/man/man1/ropeattn.1; do
     if [ -e "$P/$f" ]; then pass; else fail "make install did not install $f"; fi
 done
 if readelf -d "$P/lib/libropeattn.so" | grep -q 'SONAME.*\[libropeattn\.so\.0\]'; then pass
 else fail "libropeattn.so has no SONAME libropeattn.so.0"; fi
-# The library needs BLAS, libm and threads only (cJSON is the tool's).
+# The library needs BLAS, libm and threads only (cJSON is the checkpoint
+# library's, which needs the library).
 if readelf -d "$P/lib/libropeattn.so" | grep NEEDED | grep -q cjson; then
     fail "libropeattn.so needs libcjson"
 else pass; fi
+hf_dynamic=$(readelf -d "$P/lib/libropeattn_hf.so")
+if grep -q 'SONAME.*\[libropeattn_hf\.so\.0\]' <<<"$hf_dynamic" &&
+    grep NEEDED <<<"$hf_dynamic" | grep -q 'libropeattn\.so\.0' &&
+    grep NEEDED <<<"$hf_dynamic" | grep -q cjson; then pass
+else fail "libropeattn_hf.so: SONAME libropeattn_hf.so.0, needing libropeattn.so.0 and cJSON: $(grep -E 'NEEDED|SONAME' <<<"$hf_dynamic")"; fi
 
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 C=tests/install/consumer.c
@@ -63,6 +71,25 @@ build pc_cxx_shared shared c++ -std=c++17 -Wall -Werror -x c++ $cflags $C -x non
 build pc_cxx_static static c++ -std=c++17 -Wall -Werror -x c++ $cflags $C -x none \
     -o "$TMP/pc_cxx_static" $static
 
+# The checkpoint library: consumer_hf builds layer 1 of a checkpoint of
+# tests/hf and runs it.
+check_hf() {
+    local name=$1 exe=$2 out
+    out=$(LD_LIBRARY_PATH="$P/lib" "$exe" tests/hf/llama_default 2>&1)
+    if [ "$out" = "llama: 4 tensors" ]; then pass; else fail "$name: printed '$out'"; fi
+}
+hf_cflags=$(pkg-config --cflags ropeattn-hf)
+hf_static=$(pkg-config --static --libs ropeattn-hf | sed 's/-lropeattn\(_hf\)\?\b/-l:libropeattn\1.a/g')
+if cc -std=c11 -Wall -Werror $hf_cflags tests/install/consumer_hf.c -o "$TMP/hf_c_shared" \
+    $(pkg-config --libs ropeattn-hf) 2>"$TMP/err"; then check_hf pc_hf_c_shared "$TMP/hf_c_shared"
+else fail "pc_hf_c_shared: $(head -c 400 "$TMP/err")"; fi
+if c++ -std=c++17 -Wall -Werror -x c++ $hf_cflags tests/install/consumer_hf.c -x none \
+    -o "$TMP/hf_cxx_static" $hf_static 2>"$TMP/err"; then
+    check_hf pc_hf_cxx_static "$TMP/hf_cxx_static"
+    if readelf -d "$TMP/hf_cxx_static" | grep NEEDED | grep -q libropeattn; then
+        fail "pc_hf_cxx_static needs a shared ropeattn library"; else pass; fi
+else fail "pc_hf_cxx_static: $(head -c 400 "$TMP/err")"; fi
+
 # The README's quickstart as C11 and as C++17, with gcc and with clang
 # (when installed): it must build against the installed library and run.
 n=0
@@ -79,6 +106,7 @@ if cmake -S tests/install -B "$TMP/cmake" -DCMAKE_PREFIX_PATH="$P" >"$TMP/log" 2
     for e in consumer_c_shared consumer_c_static consumer_cxx_shared consumer_cxx_static; do
         check "cmake $e" "${e##*_}" "$TMP/cmake/$e"
     done
+    for e in consumer_hf_c_shared consumer_hf_cxx_static; do check_hf "cmake $e" "$TMP/cmake/$e"; done
 else fail "cmake find_package(ropeattn): $(tail -5 "$TMP/log")"; fi
 
 # Staged with DESTDIR: the files land under it, the .pc names the prefix.

@@ -778,9 +778,9 @@ static void test_mutations(void)
 
 /* ---- config.json --------------------------------------------------------- */
 
-static ra_status parse_config(const char *text, ra_hf_config *cfg, char *msg, size_t msg_len)
+static ra_status parse_config(const char *text, ra_hf_fields *cfg, char *msg, size_t msg_len)
 {
-    return ra_hf_config_parse(text, strlen(text), cfg, msg, msg_len);
+    return ra_hf_fields_parse(text, strlen(text), cfg, msg, msg_len);
 }
 
 static void test_config_llama(void)
@@ -791,7 +791,7 @@ static void test_config_llama(void)
         "  \"head_dim\": null,\n  \"max_position_embeddings\": 8192,\n"
         "  \"rope_theta\": 500000.0,\n  \"rope_scaling\": null,\n"
         "  \"torch_dtype\": \"bfloat16\",\n  \"tie_word_embeddings\": false\n}\n";
-    ra_hf_config cfg;
+    ra_hf_fields cfg;
     char msg[256];
     ra_status st = parse_config(text, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && msg[0] == '\0', "%s", msg);
@@ -814,7 +814,7 @@ static void test_config_llama(void)
     CHECK(st == RA_OK && !cfg.has_hidden_size && !cfg.has_num_attention_heads &&
           !cfg.has_rope_theta && cfg.num_attention_heads == 0, "empty: %s", msg);
     const char *longer = "{\"hidden_size\": 64} and then garbage past len";
-    st = ra_hf_config_parse(longer, 19, &cfg, msg, sizeof msg);
+    st = ra_hf_fields_parse(longer, 19, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 64, "len limits the text: %s", msg);
 }
 
@@ -875,19 +875,19 @@ static void test_config_hostile(void)
          "config.json: \"layer_types\" appears twice"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ra_hf_config cfg;
+        ra_hf_fields cfg;
         char msg[256];
         ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
         CHECK(st == RA_ERR_FORMAT, "%s: status %d", cases[i].text, (int)st);
         CHECK(strcmp(msg, cases[i].message) == 0, "%s: got \"%s\"", cases[i].text, msg);
         CHECK(!cfg.has_hidden_size && cfg.hidden_size == 0, "out not zeroed");
     }
-    ra_hf_config cfg;
+    ra_hf_fields cfg;
     char tiny[8];
     CHECK(parse_config("nope", &cfg, tiny, sizeof tiny) == RA_ERR_FORMAT &&
           strlen(tiny) == sizeof tiny - 1, "message truncated and terminated");
     CHECK(parse_config("nope", &cfg, NULL, 0) == RA_ERR_FORMAT, "NULL msg");
-    CHECK(ra_hf_config_parse(NULL, 0, &cfg, tiny, sizeof tiny) == RA_ERR_NULL, "NULL text");
+    CHECK(ra_hf_fields_parse(NULL, 0, &cfg, tiny, sizeof tiny) == RA_ERR_NULL, "NULL text");
 }
 
 /* Which layers slide, as transformers reads the keys (config_window.c). */
@@ -928,13 +928,13 @@ static void test_config_window(void)
         {"{\"layer_types\": []}", -1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ra_hf_config cfg;
+        ra_hf_fields cfg;
         char msg[256];
         ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
         int64_t window = ra_hf_layer_window(&cfg.window, cases[i].layer);
         CHECK(st == RA_OK && window == cases[i].window, "%s, layer %lld: window %lld (%s)",
               cases[i].text, (long long)cases[i].layer, (long long)window, msg);
-        ra_hf_config_free(&cfg);
+        ra_hf_fields_free(&cfg);
         CHECK(cfg.window.layer_types == NULL && cfg.window.n_layer_types == 0, "freed");
     }
     CHECK(ra_hf_layer_window(NULL, 0) == 0, "NULL window");
@@ -1005,20 +1005,20 @@ static void test_config_files(void)
 {
     const char *text = "{\"hidden_size\": 256, \"num_attention_heads\": 4}";
     write_bytes("config.json", text, strlen(text));
-    ra_hf_config cfg;
+    ra_hf_fields cfg;
     char msg[256];
-    ra_status st = ra_hf_config_read(tpath("config.json"), &cfg, msg, sizeof msg);
+    ra_status st = ra_hf_fields_read(tpath("config.json"), &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 256 && cfg.num_attention_heads == 4, "%s", msg);
 
     write_bytes("bad.json", "{\"hidden_size\": 256", 19);
-    CHECK_FAIL(ra_hf_config_read(tpath("bad.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
+    CHECK_FAIL(ra_hf_fields_read(tpath("bad.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
                "bad.json");
-    CHECK_FAIL(ra_hf_config_read(tpath("absent.json"), &cfg, msg, sizeof msg), RA_ERR_IO, msg,
+    CHECK_FAIL(ra_hf_fields_read(tpath("absent.json"), &cfg, msg, sizeof msg), RA_ERR_IO, msg,
                "absent.json");
     int fd = open(tpath("huge.json"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     CHECK(fd >= 0 && ftruncate(fd, (16 << 20) + 1) == 0, "sparse file");
     if (fd >= 0) close(fd);
-    CHECK_FAIL(ra_hf_config_read(tpath("huge.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
+    CHECK_FAIL(ra_hf_fields_read(tpath("huge.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,
                "huge.json");
 }
 
@@ -1046,13 +1046,13 @@ static void test_not_regular_files(void)
         snprintf(expected, sizeof expected, "%s: not a regular file (%s)", path, files[f].kind);
         ra_npy npy;
         ra_safetensors *st = NULL;
-        ra_hf_config cfg;
+        ra_hf_fields cfg;
         ra_st_index index;
         ra_status status = ra_npy_read(path, &npy, msg, sizeof msg);
         CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "npy: %s", msg);
         status = ra_safetensors_open(&st, path, msg, sizeof msg);
         CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "safetensors: %s", msg);
-        status = ra_hf_config_read(path, &cfg, msg, sizeof msg);
+        status = ra_hf_fields_read(path, &cfg, msg, sizeof msg);
         CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "config: %s", msg);
         status = ra_st_index_read(path, &index, msg, sizeof msg);
         CHECK(status == RA_ERR_IO && strcmp(msg, expected) == 0, "index: %s", msg);
@@ -1187,7 +1187,7 @@ static void test_rope_longrope_phi3(void)
              "131072, \"original_max_position_embeddings\": 4096, \"rope_theta\": 10000.0, "
              "\"rope_scaling\": {\"long_factor\": %s, \"short_factor\": %s, \"type\": "
              "\"longrope\"}}", longs, shorts);
-    ra_hf_config cfg;
+    ra_hf_fields cfg;
     ra_status st = parse_config(text, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK, "%s", msg);
     const ra_hf_rope *r = &cfg.rope;
@@ -1207,7 +1207,7 @@ static void test_rope_longrope_phi3(void)
           r->params.original_max_position_embeddings == 4096, "top-level original inherited");
     CHECK(r->has_theta && r->theta == 10000.0, "theta inherited");
     CHECK(!r->has_factor && cfg.max_position_embeddings == 131072, "factor is derived later");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     CHECK(cfg.rope.short_factor == NULL && !cfg.has_rope, "free zeroes");
 
     /* "su" is Phi-3's old name; the object's own original wins over the top
@@ -1221,13 +1221,13 @@ static void test_rope_longrope_phi3(void)
           cfg.rope.params.original_max_position_embeddings == 2048 &&
           cfg.rope.params.factor == 16 && cfg.rope.n_long_factor == 2 &&
           cfg.rope.long_factor[1] == 4.5, "su: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
 }
 
 static void test_rope_in_config(void)
 {
     char msg[256];
-    ra_hf_config cfg;
+    ra_hf_fields cfg;
     /* transformers v5: rope_parameters with rope_theta (and partial rotary)
      * inside. */
     ra_status st = parse_config(
@@ -1242,7 +1242,7 @@ static void test_rope_in_config(void)
     CHECK(cfg.rope.partial_rotary_factor == 0.5 && cfg.partial_rotary_factor == 0.5,
           "partial_rotary_factor inside rope_parameters");
     CHECK(cfg.rope.params.original_max_position_embeddings == 8192, "original");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
 
     /* The object's rope_theta wins over the top level's (transformers'
      * setdefault); the top level fills in what the object lacks. */
@@ -1251,7 +1251,7 @@ static void test_rope_in_config(void)
                       &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.rope.theta == 1e6 && cfg.rope.partial_rotary_factor == 0.4 &&
           cfg.rope.has_partial_rotary_factor, "precedence: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
 
     /* rope_scaling (v4) is taken before rope_parameters; an empty one is not. */
     st = parse_config("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}, "
@@ -1259,15 +1259,15 @@ static void test_rope_in_config(void)
                       &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.params.factor == 2,
           "rope_scaling first: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"rope_scaling\": {}, \"rope_parameters\": {\"rope_type\": \"dynamic\", "
                       "\"factor\": 3}}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.rope.type == RA_ROPE_DYNAMIC, "empty rope_scaling: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"rope_scaling\": null, \"rope_theta\": 5e5}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && !cfg.has_rope && cfg.rope.type == RA_ROPE_DEFAULT &&
           cfg.rope.theta == 5e5, "no rope object: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
 
     /* --rope-parameters replaces the object and inherits the top level. */
     st = parse_config("{\"rope_theta\": 5e5, \"original_max_position_embeddings\": 4096}", &cfg,
@@ -1279,7 +1279,7 @@ static void test_rope_in_config(void)
     CHECK(r.theta == 5e5 && r.params.original_max_position_embeddings == 4096 &&
           r.has_original_max_position_embeddings && !r.has_partial_rotary_factor, "inherit");
     ra_hf_rope_free(&r);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
 }
 
 static void test_rope_hostile(void)
@@ -1381,7 +1381,7 @@ static void test_rope_hostile(void)
         {"{\"attention_bias\": \"yes\"}", "config.json: \"attention_bias\" must be true or false"},
     };
     for (size_t i = 0; i < sizeof in_config / sizeof in_config[0]; i++) {
-        ra_hf_config cfg;
+        ra_hf_fields cfg;
         ra_status st = parse_config(in_config[i].text, &cfg, msg, sizeof msg);
         CHECK(st == RA_ERR_FORMAT, "%s: status %d", in_config[i].text, (int)st);
         CHECK(strcmp(msg, in_config[i].message) == 0, "%s: got \"%s\"", in_config[i].text, msg);
@@ -1462,7 +1462,7 @@ static void test_config_families(void)
     };
     char msg[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ra_hf_config cfg;
+        ra_hf_fields cfg;
         ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
         if (cases[i].message == NULL) {
             CHECK(st == RA_OK, "%s: %s", cases[i].text, msg);
@@ -1470,11 +1470,11 @@ static void test_config_families(void)
             CHECK(st != RA_OK, "%s: read", cases[i].text);
             CHECK(strcmp(msg, cases[i].message) == 0, "%s: got \"%s\"", cases[i].text, msg);
         }
-        ra_hf_config_free(&cfg);
+        ra_hf_fields_free(&cfg);
     }
 
     /* A multimodal config: the text model's keys, not the top level's. */
-    ra_hf_config cfg;
+    ra_hf_fields cfg;
     const char *gemma3 =
         "{\"model_type\": \"gemma3\", \"rope_theta\": 1, \"vision_config\": {\"hidden_size\": 8},"
         " \"text_config\": {\"model_type\": \"gemma3_text\", \"num_attention_heads\": 8, "
@@ -1491,10 +1491,10 @@ static void test_config_families(void)
     /* Its default sliding_window_pattern, 6: layers 5, 11 ... see everything. */
     CHECK(ra_hf_layer_window(&cfg.window, 4) == 1024 && ra_hf_layer_window(&cfg.window, 5) == 0,
           "gemma3 window pattern");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"glm4\"}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.family && cfg.family->layout == RA_LAYOUT_INTERLEAVED, "glm4 layout");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     /* Gemma 3 in transformers 5: rope_parameters per layer type. */
     CHECK(parse_config("{\"model_type\": \"gemma3_text\", \"rope_parameters\": "
                        "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, "
@@ -1503,14 +1503,14 @@ static void test_config_families(void)
               cfg.has_local_rope && cfg.rope.type == RA_ROPE_LINEAR && cfg.rope.theta == 1e6 &&
               cfg.rope.params.factor == 8 && cfg.local_rope.type == RA_ROPE_DEFAULT &&
               cfg.local_rope.theta == 1e4, "gemma3 per-layer-type rope: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"gemma3_text\", \"rope_parameters\": "
                        "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}, "
                        "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": -1}}}",
                        &cfg, msg, sizeof msg) == RA_ERR_FORMAT &&
               strcmp(msg, "config.json: \"rope_parameters.sliding_attention.factor\" must be a "
                           "positive number") == 0, "gemma3 bad sliding rope: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     /* Llama 4: Llama4TextConfig's defaults (its old attn_temperature_tuning 4 is true). */
     CHECK(parse_config("{\"model_type\": \"llama4_text\", \"attn_temperature_tuning\": 4, "
                        "\"use_qk_norm\": false}", &cfg, msg, sizeof msg) == RA_OK &&
@@ -1519,26 +1519,26 @@ static void test_config_families(void)
               cfg.attn_scale == 0.1 && cfg.rope_theta == 5e5 &&
               cfg.no_rope_layer_interval == 4 && cfg.family->layout == RA_LAYOUT_INTERLEAVED,
           "llama4 defaults: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     /* Falcon: FalconConfig's multi_query (true) and new_decoder_architecture. */
     CHECK(parse_config("{\"model_type\": \"falcon\"}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.multi_query == 1 && cfg.new_decoder_architecture == 0, "falcon defaults");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"falcon\", \"multi_query\": false, "
                        "\"new_decoder_architecture\": true, \"num_kv_heads\": 8}", &cfg, msg,
                        sizeof msg) == RA_OK && cfg.multi_query == 0 &&
               cfg.new_decoder_architecture == 1 && cfg.num_kv_heads == 8, "falcon 40B");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     /* Cohere's LayerNorms per head, with CohereConfig's layer_norm_eps. */
     CHECK(parse_config("{\"model_type\": \"cohere\", \"use_qk_norm\": true}", &cfg, msg,
                        sizeof msg) == RA_OK && cfg.head_layer_norms == 1 &&
               cfg.layer_norm_eps == 1e-5, "cohere use_qk_norm: %d %g", cfg.head_layer_norms,
           cfg.layer_norm_eps);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"stablelm\", \"qk_layernorm\": 0, "
                        "\"layer_norm_eps\": 1e-6}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.head_layer_norms == 0 && cfg.layer_norm_eps == 1e-6, "stablelm qk_layernorm 0");
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
 }
 
 /* Every prefix of a config with every rope key, and every byte of it
@@ -1560,18 +1560,18 @@ static void test_rope_mutations(void)
     int ok = 0, failed = 0;
     char msg[256];
     for (size_t len = 0; len <= n; len++) {
-        ra_hf_config cfg;
-        ra_status st = ra_hf_config_parse(text, len, &cfg, msg, sizeof msg);
+        ra_hf_fields cfg;
+        ra_status st = ra_hf_fields_parse(text, len, &cfg, msg, sizeof msg);
         if (st == RA_OK) ok++;
         else failed++;
-        ra_hf_config_free(&cfg);
+        ra_hf_fields_free(&cfg);
     }
     for (size_t at = 0; at < n; at++) {
         for (size_t r = 0; r < sizeof replacements; r++) {
             memcpy(buf, text, n + 1);
             buf[at] = replacements[r];
-            ra_hf_config cfg;
-            ra_status st = ra_hf_config_parse(buf, n, &cfg, msg, sizeof msg);
+            ra_hf_fields cfg;
+            ra_status st = ra_hf_fields_parse(buf, n, &cfg, msg, sizeof msg);
             if (st == RA_OK) {
                 ok++;
                 CHECK(cfg.rope.params.short_factor == cfg.rope.short_factor &&
@@ -1581,15 +1581,15 @@ static void test_rope_mutations(void)
                 CHECK(msg[0] != '\0' && cfg.rope.short_factor == NULL && !cfg.has_rope,
                       "failure at byte %zu left state behind: %s", at, msg);
             }
-            ra_hf_config_free(&cfg);
+            ra_hf_fields_free(&cfg);
         }
     }
     CHECK(ok > 0 && failed > 0, "ok %d failed %d", ok, failed);
-    ra_hf_config cfg;
-    CHECK(ra_hf_config_parse(text, n, &cfg, msg, sizeof msg) == RA_OK &&
+    ra_hf_fields cfg;
+    CHECK(ra_hf_fields_parse(text, n, &cfg, msg, sizeof msg) == RA_OK &&
           cfg.rope.type == RA_ROPE_LONGROPE && cfg.rope.n_long_factor == 3 &&
           cfg.rope.params.original_max_position_embeddings == 16, "the original: %s", msg);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields_free(&cfg);
     free(buf);
 }
 
@@ -1604,9 +1604,9 @@ static ra_status read_any(reader r, const char *name, char *msg, size_t msg_len)
 {
     if (r == NPY) return open_and_close(name, 1, msg, msg_len);
     if (r == SAFETENSORS) return open_and_close(name, 0, msg, msg_len);
-    ra_hf_config cfg;
-    ra_status st = ra_hf_config_read(tpath(name), &cfg, msg, msg_len);
-    ra_hf_config_free(&cfg);
+    ra_hf_fields cfg;
+    ra_status st = ra_hf_fields_read(tpath(name), &cfg, msg, msg_len);
+    ra_hf_fields_free(&cfg);
     return st;
 }
 

@@ -8,8 +8,8 @@
 #ifndef RA_TOOLS_ATTENTION_GRADS_H
 #define RA_TOOLS_ATTENTION_GRADS_H
 
-#include "checkpoint.h"
 #include "io/io.h"
+#include "ropeattn_hf.h"
 #include "outputs.h"
 
 /* Checks that DY (already read from dy_path) is float32 of X's shape; on
@@ -20,8 +20,7 @@ int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x
 /* What one run needs: the layer and how it was found, X and DY, where the
  * tokens sit, and the two outputs (Y first, then G). */
 typedef struct attention_grads_job {
-    const ra_layer *layer;
-    const attention_tensors *tensors; /* the checkpoint's names and shapes */
+    const ra_hf_layer *layer;         /* and the checkpoint's names and shapes */
     const ra_npy *x, *dy;             /* [B, S, dim] or [S, dim], float32 */
     int64_t batch, seq;
     ra_positions positions;

@@ -199,14 +199,6 @@ cli_result cli_parse(const char *command, int argc, char **argv,
     return CLI_OK;
 }
 
-/* ---- rope ------------------------------------------------------------- */
-
-int64_t cli_rope_table_rows(int64_t start, int64_t seq)
-{
-    const int64_t most = (int64_t)1 << 15;
-    return start + seq < most ? start + seq : most;
-}
-
 /* ---- threads ----------------------------------------------------------- */
 
 /* OpenBLAS 0.3.21 (Debian 12, x86-64) maps a buffer of 128 MiB + 4 KiB for

@@ -93,9 +93,6 @@ ra_attention_path cli_attention_path(int cli_path_index);
 /* Largest --threads value any subcommand accepts. */
 #define CLI_MAX_THREADS 1024
 
-/* Rows of the cos/sin table worth precomputing for positions
- * [start, start + seq): the rope computes later positions on the fly. */
-int64_t cli_rope_table_rows(int64_t start, int64_t seq);
 
 /* ---- threads ----------------------------------------------------------- */
 

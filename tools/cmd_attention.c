@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "attention_grads.h"
-#include "checkpoint.h"
 #include "cli.h"
 #include "io/io.h"
 #include "outputs.h"
@@ -112,360 +111,38 @@ typedef struct attention_options {
 static const char *const cache_dtype_names[] = {
     [RA_F32] = "f32", [RA_F16] = "f16", [RA_BF16] = "bf16", NULL};
 
-/* The layer's float32 weights: 4 projections, 4 biases, 2 norms. */
-enum { N_WEIGHTS = 2 * N_PROJ + 2 };
-
-/* The projections of one layer as found in the checkpoint, and the file. */
-typedef struct checkpoint {
-    const char *path;
-    checkpoint_files files;
-    attention_tensors tensors;
-} checkpoint;
-
-static int shape_mismatch(const checkpoint *ckpt, int proj, int64_t rows, int64_t cols,
-                          const char *why)
+/* The layer of the checkpoint and config that the options name, for seq
+ * tokens from --start-pos whose largest position is max_position. */
+static int create_layer(const attention_options *opts, const rope_source *src,
+                        const ra_hf_checkpoint *ckpt, int64_t seq, int64_t max_position,
+                        ra_hf_layer **out)
 {
-    const ra_st_tensor *t = ckpt->tensors.proj[proj];
-    if (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) return 0;
-    char shape[128] = "";
-    for (int i = 0; i < t->ndim; i++)
-        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
-                 i ? ", " : "", (long long)t->shape[i]);
-    return cli_fail(EXIT_FAIL, "tensor '%s' in %s has shape [%s]; expected [%lld, %lld] (%s)",
-                    t->name, ckpt->path, shape, (long long)rows, (long long)cols, why);
-}
-
-/* query_key_value packed as the config says (checkpoint_config_packing);
- * --n-kv-heads must agree.  Sets the packing and *n_kv_heads. */
-static int config_packing(const attention_options *opts, const ra_hf_config *hf,
-                          checkpoint *ckpt, int64_t n_heads, int64_t *n_kv_heads)
-{
-    int failed = checkpoint_config_packing(hf, opts->rope.config_path, ckpt->tensors.fused->name,
-                                           ckpt->path, n_heads, &ckpt->tensors.packing,
-                                           n_kv_heads);
-    if (!failed && opts->has_n_kv_heads && opts->n_kv_heads != *n_kv_heads)
-        return cli_fail(EXIT_USAGE, "attention: --n-kv-heads %lld, but the config packs %lld "
-                        "key/value heads", (long long)opts->n_kv_heads, (long long)*n_kv_heads);
-    return failed;
-}
-
-/* A fused q/k/v weight split into wq, wk, wv views by the head counts of
- * the flags or config and head_dim (the config's, else hidden_size /
- * n_heads, as transformers, else in_features / n_heads). */
-static int resolve_fused(const attention_options *opts, const ra_hf_config *hf, checkpoint *ckpt)
-{
-    const ra_st_tensor *fused = ckpt->tensors.fused;
-    if (!fused) return 0;
-    int64_t n_heads = opts->has_n_heads ? opts->n_heads : hf->num_attention_heads;
-    if (!opts->has_n_heads && !hf->has_num_attention_heads)
+    if (!opts->has_n_heads && !src->fields->has_num_attention_heads)
         return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
-    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
-                         : hf->has_num_key_value_heads ? hf->num_key_value_heads
-                                                       : n_heads;
-    if (ckpt->tensors.packing == FUSED_BY_CONFIG) {
-        int failed = config_packing(opts, hf, ckpt, n_heads, &n_kv_heads);
-        if (failed) return failed;
-    }
-    int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;
-    int64_t head_dim = hf->has_head_dim      ? hf->head_dim
-                       : hf->has_hidden_size ? hf->hidden_size / n_heads
-                                             : dim / n_heads;
-    if (head_dim <= 0)
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: no head_dim follows from its shape and "
-                        "%lld heads", fused->name, ckpt->path, (long long)n_heads);
-    return checkpoint_split_fused(&ckpt->tensors, ckpt->path, n_heads * head_dim,
-                                  n_kv_heads * head_dim);
+    ra_hf_options o = ra_hf_options_init();
+    o.layer = opts->layer;
+    o.n_heads = opts->has_n_heads ? opts->n_heads : 0;
+    o.n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads : 0;
+    o.layout = opts->has_layout ? opts->layout : -1;
+    o.first_token = opts->start_pos;
+    o.n_tokens = seq;
+    o.max_position = max_position;
+    o.seq_len = opts->rope.has_seq_len ? opts->rope.seq_len : 0;
+    o.position_ids = opts->rope.positions_path != NULL;
+    ra_status status = ra_hf_layer_create(out, ckpt, src->config, &o);
+    return status == RA_OK ? 0 : rope_cli_fail("attention", status);
 }
 
-/* The q/k norm tensors the family reads, and nothing else:
- *   RMSNorm, weight [head_dim] shared by the heads (Qwen3, Gemma 3), or over
- *     the whole projection (OLMo 2): q_norm.weight, k_norm.weight;
- *   LayerNorm per head, each head its own weights, when the family's key
- *     says so: q_norm.weight [H, head_dim] (Cohere's use_qk_norm), or
- *     q_layernorm.norms.N.weight [head_dim] (StableLM's qk_layernorm);
- * a config without model_type may have the first kind.  Sets config's norm
- * fields. */
-static int check_norms(const ra_hf_config *hf, const checkpoint *ckpt, int64_t n_heads,
-                       int64_t n_kv_heads, int64_t head_dim, ra_layer_config *config)
-{
-    const attention_tensors *t = &ckpt->tensors;
-    const ra_hf_family *family = hf->family;
-    const unsigned features = family ? family->features : 0;
-    const int rms = !family || (features & RA_HF_QK_NORM);
-    const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
-    const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
-    const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
-    for (int i = 0; i < 2; i++) {
-        const ra_st_tensor *n = t->norm[i];
-        const ra_st_tensor *head = t->n_head_norms[i] ? t->head_norms[i][0] : NULL;
-        const ra_st_tensor *stray = !rms && !cohere && n ? n : !stablelm ? head : NULL;
-        const int64_t heads = i ? n_kv_heads : n_heads;
-        const char *kind = i ? "k" : "q";
-        if (stray)
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s: %s%s%s reads no such q/k norm "
-                            "(transformers would not use it)", stray->name, ckpt->path,
-                            family ? "model_type \"" : "a config without model_type",
-                            family ? family->model_type : "", family ? "\"" : "");
-        if ((features & RA_HF_QK_NORM) || cohere) {
-            if (!n)
-                return cli_fail(EXIT_FAIL, "%s has no %s_norm.weight beside '%s': model_type "
-                                "\"%s\"%s normalizes q and k (transformers would initialize "
-                                "the missing weight)", ckpt->path, kind,
-                                t->proj[PROJ_Q] ? t->proj[PROJ_Q]->name : t->fused->name,
-                                family->model_type, cohere ? " with use_qk_norm" : " always");
-        }
-        if (n && cohere && (n->ndim != 2 || n->shape[0] != heads || n->shape[1] != head_dim))
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not [%lld, %lld] (a LayerNorm of "
-                            "each head, [heads, head_dim])", n->name, ckpt->path,
-                            (long long)heads, (long long)head_dim);
-        int64_t want = whole ? t->proj[i]->shape[0] : head_dim;
-        if (n && !cohere && (n->ndim != 1 || n->shape[0] != want))
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values (%s)",
-                            n->name, ckpt->path, (long long)want,
-                            whole ? "the projection's rows" : "head_dim");
-        if (stablelm && t->n_head_norms[i] != heads)
-            return cli_fail(EXIT_FAIL, "%s has %lld of the %s_layernorm.norms.N.weight beside "
-                            "'%s'; model_type \"stablelm\" with qk_layernorm has one per head "
-                            "(%lld)", ckpt->path, (long long)t->n_head_norms[i], kind,
-                            t->proj[PROJ_Q]->name, (long long)heads);
-        for (int64_t h = 0; h < t->n_head_norms[i]; h++) {
-            const ra_st_tensor *w = t->head_norms[i][h];
-            if (w->ndim != 1 || w->shape[0] != head_dim)
-                return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values "
-                                "(head_dim)", w->name, ckpt->path, (long long)head_dim);
-        }
-    }
-    /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
-    config->norm_layer = config->norm_head_weights = cohere || stablelm;
-    config->norm_whole = whole;
-    config->norm_eps = config->norm_layer ? hf->layer_norm_eps
-                       : hf->has_rms_norm_eps ? hf->rms_norm_eps
-                                              : 0; /* 0: 1e-6 */
-    return 0;
-}
-
-/* n_heads, n_kv_heads and head_dim from flags, config and the weights'
- * shapes, in that order of precedence; each weight's shape checked. */
-static int resolve_config(const attention_options *opts, const ra_hf_config *hf,
-                          const checkpoint *ckpt, ra_layer_config *config)
-{
-    const ra_st_tensor *wq = ckpt->tensors.proj[PROJ_Q], *wk = ckpt->tensors.proj[PROJ_K];
-    for (int p = 0; p < N_PROJ; p++) {
-        const ra_st_tensor *w = ckpt->tensors.proj[p];
-        if (w->ndim != 2)
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected a 2-D "
-                            "[out_features, in_features] matrix", w->name, ckpt->path, w->ndim);
-        if (w->count == 0) /* then head_dim or n_kv_heads could come out 0 */
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s has shape [%lld, %lld]: it is empty",
-                            w->name, ckpt->path, (long long)w->shape[0], (long long)w->shape[1]);
-    }
-    int64_t dim = wq->shape[1];
-    if (hf->has_hidden_size && hf->hidden_size != dim)
-        return cli_fail(EXIT_FAIL, "config hidden_size %lld does not match dim %lld "
-                        "(the in_features of '%s')", (long long)hf->hidden_size,
-                        (long long)dim, wq->name);
-
-    int64_t n_heads = opts->has_n_heads ? opts->n_heads : hf->num_attention_heads;
-    if (!opts->has_n_heads && !hf->has_num_attention_heads)
-        return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
-    /* head_dim: the config's (H * D may differ from dim, as in Qwen3),
-     * else wq's rows / n_heads (dim / n_heads for LLaMA's square wq). */
-    int64_t head_dim = hf->head_dim;
-    if (!hf->has_head_dim) {
-        if (wq->shape[0] % n_heads != 0)
-            return cli_fail(EXIT_FAIL, "n_heads %lld does not divide the %lld rows of '%s'",
-                            (long long)n_heads, (long long)wq->shape[0], wq->name);
-        head_dim = wq->shape[0] / n_heads;
-    }
-    if (head_dim % 2 != 0)
-        return cli_fail(EXIT_FAIL, "head_dim %lld is odd; RoPE needs it even", (long long)head_dim);
-
-    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads : hf->num_key_value_heads;
-    if (!opts->has_n_kv_heads && !hf->has_num_key_value_heads) {
-        if (wk->shape[0] % head_dim != 0)
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of "
-                            "head_dim %lld", wk->name, ckpt->path, (long long)wk->shape[0],
-                            (long long)head_dim);
-        n_kv_heads = wk->shape[0] / head_dim;
-    }
-    if (n_heads % n_kv_heads != 0)
-        return cli_fail(EXIT_FAIL, "n_heads %lld is not a multiple of n_kv_heads %lld",
-                        (long long)n_heads, (long long)n_kv_heads);
-
-    char why[128];
-    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld",
-             (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim);
-    int failed = shape_mismatch(ckpt, PROJ_Q, n_heads * head_dim, dim, why);
-    if (!failed) failed = shape_mismatch(ckpt, PROJ_K, n_kv_heads * head_dim, dim, why);
-    if (!failed) failed = shape_mismatch(ckpt, PROJ_V, n_kv_heads * head_dim, dim, why);
-    if (!failed) failed = shape_mismatch(ckpt, PROJ_O, dim, n_heads * head_dim, why);
-    for (int p = 0; !failed && p < N_PROJ; p++) {
-        const ra_st_tensor *b = ckpt->tensors.bias[p], *w = ckpt->tensors.proj[p];
-        if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
-            failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is not a vector of %lld values "
-                              "(the rows of '%s')", b->name, ckpt->path,
-                              (long long)w->shape[0], w->name);
-    }
-    /* transformers builds the projections without biases then, and does
-     * not load these: refused rather than added or dropped silently. */
-    const ra_st_tensor *bias = ckpt->tensors.fused_bias;
-    for (int p = 0; !bias && p < N_PROJ; p++) bias = ckpt->tensors.bias[p];
-    if (!failed && bias && hf->has_attention_bias && !hf->attention_bias)
-        failed = cli_fail(EXIT_FAIL, "tensor '%s' in %s is a bias, but %s sets attention_bias "
-                          "false (transformers would not load it): remove one or the other",
-                          bias->name, ckpt->path, opts->rope.config_path);
-    if (!failed) failed = check_norms(hf, ckpt, n_heads, n_kv_heads, head_dim, config);
-    if (failed) return failed;
-
-    config->dim = dim;
-    config->n_heads = n_heads;
-    config->n_kv_heads = n_kv_heads;
-    config->head_dim = head_dim;
-    config->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
-    /* The softmax scale: Granite's attention_multiplier, Gemma's
-     * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
-    config->scale = hf->has_attention_multiplier ? hf->attention_multiplier
-                    : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
-                                                    : 0.0;
-    return 0;
-}
-
-/* no_rope_layers (SmolLM3): layer N runs without RoPE when its entry is 0;
- * without the list, when N + 1 is a multiple of no_rope_layer_interval. */
-static int resolve_no_rope(const ra_hf_config *hf, int64_t layer, ra_layer_config *config)
-{
-    if (!hf->no_rope_layers && hf->has_no_rope_layer_interval) {
-        if (layer < 0 && hf->no_rope_layer_interval > 0)
-            return cli_fail(EXIT_FAIL, "the config's no_rope_layer_interval turns RoPE off in "
-                            "some layers, and the checkpoint's names carry no layer number");
-        config->no_rope = (layer + 1) % hf->no_rope_layer_interval == 0;
-        return 0;
-    }
-    if (!hf->no_rope_layers) return 0;
-    if (layer < 0) {
-        for (int64_t i = 0; i < hf->n_no_rope_layers; i++)
-            if (!hf->no_rope_layers[i])
-                return cli_fail(EXIT_FAIL, "the config's no_rope_layers turns RoPE off in some "
-                                "layers, and the checkpoint's names carry no layer number");
-        return 0;
-    }
-    if (layer >= hf->n_no_rope_layers)
-        return cli_fail(EXIT_FAIL, "the config's no_rope_layers has %lld entries; layer %lld "
-                        "has none", (long long)hf->n_no_rope_layers, (long long)layer);
-    config->no_rope = !hf->no_rope_layers[layer];
-    return 0;
-}
-
-/* Llama 4 (Llama4TextAttention): RoPE layers apply the L2 norm after RoPE
- * (use_qk_norm) and attend within chunks of attention_chunk_size tokens
- * (layer_types may say chunked_attention too): tokens within one chunk are
- * unaffected, others refused.  NoPE layers scale q by the
- * temperature at each token's position (attn_temperature_tuning), which
- * transformers takes from cache_position: --positions is refused there. */
-static int resolve_llama4(const attention_options *opts, const ra_hf_config *hf, int64_t layer,
-                          int64_t seq, ra_layer_config *config)
-{
-    if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return 0;
-    /* The tokens' places in the sequence: --start-pos on (0 with --positions,
-     * whose ids move only RoPE). */
-    const int64_t first = opts->start_pos, last = first + seq - 1;
-    const int64_t chunk = hf->attention_chunk_size;
-    int chunked = !config->no_rope || ra_hf_layer_chunked(&hf->window, layer);
-    if (chunked && hf->has_attention_chunk_size && first / chunk != last / chunk)
-        return cli_fail(EXIT_FAIL, "the config gives this layer chunked attention of %lld tokens "
-                        "and the input's tokens %lld .. %lld fall in more than one chunk: "
-                        "chunked attention is not supported (tokens within one chunk are "
-                        "unaffected by it)", (long long)chunk, (long long)first, (long long)last);
-    config->qk_l2_norm = hf->qk_l2_norm && !config->no_rope;
-    if (!hf->attn_temperature_tuning || !config->no_rope) return 0;
-    if (!hf->has_floor_scale || !hf->has_attn_scale)
-        return cli_fail(EXIT_FAIL, "%s: attn_temperature_tuning is on and %s is null",
-                        opts->rope.config_path, hf->has_floor_scale ? "attn_scale" : "floor_scale");
-    if (opts->rope.positions_path)
-        return cli_fail(EXIT_USAGE, "attention: Llama 4's NoPE layers scale q by each token's "
-                        "place in the sequence (attn_temperature_tuning), not by --positions: "
-                        "give --start-pos");
-    config->temperature_floor = hf->floor_scale;
-    config->temperature_scale = hf->attn_scale;
-    return 0;
-}
-
-/* A sliding window that the config gives this layer (transformers' reading
- * of it: config_window.c) changes Y only for inputs longer than the window;
- * those are refused, since the layer attends to every earlier token. */
-static int check_window(const ra_hf_config *hf, int64_t layer, int64_t seq)
-{
-    char which[48] = "this layer";
-    if (layer >= 0) snprintf(which, sizeof which, "layer %lld", (long long)layer);
-    int64_t window = ra_hf_layer_window(&hf->window, layer);
-    const unsigned features = hf->family ? hf->family->features : 0;
-    if (window < 0 && (features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer))
-        return 0; /* resolve_llama4 */
-    if (window < 0)
-        return cli_fail(EXIT_FAIL, "the config's layer_types gives %s a kind of attention "
-                        "other than full_attention or sliding_attention: not supported", which);
-    if (window > 0 && seq > window)
-        return cli_fail(EXIT_FAIL, "the config gives %s a sliding window of %lld tokens and "
-                        "the input has %lld tokens per sequence: sliding-window attention is "
-                        "not supported (inputs of at most %lld tokens are unaffected by it)",
-                        which, (long long)window, (long long)seq, (long long)window);
-    return 0;
-}
-
-/* The rope of the layer: type, theta, partial rotary and scaling from the
- * config, --rope-parameters and flags; the layout from the flag or names.
- * max_position is the largest position of any token. */
-static int resolve_rope(const attention_options *opts, const rope_source *src,
-                        const checkpoint *ckpt, int64_t max_position, int64_t head_dim,
-                        ra_rope_config *rope)
-{
-    /* Gemma 3's and OLMo 3's sliding layers: the default rope (the config's
-     * scaling is the full layers'), at rope_local_base_freq (Gemma 3) or
-     * rope_theta, as transformers; or their rope_parameters of transformers
-     * 5.  A layer's kind: ra_hf_layer_slides. */
-    const ra_hf_config *hf = &src->config;
-    rope_source local = *src;
-    if (hf->family && (hf->family->features & RA_HF_LOCAL_ROPE) && !opts->rope.rope_parameters) {
-        int slides = ra_hf_layer_slides(&hf->window, ckpt->tensors.layer);
-        if (slides < 0)
-            return cli_fail(EXIT_FAIL, "the config gives sliding and full layers different "
-                            "ropes, and does not say which kind %s is", ckpt->tensors.layer < 0
-                            ? "this layer (its names carry no layer number)" : "this layer");
-        if (slides && hf->has_local_rope) /* transformers 5: its own rope_parameters */
-            local.rope = hf->local_rope;
-        else if (slides)
-            local.rope = (ra_hf_rope){.type = RA_ROPE_DEFAULT,
-                                      .theta = hf->has_rope_local_base_freq
-                                                   ? hf->rope_local_base_freq
-                                               : src->rope.has_theta ? src->rope.theta
-                                                                     : 10000.0,
-                                      .has_theta = 1};
-    }
-    int failed = rope_cli_config("attention", &opts->rope, &local, head_dim, max_position + 1,
-                                 rope);
-    if (failed) return failed;
-    /* The layout: the flag's, else the family's for Hugging Face names
-     * (Cohere and GLM pair q_proj's features interleaved), else the names'. */
-    ra_layout layout = ckpt->tensors.layout;
-    if (hf->family && layout == RA_LAYOUT_HALF) layout = hf->family->layout;
-    rope->layout = opts->has_layout ? (ra_layout)opts->layout : layout;
-    rope->table_size = cli_rope_table_rows(0, max_position + 1);
-    return 0;
-}
-
-/* X must be float32 [B, S, dim] or [S, dim], and hold at least --prefill
+/* X must be float32 [B, S, ...] or [S, ...], and hold at least --prefill
  * tokens per sequence. */
-static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t start_pos,
-                       int64_t prefill, int64_t *batch, int64_t *seq)
+static int check_input(const ra_npy *x, const char *path, int64_t start_pos, int64_t prefill,
+                       int64_t *batch, int64_t *seq)
 {
     if (x->dtype != RA_NPY_F32)
         return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
     if (x->ndim != 2 && x->ndim != 3)
         return cli_fail(EXIT_FAIL, "%s is %d-D; expected [batch, seq, dim] or [seq, dim]",
                         path, x->ndim);
-    if (x->shape[x->ndim - 1] != dim)
-        return cli_fail(EXIT_FAIL, "%s has last axis %lld; the weights need dim %lld",
-                        path, (long long)x->shape[x->ndim - 1], (long long)dim);
     *batch = x->ndim == 3 ? x->shape[0] : 1;
     *seq = x->shape[x->ndim - 2];
     if (*batch < 1 || *seq < 1)
@@ -480,46 +157,13 @@ static int check_input(const ra_npy *x, const char *path, int64_t dim, int64_t s
     return 0;
 }
 
-/* Converts the four projections, their biases and the q and k norms to
- * float32 (weights[p], weights[N_PROJ + p], weights[2 N_PROJ + 0 or 1];
- * NULL where there is none) and builds the layer of the given family (NULL:
- * none). */
-static int create_layer(const checkpoint *ckpt, const ra_hf_family *family,
-                        const ra_layer_config *config, float *weights[N_WEIGHTS],
-                        ra_layer **layer)
+/* X's last axis must be the layer's dim. */
+static int check_dim(const ra_npy *x, const char *path, const ra_layer *layer)
 {
-    const attention_tensors *t = &ckpt->tensors;
-    /* A grouped fused weight is the layer's wqkv (in weights[PROJ_Q]) and
-     * bqkv (weights[N_PROJ + PROJ_Q]). */
-    const int grouped = t->packing == FUSED_GROUPED;
-    for (int i = 0; i < 2 * N_PROJ; i++) {
-        const ra_st_tensor *src = i < N_PROJ ? t->proj[i] : t->bias[i - N_PROJ];
-        if (grouped && (i % N_PROJ) != PROJ_O)
-            src = i == PROJ_Q ? t->fused : i == N_PROJ + PROJ_Q ? t->fused_bias : NULL;
-        int failed = src ? checkpoint_load_f32(src, ckpt->path, &weights[i]) : 0;
-        if (failed) return failed;
-    }
-    for (int i = 0; i < 2; i++) {
-        int failed = checkpoint_load_norm(t, i, ckpt->path, &weights[2 * N_PROJ + i]);
-        if (failed) return failed;
-    }
-    /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */
-    for (int i = 0; family && (family->features & RA_HF_NORM_PLUS_ONE) && i < 2; i++)
-        for (int64_t e = 0; weights[2 * N_PROJ + i] && e < t->norm[i]->count; e++)
-            weights[2 * N_PROJ + i][e] += 1.0f;
-    float *const *bias = weights + N_PROJ, *const *norm = weights + 2 * N_PROJ;
-    ra_layer_weights w = {.struct_size = sizeof w, .wq = weights[PROJ_Q], .wk = weights[PROJ_K],
-                          .wv = weights[PROJ_V],
-                          .wo = weights[PROJ_O], .bq = bias[PROJ_Q], .bk = bias[PROJ_K],
-                          .bv = bias[PROJ_V], .bo = bias[PROJ_O], .q_norm = norm[0],
-                          .k_norm = norm[1]};
-    if (grouped)
-        w = (ra_layer_weights){.struct_size = sizeof(ra_layer_weights), .wo = weights[PROJ_O],
-                               .bo = bias[PROJ_O], .q_norm = norm[0],
-                               .k_norm = norm[1], .wqkv = weights[PROJ_Q],
-                               .bqkv = bias[PROJ_Q]};
-    ra_status status = ra_layer_create(layer, config, &w);
-    return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the attention layer");
+    int64_t dim = ra_layer_get_config(layer)->dim;
+    if (x->shape[x->ndim - 1] == dim) return 0;
+    return cli_fail(EXIT_FAIL, "%s has last axis %lld; the weights need dim %lld", path,
+                    (long long)x->shape[x->ndim - 1], (long long)dim);
 }
 
 /* Tokens [first, first + n) of every batch row: part [batch, n, width] from
@@ -620,12 +264,13 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
 
 /* Y and, with --grads, the gradients of sum(Y * DY). */
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
-                             const checkpoint *ckpt, const ra_layer *layer, ra_context *ctx,
-                             const ra_npy *x, const ra_npy *dy, const int64_t *ids,
-                             int64_t batch, int64_t seq)
+                             const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
+                             const ra_npy *dy, const int64_t *ids, int64_t batch, int64_t seq)
 {
-    if (!opts->grads) return forward_and_write(opts, outputs, layer, ctx, x, ids, batch, seq);
-    attention_grads_job job = {layer, &ckpt->tensors, x, dy, batch, seq,
+    if (!opts->grads)
+        return forward_and_write(opts, outputs, ra_hf_layer_get(layer), ctx, x, ids, batch,
+                                 seq);
+    attention_grads_job job = {layer, x, dy, batch, seq,
                                {.struct_size = sizeof job.positions, .start = opts->start_pos,
                                 .ids = ids},
                                cli_attention_path(opts->path), outputs};
@@ -648,61 +293,59 @@ static int check_files(const attention_options *opts, cli_outputs *outputs)
     return failed;
 }
 
+/* The checkpoint's files, each checked against the outputs. */
+static int open_checkpoint(const attention_options *opts, cli_outputs *outputs,
+                           ra_hf_checkpoint **ckpt)
+{
+    if (ra_hf_checkpoint_open(ckpt, opts->weights) != RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
+    int failed = 0;
+    for (int64_t i = 0; !failed && i < ra_hf_checkpoint_file_count(*ckpt); i++)
+        failed = cli_outputs_check_input(outputs, "--weights shard",
+                                         ra_hf_checkpoint_file_path(*ckpt, i));
+    return failed;
+}
+
 static int run(const attention_options *opts)
 {
     char msg[CLI_MSG_LEN];
     rope_source src = {0};
-    checkpoint ckpt = {.path = opts->weights};
+    ra_hf_checkpoint *ckpt = NULL;
     ra_npy x = {0}, dy = {0};
     positions_file file = {0};
     int64_t *ids = NULL;
-    float *weights[N_WEIGHTS] = {0}; /* weights, biases, norms */
-    ra_layer *layer = NULL;
+    ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
-    ra_layer_config config = ra_layer_config_init();
-    ra_rope_config rope = ra_rope_config_default(0);
-    config.rope = &rope;
     int64_t batch = 0, seq = 0;
     cli_outputs outputs = {0};
     int failed = check_files(opts, &outputs);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
-    if (!failed) failed = checkpoint_files_open(&ckpt.files, ckpt.path);
-    for (int64_t i = 0; !failed && i < ckpt.files.n; i++)
-        failed = cli_outputs_check_input(&outputs, "--weights shard", ckpt.files.paths[i]);
+    if (!failed) failed = open_checkpoint(opts, &outputs, &ckpt);
     if (!failed && (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
                     (opts->grad_output &&
                      ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
-        !(failed = checkpoint_find_attention(&ckpt.files, opts->layer, &ckpt.tensors)) &&
-        !(failed = resolve_fused(opts, &src.config, &ckpt)) &&
-        !(failed = resolve_config(opts, &src.config, &ckpt, &config)) &&
-        !(failed = check_input(&x, opts->input, config.dim, opts->start_pos, opts->prefill,
-                                 &batch, &seq)) &&
-        !(failed = check_window(&src.config, ckpt.tensors.layer, seq)) &&
+        !(failed = check_input(&x, opts->input, opts->start_pos, opts->prefill, &batch, &seq)) &&
         !(opts->grad_output &&
           (failed = attention_grads_check(&dy, opts->grad_output, &x, opts->input))) &&
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
     if (!failed &&
-        !(failed = resolve_rope(opts, &src, &ckpt, ids ? file.max : opts->start_pos + seq - 1,
-                                config.head_dim, &rope)) &&
-        !(failed = resolve_no_rope(&src.config, ckpt.tensors.layer, &config)) &&
-        !(failed = resolve_llama4(opts, &src.config, ckpt.tensors.layer, seq, &config)) &&
-        !(failed = create_layer(&ckpt, src.config.family, &config, weights, &layer)) &&
+        !(failed = create_layer(opts, &src, ckpt, seq,
+                                ids ? file.max : opts->start_pos + seq - 1, &layer)) &&
+        !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
-        failed = compute_and_write(opts, &outputs, &ckpt, layer, ctx, &x, &dy, ids, batch, seq);
+        failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, batch, seq);
     cli_outputs_free(&outputs);
     ra_context_destroy(ctx);
-    ra_layer_destroy(layer);
-    for (int i = 0; i < N_WEIGHTS; i++) free(weights[i]);
+    ra_hf_layer_destroy(layer);
     free(ids);
     positions_free(&file);
     ra_npy_free(&dy);
     ra_npy_free(&x);
-    checkpoint_tensors_free(&ckpt.tensors);
-    checkpoint_files_close(&ckpt.files);
+    ra_hf_checkpoint_close(ckpt);
     rope_source_free(&src);
     return failed;
 }

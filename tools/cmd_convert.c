@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
 #include "cli.h"
+#include "hf/hf.h"
 #include "io/io.h"
 #include "outputs.h"
 #include "rope_cli.h"
@@ -125,7 +125,7 @@ static int64_t layer_of(const char *name)
         const char *number = p + strlen("layers.");
         size_t len = strspn(number, "+-0123456789");
         if (number[len] != '.') continue;
-        int64_t layer = checkpoint_layer_number(number, len);
+        int64_t layer = hf_layer_number(number, len);
         return layer >= 0 ? layer : MALFORMED_LAYER;
     }
     return -1;
@@ -142,7 +142,7 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
                             const ra_safetensors *st, geometry *g)
 {
     int64_t n_heads = opts->has_n_heads ? opts->n_heads
-                      : src->config.has_num_attention_heads ? src->config.num_attention_heads
+                      : src->fields->has_num_attention_heads ? src->fields->num_attention_heads
                                                             : 0;
     g->head_dim = rope_source_head_dim(src);
     if (g->head_dim == 0 && n_heads) {
@@ -166,10 +166,10 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         return cli_fail(EXIT_FAIL, "%s has no query projection (wq.weight or q_proj.weight)",
                         opts->weights);
     }
-    double prf = src->rope.has_partial_rotary_factor ? src->rope.partial_rotary_factor : 1.0;
+    double prf = src->config->rope.has_partial_rotary_factor ? src->config->rope.partial_rotary_factor : 1.0;
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
-    if (!src->rope.has_partial_rotary_factor && src->config.has_rotary_dim) /* GPT-J */
-        g->rotary_dim = src->config.rotary_dim <= g->head_dim ? src->config.rotary_dim : 0;
+    if (!src->config->rope.has_partial_rotary_factor && src->fields->has_rotary_dim) /* GPT-J */
+        g->rotary_dim = src->fields->rotary_dim <= g->head_dim ? src->fields->rotary_dim : 0;
     if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
                         "%lld; it must be even and > 0", (long long)g->head_dim, prf,
@@ -201,9 +201,10 @@ static int fused_layout(const convert_options *opts, const rope_source *src,
         return 0;
     }
     if (which == 1) {
-        int failed = checkpoint_config_packing(src->has_config ? &src->config : NULL,
-                                               opts->config, t->name, opts->weights, n_heads,
-                                               packing, kv);
+        int failed = 0;
+        if (hf_config_packing(src->has_config ? src->fields : NULL, opts->config, t->name,
+                              opts->weights, n_heads, packing, kv) != RA_OK)
+            failed = cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
         if (!failed && opts->has_n_kv_heads && opts->n_kv_heads != *kv)
             return cli_fail(EXIT_USAGE, "convert-layout: --n-kv-heads %lld, but the config "
                             "packs %lld key/value heads", (long long)opts->n_kv_heads,
@@ -332,10 +333,10 @@ static int convert(const convert_options *opts, const rope_source *src,
     int failed = resolve_geometry(opts, src, st, &g);
     if (failed) return failed;
     int64_t n_heads = opts->has_n_heads ? opts->n_heads
-                      : src->config.has_num_attention_heads ? src->config.num_attention_heads
+                      : src->fields->has_num_attention_heads ? src->fields->num_attention_heads
                                                             : 0;
     int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
-                         : src->config.has_num_key_value_heads ? src->config.num_key_value_heads
+                         : src->fields->has_num_key_value_heads ? src->fields->num_key_value_heads
                                                                : 0;
     int64_t converted = 0, layered = 0;
     for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
@@ -400,7 +401,7 @@ static int run(const convert_options *opts)
     if (!failed) failed = rope_source_load(&rope_opts, &src);
     /* A family's checkpoint is stored in its own layout (Cohere and GLM:
      * interleaved): converting "to" it would permute rows already there. */
-    const ra_hf_family *family = src.config.family;
+    const ra_hf_family *family = src.fields->family;
     if (!failed && family && family->layout == (ra_layout)opts->to)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" stores q_proj and "
                           "k_proj rows %s already", opts->config, family->model_type,

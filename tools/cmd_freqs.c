@@ -167,12 +167,9 @@ static int run(const freqs_options *opts)
         int64_t n = positions.ids ? positions.count : opts->end;
         int64_t max_position = positions.ids ? positions.max : opts->end - 1;
         ra_rope_config config;
-        failed = rope_source_single("freqs", &opts->rope, &src);
-        if (!failed)
-            failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position + 1,
-                                     &config);
+        failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position, &config);
         int64_t pairs = failed ? 1 : config.rotary_dim / 2;
-        const ra_hf_family *family = src.config.family;
+        const ra_hf_family *family = src.fields->family;
         if (!failed && opts->hf_shape && family && family->layout != RA_LAYOUT_HALF)
             failed = cli_fail(EXIT_FAIL, "freqs: --hf-shape writes cat(t, t) for rotate_half; "
                               "model_type \"%s\" arranges its cos and sin otherwise",

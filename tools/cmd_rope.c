@@ -57,7 +57,7 @@ enum { SHAPE_BSHD, SHAPE_BHSD };
 static const char *const shape_names[] = {"bshd", "bhsd", NULL};
 
 /* Whether n is one of the config's head counts (or it gives none). */
-static int is_head_count(const ra_hf_config *c, int64_t n)
+static int is_head_count(const ra_hf_fields *c, int64_t n)
 {
     if (!c->has_num_attention_heads && !c->has_num_key_value_heads) return 1;
     return (c->has_num_attention_heads && n == c->num_attention_heads) ||
@@ -66,7 +66,7 @@ static int is_head_count(const ra_hf_config *c, int64_t n)
 
 /* With head counts from the config: X's heads axis must hold one, and an X
  * whose axis 1 and axis 2 could each be the heads needs --shape. */
-static int check_heads(const rope_options *opts, const ra_hf_config *c, const ra_npy *x)
+static int check_heads(const rope_options *opts, const ra_hf_fields *c, const ra_npy *x)
 {
     if (!c->has_num_attention_heads && !c->has_num_key_value_heads) return 0;
     int axis = opts->shape == SHAPE_BHSD ? 1 : 2;
@@ -113,22 +113,19 @@ static int make_rope(const rope_options *opts, const rope_source *src, const ra_
                      int64_t max_position, ra_rope **rope)
 {
     int64_t head_dim = x->shape[3];
-    if (src->config.has_head_dim && src->config.head_dim != head_dim)
+    if (src->fields->has_head_dim && src->fields->head_dim != head_dim)
         return cli_fail(EXIT_FAIL, "%s has head_dim %lld (its last axis) but %s says head_dim "
                         "%lld", opts->input, (long long)head_dim, opts->rope.config_path,
-                        (long long)src->config.head_dim);
+                        (long long)src->fields->head_dim);
     ra_rope_config config;
-    int failed = rope_source_single("rope", &opts->rope, src);
-    if (!failed)
-        failed = rope_cli_config("rope", &opts->rope, src, head_dim, max_position + 1, &config);
+    int failed = rope_cli_config("rope", &opts->rope, src, head_dim, max_position, &config);
     if (failed) return failed;
     /* Without --layout: interleaved, as Meta's code; with --config, a
      * Hugging Face model's: its family's, else rotate_half. */
     config.layout = opts->has_layout       ? (ra_layout)opts->layout
-                    : src->config.family   ? src->config.family->layout
+                    : src->fields->family  ? src->fields->family->layout
                     : src->has_config      ? RA_LAYOUT_HALF
                                            : RA_LAYOUT_INTERLEAVED;
-    config.table_size = cli_rope_table_rows(0, max_position + 1);
     ra_status status = ra_rope_create(rope, &config);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the rope");
 }
@@ -198,7 +195,7 @@ static int run(const rope_options *opts)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = check_input(&x, opts->input, opts->shape, opts->start_pos)) &&
-        !(failed = check_heads(opts, &src.config, &x)) &&
+        !(failed = check_heads(opts, src.fields, &x)) &&
         !(failed = create_context(&ctx, opts->threads)) &&
         !(failed = rotate(opts, &src, &x, ctx)) &&
         !(failed = cli_outputs_write_npy(&outputs, 0, x.data, x.ndim, x.shape)))

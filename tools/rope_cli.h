@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cli.h"
+#include "hf/hf.h"
 #include "io/io.h"
 
 typedef struct rope_cli {
@@ -56,16 +57,16 @@ typedef struct rope_cli {
     "  --seq-len L     current sequence length for dynamic and longrope (default:\n"    \
     "                  the largest position + 1, as transformers does)\n"
 
-/* The rope settings after reading the files: config (zeroed when there is
- * no --config) and rope (the config's rope object, or --rope-parameters
- * filled in from the config's top level). */
+/* The rope settings after reading the files: the config (--config's, else
+ * one that says nothing) with --rope-parameters, --theta and
+ * --max-position-embeddings applied to it (ra_hf_config_set_...). */
 typedef struct rope_source {
-    ra_hf_config config;
-    ra_hf_rope rope;
-    int has_config;
+    ra_hf_config *config;
+    const ra_hf_fields *fields; /* config's keys */
+    int has_config;             /* --config was given */
 } rope_source;
 
-/* Reads --config and --rope-parameters.  On failure prints one message and
+/* Reads --config and applies the flags.  On failure prints one message and
  * returns the exit code (1 for a bad file, 2 for a bad --rope-parameters). */
 int rope_source_load(const rope_cli *r, rope_source *out);
 void rope_source_free(rope_source *src);
@@ -74,20 +75,18 @@ void rope_source_free(rope_source *src);
  * (transformers' rule); 0 when neither is there. */
 int64_t rope_source_head_dim(const rope_source *src);
 
-/* rope and freqs take one rope: a config that gives sliding layers a rope
- * of their own (Gemma 3's rope_local_base_freq; OLMo 3's sliding layers
- * without the scaling) is refused unless --rope-parameters names the one
- * wanted. */
-int rope_source_single(const char *command, const rope_cli *r, const rope_source *src);
-
-/* The rope configuration for head_dim D: type, theta, rotary_dim =
- * int(D * partial_rotary_factor), the scaling parameters, the context
- * lengths and seq_len (the flag, else default_seq_len; used by dynamic and
- * longrope only).  Checks that every key the type needs is there, naming a
- * missing one.  out->short_factor and long_factor point into src: keep src
- * alive until the rope is created (ra_rope_create copies the factor lists). */
+/* The rope configuration for head_dim D (ra_hf_rope_config, for any layer:
+ * a config whose sliding layers have a rope of their own is refused unless
+ * --rope-parameters names the one wanted), its seq_len --seq-len, else
+ * max_position + 1.  out->short_factor and long_factor point into src: keep
+ * it until the rope is created.  On failure prints one message, "command:
+ * ...", and returns EXIT_FAIL. */
 int rope_cli_config(const char *command, const rope_cli *r, const rope_source *src,
-                    int64_t head_dim, int64_t default_seq_len, ra_rope_config *out);
+                    int64_t head_dim, int64_t max_position, ra_rope_config *out);
+
+/* "command: " and ra_hf_last_error(), printed; returns EXIT_USAGE for
+ * RA_ERR_ARGUMENT, else EXIT_FAIL. */
+int rope_cli_fail(const char *command, ra_status status);
 
 /* Positions read from --positions: int32 or int64, every value in
  * [0, RA_MAX_POSITION].  ids: count values, malloc'ed; shape as in the file. */

@@ -35,18 +35,18 @@ typedef struct field {
     int64_t max;            /* POSITIVE_INTEGER: the largest value */
     int in_rope_parameters; /* newer configs may nest it in "rope_parameters" */
     unsigned feature;       /* an alias: the family feature that reads it */
-    size_t value, has;      /* offsets in ra_hf_config */
+    size_t value, has;      /* offsets in ra_hf_fields */
 } field;
 
 #define FIELD(name, kind, max, nested)                                      \
-    {#name, kind, max, nested, 0, offsetof(ra_hf_config, name),             \
-     offsetof(ra_hf_config, has_##name)}
+    {#name, kind, max, nested, 0, offsetof(ra_hf_fields, name),             \
+     offsetof(ra_hf_fields, has_##name)}
 /* Another name for a field, read (when the field is absent) only in the
  * families whose configs use it (the family feature: RA_HF_ALIASES for
  * GPT-J and GPT-NeoX). */
 #define ALIAS(key, name, kind, max, feature)                                 \
-    {key, kind, max, 0, feature, offsetof(ra_hf_config, name),               \
-     offsetof(ra_hf_config, has_##name)}
+    {key, kind, max, 0, feature, offsetof(ra_hf_fields, name),               \
+     offsetof(ra_hf_fields, has_##name)}
 
 /* Sizes up to INT32_MAX, as --n-heads and --n-kv-heads take; positions as
  * --max-position-embeddings takes them. */
@@ -88,7 +88,7 @@ static const field aliases[] = {
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
-static ra_status store(const field *f, const cJSON *item, ra_hf_config *out, const char *name,
+static ra_status store(const field *f, const cJSON *item, ra_hf_fields *out, const char *name,
                        char *msg, size_t msg_len)
 {
     char *base = (char *)out;
@@ -145,7 +145,7 @@ static int has_key(const cJSON *root, const char *key)
 
 /* The family's defaults (ra_hf_family.defaults, "key=number ...") for the
  * keys root lacks: config fields, then (window set) the window's. */
-static void apply_defaults(const cJSON *root, ra_hf_config *out, int window)
+static void apply_defaults(const cJSON *root, ra_hf_fields *out, int window)
 {
     const char *at = out->family ? out->family->defaults : NULL;
     char key[64];
@@ -179,7 +179,7 @@ static void apply_defaults(const cJSON *root, ra_hf_config *out, int window)
 }
 
 /* no_rope_layers (SmolLM3): one 0 or 1 per layer, 0 meaning no RoPE. */
-static ra_status read_no_rope_layers(const cJSON *root, ra_hf_config *out, const char *name,
+static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const char *name,
                                      char *msg, size_t msg_len)
 {
     const cJSON *item;
@@ -209,7 +209,7 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_config *out, const
  * sliding layers have a rope of their own (Gemma 3): "full_attention" into
  * out->rope, "sliding_attention" into out->local_rope.  Any other layout of
  * nested objects is left to ra_io_rope_read, which refuses it. */
-static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_config *out,
+static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out,
                                           const char *name, char *msg, size_t msg_len)
 {
     const cJSON *full, *sliding;
@@ -246,7 +246,7 @@ static ra_status read_flag(const cJSON *root, const char *key, int absent, int *
 
 /* Llama 4's use_qk_norm and attn_temperature_tuning (Llama4TextConfig:
  * true, and 4 in older releases; any number but 0 is true). */
-static ra_status read_llama4(const cJSON *root, ra_hf_config *out, const char *name, char *msg,
+static ra_status read_llama4(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                              size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_LLAMA4)) return RA_OK;
@@ -265,7 +265,7 @@ static ra_status read_llama4(const cJSON *root, ra_hf_config *out, const char *n
 }
 
 /* Falcon's packing keys, with FalconConfig's defaults. */
-static ra_status read_falcon(const cJSON *root, ra_hf_config *out, const char *name, char *msg,
+static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                              size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_FALCON_QKV)) return RA_OK;
@@ -275,7 +275,7 @@ static ra_status read_falcon(const cJSON *root, ra_hf_config *out, const char *n
 }
 
 /* attention_bias: true, false, 1, 0; null counts as absent. */
-static ra_status read_attention_bias(const cJSON *root, ra_hf_config *out, const char *name,
+static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const char *name,
                                      char *msg, size_t msg_len)
 {
     const cJSON *item;
@@ -287,7 +287,7 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_config *out, const
 
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
  * StableLM's qk_layernorm): true, false, 1, 0 or null (false). */
-static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, const char *name,
+static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, const char *name,
                                        char *msg, size_t msg_len)
 {
     unsigned features = out->family ? out->family->features : 0;
@@ -304,7 +304,7 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_config *out, con
  * refused), base 10000 * rope_ratio (ChatGLM3, GLM-4; ChatGLM2-32K's code
  * divides the positions by it instead: rope_cli refuses a ratio other than 1
  * without --theta). */
-static ra_status read_chatglm(const cJSON *root, ra_hf_config *out, const char *name,
+static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *name,
                               char *msg, size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_CHATGLM)) return RA_OK;
@@ -331,7 +331,7 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_config *out, const char *
 
 /* model_type of the text model: text's, else the top level's; "" when
  * neither has one. */
-static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_config *out,
+static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fields *out,
                                  const char *name, char *msg, size_t msg_len)
 {
     const cJSON *item = NULL;
@@ -346,7 +346,7 @@ static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_con
     return RA_OK;
 }
 
-static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *name,
+static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *name,
                              char *msg, size_t msg_len)
 {
     const cJSON *nested, *scaling;
@@ -404,7 +404,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_config *out, const char *n
 
 /* The text model's object (text_config, else root), its model family
  * checked, then its fields. */
-static ra_status read_config(const cJSON *root, ra_hf_config *out, const char *name,
+static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *name,
                              char *msg, size_t msg_len)
 {
     const cJSON *text;
@@ -416,7 +416,7 @@ static ra_status read_config(const cJSON *root, ra_hf_config *out, const char *n
     return read_fields(text, out, name, msg, msg_len);
 }
 
-void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config)
+void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config)
 {
     if (rope == NULL || config == NULL) return;
     if (!rope->has_theta && config->has_rope_theta) {
@@ -435,7 +435,7 @@ void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config)
     }
 }
 
-void ra_hf_config_free(ra_hf_config *config)
+void ra_hf_fields_free(ra_hf_fields *config)
 {
     if (config == NULL) return;
     ra_hf_rope_free(&config->rope);
@@ -447,7 +447,7 @@ void ra_hf_config_free(ra_hf_config *config)
 
 /* Parses text, naming the file name in any failure; *out is zeroed then. */
 static ra_status parse_named(const char *text, size_t len, const char *name,
-                             ra_hf_config *out, char *msg, size_t msg_len)
+                             ra_hf_fields *out, char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
     cJSON *root;
@@ -460,27 +460,27 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                                         "%s: the top level is not a JSON object", name);
     cJSON_Delete(root);
-    if (status != RA_OK) ra_hf_config_free(out);
+    if (status != RA_OK) ra_hf_fields_free(out);
     return status;
 }
 
-ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
+ra_status ra_hf_fields_parse(const char *text, size_t len, ra_hf_fields *out,
                              char *msg, size_t msg_len)
 {
     ra_io_clear(msg, msg_len);
     if (out != NULL) memset(out, 0, sizeof *out);
     if (text == NULL || out == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_config_parse: text or out is NULL");
+        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_fields_parse: text or out is NULL");
     return parse_named(text, len, "config.json", out, msg, msg_len);
 }
 
-ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
+ra_status ra_hf_fields_read(const char *path, ra_hf_fields *out, char *msg,
                             size_t msg_len)
 {
     ra_io_clear(msg, msg_len);
     if (out != NULL) memset(out, 0, sizeof *out);
     if (path == NULL || out == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_config_read: path or out is NULL");
+        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_fields_read: path or out is NULL");
     char *text = NULL;
     size_t len = 0;
     RA_TRY(ra_io_read_text(path, MAX_CONFIG_BYTES, &text, &len, msg, msg_len));

@@ -261,7 +261,7 @@ const ra_hf_family *ra_hf_family_find(const char *model_type);
  * get_text_config).  A field that the file does not have is 0 (has_* tells
  * which were present).  The model family is checked (ra_io_family_check):
  * keys that change attention in a way ropeattn does not run are refused. */
-typedef struct ra_hf_config {
+typedef struct ra_hf_fields {
     int64_t hidden_size;
     int64_t num_attention_heads;
     int64_t num_key_value_heads;
@@ -327,21 +327,21 @@ typedef struct ra_hf_config {
     ra_hf_rope local_rope;
     int has_local_rope;
     ra_hf_window window; /* owns layer_types */
-} ra_hf_config;
+} ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
  * must be of the right kind (integers where integers are meant, positive).
- * Free with ra_hf_config_free (it owns rope's arrays and window.layer_types). */
-ra_status ra_hf_config_parse(const char *text, size_t len, ra_hf_config *out,
+ * Free with ra_hf_fields_free (it owns rope's arrays and window.layer_types). */
+ra_status ra_hf_fields_parse(const char *text, size_t len, ra_hf_fields *out,
                              char *msg, size_t msg_len);
-ra_status ra_hf_config_read(const char *path, ra_hf_config *out, char *msg,
+ra_status ra_hf_fields_read(const char *path, ra_hf_fields *out, char *msg,
                             size_t msg_len);
-void ra_hf_config_free(ra_hf_config *config); /* zeroes it; NULL allowed */
+void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
 
 /* Fills what rope lacks from config's top level: rope_theta,
  * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps
  * the last outside rope_scaling).  Values rope has are kept. */
-void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_config *config);
+void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
 
 /* ---- output files, all at once or not at all -------------------------- */
 

@@ -1,11 +1,37 @@
-/* checkpoint.c — naming schemes of attention weights and their loading. */
-#include "checkpoint.h"
+/*
+ * checkpoint.c — the .safetensors files of a checkpoint, and the attention
+ * tensors of one layer in them, whichever of the common naming schemes
+ * they use:
+ *   Meta's LLaMA reference code      wq.weight  wk.weight  wv.weight  wo.weight,
+ *                                    attention.wq.weight, layers.N.attention.wq.weight
+ *   Hugging Face Llama               q_proj.weight  k_proj.weight  v_proj.weight
+ *                                    o_proj.weight, also under self_attn.,
+ *                                    model.layers.N.self_attn., layers.N.self_attn.,
+ *                                    and a multimodal model's language_model
+ *   Phi-1, Phi-2                     dense.weight as the output
+ *   Phi-3                            qkv_proj.weight (fused), o_proj.weight
+ *   GPT-J                            transformer.h.N.attn.{q,k,v,out}_proj.weight
+ *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
+ *                                    (fused, per head), attention.dense
+ *   Falcon                           transformer.h.N.self_attention.query_key_value
+ *                                    (fused as the config says), dense
+ *   InternLM2                        model.layers.N.attention.wqkv (fused per
+ *                                    key/value head), wo
+ *   ChatGLM 2, 3, GLM-4 (remote)     transformer.encoder.layers.N.self_attention.
+ *                                    query_key_value (fused as the config says),
+ *                                    dense
+ * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
+ * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight).  Meta's names
+ * imply the interleaved RoPE layout; Hugging Face names the half layout
+ * (its conversion permutes the rows of wq and wk).
+ */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "hf/hf.h"
+#include "memory.h"
 
 #define NAME_LEN 256
 
@@ -60,7 +86,7 @@ static void tensor_name(char *name, const naming_scheme *scheme, int64_t layer, 
         snprintf(name, NAME_LEN, "%s%s", scheme->prefix, scheme->names[proj]);
 }
 
-int64_t checkpoint_layer_number(const char *text, size_t len)
+int64_t hf_layer_number(const char *text, size_t len)
 {
     if (len == 0 || (text[0] == '0' && len > 1)) return -1;
     int64_t layer = 0;
@@ -89,12 +115,12 @@ static int64_t layer_of(const char *name, const naming_scheme *scheme)
     const char *number = name + prefix_len;
     size_t number_len = len - prefix_len - tail_len;
     if (strspn(number, "+-0123456789") < number_len) return -1;
-    int64_t layer = checkpoint_layer_number(number, number_len);
+    int64_t layer = hf_layer_number(number, number_len);
     return layer >= 0 ? layer : NOT_CANONICAL;
 }
 
 /* The tensor called name in whichever file holds it, or NULL. */
-static const ra_st_tensor *find_tensor(const checkpoint_files *files, const char *name)
+static const ra_st_tensor *find_tensor(const ra_hf_checkpoint *files, const char *name)
 {
     for (int64_t i = 0; i < files->n; i++) {
         const ra_st_tensor *t = ra_safetensors_find(files->files[i], name);
@@ -104,81 +130,111 @@ static const ra_st_tensor *find_tensor(const checkpoint_files *files, const char
 }
 
 /* Opens path, naming it in any message. */
-static int open_file(ra_safetensors **out, const char *path)
+static ra_status open_file(ra_safetensors **out, const char *path)
 {
-    char msg[CLI_MSG_LEN];
-    if (ra_safetensors_open(out, path, msg, sizeof msg) != RA_OK)
-        return cli_fail(EXIT_FAIL, "%s", msg);
-    return 0;
+    char msg[512];
+    ra_status status = ra_safetensors_open(out, path, msg, sizeof msg);
+    return status == RA_OK ? RA_OK : hf_fail(status, "%s", msg);
 }
 
 /* Opens the shards index names, beside it, into out->files (n of them so
  * far: out->n); refuses a tensor found in two shards. */
-static int open_shards(checkpoint_files *out, const ra_st_index *index, const char *path)
+static ra_status open_shards(ra_hf_checkpoint *out, const ra_st_index *index, const char *path)
 {
     const char *slash = strrchr(path, '/');
     int folder = slash ? (int)(slash - path + 1) : 0; /* keeps the '/' */
     for (int64_t i = 0; i < index->n_shards; i++) {
         size_t len = (size_t)folder + strlen(index->shards[i]) + 1;
-        char *shard = malloc(len);
-        if (!shard) return cli_fail(EXIT_FAIL, "out of memory");
+        char *shard = ra_malloc(len);
+        if (!shard) return hf_fail(RA_ERR_NOMEM, "out of memory for the shards' paths");
         snprintf(shard, len, "%.*s%s", folder, path, index->shards[i]);
-        int failed = open_file(&out->files[out->n], shard);
-        if (failed) free(shard);
-        else out->paths[out->n++] = shard;
-        for (int64_t t = 0; !failed && t < ra_safetensors_count(out->files[out->n - 1]); t++) {
-            const char *name = ra_safetensors_at(out->files[out->n - 1], t)->name;
-            for (int64_t j = 0; !failed && j < out->n - 1; j++)
-                if (ra_safetensors_find(out->files[j], name))
-                    failed = cli_fail(EXIT_FAIL, "%s: tensor '%s' is in two shards, %s and %s",
-                                      path, name, index->shards[j], index->shards[i]);
+        ra_status status = open_file(&out->files[out->n], shard);
+        if (status != RA_OK) {
+            ra_free(shard);
+            return status;
         }
-        if (failed) return failed;
+        out->paths[out->n++] = shard;
+        const ra_safetensors *last = out->files[out->n - 1];
+        for (int64_t t = 0; t < ra_safetensors_count(last); t++) {
+            const char *name = ra_safetensors_at(last, t)->name;
+            for (int64_t j = 0; j < out->n - 1; j++)
+                if (ra_safetensors_find(out->files[j], name))
+                    return hf_fail(RA_ERR_FORMAT, "%s: tensor '%s' is in two shards, %s and %s",
+                                   path, name, index->shards[j], index->shards[i]);
+        }
     }
-    return 0;
+    return RA_OK;
 }
 
-int checkpoint_files_open(checkpoint_files *out, const char *path)
+/* The files: path itself, or the shards its index names. */
+static ra_status open_files(ra_hf_checkpoint *out, const char *path)
 {
-    *out = (checkpoint_files){.path = path};
     size_t len = strlen(path);
     if (len < 5 || strcmp(path + len - 5, ".json") != 0) {
-        out->files = malloc(sizeof *out->files);
-        out->paths = malloc(sizeof *out->paths);
-        if (!out->files || !out->paths) {
-            checkpoint_files_close(out);
-            return cli_fail(EXIT_FAIL, "out of memory");
-        }
-        int failed = open_file(&out->files[0], path);
-        if (!failed) {
-            out->n = 1;
-            if (!(out->paths[0] = strdup(path))) failed = cli_fail(EXIT_FAIL, "out of memory");
-        }
-        if (failed) checkpoint_files_close(out);
-        return failed;
+        out->files = ra_malloc(sizeof *out->files);
+        out->paths = ra_malloc(sizeof *out->paths);
+        if (!out->files || !out->paths) return hf_fail(RA_ERR_NOMEM, "out of memory");
+        ra_status status = open_file(&out->files[0], path);
+        if (status != RA_OK) return status;
+        out->n = 1;
+        if (!(out->paths[0] = ra_strdup(path))) return hf_fail(RA_ERR_NOMEM, "out of memory");
+        return RA_OK;
     }
-    char msg[CLI_MSG_LEN];
+    char msg[512];
     ra_st_index index;
-    if (ra_st_index_read(path, &index, msg, sizeof msg) != RA_OK)
-        return cli_fail(EXIT_FAIL, "%s", msg);
-    out->files = calloc((size_t)index.n_shards, sizeof *out->files);
-    out->paths = calloc((size_t)index.n_shards, sizeof *out->paths);
-    int failed = out->files && out->paths ? open_shards(out, &index, path)
-                                          : cli_fail(EXIT_FAIL, "out of memory");
+    ra_status status = ra_st_index_read(path, &index, msg, sizeof msg);
+    if (status != RA_OK) return hf_fail(status, "%s", msg);
+    out->files = ra_calloc((size_t)index.n_shards, sizeof *out->files);
+    out->paths = ra_calloc((size_t)index.n_shards, sizeof *out->paths);
+    status = out->files && out->paths ? open_shards(out, &index, path)
+                                      : hf_fail(RA_ERR_NOMEM, "out of memory");
     ra_st_index_free(&index);
-    if (failed) checkpoint_files_close(out);
-    return failed;
+    return status;
 }
 
-void checkpoint_files_close(checkpoint_files *files)
+RA_HF_API ra_status ra_hf_checkpoint_open(ra_hf_checkpoint **out, const char *path)
 {
-    for (int64_t i = 0; i < files->n; i++) {
-        ra_safetensors_close(files->files[i]);
-        free(files->paths[i]);
+    hf_reset();
+    if (!out || !path) return hf_fail(RA_ERR_NULL, "%s is NULL", out ? "path" : "out");
+    *out = NULL;
+    ra_hf_checkpoint *ckpt = ra_calloc(1, sizeof *ckpt);
+    char *copy = ra_strdup(path);
+    if (!ckpt || !copy) {
+        ra_free(ckpt);
+        ra_free(copy);
+        return hf_fail(RA_ERR_NOMEM, "out of memory");
     }
-    free(files->files);
-    free(files->paths);
-    *files = (checkpoint_files){0};
+    ckpt->path = copy;
+    ra_status status = open_files(ckpt, path);
+    if (status != RA_OK) {
+        ra_hf_checkpoint_close(ckpt);
+        return status;
+    }
+    *out = ckpt;
+    return RA_OK;
+}
+
+RA_HF_API void ra_hf_checkpoint_close(ra_hf_checkpoint *ckpt)
+{
+    if (!ckpt) return;
+    for (int64_t i = 0; i < ckpt->n; i++) {
+        ra_safetensors_close(ckpt->files[i]);
+        ra_free(ckpt->paths[i]);
+    }
+    ra_free(ckpt->files);
+    ra_free(ckpt->paths);
+    ra_free(ckpt->path);
+    ra_free(ckpt);
+}
+
+RA_HF_API int64_t ra_hf_checkpoint_file_count(const ra_hf_checkpoint *ckpt)
+{
+    return ckpt ? ckpt->n : 0;
+}
+
+RA_HF_API const char *ra_hf_checkpoint_file_path(const ra_hf_checkpoint *ckpt, int64_t i)
+{
+    return ckpt && i >= 0 && i < ckpt->n ? ckpt->paths[i] : NULL;
 }
 
 /* The layers that per-layer names in the files cover: how many, lowest,
@@ -203,7 +259,7 @@ static void count_name(layer_census *census, const char *name)
     }
 }
 
-static layer_census count_layers(const checkpoint_files *files)
+static layer_census count_layers(const ra_hf_checkpoint *files)
 {
     layer_census census = {0, INT64_MAX, -1, NULL};
     for (int64_t f = 0; f < files->n; f++)
@@ -215,7 +271,7 @@ static layer_census count_layers(const checkpoint_files *files)
 /* The first scheme (per layer or not, as asked) whose four projections are
  * in the files, else the first whose wq is (its message names what is
  * missing), else NULL. */
-static const naming_scheme *find_scheme(const checkpoint_files *files, int per_layer,
+static const naming_scheme *find_scheme(const ra_hf_checkpoint *files, int per_layer,
                                         int64_t layer)
 {
     char name[NAME_LEN];
@@ -233,51 +289,51 @@ static const naming_scheme *find_scheme(const checkpoint_files *files, int per_l
     return partial;
 }
 
-static int no_attention_weights(const char *path)
+static ra_status no_attention_weights(const char *path)
 {
-    return cli_fail(EXIT_FAIL,
-                    "%s holds no attention weights: expected wq.weight .. wo.weight "
-                    "(Meta's LLaMA code) or q_proj.weight .. o_proj.weight (Hugging Face), "
-                    "optionally under model.layers.N.self_attn.", path);
+    return hf_fail(RA_ERR_NOT_FOUND,
+                   "%s holds no attention weights: expected wq.weight .. wo.weight "
+                   "(Meta's LLaMA code) or q_proj.weight .. o_proj.weight (Hugging Face), "
+                   "optionally under model.layers.N.self_attn.", path);
 }
 
-/* Picks the scheme and layer when --layer was not given. */
-static int pick_without_layer(const checkpoint_files *files, const layer_census *census,
-                              const naming_scheme **scheme, int64_t *layer)
+/* Picks the scheme and layer when no layer was asked for. */
+static ra_status pick_without_layer(const ra_hf_checkpoint *files, const layer_census *census,
+                                    const naming_scheme **scheme, int64_t *layer)
 {
     const char *path = files->path;
     *scheme = find_scheme(files, 0, 0);
     *layer = 0;
-    if (*scheme) return 0;
+    if (*scheme) return RA_OK;
     if (census->count == 0) return no_attention_weights(path);
     if (census->count > 1)
-        return cli_fail(EXIT_FAIL,
-                        "%s holds attention weights for %lld layers (numbered %lld to %lld): "
-                        "choose one with --layer N", path, (long long)census->count,
-                        (long long)census->lowest, (long long)census->highest);
+        return hf_fail(RA_ERR_ARGUMENT,
+                       "%s holds attention weights for %lld layers (numbered %lld to %lld): "
+                       "choose one", path, (long long)census->count,
+                       (long long)census->lowest, (long long)census->highest);
     *layer = census->lowest;
     *scheme = find_scheme(files, 1, *layer);
-    return 0;
+    return RA_OK;
 }
 
-/* Picks the scheme for the layer given with --layer. */
-static int pick_with_layer(const checkpoint_files *files, const layer_census *census,
-                           int64_t layer, const naming_scheme **scheme)
+/* Picks the scheme for the layer asked for. */
+static ra_status pick_with_layer(const ra_hf_checkpoint *files, const layer_census *census,
+                                 int64_t layer, const naming_scheme **scheme)
 {
     const char *path = files->path;
     *scheme = find_scheme(files, 1, layer);
-    if (*scheme) return 0;
+    if (*scheme) return RA_OK;
     const naming_scheme *bare = find_scheme(files, 0, 0);
     if (bare) {
         char name[NAME_LEN];
         tensor_name(name, bare, 0, PROJ_Q);
-        return cli_fail(EXIT_FAIL,
-                        "--layer %lld was given, but %s names one layer only ('%s'): "
-                        "leave out --layer", (long long)layer, path, name);
+        return hf_fail(RA_ERR_ARGUMENT,
+                       "layer %lld was asked for, but %s names one layer only ('%s'): "
+                       "ask for none", (long long)layer, path, name);
     }
     if (census->count == 0) return no_attention_weights(path);
-    return cli_fail(EXIT_FAIL, "%s has no attention weights for layer %lld "
-                    "(it has layers numbered %lld to %lld)", path, (long long)layer,
+    return hf_fail(RA_ERR_NOT_FOUND, "%s has no attention weights for layer %lld "
+                   "(it has layers numbered %lld to %lld)", path, (long long)layer,
                     (long long)census->lowest, (long long)census->highest);
 }
 
@@ -314,7 +370,8 @@ static int ignored_buffer(const ra_st_tensor *x, const char *suffix)
  * (a tensor it left out, such as gpt-oss's sinks or StableLM's
  * q_layernorm.norms.N, would change the layer), or a buffer transformers
  * ignores. */
-static int check_consumed(const checkpoint_files *files, const attention_tensors *t, int stem_len)
+static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
+                                int stem_len)
 {
     const char *stem = t->proj[PROJ_Q]->name;
     for (int64_t f = 0; f < files->n; f++)
@@ -328,17 +385,18 @@ static int check_consumed(const checkpoint_files *files, const attention_tensors
             for (int n = 0; n < 2; n++)
                 for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
             if (!used)
-                return cli_fail(EXIT_FAIL, "tensor '%s' in %s belongs to the attention layer "
-                                "and ropeattn does not use it: refused rather than run without "
-                                "it", x->name, files->paths[f]);
+                return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s belongs to the attention "
+                               "layer and ropeattn does not use it: refused rather than run "
+                               "without it", x->name, files->paths[f]);
         }
-    return 0;
+    return RA_OK;
 }
 
 /* StableLM 2's q_layernorm.norms.N.weight (k_...) beside wq, N = 0, 1 ...
  * while they are there (a later one after a gap is left for check_consumed
  * to refuse). */
-static int find_head_norms(const checkpoint_files *files, attention_tensors *out, int stem)
+static ra_status find_head_norms(const ra_hf_checkpoint *files, attention_tensors *out,
+                                 int stem)
 {
     static const char *const modules[] = {"q_layernorm", "k_layernorm"};
     const char *wq = out->proj[PROJ_Q]->name;
@@ -351,8 +409,8 @@ static int find_head_norms(const checkpoint_files *files, attention_tensors *out
             if (!find_tensor(files, name)) break;
         }
         if (n == 0) continue;
-        out->head_norms[i] = malloc((size_t)n * sizeof *out->head_norms[i]);
-        if (!out->head_norms[i]) return cli_fail(EXIT_FAIL, "out of memory");
+        out->head_norms[i] = ra_malloc((size_t)n * sizeof *out->head_norms[i]);
+        if (!out->head_norms[i]) return hf_fail(RA_ERR_NOMEM, "out of memory");
         out->n_head_norms[i] = n;
         for (int64_t h = 0; h < n; h++) {
             snprintf(name, NAME_LEN, "%.*s%s.norms.%lld.weight", stem, wq, modules[i],
@@ -360,31 +418,31 @@ static int find_head_norms(const checkpoint_files *files, attention_tensors *out
             out->head_norms[i][h] = find_tensor(files, name);
         }
     }
-    return 0;
+    return RA_OK;
 }
 
-int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
-                              attention_tensors *out)
+ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, attention_tensors *out)
 {
     const char *path = files->path;
+    memset(out, 0, sizeof *out);
     /* A layer number written otherwise (model.layers.007...) could name the
      * wrong layer, or the one asked for twice. */
     layer_census census = count_layers(files);
     if (census.not_canonical)
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has a malformed layer number (expected "
-                        "0, 1, 2 ... without signs or leading zeros)", census.not_canonical,
-                        path);
+        return hf_fail(RA_ERR_FORMAT, "tensor '%s' in %s has a malformed layer number "
+                       "(expected 0, 1, 2 ... without signs or leading zeros)",
+                       census.not_canonical, path);
     const naming_scheme *scheme;
-    int failed = layer < 0 ? pick_without_layer(files, &census, &scheme, &layer)
-                           : pick_with_layer(files, &census, layer, &scheme);
-    if (failed) return failed;
+    ra_status status = layer < 0 ? pick_without_layer(files, &census, &scheme, &layer)
+                                 : pick_with_layer(files, &census, layer, &scheme);
+    if (status != RA_OK) return status;
     char name[NAME_LEN];
     for (int p = 0; p < N_PROJ; p++) {
         tensor_name(name, scheme, layer, p);
         out->proj[p] = find_tensor(files, name);
         if (!out->proj[p])
-            return cli_fail(EXIT_FAIL, "%s has '%s' but no tensor '%s'", path,
-                            out->proj[PROJ_Q]->name, name);
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has '%s' but no tensor '%s'", path,
+                           out->proj[PROJ_Q]->name, name);
         size_t len = strlen(name); /* "...q_proj.weight" -> "...q_proj.bias" */
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
         out->bias[p] = find_tensor(files, name);
@@ -396,17 +454,17 @@ int checkpoint_find_attention(const checkpoint_files *files, int64_t layer,
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
         out->norm[i] = find_tensor(files, name);
     }
-    failed = find_head_norms(files, out, stem);
+    status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     out->layer = scheme->infix ? layer : -1;
-    if (!failed) failed = check_consumed(files, out, stem);
+    if (status == RA_OK) status = check_consumed(files, out, stem);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];
         out->packing = scheme->fused;
         for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     }
-    return failed;
+    return status;
 }
 
 /* view = rows [first, first + n) of t (a matrix, or a vector of rows). */
@@ -421,18 +479,18 @@ static void row_view(ra_st_tensor *view, const ra_st_tensor *t, int64_t first, i
     view->nbytes = (size_t)n * row_bytes;
 }
 
-void checkpoint_tensors_free(attention_tensors *t)
+void hf_tensors_free(attention_tensors *t)
 {
     for (int i = 0; i < 2; i++) {
-        free(t->head_norms[i]);
+        ra_free(t->head_norms[i]);
         t->head_norms[i] = NULL;
         t->n_head_norms[i] = 0;
     }
 }
 
-int checkpoint_config_packing(const ra_hf_config *hf, const char *config_path,
-                              const char *tensor, const char *path, int64_t n_heads,
-                              fused_packing *packing, int64_t *n_kv_heads)
+ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, const char *tensor,
+                            const char *path, int64_t n_heads, fused_packing *packing,
+                            int64_t *n_kv_heads)
 {
     const ra_hf_family *family = hf ? hf->family : NULL;
     const unsigned features = family ? family->features : 0;
@@ -443,54 +501,29 @@ int checkpoint_config_packing(const ra_hf_config *hf, const char *config_path,
         if (hf->multi_query) *packing = FUSED_ROWS;
     } else if (features & RA_HF_FALCON_QKV) {
         if (hf->has_num_key_value_heads)
-            return cli_fail(EXIT_FAIL, "%s: model_type \"falcon\" reads num_kv_heads, not "
-                            "num_key_value_heads (transformers would ignore it): refused",
-                            config_path);
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"falcon\" reads num_kv_heads, "
+                           "not num_key_value_heads (transformers would ignore it): refused",
+                           config_path);
         if (hf->has_num_kv_heads) kv = hf->num_kv_heads;
         if (!hf->new_decoder_architecture && hf->multi_query) {
             *packing = FUSED_ROWS;
             kv = 1;
         }
         if (!hf->new_decoder_architecture && !hf->multi_query && kv != n_heads)
-            return cli_fail(EXIT_FAIL, "%s: num_kv_heads %lld with neither multi_query nor "
-                            "new_decoder_architecture: Falcon packs q, k and v per query head",
-                            config_path, (long long)kv);
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: num_kv_heads %lld with neither multi_query "
+                           "nor new_decoder_architecture: Falcon packs q, k and v per query "
+                           "head", config_path, (long long)kv);
     } else if (!family || strcmp(family->model_type, "gpt_neox") != 0) {
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s: how it packs q, k and v is in its "
-                        "config (Falcon's multi_query, new_decoder_architecture; ChatGLM's "
-                        "multi_query_attention): give --config with its model_type", tensor,
-                        path);
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: how it packs q, k and v is in "
+                       "its config (Falcon's multi_query, new_decoder_architecture; ChatGLM's "
+                       "multi_query_attention): give the config with its model_type", tensor,
+                       path);
     }
     *n_kv_heads = kv;
-    return 0;
+    return RA_OK;
 }
 
-int checkpoint_load_norm(const attention_tensors *t, int i, const char *path, float **out)
-{
-    *out = NULL;
-    if (t->norm[i]) return checkpoint_load_f32(t->norm[i], path, out);
-    int64_t count = 0;
-    for (int64_t h = 0; h < t->n_head_norms[i]; h++) count += t->head_norms[i][h]->count;
-    if (t->n_head_norms[i] == 0) return 0;
-    float *all = malloc(count > 0 ? (size_t)count * sizeof(float) : 1);
-    if (!all) return cli_fail(EXIT_FAIL, "out of memory loading the q/k norms from %s", path);
-    for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; h++) {
-        float *one;
-        int failed = checkpoint_load_f32(t->head_norms[i][h], path, &one);
-        if (failed) {
-            free(all);
-            return failed;
-        }
-        memcpy(all + at, one, (size_t)t->head_norms[i][h]->count * sizeof(float));
-        at += t->head_norms[i][h]->count;
-        free(one);
-    }
-    *out = all;
-    return 0;
-}
-
-int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
-                           int64_t kv_rows)
+ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows, int64_t kv_rows)
 {
     const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
     for (int i = 0; i < 2; i++) {
@@ -499,9 +532,9 @@ int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_row
         int64_t rest = f->shape[0] - q_rows; /* kv rows twice, or the shape is wrong */
         if (f->ndim != 2 - i || f->count == 0 || q_rows > f->shape[0] || rest % 2 != 0 ||
             rest / 2 != kv_rows)
-            return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows (wq's, "
-                            "wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
-                            (long long)q_rows, (long long)kv_rows);
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows "
+                           "(wq's, wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
+                           (long long)q_rows, (long long)kv_rows);
         ra_st_tensor *views = i ? t->bias_views : t->views;
         const ra_st_tensor **to = i ? t->bias : t->proj;
         row_view(&views[0], f, 0, q_rows);
@@ -512,23 +545,18 @@ int checkpoint_split_fused(attention_tensors *t, const char *path, int64_t q_row
             to[p] = &views[p];
         }
     }
-    return 0;
+    return RA_OK;
 }
 
-int checkpoint_load_f32(const ra_st_tensor *t, const char *path, float **out)
+ra_status hf_load_f32(const ra_st_tensor *t, const char *path, float *dst)
 {
     if (t->dtype != RA_ST_F32 && t->dtype != RA_ST_F16 && t->dtype != RA_ST_BF16 &&
         t->dtype != RA_ST_F64)
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has dtype %s; expected F32, F16, BF16 or F64",
-                        t->name, path, ra_st_dtype_name(t->dtype));
-    *out = malloc(t->count > 0 ? (size_t)t->count * sizeof(float) : 1);
-    if (!*out) return cli_fail(EXIT_FAIL, "out of memory loading '%s' from %s", t->name, path);
-    ra_status status = ra_st_tensor_to_f32(t, *out);
-    if (status != RA_OK) {
-        free(*out);
-        *out = NULL;
-        return cli_fail(EXIT_FAIL, "cannot convert '%s' in %s to float32: %s", t->name, path,
-                        ra_status_string(status));
-    }
-    return 0;
+        return hf_fail(RA_ERR_DTYPE, "tensor '%s' in %s has dtype %s; expected F32, F16, BF16 "
+                       "or F64", t->name, path, ra_st_dtype_name(t->dtype));
+    ra_status status = ra_st_tensor_to_f32(t, dst);
+    if (status != RA_OK)
+        return hf_fail(status, "cannot convert '%s' in %s to float32: %s", t->name, path,
+                       ra_status_string(status));
+    return RA_OK;
 }

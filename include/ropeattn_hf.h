@@ -1,0 +1,183 @@
+/*
+ * ropeattn_hf.h — Hugging Face checkpoints for ropeattn: open a .safetensors
+ * file or a sharded checkpoint's model.safetensors.index.json, read
+ * config.json, and build the attention layer of layer N exactly as the
+ * `ropeattn attention` command does (it calls these functions).  The
+ * library is libropeattn_hf (pkg-config ropeattn-hf, CMake
+ * ropeattn::ropeattn_hf); it needs libropeattn and cJSON.
+ *
+ * What it reads: the attention weights of every naming scheme the README's
+ * family table lists (Meta's LLaMA names, Hugging Face's q_proj ... o_proj
+ * under any of their prefixes, Phi's dense, Phi-3's fused qkv_proj, GPT-J,
+ * GPT-NeoX, Falcon, InternLM2, ChatGLM), in F32, F16, BF16 or F64, with
+ * their biases and q/k norms; config.json's model_type, head counts,
+ * head_dim, rope (every rope type: default, linear, dynamic, yarn, llama3,
+ * longrope), softmax scale and the keys that change attention.  A key, a
+ * tensor or a family whose effect on attention ropeattn does not run is
+ * refused, naming it: a checkpoint is run exactly or not at all.
+ *
+ * Conventions: as ropeattn.h (statuses, struct_size, argument order); each
+ * failing call leaves a sentence for ra_hf_last_error() that names the file,
+ * the tensor or the key.  Files are read as hostile input: every size and
+ * offset is checked before use.  The opened objects are read-only after
+ * creation; config.json is parsed by cJSON, which keeps its last error in a
+ * process-wide variable: open and parse configs on one thread at a time.
+ *
+ * Typical use:
+ *
+ *   ra_hf_checkpoint *ckpt;  ra_hf_config *config;  ra_hf_layer *layer;
+ *   ra_hf_checkpoint_open(&ckpt, "model.safetensors.index.json");
+ *   ra_hf_config_open(&config, "config.json");
+ *   ra_hf_options o = ra_hf_options_init();
+ *   o.layer = 3;            // model.layers.3.self_attn.*
+ *   o.n_tokens = 4096;      // the longest sequence it will see
+ *   if (ra_hf_layer_create(&layer, ckpt, config, &o) != RA_OK)
+ *       fprintf(stderr, "%s\n", ra_hf_last_error());
+ *   ra_layer_forward(ra_hf_layer_get(layer), ctx, y, x, B, S, NULL, NULL);
+ *   ra_hf_layer_destroy(layer);  ra_hf_config_close(config);
+ *   ra_hf_checkpoint_close(ckpt);   // the layer has its own weights
+ */
+#ifndef ROPEATTN_HF_H
+#define ROPEATTN_HF_H
+
+#include "ropeattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RA_BUILDING_HF_LIBRARY) && defined(__GNUC__)
+#define RA_HF_API __attribute__((visibility("default")))
+#else
+#define RA_HF_API
+#endif
+
+/* What the calling thread's last call of this library that failed found
+ * wrong ("model.safetensors: tensor 'model.layers.0.self_attn.sinks'
+ * belongs to the attention layer and ropeattn does not use it ..."); "" after
+ * a call that succeeded.  Each thread has its own; never NULL. */
+RA_HF_API const char *ra_hf_last_error(void);
+
+/* ---- checkpoints ------------------------------------------------------- */
+
+/* The .safetensors files of a checkpoint: the one at path, or, when path
+ * ends in ".json", every shard its index's weight_map names (in the index's
+ * folder).  The files are mapped read-only; no tensor name may be in two. */
+typedef struct ra_hf_checkpoint ra_hf_checkpoint;
+
+RA_HF_API ra_status ra_hf_checkpoint_open(ra_hf_checkpoint **out, const char *path);
+RA_HF_API void ra_hf_checkpoint_close(ra_hf_checkpoint *ckpt); /* NULL is allowed */
+/* The files it opened (1 unless sharded), and each one's path. */
+RA_HF_API int64_t ra_hf_checkpoint_file_count(const ra_hf_checkpoint *ckpt);
+RA_HF_API const char *ra_hf_checkpoint_file_path(const ra_hf_checkpoint *ckpt, int64_t i);
+
+/* ---- config.json ------------------------------------------------------- */
+
+/* The keys of a config.json that attention needs (a multimodal model's
+ * text_config's), checked against what its model_type's attention does. */
+typedef struct ra_hf_config ra_hf_config;
+
+RA_HF_API ra_status ra_hf_config_open(ra_hf_config **out, const char *path);
+/* From text (len bytes, need not end in NUL); "{}" is a config that says
+ * nothing (Meta's LLaMA layout, theta 10000, heads from the options). */
+RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, size_t len);
+RA_HF_API void ra_hf_config_close(ra_hf_config *config); /* NULL is allowed */
+/* model_type (text_config's when it has one); "" when absent. */
+RA_HF_API const char *ra_hf_config_model_type(const ra_hf_config *config);
+
+/* Overrides, as editing config.json would: a rope_scaling /
+ * rope_parameters object (JSON text, len bytes) replacing the config's,
+ * its missing keys taken from the config's top level; rope_theta (> 0);
+ * max_position_embeddings (> 0). */
+RA_HF_API ra_status ra_hf_config_set_rope_parameters(ra_hf_config *config, const char *json,
+                                                     size_t len);
+RA_HF_API ra_status ra_hf_config_set_rope_theta(ra_hf_config *config, double theta);
+RA_HF_API ra_status ra_hf_config_set_max_position_embeddings(ra_hf_config *config,
+                                                             int64_t max_position_embeddings);
+
+/* ---- what to build ----------------------------------------------------- */
+
+typedef struct ra_hf_options {
+    size_t struct_size; /* sizeof(ra_hf_options) */
+    /* The layer (its number in the checkpoint's names); -1: the checkpoint
+     * names one layer only, or none (a file of one layer's tensors).  For
+     * ra_hf_rope_config: -1 is any layer (a config whose layers have
+     * different ropes is then refused). */
+    int64_t layer;
+    int64_t n_heads, n_kv_heads; /* 0: the config's, else from the shapes */
+    int64_t head_dim;            /* ra_hf_rope_config: 0: the config's */
+    int layout;                  /* -1: the names' and family's; else ra_layout */
+    /* The tokens the layer will run on, as their places in the sequence:
+     * [first_token, first_token + n_tokens).  The config's sliding windows
+     * and Llama 4's chunks change attention only for longer inputs, which
+     * are refused; n_tokens 0 (unknown) refuses a layer that has either. */
+    int64_t first_token, n_tokens;
+    /* The largest position id the layer will be given (its rope tables;
+     * dynamic and longrope scale by max_position + 1 unless seq_len says
+     * otherwise); -1: first_token + n_tokens - 1. */
+    int64_t max_position;
+    int64_t seq_len;  /* > 0: the current length dynamic and longrope scale by */
+    /* 1: the caller gives position ids (ra_positions.ids), not start
+     * positions; Llama 4's NoPE layers, which scale q by each token's place
+     * in the sequence, are then refused. */
+    int position_ids;
+} ra_hf_options;
+
+static inline ra_hf_options ra_hf_options_init(void)
+{
+    ra_hf_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.layer = -1;
+    o.layout = -1;
+    o.max_position = -1;
+    return o;
+}
+
+/* The rope of the config (and of options->layer): type, theta, rotary_dim
+ * = int(head_dim * partial_rotary_factor) (GPT-J: rotary_dim), the scaling
+ * parameters, each key the type needs checked; layout the family's
+ * (interleaved without one).  out->short_factor and long_factor point into
+ * config: keep it open until ra_rope_create (which copies them). */
+RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_options *options,
+                                      ra_rope_config *out);
+
+/* ---- layers ------------------------------------------------------------ */
+
+/* An attention layer built from a checkpoint's tensors, holding its own
+ * float32 copy of the weights (a fused q/k/v weight of GPT-NeoX's kind
+ * stays fused: ra_layer_weights.wqkv). */
+typedef struct ra_hf_layer ra_hf_layer;
+
+/* config may be NULL (a config that says nothing).  Fails, naming what,
+ * when the tensors' shapes disagree with the config or each other, when
+ * the attention module holds a tensor ropeattn does not use (gpt-oss's
+ * sinks), or when the config asks for attention ropeattn does not run. */
+RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint *ckpt,
+                                       const ra_hf_config *config, const ra_hf_options *options);
+RA_HF_API void ra_hf_layer_destroy(ra_hf_layer *layer); /* NULL is allowed */
+RA_HF_API const ra_layer *ra_hf_layer_get(const ra_hf_layer *layer);
+
+/* The checkpoint tensors it was built from, in the order weights, biases,
+ * q/k norms: name and shape (ndim ≤ 8 dims into shape).  The gradient of
+ * tensor i is ra_hf_grads_tensor's i. */
+RA_HF_API int64_t ra_hf_layer_tensor_count(const ra_hf_layer *layer);
+RA_HF_API const char *ra_hf_layer_tensor_name(const ra_hf_layer *layer, int64_t i);
+RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int64_t shape[8]);
+
+/* Gradient buffers for ra_layer_backward laid out as the checkpoint's
+ * tensors: ra_hf_grads_get gives the ra_layer_grads to pass, and tensor i's
+ * gradient is the float32 array ra_hf_grads_tensor(g, i) of tensor i's
+ * shape (a fused qkv_proj's, for example, one array as stored). */
+typedef struct ra_hf_grads ra_hf_grads;
+
+RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *layer);
+RA_HF_API void ra_hf_grads_destroy(ra_hf_grads *grads); /* NULL is allowed */
+RA_HF_API const ra_layer_grads *ra_hf_grads_get(const ra_hf_grads *grads);
+RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROPEATTN_HF_H */

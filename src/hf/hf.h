@@ -1,0 +1,150 @@
+/*
+ * hf.h — inside libropeattn_hf (include/ropeattn_hf.h): the opened
+ * checkpoint and config, the attention tensors of one layer, and how
+ * failures are reported (hf_fail: one sentence for ra_hf_last_error).
+ */
+#ifndef RA_HF_H
+#define RA_HF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/io.h"
+#include "ropeattn_hf.h"
+
+#if defined(__GNUC__)
+#define RA_HF_PRINTF __attribute__((format(printf, 2, 3)))
+#else
+#define RA_HF_PRINTF
+/* ---- the layer (layer_config.c, layer.c) --------------------------------- */
+
+/* The layer's config and its rope's (out->rope points at rope) from the
+ * tensors t of the checkpoint at path (their fused weight split, if any),
+ * the config and the options (read by hf_options_read). */
+ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
+                          const char *path, attention_tensors *t, ra_layer_config *out,
+                          ra_rope_config *rope);
+
+#endif
+
+/* Records the sentence for the calling thread's ra_hf_last_error and
+ * returns status; hf_reset empties it (each public function's first step). */
+ra_status hf_fail(ra_status status, const char *format, ...) RA_HF_PRINTF;
+void hf_reset(void);
+
+#define RA_HF_TRY(expr)                                 \
+    do {                                                \
+        ra_status ra_hf_try_status_ = (expr);           \
+        if (ra_hf_try_status_ != RA_OK) return ra_hf_try_status_; \
+    } while (0)
+
+/* The caller's options (NULL: the defaults), checked, into out (ours);
+ * max_position filled in from the tokens when -1. */
+ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options);
+
+struct ra_hf_checkpoint {
+    char *path;       /* as given (a copy) */
+    ra_safetensors **files;
+    char **paths;     /* each file's path */
+    int64_t n;
+};
+
+struct ra_hf_config {
+    ra_hf_fields fields; /* config.json's keys (its rope object moved to rope) */
+    ra_hf_rope rope;     /* the rope object: the config's, or the one set */
+    const char *path;    /* names the config in messages: its path, or "config" */
+    char *owned_path;
+    double theta;        /* ra_hf_config_set_rope_theta; 0: not set */
+    int64_t max_position_embeddings; /* ra_hf_config_set_...; 0: not set */
+    int rope_parameters_set;         /* ra_hf_config_set_rope_parameters was called */
+};
+
+/* ---- one layer's attention tensors (checkpoint.c) ------------------------ */
+
+enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
+
+/* How a fused q/k/v weight packs its rows. */
+typedef enum fused_packing {
+    FUSED_NONE,
+    FUSED_ROWS,    /* all of q's rows, then k's, then v's: Phi-3's qkv_proj,
+                      Falcon's multi-query query_key_value */
+    FUSED_GROUPED, /* per key/value head, its query heads' rows, then its
+                      key's, then its value's: GPT-NeoX ([H, 3, D]), Falcon's
+                      new_decoder_architecture, InternLM2's wqkv; the layer
+                      reads it as it is (ra_layer_weights.wqkv) */
+    FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's and
+                        ChatGLM's query_key_value): hf_config_packing */
+} fused_packing;
+
+typedef struct attention_tensors {
+    const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
+    const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
+    const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
+    /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
+     * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
+     * the arrays are owned here, NULL: none). */
+    const ra_st_tensor **head_norms[2];
+    int64_t n_head_norms[2];
+    ra_layout layout;                 /* the layout the names imply */
+    int64_t layer;                    /* the layer number in the names; -1: none */
+    /* A fused projection and its bias (NULL otherwise), packed as
+     * `packing` says.  proj[Q..V] and bias[Q..V] are NULL until
+     * hf_split_fused points them at views of it: row ranges of it
+     * (FUSED_ROWS), or (FUSED_GROUPED) descriptions of wq's, wk's and wv's
+     * shapes only, with no data (the layer reads the fused weight). */
+    const ra_st_tensor *fused, *fused_bias;
+    fused_packing packing;
+    ra_st_tensor views[3], bias_views[3];
+} attention_tensors;
+
+/* Finds the projections of layer `layer` (-1: the files must name a single
+ * layer, or none), their biases and q and k norms, and checks that the
+ * attention module holds nothing else.  Names tried: hf/checkpoint.c. */
+ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer, attention_tensors *out);
+void hf_tensors_free(attention_tensors *t); /* head_norms */
+
+/* Points proj[Q..V] (and bias[Q..V]) at views of the fused tensor, as
+ * t->packing says: q_rows of wq and kv_rows each of wk and wv, in place. */
+ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
+                         int64_t kv_rows);
+
+/* How a fused query_key_value packs q, k and v by the config's family, for
+ * n_heads query heads.  Falcon (FalconAttention): new_decoder_architecture,
+ * per group of num_kv_heads; else multi_query, all q rows and one key and
+ * value head; else per head ([H, 3, D]).  ChatGLM: multi_query_attention,
+ * all q rows and multi_query_group_num key and value heads; else per head.
+ * GPT-NeoX: per head.  Another family (or none: hf NULL) is refused,
+ * naming the tensor (in the file at path). */
+ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, const char *tensor,
+                            const char *path, int64_t n_heads, fused_packing *packing,
+                            int64_t *n_kv_heads);
+
+/* The layer number text[0, len) spells in canonical decimal (no sign, no
+ * leading zero but "0" itself, within int64), else -1. */
+int64_t hf_layer_number(const char *text, size_t len);
+
+/* Converts t (F32, F16, BF16 or F64) into dst (t->count floats). */
+ra_status hf_load_f32(const ra_st_tensor *t, const char *path, float *dst);
+
+/* ---- rope (rope.c) ------------------------------------------------------- */
+
+/* head_dim from the config: head_dim, else hidden_size /
+ * num_attention_heads (transformers' rule); 0 when neither is there. */
+int64_t hf_config_head_dim(const ra_hf_fields *c);
+
+/* The rope of layer `layer` (-1: any), for head_dim, the length dynamic
+ * and longrope scale by (0: max_position + 1) and the largest position the
+ * layer is given; the layout is left to the caller (interleaved). */
+ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
+                  int64_t max_position, ra_rope_config *out);
+
+/* ---- the layer (layer_config.c, layer.c) --------------------------------- */
+
+/* The layer's config and its rope's (out->rope points at rope) from the
+ * tensors t of the checkpoint at path (their fused weight split, if any),
+ * the config and the options (read by hf_options_read). */
+ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
+                          const char *path, attention_tensors *t, ra_layer_config *out,
+                          ra_rope_config *rope);
+
+#endif

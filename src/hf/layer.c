@@ -1,0 +1,261 @@
+/*
+ * layer.c — ra_hf_layer: a layer built from a checkpoint's tensors, owning
+ * float32 copies of them, and gradient buffers laid out as those tensors.
+ *
+ * Each tensor fills part of one of the layer's weight arrays (a slot, as
+ * ra_layer_weights names them): most fill a whole slot; a fused qkv_proj
+ * packed in rows (Phi-3) fills wq's, wk's and wv's, which then lie one
+ * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
+ * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf/hf.h"
+#include "memory.h"
+
+/* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
+enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
+       N_SLOTS };
+
+typedef struct hf_tensor {
+    char *name;
+    int ndim;
+    int64_t shape[RA_IO_MAX_DIMS];
+    int64_t count;
+    int slot;
+    int64_t offset;          /* its first value in the slot's array */
+    const ra_st_tensor *src; /* while the layer is built */
+} hf_tensor;
+
+struct ra_hf_layer {
+    ra_layer *layer;
+    /* Slot s is owner[s]'s array from offset[s] on (owner[s] == s: its own,
+     * of count[s] values); owner[s] < 0: the layer has no such array. */
+    int owner[N_SLOTS];
+    int64_t offset[N_SLOTS], count[N_SLOTS];
+    float *data[N_SLOTS]; /* the owning slots' float32 values */
+    hf_tensor *tensors;
+    int64_t n_tensors;
+};
+
+struct ra_hf_grads {
+    ra_layer_grads grads;
+    float *data[N_SLOTS]; /* as the layer's */
+    const ra_hf_layer *layer;
+};
+
+/* Slot s's array within base (a layer's data or a grads' data), or NULL. */
+static float *slot_array(const ra_hf_layer *l, float *const base[N_SLOTS], int s)
+{
+    return l->owner[s] < 0 ? NULL : base[l->owner[s]] + l->offset[s];
+}
+
+/* Appends tensor src as filling slot from offset. */
+static ra_status add_tensor(ra_hf_layer *l, const ra_st_tensor *src, int slot, int64_t offset)
+{
+    hf_tensor *t = &l->tensors[l->n_tensors];
+    if (!(t->name = ra_strdup(src->name))) return hf_fail(RA_ERR_NOMEM, "out of memory");
+    l->n_tensors++;
+    t->ndim = src->ndim;
+    memcpy(t->shape, src->shape, sizeof t->shape);
+    t->count = src->count;
+    t->slot = slot;
+    t->offset = offset;
+    t->src = src;
+    l->owner[slot] = slot;
+    if (offset + src->count > l->count[slot]) l->count[slot] = offset + src->count;
+    return RA_OK;
+}
+
+/* wk and wv (bk and bv) as rows of the fused weight in wq's (bq's) array. */
+static void alias_rows(ra_hf_layer *l, const ra_st_tensor *const parts[3], int first_slot)
+{
+    for (int p = 1; p < 3; p++) {
+        l->owner[first_slot + p] = first_slot;
+        l->offset[first_slot + p] = l->offset[first_slot + p - 1] + parts[p - 1]->count;
+    }
+}
+
+/* The tensor list and slots: weights, then biases, then the q/k norms. */
+static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
+{
+    for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
+    const int grouped = t->packing == FUSED_GROUPED;
+    const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
+    for (int kind = 0; kind < 2; kind++) { /* 0: weights, 1: biases */
+        const ra_st_tensor *const *of = kind ? t->bias : t->proj;
+        const int first = kind ? S_BQ : S_WQ;
+        for (int p = 0; p < N_PROJ; p++) {
+            if (fused[kind] && p < PROJ_O) {
+                if (p == PROJ_Q && grouped)
+                    RA_HF_TRY(add_tensor(l, fused[kind], kind ? S_BQKV : S_WQKV, 0));
+                if (p == PROJ_Q && !grouped) {
+                    RA_HF_TRY(add_tensor(l, fused[kind], first, 0));
+                    alias_rows(l, of, first);
+                }
+                continue;
+            }
+            if (of[p]) RA_HF_TRY(add_tensor(l, of[p], first + p, 0));
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (t->norm[i]) RA_HF_TRY(add_tensor(l, t->norm[i], S_QNORM + i, 0));
+        for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; at += t->head_norms[i][h++]->count)
+            RA_HF_TRY(add_tensor(l, t->head_norms[i][h], S_QNORM + i, at)); /* StableLM 2 */
+    }
+    return RA_OK;
+}
+
+/* Each owning slot's array, filled from its tensors. */
+static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *family)
+{
+    for (int s = 0; s < N_SLOTS; s++) {
+        if (l->owner[s] != s) continue;
+        l->data[s] = ra_malloc(l->count[s] > 0 ? (size_t)l->count[s] * sizeof(float) : 1);
+        if (!l->data[s])
+            return hf_fail(RA_ERR_NOMEM, "out of memory for %lld weights",
+                           (long long)l->count[s]);
+    }
+    for (int64_t i = 0; i < l->n_tensors; i++) {
+        const hf_tensor *t = &l->tensors[i];
+        RA_HF_TRY(hf_load_f32(t->src, path, l->data[t->slot] + t->offset));
+    }
+    /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */
+    for (int s = S_QNORM; family && (family->features & RA_HF_NORM_PLUS_ONE) && s <= S_KNORM; s++)
+        for (int64_t e = 0; l->owner[s] == s && e < l->count[s]; e++) l->data[s][e] += 1.0f;
+    return RA_OK;
+}
+
+static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
+                       const ra_hf_options *options, attention_tensors *t)
+{
+    ra_layer_config lc;
+    ra_rope_config rope;
+    RA_HF_TRY(hf_find_attention(ckpt, options->layer, t));
+    RA_HF_TRY(hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
+    int64_t most = 2 * N_PROJ + 2 + t->n_head_norms[0] + t->n_head_norms[1];
+    if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
+        return hf_fail(RA_ERR_NOMEM, "out of memory");
+    RA_HF_TRY(plan(l, t));
+    RA_HF_TRY(load(l, ckpt->path, config->fields.family));
+    float *const *d = l->data;
+    ra_layer_weights w = ra_layer_weights_init();
+    w.wq = slot_array(l, d, S_WQ), w.wk = slot_array(l, d, S_WK), w.wv = slot_array(l, d, S_WV);
+    w.wo = slot_array(l, d, S_WO);
+    w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
+    w.bo = slot_array(l, d, S_BO);
+    w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
+    w.wqkv = slot_array(l, d, S_WQKV), w.bqkv = slot_array(l, d, S_BQKV);
+    ra_status status = ra_layer_create(&l->layer, &lc, &w);
+    if (status != RA_OK)
+        return hf_fail(status, "cannot create the attention layer: %s%s%s",
+                       ra_status_string(status), ra_last_error()[0] ? ": " : "",
+                       ra_last_error());
+    for (int64_t i = 0; i < l->n_tensors; i++) l->tensors[i].src = NULL;
+    return RA_OK;
+}
+
+RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint *ckpt,
+                                       const ra_hf_config *config, const ra_hf_options *options)
+{
+    hf_reset();
+    if (!out || !ckpt) return hf_fail(RA_ERR_NULL, "%s is NULL", out ? "ckpt" : "out");
+    *out = NULL;
+    ra_hf_options o;
+    RA_HF_TRY(hf_options_read(&o, options));
+    static const ra_hf_config none = {.path = "config"}; /* says nothing */
+    ra_hf_layer *l = ra_calloc(1, sizeof *l);
+    if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
+    attention_tensors t;
+    ra_status status = build(l, ckpt, config ? config : &none, &o, &t);
+    hf_tensors_free(&t);
+    if (status != RA_OK) {
+        ra_hf_layer_destroy(l);
+        return status;
+    }
+    *out = l;
+    return RA_OK;
+}
+
+RA_HF_API void ra_hf_layer_destroy(ra_hf_layer *layer)
+{
+    if (!layer) return;
+    ra_layer_destroy(layer->layer);
+    for (int s = 0; s < N_SLOTS; s++) ra_free(layer->data[s]);
+    for (int64_t i = 0; i < layer->n_tensors; i++) ra_free(layer->tensors[i].name);
+    ra_free(layer->tensors);
+    ra_free(layer);
+}
+
+RA_HF_API const ra_layer *ra_hf_layer_get(const ra_hf_layer *layer)
+{
+    return layer ? layer->layer : NULL;
+}
+
+RA_HF_API int64_t ra_hf_layer_tensor_count(const ra_hf_layer *layer)
+{
+    return layer ? layer->n_tensors : 0;
+}
+
+RA_HF_API const char *ra_hf_layer_tensor_name(const ra_hf_layer *layer, int64_t i)
+{
+    return layer && i >= 0 && i < layer->n_tensors ? layer->tensors[i].name : NULL;
+}
+
+RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int64_t shape[8])
+{
+    if (!layer || !shape || i < 0 || i >= layer->n_tensors) return -1;
+    const hf_tensor *t = &layer->tensors[i];
+    memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+    return t->ndim;
+}
+
+RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *layer)
+{
+    hf_reset();
+    if (!out || !layer) return hf_fail(RA_ERR_NULL, "%s is NULL", out ? "layer" : "out");
+    *out = NULL;
+    ra_hf_grads *g = ra_calloc(1, sizeof *g);
+    if (!g) return hf_fail(RA_ERR_NOMEM, "out of memory");
+    g->layer = layer;
+    for (int s = 0; s < N_SLOTS; s++) {
+        if (layer->owner[s] != s) continue;
+        g->data[s] = ra_malloc(layer->count[s] > 0 ? (size_t)layer->count[s] * sizeof(float) : 1);
+        if (!g->data[s]) {
+            ra_hf_grads_destroy(g);
+            return hf_fail(RA_ERR_NOMEM, "out of memory for %lld gradients",
+                           (long long)layer->count[s]);
+        }
+    }
+    float *const *d = g->data;
+    ra_layer_grads *r = &g->grads;
+    *r = ra_layer_grads_init();
+    r->dwq = slot_array(layer, d, S_WQ), r->dwk = slot_array(layer, d, S_WK);
+    r->dwv = slot_array(layer, d, S_WV), r->dwo = slot_array(layer, d, S_WO);
+    r->dbq = slot_array(layer, d, S_BQ), r->dbk = slot_array(layer, d, S_BK);
+    r->dbv = slot_array(layer, d, S_BV), r->dbo = slot_array(layer, d, S_BO);
+    r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
+    r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
+    *out = g;
+    return RA_OK;
+}
+
+RA_HF_API void ra_hf_grads_destroy(ra_hf_grads *grads)
+{
+    if (!grads) return;
+    for (int s = 0; s < N_SLOTS; s++) ra_free(grads->data[s]);
+    ra_free(grads);
+}
+
+RA_HF_API const ra_layer_grads *ra_hf_grads_get(const ra_hf_grads *grads)
+{
+    return grads ? &grads->grads : NULL;
+}
+
+RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i)
+{
+    if (!grads || i < 0 || i >= grads->layer->n_tensors) return NULL;
+    const hf_tensor *t = &grads->layer->tensors[i];
+    return grads->data[t->slot] + t->offset;
+}

@@ -1,0 +1,366 @@
+/*
+ * layer_config.c — an ra_layer_config from a layer's tensors, config.json
+ * and the options: head counts and head_dim (options, then config, then the
+ * tensors' shapes), every tensor's shape checked against them, the q/k
+ * norms the family reads, the softmax scale, the rope, and the per-layer
+ * keys (NoPE layers, Llama 4, sliding windows).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hf/hf.h"
+
+/* What every step reads. */
+typedef struct job {
+    const ra_hf_config *config;
+    const ra_hf_fields *hf;
+    const ra_hf_options *o;
+    const char *path; /* the checkpoint, in messages */
+    attention_tensors *t;
+} job;
+
+static ra_status shape_mismatch(const job *j, int proj, int64_t rows, int64_t cols,
+                                const char *why)
+{
+    const ra_st_tensor *w = j->t->proj[proj];
+    if (w->ndim == 2 && w->shape[0] == rows && w->shape[1] == cols) return RA_OK;
+    char shape[128] = "";
+    for (int i = 0; i < w->ndim; i++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
+                 i ? ", " : "", (long long)w->shape[i]);
+    return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s has shape [%s]; expected [%lld, %lld] (%s)",
+                   w->name, j->path, shape, (long long)rows, (long long)cols, why);
+}
+
+/* n_heads: the option's, else the config's. */
+static ra_status query_heads(const job *j, int64_t *n_heads)
+{
+    *n_heads = j->o->n_heads ? j->o->n_heads : j->hf->num_attention_heads;
+    if (*n_heads <= 0)
+        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
+                       "or give a config with num_attention_heads");
+    return RA_OK;
+}
+
+/* A fused q/k/v weight split into wq, wk, wv views by the head counts of
+ * the options or config (a query_key_value packed as the config says:
+ * hf_config_packing, with which n_kv_heads must agree) and head_dim (the
+ * config's, else hidden_size / n_heads, as transformers, else in_features
+ * / n_heads). */
+static ra_status resolve_fused(const job *j)
+{
+    const ra_hf_fields *hf = j->hf;
+    attention_tensors *t = j->t;
+    const ra_st_tensor *fused = t->fused;
+    if (!fused) return RA_OK;
+    int64_t n_heads;
+    RA_HF_TRY(query_heads(j, &n_heads));
+    int64_t n_kv_heads = j->o->n_kv_heads            ? j->o->n_kv_heads
+                         : hf->has_num_key_value_heads ? hf->num_key_value_heads
+                                                       : n_heads;
+    if (t->packing == FUSED_BY_CONFIG) {
+        RA_HF_TRY(hf_config_packing(hf, j->config->path, fused->name, j->path, n_heads,
+                                    &t->packing, &n_kv_heads));
+        if (j->o->n_kv_heads && j->o->n_kv_heads != n_kv_heads)
+            return hf_fail(RA_ERR_ARGUMENT, "n_kv_heads %lld was asked for, but the config "
+                           "packs %lld key/value heads", (long long)j->o->n_kv_heads,
+                           (long long)n_kv_heads);
+    }
+    int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;
+    int64_t head_dim = hf->has_head_dim      ? hf->head_dim
+                       : hf->has_hidden_size ? hf->hidden_size / n_heads
+                                             : dim / n_heads;
+    if (head_dim <= 0)
+        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s: no head_dim follows from its shape "
+                       "and %lld heads", fused->name, j->path, (long long)n_heads);
+    return hf_split_fused(t, j->path, n_heads * head_dim, n_kv_heads * head_dim);
+}
+
+/* The q/k norm tensors the family reads, and nothing else:
+ *   RMSNorm, weight [head_dim] shared by the heads (Qwen3, Gemma 3), or over
+ *     the whole projection (OLMo 2): q_norm.weight, k_norm.weight;
+ *   LayerNorm per head, each head its own weights, when the family's key
+ *     says so: q_norm.weight [H, head_dim] (Cohere's use_qk_norm), or
+ *     q_layernorm.norms.N.weight [head_dim] (StableLM's qk_layernorm);
+ * a config without model_type may have the first kind.  Sets out's norm
+ * fields. */
+static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
+                             int64_t head_dim, ra_layer_config *out)
+{
+    const ra_hf_fields *hf = j->hf;
+    const attention_tensors *t = j->t;
+    const ra_hf_family *family = hf->family;
+    const unsigned features = family ? family->features : 0;
+    const int rms = !family || (features & RA_HF_QK_NORM);
+    const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
+    const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
+    const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
+    for (int i = 0; i < 2; i++) {
+        const ra_st_tensor *n = t->norm[i];
+        const ra_st_tensor *head = t->n_head_norms[i] ? t->head_norms[i][0] : NULL;
+        const ra_st_tensor *stray = !rms && !cohere && n ? n : !stablelm ? head : NULL;
+        const int64_t heads = i ? n_kv_heads : n_heads;
+        const char *kind = i ? "k" : "q";
+        if (stray)
+            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s%s%s reads no such q/k "
+                           "norm (transformers would not use it)", stray->name, j->path,
+                           family ? "model_type \"" : "a config without model_type",
+                           family ? family->model_type : "", family ? "\"" : "");
+        if (((features & RA_HF_QK_NORM) || cohere) && !n)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_norm.weight beside '%s': model_type "
+                           "\"%s\"%s normalizes q and k (transformers would initialize the "
+                           "missing weight)", j->path, kind,
+                           t->proj[PROJ_Q] ? t->proj[PROJ_Q]->name : t->fused->name,
+                           family->model_type, cohere ? " with use_qk_norm" : " always");
+        if (n && cohere && (n->ndim != 2 || n->shape[0] != heads || n->shape[1] != head_dim))
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (a LayerNorm of "
+                           "each head, [heads, head_dim])", n->name, j->path, (long long)heads,
+                           (long long)head_dim);
+        int64_t want = whole ? t->proj[i]->shape[0] : head_dim;
+        if (n && !cohere && (n->ndim != 1 || n->shape[0] != want))
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values (%s)",
+                           n->name, j->path, (long long)want,
+                           whole ? "the projection's rows" : "head_dim");
+        if (stablelm && t->n_head_norms[i] != heads)
+            return hf_fail(RA_ERR_SHAPE, "%s has %lld of the %s_layernorm.norms.N.weight beside "
+                           "'%s'; model_type \"stablelm\" with qk_layernorm has one per head "
+                           "(%lld)", j->path, (long long)t->n_head_norms[i], kind,
+                           t->proj[PROJ_Q]->name, (long long)heads);
+        for (int64_t h = 0; h < t->n_head_norms[i]; h++) {
+            const ra_st_tensor *w = t->head_norms[i][h];
+            if (w->ndim != 1 || w->shape[0] != head_dim)
+                return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
+                               "(head_dim)", w->name, j->path, (long long)head_dim);
+        }
+    }
+    /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
+    out->norm_layer = out->norm_head_weights = cohere || stablelm;
+    out->norm_whole = whole;
+    out->norm_eps = out->norm_layer ? hf->layer_norm_eps
+                    : hf->has_rms_norm_eps ? hf->rms_norm_eps
+                                           : 0; /* 0: 1e-6 */
+    return RA_OK;
+}
+
+/* Each projection a non-empty 2-D matrix; dim, its in_features. */
+static ra_status check_matrices(const job *j)
+{
+    for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *w = j->t->proj[p];
+        if (w->ndim != 2)
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is %d-D; expected a 2-D "
+                           "[out_features, in_features] matrix", w->name, j->path, w->ndim);
+        if (w->count == 0) /* then head_dim or n_kv_heads could come out 0 */
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s has shape [%lld, %lld]: it is empty",
+                           w->name, j->path, (long long)w->shape[0], (long long)w->shape[1]);
+    }
+    return RA_OK;
+}
+
+/* Biases: one value per row of their weight; none where the config says
+ * attention_bias false (transformers builds the projections without
+ * biases then, and does not load these: refused rather than added or
+ * dropped silently). */
+static ra_status check_biases(const job *j)
+{
+    const attention_tensors *t = j->t;
+    for (int p = 0; p < N_PROJ; p++) {
+        const ra_st_tensor *b = t->bias[p], *w = t->proj[p];
+        if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
+                           "(the rows of '%s')", b->name, j->path, (long long)w->shape[0],
+                           w->name);
+    }
+    const ra_st_tensor *bias = t->fused_bias;
+    for (int p = 0; !bias && p < N_PROJ; p++) bias = t->bias[p];
+    if (bias && j->hf->has_attention_bias && !j->hf->attention_bias)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s is a bias, but %s sets "
+                       "attention_bias false (transformers would not load it): remove one or "
+                       "the other", bias->name, j->path, j->config->path);
+    return RA_OK;
+}
+
+/* n_heads, n_kv_heads and head_dim from the options, config and the
+ * weights' shapes, in that order of precedence; each weight's shape
+ * checked; the norms and the softmax scale. */
+static ra_status resolve_shapes(const job *j, ra_layer_config *out)
+{
+    const ra_hf_fields *hf = j->hf;
+    const ra_st_tensor *wq = j->t->proj[PROJ_Q], *wk = j->t->proj[PROJ_K];
+    RA_HF_TRY(check_matrices(j));
+    int64_t dim = wq->shape[1];
+    if (hf->has_hidden_size && hf->hidden_size != dim)
+        return hf_fail(RA_ERR_SHAPE, "config hidden_size %lld does not match dim %lld (the "
+                       "in_features of '%s')", (long long)hf->hidden_size, (long long)dim,
+                       wq->name);
+    int64_t n_heads;
+    RA_HF_TRY(query_heads(j, &n_heads));
+    /* head_dim: the config's (H * D may differ from dim, as in Qwen3),
+     * else wq's rows / n_heads (dim / n_heads for LLaMA's square wq). */
+    int64_t head_dim = hf->head_dim;
+    if (!hf->has_head_dim) {
+        if (wq->shape[0] % n_heads != 0)
+            return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'",
+                           (long long)n_heads, (long long)wq->shape[0], wq->name);
+        head_dim = wq->shape[0] / n_heads;
+    }
+    if (head_dim % 2 != 0)
+        return hf_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd; RoPE needs it even",
+                       (long long)head_dim);
+    int64_t n_kv_heads = j->o->n_kv_heads ? j->o->n_kv_heads : hf->num_key_value_heads;
+    if (!j->o->n_kv_heads && !hf->has_num_key_value_heads) {
+        if (wk->shape[0] % head_dim != 0)
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s has %lld rows, not a multiple of "
+                           "head_dim %lld", wk->name, j->path, (long long)wk->shape[0],
+                           (long long)head_dim);
+        n_kv_heads = wk->shape[0] / head_dim;
+    }
+    if (n_heads % n_kv_heads != 0)
+        return hf_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
+                       (long long)n_heads, (long long)n_kv_heads);
+    char why[128];
+    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld",
+             (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim);
+    RA_HF_TRY(shape_mismatch(j, PROJ_Q, n_heads * head_dim, dim, why));
+    RA_HF_TRY(shape_mismatch(j, PROJ_K, n_kv_heads * head_dim, dim, why));
+    RA_HF_TRY(shape_mismatch(j, PROJ_V, n_kv_heads * head_dim, dim, why));
+    RA_HF_TRY(shape_mismatch(j, PROJ_O, dim, n_heads * head_dim, why));
+    RA_HF_TRY(check_biases(j));
+    RA_HF_TRY(check_norms(j, n_heads, n_kv_heads, head_dim, out));
+    out->dim = dim;
+    out->n_heads = n_heads;
+    out->n_kv_heads = n_kv_heads;
+    out->head_dim = head_dim;
+    out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
+    /* The softmax scale: Granite's attention_multiplier, Gemma's
+     * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
+    out->scale = hf->has_attention_multiplier    ? hf->attention_multiplier
+                 : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
+                                                 : 0.0;
+    return RA_OK;
+}
+
+/* "layer 3", or "this layer" when the names carry no layer number. */
+static void layer_name(char *buf, size_t len, int64_t layer)
+{
+    if (layer >= 0) snprintf(buf, len, "layer %lld", (long long)layer);
+    else snprintf(buf, len, "this layer");
+}
+
+/* no_rope_layers (SmolLM3): layer N runs without RoPE when its entry is 0;
+ * without the list, when N + 1 is a multiple of no_rope_layer_interval. */
+static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *out)
+{
+    const ra_hf_fields *hf = j->hf;
+    if (!hf->no_rope_layers && hf->has_no_rope_layer_interval) {
+        if (layer < 0 && hf->no_rope_layer_interval > 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's no_rope_layer_interval turns RoPE "
+                           "off in some layers, and the checkpoint's names carry no layer "
+                           "number");
+        out->no_rope = (layer + 1) % hf->no_rope_layer_interval == 0;
+        return RA_OK;
+    }
+    if (!hf->no_rope_layers) return RA_OK;
+    if (layer < 0) {
+        for (int64_t i = 0; i < hf->n_no_rope_layers; i++)
+            if (!hf->no_rope_layers[i])
+                return hf_fail(RA_ERR_UNSUPPORTED, "the config's no_rope_layers turns RoPE off "
+                               "in some layers, and the checkpoint's names carry no layer "
+                               "number");
+        return RA_OK;
+    }
+    if (layer >= hf->n_no_rope_layers)
+        return hf_fail(RA_ERR_FORMAT, "the config's no_rope_layers has %lld entries; layer %lld "
+                       "has none", (long long)hf->n_no_rope_layers, (long long)layer);
+    out->no_rope = !hf->no_rope_layers[layer];
+    return RA_OK;
+}
+
+/* Llama 4 (Llama4TextAttention): RoPE layers apply the L2 norm after RoPE
+ * (use_qk_norm) and attend within chunks of attention_chunk_size tokens
+ * (layer_types may say chunked_attention too): tokens within one chunk are
+ * unaffected, others refused.  NoPE layers scale q by the temperature at
+ * each token's place in the sequence (attn_temperature_tuning), which
+ * transformers takes from cache_position: position ids are refused there. */
+static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *out)
+{
+    const ra_hf_fields *hf = j->hf;
+    if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return RA_OK;
+    const int64_t first = j->o->first_token, last = first + j->o->n_tokens - 1;
+    const int64_t chunk = hf->attention_chunk_size;
+    int chunked = !out->no_rope || ra_hf_layer_chunked(&hf->window, layer);
+    if (chunked && hf->has_attention_chunk_size && !j->o->n_tokens)
+        return hf_fail(RA_ERR_ARGUMENT, "the config gives this layer chunked attention of %lld "
+                       "tokens: set n_tokens (and first_token) to the tokens it will run on, "
+                       "which must fall in one chunk", (long long)chunk);
+    if (chunked && hf->has_attention_chunk_size && first / chunk != last / chunk)
+        return hf_fail(RA_ERR_UNSUPPORTED, "the config gives this layer chunked attention of "
+                       "%lld tokens and the input's tokens %lld .. %lld fall in more than one "
+                       "chunk: chunked attention is not supported (tokens within one chunk are "
+                       "unaffected by it)", (long long)chunk, (long long)first,
+                       (long long)last);
+    out->qk_l2_norm = hf->qk_l2_norm && !out->no_rope;
+    if (!hf->attn_temperature_tuning || !out->no_rope) return RA_OK;
+    if (!hf->has_floor_scale || !hf->has_attn_scale)
+        return hf_fail(RA_ERR_FORMAT, "%s: attn_temperature_tuning is on and %s is null",
+                       j->config->path, hf->has_floor_scale ? "attn_scale" : "floor_scale");
+    if (j->o->position_ids)
+        return hf_fail(RA_ERR_ARGUMENT, "Llama 4's NoPE layers scale q by each token's "
+                       "place in the sequence (attn_temperature_tuning), not by position ids: "
+                       "give start positions");
+    out->temperature_floor = hf->floor_scale;
+    out->temperature_scale = hf->attn_scale;
+    return RA_OK;
+}
+
+/* A sliding window that the config gives this layer (transformers' reading
+ * of it: src/io/config_window.c) changes the output only for inputs longer
+ * than the window; those are refused, since the layer attends to every
+ * earlier token. */
+static ra_status check_window(const job *j, int64_t layer)
+{
+    const ra_hf_fields *hf = j->hf;
+    char which[48];
+    layer_name(which, sizeof which, layer);
+    int64_t window = ra_hf_layer_window(&hf->window, layer);
+    const unsigned features = hf->family ? hf->family->features : 0;
+    if (window < 0 && (features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer))
+        return RA_OK; /* resolve_llama4 */
+    if (window < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a kind of "
+                       "attention other than full_attention or sliding_attention: not "
+                       "supported", which);
+    if (window > 0 && !j->o->n_tokens)
+        return hf_fail(RA_ERR_ARGUMENT, "the config gives %s a sliding window of %lld tokens: "
+                       "set n_tokens to the longest sequence it will run on (at most %lld)",
+                       which, (long long)window, (long long)window);
+    if (window > 0 && j->o->n_tokens > window)
+        return hf_fail(RA_ERR_UNSUPPORTED, "the config gives %s a sliding window of %lld tokens "
+                       "and the input has %lld tokens per sequence: sliding-window attention "
+                       "is not supported (inputs of at most %lld tokens are unaffected by it)",
+                       which, (long long)window, (long long)j->o->n_tokens, (long long)window);
+    return RA_OK;
+}
+
+ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
+                          const char *path, attention_tensors *t, ra_layer_config *out,
+                          ra_rope_config *rope)
+{
+    const job j = {config, &config->fields, options, path, t};
+    *out = ra_layer_config_init();
+    RA_HF_TRY(resolve_fused(&j));
+    RA_HF_TRY(resolve_shapes(&j, out));
+    RA_HF_TRY(check_window(&j, t->layer));
+    RA_HF_TRY(hf_rope(config, t->layer, out->head_dim, options->seq_len, options->max_position,
+                      rope));
+    /* The layout: the option's, else the family's for Hugging Face names
+     * (Cohere and GLM pair q_proj's features interleaved), else the names'. */
+    ra_layout layout = t->layout;
+    if (config->fields.family && layout == RA_LAYOUT_HALF) layout = config->fields.family->layout;
+    rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
+    RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
+    RA_HF_TRY(resolve_llama4(&j, t->layer, out));
+    out->rope = rope;
+    return RA_OK;
+}

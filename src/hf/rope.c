@@ -1,0 +1,235 @@
+/* rope.c — a layer's ra_rope_config from config.json: its rope object (or
+ * the one set in its place), rope_theta, partial_rotary_factor and the
+ * context lengths, each key the rope type needs checked. */
+#include <stdio.h>
+#include <string.h>
+
+#include "hf/hf.h"
+
+int64_t hf_config_head_dim(const ra_hf_fields *c)
+{
+    if (c->has_head_dim) return c->head_dim;
+    if (c->has_hidden_size && c->has_num_attention_heads)
+        return c->hidden_size / c->num_attention_heads;
+    return 0;
+}
+
+/* "rope type yarn needs \"factor\" ..." */
+static ra_status missing(ra_rope_type type, const char *what)
+{
+    return hf_fail(RA_ERR_NOT_FOUND, "rope type %s needs %s", ra_hf_rope_type_name(type), what);
+}
+
+/* A factor list must have one entry per rotating pair. */
+static ra_status check_factor_list(const char *key, int64_t n, int64_t rotary_dim)
+{
+    if (n == rotary_dim / 2) return RA_OK;
+    return hf_fail(RA_ERR_SHAPE, "longrope %s has %lld entries; rotary_dim %lld needs %lld (one "
+                   "per pair)", key, (long long)n, (long long)rotary_dim,
+                   (long long)(rotary_dim / 2));
+}
+
+/* Every key the type needs, from the rope object, the config or an override. */
+static ra_status check_required(const ra_hf_rope *rope, int64_t max_positions,
+                                int64_t rotary_dim)
+{
+    ra_rope_type type = rope->type;
+    switch (type) {
+    case RA_ROPE_DEFAULT:
+        return RA_OK;
+    case RA_ROPE_LINEAR:
+        return rope->has_factor ? RA_OK : missing(type, "\"factor\"");
+    case RA_ROPE_DYNAMIC:
+        if (!rope->has_factor) return missing(type, "\"factor\"");
+        if (!max_positions)
+            return missing(type, "max_position_embeddings: the length it scales beyond");
+        return RA_OK;
+    case RA_ROPE_YARN:
+        if (!rope->has_factor && !(rope->has_original_max_position_embeddings && max_positions))
+            return missing(type, "\"factor\" (or original_max_position_embeddings and "
+                           "max_position_embeddings, to derive it)");
+        if (!rope->has_original_max_position_embeddings && !max_positions)
+            return missing(type, "\"original_max_position_embeddings\" (or "
+                           "max_position_embeddings, which then stands for it)");
+        {
+            double fast = rope->params.beta_fast > 0 ? rope->params.beta_fast : 32.0;
+            double slow = rope->params.beta_slow > 0 ? rope->params.beta_slow : 1.0;
+            if (fast < slow)
+                return hf_fail(RA_ERR_ARGUMENT, "yarn needs beta_fast (%g) >= beta_slow (%g)",
+                               fast, slow);
+        }
+        return RA_OK;
+    case RA_ROPE_LLAMA3:
+        if (!rope->has_factor) return missing(type, "\"factor\"");
+        if (!rope->has_low_freq_factor) return missing(type, "\"low_freq_factor\"");
+        if (!rope->has_high_freq_factor) return missing(type, "\"high_freq_factor\"");
+        if (!rope->has_original_max_position_embeddings)
+            return missing(type, "\"original_max_position_embeddings\"");
+        return RA_OK;
+    case RA_ROPE_LONGROPE:
+        if (!rope->has_short_factor) return missing(type, "\"short_factor\"");
+        if (!rope->has_long_factor) return missing(type, "\"long_factor\"");
+        if (!rope->has_original_max_position_embeddings)
+            return missing(type, "\"original_max_position_embeddings\" (in the rope "
+                           "parameters or at config.json's top level)");
+        if (!rope->has_factor && !rope->has_attention_factor && !max_positions)
+            return missing(type, "\"factor\", \"attention_factor\" or max_position_embeddings "
+                           "(factor = max_position_embeddings / "
+                           "original_max_position_embeddings)");
+        RA_HF_TRY(check_factor_list("short_factor", rope->n_short_factor, rotary_dim));
+        return check_factor_list("long_factor", rope->n_long_factor, rotary_dim);
+    case RA_ROPE_TYPE_COUNT:
+        break;
+    }
+    return hf_fail(RA_ERR_ARGUMENT, "unknown rope type %d", (int)type);
+}
+
+/* The rope object of layer `layer`: Gemma 3's and OLMo 3's sliding layers
+ * take the default rope (the config's scaling is the full layers') at
+ * rope_local_base_freq (Gemma 3) or rope_theta, as transformers does, or
+ * their own rope_parameters of transformers 5; a layer's kind:
+ * ra_hf_layer_slides.  A rope object that was set replaces both. */
+static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rope *out)
+{
+    const ra_hf_fields *hf = &config->fields;
+    *out = config->rope;
+    if (!hf->family || !(hf->family->features & RA_HF_LOCAL_ROPE) ||
+        config->rope_parameters_set)
+        return RA_OK;
+    int slides = ra_hf_layer_slides(&hf->window, layer);
+    int differ = hf->has_local_rope || hf->has_rope_local_base_freq ||
+                 config->rope.type != RA_ROPE_DEFAULT;
+    if (slides < 0 && differ) {
+        char which[64] = "layer -1 (any layer)";
+        if (layer >= 0) snprintf(which, sizeof which, "layer %lld", (long long)layer);
+        return hf_fail(RA_ERR_ARGUMENT, "%s gives its sliding layers a rope of their own beside "
+                       "the full layers', and does not say which kind %s is: name the layer, "
+                       "or set the rope parameters wanted", config->path, which);
+    }
+    if (slides > 0 && hf->has_local_rope)
+        *out = hf->local_rope;
+    else if (slides > 0)
+        *out = (ra_hf_rope){.type = RA_ROPE_DEFAULT,
+                            .theta = hf->has_rope_local_base_freq ? hf->rope_local_base_freq
+                                     : config->rope.has_theta     ? config->rope.theta
+                                                                  : 10000.0,
+                            .has_theta = 1};
+    return RA_OK;
+}
+
+ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
+                  int64_t max_position, ra_rope_config *out)
+{
+    const ra_hf_fields *c = &config->fields;
+    if (c->family && (c->family->features & RA_HF_CHATGLM) && c->rope_ratio != 1 &&
+        !config->theta)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s has rope_ratio %g, which ChatGLM3's and GLM-4's "
+                       "code multiply the rope base by and ChatGLM2-32K's divides the positions "
+                       "by; config.json does not say which: set rope_theta (%g for the first)",
+                       config->path, c->rope_ratio, 10000.0 * c->rope_ratio);
+    ra_hf_rope rope;
+    RA_HF_TRY(layer_rope(config, layer, &rope));
+    *out = rope.params; /* the scaled types' parameters; the rest is set here */
+    out->struct_size = sizeof *out;
+    out->type = rope.type;
+    out->layout = RA_LAYOUT_INTERLEAVED;
+    out->head_dim = head_dim;
+    out->theta = config->theta ? config->theta : rope.has_theta ? rope.theta : 10000.0;
+
+    double prf = rope.has_partial_rotary_factor ? rope.partial_rotary_factor : 1.0;
+    /* transformers: int(head_dim * partial_rotary_factor), truncating;
+     * GPT-J's config gives the count, rotary_dim. */
+    int64_t rotary_dim = (int64_t)((double)head_dim * prf);
+    if (!rope.has_partial_rotary_factor && c->has_rotary_dim) {
+        rotary_dim = c->rotary_dim;
+        if (rotary_dim > head_dim)
+            return hf_fail(RA_ERR_HEAD_DIM, "rotary_dim %lld is more than head_dim %lld",
+                           (long long)rotary_dim, (long long)head_dim);
+    }
+    if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+        return hf_fail(RA_ERR_HEAD_DIM, "partial_rotary_factor %g with head_dim %lld gives "
+                       "rotary_dim %lld; RoPE needs it even and > 0", prf, (long long)head_dim,
+                       (long long)rotary_dim);
+    out->rotary_dim = rotary_dim;
+
+    int64_t max_positions = config->max_position_embeddings ? config->max_position_embeddings
+                            : c->has_max_position_embeddings ? c->max_position_embeddings
+                                                             : 0;
+    RA_HF_TRY(check_required(&rope, max_positions, rotary_dim));
+    if (rope.type == RA_ROPE_DYNAMIC || rope.type == RA_ROPE_YARN ||
+        rope.type == RA_ROPE_LONGROPE)
+        out->max_position_embeddings = max_positions;
+    if (rope.type == RA_ROPE_DYNAMIC || rope.type == RA_ROPE_LONGROPE)
+        out->seq_len = seq_len > 0 ? seq_len : max_position + 1;
+    /* Every position up to the largest from a table (at most 2^15 rows). */
+    out->table_size = max_position + 1 < ((int64_t)1 << 15) ? max_position + 1
+                                                            : ((int64_t)1 << 15);
+    return RA_OK;
+}
+
+/* The options, checked, with struct_size ours. */
+ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
+{
+    /* As ropeattn.h's structs that grow: a newer header's fields must be 0. */
+    *out = ra_hf_options_init();
+    if (options && options->struct_size < sizeof *out)
+        return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: struct_size %zu is less than "
+                       "sizeof(ra_hf_options) (%zu): start from ra_hf_options_init()",
+                       options->struct_size, sizeof *out);
+    for (size_t i = sizeof *out; options && i < options->struct_size; i++)
+        if (((const unsigned char *)options)[i])
+            return hf_fail(RA_ERR_UNSUPPORTED, "ra_hf_options: a field this library does not "
+                           "know (byte %zu) is set", i);
+    if (options) memcpy(out, options, sizeof *out);
+    const char *bad = out->layer < -1                     ? "layer"
+                      : out->n_heads < 0                  ? "n_heads"
+                      : out->n_kv_heads < 0               ? "n_kv_heads"
+                      : out->head_dim < 0                 ? "head_dim"
+                      : out->layout < -1 || out->layout >= RA_LAYOUT_COUNT ? "layout"
+                      : out->first_token < 0              ? "first_token"
+                      : out->n_tokens < 0                 ? "n_tokens"
+                      : out->max_position < -1            ? "max_position"
+                      : out->seq_len < 0                  ? "seq_len"
+                                                          : NULL;
+    if (bad) return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: %s is out of range", bad);
+    if (out->first_token > RA_MAX_POSITION || out->n_tokens > RA_MAX_POSITION + 1 ||
+        out->first_token + out->n_tokens - 1 > RA_MAX_POSITION ||
+        out->max_position > RA_MAX_POSITION)
+        return hf_fail(RA_ERR_POSITION, "ra_hf_options: first_token %lld, n_tokens %lld, "
+                       "max_position %lld: beyond position %lld", (long long)out->first_token,
+                       (long long)out->n_tokens, (long long)out->max_position,
+                       (long long)RA_MAX_POSITION);
+    if (out->max_position < 0)
+        out->max_position = out->n_tokens ? out->first_token + out->n_tokens - 1 : 0;
+    out->struct_size = sizeof *out;
+    return RA_OK;
+}
+
+RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_options *options,
+                                      ra_rope_config *out)
+{
+    hf_reset();
+    if (!out) return hf_fail(RA_ERR_NULL, "out is NULL");
+    ra_hf_options o;
+    RA_HF_TRY(hf_options_read(&o, options));
+    static ra_hf_config none = {.path = "config"}; /* a config that says nothing */
+    const ra_hf_config *c = config ? config : &none;
+    int64_t head_dim = o.head_dim ? o.head_dim : hf_config_head_dim(&c->fields);
+    if (head_dim <= 0)
+        return hf_fail(RA_ERR_ARGUMENT, "head_dim is not known: set it in the options, or give "
+                       "a config with head_dim (or hidden_size and num_attention_heads)");
+    if (head_dim % 2 != 0)
+        return hf_fail(RA_ERR_HEAD_DIM, "head_dim %lld%s%s is odd; RoPE needs it even",
+                       (long long)head_dim, o.head_dim ? "" : " from ",
+                       o.head_dim ? "" : c->path);
+    ra_rope_config rope;
+    RA_HF_TRY(hf_rope(c, o.layer, head_dim, o.seq_len, o.max_position, &rope));
+    /* The layout: the option's; else the family's; else a Hugging Face
+     * config's rotate_half; without a config, Meta's interleaved pairs. */
+    rope.layout = o.layout >= 0          ? (ra_layout)o.layout
+                  : c->fields.family     ? c->fields.family->layout
+                  : config               ? RA_LAYOUT_HALF
+                                         : RA_LAYOUT_INTERLEAVED;
+    *out = rope;
+    return RA_OK;
+}

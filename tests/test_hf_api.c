@@ -1,0 +1,293 @@
+/*
+ * test_hf_api.c — the checkpoint library (include/ropeattn_hf.h) as an
+ * embedder calls it: a layer built from a .safetensors file and a
+ * config.json gives the same bits as the same weights handed to
+ * ra_layer_create by hand; its gradients come back under the checkpoint's
+ * names (a fused qkv_proj as one array, as stored); the rope of a config;
+ * and each failure a status plus a sentence naming what was wrong.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "io/io.h"
+#include "ropeattn_hf.h"
+
+enum { DIM = 32, H = 4, HKV = 2, D = 8, B = 2, S = 5 };
+
+static char folder[] = "/tmp/ropeattn-hf-XXXXXX";
+
+static const char *path_of(const char *name)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", folder, name);
+    return path;
+}
+
+static void fill(float *x, int64_t n, uint32_t seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+    }
+}
+
+/* The weights of one Llama layer with a q bias: wq [H*D, DIM], wk and wv
+ * [HKV*D, DIM], wo [DIM, H*D], bq [H*D]. */
+typedef struct weights {
+    float wq[H * D * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * H * D], bq[H * D];
+} weights;
+
+static ra_st_tensor f32_tensor(const char *name, const float *data, int64_t rows, int64_t cols)
+{
+    ra_st_tensor t = {.name = name, .dtype = RA_ST_F32, .ndim = cols ? 2 : 1,
+                      .shape = {rows, cols}, .count = rows * (cols ? cols : 1), .data = data};
+    t.nbytes = (size_t)t.count * sizeof(float);
+    return t;
+}
+
+/* model.safetensors with layer 1's attention under Hugging Face's names
+ * (fused: Phi-3's qkv_proj, wq's, wk's and wv's rows one after another). */
+static int write_checkpoint(const char *file, const weights *w, int fused)
+{
+    static float qkv[(H + 2 * HKV) * D * DIM];
+    memcpy(qkv, w->wq, sizeof w->wq);
+    memcpy(qkv + H * D * DIM, w->wk, sizeof w->wk);
+    memcpy(qkv + (H + HKV) * D * DIM, w->wv, sizeof w->wv);
+    ra_st_tensor t[5];
+    int n = 0;
+    if (fused) {
+        t[n++] = f32_tensor("model.layers.1.self_attn.qkv_proj.weight", qkv, (H + 2 * HKV) * D,
+                            DIM);
+    } else {
+        t[n++] = f32_tensor("model.layers.1.self_attn.q_proj.weight", w->wq, H * D, DIM);
+        t[n++] = f32_tensor("model.layers.1.self_attn.k_proj.weight", w->wk, HKV * D, DIM);
+        t[n++] = f32_tensor("model.layers.1.self_attn.v_proj.weight", w->wv, HKV * D, DIM);
+        t[n++] = f32_tensor("model.layers.1.self_attn.q_proj.bias", w->bq, H * D, 0);
+    }
+    t[n++] = f32_tensor("model.layers.1.self_attn.o_proj.weight", w->wo, DIM, H * D);
+    char msg[256];
+    return ra_safetensors_write(path_of(file), t, n, msg, sizeof msg) == RA_OK;
+}
+
+static const char llama_config[] =
+    "{\"model_type\": \"llama\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+    "\"num_key_value_heads\": 2, \"rope_theta\": 500000, \"attention_bias\": true}";
+
+/* The same layer by hand: Hugging Face's layout, theta 500000. */
+static ra_layer *layer_by_hand(const weights *w, int bias)
+{
+    ra_rope_config rope = ra_rope_config_default(D);
+    rope.layout = RA_LAYOUT_HALF;
+    rope.theta = 500000;
+    rope.table_size = S;
+    ra_layer_config c = ra_layer_config_init();
+    c.dim = DIM, c.n_heads = H, c.n_kv_heads = HKV, c.head_dim = D, c.rope = &rope;
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo, lw.bq = bias ? w->bq : NULL;
+    ra_layer *layer = NULL;
+    ra_status status = ra_layer_create(&layer, &c, &lw);
+    CHECK(status == RA_OK, "%s", ra_last_error());
+    return layer;
+}
+
+static ra_hf_layer *load(const char *file, const char *config_text, int64_t layer_no)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    ra_hf_config *config = NULL;
+    ra_hf_layer *layer = NULL;
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of(file)) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(ra_hf_config_parse(&config, config_text, strlen(config_text)) == RA_OK, "%s",
+          ra_hf_last_error());
+    ra_hf_options o = ra_hf_options_init();
+    o.layer = layer_no;
+    o.n_tokens = S;
+    if (ckpt && config)
+        CHECK(ra_hf_layer_create(&layer, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(ra_hf_last_error()[0] == '\0', "a success leaves \"%s\"", ra_hf_last_error());
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt); /* the layer keeps its own copy */
+    return layer;
+}
+
+/* Same weights, same code: the outputs must be equal bit for bit. */
+static void test_layer_equals_by_hand(void)
+{
+    static weights w;
+    fill((float *)&w, sizeof w / sizeof(float), 7);
+    CHECK(write_checkpoint("llama.safetensors", &w, 0), "write");
+    ra_hf_layer *hf = load("llama.safetensors", llama_config, 1);
+    ra_layer *hand = layer_by_hand(&w, 1);
+    if (!hf || !hand) goto done;
+    float x[B * S * DIM], y1[B * S * DIM], y2[B * S * DIM];
+    fill(x, B * S * DIM, 3);
+    CHECK(ra_layer_forward(ra_hf_layer_get(hf), NULL, y1, x, B, S, NULL, NULL) == RA_OK, "fwd");
+    CHECK(ra_layer_forward(hand, NULL, y2, x, B, S, NULL, NULL) == RA_OK, "fwd by hand");
+    CHECK(memcmp(y1, y2, sizeof y1) == 0, "the checkpoint's layer differs from the hand-built");
+    const ra_layer_config *c = ra_layer_get_config(ra_hf_layer_get(hf));
+    CHECK(c->rope->theta == 500000 && c->rope->layout == RA_LAYOUT_HALF, "rope %g %d",
+          c->rope->theta, (int)c->rope->layout);
+    CHECK(ra_hf_layer_tensor_count(hf) == 5, "%lld tensors", (long long)ra_hf_layer_tensor_count(hf));
+    int64_t shape[8];
+    CHECK(strcmp(ra_hf_layer_tensor_name(hf, 4), "model.layers.1.self_attn.q_proj.bias") == 0 &&
+          ra_hf_layer_tensor_shape(hf, 4, shape) == 1 && shape[0] == H * D,
+          "tensor 4: %s", ra_hf_layer_tensor_name(hf, 4));
+    CHECK(ra_hf_layer_tensor_name(hf, 5) == NULL, "past the end");
+done:
+    ra_layer_destroy(hand);
+    ra_hf_layer_destroy(hf);
+}
+
+/* dL/dW under the checkpoint's names: a fused qkv_proj's gradient is the
+ * rows of the unfused layer's dwq, dwk, dwv, as stored. */
+static void test_fused_gradients(void)
+{
+    static weights w;
+    fill((float *)&w, sizeof w / sizeof(float), 11);
+    CHECK(write_checkpoint("phi3.safetensors", &w, 1), "write");
+    static const char phi3[] = "{\"model_type\": \"phi3\", \"hidden_size\": 32, "
+                               "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                               "\"rope_theta\": 500000}";
+    ra_hf_layer *hf = load("phi3.safetensors", phi3, 1);
+    ra_layer *hand = layer_by_hand(&w, 0);
+    ra_hf_grads *g = NULL;
+    ra_layer_tape *tape[2] = {NULL, NULL};
+    if (!hf || !hand) goto done;
+    CHECK(ra_hf_layer_tensor_count(hf) == 2, "qkv_proj and o_proj");
+    CHECK(ra_hf_grads_create(&g, hf) == RA_OK, "%s", ra_hf_last_error());
+    float x[B * S * DIM], dy[B * S * DIM], y[B * S * DIM], dx[2][B * S * DIM];
+    fill(x, B * S * DIM, 5);
+    fill(dy, B * S * DIM, 6);
+    static float dwq[H * D * DIM], dwk[HKV * D * DIM], dwv[HKV * D * DIM], dwo[DIM * H * D];
+    ra_layer_grads mine = ra_layer_grads_init();
+    mine.dwq = dwq, mine.dwk = dwk, mine.dwv = dwv, mine.dwo = dwo;
+    const ra_layer *layers[2] = {ra_hf_layer_get(hf), hand};
+    const ra_layer_grads *grads[2] = {ra_hf_grads_get(g), &mine};
+    for (int i = 0; i < 2 && g; i++) {
+        CHECK(ra_layer_tape_create(&tape[i], layers[i], B * S) == RA_OK, "tape");
+        CHECK(ra_layer_forward_train(layers[i], NULL, y, tape[i], x, B, S, NULL, NULL) == RA_OK,
+              "forward %d: %s", i, ra_last_error());
+        CHECK(ra_layer_backward(layers[i], NULL, dx[i], grads[i], tape[i], dy) == RA_OK,
+              "backward %d: %s", i, ra_last_error());
+    }
+    const float *qkv = g ? ra_hf_grads_tensor(g, 0) : NULL;
+    const float *o = g ? ra_hf_grads_tensor(g, 1) : NULL;
+    CHECK(qkv && memcmp(qkv, dwq, sizeof dwq) == 0 &&
+          memcmp(qkv + H * D * DIM, dwk, sizeof dwk) == 0 &&
+          memcmp(qkv + (H + HKV) * D * DIM, dwv, sizeof dwv) == 0, "qkv_proj's gradient");
+    CHECK(o && memcmp(o, dwo, sizeof dwo) == 0, "o_proj's gradient");
+    CHECK(memcmp(dx[0], dx[1], sizeof dx[0]) == 0, "dx");
+done:
+    for (int i = 0; i < 2; i++) ra_layer_tape_destroy(tape[i]);
+    ra_hf_grads_destroy(g);
+    ra_layer_destroy(hand);
+    ra_hf_layer_destroy(hf);
+}
+
+/* A failure returns its status and names what was wrong. */
+static void expect(ra_status got, ra_status want, const char *needle, const char *what)
+{
+    CHECK(got == want, "%s: status %d (%s), want %d", what, (int)got, ra_hf_last_error(),
+          (int)want);
+    CHECK(strstr(ra_hf_last_error(), needle) != NULL, "%s: \"%s\" does not name \"%s\"", what,
+          ra_hf_last_error(), needle);
+}
+
+static void test_failures(void)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    ra_hf_config *config = NULL, *bad = NULL;
+    ra_hf_layer *layer = NULL;
+    expect(ra_hf_checkpoint_open(&ckpt, path_of("absent.safetensors")), RA_ERR_IO,
+           "absent.safetensors", "a missing file");
+    CHECK(ckpt == NULL, "no checkpoint on failure");
+    expect(ra_hf_checkpoint_open(NULL, "x"), RA_ERR_NULL, "out", "NULL out");
+    static const char negative[] = "{\"num_attention_heads\": -4}";
+    static const char gpt_oss[] = "{\"model_type\": \"gpt_oss\"}";
+    static const char not_string[] = "{\"rope_type\": 3}";
+    expect(ra_hf_config_parse(&bad, negative, strlen(negative)), RA_ERR_FORMAT,
+           "num_attention_heads", "a negative head count");
+    expect(ra_hf_config_parse(&bad, gpt_oss, strlen(gpt_oss)), RA_ERR_UNSUPPORTED,
+           "gpt_oss", "a family ropeattn does not run");
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of("llama.safetensors")) == RA_OK, "open");
+    CHECK(ra_hf_config_parse(&config, llama_config, strlen(llama_config)) == RA_OK, "parse");
+    expect(ra_hf_config_set_rope_theta(config, -1), RA_ERR_THETA, "rope_theta", "theta -1");
+    expect(ra_hf_config_set_rope_parameters(config, not_string, strlen(not_string)),
+           RA_ERR_FORMAT, "rope_type", "a rope type that is not a string");
+    ra_hf_options o = ra_hf_options_init();
+    o.n_tokens = S;
+    o.layer = 0;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_NOT_FOUND,
+           "no attention weights for layer 0", "layer 0 of a file of layer 1");
+    o.layer = 1;
+    o.n_heads = 3;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE, "q_proj.weight",
+           "3 heads of 8 against wq's 32 rows");
+    o.n_heads = 0;
+    o.struct_size = 8;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "struct_size",
+           "an unset struct_size");
+    CHECK(layer == NULL, "no layer on failure");
+    /* attention_bias false and a q_proj.bias in the file: refused. */
+    ra_hf_config *nobias = NULL;
+    static const char text[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                               "\"num_key_value_heads\": 2, \"attention_bias\": false}";
+    CHECK(ra_hf_config_parse(&nobias, text, strlen(text)) == RA_OK, "parse");
+    o = ra_hf_options_init();
+    expect(ra_hf_layer_create(&layer, ckpt, nobias, &o), RA_ERR_UNSUPPORTED, "attention_bias",
+           "a bias against attention_bias false");
+    ra_hf_config_close(nobias);
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt);
+}
+
+/* A config's rope, each key the type needs checked. */
+static void test_rope_config(void)
+{
+    static const char llama3[] =
+        "{\"head_dim\": 64, \"rope_theta\": 500000, \"rope_scaling\": {\"rope_type\": "
+        "\"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+        "\"original_max_position_embeddings\": 8192}}";
+    ra_hf_config *config = NULL;
+    CHECK(ra_hf_config_parse(&config, llama3, strlen(llama3)) == RA_OK, "%s",
+          ra_hf_last_error());
+    ra_rope_config rope;
+    ra_hf_options o = ra_hf_options_init();
+    CHECK(ra_hf_rope_config(config, &o, &rope) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(rope.type == RA_ROPE_LLAMA3 && rope.head_dim == 64 && rope.rotary_dim == 64 &&
+          rope.theta == 500000 && rope.factor == 8 && rope.high_freq_factor == 4 &&
+          rope.original_max_position_embeddings == 8192 && rope.layout == RA_LAYOUT_HALF,
+          "llama3 rope");
+    ra_rope *r = NULL;
+    CHECK(ra_rope_create(&r, &rope) == RA_OK, "%s", ra_last_error());
+    ra_rope_destroy(r);
+    static const char yarn[] = "{\"rope_type\": \"yarn\"}";
+    CHECK(ra_hf_config_set_rope_parameters(config, yarn, strlen(yarn)) == RA_OK, "%s",
+          ra_hf_last_error());
+    expect(ra_hf_rope_config(config, &o, &rope), RA_ERR_NOT_FOUND, "factor",
+           "yarn without factor or the lengths");
+    ra_hf_config_close(config);
+    /* No config: theta 10000, Meta's interleaved pairs; head_dim required. */
+    o.head_dim = 16;
+    CHECK(ra_hf_rope_config(NULL, &o, &rope) == RA_OK && rope.theta == 10000 &&
+          rope.layout == RA_LAYOUT_INTERLEAVED, "no config");
+    o.head_dim = 0;
+    expect(ra_hf_rope_config(NULL, &o, &rope), RA_ERR_ARGUMENT, "head_dim", "no head_dim");
+}
+
+int main(void)
+{
+    if (!mkdtemp(folder)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_layer_equals_by_hand);
+    RUN(test_fused_gradients);
+    RUN(test_failures);
+    RUN(test_rope_config);
+    const char *files[] = {"llama.safetensors", "phi3.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
+    rmdir(folder);
+    return ra_test_summary("hf_api");
+}

@@ -13,11 +13,13 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                                const ra_attention_options *options)
 {
-    if (!args || !out || !q || !k || !v) return RA_ERR_NULL;
-    RA_TRY(ra_tensor_check(q));
-    RA_TRY(ra_tensor_check(k));
-    RA_TRY(ra_tensor_check(v));
-    RA_TRY(ra_tensor_check_output(out));
+    if (!args || !out || !q || !k || !v)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !args ? "args" : !out ? "out" : !q ? "q"
+                                                  : !k ? "k" : "v");
+    RA_TRY(ra_tensor_check(q, "q"));
+    RA_TRY(ra_tensor_check(k, "k"));
+    RA_TRY(ra_tensor_check(v, "v"));
+    RA_TRY(ra_tensor_check_output(out, "out"));
     if (q->dtype != RA_F32 || out->dtype != RA_F32) /* k, v: any */
         return ra_fail(RA_ERR_DTYPE, "q and out must be float32");
     for (int d = 0; d < 4; d++)
@@ -71,7 +73,9 @@ static ra_status attention_run(ra_context *ctx, ra_attention_path path,
     const ra_tensor *q = args->q;
     size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], q->shape[2], args->k->shape[2],
                                               q->shape[3], ra_parallel_threads(ctx));
-    if (bytes == 0) return RA_ERR_OVERFLOW;
+    if (bytes == 0)
+        return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",
+                       RA_DIMS(q->shape), path == RA_PATH_REFERENCE ? "reference" : "flash");
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
     if (path == RA_PATH_REFERENCE)
@@ -103,14 +107,16 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
     ra_attention_options o;
     RA_TRY(ra_attention_options_read(&o, options));
     const ra_attention_path path = o.path;
-    if (!lse) return RA_ERR_NULL;
+    if (!lse) return ra_fail(RA_ERR_NULL, "lse is NULL");
     ra_attention_args args;
     RA_TRY(ra_attention_prepare(&args, out, q, k, v, &o));
     /* lse [B, H, S] as a view, for the overlap checks (q's sizes fit). */
     ra_tensor lse_view = ra_tensor_4d(lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
-    if (ra_tensors_overlap(&lse_view, out) || ra_tensors_overlap(&lse_view, q) ||
-        ra_tensors_overlap(&lse_view, k) || ra_tensors_overlap(&lse_view, v))
-        return RA_ERR_ARGUMENT;
+    const ra_tensor *const read[4] = {out, q, k, v};
+    static const char *const read_names[4] = {"out", "q", "k", "v"};
+    for (int i = 0; i < 4; i++)
+        if (ra_tensors_overlap(&lse_view, read[i]))
+            return ra_fail(RA_ERR_ARGUMENT, "lse overlaps %s", read_names[i]);
     args.lse = lse;
     return attention_run(ctx, path, &args);
 }

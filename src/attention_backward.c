@@ -9,13 +9,25 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-/* Nonzero when view a may share an element with any of the n views (NULLs
- * skipped); gradients interleaved in one fused buffer do not. */
+/* The index of the first of the n views (NULLs skipped) that view a may
+ * share an element with, or -1; gradients interleaved in one fused buffer
+ * do not. */
 static int overlaps_any(const ra_tensor *a, const ra_tensor *const *others, int n)
 {
     for (int i = 0; i < n; i++)
-        if (others[i] && ra_tensors_share_elements(a, others[i])) return 1;
-    return 0;
+        if (others[i] && ra_tensors_share_elements(a, others[i])) return i;
+    return -1;
+}
+
+/* RA_ERR_SHAPE naming a and b unless their shapes are equal. */
+static ra_status same_shape(const ra_tensor *a, const char *a_name, const ra_tensor *b,
+                            const char *b_name)
+{
+    for (int d = 0; d < 4; d++)
+        if (a->shape[d] != b->shape[d])
+            return ra_fail(RA_ERR_SHAPE, "%s " RA_DIMS_FMT " and %s " RA_DIMS_FMT " differ", a_name,
+                           RA_DIMS(a->shape), b_name, RA_DIMS(b->shape));
+    return RA_OK;
 }
 
 ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
@@ -26,32 +38,53 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
                                         const ra_tensor *out, const float *lse,
                                         const ra_attention_options *options)
 {
-    if (!args || !dq || !dk || !dv || !dout || !q || !k || !v) return RA_ERR_NULL;
-    if (path != RA_PATH_REFERENCE && (!out || !lse)) return RA_ERR_NULL;
+    if (!args || !dq || !dk || !dv || !dout || !q || !k || !v)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !args ? "args" : !dq ? "dq" : !dk ? "dk"
+                                                  : !dv ? "dv" : !dout ? "dout" : !q ? "q"
+                                                  : !k ? "k" : "v");
+    if (path != RA_PATH_REFERENCE && (!out || !lse))
+        return ra_fail(RA_ERR_NULL, "%s is NULL, and the flash path's backward needs it",
+                       !out ? "out" : "lse");
     const ra_tensor *views[] = {dq, dk, dv, dout, q, k, v, out};
+    static const char *const names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
     for (int i = 0; i < 8; i++)
-        if (views[i]) RA_TRY(ra_tensor_check(views[i]));
+        if (views[i]) RA_TRY(ra_tensor_check(views[i], names[i]));
     const ra_tensor *f32[] = {dq, dk, dv, dout, q, out};
+    static const char *const f32_names[] = {"dq", "dk", "dv", "dout", "q", "out"};
     for (int i = 0; i < 6; i++)
-        if (f32[i] && f32[i]->dtype != RA_F32) return RA_ERR_DTYPE; /* k, v: any */
-    for (int d = 0; d < 4; d++) {
-        if (dq->shape[d] != q->shape[d] || dout->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
-        if (out && out->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
-        if (dk->shape[d] != k->shape[d] || dv->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
-        if (v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
-        if (d != 2 && k->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
-    }
-    if (q->shape[2] % k->shape[2]) return RA_ERR_GQA;
+        if (f32[i] && f32[i]->dtype != RA_F32) /* k, v: any */
+            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", f32_names[i],
+                           (int)f32[i]->dtype);
+    RA_TRY(same_shape(dq, "dq", q, "q"));
+    RA_TRY(same_shape(dout, "dout", q, "q"));
+    if (out) RA_TRY(same_shape(out, "out", q, "q"));
+    RA_TRY(same_shape(dk, "dk", k, "k"));
+    RA_TRY(same_shape(dv, "dv", k, "k"));
+    RA_TRY(same_shape(v, "v", k, "k"));
+    for (int d = 0; d < 4; d++)
+        if (d != 2 && k->shape[d] != q->shape[d])
+            return ra_fail(RA_ERR_SHAPE, "k " RA_DIMS_FMT " and q " RA_DIMS_FMT " differ in "
+                           "axis %d", RA_DIMS(k->shape), RA_DIMS(q->shape), d);
+    if (q->shape[2] % k->shape[2])
+        return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of k's %lld",
+                       (long long)q->shape[2], (long long)k->shape[2]);
 
     /* The gradients are written: they must not share memory with each other
      * or with anything read (lse as a [B, H, S] view; q's sizes fit). */
     ra_tensor lse_view;
     if (lse) lse_view = ra_tensor_4d((void *)lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
     const ra_tensor *read[] = {dout, q, k, v, out, lse ? &lse_view : NULL};
+    static const char *const read_names[] = {"dout", "q", "k", "v", "out", "lse"};
     const ra_tensor *grads[] = {dq, dk, dv};
+    static const char *const grad_names[] = {"dq", "dk", "dv"};
     for (int i = 0; i < 3; i++) {
-        if (overlaps_any(grads[i], read, 6)) return RA_ERR_ARGUMENT;
-        if (overlaps_any(grads[i], grads + i + 1, 2 - i)) return RA_ERR_ARGUMENT;
+        int j = overlaps_any(grads[i], read, 6);
+        if (j >= 0)
+            return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", grad_names[i], read_names[j]);
+        j = overlaps_any(grads[i], grads + i + 1, 2 - i);
+        if (j >= 0)
+            return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", grad_names[i],
+                           grad_names[i + 1 + j]);
     }
 
     args->fwd.out = out;
@@ -108,7 +141,9 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
     size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], q->shape[1],
                                                        q->shape[2], q->shape[3],
                                                        ra_parallel_threads(ctx));
-    if (bytes == 0) return RA_ERR_OVERFLOW;
+    if (bytes == 0)
+        return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",
+                       RA_DIMS(q->shape), path == RA_PATH_REFERENCE ? "reference" : "flash");
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
     if (path == RA_PATH_REFERENCE)

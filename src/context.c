@@ -124,40 +124,41 @@ static void stop_workers(ra_context *ctx)
 RA_API ra_status ra_context_create(ra_context **out, int n_threads)
 {
     ra_error_reset();
-    if (!out) return RA_ERR_NULL;
+    if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
     *out = NULL;
-    if (n_threads < 0 || n_threads > 4096) return RA_ERR_ARGUMENT;
+    if (n_threads < 0 || n_threads > 4096)
+        return ra_fail(RA_ERR_ARGUMENT, "n_threads %d is not in [0, 4096]", n_threads);
     if (n_threads == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = online > 0 ? (online > 4096 ? 4096 : (int)online) : 1;
     }
     ra_context *ctx = ra_calloc(1, sizeof *ctx);
-    if (!ctx) return RA_ERR_NOMEM;
+    if (!ctx) return ra_fail(RA_ERR_NOMEM, "allocating the context");
     ctx->n_threads = n_threads;
     if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
         ra_free(ctx);
-        return RA_ERR_THREAD;
+        return ra_fail(RA_ERR_THREAD, "initializing the context's mutex");
     }
     if (pthread_cond_init(&ctx->wake, NULL) != 0) {
         pthread_mutex_destroy(&ctx->lock);
         ra_free(ctx);
-        return RA_ERR_THREAD;
+        return ra_fail(RA_ERR_THREAD, "initializing the context's condition variables");
     }
     if (pthread_cond_init(&ctx->idle, NULL) != 0) {
         pthread_cond_destroy(&ctx->wake);
         pthread_mutex_destroy(&ctx->lock);
         ra_free(ctx);
-        return RA_ERR_THREAD;
+        return ra_fail(RA_ERR_THREAD, "initializing the context's condition variables");
     }
     ra_status status = RA_OK;
     if (n_threads > 1) {
         ctx->workers = ra_calloc((size_t)n_threads - 1, sizeof *ctx->workers);
-        if (!ctx->workers) status = RA_ERR_NOMEM;
+        if (!ctx->workers) status = ra_fail(RA_ERR_NOMEM, "allocating %d workers", n_threads - 1);
     }
     for (int i = 1; i < n_threads && status == RA_OK; i++) {
         worker_start *start = ra_malloc(sizeof *start);
         if (!start) {
-            status = RA_ERR_NOMEM;
+            status = ra_fail(RA_ERR_NOMEM, "allocating worker %d of %d", i, n_threads - 1);
             break;
         }
         start->ctx = ctx;
@@ -166,7 +167,7 @@ RA_API ra_status ra_context_create(ra_context **out, int n_threads)
                      pthread_create(&ctx->workers[i - 1], NULL, worker_main, start) != 0;
         if (failed) {
             ra_free(start);
-            status = RA_ERR_THREAD;
+            status = ra_fail(RA_ERR_THREAD, "starting worker %d of %d", i, n_threads - 1);
             break;
         }
         ctx->n_started++;
@@ -234,11 +235,12 @@ static ra_status acquire(ra_context *ctx, int slot, size_t bytes, ra_scratch *ou
     if (!ctx) {
         out->data = ra_alloc(bytes);
         out->owned = 1;
-        return out->data ? RA_OK : RA_ERR_NOMEM;
+        if (!out->data) return ra_fail(RA_ERR_NOMEM, "allocating %zu bytes of scratch", bytes);
+        return RA_OK;
     }
     if (ctx->workspace_bytes[slot] < bytes) {
         void *grown = ra_alloc(bytes);
-        if (!grown) return RA_ERR_NOMEM;
+        if (!grown) return ra_fail(RA_ERR_NOMEM, "allocating %zu bytes of scratch", bytes);
         ra_free(ctx->workspace[slot]);
         ctx->workspace[slot] = grown;
         ctx->workspace_bytes[slot] = bytes;

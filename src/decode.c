@@ -14,19 +14,33 @@
 static ra_status check_decode(const ra_kv_cache *c, const ra_tensor *out, const ra_tensor *q,
                               const int64_t *n_query)
 {
-    if (!c || !out || !q) return RA_ERR_NULL;
-    RA_TRY(ra_tensor_check(q));
-    RA_TRY(ra_tensor_check(out));
-    if (q->dtype != RA_F32 || out->dtype != RA_F32) return RA_ERR_DTYPE;
+    if (!c || !out || !q)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
+    RA_TRY(ra_tensor_check(q, "q"));
+    RA_TRY(ra_tensor_check(out, "out"));
+    if (q->dtype != RA_F32 || out->dtype != RA_F32)
+        return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32",
+                       q->dtype != RA_F32 ? "q" : "out",
+                       (int)(q->dtype != RA_F32 ? q->dtype : out->dtype));
     for (int d = 0; d < 4; d++)
-        if (out->shape[d] != q->shape[d]) return RA_ERR_SHAPE;
-    if (q->shape[0] != c->batch || q->shape[3] != c->head_dim) return RA_ERR_SHAPE;
-    if (q->shape[2] % c->n_kv_heads) return RA_ERR_GQA;
-    if (ra_tensors_overlap(out, q)) return RA_ERR_ARGUMENT;
+        if (out->shape[d] != q->shape[d])
+            return ra_fail(RA_ERR_SHAPE, "out " RA_DIMS_FMT " and q " RA_DIMS_FMT " differ",
+                           RA_DIMS(out->shape), RA_DIMS(q->shape));
+    if (q->shape[0] != c->batch || q->shape[3] != c->head_dim)
+        return ra_fail(RA_ERR_SHAPE, "q is " RA_DIMS_FMT "; the cache holds batch %lld, head_dim "
+                       "%lld", RA_DIMS(q->shape), (long long)c->batch, (long long)c->head_dim);
+    if (q->shape[2] % c->n_kv_heads)
+        return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of the cache's %lld",
+                       (long long)q->shape[2], (long long)c->n_kv_heads);
+    if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
     for (int64_t b = 0; b < c->batch; b++) {
         int64_t n = n_query ? n_query[b] : q->shape[1];
-        if (n < 0 || n > q->shape[1]) return RA_ERR_ARGUMENT;
-        if (n > c->length[b]) return RA_ERR_SIZE; /* queries must be cached tokens */
+        if (n < 0 || n > q->shape[1])
+            return ra_fail(RA_ERR_ARGUMENT, "n_query[%lld] is %lld, not in [0, %lld]",
+                           (long long)b, (long long)n, (long long)q->shape[1]);
+        if (n > c->length[b]) /* queries must be cached tokens */
+            return ra_fail(RA_ERR_SIZE, "sequence %lld: %lld queries, but %lld tokens cached",
+                           (long long)b, (long long)n, (long long)c->length[b]);
     }
     return RA_OK;
 }
@@ -52,9 +66,14 @@ static ra_status scratch_floats(const ra_decode_job *job, int threads, int64_t *
 {
     const ra_kv_cache *c = job->cache;
     int64_t dims[4] = {c->batch * c->n_kv_heads, job->n_chunks, job->rows, c->head_dim + 2}, n;
-    RA_TRY(ra_count(dims, 4, &n));
-    RA_TRY(ra_mul(job->per_thread, threads, per_threads));
-    if (n > RA_MAX_ELEMENTS - *per_threads) return RA_ERR_OVERFLOW;
+    ra_status status = ra_count(dims, 4, &n);
+    if (status == RA_OK && (ra_mul(job->per_thread, threads, per_threads) != RA_OK ||
+                            n > RA_MAX_ELEMENTS - *per_threads))
+        status = RA_ERR_OVERFLOW;
+    if (status != RA_OK)
+        return ra_fail(status, "decode scratch for batch %lld, capacity %lld and %d "
+                       "threads: too many elements", (long long)c->batch,
+                       (long long)c->capacity, threads);
     *total = n + *per_threads;
     return RA_OK;
 }

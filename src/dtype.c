@@ -21,11 +21,14 @@ RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
                             ra_dtype src_dtype, int64_t n)
 {
     ra_error_reset();
-    if (!dst || !src) return RA_ERR_NULL;
-    if (n <= 0) return RA_ERR_SIZE;
+    if (!dst || !src) return ra_fail(RA_ERR_NULL, "%s is NULL", dst ? "src" : "dst");
+    if (n <= 0) return ra_fail(RA_ERR_SIZE, "n %lld: must be >= 1", (long long)n);
     size_t ds = ra_dtype_size(dst_dtype), ss = ra_dtype_size(src_dtype);
-    if (!ds || !ss) return RA_ERR_ARGUMENT;
-    if ((uint64_t)n > SIZE_MAX / 4) return RA_ERR_OVERFLOW;
+    if (!ds || !ss)
+        return ra_fail(RA_ERR_ARGUMENT, "%s %d is not a ra_dtype", ds ? "src_dtype" : "dst_dtype",
+                       ds ? (int)src_dtype : (int)dst_dtype);
+    if ((uint64_t)n > SIZE_MAX / 4)
+        return ra_fail(RA_ERR_OVERFLOW, "n %lld: too many elements", (long long)n);
     for (int64_t i = 0; i < n; i++)
         ra_store(dst, dst_dtype, i, ra_load(src, src_dtype, i));
     return RA_OK;

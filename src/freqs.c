@@ -19,20 +19,25 @@ static double inverse_frequency(double theta, int64_t i, int64_t dim)
 
 static ra_status check_theta(double theta)
 {
-    return (isfinite(theta) && theta > 0) ? RA_OK : RA_ERR_THETA;
+    if (isfinite(theta) && theta > 0) return RA_OK;
+    return ra_fail(RA_ERR_THETA, "theta %g: must be a finite number > 0", theta);
 }
 
 RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim, int64_t end,
                                      double theta)
 {
     ra_error_reset();
-    if (!cos_out || !sin_out) return RA_ERR_NULL;
-    if (dim <= 0 || end <= 0) return RA_ERR_SIZE;
-    if (dim % 2) return RA_ERR_HEAD_DIM;
+    if (!cos_out || !sin_out) return ra_fail(RA_ERR_NULL, "%s is NULL", cos_out ? "sin" : "cos");
+    if (dim <= 0) return ra_fail(RA_ERR_SIZE, "dim %lld: must be >= 1", (long long)dim);
+    if (end <= 0) return ra_fail(RA_ERR_SIZE, "end %lld: must be >= 1", (long long)end);
+    if (dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "dim %lld is odd", (long long)dim);
     RA_TRY(check_theta(theta));
-    if (end - 1 > RA_MAX_POSITION) return RA_ERR_POSITION;
+    if (end - 1 > RA_MAX_POSITION)
+        return ra_fail(RA_ERR_POSITION, "end %lld exceeds the 2^32 + 1 positions", (long long)end);
     int64_t n_pairs = dim / 2, total;
-    RA_TRY(ra_mul(end, n_pairs, &total));
+    if (ra_mul(end, n_pairs, &total) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "end %lld * dim / 2 %lld: too many elements",
+                       (long long)end, (long long)n_pairs);
     for (int64_t i = 0; i < n_pairs; i++) {
         double freq = inverse_frequency(theta, i, dim);
         for (int64_t m = 0; m < end; m++) {

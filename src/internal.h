@@ -28,6 +28,11 @@ __attribute__((format(printf, 2, 3)))
 #endif
 ra_status ra_fail(ra_status status, const char *format, ...);
 
+/* A 4-D shape or stride in a detail:
+ *   ra_fail(RA_ERR_SHAPE, "q " RA_DIMS_FMT, RA_DIMS(q->shape)) */
+#define RA_DIMS_FMT "[%lld, %lld, %lld, %lld]"
+#define RA_DIMS(a) (long long)(a)[0], (long long)(a)[1], (long long)(a)[2], (long long)(a)[3]
+
 /* Copies the caller's versioned struct src (its first member: the
  * struct_size its header declared) into dst, ours of size bytes.  Below
  * min_size: RA_ERR_ARGUMENT (struct_size unset).  Fields the caller's older
@@ -66,6 +71,11 @@ static inline ra_status ra_count(const int64_t *sizes, int n, int64_t *out)
     return RA_OK;
 }
 
+/* ra_count of sizes the caller gave, names[i] naming sizes[i]: a failure's
+ * detail says which ("batch 0: must be >= 1", "batch 65536 * seq 65536 *
+ * dim 65536: too many elements"). */
+ra_status ra_count_named(const int64_t *sizes, const char *const *names, int n, int64_t *out);
+
 /* Element i of a buffer of the given dtype, as float32. */
 static inline float ra_load(const void *p, ra_dtype dtype, int64_t i)
 {
@@ -90,8 +100,8 @@ static inline void ra_store(void *p, ra_dtype dtype, int64_t i, float v)
  * stride on an axis of extent > 1, axes whose strides interleave).  Exact
  * for views whose axes nest, as every contiguous, transposed or head-major
  * view does; an unusual interleaving that happens not to collide is refused
- * too. */
-ra_status ra_tensor_check_output(const ra_tensor *t);
+ * too.  name: the argument's, for the detail of a failure. */
+ra_status ra_tensor_check_output(const ra_tensor *t, const char *name);
 
 
 #endif

@@ -19,21 +19,23 @@ RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t ca
                                     int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
 {
     ra_error_reset();
-    if (!out) return RA_ERR_NULL;
+    if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
     *out = NULL;
-    if ((unsigned)dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
+    if ((unsigned)dtype >= RA_DTYPE_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "dtype %d is not a ra_dtype", (int)dtype);
+    static const char *const names[4] = {"batch", "capacity", "n_kv_heads", "head_dim"};
     int64_t dims[4] = {batch, capacity, n_kv_heads, head_dim}, n;
-    RA_TRY(ra_count(dims, 4, &n));
-    if (head_dim % 2) return RA_ERR_HEAD_DIM;
+    RA_TRY(ra_count_named(dims, names, 4, &n));
+    if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
     ra_kv_cache *c = ra_calloc(1, sizeof *c);
-    if (!c) return RA_ERR_NOMEM;
+    if (!c) return ra_fail(RA_ERR_NOMEM, "allocating the KV cache");
     size_t bytes = (size_t)n * ra_dtype_size(dtype);
     c->k = ra_alloc(bytes);
     c->v = c->k ? ra_alloc(bytes) : NULL;
     c->length = ra_calloc((size_t)batch, sizeof *c->length);
     if (!c->v || !c->length) {
         ra_kv_cache_destroy(c);
-        return RA_ERR_NOMEM;
+        return ra_fail(RA_ERR_NOMEM, "allocating 2 x %zu bytes of keys and values", bytes);
     }
     c->batch = batch;
     c->capacity = capacity;
@@ -76,7 +78,8 @@ ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v)
 {
     ra_error_reset();
-    if (!cache || !k || !v) return RA_ERR_NULL;
+    if (!cache || !k || !v)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !cache ? "cache" : !k ? "k" : "v");
     *k = ra_kv_cache_view(cache, 0);
     *v = ra_kv_cache_view(cache, 1);
     return RA_OK;
@@ -150,14 +153,23 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
                               const ra_tensor *k, const ra_tensor *v,
                               const ra_positions *positions, const int64_t *n_new, ra_positions *p)
 {
-    if (!c || !rope || !k || !v || !positions) return RA_ERR_NULL;
-    RA_TRY(ra_tensor_check(k));
-    RA_TRY(ra_tensor_check(v));
-    if (q) RA_TRY(ra_tensor_check(q));
-    if (k->dtype != RA_F32 || v->dtype != RA_F32 || (q && q->dtype != RA_F32)) return RA_ERR_DTYPE;
+    if (!c || !rope || !k || !v || !positions)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !rope ? "rope" : !k ? "k"
+                                                  : !v ? "v" : "positions");
+    RA_TRY(ra_tensor_check(k, "k"));
+    RA_TRY(ra_tensor_check(v, "v"));
+    if (q) RA_TRY(ra_tensor_check(q, "q"));
+    const ra_tensor *const f32[3] = {k, v, q};
+    static const char *const f32_names[3] = {"k", "v", "q"};
+    for (int i = 0; i < 3; i++)
+        if (f32[i] && f32[i]->dtype != RA_F32)
+            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", f32_names[i],
+                           (int)f32[i]->dtype);
     const int64_t batch = k->shape[0], seq = k->shape[1];
     for (int d = 0; d < 4; d++)
-        if (v->shape[d] != k->shape[d]) return RA_ERR_SHAPE;
+        if (v->shape[d] != k->shape[d])
+            return ra_fail(RA_ERR_SHAPE, "v " RA_DIMS_FMT " and k " RA_DIMS_FMT " differ",
+                           RA_DIMS(v->shape), RA_DIMS(k->shape));
     if (batch != c->batch || k->shape[2] != c->n_kv_heads || k->shape[3] != c->head_dim)
         return ra_fail(RA_ERR_SHAPE, "k is [%lld, %lld, %lld, %lld]; the cache holds batch %lld, "
                        "%lld kv heads of %lld", (long long)batch, (long long)seq,
@@ -165,13 +177,19 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
                        (long long)c->n_kv_heads, (long long)c->head_dim);
     if (q && (q->shape[0] != batch || q->shape[1] != seq || q->shape[3] != c->head_dim ||
               q->shape[2] % c->n_kv_heads))
-        return RA_ERR_SHAPE;
-    if (rope->config.head_dim != c->head_dim) return RA_ERR_SHAPE;
+        return ra_fail(RA_ERR_SHAPE, "q " RA_DIMS_FMT " does not fit k " RA_DIMS_FMT " (its "
+                       "heads: a multiple of the cache's %lld)", RA_DIMS(q->shape),
+                       RA_DIMS(k->shape), (long long)c->n_kv_heads);
+    if (rope->config.head_dim != c->head_dim)
+        return ra_fail(RA_ERR_SHAPE, "rope's head_dim %lld is not the cache's %lld",
+                       (long long)rope->config.head_dim, (long long)c->head_dim);
     RA_TRY(ra_positions_read(p, positions, batch, seq, 0)); /* the inputs are a [B, S] grid */
     /* q and k are rotated in place: no element may be read or written twice */
-    if ((q && (ra_tensors_share_elements(q, k) || ra_tensors_share_elements(q, v))) ||
-        ra_tensors_share_elements(k, v))
-        return RA_ERR_ARGUMENT;
+    if (q && ra_tensors_share_elements(q, k))
+        return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
+    if (q && ra_tensors_share_elements(q, v))
+        return ra_fail(RA_ERR_ARGUMENT, "q and v share elements");
+    if (ra_tensors_share_elements(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k and v share elements");
     for (int64_t b = 0; b < batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
         if (n < 0 || n > seq)

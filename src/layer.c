@@ -70,14 +70,21 @@ static ra_status resolve_config(ra_layer_config *c)
                        "temperature_scale %g make q's factor beyond float32",
                        c->temperature_floor, c->temperature_scale);
     int64_t q_dim;
-    RA_TRY(ra_mul(c->n_heads, c->head_dim, &q_dim));
+    if (ra_mul(c->n_heads, c->head_dim, &q_dim) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: n_heads %lld * head_dim %lld: too many "
+                       "elements", (long long)c->n_heads, (long long)c->head_dim);
     if (c->n_heads % c->n_kv_heads)
         return ra_fail(RA_ERR_GQA, "ra_layer_config: n_heads %lld is not a multiple of "
                        "n_kv_heads %lld", (long long)c->n_heads, (long long)c->n_kv_heads);
     /* cblas takes int sizes: every weight dimension must fit. */
-    if (c->dim > INT_MAX || q_dim > INT_MAX) return RA_ERR_OVERFLOW;
+    if (c->dim > INT_MAX || q_dim > INT_MAX)
+        return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: %s %lld exceeds INT_MAX (cblas)",
+                       c->dim > INT_MAX ? "dim" : "n_heads * head_dim",
+                       (long long)(c->dim > INT_MAX ? c->dim : q_dim));
     int64_t weight;
-    RA_TRY(ra_mul(c->dim, q_dim, &weight));
+    if (ra_mul(c->dim, q_dim, &weight) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: dim %lld * n_heads * head_dim %lld: "
+                       "too many elements", (long long)c->dim, (long long)q_dim);
     return RA_OK;
 }
 
@@ -85,7 +92,8 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                                  const ra_layer_weights *weights)
 {
     ra_error_reset();
-    if (!out || !config || !weights) return RA_ERR_NULL;
+    if (!out || !config || !weights)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !out ? "out" : !config ? "config" : "weights");
     *out = NULL;
     ra_layer_config c;
     ra_layer_weights w_read;
@@ -104,7 +112,7 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     RA_TRY(resolve_config(&c));
     rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
-    if (!layer) return RA_ERR_NOMEM;
+    if (!layer) return ra_fail(RA_ERR_NOMEM, "allocating the layer");
     ra_status status = ra_rope_create(&layer->rope, &rope);
     if (status != RA_OK) {
         ra_free(layer);
@@ -137,15 +145,20 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)
     return layer ? &layer->config : NULL;
 }
 
+/* The sizes of x (and y), and of the layer's q, for a failure's detail. */
+static const char *const layer_x_names[3] = {"batch", "seq", "dim"};
+static const char *const layer_q_names[3] = {"batch", "seq", "n_heads * head_dim"};
+
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call)
 {
-    if (!layer || !y || !x) return RA_ERR_NULL;
+    if (!layer || !y || !x)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !y ? "y" : "x");
     const ra_layer_config *c = &layer->config;
     int64_t dims[3] = {batch, seq, c->dim}, q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
-    RA_TRY(ra_count(dims, 3, &call->n_x));
-    RA_TRY(ra_count(q_dims, 3, &call->n_q));
+    RA_TRY(ra_count_named(dims, layer_x_names, 3, &call->n_x));
+    RA_TRY(ra_count_named(q_dims, layer_q_names, 3, &call->n_q));
     /* The training forward keeps x for the backward: y written over it
      * would change the gradients silently. */
     if (ra_floats_overlap(y, call->n_x, x, call->n_x))
@@ -350,6 +363,13 @@ void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const r
         ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }
 
+/* A forward whose scratch would not fit in memory. */
+static ra_status scratch_overflow(int64_t batch, int64_t seq)
+{
+    return ra_fail(RA_ERR_OVERFLOW, "batch %lld, seq %lld: the layer's scratch overflows",
+                   (long long)batch, (long long)seq);
+}
+
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
                                   int64_t batch, int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options)
@@ -365,9 +385,10 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     size_t kernel_bytes =
         ra_attention_scratch_bytes(call.attn.path, seq, H, Hkv, D, ra_parallel_threads(ctx));
     int64_t own_floats;
-    RA_TRY(ra_mul(n_q, 4, &own_floats)); /* bounds 2 * n_q + 2 * n_kv */
+    if (ra_mul(n_q, 4, &own_floats) != RA_OK) /* bounds 2 * n_q + 2 * n_kv */
+        return scratch_overflow(batch, seq);
     size_t own = (size_t)(2 * n_q + 2 * n_kv) * sizeof(float);
-    if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
+    if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return scratch_overflow(batch, seq);
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, own + kernel_bytes, &scratch));
     float *buf = scratch.data;
@@ -404,15 +425,20 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
 static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, const float *y,
                               const float *x, int64_t batch, int64_t seq, int64_t *n_q)
 {
-    if (!layer || !cache || !y || !x) return RA_ERR_NULL;
+    if (!layer || !cache || !y || !x)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !cache ? "cache"
+                                                  : !y ? "y" : "x");
     const ra_layer_config *c = &layer->config;
     int64_t n_x, dims[3] = {batch, seq, c->dim};
     int64_t q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
-    RA_TRY(ra_count(dims, 3, &n_x));
-    RA_TRY(ra_count(q_dims, 3, n_q));
+    RA_TRY(ra_count_named(dims, layer_x_names, 3, &n_x));
+    RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
     if (cache->batch != batch || cache->n_kv_heads != layer->config.n_kv_heads ||
         cache->head_dim != layer->config.head_dim)
-        return RA_ERR_SHAPE;
+        return ra_fail(RA_ERR_SHAPE, "the cache holds batch %lld, %lld kv heads of %lld; the "
+                       "layer needs batch %lld, %lld of %lld", (long long)cache->batch,
+                       (long long)cache->n_kv_heads, (long long)cache->head_dim,
+                       (long long)batch, (long long)c->n_kv_heads, (long long)c->head_dim);
     return RA_OK;
 }
 
@@ -441,9 +467,9 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), &kernel_bytes));
     int64_t own_floats;
-    RA_TRY(ra_mul(n_q, 4, &own_floats));
+    if (ra_mul(n_q, 4, &own_floats) != RA_OK) return scratch_overflow(batch, seq);
     size_t own = (size_t)(ra_round_up(2 * batch, 16) + 2 * n_q + 2 * n_kv) * sizeof(float);
-    if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return RA_ERR_OVERFLOW;
+    if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return scratch_overflow(batch, seq);
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, own + kernel_bytes, &scratch));
     int64_t *starts = scratch.data;

@@ -33,14 +33,33 @@
 static ra_status check_backward(const ra_layer *layer, const float *dx, const ra_layer_grads *g,
                                 const ra_layer_tape *tape, const float *dy)
 {
-    if (!layer || !dx || !g || !tape || !dy) return RA_ERR_NULL;
+    if (!layer || !dx || !g || !tape || !dy)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !dx ? "dx" : !g ? "grads"
+                                                  : !tape ? "tape" : "dy");
     const ra_layer_weights *w = &layer->weights;
     const int fused = w->wqkv != NULL;
-    if (!g->dwo || (fused ? !g->dwqkv : !g->dwq || !g->dwk || !g->dwv)) return RA_ERR_NULL;
-    if ((w->bq && !g->dbq) || (w->bk && !g->dbk) || (w->bv && !g->dbv) || (w->bo && !g->dbo) ||
-        (w->bqkv && !g->dbqkv) || (w->q_norm && !g->dq_norm) || (w->k_norm && !g->dk_norm))
-        return RA_ERR_NULL;
-    if (tape->layer != layer || !tape->filled) return RA_ERR_ARGUMENT;
+    if (!g->dwo) return ra_fail(RA_ERR_NULL, "ra_layer_grads: dwo is NULL");
+    if (fused && !g->dwqkv)
+        return ra_fail(RA_ERR_NULL, "ra_layer_grads: dwqkv is NULL (the layer has wqkv)");
+    if (!fused && (!g->dwq || !g->dwk || !g->dwv))
+        return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL",
+                       !g->dwq ? "dwq" : !g->dwk ? "dwk" : "dwv");
+    /* Each bias's and norm's gradient, required where the layer has it
+     * (the weight's name is the gradient's without its d). */
+    const struct {
+        const float *weight, *grad;
+        const char *name;
+    } needed[] = {{w->bq, g->dbq, "dbq"}, {w->bk, g->dbk, "dbk"}, {w->bv, g->dbv, "dbv"},
+                  {w->bo, g->dbo, "dbo"}, {w->bqkv, g->dbqkv, "dbqkv"},
+                  {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"}};
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (needed[i].weight && !needed[i].grad)
+            return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
+                           needed[i].name, needed[i].name + 1);
+    if (tape->layer != layer)
+        return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (!tape->filled)
+        return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
@@ -51,28 +70,35 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
         const float *p; /* NULL: none (a bias's or norm's gradient is written
                            only where the layer has it) */
         int64_t n;
-    } outputs[] = {{dx, n_x}, {fused ? NULL : g->dwq, n_wq}, {fused ? NULL : g->dwk, n_wkv},
-                   {fused ? NULL : g->dwv, n_wkv}, {g->dwo, n_wq},
-                   {w->bq ? g->dbq : NULL, q_dim}, {w->bk ? g->dbk : NULL, kv},
-                   {w->bv ? g->dbv : NULL, kv}, {w->bo ? g->dbo : NULL, c->dim},
-                   {w->q_norm ? g->dq_norm : NULL, n_qn}, {w->k_norm ? g->dk_norm : NULL, n_kn},
-                   {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv},
-                   {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv}},
-      inputs[] = {{dy, n_x}, {tape->x, n_x}, {w->wq, n_wq}, {w->wk, n_wkv}, {w->wv, n_wkv},
-                  {w->wo, n_wq}, {w->bq, q_dim}, {w->bk, kv}, {w->bv, kv}, {w->bo, c->dim},
-                  {w->q_norm, n_qn}, {w->k_norm, n_kn}, {w->wqkv, n_wq + 2 * n_wkv},
-                  {w->bqkv, q_dim + 2 * kv}};
+        const char *name;
+    } outputs[] = {{dx, n_x, "dx"}, {fused ? NULL : g->dwq, n_wq, "dwq"},
+                   {fused ? NULL : g->dwk, n_wkv, "dwk"}, {fused ? NULL : g->dwv, n_wkv, "dwv"},
+                   {g->dwo, n_wq, "dwo"}, {w->bq ? g->dbq : NULL, q_dim, "dbq"},
+                   {w->bk ? g->dbk : NULL, kv, "dbk"}, {w->bv ? g->dbv : NULL, kv, "dbv"},
+                   {w->bo ? g->dbo : NULL, c->dim, "dbo"},
+                   {w->q_norm ? g->dq_norm : NULL, n_qn, "dq_norm"},
+                   {w->k_norm ? g->dk_norm : NULL, n_kn, "dk_norm"},
+                   {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
+                   {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"}},
+      inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"}, {w->wq, n_wq, "wq"},
+                  {w->wk, n_wkv, "wk"}, {w->wv, n_wkv, "wv"}, {w->wo, n_wq, "wo"},
+                  {w->bq, q_dim, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
+                  {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
+                  {w->k_norm, n_kn, "k_norm"}, {w->wqkv, n_wq + 2 * n_wkv, "wqkv"},
+                  {w->bqkv, q_dim + 2 * kv, "bqkv"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
         for (int j = i + 1; j < n_out; j++)
             if (outputs[j].p &&
                 ra_floats_overlap(outputs[i].p, outputs[i].n, outputs[j].p, outputs[j].n))
-                return RA_ERR_ARGUMENT;
+                return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", outputs[i].name,
+                               outputs[j].name);
         for (int j = 0; j < n_in; j++)
             if (inputs[j].p &&
                 ra_floats_overlap(outputs[i].p, outputs[i].n, inputs[j].p, inputs[j].n))
-                return RA_ERR_ARGUMENT;
+                return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", outputs[i].name,
+                               inputs[j].name);
     }
     return RA_OK;
 }
@@ -130,7 +156,7 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
                                    const float *dy)
 {
     ra_error_reset();
-    if (!grads) return RA_ERR_NULL;
+    if (!grads) return ra_fail(RA_ERR_NULL, "grads is NULL");
     ra_layer_grads g_read;
     RA_TRY(RA_READ_STRUCT(g_read, grads, ra_layer_grads));
     grads = &g_read;

@@ -17,9 +17,10 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
                                       int64_t max_tokens)
 {
     ra_error_reset();
-    if (!out || !layer) return RA_ERR_NULL;
+    if (!out || !layer) return ra_fail(RA_ERR_NULL, "%s is NULL", out ? "layer" : "out");
     *out = NULL;
-    if (max_tokens <= 0) return RA_ERR_SIZE;
+    if (max_tokens <= 0)
+        return ra_fail(RA_ERR_SIZE, "max_tokens %lld: must be >= 1", (long long)max_tokens);
     const ra_layer_config *c = &layer->config;
     /* Floats: xq and attn, tokens * H * D each; xk and xv, tokens * Hkv * D
      * each; lse, tokens * H: at most 5 * tokens * max(dim, H * D); the
@@ -27,20 +28,22 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
      * starts: 2 * max_tokens int64, the bytes of 4 * max_tokens floats. */
     const int64_t q_dim = c->n_heads * c->head_dim;
     int64_t n_q, n_wide, bound;
-    RA_TRY(ra_mul(max_tokens, q_dim, &n_q));
-    RA_TRY(ra_mul(max_tokens, c->dim > q_dim ? c->dim : q_dim, &n_wide));
-    RA_TRY(ra_mul(n_wide, 12, &bound));
-    RA_TRY(ra_mul(max_tokens, 4, &bound));
+    if (ra_mul(max_tokens, q_dim, &n_q) != RA_OK ||
+        ra_mul(max_tokens, c->dim > q_dim ? c->dim : q_dim, &n_wide) != RA_OK ||
+        ra_mul(n_wide, 12, &bound) != RA_OK || ra_mul(max_tokens, 4, &bound) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "max_tokens %lld: the tape and the backward's scratch "
+                       "would overflow", (long long)max_tokens);
     const int64_t floats =
         2 * n_q + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
     ra_layer_tape *tape = calloc(1, sizeof *tape);
-    if (!tape) return RA_ERR_NOMEM;
+    if (!tape) return ra_fail(RA_ERR_NOMEM, "allocating the tape");
     tape->activations = ra_alloc((size_t)floats * sizeof(float));
     tape->ids = malloc((size_t)max_tokens * sizeof(int64_t));
     tape->starts = malloc((size_t)max_tokens * sizeof(int64_t));
     if (!tape->activations || !tape->ids || !tape->starts) {
         ra_layer_tape_destroy(tape);
-        return RA_ERR_NOMEM;
+        return ra_fail(RA_ERR_NOMEM, "allocating the tape's %zu bytes of activations",
+                       (size_t)floats * sizeof(float) + 2 * (size_t)max_tokens * sizeof(int64_t));
     }
     tape->layer = layer;
     tape->max_tokens = max_tokens;
@@ -95,9 +98,11 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     ra_error_reset();
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
-    if (!tape) return RA_ERR_NULL;
-    if (tape->layer != layer) return RA_ERR_ARGUMENT;
-    if (call.tokens > tape->max_tokens) return RA_ERR_SIZE;
+    if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
+    if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (call.tokens > tape->max_tokens)
+        return ra_fail(RA_ERR_SIZE, "batch %lld * seq %lld tokens exceed the tape's max_tokens "
+                       "%lld", (long long)batch, (long long)seq, (long long)tape->max_tokens);
 
     tape->filled = 0;
     tape->call = call;

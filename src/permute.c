@@ -15,15 +15,20 @@ RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype, int64
                                  int64_t head_dim, int64_t in_features, ra_layout to)
 {
     ra_error_reset();
-    if (!out || !w) return RA_ERR_NULL;
+    if (!out || !w) return ra_fail(RA_ERR_NULL, "%s is NULL", out ? "w" : "out");
+    static const char *const names[3] = {"n_heads", "head_dim", "in_features"};
     int64_t dims[3] = {n_heads, head_dim, in_features}, n;
-    RA_TRY(ra_count(dims, 3, &n));
-    if (head_dim % 2) return RA_ERR_HEAD_DIM;
-    if ((unsigned)to >= RA_LAYOUT_COUNT || (unsigned)dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
+    RA_TRY(ra_count_named(dims, names, 3, &n));
+    if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
+    if ((unsigned)to >= RA_LAYOUT_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "to %d is not a ra_layout", (int)to);
+    if ((unsigned)dtype >= RA_DTYPE_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "dtype %d is not a ra_dtype", (int)dtype);
     /* Rows are copied one at a time: out must not share a byte with w. */
     uintptr_t bytes = (uintptr_t)n * ra_dtype_size(dtype);
     uintptr_t dst_at = (uintptr_t)out, src_at = (uintptr_t)w;
-    if (dst_at < src_at + bytes && src_at < dst_at + bytes) return RA_ERR_ARGUMENT;
+    if (dst_at < src_at + bytes && src_at < dst_at + bytes)
+        return ra_fail(RA_ERR_ARGUMENT, "out overlaps w");
     int64_t half = head_dim / 2;
     size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
     for (int64_t h = 0; h < n_heads; h++) {

@@ -23,9 +23,11 @@ static ra_status copy_longrope_factors(ra_rope *rope)
         s->short_factor = s->long_factor = NULL;
         return RA_OK;
     }
-    if (!s->short_factor || !s->long_factor) return RA_ERR_NULL;
+    if (!s->short_factor || !s->long_factor)
+        return ra_fail(RA_ERR_NULL, "ra_rope_config: longrope: %s is NULL",
+                       s->short_factor ? "long_factor" : "short_factor");
     rope->short_long = ra_malloc(2 * (size_t)rope->n_pairs * sizeof(double));
-    if (!rope->short_long) return RA_ERR_NOMEM;
+    if (!rope->short_long) return ra_fail(RA_ERR_NOMEM, "allocating longrope's factor lists");
     memcpy(rope->short_long, s->short_factor, (size_t)rope->n_pairs * sizeof(double));
     memcpy(rope->short_long + rope->n_pairs, s->long_factor, (size_t)rope->n_pairs * sizeof(double));
     s->short_factor = rope->short_long;
@@ -41,51 +43,85 @@ static ra_status copy_longrope_factors(ra_rope *rope)
 static ra_status check_frequencies(const ra_rope *rope)
 {
     double af = rope->attention_factor;
-    if (!(af > 0 && af <= FLT_MAX)) return RA_ERR_ARGUMENT;
+    if (!(af > 0 && af <= FLT_MAX))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: the attention factor %g (given or "
+                       "derived) is not in (0, FLT_MAX]", af);
     for (int64_t i = 0; i < rope->n_pairs; i++)
         if (!(rope->inv_freq[i] >= 0 && isfinite(rope->inv_freq[i] * (double)RA_MAX_POSITION)))
-            return RA_ERR_ARGUMENT;
+            return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: theta %g and the type's parameters "
+                           "give inverse frequency %lld = %g, whose angles overflow before 2^32",
+                           rope->config.theta, (long long)i, rope->inv_freq[i]);
     return RA_OK;
 }
 
 RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
 {
     ra_error_reset();
-    if (!out || !config) return RA_ERR_NULL;
+    if (!out || !config) return ra_fail(RA_ERR_NULL, "%s is NULL", out ? "config" : "out");
     *out = NULL;
     ra_rope_config c;
     RA_TRY(RA_READ_STRUCT(c, config, ra_rope_config));
-    if ((unsigned)c.type >= RA_ROPE_TYPE_COUNT || (unsigned)c.layout >= RA_LAYOUT_COUNT)
-        return RA_ERR_ARGUMENT;
-    if (c.head_dim <= 0 || c.rotary_dim < 0 || c.table_size < 0) return RA_ERR_SIZE;
+    if ((unsigned)c.type >= RA_ROPE_TYPE_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: type %d is not a ra_rope_type",
+                       (int)c.type);
+    if ((unsigned)c.layout >= RA_LAYOUT_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: layout %d is not a ra_layout",
+                       (int)c.layout);
+    if (c.head_dim <= 0)
+        return ra_fail(RA_ERR_SIZE, "ra_rope_config: head_dim %lld: must be >= 1",
+                       (long long)c.head_dim);
+    if (c.rotary_dim < 0)
+        return ra_fail(RA_ERR_SIZE, "ra_rope_config: rotary_dim %lld: must be >= 0",
+                       (long long)c.rotary_dim);
+    if (c.table_size < 0)
+        return ra_fail(RA_ERR_SIZE, "ra_rope_config: table_size %lld: must be >= 0",
+                       (long long)c.table_size);
     if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
-    if (c.head_dim % 2 || c.rotary_dim % 2) return RA_ERR_HEAD_DIM;
-    if (c.rotary_dim > c.head_dim) return RA_ERR_ARGUMENT;
-    if (c.table_size > RA_MAX_POSITION + 1) return RA_ERR_POSITION;
+    if (c.head_dim % 2)
+        return ra_fail(RA_ERR_HEAD_DIM, "ra_rope_config: head_dim %lld is odd",
+                       (long long)c.head_dim);
+    if (c.rotary_dim % 2)
+        return ra_fail(RA_ERR_HEAD_DIM, "ra_rope_config: rotary_dim %lld is odd",
+                       (long long)c.rotary_dim);
+    if (c.rotary_dim > c.head_dim)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: rotary_dim %lld exceeds head_dim %lld",
+                       (long long)c.rotary_dim, (long long)c.head_dim);
+    if (c.table_size > RA_MAX_POSITION + 1)
+        return ra_fail(RA_ERR_POSITION, "ra_rope_config: table_size %lld exceeds the 2^32 + 1 "
+                       "positions", (long long)c.table_size);
     int64_t n_pairs = c.rotary_dim / 2, table;
-    RA_TRY(ra_mul(c.table_size, n_pairs, &table));
+    if (ra_mul(c.table_size, n_pairs, &table) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "ra_rope_config: table_size %lld * rotary_dim / 2 %lld: "
+                       "too many elements", (long long)c.table_size, (long long)n_pairs);
 
-    if (!(isfinite(c.theta) && c.theta > 0)) return RA_ERR_THETA;
+    if (!(isfinite(c.theta) && c.theta > 0))
+        return ra_fail(RA_ERR_THETA, "ra_rope_config: theta %g: must be a finite number > 0",
+                       c.theta);
     /* Normal numbers only, as for every other positive parameter
      * (rope_scaling.c) and the CLI's --theta: a subnormal base is out of
      * range even where its frequencies stay finite (rotary_dim 2). */
-    if (c.theta < DBL_MIN) return RA_ERR_ARGUMENT;
+    if (c.theta < DBL_MIN)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: theta %g is below DBL_MIN", c.theta);
 
     /* Frequencies first (they validate the type's parameters), the table
      * only once everything else has been accepted. */
     ra_rope *rope = ra_calloc(1, sizeof *rope);
-    if (!rope) return RA_ERR_NOMEM;
+    if (!rope) return ra_fail(RA_ERR_NOMEM, "allocating the rope");
     rope->config = c;
     rope->n_pairs = n_pairs;
     rope->inv_freq = ra_malloc((size_t)n_pairs * sizeof *rope->inv_freq);
-    ra_status status = rope->inv_freq ? copy_longrope_factors(rope) : RA_ERR_NOMEM;
+    ra_status status = rope->inv_freq
+                           ? copy_longrope_factors(rope)
+                           : ra_fail(RA_ERR_NOMEM, "allocating the rope's frequencies");
     if (status == RA_OK)
         status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
     if (status == RA_OK) status = check_frequencies(rope);
     if (status == RA_OK && table) {
         rope->cos = ra_alloc((size_t)table * sizeof(float));
         rope->sin = rope->cos ? ra_alloc((size_t)table * sizeof(float)) : NULL;
-        if (!rope->sin) status = RA_ERR_NOMEM;
+        if (!rope->sin)
+            status = ra_fail(RA_ERR_NOMEM, "allocating 2 x %zu bytes of rope tables",
+                             (size_t)table * sizeof(float));
     }
     if (status != RA_OK) {
         ra_rope_destroy(rope);
@@ -124,7 +160,7 @@ RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope)
 RA_API ra_status ra_rope_inverse_frequencies(const ra_rope *rope, double *inv_freq)
 {
     ra_error_reset();
-    if (!rope || !inv_freq) return RA_ERR_NULL;
+    if (!rope || !inv_freq) return ra_fail(RA_ERR_NULL, "%s is NULL", rope ? "inv_freq" : "rope");
     memcpy(inv_freq, rope->inv_freq, (size_t)rope->n_pairs * sizeof(double));
     return RA_OK;
 }
@@ -138,12 +174,18 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_o
                                const int64_t *positions, int64_t n)
 {
     ra_error_reset();
-    if (!rope || !cos_out || !sin_out || !positions) return RA_ERR_NULL;
-    if (n <= 0) return RA_ERR_SIZE;
+    if (!rope || !cos_out || !sin_out || !positions)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !rope ? "rope" : !cos_out ? "cos"
+                                                  : !sin_out ? "sin" : "positions");
+    if (n <= 0) return ra_fail(RA_ERR_SIZE, "n %lld: must be >= 1", (long long)n);
     int64_t total;
-    RA_TRY(ra_mul(n, rope->n_pairs, &total));
+    if (ra_mul(n, rope->n_pairs, &total) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "n %lld * rotary_dim / 2 %lld: too many elements",
+                       (long long)n, (long long)rope->n_pairs);
     for (int64_t t = 0; t < n; t++)
-        if (positions[t] < 0 || positions[t] > RA_MAX_POSITION) return RA_ERR_POSITION;
+        if (positions[t] < 0 || positions[t] > RA_MAX_POSITION)
+            return ra_fail(RA_ERR_POSITION, "positions[%lld] is %lld, not in [0, 2^32]",
+                           (long long)t, (long long)positions[t]);
     for (int64_t t = 0; t < n; t++)
         ra_rope_angles(rope, positions[t], 0, rope->n_pairs, cos_out + t * rope->n_pairs,
                        sin_out + t * rope->n_pairs);
@@ -163,16 +205,28 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
                               const ra_positions *positions, ra_direction direction,
                               ra_positions *pos)
 {
-    if (!rope || !out || !x) return RA_ERR_NULL;
-    RA_TRY(ra_tensor_check(x));
-    RA_TRY(ra_tensor_check_output(out));
-    if ((unsigned)direction > RA_INVERSE) return RA_ERR_ARGUMENT;
+    if (!rope || !out || !x)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !rope ? "rope" : !out ? "out" : "x");
+    RA_TRY(ra_tensor_check(x, "x"));
+    RA_TRY(ra_tensor_check_output(out, "out"));
+    if ((unsigned)direction > RA_INVERSE)
+        return ra_fail(RA_ERR_ARGUMENT, "direction %d is not RA_FORWARD or RA_INVERSE",
+                       (int)direction);
     for (int d = 0; d < 4; d++)
-        if (out->shape[d] != x->shape[d]) return RA_ERR_SHAPE;
-    if (out->dtype != x->dtype) return RA_ERR_DTYPE;
-    if (x->shape[3] != rope->config.head_dim) return RA_ERR_SHAPE;
-    if (out->data == x->data ? !same_view(out, x) : ra_tensors_overlap(out, x))
-        return RA_ERR_ARGUMENT; /* in place needs the same view; else no sharing */
+        if (out->shape[d] != x->shape[d])
+            return ra_fail(RA_ERR_SHAPE, "out " RA_DIMS_FMT " and x " RA_DIMS_FMT " differ",
+                           RA_DIMS(out->shape), RA_DIMS(x->shape));
+    if (out->dtype != x->dtype)
+        return ra_fail(RA_ERR_DTYPE, "out's dtype %d is not x's %d", (int)out->dtype,
+                       (int)x->dtype);
+    if (x->shape[3] != rope->config.head_dim)
+        return ra_fail(RA_ERR_SHAPE, "x: shape[3] is %lld, not the rope's head_dim %lld",
+                       (long long)x->shape[3], (long long)rope->config.head_dim);
+    if (out->data == x->data && !same_view(out, x)) /* in place needs the same view */
+        return ra_fail(RA_ERR_ARGUMENT, "out and x share data but not strides: out " RA_DIMS_FMT
+                       ", x " RA_DIMS_FMT, RA_DIMS(out->stride), RA_DIMS(x->stride));
+    if (out->data != x->data && ra_tensors_overlap(out, x)) /* else no sharing */
+        return ra_fail(RA_ERR_ARGUMENT, "out overlaps x");
     return ra_positions_read(pos, positions, x->shape[0], x->shape[1], 1);
 }
 
@@ -200,12 +254,26 @@ ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, in
     }
     if (p->cu_seqlens) {
         const int64_t *cu = p->cu_seqlens;
-        if (p->n_seqs <= 0) return RA_ERR_SIZE;
-        if (cu[0] != 0 || cu[p->n_seqs] != n_tokens) return RA_ERR_SHAPE;
+        if (p->n_seqs <= 0)
+            return ra_fail(RA_ERR_SIZE, "ra_positions: n_seqs %lld: must be >= 1",
+                           (long long)p->n_seqs);
+        if (cu[0] != 0)
+            return ra_fail(RA_ERR_SHAPE, "ra_positions: cu_seqlens[0] is %lld, not 0",
+                           (long long)cu[0]);
+        if (cu[p->n_seqs] != n_tokens)
+            return ra_fail(RA_ERR_SHAPE, "ra_positions: cu_seqlens[%lld] is %lld, not the %lld "
+                           "tokens", (long long)p->n_seqs, (long long)cu[p->n_seqs],
+                           (long long)n_tokens);
         for (int64_t i = 0; i < p->n_seqs; i++) {
-            if (cu[i + 1] < cu[i]) return RA_ERR_SHAPE;
+            if (cu[i + 1] < cu[i])
+                return ra_fail(RA_ERR_SHAPE, "ra_positions: cu_seqlens[%lld] %lld is below "
+                               "cu_seqlens[%lld] %lld", (long long)(i + 1), (long long)cu[i + 1],
+                               (long long)i, (long long)cu[i]);
             if (!position_ok(p->starts ? p->starts[i] : p->start, cu[i + 1] - cu[i]))
-                return RA_ERR_POSITION;
+                return ra_fail(RA_ERR_POSITION, "ra_positions: %s %lld with %lld tokens leaves "
+                               "[0, 2^32]", p->starts ? "a start" : "start",
+                               (long long)(p->starts ? p->starts[i] : p->start),
+                               (long long)(cu[i + 1] - cu[i]));
         }
         return RA_OK;
     }
@@ -271,7 +339,10 @@ RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *
                                    int64_t seq, int64_t heads, int64_t start_pos)
 {
     ra_error_reset();
-    if (!rope || !x) return RA_ERR_NULL;
+    if (!rope || !x) return ra_fail(RA_ERR_NULL, "%s is NULL", rope ? "x" : "rope");
+    static const char *const names[4] = {"batch", "seq", "heads", "head_dim"};
+    int64_t dims[4] = {batch, seq, heads, rope->config.head_dim}, n;
+    RA_TRY(ra_count_named(dims, names, 4, &n)); /* as ra_tensor_check would, naming them */
     ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
     ra_positions p = ra_positions_start(start_pos);
     return ra_rope_apply(rope, ctx, &t, &t, &p, RA_FORWARD);

@@ -34,8 +34,9 @@ void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n,
 void ra_rope_zero_angles(ra_rope *rope);
 
 /* Checks a view: non-NULL data, known dtype, positive shape, strides >= 0
- * with stride[3] == 1, and a largest offset that fits. */
-ra_status ra_tensor_check(const ra_tensor *t);
+ * with stride[3] == 1, and a largest offset that fits.  name: the
+ * argument's ("q"), for the detail of a failure. */
+ra_status ra_tensor_check(const ra_tensor *t, const char *name);
 
 /* Whether the memory ranges of two checked views intersect (conservative:
  * interleaved views that never touch the same element also count). */

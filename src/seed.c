@@ -32,13 +32,19 @@ RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_co
                                      int64_t n_heads, int64_t n_kv_heads, int64_t head_dim)
 {
     ra_error_reset();
-    if (!xq || !xk || !freqs_cos || !freqs_sin) return RA_ERR_NULL;
+    if (!xq || !xk || !freqs_cos || !freqs_sin)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !xq ? "xq" : !xk ? "xk"
+                                                  : !freqs_cos ? "freqs_cos" : "freqs_sin");
+    static const char *const q_names[4] = {"batch", "seq", "n_heads", "head_dim"};
+    static const char *const k_names[4] = {"batch", "seq", "n_kv_heads", "head_dim"};
     int64_t q_dims[4] = {batch, seq, n_heads, head_dim}, k_dims[4] = {batch, seq, n_kv_heads, head_dim};
     int64_t nq, nk;
-    RA_TRY(ra_count(q_dims, 4, &nq));
-    RA_TRY(ra_count(k_dims, 4, &nk));
-    if (head_dim % 2) return RA_ERR_HEAD_DIM;
-    if (n_heads % n_kv_heads) return RA_ERR_GQA;
+    RA_TRY(ra_count_named(q_dims, q_names, 4, &nq));
+    RA_TRY(ra_count_named(k_dims, k_names, 4, &nk));
+    if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
+    if (n_heads % n_kv_heads)
+        return ra_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
+                       (long long)n_heads, (long long)n_kv_heads);
     rotate_heads(xq, freqs_cos, freqs_sin, batch, seq, n_heads, head_dim);
     rotate_heads(xk, freqs_cos, freqs_sin, batch, seq, n_kv_heads, head_dim);
     return RA_OK;
@@ -50,9 +56,10 @@ RA_API ra_status ra_repeat_kv(float *out, const float *x, int64_t batch, int64_t
                               int64_t n_kv_heads, int64_t head_dim, int64_t n_rep)
 {
     ra_error_reset();
-    if (!out || !x) return RA_ERR_NULL;
+    if (!out || !x) return ra_fail(RA_ERR_NULL, "%s is NULL", out ? "x" : "out");
+    static const char *const names[5] = {"batch", "seq", "n_kv_heads", "n_rep", "head_dim"};
     int64_t dims[5] = {batch, seq, n_kv_heads, n_rep, head_dim}, n;
-    RA_TRY(ra_count(dims, 5, &n));
+    RA_TRY(ra_count_named(dims, names, 5, &n));
     size_t row_bytes = (size_t)head_dim * sizeof(float);
     for (int64_t t = 0; t < batch * seq; t++)
         for (int64_t h = 0; h < n_kv_heads; h++)

@@ -47,4 +47,22 @@ ra_status ra_fail(ra_status status, const char *format, ...)
     return status;
 }
 
+ra_status ra_count_named(const int64_t *sizes, const char *const *names, int n, int64_t *out)
+{
+    ra_status status = ra_count(sizes, n, out);
+    if (status == RA_OK) return RA_OK;
+    for (int i = 0; i < n; i++)
+        if (sizes[i] <= 0)
+            return ra_fail(status, "%s %lld: must be >= 1", names[i], (long long)sizes[i]);
+    char product[sizeof detail] = "";
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof product; i++) {
+        int k = snprintf(product + used, sizeof product - used, "%s%s %lld", i ? " * " : "",
+                         names[i], (long long)sizes[i]);
+        if (k < 0) break;
+        used += (size_t)k;
+    }
+    return ra_fail(status, "%s: too many elements", product);
+}
+
 RA_API const char *ra_last_error(void) { return detail; }

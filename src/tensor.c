@@ -4,26 +4,39 @@
  */
 #include "rope_internal.h"
 
-ra_status ra_tensor_check(const ra_tensor *t)
+ra_status ra_tensor_check(const ra_tensor *t, const char *name)
 {
-    if (!t) return RA_ERR_NULL;
-    if (!t->data) return RA_ERR_NULL;
-    if ((unsigned)t->dtype >= RA_DTYPE_COUNT) return RA_ERR_ARGUMENT;
+    if (!t) return ra_fail(RA_ERR_NULL, "%s is NULL", name);
+    if (!t->data) return ra_fail(RA_ERR_NULL, "%s: data is NULL", name);
+    if ((unsigned)t->dtype >= RA_DTYPE_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "%s: dtype %d is not a ra_dtype", name, (int)t->dtype);
     int64_t count, last = 0, term;
-    RA_TRY(ra_count(t->shape, 4, &count));
-    if (t->stride[3] != 1) return RA_ERR_ARGUMENT;
+    for (int d = 0; d < 4; d++)
+        if (t->shape[d] <= 0)
+            return ra_fail(RA_ERR_SIZE, "%s: shape[%d] is %lld, must be >= 1", name, d,
+                           (long long)t->shape[d]);
+    if (ra_count(t->shape, 4, &count) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "%s: shape " RA_DIMS_FMT " has too many elements", name,
+                       RA_DIMS(t->shape));
+    if (t->stride[3] != 1)
+        return ra_fail(RA_ERR_ARGUMENT, "%s: stride[3] is %lld, must be 1", name,
+                       (long long)t->stride[3]);
     for (int d = 0; d < 4; d++) {
-        if (t->stride[d] < 0) return RA_ERR_ARGUMENT;
-        RA_TRY(ra_mul(t->shape[d] - 1, t->stride[d], &term));
-        if (term > RA_MAX_ELEMENTS - last) return RA_ERR_OVERFLOW;
+        if (t->stride[d] < 0)
+            return ra_fail(RA_ERR_ARGUMENT, "%s: stride[%d] is %lld, must be >= 0", name, d,
+                           (long long)t->stride[d]);
+        if (ra_mul(t->shape[d] - 1, t->stride[d], &term) != RA_OK || term > RA_MAX_ELEMENTS - last)
+            return ra_fail(RA_ERR_OVERFLOW, "%s: shape " RA_DIMS_FMT " with stride " RA_DIMS_FMT
+                           ": the last element's offset overflows", name, RA_DIMS(t->shape),
+                           RA_DIMS(t->stride));
         last += term;
     }
     return RA_OK;
 }
 
-ra_status ra_tensor_check_output(const ra_tensor *t)
+ra_status ra_tensor_check_output(const ra_tensor *t, const char *name)
 {
-    RA_TRY(ra_tensor_check(t));
+    RA_TRY(ra_tensor_check(t, name));
     /* The axes of extent > 1 from the smallest stride up: each stride must
      * exceed the largest offset the axes before it reach, so that every
      * index has its own element.  Contiguous, transposed and head-major
@@ -38,7 +51,11 @@ ra_status ra_tensor_check_output(const ra_tensor *t)
     }
     int64_t reach = 0; /* cannot overflow: ra_tensor_check bounded the sum */
     for (int i = 0; i < n; i++) {
-        if (t->stride[axes[i]] <= reach) return RA_ERR_ARGUMENT;
+        if (t->stride[axes[i]] <= reach)
+            return ra_fail(RA_ERR_ARGUMENT, "%s: stride[%d] %lld (of stride " RA_DIMS_FMT ", "
+                           "shape " RA_DIMS_FMT ") lets written elements share an address",
+                           name, axes[i], (long long)t->stride[axes[i]], RA_DIMS(t->stride),
+                           RA_DIMS(t->shape));
         reach += (t->shape[axes[i]] - 1) * t->stride[axes[i]];
     }
     return RA_OK;

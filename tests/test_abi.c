@@ -278,6 +278,213 @@ static void test_last_error(void)
     ra_kv_cache_destroy(cache);
 }
 
+/* Each refusal's detail names the argument and its value (ra_last_error):
+ * call must give status, with needle in the detail. */
+#define CHECK_DETAIL(call, status, needle)                                       \
+    do {                                                                         \
+        ra_status st_ = (call);                                                  \
+        CHECK(st_ == (status) && strstr(ra_last_error(), (needle)) != NULL,      \
+              "%s: status %d, detail '%s' (want '%s')", #call, (int)st_,          \
+              ra_last_error(), (needle));                                        \
+    } while (0)
+
+/* A success clears the detail a failure left. */
+#define CHECK_CLEARS(call)                                                              \
+    CHECK(ra_last_error()[0] != '\0' && (call) == RA_OK && ra_last_error()[0] == '\0', \
+          "%s: detail '%s' after a success", #call, ra_last_error())
+
+static void test_last_error_names(void)
+{
+    /* context */
+    ra_context *ctx = NULL;
+    CHECK_DETAIL(ra_context_create(NULL, 1), RA_ERR_NULL, "out is NULL");
+    CHECK_DETAIL(ra_context_create(&ctx, -1), RA_ERR_ARGUMENT, "n_threads -1");
+    CHECK_CLEARS(ra_context_create(&ctx, 2));
+
+    /* rope: create */
+    ra_rope *rope = NULL;
+    ra_rope_config r = base_rope;
+    r.head_dim = 7;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_HEAD_DIM, "head_dim 7 is odd");
+    r = base_rope;
+    r.table_size = -1;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_SIZE, "table_size -1");
+    r = base_rope;
+    r.rotary_dim = 2 * D;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_ARGUMENT, "rotary_dim 16 exceeds head_dim 8");
+    r = base_rope;
+    r.theta = -2.0;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_THETA, "theta -2");
+    r = base_rope;
+    r.type = RA_ROPE_LINEAR;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_ARGUMENT, "linear: factor 0");
+    r.type = RA_ROPE_LLAMA3;
+    r.factor = 8.0;
+    r.low_freq_factor = 1.0;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_ARGUMENT, "high_freq_factor 0");
+    r = base_rope;
+    r.type = RA_ROPE_YARN;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_ARGUMENT, "max_position_embeddings 0");
+    r = base_rope;
+    r.type = RA_ROPE_LONGROPE;
+    r.original_max_position_embeddings = 4096;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_NULL, "short_factor is NULL");
+    r = base_rope;
+    r.layout = (ra_layout)7;
+    CHECK_DETAIL(ra_rope_create(&rope, &r), RA_ERR_ARGUMENT, "layout 7");
+    CHECK_CLEARS(ra_rope_create(&rope, &base_rope));
+
+    /* rope: apply, table */
+    float a[S * H * D];
+    memcpy(a, q, sizeof a);
+    ra_tensor ta = ra_tensor_4d(a, RA_F32, 1, S, H, D), bad = ta;
+    bad.shape[1] = 0;
+    CHECK_DETAIL(ra_rope_apply(rope, NULL, &bad, &bad, NULL, RA_FORWARD), RA_ERR_SIZE,
+                 "x: shape[1] is 0");
+    bad = ta;
+    bad.stride[3] = 2;
+    CHECK_DETAIL(ra_rope_apply(rope, NULL, &ta, &bad, NULL, RA_FORWARD), RA_ERR_ARGUMENT,
+                 "x: stride[3] is 2");
+    bad = ta;
+    bad.stride[1] = 0;
+    CHECK_DETAIL(ra_rope_apply(rope, NULL, &bad, &ta, NULL, RA_FORWARD), RA_ERR_ARGUMENT,
+                 "out: stride[1] 0");
+    CHECK_DETAIL(ra_rope_apply(rope, NULL, &ta, &ta, NULL, (ra_direction)5), RA_ERR_ARGUMENT,
+                 "direction 5");
+    bad = ra_tensor_4d(a, RA_F32, 1, S, 4, D / 2);
+    CHECK_DETAIL(ra_rope_apply(rope, NULL, &bad, &bad, NULL, RA_FORWARD), RA_ERR_SHAPE,
+                 "the rope's head_dim 8");
+    CHECK_DETAIL(ra_rope_apply_f32(rope, NULL, a, 1, 0, H, 0), RA_ERR_SIZE, "seq 0: must be >= 1");
+    CHECK_DETAIL(ra_rope_apply_f32(NULL, NULL, a, 1, S, H, 0), RA_ERR_NULL, "rope is NULL");
+    float cs[2 * D], sn[2 * D];
+    int64_t pos[2] = {1, -3};
+    CHECK_DETAIL(ra_rope_table(rope, cs, sn, pos, 2), RA_ERR_POSITION, "positions[1] is -3");
+    CHECK_CLEARS(ra_rope_apply(rope, NULL, &ta, &ta, NULL, RA_FORWARD));
+
+    /* the reference code's functions */
+    CHECK_DETAIL(ra_precompute_freqs(cs, sn, 7, 2, 10000.0), RA_ERR_HEAD_DIM, "dim 7 is odd");
+    CHECK_DETAIL(ra_apply_rotary_emb(a, a, cs, sn, 1, 2, 3, 2, 4), RA_ERR_GQA,
+                 "n_heads 3 is not a multiple of n_kv_heads 2");
+    CHECK_DETAIL(ra_repeat_kv(a, q, 1, 2, 1, 4, 0), RA_ERR_SIZE, "n_rep 0: must be >= 1");
+    CHECK_DETAIL(ra_convert(a, (ra_dtype)9, q, RA_F32, 4), RA_ERR_ARGUMENT, "dst_dtype 9");
+    CHECK_DETAIL(ra_permute_rows(a, a, RA_F32, 1, D, 2, RA_LAYOUT_HALF), RA_ERR_ARGUMENT,
+                 "out overlaps w");
+
+    /* attention, forward and backward */
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), to = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+    CHECK_DETAIL(ra_attention(NULL, &to, &tq, NULL, &tv, NULL), RA_ERR_NULL, "k is NULL");
+    bad = tk;
+    bad.dtype = (ra_dtype)5;
+    CHECK_DETAIL(ra_attention(NULL, &to, &tq, &bad, &tv, NULL), RA_ERR_ARGUMENT, "k: dtype 5");
+    CHECK_DETAIL(ra_attention_forward_lse(NULL, &to, NULL, &tq, &tk, &tv, NULL), RA_ERR_NULL,
+                 "lse is NULL");
+    CHECK_DETAIL(ra_attention_forward_lse(NULL, &to, q, &tq, &tk, &tv, NULL), RA_ERR_ARGUMENT,
+                 "lse overlaps q");
+    CHECK_CLEARS(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, NULL));
+    float g[4][S * H * D];
+    ra_tensor tdq = ra_tensor_4d(g[0], RA_F32, 1, S, H, D);
+    ra_tensor tdk = ra_tensor_4d(g[1], RA_F32, 1, S, H, D);
+    ra_tensor tdv = ra_tensor_4d(g[2], RA_F32, 1, S, H, D);
+    ra_tensor tdo = ra_tensor_4d(g[3], RA_F32, 1, S, H, D);
+    CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, NULL,
+                                       NULL),
+                 RA_ERR_NULL, "lse is NULL");
+    CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &tk, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
+                                       NULL),
+                 RA_ERR_ARGUMENT, "dk overlaps k");
+    bad = ra_tensor_4d(g[1], RA_F32, 1, S - 1, H, D);
+    CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &bad, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
+                                       NULL),
+                 RA_ERR_SHAPE, "dk [1, 3, 2, 8] and k [1, 4, 2, 8] differ");
+    CHECK_CLEARS(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
+                                       NULL));
+
+    /* kv cache: create, append, decode */
+    ra_kv_cache *cache = NULL;
+    CHECK_DETAIL(ra_kv_cache_create(&cache, 0, S, H, D, RA_F32), RA_ERR_SIZE,
+                 "batch 0: must be >= 1");
+    CHECK_DETAIL(ra_kv_cache_create(&cache, 1, S, H, 7, RA_F32), RA_ERR_HEAD_DIM,
+                 "head_dim 7 is odd");
+    CHECK_DETAIL(ra_kv_cache_create(&cache, 1, S, H, D, (ra_dtype)3), RA_ERR_ARGUMENT,
+                 "dtype 3");
+    CHECK_DETAIL(ra_kv_cache_create(&cache, (int64_t)1 << 40, (int64_t)1 << 40, H, D, RA_F32),
+                 RA_ERR_OVERFLOW, "batch 1099511627776 * capacity 1099511627776");
+    CHECK_CLEARS(ra_kv_cache_create(&cache, 1, S, H, D, RA_F32));
+    ra_positions p = ra_positions_start(0);
+    CHECK_DETAIL(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, NULL, NULL), RA_ERR_NULL,
+                 "positions is NULL");
+    bad = tv;
+    bad.dtype = RA_F16;
+    CHECK_DETAIL(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &bad, &p, NULL), RA_ERR_DTYPE,
+                 "v: dtype 1");
+    CHECK_DETAIL(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tk, &p, NULL),
+                 RA_ERR_ARGUMENT, "k and v share elements");
+    float kc[S * H * D], vc[S * H * D], qc[S * H * D];
+    memcpy(kc, k, sizeof kc);
+    memcpy(vc, v, sizeof vc);
+    memcpy(qc, q, sizeof qc);
+    ra_tensor tkc = ra_tensor_4d(kc, RA_F32, 1, 2, H, D);
+    ra_tensor tvc = ra_tensor_4d(vc, RA_F32, 1, 2, H, D);
+    CHECK_CLEARS(ra_kv_cache_append(cache, NULL, rope, NULL, &tkc, &tvc, &p, NULL));
+    ra_tensor tqc = ra_tensor_4d(qc, RA_F32, 1, S, H, D);
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, NULL), RA_ERR_SIZE,
+                 "sequence 0: 4 queries, but 2 tokens cached");
+    int64_t n_query = -1;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, &n_query), RA_ERR_ARGUMENT,
+                 "n_query[0] is -1");
+
+    /* layer: create, forward, forward_cached, tape, forward_train, backward */
+    ra_layer *l = NULL;
+    CHECK_DETAIL(ra_layer_create(&l, NULL, &base_weights), RA_ERR_NULL, "config is NULL");
+    ra_layer_config c = base_config;
+    c.norm_eps = 2.0;
+    CHECK_DETAIL(ra_layer_create(&l, &c, &base_weights), RA_ERR_ARGUMENT, "norm_eps 2");
+    CHECK_DETAIL(ra_layer_forward(layer, NULL, y, x, 0, S, NULL, NULL), RA_ERR_SIZE,
+                 "batch 0: must be >= 1");
+    CHECK_DETAIL(ra_layer_forward(layer, NULL, y, x, 1, -2, NULL, NULL), RA_ERR_SIZE,
+                 "seq -2: must be >= 1");
+    CHECK_DETAIL(ra_layer_forward(layer, NULL, NULL, x, 1, S, NULL, NULL), RA_ERR_NULL,
+                 "y is NULL");
+    CHECK_CLEARS(ra_layer_forward(layer, ctx, y, x, 1, S, NULL, NULL));
+    ra_kv_cache *cache2 = NULL;
+    CHECK(ra_kv_cache_create(&cache2, 2, S, H, D, RA_F32) == RA_OK, "cache2");
+    CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, cache2, y, x, 1, 1, NULL), RA_ERR_SHAPE,
+                 "the cache holds batch 2");
+    ra_layer_tape *t2 = NULL;
+    CHECK_DETAIL(ra_layer_tape_create(&t2, layer, 0), RA_ERR_SIZE, "max_tokens 0: must be >= 1");
+    CHECK_DETAIL(ra_layer_tape_create(&t2, NULL, 1), RA_ERR_NULL, "layer is NULL");
+    CHECK_CLEARS(ra_layer_tape_create(&t2, layer, 1));
+    CHECK_DETAIL(ra_layer_forward_train(layer, NULL, y, t2, x, 1, S, NULL, NULL), RA_ERR_SIZE,
+                 "exceed the tape's max_tokens 1");
+    CHECK_DETAIL(ra_layer_forward_train(layer, NULL, y, NULL, x, 1, S, NULL, NULL), RA_ERR_NULL,
+                 "tape is NULL");
+    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, NULL, tape, y), RA_ERR_NULL,
+                 "grads is NULL");
+    ra_layer_grads grads = ra_layer_grads_init();
+    grads.dwq = dws[0];
+    grads.dwk = dws[1];
+    grads.dwv = dws[2];
+    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, tape, y), RA_ERR_NULL,
+                 "dwo is NULL");
+    grads.dwo = dws[3];
+    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, t2, y), RA_ERR_ARGUMENT,
+                 "tape holds no forward");
+    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, tape, dx), RA_ERR_ARGUMENT,
+                 "dx overlaps dy");
+    grads.dwo = dws[0];
+    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, tape, y), RA_ERR_ARGUMENT,
+                 "dwq overlaps dwo");
+    grads.dwo = dws[3];
+    CHECK_CLEARS(ra_layer_backward(layer, NULL, dx, &grads, tape, y));
+
+    ra_layer_tape_destroy(t2);
+    ra_kv_cache_destroy(cache2);
+    ra_kv_cache_destroy(cache);
+    ra_rope_destroy(rope);
+    ra_context_destroy(ctx);
+}
+
 int main(void)
 {
     RUN(setup);
@@ -286,6 +493,7 @@ int main(void)
     RUN(test_defaults);
     RUN(test_layer_owns_its_rope);
     RUN(test_last_error);
+    RUN(test_last_error_names);
     ra_layer_tape_destroy(tape);
     ra_layer_destroy(layer);
     return ra_test_summary("abi");

@@ -1535,6 +1535,14 @@ sys.exit(0 if first > 2 and last < 0.1 and rope >= 0.9 and rope - no_rope >= 0.3
 }
 check_train_demo "train-demo: RoPE learns the token 3 back, no RoPE does not" --threads 2
 check_train_demo "train-demo --back 9 --seed 5, 1 thread" --back 9 --seed 5 --threads 1
+# On a terminal, train-demo draws its progress line (both models' tokens:
+# 400 steps x 2 x 32 x 32) while it trains, for a second or more.
+if "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 400 --threads 1 >"$TMP/tty" &&
+    grep -qE 'train-demo: [0-9]+ of 819200 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"; then pass
+else fail "train-demo on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
+if "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 300 --quiet >"$TMP/tty" &&
+    [ "$(cat "$TMP/tty")" = "''" ]; then pass
+else fail "train-demo --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
 expect_error "train-demo: --back 0" - -- train-demo --back 0
 expect_error "train-demo: --steps abc" - -- train-demo --steps abc
 expect_error "demo: unknown option" - -- demo --fast

@@ -14,11 +14,13 @@
 
 #include "adamw.h"
 #include "cli.h"
+#include "progress.h"
 #include "random.h"
 #include "train_model.h"
 
 static const char usage[] =
     "usage: ropeattn train-demo [--steps N] [--back K] [--seed S] [--threads N]\n"
+    "                           [--quiet]\n"
     "\n"
     "Trains a small model built from the attention layer (token embedding ->\n"
     "layer (dim 64, 4 heads, 2 kv heads) -> linear read-out, cross-entropy, AdamW)\n"
@@ -32,7 +34,9 @@ static const char usage[] =
     "  --steps N    optimizer steps (default 200)\n"
     "  --back K     how far back the target is (default 3, 1 to 16)\n"
     "  --seed S     seed of the weights and the data (default 1)\n"
-    "  --threads N  threads (default: one per processor)\n";
+    "  --threads N  threads (default: one per processor)\n"
+    "  --quiet      no progress line (shown on a terminal, on stderr, when the\n"
+    "               training takes more than a second)\n";
 
 enum { VOCAB = 16, DIM = 64, HEADS = 4, KV_HEADS = 2, SEQ = 32, BATCH = 32, EVAL_BATCH = 64 };
 #define LEARNING_RATE 3e-3f
@@ -41,6 +45,7 @@ enum { VOCAB = 16, DIM = 64, HEADS = 4, KV_HEADS = 2, SEQ = 32, BATCH = 32, EVAL
 
 typedef struct demo_options {
     int64_t steps, back, seed, threads;
+    int quiet;
 } demo_options;
 
 /* Random tokens; target[b, s] = token[b, s - back], or -1 for s < back. */
@@ -96,19 +101,31 @@ static int train(demo *d, const demo_options *opts, ra_context *ctx)
 {
     uint64_t state = (uint64_t)opts->seed;
     const int64_t every = opts->steps >= 10 ? opts->steps / 10 : 1;
+    const int64_t step_tokens = N_MODELS * BATCH * SEQ; /* both models' */
+    progress line;
     printf("%6s  %12s  %12s\n", "step", "loss RoPE", "loss no RoPE");
+    fflush(stdout);
+    progress_begin(&line, "train-demo", opts->steps * step_tokens, opts->quiet);
     for (int64_t step = 1; step <= opts->steps; step++) {
+        progress_update(&line, (step - 1) * step_tokens);
         make_batch(d->tokens, d->targets, BATCH, opts->back, &state);
         train_result r[N_MODELS];
         for (int i = 0; i < N_MODELS; i++) {
             ra_status status = train_model_run(&d->model[i], ctx, d->tokens, d->targets, BATCH,
                                                SEQ, 1, &r[i]);
-            if (status != RA_OK) return cli_fail_status(status, "train-demo: a training step failed");
+            if (status != RA_OK) {
+                progress_end(&line);
+                return cli_fail_status(status, "train-demo: a training step failed");
+            }
             adamw_update(&d->opt[i], d->model[i].params, d->model[i].grads);
         }
-        if (step == 1 || step % every == 0)
+        if (step == 1 || step % every == 0) {
+            progress_clear(&line);
             printf("%6lld  %12.4f  %12.4f\n", (long long)step, r[ROPE].loss, r[NO_ROPE].loss);
+            fflush(stdout);
+        }
     }
+    progress_end(&line);
     return 0;
 }
 
@@ -167,6 +184,7 @@ int cmd_train_demo(int argc, char **argv)
         CLI_INT_OPTION("--back", &opts.back, 1, 16),
         CLI_INT_OPTION("--seed", &opts.seed, 0, INT64_MAX),
         CLI_INT_OPTION("--threads", &opts.threads, 1, CLI_MAX_THREADS),
+        CLI_FLAG_OPTION("--quiet", &opts.quiet),
     };
     switch (cli_parse("train-demo", argc, argv, options, sizeof options / sizeof options[0])) {
     case CLI_HELP: fputs(usage, stdout); return EXIT_OK;

@@ -22,8 +22,14 @@ void progress_update(progress *p, int64_t done)
     p->shown = now;
 }
 
-void progress_end(progress *p)
+void progress_clear(progress *p)
 {
     if (p->on && p->shown > 0) fputs("\r\033[K", stderr);
+    p->shown = 0;
+}
+
+void progress_end(progress *p)
+{
+    progress_clear(p);
     p->on = 0;
 }

@@ -19,5 +19,7 @@ typedef struct progress {
 void progress_begin(progress *p, const char *what, int64_t total, int quiet);
 void progress_update(progress *p, int64_t done);
 void progress_end(progress *p); /* clears the line if it was drawn */
+/* Clears the line (if drawn) before other output; the next update redraws it. */
+void progress_clear(progress *p);
 
 #endif

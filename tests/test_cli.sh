@@ -827,6 +827,17 @@ else fail "attention --prefill on a terminal: no progress line: $(head -c 300 "$
 if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_quiet.npy --quiet >"$TMP/tty" &&
     [ "$(cat "$TMP/tty")" = "''" ]; then pass
 else fail "attention --prefill --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
+# --grads: the forward's 16000 tokens (a second or more), then the backward's.
+"$PY" -c 'import numpy as np
+for name, seed in ("x_16k.npy", 4), ("dy_16k.npy", 5):
+    np.save(name, np.random.default_rng(seed).uniform(-1, 1, (1, 16000, 64)).astype(np.float32))'
+if "$PY" "$TMP/on_tty.py" "$RA" attention --weights seed_F32.safetensors --input x_16k.npy \
+    --n-heads 4 --threads 1 --output y_16k.npy --grad-output dy_16k.npy \
+    --grads g_16k.safetensors >"$TMP/tty" &&
+    grep -qE 'attention --grads: 16000 of 32000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"
+then pass
+else fail "attention --grads on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
+rm -f x_16k.npy dy_16k.npy y_16k.npy g_16k.safetensors
 
 # Positions: --start-pos, and per-row --positions (llama3), reach every call.
 "$RA" attention $SEED --n-heads 4 --start-pos 7 --theta 500000 2>/dev/null && mv y.npy y_s7.npy

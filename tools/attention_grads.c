@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 
 /* "[2, 5, 64]" */
 static void format_shape(char *buf, size_t len, const int64_t *shape, int ndim)
@@ -38,15 +39,20 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
                                   float *dx, const ra_hf_grads *g)
 {
     const ra_layer *layer = ra_hf_layer_get(job->layer);
+    const int64_t tokens = job->batch * job->seq;
     ra_layer_tape *tape;
-    ra_status status = ra_layer_tape_create(&tape, layer, job->batch * job->seq);
+    ra_status status = ra_layer_tape_create(&tape, layer, tokens);
     if (status != RA_OK) return status;
     ra_attention_options options = ra_attention_options_init();
     options.path = job->path;
+    progress line; /* the forward's tokens, then the backward's */
+    progress_begin(&line, "attention --grads", 2 * tokens, job->quiet);
     status = ra_layer_forward_train(layer, ctx, y, tape, job->x->data, job->batch, job->seq,
                                     &job->positions, &options);
+    progress_update(&line, tokens);
     if (status == RA_OK)
         status = ra_layer_backward(layer, ctx, dx, ra_hf_grads_get(g), tape, job->dy->data);
+    progress_end(&line);
     ra_layer_tape_destroy(tape);
     return status;
 }

@@ -26,6 +26,7 @@ typedef struct attention_grads_job {
     ra_positions positions;
     ra_attention_path path;
     cli_outputs *outputs;
+    int quiet; /* no progress line */
 } attention_grads_job;
 
 /* Runs the training forward and the backward, then writes Y and G and

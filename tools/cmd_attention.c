@@ -68,7 +68,7 @@ static const char usage[] =
     "  --stats         with --prefill: print the prefill's and the decode steps'\n"
     "                  tokens per second (all sequences') on stdout\n"
     "  --quiet         no progress line (shown on a terminal, on stderr, when the\n"
-    "                  decode steps take more than a second)\n"
+    "                  decode steps or --grads take more than a second)\n"
     "  --grad-output DY\n"
     "                  float32 .npy of Y's shape: the gradient of a loss L with\n"
     "                  respect to Y (L = sum(Y * DY)); needs --grads\n"
@@ -273,7 +273,7 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     attention_grads_job job = {layer, x, dy, batch, seq,
                                {.struct_size = sizeof job.positions, .start = opts->start_pos,
                                 .ids = ids},
-                               cli_attention_path(opts->path), outputs};
+                               cli_attention_path(opts->path), outputs, opts->quiet};
     return attention_grads_run(&job, ctx);
 }
 

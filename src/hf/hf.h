@@ -16,15 +16,6 @@
 #define RA_HF_PRINTF __attribute__((format(printf, 2, 3)))
 #else
 #define RA_HF_PRINTF
-/* ---- the layer (layer_config.c, layer.c) --------------------------------- */
-
-/* The layer's config and its rope's (out->rope points at rope) from the
- * tensors t of the checkpoint at path (their fused weight split, if any),
- * the config and the options (read by hf_options_read). */
-ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
-                          const char *path, attention_tensors *t, ra_layer_config *out,
-                          ra_rope_config *rope);
-
 #endif
 
 /* Records the sentence for the calling thread's ra_hf_last_error and

@@ -225,7 +225,9 @@ alloc-test:
 # ThreadSanitizer: tests/test_concurrency.c (application threads sharing
 # objects) and the tests that run contexts of several threads, built into
 # $(TSAN_BUILD).  OpenBLAS's threads synchronize in code TSan cannot see,
-# so OpenBLAS runs on the calling thread (OPENBLAS_NUM_THREADS=1).
+# so OpenBLAS runs on the calling thread (OPENBLAS_NUM_THREADS=1).  One SIMD
+# path (RA_TEST_ONE_PATH, tests/harness.h): the threads and their tasks are
+# the same on every path, and each path would add the whole run again.
 TSAN_BUILD = build-tsan
 TSAN_TESTS = test_concurrency test_attention test_attention_backward test_kvcache test_rope \
              test_layer_backward
@@ -233,7 +235,8 @@ tsan:
 	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
 	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)
 	@set -e; for t in $(TSAN_TESTS); do \
-	  OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1" $(TSAN_BUILD)/tests/$$t; done
+	  OPENBLAS_NUM_THREADS=1 RA_TEST_ONE_PATH=1 TSAN_OPTIONS="halt_on_error=1" \
+	    $(TSAN_BUILD)/tests/$$t; done
 
 # The CLI suites on real checkpoints and hostile files (test_hf.sh,
 # test_cli_crash.sh, test_cli_files.sh; side by side, their output printed

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test program under $BUILD/tests (once per SIMD path), the NEON
-# test under qemu-user when it is built, every tests/test_*.sh and every
-# example program, then prints the total as "N passed, N failed".  Exit
-# status 0 only if all passed.  They run RA_TEST_JOBS at a time (default:
-# one per CPU), each into its own log, printed in order when all are done.
+# Runs every test program under $BUILD/tests (each checks every SIMD path
+# itself), the NEON test under qemu-user when it is built, every
+# tests/test_*.sh and every example program, then prints the total as "N
+# passed, N failed".  Exit status 0 only if all passed.  They run
+# RA_TEST_JOBS at a time (default: one per CPU), each into its own log,
+# printed in order when all are done.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
@@ -34,18 +35,12 @@ tally() { # i: prints job i's output and counts its summary line
         echo "BROKEN: $cmd exited $rc"; broken=$((broken + 1))
     fi
 }
-# The C tests run once per SIMD path this CPU has (RA_FORCE_ISA caps the
-# dispatch; a cap above the CPU's level would repeat its best path: skipped).
-seen=""
-for isa in base avx2 avx512; do
-    path=$(RA_FORCE_ISA=$isa "$BUILD"/ropeattn --version 2>/dev/null | sed -n 's/.*simd \([a-z0-9]*\).*/\1/p')
-    case " $seen " in *" $path "*)
-        echo "SKIPPED SIMD path $isa: this CPU runs $path for it, already tested"; continue ;;
-    esac
-    seen="$seen $path"
-    for t in "$BUILD"/tests/test_*; do
-        [ -x "$t" ] && queue env RA_FORCE_ISA=$isa "$t"
-    done
+# The C tests run once each: a test runs its cases that reach the SIMD
+# kernels on every path this CPU has, in one process (tests/harness.h:
+# ra_test_each_isa), and prints the paths it ran; RA_FORCE_ISA, if set here,
+# caps them.
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] && queue "$t"
 done
 # NEON: the kernels built for aarch64 (`make test` builds them when the cross
 # compiler is installed), run under qemu-user.

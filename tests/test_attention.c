@@ -622,7 +622,8 @@ static void test_errors(void)
           "out overlapping q");
 }
 
-int main(void)
+/* The cases that reach the SIMD kernels, run on every path (harness.h). */
+static void simd_cases(void)
 {
     RUN(test_flash_matches_reference);
     RUN(test_half_kv);
@@ -634,6 +635,11 @@ int main(void)
     RUN(test_layer_training);
     RUN(test_layer_no_rope);
     RUN(test_output_aliasing);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
     RUN(test_errors);
     return ra_test_summary("attention");
 }

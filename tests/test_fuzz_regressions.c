@@ -219,11 +219,17 @@ static void test_share_elements(void)
     CHECK(exact_yes > 1000 && exact_no > 1000, "cases: %d sharing, %d not", exact_yes, exact_no);
 }
 
+/* The cases that reach the SIMD kernels, run on every path (harness.h). */
+static void simd_cases(void)
+{
+    RUN(test_decode_short_rows);
+    RUN(test_append_fused_qkv);
+}
+
 int main(void)
 {
     RUN(test_rope_nonfinite_frequencies);
-    RUN(test_decode_short_rows);
-    RUN(test_append_fused_qkv);
     RUN(test_share_elements);
+    ra_test_each_isa(simd_cases);
     return ra_test_summary("fuzz_regressions");
 }

@@ -276,16 +276,22 @@ static void test_rope_config(void)
     expect(ra_hf_rope_config(NULL, &o, &rope), RA_ERR_ARGUMENT, "head_dim", "no head_dim");
 }
 
+/* The layers run the SIMD kernels: every case on every path (harness.h). */
+static void simd_cases(void)
+{
+    RUN(test_layer_equals_by_hand);
+    RUN(test_fused_gradients);
+    RUN(test_failures);
+    RUN(test_rope_config);
+}
+
 int main(void)
 {
     if (!mkdtemp(folder)) {
         perror("mkdtemp");
         return 1;
     }
-    RUN(test_layer_equals_by_hand);
-    RUN(test_fused_gradients);
-    RUN(test_failures);
-    RUN(test_rope_config);
+    ra_test_each_isa(simd_cases);
     const char *files[] = {"llama.safetensors", "phi3.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
     rmdir(folder);

@@ -442,7 +442,9 @@ static void test_errors(void)
     ra_rope_destroy(rope);
 }
 
-int main(void)
+/* Every case reaches the SIMD kernels (test_errors: the calls that must
+ * succeed), so each runs on every path (harness.h). */
+static void simd_cases(void)
 {
     RUN(test_prefill_then_decode);
     RUN(test_attention_prefill_vs_decode);
@@ -450,5 +452,10 @@ int main(void)
     RUN(test_decode_shapes);
     RUN(test_decode_nan_stays_out_of_earlier_rows);
     RUN(test_errors);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
     return ra_test_summary("kvcache");
 }

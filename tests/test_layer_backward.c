@@ -1043,7 +1043,9 @@ static void test_fused_qkv(void)
     CHECK(ra_layer_create(&layer, &cfg, &fused_bias) == RA_ERR_ARGUMENT, "wqkv with bk");
 }
 
-int main(void)
+/* Every case reaches the SIMD kernels (test_errors: the calls that must
+ * succeed), so each runs on every path (harness.h). */
+static void simd_cases(void)
 {
     RUN(test_finite_differences);
     RUN(test_paths_and_threads);
@@ -1054,5 +1056,10 @@ int main(void)
     RUN(test_errors);
     RUN(test_fused_qkv);
     RUN(test_llama4_cached);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
     return ra_test_summary("layer_backward");
 }

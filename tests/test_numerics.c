@@ -1,7 +1,7 @@
 /*
  * test_numerics.c — numbers at the edges, on every attention path (the
- * reference, flash, and decoding over a KV cache) and, through tests/run.sh,
- * every SIMD path:
+ * reference, flash, and decoding over a KV cache) and every SIMD path
+ * (harness.h: ra_test_each_isa):
  *   - logits far beyond exp's range (±1000) and near FLT_MAX (±3e38): the
  *     softmax must neither overflow nor underflow to 0/0 (double reference);
  *   - logits beyond float32 (-Inf) weigh 0, and a row of nothing but them
@@ -605,8 +605,8 @@ static int simd_check_in_child(const char *value)
 
 static void test_force_isa(void)
 {
-    /* The suite runs under each RA_FORCE_ISA that tests/run.sh sets: a
-     * value the library does not know must stop it. */
+    /* RA_FORCE_ISA caps the paths the suite runs: a value the library
+     * does not know must stop it, not pass for a test of the path meant. */
     CHECK(ra_simd_check_environment() == RA_OK, "RA_FORCE_ISA='%s' is not a known value",
           getenv("RA_FORCE_ISA"));
     CHECK(simd_check_in_child("base") == 0, "base");
@@ -617,14 +617,22 @@ static void test_force_isa(void)
     for (int i = 0; i < 5; i++) /* refused, and the kernels capped at base */
         CHECK(simd_check_in_child(unknown[i]) == 3, "'%s' gave %d", unknown[i],
               simd_check_in_child(unknown[i]));
+    /* The switch the suite runs its paths with (cpu/dispatch.h): each path
+     * up to the cap runs its own kernels, and none past it. */
+    for (int isa = RA_ISA_BASE; isa <= ra_cpu_isa_max(); isa++) {
+        const char *want = isa == RA_ISA_BASE ? ra_kernels_base.name : ra_cpu_isa_name(isa);
+        CHECK(ra_cpu_force_isa(isa) == 0 && strcmp(ra_simd_name(), want) == 0,
+              "%s runs %s", ra_cpu_isa_name(isa), ra_simd_name());
+    }
+    const char *last = ra_simd_name();
+    CHECK(ra_cpu_force_isa(ra_cpu_isa_max() + 1) == -1 && ra_cpu_force_isa(-1) == -1 &&
+              strcmp(ra_simd_name(), last) == 0, "a path out of range was taken");
 }
 
-int main(int argc, char **argv)
+/* Every case but test_force_isa reaches the SIMD kernels: each runs on
+ * every path (harness.h). */
+static void simd_cases(void)
 {
-    if (argc == 2 && strcmp(argv[1], "--simd-check") == 0)
-        return (ra_simd_check_environment() == RA_OK ? 0 : 3) +
-               (strcmp(ra_simd_name(), ra_kernels_base.name) != 0 ? 4 : 0);
-    RUN(test_force_isa);
     RUN(test_extreme_logits);
     RUN(test_minus_inf_logits);
     RUN(test_nan_inf);
@@ -634,5 +642,14 @@ int main(int argc, char **argv)
     RUN(test_positions_near_limit);
     RUN(test_mask_past_2_24);
     RUN(test_f16_overflow);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--simd-check") == 0)
+        return (ra_simd_check_environment() == RA_OK ? 0 : 3) +
+               (strcmp(ra_simd_name(), ra_kernels_base.name) != 0 ? 4 : 0);
+    RUN(test_force_isa);
+    ra_test_each_isa(simd_cases);
     return ra_test_summary("numerics");
 }

@@ -197,9 +197,15 @@ static void test_inverse_undoes_forward(void)
     ra_rope_destroy(rope);
 }
 
-int main(void)
+/* Both cases reach the SIMD kernels: each runs on every path (harness.h). */
+static void simd_cases(void)
 {
     RUN(test_adjoint);
     RUN(test_inverse_undoes_forward);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
     return ra_test_summary("rope_backward");
 }

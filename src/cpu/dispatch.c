@@ -4,12 +4,16 @@
  * (avx512, avx2 or base) may cap the choice for testing.  Any other
  * non-empty value caps it at base, the safest choice, and
  * ra_simd_check_environment reports it, so that a misspelt cap can never
- * pass for a test of the path it meant.
+ * pass for a test of the path it meant.  The tests switch paths within one
+ * process through cpu/dispatch.h (test-only; its header says what it does
+ * not promise).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/dispatch.h"
 #include "cpu/kernels.h"
 
 #if defined(__x86_64__)
@@ -40,34 +44,125 @@ static int detect_level(void)
 }
 #endif
 
-static const ra_kernels *selected;
+/* Atomic only for the test-only switch below: the tables are constants,
+ * so a relaxed load (a plain load on x86-64 and aarch64) is all a call
+ * costs, and a switch cannot tear the pointer. */
+static _Atomic(const ra_kernels *) selected;
+static int max_isa;       /* the highest path: the CPU's, capped by RA_FORCE_ISA */
 static int force_unknown; /* RA_FORCE_ISA held a value not listed above */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static ra_kernels watching; /* ra_cpu_watch_kernels: base, noting use (below) */
+
+static const ra_kernels *isa_kernels(int isa)
+{
+#if defined(__x86_64__)
+    if (isa == RA_ISA_AVX512) return &ra_kernels_avx512;
+    if (isa == RA_ISA_AVX2) return &ra_kernels_avx2;
+#endif
+    return &ra_kernels_base;
+}
 
 static void select_kernels(void)
 {
     const char *force = getenv("RA_FORCE_ISA");
-    int cap = 2; /* unset or empty: no cap */
+    int cap = RA_ISA_AVX512; /* unset or empty: no cap */
     if (force && force[0] != '\0' && strcmp(force, "avx512") != 0) {
-        cap = strcmp(force, "avx2") == 0 ? 1 : 0;
-        force_unknown = cap == 0 && strcmp(force, "base") != 0;
+        cap = strcmp(force, "avx2") == 0 ? RA_ISA_AVX2 : RA_ISA_BASE;
+        force_unknown = cap == RA_ISA_BASE && strcmp(force, "base") != 0;
     }
-    selected = &ra_kernels_base;
+    int level = RA_ISA_BASE;
 #if defined(__x86_64__)
-    int level = detect_level();
-    if (level > cap) level = cap;
-    if (level == 2) selected = &ra_kernels_avx512;
-    else if (level == 1) selected = &ra_kernels_avx2;
-#else
-    (void)cap;
+    level = detect_level();
 #endif
+    max_isa = level < cap ? level : cap;
+    /* Here, so that a thread that passed the once sees it: not a constant
+     * expression, so the initializer below cannot hold it. */
+    watching.name = ra_kernels_base.name;
+    atomic_store_explicit(&selected, isa_kernels(max_isa), memory_order_relaxed);
 }
 
 const ra_kernels *ra_kernels_get(void)
 {
     pthread_once(&once, select_kernels);
-    return selected;
+    return atomic_load_explicit(&selected, memory_order_relaxed);
 }
+
+/* ---- test-only: cpu/dispatch.h ------------------------------------------ */
+
+int ra_cpu_isa_max(void)
+{
+    pthread_once(&once, select_kernels);
+    return max_isa;
+}
+
+const char *ra_cpu_isa_name(int isa)
+{
+    static const char *const names[RA_ISA_COUNT] = {"base", "avx2", "avx512"};
+    return isa >= 0 && isa < RA_ISA_COUNT ? names[isa] : "?";
+}
+
+int ra_cpu_force_isa(int isa)
+{
+    if (isa < RA_ISA_BASE || isa > ra_cpu_isa_max()) return -1;
+    atomic_store_explicit(&selected, isa_kernels(isa), memory_order_relaxed);
+    return 0;
+}
+
+static atomic_int kernels_ran;
+
+/* Loads first: the threads that find it set do not fight over its line. */
+static void note_ran(void)
+{
+    if (!atomic_load_explicit(&kernels_ran, memory_order_relaxed))
+        atomic_store_explicit(&kernels_ran, 1, memory_order_relaxed);
+}
+
+static void watch_flash(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.flash_task(arg, task, thread);
+}
+
+static void watch_flash_backward(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.flash_backward_task(arg, task, thread);
+}
+
+static void watch_rope(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.rope_task(arg, task, thread);
+}
+
+static void watch_decode(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.decode_task(arg, task, thread);
+}
+
+static void watch_decode_merge(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.decode_merge_task(arg, task, thread);
+}
+
+static ra_kernels watching = {
+    .flash_task = watch_flash,
+    .flash_backward_task = watch_flash_backward,
+    .rope_task = watch_rope,
+    .decode_task = watch_decode,
+    .decode_merge_task = watch_decode_merge,
+};
+
+void ra_cpu_watch_kernels(void)
+{
+    pthread_once(&once, select_kernels);
+    atomic_store_explicit(&kernels_ran, 0, memory_order_relaxed);
+    atomic_store_explicit(&selected, &watching, memory_order_relaxed);
+}
+
+int ra_cpu_kernels_ran(void) { return atomic_load_explicit(&kernels_ran, memory_order_relaxed); }
 
 RA_API const char *ra_simd_name(void) { return ra_kernels_get()->name; }
 

@@ -1,11 +1,11 @@
 /*
  * kernels.h — the table of SIMD kernels, one instance per ISA, chosen once at
- * first use by dispatch.c (internal).
+ * first use by dispatch.c (internal); the tests switch it (cpu/dispatch.h).
  *
  * Each instance comes from the same templates (*_impl.h) compiled with its
  * ISA's flags: kernels_avx512.c, kernels_avx2.c, and kernels_base.c (SSE2 on
  * x86-64, NEON on aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the
- * environment caps the choice, so the tests run every path the CPU has.
+ * environment caps the choice, for the tool and the tests alike.
  */
 #ifndef RA_KERNELS_H
 #define RA_KERNELS_H
@@ -33,7 +33,9 @@ extern const ra_kernels ra_kernels_avx2;
 extern const ra_kernels ra_kernels_avx512;
 #endif
 
-/* The best kernels this CPU and OS support, within RA_FORCE_ISA. */
+/* The best kernels this CPU and OS support, within RA_FORCE_ISA (or those a
+ * test switched to).  Callers fetch it per call, never keep it: a switch
+ * must reach the next call. */
 const ra_kernels *ra_kernels_get(void);
 
 #endif

@@ -26,10 +26,14 @@ int rope_source_load(const rope_cli *r, rope_source *out)
         rope_source_free(out);
         return code;
     }
-    /* The flags were range-checked as they were parsed. */
-    if (r->has_theta) ra_hf_config_set_rope_theta(out->config, r->theta);
-    if (r->has_max_position_embeddings)
-        ra_hf_config_set_max_position_embeddings(out->config, r->max_position_embeddings);
+    if ((r->has_theta && ra_hf_config_set_rope_theta(out->config, r->theta) != RA_OK) ||
+        (r->has_max_position_embeddings &&
+         ra_hf_config_set_max_position_embeddings(out->config, r->max_position_embeddings) !=
+             RA_OK)) {
+        int code = cli_fail(EXIT_USAGE, "%s", ra_hf_last_error());
+        rope_source_free(out);
+        return code;
+    }
     return 0;
 }
 

@@ -1028,6 +1028,8 @@ else fail "attention --grads = --weights: the weights file was changed"
 fi
 expect_usage "attention --grads = --input" "--grads x.npy and --input x.npy name the same file" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads x.npy
+expect_usage "convert-layout --output = --weights" "--output seed_keep.safetensors and --weights" -- \
+    convert-layout --weights seed_keep.safetensors --output seed_keep.safetensors --to half
 expect_usage "attention --grads = --grad-output" "--grads dy.npy and --grad-output dy.npy name the same" -- \
     attention $SEED --n-heads 4 --grad-output dy.npy --grads dy.npy
 expect_usage "attention --grads = ./--input" "--grads ./x.npy and --input x.npy name the same file" -- \

@@ -128,7 +128,8 @@ static void test_layer_equals_by_hand(void)
     const ra_layer_config *c = ra_layer_get_config(ra_hf_layer_get(hf));
     CHECK(c->rope->theta == 500000 && c->rope->layout == RA_LAYOUT_HALF, "rope %g %d",
           c->rope->theta, (int)c->rope->layout);
-    CHECK(ra_hf_layer_tensor_count(hf) == 5, "%lld tensors", (long long)ra_hf_layer_tensor_count(hf));
+    CHECK(ra_hf_layer_tensor_count(hf) == 5, "%lld tensors",
+          (long long)ra_hf_layer_tensor_count(hf));
     int64_t shape[8];
     CHECK(strcmp(ra_hf_layer_tensor_name(hf, 4), "model.layers.1.self_attn.q_proj.bias") == 0 &&
           ra_hf_layer_tensor_shape(hf, 4, shape) == 1 && shape[0] == H * D,

@@ -141,9 +141,10 @@ typedef struct geometry {
 static int resolve_geometry(const convert_options *opts, const rope_source *src,
                             const ra_safetensors *st, geometry *g)
 {
-    int64_t n_heads = opts->has_n_heads ? opts->n_heads
-                      : src->fields->has_num_attention_heads ? src->fields->num_attention_heads
-                                                            : 0;
+    const ra_hf_fields *c = src->fields;
+    int64_t n_heads = opts->has_n_heads               ? opts->n_heads
+                      : c->has_num_attention_heads    ? c->num_attention_heads
+                                                      : 0;
     g->head_dim = rope_source_head_dim(src);
     if (g->head_dim == 0 && n_heads) {
         for (int64_t i = 0; i < ra_safetensors_count(st) && g->head_dim == 0; i++) {
@@ -166,10 +167,11 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         return cli_fail(EXIT_FAIL, "%s has no query projection (wq.weight or q_proj.weight)",
                         opts->weights);
     }
-    double prf = src->config->rope.has_partial_rotary_factor ? src->config->rope.partial_rotary_factor : 1.0;
+    const ra_hf_rope *rope = &src->config->rope;
+    double prf = rope->has_partial_rotary_factor ? rope->partial_rotary_factor : 1.0;
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
-    if (!src->config->rope.has_partial_rotary_factor && src->fields->has_rotary_dim) /* GPT-J */
-        g->rotary_dim = src->fields->rotary_dim <= g->head_dim ? src->fields->rotary_dim : 0;
+    if (!rope->has_partial_rotary_factor && c->has_rotary_dim) /* GPT-J */
+        g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
     if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
                         "%lld; it must be even and > 0", (long long)g->head_dim, prf,
@@ -332,12 +334,13 @@ static int convert(const convert_options *opts, const rope_source *src,
     geometry g = {0, 0};
     int failed = resolve_geometry(opts, src, st, &g);
     if (failed) return failed;
-    int64_t n_heads = opts->has_n_heads ? opts->n_heads
-                      : src->fields->has_num_attention_heads ? src->fields->num_attention_heads
-                                                            : 0;
-    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
-                         : src->fields->has_num_key_value_heads ? src->fields->num_key_value_heads
-                                                               : 0;
+    const ra_hf_fields *c = src->fields;
+    int64_t n_heads = opts->has_n_heads               ? opts->n_heads
+                      : c->has_num_attention_heads    ? c->num_attention_heads
+                                                      : 0;
+    int64_t n_kv_heads = opts->has_n_kv_heads          ? opts->n_kv_heads
+                         : c->has_num_key_value_heads ? c->num_key_value_heads
+                                                      : 0;
     int64_t converted = 0, layered = 0;
     for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
         const ra_st_tensor *t = ra_safetensors_at(st, i);
@@ -401,7 +404,7 @@ static int run(const convert_options *opts)
     if (!failed) failed = rope_source_load(&rope_opts, &src);
     /* A family's checkpoint is stored in its own layout (Cohere and GLM:
      * interleaved): converting "to" it would permute rows already there. */
-    const ra_hf_family *family = src.fields->family;
+    const ra_hf_family *family = failed ? NULL : src.fields->family;
     if (!failed && family && family->layout == (ra_layout)opts->to)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" stores q_proj and "
                           "k_proj rows %s already", opts->config, family->model_type,

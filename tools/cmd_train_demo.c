@@ -76,7 +76,8 @@ static int demo_init(demo *d, const demo_options *opts)
     for (int i = 0; i < N_MODELS; i++) {
         train_model_config c = {VOCAB, DIM, HEADS, KV_HEADS, i == NO_ROPE, EVAL_BATCH * SEQ};
         int failed = train_model_create(&d->model[i], &c, (uint64_t)opts->seed);
-        if (!failed) failed = adamw_init(&d->opt[i], d->model[i].n_params, LEARNING_RATE, WEIGHT_DECAY);
+        if (!failed)
+            failed = adamw_init(&d->opt[i], d->model[i].n_params, LEARNING_RATE, WEIGHT_DECAY);
         if (failed) return failed;
     }
     uint64_t eval_state = (uint64_t)opts->seed ^ 0xE7A1u; /* not the training stream */

@@ -70,7 +70,8 @@ static const naming_scheme schemes[] = {
     {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
     {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
     {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
-    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG}, /* Falcon */
+    /* Falcon */
+    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
     {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
      FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */

@@ -797,10 +797,11 @@ if grep -qE '^prefill: 4 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
 else fail "attention --stats: $(head -c 300 "$TMP/stdout")"; fi
 expect_error "attention --stats without --prefill" y.npy -- attention $SEED --n-heads 4 --stats
 
-# The progress line, on a terminal only: a decode of 8000 tokens (a second
-# or more) with stderr on a pseudo-terminal draws "\rattention --prefill: N of
-# 8000 tokens, ..." and clears it; --quiet draws nothing.
-"$PY" -c 'import numpy as np; np.save("x_long.npy", np.random.default_rng(3).uniform(-1, 1, (1, 8000, 64)).astype(np.float32))'
+# The progress line, on a terminal only: a decode of 12000 tokens on one
+# thread (two seconds or more) with stderr on a pseudo-terminal draws
+# "\rattention --prefill: N of 12000 tokens, ..." and clears it; --quiet
+# draws nothing.
+"$PY" -c 'import numpy as np; np.save("x_long.npy", np.random.default_rng(3).uniform(-1, 1, (1, 12000, 64)).astype(np.float32))'
 cat >"$TMP/on_tty.py" <<'EOF'
 import os, pty, subprocess, sys
 # Runs argv[1:] with stderr on a pseudo-terminal; prints what it wrote there.
@@ -819,25 +820,25 @@ while True:
 sys.stdout.write(repr(data.decode()))
 sys.exit(p.wait())
 EOF
-LONG="attention --weights seed_F32.safetensors --input x_long.npy --n-heads 4 --prefill 1"
+LONG="attention --weights seed_F32.safetensors --input x_long.npy --n-heads 4 --prefill 1 --threads 1"
 if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_long.npy >"$TMP/tty" &&
-    grep -qE 'attention --prefill: [0-9]+ of 8000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty" &&
+    grep -qE 'attention --prefill: [0-9]+ of 12000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty" &&
     grep -qF "\\r\\x1b[K'" "$TMP/tty"; then pass
 else fail "attention --prefill on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
 if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_quiet.npy --quiet >"$TMP/tty" &&
     [ "$(cat "$TMP/tty")" = "''" ]; then pass
 else fail "attention --prefill --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
-# --grads: the forward's 16000 tokens (a second or more), then the backward's.
+# --grads: the forward's 20000 tokens (a second or more), then the backward's.
 "$PY" -c 'import numpy as np
-for name, seed in ("x_16k.npy", 4), ("dy_16k.npy", 5):
-    np.save(name, np.random.default_rng(seed).uniform(-1, 1, (1, 16000, 64)).astype(np.float32))'
-if "$PY" "$TMP/on_tty.py" "$RA" attention --weights seed_F32.safetensors --input x_16k.npy \
-    --n-heads 4 --threads 1 --output y_16k.npy --grad-output dy_16k.npy \
-    --grads g_16k.safetensors >"$TMP/tty" &&
-    grep -qE 'attention --grads: 16000 of 32000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"
+for name, seed in ("x_20k.npy", 4), ("dy_20k.npy", 5):
+    np.save(name, np.random.default_rng(seed).uniform(-1, 1, (1, 20000, 64)).astype(np.float32))'
+if "$PY" "$TMP/on_tty.py" "$RA" attention --weights seed_F32.safetensors --input x_20k.npy \
+    --n-heads 4 --threads 1 --output y_20k.npy --grad-output dy_20k.npy \
+    --grads g_20k.safetensors >"$TMP/tty" &&
+    grep -qE 'attention --grads: 20000 of 40000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"
 then pass
 else fail "attention --grads on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
-rm -f x_16k.npy dy_16k.npy y_16k.npy g_16k.safetensors
+rm -f x_20k.npy dy_20k.npy y_20k.npy g_20k.safetensors
 
 # Positions: --start-pos, and per-row --positions (llama3), reach every call.
 "$RA" attention $SEED --n-heads 4 --start-pos 7 --theta 500000 2>/dev/null && mv y.npy y_s7.npy

@@ -20,8 +20,10 @@
  * failing call leaves a sentence for ra_hf_last_error() that names the file,
  * the tensor or the key.  Files are read as hostile input: every size and
  * offset is checked before use.  The opened objects are read-only after
- * creation; config.json is parsed by cJSON, which keeps its last error in a
- * process-wide variable: open and parse configs on one thread at a time.
+ * creation (a config's overrides are set before it is shared), so threads
+ * may build layers from one checkpoint and config at once; config.json is
+ * parsed by cJSON, which keeps its last error in a process-wide variable:
+ * open and parse configs (and rope parameters) on one thread at a time.
  *
  * Typical use:
  *
@@ -104,8 +106,8 @@ typedef struct ra_hf_options {
      * ra_hf_rope_config: -1 is any layer (a config whose layers have
      * different ropes is then refused). */
     int64_t layer;
-    int64_t n_heads, n_kv_heads; /* 0: the config's, else from the shapes */
-    int64_t head_dim;            /* ra_hf_rope_config: 0: the config's */
+    int64_t n_heads, n_kv_heads; /* 0: the config's, else from the shapes; at most INT32_MAX */
+    int64_t head_dim;            /* ra_hf_rope_config: 0: the config's; at most INT32_MAX */
     int layout;                  /* -1: the names' and family's; else ra_layout */
     /* The tokens the layer will run on, as their places in the sequence:
      * [first_token, first_token + n_tokens).  The config's sliding windows

@@ -225,6 +225,9 @@ static void test_failures(void)
     o.n_heads = 3;
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE, "q_proj.weight",
            "3 heads of 8 against wq's 32 rows");
+    o.n_heads = (int64_t)1 << 40;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "n_heads",
+           "2^40 heads");
     o.n_heads = 0;
     o.struct_size = 8;
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "struct_size",

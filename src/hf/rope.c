@@ -181,10 +181,11 @@ ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
             return hf_fail(RA_ERR_UNSUPPORTED, "ra_hf_options: a field this library does not "
                            "know (byte %zu) is set", i);
     if (options) memcpy(out, options, sizeof *out);
+    /* Sizes as config.json's (at most INT32_MAX): products of two fit. */
     const char *bad = out->layer < -1                     ? "layer"
-                      : out->n_heads < 0                  ? "n_heads"
-                      : out->n_kv_heads < 0               ? "n_kv_heads"
-                      : out->head_dim < 0                 ? "head_dim"
+                      : out->n_heads < 0 || out->n_heads > INT32_MAX       ? "n_heads"
+                      : out->n_kv_heads < 0 || out->n_kv_heads > INT32_MAX ? "n_kv_heads"
+                      : out->head_dim < 0 || out->head_dim > INT32_MAX     ? "head_dim"
                       : out->layout < -1 || out->layout >= RA_LAYOUT_COUNT ? "layout"
                       : out->first_token < 0              ? "first_token"
                       : out->n_tokens < 0                 ? "n_tokens"

@@ -21,9 +21,10 @@
  * the tensor or the key.  Files are read as hostile input: every size and
  * offset is checked before use.  The opened objects are read-only after
  * creation (a config's overrides are set before it is shared), so threads
- * may build layers from one checkpoint and config at once; config.json is
- * parsed by cJSON, which keeps its last error in a process-wide variable:
- * open and parse configs (and rope parameters) on one thread at a time.
+ * may build layers from one checkpoint and config at once.  JSON (config.json,
+ * a safetensors header, a sharded index, rope parameters) is parsed by cJSON,
+ * which keeps its last error in a process-wide variable: open checkpoints
+ * and configs, and set rope parameters, on one thread at a time.
  *
  * Typical use:
  *
@@ -81,15 +82,16 @@ typedef struct ra_hf_config ra_hf_config;
 
 RA_HF_API ra_status ra_hf_config_open(ra_hf_config **out, const char *path);
 /* From text (len bytes, need not end in NUL); "{}" is a config that says
- * nothing (Meta's LLaMA layout, theta 10000, heads from the options). */
+ * nothing (theta 10000, heads from the options and the tensors). */
 RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, size_t len);
 RA_HF_API void ra_hf_config_close(ra_hf_config *config); /* NULL is allowed */
 /* model_type (text_config's when it has one); "" when absent. */
 RA_HF_API const char *ra_hf_config_model_type(const ra_hf_config *config);
 
-/* Overrides, as editing config.json would: a rope_scaling /
- * rope_parameters object (JSON text, len bytes) replacing the config's,
- * its missing keys taken from the config's top level; rope_theta (> 0);
+/* Overrides, as the tool's flags: a rope_scaling / rope_parameters object
+ * (JSON text, len bytes) replacing the config's (and the rope a family
+ * gives its sliding layers), its missing keys taken from the config's top
+ * level; the rope base of every layer, theta (> 0, finite); and
  * max_position_embeddings (> 0). */
 RA_HF_API ra_status ra_hf_config_set_rope_parameters(ra_hf_config *config, const char *json,
                                                      size_t len);
@@ -99,6 +101,8 @@ RA_HF_API ra_status ra_hf_config_set_max_position_embeddings(ra_hf_config *confi
 
 /* ---- what to build ----------------------------------------------------- */
 
+/* Every field is 8 bytes (no padding a newer field could hide in); fields
+ * added later take 0 as "not used". */
 typedef struct ra_hf_options {
     size_t struct_size; /* sizeof(ra_hf_options) */
     /* The layer (its number in the checkpoint's names); -1: the checkpoint
@@ -106,9 +110,10 @@ typedef struct ra_hf_options {
      * ra_hf_rope_config: -1 is any layer (a config whose layers have
      * different ropes is then refused). */
     int64_t layer;
-    int64_t n_heads, n_kv_heads; /* 0: the config's, else from the shapes; at most INT32_MAX */
-    int64_t head_dim;            /* ra_hf_rope_config: 0: the config's; at most INT32_MAX */
-    int layout;                  /* -1: the names' and family's; else ra_layout */
+    int64_t n_heads;    /* 0: the config's; at most INT32_MAX (as n_kv_heads, head_dim) */
+    int64_t n_kv_heads; /* 0: the config's, else wk's rows / head_dim */
+    int64_t head_dim;   /* ra_hf_rope_config: 0: the config's */
+    int64_t layout;     /* -1: the names' and family's; else an ra_layout */
     /* The tokens the layer will run on, as their places in the sequence:
      * [first_token, first_token + n_tokens).  The config's sliding windows
      * and Llama 4's chunks change attention only for longer inputs, which
@@ -116,14 +121,18 @@ typedef struct ra_hf_options {
     int64_t first_token, n_tokens;
     /* The largest position id the layer will be given (its rope tables;
      * dynamic and longrope scale by max_position + 1 unless seq_len says
-     * otherwise); -1: first_token + n_tokens - 1. */
+     * otherwise); -1: first_token + n_tokens - 1, unknown when n_tokens is
+     * 0 (dynamic and longrope then need seq_len). */
     int64_t max_position;
     int64_t seq_len;  /* > 0: the current length dynamic and longrope scale by */
     /* 1: the caller gives position ids (ra_positions.ids), not start
      * positions; Llama 4's NoPE layers, which scale q by each token's place
      * in the sequence, are then refused. */
-    int position_ids;
+    int64_t position_ids;
 } ra_hf_options;
+
+/* The size of the first published ra_hf_options. */
+#define RA_HF_OPTIONS_SIZE_V1 88
 
 static inline ra_hf_options ra_hf_options_init(void)
 {
@@ -138,8 +147,9 @@ static inline ra_hf_options ra_hf_options_init(void)
 
 /* The rope of the config (and of options->layer): type, theta, rotary_dim
  * = int(head_dim * partial_rotary_factor) (GPT-J: rotary_dim), the scaling
- * parameters, each key the type needs checked; layout the family's
- * (interleaved without one).  out->short_factor and long_factor point into
+ * parameters, each key the type needs checked; layout the option's, else
+ * the family's, else rotate_half's for a config (Hugging Face's pairs) and
+ * interleaved for config NULL (Meta's).  out->short_factor and long_factor point into
  * config: keep it open until ra_rope_create (which copies them). */
 RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_options *options,
                                       ra_rope_config *out);
@@ -168,9 +178,10 @@ RA_HF_API const char *ra_hf_layer_tensor_name(const ra_hf_layer *layer, int64_t 
 RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int64_t shape[8]);
 
 /* Gradient buffers for ra_layer_backward laid out as the checkpoint's
- * tensors: ra_hf_grads_get gives the ra_layer_grads to pass, and tensor i's
- * gradient is the float32 array ra_hf_grads_tensor(g, i) of tensor i's
- * shape (a fused qkv_proj's, for example, one array as stored). */
+ * tensors, zeroed: ra_hf_grads_get gives the ra_layer_grads to pass (copy
+ * it to set accumulate), and tensor i's gradient is the float32 array
+ * ra_hf_grads_tensor(g, i) of tensor i's shape (a fused qkv_proj's, for
+ * example, one array as stored).  Destroy it before its layer. */
 typedef struct ra_hf_grads ra_hf_grads;
 
 RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *layer);

@@ -232,6 +232,19 @@ static void test_failures(void)
     o.struct_size = 8;
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "struct_size",
            "an unset struct_size");
+    /* A newer header's options: accepted while its new fields are 0. */
+    CHECK(sizeof(ra_hf_options) == RA_HF_OPTIONS_SIZE_V1 && sizeof(ra_hf_options) == 11 * 8,
+          "ra_hf_options has %zu bytes", sizeof(ra_hf_options));
+    struct { ra_hf_options o; int64_t later; } newer = {ra_hf_options_init(), 0};
+    newer.o.struct_size = sizeof newer;
+    newer.o.layer = 1;
+    newer.o.n_tokens = S;
+    CHECK(ra_hf_layer_create(&layer, ckpt, config, &newer.o) == RA_OK, "%s", ra_hf_last_error());
+    ra_hf_layer_destroy(layer);
+    layer = NULL;
+    newer.later = 1;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &newer.o), RA_ERR_UNSUPPORTED,
+           "does not know", "a newer field set");
     CHECK(layer == NULL, "no layer on failure");
     /* attention_bias false and a q_proj.bias in the file: refused. */
     ra_hf_config *nobias = NULL;
@@ -278,6 +291,20 @@ static void test_rope_config(void)
           rope.layout == RA_LAYOUT_INTERLEAVED, "no config");
     o.head_dim = 0;
     expect(ra_hf_rope_config(NULL, &o, &rope), RA_ERR_ARGUMENT, "head_dim", "no head_dim");
+    /* dynamic scales by the length: refused when it is not known. */
+    static const char dynamic[] = "{\"head_dim\": 16, \"max_position_embeddings\": 64, "
+                                  "\"rope_scaling\": {\"rope_type\": \"dynamic\", "
+                                  "\"factor\": 2}}";
+    CHECK(ra_hf_config_parse(&config, dynamic, strlen(dynamic)) == RA_OK, "%s",
+          ra_hf_last_error());
+    o = ra_hf_options_init();
+    expect(ra_hf_rope_config(config, &o, &rope), RA_ERR_ARGUMENT, "seq_len",
+           "dynamic without a length");
+    o.n_tokens = 100;
+    CHECK(ra_hf_rope_config(config, &o, &rope) == RA_OK && rope.seq_len == 100 &&
+          rope.table_size == 100, "dynamic over 100 tokens: seq_len %lld",
+          (long long)rope.seq_len);
+    ra_hf_config_close(config);
 }
 
 /* The layers run the SIMD kernels: every case on every path (harness.h). */

@@ -93,7 +93,7 @@ int64_t hf_layer_number(const char *text, size_t len)
     int64_t layer = 0;
     for (size_t i = 0; i < len; i++) {
         int digit = text[i] - '0';
-        if (digit < 0 || digit > 9 || layer > (INT64_MAX - digit) / 10) return -1;
+        if (digit < 0 || digit > 9 || layer > (INT32_MAX - digit) / 10) return -1;
         layer = layer * 10 + digit;
     }
     return layer;

@@ -30,7 +30,8 @@ void hf_reset(void);
     } while (0)
 
 /* The caller's options (NULL: the defaults), checked, into out (ours);
- * max_position filled in from the tokens when -1. */
+ * max_position filled in from the tokens when -1 (stays -1, unknown,
+ * without them). */
 ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options);
 
 struct ra_hf_checkpoint {
@@ -111,7 +112,7 @@ ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, con
                             int64_t *n_kv_heads);
 
 /* The layer number text[0, len) spells in canonical decimal (no sign, no
- * leading zero but "0" itself, within int64), else -1. */
+ * leading zero but "0" itself, at most INT32_MAX), else -1. */
 int64_t hf_layer_number(const char *text, size_t len);
 
 /* Converts t (F32, F16, BF16 or F64) into dst (t->count floats). */
@@ -125,7 +126,8 @@ int64_t hf_config_head_dim(const ra_hf_fields *c);
 
 /* The rope of layer `layer` (-1: any), for head_dim, the length dynamic
  * and longrope scale by (0: max_position + 1) and the largest position the
- * layer is given; the layout is left to the caller (interleaved). */
+ * layer is given (-1: not known); the layout is left to the caller
+ * (interleaved). */
 ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
                   int64_t max_position, ra_rope_config *out);
 

@@ -221,7 +221,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     g->layer = layer;
     for (int s = 0; s < N_SLOTS; s++) {
         if (layer->owner[s] != s) continue;
-        g->data[s] = ra_malloc(layer->count[s] > 0 ? (size_t)layer->count[s] * sizeof(float) : 1);
+        g->data[s] = ra_calloc(layer->count[s] > 0 ? (size_t)layer->count[s] : 1, sizeof(float));
         if (!g->data[s]) {
             ra_hf_grads_destroy(g);
             return hf_fail(RA_ERR_NOMEM, "out of memory for %lld gradients",

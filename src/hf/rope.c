@@ -98,7 +98,7 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
         return RA_OK;
     int slides = ra_hf_layer_slides(&hf->window, layer);
     int differ = hf->has_local_rope || hf->has_rope_local_base_freq ||
-                 config->rope.type != RA_ROPE_DEFAULT;
+                 config->rope.type != RA_ROPE_DEFAULT || config->rope.has_partial_rotary_factor;
     if (slides < 0 && differ) {
         char which[64] = "layer -1 (any layer)";
         if (layer >= 0) snprintf(which, sizeof which, "layer %lld", (long long)layer);
@@ -159,30 +159,41 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
     if (rope.type == RA_ROPE_DYNAMIC || rope.type == RA_ROPE_YARN ||
         rope.type == RA_ROPE_LONGROPE)
         out->max_position_embeddings = max_positions;
-    if (rope.type == RA_ROPE_DYNAMIC || rope.type == RA_ROPE_LONGROPE)
-        out->seq_len = seq_len > 0 ? seq_len : max_position + 1;
-    /* Every position up to the largest from a table (at most 2^15 rows). */
-    out->table_size = max_position + 1 < ((int64_t)1 << 15) ? max_position + 1
-                                                            : ((int64_t)1 << 15);
+    const int by_length = rope.type == RA_ROPE_DYNAMIC || rope.type == RA_ROPE_LONGROPE;
+    if (by_length && seq_len <= 0 && max_position < 0)
+        return hf_fail(RA_ERR_ARGUMENT, "rope type %s scales by the sequence's length: set "
+                       "seq_len, or the tokens (n_tokens) or largest position (max_position) "
+                       "the layer will see", ra_hf_rope_type_name(rope.type));
+    if (by_length) out->seq_len = seq_len > 0 ? seq_len : max_position + 1;
+    /* Every position up to the largest from a table (at most 2^15 rows;
+     * 4096 when the largest is not known). */
+    const int64_t most = (int64_t)1 << 15;
+    out->table_size = max_position < 0 ? 4096 : max_position + 1 < most ? max_position + 1 : most;
     return RA_OK;
 }
+
+_Static_assert(sizeof(ra_hf_options) >= RA_HF_OPTIONS_SIZE_V1, "ra_hf_options only grows");
 
 /* The options, checked, with struct_size ours. */
 ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
 {
-    /* As ropeattn.h's structs that grow: a newer header's fields must be 0. */
+    /* As ropeattn.h's structs that grow: an older header's struct lacks
+     * the later fields (they keep their defaults); a newer header's fields
+     * must be 0. */
     *out = ra_hf_options_init();
-    if (options && options->struct_size < sizeof *out)
-        return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: struct_size %zu is less than "
-                       "sizeof(ra_hf_options) (%zu): start from ra_hf_options_init()",
-                       options->struct_size, sizeof *out);
+    if (options && options->struct_size < RA_HF_OPTIONS_SIZE_V1)
+        return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: struct_size %zu is less than %d: start "
+                       "from ra_hf_options_init()", options->struct_size,
+                       RA_HF_OPTIONS_SIZE_V1);
     for (size_t i = sizeof *out; options && i < options->struct_size; i++)
         if (((const unsigned char *)options)[i])
             return hf_fail(RA_ERR_UNSUPPORTED, "ra_hf_options: a field this library does not "
                            "know (byte %zu) is set", i);
-    if (options) memcpy(out, options, sizeof *out);
+    if (options)
+        memcpy(out, options, options->struct_size < sizeof *out ? options->struct_size
+                                                                : sizeof *out);
     /* Sizes as config.json's (at most INT32_MAX): products of two fit. */
-    const char *bad = out->layer < -1                     ? "layer"
+    const char *bad = out->layer < -1 || out->layer > INT32_MAX           ? "layer"
                       : out->n_heads < 0 || out->n_heads > INT32_MAX       ? "n_heads"
                       : out->n_kv_heads < 0 || out->n_kv_heads > INT32_MAX ? "n_kv_heads"
                       : out->head_dim < 0 || out->head_dim > INT32_MAX     ? "head_dim"
@@ -191,6 +202,7 @@ ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
                       : out->n_tokens < 0                 ? "n_tokens"
                       : out->max_position < -1            ? "max_position"
                       : out->seq_len < 0                  ? "seq_len"
+                      : out->position_ids != 0 && out->position_ids != 1 ? "position_ids"
                                                           : NULL;
     if (bad) return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: %s is out of range", bad);
     if (out->first_token > RA_MAX_POSITION || out->n_tokens > RA_MAX_POSITION + 1 ||
@@ -200,8 +212,8 @@ ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
                        "max_position %lld: beyond position %lld", (long long)out->first_token,
                        (long long)out->n_tokens, (long long)out->max_position,
                        (long long)RA_MAX_POSITION);
-    if (out->max_position < 0)
-        out->max_position = out->n_tokens ? out->first_token + out->n_tokens - 1 : 0;
+    if (out->max_position < 0 && out->n_tokens)
+        out->max_position = out->first_token + out->n_tokens - 1; /* else unknown: -1 */
     out->struct_size = sizeof *out;
     return RA_OK;
 }

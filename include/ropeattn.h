@@ -468,7 +468,7 @@ typedef enum ra_attention_path {
 /* How ra_attention, ra_attention_forward_lse, ra_attention_backward and
  * the layer's forwards (ra_layer_forward, ra_layer_forward_train) run.
  * NULL options mean ra_attention_options_init(): RA_PATH_AUTO, no dropout
- * (inference).
+ * (inference), the plain causal mask.
  *
  * Dropout as in training: each probability is zeroed with probability p
  * and the survivors scaled by 1 / (1 - p).  The masks come from a
@@ -476,12 +476,45 @@ typedef enum ra_attention_path {
  * element's index, so the same seed gives the same masks whatever the path
  * or thread count.  p = 0 is the identity (inference).  In the layer, p > 0
  * trains: dropout on the attention probabilities and on the output, as
- * LLaMA's attn_dropout and resid_dropout in train mode. */
+ * LLaMA's attn_dropout and resid_dropout in train mode.
+ *
+ * Masks and logits, as Hugging Face transformers forms them (docs/MASKS.md);
+ * each 0 or NULL means "none", any combination is allowed, and every path
+ * gives them the same meaning.  Query i and key j are row indices of the
+ * [B, S] grid (padding included).  Query i sees key j when all hold:
+ *   causal                 j <= i
+ *   window W               i - W < j            (W keys, i's own included)
+ *   chunk C                (j - lp) / C == (i - lp) / C, floor division, lp
+ *                          the row's count of leading padding tokens
+ *                          (Llama 4's chunked attention)
+ *   padding_mask           padding_mask[b * S + j] != 0
+ *   cu_seqlens             i and j in the same document
+ * A query that is itself padding (padding_mask 0) gives a zero output row,
+ * lse -Inf and zero gradients, whatever it could see (transformers' sdpa
+ * and flash paths give 0 to left-padding rows; its eager path, a mean of
+ * v).  Logits: s = scale q.k, then with softcap c, s = c tanh(s / c) (Gemma
+ * 2), before the mask.  Sinks (gpt-oss) add one logit per query head to
+ * every row's softmax denominator, never masked:
+ *   p_j = e^(s_j) / (sum over seen keys e^(s_k) + e^(sinks[h])),
+ * so a row's probabilities sum to less than 1, and lse includes the sink. */
 typedef struct ra_attention_options {
     size_t struct_size;     /* sizeof(ra_attention_options) */
     ra_attention_path path; /* RA_PATH_AUTO (0): the fastest */
     float dropout;          /* p, in [0, 1); 0: none */
     uint64_t seed;          /* the dropout masks' seed */
+    double scale;           /* logit scale, finite and > 0; 0: 1 / sqrt(D) */
+    double softcap;         /* c > 0: logits capped to (-c, c); 0: none */
+    int64_t window;         /* W >= 1: sliding window; 0: none */
+    int64_t chunk;          /* C >= 1: chunked attention; 0: none */
+    const float *sinks;     /* [H] sink logits, finite; NULL: none */
+    float *dsinks;          /* [H] ra_attention_backward's dL/dsinks (overwritten) when
+                               sinks are given; NULL: not computed.  Not read elsewhere */
+    const uint8_t *padding_mask; /* [B, S], 1 = real token, 0 = padding (Hugging Face's
+                                    attention_mask); NULL: none */
+    const int64_t *cu_seqlens;   /* [n_documents + 1]: packed documents, the same in every
+                                    batch row: 0 = c[0] < c[1] < ... < c[n] = S, document d
+                                    is tokens c[d] .. c[d + 1] - 1; NULL: one */
+    int64_t n_documents;
 } ra_attention_options;
 
 static inline ra_attention_options ra_attention_options_init(void)

@@ -37,6 +37,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                        (long long)q->shape[2], (long long)k->shape[2]);
     if (ra_tensors_overlap(out, q) || ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v))
         return ra_fail(RA_ERR_ARGUMENT, "out overlaps q, k or v");
+    RA_TRY(ra_attention_mask_read(&args->mask, options, q->shape));
     args->out = out;
     args->q = q;
     args->k = k;
@@ -44,7 +45,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->lse = NULL;
     args->rope = NULL;
     args->positions = NULL;
-    ra_attention_dropout(&args->dropout, &args->mask, options);
+    ra_attention_dropout(&args->dropout, &args->drop, options);
     return RA_OK;
 }
 

@@ -71,33 +71,42 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
 
     /* The gradients are written: they must not share memory with each other
      * or with anything read (lse as a [B, H, S] view; q's sizes fit). */
-    ra_tensor lse_view;
-    if (lse) lse_view = ra_tensor_4d((void *)lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
-    const ra_tensor *read[] = {dout, q, k, v, out, lse ? &lse_view : NULL};
-    static const char *const read_names[] = {"dout", "q", "k", "v", "out", "lse"};
-    const ra_tensor *grads[] = {dq, dk, dv};
-    static const char *const grad_names[] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 3; i++) {
-        int j = overlaps_any(grads[i], read, 6);
+    ra_tensor lse_view, sinks_view, dsinks_view;
+    const int64_t n_heads = q->shape[2];
+    if (lse) lse_view = ra_tensor_4d((void *)lse, RA_F32, q->shape[0], n_heads, q->shape[1], 1);
+    const float *sinks = options ? options->sinks : NULL;
+    float *dsinks = options ? options->dsinks : NULL;
+    if (sinks) sinks_view = ra_tensor_4d((void *)sinks, RA_F32, 1, 1, n_heads, 1);
+    if (dsinks) dsinks_view = ra_tensor_4d(dsinks, RA_F32, 1, 1, n_heads, 1);
+    const ra_tensor *read[] = {dout, q, k, v, out, lse ? &lse_view : NULL,
+                               sinks ? &sinks_view : NULL};
+    static const char *const read_names[] = {"dout", "q", "k", "v", "out", "lse", "sinks"};
+    const ra_tensor *grads[] = {dq, dk, dv, dsinks ? &dsinks_view : NULL};
+    static const char *const grad_names[] = {"dq", "dk", "dv", "dsinks"};
+    for (int i = 0; i < 4; i++) {
+        if (!grads[i]) continue;
+        int j = overlaps_any(grads[i], read, 7);
         if (j >= 0)
             return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", grad_names[i], read_names[j]);
-        j = overlaps_any(grads[i], grads + i + 1, 2 - i);
+        j = overlaps_any(grads[i], grads + i + 1, 3 - i);
         if (j >= 0)
             return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", grad_names[i],
                            grad_names[i + 1 + j]);
     }
 
+    RA_TRY(ra_attention_mask_read(&args->fwd.mask, options, q->shape));
     args->fwd.out = out;
     args->fwd.q = q;
     args->fwd.k = k;
     args->fwd.v = v;
     args->fwd.lse = NULL;
-    ra_attention_dropout(&args->fwd.dropout, &args->fwd.mask, options);
+    ra_attention_dropout(&args->fwd.dropout, &args->fwd.drop, options);
     args->dq = dq;
     args->dk = dk;
     args->dv = dv;
     args->dout = dout;
     args->lse = lse;
+    args->dsinks = dsinks;
     return RA_OK;
 }
 
@@ -109,9 +118,10 @@ size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch
         /* P and dS [S, S] and a row of dropout multipliers (floats, an even
          * count), then dk and dv sums [S, D] (doubles). */
         if (ra_mul(seq, 2 * seq + 2, &a) != RA_OK || ra_mul(seq, head_dim, &b) != RA_OK ||
-            ra_mul(b, 4, &b) != RA_OK || a > RA_MAX_ELEMENTS - b)
+            ra_mul(b, 4, &b) != RA_OK || a > RA_MAX_ELEMENTS - b ||
+            a + b > RA_MAX_ELEMENTS - 2 * n_heads)
             return 0;
-        n = a + b;
+        n = a + b + 2 * n_heads; /* and dsink [H] (doubles) */
     } else {
         /* Per-head dk and dv [B, H, S, dp], then each thread's tiles. */
         if (head_dim > RA_MAX_ELEMENTS / 4096) return 0;

@@ -7,15 +7,78 @@
 #ifndef RA_ATTENTION_INTERNAL_H
 #define RA_ATTENTION_INTERNAL_H
 
+#include <math.h>
+
 #include "dropout.h"
 #include "internal.h"
 
+/* The masks and logit changes of ra_attention_options, checked
+ * (ra_attention_mask_read); the kernels test them with the functions below.
+ * Plain causal attention has every field 0 or NULL but scale. */
+typedef struct ra_attention_mask {
+    double scale;               /* logits = q.k scale */
+    float softcap;              /* 0: none */
+    int64_t window, chunk;      /* 0: none */
+    const float *sinks;         /* [H] or NULL */
+    const uint8_t *padding;     /* [B, S] or NULL */
+    const int64_t *cu_seqlens;  /* [n_documents + 1] or NULL */
+    int64_t n_documents, seq;   /* seq: S, the padding rows' length */
+} ra_attention_mask;
+
+/* Checks options' masks for q's shape [B, S, H, D] and fills *mask. */
+ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_options *options,
+                                 const int64_t q_shape[4]);
+
+/* Whether the mask does more than causal attention at the default scale:
+ * the layer refuses such options (its masks come from its config). */
+int ra_attention_mask_is_plain(const ra_attention_mask *mask, int64_t head_dim);
+
+/* Leading padding tokens of row b (0 without a padding mask): the chunks'
+ * origin. */
+int64_t ra_mask_leading_padding(const ra_attention_mask *mask, int64_t b);
+
+/* The first key query i sees, before the padding mask: keys lo .. i, from
+ * the window, the chunk (lp: ra_mask_leading_padding) and the document. */
+static inline int64_t ra_mask_first_key(const ra_attention_mask *mask, int64_t i, int64_t lp)
+{
+    int64_t lo = 0;
+    if (mask->window && i - mask->window + 1 > lo) lo = i - mask->window + 1;
+    if (mask->chunk) {
+        int64_t rel = i - lp; /* floor division, rel may be negative */
+        int64_t start = lp + (rel >= 0 ? rel / mask->chunk : -((-rel + mask->chunk - 1) / mask->chunk)) * mask->chunk;
+        if (start > lo) lo = start;
+    }
+    if (mask->cu_seqlens) { /* the last document start <= i */
+        int64_t a = 0, z = mask->n_documents; /* c[a] <= i < c[z] */
+        while (z - a > 1) {
+            int64_t m = a + (z - a) / 2;
+            if (mask->cu_seqlens[m] <= i) a = m;
+            else z = m;
+        }
+        if (mask->cu_seqlens[a] > lo) lo = mask->cu_seqlens[a];
+    }
+    return lo;
+}
+
+/* Whether token j of row b is real (not padding). */
+static inline int ra_mask_real(const ra_attention_mask *mask, int64_t b, int64_t j)
+{
+    return !mask->padding || mask->padding[b * mask->seq + j] != 0;
+}
+
+/* The logit of a scaled dot product: soft-capped when asked. */
+static inline double ra_mask_logit(const ra_attention_mask *mask, double s)
+{
+    return mask->softcap > 0 ? mask->softcap * tanh(s / mask->softcap) : s;
+}
+
 typedef struct ra_attention_args {
+    ra_attention_mask mask; /* masks, scale, softcap, sinks */
     const ra_tensor *out, *q, *k, *v;
     float *lse;           /* [B, H, S] or NULL: the forward also writes each
                              row's log-sum-exp (ra_attention_forward_lse) */
     int dropout;          /* nonzero: apply mask to the probabilities */
-    ra_dropout_mask mask; /* stream RA_STREAM_ATTENTION */
+    ra_dropout_mask drop; /* stream RA_STREAM_ATTENTION */
     /* Flash path: with rope set, q and k are not yet rotated, and each tile
      * is rotated as it is loaded, at these positions (of the [B, S] grid)
      * — RoPE without a pass of its own over q and k. */
@@ -124,6 +187,7 @@ typedef struct ra_attention_backward_args {
                               path, which does not read it); lse unused */
     const ra_tensor *dq, *dk, *dv, *dout;
     const float *lse;      /* the forward's; NULL on the reference path */
+    float *dsinks;         /* [H] or NULL: the options' */
 } ra_attention_backward_args;
 
 /* Validates the views and, for the flash path (path must be REFERENCE or

@@ -6,7 +6,9 @@
  *
  *   scores = q @ k^T / sqrt(D)          dq  = dscores @ k / sqrt(D)
  *                                       dk += dscores^T @ q / sqrt(D)
+ *   scores = c tanh(scores / c)         dscores *= 1 - tanh^2(scores / c)  (soft-capping)
  *   scores = softmax(scores + mask)     dscores = P * (dP - rowsum(P * dP))
+ *            (sinks in the sum)         dsink  -= p_sink rowsum(P * dP)
  *   scores = attn_dropout(scores)       dP  = dPd * mult      (mult: 0 or 1/(1-p))
  *   out    = scores @ v                 dPd = dout @ v^T,  dv += Pd^T @ dout
  *
@@ -19,11 +21,27 @@
  *
  *   dq, dout, q: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]
  *   scratch: P and dS [S, S], mult [2 S] (floats: an even count, so the doubles
- *            after them are aligned); dk_sum, dv_sum [S, D] (doubles)
+ *            after them are aligned); dk_sum, dv_sum [S, D], dsink [H] (doubles)
  */
 #include <math.h>
 
 #include "attention_internal.h"
+
+/* The slope of the soft-cap at query i and key j of (b, h): 1 - tanh^2(s / c)
+ * for the scaled dot product s, recomputed in double as the forward forms it. */
+static double softcap_slope(const ra_attention_args *fwd, int64_t b, int64_t h, int64_t i,
+                            int64_t j)
+{
+    const ra_tensor *q = fwd->q, *k = fwd->k;
+    const int64_t head_dim = q->shape[3], kv = h / (q->shape[2] / k->shape[2]);
+    const float *qi = ra_row(q, b, i, h);
+    const int64_t kj = ra_offset(k, b, j, kv);
+    double dot = 0;
+    for (int64_t d = 0; d < head_dim; d++)
+        dot += (double)qi[d] * ra_load(k->data, k->dtype, kj + d);
+    double t = tanh(dot * fwd->mask.scale / fwd->mask.softcap);
+    return 1.0 - t * t;
+}
 
 void ra_attention_backward_reference(const ra_attention_backward_args *args, void *scratch)
 {
@@ -31,29 +49,35 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
     const ra_tensor *q = fwd->q, *k = fwd->k, *v = fwd->v, *dout = args->dout;
     const int64_t batch = q->shape[0], seq = q->shape[1], n_heads = q->shape[2];
     const int64_t n_kv = k->shape[2], head_dim = q->shape[3], n_rep = n_heads / n_kv;
-    const double scale = 1.0 / sqrt((double)head_dim);
     float *prob = scratch;                         /* [S, S]: P, then P * mult */
     float *dscores = prob + seq * seq;             /* [S, S] */
     float *mult = dscores + seq * seq;             /* [S], then S floats unused */
     double *dk_sum = (double *)(mult + 2 * seq);   /* [S, D], after 2 S^2 + 2 S floats */
     double *dv_sum = dk_sum + seq * head_dim;      /* [S, D] */
+    double *dsink = dv_sum + seq * head_dim;       /* [H] */
+    const ra_attention_mask *mask = &fwd->mask;
+    const double scale = mask->scale;
+
+    for (int64_t h = 0; h < n_heads; h++) dsink[h] = 0.0;
 
     for (int64_t b = 0; b < batch; b++)
         for (int64_t g = 0; g < n_kv; g++) {
+            const int64_t lp = ra_mask_leading_padding(mask, b);
             for (int64_t t = 0; t < seq * head_dim; t++) dk_sum[t] = dv_sum[t] = 0.0;
             for (int64_t h = g * n_rep; h < (g + 1) * n_rep; h++) {
                 for (int64_t i = 0; i < seq; i++) {
                     float *p = prob + i * seq, *ds = dscores + i * seq;
-                    ra_attention_reference_row(fwd, b, h, i, p);
+                    double lse = ra_attention_reference_row(fwd, b, h, i, p);
                     for (int64_t j = 0; j < seq; j++) mult[j] = 1.0f;
                     if (fwd->dropout)
-                        ra_dropout_row(&fwd->mask,
+                        ra_dropout_row(&fwd->drop,
                                        (uint64_t)((b * n_heads + h) * seq + i) * (uint64_t)seq,
                                        seq, mult);
                     /* dP = (dout v^T) * mult, for the keys row i sees */
                     const float *doi = ra_row(dout, b, i, h);
+                    const int64_t lo = ra_mask_first_key(mask, i, lp);
                     double row_dot = 0; /* rowsum(P * dP) */
-                    for (int64_t j = 0; j <= i; j++) {
+                    for (int64_t j = lo; j <= i; j++) {
                         int64_t vj = ra_offset(v, b, j, g);
                         double dot = 0;
                         for (int64_t d = 0; d < head_dim; d++)
@@ -61,9 +85,17 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                         ds[j] = (float)dot * mult[j];
                         row_dot += (double)p[j] * ds[j];
                     }
-                    /* dscores = P * (dP - rowsum(P * dP)), in float32 */
+                    /* dscores = P * (dP - rowsum(P * dP)), in float32, then
+                     * through the cap: d(c tanh(s / c))/ds = 1 - tanh^2(s / c) */
                     for (int64_t j = 0; j < seq; j++)
-                        ds[j] = j <= i ? p[j] * (ds[j] - (float)row_dot) : 0.0f;
+                        ds[j] = j >= lo && j <= i ? p[j] * (ds[j] - (float)row_dot) : 0.0f;
+                    if (mask->softcap)
+                        for (int64_t j = lo; j <= i; j++)
+                            ds[j] *= (float)softcap_slope(fwd, b, h, i, j);
+                    /* the sink's share p_sink = e^(sink - lse) of the row:
+                     * dL/dsink = -p_sink rowsum(P * dP) */
+                    if (mask->sinks && ra_mask_real(mask, b, i))
+                        dsink[h] -= exp((double)mask->sinks[h] - lse) * row_dot;
                     for (int64_t j = 0; j < seq; j++) p[j] *= mult[j]; /* Pd */
                 }
                 /* dv += Pd^T dout;  dk += dscores^T q / sqrt(D) (scaled below) */
@@ -97,4 +129,6 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                 }
             }
         }
+    if (args->dsinks)
+        for (int64_t h = 0; h < n_heads; h++) args->dsinks[h] = (float)dsink[h];
 }

@@ -168,6 +168,11 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     call->tokens = batch * seq;
     RA_TRY(ra_attention_options_read(&call->attn, options));
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
+    const ra_attention_options *o = &call->attn;
+    if (o->scale || o->softcap || o->window || o->chunk || o->sinks || o->dsinks ||
+        o->padding_mask || o->cu_seqlens || o->n_documents)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: the layer does not take "
+                       "masks, scale, soft-capping or sinks from its options");
     /* Packed ragged batches need attention that stays inside each sequence. */
     return ra_positions_read(&call->pos, positions, batch, seq, 0);
 }

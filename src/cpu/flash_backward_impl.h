@@ -239,7 +239,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {
                     if (r < nq)
-                        ra_dropout_row(&f->mask,
+                        ra_dropout_row(&f->drop,
                                        (uint64_t)((b * n_heads + h) * seq + q0 + r) * (uint64_t)seq +
                                            (uint64_t)k0,
                                        nk, t.mult);

@@ -351,7 +351,7 @@ static void flash_task(void *arg, int64_t task, int thread)
                 if (i >= nq) continue;
                 uint64_t first = (uint64_t)((b * n_heads + g * rep + h) * seq + q0 + i) *
                                  (uint64_t)seq + (uint64_t)k0;
-                ra_dropout_row(&a->mask, first, nk, t.mult);
+                ra_dropout_row(&a->drop, first, nk, t.mult);
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }
         tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);

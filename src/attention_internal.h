@@ -134,8 +134,10 @@ typedef struct ra_flash_layout {
 static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
- * Ot [D, rows], m, l, e^(m - m') and query positions [rows], dropout
- * multipliers [BK], a zero row [D rounded to 16] (the padding query rows'),
+ * Ot [D, rows], m, l, e^(m - m'), each row's first and last key seen in a
+ * tile [rows], each row's first key [rows] (int64), the tile's padding keys
+ * [BK], dropout multipliers [BK], a zero row [D rounded to 16] (the padding
+ * query rows'),
  * key/value row pointers [BK], float32 copies of a tile of 16-bit (or
  * rotated) K or V [BK, D rounded to 16], and the rotated query rows [rows,
  * D rounded to 16].  rep
@@ -146,8 +148,8 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     f.block_q = (64 / rep) & ~(int64_t)7;
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
-    f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 4 * f.rows +
-                                   RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK +
+    f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 7 * f.rows +
+                                   2 * RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK +
                                    (RA_FLASH_BK + f.rows) * ra_round_up(head_dim, 16),
                                16);
     return f;

@@ -155,8 +155,11 @@ static void store_rows_transposed(float *const *dst, const float *restrict ot, i
 typedef struct flash_tile {
     float *qt, *st, *ot, *m, *l, *alpha, *mult, *zero, *wide, *qrot;
     const float **krow; /* [BK] */
-    float *pos;         /* [rows]: each row's query index less the block's first
-                           (exact as a float at any length); +inf for padding */
+    float *lo, *hi;     /* [rows]: the first and last key of the tile each row
+                           sees, counted from the tile's first key and clamped to
+                           [-1, BK] (exact as floats); padding rows see them all */
+    int64_t *first;     /* [rows]: each row's first key (ra_mask_first_key) */
+    float *padkey;      /* [BK]: nonzero for the tile's padding keys */
 } flash_tile;
 
 static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
@@ -169,8 +172,11 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.m = t.ot + head_dim * rows;                           /* [rows] */
     t.l = t.m + rows;                                       /* [rows] */
     t.alpha = t.l + rows;                                   /* [rows] */
-    t.pos = t.alpha + rows;                                 /* [rows] */
-    t.mult = t.pos + rows;                                  /* [BK] */
+    t.lo = t.alpha + rows;                                  /* [rows] */
+    t.hi = t.lo + rows;                                     /* [rows] */
+    t.first = (int64_t *)(void *)(t.hi + rows);             /* [rows] int64 */
+    t.padkey = t.hi + 3 * rows;                             /* [BK] */
+    t.mult = t.padkey + BK;                                 /* [BK] */
     t.zero = t.mult + BK;                                   /* [D] zeros */
     t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK] */
     t.wide = t.zero + ra_round_up(head_dim, 16) + 2 * BK;           /* [BK, D rounded to 16] */
@@ -178,26 +184,31 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     return t;
 }
 
-/* Masks, exponentiates and folds one tile's scores into m and l, and
- * leaves e^(m - m') in alpha for values_block to rescale Ot with.  Keys
- * after a row's query are -inf; key k0 + j is j0 + j places after the
- * block's first query. */
-static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t j0, int diagonal)
+/* Soft-caps (softcap > 0), masks (masked: keys outside a row's lo .. hi,
+ * and padding keys), exponentiates and folds one tile's scores into m and l,
+ * and leaves e^(m - m') in alpha for values_block to rescale Ot with. */
+static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int masked,
+                         int padding, float softcap)
 {
+    const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
-        vf pos = vload(t->pos + r0), mx = vload(t->m + r0), m_new = mx;
+        vf lo = vload(t->lo + r0), hi = vload(t->hi + r0);
+        vf mx = vload(t->m + r0), m_new = mx;
         for (int64_t j = 0; j < nk; j++) {
             vf s = vload(t->st + j * rows + r0);
-            if (diagonal) {
-                s = vselect(vsplat((float)(j0 + j)) > pos, vsplat(-INFINITY), s);
-                vstore(t->st + j * rows + r0, s);
+            if (softcap > 0) s = cap * vtanh(s * inv_cap);
+            if (masked) {
+                vf at = vsplat((float)j);
+                s = vselect((at > hi) | (at < lo), vsplat(-INFINITY), s);
+                if (padding && t->padkey[j]) s = vsplat(-INFINITY);
             }
+            if (masked || softcap > 0) vstore(t->st + j * rows + r0, s);
             m_new = vmax(m_new, s);
         }
         /* m starts at -inf.  While every score so far is -inf (a logit
-         * beyond -FLT_MAX, say) m' is -inf too: exponentiate against 0
-         * then, so that such keys weigh 0 rather than e^(-inf + inf) = NaN,
-         * as in a softmax over the whole row. */
+         * beyond -FLT_MAX, say, or keys all masked) m' is -inf too:
+         * exponentiate against 0 then, so that such keys weigh 0 rather
+         * than e^(-inf + inf) = NaN, as in a softmax over the whole row. */
         vf m_exp = vselect(m_new == vsplat(-INFINITY), vsplat(0.0f), m_new);
         vf alpha = vexp(mx - m_exp), sum = vsplat(0.0f);
         for (int64_t j = 0; j < nk; j++) {
@@ -211,13 +222,19 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int64_t 
     }
 }
 
-/* Whether the values of a diagonal tile hold an Inf or a NaN at a key that
- * some rows do not see (j0 + j > 0): a masked key weighs exactly 0 for a
- * row, but 0 * Inf = NaN would still reach that row through values_block. */
-static int unseen_nonfinite(const flash_tile *t, int64_t j0, int64_t nk, int64_t head_dim)
+/* Whether key j of the tile is seen by row r. */
+static inline int seen(const flash_tile *t, int64_t r, int64_t j)
+{
+    return (float)j >= t->lo[r] && (float)j <= t->hi[r] && !t->padkey[j];
+}
+
+/* Whether the values of a masked tile hold an Inf or a NaN: a masked key
+ * weighs exactly 0 for a row, but 0 * Inf = NaN would still reach that row
+ * through values_block. */
+static int tile_nonfinite(const flash_tile *t, int64_t nk, int64_t head_dim)
 {
     vf acc = vsplat(0.0f); /* x - x: 0 where x is finite, NaN where not */
-    for (int64_t j = j0 > 0 ? 0 : 1 - j0; j < nk; j++) {
+    for (int64_t j = 0; j < nk; j++) {
         int64_t d = 0;
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf x = vload(t->krow[j] + d);
@@ -233,17 +250,16 @@ static int unseen_nonfinite(const flash_tile *t, int64_t j0, int64_t nk, int64_t
     return 0;
 }
 
-/* values_block for such a tile, one row at a time over the keys it sees
- * (key j is j0 + j places after the block's first query), in the same
- * order. */
-static void values_seen(const flash_tile *t, int64_t j0, int64_t nk, int64_t rows,
-                        int64_t head_dim, int first)
+/* values_block for such a tile, one row at a time over the keys it sees,
+ * in the same order. */
+static void values_seen(const flash_tile *t, int64_t nk, int64_t rows, int64_t head_dim,
+                        int first)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < head_dim; d++) {
             float acc = first ? 0.0f : t->ot[d * rows + r] * t->alpha[r];
-            for (int64_t j = 0; j < nk && (float)(j0 + j) <= t->pos[r]; j++)
-                acc += t->krow[j][d] * t->st[j * rows + r];
+            for (int64_t j = 0; j < nk; j++)
+                if (seen(t, r, j)) acc += t->krow[j][d] * t->st[j * rows + r];
             t->ot[d * rows + r] = acc;
         }
 }
@@ -296,15 +312,36 @@ static void key_rows(const flash_tile *t, const ra_attention_args *a, int64_t b,
     for (int64_t j = 0; j < nk; j++) t->krow[j] = t->wide + j * ra_round_up(head_dim, 16);
 }
 
+/* lo and hi of every row for the tile [k0, k0 + nk): padding rows (past the
+ * group's rows or the last query) see every key. */
+static void tile_bounds(const flash_tile *t, const ra_flash_job *job, int64_t q0, int64_t nq,
+                        int64_t k0, int64_t nk)
+{
+    const int64_t block_q = job->layout.block_q;
+    for (int64_t r = 0; r < job->layout.rows; r++) {
+        int64_t qi = r % block_q;
+        if (r / block_q >= job->layout.rows / block_q || qi >= nq || t->first[r] < 0) {
+            t->lo[r] = -1.0f;
+            t->hi[r] = (float)BK;
+            continue;
+        }
+        int64_t lo = t->first[r] - k0, hi = q0 + qi - k0;
+        t->lo[r] = (float)(lo < -1 ? -1 : lo > BK ? BK : lo);
+        t->hi[r] = (float)(hi < -1 ? -1 : hi > BK ? BK : hi);
+    }
+    (void)nk;
+}
+
 static void flash_task(void *arg, int64_t task, int thread)
 {
     const ra_flash_job *job = arg;
     const ra_attention_args *a = job->args;
+    const ra_attention_mask *mask = &a->mask;
     const ra_tensor *q = a->q, *k = a->k, *v = a->v, *out = a->out;
     const int64_t seq = q->shape[1], n_heads = q->shape[2], n_kv = k->shape[2];
     const int64_t head_dim = q->shape[3], rep = n_heads / n_kv;
     const int64_t block_q = job->layout.block_q, rows = job->layout.rows;
-    const float scale = (float)(1.0 / sqrt((double)head_dim));
+    const float scale = (float)mask->scale;
 
     /* a (b, kv head) group at a time, its longest tasks (last query block)
      * first: attention_flash.c says why */
@@ -313,6 +350,21 @@ static void flash_task(void *arg, int64_t task, int thread)
     int64_t b = group / n_kv, g = group % n_kv;
     int64_t q0 = qblock * block_q, q1 = q0 + block_q < seq ? q0 + block_q : seq, nq = q1 - q0;
     flash_tile t = carve(job, thread, head_dim);
+
+    /* Each query's first key; the keys the block reads, k_first .. q1 - 1
+     * (a window's or a chunk's tiles before them are skipped), and the last
+     * first key (after it, and up to q0, every row sees every key). */
+    const int64_t lp = ra_mask_leading_padding(mask, b);
+    int64_t k_first = q1, first_max = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t h = r / block_q, qi = r % block_q;
+        t.first[r] = -1;
+        if (h >= rep || qi >= nq) continue;
+        t.first[r] = ra_mask_first_key(mask, q0 + qi, lp);
+        k_first = t.first[r] < k_first ? t.first[r] : k_first;
+        first_max = t.first[r] > first_max ? t.first[r] : first_max;
+    }
+    const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
 
     /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
      * padding rows (past the group's rows or the last query) are zero. */
@@ -328,7 +380,6 @@ static void flash_task(void *arg, int64_t task, int thread)
             int real = h < rep && qi < nq;
             t.m[r] = -INFINITY;
             t.l[r] = 0.0f;
-            t.pos[r] = real ? (float)qi : INFINITY; /* padding sees every key */
             src[i] = !real      ? t.zero
                      : a->rope ? t.qrot + r * width
                                : ra_row(q, b, q0 + qi, g * rep + h);
@@ -336,15 +387,22 @@ static void flash_task(void *arg, int64_t task, int thread)
         load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
     }
 
-    for (int64_t k0 = 0; k0 < q1; k0 += BK) {
+    for (int64_t k0 = k_first; k0 < q1; k0 += BK) {
         int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
         key_rows(&t, a, b, g, k0, nk, head_dim);
         for (int64_t j0 = 0; j0 < nk; j0 += MR) {
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;
             scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
         }
-        const int diagonal = k0 + nk > q0 + 1; /* some rows do not see some keys */
-        softmax_tile(&t, rows, nk, k0 - q0, diagonal);
+        int padding = 0; /* some keys of the tile are padding */
+        for (int64_t j = 0; j < nk; j++) {
+            t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
+            padding |= t.padkey[j] != 0;
+        }
+        /* some rows do not see some keys */
+        const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
+        if (masked) tile_bounds(&t, job, q0, nq, k0, nk);
+        softmax_tile(&t, rows, nk, masked, padding, mask->softcap);
         if (a->dropout)
             for (int64_t r = 0; r < rep * block_q; r++) {
                 int64_t h = r / block_q, i = r % block_q;
@@ -355,10 +413,10 @@ static void flash_task(void *arg, int64_t task, int thread)
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }
         tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
-        if (diagonal && unseen_nonfinite(&t, k0 - q0, nk, head_dim)) {
-            values_seen(&t, k0 - q0, nk, rows, head_dim, k0 == 0);
+        if (masked && tile_nonfinite(&t, nk, head_dim)) {
+            values_seen(&t, nk, rows, head_dim, k0 == k_first);
         } else {
-            values_blocks(t.ot, t.st, t.krow, head_dim, nk, rows, t.alpha, k0 == 0);
+            values_blocks(t.ot, t.st, t.krow, head_dim, nk, rows, t.alpha, k0 == k_first);
         }
     }
 
@@ -368,9 +426,23 @@ static void flash_task(void *arg, int64_t task, int thread)
             int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
             int real = h < rep && qi < nq;
             dst[i] = real ? ra_row(out, b, q0 + qi, g * rep + h) : NULL;
-            inv[i] = real ? 1.0f / t.l[r] : 0.0f;
-            if (real && a->lse) /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)) */
-                a->lse[(b * n_heads + g * rep + h) * seq + q0 + qi] = t.m[r] + logf(t.l[r]);
+            inv[i] = 0.0f;
+            if (!real) continue;
+            /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins
+             * the sum against the larger of m and itself */
+            float m = t.m[r], l = t.l[r], lse = -INFINITY;
+            if (!ra_mask_real(mask, b, q0 + qi)) { /* a padding query: zeros */
+            } else if (mask->sinks) {
+                float sink = mask->sinks[g * rep + h], top = m > sink ? m : sink;
+                float keep = m == -INFINITY ? 0.0f : expf(m - top);
+                float total = l * keep + expf(sink - top);
+                inv[i] = keep / total;
+                lse = top + logf(total);
+            } else {
+                inv[i] = 1.0f / l;
+                lse = m + logf(l);
+            }
+            if (a->lse) a->lse[(b * n_heads + g * rep + h) * seq + q0 + qi] = lse;
         }
         store_rows_transposed(dst, t.ot, rows, r0, head_dim, inv);
     }

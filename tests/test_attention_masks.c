@@ -1,0 +1,457 @@
+/*
+ * test_attention_masks.c — attention with options' masks and logit changes
+ * (window, chunk, padding, packed documents, scale, soft-capping, sinks):
+ * the reference against a double-precision oracle written from transformers'
+ * predicates (masking_utils.py, docs/MASKS.md), the flash forward and
+ * backward against the reference on awkward shapes, identical bits for any
+ * thread count, the backward against finite differences, and the checks.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+
+/* One case: shapes, then the options.  pad: 0 none, 1 left padding (row b
+ * has 3 b + 1 leading pads), 2 right padding, 3 row 0 left-padded and row 1
+ * all padding.  docs: packed documents (0: one). */
+typedef struct mask_case {
+    int64_t b, s, h, hkv, d;
+    int64_t window, chunk;
+    double softcap, scale;
+    int sinks, pad, docs;
+} mask_case;
+
+static const mask_case cases[] = {
+    /* b, s, h, hkv, d, window, chunk, softcap, scale, sinks, pad, docs */
+    {1, 1, 1, 1, 2, 1, 0, 0, 0, 0, 0, 0},
+    {1, 7, 2, 1, 8, 1, 0, 0, 0, 0, 0, 0},
+    {2, 65, 4, 2, 16, 3, 0, 5.0, 0, 0, 0, 0},
+    {1, 130, 8, 2, 32, 100, 0, 0, 0, 1, 0, 0},       /* W not a multiple of the tile */
+    {1, 130, 4, 1, 24, 500, 0, 0, 0, 0, 0, 0},       /* W >= S */
+    {2, 150, 4, 2, 16, 64, 0, 0, 0.3, 0, 0, 0},      /* W = the tile */
+    {2, 140, 2, 1, 16, 0, 50, 0, 0, 0, 1, 0},        /* chunks from the first real token */
+    {1, 200, 4, 4, 8, 0, 64, 0, 0, 0, 0, 0},
+    {1, 70, 2, 2, 8, 0, 1, 0, 0, 1, 0, 0},
+    {2, 90, 4, 2, 16, 0, 0, 30.0, 0, 1, 2, 0},       /* right padding, cap, sinks */
+    {2, 80, 6, 3, 10, 0, 0, 0, 0, 0, 3, 0},          /* a row of padding only */
+    {1, 150, 4, 2, 16, 20, 0, 0, 0, 0, 0, 3},        /* packed documents and a window */
+    {1, 129, 2, 1, 16, 0, 0, 0, 0, 1, 0, 4},
+    {2, 170, 4, 1, 32, 30, 70, 20.0, 0, 1, 1, 0},    /* everything at once */
+    {1, 300, 8, 1, 64, 128, 0, 0, 0, 1, 0, 0},       /* gpt-oss: window and sinks */
+    {1, 260, 4, 2, 48, 100, 0, 50.0, 0.0625, 0, 0, 0}, /* Gemma 2: window, cap, scale */
+};
+
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+static int64_t n_q(const mask_case *c) { return c->b * c->s * c->h * c->d; }
+static int64_t n_kv(const mask_case *c) { return c->b * c->s * c->hkv * c->d; }
+
+/* The inputs of one case and its options (which point into it). */
+typedef struct mask_inputs {
+    float *q, *k, *v, sinks[16], dsinks[16];
+    uint8_t *pad;
+    int64_t cu[8];
+    ra_attention_options o;
+} mask_inputs;
+
+static void inputs_make(mask_inputs *in, const mask_case *c, uint64_t seed)
+{
+    in->q = malloc(4 * n_q(c));
+    in->k = malloc(4 * n_kv(c));
+    in->v = malloc(4 * n_kv(c));
+    ra_test_fill(in->q, n_q(c), seed);
+    ra_test_fill(in->k, n_kv(c), seed + 1);
+    ra_test_fill(in->v, n_kv(c), seed + 2);
+    for (int64_t i = 0; i < n_q(c); i++) in->q[i] *= 3.0f; /* peakier softmax */
+    in->o = ra_attention_options_init();
+    in->o.window = c->window;
+    in->o.chunk = c->chunk;
+    in->o.softcap = c->softcap;
+    in->o.scale = c->scale;
+    for (int64_t h = 0; h < c->h; h++) in->sinks[h] = (float)h * 0.7f - 1.0f;
+    if (c->h > 1) in->sinks[1] = 6.0f; /* a sink that outweighs the keys */
+    if (c->sinks) in->o.sinks = in->sinks;
+    in->pad = NULL;
+    if (c->pad) {
+        in->pad = malloc((size_t)(c->b * c->s));
+        for (int64_t b = 0; b < c->b; b++)
+            for (int64_t i = 0; i < c->s; i++) {
+                int64_t n = 3 * b + 1 < c->s ? 3 * b + 1 : c->s - 1; /* pads per row */
+                int real = c->pad == 2 ? i < c->s - n : i >= n;
+                if (c->pad == 3) real = b == 0 ? i >= 5 : 0;
+                in->pad[b * c->s + i] = (uint8_t)real;
+            }
+        in->o.padding_mask = in->pad;
+    }
+    if (c->docs) { /* documents of uneven lengths */
+        for (int d = 0; d <= c->docs; d++) in->cu[d] = c->s * d * d / (c->docs * c->docs);
+        in->o.cu_seqlens = in->cu;
+        in->o.n_documents = c->docs;
+    }
+}
+
+static void inputs_free(mask_inputs *in)
+{
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->pad);
+}
+
+/* ---- the oracle: transformers' predicates, in double --------------------- */
+
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+static int64_t doc_of(const mask_inputs *in, int64_t i)
+{
+    int64_t d = 0;
+    while (in->o.cu_seqlens && in->cu[d + 1] <= i) d++;
+    return d;
+}
+
+/* masking_utils.py: causal, sliding_window_overlay, chunked_overlay (with the
+ * left-padding offset), padding_mask_function, packed_sequence_mask_function. */
+static int sees(const mask_case *c, const mask_inputs *in, int64_t b, int64_t i, int64_t j)
+{
+    int64_t lp = 0;
+    while (in->pad && lp < c->s && !in->pad[b * c->s + lp]) lp++;
+    if (j > i) return 0;
+    if (c->window && !(j > i - c->window)) return 0;
+    if (c->chunk && floor_div(j - lp, c->chunk) != floor_div(i - lp, c->chunk)) return 0;
+    if (in->pad && !in->pad[b * c->s + j]) return 0;
+    return doc_of(in, i) == doc_of(in, j);
+}
+
+/* out [B, S, H, D] in double, padding queries 0, and lse [B, H, S]. */
+static void oracle(double *out, double *lse, const mask_case *c, const mask_inputs *in)
+{
+    const int64_t S = c->s, H = c->h, D = c->d, rep = c->h / c->hkv;
+    const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
+    double *w = malloc(sizeof(double) * S);
+    for (int64_t b = 0; b < c->b; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                double *o = out + ((b * S + i) * H + h) * D;
+                const float *qi = in->q + ((b * S + i) * H + h) * D;
+                memset(o, 0, sizeof(double) * D);
+                lse[(b * H + h) * S + i] = -INFINITY;
+                if (in->pad && !in->pad[b * S + i]) continue;
+                double z = c->sinks ? exp(in->sinks[h]) : 0.0;
+                for (int64_t j = 0; j < S; j++) {
+                    w[j] = 0;
+                    if (!sees(c, in, b, i, j)) continue;
+                    const float *kj = in->k + ((b * S + j) * c->hkv + h / rep) * D;
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++) s += (double)qi[d] * kj[d];
+                    s *= scale;
+                    if (c->softcap) s = c->softcap * tanh(s / c->softcap);
+                    w[j] = exp(s);
+                    z += w[j];
+                }
+                for (int64_t j = 0; j < S; j++)
+                    for (int64_t d = 0; d < D; d++)
+                        o[d] += w[j] / z * in->v[((b * S + j) * c->hkv + h / rep) * D + d];
+                lse[(b * H + h) * S + i] = log(z);
+            }
+    free(w);
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+static ra_status run_forward(ra_context *ctx, const mask_case *c, mask_inputs *in,
+                             ra_attention_path path, float *out, float *lse)
+{
+    ra_tensor q = ra_tensor_4d(in->q, RA_F32, c->b, c->s, c->h, c->d);
+    ra_tensor k = ra_tensor_4d(in->k, RA_F32, c->b, c->s, c->hkv, c->d);
+    ra_tensor v = ra_tensor_4d(in->v, RA_F32, c->b, c->s, c->hkv, c->d);
+    ra_tensor o = ra_tensor_4d(out, RA_F32, c->b, c->s, c->h, c->d);
+    in->o.path = path;
+    return ra_attention_forward_lse(ctx, &o, lse, &q, &k, &v, &in->o);
+}
+
+/* Worst |lse - want| / (1 + |want|), -inf matching -inf; inf otherwise. */
+static double lse_err(const float *lse, const double *want, int64_t n)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isinf(want[i]) || isinf(lse[i])) {
+            if (lse[i] != want[i]) return INFINITY;
+            continue;
+        }
+        worst = fmax(worst, fabs(lse[i] - want[i]) / (1 + fabs(want[i])));
+    }
+    return worst;
+}
+
+/* The reference path equals the oracle to float32 rounding (1e-6 of
+ * max|out|: both sum in double); padding queries are exactly 0 with lse
+ * -inf.  Flash equals the reference to 2e-5 of max|out| (float32 sums in
+ * another order, the online softmax's expf, vtanh's ~3e-7) and lse to
+ * 1e-5 relative; threads 1, 2 and 3 give the same bits. */
+static void test_forward(void)
+{
+    ra_context *ctx[3];
+    for (int t = 0; t < 3; t++) CHECK(ra_context_create(&ctx[t], t + 1) == RA_OK, "ctx");
+    for (int n = 0; n < N_CASES; n++) {
+        const mask_case *c = &cases[n];
+        mask_inputs in;
+        inputs_make(&in, c, 100 + n);
+        int64_t nl = c->b * c->h * c->s;
+        double *want = malloc(8 * n_q(c)), *want_lse = malloc(8 * nl);
+        float *ref = malloc(4 * n_q(c)), *ref_lse = malloc(4 * nl);
+        float *fl = malloc(4 * n_q(c)), *fl_lse = malloc(4 * nl);
+        float *fl2 = malloc(4 * n_q(c)), *fl2_lse = malloc(4 * nl);
+        oracle(want, want_lse, c, &in);
+        CHECK(run_forward(NULL, c, &in, RA_PATH_REFERENCE, ref, ref_lse) == RA_OK, "case %d: %s",
+              n, ra_last_error());
+        double e = ra_test_rel_err(ref, want, n_q(c));
+        CHECK(e <= 1e-6, "case %d: reference vs oracle %.3g", n, e);
+        e = lse_err(ref_lse, want_lse, nl);
+        CHECK(e <= 1e-6, "case %d: reference lse vs oracle %.3g", n, e);
+        CHECK(run_forward(ctx[0], c, &in, RA_PATH_FLASH, fl, fl_lse) == RA_OK, "case %d: %s", n,
+              ra_last_error());
+        e = ra_test_max_rel_diff(fl, ref, n_q(c));
+        CHECK(e <= 2e-5, "case %d: flash vs reference %.3g", n, e);
+        e = lse_err(fl_lse, want_lse, nl);
+        CHECK(e <= 1e-5, "case %d: flash lse vs oracle %.3g", n, e);
+        for (int64_t i = 0; in.pad && i < n_q(c); i++) /* padding queries */
+            if (!in.pad[i / (c->h * c->d)] && (fl[i] != 0.0f || ref[i] != 0.0f)) {
+                CHECK(0, "case %d: padding query element %lld is not 0", n, (long long)i);
+                break;
+            }
+        for (int t = 1; t < 3; t++) {
+            CHECK(run_forward(ctx[t], c, &in, RA_PATH_FLASH, fl2, fl2_lse) == RA_OK, "threads");
+            CHECK(memcmp(fl, fl2, 4 * n_q(c)) == 0 && memcmp(fl_lse, fl2_lse, 4 * nl) == 0,
+                  "case %d: %d threads change the bits", n, t + 1);
+        }
+        free(want);
+        free(want_lse);
+        free(ref);
+        free(ref_lse);
+        free(fl);
+        free(fl_lse);
+        free(fl2);
+        free(fl2_lse);
+        inputs_free(&in);
+    }
+    for (int t = 0; t < 3; t++) ra_context_destroy(ctx[t]);
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+typedef struct grads {
+    float *dq, *dk, *dv, dsinks[16];
+} grads;
+
+static ra_status run_backward(ra_context *ctx, const mask_case *c, mask_inputs *in,
+                              ra_attention_path path, const float *dout, const float *out,
+                              const float *lse, grads *g)
+{
+    ra_tensor q = ra_tensor_4d(in->q, RA_F32, c->b, c->s, c->h, c->d);
+    ra_tensor k = ra_tensor_4d(in->k, RA_F32, c->b, c->s, c->hkv, c->d);
+    ra_tensor v = ra_tensor_4d(in->v, RA_F32, c->b, c->s, c->hkv, c->d);
+    ra_tensor o = ra_tensor_4d((float *)out, RA_F32, c->b, c->s, c->h, c->d);
+    ra_tensor dout_t = ra_tensor_4d((float *)dout, RA_F32, c->b, c->s, c->h, c->d);
+    ra_tensor dq = ra_tensor_4d(g->dq, RA_F32, c->b, c->s, c->h, c->d);
+    ra_tensor dk = ra_tensor_4d(g->dk, RA_F32, c->b, c->s, c->hkv, c->d);
+    ra_tensor dv = ra_tensor_4d(g->dv, RA_F32, c->b, c->s, c->hkv, c->d);
+    in->o.path = path;
+    in->o.dsinks = c->sinks ? g->dsinks : NULL;
+    ra_status st = ra_attention_backward(ctx, &dq, &dk, &dv, &dout_t, &q, &k, &v, &o, lse, &in->o);
+    in->o.dsinks = NULL;
+    return st;
+}
+
+static void grads_make(grads *g, const mask_case *c)
+{
+    g->dq = malloc(4 * n_q(c));
+    g->dk = malloc(4 * n_kv(c));
+    g->dv = malloc(4 * n_kv(c));
+    memset(g->dsinks, 0, sizeof g->dsinks);
+}
+
+static void grads_free(grads *g)
+{
+    free(g->dq);
+    free(g->dk);
+    free(g->dv);
+}
+
+/* Flash backward vs the reference's: 2e-5 of the largest gradient (float32
+ * sums in tiles against double sums); the same bits on 1 and 3 threads. */
+static void test_backward(void)
+{
+    ra_context *ctx1, *ctx3;
+    CHECK(ra_context_create(&ctx1, 1) == RA_OK && ra_context_create(&ctx3, 3) == RA_OK, "ctx");
+    for (int n = 0; n < N_CASES; n++) {
+        const mask_case *c = &cases[n];
+        mask_inputs in;
+        inputs_make(&in, c, 300 + n);
+        int64_t nl = c->b * c->h * c->s;
+        float *out = malloc(4 * n_q(c)), *lse = malloc(4 * nl), *dout = malloc(4 * n_q(c));
+        ra_test_fill(dout, n_q(c), 900 + n);
+        grads ref, fl, fl3;
+        grads_make(&ref, c);
+        grads_make(&fl, c);
+        grads_make(&fl3, c);
+        CHECK(run_forward(ctx1, c, &in, RA_PATH_FLASH, out, lse) == RA_OK, "forward");
+        CHECK(run_backward(NULL, c, &in, RA_PATH_REFERENCE, dout, out, lse, &ref) == RA_OK,
+              "case %d: %s", n, ra_last_error());
+        CHECK(run_backward(ctx1, c, &in, RA_PATH_FLASH, dout, out, lse, &fl) == RA_OK,
+              "case %d: %s", n, ra_last_error());
+        CHECK(run_backward(ctx3, c, &in, RA_PATH_FLASH, dout, out, lse, &fl3) == RA_OK, "3");
+        double eq = ra_test_max_rel_diff(fl.dq, ref.dq, n_q(c));
+        double ek = ra_test_max_rel_diff(fl.dk, ref.dk, n_kv(c));
+        double ev = ra_test_max_rel_diff(fl.dv, ref.dv, n_kv(c));
+        double es = ra_test_max_rel_diff(fl.dsinks, ref.dsinks, c->h);
+        CHECK(eq <= 2e-5 && ek <= 2e-5 && ev <= 2e-5 && es <= 2e-5,
+              "case %d: flash vs reference dq %.3g dk %.3g dv %.3g dsinks %.3g", n, eq, ek, ev, es);
+        CHECK(memcmp(fl.dq, fl3.dq, 4 * n_q(c)) == 0 && memcmp(fl.dk, fl3.dk, 4 * n_kv(c)) == 0 &&
+                  memcmp(fl.dv, fl3.dv, 4 * n_kv(c)) == 0 &&
+                  memcmp(fl.dsinks, fl3.dsinks, sizeof fl.dsinks) == 0,
+              "case %d: 3 threads change the gradients' bits", n);
+        for (int64_t i = 0; in.pad && i < n_q(c); i++) /* padding queries */
+            if (!in.pad[i / (c->h * c->d)] && (fl.dq[i] != 0.0f || ref.dq[i] != 0.0f)) {
+                CHECK(0, "case %d: a padding query's dq element %lld is not 0", n, (long long)i);
+                break;
+            }
+        grads_free(&ref);
+        grads_free(&fl);
+        grads_free(&fl3);
+        free(out);
+        free(lse);
+        free(dout);
+        inputs_free(&in);
+    }
+    ra_context_destroy(ctx1);
+    ra_context_destroy(ctx3);
+}
+
+/* L = sum(w * out) through the reference path, in double. */
+static double loss(const mask_case *c, mask_inputs *in, const float *w, float *out, float *lse)
+{
+    run_forward(NULL, c, in, RA_PATH_REFERENCE, out, lse);
+    double sum = 0;
+    for (int64_t i = 0; i < n_q(c); i++) sum += (double)w[i] * out[i];
+    return sum;
+}
+
+/* The reference backward of soft-capping and sinks (with a window and
+ * padding) against central differences of the reference forward, step
+ * 1e-2: the float32 outputs' rounding (~1e-7 of L) over the step and the
+ * step's O(h^2) error keep the difference under 2e-3 of the gradient's
+ * scale. */
+static void test_finite_differences(void)
+{
+    const mask_case c = {1, 12, 4, 2, 8, 5, 0, 2.0, 0, 1, 1, 0};
+    mask_inputs in;
+    inputs_make(&in, &c, 77);
+    float *w = malloc(4 * n_q(&c)), *out = malloc(4 * n_q(&c)), *lse = malloc(4 * c.h * c.s);
+    ra_test_fill(w, n_q(&c), 78);
+    grads g;
+    grads_make(&g, &c);
+    loss(&c, &in, w, out, lse);
+    CHECK(run_backward(NULL, &c, &in, RA_PATH_REFERENCE, w, out, lse, &g) == RA_OK, "%s",
+          ra_last_error());
+    float *const xs[4] = {in.q, in.k, in.v, in.sinks};
+    const float *const gs[4] = {g.dq, g.dk, g.dv, g.dsinks};
+    const int64_t ns[4] = {n_q(&c), n_kv(&c), n_kv(&c), c.h};
+    static const char *const names[4] = {"dq", "dk", "dv", "dsinks"};
+    const float h = 1e-2f;
+    for (int x = 0; x < 4; x++) {
+        double worst = 0, scale = 0;
+        for (int64_t i = 0; i < ns[x]; i++) scale = fmax(scale, fabs(gs[x][i]));
+        for (int64_t i = 0; i < ns[x]; i += x == 3 ? 1 : 7) {
+            float keep = xs[x][i];
+            xs[x][i] = keep + h;
+            double up = loss(&c, &in, w, out, lse);
+            xs[x][i] = keep - h;
+            double down = loss(&c, &in, w, out, lse);
+            xs[x][i] = keep;
+            worst = fmax(worst, fabs((up - down) / (2 * h) - gs[x][i]));
+        }
+        CHECK(scale > 0 && worst <= 2e-3 * scale, "%s: finite differences off by %.3g of %.3g",
+              names[x], worst, scale);
+    }
+    grads_free(&g);
+    free(w);
+    free(out);
+    free(lse);
+    inputs_free(&in);
+}
+
+static void simd_cases(void)
+{
+    RUN(test_forward);
+    RUN(test_backward);
+}
+
+/* ---- checks -------------------------------------------------------------- */
+
+static void test_checks(void)
+{
+    enum { S = 4, H = 2, D = 8, N = S * H * D };
+    float q[N], k[N], v[N], out[N], lse[H * S];
+    ra_test_fill(q, N, 1);
+    ra_test_fill(k, N, 2);
+    ra_test_fill(v, N, 3);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), to = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+    float sinks[H] = {0.5f, NAN};
+    int64_t cu_bad[4] = {0, 3, 3, 4}, cu_short[2] = {0, 3};
+    struct {
+        ra_attention_options o;
+        const char *detail;
+    } bad[9];
+    for (int i = 0; i < 9; i++) bad[i].o = ra_attention_options_init();
+    bad[0].o.window = -1, bad[0].detail = "window -1";
+    bad[1].o.chunk = -2, bad[1].detail = "chunk -2";
+    bad[2].o.softcap = -1, bad[2].detail = "softcap -1";
+    bad[3].o.scale = NAN, bad[3].detail = "scale nan";
+    bad[4].o.sinks = sinks, bad[4].detail = "sinks[1]";
+    bad[5].o.cu_seqlens = cu_bad, bad[5].o.n_documents = 3, bad[5].detail = "cu_seqlens[2]";
+    bad[6].o.cu_seqlens = cu_short, bad[6].o.n_documents = 1, bad[6].detail = "from 0 to S = 4";
+    bad[7].o.n_documents = 1, bad[7].detail = "cu_seqlens NULL";
+    bad[8].o.dsinks = sinks, bad[8].detail = "dsinks without sinks";
+    for (int i = 0; i < 9; i++) {
+        memset(out, 0x7f, sizeof out);
+        ra_status st = ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, &bad[i].o);
+        CHECK(st == RA_ERR_ARGUMENT && strstr(ra_last_error(), bad[i].detail),
+              "case %d: status %d, \"%s\"", i, (int)st, ra_last_error());
+        for (size_t b = 0; b < sizeof out; b++)
+            if (((unsigned char *)out)[b] != 0x7f) {
+                CHECK(0, "case %d: a refused call wrote out", i);
+                break;
+            }
+    }
+    /* the layer takes no masks from its options */
+    ra_attention_options o = ra_attention_options_init();
+    o.window = 4;
+    ra_rope_config rope = ra_rope_config_default(D);
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = H * D;
+    lc.n_heads = H;
+    lc.rope = &rope;
+    float w[(H * D) * (H * D)];
+    ra_test_fill(w, (H * D) * (H * D), 4);
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq = lw.wk = lw.wv = lw.wo = w;
+    ra_layer *layer = NULL;
+    CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
+    float x[S * H * D], y[S * H * D];
+    ra_test_fill(x, S * H * D, 5);
+    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, &o) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "does not take masks"),
+          "layer with a window: %s", ra_last_error());
+    ra_layer_destroy(layer);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
+    RUN(test_finite_differences);
+    RUN(test_checks);
+    return ra_test_summary("attention_masks");
+}

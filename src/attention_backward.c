@@ -123,9 +123,10 @@ size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch
             return 0;
         n = a + b + 2 * n_heads; /* and dsink [H] (doubles) */
     } else {
-        /* Per-head dk and dv [B, H, S, dp], then each thread's tiles. */
+        /* Per-head dk and dv [B, H, S, dp], each task's dsinks [B, H],
+         * then each thread's tiles. */
         if (head_dim > RA_MAX_ELEMENTS / 4096) return 0;
-        if (ra_mul(batch, n_heads, &a) != RA_OK || ra_mul(a, seq, &a) != RA_OK ||
+        if (ra_mul(batch, n_heads, &a) != RA_OK || ra_mul(a, seq + 1, &a) != RA_OK ||
             ra_mul(a, 2 * ra_round_up(head_dim, 16), &a) != RA_OK ||
             ra_mul(ra_flash_backward_per_thread(head_dim), threads, &b) != RA_OK ||
             a > RA_MAX_ELEMENTS - b)

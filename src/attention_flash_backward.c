@@ -10,7 +10,9 @@
  *           partial buffers [B, H, S, dp].
  *   pass 2: one task per (b, kv head g, block of 64 keys): dk and dv are the
  *           sums of the partials of heads g * rep .. g * rep + rep - 1, in
- *           that order; dk is scaled by 1 / sqrt(D) once, here.
+ *           that order; dk is scaled by 1 / sqrt(D) (or options' scale)
+ *           once, here.  With sinks, dL/dsinks[h] sums the tasks' shares
+ *           over b, in order.
  *
  * Every element of the result is computed by one task in a fixed order, so
  * it is the same bits for any thread count, and no two tasks write the same
@@ -37,7 +39,7 @@ static void reduce_task(void *arg, int64_t task, int thread)
     const int64_t b = task / (n_kv * blocks), g = task / blocks % n_kv;
     const int64_t s0 = task % blocks * REDUCE_ROWS;
     const int64_t s1 = s0 + REDUCE_ROWS < seq ? s0 + REDUCE_ROWS : seq;
-    const float scale = (float)(1.0 / sqrt((double)head_dim));
+    const float scale = (float)a->fwd.mask.scale;
     for (int64_t s = s0; s < s1; s++) {
         float *dk = ra_row(a->dk, b, s, g), *dv = ra_row(a->dv, b, s, g);
         const int64_t first = ((b * n_heads + g * rep) * seq + s) * dp, head = seq * dp;
@@ -64,8 +66,15 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
     job.per_thread = ra_flash_backward_per_thread(q->shape[3]);
     job.partial_k = scratch;
     job.partial_v = job.partial_k + batch * n_heads * seq * job.dp;
-    job.scratch = job.partial_v + batch * n_heads * seq * job.dp;
+    job.partial_sink = job.partial_v + batch * n_heads * seq * job.dp;
+    job.scratch = job.partial_sink + ra_round_up(batch * n_heads, 16);
     ra_parallel_for(ctx, batch * n_heads, ra_kernels_get()->flash_backward_task, &job);
     int64_t blocks = (seq + REDUCE_ROWS - 1) / REDUCE_ROWS;
     ra_parallel_for(ctx, batch * args->dk->shape[2] * blocks, reduce_task, &job);
+    if (args->dsinks) /* the batch's shares, in order */
+        for (int64_t h = 0; h < n_heads; h++) {
+            double sum = 0;
+            for (int64_t b = 0; b < batch; b++) sum += job.partial_sink[b * n_heads + h];
+            args->dsinks[h] = (float)sum;
+        }
 }

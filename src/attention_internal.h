@@ -225,12 +225,15 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
  * over each group.  Per thread (cpu/flash_backward_impl.h carves it), with
  * R = RA_FLASH_BK rows and D16 = D rounded up to 16: Qt, dOt, dQt [D, R];
  * Q and dO rows [R, D16]; P, P * dropout and dP/dS tiles [BK, R]; lse,
- * Delta, query positions and ones [R]; dropout multipliers [BK]; a zero row
+ * Delta and ones [R]; dropout multipliers [BK]; a zero row
  * [D16] (the padding query rows'); key and value row pointers [BK] each;
- * float32 copies of a tile of 16-bit K and of V [BK, D16] each. */
+ * float32 copies of a tile of 16-bit K and of V [BK, D16] each; the
+ * soft-cap's slopes [BK, R]; each row's first and last key of a tile [R]
+ * and first key [R] (int64); the tile's padding keys [BK]. */
 typedef struct ra_flash_backward_job {
     const ra_attention_backward_args *args;
     float *partial_k, *partial_v; /* [B, H, S, dp] each */
+    float *partial_sink;          /* [B, H]: each task's share of dL/dsinks */
     float *scratch;               /* threads * per_thread floats */
     int64_t dp, per_thread;
 } ra_flash_backward_job;
@@ -238,8 +241,8 @@ typedef struct ra_flash_backward_job {
 static inline int64_t ra_flash_backward_per_thread(int64_t head_dim)
 {
     const int64_t r = RA_FLASH_BK, d16 = ra_round_up(head_dim, 16);
-    return ra_round_up(3 * head_dim * r + 2 * r * d16 + 3 * RA_FLASH_BK * r + 4 * r +
-                           RA_FLASH_BK + d16 + 4 * RA_FLASH_BK + 2 * RA_FLASH_BK * d16,
+    return ra_round_up(3 * head_dim * r + 2 * r * d16 + 4 * RA_FLASH_BK * r + 7 * r +
+                           2 * RA_FLASH_BK + d16 + 4 * RA_FLASH_BK + 2 * RA_FLASH_BK * d16,
                        16);
 }
 

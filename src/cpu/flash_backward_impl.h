@@ -47,11 +47,15 @@ typedef struct backward_tile {
     float *qt, *dot, *dqt;            /* [D, BQ] */
     float *qr, *dor;                  /* [BQ, dp] */
     float *pt, *pdt, *dst;            /* [BK, BQ]: P, P * mult, dP then dS */
-    float *lse, *delta, *pos, *ones;  /* [BQ] */
+    float *lse, *delta, *ones;        /* [BQ] */
     float *mult;                      /* [BK] */
     float *zero;                      /* [dp]: the padding query rows' */
     const float **krow, **vrow;       /* [BK] each */
     float *wide_k, *wide_v;           /* [BK, dp] each */
+    float *slope;                     /* [BK, BQ]: 1 - tanh^2(s / c), the cap's slope */
+    float *lo, *hi;                   /* [BQ]: as flash_tile's */
+    int64_t *first;                   /* [BQ]: each row's first key */
+    float *padkey;                    /* [BK] */
 } backward_tile;
 
 static backward_tile carve_backward(const ra_flash_backward_job *job, int thread,
@@ -69,14 +73,18 @@ static backward_tile carve_backward(const ra_flash_backward_job *job, int thread
     t.dst = t.pdt + BK * BQ;
     t.lse = t.dst + BK * BQ;
     t.delta = t.lse + BQ;
-    t.pos = t.delta + BQ;
-    t.ones = t.pos + BQ;
+    t.ones = t.delta + BQ;
     t.mult = t.ones + BQ;
     t.zero = t.mult + BK;
     t.krow = (const float **)(void *)(t.zero + dp);
     t.vrow = (const float **)(void *)(t.zero + dp + 2 * BK);
     t.wide_k = t.zero + dp + 4 * BK;
     t.wide_v = t.wide_k + BK * dp;
+    t.slope = t.wide_v + BK * dp;
+    t.lo = t.slope + BK * BQ;
+    t.hi = t.lo + BQ;
+    t.first = (int64_t *)(void *)(t.hi + BQ);
+    t.padkey = t.hi + 3 * BQ;
     return t;
 }
 
@@ -122,29 +130,45 @@ static void keys_gemm(float *o, const float *pt, const float *x, int64_t nk, int
     }
 }
 
-/* P = exp(St - lse) in place, keys after each row's query zeroed (diagonal
- * tiles only); padding rows have lse = +inf and so P = 0. */
-static void probs_tile(const backward_tile *t, int64_t nk, int64_t k0, int diagonal)
+/* P = exp(St - lse) in place, St soft-capped first (its slopes kept) and
+ * keys outside a row's lo .. hi, or padding, zeroed (masked tiles only);
+ * padding rows have lse = +inf and so P = 0. */
+static void probs_tile(const backward_tile *t, int64_t nk, int masked, int padding,
+                       float softcap)
 {
+    const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
-        vf lse = vload(t->lse + r0), pos = vload(t->pos + r0);
+        vf lse = vload(t->lse + r0), lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         for (int64_t j = 0; j < nk; j++) {
-            vf p = vexp(vload(t->pt + j * BQ + r0) - lse);
-            if (diagonal) p = vselect(vsplat((float)(k0 + j)) > pos, vsplat(0.0f), p);
+            vf s = vload(t->pt + j * BQ + r0);
+            if (softcap > 0) {
+                vf th = vtanh(s * inv_cap);
+                vstore(t->slope + j * BQ + r0, vsplat(1.0f) - th * th);
+                s = cap * th;
+            }
+            vf p = vexp(s - lse);
+            if (masked) {
+                vf at = vsplat((float)j);
+                p = vselect((at > hi) | (at < lo), vsplat(0.0f), p);
+                if (padding && t->padkey[j]) p = vsplat(0.0f);
+            }
             vstore(t->pt + j * BQ + r0, p);
         }
     }
 }
 
 /* dS = Pd * dP' - P * Delta in place of dP' = dout v^T, which is
- * P * (dP - Delta) with dP = dP' * mult (pdt == pt without dropout). */
-static void dscores_tile(const backward_tile *t, int64_t nk)
+ * P * (dP - Delta) with dP = dP' * mult (pdt == pt without dropout); then
+ * through the soft-cap, times its slope. */
+static void dscores_tile(const backward_tile *t, int64_t nk, int softcap)
 {
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
         vf delta = vload(t->delta + r0);
         for (int64_t j = 0; j < nk; j++) {
             int64_t at = j * BQ + r0;
-            vstore(t->dst + at, vload(t->pdt + at) * vload(t->dst + at) - vload(t->pt + at) * delta);
+            vf ds = vload(t->pdt + at) * vload(t->dst + at) - vload(t->pt + at) * delta;
+            if (softcap) ds *= vload(t->slope + at);
+            vstore(t->dst + at, ds);
         }
     }
 }
@@ -164,10 +188,11 @@ static void prefetch_query_block(const ra_attention_backward_args *a, int64_t b,
         }
 }
 
-/* Qt, dOt, Q and dO rows, Delta, lse and positions for query rows
- * [q0, q0 + nq); rows past nq are zero, with lse +inf (P = 0 there). */
+/* Qt, dOt, Q and dO rows, Delta, lse and first keys for query rows
+ * [q0, q0 + nq) (lp: the row's leading padding); rows past nq are zero, and
+ * they and padding queries have lse +inf (P = 0 there). */
 static void load_query_block(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
-                             int64_t h, int64_t q0, int64_t nq, float scale)
+                             int64_t h, int64_t q0, int64_t nq, float scale, int64_t lp)
 {
     const ra_attention_backward_args *a = job->args;
     const ra_tensor *q = a->fwd.q, *out = a->fwd.out, *dout = a->dout;
@@ -189,8 +214,8 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
         memset(dor, 0, (size_t)dp * sizeof(float));
         t->delta[r] = 0.0f;
         t->lse[r] = INFINITY;
-        t->pos[r] = -1.0f;
-        if (r >= nq) continue;
+        t->first[r] = -1;
+        if (r >= nq || !ra_mask_real(&a->fwd.mask, b, q0 + r)) continue; /* P = 0 */
         const float *o = ra_row(out, b, q0 + r, h);
         memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
         memcpy(dor, ra_row(dout, b, q0 + r, h), (size_t)head_dim * sizeof(float));
@@ -201,7 +226,23 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
         for (; d < head_dim; d++) delta += dor[d] * o[d];
         t->delta[r] = delta;
         t->lse[r] = lse[q0 + r];
-        t->pos[r] = (float)(q0 + r);
+        t->first[r] = ra_mask_first_key(&a->fwd.mask, q0 + r, lp);
+    }
+}
+
+/* lo and hi of every row for the tile [k0, k0 + BK), as flash_tile's:
+ * padding rows see every key (their P is 0 anyway). */
+static void backward_bounds(const backward_tile *t, int64_t q0, int64_t k0)
+{
+    for (int64_t r = 0; r < BQ; r++) {
+        if (t->first[r] < 0) {
+            t->lo[r] = -1.0f;
+            t->hi[r] = (float)BK;
+            continue;
+        }
+        int64_t lo = t->first[r] - k0, hi = q0 + r - k0;
+        t->lo[r] = (float)(lo < -1 ? -1 : lo > BK ? BK : lo);
+        t->hi[r] = (float)(hi < -1 ? -1 : hi > BK ? BK : hi);
     }
 }
 
@@ -210,13 +251,16 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
     const ra_flash_backward_job *job = arg;
     const ra_attention_backward_args *a = job->args;
     const ra_attention_args *f = &a->fwd;
+    const ra_attention_mask *mask = &f->mask;
     const ra_tensor *q = f->q, *k = f->k, *v = f->v;
     const int64_t seq = q->shape[1], n_heads = q->shape[2], head_dim = q->shape[3];
     const int64_t b = task / n_heads, h = task % n_heads, g = h / (n_heads / k->shape[2]);
-    const int64_t dp = job->dp;
-    const float scale = (float)(1.0 / sqrt((double)head_dim));
+    const int64_t dp = job->dp, lp = ra_mask_leading_padding(mask, b);
+    const float scale = (float)mask->scale;
+    const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
     float *dk_head = job->partial_k + (b * n_heads + h) * seq * dp;
     float *dv_head = job->partial_v + (b * n_heads + h) * seq * dp;
+    double dsink = 0; /* -sum over rows of p_sink Delta */
     backward_tile t = carve_backward(job, thread, head_dim);
     if (!f->dropout) t.pdt = t.pt;
     memset(t.zero, 0, (size_t)dp * sizeof(float));
@@ -224,9 +268,22 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
 
     for (int64_t q0 = 0; q0 < seq; q0 += BQ) {
         const int64_t nq = seq - q0 < BQ ? seq - q0 : BQ, q1 = q0 + nq;
-        load_query_block(&t, job, b, h, q0, nq, scale);
+        load_query_block(&t, job, b, h, q0, nq, scale, lp);
         if (q1 < seq) prefetch_query_block(a, b, h, q1, seq - q1 < BQ ? seq - q1 : BQ);
-        for (int64_t k0 = 0; k0 < q1; k0 += BK) {
+        /* The tiles some row sees: from the one that holds the smallest
+         * first key (tiles stay at multiples of BK, so that tile k0 is
+         * still first met by the block q0 = k0); first_max as the forward's. */
+        int64_t k_first = q0, first_max = 0;
+        for (int64_t r = 0; r < nq; r++)
+            if (t.first[r] >= 0) {
+                k_first = t.first[r] < k_first ? t.first[r] : k_first;
+                first_max = t.first[r] > first_max ? t.first[r] : first_max;
+            }
+        if (mask->sinks)
+            for (int64_t r = 0; r < nq; r++)
+                if (t.first[r] >= 0)
+                    dsink -= exp((double)mask->sinks[h] - t.lse[r]) * t.delta[r];
+        for (int64_t k0 = k_first / BK * BK; k0 < q1; k0 += BK) {
             const int64_t nk = q1 - k0 < BK ? q1 - k0 : BK;
             const int first = k0 == q0; /* the first query block that sees this tile */
             tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
@@ -235,7 +292,14 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* St = K Qt */
                 scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
-            probs_tile(&t, nk, k0, k0 + nk > q0 + 1);
+            int padding = 0;
+            for (int64_t j = 0; j < nk; j++) {
+                t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
+                padding |= t.padkey[j] != 0;
+            }
+            const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
+            if (masked) backward_bounds(&t, q0, k0);
+            probs_tile(&t, nk, masked, padding, mask->softcap);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {
                     if (r < nq)
@@ -252,9 +316,9 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* dPt = V dOt */
                 scores_blocks(t.dst + j0 * BQ, t.dot, t.vrow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
-            dscores_tile(&t, nk);
+            dscores_tile(&t, nk, mask->softcap > 0);
             /* dQt += K^T dSt */
-            values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, k0 == 0);
+            values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, k0 == k_first / BK * BK);
             keys_gemm(dk_head + k0 * dp, t.dst, t.qr, nk, nq, dp, first); /* dK += dS^T Q */
         }
         for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) { /* dq = dQt^T scale */
@@ -266,4 +330,5 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             store_rows_transposed(dst, t.dqt, BQ, r0, head_dim, mul);
         }
     }
+    job->partial_sink[b * n_heads + h] = (float)dsink;
 }

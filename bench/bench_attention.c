@@ -25,7 +25,16 @@
 typedef struct attention_state {
     int64_t seq;
     float *q, *k, *v, *out; /* see the shapes above */
+    ra_attention_options options; /* the masks of a masked case */
+    float sinks[HEADS];
 } attention_state;
+
+/* A masked case's parameters: seq first, as the plain cases' int64_t. */
+typedef struct masked_params {
+    int64_t seq, window;
+    double softcap;
+    int sinks;
+} masked_params;
 
 static void attention_teardown(void *state)
 {
@@ -49,8 +58,23 @@ static int attention_setup(const void *params, ra_context *ctx, void **state)
     s->k = bench_random_floats(s->seq * KV_HEADS * HEAD_DIM, 9);
     s->v = bench_random_floats(s->seq * KV_HEADS * HEAD_DIM, 10);
     s->out = bench_random_floats(s->seq * HEADS * HEAD_DIM, 11);
+    s->options = ra_attention_options_init();
     if (!s->q || !s->k || !s->v || !s->out)
         return cli_fail(EXIT_FAIL, "bench: out of memory for attention");
+    return 0;
+}
+
+/* attention_setup, then the case's window, soft-cap (Gemma 2's 50) or
+ * sinks (gpt-oss's, one per head around 0). */
+static int masked_setup(const void *params, ra_context *ctx, void **state)
+{
+    const masked_params *m = params;
+    if (attention_setup(&m->seq, ctx, state)) return 1;
+    attention_state *s = *state;
+    s->options.window = m->window;
+    s->options.softcap = m->softcap;
+    for (int h = 0; h < HEADS; h++) s->sinks[h] = (float)(h % 5) * 0.5f - 1.0f;
+    if (m->sinks) s->options.sinks = s->sinks;
     return 0;
 }
 
@@ -61,7 +85,7 @@ static ra_status attention_path(attention_state *s, ra_context *ctx, ra_attentio
     ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, s->seq, KV_HEADS, HEAD_DIM);
     ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, s->seq, KV_HEADS, HEAD_DIM);
     ra_tensor o = ra_tensor_4d(out, RA_F32, 1, s->seq, HEADS, HEAD_DIM);
-    ra_attention_options options = ra_attention_options_init();
+    ra_attention_options options = s->options;
     options.path = path;
     return ra_attention(ctx, &o, &q, &k, &v, &options);
 }
@@ -400,11 +424,16 @@ static int projections_check(void *state, ra_context *ctx)
 }
 
 static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192, seq_32768 = 32768;
+static const masked_params window_8192 = {8192, 1024, 0, 0}, softcap_2048 = {2048, 0, 50.0, 0},
+                           sinks_2048 = {2048, 0, 0, 1};
 
 /* Causal: half of the 4 B H S^2 D flops of q k^T and p v. */
 #define ATTENTION_FLOPS(seq) (2.0 * HEADS * (seq) * (seq) * HEAD_DIM)
 /* x wq^T, x wk^T, x wv^T and o wo^T. */
 #define PROJECTION_FLOPS(seq) (2.0 * (seq) * DIM * (DIM + 2.0 * KV_HEADS * HEAD_DIM + DIM))
+
+/* Causal attention within a window of w keys: 4 H D flops a key seen. */
+#define WINDOW_FLOPS(seq, w) (4.0 * HEADS * HEAD_DIM * ((w) * ((w) + 1.0) / 2 + ((seq) - (w)) * (w)))
 
 #define ATTENTION_CASE(case_name, case_shape, seq_param, seq, repeats, torch) \
     {.name = (case_name), .shape = (case_shape), .measures = LIMIT_NONE, \
@@ -423,7 +452,9 @@ static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192, seq_32768 
  * the warm-up run's peak resident memory beyond q, k, v and out (1280 MiB)
  * within 64 MiB, O(threads x tile); about 30 s a run, one timed sample.  The
  * reference code's PyTorch attention holds two [1, 32, S, S] score arrays, 17 GiB at
- * S = 8192: timed at 512 and 2048 only. */
+ * S = 8192: timed at 512 and 2048 only.  Issue 20: a 1024-key window at S =
+ * 8192 at 0.7 of sgemm, counting only the flops inside the window; soft-capping
+ * and sinks at most 1.1 times the plain case's time at S = 2048. */
 const bench_case bench_attention_cases[] = {
     ATTENTION_CASE("attention_prefill_f32_s512", "B1 H32 Hkv8 D128 S512 causal, flash",
                    seq_512, 512, 0, 1),
@@ -436,6 +467,23 @@ const bench_case bench_attention_cases[] = {
      .work_is_flops = 1, .params = &seq_32768, .setup = attention_setup, .run = attention_run,
      .check = attention_check, .teardown = attention_teardown, .max_repeats = 1,
      .memory_target = 64.0 * (1 << 20)},
+    {.name = "attention_prefill_f32_s8192_w1024",
+     .shape = "B1 H32 Hkv8 D128 S8192 window 1024, flash", .measures = LIMIT_NONE,
+     .judged_by = LIMIT_SGEMM, .work = WINDOW_FLOPS(8192, 1024), .work_is_flops = 1,
+     .params = &window_8192, .setup = masked_setup, .run = attention_run,
+     .check = attention_check, .teardown = attention_teardown, .target = 0.7},
+    {.name = "attention_prefill_f32_s2048_softcap",
+     .shape = "B1 H32 Hkv8 D128 S2048 causal, soft-cap 50, flash", .measures = LIMIT_NONE,
+     .judged_by = LIMIT_SGEMM, .work = ATTENTION_FLOPS(2048), .work_is_flops = 1,
+     .params = &softcap_2048, .setup = masked_setup, .run = attention_run,
+     .check = attention_check, .teardown = attention_teardown,
+     .parts = "attention_prefill_f32_s2048", .parts_target = 1.1},
+    {.name = "attention_prefill_f32_s2048_sinks",
+     .shape = "B1 H32 Hkv8 D128 S2048 causal, sinks, flash", .measures = LIMIT_NONE,
+     .judged_by = LIMIT_SGEMM, .work = ATTENTION_FLOPS(2048), .work_is_flops = 1,
+     .params = &sinks_2048, .setup = masked_setup, .run = attention_run,
+     .check = attention_check, .teardown = attention_teardown,
+     .parts = "attention_prefill_f32_s2048", .parts_target = 1.1},
     {.name = "attention_backward_f32_s2048", .shape = "B1 H32 Hkv8 D128 S2048 causal, flash dq dk dv",
      .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 2.5 * ATTENTION_FLOPS(2048),
      .work_is_flops = 1, .params = &seq_2048, .setup = backward_setup, .run = backward_run,

@@ -689,6 +689,15 @@ typedef struct ra_layer_config {
                            The factor at RA_MAX_POSITION must be at most
                            FLT_MAX (else RA_ERR_ARGUMENT) */
     double temperature_scale; /* finite; used only with temperature_floor */
+    /* The masks and logit changes of ra_attention_options that belong to
+     * the layer (0: none), given to its attention on every path and in
+     * the KV cache: a sliding window (Mistral, Qwen2's upper layers, Gemma
+     * 2 and 3's sliding layers, gpt-oss), chunks (Llama 4's RoPE layers)
+     * and soft-capped logits (Gemma 2's attn_logit_softcapping).  Sinks
+     * are a weight (ra_layer_weights.sinks). */
+    int64_t window;     /* W >= 1, or 0 */
+    int64_t chunk;      /* C >= 1, or 0 */
+    double softcap;     /* c > 0, or 0 */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -733,6 +742,9 @@ typedef struct ra_layer_weights {
      * and wv at its three parts.) */
     const float *wqkv; /* [Hkv, H / Hkv + 2, D, dim] or NULL */
     const float *bqkv; /* [Hkv, H / Hkv + 2, D] or NULL */
+    const float *sinks; /* [H]: attention sinks, one logit per query head in
+                           every softmax's denominator (gpt-oss), finite;
+                           NULL: none */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -839,6 +851,7 @@ typedef struct ra_layer_grads {
     float *dwqkv;   /* wqkv's shape, for a layer with wqkv (then dwq, dwk,
                        dwv, dbq, dbk and dbv are ignored) */
     float *dbqkv;   /* bqkv's shape */
+    float *dsinks;  /* [H], for a layer with sinks */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

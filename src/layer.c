@@ -55,6 +55,11 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: scale %g", c->scale);
+    if (c->window < 0 || c->chunk < 0 ||
+        !(c->softcap == 0 || (c->softcap >= FLT_MIN && c->softcap <= FLT_MAX)))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: window %lld, chunk %lld, softcap %g "
+                       "(each 0 or positive, softcap a normal float)", (long long)c->window,
+                       (long long)c->chunk, c->softcap);
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL))
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: clip_qkv %g", c->clip_qkv);
     /* Llama 4's temperature: the factor at the last position a float */
@@ -168,11 +173,17 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     call->tokens = batch * seq;
     RA_TRY(ra_attention_options_read(&call->attn, options));
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
-    const ra_attention_options *o = &call->attn;
-    if (o->scale || o->softcap || o->window || o->chunk || o->sinks || o->dsinks ||
-        o->padding_mask || o->cu_seqlens || o->n_documents)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: the layer does not take "
-                       "masks, scale, soft-capping or sinks from its options");
+    /* The layer's own masks come from its config and weights; a call's
+     * padding and documents from its options. */
+    ra_attention_options *o = &call->attn;
+    if (o->scale || o->softcap || o->window || o->chunk || o->sinks || o->dsinks)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: the layer takes its scale, "
+                       "window, chunk, soft-cap and sinks from its config and weights, not "
+                       "from options");
+    o->window = c->window;
+    o->chunk = c->chunk;
+    o->softcap = c->softcap;
+    o->sinks = layer->weights.sinks;
     /* Packed ragged batches need attention that stays inside each sequence. */
     return ra_positions_read(&call->pos, positions, batch, seq, 0);
 }

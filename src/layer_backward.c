@@ -51,7 +51,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
         const char *name;
     } needed[] = {{w->bq, g->dbq, "dbq"}, {w->bk, g->dbk, "dbk"}, {w->bv, g->dbv, "dbv"},
                   {w->bo, g->dbo, "dbo"}, {w->bqkv, g->dbqkv, "dbqkv"},
-                  {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"}};
+                  {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"},
+                  {w->sinks, g->dsinks, "dsinks"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -79,13 +80,14 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {w->q_norm ? g->dq_norm : NULL, n_qn, "dq_norm"},
                    {w->k_norm ? g->dk_norm : NULL, n_kn, "dk_norm"},
                    {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
-                   {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"}},
+                   {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
+                   {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"}},
       inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"}, {w->wq, n_wq, "wq"},
                   {w->wk, n_wkv, "wk"}, {w->wv, n_wkv, "wv"}, {w->wo, n_wq, "wo"},
                   {w->bq, q_dim, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
                   {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, n_wq + 2 * n_wkv, "wqkv"},
-                  {w->bqkv, q_dim + 2 * kv, "bqkv"}};
+                  {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -180,7 +182,8 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     const int inputs = norms || l2; /* the norms' inputs are needed */
     ra_scratch scratch;
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
-                           (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0);
+                           (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
+                           H; /* and the sinks' gradient [H] */
     RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch));
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
@@ -194,13 +197,19 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
         ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
     ra_gemm_nn(dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
-    /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv */
+    /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv, and
+     * the sinks' gradient (added to grads->dsinks when accumulating) */
+    float *dsinks = (float *)scratch.data + floats - H;
+    ra_attention_options attn = call->attn;
+    if (w->sinks) attn.dsinks = grads->accumulate ? dsinks : grads->dsinks;
     ra_status status = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq,
-                                             &v.xk, &v.xv, &v.attn, v.lse, &call->attn);
+                                             &v.xk, &v.xv, &v.attn, v.lse, &attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         return status;
     }
+    if (w->sinks && grads->accumulate)
+        for (int64_t h = 0; h < H; h++) grads->dsinks[h] += dsinks[h];
     /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
     ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
     ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);

@@ -382,10 +382,96 @@ static void test_finite_differences(void)
     inputs_free(&in);
 }
 
+
+/* ---- the layer ----------------------------------------------------------- */
+
+/* A layer with identity projections and no RoPE is its attention on
+ * q = k = v = x: with the config's window, chunk and soft-cap, the weights'
+ * sinks and the call's padding, it equals ra_attention with those options
+ * (1e-6 of max|y|: the projections are exact, the paths the same), on both
+ * paths; its backward's dsinks equal the attention backward's (and add up
+ * when accumulating). */
+static void test_layer(void)
+{
+    enum { B = 2, S = 40, H = 4, D = 8, DIM = H * D, N = B * S * DIM };
+    static float eye[DIM * DIM], x[N], y[N], want[N], lse[B * H * S], dy[N], dx[N];
+    static float dw[4][DIM * DIM], dq[N], dk[N], dv[N];
+    float sinks[H] = {0.5f, -1.0f, 2.0f, 0.0f}, dsinks[H], dsinks_want[H];
+    uint8_t pad[B * S];
+    for (int i = 0; i < DIM; i++) eye[i * DIM + i] = 1.0f;
+    ra_test_fill(x, N, 5);
+    for (int i = 0; i < N; i++) x[i] *= 2.0f;
+    ra_test_fill(dy, N, 6);
+    for (int i = 0; i < B * S; i++) pad[i] = i >= S || i % S >= 3; /* row 0: 3 left pads */
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = DIM;
+    lc.n_heads = H;
+    lc.no_rope = 1;
+    lc.window = 7;
+    lc.chunk = 16;
+    lc.softcap = 4.0;
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq = lw.wk = lw.wv = lw.wo = eye;
+    lw.sinks = sinks;
+    ra_layer *layer = NULL;
+    ra_layer_tape *tape = NULL;
+    CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer: %s", ra_last_error());
+    CHECK(ra_layer_tape_create(&tape, layer, B * S) == RA_OK, "tape");
+    ra_attention_options o = ra_attention_options_init();
+    o.window = lc.window;
+    o.chunk = lc.chunk;
+    o.softcap = lc.softcap;
+    o.sinks = sinks;
+    o.padding_mask = pad;
+    ra_tensor t = ra_tensor_4d(x, RA_F32, B, S, H, D), tw = ra_tensor_4d(want, RA_F32, B, S, H, D);
+    o.path = RA_PATH_REFERENCE;
+    CHECK(ra_attention_forward_lse(NULL, &tw, lse, &t, &t, &t, &o) == RA_OK, "attention");
+    ra_attention_options call = ra_attention_options_init();
+    call.padding_mask = pad;
+    for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+        call.path = (ra_attention_path)path;
+        CHECK(ra_layer_forward(layer, NULL, y, x, B, S, NULL, &call) == RA_OK, "%s",
+              ra_last_error());
+        double e = ra_test_max_rel_diff(y, want, N);
+        CHECK(e <= 1e-6, "path %d: the layer vs its attention %.3g", path, e);
+    }
+    /* the backward's dsinks */
+    call.path = RA_PATH_FLASH;
+    CHECK(ra_layer_forward_train(layer, NULL, y, tape, x, B, S, NULL, &call) == RA_OK, "%s",
+          ra_last_error());
+    ra_layer_grads g = ra_layer_grads_init();
+    g.dwq = dw[0], g.dwk = dw[1], g.dwv = dw[2], g.dwo = dw[3];
+    CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_ERR_NULL &&
+              strstr(ra_last_error(), "dsinks"),
+          "no dsinks: %s", ra_last_error());
+    g.dsinks = dsinks;
+    CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
+    ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D), tdk = ra_tensor_4d(dk, RA_F32, B, S, H, D);
+    ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, S, H, D), tdy = ra_tensor_4d(dy, RA_F32, B, S, H, D);
+    o.path = RA_PATH_FLASH;
+    CHECK(ra_attention_forward_lse(NULL, &tw, lse, &t, &t, &t, &o) == RA_OK, "forward");
+    o.dsinks = dsinks_want;
+    CHECK(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdy, &t, &t, &t, &tw, lse, &o) == RA_OK,
+          "%s", ra_last_error());
+    CHECK(memcmp(dsinks, dsinks_want, sizeof dsinks) == 0, "the layer's dsinks");
+    g.accumulate = 1;
+    CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
+    for (int h = 0; h < H; h++)
+        CHECK(dsinks[h] == dsinks_want[h] + dsinks_want[h], "accumulated dsinks[%d]", h);
+    /* masks the layer owns are refused in the call's options */
+    call.window = 3;
+    CHECK(ra_layer_forward(layer, NULL, y, x, B, S, NULL, &call) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "from its config"),
+          "a window in the options: %s", ra_last_error());
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(layer);
+}
+
 static void simd_cases(void)
 {
     RUN(test_forward);
     RUN(test_backward);
+    RUN(test_layer);
 }
 
 /* ---- checks -------------------------------------------------------------- */
@@ -426,26 +512,6 @@ static void test_checks(void)
                 break;
             }
     }
-    /* the layer takes no masks from its options */
-    ra_attention_options o = ra_attention_options_init();
-    o.window = 4;
-    ra_rope_config rope = ra_rope_config_default(D);
-    ra_layer_config lc = ra_layer_config_init();
-    lc.dim = H * D;
-    lc.n_heads = H;
-    lc.rope = &rope;
-    float w[(H * D) * (H * D)];
-    ra_test_fill(w, (H * D) * (H * D), 4);
-    ra_layer_weights lw = ra_layer_weights_init();
-    lw.wq = lw.wk = lw.wv = lw.wo = w;
-    ra_layer *layer = NULL;
-    CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
-    float x[S * H * D], y[S * H * D];
-    ra_test_fill(x, S * H * D, 5);
-    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, &o) == RA_ERR_UNSUPPORTED &&
-              strstr(ra_last_error(), "does not take masks"),
-          "layer with a window: %s", ra_last_error());
-    ra_layer_destroy(layer);
 }
 
 int main(void)

@@ -33,7 +33,7 @@
  *   ra_hf_config_open(&config, "config.json");
  *   ra_hf_options o = ra_hf_options_init();
  *   o.layer = 3;            // model.layers.3.self_attn.*
- *   o.n_tokens = 4096;      // the longest sequence it will see
+ *   o.n_tokens = 4096;      // the longest sequence it will see (its rope)
  *   if (ra_hf_layer_create(&layer, ckpt, config, &o) != RA_OK)
  *       fprintf(stderr, "%s\n", ra_hf_last_error());
  *   ra_layer_forward(ra_hf_layer_get(layer), ctx, y, x, B, S, NULL, NULL);
@@ -115,9 +115,8 @@ typedef struct ra_hf_options {
     int64_t head_dim;   /* ra_hf_rope_config: 0: the config's */
     int64_t layout;     /* -1: the names' and family's; else an ra_layout */
     /* The tokens the layer will run on, as their places in the sequence:
-     * [first_token, first_token + n_tokens).  The config's sliding windows
-     * and Llama 4's chunks change attention only for longer inputs, which
-     * are refused; n_tokens 0 (unknown) refuses a layer that has either. */
+     * [first_token, first_token + n_tokens); n_tokens 0: unknown.  They
+     * size the rope (max_position below). */
     int64_t first_token, n_tokens;
     /* The largest position id the layer will be given (its rope tables;
      * dynamic and longrope scale by max_position + 1 unless seq_len says

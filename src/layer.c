@@ -466,6 +466,11 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_error_reset();
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    const ra_layer_config *lc = &layer->config;
+    if (lc->window || lc->chunk || lc->softcap || layer->weights.sinks)
+        return ra_fail(RA_ERR_UNSUPPORTED, "the layer's %s is not run with a KV cache yet",
+                       lc->window ? "sliding window" : lc->chunk ? "chunked attention"
+                       : lc->softcap ? "soft-cap" : "sinks");
     ra_positions given;
     if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq, 0));
     const ra_layer_config *c = &layer->config;

@@ -1399,9 +1399,9 @@ static void test_config_families(void)
     static const struct {
         const char *text, *message; /* message NULL: read */
     } cases[] = {
-        {"{\"model_type\": \"gpt_oss\", \"num_attention_heads\": 4}",
-         "config.json: model_type \"gpt_oss\" is refused: its attention sinks (the 'sinks' "
-         "tensor) are not supported yet"},
+        {"{\"model_type\": \"cohere2\", \"num_attention_heads\": 4}",
+         "config.json: model_type \"cohere2\" is refused: its full-attention layers run "
+         "without RoPE beside sliding ones"},
         {"{\"model_type\": \"my_llama\", \"num_attention_heads\": 4}",
          "config.json: model_type \"my_llama\" is not a family ropeattn knows, and its config "
          "describes attention (\"num_attention_heads\"): refused rather than run as Llama"},

@@ -368,8 +368,7 @@ static int ignored_buffer(const ra_st_tensor *x, const char *suffix)
 }
 
 /* Every tensor of the layer's attention module must be one ropeattn uses
- * (a tensor it left out, such as gpt-oss's sinks or StableLM's
- * q_layernorm.norms.N, would change the layer), or a buffer transformers
+ * (a tensor it left out would change the layer), or a buffer transformers
  * ignores. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
                                 int stem_len)
@@ -382,7 +381,7 @@ static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_t
                 continue;
             int used = 0;
             for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
-            used |= x == t->norm[0] || x == t->norm[1];
+            used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
             for (int n = 0; n < 2; n++)
                 for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
             if (!used)
@@ -455,6 +454,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, attent
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
         out->norm[i] = find_tensor(files, name);
     }
+    snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
+    out->sinks = find_tensor(files, name);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     out->layer = scheme->infix ? layer : -1;

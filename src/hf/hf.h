@@ -72,6 +72,7 @@ typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
+    const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H]; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */

@@ -16,7 +16,7 @@
 
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
-       N_SLOTS };
+       S_SINKS, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -77,7 +77,8 @@ static void alias_rows(ra_hf_layer *l, const ra_st_tensor *const parts[3], int f
     }
 }
 
-/* The tensor list and slots: weights, then biases, then the q/k norms. */
+/* The tensor list and slots: weights, then biases, then the q/k norms,
+ * then the sinks. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
@@ -104,6 +105,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
         for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; at += t->head_norms[i][h++]->count)
             RA_HF_TRY(add_tensor(l, t->head_norms[i][h], S_QNORM + i, at)); /* StableLM 2 */
     }
+    if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     return RA_OK;
 }
 
@@ -134,7 +136,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     ra_rope_config rope;
     RA_HF_TRY(hf_find_attention(ckpt, options->layer, t));
     RA_HF_TRY(hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 2 + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 3 + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -147,6 +149,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
     w.wqkv = slot_array(l, d, S_WQKV), w.bqkv = slot_array(l, d, S_BQKV);
+    w.sinks = slot_array(l, d, S_SINKS);
     ra_status status = ra_layer_create(&l->layer, &lc, &w);
     if (status != RA_OK)
         return hf_fail(status, "cannot create the attention layer: %s%s%s",
@@ -237,6 +240,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dbv = slot_array(layer, d, S_BV), r->dbo = slot_array(layer, d, S_BO);
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
+    r->dsinks = slot_array(layer, d, S_SINKS);
     *out = g;
     return RA_OK;
 }

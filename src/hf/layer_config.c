@@ -3,7 +3,7 @@
  * and the options: head counts and head_dim (options, then config, then the
  * tensors' shapes), every tensor's shape checked against them, the q/k
  * norms the family reads, the softmax scale, the rope, and the per-layer
- * keys (NoPE layers, Llama 4, sliding windows).
+ * keys (NoPE layers, Llama 4's chunks, sliding windows, soft-capping, sinks).
  */
 #include <math.h>
 #include <stdio.h>
@@ -279,27 +279,16 @@ static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *o
 
 /* Llama 4 (Llama4TextAttention): RoPE layers apply the L2 norm after RoPE
  * (use_qk_norm) and attend within chunks of attention_chunk_size tokens
- * (layer_types may say chunked_attention too): tokens within one chunk are
- * unaffected, others refused.  NoPE layers scale q by the temperature at
- * each token's place in the sequence (attn_temperature_tuning), which
- * transformers takes from cache_position: position ids are refused there. */
+ * (layer_types may say chunked_attention too).  NoPE layers scale q by the
+ * temperature at each token's place in the sequence
+ * (attn_temperature_tuning), which transformers takes from cache_position:
+ * position ids are refused there. */
 static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
     if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return RA_OK;
-    const int64_t first = j->o->first_token, last = first + j->o->n_tokens - 1;
-    const int64_t chunk = hf->attention_chunk_size;
     int chunked = !out->no_rope || ra_hf_layer_chunked(&hf->window, layer);
-    if (chunked && hf->has_attention_chunk_size && !j->o->n_tokens)
-        return hf_fail(RA_ERR_ARGUMENT, "the config gives this layer chunked attention of %lld "
-                       "tokens: set n_tokens (and first_token) to the tokens it will run on, "
-                       "which must fall in one chunk", (long long)chunk);
-    if (chunked && hf->has_attention_chunk_size && first / chunk != last / chunk)
-        return hf_fail(RA_ERR_UNSUPPORTED, "the config gives this layer chunked attention of "
-                       "%lld tokens and the input's tokens %lld .. %lld fall in more than one "
-                       "chunk: chunked attention is not supported (tokens within one chunk are "
-                       "unaffected by it)", (long long)chunk, (long long)first,
-                       (long long)last);
+    if (chunked && hf->has_attention_chunk_size) out->chunk = hf->attention_chunk_size;
     out->qk_l2_norm = hf->qk_l2_norm && !out->no_rope;
     if (!hf->attn_temperature_tuning || !out->no_rope) return RA_OK;
     if (!hf->has_floor_scale || !hf->has_attn_scale)
@@ -314,32 +303,38 @@ static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *ou
     return RA_OK;
 }
 
-/* A sliding window that the config gives this layer (transformers' reading
- * of it: src/io/config_window.c) changes the output only for inputs longer
- * than the window; those are refused, since the layer attends to every
- * earlier token. */
-static ra_status check_window(const job *j, int64_t layer)
+/* The sliding window the config gives this layer (transformers' reading
+ * of it: src/io/config_window.c), Gemma 2's soft-cap, and gpt-oss's sinks:
+ * a sinks tensor [H] beside q_proj where the family reads one, refused
+ * elsewhere (transformers would not use it). */
+static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
     char which[48];
     layer_name(which, sizeof which, layer);
     int64_t window = ra_hf_layer_window(&hf->window, layer);
     const unsigned features = hf->family ? hf->family->features : 0;
-    if (window < 0 && (features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer))
-        return RA_OK; /* resolve_llama4 */
-    if (window < 0)
+    if (window < 0 && !((features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer)))
         return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a kind of "
-                       "attention other than full_attention or sliding_attention: not "
-                       "supported", which);
-    if (window > 0 && !j->o->n_tokens)
-        return hf_fail(RA_ERR_ARGUMENT, "the config gives %s a sliding window of %lld tokens: "
-                       "set n_tokens to the longest sequence it will run on (at most %lld)",
-                       which, (long long)window, (long long)window);
-    if (window > 0 && j->o->n_tokens > window)
-        return hf_fail(RA_ERR_UNSUPPORTED, "the config gives %s a sliding window of %lld tokens "
-                       "and the input has %lld tokens per sequence: sliding-window attention "
-                       "is not supported (inputs of at most %lld tokens are unaffected by it)",
-                       which, (long long)window, (long long)j->o->n_tokens, (long long)window);
+                       "attention other than full_attention, sliding_attention or (Llama 4) "
+                       "chunked_attention: not supported", which);
+    out->window = window > 0 ? window : 0;
+    if ((features & RA_HF_SOFTCAP) && hf->has_attn_logit_softcapping)
+        out->softcap = hf->attn_logit_softcapping;
+    const ra_st_tensor *sinks = j->t->sinks;
+    if (sinks && !(features & RA_HF_SINKS))
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s%s%s reads no attention sinks "
+                       "(transformers would not use it)", sinks->name, j->path,
+                       hf->family ? "model_type \"" : "a config without model_type",
+                       hf->family ? hf->family->model_type : "", hf->family ? "\"" : "");
+    if (!sinks && (features & RA_HF_SINKS))
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no sinks beside '%s': model_type \"%s\" adds "
+                       "one logit per head to every softmax (transformers would initialize the "
+                       "missing weight)", j->path, j->t->proj[PROJ_O]->name,
+                       hf->family->model_type);
+    if (sinks && (sinks->ndim != 1 || sinks->shape[0] != out->n_heads))
+        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (one sink per query head)",
+                       sinks->name, j->path, (long long)out->n_heads);
     return RA_OK;
 }
 
@@ -351,7 +346,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     *out = ra_layer_config_init();
     RA_HF_TRY(resolve_fused(&j));
     RA_HF_TRY(resolve_shapes(&j, out));
-    RA_HF_TRY(check_window(&j, t->layer));
+    RA_HF_TRY(resolve_masks(&j, t->layer, out));
     RA_HF_TRY(hf_rope(config, t->layer, out->head_dim, options->seq_len, options->max_position,
                       rope));
     /* The layout: the option's, else the family's for Hugging Face names

@@ -64,6 +64,7 @@ static const field fields[] = {
     FIELD(original_max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, 0),
     FIELD(rms_norm_eps, POSITIVE_NUMBER, 0, 0),
     FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0, 0),
+    FIELD(attn_logit_softcapping, POSITIVE_NUMBER, 0, 0),
     FIELD(attention_multiplier, POSITIVE_NUMBER, 0, 0),
     FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
     FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),

@@ -239,6 +239,8 @@ enum {
                                             layers; attn_temperature_tuning (floor_scale,
                                             attn_scale) in NoPE layers; attention_chunk_size
                                             in RoPE layers (Llama 4) */
+    RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
+    RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
 };
 
 /* How one model_type is read. */
@@ -284,13 +286,15 @@ typedef struct ra_hf_fields {
     double rope_ratio;             /* ChatGLM's rope base / 10000 */
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
+    double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
         has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
         has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
         has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
-        has_kv_channels, has_multi_query_group_num, has_rope_ratio;
+        has_kv_channels, has_multi_query_group_num, has_rope_ratio,
+        has_attn_logit_softcapping;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */

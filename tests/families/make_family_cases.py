@@ -55,6 +55,13 @@ What each family's attention does, from transformers' modeling_<family>.py:
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
              is the default rope; q/k/v biases
+  masks      (masking_utils.py) key j seen by query i when j <= i, j > i - W
+             in sliding layers (Mistral: all; Qwen2: from max_window_layers;
+             Gemma 2, gpt-oss: layer_types, by default even layers), and
+             j // C == i // C in Llama 4's chunked layers, i and j the tokens'
+             places; Gemma 2 caps the scaled logits, c tanh(s / c), before
+             the mask; gpt-oss appends its sinks as a last softmax column and
+             drops it after
 """
 import json
 import os
@@ -149,7 +156,7 @@ def attention(x, w, f):
     elif "qn" in w and not f.get("whole_norm"):
         q = rms(q, w["qn"], f["eps"], f.get("plus_one", False))
         k = rms(k, w["kn"], f["eps"], f.get("plus_one", False))
-    pos = np.broadcast_to(np.arange(S, dtype=np.float64), (B, S))
+    pos = np.broadcast_to(np.arange(S, dtype=np.float64) + f.get("start", 0), (B, S))
     if f.get("inv") is not None:
         q, k = rope(q, pos, f["inv"], f["layout"]), rope(k, pos, f["inv"], f["layout"])
     if f.get("l2"):  # Llama 4: after RoPE, no weights
@@ -159,9 +166,25 @@ def attention(x, w, f):
         q = q * (1 + attn_scale * np.log1p(np.floor((pos + 1) / floor_scale)))[..., None, None]
     k, v = np.repeat(k, H // K, axis=2), np.repeat(v, H // K, axis=2)
     scores = np.einsum("bshd,bthd->bhst", q, k) * f.get("scale", D ** -0.5)
-    scores = scores + np.triu(np.full((S, S), -np.inf), 1)
+    if f.get("softcap"):  # Gemma 2: before the mask
+        scores = f["softcap"] * np.tanh(scores / f["softcap"])
+    # masking_utils: causal, sliding_window_overlay, chunked_overlay, on the
+    # tokens' places (cache_position), not their position ids
+    i, j = np.arange(S)[:, None], np.arange(S)[None, :]
+    keep = j <= i
+    if f.get("window"):
+        keep &= j > i - f["window"]
+    if f.get("chunk"):
+        keep &= j // f["chunk"] == i // f["chunk"]
+    scores = np.where(keep, scores, -np.inf)
+    if "sinks" in w:  # gpt-oss: a last column of one logit per head, dropped after
+        sink = np.broadcast_to(w["sinks"].astype(np.float64)[None, :, None, None],
+                               scores.shape[:-1] + (1,))
+        scores = np.concatenate([scores, sink], -1)
     p = np.exp(scores - scores.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
+    if "sinks" in w:
+        p = p[..., :-1]
     out = np.einsum("bhst,bthd->bshd", p, v).reshape(B, S, H * D)
     return out @ w["o"].T + w.get("bo", 0)
 
@@ -186,7 +209,7 @@ def weights(dim, H, K, D, biases="", norms=None):
 ROLES = {"q": "q_proj.weight", "k": "k_proj.weight", "v": "v_proj.weight",
          "o": "o_proj.weight", "bq": "q_proj.bias", "bk": "k_proj.bias",
          "bv": "v_proj.bias", "bo": "o_proj.bias", "qn": "q_norm.weight",
-         "kn": "k_norm.weight"}
+         "kn": "k_norm.weight", "sinks": "sinks"}
 
 
 def named(w, prefix, roles=ROLES):
@@ -579,13 +602,69 @@ def family_cases(out):
     save(out, "qwen2_vl", cfg, named(w, "model.language_model.layers.0.self_attn."), x,
          attention(x, w, f), 0)
 
+    # ---- masks: windows, soft-capping, sinks, chunks, beyond 12 tokens ----
+    # Mistral v0.1: every layer slides (sliding_window 5 < 12 tokens).
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="mistral", rope_theta=1e4, sliding_window=5)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half", "window": 5}
+    save(out, "mistral_window", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+    # Qwen2 with use_sliding_window: layers from max_window_layers on slide.
+    cfg = dict(base, model_type="qwen2", rope_theta=1e6, use_sliding_window=True,
+               sliding_window=4, max_window_layers=1)
+    for layer in (0, 1):
+        w = weights(dim, H, K, D, biases="qkv")
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half",
+             "window": 4 if layer else None}
+        save(out, "qwen2_window_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+    # Gemma 2: scale query_pre_attn_scalar^-1/2, logits soft-capped (a cap
+    # of 1 bites at these sizes), even layers sliding (Gemma2Config's
+    # layer_types default, here without layer_types), odd ones full.
+    cfg = dict(base, model_type="gemma2", rope_theta=1e4, query_pre_attn_scalar=16,
+               attn_logit_softcapping=1.0, final_logit_softcapping=30.0, sliding_window=5,
+               sliding_window_size=5, cache_implementation="hybrid")
+    for layer in (0, 1):
+        w = weights(dim, H, K, D)
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half",
+             "scale": 0.25, "softcap": 1.0, "window": None if layer else 5}
+        save(out, "gemma2_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+    # A Gemma 2 config at Gemma2Config's defaults (cap 50, window 4096).
+    w = weights(dim, H, K, D)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half",
+         "scale": 256 ** -0.5, "softcap": 50.0}
+    save(out, "gemma2_defaults", dict(base, model_type="gemma2", rope_theta=1e4),
+         named(w, layers(0)), x, attention(x, w, f), 0)
+    # gpt-oss: sinks in every layer, q/k/v/o biases, layer_types alternating
+    # sliding (window 4) and full.
+    cfg = dict(base, model_type="gpt_oss", rope_theta=150000.0, sliding_window=4,
+               attention_bias=True, layer_types=["sliding_attention", "full_attention"],
+               num_local_experts=4, num_experts_per_tok=2)
+    for layer in (0, 1):
+        w = weights(dim, H, K, D, biases="qkvo")
+        w["sinks"] = f32(RNG.normal(0, 1, H))
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(150000.0, D), "layout": "half",
+             "window": None if layer else 4}
+        save(out, "gpt_oss_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+    # Llama 4's RoPE layer 0 of the Maverick-style config: chunks of 8.
+    w = weights(dim, H, K, D)
+    f = {"H": H, "K": K, "D": D, "layout": "interleaved", "inv": inv_freq(5e5, D),
+         "l2": 1e-5, "chunk": 8}
+    save(out, "llama4_chunks_layer0", llama4_chunks[0], named(w, layers(0)), x,
+         attention(x, w, f), 0)
+    # From position 8 the rope moves, not the chunks (they follow the
+    # tokens' places, as transformers' cache_position).
+    f = dict(f, start=8)
+    save(out, "llama4_chunks_start_pos", llama4_chunks[0], named(w, layers(0)), x,
+         attention(x, w, f), 0, args=["--start-pos", "8"])
+
     # ---- refused: each would run wrong if its key or tensor were ignored ----
     w = weights(dim, H, K, D)
     plain = named(w, layers(0))
     refusals = [
-        ("gpt_oss", dict(base, model_type="gpt_oss", sliding_window=128),
-         dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
-         'model_type "gpt_oss" is refused'),
+        ("gpt_oss_without_sinks", dict(base, model_type="gpt_oss"), plain,
+         "has no sinks beside"),
         ("sinks_tensor", dict(base, model_type="llama"),
          dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
          "tensor 'model.layers.0.self_attn.sinks'"),
@@ -594,8 +673,6 @@ def family_cases(out):
         ("stablelm_stray_norms", dict(base, model_type="stablelm", partial_rotary_factor=0.25),
          dict(plain, **{layers(0) + "q_layernorm.norms.0.weight": f32(np.ones(D))}),
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.0.weight'"),
-        ("llama4_longer_than_a_chunk", llama4_chunks[0], llama4_chunks[1],
-         "chunked attention of 8 tokens and the input's tokens 0 .. 11 fall in more"),
         ("unknown_family", dict(base, model_type="my_llama"), plain,
          'model_type "my_llama" is not a family ropeattn knows'),
         ("llama_with_qk_norms", dict(base, model_type="llama"),
@@ -620,8 +697,8 @@ def family_cases(out):
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.2.weight'"),
         ("phi_qk_layernorm", dict(base, model_type="phi", qk_layernorm=True), plain,
          '"qk_layernorm"'),
-        ("gemma2", dict(base, model_type="gemma2", attn_logit_softcapping=50.0,
-                        query_pre_attn_scalar=16), plain, 'model_type "gemma2" is refused'),
+        ("cohere2", dict(base, model_type="cohere2", sliding_window=4), plain,
+         'model_type "cohere2" is refused'),
         ("deepseek_v3", dict(base, model_type="deepseek_v3", kv_lora_rank=512,
                              qk_rope_head_dim=64), plain, 'model_type "deepseek_v3" is refused'),
         ("llama_attention_multiplier", dict(base, model_type="llama", attention_multiplier=0.1),
@@ -662,10 +739,6 @@ def family_cases(out):
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
-    # 12 tokens from position 8 cross Llama 4's chunks of 16.
-    save(out, "llama4_start_pos_crosses_a_chunk", dict(llama4_chunks[0], attention_chunk_size=16),
-         llama4_chunks[1], x, None, 0, args=["--start-pos", "8"],
-         refused="the input's tokens 8 .. 19 fall in more than one chunk")
 
 
 def rope_cases(out):

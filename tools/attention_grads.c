@@ -43,8 +43,7 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
     ra_layer_tape *tape;
     ra_status status = ra_layer_tape_create(&tape, layer, tokens);
     if (status != RA_OK) return status;
-    ra_attention_options options = ra_attention_options_init();
-    options.path = job->path;
+    ra_attention_options options = job->attention;
     progress line; /* the forward's tokens, then the backward's */
     progress_begin(&line, "attention --grads", 2 * tokens, job->quiet);
     status = ra_layer_forward_train(layer, ctx, y, tape, job->x->data, job->batch, job->seq,

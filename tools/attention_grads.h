@@ -24,7 +24,7 @@ typedef struct attention_grads_job {
     const ra_npy *x, *dy;             /* [B, S, dim] or [S, dim], float32 */
     int64_t batch, seq;
     ra_positions positions;
-    ra_attention_path path;
+    ra_attention_options attention; /* the path, and the call's padding or documents */
     cli_outputs *outputs;
     int quiet; /* no progress line */
 } attention_grads_job;

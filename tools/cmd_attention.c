@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "attention_grads.h"
+#include "attention_masks.h"
 #include "cli.h"
 #include "io/io.h"
 #include "outputs.h"
@@ -30,6 +31,7 @@ static const char usage[] =
     "                          [--path flash|reference] [--rope-parameters JSON]\n"
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "                          [--prefill P [--cache-dtype f32|f16|bf16]]\n"
+    "                          [--attention-mask M.npy | --packed]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "                          [--quiet] [--stats]\n"
     "\n"
@@ -55,6 +57,15 @@ static const char usage[] =
     "  --start-pos P   position of the first token (default 0)\n"
     "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
     "                  or [batch, seq]; the causal mask still follows token order\n"
+    "  --attention-mask M\n"
+    "                  .npy of int32 or int64 [batch, seq]: 1 for a token, 0 for\n"
+    "                  padding (Hugging Face's attention_mask; left or right\n"
+    "                  padding): no token attends to padding, and a padding\n"
+    "                  token's output row (and gradient) is 0.  Not with --prefill\n"
+    "  --packed        each row holds several documents, a new one wherever a\n"
+    "                  --positions id is not the one before plus one (every row\n"
+    "                  alike); no token attends across documents, as transformers\n"
+    "                  masks a packed batch.  Needs --positions; not with --prefill\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -92,13 +103,18 @@ static const char usage[] =
     "Llama 4), softmax scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2;\n"
     "LayerNorms per head: Cohere, StableLM 2), clip_qkv (OLMo), rope per layer\n"
     "(Gemma 3, SmolLM3), Falcon's packing, Llama 4's L2 norm, NoPE layers and\n"
-    "temperature.  A family, config key or tensor of the layer that ropeattn\n"
-    "does not run (gpt-oss's sinks, soft-capping ...) is refused,\n"
-    "naming it: never run as something else.\n";
+    "temperature, sliding windows (Mistral, Qwen2, Phi-3, Gemma 2 and 3, gpt-oss;\n"
+    "layer_types, sliding_window_pattern, use_sliding_window, max_window_layers),\n"
+    "Gemma 2's soft-capped logits, gpt-oss's sinks and Llama 4's chunks.  Windows\n"
+    "and chunks count tokens by their place in the sequence, not their position\n"
+    "ids, as transformers does.  A family, config key or tensor of the layer that\n"
+    "ropeattn does not run is refused, naming it: never run as something else.\n";
 
 typedef struct attention_options {
     const char *weights, *input, *output;
     const char *grad_output, *grads; /* --grad-output, --grads: NULL unless given */
+    const char *attention_mask;      /* --attention-mask: NULL unless given */
+    int packed;                      /* --packed */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
@@ -239,18 +255,17 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
 /* Y = layer(X), written only if the whole forward succeeded. */
 static int forward_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_layer *layer, ra_context *ctx, const ra_npy *x,
-                             const int64_t *ids, int64_t batch, int64_t seq)
+                             const int64_t *ids, const ra_attention_options *attention,
+                             int64_t batch, int64_t seq)
 {
     float *y = malloc((size_t)x->count * sizeof(float));
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
     ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos,
                               .ids = ids};
-    ra_attention_options forward = {.struct_size = sizeof forward,
-                                  .path = cli_attention_path(opts->path)};
     ra_status status =
         opts->prefill
             ? forward_cached(opts, layer, ctx, y, x->data, ids, batch, seq)
-            : ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, &forward);
+            : ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, attention);
     int failed = 0;
     if (status != RA_OK)
         failed = cli_fail_status(status, opts->prefill
@@ -262,18 +277,26 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
     return failed;
 }
 
-/* Y and, with --grads, the gradients of sum(Y * DY). */
+/* Y and, with --grads, the gradients of sum(Y * DY); the attention's path,
+ * and its padding (pad: batch * seq, or NULL) or documents (cu: n + 1
+ * starts, or NULL). */
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
-                             const ra_npy *dy, const int64_t *ids, int64_t batch, int64_t seq)
+                             const ra_npy *dy, const int64_t *ids, const uint8_t *pad,
+                             const int64_t *cu, int64_t n_documents, int64_t batch, int64_t seq)
 {
+    ra_attention_options attention = ra_attention_options_init();
+    attention.path = cli_attention_path(opts->path);
+    attention.padding_mask = pad;
+    attention.cu_seqlens = cu;
+    attention.n_documents = cu ? n_documents : 0;
     if (!opts->grads)
-        return forward_and_write(opts, outputs, ra_hf_layer_get(layer), ctx, x, ids, batch,
-                                 seq);
+        return forward_and_write(opts, outputs, ra_hf_layer_get(layer), ctx, x, ids,
+                                 &attention, batch, seq);
     attention_grads_job job = {layer, x, dy, batch, seq,
                                {.struct_size = sizeof job.positions, .start = opts->start_pos,
                                 .ids = ids},
-                               cli_attention_path(opts->path), outputs, opts->quiet};
+                               attention, outputs, opts->quiet};
     return attention_grads_run(&job, ctx);
 }
 
@@ -287,7 +310,8 @@ static int check_files(const attention_options *opts, cli_outputs *outputs)
                                      {"--input", opts->input},
                                      {"--grad-output", opts->grad_output},
                                      {"--config", opts->rope.config_path},
-                                     {"--positions", opts->rope.positions_path}};
+                                     {"--positions", opts->rope.positions_path},
+                                     {"--attention-mask", opts->attention_mask}};
     for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
         if (inputs[i][1]) failed = cli_outputs_check_input(outputs, inputs[i][0], inputs[i][1]);
     return failed;
@@ -313,7 +337,8 @@ static int run(const attention_options *opts)
     ra_hf_checkpoint *ckpt = NULL;
     ra_npy x = {0}, dy = {0};
     positions_file file = {0};
-    int64_t *ids = NULL;
+    int64_t *ids = NULL, *cu = NULL, n_documents = 0;
+    uint8_t *pad = NULL;
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
     int64_t batch = 0, seq = 0;
@@ -332,13 +357,20 @@ static int run(const attention_options *opts)
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
+    if (!failed && opts->attention_mask)
+        failed = attention_mask_read(opts->attention_mask, batch, seq, &pad);
+    if (!failed && opts->packed)
+        failed = packed_documents(ids, batch, seq, opts->rope.positions_path, &cu, &n_documents);
     if (!failed &&
         !(failed = create_layer(opts, &src, ckpt, seq,
                                 ids ? file.max : opts->start_pos + seq - 1, &layer)) &&
         !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
-        failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, batch, seq);
+        failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, pad, cu,
+                                   n_documents, batch, seq);
     cli_outputs_free(&outputs);
+    free(cu);
+    free(pad);
     ra_context_destroy(ctx);
     ra_hf_layer_destroy(layer);
     free(ids);
@@ -374,6 +406,8 @@ int cmd_attention(int argc, char **argv)
         CLI_FLAG_OPTION("--stats", &opts.stats),
         CLI_STRING_OPTION("--grad-output", &opts.grad_output),
         CLI_STRING_OPTION("--grads", &opts.grads),
+        CLI_STRING_OPTION("--attention-mask", &opts.attention_mask),
+        CLI_FLAG_OPTION("--packed", &opts.packed),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -401,6 +435,16 @@ int cmd_attention(int argc, char **argv)
     if (opts.grads && opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --grads runs the layer's training forward and "
                         "backward; --prefill (the KV-cache generator) has no backward");
+    if (opts.packed && !opts.rope.positions_path)
+        return cli_fail(EXIT_USAGE, "attention: --packed finds the documents in --positions: "
+                        "give it");
+    if (opts.packed && opts.attention_mask)
+        return cli_fail(EXIT_USAGE, "attention: give --attention-mask or --packed, not both "
+                        "(transformers finds packed documents only without a mask)");
+    if ((opts.packed || opts.attention_mask) && opts.prefill)
+        return cli_fail(EXIT_USAGE, "attention: %s is not run with --prefill (the KV cache "
+                        "holds each sequence's own tokens)",
+                        opts.packed ? "--packed" : "--attention-mask");
     if (opts.prefill && opts.path == CLI_PATH_REFERENCE)
         return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
                         "--path reference");

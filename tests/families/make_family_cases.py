@@ -141,8 +141,10 @@ def llama3_inv_freq(theta, rot, factor, low, high, old):
 
 
 def attention(x, w, f):
-    """The layer in float64.  w: tensors by role; f: the family's choices."""
+    """The layer in float64.  w: tensors by role; f: the family's choices
+    (f["allowed"], [B, S, S] booleans: more keys masked, as padding)."""
     H, K, D = f["H"], f["K"], f["D"]
+    B, S = x.shape[:2]
     q = x @ w["q"].T + w.get("bq", 0)
     k = x @ w["k"].T + w.get("bk", 0)
     v = x @ w["v"].T + w.get("bv", 0)
@@ -176,6 +178,8 @@ def attention(x, w, f):
         keep &= j > i - f["window"]
     if f.get("chunk"):
         keep &= j // f["chunk"] == i // f["chunk"]
+    if f.get("allowed") is not None:
+        keep = keep & f["allowed"][:, None]
     scores = np.where(keep, scores, -np.inf)
     if "sinks" in w:  # gpt-oss: a last column of one logit per head, dropped after
         sink = np.broadcast_to(w["sinks"].astype(np.float64)[None, :, None, None],

@@ -527,7 +527,8 @@ static inline ra_attention_options ra_attention_options_init(void)
 
 /* out = softmax(q k^T / sqrt(D) + causal mask) v, per query head, with query
  * head h reading key/value head h / (H / Hkv).  Query token i sees key tokens
- * j <= i.  Softmax in float32; dropout (if any) applies to the probabilities.
+ * j <= i, and options' masks, scale, soft-cap and sinks apply as described
+ * above them.  Softmax in float32; dropout (if any) applies to the probabilities.
  * q and out are float32 [B, S, H, D]; k and v are [B, S, Hkv, D] in f32,
  * f16 or bf16 (16-bit keys and values are widened to float32, and every sum
  * runs in float32).  Extreme logits, NaN and Inf: "Numbers at the edges"
@@ -538,8 +539,9 @@ RA_API ra_status ra_attention(ra_context *ctx, const ra_tensor *out, const ra_te
                               const ra_attention_options *options);
 
 /* ra_attention that also keeps what the backward needs: lse[b, h, i] is the
- * natural log of the sum over visible keys j <= i of exp(q_i . k_j / sqrt(D))
- * for query row i of head h (before dropout), in float32.  out is the same
+ * natural log of the sum over visible keys j of exp(s_ij), the logits after
+ * scale and soft-cap, plus exp(sinks[h]) with sinks, for query row i of head
+ * h (before dropout), in float32; -Inf for a padding query.  out is the same
  * bits as ra_attention gives on the same path.  lse must not overlap out, q,
  * k or v (RA_ERR_ARGUMENT).
  *   lse: [B, H, S] float32, contiguous */
@@ -561,6 +563,8 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
  * probabilities and does not read them (either may be NULL; an out given is
  * still checked).
  *
+ * With options' sinks and dsinks, dsinks[h] = dL/dsinks[h] = -sum over b and
+ * i of p_sink(b, h, i) rowsum(dout * out)(b, h, i), p_sink = e^(sinks[h] - lse).
  * GQA: dk and dv of kv head g sum the query heads g * rep .. g * rep + rep - 1
  * in that order.  The softmax backward runs in float32, as the forward:
  *   dP = (dout v^T) * mask / (1 - p),  dS = P * (dP - rowsum(P * dP)),

@@ -38,14 +38,15 @@ int ra_attention_mask_is_plain(const ra_attention_mask *mask, int64_t head_dim);
 int64_t ra_mask_leading_padding(const ra_attention_mask *mask, int64_t b);
 
 /* The first key query i sees, before the padding mask: keys lo .. i, from
- * the window, the chunk (lp: ra_mask_leading_padding) and the document. */
+ * the window, the chunk (lp: ra_mask_leading_padding; a query within the
+ * leading padding is itself padding, its row zero: no chunk bound there)
+ * and the document. */
 static inline int64_t ra_mask_first_key(const ra_attention_mask *mask, int64_t i, int64_t lp)
 {
     int64_t lo = 0;
     if (mask->window && i - mask->window + 1 > lo) lo = i - mask->window + 1;
-    if (mask->chunk) {
-        int64_t rel = i - lp; /* floor division, rel may be negative */
-        int64_t start = lp + (rel >= 0 ? rel / mask->chunk : -((-rel + mask->chunk - 1) / mask->chunk)) * mask->chunk;
+    if (mask->chunk && i >= lp) {
+        int64_t start = lp + (i - lp) / mask->chunk * mask->chunk;
         if (start > lo) lo = start;
     }
     if (mask->cu_seqlens) { /* the last document start <= i */

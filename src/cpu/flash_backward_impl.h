@@ -137,12 +137,13 @@ static void probs_tile(const backward_tile *t, int64_t nk, int masked, int paddi
                        float softcap)
 {
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
+    const int divide = !(1.0f / softcap >= FLT_MIN); /* as softmax_tile */
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
         vf lse = vload(t->lse + r0), lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         for (int64_t j = 0; j < nk; j++) {
             vf s = vload(t->pt + j * BQ + r0);
             if (softcap > 0) {
-                vf th = vtanh(s * inv_cap);
+                vf th = vtanh(divide ? s / cap : s * inv_cap);
                 vstore(t->slope + j * BQ + r0, vsplat(1.0f) - th * th);
                 s = cap * th;
             }

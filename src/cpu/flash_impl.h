@@ -18,6 +18,7 @@
  * vectors of rows, and the softmax runs across rows in whole vectors.
  * A task's result does not depend on the thread that runs it.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -191,12 +192,13 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
                          int padding, float softcap)
 {
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
+    const int divide = !(1.0f / softcap >= FLT_MIN); /* 1 / c subnormal: s / c */
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         vf lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         vf mx = vload(t->m + r0), m_new = mx;
         for (int64_t j = 0; j < nk; j++) {
             vf s = vload(t->st + j * rows + r0);
-            if (softcap > 0) s = cap * vtanh(s * inv_cap);
+            if (softcap > 0) s = cap * vtanh(divide ? s / cap : s * inv_cap);
             if (masked) {
                 vf at = vsplat((float)j);
                 s = vselect((at > hi) | (at < lo), vsplat(-INFINITY), s);

@@ -3,6 +3,7 @@
  * found a broken promise, each fixed in the library and kept here so that
  * it stays fixed.  The file readers' findings are in test_io.c.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -219,11 +220,47 @@ static void test_share_elements(void)
     CHECK(exact_yes > 1000 && exact_no > 1000, "cases: %d sharing, %d not", exact_yes, exact_no);
 }
 
+/* out of S = 3 tokens, one head of D = 2, with options o. */
+static ra_status attend3(float out[6], const ra_attention_options *o)
+{
+    static float q[6] = {0.01f, 0.02f, -0.03f, 0.01f, 0.02f, 0.05f};
+    static float k[6] = {0.5f, -0.25f, 0.125f, 0.75f, -0.5f, 0.25f};
+    static float v[6] = {0, 1, 1, 0, 2, -1};
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 3, 1, 2), tk = ra_tensor_4d(k, RA_F32, 1, 3, 1, 2);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, 3, 1, 2), to = ra_tensor_4d(out, RA_F32, 1, 3, 1, 2);
+    return ra_attention(NULL, &to, &tq, &tk, &tv, o);
+}
+
+/* fuzz_attention: a chunk of INT64_MAX with leading padding overflowed the
+ * chunk's start for the padding queries (UBSan); a soft-cap of FLT_MAX
+ * moved the flash path's logits (vtanh's x p subnormal, 1 / c subnormal):
+ * it must leave out as without it, to float32 rounding. */
+static void test_mask_extremes(void)
+{
+    static const uint8_t padding[3] = {0, 0, 1};
+    for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+        ra_attention_options plain = ra_attention_options_init(), o = plain;
+        plain.path = o.path = (ra_attention_path)path;
+        float a[6], b[6];
+        o.softcap = FLT_MAX;
+        CHECK(attend3(a, &plain) == RA_OK && attend3(b, &o) == RA_OK, "path %d", path);
+        double worst = 0;
+        for (int i = 0; i < 6; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+        CHECK(worst <= 1e-6, "path %d: softcap FLT_MAX moves out by %.3g", path, worst);
+        o = plain;
+        o.chunk = INT64_MAX;
+        o.padding_mask = padding;
+        CHECK(attend3(b, &o) == RA_OK && b[0] == 0 && b[3] == 0 && b[4] == 2 && b[5] == -1,
+              "path %d: chunk INT64_MAX with padding", path);
+    }
+}
+
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
 static void simd_cases(void)
 {
     RUN(test_decode_short_rows);
     RUN(test_append_fused_qkv);
+    RUN(test_mask_extremes);
 }
 
 int main(void)

@@ -84,7 +84,7 @@ static ra_status decode_run(void *state, ra_context *ctx)
     decode_state *s = state;
     ra_tensor q = ra_tensor_4d(s->q, RA_F32, 1, 1, HEADS, HEAD_DIM);
     ra_tensor out = ra_tensor_4d(s->out, RA_F32, 1, 1, HEADS, HEAD_DIM);
-    return ra_attention_decode(ctx, s->cache, &out, &q, NULL);
+    return ra_attention_decode(ctx, s->cache, &out, &q, NULL, NULL);
 }
 
 /* Heads 0 and H - 1 (the first and last kv head) in double over the whole

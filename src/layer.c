@@ -444,6 +444,9 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
                        "layer needs batch %lld, %lld of %lld", (long long)cache->batch,
                        (long long)cache->n_kv_heads, (long long)cache->head_dim,
                        (long long)batch, (long long)c->n_kv_heads, (long long)c->head_dim);
+    if (cache->window) /* its ring would need the window in the prefill and the steps */
+        return ra_fail(RA_ERR_UNSUPPORTED, "the cache is a window cache (window %lld): the "
+                       "layer has no sliding window yet", (long long)cache->window);
     return RA_OK;
 }
 
@@ -499,7 +502,10 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
         status = ra_attention_prepare(&args, &attn, &xq, &kc, &vc, NULL);
         if (status == RA_OK) ra_attention_flash(ctx, &args, buf + 2 * n_q + 2 * n_kv);
     } else if (status == RA_OK) {
-        ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, buf + 2 * n_q + 2 * n_kv);
+        ra_attention_mask plain; /* the layer's masks come from its config: none yet */
+        status = ra_attention_mask_read(&plain, NULL, xq.shape);
+        if (status == RA_OK)
+            ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, &plain, buf + 2 * n_q + 2 * n_kv);
     }
     if (status == RA_OK) project_output(layer, y, attn.data, tokens);
     ra_scratch_release(&scratch);

@@ -336,7 +336,7 @@ static void decode(trial *t, int threads)
     static float out[B * 2 * H * D];
     memset(out, SENTINEL, sizeof out);
     ra_tensor to = ra_tensor_4d(out, RA_F32, B, 2, H, D), tq = ra_tensor_4d(q, RA_F32, B, 2, H, D);
-    ARMED(t, ra_attention_decode(ctx, c.cache, &to, &tq, NULL));
+    ARMED(t, ra_attention_decode(ctx, c.cache, &to, &tq, NULL, NULL));
     if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
     else CHECK(!is_sentinel(out, sizeof out), "out not written");
     CHECK(cache_unchanged(&c), "decode changed the cache");

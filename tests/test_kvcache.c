@@ -186,7 +186,7 @@ static void test_attention_prefill_vs_decode(void)
             CHECK(ra_kv_cache_append(grow, NULL, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
             ra_tensor q1 = ra_tensor_4d(qr + t * h * d, RA_F32, 1, 1, h, d); /* already rotated */
             ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
-            CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL) == RA_OK, "decode");
+            CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL, NULL) == RA_OK, "decode");
         }
         double e = ra_test_max_rel_diff(dec, pre, s * h * d);
         CHECK(e <= 1e-6, "dtype %d: decode steps vs flash prefill %.3g", dt, e);
@@ -236,7 +236,7 @@ static void test_decode_matches_reference(void)
     }
     ra_tensor tqt = ra_tensor_4d(qt, RA_F32, b, T, h, d), to1 = ra_tensor_4d(o1, RA_F32, b, T, h, d);
     ra_tensor ton = ra_tensor_4d(on, RA_F32, b, T, h, d);
-    CHECK(ra_attention_decode(NULL, cache, &to1, &tqt, NULL) == RA_OK, "decode");
+    CHECK(ra_attention_decode(NULL, cache, &to1, &tqt, NULL, NULL) == RA_OK, "decode");
     double worst = 0;
     for (int64_t bb = 0; bb < b; bb++)
         for (int64_t t = 0; t < T; t++)
@@ -246,7 +246,7 @@ static void test_decode_matches_reference(void)
     for (int threads = 2; threads <= 3; threads++) {
         ra_context *ctx;
         CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
-        CHECK(ra_attention_decode(ctx, cache, &ton, &tqt, NULL) == RA_OK, "decode n");
+        CHECK(ra_attention_decode(ctx, cache, &ton, &tqt, NULL, NULL) == RA_OK, "decode n");
         CHECK(memcmp(o1, on, 4 * b * T * h * d) == 0, "%d threads changed bits", threads);
         ra_context_destroy(ctx);
     }
@@ -329,7 +329,7 @@ static void test_decode_shapes(void)
             ra_tensor to = ra_tensor_4d(out, RA_F32, b, T, H, d);
             ra_context *ctx;
             CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-            CHECK(ra_attention_decode(ctx, cache, &to, &tq, nq) == RA_OK, "decode");
+            CHECK(ra_attention_decode(ctx, cache, &to, &tq, nq, NULL) == RA_OK, "decode");
             for (int64_t bb = 0; bb < b; bb++)
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t h = 0; h < H; h++) {
@@ -380,7 +380,7 @@ static void test_decode_nan_stays_out_of_earlier_rows(void)
     ra_positions start = {.struct_size = sizeof start};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, T, H, d), to = ra_tensor_4d(out, RA_F32, 1, T, H, d);
-    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_OK, "decode");
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_OK, "decode");
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = t * H * d; i < (t + 1) * H * d; i++)
             CHECK(t < T - 1 ? isfinite(out[i]) : isnan(out[i]), "row %lld element %lld: %g",
@@ -435,7 +435,7 @@ static void test_errors(void)
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
     CHECK(ra_kv_cache_length(cache, 0) == 0, "reset");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 2, d), to = ra_tensor_4d(q + 16, RA_F32, 1, 1, 2, d);
-    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_ERR_SIZE, "decode on an empty cache");
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_ERR_SIZE, "decode on an empty cache");
     CHECK(ra_kv_cache_length(cache, 5) == -1 && ra_kv_cache_length(NULL, 0) == -1, "length args");
     ra_kv_cache_destroy(cache);
     ra_kv_cache_destroy(NULL);

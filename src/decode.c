@@ -94,8 +94,10 @@ static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, co
     /* per thread: scaled queries [Hkv * rows, D], each row's first and last key */
     ra_decode_job job = {cache, q, out, n_query, *mask, 1, rows, 1, NULL, NULL,
                          ra_round_up(cache->n_kv_heads * rows * cache->head_dim + 4 * rows, 16)};
-    for (int64_t b = 0; b < cache->batch; b++)
-        job.n_chunks = chunks_of(&job, b) > job.n_chunks ? chunks_of(&job, b) : job.n_chunks;
+    for (int64_t b = 0; b < cache->batch; b++) {
+        int64_t n = chunks_of(&job, b);
+        job.n_chunks = n > job.n_chunks ? n : job.n_chunks;
+    }
     return job;
 }
 

@@ -396,23 +396,27 @@ static void decode_task(void *arg, int64_t task, int thread)
     enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
+    /* the slot of position j_start; each block's slots follow around the
+     * ring (a block's keys span at most the capacity: it wraps once) */
+    const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
     for (int64_t g = g0; g < g0 + heads; g++) {
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
         const decode_group rows_of_g = {
             qs + g * rows * head_dim, first, last, job->mask.softcap,
             job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows};
+        int64_t slot0 = slot_start;
         for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
             int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
             const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
-            /* a block's keys span at most the capacity: a ring wraps once */
-            const int64_t slot0 = ra_kv_cache_slot(c, j);
             for (int i = 0; i < DECODE_KEYS; i++) {
                 int64_t slot = slot0 + (i < n ? i : 0);
                 int64_t at = (slot < c->capacity ? slot : slot - c->capacity) * row_bytes;
                 keys[i] = krows + at;
                 vals[i] = vrows + at;
             }
+            slot0 = slot0 + DECODE_KEYS < c->capacity ? slot0 + DECODE_KEYS
+                                                       : slot0 + DECODE_KEYS - c->capacity;
             decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
                                   next_phase ? 0 : AHEAD_BYTES,
                                   next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES};

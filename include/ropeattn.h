@@ -652,9 +652,9 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
  * RA_ERR_UNSUPPORTED: dropout > 0 (decode is inference), padding_mask and
  * cu_seqlens (the cache's per-sequence lengths replace padding: a sequence
  * holds only its real tokens).  On a window cache of window W the options
- * must set window or chunk, at most W (RA_ERR_ARGUMENT: older keys are
- * gone), and n is at most its max_new (RA_ERR_SIZE); a chunked layer (chunk
- * C) uses a window cache of window C.  Only the keys some row sees are
+ * must set a window or a chunk, the smaller of those set at most W
+ * (RA_ERR_ARGUMENT: older keys are gone), and n is at most its max_new
+ * (RA_ERR_SIZE); a chunked layer (chunk C) uses a window cache of window C.  Only the keys some row sees are
  * read: a window of W costs O(W), not O(length).  The visible keys are
  * split into chunks across threads (flash-decoding) and the partial softmax
  * sums are merged exactly, in a fixed order: the same bits for any thread

@@ -142,11 +142,11 @@ static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t 
 {
     ra_tensor dst = ra_kv_cache_view(c, which);
     size_t esize = ra_dtype_size(c->dtype);
-    for (int64_t s = 0; s < len; s++)
+    for (int64_t s = 0; s < len; s++) {
+        const int64_t slot = ra_kv_cache_slot(c, at + s);
         for (int64_t h = 0; h < c->n_kv_heads; h++) {
             const float *from = (const float *)src->data + b * src->stride[0] +
                                 (s0 + s) * src->stride[1] + h * src->stride[2];
-            int64_t slot = ra_kv_cache_slot(c, at + s);
             char *to = (char *)dst.data + (size_t)(b * dst.stride[0] + slot * dst.stride[1] +
                                                    h * dst.stride[2]) * esize;
             if (c->dtype == RA_F32)
@@ -154,6 +154,7 @@ static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t 
             else
                 ra_convert(to, c->dtype, from, RA_F32, c->head_dim);
         }
+    }
 }
 
 static void append_task(void *arg, int64_t task, int thread)

@@ -1,8 +1,10 @@
 /*
  * bench_decode.c — generation: one decode token against a KV cache of 4096,
  * 16384 and 32768 tokens (f32), and of 16384 in bf16, judged by the read
- * bandwidth over a buffer the size of the cache's K + V; the fixed cost of
- * a step (a cache of 16 tokens); and appending one token with RoPE fused.
+ * bandwidth over a buffer the size of the cache's K + V; a sliding-window
+ * layer (window 4096) 32768 tokens into a conversation, in a window cache,
+ * judged by the read bandwidth over its window's K + V; the fixed cost of a
+ * step (a cache of 16 tokens); and appending one token with RoPE fused.
  *
  *   q, out: [1, 1, 32, 128]   cache K, V: [1, L, 8, 128]
  */
@@ -21,12 +23,15 @@
 typedef struct decode_params {
     int64_t length; /* tokens in the cache */
     ra_dtype dtype;
+    int64_t window; /* 0: a full cache; else a window cache of this window
+                       and max_new 1 (W slots), decoded with that window */
 } decode_params;
 
 typedef struct decode_state {
     const decode_params *params;
     ra_kv_cache *cache;
     ra_rope *rope;
+    ra_attention_options options; /* the window, if any */
     float *q, *k, *v, *out; /* q, out: [1, 1, H, D]; k, v: [1, FILL_BLOCK, Hkv, D] */
 } decode_state;
 
@@ -43,11 +48,13 @@ static void decode_teardown(void *state)
     free(s);
 }
 
-/* Appends n random tokens to sequence 0 of the cache, RoPE at their slots. */
+/* Appends n random tokens to sequence 0 of the cache, RoPE at their
+ * positions: FILL_BLOCK at a time, one at a time in a window cache. */
 static ra_status fill(decode_state *s, ra_context *ctx, int64_t n)
 {
-    for (int64_t done = 0; done < n; done += FILL_BLOCK) {
-        int64_t block = n - done < FILL_BLOCK ? n - done : FILL_BLOCK;
+    const int64_t most = s->params->window ? 1 : FILL_BLOCK;
+    for (int64_t done = 0; done < n; done += most) {
+        int64_t block = n - done < most ? n - done : most;
         ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
         ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
         ra_positions at = {.struct_size = sizeof at, .start = ra_kv_cache_length(s->cache, 0)};
@@ -72,7 +79,12 @@ static int decode_setup(const void *params, ra_context *ctx, void **state)
     ra_rope_config config = ra_rope_config_default(HEAD_DIM);
     config.table_size = s->params->length + 1;
     ra_status status = ra_rope_create(&s->rope, &config);
-    if (status == RA_OK)
+    s->options = ra_attention_options_init();
+    s->options.window = s->params->window;
+    if (status == RA_OK && s->params->window)
+        status = ra_kv_cache_create_window(&s->cache, 1, s->params->window, 1, KV_HEADS,
+                                           HEAD_DIM, s->params->dtype);
+    else if (status == RA_OK)
         status = ra_kv_cache_create(&s->cache, 1, s->params->length + 1, KV_HEADS, HEAD_DIM,
                                     s->params->dtype);
     if (status == RA_OK) status = fill(s, ctx, s->params->length);
@@ -84,11 +96,12 @@ static ra_status decode_run(void *state, ra_context *ctx)
     decode_state *s = state;
     ra_tensor q = ra_tensor_4d(s->q, RA_F32, 1, 1, HEADS, HEAD_DIM);
     ra_tensor out = ra_tensor_4d(s->out, RA_F32, 1, 1, HEADS, HEAD_DIM);
-    return ra_attention_decode(ctx, s->cache, &out, &q, NULL);
+    return ra_attention_decode(ctx, s->cache, &out, &q, NULL, &s->options);
 }
 
-/* Heads 0 and H - 1 (the first and last kv head) in double over the whole
- * cache, read through its views. */
+/* Heads 0 and H - 1 (the first and last kv head) in double over the keys
+ * the token sees (the whole cache, or the window), read through the views
+ * (position p in slot p % capacity). */
 static int decode_check(void *state, ra_context *ctx)
 {
     (void)ctx;
@@ -97,6 +110,7 @@ static int decode_check(void *state, ra_context *ctx)
     ra_status status = ra_kv_cache_views(s->cache, &kt, &vt);
     if (status != RA_OK) return cli_fail_status(status, "bench: KV cache views");
     const int64_t n = s->params->length, size = ra_dtype_size(s->params->dtype);
+    const int64_t first = s->params->window ? n - s->params->window : 0, capacity = kt.shape[1];
     double *scores = malloc((size_t)n * sizeof(double));
     float *row = malloc(HEAD_DIM * sizeof(float));
     if (!scores || !row) {
@@ -110,16 +124,18 @@ static int decode_check(void *state, ra_context *ctx)
         const int64_t h = heads[i], g = h / (HEADS / KV_HEADS);
         const float *q = s->q + h * HEAD_DIM;
         double max = -INFINITY, sum = 0, o[HEAD_DIM] = {0};
-        for (int64_t j = 0; j < n; j++) {
-            const char *key = (const char *)kt.data + (j * kt.stride[1] + g * kt.stride[2]) * size;
+        for (int64_t j = first; j < n; j++) {
+            const char *key =
+                (const char *)kt.data + (j % capacity * kt.stride[1] + g * kt.stride[2]) * size;
             ra_convert(row, RA_F32, key, s->params->dtype, HEAD_DIM);
             double dot = 0;
             for (int d = 0; d < HEAD_DIM; d++) dot += (double)q[d] * row[d];
             scores[j] = dot / sqrt((double)HEAD_DIM);
             max = fmax(max, scores[j]);
         }
-        for (int64_t j = 0; j < n; j++) {
-            const char *value = (const char *)vt.data + (j * vt.stride[1] + g * vt.stride[2]) * size;
+        for (int64_t j = first; j < n; j++) {
+            const char *value =
+                (const char *)vt.data + (j % capacity * vt.stride[1] + g * vt.stride[2]) * size;
             ra_convert(row, RA_F32, value, s->params->dtype, HEAD_DIM);
             double p = exp(scores[j] - max);
             sum += p;
@@ -156,9 +172,10 @@ static ra_status append_run(void *state, ra_context *ctx)
     return ra_kv_cache_append(s->cache, ctx, s->rope, &q, &k, &v, &at, NULL);
 }
 
-static const decode_params cache_16 = {16, RA_F32}, cache_4096 = {4096, RA_F32},
-                           cache_16384 = {16384, RA_F32}, cache_32768 = {32768, RA_F32},
-                           cache_16384_bf16 = {16384, RA_BF16};
+static const decode_params cache_16 = {16, RA_F32, 0}, cache_4096 = {4096, RA_F32, 0},
+                           cache_16384 = {16384, RA_F32, 0}, cache_32768 = {32768, RA_F32, 0},
+                           cache_16384_bf16 = {16384, RA_BF16, 0},
+                           window_4096_32768 = {32768, RA_F32, 4096};
 
 /* Bytes of one run: the K and V rows read (q and out are 32 KiB). */
 #define CACHE_BYTES(length, element) (2.0 * (length) * KV_HEADS * HEAD_DIM * (element))
@@ -183,6 +200,10 @@ const bench_case bench_decode_cases[] = {
                 LIMIT_READ_128M, cache_16384, 16384, 4, 0.8),
     DECODE_CASE("attention_decode_f32_l32768", "q[1,1,32,128], cache of 32768 f32 tokens",
                 LIMIT_READ_256M, cache_32768, 32768, 4, 0.8),
+    /* the bytes read: the window's 4096 tokens, not the 32768 appended */
+    DECODE_CASE("attention_decode_f32_w4096_l32768",
+                "q[1,1,32,128], window 4096 of 32768 f32 tokens",
+                LIMIT_READ_32M, window_4096_32768, 4096, 4, 0.8),
     {.name = "attention_decode_bf16_l16384", .shape = "q[1,1,32,128], cache of 16384 bf16 tokens",
      .measures = LIMIT_NONE, .judged_by = LIMIT_NONE, .work = CACHE_BYTES(16384, 2),
      .params = &cache_16384_bf16, .setup = decode_setup, .run = decode_run,

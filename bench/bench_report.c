@@ -30,7 +30,7 @@ static void print_parts(const char *parts, const char *separator)
 
 void bench_print_table_header(void)
 {
-    printf("%-28s %-56s %12s %8s %-7s %-6s %8s %9s\n", "name", "shape", "median", "rate", "",
+    printf("%-33s %-56s %12s %8s %-7s %-6s %8s %9s\n", "name", "shape", "median", "rate", "",
            "limit", "fraction", "vs torch");
 }
 
@@ -40,7 +40,7 @@ void bench_print_table_row(const bench_record *r)
     double t = r->median_seconds;
     const char *unit = t >= 1 ? "s" : t >= 1e-3 ? "ms" : "us";
     double scaled = t >= 1 ? t : t >= 1e-3 ? t * 1e3 : t * 1e6;
-    printf("%-28s %-56s %9.3f %-2s %8.2f %-7s ", c->name, c->shape, scaled, unit, r->rate,
+    printf("%-33s %-56s %9.3f %-2s %8.2f %-7s ", c->name, c->shape, scaled, unit, r->rate,
            rate_unit(c));
     if (c->judged_by == LIMIT_NONE)
         printf("%-6s %8s", "-", "-");

@@ -316,7 +316,7 @@ static void do_decode(fuzz_input *in, state *s)
     memcpy(oorig, obuf, obytes);
     snapshot before = take_snapshot(s);
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
-    ra_status st = ra_attention_decode(ctx, s->cache, &out, &q, np);
+    ra_status st = ra_attention_decode(ctx, s->cache, &out, &q, np, NULL);
     FUZZ_CHECK(unchanged(s, &before) && memcmp(qbuf, qorig, qbytes) == 0,
                "decode (status %d) changed the cache or q", (int)st);
     if (valid) FUZZ_CHECK(st == RA_OK, "valid decode refused: %d", (int)st);

@@ -589,30 +589,52 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
 
 /* One layer's keys and values for generation: K and V, each
  * [B, capacity, Hkv, D] in f32, f16 or bf16, and a length per sequence
- * (the slots filled so far).  Keys are stored already rotated.  A token's
- * slot is its order of arrival; its RoPE position is whatever the caller
- * says (ra_positions), so callers may slide windows or evict. */
+ * (the tokens appended so far).  Keys are stored already rotated.  A
+ * token's cache position p is its order of arrival in its sequence (0, 1,
+ * ...: what decode's masks count) and it sits in slot p % capacity; its
+ * RoPE position is whatever the caller says (ra_positions), so callers may
+ * slide windows or evict.
+ *
+ * Two kinds: ra_kv_cache_create makes a full cache, which holds every token
+ * (slot p is token p) until the capacity, past which an append is
+ * RA_ERR_CACHE_FULL.  ra_kv_cache_create_window makes a rolling cache for a
+ * sliding-window layer (window W: each query sees its own token and the
+ * W - 1 before it): capacity = W - 1 + max_new slots used as a ring, so that
+ * a conversation of any length takes O(W) memory while positions (and the
+ * length) keep counting every token.  One append gives it at most max_new
+ * tokens per sequence (RA_ERR_CACHE_FULL beyond: they would overwrite keys
+ * of their own windows). */
 typedef struct ra_kv_cache ra_kv_cache;
 
 RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
                                     int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype);
+/* window, max_new >= 1 (RA_ERR_SIZE); W - 1 + max_new slots. */
+RA_API ra_status ra_kv_cache_create_window(ra_kv_cache **out, int64_t batch, int64_t window,
+                                           int64_t max_new, int64_t n_kv_heads,
+                                           int64_t head_dim, ra_dtype dtype);
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache); /* NULL is allowed */
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 */
-/* Slots filled in sequence b, or -1 for a bad argument. */
+/* Tokens appended to sequence b (a window cache holds the last capacity of
+ * them), or -1 for a bad argument. */
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
-/* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use).
- * The storage is head-major, [B, Hkv, capacity, D] in memory, so that a
- * decode step reads each kv head's keys as one sequential run: index the
- * views through their strides, never as if contiguous. */
+/* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use):
+ * capacity is k->shape[1], and the token at position p, one of the last
+ * capacity of its sequence, is at index p % capacity of axis 1 (p itself
+ * in a full cache; in a window cache the ring wraps, and the slots of
+ * tokens older than length - capacity hold newer ones).  The storage is
+ * head-major, [B, Hkv, capacity, D] in memory, so that a decode step reads
+ * each kv head's keys as one sequential run: index the views through their
+ * strides, never as if contiguous. */
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v);
 
 /* Appends n_new[b] tokens to sequence b (NULL: S for every sequence), in one
  * pass: q and k are rotated in place by the tokens' positions, and k and v
- * are written (converted to the cache's dtype) into slots length[b] ..
- * length[b] + n_new[b] - 1 (16-bit caches: values beyond the dtype's range
- * stored as +-Inf); then the lengths advance.  Token s of sequence b
- * is row s of the inputs (s < n_new[b]).  A sequence that would pass the
- * capacity gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
+ * are written (converted to the cache's dtype) as the tokens at cache
+ * positions length[b] .. length[b] + n_new[b] - 1 (16-bit caches: values
+ * beyond the dtype's range stored as +-Inf); then the lengths advance.
+ * Token s of sequence b is row s of the inputs (s < n_new[b]).  A sequence
+ * that would pass a full cache's capacity, or a window cache's max_new,
+ * gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
  * of one fused QKV buffer, but no two may share an element
  * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
@@ -624,16 +646,29 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
 /* Attention of the last appended tokens of each sequence against the
  * cache: with n = n_query[b] (at most T and at most length[b], else
  * RA_ERR_ARGUMENT or RA_ERR_SIZE; NULL: T for all), query row t < n of
- * sequence b is the token in slot length[b] - n + t and sees slots
- * 0 .. length[b] - n + t; rows t >= n of out are left as they were.  The
- * cache is split into chunks over its length across threads
- * (flash-decoding) and the partial softmax sums are merged exactly, in a
- * fixed order: the same bits for any thread count.  GQA: each K/V row is
- * read once for its whole group of query heads.
+ * sequence b is the token at cache position p = length[b] - n + t and sees
+ * the keys at positions j <= p that options' masks let it see, as
+ * ra_attention over the whole sequence would (the same query and key
+ * indices): j > p - W (window W), j / C == p / C (chunk C, counted from
+ * position 0), with options' scale, softcap and sinks.  Rows t >= n of
+ * out are left as they were.  NULL options: causal attention at scale
+ * 1 / sqrt(D).  The path is ignored (decode has one).  Refused with
+ * RA_ERR_UNSUPPORTED: dropout > 0 (decode is inference), padding_mask and
+ * cu_seqlens (the cache's per-sequence lengths replace padding: a sequence
+ * holds only its real tokens).  On a window cache of window W the options
+ * must set a window or a chunk, the smaller of those set at most W
+ * (RA_ERR_ARGUMENT: older keys are gone), and n is at most its max_new
+ * (RA_ERR_SIZE); a chunked layer (chunk C) uses a window cache of window C.  Only the keys some row sees are
+ * read: a window of W costs O(W), not O(length).  The visible keys are
+ * split into chunks across threads (flash-decoding) and the partial softmax
+ * sums are merged exactly, in a fixed order: the same bits for any thread
+ * count, and for a full and a window cache holding the same tokens.  GQA:
+ * each K/V row is read once for its whole group of query heads.
  *   q, out: [B, T, H, D] f32 */
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
-                                     const int64_t *n_query);
+                                     const int64_t *n_query,
+                                     const ra_attention_options *options);
 
 /* ------------------------------------------------------------------------ */
 /* The attention layer: LLaMA's Attention module                              */
@@ -788,7 +823,12 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * length) and attends each over everything cached so far.  A prefill is an
  * empty cache and S = P; a decode step is S = 1.  prefill(N) equals
  * prefill(N - k) followed by k decode steps to float32 rounding (the sums
- * run in another order, so not bit for bit).  Inference only.
+ * run in another order, so not bit for bit).  Inference only.  The
+ * layer's window, chunk, soft-cap and sinks apply to the prefill and the
+ * steps alike; windows and chunks count tokens in the order they were
+ * cached.  A window cache (ra_kv_cache_create_window) serves a layer whose
+ * window or chunk is at most the cache's window (else RA_ERR_ARGUMENT), and
+ * takes at most max_new tokens a call.
  *   x, y: [B, S, dim] */
 RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,

@@ -1,7 +1,7 @@
 /*
- * decode.c — ra_attention_decode: checks, the split of the cache into
- * chunks across threads, and the exact merge of their partial softmaxes
- * (kernels: cpu/decode_impl.h).
+ * decode.c — ra_attention_decode: checks, the split of the visible part of
+ * the cache into chunks across threads, and the exact merge of their
+ * partial softmaxes (kernels: cpu/decode_impl.h).
  *
  *   q, out: [B, T, H, D] f32    cache K, V: [B, capacity, Hkv, D]
  */
@@ -11,8 +11,34 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-static ra_status check_decode(const ra_kv_cache *c, const ra_tensor *out, const ra_tensor *q,
-                              const int64_t *n_query)
+ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c,
+                                   const ra_tensor *q, const ra_attention_options *options)
+{
+    ra_attention_options o;
+    RA_TRY(ra_attention_options_read(&o, options));
+    if (o.dropout > 0.0f)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: dropout %g in decode, which "
+                       "is inference", (double)o.dropout);
+    if (o.padding_mask)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: padding_mask in decode (the "
+                       "cache's lengths replace it)");
+    if (o.cu_seqlens || o.n_documents)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: cu_seqlens in decode (one "
+                       "sequence per batch row)");
+    RA_TRY(ra_attention_mask_read(mask, &o, q->shape));
+    /* the furthest back a query sees: W - 1 keys (window), C - 1 (chunk) */
+    int64_t reach = o.window ? o.window : o.chunk;
+    if (o.window && o.chunk && o.chunk < o.window) reach = o.chunk;
+    if (c->window && (reach == 0 || reach > c->window))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: window %lld, chunk %lld: this "
+                       "window cache keeps %lld keys per query; set window or chunk to at most "
+                       "that", (long long)o.window, (long long)o.chunk, (long long)c->window);
+    return RA_OK;
+}
+
+static ra_status check_decode(ra_attention_mask *mask, const ra_kv_cache *c, const ra_tensor *out,
+                              const ra_tensor *q, const int64_t *n_query,
+                              const ra_attention_options *options)
 {
     if (!c || !out || !q)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
@@ -33,6 +59,7 @@ static ra_status check_decode(const ra_kv_cache *c, const ra_tensor *out, const 
         return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of the cache's %lld",
                        (long long)q->shape[2], (long long)c->n_kv_heads);
     if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
+    RA_TRY(ra_attention_decode_mask(mask, c, q, options));
     for (int64_t b = 0; b < c->batch; b++) {
         int64_t n = n_query ? n_query[b] : q->shape[1];
         if (n < 0 || n > q->shape[1])
@@ -41,22 +68,33 @@ static ra_status check_decode(const ra_kv_cache *c, const ra_tensor *out, const 
         if (n > c->length[b]) /* queries must be cached tokens */
             return ra_fail(RA_ERR_SIZE, "sequence %lld: %lld queries, but %lld tokens cached",
                            (long long)b, (long long)n, (long long)c->length[b]);
+        if (c->window && n > ra_kv_cache_max_new(c, b)) /* their keys are in the ring */
+            return ra_fail(RA_ERR_SIZE, "sequence %lld: %lld queries, but the window cache "
+                           "holds the keys of at most max_new = %lld", (long long)b, (long long)n,
+                           (long long)ra_kv_cache_max_new(c, b));
     }
     return RA_OK;
 }
 
+/* Chunks of sequence b that hold keys its rows see (0 without queries). */
+static int64_t chunks_of(const ra_decode_job *job, int64_t b)
+{
+    if (ra_decode_queries(job, b) == 0) return 0;
+    return (job->cache->length[b] - 1) / RA_DECODE_CHUNK - ra_decode_first_chunk(job, b) + 1;
+}
+
 /* The job for these arguments (already checked); scratch comes later. */
 static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, const ra_tensor *q,
-                              const int64_t *n_query)
+                              const int64_t *n_query, const ra_attention_mask *mask)
 {
-    int64_t longest = 1;
-    for (int64_t b = 0; b < cache->batch; b++)
-        longest = cache->length[b] > longest ? cache->length[b] : longest;
     int64_t rows = (q->shape[2] / cache->n_kv_heads) * q->shape[1];
-    /* per thread: scaled queries [Hkv * rows, D] and each row's last slot */
-    ra_decode_job job = {cache, q, out, n_query, (longest + RA_DECODE_CHUNK - 1) / RA_DECODE_CHUNK,
-                         rows, 1, NULL, NULL,
-                         ra_round_up(cache->n_kv_heads * rows * cache->head_dim + 2 * rows, 16)};
+    /* per thread: scaled queries [Hkv * rows, D], each row's first and last key */
+    ra_decode_job job = {cache, q, out, n_query, *mask, 1, rows, 1, NULL, NULL,
+                         ra_round_up(cache->n_kv_heads * rows * cache->head_dim + 4 * rows, 16)};
+    for (int64_t b = 0; b < cache->batch; b++) {
+        int64_t n = chunks_of(&job, b);
+        job.n_chunks = n > job.n_chunks ? n : job.n_chunks;
+    }
     return job;
 }
 
@@ -81,19 +119,23 @@ static ra_status scratch_floats(const ra_decode_job *job, int threads, int64_t *
 ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor *q, int threads,
                                       size_t *bytes)
 {
-    ra_decode_job job = make_job(cache, q, q, NULL);
+    ra_attention_mask plain = {0};
+    ra_decode_job job = make_job(cache, q, q, NULL, &plain);
     int64_t per_threads, total;
-    /* lengths grow by the append that precedes the call: size for capacity */
-    job.n_chunks = (cache->capacity + RA_DECODE_CHUNK - 1) / RA_DECODE_CHUNK;
+    /* lengths grow by the append that precedes the call: size for the
+     * capacity, and for a ring's keys one more chunk (its first need not
+     * start one) */
+    job.n_chunks = (cache->capacity + RA_DECODE_CHUNK - 1) / RA_DECODE_CHUNK + !!cache->window;
     RA_TRY(scratch_floats(&job, threads, &per_threads, &total));
     *bytes = (size_t)total * sizeof(float);
     return RA_OK;
 }
 
 void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
-                             const ra_tensor *q, const int64_t *n_query, float *scratch)
+                             const ra_tensor *q, const int64_t *n_query,
+                             const ra_attention_mask *mask, float *scratch)
 {
-    ra_decode_job job = make_job(cache, out, q, n_query);
+    ra_decode_job job = make_job(cache, out, q, n_query, mask);
     int64_t per_threads, total;
     scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
     job.scratch = scratch;
@@ -103,14 +145,17 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
      * task, so small tasks keep that tail short.  At 16384 tokens on 2
      * threads, 32 tasks of 4 kv heads rather than 16 of 8 took a bf16 step
      * from 0.57 to 0.55 of an f32 step's time.  Not when the whole call is
-     * a few microseconds of work (under MIN_SPLIT cached rows), which one
+     * a few microseconds of work (under MIN_SPLIT rows read), which one
      * thread does sooner than two can share it. */
     enum { MIN_SPLIT = 512 };
-    int64_t rows_cached = 0;
-    for (int64_t b = 0; b < cache->batch; b++) rows_cached += cache->length[b];
-    rows_cached *= cache->n_kv_heads;
+    int64_t rows_read = 0;
+    for (int64_t b = 0; b < cache->batch; b++) {
+        int64_t nq = ra_decode_queries(&job, b), len = cache->length[b];
+        if (nq) rows_read += len - ra_decode_first_key(&job, len - nq);
+    }
+    rows_read *= cache->n_kv_heads;
     const int64_t threads = ra_parallel_threads(ctx), chunks = cache->batch * job.n_chunks;
-    while (rows_cached >= MIN_SPLIT && chunks * job.n_splits < 16 * threads &&
+    while (rows_read >= MIN_SPLIT && chunks * job.n_splits < 16 * threads &&
            job.n_splits < cache->n_kv_heads) {
         int64_t s = job.n_splits + 1;
         while (cache->n_kv_heads % s) s++;
@@ -126,16 +171,17 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
 
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
-                                     const int64_t *n_query)
+                                     const int64_t *n_query, const ra_attention_options *options)
 {
     ra_error_reset();
-    RA_TRY(check_decode(cache, out, q, n_query));
-    ra_decode_job job = make_job(cache, out, q, n_query);
+    ra_attention_mask mask;
+    RA_TRY(check_decode(&mask, cache, out, q, n_query, options));
+    ra_decode_job job = make_job(cache, out, q, n_query, &mask);
     int64_t per_threads, total;
     RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, (size_t)total * sizeof(float), &scratch));
-    ra_attention_decode_run(ctx, cache, out, q, n_query, scratch.data);
+    ra_attention_decode_run(ctx, cache, out, q, n_query, &mask, scratch.data);
     ra_scratch_release(&scratch);
     return RA_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * kvcache.c — one layer's KV cache: storage, lengths, and the append that
  * rotates q and k and writes k and v into the cache in one pass per token
- * block.
+ * block.  A window cache is a ring: the token at position p (its order of
+ * arrival) is in slot p % capacity.
  *
  *   K, V: [B, capacity, Hkv, D] in the cache's dtype, stored head-major,
  *   [B, Hkv, capacity, D] (the views' strides say so): decode reads each kv
@@ -15,12 +16,11 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
-                                    int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
+/* A cache of capacity slots; window 0 (full) or W (a ring: the caller
+ * checked that capacity = W - 1 + max_new). */
+static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity, int64_t window,
+                              int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
 {
-    ra_error_reset();
-    if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
-    *out = NULL;
     if ((unsigned)dtype >= RA_DTYPE_COUNT)
         return ra_fail(RA_ERR_ARGUMENT, "dtype %d is not a ra_dtype", (int)dtype);
     static const char *const names[4] = {"batch", "capacity", "n_kv_heads", "head_dim"};
@@ -39,11 +39,37 @@ RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t ca
     }
     c->batch = batch;
     c->capacity = capacity;
+    c->window = window;
     c->n_kv_heads = n_kv_heads;
     c->head_dim = head_dim;
     c->dtype = dtype;
     *out = c;
     return RA_OK;
+}
+
+RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
+                                    int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
+{
+    ra_error_reset();
+    if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
+    *out = NULL;
+    return cache_create(out, batch, capacity, 0, n_kv_heads, head_dim, dtype);
+}
+
+RA_API ra_status ra_kv_cache_create_window(ra_kv_cache **out, int64_t batch, int64_t window,
+                                           int64_t max_new, int64_t n_kv_heads,
+                                           int64_t head_dim, ra_dtype dtype)
+{
+    ra_error_reset();
+    if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
+    *out = NULL;
+    if (window < 1 || max_new < 1)
+        return ra_fail(RA_ERR_SIZE, "%s %lld: must be >= 1", window < 1 ? "window" : "max_new",
+                       (long long)(window < 1 ? window : max_new));
+    if (max_new > INT64_MAX - (window - 1))
+        return ra_fail(RA_ERR_OVERFLOW, "window %lld - 1 + max_new %lld slots: too many",
+                       (long long)window, (long long)max_new);
+    return cache_create(out, batch, window - 1 + max_new, window, n_kv_heads, head_dim, dtype);
 }
 
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
@@ -109,23 +135,26 @@ static ra_tensor rows_of(const ra_tensor *t, int64_t b, int64_t s0, int64_t len)
 }
 
 /* Copies rows [s0, s0 + len) of sequence b of src (f32) into the cache's
- * k or v at slot `slot` onwards, converting to the cache's dtype. */
+ * k or v as the tokens at positions at, at + 1, ... (their slots wrap in a
+ * window cache), converting to the cache's dtype. */
 static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t b, int64_t s0,
-                       int64_t len, int64_t slot)
+                       int64_t len, int64_t at)
 {
     ra_tensor dst = ra_kv_cache_view(c, which);
     size_t esize = ra_dtype_size(c->dtype);
-    for (int64_t s = 0; s < len; s++)
+    for (int64_t s = 0; s < len; s++) {
+        const int64_t slot = ra_kv_cache_slot(c, at + s);
         for (int64_t h = 0; h < c->n_kv_heads; h++) {
             const float *from = (const float *)src->data + b * src->stride[0] +
                                 (s0 + s) * src->stride[1] + h * src->stride[2];
-            char *to = (char *)dst.data + (size_t)(b * dst.stride[0] + (slot + s) * dst.stride[1] +
+            char *to = (char *)dst.data + (size_t)(b * dst.stride[0] + slot * dst.stride[1] +
                                                    h * dst.stride[2]) * esize;
             if (c->dtype == RA_F32)
                 memcpy(to, from, (size_t)c->head_dim * sizeof(float));
             else
                 ra_convert(to, c->dtype, from, RA_F32, c->head_dim);
         }
+    }
 }
 
 static void append_task(void *arg, int64_t task, int thread)
@@ -144,9 +173,9 @@ static void append_task(void *arg, int64_t task, int thread)
         ra_tensor q = rows_of(job->q, b, s0, len);
         ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
     }
-    int64_t slot = job->cache->length[b] + s0;
-    store_rows(job->cache, 0, job->k, b, s0, len, slot);
-    store_rows(job->cache, 1, job->v, b, s0, len, slot);
+    int64_t at = job->cache->length[b] + s0;
+    store_rows(job->cache, 0, job->k, b, s0, len, at);
+    store_rows(job->cache, 1, job->v, b, s0, len, at);
 }
 
 static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const ra_tensor *q,
@@ -195,7 +224,12 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
         if (n < 0 || n > seq)
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
                            (long long)b, (long long)n, (long long)seq);
-        if (n > c->capacity - c->length[b])
+        if (n > ra_kv_cache_max_new(c, b) && c->window)
+            return ra_fail(RA_ERR_CACHE_FULL, "sequence %lld: %lld new tokens exceed the window "
+                           "cache's max_new %lld (they would overwrite keys of their own "
+                           "windows)", (long long)b, (long long)n,
+                           (long long)ra_kv_cache_max_new(c, b));
+        if (n > ra_kv_cache_max_new(c, b))
             return ra_fail(RA_ERR_CACHE_FULL, "sequence %lld: %lld cached + %lld new tokens "
                            "exceed the capacity %lld", (long long)b, (long long)c->length[b],
                            (long long)n, (long long)c->capacity);

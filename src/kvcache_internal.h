@@ -5,14 +5,34 @@
 #ifndef RA_KVCACHE_INTERNAL_H
 #define RA_KVCACHE_INTERNAL_H
 
+#include "attention_internal.h"
 #include "internal.h"
 
+/* A token's position is its order of arrival in its sequence, 0, 1, ...
+ * (ra_kv_cache_length counts them), and it lives in slot position %
+ * capacity: a full cache (window 0) never wraps, a window cache is a ring
+ * that holds the last capacity = window - 1 + max_new tokens. */
 struct ra_kv_cache {
     int64_t batch, capacity, n_kv_heads, head_dim;
+    int64_t window;  /* 0: a full cache; else the ring's window W */
     ra_dtype dtype;
     void *k, *v;     /* [B, capacity, Hkv, D] each */
-    int64_t *length; /* [B] slots filled */
+    int64_t *length; /* [B] tokens appended (absolute positions) */
 };
+
+/* The slot of the token at position p (one the cache still holds). */
+static inline int64_t ra_kv_cache_slot(const ra_kv_cache *cache, int64_t p)
+{
+    return p % cache->capacity;
+}
+
+/* Tokens one append (and one decode) may take per sequence: a window cache
+ * keeps the W - 1 keys before them; a full cache, what is left. */
+static inline int64_t ra_kv_cache_max_new(const ra_kv_cache *cache, int64_t b)
+{
+    return cache->window ? cache->capacity - cache->window + 1
+                         : cache->capacity - cache->length[b];
+}
 
 /* A view of the whole K (which = 0) or V (which = 1) storage. */
 ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which);
@@ -27,24 +47,59 @@ enum { RA_DECODE_CHUNK = 1024 };
 /* The split of ra_attention_decode: tasks (b, chunk c, split), a split
  * being Hkv / n_splits kv heads g; each writes, for its heads,
  * partials[((b * Hkv + g) * n_chunks + c) * rows + r] for the rows
- * r = (head in group) * T + t, each D + 2 floats: o[D], m, l. */
+ * r = (head in group) * T + t, each D + 2 floats: o[D], m, l.  Chunk c of
+ * sequence b holds the positions [(first + c) RA_DECODE_CHUNK, (first + c
+ * + 1) RA_DECODE_CHUNK), first = ra_decode_first_chunk: a window reads
+ * only the chunks its rows see. */
 typedef struct ra_decode_job {
     const ra_kv_cache *cache;
     const ra_tensor *q, *out;
     const int64_t *n_query; /* [B] or NULL */
+    ra_attention_mask mask; /* scale, softcap, window, chunk, sinks (checked) */
     int64_t n_chunks, rows; /* rows = rep * T */
     int64_t n_splits;       /* of the kv heads into tasks: divides Hkv */
     float *partials;
-    float *scratch;         /* per thread: scaled q rows [Hkv * rows, D], last slots [rows] */
+    float *scratch;         /* per thread: scaled q rows [Hkv * rows, D], each
+                               row's first and last key positions [rows] each */
     int64_t per_thread;     /* floats */
 } ra_decode_job;
 
+/* Queries of sequence b: its n_query, or T. */
+static inline int64_t ra_decode_queries(const ra_decode_job *job, int64_t b)
+{
+    return job->n_query ? job->n_query[b] : job->q->shape[1];
+}
+
+/* The first key the query at position p sees (the chunks count from
+ * position 0: a cache has no padding). */
+static inline int64_t ra_decode_first_key(const ra_decode_job *job, int64_t p)
+{
+    return ra_mask_first_key(&job->mask, p, 0);
+}
+
+/* The chunk of sequence b's earliest visible key: its rows see keys from
+ * the first key of its first query (the first key grows with the query). */
+static inline int64_t ra_decode_first_chunk(const ra_decode_job *job, int64_t b)
+{
+    const int64_t nq = ra_decode_queries(job, b);
+    if (nq == 0) return 0;
+    return ra_decode_first_key(job, job->cache->length[b] - nq) / RA_DECODE_CHUNK;
+}
+
+/* Reads options into *mask for q [B, T, H, D]: the masks a cache can
+ * serve (a window cache: a window or chunk within its own).  The cache's
+ * lengths stand for padding and documents, and decode is inference:
+ * dropout, padding_mask and cu_seqlens are refused. */
+ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c,
+                                   const ra_tensor *q, const ra_attention_options *options);
+
 /* ra_attention_decode in two steps, for callers that own the scratch (the
- * layer): the bytes needed for any length up to the capacity, and the run
- * on arguments already checked. */
+ * layer): the bytes needed for any length up to the capacity (any mask),
+ * and the run on arguments already checked. */
 ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor *q, int threads,
                                       size_t *bytes);
 void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
-                             const ra_tensor *q, const int64_t *n_query, float *scratch);
+                             const ra_tensor *q, const int64_t *n_query,
+                             const ra_attention_mask *mask, float *scratch);
 
 #endif

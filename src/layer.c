@@ -466,11 +466,17 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_error_reset();
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    /* The layer's masks, for the prefill and the steps alike (a window
+     * cache must keep what its window or chunk reaches). */
     const ra_layer_config *lc = &layer->config;
-    if (lc->window || lc->chunk || lc->softcap || layer->weights.sinks)
-        return ra_fail(RA_ERR_UNSUPPORTED, "the layer's %s is not run with a KV cache yet",
-                       lc->window ? "sliding window" : lc->chunk ? "chunked attention"
-                       : lc->softcap ? "soft-cap" : "sinks");
+    ra_attention_options masks = ra_attention_options_init();
+    masks.window = lc->window;
+    masks.chunk = lc->chunk;
+    masks.softcap = lc->softcap;
+    masks.sinks = layer->weights.sinks;
+    ra_tensor q_shape = ra_tensor_4d((void *)x, RA_F32, batch, seq, lc->n_heads, lc->head_dim);
+    ra_attention_mask mask;
+    RA_TRY(ra_attention_decode_mask(&mask, cache, &q_shape, &masks));
     ra_positions given;
     if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq, 0));
     const ra_layer_config *c = &layer->config;
@@ -482,7 +488,6 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     /* Scratch: starts [B], xq, xk, xv, attention output, then the flash
      * kernel's own when this is a prefill. */
     size_t kernel_bytes = 0;
-    ra_tensor q_shape = ra_tensor_4d((void *)x, RA_F32, batch, seq, H, D);
     if (prefill)
         kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, H, Hkv, D, ra_parallel_threads(ctx));
     else
@@ -512,10 +517,10 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);
         kc.shape[1] = vc.shape[1] = seq; /* the slots just written */
         ra_attention_args args;
-        status = ra_attention_prepare(&args, &attn, &xq, &kc, &vc, NULL);
+        status = ra_attention_prepare(&args, &attn, &xq, &kc, &vc, &masks);
         if (status == RA_OK) ra_attention_flash(ctx, &args, buf + 2 * n_q + 2 * n_kv);
     } else if (status == RA_OK) {
-        ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, buf + 2 * n_q + 2 * n_kv);
+        ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, &mask, buf + 2 * n_q + 2 * n_kv);
     }
     if (status == RA_OK) project_output(layer, y, attn.data, tokens);
     ra_scratch_release(&scratch);

@@ -428,11 +428,58 @@ static void test_last_error_names(void)
     ra_tensor tvc = ra_tensor_4d(vc, RA_F32, 1, 2, H, D);
     CHECK_CLEARS(ra_kv_cache_append(cache, NULL, rope, NULL, &tkc, &tvc, &p, NULL));
     ra_tensor tqc = ra_tensor_4d(qc, RA_F32, 1, S, H, D);
-    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, NULL), RA_ERR_SIZE,
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, NULL, NULL), RA_ERR_SIZE,
                  "sequence 0: 4 queries, but 2 tokens cached");
     int64_t n_query = -1;
-    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, &n_query), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, &n_query, NULL), RA_ERR_ARGUMENT,
                  "n_query[0] is -1");
+    ra_tensor tq1 = ra_tensor_4d(qc, RA_F32, 1, 1, H, D), to1 = ra_tensor_4d(out, RA_F32, 1, 1, H, D);
+    ra_attention_options dec = ra_attention_options_init();
+    dec.dropout = 0.5f;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to1, &tq1, NULL, &dec), RA_ERR_UNSUPPORTED,
+                 "dropout 0.5 in decode");
+    dec = ra_attention_options_init();
+    uint8_t real[1] = {1};
+    dec.padding_mask = real;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to1, &tq1, NULL, &dec), RA_ERR_UNSUPPORTED,
+                 "padding_mask in decode");
+    dec = ra_attention_options_init();
+    int64_t cu[2] = {0, 1};
+    dec.cu_seqlens = cu;
+    dec.n_documents = 1;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to1, &tq1, NULL, &dec), RA_ERR_UNSUPPORTED,
+                 "cu_seqlens in decode");
+    dec = ra_attention_options_init();
+    dec.softcap = -1;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &to1, &tq1, NULL, &dec), RA_ERR_ARGUMENT,
+                 "softcap -1");
+
+    /* window cache: create, append past max_new, decode with a wider reach */
+    ra_kv_cache *ring = NULL;
+    CHECK_DETAIL(ra_kv_cache_create_window(&ring, 1, 0, 1, H, D, RA_F32), RA_ERR_SIZE,
+                 "window 0: must be >= 1");
+    CHECK_DETAIL(ra_kv_cache_create_window(&ring, 1, 3, -1, H, D, RA_F32), RA_ERR_SIZE,
+                 "max_new -1: must be >= 1");
+    CHECK_DETAIL(ra_kv_cache_create_window(&ring, 1, INT64_MAX, 2, H, D, RA_F32),
+                 RA_ERR_OVERFLOW, "max_new 2 slots");
+    CHECK_CLEARS(ra_kv_cache_create_window(&ring, 1, 3, 1, H, D, RA_F32));
+    CHECK_DETAIL(ra_kv_cache_append(ring, NULL, rope, NULL, &tkc, &tvc, &p, NULL),
+                 RA_ERR_CACHE_FULL, "sequence 0: 2 new tokens exceed the window cache's "
+                 "max_new 1");
+    ra_tensor tk1 = ra_tensor_4d(kc, RA_F32, 1, 1, H, D), tv1 = ra_tensor_4d(vc, RA_F32, 1, 1, H, D);
+    CHECK_CLEARS(ra_kv_cache_append(ring, NULL, rope, NULL, &tk1, &tv1, &p, NULL));
+    CHECK_DETAIL(ra_attention_decode(NULL, ring, &to1, &tq1, NULL, NULL), RA_ERR_ARGUMENT,
+                 "window 0, chunk 0: this window cache keeps 3 keys per query");
+    dec = ra_attention_options_init();
+    dec.window = 4;
+    CHECK_DETAIL(ra_attention_decode(NULL, ring, &to1, &tq1, NULL, &dec), RA_ERR_ARGUMENT,
+                 "window 4, chunk 0");
+    CHECK_CLEARS(ra_kv_cache_append(ring, NULL, rope, NULL, &tk1, &tv1, &p, NULL));
+    dec.window = 3;
+    ra_tensor tq2 = ra_tensor_4d(qc, RA_F32, 1, 2, H, D), to2 = ra_tensor_4d(out, RA_F32, 1, 2, H, D);
+    CHECK_DETAIL(ra_attention_decode(NULL, ring, &to2, &tq2, NULL, &dec), RA_ERR_SIZE,
+                 "sequence 0: 2 queries, but the window cache holds the keys of at most "
+                 "max_new = 1");
 
     /* layer: create, forward, forward_cached, tape, forward_train, backward */
     ra_layer *l = NULL;
@@ -451,6 +498,8 @@ static void test_last_error_names(void)
     CHECK(ra_kv_cache_create(&cache2, 2, S, H, D, RA_F32) == RA_OK, "cache2");
     CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, cache2, y, x, 1, 1, NULL), RA_ERR_SHAPE,
                  "the cache holds batch 2");
+    CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, ring, y, x, 1, 1, NULL), RA_ERR_UNSUPPORTED,
+                 "the cache is a window cache (window 3)");
     ra_layer_tape *t2 = NULL;
     CHECK_DETAIL(ra_layer_tape_create(&t2, layer, 0), RA_ERR_SIZE, "max_tokens 0: must be >= 1");
     CHECK_DETAIL(ra_layer_tape_create(&t2, NULL, 1), RA_ERR_NULL, "layer is NULL");
@@ -480,6 +529,7 @@ static void test_last_error_names(void)
 
     ra_layer_tape_destroy(t2);
     ra_kv_cache_destroy(cache2);
+    ra_kv_cache_destroy(ring);
     ra_kv_cache_destroy(cache);
     ra_rope_destroy(rope);
     ra_context_destroy(ctx);

@@ -202,6 +202,14 @@ static void cache_create(trial *t)
     if (t->status == RA_OK) ra_kv_cache_destroy(cache);
 }
 
+static void cache_create_window(trial *t)
+{
+    ra_kv_cache *cache = (ra_kv_cache *)NOT_NULL;
+    ARMED(t, ra_kv_cache_create_window(&cache, B, CAP - 1, 2, HKV, D, RA_BF16));
+    if (INJECTED(t)) CHECK(cache == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_kv_cache_destroy(cache);
+}
+
 /* ---- rope and attention -------------------------------------------------- */
 
 /* Rotations allocate nothing: the sweep must end at n = 1 with success. */
@@ -324,9 +332,9 @@ static void cache_append(trial *t)
     cache_free(&c);
 }
 
-/* ra_attention_decode over a filled f16 cache: out and the cache as they
- * were after a failure. */
-static void decode(trial *t, int threads)
+/* ra_attention_decode over a filled f16 cache (options: NULL, or a window,
+ * soft-cap and sinks): out and the cache as they were after a failure. */
+static void decode(trial *t, int threads, const ra_attention_options *options)
 {
     cache_state c;
     cache_fill(&c, RA_F16);
@@ -336,15 +344,24 @@ static void decode(trial *t, int threads)
     static float out[B * 2 * H * D];
     memset(out, SENTINEL, sizeof out);
     ra_tensor to = ra_tensor_4d(out, RA_F32, B, 2, H, D), tq = ra_tensor_4d(q, RA_F32, B, 2, H, D);
-    ARMED(t, ra_attention_decode(ctx, c.cache, &to, &tq, NULL));
+    ARMED(t, ra_attention_decode(ctx, c.cache, &to, &tq, NULL, options));
     if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
     else CHECK(!is_sentinel(out, sizeof out), "out not written");
     CHECK(cache_unchanged(&c), "decode changed the cache");
     ra_context_destroy(ctx);
     cache_free(&c);
 }
-static void decode_plain(trial *t) { decode(t, 0); }
-static void decode_ctx(trial *t) { decode(t, 3); }
+static void decode_plain(trial *t) { decode(t, 0, NULL); }
+static void decode_ctx(trial *t) { decode(t, 3, NULL); }
+static void decode_masked(trial *t)
+{
+    static const float sinks[H] = {0};
+    ra_attention_options o = ra_attention_options_init();
+    o.window = 3;
+    o.softcap = 5;
+    o.sinks = sinks;
+    decode(t, 3, &o);
+}
 
 /* ---- the layer ------------------------------------------------------------- */
 
@@ -612,6 +629,7 @@ static void test_creation(void)
     sweep("ra_rope_create(longrope)", rope_longrope, 0);
     sweep("ra_layer_create", layer_create, 0);
     sweep("ra_kv_cache_create", cache_create, 0);
+    sweep("ra_kv_cache_create_window", cache_create_window, 0);
 }
 
 static void test_rope_and_attention(void)
@@ -628,6 +646,7 @@ static void test_cache(void)
     sweep("ra_kv_cache_append", cache_append, 0);
     sweep("ra_attention_decode", decode_plain, 0);
     sweep("ra_attention_decode(context)", decode_ctx, 0);
+    sweep("ra_attention_decode(window, softcap, sinks)", decode_masked, 0);
 }
 
 static void test_layer(void)

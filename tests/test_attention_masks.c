@@ -497,12 +497,67 @@ static void test_softcap_extremes(void)
     inputs_free(&in);
 }
 
+/* The layer through a KV cache, with its window, soft-cap and sinks: a
+ * prefill of 5 then steps of 1, 3 and 2 tokens, on a full cache and on a
+ * window cache (a ring of W - 1 + 3 slots, wrapping several times), equal
+ * the layer without a cache to 1e-5 of max|y| (float32 sums in another
+ * order); a window cache narrower than the layer's window is refused. */
+static void test_layer_cached(void)
+{
+    enum { B = 2, S = 30, DIM = 32, H = 4, HKV = 2, D = 8, W = 6 };
+    static float wq[DIM * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * DIM];
+    static float x[B * S * DIM], want[B * S * DIM], y[B * S * DIM], part[B * 5 * DIM];
+    static float xs[B * 5 * DIM];
+    float sinks[H] = {0.3f, -0.5f, 1.5f, 0.0f};
+    ra_test_fill(wq, DIM * DIM, 11);
+    ra_test_fill(wk, HKV * D * DIM, 12);
+    ra_test_fill(wv, HKV * D * DIM, 13);
+    ra_test_fill(wo, DIM * DIM, 14);
+    ra_test_fill(x, B * S * DIM, 15);
+    ra_rope_config rope = ra_rope_config_default(D);
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = DIM, lc.n_heads = H, lc.n_kv_heads = HKV, lc.rope = &rope;
+    lc.window = W, lc.softcap = 3.0;
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq = wq, lw.wk = wk, lw.wv = wv, lw.wo = wo, lw.sinks = sinks;
+    ra_layer *layer = NULL;
+    CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer: %s", ra_last_error());
+    CHECK(ra_layer_forward(layer, NULL, want, x, B, S, NULL, NULL) == RA_OK, "forward");
+    static const int64_t steps[] = {5, 1, 3, 2};
+    for (int ring = 0; ring < 2; ring++) {
+        ra_kv_cache *cache = NULL;
+        CHECK((ring ? ra_kv_cache_create_window(&cache, B, W, 5, HKV, D, RA_F32)
+                    : ra_kv_cache_create(&cache, B, S, HKV, D, RA_F32)) == RA_OK, "cache: %s",
+              ra_last_error());
+        for (int64_t first = 0, k = 0, n; first < S; first += n, k++) {
+            n = k == 0 ? steps[0] : steps[1 + (k - 1) % 3];
+            n = n < S - first ? n : S - first;
+            for (int64_t b = 0; b < B; b++)
+                memcpy(xs + b * n * DIM, x + (b * S + first) * DIM, sizeof(float) * n * DIM);
+            CHECK(ra_layer_forward_cached(layer, NULL, cache, part, xs, B, n, NULL) == RA_OK,
+                  "ring %d, tokens %lld: %s", ring, (long long)first, ra_last_error());
+            for (int64_t b = 0; b < B; b++)
+                memcpy(y + (b * S + first) * DIM, part + b * n * DIM, sizeof(float) * n * DIM);
+        }
+        double e = ra_test_max_rel_diff(y, want, B * S * DIM);
+        CHECK(e <= 1e-5, "ring %d: the cached layer vs the layer %.3g", ring, e);
+        ra_kv_cache_destroy(cache);
+    }
+    ra_kv_cache *narrow = NULL;
+    CHECK(ra_kv_cache_create_window(&narrow, B, W - 1, 4, HKV, D, RA_F32) == RA_OK, "narrow");
+    CHECK(ra_layer_forward_cached(layer, NULL, narrow, part, xs, B, 1, NULL) == RA_ERR_ARGUMENT,
+          "a window cache narrower than the window: %s", ra_last_error());
+    ra_kv_cache_destroy(narrow);
+    ra_layer_destroy(layer);
+}
+
 static void simd_cases(void)
 {
     RUN(test_forward);
     RUN(test_softcap_extremes);
     RUN(test_backward);
     RUN(test_layer);
+    RUN(test_layer_cached);
 }
 
 /* ---- checks -------------------------------------------------------------- */

@@ -66,7 +66,7 @@ static int run_all(results *r, ra_context *ctx)
     /* the shared cache: the last 2 of its tokens as queries */
     ra_tensor t2 = ra_tensor_4d(q, RA_F32, B, 2, H, D);
     ra_tensor td = ra_tensor_4d(r->decode, RA_F32, B, 2, H, D);
-    failed += ra_attention_decode(ctx, shared_cache, &td, &t2, NULL) != RA_OK;
+    failed += ra_attention_decode(ctx, shared_cache, &td, &t2, NULL, NULL) != RA_OK;
 
     /* the shared layer, and its cached form on a cache of this thread's */
     failed += ra_layer_forward(layer, ctx, r->layer, x, B, S, NULL, NULL) != RA_OK;

@@ -93,7 +93,7 @@ static void test_decode_short_rows(void)
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &pos, n_new) == RA_OK, "append");
     for (int i = 0; i < B * T * D; i++) out[i] = 99.0f;
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, 1, D), to = ra_tensor_4d(out, RA_F32, B, T, 1, D);
-    CHECK(ra_attention_decode(NULL, cache, &to, &tq, n_query) == RA_OK, "decode");
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, n_query, NULL) == RA_OK, "decode");
     ra_tensor kc, vc;
     ra_kv_cache_views(cache, &kc, &vc);
     for (int b = 0; b < B; b++)

@@ -186,7 +186,7 @@ static void test_attention_prefill_vs_decode(void)
             CHECK(ra_kv_cache_append(grow, NULL, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
             ra_tensor q1 = ra_tensor_4d(qr + t * h * d, RA_F32, 1, 1, h, d); /* already rotated */
             ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
-            CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL) == RA_OK, "decode");
+            CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL, NULL) == RA_OK, "decode");
         }
         double e = ra_test_max_rel_diff(dec, pre, s * h * d);
         CHECK(e <= 1e-6, "dtype %d: decode steps vs flash prefill %.3g", dt, e);
@@ -236,7 +236,7 @@ static void test_decode_matches_reference(void)
     }
     ra_tensor tqt = ra_tensor_4d(qt, RA_F32, b, T, h, d), to1 = ra_tensor_4d(o1, RA_F32, b, T, h, d);
     ra_tensor ton = ra_tensor_4d(on, RA_F32, b, T, h, d);
-    CHECK(ra_attention_decode(NULL, cache, &to1, &tqt, NULL) == RA_OK, "decode");
+    CHECK(ra_attention_decode(NULL, cache, &to1, &tqt, NULL, NULL) == RA_OK, "decode");
     double worst = 0;
     for (int64_t bb = 0; bb < b; bb++)
         for (int64_t t = 0; t < T; t++)
@@ -246,7 +246,7 @@ static void test_decode_matches_reference(void)
     for (int threads = 2; threads <= 3; threads++) {
         ra_context *ctx;
         CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
-        CHECK(ra_attention_decode(ctx, cache, &ton, &tqt, NULL) == RA_OK, "decode n");
+        CHECK(ra_attention_decode(ctx, cache, &ton, &tqt, NULL, NULL) == RA_OK, "decode n");
         CHECK(memcmp(o1, on, 4 * b * T * h * d) == 0, "%d threads changed bits", threads);
         ra_context_destroy(ctx);
     }
@@ -329,7 +329,7 @@ static void test_decode_shapes(void)
             ra_tensor to = ra_tensor_4d(out, RA_F32, b, T, H, d);
             ra_context *ctx;
             CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-            CHECK(ra_attention_decode(ctx, cache, &to, &tq, nq) == RA_OK, "decode");
+            CHECK(ra_attention_decode(ctx, cache, &to, &tq, nq, NULL) == RA_OK, "decode");
             for (int64_t bb = 0; bb < b; bb++)
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t h = 0; h < H; h++) {
@@ -380,7 +380,7 @@ static void test_decode_nan_stays_out_of_earlier_rows(void)
     ra_positions start = {.struct_size = sizeof start};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, T, H, d), to = ra_tensor_4d(out, RA_F32, 1, T, H, d);
-    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_OK, "decode");
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_OK, "decode");
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = t * H * d; i < (t + 1) * H * d; i++)
             CHECK(t < T - 1 ? isfinite(out[i]) : isnan(out[i]), "row %lld element %lld: %g",
@@ -388,6 +388,342 @@ static void test_decode_nan_stays_out_of_earlier_rows(void)
     ra_kv_cache_destroy(cache);
     ra_rope_destroy(rope);
     free(k); free(v); free(q); free(out);
+}
+
+/* ---- masks in decode, and the window cache ------------------------------ */
+
+/* Rounds x to values that f16 and bf16 both hold exactly (bf16's 8 bits of
+ * mantissa, nothing below f16's smallest normal, 2^-14), so that caches of
+ * every dtype hold the same keys and values as the float32 arrays and one
+ * reference serves them all. */
+static void round_to_halves(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u = (u + 0x8000u) & 0xffff0000u;
+        memcpy(&x[i], &u, 4);
+        if (fabsf(x[i]) < 0x1p-14f) x[i] = 0.0f;
+    }
+}
+
+/* Appends n_new[b] tokens of each sequence, rows from[b] .. of the
+ * [B, S, Hkv, D] arrays k and v, at RoPE position 0 (the identity: the cache
+ * then holds k and v themselves).  T: the most any sequence takes. */
+static ra_status append_rows(ra_kv_cache *cache, const float *k, const float *v, int64_t B,
+                             int64_t S, int64_t hkv, int64_t d, const int64_t *from,
+                             const int64_t *n_new, int64_t T)
+{
+    float *kt = calloc((size_t)(B * T * hkv * d), 4), *vt = calloc((size_t)(B * T * hkv * d), 4);
+    int64_t *zeros = calloc((size_t)(B * T), 8);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < n_new[b]; t++) {
+            memcpy(kt + (b * T + t) * hkv * d, k + (b * S + from[b] + t) * hkv * d, 4 * hkv * d);
+            memcpy(vt + (b * T + t) * hkv * d, v + (b * S + from[b] + t) * hkv * d, 4 * hkv * d);
+        }
+    ra_rope_config rc = ra_rope_config_default(d);
+    rc.table_size = 1; /* position 0 only */
+    ra_rope *rope;
+    ra_status st = ra_rope_create(&rope, &rc);
+    ra_tensor tk = ra_tensor_4d(kt, RA_F32, B, T, hkv, d), tv = ra_tensor_4d(vt, RA_F32, B, T, hkv, d);
+    ra_positions at = ra_positions_start(0);
+    at.ids = zeros;
+    if (st == RA_OK) st = ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &at, n_new);
+    ra_rope_destroy(rope);
+    free(kt); free(vt); free(zeros);
+    return st;
+}
+
+/* The reference rows of one sequence: ra_attention on the reference path
+ * over its first len tokens, with opts' masks.
+ *   q, out: [len, H, D]   k, v: [len, Hkv, D] f32 */
+static void reference_rows(float *out, const float *q, const float *k, const float *v,
+                           int64_t len, int64_t h, int64_t hkv, int64_t d,
+                           const ra_attention_options *opts)
+{
+    ra_attention_options o = *opts;
+    o.path = RA_PATH_REFERENCE;
+    ra_tensor tq = ra_tensor_4d((void *)q, RA_F32, 1, len, h, d);
+    ra_tensor tk = ra_tensor_4d((void *)k, RA_F32, 1, len, hkv, d);
+    ra_tensor tv = ra_tensor_4d((void *)v, RA_F32, 1, len, hkv, d);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, 1, len, h, d);
+    CHECK(ra_attention(NULL, &to, &tq, &tk, &tv, &o) == RA_OK, "reference: %s", ra_last_error());
+}
+
+typedef struct mask_case {
+    int64_t window, chunk;
+    double softcap, scale;
+    int sinks; /* nonzero: one sink logit per head, in [-1, 3) */
+} mask_case;
+
+static ra_attention_options mask_options(const mask_case *mc, const float *sinks)
+{
+    ra_attention_options o = ra_attention_options_init();
+    o.window = mc->window;
+    o.chunk = mc->chunk;
+    o.softcap = mc->softcap;
+    o.scale = mc->scale;
+    o.sinks = mc->sinks ? sinks : NULL;
+    return o;
+}
+
+/* Decode with masks against the reference rows, for one shape: two
+ * sequences of lengths len[0] >= len[1] in full caches of each dtype
+ * (holding the same values: round_to_halves), T new tokens with n_query
+ * {T, T - 1}, every case in cases; 2 and 3 threads give the bits of 1.
+ * Float32 sums over at most len keys of values below 1 against the
+ * reference's double sums of float32 probabilities: 2e-5 of max|ref| over
+ * the rows compared (seen: a few 1e-6). */
+static double decode_masks_on(int64_t H, int64_t hkv, int64_t d, const int64_t len[2],
+                              const int64_t *Ts, int n_T, const mask_case *cases, int n_cases,
+                              uint64_t seed)
+{
+    const int64_t B = 2, S = len[0];
+    const ra_dtype dtypes[3] = {RA_F32, RA_F16, RA_BF16};
+    float *q = malloc(4 * B * S * H * d), *k = malloc(4 * B * S * hkv * d);
+    float *v = malloc(4 * B * S * hkv * d), *ref = malloc(4 * B * S * H * d), sinks[16];
+    ra_test_fill(q, (size_t)(B * S * H * d), seed);
+    ra_test_fill(k, (size_t)(B * S * hkv * d), seed + 1);
+    ra_test_fill(v, (size_t)(B * S * hkv * d), seed + 2);
+    ra_test_fill(sinks, (size_t)H, seed + 3);
+    for (int64_t i = 0; i < B * S * H * d; i++) q[i] *= 3.0f; /* logits of a few units */
+    for (int64_t h = 0; h < H; h++) sinks[h] = 2.0f * sinks[h] + 1.0f;
+    round_to_halves(k, B * S * hkv * d);
+    round_to_halves(v, B * S * hkv * d);
+    ra_kv_cache *caches[3];
+    const int64_t zero[2] = {0, 0};
+    for (int di = 0; di < 3; di++) {
+        CHECK(ra_kv_cache_create(&caches[di], B, S, hkv, d, dtypes[di]) == RA_OK, "cache");
+        CHECK(append_rows(caches[di], k, v, B, S, hkv, d, zero, len, S) == RA_OK, "append");
+    }
+    ra_tensor kc, vc;
+    ra_kv_cache_views(caches[0], &kc, &vc);
+    CHECK(memcmp(kc.data, k, 4 * d) == 0, "RoPE at position 0 changed the keys");
+    ra_context *ctx[2];
+    CHECK(ra_context_create(&ctx[0], 2) == RA_OK && ra_context_create(&ctx[1], 3) == RA_OK, "ctx");
+    const int64_t T_max = Ts[n_T - 1];
+    float *qt = malloc(4 * B * T_max * H * d), *out = malloc(4 * B * T_max * H * d);
+    float *again = malloc(4 * B * T_max * H * d);
+    double worst = 0;
+    for (int ci = 0; ci < n_cases; ci++) {
+        const ra_attention_options o = mask_options(&cases[ci], sinks);
+        for (int64_t b = 0; b < B; b++)
+            reference_rows(ref + b * S * H * d, q + b * S * H * d, k + b * S * hkv * d,
+                           v + b * S * hkv * d, len[b], H, hkv, d, &o);
+        for (int ti = 0; ti < n_T; ti++) {
+            const int64_t T = Ts[ti], nq[2] = {T, T > 1 ? T - 1 : 1};
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t t = 0; t < T; t++) /* rows past nq: any query */
+                    memcpy(qt + (b * T + t) * H * d,
+                           q + (b * S + len[b] - nq[b] + (t < nq[b] ? t : 0)) * H * d, 4 * H * d);
+            ra_tensor tq = ra_tensor_4d(qt, RA_F32, B, T, H, d);
+            ra_tensor to = ra_tensor_4d(out, RA_F32, B, T, H, d);
+            ra_tensor ta = ra_tensor_4d(again, RA_F32, B, T, H, d);
+            for (int di = 0; di < 3; di++) {
+                memset(out, 0, 4 * B * T * H * d);
+                CHECK(ra_attention_decode(NULL, caches[di], &to, &tq, nq, &o) == RA_OK,
+                      "decode: %s", ra_last_error());
+                for (int64_t b = 0; b < B; b++) {
+                    double e = ra_test_max_rel_diff(out + b * T * H * d,
+                                                    ref + (b * S + len[b] - nq[b]) * H * d,
+                                                    nq[b] * H * d);
+                    worst = fmax(worst, e);
+                    CHECK(e <= 2e-5, "H%lld Hkv%lld D%lld case %d T%lld dtype %d b%lld: %.3g",
+                          (long long)H, (long long)hkv, (long long)d, ci, (long long)T,
+                          (int)dtypes[di], (long long)b, e);
+                }
+                for (int c = 0; c < 2; c++) {
+                    memset(again, 0, 4 * B * T * H * d);
+                    CHECK(ra_attention_decode(ctx[c], caches[di], &ta, &tq, nq, &o) == RA_OK,
+                          "decode on threads");
+                    CHECK(memcmp(out, again, 4 * B * T * H * d) == 0,
+                          "case %d T%lld dtype %d: %d threads changed bits", ci, (long long)T,
+                          (int)dtypes[di], c + 2);
+                }
+            }
+        }
+    }
+    for (int di = 0; di < 3; di++) ra_kv_cache_destroy(caches[di]);
+    ra_context_destroy(ctx[0]);
+    ra_context_destroy(ctx[1]);
+    free(q); free(k); free(v); free(ref); free(qt); free(out); free(again);
+    return worst;
+}
+
+/* Window, chunk, soft-cap, scale and sinks, alone and together, against
+ * the reference over the whole sequence: W = 1, W past the length, windows
+ * that are not multiples of RA_DECODE_CHUNK (1024) and cross its
+ * boundaries, chunks across them, GQA groups of 2 and 4, D off the vector
+ * widths, T up to 5, every cache dtype.  The shape without windows is short
+ * (the reference is O(S^2)). */
+static void test_decode_masks(void)
+{
+    static const mask_case everything[] = {
+        {1, 0, 0, 0, 0},    {5000, 0, 0, 0, 0},  {100, 0, 0, 0, 0}, {0, 7, 0, 0, 0},
+        {0, 0, 2.0, 0, 0},  {0, 0, 0, 0, 1},     {300, 0, 3.0, 0, 1}, {700, 500, 0, 0, 1},
+        {1, 0, 0, 0, 1},    {0, 64, 1.5, 0.2, 1}};
+    static const mask_case windows[] = {
+        {1, 0, 0, 0, 0}, {1100, 0, 2.5, 0, 1}, {100, 0, 0, 0.3, 1}, {0, 1000, 0, 0, 0},
+        {333, 1024, 4.0, 0, 0}};
+    /* 1100 keys cross position 1024; a window of 1100 at 2100 crosses 1024
+     * and 2048.  GQA groups of 3 and 2 heads: with T 1, 3 and 5, rows in
+     * runs of 4, 2 and 1. */
+    const int64_t short_len[2] = {1100, 700}, long_len[2] = {2100, 1100};
+    const int64_t Ts_short[2] = {1, 3}, Ts_long[2] = {1, 5};
+    double worst = decode_masks_on(3, 1, 20, short_len, Ts_short, 2, everything,
+                                   (int)(sizeof everything / sizeof everything[0]), 50);
+    worst = fmax(worst, decode_masks_on(2, 1, 16, long_len, Ts_long, 2, windows,
+                                        (int)(sizeof windows / sizeof windows[0]), 60));
+    printf("  decode with masks vs the reference: worst %.3g (bound 2e-5)\n", worst);
+}
+
+/* A window cache (a ring of W - 1 + max_new slots) decoding S = 2000
+ * tokens, far past its capacity, in steps of 1 .. max_new tokens (ragged
+ * across the two sequences) == the reference over the whole sequence with
+ * that window, and the bits of a full cache holding every token (the same
+ * chunks and blocks; only the slots differ), on 3 threads against 1.  The
+ * bound as in decode_masks_on. */
+static double ring_case(int64_t window, int64_t max_new, ra_dtype dtype, const mask_case *mc)
+{
+    const int64_t B = 2, S = 2000, H = 2, hkv = 1, d = 16, T = max_new;
+    float *q = malloc(4 * B * S * H * d), *k = malloc(4 * B * S * hkv * d);
+    float *v = malloc(4 * B * S * hkv * d), *ref = malloc(4 * B * S * H * d), sinks[2];
+    float *qt = malloc(4 * B * T * H * d), *o_ring = calloc((size_t)(B * T * H * d), 4);
+    float *o_full = calloc((size_t)(B * T * H * d), 4);
+    ra_test_fill(q, (size_t)(B * S * H * d), window);
+    ra_test_fill(k, (size_t)(B * S * hkv * d), window + 1);
+    ra_test_fill(v, (size_t)(B * S * hkv * d), window + 2);
+    ra_test_fill(sinks, (size_t)H, window + 3);
+    for (int64_t i = 0; i < B * S * H * d; i++) q[i] *= 3.0f;
+    round_to_halves(k, B * S * hkv * d);
+    round_to_halves(v, B * S * hkv * d);
+    const ra_attention_options o = mask_options(mc, sinks);
+    for (int64_t b = 0; b < B; b++)
+        reference_rows(ref + b * S * H * d, q + b * S * H * d, k + b * S * hkv * d,
+                       v + b * S * hkv * d, S, H, hkv, d, &o);
+    ra_kv_cache *ring, *full;
+    CHECK(ra_kv_cache_create_window(&ring, B, window, max_new, hkv, d, dtype) == RA_OK, "ring");
+    CHECK(ra_kv_cache_create(&full, B, S, hkv, d, dtype) == RA_OK, "full");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
+    ra_tensor tq = ra_tensor_4d(qt, RA_F32, B, T, H, d);
+    ra_tensor tr = ra_tensor_4d(o_ring, RA_F32, B, T, H, d);
+    ra_tensor tf = ra_tensor_4d(o_full, RA_F32, B, T, H, d);
+    int64_t done[2] = {0, 0};
+    double worst = 0;
+    for (int64_t step = 0; done[0] < S || done[1] < S; step++) {
+        int64_t n[2] = {1 + step % max_new, max_new - step % max_new};
+        for (int64_t b = 0; b < B; b++) {
+            n[b] = n[b] < S - done[b] ? n[b] : S - done[b];
+            for (int64_t t = 0; t < n[b]; t++)
+                memcpy(qt + (b * T + t) * H * d, q + (b * S + done[b] + t) * H * d, 4 * H * d);
+        }
+        CHECK(append_rows(ring, k, v, B, S, hkv, d, done, n, T) == RA_OK, "append ring");
+        CHECK(append_rows(full, k, v, B, S, hkv, d, done, n, T) == RA_OK, "append full");
+        CHECK(ra_attention_decode(ctx, ring, &tr, &tq, n, &o) == RA_OK, "decode ring: %s",
+              ra_last_error());
+        CHECK(ra_attention_decode(NULL, full, &tf, &tq, n, &o) == RA_OK, "decode full");
+        for (int64_t b = 0; b < B; b++) {
+            CHECK(memcmp(o_ring + b * T * H * d, o_full + b * T * H * d, 4 * n[b] * H * d) == 0,
+                  "W %lld step %lld b%lld: the ring's bits differ from the full cache's",
+                  (long long)window, (long long)step, (long long)b);
+            double e = ra_test_max_rel_diff(o_ring + b * T * H * d,
+                                            ref + (b * S + done[b]) * H * d, n[b] * H * d);
+            worst = fmax(worst, e);
+            CHECK(e <= 2e-5, "W %lld max_new %lld dtype %d step %lld b%lld: %.3g",
+                  (long long)window, (long long)max_new, (int)dtype, (long long)step,
+                  (long long)b, e);
+            done[b] += n[b];
+            CHECK(ra_kv_cache_length(ring, b) == done[b], "the ring's length is absolute");
+        }
+    }
+    ra_context_destroy(ctx);
+    ra_kv_cache_destroy(ring);
+    ra_kv_cache_destroy(full);
+    free(q); free(k); free(v); free(ref); free(qt); free(o_ring); free(o_full);
+    return worst;
+}
+
+/* Windows inside one 1024-position chunk and across several, a ring of
+ * exactly W slots (max_new 1) whose windows wrap it, multi-token steps, a
+ * chunked layer on a cache of window C, soft-cap and sinks, 16-bit caches. */
+static void test_window_cache(void)
+{
+    static const mask_case w100 = {100, 0, 0, 0, 0}, w1 = {1, 0, 0, 0, 1};
+    static const mask_case w300 = {300, 0, 2.0, 0, 1}, c200 = {0, 200, 0, 0, 0};
+    static const mask_case w150 = {150, 0, 0, 0, 0}; /* smaller than the cache's 250 */
+    double worst = ring_case(100, 1, RA_F32, &w100);
+    worst = fmax(worst, ring_case(100, 7, RA_F16, &w100));
+    worst = fmax(worst, ring_case(1, 3, RA_F32, &w1));
+    worst = fmax(worst, ring_case(300, 5, RA_BF16, &w300));
+    worst = fmax(worst, ring_case(200, 4, RA_F32, &c200));
+    worst = fmax(worst, ring_case(250, 2, RA_F32, &w150));
+    printf("  window cache over 2000 tokens vs the reference: worst %.3g (bound 2e-5)\n", worst);
+}
+
+/* What decode refuses, and a window cache's limits: none of them writes. */
+static void test_decode_refusals(void)
+{
+    const int64_t h = 2, hkv = 1, d = 8;
+    float k[4 * 8], v[4 * 8], q[4 * 2 * 8], out[4 * 2 * 8], before[4 * 2 * 8];
+    ra_test_fill(k, 32, 1);
+    ra_test_fill(v, 32, 2);
+    ra_test_fill(q, 64, 3);
+    ra_test_fill(out, 64, 4);
+    memcpy(before, out, sizeof out);
+    ra_kv_cache *full, *ring;
+    CHECK(ra_kv_cache_create(&full, 1, 4, hkv, d, RA_F32) == RA_OK, "full");
+    CHECK(ra_kv_cache_create_window(&ring, 1, 3, 2, hkv, d, RA_BF16) == RA_OK, "ring");
+    const int64_t two[1] = {2}, three[1] = {3}, zero[1] = {0};
+    CHECK(append_rows(full, k, v, 1, 4, hkv, d, zero, two, 2) == RA_OK, "append full");
+    CHECK(append_rows(ring, k, v, 1, 4, hkv, d, zero, two, 2) == RA_OK, "append ring");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, h, d), to = ra_tensor_4d(out, RA_F32, 1, 1, h, d);
+    ra_attention_options o = ra_attention_options_init();
+    o.dropout = 0.1f;
+    CHECK(ra_attention_decode(NULL, full, &to, &tq, NULL, &o) == RA_ERR_UNSUPPORTED, "dropout");
+    o = ra_attention_options_init();
+    const uint8_t real[1] = {1};
+    o.padding_mask = real;
+    CHECK(ra_attention_decode(NULL, full, &to, &tq, NULL, &o) == RA_ERR_UNSUPPORTED, "padding");
+    o = ra_attention_options_init();
+    const int64_t cu[2] = {0, 1};
+    o.cu_seqlens = cu;
+    o.n_documents = 1;
+    CHECK(ra_attention_decode(NULL, full, &to, &tq, NULL, &o) == RA_ERR_UNSUPPORTED, "cu_seqlens");
+    o = ra_attention_options_init();
+    const float bad_sinks[2] = {0.0f, NAN};
+    o.sinks = bad_sinks;
+    CHECK(ra_attention_decode(NULL, full, &to, &tq, NULL, &o) == RA_ERR_ARGUMENT, "NaN sink");
+    /* a window cache: its reach, at most W back, and at most max_new queries */
+    o = ra_attention_options_init();
+    CHECK(ra_attention_decode(NULL, ring, &to, &tq, NULL, &o) == RA_ERR_ARGUMENT, "no window");
+    o.window = 4;
+    CHECK(ra_attention_decode(NULL, ring, &to, &tq, NULL, &o) == RA_ERR_ARGUMENT, "window 4 > 3");
+    o.chunk = 3; /* the chunk alone keeps within 3 keys */
+    CHECK(ra_attention_decode(NULL, ring, &to, &tq, NULL, &o) == RA_OK, "window 4, chunk 3");
+    o.window = 2;
+    o.chunk = 0;
+    CHECK(ra_attention_decode(NULL, ring, &to, &tq, NULL, &o) == RA_OK, "window 2 < 3");
+    memcpy(before, out, sizeof out);
+    CHECK(append_rows(ring, k, v, 1, 4, hkv, d, two, two, 2) == RA_OK, "append ring");
+    ra_tensor tq3 = ra_tensor_4d(q, RA_F32, 1, 3, h, d), to3 = ra_tensor_4d(out, RA_F32, 1, 3, h, d);
+    CHECK(ra_attention_decode(NULL, ring, &to3, &tq3, NULL, &o) == RA_ERR_SIZE, "3 > max_new");
+    ra_tensor kc, vc;
+    ra_kv_cache_views(ring, &kc, &vc);
+    uint16_t ring_before[4 * 8];
+    memcpy(ring_before, kc.data, sizeof ring_before);
+    CHECK(append_rows(ring, k, v, 1, 4, hkv, d, zero, three, 3) == RA_ERR_CACHE_FULL, "3 new");
+    CHECK(ra_kv_cache_length(ring, 0) == 4 && memcmp(ring_before, kc.data, sizeof ring_before) == 0,
+          "a refused append changed the ring");
+    CHECK(memcmp(before, out, sizeof out) == 0, "a refused decode wrote");
+    ra_kv_cache *none = NULL;
+    CHECK(ra_kv_cache_create_window(&none, 1, 0, 1, hkv, d, RA_F32) == RA_ERR_SIZE && !none, "W 0");
+    CHECK(ra_kv_cache_create_window(&none, 1, 2, 0, hkv, d, RA_F32) == RA_ERR_SIZE, "max_new 0");
+    CHECK(ra_kv_cache_create_window(&none, 1, INT64_MAX, 2, hkv, d, RA_F32) == RA_ERR_OVERFLOW,
+          "capacity overflow");
+    CHECK(ra_kv_cache_create_window(NULL, 1, 2, 1, hkv, d, RA_F32) == RA_ERR_NULL, "NULL out");
+    ra_kv_cache_destroy(full);
+    ra_kv_cache_destroy(ring);
 }
 
 /* A full cache, a too-long append and bad arguments change nothing. */
@@ -435,7 +771,7 @@ static void test_errors(void)
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
     CHECK(ra_kv_cache_length(cache, 0) == 0, "reset");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 2, d), to = ra_tensor_4d(q + 16, RA_F32, 1, 1, 2, d);
-    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_ERR_SIZE, "decode on an empty cache");
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_ERR_SIZE, "decode on an empty cache");
     CHECK(ra_kv_cache_length(cache, 5) == -1 && ra_kv_cache_length(NULL, 0) == -1, "length args");
     ra_kv_cache_destroy(cache);
     ra_kv_cache_destroy(NULL);
@@ -452,6 +788,9 @@ static void simd_cases(void)
     RUN(test_decode_shapes);
     RUN(test_decode_nan_stays_out_of_earlier_rows);
     RUN(test_errors);
+    RUN(test_decode_masks);
+    RUN(test_window_cache);
+    RUN(test_decode_refusals);
 }
 
 int main(void)

@@ -56,7 +56,7 @@ static void run_paths(float *out[N_PATHS], const float *q, const float *k, const
     ra_positions at_zero = {.struct_size = sizeof at_zero, .ids = zeros};
     CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tkc, &tv, &at_zero, NULL) == RA_OK, "append");
     ra_tensor to = ra_tensor_4d(out[2], RA_F32, 1, s, h, d);
-    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL) == RA_OK, "decode");
+    CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_OK, "decode");
     ra_kv_cache_destroy(cache);
     ra_rope_destroy(rope);
     free(kc);

@@ -8,12 +8,15 @@
  * DECODE_KEYS slots at a time, each K and V row once for the whole group of
  * query rows (rep heads x T new tokens) of its kv head, and keeps, per row,
  * an online softmax:
- *   s_j = q . k_j / sqrt(D)   (slot j visible to the row, else skipped)
+ *   s_j = c tanh(q . k_j scale / c)   (key j visible to the row, else skipped;
+ *                                      the soft-cap c only when asked)
  *   m' = max(m, max s);  l = l e^(m - m') + sum e^(s - m');
  *   o = o e^(m - m') + sum e^(s_j - m') v_j
- * The partials (o, m, l) are merged across chunks by decode_merge_task, in
- * chunk order.  Which thread runs a task, and how the kv heads are split
- * into tasks, change no bits.
+ * A row sees the keys first .. last of its position (causal, window,
+ * chunk: ra_decode_first_key), so a chunk no row sees is not read.  The
+ * partials (o, m, l) are merged across chunks, with the sink, by
+ * decode_merge_task, in chunk order.  Which thread runs a task, and how the
+ * kv heads are split into tasks, change no bits.
  */
 #include <math.h>
 #include <string.h>
@@ -66,25 +69,46 @@ static inline __attribute__((always_inline)) void prefetch_far(const void *row, 
  * far ahead a block asks for lines. */
 #define DECODE_KEYS (2 * RA_W)
 
+/* The keys of a block each row sees, [from[r], to[r]) (empty: from = to =
+ * 0), and those every row sees, [shared_from, shared_to) (none: 0, 0). */
+typedef struct decode_seen {
+    int from[DECODE_ROWS], to[DECODE_ROWS];
+    int shared_from, shared_to;
+} decode_seen;
+
+/* o += p_i v_i for row r's own keys i in [from, to). */
+static inline __attribute__((always_inline)) void
+values_own(vf *acc, const void *const *vals, const float *p, int from, int to, int64_t d,
+           const int nv, const ra_dtype dtype)
+{
+    for (int i = from; i < to; i++)
+        for (int x = 0; x < nv; x++) acc[x] += vsplat(p[i]) * load_any(vals[i], dtype, d + x * RA_W);
+}
+
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
  * constants), asking for the lines of row ahead[i] + skip bytes (ahead
  * NULL: none) as it reads v_i, and in the first span for v_i + far bytes
  * once per page (prefetch_far; far 0: none).  Keys seen by every row share
- * their V loads; the rest (several new tokens: the causal edge) go row by
- * row, so a key a row does not see never touches it.  Each element sums
- * its keys in slot order, whatever the span. */
+ * their V loads; the rest (several new tokens: the causal edge and the
+ * windows' starts) go row by row, so a key a row does not see never
+ * touches it.  Each element sums its keys in slot order, whatever the
+ * span. */
 static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
             int64_t skip, int64_t far, int64_t row_bytes, float p[][DECODE_KEYS],
-            const float *alpha, const int *visible, int shared, int64_t d, const int nr,
-            const int nv, const ra_dtype dtype)
+            const float *alpha, const decode_seen *seen, int64_t d, const int nr, const int nv,
+            const ra_dtype dtype)
 {
+    const int shared_from = seen->shared_from, shared_to = seen->shared_to;
     vf acc[DECODE_ROWS][4];
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr; r++) {
         for (int x = 0; x < nv; x++)
             acc[r][x] = vload(o + r * stride + d + x * RA_W) * vsplat(alpha[r]);
-    for (int i = 0; i < shared; i++) {
+        int to = seen->to[r] < shared_from ? seen->to[r] : shared_from;
+        values_own(acc[r], vals, p[r], seen->from[r], to, d, nv, dtype);
+    }
+    for (int i = shared_from; i < shared_to; i++) {
         if (far && d == 0) prefetch_far(vals[i], far, row_bytes);
         vf v[4];
         for (int x = 0; x < nv; x++) {
@@ -97,11 +121,31 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
         }
     }
     for (int r = 0; r < nr; r++) {
-        for (int i = shared; i < visible[r]; i++)
-            for (int x = 0; x < nv; x++)
-                acc[r][x] += vsplat(p[r][i]) * load_any(vals[i], dtype, d + x * RA_W);
+        int from = seen->from[r] > shared_to ? seen->from[r] : shared_to;
+        values_own(acc[r], vals, p[r], from, seen->to[r], d, nv, dtype);
         for (int x = 0; x < nv; x++) vstore(o + r * stride + d + x * RA_W, acc[r][x]);
     }
+}
+
+/* The keys [j, j + n) of a block that rows r0 .. r0 + nr see: row r sees
+ * positions first[r] .. last[r]. */
+static inline __attribute__((always_inline)) decode_seen
+decode_block_seen(const int64_t *first, const int64_t *last, int64_t j, int n, int64_t r0,
+                  const int nr)
+{
+    decode_seen seen = {{0}, {0}, 0, n};
+    for (int r = 0; r < nr; r++) {
+        int64_t from = first[r0 + r] - j, to = last[r0 + r] - j + 1;
+        from = from < 0 ? 0 : from;
+        to = to > n ? n : to;
+        if (from >= to) from = to = 0;
+        seen.from[r] = (int)from;
+        seen.to[r] = (int)to;
+        seen.shared_from = seen.from[r] > seen.shared_from ? seen.from[r] : seen.shared_from;
+        seen.shared_to = seen.to[r] < seen.shared_to ? seen.to[r] : seen.shared_to;
+    }
+    if (seen.shared_from >= seen.shared_to) seen.shared_from = seen.shared_to = 0;
+    return seen;
 }
 
 /* The lines a block asks for while it computes: for key i, the scores ask
@@ -114,9 +158,10 @@ typedef struct decode_ahead {
     int64_t scores_skip, values_skip, far;
 } decode_ahead;
 
-/* One block of n <= DECODE_KEYS keys (slots j ..) of a kv head against rows
- * r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials group
- * [rows, D + 2]); nr (1, 2 or 4) and dtype are constants.
+/* One block of n <= DECODE_KEYS keys (positions j ..) of a kv head against
+ * rows r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials
+ * group [rows, D + 2], the rows' key ranges first .. last, soft-cap softcap
+ * or 0); nr (1, 2 or 4) and dtype are constants.
  *
  * Scores: RA_W accumulators, nr rows x RA_W / nr keys, each one vector FMA
  * per RA_W elements of D; vsum_lanes then gives lane r * (RA_W / nr) + i =
@@ -124,9 +169,10 @@ typedef struct decode_ahead {
  * read once for the group.  Then the online softmax of each row, and
  * o += p v with each V load shared by the rows. */
 static inline __attribute__((always_inline)) void
-decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_dim,
-              const void *const *keys, const void *const *vals, const decode_ahead *ahead, int n,
-              int64_t j, int64_t r0, const int nr, const ra_dtype dtype)
+decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float softcap,
+              float *group, int64_t head_dim, const void *const *keys, const void *const *vals,
+              const decode_ahead *ahead, int n, int64_t j, int64_t r0, const int nr,
+              const ra_dtype dtype)
 {
     const int64_t stride = head_dim + 2, row_bytes = head_dim * (dtype == RA_F32 ? 4 : 2);
     const int per_row = RA_W / nr; /* keys per lane sum */
@@ -166,16 +212,19 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
 
     float p[DECODE_ROWS][DECODE_KEYS], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
     float m_exp[RA_W] = {0};
-    int visible[DECODE_ROWS], shared = n; /* keys every row sees */
+    const decode_seen seen = decode_block_seen(first, last, j, n, r0, nr);
     for (int r = 0; r < nr; r++) {
         float *m = group + (r0 + r) * stride + head_dim;
-        int64_t seen = last[r0 + r] - j + 1;
-        visible[r] = seen <= 0 ? 0 : seen < n ? (int)seen : n;
-        shared = visible[r] < shared ? visible[r] : shared;
-        if (visible[r] == 0) continue; /* nothing here for this row: o, m, l stay */
+        const int from = seen.from[r], to = seen.to[r];
+        if (from == to) continue; /* nothing here for this row: o, m, l stay */
+        if (softcap > 0) /* before the mask, as the reference */
+            for (int k0 = 0; k0 < n; k0 += RA_W)
+                vstore(scores[r] + k0,
+                       vsplat(softcap) * vtanh(vload(scores[r] + k0) / vsplat(softcap)));
         vf mx = vsplat(-INFINITY);
         for (int k0 = 0; k0 < n; k0 += RA_W) { /* the spans that hold keys */
-            vf sr = vselect(ra_lanes < visible[r] - k0, vload(scores[r] + k0), vsplat(-INFINITY));
+            vi in = (ra_lanes >= from - k0) & (ra_lanes < to - k0);
+            vf sr = vselect(in, vload(scores[r] + k0), vsplat(-INFINITY));
             vstore(scores[r] + k0, sr);
             mx = vmax(mx, sr);
         }
@@ -189,7 +238,7 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
     for (int r = 0; r < nr; r++) m_exp[r] = m_new[r] == -INFINITY ? 0.0f : m_new[r];
     vstore(alpha, vexp(vload(m_old) - vload(m_exp)));
     for (int r = 0; r < nr; r++) {
-        if (visible[r] == 0) continue;
+        if (seen.from[r] == seen.to[r]) continue;
         float *m = group + (r0 + r) * stride + head_dim, *l = m + 1;
         vf sum = vsplat(0.0f);
         for (int k0 = 0; k0 < n; k0 += RA_W) {
@@ -208,45 +257,65 @@ decode_rows_n(const float *qs, const int64_t *last, float *group, int64_t head_d
     const int64_t skip = ahead->values_skip, far = next ? ahead->far : 0;
     int64_t d = 0;
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, visible, shared, d, nr,
-                    4, dtype);
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 4,
+                    dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, visible, shared, d, nr,
-                    1, dtype);
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 1,
+                    dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = o[r * stride + d] * alpha[r];
-            for (int i = 0; i < visible[r]; i++) acc += p[r][i] * ra_load(vals[i], dtype, d);
+            for (int i = seen.from[r]; i < seen.to[r]; i++)
+                acc += p[r][i] * ra_load(vals[i], dtype, d);
             o[r * stride + d] = acc;
         }
 }
 
 /* All rows of a group, in runs of 4, 2 and 1, for one dtype. */
 static inline __attribute__((always_inline)) void
-decode_rows_dtype(const float *qs, const int64_t *last, float *group, int64_t head_dim,
-                  const void *const *keys, const void *const *vals, const decode_ahead *ahead,
-                  int n, int64_t j, int64_t rows, const ra_dtype dtype)
+decode_rows_dtype(const float *qs, const int64_t *first, const int64_t *last, float softcap,
+                  float *group, int64_t head_dim, const void *const *keys,
+                  const void *const *vals, const decode_ahead *ahead, int n, int64_t j,
+                  int64_t rows, const ra_dtype dtype)
 {
     int64_t r0 = 0;
     for (; r0 + 4 <= rows; r0 += 4)
-        decode_rows_n(qs, last, group, head_dim, keys, vals, ahead, n, j, r0, 4, dtype);
+        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ahead, n, j, r0, 4,
+                      dtype);
     if (r0 + 2 <= rows) {
-        decode_rows_n(qs, last, group, head_dim, keys, vals, ahead, n, j, r0, 2, dtype);
+        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ahead, n, j, r0, 2,
+                      dtype);
         r0 += 2;
     }
-    if (r0 < rows) decode_rows_n(qs, last, group, head_dim, keys, vals, ahead, n, j, r0, 1, dtype);
+    if (r0 < rows)
+        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ahead, n, j, r0, 1,
+                      dtype);
 }
 
-static void decode_rows(const float *qs, const int64_t *last, float *group, int64_t head_dim,
-                        const void *const *keys, const void *const *vals,
-                        const decode_ahead *ahead, int n, int64_t j, int64_t rows, ra_dtype dtype)
+/* A block's keys against every row of a group: the rows' scaled queries qs
+ * [rows, D], their key ranges first .. last [rows] and partials group
+ * [rows, D + 2]. */
+typedef struct decode_group {
+    const float *qs;
+    const int64_t *first, *last;
+    float softcap;
+    float *partials;
+    int64_t rows;
+} decode_group;
+
+static void decode_rows(const decode_group *g, int64_t head_dim, const void *const *keys,
+                        const void *const *vals, const decode_ahead *ahead, int n, int64_t j,
+                        ra_dtype dtype)
 {
     if (dtype == RA_F32)
-        decode_rows_dtype(qs, last, group, head_dim, keys, vals, ahead, n, j, rows, RA_F32);
+        decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals,
+                          ahead, n, j, g->rows, RA_F32);
     else if (dtype == RA_BF16)
-        decode_rows_dtype(qs, last, group, head_dim, keys, vals, ahead, n, j, rows, RA_BF16);
+        decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals,
+                          ahead, n, j, g->rows, RA_BF16);
     else
-        decode_rows_dtype(qs, last, group, head_dim, keys, vals, ahead, n, j, rows, RA_F16);
+        decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals,
+                          ahead, n, j, g->rows, RA_F16);
 }
 
 static void decode_task(void *arg, int64_t task, int thread)
@@ -258,22 +327,28 @@ static void decode_task(void *arg, int64_t task, int thread)
     const int64_t rep = q->shape[2] / n_kv, rows = job->rows, heads = n_kv / job->n_splits;
     const int64_t g0 = task % job->n_splits * heads, chunk = task / job->n_splits % job->n_chunks;
     const int64_t b = task / job->n_splits / job->n_chunks;
-    const int64_t len = c->length[b], nq = job->n_query ? job->n_query[b] : T;
+    const int64_t len = c->length[b], nq = ra_decode_queries(job, b);
     const ra_tensor kt = ra_kv_cache_view(c, 0), vt = ra_kv_cache_view(c, 1);
-    const float scale = (float)(1.0 / sqrt((double)head_dim));
+    const float scale = (float)job->mask.scale;
     const int64_t stride = head_dim + 2; /* a row's partial: o[D], m, l */
     float *qs = job->scratch + thread * job->per_thread;  /* [Hkv * rows, D] scaled queries */
-    int64_t *last = (int64_t *)(void *)(qs + n_kv * rows * head_dim); /* [rows] */
+    int64_t *first = (int64_t *)(void *)(qs + n_kv * rows * head_dim), *last = first + rows;
 
-    /* Row r = (head in group) * T + t is the token in slot len - nq + t; it
-     * sees slots 0 .. that one.  Rows past nq see nothing. */
-    const int64_t j0 = chunk * RA_DECODE_CHUNK;
-    int64_t j_end = j0;
+    /* Row r = (head in group) * T + t is the token at position len - nq + t;
+     * it sees the positions first .. that one.  Rows past nq see nothing.
+     * The task reads the positions [j_start, j_end) of its chunk that some
+     * row sees. */
+    const int64_t j0 = (ra_decode_first_chunk(job, b) + chunk) * RA_DECODE_CHUNK;
+    int64_t j_start = j0 + RA_DECODE_CHUNK, j_end = j0;
     for (int64_t r = 0; r < rows; r++) {
         int64_t t = r % T;
         last[r] = t < nq ? len - nq + t : -1;
-        int64_t end = last[r] + 1 < j0 + RA_DECODE_CHUNK ? last[r] + 1 : j0 + RA_DECODE_CHUNK;
-        j_end = end > j_end ? end : j_end;
+        first[r] = t < nq ? ra_decode_first_key(job, last[r]) : 0;
+        int64_t from = first[r] > j0 ? first[r] : j0;
+        int64_t to = last[r] + 1 < j0 + RA_DECODE_CHUNK ? last[r] + 1 : j0 + RA_DECODE_CHUNK;
+        if (from >= to) continue;
+        j_start = from < j_start ? from : j_start;
+        j_end = to > j_end ? to : j_end;
     }
     for (int64_t g = g0; g < g0 + heads; g++)
         for (int64_t r = 0; r < rows; r++) {
@@ -321,33 +396,43 @@ static void decode_task(void *arg, int64_t task, int thread)
     enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
+    /* the slot of position j_start; each block's slots follow around the
+     * ring (a block's keys span at most the capacity: it wraps once) */
+    const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
     for (int64_t g = g0; g < g0 + heads; g++) {
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
-        float *group = job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride;
-        for (int64_t j = j0; j < j_end; j += DECODE_KEYS) {
+        const decode_group rows_of_g = {
+            qs + g * rows * head_dim, first, last, job->mask.softcap,
+            job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows};
+        int64_t slot0 = slot_start;
+        for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
             int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
             const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
             for (int i = 0; i < DECODE_KEYS; i++) {
-                int64_t at = (j + (i < n ? i : 0)) * row_bytes;
+                int64_t slot = slot0 + (i < n ? i : 0);
+                int64_t at = (slot < c->capacity ? slot : slot - c->capacity) * row_bytes;
                 keys[i] = krows + at;
                 vals[i] = vrows + at;
             }
+            slot0 = slot0 + DECODE_KEYS < c->capacity ? slot0 + DECODE_KEYS
+                                                       : slot0 + DECODE_KEYS - c->capacity;
             decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
                                   next_phase ? 0 : AHEAD_BYTES,
                                   next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
-            decode_rows(qs + g * rows * head_dim, last, group, head_dim, keys, vals, &ahead, n, j,
-                        rows, c->dtype);
+            decode_rows(&rows_of_g, head_dim, keys, vals, &ahead, n, j, c->dtype);
         }
     }
 }
 
 /* out[b, t, h] = merge of the chunks' partials for that row, in chunk order:
  * m = max m_c, l = sum l_c e^(m_c - m), o = sum o_c e^(m_c - m) / l, over
- * the chunks that saw the row (m_c > -inf).  Each chunk's weight
- * e^(m_c - m) replaces its l_c in the partials (scratch) once l is summed,
- * so that o sums a vector of D at a time over the chunks. */
+ * the chunks that saw the row (m_c > -inf).  With sinks, head h's sink
+ * sigma joins as a chunk that saw one key of logit sigma and value 0:
+ * m = max(m, sigma), l += e^(sigma - m) (so m is finite).  Each chunk's
+ * weight e^(m_c - m) replaces its l_c in the partials (scratch) once l is
+ * summed, so that o sums a vector of D at a time over the chunks. */
 static void decode_merge_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
@@ -360,7 +445,8 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
     for (int64_t r = 0; r < rows; r++) {
         int64_t h = r / T, t = r % T;
         if (t >= nq) continue;
-        float m = -INFINITY, l = 0.0f;
+        const float *sink = job->mask.sinks ? job->mask.sinks + g * rep + h : NULL;
+        float m = sink ? *sink : -INFINITY, l = 0.0f;
         for (int64_t ch = 0; ch < job->n_chunks; ch++) {
             float mc = group[(ch * rows + r) * stride + head_dim];
             m = mc > m ? mc : m;
@@ -372,6 +458,7 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
             l += o[head_dim + 1] * w;
             o[head_dim + 1] = w;
         }
+        if (sink) l += *sink == m ? 1.0f : expf(*sink - m);
         float *dst = ra_row(job->out, b, t, g * rep + h), inv = 1.0f / l;
         int64_t d = 0;
         for (; d + RA_W <= head_dim; d += RA_W) {

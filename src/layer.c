@@ -466,9 +466,18 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_error_reset();
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
-    /* The layer's masks, for the prefill and the steps alike (a window
-     * cache must keep what its window or chunk reaches). */
+    /* The layer's masks, for the prefill and the steps alike; a window
+     * cache must keep what its window or chunk reaches. */
     const ra_layer_config *lc = &layer->config;
+    const int64_t reach = lc->window && (!lc->chunk || lc->window < lc->chunk) ? lc->window
+                                                                                : lc->chunk;
+    if (cache->window && !reach)
+        return ra_fail(RA_ERR_ARGUMENT, "the cache is a window cache of %lld tokens, and the "
+                       "layer's queries see every earlier token", (long long)cache->window);
+    if (cache->window && reach > cache->window)
+        return ra_fail(RA_ERR_ARGUMENT, "the cache is a window cache of %lld tokens, and the "
+                       "layer's queries see up to %lld", (long long)cache->window,
+                       (long long)reach);
     ra_attention_options masks = ra_attention_options_init();
     masks.window = lc->window;
     masks.chunk = lc->chunk;

@@ -498,8 +498,8 @@ static void test_last_error_names(void)
     CHECK(ra_kv_cache_create(&cache2, 2, S, H, D, RA_F32) == RA_OK, "cache2");
     CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, cache2, y, x, 1, 1, NULL), RA_ERR_SHAPE,
                  "the cache holds batch 2");
-    CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, ring, y, x, 1, 1, NULL), RA_ERR_UNSUPPORTED,
-                 "the cache is a window cache (window 3)");
+    CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, ring, y, x, 1, 1, NULL), RA_ERR_ARGUMENT,
+                 "the cache is a window cache of 3 tokens, and the layer's queries see every");
     ra_layer_tape *t2 = NULL;
     CHECK_DETAIL(ra_layer_tape_create(&t2, layer, 0), RA_ERR_SIZE, "max_tokens 0: must be >= 1");
     CHECK_DETAIL(ra_layer_tape_create(&t2, NULL, 1), RA_ERR_NULL, "layer is NULL");

@@ -1364,12 +1364,15 @@ expect_error "a q norm over the whole projection" y.npy -- attention \
 expect_error "Gemma's query_pre_attn_scalar" y.npy -- attention $SEED \
     --config config_gemma.json
 expect_error "a negative rms_norm_eps" y.npy -- attention $SEED --config config_bad_eps.json
-expect_error "a sliding window shorter than the input" y.npy -- attention $SEED \
-    --config cw_short.json
-expect_error "Qwen2's window from max_window_layers on (--layer 1)" y.npy -- attention \
-    --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_from1.json --layer 1
-expect_error "a sliding layer in layer_types (--layer 1)" y.npy -- attention \
-    --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_types.json --layer 1
+# A window of S - 1 tokens: the last token alone no longer sees the first
+# (tests/test_families.sh checks windows against transformers' arithmetic).
+rm -f y.npy
+if "$RA" attention $SEED --config cw_short.json 2>"$TMP/stderr" && "$PY" -c "
+import numpy as np, sys
+y, ref = np.load('y.npy'), np.load('y_seed.npy')
+same = np.abs(y - ref).max(axis=-1) <= 1e-5 * np.abs(ref).max()
+sys.exit(0 if same[..., :-1].all() and not same[..., -1].any() else 1)"; then pass
+else fail "a sliding window shorter than the input: $(cat "$TMP/stderr")"; fi
 expect_error "a sliding layer in layer_types, names without a layer" y.npy -- attention $SEED \
     --config cw_types.json
 expect_error "another kind of attention in layer_types" y.npy -- attention \

@@ -312,6 +312,9 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     const ra_hf_fields *hf = j->hf;
     char which[48];
     layer_name(which, sizeof which, layer);
+    if (layer < 0 && ra_hf_layer_slides(&hf->window, -1) < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "the config's layers differ in their sliding windows "
+                       "and the checkpoint's names carry no layer number");
     int64_t window = ra_hf_layer_window(&hf->window, layer);
     const unsigned features = hf->family ? hf->family->features : 0;
     if (window < 0 && !((features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer)))

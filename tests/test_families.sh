@@ -91,6 +91,32 @@ size=np.load(sys.argv[1]).shape).astype(np.float32))" "$C/$1/x.npy" "$TMP/dy.npy
 for c in phi3 phi3_split gpt_neox gpt_neox_split stablelm_qk_layernorm stablelm_as_cohere; do
     grads $c
 done
+
+# Masks' gradients (Gemma 2's window and soft-cap, gpt-oss's window and
+# sinks, Llama 4's chunks): dL/dX and the sinks' gradient against central
+# differences of the float64 layer (tests/families/make_family_cases.py),
+# 1e-5 of the largest.
+cat >"$TMP/masked_grads.py" <<'PY'
+import sys
+import numpy as np
+from st_read import read_f32
+g, d = read_f32(sys.argv[1]), sys.argv[2]
+def close(a, b):
+    return a.shape == b.shape and np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(b))
+ok = close(g["x"], np.load(d + "/gx.npy"))
+sinks = [n for n in g if n.endswith(".sinks")]
+if sinks:
+    ok = ok and close(g[sinks[0]], np.load(d + "/g_sinks.npy"))
+sys.exit(0 if ok else 1)
+PY
+for c in gemma2_layer0 gpt_oss_layer0 gpt_oss_layer1 llama4_chunks_layer0; do
+    rm -f "$C/$c/g.safetensors"
+    if "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json" \
+        --layer "$(field "$C/$c" layer)" --input "$C/$c/x.npy" --output "$C/$c/y2.npy" \
+        --grad-output "$C/$c/dy.npy" --grads "$C/$c/g.safetensors" 2>"$TMP/err" &&
+        "$PY" "$TMP/masked_grads.py" "$C/$c/g.safetensors" "$C/$c"; then pass
+    else fail "$c --grads against float64 differences $(cat "$TMP/err")"; fi
+done
 cat >"$TMP/fused.py" <<'PY'
 import sys
 import numpy as np

@@ -233,6 +233,30 @@ def save(out, name, config, tensors, x, y=None, layer=None, args=(), refused=Non
         json.dump({"layer": layer, "args": list(args), "refused": refused}, f)
 
 
+def save_grads(out, name, x, w, f, roles=()):
+    """dy.npy, and dL/dx (gx.npy) and dL/dw[role] (g_<role>.npy) for L =
+    sum(attention(x) * dy), by central differences of the float64 layer
+    (step 1e-6: errors near 1e-9 of the gradient)."""
+    d = os.path.join(out, name)
+    dy = f32(RNG.normal(0, 1, x.shape))
+    np.save(os.path.join(d, "dy.npy"), dy.astype(np.float32))
+    def grad(a, call):
+        g = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            keep = a[i]
+            a[i] = keep + 1e-6
+            up = np.sum(call() * dy)
+            a[i] = keep - 1e-6
+            down = np.sum(call() * dy)
+            a[i] = keep
+            g[i] = (up - down) / 2e-6
+        return g
+    x = x.copy()
+    np.save(os.path.join(d, "gx.npy"), grad(x, lambda: attention(x, w, f)))
+    for r in roles:
+        np.save(os.path.join(d, "g_%s.npy" % r), grad(w[r], lambda: attention(x, w, f)))
+
+
 def family_cases(out):
     dim, H, K, D = 32, 4, 2, 16
     x = f32(RNG.normal(0, 1, (B, S, dim)))
@@ -633,6 +657,8 @@ def family_cases(out):
              "scale": 0.25, "softcap": 1.0, "window": None if layer else 5}
         save(out, "gemma2_layer%d" % layer, cfg, named(w, layers(layer)), x,
              attention(x, w, f), layer)
+        if layer == 0:
+            save_grads(out, "gemma2_layer0", x, w, f)
     # A Gemma 2 config at Gemma2Config's defaults (cap 50, window 4096).
     w = weights(dim, H, K, D)
     f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half",
@@ -651,12 +677,14 @@ def family_cases(out):
              "window": None if layer else 4}
         save(out, "gpt_oss_layer%d" % layer, cfg, named(w, layers(layer)), x,
              attention(x, w, f), layer)
+        save_grads(out, "gpt_oss_layer%d" % layer, x, w, f, ("sinks",))
     # Llama 4's RoPE layer 0 of the Maverick-style config: chunks of 8.
     w = weights(dim, H, K, D)
     f = {"H": H, "K": K, "D": D, "layout": "interleaved", "inv": inv_freq(5e5, D),
          "l2": 1e-5, "chunk": 8}
     save(out, "llama4_chunks_layer0", llama4_chunks[0], named(w, layers(0)), x,
          attention(x, w, f), 0)
+    save_grads(out, "llama4_chunks_layer0", x, w, f)
     # From position 8 the rope moves, not the chunks (they follow the
     # tokens' places, as transformers' cache_position).
     f = dict(f, start=8)

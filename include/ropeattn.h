@@ -76,7 +76,9 @@
  *     +-3.4e38, and each term q_d k_d / sqrt(D) too) give the softmax with
  *     no overflow and no 0/0.  A logit beyond that range is +-Inf: -Inf
  *     weighs 0; +Inf, or a row whose logits are all -Inf, makes the row
- *     NaN, as a softmax does.
+ *     NaN, as a softmax does (with sinks, such a row is 0: the sink takes
+ *     all the weight).  A soft-cap keeps every logit finite.  A padding
+ *     query's row is 0 whatever its inputs.
  *   - NaN and Inf reach exactly the outputs that depend on them: a NaN in q
  *     row i makes out row i of that head NaN; a NaN or an Inf in k or v at
  *     token j reaches rows i >= j of the heads that read that kv head and no

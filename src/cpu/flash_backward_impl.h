@@ -231,22 +231,6 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
     }
 }
 
-/* lo and hi of every row for the tile [k0, k0 + BK), as flash_tile's:
- * padding rows see every key (their P is 0 anyway). */
-static void backward_bounds(const backward_tile *t, int64_t q0, int64_t k0)
-{
-    for (int64_t r = 0; r < BQ; r++) {
-        if (t->first[r] < 0) {
-            t->lo[r] = -1.0f;
-            t->hi[r] = (float)BK;
-            continue;
-        }
-        int64_t lo = t->first[r] - k0, hi = q0 + r - k0;
-        t->lo[r] = (float)(lo < -1 ? -1 : lo > BK ? BK : lo);
-        t->hi[r] = (float)(hi < -1 ? -1 : hi > BK ? BK : hi);
-    }
-}
-
 static void flash_backward_task(void *arg, int64_t task, int thread)
 {
     const ra_flash_backward_job *job = arg;
@@ -299,7 +283,8 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                 padding |= t.padkey[j] != 0;
             }
             const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
-            if (masked) backward_bounds(&t, q0, k0);
+            for (int64_t r = 0; masked && r < BQ; r++)
+                row_bounds(&t.lo[r], &t.hi[r], t.first[r], q0 + r, k0);
             probs_tile(&t, nk, masked, padding, mask->softcap);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {

@@ -314,24 +314,14 @@ static void key_rows(const flash_tile *t, const ra_attention_args *a, int64_t b,
     for (int64_t j = 0; j < nk; j++) t->krow[j] = t->wide + j * ra_round_up(head_dim, 16);
 }
 
-/* lo and hi of every row for the tile [k0, k0 + nk): padding rows (past the
- * group's rows or the last query) see every key. */
-static void tile_bounds(const flash_tile *t, const ra_flash_job *job, int64_t q0, int64_t nq,
-                        int64_t k0, int64_t nk)
+/* A row's lo and hi for the tile from key k0 (flash_tile): its first key and
+ * its query, less k0, clamped to [-1, BK]; first < 0 (a padding row, past
+ * the group's rows or the last query): every key. */
+static inline void row_bounds(float *lo, float *hi, int64_t first, int64_t query, int64_t k0)
 {
-    const int64_t block_q = job->layout.block_q;
-    for (int64_t r = 0; r < job->layout.rows; r++) {
-        int64_t qi = r % block_q;
-        if (r / block_q >= job->layout.rows / block_q || qi >= nq || t->first[r] < 0) {
-            t->lo[r] = -1.0f;
-            t->hi[r] = (float)BK;
-            continue;
-        }
-        int64_t lo = t->first[r] - k0, hi = q0 + qi - k0;
-        t->lo[r] = (float)(lo < -1 ? -1 : lo > BK ? BK : lo);
-        t->hi[r] = (float)(hi < -1 ? -1 : hi > BK ? BK : hi);
-    }
-    (void)nk;
+    int64_t l = first - k0, h = query - k0;
+    *lo = first < 0 ? -1.0f : (float)(l < -1 ? -1 : l > BK ? BK : l);
+    *hi = first < 0 ? (float)BK : (float)(h < -1 ? -1 : h > BK ? BK : h);
 }
 
 static void flash_task(void *arg, int64_t task, int thread)
@@ -403,7 +393,8 @@ static void flash_task(void *arg, int64_t task, int thread)
         }
         /* some rows do not see some keys */
         const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
-        if (masked) tile_bounds(&t, job, q0, nq, k0, nk);
+        for (int64_t r = 0; masked && r < rows; r++)
+            row_bounds(&t.lo[r], &t.hi[r], t.first[r], q0 + r % block_q, k0);
         softmax_tile(&t, rows, nk, masked, padding, mask->softcap);
         if (a->dropout)
             for (int64_t r = 0; r < rep * block_q; r++) {

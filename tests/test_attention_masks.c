@@ -551,10 +551,36 @@ static void test_layer_cached(void)
     ra_layer_destroy(layer);
 }
 
+/* Logits all -Inf (q.k overflowing below -FLT_MAX): with sinks the sink
+ * takes all the weight and the row is 0 on both paths (without, NaN, as a
+ * softmax: "Numbers at the edges" in ropeattn.h). */
+static void test_sinks_all_minus_inf(void)
+{
+    enum { S = 70, H = 2, D = 8, N = S * H * D };
+    static float q[N], k[N], v[N], out[N];
+    float sinks[H] = {0.5f, -2.0f};
+    for (int i = 0; i < N; i++) q[i] = -1e30f, k[i] = 1e30f, v[i] = (float)(i % 7) - 3.0f;
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), to = ra_tensor_4d(out, RA_F32, 1, S, H, D);
+    for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+        ra_attention_options o = ra_attention_options_init();
+        o.path = (ra_attention_path)path;
+        o.sinks = sinks;
+        CHECK(ra_attention(NULL, &to, &tq, &tk, &tv, &o) == RA_OK, "path %d", path);
+        int zeros = 1;
+        for (int i = 0; i < N; i++) zeros &= out[i] == 0.0f;
+        CHECK(zeros, "path %d: a row of -Inf logits with a sink is not 0", path);
+        o.sinks = NULL;
+        CHECK(ra_attention(NULL, &to, &tq, &tk, &tv, &o) == RA_OK && isnan(out[0]),
+              "path %d: without a sink, NaN (%g)", path, (double)out[0]);
+    }
+}
+
 static void simd_cases(void)
 {
     RUN(test_forward);
     RUN(test_softcap_extremes);
+    RUN(test_sinks_all_minus_inf);
     RUN(test_backward);
     RUN(test_layer);
     RUN(test_layer_cached);

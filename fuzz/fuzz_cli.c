@@ -6,7 +6,8 @@
  * Input: byte 0 picks the subcommand; then the files are generated (a
  * safetensors checkpoint: names from a list of naming schemes, well- and
  * ill-formed layer numbers included, shapes and dtypes from small lists; an
- * .npy input; int positions; a config.json from a list of keys and values);
+ * .npy input; int positions, also read as an attention mask; a config.json
+ * from a list of keys and values);
  * then each pair of bytes adds one option (from the subcommand's table) and
  * its value (the file for a path option, else from a list of values for that
  * kind), as "--name value" or "--name=value".  The bytes left fill the
@@ -199,7 +200,8 @@ static const option attention_options[] = {
     {"--n-kv-heads", COUNT, NULL}, {"--layout", CHOICE, NULL}, {"--start-pos", BIG, NULL},
     {"--threads", COUNT, NULL}, {"--path", CHOICE, NULL}, {"--prefill", COUNT, NULL},
     {"--cache-dtype", CHOICE, NULL}, {"--grad-output", PATH_IN, "x.npy"},
-    {"--grads", PATH_OUT, "g.safetensors"}, ROPE_OPTIONS};
+    {"--grads", PATH_OUT, "g.safetensors"}, {"--attention-mask", PATH_IN, "p.npy"},
+    {"--packed", FLAG, NULL}, ROPE_OPTIONS};
 static const option rope_options[] = {
     {"--input", PATH_IN, "x.npy"}, {"--output", PATH_OUT, "y.npy"}, {"--layout", CHOICE, NULL},
     {"--start-pos", BIG, NULL}, {"--inverse", FLAG, NULL}, {"--threads", COUNT, NULL},

@@ -659,6 +659,13 @@ def family_cases(out):
              attention(x, w, f), layer)
         if layer == 0:
             save_grads(out, "gemma2_layer0", x, w, f)
+    # Gemma 3 beyond its window: a sliding layer (local rope, window 5).
+    text = dict(base, model_type="gemma3_text", query_pre_attn_scalar=24, rope_theta=1e6,
+                rope_local_base_freq=1e4, sliding_window=5, sliding_window_pattern=6)
+    w = weights(dim, H, K, D, norms="head")
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half", "scale": 24 ** -0.5,
+         "eps": 1e-6, "plus_one": True, "window": 5}
+    save(out, "gemma3_window_layer0", text, named(w, layers(0)), x, attention(x, w, f), 0)
     # A Gemma 2 config at Gemma2Config's defaults (cap 50, window 4096).
     w = weights(dim, H, K, D)
     f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half",

@@ -287,7 +287,10 @@ static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *ou
 {
     const ra_hf_fields *hf = j->hf;
     if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return RA_OK;
-    int chunked = !out->no_rope || ra_hf_layer_chunked(&hf->window, layer);
+    /* layer_types, where the config has it, says which layers are chunked
+     * (transformers picks each layer's mask from it); else the RoPE layers */
+    int chunked = hf->window.has_layer_types ? ra_hf_layer_chunked(&hf->window, layer)
+                                             : !out->no_rope;
     if (chunked && hf->has_attention_chunk_size) out->chunk = hf->attention_chunk_size;
     out->qk_l2_norm = hf->qk_l2_norm && !out->no_rope;
     if (!hf->attn_temperature_tuning || !out->no_rope) return RA_OK;
@@ -312,16 +315,23 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     const ra_hf_fields *hf = j->hf;
     char which[48];
     layer_name(which, sizeof which, layer);
-    if (layer < 0 && ra_hf_layer_slides(&hf->window, -1) < 0)
+    const unsigned features = hf->family ? hf->family->features : 0;
+    /* A family whose model reads no window (Llama, Gemma ...) ignores
+     * sliding_window, as transformers; a config without model_type is read
+     * as written. */
+    const int reads_window = !hf->family || (features & RA_HF_SLIDING);
+    if (reads_window && layer < 0 && ra_hf_layer_slides(&hf->window, -1) < 0)
         return hf_fail(RA_ERR_UNSUPPORTED, "the config's layers differ in their sliding windows "
                        "and the checkpoint's names carry no layer number");
     int64_t window = ra_hf_layer_window(&hf->window, layer);
-    const unsigned features = hf->family ? hf->family->features : 0;
     if (window < 0 && !((features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer)))
         return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a kind of "
                        "attention other than full_attention, sliding_attention or (Llama 4) "
                        "chunked_attention: not supported", which);
-    out->window = window > 0 ? window : 0;
+    if (!reads_window && window > 0 && hf->window.has_layer_types)
+        return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a sliding window, "
+                       "and model_type \"%s\" reads none", which, hf->family->model_type);
+    out->window = reads_window && window > 0 ? window : 0;
     if ((features & RA_HF_SOFTCAP) && hf->has_attn_logit_softcapping)
         out->softcap = hf->attn_logit_softcapping;
     const ra_st_tensor *sinks = j->t->sinks;

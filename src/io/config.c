@@ -162,6 +162,12 @@ static void apply_defaults(const cJSON *root, ra_hf_fields *out, int window)
         } else if (window && strcmp(key, "sliding_window_pattern") == 0) {
             w->sliding_window_pattern = (int64_t)value;
             w->has_sliding_window_pattern = 1;
+        } else if (window && strcmp(key, "use_sliding_window") == 0) {
+            w->use_sliding_window = value != 0;
+            w->has_use_sliding_window = 1;
+        } else if (window && strcmp(key, "max_window_layers") == 0) {
+            w->max_window_layers = (int64_t)value;
+            w->has_max_window_layers = 1;
         }
         for (size_t i = 0; !window && i < sizeof fields / sizeof fields[0]; i++) {
             if (strcmp(fields[i].key, key) != 0) continue;

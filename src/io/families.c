@@ -18,14 +18,17 @@
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
 #define GEMMA3                                                                           \
     (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_WINDOW_PATTERN | \
-     RA_HF_QK_NORM)
+     RA_HF_QK_NORM | RA_HF_SLIDING)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out). */
 #define GEMMA3_DEFAULTS                                                                  \
     "query_pre_attn_scalar=256 rope_local_base_freq=10000 rope_theta=1000000 "          \
     "sliding_window=4096 sliding_window_pattern=6"
 #define OLMO2 (RA_HF_NORM_OVER_PROJECTION | RA_HF_QK_NORM)
-#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
+/* Qwen2Config's (and its followers') window defaults: no layer slides unless
+ * use_sliding_window, then those from max_window_layers (n) on. */
+#define QWEN_WINDOW(n) "use_sliding_window=0 max_window_layers=" #n
+#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE | RA_HF_SLIDING)
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_QK_NORM)
 #define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
 #define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
@@ -49,7 +52,7 @@ static const ra_hf_family families[] = {
     {"deepseek_v3", I, 0, MLA, NULL},
     {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL},
     {"gemma", H, 0, NULL, NULL},
-    {"gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_WINDOW_PATTERN | RA_HF_SOFTCAP, NULL,
+    {"gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_WINDOW_PATTERN | RA_HF_SOFTCAP | RA_HF_SLIDING, NULL,
      "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
      "sliding_window_pattern=2"},
     {"gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS},
@@ -57,7 +60,7 @@ static const ra_hf_family families[] = {
     {"glm", I, 0, NULL, "partial_rotary_factor=0.5"},
     {"glm4", I, 0, NULL, "partial_rotary_factor=0.5"},
     {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25"},
-    {"gpt_oss", H, RA_HF_SINKS | RA_HF_WINDOW_PATTERN, NULL,
+    {"gpt_oss", H, RA_HF_SINKS | RA_HF_WINDOW_PATTERN | RA_HF_SLIDING, NULL,
      "sliding_window=128 sliding_window_pattern=2"},
     {"gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64"},
     {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
@@ -68,33 +71,34 @@ static const ra_hf_family families[] = {
     {"llama", H, 0, NULL, NULL},
     {"llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS},
     {"llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS},
-    {"ministral", H, 0, NULL, "sliding_window=4096"},
-    {"mistral", H, 0, NULL, "sliding_window=4096"},
-    {"mistral3", H, 0, NULL, NULL},
-    {"mixtral", H, 0, NULL, NULL},
+    {"ministral", H, RA_HF_SLIDING, NULL, "sliding_window=4096"},
+    {"mistral", H, RA_HF_SLIDING, NULL, "sliding_window=4096"},
+    {"mistral3", H, RA_HF_SLIDING, NULL, NULL},
+    {"mixtral", H, RA_HF_SLIDING, NULL, NULL},
     {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL},
     {"olmo2", H, OLMO2, NULL, NULL},
     {"olmo3", H, OLMO3, NULL, "sliding_window=4096 sliding_window_pattern=4"},
     {"persimmon", H, 0, FUSED, NULL},
     {"phi", H, 0, NULL, "partial_rotary_factor=0.5"},
-    {"phi3", H, 0, NULL, NULL},
+    {"phi3", H, RA_HF_SLIDING, NULL, NULL},
     {"qwen", H, 0, FUSED, NULL},
-    {"qwen2", H, 0, NULL, NULL},
-    {"qwen2_5_vl", H, RA_HF_MROPE, NULL, NULL},
-    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL, NULL},
-    {"qwen2_moe", H, 0, NULL, NULL},
-    {"qwen2_vl", H, RA_HF_MROPE, NULL, NULL},
-    {"qwen2_vl_text", H, RA_HF_MROPE, NULL, NULL},
-    {"qwen3", H, RA_HF_QK_NORM, NULL, NULL},
-    {"qwen3_moe", H, RA_HF_QK_NORM, NULL, NULL},
+    {"qwen2", H, RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
+    {"qwen2_5_vl", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
+    {"qwen2_5_vl_text", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
+    {"qwen2_moe", H, RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
+    {"qwen2_vl", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
+    {"qwen2_vl_text", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
+    {"qwen3", H, RA_HF_QK_NORM | RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
+    {"qwen3_moe", H, RA_HF_QK_NORM | RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
     {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL},
     {"qwen3_vl", H, QWEN3_VL, NULL, NULL},
     {"qwen3_vl_moe", H, QWEN3_VL, NULL, NULL},
     {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL},
     {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL},
-    {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL, "rope_theta=2000000 no_rope_layer_interval=4"},
+    {"smollm3", H, RA_HF_NO_ROPE_LAYERS | RA_HF_SLIDING, NULL,
+     "rope_theta=2000000 no_rope_layer_interval=4 " QWEN_WINDOW(28)},
     {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05"},
-    {"starcoder2", H, 0, NULL, NULL},
+    {"starcoder2", H, RA_HF_SLIDING, NULL, NULL},
 };
 
 #undef H

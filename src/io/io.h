@@ -241,6 +241,10 @@ enum {
                                             in RoPE layers (Llama 4) */
     RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
     RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
+    RA_HF_SLIDING = 1 << 19,             /* its model reads sliding_window, layer_types,
+                                            use_sliding_window, max_window_layers
+                                            (src/io/config_window.c); other families'
+                                            models ignore sliding_window */
 };
 
 /* How one model_type is read. */

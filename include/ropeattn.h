@@ -844,9 +844,10 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
 /* What the backward needs from one training forward, O(S * dim), never
  * O(S^2): the rotated q and k, v and the attention output before wo
  * ([B, S, H or Hkv, D] each), the log-sum-exp of each query row's scaled
- * scores ([B, H, S]; the backward recomputes the probabilities from it), a
- * copy of the positions, the path and dropout, and a pointer to x, which is
- * borrowed: x must stay unchanged until the backward.  Dropout masks are not
+ * scores ([B, H, S]; the backward recomputes the probabilities from it),
+ * copies of the positions, the padding mask and the documents, the path and
+ * dropout, and a pointer to x, which is borrowed: x must stay unchanged until
+ * the backward (as the layer's weights, sinks included).  Dropout masks are not
  * stored: the backward regenerates them from the seed.  A tape is made once
  * for one layer and up to max_tokens = B * S tokens (use it only while that
  * layer lives; it may be destroyed before or after the layer), and every

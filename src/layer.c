@@ -184,6 +184,9 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     o->chunk = c->chunk;
     o->softcap = c->softcap;
     o->sinks = layer->weights.sinks;
+    ra_attention_mask mask; /* checked here, before anything is computed */
+    const int64_t q_shape[4] = {batch, seq, c->n_heads, c->head_dim};
+    RA_TRY(ra_attention_mask_read(&mask, o, q_shape));
     /* Packed ragged batches need attention that stays inside each sequence. */
     return ra_positions_read(&call->pos, positions, batch, seq, 0);
 }

@@ -12,9 +12,11 @@ struct ra_layer_tape {
     int64_t max_tokens;
     float *activations;     /* xq | xk | xv | attn | lse, sized for max_tokens */
     int64_t *ids, *starts;  /* [max_tokens]: copies of the call's positions */
+    uint8_t *padding;       /* [max_tokens]: a copy of its padding_mask */
+    int64_t *cu_seqlens;    /* [max_tokens + 1]: a copy of its documents */
     /* the recorded forward */
     int filled;             /* 1 once a forward has completed */
-    ra_layer_call call;     /* its pos points at ids / starts above */
+    ra_layer_call call;     /* its pos and attn point at the copies above */
     const float *x;         /* borrowed */
 };
 

@@ -5,7 +5,8 @@
  *
  *   x [B, S, dim] -> xq, xk (rotated), xv -> attention -> attn -> y
  *   tape: xq [B, S, H, D], xk, xv [B, S, Hkv, D], attn [B, S, H, D],
- *         lse [B, H, S], positions, path, dropout, and the pointer x
+ *         lse [B, H, S], positions, padding and documents, path, dropout,
+ *         and the pointer x
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,14 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     tape->activations = ra_alloc((size_t)floats * sizeof(float));
     tape->ids = malloc((size_t)max_tokens * sizeof(int64_t));
     tape->starts = malloc((size_t)max_tokens * sizeof(int64_t));
-    if (!tape->activations || !tape->ids || !tape->starts) {
+    tape->padding = malloc((size_t)max_tokens);
+    tape->cu_seqlens = malloc((size_t)(max_tokens + 1) * sizeof(int64_t));
+    if (!tape->activations || !tape->ids || !tape->starts || !tape->padding ||
+        !tape->cu_seqlens) {
         ra_layer_tape_destroy(tape);
         return ra_fail(RA_ERR_NOMEM, "allocating the tape's %zu bytes of activations",
-                       (size_t)floats * sizeof(float) + 2 * (size_t)max_tokens * sizeof(int64_t));
+                       (size_t)floats * sizeof(float) + (size_t)max_tokens +
+                           (3 * (size_t)max_tokens + 1) * sizeof(int64_t));
     }
     tape->layer = layer;
     tape->max_tokens = max_tokens;
@@ -57,6 +62,8 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape)
     free(tape->activations);
     free(tape->ids);
     free(tape->starts);
+    free(tape->padding);
+    free(tape->cu_seqlens);
     free(tape);
 }
 
@@ -76,9 +83,20 @@ ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
     return v;
 }
 
-/* The call's positions, with its ids or starts copied into the tape. */
-static void keep_positions(ra_layer_tape *tape)
+/* The call's positions, padding and documents, copied into the tape (the
+ * backward reads them after the caller may have reused its arrays; the
+ * call was checked, so they fit). */
+static void keep_call(ra_layer_tape *tape)
 {
+    ra_attention_options *o = &tape->call.attn;
+    if (o->padding_mask) {
+        memcpy(tape->padding, o->padding_mask, (size_t)tape->call.tokens);
+        o->padding_mask = tape->padding;
+    }
+    if (o->cu_seqlens) {
+        memcpy(tape->cu_seqlens, o->cu_seqlens, (size_t)(o->n_documents + 1) * sizeof(int64_t));
+        o->cu_seqlens = tape->cu_seqlens;
+    }
     ra_positions *p = &tape->call.pos;
     if (p->ids) {
         memcpy(tape->ids, p->ids, (size_t)tape->call.tokens * sizeof(int64_t));
@@ -107,7 +125,7 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     tape->filled = 0;
     tape->call = call;
     tape->x = x;
-    keep_positions(tape);
+    keep_call(tape);
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
     ra_layer_qkv(layer, ctx, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */

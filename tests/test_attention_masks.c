@@ -454,6 +454,12 @@ static void test_layer(void)
     CHECK(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdy, &t, &t, &t, &tw, lse, &o) == RA_OK,
           "%s", ra_last_error());
     CHECK(memcmp(dsinks, dsinks_want, sizeof dsinks) == 0, "the layer's dsinks");
+    /* the tape keeps its own copy of the padding: the caller's may change */
+    static float dx_again[N];
+    memset(pad, 1, sizeof pad);
+    CHECK(ra_layer_backward(layer, NULL, dx_again, &g, tape, dy) == RA_OK, "%s",
+          ra_last_error());
+    CHECK(memcmp(dx, dx_again, sizeof dx) == 0, "the backward read the caller's padding again");
     g.accumulate = 1;
     CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
     for (int h = 0; h < H; h++)

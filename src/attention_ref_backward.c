@@ -78,6 +78,8 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                     const int64_t lo = ra_mask_first_key(mask, i, lp);
                     double row_dot = 0; /* rowsum(P * dP) */
                     for (int64_t j = lo; j <= i; j++) {
+                        ds[j] = 0.0f;
+                        if (!ra_mask_real(mask, b, j) || !ra_mask_real(mask, b, i)) continue;
                         int64_t vj = ra_offset(v, b, j, g);
                         double dot = 0;
                         for (int64_t d = 0; d < head_dim; d++)
@@ -88,7 +90,8 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                     /* dscores = P * (dP - rowsum(P * dP)), in float32, then
                      * through the cap: d(c tanh(s / c))/ds = 1 - tanh^2(s / c) */
                     for (int64_t j = 0; j < seq; j++)
-                        ds[j] = j >= lo && j <= i ? p[j] * (ds[j] - (float)row_dot) : 0.0f;
+                        ds[j] = j >= lo && j <= i && p[j] != 0.0f ? p[j] * (ds[j] - (float)row_dot)
+                                                                  : 0.0f;
                     if (mask->softcap)
                         for (int64_t j = lo; j <= i; j++)
                             ds[j] *= (float)softcap_slope(fwd, b, h, i, j);
@@ -103,6 +106,7 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                     for (int64_t d = 0; d < head_dim; d++) {
                         double acc_v = 0, acc_k = 0;
                         for (int64_t i = j; i < seq; i++) {
+                            if (!ra_mask_real(mask, b, i)) continue; /* a padding query */
                             acc_v += (double)prob[i * seq + j] * ra_row(dout, b, i, h)[d];
                             acc_k += (double)dscores[i * seq + j] * ra_row(q, b, i, h)[d];
                         }
@@ -115,8 +119,9 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                     for (int64_t d = 0; d < head_dim; d++) {
                         double acc = 0;
                         for (int64_t j = 0; j <= i; j++)
-                            acc += (double)dscores[i * seq + j] *
-                                   ra_load(k->data, k->dtype, ra_offset(k, b, j, g) + d);
+                            if (dscores[i * seq + j] != 0.0f) /* seen keys only */
+                                acc += (double)dscores[i * seq + j] *
+                                       ra_load(k->data, k->dtype, ra_offset(k, b, j, g) + d);
                         dqi[d] = (float)(acc * scale);
                     }
                 }

@@ -582,11 +582,68 @@ static void test_sinks_all_minus_inf(void)
     }
 }
 
+/* Padding tokens holding NaN in q, k and v change nothing: real rows give
+ * the same bits as with finite padding, padding rows and their dq are 0,
+ * on both paths, forward and backward. */
+static void test_padding_nonfinite(void)
+{
+    const mask_case c = {2, 70, 4, 2, 8, 0, 0, 0, 0, 1, 1, 0};
+    const int64_t nl = c.b * c.h * c.s;
+    for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+        mask_inputs in[2];
+        float *out[2], *lse[2], *dout = malloc(4 * n_q(&c));
+        grads g[2];
+        ra_test_fill(dout, n_q(&c), 5);
+        for (int t = 0; t < 2; t++) {
+            inputs_make(&in[t], &c, 66);
+            out[t] = malloc(4 * n_q(&c));
+            lse[t] = malloc(4 * nl);
+            grads_make(&g[t], &c);
+            for (int64_t tok = 0; t == 1 && tok < c.b * c.s; tok++) {
+                if (in[t].pad[tok]) continue;
+                in[t].q[tok * c.h * c.d] = NAN;
+                in[t].k[tok * c.hkv * c.d + 1] = NAN;
+                in[t].v[tok * c.hkv * c.d + 2] = INFINITY;
+            }
+            CHECK(run_forward(NULL, &c, &in[t], (ra_attention_path)path, out[t], lse[t]) ==
+                      RA_OK, "forward");
+            CHECK(run_backward(NULL, &c, &in[t], (ra_attention_path)path, dout, out[t], lse[t],
+                               &g[t]) == RA_OK, "backward");
+        }
+        for (int64_t tok = 0; tok < c.b * c.s; tok++) {
+            size_t q_row = (size_t)(tok * c.h * c.d), kv_row = (size_t)(tok * c.hkv * c.d);
+            size_t qn = 4 * (size_t)(c.h * c.d), kvn = 4 * (size_t)(c.hkv * c.d);
+            if (in[0].pad[tok]) {
+                CHECK(!memcmp(out[0] + q_row, out[1] + q_row, qn) &&
+                          !memcmp(g[0].dq + q_row, g[1].dq + q_row, qn) &&
+                          !memcmp(g[0].dk + kv_row, g[1].dk + kv_row, kvn) &&
+                          !memcmp(g[0].dv + kv_row, g[1].dv + kv_row, kvn),
+                      "path %d, token %lld: NaN in padding moved a real row", path,
+                      (long long)tok);
+            } else {
+                int zero = 1;
+                for (int64_t e = 0; e < c.h * c.d; e++)
+                    zero &= out[1][q_row + e] == 0.0f && g[1].dq[q_row + e] == 0.0f;
+                CHECK(zero, "path %d, token %lld: a padding row or its dq is not 0", path,
+                      (long long)tok);
+            }
+        }
+        for (int t = 0; t < 2; t++) {
+            inputs_free(&in[t]);
+            free(out[t]);
+            free(lse[t]);
+            grads_free(&g[t]);
+        }
+        free(dout);
+    }
+}
+
 static void simd_cases(void)
 {
     RUN(test_forward);
     RUN(test_softcap_extremes);
     RUN(test_sinks_all_minus_inf);
+    RUN(test_padding_nonfinite);
     RUN(test_backward);
     RUN(test_layer);
     RUN(test_layer_cached);

@@ -201,8 +201,8 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
     const float *lse = a->lse + (b * q->shape[2] + h) * seq;
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
         const float *src_q[RA_W], *src_do[RA_W];
-        for (int i = 0; i < RA_W; i++) {
-            int real = r0 + i < nq;
+        for (int i = 0; i < RA_W; i++) { /* padding queries read as zeros */
+            int real = r0 + i < nq && ra_mask_real(&a->fwd.mask, b, q0 + r0 + i);
             src_q[i] = real ? ra_row(q, b, q0 + r0 + i, h) : t->zero;
             src_do[i] = real ? ra_row(dout, b, q0 + r0 + i, h) : t->zero;
         }
@@ -273,15 +273,16 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             const int first = k0 == q0; /* the first query block that sees this tile */
             tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
             tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
+            int padding = 0; /* padding keys read as zeros */
+            for (int64_t j = 0; j < nk; j++) {
+                t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
+                padding |= t.padkey[j] != 0;
+                if (t.padkey[j]) t.krow[j] = t.vrow[j] = t.zero;
+            }
 
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* St = K Qt */
                 scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
-            int padding = 0;
-            for (int64_t j = 0; j < nk; j++) {
-                t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
-                padding |= t.padkey[j] != 0;
-            }
             const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
             for (int64_t r = 0; masked && r < BQ; r++)
                 row_bounds(&t.lo[r], &t.hi[r], t.first[r], q0 + r, k0);
@@ -312,6 +313,10 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int i = 0; i < RA_W; i++) {
                 dst[i] = r0 + i < nq ? ra_row(a->dq, b, q0 + r0 + i, h) : NULL;
                 mul[i] = scale;
+                if (dst[i] && t.first[r0 + i] < 0) { /* a padding query: zeros */
+                    memset(dst[i], 0, (size_t)head_dim * sizeof(float));
+                    dst[i] = NULL;
+                }
             }
             store_rows_transposed(dst, t.dqt, BQ, r0, head_dim, mul);
         }

@@ -381,15 +381,17 @@ static void flash_task(void *arg, int64_t task, int thread)
 
     for (int64_t k0 = k_first; k0 < q1; k0 += BK) {
         int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
-        key_rows(&t, a, b, g, k0, nk, head_dim);
-        for (int64_t j0 = 0; j0 < nk; j0 += MR) {
-            int n = nk - j0 < MR ? (int)(nk - j0) : MR;
-            scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
-        }
-        int padding = 0; /* some keys of the tile are padding */
+        int padding = 0; /* some keys of the tile are padding: they read as zeros */
         for (int64_t j = 0; j < nk; j++) {
             t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
             padding |= t.padkey[j] != 0;
+        }
+        key_rows(&t, a, b, g, k0, nk, head_dim);
+        for (int64_t j = 0; padding && j < nk; j++)
+            if (t.padkey[j]) t.krow[j] = t.zero;
+        for (int64_t j0 = 0; j0 < nk; j0 += MR) {
+            int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+            scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
         }
         /* some rows do not see some keys */
         const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
@@ -406,6 +408,8 @@ static void flash_task(void *arg, int64_t task, int thread)
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }
         tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
+        for (int64_t j = 0; padding && j < nk; j++)
+            if (t.padkey[j]) t.krow[j] = t.zero;
         if (masked && tile_nonfinite(&t, nk, head_dim)) {
             values_seen(&t, nk, rows, head_dim, k0 == k_first);
         } else {
@@ -424,7 +428,9 @@ static void flash_task(void *arg, int64_t task, int thread)
             /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins
              * the sum against the larger of m and itself */
             float m = t.m[r], l = t.l[r], lse = -INFINITY;
-            if (!ra_mask_real(mask, b, q0 + qi)) { /* a padding query: zeros */
+            if (!ra_mask_real(mask, b, q0 + qi)) { /* a padding query: zeros, whatever its inputs */
+                memset(dst[i], 0, (size_t)head_dim * sizeof(float));
+                dst[i] = NULL;
             } else if (mask->sinks) {
                 float sink = mask->sinks[g * rep + h], top = m > sink ? m : sink;
                 float keep = m == -INFINITY ? 0.0f : expf(m - top);

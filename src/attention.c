@@ -38,6 +38,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     if (ra_tensors_overlap(out, q) || ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v))
         return ra_fail(RA_ERR_ARGUMENT, "out overlaps q, k or v");
     RA_TRY(ra_attention_mask_read(&args->mask, options, q->shape));
+    RA_TRY(ra_attention_mask_check_output(&args->mask, out, "out"));
     args->out = out;
     args->q = q;
     args->k = k;
@@ -118,6 +119,7 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
     for (int i = 0; i < 4; i++)
         if (ra_tensors_overlap(&lse_view, read[i]))
             return ra_fail(RA_ERR_ARGUMENT, "lse overlaps %s", read_names[i]);
+    RA_TRY(ra_attention_mask_check_output(&args.mask, &lse_view, "lse"));
     args.lse = lse;
     return attention_run(ctx, path, &args);
 }

@@ -95,6 +95,9 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     }
 
     RA_TRY(ra_attention_mask_read(&args->fwd.mask, options, q->shape));
+    for (int i = 0; i < 4; i++)
+        if (grads[i]) RA_TRY(ra_attention_mask_check_output(&args->fwd.mask, grads[i],
+                                                            grad_names[i]));
     args->fwd.out = out;
     args->fwd.q = q;
     args->fwd.k = k;

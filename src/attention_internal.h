@@ -23,15 +23,17 @@ typedef struct ra_attention_mask {
     const uint8_t *padding;     /* [B, S] or NULL */
     const int64_t *cu_seqlens;  /* [n_documents + 1] or NULL */
     int64_t n_documents, seq;   /* seq: S, the padding rows' length */
+    int64_t batch, n_heads;     /* B and H: the padding's rows, the sinks' count */
 } ra_attention_mask;
 
 /* Checks options' masks for q's shape [B, S, H, D] and fills *mask. */
 ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_options *options,
                                  const int64_t q_shape[4]);
 
-/* Whether the mask does more than causal attention at the default scale:
- * the layer refuses such options (its masks come from its config). */
-int ra_attention_mask_is_plain(const ra_attention_mask *mask, int64_t head_dim);
+/* RA_ERR_ARGUMENT ("<name> overlaps sinks") when the output view t touches
+ * the mask's sinks, padding or documents. */
+ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra_tensor *t,
+                                         const char *name);
 
 /* Leading padding tokens of row b (0 without a padding mask): the chunks'
  * origin. */

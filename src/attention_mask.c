@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "attention_internal.h"
+#include "rope_internal.h"
 
 ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_options *options,
                                  const int64_t q_shape[4])
@@ -57,13 +58,26 @@ ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_opt
     mask->cu_seqlens = o->cu_seqlens;
     mask->n_documents = o->n_documents;
     mask->seq = seq;
+    mask->batch = q_shape[0];
+    mask->n_heads = n_heads;
     return RA_OK;
 }
 
-int ra_attention_mask_is_plain(const ra_attention_mask *mask, int64_t head_dim)
+ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra_tensor *t,
+                                         const char *name)
 {
-    return mask->scale == 1.0 / sqrt((double)head_dim) && !mask->softcap && !mask->window &&
-           !mask->chunk && !mask->sinks && !mask->padding && !mask->cu_seqlens;
+    const struct {
+        const void *p;
+        size_t bytes;
+        const char *what;
+    } in[3] = {{mask->sinks, (size_t)mask->n_heads * sizeof(float), "sinks"},
+               {mask->padding, (size_t)(mask->batch * mask->seq), "padding_mask"},
+               {mask->cu_seqlens, (size_t)(mask->n_documents + 1) * sizeof(int64_t),
+                "cu_seqlens"}};
+    for (int i = 0; i < 3; i++)
+        if (ra_tensor_overlaps_bytes(t, in[i].p, in[i].bytes))
+            return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", name, in[i].what);
+    return RA_OK;
 }
 
 int64_t ra_mask_leading_padding(const ra_attention_mask *mask, int64_t b)

@@ -60,6 +60,7 @@ static ra_status check_decode(ra_attention_mask *mask, const ra_kv_cache *c, con
                        (long long)q->shape[2], (long long)c->n_kv_heads);
     if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
     RA_TRY(ra_attention_decode_mask(mask, c, q, options));
+    RA_TRY(ra_attention_mask_check_output(mask, out, "out"));
     for (int64_t b = 0; b < c->batch; b++) {
         int64_t n = n_query ? n_query[b] : q->shape[1];
         if (n < 0 || n > q->shape[1])

@@ -42,6 +42,9 @@ ra_status ra_tensor_check(const ra_tensor *t, const char *name);
  * interleaved views that never touch the same element also count). */
 int ra_tensors_overlap(const ra_tensor *a, const ra_tensor *b);
 
+/* Whether the checked view t touches any of the n bytes from p (NULL: no). */
+int ra_tensor_overlaps_bytes(const ra_tensor *t, const void *p, size_t n);
+
 /* Whether two checked views share an element: exact for views of one dtype
  * with the same strides (heads of one fused QKV buffer share none), else
  * ra_tensors_overlap. */

@@ -87,6 +87,13 @@ static int multiple_between(int64_t s, int64_t lo_k, int64_t hi_k, int64_t lo, i
     return k <= hi_k && k * s < hi;
 }
 
+int ra_tensor_overlaps_bytes(const ra_tensor *t, const void *p, size_t n)
+{
+    uintptr_t t0, t1, p0 = (uintptr_t)p;
+    byte_range(t, &t0, &t1);
+    return p && n && t0 < p0 + n && p0 < t1;
+}
+
 int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b)
 {
     if (!ra_tensors_overlap(a, b)) return 0;

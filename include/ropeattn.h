@@ -809,11 +809,13 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
 /* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
  * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
  * wo (+ bo).  NULL positions means start 0; options: the attention's path
- * and dropout (NULL: inference on RA_PATH_AUTO).  The projections use CBLAS.
- * Positions move RoPE (and Llama 4's temperature): the causal mask is by
- * token index, as in Meta's LLaMA reference code and transformers.  Packed
- * batches (cu_seqlens) are refused with RA_ERR_UNSUPPORTED: their attention
- * must stay inside each sequence.
+ * and dropout, and the call's padding_mask and cu_seqlens (NULL: inference
+ * on RA_PATH_AUTO); the layer's window, chunk, soft-cap and sinks come from
+ * its config and weights (set in options: RA_ERR_ARGUMENT).  The
+ * projections use CBLAS.  Positions move RoPE (and Llama 4's temperature):
+ * the masks go by token index, as in Meta's LLaMA reference code and
+ * transformers.  Packed positions (ra_positions.cu_seqlens) are refused
+ * with RA_ERR_UNSUPPORTED: give options.cu_seqlens and position ids.
  *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
                                   float *y, const float *x, int64_t batch,
@@ -865,8 +867,9 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
  * applies LLaMA's attn_dropout to the probabilities and resid_dropout to
  * y; p = 0 is the inference forward.
  * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
- * made for another layer is RA_ERR_ARGUMENT.  Packed batches (cu_seqlens):
- * RA_ERR_UNSUPPORTED, as in ra_layer_forward.  A call refused by these
+ * made for another layer is RA_ERR_ARGUMENT.  Packed positions
+ * (ra_positions.cu_seqlens): RA_ERR_UNSUPPORTED, as in ra_layer_forward.
+ * With sinks, ra_layer_grads.dsinks is required.  A call refused by these
  * checks changes neither y nor the tape; one that fails after them (scratch
  * memory: RA_ERR_NOMEM) leaves y as it was and the tape empty, so that
  * ra_layer_backward refuses it (RA_ERR_ARGUMENT) until the next forward.

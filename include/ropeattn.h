@@ -869,7 +869,7 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
  * batch * seq must be at most the tape's max_tokens (RA_ERR_SIZE); a tape
  * made for another layer is RA_ERR_ARGUMENT.  Packed positions
  * (ra_positions.cu_seqlens): RA_ERR_UNSUPPORTED, as in ra_layer_forward.
- * With sinks, ra_layer_grads.dsinks is required.  A call refused by these
+ * A call refused by these
  * checks changes neither y nor the tape; one that fails after them (scratch
  * memory: RA_ERR_NOMEM) leaves y as it was and the tape empty, so that
  * ra_layer_backward refuses it (RA_ERR_ARGUMENT) until the next forward.
@@ -881,9 +881,9 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
                                         const ra_attention_options *options);
 
 /* Where ra_layer_backward puts the weights' gradients, float32, shaped as
- * the weights ([out_features, in_features]), biases and norms.  A bias's or
- * norm's gradient is required where the layer has it, and ignored where it
- * has none. */
+ * the weights ([out_features, in_features]), biases, norms and sinks.  A
+ * bias's, norm's or the sinks' gradient is required where the layer has
+ * it, and ignored where it has none. */
 typedef struct ra_layer_grads {
     size_t struct_size; /* sizeof(ra_layer_grads) */
     float *dwq;     /* [H * D, dim] */

@@ -238,8 +238,8 @@ tsan:
 	  OPENBLAS_NUM_THREADS=1 RA_TEST_ONE_PATH=1 TSAN_OPTIONS="halt_on_error=1" \
 	    $(TSAN_BUILD)/tests/$$t; done
 
-# The CLI suites on real checkpoints, hostile files and masks (test_hf.sh,
-# test_cli_crash.sh, test_cli_files.sh, test_masks_cli.sh; side by side, their output printed
+# The CLI suites on real checkpoints and hostile files (test_hf.sh,
+# test_cli_crash.sh, test_cli_files.sh; side by side, their output printed
 # after) with ropeattn (the plain build) under valgrind memcheck (test_cli.sh's ~300 runs take it past ten minutes
 # here; `make asan` runs every suite), each run logging to $(VALGRIND_LOGS)/PID.log; any
 # error or leak (definite or possible) in any log fails (a failing command's
@@ -249,7 +249,7 @@ tsan:
 VALGRIND_LOGS = $(BUILD)/valgrind
 VALGRIND = valgrind --leak-check=full --error-exitcode=99 \
            --log-file=$(abspath $(VALGRIND_LOGS))/%p.log
-VALGRIND_SUITES = test_hf test_cli_crash test_cli_files test_masks_cli
+VALGRIND_SUITES = test_hf test_cli_crash test_cli_files
 valgrind-cli: $(BUILD)/ropeattn
 	@rm -rf $(VALGRIND_LOGS) $(VALGRIND_LOGS)-suites && mkdir -p $(VALGRIND_LOGS) $(VALGRIND_LOGS)-suites
 	@for s in $(VALGRIND_SUITES); do \

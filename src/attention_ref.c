@@ -81,9 +81,10 @@ void ra_attention_reference(const ra_attention_args *args, float *scores)
             for (int64_t i = 0; i < seq; i++) {
                 float *oi = ra_row(out, b, i, h);
                 const int query = ra_mask_real(&args->mask, b, i); /* else a zero row */
+                const int64_t lo = lo_of(args, b, i);
                 for (int64_t d = 0; d < head_dim; d++) {
                     double acc = 0;
-                    for (int64_t j = lo_of(args, b, i); query && j <= i; j++)
+                    for (int64_t j = lo; query && j <= i; j++)
                         if (ra_mask_real(&args->mask, b, j)) /* padding keys weigh nothing */
                             acc += (double)scores[i * seq + j] *
                                    ra_load(v->data, v->dtype, ra_offset(v, b, j, kv) + d);

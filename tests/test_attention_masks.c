@@ -701,13 +701,14 @@ static void test_checks(void)
           "lse over the padding: %d, %s", (int)st, ra_last_error());
     o = ra_attention_options_init();
     o.path = RA_PATH_REFERENCE; /* checks only: no kernel runs */
-    float dq[N], dk[N], dv[N];
+    float dq[N], dv[N];
+    _Alignas(int64_t) float dk[N]; /* cu_seqlens inside it: int64-aligned */
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, 1, S, H, D), tdk = ra_tensor_4d(dk, RA_F32, 1, S, H, D);
     ra_tensor tdv = ra_tensor_4d(dv, RA_F32, 1, S, H, D);
     CHECK(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, &o) == RA_OK, "forward");
     int64_t cu[2] = {0, S};
-    memcpy(dk + 5, cu, sizeof cu);
-    o.cu_seqlens = (const int64_t *)(void *)(dk + 5);
+    memcpy(dk + 6, cu, sizeof cu);
+    o.cu_seqlens = (const int64_t *)(void *)(dk + 6);
     o.n_documents = 1;
     st = ra_attention_backward(NULL, &tdq, &tdk, &tdv, &to, &tq, &tk, &tv, &to, lse, &o);
     CHECK(st == RA_ERR_ARGUMENT && strstr(ra_last_error(), "dk overlaps cu_seqlens"),

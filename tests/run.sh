@@ -4,7 +4,7 @@
 # tests/test_*.sh and every example program, then prints the total as "N
 # passed, N failed".  Exit status 0 only if all passed.  They run
 # RA_TEST_JOBS at a time (default: one per CPU), each into its own log,
-# printed in order when all are done.
+# printed in order when all are done, each headed by its wall time.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
@@ -13,9 +13,10 @@ jobs_max=${RA_TEST_JOBS:-$(nproc)}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 n=0
-queue() { # runs "$@" in the background into $logs/N.{out,rc,cmd}
+queue() { # runs "$@" in the background into $logs/N.{out,rc,cmd,s}
     printf '%s\n' "$*" >"$logs/$n.cmd"
-    ( "$@" >"$logs/$n.out" 2>&1; echo $? >"$logs/$n.rc" ) &
+    ( start=$SECONDS; "$@" >"$logs/$n.out" 2>&1; echo $? >"$logs/$n.rc"
+      echo $((SECONDS - start)) >"$logs/$n.s" ) &
     n=$((n + 1))
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
 }
@@ -59,7 +60,7 @@ for t in tests/test_*.sh; do
 done
 wait
 for ((i = 0; i < n; i++)); do
-    echo "== $(cat "$logs/$i.cmd")"
+    echo "== $(cat "$logs/$i.cmd") ($(cat "$logs/$i.s") s)"
     tally "$i"
 done
 # Each example program must run and exit 0.

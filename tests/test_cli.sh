@@ -797,11 +797,13 @@ if grep -qE '^prefill: 4 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
 else fail "attention --stats: $(head -c 300 "$TMP/stdout")"; fi
 expect_error "attention --stats without --prefill" y.npy -- attention $SEED --n-heads 4 --stats
 
-# The progress line, on a terminal only: a decode of 12000 tokens on one
-# thread (two seconds or more) with stderr on a pseudo-terminal draws
-# "\rattention --prefill: N of 12000 tokens, ..." and clears it; --quiet
-# draws nothing.
-"$PY" -c 'import numpy as np; np.save("x_long.npy", np.random.default_rng(3).uniform(-1, 1, (1, 12000, 64)).astype(np.float32))'
+# The progress line, on a terminal only, after RA_PROGRESS_DELAY seconds
+# (0 here, so that no check hangs on the machine's speed): a decode of 300
+# tokens with stderr on a pseudo-terminal draws "\rattention --prefill: N of
+# 300 tokens, ..." and clears it; --quiet draws nothing.
+"$PY" -c 'import numpy as np
+for name, seed in ("x_long.npy", 3), ("dy_long.npy", 5):
+    np.save(name, np.random.default_rng(seed).uniform(-1, 1, (1, 300, 64)).astype(np.float32))'
 cat >"$TMP/on_tty.py" <<'EOF'
 import os, pty, subprocess, sys
 # Runs argv[1:] with stderr on a pseudo-terminal; prints what it wrote there.
@@ -820,25 +822,32 @@ while True:
 sys.stdout.write(repr(data.decode()))
 sys.exit(p.wait())
 EOF
-LONG="attention --weights seed_F32.safetensors --input x_long.npy --n-heads 4 --prefill 1 --threads 1"
-if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_long.npy >"$TMP/tty" &&
-    grep -qE 'attention --prefill: [0-9]+ of 12000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty" &&
+LONG="attention --weights seed_F32.safetensors --input x_long.npy --n-heads 4 --threads 1"
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" $LONG --prefill 1 --output y_long.npy \
+    >"$TMP/tty" &&
+    grep -qE 'attention --prefill: [0-9]+ of 300 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty" &&
     grep -qF "\\r\\x1b[K'" "$TMP/tty"; then pass
 else fail "attention --prefill on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
-if "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_quiet.npy --quiet >"$TMP/tty" &&
-    [ "$(cat "$TMP/tty")" = "''" ]; then pass
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" $LONG --prefill 1 --output y_quiet.npy \
+    --quiet >"$TMP/tty" && [ "$(cat "$TMP/tty")" = "''" ]; then pass
 else fail "attention --prefill --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
-# --grads: the forward's 20000 tokens (a second or more), then the backward's.
-"$PY" -c 'import numpy as np
-for name, seed in ("x_20k.npy", 4), ("dy_20k.npy", 5):
-    np.save(name, np.random.default_rng(seed).uniform(-1, 1, (1, 20000, 64)).astype(np.float32))'
-if "$PY" "$TMP/on_tty.py" "$RA" attention --weights seed_F32.safetensors --input x_20k.npy \
-    --n-heads 4 --threads 1 --output y_20k.npy --grad-output dy_20k.npy \
-    --grads g_20k.safetensors >"$TMP/tty" &&
-    grep -qE 'attention --grads: 20000 of 40000 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"
+# --grads: the forward's 300 tokens, then the backward's.
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_long.npy \
+    --grad-output dy_long.npy --grads g_long.safetensors >"$TMP/tty" &&
+    grep -qE 'attention --grads: 300 of 600 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"
 then pass
 else fail "attention --grads on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
-rm -f x_20k.npy dy_20k.npy y_20k.npy g_20k.safetensors
+# The default delay is a second: this run ends well before it.
+if "$PY" "$TMP/on_tty.py" "$RA" attention $SEED --n-heads 4 --prefill 1 >"$TMP/tty" &&
+    [ "$(cat "$TMP/tty")" = "''" ]; then pass
+else fail "attention --prefill, 5 tokens, on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
+for delay in -1 x nan 1e7; do
+    RA_PROGRESS_DELAY=$delay "$RA" --version >/dev/null 2>"$TMP/stderr"; rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$TMP/stderr")" -eq 1 ] &&
+        grep -q "^ropeattn: RA_PROGRESS_DELAY must be" "$TMP/stderr"; then pass
+    else fail "RA_PROGRESS_DELAY='$delay': exit $rc, stderr: $(cat "$TMP/stderr")"; fi
+done
+rm -f x_long.npy dy_long.npy y_long.npy y_quiet.npy g_long.safetensors
 
 # Positions: --start-pos, and per-row --positions (llama3), reach every call.
 "$RA" attention $SEED --n-heads 4 --start-pos 7 --theta 500000 2>/dev/null && mv y.npy y_s7.npy
@@ -1553,11 +1562,12 @@ sys.exit(0 if first > 2 and last < 0.1 and rope >= 0.9 and rope - no_rope >= 0.3
 check_train_demo "train-demo: RoPE learns the token 3 back, no RoPE does not" --threads 2
 check_train_demo "train-demo --back 9 --seed 5, 1 thread" --back 9 --seed 5 --threads 1
 # On a terminal, train-demo draws its progress line (both models' tokens:
-# 400 steps x 2 x 32 x 32) while it trains, for a second or more.
-if "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 400 --threads 1 >"$TMP/tty" &&
-    grep -qE 'train-demo: [0-9]+ of 819200 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"; then pass
+# 100 steps x 2 x 32 x 32) while it trains.
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 100 --threads 1 \
+    >"$TMP/tty" &&
+    grep -qE 'train-demo: [0-9]+ of 204800 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"; then pass
 else fail "train-demo on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
-if "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 300 --quiet >"$TMP/tty" &&
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 100 --quiet >"$TMP/tty" &&
     [ "$(cat "$TMP/tty")" = "''" ]; then pass
 else fail "train-demo --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
 expect_error "train-demo: --back 0" - -- train-demo --back 0

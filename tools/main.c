@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "outputs.h"
 
 typedef struct subcommand {
@@ -63,6 +64,9 @@ int main(int argc, char **argv)
     if (ra_simd_check_environment() != RA_OK)
         return cli_fail(EXIT_USAGE, "RA_FORCE_ISA must be base, avx2 or avx512 (or unset), "
                         "not '%.64s'", getenv("RA_FORCE_ISA"));
+    if (progress_check_environment() != 0)
+        return cli_fail(EXIT_USAGE, "RA_PROGRESS_DELAY must be a number of seconds from 0 to "
+                        "1e6 (or unset), not '%.64s'", getenv("RA_PROGRESS_DELAY"));
     int code = run(argc, argv);
     /* A report that did not reach stdout (a full disk, a closed pipe, a file
      * size limit) is a failure too, unless the run failed already. */

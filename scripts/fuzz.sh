@@ -4,8 +4,9 @@
 # only: new inputs go to a temporary folder) with fuzz/<target>.dict when
 # there is one.  A crash, a sanitizer report or a broken check stops that
 # target; its input is kept as $FUZZ_BUILD/artifacts/<target>-crash-*.
-# Prints each target's executions (libFuzzer's stat::number_of_executed_units)
-# and a summary line; exits 1 if any target failed.
+# Runs FUZZ_JOBS targets at a time (default: one per CPU).  Prints each
+# target's executions (libFuzzer's stat::number_of_executed_units) and a
+# summary line; exits 1 if any target failed.
 #
 #   bash scripts/fuzz.sh [SECONDS]
 set -u
@@ -16,17 +17,28 @@ make -j"$(nproc)" fuzz FUZZ_BUILD="$FUZZ_BUILD" >/dev/null || { echo "fuzz: the 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$FUZZ_BUILD/artifacts"
-passed=0 failed=0 summary=""
-for target in "$FUZZ_BUILD"/fuzz_*; do
-    [ -x "$target" ] || continue
+run_target() { # target: runs it into $work/NAME.log and $work/NAME.rc
+    local target=$1 name dict=()
     name=$(basename "$target")
     mkdir -p "$work/$name"
-    dict=()
     [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
     "$target" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$FUZZ_BUILD/artifacts/$name-" "${dict[@]}" \
         "$work/$name" "fuzz/corpus/$name" >"$work/$name.log" 2>&1
-    rc=$?
+    echo $? >"$work/$name.rc"
+}
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+for target in "$FUZZ_BUILD"/fuzz_*; do
+    [ -x "$target" ] || continue
+    run_target "$target" &
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+done
+wait
+passed=0 failed=0 summary=""
+for target in "$FUZZ_BUILD"/fuzz_*; do
+    [ -x "$target" ] || continue
+    name=$(basename "$target")
+    rc=$(cat "$work/$name.rc")
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$name.log" | tail -n 1)
     if [ "$rc" -eq 0 ] && [ -n "$execs" ]; then
         passed=$((passed + 1))

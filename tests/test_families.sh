@@ -95,14 +95,16 @@ done
 # Masks' gradients (Gemma 2's window and soft-cap, gpt-oss's window and
 # sinks, Llama 4's chunks): dL/dX and the sinks' gradient against central
 # differences of the float64 layer (tests/families/make_family_cases.py),
-# 1e-5 of the largest.
+# 5e-5 of the largest: float32 rounding through the softmax and Llama 4's
+# L2 norm reaches 2e-5 on some draws (its forward 6e-6), the differences'
+# own error is near 1e-9.
 cat >"$TMP/masked_grads.py" <<'PY'
 import sys
 import numpy as np
 from st_read import read_f32
 g, d = read_f32(sys.argv[1]), sys.argv[2]
 def close(a, b):
-    return a.shape == b.shape and np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(b))
+    return a.shape == b.shape and np.max(np.abs(a - b)) <= 5e-5 * np.max(np.abs(b))
 ok = close(g["x"], np.load(d + "/gx.npy"))
 sinks = [n for n in g if n.endswith(".sinks")]
 if sinks:

@@ -909,7 +909,7 @@ static void test_config_window(void)
         {"{\"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 2}",
          2, 64},
         {"{\"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 2}",
-         -1, 64},
+         -1, -1}, /* layers differ */
         {"{\"sliding_window\": 64, \"use_sliding_window\": true}", 0, 64},
         /* layer_types (transformers 5) rule over the rest */
         {"{\"sliding_window\": 8, \"use_sliding_window\": false, "
@@ -917,9 +917,10 @@ static void test_config_window(void)
         {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
          "\"sliding_attention\"]}", 0, 0},
         {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
-         "\"sliding_attention\"]}", -1, 8},
+         "\"sliding_attention\"]}", -1, -1},
         {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
-         "\"sliding_attention\"]}", 5, 8}, /* past the list: any layer's */
+         "\"sliding_attention\"]}", 5, -1}, /* past the list */
+        {"{\"sliding_window\": 8, \"layer_types\": [\"sliding_attention\"]}", 5, -1},
         {"{\"sliding_window\": 8, \"layer_types\": [\"full_attention\"]}", -1, 0},
         {"{\"sliding_window\": null, \"layer_types\": [\"sliding_attention\"]}", 0, 0},
         {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", 0, -1},
@@ -931,13 +932,87 @@ static void test_config_window(void)
         ra_hf_fields cfg;
         char msg[256];
         ra_status st = parse_config(cases[i].text, &cfg, msg, sizeof msg);
-        int64_t window = ra_hf_layer_window(&cfg.window, cases[i].layer);
+        int64_t window = ra_hf_layer_window(&cfg.window, cases[i].layer, 0);
         CHECK(st == RA_OK && window == cases[i].window, "%s, layer %lld: window %lld (%s)",
               cases[i].text, (long long)cases[i].layer, (long long)window, msg);
         ra_hf_fields_free(&cfg);
         CHECK(cfg.window.layer_types == NULL && cfg.window.n_layer_types == 0, "freed");
     }
-    CHECK(ra_hf_layer_window(NULL, 0) == 0, "NULL window");
+    CHECK(ra_hf_layer_window(NULL, 0, 0) == 0, "NULL window");
+
+    /* Each family's rule, as its transformers config class reads the keys;
+     * conflict: the key for which transformers would not run what the
+     * config says (ra_hf_window_conflict), "" for none. */
+    static const struct {
+        const char *text;
+        int64_t layer;
+        int no_rope;
+        int64_t window;
+        const char *conflict;
+    } families[] = {
+        /* Mixtral, Phi-3, Starcoder2: every layer; layer_types, use_sliding_window
+         * and max_window_layers are not read */
+        {"{\"model_type\": \"mixtral\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "false, \"max_window_layers\": 4}", 1, 0, 16, ""},
+        {"{\"model_type\": \"phi3\", \"sliding_window\": 16, \"layer_types\": "
+         "[\"sliding_attention\", \"sliding_attention\"]}", -1, 0, 16, ""},
+        {"{\"model_type\": \"starcoder2\", \"sliding_window\": 16, \"layer_types\": "
+         "[\"sliding_attention\", \"full_attention\"]}", 1, 0, 16, "layer_types"},
+        {"{\"model_type\": \"starcoder2\", \"sliding_window\": 16, \"layer_types\": "
+         "[\"sliding_attention\", \"full_attention\"]}", 0, 0, 16, ""},
+        /* Mistral: layer_types (read as Ministral), else every layer */
+        {"{\"model_type\": \"mistral\", \"sliding_window\": 16, \"layer_types\": "
+         "[\"sliding_attention\", \"full_attention\"]}", 1, 0, 0, ""},
+        {"{\"model_type\": \"mistral\", \"use_sliding_window\": false}", 3, 0, 4096, ""},
+        /* Qwen2: gated, from max_window_layers on; layer_types with the gate off */
+        {"{\"model_type\": \"qwen2\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 2}", 2, 0, 16, ""},
+        {"{\"model_type\": \"qwen2\", \"sliding_window\": 16, \"layer_types\": "
+         "[\"sliding_attention\"]}", 0, 0, 16, "use_sliding_window"},
+        /* Qwen2-MoE: gated, the even layers below max_window_layers */
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 3}", 0, 0, 16, ""},
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 3}", 1, 0, 0, ""},
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 3}", 2, 0, 16, ""},
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 3}", 4, 0, 0, ""},
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 16}", 0, 0, 0, ""},
+        /* Qwen3-MoE: gated, every layer; max_window_layers not read */
+        {"{\"model_type\": \"qwen3_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 48}", 0, 0, 16, ""},
+        {"{\"model_type\": \"qwen3_moe\", \"sliding_window\": 16, \"max_window_layers\": "
+         "0}", 0, 0, 0, ""},
+        /* SmolLM3: gated, the layers without RoPE */
+        {"{\"model_type\": \"smollm3\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true}", 3, 1, 16, ""},
+        {"{\"model_type\": \"smollm3\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true}", 2, 0, 0, ""},
+        {"{\"model_type\": \"smollm3\", \"sliding_window\": 16}", 3, 1, 0, ""},
+        /* Gemma 2: the pattern; a null one cannot be read */
+        {"{\"model_type\": \"gemma2\", \"sliding_window\": 16}", 0, 0, 16, ""},
+        {"{\"model_type\": \"gemma2\", \"sliding_window\": 16}", 1, 0, 0, ""},
+        {"{\"model_type\": \"gemma2\", \"sliding_window\": 16, \"sliding_window_pattern\": "
+         "null}", 1, 0, -1, "sliding_window_pattern"},
+        /* Llama reads no window; layer_types giving one is not run */
+        {"{\"model_type\": \"llama\", \"sliding_window\": 16}", 0, 0, 0, ""},
+        {"{\"model_type\": \"llama\", \"sliding_window\": 16, \"layer_types\": "
+         "[\"sliding_attention\"]}", 0, 0, 0, "layer_types"},
+    };
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        ra_hf_fields cfg;
+        char msg[256];
+        ra_status st = parse_config(families[i].text, &cfg, msg, sizeof msg);
+        int64_t layer = families[i].layer;
+        int64_t window = ra_hf_layer_window(&cfg.window, layer, families[i].no_rope);
+        const char *conflict = ra_hf_window_conflict(&cfg.window, layer, families[i].no_rope);
+        CHECK(st == RA_OK && window == families[i].window &&
+                  strcmp(conflict ? conflict : "", families[i].conflict) == 0,
+              "%s, layer %lld: window %lld, conflict %s (%s)", families[i].text,
+              (long long)layer, (long long)window, conflict ? conflict : "none", msg);
+        ra_hf_fields_free(&cfg);
+    }
 }
 
 /* model.safetensors.index.json: the shard names, each once, in order. */
@@ -1489,7 +1564,8 @@ static void test_config_families(void)
           "gemma3 text_config: %s %lld %g", cfg.model_type, (long long)cfg.num_attention_heads,
           cfg.rope_theta);
     /* Its default sliding_window_pattern, 6: layers 5, 11 ... see everything. */
-    CHECK(ra_hf_layer_window(&cfg.window, 4) == 1024 && ra_hf_layer_window(&cfg.window, 5) == 0,
+    CHECK(ra_hf_layer_window(&cfg.window, 4, 0) == 1024 &&
+              ra_hf_layer_window(&cfg.window, 5, 0) == 0,
           "gemma3 window pattern");
     ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"glm4\"}", &cfg, msg, sizeof msg) == RA_OK &&

@@ -318,20 +318,38 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     const unsigned features = hf->family ? hf->family->features : 0;
     /* A family whose model reads no window (Llama, Gemma ...) ignores
      * sliding_window, as transformers; a config without model_type is read
-     * as written. */
-    const int reads_window = !hf->family || (features & RA_HF_SLIDING);
-    if (reads_window && layer < 0 && ra_hf_layer_slides(&hf->window, -1) < 0)
-        return hf_fail(RA_ERR_UNSUPPORTED, "the config's layers differ in their sliding windows "
-                       "and the checkpoint's names carry no layer number");
-    int64_t window = ra_hf_layer_window(&hf->window, layer);
-    if (window < 0 && !((features & RA_HF_LLAMA4) && ra_hf_layer_chunked(&hf->window, layer)))
-        return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a kind of "
-                       "attention other than full_attention, sliding_attention or (Llama 4) "
-                       "chunked_attention: not supported", which);
-    if (!reads_window && window > 0 && hf->window.has_layer_types)
-        return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a sliding window, "
-                       "and model_type \"%s\" reads none", which, hf->family->model_type);
-    out->window = reads_window && window > 0 ? window : 0;
+     * as written (config_window.c). */
+    const ra_hf_window *w = &hf->window;
+    if (features & RA_HF_LLAMA4) { /* layer_types says which layers are chunked */
+        int kind = w->has_layer_types && layer >= 0 && layer < w->n_layer_types
+                       ? w->layer_types[layer] : RA_HF_FULL_ATTENTION;
+        if (w->has_layer_types && (layer < 0 || layer >= w->n_layer_types ||
+                                   (kind != RA_HF_FULL_ATTENTION && kind != RA_HF_CHUNKED_ATTENTION)))
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types does not give %s "
+                           "full_attention or chunked_attention (Llama 4 runs no other)%s",
+                           which, layer < 0 ? ": the checkpoint's names carry no layer number" : "");
+    } else {
+        const char *conflict = ra_hf_window_conflict(w, layer, out->no_rope);
+        int slides = ra_hf_layer_slides(w, layer, out->no_rope);
+        if (conflict && strcmp(conflict, "layer_types") == 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types disagrees with "
+                           "model_type \"%s\" on %s: transformers' model ignores layer_types "
+                           "and gives it %s", hf->family->model_type, which,
+                           slides ? "a sliding window" : "full attention");
+        if (conflict)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config gives %s a sliding window and \"%s\" "
+                           "is %s: transformers would have no window to give it", which,
+                           conflict, strcmp(conflict, "use_sliding_window") == 0 ? "false" : "null");
+        if (slides < 0 && layer < 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's layers differ in their sliding "
+                           "windows and the checkpoint's names carry no layer number");
+        if (slides < 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a kind of "
+                           "attention other than full_attention or sliding_attention: not "
+                           "supported", which);
+    }
+    int64_t window = ra_hf_layer_window(w, layer, out->no_rope);
+    out->window = window > 0 ? window : 0;
     if ((features & RA_HF_SOFTCAP) && hf->has_attn_logit_softcapping)
         out->softcap = hf->attn_logit_softcapping;
     const ra_st_tensor *sinks = j->t->sinks;
@@ -359,7 +377,6 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     *out = ra_layer_config_init();
     RA_HF_TRY(resolve_fused(&j));
     RA_HF_TRY(resolve_shapes(&j, out));
-    RA_HF_TRY(resolve_masks(&j, t->layer, out));
     RA_HF_TRY(hf_rope(config, t->layer, out->head_dim, options->seq_len, options->max_position,
                       rope));
     /* The layout: the option's, else the family's for Hugging Face names
@@ -369,6 +386,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
     RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
     RA_HF_TRY(resolve_llama4(&j, t->layer, out));
+    RA_HF_TRY(resolve_masks(&j, t->layer, out)); /* SmolLM3's windows follow no_rope */
     out->rope = rope;
     return RA_OK;
 }

@@ -96,7 +96,7 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
     if (!hf->family || !(hf->family->features & RA_HF_LOCAL_ROPE) ||
         config->rope_parameters_set)
         return RA_OK;
-    int slides = ra_hf_layer_slides(&hf->window, layer);
+    int slides = ra_hf_layer_slides(&hf->window, layer, 0);
     int differ = hf->has_local_rope || hf->has_rope_local_base_freq ||
                  config->rope.type != RA_ROPE_DEFAULT || config->rope.has_partial_rotary_factor;
     if (slides < 0 && differ) {

@@ -401,6 +401,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_llama4(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
+    out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     apply_defaults(root, out, 1);
     if (out->rope.has_mrope && !(features & RA_HF_MROPE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,

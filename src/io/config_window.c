@@ -1,14 +1,11 @@
 /*
  * config_window.c — which layers of a Hugging Face config see only a
- * sliding window of earlier tokens, as transformers decides it:
- *   layer_types, when present, names each layer's kind;
- *   else sliding_window_pattern n (Gemma 3), when present: layer i slides
- *        unless (i + 1) is a multiple of n;
- *   else use_sliding_window (Qwen2), when present: false, no layer slides;
- *        true, layers from max_window_layers on do;
- *   else sliding_window, when set, applies to every layer (Mistral v0.1,
- *        Phi-3, Starcoder2).
- * A sliding layer's token i sees tokens j with i - sliding_window < j <= i.
+ * sliding window of earlier tokens, as transformers' config class of the
+ * family decides it (the rules: ra_hf_windows in io.h): layer_types where
+ * the class reads it, else the family's formula from sliding_window_pattern
+ * (Gemma), use_sliding_window and max_window_layers (Qwen), no_rope_layers
+ * (SmolLM3), or every layer.  A sliding layer's token i sees tokens j with
+ * i - sliding_window < j <= i.
  */
 #include <string.h>
 
@@ -103,57 +100,78 @@ void ra_io_window_free(ra_hf_window *window)
     memset(window, 0, sizeof *window);
 }
 
-/* Whether layer slides (layer -1: whether any layer does), or -1 for a
- * layer of another kind. */
-static int slides(const ra_hf_window *w, int64_t layer)
+/* layer_types' word on layer `layer`: 1 sliding, 0 full, -1 another kind;
+ * past the list: -1; layer -1: the kind of every listed layer where they
+ * are all full (or none is listed) or all sliding, else -1. */
+static int listed(const ra_hf_window *w, int64_t layer)
 {
-    if (w->has_layer_types) {
-        if (layer >= 0 && layer < w->n_layer_types)
-            return w->layer_types[layer] == RA_HF_SLIDING_ATTENTION ? 1
-                   : w->layer_types[layer] == RA_HF_FULL_ATTENTION  ? 0
-                                                                    : -1;
-        int any = 0; /* a layer the list does not cover: any of them */
-        for (int64_t i = 0; i < w->n_layer_types; i++) {
-            if (w->layer_types[i] >= RA_HF_CHUNKED_ATTENTION) return -1;
-            any |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION;
-        }
-        return any;
-    }
-    if (w->has_sliding_window_pattern) {
-        if (layer >= 0) return (layer + 1) % w->sliding_window_pattern != 0;
-        return w->sliding_window_pattern > 1;
-    }
-    if (w->has_use_sliding_window)
-        return w->use_sliding_window && (layer < 0 || layer >= w->max_window_layers);
-    return 1;
-}
-
-int ra_hf_layer_slides(const ra_hf_window *w, int64_t layer)
-{
-    if (w == NULL) return 0;
-    if (w->has_layer_types) {
-        if (layer < 0 || layer >= w->n_layer_types) {
-            int kinds = 0; /* which kinds the list holds: 1 full, 2 sliding */
-            for (int64_t i = 0; i < w->n_layer_types; i++)
-                kinds |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION ? 2
-                         : w->layer_types[i] == RA_HF_FULL_ATTENTION  ? 1
-                                                                      : 4;
-            return layer < 0 && (kinds == 1 || kinds == 2) ? kinds == 2 : -1;
-        }
+    if (layer >= 0 && layer < w->n_layer_types)
         return w->layer_types[layer] == RA_HF_SLIDING_ATTENTION ? 1
                : w->layer_types[layer] == RA_HF_FULL_ATTENTION  ? 0
                                                                 : -1;
-    }
-    if (w->has_sliding_window_pattern) {
-        if (layer >= 0) return (layer + 1) % w->sliding_window_pattern != 0;
-        return w->sliding_window_pattern == 1 ? 0 : -1;
-    }
-    if (w->has_use_sliding_window) {
+    if (layer >= 0) return -1;
+    int kinds = 0; /* which kinds the list holds: 1 full, 2 sliding, 4 other */
+    for (int64_t i = 0; i < w->n_layer_types; i++)
+        kinds |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION ? 2
+                 : w->layer_types[i] == RA_HF_FULL_ATTENTION  ? 1
+                                                              : 4;
+    return kinds <= 1 ? 0 : kinds == 2 ? 1 : -1;
+}
+
+static int reads_layer_types(ra_hf_windows rule)
+{
+    return rule != RA_HF_WINDOWS_NONE && rule != RA_HF_WINDOWS_EVERY_LAYER &&
+           rule != RA_HF_WINDOWS_QWEN3_MOE;
+}
+
+static int gated(ra_hf_windows rule)
+{
+    return rule == RA_HF_WINDOWS_QWEN2 || rule == RA_HF_WINDOWS_QWEN2_MOE ||
+           rule == RA_HF_WINDOWS_QWEN3_MOE || rule == RA_HF_WINDOWS_SMOLLM3;
+}
+
+/* The family's rule without layer_types (layer -1: every layer's kind, or
+ * -1 where they differ). */
+static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
+{
+    if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
+    if (gated(w->rule) && !w->use_sliding_window) return 0;
+    const int64_t n = w->sliding_window_pattern, first = w->max_window_layers;
+    switch (w->rule) {
+    case RA_HF_WINDOWS_PATTERN: /* n < 1: a null pattern (ra_hf_window_conflict) */
+        if (n < 1) return -1;
+        return layer >= 0 ? (layer + 1) % n != 0 : n == 1 ? 0 : -1;
+    case RA_HF_WINDOWS_QWEN2:
+        return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
+    case RA_HF_WINDOWS_AS_WRITTEN:
+        if (!w->has_use_sliding_window) return 1;
         if (!w->use_sliding_window) return 0;
-        if (layer >= 0) return layer >= w->max_window_layers;
-        return w->max_window_layers == 0 ? 1 : -1;
+        return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
+    case RA_HF_WINDOWS_QWEN2_MOE:
+        return layer >= 0 ? layer % 2 == 0 && layer < first : first == 0 ? 0 : -1;
+    case RA_HF_WINDOWS_SMOLLM3: return layer >= 0 ? no_rope : -1;
+    default: return 1; /* every layer */
     }
-    return w->has_sliding_window ? 1 : 0;
+}
+
+int ra_hf_layer_slides(const ra_hf_window *w, int64_t layer, int no_rope)
+{
+    if (w == NULL) return 0;
+    if (w->has_layer_types && reads_layer_types(w->rule)) return listed(w, layer);
+    return by_rule(w, layer, no_rope);
+}
+
+const char *ra_hf_window_conflict(const ra_hf_window *w, int64_t layer, int no_rope)
+{
+    if (w == NULL) return NULL;
+    if (w->rule == RA_HF_WINDOWS_PATTERN && !w->has_layer_types && w->has_sliding_window &&
+        w->sliding_window_pattern < 1)
+        return "sliding_window_pattern"; /* null: transformers' formula fails */
+    if (!w->has_layer_types) return NULL;
+    int says = listed(w, layer);
+    if (!reads_layer_types(w->rule))
+        return says != by_rule(w, layer, no_rope) ? "layer_types" : NULL;
+    return says > 0 && gated(w->rule) && !w->use_sliding_window ? "use_sliding_window" : NULL;
 }
 
 int ra_hf_layer_chunked(const ra_hf_window *w, int64_t layer)
@@ -162,9 +180,8 @@ int ra_hf_layer_chunked(const ra_hf_window *w, int64_t layer)
            w->layer_types[layer] == RA_HF_CHUNKED_ATTENTION;
 }
 
-int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer)
+int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rope)
 {
-    if (window == NULL) return 0;
-    int s = slides(window, layer);
+    int s = ra_hf_layer_slides(window, layer, no_rope);
     return s < 0 ? -1 : s ? window->sliding_window : 0;
 }

@@ -16,9 +16,7 @@
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
-#define GEMMA3                                                                           \
-    (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_WINDOW_PATTERN | \
-     RA_HF_QK_NORM | RA_HF_SLIDING)
+#define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out). */
 #define GEMMA3_DEFAULTS                                                                  \
@@ -26,9 +24,11 @@
     "sliding_window=4096 sliding_window_pattern=6"
 #define OLMO2 (RA_HF_NORM_OVER_PROJECTION | RA_HF_QK_NORM)
 /* Qwen2Config's (and its followers') window defaults: no layer slides unless
- * use_sliding_window, then those from max_window_layers (n) on. */
+ * use_sliding_window (then as the row's ra_hf_windows says). */
 #define QWEN_WINDOW(n) "use_sliding_window=0 max_window_layers=" #n
-#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE | RA_HF_SLIDING)
+#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
+#define PATTERN RA_HF_WINDOWS_PATTERN
+#define NOWINDOW RA_HF_WINDOWS_NONE
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_QK_NORM)
 #define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
 #define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
@@ -42,67 +42,68 @@
 static const ra_hf_family families[] = {
     {"baichuan", H, 0,
      "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
-     "not name", NULL},
+     "not name", NULL, NOWINDOW},
     {"chatglm", I, RA_HF_CHATGLM | RA_HF_FIXED_ROPE, NULL,
      "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
-     "rope_ratio=1"},
-    {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05"},
-    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL},
-    {"deepseek_v2", I, 0, MLA, NULL},
-    {"deepseek_v3", I, 0, MLA, NULL},
-    {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL},
-    {"gemma", H, 0, NULL, NULL},
-    {"gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_WINDOW_PATTERN | RA_HF_SOFTCAP | RA_HF_SLIDING, NULL,
+     "rope_ratio=1", NOWINDOW},
+    {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW},
+    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL, NOWINDOW},
+    {"deepseek_v2", I, 0, MLA, NULL, NOWINDOW},
+    {"deepseek_v3", I, 0, MLA, NULL, NOWINDOW},
+    {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL, NOWINDOW},
+    {"gemma", H, 0, NULL, NULL, NOWINDOW},
+    {"gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
      "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
-     "sliding_window_pattern=2"},
-    {"gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS},
-    {"gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS},
-    {"glm", I, 0, NULL, "partial_rotary_factor=0.5"},
-    {"glm4", I, 0, NULL, "partial_rotary_factor=0.5"},
-    {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25"},
-    {"gpt_oss", H, RA_HF_SINKS | RA_HF_WINDOW_PATTERN | RA_HF_SLIDING, NULL,
-     "sliding_window=128 sliding_window_pattern=2"},
-    {"gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64"},
-    {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
-    {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
-    {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1"},
-    {"internlm2", H, 0, NULL, NULL},
-    {"kimi_k2", I, 0, MLA, NULL},
-    {"llama", H, 0, NULL, NULL},
-    {"llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS},
-    {"llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS},
-    {"ministral", H, RA_HF_SLIDING, NULL, "sliding_window=4096"},
-    {"mistral", H, RA_HF_SLIDING, NULL, "sliding_window=4096"},
-    {"mistral3", H, RA_HF_SLIDING, NULL, NULL},
-    {"mixtral", H, RA_HF_SLIDING, NULL, NULL},
-    {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL},
-    {"olmo2", H, OLMO2, NULL, NULL},
-    {"olmo3", H, OLMO3, NULL, "sliding_window=4096 sliding_window_pattern=4"},
-    {"persimmon", H, 0, FUSED, NULL},
-    {"phi", H, 0, NULL, "partial_rotary_factor=0.5"},
-    {"phi3", H, RA_HF_SLIDING, NULL, NULL},
-    {"qwen", H, 0, FUSED, NULL},
-    {"qwen2", H, RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
-    {"qwen2_5_vl", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
-    {"qwen2_5_vl_text", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
-    {"qwen2_moe", H, RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
-    {"qwen2_vl", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
-    {"qwen2_vl_text", H, RA_HF_MROPE | RA_HF_SLIDING, NULL, QWEN_WINDOW(80)},
-    {"qwen3", H, RA_HF_QK_NORM | RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
-    {"qwen3_moe", H, RA_HF_QK_NORM | RA_HF_SLIDING, NULL, QWEN_WINDOW(28)},
-    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL},
-    {"qwen3_vl", H, QWEN3_VL, NULL, NULL},
-    {"qwen3_vl_moe", H, QWEN3_VL, NULL, NULL},
-    {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL},
-    {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL},
-    {"smollm3", H, RA_HF_NO_ROPE_LAYERS | RA_HF_SLIDING, NULL,
-     "rope_theta=2000000 no_rope_layer_interval=4 " QWEN_WINDOW(28)},
-    {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05"},
-    {"starcoder2", H, RA_HF_SLIDING, NULL, NULL},
+     "sliding_window_pattern=2", PATTERN},
+    {"gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN},
+    {"gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN},
+    {"glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
+    {"glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
+    {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25", NOWINDOW},
+    {"gpt_oss", H, RA_HF_SINKS, NULL, "sliding_window=128 sliding_window_pattern=2", PATTERN},
+    {"gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW},
+    {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
+    {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
+    {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
+    {"internlm2", H, 0, NULL, NULL, NOWINDOW},
+    {"kimi_k2", I, 0, MLA, NULL, NOWINDOW},
+    {"llama", H, 0, NULL, NULL, NOWINDOW},
+    {"llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW},
+    {"llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW},
+    {"ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES},
+    {"mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES},
+    {"mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES},
+    {"mixtral", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
+    {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW},
+    {"olmo2", H, OLMO2, NULL, NULL, NOWINDOW},
+    {"olmo3", H, OLMO3, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN},
+    {"persimmon", H, 0, FUSED, NULL, NOWINDOW},
+    {"phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
+    {"phi3", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
+    {"qwen", H, 0, FUSED, NULL, NOWINDOW},
+    {"qwen2", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
+    {"qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
+    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
+    {"qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2_MOE},
+    {"qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
+    {"qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
+    {"qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
+    {"qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0", RA_HF_WINDOWS_QWEN3_MOE},
+    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL, NOWINDOW},
+    {"qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW},
+    {"qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW},
+    {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW},
+    {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW},
+    {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
+     "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0", RA_HF_WINDOWS_SMOLLM3},
+    {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05", NOWINDOW},
+    {"starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
 };
 
 #undef H
 #undef I
+#undef PATTERN
+#undef NOWINDOW
 
 const ra_hf_family *ra_hf_family_find(const char *model_type)
 {
@@ -242,6 +243,7 @@ ra_status ra_io_family_check(const cJSON *obj, const char *name, const char *mod
                           name, family->model_type, family->refused);
     RA_TRY(check_fixed_rope(obj, name, family, msg, msg_len));
     unsigned features = family ? family->features : 0;
+    if (family && family->windows == RA_HF_WINDOWS_PATTERN) features |= RA_HF_WINDOW_PATTERN;
     for (size_t i = 0; i < sizeof attention_keys / sizeof attention_keys[0]; i++) {
         const attention_key *k = &attention_keys[i];
         const cJSON *item;

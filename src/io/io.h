@@ -176,11 +176,33 @@ typedef enum ra_hf_layer_type {
     RA_HF_OTHER_ATTENTION,   /* any other name */
 } ra_hf_layer_type;
 
+/* Which sliding-window keys a family's config class reads in transformers,
+ * and how it picks the sliding layers (without layer_types, where it reads
+ * them): its row in families.c.  "Gated": only with use_sliding_window,
+ * which defaults to false; a config class without it ignores it. */
+typedef enum ra_hf_windows {
+    RA_HF_WINDOWS_NONE,        /* its model reads no window (Llama, Gemma ...) */
+    RA_HF_WINDOWS_AS_WRITTEN,  /* no model_type: layer_types, else use_sliding_window
+                                  from max_window_layers on, else every layer */
+    RA_HF_WINDOWS_EVERY_LAYER, /* Mixtral, Phi-3, Starcoder2: every layer */
+    RA_HF_WINDOWS_LAYER_TYPES, /* Mistral (AutoConfig reads a Mistral config with
+                                  layer_types as Ministral), Ministral: layer_types,
+                                  else every layer */
+    RA_HF_WINDOWS_PATTERN,     /* Gemma 2, 3, gpt-oss, OLMo 3: layer_types, else
+                                  layer i unless (i + 1) % sliding_window_pattern == 0 */
+    RA_HF_WINDOWS_QWEN2,       /* Qwen2, Qwen3, Qwen2-VL: layer_types, else gated,
+                                  the layers from max_window_layers on */
+    RA_HF_WINDOWS_QWEN2_MOE,   /* layer_types, else gated, the even layers (0, 2, ...)
+                                  below max_window_layers */
+    RA_HF_WINDOWS_QWEN3_MOE,   /* gated, every layer */
+    RA_HF_WINDOWS_SMOLLM3,     /* layer_types, else gated, the layers without RoPE */
+} ra_hf_windows;
+
 /* The keys from which transformers decides which layers see only a sliding
- * window of earlier tokens (Mistral v0.1, Phi-3, Starcoder2; Qwen2 with
- * use_sliding_window; layer_types).  A key that is absent or null is 0 (its
- * has_* tells which were present). */
+ * window of earlier tokens, and the family's rule for them.  A key that is
+ * absent or null is 0 (its has_* tells which were present). */
 typedef struct ra_hf_window {
+    ra_hf_windows rule;         /* set from the family once it is known */
     int64_t sliding_window;     /* tokens a sliding layer sees (itself included) */
     int use_sliding_window;     /* Qwen2: 0 turns the window off */
     int64_t max_window_layers;  /* Qwen2: layers before this one see everything */
@@ -192,16 +214,25 @@ typedef struct ra_hf_window {
         has_sliding_window_pattern;
 } ra_hf_window;
 
-/* The sliding window transformers gives layer `layer` (-1: not known, as
- * when a checkpoint's names carry no layer number: then any layer's): the
- * number of tokens it sees, itself included; 0 when it sees every earlier
- * token; -1 when layer_types gives it another kind of attention. */
-int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer);
+/* Whether layer `layer` slides (1) or sees every earlier token (0) by the
+ * family's rule; -1 when the keys do not say: layer -1 (not known, as when
+ * a checkpoint's names carry no layer number) and the layers differ, a
+ * layer past the end of layer_types, or one of another kind there.
+ * no_rope: whether the layer runs without RoPE (SmolLM3's rule). */
+int ra_hf_layer_slides(const ra_hf_window *window, int64_t layer, int no_rope);
 
-/* Whether layer `layer` is a sliding layer (1) or a full one (0) by the
- * keys above, or -1 when they do not say: layer -1 (unknown) with both
- * kinds possible, a layer past the end of layer_types, or another kind. */
-int ra_hf_layer_slides(const ra_hf_window *window, int64_t layer);
+/* The sliding window of layer `layer`: the number of tokens it sees,
+ * itself included; 0 when it sees every earlier token; -1 as above. */
+int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rope);
+
+/* The key for which transformers would not run the config's windows as
+ * they read, or NULL: "layer_types" when the family's model ignores a
+ * layer_types that disagrees with its rule for this layer (-1: any layer),
+ * "use_sliding_window" when layer_types gives a gated family's layer a
+ * window with the gate off (transformers then has no window to give it),
+ * "sliding_window_pattern" when it is null and the family's formula needs
+ * it. */
+const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
 
 /* Whether layer_types names layer `layer` chunked_attention. */
 int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
@@ -214,7 +245,8 @@ enum {
     RA_HF_PRE_ATTN_SCALAR = 1 << 1,      /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
     RA_HF_NORM_PLUS_ONE = 1 << 2,        /* q and k norms scale by 1 + weight (Gemma 3) */
     RA_HF_LOCAL_ROPE = 1 << 3,           /* sliding layers: rope_local_base_freq, no scaling */
-    RA_HF_WINDOW_PATTERN = 1 << 4,       /* sliding_window_pattern: every n-th layer is full */
+    RA_HF_WINDOW_PATTERN = 1 << 4,       /* sliding_window_pattern (implied by the family's
+                                            RA_HF_WINDOWS_PATTERN, not set in its row) */
     RA_HF_NO_ROPE_LAYERS = 1 << 5,       /* no_rope_layers[i] == 0: layer i has no RoPE */
     RA_HF_MROPE = 1 << 6,                /* rope type mrope: text (1-D) positions = default */
     RA_HF_NORM_OVER_PROJECTION = 1 << 7, /* q_norm over all of q's H * D features (OLMo 2) */
@@ -241,10 +273,6 @@ enum {
                                             in RoPE layers (Llama 4) */
     RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
     RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
-    RA_HF_SLIDING = 1 << 19,             /* its model reads sliding_window, layer_types,
-                                            use_sliding_window, max_window_layers
-                                            (src/io/config_window.c); other families'
-                                            models ignore sliding_window */
 };
 
 /* How one model_type is read. */
@@ -257,6 +285,7 @@ typedef struct ra_hf_family {
      * differ from the Llama reading, "key=number ..." (NULL: none): a key
      * absent from the config takes its default, as transformers gives it. */
     const char *defaults;
+    ra_hf_windows windows; /* which layers slide (config_window.c) */
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

@@ -645,6 +645,44 @@ def family_cases(out):
              "window": 4 if layer else None}
         save(out, "qwen2_window_layer%d" % layer, cfg, named(w, layers(layer)), x,
              attention(x, w, f), layer)
+    # Qwen2-MoE with use_sliding_window: the even layers below
+    # max_window_layers slide (Qwen2MoeConfig's layer_types default).
+    cfg = dict(base, model_type="qwen2_moe", rope_theta=1e6, use_sliding_window=True,
+               sliding_window=4, max_window_layers=3)
+    for layer in (0, 1, 4):
+        w = weights(dim, H, K, D, biases="qkv")
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half",
+             "window": 4 if layer == 0 else None}
+        save(out, "qwen2_moe_window_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+    # Qwen3-MoE with use_sliding_window: every layer (max_window_layers unread).
+    w = weights(dim, H, K, D, norms="head")
+    cfg = dict(base, model_type="qwen3_moe", rope_theta=1e6, use_sliding_window=True,
+               sliding_window=4, max_window_layers=48)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half", "eps": 1e-6,
+         "window": 4}
+    save(out, "qwen3_moe_window", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+    # SmolLM3 with use_sliding_window: the layers without RoPE slide.
+    cfg = dict(base, model_type="smollm3", rope_theta=2e6, no_rope_layers=[1, 1, 1, 0],
+               use_sliding_window=True, sliding_window=4)
+    for layer in (1, 3):
+        w = weights(dim, H, K, D)
+        f = {"H": H, "K": K, "D": D, "inv": inv_freq(2e6, D) if layer != 3 else None,
+             "layout": "half", "window": 4 if layer == 3 else None}
+        save(out, "smollm3_window_layer%d" % layer, cfg, named(w, layers(layer)), x,
+             attention(x, w, f), layer)
+    # Mixtral reads no layer_types (every layer slides): one that disagrees
+    # is refused; Qwen2's layer_types with use_sliding_window off has no
+    # window to give (transformers sets sliding_window to None).
+    w = weights(dim, H, K, D)
+    save(out, "mixtral_layer_types", dict(base, model_type="mixtral", sliding_window=4,
+                                          layer_types=["sliding_attention", "full_attention"]),
+         named(w, layers(1)), x, None, 1,
+         refused='disagrees with model_type "mixtral" on layer 1')
+    save(out, "qwen2_layer_types_gate_off", dict(base, model_type="qwen2", sliding_window=4,
+                                                 layer_types=["sliding_attention"]),
+         named(weights(dim, H, K, D, biases="qkv"), layers(0)), x, None, 0,
+         refused='"use_sliding_window" is false')
     # Gemma 2: scale query_pre_attn_scalar^-1/2, logits soft-capped (a cap
     # of 1 bites at these sizes), even layers sliding (Gemma2Config's
     # layer_types default, here without layer_types), odd ones full.
@@ -745,7 +783,7 @@ def family_cases(out):
         ("chunked_attention", dict(base, model_type="llama", attention_chunk_size=8), plain,
          '"attention_chunk_size"'),
         ("llama4_chunked_layer_type", dict(base, model_type="llama", layer_types=[
-            "chunked_attention"]), plain, "a kind of attention other than"),
+            "chunked_attention"]), plain, 'disagrees with model_type "llama" on layer 0'),
         ("qwen3_without_norms", dict(base, model_type="qwen3"), plain,
          "has no q_norm.weight beside 'model.layers.0.self_attn.q_proj.weight'"),
         ("gptj_rope_theta", {"model_type": "gptj", "n_embd": dim, "n_head": H,

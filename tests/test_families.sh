@@ -54,9 +54,11 @@ for dir in "$TMP"/cases/*/; do
         else pass; fi
         continue
     fi
-    for mode in plain prefill; do
+    # --prefill 5 and 1: windows of 4 and 5 decode from rolling caches (of
+    # 8 and 4 slots: the ring wraps), chunks of 8 from a full one.
+    for mode in plain prefill5 prefill1; do
         more=()
-        [ $mode = prefill ] && more=(--prefill 5)
+        [ $mode != plain ] && more=(--prefill "${mode#prefill}")
         rm -f "$dir/got.npy"
         if ! "$RA" "${args[@]}" "${more[@]}" 2>"$TMP/err"; then
             fail "$name ($mode): $(cat "$TMP/err")"

@@ -200,8 +200,21 @@ static void scatter_tokens(float *full, const float *part, int64_t batch, int64_
                (size_t)(n * width) * sizeof(float));
 }
 
+/* The KV cache a generator would give the layer: for a sliding window or
+ * chunk of W tokens, a rolling cache of W - 1 + P slots (ra_kv_cache_create_window)
+ * when that is fewer than seq; else a full cache of seq. */
+static ra_status create_cache(ra_kv_cache **cache, const ra_layer_config *c, int64_t batch,
+                              int64_t seq, int64_t prefill, ra_dtype dtype)
+{
+    int64_t w = c->window > c->chunk ? c->window : c->chunk;
+    if (w > 0 && w - 1 < seq - prefill)
+        return ra_kv_cache_create_window(cache, batch, w, prefill, c->n_kv_heads, c->head_dim,
+                                         dtype);
+    return ra_kv_cache_create(cache, batch, seq, c->n_kv_heads, c->head_dim, dtype);
+}
+
 /* Y = layer(X) as a generator computes it: tokens [0, P) of every sequence
- * as one prefill into an empty KV cache of capacity seq, then each further
+ * as one prefill into an empty KV cache (create_cache), then each further
  * token as a decode step (S = 1) over the cache.  Every call gets its rows'
  * positions explicitly: start_pos + first (+ s), or the --positions ids of
  * those rows. */
@@ -219,8 +232,7 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
     ra_kv_cache *cache = NULL;
     ra_status status = RA_ERR_NOMEM;
     if (x_part && y_part && (ids_part || !ids))
-        status = ra_kv_cache_create(&cache, batch, seq, c->n_kv_heads, c->head_dim,
-                                    (ra_dtype)opts->cache_dtype);
+        status = create_cache(&cache, c, batch, seq, P, (ra_dtype)opts->cache_dtype);
     progress_begin(&line, "attention --prefill", batch * seq, opts->quiet);
     for (int64_t first = 0, n = P; status == RA_OK && first < seq; first += n, n = 1) {
         if (first == P) t_prefill = timer_seconds() - t0;

@@ -126,7 +126,9 @@ void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *s
 /* The flash path's tiles: a task is (b, kv head g, block of block_q queries);
  * its rows are the rep = H / Hkv query heads of the group times block_q
  * queries, row r = (head in group) * block_q + query in block, padded to a
- * multiple of RA_FLASH_ROWS.  Keys come in tiles of RA_FLASH_BK. */
+ * multiple of RA_FLASH_ROWS.  Keys come in tiles of RA_FLASH_BK.  About 256
+ * rows share each K and V row the task reads: 64 ran at 0.63-0.65 of sgemm,
+ * 256 at 0.71-0.77 (docs/perf/2026-12-02-flash-rows.md). */
 enum { RA_FLASH_BK = 64, RA_FLASH_ROWS = 64 };
 
 typedef struct ra_flash_layout {
@@ -148,7 +150,7 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
     ra_flash_layout f;
-    f.block_q = (64 / rep) & ~(int64_t)7;
+    f.block_q = (256 / rep) & ~(int64_t)7;
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
     f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 7 * f.rows +

@@ -482,14 +482,15 @@ static void test_positions_near_limit(void)
 /* The flash path's causal mask for a query block past 2^24 tokens, where a
  * float no longer holds every index (2^24 + 3 rounds to 2^24 + 4).  Only
  * the last query block's task runs (the others are the same code at
- * smaller indices): its 64 queries against 2^24 + 64 keys, of which all but
- * the last 64 are zero (logit 0, value 0; their pages are never written, so
+ * smaller indices): its block_q queries against 2^24 + block_q keys, of
+ * which all but the last block_q are zero (logit 0, value 0; their pages are never written, so
  * they cost address space, not memory).  Each row must weigh exactly the
  * keys up to its own: against double, 1e-4 relative (float32 sums of the
  * 2^24 unit weights round at 2^-24 each: ~1e-7 x a few, with room). */
 static void test_mask_past_2_24(void)
 {
-    enum { D = 2, BLOCK = 64 };
+    enum { D = 2 };
+    const int64_t BLOCK = ra_flash_layout_for(1, D).block_q;
     const int64_t s = ((int64_t)1 << 24) + BLOCK, q0 = s - BLOCK;
     float *q = calloc((size_t)s * D, sizeof(float)), *k = calloc((size_t)s * D, sizeof(float));
     float *v = calloc((size_t)s * D, sizeof(float)), *o = calloc((size_t)s * D, sizeof(float));
@@ -497,7 +498,7 @@ static void test_mask_past_2_24(void)
     if (!q || !k || !v || !o) return;
     for (int64_t i = 0; i < BLOCK; i++) {
         q[(q0 + i) * D] = 4.0f;                             /* logit 4 k_j[0] / sqrt(2) */
-        k[(q0 + i) * D] = 4.0f + (float)i / 8;              /* grows with the key: e^(~20) */
+        k[(q0 + i) * D] = 4.0f + (float)i * 8 / (float)BLOCK; /* grows with the key: e^(~20) */
         v[(q0 + i) * D] = (float)(i + 1);
         v[(q0 + i) * D + 1] = (float)((i * 7) % 5);
     }
@@ -506,7 +507,6 @@ static void test_mask_past_2_24(void)
     ra_attention_args args;
     CHECK(ra_attention_prepare(&args, &to, &tq, &tk, &tv, NULL) == RA_OK, "prepare");
     ra_flash_job job = {&args, NULL, ra_flash_layout_for(1, D), 0};
-    CHECK(job.layout.block_q == BLOCK, "block_q %lld", (long long)job.layout.block_q);
     job.n_query_blocks = s / job.layout.block_q;
     job.scratch = aligned_alloc(64, sizeof(float) * (size_t)job.layout.per_thread);
     ra_kernels_get()->flash_task(&job, 0, 0); /* task 0: the last query block */

@@ -321,13 +321,13 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
      * as written (config_window.c). */
     const ra_hf_window *w = &hf->window;
     if (features & RA_HF_LLAMA4) { /* layer_types says which layers are chunked */
-        int kind = w->has_layer_types && layer >= 0 && layer < w->n_layer_types
-                       ? w->layer_types[layer] : RA_HF_FULL_ATTENTION;
-        if (w->has_layer_types && (layer < 0 || layer >= w->n_layer_types ||
-                                   (kind != RA_HF_FULL_ATTENTION && kind != RA_HF_CHUNKED_ATTENTION)))
+        int listed = w->has_layer_types && layer >= 0 && layer < w->n_layer_types;
+        int kind = listed ? w->layer_types[layer] : RA_HF_FULL_ATTENTION;
+        if (w->has_layer_types &&
+            (!listed || (kind != RA_HF_FULL_ATTENTION && kind != RA_HF_CHUNKED_ATTENTION)))
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types does not give %s "
-                           "full_attention or chunked_attention (Llama 4 runs no other)%s",
-                           which, layer < 0 ? ": the checkpoint's names carry no layer number" : "");
+                           "full_attention or chunked_attention (Llama 4 runs no other)%s", which,
+                           layer < 0 ? ": the checkpoint's names carry no layer number" : "");
     } else {
         const char *conflict = ra_hf_window_conflict(w, layer, out->no_rope);
         int slides = ra_hf_layer_slides(w, layer, out->no_rope);
@@ -336,10 +336,13 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
                            "model_type \"%s\" on %s: transformers' model ignores layer_types "
                            "and gives it %s", hf->family->model_type, which,
                            slides ? "a sliding window" : "full attention");
+        if (conflict && strcmp(conflict, "use_sliding_window") == 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a sliding "
+                           "window and \"use_sliding_window\" is false: transformers would "
+                           "have no window to give it", which);
         if (conflict)
-            return hf_fail(RA_ERR_UNSUPPORTED, "the config gives %s a sliding window and \"%s\" "
-                           "is %s: transformers would have no window to give it", which,
-                           conflict, strcmp(conflict, "use_sliding_window") == 0 ? "false" : "null");
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config's \"sliding_window_pattern\" is "
+                           "null: transformers cannot tell whether %s slides", which);
         if (slides < 0 && layer < 0)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's layers differ in their sliding "
                            "windows and the checkpoint's names carry no layer number");

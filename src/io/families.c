@@ -47,7 +47,8 @@ static const ra_hf_family families[] = {
      "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
      "rope_ratio=1", NOWINDOW},
     {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW},
-    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL, NOWINDOW},
+    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL,
+     NOWINDOW},
     {"deepseek_v2", I, 0, MLA, NULL, NOWINDOW},
     {"deepseek_v3", I, 0, MLA, NULL, NOWINDOW},
     {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL, NOWINDOW},
@@ -89,14 +90,16 @@ static const ra_hf_family families[] = {
     {"qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
     {"qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
     {"qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0", RA_HF_WINDOWS_QWEN3_MOE},
-    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL, NOWINDOW},
+    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL,
+     NOWINDOW},
     {"qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW},
     {"qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW},
     {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW},
     {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW},
     {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
      "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0", RA_HF_WINDOWS_SMOLLM3},
-    {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05", NOWINDOW},
+    {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
+     NOWINDOW},
     {"starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
 };
 

@@ -784,6 +784,9 @@ def family_cases(out):
          '"attention_chunk_size"'),
         ("llama4_chunked_layer_type", dict(base, model_type="llama", layer_types=[
             "chunked_attention"]), plain, 'disagrees with model_type "llama" on layer 0'),
+        ("gemma2_pattern_null", dict(base, model_type="gemma2", sliding_window=4,
+                                     sliding_window_pattern=None), plain,
+         '"sliding_window_pattern" is null'),
         ("qwen3_without_norms", dict(base, model_type="qwen3"), plain,
          "has no q_norm.weight beside 'model.layers.0.self_attn.q_proj.weight'"),
         ("gptj_rope_theta", {"model_type": "gptj", "n_embd": dim, "n_head": H,

@@ -12,11 +12,13 @@ the outputs its own modeling code computes:
 
     OUT_DIR/<case>/config.json         save_pretrained's config
     OUT_DIR/<case>/model.safetensors   save_pretrained's weights (F32 or BF16)
-    OUT_DIR/<case>/case.json           {"layer": L, "rotary_dim": R, "grads": bool, ...}
+    OUT_DIR/<case>/case.json           {"layer": L, "rotary_dim": R, "grads": bool,
+                                        "freqs": bool, ...}
     OUT_DIR/<case>/x.npy               f32 [B, S, hidden]: layer L's self_attn input
     OUT_DIR/<case>/pos.npy             i64 [B, S]: the position_ids given to the model
     OUT_DIR/<case>/y.npy               f32 [B, S, hidden]: layer L's self_attn output
     OUT_DIR/<case>/cos.npy, sin.npy    f32 [B, S, R]: the rotary embedding it used
+                                       (case.json "freqs": when it is the config's)
     OUT_DIR/<case>/dy.npy, grads.npz   (grads cases) DY, and dL/dX ("x") and each
                                        projection weight's dL/dW for L = sum(Y * DY)
 
@@ -77,7 +79,7 @@ def build(model_cls, config):
 def randomize(model, gen, dtype):
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 2 or name.endswith("bias"):
+            if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
             elif "q_norm" in name or "k_norm" in name:
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
@@ -100,7 +102,10 @@ def run_layer(model, layer, embeds, pos):
     handle.remove()
     args, kwargs = seen["args"], seen["kwargs"]
     x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-    cos, sin = kwargs["position_embeddings"]
+    emb = kwargs.get("position_embeddings")
+    # (cos, sin) as Llama gives them; None where the layer takes another form
+    # (Llama 4's complex freqs_cis) or none
+    cos, sin = emb if isinstance(emb, tuple) else (None, None)
     return args, kwargs, x, seen["y"], cos, sin
 
 
@@ -123,9 +128,13 @@ def grads_of(model, layer, args, kwargs, x, dy):
     return grads
 
 
-def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=False, dtype=None):
+def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=False, dtype=None,
+               freqs=True):
     """dtype: None (F32 weights), torch.bfloat16 or torch.float16: the weights
-    are rounded to it, computed with in float32, and saved in it."""
+    are rounded to it, computed with in float32, and saved in it.  freqs:
+    whether the layer rotates by the config's global rope (test_hf.sh then
+    checks `ropeattn freqs` against its tables; not so for Gemma 3's sliding
+    layers, with a rope of their own, nor Llama 4's complex table)."""
     gen = torch.Generator().manual_seed(seed)
     model = build(model_cls, config)
     randomize(model, gen, dtype)
@@ -147,13 +156,16 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=False, 
     np.save(os.path.join(d, "x.npy"), x.detach().numpy().astype(np.float32))
     np.save(os.path.join(d, "pos.npy"), pos.numpy().astype(np.int64))
     np.save(os.path.join(d, "y.npy"), y.detach().numpy().astype(np.float32))
-    np.save(os.path.join(d, "cos.npy"), cos.numpy().astype(np.float32))
-    np.save(os.path.join(d, "sin.npy"), sin.numpy().astype(np.float32))
+    freqs = freqs and cos is not None
+    if freqs:
+        np.save(os.path.join(d, "cos.npy"), cos.numpy().astype(np.float32))
+        np.save(os.path.join(d, "sin.npy"), sin.numpy().astype(np.float32))
     if grads:
         dy = torch.randn(y.shape, generator=gen)
         np.save(os.path.join(d, "dy.npy"), dy.numpy().astype(np.float32))
         np.savez(os.path.join(d, "grads.npz"), **grads_of(model, layer, args, kwargs, x, dy))
-    info = {"layer": layer, "rotary_dim": int(cos.shape[-1]), "grads": grads,
+    info = {"layer": layer, "rotary_dim": int(cos.shape[-1]) if freqs else None,
+            "grads": grads, "freqs": freqs,
             "weights": {None: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}[dtype],
             "f32_vs_f64": rel64,
             "transformers": transformers.__version__, "torch": torch.__version__}
@@ -225,6 +237,49 @@ def cases():
                0, positions(7), {"grads": grads})
 
 
+def mask_cases():
+    """Issue 20's families beyond their windows (S = 12 tokens): Mistral's
+    window on every layer, Qwen2's from max_window_layers on, Gemma 2's
+    soft-cap and even sliding layers, Gemma 3's sliding layer (local rope),
+    gpt-oss's sinks on a sliding and a full layer, Llama 4's chunks of 8."""
+    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=32, vocab_size=32, max_position_embeddings=64)
+    specs = (
+        ("mistral_window", "Mistral", dict(num_hidden_layers=1, sliding_window=4), 0,
+         {"grads": True}),
+        ("qwen2_window", "Qwen2", dict(num_hidden_layers=2, use_sliding_window=True,
+                                       sliding_window=4, max_window_layers=1), 1, {}),
+        ("gemma2_softcap_window", "Gemma2", dict(num_hidden_layers=2, head_dim=16,
+                                                 sliding_window=4, query_pre_attn_scalar=16,
+                                                 attn_logit_softcapping=1.0), 0,
+         {"grads": True}),
+        ("gemma2_softcap_full", "Gemma2", dict(num_hidden_layers=2, head_dim=16,
+                                               sliding_window=4, query_pre_attn_scalar=16,
+                                               attn_logit_softcapping=1.0), 1, {}),
+        ("gemma3_window", "Gemma3Text", dict(num_hidden_layers=1, head_dim=16,
+                                             sliding_window=4, query_pre_attn_scalar=16,
+                                             rope_local_base_freq=10000.0), 0,
+         {"freqs": False}),
+        ("gpt_oss_sliding", "GptOss", dict(num_hidden_layers=2, head_dim=16, sliding_window=4,
+                                           num_local_experts=2, num_experts_per_tok=1), 0,
+         {"grads": True}),
+        ("gpt_oss_full", "GptOss", dict(num_hidden_layers=2, head_dim=16, sliding_window=4,
+                                        num_local_experts=2, num_experts_per_tok=1), 1, {}),
+        ("llama4_chunks", "Llama4Text", dict(num_hidden_layers=1, head_dim=16,
+                                             attention_chunk_size=8, num_local_experts=2,
+                                             num_experts_per_tok=1, intermediate_size_mlp=32),
+         0, {"freqs": False, "grads": True}),
+    )
+    for name, family, extra, layer, opts in specs:
+        config_cls = getattr(transformers, family + "Config", None)
+        model_cls = getattr(transformers, family.replace("Text", "") + "ForCausalLM", None)
+        if config_cls is None or model_cls is None:
+            print(f"{family} is not in this transformers: no {name} case")
+            continue
+        yield (name, model_cls, make_config(config_cls, 10000.0, None, **dict(small, **extra)),
+               layer, positions(5), opts)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -232,7 +287,8 @@ def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     torch.set_num_threads(1)
     failed = 0
-    for seed, (name, model_cls, config, layer, pos, opts) in enumerate(cases()):
+    for seed, (name, model_cls, config, layer, pos, opts) in enumerate(
+            list(cases()) + list(mask_cases())):
         try:
             write_case(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
         except Exception as e:  # report every case, then fail

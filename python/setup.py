@@ -6,14 +6,21 @@ version is the header's RA_VERSION_STRING.
     pip install --no-build-isolation ./python    (from the repository root)
     make python                                  (in place, for PYTHONPATH=python)
 """
+import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
-import numpy
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+try:
+    import numpy
+except ImportError:
+    raise SystemExit("ropeattn: building needs NumPy's headers (Debian: python3-numpy, "
+                     "in a venv made by /usr/bin/python3 -m venv --system-site-packages, "
+                     "and pip install --no-build-isolation)")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -29,8 +36,8 @@ def header_version():
 def build_library():
     # The plain build (BUILD=build, no sanitizer), whatever the environment
     # says: the extension links it into a Python process.
-    subprocess.run(["make", "-C", str(ROOT), "-s", "BUILD=build", "SANITIZE=",
-                    "build/libropeattn.a"], check=True)
+    subprocess.run(["make", "-C", str(ROOT), "-s", f"-j{os.cpu_count() or 1}", "BUILD=build",
+                    "SANITIZE=", "build/libropeattn.a"], check=True)
 
 
 class BuildExt(build_ext):

@@ -2,6 +2,7 @@
 once, and no reference or memory growth over many calls."""
 import sys
 import threading
+import time
 import tracemalloc
 
 import numpy as np
@@ -97,3 +98,21 @@ def test_no_reference_or_memory_growth():
         assert [sys.getrefcount(o) for o in (x, k, rope, ctx)] == refs
     # a leak of one small object per call would be > 50 kB over 1000 calls
     assert grown < 16384, grown
+
+
+def test_gil_released_during_kernels():
+    """While one thread runs a long attention, another keeps running Python:
+    the longest pause it sees is far below the call's time (holding the GIL,
+    it would be the whole call)."""
+    q = np.random.default_rng(1).standard_normal((1, 4096, 8, 64)).astype(np.float32)
+    start = time.perf_counter()
+    ropeattn.attention(q, q, q)
+    call = time.perf_counter() - start
+    worker = threading.Thread(target=ropeattn.attention, args=(q, q, q))
+    last, longest = time.perf_counter(), 0.0
+    worker.start()  # the worker may enter the kernel before start() returns
+    while worker.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    assert longest < call / 2, (longest, call)

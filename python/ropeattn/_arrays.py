@@ -7,8 +7,6 @@ from ._ropeattn import ArgumentError, DtypeError
 
 # ra_dtype: RA_F32, RA_F16, RA_BF16 (ropeattn.h).
 F32, F16, BF16 = 0, 1, 2
-
-
 NAMES = {F32: "float32", F16: "float16", BF16: 'uint16 with dtype="bfloat16"'}
 
 

@@ -51,6 +51,8 @@ class RotaryEmbedding:
             raise ArgumentError(f'layout: expected "half" or "interleaved", got {layout!r}')
         fields = {}
         for key, value in scaling.items():
+            if value is None:  # transformers' "not given", as 0 is the library's
+                continue
             if key == "truncate":
                 fields["yarn_no_truncate"] = not value
             elif key in FIELDS:

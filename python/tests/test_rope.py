@@ -61,8 +61,9 @@ def test_scaled_types(kind):
         rope = ropeattn.RotaryEmbedding(d, theta, **scaling)  # HF's dict as it is
         inv, af = ref.inv_freq_llama3(d, theta, 8.0, 1.0, 4.0, 8192), 1.0
     elif kind == "yarn":
-        rope = ropeattn.RotaryEmbedding(d, theta, type="yarn", factor=4.0,
-                                        original_max_position_embeddings=4096)
+        scaling = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                   "attention_factor": None, "beta_fast": 32.0, "beta_slow": 1.0}
+        rope = ropeattn.RotaryEmbedding(d, theta, **scaling)  # None: not given
         inv, af = ref.yarn(d, theta, 4.0, 4096)
     else:  # dynamic, not past the original length: the default frequencies
         rope = ropeattn.RotaryEmbedding(d, theta, "dynamic", factor=2.0,

@@ -3,6 +3,7 @@
 # the kernels built for aarch64 (NEON) under qemu-user.
 # `make alloc-test`, `make tsan`, `make valgrind-cli`: allocation failures,
 # threads under ThreadSanitizer, the CLI under valgrind memcheck (below).
+# `make python`: the Python package's extension, in place (python/).
 #
 # `make install` (PREFIX, default /usr/local; DESTDIR for staging) installs
 # the headers, the libraries (static and shared), the tool, its man page,
@@ -265,11 +266,20 @@ valgrind-cli: $(BUILD)/ropeattn
 
 include fuzz/fuzz.mk
 
+# The Python package's extension (python/src), built in place so that
+# PYTHONPATH=python python3 -c 'import ropeattn' works; python/setup.py makes
+# build/libropeattn.a (the plain build, whatever BUILD is) and links it.
+# `pip install --no-build-isolation ./python` installs the package.
+PYTHON ?= /usr/bin/python3
+python:
+	cd python && $(PYTHON) setup.py -q build_ext --inplace
+
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 
 clean:
-	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD)
+	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
+	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all test asan neon-test fixtures clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -9,13 +9,17 @@
 #                                       library and qemu-user for the NEON
 #                                       test, valgrind (make valgrind-cli),
 #                                       clang and its runtimes (the libFuzzer
-#                                       targets, the sanitized suite)
+#                                       targets, the sanitized suite), the
+#                                       Python package's build and tests
+#                                       (python3-dev, -venv, -pip,
+#                                       -setuptools, -pytest)
 # PyTorch is needed only to regenerate fixtures (make fixtures).
 set -euo pipefail
 packages=(build-essential pkg-config libopenblas-dev libcjson-dev)
 if [ "${1:-}" != demo ]; then
     packages+=(cmake python3 python3-numpy gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-               valgrind clang libclang-rt-14-dev)
+               valgrind clang libclang-rt-14-dev
+               python3-dev python3-venv python3-pip python3-setuptools python3-pytest)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,36 @@
+"""ropeattn: rotary position embedding (RoPE) and causal grouped-query
+attention on NumPy arrays, through the ropeattn C library.
+
+Shapes: B batch, S tokens, H query heads, Hkv key/value heads (H % Hkv == 0),
+D head_dim.
+
+    RotaryEmbedding(head_dim, theta=10000.0, rope_type="default", layout="half", ...)
+        .inv_freq, .attention_factor, .cos_sin(positions)
+    apply_rotary(x [B, S, H, D], positions=None, rope=None, inverse=False, out=None)
+    attention(q [B, S, H, D], k, v [B, S, Hkv, D], causal=True, window=None,
+              sinks=None, softcap=None, scale=None, dropout_p=0.0, seed=0)
+    Context(threads=N)
+    Error (ArgumentError, DtypeError, UnsupportedError, OutOfMemoryError)
+    simd(), __version__
+"""
+from . import _ropeattn
+from ._ropeattn import (ArgumentError, Context, DtypeError, Error, OutOfMemoryError,
+                        UnsupportedError)
+from .attention import attention
+from .rope import RotaryEmbedding, apply_rotary
+
+__version__ = _ropeattn.library_version()
+if __version__ != _ropeattn.HEADER_VERSION:
+    raise ImportError(f"ropeattn: the C library is version {__version__} but the extension "
+                      f"was compiled against the header of {_ropeattn.HEADER_VERSION}; "
+                      f"rebuild it (make python, or pip install ./python again)")
+
+
+def simd():
+    """The SIMD kernels the library chose for this CPU: "avx512", "avx2",
+    "sse2" or "neon" (RA_FORCE_ISA in the environment caps the choice)."""
+    return _ropeattn.simd()
+
+
+__all__ = ["ArgumentError", "Context", "DtypeError", "Error", "OutOfMemoryError",
+           "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention", "simd"]

@@ -1,0 +1,55 @@
+"""Argument checks shared by the functions: arrays of [B, S, heads, D], their
+dtypes as the library numbers them, and the copy made of an input whose
+strides the library cannot take."""
+import numpy as np
+
+from ._ropeattn import ArgumentError, DtypeError
+
+# ra_dtype: RA_F32, RA_F16, RA_BF16 (ropeattn.h).
+F32, F16, BF16 = 0, 1, 2
+NAMES = {F32: "float32", F16: "float16", BF16: 'uint16 with dtype="bfloat16"'}
+
+
+def dtype_code(a, name, dtype=None, allowed=(F32, F16, BF16)):
+    """The ra_dtype of array a: float32, float16, or bfloat16 when dtype is
+    "bfloat16" and a holds its bits as uint16."""
+    if dtype == "bfloat16" and BF16 in allowed:
+        if a.dtype != np.uint16:
+            raise DtypeError(f'{name}: dtype="bfloat16" takes a uint16 array of bfloat16 '
+                             f'bits, got {a.dtype}')
+        return BF16
+    if dtype is not None:
+        raise DtypeError(f'{name}: dtype= takes only "bfloat16", got {dtype!r}')
+    codes = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}
+    code = codes.get(a.dtype)
+    if code not in allowed:
+        hint = ' (bfloat16 bits? pass dtype="bfloat16")' if a.dtype == np.uint16 else ""
+        raise DtypeError(f"{name}: expected {' or '.join(NAMES[c] for c in allowed)} "
+                         f"(native byte order), got {a.dtype}{hint}")
+    return code
+
+
+def array4(a, name):
+    """a as an ndarray of 4 dimensions [B, S, heads, D] with no empty axis."""
+    if not isinstance(a, np.ndarray):
+        raise DtypeError(f"{name}: expected a numpy.ndarray, got {type(a).__name__}")
+    if a.ndim != 4:
+        raise ArgumentError(f"{name}: expected 4 dimensions [B, S, heads, D], "
+                            f"got shape {a.shape}")
+    if 0 in a.shape:
+        raise ArgumentError(f"{name}: an empty axis in shape {a.shape}")
+    return a
+
+
+def maps(a):
+    """Whether the library can read a in place: aligned, strides
+    non-negative whole elements, the last axis contiguous."""
+    item = a.itemsize
+    return a.flags.aligned and all(
+        n == 1 or (s >= 0 and s % item == 0 and (i < 3 or s == item))
+        for i, (n, s) in enumerate(zip(a.shape, a.strides)))
+
+
+def input_view(a):
+    """a itself when the library can read it in place, else a C-contiguous copy."""
+    return a if maps(a) else np.ascontiguousarray(a)

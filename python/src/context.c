@@ -1,0 +1,144 @@
+/* context.c — ropeattn.Context(threads=0): an ra_context (worker threads and
+ * a scratch workspace reused across calls) and a lock, since a context
+ * serves one calling thread at a time.  A context manager: leaving the
+ * with block closes it. */
+#include "ext.h"
+
+static int context_init(ra_ext_context *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"threads", NULL};
+    int threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:Context", kw, &threads)) return -1;
+    if (self->ctx) {
+        PyErr_SetString(ra_ext_error, "Context: already initialized");
+        return -1;
+    }
+    if (threads < 0) {
+        PyErr_Format(ra_ext_value_error, "Context: threads %d is negative "
+                     "(0 means one per online processor)", threads);
+        return -1;
+    }
+    if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ra_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = ra_context_create(&self->ctx, threads);
+    Py_END_ALLOW_THREADS
+    if (st != RA_OK) {
+        ra_ext_raise(st, "ra_context_create");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *context_close(ra_ext_context *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->ctx) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK); /* waits for a call using it */
+        ra_context_destroy(self->ctx);
+        self->ctx = NULL;
+        PyThread_release_lock(self->lock);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static void context_dealloc(ra_ext_context *self)
+{
+    ra_context_destroy(self->ctx); /* no call holds it: each keeps a reference */
+    if (self->lock) PyThread_free_lock(self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *context_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *context_exit(ra_ext_context *self, PyObject *args)
+{
+    (void)args;
+    return context_close(self, NULL);
+}
+
+static PyObject *context_threads(ra_ext_context *self, void *closure)
+{
+    (void)closure;
+    if (!self->ctx) {
+        PyErr_SetString(ra_ext_error, "Context: closed");
+        return NULL;
+    }
+    return PyLong_FromLong(ra_context_threads(self->ctx));
+}
+
+static PyObject *context_closed(ra_ext_context *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->ctx == NULL);
+}
+
+static PyMethodDef context_methods[] = {
+    {"close", (PyCFunction)context_close, METH_NOARGS,
+     "Stops the worker threads and frees the workspace (also on leaving a with block)."},
+    {"__enter__", context_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)context_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef context_getset[] = {
+    {"threads", (getter)context_threads, NULL, "Threads, the caller's included.", NULL},
+    {"closed", (getter)context_closed, NULL, "True after close().", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject ra_ext_context_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ropeattn.Context",
+    .tp_basicsize = sizeof(ra_ext_context),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Context(threads=0): worker threads (threads in all, the caller's\n"
+              "included; 0: one per online processor) and a scratch workspace that\n"
+              "the calls given context=... reuse.  One call at a time uses it (others\n"
+              "wait); give each Python thread its own for parallel calls.  A context\n"
+              "manager: `with ropeattn.Context(threads=4) as ctx: ...`.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)context_init,
+    .tp_dealloc = (destructor)context_dealloc,
+    .tp_methods = context_methods,
+    .tp_getset = context_getset,
+};
+
+int ra_ext_get_context(PyObject *context, ra_ext_context **c)
+{
+    *c = NULL;
+    if (context == Py_None) return 1;
+    if (!PyObject_TypeCheck(context, &ra_ext_context_type)) {
+        PyErr_Format(PyExc_TypeError, "context: expected a ropeattn.Context or None, got %s",
+                     Py_TYPE(context)->tp_name);
+        return 0;
+    }
+    *c = (ra_ext_context *)context;
+    if (!(*c)->ctx) {
+        PyErr_SetString(ra_ext_error, "context: the Context is closed");
+        return 0;
+    }
+    return 1;
+}
+
+ra_context *ra_ext_context_acquire(ra_ext_context *c)
+{
+    if (!c) return NULL;
+    PyThread_acquire_lock(c->lock, WAIT_LOCK);
+    return c->ctx;
+}
+
+void ra_ext_context_release(ra_ext_context *c)
+{
+    if (c) PyThread_release_lock(c->lock);
+}

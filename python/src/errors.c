@@ -1,0 +1,92 @@
+/* errors.c — library statuses as Python exceptions.  ropeattn.Error is the
+ * base of them all; a status that reports a bad argument is also a
+ * ValueError, a bad dtype also a TypeError, an unsupported combination also
+ * a NotImplementedError, a failed allocation also a MemoryError, so that
+ * code written for NumPy's exceptions catches them. */
+#include "ext.h"
+
+PyObject *ra_ext_error, *ra_ext_value_error, *ra_ext_type_error,
+    *ra_ext_unsupported_error, *ra_ext_memory_error;
+
+static PyObject *subclass(const char *name, PyObject *builtin, const char *doc)
+{
+    PyObject *bases = PyTuple_Pack(2, ra_ext_error, builtin);
+    if (!bases) return NULL;
+    PyObject *cls = PyErr_NewExceptionWithDoc(name, doc, bases, NULL);
+    Py_DECREF(bases);
+    return cls;
+}
+
+/* ropeattn.Error, with the class attribute status = None (raised by the
+ * package's own checks); ra_ext_raise sets it on the instance. */
+static PyObject *base_error(void)
+{
+    PyObject *dict = Py_BuildValue("{s:O}", "status", Py_None);
+    if (!dict) return NULL;
+    PyObject *cls = PyErr_NewExceptionWithDoc(
+        "ropeattn.Error", "An error reported by ropeattn; .status is the ra_status "
+        "number when the C library reported it, else None.", NULL, dict);
+    Py_DECREF(dict);
+    return cls;
+}
+
+int ra_ext_add_errors(PyObject *module)
+{
+    if (!(ra_ext_error = base_error())) return -1;
+    ra_ext_value_error = subclass("ropeattn.ArgumentError", PyExc_ValueError,
+                                  "A size, shape, position or option out of range.");
+    ra_ext_type_error = subclass("ropeattn.DtypeError", PyExc_TypeError,
+                                 "An array of a dtype the call cannot take.");
+    ra_ext_unsupported_error = subclass("ropeattn.UnsupportedError", PyExc_NotImplementedError,
+                                        "Valid, but not supported by the library.");
+    ra_ext_memory_error = subclass("ropeattn.OutOfMemoryError", PyExc_MemoryError,
+                                   "The library could not allocate memory.");
+    if (!ra_ext_value_error || !ra_ext_type_error || !ra_ext_unsupported_error ||
+        !ra_ext_memory_error)
+        return -1;
+    PyObject *all[] = {ra_ext_error, ra_ext_value_error, ra_ext_type_error,
+                       ra_ext_unsupported_error, ra_ext_memory_error};
+    const char *names[] = {"Error", "ArgumentError", "DtypeError", "UnsupportedError",
+                           "OutOfMemoryError"};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(all[i]);
+        if (PyModule_AddObject(module, names[i], all[i]) < 0) {
+            Py_DECREF(all[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *class_of(ra_status status)
+{
+    switch (status) {
+    case RA_ERR_DTYPE: return ra_ext_type_error;
+    case RA_ERR_UNSUPPORTED: return ra_ext_unsupported_error;
+    case RA_ERR_NOMEM: return ra_ext_memory_error;
+    case RA_ERR_NULL: case RA_ERR_SIZE: case RA_ERR_OVERFLOW: case RA_ERR_HEAD_DIM:
+    case RA_ERR_DIM: case RA_ERR_GQA: case RA_ERR_POSITION: case RA_ERR_THETA:
+    case RA_ERR_ARGUMENT: case RA_ERR_SHAPE: case RA_ERR_CACHE_FULL:
+        return ra_ext_value_error;
+    default: return ra_ext_error;
+    }
+}
+
+PyObject *ra_ext_raise(ra_status status, const char *call)
+{
+    const char *detail = ra_last_error(); /* this thread's: read before any other call */
+    PyObject *cls = class_of(status);
+    PyObject *msg = detail[0]
+        ? PyUnicode_FromFormat("%s: %s (%s)", call, ra_status_string(status), detail)
+        : PyUnicode_FromFormat("%s: %s", call, ra_status_string(status));
+    if (!msg) return NULL;
+    PyObject *exc = PyObject_CallOneArg(cls, msg);
+    Py_DECREF(msg);
+    if (!exc) return NULL;
+    PyObject *code = PyLong_FromLong((long)status);
+    if (code && PyObject_SetAttrString(exc, "status", code) == 0)
+        PyErr_SetObject(cls, exc);
+    Py_XDECREF(code);
+    Py_DECREF(exc);
+    return NULL;
+}

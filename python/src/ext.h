@@ -1,0 +1,68 @@
+/*
+ * ext.h — what the files of the extension module ropeattn._ropeattn share:
+ * NumPy arrays as ra_tensor views, library statuses as Python exceptions,
+ * and the Context type.  The Python package (python/ropeattn) checks shapes
+ * and dtypes and chooses defaults; these files map arrays onto the C API and
+ * release the GIL around each kernel.
+ */
+#ifndef ROPEATTN_EXT_H
+#define ROPEATTN_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL ropeattn_ARRAY_API
+#ifndef RA_EXT_IMPORTS_NUMPY
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include "ropeattn.h"
+
+/* ropeattn.Error and its subclasses that are also ValueError, TypeError,
+ * NotImplementedError and MemoryError (errors.c). */
+extern PyObject *ra_ext_error, *ra_ext_value_error, *ra_ext_type_error,
+    *ra_ext_unsupported_error, *ra_ext_memory_error;
+int ra_ext_add_errors(PyObject *module);
+/* Raises the exception for status, "<call>: <ra_status_string> (<ra_last_error>)",
+ * with .status the status's number; returns NULL. */
+PyObject *ra_ext_raise(ra_status status, const char *call);
+
+/* Fills *t with a view of a (4-D, aligned, non-negative strides that are
+ * whole elements, the last axis contiguous, itemsize that of dtype;
+ * writable when out is nonzero), or raises ValueError and returns 0.
+ * Strides of axes of extent 1 do not matter and are set to 0 (1 for the
+ * last).  name names the argument in the message. */
+int ra_ext_tensor(PyArrayObject *a, int dtype, int out, const char *name, ra_tensor *t);
+
+/* ropeattn.Context: an ra_context and a lock, since a context serves one
+ * calling thread at a time (ropeattn.h, "Thread safety"). */
+typedef struct ra_ext_context {
+    PyObject_HEAD
+    ra_context *ctx; /* NULL once closed */
+    PyThread_type_lock lock;
+} ra_ext_context;
+extern PyTypeObject ra_ext_context_type;
+
+/* context: None or a Context, open.  Sets *c (NULL for None) or raises and
+ * returns 0. */
+int ra_ext_get_context(PyObject *context, ra_ext_context **c);
+/* With the GIL released: takes c's lock and returns its ra_context (NULL
+ * for c NULL, or if c was closed meanwhile: the call then runs on the
+ * calling thread alone, as NULL means); release gives the lock back. */
+ra_context *ra_ext_context_acquire(ra_ext_context *c);
+void ra_ext_context_release(ra_ext_context *c);
+
+/* ropeattn._ropeattn.Rope: an ra_rope (rope.c). */
+typedef struct ra_ext_rope {
+    PyObject_HEAD
+    ra_rope *rope;
+} ra_ext_rope;
+extern PyTypeObject ra_ext_rope_type;
+
+PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *ra_ext_attention(PyObject *self, PyObject *args, PyObject *kwargs);
+
+#endif

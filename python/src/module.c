@@ -1,0 +1,52 @@
+/* module.c — ropeattn._ropeattn, the extension module: the library's
+ * version and the header's it was built with (the package compares them at
+ * import), the SIMD path, and the types and functions of the other files. */
+#define RA_EXT_IMPORTS_NUMPY
+#include "ext.h"
+
+static PyObject *library_version(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyUnicode_FromString(ra_version());
+}
+
+static PyObject *simd(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyUnicode_FromString(ra_simd_name());
+}
+
+static PyMethodDef methods[] = {
+    {"library_version", library_version, METH_NOARGS, "ra_version(): the library's version."},
+    {"simd", simd, METH_NOARGS, "ra_simd_name(): the SIMD kernels in use."},
+    {"rope_apply", (PyCFunction)(void (*)(void))ra_ext_rope_apply, METH_VARARGS | METH_KEYWORDS,
+     "ra_rope_apply on strided arrays (see rope.c)."},
+    {"attention", (PyCFunction)(void (*)(void))ra_ext_attention, METH_VARARGS | METH_KEYWORDS,
+     "ra_attention on strided arrays (see attention.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_ropeattn",
+    "The C extension under the ropeattn package: use ropeattn, not this.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__ropeattn(void)
+{
+    import_array();
+    if (PyType_Ready(&ra_ext_context_type) < 0 || PyType_Ready(&ra_ext_rope_type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    Py_INCREF(&ra_ext_context_type);
+    Py_INCREF(&ra_ext_rope_type);
+    if (ra_ext_add_errors(m) < 0 ||
+        PyModule_AddObject(m, "Context", (PyObject *)&ra_ext_context_type) < 0 ||
+        PyModule_AddObject(m, "Rope", (PyObject *)&ra_ext_rope_type) < 0 ||
+        PyModule_AddStringConstant(m, "HEADER_VERSION", RA_VERSION_STRING) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

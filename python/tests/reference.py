@@ -1,0 +1,108 @@
+"""Float64 references the tests compare ropeattn with, written from Hugging
+Face's modeling_rope_utils and rotary code, and the attention's definition.
+Shapes: x [B, S, H, D]; q [B, S, H, D]; k, v [B, S, Hkv, D]."""
+import math
+
+import numpy as np
+
+
+def inv_freq_default(d, theta=10000.0):
+    # inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2) / dim))
+    return 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+
+
+def inv_freq_llama3(d, theta, factor, low_freq_factor, high_freq_factor,
+                    original_max_position_embeddings):
+    inv_freq = inv_freq_default(d, theta)
+    old = original_max_position_embeddings
+    low_freq_wavelen, high_freq_wavelen = old / low_freq_factor, old / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * llama / factor + smooth * llama
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(medium, smoothed, llama)
+
+
+def yarn(d, theta, factor, original_max_position_embeddings, beta_fast=32, beta_slow=1):
+    """(inv_freq, attention_factor) of _compute_yarn_parameters, truncate=True."""
+    def correction_dim(rotations):
+        return (d * math.log(original_max_position_embeddings / (rotations * 2 * math.pi))
+                / (2 * math.log(theta)))
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), d - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    extrapolation_factor = 1 - ramp
+    pos_freqs = theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    inv_freq = (1 / (factor * pos_freqs) * (1 - extrapolation_factor)
+                + 1 / pos_freqs * extrapolation_factor)
+    return inv_freq, 0.1 * math.log(factor) + 1.0
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return np.concatenate((-x[..., half:], x[..., :half]), -1)
+
+
+def rope_half(x, pos, inv_freq, attention_factor=1.0):
+    """q * cos + rotate_half(q) * sin; pos [S] or [B, S]."""
+    angles = np.asarray(pos, np.float64)[..., None] * inv_freq  # [(B,) S, D/2]
+    emb = np.concatenate((angles, angles), -1)
+    cos, sin = np.cos(emb) * attention_factor, np.sin(emb) * attention_factor
+    if cos.ndim == 2:
+        cos, sin = cos[None], sin[None]
+    x = x.astype(np.float64)
+    return x * cos[:, :, None] + rotate_half(x) * sin[:, :, None]
+
+
+def rope_interleaved(x, pos, inv_freq):
+    """Pairs (2i, 2i + 1): (a cos - b sin, a sin + b cos)."""
+    angles = np.asarray(pos, np.float64)[..., None] * inv_freq
+    if angles.ndim == 2:
+        angles = angles[None]
+    cos, sin = np.cos(angles)[:, :, None], np.sin(angles)[:, :, None]
+    x = x.astype(np.float64)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * cos - b * sin
+    out[..., 1::2] = a * sin + b * cos
+    return out
+
+
+def attention(q, k, v, window=None, sinks=None, softcap=None, scale=None):
+    """Causal softmax(q k^T * scale) v with k, v repeated per group (GQA);
+    window W: i - W < j <= i; softcap c: c * tanh(s / c); sinks [H]: one
+    extra logit per head in every row's denominator."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s_len, h, d = q.shape[1], q.shape[2], q.shape[3]
+    rep = h // k.shape[2]
+    k, v = np.repeat(k, rep, axis=2), np.repeat(v, rep, axis=2)
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    s = np.einsum("bihd,bjhd->bhij", q, k) * scale
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    i, j = np.indices((s_len, s_len))
+    seen = j <= i
+    if window:
+        seen &= j > i - window
+    s = np.where(seen, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    if sinks is not None:
+        m = np.maximum(m, np.asarray(sinks, np.float64)[None, :, None, None])
+    e = np.exp(s - m)
+    den = e.sum(-1, keepdims=True)
+    if sinks is not None:
+        den = den + np.exp(np.asarray(sinks, np.float64)[None, :, None, None] - m)
+    return np.einsum("bhij,bjhd->bihd", e / den, v)
+
+
+def to_bf16(x):
+    """float32 -> bfloat16 bits (uint16), rounding to nearest even."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)

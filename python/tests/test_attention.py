@@ -1,0 +1,111 @@
+"""attention against the float64 reference."""
+import math
+
+import numpy as np
+import pytest
+
+import ropeattn
+import reference as ref
+
+RNG = np.random.default_rng(2121)
+
+# Softmax and sums in float32 over at most 40 keys of D <= 32 features from
+# N(0, 1) inputs: logits to ~1e-6, outputs (weighted means of v, |v| < 6) to
+# a few 1e-6; 2e-5 leaves room without hiding a wrong mask (those are 1e-2).
+ATOL = 2e-5
+
+
+def qkv(b=2, s=13, h=4, hkv=2, d=16):
+    return (RNG.standard_normal((b, s, h, d)).astype(np.float32),
+            RNG.standard_normal((b, s, hkv, d)).astype(np.float32),
+            RNG.standard_normal((b, s, hkv, d)).astype(np.float32))
+
+
+@pytest.mark.parametrize("h,hkv", [(4, 4), (4, 2), (8, 1)])
+def test_causal_gqa(h, hkv):
+    q, k, v = qkv(h=h, hkv=hkv)
+    out = ropeattn.attention(q, k, v)
+    assert out.dtype == np.float32 and out.shape == q.shape and out.flags.c_contiguous
+    np.testing.assert_allclose(out, ref.attention(q, k, v), rtol=0, atol=ATOL)
+
+
+def test_window_softcap_sinks_scale():
+    q, k, v = qkv(s=40, d=32)
+    sinks = RNG.standard_normal(4).astype(np.float32)
+    for kw in [dict(window=5), dict(softcap=2.0), dict(sinks=sinks), dict(scale=0.3),
+               dict(window=3, softcap=5.0, sinks=sinks, scale=1 / math.sqrt(8))]:
+        np.testing.assert_allclose(ropeattn.attention(q, k, v, **kw),
+                                   ref.attention(q, k, v, **kw), rtol=0, atol=ATOL)
+
+
+def test_float16_keys_and_values():
+    q, k, v = qkv()
+    k16, v16 = k.astype(np.float16), v.astype(np.float16)
+    # widened exactly to float32: the same tolerance, against the f16 values
+    np.testing.assert_allclose(ropeattn.attention(q, k16, v16), ref.attention(q, k16, v16),
+                               rtol=0, atol=ATOL)
+
+
+def test_strided_fused_qkv():
+    b, s, h, hkv, d = 2, 9, 4, 2, 16
+    fused = RNG.standard_normal((b, s, h + 2 * hkv, d)).astype(np.float32)
+    q, k, v = fused[:, :, :h], fused[:, :, h:h + hkv], fused[:, :, h + hkv:]
+    want = ref.attention(q, k, v)
+    np.testing.assert_allclose(ropeattn.attention(q, k, v), want, atol=ATOL)
+    # head-major k and v (as a KV cache stores them), transposed views
+    kh = np.ascontiguousarray(k.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    vh = np.ascontiguousarray(v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(ropeattn.attention(q, kh, vh), want, atol=ATOL)
+    # reversed features: copied first
+    np.testing.assert_allclose(ropeattn.attention(q[..., ::-1], k[..., ::-1], v),
+                               ref.attention(q[..., ::-1], k[..., ::-1], v), atol=ATOL)
+
+
+def test_dropout_is_seeded():
+    q, k, v = qkv()
+    a = ropeattn.attention(q, k, v, dropout_p=0.5, seed=7)
+    assert np.array_equal(a, ropeattn.attention(q, k, v, dropout_p=0.5, seed=7))
+    assert not np.array_equal(a, ropeattn.attention(q, k, v, dropout_p=0.5, seed=8))
+    assert not np.allclose(a, ropeattn.attention(q, k, v))
+
+
+def test_context_gives_the_same_bits():
+    q, k, v = qkv(s=128, d=64)
+    with ropeattn.Context(threads=2) as ctx:
+        np.testing.assert_array_equal(ropeattn.attention(q, k, v, context=ctx),
+                                      ropeattn.attention(q, k, v))
+
+
+def test_bad_inputs():
+    q, k, v = qkv()
+    with pytest.raises(NotImplementedError, match="causal"):
+        ropeattn.attention(q, k, v, causal=False)
+    with pytest.raises(TypeError, match="float32"):
+        ropeattn.attention(q.astype(np.float64), k, v)
+    with pytest.raises(TypeError, match="float32 or float16"):
+        ropeattn.attention(q, k.astype(np.int32), v.astype(np.int32))
+    with pytest.raises(TypeError, match="dtype"):
+        ropeattn.attention(q, k, v.astype(np.float16))
+    with pytest.raises(TypeError, match="ndarray"):
+        ropeattn.attention(q, k.tolist(), v)
+    with pytest.raises(ValueError, match="4 dimensions"):
+        ropeattn.attention(q[0], k, v)
+    with pytest.raises(ValueError, match="multiple"):
+        ropeattn.attention(np.concatenate((q, q[:, :, :1]), 2), k, v)
+    with pytest.raises(ValueError, match="shape"):
+        ropeattn.attention(q, k[:, :5], v[:, :5])
+    with pytest.raises(ValueError, match="differ"):
+        ropeattn.attention(q, k, v[..., :8])
+    with pytest.raises(ValueError, match="window"):
+        ropeattn.attention(q, k, v, window=0)
+    with pytest.raises(ValueError, match="softcap"):
+        ropeattn.attention(q, k, v, softcap=-1.0)
+    with pytest.raises(ValueError, match="sinks"):
+        ropeattn.attention(q, k, v, sinks=np.zeros(3))
+    with pytest.raises(ValueError) as e:  # the library's check: sinks must be finite
+        ropeattn.attention(q, k, v, sinks=np.array([0, np.inf, 0, 0]))
+    assert e.value.status is not None and "ra_attention" in str(e.value)
+    with pytest.raises(ValueError, match="dropout"):
+        ropeattn.attention(q, k, v, dropout_p=1.0)
+    with pytest.raises(TypeError, match="Context"):
+        ropeattn.attention(q, k, v, context=1)

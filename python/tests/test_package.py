@@ -1,0 +1,118 @@
+"""The package: version, SIMD name, exceptions, several Python threads at
+once, and no reference or memory growth over many calls."""
+import sys
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import ropeattn
+
+
+def test_version_and_simd():
+    assert ropeattn.__version__ == ropeattn._ropeattn.HEADER_VERSION
+    assert ropeattn.__version__.count(".") == 2
+    assert ropeattn.simd() in ("avx512", "avx2", "sse2", "neon")
+
+
+def test_exception_classes():
+    for cls, builtin in [(ropeattn.ArgumentError, ValueError), (ropeattn.DtypeError, TypeError),
+                         (ropeattn.UnsupportedError, NotImplementedError),
+                         (ropeattn.OutOfMemoryError, MemoryError)]:
+        assert issubclass(cls, ropeattn.Error) and issubclass(cls, builtin)
+    assert ropeattn.Error.status is None
+    with pytest.raises(ValueError, match="negative"):
+        ropeattn.Context(threads=-1)
+
+
+def work(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 64, 4, 32)).astype(np.float32)
+    k = rng.standard_normal((2, 64, 2, 32)).astype(np.float32)
+    return x, k
+
+
+def test_threads():
+    """Eight Python threads, each with a shared rope, half with their own
+    Context: every result the same bits as computed alone."""
+    rope = ropeattn.RotaryEmbedding(32, theta=1e6)
+    inputs = [work(i) for i in range(8)]
+    expect = [(ropeattn.apply_rotary(x, 5, rope=rope), ropeattn.attention(x, k, k))
+              for x, k in inputs]
+    errors = []
+
+    def run(i):
+        x, k = inputs[i]
+        ctx = ropeattn.Context(threads=2) if i % 2 else None
+        try:
+            for _ in range(20):
+                got = (ropeattn.apply_rotary(x, 5, rope=rope, context=ctx),
+                       ropeattn.attention(x, k, k, context=ctx))
+                if not all(np.array_equal(g, e) for g, e in zip(got, expect[i])):
+                    errors.append(i)
+        finally:
+            if ctx:
+                ctx.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def calls(x, k, rope, ctx):
+    ropeattn.apply_rotary(x, np.arange(x.shape[1]), rope=rope, context=ctx)
+    ropeattn.apply_rotary(x, out=x, rope=rope)
+    ropeattn.attention(x, k, k, sinks=np.zeros(4, np.float32), context=ctx)
+    rope.cos_sin(np.arange(8))
+    rope.inv_freq
+    for bad in (lambda: ropeattn.apply_rotary(x, 2**32, rope=rope),
+                lambda: ropeattn.RotaryEmbedding(7)):
+        try:
+            bad()
+        except ropeattn.Error:
+            pass
+
+
+def test_no_reference_or_memory_growth():
+    x, k = work(0)
+    x = x[:, :8]
+    k = k[:, :8]
+    rope = ropeattn.RotaryEmbedding(32)
+    with ropeattn.Context(threads=1) as ctx:
+        refs = [sys.getrefcount(o) for o in (x, k, rope, ctx)]
+        for _ in range(50):  # warm caches
+            calls(x, k, rope, ctx)
+        tracemalloc.start()
+        for _ in range(50):
+            calls(x, k, rope, ctx)
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(1000):
+            calls(x, k, rope, ctx)
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert [sys.getrefcount(o) for o in (x, k, rope, ctx)] == refs
+    # a leak of one small object per call would be > 50 kB over 1000 calls
+    assert grown < 16384, grown
+
+
+def test_gil_released_during_kernels():
+    """While one thread runs a long attention (about 0.2-1 s here), the main
+    thread sleeps 1 ms at a time and counts its wake-ups: each needs the
+    GIL back, so a kernel holding it would allow one or two (before and
+    after the call), where a released GIL allows about one per millisecond.
+    At least 10 leaves a wide margin for a loaded machine, without timing
+    anything against a limit."""
+    q = np.random.default_rng(1).standard_normal((1, 4096, 8, 64)).astype(np.float32)
+    worker = threading.Thread(target=ropeattn.attention, args=(q, q, q))
+    wakeups = 0
+    worker.start()
+    while worker.is_alive():
+        time.sleep(0.001)
+        wakeups += 1
+    worker.join()
+    assert wakeups >= 10, wakeups

@@ -1,0 +1,221 @@
+"""RotaryEmbedding and apply_rotary against the float64 references."""
+import numpy as np
+import pytest
+
+import ropeattn
+import reference as ref
+
+RNG = np.random.default_rng(21)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# inv_freq is computed in double on both sides: only the last bits differ.
+INV_FREQ_RTOL = 1e-12
+# cos/sin: float32 tables whose angles are within 1e-6 of exact math
+# (ropeattn.h), then rounded to float32 (6e-8 relative).
+TABLE_ATOL = 2e-6
+# apply_rotary in float32 on N(0, 1) inputs (|x| < 6): float32 table
+# entries and a product, a product and a sum each rounded once: a few
+# ulp of |x|, well under 1e-5.
+F32_ATOL = 1e-5
+
+
+def test_default_inv_freq_and_tables():
+    rope = ropeattn.RotaryEmbedding(64, theta=500000.0)
+    np.testing.assert_allclose(rope.inv_freq, ref.inv_freq_default(64, 500000.0),
+                               rtol=INV_FREQ_RTOL)
+    assert rope.inv_freq.dtype == np.float64 and rope.attention_factor == 1.0
+    pos = np.array([0, 1, 7, 4095, 4096, 100000, 2**32])
+    cos, sin = rope.cos_sin(pos)
+    assert cos.dtype == np.float32 and cos.shape == (len(pos), 64)
+    angles = pos[:, None].astype(np.float64) * rope.inv_freq
+    emb = np.concatenate((angles, angles), -1)  # torch.cat((freqs, freqs), -1)
+    np.testing.assert_allclose(cos, np.cos(emb), rtol=0, atol=TABLE_ATOL)
+    np.testing.assert_allclose(sin, np.sin(emb), rtol=0, atol=TABLE_ATOL)
+    # position ids of any shape, as HF's [B, S]
+    cos2, _ = rope.cos_sin(pos.reshape(7, 1))
+    assert cos2.shape == (7, 1, 64) and np.array_equal(cos2.reshape(7, 64), cos)
+
+
+def test_interleaved_tables_repeat_each_angle():
+    rope = ropeattn.RotaryEmbedding(8, layout="interleaved")
+    cos, sin = rope.cos_sin(np.arange(5))
+    angles = np.arange(5)[:, None] * ref.inv_freq_default(8)
+    np.testing.assert_allclose(cos[:, 0::2], np.cos(angles), atol=TABLE_ATOL)
+    np.testing.assert_array_equal(cos[:, 0::2], cos[:, 1::2])
+    np.testing.assert_allclose(sin[:, 1::2], np.sin(angles), atol=TABLE_ATOL)
+
+
+@pytest.mark.parametrize("kind", ["linear", "llama3", "yarn", "dynamic"])
+def test_scaled_types(kind):
+    d, theta = 64, 10000.0
+    if kind == "linear":
+        rope = ropeattn.RotaryEmbedding(d, theta, "linear", factor=4.0)
+        inv, af = ref.inv_freq_default(d, theta) / 4.0, 1.0
+    elif kind == "llama3":
+        scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+        rope = ropeattn.RotaryEmbedding(d, theta, **scaling)  # HF's dict as it is
+        inv, af = ref.inv_freq_llama3(d, theta, 8.0, 1.0, 4.0, 8192), 1.0
+    elif kind == "yarn":
+        scaling = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                   "attention_factor": None, "beta_fast": 32.0, "beta_slow": 1.0}
+        rope = ropeattn.RotaryEmbedding(d, theta, **scaling)  # None: not given
+        inv, af = ref.yarn(d, theta, 4.0, 4096)
+    else:  # dynamic, not past the original length: the default frequencies
+        rope = ropeattn.RotaryEmbedding(d, theta, "dynamic", factor=2.0,
+                                        max_position_embeddings=2048)
+        inv, af = ref.inv_freq_default(d, theta), 1.0
+    np.testing.assert_allclose(rope.inv_freq, inv, rtol=INV_FREQ_RTOL)
+    assert rope.attention_factor == pytest.approx(af, rel=1e-12)
+    x = randn(2, 6, 3, d)
+    pos = np.array([0, 5, 17, 300, 4000, 9000])
+    # yarn's factor 1.139 scales cos and sin: |x| up to ~7.
+    np.testing.assert_allclose(ropeattn.apply_rotary(x, pos, rope=rope),
+                               ref.rope_half(x, pos, inv, af), rtol=0, atol=2 * F32_ATOL)
+
+
+def test_longrope_and_partial_rotary():
+    short, long_ = [1.0] * 4, [2.0] * 4
+    rope = ropeattn.RotaryEmbedding(16, rope_type="longrope", rotary_dim=8,
+                                    short_factor=short, long_factor=long_,
+                                    original_max_position_embeddings=4096,
+                                    max_position_embeddings=4096)
+    np.testing.assert_allclose(rope.inv_freq, ref.inv_freq_default(8), rtol=INV_FREQ_RTOL)
+    x = randn(1, 4, 2, 16)
+    y = ropeattn.apply_rotary(x, rope=rope)
+    np.testing.assert_array_equal(y[..., 8:], x[..., 8:])  # features past rotary_dim
+    np.testing.assert_allclose(y[..., :8], ref.rope_half(x[..., :8], np.arange(4),
+                                                         ref.inv_freq_default(8)),
+                               atol=F32_ATOL)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_apply_positions(layout):
+    b, s, h, d = 3, 7, 4, 32
+    x = randn(b, s, h, d)
+    inv = ref.inv_freq_default(d)
+    want = ref.rope_half if layout == "half" else ref.rope_interleaved
+    cases = [(None, np.arange(s)), (100, 100 + np.arange(s)),
+             (np.array([3, 1, 4, 1, 5, 9, 2]),) * 2,
+             (RNG.integers(0, 2**32, (b, s)),) * 2]
+    for positions, expect in cases:
+        y = ropeattn.apply_rotary(x, positions, layout=layout)
+        assert y.dtype == np.float32 and y.shape == x.shape and y.flags.c_contiguous
+        np.testing.assert_allclose(y, want(x, expect, inv), rtol=0, atol=F32_ATOL)
+
+
+def test_inverse_is_the_transpose():
+    x = randn(2, 5, 2, 16)
+    y = ropeattn.apply_rotary(x, 7)
+    np.testing.assert_allclose(ropeattn.apply_rotary(y, 7, inverse=True), x, atol=F32_ATOL)
+    # R^T x: the rotation by -angle.
+    angles = (7 + np.arange(5))[:, None] * ref.inv_freq_default(16)
+    emb = np.concatenate((angles, angles), -1)[None, :, None]
+    want = x * np.cos(emb) - ref.rotate_half(x.astype(np.float64)) * np.sin(emb)
+    np.testing.assert_allclose(ropeattn.apply_rotary(x, 7, inverse=True), want,
+                               atol=F32_ATOL)
+
+
+def test_float16_and_bfloat16():
+    x = randn(2, 4, 3, 16)
+    pos = np.arange(4)
+    inv = ref.inv_freq_default(16)
+    x16 = x.astype(np.float16)
+    y16 = ropeattn.apply_rotary(x16, pos)
+    assert y16.dtype == np.float16
+    # float32 compute, one rounding to float16: half an f16 ulp, 2^-11 relative.
+    np.testing.assert_allclose(y16.astype(np.float64), ref.rope_half(x16, pos, inv),
+                               rtol=2**-10, atol=1e-3)
+    xb = ref.to_bf16(x)
+    yb = ropeattn.apply_rotary(xb, pos, dtype="bfloat16")
+    assert yb.dtype == np.uint16
+    # one rounding to bfloat16 (8 bits of mantissa): 2^-9 relative.
+    np.testing.assert_allclose(ref.from_bf16(yb), ref.rope_half(ref.from_bf16(xb), pos, inv),
+                               rtol=2**-8, atol=1e-2)
+
+
+def test_strided_views_and_in_place():
+    b, s, h, d = 2, 6, 3, 16
+    inv = ref.inv_freq_default(d)
+    # head-major storage read as [B, S, H, D]: transposed, read in place
+    head_major = randn(b, h, s, d)
+    x = head_major.transpose(0, 2, 1, 3)
+    assert not x.flags.c_contiguous
+    want = ref.rope_half(x, np.arange(s), inv)
+    np.testing.assert_allclose(ropeattn.apply_rotary(x), want, atol=F32_ATOL)
+    # q inside a fused QKV buffer, rotated in place: k and v untouched
+    qkv = randn(b, s, 3 * h, d)
+    before = qkv.copy()
+    q = qkv[:, :, :h]
+    want = ref.rope_half(q, np.arange(s), inv)
+    assert ropeattn.apply_rotary(q, out=q) is q
+    np.testing.assert_allclose(qkv[:, :, :h], want, atol=F32_ATOL)
+    np.testing.assert_array_equal(qkv[:, :, h:], before[:, :, h:])
+    # an input the library cannot read in place (reversed features) is copied
+    r = randn(b, s, h, d)[..., ::-1]
+    np.testing.assert_allclose(ropeattn.apply_rotary(r), ref.rope_half(r, np.arange(s), inv),
+                               atol=F32_ATOL)
+    # ... but such an output is refused, and left as it was
+    with pytest.raises(ropeattn.ArgumentError, match="strides"):
+        ropeattn.apply_rotary(r.copy(), out=r)
+    # an explicit out array
+    out = np.zeros_like(head_major).transpose(0, 2, 1, 3)
+    assert ropeattn.apply_rotary(x, out=out) is out
+    np.testing.assert_allclose(out, ref.rope_half(x, np.arange(s), inv), atol=F32_ATOL)
+
+
+def test_context():
+    x = randn(2, 64, 8, 64)
+    with ropeattn.Context(threads=2) as ctx:
+        assert ctx.threads == 2
+        y = ropeattn.apply_rotary(x, context=ctx)
+    assert ctx.closed
+    np.testing.assert_array_equal(y, ropeattn.apply_rotary(x))  # same bits, any threads
+    with pytest.raises(ropeattn.Error, match="closed"):
+        ropeattn.apply_rotary(x, context=ctx)
+
+
+def test_bad_inputs():
+    x = randn(1, 4, 2, 8)
+    with pytest.raises(ropeattn.DtypeError, match="float32"):
+        ropeattn.apply_rotary(x.astype(np.float64))
+    with pytest.raises(TypeError, match="bfloat16"):
+        ropeattn.apply_rotary(x.view(np.uint16)[..., :8])
+    with pytest.raises(TypeError, match="ndarray"):
+        ropeattn.apply_rotary(x.tolist())
+    with pytest.raises(ValueError, match="4 dimensions"):
+        ropeattn.apply_rotary(x[0])
+    with pytest.raises(ValueError, match="negative"):
+        ropeattn.apply_rotary(x, np.array([0, 1, -2, 3]))
+    with pytest.raises(ValueError, match="negative"):
+        ropeattn.apply_rotary(x, -1)
+    with pytest.raises(ValueError, match="shape"):
+        ropeattn.apply_rotary(x, np.arange(5))
+    with pytest.raises(ValueError) as e:  # past RA_MAX_POSITION: the library's message
+        ropeattn.apply_rotary(x, 2**32)
+    assert e.value.status is not None and "ra_rope_apply" in str(e.value)
+    with pytest.raises(ValueError, match="head_dim"):
+        ropeattn.apply_rotary(x, rope=ropeattn.RotaryEmbedding(16))
+    with pytest.raises(ropeattn.Error, match="odd"):
+        ropeattn.apply_rotary(randn(1, 4, 2, 7))
+    with pytest.raises(ValueError, match="rope_type"):
+        ropeattn.RotaryEmbedding(8, rope_type="nope")
+    with pytest.raises(TypeError, match="unknown keyword"):
+        ropeattn.RotaryEmbedding(8, fator=2.0)
+    with pytest.raises(ValueError, match="theta"):
+        ropeattn.RotaryEmbedding(8, theta=-1.0)
+    with pytest.raises(ValueError):  # llama3 without its parameters
+        ropeattn.RotaryEmbedding(8, rope_type="llama3")
+    with pytest.raises(ValueError, match="read-only"):
+        ro = x.copy()
+        ro.flags.writeable = False
+        ropeattn.apply_rotary(ro, out=ro)
+    with pytest.raises(ValueError, match="out"):
+        ropeattn.apply_rotary(x, out=np.empty((1, 4, 2, 8), np.float16))
+    with pytest.raises(ValueError):  # out overlapping x but not x itself
+        buf = randn(1, 5, 2, 8)
+        ropeattn.apply_rotary(buf[:, :4], out=buf[:, 1:])

@@ -83,13 +83,20 @@ static void check_config(const ra_hf_fields *c)
     for (int64_t i = 0; i < w->n_layer_types; i++)
         FUZZ_CHECK(w->layer_types[i] <= RA_HF_OTHER_ATTENTION, "layer type %d",
                    (int)w->layer_types[i]);
-    for (int64_t layer = -1; layer < 4; layer++) { /* a window, none, or another kind */
-        int slides = ra_hf_layer_slides(w, layer);
-        FUZZ_CHECK(slides >= -1 && slides <= 1, "layer %lld slides: %d", (long long)layer, slides);
-        int64_t window = ra_hf_layer_window(w, layer);
-        FUZZ_CHECK(window == -1 || window == 0 || window == w->sliding_window,
-                   "layer %lld: window %lld", (long long)layer, (long long)window);
-    }
+    for (int64_t layer = -1; layer < 4; layer++) /* a window, none, or another kind */
+        for (int no_rope = 0; no_rope <= 1; no_rope++) {
+            int slides = ra_hf_layer_slides(w, layer, no_rope);
+            FUZZ_CHECK(slides >= -1 && slides <= 1, "layer %lld slides: %d", (long long)layer,
+                       slides);
+            int64_t window = ra_hf_layer_window(w, layer, no_rope);
+            FUZZ_CHECK(window == -1 || window == 0 || window == w->sliding_window,
+                       "layer %lld: window %lld", (long long)layer, (long long)window);
+            const char *conflict = ra_hf_window_conflict(w, layer, no_rope);
+            FUZZ_CHECK(!conflict || strcmp(conflict, "layer_types") == 0 ||
+                           strcmp(conflict, "use_sliding_window") == 0 ||
+                           strcmp(conflict, "sliding_window_pattern") == 0,
+                       "layer %lld: conflict %s", (long long)layer, conflict);
+        }
 }
 
 /* The rope the CLI would build (tools/rope_cli.c), for head_dim D: a ra_rope

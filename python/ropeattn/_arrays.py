@@ -4,10 +4,15 @@ strides the library cannot take."""
 import numpy as np
 
 from ._ropeattn import ArgumentError, DtypeError
+# maps(a): whether the library can read a in place: aligned, strides
+# non-negative whole elements, the last axis contiguous (in C: it sits on
+# every call's path).
+from ._ropeattn import maps
 
 # ra_dtype: RA_F32, RA_F16, RA_BF16 (ropeattn.h).
 F32, F16, BF16 = 0, 1, 2
 NAMES = {F32: "float32", F16: "float16", BF16: 'uint16 with dtype="bfloat16"'}
+CODES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}
 
 
 def dtype_code(a, name, dtype=None, allowed=(F32, F16, BF16)):
@@ -20,8 +25,7 @@ def dtype_code(a, name, dtype=None, allowed=(F32, F16, BF16)):
         return BF16
     if dtype is not None:
         raise DtypeError(f'{name}: dtype= takes only "bfloat16", got {dtype!r}')
-    codes = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}
-    code = codes.get(a.dtype)
+    code = CODES.get(a.dtype)
     if code not in allowed:
         hint = ' (bfloat16 bits? pass dtype="bfloat16")' if a.dtype == np.uint16 else ""
         raise DtypeError(f"{name}: expected {' or '.join(NAMES[c] for c in allowed)} "
@@ -39,15 +43,6 @@ def array4(a, name):
     if 0 in a.shape:
         raise ArgumentError(f"{name}: an empty axis in shape {a.shape}")
     return a
-
-
-def maps(a):
-    """Whether the library can read a in place: aligned, strides
-    non-negative whole elements, the last axis contiguous."""
-    item = a.itemsize
-    return a.flags.aligned and all(
-        n == 1 or (s >= 0 and s % item == 0 and (i < 3 or s == item))
-        for i, (n, s) in enumerate(zip(a.shape, a.strides)))
 
 
 def input_view(a):

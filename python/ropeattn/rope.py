@@ -112,7 +112,8 @@ def _positions(positions, b, s):
     """(start, ids): ids None or C-contiguous int64 [B, S]."""
     if positions is None:
         return 0, None
-    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+    if type(positions) is int or (isinstance(positions, numbers.Integral) and
+                                  not isinstance(positions, bool)):
         if positions < 0:
             raise ArgumentError(f"positions: start {positions} is negative")
         return int(positions), None
@@ -167,7 +168,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
     start, ids = _positions(positions, x.shape[0], x.shape[1])
     if out is None:
         out = np.empty(x.shape, x.dtype)
-    else:
+    elif out is not x:
         array4(out, "out")
         if out.shape != x.shape or out.dtype != x.dtype:
             raise ArgumentError(f"out: expected shape {x.shape} and dtype {x.dtype}, "

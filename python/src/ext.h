@@ -36,6 +36,9 @@ PyObject *ra_ext_raise(ra_status status, const char *call);
  * Strides of axes of extent 1 do not matter and are set to 0 (1 for the
  * last).  name names the argument in the message. */
 int ra_ext_tensor(PyArrayObject *a, int dtype, int out, const char *name, ra_tensor *t);
+/* maps(a): whether ra_ext_tensor takes a's strides and alignment (the
+ * package copies an input that it does not). */
+PyObject *ra_ext_maps(PyObject *self, PyObject *a);
 
 /* ropeattn.Context: an ra_context and a lock, since a context serves one
  * calling thread at a time (ropeattn.h, "Thread safety"). */

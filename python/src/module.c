@@ -19,6 +19,7 @@ static PyObject *simd(PyObject *self, PyObject *unused)
 static PyMethodDef methods[] = {
     {"library_version", library_version, METH_NOARGS, "ra_version(): the library's version."},
     {"simd", simd, METH_NOARGS, "ra_simd_name(): the SIMD kernels in use."},
+    {"maps", ra_ext_maps, METH_O, "Whether the library reads the array in place."},
     {"rope_apply", (PyCFunction)(void (*)(void))ra_ext_rope_apply, METH_VARARGS | METH_KEYWORDS,
      "ra_rope_apply on strided arrays (see rope.c)."},
     {"attention", (PyCFunction)(void (*)(void))ra_ext_attention, METH_VARARGS | METH_KEYWORDS,

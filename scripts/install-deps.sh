@@ -2,24 +2,23 @@
 # Installs what ropeattn needs on Debian 12, if missing.
 #   bash scripts/install-deps.sh demo   to build and run the demo: a C
 #                                       compiler and make, OpenBLAS (CBLAS),
-#                                       cJSON, pkg-config
+#                                       cJSON, pkg-config; Python's headers,
+#                                       setuptools and NumPy (its Python part)
 #   bash scripts/install-deps.sh        to build and test, also: CMake for the
-#                                       install test, NumPy for the CLI tests,
-#                                       the aarch64 cross compiler, its C
+#                                       install test, the aarch64 cross compiler, its C
 #                                       library and qemu-user for the NEON
 #                                       test, valgrind (make valgrind-cli),
 #                                       clang and its runtimes (the libFuzzer
 #                                       targets, the sanitized suite), the
-#                                       Python package's build and tests
-#                                       (python3-dev, -venv, -pip,
-#                                       -setuptools, -pytest)
+#                                       Python package's install and tests
+#                                       (python3-venv, -pip, -pytest)
 # PyTorch is needed only to regenerate fixtures (make fixtures).
 set -euo pipefail
-packages=(build-essential pkg-config libopenblas-dev libcjson-dev)
+packages=(build-essential pkg-config libopenblas-dev libcjson-dev
+          python3 python3-dev python3-numpy python3-setuptools)
 if [ "${1:-}" != demo ]; then
-    packages+=(cmake python3 python3-numpy gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-               valgrind clang libclang-rt-14-dev
-               python3-dev python3-venv python3-pip python3-setuptools python3-pytest)
+    packages+=(cmake gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+               valgrind clang libclang-rt-14-dev python3-venv python3-pip python3-pytest)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -3,8 +3,8 @@
 # venv in $TMP over Debian's packages (--system-site-packages: numpy,
 # pytest), `pip install --no-index --no-build-isolation ./python` into it
 # (offline; the extension links build/libropeattn.a), then pytest on
-# python/tests, run from $TMP so that the installed package is the one
-# imported.  Skipped for a sanitizer build ($BUILD other than build): the
+# python/tests and the examples, run from $TMP so that the installed
+# package is the one imported.  Skipped for a sanitizer build ($BUILD other than build): the
 # extension links the plain library, whatever $BUILD is.
 # Prints "python: N passed, N failed" last, N pytest's counts (and one for
 # the install); exits 1 if anything failed.
@@ -49,4 +49,9 @@ if [ -z "$counts" ]; then
 else
     passed=$((passed + ${counts% *})); failed=$((failed + ${counts#* }))
 fi
+# Each example (python/examples) runs and exits 0 with the installed package.
+for example in python/examples/*.py; do
+    if (cd "$TMP" && "$venv/bin/python" "$OLDPWD/$example") >"$TMP/example.out" 2>&1; then pass
+    else cat "$TMP/example.out"; fail "$example"; fi
+done
 summary

@@ -71,12 +71,16 @@ def rope_interleaved(x, pos, inv_freq):
     return out
 
 
-def attention(q, k, v, window=None, sinks=None, softcap=None, scale=None):
+def attention(q, k, v, window=None, sinks=None, softcap=None, scale=None, chunk=None,
+              padding_mask=None, cu_seqlens=None):
     """Causal softmax(q k^T * scale) v with k, v repeated per group (GQA);
     window W: i - W < j <= i; softcap c: c * tanh(s / c); sinks [H]: one
-    extra logit per head in every row's denominator."""
+    extra logit per head in every row's denominator; chunk C: i and j in the
+    same chunk of C counted from the row's first real token; padding_mask
+    [B, S] (1 = real): padding keys unseen, padding queries' rows 0;
+    cu_seqlens: i and j in the same packed document."""
     q, k, v = (a.astype(np.float64) for a in (q, k, v))
-    s_len, h, d = q.shape[1], q.shape[2], q.shape[3]
+    b_len, s_len, h, d = q.shape
     rep = h // k.shape[2]
     k, v = np.repeat(k, rep, axis=2), np.repeat(v, rep, axis=2)
     scale = 1 / math.sqrt(d) if scale is None else scale
@@ -84,18 +88,28 @@ def attention(q, k, v, window=None, sinks=None, softcap=None, scale=None):
     if softcap:
         s = softcap * np.tanh(s / softcap)
     i, j = np.indices((s_len, s_len))
-    seen = j <= i
+    seen = np.broadcast_to(j <= i, (b_len, 1, s_len, s_len)).copy()
     if window:
         seen &= j > i - window
+    real = np.ones((b_len, s_len), bool) if padding_mask is None else np.asarray(padding_mask) != 0
+    if chunk:
+        lead = np.argmax(real, axis=1)[:, None, None, None]  # leading padding tokens
+        seen &= (j - lead) // chunk == (i - lead) // chunk
+    seen &= real[:, None, None, :]
+    if cu_seqlens is not None:
+        doc = np.searchsorted(np.asarray(cu_seqlens)[1:], np.arange(s_len), side="right")
+        seen &= doc[:, None] == doc[None, :]
     s = np.where(seen, s, -np.inf)
     m = s.max(-1, keepdims=True)
     if sinks is not None:
         m = np.maximum(m, np.asarray(sinks, np.float64)[None, :, None, None])
+    m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(s - m)
     den = e.sum(-1, keepdims=True)
     if sinks is not None:
         den = den + np.exp(np.asarray(sinks, np.float64)[None, :, None, None] - m)
-    return np.einsum("bhij,bjhd->bihd", e / den, v)
+    out = np.einsum("bhij,bjhd->bihd", np.divide(e, den, out=np.zeros_like(e), where=den > 0), v)
+    return np.where(real[:, :, None, None], out, 0.0)
 
 
 def to_bf16(x):

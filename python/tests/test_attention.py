@@ -38,6 +38,47 @@ def test_window_softcap_sinks_scale():
                                    ref.attention(q, k, v, **kw), rtol=0, atol=ATOL)
 
 
+def test_chunk_padding_documents():
+    q, k, v = qkv(s=24)
+    left = np.ones((2, 24), np.uint8)
+    left[0, :5] = 0  # row 0 left-padded by 5, row 1 right-padded by 3
+    left[1, 21:] = 0
+    for kw in [dict(chunk=7), dict(padding_mask=left), dict(chunk=4, padding_mask=left),
+               dict(cu_seqlens=[0, 6, 7, 24]), dict(window=3, cu_seqlens=np.array([0, 10, 24]))]:
+        got = ropeattn.attention(q, k, v, **kw)
+        np.testing.assert_allclose(got, ref.attention(q, k, v, **kw), rtol=0, atol=ATOL,
+                                   err_msg=str(kw))
+    # padding queries give zero rows
+    got = ropeattn.attention(q, k, v, padding_mask=left)
+    assert not got[0, :5].any() and not got[1, 21:].any()
+    with pytest.raises(ropeattn.ArgumentError):
+        ropeattn.attention(q, k, v, padding_mask=left[:, :5])
+    with pytest.raises(ropeattn.ArgumentError):
+        ropeattn.attention(q, k, v, padding_mask=left * 2)
+    with pytest.raises(ropeattn.ArgumentError):  # the library's check: must end at S
+        ropeattn.attention(q, k, v, cu_seqlens=[0, 6, 20])
+
+
+def test_out_reused():
+    q, k, v = qkv()
+    out = np.full(q.shape, np.nan, np.float32)
+    assert ropeattn.attention(q, k, v, out=out) is out
+    np.testing.assert_allclose(out, ref.attention(q, k, v), rtol=0, atol=ATOL)
+    with pytest.raises(ropeattn.ArgumentError):
+        ropeattn.attention(q, k, v, out=out[:, :-1])
+    with pytest.raises(ropeattn.ArgumentError):  # out over q: the library refuses
+        ropeattn.attention(q, k, v, out=q)
+
+
+def test_bfloat16_keys_and_values():
+    q, k, v = qkv()
+    kb, vb = ref.to_bf16(k), ref.to_bf16(v)
+    # widened exactly to float32: the same tolerance, against the bf16 values
+    np.testing.assert_allclose(ropeattn.attention(q, kb, vb, dtype="bfloat16"),
+                               ref.attention(q, ref.from_bf16(kb), ref.from_bf16(vb)),
+                               rtol=0, atol=ATOL)
+
+
 def test_float16_keys_and_values():
     q, k, v = qkv()
     k16, v16 = k.astype(np.float16), v.astype(np.float16)

@@ -11,14 +11,16 @@
 #                                       clang and its runtimes (the libFuzzer
 #                                       targets, the sanitized suite), the
 #                                       Python package's install and tests
-#                                       (python3-venv, -pip, -pytest)
-# PyTorch is needed only to regenerate fixtures (make fixtures).
+#                                       (python3-venv, -pip, -pytest, and
+#                                       -torch for its PyTorch functions)
+# PyTorch also regenerates the fixtures (make fixtures).
 set -euo pipefail
 packages=(build-essential pkg-config libopenblas-dev libcjson-dev
           python3 python3-dev python3-numpy python3-setuptools)
 if [ "${1:-}" != demo ]; then
     packages+=(cmake gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-               valgrind clang libclang-rt-14-dev python3-venv python3-pip python3-pytest)
+               valgrind clang libclang-rt-14-dev python3-venv python3-pip python3-pytest
+               python3-torch)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -7,8 +7,11 @@ D head_dim.
     RotaryEmbedding(head_dim, theta=10000.0, rope_type="default", layout="half", ...)
         .inv_freq, .attention_factor, .cos_sin(positions)
     apply_rotary(x [B, S, H, D], positions=None, rope=None, inverse=False, out=None)
-    attention(q [B, S, H, D], k, v [B, S, Hkv, D], causal=True, window=None,
-              sinks=None, softcap=None, scale=None, dropout_p=0.0, seed=0)
+    attention(q [B, S, H, D], k, v [B, S, Hkv, D], causal=True, window=None, chunk=None,
+              sinks=None, softcap=None, scale=None, padding_mask=None, cu_seqlens=None,
+              dropout_p=0.0, seed=0, out=None)
+    attention_forward(q, k, v, ...) -> out, lse [B, H, S]
+    attention_backward(dout, q, k, v, out, lse, ...) -> dq, dk, dv, dsinks
     Context(threads=N)
     Error (ArgumentError, DtypeError, UnsupportedError, OutOfMemoryError)
     simd(), __version__
@@ -16,7 +19,7 @@ D head_dim.
 from . import _ropeattn
 from ._ropeattn import (ArgumentError, Context, DtypeError, Error, OutOfMemoryError,
                         UnsupportedError)
-from .attention import attention
+from .attention import attention, attention_backward, attention_forward
 from .rope import RotaryEmbedding, apply_rotary
 
 __version__ = _ropeattn.library_version()
@@ -33,4 +36,5 @@ def simd():
 
 
 __all__ = ["ArgumentError", "Context", "DtypeError", "Error", "OutOfMemoryError",
-           "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention", "simd"]
+           "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention",
+           "attention_backward", "attention_forward", "simd"]

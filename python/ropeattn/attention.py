@@ -1,4 +1,6 @@
-"""attention: causal grouped-query attention (ra_attention)."""
+"""attention: causal grouped-query attention (ra_attention), its forward
+with the log-sum-exp and its backward (ra_attention_forward_lse,
+ra_attention_backward)."""
 import numbers
 
 import numpy as np
@@ -14,6 +16,70 @@ def _positive(value, name, kind):
     if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
         raise ArgumentError(f"{name}: expected a positive number or None, got {value!r}")
     return value
+
+
+class _Call:
+    """attention's arguments, checked, as the extension takes them."""
+
+    def __init__(self, q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype):
+        if not causal:
+            raise UnsupportedError("attention: causal=False: ropeattn's attention is causal "
+                                   "only")
+        q, k, v = array4(q, "q"), array4(k, "k"), array4(v, "v")
+        dtype_code(q, "q", allowed=(F32,))
+        self.kv = dtype_code(k, "k", dtype, allowed=(F32, F16, BF16))
+        if v.dtype != k.dtype:
+            raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
+        b, s, h, d = q.shape
+        if k.shape != v.shape:
+            raise ArgumentError(f"k, v: shapes differ, {k.shape} and {v.shape}")
+        if k.shape[:2] != (b, s) or k.shape[3] != d:
+            raise ArgumentError(f"k: expected shape ({b}, {s}, Hkv, {d}) for q {q.shape}, "
+                                f"got {k.shape}")
+        if h % k.shape[2]:
+            raise ArgumentError(f"q has {h} heads, not a multiple of k's {k.shape[2]}")
+        if sinks is not None:
+            sinks = np.ascontiguousarray(sinks, dtype=np.float32)
+            if sinks.shape != (h,):
+                raise ArgumentError(f"sinks: expected shape ({h},), got {sinks.shape}")
+        if padding_mask is not None:
+            mask = np.asarray(padding_mask)
+            if (mask.shape != (b, s) or mask.dtype.kind not in "biu" or
+                    not np.isin(mask, (0, 1)).all()):
+                raise ArgumentError(f"padding_mask: expected 0 and 1 of shape ({b}, {s})")
+            padding_mask = np.ascontiguousarray(mask, dtype=np.uint8)
+        if cu_seqlens is not None:
+            docs = np.asarray(cu_seqlens)
+            if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
+                raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
+            cu_seqlens = np.ascontiguousarray(docs, dtype=np.int64)
+        if not 0.0 <= dropout_p < 1.0:
+            raise ArgumentError(f"dropout_p: expected a probability in [0, 1), "
+                                f"got {dropout_p!r}")
+        if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 64:
+            raise ArgumentError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
+        self.q, self.k, self.v = input_view(q), input_view(k), input_view(v)
+        self.sinks = sinks
+        # the options after the arrays, in the extension's order
+        self.options = (float(_positive(scale, "scale", numbers.Real)),
+                        float(_positive(softcap, "softcap", numbers.Real)),
+                        int(_positive(window, "window", numbers.Integral)),
+                        int(_positive(chunk, "chunk", numbers.Integral)), sinks, padding_mask,
+                        cu_seqlens, float(dropout_p), int(seed))
+
+
+def _output(out, shape, name):
+    """out, checked as a float32 array of shape the library writes in place;
+    a new one when None."""
+    if out is None:
+        return np.empty(shape, np.float32)
+    if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != np.float32:
+        raise ArgumentError(f"{name}: expected a float32 array of shape {tuple(shape)}")
+    if not maps(out):
+        raise ArgumentError(f"{name}: strides must be non-negative whole elements with the "
+                            f"last axis contiguous, and the array aligned")
+    return out
 
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
@@ -51,54 +117,57 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
     Returns out.  Softmax and sums in float32.  The GIL is released while
     the kernel runs.
     """
-    if not causal:
-        raise UnsupportedError("attention: causal=False: ropeattn's attention is causal only")
-    q, k, v = array4(q, "q"), array4(k, "k"), array4(v, "v")
-    dtype_code(q, "q", allowed=(F32,))
-    kv = dtype_code(k, "k", dtype, allowed=(F32, F16, BF16))
-    if v.dtype != k.dtype:
-        raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
-    b, s, h, d = q.shape
-    if k.shape != v.shape:
-        raise ArgumentError(f"k, v: shapes differ, {k.shape} and {v.shape}")
-    if k.shape[:2] != (b, s) or k.shape[3] != d:
-        raise ArgumentError(f"k: expected shape ({b}, {s}, Hkv, {d}) for q {q.shape}, "
-                            f"got {k.shape}")
-    if h % k.shape[2]:
-        raise ArgumentError(f"q has {h} heads, not a multiple of k's {k.shape[2]}")
-    window = _positive(window, "window", numbers.Integral)
-    chunk = _positive(chunk, "chunk", numbers.Integral)
-    softcap = _positive(softcap, "softcap", numbers.Real)
-    scale = _positive(scale, "scale", numbers.Real)
-    if sinks is not None:
-        sinks = np.ascontiguousarray(sinks, dtype=np.float32)
-        if sinks.shape != (h,):
-            raise ArgumentError(f"sinks: expected shape ({h},), got {sinks.shape}")
-    if padding_mask is not None:
-        mask = np.asarray(padding_mask)
-        if mask.shape != (b, s) or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
-            raise ArgumentError(f"padding_mask: expected 0 and 1 of shape ({b}, {s})")
-        padding_mask = np.ascontiguousarray(mask, dtype=np.uint8)
-    if cu_seqlens is not None:
-        docs = np.asarray(cu_seqlens)
-        if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
-            raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
-        cu_seqlens = np.ascontiguousarray(docs, dtype=np.int64)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ArgumentError(f"dropout_p: expected a probability in [0, 1), got {dropout_p!r}")
-    if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 64:
-        raise ArgumentError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
-    if out is None:
-        out = np.empty(q.shape, np.float32)
-    elif not isinstance(out, np.ndarray) or out.shape != q.shape or out.dtype != np.float32:
-        raise ArgumentError(f"out: expected a float32 array of shape {q.shape}")
-    elif not maps(out):
-        raise ArgumentError("out: strides must be non-negative whole elements with the last "
-                            "axis contiguous, and the array aligned")
-    _ropeattn.attention(context, out, input_view(q), input_view(k), input_view(v), kv,
-                        float(scale), float(softcap), int(window), int(chunk), sinks,
-                        padding_mask, cu_seqlens, float(dropout_p), int(seed))
+    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype)
+    out = _output(out, call.q.shape, "out")
+    _ropeattn.attention(context, out, None, call.q, call.k, call.v, call.kv, *call.options)
     return out
 
 
-__all__ = ["attention"]
+def attention_forward(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
+                      scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
+                      context=None, dtype=None):
+    """attention's forward for training: (out, lse), out float32 [B, S, H, D]
+    as attention() gives it, lse float32 [B, H, S] the log-sum-exp of each
+    query row's scaled (soft-capped) logits, sink included; -inf for a
+    padding query.  attention_backward takes both."""
+    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype)
+    b, s, h, _ = call.q.shape
+    out, lse = np.empty(call.q.shape, np.float32), np.empty((b, h, s), np.float32)
+    _ropeattn.attention(context, out, lse, call.q, call.k, call.v, call.kv, *call.options)
+    return out, lse
+
+
+def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=None,
+                       sinks=None, softcap=None, scale=None, padding_mask=None,
+                       cu_seqlens=None, dropout_p=0.0, seed=0, context=None, dtype=None):
+    """The backward of out = attention(q, k, v, ...) with the same keywords:
+    given dout = dL/dout [B, S, H, D] and the forward's out and lse
+    (attention_forward), returns (dq, dk, dv, dsinks): float32 arrays of
+    q's, k's and v's shapes, and dL/dsinks [H] when sinks are given (else
+    None).  Dropout's masks are regenerated from seed."""
+    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype)
+    dout = array4(dout, "dout")
+    dtype_code(dout, "dout", allowed=(F32,))
+    out = array4(out, "out")
+    dtype_code(out, "out", allowed=(F32,))
+    if dout.shape != call.q.shape or out.shape != call.q.shape:
+        raise ArgumentError(f"dout, out: expected q's shape {call.q.shape}, "
+                            f"got {dout.shape} and {out.shape}")
+    b, s, h, _ = call.q.shape
+    lse = np.asarray(lse)
+    if lse.shape != (b, h, s) or lse.dtype != np.float32:
+        raise ArgumentError(f"lse: expected float32 of shape ({b}, {h}, {s}) from "
+                            f"attention_forward")
+    dq = np.empty(call.q.shape, np.float32)
+    dk, dv = np.empty(call.k.shape, np.float32), np.empty(call.v.shape, np.float32)
+    dsinks = None if call.sinks is None else np.empty(h, np.float32)
+    _ropeattn.attention_backward(context, dq, dk, dv, dsinks, input_view(dout), call.q, call.k,
+                                 call.v, input_view(out), np.ascontiguousarray(lse), call.kv,
+                                 *call.options)
+    return dq, dk, dv, dsinks
+
+
+__all__ = ["attention", "attention_backward", "attention_forward"]

@@ -66,6 +66,7 @@ typedef struct ra_ext_rope {
 extern PyTypeObject ra_ext_rope_type;
 
 PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs);
-PyObject *ra_ext_attention(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *ra_ext_attention(PyObject *self, PyObject *args);
+PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args);
 
 #endif

@@ -22,8 +22,10 @@ static PyMethodDef methods[] = {
     {"maps", ra_ext_maps, METH_O, "Whether the library reads the array in place."},
     {"rope_apply", (PyCFunction)(void (*)(void))ra_ext_rope_apply, METH_VARARGS | METH_KEYWORDS,
      "ra_rope_apply on strided arrays (see rope.c)."},
-    {"attention", (PyCFunction)(void (*)(void))ra_ext_attention, METH_VARARGS | METH_KEYWORDS,
-     "ra_attention on strided arrays (see attention.c)."},
+    {"attention", ra_ext_attention, METH_VARARGS,
+     "ra_attention, or ra_attention_forward_lse, on strided arrays (see attention.c)."},
+    {"attention_backward", ra_ext_attention_backward, METH_VARARGS,
+     "ra_attention_backward on strided arrays (see attention.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,126 @@
+"""ropeattn.torch: RoPE and attention on PyTorch CPU tensors, with autograd.
+
+    import ropeattn.torch as rt
+    y = rt.apply_rotary(x, positions, rope=rope)   # x [B, S, H, D]; differentiable
+    out = rt.attention(q, k, v, window=..., ...)   # differentiable in q, k, v and sinks
+
+Tensors go to the library without copies: a CPU tensor shares its memory
+with the NumPy view the library reads (strided views included; bfloat16
+through its bits), and results come back as tensors over the library's
+arrays.  The backward passes call the library's: RoPE's is the rotation by
+-angle (ra_rope_apply, RA_INVERSE), attention's is ra_attention_backward
+(recomputing the probabilities from the forward's log-sum-exp).  The library
+computes in float32: inputs are float32 (k and v may also be float16 or
+bfloat16), gradients float32, cast to each input's dtype.
+"""
+import numpy as np
+import torch
+
+from ._ropeattn import ArgumentError, DtypeError
+from .attention import attention_backward, attention_forward
+from .rope import RotaryEmbedding
+from .rope import apply_rotary as _apply_rotary
+
+_DTYPES = {torch.float32: None, torch.float16: None, torch.bfloat16: "bfloat16"}
+
+
+def _view(t, name, allowed=(torch.float32,)):
+    """(NumPy view of t's memory, dtype keyword): no copy.  t must be a CPU
+    tensor of an allowed dtype."""
+    if not isinstance(t, torch.Tensor):
+        raise DtypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise ArgumentError(f"{name}: expected a CPU tensor, got one on {t.device}")
+    if t.dtype not in allowed:
+        raise DtypeError(f"{name}: expected {' or '.join(str(d) for d in allowed)}, "
+                         f"got {t.dtype}")
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16), "bfloat16"
+    return t.numpy(), None
+
+
+def _tensor(a, dtype):
+    """A tensor over the NumPy array a (no copy), as dtype (bfloat16: a holds its bits)."""
+    if dtype == torch.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class _Rotary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, positions, rope, inverse, context):
+        xv, dtype = _view(x, "x", tuple(_DTYPES))
+        out = _apply_rotary(xv, positions, rope=rope, inverse=inverse, context=context,
+                                 dtype=dtype)
+        ctx.args = (positions, rope, inverse, context)
+        return _tensor(out, x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        positions, rope, inverse, context = ctx.args
+        gv, dtype = _view(grad.contiguous(), "grad", tuple(_DTYPES))
+        dx = _apply_rotary(gv, positions, rope=rope, inverse=not inverse, context=context,
+                                dtype=dtype)
+        return _tensor(dx, grad.dtype), None, None, None, None
+
+
+def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, **rope_kwargs):
+    """ropeattn.apply_rotary on a CPU tensor x [B, S, heads, D] (float32,
+    float16 or bfloat16), differentiable in x: its backward rotates the
+    gradient by -angle.  Returns a new tensor; x is read in place."""
+    if rope is None:
+        rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
+    elif rope_kwargs:
+        raise TypeError("apply_rotary: give rope= or rope keywords, not both")
+    return _Rotary.apply(x, positions, rope, bool(inverse), context)
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, sinks, options, context):
+        qv, _ = _view(q, "q")
+        kinds = (torch.float32, torch.float16, torch.bfloat16)
+        kv_, dtype = _view(k, "k", kinds)
+        vv, _ = _view(v, "v", kinds)
+        if v.dtype != k.dtype:
+            raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
+        sv = None if sinks is None else _view(sinks, "sinks")[0]
+        out, lse = attention_forward(qv, kv_, vv, sinks=sv, context=context,
+                                                dtype=dtype, **options)
+        ctx.save_for_backward(q, k, v, sinks)
+        ctx.saved = (out, lse, options, context, dtype)
+        return torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, sinks = ctx.saved_tensors
+        out, lse, options, context, dtype = ctx.saved
+        kv_, _ = _view(k, "k", (k.dtype,))
+        sv = None if sinks is None else _view(sinks, "sinks")[0]
+        dq, dk, dv, dsinks = attention_backward(
+            _view(grad.contiguous(), "grad")[0], _view(q, "q")[0], kv_,
+            _view(v, "v", (v.dtype,))[0], out, lse, sinks=sv, context=context, dtype=dtype,
+            **options)
+        to = k.dtype
+        return (torch.from_numpy(dq), torch.from_numpy(dk).to(to), torch.from_numpy(dv).to(to),
+                None if dsinks is None else torch.from_numpy(dsinks), None, None)
+
+
+def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
+              scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
+              context=None):
+    """ropeattn.attention on CPU tensors: q float32 [B, S, H, D], k, v
+    [B, S, Hkv, D] float32, float16 or bfloat16, sinks None or float32 [H];
+    returns out float32 [B, S, H, D], differentiable in q, k, v and sinks
+    (the library's backward; dropout's masks regenerated from seed).
+    padding_mask [B, S] and cu_seqlens [n + 1] may be tensors or arrays."""
+    def plain(a):
+        return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+    options = dict(causal=causal, window=window, chunk=chunk, softcap=softcap, scale=scale,
+                   padding_mask=plain(padding_mask), cu_seqlens=plain(cu_seqlens),
+                   dropout_p=dropout_p, seed=seed)
+    return _Attention.apply(q, k, v, sinks, options, context)
+
+
+__all__ = ["apply_rotary", "attention"]

@@ -1,0 +1,188 @@
+"""ropeattn.torch: CPU tensors in and out, and autograd, against PyTorch's own
+float64 autograd of the reference formulas (transformers' rotate_half RoPE;
+causal GQA softmax attention with its masks).  Skipped where PyTorch is not
+installed (Debian: python3-torch; bash scripts/install-deps.sh installs it)."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import ropeattn  # noqa: E402
+import ropeattn.torch as rt  # noqa: E402
+
+GEN = torch.Generator().manual_seed(2121)
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, generator=GEN).to(dtype)
+
+
+def ref_rope(x, positions, inv_freq):
+    """x * cos + rotate_half(x) * sin in float64, x [B, S, H, D]."""
+    angles = positions[..., None].double() * torch.as_tensor(inv_freq, dtype=torch.float64)
+    emb = torch.cat((angles, angles), -1)
+    cos, sin = emb.cos()[..., None, :], emb.sin()[..., None, :]
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), -1)
+    return x * cos + rotated * sin
+
+
+def ref_attention(q, k, v, window=None, chunk=None, sinks=None, softcap=None, scale=None,
+                  padding_mask=None, cu_seqlens=None):
+    """Causal GQA attention in the inputs' dtype (float64 here), masks as the C API's."""
+    b, s, h, d = q.shape
+    rep = h // k.shape[2]
+    k, v = k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2)
+    logits = torch.einsum("bihd,bjhd->bhij", q, k) * (scale or 1 / math.sqrt(d))
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    i, j = torch.arange(s)[:, None], torch.arange(s)[None, :]
+    seen = (j <= i).expand(b, 1, s, s).clone()
+    if window:
+        seen &= j > i - window
+    real = torch.ones(b, s, dtype=torch.bool) if padding_mask is None else \
+        torch.as_tensor(padding_mask) != 0
+    if chunk:
+        lead = real.int().argmax(1)[:, None, None, None]
+        seen &= torch.div(j - lead, chunk, rounding_mode="floor") == \
+            torch.div(i - lead, chunk, rounding_mode="floor")
+    seen &= real[:, None, None, :]
+    if cu_seqlens is not None:
+        doc = torch.searchsorted(torch.as_tensor(cu_seqlens)[1:], torch.arange(s), right=True)
+        seen &= doc[:, None] == doc[None, :]
+    logits = logits.masked_fill(~seen, -math.inf)
+    if sinks is not None:
+        sink = sinks[None, :, None, None].expand(b, h, s, 1)
+        p = torch.softmax(torch.cat((logits, sink), -1), -1)[..., :-1]
+    else:
+        p = torch.softmax(logits, -1).nan_to_num(0.0)
+    out = torch.einsum("bhij,bjhd->bihd", p, v)
+    return out * real[:, :, None, None]
+
+
+def grads(fn, inputs, dy):
+    """(y, dL/d inputs) of L = sum(fn(*inputs) * dy)."""
+    inputs = [t.detach().requires_grad_(True) for t in inputs]
+    y = fn(*inputs)
+    (y * dy).sum().backward()
+    return y.detach(), [t.grad for t in inputs]
+
+
+def close(got, want, rel):
+    """max |got - want| within rel of max |want|."""
+    got, want = got.double(), want.double()
+    return float((got - want).abs().max()) <= rel * float(want.abs().max())
+
+
+def test_rope_forward_and_backward_against_float64_autograd():
+    rope = ropeattn.RotaryEmbedding(16, theta=10000.0)
+    x = randn(2, 9, 3, 16)
+    positions = torch.arange(9).repeat(2, 1) + torch.tensor([[0], [5]])
+    dy = randn(2, 9, 3, 16)
+    y, (dx,) = grads(lambda t: rt.apply_rotary(t, positions.numpy(), rope=rope), [x], dy)
+    y64, (dx64,) = grads(lambda t: ref_rope(t, positions, rope.inv_freq), [x.double()],
+                         dy.double())
+    # one float32 rotation each way: a few ulp of the values
+    assert y.dtype == torch.float32 and close(y, y64, 1e-6) and close(dx, dx64, 1e-6)
+
+
+def test_rope_half_precision_and_strided():
+    rope = ropeattn.RotaryEmbedding(16)
+    fused = randn(2, 7, 6, 16)
+    x = fused[:, :, 2:5]  # heads sliced from a fused array: read in place
+    want = ref_rope(x.double(), torch.arange(7).repeat(2, 1), rope.inv_freq)
+    assert close(rt.apply_rotary(x, rope=rope), want, 1e-6)
+    for dtype, rel in ((torch.float16, 2e-3), (torch.bfloat16, 1e-2)):  # one rounding
+        xh = x.to(dtype).requires_grad_(True)
+        y = rt.apply_rotary(xh, rope=rope)
+        assert y.dtype == dtype and close(y, want, rel)
+        y.sum().backward()
+        assert xh.grad.dtype == dtype
+
+
+MASKS = [dict(), dict(window=4), dict(softcap=2.0, scale=0.3), dict(chunk=5),
+         dict(padding_mask=np.array([[0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+                                     [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0]], np.uint8)),
+         dict(cu_seqlens=np.array([0, 4, 13])), dict(window=3, softcap=5.0, chunk=6)]
+
+
+@pytest.mark.parametrize("masks", MASKS, ids=[",".join(m) or "causal" for m in MASKS])
+def test_attention_gradients_against_float64_autograd(masks):
+    q, k, v = randn(2, 13, 4, 16), randn(2, 13, 2, 16), randn(2, 13, 2, 16)
+    dy = randn(2, 13, 4, 16)
+    y, g = grads(lambda a, b, c: rt.attention(a, b, c, **masks), [q, k, v], dy)
+    y64, g64 = grads(lambda a, b, c: ref_attention(a, b, c, **masks),
+                     [q.double(), k.double(), v.double()], dy.double())
+    # float32 softmax and sums over <= 13 keys of 16 features: ~1e-6 of the
+    # largest value; 1e-5 is far below a wrong mask's or formula's error
+    assert close(y, y64, 1e-5)
+    for name, got, want in zip("qkv", g, g64):
+        assert got.dtype == torch.float32 and close(got, want, 1e-5), name
+
+
+def test_attention_sinks_gradient():
+    q, k, v = randn(1, 11, 4, 8), randn(1, 11, 2, 8), randn(1, 11, 2, 8)
+    sinks, dy = randn(4), randn(1, 11, 4, 8)
+    y, g = grads(lambda a, b, c, s: rt.attention(a, b, c, sinks=s, window=5), [q, k, v, sinks],
+                 dy)
+    y64, g64 = grads(lambda a, b, c, s: ref_attention(a, b, c, sinks=s, window=5),
+                     [t.double() for t in (q, k, v, sinks)], dy.double())
+    assert close(y, y64, 1e-5)
+    for name, got, want in zip(("q", "k", "v", "sinks"), g, g64):
+        assert close(got, want, 1e-5), name
+
+
+def test_attention_half_keys_values():
+    q, k, v = randn(1, 9, 4, 16), randn(1, 9, 2, 16), randn(1, 9, 2, 16)
+    for dtype in (torch.float16, torch.bfloat16):
+        kh, vh = k.to(dtype), v.to(dtype)
+        y, g = grads(lambda a, b, c: rt.attention(a, b, c), [q, kh, vh], torch.ones(1, 9, 4, 16))
+        y64, g64 = grads(ref_attention, [q.double(), kh.double(), vh.double()],
+                         torch.ones(1, 9, 4, 16, dtype=torch.float64))
+        assert close(y, y64, 1e-5) and close(g[0], g64[0], 1e-5)
+        # dk, dv computed in float32, rounded once to the inputs' dtype
+        assert g[1].dtype == dtype and close(g[1], g64[1], 1e-2) and close(g[2], g64[2], 1e-2)
+
+
+def test_gradcheck_of_the_float32_functions():
+    """torch.autograd.gradcheck on the library's float32 functions: the
+    backward against central differences of the forward itself (step 1e-2,
+    tolerances for float32 sums at that step)."""
+    q, k, v = randn(1, 6, 2, 4), randn(1, 6, 1, 4), randn(1, 6, 1, 4)
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    with pytest.warns(UserWarning):  # gradcheck wants float64; these are float32
+        assert torch.autograd.gradcheck(lambda a, b, c: rt.attention(a, b, c, window=3),
+                                        (q, k, v), eps=1e-2, atol=2e-3, rtol=2e-2)
+        rope = ropeattn.RotaryEmbedding(4)
+        assert torch.autograd.gradcheck(lambda a: rt.apply_rotary(a, 3, rope=rope), (q,),
+                                        eps=1e-2, atol=2e-3, rtol=2e-2)
+
+
+def test_no_copies():
+    """The result is a tensor over the library's output (no copy back);
+    inputs are read where they lie: a view's change shows in the result."""
+    q, k, v = randn(1, 5, 2, 8), randn(1, 5, 1, 8), randn(1, 5, 1, 8)
+    out = rt.attention(q, k, v)
+    assert out.data_ptr() == out.numpy().__array_interface__["data"][0]
+    v2 = v.clone()
+    v2[:] = 1.0
+    assert torch.allclose(rt.attention(q, k, v2), torch.ones(1, 5, 2, 8))
+
+
+def test_bad_tensors():
+    q, k, v = randn(1, 5, 2, 8), randn(1, 5, 1, 8), randn(1, 5, 1, 8)
+    with pytest.raises(ropeattn.DtypeError):
+        rt.attention(q.double(), k, v)
+    with pytest.raises(ropeattn.DtypeError):
+        rt.attention(q, k, v.half())
+    with pytest.raises(ropeattn.DtypeError):
+        rt.attention(q.numpy(), k, v)
+    with pytest.raises(ropeattn.ArgumentError):
+        rt.attention(q, k[:, :4], v)
+    with pytest.raises(ropeattn.DtypeError):
+        rt.apply_rotary(q.to(torch.int32), rope=ropeattn.RotaryEmbedding(8))
+    if hasattr(torch, "device") and torch.device("meta").type == "meta":
+        with pytest.raises(ropeattn.ArgumentError):  # not a CPU tensor
+            rt.attention(q.to("meta"), k, v)

@@ -9,15 +9,23 @@ D head_dim.
     apply_rotary(x [B, S, H, D], positions=None, rope=None, inverse=False, out=None)
     attention(q [B, S, H, D], k, v [B, S, Hkv, D], causal=True, window=None,
               sinks=None, softcap=None, scale=None, dropout_p=0.0, seed=0)
+    freqs(head_dim, end, theta=10000.0) -> cos, sin [end, head_dim // 2]
+    Layer.from_pretrained(path, layer=N, context=None, **options)
+        layer(x [B, S, dim], positions=None, attention_mask=None, cache=None)
+        .config, .tensor_names
+    KVCache(layer, batch, capacity, dtype="float32", window=False)
+        len(cache), .length(b), .reset()
     Context(threads=N)
-    Error (ArgumentError, DtypeError, UnsupportedError, OutOfMemoryError)
+    Error (ArgumentError (CacheFullError), DtypeError, UnsupportedError,
+           OutOfMemoryError, FileError, FormatError, NotFoundError)
     simd(), __version__
 """
 from . import _ropeattn
-from ._ropeattn import (ArgumentError, Context, DtypeError, Error, OutOfMemoryError,
-                        UnsupportedError)
+from ._ropeattn import (ArgumentError, CacheFullError, Context, DtypeError, Error, FileError,
+                        FormatError, NotFoundError, OutOfMemoryError, UnsupportedError)
 from .attention import attention
-from .rope import RotaryEmbedding, apply_rotary
+from .layer import KVCache, Layer
+from .rope import RotaryEmbedding, apply_rotary, freqs
 
 __version__ = _ropeattn.library_version()
 if __version__ != _ropeattn.HEADER_VERSION:
@@ -32,5 +40,6 @@ def simd():
     return _ropeattn.simd()
 
 
-__all__ = ["ArgumentError", "Context", "DtypeError", "Error", "OutOfMemoryError",
-           "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention", "simd"]
+__all__ = ["ArgumentError", "CacheFullError", "Context", "DtypeError", "Error", "FileError",
+           "FormatError", "KVCache", "Layer", "NotFoundError", "OutOfMemoryError",
+           "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention", "freqs", "simd"]

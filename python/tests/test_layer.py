@@ -116,6 +116,27 @@ def test_config_and_tensor_names():
     assert build("llama_dynamic_long")[0].config["rope"]["type"] == "dynamic"
 
 
+def test_config_overrides():
+    """theta, rope_parameters and max_position_embeddings replace the
+    config's, as the CLI's --theta, --rope-parameters and
+    --max-position-embeddings; bad values get libropeattn_hf's message."""
+    d = HF / "llama_default"
+    assert ropeattn.Layer.from_pretrained(d, layer=1, theta=5e5).config["rope"]["theta"] == 5e5
+    rope = ropeattn.Layer.from_pretrained(
+        d, layer=1, rope_parameters={"rope_type": "linear", "factor": 4.0}).config["rope"]
+    assert (rope["type"], rope["factor"]) == ("linear", 4.0)
+    rope = ropeattn.Layer.from_pretrained(
+        d, layer=1, rope_parameters='{"rope_type": "dynamic", "factor": 2.0}',
+        max_position_embeddings=16, seq_len=40).config["rope"]
+    assert (rope["type"], rope["max_position_embeddings"], rope["seq_len"]) == ("dynamic", 16, 40)
+    with pytest.raises(ropeattn.ArgumentError, match="ra_hf_config_set_rope_theta"):
+        ropeattn.Layer.from_pretrained(d, layer=1, theta=-1.0)
+    with pytest.raises(ropeattn.Error, match="ra_hf_config_set_rope_parameters"):
+        ropeattn.Layer.from_pretrained(d, layer=1, rope_parameters="{not json")
+    layer = ropeattn.Layer.from_pretrained(d, layer=1, n_kv_heads=2, layout="interleaved")
+    assert layer.config["rope"]["layout"] == "interleaved"
+
+
 def test_by_length_ropes_need_a_length():
     d, case, x, pos, y = load("llama_dynamic_long")
     with pytest.raises(ropeattn.ArgumentError, match="seq_len"):

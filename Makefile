@@ -268,7 +268,8 @@ include fuzz/fuzz.mk
 
 # The Python package's extension (python/src), built in place so that
 # PYTHONPATH=python python3 -c 'import ropeattn' works; python/setup.py makes
-# build/libropeattn.a (the plain build, whatever BUILD is) and links it.
+# build/libropeattn_hf.a and build/libropeattn.a (the plain build, whatever
+# BUILD is) and links them, with OpenBLAS and cJSON.
 # `pip install --no-build-isolation ./python` installs the package.
 PYTHON ?= /usr/bin/python3
 python:

@@ -1,7 +1,8 @@
 """Builds ropeattn._ropeattn, the C extension, linked statically against the
-repository's own library (../build/libropeattn.a, made here by the
-repository's Makefile when missing or out of date) and OpenBLAS.  The
-version is the header's RA_VERSION_STRING.
+repository's own libraries (../build/libropeattn_hf.a, the checkpoint
+library, and ../build/libropeattn.a, made here by the repository's Makefile
+when missing or out of date), OpenBLAS and cJSON.  The version is the
+header's RA_VERSION_STRING.
 
     pip install --no-build-isolation ./python    (from the repository root)
     make python                                  (in place, for PYTHONPATH=python)
@@ -25,7 +26,9 @@ except ImportError:
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 HEADER = ROOT / "include" / "ropeattn.h"
+HF_HEADER = ROOT / "include" / "ropeattn_hf.h"
 LIBRARY = ROOT / "build" / "libropeattn.a"
+HF_LIBRARY = ROOT / "build" / "libropeattn_hf.a"  # needs LIBRARY after it, and cJSON
 
 
 def header_version():
@@ -37,7 +40,7 @@ def build_library():
     # The plain build (BUILD=build, no sanitizer), whatever the environment
     # says: the extension links it into a Python process.
     subprocess.run(["make", "-C", str(ROOT), "-s", f"-j{os.cpu_count() or 1}", "BUILD=build",
-                    "SANITIZE=", "build/libropeattn.a"], check=True)
+                    "SANITIZE=", "build/libropeattn_hf.a", "build/libropeattn.a"], check=True)
 
 
 class BuildExt(build_ext):
@@ -46,19 +49,21 @@ class BuildExt(build_ext):
         super().run()
 
 
-def blas_libs():
-    """OpenBLAS's link flags, as the Makefile's BLAS_LIBS finds them."""
+def pkg_libs(package, fallback):
+    """A package's link flags from pkg-config (the Makefile's BLAS_LIBS:
+    openblas; Debian's libcjson-dev: libcjson), else the fallback."""
     try:
-        out = subprocess.run(["pkg-config", "--libs", "openblas"], check=True,
+        out = subprocess.run(["pkg-config", "--libs", package], check=True,
                              capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        out = "-lopenblas"
+        out = fallback
     flags = shlex.split(out)
     return ([f[2:] for f in flags if f.startswith("-L")],
             [f[2:] for f in flags if f.startswith("-l")])
 
 
-blas_dirs, blas_names = blas_libs()
+blas_dirs, blas_names = pkg_libs("openblas", "-lopenblas")
+cjson_dirs, cjson_names = pkg_libs("libcjson", "-lcjson")
 setup(
     version=header_version(),
     packages=["ropeattn"],
@@ -66,12 +71,14 @@ setup(
     ext_modules=[Extension(
         "ropeattn._ropeattn",
         sources=sorted(str(p.relative_to(HERE)) for p in (HERE / "src").glob("*.c")),
-        depends=[str(HEADER), str(HERE / "src" / "ext.h"), str(LIBRARY)],
+        depends=[str(HEADER), str(HF_HEADER), str(HERE / "src" / "ext.h"), str(LIBRARY),
+                 str(HF_LIBRARY)],
         include_dirs=[str(ROOT / "include"), numpy.get_include()],
         extra_compile_args=["-std=c11", "-Wall", "-Wextra"],
-        extra_objects=[str(LIBRARY)],
-        library_dirs=blas_dirs,
-        libraries=blas_names + ["m"],
+        # the checkpoint library first: it calls the core library
+        extra_objects=[str(HF_LIBRARY), str(LIBRARY)],
+        library_dirs=blas_dirs + cjson_dirs,
+        libraries=blas_names + cjson_names + ["m"],
         extra_link_args=["-pthread"],
     )],
 )

@@ -2,10 +2,12 @@
 # test_python.sh — the Python package (python/) as a user installs it: a
 # venv in $TMP over Debian's packages (--system-site-packages: numpy,
 # pytest), `pip install --no-index --no-build-isolation ./python` into it
-# (offline; the extension links build/libropeattn.a), then pytest on
-# python/tests and the examples, run from $TMP so that the installed
-# package is the one imported.  Skipped for a sanitizer build ($BUILD other than build): the
-# extension links the plain library, whatever $BUILD is.
+# (offline; the extension links build/libropeattn_hf.a and
+# build/libropeattn.a), then pytest on python/tests (test_layer.py finds the
+# checkpoints of tests/hf from its own path) and the examples, run from
+# $TMP so that the installed package is the one imported.  Skipped for a
+# sanitizer build ($BUILD other than build): the extension links the plain
+# libraries, whatever $BUILD is.
 # Prints "python: N passed, N failed" last, N pytest's counts (and one for
 # the install); exits 1 if anything failed.
 SUITE=python

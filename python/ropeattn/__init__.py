@@ -12,15 +12,23 @@ D head_dim.
               dropout_p=0.0, seed=0, out=None)
     attention_forward(q, k, v, ...) -> out, lse [B, H, S]
     attention_backward(dout, q, k, v, out, lse, ...) -> dq, dk, dv, dsinks
+    freqs(head_dim, end, theta=10000.0) -> cos, sin [end, head_dim // 2]
+    Layer.from_pretrained(path, layer=N, context=None, **options)
+        layer(x [B, S, dim], positions=None, attention_mask=None, cache=None)
+        .config, .tensor_names
+    KVCache(layer, batch, capacity, dtype="float32", window=False)
+        len(cache), .length(b), .reset()
     Context(threads=N)
-    Error (ArgumentError, DtypeError, UnsupportedError, OutOfMemoryError)
+    Error (ArgumentError (CacheFullError), DtypeError, UnsupportedError,
+           OutOfMemoryError, FileError, FormatError, NotFoundError)
     simd(), __version__
 """
 from . import _ropeattn
-from ._ropeattn import (ArgumentError, Context, DtypeError, Error, OutOfMemoryError,
-                        UnsupportedError)
+from ._ropeattn import (ArgumentError, CacheFullError, Context, DtypeError, Error, FileError,
+                        FormatError, NotFoundError, OutOfMemoryError, UnsupportedError)
 from .attention import attention, attention_backward, attention_forward
-from .rope import RotaryEmbedding, apply_rotary
+from .layer import KVCache, Layer
+from .rope import RotaryEmbedding, apply_rotary, freqs
 
 __version__ = _ropeattn.library_version()
 if __version__ != _ropeattn.HEADER_VERSION:
@@ -35,6 +43,7 @@ def simd():
     return _ropeattn.simd()
 
 
-__all__ = ["ArgumentError", "Context", "DtypeError", "Error", "OutOfMemoryError",
+__all__ = ["ArgumentError", "CacheFullError", "Context", "DtypeError", "Error", "FileError",
+           "FormatError", "KVCache", "Layer", "NotFoundError", "OutOfMemoryError",
            "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention",
-           "attention_backward", "attention_forward", "simd"]
+           "attention_backward", "attention_forward", "freqs", "simd"]

@@ -1,4 +1,5 @@
-"""RotaryEmbedding (a rope: inverse frequencies, tables) and apply_rotary."""
+"""RotaryEmbedding (a rope: inverse frequencies, tables), apply_rotary, and
+freqs (Meta's precompute_freqs_cis as cos/sin tables)."""
 import functools
 import numbers
 
@@ -181,4 +182,28 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
     return out
 
 
-__all__ = ["RotaryEmbedding", "apply_rotary"]
+def freqs(head_dim, end, theta=10000.0):
+    """Meta's LLaMA reference code's precompute_freqs_cis(head_dim, end,
+    theta) as two real tables (ra_precompute_freqs):
+
+      cos[m, i] = cos(m * theta ** (-2 i / head_dim)),  sin[m, i] = sin(...)
+      for m in [0, end), i in [0, head_dim // 2)
+
+    Returns (cos, sin), float32 [end, head_dim // 2]: the real and imaginary
+    parts of freqs_cis.  The angle is formed in double and rounded once, so
+    every entry is within 1e-6 of exact math up to position 2^32 (the
+    reference code forms it in float32 and drifts with m).  head_dim even
+    and >= 2, end in [0, 2^32 + 1], theta finite and > 0 (else
+    ArgumentError, with the library's message)."""
+    for value, name in ((head_dim, "head_dim"), (end, "end")):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise ArgumentError(f"{name}: expected an integer, got {value!r}")
+    if not isinstance(theta, numbers.Real) or isinstance(theta, bool):
+        raise ArgumentError(f"theta: expected a number, got {theta!r}")
+    if end == 0:  # an empty table, once the library accepts head_dim and theta
+        cos, sin = _ropeattn.precompute_freqs(int(head_dim), 1, float(theta))
+        return cos[:0].copy(), sin[:0].copy()
+    return _ropeattn.precompute_freqs(int(head_dim), int(end), float(theta))
+
+
+__all__ = ["RotaryEmbedding", "apply_rotary", "freqs"]

@@ -1,12 +1,16 @@
 /* errors.c — library statuses as Python exceptions.  ropeattn.Error is the
  * base of them all; a status that reports a bad argument is also a
  * ValueError, a bad dtype also a TypeError, an unsupported combination also
- * a NotImplementedError, a failed allocation also a MemoryError, so that
- * code written for NumPy's exceptions catches them. */
+ * a NotImplementedError, a failed allocation also a MemoryError, a file
+ * that cannot be read an OSError, a malformed file a ValueError, a missing
+ * tensor or key a LookupError, so that code written for NumPy's and
+ * Python's exceptions catches them.  A full KV cache is an ArgumentError
+ * of its own class, CacheFullError. */
 #include "ext.h"
 
 PyObject *ra_ext_error, *ra_ext_value_error, *ra_ext_type_error,
-    *ra_ext_unsupported_error, *ra_ext_memory_error;
+    *ra_ext_unsupported_error, *ra_ext_memory_error, *ra_ext_file_error,
+    *ra_ext_format_error, *ra_ext_not_found_error, *ra_ext_cache_full_error;
 
 static PyObject *subclass(const char *name, PyObject *builtin, const char *doc)
 {
@@ -41,14 +45,28 @@ int ra_ext_add_errors(PyObject *module)
                                         "Valid, but not supported by the library.");
     ra_ext_memory_error = subclass("ropeattn.OutOfMemoryError", PyExc_MemoryError,
                                    "The library could not allocate memory.");
+    ra_ext_file_error = subclass("ropeattn.FileError", PyExc_OSError,
+                                 "A file could not be opened or read.");
+    ra_ext_format_error = subclass("ropeattn.FormatError", PyExc_ValueError,
+                                   "A file is malformed.");
+    ra_ext_not_found_error = subclass("ropeattn.NotFoundError", PyExc_LookupError,
+                                      "A named tensor or key is missing (a layer the "
+                                      "checkpoint does not have).");
     if (!ra_ext_value_error || !ra_ext_type_error || !ra_ext_unsupported_error ||
-        !ra_ext_memory_error)
+        !ra_ext_memory_error || !ra_ext_file_error || !ra_ext_format_error ||
+        !ra_ext_not_found_error)
         return -1;
+    ra_ext_cache_full_error = PyErr_NewExceptionWithDoc(
+        "ropeattn.CacheFullError", "A KV cache has no room for the tokens given "
+        "(an ArgumentError).", ra_ext_value_error, NULL);
+    if (!ra_ext_cache_full_error) return -1;
     PyObject *all[] = {ra_ext_error, ra_ext_value_error, ra_ext_type_error,
-                       ra_ext_unsupported_error, ra_ext_memory_error};
+                       ra_ext_unsupported_error, ra_ext_memory_error, ra_ext_file_error,
+                       ra_ext_format_error, ra_ext_not_found_error, ra_ext_cache_full_error};
     const char *names[] = {"Error", "ArgumentError", "DtypeError", "UnsupportedError",
-                           "OutOfMemoryError"};
-    for (int i = 0; i < 5; i++) {
+                           "OutOfMemoryError", "FileError", "FormatError", "NotFoundError",
+                           "CacheFullError"};
+    for (int i = 0; i < 9; i++) {
         Py_INCREF(all[i]);
         if (PyModule_AddObject(module, names[i], all[i]) < 0) {
             Py_DECREF(all[i]);
@@ -64,17 +82,20 @@ static PyObject *class_of(ra_status status)
     case RA_ERR_DTYPE: return ra_ext_type_error;
     case RA_ERR_UNSUPPORTED: return ra_ext_unsupported_error;
     case RA_ERR_NOMEM: return ra_ext_memory_error;
+    case RA_ERR_IO: return ra_ext_file_error;
+    case RA_ERR_FORMAT: return ra_ext_format_error;
+    case RA_ERR_NOT_FOUND: return ra_ext_not_found_error;
+    case RA_ERR_CACHE_FULL: return ra_ext_cache_full_error;
     case RA_ERR_NULL: case RA_ERR_SIZE: case RA_ERR_OVERFLOW: case RA_ERR_HEAD_DIM:
     case RA_ERR_DIM: case RA_ERR_GQA: case RA_ERR_POSITION: case RA_ERR_THETA:
-    case RA_ERR_ARGUMENT: case RA_ERR_SHAPE: case RA_ERR_CACHE_FULL:
+    case RA_ERR_ARGUMENT: case RA_ERR_SHAPE:
         return ra_ext_value_error;
     default: return ra_ext_error;
     }
 }
 
-PyObject *ra_ext_raise(ra_status status, const char *call)
+PyObject *ra_ext_raise_detail(ra_status status, const char *call, const char *detail)
 {
-    const char *detail = ra_last_error(); /* this thread's: read before any other call */
     PyObject *cls = class_of(status);
     PyObject *msg = detail[0]
         ? PyUnicode_FromFormat("%s: %s (%s)", call, ra_status_string(status), detail)
@@ -89,4 +110,10 @@ PyObject *ra_ext_raise(ra_status status, const char *call)
     Py_XDECREF(code);
     Py_DECREF(exc);
     return NULL;
+}
+
+PyObject *ra_ext_raise(ra_status status, const char *call)
+{
+    /* this thread's: read before any other call */
+    return ra_ext_raise_detail(status, call, ra_last_error());
 }

@@ -22,13 +22,18 @@
 #include "ropeattn.h"
 
 /* ropeattn.Error and its subclasses that are also ValueError, TypeError,
- * NotImplementedError and MemoryError (errors.c). */
+ * NotImplementedError, MemoryError, OSError (FileError), ValueError
+ * (FormatError) and LookupError (NotFoundError), and CacheFullError, an
+ * ArgumentError (errors.c). */
 extern PyObject *ra_ext_error, *ra_ext_value_error, *ra_ext_type_error,
-    *ra_ext_unsupported_error, *ra_ext_memory_error;
+    *ra_ext_unsupported_error, *ra_ext_memory_error, *ra_ext_file_error,
+    *ra_ext_format_error, *ra_ext_not_found_error, *ra_ext_cache_full_error;
 int ra_ext_add_errors(PyObject *module);
 /* Raises the exception for status, "<call>: <ra_status_string> (<ra_last_error>)",
- * with .status the status's number; returns NULL. */
+ * with .status the status's number; returns NULL.  ra_ext_raise_detail:
+ * the same with the detail given (libropeattn_hf's ra_hf_last_error). */
 PyObject *ra_ext_raise(ra_status status, const char *call);
+PyObject *ra_ext_raise_detail(ra_status status, const char *call, const char *detail);
 
 /* Fills *t with a view of a (4-D, aligned, non-negative strides that are
  * whole elements, the last axis contiguous, itemsize that of dtype;
@@ -68,5 +73,14 @@ extern PyTypeObject ra_ext_rope_type;
 PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ra_ext_attention(PyObject *self, PyObject *args);
 PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args);
+PyObject *ra_ext_precompute_freqs(PyObject *self, PyObject *args);
+
+/* ropeattn._ropeattn.HFLayer and KVCache, and the layer's forwards
+ * (layer.c).  ra_ext_layer_init_module allocates the lock that opening
+ * checkpoints takes (cJSON keeps its last error in a global). */
+extern PyTypeObject ra_ext_layer_type, ra_ext_cache_type;
+int ra_ext_layer_init_module(void);
+PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *kwargs);
 
 #endif

@@ -1,6 +1,7 @@
 /* module.c — ropeattn._ropeattn, the extension module: the library's
  * version and the header's it was built with (the package compares them at
- * import), the SIMD path, and the types and functions of the other files. */
+ * import), the SIMD path, and the types and functions of the other files
+ * (libropeattn's, and libropeattn_hf's checkpoint layers in layer.c). */
 #define RA_EXT_IMPORTS_NUMPY
 #include "ext.h"
 
@@ -26,6 +27,12 @@ static PyMethodDef methods[] = {
      "ra_attention, or ra_attention_forward_lse, on strided arrays (see attention.c)."},
     {"attention_backward", ra_ext_attention_backward, METH_VARARGS,
      "ra_attention_backward on strided arrays (see attention.c)."},
+    {"precompute_freqs", ra_ext_precompute_freqs, METH_VARARGS,
+     "ra_precompute_freqs(head_dim, end, theta) -> (cos, sin) (see rope.c)."},
+    {"layer_forward", (PyCFunction)(void (*)(void))ra_ext_layer_forward,
+     METH_VARARGS | METH_KEYWORDS, "ra_layer_forward (see layer.c)."},
+    {"layer_forward_cached", (PyCFunction)(void (*)(void))ra_ext_layer_forward_cached,
+     METH_VARARGS | METH_KEYWORDS, "ra_layer_forward_cached (see layer.c)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -38,15 +45,21 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__ropeattn(void)
 {
     import_array();
-    if (PyType_Ready(&ra_ext_context_type) < 0 || PyType_Ready(&ra_ext_rope_type) < 0)
+    if (PyType_Ready(&ra_ext_context_type) < 0 || PyType_Ready(&ra_ext_rope_type) < 0 ||
+        PyType_Ready(&ra_ext_layer_type) < 0 || PyType_Ready(&ra_ext_cache_type) < 0 ||
+        ra_ext_layer_init_module() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     Py_INCREF(&ra_ext_context_type);
     Py_INCREF(&ra_ext_rope_type);
+    Py_INCREF(&ra_ext_layer_type);
+    Py_INCREF(&ra_ext_cache_type);
     if (ra_ext_add_errors(m) < 0 ||
         PyModule_AddObject(m, "Context", (PyObject *)&ra_ext_context_type) < 0 ||
         PyModule_AddObject(m, "Rope", (PyObject *)&ra_ext_rope_type) < 0 ||
+        PyModule_AddObject(m, "HFLayer", (PyObject *)&ra_ext_layer_type) < 0 ||
+        PyModule_AddObject(m, "KVCache", (PyObject *)&ra_ext_cache_type) < 0 ||
         PyModule_AddStringConstant(m, "HEADER_VERSION", RA_VERSION_STRING) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -223,3 +223,36 @@ PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs)
     if (st != RA_OK) return ra_ext_raise(st, "ra_rope_apply");
     Py_RETURN_NONE;
 }
+
+/* precompute_freqs(head_dim, end, theta) -> (cos, sin), float32
+ * [end, head_dim / 2]: ra_precompute_freqs, Meta's precompute_freqs_cis as
+ * cos and sin tables. */
+PyObject *ra_ext_precompute_freqs(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long long dim, end;
+    double theta;
+    if (!PyArg_ParseTuple(args, "LLd:precompute_freqs", &dim, &end, &theta)) return NULL;
+    ra_status st;
+    if (dim <= 0 || dim % 2 || end <= 0 || end - 1 > RA_MAX_POSITION) {
+        /* The library refuses these before it writes anything: its message,
+         * without allocating a table of a bad shape first. */
+        float unused;
+        st = ra_precompute_freqs(&unused, &unused, dim, end, theta);
+        return ra_ext_raise(st != RA_OK ? st : RA_ERR_ARGUMENT, "ra_precompute_freqs");
+    }
+    npy_intp dims[2] = {(npy_intp)end, (npy_intp)(dim / 2)};
+    PyArrayObject *cos = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyArrayObject *sin = cos ? (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32) : NULL;
+    PyObject *result = NULL;
+    if (cos && sin) {
+        Py_BEGIN_ALLOW_THREADS
+        st = ra_precompute_freqs((float *)PyArray_DATA(cos), (float *)PyArray_DATA(sin),
+                                 (int64_t)dim, (int64_t)end, theta);
+        Py_END_ALLOW_THREADS
+        result = st == RA_OK ? PyTuple_Pack(2, cos, sin) : ra_ext_raise(st, "ra_precompute_freqs");
+    }
+    Py_XDECREF(cos);
+    Py_XDECREF(sin);
+    return result;
+}

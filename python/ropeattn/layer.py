@@ -1,0 +1,345 @@
+"""Layer (one attention layer of a Hugging Face checkpoint, built by
+libropeattn_hf as `ropeattn attention` builds it) and KVCache (its keys and
+values for generation).
+
+Shapes: B batch, S tokens, dim the model width (hidden_size), H query heads,
+Hkv key/value heads, D head_dim.
+"""
+import json
+import numbers
+import os
+
+import numpy as np
+
+from . import _ropeattn
+from ._arrays import BF16, F16, F32
+from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
+from .rope import LAYOUTS, ROPE_TYPES, _positions
+
+_ROPE_TYPE_NAMES = {v: k for k, v in ROPE_TYPES.items()}
+_LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
+_CACHE_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16}
+
+
+def _checkpoint_files(path, config):
+    """(weights, config) paths: a directory gives its sharded index
+    (model.safetensors.index.json), else model.safetensors, else its one
+    .safetensors file, and its config.json unless config is given; a file is
+    the weights as it is (a .safetensors file or an index .json)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return path, config  # the library opens it, and says why not
+    weights = None
+    for name in ("model.safetensors.index.json", "model.safetensors"):
+        if os.path.isfile(os.path.join(path, name)):
+            weights = os.path.join(path, name)
+            break
+    else:
+        found = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
+        if len(found) != 1:
+            raise FileError(f"{path}: no model.safetensors.index.json or model.safetensors, "
+                            f"and {len(found)} other .safetensors files: give the file")
+        weights = os.path.join(path, found[0])
+    if config is None and os.path.isfile(os.path.join(path, "config.json")):
+        config = os.path.join(path, "config.json")
+    return weights, config
+
+
+def _count(value, name, least):
+    """An int option: None gives None, else an int >= least."""
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+        raise ArgumentError(f"{name}: expected an integer >= {least} or None, got {value!r}")
+    return int(value)
+
+
+class Layer:
+    """One attention layer of a Hugging Face checkpoint: LLaMA's Attention
+    module (x -> q, k, v projections (+ biases) -> q/k norms -> RoPE ->
+    causal grouped-query attention -> o projection), for every family the
+    library reads (README's family table), with its own float32 copy of the
+    weights.  Make one with Layer.from_pretrained.
+
+      layer(x [B, S, dim] or [S, dim], positions=None, attention_mask=None,
+            cache=None, context=None) -> y of x's shape, float32
+
+    A Layer is read-only: any number of threads may call it at once (each
+    with its own KVCache and Context).
+    """
+
+    def __init__(self, _layer, context=None, layer_index=None, paths=None):
+        # Layer.from_pretrained makes these; not for direct use.
+        if not isinstance(_layer, _ropeattn.HFLayer):
+            raise TypeError("Layer: use Layer.from_pretrained(path, layer=N)")
+        self._layer = _layer
+        self.context = context
+        self.layer_index = layer_index
+        self.paths = paths
+        self._config = _layer.config
+        self._tensors = tuple(_layer.tensors())
+        self._names = tuple(name for name, _ in self._tensors)
+
+    @classmethod
+    def from_pretrained(cls, path, layer=None, context=None, *, config=None, n_heads=None,
+                        n_kv_heads=None, layout=None, max_position=None, n_tokens=None,
+                        seq_len=None, position_ids=False, rope_parameters=None, theta=None,
+                        max_position_embeddings=None):
+        """Builds layer `layer` of a checkpoint, as
+        `ropeattn attention --weights W --config C --layer N` does
+        (ra_hf_checkpoint_open, ra_hf_config_open, ra_hf_layer_create).
+
+          path: a checkpoint directory (config.json and model.safetensors,
+            or a sharded model.safetensors.index.json), or a .safetensors
+            file or index .json (then config= gives config.json; without it
+            the layer needs n_heads).
+          layer: the layer's number in the tensor names
+            (model.layers.N.self_attn.*); None: the checkpoint holds one
+            layer's tensors only.
+          context: the ropeattn.Context the calls use unless given theirs
+            (None: each call runs on its calling thread alone).
+          config: config.json's path (a directory's own by default).
+          n_heads, n_kv_heads: override the config's head counts.
+          layout: "half" or "interleaved" (None: the names' and family's:
+            Hugging Face's q_proj names rotate halves, Meta's wq pairs).
+          max_position: the largest position id the layer will be given
+            (n_tokens: the tokens per sequence, positions 0 .. n_tokens - 1,
+            stands for it), and seq_len: the sequence length a "dynamic" or
+            "longrope" rope scales by (max_position + 1 unless given).
+            Those two rope types need one of them (transformers recomputes
+            them per forward; a Layer is for one length: build another for
+            another).  For the others, max_position only sizes the cos/sin
+            table (4096 rows when None; later positions are computed
+            exactly, more slowly).
+          position_ids: True when the calls will give position ids rather
+            than a start: Llama 4's NoPE layers, which scale q by each
+            token's place in the sequence, are then refused.
+          rope_parameters: a rope_scaling / rope_parameters dict (or its
+            JSON text) replacing the config's; theta: the rope base;
+            max_position_embeddings: the config's, replaced.
+        Raises FileError (an OSError) for a file that cannot be read,
+        FormatError (a ValueError) for a malformed one, NotFoundError (a
+        LookupError) for a missing tensor or key (a layer the checkpoint does
+        not have), ArgumentError for an option out of range,
+        UnsupportedError for attention ropeattn does not run (each with
+        libropeattn_hf's message, naming the file, tensor or key).
+        """
+        weights, config = _checkpoint_files(path, config)
+        if layout is not None and layout not in LAYOUTS:
+            raise ArgumentError(f'layout: expected "half", "interleaved" or None, '
+                                f'got {layout!r}')
+        if isinstance(rope_parameters, dict):
+            rope_parameters = json.dumps(rope_parameters)
+        options = {"layer": _count(layer, "layer", 0),
+                   "n_heads": _count(n_heads, "n_heads", 1),
+                   "n_kv_heads": _count(n_kv_heads, "n_kv_heads", 1),
+                   "layout": None if layout is None else LAYOUTS[layout],
+                   "max_position": _count(max_position, "max_position", 0),
+                   "n_tokens": _count(n_tokens, "n_tokens", 1),
+                   "seq_len": _count(seq_len, "seq_len", 1)}
+        kwargs = {k: v for k, v in options.items() if v is not None}
+        if max_position_embeddings is not None:
+            kwargs["max_position_embeddings"] = _count(max_position_embeddings,
+                                                       "max_position_embeddings", 1)
+        if context is not None and not isinstance(context, _ropeattn.Context):
+            raise TypeError(f"context: expected a ropeattn.Context or None, "
+                            f"got {type(context).__name__}")
+        hf = _ropeattn.HFLayer(weights, config, position_ids=bool(position_ids),
+                               rope_parameters=rope_parameters,
+                               theta=None if theta is None else float(theta), **kwargs)
+        return cls(hf, context, options["layer"], (weights, config))
+
+    @property
+    def config(self):
+        """The layer as built (ra_layer_config): dim, n_heads, n_kv_heads,
+        head_dim, window and chunk (0: none), softcap (0: none), scale (0:
+        1/sqrt(head_dim)), no_rope, the q/k norms' settings (norm_eps,
+        norm_whole, norm_head_weights, norm_layer, qk_l2_norm), clip_qkv,
+        temperature_floor and _scale (Llama 4), model_type, and rope: a dict
+        of type and layout (names), head_dim, rotary_dim, theta, factor,
+        original_max_position_embeddings, max_position_embeddings, seq_len,
+        attention_factor, table_size.  A new dict each time."""
+        c = dict(self._config)
+        rope = dict(c["rope"])
+        rope["type"] = _ROPE_TYPE_NAMES.get(rope["type"], rope["type"])
+        rope["layout"] = _LAYOUT_NAMES.get(rope["layout"], rope["layout"])
+        c["rope"] = rope
+        c["model_type"] = self._layer.model_type
+        return c
+
+    @property
+    def tensor_names(self):
+        """The checkpoint tensors the layer was built from (weights, then
+        biases, then q/k norms), a tuple of names."""
+        return self._names
+
+    @property
+    def tensor_shapes(self):
+        """{name: shape} of the tensors in tensor_names, as stored."""
+        return dict(self._tensors)
+
+    def __call__(self, x, positions=None, attention_mask=None, cache=None, context=None):
+        """y = the layer's Attention.forward(x), in inference mode.
+
+          x: float32 [B, S, dim] or [S, dim] (batch 1), any strides (a
+             C-contiguous array is read in place, others copied).
+          positions: RoPE's position of each token: None (0 .. S-1; with a
+             cache, the tokens cached before it: length .. length + S - 1),
+             an int start, or integers
+             [S] (every batch row) or [B, S] (position ids).  The causal
+             mask (and any window or chunk) follows token order, as in
+             transformers.
+          attention_mask: None, or [B, S] ([S] for 2-D x) of 0/1 or bool,
+             Hugging Face's attention_mask: 1 for a token, 0 for padding
+             (left or right).  No token attends to padding, and a padding
+             token's row of y is 0.  Not with a cache.
+          cache: a KVCache made for this layer: the S tokens of each
+             sequence are appended to it (keys rotated, in its dtype) and
+             each attends over everything cached so far.  A prefill is an
+             empty cache and S tokens; a decode step S = 1.  A prefill of N
+             tokens equals a prefill of N - k and k decode steps to float32
+             rounding (and to the cache dtype's).  A call that does not fit
+             raises CacheFullError and changes nothing.
+          context: a ropeattn.Context (None: the layer's, from
+             from_pretrained).
+        Returns y: float32 of x's shape, C-contiguous.  Computed in float32;
+        the GIL is released while it runs.
+        """
+        if not isinstance(x, np.ndarray):
+            raise DtypeError(f"x: expected a numpy.ndarray, got {type(x).__name__}")
+        if x.dtype != np.float32:
+            raise DtypeError(f"x: expected float32 (native byte order), got {x.dtype}")
+        dim = self._config["dim"]
+        if x.ndim not in (2, 3) or x.shape[-1] != dim or 0 in x.shape:
+            raise ArgumentError(f"x: expected shape [B, S, {dim}] or [S, {dim}], "
+                                f"got {x.shape}")
+        x3 = np.ascontiguousarray(x if x.ndim == 3 else x[None])
+        b, s = x3.shape[:2]
+        if context is None:
+            context = self.context
+        if positions is None and cache is not None:
+            start, ids = -1, None  # continuing from the cache's lengths
+        else:
+            start, ids = _positions(positions, b, s)
+        if ids is not None and self._config["temperature_floor"]:
+            raise ArgumentError("positions: Llama 4's NoPE layers scale q by each token's "
+                                "place in the sequence (attn_temperature_tuning), not by "
+                                "position ids: give a start")
+        y = np.empty(x3.shape, np.float32)
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache: expected a ropeattn.KVCache, "
+                                f"got {type(cache).__name__}")
+            if cache.layer is not self:
+                raise ArgumentError("cache: made for another Layer")
+            if attention_mask is not None:
+                raise UnsupportedError("attention_mask: not with a cache (the cache holds "
+                                       "each sequence's own tokens: give it no padding)")
+            _ropeattn.layer_forward_cached(self._layer, context, cache._cache, y, x3, start,
+                                           ids)
+        else:
+            mask = None if attention_mask is None else _mask(attention_mask, b, s)
+            _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask)
+        return y if x.ndim == 3 else y[0]
+
+    def __repr__(self):
+        c = self._config
+        return (f"ropeattn.Layer({self._layer.model_type or 'no model_type'}, "
+                f"layer={self.layer_index}, dim={c['dim']}, n_heads={c['n_heads']}, "
+                f"n_kv_heads={c['n_kv_heads']}, head_dim={c['head_dim']})")
+
+
+def _mask(mask, b, s):
+    """attention_mask as C-contiguous uint8 [B, S] of 0 and 1."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ and m.dtype.kind not in "iu":
+        raise DtypeError(f"attention_mask: expected integers or bools, got {m.dtype}")
+    if m.shape not in ((b, s),) + (((s,),) if b == 1 else ()):
+        raise ArgumentError(f"attention_mask: expected shape ({b}, {s}), got {m.shape}")
+    if m.size and (m.min() < 0 or m.max() > 1):
+        raise ArgumentError("attention_mask: expected 0 (padding) and 1 (token) only")
+    return np.ascontiguousarray(m.reshape(b, s), dtype=np.uint8)
+
+
+class KVCache:
+    """A layer's keys and values for generation: K and V, each
+    [B, slots, Hkv, D] in float32, float16 or bfloat16 (keys stored
+    rotated), and the tokens appended so far.  Pass it to the layer:
+
+        cache = ropeattn.KVCache(layer, batch=B, capacity=T)
+        y = layer(x_prompt, cache=cache)         # prefill: [B, P, dim]
+        y = layer(x_next, cache=cache)           # decode: [B, 1, dim], position P
+
+    KVCache(layer, batch, capacity, dtype="float32", window=False)
+      layer: the Layer it serves (a cache serves that layer only).
+      batch: B, the sequences; every call gives all B, S tokens each.
+      capacity: the tokens each sequence can hold (a full cache: one more
+        raises CacheFullError, changing nothing).  With window=True, the
+        most tokens one call appends (the longest prefill).
+      dtype: "float32", "float16" or "bfloat16": keys and values are
+        rounded to it when cached (attention still in float32).
+      window=True: for a layer with a sliding window or chunk of W tokens
+        (config["window"], config["chunk"]), a rolling cache of
+        W - 1 + capacity slots: a conversation of any length in O(W) memory
+        (positions and length keep counting every token).  A layer without
+        either raises ArgumentError.
+
+    len(cache): the tokens appended to each sequence (every sequence has the
+    same: each call appends S to all).  cache.length(b): sequence b's.
+    cache.reset(): back to empty.  Calls that write a cache take it to
+    themselves: give each Python thread its own.
+    """
+
+    def __init__(self, layer, batch, capacity, dtype="float32", window=False):
+        if not isinstance(layer, Layer):
+            raise TypeError(f"layer: expected a ropeattn.Layer, got {type(layer).__name__}")
+        try:
+            name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        except TypeError:
+            name = None
+        if name not in _CACHE_DTYPES:
+            raise DtypeError(f'dtype: expected "float32", "float16" or "bfloat16", '
+                             f"got {dtype!r}")
+        c = layer._config
+        w = 0
+        if window:
+            w = max(c["window"], c["chunk"])
+            if not w:
+                raise ArgumentError("window=True: the layer has no sliding window or chunk "
+                                    "(config window and chunk are 0): use a full cache")
+        self.layer = layer
+        self.batch = _count(batch, "batch", 1)
+        self.capacity = _count(capacity, "capacity", 1)
+        if self.batch is None or self.capacity is None:
+            raise ArgumentError("batch and capacity: expected integers >= 1")
+        self.dtype = name
+        self.window = w or None
+        self._cache = _ropeattn.KVCache(self.batch, self.capacity, c["n_kv_heads"],
+                                        c["head_dim"], _CACHE_DTYPES[name], window=w)
+
+    @property
+    def slots(self):
+        """Token slots per sequence: capacity, or W - 1 + capacity for a
+        window cache."""
+        return self._cache.slots
+
+    def __len__(self):
+        return self._cache.length(0)
+
+    def length(self, b):
+        """The tokens appended to sequence b (0 <= b < batch)."""
+        if not isinstance(b, numbers.Integral) or not 0 <= b < self.batch:
+            raise ArgumentError(f"b: expected a sequence in [0, {self.batch}), got {b!r}")
+        return self._cache.length(int(b))
+
+    def reset(self):
+        """Every sequence back to 0 tokens (the storage is kept)."""
+        self._cache.reset()
+
+    def __repr__(self):
+        kind = f", window={self.window}" if self.window else ""
+        return (f"ropeattn.KVCache(batch={self.batch}, capacity={self.capacity}, "
+                f"dtype={self.dtype!r}{kind}, length={len(self)})")
+
+
+__all__ = ["KVCache", "Layer"]

@@ -55,7 +55,8 @@ for dir in "$TMP"/cases/*/; do
         continue
     fi
     # --prefill 5 and 1: windows of 4 and 5 decode from rolling caches (of
-    # 8 and 4 slots: the ring wraps), chunks of 8 from a full one.
+    # 8 or 9 and 4 or 5 slots: the ring wraps); chunks of 8 from a full
+    # cache under --prefill 5, from a ring of 8 under --prefill 1.
     for mode in plain prefill5 prefill1; do
         more=()
         [ $mode != plain ] && more=(--prefill "${mode#prefill}")

@@ -97,8 +97,11 @@ for dir in tests/hf/*/; do
         --prefill 1 --cache-dtype bf16
     rm -f "$TMP/cos.npy" "$TMP/sin.npy"
     # freqs: the config's global rope, where the layer rotates by it
-    # (case.json's "freqs"; cases made before it have their tables)
-    if [ ! -f "$dir/cos.npy" ]; then :
+    # (case.json's "freqs" false: no tables; cases made before it have them)
+    has_freqs=$(check field "$dir/case.json" freqs 2>/dev/null || echo True)
+    if [ ! -f "$dir/cos.npy" ] && [ "$has_freqs" != False ]; then
+        fail "$c: no cos.npy, and case.json does not say freqs false"
+    elif [ ! -f "$dir/cos.npy" ]; then :
     elif ! "$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" \
         --cos "$TMP/cos.npy" --sin "$TMP/sin.npy" 2>"$TMP/err"; then
         fail "$c: freqs: $(cat "$TMP/err")"

@@ -926,7 +926,7 @@ static void test_config_window(void)
         {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", 0, -1},
         {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", 1, 0},
         {"{\"layer_types\": [\"chunked_attention\", \"full_attention\"]}", -1, -1},
-        {"{\"layer_types\": []}", -1, 0},
+        {"{\"layer_types\": []}", -1, -1}, /* empty: no layer's kind */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ra_hf_fields cfg;
@@ -995,6 +995,21 @@ static void test_config_window(void)
         {"{\"model_type\": \"gemma2\", \"sliding_window\": 16}", 1, 0, 0, ""},
         {"{\"model_type\": \"gemma2\", \"sliding_window\": 16, \"sliding_window_pattern\": "
          "null}", 1, 0, -1, "sliding_window_pattern"},
+        /* a pattern says which layers slide whatever sliding_window is (the
+         * rope follows it); a sliding layer without a window is not run */
+        {"{\"model_type\": \"gemma3_text\", \"sliding_window\": null}", 0, 0, 0,
+         "sliding_window"},
+        {"{\"model_type\": \"gemma3_text\", \"sliding_window\": null}", 5, 0, 0, ""},
+        /* layers not known (-1): one kind for all, or -1 */
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true, \"max_window_layers\": 3}", -1, 0, -1, ""},
+        {"{\"model_type\": \"qwen3_moe\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true}", -1, 0, 16, ""},
+        {"{\"model_type\": \"smollm3\", \"sliding_window\": 16, \"use_sliding_window\": "
+         "true}", -1, 0, -1, ""},
+        {"{\"model_type\": \"mistral\", \"sliding_window\": 16, \"layer_types\": []}",
+         -1, 0, -1, ""},
+        {"{\"model_type\": \"llama\", \"layer_types\": []}", 0, 0, 0, ""},
         /* Llama reads no window; layer_types giving one is not run */
         {"{\"model_type\": \"llama\", \"sliding_window\": 16}", 0, 0, 0, ""},
         {"{\"model_type\": \"llama\", \"sliding_window\": 16, \"layer_types\": "

@@ -17,8 +17,9 @@ if [ "$BUILD" != "$PWD/build" ]; then
     echo "SKIPPED python: $BUILD is a sanitizer build; the extension links the plain build/libropeattn.a"
     summary
 fi
-if ! "$PY" -c 'import numpy, pytest, ensurepip' 2>/dev/null; then
-    fail "$PY with numpy, pytest and venv is required (bash scripts/install-deps.sh)"; summary
+if ! "$PY" -c 'import numpy, pytest, ensurepip, torch' 2>/dev/null; then
+    fail "$PY with numpy, pytest, venv and torch is required (bash scripts/install-deps.sh)"
+    summary
 fi
 
 venv=$TMP/venv

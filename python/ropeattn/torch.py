@@ -4,14 +4,18 @@
     y = rt.apply_rotary(x, positions, rope=rope)   # x [B, S, H, D]; differentiable
     out = rt.attention(q, k, v, window=..., ...)   # differentiable in q, k, v and sinks
 
-Tensors go to the library without copies: a CPU tensor shares its memory
+Inputs go to the library without copies: a CPU tensor shares its memory
 with the NumPy view the library reads (strided views included; bfloat16
-through its bits), and results come back as tensors over the library's
-arrays.  The backward passes call the library's: RoPE's is the rotation by
+through its bits), and each result is a tensor over the array the library
+wrote.  The backward passes call the library's: RoPE's is the rotation by
 -angle (ra_rope_apply, RA_INVERSE), attention's is ra_attention_backward
-(recomputing the probabilities from the forward's log-sum-exp).  The library
-computes in float32: inputs are float32 (k and v may also be float16 or
-bfloat16), gradients float32, cast to each input's dtype.
+(recomputing the probabilities from the forward's log-sum-exp and reading
+its output: changing that output in place before backward() is an error,
+as for PyTorch's own functions).  A non-contiguous incoming gradient is
+made contiguous first.  The library computes in float32: inputs are
+float32 (k and v may also be float16 or bfloat16), gradients float32, cast
+to each input's dtype.  The backward passes are not differentiable again
+(once_differentiable: a second derivative raises).
 """
 import numpy as np
 import torch
@@ -57,6 +61,7 @@ class _Rotary(torch.autograd.Function):
         return _tensor(out, x.dtype)
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         positions, rope, inverse, context = ctx.args
         gv, dtype = _view(grad.contiguous(), "grad", tuple(_DTYPES))
@@ -86,16 +91,19 @@ class _Attention(torch.autograd.Function):
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
         sv = None if sinks is None else _view(sinks, "sinks")[0]
-        out, lse = attention_forward(qv, kv_, vv, sinks=sv, context=context,
-                                                dtype=dtype, **options)
-        ctx.save_for_backward(q, k, v, sinks)
-        ctx.saved = (out, lse, options, context, dtype)
-        return torch.from_numpy(out)
+        out, lse = attention_forward(qv, kv_, vv, sinks=sv, context=context, dtype=dtype,
+                                     **options)
+        out = torch.from_numpy(out)
+        ctx.save_for_backward(q, k, v, sinks, out)  # out: in-place changes are caught
+        ctx.saved = (lse, options, context, dtype)
+        return out
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        q, k, v, sinks = ctx.saved_tensors
-        out, lse, options, context, dtype = ctx.saved
+        q, k, v, sinks, out = ctx.saved_tensors
+        out = out.numpy()
+        lse, options, context, dtype = ctx.saved
         kv_, _ = _view(k, "k", (k.dtype,))
         sv = None if sinks is None else _view(sinks, "sinks")[0]
         dq, dk, dv, dsinks = attention_backward(

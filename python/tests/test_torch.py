@@ -160,15 +160,41 @@ def test_gradcheck_of_the_float32_functions():
                                         eps=1e-2, atol=2e-3, rtol=2e-2)
 
 
-def test_no_copies():
-    """The result is a tensor over the library's output (no copy back);
-    inputs are read where they lie: a view's change shows in the result."""
-    q, k, v = randn(1, 5, 2, 8), randn(1, 5, 1, 8), randn(1, 5, 1, 8)
+def test_no_copies(monkeypatch):
+    """The library reads the tensors' own memory and the result is a tensor
+    over the array it wrote: the arrays it is given share the inputs'
+    memory, and the output's data pointer is the written array's."""
+    seen = {}
+    forward = rt.attention_forward
+
+    def spy(q, k, v, **kw):
+        out, lse = forward(q, k, v, **kw)
+        seen.update(q=q, k=k, v=v, out=out)
+        return out, lse
+
+    monkeypatch.setattr(rt, "attention_forward", spy)
+    fused = randn(1, 5, 4, 8)  # q, k, v as heads of one fused tensor: strided views
+    q, k, v = fused[:, :, :2], fused[:, :, 2:3], fused[:, :, 3:]
     out = rt.attention(q, k, v)
-    assert out.data_ptr() == out.numpy().__array_interface__["data"][0]
-    v2 = v.clone()
-    v2[:] = 1.0
-    assert torch.allclose(rt.attention(q, k, v2), torch.ones(1, 5, 2, 8))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        assert np.shares_memory(seen[name], fused.numpy()), name
+    assert out.data_ptr() == seen["out"].__array_interface__["data"][0]
+
+
+def test_output_changed_in_place_before_backward():
+    q, k, v = (randn(1, 5, 2, 8).requires_grad_(True), randn(1, 5, 1, 8), randn(1, 5, 1, 8))
+    out = rt.attention(q, k, v)
+    out.mul_(3)  # the backward reads the forward's output: PyTorch must refuse
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+def test_second_derivative_refused():
+    q = randn(1, 5, 2, 8).requires_grad_(True)
+    k, v = randn(1, 5, 1, 8), randn(1, 5, 1, 8)
+    (dq,) = torch.autograd.grad(rt.attention(q, k, v).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError):  # once_differentiable: never a silent zero
+        torch.autograd.grad((dq * dq).sum(), q)
 
 
 def test_bad_tensors():

@@ -340,6 +340,10 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's layer_types gives %s a sliding "
                            "window and \"use_sliding_window\" is false: transformers would "
                            "have no window to give it", which);
+        if (conflict && strcmp(conflict, "sliding_window") == 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config makes %s a sliding layer and its "
+                           "\"sliding_window\" is null: transformers would have no window to "
+                           "give it", which);
         if (conflict)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's \"sliding_window_pattern\" is "
                            "null: transformers cannot tell whether %s slides", which);

@@ -102,7 +102,8 @@ void ra_io_window_free(ra_hf_window *window)
 
 /* layer_types' word on layer `layer`: 1 sliding, 0 full, -1 another kind;
  * past the list: -1; layer -1: the kind of every listed layer where they
- * are all full (or none is listed) or all sliding, else -1. */
+ * are all full or all sliding, else -1 (an empty list too: transformers'
+ * classes that read it check its length against the layers). */
 static int listed(const ra_hf_window *w, int64_t layer)
 {
     if (layer >= 0 && layer < w->n_layer_types)
@@ -115,7 +116,7 @@ static int listed(const ra_hf_window *w, int64_t layer)
         kinds |= w->layer_types[i] == RA_HF_SLIDING_ATTENTION ? 2
                  : w->layer_types[i] == RA_HF_FULL_ATTENTION  ? 1
                                                               : 4;
-    return kinds <= 1 ? 0 : kinds == 2 ? 1 : -1;
+    return kinds == 1 ? 0 : kinds == 2 ? 1 : -1;
 }
 
 static int reads_layer_types(ra_hf_windows rule)
@@ -131,16 +132,19 @@ static int gated(ra_hf_windows rule)
 }
 
 /* The family's rule without layer_types (layer -1: every layer's kind, or
- * -1 where they differ). */
+ * -1 where they differ).  The pattern gives a layer's kind whatever
+ * sliding_window is (Gemma 3's sliding layers take the local rope); the
+ * other rules slide nothing without it. */
 static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
 {
-    if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
-    if (gated(w->rule) && !w->use_sliding_window) return 0;
     const int64_t n = w->sliding_window_pattern, first = w->max_window_layers;
-    switch (w->rule) {
-    case RA_HF_WINDOWS_PATTERN: /* n < 1: a null pattern (ra_hf_window_conflict) */
+    if (w->rule == RA_HF_WINDOWS_PATTERN) { /* n < 1: null (ra_hf_window_conflict) */
         if (n < 1) return -1;
         return layer >= 0 ? (layer + 1) % n != 0 : n == 1 ? 0 : -1;
+    }
+    if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
+    if (gated(w->rule) && !w->use_sliding_window) return 0;
+    switch (w->rule) {
     case RA_HF_WINDOWS_QWEN2:
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
     case RA_HF_WINDOWS_AS_WRITTEN:
@@ -164,14 +168,15 @@ int ra_hf_layer_slides(const ra_hf_window *w, int64_t layer, int no_rope)
 const char *ra_hf_window_conflict(const ra_hf_window *w, int64_t layer, int no_rope)
 {
     if (w == NULL) return NULL;
-    if (w->rule == RA_HF_WINDOWS_PATTERN && !w->has_layer_types && w->has_sliding_window &&
-        w->sliding_window_pattern < 1)
+    if (w->rule == RA_HF_WINDOWS_PATTERN && !w->has_layer_types && w->sliding_window_pattern < 1)
         return "sliding_window_pattern"; /* null: transformers' formula fails */
-    if (!w->has_layer_types) return NULL;
-    int says = listed(w, layer);
-    if (!reads_layer_types(w->rule))
-        return says != by_rule(w, layer, no_rope) ? "layer_types" : NULL;
-    return says > 0 && gated(w->rule) && !w->use_sliding_window ? "use_sliding_window" : NULL;
+    if (w->has_layer_types && !reads_layer_types(w->rule))
+        return w->n_layer_types > 0 && listed(w, layer) != by_rule(w, layer, no_rope)
+                   ? "layer_types" : NULL;
+    int slides = ra_hf_layer_slides(w, layer, no_rope);
+    if (slides > 0 && w->has_layer_types && gated(w->rule) && !w->use_sliding_window)
+        return "use_sliding_window";
+    return slides > 0 && !w->has_sliding_window ? "sliding_window" : NULL;
 }
 
 int ra_hf_layer_chunked(const ra_hf_window *w, int64_t layer)

@@ -231,7 +231,8 @@ int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rop
  * "use_sliding_window" when layer_types gives a gated family's layer a
  * window with the gate off (transformers then has no window to give it),
  * "sliding_window_pattern" when it is null and the family's formula needs
- * it. */
+ * it, "sliding_window" when a sliding layer has none (null: transformers'
+ * mask builder raises). */
 const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
 
 /* Whether layer_types names layer `layer` chunked_attention. */

@@ -94,7 +94,8 @@ static void check_config(const ra_hf_fields *c)
             const char *conflict = ra_hf_window_conflict(w, layer, no_rope);
             FUZZ_CHECK(!conflict || strcmp(conflict, "layer_types") == 0 ||
                            strcmp(conflict, "use_sliding_window") == 0 ||
-                           strcmp(conflict, "sliding_window_pattern") == 0,
+                           strcmp(conflict, "sliding_window_pattern") == 0 ||
+                           strcmp(conflict, "sliding_window") == 0,
                        "layer %lld: conflict %s", (long long)layer, conflict);
         }
 }

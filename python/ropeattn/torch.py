@@ -20,7 +20,7 @@ to each input's dtype.  The backward passes are not differentiable again
 import numpy as np
 import torch
 
-from ._ropeattn import ArgumentError, DtypeError
+from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 from .attention import attention_backward, attention_forward
 from .rope import RotaryEmbedding
 from .rope import apply_rotary as _apply_rotary
@@ -131,4 +131,86 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
     return _Attention.apply(q, k, v, sinks, options, context)
 
 
-__all__ = ["apply_rotary", "attention"]
+# ---- drop-in replacements for transformers-style code -------------------
+
+
+class RotaryEmbeddingModule(torch.nn.Module):
+    """A drop-in for a transformers model's rotary_emb module: forward(x,
+    position_ids [B, S]) returns (cos, sin) [B, S, D] in x's dtype, as
+    transformers' rotary embeddings do (the library's tables, attention
+    factor included), and marks them so that apply_rotary_pos_emb below
+    rotates q and k in the library by the positions they came from.
+      rope: a ropeattn.RotaryEmbedding (layout "half", as Hugging Face's
+      checkpoints pair features)."""
+
+    def __init__(self, rope):
+        super().__init__()
+        if not isinstance(rope, RotaryEmbedding):
+            raise TypeError(f"rope: expected a ropeattn.RotaryEmbedding, got {type(rope)}")
+        self.rope = rope
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        positions = position_ids.detach().cpu().numpy()
+        cos, sin = self.rope.cos_sin(positions)
+        cos = torch.from_numpy(cos).to(x.dtype)
+        sin = torch.from_numpy(sin).to(x.dtype)
+        cos.ropeattn_positions = sin.ropeattn_positions = (self.rope, positions)
+        return cos, sin
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    """transformers' apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    q [B, H, S, D] and k [B, Hkv, S, D] (unsqueeze_dim 2: [B, S, heads, D]).
+    When cos and sin come from ropeattn.torch.RotaryEmbeddingModule, q and k are
+    rotated by the library at those positions (strided views, autograd
+    through RoPE's backward); other tables are applied as transformers
+    does, q * cos + rotate_half(q) * sin, in PyTorch."""
+    marked = getattr(cos, "ropeattn_positions", None)
+    if marked is None:
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    rope, positions = marked
+    if unsqueeze_dim == 1:  # [B, heads, S, D] as [B, S, heads, D] views, and back
+        return (apply_rotary(q.transpose(1, 2), positions, rope=rope).transpose(1, 2),
+                apply_rotary(k.transpose(1, 2), positions, rope=rope).transpose(1, 2))
+    return apply_rotary(q, positions, rope=rope), apply_rotary(k, positions, rope=rope)
+
+
+def _causal(mask, s):
+    """Whether a transformers additive mask [B, 1, S, S] is the plain causal
+    one (0 where j <= i, far below any logit where j > i)."""
+    if mask.dim() != 4 or mask.shape[-2:] != (s, s) or mask.shape[1] != 1:
+        return False
+    future = torch.ones(s, s, dtype=torch.bool).triu(1)
+    return bool((mask[..., ~future] == 0).all() and (mask[..., future] < -1e30).all())
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling=None,
+                            dropout=0.0, sliding_window=None, softcap=None, s_aux=None,
+                            **kwargs):
+    """transformers' attention-interface function (eager_attention_forward's
+    signature): query [B, H, S, D], key and value [B, Hkv, S, D] (not
+    repeated) → (attn_output [B, S, H, D], None), causal attention by the
+    library with the kwargs the models pass: scaling, dropout (when
+    module.training), sliding_window, softcap (Gemma 2), s_aux (gpt-oss's
+    sinks).  attention_mask must be None or the plain causal mask; others
+    (padding) raise UnsupportedError."""
+    s = query.shape[2]
+    if attention_mask is not None and not _causal(attention_mask, s):
+        raise UnsupportedError("eager_attention_forward: attention_mask is not the plain "
+                               "causal mask (padding?): not supported by this drop-in")
+    training = getattr(module, "training", False)
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                    window=sliding_window, sinks=s_aux, softcap=softcap, scale=scaling,
+                    dropout_p=dropout if training else 0.0)
+    return out, None
+
+
+__all__ = ["RotaryEmbeddingModule", "apply_rotary", "apply_rotary_pos_emb", "attention",
+           "eager_attention_forward"]

@@ -212,3 +212,44 @@ def test_bad_tensors():
     if hasattr(torch, "device") and torch.device("meta").type == "meta":
         with pytest.raises(ropeattn.ArgumentError):  # not a CPU tensor
             rt.attention(q.to("meta"), k, v)
+
+
+def test_drop_in_rotary_pos_emb_uses_the_library(monkeypatch):
+    """cos, sin from RotaryEmbeddingModule equal transformers' tables, and
+    apply_rotary_pos_emb then rotates q [B, H, S, D] and k in the library;
+    plain tables fall back to transformers' formula."""
+    rope = ropeattn.RotaryEmbedding(16, theta=10000.0)
+    q, k = randn(2, 4, 9, 16), randn(2, 2, 9, 16)
+    pos = torch.arange(9).repeat(2, 1) + torch.tensor([[0], [3]])
+    cos, sin = rt.RotaryEmbeddingModule(rope)(q, pos)
+    angles = pos[..., None].double() * torch.as_tensor(rope.inv_freq)
+    assert close(cos, torch.cat((angles, angles), -1).cos(), 1e-6)
+    calls = []
+    real = rt.apply_rotary
+    monkeypatch.setattr(rt, "apply_rotary", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    qr, kr = rt.apply_rotary_pos_emb(q, k, cos, sin)
+    assert len(calls) == 2
+    want_q = ref_rope(q.transpose(1, 2).double(), pos, rope.inv_freq).transpose(1, 2)
+    assert qr.shape == q.shape and close(qr, want_q, 1e-6)
+    plain_q, _ = rt.apply_rotary_pos_emb(q, k, cos.clone(), sin.clone())  # unmarked
+    assert len(calls) == 2 and close(plain_q, want_q, 1e-6)
+
+
+def test_drop_in_attention_interface():
+    q, k, v = randn(1, 4, 10, 16), randn(1, 2, 10, 16), randn(1, 2, 10, 16)  # [B, H, S, D]
+    sinks = randn(4)
+    module = torch.nn.Module().eval()
+    for kw in (dict(), dict(sliding_window=3), dict(softcap=2.0), dict(s_aux=sinks)):
+        out, weights = rt.eager_attention_forward(module, q, k, v, None, scaling=0.25, **kw)
+        want = ref_attention(q.transpose(1, 2).double(), k.transpose(1, 2).double(),
+                             v.transpose(1, 2).double(), window=kw.get("sliding_window"),
+                             softcap=kw.get("softcap"), scale=0.25,
+                             sinks=None if "s_aux" not in kw else sinks.double())
+        assert weights is None and out.shape == (1, 10, 4, 16) and close(out, want, 1e-5), kw
+    causal = torch.full((10, 10), -math.inf).triu(1)[None, None]
+    out, _ = rt.eager_attention_forward(module, q, k, v, causal, scaling=0.25)
+    assert close(out, rt.eager_attention_forward(module, q, k, v, None, scaling=0.25)[0], 0)
+    padded = causal.clone()
+    padded[..., 0] = -math.inf  # key 0 is padding: not the plain causal mask
+    with pytest.raises(ropeattn.UnsupportedError):
+        rt.eager_attention_forward(module, q, k, v, padded, scaling=0.25)

@@ -23,13 +23,20 @@ static int context_init(ra_ext_context *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     ra_status st;
+    ra_context *ctx = NULL;
     Py_BEGIN_ALLOW_THREADS
-    st = ra_context_create(&self->ctx, threads);
+    st = ra_context_create(&ctx, threads);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) {
         ra_ext_raise(st, "ra_context_create");
         return -1;
     }
+    if (self->ctx) { /* another thread's __init__ got there first */
+        ra_context_destroy(ctx);
+        PyErr_SetString(ra_ext_error, "Context: already initialized");
+        return -1;
+    }
+    self->ctx = ctx;
     return 0;
 }
 

@@ -155,9 +155,10 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
     char model_type[256];
     open_error e;
     ra_status st;
+    ra_hf_layer *built = NULL;
     Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(open_lock, WAIT_LOCK);
-    st = open_layer(&a, &self->layer, model_type, sizeof model_type, &e);
+    st = open_layer(&a, &built, model_type, sizeof model_type, &e);
     PyThread_release_lock(open_lock);
     Py_END_ALLOW_THREADS
     Py_DECREF(weights);
@@ -166,6 +167,12 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
         ra_ext_raise_detail(st, e.call, e.detail);
         return -1;
     }
+    if (self->layer) { /* another thread's __init__ got there first */
+        ra_hf_layer_destroy(built);
+        PyErr_SetString(ra_ext_error, "HFLayer: already initialized");
+        return -1;
+    }
+    self->layer = built;
     Py_XSETREF(self->model_type, PyUnicode_DecodeUTF8(model_type, (Py_ssize_t)strlen(model_type),
                                                       "replace"));
     return self->model_type ? 0 : -1;
@@ -307,16 +314,23 @@ static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     ra_status st;
+    ra_kv_cache *cache = NULL;
     Py_BEGIN_ALLOW_THREADS
-    st = window > 0 ? ra_kv_cache_create_window(&self->cache, batch, window, capacity, n_kv_heads,
+    st = window > 0 ? ra_kv_cache_create_window(&cache, batch, window, capacity, n_kv_heads,
                                                 head_dim, (ra_dtype)dtype)
-                    : ra_kv_cache_create(&self->cache, batch, capacity, n_kv_heads, head_dim,
+                    : ra_kv_cache_create(&cache, batch, capacity, n_kv_heads, head_dim,
                                          (ra_dtype)dtype);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) {
         ra_ext_raise(st, window > 0 ? "ra_kv_cache_create_window" : "ra_kv_cache_create");
         return -1;
     }
+    if (self->cache) { /* another thread's __init__ got there first */
+        ra_kv_cache_destroy(cache);
+        PyErr_SetString(ra_ext_error, "KVCache: already initialized");
+        return -1;
+    }
+    self->cache = cache;
     return 0;
 }
 

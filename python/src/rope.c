@@ -61,8 +61,9 @@ static int rope_init(ra_ext_rope *self, PyObject *args, PyObject *kwargs)
         return -1;
     }
     ra_status st;
+    ra_rope *rope = NULL;
     Py_BEGIN_ALLOW_THREADS
-    st = ra_rope_create(&self->rope, &c);
+    st = ra_rope_create(&rope, &c);
     Py_END_ALLOW_THREADS
     Py_XDECREF(short_arr);
     Py_XDECREF(long_arr);
@@ -70,6 +71,12 @@ static int rope_init(ra_ext_rope *self, PyObject *args, PyObject *kwargs)
         ra_ext_raise(st, "ra_rope_create");
         return -1;
     }
+    if (self->rope) { /* another thread's __init__ got there first */
+        ra_rope_destroy(rope);
+        PyErr_SetString(ra_ext_error, "Rope: already initialized");
+        return -1;
+    }
+    self->rope = rope;
     return 0;
 }
 

@@ -48,3 +48,16 @@ def array4(a, name):
 def input_view(a):
     """a itself when the library can read it in place, else a C-contiguous copy."""
     return a if maps(a) else np.ascontiguousarray(a)
+
+
+def padding_mask(mask, b, s, name):
+    """A [B, S] mask of 0 (padding) and 1 (token), bools or integers ([S]
+    when B is 1), as C-contiguous uint8."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ and m.dtype.kind not in "iu":
+        raise DtypeError(f"{name}: expected integers or bools, got {m.dtype}")
+    if m.shape not in ((b, s),) + (((s,),) if b == 1 else ()):
+        raise ArgumentError(f"{name}: expected shape ({b}, {s}), got {m.shape}")
+    if m.size and (m.min() < 0 or m.max() > 1):
+        raise ArgumentError(f"{name}: expected 0 (padding) and 1 (token) only")
+    return np.ascontiguousarray(m.reshape(b, s), dtype=np.uint8)

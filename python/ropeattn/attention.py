@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _ropeattn
 from ._arrays import BF16, F16, F32, array4, dtype_code, input_view, maps
+from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
 
@@ -44,11 +45,7 @@ class _Call:
             if sinks.shape != (h,):
                 raise ArgumentError(f"sinks: expected shape ({h},), got {sinks.shape}")
         if padding_mask is not None:
-            mask = np.asarray(padding_mask)
-            if (mask.shape != (b, s) or mask.dtype.kind not in "biu" or
-                    not np.isin(mask, (0, 1)).all()):
-                raise ArgumentError(f"padding_mask: expected 0 and 1 of shape ({b}, {s})")
-            padding_mask = np.ascontiguousarray(mask, dtype=np.uint8)
+            padding_mask = _padding_mask(padding_mask, b, s, "padding_mask")
         if cu_seqlens is not None:
             docs = np.asarray(cu_seqlens)
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":

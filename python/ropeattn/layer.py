@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32
+from ._arrays import BF16, F16, F32, padding_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _positions
 
@@ -238,7 +238,8 @@ class Layer:
             _ropeattn.layer_forward_cached(self._layer, context, cache._cache, y, x3, start,
                                            ids)
         else:
-            mask = None if attention_mask is None else _mask(attention_mask, b, s)
+            mask = None if attention_mask is None else padding_mask(attention_mask, b, s,
+                                                                      "attention_mask")
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask)
         return y if x.ndim == 3 else y[0]
 
@@ -247,18 +248,6 @@ class Layer:
         return (f"ropeattn.Layer({self._layer.model_type or 'no model_type'}, "
                 f"layer={self.layer_index}, dim={c['dim']}, n_heads={c['n_heads']}, "
                 f"n_kv_heads={c['n_kv_heads']}, head_dim={c['head_dim']})")
-
-
-def _mask(mask, b, s):
-    """attention_mask as C-contiguous uint8 [B, S] of 0 and 1."""
-    m = np.asarray(mask)
-    if m.dtype != np.bool_ and m.dtype.kind not in "iu":
-        raise DtypeError(f"attention_mask: expected integers or bools, got {m.dtype}")
-    if m.shape not in ((b, s),) + (((s,),) if b == 1 else ()):
-        raise ArgumentError(f"attention_mask: expected shape ({b}, {s}), got {m.shape}")
-    if m.size and (m.min() < 0 or m.max() > 1):
-        raise ArgumentError("attention_mask: expected 0 (padding) and 1 (token) only")
-    return np.ascontiguousarray(m.reshape(b, s), dtype=np.uint8)
 
 
 class KVCache:

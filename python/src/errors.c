@@ -34,42 +34,50 @@ static PyObject *base_error(void)
     return cls;
 }
 
+/* The subclasses of ropeattn.Error, each with the built-in exception it
+ * also is (NULL: ArgumentError, for CacheFullError after it). */
+static const struct {
+    PyObject **cls;
+    const char *name;
+    PyObject **builtin;
+    const char *doc;
+} subclasses[] = {
+    {&ra_ext_value_error, "ArgumentError", &PyExc_ValueError,
+     "A size, shape, position or option out of range."},
+    {&ra_ext_type_error, "DtypeError", &PyExc_TypeError,
+     "An array of a dtype the call cannot take."},
+    {&ra_ext_unsupported_error, "UnsupportedError", &PyExc_NotImplementedError,
+     "Valid, but not supported by the library."},
+    {&ra_ext_memory_error, "OutOfMemoryError", &PyExc_MemoryError,
+     "The library could not allocate memory."},
+    {&ra_ext_file_error, "FileError", &PyExc_OSError, "A file could not be opened or read."},
+    {&ra_ext_format_error, "FormatError", &PyExc_ValueError, "A file is malformed."},
+    {&ra_ext_not_found_error, "NotFoundError", &PyExc_LookupError,
+     "A named tensor or key is missing (a layer the checkpoint does not have)."},
+    {&ra_ext_cache_full_error, "CacheFullError", NULL,
+     "A KV cache has no room for the tokens given (an ArgumentError)."},
+};
+
 int ra_ext_add_errors(PyObject *module)
 {
     if (!(ra_ext_error = base_error())) return -1;
-    ra_ext_value_error = subclass("ropeattn.ArgumentError", PyExc_ValueError,
-                                  "A size, shape, position or option out of range.");
-    ra_ext_type_error = subclass("ropeattn.DtypeError", PyExc_TypeError,
-                                 "An array of a dtype the call cannot take.");
-    ra_ext_unsupported_error = subclass("ropeattn.UnsupportedError", PyExc_NotImplementedError,
-                                        "Valid, but not supported by the library.");
-    ra_ext_memory_error = subclass("ropeattn.OutOfMemoryError", PyExc_MemoryError,
-                                   "The library could not allocate memory.");
-    ra_ext_file_error = subclass("ropeattn.FileError", PyExc_OSError,
-                                 "A file could not be opened or read.");
-    ra_ext_format_error = subclass("ropeattn.FormatError", PyExc_ValueError,
-                                   "A file is malformed.");
-    ra_ext_not_found_error = subclass("ropeattn.NotFoundError", PyExc_LookupError,
-                                      "A named tensor or key is missing (a layer the "
-                                      "checkpoint does not have).");
-    if (!ra_ext_value_error || !ra_ext_type_error || !ra_ext_unsupported_error ||
-        !ra_ext_memory_error || !ra_ext_file_error || !ra_ext_format_error ||
-        !ra_ext_not_found_error)
+    Py_INCREF(ra_ext_error);
+    if (PyModule_AddObject(module, "Error", ra_ext_error) < 0) {
+        Py_DECREF(ra_ext_error);
         return -1;
-    ra_ext_cache_full_error = PyErr_NewExceptionWithDoc(
-        "ropeattn.CacheFullError", "A KV cache has no room for the tokens given "
-        "(an ArgumentError).", ra_ext_value_error, NULL);
-    if (!ra_ext_cache_full_error) return -1;
-    PyObject *all[] = {ra_ext_error, ra_ext_value_error, ra_ext_type_error,
-                       ra_ext_unsupported_error, ra_ext_memory_error, ra_ext_file_error,
-                       ra_ext_format_error, ra_ext_not_found_error, ra_ext_cache_full_error};
-    const char *names[] = {"Error", "ArgumentError", "DtypeError", "UnsupportedError",
-                           "OutOfMemoryError", "FileError", "FormatError", "NotFoundError",
-                           "CacheFullError"};
-    for (int i = 0; i < 9; i++) {
-        Py_INCREF(all[i]);
-        if (PyModule_AddObject(module, names[i], all[i]) < 0) {
-            Py_DECREF(all[i]);
+    }
+    for (size_t i = 0; i < sizeof subclasses / sizeof subclasses[0]; i++) {
+        char qualified[64];
+        snprintf(qualified, sizeof qualified, "ropeattn.%s", subclasses[i].name);
+        PyObject *cls = subclasses[i].builtin
+                            ? subclass(qualified, *subclasses[i].builtin, subclasses[i].doc)
+                            : PyErr_NewExceptionWithDoc(qualified, subclasses[i].doc,
+                                                        ra_ext_value_error, NULL);
+        if (!cls) return -1;
+        *subclasses[i].cls = cls;
+        Py_INCREF(cls);
+        if (PyModule_AddObject(module, subclasses[i].name, cls) < 0) {
+            Py_DECREF(cls);
             return -1;
         }
     }

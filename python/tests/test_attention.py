@@ -150,3 +150,24 @@ def test_bad_inputs():
         ropeattn.attention(q, k, v, dropout_p=1.0)
     with pytest.raises(TypeError, match="Context"):
         ropeattn.attention(q, k, v, context=1)
+
+
+def test_forward_backward_pair_bad_input():
+    q, k, v = qkv()
+    out, lse = ropeattn.attention_forward(q, k, v, window=4)
+    assert lse.shape == (2, 4, 13) and lse.dtype == np.float32
+    np.testing.assert_allclose(out, ref.attention(q, k, v, window=4), rtol=0, atol=ATOL)
+    dout = np.ones_like(out)
+    dq, dk, dv, dsinks = ropeattn.attention_backward(dout, q, k, v, out, lse, window=4)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    assert dsinks is None
+    with pytest.raises(ropeattn.ArgumentError):  # lse of the wrong shape
+        ropeattn.attention_backward(dout, q, k, v, out, lse[:, :2], window=4)
+    with pytest.raises(ropeattn.ArgumentError):  # lse not float32
+        ropeattn.attention_backward(dout, q, k, v, out, lse.astype(np.float64), window=4)
+    with pytest.raises(ropeattn.ArgumentError):  # dout not q's shape
+        ropeattn.attention_backward(dout[:, :5], q, k, v, out, lse, window=4)
+    with pytest.raises(ropeattn.DtypeError):
+        ropeattn.attention_backward(dout.astype(np.float16), q, k, v, out, lse, window=4)
+    with pytest.raises(ropeattn.ArgumentError):  # dropout_p out of range
+        ropeattn.attention_forward(q, k, v, dropout_p=1.0)

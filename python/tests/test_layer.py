@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import ropeattn
+from threads import run_in_threads
 
 # The repository's tests/hf, found from this file (test_python.sh runs
 # pytest from a temporary directory on the absolute path of python/tests).
@@ -369,28 +370,17 @@ def test_threads():
         return layer(x, positions=pos, context=ctx), np.concatenate(ys, axis=1)
 
     expect = run(None)
-    errors = []
 
-    def work(i):
-        ctx = ropeattn.Context(threads=2) if i % 2 else None
-        try:
-            for _ in range(10):
-                for got, want in zip(run(ctx), expect):
-                    if not np.max(np.abs(got - want)) <= 1e-6 * np.max(np.abs(want)):
-                        errors.append(i)
-                if i == 0:
-                    ropeattn.Layer.from_pretrained(HF / "qwen2_bias", layer=0)
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(repr(e))
-        finally:
-            if ctx:
-                ctx.close()
+    def work(i, ctx):
+        for _ in range(10):
+            for got, want in zip(run(ctx), expect):
+                if not np.max(np.abs(got - want)) <= 1e-6 * np.max(np.abs(want)):
+                    return False
+            if i == 0:
+                ropeattn.Layer.from_pretrained(HF / "qwen2_bias", layer=0)
+        return True
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(work)
     assert errors == []
 
 

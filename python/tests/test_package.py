@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ropeattn
+from threads import run_in_threads
 
 
 def test_version_and_simd():
@@ -27,7 +28,7 @@ def test_exception_classes():
         ropeattn.Context(threads=-1)
 
 
-def work(seed):
+def sample_inputs(seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, 64, 4, 32)).astype(np.float32)
     k = rng.standard_normal((2, 64, 2, 32)).astype(np.float32)
@@ -38,29 +39,20 @@ def test_threads():
     """Eight Python threads, each with a shared rope, half with their own
     Context: every result the same bits as computed alone."""
     rope = ropeattn.RotaryEmbedding(32, theta=1e6)
-    inputs = [work(i) for i in range(8)]
+    inputs = [sample_inputs(i) for i in range(8)]
     expect = [(ropeattn.apply_rotary(x, 5, rope=rope), ropeattn.attention(x, k, k))
               for x, k in inputs]
-    errors = []
 
-    def run(i):
+    def work(i, ctx):
         x, k = inputs[i]
-        ctx = ropeattn.Context(threads=2) if i % 2 else None
-        try:
-            for _ in range(20):
-                got = (ropeattn.apply_rotary(x, 5, rope=rope, context=ctx),
-                       ropeattn.attention(x, k, k, context=ctx))
-                if not all(np.array_equal(g, e) for g, e in zip(got, expect[i])):
-                    errors.append(i)
-        finally:
-            if ctx:
-                ctx.close()
+        for _ in range(20):
+            got = (ropeattn.apply_rotary(x, 5, rope=rope, context=ctx),
+                   ropeattn.attention(x, k, k, context=ctx))
+            if not all(np.array_equal(g, e) for g, e in zip(got, expect[i])):
+                return False
+        return True
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(work)
     assert errors == []
 
 
@@ -79,7 +71,7 @@ def calls(x, k, rope, ctx):
 
 
 def test_no_reference_or_memory_growth():
-    x, k = work(0)
+    x, k = sample_inputs(0)
     x = x[:, :8]
     k = k[:, :8]
     rope = ropeattn.RotaryEmbedding(32)

@@ -253,3 +253,14 @@ def test_drop_in_attention_interface():
     padded[..., 0] = -math.inf  # key 0 is padding: not the plain causal mask
     with pytest.raises(ropeattn.UnsupportedError):
         rt.eager_attention_forward(module, q, k, v, padded, scaling=0.25)
+
+
+def test_drop_in_bad_input():
+    with pytest.raises(TypeError):  # a rope object is required
+        rt.RotaryEmbeddingModule(16)
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module()
+    with pytest.raises(ropeattn.UnsupportedError):  # a mask of the wrong shape
+        rt.eager_attention_forward(module, q, k, v, torch.zeros(1, 1, 5, 5), scaling=0.3)
+    with pytest.raises(ropeattn.DtypeError):
+        rt.eager_attention_forward(module, q.double(), k, v, None, scaling=0.3)

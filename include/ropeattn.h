@@ -614,6 +614,16 @@ RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t ca
 RA_API ra_status ra_kv_cache_create_window(ra_kv_cache **out, int64_t batch, int64_t window,
                                            int64_t max_new, int64_t n_kv_heads,
                                            int64_t head_dim, ra_dtype dtype);
+/* A latent cache for a latent-attention layer (ra_layer_config.kv_lora_rank
+ * r): each token's row holds its rotated shared key, then its latent c,
+ * [B, capacity, 1, rope_dim + r] (the views' k; v is the same storage).
+ * (r + rope_dim) values a token: 576 for DeepSeek-V3, where per-head keys
+ * and values would take 2 * 128 * 192.  Served by ra_layer_forward_cached of
+ * such a layer only (ra_kv_cache_append and ra_attention_decode refuse it:
+ * RA_ERR_ARGUMENT). */
+RA_API ra_status ra_kv_cache_create_latent(ra_kv_cache **out, int64_t batch, int64_t capacity,
+                                           int64_t kv_lora_rank, int64_t rope_dim,
+                                           ra_dtype dtype);
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache); /* NULL is allowed */
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 */
 /* Tokens appended to sequence b (a window cache holds the last capacity of
@@ -739,6 +749,28 @@ typedef struct ra_layer_config {
     int64_t window;     /* W >= 1, or 0 */
     int64_t chunk;      /* C >= 1, or 0 */
     double softcap;     /* c > 0, or 0 */
+    /* Multi-head latent attention (DeepSeek-V2 and V3, Kimi K2), when
+     * kv_lora_rank r > 0: keys and values come from a latent of r features
+     * per token, c = kv_a_norm(x wkv_a[:r]^T), through wkv_b, and one
+     * rotated key of qk_rope_head_dim = head_dim - qk_nope_head_dim
+     * features, x wkv_a[r:]^T, shared by every head:
+     *   q_h = [q_nope_h | q_rope_h]   (head_dim = qk_nope_head_dim + rope)
+     *   k_h = [c wkv_b[k rows of h]^T | R k_rope],  v_h = c wkv_b[v rows of h]^T
+     * as transformers' DeepseekV3Attention (its qk_head_dim is head_dim
+     * here).  The rope rotates the rope part only (its rotary_dim is
+     * head_dim - qk_nope_head_dim; 0 means that, another value is
+     * RA_ERR_ARGUMENT), with its layout: RA_LAYOUT_INTERLEAVED for
+     * rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
+     * n_kv_heads must be 0 or n_heads.  q and k norms, wqkv, clip_qkv,
+     * qk_l2_norm and temperature_floor are RA_ERR_UNSUPPORTED with it.  A
+     * cached forward needs a latent cache (ra_kv_cache_create_latent): it
+     * stores c and the rotated shared key only, and decodes with wkv_b
+     * absorbed into the query and the output. */
+    int64_t kv_lora_rank;     /* r > 0, or 0: not latent attention */
+    int64_t q_lora_rank;      /* > 0: q = wq_b(q_a_norm(wq_a(x))); 0: q = wq(x) */
+    int64_t qk_nope_head_dim; /* features of each q and k head that do not rotate, >= 0 */
+    int64_t v_head_dim;       /* Dv >= 1, at most head_dim: v's and the
+                                 attention output's features per head */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -786,6 +818,21 @@ typedef struct ra_layer_weights {
     const float *sinks; /* [H]: attention sinks, one logit per query head in
                            every softmax's denominator (gpt-oss), finite;
                            NULL: none */
+    /* Latent attention's (config.kv_lora_rank > 0; NULL otherwise), with
+     * Dn = qk_nope_head_dim, Dr = head_dim - Dn, r = kv_lora_rank, rq =
+     * q_lora_rank, as transformers names them: q_a_proj, q_a_layernorm,
+     * q_b_proj (or wq: q_proj [H * D, dim] when rq is 0), kv_a_proj_with_mqa,
+     * kv_a_layernorm, kv_b_proj; wo is o_proj [dim, H * Dv], bo its bias.
+     * The norms are RMSNorms of epsilon config.norm_eps.  Each head's rows
+     * of wq and wq_b are its Dn features that do not rotate, then its Dr. */
+    const float *wq_a;      /* [rq, dim] */
+    const float *bq_a;      /* [rq] or NULL */
+    const float *q_a_norm;  /* [rq] */
+    const float *wq_b;      /* [H * D, rq] */
+    const float *wkv_a;     /* [r + Dr, dim]: the latent's rows, then the shared key's */
+    const float *bkv_a;     /* [r + Dr] or NULL */
+    const float *kv_a_norm; /* [r] */
+    const float *wkv_b;     /* [H, Dn + Dv, r]: each head's key rows, then its value rows */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -902,6 +949,9 @@ typedef struct ra_layer_grads {
                        dwv, dbq, dbk and dbv are ignored) */
     float *dbqkv;   /* bqkv's shape */
     float *dsinks;  /* [H], for a layer with sinks */
+    /* Latent attention's, shaped as the weights (dwq, dwo and dbo as above;
+     * dwk, dwv and the others above are ignored) */
+    float *dwq_a, *dbq_a, *dq_a_norm, *dwq_b, *dwkv_a, *dbkv_a, *dkv_a_norm, *dwkv_b;
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

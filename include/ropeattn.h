@@ -757,10 +757,10 @@ typedef struct ra_layer_config {
      *   q_h = [q_nope_h | q_rope_h]   (head_dim = qk_nope_head_dim + rope)
      *   k_h = [c wkv_b[k rows of h]^T | R k_rope],  v_h = c wkv_b[v rows of h]^T
      * as transformers' DeepseekV3Attention (its qk_head_dim is head_dim
-     * here).  The rope rotates the rope part only (its rotary_dim is
-     * head_dim - qk_nope_head_dim; 0 means that, another value is
-     * RA_ERR_ARGUMENT), with its layout: RA_LAYOUT_INTERLEAVED for
-     * rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
+     * here, which must be given).  The rope is over the rope part alone:
+     * its head_dim is set to head_dim - qk_nope_head_dim (even, >= 2), its
+     * rotary_dim must be 0 or that, and its layout is RA_LAYOUT_INTERLEAVED
+     * for rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
      * n_kv_heads must be 0 or n_heads.  q and k norms, wqkv, clip_qkv,
      * qk_l2_norm and temperature_floor are RA_ERR_UNSUPPORTED with it.  A
      * cached forward needs a latent cache (ra_kv_cache_create_latent): it

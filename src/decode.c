@@ -176,7 +176,6 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
 {
     ra_error_reset();
     ra_attention_mask mask;
-    RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_attention_decode"));
     RA_TRY(check_decode(&mask, cache, out, q, n_query, options));
     ra_decode_job job = make_job(cache, out, q, n_query, &mask);
     int64_t per_threads, total;

@@ -6,7 +6,8 @@
  * gradients of x and every weight against central finite differences of
  * it, the cached forward (prefill, absorbed decode, multi-token steps; f32,
  * f16 and bf16 latent caches) against the uncached one, identical bits for
- * any thread count, and the refusals.
+ * any thread count, ra_attention_decode on a latent cache (the absorbed
+ * core), and the refusals.
  *
  * Dims: B batch, S seq, H heads, Dn + Dr = D the q/k head (Dr rotates), Dv
  * v's head, r kv_lora_rank, rq q_lora_rank (0: q_proj), dim the model's.
@@ -521,6 +522,65 @@ static void test_threads(void)
     teardown(&s);
 }
 
+/* ra_attention_decode on a latent cache: softmax(scale q row^T) row over
+ * the rows the layer stored, against double sums over ra_kv_cache_views
+ * (float32 sums of ~20 terms: 1e-5 of max |out|). */
+static void test_latent_decode(void)
+{
+    mla_setup s;
+    if (!setup(&s, &cases[1], 81)) {
+        CHECK(0, "setup: %s", ra_last_error());
+        teardown(&s);
+        return;
+    }
+    const int64_t B = s.c.b, S = s.c.s, H = s.c.h, row = s.c.r + s.c.dr, T = 2;
+    ra_kv_cache *cache;
+    float *y = malloc((size_t)s.n_x * sizeof(float));
+    uint64_t state = 5;
+    float *q = random_array(B * T * H * row, 1.0f, 0.0f, &state);
+    float *out = calloc((size_t)(B * T * H * row), sizeof(float));
+    ra_status st = ra_kv_cache_create_latent(&cache, B, S, s.c.r, s.c.dr, RA_F32);
+    if (st == RA_OK) st = ra_layer_forward_cached(s.layer, NULL, cache, y, s.x, B, S, NULL);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, row), to = ra_tensor_4d(out, RA_F32, B, T, H, row);
+    ra_attention_options o = ra_attention_options_init();
+    o.scale = 0.3;
+    if (st == RA_OK) st = ra_attention_decode(NULL, cache, &to, &tq, NULL, &o);
+    CHECK(st == RA_OK, "%s", ra_last_error());
+    ra_tensor kv, vv;
+    if (st == RA_OK && ra_kv_cache_views(cache, &kv, &vv) == RA_OK) {
+        CHECK(kv.data == vv.data && kv.shape[3] == row && kv.shape[2] == 1, "one storage");
+        double err = 0, scale = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    const float *qr = q + ((b * T + t) * H + h) * row;
+                    double p[64], m = -INFINITY, l = 0;
+                    const int64_t last = S - T + t;
+                    for (int64_t j = 0; j <= last; j++) {
+                        const float *kr = (const float *)kv.data + b * kv.stride[0] + j * kv.stride[1];
+                        double dot = 0;
+                        for (int64_t e = 0; e < row; e++) dot += (double)qr[e] * kr[e];
+                        p[j] = 0.3 * dot;
+                        m = fmax(m, p[j]);
+                    }
+                    for (int64_t j = 0; j <= last; j++) l += exp(p[j] - m);
+                    for (int64_t e = 0; e < row; e++) {
+                        double acc = 0;
+                        for (int64_t j = 0; j <= last; j++)
+                            acc += exp(p[j] - m) / l *
+                                   ((const float *)kv.data)[b * kv.stride[0] + j * kv.stride[1] + e];
+                        double got = out[((b * T + t) * H + h) * row + e];
+                        err = fmax(err, fabs(got - acc));
+                        scale = fmax(scale, fabs(acc));
+                    }
+                }
+        CHECK(err <= 1e-5 * scale, "error %.3g of %.3g", err, scale);
+    }
+    ra_kv_cache_destroy(cache);
+    free(y); free(q); free(out);
+    teardown(&s);
+}
+
 static void test_refusals(void)
 {
     mla_setup s;
@@ -577,10 +637,7 @@ static void test_refusals(void)
     CHECK(ra_kv_cache_length(latent, 0) == 0, "a refused call appends nothing");
     const int64_t row = s.c.r + s.c.dr;
     float *q = calloc((size_t)(s.c.b * s.c.h * row), sizeof(float));
-    ra_tensor tq = ra_tensor_4d(q, RA_F32, s.c.b, 1, s.c.h, row);
     ra_tensor tk = ra_tensor_4d(q, RA_F32, s.c.b, 1, 1, row);
-    CHECK(ra_attention_decode(NULL, latent, &tq, &tq, NULL, NULL) == RA_ERR_ARGUMENT,
-          "ra_attention_decode on a latent cache");
     ra_positions p0 = ra_positions_start(0);
     ra_rope *rope;
     ra_rope_config rc = ra_rope_config_default(row);
@@ -620,6 +677,7 @@ static void simd_cases(void)
     RUN(test_gradients);
     RUN(test_cached);
     RUN(test_threads);
+    RUN(test_latent_decode);
     RUN(test_refusals);
 }
 

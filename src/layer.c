@@ -25,7 +25,7 @@
 #include "gemm.h"
 #include "kvcache_internal.h"
 #include "layer_internal.h"
-#include "mla_internal.h"
+#include "layer_mla.h"
 #include "parallel.h"
 #include "rope_internal.h"
 

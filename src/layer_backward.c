@@ -28,7 +28,7 @@
 
 #include "gemm.h"
 #include "layer_tape.h"
-#include "mla_internal.h"
+#include "layer_mla.h"
 #include "parallel.h"
 
 static ra_status check_backward(const ra_layer *layer, const float *dx, const ra_layer_grads *g,

@@ -13,7 +13,7 @@
 
 #include "layer_internal.h"
 #include "layer_tape.h"
-#include "mla_internal.h"
+#include "layer_mla.h"
 
 RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
                                       int64_t max_tokens)

@@ -1,7 +1,8 @@
 /*
- * mla_backward.c — latent attention's training forward and backward: the
- * forward of mla.c with its q, k, v (rotated), output and log-sum-exp kept
- * in the tape, and its lines in reverse (mla.c's names):
+ * layer_mla_backward.c — latent attention's training forward and backward:
+ * the forward of layer_mla.c with its q, k, v (rotated), output and
+ * log-sum-exp kept in the tape, and its lines in reverse (layer_mla.c's
+ * names):
  *
  *   dy [T, dim] -> g = dy * resid mask
  *   -> dpacked = g wo [T, H * Dv] -> dattn [T, H, D] (the padding's 0)
@@ -19,7 +20,7 @@
 
 #include "gemm.h"
 #include "layer_tape.h"
-#include "mla_internal.h"
+#include "layer_mla.h"
 #include "parallel.h"
 
 ra_status ra_mla_forward_train(const ra_layer *layer, ra_context *ctx, float *y,

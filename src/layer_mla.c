@@ -1,5 +1,5 @@
 /*
- * mla.c — multi-head latent attention, as transformers' DeepseekV3Attention
+ * layer_mla.c — multi-head latent attention, as transformers' DeepseekV3Attention
  * (DeepSeek-V2, V2-Lite, V3, R1, Kimi K2):
  *
  *   x [T, dim] -> q = wq(x), or wq_b(q_a_norm(wq_a(x) + bq_a))   [T, H, Dn + Dr]
@@ -27,7 +27,7 @@
 #include "attention_internal.h"
 #include "gemm.h"
 #include "kvcache_internal.h"
-#include "mla_internal.h"
+#include "layer_mla.h"
 #include "parallel.h"
 #include "rope_internal.h"
 

@@ -1,16 +1,16 @@
 /*
- * mla_internal.h — multi-head latent attention (DeepSeek-V2 and V3), the
+ * layer_mla.h — multi-head latent attention (DeepSeek-V2 and V3), the
  * layer kind of ra_layer_config.kv_lora_rank > 0: its checks, projections
- * and forwards (mla.c), its training forward and backward
- * (mla_backward.c) (internal).
+ * and forwards (layer_mla.c), its training forward and backward
+ * (layer_mla_backward.c) (internal).
  *
  * Inside, each head of q and k is laid out as transformers lays it out,
  * [nope (Dn) | rope (Dr)], and v is padded to the q/k head size D = Dn + Dr
  * with zeros, so that the attention kernels (one head size) run it
  * unchanged: the padding's outputs are 0 and are dropped before wo.
  */
-#ifndef RA_MLA_INTERNAL_H
-#define RA_MLA_INTERNAL_H
+#ifndef RA_LAYER_MLA_H
+#define RA_LAYER_MLA_H
 
 #include "layer_internal.h"
 

@@ -88,7 +88,7 @@ static const char usage[] =
     "                                   its cache a window cache; bytes: the window's\n"
     "                                   K and V\n"
     "  kv_append_rope_f32               one token's q, k rotated, k, v written\n"
-    "  attention_decode_mla_f32_l16384  latent attention's absorbed decode step:\n"
+    "  attention_decode_mla_f32_l16384  a latent layer's absorbed decode step (dim 16):\n"
     "                                   DeepSeek-V3's 128 heads against a latent cache\n"
     "                                   of 16384 rows of 576 (compute-bound: judged\n"
     "                                   by sgemm, its flops those of scores and rows)\n"

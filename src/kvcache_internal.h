@@ -104,6 +104,23 @@ static inline int64_t ra_decode_first_chunk(const ra_decode_job *job, int64_t b)
     return ra_decode_first_key(job, job->cache->length[b] - nq) / RA_DECODE_CHUNK;
 }
 
+/* One block of keys' online softmax for the latent layer's absorbed
+ * decode (cpu/softmax_impl.h): rows of scores s [rows, ld] of which row r
+ * sees its first seen[r] of cols keys, scaled by scale, into
+ * probabilities against the rows' running max m and sum l, the rows of o
+ * [rows, od] (their weighted sums so far) rescaled to the new max.  Tasks
+ * of rows_per_task rows. */
+typedef struct ra_softmax_job {
+    float *s;
+    int64_t ld, cols;
+    const int64_t *seen;
+    float scale;
+    float *m, *l;
+    float *o;
+    int64_t od;
+    int64_t rows, rows_per_task;
+} ra_softmax_job;
+
 /* Reads options into *mask for q [B, T, H, D]: the masks a cache can
  * serve (a window cache: a window or chunk within its own).  The cache's
  * lengths stand for padding and documents, and decode is inference:

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "attention_internal.h"
+#include "cpu/kernels.h"
 #include "gemm.h"
 #include "kvcache_internal.h"
 #include "layer_mla.h"
@@ -340,6 +341,73 @@ static void absorb_output(const ra_layer *layer, float *packed, const float *o, 
                     packed + h * d->Dv, (int)(d->H * d->Dv));
 }
 
+/* The absorbed attention by sgemm, for the plain causal mask (a window,
+ * chunk, soft-cap or sinks go to the decode kernel): the m newest tokens of
+ * every sequence, queries qa [B, m, H, Dr + r] (q's factor in), against
+ * the cache's rows in blocks of keys,
+ *   s = qa_b rows^T (sgemm) -> online softmax (cpu/softmax_impl.h, o rescaled)
+ *   -> o_b += p rows (sgemm)
+ * and o /= l at the end: o [B, m, H, Dr + r], the rows' weighted sums.  A
+ * 16-bit cache's block is widened into scratch first.  Scratch:
+ * latent_attention_floats. */
+static int64_t block_keys(int64_t rows)
+{
+    const int64_t keys = ((int64_t)1 << 18) / rows; /* scores of about 1 MiB */
+    return keys < 256 ? 256 : keys > 4096 ? 4096 : keys / 16 * 16;
+}
+
+static int64_t latent_attention_floats(const ra_kv_cache *cache, int64_t rows)
+{
+    const int64_t keys = block_keys(rows);
+    return ra_round_up(rows * keys, 16) + ra_round_up(keys * cache->head_dim, 16) +
+           ra_round_up(4 * rows, 16); /* s, a widened block, m, l, seen (int64) */
+}
+
+static void latent_attention(ra_context *ctx, const ra_kv_cache *cache, float *o,
+                             const float *qa, int64_t batch, int64_t m, int64_t H, float scale,
+                             float *scratch)
+{
+    const int64_t row = cache->head_dim, rows = m * H, keys = block_keys(rows);
+    float *s = scratch, *wide = s + ra_round_up(rows * keys, 16);
+    float *mx = wide + ra_round_up(keys * row, 16), *l = mx + rows;
+    int64_t *seen = (int64_t *)(void *)(l + rows);
+    const ra_tensor view = ra_kv_cache_view(cache, 0);
+    const size_t esize = ra_dtype_size(cache->dtype);
+    const int threads = ra_parallel_threads(ctx);
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t len = cache->length[b];
+        const float *q = qa + b * rows * row;
+        float *ob = o + b * rows * row;
+        const char *base = (const char *)view.data + (size_t)(b * view.stride[0]) * esize;
+        memset(ob, 0, (size_t)(rows * row) * sizeof(float));
+        for (int64_t r = 0; r < rows; r++) mx[r] = -INFINITY, l[r] = 0.0f;
+        for (int64_t j0 = 0; j0 < len; j0 += keys) { /* the last query sees all len keys */
+            const int64_t n = len - j0 < keys ? len - j0 : keys;
+            const float *k = (const float *)(const void *)base + j0 * row;
+            if (cache->dtype != RA_F32) {
+                ra_convert(wide, RA_F32, base + (size_t)(j0 * row) * esize, cache->dtype, n * row);
+                k = wide;
+            }
+            for (int64_t r = 0; r < rows; r++) { /* token t = r / H is at len - m + t */
+                const int64_t last = len - m + r / H;
+                seen[r] = last < j0 ? 0 : last - j0 + 1 < n ? last - j0 + 1 : n;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)row, 1.0f,
+                        q, (int)row, k, (int)row, 0.0f, s, (int)n);
+            ra_softmax_job job = {s, n, n, seen, scale, mx, l, ob, row, rows,
+                                  (rows + 2 * threads - 1) / (2 * threads)};
+            ra_parallel_for(ctx, (rows + job.rows_per_task - 1) / job.rows_per_task,
+                            ra_kernels_get()->softmax_task, &job);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)row, (int)n,
+                        1.0f, s, (int)n, k, (int)row, 1.0f, ob, (int)row);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            const float inv = 1.0f / l[r];
+            for (int64_t e = 0; e < row; e++) ob[r * row + e] *= inv;
+        }
+    }
+}
+
 ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_cache *cache,
                                 float *y, const float *x, int64_t batch, int64_t seq,
                                 const ra_positions *positions)
@@ -374,12 +442,16 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
 
     /* Scratch: starts [B], q, k, v, attention output [T, H, D], the
      * projections', and then either the flash kernel's or the absorbed
-     * queries and outputs [B, step, H, Dr + r] and the decode kernel's. */
+     * queries and outputs [B, step, H, Dr + r] and latent_attention's or, with
+     * the masks only it has, the decode kernel's. */
     const int64_t T = batch * seq, n = T * d.H * d.D, floats = forward_floats(&d, T);
+    const int by_gemm = !c->window && !c->chunk && !c->softcap && !layer->weights.sinks;
     size_t kernel = 0;
     if (prefill)
         kernel = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, d.H, d.H, d.D,
                                             ra_parallel_threads(ctx));
+    else if (by_gemm)
+        kernel = (size_t)latent_attention_floats(cache, step * d.H) * sizeof(float);
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_step, ra_parallel_threads(ctx), &kernel));
     const int64_t absorbed = prefill ? 0 : 2 * ra_round_up(batch * step * d.H * row, 16);
@@ -427,7 +499,11 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
             ra_tensor tq = ra_tensor_4d(qa, RA_F32, batch, m, d.H, row);
             ra_tensor to = ra_tensor_4d(oa, RA_F32, batch, m, d.H, row);
             absorb_queries(layer, qa, q.data, batch, seq, s0, s1, &d);
-            ra_attention_decode_run(ctx, cache, &to, &tq, NULL, &mask, kernel_scratch);
+            if (by_gemm)
+                latent_attention(ctx, cache, oa, qa, batch, m, d.H, (float)masks.scale,
+                                 kernel_scratch);
+            else
+                ra_attention_decode_run(ctx, cache, &to, &tq, NULL, &mask, kernel_scratch);
             for (int64_t b = 0; b < batch; b++)
                 absorb_output(layer, (float *)attn.data + (b * seq + s0) * d.H * d.Dv,
                               oa + b * m * d.H * row, m, &d);

@@ -25,6 +25,9 @@ typedef struct ra_kernels {
      * (kvcache_internal.h). */
     void (*decode_task)(void *arg, int64_t task, int thread);
     void (*decode_merge_task)(void *arg, int64_t task, int thread);
+    /* One block of rows of an online softmax: arg is an ra_softmax_job
+     * (kvcache_internal.h). */
+    void (*softmax_task)(void *arg, int64_t task, int thread);
 } ra_kernels;
 
 extern const ra_kernels ra_kernels_base;

@@ -5,6 +5,7 @@
 #include "cpu/flash_backward_impl.h"
 #include "cpu/rope_impl.h"
 #include "cpu/decode_impl.h"
+#include "cpu/softmax_impl.h"
 
 const ra_kernels ra_kernels_avx2 = {
     .name = "avx2",
@@ -13,5 +14,6 @@ const ra_kernels ra_kernels_avx2 = {
     .rope_task = rope_task,
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,
+    .softmax_task = softmax_task,
 };
 #endif

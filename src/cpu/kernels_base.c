@@ -9,6 +9,7 @@
 #include "cpu/flash_backward_impl.h"
 #include "cpu/rope_impl.h"
 #include "cpu/decode_impl.h"
+#include "cpu/softmax_impl.h"
 
 const ra_kernels ra_kernels_base = {
     .name = RA_BASE_NAME,
@@ -17,4 +18,5 @@ const ra_kernels ra_kernels_base = {
     .rope_task = rope_task,
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,
+    .softmax_task = softmax_task,
 };

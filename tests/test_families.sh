@@ -41,6 +41,7 @@ for dir in "$TMP"/cases/*/; do
     layer=$(field "$dir" layer)
     refused=$(field "$dir" refused)
     read -r -a extra <<<"$(field "$dir" args)"
+    [ -e "$dir/positions.npy" ] && extra+=(--positions "$dir/positions.npy")
     args=(attention --weights "$dir/model.safetensors" --config "$dir/config.json"
           --input "$dir/x.npy" --output "$dir/got.npy" ${layer:+--layer "$layer"} "${extra[@]}")
     if [ -n "$refused" ]; then
@@ -96,7 +97,8 @@ for c in phi3 phi3_split gpt_neox gpt_neox_split stablelm_qk_layernorm stablelm_
 done
 
 # Masks' gradients (Gemma 2's window and soft-cap, gpt-oss's window and
-# sinks, Llama 4's chunks): dL/dX and the sinks' gradient against central
+# sinks, Llama 4's chunks) and M-RoPE's (Qwen2-VL, Qwen2.5-VL, Qwen3-VL on
+# 3-D positions): dL/dX and the sinks' gradient against central
 # differences of the float64 layer (tests/families/make_family_cases.py),
 # 5e-5 of the largest: float32 rounding through the softmax and Llama 4's
 # L2 norm reaches 2e-5 on some draws (its forward 6e-6), the differences'
@@ -114,11 +116,14 @@ if sinks:
     ok = ok and close(g[sinks[0]], np.load(d + "/g_sinks.npy"))
 sys.exit(0 if ok else 1)
 PY
-for c in gemma2_layer0 gpt_oss_layer0 gpt_oss_layer1 llama4_chunks_layer0; do
+for c in gemma2_layer0 gpt_oss_layer0 gpt_oss_layer1 llama4_chunks_layer0 qwen2_vl_image \
+    qwen2_5_vl_video qwen3_vl_image; do
     rm -f "$C/$c/g.safetensors"
+    pos=()
+    [ -e "$C/$c/positions.npy" ] && pos=(--positions "$C/$c/positions.npy")
     if "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json" \
         --layer "$(field "$C/$c" layer)" --input "$C/$c/x.npy" --output "$C/$c/y2.npy" \
-        --grad-output "$C/$c/dy.npy" --grads "$C/$c/g.safetensors" 2>"$TMP/err" &&
+        --grad-output "$C/$c/dy.npy" --grads "$C/$c/g.safetensors" "${pos[@]}" 2>"$TMP/err" &&
         "$PY" "$TMP/masked_grads.py" "$C/$c/g.safetensors" "$C/$c"; then pass
     else fail "$c --grads against float64 differences $(cat "$TMP/err")"; fi
 done

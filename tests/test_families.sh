@@ -229,6 +229,37 @@ for family in llama cohere plain; do
         else pass; fi
     done
 done
+# M-RoPE: rope on 3-D positions, [3, B, S] and [3, S], to 1e-6 of the
+# float64 transcription of transformers' chunked (Qwen2-VL) and interleaved
+# (Qwen3-VL) code; freqs --hf-shape writes the cos and sin transformers puts
+# together; a rope without sections refuses 3-D positions, and [3, S] with
+# batch 3 is ambiguous.
+for family in qwen2_vl qwen3_vl; do
+    for p in pos3 pos3_shared; do
+        if ! "$RA" rope --config "$R/$family.json" --input "$R/x_bshd.npy" \
+            --positions "$R/$p.npy" --output "$R/got.npy" 2>"$TMP/err"; then
+            fail "rope $family $p: $(cat "$TMP/err")"
+        elif ! out=$("$PY" "$TMP/check.py" y "$R/got.npy" "$R/y_${family}_$p.npy" 1e-6); then
+            fail "rope $family $p: $out"
+        else pass; fi
+    done
+    rm -f "$R/cos.npy" "$R/sin.npy"
+    if "$RA" freqs --config "$R/$family.json" --positions "$R/pos3_shared.npy" --hf-shape \
+        --cos "$R/cos.npy" --sin "$R/sin.npy" 2>"$TMP/err" &&
+        "$PY" "$TMP/check.py" y "$R/cos.npy" "$R/cos_$family.npy" 1e-6 >"$TMP/out" &&
+        "$PY" "$TMP/check.py" y "$R/sin.npy" "$R/sin_$family.npy" 1e-6 >>"$TMP/out"; then pass
+    else fail "freqs $family 3-D positions: $(cat "$TMP/err" "$TMP/out")"; fi
+done
+"$RA" rope --config "$R/llama.json" --input "$R/x_bshd.npy" --positions "$R/pos3.npy" \
+    --output "$R/got4.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "3-D positions (temporal, height, width) need a rope with mrope_section" \
+    "$TMP/err" && [ ! -e "$R/got4.npy" ]; then pass
+else fail "rope: 3-D positions without sections: $(cat "$TMP/err")"; fi
+"$RA" rope --config "$R/qwen2_vl.json" --input "$R/x_b3.npy" --positions "$R/pos3_shared.npy" \
+    --output "$R/got4.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "with batch 3 that is 3-D positions or a row per sequence" \
+    "$TMP/err" && [ ! -e "$R/got4.npy" ]; then pass
+else fail "rope: [3, S] positions with batch 3: $(cat "$TMP/err")"; fi
 # [B, H, S, D] given without --shape: axis 2 (S = 12) holds no head count.
 "$RA" rope --config "$R/llama.json" --input "$R/x_bhsd.npy" --output "$R/got2.npy" 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -q "is it \[batch, heads, seq, head_dim\] (--shape bhsd)?" "$TMP/err" &&

@@ -138,24 +138,31 @@ def rope(x, pos, inv, layout):
     return y
 
 
-def mrope(x, pos3, inv, section, interleaved):
-    """x [B, S, heads, D] with rotate_half; pos3 [3, B, S]: transformers'
-    Qwen2-VL apply_multimodal_rotary_pos_emb (chunked sections of each half)
-    or Qwen3-VL's apply_interleaved_mrope; every feature rotates."""
-    freqs = pos3[..., None] * inv  # [3, B, S, D/2]
+def mrope_cos_sin(pos3, inv, section, interleaved):
+    """cos, sin [..., D] for pos3 [3, ...] as transformers puts them
+    together: Qwen2-VL's apply_multimodal_rotary_pos_emb (cat(freqs, freqs)
+    of each component, split by mrope_section * 2, piece k from component
+    k % 3) or Qwen3-VL's apply_interleaved_mrope (on the frequencies, then
+    cat(f, f))."""
+    freqs = pos3[..., None] * inv  # [3, ..., D/2]
     if interleaved:
         f = freqs[0].copy()
         for dim in (1, 2):
             idx = slice(dim, section[dim] * 3, 3)
             f[..., idx] = freqs[dim][..., idx]
         emb = np.concatenate([f, f], -1)
-        cos, sin = np.cos(emb), np.sin(emb)
-    else:
-        emb = np.concatenate([freqs, freqs], -1)  # [3, B, S, D]
-        bounds = np.cumsum(list(section) * 2)[:-1]
-        pick = lambda t: np.concatenate(  # noqa: E731
-            [m[i % 3] for i, m in enumerate(np.split(t, bounds, -1))], -1)
-        cos, sin = pick(np.cos(emb)), pick(np.sin(emb))
+        return np.cos(emb), np.sin(emb)
+    emb = np.concatenate([freqs, freqs], -1)  # [3, ..., D]
+    bounds = np.cumsum(list(section) * 2)[:-1]
+    pick = lambda t: np.concatenate(  # noqa: E731
+        [m[i % 3] for i, m in enumerate(np.split(t, bounds, -1))], -1)
+    return pick(np.cos(emb)), pick(np.sin(emb))
+
+
+def mrope(x, pos3, inv, section, interleaved):
+    """x [B, S, heads, D] with rotate_half; pos3 [3, B, S]; every feature
+    rotates."""
+    cos, sin = mrope_cos_sin(pos3, inv, section, interleaved)
     cos, sin = cos[:, :, None, :], sin[:, :, None, :]
     half = x.shape[-1] // 2
     return x * cos + np.concatenate([-x[..., half:], x[..., :half]], -1) * sin
@@ -966,6 +973,31 @@ def rope_cases(out):
         y = rope(x, pos, inv_freq(5e5, D), layout)
         np.save(os.path.join(d, "y_%s_bshd.npy" % name), y)
         np.save(os.path.join(d, "y_%s_bhsd.npy" % name), y.transpose(0, 2, 1, 3))
+    # M-RoPE: 3-D positions [3, B, S] (each row its own image) and [3, S]
+    # (every row alike); freqs --hf-shape: the cos and sin [S, D] transformers
+    # puts together from them.
+    pos3 = np.stack([rope_index([("text", 2), ("grid", 2, 2, 2, 1), ("text", 2)]),
+                     rope_index([("text", 5), ("grid", 1, 1, 5, 1), ("text", 2)])], 1)
+    np.save(os.path.join(d, "pos3.npy"), pos3.astype(np.int64))
+    np.save(os.path.join(d, "pos3_shared.npy"), pos3[:, 0].astype(np.int32))
+    for name, model_type, section, interleaved in (("qwen2_vl", "qwen2_vl", [2, 3, 3], False),
+                                                   ("qwen3_vl", "qwen3_vl_text", [3, 3, 2],
+                                                    True)):
+        cfg = {"model_type": model_type, "rope_theta": 1e6, "num_attention_heads": H,
+               "head_dim": D, "rope_scaling": {"rope_type": "default", "mrope_section": section,
+                                               "mrope_interleaved": interleaved}}
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            json.dump(cfg, f)
+        inv = inv_freq(1e6, D)
+        p = pos3.astype(np.float64)
+        np.save(os.path.join(d, "y_%s_pos3.npy" % name), mrope(x, p, inv, section, interleaved))
+        shared = np.stack([p[:, 0], p[:, 0]], 1)
+        np.save(os.path.join(d, "y_%s_pos3_shared.npy" % name),
+                mrope(x, shared, inv, section, interleaved))
+        cos, sin = mrope_cos_sin(p[:, 0], inv, section, interleaved)
+        np.save(os.path.join(d, "cos_%s.npy" % name), cos)
+        np.save(os.path.join(d, "sin_%s.npy" % name), sin)
+    np.save(os.path.join(d, "x_b3.npy"), np.concatenate([x, x[:1]]).astype(np.float32))
 
 
 if __name__ == "__main__":

@@ -44,6 +44,13 @@ static void check_rope(const ra_hf_rope *r)
     for (int i = 0; i < 3; i++) FUZZ_CHECK(isfinite(pos[i]) && pos[i] >= 0, "%g", pos[i]);
     FUZZ_CHECK(s->short_factor == r->short_factor && s->long_factor == r->long_factor,
                "params does not point at the owned lists");
+    for (int k = 0; k < 3; k++)
+        FUZZ_CHECK(r->has_mrope_section ? s->mrope_section[k] >= 0 &&
+                                              s->mrope_section[k] <= INT32_MAX
+                                        : s->mrope_section[k] == 0,
+                   "mrope_section[%d] %lld", k, (long long)s->mrope_section[k]);
+    FUZZ_CHECK(r->has_mrope_interleaved ? s->mrope_interleaved == 0 || s->mrope_interleaved == 1
+                                        : s->mrope_interleaved == 0, "mrope_interleaved");
     const double *lists[2] = {r->short_factor, r->long_factor};
     const int64_t lens[2] = {r->n_short_factor, r->n_long_factor};
     const int has[2] = {r->has_short_factor, r->has_long_factor};
@@ -146,6 +153,15 @@ static void create_rope(const ra_hf_rope *r, const ra_hf_fields *c, size_t salt)
                    "theta_%lld = %g)", (long long)(i / (rotary_dim / 2)),
                    ra_hf_rope_type_name(cfg.type), (long long)(i % (rotary_dim / 2)),
                    inv_freq[i % (rotary_dim / 2)]);
+    /* M-RoPE: an image token's components apart, past the table too */
+    const int64_t pos3[12] = {0, 1, 4097, RA_MAX_POSITION, 0, 7, 3, 0, 0, 2, RA_MAX_POSITION, 5};
+    ra_status mst = ra_rope_table_mrope(rope, cos, sin, pos3, 4);
+    const int64_t *sec = cfg.mrope_section;
+    FUZZ_CHECK(mst == (sec[0] + sec[1] + sec[2] ? RA_OK : RA_ERR_ARGUMENT), "table_mrope: %d",
+               (int)mst);
+    for (int64_t i = 0; mst == RA_OK && i < 4 * (rotary_dim / 2); i++)
+        FUZZ_CHECK(isfinite(cos[i]) && isfinite(sin[i]), "M-RoPE cos/sin not finite at %lld",
+                   (long long)i);
     ra_rope_destroy(rope);
 }
 

@@ -353,6 +353,22 @@ typedef struct ra_rope_config {
                                                  no smoothed band) */
     const double *short_factor;      /* longrope: [rotary_dim / 2], copied */
     const double *long_factor;       /* longrope: [rotary_dim / 2], copied */
+    /* M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): a token has three position
+     * components, (temporal, height, width), and pair i rotates by
+     * pos[c(i)] * theta_i, the component c(i) its section names.  Text
+     * tokens have three equal components: the plain rope.  docs/ROPE.md. */
+    int64_t mrope_section[3];        /* pairs per component, each >= 0, summing
+                                        to rotary_dim / 2; all 0: no sections
+                                        (1-D positions only) */
+    int mrope_interleaved;           /* 0, chunked (Qwen2-VL, Qwen2.5-VL):
+                                          c(i) = 0 for i < s0, 1 for i < s0 + s1,
+                                          else 2;
+                                        nonzero, interleaved (Qwen3-VL):
+                                          c(i) = 1 if i % 3 == 1 and i < 3 s1,
+                                          2 if i % 3 == 2 and i < 3 s2, else 0;
+                                          needs 3 s1 <= rotary_dim / 2 + 1 and
+                                          3 s2 <= rotary_dim / 2, so that each
+                                          component gets its s_k pairs */
 } ra_rope_config;
 
 /* type DEFAULT, layout INTERLEAVED, rotary_dim 0, theta 10000,
@@ -371,7 +387,9 @@ static inline ra_rope_config ra_rope_config_default(int64_t head_dim)
 typedef struct ra_rope ra_rope;
 
 /* Parameters out of range for their type give RA_ERR_ARGUMENT, and so do
- * parameters whose inverse frequencies are not finite numbers (yarn with
+ * sections that are negative, do not sum to rotary_dim / 2, or (interleaved)
+ * do not fit, and mrope_interleaved without sections; and so do parameters
+ * whose inverse frequencies are not finite numbers (yarn with
  * theta 1, a factor of 1e-320), whose angles m * theta_i overflow before
  * RA_MAX_POSITION, or whose attention factor is not in (0, FLT_MAX] (yarn
  * with mscale 1e58): every table entry is a finite float32.  A theta, factor
@@ -390,13 +408,20 @@ RA_API double ra_rope_attention_factor(const ra_rope *rope); /* 0 for NULL */
 
 /* Where each token sits.  For token s of batch row b, with t = b * S + s
  * its index among all B * S tokens:
+ *   mrope_ids   given: (mrope_ids[t], mrope_ids[stride + t],
+ *               mrope_ids[2 stride + t]), the (temporal, height, width)
+ *               position of an M-RoPE rope (ra_rope_config.mrope_section);
+ *               a rope without sections refuses them (RA_ERR_ARGUMENT), and
+ *               so does giving ids too
  *   ids         given: ids[t]                         (any order, repeats allowed)
  *   cu_seqlens  given: starts[i] (or start) + t - cu_seqlens[i], where
  *               sequence i holds tokens cu_seqlens[i] .. cu_seqlens[i+1] - 1:
  *               a packed ragged batch (x is usually [1, total, heads, D])
  *   otherwise:  starts[b] (or start) + s                (a start per sequence)
  * cu_seqlens has n_seqs + 1 entries, starts at 0, never decreases and ends
- * at B * S.  Positions must lie in [0, RA_MAX_POSITION]. */
+ * at B * S.  Positions must lie in [0, RA_MAX_POSITION].  Every mode but
+ * mrope_ids gives a token one position m, which an M-RoPE rope reads as
+ * (m, m, m): text tokens, the plain rope. */
 typedef struct ra_positions {
     size_t struct_size;        /* sizeof(ra_positions) */
     int64_t start;
@@ -404,6 +429,11 @@ typedef struct ra_positions {
     const int64_t *starts;     /* [B], or [n_seqs] with cu_seqlens, or NULL */
     const int64_t *cu_seqlens; /* [n_seqs + 1] or NULL */
     int64_t n_seqs;
+    const int64_t *mrope_ids;  /* [3, B, S] (component-major, as transformers'
+                                  position_ids of Qwen2-VL) or NULL */
+    int64_t mrope_stride;      /* elements from one component of mrope_ids to the
+                                  next: 0 means B * S (a contiguous [3, B, S]);
+                                  else at least B * S */
 } ra_positions;
 
 /* Positions start, start + 1, ... in every sequence (set ids, starts or
@@ -428,10 +458,20 @@ typedef enum ra_direction {
                        RA_INVERSE after RA_FORWARD gives a^2 x rather than x */
 } ra_direction;
 
-/* The tables this rope uses for the given positions, as float32.
+/* The tables this rope uses for the given positions, as float32.  For an
+ * M-RoPE rope these are the tables of text positions (all three components
+ * m), which are the plain rope's.
  *   positions: [n]   cos, sin: [n, rotary_dim / 2] */
 RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
                                const int64_t *positions, int64_t n);
+
+/* The same for 3-D positions of an M-RoPE rope: entry (t, i) is the table of
+ * position positions[c(i) * n + t] at pair i, c(i) the component that
+ * mrope_section gives pair i (transformers' cos/sin after its sections are
+ * put together, first half).  A rope without sections: RA_ERR_ARGUMENT.
+ *   positions: [3, n]   cos, sin: [n, rotary_dim / 2] */
+RA_API ra_status ra_rope_table_mrope(const ra_rope *rope, float *cos, float *sin,
+                                     const int64_t *positions, int64_t n);
 
 /* Rotates every head of x by its token's position: out = R x (or R^T x).
  * RA_INVERSE is RoPE's backward: for y = ra_rope_apply(x, RA_FORWARD),
@@ -741,7 +781,9 @@ typedef struct ra_layer_config {
                            token's position as given (transformers uses
                            cache_position: the same unless ids are given).
                            The factor at RA_MAX_POSITION must be at most
-                           FLT_MAX (else RA_ERR_ARGUMENT) */
+                           FLT_MAX (else RA_ERR_ARGUMENT); a rope with
+                           mrope sections has no one position to take it
+                           from: RA_ERR_UNSUPPORTED */
     double temperature_scale; /* finite; used only with temperature_floor */
     /* The masks and logit changes of ra_attention_options that belong to
      * the layer (0: none), given to its attention on every path and in
@@ -874,7 +916,9 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
 
 /* The layer with a KV cache: appends the S tokens of each sequence to the
  * cache (RoPE at the given positions, NULL: continuing from the cache's
- * length) and attends each over everything cached so far.  A prefill is an
+ * length: text positions, which after an image an M-RoPE layer's are not:
+ * give them, as transformers adds its rope_deltas) and attends each over
+ * everything cached so far.  A prefill is an
  * empty cache and S = P; a decode step is S = 1.  prefill(N) equals
  * prefill(N - k) followed by k decode steps to float32 rounding (the sums
  * run in another order, so not bit for bit).  Inference only.  The
@@ -910,7 +954,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
  * layer lives; it may be destroyed before or after the layer), and every
  * forward overwrites it, so a training loop allocates nothing per step.  Size:
  * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations plus
- * 16 * max_tokens bytes of positions. */
+ * 32 * max_tokens bytes of positions. */
 typedef struct ra_layer_tape ra_layer_tape;
 
 RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,

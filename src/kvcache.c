@@ -255,7 +255,7 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
     if (rope->config.head_dim != c->head_dim)
         return ra_fail(RA_ERR_SHAPE, "rope's head_dim %lld is not the cache's %lld",
                        (long long)rope->config.head_dim, (long long)c->head_dim);
-    RA_TRY(ra_positions_read(p, positions, batch, seq, 0)); /* the inputs are a [B, S] grid */
+    RA_TRY(ra_positions_read(p, positions, rope, batch, seq, 0)); /* a [B, S] grid */
     /* q and k are rotated in place: no element may be read or written twice */
     if (q && ra_tensors_share_elements(q, k))
         return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");

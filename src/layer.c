@@ -133,6 +133,12 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
+    if (c.temperature_floor > 0 && layer->rope->component) { /* no one position to scale by */
+        ra_rope_destroy(layer->rope);
+        ra_free(layer);
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: temperature_floor with a rope "
+                       "that has mrope_section (3-D positions)");
+    }
     double factor = ra_rope_attention_factor(layer->rope);
     if (c.qk_l2_norm && factor != 1.0) {
         ra_rope_destroy(layer->rope);
@@ -197,7 +203,7 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     const int64_t q_shape[4] = {batch, seq, c->n_heads, c->head_dim};
     RA_TRY(ra_attention_mask_read(&mask, o, q_shape));
     /* Packed ragged batches need attention that stays inside each sequence. */
-    return ra_positions_read(&call->pos, positions, batch, seq, 0);
+    return ra_positions_read(&call->pos, positions, layer->rope, batch, seq, 0);
 }
 
 /* y [rows, cols] += bias [cols] on every row; no bias (NULL): nothing. */
@@ -504,7 +510,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_attention_mask mask;
     RA_TRY(ra_attention_decode_mask(&mask, cache, &q_shape, &masks));
     ra_positions given;
-    if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq, 0));
+    if (positions) RA_TRY(ra_positions_read(&given, positions, layer->rope, batch, seq, 0));
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
     const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */

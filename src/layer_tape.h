@@ -11,7 +11,8 @@ struct ra_layer_tape {
     const ra_layer *layer;
     int64_t max_tokens;
     float *activations;     /* xq | xk | xv | attn | lse, sized for max_tokens */
-    int64_t *ids, *starts;  /* [max_tokens]: copies of the call's positions */
+    int64_t *ids, *starts;  /* [3 * max_tokens] (ids or 3-D ids), [max_tokens]:
+                               copies of the call's positions */
     uint8_t *padding;       /* [max_tokens]: a copy of its padding_mask */
     int64_t *cu_seqlens;    /* [max_tokens + 1]: a copy of its documents */
     /* the recorded forward */

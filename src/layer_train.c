@@ -26,13 +26,14 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     const ra_layer_config *c = &layer->config;
     /* Floats: xq and attn, tokens * H * D each; xk and xv, tokens * Hkv * D
      * each; lse, tokens * H: at most 5 * tokens * max(dim, H * D); the
-     * backward's scratch takes up to 12 times that, which must fit.  ids and
-     * starts: 2 * max_tokens int64, the bytes of 4 * max_tokens floats. */
+     * backward's scratch takes up to 12 times that, which must fit.  ids (or
+     * 3-D ids) and starts: 4 * max_tokens int64, the bytes of 8 * max_tokens
+     * floats. */
     const int64_t q_dim = c->n_heads * c->head_dim;
     int64_t n_q, n_wide, bound;
     if (ra_mul(max_tokens, q_dim, &n_q) != RA_OK ||
         ra_mul(max_tokens, c->dim > q_dim ? c->dim : q_dim, &n_wide) != RA_OK ||
-        ra_mul(n_wide, 12, &bound) != RA_OK || ra_mul(max_tokens, 4, &bound) != RA_OK)
+        ra_mul(n_wide, 12, &bound) != RA_OK || ra_mul(max_tokens, 8, &bound) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "max_tokens %lld: the tape and the backward's scratch "
                        "would overflow", (long long)max_tokens);
     const int64_t floats =
@@ -40,7 +41,7 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     ra_layer_tape *tape = calloc(1, sizeof *tape);
     if (!tape) return ra_fail(RA_ERR_NOMEM, "allocating the tape");
     tape->activations = ra_alloc((size_t)floats * sizeof(float));
-    tape->ids = malloc((size_t)max_tokens * sizeof(int64_t));
+    tape->ids = malloc(3 * (size_t)max_tokens * sizeof(int64_t));
     tape->starts = malloc((size_t)max_tokens * sizeof(int64_t));
     tape->padding = malloc((size_t)max_tokens);
     tape->cu_seqlens = malloc((size_t)(max_tokens + 1) * sizeof(int64_t));
@@ -49,7 +50,7 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
         ra_layer_tape_destroy(tape);
         return ra_fail(RA_ERR_NOMEM, "allocating the tape's %zu bytes of activations",
                        (size_t)floats * sizeof(float) + (size_t)max_tokens +
-                           (3 * (size_t)max_tokens + 1) * sizeof(int64_t));
+                           (5 * (size_t)max_tokens + 1) * sizeof(int64_t));
     }
     tape->layer = layer;
     tape->max_tokens = max_tokens;
@@ -99,6 +100,13 @@ static void keep_call(ra_layer_tape *tape)
         o->cu_seqlens = tape->cu_seqlens;
     }
     ra_positions *p = &tape->call.pos;
+    if (p->mrope_ids) { /* [3, tokens] from [3, stride] */
+        for (int c = 0; c < 3; c++)
+            memcpy(tape->ids + c * tape->call.tokens, p->mrope_ids + c * p->mrope_stride,
+                   (size_t)tape->call.tokens * sizeof(int64_t));
+        p->mrope_ids = tape->ids;
+        p->mrope_stride = tape->call.tokens;
+    }
     if (p->ids) {
         memcpy(tape->ids, p->ids, (size_t)tape->call.tokens * sizeof(int64_t));
         p->ids = tape->ids;

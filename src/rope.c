@@ -116,6 +116,7 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     if (status == RA_OK)
         status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
     if (status == RA_OK) status = check_frequencies(rope);
+    if (status == RA_OK) status = ra_rope_mrope_init(rope);
     if (status == RA_OK && table) {
         rope->cos = ra_alloc((size_t)table * sizeof(float));
         rope->sin = rope->cos ? ra_alloc((size_t)table * sizeof(float)) : NULL;
@@ -147,6 +148,7 @@ RA_API void ra_rope_destroy(ra_rope *rope)
     if (!rope) return;
     ra_free(rope->inv_freq);
     ra_free(rope->short_long);
+    ra_free(rope->component);
     ra_free(rope->cos);
     ra_free(rope->sin);
     ra_free(rope);
@@ -227,7 +229,7 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
                        ", x " RA_DIMS_FMT, RA_DIMS(out->stride), RA_DIMS(x->stride));
     if (out->data != x->data && ra_tensors_overlap(out, x)) /* else no sharing */
         return ra_fail(RA_ERR_ARGUMENT, "out overlaps x");
-    return ra_positions_read(pos, positions, x->shape[0], x->shape[1], 1);
+    return ra_positions_read(pos, positions, rope, x->shape[0], x->shape[1], 1);
 }
 
 static int position_ok(int64_t first, int64_t count)
@@ -235,16 +237,38 @@ static int position_ok(int64_t first, int64_t count)
     return first >= 0 && first <= RA_MAX_POSITION && count - 1 <= RA_MAX_POSITION - first;
 }
 
-ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, int64_t batch,
-                            int64_t seq, int packed)
+/* 3-D ids: with a rope that has sections, without ids, each component in
+ * range; the stride resolved in *p. */
+static ra_status read_mrope_ids(ra_positions *p, const ra_rope *rope, int64_t n_tokens)
+{
+    if (p->ids)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_positions: both ids and mrope_ids are set");
+    if (!rope->component)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_positions: mrope_ids (3-D positions) with a rope "
+                       "that has no mrope_section");
+    if (p->mrope_stride == 0) p->mrope_stride = n_tokens;
+    if (p->mrope_stride < n_tokens || p->mrope_stride > RA_MAX_ELEMENTS)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_positions: mrope_stride %lld is not in [%lld "
+                       "tokens, 2^61]", (long long)p->mrope_stride, (long long)n_tokens);
+    for (int c = 0; c < 3; c++)
+        for (int64_t t = 0; t < n_tokens; t++)
+            if (!position_ok(p->mrope_ids[c * p->mrope_stride + t], 1))
+                return ra_fail(RA_ERR_POSITION, "ra_positions: mrope_ids[%d, %lld] is %lld", c,
+                               (long long)t, (long long)p->mrope_ids[c * p->mrope_stride + t]);
+    return RA_OK;
+}
+
+ra_status ra_positions_read(ra_positions *out, const ra_positions *positions,
+                            const ra_rope *rope, int64_t batch, int64_t seq, int packed)
 {
     *out = ra_positions_start(0);
     if (positions) RA_TRY(RA_READ_STRUCT(*out, positions, ra_positions));
-    const ra_positions *p = out;
+    ra_positions *p = out;
     if (p->cu_seqlens && !packed)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_positions: packed sequences (cu_seqlens) here, "
                        "where attention would cross them");
     int64_t n_tokens = batch * seq;
+    if (p->mrope_ids) return read_mrope_ids(p, rope, n_tokens);
     if (p->ids) {
         for (int64_t t = 0; t < n_tokens; t++)
             if (!position_ok(p->ids[t], 1))
@@ -287,7 +311,7 @@ ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, in
 
 int64_t ra_position_sequence(const ra_positions *p, int64_t t)
 {
-    if (p->ids || !p->cu_seqlens) return 0;
+    if (p->mrope_ids || p->ids || !p->cu_seqlens) return 0;
     int64_t lo = 0, hi = p->n_seqs - 1; /* the last i with cu_seqlens[i] <= t */
     while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;

@@ -16,7 +16,21 @@ struct ra_rope {
     double attention_factor; /* multiplies every cos and sin */
     double *short_long;      /* longrope: [2, n_pairs] copies, else NULL */
     float *cos, *sin;        /* [table_size, n_pairs], attention factor applied */
+    unsigned char *component; /* M-RoPE: [n_pairs], the position component
+                                 (0 temporal, 1 height, 2 width) pair i
+                                 rotates by (rope_mrope.c); NULL without
+                                 sections */
 };
+
+/* Checks an M-RoPE config's sections (none is fine) and, when it has them,
+ * sets rope->component (rope_mrope.c).  rope->config and n_pairs are set. */
+ra_status ra_rope_mrope_init(ra_rope *rope);
+
+/* cos/sin of pairs [first, first + n) for a token at the three positions
+ * pos (rope->component set): pair i's entry of the table row, or of the
+ * on-the-fly angles, of position pos[component[i]]. */
+void ra_rope_mrope_row(const ra_rope *rope, const int64_t pos[3], int64_t first, int64_t n,
+                       float *cos, float *sin);
 
 /* theta_i for i in [0, rotary_dim / 2) and the attention factor of the
  * config's rope type (rope_scaling.c).  config's rotary_dim is resolved. */
@@ -53,9 +67,10 @@ int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b);
 /* Reads the caller's positions into *out (NULL: ra_positions_start(0))
  * and checks that every position of a [batch, seq] grid is in range.
  * Packed sequences (cu_seqlens) are RA_ERR_UNSUPPORTED, before any other
- * check, unless `packed` is set. */
-ra_status ra_positions_read(ra_positions *out, const ra_positions *positions, int64_t batch,
-                            int64_t seq, int packed);
+ * check, unless `packed` is set.  3-D ids (mrope_ids) need a rope with
+ * sections; *out has their stride resolved. */
+ra_status ra_positions_read(ra_positions *out, const ra_positions *positions,
+                            const ra_rope *rope, int64_t batch, int64_t seq, int packed);
 
 /* Checks rope arguments shared by the fast and reference paths; *pos gets
  * the positions read. */
@@ -65,10 +80,12 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
 
 /* Position of token t = b * seq + s (positions already validated).  *seq_hint
  * is the packed sequence that holds t or one before it: start it at 0, or at
- * ra_position_sequence(p, t), and reuse it for increasing t. */
+ * ra_position_sequence(p, t), and reuse it for increasing t.  With 3-D ids,
+ * the temporal component (the rope reads all three: ra_position3). */
 static inline int64_t ra_position(const ra_positions *p, int64_t t, int64_t seq,
                                   int64_t *seq_hint)
 {
+    if (p->mrope_ids) return p->mrope_ids[t]; /* the temporal component */
     if (p->ids) return p->ids[t];
     if (p->cu_seqlens) {
         int64_t i = *seq_hint;
@@ -78,6 +95,18 @@ static inline int64_t ra_position(const ra_positions *p, int64_t t, int64_t seq,
     }
     int64_t b = t / seq;
     return (p->starts ? p->starts[b] : p->start) + t - b * seq;
+}
+
+/* The three components (temporal, height, width) of token t's position:
+ * mrope_ids', else ra_position's three times (text). */
+static inline void ra_position3(const ra_positions *p, int64_t t, int64_t seq,
+                                int64_t *seq_hint, int64_t pos[3])
+{
+    if (p->mrope_ids) {
+        for (int c = 0; c < 3; c++) pos[c] = p->mrope_ids[c * p->mrope_stride + t];
+        return;
+    }
+    pos[0] = pos[1] = pos[2] = ra_position(p, t, seq, seq_hint);
 }
 
 /* The packed sequence that holds token t (binary search; 0 without
@@ -102,12 +131,16 @@ void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
                   const ra_positions *positions);
 
 /* The positions of rows [s0, ...) of sequence b of a [B, seq] grid, as
- * positions of a [1, ...] view of those rows (ids or a start). */
+ * positions of a [1, ...] view of those rows (3-D ids, ids or a start;
+ * p read by ra_positions_read, so its mrope_stride is resolved). */
 static inline ra_positions ra_positions_of_rows(const ra_positions *p, int64_t b, int64_t s0,
                                                 int64_t seq)
 {
     ra_positions r = ra_positions_start(0);
-    if (p->ids) r.ids = p->ids + b * seq + s0;
+    if (p->mrope_ids) {
+        r.mrope_ids = p->mrope_ids + b * seq + s0;
+        r.mrope_stride = p->mrope_stride;
+    } else if (p->ids) r.ids = p->ids + b * seq + s0;
     else r.start = (p->starts ? p->starts[b] : p->start) + s0;
     return r;
 }

@@ -1,6 +1,7 @@
 /*
  * rope_ref.c — the scalar reference rotation, written to be read: for each
- * token, head and pair, form the angle m * theta_i in double, round cos and
+ * token, head and pair, form the angle m * theta_i in double (m the token's
+ * position, or for M-RoPE the component its pair's section names), round cos and
  * sin (times the attention factor) to float, rotate in float32 (as LLaMA's .float() does) and round
  * once to the storage dtype.  No table, no threads, no vector tricks.
  *
@@ -16,6 +17,25 @@ static int64_t offset(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
     return b * t->stride[0] + s * t->stride[1] + h * t->stride[2];
 }
 
+/* M-RoPE: the position component (0 temporal, 1 height, 2 width) that
+ * rotates pair i, from the sections as transformers applies them: chunked,
+ * section k of each half takes component k (apply_multimodal_rotary_pos_emb);
+ * interleaved, frequency i takes height at i = 1, 4, ... below 3 s1, width
+ * at i = 2, 5, ... below 3 s2, else temporal (apply_interleaved_mrope).
+ * Without sections every pair takes component 0, and all three are the
+ * token's one position. */
+static int component(const ra_rope_config *c, int64_t i)
+{
+    const int64_t *s = c->mrope_section;
+    if (c->mrope_interleaved) {
+        if (i % 3 == 1 && i < 3 * s[1]) return 1;
+        if (i % 3 == 2 && i < 3 * s[2]) return 2;
+        return 0;
+    }
+    if (s[0] + s[1] + s[2] == 0 || i < s[0]) return 0;
+    return i < s[0] + s[1] ? 1 : 2;
+}
+
 ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
                                   const ra_positions *positions, ra_direction direction)
 {
@@ -29,12 +49,13 @@ ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, con
 
     for (int64_t b = 0; b < batch; b++)
         for (int64_t s = 0; s < seq; s++) {
-            int64_t t = b * seq + s, sequence = ra_position_sequence(positions, t);
-            int64_t m = ra_position(positions, t, seq, &sequence);
+            int64_t t = b * seq + s, sequence = ra_position_sequence(positions, t), m[3];
+            ra_position3(positions, t, seq, &sequence, m);
             for (int64_t h = 0; h < heads; h++) {
                 int64_t xo = offset(x, b, s, h), yo = offset(out, b, s, h);
                 for (int64_t i = 0; i < half; i++) {
-                    double angle = (double)m * rope->inv_freq[i], af = rope->attention_factor;
+                    double angle = (double)m[component(&rope->config, i)] * rope->inv_freq[i];
+                    double af = rope->attention_factor;
                     float c = (float)(cos(angle) * af), sn = sign * (float)(sin(angle) * af);
                     int64_t ia = interleaved ? 2 * i : i;      /* real part */
                     int64_t ib = interleaved ? 2 * i + 1 : i + half; /* imaginary part */

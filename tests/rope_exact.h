@@ -7,6 +7,8 @@
  *     and beyond the table, directions, partial rotary, head_dim with vector
  *     tails and past one chunk of the cos/sin row, in and out of place, 1-3
  *     threads.
+ *   test_mrope_fast_matches_reference: the same with M-RoPE's 3-D ids, every
+ *     arrangement of the sections.
  *   test_alignments: every start offset from a 64-byte boundary, short and
  *     long runs, in and out of place.
  *   test_rounding_sweep: every f16 and every bf16 value through the vector
@@ -89,6 +91,93 @@ static void test_fast_matches_reference(void)
                         CHECK(memcmp(fast, ref, es * n) == 0,
                               "shape %zu layout %d dtype %d variant %d ctx %d differs", si, layout,
                               dt, variant, c);
+                    }
+                    free(ids);
+                    free(src);
+                    free(in);
+                    free(fast);
+                    free(ref);
+                    ra_rope_destroy(rope);
+                }
+    ra_context_destroy(ctx2);
+    ra_context_destroy(ctx3);
+}
+
+/* M-RoPE sections for n pairs: arrangement 0 chunked halves and quarters,
+ * 1 chunked with an empty height section, 2 interleaved (Qwen3-VL's rule at
+ * its widest: height and width floor(n / 3) pairs each). */
+static void mrope_sections(ra_rope_config *cfg, int64_t n, int arrangement)
+{
+    int64_t *s = cfg->mrope_section;
+    cfg->mrope_interleaved = arrangement == 2;
+    if (arrangement == 0) s[0] = n / 2, s[1] = (n - n / 2) / 2;
+    if (arrangement == 1) s[0] = n / 3, s[1] = 0;
+    if (arrangement == 2) s[1] = n / 3, s[2] = n / 3, s[0] = n - 2 * (n / 3);
+    if (arrangement != 2) s[2] = n - s[0] - s[1];
+}
+
+/* M-RoPE, fast path == reference bit for bit: 3-D ids (an image's tokens,
+ * components apart, and text tokens, components equal; inside and beyond
+ * the table) in a [3, stride] array wider than the tokens, for each
+ * arrangement of the sections, layout, dtype, direction, stride, partial
+ * rotary and 1-3 threads, in and out of place.  Shapes as
+ * test_fast_matches_reference's ([B, S, heads, D]); D = 1030's sections
+ * span both chunks of the cos/sin row. */
+static void test_mrope_fast_matches_reference(void)
+{
+    const int64_t shapes[][4] = {{1, 1, 1, 2},  {2, 7, 3, 8},  {1, 33, 4, 64}, {3, 5, 2, 128},
+                                 {1, 70, 8, 6}, {2, 3, 1, 256}, {1, 9, 3, 34}, {1, 3, 2, 1030}};
+    ra_context *ctx2, *ctx3;
+    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
+    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
+    ra_context *ctxs[] = {NULL, ctx2, ctx3};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int arrangement = 0; arrangement < 3; arrangement++)
+            for (int layout = 0; layout < 2; layout++)
+                for (int dt = 0; dt < 3; dt++) {
+                    const int64_t *sh = shapes[si], tokens = sh[0] * sh[1];
+                    const int variant = (int)(si + arrangement + layout + dt) % 4;
+                    ra_rope_config cfg = ra_rope_config_default(sh[3]);
+                    cfg.layout = (ra_layout)layout;
+                    cfg.table_size = 40; /* some positions fall beyond the table */
+                    cfg.rotary_dim = variant == 3 && sh[3] >= 4 ? (sh[3] / 2) & ~(int64_t)1 : 0;
+                    mrope_sections(&cfg, (cfg.rotary_dim ? cfg.rotary_dim : sh[3]) / 2,
+                                   arrangement);
+                    ra_rope *rope;
+                    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+                    const int64_t pad = variant & 1 ? 3 : 0, stride = tokens + 5 * (variant & 1);
+                    const size_t es = ra_dtype_size((ra_dtype)dt);
+                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                    const int64_t n = view_elements(&probe);
+                    float *src = malloc(sizeof(float) * n);
+                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
+                    ra_test_fill(src, n, 5000 + si * 100 + arrangement * 10 + dt);
+                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
+                    /* every third token text (t, t, t), the others an image's
+                     * (t, h, w) grid; -1 marks the stride's unused entries */
+                    int64_t *ids = malloc(sizeof(int64_t) * 3 * stride);
+                    for (int64_t e = 0; e < 3 * stride; e++) ids[e] = -1;
+                    for (int64_t t = 0; t < tokens; t++) {
+                        const int64_t base = (t * 37 + 5) % 97;
+                        ids[t] = base;
+                        ids[stride + t] = t % 3 ? base + t % 5 : base;
+                        ids[2 * stride + t] = t % 3 ? (t * 11) % 53 : base;
+                    }
+                    ra_positions pos = {.struct_size = sizeof pos, .mrope_ids = ids,
+                                        .mrope_stride = variant & 1 ? stride : 0};
+                    ra_direction dir = variant >= 2 ? RA_INVERSE : RA_FORWARD;
+                    for (int c = 0; c < 3; c++) {
+                        memcpy(fast, in, es * n);
+                        memcpy(ref, in, es * n);
+                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
+                        CHECK(ra_rope_apply(rope, ctxs[c], &yf, xf, &pos, dir) == RA_OK, "fast");
+                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
+                        CHECK(memcmp(fast, ref, es * n) == 0,
+                              "mrope shape %zu arrangement %d layout %d dtype %d variant %d ctx "
+                              "%d differs", si, arrangement, layout, dt, variant, c);
                     }
                     free(ids);
                     free(src);

@@ -41,6 +41,7 @@ for dir in "$TMP"/cases/*/; do
     layer=$(field "$dir" layer)
     refused=$(field "$dir" refused)
     read -r -a extra <<<"$(field "$dir" args)"
+    [ -e "$dir/positions.npy" ] && extra+=(--positions "$dir/positions.npy")
     args=(attention --weights "$dir/model.safetensors" --config "$dir/config.json"
           --input "$dir/x.npy" --output "$dir/got.npy" ${layer:+--layer "$layer"} "${extra[@]}")
     if [ -n "$refused" ]; then
@@ -96,7 +97,8 @@ for c in phi3 phi3_split gpt_neox gpt_neox_split stablelm_qk_layernorm stablelm_
 done
 
 # Masks' gradients (Gemma 2's window and soft-cap, gpt-oss's window and
-# sinks, Llama 4's chunks): dL/dX and the sinks' gradient against central
+# sinks, Llama 4's chunks) and M-RoPE's (Qwen2-VL, Qwen2.5-VL, Qwen3-VL on
+# 3-D positions): dL/dX and the sinks' gradient against central
 # differences of the float64 layer (tests/families/make_family_cases.py),
 # 5e-5 of the largest: float32 rounding through the softmax and Llama 4's
 # L2 norm reaches 2e-5 on some draws (its forward 6e-6), the differences'
@@ -114,11 +116,14 @@ if sinks:
     ok = ok and close(g[sinks[0]], np.load(d + "/g_sinks.npy"))
 sys.exit(0 if ok else 1)
 PY
-for c in gemma2_layer0 gpt_oss_layer0 gpt_oss_layer1 llama4_chunks_layer0; do
+for c in gemma2_layer0 gpt_oss_layer0 gpt_oss_layer1 llama4_chunks_layer0 qwen2_vl_image \
+    qwen2_5_vl_video qwen3_vl_image; do
     rm -f "$C/$c/g.safetensors"
+    pos=()
+    [ -e "$C/$c/positions.npy" ] && pos=(--positions "$C/$c/positions.npy")
     if "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json" \
         --layer "$(field "$C/$c" layer)" --input "$C/$c/x.npy" --output "$C/$c/y2.npy" \
-        --grad-output "$C/$c/dy.npy" --grads "$C/$c/g.safetensors" 2>"$TMP/err" &&
+        --grad-output "$C/$c/dy.npy" --grads "$C/$c/g.safetensors" "${pos[@]}" 2>"$TMP/err" &&
         "$PY" "$TMP/masked_grads.py" "$C/$c/g.safetensors" "$C/$c"; then pass
     else fail "$c --grads against float64 differences $(cat "$TMP/err")"; fi
 done
@@ -224,6 +229,37 @@ for family in llama cohere plain; do
         else pass; fi
     done
 done
+# M-RoPE: rope on 3-D positions, [3, B, S] and [3, S], to 1e-6 of the
+# float64 transcription of transformers' chunked (Qwen2-VL) and interleaved
+# (Qwen3-VL) code; freqs --hf-shape writes the cos and sin transformers puts
+# together; a rope without sections refuses 3-D positions, and [3, S] with
+# batch 3 is ambiguous.
+for family in qwen2_vl qwen3_vl; do
+    for p in pos3 pos3_shared; do
+        if ! "$RA" rope --config "$R/$family.json" --input "$R/x_bshd.npy" \
+            --positions "$R/$p.npy" --output "$R/got.npy" 2>"$TMP/err"; then
+            fail "rope $family $p: $(cat "$TMP/err")"
+        elif ! out=$("$PY" "$TMP/check.py" y "$R/got.npy" "$R/y_${family}_$p.npy" 1e-6); then
+            fail "rope $family $p: $out"
+        else pass; fi
+    done
+    rm -f "$R/cos.npy" "$R/sin.npy"
+    if "$RA" freqs --config "$R/$family.json" --positions "$R/pos3_shared.npy" --hf-shape \
+        --cos "$R/cos.npy" --sin "$R/sin.npy" 2>"$TMP/err" &&
+        "$PY" "$TMP/check.py" y "$R/cos.npy" "$R/cos_$family.npy" 1e-6 >"$TMP/out" &&
+        "$PY" "$TMP/check.py" y "$R/sin.npy" "$R/sin_$family.npy" 1e-6 >>"$TMP/out"; then pass
+    else fail "freqs $family 3-D positions: $(cat "$TMP/err" "$TMP/out")"; fi
+done
+"$RA" rope --config "$R/llama.json" --input "$R/x_bshd.npy" --positions "$R/pos3.npy" \
+    --output "$R/got4.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "3-D positions (temporal, height, width) need a rope with mrope_section" \
+    "$TMP/err" && [ ! -e "$R/got4.npy" ]; then pass
+else fail "rope: 3-D positions without sections: $(cat "$TMP/err")"; fi
+"$RA" rope --config "$R/qwen2_vl.json" --input "$R/x_b3.npy" --positions "$R/pos3_shared.npy" \
+    --output "$R/got4.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "with batch 3 that is 3-D positions or a row per sequence" \
+    "$TMP/err" && [ ! -e "$R/got4.npy" ]; then pass
+else fail "rope: [3, S] positions with batch 3: $(cat "$TMP/err")"; fi
 # [B, H, S, D] given without --shape: axis 2 (S = 12) holds no head count.
 "$RA" rope --config "$R/llama.json" --input "$R/x_bhsd.npy" --output "$R/got2.npy" 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -q "is it \[batch, heads, seq, head_dim\] (--shape bhsd)?" "$TMP/err" &&

@@ -307,6 +307,79 @@ static void test_rope_config(void)
     ra_hf_config_close(config);
 }
 
+/* M-RoPE's sections from config.json: the family decides the arrangement
+ * (Qwen3-VL interleaves whatever mrope_interleaved says; a Qwen2-VL config
+ * that says it interleaves is refused); without a family, the key does; a
+ * family without M-RoPE refuses sections set by --rope-parameters. */
+static void test_mrope_config(void)
+{
+    static const struct {
+        const char *json;
+        int64_t s0;
+        int interleaved;
+        ra_status status;
+        const char *why;
+    } cases[] = {
+        {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128, \"rope_scaling\": {\"type\": "
+         "\"mrope\", \"mrope_section\": [16, 24, 24]}}", 16, 0, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl\", \"text_config\": {\"model_type\": \"qwen3_vl_text\", "
+         "\"head_dim\": 128, \"rope_scaling\": {\"rope_type\": \"default\", "
+         "\"mrope_section\": [24, 20, 20], \"mrope_interleaved\": true}}}", 24, 1, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 128, \"rope_parameters\": "
+         "{\"rope_type\": \"default\", \"mrope_section\": [24, 20, 20]}}", 24, 1, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 128, \"rope_scaling\": "
+         "{\"mrope_section\": [24, 20, 20], \"mrope_interleaved\": false}}", 0, 0,
+         RA_ERR_UNSUPPORTED, "\"mrope_interleaved\" is false"},
+        {"{\"model_type\": \"qwen2_5_vl\", \"head_dim\": 128, \"rope_scaling\": "
+         "{\"mrope_section\": [16, 24, 24], \"mrope_interleaved\": true}}", 0, 0,
+         RA_ERR_UNSUPPORTED, "\"mrope_interleaved\" is true"},
+        {"{\"head_dim\": 128, \"rope_parameters\": {\"mrope_section\": [16, 24, 24]}}", 0, 0,
+         RA_ERR_UNSUPPORTED, "supported for the Qwen-VL families only"},
+        {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128, \"partial_rotary_factor\": 0.5, "
+         "\"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}}", 0, 0,
+         RA_ERR_SHAPE, "sums to 64; rotary_dim 64 needs 32"},
+        {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128}", 0, 0, RA_OK, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ra_hf_config *config = NULL;
+        CHECK(ra_hf_config_parse(&config, cases[i].json, strlen(cases[i].json)) == RA_OK ||
+                  cases[i].status != RA_OK, "%zu: %s", i, ra_hf_last_error());
+        if (!config) {
+            CHECK(strstr(ra_hf_last_error(), cases[i].why), "%zu: %s", i, ra_hf_last_error());
+            continue;
+        }
+        ra_rope_config rope;
+        ra_hf_options o = ra_hf_options_init();
+        ra_status st = ra_hf_rope_config(config, &o, &rope);
+        CHECK(st == cases[i].status, "%zu: status %d: %s", i, (int)st, ra_hf_last_error());
+        if (st == RA_OK)
+            CHECK(rope.mrope_section[0] == cases[i].s0 &&
+                      rope.mrope_interleaved == cases[i].interleaved, "%zu: sections", i);
+        else
+            CHECK(strstr(ra_hf_last_error(), cases[i].why), "%zu: %s", i, ra_hf_last_error());
+        ra_hf_config_close(config);
+    }
+    /* --rope-parameters: sections without a family take mrope_interleaved as
+     * it is; a family without M-RoPE refuses them. */
+    static const char sections[] = "{\"mrope_section\": [3, 3, 2], \"mrope_interleaved\": true}";
+    ra_hf_config *config = NULL;
+    ra_rope_config rope;
+    ra_hf_options o = ra_hf_options_init();
+    o.head_dim = 16;
+    CHECK(ra_hf_config_parse(&config, "{}", 2) == RA_OK &&
+              ra_hf_config_set_rope_parameters(config, sections, strlen(sections)) == RA_OK &&
+              ra_hf_rope_config(config, &o, &rope) == RA_OK && rope.mrope_interleaved == 1 &&
+              rope.mrope_section[2] == 2, "no family: %s", ra_hf_last_error());
+    ra_hf_config_close(config);
+    static const char llama[] = "{\"model_type\": \"llama\"}";
+    CHECK(ra_hf_config_parse(&config, llama, strlen(llama)) == RA_OK &&
+              ra_hf_config_set_rope_parameters(config, sections, strlen(sections)) == RA_OK,
+          "llama");
+    expect(ra_hf_rope_config(config, &o, &rope), RA_ERR_UNSUPPORTED, "not model_type \"llama\"",
+           "sections on llama");
+    ra_hf_config_close(config);
+}
+
 /* The layers run the SIMD kernels: every case on every path (harness.h). */
 static void simd_cases(void)
 {
@@ -314,6 +387,7 @@ static void simd_cases(void)
     RUN(test_fused_gradients);
     RUN(test_failures);
     RUN(test_rope_config);
+    RUN(test_mrope_config);
 }
 
 int main(void)

@@ -1204,6 +1204,17 @@ static void test_rope_llama3_and_simple_types(void)
               (int)r.type, r.params.factor);
         ra_hf_rope_free(&r);
     }
+    /* M-RoPE: Qwen2-VL's first form, and Qwen3-VL's */
+    st = parse_rope("{\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && r.has_mrope && r.type == RA_ROPE_DEFAULT && r.has_mrope_section &&
+              r.params.mrope_section[0] == 16 && r.params.mrope_section[2] == 24 &&
+              !r.has_mrope_interleaved && !r.params.mrope_interleaved, "mrope: %s", msg);
+    ra_hf_rope_free(&r);
+    st = parse_rope("{\"rope_type\": \"default\", \"mrope_section\": [24, 20, 20], "
+                    "\"mrope_interleaved\": true}", &r, msg, sizeof msg);
+    CHECK(st == RA_OK && !r.has_mrope && r.has_mrope_section && r.params.mrope_section[1] == 20 &&
+              r.has_mrope_interleaved && r.params.mrope_interleaved == 1, "qwen3_vl: %s", msg);
+    ra_hf_rope_free(&r);
     st = parse_rope("{\"rope_type\": \"default\", \"rope_theta\": 1e6, \"partial_rotary_factor\": "
                     "0.25}", &r, msg, sizeof msg);
     CHECK(st == RA_OK && r.has_theta && r.theta == 1e6 && r.has_partial_rotary_factor &&
@@ -1398,6 +1409,23 @@ static void test_rope_hostile(void)
          "rope parameters: \"type\" is \"xpos\"; supported: default, linear, dynamic, yarn, "
          "llama3, longrope (or su), mrope"},
         {"{\"rope_type\": 3}", "rope parameters: \"rope_type\" must be a string"},
+        {"{\"mrope_section\": [16, 24]}",
+         "rope parameters: \"mrope_section\" must be an array of 3 integers >= 0 (temporal, "
+         "height, width)"},
+        {"{\"mrope_section\": [16, 24, 24, 0]}",
+         "rope parameters: \"mrope_section\" must be an array of 3 integers >= 0 (temporal, "
+         "height, width)"},
+        {"{\"mrope_section\": [16, -24, 24]}",
+         "rope parameters: \"mrope_section\" must be an array of 3 integers >= 0 (temporal, "
+         "height, width)"},
+        {"{\"mrope_section\": [16, 24.5, 24]}",
+         "rope parameters: \"mrope_section\" must be an array of 3 integers >= 0 (temporal, "
+         "height, width)"},
+        {"{\"mrope_section\": 64}",
+         "rope parameters: \"mrope_section\" must be an array of 3 integers >= 0 (temporal, "
+         "height, width)"},
+        {"{\"mrope_interleaved\": 1}",
+         "rope parameters: \"mrope_interleaved\" must be true or false"},
         {"{\"truncate\": \"no\"}", "rope parameters: \"truncate\" must be true or false"},
         {"{\"truncate\": 0}", "rope parameters: \"truncate\" must be true or false"},
         {"{\"original_max_position_embeddings\": 4096.5}",
@@ -1546,6 +1574,15 @@ static void test_config_families(void)
          "Qwen-VL families only"},
         {"{\"model_type\": \"qwen2_vl\", \"rope_scaling\": {\"type\": \"mrope\", "
          "\"mrope_section\": [16, 24, 24]}}", NULL},
+        {"{\"model_type\": \"qwen3\", \"rope_scaling\": {\"rope_type\": \"default\", "
+         "\"mrope_section\": [16, 24, 24]}}",
+         "config.json: \"mrope_section\" (3-D multimodal positions) is supported for the "
+         "Qwen-VL families only"},
+        {"{\"model_type\": \"llama\", \"rope_parameters\": {\"mrope_interleaved\": true}}",
+         "config.json: \"mrope_interleaved\" (3-D multimodal positions) is supported for the "
+         "Qwen-VL families only"},
+        {"{\"model_type\": \"llama\", \"rope_parameters\": {\"mrope_interleaved\": false}}",
+         NULL},
         {"{\"model_type\": 7}", "config.json: \"model_type\" must be a string of at most 63 bytes"},
         {"{\"model_type\": \"smollm3\", \"no_rope_layers\": [1, 1, 2]}",
          "config.json: \"no_rope_layers\" must be an array of 0 and 1"},

@@ -671,6 +671,7 @@ static void test_inverse_sign(void)
 static void simd_cases(void)
 {
     RUN(test_fast_matches_reference);
+    RUN(test_mrope_fast_matches_reference);
     RUN(test_alignments);
     RUN(test_rounding_sweep);
     RUN(test_properties);

@@ -56,7 +56,11 @@ static const char usage[] =
     "                  Hugging Face names, whose wq and wk rows are permuted)\n"
     "  --start-pos P   position of the first token (default 0)\n"
     "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
-    "                  or [batch, seq]; the causal mask still follows token order\n"
+    "                  or [batch, seq]; the causal mask still follows token order.\n"
+    "                  With an M-RoPE rope (mrope_section: Qwen2-VL, Qwen2.5-VL,\n"
+    "                  Qwen3-VL) also 3-D positions, [3, seq] or [3, batch, seq]:\n"
+    "                  (temporal, height, width), as transformers' position_ids\n"
+    "                  from get_rope_index (text tokens: three equal rows)\n"
     "  --attention-mask M\n"
     "                  .npy of int32 or int64 [batch, seq]: 1 for a token, 0 for\n"
     "                  padding (Hugging Face's attention_mask; left or right\n"
@@ -221,7 +225,7 @@ static ra_status create_cache(ra_kv_cache **cache, const ra_layer_config *c, int
  * those rows. */
 static ra_status forward_cached(const attention_options *opts, const ra_layer *layer,
                                 ra_context *ctx, float *y, const float *x, const int64_t *ids,
-                                int64_t batch, int64_t seq)
+                                int components, int64_t batch, int64_t seq)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t dim = c->dim, P = opts->prefill;
@@ -229,7 +233,7 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
     double t0 = timer_seconds(), t_prefill = 0;
     float *x_part = malloc((size_t)(batch * P * dim) * sizeof(float));
     float *y_part = malloc((size_t)(batch * P * dim) * sizeof(float));
-    int64_t *ids_part = ids ? malloc((size_t)(batch * P) * sizeof(int64_t)) : NULL;
+    int64_t *ids_part = ids ? malloc((size_t)(components * batch * P) * sizeof(int64_t)) : NULL;
     ra_kv_cache *cache = NULL;
     ra_status status = RA_ERR_NOMEM;
     if (x_part && y_part && (ids_part || !ids))
@@ -239,10 +243,9 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
         if (first == P) t_prefill = timer_seconds() - t0;
         progress_update(&line, batch * first);
         gather_tokens(x_part, x, batch, seq, first, n, dim);
-        for (int64_t b = 0; ids && b < batch; b++)
-            for (int64_t s = 0; s < n; s++) ids_part[b * n + s] = ids[b * seq + first + s];
-        ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos + first,
-                                  .ids = ids_part};
+        for (int64_t r = 0; ids && r < components * batch; r++) /* [components, batch, n] */
+            for (int64_t s = 0; s < n; s++) ids_part[r * n + s] = ids[r * seq + first + s];
+        ra_positions positions = positions_of_ids(ids_part, components, opts->start_pos + first);
         status = ra_layer_forward_cached(layer, ctx, cache, y_part, x_part, batch, n,
                                          &positions);
         if (status == RA_OK) scatter_tokens(y, y_part, batch, seq, first, n, dim);
@@ -268,16 +271,15 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
 /* Y = layer(X), written only if the whole forward succeeded. */
 static int forward_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_layer *layer, ra_context *ctx, const ra_npy *x,
-                             const int64_t *ids, const ra_attention_options *attention,
-                             int64_t batch, int64_t seq)
+                             const int64_t *ids, int components,
+                             const ra_attention_options *attention, int64_t batch, int64_t seq)
 {
     float *y = malloc((size_t)x->count * sizeof(float));
     if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
-    ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos,
-                              .ids = ids};
+    ra_positions positions = positions_of_ids(ids, components, opts->start_pos);
     ra_status status =
         opts->prefill
-            ? forward_cached(opts, layer, ctx, y, x->data, ids, batch, seq)
+            ? forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq)
             : ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, attention);
     int failed = 0;
     if (status != RA_OK)
@@ -295,8 +297,9 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
  * starts, or NULL). */
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
-                             const ra_npy *dy, const int64_t *ids, const uint8_t *pad,
-                             const int64_t *cu, int64_t n_documents, int64_t batch, int64_t seq)
+                             const ra_npy *dy, const int64_t *ids, int components,
+                             const uint8_t *pad, const int64_t *cu, int64_t n_documents,
+                             int64_t batch, int64_t seq)
 {
     ra_attention_options attention = ra_attention_options_init();
     attention.path = cli_attention_path(opts->path);
@@ -305,11 +308,10 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     attention.n_documents = cu ? n_documents : 0;
     if (!opts->grads)
         return forward_and_write(opts, outputs, ra_hf_layer_get(layer), ctx, x, ids,
-                                 &attention, batch, seq);
+                                 components, &attention, batch, seq);
     attention_grads_job job = {layer, x, dy, batch, seq,
-                               {.struct_size = sizeof job.positions, .start = opts->start_pos,
-                                .ids = ids},
-                               attention, outputs, opts->quiet};
+                               positions_of_ids(ids, components, opts->start_pos), attention,
+                               outputs, opts->quiet};
     return attention_grads_run(&job, ctx);
 }
 
@@ -355,6 +357,7 @@ static int run(const attention_options *opts)
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
     int64_t batch = 0, seq = 0;
+    int components = 1; /* 3: --positions holds 3-D positions */
     cli_outputs outputs = {0};
     int failed = check_files(opts, &outputs);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
@@ -369,9 +372,13 @@ static int run(const attention_options *opts)
           (failed = attention_grads_check(&dy, opts->grad_output, &x, opts->input))) &&
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
-        failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
+        failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
+                                     rope_source_mrope(&src), &ids, &components);
     if (!failed && opts->attention_mask)
         failed = attention_mask_read(opts->attention_mask, batch, seq, &pad);
+    if (!failed && opts->packed && components == 3)
+        failed = cli_fail(EXIT_USAGE, "attention: --packed finds documents in 1-D positions, "
+                          "and %s holds 3-D ones", opts->rope.positions_path);
     if (!failed && opts->packed)
         failed = packed_documents(ids, batch, seq, opts->rope.positions_path, &cu, &n_documents);
     if (!failed &&
@@ -379,8 +386,8 @@ static int run(const attention_options *opts)
                                 ids ? file.max : opts->start_pos + seq - 1, &layer)) &&
         !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
-        failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, pad, cu,
-                                   n_documents, batch, seq);
+        failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
+                                   cu, n_documents, batch, seq);
     cli_outputs_free(&outputs);
     free(cu);
     free(pad);

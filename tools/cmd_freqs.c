@@ -29,7 +29,11 @@ static const char usage[] =
     "  --head-dim D    features per head, even (default: the config's head_dim,\n"
     "                  else hidden_size / num_attention_heads)\n"
     "  --end N         positions 0 .. N-1\n"
-    "  --positions P   .npy of int32 or int64 positions, any shape (read flat)\n"
+    "  --positions P   .npy of int32 or int64 positions, any shape (read flat);\n"
+    "                  with an M-RoPE rope (mrope_section), [3, ...] holds 3-D\n"
+    "                  positions (temporal, height, width): row t of the tables\n"
+    "                  takes pair i from the component its section names, as\n"
+    "                  transformers puts cos and sin together\n"
     ROPE_CLI_USAGE
     "  --cos C         output file for the cosines\n"
     "  --sin S         output file for the sines\n"
@@ -92,11 +96,21 @@ static int resolve_head_dim(const freqs_options *opts, const rope_source *src, i
     return 0;
 }
 
-/* Fills the tables: from the positions file, or 0 .. end-1 a chunk at a time. */
-static ra_status fill(const ra_rope *rope, const freqs_options *opts,
-                      const positions_file *positions, int64_t n, int64_t pairs, float *cos_table,
-                      float *sin_table)
+/* Whether the positions file holds 3-D positions: [3, ...] for an M-RoPE
+ * rope. */
+static int three_d(const positions_file *positions, const rope_source *src)
 {
+    return positions->ids && positions->ndim >= 2 && positions->shape[0] == 3 &&
+           rope_source_mrope(src);
+}
+
+/* Fills the tables: from the positions file (3-D: [3, n]), or 0 .. end-1 a
+ * chunk at a time. */
+static ra_status fill(const ra_rope *rope, const freqs_options *opts,
+                      const positions_file *positions, int mrope, int64_t n, int64_t pairs,
+                      float *cos_table, float *sin_table)
+{
+    if (mrope) return ra_rope_table_mrope(rope, cos_table, sin_table, positions->ids, n);
     if (positions->ids)
         return ra_rope_table(rope, cos_table, sin_table, positions->ids, n);
     int64_t ids[CHUNK];
@@ -122,7 +136,7 @@ static void repeat_rows(float *table, int64_t n, int64_t pairs)
 }
 
 static int write_tables(const freqs_options *opts, cli_outputs *outputs, const ra_rope *rope,
-                        const positions_file *positions, int64_t n, int64_t pairs)
+                        const positions_file *positions, int mrope, int64_t n, int64_t pairs)
 {
     const int64_t width = opts->hf_shape ? 2 * pairs : pairs;
     int64_t shape[2] = {n, width};
@@ -133,7 +147,8 @@ static int write_tables(const freqs_options *opts, cli_outputs *outputs, const r
     if (!cos_table || !sin_table)
         failed = cli_fail(EXIT_FAIL, "out of memory for %lld x %lld tables", (long long)n,
                           (long long)pairs);
-    else if ((status = fill(rope, opts, positions, n, pairs, cos_table, sin_table)) != RA_OK)
+    else if ((status = fill(rope, opts, positions, mrope, n, pairs, cos_table, sin_table)) !=
+             RA_OK)
         failed = cli_fail_status(status, "cannot compute the tables");
     if (!failed && opts->hf_shape) {
         repeat_rows(cos_table, n, pairs);
@@ -164,7 +179,8 @@ static int run(const freqs_options *opts)
     if (!(failed = resolve_head_dim(opts, &src, &head_dim)) && opts->rope.positions_path)
         failed = positions_read(opts->rope.positions_path, &positions);
     if (!failed) {
-        int64_t n = positions.ids ? positions.count : opts->end;
+        const int mrope = three_d(&positions, &src);
+        int64_t n = positions.ids ? positions.count / (mrope ? 3 : 1) : opts->end;
         int64_t max_position = positions.ids ? positions.max : opts->end - 1;
         ra_rope_config config;
         failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position, &config);
@@ -183,7 +199,7 @@ static int run(const freqs_options *opts)
             ra_status status = ra_rope_create(&rope, &config);
             if (status != RA_OK) failed = cli_fail_status(status, "cannot create the rope");
         }
-        if (!failed) failed = write_tables(opts, &outputs, rope, &positions, n, pairs);
+        if (!failed) failed = write_tables(opts, &outputs, rope, &positions, mrope, n, pairs);
     }
     cli_outputs_free(&outputs);
     ra_rope_destroy(rope);

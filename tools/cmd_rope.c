@@ -39,7 +39,10 @@ static const char usage[] =
     "                  that fits either shape needs --shape\n"
     "  --start-pos P   position of the first token (default 0)\n"
     "  --positions P   .npy of int32 or int64 positions, [seq] (every batch row)\n"
-    "                  or [batch, seq]; any order, repeats allowed\n"
+    "                  or [batch, seq]; any order, repeats allowed.  With an\n"
+    "                  M-RoPE rope (mrope_section: Qwen2-VL, Qwen2.5-VL, Qwen3-VL)\n"
+    "                  also 3-D positions, [3, seq] or [3, batch, seq]: (temporal,\n"
+    "                  height, width), as transformers' position_ids\n"
     "  --inverse       rotate by minus the angle (the transpose, the backward pass):\n"
     "                  undoes the forward rotation when the attention factor a is 1;\n"
     "                  with yarn's or longrope's a it scales by a again\n"
@@ -138,10 +141,11 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
     positions_file file = {0};
     int64_t *ids = NULL;
     int64_t max_position = opts->start_pos + seq - 1;
-    int failed = 0;
+    int failed = 0, components = 1;
     if (opts->rope.positions_path) {
         if (!(failed = positions_read(opts->rope.positions_path, &file)))
-            failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq, &ids);
+            failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
+                                         rope_source_mrope(src), &ids, &components);
         max_position = file.max;
     }
     ra_rope *rope = NULL;
@@ -154,8 +158,7 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
             view.stride[1] = d;
             view.stride[2] = seq * d;
         }
-        ra_positions positions = {.struct_size = sizeof positions, .start = opts->start_pos,
-                                  .ids = ids};
+        ra_positions positions = positions_of_ids(ids, components, opts->start_pos);
         ra_status status = ra_rope_apply(rope, ctx, &view, &view, &positions,
                                          opts->inverse ? RA_INVERSE : RA_FORWARD);
         if (status != RA_OK) failed = cli_fail_status(status, "rope failed");

@@ -108,23 +108,50 @@ void positions_free(positions_file *p)
     memset(p, 0, sizeof *p);
 }
 
-int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
-                        int64_t **ids)
+int rope_source_mrope(const rope_source *src)
 {
-    int shared = p->ndim == 1 && p->shape[0] == seq;
-    int per_row = p->ndim == 2 && p->shape[0] == batch && p->shape[1] == seq;
-    if (!shared && !per_row) {
-        char shape[256] = "";
-        for (int i = 0; i < p->ndim; i++)
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
-                     i ? ", " : "", (long long)p->shape[i]);
+    return src->config->rope.has_mrope_section;
+}
+
+ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start)
+{
+    ra_positions p = ra_positions_start(start);
+    if (components == 3) p.mrope_ids = ids;
+    else p.ids = ids;
+    return p;
+}
+
+int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
+                        int mrope, int64_t **ids, int *components)
+{
+    const int64_t *d = p->shape;
+    int shared = p->ndim == 1 && d[0] == seq;
+    int per_row = p->ndim == 2 && d[0] == batch && d[1] == seq;
+    int shared3 = p->ndim == 2 && d[0] == 3 && d[1] == seq;
+    int per_row3 = p->ndim == 3 && d[0] == 3 && d[1] == batch && d[2] == seq;
+    char shape[256] = "";
+    for (int i = 0; i < p->ndim; i++)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", i ? ", " : "",
+                 (long long)d[i]);
+    if (mrope && shared3 && per_row)
+        return cli_fail(EXIT_FAIL, "%s has shape [%s]: with batch 3 that is 3-D positions or "
+                        "a row per sequence; write [3, 3, %lld] (3-D) or [%lld] (one row for "
+                        "all)", path, shape, (long long)seq, (long long)seq);
+    if (!mrope && (per_row3 || (shared3 && !per_row)))
+        return cli_fail(EXIT_FAIL, "%s has shape [%s]: 3-D positions (temporal, height, width) "
+                        "need a rope with mrope_section (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)", path,
+                        shape);
+    if (!shared && !per_row && !shared3 && !per_row3)
         return cli_fail(EXIT_FAIL, "%s has shape [%s]; expected [%lld] (seq) or [%lld, %lld] "
-                        "(batch, seq)", path, shape, (long long)seq, (long long)batch,
-                        (long long)seq);
-    }
-    *ids = malloc((size_t)(batch * seq) * sizeof **ids);
+                        "(batch, seq)%s", path, shape, (long long)seq, (long long)batch,
+                        (long long)seq, mrope ? ", or 3-D [3, seq] or [3, batch, seq]" : "");
+    *components = shared3 || per_row3 ? 3 : 1;
+    *ids = malloc((size_t)(*components * batch * seq) * sizeof **ids);
     if (!*ids) return cli_fail(EXIT_FAIL, "out of memory for the positions");
-    for (int64_t b = 0; b < batch; b++)
-        memcpy(*ids + b * seq, p->ids + (shared ? 0 : b * seq), (size_t)seq * sizeof **ids);
+    for (int c = 0; c < *components; c++) /* [components, batch, seq] */
+        for (int64_t b = 0; b < batch; b++)
+            memcpy(*ids + (c * batch + b) * seq,
+                   p->ids + (shared || shared3 ? c * seq : (c * batch + b) * seq),
+                   (size_t)seq * sizeof **ids);
     return 0;
 }

@@ -48,7 +48,9 @@ typedef struct rope_cli {
     "                  '{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1,\n" \
     "                  \"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}'\n" \
     "                  types: default, linear, dynamic, yarn, llama3, longrope; it may\n" \
-    "                  hold rope_theta and partial_rotary_factor too\n"                  \
+    "                  hold rope_theta and partial_rotary_factor too, and M-RoPE's\n"    \
+    "                  mrope_section [t, h, w] (pairs per position component,\n"       \
+    "                  summing to rotary_dim / 2) and mrope_interleaved\n"             \
     "  --theta T       RoPE base (default: the rope parameters' or config's\n"         \
     "                  rope_theta, else 10000)\n"                                        \
     "  --max-position-embeddings M\n"                                                    \
@@ -101,10 +103,20 @@ typedef struct positions_file {
 int positions_read(const char *path, positions_file *out);
 void positions_free(positions_file *p);
 
+/* Whether the rope settings give M-RoPE sections (mrope_section), so that
+ * --positions may hold 3-D positions. */
+int rope_source_mrope(const rope_source *src);
+
 /* Token positions for x of [batch, seq, ...]: p of shape [seq] (shared by
- * every batch row) or [batch, seq] expanded to batch * seq ids (malloc'ed).
- * On failure prints one message and returns EXIT_FAIL. */
+ * every batch row) or [batch, seq] expanded to batch * seq ids (malloc'ed),
+ * *components 1; with mrope (rope_source_mrope) also 3-D positions, [3, seq]
+ * or [3, batch, seq] (transformers' position_ids of Qwen2-VL), expanded to
+ * [3, batch, seq], *components 3 ([3, seq] with batch 3 is ambiguous:
+ * refused).  On failure prints one message and returns EXIT_FAIL. */
 int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
-                        int64_t **ids);
+                        int mrope, int64_t **ids, int *components);
+
+/* The ra_positions of ids from positions_for_batch (NULL: start start). */
+ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start);
 
 #endif

@@ -186,7 +186,9 @@ class Layer:
           positions: RoPE's position of each token: None (0 .. S-1; with a
              cache, the tokens cached before it: length .. length + S - 1),
              an int start, or integers
-             [S] (every batch row) or [B, S] (position ids).  The causal
+             [S] (every batch row) or [B, S] (position ids); for an M-RoPE
+             layer (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) also 3-D positions
+             [3, S] or [3, B, S] (temporal, height, width).  The causal
              mask (and any window or chunk) follows token order, as in
              transformers.
           attention_mask: None, or [B, S] ([S] for 2-D x) of 0/1 or bool,
@@ -220,7 +222,8 @@ class Layer:
         if positions is None and cache is not None:
             start, ids = -1, None  # continuing from the cache's lengths
         else:
-            start, ids = _positions(positions, b, s)
+            mrope = any(self._config["rope"]["mrope_section"])
+            start, ids = _positions(positions, b, s, mrope)
         if ids is not None and self._config["temperature_floor"]:
             raise ArgumentError("positions: Llama 4's NoPE layers scale q by each token's "
                                 "place in the sequence (attn_temperature_tuning), not by "

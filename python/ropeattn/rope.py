@@ -17,7 +17,7 @@ LAYOUTS = {"interleaved": 0, "half": 1}
 FIELDS = {"factor", "original_max_position_embeddings", "max_position_embeddings", "seq_len",
           "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
           "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "rotary_dim",
-          "table_size"}
+          "table_size", "mrope_section", "mrope_interleaved"}
 
 
 class RotaryEmbedding:
@@ -37,7 +37,11 @@ class RotaryEmbedding:
       attention_factor, truncate (yarn), short_factor, long_factor
       (longrope); and max_position_embeddings, seq_len (dynamic, longrope),
       rotary_dim (partial rotary: int(head_dim * partial_rotary_factor)),
-      table_size (rows precomputed, 4096 unless given).
+      table_size (rows precomputed, 4096 unless given); M-RoPE's
+      mrope_section [t, h, w] (pairs per position component, summing to
+      rotary_dim / 2; Qwen2-VL's rope_scaling type "mrope" is the default
+      type with them) and mrope_interleaved (Qwen3-VL's arrangement): then
+      positions may be 3-D, [3, ...] (temporal, height, width).
 
     A RotaryEmbedding is read-only: any number of threads may use it.
     """
@@ -45,6 +49,8 @@ class RotaryEmbedding:
     def __init__(self, head_dim, theta=10000.0, rope_type="default", layout="half", **scaling):
         if "type" in scaling:  # older rope_scaling dicts
             rope_type = scaling.pop("type")
+        if rope_type == "mrope":  # Qwen2-VL's first configs: default, in sections
+            rope_type = "default"
         if rope_type not in ROPE_TYPES:
             raise ArgumentError(f"rope_type: expected one of {', '.join(ROPE_TYPES)}, "
                                 f"got {rope_type!r}")
@@ -68,6 +74,8 @@ class RotaryEmbedding:
         self.theta = config["theta"]
         self.rope_type = rope_type
         self.layout = layout
+        self.mrope_section = tuple(config["mrope_section"])  # (0, 0, 0): none
+        self.mrope_interleaved = config["mrope_interleaved"]
 
     @property
     def inv_freq(self):
@@ -86,11 +94,19 @@ class RotaryEmbedding:
         axis (torch.cat((freqs, freqs), -1)); "interleaved" repeats each
         angle in place (2i, 2i + 1).  Angles are formed in double: within
         1e-6 of exact math up to position 2^32.
-          positions: integers of any shape, each in [0, 2^32]"""
+          positions: integers of any shape, each in [0, 2^32]; with
+            mrope_section, [3, ...] are 3-D positions (temporal, height,
+            width) and the result has shape positions.shape[1:] +
+            (rotary_dim,): each pair's angle from its section's component,
+            as transformers puts cos and sin together"""
         pos = np.asarray(positions)
         if pos.dtype.kind not in "iu":
             raise DtypeError(f"positions: expected integers, got {pos.dtype}")
-        cos, sin = self._rope.table(pos.astype(np.int64).reshape(-1))
+        if any(self.mrope_section) and pos.ndim >= 2 and pos.shape[0] == 3:
+            cos, sin = self._rope.table_mrope(pos.astype(np.int64).reshape(3, -1))
+            pos = pos[0]
+        else:
+            cos, sin = self._rope.table(pos.astype(np.int64).reshape(-1))
         if self.layout == "half":
             cos, sin = np.concatenate((cos, cos), -1), np.concatenate((sin, sin), -1)
         else:
@@ -109,8 +125,10 @@ def _cached_rope(head_dim, items):
     return RotaryEmbedding(head_dim, **dict(items))
 
 
-def _positions(positions, b, s):
-    """(start, ids): ids None or C-contiguous int64 [B, S]."""
+def _positions(positions, b, s, mrope=False):
+    """(start, ids): ids None or C-contiguous int64 [B, S]; with mrope (a
+    rope with sections) also [3, B, S] from 3-D positions [3, S] or
+    [3, B, S]."""
     if positions is None:
         return 0, None
     if type(positions) is int or (isinstance(positions, numbers.Integral) and
@@ -122,6 +140,18 @@ def _positions(positions, b, s):
     if ids.dtype.kind not in "iu":
         raise DtypeError(f"positions: expected an int, or integers [S] or [B, S], "
                          f"got {ids.dtype}")
+    three = ids.shape == (3, b, s) or (ids.shape == (3, s) and b != 3)
+    if mrope and b == 3 and ids.shape == (3, s):
+        raise ArgumentError(f"positions: shape {ids.shape} with batch 3 is 3-D positions or "
+                            f"a row per sequence: give [3, 3, {s}] or [{s}]")
+    if three and not mrope:
+        raise ArgumentError(f"positions: shape {ids.shape} holds 3-D positions (temporal, "
+                            f"height, width), which need a rope with mrope_section")
+    if three:
+        if ids.size and ids.min() < 0:
+            raise ArgumentError(f"positions: {ids.min()} is negative")
+        full = ids[:, None, :] if ids.ndim == 2 else ids
+        return 0, np.ascontiguousarray(np.broadcast_to(full, (3, b, s)), dtype=np.int64)
     if ids.shape not in ((s,), (b, s)):
         raise ArgumentError(f"positions: expected shape ({s},) or ({b}, {s}), got {ids.shape}")
     if ids.size and ids.min() < 0:
@@ -137,7 +167,9 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
       x: [B, S, heads, D], float32, float16, or bfloat16 as a uint16 array
          with dtype="bfloat16" (its bits: the top half of a float32).
       positions: None (0 .. S-1), an int (start .. start+S-1), or integers
-         [S] (the same in every batch row) or [B, S] (position ids).
+         [S] (the same in every batch row) or [B, S] (position ids); with a
+         rope with mrope_section also 3-D positions [3, S] or [3, B, S]
+         (Qwen2-VL's position_ids: temporal, height, width).
       rope: a RotaryEmbedding with head_dim D; or None, to build one from
          rope_kwargs (RotaryEmbedding's keywords; theta 10000, the default
          type and the half layout unless given).
@@ -166,7 +198,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
         raise TypeError(f"rope: expected a RotaryEmbedding, got {type(rope).__name__}")
     if rope.head_dim != x.shape[3]:
         raise ArgumentError(f"x: head_dim {x.shape[3]} but the rope's is {rope.head_dim}")
-    start, ids = _positions(positions, x.shape[0], x.shape[1])
+    start, ids = _positions(positions, x.shape[0], x.shape[1], any(rope.mrope_section))
     if out is None:
         out = np.empty(x.shape, x.dtype)
     elif out is not x:

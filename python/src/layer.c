@@ -202,13 +202,17 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
     const ra_layer_config *c = ra_layer_get_config(l);
     const ra_rope_config *r = c->rope;
     PyObject *rope = Py_BuildValue(
-        "{s:i,s:i,s:L,s:L,s:d,s:L,s:d,s:L,s:L,s:L,s:d}", "type", (int)r->type, "layout",
+        "{s:i,s:i,s:L,s:L,s:d,s:L,s:d,s:L,s:L,s:L,s:d,s:(LLL),s:O}", "type", (int)r->type,
+        "layout",
         (int)r->layout, "head_dim", (long long)r->head_dim, "rotary_dim",
         (long long)(r->rotary_dim ? r->rotary_dim : r->head_dim), "theta", r->theta,
         "table_size", (long long)r->table_size, "factor", r->factor,
         "original_max_position_embeddings", (long long)r->original_max_position_embeddings,
         "max_position_embeddings", (long long)r->max_position_embeddings, "seq_len",
-        (long long)r->seq_len, "attention_factor", r->attention_factor);
+        (long long)r->seq_len, "attention_factor", r->attention_factor, "mrope_section",
+        (long long)r->mrope_section[0], (long long)r->mrope_section[1],
+        (long long)r->mrope_section[2], "mrope_interleaved",
+        r->mrope_interleaved ? Py_True : Py_False);
     if (!rope) return NULL;
     return Py_BuildValue(
         "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:L,s:L,s:d}", "dim",
@@ -433,8 +437,8 @@ static int carray(PyObject *obj, int npy, int nd, const npy_intp *shape, int out
     return ok;
 }
 
-/* x, y float32 [B, S, dim]; ids None or int64 [B, S]; mask None or uint8
- * [B, S]: checked, with *positions from start and ids. */
+/* x, y float32 [B, S, dim]; ids None, int64 [B, S] or (M-RoPE) [3, B, S];
+ * mask None or uint8 [B, S]: checked, with *positions from start and ids. */
 static int forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long start,
                         PyObject *ids, PyObject *mask, ra_positions *positions,
                         npy_intp *batch, npy_intp *seq)
@@ -443,8 +447,11 @@ static int forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long s
     if (!carray(x, NPY_FLOAT32, 3, shape, 0, "x")) return 0;
     shape[0] = *batch = PyArray_DIM((PyArrayObject *)x, 0);
     shape[1] = *seq = PyArray_DIM((PyArrayObject *)x, 1);
+    const int three = ids != Py_None && PyArray_Check(ids) &&
+                      PyArray_NDIM((PyArrayObject *)ids) == 3;
+    npy_intp ids3[3] = {3, shape[0], shape[1]};
     if (!carray(y, NPY_FLOAT32, 3, shape, 1, "y") ||
-        (ids != Py_None && !carray(ids, NPY_INT64, 2, shape, 0, "ids")) ||
+        (ids != Py_None && !carray(ids, NPY_INT64, 2 + three, three ? ids3 : shape, 0, "ids")) ||
         (mask != Py_None && !carray(mask, NPY_UINT8, 2, shape, 0, "mask")))
         return 0;
     if (y == x) {
@@ -452,7 +459,10 @@ static int forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long s
         return 0;
     }
     *positions = ra_positions_start((int64_t)start);
-    if (ids != Py_None) positions->ids = (const int64_t *)PyArray_DATA((PyArrayObject *)ids);
+    if (ids != Py_None && three)
+        positions->mrope_ids = (const int64_t *)PyArray_DATA((PyArrayObject *)ids);
+    else if (ids != Py_None)
+        positions->ids = (const int64_t *)PyArray_DATA((PyArrayObject *)ids);
     return 1;
 }
 

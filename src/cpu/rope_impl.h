@@ -2,7 +2,9 @@
  * rope_impl.h — the RoPE task, written once against simd.h and compiled per
  * ISA (kernels_*.c).  A task rotates a range of tokens of x into out; each
  * token's cos/sin row (from the table, or formed on the fly beyond it) is
- * read once, rearranged once, and serves every head of the token.
+ * read once, rearranged once, and serves every head of the token (M-RoPE:
+ * a token whose three position components differ gets its row put together
+ * from theirs, ra_rope_mrope_row, the same numbers the reference forms).
  *
  *   x, out: [B, S, heads, D] strided views, f32, f16 or bf16; pairs
  *   [0, rotary_dim/2) rotate, features [rotary_dim, D) pass through.
@@ -419,17 +421,26 @@ ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, 
     const int64_t n_pairs = rope->n_pairs;
     int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
     if (t1 > n_tokens) t1 = n_tokens;
-    /* angles formed on the fly, beyond the table */
+    /* angles formed on the fly beyond the table, or an M-RoPE row */
     float angle_c[ROPE_CHUNK] __attribute__((aligned(64)));
     float angle_s[ROPE_CHUNK] __attribute__((aligned(64)));
     int64_t seq_hint = ra_position_sequence(job->positions, t0);
     for (int64_t t = t0; t < t1; t++) {
         const int64_t b = t / seq, s = t % seq;
-        const int64_t pos = ra_position(job->positions, t, seq, &seq_hint);
+        int64_t pos3[3];
+        ra_position3(job->positions, t, seq, &seq_hint, pos3);
+        const int64_t pos = pos3[0];
+        /* M-RoPE with components apart (an image's token): the row put
+         * together from each pair's component's row; else the one row */
+        const int mixed = pos3[1] != pos || pos3[2] != pos;
         for (int64_t first = 0; first < n_pairs; first += ROPE_CHUNK) {
             const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;
             const float *c, *sn;
-            if (pos < rope->config.table_size) {
+            if (mixed) {
+                ra_rope_mrope_row(rope, pos3, first, n, angle_c, angle_s);
+                c = angle_c;
+                sn = angle_s;
+            } else if (pos < rope->config.table_size) {
                 const int64_t row = pos * n_pairs + first;
                 c = rope->cos + row;
                 sn = rope->sin + row;

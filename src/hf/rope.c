@@ -117,6 +117,51 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
     return RA_OK;
 }
 
+/* M-RoPE's sections into out (rotary_dim set): mrope_section, summing to
+ * rotary_dim / 2, arranged as the family's code does it whatever
+ * mrope_interleaved says (Qwen2-VL, Qwen2.5-VL chunked; Qwen3-VL
+ * interleaved), a disagreeing mrope_interleaved refused; without a family,
+ * as mrope_interleaved says.  A family without M-RoPE refuses sections
+ * (set by --rope-parameters: config.json's are refused when read). */
+static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_rope_config *out)
+{
+    const ra_hf_family *family = config->fields.family;
+    const unsigned features = family ? family->features : 0;
+    const int64_t *s = rope->params.mrope_section;
+    if (!rope->has_mrope_section) {
+        if (rope->has_mrope)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s: rope type \"mrope\" needs \"mrope_section\"",
+                           config->path);
+        if (rope->params.mrope_interleaved)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s: \"mrope_interleaved\" without "
+                           "\"mrope_section\"", config->path);
+        return RA_OK; /* text positions only: the family's M-RoPE needs no sections */
+    }
+    if (family && !(features & RA_HF_MROPE))
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: \"mrope_section\" (3-D multimodal positions) "
+                       "is supported for the Qwen-VL families only, not model_type \"%s\"",
+                       config->path, family->model_type);
+    if (s[0] + s[1] + s[2] != out->rotary_dim / 2)
+        return hf_fail(RA_ERR_SHAPE, "%s: \"mrope_section\" [%lld, %lld, %lld] sums to %lld; "
+                       "rotary_dim %lld needs %lld (one entry per pair)", config->path,
+                       (long long)s[0], (long long)s[1], (long long)s[2],
+                       (long long)(s[0] + s[1] + s[2]), (long long)out->rotary_dim,
+                       (long long)(out->rotary_dim / 2));
+    int interleaved = rope->params.mrope_interleaved;
+    if (features & RA_HF_MROPE) {
+        const int family_interleaved = (features & RA_HF_MROPE_INTERLEAVED) != 0;
+        if (rope->has_mrope_interleaved && interleaved != family_interleaved)
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: \"mrope_interleaved\" is %s, and "
+                           "model_type \"%s\"'s code %s the sections whatever it says: refused",
+                           config->path, interleaved ? "true" : "false", family->model_type,
+                           family_interleaved ? "interleaves" : "does not interleave");
+        interleaved = family_interleaved;
+    }
+    memcpy(out->mrope_section, s, sizeof out->mrope_section);
+    out->mrope_interleaved = interleaved;
+    return RA_OK;
+}
+
 ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
                   int64_t max_position, ra_rope_config *out)
 {
@@ -130,6 +175,8 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
     ra_hf_rope rope;
     RA_HF_TRY(layer_rope(config, layer, &rope));
     *out = rope.params; /* the scaled types' parameters; the rest is set here */
+    memset(out->mrope_section, 0, sizeof out->mrope_section); /* mrope(), below */
+    out->mrope_interleaved = 0;
     out->struct_size = sizeof *out;
     out->type = rope.type;
     out->layout = RA_LAYOUT_INTERLEAVED;
@@ -151,6 +198,7 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
                        "rotary_dim %lld; RoPE needs it even and > 0", prf, (long long)head_dim,
                        (long long)rotary_dim);
     out->rotary_dim = rotary_dim;
+    RA_HF_TRY(mrope(config, &rope, out));
 
     int64_t max_positions = config->max_position_embeddings ? config->max_position_embeddings
                             : c->has_max_position_embeddings ? c->max_position_embeddings

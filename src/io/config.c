@@ -403,10 +403,14 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     apply_defaults(root, out, 1);
-    if (out->rope.has_mrope && !(features & RA_HF_MROPE))
+    const ra_hf_rope *r = &out->rope;
+    if ((r->has_mrope || r->has_mrope_section || r->params.mrope_interleaved) &&
+        !(features & RA_HF_MROPE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
-                          "%s: rope type \"mrope\" (3-D multimodal positions) is supported for "
-                          "the Qwen-VL families only", name);
+                          "%s: %s (3-D multimodal positions) is supported for the Qwen-VL "
+                          "families only", name, r->has_mrope ? "rope type \"mrope\""
+                                                 : r->has_mrope_section ? "\"mrope_section\""
+                                                                        : "\"mrope_interleaved\"");
     return RA_OK;
 }
 

@@ -29,7 +29,7 @@
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define NOWINDOW RA_HF_WINDOWS_NONE
-#define QWEN3_VL (RA_HF_MROPE | RA_HF_QK_NORM)
+#define QWEN3_VL (RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM)
 #define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
 #define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
 /* Llama4TextConfig's defaults. */

@@ -133,7 +133,9 @@ void ra_st_index_free(ra_st_index *index); /* zeroes it; NULL allowed */
  *   factor, original_max_position_embeddings, attention_factor, beta_fast,
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
  *   params.yarn_no_truncate), low_freq_factor, high_freq_factor,
- *   short_factor, long_factor (arrays of numbers)
+ *   short_factor, long_factor (arrays of numbers); mrope_section (3
+ *   integers >= 0) and mrope_interleaved (true, false) into
+ *   params.mrope_section and params.mrope_interleaved
  * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
  * message naming the key.  Whether the keys a type needs are all there is
  * not checked here (a config.json may supply them at its top level). */
@@ -154,6 +156,7 @@ typedef struct ra_hf_rope {
         has_low_freq_factor, has_high_freq_factor, has_short_factor, has_long_factor;
     int has_mrope; /* rope type "mrope" (Qwen2-VL): default rope in 3-D sections;
                       with text (1-D) positions it is the default rope */
+    int has_mrope_section, has_mrope_interleaved;
 } ra_hf_rope;
 
 /* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
@@ -249,7 +252,8 @@ enum {
     RA_HF_WINDOW_PATTERN = 1 << 4,       /* sliding_window_pattern (implied by the family's
                                             RA_HF_WINDOWS_PATTERN, not set in its row) */
     RA_HF_NO_ROPE_LAYERS = 1 << 5,       /* no_rope_layers[i] == 0: layer i has no RoPE */
-    RA_HF_MROPE = 1 << 6,                /* rope type mrope: text (1-D) positions = default */
+    RA_HF_MROPE = 1 << 6,                /* M-RoPE: mrope_section, 3-D positions (Qwen2-VL,
+                                            Qwen2.5-VL: chunked sections) */
     RA_HF_NORM_OVER_PROJECTION = 1 << 7, /* q_norm over all of q's H * D features (OLMo 2) */
     RA_HF_QK_NORM = 1 << 8,              /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
     RA_HF_ALIASES = 1 << 9,              /* n_embd, n_head, n_positions, rotary_dim,
@@ -274,6 +278,9 @@ enum {
                                             in RoPE layers (Llama 4) */
     RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
     RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
+    RA_HF_MROPE_INTERLEAVED = 1 << 19,   /* with RA_HF_MROPE: the sections interleaved,
+                                            whatever mrope_interleaved says (Qwen3-VL's
+                                            apply_interleaved_mrope) */
 };
 
 /* How one model_type is read. */

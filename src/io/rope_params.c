@@ -143,6 +143,42 @@ static ra_status read_factors(const reader *r, const char *key, double **out, in
     return RA_OK;
 }
 
+/* M-RoPE's mrope_section, [temporal, height, width] pairs, into
+ * s->mrope_section: exactly 3 integers >= 0 (their sum is checked against
+ * rotary_dim where that is known, hf/rope.c). */
+static ra_status read_sections(const reader *r, ra_hf_rope *out)
+{
+    const cJSON *item;
+    RA_TRY(find(r, "mrope_section", &item));
+    if (item == NULL) return RA_OK;
+    int64_t v[3], n = 0;
+    int ok = cJSON_IsArray(item);
+    for (const cJSON *e = ok ? item->child : NULL; ok && e != NULL; e = e->next, n++)
+        ok = n < 3 && ra_io_json_integer(e, &v[n]) && v[n] >= 0 && v[n] <= INT32_MAX;
+    if (!ok || n != 3)
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%smrope_section\" must be an array of 3 integers >= 0 "
+                          "(temporal, height, width)", r->name, r->prefix);
+    memcpy(out->params.mrope_section, v, sizeof v);
+    out->has_mrope_section = 1;
+    return RA_OK;
+}
+
+/* mrope_interleaved: true or false. */
+static ra_status read_interleaved(const reader *r, ra_hf_rope *out)
+{
+    const cJSON *item;
+    RA_TRY(find(r, "mrope_interleaved", &item));
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsBool(item))
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%smrope_interleaved\" must be true or false", r->name,
+                          r->prefix);
+    out->params.mrope_interleaved = cJSON_IsTrue(item);
+    out->has_mrope_interleaved = 1;
+    return RA_OK;
+}
+
 /* rope_type, else type; "su" is longrope. */
 static ra_status read_type(const reader *r, ra_hf_rope *out)
 {
@@ -163,7 +199,8 @@ static ra_status read_type(const reader *r, ra_hf_rope *out)
             return RA_OK;
         }
     }
-    if (strcmp(value, "mrope") == 0) { /* Qwen2-VL: sections of default rope */
+    if (strcmp(value, "mrope") == 0) { /* Qwen2-VL's first configs: the default rope in
+                                          sections (mrope_section) */
         out->type = RA_ROPE_DEFAULT;
         out->has_type = out->has_mrope = 1;
         return RA_OK;
@@ -228,6 +265,8 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
         out->has_truncate = 1;
     }
 
+    RA_TRY(read_sections(r, out));
+    RA_TRY(read_interleaved(r, out));
     RA_TRY(read_factors(r, "short_factor", &out->short_factor, &out->n_short_factor,
                            &out->has_short_factor));
     RA_TRY(read_factors(r, "long_factor", &out->long_factor, &out->n_long_factor,

@@ -54,7 +54,17 @@ What each family's attention does, from transformers' modeling_<family>.py:
   mistral3   a Mistral text model in text_config, names under
              language_model.model.layers.N
   qwen2_vl   rope type mrope: with text positions (all three ids equal) it
-             is the default rope; q/k/v biases
+             is the default rope; q/k/v biases.  With 3-D position_ids [3, B, S]
+             (get_rope_index: text, then an image's t x h x w grid offset by
+             the text before it, then text from the grid's largest + 1):
+             freqs[c] = pos[c] * inv_freq, emb = cat(freqs, freqs), and
+             apply_multimodal_rotary_pos_emb takes cos, sin split by
+             mrope_section * 2, piece k from component k % 3
+  qwen2_5_vl the same; a video's temporal index is t * second_per_grid_t *
+             tokens_per_second (1.0 * 2 here: steps of 2)
+  qwen3_vl   q_norm, k_norm (Qwen3); apply_interleaved_mrope on the
+             frequencies: freqs[0] with indices 1, 4, ... below 3 s1 from
+             height and 2, 5, ... below 3 s2 from width, then cat(f, f)
   masks      (masking_utils.py) key j seen by query i when j <= i, j > i - W
              in sliding layers (Mistral: all; Qwen2: from max_window_layers;
              Gemma 2, gpt-oss: layer_types, by default even layers), and
@@ -128,6 +138,54 @@ def rope(x, pos, inv, layout):
     return y
 
 
+def mrope_cos_sin(pos3, inv, section, interleaved):
+    """cos, sin [..., D] for pos3 [3, ...] as transformers puts them
+    together: Qwen2-VL's apply_multimodal_rotary_pos_emb (cat(freqs, freqs)
+    of each component, split by mrope_section * 2, piece k from component
+    k % 3) or Qwen3-VL's apply_interleaved_mrope (on the frequencies, then
+    cat(f, f))."""
+    freqs = pos3[..., None] * inv  # [3, ..., D/2]
+    if interleaved:
+        f = freqs[0].copy()
+        for dim in (1, 2):
+            idx = slice(dim, section[dim] * 3, 3)
+            f[..., idx] = freqs[dim][..., idx]
+        emb = np.concatenate([f, f], -1)
+        return np.cos(emb), np.sin(emb)
+    emb = np.concatenate([freqs, freqs], -1)  # [3, ..., D]
+    bounds = np.cumsum(list(section) * 2)[:-1]
+    pick = lambda t: np.concatenate(  # noqa: E731
+        [m[i % 3] for i, m in enumerate(np.split(t, bounds, -1))], -1)
+    return pick(np.cos(emb)), pick(np.sin(emb))
+
+
+def mrope(x, pos3, inv, section, interleaved):
+    """x [B, S, heads, D] with rotate_half; pos3 [3, B, S]; every feature
+    rotates."""
+    cos, sin = mrope_cos_sin(pos3, inv, section, interleaved)
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+    half = x.shape[-1] // 2
+    return x * cos + np.concatenate([-x[..., half:], x[..., :half]], -1) * sin
+
+
+def rope_index(parts):
+    """transformers' get_rope_index for one sequence: parts are ("text", n)
+    or ("grid", t, h, w, t_step) (the grid after the spatial merge; t_step:
+    Qwen2.5-VL's second_per_grid_t * tokens_per_second, 1 elsewhere).
+    Returns [3, S]."""
+    out, st = [], 0
+    for p in parts:
+        if p[0] == "text":
+            out.append(np.broadcast_to(np.arange(p[1]) + st, (3, p[1])))
+        else:
+            _, t, h, w, step = p
+            ti, hi, wi = np.meshgrid(np.arange(t) * step, np.arange(h), np.arange(w),
+                                     indexing="ij")
+            out.append(np.stack([ti.ravel(), hi.ravel(), wi.ravel()]) + st)
+        st = out[-1].max() + 1
+    return np.concatenate(out, 1)
+
+
 def llama3_inv_freq(theta, rot, factor, low, high, old):
     """transformers' _compute_llama3_parameters."""
     inv = inv_freq(theta, rot)
@@ -159,7 +217,10 @@ def attention(x, w, f):
         q = rms(q, w["qn"], f["eps"], f.get("plus_one", False))
         k = rms(k, w["kn"], f["eps"], f.get("plus_one", False))
     pos = np.broadcast_to(np.arange(S, dtype=np.float64) + f.get("start", 0), (B, S))
-    if f.get("inv") is not None:
+    if f.get("pos3") is not None:  # M-RoPE: 3-D position_ids [3, B, S]
+        sec, inter = f["mrope"]
+        q, k = (mrope(t, f["pos3"].astype(np.float64), f["inv"], sec, inter) for t in (q, k))
+    elif f.get("inv") is not None:
         q, k = rope(q, pos, f["inv"], f["layout"]), rope(k, pos, f["inv"], f["layout"])
     if f.get("l2"):  # Llama 4: after RoPE, no weights
         q, k = (t / np.sqrt(np.mean(t * t, axis=-1, keepdims=True) + f["l2"]) for t in (q, k))
@@ -220,9 +281,13 @@ def named(w, prefix, roles=ROLES):
     return {prefix + roles[r]: a for r, a in w.items()}
 
 
-def save(out, name, config, tensors, x, y=None, layer=None, args=(), refused=None):
+def save(out, name, config, tensors, x, y=None, layer=None, args=(), refused=None,
+         positions=None):
+    """positions: int64 --positions (positions.npy), given on every run."""
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
+    if positions is not None:
+        np.save(os.path.join(d, "positions.npy"), np.asarray(positions, dtype=np.int64))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
     write_safetensors(os.path.join(d, "model.safetensors"), tensors)
@@ -629,6 +694,43 @@ def family_cases(out):
     f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half"}
     save(out, "qwen2_vl", cfg, named(w, "model.language_model.layers.0.self_attn."), x,
          attention(x, w, f), 0)
+    # ... and with an image: 3-D positions [3, B, S], each row its own layout
+    # (2 text, a 2 x 2 x 2 grid, 2 text; 4 text, a 1 x 2 x 3 grid, 2 text).
+    pos3 = np.stack([rope_index([("text", 2), ("grid", 2, 2, 2, 1), ("text", 2)]),
+                     rope_index([("text", 4), ("grid", 1, 2, 3, 1), ("text", 2)])], 1)
+    f = dict(f, pos3=pos3, mrope=([2, 3, 3], False))
+    save(out, "qwen2_vl_image", cfg, named(w, "model.language_model.layers.0.self_attn."), x,
+         attention(x, w, f), 0, positions=pos3)
+    save_grads(out, "qwen2_vl_image", x, w, f)
+    # Qwen2.5-VL (transformers 5's rope_parameters in text_config): a video of
+    # 3 frames, temporal steps of 2, in both rows, from different offsets.
+    w = weights(dim, H, K, D, biases="qkv")
+    text = dict(base, model_type="qwen2_5_vl_text", use_sliding_window=False,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6,
+                                 "mrope_section": [4, 2, 2]})
+    cfg = {"model_type": "qwen2_5_vl", "text_config": text,
+           "vision_config": {"model_type": "qwen2_5_vl", "tokens_per_second": 2}}
+    pos3 = np.stack([rope_index([("text", 1), ("grid", 3, 1, 3, 2), ("text", 2)]),
+                     rope_index([("text", 3), ("grid", 3, 1, 2, 2), ("text", 3)])], 1)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half", "pos3": pos3,
+         "mrope": ([4, 2, 2], False)}
+    save(out, "qwen2_5_vl_video", cfg, named(w, "model.language_model.layers.0.self_attn."), x,
+         attention(x, w, f), 0, positions=pos3)
+    save_grads(out, "qwen2_5_vl_video", x, w, f)
+    # Qwen3-VL: interleaved sections, q/k norms, no biases; one image in each
+    # row, the same positions for both rows given as [3, S].
+    w = weights(dim, H, K, D, norms="head")
+    text = dict(base, model_type="qwen3_vl_text", rope_theta=5e6, attention_bias=False,
+                rope_scaling={"rope_type": "default", "mrope_section": [3, 3, 2],
+                              "mrope_interleaved": True})
+    cfg = {"model_type": "qwen3_vl", "text_config": text,
+           "vision_config": {"model_type": "qwen3_vl", "depth": 2}}
+    one = rope_index([("text", 3), ("grid", 1, 2, 3, 1), ("text", 3)])
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(5e6, D), "layout": "half", "eps": 1e-6,
+         "pos3": np.stack([one, one], 1), "mrope": ([3, 3, 2], True)}
+    save(out, "qwen3_vl_image", cfg, named(w, "model.language_model.layers.0.self_attn."), x,
+         attention(x, w, f), 0, positions=one)
+    save_grads(out, "qwen3_vl_image", x, w, f)
 
     # ---- masks: windows, soft-capping, sinks, chunks, beyond 12 tokens ----
     # Mistral v0.1: every layer slides (sliding_window 5 < 12 tokens).
@@ -814,11 +916,39 @@ def family_cases(out):
          "reads num_kv_heads, not num_key_value_heads"),
         ("baichuan", dict(base, model_type="baichuan"), plain, 'model_type "baichuan" is refused'),
         ("mrope_outside_qwen_vl", dict(base, model_type="llama",
-                                       rope_scaling={"type": "mrope", "mrope_section": [8]}),
+                                       rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
          plain, 'rope type "mrope"'),
+        ("mrope_section_outside_qwen_vl",
+         dict(base, model_type="qwen2", rope_scaling={"rope_type": "default",
+                                                      "mrope_section": [2, 3, 3]}),
+         plain, '"mrope_section" (3-D multimodal positions) is supported for the Qwen-VL'),
+        ("mrope_section_sum", dict(base, model_type="qwen2_vl", rope_scaling={
+            "type": "mrope", "mrope_section": [2, 3, 4]}), plain,
+         '"mrope_section" [2, 3, 4] sums to 9; rotary_dim 16 needs 8'),
+        ("mrope_section_length", dict(base, model_type="qwen2_vl", rope_scaling={
+            "type": "mrope", "mrope_section": [4, 4]}), plain,
+         '"rope_scaling.mrope_section" must be an array of 3 integers >= 0'),
+        ("mrope_section_negative", dict(base, model_type="qwen2_vl", rope_scaling={
+            "type": "mrope", "mrope_section": [10, -1, -1]}), plain,
+         '"rope_scaling.mrope_section" must be an array of 3 integers >= 0'),
+        ("mrope_without_section", dict(base, model_type="qwen2_vl",
+                                       rope_scaling={"type": "mrope"}), plain,
+         'rope type "mrope" needs "mrope_section"'),
+        ("qwen2_vl_mrope_interleaved", dict(base, model_type="qwen2_vl", rope_scaling={
+            "type": "mrope", "mrope_section": [2, 3, 3], "mrope_interleaved": True}), plain,
+         '"mrope_interleaved" is true, and model_type "qwen2_vl"'),
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
+    # 3-D positions where the rope has no sections: refused by --positions.
+    pos3 = np.broadcast_to(np.arange(S), (3, B, S))
+    save(out, "mrope_positions_without_sections", dict(base, model_type="qwen2"), plain, x,
+         None, 0, refused="3-D positions (temporal, height, width) need a rope with "
+         "mrope_section", positions=pos3)
+    save(out, "mrope_positions_qwen3_vl_without_sections", dict(base, model_type="qwen3_vl"),
+         dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
+                        layers(0) + "k_norm.weight": f32(np.ones(D))}), x, None, 0,
+         refused="need a rope with mrope_section", positions=pos3)
 
 
 def rope_cases(out):
@@ -843,6 +973,31 @@ def rope_cases(out):
         y = rope(x, pos, inv_freq(5e5, D), layout)
         np.save(os.path.join(d, "y_%s_bshd.npy" % name), y)
         np.save(os.path.join(d, "y_%s_bhsd.npy" % name), y.transpose(0, 2, 1, 3))
+    # M-RoPE: 3-D positions [3, B, S] (each row its own image) and [3, S]
+    # (every row alike); freqs --hf-shape: the cos and sin [S, D] transformers
+    # puts together from them.
+    pos3 = np.stack([rope_index([("text", 2), ("grid", 2, 2, 2, 1), ("text", 2)]),
+                     rope_index([("text", 5), ("grid", 1, 1, 5, 1), ("text", 2)])], 1)
+    np.save(os.path.join(d, "pos3.npy"), pos3.astype(np.int64))
+    np.save(os.path.join(d, "pos3_shared.npy"), pos3[:, 0].astype(np.int32))
+    for name, model_type, section, interleaved in (("qwen2_vl", "qwen2_vl", [2, 3, 3], False),
+                                                   ("qwen3_vl", "qwen3_vl_text", [3, 3, 2],
+                                                    True)):
+        cfg = {"model_type": model_type, "rope_theta": 1e6, "num_attention_heads": H,
+               "head_dim": D, "rope_scaling": {"rope_type": "default", "mrope_section": section,
+                                               "mrope_interleaved": interleaved}}
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            json.dump(cfg, f)
+        inv = inv_freq(1e6, D)
+        p = pos3.astype(np.float64)
+        np.save(os.path.join(d, "y_%s_pos3.npy" % name), mrope(x, p, inv, section, interleaved))
+        shared = np.stack([p[:, 0], p[:, 0]], 1)
+        np.save(os.path.join(d, "y_%s_pos3_shared.npy" % name),
+                mrope(x, shared, inv, section, interleaved))
+        cos, sin = mrope_cos_sin(p[:, 0], inv, section, interleaved)
+        np.save(os.path.join(d, "cos_%s.npy" % name), cos)
+        np.save(os.path.join(d, "sin_%s.npy" % name), sin)
+    np.save(os.path.join(d, "x_b3.npy"), np.concatenate([x, x[:1]]).astype(np.float32))
 
 
 if __name__ == "__main__":

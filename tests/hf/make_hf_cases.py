@@ -16,6 +16,8 @@ the outputs its own modeling code computes:
                                         "freqs": bool, ...}
     OUT_DIR/<case>/x.npy               f32 [B, S, hidden]: layer L's self_attn input
     OUT_DIR/<case>/pos.npy             i64 [B, S]: the position_ids given to the model
+                                       ([3, B, S] for the Qwen-VL cases: M-RoPE's
+                                       temporal, height and width rows)
     OUT_DIR/<case>/y.npy               f32 [B, S, hidden]: layer L's self_attn output
     OUT_DIR/<case>/cos.npy, sin.npy    f32 [B, S, R]: the rotary embedding it used
                                        (case.json "freqs": when it is the config's)
@@ -87,18 +89,28 @@ def randomize(model, gen, dtype):
                 p.copy_(p.to(dtype).float())
 
 
+def attention_of(model, layer):
+    """layers[layer].self_attn of a ForCausalLM (model.model.layers) or of a
+    text model (model.layers: the Qwen-VL cases)."""
+    return getattr(model, "model", model).layers[layer].self_attn
+
+
 def run_layer(model, layer, embeds, pos):
-    """Runs the model; returns (args, kwargs, x, y, cos, sin) of layers[layer].self_attn."""
+    """Runs the model; returns (args, kwargs, x, y, cos, sin) of layers[layer].self_attn.
+    3-D position_ids (Qwen-VL) go with an all-ones attention_mask: without
+    one, transformers versions that read row 0 as text positions would take
+    an image's repeated temporal ids for packed sequences."""
     seen = {}
 
     def hook(module, args, kwargs, output):
         seen["args"], seen["kwargs"] = args, dict(kwargs)
         seen["y"] = output[0] if isinstance(output, tuple) else output
 
-    attn = model.model.layers[layer].self_attn
+    attn = attention_of(model, layer)
     handle = attn.register_forward_hook(hook, with_kwargs=True)
+    mask = torch.ones(B, S, dtype=torch.int64) if pos.dim() == 3 else None
     with torch.no_grad():
-        model(inputs_embeds=embeds, position_ids=pos, use_cache=False)
+        model(inputs_embeds=embeds, position_ids=pos, attention_mask=mask, use_cache=False)
     handle.remove()
     args, kwargs = seen["args"], seen["kwargs"]
     x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
@@ -110,7 +122,7 @@ def run_layer(model, layer, embeds, pos):
 
 
 def grads_of(model, layer, args, kwargs, x, dy):
-    attn = model.model.layers[layer].self_attn
+    attn = attention_of(model, layer)
     xg = x.detach().clone().requires_grad_(True)
     kwargs = dict(kwargs)
     if "hidden_states" in kwargs:
@@ -122,7 +134,7 @@ def grads_of(model, layer, args, kwargs, x, dy):
     y = out[0] if isinstance(out, tuple) else out
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
-    prefix = f"model.layers.{layer}.self_attn."
+    prefix = next(n for n, m in model.named_modules() if m is attn) + "."  # as saved
     for pname, p in attn.named_parameters():
         grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
@@ -280,6 +292,53 @@ def mask_cases():
                layer, positions(5), opts)
 
 
+def mrope_positions():
+    """[3, B, S] position_ids as Qwen2-VL's get_rope_index gives them: row 0
+    is 2 text tokens, an image of 2 x 2 x 2 patches (after the spatial
+    merge), 2 text tokens; row 1 is 4 text tokens, a 1 x 2 x 3 image, 2 text
+    tokens.  An image's (t, h, w) grid is offset by the text before it; the
+    text after it counts on from the grid's largest position + 1."""
+    rows = []
+    for parts in (((2,), (2, 2, 2), (2,)), ((4,), (1, 2, 3), (2,))):
+        ids, start = [], 0
+        for p in parts:
+            if len(p) == 1:
+                block = torch.arange(p[0]).repeat(3, 1) + start
+            else:
+                t, h, w = torch.meshgrid(torch.arange(p[0]), torch.arange(p[1]),
+                                         torch.arange(p[2]), indexing="ij")
+                block = torch.stack([t.flatten(), h.flatten(), w.flatten()]) + start
+            ids.append(block)
+            start = int(block.max()) + 1
+        rows.append(torch.cat(ids, 1))
+    return torch.stack(rows, 1).to(torch.int64)
+
+
+def vl_cases():
+    """Issue 22's M-RoPE: the text model of Qwen2-VL (chunked sections,
+    q/k/v biases) and of Qwen3-VL (interleaved sections, q/k norms) on 3-D
+    position_ids.  Qwen2-VL's position_embeddings are per component
+    ([3, B, S, D], put together inside its attention): no freqs tables;
+    Qwen3-VL's are the interleaved [B, S, D] ropeattn freqs writes."""
+    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                 num_hidden_layers=1, intermediate_size=32, vocab_size=32,
+                 max_position_embeddings=64)
+    specs = (
+        ("qwen2_vl_mrope", "Qwen2VL", {"mrope_section": [2, 3, 3]}, {}, {"freqs": False}),
+        ("qwen3_vl_mrope", "Qwen3VL", {"mrope_section": [3, 3, 2], "mrope_interleaved": True},
+         {"head_dim": 16, "attention_bias": False}, {}),
+    )
+    for name, family, rope, extra, opts in specs:
+        config_cls = getattr(transformers, family + "TextConfig", None)
+        model_cls = getattr(transformers, family + "TextModel", None)
+        if config_cls is None or model_cls is None:
+            print(f"{family} is not in this transformers: no {name} case")
+            continue
+        config = make_config(config_cls, 10000.0, dict(rope, rope_type="default"),
+                             **dict(small, **extra))
+        yield (name, model_cls, config, 0, mrope_positions(), dict(opts, grads=True))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -288,7 +347,7 @@ def main():
     torch.set_num_threads(1)
     failed = 0
     for seed, (name, model_cls, config, layer, pos, opts) in enumerate(
-            list(cases()) + list(mask_cases())):
+            list(cases()) + list(mask_cases()) + list(vl_cases())):
         try:
             write_case(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
         except Exception as e:  # report every case, then fail

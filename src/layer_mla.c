@@ -436,7 +436,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
     ra_attention_mask mask;
     RA_TRY(ra_attention_decode_mask(&mask, cache, &q_step, &masks));
     ra_positions given;
-    if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq, 0));
+    if (positions) RA_TRY(ra_positions_read(&given, positions, layer->rope, batch, seq, 0));
     int prefill = 1; /* every sequence empty: the forward, unabsorbed */
     for (int64_t b = 0; b < batch; b++) prefill &= cache->length[b] == 0;
 

@@ -200,13 +200,18 @@ static void scatter_tokens(float *full, const float *part, int64_t batch, int64_
                (size_t)(n * width) * sizeof(float));
 }
 
-/* The KV cache a generator would give the layer: for a sliding window or
- * chunk of W tokens (the smaller, with both: what a query reaches), a
- * rolling cache of W - 1 + P slots (ra_kv_cache_create_window) when that is
- * fewer than seq; else a full cache of seq. */
+/* The KV cache a generator would give the layer: for latent attention, a
+ * latent cache of seq (ra_kv_cache_create_latent: each token's latent and
+ * rotated shared key); for a sliding window or chunk of W tokens (the
+ * smaller, with both: what a query reaches), a rolling cache of W - 1 + P
+ * slots (ra_kv_cache_create_window) when that is fewer than seq; else a
+ * full cache of seq. */
 static ra_status create_cache(ra_kv_cache **cache, const ra_layer_config *c, int64_t batch,
                               int64_t seq, int64_t prefill, ra_dtype dtype)
 {
+    if (c->kv_lora_rank > 0)
+        return ra_kv_cache_create_latent(cache, batch, seq, c->kv_lora_rank,
+                                         c->head_dim - c->qk_nope_head_dim, dtype);
     int64_t w = c->window && (!c->chunk || c->window < c->chunk) ? c->window : c->chunk;
     if (w > 0 && w - 1 < seq - prefill)
         return ra_kv_cache_create_window(cache, batch, w, prefill, c->n_kv_heads, c->head_dim,

@@ -43,7 +43,7 @@
 #define BENCH_MIN_SAMPLE_S 2e-3
 
 /* Most cases a run may hold. */
-#define BENCH_MAX_CASES 32
+#define BENCH_MAX_CASES 48
 
 typedef enum bench_limit {
     LIMIT_NONE = -1,
@@ -104,6 +104,8 @@ extern const bench_case bench_attention_cases[];
 extern const int bench_attention_case_count;
 extern const bench_case bench_decode_cases[];
 extern const int bench_decode_case_count;
+extern const bench_case bench_mla_cases[];
+extern const int bench_mla_case_count;
 
 /* ---- results ----------------------------------------------------------- */
 

@@ -88,6 +88,11 @@ static const char usage[] =
     "                                   its cache a window cache; bytes: the window's\n"
     "                                   K and V\n"
     "  kv_append_rope_f32               one token's q, k rotated, k, v written\n"
+    "  attention_decode_mla_f32_l16384  latent attention's absorbed decode step:\n"
+    "                                   DeepSeek-V3's 128 heads against a latent cache\n"
+    "                                   of 16384 rows of 576 (compute-bound: judged\n"
+    "                                   by sgemm, its flops those of scores and rows)\n"
+    "  layer_forward_mla_f32_s2048      DeepSeek-V2-Lite's attention layer, S 2048\n"
     "\n"
     "Meta's LLaMA reference code in PyTorch: when /usr/bin/python3 can import torch,\n"
     "bench/seed_torch.py times its apply_rotary_emb on rope_f32's shape and its\n"
@@ -114,11 +119,12 @@ static const char *const blas_env_vars[] = {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SI
 static int all_cases(const bench_case **cases)
 {
     const bench_case *groups[] = {bench_limit_cases, bench_rope_cases, bench_attention_cases,
-                                  bench_decode_cases};
+                                  bench_decode_cases, bench_mla_cases};
     const int counts[] = {bench_limit_case_count, bench_rope_case_count,
-                          bench_attention_case_count, bench_decode_case_count};
+                          bench_attention_case_count, bench_decode_case_count,
+                          bench_mla_case_count};
     int n = 0;
-    for (int g = 0; g < 4; g++)
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         for (int i = 0; i < counts[g] && n < MAX_CASES; i++) cases[n++] = &groups[g][i];
     return n;
 }

@@ -618,9 +618,12 @@ RA_API ra_status ra_kv_cache_create_window(ra_kv_cache **out, int64_t batch, int
  * r): each token's row holds its rotated shared key, then its latent c,
  * [B, capacity, 1, rope_dim + r] (the views' k; v is the same storage).
  * (r + rope_dim) values a token: 576 for DeepSeek-V3, where per-head keys
- * and values would take 2 * 128 * 192.  Served by ra_layer_forward_cached of
- * such a layer only (ra_kv_cache_append and ra_attention_decode refuse it:
- * RA_ERR_ARGUMENT). */
+ * and values would take 2 * 128 * 192.  Filled by ra_layer_forward_cached
+ * of such a layer (ra_kv_cache_append refuses it: RA_ERR_ARGUMENT).
+ * ra_attention_decode on it is the absorbed attention core (FlashMLA's):
+ * out = softmax(scale q row^T) row for q [B, T, H, rope_dim + r], every
+ * head reading each row once; out's last r features are the latent output
+ * (its first rope_dim, the same weights applied to the keys' rope parts). */
 RA_API ra_status ra_kv_cache_create_latent(ra_kv_cache **out, int64_t batch, int64_t capacity,
                                            int64_t kv_lora_rank, int64_t rope_dim,
                                            ra_dtype dtype);
@@ -757,10 +760,10 @@ typedef struct ra_layer_config {
      *   q_h = [q_nope_h | q_rope_h]   (head_dim = qk_nope_head_dim + rope)
      *   k_h = [c wkv_b[k rows of h]^T | R k_rope],  v_h = c wkv_b[v rows of h]^T
      * as transformers' DeepseekV3Attention (its qk_head_dim is head_dim
-     * here).  The rope rotates the rope part only (its rotary_dim is
-     * head_dim - qk_nope_head_dim; 0 means that, another value is
-     * RA_ERR_ARGUMENT), with its layout: RA_LAYOUT_INTERLEAVED for
-     * rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
+     * here, which must be given).  The rope is over the rope part alone:
+     * its head_dim is set to head_dim - qk_nope_head_dim (even, >= 2), its
+     * rotary_dim must be 0 or that, and its layout is RA_LAYOUT_INTERLEAVED
+     * for rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
      * n_kv_heads must be 0 or n_heads.  q and k norms, wqkv, clip_qkv,
      * qk_l2_norm and temperature_floor are RA_ERR_UNSUPPORTED with it.  A
      * cached forward needs a latent cache (ra_kv_cache_create_latent): it
@@ -879,7 +882,12 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * steps alike; windows and chunks count tokens in the order they were
  * cached.  A window cache (ra_kv_cache_create_window) serves a layer whose
  * window or chunk is at most the cache's window (else RA_ERR_ARGUMENT), and
- * takes at most max_new tokens a call.
+ * takes at most max_new tokens a call.  A latent layer (kv_lora_rank) needs
+ * a latent cache of its kv_lora_rank and rope part (else RA_ERR_SHAPE; a
+ * latent cache for any other layer: RA_ERR_ARGUMENT): a prefill into empty
+ * sequences runs the forward (k and v per head) and stores each token's
+ * [rotated shared key | latent]; later calls decode with wkv_b absorbed,
+ * up to 8 tokens of each sequence at a time.
  *   x, y: [B, S, dim] */
 RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,

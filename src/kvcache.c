@@ -10,6 +10,7 @@
  *   follows; slot-major storage put a head's rows 4 KiB apart.
  *   append inputs: q [B, S, H, D] (optional), k, v [B, S, Hkv, D], f32
  */
+#include <limits.h>
 #include <string.h>
 
 #include "kvcache_internal.h"
@@ -17,9 +18,11 @@
 #include "rope_internal.h"
 
 /* A cache of capacity slots; window 0 (full) or W (a ring: the caller
- * checked that capacity = W - 1 + max_new). */
+ * checked that capacity = W - 1 + max_new); latent r > 0: one storage for
+ * k and v (n_kv_heads 1, head_dim Dr + r). */
 static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity, int64_t window,
-                              int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype)
+                              int64_t latent, int64_t n_kv_heads, int64_t head_dim,
+                              ra_dtype dtype)
 {
     if ((unsigned)dtype >= RA_DTYPE_COUNT)
         return ra_fail(RA_ERR_ARGUMENT, "dtype %d is not a ra_dtype", (int)dtype);
@@ -31,12 +34,14 @@ static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity
     if (!c) return ra_fail(RA_ERR_NOMEM, "allocating the KV cache");
     size_t bytes = (size_t)n * ra_dtype_size(dtype);
     c->k = ra_alloc(bytes);
-    c->v = c->k ? ra_alloc(bytes) : NULL;
+    c->v = c->k && !latent ? ra_alloc(bytes) : c->k;
     c->length = ra_calloc((size_t)batch, sizeof *c->length);
     if (!c->v || !c->length) {
         ra_kv_cache_destroy(c);
-        return ra_fail(RA_ERR_NOMEM, "allocating 2 x %zu bytes of keys and values", bytes);
+        return ra_fail(RA_ERR_NOMEM, "allocating %s%zu bytes of %s", latent ? "" : "2 x ",
+                       bytes, latent ? "latent rows" : "keys and values");
     }
+    c->latent = latent;
     c->batch = batch;
     c->capacity = capacity;
     c->window = window;
@@ -53,7 +58,7 @@ RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t ca
     ra_error_reset();
     if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
     *out = NULL;
-    return cache_create(out, batch, capacity, 0, n_kv_heads, head_dim, dtype);
+    return cache_create(out, batch, capacity, 0, 0, n_kv_heads, head_dim, dtype);
 }
 
 RA_API ra_status ra_kv_cache_create_window(ra_kv_cache **out, int64_t batch, int64_t window,
@@ -69,14 +74,51 @@ RA_API ra_status ra_kv_cache_create_window(ra_kv_cache **out, int64_t batch, int
     if (max_new > INT64_MAX - (window - 1))
         return ra_fail(RA_ERR_OVERFLOW, "window %lld - 1 + max_new %lld slots: too many",
                        (long long)window, (long long)max_new);
-    return cache_create(out, batch, window - 1 + max_new, window, n_kv_heads, head_dim, dtype);
+    return cache_create(out, batch, window - 1 + max_new, window, 0, n_kv_heads, head_dim,
+                        dtype);
+}
+
+RA_API ra_status ra_kv_cache_create_latent(ra_kv_cache **out, int64_t batch, int64_t capacity,
+                                           int64_t kv_lora_rank, int64_t rope_dim,
+                                           ra_dtype dtype)
+{
+    ra_error_reset();
+    if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
+    *out = NULL;
+    if (kv_lora_rank < 1 || rope_dim < 2 || rope_dim % 2 || kv_lora_rank > INT_MAX ||
+        rope_dim > INT_MAX)
+        return ra_fail(RA_ERR_SIZE, "kv_lora_rank %lld, rope_dim %lld (need kv_lora_rank >= 1, "
+                       "rope_dim even and >= 2)", (long long)kv_lora_rank, (long long)rope_dim);
+    return cache_create(out, batch, capacity, 0, kv_lora_rank, 1, kv_lora_rank + rope_dim,
+                        dtype);
+}
+
+ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what)
+{
+    if (cache && cache->latent)
+        return ra_fail(RA_ERR_ARGUMENT, "%s: the cache is a latent cache, which only a latent "
+                       "attention layer's ra_layer_forward_cached serves", what);
+    return RA_OK;
+}
+
+void ra_kv_cache_put(ra_kv_cache *cache, int64_t b, int64_t p, int64_t at, const float *src,
+                     int64_t n)
+{
+    const ra_tensor dst = ra_kv_cache_view(cache, 0);
+    const size_t esize = ra_dtype_size(cache->dtype);
+    char *to = (char *)dst.data +
+               (size_t)(b * dst.stride[0] + ra_kv_cache_slot(cache, p) * dst.stride[1] + at) * esize;
+    if (cache->dtype == RA_F32)
+        memcpy(to, src, (size_t)n * sizeof(float));
+    else
+        ra_convert(to, cache->dtype, src, RA_F32, n);
 }
 
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
 {
     if (!cache) return;
+    if (cache->v != cache->k) ra_free(cache->v);
     ra_free(cache->k);
-    ra_free(cache->v);
     ra_free(cache->length);
     ra_free(cache);
 }
@@ -244,6 +286,7 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
 {
     ra_error_reset();
     ra_positions pos;
+    RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_kv_cache_append"));
     RA_TRY(check_append(cache, rope, q, k, v, positions, n_new, &pos));
     const int64_t batch = k->shape[0], seq = k->shape[1];
     append_job job = {cache, rope, q, k, v, &pos, n_new, (seq + APPEND_BLOCK - 1) / APPEND_BLOCK};

@@ -15,6 +15,8 @@
 struct ra_kv_cache {
     int64_t batch, capacity, n_kv_heads, head_dim;
     int64_t window;  /* 0: a full cache; else the ring's window W */
+    int64_t latent;  /* r > 0: a latent cache, rows [kr | c] of D = Dr + r,
+                        Hkv 1, v == k; 0: keys and values */
     ra_dtype dtype;
     void *k, *v;     /* [B, capacity, Hkv, D] each */
     int64_t *length; /* [B] tokens appended (absolute positions) */
@@ -33,6 +35,14 @@ static inline int64_t ra_kv_cache_max_new(const ra_kv_cache *cache, int64_t b)
     return cache->window ? cache->capacity - cache->window + 1
                          : cache->capacity - cache->length[b];
 }
+
+/* Writes n floats into features [at, at + n) of the row of sequence b's
+ * token at position p (kv head 0) of k's storage, in the cache's dtype. */
+void ra_kv_cache_put(ra_kv_cache *cache, int64_t b, int64_t p, int64_t at, const float *src,
+                     int64_t n);
+
+/* RA_ERR_ARGUMENT for a latent cache, which only a latent layer serves. */
+ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what);
 
 /* A view of the whole K (which = 0) or V (which = 1) storage. */
 ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which);

@@ -25,6 +25,7 @@
 #include "gemm.h"
 #include "kvcache_internal.h"
 #include "layer_internal.h"
+#include "layer_mla.h"
 #include "parallel.h"
 #include "rope_internal.h"
 
@@ -93,6 +94,18 @@ static ra_status resolve_config(ra_layer_config *c)
     return RA_OK;
 }
 
+/* q, k and v's weights: wq, wk and wv, or one wqkv. */
+static ra_status check_qkv_weights(const ra_layer_weights *w)
+{
+    if (w->wqkv && (w->wq || w->wk || w->wv || w->bq || w->bk || w->bv))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wqkv with wq, wk, wv, bq, bk or bv");
+    if (!w->wqkv && w->bqkv)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: bqkv without wqkv");
+    if (!w->wqkv && (!w->wq || !w->wk || !w->wv))
+        return ra_fail(RA_ERR_NULL, "ra_layer_weights: wq, wk or wv is NULL (and no wqkv)");
+    return RA_OK;
+}
+
 RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                                  const ra_layer_weights *weights)
 {
@@ -108,14 +121,10 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     if (c.rope) RA_TRY(RA_READ_STRUCT(rope, c.rope, ra_rope_config));
     const ra_layer_weights *w = &w_read;
     if (!w->wo) return ra_fail(RA_ERR_NULL, "ra_layer_weights: wo is NULL");
-    if (w->wqkv && (w->wq || w->wk || w->wv || w->bq || w->bk || w->bv))
-        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wqkv with wq, wk, wv, bq, bk or bv");
-    if (!w->wqkv && w->bqkv)
-        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: bqkv without wqkv");
-    if (!w->wqkv && (!w->wq || !w->wk || !w->wv))
-        return ra_fail(RA_ERR_NULL, "ra_layer_weights: wq, wk or wv is NULL (and no wqkv)");
+    RA_TRY(ra_mla_resolve(&c, w, &rope)); /* a latent layer's weights, and its rope */
+    if (!c.kv_lora_rank) RA_TRY(check_qkv_weights(w));
     RA_TRY(resolve_config(&c));
-    rope.head_dim = c.head_dim;
+    if (!c.kv_lora_rank) rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
     if (!layer) return ra_fail(RA_ERR_NOMEM, "allocating the layer");
     ra_status status = ra_rope_create(&layer->rope, &rope);
@@ -396,6 +405,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     ra_error_reset();
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
+    if (layer->config.kv_lora_rank) return ra_mla_forward(layer, ctx, y, x, &call);
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
 
@@ -452,6 +462,8 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     int64_t q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
     RA_TRY(ra_count_named(dims, layer_x_names, 3, &n_x));
     RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
+    if (c->kv_lora_rank) return RA_OK; /* a latent cache: ra_mla_forward_cached checks it */
+    RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_layer_forward_cached"));
     if (cache->batch != batch || cache->n_kv_heads != layer->config.n_kv_heads ||
         cache->head_dim != layer->config.head_dim)
         return ra_fail(RA_ERR_SHAPE, "the cache holds batch %lld, %lld kv heads of %lld; the "
@@ -469,6 +481,8 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_error_reset();
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    if (layer->config.kv_lora_rank)
+        return ra_mla_forward_cached(layer, ctx, cache, y, x, batch, seq, positions);
     /* The layer's masks, for the prefill and the steps alike; a window
      * cache must keep what its window or chunk reaches. */
     const ra_layer_config *lc = &layer->config;

@@ -28,14 +28,12 @@
 
 #include "gemm.h"
 #include "layer_tape.h"
+#include "layer_mla.h"
 #include "parallel.h"
 
 static ra_status check_backward(const ra_layer *layer, const float *dx, const ra_layer_grads *g,
                                 const ra_layer_tape *tape, const float *dy)
 {
-    if (!layer || !dx || !g || !tape || !dy)
-        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !dx ? "dx" : !g ? "grads"
-                                                  : !tape ? "tape" : "dy");
     const ra_layer_weights *w = &layer->weights;
     const int fused = w->wqkv != NULL;
     if (!g->dwo) return ra_fail(RA_ERR_NULL, "ra_layer_grads: dwo is NULL");
@@ -57,10 +55,6 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
                            needed[i].name, needed[i].name + 1);
-    if (tape->layer != layer)
-        return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
-    if (!tape->filled)
-        return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
@@ -162,6 +156,14 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     ra_layer_grads g_read;
     RA_TRY(RA_READ_STRUCT(g_read, grads, ra_layer_grads));
     grads = &g_read;
+    if (!layer || !dx || !tape || !dy)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !dx ? "dx"
+                                                  : !tape ? "tape" : "dy");
+    if (tape->layer != layer)
+        return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (!tape->filled)
+        return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
+    if (layer->config.kv_lora_rank) return ra_mla_backward(layer, ctx, dx, grads, tape, dy);
     RA_TRY(check_backward(layer, dx, grads, tape, dy));
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;

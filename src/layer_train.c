@@ -13,6 +13,7 @@
 
 #include "layer_internal.h"
 #include "layer_tape.h"
+#include "layer_mla.h"
 
 RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
                                       int64_t max_tokens)
@@ -126,6 +127,11 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     tape->call = call;
     tape->x = x;
     keep_call(tape);
+    if (layer->config.kv_lora_rank) {
+        ra_status status = ra_mla_forward_train(layer, ctx, y, tape, x);
+        tape->filled = status == RA_OK;
+        return status;
+    }
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
     ra_layer_qkv(layer, ctx, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */

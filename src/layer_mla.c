@@ -1,0 +1,438 @@
+/*
+ * layer_mla.c — multi-head latent attention, as transformers' DeepseekV3Attention
+ * (DeepSeek-V2, V2-Lite, V3, R1, Kimi K2):
+ *
+ *   x [T, dim] -> q = wq(x), or wq_b(q_a_norm(wq_a(x) + bq_a))   [T, H, Dn + Dr]
+ *   -> wkv_a(x) + bkv_a = [c_raw (r) | kr (Dr)]                  [T, r + Dr]
+ *   -> c = kv_a_norm(c_raw); per head [k_nope | v] = c wkv_b_h^T  [T, H, Dn + Dv]
+ *   -> q's rope part and kr rotated; k_h = [k_nope_h | kr] (kr shared by all heads)
+ *   -> causal attention over heads of D = Dn + Dr (v padded with zeros to D)
+ *   -> y = wo(attention output's first Dv of each head) + bo
+ *
+ * With a cache (a latent cache: per token [kr | c], Dr + r values), the
+ * prefill runs the forward above and stores [kr | c]; later tokens are
+ * decoded with wkv_b absorbed, as FlashMLA and FlashInfer do: for head h,
+ * q_nope_h . k_nope_h(j) = (q_nope_h W_UK_h) . c_j and the output's
+ * v_h = (sum_j p_j c_j) W_UV_h^T (W_UK_h, W_UV_h: head h's key and value
+ * rows of wkv_b), so the step is one-kv-head attention of queries
+ * [q_rope_h | q_nope_h W_UK_h] over the cache rows, every head reading
+ * each row once, its values the rows' c.
+ */
+#include <cblas.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "attention_internal.h"
+#include "gemm.h"
+#include "kvcache_internal.h"
+#include "layer_mla.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+/* The features the other layer kinds use and latent layers refuse. */
+static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weights *w)
+{
+    const struct {
+        int set;
+        const char *name;
+    } refused[] = {{w->wk != NULL, "weights.wk"},     {w->wv != NULL, "weights.wv"},
+                   {w->bq != NULL, "weights.bq"},     {w->bk != NULL, "weights.bk"},
+                   {w->bv != NULL, "weights.bv"},     {w->wqkv != NULL, "weights.wqkv"},
+                   {w->bqkv != NULL, "weights.bqkv"}, {w->q_norm != NULL, "weights.q_norm"},
+                   {w->k_norm != NULL, "weights.k_norm"}, {c->norm_whole, "norm_whole"},
+                   {c->norm_head_weights, "norm_head_weights"}, {c->norm_layer, "norm_layer"},
+                   {c->clip_qkv != 0, "clip_qkv"},    {c->qk_l2_norm, "qk_l2_norm"},
+                   {c->temperature_floor != 0, "temperature_floor"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (refused[i].set)
+            return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "
+                           "(kv_lora_rank %lld) with %s", (long long)c->kv_lora_rank,
+                           refused[i].name);
+    return RA_OK;
+}
+
+/* Each size at most INT_MAX (cblas), each weight's elements countable. */
+static ra_status check_sizes(const ra_mla_dims *d)
+{
+    const int64_t widths[] = {d->rq, d->r + d->Dr, d->H * d->D, d->H * (d->Dn + d->Dv),
+                              d->H * d->Dv, d->H * (d->Dr + d->r)};
+    const int64_t weights[][2] = {{d->rq, d->dim}, {d->H * d->D, d->rq}, {d->H * d->D, d->dim},
+                                  {d->r + d->Dr, d->dim}, {d->H * (d->Dn + d->Dv), d->r},
+                                  {d->dim, d->H * d->Dv}};
+    int64_t n;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i] > INT_MAX)
+            return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's sizes exceed "
+                           "INT_MAX (cblas)");
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        if (ra_mul(weights[i][0], weights[i][1], &n) != RA_OK)
+            return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's weights have "
+                           "too many elements");
+    return RA_OK;
+}
+
+ra_status ra_mla_resolve(ra_layer_config *c, const ra_layer_weights *w, ra_rope_config *rope)
+{
+    const void *const latent[] = {w->wq_a, w->bq_a, w->q_a_norm, w->wq_b,
+                                  w->wkv_a, w->bkv_a, w->kv_a_norm, w->wkv_b};
+    if (c->kv_lora_rank == 0) {
+        if (c->q_lora_rank || c->qk_nope_head_dim || c->v_head_dim)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_lora_rank, qk_nope_head_dim or "
+                           "v_head_dim set without kv_lora_rank");
+        for (size_t i = 0; i < sizeof latent / sizeof latent[0]; i++)
+            if (latent[i])
+                return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: a latent attention weight "
+                               "(wq_a ... wkv_b) without config.kv_lora_rank");
+        return RA_OK;
+    }
+    if (c->kv_lora_rank < 0 || c->q_lora_rank < 0 || c->qk_nope_head_dim < 0 ||
+        c->dim <= 0 || c->n_heads <= 0 || c->head_dim <= c->qk_nope_head_dim ||
+        (c->head_dim - c->qk_nope_head_dim) % 2 || c->v_head_dim < 1 ||
+        c->v_head_dim > c->head_dim)
+        return ra_fail(RA_ERR_SIZE, "ra_layer_config: latent attention with dim %lld, n_heads "
+                       "%lld, head_dim %lld, kv_lora_rank %lld, q_lora_rank %lld, "
+                       "qk_nope_head_dim %lld, v_head_dim %lld (need head_dim - "
+                       "qk_nope_head_dim even and >= 2, 1 <= v_head_dim <= head_dim)",
+                       (long long)c->dim, (long long)c->n_heads, (long long)c->head_dim,
+                       (long long)c->kv_lora_rank, (long long)c->q_lora_rank,
+                       (long long)c->qk_nope_head_dim, (long long)c->v_head_dim);
+    if (c->n_kv_heads != 0 && c->n_kv_heads != c->n_heads)
+        return ra_fail(RA_ERR_GQA, "ra_layer_config: latent attention has n_heads key heads "
+                       "(%lld), not n_kv_heads %lld", (long long)c->n_heads,
+                       (long long)c->n_kv_heads);
+    c->n_kv_heads = c->n_heads;
+    RA_TRY(refuse_features(c, w));
+    const int with_q_lora = c->q_lora_rank > 0;
+    if (!w->wkv_a || !w->kv_a_norm || !w->wkv_b || (with_q_lora && (!w->wq_a || !w->q_a_norm ||
+                                                                    !w->wq_b)) ||
+        (!with_q_lora && !w->wq))
+        return ra_fail(RA_ERR_NULL, "ra_layer_weights: latent attention needs wkv_a, kv_a_norm, "
+                       "wkv_b and %s", with_q_lora ? "wq_a, q_a_norm, wq_b" : "wq");
+    if (with_q_lora ? w->wq != NULL : (w->wq_a || w->bq_a || w->q_a_norm || w->wq_b))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s", with_q_lora
+                       ? "wq with q_lora_rank (q comes from wq_a, q_a_norm, wq_b)"
+                       : "wq_a, bq_a, q_a_norm or wq_b without q_lora_rank");
+    const int64_t Dr = c->head_dim - c->qk_nope_head_dim;
+    if (rope->rotary_dim != 0 && rope->rotary_dim != Dr)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: rotary_dim %lld; latent attention "
+                       "rotates its %lld rope features", (long long)rope->rotary_dim,
+                       (long long)Dr);
+    rope->head_dim = Dr;
+    rope->rotary_dim = Dr;
+    ra_mla_dims d = ra_mla_dims_of(c);
+    d.dim = c->dim;
+    return check_sizes(&d);
+}
+
+/* ---- projections ---------------------------------------------------------- */
+
+int64_t ra_mla_project_floats(const ra_mla_dims *d, int64_t T)
+{
+    int64_t n;
+    if (ra_mul(T, d->r + d->Dr + d->rq + d->H * (d->Dn + d->Dv), &n) != RA_OK) return -1;
+    return n;
+}
+
+void ra_mla_linear(float *out, const float *a, const float *w, const float *b, int64_t T,
+                   int64_t n, int64_t k)
+{
+    ra_gemm_nt(out, n, a, w, T, n, k);
+    for (int64_t t = 0; b && t < T; t++)
+        for (int64_t i = 0; i < n; i++) out[t * n + i] += b[i];
+}
+
+/* RMSNorm of T rows of n, in place, with weight w. */
+static void rms_rows(float *x, const float *w, int64_t T, int64_t n, double eps)
+{
+    const ra_layer_norm_shape shape = {T, n, 1, 0, eps};
+    ra_layer_norm(x, w, &shape);
+}
+
+ra_tensor ra_mla_rope_part(float *a, int64_t B, int64_t S, int64_t heads, const ra_mla_dims *d)
+{
+    ra_tensor t = ra_tensor_4d(a + d->Dn, RA_F32, B, S, heads, d->Dr);
+    t.stride[0] = S * heads * d->D;
+    t.stride[1] = heads * d->D;
+    t.stride[2] = d->D;
+    return t;
+}
+
+void ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
+                    const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
+                    float *scratch)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const ra_mla_dims d = ra_mla_dims_of(c);
+    const int64_t T = batch * seq, kv = d.Dn + d.Dv;
+    float *lat = scratch, *kr = lat + T * d.r, *qa = kr + T * d.Dr, *kvb = qa + T * d.rq;
+
+    /* q = q_proj(x), or q_b_proj(q_a_layernorm(q_a_proj(x))); q *= the scale's factor */
+    if (d.rq) {
+        ra_mla_linear(qa, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
+        rms_rows(qa, w->q_a_norm, T, d.rq, c->norm_eps);
+        ra_mla_linear(q, qa, w->wq_b, NULL, T, d.H * d.D, d.rq);
+    } else {
+        ra_mla_linear(q, x, w->wq, NULL, T, d.H * d.D, d.dim);
+    }
+    const float q_factor = ra_layer_q_factor(c);
+    if (q_factor != 1.0f)
+        for (int64_t i = 0; i < T * d.H * d.D; i++) q[i] *= q_factor;
+    /* k_pass, k_rot = split(kv_a_proj_with_mqa(x)); c = kv_a_layernorm(k_pass) */
+    ra_mla_linear(lat, x, w->wkv_a, w->bkv_a, T, d.r, d.dim);
+    ra_mla_linear(kr, x, w->wkv_a + d.r * d.dim, w->bkv_a ? w->bkv_a + d.r : NULL, T, d.Dr, d.dim);
+    rms_rows(lat, w->kv_a_norm, T, d.r, c->norm_eps);
+    /* q_rot, k_rot = RoPE(q_rot, k_rot): k_rot once, before it is shared */
+    ra_tensor qr = ra_mla_rope_part(q, batch, seq, d.H, &d);
+    ra_tensor krt = ra_tensor_4d(kr, RA_F32, batch, seq, 1, d.Dr);
+    ra_rope_apply(layer->rope, ctx, &qr, &qr, pos, RA_FORWARD);
+    ra_rope_apply(layer->rope, ctx, &krt, &krt, pos, RA_FORWARD);
+    /* k_pass, value_states = split(kv_b_proj(c)); key = cat(k_pass, k_rot) */
+    if (!k) return; /* absorbed decoding reads c and kr only */
+    ra_mla_linear(kvb, lat, w->wkv_b, NULL, T, d.H * kv, d.r);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < d.H; h++) {
+            const float *from = kvb + (t * d.H + h) * kv;
+            float *kh = k + (t * d.H + h) * d.D, *vh = v + (t * d.H + h) * d.D;
+            memcpy(kh, from, (size_t)d.Dn * sizeof(float));
+            memcpy(kh + d.Dn, kr + t * d.Dr, (size_t)d.Dr * sizeof(float));
+            memcpy(vh, from + d.Dn, (size_t)d.Dv * sizeof(float));
+            memset(vh + d.Dv, 0, (size_t)(d.D - d.Dv) * sizeof(float));
+        }
+}
+
+void ra_mla_pack(float *packed, const float *v, int64_t T, const ra_mla_dims *d)
+{
+    for (int64_t i = 0; i < T * d->H; i++) /* may be in place: i Dv <= i D */
+        memmove(packed + i * d->Dv, v + i * d->D, (size_t)d->Dv * sizeof(float));
+}
+
+void ra_mla_unpack(float *v, const float *packed, int64_t T, const ra_mla_dims *d)
+{
+    for (int64_t i = 0; i < T * d->H; i++) {
+        memcpy(v + i * d->D, packed + i * d->Dv, (size_t)d->Dv * sizeof(float));
+        memset(v + i * d->D + d->Dv, 0, (size_t)(d->D - d->Dv) * sizeof(float));
+    }
+}
+
+void ra_mla_output(const ra_layer *layer, float *y, const float *attn, int64_t T, float *packed)
+{
+    const ra_mla_dims d = ra_mla_dims_of(&layer->config);
+    ra_mla_pack(packed, attn, T, &d);
+    ra_mla_linear(y, packed, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+}
+
+/* ---- the forward ---------------------------------------------------------- */
+
+static ra_status scratch_overflow(int64_t tokens)
+{
+    return ra_fail(RA_ERR_OVERFLOW, "%lld tokens: the latent layer's scratch overflows",
+                   (long long)tokens);
+}
+
+/* Bytes of floats a + kernel bytes, or 0 when they overflow. */
+static size_t scratch_bytes(int64_t floats, size_t kernel)
+{
+    if (floats < 0 || (uint64_t)floats > SIZE_MAX / 8 || kernel == 0 ||
+        kernel > SIZE_MAX - (size_t)floats * sizeof(float))
+        return 0;
+    return (size_t)floats * sizeof(float) + kernel;
+}
+
+/* The four [T, H, D] arrays and ra_mla_project's scratch, in floats (0:
+ * too many). */
+static int64_t forward_floats(const ra_mla_dims *d, int64_t T)
+{
+    int64_t n, bound, proj = ra_mla_project_floats(d, T);
+    if (proj < 0 || ra_mul(T, d->H * d->D, &n) != RA_OK || ra_mul(n, 8, &bound) != RA_OK ||
+        proj > INT64_MAX / 2 - 4 * n)
+        return 0;
+    return 4 * n + proj;
+}
+
+ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
+                         const ra_layer_call *call)
+{
+    const ra_mla_dims d = ra_mla_dims_of(&layer->config);
+    const int64_t B = call->batch, S = call->seq, T = call->tokens, n = T * d.H * d.D;
+    const int64_t floats = forward_floats(&d, T);
+    const size_t bytes = scratch_bytes(
+        floats, ra_attention_scratch_bytes(call->attn.path, S, d.H, d.H, d.D,
+                                           ra_parallel_threads(ctx)));
+    if (!floats || !bytes) return scratch_overflow(T);
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    float *buf = scratch.data, *proj = buf + 4 * n;
+    ra_tensor q = ra_tensor_4d(buf, RA_F32, B, S, d.H, d.D);
+    ra_tensor k = ra_tensor_4d(buf + n, RA_F32, B, S, d.H, d.D);
+    ra_tensor v = ra_tensor_4d(buf + 2 * n, RA_F32, B, S, d.H, d.D);
+    ra_tensor attn = ra_tensor_4d(buf + 3 * n, RA_F32, B, S, d.H, d.D);
+    ra_attention_args args;
+    ra_status status = ra_attention_prepare(&args, &attn, &q, &k, &v, &call->attn);
+    if (status == RA_OK) {
+        ra_mla_project(layer, ctx, q.data, k.data, v.data, x, B, S, &call->pos, proj);
+        if (call->attn.path == RA_PATH_REFERENCE)
+            ra_attention_reference(&args, buf + floats);
+        else
+            ra_attention_flash(ctx, &args, buf + floats);
+        ra_mla_output(layer, y, attn.data, T, proj); /* proj is free again */
+        if (call->attn.dropout > 0.0f)
+            ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
+    }
+    ra_scratch_release(&scratch);
+    return status;
+}
+
+/* ---- with a latent cache -------------------------------------------------- */
+
+/* Query tokens decoded per pass: the decode kernel keeps H * tokens scaled
+ * query rows of Dr + r per thread (128 heads of 576: 295 KiB a token). */
+enum { MLA_DECODE_TOKENS = 8 };
+
+/* Stores the T tokens' [kr | c] rows of sequence b at its positions
+ * length[b] + s (s in [s0, s1)); lat [T, r], kr [T, Dr] from
+ * ra_mla_project. */
+static void store_latent(ra_kv_cache *cache, const float *lat, const float *kr, int64_t b,
+                         int64_t seq, int64_t s0, int64_t s1, const ra_mla_dims *d)
+{
+    for (int64_t s = s0; s < s1; s++) {
+        const int64_t t = b * seq + s, p = cache->length[b] + s - s0;
+        ra_kv_cache_put(cache, b, p, 0, kr + t * d->Dr, d->Dr);
+        ra_kv_cache_put(cache, b, p, d->Dr, lat + t * d->r, d->r);
+    }
+}
+
+/* The absorbed queries of tokens [s0, s1) of every sequence, qa [B, n, H,
+ * Dr + r]: [q_rope_h | q_nope_h W_UK_h] (q from ra_mla_project, [B, S, H, D]). */
+static void absorb_queries(const ra_layer *layer, float *qa, const float *q, int64_t batch,
+                           int64_t seq, int64_t s0, int64_t s1, const ra_mla_dims *d)
+{
+    const int64_t n = s1 - s0, row = d->Dr + d->r, kv = d->Dn + d->Dv;
+    for (int64_t b = 0; b < batch; b++) {
+        const float *qb = q + (b * seq + s0) * d->H * d->D;
+        float *ob = qa + b * n * d->H * row;
+        for (int64_t h = 0; h < d->H; h++) {
+            for (int64_t t = 0; t < n; t++)
+                memcpy(ob + (t * d->H + h) * row, qb + (t * d->H + h) * d->D + d->Dn,
+                       (size_t)d->Dr * sizeof(float));
+            /* [n, Dn] (rows H * D apart) times W_UK_h [Dn, r] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->r,
+                        (int)d->Dn, 1.0f, qb + h * d->D, (int)(d->H * d->D),
+                        layer->weights.wkv_b + h * kv * d->r, (int)d->r, 0.0f,
+                        ob + h * row + d->Dr, (int)(d->H * row));
+        }
+    }
+}
+
+/* attention output's latent part o [B, n, H, Dr + r] (its [Dr, Dr + r))
+ * -> packed [B * n, H * Dv]: o_h W_UV_h^T. */
+static void absorb_output(const ra_layer *layer, float *packed, const float *o, int64_t tokens,
+                          const ra_mla_dims *d)
+{
+    const int64_t row = d->Dr + d->r, kv = d->Dn + d->Dv;
+    for (int64_t h = 0; h < d->H; h++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)d->Dv, (int)d->r,
+                    1.0f, o + h * row + d->Dr, (int)(d->H * row),
+                    layer->weights.wkv_b + (h * kv + d->Dn) * d->r, (int)d->r, 0.0f,
+                    packed + h * d->Dv, (int)(d->H * d->Dv));
+}
+
+ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_cache *cache,
+                                float *y, const float *x, int64_t batch, int64_t seq,
+                                const ra_positions *positions)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_mla_dims d = ra_mla_dims_of(c);
+    if (cache->latent != d.r || cache->head_dim != d.Dr + d.r || cache->batch != batch)
+        return ra_fail(RA_ERR_SHAPE, "the cache holds batch %lld, rows of %lld (latent %lld); "
+                       "the latent layer needs batch %lld, a latent cache (ra_kv_cache_create_"
+                       "latent) of kv_lora_rank %lld and rope %lld", (long long)cache->batch,
+                       (long long)cache->head_dim, (long long)cache->latent, (long long)batch,
+                       (long long)d.r, (long long)d.Dr);
+    for (int64_t b = 0; b < batch; b++)
+        if (seq > ra_kv_cache_max_new(cache, b))
+            return ra_fail(RA_ERR_CACHE_FULL, "sequence %lld: %lld cached + %lld new tokens "
+                           "exceed the capacity %lld", (long long)b, (long long)cache->length[b],
+                           (long long)seq, (long long)cache->capacity);
+    ra_attention_options masks = ra_attention_options_init();
+    masks.window = c->window;
+    masks.chunk = c->chunk;
+    masks.softcap = c->softcap;
+    masks.sinks = layer->weights.sinks;
+    masks.scale = 1.0 / sqrt((double)d.D); /* q carries the rest of the layer's scale */
+    const int64_t row = d.Dr + d.r, step = seq < MLA_DECODE_TOKENS ? seq : MLA_DECODE_TOKENS;
+    ra_tensor q_step = ra_tensor_4d((void *)x, RA_F32, batch, step, d.H, row);
+    ra_attention_mask mask;
+    RA_TRY(ra_attention_decode_mask(&mask, cache, &q_step, &masks));
+    ra_positions given;
+    if (positions) RA_TRY(ra_positions_read(&given, positions, batch, seq, 0));
+    int prefill = 1; /* every sequence empty: the forward, unabsorbed */
+    for (int64_t b = 0; b < batch; b++) prefill &= cache->length[b] == 0;
+
+    /* Scratch: starts [B], q, k, v, attention output [T, H, D], the
+     * projections', and then either the flash kernel's or the absorbed
+     * queries and outputs [B, step, H, Dr + r] and the decode kernel's. */
+    const int64_t T = batch * seq, n = T * d.H * d.D, floats = forward_floats(&d, T);
+    size_t kernel = 0;
+    if (prefill)
+        kernel = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, d.H, d.H, d.D,
+                                            ra_parallel_threads(ctx));
+    else
+        RA_TRY(ra_attention_decode_scratch(cache, &q_step, ra_parallel_threads(ctx), &kernel));
+    const int64_t absorbed = prefill ? 0 : 2 * batch * step * d.H * row;
+    const int64_t head = ra_round_up(2 * batch, 16); /* starts, as floats */
+    const size_t bytes = floats ? scratch_bytes(head + floats + absorbed, kernel) : 0;
+    if (!bytes) return scratch_overflow(T);
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    int64_t *starts = scratch.data;
+    float *buf = (float *)scratch.data + head, *proj = buf + 4 * n;
+    float *qa = buf + floats, *oa = qa + absorbed / 2, *kernel_scratch = qa + absorbed;
+    for (int64_t b = 0; b < batch; b++) starts[b] = cache->length[b];
+    ra_positions pos = ra_positions_start(0);
+    pos.starts = starts;
+    if (positions) pos = given;
+    ra_tensor q = ra_tensor_4d(buf, RA_F32, batch, seq, d.H, d.D);
+    ra_tensor k = ra_tensor_4d(buf + n, RA_F32, batch, seq, d.H, d.D);
+    ra_tensor v = ra_tensor_4d(buf + 2 * n, RA_F32, batch, seq, d.H, d.D);
+    ra_tensor attn = ra_tensor_4d(buf + 3 * n, RA_F32, batch, seq, d.H, d.D);
+    ra_mla_project(layer, ctx, q.data, prefill ? k.data : NULL, v.data, x, batch, seq, &pos,
+                   proj);
+    const float *lat = proj, *kr = proj + T * d.r;
+    if (prefill) {
+        ra_attention_args args;
+        ra_status status = ra_attention_prepare(&args, &attn, &q, &k, &v, &masks);
+        if (status != RA_OK) { /* the masks were checked: not reached */
+            ra_scratch_release(&scratch);
+            return status;
+        }
+        ra_attention_flash(ctx, &args, kernel_scratch);
+        for (int64_t b = 0; b < batch; b++) store_latent(cache, lat, kr, b, seq, 0, seq, &d);
+        for (int64_t b = 0; b < batch; b++) cache->length[b] += seq;
+        float *packed = attn.data; /* packed in place: row i moves to i * Dv <= i * D */
+        ra_mla_pack(packed, attn.data, T, &d);
+        ra_mla_linear(y, packed, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+    } else {
+        /* Tokens [s0, s1) of every sequence: stored, then decoded as the
+         * last s1 - s0 tokens; their outputs packed into attn [T, H * Dv]. */
+        for (int64_t s0 = 0; s0 < seq; s0 += step) {
+            const int64_t s1 = seq - s0 < step ? seq : s0 + step, m = s1 - s0;
+            for (int64_t b = 0; b < batch; b++) {
+                store_latent(cache, lat, kr, b, seq, s0, s1, &d);
+                cache->length[b] += m;
+            }
+            ra_tensor tq = ra_tensor_4d(qa, RA_F32, batch, m, d.H, row);
+            ra_tensor to = ra_tensor_4d(oa, RA_F32, batch, m, d.H, row);
+            absorb_queries(layer, qa, q.data, batch, seq, s0, s1, &d);
+            ra_attention_decode_run(ctx, cache, &to, &tq, NULL, &mask, kernel_scratch);
+            for (int64_t b = 0; b < batch; b++)
+                absorb_output(layer, (float *)attn.data + (b * seq + s0) * d.H * d.Dv,
+                              oa + b * m * d.H * row, m, &d);
+        }
+        ra_mla_linear(y, attn.data, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+    }
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

@@ -1,0 +1,231 @@
+/*
+ * layer_mla_backward.c — latent attention's training forward and backward:
+ * the forward of layer_mla.c with its q, k, v (rotated), output and
+ * log-sum-exp kept in the tape, and its lines in reverse (layer_mla.c's
+ * names):
+ *
+ *   dy [T, dim] -> g = dy * resid mask
+ *   -> dpacked = g wo [T, H * Dv] -> dattn [T, H, D] (the padding's 0)
+ *   -> dq, dk, dv [T, H, D] = attention backward (the tape's q, k, v, out, lse)
+ *   -> q's rope part: R^T; dq *= the scale's factor
+ *   -> dkr = R^T (sum over heads of dk's rope part)             [T, Dr]
+ *   -> dkvb = per head [dk's nope part | dv's first Dv]         [T, H (Dn + Dv)]
+ *   -> dwkv_b = dkvb^T c, dc = dkvb wkv_b, through kv_a_norm (c recomputed)
+ *   -> dwkv_a = [dc_raw | dkr]^T x, dbkv_a, dx = [dc_raw | dkr] wkv_a
+ *   -> q: dwq = dq^T x, dx += dq wq; or dwq_b = dq^T qa, dqa = dq wq_b,
+ *      through q_a_norm (qa recomputed), dwq_a = dqa^T x, dbq_a, dx += dqa wq_a
+ *   -> dwo = g^T packed(out), dbo
+ */
+#include <string.h>
+
+#include "gemm.h"
+#include "layer_tape.h"
+#include "layer_mla.h"
+#include "parallel.h"
+
+ra_status ra_mla_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
+                               ra_layer_tape *tape, const float *x)
+{
+    const ra_mla_dims d = ra_mla_dims_of(&layer->config);
+    const ra_layer_call *call = &tape->call;
+    const int64_t proj = ra_mla_project_floats(&d, call->tokens);
+    ra_scratch scratch;
+    if (proj < 0 || (uint64_t)proj > SIZE_MAX / sizeof(float))
+        return ra_fail(RA_ERR_OVERFLOW, "the latent layer's scratch overflows");
+    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)proj * sizeof(float), &scratch));
+    ra_layer_tape_views v = ra_layer_tape_views_of(tape);
+    ra_mla_project(layer, ctx, v.xq.data, v.xk.data, v.xv.data, x, call->batch, call->seq,
+                   &call->pos, scratch.data);
+    ra_status status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv,
+                                                &call->attn);
+    if (status == RA_OK) {
+        ra_mla_output(layer, y, v.attn.data, call->tokens, scratch.data);
+        if (call->attn.dropout > 0.0f)
+            ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
+    }
+    ra_scratch_release(&scratch);
+    return status;
+}
+
+/* An array the backward reads or writes, its size and its name. */
+typedef struct span {
+    const float *p; /* NULL: none */
+    int64_t n;
+    const char *name;
+} span;
+
+static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_layer_grads *g,
+                             const ra_layer_tape *tape, const float *dy)
+{
+    const ra_layer_weights *w = &layer->weights;
+    const ra_mla_dims d = ra_mla_dims_of(&layer->config);
+    const int64_t n_x = tape->call.n_x, q_rows = d.H * d.D;
+    /* Each weight, and its gradient at the same index */
+    const span in[] = {{w->wq, q_rows * d.dim, "wq"}, {w->wq_a, d.rq * d.dim, "wq_a"},
+                       {w->bq_a, d.rq, "bq_a"}, {w->q_a_norm, d.rq, "q_a_norm"},
+                       {w->wq_b, q_rows * d.rq, "wq_b"}, {w->wkv_a, (d.r + d.Dr) * d.dim, "wkv_a"},
+                       {w->bkv_a, d.r + d.Dr, "bkv_a"}, {w->kv_a_norm, d.r, "kv_a_norm"},
+                       {w->wkv_b, d.H * (d.Dn + d.Dv) * d.r, "wkv_b"},
+                       {w->wo, d.dim * d.H * d.Dv, "wo"}, {w->bo, d.dim, "bo"},
+                       {w->sinks, d.H, "sinks"}, {dy, n_x, "dy"},
+                       {tape->x, n_x, "x (kept by the tape)"}};
+    float *const outs[] = {g->dwq, g->dwq_a, g->dbq_a, g->dq_a_norm, g->dwq_b, g->dwkv_a,
+                           g->dbkv_a, g->dkv_a_norm, g->dwkv_b, g->dwo, g->dbo, g->dsinks,
+                           (float *)dx};
+    static const char *const out_names[] = {"dwq", "dwq_a", "dbq_a", "dq_a_norm", "dwq_b",
+                                            "dwkv_a", "dbkv_a", "dkv_a_norm", "dwkv_b", "dwo",
+                                            "dbo", "dsinks", "dx"};
+    const int n_in = sizeof in / sizeof in[0], n_out = sizeof outs / sizeof outs[0];
+    span out[sizeof outs / sizeof outs[0]];
+    for (int i = 0; i < n_out; i++) { /* written where the layer has the weight */
+        out[i] = (span){in[i].p ? outs[i] : NULL, in[i].n, out_names[i]};
+        if (in[i].p && !outs[i])
+            return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
+                           out_names[i], in[i].name);
+    }
+    for (int i = 0; i < n_out; i++) {
+        if (!out[i].p) continue;
+        for (int j = i + 1; j < n_out; j++)
+            if (out[j].p && ra_floats_overlap(out[i].p, out[i].n, out[j].p, out[j].n))
+                return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", out[i].name, out[j].name);
+        for (int j = 0; j < n_in; j++)
+            if (in[j].p && ra_floats_overlap(out[i].p, out[i].n, in[j].p, in[j].n))
+                return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", out[i].name, in[j].name);
+    }
+    return RA_OK;
+}
+
+/* db (+)= the sum of d's rows [T, n] (bias NULL: nothing). */
+static void bias_grad(float *db, const float *bias, const float *d, int64_t T, int64_t n,
+                      int accumulate)
+{
+    if (!bias) return;
+    if (!accumulate) memset(db, 0, (size_t)n * sizeof(float));
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) db[i] += d[t * n + i];
+}
+
+/* g [T, n] through an RMSNorm with weight w at its input x [T, n], and
+ * dw (+)=. */
+static void rms_grad(float *g, float *dw, const float *x, const float *w, int64_t T, int64_t n,
+                     double eps, int accumulate)
+{
+    const ra_layer_norm_shape shape = {T, n, 1, 0, eps};
+    if (!accumulate) memset(dw, 0, (size_t)n * sizeof(float));
+    ra_layer_norm_backward(g, dw, x, w, &shape);
+}
+
+ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
+                          const ra_layer_grads *grads, const ra_layer_tape *tape,
+                          const float *dy)
+{
+    RA_TRY(check_grads(layer, dx, grads, tape, dy));
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const ra_mla_dims d = ra_mla_dims_of(c);
+    const ra_layer_call *call = &tape->call;
+    const int64_t B = call->batch, S = call->seq, T = call->tokens, n_x = call->n_x;
+    const int64_t n = T * d.H * d.D, kv = d.Dn + d.Dv, acc = grads->accumulate;
+    const float beta = acc ? 1.0f : 0.0f;
+    const float *x = tape->x;
+    ra_layer_tape_views v = ra_layer_tape_views_of(tape);
+
+    /* Scratch (the outer workspace): g [T, dim], dattn, dq, dk, dv [T, H, D],
+     * packed [T, H Dv], dkvb [T, H (Dn + Dv)], c_raw, c, dc [T, r], dkr
+     * [T, Dr], qa_raw, qa, dqa [T, rq], dsinks [H]: within the 12 T max(dim,
+     * H D) floats the tape was sized for, plus the latent sizes. */
+    int64_t latent, floats;
+    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + d.Dr + 3 * d.rq, &latent) != RA_OK ||
+        latent > INT64_MAX / 2 - n_x - 4 * n - d.H ||
+        (uint64_t)(floats = n_x + 4 * n + latent + d.H) > SIZE_MAX / sizeof(float))
+        return ra_fail(RA_ERR_OVERFLOW, "the latent layer's backward scratch overflows");
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch));
+    float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n, *dk = dq + n, *dv = dk + n;
+    float *packed = dv + n, *dkvb = packed + T * d.H * d.Dv, *c_raw = dkvb + T * d.H * kv;
+    float *lat = c_raw + T * d.r, *dc = lat + T * d.r, *dkr = dc + T * d.r;
+    float *qa_raw = dkr + T * d.Dr, *qa = qa_raw + T * d.rq, *dqa = qa + T * d.rq;
+    float *dsinks = dqa + T * d.rq;
+    ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, d.H, d.D);
+    ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, d.H, d.D);
+    ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, d.H, d.D);
+    ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, S, d.H, d.D);
+
+    /* y = resid_dropout(o_proj(packed)): g, dpacked = g wo, dattn */
+    memcpy(g, dy, (size_t)n_x * sizeof(float));
+    if (call->attn.dropout > 0.0f)
+        ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
+    ra_gemm_nn(packed, g, d.dim, w->wo, T, d.H * d.Dv, d.dim, 0.0f);
+    ra_mla_unpack(dattn, packed, T, &d);
+    /* attention: dq, dk, dv (and the sinks' gradient) */
+    ra_attention_options attn = call->attn;
+    if (w->sinks) attn.dsinks = acc ? dsinks : grads->dsinks;
+    ra_status status = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk,
+                                             &v.xv, &v.attn, v.lse, &attn);
+    if (status != RA_OK) {
+        ra_scratch_release(&scratch);
+        return status;
+    }
+    if (w->sinks && acc)
+        for (int64_t h = 0; h < d.H; h++) grads->dsinks[h] += dsinks[h];
+    /* q_rot, k_rot = RoPE(q_rot, k_rot); k_rot expanded over the heads */
+    ra_tensor dq_rope = ra_mla_rope_part(dq, B, S, d.H, &d);
+    ra_rope_apply(layer->rope, ctx, &dq_rope, &dq_rope, &call->pos, RA_INVERSE);
+    for (int64_t t = 0; t < T; t++) {
+        float *to = dkr + t * d.Dr;
+        memset(to, 0, (size_t)d.Dr * sizeof(float));
+        for (int64_t h = 0; h < d.H; h++)
+            for (int64_t i = 0; i < d.Dr; i++) to[i] += dk[(t * d.H + h) * d.D + d.Dn + i];
+    }
+    ra_tensor tdkr = ra_tensor_4d(dkr, RA_F32, B, S, 1, d.Dr);
+    ra_rope_apply(layer->rope, ctx, &tdkr, &tdkr, &call->pos, RA_INVERSE);
+    const float q_factor = ra_layer_q_factor(c);
+    if (q_factor != 1.0f)
+        for (int64_t i = 0; i < n; i++) dq[i] *= q_factor;
+    /* k_pass, value_states = split(kv_b_proj(c)) */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < d.H; h++) {
+            float *to = dkvb + (t * d.H + h) * kv;
+            memcpy(to, dk + (t * d.H + h) * d.D, (size_t)d.Dn * sizeof(float));
+            memcpy(to + d.Dn, dv + (t * d.H + h) * d.D, (size_t)d.Dv * sizeof(float));
+        }
+    /* c = kv_a_layernorm(c_raw), recomputed; dwkv_b = dkvb^T c, dc = dkvb wkv_b */
+    ra_mla_linear(c_raw, x, w->wkv_a, w->bkv_a, T, d.r, d.dim);
+    memcpy(lat, c_raw, (size_t)(T * d.r) * sizeof(float));
+    const ra_layer_norm_shape lat_shape = {T, d.r, 1, 0, c->norm_eps};
+    ra_layer_norm(lat, w->kv_a_norm, &lat_shape);
+    ra_gemm_tn(grads->dwkv_b, dkvb, d.H * kv, lat, d.H * kv, d.r, T, beta);
+    ra_gemm_nn(dc, dkvb, d.H * kv, w->wkv_b, T, d.r, d.H * kv, 0.0f);
+    rms_grad(dc, grads->dkv_a_norm, c_raw, w->kv_a_norm, T, d.r, c->norm_eps, (int)acc);
+    /* c_raw, k_rot = split(kv_a_proj_with_mqa(x)) */
+    ra_gemm_tn(grads->dwkv_a, dc, d.r, x, d.r, d.dim, T, beta);
+    ra_gemm_tn(grads->dwkv_a + d.r * d.dim, dkr, d.Dr, x, d.Dr, d.dim, T, beta);
+    if (w->bkv_a) {
+        bias_grad(grads->dbkv_a, w->bkv_a, dc, T, d.r, (int)acc);
+        bias_grad(grads->dbkv_a + d.r, w->bkv_a, dkr, T, d.Dr, (int)acc);
+    }
+    ra_gemm_nn(dx, dc, d.r, w->wkv_a, T, d.dim, d.r, 0.0f);
+    ra_gemm_nn(dx, dkr, d.Dr, w->wkv_a + d.r * d.dim, T, d.dim, d.Dr, 1.0f);
+    /* q = q_proj(x), or q_b_proj(q_a_layernorm(q_a_proj(x))) */
+    if (d.rq) {
+        ra_mla_linear(qa_raw, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
+        memcpy(qa, qa_raw, (size_t)(T * d.rq) * sizeof(float));
+        const ra_layer_norm_shape qa_shape = {T, d.rq, 1, 0, c->norm_eps};
+        ra_layer_norm(qa, w->q_a_norm, &qa_shape);
+        ra_gemm_tn(grads->dwq_b, dq, d.H * d.D, qa, d.H * d.D, d.rq, T, beta);
+        ra_gemm_nn(dqa, dq, d.H * d.D, w->wq_b, T, d.rq, d.H * d.D, 0.0f);
+        rms_grad(dqa, grads->dq_a_norm, qa_raw, w->q_a_norm, T, d.rq, c->norm_eps, (int)acc);
+        ra_gemm_tn(grads->dwq_a, dqa, d.rq, x, d.rq, d.dim, T, beta);
+        bias_grad(grads->dbq_a, w->bq_a, dqa, T, d.rq, (int)acc);
+        ra_gemm_nn(dx, dqa, d.rq, w->wq_a, T, d.dim, d.rq, 1.0f);
+    } else {
+        ra_gemm_tn(grads->dwq, dq, d.H * d.D, x, d.H * d.D, d.dim, T, beta);
+        ra_gemm_nn(dx, dq, d.H * d.D, w->wq, T, d.dim, d.H * d.D, 1.0f);
+    }
+    /* y = o_proj(packed): dwo = g^T packed(out), dbo */
+    ra_mla_pack(packed, v.attn.data, T, &d);
+    ra_gemm_tn(grads->dwo, g, d.dim, packed, d.dim, d.H * d.Dv, T, beta);
+    bias_grad(grads->dbo, w->bo, g, T, d.dim, (int)acc);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

@@ -1,0 +1,688 @@
+/*
+ * test_mla.c — multi-head latent attention (ra_layer_config.kv_lora_rank):
+ * the forward against a double-precision forward written here from
+ * transformers' DeepseekV3Attention (q_proj or the q_a/q_b path, biases,
+ * both pairings, yarn's attention factor, the softmax scale, windows), the
+ * gradients of x and every weight against central finite differences of
+ * it, the cached forward (prefill, absorbed decode, multi-token steps; f32,
+ * f16 and bf16 latent caches) against the uncached one, identical bits for
+ * any thread count, ra_attention_decode on a latent cache (the absorbed
+ * core), and the refusals.
+ *
+ * Dims: B batch, S seq, H heads, Dn + Dr = D the q/k head (Dr rotates), Dv
+ * v's head, r kv_lora_rank, rq q_lora_rank (0: q_proj), dim the model's.
+ * L = sum(y * dy) for a fixed random dy.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+
+/* Forward against the double reference, max |y - ref| / max |ref|: the
+ * float32 path's rounding, seen at most 2.4e-7; 2e-6.  Gradients against
+ * central finite differences (h = 1e-5 in double, exact to ~1e-9 for this
+ * smooth L of order 1), max |g - fd| / max |fd| per tensor: seen at most
+ * 7.8e-7; 1e-5.  The cached forward (absorbed decode) against the
+ * uncached one, relative to max |y|: f32 seen at most 1.7e-7, held to the
+ * issue's 1e-5; 16-bit caches round c and kr to 11 (f16) or 8 (bf16)
+ * bits: seen 9e-5 and 1.1e-3, held to 1e-3 and 1e-2. */
+#define FWD_TOL 2e-6
+#define FD_TOL 1e-5
+#define FD_STEP 1e-5
+#define CACHE_TOL 1e-5
+
+typedef struct mla_case {
+    const char *name;
+    int64_t b, s, h, dn, dr, dv, r, rq, dim;
+    ra_layout layout;
+    int yarn;      /* yarn, factor 4 with mscale 1 and mscale_all_dim 0.8 */
+    int biases;    /* bq_a, bkv_a, bo */
+    int64_t window;
+    int ids;       /* positions from ids (else start 3) */
+} mla_case;
+
+static const mla_case cases[] = {
+    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0},
+    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0},
+    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1},
+    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1},
+    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0},
+};
+
+/* A case's weights (float and double copies), x, dy and positions. */
+typedef struct mla_setup {
+    mla_case c;
+    int64_t T, D, n_x;
+    float *w[11];    /* wq, wq_a, bq_a, q_a_norm, wq_b, wkv_a, bkv_a, kv_a_norm, wkv_b, wo, bo */
+    int64_t n_w[11]; /* elements; 0: the case has none */
+    float *x, *dy;
+    int64_t *ids;
+    double inv_freq[32], attention_factor, scale;
+    ra_rope_config rope;
+    ra_layer *layer;
+} mla_setup;
+
+enum { WQ, WQ_A, BQ_A, Q_A_NORM, WQ_B, WKV_A, BKV_A, KV_A_NORM, WKV_B, WO, BO, N_W };
+static const char *const w_names[N_W] = {"wq", "wq_a", "bq_a", "q_a_norm", "wq_b", "wkv_a",
+                                         "bkv_a", "kv_a_norm", "wkv_b", "wo", "bo"};
+
+static float uniform(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*state >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+
+static float *random_array(int64_t n, float scale, float offset, uint64_t *state)
+{
+    float *a = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) a[i] = offset + scale * uniform(state);
+    return a;
+}
+
+static ra_layer_weights weights_of(const mla_setup *s)
+{
+    ra_layer_weights w = ra_layer_weights_init();
+    w.wq = s->n_w[WQ] ? s->w[WQ] : NULL;
+    w.wq_a = s->n_w[WQ_A] ? s->w[WQ_A] : NULL;
+    w.bq_a = s->n_w[BQ_A] ? s->w[BQ_A] : NULL;
+    w.q_a_norm = s->n_w[Q_A_NORM] ? s->w[Q_A_NORM] : NULL;
+    w.wq_b = s->n_w[WQ_B] ? s->w[WQ_B] : NULL;
+    w.wkv_a = s->w[WKV_A];
+    w.bkv_a = s->n_w[BKV_A] ? s->w[BKV_A] : NULL;
+    w.kv_a_norm = s->w[KV_A_NORM];
+    w.wkv_b = s->w[WKV_B];
+    w.wo = s->w[WO];
+    w.bo = s->n_w[BO] ? s->w[BO] : NULL;
+    return w;
+}
+
+static ra_layer_config config_of(const mla_setup *s)
+{
+    ra_layer_config cfg = ra_layer_config_init();
+    cfg.dim = s->c.dim;
+    cfg.n_heads = s->c.h;
+    cfg.head_dim = s->D;
+    cfg.kv_lora_rank = s->c.r;
+    cfg.q_lora_rank = s->c.rq;
+    cfg.qk_nope_head_dim = s->c.dn;
+    cfg.v_head_dim = s->c.dv;
+    cfg.rope = &s->rope;
+    cfg.window = s->c.window;
+    cfg.scale = s->scale;
+    return cfg;
+}
+
+static int setup(mla_setup *s, const mla_case *c, uint64_t seed)
+{
+    memset(s, 0, sizeof *s);
+    s->c = *c;
+    s->D = c->dn + c->dr;
+    s->T = c->b * c->s;
+    s->n_x = s->T * c->dim;
+    const int64_t qr = c->h * s->D;
+    const int64_t sizes[N_W] = {c->rq ? 0 : qr * c->dim, c->rq * c->dim,
+                                c->biases ? c->rq : 0, c->rq, qr * c->rq,
+                                (c->r + c->dr) * c->dim, c->biases ? c->r + c->dr : 0, c->r,
+                                c->h * (c->dn + c->dv) * c->r, c->dim * c->h * c->dv,
+                                c->biases ? c->dim : 0};
+    uint64_t state = seed;
+    for (int i = 0; i < N_W; i++) {
+        s->n_w[i] = sizes[i];
+        int norm = i == Q_A_NORM || i == KV_A_NORM;
+        s->w[i] = random_array(sizes[i], norm ? 0.3f : 0.4f, norm ? 1.0f : 0.0f, &state);
+    }
+    s->x = random_array(s->n_x, 1.0f, 0.0f, &state);
+    s->dy = random_array(s->n_x, 1.0f, 0.0f, &state);
+    s->ids = malloc((size_t)s->T * sizeof(int64_t));
+    for (int64_t t = 0; t < s->T; t++) s->ids[t] = (t * 7 + 2) % 23;
+    s->rope = ra_rope_config_default(0);
+    s->rope.layout = c->layout;
+    s->scale = 1.0 / sqrt((double)s->D);
+    if (c->yarn) {
+        s->rope.type = RA_ROPE_YARN;
+        s->rope.factor = 4;
+        s->rope.original_max_position_embeddings = 16;
+        s->rope.mscale = 1.0;
+        s->rope.mscale_all_dim = 0.8;
+        double m = 0.1 * 0.8 * log(4.0) + 1.0; /* yarn_get_mscale(factor, mscale_all_dim) */
+        s->scale *= m * m;                      /* DeepseekV3Attention's scaling */
+    }
+    ra_layer_config cfg = config_of(s);
+    ra_layer_weights w = weights_of(s);
+    if (ra_layer_create(&s->layer, &cfg, &w) != RA_OK) return 0;
+    ra_rope *rope;
+    ra_rope_config rc = *ra_layer_get_config(s->layer)->rope;
+    if (ra_rope_create(&rope, &rc) != RA_OK) return 0;
+    ra_rope_inverse_frequencies(rope, s->inv_freq);
+    s->attention_factor = ra_rope_attention_factor(rope);
+    ra_rope_destroy(rope);
+    return 1;
+}
+
+static void teardown(mla_setup *s)
+{
+    for (int i = 0; i < N_W; i++) free(s->w[i]);
+    free(s->x);
+    free(s->dy);
+    free(s->ids);
+    ra_layer_destroy(s->layer);
+}
+
+static int64_t position_of(const mla_setup *s, int64_t b, int64_t t)
+{
+    return s->c.ids ? s->ids[b * s->c.s + t] : 3 + t;
+}
+
+static ra_positions positions_of(const mla_setup *s)
+{
+    ra_positions p = ra_positions_start(3);
+    if (s->c.ids) p.ids = s->ids;
+    return p;
+}
+
+/* ---- the double-precision forward ------------------------------------- */
+
+/* out [n] = w [n, k] a [k] + b */
+static void dlinear(double *out, const double *w, const double *b, const double *a, int64_t n,
+                    int64_t k)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double acc = b ? b[i] : 0.0;
+        for (int64_t j = 0; j < k; j++) acc += w[i * k + j] * a[j];
+        out[i] = acc;
+    }
+}
+
+static void drms(double *x, const double *w, int64_t n)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / (double)n + 1e-6);
+    for (int64_t i = 0; i < n; i++) x[i] = w[i] * (x[i] * inv);
+}
+
+/* Rotates x [Dr] at position p, as transformers' rotary embedding: cos and
+ * sin times the attention factor; interleaved pairs (2i, 2i + 1) or half
+ * pairs (i, i + Dr/2). */
+static void drope(double *x, const mla_setup *s, int64_t p)
+{
+    const int64_t half = s->c.dr / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double a = (double)p * s->inv_freq[i];
+        double cs = cos(a) * s->attention_factor, sn = sin(a) * s->attention_factor;
+        int64_t i0 = s->c.layout == RA_LAYOUT_INTERLEAVED ? 2 * i : i;
+        int64_t i1 = s->c.layout == RA_LAYOUT_INTERLEAVED ? 2 * i + 1 : i + half;
+        double x0 = x[i0], x1 = x[i1];
+        x[i0] = x0 * cs - x1 * sn;
+        x[i1] = x1 * cs + x0 * sn;
+    }
+}
+
+/* y [T, dim] from weights w (double copies), x. */
+static void dforward(const mla_setup *s, double *const *w, const double *x, double *y)
+{
+    const mla_case *c = &s->c;
+    const int64_t D = s->D, kv = c->dn + c->dv, S = c->s;
+    double *q = calloc((size_t)(S * c->h * D), sizeof(double));
+    double *k = calloc((size_t)(S * c->h * D), sizeof(double));
+    double *v = calloc((size_t)(S * c->h * c->dv), sizeof(double));
+    double *o = calloc((size_t)(c->h * c->dv), sizeof(double));
+    double *qa = calloc((size_t)(c->rq + 1), sizeof(double));
+    double *lat = calloc((size_t)(c->r + c->dr), sizeof(double));
+    double *kvb = calloc((size_t)(c->h * kv), sizeof(double));
+    double *p = calloc((size_t)S, sizeof(double));
+    for (int64_t b = 0; b < c->b; b++) {
+        for (int64_t t = 0; t < S; t++) {
+            const double *xt = x + (b * S + t) * c->dim;
+            double *qt = q + t * c->h * D, *kt = k + t * c->h * D;
+            if (c->rq) {
+                dlinear(qa, w[WQ_A], s->n_w[BQ_A] ? w[BQ_A] : NULL, xt, c->rq, c->dim);
+                drms(qa, w[Q_A_NORM], c->rq);
+                dlinear(qt, w[WQ_B], NULL, qa, c->h * D, c->rq);
+            } else {
+                dlinear(qt, w[WQ], NULL, xt, c->h * D, c->dim);
+            }
+            dlinear(lat, w[WKV_A], s->n_w[BKV_A] ? w[BKV_A] : NULL, xt, c->r + c->dr, c->dim);
+            drms(lat, w[KV_A_NORM], c->r);
+            dlinear(kvb, w[WKV_B], NULL, lat, c->h * kv, c->r);
+            const int64_t pos = position_of(s, b, t);
+            drope(lat + c->r, s, pos);
+            for (int64_t h = 0; h < c->h; h++) {
+                drope(qt + h * D + c->dn, s, pos);
+                memcpy(kt + h * D, kvb + h * kv, (size_t)c->dn * sizeof(double));
+                memcpy(kt + h * D + c->dn, lat + c->r, (size_t)c->dr * sizeof(double));
+                memcpy(v + (t * c->h + h) * c->dv, kvb + h * kv + c->dn,
+                       (size_t)c->dv * sizeof(double));
+            }
+        }
+        for (int64_t i = 0; i < S; i++) {
+            for (int64_t h = 0; h < c->h; h++) {
+                double m = -INFINITY, l = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    p[j] = -INFINITY;
+                    if (j > i || (c->window && i - j >= c->window)) continue;
+                    double dot = 0;
+                    for (int64_t e = 0; e < D; e++)
+                        dot += q[(i * c->h + h) * D + e] * k[(j * c->h + h) * D + e];
+                    p[j] = dot * s->scale;
+                    m = p[j] > m ? p[j] : m;
+                }
+                for (int64_t j = 0; j < S; j++) l += p[j] == -INFINITY ? 0 : exp(p[j] - m);
+                for (int64_t e = 0; e < c->dv; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < S; j++)
+                        if (p[j] != -INFINITY) acc += exp(p[j] - m) / l * v[(j * c->h + h) * c->dv + e];
+                    o[h * c->dv + e] = acc;
+                }
+            }
+            dlinear(y + (b * S + i) * c->dim, w[WO], s->n_w[BO] ? w[BO] : NULL, o, c->dim,
+                    c->h * c->dv);
+        }
+    }
+    free(q); free(k); free(v); free(o); free(qa); free(lat); free(kvb); free(p);
+}
+
+/* The double copies of s's weights (one allocation each, never NULL). */
+static double **double_weights(const mla_setup *s)
+{
+    double **w = malloc(N_W * sizeof *w);
+    for (int i = 0; i < N_W; i++) {
+        w[i] = malloc((size_t)(s->n_w[i] ? s->n_w[i] : 1) * sizeof(double));
+        for (int64_t j = 0; j < s->n_w[i]; j++) w[i][j] = s->w[i][j];
+    }
+    return w;
+}
+
+static void free_weights(double **w)
+{
+    for (int i = 0; i < N_W; i++) free(w[i]);
+    free(w);
+}
+
+static double max_abs_f(const float *a, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return m;
+}
+
+/* ---- cases -------------------------------------------------------------- */
+
+static void test_forward(void)
+{
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        mla_setup s;
+        if (!setup(&s, &cases[ci], 11 + ci)) {
+            CHECK(0, "%s: setup: %s", cases[ci].name, ra_last_error());
+            teardown(&s);
+            continue;
+        }
+        double **w = double_weights(&s), *x = malloc((size_t)s.n_x * sizeof(double));
+        double *ref = malloc((size_t)s.n_x * sizeof(double));
+        for (int64_t i = 0; i < s.n_x; i++) x[i] = s.x[i];
+        dforward(&s, w, x, ref);
+        double scale = 0;
+        for (int64_t i = 0; i < s.n_x; i++) scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+        float *y = malloc((size_t)s.n_x * sizeof(float));
+        ra_positions pos = positions_of(&s);
+        for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+            ra_status st = ra_layer_forward(s.layer, NULL, y, s.x, s.c.b, s.c.s, &pos,
+                                            PATH_OPTS((ra_attention_path)path));
+            double err = 0;
+            for (int64_t i = 0; i < s.n_x; i++) err = fmax(err, fabs(y[i] - ref[i]));
+            CHECK(st == RA_OK && err <= FWD_TOL * scale, "%s path %d: %s, error %.3g of %.3g",
+                  s.c.name, path, ra_last_error(), err, scale);
+        }
+        free(y); free(ref); free(x); free_weights(w);
+        teardown(&s);
+    }
+}
+
+/* L(w) = sum(y * dy) in double. */
+static double loss(const mla_setup *s, double *const *w, const double *x)
+{
+    double *y = malloc((size_t)s->n_x * sizeof(double)), l = 0;
+    dforward(s, w, x, y);
+    for (int64_t i = 0; i < s->n_x; i++) l += y[i] * s->dy[i];
+    free(y);
+    return l;
+}
+
+/* max |g - fd| / max |fd| of one array a (double copy of g's input). */
+static double fd_error(const mla_setup *s, double **w, double *x, double *a, const float *g,
+                       int64_t n)
+{
+    double err = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double keep = a[i];
+        a[i] = keep + FD_STEP;
+        double up = loss(s, w, x);
+        a[i] = keep - FD_STEP;
+        double down = loss(s, w, x);
+        a[i] = keep;
+        double fd = (up - down) / (2 * FD_STEP);
+        err = fmax(err, fabs(g[i] - fd));
+        scale = fmax(scale, fabs(fd));
+    }
+    return scale > 0 ? err / scale : err;
+}
+
+static void test_gradients(void)
+{
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        mla_setup s;
+        if (!setup(&s, &cases[ci], 31 + ci)) {
+            CHECK(0, "%s: setup: %s", cases[ci].name, ra_last_error());
+            teardown(&s);
+            continue;
+        }
+        ra_layer_tape *tape;
+        float *y = malloc((size_t)s.n_x * sizeof(float)), *dx = malloc((size_t)s.n_x * sizeof(float));
+        float *g[N_W];
+        for (int i = 0; i < N_W; i++) g[i] = calloc((size_t)(s.n_w[i] ? s.n_w[i] : 1), sizeof(float));
+        ra_layer_grads grads = ra_layer_grads_init();
+        float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
+                              &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
+                              &grads.dwkv_b, &grads.dwo, &grads.dbo};
+        for (int i = 0; i < N_W; i++) *slots[i] = s.n_w[i] ? g[i] : NULL;
+        ra_positions pos = positions_of(&s);
+        for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+            ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
+            if (st == RA_OK)
+                st = ra_layer_forward_train(s.layer, NULL, y, tape, s.x, s.c.b, s.c.s, &pos,
+                                            PATH_OPTS((ra_attention_path)path));
+            if (st == RA_OK) st = ra_layer_backward(s.layer, NULL, dx, &grads, tape, s.dy);
+            CHECK(st == RA_OK, "%s path %d: %s", s.c.name, path, ra_last_error());
+            ra_layer_tape_destroy(tape);
+            if (st != RA_OK || path == RA_PATH_REFERENCE) continue; /* finite differences once */
+            double **w = double_weights(&s), *x = malloc((size_t)s.n_x * sizeof(double));
+            for (int64_t i = 0; i < s.n_x; i++) x[i] = s.x[i];
+            double e = fd_error(&s, w, x, x, dx, s.n_x);
+            CHECK(e <= FD_TOL, "%s: dx error %.3g", s.c.name, e);
+            for (int i = 0; i < N_W; i++) {
+                if (!s.n_w[i]) continue;
+                e = fd_error(&s, w, x, w[i], g[i], s.n_w[i]);
+                CHECK(e <= FD_TOL, "%s: d%s error %.3g", s.c.name, w_names[i], e);
+            }
+            free(x);
+            free_weights(w);
+        }
+        for (int i = 0; i < N_W; i++) free(g[i]);
+        free(y); free(dx);
+        teardown(&s);
+    }
+}
+
+/* Prefill P tokens, then the rest in steps of `step`, against the forward
+ * of all S tokens. */
+static void test_cached(void)
+{
+    static const struct {
+        int64_t prefill, step;
+        ra_dtype dtype;
+        double tol;
+    } runs[] = {{4, 1, RA_F32, CACHE_TOL}, {1, 3, RA_F32, CACHE_TOL}, {0, 11, RA_F32, CACHE_TOL},
+                {2, 10, RA_F32, CACHE_TOL}, {3, 1, RA_F16, 1e-3}, {3, 2, RA_BF16, 1e-2}};
+    mla_case c = cases[1];
+    c.s = 13;
+    for (int ci = 0; ci < 2; ci++) {
+        if (ci == 1) c = cases[2], c.s = 12, c.ids = 0;
+        mla_setup s;
+        if (!setup(&s, &c, 51)) {
+            CHECK(0, "setup: %s", ra_last_error());
+            teardown(&s);
+            continue;
+        }
+        float *y = malloc((size_t)s.n_x * sizeof(float)), *yc = malloc((size_t)s.n_x * sizeof(float));
+        ra_positions start = ra_positions_start(0);
+        CHECK(ra_layer_forward(s.layer, NULL, y, s.x, s.c.b, s.c.s, &start, NULL) == RA_OK,
+              "forward: %s", ra_last_error());
+        const double scale = max_abs_f(y, s.n_x);
+        for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+            ra_kv_cache *cache;
+            ra_context *ctx;
+            CHECK(ra_context_create(&ctx, 1 + (int)(ri % 2)) == RA_OK, "context");
+            ra_status st = ra_kv_cache_create_latent(&cache, s.c.b, s.c.s, s.c.r, s.c.dr,
+                                                     runs[ri].dtype);
+            float *xs = malloc((size_t)s.n_x * sizeof(float)), *ys = malloc((size_t)s.n_x * sizeof(float));
+            for (int64_t s0 = 0; st == RA_OK && s0 < s.c.s;) {
+                int64_t n = s0 == 0 && runs[ri].prefill ? runs[ri].prefill : runs[ri].step;
+                if (n > s.c.s - s0) n = s.c.s - s0;
+                for (int64_t b = 0; b < s.c.b; b++)
+                    memcpy(xs + b * n * s.c.dim, s.x + (b * s.c.s + s0) * s.c.dim,
+                           (size_t)(n * s.c.dim) * sizeof(float));
+                st = ra_layer_forward_cached(s.layer, ctx, cache, ys, xs, s.c.b, n, NULL);
+                for (int64_t b = 0; b < s.c.b; b++)
+                    memcpy(yc + (b * s.c.s + s0) * s.c.dim, ys + b * n * s.c.dim,
+                           (size_t)(n * s.c.dim) * sizeof(float));
+                s0 += n;
+            }
+            double err = 0;
+            for (int64_t i = 0; st == RA_OK && i < s.n_x; i++) err = fmax(err, fabs(yc[i] - y[i]));
+            CHECK(st == RA_OK && err <= runs[ri].tol * scale,
+                  "case %d run %zu: %s, error %.3g of %.3g", ci, ri, ra_last_error(), err, scale);
+            CHECK(st != RA_OK || ra_kv_cache_length(cache, s.c.b - 1) == s.c.s, "length");
+            free(xs); free(ys);
+            ra_kv_cache_destroy(cache);
+            ra_context_destroy(ctx);
+        }
+        free(y); free(yc);
+        teardown(&s);
+    }
+}
+
+/* Forward, backward and decode: the same bits on 1 and 3 threads. */
+static void test_threads(void)
+{
+    mla_case c = cases[1];
+    c.s = 40;
+    mla_setup s;
+    if (!setup(&s, &c, 71)) {
+        CHECK(0, "setup: %s", ra_last_error());
+        teardown(&s);
+        return;
+    }
+    float *out[2][3];
+    for (int run = 0; run < 2; run++) {
+        ra_context *ctx;
+        CHECK(ra_context_create(&ctx, run ? 3 : 1) == RA_OK, "context");
+        for (int i = 0; i < 3; i++) out[run][i] = calloc((size_t)s.n_x, sizeof(float));
+        ra_layer_tape *tape;
+        ra_layer_grads grads = ra_layer_grads_init();
+        float *g[N_W];
+        float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
+                              &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
+                              &grads.dwkv_b, &grads.dwo, &grads.dbo};
+        for (int i = 0; i < N_W; i++) {
+            g[i] = calloc((size_t)(s.n_w[i] ? s.n_w[i] : 1), sizeof(float));
+            *slots[i] = s.n_w[i] ? g[i] : NULL;
+        }
+        ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
+        if (st == RA_OK) st = ra_layer_forward_train(s.layer, ctx, out[run][0], tape, s.x, s.c.b, s.c.s, NULL, NULL);
+        if (st == RA_OK) st = ra_layer_backward(s.layer, ctx, out[run][1], &grads, tape, s.dy);
+        ra_kv_cache *cache;
+        if (st == RA_OK) st = ra_kv_cache_create_latent(&cache, s.c.b, s.c.s, s.c.r, s.c.dr, RA_F32);
+        if (st == RA_OK) {
+            st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2], s.x, s.c.b, s.c.s / 2, NULL);
+            ra_kv_cache_destroy(cache);
+        }
+        CHECK(st == RA_OK, "run %d: %s", run, ra_last_error());
+        for (int i = 0; i < N_W; i++) free(g[i]);
+        ra_layer_tape_destroy(tape);
+        ra_context_destroy(ctx);
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK(memcmp(out[0][i], out[1][i], (size_t)s.n_x * sizeof(float)) == 0,
+              "output %d differs between 1 and 3 threads", i);
+        free(out[0][i]);
+        free(out[1][i]);
+    }
+    teardown(&s);
+}
+
+/* ra_attention_decode on a latent cache: softmax(scale q row^T) row over
+ * the rows the layer stored, against double sums over ra_kv_cache_views
+ * (float32 sums of ~20 terms: 1e-5 of max |out|). */
+static void test_latent_decode(void)
+{
+    mla_setup s;
+    if (!setup(&s, &cases[1], 81)) {
+        CHECK(0, "setup: %s", ra_last_error());
+        teardown(&s);
+        return;
+    }
+    const int64_t B = s.c.b, S = s.c.s, H = s.c.h, row = s.c.r + s.c.dr, T = 2;
+    ra_kv_cache *cache;
+    float *y = malloc((size_t)s.n_x * sizeof(float));
+    uint64_t state = 5;
+    float *q = random_array(B * T * H * row, 1.0f, 0.0f, &state);
+    float *out = calloc((size_t)(B * T * H * row), sizeof(float));
+    ra_status st = ra_kv_cache_create_latent(&cache, B, S, s.c.r, s.c.dr, RA_F32);
+    if (st == RA_OK) st = ra_layer_forward_cached(s.layer, NULL, cache, y, s.x, B, S, NULL);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, row), to = ra_tensor_4d(out, RA_F32, B, T, H, row);
+    ra_attention_options o = ra_attention_options_init();
+    o.scale = 0.3;
+    if (st == RA_OK) st = ra_attention_decode(NULL, cache, &to, &tq, NULL, &o);
+    CHECK(st == RA_OK, "%s", ra_last_error());
+    ra_tensor kv, vv;
+    if (st == RA_OK && ra_kv_cache_views(cache, &kv, &vv) == RA_OK) {
+        CHECK(kv.data == vv.data && kv.shape[3] == row && kv.shape[2] == 1, "one storage");
+        double err = 0, scale = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    const float *qr = q + ((b * T + t) * H + h) * row;
+                    double p[64], m = -INFINITY, l = 0;
+                    const int64_t last = S - T + t;
+                    for (int64_t j = 0; j <= last; j++) {
+                        const float *kr = (const float *)kv.data + b * kv.stride[0] + j * kv.stride[1];
+                        double dot = 0;
+                        for (int64_t e = 0; e < row; e++) dot += (double)qr[e] * kr[e];
+                        p[j] = 0.3 * dot;
+                        m = fmax(m, p[j]);
+                    }
+                    for (int64_t j = 0; j <= last; j++) l += exp(p[j] - m);
+                    for (int64_t e = 0; e < row; e++) {
+                        double acc = 0;
+                        for (int64_t j = 0; j <= last; j++)
+                            acc += exp(p[j] - m) / l *
+                                   ((const float *)kv.data)[b * kv.stride[0] + j * kv.stride[1] + e];
+                        double got = out[((b * T + t) * H + h) * row + e];
+                        err = fmax(err, fabs(got - acc));
+                        scale = fmax(scale, fabs(acc));
+                    }
+                }
+        CHECK(err <= 1e-5 * scale, "error %.3g of %.3g", err, scale);
+    }
+    ra_kv_cache_destroy(cache);
+    free(y); free(q); free(out);
+    teardown(&s);
+}
+
+static void test_refusals(void)
+{
+    mla_setup s;
+    if (!setup(&s, &cases[1], 91)) {
+        CHECK(0, "setup: %s", ra_last_error());
+        teardown(&s);
+        return;
+    }
+    ra_layer *layer = NULL;
+    ra_layer_config cfg = config_of(&s);
+    ra_layer_weights w = weights_of(&s);
+    float one[64] = {1};
+    struct {
+        ra_layer_config c;
+        ra_layer_weights w;
+        ra_status want;
+        const char *what;
+    } bad[16];
+    int n = 0;
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.n_kv_heads = 1, bad[n].want = RA_ERR_GQA, bad[n++].what = "n_kv_heads 1";
+    bad[n].c = cfg, bad[n].w = w, bad[n].w.q_norm = one, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "q_norm";
+    bad[n].c = cfg, bad[n].w = w, bad[n].w.wk = one, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "wk";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.clip_qkv = 1, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "clip_qkv";
+    bad[n].c = cfg, bad[n].w = w, bad[n].w.wq = one, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "wq with q_lora_rank";
+    bad[n].c = cfg, bad[n].w = w, bad[n].w.wkv_b = NULL, bad[n].want = RA_ERR_NULL, bad[n++].what = "no wkv_b";
+    bad[n].c = cfg, bad[n].w = w, bad[n].w.q_a_norm = NULL, bad[n].want = RA_ERR_NULL, bad[n++].what = "no q_a_norm";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.v_head_dim = s.D + 1, bad[n].want = RA_ERR_SIZE, bad[n++].what = "v_head_dim > head_dim";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.qk_nope_head_dim = s.D - 3, bad[n].want = RA_ERR_SIZE, bad[n++].what = "odd rope part";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.kv_lora_rank = 0, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "latent weights, no kv_lora_rank";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.kv_lora_rank = -1, bad[n].want = RA_ERR_SIZE, bad[n++].what = "kv_lora_rank -1";
+    ra_rope_config wrong = s.rope;
+    wrong.rotary_dim = 2;
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.rope = &wrong, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "rotary_dim";
+    for (int i = 0; i < n; i++) {
+        ra_status st = ra_layer_create(&layer, &bad[i].c, &bad[i].w);
+        CHECK(st == bad[i].want && layer == NULL, "%s: status %d (%s)", bad[i].what, (int)st,
+              ra_last_error());
+        ra_layer_destroy(layer);
+        layer = NULL;
+    }
+
+    /* caches: a latent one only for a latent layer, and nowhere else */
+    ra_kv_cache *latent, *plain;
+    CHECK(ra_kv_cache_create_latent(&latent, s.c.b, 4, s.c.r, s.c.dr, RA_F32) == RA_OK, "latent");
+    CHECK(ra_kv_cache_create(&plain, s.c.b, 4, 1, s.c.r + s.c.dr, RA_F32) == RA_OK, "plain");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create_latent(&cache, 1, 4, 0, 4, RA_F32) == RA_ERR_SIZE && !cache, "r 0");
+    CHECK(ra_kv_cache_create_latent(&cache, 1, 4, 8, 3, RA_F32) == RA_ERR_SIZE && !cache, "odd rope");
+    float *y = calloc((size_t)s.n_x, sizeof(float));
+    CHECK(ra_layer_forward_cached(s.layer, NULL, plain, y, s.x, s.c.b, 1, NULL) == RA_ERR_SHAPE,
+          "latent layer, plain cache: %s", ra_last_error());
+    CHECK(ra_layer_forward_cached(s.layer, NULL, latent, y, s.x, s.c.b, 5, NULL) == RA_ERR_CACHE_FULL,
+          "5 tokens in 4 slots");
+    CHECK(ra_kv_cache_length(latent, 0) == 0, "a refused call appends nothing");
+    const int64_t row = s.c.r + s.c.dr;
+    float *q = calloc((size_t)(s.c.b * s.c.h * row), sizeof(float));
+    ra_tensor tk = ra_tensor_4d(q, RA_F32, s.c.b, 1, 1, row);
+    ra_positions p0 = ra_positions_start(0);
+    ra_rope *rope;
+    ra_rope_config rc = ra_rope_config_default(row);
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    CHECK(ra_kv_cache_append(latent, NULL, rope, NULL, &tk, &tk, &p0, NULL) == RA_ERR_ARGUMENT,
+          "ra_kv_cache_append on a latent cache");
+    ra_rope_destroy(rope);
+    /* a plain layer of one kv head of r + Dr features refuses the latent cache */
+    ra_layer_config pc = ra_layer_config_init();
+    pc.dim = s.c.dim, pc.n_heads = 1, pc.head_dim = row;
+    float *big = calloc((size_t)(row * s.c.dim), sizeof(float));
+    ra_layer_weights pw = ra_layer_weights_init();
+    pw.wq = pw.wk = pw.wv = big;
+    pw.wo = big;
+    ra_layer *plain_layer;
+    CHECK(ra_layer_create(&plain_layer, &pc, &pw) == RA_OK, "plain layer: %s", ra_last_error());
+    CHECK(ra_layer_forward_cached(plain_layer, NULL, latent, y, s.x, s.c.b, 1, NULL) == RA_ERR_ARGUMENT,
+          "plain layer, latent cache: %s", ra_last_error());
+    ra_layer_destroy(plain_layer);
+    /* the backward names the missing gradient */
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, s.layer, s.T) == RA_OK, "tape");
+    CHECK(ra_layer_forward_train(s.layer, NULL, y, tape, s.x, s.c.b, s.c.s, NULL, NULL) == RA_OK, "train");
+    ra_layer_grads g = ra_layer_grads_init();
+    float *dx = calloc((size_t)s.n_x, sizeof(float));
+    CHECK(ra_layer_backward(s.layer, NULL, dx, &g, tape, s.dy) == RA_ERR_NULL, "no grads");
+    ra_layer_tape_destroy(tape);
+    free(dx); free(big); free(q); free(y);
+    ra_kv_cache_destroy(latent);
+    ra_kv_cache_destroy(plain);
+    teardown(&s);
+}
+
+static void simd_cases(void)
+{
+    RUN(test_forward);
+    RUN(test_gradients);
+    RUN(test_cached);
+    RUN(test_threads);
+    RUN(test_latent_decode);
+    RUN(test_refusals);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
+    return ra_test_summary("mla");
+}

@@ -185,11 +185,11 @@ else fail "stablelm: the per-head norms' gradients are not Cohere's rows"; fi
 # Latent attention (DeepSeek-V2, V3, Kimi K2; tests/families/mla_cases.py):
 # the gradient of every weight, bias and norm and of X under the
 # checkpoint's names, against central differences of the float64 layer,
-# 5e-5 of each tensor's largest (as the masks' above; two RMSNorms in
-# float32); decode steps over a latent cache against the same layer's
-# plain forward, 1e-5 of max|Y|; a 16-bit latent cache (every latent and
-# rotated key rounded once) against the float64 layer, 5e-3 (f16) and
-# 3e-2 (bf16) as tests/test_hf.sh's caches.
+# 1e-5 of each tensor's largest (seen up to 5e-7); decode steps over a
+# latent cache against the same layer's plain forward, 1e-5 of max|Y| (seen
+# 4e-7); a 16-bit latent cache (every latent and rotated key rounded once)
+# against the float64 layer, 5e-3 (f16; seen 2e-4) and 3e-2 (bf16; seen
+# 2e-3) as tests/test_hf.sh's caches.
 cat >"$TMP/mla_grads.py" <<'PY'
 import glob, os, sys
 import numpy as np
@@ -202,8 +202,8 @@ if sorted(g) != sorted(want):
     print("tensors", sorted(g), "expected", sorted(want))
     sys.exit(1)
 e = max(float(np.max(np.abs(g[n] - want[n])) / np.max(np.abs(want[n]))) for n in want)
-if not e <= 5e-5:
-    print(f"differs by {e:.3g} of max|ref| (tolerance 5e-5)")
+if not e <= 1e-5:
+    print(f"differs by {e:.3g} of max|ref| (tolerance 1e-5)")
     sys.exit(1)
 PY
 for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half; do

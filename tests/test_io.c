@@ -1558,6 +1558,9 @@ static void test_config_families(void)
          "rope's features interleaved whatever it says: refused"},
         {"{\"model_type\": \"deepseek_v3\", \"rope_interleave\": 2}",
          "config.json: \"rope_interleave\" must be true or false"},
+        {"{\"model_type\": \"deepseek_v2\", \"qk_rope_head_dim\": null}",
+         "config.json: \"qk_rope_head_dim\" is null: model_type \"deepseek_v2\" needs it (only "
+         "q_lora_rank may be null)"},
         {"{\"model_type\": \"deepseek_v3\", \"kv_lora_rank\": 0}",
          "config.json: \"kv_lora_rank\" must be a positive integer"},
         {"{\"model_type\": \"deepseek_v3\", \"head_dim\": 192}",

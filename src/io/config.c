@@ -341,7 +341,8 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *
     return RA_OK;
 }
 
-/* Latent attention (DeepSeek-V2, V3, Kimi K2): rope_interleave, which
+/* Latent attention (DeepSeek-V2, V3, Kimi K2): its sizes (null only for
+ * q_lora_rank: q_proj), rope_interleave, which
  * DeepseekV3Config reads (default true) and the others' modeling code,
  * always interleaved, ignores (false refused there); the rope's head_dim,
  * which their config classes set to qk_rope_head_dim (another value in the
@@ -353,6 +354,15 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
 {
     const ra_hf_family *family = out->family;
     if (!family || !(family->features & RA_HF_MLA)) return RA_OK;
+    const char *null = !out->has_kv_lora_rank       ? "kv_lora_rank"
+                       : !out->has_qk_nope_head_dim ? "qk_nope_head_dim"
+                       : !out->has_qk_rope_head_dim ? "qk_rope_head_dim"
+                       : !out->has_v_head_dim       ? "v_head_dim"
+                                                    : NULL; /* absent: the default */
+    if (null)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" is null: model_type \"%s\" "
+                          "needs it (only q_lora_rank may be null)", name, null,
+                          family->model_type);
     RA_TRY(read_flag(root, "rope_interleave", 1, &out->rope_interleave, name, msg, msg_len));
     if (!out->rope_interleave && !(family->features & RA_HF_ROPE_INTERLEAVE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,

@@ -425,6 +425,116 @@ static void cached_prefill_ctx(trial *t) { forward_cached(t, 1, 3); }
 static void cached_decode(trial *t) { forward_cached(t, 0, 0); }
 static void cached_decode_ctx(trial *t) { forward_cached(t, 0, 3); }
 
+/* ---- latent attention ------------------------------------------------------- */
+
+/* A latent layer of H heads of Dn 8 + Dr 8, Dv 8, r 8, rq 6 over x's DIM. */
+enum { MLA_R = 8, MLA_RQ = 6, MLA_DN = 8, MLA_DR = 8, MLA_DV = 8 };
+static float mla_wq_a[MLA_RQ * DIM], mla_q_norm[MLA_RQ], mla_wq_b[H * D * MLA_RQ];
+static float mla_wkv_a[(MLA_R + MLA_DR) * DIM], mla_kv_norm[MLA_R];
+static float mla_wkv_b[H * (MLA_DN + MLA_DV) * MLA_R], mla_wo[DIM * H * MLA_DV];
+
+static ra_status mla_layer(ra_layer **out)
+{
+    ra_layer_config c = ra_layer_config_init();
+    c.dim = DIM;
+    c.n_heads = H;
+    c.head_dim = MLA_DN + MLA_DR;
+    c.kv_lora_rank = MLA_R;
+    c.q_lora_rank = MLA_RQ;
+    c.qk_nope_head_dim = MLA_DN;
+    c.v_head_dim = MLA_DV;
+    ra_layer_weights w = ra_layer_weights_init();
+    w.wq_a = mla_wq_a, w.q_a_norm = mla_q_norm, w.wq_b = mla_wq_b, w.wkv_a = mla_wkv_a;
+    w.kv_a_norm = mla_kv_norm, w.wkv_b = mla_wkv_b, w.wo = mla_wo;
+    return ra_layer_create(out, &c, &w);
+}
+
+/* The layer, then (when its trial's failure was not reached) a latent
+ * cache. */
+static void mla_create(trial *t)
+{
+    ra_layer *layer = (ra_layer *)NOT_NULL;
+    ARMED(t, mla_layer(&layer));
+    ra_layer_destroy(layer);
+    if (INJECTED(t)) {
+        CHECK(layer == NULL, "*out not NULL after a failure");
+        return;
+    }
+    ra_kv_cache *cache = (ra_kv_cache *)NOT_NULL;
+    ARMED(t, ra_kv_cache_create_latent(&cache, B, CAP, MLA_R, MLA_DR, RA_BF16));
+    if (INJECTED(t)) CHECK(cache == NULL, "*out not NULL after a failure");
+    ra_kv_cache_destroy(cache);
+}
+
+/* The training forward, then (when its trial's failure was not reached)
+ * the backward: y and dx as they were after a failure. */
+static void mla_train(trial *t, int threads)
+{
+    ra_layer *layer = NULL;
+    ra_layer_tape *tape = NULL;
+    CHECK(mla_layer(&layer) == RA_OK && ra_layer_tape_create(&tape, layer, B * S) == RA_OK,
+          "layer and tape");
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float y[B * S * DIM], dx[B * S * DIM];
+    static float g_wq_a[sizeof mla_wq_a / 4], g_q_norm[MLA_RQ], g_wq_b[sizeof mla_wq_b / 4];
+    static float g_wkv_a[sizeof mla_wkv_a / 4], g_kv_norm[MLA_R], g_wkv_b[sizeof mla_wkv_b / 4];
+    static float g_wo[sizeof mla_wo / 4];
+    ra_layer_grads g = ra_layer_grads_init();
+    g.dwq_a = g_wq_a, g.dq_a_norm = g_q_norm, g.dwq_b = g_wq_b, g.dwkv_a = g_wkv_a;
+    g.dkv_a_norm = g_kv_norm, g.dwkv_b = g_wkv_b, g.dwo = g_wo;
+    memset(y, SENTINEL, sizeof y);
+    ARMED(t, ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, NULL));
+    if (INJECTED(t)) {
+        CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
+    } else {
+        memset(dx, SENTINEL, sizeof dx);
+        ARMED(t, ra_layer_backward(layer, ctx, dx, &g, tape, x));
+        if (INJECTED(t)) CHECK(is_sentinel(dx, sizeof dx), "dx written by a failed call");
+    }
+    ra_context_destroy(ctx);
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(layer);
+}
+static void mla_train_plain(trial *t) { mla_train(t, 0); }
+static void mla_train_ctx(trial *t) { mla_train(t, 3); }
+
+/* A prefill into an empty latent cache, then (prefill 0) a decode step of
+ * 2 tokens: y, the lengths and the rows as they were after a failure. */
+static void mla_cached(trial *t, int prefill, int threads)
+{
+    ra_layer *layer = NULL;
+    ra_kv_cache *cache = NULL;
+    static float y[B * S * DIM];
+    CHECK(mla_layer(&layer) == RA_OK &&
+          ra_kv_cache_create_latent(&cache, B, CAP, MLA_R, MLA_DR, RA_F32) == RA_OK,
+          "layer and cache");
+    if (!prefill) CHECK(ra_layer_forward_cached(layer, NULL, cache, y, x, B, S, NULL) == RA_OK, "fill");
+    ra_tensor kv, vv;
+    CHECK(ra_kv_cache_views(cache, &kv, &vv) == RA_OK, "views");
+    static float before[B * CAP * (MLA_R + MLA_DR)];
+    memcpy(before, kv.data, sizeof before);
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    const int64_t seq = prefill ? S : 2, length = ra_kv_cache_length(cache, 1);
+    memset(y, SENTINEL, sizeof y);
+    ARMED(t, ra_layer_forward_cached(layer, ctx, cache, y, x, B, seq, NULL));
+    size_t y_bytes = (size_t)(B * seq * DIM) * sizeof(float);
+    if (INJECTED(t)) {
+        CHECK(is_sentinel(y, y_bytes), "y written by a failed call");
+        CHECK(ra_kv_cache_length(cache, 1) == length && memcmp(before, kv.data, sizeof before) == 0,
+              "a failed call changed the cache");
+    } else {
+        CHECK(ra_kv_cache_length(cache, 1) == length + seq, "length");
+    }
+    ra_context_destroy(ctx);
+    ra_kv_cache_destroy(cache);
+    ra_layer_destroy(layer);
+}
+static void mla_prefill(trial *t) { mla_cached(t, 1, 3); }
+static void mla_decode(trial *t) { mla_cached(t, 0, 0); }
+static void mla_decode_ctx(trial *t) { mla_cached(t, 0, 3); }
+
 /* ---- file formats ------------------------------------------------------------ */
 
 static char temp_dir[256];
@@ -658,6 +768,12 @@ static void test_layer(void)
     sweep("ra_layer_forward_cached(prefill, context)", cached_prefill_ctx, 0);
     sweep("ra_layer_forward_cached(decode)", cached_decode, 0);
     sweep("ra_layer_forward_cached(decode, context)", cached_decode_ctx, 0);
+    sweep("latent: ra_layer_create, cache", mla_create, 0);
+    sweep("latent: forward_train, backward", mla_train_plain, 0);
+    sweep("latent: forward_train, backward (context)", mla_train_ctx, 0);
+    sweep("latent: forward_cached(prefill, context)", mla_prefill, 0);
+    sweep("latent: forward_cached(decode)", mla_decode, 0);
+    sweep("latent: forward_cached(decode, context)", mla_decode_ctx, 0);
 }
 
 static void test_files(void)

@@ -238,6 +238,21 @@ if [ $? -eq 1 ] && grep -q 'model_type "cohere" stores q_proj and k_proj rows in
     "$TMP/err" && [ ! -e "$TMP/co.safetensors" ]; then pass
 else fail "convert-layout --to interleaved on Cohere: $(cat "$TMP/err")"; fi
 
+# freqs on DeepSeek-V3's config: yarn over qk_rope_head_dim features, its
+# attention factor folded in (2e-6, as tests/test_hf.sh's tables); with
+# --hf-shape the cat(t, t) transformers' DeepseekV3 returns.
+rm -f "$TMP/cos.npy" "$TMP/sin.npy"
+if "$RA" freqs --config "$C/deepseek_v3/config.json" --end 12 --cos "$TMP/cos.npy" \
+    --sin "$TMP/sin.npy" 2>"$TMP/err" &&
+    "$RA" freqs --config "$C/deepseek_v3/config.json" --end 12 --hf-shape \
+        --cos "$TMP/cos_hf.npy" --sin "$TMP/sin_hf.npy" 2>>"$TMP/err" &&
+    "$PY" -c "import numpy as np, sys
+got, hf, want = (np.load(sys.argv[i]) for i in (1, 2, 3))
+ok = got.shape == want.shape and np.max(np.abs(got - want)) <= 2e-6
+sys.exit(0 if ok and np.array_equal(hf, np.concatenate([got, got], -1)) else 1)" \
+        "$TMP/cos.npy" "$TMP/cos_hf.npy" "$C/deepseek_v3/cos.npy"; then pass
+else fail "freqs on DeepSeek-V3's config: $(cat "$TMP/err")"; fi
+
 # convert-layout does not convert latent attention's rope rows.
 "$RA" convert-layout --weights "$C/deepseek_v3/model.safetensors" \
     --config "$C/deepseek_v3/config.json" --to half --output "$TMP/ds.safetensors" 2>"$TMP/err"

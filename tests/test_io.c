@@ -1558,6 +1558,10 @@ static void test_config_families(void)
          "rope's features interleaved whatever it says: refused"},
         {"{\"model_type\": \"deepseek_v3\", \"rope_interleave\": 2}",
          "config.json: \"rope_interleave\" must be true or false"},
+        {"{\"model_type\": \"deepseek_v3\", \"qk_head_dim\": 192}", NULL},
+        {"{\"model_type\": \"deepseek_v3\", \"qk_head_dim\": 128}",
+         "config.json: \"qk_head_dim\" is not qk_nope_head_dim + qk_rope_head_dim (192): "
+         "refused"},
         {"{\"model_type\": \"deepseek_v2\", \"qk_rope_head_dim\": null}",
          "config.json: \"qk_rope_head_dim\" is null: model_type \"deepseek_v2\" needs it (only "
          "q_lora_rank may be null)"},

@@ -342,13 +342,14 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *
 }
 
 /* Latent attention (DeepSeek-V2, V3, Kimi K2): its sizes (null only for
- * q_lora_rank: q_proj), rope_interleave, which
- * DeepseekV3Config reads (default true) and the others' modeling code,
- * always interleaved, ignores (false refused there); the rope's head_dim,
- * which their config classes set to qk_rope_head_dim (another value in the
- * file would not rotate the rope part); and a key and value per query head
- * (transformers repeats them num_attention_heads / num_key_value_heads
- * times, which fails for any other count). */
+ * q_lora_rank: q_proj) and qk_head_dim, their sum, where saved;
+ * rope_interleave, which DeepseekV3Config reads (default true) and the
+ * others' modeling code, always interleaved, ignores (false refused
+ * there); the rope's head_dim, which their config classes set to
+ * qk_rope_head_dim (another value in the file would not rotate the rope
+ * part); and a key and value per query head (transformers repeats them
+ * num_attention_heads / num_key_value_heads times, which fails for any
+ * other count). */
 static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                           size_t msg_len)
 {
@@ -377,6 +378,17 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
                           (long long)out->qk_rope_head_dim, family->model_type);
     out->head_dim = out->qk_rope_head_dim;
     out->has_head_dim = 1;
+    /* qk_head_dim: saved by transformers' config classes, and read back
+     * over the sum they compute (q's view and the softmax scale) */
+    const cJSON *item;
+    int64_t qk_head_dim;
+    RA_TRY(ra_io_json_key(root, "qk_head_dim", name, &item, msg, msg_len));
+    if (item && (!ra_io_json_integer(item, &qk_head_dim) ||
+                 qk_head_dim != out->qk_nope_head_dim + out->qk_rope_head_dim))
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"qk_head_dim\" is not qk_nope_head_dim + qk_rope_head_dim "
+                          "(%lld): refused", name,
+                          (long long)(out->qk_nope_head_dim + out->qk_rope_head_dim));
     if (out->has_num_key_value_heads && out->has_num_attention_heads &&
         out->num_key_value_heads != out->num_attention_heads)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,

@@ -197,6 +197,8 @@ def mla_cases(out):
     w = weights(q_lora=True, biases=True)
     save(out, "deepseek_v3", cfg, named(w, layers(0)), x, mla(x, w, f), 0)
     save_grads(out, "deepseek_v3", x, w, f, layers(0))
+    # its rope's tables at positions 0 .. S-1 ([S, Dr/2], the factor folded in)
+    np.save(out + "/deepseek_v3/cos.npy", np.cos(np.arange(S)[:, None] * inv) * att)
 
     # DeepSeek-V3 with rope_interleave false (rotate_half), transformers 5's
     # rope_parameters, no scaling: scale d^-1/2.

@@ -91,7 +91,7 @@ static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, co
     int64_t rows = (q->shape[2] / cache->n_kv_heads) * q->shape[1];
     /* per thread: scaled queries [Hkv * rows, D], each row's first and last key */
     ra_decode_job job = {cache, q, out, n_query, *mask, 1, rows, 1, NULL, NULL,
-                         ra_round_up(cache->n_kv_heads * rows * cache->head_dim + 4 * rows, 16)};
+                         ra_decode_queries_floats(cache, rows) + ra_round_up(4 * rows, 16)};
     for (int64_t b = 0; b < cache->batch; b++) {
         int64_t n = chunks_of(&job, b);
         job.n_chunks = n > job.n_chunks ? n : job.n_chunks;

@@ -29,7 +29,8 @@ static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity
     static const char *const names[4] = {"batch", "capacity", "n_kv_heads", "head_dim"};
     int64_t dims[4] = {batch, capacity, n_kv_heads, head_dim}, n;
     RA_TRY(ra_count_named(dims, names, 4, &n));
-    if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
+    if (head_dim % 2 && !latent) /* rope pairs; a latent row's latent part may be odd */
+        return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
     ra_kv_cache *c = ra_calloc(1, sizeof *c);
     if (!c) return ra_fail(RA_ERR_NOMEM, "allocating the KV cache");
     size_t bytes = (size_t)n * ra_dtype_size(dtype);

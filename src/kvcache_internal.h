@@ -74,6 +74,14 @@ typedef struct ra_decode_job {
     int64_t per_thread;     /* floats */
 } ra_decode_job;
 
+/* The floats of a thread's scaled queries [Hkv * rows, D] in the decode
+ * scratch, rounded up to 64 bytes: the rows' key ranges (int64) follow
+ * (D may be odd: a latent cache's rows). */
+static inline int64_t ra_decode_queries_floats(const ra_kv_cache *c, int64_t rows)
+{
+    return ra_round_up(c->n_kv_heads * rows * c->head_dim, 16);
+}
+
 /* Queries of sequence b: its n_query, or T. */
 static inline int64_t ra_decode_queries(const ra_decode_job *job, int64_t b)
 {

@@ -241,15 +241,16 @@ static size_t scratch_bytes(int64_t floats, size_t kernel)
     return (size_t)floats * sizeof(float) + kernel;
 }
 
-/* The four [T, H, D] arrays and ra_mla_project's scratch, in floats (0:
- * too many). */
+/* The four [T, H, D] arrays and ra_mla_project's scratch, in floats, a
+ * multiple of 16 (the kernels' scratch that follows is 64-byte aligned);
+ * 0: too many. */
 static int64_t forward_floats(const ra_mla_dims *d, int64_t T)
 {
     int64_t n, bound, proj = ra_mla_project_floats(d, T);
     if (proj < 0 || ra_mul(T, d->H * d->D, &n) != RA_OK || ra_mul(n, 8, &bound) != RA_OK ||
         proj > INT64_MAX / 2 - 4 * n)
         return 0;
-    return 4 * n + proj;
+    return ra_round_up(4 * n + proj, 16);
 }
 
 ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
@@ -381,7 +382,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
                                             ra_parallel_threads(ctx));
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_step, ra_parallel_threads(ctx), &kernel));
-    const int64_t absorbed = prefill ? 0 : 2 * batch * step * d.H * row;
+    const int64_t absorbed = prefill ? 0 : 2 * ra_round_up(batch * step * d.H * row, 16);
     const int64_t head = ra_round_up(2 * batch, 16); /* starts, as floats */
     const size_t bytes = floats ? scratch_bytes(head + floats + absorbed, kernel) : 0;
     if (!bytes) return scratch_overflow(T);

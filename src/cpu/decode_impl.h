@@ -332,7 +332,7 @@ static void decode_task(void *arg, int64_t task, int thread)
     const float scale = (float)job->mask.scale;
     const int64_t stride = head_dim + 2; /* a row's partial: o[D], m, l */
     float *qs = job->scratch + thread * job->per_thread;  /* [Hkv * rows, D] scaled queries */
-    int64_t *first = (int64_t *)(void *)(qs + n_kv * rows * head_dim), *last = first + rows;
+    int64_t *first = (int64_t *)(void *)(qs + ra_decode_queries_floats(c, rows)), *last = first + rows;
 
     /* Row r = (head in group) * T + t is the token at position len - nq + t;
      * it sees the positions first .. that one.  Rows past nq see nothing.

@@ -66,11 +66,15 @@ static void check_config(const ra_hf_fields *c)
 {
     const int64_t ints[] = {c->hidden_size, c->num_attention_heads, c->num_key_value_heads,
                             c->head_dim, c->max_position_embeddings,
-                            c->original_max_position_embeddings};
+                            c->original_max_position_embeddings, c->kv_lora_rank,
+                            c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim,
+                            c->v_head_dim};
     const int has[] = {c->has_hidden_size, c->has_num_attention_heads,
                        c->has_num_key_value_heads, c->has_head_dim,
-                       c->has_max_position_embeddings, c->has_original_max_position_embeddings};
-    for (int i = 0; i < 6; i++)
+                       c->has_max_position_embeddings, c->has_original_max_position_embeddings,
+                       c->has_kv_lora_rank, c->has_q_lora_rank, c->has_qk_nope_head_dim,
+                       c->has_qk_rope_head_dim, c->has_v_head_dim};
+    for (int i = 0; i < (int)(sizeof ints / sizeof ints[0]); i++)
         FUZZ_CHECK(has[i] ? ints[i] > 0 && ints[i] < ((int64_t)1 << 53) : ints[i] == 0,
                    "integer field %d: %lld", i, (long long)ints[i]);
     FUZZ_CHECK(c->has_rope_theta ? isfinite(c->rope_theta) && c->rope_theta > 0
@@ -79,6 +83,10 @@ static void check_config(const ra_hf_fields *c)
                    ? c->partial_rotary_factor > 0 && c->partial_rotary_factor <= 1
                    : c->partial_rotary_factor == 0, "partial_rotary_factor");
     check_rope(&c->rope);
+    /* latent attention: head_dim is the rope's, qk_rope_head_dim */
+    const int mla = c->family && (c->family->features & RA_HF_MLA);
+    FUZZ_CHECK(!mla || (c->has_kv_lora_rank && c->head_dim == c->qk_rope_head_dim),
+               "latent attention: head_dim %lld", (long long)c->head_dim);
     const ra_hf_window *w = &c->window;
     FUZZ_CHECK(w->has_sliding_window ? w->sliding_window > 0 : w->sliding_window == 0,
                "sliding_window %lld", (long long)w->sliding_window);

@@ -9,7 +9,8 @@
  * What it reads: the attention weights of every naming scheme the README's
  * family table lists (Meta's LLaMA names, Hugging Face's q_proj ... o_proj
  * under any of their prefixes, Phi's dense, Phi-3's fused qkv_proj, GPT-J,
- * GPT-NeoX, Falcon, InternLM2, ChatGLM), in F32, F16, BF16 or F64, with
+ * GPT-NeoX, Falcon, InternLM2, ChatGLM, DeepSeek's latent attention), in
+ * F32, F16, BF16 or F64, with
  * their biases and q/k norms; config.json's model_type, head counts,
  * head_dim, rope (every rope type: default, linear, dynamic, yarn, llama3,
  * longrope), softmax scale and the keys that change attention.  A key, a

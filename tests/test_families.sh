@@ -8,7 +8,9 @@
 # and (--shape bhsd) [B, H, S, D].
 #
 # Tolerance, relative to max|ref|: 1e-5 (float32 against float64 on a
-# 12-token layer; seen up to 3e-7), the same through the KV cache.
+# 12-token layer; seen up to 3e-7), the same through the KV cache (latent
+# attention's decode, with kv_b_proj absorbed into q and the output, against
+# the float64 layer that expands every head's key and value).
 #
 # Prints "families: N passed, N failed" last; exits 1 if anything failed.
 SUITE=families
@@ -185,12 +187,83 @@ if "$PY" "$TMP/heads.py" "$C/stablelm_qk_layernorm/g.safetensors" \
     "$C/stablelm_as_cohere/g.safetensors"; then pass
 else fail "stablelm: the per-head norms' gradients are not Cohere's rows"; fi
 
+# Latent attention (DeepSeek-V2, V3, Kimi K2; tests/families/mla_cases.py):
+# the gradient of every weight, bias and norm and of X under the
+# checkpoint's names, against central differences of the float64 layer,
+# 1e-5 of each tensor's largest (seen up to 5e-7); decode steps over a
+# latent cache against the same layer's plain forward, 1e-5 of max|Y| (seen
+# 4e-7); a 16-bit latent cache (every latent and rotated key rounded once)
+# against the float64 layer, 5e-3 (f16; seen 2e-4) and 3e-2 (bf16; seen
+# 2e-3) as tests/test_hf.sh's caches.
+cat >"$TMP/mla_grads.py" <<'PY'
+import glob, os, sys
+import numpy as np
+from st_read import read_f32
+g, d = read_f32(sys.argv[1]), sys.argv[2]
+want = {"x": np.load(d + "/gx.npy")}
+for path in glob.glob(d + "/g_*.npy"):
+    want[os.path.basename(path)[2:-4]] = np.load(path)
+if sorted(g) != sorted(want):
+    print("tensors", sorted(g), "expected", sorted(want))
+    sys.exit(1)
+e = max(float(np.max(np.abs(g[n] - want[n])) / np.max(np.abs(want[n]))) for n in want)
+if not e <= 1e-5:
+    print(f"differs by {e:.3g} of max|ref| (tolerance 1e-5)")
+    sys.exit(1)
+PY
+for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half; do
+    rm -f "$C/$c/g.safetensors"
+    if "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json" \
+        --layer "$(field "$C/$c" layer)" --input "$C/$c/x.npy" --output "$C/$c/y2.npy" \
+        --grad-output "$C/$c/dy.npy" --grads "$C/$c/g.safetensors" 2>"$TMP/err" &&
+        out=$("$PY" "$TMP/mla_grads.py" "$C/$c/g.safetensors" "$C/$c"); then pass
+    else fail "$c --grads against float64 differences: $out $(cat "$TMP/err")"; fi
+done
+for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half kimi_k2; do
+    mla=(attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json"
+         --layer "$(field "$C/$c" layer)" --input "$C/$c/x.npy")
+    rm -f "$TMP/plain.npy" "$TMP/decode.npy"
+    if "$RA" "${mla[@]}" --output "$TMP/plain.npy" 2>"$TMP/err" &&
+        "$RA" "${mla[@]}" --output "$TMP/decode.npy" --prefill 1 2>>"$TMP/err" &&
+        out=$("$PY" "$TMP/check.py" y "$TMP/decode.npy" "$TMP/plain.npy" 1e-5); then pass
+    else fail "$c: decode steps against the plain forward: $out $(cat "$TMP/err")"; fi
+    for t in f16:5e-3 bf16:3e-2; do
+        rm -f "$TMP/decode.npy"
+        if "$RA" "${mla[@]}" --output "$TMP/decode.npy" --prefill 5 --cache-dtype "${t%:*}" \
+            2>"$TMP/err" &&
+            out=$("$PY" "$TMP/check.py" y "$TMP/decode.npy" "$C/$c/y.npy" "${t#*:}"); then pass
+        else fail "$c: ${t%:*} latent cache: $out $(cat "$TMP/err")"; fi
+    done
+done
+
 # convert-layout knows a family's stored layout: Cohere's rows are interleaved.
 "$RA" convert-layout --weights "$C/cohere/model.safetensors" --config "$C/cohere/config.json" \
     --to interleaved --output "$TMP/co.safetensors" 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -q 'model_type "cohere" stores q_proj and k_proj rows interleaved' \
     "$TMP/err" && [ ! -e "$TMP/co.safetensors" ]; then pass
 else fail "convert-layout --to interleaved on Cohere: $(cat "$TMP/err")"; fi
+
+# freqs on DeepSeek-V3's config: yarn over qk_rope_head_dim features, its
+# attention factor folded in (2e-6, as tests/test_hf.sh's tables); with
+# --hf-shape the cat(t, t) transformers' DeepseekV3 returns.
+rm -f "$TMP/cos.npy" "$TMP/sin.npy"
+if "$RA" freqs --config "$C/deepseek_v3/config.json" --end 12 --cos "$TMP/cos.npy" \
+    --sin "$TMP/sin.npy" 2>"$TMP/err" &&
+    "$RA" freqs --config "$C/deepseek_v3/config.json" --end 12 --hf-shape \
+        --cos "$TMP/cos_hf.npy" --sin "$TMP/sin_hf.npy" 2>>"$TMP/err" &&
+    "$PY" -c "import numpy as np, sys
+got, hf, want = (np.load(sys.argv[i]) for i in (1, 2, 3))
+ok = got.shape == want.shape and np.max(np.abs(got - want)) <= 2e-6
+sys.exit(0 if ok and np.array_equal(hf, np.concatenate([got, got], -1)) else 1)" \
+        "$TMP/cos.npy" "$TMP/cos_hf.npy" "$C/deepseek_v3/cos.npy"; then pass
+else fail "freqs on DeepSeek-V3's config: $(cat "$TMP/err")"; fi
+
+# convert-layout does not convert latent attention's rope rows.
+"$RA" convert-layout --weights "$C/deepseek_v3/model.safetensors" \
+    --config "$C/deepseek_v3/config.json" --to half --output "$TMP/ds.safetensors" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q 'model_type "deepseek_v3" is latent attention' "$TMP/err" &&
+    [ ! -e "$TMP/ds.safetensors" ]; then pass
+else fail "convert-layout on DeepSeek-V3: $(cat "$TMP/err")"; fi
 
 # GPT-J converted to the half layout (its first rotary_dim rows of each head
 # only) gives the same Y with --layout half.

@@ -3,7 +3,8 @@
  * embedder calls it: a layer built from a .safetensors file and a
  * config.json gives the same bits as the same weights handed to
  * ra_layer_create by hand; its gradients come back under the checkpoint's
- * names (a fused qkv_proj as one array, as stored); the rope of a config;
+ * names (a fused qkv_proj as one array, as stored; latent attention's
+ * tensors); the rope of a config;
  * and each failure a status plus a sentence naming what was wrong.
  */
 #include <stdlib.h>
@@ -179,6 +180,98 @@ static void test_fused_gradients(void)
           memcmp(qkv + (H + HKV) * D * DIM, dwv, sizeof dwv) == 0, "qkv_proj's gradient");
     CHECK(o && memcmp(o, dwo, sizeof dwo) == 0, "o_proj's gradient");
     CHECK(memcmp(dx[0], dx[1], sizeof dx[0]) == 0, "dx");
+done:
+    for (int i = 0; i < 2; i++) ra_layer_tape_destroy(tape[i]);
+    ra_hf_grads_destroy(g);
+    ra_layer_destroy(hand);
+    ra_hf_layer_destroy(hf);
+}
+
+/* Latent attention (DeepSeek-V3's names, q_lora_rank, attention_bias):
+ * the same bits as the same weights by hand, forward and every gradient,
+ * each under its checkpoint name in the order weights, biases, norms. */
+enum { DN = 4, DR = 4, DV = 6, R = 8, RQ = 12, DQK = DN + DR };
+
+static void test_latent_attention(void)
+{
+    static struct {
+        float wq_a[RQ * DIM], wq_b[H * DQK * RQ], wkv_a[(R + DR) * DIM], wkv_b[H * (DN + DV) * R],
+            wo[DIM * H * DV], bq_a[RQ], bkv_a[R + DR], bo[DIM], q_a_norm[RQ], kv_a_norm[R];
+    } w;
+    fill((float *)&w, sizeof w / sizeof(float), 21);
+    static const char *const names[] = {
+        "q_a_proj.weight", "q_b_proj.weight", "kv_a_proj_with_mqa.weight", "kv_b_proj.weight",
+        "o_proj.weight",   "q_a_proj.bias",   "kv_a_proj_with_mqa.bias",   "o_proj.bias",
+        "q_a_layernorm.weight", "kv_a_layernorm.weight"};
+    const float *arrays[] = {w.wq_a, w.wq_b, w.wkv_a, w.wkv_b, w.wo,
+                             w.bq_a, w.bkv_a, w.bo, w.q_a_norm, w.kv_a_norm};
+    const int64_t shapes[][2] = {{RQ, DIM}, {H * DQK, RQ}, {R + DR, DIM}, {H * (DN + DV), R},
+                                 {DIM, H * DV}, {RQ, 0}, {R + DR, 0}, {DIM, 0}, {RQ, 0}, {R, 0}};
+    enum { N = sizeof names / sizeof names[0] };
+    char full[N][96];
+    ra_st_tensor t[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(full[i], sizeof full[i], "model.layers.0.self_attn.%s", names[i]);
+        t[i] = f32_tensor(full[i], arrays[i], shapes[i][0], shapes[i][1]);
+    }
+    char msg[256];
+    CHECK(ra_safetensors_write(path_of("mla.safetensors"), t, N, msg, sizeof msg) == RA_OK,
+          "%s", msg);
+    static const char v3[] =
+        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+        "\"num_key_value_heads\": 4, \"kv_lora_rank\": 8, \"q_lora_rank\": 12, "
+        "\"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 4, \"v_head_dim\": 6, "
+        "\"rope_theta\": 500000, \"attention_bias\": true}";
+    ra_hf_layer *hf = load("mla.safetensors", v3, 0);
+    /* by hand: interleaved pairs over the last DR features, scale DQK^-1/2 */
+    ra_rope_config rope = ra_rope_config_default(DQK);
+    rope.rotary_dim = DR, rope.theta = 500000, rope.table_size = S;
+    ra_layer_config c = ra_layer_config_init();
+    c.dim = DIM, c.n_heads = c.n_kv_heads = H, c.head_dim = DQK, c.rope = &rope;
+    c.kv_lora_rank = R, c.q_lora_rank = RQ, c.qk_nope_head_dim = DN, c.v_head_dim = DV;
+    c.norm_eps = 1e-6, c.scale = 1.0 / sqrt((double)DQK);
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq_a = w.wq_a, lw.wq_b = w.wq_b, lw.wkv_a = w.wkv_a, lw.wkv_b = w.wkv_b, lw.wo = w.wo;
+    lw.bq_a = w.bq_a, lw.bkv_a = w.bkv_a, lw.bo = w.bo;
+    lw.q_a_norm = w.q_a_norm, lw.kv_a_norm = w.kv_a_norm;
+    ra_layer *hand = NULL;
+    CHECK(ra_layer_create(&hand, &c, &lw) == RA_OK, "%s", ra_last_error());
+    ra_hf_grads *g = NULL;
+    ra_layer_tape *tape[2] = {NULL, NULL};
+    if (!hf || !hand) goto done;
+    CHECK(ra_hf_layer_tensor_count(hf) == N, "%lld tensors", (long long)ra_hf_layer_tensor_count(hf));
+    for (int i = 0; i < N && i < ra_hf_layer_tensor_count(hf); i++) {
+        int64_t shape[8];
+        int ndim = ra_hf_layer_tensor_shape(hf, i, shape);
+        CHECK(strcmp(ra_hf_layer_tensor_name(hf, i), full[i]) == 0 &&
+                  ndim == (shapes[i][1] ? 2 : 1) && shape[0] == shapes[i][0],
+              "tensor %d: %s", i, ra_hf_layer_tensor_name(hf, i));
+    }
+    CHECK(ra_hf_grads_create(&g, hf) == RA_OK, "%s", ra_hf_last_error());
+    static float dw[N][H * (DN + DV) * R > DIM * H * DV ? H * (DN + DV) * R : DIM * H * DV];
+    ra_layer_grads mine = ra_layer_grads_init();
+    mine.dwq_a = dw[0], mine.dwq_b = dw[1], mine.dwkv_a = dw[2], mine.dwkv_b = dw[3];
+    mine.dwo = dw[4], mine.dbq_a = dw[5], mine.dbkv_a = dw[6], mine.dbo = dw[7];
+    mine.dq_a_norm = dw[8], mine.dkv_a_norm = dw[9];
+    float x[B * S * DIM], dy[B * S * DIM], y[2][B * S * DIM], dx[2][B * S * DIM];
+    fill(x, B * S * DIM, 5);
+    fill(dy, B * S * DIM, 6);
+    const ra_layer *layers[2] = {ra_hf_layer_get(hf), hand};
+    const ra_layer_grads *grads[2] = {g ? ra_hf_grads_get(g) : NULL, &mine};
+    for (int i = 0; i < 2 && g; i++) {
+        CHECK(ra_layer_tape_create(&tape[i], layers[i], B * S) == RA_OK, "tape");
+        CHECK(ra_layer_forward_train(layers[i], NULL, y[i], tape[i], x, B, S, NULL, NULL) ==
+                  RA_OK, "forward %d: %s", i, ra_last_error());
+        CHECK(ra_layer_backward(layers[i], NULL, dx[i], grads[i], tape[i], dy) == RA_OK,
+              "backward %d: %s", i, ra_last_error());
+    }
+    CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0 && memcmp(dx[0], dx[1], sizeof dx[0]) == 0,
+          "y and dx");
+    for (int i = 0; i < N && g; i++) {
+        size_t n = (size_t)(shapes[i][0] * (shapes[i][1] ? shapes[i][1] : 1));
+        const float *got = ra_hf_grads_tensor(g, i);
+        CHECK(got && memcmp(got, dw[i], n * sizeof(float)) == 0, "%s's gradient", names[i]);
+    }
 done:
     for (int i = 0; i < 2; i++) ra_layer_tape_destroy(tape[i]);
     ra_hf_grads_destroy(g);
@@ -385,6 +478,7 @@ static void simd_cases(void)
 {
     RUN(test_layer_equals_by_hand);
     RUN(test_fused_gradients);
+    RUN(test_latent_attention);
     RUN(test_failures);
     RUN(test_rope_config);
     RUN(test_mrope_config);
@@ -397,7 +491,7 @@ int main(void)
         return 1;
     }
     ra_test_each_isa(simd_cases);
-    const char *files[] = {"llama.safetensors", "phi3.safetensors"};
+    const char *files[] = {"llama.safetensors", "phi3.safetensors", "mla.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
     rmdir(folder);
     return ra_test_summary("hf_api");

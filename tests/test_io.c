@@ -1586,6 +1586,34 @@ static void test_config_families(void)
         {"{\"model_type\": 7}", "config.json: \"model_type\" must be a string of at most 63 bytes"},
         {"{\"model_type\": \"smollm3\", \"no_rope_layers\": [1, 1, 2]}",
          "config.json: \"no_rope_layers\" must be an array of 0 and 1"},
+        {"{\"model_type\": \"deepseek_v3\", \"kv_lora_rank\": 512, \"q_lora_rank\": null, "
+         "\"rope_interleave\": false}", NULL},
+        {"{\"model_type\": \"kimi_k2\", \"kv_lora_rank\": 512, \"rope_interleave\": true}",
+         NULL},
+        {"{\"model_type\": \"deepseek_v2\", \"rope_interleave\": false}",
+         "config.json: \"rope_interleave\" is false, and model_type \"deepseek_v2\" pairs the "
+         "rope's features interleaved whatever it says: refused"},
+        {"{\"model_type\": \"deepseek_v3\", \"rope_interleave\": 2}",
+         "config.json: \"rope_interleave\" must be true or false"},
+        {"{\"model_type\": \"deepseek_v3\", \"qk_head_dim\": 192}", NULL},
+        {"{\"model_type\": \"deepseek_v3\", \"qk_head_dim\": 128}",
+         "config.json: \"qk_head_dim\" is not qk_nope_head_dim + qk_rope_head_dim (192): "
+         "refused"},
+        {"{\"model_type\": \"deepseek_v2\", \"qk_rope_head_dim\": null}",
+         "config.json: \"qk_rope_head_dim\" is null: model_type \"deepseek_v2\" needs it (only "
+         "q_lora_rank may be null)"},
+        {"{\"model_type\": \"deepseek_v3\", \"kv_lora_rank\": 0}",
+         "config.json: \"kv_lora_rank\" must be a positive integer"},
+        {"{\"model_type\": \"deepseek_v3\", \"head_dim\": 192}",
+         "config.json: \"head_dim\" is 192 and \"qk_rope_head_dim\" 64: model_type "
+         "\"deepseek_v3\" rotates qk_rope_head_dim features (its config class sets head_dim "
+         "to it): refused"},
+        {"{\"model_type\": \"deepseek_v3\", \"num_attention_heads\": 16}",
+         "config.json: \"num_key_value_heads\" is 128 and \"num_attention_heads\" 16: latent "
+         "attention gives every query head its own key and value"},
+        {"{\"model_type\": \"qwen2\", \"q_lora_rank\": 1536}",
+         "config.json: \"q_lora_rank\" (latent attention) changes attention and is not "
+         "supported for model_type \"qwen2\""},
     };
     char msg[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -1619,6 +1647,27 @@ static void test_config_families(void)
     CHECK(ra_hf_layer_window(&cfg.window, 4, 0) == 1024 &&
               ra_hf_layer_window(&cfg.window, 5, 0) == 0,
           "gemma3 window pattern");
+    ra_hf_fields_free(&cfg);
+    /* Latent attention: DeepseekV3Config's defaults; head_dim is the rope's,
+     * qk_rope_head_dim; rope_interleave true unless said. */
+    CHECK(parse_config("{\"model_type\": \"deepseek_v3\", \"q_lora_rank\": null}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.kv_lora_rank == 512 &&
+              !cfg.has_q_lora_rank && cfg.qk_nope_head_dim == 128 &&
+              cfg.qk_rope_head_dim == 64 && cfg.v_head_dim == 128 && cfg.head_dim == 64 &&
+              cfg.num_attention_heads == 128 && cfg.num_key_value_heads == 128 &&
+              cfg.rope_interleave && ra_hf_fields_layout(&cfg) == RA_LAYOUT_INTERLEAVED,
+          "deepseek_v3 defaults: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"deepseek_v3\", \"rope_interleave\": false, "
+                       "\"num_attention_heads\": 16, \"num_key_value_heads\": 16}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.q_lora_rank == 1536 &&
+              ra_hf_fields_layout(&cfg) == RA_LAYOUT_HALF,
+          "deepseek_v3 rope_interleave false: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"deepseek_v2\", \"num_attention_heads\": 16}", &cfg,
+                       msg, sizeof msg) == RA_OK && cfg.hidden_size == 4096 &&
+              !cfg.has_num_key_value_heads && cfg.head_dim == 64,
+          "deepseek_v2 defaults: %s", msg);
     ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"glm4\"}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.family && cfg.family->layout == RA_LAYOUT_INTERLEAVED, "glm4 layout");

@@ -44,7 +44,9 @@ static const char usage[] =
     "                  model.layers.N.self_attn. or a multimodal model's\n"
     "                  language_model; Phi's dense, Phi-3's fused qkv_proj,\n"
     "                  GPT-J, GPT-NeoX, Falcon, InternLM2 and ChatGLM names, the\n"
-    "                  fused ones read in place);\n"
+    "                  fused ones read in place; latent attention's q_proj or\n"
+    "                  q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,\n"
+    "                  kv_a_layernorm, kv_b_proj, o_proj with a DeepSeek config);\n"
     "                  F32, F16, BF16 or F64; or a sharded checkpoint's\n"
     "                  model.safetensors.index.json\n"
     "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
@@ -77,7 +79,10 @@ static const char usage[] =
     "                  sequence (1 <= P <= seq) as one prefill, then the others one\n"
     "                  at a time (decode steps), each attending over the cache;\n"
     "                  Y is the full layer's up to float32 rounding (P = seq: one\n"
-    "                  prefill).  Positions as without it; flash path only\n"
+    "                  prefill).  Positions as without it; flash path only.\n"
+    "                  Latent attention caches each token's latent and rotated\n"
+    "                  shared key only, and decodes with kv_b_proj absorbed\n"
+    "                  into q and the output\n"
     "  --cache-dtype T the KV cache's element type with --prefill: f32 (default),\n"
     "                  f16 or bf16 (keys and values rounded to it when cached)\n"
     "  --stats         with --prefill: print the prefill's and the decode steps'\n"
@@ -107,8 +112,11 @@ static const char usage[] =
     "Llama 4), softmax scale (Granite, Gemma 3), norms (Gemma 3, OLMo 2;\n"
     "LayerNorms per head: Cohere, StableLM 2), clip_qkv (OLMo), rope per layer\n"
     "(Gemma 3, SmolLM3), Falcon's packing, Llama 4's L2 norm, NoPE layers and\n"
-    "temperature, sliding windows (Mistral, Qwen2, Phi-3, Gemma 2 and 3, gpt-oss;\n"
-    "layer_types, sliding_window_pattern, use_sliding_window, max_window_layers),\n"
+    "temperature, latent attention (DeepSeek-V2, V3, Kimi K2: kv_lora_rank,\n"
+    "q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, rope_interleave,\n"
+    "yarn's mscale_all_dim in the softmax scale), sliding windows (Mistral, Qwen2,\n"
+    "Phi-3, Gemma 2 and 3, gpt-oss; layer_types, sliding_window_pattern,\n"
+    "use_sliding_window, max_window_layers),\n"
     "Gemma 2's soft-capped logits, gpt-oss's sinks and Llama 4's chunks.  Windows\n"
     "and chunks count tokens by their place in the sequence, not their position\n"
     "ids, as transformers does.  A family, config key or tensor of the layer that\n"
@@ -204,13 +212,18 @@ static void scatter_tokens(float *full, const float *part, int64_t batch, int64_
                (size_t)(n * width) * sizeof(float));
 }
 
-/* The KV cache a generator would give the layer: for a sliding window or
- * chunk of W tokens (the smaller, with both: what a query reaches), a
- * rolling cache of W - 1 + P slots (ra_kv_cache_create_window) when that is
- * fewer than seq; else a full cache of seq. */
+/* The KV cache a generator would give the layer: for latent attention, a
+ * latent cache of seq (ra_kv_cache_create_latent: each token's latent and
+ * rotated shared key); for a sliding window or chunk of W tokens (the
+ * smaller, with both: what a query reaches), a rolling cache of W - 1 + P
+ * slots (ra_kv_cache_create_window) when that is fewer than seq; else a
+ * full cache of seq. */
 static ra_status create_cache(ra_kv_cache **cache, const ra_layer_config *c, int64_t batch,
                               int64_t seq, int64_t prefill, ra_dtype dtype)
 {
+    if (c->kv_lora_rank > 0)
+        return ra_kv_cache_create_latent(cache, batch, seq, c->kv_lora_rank,
+                                         c->head_dim - c->qk_nope_head_dim, dtype);
     int64_t w = c->window && (!c->chunk || c->window < c->chunk) ? c->window : c->chunk;
     if (w > 0 && w - 1 < seq - prefill)
         return ra_kv_cache_create_window(cache, batch, w, prefill, c->n_kv_heads, c->head_dim,

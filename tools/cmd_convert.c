@@ -405,6 +405,10 @@ static int run(const convert_options *opts)
     /* A family's checkpoint is stored in its own layout (Cohere and GLM:
      * interleaved): converting "to" it would permute rows already there. */
     const ra_hf_family *family = failed ? NULL : src.fields->family;
+    if (!failed && family && (family->features & RA_HF_MLA))
+        failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" is latent "
+                          "attention, whose rope rows (in q's heads and kv_a_proj_with_mqa) "
+                          "are not converted", opts->config, family->model_type);
     if (!failed && family && family->layout == (ra_layout)opts->to)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" stores q_proj and "
                           "k_proj rows %s already", opts->config, family->model_type,

@@ -186,7 +186,10 @@ static int run(const freqs_options *opts)
         failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position, &config);
         int64_t pairs = failed ? 1 : config.rotary_dim / 2;
         const ra_hf_family *family = src.fields->family;
-        if (!failed && opts->hf_shape && family && family->layout != RA_LAYOUT_HALF)
+        /* (transformers' DeepseekV3 returns cat(t, t) and pairs q's and
+         * k's features itself) */
+        if (!failed && opts->hf_shape && family && family->layout != RA_LAYOUT_HALF &&
+            !(family->features & RA_HF_ROPE_INTERLEAVE))
             failed = cli_fail(EXIT_FAIL, "freqs: --hf-shape writes cat(t, t) for rotate_half; "
                               "model_type \"%s\" arranges its cos and sin otherwise",
                               family->model_type);

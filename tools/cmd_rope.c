@@ -126,7 +126,7 @@ static int make_rope(const rope_options *opts, const rope_source *src, const ra_
     /* Without --layout: interleaved, as Meta's code; with --config, a
      * Hugging Face model's: its family's, else rotate_half. */
     config.layout = opts->has_layout       ? (ra_layout)opts->layout
-                    : src->fields->family  ? src->fields->family->layout
+                    : src->fields->family  ? (ra_layout)ra_hf_fields_layout(src->fields)
                     : src->has_config      ? RA_LAYOUT_HALF
                                            : RA_LAYOUT_INTERLEAVED;
     ra_status status = ra_rope_create(rope, &config);

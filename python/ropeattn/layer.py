@@ -57,9 +57,11 @@ def _count(value, name, least):
 class Layer:
     """One attention layer of a Hugging Face checkpoint: LLaMA's Attention
     module (x -> q, k, v projections (+ biases) -> q/k norms -> RoPE ->
-    causal grouped-query attention -> o projection), for every family the
-    library reads (README's family table), with its own float32 copy of the
-    weights.  Make one with Layer.from_pretrained.
+    causal grouped-query attention -> o projection), or DeepSeek's latent
+    attention (config["kv_lora_rank"] > 0: keys and values from a latent of
+    kv_lora_rank features a token, one rotated key shared by the heads), for
+    every family the library reads (README's family table), with its own
+    float32 copy of the weights.  Make one with Layer.from_pretrained.
 
       layer(x [B, S, dim] or [S, dim], positions=None, attention_mask=None,
             cache=None, context=None) -> y of x's shape, float32
@@ -155,7 +157,10 @@ class Layer:
         head_dim, window and chunk (0: none), softcap (0: none), scale (0:
         1/sqrt(head_dim)), no_rope, the q/k norms' settings (norm_eps,
         norm_whole, norm_head_weights, norm_layer, qk_l2_norm), clip_qkv,
-        temperature_floor and _scale (Llama 4), model_type, and rope: a dict
+        temperature_floor and _scale (Llama 4), latent attention's
+        kv_lora_rank (0: none), q_lora_rank, qk_nope_head_dim and
+        v_head_dim (head_dim without latent attention), model_type, and
+        rope: a dict
         of type and layout (names), head_dim, rotary_dim, theta, factor,
         original_max_position_embeddings, max_position_embeddings, seq_len,
         attention_factor, table_size.  A new dict each time."""
@@ -256,7 +261,11 @@ class Layer:
 class KVCache:
     """A layer's keys and values for generation: K and V, each
     [B, slots, Hkv, D] in float32, float16 or bfloat16 (keys stored
-    rotated), and the tokens appended so far.  Pass it to the layer:
+    rotated), and the tokens appended so far; for a latent-attention layer
+    (config["kv_lora_rank"] r > 0) a latent cache instead, one row of
+    Dr + r values a token (its rotated shared key and its latent, Dr =
+    head_dim - qk_nope_head_dim), decoded with kv_b_proj absorbed into the
+    query and the output.  Pass it to the layer:
 
         cache = ropeattn.KVCache(layer, batch=B, capacity=T)
         y = layer(x_prompt, cache=cache)         # prefill: [B, P, dim]
@@ -274,7 +283,7 @@ class KVCache:
         (config["window"], config["chunk"]), a rolling cache of
         W - 1 + capacity slots: a conversation of any length in O(W) memory
         (positions and length keep counting every token).  A layer without
-        either raises ArgumentError.
+        either (a latent-attention layer among them) raises ArgumentError.
 
     len(cache): the tokens appended to each sequence (every sequence has the
     same: each call appends S to all).  cache.length(b): sequence b's.
@@ -306,8 +315,13 @@ class KVCache:
             raise ArgumentError("batch and capacity: expected integers >= 1")
         self.dtype = name
         self.window = w or None
-        self._cache = _ropeattn.KVCache(self.batch, self.capacity, c["n_kv_heads"],
-                                        c["head_dim"], _CACHE_DTYPES[name], window=w)
+        if c["kv_lora_rank"]:  # one row a token: the rotated shared key, the latent
+            self._cache = _ropeattn.KVCache(self.batch, self.capacity, 1,
+                                            c["head_dim"] - c["qk_nope_head_dim"],
+                                            _CACHE_DTYPES[name], latent=c["kv_lora_rank"])
+        else:
+            self._cache = _ropeattn.KVCache(self.batch, self.capacity, c["n_kv_heads"],
+                                            c["head_dim"], _CACHE_DTYPES[name], window=w)
 
     @property
     def slots(self):

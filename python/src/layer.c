@@ -215,7 +215,8 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         r->mrope_interleaved ? Py_True : Py_False);
     if (!rope) return NULL;
     return Py_BuildValue(
-        "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:L,s:L,s:d}", "dim",
+        "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:L,s:L,s:d,s:L,s:L,s:L,"
+        "s:L}", "dim",
         (long long)c->dim, "n_heads", (long long)c->n_heads, "n_kv_heads",
         (long long)(c->n_kv_heads ? c->n_kv_heads : c->n_heads), "head_dim",
         (long long)c->head_dim, "rope", rope, "no_rope", c->no_rope ? Py_True : Py_False,
@@ -224,7 +225,10 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         c->norm_layer ? Py_True : Py_False, "scale", c->scale, "clip_qkv", c->clip_qkv,
         "qk_l2_norm", c->qk_l2_norm ? Py_True : Py_False, "temperature_floor",
         c->temperature_floor, "temperature_scale", c->temperature_scale, "window",
-        (long long)c->window, "chunk", (long long)c->chunk, "softcap", c->softcap);
+        (long long)c->window, "chunk", (long long)c->chunk, "softcap", c->softcap,
+        "kv_lora_rank", (long long)c->kv_lora_rank, "q_lora_rank", (long long)c->q_lora_rank,
+        "qk_nope_head_dim", (long long)c->qk_nope_head_dim, "v_head_dim",
+        (long long)(c->v_head_dim ? c->v_head_dim : c->head_dim));
 }
 
 static PyObject *layer_model_type(ra_ext_layer *self, void *closure)
@@ -298,17 +302,25 @@ typedef struct ra_ext_cache {
     PyThread_type_lock lock;
 } ra_ext_cache;
 
-/* KVCache(batch, capacity, n_kv_heads, head_dim, dtype, window=0):
- * ra_kv_cache_create, or with window W > 0 ra_kv_cache_create_window of
- * max_new = capacity (W - 1 + capacity slots). */
+/* KVCache(batch, capacity, n_kv_heads, head_dim, dtype, window=0,
+ * latent=0): ra_kv_cache_create; with window W > 0
+ * ra_kv_cache_create_window of max_new = capacity (W - 1 + capacity
+ * slots); with latent r > 0 (a latent-attention layer's kv_lora_rank)
+ * ra_kv_cache_create_latent, head_dim the rotated part's (n_kv_heads 1). */
 static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"batch", "capacity", "n_kv_heads", "head_dim", "dtype", "window", NULL};
-    long long batch, capacity, n_kv_heads, head_dim, window = 0;
+    static char *kw[] = {"batch",  "capacity", "n_kv_heads", "head_dim",
+                         "dtype",  "window",   "latent",     NULL};
+    long long batch, capacity, n_kv_heads, head_dim, window = 0, latent = 0;
     int dtype;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLLLi|L:KVCache", kw, &batch, &capacity,
-                                     &n_kv_heads, &head_dim, &dtype, &window))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLLLi|LL:KVCache", kw, &batch, &capacity,
+                                     &n_kv_heads, &head_dim, &dtype, &window, &latent))
         return -1;
+    if (latent && (window || n_kv_heads != 1)) {
+        PyErr_SetString(ra_ext_value_error, "KVCache: a latent cache has one row of "
+                        "head_dim + latent values a token (n_kv_heads 1) and no window");
+        return -1;
+    }
     if (self->cache) {
         PyErr_SetString(ra_ext_error, "KVCache: already initialized");
         return -1;
@@ -320,13 +332,17 @@ static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
     ra_status st;
     ra_kv_cache *cache = NULL;
     Py_BEGIN_ALLOW_THREADS
-    st = window > 0 ? ra_kv_cache_create_window(&cache, batch, window, capacity, n_kv_heads,
-                                                head_dim, (ra_dtype)dtype)
-                    : ra_kv_cache_create(&cache, batch, capacity, n_kv_heads, head_dim,
-                                         (ra_dtype)dtype);
+    st = latent ? ra_kv_cache_create_latent(&cache, batch, capacity, latent, head_dim,
+                                            (ra_dtype)dtype)
+         : window > 0 ? ra_kv_cache_create_window(&cache, batch, window, capacity, n_kv_heads,
+                                                  head_dim, (ra_dtype)dtype)
+                      : ra_kv_cache_create(&cache, batch, capacity, n_kv_heads, head_dim,
+                                           (ra_dtype)dtype);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) {
-        ra_ext_raise(st, window > 0 ? "ra_kv_cache_create_window" : "ra_kv_cache_create");
+        ra_ext_raise(st, latent       ? "ra_kv_cache_create_latent"
+                         : window > 0 ? "ra_kv_cache_create_window"
+                                      : "ra_kv_cache_create");
         return -1;
     }
     if (self->cache) { /* another thread's __init__ got there first */
@@ -409,8 +425,9 @@ PyTypeObject ra_ext_cache_type = {
     .tp_name = "ropeattn._ropeattn.KVCache",
     .tp_basicsize = sizeof(ra_ext_cache),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "KVCache(batch, capacity, n_kv_heads, head_dim, dtype, window=0): "
-              "ra_kv_cache_create, or ra_kv_cache_create_window(window, max_new=capacity).",
+    .tp_doc = "KVCache(batch, capacity, n_kv_heads, head_dim, dtype, window=0, latent=0): "
+              "ra_kv_cache_create, ra_kv_cache_create_window(window, max_new=capacity), or "
+              "ra_kv_cache_create_latent(latent, rope_dim=head_dim).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)cache_init,
     .tp_dealloc = (destructor)cache_dealloc,

@@ -20,6 +20,10 @@
  *   ChatGLM 2, 3, GLM-4 (remote)     transformer.encoder.layers.N.self_attention.
  *                                    query_key_value (fused as the config says),
  *                                    dense
+ *   DeepSeek-V2, V3, Kimi K2         kv_a_proj_with_mqa.weight kv_a_layernorm.weight
+ *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
+ *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
+ *                                    model.layers.N.self_attn. as Hugging Face's
  * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
  * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight).  Meta's names
  * imply the interleaved RoPE layout; Hugging Face names the half layout
@@ -76,7 +80,37 @@ static const naming_scheme schemes[] = {
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
      FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */
 };
-#define N_SCHEMES (int)(sizeof schemes / sizeof schemes[0])
+
+/* Latent attention's: the four tensors every such layer has (q's are
+ * looked for beside them: find_latent). */
+#define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
+                   "kv_a_layernorm.weight", "o_proj.weight"}
+static const naming_scheme latent_schemes[] = {
+    {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+};
+
+/* The schemes one kind of attention is looked for under, and what a file
+ * without any holds instead. */
+typedef struct scheme_list {
+    const naming_scheme *at;
+    int n;
+    const char *expected;
+} scheme_list;
+
+static const scheme_list standard = {
+    schemes, (int)(sizeof schemes / sizeof schemes[0]),
+    "wq.weight .. wo.weight (Meta's LLaMA code) or q_proj.weight .. o_proj.weight "
+    "(Hugging Face), optionally under model.layers.N.self_attn."};
+static const scheme_list latent = {
+    latent_schemes, (int)(sizeof latent_schemes / sizeof latent_schemes[0]),
+    "latent attention's kv_a_proj_with_mqa.weight, kv_a_layernorm.weight, kv_b_proj.weight "
+    "and o_proj.weight (the config's model_type says so), optionally under "
+    "model.layers.N.self_attn."};
 
 static void tensor_name(char *name, const naming_scheme *scheme, int64_t layer, int proj)
 {
@@ -246,11 +280,11 @@ typedef struct layer_census {
 } layer_census;
 
 /* Counts name in census if it is some scheme's wq for a layer. */
-static void count_name(layer_census *census, const char *name)
+static void count_name(layer_census *census, const scheme_list *list, const char *name)
 {
-    for (int s = 0; s < N_SCHEMES; s++) {
-        if (!schemes[s].infix) continue;
-        int64_t layer = layer_of(name, &schemes[s]);
+    for (int s = 0; s < list->n; s++) {
+        if (!list->at[s].infix) continue;
+        int64_t layer = layer_of(name, &list->at[s]);
         if (layer == NOT_CANONICAL && !census->not_canonical) census->not_canonical = name;
         if (layer < 0) continue;
         census->count++;
@@ -260,71 +294,71 @@ static void count_name(layer_census *census, const char *name)
     }
 }
 
-static layer_census count_layers(const ra_hf_checkpoint *files)
+static layer_census count_layers(const ra_hf_checkpoint *files, const scheme_list *list)
 {
     layer_census census = {0, INT64_MAX, -1, NULL};
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++)
-            count_name(&census, ra_safetensors_at(files->files[f], i)->name);
+            count_name(&census, list, ra_safetensors_at(files->files[f], i)->name);
     return census;
 }
 
 /* The first scheme (per layer or not, as asked) whose four projections are
  * in the files, else the first whose wq is (its message names what is
  * missing), else NULL. */
-static const naming_scheme *find_scheme(const ra_hf_checkpoint *files, int per_layer,
-                                        int64_t layer)
+static const naming_scheme *find_scheme(const ra_hf_checkpoint *files,
+                                        const scheme_list *list, int per_layer, int64_t layer)
 {
     char name[NAME_LEN];
     const naming_scheme *partial = NULL;
-    for (int s = 0; s < N_SCHEMES; s++) {
-        if ((schemes[s].infix != NULL) != per_layer) continue;
+    for (int s = 0; s < list->n; s++) {
+        if ((list->at[s].infix != NULL) != per_layer) continue;
         int found = 0;
         for (int p = 0; p < N_PROJ && found == p; p++) {
-            tensor_name(name, &schemes[s], layer, p);
+            tensor_name(name, &list->at[s], layer, p);
             found += find_tensor(files, name) != NULL;
         }
-        if (found == N_PROJ) return &schemes[s];
-        if (found > 0 && !partial) partial = &schemes[s];
+        if (found == N_PROJ) return &list->at[s];
+        if (found > 0 && !partial) partial = &list->at[s];
     }
     return partial;
 }
 
-static ra_status no_attention_weights(const char *path)
+static ra_status no_attention_weights(const char *path, const scheme_list *list)
 {
-    return hf_fail(RA_ERR_NOT_FOUND,
-                   "%s holds no attention weights: expected wq.weight .. wo.weight "
-                   "(Meta's LLaMA code) or q_proj.weight .. o_proj.weight (Hugging Face), "
-                   "optionally under model.layers.N.self_attn.", path);
+    return hf_fail(RA_ERR_NOT_FOUND, "%s holds no attention weights: expected %s", path,
+                   list->expected);
 }
 
 /* Picks the scheme and layer when no layer was asked for. */
-static ra_status pick_without_layer(const ra_hf_checkpoint *files, const layer_census *census,
-                                    const naming_scheme **scheme, int64_t *layer)
+static ra_status pick_without_layer(const ra_hf_checkpoint *files, const scheme_list *list,
+                                    const layer_census *census, const naming_scheme **scheme,
+                                    int64_t *layer)
 {
     const char *path = files->path;
-    *scheme = find_scheme(files, 0, 0);
+    *scheme = find_scheme(files, list, 0, 0);
     *layer = 0;
     if (*scheme) return RA_OK;
-    if (census->count == 0) return no_attention_weights(path);
+    if (census->count == 0) return no_attention_weights(path, list);
     if (census->count > 1)
         return hf_fail(RA_ERR_ARGUMENT,
                        "%s holds attention weights for %lld layers (numbered %lld to %lld): "
                        "choose one", path, (long long)census->count,
                        (long long)census->lowest, (long long)census->highest);
     *layer = census->lowest;
-    *scheme = find_scheme(files, 1, *layer);
+    *scheme = find_scheme(files, list, 1, *layer);
     return RA_OK;
 }
 
 /* Picks the scheme for the layer asked for. */
-static ra_status pick_with_layer(const ra_hf_checkpoint *files, const layer_census *census,
-                                 int64_t layer, const naming_scheme **scheme)
+static ra_status pick_with_layer(const ra_hf_checkpoint *files, const scheme_list *list,
+                                 const layer_census *census, int64_t layer,
+                                 const naming_scheme **scheme)
 {
     const char *path = files->path;
-    *scheme = find_scheme(files, 1, layer);
+    *scheme = find_scheme(files, list, 1, layer);
     if (*scheme) return RA_OK;
-    const naming_scheme *bare = find_scheme(files, 0, 0);
+    const naming_scheme *bare = find_scheme(files, list, 0, 0);
     if (bare) {
         char name[NAME_LEN];
         tensor_name(name, bare, 0, PROJ_Q);
@@ -332,7 +366,7 @@ static ra_status pick_with_layer(const ra_hf_checkpoint *files, const layer_cens
                        "layer %lld was asked for, but %s names one layer only ('%s'): "
                        "ask for none", (long long)layer, path, name);
     }
-    if (census->count == 0) return no_attention_weights(path);
+    if (census->count == 0) return no_attention_weights(path, list);
     return hf_fail(RA_ERR_NOT_FOUND, "%s has no attention weights for layer %lld "
                    "(it has layers numbered %lld to %lld)", path, (long long)layer,
                     (long long)census->lowest, (long long)census->highest);
@@ -367,13 +401,21 @@ static int ignored_buffer(const ra_st_tensor *x, const char *suffix)
            (strcmp(suffix, "masked_bias") == 0 && x->count == 1);
 }
 
+/* Whether name ends in suffix. */
+static int ends_with(const char *name, const char *suffix)
+{
+    size_t len = strlen(name), n = strlen(suffix);
+    return len >= n && strcmp(name + len - n, suffix) == 0;
+}
+
 /* Every tensor of the layer's attention module must be one ropeattn uses
  * (a tensor it left out would change the layer), or a buffer transformers
- * ignores. */
+ * ignores.  The scales of a block-quantized checkpoint (DeepSeek-V3's FP8
+ * release: weight_scale_inv beside each F8_E4M3 weight) are not read. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
                                 int stem_len)
 {
-    const char *stem = t->proj[PROJ_Q]->name;
+    const char *stem = t->proj[PROJ_O]->name;
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
@@ -381,9 +423,16 @@ static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_t
                 continue;
             int used = 0;
             for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
+            for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
             used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
             for (int n = 0; n < 2; n++)
                 for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
+            if (!used && (ends_with(x->name, ".weight_scale_inv") ||
+                          ends_with(x->name, ".weight_scale")))
+                return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s scales a quantized "
+                               "weight (FP8 blocks, as DeepSeek-V3's release): ropeattn reads "
+                               "F32, F16, BF16 or F64 weights only; dequantize the checkpoint "
+                               "first", x->name, files->paths[f]);
             if (!used)
                 return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s belongs to the attention "
                                "layer and ropeattn does not use it: refused rather than run "
@@ -421,20 +470,52 @@ static ra_status find_head_norms(const ra_hf_checkpoint *files, attention_tensor
     return RA_OK;
 }
 
-ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, attention_tensors *out)
+/* The tensor stem + module + ".weight" (and its ".bias" unless a norm's),
+ * or NULL. */
+static void find_module(const ra_hf_checkpoint *files, const char *stem, int stem_len,
+                        const char *module, int norm, const ra_st_tensor **weight,
+                        const ra_st_tensor **bias)
+{
+    char name[NAME_LEN];
+    snprintf(name, NAME_LEN, "%.*s%s.weight", stem_len, stem, module);
+    *weight = find_tensor(files, name);
+    snprintf(name, NAME_LEN, "%.*s%s.bias", stem_len, stem, module);
+    *bias = norm ? NULL : find_tensor(files, name);
+}
+
+/* Latent attention's tensors beside o_proj: the four of its scheme, found,
+ * in proj[PROJ_Q .. PROJ_O] (kv_a_proj_with_mqa, kv_b_proj, kv_a_layernorm,
+ * o_proj), moved to latent[]; q's looked for by name. */
+static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, int stem)
+{
+    static const char *const modules[N_MLA] = {
+        [MLA_Q] = "q_proj", [MLA_Q_A] = "q_a_proj", [MLA_Q_A_NORM] = "q_a_layernorm",
+        [MLA_Q_B] = "q_b_proj", [MLA_KV_A] = "kv_a_proj_with_mqa",
+        [MLA_KV_A_NORM] = "kv_a_layernorm", [MLA_KV_B] = "kv_b_proj"};
+    const char *wo = out->proj[PROJ_O]->name;
+    for (int m = 0; m < N_MLA; m++)
+        find_module(files, wo, stem, modules[m], m == MLA_Q_A_NORM || m == MLA_KV_A_NORM,
+                    &out->latent[m], &out->latent_bias[m]);
+    for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
+    out->mla = 1;
+}
+
+ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int mla,
+                            attention_tensors *out)
 {
     const char *path = files->path;
+    const scheme_list *list = mla ? &latent : &standard;
     memset(out, 0, sizeof *out);
     /* A layer number written otherwise (model.layers.007...) could name the
      * wrong layer, or the one asked for twice. */
-    layer_census census = count_layers(files);
+    layer_census census = count_layers(files, list);
     if (census.not_canonical)
         return hf_fail(RA_ERR_FORMAT, "tensor '%s' in %s has a malformed layer number "
                        "(expected 0, 1, 2 ... without signs or leading zeros)",
                        census.not_canonical, path);
     const naming_scheme *scheme;
-    ra_status status = layer < 0 ? pick_without_layer(files, &census, &scheme, &layer)
-                                 : pick_with_layer(files, &census, layer, &scheme);
+    ra_status status = layer < 0 ? pick_without_layer(files, list, &census, &scheme, &layer)
+                                 : pick_with_layer(files, list, &census, layer, &scheme);
     if (status != RA_OK) return status;
     char name[NAME_LEN];
     for (int p = 0; p < N_PROJ; p++) {
@@ -450,6 +531,11 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, attent
     static const char *const qk_norms[] = {"q_norm.weight", "k_norm.weight"};
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
+    out->layer = scheme->infix ? layer : -1;
+    if (mla) {
+        find_latent(files, out, stem);
+        return check_consumed(files, out, stem);
+    }
     for (int i = 0; i < 2; i++) {
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
         out->norm[i] = find_tensor(files, name);
@@ -458,7 +544,6 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, attent
     out->sinks = find_tensor(files, name);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
-    out->layer = scheme->infix ? layer : -1;
     if (status == RA_OK) status = check_consumed(files, out, stem);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];

@@ -55,6 +55,12 @@ struct ra_hf_config {
 
 enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
 
+/* Latent attention's tensors besides o_proj (proj[PROJ_O]), as
+ * transformers' DeepseekV3Attention names them: q_proj, or q_a_proj,
+ * q_a_layernorm and q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm,
+ * kv_b_proj. */
+enum { MLA_Q, MLA_Q_A, MLA_Q_A_NORM, MLA_Q_B, MLA_KV_A, MLA_KV_A_NORM, MLA_KV_B, N_MLA };
+
 /* How a fused q/k/v weight packs its rows. */
 typedef enum fused_packing {
     FUSED_NONE,
@@ -88,12 +94,18 @@ typedef struct attention_tensors {
     const ra_st_tensor *fused, *fused_bias;
     fused_packing packing;
     ra_st_tensor views[3], bias_views[3];
+    /* Latent attention (mla set): its tensors and their biases (a norm has
+     * none), NULL where absent; proj[PROJ_Q .. PROJ_V] are NULL. */
+    int mla;
+    const ra_st_tensor *latent[N_MLA], *latent_bias[N_MLA];
 } attention_tensors;
 
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and q and k norms, and checks that the
- * attention module holds nothing else.  Names tried: hf/checkpoint.c. */
-ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer, attention_tensors *out);
+ * attention module holds nothing else; with mla, latent attention's
+ * tensors instead.  Names tried: hf/checkpoint.c. */
+ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer, int mla,
+                            attention_tensors *out);
 void hf_tensors_free(attention_tensors *t); /* head_norms */
 
 /* Points proj[Q..V] (and bias[Q..V]) at views of the fused tensor, as
@@ -140,5 +152,10 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
 ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
                           const char *path, attention_tensors *t, ra_layer_config *out,
                           ra_rope_config *rope);
+
+/* The same for latent attention's tensors (t->mla; layer_mla.c). */
+ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options,
+                        const char *path, const attention_tensors *t, ra_layer_config *out,
+                        ra_rope_config *rope);
 
 #endif

@@ -6,7 +6,8 @@
  * ra_layer_weights names them): most fill a whole slot; a fused qkv_proj
  * packed in rows (Phi-3) fills wq's, wk's and wv's, which then lie one
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
- * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another.
+ * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
+ * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@
 
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
-       S_SINKS, N_SLOTS };
+       S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
+       N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -77,11 +79,34 @@ static void alias_rows(ra_hf_layer *l, const ra_st_tensor *const parts[3], int f
     }
 }
 
+/* Latent attention's tensor list and slots: weights, biases, norms (a
+ * bias of another projection was refused: hf_mla_config). */
+static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
+{
+    static const struct {
+        int kind, slot; /* kind: an MLA_ index, or -1: o_proj */
+        int bias;
+    } order[] = {
+        {MLA_Q, S_WQ, 0},           {MLA_Q_A, S_WQ_A, 0},      {MLA_Q_B, S_WQ_B, 0},
+        {MLA_KV_A, S_WKV_A, 0},     {MLA_KV_B, S_WKV_B, 0},    {-1, S_WO, 0},
+        {MLA_Q_A, S_BQ_A, 1},       {MLA_KV_A, S_BKV_A, 1},    {-1, S_BO, 1},
+        {MLA_Q_A_NORM, S_QA_NORM, 0}, {MLA_KV_A_NORM, S_KVA_NORM, 0},
+    };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        int k = order[i].kind;
+        const ra_st_tensor *x = k < 0 ? (order[i].bias ? t->bias[PROJ_O] : t->proj[PROJ_O])
+                                      : (order[i].bias ? t->latent_bias[k] : t->latent[k]);
+        if (x) RA_HF_TRY(add_tensor(l, x, order[i].slot, 0));
+    }
+    return RA_OK;
+}
+
 /* The tensor list and slots: weights, then biases, then the q/k norms,
  * then the sinks. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
+    if (t->mla) return plan_latent(l, t);
     const int grouped = t->packing == FUSED_GROUPED;
     const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
     for (int kind = 0; kind < 2; kind++) { /* 0: weights, 1: biases */
@@ -134,9 +159,12 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
 {
     ra_layer_config lc;
     ra_rope_config rope;
-    RA_HF_TRY(hf_find_attention(ckpt, options->layer, t));
-    RA_HF_TRY(hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 3 + t->n_head_norms[0] + t->n_head_norms[1];
+    const ra_hf_family *family = config->fields.family;
+    RA_HF_TRY(hf_find_attention(ckpt, options->layer,
+                                family && (family->features & RA_HF_MLA), t));
+    RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
+                     : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
+    int64_t most = 2 * N_PROJ + 3 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -150,6 +178,10 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
     w.wqkv = slot_array(l, d, S_WQKV), w.bqkv = slot_array(l, d, S_BQKV);
     w.sinks = slot_array(l, d, S_SINKS);
+    w.wq_a = slot_array(l, d, S_WQ_A), w.bq_a = slot_array(l, d, S_BQ_A);
+    w.q_a_norm = slot_array(l, d, S_QA_NORM), w.wq_b = slot_array(l, d, S_WQ_B);
+    w.wkv_a = slot_array(l, d, S_WKV_A), w.bkv_a = slot_array(l, d, S_BKV_A);
+    w.kv_a_norm = slot_array(l, d, S_KVA_NORM), w.wkv_b = slot_array(l, d, S_WKV_B);
     ra_status status = ra_layer_create(&l->layer, &lc, &w);
     if (status != RA_OK)
         return hf_fail(status, "cannot create the attention layer: %s%s%s",
@@ -241,6 +273,10 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
     r->dsinks = slot_array(layer, d, S_SINKS);
+    r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);
+    r->dq_a_norm = slot_array(layer, d, S_QA_NORM), r->dwq_b = slot_array(layer, d, S_WQ_B);
+    r->dwkv_a = slot_array(layer, d, S_WKV_A), r->dbkv_a = slot_array(layer, d, S_BKV_A);
+    r->dkv_a_norm = slot_array(layer, d, S_KVA_NORM), r->dwkv_b = slot_array(layer, d, S_WKV_B);
     *out = g;
     return RA_OK;
 }

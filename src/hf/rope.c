@@ -288,7 +288,7 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
     /* The layout: the option's; else the family's; else a Hugging Face
      * config's rotate_half; without a config, Meta's interleaved pairs. */
     rope.layout = o.layout >= 0          ? (ra_layout)o.layout
-                  : c->fields.family     ? c->fields.family->layout
+                  : c->fields.family     ? (ra_layout)ra_hf_fields_layout(&c->fields)
                   : config               ? RA_LAYOUT_HALF
                                          : RA_LAYOUT_INTERLEAVED;
     *out = rope;

@@ -78,6 +78,11 @@ static const field fields[] = {
     FIELD(attention_chunk_size, POSITIVE_INTEGER, MAX_POSITIONS, 0),
     FIELD(floor_scale, POSITIVE_NUMBER, 0, 0),
     FIELD(attn_scale, POSITIVE_NUMBER, 0, 0),
+    FIELD(kv_lora_rank, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(q_lora_rank, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(qk_nope_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(qk_rope_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(v_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
 };
 
 static const field aliases[] = {
@@ -336,6 +341,64 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *
     return RA_OK;
 }
 
+/* Latent attention (DeepSeek-V2, V3, Kimi K2): its sizes (null only for
+ * q_lora_rank: q_proj) and qk_head_dim, their sum, where saved;
+ * rope_interleave, which DeepseekV3Config reads (default true) and the
+ * others' modeling code, always interleaved, ignores (false refused
+ * there); the rope's head_dim, which their config classes set to
+ * qk_rope_head_dim (another value in the file would not rotate the rope
+ * part); and a key and value per query head (transformers repeats them
+ * num_attention_heads / num_key_value_heads times, which fails for any
+ * other count). */
+static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                          size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    if (!family || !(family->features & RA_HF_MLA)) return RA_OK;
+    const char *null = !out->has_kv_lora_rank       ? "kv_lora_rank"
+                       : !out->has_qk_nope_head_dim ? "qk_nope_head_dim"
+                       : !out->has_qk_rope_head_dim ? "qk_rope_head_dim"
+                       : !out->has_v_head_dim       ? "v_head_dim"
+                                                    : NULL; /* absent: the default */
+    if (null)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" is null: model_type \"%s\" "
+                          "needs it (only q_lora_rank may be null)", name, null,
+                          family->model_type);
+    RA_TRY(read_flag(root, "rope_interleave", 1, &out->rope_interleave, name, msg, msg_len));
+    if (!out->rope_interleave && !(family->features & RA_HF_ROPE_INTERLEAVE))
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"rope_interleave\" is false, and model_type \"%s\" pairs the "
+                          "rope's features interleaved whatever it says: refused", name,
+                          family->model_type);
+    if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"head_dim\" is %lld and \"qk_rope_head_dim\" %lld: model_type "
+                          "\"%s\" rotates qk_rope_head_dim features (its config class sets "
+                          "head_dim to it): refused", name, (long long)out->head_dim,
+                          (long long)out->qk_rope_head_dim, family->model_type);
+    out->head_dim = out->qk_rope_head_dim;
+    out->has_head_dim = 1;
+    /* qk_head_dim: saved by transformers' config classes, and read back
+     * over the sum they compute (q's view and the softmax scale) */
+    const cJSON *item;
+    int64_t qk_head_dim;
+    RA_TRY(ra_io_json_key(root, "qk_head_dim", name, &item, msg, msg_len));
+    if (item && (!ra_io_json_integer(item, &qk_head_dim) ||
+                 qk_head_dim != out->qk_nope_head_dim + out->qk_rope_head_dim))
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"qk_head_dim\" is not qk_nope_head_dim + qk_rope_head_dim "
+                          "(%lld): refused", name,
+                          (long long)(out->qk_nope_head_dim + out->qk_rope_head_dim));
+    if (out->has_num_key_value_heads && out->has_num_attention_heads &&
+        out->num_key_value_heads != out->num_attention_heads)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"num_key_value_heads\" is %lld and \"num_attention_heads\" "
+                          "%lld: latent attention gives every query head its own key and value",
+                          name, (long long)out->num_key_value_heads,
+                          (long long)out->num_attention_heads);
+    return RA_OK;
+}
+
 /* model_type of the text model: text's, else the top level's; "" when
  * neither has one. */
 static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fields *out,
@@ -400,6 +463,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_llama4(root, out, name, msg, msg_len));
+    RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     apply_defaults(root, out, 1);

@@ -30,7 +30,17 @@
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define NOWINDOW RA_HF_WINDOWS_NONE
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM)
-#define MLA "multi-head latent attention (kv_lora_rank) is not supported yet"
+/* DeepseekV2Config's and DeepseekV3Config's defaults (Kimi K2's remote
+ * configuration_deepseek.py has V3's); V2's num_key_value_heads is
+ * num_attention_heads. */
+#define MLA_DEFAULTS                                                                     \
+    "kv_lora_rank=512 q_lora_rank=1536 qk_nope_head_dim=128 qk_rope_head_dim=64 "       \
+    "v_head_dim=128 "
+#define DEEPSEEK_V2_DEFAULTS                                                             \
+    MLA_DEFAULTS "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048"
+#define DEEPSEEK_V3_DEFAULTS                                                             \
+    MLA_DEFAULTS "hidden_size=7168 num_attention_heads=128 num_key_value_heads=128 "    \
+    "max_position_embeddings=4096"
 #define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
 /* Llama4TextConfig's defaults. */
 #define LLAMA4_DEFAULTS                                                                  \
@@ -49,8 +59,8 @@ static const ra_hf_family families[] = {
     {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW},
     {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL,
      NOWINDOW},
-    {"deepseek_v2", I, 0, MLA, NULL, NOWINDOW},
-    {"deepseek_v3", I, 0, MLA, NULL, NOWINDOW},
+    {"deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW},
+    {"deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW},
     {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL, NOWINDOW},
     {"gemma", H, 0, NULL, NULL, NOWINDOW},
     {"gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
@@ -67,7 +77,9 @@ static const ra_hf_family families[] = {
     {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
     {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
     {"internlm2", H, 0, NULL, NULL, NOWINDOW},
-    {"kimi_k2", I, 0, MLA, NULL, NOWINDOW},
+    /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
+     * kimi_k2 of its own) */
+    {"kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW},
     {"llama", H, 0, NULL, NULL, NOWINDOW},
     {"llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW},
     {"llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW},
@@ -116,6 +128,14 @@ const ra_hf_family *ra_hf_family_find(const char *model_type)
     return NULL;
 }
 
+int ra_hf_fields_layout(const ra_hf_fields *config)
+{
+    const ra_hf_family *family = config ? config->family : NULL;
+    if (family == NULL) return -1;
+    if ((family->features & RA_HF_MLA) && !config->rope_interleave) return RA_LAYOUT_HALF;
+    return family->layout;
+}
+
 /* ---- keys that change attention ------------------------------------------ */
 
 /* When a key's value leaves attention as Llama's. */
@@ -145,11 +165,11 @@ static const attention_key attention_keys[] = {
     {"attn_temperature_tuning", FALSE_ONLY, RA_HF_LLAMA4, "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
-    {"kv_lora_rank", NULL_ONLY, 0, "latent attention"},
-    {"q_lora_rank", NULL_ONLY, 0, "latent attention"},
-    {"qk_nope_head_dim", NULL_ONLY, 0, "latent attention"},
-    {"qk_rope_head_dim", NULL_ONLY, 0, "latent attention"},
-    {"v_head_dim", NULL_ONLY, 0, "a value head size other than head_dim"},
+    {"kv_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
+    {"q_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
+    {"qk_nope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
+    {"qk_rope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
+    {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
     {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"position_embedding_type", ROTARY, 0, "positions without RoPE"},

@@ -281,6 +281,12 @@ enum {
     RA_HF_MROPE_INTERLEAVED = 1 << 19,   /* with RA_HF_MROPE: the sections interleaved,
                                             whatever mrope_interleaved says (Qwen3-VL's
                                             apply_interleaved_mrope) */
+    RA_HF_MLA = 1 << 20,                 /* multi-head latent attention: kv_lora_rank,
+                                            q_lora_rank, qk_nope_head_dim,
+                                            qk_rope_head_dim, v_head_dim (DeepSeek-V2, V3,
+                                            Kimi K2) */
+    RA_HF_ROPE_INTERLEAVE = 1 << 21,     /* rope_interleave false: rotate_half pairs
+                                            (DeepSeek-V3 in transformers) */
 };
 
 /* How one model_type is read. */
@@ -328,6 +334,16 @@ typedef struct ra_hf_fields {
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
+    /* Latent attention (RA_HF_MLA): the latent's rank, q's (absent or null:
+     * q_proj, no q_lora_rank), each head's q/k features that do not rotate
+     * and that do (head_dim is set to it, the rope's, as transformers'
+     * config classes do), v's per head. */
+    int64_t kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    int has_kv_lora_rank, has_q_lora_rank, has_qk_nope_head_dim, has_qk_rope_head_dim,
+        has_v_head_dim;
+    /* rope_interleave (RA_HF_ROPE_INTERLEAVE; true by default): latent
+     * attention's rope pairs (2i, 2i + 1), else rotate_half's (i, i + d/2). */
+    int rope_interleave;
     int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
         has_head_dim, has_max_position_embeddings, has_rope_theta,
         has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
@@ -382,6 +398,11 @@ ra_status ra_hf_fields_parse(const char *text, size_t len, ra_hf_fields *out,
 ra_status ra_hf_fields_read(const char *path, ra_hf_fields *out, char *msg,
                             size_t msg_len);
 void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
+
+/* The layout a config's rope pairs features in: its family's, or
+ * rotate_half's for latent attention with rope_interleave false; -1 for a
+ * config without a family. */
+int ra_hf_fields_layout(const ra_hf_fields *config);
 
 /* Fills what rope lacks from config's top level: rope_theta,
  * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps

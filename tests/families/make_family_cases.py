@@ -85,12 +85,13 @@ B, S = 2, 12
 
 
 def write_safetensors(path, tensors):
-    """tensors: {name: array}, written as F32 (booleans as BOOL)."""
+    """tensors: {name: array}, written as F32 (booleans as BOOL, uint8 as
+    F8_E4M3's bytes)."""
     header, data, at = {}, b"", 0
     for name, a in tensors.items():
-        boolean = a.dtype == np.bool_
-        raw = np.ascontiguousarray(a, dtype=np.uint8 if boolean else "<f4").tobytes()
-        header[name] = {"dtype": "BOOL" if boolean else "F32", "shape": list(a.shape),
+        dtype = {np.dtype(np.bool_): "BOOL", np.dtype(np.uint8): "F8_E4M3"}.get(a.dtype, "F32")
+        raw = np.ascontiguousarray(a, dtype="<f4" if dtype == "F32" else np.uint8).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape),
                         "data_offsets": [at, at + len(raw)]}
         data += raw
         at += len(raw)
@@ -878,8 +879,6 @@ def family_cases(out):
          '"qk_layernorm"'),
         ("cohere2", dict(base, model_type="cohere2", sliding_window=4), plain,
          'model_type "cohere2" is refused'),
-        ("deepseek_v3", dict(base, model_type="deepseek_v3", kv_lora_rank=512,
-                             qk_rope_head_dim=64), plain, 'model_type "deepseek_v3" is refused'),
         ("llama_attention_multiplier", dict(base, model_type="llama", attention_multiplier=0.1),
          plain, '"attention_multiplier"'),
         ("chunked_attention", dict(base, model_type="llama", attention_chunk_size=8), plain,
@@ -1001,5 +1000,7 @@ def rope_cases(out):
 
 
 if __name__ == "__main__":
+    from mla_cases import mla_cases  # DeepSeek-V2, V3, Kimi K2: tests/families/mla_cases.py
     family_cases(sys.argv[1])
+    mla_cases(sys.argv[1])
     rope_cases(sys.argv[1])

@@ -13,7 +13,8 @@ the outputs its own modeling code computes:
     OUT_DIR/<case>/config.json         save_pretrained's config
     OUT_DIR/<case>/model.safetensors   save_pretrained's weights (F32 or BF16)
     OUT_DIR/<case>/case.json           {"layer": L, "rotary_dim": R, "grads": bool,
-                                        "freqs": bool, ...}
+                                        "freqs": bool, "mla": bool (latent
+                                        attention), ...}
     OUT_DIR/<case>/x.npy               f32 [B, S, hidden]: layer L's self_attn input
     OUT_DIR/<case>/pos.npy             i64 [B, S]: the position_ids given to the model
                                        ([3, B, S] for the Qwen-VL cases: M-RoPE's
@@ -83,7 +84,7 @@ def randomize(model, gen, dtype):
         for name, p in model.named_parameters():
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif "q_norm" in name or "k_norm" in name:
+            elif "q_norm" in name or "k_norm" in name or "a_layernorm" in name:
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
                 p.copy_(p.to(dtype).float())
@@ -177,7 +178,7 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=False, 
         np.save(os.path.join(d, "dy.npy"), dy.numpy().astype(np.float32))
         np.savez(os.path.join(d, "grads.npz"), **grads_of(model, layer, args, kwargs, x, dy))
     info = {"layer": layer, "rotary_dim": int(cos.shape[-1]) if freqs else None,
-            "grads": grads, "freqs": freqs,
+            "grads": grads, "freqs": freqs, "mla": getattr(config, "kv_lora_rank", None) is not None,
             "weights": {None: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}[dtype],
             "f32_vs_f64": rel64,
             "transformers": transformers.__version__, "torch": torch.__version__}
@@ -339,6 +340,46 @@ def vl_cases():
         yield (name, model_cls, config, 0, mrope_positions(), dict(opts, grads=True))
 
 
+def mla_cases():
+    """Latent attention (DeepSeek-V2-Lite's shape: q_proj; V3's: q_a_proj ..
+    q_b_proj, attention_bias; V3 with rope_interleave false, BF16 weights),
+    yarn with mscale / mscale_all_dim where the class applies it to the
+    softmax scale.  transformers' DeepseekV2Attention does so since its PR
+    #47435; an older one gets a V2 case without mscale_all_dim (its
+    reference would otherwise be the scale DeepSeek's code does not use)."""
+    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16,
+                 qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12, intermediate_size=32,
+                 moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+                 n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
+                 vocab_size=32, max_position_embeddings=64)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0}
+    v2_scaled = False
+    config_cls = getattr(transformers, "DeepseekV2Config", None)
+    if config_cls is not None:
+        from transformers.models.deepseek_v2 import modeling_deepseek_v2
+        v2_scaled = "mscale_all_dim" in inspect.getsource(
+            modeling_deepseek_v2.DeepseekV2Attention.__init__)
+    v2_rope = dict(yarn, mscale=0.707, mscale_all_dim=0.707) if v2_scaled else dict(yarn)
+    specs = (
+        ("deepseek_v2_lite", "DeepseekV2", v2_rope, dict(num_hidden_layers=2, q_lora_rank=None),
+         1, {"grads": True, "freqs": False}),
+        ("deepseek_v3", "DeepseekV3", dict(yarn, mscale=1.0, mscale_all_dim=1.0),
+         dict(num_hidden_layers=1, q_lora_rank=24, attention_bias=True), 0, {"grads": True}),
+        ("deepseek_v3_half_bf16", "DeepseekV3", None,
+         dict(num_hidden_layers=1, q_lora_rank=24, rope_interleave=False), 0,
+         {"dtype": torch.bfloat16}),
+    )
+    for name, family, rope, extra, layer, opts in specs:
+        config_cls = getattr(transformers, family + "Config", None)
+        model_cls = getattr(transformers, family + "ForCausalLM", None)
+        if config_cls is None or model_cls is None:
+            print(f"{family} is not in this transformers: no {name} case")
+            continue
+        yield (name, model_cls, make_config(config_cls, 10000.0, rope, **dict(small, **extra)),
+               layer, positions(5), opts)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -347,7 +388,7 @@ def main():
     torch.set_num_threads(1)
     failed = 0
     for seed, (name, model_cls, config, layer, pos, opts) in enumerate(
-            list(cases()) + list(mask_cases()) + list(vl_cases())):
+            list(cases()) + list(mask_cases()) + list(vl_cases()) + list(mla_cases())):
         try:
             write_case(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
         except Exception as e:  # report every case, then fail

@@ -1,0 +1,208 @@
+/*
+ * layer_mla.c — the ra_layer_config of a latent-attention layer (DeepSeek-V2,
+ * V3, Kimi K2) from its tensors, config.json and the options, as
+ * transformers' DeepseekV3Attention builds it (modeling_deepseek_v3.py;
+ * DeepseekV2Attention and DeepSeek's own modeling_deepseek.py, which Kimi K2
+ * runs, build the same):
+ *
+ *   q_proj [H * D, dim], or q_a_proj [rq, dim] (+ bias), q_a_layernorm [rq],
+ *     q_b_proj [H * D, rq]                            D = Dn + Dr
+ *   kv_a_proj_with_mqa [r + Dr, dim] (+ bias), kv_a_layernorm [r],
+ *   kv_b_proj [H * (Dn + Dv), r], o_proj [dim, H * Dv] (+ bias)
+ *
+ * with Dn = qk_nope_head_dim, Dr = qk_rope_head_dim, Dv = v_head_dim,
+ * r = kv_lora_rank, rq = q_lora_rank.  Biases only where attention_bias
+ * puts them (q_a_proj, kv_a_proj_with_mqa, o_proj); the two RMSNorms have
+ * DeepseekV3RMSNorm's default epsilon, 1e-6 (rms_norm_eps is the decoder
+ * layer's norms'); the softmax scale is D^-1/2 times mscale^2 with
+ * mscale = 0.1 mscale_all_dim ln(factor) + 1 when the rope is scaled and
+ * sets mscale_all_dim (yarn_get_mscale; transformers' DeepseekV2Attention
+ * applies it since its PR #47435, as DeepSeek's own code always did).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hf/hf.h"
+
+/* What every step reads. */
+typedef struct job {
+    const ra_hf_config *config;
+    const ra_hf_fields *hf;
+    const ra_hf_options *o;
+    const char *path; /* the checkpoint, in messages */
+    const attention_tensors *t;
+} job;
+
+/* Tensor w must be [rows] (cols 0) or [rows, cols]. */
+static ra_status check_shape(const job *j, const ra_st_tensor *w, int64_t rows, int64_t cols,
+                             const char *why)
+{
+    int ndim = cols ? 2 : 1;
+    if (w->ndim == ndim && w->shape[0] == rows && (ndim == 1 || w->shape[1] == cols))
+        return RA_OK;
+    char got[128] = "", want[64];
+    for (int i = 0; i < w->ndim; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "",
+                 (long long)w->shape[i]);
+    if (cols) snprintf(want, sizeof want, "%lld, %lld", (long long)rows, (long long)cols);
+    else snprintf(want, sizeof want, "%lld", (long long)rows);
+    return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s has shape [%s]; expected [%s] (%s)", w->name,
+                   j->path, got, want, why);
+}
+
+/* q's tensors as q_lora_rank says: q_proj without it, q_a_proj,
+ * q_a_layernorm and q_b_proj with it; a tensor of the other kind would not
+ * be loaded by transformers. */
+static ra_status check_q_tensors(const job *j, int64_t rq)
+{
+    const ra_st_tensor *const *l = j->t->latent;
+    const ra_st_tensor *stray = rq ? l[MLA_Q] : l[MLA_Q_A] ? l[MLA_Q_A]
+                                              : l[MLA_Q_A_NORM] ? l[MLA_Q_A_NORM]
+                                                                : l[MLA_Q_B];
+    if (stray)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s sets q_lora_rank %s, and "
+                       "transformers would not load it", stray->name, j->path, j->config->path,
+                       rq ? "(q goes through q_a_proj, q_a_layernorm and q_b_proj)"
+                          : "null (q goes through q_proj)");
+    static const char *const names[N_MLA] = {
+        [MLA_Q] = "q_proj.weight", [MLA_Q_A] = "q_a_proj.weight",
+        [MLA_Q_A_NORM] = "q_a_layernorm.weight", [MLA_Q_B] = "q_b_proj.weight"};
+    for (int m = MLA_Q; m <= MLA_Q_B; m++)
+        if ((m == MLA_Q) == !rq && !l[m])
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s beside '%s' (%s %s q_lora_rank)",
+                           j->path, names[m], j->t->proj[PROJ_O]->name, j->config->path,
+                           rq ? "sets" : "has no");
+    return RA_OK;
+}
+
+/* Biases where attention_bias puts them, and nowhere else. */
+static ra_status check_biases(const job *j, int64_t dim, int64_t rq, int64_t kv_a_rows)
+{
+    const attention_tensors *t = j->t;
+    static const int never[] = {MLA_Q, MLA_Q_B, MLA_KV_B};
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+        if (t->latent_bias[never[i]])
+            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: transformers builds this "
+                           "projection of latent attention without a bias and would not load "
+                           "it", t->latent_bias[never[i]]->name, j->path);
+    const ra_st_tensor *const biases[] = {t->latent_bias[MLA_Q_A], t->latent_bias[MLA_KV_A],
+                                          t->bias[PROJ_O]};
+    const int64_t sizes[] = {rq, kv_a_rows, dim};
+    const int on = j->hf->has_attention_bias && j->hf->attention_bias;
+    for (int i = 0; i < 3; i++) {
+        if (!biases[i]) continue;
+        if (!on)
+            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s is a bias, and %s does not "
+                           "set attention_bias true (transformers would not load it)",
+                           biases[i]->name, j->path, j->config->path);
+        RA_HF_TRY(check_shape(j, biases[i], sizes[i], 0, "one value per row of its weight"));
+    }
+    return RA_OK;
+}
+
+/* The sizes the config gives, each tensor's shape checked against them. */
+static ra_status resolve_shapes(const job *j, ra_layer_config *out)
+{
+    const ra_hf_fields *hf = j->hf;
+    const ra_st_tensor *const *l = j->t->latent;
+    const int64_t H = j->o->n_heads ? j->o->n_heads : hf->num_attention_heads;
+    if (H <= 0)
+        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
+                       "or give a config with num_attention_heads");
+    if (j->o->n_kv_heads && j->o->n_kv_heads != H)
+        return hf_fail(RA_ERR_ARGUMENT, "n_kv_heads %lld was asked for: latent attention gives "
+                       "each of the %lld query heads its own key and value",
+                       (long long)j->o->n_kv_heads, (long long)H);
+    const int64_t Dn = hf->qk_nope_head_dim, Dr = hf->qk_rope_head_dim, Dv = hf->v_head_dim;
+    const int64_t r = hf->kv_lora_rank, rq = hf->has_q_lora_rank ? hf->q_lora_rank : 0;
+    const int64_t D = Dn + Dr;
+    if (Dv > D)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: v_head_dim %lld is more than qk_nope_head_dim + "
+                       "qk_rope_head_dim (%lld): not supported", j->config->path, (long long)Dv,
+                       (long long)D);
+    const ra_st_tensor *kv_a = l[MLA_KV_A];
+    if (kv_a->ndim != 2 || kv_a->count == 0)
+        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a non-empty 2-D matrix",
+                       kv_a->name, j->path);
+    const int64_t dim = kv_a->shape[1];
+    if (hf->has_hidden_size && hf->hidden_size != dim)
+        return hf_fail(RA_ERR_SHAPE, "config hidden_size %lld does not match dim %lld (the "
+                       "in_features of '%s')", (long long)hf->hidden_size, (long long)dim,
+                       kv_a->name);
+    RA_HF_TRY(check_q_tensors(j, rq));
+    char why[192];
+    snprintf(why, sizeof why, "dim %lld, %lld heads, qk_nope_head_dim %lld, qk_rope_head_dim "
+             "%lld, v_head_dim %lld, kv_lora_rank %lld, q_lora_rank %lld", (long long)dim,
+             (long long)H, (long long)Dn, (long long)Dr, (long long)Dv, (long long)r,
+             (long long)rq);
+    RA_HF_TRY(check_shape(j, kv_a, r + Dr, dim, why));
+    RA_HF_TRY(check_shape(j, l[MLA_KV_A_NORM], r, 0, why));
+    RA_HF_TRY(check_shape(j, l[MLA_KV_B], H * (Dn + Dv), r, why));
+    RA_HF_TRY(check_shape(j, j->t->proj[PROJ_O], dim, H * Dv, why));
+    if (rq) {
+        RA_HF_TRY(check_shape(j, l[MLA_Q_A], rq, dim, why));
+        RA_HF_TRY(check_shape(j, l[MLA_Q_A_NORM], rq, 0, why));
+        RA_HF_TRY(check_shape(j, l[MLA_Q_B], H * D, rq, why));
+    } else {
+        RA_HF_TRY(check_shape(j, l[MLA_Q], H * D, dim, why));
+    }
+    RA_HF_TRY(check_biases(j, dim, rq, r + Dr));
+    out->dim = dim;
+    out->n_heads = out->n_kv_heads = H;
+    out->head_dim = D;
+    out->kv_lora_rank = r;
+    out->q_lora_rank = rq;
+    out->qk_nope_head_dim = Dn;
+    out->v_head_dim = Dv;
+    out->norm_eps = 1e-6; /* DeepseekV3RMSNorm(q_lora_rank), (kv_lora_rank): the default */
+    return RA_OK;
+}
+
+/* The softmax scale (0: D^-1/2) from the rope object in use (the config's,
+ * or the one set in its place). */
+static ra_status resolve_scale(const job *j, ra_layer_config *out)
+{
+    const ra_hf_rope *rope = &j->config->rope;
+    out->scale = 1.0 / sqrt((double)out->head_dim);
+    if (rope->type == RA_ROPE_DEFAULT) return RA_OK;
+    if (!rope->has_factor)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s: rope type %s without \"factor\": latent attention "
+                       "reads it for its softmax scale (transformers' DeepseekV3Attention "
+                       "would fail)", j->config->path, ra_hf_rope_type_name(rope->type));
+    double factor = rope->params.factor, all_dim = rope->params.mscale_all_dim;
+    if (rope->has_mscale_all_dim && all_dim != 0 && factor > 1) {
+        double mscale = 0.1 * all_dim * log(factor) + 1.0;
+        out->scale *= mscale * mscale;
+    }
+    return RA_OK;
+}
+
+ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options,
+                        const char *path, const attention_tensors *t, ra_layer_config *out,
+                        ra_rope_config *rope)
+{
+    const job j = {config, &config->fields, options, path, t};
+    const ra_hf_fields *hf = &config->fields;
+    *out = ra_layer_config_init();
+    if (!hf->family || !(hf->family->features & RA_HF_MLA))
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: latent attention's tensors need a config whose "
+                       "model_type runs it (deepseek_v2, deepseek_v3, kimi_k2)", config->path);
+    RA_HF_TRY(resolve_shapes(&j, out));
+    const ra_hf_rope *r = &config->rope;
+    if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g: latent attention "
+                       "rotates all qk_rope_head_dim features of q and k (transformers' tables "
+                       "would not match them)", config->path, r->partial_rotary_factor);
+    /* The rope over the rotated part, Dr features (transformers' head_dim
+     * for it), then placed after the Dn that do not rotate. */
+    const int64_t Dr = out->head_dim - out->qk_nope_head_dim;
+    RA_HF_TRY(hf_rope(config, t->layer, Dr, options->seq_len, options->max_position, rope));
+    rope->head_dim = out->head_dim;
+    rope->rotary_dim = Dr;
+    rope->layout = options->layout >= 0 ? (ra_layout)options->layout
+                                        : (ra_layout)ra_hf_fields_layout(hf);
+    RA_HF_TRY(resolve_scale(&j, out));
+    out->rope = rope;
+    return RA_OK;
+}

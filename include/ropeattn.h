@@ -670,7 +670,7 @@ RA_API ra_status ra_kv_cache_create_latent(ra_kv_cache **out, int64_t batch, int
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache); /* NULL is allowed */
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 */
 /* Tokens appended to sequence b (a window cache holds the last capacity of
- * them), or -1 for a bad argument. */
+ * them), or -1 for a bad argument (ra_last_error says which). */
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
 /* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use):
  * capacity is k->shape[1], and the token at position p, one of the last

@@ -352,8 +352,8 @@ static void absorb_output(const ra_layer *layer, float *packed, const float *o, 
  * latent_attention_floats. */
 static int64_t block_keys(int64_t rows)
 {
-    const int64_t keys = ((int64_t)1 << 18) / rows; /* scores of about 1 MiB */
-    return keys < 256 ? 256 : keys > 4096 ? 4096 : keys / 16 * 16;
+    const int64_t keys = ((int64_t)1 << 19) / rows; /* scores of about 2 MiB */
+    return keys < 256 ? 256 : keys > 8192 ? 8192 : keys / 16 * 16;
 }
 
 static int64_t latent_attention_floats(const ra_kv_cache *cache, int64_t rows)

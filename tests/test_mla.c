@@ -182,6 +182,21 @@ static ra_positions positions_of(const mla_setup *s)
     return p;
 }
 
+/* Zeroed gradient buffers g[i] for s's weights (one float for those it
+ * lacks), in an ra_layer_grads where s has the weight. */
+static ra_layer_grads grads_of(const mla_setup *s, float *g[N_W])
+{
+    ra_layer_grads grads = ra_layer_grads_init();
+    float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
+                          &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
+                          &grads.dwkv_b, &grads.dwo, &grads.dbo};
+    for (int i = 0; i < N_W; i++) {
+        g[i] = calloc((size_t)(s->n_w[i] ? s->n_w[i] : 1), sizeof(float));
+        *slots[i] = s->n_w[i] ? g[i] : NULL;
+    }
+    return grads;
+}
+
 /* ---- the double-precision forward ------------------------------------- */
 
 /* out [n] = w [n, k] a [k] + b */
@@ -381,12 +396,7 @@ static void test_gradients(void)
         ra_layer_tape *tape;
         float *y = malloc((size_t)s.n_x * sizeof(float)), *dx = malloc((size_t)s.n_x * sizeof(float));
         float *g[N_W];
-        for (int i = 0; i < N_W; i++) g[i] = calloc((size_t)(s.n_w[i] ? s.n_w[i] : 1), sizeof(float));
-        ra_layer_grads grads = ra_layer_grads_init();
-        float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
-                              &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
-                              &grads.dwkv_b, &grads.dwo, &grads.dbo};
-        for (int i = 0; i < N_W; i++) *slots[i] = s.n_w[i] ? g[i] : NULL;
+        ra_layer_grads grads = grads_of(&s, g);
         ra_positions pos = positions_of(&s);
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
@@ -490,15 +500,8 @@ static void test_threads(void)
         CHECK(ra_context_create(&ctx, run ? 3 : 1) == RA_OK, "context");
         for (int i = 0; i < 3; i++) out[run][i] = calloc((size_t)s.n_x, sizeof(float));
         ra_layer_tape *tape;
-        ra_layer_grads grads = ra_layer_grads_init();
         float *g[N_W];
-        float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
-                              &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
-                              &grads.dwkv_b, &grads.dwo, &grads.dbo};
-        for (int i = 0; i < N_W; i++) {
-            g[i] = calloc((size_t)(s.n_w[i] ? s.n_w[i] : 1), sizeof(float));
-            *slots[i] = s.n_w[i] ? g[i] : NULL;
-        }
+        ra_layer_grads grads = grads_of(&s, g);
         ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
         if (st == RA_OK) st = ra_layer_forward_train(s.layer, ctx, out[run][0], tape, s.x, s.c.b, s.c.s, NULL, NULL);
         if (st == RA_OK) st = ra_layer_backward(s.layer, ctx, out[run][1], &grads, tape, s.dy);

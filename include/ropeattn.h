@@ -802,7 +802,7 @@ typedef struct ra_layer_config {
      *   q_h = [q_nope_h | q_rope_h]   (head_dim = qk_nope_head_dim + rope)
      *   k_h = [c wkv_b[k rows of h]^T | R k_rope],  v_h = c wkv_b[v rows of h]^T
      * as transformers' DeepseekV3Attention (its qk_head_dim is head_dim
-     * here, which must be given).  The rope is over the rope part alone:
+     * here, which must be given, and even).  The rope is over the rope part alone:
      * its head_dim is set to head_dim - qk_nope_head_dim (even, >= 2), its
      * rotary_dim must be 0 or that, and its layout is RA_LAYOUT_INTERLEAVED
      * for rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
@@ -929,9 +929,10 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * takes at most max_new tokens a call.  A latent layer (kv_lora_rank) needs
  * a latent cache of its kv_lora_rank and rope part (else RA_ERR_SHAPE; a
  * latent cache for any other layer: RA_ERR_ARGUMENT): a prefill into empty
- * sequences runs the forward (k and v per head) and stores each token's
- * [rotated shared key | latent]; later calls decode with wkv_b absorbed,
- * up to 8 tokens of each sequence at a time.
+ * sequences runs the forward (k and v per head, from the latent before a
+ * 16-bit cache rounds it) and stores each token's [rotated shared key |
+ * latent]; later calls decode with wkv_b absorbed, up to 8 tokens of each
+ * sequence at a time.
  *   x, y: [B, S, dim] */
 RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,

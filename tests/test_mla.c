@@ -2,7 +2,9 @@
  * test_mla.c — multi-head latent attention (ra_layer_config.kv_lora_rank):
  * the forward against a double-precision forward written here from
  * transformers' DeepseekV3Attention (q_proj or the q_a/q_b path, biases,
- * both pairings, yarn's attention factor, the softmax scale, windows), the
+ * both pairings, yarn, mscale_all_dim's softmax scale, windows; the rope's
+ * frequencies and attention factor are the library's, checked against
+ * transformers in test_rope and tests/families), the
  * gradients of x and every weight against central finite differences of
  * it, the cached forward (prefill, absorbed decode, multi-token steps; f32,
  * f16 and bf16 latent caches) against the uncached one, identical bits for
@@ -437,8 +439,10 @@ static void test_cached(void)
                 {2, 10, RA_F32, CACHE_TOL}, {3, 1, RA_F16, 1e-3}, {3, 2, RA_BF16, 1e-2}};
     mla_case c = cases[1];
     c.s = 13;
-    for (int ci = 0; ci < 2; ci++) {
+    for (int ci = 0; ci < 3; ci++) {
         if (ci == 1) c = cases[4], c.s = 12; /* a window, an odd latent rank */
+        if (ci == 2) /* 8 + 2-token passes: the short one has fewer rows, wide rows */
+            c = cases[1], c.s = 13, c.h = 16, c.r = 120;
         mla_setup s;
         if (!setup(&s, &c, 51)) {
             CHECK(0, "setup: %s", ra_last_error());
@@ -507,8 +511,20 @@ static void test_threads(void)
         if (st == RA_OK) st = ra_layer_backward(s.layer, ctx, out[run][1], &grads, tape, s.dy);
         ra_kv_cache *cache;
         if (st == RA_OK) st = ra_kv_cache_create_latent(&cache, s.c.b, s.c.s, s.c.r, s.c.dr, RA_F32);
-        if (st == RA_OK) {
-            st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2], s.x, s.c.b, s.c.s / 2, NULL);
+        if (st == RA_OK) { /* a prefill of half, then the rest decoded in passes of 8 */
+            const int64_t half = s.c.s / 2, rest = s.c.s - half;
+            float *xs = malloc((size_t)s.n_x * sizeof(float));
+            for (int64_t b = 0; b < s.c.b; b++)
+                memcpy(xs + b * half * s.c.dim, s.x + b * s.c.s * s.c.dim,
+                       (size_t)(half * s.c.dim) * sizeof(float));
+            st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2], xs, s.c.b, half, NULL);
+            for (int64_t b = 0; b < s.c.b; b++)
+                memcpy(xs + b * rest * s.c.dim, s.x + (b * s.c.s + half) * s.c.dim,
+                       (size_t)(rest * s.c.dim) * sizeof(float));
+            if (st == RA_OK)
+                st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2] + s.c.b * half * s.c.dim,
+                                             xs, s.c.b, rest, NULL);
+            free(xs);
             ra_kv_cache_destroy(cache);
         }
         CHECK(st == RA_OK, "run %d: %s", run, ra_last_error());

@@ -192,11 +192,17 @@ refused "freqs --config FIFO" cos.npy sin.npy -- freqs --end 4 --config fifo.jso
 refused "convert-layout --weights FIFO" y.npy -- convert-layout --weights fifo.safetensors --output y.npy --to half --n-heads 4
 
 # ---- 6. signals leave nothing behind ---------------------------------------
-# freqs writing 2 x 100 MB: each signal arrives at some point of the run
-# (after the 0.2 s start-up, in which the handlers are set); it must either
+# freqs writing 2 x 100 MB: each signal arrives at some point of the run,
+# counted from when the process has its handler (its SigCgt in /proc: a
+# loaded machine can take longer than a delay to start it); it must either
 # finish or end with 128 + the signal, one line, no temporary file, and the
 # old files intact.  Not under a wrapper (valgrind): there the signal meets
 # valgrind, and a run ended in its handler leaves OpenBLAS's threads' memory.
+handler_set() { # pid signal-number: whether the process catches that signal
+    local mask
+    mask=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+    [ -n "$mask" ] && (( (0x$mask >> ($2 - 1)) & 1 ))
+}
 for sig in INT TERM HUP; do
     [ -z "${RA_CLI_WRAPPER:-}" ] || break
     for delay in 0.2 0.5 0.9; do
@@ -204,6 +210,10 @@ for sig in INT TERM HUP; do
         before=$(fingerprint cos.npy sin.npy)
         "$RA" freqs --end 400000 --head-dim 128 --cos cos.npy --sin sin.npy 2>"$TMP/stderr" &
         pid=$!
+        for _ in $(seq 500); do
+            handler_set "$pid" "$(kill -l "$sig")" || ! kill -0 "$pid" 2>/dev/null && break
+            sleep 0.01
+        done
         sleep "$delay"; kill -s "$sig" "$pid" 2>/dev/null
         wait "$pid"; rc=$?
         after=$(fingerprint cos.npy sin.npy)

@@ -148,7 +148,10 @@ int cli_outputs_commit(cli_outputs *o)
         else
             temp_live[i] = 0;
     }
-    restore_signals(&saved);
+    /* Committed, the run's outputs are in place: a signal from now on would
+     * end it saying that none was written, so the caught signals stay
+     * blocked (what follows is freeing memory and an exit). */
+    if (failed) restore_signals(&saved);
     return failed;
 }
 

@@ -37,6 +37,10 @@ RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
     ra_error_reset();
     if (!dst || !src) return ra_fail(RA_ERR_NULL, "%s is NULL", dst ? "src" : "dst");
     if (n <= 0) return ra_fail(RA_ERR_SIZE, "n %lld: must be >= 1", (long long)n);
+    size_t ds = ra_dtype_size(dst_dtype), ss = ra_dtype_size(src_dtype);
+    if (!ds || !ss)
+        return ra_fail(RA_ERR_ARGUMENT, "%s %d is not a ra_dtype", ds ? "src_dtype" : "dst_dtype",
+                       ds ? (int)src_dtype : (int)dst_dtype);
     RA_TRY(ra_check_tensor_dtype(dst_dtype, "dst_dtype"));
     RA_TRY(ra_check_tensor_dtype(src_dtype, "src_dtype"));
     if ((uint64_t)n > SIZE_MAX / 4)

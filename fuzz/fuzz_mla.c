@@ -74,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = {data, size};
     int valid = 1;
-    const int64_t H = take_range(&in, 1, 4), Dn = take_range(&in, 0, 8);
-    const int64_t Dr = 2 * take_range(&in, 0, 4), r = take_range(&in, 0, 12);
+    const int64_t H = take_range(&in, 1, 20), Dn = take_range(&in, 0, 8);
+    const int64_t Dr = 2 * take_range(&in, 0, 4), r = take_range(&in, 0, 140);
     const int64_t rq = take_range(&in, 0, 6), dim = take_range(&in, 1, 12);
     const int64_t D = Dn + Dr, Dv = take_range(&in, 0, D + 1);
     if (Dr < 2 || r < 1 || Dv < 1 || Dv > D || D % 2) valid = 0;

@@ -702,7 +702,7 @@ RA_API ra_status ra_kv_cache_create_latent(ra_kv_cache **out, int64_t batch, int
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache); /* NULL is allowed */
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 */
 /* Tokens appended to sequence b (a window cache holds the last capacity of
- * them), or -1 for a bad argument. */
+ * them), or -1 for a bad argument (ra_last_error says which). */
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
 /* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use):
  * capacity is k->shape[1], and the token at position p, one of the last
@@ -858,7 +858,7 @@ typedef struct ra_layer_config {
      *   q_h = [q_nope_h | q_rope_h]   (head_dim = qk_nope_head_dim + rope)
      *   k_h = [c wkv_b[k rows of h]^T | R k_rope],  v_h = c wkv_b[v rows of h]^T
      * as transformers' DeepseekV3Attention (its qk_head_dim is head_dim
-     * here, which must be given).  The rope is over the rope part alone:
+     * here, which must be given, and even).  The rope is over the rope part alone:
      * its head_dim is set to head_dim - qk_nope_head_dim (even, >= 2), its
      * rotary_dim must be 0 or that, and its layout is RA_LAYOUT_INTERLEAVED
      * for rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
@@ -985,14 +985,15 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * takes at most max_new tokens a call.  A latent layer (kv_lora_rank) needs
  * a latent cache of its kv_lora_rank and rope part (else RA_ERR_SHAPE; a
  * latent cache for any other layer: RA_ERR_ARGUMENT): a prefill into empty
- * sequences runs the forward (k and v per head) and stores each token's
- * [rotated shared key | latent]; later calls decode with wkv_b absorbed,
- * up to 8 tokens of each sequence at a time.  A prefill into an 8-bit cache
- * attends over the float32 keys and values it has just projected (and
- * stores them quantized for the steps that follow): the flash kernel reads
- * f32, f16 and bf16 only, and the unquantized values are the more exact;
- * so there prefill(N) and prefill(N - k) + k steps differ by the cache's
- * quantization, not by float32 rounding alone.
+ * sequences runs the forward (k and v per head, from the latent before a
+ * 16-bit cache rounds it) and stores each token's [rotated shared key |
+ * latent]; later calls decode with wkv_b absorbed, up to 8 tokens of each
+ * sequence at a time.  A prefill into an 8-bit cache attends over the
+ * float32 keys and values it has just projected (and stores them quantized
+ * for the steps that follow): the flash kernel reads f32, f16 and bf16
+ * only, and the unquantized values are the more exact; so there prefill(N)
+ * and prefill(N - k) + k steps differ by the cache's quantization, not by
+ * float32 rounding alone.
  *   x, y: [B, S, dim] */
 RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,

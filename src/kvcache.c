@@ -135,8 +135,14 @@ RA_API void ra_kv_cache_reset(ra_kv_cache *cache)
 
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b)
 {
-    if (!cache || b < 0 || b >= cache->batch) return -1;
-    return cache->length[b];
+    ra_error_reset();
+    if (cache && b >= 0 && b < cache->batch) return cache->length[b];
+    if (!cache)
+        ra_fail(RA_ERR_NULL, "cache is NULL");
+    else
+        ra_fail(RA_ERR_ARGUMENT, "sequence %lld: not in [0, %lld)", (long long)b,
+                (long long)cache->batch);
+    return -1;
 }
 
 ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)

@@ -54,19 +54,27 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
     return RA_OK;
 }
 
-/* Each size at most INT_MAX (cblas), each weight's elements countable. */
+/* Each size and width at most INT_MAX (cblas), each weight's elements
+ * countable; every product checked. */
 static ra_status check_sizes(const ra_mla_dims *d)
 {
-    const int64_t widths[] = {d->rq, d->r + d->Dr, d->H * d->D, d->H * (d->Dn + d->Dv),
-                              d->H * d->Dv, d->H * (d->Dr + d->r)};
-    const int64_t weights[][2] = {{d->rq, d->dim}, {d->H * d->D, d->rq}, {d->H * d->D, d->dim},
-                                  {d->r + d->Dr, d->dim}, {d->H * (d->Dn + d->Dv), d->r},
-                                  {d->dim, d->H * d->Dv}};
-    int64_t n;
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        if (widths[i] > INT_MAX)
+    const int64_t sizes[] = {d->dim, d->H, d->D, d->r, d->rq};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i] > INT_MAX)
             return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's sizes exceed "
                            "INT_MAX (cblas)");
+    /* each below 2^31: their sums below 2^32 */
+    const int64_t pairs[][2] = {{d->H, d->D}, {d->H, d->Dn + d->Dv}, {d->H, d->Dv},
+                                {d->H, d->Dr + d->r}};
+    int64_t n, widths[4];
+    for (int i = 0; i < 4; i++)
+        if (ra_mul(pairs[i][0], pairs[i][1], &widths[i]) != RA_OK || widths[i] > INT_MAX ||
+            d->r + d->Dr > INT_MAX)
+            return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's widths exceed "
+                           "INT_MAX (cblas)");
+    const int64_t weights[][2] = {{d->rq, d->dim}, {widths[0], d->rq}, {widths[0], d->dim},
+                                  {d->r + d->Dr, d->dim}, {widths[1], d->r},
+                                  {d->dim, widths[2]}};
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
         if (ra_mul(weights[i][0], weights[i][1], &n) != RA_OK)
             return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's weights have "
@@ -160,9 +168,9 @@ ra_tensor ra_mla_rope_part(float *a, int64_t B, int64_t S, int64_t heads, const 
     return t;
 }
 
-void ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
-                    const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
-                    float *scratch)
+ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
+                         const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
+                         float *scratch)
 {
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
@@ -188,10 +196,10 @@ void ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, 
     /* q_rot, k_rot = RoPE(q_rot, k_rot): k_rot once, before it is shared */
     ra_tensor qr = ra_mla_rope_part(q, batch, seq, d.H, &d);
     ra_tensor krt = ra_tensor_4d(kr, RA_F32, batch, seq, 1, d.Dr);
-    ra_rope_apply(layer->rope, ctx, &qr, &qr, pos, RA_FORWARD);
-    ra_rope_apply(layer->rope, ctx, &krt, &krt, pos, RA_FORWARD);
+    RA_TRY(ra_rope_apply(layer->rope, ctx, &qr, &qr, pos, RA_FORWARD));
+    RA_TRY(ra_rope_apply(layer->rope, ctx, &krt, &krt, pos, RA_FORWARD));
     /* k_pass, value_states = split(kv_b_proj(c)); key = cat(k_pass, k_rot) */
-    if (!k) return; /* absorbed decoding reads c and kr only */
+    if (!k) return RA_OK; /* absorbed decoding reads c and kr only */
     ra_mla_linear(kvb, lat, w->wkv_b, NULL, T, d.H * kv, d.r);
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < d.H; h++) {
@@ -202,6 +210,7 @@ void ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, 
             memcpy(vh, from + d.Dn, (size_t)d.Dv * sizeof(float));
             memset(vh + d.Dv, 0, (size_t)(d.D - d.Dv) * sizeof(float));
         }
+    return RA_OK;
 }
 
 void ra_mla_pack(float *packed, const float *v, int64_t T, const ra_mla_dims *d)
@@ -273,8 +282,9 @@ ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const
     ra_tensor attn = ra_tensor_4d(buf + 3 * n, RA_F32, B, S, d.H, d.D);
     ra_attention_args args;
     ra_status status = ra_attention_prepare(&args, &attn, &q, &k, &v, &call->attn);
+    if (status == RA_OK)
+        status = ra_mla_project(layer, ctx, q.data, k.data, v.data, x, B, S, &call->pos, proj);
     if (status == RA_OK) {
-        ra_mla_project(layer, ctx, q.data, k.data, v.data, x, B, S, &call->pos, proj);
         if (call->attn.path == RA_PATH_REFERENCE)
             ra_attention_reference(&args, buf + floats);
         else
@@ -348,26 +358,26 @@ static void absorb_output(const ra_layer *layer, float *packed, const float *o, 
  *   s = qa_b rows^T (sgemm) -> online softmax (cpu/softmax_impl.h, o rescaled)
  *   -> o_b += p rows (sgemm)
  * and o /= l at the end: o [B, m, H, Dr + r], the rows' weighted sums.  A
- * 16-bit cache's block is widened into scratch first.  Scratch:
- * latent_attention_floats. */
+ * 16-bit cache's block is widened into scratch first.  Blocks of keys
+ * keys (block_keys of the most rows a call has), scratch
+ * latent_attention_floats for those rows and keys. */
 static int64_t block_keys(int64_t rows)
 {
-    const int64_t keys = ((int64_t)1 << 18) / rows; /* scores of about 1 MiB */
-    return keys < 256 ? 256 : keys > 4096 ? 4096 : keys / 16 * 16;
+    const int64_t keys = ((int64_t)1 << 19) / rows; /* scores of about 2 MiB */
+    return keys < 256 ? 256 : keys > 8192 ? 8192 : keys / 16 * 16;
 }
 
-static int64_t latent_attention_floats(const ra_kv_cache *cache, int64_t rows)
+static int64_t latent_attention_floats(const ra_kv_cache *cache, int64_t rows, int64_t keys)
 {
-    const int64_t keys = block_keys(rows);
     return ra_round_up(rows * keys, 16) + ra_round_up(keys * cache->head_dim, 16) +
            ra_round_up(4 * rows, 16); /* s, a widened block, m, l, seen (int64) */
 }
 
 static void latent_attention(ra_context *ctx, const ra_kv_cache *cache, float *o,
                              const float *qa, int64_t batch, int64_t m, int64_t H, float scale,
-                             float *scratch)
+                             int64_t keys, float *scratch)
 {
-    const int64_t row = cache->head_dim, rows = m * H, keys = block_keys(rows);
+    const int64_t row = cache->head_dim, rows = m * H;
     float *s = scratch, *wide = s + ra_round_up(rows * keys, 16);
     float *mx = wide + ra_round_up(keys * row, 16), *l = mx + rows;
     int64_t *seen = (int64_t *)(void *)(l + rows);
@@ -446,12 +456,13 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
      * the masks only it has, the decode kernel's. */
     const int64_t T = batch * seq, n = T * d.H * d.D, floats = forward_floats(&d, T);
     const int by_gemm = !c->window && !c->chunk && !c->softcap && !layer->weights.sinks;
+    const int64_t keys = block_keys(step * d.H); /* every pass's, short last ones too */
     size_t kernel = 0;
     if (prefill)
         kernel = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, d.H, d.H, d.D,
                                             ra_parallel_threads(ctx));
     else if (by_gemm)
-        kernel = (size_t)latent_attention_floats(cache, step * d.H) * sizeof(float);
+        kernel = (size_t)latent_attention_floats(cache, step * d.H, keys) * sizeof(float);
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_step, ra_parallel_threads(ctx), &kernel));
     const int64_t absorbed = prefill ? 0 : 2 * ra_round_up(batch * step * d.H * row, 16);
@@ -471,12 +482,16 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
     ra_tensor k = ra_tensor_4d(buf + n, RA_F32, batch, seq, d.H, d.D);
     ra_tensor v = ra_tensor_4d(buf + 2 * n, RA_F32, batch, seq, d.H, d.D);
     ra_tensor attn = ra_tensor_4d(buf + 3 * n, RA_F32, batch, seq, d.H, d.D);
-    ra_mla_project(layer, ctx, q.data, prefill ? k.data : NULL, v.data, x, batch, seq, &pos,
-                   proj);
+    ra_status status = ra_mla_project(layer, ctx, q.data, prefill ? k.data : NULL, v.data, x,
+                                      batch, seq, &pos, proj);
+    if (status != RA_OK) { /* nothing written yet */
+        ra_scratch_release(&scratch);
+        return status;
+    }
     const float *lat = proj, *kr = proj + T * d.r;
     if (prefill) {
         ra_attention_args args;
-        ra_status status = ra_attention_prepare(&args, &attn, &q, &k, &v, &masks);
+        status = ra_attention_prepare(&args, &attn, &q, &k, &v, &masks);
         if (status != RA_OK) { /* the masks were checked: not reached */
             ra_scratch_release(&scratch);
             return status;
@@ -500,7 +515,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
             ra_tensor to = ra_tensor_4d(oa, RA_F32, batch, m, d.H, row);
             absorb_queries(layer, qa, q.data, batch, seq, s0, s1, &d);
             if (by_gemm)
-                latent_attention(ctx, cache, oa, qa, batch, m, d.H, (float)masks.scale,
+                latent_attention(ctx, cache, oa, qa, batch, m, d.H, (float)masks.scale, keys,
                                  kernel_scratch);
             else
                 ra_attention_decode_run(ctx, cache, &to, &tq, NULL, &mask, kernel_scratch);

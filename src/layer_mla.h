@@ -52,10 +52,11 @@ int64_t ra_mla_project_floats(const ra_mla_dims *d, int64_t T);
  * k's rope parts rotated at pos; k NULL: k and v not computed), and in
  * scratch (ra_mla_project_floats):
  * the latent after kv_a_norm, c [T, r], then the rotated shared key, kr
- * [T, Dr], at scratch's start (read by the cached forward). */
-void ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
-                    const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
-                    float *scratch);
+ * [T, Dr], at scratch's start (read by the cached forward).  Fails only
+ * where RoPE refuses the positions (checked before: not reached). */
+ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
+                         const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
+                         float *scratch);
 
 /* y = wo(attn's first Dv features of each head) (+ bo), through packed
  * [T, H * Dv] (scratch).  attn: [T, H, D] */

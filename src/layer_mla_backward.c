@@ -34,10 +34,10 @@ ra_status ra_mla_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
         return ra_fail(RA_ERR_OVERFLOW, "the latent layer's scratch overflows");
     RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)proj * sizeof(float), &scratch));
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
-    ra_mla_project(layer, ctx, v.xq.data, v.xk.data, v.xv.data, x, call->batch, call->seq,
-                   &call->pos, scratch.data);
-    ra_status status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv,
-                                                &call->attn);
+    ra_status status = ra_mla_project(layer, ctx, v.xq.data, v.xk.data, v.xv.data, x,
+                                      call->batch, call->seq, &call->pos, scratch.data);
+    if (status == RA_OK)
+        status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call->attn);
     if (status == RA_OK) {
         ra_mla_output(layer, y, v.attn.data, call->tokens, scratch.data);
         if (call->attn.dropout > 0.0f)
@@ -170,7 +170,7 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
         for (int64_t h = 0; h < d.H; h++) grads->dsinks[h] += dsinks[h];
     /* q_rot, k_rot = RoPE(q_rot, k_rot); k_rot expanded over the heads */
     ra_tensor dq_rope = ra_mla_rope_part(dq, B, S, d.H, &d);
-    ra_rope_apply(layer->rope, ctx, &dq_rope, &dq_rope, &call->pos, RA_INVERSE);
+    status = ra_rope_apply(layer->rope, ctx, &dq_rope, &dq_rope, &call->pos, RA_INVERSE);
     for (int64_t t = 0; t < T; t++) {
         float *to = dkr + t * d.Dr;
         memset(to, 0, (size_t)d.Dr * sizeof(float));
@@ -178,7 +178,12 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
             for (int64_t i = 0; i < d.Dr; i++) to[i] += dk[(t * d.H + h) * d.D + d.Dn + i];
     }
     ra_tensor tdkr = ra_tensor_4d(dkr, RA_F32, B, S, 1, d.Dr);
-    ra_rope_apply(layer->rope, ctx, &tdkr, &tdkr, &call->pos, RA_INVERSE);
+    if (status == RA_OK)
+        status = ra_rope_apply(layer->rope, ctx, &tdkr, &tdkr, &call->pos, RA_INVERSE);
+    if (status != RA_OK) { /* the forward's positions: not reached */
+        ra_scratch_release(&scratch);
+        return status;
+    }
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n; i++) dq[i] *= q_factor;

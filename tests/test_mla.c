@@ -2,7 +2,9 @@
  * test_mla.c — multi-head latent attention (ra_layer_config.kv_lora_rank):
  * the forward against a double-precision forward written here from
  * transformers' DeepseekV3Attention (q_proj or the q_a/q_b path, biases,
- * both pairings, yarn's attention factor, the softmax scale, windows), the
+ * both pairings, yarn, mscale_all_dim's softmax scale, windows; the rope's
+ * frequencies and attention factor are the library's, checked against
+ * transformers in test_rope and tests/families), the
  * gradients of x and every weight against central finite differences of
  * it, the cached forward (prefill, absorbed decode, multi-token steps; f32,
  * f16 and bf16 latent caches) against the uncached one, identical bits for
@@ -180,6 +182,21 @@ static ra_positions positions_of(const mla_setup *s)
     ra_positions p = ra_positions_start(3);
     if (s->c.ids) p.ids = s->ids;
     return p;
+}
+
+/* Zeroed gradient buffers g[i] for s's weights (one float for those it
+ * lacks), in an ra_layer_grads where s has the weight. */
+static ra_layer_grads grads_of(const mla_setup *s, float *g[N_W])
+{
+    ra_layer_grads grads = ra_layer_grads_init();
+    float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
+                          &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
+                          &grads.dwkv_b, &grads.dwo, &grads.dbo};
+    for (int i = 0; i < N_W; i++) {
+        g[i] = calloc((size_t)(s->n_w[i] ? s->n_w[i] : 1), sizeof(float));
+        *slots[i] = s->n_w[i] ? g[i] : NULL;
+    }
+    return grads;
 }
 
 /* ---- the double-precision forward ------------------------------------- */
@@ -381,12 +398,7 @@ static void test_gradients(void)
         ra_layer_tape *tape;
         float *y = malloc((size_t)s.n_x * sizeof(float)), *dx = malloc((size_t)s.n_x * sizeof(float));
         float *g[N_W];
-        for (int i = 0; i < N_W; i++) g[i] = calloc((size_t)(s.n_w[i] ? s.n_w[i] : 1), sizeof(float));
-        ra_layer_grads grads = ra_layer_grads_init();
-        float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
-                              &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
-                              &grads.dwkv_b, &grads.dwo, &grads.dbo};
-        for (int i = 0; i < N_W; i++) *slots[i] = s.n_w[i] ? g[i] : NULL;
+        ra_layer_grads grads = grads_of(&s, g);
         ra_positions pos = positions_of(&s);
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
@@ -427,8 +439,10 @@ static void test_cached(void)
                 {2, 10, RA_F32, CACHE_TOL}, {3, 1, RA_F16, 1e-3}, {3, 2, RA_BF16, 1e-2}};
     mla_case c = cases[1];
     c.s = 13;
-    for (int ci = 0; ci < 2; ci++) {
+    for (int ci = 0; ci < 3; ci++) {
         if (ci == 1) c = cases[4], c.s = 12; /* a window, an odd latent rank */
+        if (ci == 2) /* 8 + 2-token passes: the short one has fewer rows, wide rows */
+            c = cases[1], c.s = 13, c.h = 16, c.r = 120;
         mla_setup s;
         if (!setup(&s, &c, 51)) {
             CHECK(0, "setup: %s", ra_last_error());
@@ -490,22 +504,27 @@ static void test_threads(void)
         CHECK(ra_context_create(&ctx, run ? 3 : 1) == RA_OK, "context");
         for (int i = 0; i < 3; i++) out[run][i] = calloc((size_t)s.n_x, sizeof(float));
         ra_layer_tape *tape;
-        ra_layer_grads grads = ra_layer_grads_init();
         float *g[N_W];
-        float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
-                              &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
-                              &grads.dwkv_b, &grads.dwo, &grads.dbo};
-        for (int i = 0; i < N_W; i++) {
-            g[i] = calloc((size_t)(s.n_w[i] ? s.n_w[i] : 1), sizeof(float));
-            *slots[i] = s.n_w[i] ? g[i] : NULL;
-        }
+        ra_layer_grads grads = grads_of(&s, g);
         ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
         if (st == RA_OK) st = ra_layer_forward_train(s.layer, ctx, out[run][0], tape, s.x, s.c.b, s.c.s, NULL, NULL);
         if (st == RA_OK) st = ra_layer_backward(s.layer, ctx, out[run][1], &grads, tape, s.dy);
         ra_kv_cache *cache;
         if (st == RA_OK) st = ra_kv_cache_create_latent(&cache, s.c.b, s.c.s, s.c.r, s.c.dr, RA_F32);
-        if (st == RA_OK) {
-            st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2], s.x, s.c.b, s.c.s / 2, NULL);
+        if (st == RA_OK) { /* a prefill of half, then the rest decoded in passes of 8 */
+            const int64_t half = s.c.s / 2, rest = s.c.s - half;
+            float *xs = malloc((size_t)s.n_x * sizeof(float));
+            for (int64_t b = 0; b < s.c.b; b++)
+                memcpy(xs + b * half * s.c.dim, s.x + b * s.c.s * s.c.dim,
+                       (size_t)(half * s.c.dim) * sizeof(float));
+            st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2], xs, s.c.b, half, NULL);
+            for (int64_t b = 0; b < s.c.b; b++)
+                memcpy(xs + b * rest * s.c.dim, s.x + (b * s.c.s + half) * s.c.dim,
+                       (size_t)(rest * s.c.dim) * sizeof(float));
+            if (st == RA_OK)
+                st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2] + s.c.b * half * s.c.dim,
+                                             xs, s.c.b, rest, NULL);
+            free(xs);
             ra_kv_cache_destroy(cache);
         }
         CHECK(st == RA_OK, "run %d: %s", run, ra_last_error());

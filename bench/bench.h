@@ -16,7 +16,7 @@
  * alone, first.
  *
  *   limit    what it measures                         judges
- *   copy     memcpy between two buffers               out-of-place rope
+ *   copy     y = x, non-temporal stores               out-of-place rope
  *   rmw      x = a x + b in place                     in-place rope (f32)
  *   rmw40M   the same over half the bytes             in-place rope (bf16)
  *   sgemm    cblas_sgemm, the projections' shape      attention, the layer
@@ -24,7 +24,11 @@
  *
  * Each bandwidth limit runs over a buffer of the bytes its cases touch, so
  * that both sides of a pair meet the same cache: each sample starts with
- * the other's lines, up to the cache's size, still to write back.
+ * the other's lines, up to the cache's size, still to write back.  Each is
+ * the fastest loop found for those bytes (bench_limits.c), and has a
+ * STREAM-style reference as its part (stream_copy, stream_rmw,
+ * stream_rmw40M, stream_sumN: the plain C loop over the same bytes), so
+ * that the table shows the limit at least as fast as the plain loop.
  *
  * Beside the limits, two comparisons made in the same run: the whole layer
  * against the sum of its parts timed alone (the four projection GEMMs and
@@ -43,7 +47,7 @@
 #define BENCH_MIN_SAMPLE_S 2e-3
 
 /* Most cases a run may hold. */
-#define BENCH_MAX_CASES 48
+#define BENCH_MAX_CASES 64
 
 typedef enum bench_limit {
     LIMIT_NONE = -1,
@@ -193,10 +197,15 @@ void bench_torch(const bench_case *const *cases, const int *selected, int n,
  * touched); NULL if out of memory. */
 float *bench_random_floats(int64_t n, uint64_t seed);
 
-/* Runs fn(arg, thread, n_threads) on n_threads threads (the caller is one);
- * returns nonzero if a thread could not start. */
-int bench_parallel(int n_threads, void (*fn)(void *arg, int thread, int n_threads),
-                   void *arg);
+/* n_threads threads for the limits' loops: the caller and n_threads - 1
+ * workers started once, which sleep between runs.  create: NULL if a thread
+ * could not start.  run: fn(arg, thread, n_threads) on each, back when all
+ * have returned.  destroy: NULL is allowed. */
+typedef struct bench_pool bench_pool;
+bench_pool *bench_pool_create(int n_threads);
+void bench_pool_run(bench_pool *pool, void (*fn)(void *arg, int thread, int n_threads),
+                    void *arg);
+void bench_pool_destroy(bench_pool *pool);
 
 /* [begin, end) of thread's share of n items. */
 void bench_split(int64_t n, int thread, int n_threads, int64_t *begin, int64_t *end);

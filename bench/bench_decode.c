@@ -200,27 +200,28 @@ static const decode_params cache_16 = {16, RA_F32, 0}, cache_4096 = {4096, RA_F3
      .teardown = decode_teardown, .target = 0.8, .parts = "attention_decode_f32_l16384",     \
      .parts_target = 0.3}
 
-/* Targets (issue 5): 0.80 of the read bandwidth; a bf16 cache at most 0.55
- * of the f32 time (its ratio to attention_decode_f32_l16384), an int8 or
- * fp8 cache at most 0.3 (issue 23: a quarter of the bytes) and 0.8 of the
- * read bandwidth over its own bytes (the read limit over 32 MiB: the
- * codes'); the fixed cost of a step, a cache of 16 tokens, at most 5 us (a
- * time, not a fraction). */
+/* Targets: 0.85 of the read bandwidth (issue 23; issue 5 asked 0.80 of the
+ * slower read limit before); a bf16 cache at most 0.55 of the f32 time
+ * (its ratio to attention_decode_f32_l16384); an int8 or fp8 cache at most
+ * 0.3 of it (issue 23: a quarter of the bytes) and 0.8 of the read
+ * bandwidth over its own bytes (the read limit over 32 MiB: the codes');
+ * the fixed cost of a step, a cache of 16 tokens, at most 5 us (a time,
+ * not a fraction). */
 const bench_case bench_decode_cases[] = {
     {.name = "attention_decode_f32_l16", .shape = "q[1,1,32,128], cache of 16 f32 tokens",
      .measures = LIMIT_NONE, .judged_by = LIMIT_NONE, .work = CACHE_BYTES(16, 4),
      .params = &cache_16, .setup = decode_setup, .run = decode_run, .check = decode_check,
      .teardown = decode_teardown, .time_target = 5e-6},
     DECODE_CASE("attention_decode_f32_l4096", "q[1,1,32,128], cache of 4096 f32 tokens",
-                LIMIT_READ_32M, cache_4096, 4096, 4, 0.8),
+                LIMIT_READ_32M, cache_4096, 4096, 4, 0.85),
     DECODE_CASE("attention_decode_f32_l16384", "q[1,1,32,128], cache of 16384 f32 tokens",
-                LIMIT_READ_128M, cache_16384, 16384, 4, 0.8),
+                LIMIT_READ_128M, cache_16384, 16384, 4, 0.85),
     DECODE_CASE("attention_decode_f32_l32768", "q[1,1,32,128], cache of 32768 f32 tokens",
-                LIMIT_READ_256M, cache_32768, 32768, 4, 0.8),
+                LIMIT_READ_256M, cache_32768, 32768, 4, 0.85),
     /* the bytes read: the window's 4096 tokens, not the 32768 appended */
     DECODE_CASE("attention_decode_f32_w4096_l32768",
                 "q[1,1,32,128], window 4096 of 32768 f32 tokens",
-                LIMIT_READ_32M, window_4096_32768, 4096, 4, 0.8),
+                LIMIT_READ_32M, window_4096_32768, 4096, 4, 0.85),
     {.name = "attention_decode_bf16_l16384", .shape = "q[1,1,32,128], cache of 16384 bf16 tokens",
      .measures = LIMIT_NONE, .judged_by = LIMIT_NONE, .work = CACHE_BYTES(16384, 2),
      .params = &cache_16384_bf16, .setup = decode_setup, .run = decode_run,

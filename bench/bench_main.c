@@ -29,11 +29,11 @@ static const char usage[] =
     "                      [--svg FILE] [--no-torch]\n"
     "\n"
     "Times each kernel beside the machine limit it is judged against, measured in\n"
-    "the same run: memory copy and in-place read-modify-write bandwidth (GB/s) and\n"
-    "cblas_sgemm (GFLOP/s).  Each case is set up once, run once to warm up and to\n"
-    "check its result, then timed; the median over the repeats is reported.  The\n"
-    "table gives op, shape, median time, rate, the limit and the fraction of it, and\n"
-    "vs torch: the median time of Meta's LLaMA reference code (PyTorch) over ours.\n"
+    "the same run: memory bandwidth (GB/s) and cblas_sgemm (GFLOP/s).  Each case is\n"
+    "set up once, run once to warm up and to check its result, then timed; the\n"
+    "median over the repeats is reported.  The table gives op, shape, median time,\n"
+    "rate, the limit and the fraction of it, and vs torch: the median time of Meta's\n"
+    "LLaMA reference code (PyTorch) over ours.\n"
     "The machine's bandwidth and sgemm rate drift, so each sample of a case\n"
     "directly follows one sample of its limit, and the fraction is the median of\n"
     "those paired ratios.\n"
@@ -46,8 +46,8 @@ static const char usage[] =
     "  --threads N  threads for the library, OpenBLAS and torch (default: one per\n"
     "               processor)\n"
     "  --only LIST  run only these cases (comma-separated); the limits they are\n"
-    "               judged against, and the parts of layer_forward_f32_s2048 and\n"
-    "               layer_backward_f32_s2048, run too\n"
+    "               judged against (with their references), and the parts of\n"
+    "               layer_forward_f32_s2048 and layer_backward_f32_s2048, run too\n"
     "  --repeats N  timed samples per case (default 5; attention_prefill_f32_s8192,\n"
     "               about 2 s a run, and the torch code past 1 s a run take\n"
     "               at most 3)\n"
@@ -56,7 +56,21 @@ static const char usage[] =
     "  --no-torch   skip the comparison with Meta's LLaMA reference code in PyTorch\n"
     "\n"
     "cases:\n"
-    "  copy, rmw, rmw40M, sgemm, read32M, read128M, read256M   the limits\n"
+    "  the limits, each the fastest loop found for its bytes (64-byte vectors, two\n"
+    "  streams a thread, 2 MiB pages, threads started once); bytes: read + written\n"
+    "  copy                             y = x over rope_f32's q + k (80 MiB each),\n"
+    "                                   with stores that bypass the caches\n"
+    "  rmw, rmw40M                      x = a x + b in place over rope_f32's and\n"
+    "                                   rope_bf16's q + k (80 and 40 MiB)\n"
+    "  read32M, read128M, read256M      a float sum over the K + V of a decode cache\n"
+    "                                   of 4096, 16384, 32768 f32 tokens\n"
+    "  sgemm                            cblas_sgemm, [2048, 4096] x [4096, 4096]^T\n"
+    "  stream_copy, stream_rmw, stream_rmw40M, stream_sum32M, stream_sum128M,\n"
+    "  stream_sum256M                   STREAM-style references: the plain C loop\n"
+    "                                   over the same bytes (the sums add 64-bit\n"
+    "                                   integers, which the compiler vectorizes),\n"
+    "                                   run with each bandwidth limit as its part: the\n"
+    "                                   limit's time over theirs (target <= 1.05)\n"
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
     "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
     "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"
@@ -231,11 +245,16 @@ static int select_cases(const char *only, const bench_case **cases, int n, int *
                 selected[j] = 1;
             if (cases[i]->parts && is_part(cases[i]->parts, cases[j]->name)) selected[j] = 1;
         }
-    /* Parts may bring in limits of their own. */
+    /* Parts may bring in limits of their own, and limits their references
+     * (a limit's parts). */
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < n && selected[i]; j++)
+        for (int j = 0; j < n && selected[i]; j++) {
             if (cases[j]->measures != LIMIT_NONE && cases[j]->measures == cases[i]->judged_by)
                 selected[j] = 1;
+            if (cases[i]->measures != LIMIT_NONE && cases[i]->parts &&
+                is_part(cases[i]->parts, cases[j]->name))
+                selected[j] = 1;
+        }
     return failed;
 }
 

@@ -240,11 +240,13 @@ def check_bench(path):
     keys = {"name", "shape", "median_seconds", "rate", "rate_unit", "limit_name", "limit_rate",
             "fraction", "target", "torch_seconds", "vs_torch"}
     names = [r["name"] for r in records]
-    ok = names == ["rmw", "rope_decode_f32"] and all(keys <= set(r) for r in records)
+    # rope_decode_f32's limit, and the limit's STREAM-style reference as its part
+    ok = names == ["stream_rmw", "rmw", "rope_decode_f32"] and all(keys <= set(r) for r in records)
     ok = ok and all(("bytes" in r) != ("flops" in r) for r in records)
-    ok = ok and records[0]["limit_rate"] is None and records[1]["limit_rate"] > 0
-    ok = ok and records[1]["limit_name"] == "rmw" and records[1]["fraction"] > 0
-    ok = ok and records[1]["bytes"] == 2 * 4 * 40 * 128 and records[1]["median_seconds"] > 0
+    ok = ok and records[1]["parts"] == ["stream_rmw"] and records[1]["ratio_to_parts"] > 0
+    ok = ok and records[1]["limit_rate"] is None and records[2]["limit_rate"] > 0
+    ok = ok and records[2]["limit_name"] == "rmw" and records[2]["fraction"] > 0
+    ok = ok and records[2]["bytes"] == 2 * 4 * 40 * 128 and records[2]["median_seconds"] > 0
     if not ok:
         print(f"unexpected bench records: {records}")
     return 0 if ok else 1

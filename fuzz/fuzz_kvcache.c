@@ -1,13 +1,14 @@
 /*
  * fuzz_kvcache.c — the KV cache on fuzzed arguments: ra_kv_cache_create
- * (sizes, dtypes), then a few ra_kv_cache_append and ra_attention_decode
+ * (sizes, dtypes, 8-bit ones and fp8's scales), then a few ra_kv_cache_append and ra_attention_decode
  * calls (strided views, optional q, per-sequence n_new and n_query,
  * positions in every form, ropes of both layouts and partial rotary, the
  * calling thread or two) and resets.
  *
  * An append must rotate the first n_new[b] rows of q and k as the scalar
  * reference rotation does, bit for bit, leave the other rows alone, write
- * k and v (rounded to the cache's dtype) into the slots after each
+ * k and v (rounded to the cache's dtype; 8-bit: the codes and scales the
+ * scalar quantizers of quant8.h give) into the slots after each
  * sequence's length and nothing else, and advance the lengths.  A decode
  * must give, for row t < n_query[b] (the token in slot length[b] -
  * n_query[b] + t), the softmax attention over slots 0 .. that slot computed
@@ -24,6 +25,7 @@
 #include "fuzz_input.h"
 #include "fuzz_positions.h"
 #include "fuzz_views.h"
+#include "kvcache_internal.h"
 #include "rope_internal.h"
 
 #define NO_COVERAGE __attribute__((no_sanitize("coverage")))
@@ -43,29 +45,52 @@ typedef struct state {
     int64_t batch, capacity, hkv, d, rep;
     ra_dtype dtype;
     int rope_fits;    /* the rope's head_dim is the cache's */
-    ra_tensor kc, vc; /* the cache's storage views */
+    ra_tensor kc, vc; /* the cache's storage views (8-bit: its codes) */
     size_t cache_bytes;
+    size_t scale_bytes; /* an 8-bit cache's scales of K, and of V (else 0) */
 } state;
 
-/* A copy of the cache's storage and lengths, to compare with later. */
+/* A copy of the cache's storage, scales and lengths, to compare with later. */
 typedef struct snapshot {
     void *k, *v;
+    float *ks, *vs;
     int64_t length[4];
 } snapshot;
 
 static snapshot take_snapshot(const state *s)
 {
-    snapshot p = {malloc(s->cache_bytes), malloc(s->cache_bytes), {0}};
+    snapshot p = {malloc(s->cache_bytes), malloc(s->cache_bytes), malloc(s->scale_bytes + 4),
+                  malloc(s->scale_bytes + 4), {0}};
     memcpy(p.k, s->kc.data, s->cache_bytes);
     memcpy(p.v, s->vc.data, s->cache_bytes);
+    if (s->scale_bytes) memcpy(p.ks, s->cache->k_scale, s->scale_bytes);
+    if (s->scale_bytes) memcpy(p.vs, s->cache->v_scale, s->scale_bytes);
     for (int64_t b = 0; b < s->batch; b++) p.length[b] = ra_kv_cache_length(s->cache, b);
     return p;
+}
+
+static void free_snapshot(snapshot *p)
+{
+    free(p->k), free(p->v), free(p->ks), free(p->vs);
+}
+
+/* Element d of row (b, j, g) of the cache's K (which 0) or V, as decoding
+ * reads it: an 8-bit cache's code times its scale. */
+static double cache_elem(const state *s, int which, int64_t b, int64_t j, int64_t g, int64_t d)
+{
+    const ra_tensor *t = which ? &s->vc : &s->kc;
+    const int64_t i = b * t->stride[0] + j * t->stride[1] + g * t->stride[2] + d;
+    if (!ra_dtype_is_cache8(s->dtype)) return load_elem(t->data, s->dtype, i);
+    const float *scales = ra_kv_cache_scales(s->cache, which, b, g);
+    return (double)ra_load(t->data, s->dtype, i) * scales[s->dtype == RA_I8 ? j : 0];
 }
 
 static int unchanged(const state *s, const snapshot *p)
 {
     int same = memcmp(p->k, s->kc.data, s->cache_bytes) == 0 &&
-               memcmp(p->v, s->vc.data, s->cache_bytes) == 0;
+               memcmp(p->v, s->vc.data, s->cache_bytes) == 0 &&
+               (!s->scale_bytes || (memcmp(p->ks, s->cache->k_scale, s->scale_bytes) == 0 &&
+                                    memcmp(p->vs, s->cache->v_scale, s->scale_bytes) == 0));
     for (int64_t b = 0; b < s->batch; b++)
         same = same && p->length[b] == ra_kv_cache_length(s->cache, b);
     return same;
@@ -106,8 +131,11 @@ NO_COVERAGE static void check_append(const state *s, const snapshot *before, con
         FUZZ_CHECK(ra_rope_apply_reference(s->rope, &views[i], &views[i], pos, RA_FORWARD) == RA_OK,
                    "the reference refused what the append took");
     void *want_k = malloc(s->cache_bytes), *want_v = malloc(s->cache_bytes);
+    float *want_ks = malloc(s->scale_bytes + 4), *want_vs = malloc(s->scale_bytes + 4);
     memcpy(want_k, before->k, s->cache_bytes);
     memcpy(want_v, before->v, s->cache_bytes);
+    memcpy(want_ks, before->ks, s->scale_bytes);
+    memcpy(want_vs, before->vs, s->scale_bytes);
     for (int64_t b = 0; b < s->batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
         FUZZ_CHECK(ra_kv_cache_length(s->cache, b) == before->length[b] + n, "length of %lld",
@@ -125,7 +153,22 @@ NO_COVERAGE static void check_append(const state *s, const snapshot *before, con
                                (long long)b, (long long)t, (long long)h);
             }
             if (t >= n) continue;
-            for (int64_t h = 0; h < s->hkv; h++)
+            for (int64_t h = 0; ra_dtype_is_cache8(s->dtype) && h < s->hkv; h++) {
+                /* the row quantized by the scalar quantizers, its scale beside */
+                const int64_t p = before->length[b] + t, row = at(&s->kc, b, p, h);
+                const float *kx = (float *)views[0].data + at(&views[0], b, t, h);
+                const float *vx = (float *)v->data + at(v, b, t, h);
+                if (s->dtype == RA_I8) {
+                    want_ks[(b * s->hkv + h) * s->capacity + p] =
+                        ra_quantize_i8((int8_t *)want_k + row, kx, s->d);
+                    want_vs[(b * s->hkv + h) * s->capacity + p] =
+                        ra_quantize_i8((int8_t *)want_v + row, vx, s->d);
+                } else {
+                    ra_quantize_e4m3((uint8_t *)want_k + row, kx, s->cache->k_scale[h], s->d);
+                    ra_quantize_e4m3((uint8_t *)want_v + row, vx, s->cache->v_scale[h], s->d);
+                }
+            }
+            for (int64_t h = 0; !ra_dtype_is_cache8(s->dtype) && h < s->hkv; h++)
                 for (int64_t d = 0; d < s->d; d++) {
                     int64_t slot = at(&s->kc, b, before->length[b] + t, h) + d;
                     store_elem(want_k, s->dtype, slot,
@@ -138,8 +181,13 @@ NO_COVERAGE static void check_append(const state *s, const snapshot *before, con
                (int)s->dtype);
     FUZZ_CHECK(memcmp(want_v, s->vc.data, s->cache_bytes) == 0, "cached values (dtype %d)",
                (int)s->dtype);
+    FUZZ_CHECK(!s->scale_bytes || (memcmp(want_ks, s->cache->k_scale, s->scale_bytes) == 0 &&
+                                   memcmp(want_vs, s->cache->v_scale, s->scale_bytes) == 0),
+               "the 8-bit cache's scales (dtype %d)", (int)s->dtype);
     free(want_k);
     free(want_v);
+    free(want_ks);
+    free(want_vs);
 }
 
 /* q, k and v for an append: each in its own buffer, or (`fused`) heads of
@@ -238,8 +286,7 @@ static void do_append(fuzz_input *in, state *s)
             FUZZ_CHECK(!bufs[i] || memcmp(bufs[i], orig[i], bytes[i]) == 0,
                        "a refused append (status %d) wrote input %d", (int)st, i);
     }
-    free(before.k);
-    free(before.v);
+    free_snapshot(&before);
     for (int i = 0; i < 3; i++) free(bufs[i]), free(orig[i]);
     fuzz_positions_free(&fp);
 }
@@ -262,7 +309,7 @@ NO_COVERAGE static void check_decode(const state *s, const ra_tensor *out, const
                     double dot = 0, mag = 0;
                     for (int64_t d = 0; d < D; d++) {
                         double p = (double)((float *)q->data)[at(q, b, t, h) + d] *
-                                   load_elem(s->kc.data, s->dtype, at(&s->kc, b, j, g) + d);
+                                   cache_elem(s, 0, b, j, g, d);
                         dot += p;
                         mag += fabs(p);
                     }
@@ -274,7 +321,7 @@ NO_COVERAGE static void check_decode(const state *s, const ra_tensor *out, const
                 for (int64_t d = 0; d < D; d++) want[d] = 0;
                 for (int64_t j = 0; j <= last; j++)
                     for (int64_t d = 0; d < D; d++) {
-                        double x = load_elem(s->vc.data, s->dtype, at(&s->vc, b, j, g) + d);
+                        double x = cache_elem(s, 1, b, j, g, d);
                         want[d] += logits[j] / sum * x;
                         vmax = fmax(vmax, fabs(x));
                     }
@@ -336,8 +383,7 @@ static void do_decode(fuzz_input *in, state *s)
                        st == RA_ERR_OVERFLOW, "undocumented status %d", (int)st);
         FUZZ_CHECK(memcmp(obuf, oorig, obytes) == 0, "a refused decode (status %d) wrote", (int)st);
     }
-    free(before.k);
-    free(before.v);
+    free_snapshot(&before);
     free(qbuf), free(obuf), free(qorig), free(oorig);
 }
 
@@ -353,8 +399,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s.rep = 1 + take_range(&in, 0, 2);
     s.d = TAKE_ONE_OF(&in, dims);
     if (s.d % 2 || s.d <= 0) valid = 0;
-    s.dtype = (ra_dtype)(take_range(&in, 0, 15) % (RA_DTYPE_COUNT + 1));
-    if ((unsigned)s.dtype >= RA_DTYPE_COUNT) valid = 0;
+    /* f32, f16, bf16, int8, fp8 e4m3, or no dtype (3) */
+    static const ra_dtype dtypes[6] = {RA_F32, RA_F16, RA_BF16, RA_I8, RA_F8E4M3, RA_DTYPE_COUNT};
+    s.dtype = dtypes[take_range(&in, 0, 15) % 6];
+    if (s.dtype == RA_DTYPE_COUNT) valid = 0;
     s.cache = (ra_kv_cache *)&s;
     ra_status st = ra_kv_cache_create(&s.cache, s.batch, s.capacity, s.hkv, s.d, s.dtype);
     if (!valid) {
@@ -364,8 +412,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     FUZZ_CHECK(st == RA_OK, "valid cache refused: %d", (int)st);
-    FUZZ_CHECK(ra_kv_cache_views(s.cache, &s.kc, &s.vc) == RA_OK, "views");
+    const int eight = ra_dtype_is_cache8(s.dtype);
+    FUZZ_CHECK(ra_kv_cache_views(s.cache, &s.kc, &s.vc) == (eight ? RA_ERR_DTYPE : RA_OK), "views");
+    s.kc = ra_kv_cache_view(s.cache, 0); /* the storage itself: an 8-bit cache's codes */
+    s.vc = ra_kv_cache_view(s.cache, 1);
     s.cache_bytes = (size_t)(s.batch * s.capacity * s.hkv * s.d) * ra_dtype_size(s.dtype);
+    s.scale_bytes = !eight ? 0 : (size_t)(s.dtype == RA_I8 ? s.batch * s.capacity * s.hkv : s.hkv) * 4;
+    if (s.dtype == RA_F8E4M3 && take_range(&in, 0, 1)) { /* scales 2^-8 .. 2^7, per head or one */
+        float ks[2], vs[2];
+        const int64_t n_scales = take_range(&in, 0, 1) ? s.hkv : 1;
+        for (int64_t g = 0; g < n_scales; g++)
+            ks[g] = ldexpf(1.0f + (float)take_range(&in, 0, 7) / 8, (int)take_range(&in, 0, 15) - 8),
+            vs[g] = ldexpf(1.0f + (float)take_range(&in, 0, 7) / 8, (int)take_range(&in, 0, 15) - 8);
+        FUZZ_CHECK(ra_kv_cache_set_scales(s.cache, ks, vs, n_scales) == RA_OK, "fp8 scales");
+    }
     memset(s.kc.data, 0, s.cache_bytes); /* storage is uninitialized until appended */
     memset(s.vc.data, 0, s.cache_bytes);
     s.rope_fits = take_range(&in, 0, 31) != 31;

@@ -50,9 +50,10 @@
  *     threads may use one at once (a layer's borrowed weights must not
  *     change meanwhile).
  *   - An ra_kv_cache may be read by any number of threads at once
- *     (ra_attention_decode, ra_kv_cache_length, ra_kv_cache_views) while
- *     none writes it; ra_kv_cache_append, ra_layer_forward_cached,
- *     ra_kv_cache_reset and ra_kv_cache_destroy write it and need it to
+ *     (ra_attention_decode, ra_kv_cache_length, ra_kv_cache_views,
+ *     ra_kv_cache_read) while none writes it; ra_kv_cache_append,
+ *     ra_layer_forward_cached, ra_kv_cache_set_scales, ra_kv_cache_reset
+ *     and ra_kv_cache_destroy write it and need it to
  *     themselves.
  *   - An ra_context owns threads and scratch memory: one calling thread at a
  *     time.  Give each application thread its own context.
@@ -180,10 +181,17 @@ typedef enum ra_dtype {
     RA_F32 = 0,
     RA_F16 = 1,  /* IEEE binary16 */
     RA_BF16 = 2, /* bfloat16: the top half of a float32 */
-    RA_DTYPE_COUNT
+    RA_DTYPE_COUNT, /* the dtypes of tensors (ra_tensor, ra_convert): those above */
+    /* 8-bit KV-cache storage (ra_kv_cache_create, ra_kv_cache_create_window)
+     * and nothing else: every other function refuses them (RA_ERR_DTYPE),
+     * and ra_kv_cache_read gives their values in float32.  "KV cache and
+     * decoding" below says how values are quantized. */
+    RA_I8 = 16,     /* int8 codes, symmetric, a float32 scale per token and kv head */
+    RA_F8E4M3 = 17  /* OCP fp8 e4m3 ("e4m3fn") codes, a float32 scale per kv head */
 } ra_dtype;
 
-/* Bytes per element (4 or 2), or 0 for an unknown dtype. */
+/* Bytes per element (4, 2, or 1 for the 8-bit cache dtypes), or 0 for an
+ * unknown dtype. */
 RA_API size_t ra_dtype_size(ra_dtype dtype);
 
 /* Conversions round to nearest, ties to even; NaN stays NaN, values beyond
@@ -630,7 +638,7 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
 /* ------------------------------------------------------------------------ */
 
 /* One layer's keys and values for generation: K and V, each
- * [B, capacity, Hkv, D] in f32, f16 or bf16, and a length per sequence
+ * [B, capacity, Hkv, D] in f32, f16, bf16, int8 or fp8, and a length per sequence
  * (the tokens appended so far).  Keys are stored already rotated.  A
  * token's cache position p is its order of arrival in its sequence (0, 1,
  * ...: what decode's masks count) and it sits in slot p % capacity; its
@@ -645,7 +653,31 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
  * a conversation of any length takes O(W) memory while positions (and the
  * length) keep counting every token.  One append gives it at most max_new
  * tokens per sequence (RA_ERR_CACHE_FULL beyond: they would overwrite keys
- * of their own windows). */
+ * of their own windows).
+ *
+ * 8-bit caches (either kind; a latent cache refuses them for now,
+ * RA_ERR_DTYPE) hold a quarter of an f32 cache's bytes, and decoding reads
+ * them as such, dequantizing each row as it is loaded:
+ *   RA_I8: each token's row of each kv head (D values x) is stored as
+ *     codes c = round(x / s) (to nearest, ties to even; |c| <= 127) with its
+ *     own scale s = max|x| / 127 in float32, beside the codes ([B, Hkv,
+ *     capacity] scales for K and for V): symmetric, as vLLM's and
+ *     llama.cpp's q8_0 caches (whose blocks are 32 values).  A row of
+ *     zeros has s = 0; a row that holds a NaN or an Inf is stored as NaN
+ *     (s = NaN): it reaches exactly the outputs that read that token.
+ *     Error: |x - s c| <= s / 2 = max|x| / 254 per value.
+ *   RA_F8E4M3: each value is stored as c = e4m3(x / s) with s the kv
+ *     head's scale for K or for V (ra_kv_cache_set_scales; 1 until set, as
+ *     vLLM's k_scale and v_scale without calibration): 1 sign, 4 exponent
+ *     bits (bias 7) and 3 mantissa bits, rounded to nearest, ties to even;
+ *     largest 448, no Inf.  Finite values beyond +-448 s saturate to
+ *     +-448 s (as vLLM's and FlashInfer's conversions do); NaN and +-Inf are
+ *     stored as NaN (0x7f / 0xff), so that they reach the outputs that read
+ *     them as in the other caches.  Error: 2^-4 of |x| (relative) from
+ *     2^-6 s up, 2^-10 s below.
+ * ra_kv_cache_views refuses an 8-bit cache (RA_ERR_DTYPE: its codes mean
+ * nothing without their scales); ra_kv_cache_read gives any cache's tokens
+ * in float32. */
 typedef struct ra_kv_cache ra_kv_cache;
 
 RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
@@ -682,9 +714,30 @@ RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
  * strides, never as if contiguous. */
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v);
 
+/* The keys and values of sequence b's tokens at positions from .. from +
+ * n - 1, n = k->shape[1], in float32 (an 8-bit cache's dequantized: s c):
+ * what decoding reads.  The cache must still hold them: from >= 0, from +
+ * n <= length[b], and in a window cache from >= length[b] - capacity (else
+ * RA_ERR_ARGUMENT).  Not for a latent cache (RA_ERR_ARGUMENT: its views
+ * are its rows).
+ *   k, v: [1, n, Hkv, D] f32 (any strides; written, must not overlap) */
+RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t from,
+                                  const ra_tensor *k, const ra_tensor *v);
+
+/* An fp8 cache's scales, one per kv head for K and for V: n_scales = Hkv,
+ * or 1 for one scale per layer (vLLM's k_scale and v_scale; FlashInfer's
+ * per-head scales), each finite and > 0 (RA_ERR_ARGUMENT).  Only on an
+ * RA_F8E4M3 cache (RA_ERR_DTYPE) that holds no token, every length 0 (after
+ * creation or ra_kv_cache_reset; else RA_ERR_ARGUMENT: the codes stored
+ * were made with the old scales).  A value x is stored as e4m3(x / s):
+ * choose s near max|x| / 448 for the layer's keys (values), or larger. */
+RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scales,
+                                        const float *v_scales, int64_t n_scales);
+
 /* Appends n_new[b] tokens to sequence b (NULL: S for every sequence), in one
  * pass: q and k are rotated in place by the tokens' positions, and k and v
- * are written (converted to the cache's dtype) as the tokens at cache
+ * are written (converted to the cache's dtype; 8-bit caches: quantized as
+ * "KV cache and decoding" says) as the tokens at cache
  * positions length[b] .. length[b] + n_new[b] - 1 (16-bit caches: values
  * beyond the dtype's range stored as +-Inf); then the lengths advance.
  * Token s of sequence b is row s of the inputs (s < n_new[b]).  A sequence
@@ -718,7 +771,10 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
  * split into chunks across threads (flash-decoding) and the partial softmax
  * sums are merged exactly, in a fixed order: the same bits for any thread
  * count, and for a full and a window cache holding the same tokens.  GQA:
- * each K/V row is read once for its whole group of query heads.
+ * each K/V row is read once for its whole group of query heads.  An 8-bit
+ * cache's rows are dequantized as they are loaded: scores are (q . c) s_k,
+ * and each value row's weight p becomes p s_v; the result is the
+ * attention over ra_kv_cache_read's values to float32 rounding.
  *   q, out: [B, T, H, D] f32 */
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
@@ -932,7 +988,12 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * sequences runs the forward (k and v per head, from the latent before a
  * 16-bit cache rounds it) and stores each token's [rotated shared key |
  * latent]; later calls decode with wkv_b absorbed, up to 8 tokens of each
- * sequence at a time.
+ * sequence at a time.  A prefill into an 8-bit cache attends over the
+ * float32 keys and values it has just projected (and stores them quantized
+ * for the steps that follow): the flash kernel reads f32, f16 and bf16
+ * only, and the unquantized values are the more exact; so there prefill(N)
+ * and prefill(N - k) + k steps differ by the cache's quantization, not by
+ * float32 rounding alone.
  *   x, y: [B, S, dim] */
 RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,

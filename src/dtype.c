@@ -1,4 +1,5 @@
-/* dtype.c — element sizes and float32 <-> float16 / bfloat16 conversion. */
+/* dtype.c — element sizes, which dtypes a tensor may have, and float32 <->
+ * float16 / bfloat16 conversion. */
 #include "ropeattn.h"
 #include "internal.h"
 
@@ -8,8 +9,21 @@ RA_API size_t ra_dtype_size(ra_dtype dtype)
     case RA_F32: return 4;
     case RA_F16: return 2;
     case RA_BF16: return 2;
+    case RA_I8: return 1;
+    case RA_F8E4M3: return 1;
     default: return 0;
     }
+}
+
+ra_status ra_check_tensor_dtype(ra_dtype dtype, const char *name)
+{
+    if (ra_dtype_is_cache8(dtype))
+        return ra_fail(RA_ERR_DTYPE, "%s: %s is a KV-cache storage dtype (ra_kv_cache_create), "
+                       "not a tensor's: tensors are RA_F32, RA_F16 or RA_BF16", name,
+                       dtype == RA_I8 ? "RA_I8" : "RA_F8E4M3");
+    if ((unsigned)dtype >= RA_DTYPE_COUNT)
+        return ra_fail(RA_ERR_ARGUMENT, "%s: dtype %d is not a ra_dtype", name, (int)dtype);
+    return RA_OK;
 }
 
 RA_API float ra_bf16_to_f32(uint16_t h) { return ra_half_bf16_to_f32(h); }
@@ -27,6 +41,8 @@ RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
     if (!ds || !ss)
         return ra_fail(RA_ERR_ARGUMENT, "%s %d is not a ra_dtype", ds ? "src_dtype" : "dst_dtype",
                        ds ? (int)src_dtype : (int)dst_dtype);
+    RA_TRY(ra_check_tensor_dtype(dst_dtype, "dst_dtype"));
+    RA_TRY(ra_check_tensor_dtype(src_dtype, "src_dtype"));
     if ((uint64_t)n > SIZE_MAX / 4)
         return ra_fail(RA_ERR_OVERFLOW, "n %lld: too many elements", (long long)n);
     for (int64_t i = 0; i < n; i++)

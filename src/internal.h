@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "half.h"
+#include "quant8.h"
 #include "memory.h"
 #include "ropeattn.h"
 
@@ -76,12 +77,15 @@ static inline ra_status ra_count(const int64_t *sizes, int n, int64_t *out)
  * dim 65536: too many elements"). */
 ra_status ra_count_named(const int64_t *sizes, const char *const *names, int n, int64_t *out);
 
-/* Element i of a buffer of the given dtype, as float32. */
+/* Element i of a buffer of the given dtype, as float32 (an 8-bit cache
+ * dtype's: the code's value, before its scale). */
 static inline float ra_load(const void *p, ra_dtype dtype, int64_t i)
 {
     switch (dtype) {
     case RA_F16: return ra_half_f16_to_f32(((const uint16_t *)p)[i]);
     case RA_BF16: return ra_half_bf16_to_f32(((const uint16_t *)p)[i]);
+    case RA_I8: return (float)((const int8_t *)p)[i];
+    case RA_F8E4M3: return ra_e4m3_to_f32(((const uint8_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
@@ -94,6 +98,17 @@ static inline void ra_store(void *p, ra_dtype dtype, int64_t i, float v)
     default: ((float *)p)[i] = v; break;
     }
 }
+
+/* Whether dtype is one of the 8-bit KV-cache dtypes (RA_I8, RA_F8E4M3). */
+static inline int ra_dtype_is_cache8(ra_dtype dtype)
+{
+    return dtype == RA_I8 || dtype == RA_F8E4M3;
+}
+
+/* RA_OK for a tensor dtype (f32, f16, bf16); RA_ERR_DTYPE, saying so, for
+ * an 8-bit cache dtype; RA_ERR_ARGUMENT for a value that is no ra_dtype.
+ * name: the argument's, for the detail. */
+ra_status ra_check_tensor_dtype(ra_dtype dtype, const char *name);
 
 /* ra_tensor_check (rope_internal.h) for a view that will be written: also
  * RA_ERR_ARGUMENT when two of its elements may share an address (a zero

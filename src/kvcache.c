@@ -24,8 +24,10 @@ static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity
                               int64_t latent, int64_t n_kv_heads, int64_t head_dim,
                               ra_dtype dtype)
 {
-    if ((unsigned)dtype >= RA_DTYPE_COUNT)
-        return ra_fail(RA_ERR_ARGUMENT, "dtype %d is not a ra_dtype", (int)dtype);
+    if (ra_dtype_is_cache8(dtype) && latent)
+        return ra_fail(RA_ERR_DTYPE, "a latent cache is f32, f16 or bf16 (8-bit latent caches "
+                       "are not supported yet)");
+    if (!ra_dtype_is_cache8(dtype)) RA_TRY(ra_check_tensor_dtype(dtype, "dtype"));
     static const char *const names[4] = {"batch", "capacity", "n_kv_heads", "head_dim"};
     int64_t dims[4] = {batch, capacity, n_kv_heads, head_dim}, n;
     RA_TRY(ra_count_named(dims, names, 4, &n));
@@ -37,18 +39,18 @@ static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity
     c->k = ra_alloc(bytes);
     c->v = c->k && !latent ? ra_alloc(bytes) : c->k;
     c->length = ra_calloc((size_t)batch, sizeof *c->length);
-    if (!c->v || !c->length) {
+    c->dtype = dtype;
+    c->n_kv_heads = n_kv_heads;
+    if (!c->v || !c->length || ra_kv_cache_scales_alloc(c, n / head_dim) != RA_OK) {
         ra_kv_cache_destroy(c);
         return ra_fail(RA_ERR_NOMEM, "allocating %s%zu bytes of %s", latent ? "" : "2 x ",
-                       bytes, latent ? "latent rows" : "keys and values");
+                       bytes, latent ? "latent rows" : "keys and values (and their scales)");
     }
     c->latent = latent;
     c->batch = batch;
     c->capacity = capacity;
     c->window = window;
-    c->n_kv_heads = n_kv_heads;
     c->head_dim = head_dim;
-    c->dtype = dtype;
     *out = c;
     return RA_OK;
 }
@@ -120,6 +122,8 @@ RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
     if (!cache) return;
     if (cache->v != cache->k) ra_free(cache->v);
     ra_free(cache->k);
+    ra_free(cache->k_scale);
+    ra_free(cache->v_scale);
     ra_free(cache->length);
     ra_free(cache);
 }
@@ -155,8 +159,62 @@ RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_te
     ra_error_reset();
     if (!cache || !k || !v)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !cache ? "cache" : !k ? "k" : "v");
+    if (ra_dtype_is_cache8(cache->dtype))
+        return ra_fail(RA_ERR_DTYPE, "an 8-bit cache's codes mean nothing without their "
+                       "scales: read its tokens with ra_kv_cache_read");
     *k = ra_kv_cache_view(cache, 0);
     *v = ra_kv_cache_view(cache, 1);
+    return RA_OK;
+}
+
+RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t from,
+                                  const ra_tensor *k, const ra_tensor *v)
+{
+    ra_error_reset();
+    if (!cache) return ra_fail(RA_ERR_NULL, "cache is NULL");
+    if (cache->latent)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_kv_cache_read: a latent cache's rows are its views "
+                       "(ra_kv_cache_views)");
+    RA_TRY(ra_tensor_check_output(k, "k"));
+    RA_TRY(ra_tensor_check_output(v, "v"));
+    const ra_tensor *const t[2] = {k, v};
+    for (int i = 0; i < 2; i++) {
+        if (t[i]->dtype != RA_F32)
+            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", i ? "v" : "k",
+                           (int)t[i]->dtype);
+        if (t[i]->shape[0] != 1 || t[i]->shape[1] != k->shape[1] ||
+            t[i]->shape[2] != cache->n_kv_heads || t[i]->shape[3] != cache->head_dim)
+            return ra_fail(RA_ERR_SHAPE, "%s is " RA_DIMS_FMT "; the cache's rows are [1, n, "
+                           "%lld, %lld] (n = k's)", i ? "v" : "k", RA_DIMS(t[i]->shape),
+                           (long long)cache->n_kv_heads, (long long)cache->head_dim);
+    }
+    if (ra_tensors_overlap(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k overlaps v");
+    if (b < 0 || b >= cache->batch)
+        return ra_fail(RA_ERR_ARGUMENT, "b %lld: not in [0, %lld)", (long long)b,
+                       (long long)cache->batch);
+    const int64_t n = k->shape[1], len = cache->length[b];
+    const int64_t oldest = cache->window && len > cache->capacity ? len - cache->capacity : 0;
+    if (from < oldest || from > len - n)
+        return ra_fail(RA_ERR_ARGUMENT, "positions %lld .. %lld of sequence %lld: the cache "
+                       "holds %lld .. %lld", (long long)from, (long long)(from + n - 1),
+                       (long long)b, (long long)oldest, (long long)(len - 1));
+    for (int which = 0; which < 2; which++) {
+        const ra_tensor src = ra_kv_cache_view(cache, which), *dst = t[which];
+        for (int64_t s = 0; s < n; s++) {
+            const int64_t slot = ra_kv_cache_slot(cache, from + s);
+            for (int64_t g = 0; g < cache->n_kv_heads; g++) {
+                const void *row = (const char *)src.data + (size_t)(b * src.stride[0] +
+                                  slot * src.stride[1] + g * src.stride[2]) *
+                                  ra_dtype_size(cache->dtype);
+                const float scale = ra_dtype_is_cache8(cache->dtype)
+                    ? ra_kv_cache_scales(cache, which, b, g)[cache->dtype == RA_I8 ? slot : 0]
+                    : 1.0f;
+                float *out = ra_row(dst, 0, s, g);
+                for (int64_t d = 0; d < cache->head_dim; d++)
+                    out[d] = ra_load(row, cache->dtype, d) * scale;
+            }
+        }
+    }
     return RA_OK;
 }
 
@@ -185,7 +243,7 @@ static ra_tensor rows_of(const ra_tensor *t, int64_t b, int64_t s0, int64_t len)
 
 /* Copies rows [s0, s0 + len) of sequence b of src (f32) into the cache's
  * k or v as the tokens at positions at, at + 1, ... (their slots wrap in a
- * window cache), converting to the cache's dtype. */
+ * window cache), converting to the cache's dtype (8-bit: quantizing). */
 static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t b, int64_t s0,
                        int64_t len, int64_t at)
 {
@@ -200,6 +258,8 @@ static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t 
                                                    h * dst.stride[2]) * esize;
             if (c->dtype == RA_F32)
                 memcpy(to, from, (size_t)c->head_dim * sizeof(float));
+            else if (ra_dtype_is_cache8(c->dtype))
+                ra_kv_cache_store8(c, which, b, h, slot, to, from);
             else
                 ra_convert(to, c->dtype, from, RA_F32, c->head_dim);
         }

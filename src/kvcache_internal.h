@@ -19,6 +19,9 @@ struct ra_kv_cache {
                         Hkv 1, v == k; 0: keys and values */
     ra_dtype dtype;
     void *k, *v;     /* [B, capacity, Hkv, D] each */
+    float *k_scale, *v_scale; /* RA_I8: [B, Hkv, capacity] each (a row's scale
+                                 beside its codes, head-major as they are);
+                                 RA_F8E4M3: [Hkv] each; else NULL */
     int64_t *length; /* [B] tokens appended (absolute positions) */
 };
 
@@ -35,6 +38,26 @@ static inline int64_t ra_kv_cache_max_new(const ra_kv_cache *cache, int64_t b)
     return cache->window ? cache->capacity - cache->window + 1
                          : cache->capacity - cache->length[b];
 }
+
+/* Sequence b's kv head g's scales of K (which = 0) or V (1): RA_I8's
+ * [capacity], indexed by slot; RA_F8E4M3's one, for every slot. */
+static inline const float *ra_kv_cache_scales(const ra_kv_cache *cache, int which, int64_t b,
+                                              int64_t g)
+{
+    const float *s = which ? cache->v_scale : cache->k_scale;
+    return cache->dtype == RA_I8 ? s + (b * cache->n_kv_heads + g) * cache->capacity : s + g;
+}
+
+/* Allocates an 8-bit cache's scales (K's and V's: RA_I8 [rows] each, rows
+ * = B * capacity * Hkv; RA_F8E4M3 [Hkv] each, set to 1); nothing for the
+ * other dtypes.  RA_ERR_NOMEM (no detail) when an allocation fails. */
+ra_status ra_kv_cache_scales_alloc(ra_kv_cache *cache, int64_t rows);
+
+/* Quantizes the row x [D] of kv head g of sequence b's slot into to (its
+ * codes in K's (which = 0) or V's storage), with its scale (RA_I8: set
+ * from the row; RA_F8E4M3: the head's). */
+void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int64_t slot,
+                        void *to, const float *x);
 
 /* Writes n floats into features [at, at + n) of the row of sequence b's
  * token at position p (kv head 0) of k's storage, in the cache's dtype. */

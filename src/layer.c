@@ -546,8 +546,12 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
     ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
+        /* the slots just written; an 8-bit cache's keys and values as
+         * projected (xk rotated by the append): the flash kernel reads no
+         * 8-bit rows, and the unquantized ones are the more exact */
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);
-        kc.shape[1] = vc.shape[1] = seq; /* the slots just written */
+        if (ra_dtype_is_cache8(cache->dtype)) kc = xk, vc = xv;
+        kc.shape[1] = vc.shape[1] = seq;
         ra_attention_args args;
         status = ra_attention_prepare(&args, &attn, &xq, &kc, &vc, &masks);
         if (status == RA_OK) ra_attention_flash(ctx, &args, buf + 2 * n_q + 2 * n_kv);

@@ -22,8 +22,7 @@ RA_API ra_status ra_permute_rows(void *out, const void *w, ra_dtype dtype, int64
     if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
     if ((unsigned)to >= RA_LAYOUT_COUNT)
         return ra_fail(RA_ERR_ARGUMENT, "to %d is not a ra_layout", (int)to);
-    if ((unsigned)dtype >= RA_DTYPE_COUNT)
-        return ra_fail(RA_ERR_ARGUMENT, "dtype %d is not a ra_dtype", (int)dtype);
+    RA_TRY(ra_check_tensor_dtype(dtype, "dtype"));
     /* Rows are copied one at a time: out must not share a byte with w. */
     uintptr_t bytes = (uintptr_t)n * ra_dtype_size(dtype);
     uintptr_t dst_at = (uintptr_t)out, src_at = (uintptr_t)w;

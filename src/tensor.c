@@ -8,8 +8,7 @@ ra_status ra_tensor_check(const ra_tensor *t, const char *name)
 {
     if (!t) return ra_fail(RA_ERR_NULL, "%s is NULL", name);
     if (!t->data) return ra_fail(RA_ERR_NULL, "%s: data is NULL", name);
-    if ((unsigned)t->dtype >= RA_DTYPE_COUNT)
-        return ra_fail(RA_ERR_ARGUMENT, "%s: dtype %d is not a ra_dtype", name, (int)t->dtype);
+    RA_TRY(ra_check_tensor_dtype(t->dtype, name));
     int64_t count, last = 0, term;
     for (int d = 0; d < 4; d++)
         if (t->shape[d] <= 0)

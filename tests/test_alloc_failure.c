@@ -35,6 +35,7 @@
  * on the default path (harness.h). */
 #define RA_TEST_ONE_PATH
 #include "harness.h"
+#include "kvcache_internal.h"
 #include "io/io.h"
 #include "memory.h"
 #include "ropeattn.h"
@@ -216,6 +217,23 @@ static void cache_create_window(trial *t)
     if (t->status == RA_OK) ra_kv_cache_destroy(cache);
 }
 
+/* 8-bit caches allocate their scales too (int8's per token, fp8's per head). */
+static void cache_create_int8(trial *t)
+{
+    ra_kv_cache *cache = (ra_kv_cache *)NOT_NULL;
+    ARMED(t, ra_kv_cache_create(&cache, B, CAP, HKV, D, RA_I8));
+    if (INJECTED(t)) CHECK(cache == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_kv_cache_destroy(cache);
+}
+
+static void cache_create_window_fp8(trial *t)
+{
+    ra_kv_cache *cache = (ra_kv_cache *)NOT_NULL;
+    ARMED(t, ra_kv_cache_create_window(&cache, B, CAP - 1, 2, HKV, D, RA_F8E4M3));
+    if (INJECTED(t)) CHECK(cache == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_kv_cache_destroy(cache);
+}
+
 /* ---- rope and attention -------------------------------------------------- */
 
 /* Rotations allocate nothing: the sweep must end at n = 1 with success. */
@@ -290,26 +308,39 @@ static void cache_fill(cache_state *c, ra_dtype dtype)
     ra_rope_destroy(rope);
 }
 
+/* The cache's storage (K, V; an 8-bit cache's codes) and, for an 8-bit
+ * cache, its scales (K's, V's), read through its insides: n bytes each. */
+static void cache_parts(const cache_state *c, const void *parts[4], size_t n[4])
+{
+    const ra_kv_cache *cache = c->cache;
+    n[0] = n[1] = (size_t)(B * CAP * HKV * D) * ra_dtype_size(cache->dtype);
+    n[2] = n[3] = cache->dtype == RA_I8 ? (size_t)(B * CAP * HKV) * 4
+                  : cache->dtype == RA_F8E4M3 ? HKV * 4 : 0;
+    parts[0] = cache->k, parts[1] = cache->v, parts[2] = cache->k_scale, parts[3] = cache->v_scale;
+}
+
 /* Records the cache's lengths and bytes. */
 static void cache_snapshot(cache_state *c)
 {
-    ra_tensor tk, tv;
-    ra_kv_cache_views(c->cache, &tk, &tv);
-    size_t half = (size_t)(B * CAP * HKV * D) * ra_dtype_size(tk.dtype);
-    c->n_bytes = 2 * half;
+    const void *parts[4];
+    size_t n[4];
+    cache_parts(c, parts, n);
+    c->n_bytes = n[0] + n[1] + n[2] + n[3];
     c->bytes = malloc(c->n_bytes);
-    memcpy(c->bytes, tk.data, half);
-    memcpy(c->bytes + half, tv.data, half);
+    for (size_t i = 0, at = 0; i < 4; at += n[i], i++)
+        if (n[i]) memcpy(c->bytes + at, parts[i], n[i]);
     for (int64_t b = 0; b < B; b++) c->length[b] = ra_kv_cache_length(c->cache, b);
 }
 
 /* Whether the cache still holds what cache_snapshot recorded. */
 static int cache_unchanged(const cache_state *c)
 {
-    ra_tensor tk, tv;
-    ra_kv_cache_views(c->cache, &tk, &tv);
-    size_t half = c->n_bytes / 2;
-    int same = memcmp(c->bytes, tk.data, half) == 0 && memcmp(c->bytes + half, tv.data, half) == 0;
+    const void *parts[4];
+    size_t n[4];
+    cache_parts(c, parts, n);
+    int same = 1;
+    for (size_t i = 0, at = 0; i < 4; at += n[i], i++)
+        same &= !n[i] || memcmp(c->bytes + at, parts[i], n[i]) == 0;
     for (int64_t b = 0; b < B; b++) same &= ra_kv_cache_length(c->cache, b) == c->length[b];
     return same;
 }
@@ -338,12 +369,13 @@ static void cache_append(trial *t)
     cache_free(&c);
 }
 
-/* ra_attention_decode over a filled f16 cache (options: NULL, or a window,
+/* ra_attention_decode over a filled cache (options: NULL, or a window,
  * soft-cap and sinks): out and the cache as they were after a failure. */
-static void decode(trial *t, int threads, const ra_attention_options *options)
+static void decode_dtype(trial *t, int threads, const ra_attention_options *options,
+                         ra_dtype dtype)
 {
     cache_state c;
-    cache_fill(&c, RA_F16);
+    cache_fill(&c, dtype);
     cache_snapshot(&c);
     ra_context *ctx = NULL;
     if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
@@ -357,8 +389,28 @@ static void decode(trial *t, int threads, const ra_attention_options *options)
     ra_context_destroy(ctx);
     cache_free(&c);
 }
+static void decode(trial *t, int threads, const ra_attention_options *options)
+{
+    decode_dtype(t, threads, options, RA_F16);
+}
 static void decode_plain(trial *t) { decode(t, 0, NULL); }
 static void decode_ctx(trial *t) { decode(t, 3, NULL); }
+static void decode_int8_ctx(trial *t) { decode_dtype(t, 3, NULL, RA_I8); }
+static void decode_fp8(trial *t) { decode_dtype(t, 0, NULL, RA_F8E4M3); }
+
+/* Reading an 8-bit cache back and setting fp8's scales allocate nothing. */
+static void cache_read_scales(trial *t)
+{
+    cache_state c;
+    cache_fill(&c, RA_F8E4M3);
+    static float kb[S * HKV * D], vb[S * HKV * D];
+    ra_tensor tk = ra_tensor_4d(kb, RA_F32, 1, S, HKV, D), tv = ra_tensor_4d(vb, RA_F32, 1, S, HKV, D);
+    ARMED(t, ra_kv_cache_read(c.cache, 0, 0, &tk, &tv));
+    ra_kv_cache_reset(c.cache);
+    const float scales[HKV] = {0.5f, 2.0f};
+    CHECK(ra_kv_cache_set_scales(c.cache, scales, scales, HKV) == RA_OK, "scales");
+    cache_free(&c);
+}
 static void decode_masked(trial *t)
 {
     static const float sinks[H] = {0};
@@ -401,11 +453,11 @@ static void forward_flash_ctx(trial *t) { forward(t, RA_PATH_FLASH, 3, 0); }
 
 /* The cached layer: a prefill into an empty cache, or a decode step into
  * a filled one; y, the lengths and K/V as they were after a failure. */
-static void forward_cached(trial *t, int prefill, int threads)
+static void forward_cached_dtype(trial *t, int prefill, int threads, ra_dtype dtype)
 {
     ra_layer *layer = make_layer();
     cache_state c;
-    cache_fill(&c, RA_F32);
+    cache_fill(&c, dtype);
     if (prefill) ra_kv_cache_reset(c.cache);
     cache_snapshot(&c);
     ra_context *ctx = NULL;
@@ -426,7 +478,13 @@ static void forward_cached(trial *t, int prefill, int threads)
     cache_free(&c);
     ra_layer_destroy(layer);
 }
+static void forward_cached(trial *t, int prefill, int threads)
+{
+    forward_cached_dtype(t, prefill, threads, RA_F32);
+}
 static void cached_prefill(trial *t) { forward_cached(t, 1, 0); }
+static void cached_prefill_int8_ctx(trial *t) { forward_cached_dtype(t, 1, 3, RA_I8); }
+static void cached_decode_fp8_ctx(trial *t) { forward_cached_dtype(t, 0, 3, RA_F8E4M3); }
 static void cached_prefill_ctx(trial *t) { forward_cached(t, 1, 3); }
 static void cached_decode(trial *t) { forward_cached(t, 0, 0); }
 static void cached_decode_ctx(trial *t) { forward_cached(t, 0, 3); }
@@ -747,6 +805,8 @@ static void test_creation(void)
     sweep("ra_layer_create", layer_create, 0);
     sweep("ra_kv_cache_create", cache_create, 0);
     sweep("ra_kv_cache_create_window", cache_create_window, 0);
+    sweep("ra_kv_cache_create(int8)", cache_create_int8, 0);
+    sweep("ra_kv_cache_create_window(fp8)", cache_create_window_fp8, 0);
 }
 
 static void test_rope_and_attention(void)
@@ -764,6 +824,9 @@ static void test_cache(void)
     sweep("ra_attention_decode", decode_plain, 0);
     sweep("ra_attention_decode(context)", decode_ctx, 0);
     sweep("ra_attention_decode(window, softcap, sinks)", decode_masked, 0);
+    sweep("ra_attention_decode(int8, context)", decode_int8_ctx, 0);
+    sweep("ra_attention_decode(fp8)", decode_fp8, 0);
+    sweep("ra_kv_cache_read, ra_kv_cache_set_scales", cache_read_scales, 0);
 }
 
 static void test_layer(void)
@@ -775,6 +838,8 @@ static void test_layer(void)
     sweep("ra_layer_forward_cached(prefill, context)", cached_prefill_ctx, 0);
     sweep("ra_layer_forward_cached(decode)", cached_decode, 0);
     sweep("ra_layer_forward_cached(decode, context)", cached_decode_ctx, 0);
+    sweep("ra_layer_forward_cached(int8, prefill, context)", cached_prefill_int8_ctx, 0);
+    sweep("ra_layer_forward_cached(fp8, decode, context)", cached_decode_fp8_ctx, 0);
     sweep("latent: ra_layer_create, cache", mla_create, 0);
     sweep("latent: forward_train, backward", mla_train_plain, 0);
     sweep("latent: forward_train, backward (context)", mla_train_ctx, 0);

@@ -786,6 +786,10 @@ expect_ok "attention --prefill 1 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
     attention $SEED --n-heads 4 --prefill 1 --cache-dtype bf16
 expect_ok "attention --prefill 4 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
     attention $SEED --n-heads 4 --prefill 4 --cache-dtype bf16
+expect_ok "attention --prefill 2 --cache-dtype int8" y.npy y_seed.npy 3e-2 -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype int8
+expect_ok "attention --prefill 1 --cache-dtype fp8" y.npy y_seed.npy 1.5e-1 -- \
+    attention $SEED --n-heads 4 --prefill 1 --cache-dtype fp8 --cache-scale 0.5
 expect_ok "attention --prefill 2, 2-D input" y2.npy ref_F32_0.npy 1e-4 -- \
     attention --weights seed_F32.safetensors --input x2d.npy --output y2.npy --n-heads 4 \
     --prefill 2
@@ -885,8 +889,12 @@ expect_usage "attention --prefill seq + 1" "--prefill 6 is more than the 5 token
     attention $SEED --n-heads 4 --prefill 6
 expect_usage "attention --prefill abc" "--prefill must be an integer.*'abc'" -- \
     attention $SEED --n-heads 4 --prefill abc
-expect_usage "attention --cache-dtype f64" "--cache-dtype must be f32, f16 or bf16" -- \
+expect_usage "attention --cache-dtype f64" "--cache-dtype must be f32, f16, bf16, int8 or fp8" -- \
     attention $SEED --n-heads 4 --prefill 2 --cache-dtype f64
+expect_usage "attention --cache-scale with int8" "--cache-scale needs --cache-dtype fp8" -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype int8 --cache-scale 2
+expect_usage "attention --cache-scale 0" "--cache-scale" -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 0
 expect_usage "attention --cache-dtype without --prefill" "--cache-dtype needs --prefill" -- \
     attention $SEED --n-heads 4 --cache-dtype f16
 expect_usage "attention --prefill with --path reference" "--prefill runs the flash path" -- \

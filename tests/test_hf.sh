@@ -96,6 +96,12 @@ for dir in tests/hf/*/; do
         --prefill "$p" --cache-dtype f16
     attention "$c: y, prefill 1 then decode, bf16 cache" "$dir" y.npy 3e-2 -- \
         --prefill 1 --cache-dtype bf16
+    # 8-bit caches: seen up to 0.017 (int8) and 0.079 (fp8) of max|y| on these
+    # cases (bf16: 0.0064); bounds about twice that (README, "Tolerances")
+    attention "$c: y, prefill $p then decode, int8 cache" "$dir" y.npy 3e-2 -- \
+        --prefill "$p" --cache-dtype int8
+    attention "$c: y, prefill 1 then decode, fp8 cache" "$dir" y.npy 1.5e-1 -- \
+        --prefill 1 --cache-dtype fp8 --cache-scale 0.25
     rm -f "$TMP/cos.npy" "$TMP/sin.npy"
     # freqs: the config's global rope, where the layer rotates by it
     # (case.json's "freqs" false: no tables; cases made before it have them)

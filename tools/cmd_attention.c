@@ -30,7 +30,8 @@ static const char usage[] =
     "                          [--start-pos P | --positions P.npy] [--threads N]\n"
     "                          [--path flash|reference] [--rope-parameters JSON]\n"
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
-    "                          [--prefill P [--cache-dtype f32|f16|bf16]]\n"
+    "                          [--prefill P [--cache-dtype f32|f16|bf16|int8|fp8]\n"
+    "                          [--cache-scale S]]\n"
     "                          [--attention-mask M.npy | --packed]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "                          [--quiet] [--stats]\n"
@@ -84,7 +85,13 @@ static const char usage[] =
     "                  shared key only, and decodes with kv_b_proj absorbed\n"
     "                  into q and the output\n"
     "  --cache-dtype T the KV cache's element type with --prefill: f32 (default),\n"
-    "                  f16 or bf16 (keys and values rounded to it when cached)\n"
+    "                  f16 or bf16 (keys and values rounded to it when cached), int8\n"
+    "                  (a scale per token and kv head) or fp8 (e4m3, one scale S);\n"
+    "                  the prefill attends over its own f32 keys and values, the\n"
+    "                  decode steps over the 8-bit cache.  Not for latent attention\n"
+    "  --cache-scale S with --cache-dtype fp8: keys and values are stored as\n"
+    "                  e4m3(x / S), saturating beyond +-448 S (default 1, as vLLM\n"
+    "                  without calibrated scales)\n"
     "  --stats         with --prefill: print the prefill's and the decode steps'\n"
     "                  tokens per second (all sequences') on stdout\n"
     "  --quiet         no progress line (shown on a terminal, on stderr, when the\n"
@@ -131,13 +138,15 @@ typedef struct attention_options {
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
     int has_n_heads, has_n_kv_heads, has_layout, has_start_pos, has_cache_dtype;
+    double cache_scale; /* --cache-scale: fp8's k and v scale */
+    int has_cache_scale;
     int quiet, stats; /* --quiet, --stats */
     rope_cli rope;
 } attention_options;
 
-/* --cache-dtype values, indexed as ra_dtype. */
-static const char *const cache_dtype_names[] = {
-    [RA_F32] = "f32", [RA_F16] = "f16", [RA_BF16] = "bf16", NULL};
+/* --cache-dtype values, and the dtype each names. */
+static const char *const cache_dtype_names[] = {"f32", "f16", "bf16", "int8", "fp8", NULL};
+static const ra_dtype cache_dtypes[] = {RA_F32, RA_F16, RA_BF16, RA_I8, RA_F8E4M3};
 
 /* The layer of the checkpoint and config that the options name, for seq
  * tokens from --start-pos whose largest position is max_position. */
@@ -231,6 +240,18 @@ static ra_status create_cache(ra_kv_cache **cache, const ra_layer_config *c, int
     return ra_kv_cache_create(cache, batch, seq, c->n_kv_heads, c->head_dim, dtype);
 }
 
+/* create_cache, and an fp8 cache's scale (one for the layer's k and v). */
+static ra_status create_cache_scaled(ra_kv_cache **cache, const attention_options *opts,
+                                     const ra_layer_config *c, int64_t batch, int64_t seq)
+{
+    const ra_dtype dtype = cache_dtypes[opts->cache_dtype];
+    ra_status status = create_cache(cache, c, batch, seq, opts->prefill, dtype);
+    const float scale = (float)opts->cache_scale;
+    if (status == RA_OK && dtype == RA_F8E4M3)
+        status = ra_kv_cache_set_scales(*cache, &scale, &scale, 1);
+    return status;
+}
+
 /* Y = layer(X) as a generator computes it: tokens [0, P) of every sequence
  * as one prefill into an empty KV cache (create_cache), then each further
  * token as a decode step (S = 1) over the cache.  Every call gets its rows'
@@ -250,7 +271,7 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
     ra_kv_cache *cache = NULL;
     ra_status status = RA_ERR_NOMEM;
     if (x_part && y_part && (ids_part || !ids))
-        status = create_cache(&cache, c, batch, seq, P, (ra_dtype)opts->cache_dtype);
+        status = create_cache_scaled(&cache, opts, c, batch, seq);
     progress_begin(&line, "attention --prefill", batch * seq, opts->quiet);
     for (int64_t first = 0, n = P; status == RA_OK && first < seq; first += n, n = 1) {
         if (first == P) t_prefill = timer_seconds() - t0;
@@ -418,7 +439,7 @@ static int run(const attention_options *opts)
 int cmd_attention(int argc, char **argv)
 {
     attention_options opts = {.layer = -1, .threads = 0, .path = CLI_PATH_FLASH,
-                              .cache_dtype = RA_F32};
+                              .cache_dtype = 0, .cache_scale = 1.0};
     const cli_option options[] = {
         CLI_STRING_OPTION("--weights", &opts.weights),
         CLI_STRING_OPTION("--input", &opts.input),
@@ -435,6 +456,7 @@ int cmd_attention(int argc, char **argv)
         CLI_INT_OPTION("--prefill", &opts.prefill, 1, INT32_MAX),
         CLI_CHOICE_OPTION("--cache-dtype", &opts.cache_dtype, cache_dtype_names,
                           .seen = &opts.has_cache_dtype),
+        CLI_POSITIVE_OPTION("--cache-scale", &opts.cache_scale, .seen = &opts.has_cache_scale),
         CLI_FLAG_OPTION("--quiet", &opts.quiet),
         CLI_FLAG_OPTION("--stats", &opts.stats),
         CLI_STRING_OPTION("--grad-output", &opts.grad_output),
@@ -456,6 +478,9 @@ int cmd_attention(int argc, char **argv)
     if (opts.has_cache_dtype && !opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --cache-dtype needs --prefill (without it "
                         "there is no KV cache)");
+    if (opts.has_cache_scale && cache_dtypes[opts.cache_dtype] != RA_F8E4M3)
+        return cli_fail(EXIT_USAGE, "attention: --cache-scale needs --cache-dtype fp8 (the "
+                        "other caches have no fixed scale)");
     if (opts.stats && !opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --stats times --prefill's prefill and decode "
                         "steps: give --prefill");

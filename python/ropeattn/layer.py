@@ -18,7 +18,8 @@ from .rope import LAYOUTS, ROPE_TYPES, _positions
 
 _ROPE_TYPE_NAMES = {v: k for k, v in ROPE_TYPES.items()}
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
-_CACHE_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16}
+_CACHE_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16, "int8": 16,
+                 "float8_e4m3fn": 17}  # ra_dtype: RA_I8, RA_F8E4M3
 
 
 def _checkpoint_files(path, config):
@@ -271,14 +272,19 @@ class KVCache:
         y = layer(x_prompt, cache=cache)         # prefill: [B, P, dim]
         y = layer(x_next, cache=cache)           # decode: [B, 1, dim], position P
 
-    KVCache(layer, batch, capacity, dtype="float32", window=False)
+    KVCache(layer, batch, capacity, dtype="float32", window=False, scale=None)
       layer: the Layer it serves (a cache serves that layer only).
       batch: B, the sequences; every call gives all B, S tokens each.
       capacity: the tokens each sequence can hold (a full cache: one more
         raises CacheFullError, changing nothing).  With window=True, the
         most tokens one call appends (the longest prefill).
       dtype: "float32", "float16" or "bfloat16": keys and values are
-        rounded to it when cached (attention still in float32).
+        rounded to it when cached (attention still in float32); "int8":
+        each token's row of each kv head quantized with its own scale
+        (max|x| / 127); "float8_e4m3fn": fp8 e4m3 codes of x / scale,
+        saturating at +-448 scale.  Not for latent attention.
+      scale: with "float8_e4m3fn", the keys' and values' scale (default 1,
+        as vLLM's without calibration).
       window=True: for a layer with a sliding window or chunk of W tokens
         (config["window"], config["chunk"]), a rolling cache of
         W - 1 + capacity slots: a conversation of any length in O(W) memory
@@ -291,7 +297,7 @@ class KVCache:
     themselves: give each Python thread its own.
     """
 
-    def __init__(self, layer, batch, capacity, dtype="float32", window=False):
+    def __init__(self, layer, batch, capacity, dtype="float32", window=False, scale=None):
         if not isinstance(layer, Layer):
             raise TypeError(f"layer: expected a ropeattn.Layer, got {type(layer).__name__}")
         try:
@@ -299,8 +305,13 @@ class KVCache:
         except TypeError:
             name = None
         if name not in _CACHE_DTYPES:
-            raise DtypeError(f'dtype: expected "float32", "float16" or "bfloat16", '
-                             f"got {dtype!r}")
+            raise DtypeError(f'dtype: expected "float32", "float16", "bfloat16", "int8" or '
+                             f'"float8_e4m3fn", got {dtype!r}')
+        if scale is not None and name != "float8_e4m3fn":
+            raise ArgumentError(f'scale: only a "float8_e4m3fn" cache has one (dtype {name})')
+        if scale is not None and not (isinstance(scale, numbers.Real) and
+                                      0 < float(scale) < float("inf")):
+            raise ArgumentError(f"scale: expected a finite number > 0, got {scale!r}")
         c = layer._config
         w = 0
         if window:
@@ -321,7 +332,8 @@ class KVCache:
                                             _CACHE_DTYPES[name], latent=c["kv_lora_rank"])
         else:
             self._cache = _ropeattn.KVCache(self.batch, self.capacity, c["n_kv_heads"],
-                                            c["head_dim"], _CACHE_DTYPES[name], window=w)
+                                            c["head_dim"], _CACHE_DTYPES[name], window=w,
+                                            scale=float(scale or 0))
 
     @property
     def slots(self):

@@ -300,21 +300,24 @@ typedef struct ra_ext_cache {
     PyObject_HEAD
     ra_kv_cache *cache;
     PyThread_type_lock lock;
+    long long slots; /* token slots per sequence */
 } ra_ext_cache;
 
 /* KVCache(batch, capacity, n_kv_heads, head_dim, dtype, window=0,
- * latent=0): ra_kv_cache_create; with window W > 0
+ * latent=0, scale=0): ra_kv_cache_create; with window W > 0
  * ra_kv_cache_create_window of max_new = capacity (W - 1 + capacity
  * slots); with latent r > 0 (a latent-attention layer's kv_lora_rank)
- * ra_kv_cache_create_latent, head_dim the rotated part's (n_kv_heads 1). */
+ * ra_kv_cache_create_latent, head_dim the rotated part's (n_kv_heads 1);
+ * scale > 0: an fp8 cache's one scale for k and v (ra_kv_cache_set_scales). */
 static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"batch",  "capacity", "n_kv_heads", "head_dim",
-                         "dtype",  "window",   "latent",     NULL};
+                         "dtype",  "window",   "latent",     "scale", NULL};
     long long batch, capacity, n_kv_heads, head_dim, window = 0, latent = 0;
     int dtype;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLLLi|LL:KVCache", kw, &batch, &capacity,
-                                     &n_kv_heads, &head_dim, &dtype, &window, &latent))
+    double scale = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLLLi|LLd:KVCache", kw, &batch, &capacity,
+                                     &n_kv_heads, &head_dim, &dtype, &window, &latent, &scale))
         return -1;
     if (latent && (window || n_kv_heads != 1)) {
         PyErr_SetString(ra_ext_value_error, "KVCache: a latent cache has one row of "
@@ -329,8 +332,9 @@ static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         return -1;
     }
-    ra_status st;
+    ra_status st, scale_st = RA_OK;
     ra_kv_cache *cache = NULL;
+    const float scale_f = (float)scale;
     Py_BEGIN_ALLOW_THREADS
     st = latent ? ra_kv_cache_create_latent(&cache, batch, capacity, latent, head_dim,
                                             (ra_dtype)dtype)
@@ -338,6 +342,7 @@ static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
                                                   head_dim, (ra_dtype)dtype)
                       : ra_kv_cache_create(&cache, batch, capacity, n_kv_heads, head_dim,
                                            (ra_dtype)dtype);
+    if (st == RA_OK && scale > 0) scale_st = ra_kv_cache_set_scales(cache, &scale_f, &scale_f, 1);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) {
         ra_ext_raise(st, latent       ? "ra_kv_cache_create_latent"
@@ -345,6 +350,12 @@ static int cache_init(ra_ext_cache *self, PyObject *args, PyObject *kwargs)
                                       : "ra_kv_cache_create");
         return -1;
     }
+    if (scale_st != RA_OK) {
+        ra_kv_cache_destroy(cache);
+        ra_ext_raise(scale_st, "ra_kv_cache_set_scales");
+        return -1;
+    }
+    self->slots = window > 0 ? window - 1 + capacity : capacity;
     if (self->cache) { /* another thread's __init__ got there first */
         ra_kv_cache_destroy(cache);
         PyErr_SetString(ra_ext_error, "KVCache: already initialized");
@@ -403,10 +414,7 @@ static PyObject *cache_slots(ra_ext_cache *self, void *closure)
 {
     (void)closure;
     if (!cache_ready(self)) return NULL;
-    ra_tensor k, v;
-    ra_status st = ra_kv_cache_views(self->cache, &k, &v);
-    if (st != RA_OK) return ra_ext_raise(st, "ra_kv_cache_views");
-    return PyLong_FromLongLong((long long)k.shape[1]);
+    return PyLong_FromLongLong(self->slots);
 }
 
 static PyMethodDef cache_methods[] = {

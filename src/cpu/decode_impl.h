@@ -26,13 +26,21 @@
 #include "cpu/simd.h"
 #include "kvcache_internal.h"
 
+/* Bytes per element of a cache of this dtype (a constant where inlined). */
+static inline __attribute__((always_inline)) int64_t elem_bytes(const ra_dtype dtype)
+{
+    return dtype == RA_F32 ? 4 : dtype == RA_I8 || dtype == RA_F8E4M3 ? 1 : 2;
+}
+
 /* RA_W widened values of a K or V row from element d on (dtype a constant
- * where this is inlined). */
+ * where this is inlined); an 8-bit row's codes, before their scale. */
 static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dtype dtype,
                                                           int64_t d)
 {
     if (dtype == RA_F32) return vload((const float *)row + d);
     if (dtype == RA_BF16) return vload_bf16((const uint16_t *)row + d);
+    if (dtype == RA_I8) return vload_i8((const int8_t *)row + d);
+    if (dtype == RA_F8E4M3) return vload_e4m3((const uint8_t *)row + d);
     return vload_f16((const uint16_t *)row + d);
 }
 
@@ -41,7 +49,7 @@ static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dty
 static inline __attribute__((always_inline)) void prefetch_line(const void *row, int64_t d,
                                                                 const ra_dtype dtype)
 {
-    const int64_t at = d * (dtype == RA_F32 ? 4 : 2);
+    const int64_t at = d * elem_bytes(dtype);
     if ((at & 63) == 0) __builtin_prefetch((const char *)row + at, 0, 0);
 }
 
@@ -161,7 +169,8 @@ typedef struct decode_ahead {
 /* One block of n <= DECODE_KEYS keys (positions j ..) of a kv head against
  * rows r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials
  * group [rows, D + 2], the rows' key ranges first .. last, soft-cap softcap
- * or 0); nr (1, 2 or 4) and dtype are constants.
+ * or 0); nr (1, 2 or 4) and dtype are constants.  An 8-bit cache's keys'
+ * and values' scales: ks, vs [DECODE_KEYS] (else NULL).
  *
  * Scores: RA_W accumulators, nr rows x RA_W / nr keys, each one vector FMA
  * per RA_W elements of D; vsum_lanes then gives lane r * (RA_W / nr) + i =
@@ -171,10 +180,11 @@ typedef struct decode_ahead {
 static inline __attribute__((always_inline)) void
 decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float softcap,
               float *group, int64_t head_dim, const void *const *keys, const void *const *vals,
-              const decode_ahead *ahead, int n, int64_t j, int64_t r0, const int nr,
-              const ra_dtype dtype)
+              const float *ks, const float *vs, const decode_ahead *ahead, int n, int64_t j,
+              int64_t r0, const int nr, const ra_dtype dtype)
 {
-    const int64_t stride = head_dim + 2, row_bytes = head_dim * (dtype == RA_F32 ? 4 : 2);
+    const int eight = dtype == RA_I8 || dtype == RA_F8E4M3;
+    const int64_t stride = head_dim + 2, row_bytes = head_dim * elem_bytes(dtype);
     const int per_row = RA_W / nr; /* keys per lane sum */
     const float *q = qs + r0 * head_dim;
     float scores[DECODE_ROWS][DECODE_KEYS];
@@ -209,6 +219,10 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
                     for (int64_t e = d; e < head_dim; e++)
                         scores[r][k0 + i] += q[r * head_dim + e] * ra_load(keys[k0 + i], dtype, e);
     }
+    if (eight) /* q . (s c) = (q . c) s */
+        for (int r = 0; r < nr; r++)
+            for (int k0 = 0; k0 < DECODE_KEYS; k0 += RA_W)
+                vstore(scores[r] + k0, vload(scores[r] + k0) * vload(ks + k0));
 
     float p[DECODE_ROWS][DECODE_KEYS], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
     float m_exp[RA_W] = {0};
@@ -248,6 +262,8 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
         }
         *l = *l * alpha[r] + vreduce_add(sum);
         *m = m_new[r];
+        if (eight) /* p (s c) = (p s) c: the weights of the values' codes */
+            for (int k0 = 0; k0 < n; k0 += RA_W) vstore(p[r] + k0, vload(p[r] + k0) * vload(vs + k0));
     }
 
     /* o = o alpha + p V: spans of 4 vectors of D (16 accumulators for 4
@@ -275,21 +291,21 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
 static inline __attribute__((always_inline)) void
 decode_rows_dtype(const float *qs, const int64_t *first, const int64_t *last, float softcap,
                   float *group, int64_t head_dim, const void *const *keys,
-                  const void *const *vals, const decode_ahead *ahead, int n, int64_t j,
-                  int64_t rows, const ra_dtype dtype)
+                  const void *const *vals, const float *ks, const float *vs,
+                  const decode_ahead *ahead, int n, int64_t j, int64_t rows, const ra_dtype dtype)
 {
     int64_t r0 = 0;
     for (; r0 + 4 <= rows; r0 += 4)
-        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ahead, n, j, r0, 4,
-                      dtype);
+        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ks, vs, ahead, n, j,
+                      r0, 4, dtype);
     if (r0 + 2 <= rows) {
-        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ahead, n, j, r0, 2,
-                      dtype);
+        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ks, vs, ahead, n, j,
+                      r0, 2, dtype);
         r0 += 2;
     }
     if (r0 < rows)
-        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ahead, n, j, r0, 1,
-                      dtype);
+        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ks, vs, ahead, n, j,
+                      r0, 1, dtype);
 }
 
 /* A block's keys against every row of a group: the rows' scaled queries qs
@@ -304,18 +320,20 @@ typedef struct decode_group {
 } decode_group;
 
 static void decode_rows(const decode_group *g, int64_t head_dim, const void *const *keys,
-                        const void *const *vals, const decode_ahead *ahead, int n, int64_t j,
-                        ra_dtype dtype)
+                        const void *const *vals, const float *ks, const float *vs,
+                        const decode_ahead *ahead, int n, int64_t j, ra_dtype dtype)
 {
-    if (dtype == RA_F32)
-        decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals,
-                          ahead, n, j, g->rows, RA_F32);
-    else if (dtype == RA_BF16)
-        decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals,
-                          ahead, n, j, g->rows, RA_BF16);
-    else
-        decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals,
-                          ahead, n, j, g->rows, RA_F16);
+#define DECODE_ROWS_OF(t)                                                                   \
+    decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals, \
+                      ks, vs, ahead, n, j, g->rows, t)
+    switch (dtype) {
+    case RA_F32: DECODE_ROWS_OF(RA_F32); break;
+    case RA_BF16: DECODE_ROWS_OF(RA_BF16); break;
+    case RA_I8: DECODE_ROWS_OF(RA_I8); break;
+    case RA_F8E4M3: DECODE_ROWS_OF(RA_F8E4M3); break;
+    default: DECODE_ROWS_OF(RA_F16); break;
+    }
+#undef DECODE_ROWS_OF
 }
 
 static void decode_task(void *arg, int64_t task, int thread)
@@ -399,9 +417,15 @@ static void decode_task(void *arg, int64_t task, int thread)
     /* the slot of position j_start; each block's slots follow around the
      * ring (a block's keys span at most the capacity: it wraps once) */
     const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
+    const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
     for (int64_t g = g0; g < g0 + heads; g++) {
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
+        /* an 8-bit cache's scales of this head: int8's by slot, fp8's one */
+        const float *kscales = eight ? ra_kv_cache_scales(c, 0, b, g) : NULL;
+        const float *vscales = eight ? ra_kv_cache_scales(c, 1, b, g) : NULL;
+        float ks[DECODE_KEYS], vs[DECODE_KEYS];
+        for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++) ks[i] = *kscales, vs[i] = *vscales;
         const decode_group rows_of_g = {
             qs + g * rows * head_dim, first, last, job->mask.softcap,
             job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows};
@@ -411,9 +435,10 @@ static void decode_task(void *arg, int64_t task, int thread)
             const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
             for (int i = 0; i < DECODE_KEYS; i++) {
                 int64_t slot = slot0 + (i < n ? i : 0);
-                int64_t at = (slot < c->capacity ? slot : slot - c->capacity) * row_bytes;
-                keys[i] = krows + at;
-                vals[i] = vrows + at;
+                slot = slot < c->capacity ? slot : slot - c->capacity;
+                keys[i] = krows + slot * row_bytes;
+                vals[i] = vrows + slot * row_bytes;
+                if (i8) ks[i] = kscales[slot], vs[i] = vscales[slot];
             }
             slot0 = slot0 + DECODE_KEYS < c->capacity ? slot0 + DECODE_KEYS
                                                        : slot0 + DECODE_KEYS - c->capacity;
@@ -421,7 +446,8 @@ static void decode_task(void *arg, int64_t task, int thread)
                                   next_phase ? 0 : AHEAD_BYTES,
                                   next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
-            decode_rows(&rows_of_g, head_dim, keys, vals, &ahead, n, j, c->dtype);
+            decode_rows(&rows_of_g, head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
+                        &ahead, n, j, c->dtype);
         }
     }
 }

@@ -129,6 +129,51 @@ static inline vf vmax(vf a, vf b)
 #endif
 }
 
+typedef int8_t vi8 __attribute__((vector_size(RA_W)));
+typedef uint8_t vu8 __attribute__((vector_size(RA_W)));
+typedef uint32_t vu __attribute__((vector_size(RA_W * 4)));
+
+/* RA_W int8 codes widened to float32 (exact). */
+static inline vf vload_i8(const int8_t *p)
+{
+#if defined(RA_SIMD_AVX512)
+    return (vf)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+#elif defined(RA_SIMD_AVX2)
+    return (vf)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+#else
+    vi8 b;
+    memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(__builtin_convertvector(b, vi), vf);
+#endif
+}
+
+/* RA_W bytes zero-extended to int32. */
+static inline vi vload_u8(const uint8_t *p)
+{
+#if defined(RA_SIMD_AVX512)
+    return (vi)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+#elif defined(RA_SIMD_AVX2)
+    return (vi)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+#else
+    vu8 b;
+    memcpy(&b, p, sizeof b);
+    return __builtin_convertvector(b, vi);
+#endif
+}
+
+/* RA_W fp8 e4m3 codes widened to float32 (exact; quant8.h's
+ * ra_e4m3_to_f32 lane by lane): a normal code's exponent and mantissa
+ * shifted into a float32's and rebiased (+120), a subnormal's m 2^-9,
+ * 0x7f NaN, then the sign. */
+static inline vf vload_e4m3(const uint8_t *p)
+{
+    const vi c = vload_u8(p), mag = c & 0x7f;
+    vf v = (vf)((mag << 20) + (120 << 23));
+    v = vselect(mag < 8, __builtin_convertvector(mag, vf) * vsplat(0x1p-9f), v);
+    v = vselect(mag == 0x7f, vsplat(__builtin_nanf("")), v);
+    return (vf)((vu)v | (((vu)c & 0x80u) << 24));
+}
+
 /* m(h, a) for h = RA_W / 2, RA_W / 4, ..., 1: the stages of the transposes
  * and reductions below, in that order. */
 #if RA_W == 16

@@ -1,0 +1,65 @@
+/*
+ * kvcache8.c — the 8-bit KV caches' scales: their storage, fp8's setter,
+ * and the store of one quantized row (formats: quant8.h; the header's "KV
+ * cache and decoding" says what a user sees).
+ *
+ *   RA_I8 scales: [B, Hkv, capacity] for K and for V, a row's beside its
+ *   codes (head-major, as the codes: decode reads both as sequential runs)
+ *   RA_F8E4M3 scales: [Hkv] for K and for V
+ */
+#include <float.h>
+
+#include "kvcache_internal.h"
+
+ra_status ra_kv_cache_scales_alloc(ra_kv_cache *cache, int64_t rows)
+{
+    if (!ra_dtype_is_cache8(cache->dtype)) return RA_OK;
+    const int64_t n = cache->dtype == RA_I8 ? rows : cache->n_kv_heads;
+    cache->k_scale = ra_alloc((size_t)n * sizeof(float));
+    cache->v_scale = cache->k_scale ? ra_alloc((size_t)n * sizeof(float)) : NULL;
+    if (!cache->v_scale) return RA_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) cache->k_scale[i] = cache->v_scale[i] = 1.0f;
+    return RA_OK;
+}
+
+void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int64_t slot,
+                        void *to, const float *x)
+{
+    float *scales = (float *)ra_kv_cache_scales(cache, which, b, g);
+    if (cache->dtype == RA_I8)
+        scales[slot] = ra_quantize_i8(to, x, cache->head_dim);
+    else
+        ra_quantize_e4m3(to, x, scales[0], cache->head_dim);
+}
+
+RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scales,
+                                        const float *v_scales, int64_t n_scales)
+{
+    ra_error_reset();
+    if (!cache || !k_scales || !v_scales)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !cache ? "cache" : !k_scales ? "k_scales"
+                                                                               : "v_scales");
+    if (cache->dtype != RA_F8E4M3)
+        return ra_fail(RA_ERR_DTYPE, "ra_kv_cache_set_scales: the cache is not RA_F8E4M3 (an "
+                       "int8 cache's scales are each row's own, set as it is appended)");
+    if (n_scales != 1 && n_scales != cache->n_kv_heads)
+        return ra_fail(RA_ERR_ARGUMENT, "n_scales %lld: must be 1 or the cache's %lld kv heads",
+                       (long long)n_scales, (long long)cache->n_kv_heads);
+    for (int64_t b = 0; b < cache->batch; b++)
+        if (cache->length[b])
+            return ra_fail(RA_ERR_ARGUMENT, "sequence %lld holds %lld tokens, quantized with "
+                           "the scales set before: reset the cache first", (long long)b,
+                           (long long)cache->length[b]);
+    for (int64_t i = 0; i < n_scales; i++)
+        if (!(k_scales[i] > 0.0f && k_scales[i] <= FLT_MAX) ||
+            !(v_scales[i] > 0.0f && v_scales[i] <= FLT_MAX))
+            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be finite and > 0",
+                           k_scales[i] > 0.0f && k_scales[i] <= FLT_MAX ? "v_scales" : "k_scales",
+                           (long long)i, (double)(k_scales[i] > 0.0f && k_scales[i] <= FLT_MAX
+                                                      ? v_scales[i] : k_scales[i]));
+    for (int64_t g = 0; g < cache->n_kv_heads; g++) {
+        cache->k_scale[g] = k_scales[n_scales == 1 ? 0 : g];
+        cache->v_scale[g] = v_scales[n_scales == 1 ? 0 : g];
+    }
+    return RA_OK;
+}

@@ -1,0 +1,54 @@
+/*
+ * quant8.c — the 8-bit KV-cache quantizers, scalar: int8 with a scale per
+ * row, fp8 e4m3 with a given scale (quant8.h says the formats).  The
+ * append calls them row by row (a token's row of one kv head).
+ */
+#include <float.h>
+#include <math.h>
+
+#include "quant8.h"
+
+/* v rounded to the nearest integer, ties to even, for |v| < 2^22: adding
+ * 1.5 * 2^23 leaves no fraction bits, so the add rounds (in the default
+ * rounding mode) and the subtraction is exact. */
+static inline float round_small(float v)
+{
+    return (v + 0x1.8p23f) - 0x1.8p23f;
+}
+
+uint8_t ra_f32_to_e4m3(float y)
+{
+    const uint8_t sign = (uint8_t)(ra_f32_bits(y) >> 24 & 0x80u);
+    const float a = fabsf(y);
+    if (!(a <= FLT_MAX)) return sign | 0x7fu; /* NaN, Inf */
+    if (a >= 448.0f) return sign | 0x7eu;     /* saturate: 448 = 1.75 * 2^8 */
+    if (a < 0x1p-6f) /* subnormal codes m 2^-9, m in 0 .. 8 (8: the smallest normal, 0x08) */
+        return sign | (uint8_t)round_small(a * 512.0f);
+    /* keep the top 3 of 23 mantissa bits, ties to even (a carry goes into
+     * the exponent), then rebias the exponent from 127 to 7 */
+    uint32_t bits = ra_f32_bits(a);
+    bits += 0x7ffffu + (bits >> 20 & 1u);
+    return sign | (uint8_t)((bits >> 20) - (120u << 3));
+}
+
+void ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) codes[i] = ra_f32_to_e4m3(x[i] / scale);
+}
+
+float ra_quantize_i8(int8_t *codes, const float *x, int64_t n)
+{
+    float amax = 0.0f;
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        finite &= a <= FLT_MAX;
+        amax = a > amax ? a : amax;
+    }
+    const float scale = finite ? amax / 127.0f : NAN;
+    for (int64_t i = 0; i < n; i++) {
+        float c = scale > 0.0f ? round_small(x[i] / scale) : 0.0f; /* |x / s| <= ~127 */
+        codes[i] = (int8_t)(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
+    }
+    return scale;
+}

@@ -665,7 +665,9 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
  *     llama.cpp's q8_0 caches (whose blocks are 32 values).  A row of
  *     zeros has s = 0; a row that holds a NaN or an Inf is stored as NaN
  *     (s = NaN): it reaches exactly the outputs that read that token.
- *     Error: |x - s c| <= s / 2 = max|x| / 254 per value.
+ *     Error: |x - s c| <= s / 2 = max|x| / 254 per value (about that
+ *     much more where s is below FLT_MIN: a row whose max|x| is under
+ *     127 FLT_MIN, whose scale keeps fewer bits).
  *   RA_F8E4M3: each value is stored as c = e4m3(x / s) with s the kv
  *     head's scale for K or for V (ra_kv_cache_set_scales; 1 until set, as
  *     vLLM's k_scale and v_scale without calibration): 1 sign, 4 exponent
@@ -726,7 +728,8 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
 
 /* An fp8 cache's scales, one per kv head for K and for V: n_scales = Hkv,
  * or 1 for one scale per layer (vLLM's k_scale and v_scale; FlashInfer's
- * per-head scales), each finite and > 0 (RA_ERR_ARGUMENT).  Only on an
+ * per-head scales), each > 0 and at most FLT_MAX / 448 (RA_ERR_ARGUMENT:
+ * 448 s must be a float).  Only on an
  * RA_F8E4M3 cache (RA_ERR_DTYPE) that holds no token, every length 0 (after
  * creation or ra_kv_cache_reset; else RA_ERR_ARGUMENT: the codes stored
  * were made with the old scales).  A value x is stored as e4m3(x / s):

@@ -50,12 +50,15 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
             return ra_fail(RA_ERR_ARGUMENT, "sequence %lld holds %lld tokens, quantized with "
                            "the scales set before: reset the cache first", (long long)b,
                            (long long)cache->length[b]);
+    /* 448 s (the largest value stored) a finite float */
+    const float most = FLT_MAX / 448.0f;
     for (int64_t i = 0; i < n_scales; i++)
-        if (!(k_scales[i] > 0.0f && k_scales[i] <= FLT_MAX) ||
-            !(v_scales[i] > 0.0f && v_scales[i] <= FLT_MAX))
-            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be finite and > 0",
-                           k_scales[i] > 0.0f && k_scales[i] <= FLT_MAX ? "v_scales" : "k_scales",
-                           (long long)i, (double)(k_scales[i] > 0.0f && k_scales[i] <= FLT_MAX
+        if (!(k_scales[i] > 0.0f && k_scales[i] <= most) ||
+            !(v_scales[i] > 0.0f && v_scales[i] <= most))
+            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be > 0 and at most "
+                           "FLT_MAX / 448",
+                           k_scales[i] > 0.0f && k_scales[i] <= most ? "v_scales" : "k_scales",
+                           (long long)i, (double)(k_scales[i] > 0.0f && k_scales[i] <= most
                                                       ? v_scales[i] : k_scales[i]));
     for (int64_t g = 0; g < cache->n_kv_heads; g++) {
         cache->k_scale[g] = k_scales[n_scales == 1 ? 0 : g];

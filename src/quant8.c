@@ -33,7 +33,10 @@ uint8_t ra_f32_to_e4m3(float y)
 
 void ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) codes[i] = ra_f32_to_e4m3(x[i] / scale);
+    for (int64_t i = 0; i < n; i++) {
+        float y = x[i] / scale; /* a finite x whose quotient overflows (scale < 1) saturates */
+        codes[i] = ra_f32_to_e4m3(isinf(y) && isfinite(x[i]) ? copysignf(448.0f, x[i]) : y);
+    }
 }
 
 float ra_quantize_i8(int8_t *codes, const float *x, int64_t n)

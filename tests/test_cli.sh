@@ -895,6 +895,10 @@ expect_usage "attention --cache-scale with int8" "--cache-scale needs --cache-dt
     attention $SEED --n-heads 4 --prefill 2 --cache-dtype int8 --cache-scale 2
 expect_usage "attention --cache-scale 0" "--cache-scale" -- \
     attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 0
+expect_usage "attention --cache-scale 1e-50 (0 as a float)" "must be a normal float" -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 1e-50
+expect_usage "attention --cache-scale 1e39 (448 s beyond a float)" "must be a normal float" -- \
+    attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 1e39
 expect_usage "attention --cache-dtype without --prefill" "--cache-dtype needs --prefill" -- \
     attention $SEED --n-heads 4 --cache-dtype f16
 expect_usage "attention --prefill with --path reference" "--prefill runs the flash path" -- \

@@ -195,8 +195,9 @@ refused "convert-layout --weights FIFO" y.npy -- convert-layout --weights fifo.s
 # freqs writing 2 x 100 MB: each signal arrives at some point of the run,
 # counted from when the process has its handler (its SigCgt in /proc: a
 # loaded machine can take longer than a delay to start it); it must either
-# finish or end with 128 + the signal, one line, no temporary file, and the
-# old files intact.  Not under a wrapper (valgrind): there the signal meets
+# finish, or end with 128 + the signal and one line, no temporary file, and
+# the old files intact, or (a signal after the outputs are in place) the
+# line saying so and both new files whole.  Not under a wrapper (valgrind): there the signal meets
 # valgrind, and a run ended in its handler leaves OpenBLAS's threads' memory.
 handler_set() { # pid signal-number: whether the process catches that signal
     local mask
@@ -226,6 +227,11 @@ for sig in INT TERM HUP; do
         elif [ "$rc" -ne "$code" ] || [ "$(wc -l <"$TMP/stderr")" -ne 1 ] ||
             ! grep -q "^ropeattn: .*SIG$sig" "$TMP/stderr"; then
             fail "SIG$sig after $delay s: exit $rc, stderr: $(cat "$TMP/stderr")"
+        elif grep -q "after its outputs were written" "$TMP/stderr"; then
+            if [ "$before" != "$after" ] && [ "$(head -c 6 cos.npy)" = $'\x93NUMPY' ] &&
+                [ "$(head -c 6 sin.npy)" = $'\x93NUMPY' ] &&
+                [ "$(stat -c %s cos.npy)" = "$(stat -c %s sin.npy)" ]; then pass
+            else fail "SIG$sig after $delay s: said written, but the outputs are not whole"; fi
         elif [ "$before" != "$after" ]; then fail "SIG$sig after $delay s: old outputs changed"
         else pass
         fi

@@ -85,8 +85,7 @@ static void test_e4m3_codes(void)
         int even = c & 1 ? up : c;
         CHECK(ra_f32_to_e4m3((float)mid) == even, "midpoint %g of %#x, %#x -> %#x", mid, c, up,
               ra_f32_to_e4m3((float)mid));
-        CHECK(ra_f32_to_e4m3((float)(mid * (1 + 1e-6))) == (c & 0x80 ? c : up) ||
-                  ra_f32_to_e4m3((float)(mid * (1 + 1e-6))) == (c & 0x80 ? up : up),
+        CHECK(ra_f32_to_e4m3((float)(mid * (1 + 1e-6))) == up,
               "just past the midpoint of %#x", c);
     }
     CHECK(ra_f32_to_e4m3(448.0f) == 0x7e && ra_f32_to_e4m3(470.0f) == 0x7e &&
@@ -433,9 +432,9 @@ static void test_accuracy_vs_f32(void)
  * without a cache (f32 throughout), and the prefill's rows against a
  * prefill through an f32 cache: the same bits (the prefill attends over the
  * float32 keys and values it projected).  Bounds on the steps' rows:
- * int8 1e-2, fp8 (scale 1) 4e-2 of max|y| (test_accuracy_vs_f32's, whose
- * reasons hold here: the output projection mixes the heads' errors but
- * does not grow them relative to y). */
+ * int8 1e-2, fp8 (scale 1) 6e-2 of max|y| (seen 5.4e-3 and 3.1e-2: about
+ * twice; test_accuracy_vs_f32's reasons hold here: the output projection
+ * mixes the heads' errors but does not grow them relative to y). */
 static void test_layer_through_cache8(void)
 {
     const int64_t dim = 256, h = 8, hkv = 2, d = 32, S = 48, P = 32, B = 2;
@@ -461,7 +460,7 @@ static void test_layer_through_cache8(void)
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     CHECK(ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL) == RA_OK, "forward");
     const ra_dtype dts[3] = {RA_F32, RA_I8, RA_F8E4M3};
-    const double bounds[3] = {1e-5, 1e-2, 4e-2};
+    const double bounds[3] = {1e-5, 1e-2, 6e-2};
     for (int di = 0; di < 3; di++) {
         ra_kv_cache *cache;
         CHECK(ra_kv_cache_create(&cache, B, S, hkv, d, dts[di]) == RA_OK, "cache");
@@ -587,9 +586,9 @@ static void test_refusals(void)
 static void test_cache_checks(void)
 {
     const int64_t hkv = 2, d = 8;
-    float k[3 * 16], v[3 * 16];
-    ra_test_fill(k, 48, 1);
-    ra_test_fill(v, 48, 2);
+    float k[2 * 3 * 16], v[2 * 3 * 16]; /* [B 2, S 3, Hkv 2, D 8] */
+    ra_test_fill(k, 96, 1);
+    ra_test_fill(v, 96, 2);
     ra_kv_cache *c;
     CHECK(ra_kv_cache_create(&c, 2, 4, hkv, d, RA_F8E4M3) == RA_OK, "create");
     const int64_t zero[2] = {0, 0}, n[2] = {3, 1};
@@ -609,6 +608,17 @@ static void test_cache_checks(void)
     CHECK(ra_kv_cache_read(c, 0, 0, &rk, &half) == RA_ERR_DTYPE, "dtype");
     ra_kv_cache_reset(c);
     CHECK(ra_kv_cache_set_scales(c, &s, &s, 1) == RA_OK, "scales after a reset");
+    const float huge = FLT_MAX / 400.0f, tiny = 1e-30f;
+    CHECK(ra_kv_cache_set_scales(c, &huge, &s, 1) == RA_ERR_ARGUMENT, "448 s beyond a float");
+    /* x / s overflowing (a finite x, s < 1) saturates: 448 s, not NaN */
+    CHECK(ra_kv_cache_set_scales(c, &tiny, &tiny, 1) == RA_OK, "tiny scales");
+    float big[2 * 3 * 16];
+    for (int i = 0; i < 96; i++) big[i] = i % 2 ? -1e9f : 1e9f;
+    CHECK(append_rows(c, big, big, 2, 3, hkv, d, zero, n, 3) == RA_OK, "append");
+    CHECK(ra_kv_cache_read(c, 0, 0, &rk, &rv) == RA_OK, "read");
+    for (int i = 0; i < 48; i++)
+        CHECK(out[i] == (i % 2 ? -448.0f : 448.0f) * tiny, "element %d: %g, not +-448 s", i,
+              out[i]);
     ra_kv_cache_destroy(c);
 }
 

@@ -8,6 +8,7 @@
  *
  *   X: [B, S, dim] or [S, dim] (batch 1)  ->  Y: the same shape, float32
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,6 +482,11 @@ int cmd_attention(int argc, char **argv)
     if (opts.has_cache_scale && cache_dtypes[opts.cache_dtype] != RA_F8E4M3)
         return cli_fail(EXIT_USAGE, "attention: --cache-scale needs --cache-dtype fp8 (the "
                         "other caches have no fixed scale)");
+    if (opts.has_cache_scale && !((float)opts.cache_scale >= FLT_MIN &&
+                                  (float)opts.cache_scale <= FLT_MAX / 448.0f))
+        return cli_fail(EXIT_USAGE, "attention: --cache-scale %g: must be a normal float at "
+                        "most FLT_MAX / 448 (448 times it is the largest value stored)",
+                        opts.cache_scale);
     if (opts.stats && !opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --stats times --prefill's prefill and decode "
                         "steps: give --prefill");

@@ -21,17 +21,24 @@ static volatile sig_atomic_t temp_live[CLI_MAX_OUTPUTS];
 
 static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
 
+/* Set once cli_outputs_commit has put every output in place: a signal
+ * after it ends the run saying so. */
+static volatile sig_atomic_t committed;
+
 static void on_signal(int sig)
 {
     for (int i = 0; i < CLI_MAX_OUTPUTS; i++)
         if (temp_live[i]) unlink(temp_names[i]);
-    const char *line =
-        sig == SIGINT    ? "ropeattn: interrupted (SIGINT); no output was written\n"
-        : sig == SIGTERM ? "ropeattn: terminated (SIGTERM); no output was written\n"
-        : sig == SIGHUP  ? "ropeattn: hung up (SIGHUP); no output was written\n"
+    const char *what =
+        sig == SIGINT    ? "ropeattn: interrupted (SIGINT)"
+        : sig == SIGTERM ? "ropeattn: terminated (SIGTERM)"
+        : sig == SIGHUP  ? "ropeattn: hung up (SIGHUP)"
                          : "ropeattn: an input file was cut short or changed while it was "
-                           "being read (SIGBUS); no output was written\n";
-    ssize_t ignored = write(STDERR_FILENO, line, strlen(line));
+                           "being read (SIGBUS)";
+    const char *outcome = committed ? " after its outputs were written\n"
+                                    : "; no output was written\n";
+    ssize_t ignored = write(STDERR_FILENO, what, strlen(what));
+    ignored = write(STDERR_FILENO, outcome, strlen(outcome));
     (void)ignored;
     _exit(sig == SIGBUS ? EXIT_FAIL : 128 + sig);
 }
@@ -148,10 +155,8 @@ int cli_outputs_commit(cli_outputs *o)
         else
             temp_live[i] = 0;
     }
-    /* Committed, the run's outputs are in place: a signal from now on would
-     * end it saying that none was written, so the caught signals stay
-     * blocked (what follows is freeing memory and an exit). */
-    if (failed) restore_signals(&saved);
+    committed = !failed; /* a signal from here on says the outputs were written */
+    restore_signals(&saved);
     return failed;
 }
 

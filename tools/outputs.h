@@ -49,9 +49,9 @@ int cli_outputs_write_npy(cli_outputs *o, int i, const float *data, int ndim,
                           const int64_t *shape);
 int cli_outputs_write_safetensors(cli_outputs *o, int i, const ra_st_tensor *tensors,
                                   int64_t n);
-/* Closes every output (all must be open) and renames each into place; once
- * they are, SIGINT, SIGTERM and SIGHUP stay blocked, so that the run ends
- * as having written them. */
+/* Closes every output (all must be open) and renames each into place; a
+ * signal after that ends the run (128 + the signal) saying they were
+ * written. */
 int cli_outputs_commit(cli_outputs *o);
 /* Removes the temporary files not committed; zeroes *o. */
 void cli_outputs_free(cli_outputs *o);

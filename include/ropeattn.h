@@ -729,11 +729,11 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
 /* An fp8 cache's scales, one per kv head for K and for V: n_scales = Hkv,
  * or 1 for one scale per layer (vLLM's k_scale and v_scale; FlashInfer's
  * per-head scales), each > 0 and at most FLT_MAX / 448 (RA_ERR_ARGUMENT:
- * 448 s must be a float).  Only on an
- * RA_F8E4M3 cache (RA_ERR_DTYPE) that holds no token, every length 0 (after
- * creation or ra_kv_cache_reset; else RA_ERR_ARGUMENT: the codes stored
- * were made with the old scales).  A value x is stored as e4m3(x / s):
- * choose s near max|x| / 448 for the layer's keys (values), or larger. */
+ * 448 s must be a float).  Only on an RA_F8E4M3 cache (RA_ERR_DTYPE) that
+ * holds no token, every length 0 (after creation or ra_kv_cache_reset;
+ * else RA_ERR_ARGUMENT: the codes stored were made with the old scales).
+ * A value x is stored as e4m3(x / s): choose s near max|x| / 448 for the
+ * layer's keys (values), or larger. */
 RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scales,
                                         const float *v_scales, int64_t n_scales);
 
@@ -861,10 +861,11 @@ typedef struct ra_layer_config {
      *   q_h = [q_nope_h | q_rope_h]   (head_dim = qk_nope_head_dim + rope)
      *   k_h = [c wkv_b[k rows of h]^T | R k_rope],  v_h = c wkv_b[v rows of h]^T
      * as transformers' DeepseekV3Attention (its qk_head_dim is head_dim
-     * here, which must be given, and even).  The rope is over the rope part alone:
-     * its head_dim is set to head_dim - qk_nope_head_dim (even, >= 2), its
-     * rotary_dim must be 0 or that, and its layout is RA_LAYOUT_INTERLEAVED
-     * for rope_interleave (V3's and V2's pairs), RA_LAYOUT_HALF otherwise.
+     * here, which must be given, and even).  The rope is over the rope part
+     * alone: its head_dim is set to head_dim - qk_nope_head_dim (even, >=
+     * 2), its rotary_dim must be 0 or that, and its layout is
+     * RA_LAYOUT_INTERLEAVED for rope_interleave (V3's and V2's pairs),
+     * RA_LAYOUT_HALF otherwise.
      * n_kv_heads must be 0 or n_heads.  q and k norms, wqkv, clip_qkv,
      * qk_l2_norm and temperature_floor are RA_ERR_UNSUPPORTED with it.  A
      * cached forward needs a latent cache (ra_kv_cache_create_latent): it

@@ -242,7 +242,7 @@ static ra_status scratch_overflow(int64_t tokens)
                    (long long)tokens);
 }
 
-/* Bytes of floats a + kernel bytes, or 0 when they overflow. */
+/* The bytes of `floats` floats and then `kernel` bytes; 0 when they overflow. */
 static size_t scratch_bytes(int64_t floats, size_t kernel)
 {
     if (floats < 0 || (uint64_t)floats > SIZE_MAX / 8 || kernel == 0 ||

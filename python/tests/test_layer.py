@@ -13,8 +13,6 @@ A 16-bit cache rounds every key and value once: 5e-3 (float16) and 3e-2
 import json
 import shutil
 import sys
-import threading
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import numpy as np
 import pytest
 
 import ropeattn
-from threads import run_in_threads
+from threads import run_in_threads, wakeups_during
 
 # The repository's tests/hf, found from this file (test_python.sh runs
 # pytest from a temporary directory on the absolute path of python/tests).
@@ -402,12 +400,6 @@ def test_context_and_gil_released():
         want = layer(x, context=None)
         for cache in (None, ropeattn.KVCache(layer, 1, 8192)):
             result = []
-            worker = threading.Thread(target=lambda: result.append(layer(x, cache=cache)))
-            wakeups = 0
-            worker.start()
-            while worker.is_alive():
-                time.sleep(0.001)
-                wakeups += 1
-            worker.join()
+            wakeups = wakeups_during(lambda: result.append(layer(x, cache=cache)))
             assert wakeups >= 10, wakeups
             assert rel(result[0], want) < 1e-5

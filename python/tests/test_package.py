@@ -1,15 +1,13 @@
 """The package: version, SIMD name, exceptions, several Python threads at
 once, and no reference or memory growth over many calls."""
 import sys
-import threading
-import time
 import tracemalloc
 
 import numpy as np
 import pytest
 
 import ropeattn
-from threads import run_in_threads
+from threads import run_in_threads, wakeups_during
 
 
 def test_version_and_simd():
@@ -100,11 +98,5 @@ def test_gil_released_during_kernels():
     At least 10 leaves a wide margin for a loaded machine, without timing
     anything against a limit."""
     q = np.random.default_rng(1).standard_normal((1, 4096, 8, 64)).astype(np.float32)
-    worker = threading.Thread(target=ropeattn.attention, args=(q, q, q))
-    wakeups = 0
-    worker.start()
-    while worker.is_alive():
-        time.sleep(0.001)
-        wakeups += 1
-    worker.join()
+    wakeups = wakeups_during(lambda: ropeattn.attention(q, q, q))
     assert wakeups >= 10, wakeups

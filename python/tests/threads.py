@@ -1,5 +1,6 @@
 """Running a test's work in several Python threads at once."""
 import threading
+import time
 
 import ropeattn
 
@@ -28,3 +29,17 @@ def run_in_threads(work, n=8):
     for t in threads:
         t.join()
     return errors
+
+
+def wakeups_during(target):
+    """Runs target() in a thread and counts how often this thread woke from
+    a 1 ms sleep meanwhile: about one a millisecond while target has
+    released the GIL, one or two in all while it holds it."""
+    worker = threading.Thread(target=target)
+    wakeups = 0
+    worker.start()
+    while worker.is_alive():
+        time.sleep(0.001)
+        wakeups += 1
+    worker.join()
+    return wakeups

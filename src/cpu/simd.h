@@ -162,16 +162,43 @@ static inline vi vload_u8(const uint8_t *p)
 }
 
 /* RA_W fp8 e4m3 codes widened to float32 (exact; quant8.h's
- * ra_e4m3_to_f32 lane by lane): a normal code's exponent and mantissa
- * shifted into a float32's and rebiased (+120), a subnormal's m 2^-9,
- * 0x7f NaN, then the sign. */
+ * ra_e4m3_to_f32 lane by lane).  On AVX2 and AVX-512, through IEEE half:
+ * a code's bits moved into a half's (sign to bit 15, exponent and
+ * mantissa shifted up by 7) are the code's value times 2^-8, subnormals
+ * included (both formats' subnormals are m 2^(1 - bias) with the biases
+ * 8 apart), and F16C widens them; NaN codes (0x7f, 0xff), which the
+ * shifted exponent does not make NaN, are fixed up when a vector holds
+ * one.  Elsewhere with integer arithmetic: a normal code's exponent and
+ * mantissa shifted into a float32's and rebiased (+120), a subnormal's m
+ * 2^-9, 0x7f NaN, then the sign. */
 static inline vf vload_e4m3(const uint8_t *p)
 {
+#if defined(RA_SIMD_AVX512) || defined(RA_SIMD_AVX2)
+#if defined(RA_SIMD_AVX512)
+    const __m128i codes = _mm_loadu_si128((const __m128i *)p);
+    const __m256i w = _mm256_cvtepi8_epi16(codes); /* the sign in bits 7 .. 15 */
+    vf v = (vf)_mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7),
+                                                _mm256_set1_epi16((short)0xbfff)));
+#else
+    const __m128i codes = _mm_loadl_epi64((const __m128i *)p);
+    const __m128i w = _mm_cvtepi8_epi16(codes);
+    vf v = (vf)_mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16((short)0xbfff)));
+#endif
+    v *= vsplat(0x1p8f);
+    const __m128i mag = _mm_and_si128(codes, _mm_set1_epi8(0x7f));
+    if (__builtin_expect(_mm_movemask_epi8(_mm_cmpeq_epi8(mag, _mm_set1_epi8(0x7f))) &
+                             ((1 << RA_W) - 1), 0)) {
+        const vi c = vload_u8(p);
+        v = vselect((c & 0x7f) == 0x7f, (vf)(((vu)c & 0x80u) << 24 | 0x7fc00000u), v);
+    }
+    return v;
+#else
     const vi c = vload_u8(p), mag = c & 0x7f;
     vf v = (vf)((mag << 20) + (120 << 23));
     v = vselect(mag < 8, __builtin_convertvector(mag, vf) * vsplat(0x1p-9f), v);
     v = vselect(mag == 0x7f, vsplat(__builtin_nanf("")), v);
     return (vf)((vu)v | (((vu)c & 0x80u) << 24));
+#endif
 }
 
 /* m(h, a) for h = RA_W / 2, RA_W / 4, ..., 1: the stages of the transposes

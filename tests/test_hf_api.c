@@ -432,6 +432,12 @@ static void test_mrope_config(void)
          "\"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}}", 0, 0,
          RA_ERR_SHAPE, "sums to 64; rotary_dim 64 needs 32"},
         {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128}", 0, 0, RA_OK, NULL},
+        /* Qwen3-VL's code: [24, 20, 20] when the config gives none; time
+         * takes the pairs past height's and width's at other head sizes,
+         * and below 60 pairs (where the code cuts its slices short) none */
+        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 128}", 24, 1, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 160}", 40, 1, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 64}", 0, 0, RA_OK, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ra_hf_config *config = NULL;

@@ -121,14 +121,21 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
  * rotary_dim / 2, arranged as the family's code does it whatever
  * mrope_interleaved says (Qwen2-VL, Qwen2.5-VL chunked; Qwen3-VL
  * interleaved), a disagreeing mrope_interleaved refused; without a family,
- * as mrope_interleaved says.  A family without M-RoPE refuses sections
+ * as mrope_interleaved says; Qwen3-VL without sections as its code's
+ * default.  A family without M-RoPE refuses sections
  * (set by --rope-parameters: config.json's are refused when read). */
 static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_rope_config *out)
 {
     const ra_hf_family *family = config->fields.family;
     const unsigned features = family ? family->features : 0;
     const int64_t *s = rope->params.mrope_section;
-    if (!rope->has_mrope_section) {
+    /* Qwen3-VL's code defaults to [24, 20, 20]: height and width each take
+     * 20 of the interleaved pairs, time the rest (all the pairs it has at
+     * head_dim 128) */
+    const int64_t pairs = out->rotary_dim / 2, qwen3_vl[3] = {pairs - 40, 20, 20};
+    if (!rope->has_mrope_section && (features & RA_HF_MROPE_INTERLEAVED) && pairs >= 60)
+        s = qwen3_vl;
+    else if (!rope->has_mrope_section) {
         if (rope->has_mrope)
             return hf_fail(RA_ERR_NOT_FOUND, "%s: rope type \"mrope\" needs \"mrope_section\"",
                            config->path);

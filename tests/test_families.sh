@@ -83,6 +83,36 @@ C=$TMP/cases
 if [ $? -eq 2 ] && grep -q "not by position ids" "$TMP/err" && [ ! -e "$TMP/l4.npy" ]; then pass
 else fail "llama4 NoPE layer with --positions: $(cat "$TMP/err")"; fi
 
+# Qwen3-VL's [4, B, S] position ids (text positions, then the 3-D rows):
+# the 3-D rows move RoPE, so the output is the [3, B, S] run's bit for bit;
+# text positions that restart (a packed document to transformers' mask when
+# it has no attention mask) are refused without --packed, taken with it.
+q3=$C/qwen3_vl_image
+"$PY" - "$q3/positions.npy" "$TMP/pos4.npy" "$TMP/pos4_packed.npy" <<'PY'
+import sys
+import numpy as np
+p = np.load(sys.argv[1])  # [3, S] or [3, B, S]
+text = np.broadcast_to(np.arange(p.shape[-1]), p.shape[1:])
+np.save(sys.argv[2], np.concatenate([text[None], p]))
+half = p.shape[-1] // 2
+np.save(sys.argv[3], np.concatenate([(text - (text >= half) * half)[None], p]))
+PY
+run_q3() { # positions output [more arguments]
+    "$RA" attention --weights "$q3/model.safetensors" --config "$q3/config.json" \
+        --layer "$(field "$q3" layer)" --input "$q3/x.npy" --positions "$1" --output "$2" "${@:3}"
+}
+rm -f "$TMP/q3_3.npy" "$TMP/q3_4.npy" "$TMP/q3_p.npy" "$TMP/q3_pk.npy"
+if run_q3 "$q3/positions.npy" "$TMP/q3_3.npy" 2>"$TMP/err" &&
+    run_q3 "$TMP/pos4.npy" "$TMP/q3_4.npy" 2>>"$TMP/err" && cmp -s "$TMP/q3_3.npy" "$TMP/q3_4.npy"
+then pass; else fail "qwen3_vl [4, B, S] positions: $(cat "$TMP/err")"; fi
+run_q3 "$TMP/pos4_packed.npy" "$TMP/q3_p.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "starts a packed document: add --packed" "$TMP/err" &&
+    [ ! -e "$TMP/q3_p.npy" ]; then pass
+else fail "qwen3_vl restarting text positions without --packed: $(cat "$TMP/err")"; fi
+if run_q3 "$TMP/pos4_packed.npy" "$TMP/q3_pk.npy" --packed 2>"$TMP/err" &&
+    ! cmp -s "$TMP/q3_3.npy" "$TMP/q3_pk.npy"; then pass
+else fail "qwen3_vl --packed on text positions: $(cat "$TMP/err")"; fi
+
 # Fused projections' gradients (Phi-3's qkv_proj, GPT-NeoX's query_key_value)
 # are written as stored: the rows of the same weights' unfused gradients
 # (Phi-3's bit for bit; GPT-NeoX's, read per head in place, to 1e-6).
@@ -333,6 +363,11 @@ else fail "rope: 3-D positions without sections: $(cat "$TMP/err")"; fi
 if [ $? -eq 1 ] && grep -q "with batch 3 that is 3-D positions or a row per sequence" \
     "$TMP/err" && [ ! -e "$R/got4.npy" ]; then pass
 else fail "rope: [3, S] positions with batch 3: $(cat "$TMP/err")"; fi
+# Without sections, [3, S] with batch 3 is a row of positions per sequence.
+rm -f "$R/got5.npy"
+if "$RA" rope --config "$R/llama.json" --input "$R/x_b3.npy" --positions "$R/pos3_shared.npy" \
+    --output "$R/got5.npy" 2>"$TMP/err" && [ -e "$R/got5.npy" ]; then pass
+else fail "rope: [3, S] positions with batch 3 and no sections: $(cat "$TMP/err")"; fi
 # [B, H, S, D] given without --shape: axis 2 (S = 12) holds no head count.
 "$RA" rope --config "$R/llama.json" --input "$R/x_bhsd.npy" --output "$R/got2.npy" 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -q "is it \[batch, heads, seq, head_dim\] (--shape bhsd)?" "$TMP/err" &&

@@ -68,3 +68,17 @@ int packed_documents(const int64_t *ids, int64_t batch, int64_t seq, const char 
     (*cu)[d] = seq;
     return 0;
 }
+
+int text_positions_plain(const int64_t *text, int64_t batch, int64_t seq, const char *path)
+{
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t s = 1; s < seq; s++)
+            if (starts(text, seq, b, s))
+                return cli_fail(EXIT_FAIL, "%s: the text positions (row 0 of [4, ...]) of "
+                                "sequence %lld step from %lld to %lld at token %lld, where "
+                                "transformers (given no attention mask) starts a packed "
+                                "document: add --packed, or --attention-mask", path,
+                                (long long)b, (long long)text[b * seq + s - 1],
+                                (long long)text[b * seq + s], (long long)s);
+    return 0;
+}

@@ -21,4 +21,11 @@ int attention_mask_read(const char *path, int64_t batch, int64_t seq, uint8_t **
 int packed_documents(const int64_t *ids, int64_t batch, int64_t seq, const char *path,
                      int64_t **cu, int64_t *n);
 
+/* Whether the text positions [batch, seq] of [4, ...] position ids (Qwen3-VL)
+ * leave the mask causal, each the one before plus one: transformers' mask
+ * finds packed documents in them when it is given no attention mask and
+ * no cache.  Else prints one message (--packed masks those documents) and
+ * returns EXIT_FAIL. */
+int text_positions_plain(const int64_t *text, int64_t batch, int64_t seq, const char *path);
+
 #endif

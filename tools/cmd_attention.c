@@ -64,16 +64,18 @@ static const char usage[] =
     "                  With an M-RoPE rope (mrope_section: Qwen2-VL, Qwen2.5-VL,\n"
     "                  Qwen3-VL) also 3-D positions, [3, seq] or [3, batch, seq]:\n"
     "                  (temporal, height, width), as transformers' position_ids\n"
-    "                  from get_rope_index (text tokens: three equal rows)\n"
+    "                  from get_rope_index (text tokens: three equal rows); or\n"
+    "                  [4, ...]: text positions, then those three rows\n"
     "  --attention-mask M\n"
     "                  .npy of int32 or int64 [batch, seq]: 1 for a token, 0 for\n"
     "                  padding (Hugging Face's attention_mask; left or right\n"
     "                  padding): no token attends to padding, and a padding\n"
     "                  token's output row (and gradient) is 0.  Not with --prefill\n"
     "  --packed        each row holds several documents, a new one wherever a\n"
-    "                  --positions id is not the one before plus one (every row\n"
-    "                  alike); no token attends across documents, as transformers\n"
-    "                  masks a packed batch.  Needs --positions; not with --prefill\n"
+    "                  --positions id (of [4, ...], a text position) is not the\n"
+    "                  one before plus one (every row alike); no token attends\n"
+    "                  across documents, as transformers masks a packed batch.\n"
+    "                  Needs --positions; not with --prefill\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -387,7 +389,7 @@ static int run(const attention_options *opts)
     ra_hf_checkpoint *ckpt = NULL;
     ra_npy x = {0}, dy = {0};
     positions_file file = {0};
-    int64_t *ids = NULL, *cu = NULL, n_documents = 0;
+    int64_t *ids = NULL, *text = NULL, *cu = NULL, n_documents = 0;
     uint8_t *pad = NULL;
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
@@ -408,14 +410,18 @@ static int run(const attention_options *opts)
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
-                                     rope_source_mrope(&src), &ids, &components);
+                                     rope_source_mrope(&src), &ids, &components, &text);
     if (!failed && opts->attention_mask)
         failed = attention_mask_read(opts->attention_mask, batch, seq, &pad);
-    if (!failed && opts->packed && components == 3)
-        failed = cli_fail(EXIT_USAGE, "attention: --packed finds documents in 1-D positions, "
-                          "and %s holds 3-D ones", opts->rope.positions_path);
+    if (!failed && opts->packed && components == 3 && !text)
+        failed = cli_fail(EXIT_USAGE, "attention: --packed finds documents in 1-D positions "
+                          "(or the text row of [4, ...] ones), and %s holds 3-D ones",
+                          opts->rope.positions_path);
     if (!failed && opts->packed)
-        failed = packed_documents(ids, batch, seq, opts->rope.positions_path, &cu, &n_documents);
+        failed = packed_documents(text ? text : ids, batch, seq, opts->rope.positions_path, &cu,
+                                  &n_documents);
+    else if (!failed && text && !opts->attention_mask && !opts->prefill)
+        failed = text_positions_plain(text, batch, seq, opts->rope.positions_path);
     if (!failed &&
         !(failed = create_layer(opts, &src, ckpt, seq,
                                 ids ? file.max : opts->start_pos + seq - 1, &layer)) &&
@@ -426,6 +432,7 @@ static int run(const attention_options *opts)
     cli_outputs_free(&outputs);
     free(cu);
     free(pad);
+    free(text);
     ra_context_destroy(ctx);
     ra_hf_layer_destroy(layer);
     free(ids);

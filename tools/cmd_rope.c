@@ -145,7 +145,7 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
     if (opts->rope.positions_path) {
         if (!(failed = positions_read(opts->rope.positions_path, &file)))
             failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
-                                         rope_source_mrope(src), &ids, &components);
+                                         rope_source_mrope(src), &ids, &components, NULL);
         max_position = file.max;
     }
     ra_rope *rope = NULL;

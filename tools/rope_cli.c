@@ -122,21 +122,23 @@ ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start)
 }
 
 int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
-                        int mrope, int64_t **ids, int *components)
+                        int mrope, int64_t **ids, int *components, int64_t **text)
 {
     const int64_t *d = p->shape;
+    /* [4, ...]: transformers' text positions, then the 3-D ones (Qwen3-VL) */
+    const int rows = p->ndim >= 2 && d[0] == 4 ? 4 : 3;
     int shared = p->ndim == 1 && d[0] == seq;
     int per_row = p->ndim == 2 && d[0] == batch && d[1] == seq;
-    int shared3 = p->ndim == 2 && d[0] == 3 && d[1] == seq;
-    int per_row3 = p->ndim == 3 && d[0] == 3 && d[1] == batch && d[2] == seq;
+    int shared3 = p->ndim == 2 && d[0] == rows && d[1] == seq;
+    int per_row3 = p->ndim == 3 && d[0] == rows && d[1] == batch && d[2] == seq;
     char shape[256] = "";
     for (int i = 0; i < p->ndim; i++)
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", i ? ", " : "",
                  (long long)d[i]);
     if (mrope && shared3 && per_row)
-        return cli_fail(EXIT_FAIL, "%s has shape [%s]: with batch 3 that is 3-D positions or "
-                        "a row per sequence; write [3, 3, %lld] (3-D) or [%lld] (one row for "
-                        "all)", path, shape, (long long)seq, (long long)seq);
+        return cli_fail(EXIT_FAIL, "%s has shape [%s]: with batch %d that is 3-D positions or "
+                        "a row per sequence; write [%d, %d, %lld] (3-D) or [%lld] (one row for "
+                        "all)", path, shape, rows, rows, rows, (long long)seq, (long long)seq);
     if (!mrope && (per_row3 || (shared3 && !per_row)))
         return cli_fail(EXIT_FAIL, "%s has shape [%s]: 3-D positions (temporal, height, width) "
                         "need a rope with mrope_section (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)", path,
@@ -144,14 +146,26 @@ int positions_for_batch(const positions_file *p, const char *path, int64_t batch
     if (!shared && !per_row && !shared3 && !per_row3)
         return cli_fail(EXIT_FAIL, "%s has shape [%s]; expected [%lld] (seq) or [%lld, %lld] "
                         "(batch, seq)%s", path, shape, (long long)seq, (long long)batch,
-                        (long long)seq, mrope ? ", or 3-D [3, seq] or [3, batch, seq]" : "");
-    *components = shared3 || per_row3 ? 3 : 1;
+                        (long long)seq,
+                        mrope ? ", or 3-D [3 or 4, seq] or [3 or 4, batch, seq]" : "");
+    const int three = mrope && (shared3 || per_row3), with_text = three && rows == 4;
+    *components = three ? 3 : 1;
     *ids = malloc((size_t)(*components * batch * seq) * sizeof **ids);
-    if (!*ids) return cli_fail(EXIT_FAIL, "out of memory for the positions");
-    for (int c = 0; c < *components; c++) /* [components, batch, seq] */
+    if (text) *text = with_text ? malloc((size_t)(batch * seq) * sizeof **text) : NULL;
+    if (!*ids || (with_text && text && !*text)) {
+        free(*ids);
+        if (text) free(*text);
+        *ids = NULL;
+        return cli_fail(EXIT_FAIL, "out of memory for the positions");
+    }
+    /* [components, batch, seq]; the text positions [batch, seq] */
+    const int64_t row = shared || shared3 ? seq : batch * seq;
+    for (int c = 0; c < *components; c++)
         for (int64_t b = 0; b < batch; b++)
             memcpy(*ids + (c * batch + b) * seq,
-                   p->ids + (shared || shared3 ? c * seq : (c * batch + b) * seq),
+                   p->ids + (with_text + c) * row + (shared || shared3 ? 0 : b * seq),
                    (size_t)seq * sizeof **ids);
+    for (int64_t b = 0; with_text && text && b < batch; b++)
+        memcpy(*text + b * seq, p->ids + (shared3 ? 0 : b * seq), (size_t)seq * sizeof **text);
     return 0;
 }

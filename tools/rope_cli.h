@@ -112,9 +112,12 @@ int rope_source_mrope(const rope_source *src);
  * *components 1; with mrope (rope_source_mrope) also 3-D positions, [3, seq]
  * or [3, batch, seq] (transformers' position_ids of Qwen2-VL), expanded to
  * [3, batch, seq], *components 3 ([3, seq] with batch 3 is ambiguous:
- * refused).  On failure prints one message and returns EXIT_FAIL. */
+ * refused); or [4, seq] or [4, batch, seq], Qwen3-VL's text positions
+ * then the 3-D ones: the text row goes to *text [batch, seq] (malloc'ed;
+ * text NULL: dropped), else *text is NULL.  On failure prints one message
+ * and returns EXIT_FAIL. */
 int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
-                        int mrope, int64_t **ids, int *components);
+                        int mrope, int64_t **ids, int *components, int64_t **text);
 
 /* The ra_positions of ids from positions_for_batch (NULL: start start). */
 ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start);

@@ -84,7 +84,8 @@ if [ $? -eq 2 ] && grep -q "not by position ids" "$TMP/err" && [ ! -e "$TMP/l4.n
 else fail "llama4 NoPE layer with --positions: $(cat "$TMP/err")"; fi
 
 # Qwen3-VL's [4, B, S] position ids (text positions, then the 3-D rows):
-# the 3-D rows move RoPE, so the output is the [3, B, S] run's bit for bit;
+# the 3-D rows move RoPE (the text row's values size no table), so the
+# output is the [3, B, S] run's bit for bit;
 # text positions that restart (a packed document to transformers' mask when
 # it has no attention mask) are refused without --packed, taken with it.
 q3=$C/qwen3_vl_image
@@ -93,7 +94,7 @@ import sys
 import numpy as np
 p = np.load(sys.argv[1])  # [3, S] or [3, B, S]
 text = np.broadcast_to(np.arange(p.shape[-1]), p.shape[1:])
-np.save(sys.argv[2], np.concatenate([text[None], p]))
+np.save(sys.argv[2], np.concatenate([text[None] + 2**31, p]))  # far away: only steps count
 half = p.shape[-1] // 2
 np.save(sys.argv[3], np.concatenate([(text - (text >= half) * half)[None], p]))
 PY

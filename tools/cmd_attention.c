@@ -424,7 +424,10 @@ static int run(const attention_options *opts)
         failed = text_positions_plain(text, batch, seq, opts->rope.positions_path);
     if (!failed &&
         !(failed = create_layer(opts, &src, ckpt, seq,
-                                ids ? file.max : opts->start_pos + seq - 1, &layer)) &&
+                                !ids ? opts->start_pos + seq - 1
+                                : text ? positions_max(ids, 3 * batch * seq) /* RoPE's rows */
+                                       : file.max,
+                                &layer)) &&
         !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
         !(failed = cli_context_create(&ctx, opts->threads)))
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,

@@ -113,6 +113,13 @@ int rope_source_mrope(const rope_source *src)
     return src->config->rope.has_mrope_section;
 }
 
+int64_t positions_max(const int64_t *ids, int64_t n)
+{
+    int64_t max = 0;
+    for (int64_t i = 0; i < n; i++) max = ids[i] > max ? ids[i] : max;
+    return max;
+}
+
 ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start)
 {
     ra_positions p = ra_positions_start(start);

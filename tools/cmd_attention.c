@@ -424,9 +424,8 @@ static int run(const attention_options *opts)
         failed = text_positions_plain(text, batch, seq, opts->rope.positions_path);
     if (!failed &&
         !(failed = create_layer(opts, &src, ckpt, seq,
-                                !ids ? opts->start_pos + seq - 1
-                                : text ? positions_max(ids, 3 * batch * seq) /* RoPE's rows */
-                                       : file.max,
+                                ids ? positions_max(ids, components * batch * seq)
+                                    : opts->start_pos + seq - 1,
                                 &layer)) &&
         !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
         !(failed = cli_context_create(&ctx, opts->threads)))

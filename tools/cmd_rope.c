@@ -146,7 +146,7 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
         if (!(failed = positions_read(opts->rope.positions_path, &file)))
             failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
                                          rope_source_mrope(src), &ids, &components, NULL);
-        max_position = file.max;
+        if (!failed) max_position = positions_max(ids, components * batch * seq);
     }
     ra_rope *rope = NULL;
     if (!failed) failed = make_rope(opts, src, x, max_position, &rope);

@@ -161,8 +161,11 @@ int positions_for_batch(const positions_file *p, const char *path, int64_t batch
     if (text) *text = with_text ? malloc((size_t)(batch * seq) * sizeof **text) : NULL;
     if (!*ids || (with_text && text && !*text)) {
         free(*ids);
-        if (text) free(*text);
         *ids = NULL;
+        if (text) {
+            free(*text);
+            *text = NULL;
+        }
         return cli_fail(EXIT_FAIL, "out of memory for the positions");
     }
     /* [components, batch, seq]; the text positions [batch, seq] */

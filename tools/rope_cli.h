@@ -119,7 +119,7 @@ int rope_source_mrope(const rope_source *src);
 int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,
                         int mrope, int64_t **ids, int *components, int64_t **text);
 
-/* The largest of n ids (0 for none). */
+/* The largest of n ids (0 for none): what RoPE must reach. */
 int64_t positions_max(const int64_t *ids, int64_t n);
 
 /* The ra_positions of ids from positions_for_batch (NULL: start start). */

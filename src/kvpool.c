@@ -150,7 +150,7 @@ RA_API ra_status ra_kv_pool_fork(ra_kv_pool *pool, int64_t parent, int64_t *id)
     ra_kv_sequence *s = &pool->seqs[i];
     s->n_table = 0;
     RA_TRY(table_reserve(s, from->n_table));
-    memcpy(s->table, from->table, (size_t)from->n_table * sizeof *s->table);
+    if (from->n_table) memcpy(s->table, from->table, (size_t)from->n_table * sizeof *s->table);
     for (int64_t t = 0; t < from->n_table; t++) pool->refs[from->table[t]]++;
     s->n_table = from->n_table;
     s->first_page = from->first_page;
@@ -167,7 +167,7 @@ static void release_pages(ra_kv_pool *pool, ra_kv_sequence *s, int64_t n)
 {
     for (int64_t t = 0; t < n; t++)
         if (--pool->refs[s->table[t]] == 0) pool->free_pages[pool->n_free++] = s->table[t];
-    memmove(s->table, s->table + n, (size_t)(s->n_table - n) * sizeof *s->table);
+    if (n) memmove(s->table, s->table + n, (size_t)(s->n_table - n) * sizeof *s->table);
     s->n_table -= n;
     s->first_page += n;
 }

@@ -362,13 +362,22 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
  * on -- and there is no far request. */
 static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_g, int64_t b,
                               int64_t g, int64_t j_start, int64_t j_end, int next_phase,
-                              int64_t ahead_rows, float *ks, float *vs)
+                              int64_t ahead_rows, int64_t far_rows, int64_t far_every,
+                              float *ks, float *vs)
 {
     const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
+    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
     for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++)
         ks[i] = c->k_scale[g], vs[i] = c->v_scale[g];
     for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
         const int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
+        /* the far requests: once per far_every rows, far_rows on */
+        for (int64_t p = (j + far_every - 1) / far_every * far_every; p < j + n; p += far_every)
+            if (p + far_rows < j_end) {
+                const int64_t row = ra_kv_cache_paged_row(c, b, g, p + far_rows);
+                __builtin_prefetch((const char *)c->k + row * row_bytes, 0, 1);
+                __builtin_prefetch((const char *)c->v + row * row_bytes, 0, 1);
+            }
         const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
         const void *ahead_k[DECODE_KEYS], *ahead_v[DECODE_KEYS];
         paged_rows(c, b, g, j, n, keys, vals, i8 ? ks : NULL, vs);
@@ -484,7 +493,8 @@ static void decode_task(void *arg, int64_t task, int thread)
         float ks[DECODE_KEYS], vs[DECODE_KEYS];
         if (c->page_size) {
             decode_paged_head(c, &rows_of_g, b, g, j_start, j_end, next_phase,
-                              AHEAD_BYTES / row_bytes, ks, vs);
+                              AHEAD_BYTES / row_bytes, FAR_BYTES / row_bytes,
+                              4096 / row_bytes ? 4096 / row_bytes : 1, ks, vs);
             continue;
         }
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;

@@ -328,6 +328,57 @@ static void test_window_release(void)
     }
 }
 
+/* The append rotates q and k as ra_kv_cache_append does (RoPE at the
+ * given positions, bit for bit), stores what it stores, and threads change
+ * nothing: two sequences, ragged n_new, 1 and 3 threads, every dtype. */
+static void test_append_matches_cache(void)
+{
+    enum { B = 2, S = 37, HKV = 2, H = 6, D = 16 };
+    const int64_t n_new[B] = {37, 20};
+    float q0[B * S * H * D], k0[B * S * HKV * D], v[B * S * HKV * D];
+    ra_test_fill(q0, B * S * H * D, 1);
+    ra_test_fill(k0, B * S * HKV * D, 2);
+    ra_test_fill(v, B * S * HKV * D, 3);
+    int64_t pos[B * S];
+    for (int64_t i = 0; i < B * S; i++) pos[i] = 3 + (i * 37) % 101;
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
+    for (int di = 0; di < 5; di++) {
+        static float qa[B * S * H * D], ka[B * S * HKV * D], qb[B * S * H * D], kb[B * S * HKV * D];
+        memcpy(qa, q0, sizeof qa), memcpy(qb, q0, sizeof qb);
+        memcpy(ka, k0, sizeof ka), memcpy(kb, k0, sizeof kb);
+        ra_kv_cache *cache;
+        ra_kv_pool *pool;
+        CHECK(ra_kv_cache_create(&cache, B, S, HKV, D, dtypes[di]) == RA_OK, "cache");
+        CHECK(ra_kv_pool_create(&pool, 12, 5, B, HKV, D, dtypes[di]) == RA_OK, "pool");
+        int64_t ids[B];
+        for (int b = 0; b < B; b++) CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[b]) == RA_OK, "add");
+        ra_positions at = {.struct_size = sizeof at, .ids = pos};
+        ra_tensor tqa = ra_tensor_4d(qa, RA_F32, B, S, H, D), tka = ra_tensor_4d(ka, RA_F32, B, S, HKV, D);
+        ra_tensor tqb = ra_tensor_4d(qb, RA_F32, B, S, H, D), tkb = ra_tensor_4d(kb, RA_F32, B, S, HKV, D);
+        ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+        CHECK(ra_kv_cache_append(cache, NULL, rope, &tqa, &tka, &tv, &at, n_new) == RA_OK, "cache");
+        CHECK(ra_kv_pool_append(pool, ctx, rope, ids, B, &tqb, &tkb, &tv, &at, n_new) == RA_OK,
+              "pool: %s", ra_last_error());
+        CHECK(memcmp(qa, qb, sizeof qa) == 0 && memcmp(ka, kb, sizeof ka) == 0,
+              "dtype %d: q and k not rotated as the cache's append does", (int)dtypes[di]);
+        float out_a[B * H * D], out_b[B * H * D];
+        ra_tensor tq1 = ra_tensor_4d(q0, RA_F32, B, 1, H, D);
+        ra_tensor toa = ra_tensor_4d(out_a, RA_F32, B, 1, H, D), tob = ra_tensor_4d(out_b, RA_F32, B, 1, H, D);
+        CHECK(ra_attention_decode(NULL, cache, &toa, &tq1, NULL, NULL) == RA_OK &&
+                  ra_attention_decode_paged(ctx, pool, ids, B, &tob, &tq1, NULL, NULL) == RA_OK &&
+                  memcmp(out_a, out_b, sizeof out_a) == 0, "dtype %d: stored rows differ",
+              (int)dtypes[di]);
+        ra_kv_cache_destroy(cache);
+        ra_kv_pool_destroy(pool);
+    }
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+}
+
 static void test_errors(void)
 {
     ra_kv_pool *pool = (ra_kv_pool *)1;
@@ -391,6 +442,7 @@ static void simd_cases(void)
     RUN(test_fork_copy_on_write);
     RUN(test_pool_full);
     RUN(test_window_release);
+    RUN(test_append_matches_cache);
     RUN(test_errors);
 }
 

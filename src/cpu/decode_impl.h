@@ -338,16 +338,24 @@ static void decode_rows(const decode_group *g, int64_t head_dim, const void *con
 
 /* The K and V rows (and RA_I8 scales) of positions j .. j + n - 1 of a
  * paged view's row b, kv head g, into keys, vals (and ks, vs), the rows
- * past n repeating position j (masked: cpu never reads them as keys). */
+ * past n repeating position j (no row sees them).  One division for the
+ * block: the rows then walk through the pages. */
 static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_t j, int n,
                               const void **keys, const void **vals, float *ks, float *vs)
 {
-    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
+    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype), ps = c->page_size;
+    const int32_t *table = c->pages[b] + (j / ps - c->first_page[b]);
+    int64_t in_page = j % ps, base = (*table * c->n_kv_heads + g) * ps;
+    const int64_t first = base + in_page;
     for (int i = 0; i < DECODE_KEYS; i++) {
-        const int64_t row = ra_kv_cache_paged_row(c, b, g, j + (i < n ? i : 0));
+        const int64_t row = i < n ? base + in_page : first;
         keys[i] = (const char *)c->k + row * row_bytes;
         vals[i] = (const char *)c->v + row * row_bytes;
         if (ks) ks[i] = c->k_scale[row], vs[i] = c->v_scale[row];
+        if (i < n && ++in_page == ps && i + 1 < n) {
+            in_page = 0;
+            base = (*++table * c->n_kv_heads + g) * ps;
+        }
     }
 }
 

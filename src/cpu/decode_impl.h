@@ -369,9 +369,10 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
  * block's K rows (next_phase), or each stream's rows ahead_rows positions
  * on; and the far requests, the rows far_rows positions on once per
  * far_every positions (FAR_BYTES on once per 4 KiB, as the contiguous
- * cache's).  Without them a step over 32 sequences in pages of 16 took
- * 1.12 times its contiguous twin's time, with them 0.99-1.08
- * (docs/perf/2026-12-03-paged-kv.md). */
+ * cache's).  Without them a step over 32 sequences took 1.12 (pages of
+ * 16) and 1.19 (64) times its contiguous twin's time; with them 1.03-1.12,
+ * and with paged_rows's walk through the pages 0.99-1.03
+ * (docs/perf/2026-12-03-paged-kv.md; a loaded 2-core VM). */
 static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_g, int64_t b,
                               int64_t g, int64_t j_start, int64_t j_end, int next_phase,
                               int64_t ahead_rows, int64_t far_rows, int64_t far_every,

@@ -54,7 +54,9 @@
  *     ra_kv_cache_read) while none writes it; ra_kv_cache_append,
  *     ra_layer_forward_cached, ra_kv_cache_set_scales, ra_kv_cache_reset
  *     and ra_kv_cache_destroy write it and need it to
- *     themselves.
+ *     themselves.  So with an ra_kv_pool: ra_attention_decode_paged,
+ *     ra_kv_pool_length and ra_kv_pool_free_pages read it; every other
+ *     ra_kv_pool_ function writes it.
  *   - An ra_context owns threads and scratch memory: one calling thread at a
  *     time.  Give each application thread its own context.
  *   - Functions that take a context accept NULL and then run on the calling

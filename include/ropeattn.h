@@ -815,6 +815,10 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
  * once; the other calls write the pool and need it to themselves). */
 typedef struct ra_kv_pool ra_kv_pool;
 
+/* Every size >= 1 (RA_ERR_SIZE), head_dim even (RA_ERR_HEAD_DIM), n_pages
+ * and max_sequences at most INT32_MAX (RA_ERR_OVERFLOW, as too many bytes
+ * are); every page is allocated here (appends and forks allocate only
+ * block tables). */
 RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t page_size,
                                    int64_t max_sequences, int64_t n_kv_heads, int64_t head_dim,
                                    ra_dtype dtype);

@@ -230,7 +230,7 @@ alloc-test:
 # path (RA_TEST_ONE_PATH, tests/harness.h): the threads and their tasks are
 # the same on every path, and each path would add the whole run again.
 TSAN_BUILD = build-tsan
-TSAN_TESTS = test_concurrency test_attention test_attention_backward test_kvcache test_kvcache8 test_rope test_mla \
+TSAN_TESTS = test_concurrency test_attention test_attention_backward test_kvcache test_kvcache8 test_kvpool test_rope test_mla \
              test_layer_backward
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \

@@ -108,6 +108,10 @@ extern const bench_case bench_attention_cases[];
 extern const int bench_attention_case_count;
 extern const bench_case bench_decode_cases[];
 extern const int bench_decode_case_count;
+extern const bench_case bench_paged_cases[];
+extern const int bench_paged_case_count;
+extern const bench_case bench_serve_cases[];
+extern const int bench_serve_case_count;
 extern const bench_case bench_mla_cases[];
 extern const int bench_mla_case_count;
 

@@ -102,6 +102,16 @@ static const char usage[] =
     "                                   its cache a window cache; bytes: the window's\n"
     "                                   K and V\n"
     "  kv_append_rope_f32               one token's q, k rotated, k, v written\n"
+    "  attention_decode_contig_f32_b32  32 sequences of 512..8192 f32 tokens, one query\n"
+    "                                   each, in one cache of batch 32 (ragged lengths)\n"
+    "  attention_decode_paged_f32_b32, attention_decode_paged_f32_b32_p64\n"
+    "                                   the same tokens in a paged pool (pages of 16,\n"
+    "                                   64), one call; the contiguous twin's bits, and\n"
+    "                                   a ratio to its time (target <= 1.1)\n"
+    "  serve_contig_bf16, serve_paged_bf16\n"
+    "                                   a serving simulation (32 requests, continuous\n"
+    "                                   batching, prefill + decode steps) on per-request\n"
+    "                                   caches and on a pool; a run is the whole of it\n"
     "  attention_decode_mla_f32_l16384  a latent layer's absorbed decode step (dim 16):\n"
     "                                   DeepSeek-V3's 128 heads against a latent cache\n"
     "                                   of 16384 rows of 576 (compute-bound: judged\n"
@@ -133,9 +143,11 @@ static const char *const blas_env_vars[] = {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SI
 static int all_cases(const bench_case **cases)
 {
     const bench_case *groups[] = {bench_limit_cases, bench_rope_cases, bench_attention_cases,
-                                  bench_decode_cases, bench_mla_cases};
+                                  bench_decode_cases, bench_paged_cases, bench_serve_cases,
+                                  bench_mla_cases};
     const int counts[] = {bench_limit_case_count, bench_rope_case_count,
                           bench_attention_case_count, bench_decode_case_count,
+                          bench_paged_case_count, bench_serve_case_count,
                           bench_mla_case_count};
     int n = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)

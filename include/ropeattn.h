@@ -54,7 +54,9 @@
  *     ra_kv_cache_read) while none writes it; ra_kv_cache_append,
  *     ra_layer_forward_cached, ra_kv_cache_set_scales, ra_kv_cache_reset
  *     and ra_kv_cache_destroy write it and need it to
- *     themselves.
+ *     themselves.  So with an ra_kv_pool: ra_attention_decode_paged,
+ *     ra_kv_pool_length and ra_kv_pool_free_pages read it; every other
+ *     ra_kv_pool_ function writes it.
  *   - An ra_context owns threads and scratch memory: one calling thread at a
  *     time.  Give each application thread its own context.
  *   - Functions that take a context accept NULL and then run on the calling
@@ -783,6 +785,90 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
                                      const int64_t *n_query,
                                      const ra_attention_options *options);
+
+/* A paged KV pool, for serving many sequences of one layer (vLLM's
+ * PagedAttention, FlashInfer's paged cache): n_pages pages of page_size
+ * tokens each (any page_size >= 1; 16 as vLLM, or more: bigger pages read
+ * a little faster, docs/DESIGN.md), K and V each [n_pages, Hkv, page_size,
+ * D] in f32, f16, bf16, int8 or fp8 (8-bit as in a cache: "KV cache and
+ * decoding"; int8's scales are per row, fp8's per kv head of the pool,
+ * ra_kv_pool_set_scales).  A page holds each kv head's rows of its tokens
+ * as one run.  Sequences are small ids in [0, max_sequences): each has a
+ * block table (its pages, in position order), a length, and a window.
+ *   - ra_kv_pool_add_sequence makes an empty sequence; window 0 keeps
+ *     every token, window W >= 1 is a sliding-window sequence: an append
+ *     of n >= 1 tokens first releases the pages whose tokens all lie
+ *     before the first key its first new token sees (position length -
+ *     W + 1), so a conversation takes about W / page_size + 1 pages.  The
+ *     window is per sequence (layers of several windows use one pool each).
+ *   - ra_kv_pool_fork makes a sequence that shares every page of its
+ *     parent (a common prompt, beams, parallel samples): the pages are
+ *     reference counted, and the first append to either sequence copies
+ *     the last page if it is partial and still shared (copy on write);
+ *     full pages are never written again, so stay shared.
+ *   - ra_kv_pool_free_sequence gives its pages back (those no other
+ *     sequence holds) and its id for reuse.
+ * Pages run out as a whole: an append that needs more pages than are free
+ * (counting those its windows release) is RA_ERR_CACHE_FULL naming the
+ * sequence that needs the most, and changes nothing; so is an add or fork
+ * past max_sequences.  Thread safety: as an ra_kv_cache (decodes may run at
+ * once; the other calls write the pool and need it to themselves). */
+typedef struct ra_kv_pool ra_kv_pool;
+
+/* Every size >= 1 (RA_ERR_SIZE), head_dim even (RA_ERR_HEAD_DIM), n_pages
+ * and max_sequences at most INT32_MAX (RA_ERR_OVERFLOW, as too many bytes
+ * are); every page is allocated here (appends and forks allocate only
+ * block tables). */
+RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t page_size,
+                                   int64_t max_sequences, int64_t n_kv_heads, int64_t head_dim,
+                                   ra_dtype dtype);
+RA_API void ra_kv_pool_destroy(ra_kv_pool *pool); /* NULL is allowed */
+/* A new empty sequence's id (the lowest free) into *id; window >= 0. */
+RA_API ra_status ra_kv_pool_add_sequence(ra_kv_pool *pool, int64_t window, int64_t *id);
+/* A new sequence holding parent's tokens (its pages shared), window and
+ * length; its id into *id. */
+RA_API ra_status ra_kv_pool_fork(ra_kv_pool *pool, int64_t parent, int64_t *id);
+RA_API ra_status ra_kv_pool_free_sequence(ra_kv_pool *pool, int64_t id);
+/* Tokens appended to sequence id (a window sequence holds the last ones),
+ * or -1 for a bad argument (ra_last_error says which). */
+RA_API int64_t ra_kv_pool_length(const ra_kv_pool *pool, int64_t id);
+/* Pages no sequence holds (n_pages - this are in use; a page shared by
+ * forks counts once), or -1 for a NULL pool. */
+RA_API int64_t ra_kv_pool_free_pages(const ra_kv_pool *pool);
+/* An fp8 pool's scales, as ra_kv_cache_set_scales: only on an RA_F8E4M3
+ * pool (RA_ERR_DTYPE) whose pages are all free (RA_ERR_ARGUMENT). */
+RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
+                                       const float *v_scales, int64_t n_scales);
+
+/* ra_kv_cache_append for n_ids sequences of a pool: row i of the inputs
+ * is sequence ids[i] (each id once, RA_ERR_ARGUMENT), whose n_new[i]
+ * tokens (NULL: S) are rotated and stored as its next positions, in new
+ * pages as it needs them; the same rotation, rounding and quantization as
+ * a cache's.  RA_ERR_CACHE_FULL (nothing changed) when the pool lacks the
+ * pages.
+ *   q: [N, S, H, D] f32 or NULL    k, v: [N, S, Hkv, D] f32    N = n_ids */
+RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_rope *rope,
+                                   const int64_t *ids, int64_t n_ids, const ra_tensor *q,
+                                   const ra_tensor *k, const ra_tensor *v,
+                                   const ra_positions *positions, const int64_t *n_new);
+
+/* ra_attention_decode over n_ids sequences of a pool, of any lengths, in
+ * one call (continuous batching): row i of q and out is sequence ids[i]
+ * (repeats allowed), its query rows the tokens at positions length - n +
+ * t, with the same masks, checks and refusals as ra_attention_decode.
+ * The result is the same bits as ra_attention_decode on a contiguous cache
+ * holding the same tokens, for any thread count and any page size: the
+ * same chunks of positions and the same merge, each key's row found
+ * through the block table.  A window sequence (window W) needs options
+ * with a window or chunk of at most W (RA_ERR_ARGUMENT), and its queries
+ * may see back only to the keys kept for its last append's tokens
+ * (RA_ERR_SIZE beyond: their pages are released).
+ *   q, out: [N, T, H, D] f32    N = n_ids */
+RA_API ra_status ra_attention_decode_paged(ra_context *ctx, const ra_kv_pool *pool,
+                                           const int64_t *ids, int64_t n_ids,
+                                           const ra_tensor *out, const ra_tensor *q,
+                                           const int64_t *n_query,
+                                           const ra_attention_options *options);
 
 /* ------------------------------------------------------------------------ */
 /* The attention layer: LLaMA's Attention module                              */

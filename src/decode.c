@@ -36,9 +36,9 @@ ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c
     return RA_OK;
 }
 
-static ra_status check_decode(ra_attention_mask *mask, const ra_kv_cache *c, const ra_tensor *out,
-                              const ra_tensor *q, const int64_t *n_query,
-                              const ra_attention_options *options)
+ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *c,
+                                    const ra_tensor *out, const ra_tensor *q,
+                                    const int64_t *n_query, const ra_attention_options *options)
 {
     if (!c || !out || !q)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
@@ -176,7 +176,7 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
 {
     ra_error_reset();
     ra_attention_mask mask;
-    RA_TRY(check_decode(&mask, cache, out, q, n_query, options));
+    RA_TRY(ra_attention_decode_check(&mask, cache, out, q, n_query, options));
     ra_decode_job job = make_job(cache, out, q, n_query, &mask);
     int64_t per_threads, total;
     RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));

@@ -287,13 +287,14 @@ static void append_task(void *arg, int64_t task, int thread)
     store_rows(job->cache, 1, job->v, b, s0, len, at);
 }
 
-static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const ra_tensor *q,
-                              const ra_tensor *k, const ra_tensor *v,
-                              const ra_positions *positions, const int64_t *n_new, ra_positions *p)
+ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim,
+                             const ra_rope *rope, const ra_tensor *q, const ra_tensor *k,
+                             const ra_tensor *v, const ra_positions *positions,
+                             const int64_t *n_new, ra_positions *p)
 {
-    if (!c || !rope || !k || !v || !positions)
-        return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !rope ? "rope" : !k ? "k"
-                                                  : !v ? "v" : "positions");
+    if (!rope || !k || !v || !positions)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !rope ? "rope" : !k ? "k" : !v ? "v"
+                                                                          : "positions");
     RA_TRY(ra_tensor_check(k, "k"));
     RA_TRY(ra_tensor_check(v, "v"));
     if (q) RA_TRY(ra_tensor_check(q, "q"));
@@ -303,24 +304,24 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
         if (f32[i] && f32[i]->dtype != RA_F32)
             return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", f32_names[i],
                            (int)f32[i]->dtype);
-    const int64_t batch = k->shape[0], seq = k->shape[1];
+    const int64_t seq = k->shape[1];
     for (int d = 0; d < 4; d++)
         if (v->shape[d] != k->shape[d])
             return ra_fail(RA_ERR_SHAPE, "v " RA_DIMS_FMT " and k " RA_DIMS_FMT " differ",
                            RA_DIMS(v->shape), RA_DIMS(k->shape));
-    if (batch != c->batch || k->shape[2] != c->n_kv_heads || k->shape[3] != c->head_dim)
+    if (k->shape[0] != batch || k->shape[2] != n_kv_heads || k->shape[3] != head_dim)
         return ra_fail(RA_ERR_SHAPE, "k is [%lld, %lld, %lld, %lld]; the cache holds batch %lld, "
-                       "%lld kv heads of %lld", (long long)batch, (long long)seq,
-                       (long long)k->shape[2], (long long)k->shape[3], (long long)c->batch,
-                       (long long)c->n_kv_heads, (long long)c->head_dim);
-    if (q && (q->shape[0] != batch || q->shape[1] != seq || q->shape[3] != c->head_dim ||
-              q->shape[2] % c->n_kv_heads))
+                       "%lld kv heads of %lld", (long long)k->shape[0], (long long)seq,
+                       (long long)k->shape[2], (long long)k->shape[3], (long long)batch,
+                       (long long)n_kv_heads, (long long)head_dim);
+    if (q && (q->shape[0] != batch || q->shape[1] != seq || q->shape[3] != head_dim ||
+              q->shape[2] % n_kv_heads))
         return ra_fail(RA_ERR_SHAPE, "q " RA_DIMS_FMT " does not fit k " RA_DIMS_FMT " (its "
                        "heads: a multiple of the cache's %lld)", RA_DIMS(q->shape),
-                       RA_DIMS(k->shape), (long long)c->n_kv_heads);
-    if (rope->config.head_dim != c->head_dim)
+                       RA_DIMS(k->shape), (long long)n_kv_heads);
+    if (rope->config.head_dim != head_dim)
         return ra_fail(RA_ERR_SHAPE, "rope's head_dim %lld is not the cache's %lld",
-                       (long long)rope->config.head_dim, (long long)c->head_dim);
+                       (long long)rope->config.head_dim, (long long)head_dim);
     RA_TRY(ra_positions_read(p, positions, rope, batch, seq, 0)); /* a [B, S] grid */
     /* q and k are rotated in place: no element may be read or written twice */
     if (q && ra_tensors_share_elements(q, k))
@@ -333,6 +334,19 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
         if (n < 0 || n > seq)
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
                            (long long)b, (long long)n, (long long)seq);
+    }
+    return RA_OK;
+}
+
+static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const ra_tensor *q,
+                              const ra_tensor *k, const ra_tensor *v,
+                              const ra_positions *positions, const int64_t *n_new, ra_positions *p)
+{
+    if (!c) return ra_fail(RA_ERR_NULL, "cache is NULL");
+    RA_TRY(ra_kv_append_check(c->batch, c->n_kv_heads, c->head_dim, rope, q, k, v, positions,
+                              n_new, p));
+    for (int64_t b = 0; b < c->batch; b++) {
+        int64_t n = n_new ? n_new[b] : k->shape[1];
         if (n > ra_kv_cache_max_new(c, b) && c->window)
             return ra_fail(RA_ERR_CACHE_FULL, "sequence %lld: %lld new tokens exceed the window "
                            "cache's max_new %lld (they would overwrite keys of their own "

@@ -23,6 +23,14 @@ struct ra_kv_cache {
                                  beside its codes, head-major as they are);
                                  RA_F8E4M3: [Hkv] each; else NULL */
     int64_t *length; /* [B] tokens appended (absolute positions) */
+    /* page_size > 0: a view of an ra_kv_pool's pages for one decode call
+     * (kvpool_internal.h; window 0, capacity the longest length): k, v
+     * [n_pages, Hkv, page_size, D], RA_I8's scales [n_pages, Hkv,
+     * page_size]; the token at position p of row b is row p % page_size of
+     * page pages[b][p / page_size - first_page[b]]. */
+    int64_t page_size;
+    const int32_t *const *pages; /* [B] block tables */
+    const int64_t *first_page;   /* [B] the logical page of each table's entry 0 */
 };
 
 /* The slot of the token at position p (one the cache still holds). */
@@ -63,6 +71,24 @@ void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int
  * token at position p (kv head 0) of k's storage, in the cache's dtype. */
 void ra_kv_cache_put(ra_kv_cache *cache, int64_t b, int64_t p, int64_t at, const float *src,
                      int64_t n);
+
+/* The row index of the token at position p of row b, kv head g, of a
+ * paged view (page_size > 0): in units of D elements of k, v (and of one
+ * RA_I8 scale). */
+static inline int64_t ra_kv_cache_paged_row(const ra_kv_cache *c, int64_t b, int64_t g,
+                                            int64_t p)
+{
+    const int64_t page = c->pages[b][p / c->page_size - c->first_page[b]];
+    return (page * c->n_kv_heads + g) * c->page_size + p % c->page_size;
+}
+
+/* Checks ra_kv_cache_append's (and ra_kv_pool_append's) arguments other
+ * than the cache's room: a batch of `batch` sequences of n_kv_heads heads
+ * of head_dim; fills *p with the positions read. */
+ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim,
+                             const ra_rope *rope, const ra_tensor *q, const ra_tensor *k,
+                             const ra_tensor *v, const ra_positions *positions,
+                             const int64_t *n_new, ra_positions *p);
 
 /* RA_ERR_ARGUMENT for a latent cache, which only a latent layer serves. */
 ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what);
@@ -150,6 +176,12 @@ typedef struct ra_softmax_job {
  * dropout, padding_mask and cu_seqlens are refused. */
 ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c,
                                    const ra_tensor *q, const ra_attention_options *options);
+
+/* ra_attention_decode's checks of its arguments (c may be a paged view);
+ * fills *mask. */
+ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *c,
+                                    const ra_tensor *out, const ra_tensor *q,
+                                    const int64_t *n_query, const ra_attention_options *options);
 
 /* ra_attention_decode in two steps, for callers that own the scratch (the
  * layer): the bytes needed for any length up to the capacity (any mask),

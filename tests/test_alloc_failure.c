@@ -234,6 +234,96 @@ static void cache_create_window_fp8(trial *t)
     if (t->status == RA_OK) ra_kv_cache_destroy(cache);
 }
 
+/* A paged pool allocates its pages, tables and scales. */
+static void pool_create(trial *t)
+{
+    ra_kv_pool *pool = (ra_kv_pool *)NOT_NULL;
+    ARMED(t, ra_kv_pool_create(&pool, 8, 2, B, HKV, D, RA_I8));
+    if (INJECTED(t)) CHECK(pool == NULL, "*out not NULL after a failure");
+    if (t->status == RA_OK) ra_kv_pool_destroy(pool);
+}
+
+/* A pool (pages of 1) holding sequence ids[0] (S tokens) and its fork
+ * ids[1]: the tables, the pages' holds. */
+static ra_kv_pool *pool_filled(int64_t ids[2])
+{
+    ra_kv_pool *pool = NULL;
+    ra_rope *rope = NULL;
+    CHECK(ra_kv_pool_create(&pool, 64, 1, 4, HKV, D, RA_F16) == RA_OK, "pool");
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.struct_size = sizeof(ra_rope_config),
+                                                  .head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    static float ka[S * HKV * D];
+    memcpy(ka, k, sizeof ka);
+    ra_tensor tk = ra_tensor_4d(ka, RA_F32, 1, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, 1, S, HKV, D);
+    ra_positions p = {.struct_size = sizeof p, .start = 0};
+    CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[0]) == RA_OK, "add");
+    CHECK(ra_kv_pool_append(pool, NULL, rope, &ids[0], 1, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_pool_fork(pool, ids[0], &ids[1]) == RA_OK, "fork");
+    ra_rope_destroy(rope);
+    return pool;
+}
+
+/* ra_kv_pool_fork allocates the child's table: a failure takes no id and
+ * no hold. */
+static void pool_fork(trial *t)
+{
+    int64_t ids[2], child = -1;
+    ra_kv_pool *pool = pool_filled(ids);
+    const int64_t free_before = ra_kv_pool_free_pages(pool);
+    ARMED(t, ra_kv_pool_fork(pool, ids[1], &child));
+    if (INJECTED(t)) {
+        CHECK(child == -1 && ra_kv_pool_length(pool, 2) == -1, "a failed fork made a sequence");
+        CHECK(ra_kv_pool_free_sequence(pool, ids[0]) == RA_OK &&
+                  ra_kv_pool_free_sequence(pool, ids[1]) == RA_OK &&
+                  ra_kv_pool_free_pages(pool) == 64, "a failed fork took a hold on a page");
+    }
+    CHECK(ra_kv_pool_free_pages(pool) >= free_before, "pages");
+    ra_kv_pool_destroy(pool);
+}
+
+/* ra_kv_pool_append of S tokens to each (their tables of 8 grow) and ra_attention_decode_paged on threads threads: a
+ * failed append changes no length, page or decoded bit; a failed decode
+ * leaves out as it was. */
+static void pool_append_decode(trial *t, int threads, int decode)
+{
+    int64_t ids[2];
+    ra_kv_pool *pool = pool_filled(ids);
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    ra_rope *rope = NULL;
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.struct_size = sizeof(ra_rope_config),
+                                                  .head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    static float out[B * 2 * H * D], before[B * 2 * H * D], ka[B * S * HKV * D];
+    ra_tensor to = ra_tensor_4d(out, RA_F32, B, 2, H, D), tq = ra_tensor_4d(q, RA_F32, B, 2, H, D);
+    memcpy(ka, k, sizeof ka);
+    ra_tensor tk = ra_tensor_4d(ka, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    ra_positions p = {.struct_size = sizeof p, .start = S};
+    if (decode) {
+        memset(out, SENTINEL, sizeof out);
+        ARMED(t, ra_attention_decode_paged(ctx, pool, ids, 2, &to, &tq, NULL, NULL));
+        if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
+        else CHECK(!is_sentinel(out, sizeof out), "out not written");
+    } else {
+        CHECK(ra_attention_decode_paged(ctx, pool, ids, 2, &to, &tq, NULL, NULL) == RA_OK, "decode");
+        memcpy(before, out, sizeof out);
+        const int64_t free_before = ra_kv_pool_free_pages(pool);
+        ARMED(t, ra_kv_pool_append(pool, ctx, rope, ids, 2, NULL, &tk, &tv, &p, NULL));
+        if (INJECTED(t)) {
+            CHECK(ra_kv_pool_length(pool, ids[0]) == S && ra_kv_pool_length(pool, ids[1]) == S &&
+                      ra_kv_pool_free_pages(pool) == free_before, "a failed append changed the pool");
+            CHECK(ra_attention_decode_paged(ctx, pool, ids, 2, &to, &tq, NULL, NULL) == RA_OK &&
+                      memcmp(before, out, sizeof out) == 0, "a failed append changed the tokens");
+        }
+    }
+    ra_rope_destroy(rope);
+    ra_context_destroy(ctx);
+    ra_kv_pool_destroy(pool);
+}
+static void pool_append(trial *t) { pool_append_decode(t, 0, 0); }
+static void pool_append_ctx(trial *t) { pool_append_decode(t, 3, 0); }
+static void pool_decode(trial *t) { pool_append_decode(t, 0, 1); }
+static void pool_decode_ctx(trial *t) { pool_append_decode(t, 3, 1); }
+
 /* ---- rope and attention -------------------------------------------------- */
 
 /* Rotations allocate nothing: the sweep must end at n = 1 with success. */
@@ -827,6 +917,12 @@ static void test_cache(void)
     sweep("ra_attention_decode(int8, context)", decode_int8_ctx, 0);
     sweep("ra_attention_decode(fp8)", decode_fp8, 0);
     sweep("ra_kv_cache_read, ra_kv_cache_set_scales", cache_read_scales, 0);
+    sweep("ra_kv_pool_create(int8)", pool_create, 0);
+    sweep("ra_kv_pool_fork", pool_fork, 0);
+    sweep("ra_kv_pool_append", pool_append, 0);
+    sweep("ra_kv_pool_append(context)", pool_append_ctx, 0);
+    sweep("ra_attention_decode_paged", pool_decode, 0);
+    sweep("ra_attention_decode_paged(context)", pool_decode_ctx, 0);
 }
 
 static void test_layer(void)

@@ -4,8 +4,8 @@
  * single-threaded run's:
  *   - shared and read-only: one ra_rope (its table and, past the table, the
  *     on-the-fly angles), one ra_layer (its rope and the weights it
- *     borrows), one filled ra_kv_cache that every thread decodes from
- *     into its own output;
+ *     borrows), one filled ra_kv_cache and one ra_kv_pool holding the
+ *     same tokens that every thread decodes from into its own outputs;
  *   - each thread's own: contexts (created, used and destroyed in every
  *     round, so thread pools start and stop concurrently; or NULL), KV
  *     caches filled through the cached layer, output buffers.
@@ -32,13 +32,15 @@ static int64_t table_pos[S];
 static ra_rope *rope;
 static ra_layer *layer;
 static ra_kv_cache *shared_cache;
+static ra_kv_pool *shared_pool;
+static int64_t pool_ids[B];
 
 /* One thread's results: every output the checks compare. */
 typedef struct results {
     float rope[B * S * H * D];
     float cos[S * D / 2], sin[S * D / 2];
     float flash[B * S * H * D], reference[B * S * H * D];
-    float decode[B * 2 * H * D];
+    float decode[B * 2 * H * D], paged[B * 2 * H * D];
     float layer[B * S * DIM];
     float cached[B * (S + 2) * DIM]; /* prefill S tokens, then 2 decode steps */
 } results;
@@ -67,6 +69,9 @@ static int run_all(results *r, ra_context *ctx)
     ra_tensor t2 = ra_tensor_4d(q, RA_F32, B, 2, H, D);
     ra_tensor td = ra_tensor_4d(r->decode, RA_F32, B, 2, H, D);
     failed += ra_attention_decode(ctx, shared_cache, &td, &t2, NULL, NULL) != RA_OK;
+    ra_tensor tp = ra_tensor_4d(r->paged, RA_F32, B, 2, H, D);
+    failed += ra_attention_decode_paged(ctx, shared_pool, pool_ids, B, &tp, &t2, NULL, NULL) !=
+              RA_OK;
 
     /* the shared layer, and its cached form on a cache of this thread's */
     failed += ra_layer_forward(layer, ctx, r->layer, x, B, S, NULL, NULL) != RA_OK;
@@ -93,6 +98,7 @@ static int compare(const results *r)
     bad += memcmp(r->flash, expected.flash, sizeof r->flash) != 0;
     bad += memcmp(r->reference, expected.reference, sizeof r->reference) != 0;
     bad += memcmp(r->decode, expected.decode, sizeof r->decode) != 0;
+    bad += memcmp(r->paged, expected.decode, sizeof r->paged) != 0; /* the cache's bits */
     bad += !(ra_test_max_rel_diff(r->layer, expected.layer, B * S * DIM) <= 1e-6);
     bad += !(ra_test_max_rel_diff(r->cached, expected.cached, B * (S + 2) * DIM) <= 1e-6);
     return bad;
@@ -151,6 +157,13 @@ static void setup(void)
     ra_positions p = {.struct_size = sizeof p, .start = 0};
     CHECK(ra_kv_cache_create(&shared_cache, B, CAP, HKV, D, RA_F16) == RA_OK, "cache");
     CHECK(ra_kv_cache_append(shared_cache, NULL, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
+    /* the shared pool (pages of 8): the same tokens, from the same inputs */
+    memcpy(kc, k, sizeof kc);
+    CHECK(ra_kv_pool_create(&shared_pool, B * S / 8, 8, B, HKV, D, RA_F16) == RA_OK, "pool");
+    for (int b = 0; b < B; b++)
+        CHECK(ra_kv_pool_add_sequence(shared_pool, 0, &pool_ids[b]) == RA_OK, "add");
+    CHECK(ra_kv_pool_append(shared_pool, NULL, rope, pool_ids, B, NULL, &tk, &tv, &p, NULL) ==
+              RA_OK, "fill the pool");
 }
 
 /* The expected results, from this thread alone, without a context; then
@@ -201,6 +214,7 @@ int main(void)
     setup();
     ra_test_each_isa(simd_cases);
     ra_kv_cache_destroy(shared_cache);
+    ra_kv_pool_destroy(shared_pool);
     ra_layer_destroy(layer);
     ra_rope_destroy(rope);
     return ra_test_summary("concurrency");

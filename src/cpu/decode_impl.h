@@ -336,6 +336,87 @@ static void decode_rows(const decode_group *g, int64_t head_dim, const void *con
 #undef DECODE_ROWS_OF
 }
 
+/* The K and V rows (and RA_I8 scales) of positions j .. j + n - 1 of a
+ * paged view's row b, kv head g, into keys, vals (and ks, vs), the rows
+ * past n repeating position j (no row sees them).  One division for the
+ * block: the rows then walk through the pages. */
+static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_t j, int n,
+                              const void **keys, const void **vals, float *ks, float *vs)
+{
+    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype), ps = c->page_size;
+    const int32_t *table = c->pages[b] + (j / ps - c->first_page[b]);
+    int64_t in_page = j % ps, base = (*table * c->n_kv_heads + g) * ps;
+    const int64_t first = base + in_page;
+    for (int i = 0; i < DECODE_KEYS; i++) {
+        const int64_t row = i < n ? base + in_page : first;
+        keys[i] = (const char *)c->k + row * row_bytes;
+        vals[i] = (const char *)c->v + row * row_bytes;
+        if (ks) ks[i] = c->k_scale[row], vs[i] = c->v_scale[row];
+        if (i < n && ++in_page == ps && i + 1 < n) {
+            in_page = 0;
+            base = (*++table * c->n_kv_heads + g) * ps;
+        }
+    }
+}
+
+/* decode_task's blocks for one kv head g of row b of a paged view (an
+ * ra_kv_pool's pages, cache->page_size > 0): the positions [j_start,
+ * j_end) in blocks of DECODE_KEYS, each key's row found through the block
+ * table.  The same blocks, in the same order, as the contiguous cache's,
+ * so the same bits.  Each page holds a kv head's rows as one run, but the
+ * runs of consecutive pages lie anywhere: so the lines asked for ahead
+ * (decode_task) are named by position, not by a byte distance: the next
+ * block's K rows (next_phase), or each stream's rows ahead_rows positions
+ * on; and the far requests, the rows far_rows positions on once per
+ * far_every positions (FAR_BYTES on once per 4 KiB, as the contiguous
+ * cache's).  Without them a step over 32 sequences took 1.12 (pages of
+ * 16) and 1.19 (64) times its contiguous twin's time; with them 1.03-1.12,
+ * and with paged_rows's walk through the pages 0.99-1.03
+ * (docs/perf/2026-12-03-paged-kv.md; a loaded 2-core VM). */
+static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_g, int64_t b,
+                              int64_t g, int64_t j_start, int64_t j_end, int next_phase,
+                              int64_t ahead_rows, int64_t far_rows, int64_t far_every,
+                              float *ks, float *vs)
+{
+    const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
+    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
+    for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++)
+        ks[i] = c->k_scale[g], vs[i] = c->v_scale[g];
+    for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
+        const int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
+        /* the far requests: once per far_every rows, far_rows on */
+        for (int64_t p = (j + far_every - 1) / far_every * far_every; p < j + n; p += far_every)
+            if (p + far_rows < j_end) {
+                const int64_t row = ra_kv_cache_paged_row(c, b, g, p + far_rows);
+                __builtin_prefetch((const char *)c->k + row * row_bytes, 0, 1);
+                __builtin_prefetch((const char *)c->v + row * row_bytes, 0, 1);
+            }
+        const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
+        const void *ahead_k[DECODE_KEYS], *ahead_v[DECODE_KEYS];
+        paged_rows(c, b, g, j, n, keys, vals, i8 ? ks : NULL, vs);
+        decode_ahead ahead = {vals, ahead_k, 0, 0, 0};
+        if (next_phase) { /* the next block's K rows, while P.V reads this V */
+            const int64_t next = j + DECODE_KEYS;
+            if (next < j_end)
+                paged_rows(c, b, g, next, j_end - next < DECODE_KEYS ? (int)(j_end - next)
+                                                                     : DECODE_KEYS,
+                           ahead_k, ahead_v, NULL, NULL);
+            else
+                ahead.values_rows = NULL; /* last block */
+        } else { /* each stream's rows ahead_rows positions on (else its own) */
+            const int64_t on = j + ahead_rows;
+            const int m = on >= j_end ? 0 : j_end - on < n ? (int)(j_end - on) : n;
+            if (m)
+                paged_rows(c, b, g, on, m, ahead_k, ahead_v, NULL, NULL);
+            for (int i = m; i < DECODE_KEYS; i++) ahead_k[i] = keys[i], ahead_v[i] = vals[i];
+            ahead.scores_rows = ahead_k;
+            ahead.values_rows = ahead_v;
+        }
+        decode_rows(rows_of_g, c->head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
+                    &ahead, n, j, c->dtype);
+    }
+}
+
 static void decode_task(void *arg, int64_t task, int thread)
 {
     const ra_decode_job *job = arg;
@@ -419,16 +500,22 @@ static void decode_task(void *arg, int64_t task, int thread)
     const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
     const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
     for (int64_t g = g0; g < g0 + heads; g++) {
+        const decode_group rows_of_g = {
+            qs + g * rows * head_dim, first, last, job->mask.softcap,
+            job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows};
+        float ks[DECODE_KEYS], vs[DECODE_KEYS];
+        if (c->page_size) {
+            decode_paged_head(c, &rows_of_g, b, g, j_start, j_end, next_phase,
+                              AHEAD_BYTES / row_bytes, FAR_BYTES / row_bytes,
+                              4096 / row_bytes ? 4096 / row_bytes : 1, ks, vs);
+            continue;
+        }
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
         /* an 8-bit cache's scales of this head: int8's by slot, fp8's one */
         const float *kscales = eight ? ra_kv_cache_scales(c, 0, b, g) : NULL;
         const float *vscales = eight ? ra_kv_cache_scales(c, 1, b, g) : NULL;
-        float ks[DECODE_KEYS], vs[DECODE_KEYS];
         for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++) ks[i] = *kscales, vs[i] = *vscales;
-        const decode_group rows_of_g = {
-            qs + g * rows * head_dim, first, last, job->mask.softcap,
-            job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows};
         int64_t slot0 = slot_start;
         for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
             int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;

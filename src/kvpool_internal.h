@@ -1,0 +1,61 @@
+/*
+ * kvpool_internal.h — the paged KV pool's insides (internal): pages of
+ * page_size tokens from one pool, a block table per sequence.
+ *
+ *   K, V: [n_pages, Hkv, page_size, D] in the pool's dtype: a page holds
+ *   each kv head's rows of its tokens as one sequential run
+ *   RA_I8 scales: [n_pages, Hkv, page_size] for K and for V (a row's beside
+ *   its codes, as in a cache); RA_F8E4M3: [Hkv] for K and for V
+ */
+#ifndef RA_KVPOOL_INTERNAL_H
+#define RA_KVPOOL_INTERNAL_H
+
+#include "kvcache_internal.h"
+
+/* One sequence: its tokens at positions 0 .. length - 1, of which those
+ * from first_page * page_size on are held (a window sequence releases
+ * whole pages that no later query sees).  table[i] is the page of logical
+ * page first_page + i, i < n_table. */
+typedef struct ra_kv_sequence {
+    int in_use;
+    int copy_planned;       /* ra_kv_pool_append's plan: copies its last page */
+    int64_t length, window; /* window 0: every token kept */
+    int64_t first_page, n_table, table_size;
+    int32_t *table;         /* [table_size], kept for the id's next sequence */
+} ra_kv_sequence;
+
+struct ra_kv_pool {
+    int64_t n_pages, page_size, n_kv_heads, head_dim, max_sequences;
+    ra_dtype dtype;
+    void *k, *v;              /* [n_pages, Hkv, page_size, D] each */
+    float *k_scale, *v_scale; /* see above; else NULL */
+    int32_t *refs;            /* [n_pages] the sequences holding each page; 0: free */
+    int32_t *free_pages;      /* [n_pages] a stack: the n_free free pages, next on top */
+    int64_t n_free;
+    ra_kv_sequence *seqs;     /* [max_sequences] */
+};
+
+/* The row index (units of D elements, and of one RA_I8 scale) of kv head
+ * g's row of the held token at position p of sequence s. */
+static inline int64_t ra_kv_pool_row(const ra_kv_pool *pool, const ra_kv_sequence *s, int64_t g,
+                                     int64_t p)
+{
+    const int64_t page = s->table[p / pool->page_size - s->first_page];
+    return (page * pool->n_kv_heads + g) * pool->page_size + p % pool->page_size;
+}
+
+/* Pages (logical) a sequence of length tokens spans: ceil(length / ps). */
+static inline int64_t ra_kv_pool_pages_of(const ra_kv_pool *pool, int64_t length)
+{
+    return (length + pool->page_size - 1) / pool->page_size;
+}
+
+/* The sequence of id, or NULL with RA_ERR_ARGUMENT set (what: the
+ * argument's name in the message). */
+ra_kv_sequence *ra_kv_pool_sequence(const ra_kv_pool *pool, int64_t id, const char *what);
+
+/* Checks a decode's ids: n_ids >= 1, each a sequence of the pool
+ * (repeats allowed: a decode only reads). */
+ra_status ra_kv_pool_check_ids(const ra_kv_pool *pool, const int64_t *ids, int64_t n_ids);
+
+#endif

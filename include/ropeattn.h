@@ -590,10 +590,10 @@ static inline ra_attention_options ra_attention_options_init(void)
  * are exact and summed in float32, the softmax is float32, but P is rounded
  * to bf16 before P v (as FlashAttention does), and bf16 subnormals count as
  * zero.  Each output is then within 2^-9 max|v| (v over the keys its row
- * sees) of the float32 path's on the same values, plus the float32 sums'
- * own error (seen: 1.3e-3 max|v| at worst; tests/test_attention_bf16.c);
- * the same bits for any thread count still, and |q.k| beyond FLT_MAX is Inf
- * before the scale applies.  RA_FORCE_ISA=avx512 keeps bf16 inputs on the
+ * sees; times 1 / (1 - p) with dropout p) of the float32 path's on the
+ * same values, plus the float32 sums' own error (seen: 1.3e-3 max|v| at
+ * worst; tests/test_attention_bf16.c); the same bits for any thread count
+ * still, and |q.k| beyond FLT_MAX is Inf before the scale applies.  RA_FORCE_ISA=avx512 keeps bf16 inputs on the
  * float32 path.  Extreme logits, NaN and Inf: "Numbers at the edges"
  * above.  out's memory must not overlap q's, k's or v's
  * (RA_ERR_ARGUMENT); q, k and v may share one fused buffer. */

@@ -113,18 +113,20 @@ const ra_kernels *ra_kernels_get(void)
     return atomic_load_explicit(&selected, memory_order_relaxed);
 }
 
+#if defined(__x86_64__)
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 static int amx_granted;
 
 /* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (Linux 5.16, asm/prctl.h):
  * refused (the kernel's, or a thread's signal stack too small for the
- * tiles), the flash task keeps to vdpbf16ps. */
+ * tiles), or not Linux, the flash task keeps to vdpbf16ps. */
 static void amx_request(void)
 {
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__linux__)
     amx_granted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
 #endif
 }
+#endif
 
 int ra_cpu_amx_enable(void)
 {

@@ -392,27 +392,33 @@ static void flash_task(void *arg, int64_t task, int thread)
         for (int64_t h = 0; h < rep && nq > 0; h++)
             rotate_rows(a, q, b, q0, nq, g * rep + h, t.qrot + h * block_q * width);
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
-        const void *src[RA_W];
+        const float *src[RA_W];
+#if defined(RA_FLASH_BF16)
+        const uint16_t *src16[RA_W]; /* the same rows, for the bf16 GEMMs */
+#endif
         for (int i = 0; i < RA_W; i++) {
             int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
             int real = h < rep && qi < nq;
             t.m[r] = -INFINITY;
             t.l[r] = 0.0f;
-            src[i] = !real ? t.zero : a->rope ? t.qrot + r * width
-                                              : ra_row_any(q, b, q0 + qi, g * rep + h);
+            const void *row = !real ? t.zero : a->rope ? t.qrot + r * width
+                                                       : ra_row_any(q, b, q0 + qi, g * rep + h);
+            src[i] = row;
+#if defined(RA_FLASH_BF16)
+            src16[i] = row;
+#endif
             if (real && !a->rope && !bf16 && q->dtype != RA_F32) {
-                widen_row(t.qrot + r * width, src[i], q->dtype, head_dim);
+                widen_row(t.qrot + r * width, row, q->dtype, head_dim);
                 src[i] = t.qrot + r * width;
             }
         }
 #if defined(RA_FLASH_BF16)
         if (bf16) {
-            load_rows_pairs((uint32_t *)(void *)t.qrot, rows, r0, (const uint16_t *const *)src,
-                            head_dim);
+            load_rows_pairs((uint32_t *)(void *)t.qrot, rows, r0, src16, head_dim);
             continue;
         }
 #endif
-        load_rows_transposed(t.qt, rows, r0, (const float *const *)src, head_dim, scale);
+        load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
     }
 
     for (int64_t k0 = k_first; k0 < q1; k0 += BK) {

@@ -145,9 +145,10 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
  * [BK], dropout multipliers [BK], a zero row [D rounded to 16] (the padding
  * query rows'),
  * key/value row pointers [BK], float32 copies of a tile of 16-bit (or
- * rotated) K or V [BK, D rounded to 16], and the rotated query rows [rows,
- * D rounded to 16].  rep
- * and head_dim are bounded by the caller so that nothing here overflows. */
+ * rotated) K or V [BK, D rounded to 16] (the bf16 GEMMs' packed K or V
+ * there instead), and the rotated or widened query rows [rows, D rounded
+ * to 16] (the bf16 GEMMs' Qp there instead).  rep and head_dim are bounded
+ * by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
     ra_flash_layout f;

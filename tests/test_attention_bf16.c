@@ -307,7 +307,7 @@ int main(void)
 {
     ra_test_each_isa(simd_cases);
     RUN(test_checks);
-    printf("attention_bf16: worst error of the bf16 units against the float32 path: %.3g "
+    printf("attention_bfloat: worst error of the bf16 units against the float32 path: %.3g "
            "max|v| (bound 2^-9 = %.3g); AMX tiles %s\n", worst_seen, 0x1p-9, amx_state);
-    return ra_test_summary("attention_bf16");
+    return ra_test_summary("attention_bfloat"); /* [a-z_]: run.sh reads it */
 }

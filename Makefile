@@ -77,6 +77,8 @@ all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
 # 1.42-1.54.  $(call KERNEL_FLAGS,compiler,isa): those flags and the ISA's
 # (on x86-64; the base file needs none elsewhere).
 ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+ISA_FLAGS_avx512bf16 = $(ISA_FLAGS_avx512) -mavx512bf16
+ISA_FLAGS_amx    = $(ISA_FLAGS_avx512bf16) -mamx-tile -mamx-bf16
 ISA_FLAGS_avx2   = -mavx2 -mfma -mf16c
 ISA_FLAGS_base   =
 KERNEL_FLAGS = $(if $(findstring clang,$(shell $(1) --version 2>/dev/null)),-ffp-contract=on,-ffp-contract=fast) \
@@ -230,8 +232,8 @@ alloc-test:
 # path (RA_TEST_ONE_PATH, tests/harness.h): the threads and their tasks are
 # the same on every path, and each path would add the whole run again.
 TSAN_BUILD = build-tsan
-TSAN_TESTS = test_concurrency test_attention test_attention_backward test_kvcache test_kvcache8 test_kvpool test_rope test_mla \
-             test_layer_backward
+TSAN_TESTS = test_concurrency test_attention test_attention_bf16 test_attention_backward test_kvcache test_kvcache8 \
+             test_kvpool test_rope test_mla test_layer_backward
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
 	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)

@@ -25,6 +25,7 @@
 typedef struct attention_state {
     int64_t seq;
     float *q, *k, *v, *out; /* see the shapes above */
+    uint16_t *q16, *k16, *v16; /* q, k, v rounded to bf16 (bf16 cases), else NULL */
     ra_attention_options options; /* the masks of a masked case */
     float sinks[HEADS];
 } attention_state;
@@ -44,6 +45,9 @@ static void attention_teardown(void *state)
     free(s->k);
     free(s->v);
     free(s->out);
+    free(s->q16);
+    free(s->k16);
+    free(s->v16);
     free(s);
 }
 
@@ -60,6 +64,27 @@ static int attention_setup(const void *params, ra_context *ctx, void **state)
     s->out = bench_random_floats(s->seq * HEADS * HEAD_DIM, 11);
     s->options = ra_attention_options_init();
     if (!s->q || !s->k || !s->v || !s->out)
+        return cli_fail(EXIT_FAIL, "bench: out of memory for attention");
+    return 0;
+}
+
+/* x rounded to bf16, or NULL out of memory. */
+static uint16_t *to_bf16(const float *x, int64_t n)
+{
+    uint16_t *y = malloc((size_t)n * sizeof *y);
+    if (y) ra_convert(y, RA_BF16, x, RA_F32, n);
+    return y;
+}
+
+/* attention_setup, then q, k and v rounded to bf16 (the case runs on them). */
+static int bf16_setup(const void *params, ra_context *ctx, void **state)
+{
+    if (attention_setup(params, ctx, state)) return 1;
+    attention_state *s = *state;
+    s->q16 = to_bf16(s->q, s->seq * HEADS * HEAD_DIM);
+    s->k16 = to_bf16(s->k, s->seq * KV_HEADS * HEAD_DIM);
+    s->v16 = to_bf16(s->v, s->seq * KV_HEADS * HEAD_DIM);
+    if (!s->q16 || !s->k16 || !s->v16)
         return cli_fail(EXIT_FAIL, "bench: out of memory for attention");
     return 0;
 }
@@ -85,6 +110,11 @@ static ra_status attention_path(attention_state *s, ra_context *ctx, ra_attentio
     ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, s->seq, KV_HEADS, HEAD_DIM);
     ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, s->seq, KV_HEADS, HEAD_DIM);
     ra_tensor o = ra_tensor_4d(out, RA_F32, 1, s->seq, HEADS, HEAD_DIM);
+    if (s->q16) {
+        q = ra_tensor_4d(s->q16, RA_BF16, 1, s->seq, HEADS, HEAD_DIM);
+        k = ra_tensor_4d(s->k16, RA_BF16, 1, s->seq, KV_HEADS, HEAD_DIM);
+        v = ra_tensor_4d(s->v16, RA_BF16, 1, s->seq, KV_HEADS, HEAD_DIM);
+    }
     ra_attention_options options = s->options;
     options.path = path;
     return ra_attention(ctx, &o, &q, &k, &v, &options);
@@ -484,6 +514,11 @@ const bench_case bench_attention_cases[] = {
      .params = &sinks_2048, .setup = masked_setup, .run = attention_run,
      .check = attention_check, .teardown = attention_teardown,
      .parts = "attention_prefill_f32_s2048", .parts_target = 1.1},
+    {.name = "attention_prefill_bf16_s2048", .shape = "B1 H32 Hkv8 D128 S2048 causal, bf16 q k v, flash",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = ATTENTION_FLOPS(2048),
+     .work_is_flops = 1, .params = &seq_2048, .setup = bf16_setup, .run = attention_run,
+     .check = attention_check, .teardown = attention_teardown,
+     .parts = "attention_prefill_f32_s2048", .parts_target = 1 / 1.5},
     {.name = "attention_backward_f32_s2048", .shape = "B1 H32 Hkv8 D128 S2048 causal, flash dq dk dv",
      .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 2.5 * ATTENTION_FLOPS(2048),
      .work_is_flops = 1, .params = &seq_2048, .setup = backward_setup, .run = backward_run,

@@ -1,7 +1,7 @@
 /*
  * fuzz_attention.c — ra_attention on fuzzed arguments: batch, sequence
  * (across the flash path's 64-key tiles), heads and GQA ratio, head_dim,
- * f32/f16/bf16 keys and values, strided, broadcast or fused QKV views,
+ * f32/f16/bf16 queries, keys and values (all bf16: the bf16 units), strided, broadcast or fused QKV views,
  * dropout, every path, on the calling thread or two; and the options' masks
  * and logit changes, none, one or any combination of them: scale, soft-cap,
  * sliding window, chunks, sinks, padding (left, right or anywhere) and
@@ -88,7 +88,8 @@ NO_COVERAGE static int sees(const ra_attention_options *o, int64_t seq, int64_t 
  * flash path's vtanh adds a relative error under 4e-7 of a value at most
  * min(c, |s|), and the roundings of s (1 / c) and of c times tanh 2^-23
  * more of it (under 6e-7 in all).  The sink is one more term of the sum.
- * Returns 0 for a padding query, whose row is exact zeros (bound 0). */
+ * q, k and v all bf16 may run on the bf16 units, which round each
+ * probability to bf16 before P V: 2^-9 max|v| more.  Returns 0 for a padding query, whose row is exact zeros (bound 0). */
 NO_COVERAGE static int expected_row(const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                                     const ra_attention_options *o, int64_t b, int64_t i,
                                     int64_t h, double *out, double *bound)
@@ -126,7 +127,8 @@ NO_COVERAGE static int expected_row(const ra_tensor *q, const ra_tensor *k, cons
             vmax = fmax(vmax, fabs(x));
         }
     double logit_err = 2.0 * (double)D * 0x1p-24 * big + (c ? 6e-7 * fmin(c, big) : 0);
-    *bound = vmax * (2 * logit_err + (double)(i + 12) * 0x1p-24 + 1e-6);
+    const int bf16 = q->dtype == RA_BF16 && k->dtype == RA_BF16 && v->dtype == RA_BF16;
+    *bound = vmax * (2 * logit_err + (double)(i + 12) * 0x1p-24 + 1e-6 + (bf16 ? 0x1p-9 : 0));
     return 1;
 }
 
@@ -358,7 +360,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     k.dtype = (ra_dtype)(take_range(&in, 0, 15) % (RA_DTYPE_COUNT + 1));
     v.dtype = take_range(&in, 0, 3) == 3 ? (ra_dtype)take_range(&in, 0, RA_DTYPE_COUNT) : k.dtype;
     if ((unsigned)k.dtype >= RA_DTYPE_COUNT || (unsigned)v.dtype >= RA_DTYPE_COUNT) valid = 0;
-    if (take_range(&in, 0, 31) == 31) q.dtype = RA_BF16, valid = 0;
+    if (take_range(&in, 0, 3) == 3 && (unsigned)k.dtype < RA_DTYPE_COUNT) q.dtype = k.dtype;
+    if (take_range(&in, 0, 31) == 31) q.dtype = RA_DTYPE_COUNT, valid = 0; /* no dtype */
     if (take_range(&in, 0, 31) == 31) out.dtype = RA_F16, valid = 0;
     int64_t qshape[4] = {batch, seq, heads, d}, kshape[4] = {batch, seq, hkv, d};
     memcpy(q.shape, qshape, sizeof qshape);

@@ -244,8 +244,11 @@ RA_API void ra_context_destroy(ra_context *ctx); /* NULL is allowed */
 RA_API int ra_context_threads(const ra_context *ctx);
 
 /* The SIMD kernels this process uses, chosen once from CPUID and XGETBV:
- * "avx512", "avx2", or the 128-bit baseline "sse2" (x86-64) / "neon"
- * (aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the environment
+ * "amx" (AVX-512 with AVX512-BF16 and AMX-BF16), "avx512bf16", "avx512",
+ * "avx2", or the 128-bit baseline "sse2" (x86-64) / "neon" (aarch64).  The
+ * two bf16 ones differ from avx512 only in attention with q, k and v all
+ * bf16 (ra_attention).  Setting RA_FORCE_ISA=amx|avx512bf16|avx512|avx2|base
+ * in the environment
  * before the first call caps the choice (the tests use it to run every
  * path); unset or empty, it caps nothing.  Any other value caps the
  * choice at base and makes ra_simd_check_environment fail. */
@@ -255,8 +258,8 @@ RA_API const char *ra_simd_name(void);
  * was built). */
 RA_API const char *ra_version(void);
 
-/* RA_ERR_ARGUMENT when RA_FORCE_ISA held a value other than avx512, avx2,
- * base or the empty string when the kernels were chosen, else RA_OK.
+/* RA_ERR_ARGUMENT when RA_FORCE_ISA held a value other than amx,
+ * avx512bf16, avx512, avx2, base or the empty string when the kernels were chosen, else RA_OK.
  * A program that lets its environment choose should call this first and
  * refuse to run on a failure (the ropeattn tool exits with status 2). */
 RA_API ra_status ra_simd_check_environment(void);
@@ -581,9 +584,19 @@ static inline ra_attention_options ra_attention_options_init(void)
  * head h reading key/value head h / (H / Hkv).  Query token i sees key tokens
  * j <= i, and options' masks, scale, soft-cap and sinks apply as described
  * above them.  Softmax in float32; dropout (if any) applies to the probabilities.
- * q and out are float32 [B, S, H, D]; k and v are [B, S, Hkv, D] in f32,
- * f16 or bf16 (16-bit keys and values are widened to float32, and every sum
- * runs in float32).  Extreme logits, NaN and Inf: "Numbers at the edges"
+ * out is float32 [B, S, H, D]; q [B, S, H, D] and k, v [B, S, Hkv, D] are
+ * f32, f16 or bf16 each (16-bit values are widened to float32, exactly, and
+ * every sum runs in float32), with one exception: with q, k and v all bf16,
+ * the flash path on the "amx" and "avx512bf16" kernels (ra_simd_name) runs
+ * q k^T and P v on the CPU's bf16 units (AMX tiles, vdpbf16ps): the products
+ * are exact and summed in float32, the softmax is float32, but P is rounded
+ * to bf16 before P v (as FlashAttention does), and bf16 subnormals count as
+ * zero.  Each output is then within 2^-9 max|v| (v over the keys its row
+ * sees; times 1 / (1 - p) with dropout p) of the float32 path's on the
+ * same values, plus the float32 sums' own error (seen: 1.3e-3 max|v| at
+ * worst; tests/test_attention_bf16.c); the same bits for any thread count
+ * still, and |q.k| beyond FLT_MAX is Inf before the scale applies.  RA_FORCE_ISA=avx512 keeps bf16 inputs on the
+ * float32 path.  Extreme logits, NaN and Inf: "Numbers at the edges"
  * above.  out's memory must not overlap q's, k's or v's
  * (RA_ERR_ARGUMENT); q, k and v may share one fused buffer. */
 RA_API ra_status ra_attention(ra_context *ctx, const ra_tensor *out, const ra_tensor *q,
@@ -607,8 +620,8 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
  * accumulated, and are float32 views that must not overlap one another nor
  * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
  * as dq, dk and dv inside a fused dQKV gradient, do not count as
- * overlapping.  q, k, v and options are what the forward took (k, v in f32,
- * f16 or bf16; their gradients are float32 regardless); the dropout masks
+ * overlapping.  q, k, v and options are what the forward took (q in f32,
+ * k, v in f32, f16 or bf16; their gradients are float32 regardless); the dropout masks
  * are regenerated from the seed, never stored.  out and lse are what
  * ra_attention_forward_lse wrote for those inputs: the flash path needs
  * both (RA_ERR_NULL without them); the reference path recomputes the

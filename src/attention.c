@@ -20,8 +20,9 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     RA_TRY(ra_tensor_check(k, "k"));
     RA_TRY(ra_tensor_check(v, "v"));
     RA_TRY(ra_tensor_check_output(out, "out"));
-    if (q->dtype != RA_F32 || out->dtype != RA_F32) /* k, v: any */
-        return ra_fail(RA_ERR_DTYPE, "q and out must be float32");
+    if (!(q->dtype == RA_F32 || q->dtype == RA_F16 || q->dtype == RA_BF16) ||
+        out->dtype != RA_F32) /* k, v: any */
+        return ra_fail(RA_ERR_DTYPE, "q must be f32, f16 or bf16 and out float32");
     for (int d = 0; d < 4; d++)
         if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d] ||
             (d != 2 && k->shape[d] != q->shape[d]))

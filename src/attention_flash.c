@@ -41,6 +41,8 @@ void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *s
     job.scratch = scratch;
     job.layout = ra_flash_layout_for(q->shape[2] / args->k->shape[2], q->shape[3]);
     job.n_query_blocks = (q->shape[1] + job.layout.block_q - 1) / job.layout.block_q;
+    job.amx = q->dtype == RA_BF16 && args->k->dtype == RA_BF16 && args->v->dtype == RA_BF16 &&
+              ra_cpu_amx_enable();
     int64_t n_tasks = job.n_query_blocks * q->shape[0] * args->k->shape[2];
     ra_parallel_for(ctx, n_tasks, ra_kernels_get()->flash_task, &job);
 }

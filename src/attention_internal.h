@@ -2,7 +2,8 @@
  * attention_internal.h — the attention kernels behind ra_attention and
  * ra_layer_forward (internal).
  *
- *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   float32 strided views
+ *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   strided views: out float32,
+ *   q, k and v f32, f16 or bf16 (q float32 in the backward and with RoPE)
  */
 #ifndef RA_ATTENTION_INTERNAL_H
 #define RA_ATTENTION_INTERNAL_H
@@ -139,21 +140,23 @@ typedef struct ra_flash_layout {
 static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
- * Ot [D, rows], m, l, e^(m - m'), each row's first and last key seen in a
+ * Ot [D rounded to 16, rows] (whole AMX tiles: cpu/flash_bf16_impl.h), m, l, e^(m - m'), each row's first and last key seen in a
  * tile [rows], each row's first key [rows] (int64), the tile's padding keys
  * [BK], dropout multipliers [BK], a zero row [D rounded to 16] (the padding
  * query rows'),
  * key/value row pointers [BK], float32 copies of a tile of 16-bit (or
- * rotated) K or V [BK, D rounded to 16], and the rotated query rows [rows,
- * D rounded to 16].  rep
- * and head_dim are bounded by the caller so that nothing here overflows. */
+ * rotated) K or V [BK, D rounded to 16] (the bf16 GEMMs' packed K or V
+ * there instead), and the rotated or widened query rows [rows, D rounded
+ * to 16] (the bf16 GEMMs' Qp there instead).  rep and head_dim are bounded
+ * by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
     ra_flash_layout f;
     f.block_q = (256 / rep) & ~(int64_t)7;
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
-    f.per_thread = ra_round_up(2 * head_dim * f.rows + RA_FLASH_BK * f.rows + 7 * f.rows +
+    f.per_thread = ra_round_up((head_dim + ra_round_up(head_dim, 16)) * f.rows +
+                                   RA_FLASH_BK * f.rows + 7 * f.rows +
                                    2 * RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK +
                                    (RA_FLASH_BK + f.rows) * ra_round_up(head_dim, 16),
                                16);
@@ -165,6 +168,8 @@ typedef struct ra_flash_job {
     float *scratch; /* threads * layout.per_thread floats */
     ra_flash_layout layout;
     int64_t n_query_blocks;
+    int amx; /* q, k and v bf16 and AMX usable (ra_cpu_amx_enable): the amx
+                kernels' tile GEMMs run on it */
 } ra_flash_job;
 
 /* Row pointer of (b, s, h) in a float32 view. */

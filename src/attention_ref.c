@@ -28,7 +28,7 @@ double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int6
     const int64_t seq = q->shape[1], head_dim = q->shape[3];
     const int64_t kv = h / (q->shape[2] / k->shape[2]);
     const int64_t lo = ra_mask_first_key(mask, i, ra_mask_leading_padding(mask, b));
-    const float *qi = ra_row(q, b, i, h);
+    const int64_t qi = ra_offset(q, b, i, h);
     for (int64_t j = 0; j < seq; j++) row[j] = -INFINITY;
     if (!ra_mask_real(mask, b, i)) { /* a padding query: a zero row */
         for (int64_t j = 0; j < seq; j++) row[j] = 0.0f;
@@ -39,7 +39,8 @@ double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int6
         int64_t kj = ra_offset(k, b, j, kv);
         double dot = 0;
         for (int64_t d = 0; d < head_dim; d++)
-            dot += (double)qi[d] * ra_load(k->data, k->dtype, kj + d);
+            dot += (double)ra_load(q->data, q->dtype, qi + d) *
+                   ra_load(k->data, k->dtype, kj + d);
         row[j] = (float)ra_mask_logit(mask, dot * mask->scale);
     }
     /* softmax over the keys seen and the sink, against their maximum */

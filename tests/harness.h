@@ -137,7 +137,7 @@ static inline int ra_test_summary(const char *name)
         const char *cap = getenv("RA_FORCE_ISA");
         if (cap && cap[0]) printf("; RA_FORCE_ISA=%s", cap);
 #if defined(__x86_64__)
-        else if (ra_cpu_isa_max() < RA_ISA_AVX512)
+        else if (ra_cpu_isa_max() < RA_ISA_AMX)
             printf("; this CPU has no %s", ra_cpu_isa_name(ra_cpu_isa_max() + 1));
 #endif
         if (ra_test_one_path()) printf("; RA_TEST_ONE_PATH");

@@ -350,25 +350,36 @@ static void rope_apply(trial *t)
 }
 
 /* ra_attention on either path, with no context or a fresh 3-thread one
- * (whose workspace must grow), dropout on. */
-static void attention(trial *t, ra_attention_path path, int threads)
+ * (whose workspace must grow), dropout on; q, k and v in dtype (bf16: the
+ * bf16 units where the CPU has them, AMX's permission asked once). */
+static void attention(trial *t, ra_attention_path path, int threads, ra_dtype dtype)
 {
     ra_context *ctx = NULL;
     if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
     static float out[B * S * H * D];
+    static uint16_t q16[B * S * H * D], k16[B * S * HKV * D], v16[B * S * HKV * D];
     memset(out, SENTINEL, sizeof out);
     ra_tensor to = ra_tensor_4d(out, RA_F32, B, S, H, D), tq = ra_tensor_4d(q, RA_F32, B, S, H, D);
     ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    if (dtype == RA_BF16) {
+        CHECK(ra_convert(q16, RA_BF16, q, RA_F32, B * S * H * D) == RA_OK &&
+                  ra_convert(k16, RA_BF16, k, RA_F32, B * S * HKV * D) == RA_OK &&
+                  ra_convert(v16, RA_BF16, v, RA_F32, B * S * HKV * D) == RA_OK, "convert");
+        tq = ra_tensor_4d(q16, RA_BF16, B, S, H, D);
+        tk = ra_tensor_4d(k16, RA_BF16, B, S, HKV, D);
+        tv = ra_tensor_4d(v16, RA_BF16, B, S, HKV, D);
+    }
     ra_attention_options drop = DROPOUT(0.25f, 7);
     ARMED(t, ra_attention(ctx, &to, &tq, &tk, &tv, DROP_OPTS(path, &drop)));
     if (INJECTED(t)) CHECK(is_sentinel(out, sizeof out), "out written by a failed call");
     else CHECK(!is_sentinel(out, sizeof out), "out not written");
     ra_context_destroy(ctx);
 }
-static void attention_ref(trial *t) { attention(t, RA_PATH_REFERENCE, 0); }
-static void attention_ref_ctx(trial *t) { attention(t, RA_PATH_REFERENCE, 3); }
-static void attention_flash(trial *t) { attention(t, RA_PATH_FLASH, 0); }
-static void attention_flash_ctx(trial *t) { attention(t, RA_PATH_FLASH, 3); }
+static void attention_ref(trial *t) { attention(t, RA_PATH_REFERENCE, 0, RA_F32); }
+static void attention_ref_ctx(trial *t) { attention(t, RA_PATH_REFERENCE, 3, RA_F32); }
+static void attention_flash(trial *t) { attention(t, RA_PATH_FLASH, 0, RA_F32); }
+static void attention_flash_ctx(trial *t) { attention(t, RA_PATH_FLASH, 3, RA_F32); }
+static void attention_flash_bf16(trial *t) { attention(t, RA_PATH_FLASH, 3, RA_BF16); }
 
 /* ---- the KV cache ---------------------------------------------------------- */
 
@@ -906,6 +917,7 @@ static void test_rope_and_attention(void)
     sweep("ra_attention(reference, context)", attention_ref_ctx, 0);
     sweep("ra_attention(flash)", attention_flash, 0);
     sweep("ra_attention(flash, context)", attention_flash_ctx, 0);
+    sweep("ra_attention(flash, context, bf16 q k v)", attention_flash_bf16, 0);
 }
 
 static void test_cache(void)

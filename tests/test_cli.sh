@@ -1168,7 +1168,7 @@ for cmd in "" attention rope freqs convert-layout demo bench; do
     if "$RA" $cmd --help >"$TMP/stdout" 2>"$TMP/stderr" && grep -q usage "$TMP/stdout" &&
         [ ! -s "$TMP/stderr" ]; then pass; else fail "ropeattn $cmd --help"; fi
 done
-if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (avx512|avx2|sse2|neon)\)$'; then pass
+if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (amx|avx512bf16|avx512|avx2|sse2|neon)\)$'; then pass
 else fail "--version"; fi
 if "$RA" demo --seq 16 >"$TMP/stdout" 2>&1 && grep -q "^ok: 8 of 8 checks passed" "$TMP/stdout" &&
     grep -qE "^  decode +4 steps +f32 +cache .* tokens/s" "$TMP/stdout" &&
@@ -1190,7 +1190,7 @@ then pass; else fail "bench --help names --svg, --no-torch, the new cases and vs
 rm -f bench.svg
 if RA_BENCH_REEXEC=keep "$RA" bench --only rope_decode_f32 --repeats 1 --svg bench.svg \
     >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg &&
-    grep -qE "^note: simd (avx512|avx2|sse2|neon) " "$TMP/stdout"; then pass
+    grep -qE "^note: simd (amx|avx512bf16|avx512|avx2|sse2|neon) " "$TMP/stdout"; then pass
 else fail "bench --svg, and the SIMD path noted: $(head -c 400 "$TMP/stdout")"; fi
 expect_error "bench: --svg into a missing folder" nodir/bench.svg -- bench \
     --only rope_decode_f32 --repeats 1 --svg nodir/bench.svg

@@ -506,7 +506,7 @@ static void test_mask_past_2_24(void)
     ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, s, 1, D), to = ra_tensor_4d(o, RA_F32, 1, s, 1, D);
     ra_attention_args args;
     CHECK(ra_attention_prepare(&args, &to, &tq, &tk, &tv, NULL) == RA_OK, "prepare");
-    ra_flash_job job = {&args, NULL, ra_flash_layout_for(1, D), 0};
+    ra_flash_job job = {&args, NULL, ra_flash_layout_for(1, D), 0, 0};
     job.n_query_blocks = s / job.layout.block_q;
     job.scratch = aligned_alloc(64, sizeof(float) * (size_t)job.layout.per_thread);
     ra_kernels_get()->flash_task(&job, 0, 0); /* task 0: the last query block */
@@ -610,6 +610,8 @@ static void test_force_isa(void)
     CHECK(ra_simd_check_environment() == RA_OK, "RA_FORCE_ISA='%s' is not a known value",
           getenv("RA_FORCE_ISA"));
     CHECK(simd_check_in_child("base") == 0, "base");
+    CHECK((simd_check_in_child("amx") & 3) == 0, "amx");
+    CHECK((simd_check_in_child("avx512bf16") & 3) == 0, "avx512bf16");
     CHECK((simd_check_in_child("avx512") & 3) == 0, "avx512");
     CHECK((simd_check_in_child("avx2") & 3) == 0, "avx2");
     CHECK((simd_check_in_child("") & 3) == 0, "empty means unset");

@@ -62,7 +62,8 @@ int main(int argc, char **argv)
 {
     cli_signals_install();
     if (ra_simd_check_environment() != RA_OK)
-        return cli_fail(EXIT_USAGE, "RA_FORCE_ISA must be base, avx2 or avx512 (or unset), "
+        return cli_fail(EXIT_USAGE, "RA_FORCE_ISA must be base, avx2, avx512, avx512bf16 or amx "
+                        "(or unset), "
                         "not '%.64s'", getenv("RA_FORCE_ISA"));
     if (progress_check_environment() != 0)
         return cli_fail(EXIT_USAGE, "RA_PROGRESS_DELAY must be a number of seconds from 0 to "

@@ -38,8 +38,9 @@ if __version__ != _ropeattn.HEADER_VERSION:
 
 
 def simd():
-    """The SIMD kernels the library chose for this CPU: "avx512", "avx2",
-    "sse2" or "neon" (RA_FORCE_ISA in the environment caps the choice)."""
+    """The SIMD kernels the library chose for this CPU: "amx", "avx512bf16",
+    "avx512", "avx2", "sse2" or "neon" (RA_FORCE_ISA in the environment caps
+    the choice)."""
     return _ropeattn.simd()
 
 

@@ -13,7 +13,7 @@ from threads import run_in_threads, wakeups_during
 def test_version_and_simd():
     assert ropeattn.__version__ == ropeattn._ropeattn.HEADER_VERSION
     assert ropeattn.__version__.count(".") == 2
-    assert ropeattn.simd() in ("avx512", "avx2", "sse2", "neon")
+    assert ropeattn.simd() in ("amx", "avx512bf16", "avx512", "avx2", "sse2", "neon")
 
 
 def test_exception_classes():

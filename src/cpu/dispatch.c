@@ -1,7 +1,7 @@
 /*
  * dispatch.c — pick the best kernels once: CPUID says what the processor
  * has, XGETBV whether the OS saves the wider registers, and RA_FORCE_ISA
- * (avx512, avx2 or base) may cap the choice for testing.  Any other
+ * (amx, avx512bf16, avx512, avx2 or base) may cap the choice for testing.  Any other
  * non-empty value caps it at base, the safest choice, and
  * ra_simd_check_environment reports it, so that a misspelt cap can never
  * pass for a test of the path it meant.  The tests switch paths within one
@@ -18,6 +18,10 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static uint64_t xgetbv0(void)
 {
@@ -26,7 +30,11 @@ static uint64_t xgetbv0(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
-/* 0 base, 1 AVX2 + FMA + F16C, 2 AVX-512 F/BW/VL/DQ as well. */
+/* 0 base, 1 AVX2 + FMA + F16C, 2 AVX-512 F/BW/VL/DQ as well, 3 AVX512-BF16
+ * as well (CPUID leaf 7 subleaf 1, EAX bit 5; the same ZMM state), 4
+ * AMX-TILE and AMX-BF16 as well (leaf 7 EDX bits 24 and 22) with the OS's
+ * tile state (XCR0 bits 17 and 18; Linux still asks each process to
+ * request it: ra_cpu_amx_enable). */
 static int detect_level(void)
 {
     unsigned a, b, c, d;
@@ -39,8 +47,10 @@ static int detect_level(void)
     int avx2 = (b >> 5) & 1;
     if (!(avx2 && fma && f16c)) return 0;
     int avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
-    if (avx512 && (xcr0 & 0xe6) == 0xe6) return 2; /* opmask, ZMM_Hi256, Hi16_ZMM */
-    return 1;
+    if (!avx512 || (xcr0 & 0xe6) != 0xe6) return 1; /* opmask, ZMM_Hi256, Hi16_ZMM */
+    int amx = ((d >> 24) & 1) && ((d >> 22) & 1) && (xcr0 & 0x60000) == 0x60000;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) return 2;
+    return amx ? 4 : 3;
 }
 #endif
 
@@ -52,10 +62,15 @@ static int max_isa;       /* the highest path: the CPU's, capped by RA_FORCE_ISA
 static int force_unknown; /* RA_FORCE_ISA held a value not listed above */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static ra_kernels watching; /* ra_cpu_watch_kernels: base, noting use (below) */
+#if defined(__x86_64__)
+static ra_kernels avx512bf16, amx; /* avx512's, but the flash task: filled below */
+#endif
 
 static const ra_kernels *isa_kernels(int isa)
 {
 #if defined(__x86_64__)
+    if (isa == RA_ISA_AMX) return &amx;
+    if (isa == RA_ISA_AVX512BF16) return &avx512bf16;
     if (isa == RA_ISA_AVX512) return &ra_kernels_avx512;
     if (isa == RA_ISA_AVX2) return &ra_kernels_avx2;
 #endif
@@ -65,9 +80,12 @@ static const ra_kernels *isa_kernels(int isa)
 static void select_kernels(void)
 {
     const char *force = getenv("RA_FORCE_ISA");
-    int cap = RA_ISA_AVX512; /* unset or empty: no cap */
-    if (force && force[0] != '\0' && strcmp(force, "avx512") != 0) {
-        cap = strcmp(force, "avx2") == 0 ? RA_ISA_AVX2 : RA_ISA_BASE;
+    int cap = RA_ISA_AMX; /* unset or empty: no cap */
+    if (force && force[0] != '\0' && strcmp(force, "amx") != 0) {
+        cap = strcmp(force, "avx512bf16") == 0 ? RA_ISA_AVX512BF16
+              : strcmp(force, "avx512") == 0 ? RA_ISA_AVX512
+              : strcmp(force, "avx2") == 0 ? RA_ISA_AVX2
+                                           : RA_ISA_BASE;
         force_unknown = cap == RA_ISA_BASE && strcmp(force, "base") != 0;
     }
     int level = RA_ISA_BASE;
@@ -78,6 +96,14 @@ static void select_kernels(void)
     /* Here, so that a thread that passed the once sees it: not a constant
      * expression, so the initializer below cannot hold it. */
     watching.name = ra_kernels_base.name;
+#if defined(__x86_64__)
+    avx512bf16 = ra_kernels_avx512;
+    avx512bf16.name = "avx512bf16";
+    avx512bf16.flash_task = ra_flash_task_avx512bf16;
+    amx = ra_kernels_avx512;
+    amx.name = "amx";
+    amx.flash_task = ra_flash_task_amx;
+#endif
     atomic_store_explicit(&selected, isa_kernels(max_isa), memory_order_relaxed);
 }
 
@@ -85,6 +111,32 @@ const ra_kernels *ra_kernels_get(void)
 {
     pthread_once(&once, select_kernels);
     return atomic_load_explicit(&selected, memory_order_relaxed);
+}
+
+#if defined(__x86_64__)
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static int amx_granted;
+
+/* ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (Linux 5.16, asm/prctl.h):
+ * refused (the kernel's, or a thread's signal stack too small for the
+ * tiles), or not Linux, the flash task keeps to vdpbf16ps. */
+static void amx_request(void)
+{
+#if defined(__linux__)
+    amx_granted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#endif
+}
+#endif
+
+int ra_cpu_amx_enable(void)
+{
+#if defined(__x86_64__)
+    if (ra_kernels_get() != &amx) return 0;
+    pthread_once(&amx_once, amx_request);
+    return amx_granted;
+#else
+    return 0;
+#endif
 }
 
 /* ---- test-only: cpu/dispatch.h ------------------------------------------ */
@@ -97,7 +149,8 @@ int ra_cpu_isa_max(void)
 
 const char *ra_cpu_isa_name(int isa)
 {
-    static const char *const names[RA_ISA_COUNT] = {"base", "avx2", "avx512"};
+    static const char *const names[RA_ISA_COUNT] = {"base", "avx2", "avx512", "avx512bf16",
+                                                    "amx"};
     return isa >= 0 && isa < RA_ISA_COUNT ? names[isa] : "?";
 }
 
@@ -171,6 +224,7 @@ RA_API ra_status ra_simd_check_environment(void)
     ra_error_reset();
     ra_kernels_get();
     if (force_unknown)
-        return ra_fail(RA_ERR_ARGUMENT, "RA_FORCE_ISA is not avx512, avx2, base or empty");
+        return ra_fail(RA_ERR_ARGUMENT, "RA_FORCE_ISA is not amx, avx512bf16, avx512, avx2, base "
+                       "or empty");
     return RA_OK;
 }

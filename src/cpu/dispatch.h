@@ -16,14 +16,18 @@
 #define RA_CPU_DISPATCH_H
 
 /* The SIMD paths, in the order RA_FORCE_ISA caps them: each runs on every
- * CPU that runs the next.  Off x86-64 only RA_ISA_BASE (NEON on aarch64). */
-enum { RA_ISA_BASE, RA_ISA_AVX2, RA_ISA_AVX512, RA_ISA_COUNT };
+ * CPU that runs the next.  Off x86-64 only RA_ISA_BASE (NEON on aarch64).
+ * RA_ISA_AVX512BF16 and RA_ISA_AMX are avx512's kernels but the flash
+ * forward, which runs q, k and v in bf16 on AVX512-BF16's dot products or
+ * AMX-BF16's tiles (cpu/flash_bf16_impl.h). */
+enum { RA_ISA_BASE, RA_ISA_AVX2, RA_ISA_AVX512, RA_ISA_AVX512BF16, RA_ISA_AMX, RA_ISA_COUNT };
 
 /* The highest path this process may run: what the CPU and OS support,
  * capped by RA_FORCE_ISA.  Every path from RA_ISA_BASE up to it runs. */
 int ra_cpu_isa_max(void);
 
-/* isa's RA_FORCE_ISA spelling: "base", "avx2", "avx512"; "?" past them. */
+/* isa's RA_FORCE_ISA spelling: "base", "avx2", "avx512", "avx512bf16",
+ * "amx"; "?" past them. */
 const char *ra_cpu_isa_name(int isa);
 
 /* Every later call uses isa's kernels (as RA_FORCE_ISA=isa would have

@@ -16,6 +16,9 @@
  * transposed — Qt [D, rows], St [BK, rows], Ot [D, rows] — so that both GEMMs
  * broadcast K and V straight from the caller's tensors (no packing) against
  * vectors of rows, and the softmax runs across rows in whole vectors.
+ * 16-bit K and V rows (and q's) are widened to float32 first; with q, k
+ * and v all bf16, the kernels compiled with RA_FLASH_BF16 run both GEMMs
+ * on the bf16 units instead (flash_bf16_impl.h).
  * A task's result does not depend on the thread that runs it.
  */
 #include <float.h>
@@ -169,8 +172,8 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     flash_tile t;
     t.qt = job->scratch + thread * job->layout.per_thread;  /* [D, rows] */
     t.st = t.qt + head_dim * rows;                          /* [BK, rows] */
-    t.ot = t.st + BK * rows;                                /* [D, rows] */
-    t.m = t.ot + head_dim * rows;                           /* [rows] */
+    t.ot = t.st + BK * rows;                                /* [D rounded to 16, rows] */
+    t.m = t.ot + ra_round_up(head_dim, 16) * rows;          /* [rows] */
     t.l = t.m + rows;                                       /* [rows] */
     t.alpha = t.l + rows;                                   /* [rows] */
     t.lo = t.alpha + rows;                                  /* [rows] */
@@ -266,6 +269,17 @@ static void values_seen(const flash_tile *t, int64_t nk, int64_t rows, int64_t h
         }
 }
 
+/* dst[d] = src[d] widened from f16 or bf16 (exact), d in [0, D). */
+static void widen_row(float *restrict dst, const uint16_t *src, ra_dtype dtype, int64_t head_dim)
+{
+    int64_t d = 0;
+    if (dtype == RA_BF16)
+        for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload_bf16(src + d));
+    else
+        for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload_f16(src + d));
+    for (; d < head_dim; d++) dst[d] = ra_load(src, dtype, d);
+}
+
 /* Points rows[j] at key/value row k0 + j of (b, g) for j in [0, nk): in
  * place for float32, else widened into `wide` ([nk, D rounded to 16]). */
 static void tile_rows(const float **rows, const ra_tensor *t, int64_t b, int64_t g, int64_t k0,
@@ -277,15 +291,8 @@ static void tile_rows(const float **rows, const ra_tensor *t, int64_t b, int64_t
     }
     const int64_t width = ra_round_up(head_dim, 16);
     for (int64_t j = 0; j < nk; j++) {
-        const uint16_t *src = ra_row_any(t, b, k0 + j, g);
-        float *dst = wide + j * width;
-        int64_t d = 0;
-        if (t->dtype == RA_BF16)
-            for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload_bf16(src + d));
-        else
-            for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload_f16(src + d));
-        for (; d < head_dim; d++) dst[d] = ra_load(src, t->dtype, d);
-        rows[j] = dst;
+        widen_row(wide + j * width, ra_row_any(t, b, k0 + j, g), t->dtype, head_dim);
+        rows[j] = wide + j * width;
     }
 }
 
@@ -324,6 +331,10 @@ static inline void row_bounds(float *lo, float *hi, int64_t first, int64_t query
     *hi = first < 0 ? (float)BK : (float)(h < -1 ? -1 : h > BK ? BK : h);
 }
 
+#if defined(RA_FLASH_BF16)
+#include "cpu/flash_bf16_impl.h"
+#endif
+
 static void flash_task(void *arg, int64_t task, int thread)
 {
     const ra_flash_job *job = arg;
@@ -357,9 +368,24 @@ static void flash_task(void *arg, int64_t task, int thread)
         first_max = t.first[r] > first_max ? t.first[r] : first_max;
     }
     const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
+#if defined(RA_FLASH_BF16)
+    /* q, k and v in bf16: the tile's GEMMs on the bf16 units, AMX's where
+     * the job has them (flash_bf16_impl.h) */
+    const int bf16 = q->dtype == RA_BF16 && k->dtype == RA_BF16 && v->dtype == RA_BF16 && !a->rope;
+#else
+    const int bf16 = 0;
+#endif
+#if defined(RA_FLASH_AMX)
+    const int amx = bf16 && job->amx;
+    if (amx) amx_begin();
+#elif defined(RA_FLASH_BF16)
+    const int amx = 0;
+#endif
 
     /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
-     * padding rows (past the group's rows or the last query) are zero. */
+     * padding rows (past the group's rows or the last query) are zero.
+     * 16-bit q rows are widened into qrot first, at the same place as
+     * rotated ones; the bf16 GEMMs take Qp instead (flash_bf16_impl.h). */
     const int64_t width = ra_round_up(head_dim, 16);
     memset(t.zero, 0, (size_t)width * sizeof(float));
     if (a->rope) /* q's rows of the tile, rotated: query head h's at row h * block_q */
@@ -367,15 +393,31 @@ static void flash_task(void *arg, int64_t task, int thread)
             rotate_rows(a, q, b, q0, nq, g * rep + h, t.qrot + h * block_q * width);
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
         const float *src[RA_W];
+#if defined(RA_FLASH_BF16)
+        const uint16_t *src16[RA_W]; /* the same rows, for the bf16 GEMMs */
+#endif
         for (int i = 0; i < RA_W; i++) {
             int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
             int real = h < rep && qi < nq;
             t.m[r] = -INFINITY;
             t.l[r] = 0.0f;
-            src[i] = !real      ? t.zero
-                     : a->rope ? t.qrot + r * width
-                               : ra_row(q, b, q0 + qi, g * rep + h);
+            const void *row = !real ? t.zero : a->rope ? t.qrot + r * width
+                                                       : ra_row_any(q, b, q0 + qi, g * rep + h);
+            src[i] = row;
+#if defined(RA_FLASH_BF16)
+            src16[i] = row;
+#endif
+            if (real && !a->rope && !bf16 && q->dtype != RA_F32) {
+                widen_row(t.qrot + r * width, row, q->dtype, head_dim);
+                src[i] = t.qrot + r * width;
+            }
         }
+#if defined(RA_FLASH_BF16)
+        if (bf16) {
+            load_rows_pairs((uint32_t *)(void *)t.qrot, rows, r0, src16, head_dim);
+            continue;
+        }
+#endif
         load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
     }
 
@@ -386,12 +428,17 @@ static void flash_task(void *arg, int64_t task, int thread)
             t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
             padding |= t.padkey[j] != 0;
         }
-        key_rows(&t, a, b, g, k0, nk, head_dim);
-        for (int64_t j = 0; padding && j < nk; j++)
-            if (t.padkey[j]) t.krow[j] = t.zero;
-        for (int64_t j0 = 0; j0 < nk; j0 += MR) {
-            int n = nk - j0 < MR ? (int)(nk - j0) : MR;
-            scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
+#if defined(RA_FLASH_BF16)
+        if (bf16) scores_tile_bf16(&t, k, b, g, k0, nk, rows, head_dim, scale, amx);
+#endif
+        if (!bf16) {
+            key_rows(&t, a, b, g, k0, nk, head_dim);
+            for (int64_t j = 0; padding && j < nk; j++)
+                if (t.padkey[j]) t.krow[j] = t.zero;
+            for (int64_t j0 = 0; j0 < nk; j0 += MR) {
+                int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+                scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
+            }
         }
         /* some rows do not see some keys */
         const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
@@ -407,6 +454,12 @@ static void flash_task(void *arg, int64_t task, int thread)
                 ra_dropout_row(&a->drop, first, nk, t.mult);
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }
+#if defined(RA_FLASH_BF16)
+        if (bf16) {
+            values_tile_bf16(&t, v, b, g, k0, nk, rows, head_dim, masked, k0 == k_first, amx);
+            continue;
+        }
+#endif
         tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
         for (int64_t j = 0; padding && j < nk; j++)
             if (t.padkey[j]) t.krow[j] = t.zero;
@@ -445,4 +498,7 @@ static void flash_task(void *arg, int64_t task, int thread)
         }
         store_rows_transposed(dst, t.ot, rows, r0, head_dim, inv);
     }
+#if defined(RA_FLASH_AMX)
+    if (amx) _tile_release();
+#endif
 }

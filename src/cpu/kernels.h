@@ -4,8 +4,10 @@
  *
  * Each instance comes from the same templates (*_impl.h) compiled with its
  * ISA's flags: kernels_avx512.c, kernels_avx2.c, and kernels_base.c (SSE2 on
- * x86-64, NEON on aarch64).  Setting RA_FORCE_ISA=avx512|avx2|base in the
- * environment caps the choice, for the tool and the tests alike.
+ * x86-64, NEON on aarch64); kernels_avx512bf16.c and kernels_amx.c give
+ * one flash task each, which dispatch.c puts in copies of the avx512 table.
+ * Setting RA_FORCE_ISA=amx|avx512bf16|avx512|avx2|base in the environment
+ * caps the choice, for the tool and the tests alike.
  */
 #ifndef RA_KERNELS_H
 #define RA_KERNELS_H
@@ -34,7 +36,17 @@ extern const ra_kernels ra_kernels_base;
 #if defined(__x86_64__)
 extern const ra_kernels ra_kernels_avx2;
 extern const ra_kernels ra_kernels_avx512;
+/* avx512's flash task, with q, k and v in bf16 on AVX512-BF16 (vdpbf16ps),
+ * and on AMX-BF16's tiles where the job allows (ra_flash_job's amx). */
+void ra_flash_task_avx512bf16(void *arg, int64_t task, int thread);
+void ra_flash_task_amx(void *arg, int64_t task, int thread);
 #endif
+
+/* Whether the amx kernels may use AMX's tiles now: 1 once the kernels chosen
+ * are amx's and Linux granted this process the tile data
+ * (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once, at the first call: a
+ * process that never runs bf16 attention never asks), else 0. */
+int ra_cpu_amx_enable(void);
 
 /* The best kernels this CPU and OS support, within RA_FORCE_ISA (or those a
  * test switched to).  Callers fetch it per call, never keep it: a switch

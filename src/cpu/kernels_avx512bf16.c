@@ -1,0 +1,14 @@
+/* kernels_avx512bf16.c — the flash template compiled for avx512 with
+ * AVX512-BF16 (flags: Makefile): its task runs q, k and v in bf16 on
+ * vdpbf16ps (cpu/flash_bf16_impl.h) and everything else as avx512's does.
+ * dispatch.c puts it in a copy of the avx512 table. */
+#if defined(__x86_64__)
+#define RA_SIMD_AVX512
+#define RA_FLASH_BF16
+#include "cpu/flash_impl.h"
+
+void ra_flash_task_avx512bf16(void *arg, int64_t task, int thread)
+{
+    flash_task(arg, task, thread);
+}
+#endif

@@ -56,12 +56,13 @@ void ra_gemm_tn(float *out, const float *a, int64_t lda, const float *b, int64_t
 
 /* ---- weights stored as float32, bfloat16 or float16 ----------------------- */
 
-enum { PANEL_FLOATS = 1 << 20, PANEL_MIN_ROWS = 64 };
+enum { PANEL_FLOATS = 1 << 22, PANEL_MIN_ROWS = 64 };
 
-int64_t ra_gemm_panel_floats(int64_t row_max)
+int64_t ra_gemm_panel_floats(int64_t row_max, int64_t largest)
 {
     int64_t rows = PANEL_FLOATS / (row_max > 0 ? row_max : 1);
-    return (rows < PANEL_MIN_ROWS ? PANEL_MIN_ROWS : rows) * row_max;
+    int64_t floats = (rows < PANEL_MIN_ROWS ? PANEL_MIN_ROWS : rows) * row_max;
+    return floats < largest ? floats : largest;
 }
 
 void ra_gemv16(ra_context *ctx, const ra_gemv16_job *job)

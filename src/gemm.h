@@ -54,11 +54,13 @@ typedef struct ra_gemm_env {
     int64_t panel_floats; /* ra_gemm_panel_floats(the longest weight row) */
 } ra_gemm_env;
 
-/* The panel's floats for weights whose rows have at most row_max values:
- * at least RA_GEMM_PANEL_ROWS rows of them, and about 4 MiB (a sgemm call
- * per panel repacks a, so panels of few rows would cost a pass over a
- * each).  0 for row_max 0. */
-int64_t ra_gemm_panel_floats(int64_t row_max);
+/* The panel's floats for weights whose rows have at most row_max values
+ * and whose largest matrix has `largest` (>= row_max): about 16 MiB, at
+ * least 64 rows, at most that matrix.  Each sgemm call on a panel repacks
+ * the activations, so panels of few rows would cost a pass over them each
+ * (4 MiB panels: 1.2 times the float32 layer's prefill time at dim 4096;
+ * 16 MiB: four calls for a 4096 x 4096 weight). */
+int64_t ra_gemm_panel_floats(int64_t row_max, int64_t largest);
 
 /* The address of element `index` of weight w stored as dtype. */
 static inline const void *ra_gemm_weight_at(const void *w, ra_dtype dtype, int64_t index)

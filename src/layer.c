@@ -265,8 +265,10 @@ ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, ra_scratch
     *env = (ra_gemm_env){ctx, layer->weights.dtype, NULL, 0};
     *panel = (ra_scratch){NULL, 0};
     if (env->dtype == RA_F32) return RA_OK;
-    /* dim, q_dim <= INT_MAX (resolve_config): the panel's size is far from overflow */
-    env->panel_floats = ra_gemm_panel_floats(c->dim > q_dim ? c->dim : q_dim);
+    /* dim, q_dim <= INT_MAX and dim * q_dim within RA_MAX_ELEMENTS
+     * (resolve_config); wq and wo are the largest matrices (a fused
+     * wqkv's groups are each smaller) */
+    env->panel_floats = ra_gemm_panel_floats(c->dim > q_dim ? c->dim : q_dim, c->dim * q_dim);
     RA_TRY(ra_scratch_acquire_panel(ctx, (size_t)env->panel_floats * sizeof(float), panel));
     env->panel = panel->data;
     return RA_OK;

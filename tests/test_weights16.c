@@ -112,12 +112,12 @@ static void test_gemv(void)
  * that rows span several panels, against sgemm on the widened weights. */
 static void test_panels(void)
 {
-    enum { M = 11, N = 130, K = 1 << 14 }; /* panels of 64 rows of 16384 */
+    enum { M = 11, N = 300, K = 1 << 14 }; /* panels of 256 rows of 16384 */
     float *a = malloc((size_t)M * K * sizeof *a), *w = malloc((size_t)N * K * sizeof *w);
     float *dy = malloc((size_t)M * N * sizeof *dy);
     float *out = malloc((size_t)M * K * sizeof *out), *ref = malloc((size_t)M * K * sizeof *ref);
     uint16_t *w16 = malloc((size_t)N * K * sizeof *w16);
-    ra_gemm_env env = {NULL, RA_BF16, NULL, ra_gemm_panel_floats(K)};
+    ra_gemm_env env = {NULL, RA_BF16, NULL, ra_gemm_panel_floats(K, (int64_t)N * K)};
     env.panel = malloc((size_t)env.panel_floats * sizeof(float));
     CHECK(env.panel_floats / K < N, "several panels: %lld rows each",
           (long long)(env.panel_floats / K));

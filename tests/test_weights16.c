@@ -467,5 +467,5 @@ int main(void)
 {
     RUN(test_refusals);
     ra_test_each_isa(simd_cases);
-    return ra_test_summary("weights16");
+    return ra_test_summary("weights_half");
 }

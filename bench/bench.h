@@ -114,6 +114,8 @@ extern const bench_case bench_serve_cases[];
 extern const int bench_serve_case_count;
 extern const bench_case bench_mla_cases[];
 extern const int bench_mla_case_count;
+extern const bench_case bench_layer_decode_cases[];
+extern const int bench_layer_decode_case_count;
 
 /* ---- results ----------------------------------------------------------- */
 

@@ -144,11 +144,11 @@ static int all_cases(const bench_case **cases)
 {
     const bench_case *groups[] = {bench_limit_cases, bench_rope_cases, bench_attention_cases,
                                   bench_decode_cases, bench_paged_cases, bench_serve_cases,
-                                  bench_mla_cases};
+                                  bench_mla_cases, bench_layer_decode_cases};
     const int counts[] = {bench_limit_case_count, bench_rope_case_count,
                           bench_attention_case_count, bench_decode_case_count,
                           bench_paged_case_count, bench_serve_case_count,
-                          bench_mla_case_count};
+                          bench_mla_case_count, bench_layer_decode_case_count};
     int n = 0;
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         for (int i = 0; i < counts[g] && n < MAX_CASES; i++) cases[n++] = &groups[g][i];

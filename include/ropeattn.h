@@ -985,11 +985,12 @@ static inline ra_layer_config ra_layer_config_init(void)
     return c;
 }
 
-/* PyTorch nn.Linear weights, [out_features, in_features], float32, and
- * their biases: NULL for none (LLaMA's bias=False; Qwen2 has
- * bq, bk and bv).  The layer borrows these pointers: keep them alive while
- * the layer lives.  Their values are read at each call, so an optimizer may
- * update them in place between calls. */
+/* PyTorch nn.Linear weights, [out_features, in_features], float32 (or
+ * bfloat16 or float16: dtype, the last field), and their biases: NULL for
+ * none (LLaMA's bias=False; Qwen2 has bq, bk and bv).  The layer borrows
+ * these pointers: keep them alive while the layer lives.  Their values are
+ * read at each call, so an optimizer may update them in place between
+ * calls. */
 typedef struct ra_layer_weights {
     size_t struct_size; /* sizeof(ra_layer_weights) */
     const float *wq; /* [H * D, dim] */
@@ -1037,6 +1038,22 @@ typedef struct ra_layer_weights {
     const float *bkv_a;     /* [r + Dr] or NULL */
     const float *kv_a_norm; /* [r] */
     const float *wkv_b;     /* [H, Dn + Dv, r]: each head's key rows, then its value rows */
+    /* The storage of the projection matrices wq, wk, wv, wo and wqkv, as a
+     * checkpoint holds them: RA_F32 (0, the default), RA_BF16 or RA_F16
+     * (others: RA_ERR_DTYPE).  For a 16-bit dtype those pointers point at
+     * uint16_t values, cast: w.wq = (const float *)bf16_wq, 2-byte aligned
+     * (RA_ERR_ARGUMENT otherwise), and the layer reads them in place with no
+     * float32 copy: each weight is widened exactly to float32 as it is read
+     * and multiplied in float32, so the layer's numbers are those of the
+     * float32 layer given the widened weights, up to the order of the sums
+     * (a decode step of a few tokens reads each weight once, in the
+     * library's own kernel; longer inputs run sgemm on panels of rows
+     * widened into the context's scratch).  Biases, norms and sinks stay
+     * float32; so do the gradients (ra_layer_grads: dwq ... are float32
+     * whatever this is, for an optimizer's float32 master weights).  Latent
+     * attention (config.kv_lora_rank) takes float32 weights only
+     * (RA_ERR_UNSUPPORTED). */
+    ra_dtype dtype;
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)

@@ -157,8 +157,11 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
 /* ---- layers ------------------------------------------------------------ */
 
 /* An attention layer built from a checkpoint's tensors, holding its own
- * float32 copy of the weights (a fused q/k/v weight of GPT-NeoX's kind
- * stays fused: ra_layer_weights.wqkv). */
+ * copy of the weights (a fused q/k/v weight of GPT-NeoX's kind stays
+ * fused: ra_layer_weights.wqkv).  The projection matrices keep their
+ * stored dtype where they all are BF16 or all F16 (ra_layer_weights.dtype;
+ * not for latent attention); otherwise, and for every bias and norm, the
+ * copy is float32.  Gradients (ra_hf_grads) are float32 always. */
 typedef struct ra_hf_layer ra_hf_layer;
 
 /* config may be NULL (a config that says nothing).  Fails, naming what,

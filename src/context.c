@@ -2,7 +2,8 @@
  * context.c — an execution context: a small pool of worker threads that
  * wait on a condition variable, and workspaces reused across calls: one for
  * the kernels, one for a composite call (the layer's backward) that keeps
- * buffers while it calls other library functions.
+ * buffers while it calls other library functions, one for the panel of
+ * widened 16-bit weights the layer's products use.
  *
  * ra_parallel_for publishes a job (fn, arg, n_tasks) under a new generation
  * number and opens it; every thread, the caller included, claims task
@@ -257,6 +258,11 @@ ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out)
 ra_status ra_scratch_acquire_outer(ra_context *ctx, size_t bytes, ra_scratch *out)
 {
     return acquire(ctx, 1, bytes, out);
+}
+
+ra_status ra_scratch_acquire_panel(ra_context *ctx, size_t bytes, ra_scratch *out)
+{
+    return acquire(ctx, 2, bytes, out);
 }
 
 void ra_scratch_release(ra_scratch *scratch)

@@ -20,6 +20,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 
 #include "attention_internal.h"
 #include "gemm.h"
@@ -106,6 +107,28 @@ static ra_status check_qkv_weights(const ra_layer_weights *w)
     return RA_OK;
 }
 
+/* The projection matrices' dtype, and their alignment where 16-bit. */
+static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_config *c)
+{
+    if (w->dtype != RA_F32 && w->dtype != RA_BF16 && w->dtype != RA_F16)
+        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %d (the projections take RA_F32, "
+                       "RA_BF16 or RA_F16)", (int)w->dtype);
+    if (w->dtype == RA_F32) return RA_OK;
+    if (c->kv_lora_rank)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_weights: dtype %s with latent attention "
+                       "(config.kv_lora_rank): its weights must be RA_F32",
+                       w->dtype == RA_BF16 ? "RA_BF16" : "RA_F16");
+    const struct {
+        const float *p;
+        const char *name;
+    } ws[] = {{w->wq, "wq"}, {w->wk, "wk"}, {w->wv, "wv"}, {w->wo, "wo"}, {w->wqkv, "wqkv"}};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        if ((uintptr_t)ws[i].p % 2)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s is not 2-byte aligned (16-bit "
+                           "weights)", ws[i].name);
+    return RA_OK;
+}
+
 RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                                  const ra_layer_weights *weights)
 {
@@ -117,10 +140,13 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     ra_layer_weights w_read;
     ra_rope_config rope = ra_rope_config_default(0);
     RA_TRY(RA_READ_STRUCT(c, config, ra_layer_config));
-    RA_TRY(RA_READ_STRUCT(w_read, weights, ra_layer_weights));
+    /* older headers' weights end before dtype: float32 */
+    RA_TRY(ra_struct_read(&w_read, sizeof w_read, offsetof(ra_layer_weights, dtype), weights,
+                          "ra_layer_weights"));
     if (c.rope) RA_TRY(RA_READ_STRUCT(rope, c.rope, ra_rope_config));
     const ra_layer_weights *w = &w_read;
     if (!w->wo) return ra_fail(RA_ERR_NULL, "ra_layer_weights: wo is NULL");
+    RA_TRY(check_weight_dtype(w, &c));
     RA_TRY(ra_mla_resolve(&c, w, &rope)); /* a latent layer's weights, and its rope */
     if (!c.kv_lora_rank) RA_TRY(check_qkv_weights(w));
     RA_TRY(resolve_config(&c));
@@ -226,18 +252,37 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
     /* Each group: rep query heads' rows, then a key head's, then a value head's. */
     const int64_t rep = c->n_heads / c->n_kv_heads;
     const int64_t first = p == RA_PROJ_Q ? 0 : p == RA_PROJ_K ? rep * D : (rep + 1) * D;
-    return (ra_layer_proj){w->wqkv + first * c->dim, w->bqkv ? w->bqkv + first : NULL,
-                           c->n_kv_heads, p == RA_PROJ_Q ? rep * D : D, (rep + 2) * D};
+    return (ra_layer_proj){ra_gemm_weight_at(w->wqkv, w->dtype, first * c->dim),
+                           w->bqkv ? w->bqkv + first : NULL, c->n_kv_heads,
+                           p == RA_PROJ_Q ? rep * D : D, (rep + 2) * D};
+}
+
+ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, ra_scratch *panel,
+                              ra_gemm_env *env)
+{
+    const ra_layer_config *c = &layer->config;
+    const int64_t q_dim = c->n_heads * c->head_dim;
+    *env = (ra_gemm_env){ctx, layer->weights.dtype, NULL, 0};
+    *panel = (ra_scratch){NULL, 0};
+    if (env->dtype == RA_F32) return RA_OK;
+    /* dim, q_dim <= INT_MAX and dim * q_dim within RA_MAX_ELEMENTS
+     * (resolve_config); wq and wo are the largest matrices (a fused
+     * wqkv's groups are each smaller) */
+    env->panel_floats = ra_gemm_panel_floats(c->dim > q_dim ? c->dim : q_dim, c->dim * q_dim);
+    RA_TRY(ra_scratch_acquire_panel(ctx, (size_t)env->panel_floats * sizeof(float), panel));
+    env->panel = panel->data;
+    return RA_OK;
 }
 
 /* out [tokens, groups * rows] = x wp^T (+ bp), block by block. */
-static void project(float *out, const float *x, const ra_layer_proj *pj, int64_t tokens,
-                    int64_t dim)
+static void project(const ra_gemm_env *mm, float *out, const float *x, const ra_layer_proj *pj,
+                    int64_t tokens, int64_t dim)
 {
     const int64_t ld = pj->groups * pj->rows;
     for (int64_t g = 0; g < pj->groups; g++) {
         float *o = out + g * pj->rows;
-        ra_gemm_nt(o, ld, x, pj->w + g * pj->stride * dim, tokens, pj->rows, dim);
+        ra_gemm_nt_w(mm, o, ld, x, ra_gemm_weight_at(pj->w, mm->dtype, g * pj->stride * dim),
+                     tokens, pj->rows, dim);
         for (int64_t t = 0; pj->b && t < tokens; t++)
             for (int64_t i = 0; i < pj->rows; i++) o[t * ld + i] += pj->b[g * pj->stride + i];
     }
@@ -308,8 +353,8 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
     }
 }
 
-void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
-                          const float *x, int64_t tokens, int normalize)
+void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
+                          float *xv, const float *x, int64_t tokens, int normalize)
 {
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
@@ -317,9 +362,9 @@ void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv
     const ra_layer_proj pq = ra_layer_proj_of(layer, RA_PROJ_Q),
                         pk = ra_layer_proj_of(layer, RA_PROJ_K),
                         pv = ra_layer_proj_of(layer, RA_PROJ_V);
-    project(xq, x, &pq, tokens, c->dim);
-    project(xk, x, &pk, tokens, c->dim);
-    if (xv) project(xv, x, &pv, tokens, c->dim);
+    project(mm, xq, x, &pq, tokens, c->dim);
+    project(mm, xk, x, &pk, tokens, c->dim);
+    if (xv) project(mm, xv, x, &pv, tokens, c->dim);
     if (!normalize) return;
     if (c->clip_qkv > 0) {
         ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
@@ -372,27 +417,29 @@ float ra_layer_q_factor(const ra_layer_config *c)
 }
 
 /* y = wo(attn) for tokens rows of attn [tokens, H * D]. */
-static void project_output(const ra_layer *layer, float *y, const float *attn, int64_t tokens)
+static void project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
+                           const float *attn, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
-    ra_gemm_nt(y, c->dim, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
+    ra_gemm_nt_w(mm, y, c->dim, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
     add_bias(y, layer->weights.bo, tokens, c->dim);
 }
 
-void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
-                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call,
-                  int rotate)
+void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm, const float *x,
+                  const ra_tensor *xq, const ra_tensor *xk, const ra_tensor *xv,
+                  const ra_layer_call *call, int rotate)
 {
-    ra_layer_project_qkv(layer, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
+    ra_layer_project_qkv(layer, mm, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
     ra_layer_temperature(layer, xq->data, &call->pos, call->tokens, call->seq);
     if (!rotate) return;
     ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
     ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
 }
 
-void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call)
+void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
+                     const ra_layer_call *call)
 {
-    project_output(layer, y, attn, call->tokens); /* output = wo(output) */
+    project_output(layer, mm, y, attn, call->tokens); /* output = wo(output) */
     if (call->attn.dropout > 0.0f) /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }
@@ -424,8 +471,14 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
         return scratch_overflow(batch, seq);
     size_t own = (size_t)(2 * n_q + 2 * n_kv) * sizeof(float);
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return scratch_overflow(batch, seq);
-    ra_scratch scratch;
-    RA_TRY(ra_scratch_acquire(ctx, own + kernel_bytes, &scratch));
+    ra_scratch scratch, panel;
+    ra_gemm_env mm;
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    ra_status status = ra_scratch_acquire(ctx, own + kernel_bytes, &scratch);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return status;
+    }
     float *buf = scratch.data;
     ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
     ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, batch, seq, Hkv, D);
@@ -433,9 +486,10 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
     float *kernel_scratch = buf + 2 * n_q + 2 * n_kv;
     ra_attention_args args;
-    ra_status status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &call.attn);
+    status = ra_attention_prepare(&args, &attn, &xq, &xk, &xv, &call.attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
+        ra_scratch_release(&panel);
         return status;
     }
 
@@ -444,13 +498,14 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
         args.rope = layer->rope;
         args.positions = &call.pos;
     }
-    ra_layer_qkv(layer, ctx, x, &xq, &xk, &xv, &call, !fused);
+    ra_layer_qkv(layer, ctx, &mm, x, &xq, &xk, &xv, &call, !fused);
     if (call.attn.path == RA_PATH_REFERENCE)
         ra_attention_reference(&args, kernel_scratch);
     else
         ra_attention_flash(ctx, &args, kernel_scratch);
-    ra_layer_output(layer, y, attn.data, &call);
+    ra_layer_output(layer, &mm, y, attn.data, &call);
     ra_scratch_release(&scratch);
+    ra_scratch_release(&panel);
     return RA_OK;
 }
 
@@ -528,8 +583,14 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     if (ra_mul(n_q, 4, &own_floats) != RA_OK) return scratch_overflow(batch, seq);
     size_t own = (size_t)(ra_round_up(2 * batch, 16) + 2 * n_q + 2 * n_kv) * sizeof(float);
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return scratch_overflow(batch, seq);
-    ra_scratch scratch;
-    RA_TRY(ra_scratch_acquire(ctx, own + kernel_bytes, &scratch));
+    ra_scratch scratch, panel;
+    ra_gemm_env mm;
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    ra_status status = ra_scratch_acquire(ctx, own + kernel_bytes, &scratch);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return status;
+    }
     int64_t *starts = scratch.data;
     float *buf = (float *)scratch.data + ra_round_up(2 * batch, 16);
     for (int64_t b = 0; b < batch; b++) starts[b] = cache->length[b];
@@ -542,9 +603,9 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
 
     /* Nothing is written before the append has accepted everything. */
-    ra_layer_project_qkv(layer, xq.data, xk.data, xv.data, x, tokens, 1);
+    ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
-    ra_status status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
+    status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
         /* the slots just written; an 8-bit cache's keys and values as
          * projected (xk rotated by the append): the flash kernel reads no
@@ -558,7 +619,8 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     } else if (status == RA_OK) {
         ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, &mask, buf + 2 * n_q + 2 * n_kv);
     }
-    if (status == RA_OK) project_output(layer, y, attn.data, tokens);
+    if (status == RA_OK) project_output(layer, &mm, y, attn.data, tokens);
     ra_scratch_release(&scratch);
+    ra_scratch_release(&panel);
     return status;
 }

@@ -61,6 +61,10 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
                               kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
     const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d; /* norms */
+    /* the projection matrices in floats' worth of their dtype */
+    const int64_t f_wq = ra_layer_weight_floats(layer, n_wq),
+                  f_wkv = ra_layer_weight_floats(layer, n_wkv),
+                  f_wqkv = ra_layer_weight_floats(layer, n_wq + 2 * n_wkv);
     const struct {
         const float *p; /* NULL: none (a bias's or norm's gradient is written
                            only where the layer has it) */
@@ -76,11 +80,11 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
                    {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
                    {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"}},
-      inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"}, {w->wq, n_wq, "wq"},
-                  {w->wk, n_wkv, "wk"}, {w->wv, n_wkv, "wv"}, {w->wo, n_wq, "wo"},
+      inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"}, {w->wq, f_wq, "wq"},
+                  {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
                   {w->bq, q_dim, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
                   {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
-                  {w->k_norm, n_kn, "k_norm"}, {w->wqkv, n_wq + 2 * n_wkv, "wqkv"},
+                  {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
                   {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
@@ -112,15 +116,17 @@ static void bias_grad(float *db, const float *bias, const float *d, int64_t rows
 /* Projection pj's gradients from d [T, groups * rows], its output's: dw
  * (+)= d^T x and db (+)= the sum of d's rows (db NULL: no bias), laid out as
  * pj's weight and bias; dx (+)= d w (beta 0: =). */
-static void proj_grad(float *dw, float *db, float *dx, const ra_layer_proj *pj, const float *d,
-                      const float *x, int64_t T, int64_t dim, float beta, int accumulate)
+static void proj_grad(const ra_gemm_env *mm, float *dw, float *db, float *dx,
+                      const ra_layer_proj *pj, const float *d, const float *x, int64_t T,
+                      int64_t dim, float beta, int accumulate)
 {
     const int64_t ld = pj->groups * pj->rows;
     for (int64_t g = 0; g < pj->groups; g++) {
-        const float *dg = d + g * pj->rows, *wg = pj->w + g * pj->stride * dim;
+        const float *dg = d + g * pj->rows;
+        const void *wg = ra_gemm_weight_at(pj->w, mm->dtype, g * pj->stride * dim);
         ra_gemm_tn(dw + g * pj->stride * dim, dg, ld, x, pj->rows, dim, T,
                    accumulate ? 1.0f : 0.0f);
-        ra_gemm_nn(dx, dg, ld, wg, T, dim, pj->rows, g == 0 ? beta : 1.0f);
+        ra_gemm_nn_w(mm, dx, dg, ld, wg, T, dim, pj->rows, g == 0 ? beta : 1.0f);
         if (!db) continue;
         float *dbg = db + g * pj->stride;
         if (!accumulate) memset(dbg, 0, (size_t)pj->rows * sizeof(float));
@@ -182,11 +188,17 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
      * 12 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
     const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
     const int inputs = norms || l2; /* the norms' inputs are needed */
-    ra_scratch scratch;
+    ra_scratch scratch, panel;
+    ra_gemm_env mm;
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
                            H; /* and the sinks' gradient [H] */
-    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch));
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return status;
+    }
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
@@ -198,16 +210,17 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     if (call->attn.dropout > 0.0f)
         ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
-    ra_gemm_nn(dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
+    ra_gemm_nn_w(&mm, dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv, and
      * the sinks' gradient (added to grads->dsinks when accumulating) */
     float *dsinks = (float *)scratch.data + floats - H;
     ra_attention_options attn = call->attn;
     if (w->sinks) attn.dsinks = grads->accumulate ? dsinks : grads->dsinks;
-    ra_status status = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq,
-                                             &v.xk, &v.xv, &v.attn, v.lse, &attn);
+    status = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk, &v.xv,
+                                   &v.attn, v.lse, &attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
+        ra_scratch_release(&panel);
         return status;
     }
     if (w->sinks && grads->accumulate)
@@ -232,7 +245,7 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
         after = v_raw + n_kv;
     }
     if (inputs || clip)
-        ra_layer_project_qkv(layer, q_raw, k_raw, v_raw, tape->x, T, 0);
+        ra_layer_project_qkv(layer, &mm, q_raw, k_raw, v_raw, tape->x, T, 0);
     if (inputs && clip) {
         memcpy(q_in, q_raw, (size_t)n_q * sizeof(float));
         memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
@@ -281,11 +294,16 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     const float *const ds[3] = {dq, dk, dv};
     for (int p = RA_PROJ_Q; p <= RA_PROJ_V; p++) {
         const ra_layer_proj pj = ra_layer_proj_of(layer, p);
-        float *dw = w->wqkv ? grads->dwqkv + (pj.w - w->wqkv) : dws[p];
+        /* a fused group's first rows: its offset in wqkv, in elements */
+        const int64_t first = w->wqkv ? ((const char *)pj.w - (const char *)w->wqkv) /
+                                            (int64_t)ra_dtype_size(w->dtype)
+                                      : 0;
+        float *dw = w->wqkv ? grads->dwqkv + first : dws[p];
         float *db = !pj.b ? NULL : w->bqkv ? grads->dbqkv + (pj.b - w->bqkv) : dbs[p];
-        proj_grad(dw, db, dx, &pj, ds[p], tape->x, T, dim, p == RA_PROJ_Q ? 0.0f : 1.0f,
+        proj_grad(&mm, dw, db, dx, &pj, ds[p], tape->x, T, dim, p == RA_PROJ_Q ? 0.0f : 1.0f,
                   grads->accumulate);
     }
     ra_scratch_release(&scratch);
+    ra_scratch_release(&panel);
     return RA_OK;
 }

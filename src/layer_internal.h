@@ -7,13 +7,30 @@
 #define RA_LAYER_INTERNAL_H
 
 #include "dropout.h"
+#include "gemm.h"
 #include "internal.h"
+#include "parallel.h"
 
 struct ra_layer {
     ra_layer_config config; /* n_kv_heads and head_dim resolved */
     ra_layer_weights weights;
     ra_rope *rope;          /* every angle 0 when config.no_rope */
 };
+
+/* The products' environment for a call of the layer: its weights' dtype,
+ * ctx's threads, and (16-bit weights) the panel, acquired from ctx's
+ * panel workspace (NULL ctx: allocated) into *panel, which the caller
+ * releases.  The one failure, for memory, comes before anything is
+ * computed. */
+ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, ra_scratch *panel,
+                              ra_gemm_env *env);
+
+/* Floats that n weight elements of the layer's dtype take (for overlap
+ * checks). */
+static inline int64_t ra_layer_weight_floats(const ra_layer *layer, int64_t n)
+{
+    return layer->weights.dtype == RA_F32 ? n : (n + 1) / 2;
+}
 
 /* One forward call's arguments, checked. */
 typedef struct ra_layer_call {
@@ -44,7 +61,8 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
  * output of groups * rows.  Separate weights are one block; a fused wqkv
  * one block per key/value head. */
 typedef struct ra_layer_proj {
-    const float *w, *b;
+    const void *w; /* stored as the layer's weights.dtype */
+    const float *b;
     int64_t groups, rows, stride;
 } ra_layer_proj;
 
@@ -57,8 +75,8 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
  * contiguous rows of x, each with its bias where the layer has one; then,
  * normalize set, clip_qkv's clamp, the q and k norms where the layer has
  * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor. */
-void ra_layer_project_qkv(const ra_layer *layer, float *xq, float *xk, float *xv,
-                          const float *x, int64_t tokens, int normalize);
+void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
+                          float *xv, const float *x, int64_t tokens, int normalize);
 
 /* Llama 4's temperature tuning (config.temperature_floor; nothing without
  * it): each token's row of g [tokens, H * D] times its factor at its
@@ -107,13 +125,14 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
 /* xq = wq(x), xk = wk(x), xv = wv(x) (ra_layer_project_qkv), then (rotate set) RoPE on xq and
  * xk, in place; unset, attention rotates them as it loads them.
  *   x: [B, S, dim]   xq: [B, S, H, D]   xk, xv: [B, S, Hkv, D] (contiguous) */
-void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const float *x, const ra_tensor *xq,
-                  const ra_tensor *xk, const ra_tensor *xv, const ra_layer_call *call,
-                  int rotate);
+void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm, const float *x,
+                  const ra_tensor *xq, const ra_tensor *xk, const ra_tensor *xv,
+                  const ra_layer_call *call, int rotate);
 
 /* y = wo(attn), then resid_dropout when training.
  *   attn: [B, S, H * D]   y: [B, S, dim] */
-void ra_layer_output(const ra_layer *layer, float *y, const float *attn, const ra_layer_call *call);
+void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
+                     const ra_layer_call *call);
 
 /* resid_dropout on y [tokens, dim], elements indexed (b*S + s)*dim + c in
  * stream RA_STREAM_OUTPUT; also its backward on dy. */

@@ -141,12 +141,17 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
         return status;
     }
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
-    ra_layer_qkv(layer, ctx, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
+    ra_scratch panel;
+    ra_gemm_env mm;
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
     ra_status status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv,
                                                 &call.attn);
-    if (status != RA_OK) return status; /* scratch memory only: y is untouched */
-    ra_layer_output(layer, y, v.attn.data, &tape->call);
-    tape->filled = 1;
-    return RA_OK;
+    if (status == RA_OK) { /* else scratch memory only: y is untouched */
+        ra_layer_output(layer, &mm, y, v.attn.data, &tape->call);
+        tape->filled = 1;
+    }
+    ra_scratch_release(&panel);
+    return status;
 }

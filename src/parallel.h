@@ -29,8 +29,12 @@ ra_status ra_scratch_acquire(ra_context *ctx, size_t bytes, ra_scratch *out);
 /* The same from a second workspace, for a call that holds scratch while it
  * calls other library functions (which take the first): the layer's
  * backward keeps its gradient buffers across ra_attention_backward. */
-enum { RA_SCRATCH_SLOTS = 2 };
+enum { RA_SCRATCH_SLOTS = 3 };
 ra_status ra_scratch_acquire_outer(ra_context *ctx, size_t bytes, ra_scratch *out);
+
+/* The same from a third, for the panel that the layer's 16-bit weights
+ * widen into (gemm.h), held across the calls of both others. */
+ra_status ra_scratch_acquire_panel(ra_context *ctx, size_t bytes, ra_scratch *out);
 void ra_scratch_release(ra_scratch *scratch);
 
 #endif

@@ -6,6 +6,7 @@
  * changing nothing.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "harness.h"
@@ -30,16 +31,20 @@ static void *grow(grown *g, const void *s, size_t size, unsigned char tail)
 }
 
 /* The struct_size cases, for any call f(struct) -> status: 0 and one byte
- * short are RA_ERR_ARGUMENT, a newer header's zeros are fine, a newer
+ * short of the first published size (first: sizeof the struct where no
+ * field has been added since) are RA_ERR_ARGUMENT, that size is fine (an
+ * older header's struct), a newer header's zeros are fine, a newer
  * header's field set is RA_ERR_UNSUPPORTED. */
-#define CHECK_SIZES(type, value, call_with)                                        \
+#define CHECK_SIZES(type, value, call_with, first)                                 \
     do {                                                                           \
         type v_ = (value);                                                         \
         grown g_;                                                                  \
         v_.struct_size = 0;                                                        \
         CHECK(call_with(&v_) == RA_ERR_ARGUMENT, #type ": struct_size 0");         \
-        v_.struct_size = sizeof v_ - 1;                                            \
+        v_.struct_size = (first) - 1;                                              \
         CHECK(call_with(&v_) == RA_ERR_ARGUMENT, #type ": struct_size short");     \
+        v_.struct_size = (first);                                                  \
+        CHECK(call_with(&v_) == RA_OK, #type ": an older header's size");          \
         v_.struct_size = sizeof v_;                                                \
         CHECK(call_with((const type *)grow(&g_, &v_, sizeof v_, 0)) == RA_OK,      \
               #type ": a newer header's zero fields");                             \
@@ -140,14 +145,17 @@ static void test_struct_sizes(void)
     grads.dwk = dws[1];
     grads.dwv = dws[2];
     grads.dwo = dws[3];
-    CHECK_SIZES(ra_rope_config, base_rope, rope_with);
-    CHECK_SIZES(ra_rope_config, base_rope, layer_rope_with);
-    CHECK_SIZES(ra_layer_config, base_config, layer_config_with);
-    CHECK_SIZES(ra_layer_weights, base_weights, weights_with);
-    CHECK_SIZES(ra_positions, ra_positions_start(3), positions_with);
-    CHECK_SIZES(ra_attention_options, ra_attention_options_init(), forward_with);
-    CHECK_SIZES(ra_attention_options, ra_attention_options_init(), attention_with);
-    CHECK_SIZES(ra_layer_grads, grads, grads_with);
+    CHECK_SIZES(ra_rope_config, base_rope, rope_with, sizeof(ra_rope_config));
+    CHECK_SIZES(ra_rope_config, base_rope, layer_rope_with, sizeof(ra_rope_config));
+    CHECK_SIZES(ra_layer_config, base_config, layer_config_with, sizeof(ra_layer_config));
+    CHECK_SIZES(ra_layer_weights, base_weights, weights_with,
+                offsetof(ra_layer_weights, dtype)); /* dtype added */
+    CHECK_SIZES(ra_positions, ra_positions_start(3), positions_with, sizeof(ra_positions));
+    CHECK_SIZES(ra_attention_options, ra_attention_options_init(), forward_with,
+                sizeof(ra_attention_options));
+    CHECK_SIZES(ra_attention_options, ra_attention_options_init(), attention_with,
+                sizeof(ra_attention_options));
+    CHECK_SIZES(ra_layer_grads, grads, grads_with, sizeof(ra_layer_grads));
 }
 
 /* A refused struct changes nothing: y stays as it was. */

@@ -524,10 +524,24 @@ static void decode_masked(trial *t)
 
 /* ---- the layer ------------------------------------------------------------- */
 
+/* The layer's weights as bfloat16 (layer_dtype RA_BF16: the panel of
+ * widened weights is one more acquisition) or float32. */
+static uint16_t wq16[DIM * DIM], wk16[HKV * D * DIM], wv16[HKV * D * DIM], wo16[DIM * DIM];
+static ra_dtype layer_dtype = RA_F32;
+
 static ra_layer *make_layer(void)
 {
     ra_layer_config c = layer_config();
     ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    if (layer_dtype == RA_BF16) {
+        ra_convert(wq16, RA_BF16, wq, RA_F32, DIM * DIM);
+        ra_convert(wk16, RA_BF16, wk, RA_F32, HKV * D * DIM);
+        ra_convert(wv16, RA_BF16, wv, RA_F32, HKV * D * DIM);
+        ra_convert(wo16, RA_BF16, wo, RA_F32, DIM * DIM);
+        w.wq = (const float *)wq16, w.wk = (const float *)wk16;
+        w.wv = (const float *)wv16, w.wo = (const float *)wo16;
+        w.dtype = RA_BF16;
+    }
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &w) == RA_OK, "layer");
     return layer;
@@ -589,6 +603,72 @@ static void cached_decode_fp8_ctx(trial *t) { forward_cached_dtype(t, 0, 3, RA_F
 static void cached_prefill_ctx(trial *t) { forward_cached(t, 1, 3); }
 static void cached_decode(trial *t) { forward_cached(t, 0, 0); }
 static void cached_decode_ctx(trial *t) { forward_cached(t, 0, 3); }
+
+/* The training forward, then (when its trial's failure was not reached)
+ * the backward: y and dx as they were after a failure. */
+static void train(trial *t, int threads)
+{
+    ra_layer *layer = make_layer();
+    ra_layer_tape *tape = NULL;
+    CHECK(ra_layer_tape_create(&tape, layer, B * S) == RA_OK, "tape");
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float y[B * S * DIM], dx[B * S * DIM];
+    static float g_wq[DIM * DIM], g_wk[HKV * D * DIM], g_wv[HKV * D * DIM], g_wo[DIM * DIM];
+    ra_layer_grads g = ra_layer_grads_init();
+    g.dwq = g_wq, g.dwk = g_wk, g.dwv = g_wv, g.dwo = g_wo;
+    memset(y, SENTINEL, sizeof y);
+    ARMED(t, ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, NULL));
+    if (INJECTED(t)) {
+        CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
+    } else {
+        memset(dx, SENTINEL, sizeof dx);
+        ARMED(t, ra_layer_backward(layer, ctx, dx, &g, tape, x));
+        if (INJECTED(t)) CHECK(is_sentinel(dx, sizeof dx), "dx written by a failed call");
+    }
+    ra_context_destroy(ctx);
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(layer);
+}
+static void train_ctx(trial *t) { train(t, 3); }
+
+/* The same with bfloat16 weights. */
+static void bf16_forward_ctx(trial *t)
+{
+    layer_dtype = RA_BF16;
+    forward_flash_ctx(t);
+    layer_dtype = RA_F32;
+}
+static void bf16_forward(trial *t)
+{
+    layer_dtype = RA_BF16;
+    forward_ref(t);
+    layer_dtype = RA_F32;
+}
+static void bf16_cached_prefill(trial *t)
+{
+    layer_dtype = RA_BF16;
+    cached_prefill(t);
+    layer_dtype = RA_F32;
+}
+static void bf16_cached_decode_ctx(trial *t)
+{
+    layer_dtype = RA_BF16;
+    cached_decode_ctx(t);
+    layer_dtype = RA_F32;
+}
+static void bf16_train(trial *t)
+{
+    layer_dtype = RA_BF16;
+    train(t, 0);
+    layer_dtype = RA_F32;
+}
+static void bf16_train_ctx(trial *t)
+{
+    layer_dtype = RA_BF16;
+    train(t, 3);
+    layer_dtype = RA_F32;
+}
 
 /* ---- latent attention ------------------------------------------------------- */
 
@@ -948,6 +1028,13 @@ static void test_layer(void)
     sweep("ra_layer_forward_cached(decode, context)", cached_decode_ctx, 0);
     sweep("ra_layer_forward_cached(int8, prefill, context)", cached_prefill_int8_ctx, 0);
     sweep("ra_layer_forward_cached(fp8, decode, context)", cached_decode_fp8_ctx, 0);
+    sweep("ra_layer_forward_train, backward (context)", train_ctx, 0);
+    sweep("bf16 weights: ra_layer_forward(reference)", bf16_forward, 0);
+    sweep("bf16 weights: ra_layer_forward(flash, context)", bf16_forward_ctx, 0);
+    sweep("bf16 weights: ra_layer_forward_cached(prefill)", bf16_cached_prefill, 0);
+    sweep("bf16 weights: ra_layer_forward_cached(decode, context)", bf16_cached_decode_ctx, 0);
+    sweep("bf16 weights: forward_train, backward", bf16_train, 0);
+    sweep("bf16 weights: forward_train, backward (context)", bf16_train_ctx, 0);
     sweep("latent: ra_layer_create, cache", mla_create, 0);
     sweep("latent: forward_train, backward", mla_train_plain, 0);
     sweep("latent: forward_train, backward (context)", mla_train_ctx, 0);

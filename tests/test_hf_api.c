@@ -48,6 +48,27 @@ static ra_st_tensor f32_tensor(const char *name, const float *data, int64_t rows
     return t;
 }
 
+/* The weight matrices' dtype in write_checkpoint's files: F32, or BF16 /
+ * F16 (each value rounded: ra_convert; biases stay F32). */
+static ra_st_dtype matrix_dtype = RA_ST_F32;
+
+/* t as matrix_dtype: its values converted into the next part of a buffer
+ * that the file's tensors share. */
+static ra_st_tensor matrix_tensor(ra_st_tensor t)
+{
+    static uint16_t buffer[(H + 2 * HKV) * D * DIM * 2 + DIM * H * D];
+    static size_t used;
+    if (matrix_dtype == RA_ST_F32) return t;
+    if (used + (size_t)t.count > sizeof buffer / sizeof buffer[0]) used = 0;
+    uint16_t *to = buffer + used;
+    used += (size_t)t.count;
+    ra_convert(to, matrix_dtype == RA_ST_BF16 ? RA_BF16 : RA_F16, t.data, RA_F32, t.count);
+    t.dtype = matrix_dtype;
+    t.data = to;
+    t.nbytes = (size_t)t.count * 2;
+    return t;
+}
+
 /* model.safetensors with layer 1's attention under Hugging Face's names
  * (fused: Phi-3's qkv_proj, wq's, wk's and wv's rows one after another). */
 static int write_checkpoint(const char *file, const weights *w, int fused)
@@ -68,6 +89,8 @@ static int write_checkpoint(const char *file, const weights *w, int fused)
         t[n++] = f32_tensor("model.layers.1.self_attn.q_proj.bias", w->bq, H * D, 0);
     }
     t[n++] = f32_tensor("model.layers.1.self_attn.o_proj.weight", w->wo, DIM, H * D);
+    for (int i = 0; i < n; i++)
+        if (t[i].ndim == 2) t[i] = matrix_tensor(t[i]);
     char msg[256];
     return ra_safetensors_write(path_of(file), t, n, msg, sizeof msg) == RA_OK;
 }
@@ -77,7 +100,7 @@ static const char llama_config[] =
     "\"num_key_value_heads\": 2, \"rope_theta\": 500000, \"attention_bias\": true}";
 
 /* The same layer by hand: Hugging Face's layout, theta 500000. */
-static ra_layer *layer_by_hand(const weights *w, int bias)
+static ra_layer *layer_by_hand_dtype(const weights *w, int bias, ra_dtype dtype)
 {
     ra_rope_config rope = ra_rope_config_default(D);
     rope.layout = RA_LAYOUT_HALF;
@@ -87,10 +110,24 @@ static ra_layer *layer_by_hand(const weights *w, int bias)
     c.dim = DIM, c.n_heads = H, c.n_kv_heads = HKV, c.head_dim = D, c.rope = &rope;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo, lw.bq = bias ? w->bq : NULL;
+    static uint16_t half[4][H * D * DIM]; /* dtype 16-bit: the matrices rounded */
+    if (dtype != RA_F32) {
+        const float *src[4] = {w->wq, w->wk, w->wv, w->wo};
+        const int64_t n[4] = {H * D * DIM, HKV * D * DIM, HKV * D * DIM, DIM * H * D};
+        for (int i = 0; i < 4; i++) ra_convert(half[i], dtype, src[i], RA_F32, n[i]);
+        lw.wq = (const float *)half[0], lw.wk = (const float *)half[1];
+        lw.wv = (const float *)half[2], lw.wo = (const float *)half[3];
+        lw.dtype = dtype;
+    }
     ra_layer *layer = NULL;
     ra_status status = ra_layer_create(&layer, &c, &lw);
     CHECK(status == RA_OK, "%s", ra_last_error());
     return layer;
+}
+
+static ra_layer *layer_by_hand(const weights *w, int bias)
+{
+    return layer_by_hand_dtype(w, bias, RA_F32);
 }
 
 static ra_hf_layer *load(const char *file, const char *config_text, int64_t layer_no)
@@ -139,6 +176,43 @@ static void test_layer_equals_by_hand(void)
 done:
     ra_layer_destroy(hand);
     ra_hf_layer_destroy(hf);
+}
+
+/* A checkpoint of BF16 or F16 matrices (separate, or Phi-3's fused rows)
+ * gives a layer of that dtype: the same bits as the 16-bit weights handed
+ * over by hand, for a decode-sized call (B rows: the library's GEMV) and a
+ * prefill (sgemm on widened panels). */
+static void test_stored_dtype(void)
+{
+    static weights w;
+    fill((float *)&w, sizeof w / sizeof(float), 11);
+    const ra_st_dtype st[2] = {RA_ST_BF16, RA_ST_F16};
+    const ra_dtype dt[2] = {RA_BF16, RA_F16};
+    for (int d = 0; d < 2; d++)
+        for (int fused = 0; fused < 2; fused++) {
+            matrix_dtype = st[d];
+            CHECK(write_checkpoint("half.safetensors", &w, fused), "write");
+            matrix_dtype = RA_ST_F32;
+            ra_hf_layer *hf = load("half.safetensors", llama_config, 1);
+            ra_layer *hand = layer_by_hand_dtype(&w, !fused, dt[d]);
+            if (!hf || !hand) {
+                ra_layer_destroy(hand);
+                ra_hf_layer_destroy(hf);
+                continue;
+            }
+            float x[B * S * DIM], y1[B * S * DIM], y2[B * S * DIM];
+            fill(x, B * S * DIM, 5);
+            for (int64_t s = 1; s <= S; s += S - 1) {
+                CHECK(ra_layer_forward(ra_hf_layer_get(hf), NULL, y1, x, B, s, NULL, NULL) ==
+                          RA_OK, "fwd");
+                CHECK(ra_layer_forward(hand, NULL, y2, x, B, s, NULL, NULL) == RA_OK, "hand");
+                CHECK(memcmp(y1, y2, (size_t)(B * s * DIM) * sizeof(float)) == 0,
+                      "%s%s, S %lld: the checkpoint's layer differs from the hand-built",
+                      d ? "f16" : "bf16", fused ? " fused" : "", (long long)s);
+            }
+            ra_layer_destroy(hand);
+            ra_hf_layer_destroy(hf);
+        }
 }
 
 /* dL/dW under the checkpoint's names: a fused qkv_proj's gradient is the
@@ -482,6 +556,7 @@ static void test_mrope_config(void)
 /* The layers run the SIMD kernels: every case on every path (harness.h). */
 static void simd_cases(void)
 {
+    RUN(test_stored_dtype);
     RUN(test_layer_equals_by_hand);
     RUN(test_fused_gradients);
     RUN(test_latent_attention);

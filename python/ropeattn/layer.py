@@ -62,7 +62,9 @@ class Layer:
     attention (config["kv_lora_rank"] > 0: keys and values from a latent of
     kv_lora_rank features a token, one rotated key shared by the heads), for
     every family the library reads (README's family table), with its own
-    float32 copy of the weights.  Make one with Layer.from_pretrained.
+    copy of the weights: a bf16 or f16 checkpoint's projection matrices as
+    stored (read in place, widened exactly as they are used), the rest
+    float32.  Make one with Layer.from_pretrained.
 
       layer(x [B, S, dim] or [S, dim], positions=None, attention_mask=None,
             cache=None, context=None) -> y of x's shape, float32

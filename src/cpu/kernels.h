@@ -30,6 +30,10 @@ typedef struct ra_kernels {
     /* One block of rows of an online softmax: arg is an ra_softmax_job
      * (kvcache_internal.h). */
     void (*softmax_task)(void *arg, int64_t task, int thread);
+    /* One task of the 16-bit-weight GEMV: arg is an ra_gemv16_job (gemm.h). */
+    void (*gemv16_task)(void *arg, int64_t task, int thread);
+    /* dst[0, n) = src[0, n) widened exactly: bfloat16 (bf16 1) or float16. */
+    void (*widen16)(float *dst, const uint16_t *src, int64_t n, int bf16);
 } ra_kernels;
 
 extern const ra_kernels ra_kernels_base;

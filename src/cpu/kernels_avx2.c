@@ -6,6 +6,7 @@
 #include "cpu/rope_impl.h"
 #include "cpu/decode_impl.h"
 #include "cpu/softmax_impl.h"
+#include "cpu/gemv16_impl.h"
 
 const ra_kernels ra_kernels_avx2 = {
     .name = "avx2",
@@ -15,5 +16,7 @@ const ra_kernels ra_kernels_avx2 = {
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,
     .softmax_task = softmax_task,
+    .gemv16_task = gemv16_task,
+    .widen16 = widen16,
 };
 #endif

@@ -10,6 +10,7 @@
 #include "cpu/rope_impl.h"
 #include "cpu/decode_impl.h"
 #include "cpu/softmax_impl.h"
+#include "cpu/gemv16_impl.h"
 
 const ra_kernels ra_kernels_base = {
     .name = RA_BASE_NAME,
@@ -19,4 +20,6 @@ const ra_kernels ra_kernels_base = {
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,
     .softmax_task = softmax_task,
+    .gemv16_task = gemv16_task,
+    .widen16 = widen16,
 };

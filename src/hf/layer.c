@@ -8,6 +8,13 @@
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
+ *
+ * The projection matrices (wq, wk, wv, wo, wqkv) keep the checkpoint's
+ * dtype where they all share bfloat16 or float16 (ra_layer_weights.dtype):
+ * half the memory of float32 copies, and a decode step reads half the
+ * bytes.  Mixed dtypes, F32, F64 and latent attention are copied as float32
+ * (its layer takes float32 weights only).  Biases, norms and sinks are
+ * float32 always, and so are the gradients.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +43,8 @@ struct ra_hf_layer {
      * of count[s] values); owner[s] < 0: the layer has no such array. */
     int owner[N_SLOTS];
     int64_t offset[N_SLOTS], count[N_SLOTS];
-    float *data[N_SLOTS]; /* the owning slots' float32 values */
+    float *data[N_SLOTS]; /* the owning slots' values: float32, or dtype's in a weight slot */
+    ra_dtype dtype;       /* the projection matrices' (weight slots') */
     hf_tensor *tensors;
     int64_t n_tensors;
 };
@@ -51,6 +59,43 @@ struct ra_hf_grads {
 static float *slot_array(const ra_hf_layer *l, float *const base[N_SLOTS], int s)
 {
     return l->owner[s] < 0 ? NULL : base[l->owner[s]] + l->offset[s];
+}
+
+/* The projection matrices' slots, which may hold 16-bit values. */
+static int is_weight_slot(int s)
+{
+    return s == S_WQ || s == S_WK || s == S_WV || s == S_WO || s == S_WQKV;
+}
+
+/* Bytes a value of slot s takes in the layer's arrays. */
+static size_t slot_size(const ra_hf_layer *l, int s)
+{
+    return is_weight_slot(s) ? ra_dtype_size(l->dtype) : sizeof(float);
+}
+
+/* Weight slot s's values as the layer reads them (ra_layer_weights.dtype),
+ * or NULL. */
+static const float *weight_array(const ra_hf_layer *l, int s)
+{
+    if (l->owner[s] < 0) return NULL;
+    return (const float *)(const void *)((const char *)l->data[l->owner[s]] +
+                                         (size_t)l->offset[s] * slot_size(l, s));
+}
+
+/* RA_BF16 or RA_F16 where every tensor of a weight slot has that dtype in
+ * the checkpoint (latent attention: never), else RA_F32. */
+static ra_dtype stored_dtype(const ra_hf_layer *l, int mla)
+{
+    ra_st_dtype seen = RA_ST_F32;
+    for (int64_t i = 0, first = 1; i < l->n_tensors; i++) {
+        const hf_tensor *t = &l->tensors[i];
+        if (!is_weight_slot(t->slot)) continue;
+        if (!first && t->src->dtype != seen) return RA_F32;
+        seen = t->src->dtype;
+        first = 0;
+    }
+    if (mla) return RA_F32;
+    return seen == RA_ST_BF16 ? RA_BF16 : seen == RA_ST_F16 ? RA_F16 : RA_F32;
 }
 
 /* Appends tensor src as filling slot from offset. */
@@ -139,14 +184,18 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
 {
     for (int s = 0; s < N_SLOTS; s++) {
         if (l->owner[s] != s) continue;
-        l->data[s] = ra_malloc(l->count[s] > 0 ? (size_t)l->count[s] * sizeof(float) : 1);
+        l->data[s] = ra_malloc(l->count[s] > 0 ? (size_t)l->count[s] * slot_size(l, s) : 1);
         if (!l->data[s])
             return hf_fail(RA_ERR_NOMEM, "out of memory for %lld weights",
                            (long long)l->count[s]);
     }
     for (int64_t i = 0; i < l->n_tensors; i++) {
         const hf_tensor *t = &l->tensors[i];
-        RA_HF_TRY(hf_load_f32(t->src, path, l->data[t->slot] + t->offset));
+        if (is_weight_slot(t->slot) && l->dtype != RA_F32) /* the stored bytes, as they are */
+            memcpy((char *)l->data[t->slot] + (size_t)t->offset * 2, t->src->data,
+                   (size_t)t->count * 2);
+        else
+            RA_HF_TRY(hf_load_f32(t->src, path, l->data[t->slot] + t->offset));
     }
     /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */
     for (int s = S_QNORM; family && (family->features & RA_HF_NORM_PLUS_ONE) && s <= S_KNORM; s++)
@@ -168,15 +217,17 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
+    l->dtype = stored_dtype(l, t->mla);
     RA_HF_TRY(load(l, ckpt->path, config->fields.family));
     float *const *d = l->data;
     ra_layer_weights w = ra_layer_weights_init();
-    w.wq = slot_array(l, d, S_WQ), w.wk = slot_array(l, d, S_WK), w.wv = slot_array(l, d, S_WV);
-    w.wo = slot_array(l, d, S_WO);
+    w.dtype = l->dtype;
+    w.wq = weight_array(l, S_WQ), w.wk = weight_array(l, S_WK), w.wv = weight_array(l, S_WV);
+    w.wo = weight_array(l, S_WO), w.wqkv = weight_array(l, S_WQKV);
     w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
-    w.wqkv = slot_array(l, d, S_WQKV), w.bqkv = slot_array(l, d, S_BQKV);
+    w.bqkv = slot_array(l, d, S_BQKV);
     w.sinks = slot_array(l, d, S_SINKS);
     w.wq_a = slot_array(l, d, S_WQ_A), w.bq_a = slot_array(l, d, S_BQ_A);
     w.q_a_norm = slot_array(l, d, S_QA_NORM), w.wq_b = slot_array(l, d, S_WQ_B);

@@ -620,8 +620,9 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
  * accumulated, and are float32 views that must not overlap one another nor
  * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
  * as dq, dk and dv inside a fused dQKV gradient, do not count as
- * overlapping.  q, k, v and options are what the forward took (q in f32,
- * k, v in f32, f16 or bf16; their gradients are float32 regardless); the dropout masks
+ * overlapping.  q, k, v and options are what the forward took (each f32,
+ * f16 or bf16, widened exactly: a 16-bit q is widened once into scratch;
+ * the gradients are float32 regardless); the dropout masks
  * are regenerated from the seed, never stored.  out and lse are what
  * ra_attention_forward_lse wrote for those inputs: the flash path needs
  * both (RA_ERR_NULL without them); the reference path recomputes the

@@ -258,7 +258,8 @@ for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half kimi_k2; do
         "$RA" "${mla[@]}" --output "$TMP/decode.npy" --prefill 1 2>>"$TMP/err" &&
         out=$("$PY" "$TMP/check.py" y "$TMP/decode.npy" "$TMP/plain.npy" 1e-5); then pass
     else fail "$c: decode steps against the plain forward: $out $(cat "$TMP/err")"; fi
-    for t in f16:5e-3 bf16:3e-2; do
+    # 8-bit rows: the bounds of the other caches' CLI checks (test_hf.sh)
+    for t in f16:5e-3 bf16:3e-2 int8:3e-2 fp8:1.5e-1; do
         rm -f "$TMP/decode.npy"
         if "$RA" "${mla[@]}" --output "$TMP/decode.npy" --prefill 5 --cache-dtype "${t%:*}" \
             2>"$TMP/err" &&

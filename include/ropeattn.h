@@ -1122,6 +1122,31 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
 
+/* The layer over sequences of a paged KV pool (ra_kv_pool_create with the
+ * layer's kv heads and head_dim), for serving: continuous batching of
+ * prefills and decode steps of any lengths in one call.  Row i of x holds
+ * n_new[i] (NULL: S; 0 is allowed) new tokens of sequence ids[i] (each id
+ * once), at positions continuing from that sequence's length (or as
+ * positions gives them, [N, S] rows as ra_layer_forward_cached's); they
+ * are projected, appended to their sequence's pages (ra_kv_pool_append:
+ * RoPE fused, the pool's dtype) and each attends over its sequence's
+ * tokens through the pool (ra_attention_decode_paged, the layer's window,
+ * chunk, soft-cap and sinks).  Every token attends over the stored keys
+ * and values, its call's own included: with an f32 pool the same bits as
+ * ra_layer_forward_cached's decode steps on a contiguous cache holding the
+ * same tokens (its prefill runs the flash kernel: float32 rounding apart),
+ * with an 8-bit pool over the quantized rows.  y's rows past a sequence's
+ * n_new[i] are 0.  A window sequence must keep what the layer's window or
+ * chunk reaches (RA_ERR_ARGUMENT).  When the pool lacks the pages:
+ * RA_ERR_CACHE_FULL, and neither the pool nor y changes (nor on any other
+ * refusal).  Latent attention: RA_ERR_UNSUPPORTED (its cache holds
+ * latents: ra_kv_cache_create_latent).  Inference only.
+ *   x, y: [N, S, dim]    N = n_ids */
+RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
+                                        ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
+                                        float *y, const float *x, int64_t seq,
+                                        const int64_t *n_new, const ra_positions *positions);
+
 /* ------------------------------------------------------------------------ */
 /* Training: the layer's forward with a tape, and its backward               */
 /* ------------------------------------------------------------------------ */

@@ -21,21 +21,30 @@ static int64_t mask_reach(const ra_attention_mask *mask)
     return reach;
 }
 
+ra_status ra_kv_pool_check_reach(const ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
+                                 const ra_attention_mask *mask)
+{
+    const int64_t reach = mask_reach(mask);
+    for (int64_t b = 0; b < n_ids; b++) {
+        const ra_kv_sequence *s = &pool->seqs[ids[b]];
+        if (s->window && (reach == 0 || reach > s->window))
+            return ra_fail(RA_ERR_ARGUMENT, "window %lld, chunk %lld: sequence %lld (ids[%lld]) "
+                           "keeps a window of %lld keys; set window or chunk to at most that",
+                           (long long)mask->window, (long long)mask->chunk, (long long)ids[b],
+                           (long long)b, (long long)s->window);
+    }
+    return RA_OK;
+}
+
 /* A window sequence's queries must not see further back than its window,
  * nor need a key its released pages held. */
 static ra_status check_windows(const ra_kv_pool *pool, const int64_t *ids, const ra_kv_cache *view,
                                const ra_attention_mask *mask, const int64_t *n_query, int64_t T)
 {
-    const int64_t reach = mask_reach(mask);
+    RA_TRY(ra_kv_pool_check_reach(pool, ids, view->batch, mask));
     for (int64_t b = 0; b < view->batch; b++) {
         const ra_kv_sequence *s = &pool->seqs[ids[b]];
         const int64_t nq = n_query ? n_query[b] : T;
-        if (s->window && (reach == 0 || reach > s->window))
-            return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: window %lld, chunk %lld: "
-                           "sequence %lld (ids[%lld]) keeps a window of %lld keys; set window or "
-                           "chunk to at most that", (long long)mask->window,
-                           (long long)mask->chunk, (long long)ids[b], (long long)b,
-                           (long long)s->window);
         if (nq == 0) continue;
         const int64_t first = ra_mask_first_key(mask, s->length - nq, 0);
         if (first < s->first_page * pool->page_size)
@@ -48,6 +57,25 @@ static ra_status check_windows(const ra_kv_pool *pool, const int64_t *ids, const
     return RA_OK;
 }
 
+ra_kv_cache ra_kv_pool_view(const ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
+                            const int64_t *grow, int64_t *arrays)
+{
+    int64_t *length = arrays, *first_page = length + n_ids, max_length = 1;
+    const int32_t **pages = (const int32_t **)(void *)(first_page + n_ids);
+    for (int64_t b = 0; b < n_ids; b++) {
+        const ra_kv_sequence *s = &pool->seqs[ids[b]];
+        length[b] = s->length + (grow ? grow[b] : 0);
+        first_page[b] = s->first_page;
+        pages[b] = s->table;
+        max_length = length[b] > max_length ? length[b] : max_length;
+    }
+    return (ra_kv_cache){
+        .batch = n_ids, .capacity = max_length, .n_kv_heads = pool->n_kv_heads,
+        .head_dim = pool->head_dim, .dtype = pool->dtype, .k = pool->k, .v = pool->v,
+        .k_scale = pool->k_scale, .v_scale = pool->v_scale, .length = length,
+        .page_size = pool->page_size, .pages = pages, .first_page = first_page};
+}
+
 RA_API ra_status ra_attention_decode_paged(ra_context *ctx, const ra_kv_pool *pool,
                                            const int64_t *ids, int64_t n_ids,
                                            const ra_tensor *out, const ra_tensor *q,
@@ -57,23 +85,10 @@ RA_API ra_status ra_attention_decode_paged(ra_context *ctx, const ra_kv_pool *po
     ra_error_reset();
     if (!pool || !ids) return ra_fail(RA_ERR_NULL, "%s is NULL", !pool ? "pool" : "ids");
     RA_TRY(ra_kv_pool_check_ids(pool, ids, n_ids));
-    /* the view's per-row arrays: lengths, tables, first pages */
+    /* the view's per-row arrays: lengths, first pages, tables */
     ra_scratch rows;
     RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)n_ids * 3 * sizeof(int64_t), &rows));
-    int64_t *length = rows.data, *first_page = length + n_ids, max_length = 1;
-    const int32_t **pages = (const int32_t **)(void *)(first_page + n_ids);
-    for (int64_t b = 0; b < n_ids; b++) {
-        const ra_kv_sequence *s = &pool->seqs[ids[b]];
-        length[b] = s->length;
-        first_page[b] = s->first_page;
-        pages[b] = s->table;
-        max_length = s->length > max_length ? s->length : max_length;
-    }
-    const ra_kv_cache view = {
-        .batch = n_ids, .capacity = max_length, .n_kv_heads = pool->n_kv_heads,
-        .head_dim = pool->head_dim, .dtype = pool->dtype, .k = pool->k, .v = pool->v,
-        .k_scale = pool->k_scale, .v_scale = pool->v_scale, .length = length,
-        .page_size = pool->page_size, .pages = pages, .first_page = first_page};
+    const ra_kv_cache view = ra_kv_pool_view(pool, ids, n_ids, NULL, rows.data);
     ra_attention_mask mask;
     ra_status status = ra_attention_decode_check(&mask, &view, out, q, n_query, options);
     if (status == RA_OK)

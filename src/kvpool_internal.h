@@ -58,4 +58,16 @@ ra_kv_sequence *ra_kv_pool_sequence(const ra_kv_pool *pool, int64_t id, const ch
  * (repeats allowed: a decode only reads). */
 ra_status ra_kv_pool_check_ids(const ra_kv_pool *pool, const int64_t *ids, int64_t n_ids);
 
+/* A paged view (kvcache_internal.h) of sequences ids[0 .. n_ids) as
+ * they are, with lengths grown by grow[b] (NULL: none; for sizing a
+ * decode before the append that grows them): its per-row arrays in
+ * arrays [3 n_ids] (lengths, first pages, tables), which must outlive it. */
+ra_kv_cache ra_kv_pool_view(const ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
+                            const int64_t *grow, int64_t *arrays);
+
+/* RA_ERR_ARGUMENT unless every window sequence's window holds what mask's
+ * window or chunk reaches (ids checked). */
+ra_status ra_kv_pool_check_reach(const ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
+                                 const ra_attention_mask *mask);
+
 #endif

@@ -416,9 +416,8 @@ float ra_layer_q_factor(const ra_layer_config *c)
     return (float)(c->scale * sqrt((double)c->head_dim));
 }
 
-/* y = wo(attn) for tokens rows of attn [tokens, H * D]. */
-static void project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
-                           const float *attn, int64_t tokens)
+void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
+                             const float *attn, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
     ra_gemm_nt_w(mm, y, c->dim, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
@@ -439,7 +438,7 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
 void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
                      const ra_layer_call *call)
 {
-    project_output(layer, mm, y, attn, call->tokens); /* output = wo(output) */
+    ra_layer_project_output(layer, mm, y, attn, call->tokens); /* output = wo(output) */
     if (call->attn.dropout > 0.0f) /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }
@@ -619,7 +618,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     } else if (status == RA_OK) {
         ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, &mask, buf + 2 * n_q + 2 * n_kv);
     }
-    if (status == RA_OK) project_output(layer, &mm, y, attn.data, tokens);
+    if (status == RA_OK) ra_layer_project_output(layer, &mm, y, attn.data, tokens);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return status;

@@ -81,6 +81,10 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
                           float *xv, const float *x, int64_t tokens, int normalize);
 
+/* y = wo(attn) (+ bo) for tokens rows of attn [tokens, H * D]. */
+void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
+                             const float *attn, int64_t tokens);
+
 /* Llama 4's temperature tuning (config.temperature_floor; nothing without
  * it): each token's row of g [tokens, H * D] times its factor at its
  * position; the same on q and on q's gradient. */

@@ -604,6 +604,36 @@ static void cached_prefill_ctx(trial *t) { forward_cached(t, 1, 3); }
 static void cached_decode(trial *t) { forward_cached(t, 0, 0); }
 static void cached_decode_ctx(trial *t) { forward_cached(t, 0, 3); }
 
+/* ra_layer_forward_paged: a prefill of S tokens into two sequences of a
+ * pool of pages of 1 (their tables grow), then an armed step; a failure
+ * changes no length, page or y. */
+static void forward_paged(trial *t, int threads)
+{
+    ra_layer *layer = make_layer();
+    ra_kv_pool *pool = NULL;
+    int64_t ids[2];
+    CHECK(ra_kv_pool_create(&pool, 64, 1, 4, HKV, D, RA_F32) == RA_OK &&
+              ra_kv_pool_add_sequence(pool, 0, &ids[0]) == RA_OK &&
+              ra_kv_pool_add_sequence(pool, 0, &ids[1]) == RA_OK, "pool");
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float y[B * S * DIM];
+    CHECK(ra_layer_forward_paged(layer, ctx, pool, ids, 2, y, x, S, NULL, NULL) == RA_OK,
+          "prefill");
+    const int64_t free_before = ra_kv_pool_free_pages(pool);
+    memset(y, SENTINEL, sizeof y);
+    ARMED(t, ra_layer_forward_paged(layer, ctx, pool, ids, 2, y, x, 1, NULL, NULL));
+    const int64_t grown = INJECTED(t) ? 0 : 1;
+    CHECK(ra_kv_pool_length(pool, ids[0]) == S + grown && ra_kv_pool_length(pool, ids[1]) == S + grown &&
+              ra_kv_pool_free_pages(pool) == free_before - 2 * grown, "lengths or pages");
+    CHECK(is_sentinel(y, 2 * DIM * sizeof(float)) == !grown, "y");
+    ra_context_destroy(ctx);
+    ra_kv_pool_destroy(pool);
+    ra_layer_destroy(layer);
+}
+static void paged(trial *t) { forward_paged(t, 0); }
+static void paged_ctx(trial *t) { forward_paged(t, 3); }
+
 /* The training forward, then (when its trial's failure was not reached)
  * the backward: y and dx as they were after a failure. */
 static void train(trial *t, int threads)
@@ -1026,6 +1056,8 @@ static void test_layer(void)
     sweep("ra_layer_forward_cached(prefill, context)", cached_prefill_ctx, 0);
     sweep("ra_layer_forward_cached(decode)", cached_decode, 0);
     sweep("ra_layer_forward_cached(decode, context)", cached_decode_ctx, 0);
+    sweep("ra_layer_forward_paged", paged, 0);
+    sweep("ra_layer_forward_paged(context)", paged_ctx, 0);
     sweep("ra_layer_forward_cached(int8, prefill, context)", cached_prefill_int8_ctx, 0);
     sweep("ra_layer_forward_cached(fp8, decode, context)", cached_decode_fp8_ctx, 0);
     sweep("ra_layer_forward_train, backward (context)", train_ctx, 0);

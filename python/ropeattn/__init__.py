@@ -18,6 +18,8 @@ D head_dim.
         .config, .tensor_names
     KVCache(layer, batch, capacity, dtype="float32", window=False)
         len(cache), .length(b), .reset()
+    KVPool(layer, n_pages, page_size=16, dtype="float32")
+        .add(), .fork(id), .free(id); layer(x, pool=pool, ids=[...], n_new=[...])
     Context(threads=N)
     Error (ArgumentError (CacheFullError), DtypeError, UnsupportedError,
            OutOfMemoryError, FileError, FormatError, NotFoundError)
@@ -27,7 +29,7 @@ from . import _ropeattn
 from ._ropeattn import (ArgumentError, CacheFullError, Context, DtypeError, Error, FileError,
                         FormatError, NotFoundError, OutOfMemoryError, UnsupportedError)
 from .attention import attention, attention_backward, attention_forward
-from .layer import KVCache, Layer
+from .layer import KVCache, KVPool, Layer
 from .rope import RotaryEmbedding, apply_rotary, freqs
 
 __version__ = _ropeattn.library_version()
@@ -45,6 +47,6 @@ def simd():
 
 
 __all__ = ["ArgumentError", "CacheFullError", "Context", "DtypeError", "Error", "FileError",
-           "FormatError", "KVCache", "Layer", "NotFoundError", "OutOfMemoryError",
+           "FormatError", "KVCache", "KVPool", "Layer", "NotFoundError", "OutOfMemoryError",
            "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention",
            "attention_backward", "attention_forward", "freqs", "simd"]

@@ -186,7 +186,8 @@ class Layer:
         """{name: shape} of the tensors in tensor_names, as stored."""
         return dict(self._tensors)
 
-    def __call__(self, x, positions=None, attention_mask=None, cache=None, context=None):
+    def __call__(self, x, positions=None, attention_mask=None, cache=None, context=None,
+                 pool=None, ids=None, n_new=None):
         """y = the layer's Attention.forward(x), in inference mode.
 
           x: float32 [B, S, dim] or [S, dim] (batch 1), any strides (a
@@ -210,6 +211,12 @@ class Layer:
              tokens equals a prefill of N - k and k decode steps to float32
              rounding (and to the cache dtype's).  A call that does not fit
              raises CacheFullError and changes nothing.
+          pool, ids, n_new: serving from a KVPool made for this layer
+             instead (continuous batching): row i of x [N, S, dim] holds
+             n_new[i] (None: S; 0 allowed) new tokens of the pool's sequence
+             ids[i] (N ids, each once), appended to its pages and attending
+             over its tokens; y's rows past n_new[i] are 0.  A call that does
+             not fit raises CacheFullError and changes nothing.
           context: a ropeattn.Context (None: the layer's, from
              from_pretrained).
         Returns y: float32 of x's shape, C-contiguous.  Computed in float32;
@@ -227,8 +234,13 @@ class Layer:
         b, s = x3.shape[:2]
         if context is None:
             context = self.context
-        if positions is None and cache is not None:
-            start, ids = -1, None  # continuing from the cache's lengths
+        if cache is not None and pool is not None:
+            raise ArgumentError("cache and pool: give one")
+        if (pool is None) != (ids is None):
+            raise ArgumentError("pool and ids: give both or neither")
+        rows = ids
+        if positions is None and (cache is not None or pool is not None):
+            start, ids = -1, None  # continuing from the cache's or pool's lengths
         else:
             mrope = any(self._config["rope"]["mrope_section"])
             start, ids = _positions(positions, b, s, mrope)
@@ -237,7 +249,19 @@ class Layer:
                                 "place in the sequence (attn_temperature_tuning), not by "
                                 "position ids: give a start")
         y = np.empty(x3.shape, np.float32)
-        if cache is not None:
+        if pool is not None:
+            if not isinstance(pool, KVPool):
+                raise TypeError(f"pool: expected a ropeattn.KVPool, got {type(pool).__name__}")
+            if pool.layer is not self:
+                raise ArgumentError("pool: made for another Layer")
+            if attention_mask is not None:
+                raise UnsupportedError("attention_mask: not with a pool (each sequence holds "
+                                       "its own tokens: give n_new instead)")
+            rows = _id_array(rows, b, "ids")
+            n_new = None if n_new is None else _id_array(n_new, b, "n_new")
+            _ropeattn.layer_forward_paged(self._layer, context, pool._pool, y, x3, rows, n_new,
+                                          start, ids)
+        elif cache is not None:
             if not isinstance(cache, KVCache):
                 raise TypeError(f"cache: expected a ropeattn.KVCache, "
                                 f"got {type(cache).__name__}")
@@ -364,4 +388,102 @@ class KVCache:
                 f"dtype={self.dtype!r}{kind}, length={len(self)})")
 
 
-__all__ = ["KVCache", "Layer"]
+def _id_array(values, n, name):
+    """values as C-contiguous int64 [n] (integers only)."""
+    a = np.asarray(values)
+    if a.shape != (n,) or (a.size and a.dtype.kind not in "iu"):
+        raise ArgumentError(f"{name}: expected {n} integers (one per row of x), got "
+                            f"{a.dtype} of shape {a.shape}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+class KVPool:
+    """Keys and values of many sequences of one layer in pages of a shared
+    pool, for serving (vLLM's PagedAttention): each sequence holds only the
+    pages its tokens need, a forked one shares its parent's (copy on
+    write), and a freed one gives them back.  Serve it through the layer:
+
+        pool = ropeattn.KVPool(layer, n_pages=1024, page_size=16)
+        a, b = pool.add(), pool.add()
+        y = layer(x, pool=pool, ids=[a, b], n_new=[7, 3])   # prefills: x [2, 7, dim]
+        y = layer(x1, pool=pool, ids=[a, b])                # a step each: x1 [2, 1, dim]
+
+    KVPool(layer, n_pages, page_size=16, max_sequences=256, dtype="float32",
+           scale=None)
+      n_pages, page_size: the pool's pages and the tokens each holds.
+      max_sequences: how many sequences may live at once (ids are
+        0 .. max_sequences - 1).
+      dtype, scale: as KVCache's ("float32", "float16", "bfloat16", "int8",
+        "float8_e4m3fn"); every token attends over the stored rows.
+    pool.add(window=False): a new empty sequence's id; window=True keeps
+    only the layer's sliding window (config["window"] or ["chunk"]),
+    releasing the pages it passes.  pool.fork(id): a new sequence holding
+    id's tokens (pages shared).  pool.free(id).  pool.length(id): its
+    tokens.  pool.free_pages: pages no sequence holds.  Calls that write a
+    pool take it to themselves.  Not for latent attention.
+    """
+
+    def __init__(self, layer, n_pages, page_size=16, max_sequences=256, dtype="float32",
+                 scale=None):
+        if not isinstance(layer, Layer):
+            raise TypeError(f"layer: expected a ropeattn.Layer, got {type(layer).__name__}")
+        c = layer._config
+        if c["kv_lora_rank"]:
+            raise UnsupportedError("KVPool: latent attention caches latents: use KVCache")
+        name = dtype if isinstance(dtype, str) else None
+        if name not in _CACHE_DTYPES:
+            raise DtypeError(f'dtype: expected "float32", "float16", "bfloat16", "int8" or '
+                             f'"float8_e4m3fn", got {dtype!r}')
+        if scale is not None and name != "float8_e4m3fn":
+            raise ArgumentError(f'scale: only a "float8_e4m3fn" pool has one (dtype {name})')
+        if scale is not None and not (isinstance(scale, numbers.Real) and
+                                      0 < float(scale) < float("inf")):
+            raise ArgumentError(f"scale: expected a finite number > 0, got {scale!r}")
+        sizes = [_count(v, n, 1) for v, n in ((n_pages, "n_pages"), (page_size, "page_size"),
+                                              (max_sequences, "max_sequences"))]
+        if None in sizes:
+            raise ArgumentError("n_pages, page_size and max_sequences: expected integers >= 1")
+        self.layer = layer
+        self.n_pages, self.page_size, self.max_sequences = sizes
+        self.dtype = name
+        self._pool = _ropeattn.KVPool(*sizes, c["n_kv_heads"], c["head_dim"],
+                                      _CACHE_DTYPES[name], scale=float(scale or 0))
+
+    def add(self, window=False):
+        """A new empty sequence's id (window=True: the layer's window)."""
+        w = 0
+        if window:
+            w = max(self.layer._config["window"], self.layer._config["chunk"])
+            if not w:
+                raise ArgumentError("window=True: the layer has no sliding window or chunk")
+        return self._pool.add(w)
+
+    def fork(self, seq):
+        """A new sequence holding seq's tokens, its pages shared."""
+        return self._pool.fork(self._id(seq))
+
+    def free(self, seq):
+        """Sequence seq's pages back to the pool (those no fork holds)."""
+        self._pool.free(self._id(seq))
+
+    def length(self, seq):
+        """The tokens appended to sequence seq."""
+        return self._pool.length(self._id(seq))
+
+    @property
+    def free_pages(self):
+        """Pages no sequence holds."""
+        return self._pool.free_pages
+
+    @staticmethod
+    def _id(seq):
+        if not isinstance(seq, numbers.Integral):
+            raise ArgumentError(f"expected a sequence id (an integer), got {seq!r}")
+        return int(seq)
+
+    def __repr__(self):
+        return (f"ropeattn.KVPool(n_pages={self.n_pages}, page_size={self.page_size}, "
+                f"dtype={self.dtype!r}, free_pages={self.free_pages})")
+
+
+__all__ = ["KVCache", "KVPool", "Layer"]

@@ -82,5 +82,15 @@ extern PyTypeObject ra_ext_layer_type, ra_ext_cache_type;
 int ra_ext_layer_init_module(void);
 PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *kwargs);
+/* The layer of an HFLayer (NULL, with the error set, when it has none). */
+const ra_layer *ra_ext_layer_of(PyObject *layer);
+/* x, y float32 [B, S, dim]; ids None, int64 [B, S] or (M-RoPE) [3, B, S];
+ * mask None or uint8 [B, S]: checked, with *positions from start and ids. */
+int ra_ext_forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long start,
+                        PyObject *ids, PyObject *mask, ra_positions *positions,
+                        npy_intp *batch, npy_intp *seq);
+
+extern PyTypeObject ra_ext_pool_type;
+PyObject *ra_ext_layer_forward_paged(PyObject *self, PyObject *args, PyObject *kwargs);
 
 #endif

@@ -186,8 +186,9 @@ static void layer_dealloc(ra_ext_layer *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static const ra_layer *layer_of(ra_ext_layer *self)
+const ra_layer *ra_ext_layer_of(PyObject *obj)
 {
+    ra_ext_layer *self = (ra_ext_layer *)obj;
     if (self->layer) return ra_hf_layer_get(self->layer);
     PyErr_SetString(ra_ext_error, "HFLayer: not initialized");
     return NULL;
@@ -198,7 +199,7 @@ static const ra_layer *layer_of(ra_ext_layer *self)
 static PyObject *layer_config(ra_ext_layer *self, void *closure)
 {
     (void)closure;
-    const ra_layer *l = layer_of(self);
+    const ra_layer *l = ra_ext_layer_of((PyObject *)self);
     if (!l) return NULL;
     const ra_layer_config *c = ra_layer_get_config(l);
     const ra_rope_config *r = c->rope;
@@ -235,7 +236,7 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
 static PyObject *layer_model_type(ra_ext_layer *self, void *closure)
 {
     (void)closure;
-    if (!layer_of(self)) return NULL;
+    if (!ra_ext_layer_of((PyObject *)self)) return NULL;
     Py_INCREF(self->model_type);
     return self->model_type;
 }
@@ -245,7 +246,7 @@ static PyObject *layer_model_type(ra_ext_layer *self, void *closure)
 static PyObject *layer_tensors(ra_ext_layer *self, PyObject *unused)
 {
     (void)unused;
-    if (!layer_of(self)) return NULL;
+    if (!ra_ext_layer_of((PyObject *)self)) return NULL;
     int64_t n = ra_hf_layer_tensor_count(self->layer);
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (int64_t i = 0; list && i < n; i++) {
@@ -463,9 +464,7 @@ static int carray(PyObject *obj, int npy, int nd, const npy_intp *shape, int out
     return ok;
 }
 
-/* x, y float32 [B, S, dim]; ids None, int64 [B, S] or (M-RoPE) [3, B, S];
- * mask None or uint8 [B, S]: checked, with *positions from start and ids. */
-static int forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long start,
+int ra_ext_forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long start,
                         PyObject *ids, PyObject *mask, ra_positions *positions,
                         npy_intp *batch, npy_intp *seq)
 {
@@ -506,12 +505,12 @@ PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
                                      &ra_ext_layer_type, &layer, &context, &y, &x, &start, &ids,
                                      &mask))
         return NULL;
-    const ra_layer *l = layer_of(layer);
+    const ra_layer *l = ra_ext_layer_of((PyObject *)layer);
     ra_ext_context *c;
     ra_positions positions;
     npy_intp batch, seq;
     if (!l || !ra_ext_get_context(context, &c) ||
-        !forward_args(l, y, x, start, ids, mask, &positions, &batch, &seq))
+        !ra_ext_forward_args(l, y, x, start, ids, mask, &positions, &batch, &seq))
         return NULL;
     ra_attention_options o = ra_attention_options_init();
     if (mask != Py_None) o.padding_mask = (const uint8_t *)PyArray_DATA((PyArrayObject *)mask);
@@ -542,13 +541,13 @@ PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *
                                      &ra_ext_layer_type, &layer, &context, &ra_ext_cache_type,
                                      &cache, &y, &x, &start, &ids))
         return NULL;
-    const ra_layer *l = layer_of(layer);
+    const ra_layer *l = ra_ext_layer_of((PyObject *)layer);
     ra_ext_context *c;
     ra_positions positions;
     npy_intp batch, seq;
     const int continuing = start < 0 && ids == Py_None;
     if (!l || !cache_ready(cache) || !ra_ext_get_context(context, &c) ||
-        !forward_args(l, y, x, continuing ? 0 : start, ids, Py_None, &positions, &batch, &seq))
+        !ra_ext_forward_args(l, y, x, continuing ? 0 : start, ids, Py_None, &positions, &batch, &seq))
         return NULL;
     float *yp = (float *)PyArray_DATA((PyArrayObject *)y);
     const float *xp = (const float *)PyArray_DATA((PyArrayObject *)x);

@@ -33,6 +33,8 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS, "ra_layer_forward (see layer.c)."},
     {"layer_forward_cached", (PyCFunction)(void (*)(void))ra_ext_layer_forward_cached,
      METH_VARARGS | METH_KEYWORDS, "ra_layer_forward_cached (see layer.c)."},
+    {"layer_forward_paged", (PyCFunction)(void (*)(void))ra_ext_layer_forward_paged,
+     METH_VARARGS | METH_KEYWORDS, "ra_layer_forward_paged (see pool.c)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -47,6 +49,7 @@ PyMODINIT_FUNC PyInit__ropeattn(void)
     import_array();
     if (PyType_Ready(&ra_ext_context_type) < 0 || PyType_Ready(&ra_ext_rope_type) < 0 ||
         PyType_Ready(&ra_ext_layer_type) < 0 || PyType_Ready(&ra_ext_cache_type) < 0 ||
+        PyType_Ready(&ra_ext_pool_type) < 0 ||
         ra_ext_layer_init_module() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
@@ -55,11 +58,13 @@ PyMODINIT_FUNC PyInit__ropeattn(void)
     Py_INCREF(&ra_ext_rope_type);
     Py_INCREF(&ra_ext_layer_type);
     Py_INCREF(&ra_ext_cache_type);
+    Py_INCREF(&ra_ext_pool_type);
     if (ra_ext_add_errors(m) < 0 ||
         PyModule_AddObject(m, "Context", (PyObject *)&ra_ext_context_type) < 0 ||
         PyModule_AddObject(m, "Rope", (PyObject *)&ra_ext_rope_type) < 0 ||
         PyModule_AddObject(m, "HFLayer", (PyObject *)&ra_ext_layer_type) < 0 ||
         PyModule_AddObject(m, "KVCache", (PyObject *)&ra_ext_cache_type) < 0 ||
+        PyModule_AddObject(m, "KVPool", (PyObject *)&ra_ext_pool_type) < 0 ||
         PyModule_AddStringConstant(m, "HEADER_VERSION", RA_VERSION_STRING) < 0) {
         Py_DECREF(m);
         return NULL;

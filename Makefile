@@ -71,8 +71,10 @@ HEADERS  := include/ropeattn.h include/ropeattn_hf.h
 
 # The MPI library: only where an MPI compiler wrapper is installed (Debian:
 # libopenmpi-dev), so that the rest builds without MPI.  mpicc compiles
-# with the compiler Open MPI was built for (OMPI_CC=clang to change it).
+# with $(CC) (OMPI_CC, MPICH_CC: the wrapper's compiler), so that CC=clang
+# builds all of it with clang.
 MPICC    ?= mpicc
+MPI_CC    = OMPI_CC="$(CC)" MPICH_CC="$(CC)" $(MPICC)
 HAVE_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1)
 MPI_SRC  := $(wildcard src/mpi/*.c)
 MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -120,11 +122,11 @@ $(BUILD)/obj/src/hf/%.o: src/hf/%.c $(HEADERS) $(wildcard src/io/*.h src/hf/*.h)
 
 $(BUILD)/obj/src/mpi/%.o: src/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h src/mpi/mpi_internal.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(MPI_CFLAGS) -c $< -o $@
+	$(MPI_CC) $(MPI_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(RA_CFLAGS) -c $< -o $@
+	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard src/*.h src/io/*.h src/hf/*.h tools/*.h bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
@@ -161,7 +163,7 @@ $(BUILD)/libropeattn_mpi.a: $(MPI_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/libropeattn_mpi.so.$(VERSION): $(MPI_OBJ) $(BUILD)/libropeattn.so
-	$(MPICC) -shared -Wl,-soname,libropeattn_mpi.so.$(SOMAJOR) -Wl,--as-needed $(SANITIZE) -o $@ \
+	$(MPI_CC) -shared -Wl,-soname,libropeattn_mpi.so.$(SOMAJOR) -Wl,--as-needed $(SANITIZE) -o $@ \
 	  $(MPI_OBJ) -L$(BUILD) -lropeattn -lm
 
 $(BUILD)/libropeattn_mpi.so: $(BUILD)/libropeattn_mpi.so.$(VERSION)
@@ -170,7 +172,7 @@ $(BUILD)/libropeattn_mpi.so: $(BUILD)/libropeattn_mpi.so.$(VERSION)
 
 $(BUILD)/mpi/test_mpi: $(BUILD)/obj/tests/mpi/test_mpi.o $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
-	$(MPICC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a $(LIB_LDLIBS)
+	$(MPI_CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a $(LIB_LDLIBS)
 
 $(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_HF)
 	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(LIBS_HF) $(LDLIBS)

@@ -623,8 +623,8 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
  * and lse are ra_attention_forward_lse's over the keys the row sees
  * (options' scale, softcap and sinks as there; a sink joins every block's
  * sum, so a caller that merges blocks passes none and adds it once).  A row
- * that sees no key of the block gets out 0 and lse -Inf, so that blocks
- * merge exactly:
+ * that sees no key of the block gets out 0 and lse -Inf (with sinks: the
+ * sink), so that blocks merge exactly:
  *   lse = log(sum_b e^(lse_b)),  out = sum_b e^(lse_b - lse) out_b.
  * q_start, k_start in [0, RA_MAX_POSITION] (RA_ERR_POSITION); only their
  * difference matters.  On the flash path, whatever options.path asks

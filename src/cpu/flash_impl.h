@@ -486,11 +486,14 @@ static void flash_task(void *arg, int64_t task, int thread)
              * the sum against the larger of m and itself */
             float m = t.m[r], l = t.l[r], lse = -INFINITY;
             const int64_t query = shift + q0 + qi;
-            if (!ra_mask_real(mask, b, q0 + qi) || /* a padding query: zeros, whatever its inputs */
-                t.first[r] > (query < n_keys - 1 ? query : n_keys - 1)) { /* or one that sees no
-                                                           key (only with a shift): lse -Inf */
+            const int padding = !ra_mask_real(mask, b, q0 + qi);
+            if (padding || t.first[r] > (query < n_keys - 1 ? query : n_keys - 1)) {
+                /* a padding query: zeros, whatever its inputs, lse -Inf; or
+                 * one that sees no key (only with a shift): zeros, lse the
+                 * sink's (or -Inf) */
                 memset(dst[i], 0, (size_t)head_dim * sizeof(float));
                 dst[i] = NULL;
+                if (!padding && mask->sinks) lse = mask->sinks[g * rep + h];
             } else if (mask->sinks) {
                 float sink = mask->sinks[g * rep + h], top = m > sink ? m : sink;
                 float keep = m == -INFINITY ? 0.0f : expf(m - top);

@@ -33,8 +33,7 @@
  * the communicator must not carry other traffic of this library at once.
  * Each failing call leaves a sentence for ra_mpi_last_error() (a failure of
  * libropeattn itself: its ra_last_error() text).  Results are the same bits
- * from run to run for the same P, and the decode's are the same on every
- * rank.
+ * from run to run for the same P.
  *
  * RoPE is the caller's, at global positions: ra_mpi_zigzag_positions gives
  * a rank's token positions for ra_rope_apply (ra_positions.ids).
@@ -106,7 +105,8 @@ RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_t
  * total the sum of the ranks' lengths (n <= total[b], else RA_ERR_SIZE).
  * Each query's keys must already be appended, usually to the last rank's
  * cache.  q, n_query and options are the same on every rank; every rank
- * gets the same out (and lse, if not NULL), bit for bit, equal within
+ * gets the same out (and lse, if not NULL), bit for bit (Open MPI's
+ * allreduce, tested; docs/DESIGN.md decision 20), equal within
  * float32 rounding to ra_attention_decode on one cache holding the whole
  * sequence.  Rows t >= n are left as they were.  Options: scale, softcap,
  * window (global positions), sinks (added once, after the combine);

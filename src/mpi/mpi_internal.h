@@ -37,6 +37,10 @@ ra_status mpi_check(int rc, const char *call);
 enum { RA_MPI_MAX_SIG = 24 };
 ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_sig);
 
+/* ra_mpi_zigzag's chunks, for arguments it accepted (no checks, the
+ * thread's sentence kept). */
+void mpi_chunks(int64_t seq, int n_ranks, int rank, int64_t start[2], int64_t count[2]);
+
 /* The rows [s0, s0 + n) of axis 1 of t (n may be 0). */
 ra_tensor mpi_rows(const ra_tensor *t, int64_t s0, int64_t n);
 

@@ -48,7 +48,7 @@ static void ring_free(ring *g)
 static int64_t rows_of(const ring *g, int o)
 {
     int64_t start[2], count[2];
-    ra_mpi_zigzag(g->seq, g->size, o, start, count); /* checked: seq >= size */
+    mpi_chunks(g->seq, g->size, o, start, count);
     return count[0] + count[1];
 }
 
@@ -191,7 +191,7 @@ static ra_status blocks(ring *g, ra_context *ctx, const ra_tensor *q, const char
                         MPI_Request *reqs, int n_reqs)
 {
     int64_t ostart[2], ocount[2];
-    ra_mpi_zigzag(g->seq, g->size, o, ostart, ocount);
+    mpi_chunks(g->seq, g->size, o, ostart, ocount);
     const int64_t n_o = ocount[0] + ocount[1], B = g->batch;
     const ra_tensor kt = ra_tensor_4d((void *)kv, g->kv_dtype, B, n_o, g->kv_heads, g->head_dim);
     const ra_tensor vt = ra_tensor_4d((void *)(kv + (size_t)(B * n_o) * g->kv_row), g->kv_dtype,

@@ -4,6 +4,17 @@
  */
 #include "mpi/mpi_internal.h"
 
+void mpi_chunks(int64_t seq, int n_ranks, int rank, int64_t start[2], int64_t count[2])
+{
+    /* chunk c: base tokens, one more for c < extra, in order */
+    const int64_t chunks = 2 * (int64_t)n_ranks, base = seq / chunks, extra = seq % chunks;
+    const int64_t c[2] = {rank, chunks - 1 - rank};
+    for (int i = 0; i < 2; i++) {
+        start[i] = c[i] * base + (c[i] < extra ? c[i] : extra);
+        count[i] = base + (c[i] < extra);
+    }
+}
+
 RA_MPI_API ra_status ra_mpi_zigzag(int64_t seq, int n_ranks, int rank, int64_t start[2],
                                    int64_t count[2])
 {
@@ -14,13 +25,7 @@ RA_MPI_API ra_status ra_mpi_zigzag(int64_t seq, int n_ranks, int rank, int64_t s
                         (long long)seq, n_ranks);
     if (rank < 0 || rank >= n_ranks)
         return mpi_fail(RA_ERR_ARGUMENT, "rank %d is not in [0, %d)", rank, n_ranks);
-    /* chunk c: base tokens, one more for c < extra, in order */
-    const int64_t chunks = 2 * (int64_t)n_ranks, base = seq / chunks, extra = seq % chunks;
-    const int64_t c[2] = {rank, chunks - 1 - rank};
-    for (int i = 0; i < 2; i++) {
-        start[i] = c[i] * base + (c[i] < extra ? c[i] : extra);
-        count[i] = base + (c[i] < extra);
-    }
+    mpi_chunks(seq, n_ranks, rank, start, count);
     return RA_OK;
 }
 

@@ -85,7 +85,9 @@ INSTALL_MPI := $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
      $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES) $(if $(HAVE_MPI),$(MPI_ALL))
 
-mpi: $(MPI_ALL)
+mpi: $(if $(HAVE_MPI),$(MPI_ALL),mpi-missing)
+mpi-missing:
+	@echo "make mpi: $(MPICC) is not installed (Debian: apt-get install openmpi-bin libopenmpi-dev)"; exit 1
 
 # SIMD kernels: one template compiled per ISA, chosen at run time
 # (src/cpu/dispatch.c), by GCC or clang; a * b + c contracts to FMA there
@@ -335,5 +337,5 @@ clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

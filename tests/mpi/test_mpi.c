@@ -206,6 +206,32 @@ static void test_layout(void)
     CHECK(ra_mpi_zigzag(8, size, size, start, count) == RA_ERR_ARGUMENT, "rank P accepted");
 }
 
+/* RoPE at the rank's positions (ra_mpi_zigzag_positions as ra_positions.ids)
+ * gives the rows of the whole sequence rotated at 0 .. S - 1, bit for bit. */
+static void test_rope_positions(void)
+{
+    const int64_t B = 2, S = 4 * size + 3, H = 3, D = 16;
+    float *x = random_floats(B * S * H * D, 31, 1.0f);
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope = NULL;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope: %s", ra_last_error());
+    int64_t start[2], count[2];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1];
+    int64_t *ids = malloc((size_t)(B * n) * sizeof *ids);
+    ra_mpi_zigzag_positions(S, size, rank, B, n, ids);
+    float *local = shard_rows(x, B, S, H, D, 4, ids, n);
+    ra_positions at = {.struct_size = sizeof at, .ids = ids};
+    ra_tensor tl = ra_tensor_4d(local, RA_F32, B, n, H, D);
+    CHECK(ra_rope_apply(rope, ctx, &tl, &tl, &at, RA_FORWARD) == RA_OK, "local: %s", ra_last_error());
+    CHECK(ra_rope_apply_f32(rope, ctx, x, B, S, H, 0) == RA_OK, "whole: %s", ra_last_error());
+    float *expect = shard_rows(x, B, S, H, D, 4, ids, n);
+    CHECK(!memcmp(local, expect, (size_t)(B * n * H * D) * 4), "rotated at the rank's positions "
+          "differs from the whole sequence's rows");
+    ra_rope_destroy(rope);
+    free(x), free(ids), free(local), free(expect);
+}
+
 /* A call made with arguments that fail on `bad` (a rank, or -1: all): every
  * rank must return an error, none hang. */
 static void ring_errors(void)
@@ -409,6 +435,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (ra_context_create(&ctx, 1) != RA_OK) MPI_Abort(MPI_COMM_WORLD, 2);
     RUN(test_layout());
+    RUN(test_rope_positions());
     RUN(test_ring());
     RUN(ring_errors());
     RUN(test_decode());

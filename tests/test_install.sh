@@ -129,6 +129,12 @@ if cmake -S tests/install -B "$TMP/cmake" -DCMAKE_PREFIX_PATH="$P" >"$TMP/log" 2
         check "cmake $e" "${e##*_}" "$TMP/cmake/$e"
     done
     for e in consumer_hf_c_shared consumer_hf_cxx_static; do check_hf "cmake $e" "$TMP/cmake/$e"; done
+    if command -v mpicc >/dev/null 2>&1; then
+        for e in consumer_mpi_c_shared consumer_mpi_c_static; do
+            if [ "$(LD_LIBRARY_PATH="$P/lib" "$TMP/cmake/$e" 2>&1)" = "zigzag 4 4 14 3" ]; then pass
+            else fail "cmake $e: $(LD_LIBRARY_PATH="$P/lib" "$TMP/cmake/$e" 2>&1 | head -c 300)"; fi
+        done
+    fi
 else fail "cmake find_package(ropeattn): $(tail -5 "$TMP/log")"; fi
 
 # Staged with DESTDIR: the files land under it, the .pc names the prefix.

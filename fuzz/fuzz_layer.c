@@ -4,14 +4,15 @@
  * group, Llama 4's L2 norm and temperature), ra_layer_forward (batch,
  * sequence, positions, path, training dropout, the calling thread or two)
  * and ra_layer_forward_cached (a prefill then single-token steps, caches of
- * every dtype).
+ * every dtype), with float32, bf16 or f16 weights.
  *
  * An inference forward must be the seed's Attention computed here in double
  * (projections, the reference rotation, causal GQA softmax, wo) to 1e-4 of
  * the scale of y, the issue's bound: of max|y| where no sum cancels, else
  * of what float32 sums are exact relative to (expected_forward); the cached layer must give the same y as the
  * forward without a cache (to float32 rounding with an f32 cache, 16-bit
- * rounding otherwise).  A refusal must be a documented status that leaves
+ * rounding otherwise).  16-bit weights are the float32 ones rounded to
+ * that dtype, which the reference reads, so the bounds are the same.  A refusal must be a documented status that leaves
  * y and the cache as they were; a call built only of valid arguments must
  * succeed.
  */
@@ -26,6 +27,11 @@
 #include "rope_internal.h"
 
 #define NO_COVERAGE __attribute__((no_sanitize("coverage")))
+
+static float round_to(ra_dtype dtype, float v)
+{
+    return dtype == RA_BF16 ? ra_bf16_to_f32(ra_f32_to_bf16(v)) : ra_f16_to_f32(ra_f32_to_f16(v));
+}
 
 static ra_context *two_threads;
 
@@ -289,6 +295,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lc.qk_l2_norm = extras & 1;
     lc.temperature_floor = extras & 2 ? (double)take_range(&in, 1, 8) : 0.0;
     lc.temperature_scale = 0.5;
+    /* weights in a checkpoint's 16-bit dtype: rounded here, in float32, so
+     * the reference reads the values the layer widens */
+    static const ra_dtype weight_dtypes[] = {RA_F32, RA_BF16, RA_F16};
+    const ra_dtype wdtype = TAKE_ONE_OF(&in, weight_dtypes);
+    for (int i = 0; i < 4 && wdtype != RA_F32; i++)
+        for (int64_t j = 0; j < wide * dim; j++) w[i][j] = round_to(wdtype, w[i][j]);
     float *fused[2] = {NULL, NULL};
     if ((extras & 4) && valid && !w[4] == !w[5] && !w[4] == !w[6]) {
         const int64_t rows = (heads + 2 * hkv) * head_dim; /* rep = heads / hkv */
@@ -306,6 +318,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         lw.wqkv = fused[0];
         lw.bqkv = fused[1];
     }
+    uint16_t *w16[5] = {NULL};
+    if (wdtype != RA_F32) {
+        const float **slots[5] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.wqkv};
+        const int64_t rows[5] = {wide, wide, wide, wide, (heads + 2 * hkv) * head_dim};
+        for (int i = 0; i < 5; i++)
+            if (*slots[i]) {
+                w16[i] = malloc((size_t)(rows[i] * dim) * 2);
+                for (int64_t j = 0; j < rows[i] * dim; j++)
+                    w16[i][j] = wdtype == RA_BF16 ? ra_f32_to_bf16((*slots[i])[j])
+                                                  : ra_f32_to_f16((*slots[i])[j]);
+                *slots[i] = (const float *)w16[i];
+            }
+        lw.dtype = wdtype;
+    }
     ra_layer *layer = (ra_layer *)&layer;
     ra_status st = ra_layer_create(&layer, &lc, &lw);
     if (!valid || st != RA_OK) {
@@ -314,6 +340,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        st == RA_ERR_HEAD_DIM, "ra_layer_create: status %d", (int)st);
         FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
         for (int i = 0; i < 10; i++) free(w[i]);
+        for (int i = 0; i < 5; i++) free(w16[i]);
         free(fused[0]), free(fused[1]);
         return 0;
     }
@@ -356,6 +383,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_positions_free(&fp);
     free(x), free(y);
     for (int i = 0; i < 10; i++) free(w[i]);
+    for (int i = 0; i < 5; i++) free(w16[i]);
     free(fused[0]), free(fused[1]);
     ra_layer_destroy(layer);
     return 0;

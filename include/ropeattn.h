@@ -643,8 +643,9 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
  * accumulated, and are float32 views that must not overlap one another nor
  * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
  * as dq, dk and dv inside a fused dQKV gradient, do not count as
- * overlapping.  q, k, v and options are what the forward took (q in f32,
- * k, v in f32, f16 or bf16; their gradients are float32 regardless); the dropout masks
+ * overlapping.  q, k, v and options are what the forward took (each f32,
+ * f16 or bf16, widened exactly: a 16-bit q is widened once into scratch;
+ * the gradients are float32 regardless); the dropout masks
  * are regenerated from the seed, never stored.  out and lse are what
  * ra_attention_forward_lse wrote for those inputs: the flash path needs
  * both (RA_ERR_NULL without them); the reference path recomputes the
@@ -693,8 +694,9 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
  * tokens per sequence (RA_ERR_CACHE_FULL beyond: they would overwrite keys
  * of their own windows).
  *
- * 8-bit caches (either kind; a latent cache refuses them for now,
- * RA_ERR_DTYPE) hold a quarter of an f32 cache's bytes, and decoding reads
+ * 8-bit caches (any kind; a latent cache's row [kr | c] is one row, of
+ * one int8 scale, its K and V scales one and the same: fp8's set equal)
+ * hold a quarter of an f32 cache's bytes, and decoding reads
  * them as such, dequantizing each row as it is loaded:
  *   RA_I8: each token's row of each kv head (D values x) is stored as
  *     codes c = round(x / s) (to nearest, ties to even; |c| <= 127) with its

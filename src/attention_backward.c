@@ -6,6 +6,7 @@
  *   dq, dout, q, out: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]   lse: [B, H, S]
  */
 #include "attention_internal.h"
+#include "cpu/kernels.h"
 #include "parallel.h"
 #include "rope_internal.h"
 
@@ -49,10 +50,10 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     static const char *const names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
     for (int i = 0; i < 8; i++)
         if (views[i]) RA_TRY(ra_tensor_check(views[i], names[i]));
-    const ra_tensor *f32[] = {dq, dk, dv, dout, q, out};
-    static const char *const f32_names[] = {"dq", "dk", "dv", "dout", "q", "out"};
-    for (int i = 0; i < 6; i++)
-        if (f32[i] && f32[i]->dtype != RA_F32) /* k, v: any */
+    const ra_tensor *f32[] = {dq, dk, dv, dout, out};
+    static const char *const f32_names[] = {"dq", "dk", "dv", "dout", "out"};
+    for (int i = 0; i < 5; i++)
+        if (f32[i] && f32[i]->dtype != RA_F32) /* q, k, v: any */
             return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", f32_names[i],
                            (int)f32[i]->dtype);
     RA_TRY(same_shape(dq, "dq", q, "q"));
@@ -114,6 +115,16 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     return RA_OK;
 }
 
+/* wide = q's values as float32, [B, S, H, D] contiguous; q f16 or bf16. */
+static void widen_q(float *wide, const ra_tensor *q)
+{
+    const int64_t d = q->shape[3];
+    for (int64_t b = 0; b < q->shape[0]; b++)
+        for (int64_t s = 0; s < q->shape[1]; s++)
+            for (int64_t h = 0; h < q->shape[2]; h++, wide += d)
+                ra_kernels_get()->widen16(wide, ra_row_any(q, b, s, h), d, q->dtype == RA_BF16);
+}
+
 size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
                                            int64_t n_heads, int64_t head_dim, int threads)
 {
@@ -159,8 +170,20 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
     if (bytes == 0)
         return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",
                        RA_DIMS(q->shape), path == RA_PATH_REFERENCE ? "reference" : "flash");
+    /* A 16-bit q is widened once, exactly, after the path's scratch: both
+     * paths read q's rows as float32 (k and v they widen as they go). */
+    const size_t q_at = (bytes + 63) & ~(size_t)63;
+    if (q->dtype != RA_F32) /* at most RA_MAX_ELEMENTS (ra_tensor_check) */
+        bytes = q_at + (size_t)(q->shape[0] * q->shape[1] * q->shape[2] * q->shape[3]) * 4;
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    ra_tensor q32;
+    if (q->dtype != RA_F32) {
+        float *wide = (float *)(void *)((char *)scratch.data + q_at);
+        widen_q(wide, q);
+        q32 = ra_tensor_4d(wide, RA_F32, q->shape[0], q->shape[1], q->shape[2], q->shape[3]);
+        args.fwd.q = &q32;
+    }
     if (path == RA_PATH_REFERENCE)
         ra_attention_backward_reference(&args, scratch.data);
     else

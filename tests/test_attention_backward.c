@@ -268,17 +268,17 @@ static void test_flash_matches_reference(void)
     ra_context_destroy(ctx);
 }
 
-/* 16-bit keys and values: the same gradients as float32 keys and values
+/* 16-bit keys and values, and q too: the same gradients as float32 inputs
  * holding the widened numbers, bit for bit on both paths (both widen
  * exactly and then run the float32 code). */
-static void test_half_kv(void)
+static void test_half_inputs(void)
 {
     const shape c = {2, 70, 8, 2, 40};
     problem p;
     problem_make(&p, &c, 31, 2.0f);
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-    uint16_t *k16 = malloc(2 * n_kv(&c)), *v16 = malloc(2 * n_kv(&c));
+    uint16_t *k16 = malloc(2 * n_kv(&c)), *v16 = malloc(2 * n_kv(&c)), *q16 = malloc(2 * n_q(&c));
     float *want = malloc(4 * (n_q(&c) + 2 * n_kv(&c)));
     ra_tensor q = ra_tensor_4d(p.q, RA_F32, c.b, c.s, c.h, c.d);
     ra_tensor o = ra_tensor_4d(p.out, RA_F32, c.b, c.s, c.h, c.d);
@@ -287,7 +287,10 @@ static void test_half_kv(void)
     ra_tensor dk = ra_tensor_4d(p.dk, RA_F32, c.b, c.s, c.hkv, c.d);
     ra_tensor dv = ra_tensor_4d(p.dv, RA_F32, c.b, c.s, c.hkv, c.d);
     for (int dt = RA_F16; dt <= RA_BF16; dt++)
-        for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
+        for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++)
+            for (int half_q = 0; half_q <= 1; half_q++) {
+            ra_convert(q16, (ra_dtype)dt, p.q, RA_F32, n_q(&c));
+            if (half_q) ra_convert(p.q, RA_F32, q16, (ra_dtype)dt, n_q(&c));
             ra_convert(k16, (ra_dtype)dt, p.k, RA_F32, n_kv(&c));
             ra_convert(v16, (ra_dtype)dt, p.v, RA_F32, n_kv(&c));
             ra_convert(p.k, RA_F32, k16, (ra_dtype)dt, n_kv(&c)); /* the widened numbers */
@@ -298,16 +301,19 @@ static void test_half_kv(void)
             memcpy(want + n_q(&c) + n_kv(&c), p.dv, 4 * n_kv(&c));
             ra_tensor k = ra_tensor_4d(k16, (ra_dtype)dt, c.b, c.s, c.hkv, c.d);
             ra_tensor v = ra_tensor_4d(v16, (ra_dtype)dt, c.b, c.s, c.hkv, c.d);
-            CHECK(ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &o, p.lse,
+            ra_tensor q_half = ra_tensor_4d(q16, (ra_dtype)dt, c.b, c.s, c.h, c.d);
+            CHECK(ra_attention_backward(ctx, &dq, &dk, &dv, &dout, half_q ? &q_half : &q, &k,
+                                        &v, &o, p.lse,
                                         PATH_OPTS((ra_attention_path)path)) == RA_OK,
                   "16-bit");
             CHECK(memcmp(want, p.dq, 4 * n_q(&c)) == 0 &&
                       memcmp(want + n_q(&c), p.dk, 4 * n_kv(&c)) == 0 &&
                       memcmp(want + n_q(&c) + n_kv(&c), p.dv, 4 * n_kv(&c)) == 0,
-                  "dtype %d path %d: 16-bit k/v differ from widened f32", dt, path);
+                  "dtype %d path %d: 16-bit k/v%s differ from widened f32", dt, path,
+                  half_q ? " and q" : "");
         }
     ra_context_destroy(ctx);
-    free(k16); free(v16); free(want);
+    free(k16); free(v16); free(q16); free(want);
     problem_free(&p);
 }
 
@@ -528,10 +534,14 @@ static void test_errors(void)
     CHECK(BWD(F, &bad, &dk, &dv, p.lse, NULL) == RA_ERR_DTYPE, "dq bf16");
     bad = ra_tensor_4d(p.dk, RA_F16, 1, 4, 2, 8);
     CHECK(BWD(F, &dq, &bad, &dv, p.lse, NULL) == RA_ERR_DTYPE, "dk f16");
-    ra_tensor q16 = ra_tensor_4d(p.q, RA_F16, 1, 4, 4, 8);
-    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &dout, &q16, &k, &v, &o, p.lse,
+    ra_tensor q8 = ra_tensor_4d(p.q, RA_I8, 1, 4, 4, 8);
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &dout, &q8, &k, &v, &o, p.lse,
                                 PATH_OPTS(F)) == RA_ERR_DTYPE,
-          "q f16");
+          "q int8");
+    bad = ra_tensor_4d(p.out, RA_BF16, 1, 4, 4, 8);
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &v, &bad, p.lse,
+                                PATH_OPTS(F)) == RA_ERR_DTYPE,
+          "out bf16");
     bad = dq;
     bad.dtype = (ra_dtype)9;
     CHECK(BWD(F, &bad, &dk, &dv, p.lse, NULL) == RA_ERR_ARGUMENT, "unknown dtype");
@@ -596,7 +606,7 @@ static void simd_cases(void)
 {
     RUN(test_finite_differences);
     RUN(test_flash_matches_reference);
-    RUN(test_half_kv);
+    RUN(test_half_inputs);
     RUN(test_forward_lse);
     RUN(test_dropout);
     RUN(test_thread_determinism);

@@ -28,8 +28,10 @@ class _Call:
             raise UnsupportedError("attention: causal=False: ropeattn's attention is causal "
                                    "only")
         q, k, v = array4(q, "q"), array4(k, "k"), array4(v, "v")
-        dtype_code(q, "q", allowed=(F32,))
-        self.kv = dtype_code(k, "k", dtype, allowed=(F32, F16, BF16))
+        # dtype="bfloat16" names the bits of q's or k's and v's uint16 arrays;
+        # the other may be float32 or float16
+        self.qd = dtype_code(q, "q", dtype if q.dtype == np.uint16 else None)
+        self.kv = dtype_code(k, "k", dtype if k.dtype == np.uint16 else None)
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
         b, s, h, d = q.shape
@@ -85,9 +87,12 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
     """out = softmax(scale * q k^T + mask) v per query head, query head h
     reading key/value head h // (H // Hkv) (GQA, no copy of k or v).
 
-      q: float32 [B, S, H, D]; k, v: [B, S, Hkv, D], float32, float16, or
+      q: [B, S, H, D]; k, v: [B, S, Hkv, D]; each float32, float16, or
          bfloat16 bits in uint16 arrays with dtype="bfloat16" (widened to
-         float32); any non-negative strides with the last axis contiguous
+         float32 exactly; with all three bfloat16 on a CPU with AMX-BF16 or
+         AVX512-BF16, both products run on its bf16 units, the
+         probabilities rounded to bfloat16 before P v: within 2^-9 max|v|
+         of the float32 result, as the C library states); any non-negative strides with the last axis contiguous
          are read in place (e.g. heads of a fused QKV array), others copied
          first.
       causal: query i sees keys j <= i.  The library has no bidirectional
@@ -117,7 +122,7 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
                  cu_seqlens, dropout_p, seed, dtype)
     out = _output(out, call.q.shape, "out")
-    _ropeattn.attention(context, out, None, call.q, call.k, call.v, call.kv, *call.options)
+    _ropeattn.attention(context, out, None, call.q, call.k, call.v, call.qd, call.kv, *call.options)
     return out
 
 
@@ -132,7 +137,7 @@ def attention_forward(q, k, v, causal=True, window=None, chunk=None, sinks=None,
                  cu_seqlens, dropout_p, seed, dtype)
     b, s, h, _ = call.q.shape
     out, lse = np.empty(call.q.shape, np.float32), np.empty((b, h, s), np.float32)
-    _ropeattn.attention(context, out, lse, call.q, call.k, call.v, call.kv, *call.options)
+    _ropeattn.attention(context, out, lse, call.q, call.k, call.v, call.qd, call.kv, *call.options)
     return out, lse
 
 
@@ -162,8 +167,8 @@ def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=
     dk, dv = np.empty(call.k.shape, np.float32), np.empty(call.v.shape, np.float32)
     dsinks = None if call.sinks is None else np.empty(h, np.float32)
     _ropeattn.attention_backward(context, dq, dk, dv, dsinks, input_view(dout), call.q, call.k,
-                                 call.v, input_view(out), np.ascontiguousarray(lse), call.kv,
-                                 *call.options)
+                                 call.v, input_view(out), np.ascontiguousarray(lse), call.qd,
+                                 call.kv, *call.options)
     return dq, dk, dv, dsinks
 
 

@@ -84,12 +84,13 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, **ro
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, sinks, options, context):
-        qv, _ = _view(q, "q")
         kinds = (torch.float32, torch.float16, torch.bfloat16)
+        qv, q_dtype = _view(q, "q", kinds)
         kv_, dtype = _view(k, "k", kinds)
         vv, _ = _view(v, "v", kinds)
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
+        dtype = dtype or q_dtype  # "bfloat16" when q or k, v hold bfloat16 bits
         sv = None if sinks is None else _view(sinks, "sinks")[0]
         out, lse = attention_forward(qv, kv_, vv, sinks=sv, context=context, dtype=dtype,
                                      **options)
@@ -107,19 +108,20 @@ class _Attention(torch.autograd.Function):
         kv_, _ = _view(k, "k", (k.dtype,))
         sv = None if sinks is None else _view(sinks, "sinks")[0]
         dq, dk, dv, dsinks = attention_backward(
-            _view(grad.contiguous(), "grad")[0], _view(q, "q")[0], kv_,
+            _view(grad.contiguous(), "grad")[0], _view(q, "q", (q.dtype,))[0], kv_,
             _view(v, "v", (v.dtype,))[0], out, lse, sinks=sv, context=context, dtype=dtype,
             **options)
         to = k.dtype
-        return (torch.from_numpy(dq), torch.from_numpy(dk).to(to), torch.from_numpy(dv).to(to),
+        return (torch.from_numpy(dq).to(q.dtype), torch.from_numpy(dk).to(to),
+                torch.from_numpy(dv).to(to),
                 None if dsinks is None else torch.from_numpy(dsinks), None, None)
 
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
               scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
               context=None):
-    """ropeattn.attention on CPU tensors: q float32 [B, S, H, D], k, v
-    [B, S, Hkv, D] float32, float16 or bfloat16, sinks None or float32 [H];
+    """ropeattn.attention on CPU tensors: q [B, S, H, D], k, v [B, S, Hkv,
+    D], each float32, float16 or bfloat16 (k and v alike), sinks None or float32 [H];
     returns out float32 [B, S, H, D], differentiable in q, k, v and sinks
     (the library's backward; dropout's masks regenerated from seed).
     padding_mask [B, S] and cu_seqlens [n + 1] may be tensors or arrays."""

@@ -47,9 +47,10 @@ static int option_arrays(ra_attention_options *o, const ra_tensor *q, PyObject *
     return 1;
 }
 
-/* attention(context, out, lse, q, k, v, kv_dtype, scale, softcap, window,
- *           chunk, sinks, padding_mask, cu_seqlens, dropout, seed):
- *   q, out: float32 [B, S, H, D]   k, v: [B, S, Hkv, D] of the ra_dtype kv_dtype
+/* attention(context, out, lse, q, k, v, q_dtype, kv_dtype, scale, softcap,
+ *           window, chunk, sinks, padding_mask, cu_seqlens, dropout, seed):
+ *   q: [B, S, H, D] of the ra_dtype q_dtype   out: float32 [B, S, H, D]
+ *   k, v: [B, S, Hkv, D] of the ra_dtype kv_dtype
  *   lse: None (ra_attention) or float32 [B, H, S] (ra_attention_forward_lse)
  * scale, softcap, window, chunk: 0 for none, as ra_attention_options has them. */
 PyObject *ra_ext_attention(PyObject *self, PyObject *args)
@@ -57,13 +58,13 @@ PyObject *ra_ext_attention(PyObject *self, PyObject *args)
     (void)self;
     PyObject *context, *lse_obj, *sinks, *padding, *documents;
     PyArrayObject *out, *q, *k, *v;
-    int kv_dtype;
+    int q_dtype, kv_dtype;
     unsigned long long seed;
     float dropout;
     ra_attention_options o = ra_attention_options_init();
-    if (!PyArg_ParseTuple(args, "OO!OO!O!O!iddLLOOOfK:attention", &context, &PyArray_Type,
+    if (!PyArg_ParseTuple(args, "OO!OO!O!O!iiddLLOOOfK:attention", &context, &PyArray_Type,
                           &out, &lse_obj, &PyArray_Type, &q, &PyArray_Type, &k, &PyArray_Type,
-                          &v, &kv_dtype, &o.scale, &o.softcap, &o.window, &o.chunk, &sinks,
+                          &v, &q_dtype, &kv_dtype, &o.scale, &o.softcap, &o.window, &o.chunk, &sinks,
                           &padding, &documents, &dropout, &seed))
         return NULL;
     o.dropout = dropout;
@@ -71,7 +72,7 @@ PyObject *ra_ext_attention(PyObject *self, PyObject *args)
     ra_ext_context *c;
     ra_tensor tout, tq, tk, tv;
     void *lse;
-    if (!ra_ext_get_context(context, &c) || !ra_ext_tensor(q, RA_F32, 0, "q", &tq) ||
+    if (!ra_ext_get_context(context, &c) || !ra_ext_tensor(q, q_dtype, 0, "q", &tq) ||
         !ra_ext_tensor(k, kv_dtype, 0, "k", &tk) || !ra_ext_tensor(v, kv_dtype, 0, "v", &tv) ||
         !ra_ext_tensor(out, RA_F32, 1, "out", &tout) ||
         !option_arrays(&o, &tq, sinks, Py_None, padding, documents) ||
@@ -90,9 +91,9 @@ PyObject *ra_ext_attention(PyObject *self, PyObject *args)
 }
 
 /* attention_backward(context, dq, dk, dv, dsinks, dout, q, k, v, out, lse,
- *                    kv_dtype, scale, softcap, window, chunk, sinks,
+ *                    q_dtype, kv_dtype, scale, softcap, window, chunk, sinks,
  *                    padding_mask, cu_seqlens, dropout, seed):
- *   dq, dout, q, out: float32 [B, S, H, D]; dk, dv float32 and k, v (kv_dtype)
+ *   dq, dout, out: float32 and q (q_dtype) [B, S, H, D]; dk, dv float32 and k, v (kv_dtype)
  *   [B, S, Hkv, D]; lse float32 [B, H, S] from the forward; dsinks None or
  *   float32 [H] (written, with sinks); the rest as attention's. */
 PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
@@ -100,14 +101,14 @@ PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
     (void)self;
     PyObject *context, *dsinks, *lse_obj, *sinks, *padding, *documents;
     PyArrayObject *dq, *dk, *dv, *dout, *q, *k, *v, *out;
-    int kv_dtype;
+    int q_dtype, kv_dtype;
     unsigned long long seed;
     float dropout;
     ra_attention_options o = ra_attention_options_init();
-    if (!PyArg_ParseTuple(args, "OO!O!O!OO!O!O!O!O!OiddLLOOOfK:attention_backward", &context,
+    if (!PyArg_ParseTuple(args, "OO!O!O!OO!O!O!O!O!OiiddLLOOOfK:attention_backward", &context,
                           &PyArray_Type, &dq, &PyArray_Type, &dk, &PyArray_Type, &dv, &dsinks,
                           &PyArray_Type, &dout, &PyArray_Type, &q, &PyArray_Type, &k,
-                          &PyArray_Type, &v, &PyArray_Type, &out, &lse_obj, &kv_dtype,
+                          &PyArray_Type, &v, &PyArray_Type, &out, &lse_obj, &q_dtype, &kv_dtype,
                           &o.scale, &o.softcap, &o.window, &o.chunk, &sinks, &padding,
                           &documents, &dropout, &seed))
         return NULL;
@@ -116,7 +117,7 @@ PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
     ra_ext_context *c;
     ra_tensor tdq, tdk, tdv, tdout, tq, tk, tv, tout;
     void *lse;
-    if (!ra_ext_get_context(context, &c) || !ra_ext_tensor(q, RA_F32, 0, "q", &tq) ||
+    if (!ra_ext_get_context(context, &c) || !ra_ext_tensor(q, q_dtype, 0, "q", &tq) ||
         !ra_ext_tensor(k, kv_dtype, 0, "k", &tk) || !ra_ext_tensor(v, kv_dtype, 0, "v", &tv) ||
         !ra_ext_tensor(out, RA_F32, 0, "out", &tout) ||
         !ra_ext_tensor(dout, RA_F32, 0, "dout", &tdout) ||

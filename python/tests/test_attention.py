@@ -87,6 +87,32 @@ def test_float16_keys_and_values():
                                rtol=0, atol=ATOL)
 
 
+def test_half_queries():
+    """q in float16 or bfloat16 (with float32 or 16-bit k, v): widened
+    exactly, so forward and backward are the float32 ones on the widened
+    values, to the bit -- but for all-bfloat16 inputs on a CPU with
+    bfloat16 units, whose forward rounds P to bfloat16 (2^-9 max|v|)."""
+    q, k, v = qkv()
+    dout = RNG.standard_normal(q.shape).astype(np.float32)
+    for qh, name in ((q.astype(np.float16), None), (ref.to_bf16(q), "bfloat16")):
+        qw = qh.astype(np.float32) if name is None else ref.from_bf16(qh)
+        for kv in ((k, v), (ref.to_bf16(k), ref.to_bf16(v))):
+            kw, vw = ((ref.from_bf16(a) for a in kv) if kv[0].dtype == np.uint16 else kv)
+            dtype = "bfloat16" if name or kv[0].dtype == np.uint16 else None
+            out, lse = ropeattn.attention_forward(qh, *kv, dtype=dtype)
+            want, want_lse = ropeattn.attention_forward(qw, kw, vw)
+            units = name and kv[0].dtype == np.uint16 and ropeattn.simd() in ("amx", "avx512bf16")
+            if units:
+                np.testing.assert_allclose(out, want, rtol=0,
+                                           atol=2 ** -9 * np.abs(vw).max() + ATOL)
+            else:
+                assert np.array_equal(out, want) and np.array_equal(lse, want_lse)
+            got = ropeattn.attention_backward(dout, qh, *kv, out, lse, dtype=dtype)
+            grads = ropeattn.attention_backward(dout, qw, kw, vw, out, lse)
+            for g, w in zip(got[:3], grads[:3]):
+                assert g.dtype == np.float32 and np.array_equal(g, w)
+
+
 def test_strided_fused_qkv():
     b, s, h, hkv, d = 2, 9, 4, 2, 16
     fused = RNG.standard_normal((b, s, h + 2 * hkv, d)).astype(np.float32)

@@ -145,6 +145,21 @@ def test_attention_half_keys_values():
         assert g[1].dtype == dtype and close(g[1], g64[1], 1e-2) and close(g[2], g64[2], 1e-2)
 
 
+def test_attention_bfloat16_queries_keys_values():
+    """A bfloat16 model's q, k and v as they come: the gradients come back
+    in bfloat16, each within its rounding of float64 autograd's on the
+    same values (the forward within the bf16 units' 2^-9 max|v|)."""
+    q, k, v = randn(1, 9, 4, 16), randn(1, 9, 2, 16), randn(1, 9, 2, 16)
+    qb, kb, vb = (t.to(torch.bfloat16) for t in (q, k, v))
+    y, g = grads(lambda a, b, c: rt.attention(a, b, c), [qb, kb, vb], torch.ones(1, 9, 4, 16))
+    y64, g64 = grads(ref_attention, [qb.double(), kb.double(), vb.double()],
+                     torch.ones(1, 9, 4, 16, dtype=torch.float64))
+    bound = 2 ** -9 * vb.abs().max().item() + 1e-5
+    assert y.dtype == torch.float32 and (y.double() - y64).abs().max().item() <= bound
+    for got, want in zip(g, g64):
+        assert got.dtype == torch.bfloat16 and close(got, want, 1e-2)
+
+
 def test_gradcheck_of_the_float32_functions():
     """torch.autograd.gradcheck on the library's float32 functions: the
     backward against central differences of the forward itself (step 1e-2,

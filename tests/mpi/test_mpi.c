@@ -4,8 +4,8 @@
  * seed, runs the single-process call on it (ra_attention_forward_lse,
  * ra_attention_decode_lse) as the oracle, and checks its own shard of the
  * distributed call against it: within TOL of max|out| (lse: of max|lse|),
- * the same bits on a second run, and for the decode the same bits on every
- * rank.  Bad arguments on one rank must fail the call on every rank.
+ * the same bits on a second run (the ring's with two threads a rank), and
+ * for the decode the same bits on every rank.  Bad arguments on one rank must fail the call on every rank.
  * Rank 0 prints "test_mpi P=N: N passed, N failed" (every rank's counts).
  *
  *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   lse: [B, H, S]
@@ -20,7 +20,7 @@
 
 static const double TOL = 1e-6;
 static int rank, size, passed, failed, case_failed;
-static ra_context *ctx;
+static ra_context *ctx, *ctx2; /* one thread, two */
 
 #define CHECK(cond, ...)                                     \
     do {                                                     \
@@ -127,13 +127,14 @@ static void ring_check(ring_case c)
     float *lq = shard_rows(q, B, S, H, D, 4, ids, n);
     void *lk = shard_rows(k16, B, S, Hkv, D, esize, ids, n);
     void *lv = shard_rows(v16, B, S, Hkv, D, esize, ids, n);
+    /* two runs, the second with two threads per rank */
     float *lout[2], *llse[2];
     for (int run = 0; run < 2; run++) {
         lout[run] = malloc((size_t)(B * n * H * D) * 4);
         llse[run] = malloc((size_t)(B * H * n) * 4);
         ra_tensor a = ra_tensor_4d(lq, RA_F32, B, n, H, D), y = ra_tensor_4d(lout[run], RA_F32, B, n, H, D);
         ra_tensor kk = ra_tensor_4d(lk, c.kv, B, n, Hkv, D), vv = ra_tensor_4d(lv, c.kv, B, n, Hkv, D);
-        st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &y, llse[run], &a, &kk, &vv, S, &o);
+        st = ra_mpi_attention(run ? ctx2 : ctx, MPI_COMM_WORLD, &y, llse[run], &a, &kk, &vv, S, &o);
         CHECK(st == RA_OK, "ring (B %lld S %lld H %lld Hkv %lld D %lld): %s", (long long)B,
               (long long)S, (long long)H, (long long)Hkv, (long long)D, ra_mpi_last_error());
     }
@@ -156,7 +157,7 @@ static void ring_check(ring_case c)
           c.sinks, worst, ymax, worst_lse, lmax);
     CHECK(!memcmp(lout[0], lout[1], (size_t)(B * n * H * D) * 4) &&
               !memcmp(llse[0], llse[1], (size_t)(B * H * n) * 4),
-          "two runs differ");
+          "two runs (one and two threads a rank) differ");
     for (int run = 0; run < 2; run++) free(lout[run]), free(llse[run]);
     if (k16 != k) free(k16), free(v16);
     free(q), free(k), free(v), free(sinks), free(out), free(lse), free(ids), free(lq), free(lk),
@@ -433,7 +434,8 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (ra_context_create(&ctx, 1) != RA_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (ra_context_create(&ctx, 1) != RA_OK || ra_context_create(&ctx2, 2) != RA_OK)
+        MPI_Abort(MPI_COMM_WORLD, 2);
     RUN(test_layout());
     RUN(test_rope_positions());
     RUN(test_ring());
@@ -444,6 +446,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_mpi P=%d: %d passed, %d failed\n", size, counts[0], counts[1]);
     ra_context_destroy(ctx);
+    ra_context_destroy(ctx2);
     MPI_Finalize();
     return counts[1] != 0;
 }

@@ -7,7 +7,8 @@
 #
 # `make install` (PREFIX, default /usr/local; DESTDIR for staging) installs
 # the headers, the libraries (static and shared), the tool, its man page,
-# ropeattn.pc, ropeattn-hf.pc and the CMake package (lib/cmake/ropeattn);
+# ropeattn.pc, ropeattn-hf.pc (ropeattn-mpi.pc and libropeattn_mpi where MPI
+# is found) and the CMake package (lib/cmake/ropeattn);
 # `make uninstall` removes them.
 #
 # Outputs (under $(BUILD), default build/):
@@ -17,6 +18,11 @@
 #                                   src/hf, and src/io's readers of safetensors,
 #                                   .npy and config.json; needs libropeattn and
 #                                   cJSON); src/io's writers serve the tool
+#   libropeattn_mpi.a, .so.$(VERSION) context-parallel attention over MPI
+#                                   (include/ropeattn_mpi.h: src/mpi; needs
+#                                   libropeattn and MPI), built when $(MPICC)
+#                                   is found (`make mpi` builds it alone)
+#   mpi/test_mpi                    its test, run under mpirun by tests/test_mpi.sh
 #   ropeattn                        the command-line tool
 #   tests/test_*                    one program per test file
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
@@ -63,8 +69,25 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 LIBS_HF  := $(BUILD)/libropeattn_hf.a $(BUILD)/libropeattn.a
 HEADERS  := include/ropeattn.h include/ropeattn_hf.h
 
+# The MPI library: only where an MPI compiler wrapper is installed (Debian:
+# libopenmpi-dev), so that the rest builds without MPI.  mpicc compiles
+# with $(CC) (OMPI_CC, MPICH_CC: the wrapper's compiler), so that CC=clang
+# builds all of it with clang.
+MPICC    ?= mpicc
+MPI_CC    = OMPI_CC="$(CC)" MPICH_CC="$(CC)" $(MPICC)
+HAVE_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1)
+MPI_SRC  := $(wildcard src/mpi/*.c)
+MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/obj/%.o)
+MPI_CFLAGS = $(LIB_CFLAGS) -DRA_BUILDING_MPI_LIBRARY
+MPI_ALL  := $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so $(BUILD)/mpi/test_mpi
+INSTALL_MPI := $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so)
+
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
-     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES)
+     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES) $(if $(HAVE_MPI),$(MPI_ALL))
+
+mpi: $(if $(HAVE_MPI),$(MPI_ALL),mpi-missing)
+mpi-missing:
+	@echo "make mpi: $(MPICC) is not installed (Debian: apt-get install openmpi-bin libopenmpi-dev)"; exit 1
 
 # SIMD kernels: one template compiled per ISA, chosen at run time
 # (src/cpu/dispatch.c), by GCC or clang; a * b + c contracts to FMA there
@@ -99,6 +122,14 @@ $(BUILD)/obj/src/hf/%.o: src/hf/%.c $(HEADERS) $(wildcard src/io/*.h src/hf/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(HF_CFLAGS) -c $< -o $@
 
+$(BUILD)/obj/src/mpi/%.o: src/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h src/mpi/mpi_internal.h
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(MPI_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
+
 $(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard src/*.h src/io/*.h src/hf/*.h tools/*.h bench/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) -c $< -o $@
@@ -128,6 +159,22 @@ $(BUILD)/libropeattn_hf.so.$(VERSION): $(HF_OBJ) $(BUILD)/obj/src/memory.o $(BUI
 $(BUILD)/libropeattn_hf.so: $(BUILD)/libropeattn_hf.so.$(VERSION)
 	ln -sf libropeattn_hf.so.$(VERSION) $(BUILD)/libropeattn_hf.so.$(SOMAJOR)
 	ln -sf libropeattn_hf.so.$(VERSION) $@
+
+$(BUILD)/libropeattn_mpi.a: $(MPI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libropeattn_mpi.so.$(VERSION): $(MPI_OBJ) $(BUILD)/libropeattn.so
+	$(MPI_CC) -shared -Wl,-soname,libropeattn_mpi.so.$(SOMAJOR) -Wl,--as-needed $(SANITIZE) -o $@ \
+	  $(MPI_OBJ) -L$(BUILD) -lropeattn -lm
+
+$(BUILD)/libropeattn_mpi.so: $(BUILD)/libropeattn_mpi.so.$(VERSION)
+	ln -sf libropeattn_mpi.so.$(VERSION) $(BUILD)/libropeattn_mpi.so.$(SOMAJOR)
+	ln -sf libropeattn_mpi.so.$(VERSION) $@
+
+$(BUILD)/mpi/test_mpi: $(BUILD)/obj/tests/mpi/test_mpi.o $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a $(LIB_LDLIBS)
 
 $(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_HF)
 	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(LIBS_HF) $(LDLIBS)
@@ -174,20 +221,24 @@ SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
             -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
             -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@MINOR@|$(MINOR)|g' -e 's|@SOMAJOR@|$(SOMAJOR)|g' \
             -e 's|@BLAS_LIBS@|$(strip $(BLAS_LIBS))|g' \
-            -e 's|@BLAS_LIBS_CMAKE@|$(subst $(space),;,$(strip $(BLAS_LIBS)))|g'
+            -e 's|@BLAS_LIBS_CMAKE@|$(subst $(space),;,$(strip $(BLAS_LIBS)))|g' \
+            -e 's|@MPI_PC@|$(MPI_PC)|g'
+# the MPI's own pkg-config name, which ropeattn-mpi.pc requires
+MPI_PC = $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c || \
+                 (pkg-config --exists mpich 2>/dev/null && echo mpich))
 
 $(BUILD)/ropeattn.1: $(BUILD)/ropeattn scripts/manpage.sh
 	bash scripts/manpage.sh $(BUILD)/ropeattn > $@
 
-LIBNAMES = libropeattn libropeattn_hf
+LIBNAMES = libropeattn libropeattn_hf $(if $(HAVE_MPI),libropeattn_mpi)
 
 install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
-         $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(BUILD)/ropeattn.1
+         $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(BUILD)/ropeattn.1 $(INSTALL_MPI)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(LIBDIR)/cmake/ropeattn $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(BUILD)/ropeattn $(DESTDIR)$(BINDIR)/ropeattn
 	install -m 644 $(BUILD)/ropeattn.1 $(DESTDIR)$(MANDIR)/man1/ropeattn.1
-	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(HEADERS) $(if $(HAVE_MPI),include/ropeattn_mpi.h) $(DESTDIR)$(INCLUDEDIR)/
 	for lib in $(LIBNAMES); do \
 	  install -m 644 $(BUILD)/$$lib.a $(DESTDIR)$(LIBDIR)/$$lib.a && \
 	  install -m 755 $(BUILD)/$$lib.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$$lib.so.$(VERSION) && \
@@ -196,16 +247,18 @@ install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.
 	done
 	$(SUBST) pkgconfig/ropeattn.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc
 	$(SUBST) pkgconfig/ropeattn-hf.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-hf.pc
+	$(if $(HAVE_MPI),$(SUBST) pkgconfig/ropeattn-mpi.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-mpi.pc)
 	$(SUBST) cmake/ropeattn-config.cmake.in > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config.cmake
 	$(SUBST) cmake/ropeattn-config-version.cmake.in \
 	  > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config-version.cmake
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ropeattn $(DESTDIR)$(MANDIR)/man1/ropeattn.1 \
-	  $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) \
-	  $(foreach lib,$(LIBNAMES),$(DESTDIR)$(LIBDIR)/$(lib).a $(DESTDIR)$(LIBDIR)/$(lib).so \
+	  $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/ropeattn_mpi.h \
+	  $(foreach lib,libropeattn libropeattn_hf libropeattn_mpi,$(DESTDIR)$(LIBDIR)/$(lib).a $(DESTDIR)$(LIBDIR)/$(lib).so \
 	    $(DESTDIR)$(LIBDIR)/$(lib).so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/$(lib).so.$(VERSION)) \
-	  $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-hf.pc
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn.pc $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-hf.pc \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-mpi.pc
 	rm -rf $(DESTDIR)$(LIBDIR)/cmake/ropeattn
 
 test: all $(NEON_TEST)
@@ -285,5 +338,5 @@ clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

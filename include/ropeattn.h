@@ -615,6 +615,29 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
                                           const ra_tensor *v,
                                           const ra_attention_options *options);
 
+/* One block of a longer causal attention, for callers that split the
+ * sequence themselves (ring attention: libropeattn_mpi; a prefill against
+ * keys held elsewhere): query row i is the token at position q_start + i,
+ * key row j the one at k_start + j, and query i sees key j when k_start + j
+ * <= q_start + i and, with a window W, k_start + j > q_start + i - W.  out
+ * and lse are ra_attention_forward_lse's over the keys the row sees
+ * (options' scale, softcap and sinks as there; a sink joins every block's
+ * sum, so a caller that merges blocks passes none and adds it once).  A row
+ * that sees no key of the block gets out 0 and lse -Inf (with sinks: the
+ * sink), so that blocks merge exactly:
+ *   lse = log(sum_b e^(lse_b)),  out = sum_b e^(lse_b - lse) out_b.
+ * q_start, k_start in [0, RA_MAX_POSITION] (RA_ERR_POSITION); only their
+ * difference matters.  On the flash path, whatever options.path asks
+ * (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED); dropout, chunk, padding_mask and
+ * cu_seqlens are RA_ERR_UNSUPPORTED.  With q_start = k_start and Sk = Sq
+ * the result is ra_attention_forward_lse's, bit for bit.
+ *   out, q: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq] float32,
+ *   contiguous; dtypes as ra_attention's, overlaps refused as there */
+RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, float *lse,
+                                        const ra_tensor *q, const ra_tensor *k,
+                                        const ra_tensor *v, int64_t q_start, int64_t k_start,
+                                        const ra_attention_options *options);
+
 /* The backward of out = ra_attention(q, k, v, options): given dout = dL/dout,
  * writes dq = dL/dq, dk = dL/dk and dv = dL/dv.  They are overwritten, not
  * accumulated, and are float32 views that must not overlap one another nor
@@ -800,6 +823,24 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
                                      const int64_t *n_query,
                                      const ra_attention_options *options);
+
+/* ra_attention_decode that also writes each row's lse (as
+ * ra_attention_forward_lse defines it) and may place the queries: with
+ * q_start NULL, out is ra_attention_decode's, bit for bit.  With q_start
+ * [B], query row t < n of sequence b is the token at position q_start[b] +
+ * t, which need not be cached here: it sees the cached keys j <= that
+ * position (and j > it - W with a window W; j / C == its / C with a chunk
+ * C), so the cache may hold one contiguous shard of a longer sequence whose
+ * tokens it numbers from 0 (libropeattn_mpi's sharded decode: q_start =
+ * the queries' global position less the shard's first).  A row that sees
+ * no key gets out 0 and lse -Inf (with sinks: the sink).  With q_start,
+ * |q_start[b]| <= RA_MAX_POSITION (RA_ERR_POSITION), n_query[b] need not
+ * be at most length[b], and a window cache is RA_ERR_UNSUPPORTED.
+ *   q, out: [B, T, H, D] f32   lse: [B, H, T] float32, contiguous */
+RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cache,
+                                         const ra_tensor *out, float *lse, const ra_tensor *q,
+                                         const int64_t *n_query, const int64_t *q_start,
+                                         const ra_attention_options *options);
 
 /* A paged KV pool, for serving many sequences of one layer (vLLM's
  * PagedAttention, FlashInfer's paged cache): n_pages pages of page_size

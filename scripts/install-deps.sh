@@ -12,7 +12,9 @@
 #                                       targets, the sanitized suite), the
 #                                       Python package's install and tests
 #                                       (python3-venv, -pip, -pytest, and
-#                                       -torch for its PyTorch functions)
+#                                       -torch for its PyTorch functions),
+#                                       Open MPI (openmpi-bin, libopenmpi-dev:
+#                                       libropeattn_mpi and its tests)
 # PyTorch also regenerates the fixtures (make fixtures).
 set -euo pipefail
 packages=(build-essential pkg-config libopenblas-dev libcjson-dev
@@ -20,7 +22,7 @@ packages=(build-essential pkg-config libopenblas-dev libcjson-dev
 if [ "${1:-}" != demo ]; then
     packages+=(cmake gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
                valgrind clang libclang-rt-14-dev python3-venv python3-pip python3-pytest
-               python3-torch)
+               python3-torch openmpi-bin libopenmpi-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do

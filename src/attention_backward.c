@@ -104,6 +104,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     args->fwd.k = k;
     args->fwd.v = v;
     args->fwd.lse = NULL;
+    args->fwd.q_shift = 0;
     ra_attention_dropout(&args->fwd.dropout, &args->fwd.drop, options);
     args->dq = dq;
     args->dk = dk;

@@ -88,6 +88,10 @@ typedef struct ra_attention_args {
      * — RoPE without a pass of its own over q and k. */
     const ra_rope *rope;
     const ra_positions *positions;
+    /* Flash path: query row i is key row i + q_shift, keys [B, Sk, Hkv, D]
+     * of any length Sk (ra_attention_block_lse; no dropout, padding,
+     * documents or rope then); 0 everywhere else (k as long as q). */
+    int64_t q_shift;
 } ra_attention_args;
 
 /* Validates the views; fills args (lse NULL) with options' dropout

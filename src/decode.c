@@ -36,9 +36,9 @@ ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c
     return RA_OK;
 }
 
-ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *c,
-                                    const ra_tensor *out, const ra_tensor *q,
-                                    const int64_t *n_query, const ra_attention_options *options)
+/* ra_attention_decode_check but for the queries' counts and positions. */
+static ra_status check_views(ra_attention_mask *mask, const ra_kv_cache *c, const ra_tensor *out,
+                             const ra_tensor *q, const ra_attention_options *options)
 {
     if (!c || !out || !q)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
@@ -61,11 +61,27 @@ ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *
     if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
     RA_TRY(ra_attention_decode_mask(mask, c, q, options));
     RA_TRY(ra_attention_mask_check_output(mask, out, "out"));
+    return RA_OK;
+}
+
+/* n_query[b] (NULL: T) is in [0, T]. */
+static ra_status check_count(const int64_t *n_query, const ra_tensor *q, int64_t b)
+{
+    int64_t n = n_query ? n_query[b] : q->shape[1];
+    if (n < 0 || n > q->shape[1])
+        return ra_fail(RA_ERR_ARGUMENT, "n_query[%lld] is %lld, not in [0, %lld]", (long long)b,
+                       (long long)n, (long long)q->shape[1]);
+    return RA_OK;
+}
+
+ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *c,
+                                    const ra_tensor *out, const ra_tensor *q,
+                                    const int64_t *n_query, const ra_attention_options *options)
+{
+    RA_TRY(check_views(mask, c, out, q, options));
     for (int64_t b = 0; b < c->batch; b++) {
+        RA_TRY(check_count(n_query, q, b));
         int64_t n = n_query ? n_query[b] : q->shape[1];
-        if (n < 0 || n > q->shape[1])
-            return ra_fail(RA_ERR_ARGUMENT, "n_query[%lld] is %lld, not in [0, %lld]",
-                           (long long)b, (long long)n, (long long)q->shape[1]);
         if (n > c->length[b]) /* queries must be cached tokens */
             return ra_fail(RA_ERR_SIZE, "sequence %lld: %lld queries, but %lld tokens cached",
                            (long long)b, (long long)n, (long long)c->length[b]);
@@ -77,21 +93,34 @@ ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *
     return RA_OK;
 }
 
+/* Keys of sequence b some row sees: first .. last (none when last <
+ * first). */
+static void keys_seen(const ra_decode_job *job, int64_t b, int64_t *first, int64_t *last)
+{
+    const int64_t nq = ra_decode_queries(job, b), p = ra_decode_query_start(job, b);
+    *first = ra_decode_first_key(job, p);
+    *last = nq ? ra_decode_last_key(job, b, p + nq - 1) : -1;
+}
+
 /* Chunks of sequence b that hold keys its rows see (0 without queries). */
 static int64_t chunks_of(const ra_decode_job *job, int64_t b)
 {
-    if (ra_decode_queries(job, b) == 0) return 0;
-    return (job->cache->length[b] - 1) / RA_DECODE_CHUNK - ra_decode_first_chunk(job, b) + 1;
+    int64_t first, last;
+    keys_seen(job, b, &first, &last);
+    if (last < first) return 0;
+    return last / RA_DECODE_CHUNK - ra_decode_first_chunk(job, b) + 1;
 }
 
 /* The job for these arguments (already checked); scratch comes later. */
 static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, const ra_tensor *q,
-                              const int64_t *n_query, const ra_attention_mask *mask)
+                              const int64_t *n_query, const int64_t *q_start,
+                              const ra_attention_mask *mask)
 {
     int64_t rows = (q->shape[2] / cache->n_kv_heads) * q->shape[1];
     /* per thread: scaled queries [Hkv * rows, D], each row's first and last key */
     ra_decode_job job = {cache, q, out, n_query, *mask, 1, rows, 1, NULL, NULL,
-                         ra_decode_queries_floats(cache, rows) + ra_round_up(4 * rows, 16)};
+                         ra_decode_queries_floats(cache, rows) + ra_round_up(4 * rows, 16),
+                         q_start, NULL};
     for (int64_t b = 0; b < cache->batch; b++) {
         int64_t n = chunks_of(&job, b);
         job.n_chunks = n > job.n_chunks ? n : job.n_chunks;
@@ -121,7 +150,7 @@ ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor 
                                       size_t *bytes)
 {
     ra_attention_mask plain = {0};
-    ra_decode_job job = make_job(cache, q, q, NULL, &plain);
+    ra_decode_job job = make_job(cache, q, q, NULL, NULL, &plain);
     int64_t per_threads, total;
     /* lengths grow by the append that precedes the call: size for the
      * capacity, and for a ring's keys one more chunk (its first need not
@@ -132,11 +161,14 @@ ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor 
     return RA_OK;
 }
 
-void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
-                             const ra_tensor *q, const int64_t *n_query,
-                             const ra_attention_mask *mask, float *scratch)
+/* ra_attention_decode_run with the queries at q_start (NULL: the last
+ * tokens cached) and each row's lse written (NULL: not). */
+static void decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
+                       const ra_tensor *q, const int64_t *n_query, const int64_t *q_start,
+                       float *lse, const ra_attention_mask *mask, float *scratch)
 {
-    ra_decode_job job = make_job(cache, out, q, n_query, mask);
+    ra_decode_job job = make_job(cache, out, q, n_query, q_start, mask);
+    job.lse = lse;
     int64_t per_threads, total;
     scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
     job.scratch = scratch;
@@ -151,8 +183,9 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
     enum { MIN_SPLIT = 512 };
     int64_t rows_read = 0;
     for (int64_t b = 0; b < cache->batch; b++) {
-        int64_t nq = ra_decode_queries(&job, b), len = cache->length[b];
-        if (nq) rows_read += len - ra_decode_first_key(&job, len - nq);
+        int64_t first, last;
+        keys_seen(&job, b, &first, &last);
+        if (last >= first) rows_read += last + 1 - first;
     }
     rows_read *= cache->n_kv_heads;
     const int64_t threads = ra_parallel_threads(ctx), chunks = cache->batch * job.n_chunks;
@@ -170,6 +203,13 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
     ra_parallel_for(NULL, groups, kernels->decode_merge_task, &job);
 }
 
+void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
+                             const ra_tensor *q, const int64_t *n_query,
+                             const ra_attention_mask *mask, float *scratch)
+{
+    decode_run(ctx, cache, out, q, n_query, NULL, NULL, mask, scratch);
+}
+
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
                                      const int64_t *n_query, const ra_attention_options *options)
@@ -177,12 +217,50 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
     ra_error_reset();
     ra_attention_mask mask;
     RA_TRY(ra_attention_decode_check(&mask, cache, out, q, n_query, options));
-    ra_decode_job job = make_job(cache, out, q, n_query, &mask);
+    ra_decode_job job = make_job(cache, out, q, n_query, NULL, &mask);
     int64_t per_threads, total;
     RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, (size_t)total * sizeof(float), &scratch));
     ra_attention_decode_run(ctx, cache, out, q, n_query, &mask, scratch.data);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}
+
+RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cache,
+                                         const ra_tensor *out, float *lse, const ra_tensor *q,
+                                         const int64_t *n_query, const int64_t *q_start,
+                                         const ra_attention_options *options)
+{
+    ra_error_reset();
+    if (!lse) return ra_fail(RA_ERR_NULL, "lse is NULL");
+    ra_attention_mask mask;
+    if (!q_start) {
+        RA_TRY(ra_attention_decode_check(&mask, cache, out, q, n_query, options));
+    } else {
+        if (cache && (cache->window || cache->page_size))
+            return ra_fail(RA_ERR_UNSUPPORTED, "q_start with a window cache (its ring holds "
+                           "the keys of the last tokens only)");
+        RA_TRY(check_views(&mask, cache, out, q, options));
+        for (int64_t b = 0; b < cache->batch; b++) {
+            RA_TRY(check_count(n_query, q, b));
+            if (q_start[b] < -RA_MAX_POSITION || q_start[b] > RA_MAX_POSITION)
+                return ra_fail(RA_ERR_POSITION, "q_start[%lld] is %lld, beyond +-2^32",
+                               (long long)b, (long long)q_start[b]);
+        }
+    }
+    /* lse [B, H, T] as a view, for the overlap checks (q's sizes fit) */
+    ra_tensor lse_view = ra_tensor_4d(lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
+    if (ra_tensors_overlap(&lse_view, out) || ra_tensors_overlap(&lse_view, q))
+        return ra_fail(RA_ERR_ARGUMENT, "lse overlaps %s",
+                       ra_tensors_overlap(&lse_view, out) ? "out" : "q");
+    RA_TRY(ra_attention_mask_check_output(&mask, &lse_view, "lse"));
+    ra_decode_job job = make_job(cache, out, q, n_query, q_start, &mask);
+    int64_t per_threads, total;
+    RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, (size_t)total * sizeof(float), &scratch));
+    decode_run(ctx, cache, out, q, n_query, q_start, lse, &mask, scratch.data);
     ra_scratch_release(&scratch);
     return RA_OK;
 }

@@ -122,6 +122,11 @@ typedef struct ra_decode_job {
     float *scratch;         /* per thread: scaled q rows [Hkv * rows, D], each
                                row's first and last key positions [rows] each */
     int64_t per_thread;     /* floats */
+    /* ra_attention_decode_lse: the position of each sequence's query row 0
+     * [B] (NULL: length - n_query, the last tokens cached), and lse [B, H,
+     * T] (NULL: not written) */
+    const int64_t *q_start;
+    float *lse;
 } ra_decode_job;
 
 /* The floats of a thread's scaled queries [Hkv * rows, D] in the decode
@@ -138,6 +143,20 @@ static inline int64_t ra_decode_queries(const ra_decode_job *job, int64_t b)
     return job->n_query ? job->n_query[b] : job->q->shape[1];
 }
 
+/* The position of sequence b's query row 0. */
+static inline int64_t ra_decode_query_start(const ra_decode_job *job, int64_t b)
+{
+    return job->q_start ? job->q_start[b] : job->cache->length[b] - ra_decode_queries(job, b);
+}
+
+/* The last key the query at position p sees: p or the last one cached (-1:
+ * none). */
+static inline int64_t ra_decode_last_key(const ra_decode_job *job, int64_t b, int64_t p)
+{
+    const int64_t end = job->cache->length[b] - 1;
+    return p < end ? (p < -1 ? -1 : p) : end;
+}
+
 /* The first key the query at position p sees (the chunks count from
  * position 0: a cache has no padding). */
 static inline int64_t ra_decode_first_key(const ra_decode_job *job, int64_t p)
@@ -151,7 +170,7 @@ static inline int64_t ra_decode_first_chunk(const ra_decode_job *job, int64_t b)
 {
     const int64_t nq = ra_decode_queries(job, b);
     if (nq == 0) return 0;
-    return ra_decode_first_key(job, job->cache->length[b] - nq) / RA_DECODE_CHUNK;
+    return ra_decode_first_key(job, ra_decode_query_start(job, b)) / RA_DECODE_CHUNK;
 }
 
 /* One block of keys' online softmax for the latent layer's absorbed

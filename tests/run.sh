@@ -5,6 +5,8 @@
 # passed, N failed".  Exit status 0 only if all passed.  They run
 # RA_TEST_JOBS at a time (default: one per CPU), each into its own log,
 # printed in order when all are done, each headed by its wall time.
+# tests/test_mpi.sh runs the MPI library's test under mpirun -np 1-4 (it
+# says SKIPPED when Open MPI is not installed).
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."

@@ -90,6 +90,28 @@ if c++ -std=c++17 -Wall -Werror -x c++ $hf_cflags tests/install/consumer_hf.c -x
         fail "pc_hf_cxx_static needs a shared ropeattn library"; else pass; fi
 else fail "pc_hf_cxx_static: $(head -c 400 "$TMP/err")"; fi
 
+# The MPI library, where mpicc is found (the Makefile builds it then):
+# installed with its SONAME, needing libropeattn.so.0; consumer_mpi built
+# through pkg-config, shared and static, runs (20 tokens over 3 ranks: rank 1
+# holds chunks 1 and 4, of 4 and 3 tokens).
+if command -v mpicc >/dev/null 2>&1; then
+    mpi_dynamic=$(readelf -d "$P/lib/libropeattn_mpi.so" 2>&1)
+    if [ -e "$P/include/ropeattn_mpi.h" ] && [ -e "$P/lib/libropeattn_mpi.a" ] &&
+        [ -e "$P/lib/pkgconfig/ropeattn-mpi.pc" ] &&
+        grep -q 'SONAME.*\[libropeattn_mpi\.so\.0\]' <<<"$mpi_dynamic" &&
+        grep NEEDED <<<"$mpi_dynamic" | grep -q 'libropeattn\.so\.0'; then pass
+    else fail "libropeattn_mpi: not installed with SONAME libropeattn_mpi.so.0 needing libropeattn.so.0"; fi
+    mpi_static=$(pkg-config --static --libs ropeattn-mpi | sed 's/-lropeattn\(_mpi\)\?\b/-l:libropeattn\1.a/g')
+    for kind in shared static; do
+        mpi_libs=$(pkg-config --libs ropeattn-mpi)
+        [ $kind = static ] && mpi_libs=$mpi_static
+        if mpicc -std=c11 -Wall -Werror $(pkg-config --cflags ropeattn-mpi) tests/install/consumer_mpi.c \
+            -o "$TMP/mpi_$kind" $mpi_libs 2>"$TMP/err" &&
+            [ "$(LD_LIBRARY_PATH="$P/lib" "$TMP/mpi_$kind" 2>&1)" = "zigzag 4 4 14 3" ]; then pass
+        else fail "consumer_mpi ($kind): $(head -c 400 "$TMP/err")"; fi
+    done
+fi
+
 # The README's quickstart as C11 and as C++17, with gcc and with clang
 # (when installed): it must build against the installed library and run.
 n=0
@@ -107,6 +129,12 @@ if cmake -S tests/install -B "$TMP/cmake" -DCMAKE_PREFIX_PATH="$P" >"$TMP/log" 2
         check "cmake $e" "${e##*_}" "$TMP/cmake/$e"
     done
     for e in consumer_hf_c_shared consumer_hf_cxx_static; do check_hf "cmake $e" "$TMP/cmake/$e"; done
+    if command -v mpicc >/dev/null 2>&1; then
+        for e in consumer_mpi_c_shared consumer_mpi_c_static; do
+            if [ "$(LD_LIBRARY_PATH="$P/lib" "$TMP/cmake/$e" 2>&1)" = "zigzag 4 4 14 3" ]; then pass
+            else fail "cmake $e: $(LD_LIBRARY_PATH="$P/lib" "$TMP/cmake/$e" 2>&1 | head -c 300)"; fi
+        done
+    fi
 else fail "cmake find_package(ropeattn): $(tail -5 "$TMP/log")"; fi
 
 # Staged with DESTDIR: the files land under it, the .pc names the prefix.

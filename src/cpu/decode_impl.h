@@ -426,23 +426,25 @@ static void decode_task(void *arg, int64_t task, int thread)
     const int64_t rep = q->shape[2] / n_kv, rows = job->rows, heads = n_kv / job->n_splits;
     const int64_t g0 = task % job->n_splits * heads, chunk = task / job->n_splits % job->n_chunks;
     const int64_t b = task / job->n_splits / job->n_chunks;
-    const int64_t len = c->length[b], nq = ra_decode_queries(job, b);
+    const int64_t nq = ra_decode_queries(job, b), p0 = ra_decode_query_start(job, b);
     const ra_tensor kt = ra_kv_cache_view(c, 0), vt = ra_kv_cache_view(c, 1);
     const float scale = (float)job->mask.scale;
     const int64_t stride = head_dim + 2; /* a row's partial: o[D], m, l */
     float *qs = job->scratch + thread * job->per_thread;  /* [Hkv * rows, D] scaled queries */
     int64_t *first = (int64_t *)(void *)(qs + ra_decode_queries_floats(c, rows)), *last = first + rows;
 
-    /* Row r = (head in group) * T + t is the token at position len - nq + t;
-     * it sees the positions first .. that one.  Rows past nq see nothing.
+    /* Row r = (head in group) * T + t is the token at position p0 + t
+     * (ra_decode_query_start: len - nq + t but in ra_attention_decode_lse);
+     * it sees the positions first .. that one, of those cached (last).
+     * Rows past nq see nothing.
      * The task reads the positions [j_start, j_end) of its chunk that some
      * row sees. */
     const int64_t j0 = (ra_decode_first_chunk(job, b) + chunk) * RA_DECODE_CHUNK;
     int64_t j_start = j0 + RA_DECODE_CHUNK, j_end = j0;
     for (int64_t r = 0; r < rows; r++) {
         int64_t t = r % T;
-        last[r] = t < nq ? len - nq + t : -1;
-        first[r] = t < nq ? ra_decode_first_key(job, last[r]) : 0;
+        last[r] = t < nq ? ra_decode_last_key(job, b, p0 + t) : -1;
+        first[r] = t < nq ? ra_decode_first_key(job, p0 + t) : 0;
         int64_t from = first[r] > j0 ? first[r] : j0;
         int64_t to = last[r] + 1 < j0 + RA_DECODE_CHUNK ? last[r] + 1 : j0 + RA_DECODE_CHUNK;
         if (from >= to) continue;
@@ -559,6 +561,15 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
         int64_t h = r / T, t = r % T;
         if (t >= nq) continue;
         const float *sink = job->mask.sinks ? job->mask.sinks + g * rep + h : NULL;
+        float *dst = ra_row(job->out, b, t, g * rep + h);
+        float *lse = job->lse ? job->lse + (b * n_kv * rep + g * rep + h) * T + t : NULL;
+        const int64_t p = ra_decode_query_start(job, b) + t;
+        if (ra_decode_first_key(job, p) > ra_decode_last_key(job, b, p)) { /* sees no key (only
+                                                                  with q_start): 0, lse -Inf */
+            memset(dst, 0, (size_t)head_dim * sizeof(float));
+            if (lse) *lse = sink ? *sink : -INFINITY;
+            continue;
+        }
         float m = sink ? *sink : -INFINITY, l = 0.0f;
         for (int64_t ch = 0; ch < job->n_chunks; ch++) {
             float mc = group[(ch * rows + r) * stride + head_dim];
@@ -572,7 +583,8 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
             o[head_dim + 1] = w;
         }
         if (sink) l += *sink == m ? 1.0f : expf(*sink - m);
-        float *dst = ra_row(job->out, b, t, g * rep + h), inv = 1.0f / l;
+        if (lse) *lse = m + logf(l);
+        float inv = 1.0f / l;
         int64_t d = 0;
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf acc = vsplat(0.0f);

@@ -342,6 +342,9 @@ static void flash_task(void *arg, int64_t task, int thread)
     const ra_attention_mask *mask = &a->mask;
     const ra_tensor *q = a->q, *k = a->k, *v = a->v, *out = a->out;
     const int64_t seq = q->shape[1], n_heads = q->shape[2], n_kv = k->shape[2];
+    /* query row i is key index i + shift (ra_attention_args.q_shift: 0 but
+     * in ra_attention_block_lse, where k may have another length) */
+    const int64_t shift = a->q_shift, n_keys = k->shape[1];
     const int64_t head_dim = q->shape[3], rep = n_heads / n_kv;
     const int64_t block_q = job->layout.block_q, rows = job->layout.rows;
     const float scale = (float)mask->scale;
@@ -354,16 +357,17 @@ static void flash_task(void *arg, int64_t task, int thread)
     int64_t q0 = qblock * block_q, q1 = q0 + block_q < seq ? q0 + block_q : seq, nq = q1 - q0;
     flash_tile t = carve(job, thread, head_dim);
 
-    /* Each query's first key; the keys the block reads, k_first .. q1 - 1
+    /* Each query's first key; the keys the block reads, k_first .. k_end - 1
      * (a window's or a chunk's tiles before them are skipped), and the last
      * first key (after it, and up to q0, every row sees every key). */
     const int64_t lp = ra_mask_leading_padding(mask, b);
-    int64_t k_first = q1, first_max = 0;
+    const int64_t k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
+    int64_t k_first = k_end, first_max = 0;
     for (int64_t r = 0; r < rows; r++) {
         int64_t h = r / block_q, qi = r % block_q;
         t.first[r] = -1;
         if (h >= rep || qi >= nq) continue;
-        t.first[r] = ra_mask_first_key(mask, q0 + qi, lp);
+        t.first[r] = ra_mask_first_key(mask, shift + q0 + qi, lp);
         k_first = t.first[r] < k_first ? t.first[r] : k_first;
         first_max = t.first[r] > first_max ? t.first[r] : first_max;
     }
@@ -421,8 +425,8 @@ static void flash_task(void *arg, int64_t task, int thread)
         load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
     }
 
-    for (int64_t k0 = k_first; k0 < q1; k0 += BK) {
-        int64_t nk = k0 + BK < q1 ? BK : q1 - k0;
+    for (int64_t k0 = k_first; k0 < k_end; k0 += BK) {
+        int64_t nk = k0 + BK < k_end ? BK : k_end - k0;
         int padding = 0; /* some keys of the tile are padding: they read as zeros */
         for (int64_t j = 0; j < nk; j++) {
             t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
@@ -441,9 +445,9 @@ static void flash_task(void *arg, int64_t task, int thread)
             }
         }
         /* some rows do not see some keys */
-        const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
+        const int masked = k0 + nk > shift + q0 + 1 || (restricted && first_max > k0) || padding;
         for (int64_t r = 0; masked && r < rows; r++)
-            row_bounds(&t.lo[r], &t.hi[r], t.first[r], q0 + r % block_q, k0);
+            row_bounds(&t.lo[r], &t.hi[r], t.first[r], shift + q0 + r % block_q, k0);
         softmax_tile(&t, rows, nk, masked, padding, mask->softcap);
         if (a->dropout)
             for (int64_t r = 0; r < rep * block_q; r++) {
@@ -481,9 +485,15 @@ static void flash_task(void *arg, int64_t task, int thread)
             /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins
              * the sum against the larger of m and itself */
             float m = t.m[r], l = t.l[r], lse = -INFINITY;
-            if (!ra_mask_real(mask, b, q0 + qi)) { /* a padding query: zeros, whatever its inputs */
+            const int64_t query = shift + q0 + qi;
+            const int padding = !ra_mask_real(mask, b, q0 + qi);
+            if (padding || t.first[r] > (query < n_keys - 1 ? query : n_keys - 1)) {
+                /* a padding query: zeros, whatever its inputs, lse -Inf; or
+                 * one that sees no key (only with a shift): zeros, lse the
+                 * sink's (or -Inf) */
                 memset(dst[i], 0, (size_t)head_dim * sizeof(float));
                 dst[i] = NULL;
+                if (!padding && mask->sinks) lse = mask->sinks[g * rep + h];
             } else if (mask->sinks) {
                 float sink = mask->sinks[g * rep + h], top = m > sink ? m : sink;
                 float keep = m == -INFINITY ? 0.0f : expf(m - top);

@@ -1,0 +1,134 @@
+/*
+ * ropeattn_mpi.h — context-parallel attention over MPI: one sequence split
+ * across the ranks of a communicator.  The library is libropeattn_mpi
+ * (pkg-config ropeattn-mpi, CMake ropeattn::ropeattn_mpi); it needs
+ * libropeattn and an MPI library (built and tested with Open MPI).
+ *
+ *   ra_mpi_attention         ring attention forward (causal, zig-zag sharded):
+ *                            each rank keeps its queries and passes its K/V
+ *                            around the ring, merging partial softmaxes
+ *                            exactly by their log-sum-exps
+ *   ra_mpi_attention_decode  decoding against a sequence-sharded KV cache:
+ *                            each rank's partial softmax, combined by one
+ *                            MPI_Allreduce
+ *
+ * Zig-zag sharding (ra_mpi_zigzag): the S tokens of the sequence are cut
+ * into 2P chunks (P ranks), chunk c holding S / 2P tokens plus one for c <
+ * S % 2P, in order; rank r holds chunk r then chunk 2P - 1 - r, so every
+ * rank has as much causal work as another (an early chunk sees few keys, its
+ * late partner many).  S must be at least P (RA_ERR_SIZE): then every rank
+ * holds a token, though with S < 2P some ranks have one chunk empty.
+ *
+ * Conventions: as ropeattn.h (statuses, argument order, shapes in
+ * comments).  Every function here is collective over comm (but
+ * ra_mpi_zigzag*, which are local): every rank of comm must call it, with
+ * the same sizes and options (RA_ERR_SHAPE on every rank when they differ)
+ * and its own shard's tensors.  Arguments are checked on each rank and the
+ * verdict agreed by an MPI_Allreduce before any other traffic, so a bad
+ * argument on one rank makes every rank return an error, never hang: the
+ * rank that found it returns its own status, the others that status too.
+ * comm = MPI_COMM_NULL is RA_ERR_NULL at once, with no communication: pass
+ * it on every rank or on none.  The library calls MPI only from the calling
+ * thread (MPI_THREAD_FUNNELED suffices, whatever the context's threads);
+ * the communicator must not carry other traffic of this library at once.
+ * Each failing call leaves a sentence for ra_mpi_last_error() (a failure of
+ * libropeattn itself: its ra_last_error() text).  Results are the same bits
+ * from run to run for the same P.
+ *
+ * RoPE is the caller's, at global positions: ra_mpi_zigzag_positions gives
+ * a rank's token positions for ra_rope_apply (ra_positions.ids).
+ */
+#ifndef ROPEATTN_MPI_H
+#define ROPEATTN_MPI_H
+
+#include <mpi.h>
+
+#include "ropeattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RA_BUILDING_MPI_LIBRARY) && defined(__GNUC__)
+#define RA_MPI_API __attribute__((visibility("default")))
+#else
+#define RA_MPI_API
+#endif
+
+/* What the calling thread's last failing call of this library found wrong;
+ * "" after a call that succeeded. */
+RA_MPI_API const char *ra_mpi_last_error(void);
+
+/* Rank `rank` of n_ranks's two chunks of a sequence of seq tokens: its
+ * local row s < count[0] is the token at position start[0] + s, row
+ * count[0] + s the one at start[1] + s; it holds count[0] + count[1] rows
+ * (either count may be 0).  seq >= n_ranks >= 1 (RA_ERR_SIZE), 0 <= rank <
+ * n_ranks (RA_ERR_ARGUMENT). */
+RA_MPI_API ra_status ra_mpi_zigzag(int64_t seq, int n_ranks, int rank, int64_t start[2],
+                                   int64_t count[2]);
+
+/* ids [batch, n] the positions of the rank's rows (ra_mpi_zigzag), the same
+ * in every batch row, for ra_positions.ids; n must be count[0] + count[1]
+ * (RA_ERR_SHAPE).  batch >= 1 (RA_ERR_SIZE). */
+RA_MPI_API ra_status ra_mpi_zigzag_positions(int64_t seq, int n_ranks, int rank, int64_t batch,
+                                             int64_t n, int64_t *ids);
+
+/* Causal attention over a sequence of seq tokens sharded zig-zag over the
+ * ranks of comm: each rank's rows of out and lse are what ra_attention and
+ * ra_attention_forward_lse over the whole sequence give for its tokens,
+ * within float32 rounding (the merge's order differs: tested within 1e-6 of
+ * max|out|).  Options as ra_attention's, each with its single-process
+ * meaning at global positions: scale, softcap, window, sinks (added once,
+ * in the final merge).  dropout, chunk, padding_mask and cu_seqlens are
+ * RA_ERR_UNSUPPORTED here, and so is the reference path.
+ *
+ * The ring: P steps; at step s a rank computes its query chunks against the
+ * K/V of rank r - s (ra_attention_block_lse: an earlier key chunk is wholly
+ * visible, the same chunk causal, a later one skipped) while it sends the
+ * K/V it holds to rank r + 1 and receives the next from r - 1
+ * (MPI_Isend/MPI_Irecv into a second buffer, tested between blocks so the
+ * transfer progresses under the compute); partial results are merged in
+ * double, in ring order.  Memory per rank: two K/V buffers of the largest
+ * shard, out in double and a block's out and lse.
+ *   q, out: [B, S_local, H, D] f32     k, v: [B, S_local, Hkv, D] f32, f16
+ *   or bf16 (the same dtype)           lse: [B, H, S_local] float32, contiguous
+ *   S_local = count[0] + count[1] of ra_mpi_zigzag(seq, P, rank) */
+RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_tensor *out,
+                                      float *lse, const ra_tensor *q, const ra_tensor *k,
+                                      const ra_tensor *v, int64_t seq,
+                                      const ra_attention_options *options);
+
+/* ra_attention_decode against a sequence-sharded cache: sequence b is the
+ * concatenation, in rank order, of the tokens each rank's cache holds for
+ * it (rank 0's first; a rank may hold none), and query row t < n =
+ * n_query[b] (NULL: T) is its token at global position total[b] - n + t,
+ * total the sum of the ranks' lengths (n <= total[b], else RA_ERR_SIZE).
+ * Each query's keys must already be appended, usually to the last rank's
+ * cache.  q, n_query and options are the same on every rank; every rank
+ * gets the same out (and lse, if not NULL), bit for bit (Open MPI's
+ * allreduce, tested; docs/DESIGN.md decision 20), equal within
+ * float32 rounding to ra_attention_decode on one cache holding the whole
+ * sequence.  Rows t >= n are left as they were.  Options: scale, softcap,
+ * window (global positions), sinks (added once, after the combine);
+ * chunk is RA_ERR_UNSUPPORTED here, and so are whatever ra_attention_decode
+ * refuses.  The caches must be full (not window) caches
+ * (RA_ERR_UNSUPPORTED), of any dtype.
+ *
+ * Each rank computes its shard's partial softmax per row
+ * (ra_attention_decode_lse with the queries at their positions in its
+ * shard); the partials (out, lse) are combined by one MPI_Allreduce with a
+ * non-commutative MPI_Op (MPI applies it in rank order) over [B, H, T]
+ * rows of D + 3 doubles; before it, one small MPI_Allreduce agrees on the
+ * arguments and the ranks' lengths.
+ *   q, out: [B, T, H, D] f32   lse: [B, H, T] float32, contiguous, or NULL */
+RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
+                                             const ra_kv_cache *cache, const ra_tensor *out,
+                                             float *lse, const ra_tensor *q,
+                                             const int64_t *n_query,
+                                             const ra_attention_options *options);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

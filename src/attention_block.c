@@ -1,0 +1,96 @@
+/*
+ * attention_block.c — ra_attention_block_lse: one block of queries against
+ * one block of keys of a longer causal sequence, at their positions (the
+ * flash path with a query shift: cpu/flash_impl.h).  What ring attention
+ * and other splits of the sequence merge by their log-sum-exps.
+ *
+ *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
+ */
+#include "attention_internal.h"
+#include "parallel.h"
+#include "rope_internal.h"
+
+/* The options a block serves: scale, softcap, window, sinks. */
+static ra_status block_options(ra_attention_options *o, const ra_attention_options *options)
+{
+    RA_TRY(ra_attention_options_read(o, options));
+    if (o->path == RA_PATH_REFERENCE)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_block_lse: the reference path (the "
+                       "block runs on the flash path only)");
+    if (o->dropout > 0.0f || o->chunk || o->padding_mask || o->cu_seqlens || o->n_documents)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_block_lse: %s (a block takes scale, "
+                       "softcap, window and sinks)",
+                       o->dropout > 0.0f ? "dropout" : o->chunk ? "chunk"
+                       : o->padding_mask ? "padding_mask" : "cu_seqlens");
+    return RA_OK;
+}
+
+/* The views' checks: ra_attention_prepare's, but k (and v) may be of any
+ * length. */
+static ra_status block_views(const ra_tensor *out, const float *lse, const ra_tensor *q,
+                             const ra_tensor *k, const ra_tensor *v)
+{
+    if (!out || !lse || !q || !k || !v)
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !out ? "out" : !lse ? "lse" : !q ? "q"
+                                                  : !k ? "k" : "v");
+    RA_TRY(ra_tensor_check(q, "q"));
+    RA_TRY(ra_tensor_check(k, "k"));
+    RA_TRY(ra_tensor_check(v, "v"));
+    RA_TRY(ra_tensor_check_output(out, "out"));
+    if (!(q->dtype == RA_F32 || q->dtype == RA_F16 || q->dtype == RA_BF16) ||
+        out->dtype != RA_F32)
+        return ra_fail(RA_ERR_DTYPE, "q must be f32, f16 or bf16 and out float32");
+    for (int d = 0; d < 4; d++)
+        if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d] ||
+            ((d == 0 || d == 3) && k->shape[d] != q->shape[d]))
+            return ra_fail(RA_ERR_SHAPE, "q, out " RA_DIMS_FMT " and k " RA_DIMS_FMT ", v "
+                           RA_DIMS_FMT " differ in axis %d", RA_DIMS(q->shape),
+                           RA_DIMS(k->shape), RA_DIMS(v->shape), d);
+    if (q->shape[2] % k->shape[2])
+        return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of k's %lld",
+                       (long long)q->shape[2], (long long)k->shape[2]);
+    if (ra_tensors_overlap(out, q) || ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v))
+        return ra_fail(RA_ERR_ARGUMENT, "out overlaps q, k or v");
+    /* lse [B, H, Sq] as a view, for the overlap checks (q's sizes fit) */
+    ra_tensor lse_view = ra_tensor_4d((float *)lse, RA_F32, q->shape[0], q->shape[2],
+                                      q->shape[1], 1);
+    const ra_tensor *const read[4] = {out, q, k, v};
+    static const char *const names[4] = {"out", "q", "k", "v"};
+    for (int i = 0; i < 4; i++)
+        if (ra_tensors_overlap(&lse_view, read[i]))
+            return ra_fail(RA_ERR_ARGUMENT, "lse overlaps %s", names[i]);
+    return RA_OK;
+}
+
+RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, float *lse,
+                                        const ra_tensor *q, const ra_tensor *k,
+                                        const ra_tensor *v, int64_t q_start, int64_t k_start,
+                                        const ra_attention_options *options)
+{
+    ra_error_reset();
+    ra_attention_options o;
+    RA_TRY(block_options(&o, options));
+    RA_TRY(block_views(out, lse, q, k, v));
+    if (q_start < 0 || q_start > RA_MAX_POSITION || k_start < 0 || k_start > RA_MAX_POSITION)
+        return ra_fail(RA_ERR_POSITION, "q_start %lld, k_start %lld: not in [0, 2^32]",
+                       (long long)q_start, (long long)k_start);
+    ra_attention_args args = {0};
+    RA_TRY(ra_attention_mask_read(&args.mask, &o, q->shape));
+    RA_TRY(ra_attention_mask_check_output(&args.mask, out, "out"));
+    args.out = out;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.lse = lse;
+    args.q_shift = q_start - k_start;
+    size_t bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, q->shape[1], q->shape[2],
+                                              k->shape[2], q->shape[3], ra_parallel_threads(ctx));
+    if (bytes == 0)
+        return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the flash path's scratch overflows",
+                       RA_DIMS(q->shape));
+    ra_scratch scratch;
+    RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
+    ra_attention_flash(ctx, &args, scratch.data);
+    ra_scratch_release(&scratch);
+    return RA_OK;
+}

@@ -1,0 +1,55 @@
+/*
+ * mpi_internal.h — libropeattn_mpi's shared parts (internal): its error
+ * sentence, the collective agreement on a call's arguments, and views.
+ */
+#ifndef RA_MPI_INTERNAL_H
+#define RA_MPI_INTERNAL_H
+
+#include "ropeattn_mpi.h"
+
+/* Returns the status of expr unless it is RA_OK. */
+#define RA_MPI_TRY(expr)                                   \
+    do {                                                \
+        ra_status mpi_try_status_ = (expr);             \
+        if (mpi_try_status_ != RA_OK) return mpi_try_status_; \
+    } while (0)
+
+/* Clears the calling thread's sentence (every public function first). */
+void mpi_reset(void);
+
+/* Sets the sentence (printf format) and returns status. */
+ra_status mpi_fail(ra_status status, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* mpi_fail(status, "<what>: <ra_last_error()>") for a failed libropeattn
+ * call; RA_OK passes through. */
+ra_status mpi_core(ra_status status, const char *what);
+
+/* RA_ERR_IO naming the MPI call and its error, for rc != MPI_SUCCESS. */
+ra_status mpi_check(int rc, const char *call);
+
+/* Agrees on a call across comm with one MPI_Allreduce (MPI_MAX) over
+ * int64: every rank's status and its n_sig <= RA_MPI_MAX_SIG numbers
+ * describing the call (sizes, options: equal on every rank, else
+ * RA_ERR_SHAPE).  Returns RA_OK when every rank's status was RA_OK and the
+ * signatures agree; else this rank's own failure, or the worst status
+ * found elsewhere, with a sentence naming the lowest rank that failed. */
+enum { RA_MPI_MAX_SIG = 24 };
+ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_sig);
+
+/* ra_mpi_zigzag's chunks, for arguments it accepted (no checks, the
+ * thread's sentence kept). */
+void mpi_chunks(int64_t seq, int n_ranks, int rank, int64_t start[2], int64_t count[2]);
+
+/* The rows [s0, s0 + n) of axis 1 of t (n may be 0). */
+ra_tensor mpi_rows(const ra_tensor *t, int64_t s0, int64_t n);
+
+/* The caller's options over ra_attention_options_init(), as many bytes
+ * as its struct_size says (an older, shorter struct: its fields); the
+ * fields' values are libropeattn's to check. */
+void mpi_options(ra_attention_options *o, const ra_attention_options *options);
+
+/* Bytes of one element of dtype (f32, f16, bf16). */
+size_t mpi_dtype_size(ra_dtype dtype);
+
+#endif

@@ -1,0 +1,452 @@
+/*
+ * test_mpi.c — libropeattn_mpi under mpirun (tests/test_mpi.sh runs it with
+ * -np 1, 2, 3, 4).  Every rank builds the same whole sequence from one
+ * seed, runs the single-process call on it (ra_attention_forward_lse,
+ * ra_attention_decode_lse) as the oracle, and checks its own shard of the
+ * distributed call against it: within TOL of max|out| (lse: of max|lse|),
+ * the same bits on a second run (the ring's with two threads a rank), and
+ * for the decode the same bits on every rank.  Bad arguments on one rank must fail the call on every rank.
+ * Rank 0 prints "test_mpi P=N: N passed, N failed" (every rank's counts).
+ *
+ *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   lse: [B, H, S]
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ropeattn_mpi.h"
+
+static const double TOL = 1e-6;
+static int rank, size, passed, failed, case_failed;
+static ra_context *ctx, *ctx2; /* one thread, two */
+
+#define CHECK(cond, ...)                                     \
+    do {                                                     \
+        if (!(cond)) {                                       \
+            printf("rank %d: FAIL %s:%d: ", rank, __func__, __LINE__); \
+            printf(__VA_ARGS__);                             \
+            printf("\n");                                    \
+            case_failed = 1;                                 \
+        }                                                    \
+    } while (0)
+
+#define RUN(call)                                            \
+    do {                                                     \
+        case_failed = 0;                                     \
+        call;                                                \
+        if (case_failed) failed++; else passed++;            \
+    } while (0)
+
+/* A value in [-1, 1) from an index and a seed (the same on every rank). */
+static float value(uint64_t i, uint64_t seed)
+{
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    return (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+static float *random_floats(int64_t n, uint64_t seed, float amplitude)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = amplitude * value((uint64_t)i, seed);
+    return x;
+}
+
+/* bf16 of x, rounded to nearest even. */
+static uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static double max_abs(const float *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+typedef struct ring_case {
+    int64_t B, S, H, Hkv, D;
+    ra_dtype kv;
+    double softcap;
+    int64_t window;
+    int sinks;
+} ring_case;
+
+/* Rows of x [B, S, heads, D] (elements of esize bytes) at the rank's
+ * positions ids [n] into a new [B, n, heads, D]. */
+static void *shard_rows(const void *x, int64_t B, int64_t S, int64_t heads, int64_t D,
+                        size_t esize, const int64_t *ids, int64_t n)
+{
+    char *y = malloc((size_t)(B * n * heads * D) * esize);
+    const size_t row = (size_t)(heads * D) * esize;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < n; s++)
+            memcpy(y + (size_t)(b * n + s) * row, (const char *)x + (size_t)(b * S + ids[s]) * row,
+                   row);
+    return y;
+}
+
+static void ring_check(ring_case c)
+{
+    const int64_t B = c.B, S = c.S, H = c.H, Hkv = c.Hkv, D = c.D;
+    float *q = random_floats(B * S * H * D, 1, 1.0f);
+    float *k = random_floats(B * S * Hkv * D, 2, 1.0f), *v = random_floats(B * S * Hkv * D, 3, 1.0f);
+    float *sinks = random_floats(H, 4, 2.0f);
+    const size_t esize = c.kv == RA_F32 ? 4 : 2;
+    void *k16 = k, *v16 = v;
+    if (c.kv == RA_BF16) {
+        uint16_t *a = malloc((size_t)(B * S * Hkv * D) * 2), *b = malloc((size_t)(B * S * Hkv * D) * 2);
+        for (int64_t i = 0; i < B * S * Hkv * D; i++) a[i] = to_bf16(k[i]), b[i] = to_bf16(v[i]);
+        k16 = a, v16 = b;
+    }
+    ra_attention_options o = ra_attention_options_init();
+    o.softcap = c.softcap;
+    o.window = c.window;
+    o.sinks = c.sinks ? sinks : NULL;
+    /* the oracle: the whole sequence in one process */
+    float *out = malloc((size_t)(B * S * H * D) * sizeof *out), *lse = malloc((size_t)(B * H * S) * 4);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), to = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    ra_tensor tk = ra_tensor_4d(k16, c.kv, B, S, Hkv, D), tv = ra_tensor_4d(v16, c.kv, B, S, Hkv, D);
+    ra_status st = ra_attention_forward_lse(ctx, &to, lse, &tq, &tk, &tv, &o);
+    CHECK(st == RA_OK, "single process: %s", ra_last_error());
+    /* this rank's shard */
+    int64_t start[2], count[2];
+    st = ra_mpi_zigzag(S, size, rank, start, count);
+    CHECK(st == RA_OK, "zigzag: %s", ra_mpi_last_error());
+    const int64_t n = count[0] + count[1];
+    int64_t *ids = malloc((size_t)(B * n) * sizeof *ids);
+    st = ra_mpi_zigzag_positions(S, size, rank, B, n, ids);
+    CHECK(st == RA_OK, "positions: %s", ra_mpi_last_error());
+    float *lq = shard_rows(q, B, S, H, D, 4, ids, n);
+    void *lk = shard_rows(k16, B, S, Hkv, D, esize, ids, n);
+    void *lv = shard_rows(v16, B, S, Hkv, D, esize, ids, n);
+    /* two runs, the second with two threads per rank */
+    float *lout[2], *llse[2];
+    for (int run = 0; run < 2; run++) {
+        lout[run] = malloc((size_t)(B * n * H * D) * 4);
+        llse[run] = malloc((size_t)(B * H * n) * 4);
+        ra_tensor a = ra_tensor_4d(lq, RA_F32, B, n, H, D), y = ra_tensor_4d(lout[run], RA_F32, B, n, H, D);
+        ra_tensor kk = ra_tensor_4d(lk, c.kv, B, n, Hkv, D), vv = ra_tensor_4d(lv, c.kv, B, n, Hkv, D);
+        st = ra_mpi_attention(run ? ctx2 : ctx, MPI_COMM_WORLD, &y, llse[run], &a, &kk, &vv, S, &o);
+        CHECK(st == RA_OK, "ring (B %lld S %lld H %lld Hkv %lld D %lld): %s", (long long)B,
+              (long long)S, (long long)H, (long long)Hkv, (long long)D, ra_mpi_last_error());
+    }
+    const double ymax = max_abs(out, B * S * H * D), lmax = max_abs(lse, B * H * S);
+    double worst = 0, worst_lse = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < n; s++)
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t d = 0; d < D; d++) {
+                    double e = fabs(lout[0][((b * n + s) * H + h) * D + d] -
+                                    out[((b * S + ids[s]) * H + h) * D + d]);
+                    worst = e > worst || isnan(e) ? e : worst;
+                }
+                double e = fabs(llse[0][(b * H + h) * n + s] - lse[(b * H + h) * S + ids[s]]);
+                worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
+            }
+    CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
+          "S %lld D %lld window %lld softcap %g sinks %d: out off by %.3g (max|y| %.3g), lse by "
+          "%.3g (max|lse| %.3g)", (long long)S, (long long)D, (long long)c.window, c.softcap,
+          c.sinks, worst, ymax, worst_lse, lmax);
+    CHECK(!memcmp(lout[0], lout[1], (size_t)(B * n * H * D) * 4) &&
+              !memcmp(llse[0], llse[1], (size_t)(B * H * n) * 4),
+          "two runs (one and two threads a rank) differ");
+    for (int run = 0; run < 2; run++) free(lout[run]), free(llse[run]);
+    if (k16 != k) free(k16), free(v16);
+    free(q), free(k), free(v), free(sinks), free(out), free(lse), free(ids), free(lq), free(lk),
+        free(lv);
+}
+
+static void test_ring(void)
+{
+    const ring_case cases[] = {
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1},     /* sinks: added once */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_check(cases[i]);
+    /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0};
+    ring_check(tiny);
+    tiny.S = 2 * size + 1;
+    ring_check(tiny);
+}
+
+/* The positions of all ranks cover 0 .. S - 1 once each. */
+static void test_layout(void)
+{
+    for (int64_t S = size; S < 4 * size + 3; S++) {
+        int64_t start[2], count[2];
+        ra_status st = ra_mpi_zigzag(S, size, rank, start, count);
+        CHECK(st == RA_OK, "zigzag %lld: %s", (long long)S, ra_mpi_last_error());
+        const int64_t n = count[0] + count[1];
+        CHECK(n >= 1, "S %lld: rank %d holds no token", (long long)S, rank);
+        int64_t *ids = malloc((size_t)n * sizeof *ids), *seen = calloc((size_t)S, sizeof *seen);
+        ra_mpi_zigzag_positions(S, size, rank, 1, n, ids);
+        for (int64_t i = 0; i < n; i++) seen[ids[i]]++;
+        MPI_Allreduce(MPI_IN_PLACE, seen, (int)S, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        for (int64_t i = 0; i < S; i++) CHECK(seen[i] == 1, "S %lld: position %lld held %lld times",
+                                              (long long)S, (long long)i, (long long)seen[i]);
+        free(ids), free(seen);
+    }
+    int64_t start[2], count[2];
+    CHECK(ra_mpi_zigzag(size - 1, size, rank, start, count) == RA_ERR_SIZE, "S < P accepted");
+    CHECK(ra_mpi_zigzag(8, size, size, start, count) == RA_ERR_ARGUMENT, "rank P accepted");
+}
+
+/* RoPE at the rank's positions (ra_mpi_zigzag_positions as ra_positions.ids)
+ * gives the rows of the whole sequence rotated at 0 .. S - 1, bit for bit. */
+static void test_rope_positions(void)
+{
+    const int64_t B = 2, S = 4 * size + 3, H = 3, D = 16;
+    float *x = random_floats(B * S * H * D, 31, 1.0f);
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope = NULL;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope: %s", ra_last_error());
+    int64_t start[2], count[2];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1];
+    int64_t *ids = malloc((size_t)(B * n) * sizeof *ids);
+    ra_mpi_zigzag_positions(S, size, rank, B, n, ids);
+    float *local = shard_rows(x, B, S, H, D, 4, ids, n);
+    ra_positions at = {.struct_size = sizeof at, .ids = ids};
+    ra_tensor tl = ra_tensor_4d(local, RA_F32, B, n, H, D);
+    CHECK(ra_rope_apply(rope, ctx, &tl, &tl, &at, RA_FORWARD) == RA_OK, "local: %s", ra_last_error());
+    CHECK(ra_rope_apply_f32(rope, ctx, x, B, S, H, 0) == RA_OK, "whole: %s", ra_last_error());
+    float *expect = shard_rows(x, B, S, H, D, 4, ids, n);
+    CHECK(!memcmp(local, expect, (size_t)(B * n * H * D) * 4), "rotated at the rank's positions "
+          "differs from the whole sequence's rows");
+    ra_rope_destroy(rope);
+    free(x), free(ids), free(local), free(expect);
+}
+
+/* A call made with arguments that fail on `bad` (a rank, or -1: all): every
+ * rank must return an error, none hang. */
+static void ring_errors(void)
+{
+    const int64_t B = 1, H = 2, D = 8, S = 4 * size + 1;
+    int64_t start[2], count[2];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1];
+    float *q = random_floats(B * n * H * D, 5, 1), *k = random_floats(B * n * H * D, 6, 1);
+    float *v = random_floats(B * n * H * D, 7, 1), *out = malloc((size_t)(B * n * H * D) * 4);
+    float *lse = malloc((size_t)(B * H * n) * 4);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, n, H, D), tk = ra_tensor_4d(k, RA_F32, B, n, H, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, B, n, H, D), to = ra_tensor_4d(out, RA_F32, B, n, H, D);
+    ra_status st = ra_mpi_attention(ctx, MPI_COMM_NULL, &to, lse, &tq, &tk, &tv, S, NULL);
+    CHECK(st == RA_ERR_NULL, "MPI_COMM_NULL: %d", (int)st);
+    /* the last rank's seq disagrees: its shard's size or the signature */
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv,
+                          rank == size - 1 ? S + 2 * size : S, NULL);
+    CHECK(size == 1 ? st != RA_OK : st == RA_ERR_SHAPE, "one rank's seq: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    /* one rank asks for dropout */
+    ra_attention_options o = ra_attention_options_init();
+    o.dropout = rank == 0 ? 0.1f : 0.0f;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
+    /* one rank's window differs: each rank's call is fine alone */
+    o = ra_attention_options_init();
+    o.window = rank == 0 ? 3 : 0;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's window: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    /* one rank's NULL lse, one rank's k of the wrong length */
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, rank == size - 1 ? NULL : lse, &tq, &tk, &tv,
+                          S, NULL);
+    CHECK(st == RA_ERR_NULL, "the last rank's NULL lse: %d (%s)", (int)st, ra_mpi_last_error());
+    ra_tensor short_k = tk;
+    short_k.shape[1] = rank == 0 ? n - 1 : n;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &short_k, &tv, S, NULL);
+    CHECK(st == RA_ERR_SHAPE, "rank 0's short k: %d (%s)", (int)st, ra_mpi_last_error());
+    /* sequences shorter than P, every rank alike */
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, size - 1, NULL);
+    CHECK(st == RA_ERR_SIZE, "S = P - 1: %d (%s)", (int)st, ra_mpi_last_error());
+    free(q), free(k), free(v), free(out), free(lse);
+}
+
+typedef struct decode_case {
+    int64_t B, H, Hkv, D, T;
+    int64_t len[2], n_query[2];
+    ra_dtype cache;
+    double softcap;
+    int64_t window;
+    int sinks;
+} decode_case;
+
+/* Appends tokens [from, from + n[b]) of each sequence of k, v [B, L, Hkv, D]
+ * to cache, at their positions. */
+static ra_status append(ra_kv_cache *cache, const ra_rope *rope, const float *k, const float *v,
+                        int64_t B, int64_t L, int64_t Hkv, int64_t D, const int64_t *from,
+                        const int64_t *n)
+{
+    int64_t most = 1;
+    for (int64_t b = 0; b < B; b++) most = n[b] > most ? n[b] : most;
+    float *kk = calloc((size_t)(B * most * Hkv * D), 4), *vv = calloc((size_t)(B * most * Hkv * D), 4);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < n[b]; s++) {
+            memcpy(kk + (b * most + s) * Hkv * D, k + (b * L + from[b] + s) * Hkv * D, (size_t)(Hkv * D) * 4);
+            memcpy(vv + (b * most + s) * Hkv * D, v + (b * L + from[b] + s) * Hkv * D, (size_t)(Hkv * D) * 4);
+        }
+    ra_tensor tk = ra_tensor_4d(kk, RA_F32, B, most, Hkv, D), tv = ra_tensor_4d(vv, RA_F32, B, most, Hkv, D);
+    ra_positions p = {.struct_size = sizeof p, .starts = from};
+    ra_status st = ra_kv_cache_append(cache, ctx, rope, NULL, &tk, &tv, &p, n);
+    free(kk), free(vv);
+    return st;
+}
+
+static void decode_check(decode_case c)
+{
+    const int64_t B = c.B, H = c.H, Hkv = c.Hkv, D = c.D, T = c.T;
+    const int64_t L = c.len[0] > c.len[1] ? c.len[0] : c.len[1];
+    float *k = random_floats(B * L * Hkv * D, 11, 1.0f), *v = random_floats(B * L * Hkv * D, 12, 1.0f);
+    float *q = random_floats(B * T * H * D, 13, 1.0f), *sinks = random_floats(H, 14, 2.0f);
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope = NULL;
+    ra_status st = ra_rope_create(&rope, &rc);
+    CHECK(st == RA_OK, "rope: %s", ra_last_error());
+    ra_attention_options o = ra_attention_options_init();
+    o.softcap = c.softcap;
+    o.window = c.window;
+    o.sinks = c.sinks ? sinks : NULL;
+    /* the oracle: one cache with every token */
+    ra_kv_cache *whole = NULL, *shard = NULL;
+    st = ra_kv_cache_create(&whole, B, L, Hkv, D, c.cache);
+    int64_t zero[2] = {0, 0}, from[2], n[2];
+    if (st == RA_OK) st = append(whole, rope, k, v, B, L, Hkv, D, zero, c.len);
+    CHECK(st == RA_OK, "whole cache: %s", ra_last_error());
+    float *ref = calloc((size_t)(B * T * H * D), 4), *ref_lse = calloc((size_t)(B * H * T), 4);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, D), tr = ra_tensor_4d(ref, RA_F32, B, T, H, D);
+    st = ra_attention_decode_lse(ctx, whole, &tr, ref_lse, &tq, c.n_query, NULL, &o);
+    CHECK(st == RA_OK, "single process: %s", ra_last_error());
+    /* rank r's shard of sequence b: tokens [len r / P, len (r + 1) / P) */
+    for (int64_t b = 0; b < B; b++) {
+        from[b] = c.len[b] * rank / size;
+        n[b] = c.len[b] * (rank + 1) / size - from[b];
+    }
+    st = ra_kv_cache_create(&shard, B, L, Hkv, D, c.cache);
+    if (st == RA_OK) st = append(shard, rope, k, v, B, L, Hkv, D, from, n);
+    CHECK(st == RA_OK, "shard: %s", ra_last_error());
+    float *out[2], *lse[2];
+    for (int run = 0; run < 2; run++) {
+        out[run] = calloc((size_t)(B * T * H * D), 4);
+        lse[run] = calloc((size_t)(B * H * T), 4);
+        ra_tensor to = ra_tensor_4d(out[run], RA_F32, B, T, H, D);
+        st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, shard, &to, lse[run], &tq, c.n_query, &o);
+        CHECK(st == RA_OK, "sharded decode: %s", ra_mpi_last_error());
+    }
+    const double ymax = max_abs(ref, B * T * H * D), lmax = max_abs(ref_lse, B * H * T);
+    double worst = 0, worst_lse = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < c.n_query[b]; t++)
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t d = 0; d < D; d++) {
+                    int64_t i = ((b * T + t) * H + h) * D + d;
+                    double e = fabs(out[0][i] - ref[i]);
+                    worst = e > worst || isnan(e) ? e : worst;
+                }
+                int64_t i = (b * H + h) * T + t;
+                double e = fabs(lse[0][i] - ref_lse[i]);
+                worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
+            }
+    CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
+          "decode (cache dtype %d, window %lld, softcap %g, sinks %d): out off by %.3g (max|y| "
+          "%.3g), lse by %.3g", (int)c.cache, (long long)c.window, c.softcap, c.sinks, worst, ymax,
+          worst_lse);
+    CHECK(!memcmp(out[0], out[1], (size_t)(B * T * H * D) * 4), "two runs differ");
+    /* the same bits on every rank: rank 0's, broadcast */
+    float *first = malloc((size_t)(B * T * H * D) * 4);
+    memcpy(first, out[0], (size_t)(B * T * H * D) * 4);
+    MPI_Bcast(first, (int)(B * T * H * D), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(first, out[0], (size_t)(B * T * H * D) * 4), "rank %d's out differs from rank 0's",
+          rank);
+    free(first);
+    for (int run = 0; run < 2; run++) free(out[run]), free(lse[run]);
+    ra_kv_cache_destroy(whole);
+    ra_kv_cache_destroy(shard);
+    ra_rope_destroy(rope);
+    free(k), free(v), free(q), free(sinks), free(ref), free(ref_lse);
+}
+
+static void test_decode(void)
+{
+    const decode_case cases[] = {
+        {2, 8, 2, 64, 3, {50, 37}, {3, 1}, RA_F32, 0, 0, 0},
+        {1, 4, 4, 72, 1, {1500, 0}, {1, 0}, RA_F32, 0, 0, 0}, /* over several decode chunks */
+        {2, 4, 1, 80, 4, {2, 9}, {2, 4}, RA_F32, 0, 0, 0},    /* shards of no token; queries
+                                                                 across ranks */
+        {2, 8, 2, 32, 2, {60, 45}, {2, 2}, RA_F32, 0, 7, 0},  /* a window */
+        {2, 8, 2, 32, 2, {60, 45}, {2, 1}, RA_F32, 25.0, 0, 1},
+        {1, 8, 2, 64, 2, {70, 0}, {2, 0}, RA_BF16, 0, 20, 1},
+        {1, 4, 2, 32, 2, {30, 0}, {2, 0}, RA_F32, 0, 12, 0},  /* windows across shards */
+        {1, 4, 2, 32, 3, {30, 0}, {3, 0}, RA_F32, 0, 18, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) decode_check(cases[i]);
+}
+
+static void decode_errors(void)
+{
+    const int64_t B = 1, H = 2, Hkv = 1, D = 16, T = 2;
+    ra_kv_cache *cache = NULL, *window = NULL;
+    ra_kv_cache_create(&cache, B, 8, Hkv, D, RA_F32);
+    ra_kv_cache_create_window(&window, B, 4, 2, Hkv, D, RA_F32);
+    float *q = random_floats(B * T * H * D, 21, 1), *out = calloc((size_t)(B * T * H * D), 4);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, D), to = ra_tensor_4d(out, RA_F32, B, T, H, D);
+    ra_status st = ra_mpi_attention_decode(ctx, MPI_COMM_NULL, cache, &to, NULL, &tq, NULL, NULL);
+    CHECK(st == RA_ERR_NULL, "MPI_COMM_NULL: %d", (int)st);
+    /* empty caches: 2 queries, 0 tokens */
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, NULL);
+    CHECK(st == RA_ERR_SIZE, "queries past the tokens: %d (%s)", (int)st, ra_mpi_last_error());
+    /* the last rank's window cache */
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, rank == size - 1 ? window : cache, &to, NULL,
+                                 &tq, NULL, NULL);
+    CHECK(st == RA_ERR_UNSUPPORTED, "a window cache: %d (%s)", (int)st, ra_mpi_last_error());
+    /* rank 0's n_query differs */
+    int64_t nq = rank == 0 ? 1 : 2;
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, &nq, NULL);
+    CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's n_query: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    ra_attention_options o = ra_attention_options_init();
+    o.chunk = 4;
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, &o);
+    CHECK(st == RA_ERR_UNSUPPORTED, "chunk: %d (%s)", (int)st, ra_mpi_last_error());
+    ra_kv_cache_destroy(cache);
+    ra_kv_cache_destroy(window);
+    free(q), free(out);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (ra_context_create(&ctx, 1) != RA_OK || ra_context_create(&ctx2, 2) != RA_OK)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    RUN(test_layout());
+    RUN(test_rope_positions());
+    RUN(test_ring());
+    RUN(ring_errors());
+    RUN(test_decode());
+    RUN(decode_errors());
+    int counts[2] = {passed, failed};
+    MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("test_mpi P=%d: %d passed, %d failed\n", size, counts[0], counts[1]);
+    ra_context_destroy(ctx);
+    ra_context_destroy(ctx2);
+    MPI_Finalize();
+    return counts[1] != 0;
+}

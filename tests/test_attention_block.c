@@ -1,0 +1,269 @@
+/*
+ * test_attention_block.c — ra_attention_block_lse (queries at q_start + i
+ * against keys at k_start + j) and ra_attention_decode_lse (decoding with
+ * lse, queries placed by q_start) against a plain double reference written
+ * here: before, across and after the diagonal, keys wholly after the
+ * queries, windows that hide whole rows, softcap, sinks, GQA, odd D; the
+ * same bits as ra_attention_forward_lse and ra_attention_decode where the
+ * calls coincide; argument checks.
+ *
+ *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+
+typedef struct block_case {
+    int64_t B, Sq, Sk, H, Hkv, D, q_start, k_start;
+    double softcap;
+    int64_t window;
+    int sinks;
+} block_case;
+
+/* out and lse of query rows at q_start + i against keys at k_start + j (key
+ * j seen when k_start + j <= q_start + i, and within the window), in
+ * double.  Rows that see nothing: 0 and -Inf (the sink with sinks). */
+static void reference(const block_case *c, const float *q, const float *k, const float *v,
+                      const float *sinks, float *out, float *lse)
+{
+    const int64_t H = c->H, D = c->D, rep = c->H / c->Hkv;
+    const double scale = 1.0 / sqrt((double)D);
+    double *p = malloc((size_t)c->Sk * sizeof *p), *acc = malloc((size_t)D * sizeof *acc);
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < c->Sq; i++) {
+                const int64_t pos = c->q_start + i, g = h / rep;
+                const float *qi = q + ((b * c->Sq + i) * H + h) * D;
+                double m = sinks ? sinks[h] : -INFINITY;
+                for (int64_t j = 0; j < c->Sk; j++) {
+                    const int64_t kp = c->k_start + j;
+                    p[j] = NAN;
+                    if (kp > pos || (c->window && kp <= pos - c->window)) continue;
+                    const float *kj = k + ((b * c->Sk + j) * c->Hkv + g) * D;
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++) s += (double)qi[d] * kj[d];
+                    s *= scale;
+                    if (c->softcap > 0) s = c->softcap * tanh(s / c->softcap);
+                    p[j] = s;
+                    m = s > m ? s : m;
+                }
+                double l = sinks ? exp(sinks[h] - m) : 0;
+                for (int64_t d = 0; d < D; d++) acc[d] = 0;
+                for (int64_t j = 0; j < c->Sk; j++) {
+                    if (isnan(p[j])) continue;
+                    const double e = exp(p[j] - m);
+                    const float *vj = v + ((b * c->Sk + j) * c->Hkv + g) * D;
+                    l += e;
+                    for (int64_t d = 0; d < D; d++) acc[d] += e * vj[d];
+                }
+                float *o = out + ((b * c->Sq + i) * H + h) * D;
+                const int seen = m != -INFINITY && (l > (sinks ? exp(sinks[h] - m) : 0));
+                for (int64_t d = 0; d < D; d++) o[d] = seen ? (float)(acc[d] / l) : 0.0f;
+                lse[(b * H + h) * c->Sq + i] =
+                    seen ? (float)(m + log(l)) : sinks ? sinks[h] : -INFINITY;
+            }
+    free(p);
+    free(acc);
+}
+
+static void run_case(ra_context *ctx, const block_case *c, uint64_t seed)
+{
+    const int64_t nq = c->B * c->Sq * c->H * c->D, nk = c->B * c->Sk * c->Hkv * c->D;
+    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+    float *v = malloc(sizeof(float) * nk), *sinks = malloc(sizeof(float) * c->H);
+    float *out = malloc(sizeof(float) * nq), *ref = malloc(sizeof(float) * nq);
+    float *lse = malloc(sizeof(float) * c->B * c->H * c->Sq);
+    float *ref_lse = malloc(sizeof(float) * c->B * c->H * c->Sq);
+    ra_test_fill(q, nq, seed);
+    ra_test_fill(k, nk, seed + 1);
+    ra_test_fill(v, nk, seed + 2);
+    ra_test_fill(sinks, c->H, seed + 3);
+    for (int64_t i = 0; i < nq; i++) q[i] *= 3.0f; /* peakier softmax */
+    ra_attention_options o = ra_attention_options_init();
+    o.softcap = c->softcap;
+    o.window = c->window;
+    o.sinks = c->sinks ? sinks : NULL;
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, c->B, c->Sq, c->H, c->D);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, c->B, c->Sq, c->H, c->D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, c->B, c->Sk, c->Hkv, c->D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, c->B, c->Sk, c->Hkv, c->D);
+    ra_status st = ra_attention_block_lse(ctx, &to, lse, &tq, &tk, &tv, c->q_start, c->k_start, &o);
+    CHECK(st == RA_OK, "block: %s", ra_last_error());
+    reference(c, q, k, v, o.sinks, ref, ref_lse);
+    double e = ra_test_max_rel_diff(out, ref, nq), el = 0;
+    for (int64_t i = 0; i < c->B * c->H * c->Sq; i++) {
+        double d = ref_lse[i] == lse[i] ? 0 : fabs(ref_lse[i] - lse[i]);
+        el = d > el || isnan(d) ? d : el;
+    }
+    CHECK(e <= 2e-5 && el <= 2e-5, "Sq %lld Sk %lld q_start %lld k_start %lld window %lld: out "
+          "off by %.3g, lse by %.3g", (long long)c->Sq, (long long)c->Sk, (long long)c->q_start,
+          (long long)c->k_start, (long long)c->window, e, el);
+    free(q), free(k), free(v), free(sinks), free(out), free(ref), free(lse), free(ref_lse);
+}
+
+static void test_block_matches_reference(void)
+{
+    const block_case cases[] = {
+        /* B, Sq, Sk, H, Hkv, D, q_start, k_start, softcap, window, sinks */
+        {1, 40, 40, 4, 2, 16, 100, 100, 0, 0, 0},  /* the diagonal */
+        {2, 30, 70, 4, 1, 72, 200, 100, 0, 0, 0},  /* keys wholly before */
+        {1, 37, 130, 8, 2, 80, 93, 0, 0, 0, 0},    /* a prefill against keys and its own */
+        {1, 33, 50, 2, 2, 24, 10, 0, 0, 0, 0},     /* keys past the last query */
+        {1, 20, 20, 2, 1, 8, 0, 30, 0, 0, 1},      /* keys after every query: all empty */
+        {1, 70, 64, 4, 2, 32, 90, 0, 0, 40, 0},    /* a window hides some rows wholly */
+        {2, 45, 45, 6, 3, 10, 45, 0, 15.0, 50, 1}, /* softcap, window, sinks */
+        {1, 65, 129, 4, 4, 64, 64, 0, 0, 0, 1},
+    };
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx, &cases[i], 40 + i);
+    ra_context_destroy(ctx);
+}
+
+/* q_start = k_start, Sq = Sk: ra_attention_forward_lse's bits. */
+static void test_block_is_forward_lse(void)
+{
+    const int64_t B = 2, S = 150, H = 4, Hkv = 2, D = 40, nq = B * S * H * D, nk = B * S * Hkv * D;
+    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+    float *v = malloc(sizeof(float) * nk), *a = malloc(sizeof(float) * nq);
+    float *b = malloc(sizeof(float) * nq), *la = malloc(sizeof(float) * B * H * S);
+    float *lb = malloc(sizeof(float) * B * H * S);
+    ra_test_fill(q, nq, 1), ra_test_fill(k, nk, 2), ra_test_fill(v, nk, 3);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, Hkv, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, Hkv, D), ta = ra_tensor_4d(a, RA_F32, B, S, H, D);
+    ra_tensor tb = ra_tensor_4d(b, RA_F32, B, S, H, D);
+    ra_attention_options o = ra_attention_options_init();
+    o.window = 70;
+    CHECK(ra_attention_forward_lse(NULL, &ta, la, &tq, &tk, &tv, &o) == RA_OK, "forward_lse");
+    CHECK(ra_attention_block_lse(NULL, &tb, lb, &tq, &tk, &tv, 7, 7, &o) == RA_OK, "block: %s",
+          ra_last_error());
+    CHECK(!memcmp(a, b, sizeof(float) * nq) && !memcmp(la, lb, sizeof(float) * B * H * S),
+          "block on the diagonal differs from ra_attention_forward_lse");
+    free(q), free(k), free(v), free(a), free(b), free(la), free(lb);
+}
+
+/* A cache of L tokens; decoding with lse (q_start NULL: ra_attention_decode's
+ * bits) and with the queries past the cache (a shard of a longer
+ * sequence), against the reference on the cache's keys. */
+static void test_decode_lse(void)
+{
+    const int64_t B = 2, L = 1100, H = 8, Hkv = 2, D = 48, T = 3;
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, B, L, Hkv, D, RA_F32) == RA_OK, "cache");
+    float *k = malloc(sizeof(float) * B * L * Hkv * D), *v = malloc(sizeof(float) * B * L * Hkv * D);
+    float *q = malloc(sizeof(float) * B * T * H * D), *sinks = malloc(sizeof(float) * H);
+    ra_test_fill(k, B * L * Hkv * D, 7), ra_test_fill(v, B * L * Hkv * D, 8);
+    ra_test_fill(q, B * T * H * D, 9), ra_test_fill(sinks, H, 10);
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, B, L, Hkv, D), tv = ra_tensor_4d(v, RA_F32, B, L, Hkv, D);
+    int64_t n_new[2] = {L, L - 300};
+    ra_positions at0 = {.struct_size = sizeof at0};
+    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &at0, n_new) == RA_OK, "append: %s",
+          ra_last_error());
+    /* the keys as stored (rotated), for the reference */
+    for (int64_t b = 0; b < B; b++) {
+        ra_tensor kb = ra_tensor_4d(k + b * L * Hkv * D, RA_F32, 1, n_new[b], Hkv, D);
+        ra_tensor vb = ra_tensor_4d(v + b * L * Hkv * D, RA_F32, 1, n_new[b], Hkv, D);
+        CHECK(ra_kv_cache_read(cache, b, 0, &kb, &vb) == RA_OK, "read");
+    }
+    float *out = calloc((size_t)(B * T * H * D), sizeof(float));
+    float *dec = calloc((size_t)(B * T * H * D), sizeof(float));
+    float *lse = malloc(sizeof(float) * B * H * T), *ref = malloc(sizeof(float) * T * H * D);
+    float *ref_lse = malloc(sizeof(float) * H * T);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, D), to = ra_tensor_4d(out, RA_F32, B, T, H, D);
+    ra_tensor td = ra_tensor_4d(dec, RA_F32, B, T, H, D);
+    ra_attention_options none = ra_attention_options_init();
+    CHECK(ra_attention_decode(NULL, cache, &td, &tq, NULL, &none) == RA_OK, "decode");
+    CHECK(ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, NULL, &none) == RA_OK,
+          "decode_lse: %s", ra_last_error());
+    CHECK(!memcmp(out, dec, sizeof(float) * B * T * H * D), "decode_lse differs from decode");
+    /* placed queries: after the cache, before its end, before its start */
+    const int64_t starts[][2] = {{1500, 900}, {500, 20}, {-2, 1100}, {1098, 797}};
+    for (int w = 0; w < 3; w++)
+        for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
+            ra_attention_options o = ra_attention_options_init();
+            o.window = w == 0 ? 0 : w == 1 ? 450 : 700;
+            o.softcap = w == 2 ? 20.0 : 0.0;
+            o.sinks = w == 2 ? sinks : NULL;
+            ra_status st = ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, starts[s], &o);
+            CHECK(st == RA_OK, "decode_lse at %lld: %s", (long long)starts[s][0], ra_last_error());
+            for (int64_t b = 0; b < B; b++) {
+                block_case c = {1, T, n_new[b], H, Hkv, D, starts[s][b], 0, o.softcap, o.window,
+                                o.sinks != NULL};
+                reference(&c, q + b * T * H * D, k + b * L * Hkv * D, v + b * L * Hkv * D,
+                          o.sinks, ref, ref_lse);
+                double e = ra_test_max_rel_diff(out + b * T * H * D, ref, T * H * D), el = 0;
+                for (int64_t i = 0; i < H * T; i++) {
+                    float x = lse[b * H * T + i];
+                    double d = ref_lse[i] == x ? 0 : fabs(ref_lse[i] - x);
+                    el = d > el || isnan(d) ? d : el;
+                }
+                CHECK(e <= 2e-5 && el <= 2e-5, "window %lld, b %lld at %lld: out off by %.3g, lse "
+                      "by %.3g", (long long)o.window, (long long)b, (long long)starts[s][b], e, el);
+            }
+        }
+    ra_kv_cache_destroy(cache);
+    ra_rope_destroy(rope);
+    free(k), free(v), free(q), free(sinks), free(out), free(dec), free(lse), free(ref), free(ref_lse);
+}
+
+static void test_errors(void)
+{
+    float x[4 * 8] = {0}, y[4 * 8], lse[4];
+    ra_tensor q = ra_tensor_4d(x, RA_F32, 1, 2, 2, 8), k = ra_tensor_4d(x, RA_F32, 1, 1, 1, 8);
+    ra_tensor out = ra_tensor_4d(y, RA_F32, 1, 2, 2, 8), k7 = ra_tensor_4d(x, RA_F32, 1, 1, 1, 7);
+    ra_attention_options o = ra_attention_options_init();
+    CHECK(ra_attention_block_lse(NULL, &out, NULL, &q, &k, &k, 0, 0, NULL) == RA_ERR_NULL, "lse");
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k7, &k7, 0, 0, NULL) == RA_ERR_SHAPE, "D");
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, -1, 0, NULL) == RA_ERR_POSITION,
+          "q_start");
+    CHECK(ra_attention_block_lse(NULL, &out, (float *)x, &q, &k, &k, 0, 0, NULL) == RA_ERR_ARGUMENT,
+          "lse over q");
+    const char *unsupported[] = {"reference", "dropout", "chunk", "padding"};
+    uint8_t pad[2] = {1, 1};
+    for (int i = 0; i < 4; i++) {
+        o = ra_attention_options_init();
+        if (i == 0) o.path = RA_PATH_REFERENCE;
+        if (i == 1) o.dropout = 0.5f;
+        if (i == 2) o.chunk = 4;
+        if (i == 3) o.padding_mask = pad;
+        CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, &o) == RA_ERR_UNSUPPORTED,
+              "%s", unsupported[i]);
+    }
+    ra_kv_cache *window;
+    CHECK(ra_kv_cache_create_window(&window, 1, 4, 2, 1, 8, RA_F32) == RA_OK, "window cache");
+    int64_t start = 0;
+    o = ra_attention_options_init();
+    o.window = 4;
+    CHECK(ra_attention_decode_lse(NULL, window, &out, lse, &q, NULL, &start, &o) ==
+              RA_ERR_UNSUPPORTED, "q_start on a window cache");
+    start = INT64_MAX;
+    ra_kv_cache *full;
+    CHECK(ra_kv_cache_create(&full, 1, 4, 1, 8, RA_F32) == RA_OK, "cache");
+    CHECK(ra_attention_decode_lse(NULL, full, &out, lse, &q, NULL, &start, NULL) == RA_ERR_POSITION,
+          "q_start past 2^32");
+    CHECK(ra_attention_decode_lse(NULL, full, &out, NULL, &q, NULL, NULL, NULL) == RA_ERR_NULL,
+          "NULL lse");
+    ra_kv_cache_destroy(window);
+    ra_kv_cache_destroy(full);
+}
+
+/* The cases that reach the SIMD kernels, run on every path (harness.h). */
+static void simd_cases(void)
+{
+    RUN(test_block_matches_reference);
+    RUN(test_block_is_forward_lse);
+    RUN(test_decode_lse);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
+    RUN(test_errors);
+    return ra_test_summary("attention_block");
+}

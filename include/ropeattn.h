@@ -671,8 +671,9 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
  * tokens per sequence (RA_ERR_CACHE_FULL beyond: they would overwrite keys
  * of their own windows).
  *
- * 8-bit caches (either kind; a latent cache refuses them for now,
- * RA_ERR_DTYPE) hold a quarter of an f32 cache's bytes, and decoding reads
+ * 8-bit caches (any kind; a latent cache's row [kr | c] is one row, of
+ * one int8 scale, its K and V scales one and the same: fp8's set equal)
+ * hold a quarter of an f32 cache's bytes, and decoding reads
  * them as such, dequantizing each row as it is loaded:
  *   RA_I8: each token's row of each kv head (D values x) is stored as
  *     codes c = round(x / s) (to nearest, ties to even; |c| <= 127) with its

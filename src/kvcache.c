@@ -24,9 +24,6 @@ static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity
                               int64_t latent, int64_t n_kv_heads, int64_t head_dim,
                               ra_dtype dtype)
 {
-    if (ra_dtype_is_cache8(dtype) && latent)
-        return ra_fail(RA_ERR_DTYPE, "a latent cache is f32, f16 or bf16 (8-bit latent caches "
-                       "are not supported yet)");
     if (!ra_dtype_is_cache8(dtype)) RA_TRY(ra_check_tensor_dtype(dtype, "dtype"));
     static const char *const names[4] = {"batch", "capacity", "n_kv_heads", "head_dim"};
     int64_t dims[4] = {batch, capacity, n_kv_heads, head_dim}, n;
@@ -41,12 +38,12 @@ static ra_status cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity
     c->length = ra_calloc((size_t)batch, sizeof *c->length);
     c->dtype = dtype;
     c->n_kv_heads = n_kv_heads;
+    c->latent = latent;
     if (!c->v || !c->length || ra_kv_cache_scales_alloc(c, n / head_dim) != RA_OK) {
         ra_kv_cache_destroy(c);
         return ra_fail(RA_ERR_NOMEM, "allocating %s%zu bytes of %s", latent ? "" : "2 x ",
                        bytes, latent ? "latent rows" : "keys and values (and their scales)");
     }
-    c->latent = latent;
     c->batch = batch;
     c->capacity = capacity;
     c->window = window;
@@ -104,17 +101,26 @@ ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what)
     return RA_OK;
 }
 
-void ra_kv_cache_put(ra_kv_cache *cache, int64_t b, int64_t p, int64_t at, const float *src,
-                     int64_t n)
+void ra_kv_cache_put_row(ra_kv_cache *cache, int64_t b, int64_t p, const float *x, int64_t n,
+                         const float *x2, int64_t n2)
 {
     const ra_tensor dst = ra_kv_cache_view(cache, 0);
+    const int64_t slot = ra_kv_cache_slot(cache, p);
     const size_t esize = ra_dtype_size(cache->dtype);
-    char *to = (char *)dst.data +
-               (size_t)(b * dst.stride[0] + ra_kv_cache_slot(cache, p) * dst.stride[1] + at) * esize;
-    if (cache->dtype == RA_F32)
-        memcpy(to, src, (size_t)n * sizeof(float));
-    else
-        ra_convert(to, cache->dtype, src, RA_F32, n);
+    char *to = (char *)dst.data + (size_t)(b * dst.stride[0] + slot * dst.stride[1]) * esize;
+    if (cache->dtype == RA_I8) {
+        const float scale = ra_i8_scale(x, n, x2, n2);
+        ((float *)ra_kv_cache_scales(cache, 0, b, 0))[slot] = scale;
+        ra_quantize_i8_scaled((int8_t *)to, x, scale, n);
+        ra_quantize_i8_scaled((int8_t *)to + n, x2, scale, n2);
+    } else if (cache->dtype == RA_F8E4M3) {
+        const float scale = ra_kv_cache_scales(cache, 0, b, 0)[0];
+        ra_quantize_e4m3((uint8_t *)to, x, scale, n);
+        ra_quantize_e4m3((uint8_t *)to + n, x2, scale, n2);
+    } else {
+        ra_convert(to, cache->dtype, x, RA_F32, n);
+        ra_convert(to + (size_t)n * esize, cache->dtype, x2, RA_F32, n2);
+    }
 }
 
 RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
@@ -122,8 +128,8 @@ RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
     if (!cache) return;
     if (cache->v != cache->k) ra_free(cache->v);
     ra_free(cache->k);
+    if (cache->v_scale != cache->k_scale) ra_free(cache->v_scale);
     ra_free(cache->k_scale);
-    ra_free(cache->v_scale);
     ra_free(cache->length);
     ra_free(cache);
 }

@@ -16,7 +16,9 @@ ra_status ra_kv_cache_scales_alloc(ra_kv_cache *cache, int64_t rows)
     if (!ra_dtype_is_cache8(cache->dtype)) return RA_OK;
     const int64_t n = cache->dtype == RA_I8 ? rows : cache->n_kv_heads;
     cache->k_scale = ra_alloc((size_t)n * sizeof(float));
-    cache->v_scale = cache->k_scale ? ra_alloc((size_t)n * sizeof(float)) : NULL;
+    /* a latent cache's rows are its keys and its values: one set of scales */
+    cache->v_scale = cache->k_scale && !cache->latent ? ra_alloc((size_t)n * sizeof(float))
+                                                      : cache->k_scale;
     if (!cache->v_scale) return RA_ERR_NOMEM;
     for (int64_t i = 0; i < n; i++) cache->k_scale[i] = cache->v_scale[i] = 1.0f;
     return RA_OK;
@@ -50,6 +52,13 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
             return ra_fail(RA_ERR_ARGUMENT, "sequence %lld holds %lld tokens, quantized with "
                            "the scales set before: reset the cache first", (long long)b,
                            (long long)cache->length[b]);
+    if (cache->latent)
+        for (int64_t i = 0; i < n_scales; i++)
+            if (k_scales[i] != v_scales[i])
+                return ra_fail(RA_ERR_ARGUMENT, "a latent cache's rows are its keys and its "
+                               "values: k_scales[%lld] %g and v_scales[%lld] %g must be equal",
+                               (long long)i, (double)k_scales[i], (long long)i,
+                               (double)v_scales[i]);
     /* 448 s (the largest value stored) a finite float */
     const float most = FLT_MAX / 448.0f;
     for (int64_t i = 0; i < n_scales; i++)

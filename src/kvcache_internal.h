@@ -67,10 +67,11 @@ ra_status ra_kv_cache_scales_alloc(ra_kv_cache *cache, int64_t rows);
 void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int64_t slot,
                         void *to, const float *x);
 
-/* Writes n floats into features [at, at + n) of the row of sequence b's
- * token at position p (kv head 0) of k's storage, in the cache's dtype. */
-void ra_kv_cache_put(ra_kv_cache *cache, int64_t b, int64_t p, int64_t at, const float *src,
-                     int64_t n);
+/* Stores the row [x | x2] (n + n2 = D floats) of sequence b's token at
+ * position p, kv head 0 of k's storage (a latent cache's [kr | c]), in the
+ * cache's dtype: 8-bit as one row (RA_I8: one scale for both parts). */
+void ra_kv_cache_put_row(ra_kv_cache *cache, int64_t b, int64_t p, const float *x, int64_t n,
+                         const float *x2, int64_t n2);
 
 /* The row index of the token at position p of row b, kv head g, of a
  * paged view (page_size > 0): in units of D elements of k, v (and of one

@@ -257,14 +257,14 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
                            p == RA_PROJ_Q ? rep * D : D, (rep + 2) * D};
 }
 
-ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, ra_scratch *panel,
-                              ra_gemm_env *env)
+ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, int64_t rows,
+                              ra_scratch *panel, ra_gemm_env *env)
 {
     const ra_layer_config *c = &layer->config;
     const int64_t q_dim = c->n_heads * c->head_dim;
     *env = (ra_gemm_env){ctx, layer->weights.dtype, NULL, 0};
     *panel = (ra_scratch){NULL, 0};
-    if (env->dtype == RA_F32) return RA_OK;
+    if (env->dtype == RA_F32 || (rows > 0 && rows <= RA_GEMV16_ROWS)) return RA_OK;
     /* dim, q_dim <= INT_MAX and dim * q_dim within RA_MAX_ELEMENTS
      * (resolve_config); wq and wo are the largest matrices (a fused
      * wqkv's groups are each smaller) */
@@ -473,7 +473,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return scratch_overflow(batch, seq);
     ra_scratch scratch, panel;
     ra_gemm_env mm;
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, call.tokens, &panel, &mm));
     ra_status status = ra_scratch_acquire(ctx, own + kernel_bytes, &scratch);
     if (status != RA_OK) {
         ra_scratch_release(&panel);
@@ -585,7 +585,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     if (kernel_bytes == 0 || kernel_bytes > SIZE_MAX - own) return scratch_overflow(batch, seq);
     ra_scratch scratch, panel;
     ra_gemm_env mm;
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, batch * seq, &panel, &mm));
     ra_status status = ra_scratch_acquire(ctx, own + kernel_bytes, &scratch);
     if (status != RA_OK) {
         ra_scratch_release(&panel);

@@ -193,7 +193,7 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
                            H; /* and the sinks' gradient [H] */
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
         ra_scratch_release(&panel);

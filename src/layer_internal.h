@@ -20,10 +20,13 @@ struct ra_layer {
 /* The products' environment for a call of the layer: its weights' dtype,
  * ctx's threads, and (16-bit weights) the panel, acquired from ctx's
  * panel workspace (NULL ctx: allocated) into *panel, which the caller
- * releases.  The one failure, for memory, comes before anything is
+ * releases.  rows: the most rows of x a product of the call has when all
+ * its products are x w^T (a forward), 0 when some are not (a backward's
+ * dy W); up to RA_GEMV16_ROWS need no panel (the GEMV reads the weights
+ * in place).  The one failure, for memory, comes before anything is
  * computed. */
-ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, ra_scratch *panel,
-                              ra_gemm_env *env);
+ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, int64_t rows,
+                              ra_scratch *panel, ra_gemm_env *env);
 
 /* Floats that n weight elements of the layer's dtype take (for overlap
  * checks). */

@@ -311,8 +311,7 @@ static void store_latent(ra_kv_cache *cache, const float *lat, const float *kr, 
 {
     for (int64_t s = s0; s < s1; s++) {
         const int64_t t = b * seq + s, p = cache->length[b] + s - s0;
-        ra_kv_cache_put(cache, b, p, 0, kr + t * d->Dr, d->Dr);
-        ra_kv_cache_put(cache, b, p, d->Dr, lat + t * d->r, d->r);
+        ra_kv_cache_put_row(cache, b, p, kr + t * d->Dr, d->Dr, lat + t * d->r, d->r);
     }
 }
 
@@ -358,7 +357,7 @@ static void absorb_output(const ra_layer *layer, float *packed, const float *o, 
  *   s = qa_b rows^T (sgemm) -> online softmax (cpu/softmax_impl.h, o rescaled)
  *   -> o_b += p rows (sgemm)
  * and o /= l at the end: o [B, m, H, Dr + r], the rows' weighted sums.  A
- * 16-bit cache's block is widened into scratch first.  Blocks of keys
+ * 16-bit or 8-bit cache's block is widened into scratch first.  Blocks of keys
  * keys (block_keys of the most rows a call has), scratch
  * latent_attention_floats for those rows and keys. */
 static int64_t block_keys(int64_t rows)
@@ -371,6 +370,34 @@ static int64_t latent_attention_floats(const ra_kv_cache *cache, int64_t rows, i
 {
     return ra_round_up(rows * keys, 16) + ra_round_up(keys * cache->head_dim, 16) +
            ra_round_up(4 * rows, 16); /* s, a widened block, m, l, seen (int64) */
+}
+
+/* Keys j0 .. j0 + n - 1 of sequence b's latent rows (base: the sequence's
+ * first) widened into wide [n, row]: 16-bit values exactly, 8-bit codes
+ * times their scales (ra_kv_cache_read's values). */
+static void widen_latent(float *wide, const ra_kv_cache *cache, const char *base, int64_t b,
+                         int64_t j0, int64_t n)
+{
+    const int64_t row = cache->head_dim;
+    if (!ra_dtype_is_cache8(cache->dtype)) {
+        ra_convert(wide, RA_F32, base + (size_t)(j0 * row) * ra_dtype_size(cache->dtype),
+                   cache->dtype, n * row);
+        return;
+    }
+    const float *scales = ra_kv_cache_scales(cache, 0, b, 0);
+    float e4m3[256];
+    for (int c = 0; c < 256 && cache->dtype == RA_F8E4M3; c++)
+        e4m3[c] = ra_e4m3_to_f32((uint8_t)c) * scales[0];
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *codes = (const uint8_t *)base + (j0 + j) * row;
+        float *w = wide + j * row;
+        if (cache->dtype == RA_F8E4M3) {
+            for (int64_t e = 0; e < row; e++) w[e] = e4m3[codes[e]];
+        } else {
+            const float s = scales[j0 + j];
+            for (int64_t e = 0; e < row; e++) w[e] = (float)(int8_t)codes[e] * s;
+        }
+    }
 }
 
 static void latent_attention(ra_context *ctx, const ra_kv_cache *cache, float *o,
@@ -395,7 +422,7 @@ static void latent_attention(ra_context *ctx, const ra_kv_cache *cache, float *o
             const int64_t n = len - j0 < keys ? len - j0 : keys;
             const float *k = (const float *)(const void *)base + j0 * row;
             if (cache->dtype != RA_F32) {
-                ra_convert(wide, RA_F32, base + (size_t)(j0 * row) * esize, cache->dtype, n * row);
+                widen_latent(wide, cache, base, b, j0, n);
                 k = wide;
             }
             for (int64_t r = 0; r < rows; r++) { /* token t = r / H is at len - m + t */

@@ -143,7 +143,7 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
     ra_scratch panel;
     ra_gemm_env mm;
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, &panel, &mm));
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
     ra_status status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv,

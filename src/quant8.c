@@ -39,19 +39,30 @@ void ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n)
     }
 }
 
-float ra_quantize_i8(int8_t *codes, const float *x, int64_t n)
+float ra_i8_scale(const float *x, int64_t n, const float *x2, int64_t n2)
 {
     float amax = 0.0f;
     int finite = 1;
-    for (int64_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        finite &= a <= FLT_MAX;
-        amax = a > amax ? a : amax;
-    }
-    const float scale = finite ? amax / 127.0f : NAN;
+    for (int part = 0; part < 2; part++)
+        for (int64_t i = 0, m = part ? n2 : n; i < m; i++) {
+            float a = fabsf(part ? x2[i] : x[i]);
+            finite &= a <= FLT_MAX;
+            amax = a > amax ? a : amax;
+        }
+    return finite ? amax / 127.0f : NAN;
+}
+
+void ra_quantize_i8_scaled(int8_t *codes, const float *x, float scale, int64_t n)
+{
     for (int64_t i = 0; i < n; i++) {
         float c = scale > 0.0f ? round_small(x[i] / scale) : 0.0f; /* |x / s| <= ~127 */
         codes[i] = (int8_t)(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
     }
+}
+
+float ra_quantize_i8(int8_t *codes, const float *x, int64_t n)
+{
+    const float scale = ra_i8_scale(x, n, NULL, 0);
+    ra_quantize_i8_scaled(codes, x, scale, n);
     return scale;
 }

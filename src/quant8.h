@@ -38,4 +38,10 @@ void ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n);
  * NaN (and codes 0) for a row that holds a NaN or an Inf. */
 float ra_quantize_i8(int8_t *codes, const float *x, int64_t n);
 
+/* ra_quantize_i8 in two steps, for a row held in two parts (a latent
+ * cache's [kr | c]): the scale of the row x [n] then x2 [n2] (x2 may be
+ * NULL when n2 is 0), and the codes of a part under a scale from it. */
+float ra_i8_scale(const float *x, int64_t n, const float *x2, int64_t n2);
+void ra_quantize_i8_scaled(int8_t *codes, const float *x, float scale, int64_t n);
+
 #endif

@@ -261,7 +261,8 @@ for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half kimi_k2; do
         "$RA" "${mla[@]}" --output "$TMP/decode.npy" --prefill 1 2>>"$TMP/err" &&
         out=$("$PY" "$TMP/check.py" y "$TMP/decode.npy" "$TMP/plain.npy" 1e-5); then pass
     else fail "$c: decode steps against the plain forward: $out $(cat "$TMP/err")"; fi
-    for t in f16:5e-3 bf16:3e-2; do
+    # 8-bit rows: the bounds of the other caches' CLI checks (test_hf.sh)
+    for t in f16:5e-3 bf16:3e-2 int8:3e-2 fp8:1.5e-1; do
         rm -f "$TMP/decode.npy"
         if "$RA" "${mla[@]}" --output "$TMP/decode.npy" --prefill 5 --cache-dtype "${t%:*}" \
             2>"$TMP/err" &&
@@ -356,6 +357,15 @@ for family in qwen2_vl qwen3_vl; do
         "$PY" "$TMP/check.py" y "$R/cos.npy" "$R/cos_$family.npy" 1e-6 >"$TMP/out" &&
         "$PY" "$TMP/check.py" y "$R/sin.npy" "$R/sin_$family.npy" 1e-6 >>"$TMP/out"; then pass
     else fail "freqs $family 3-D positions: $(cat "$TMP/err" "$TMP/out")"; fi
+    # [4, S]: text positions (larger here, unused), then the same 3-D rows
+    "$PY" -c 'import sys, numpy as np
+p = np.load(sys.argv[1]); np.save(sys.argv[2], np.concatenate([p[:1] * 0 + 10 ** 6, p]))' \
+        "$R/pos3_shared.npy" "$R/pos4.npy"
+    rm -f "$R/cos4.npy" "$R/sin4.npy"
+    if "$RA" freqs --config "$R/$family.json" --positions "$R/pos4.npy" --hf-shape \
+        --cos "$R/cos4.npy" --sin "$R/sin4.npy" 2>"$TMP/err" &&
+        cmp -s "$R/cos4.npy" "$R/cos.npy" && cmp -s "$R/sin4.npy" "$R/sin.npy"; then pass
+    else fail "freqs $family [4, S] positions: not the [3, S] rows' tables $(cat "$TMP/err")"; fi
 done
 "$RA" rope --config "$R/llama.json" --input "$R/x_bshd.npy" --positions "$R/pos3.npy" \
     --output "$R/got4.npy" 2>"$TMP/err"
@@ -367,11 +377,36 @@ else fail "rope: 3-D positions without sections: $(cat "$TMP/err")"; fi
 if [ $? -eq 1 ] && grep -q "with batch 3 that is 3-D positions or a row per sequence" \
     "$TMP/err" && [ ! -e "$R/got4.npy" ]; then pass
 else fail "rope: [3, S] positions with batch 3: $(cat "$TMP/err")"; fi
-# Without sections, [3, S] with batch 3 is a row of positions per sequence.
-rm -f "$R/got5.npy"
-if "$RA" rope --config "$R/llama.json" --input "$R/x_b3.npy" --positions "$R/pos3_shared.npy" \
-    --output "$R/got5.npy" 2>"$TMP/err" && [ -e "$R/got5.npy" ]; then pass
-else fail "rope: [3, S] positions with batch 3 and no sections: $(cat "$TMP/err")"; fi
+# Without sections, [3, S] with batch 3 (and [4, S] with batch 4) is a row
+# of positions per sequence: each row as its sequence's own run gives it.
+for n in 3 4; do
+    "$PY" - "$R" "$n" <<'PY'
+import sys, numpy as np
+r, n = sys.argv[1], int(sys.argv[2])
+x, pos = np.load(f"{r}/x_b3.npy"), np.load(f"{r}/pos3_shared.npy")
+x = np.concatenate([x, x[:1]])[:n]
+pos = np.concatenate([pos, pos[:1] * 3 + 5])[:n]
+np.save(f"{r}/x_rows.npy", x)
+np.save(f"{r}/pos_rows.npy", pos)
+for b in range(n):
+    np.save(f"{r}/x_row{b}.npy", x[b:b + 1])
+    np.save(f"{r}/pos_row{b}.npy", pos[b])
+PY
+    rm -f "$R/got5.npy"
+    ok=0
+    "$RA" rope --config "$R/llama.json" --input "$R/x_rows.npy" --positions "$R/pos_rows.npy" \
+        --output "$R/got5.npy" 2>"$TMP/err" || ok=1
+    for b in $(seq 0 $((n - 1))); do
+        rm -f "$R/one.npy"
+        "$RA" rope --config "$R/llama.json" --input "$R/x_row$b.npy" \
+            --positions "$R/pos_row$b.npy" --output "$R/one.npy" 2>>"$TMP/err" &&
+            "$PY" -c 'import sys, numpy as np
+sys.exit(not np.array_equal(np.load(sys.argv[1])[int(sys.argv[3])], np.load(sys.argv[2])[0]))' \
+                "$R/got5.npy" "$R/one.npy" "$b" || ok=1
+    done
+    if [ $ok -eq 0 ]; then pass
+    else fail "rope: [$n, S] positions with batch $n and no sections differ from each row's own run: $(cat "$TMP/err")"; fi
+done
 # [B, H, S, D] given without --shape: axis 2 (S = 12) holds no head count.
 "$RA" rope --config "$R/llama.json" --input "$R/x_bhsd.npy" --output "$R/got2.npy" 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -q "is it \[batch, heads, seq, head_dim\] (--shape bhsd)?" "$TMP/err" &&

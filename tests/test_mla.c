@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "quant8.h"
 #include "ropeattn.h"
 
 /* Forward against the double reference, max |y - ref| / max |ref|: the
@@ -436,7 +437,9 @@ static void test_cached(void)
         ra_dtype dtype;
         double tol;
     } runs[] = {{4, 1, RA_F32, CACHE_TOL}, {1, 3, RA_F32, CACHE_TOL}, {0, 11, RA_F32, CACHE_TOL},
-                {2, 10, RA_F32, CACHE_TOL}, {3, 1, RA_F16, 1e-3}, {3, 2, RA_BF16, 1e-2}};
+                {2, 10, RA_F32, CACHE_TOL}, {3, 1, RA_F16, 1e-3}, {3, 2, RA_BF16, 1e-2},
+                /* 8-bit rows, as the other caches' layer steps (test_kvcache8.c) */
+                {3, 1, RA_I8, 1e-2}, {2, 3, RA_F8E4M3, 6e-2}};
     mla_case c = cases[1];
     c.s = 13;
     for (int ci = 0; ci < 3; ci++) {
@@ -542,8 +545,10 @@ static void test_threads(void)
 }
 
 /* ra_attention_decode on a latent cache: softmax(scale q row^T) row over
- * the rows the layer stored, against double sums over ra_kv_cache_views
- * (float32 sums of ~20 terms: 1e-5 of max |out|). */
+ * the rows the layer stored, against double sums over those rows (float32
+ * sums of ~20 terms: 1e-5 of max |out|).  The rows: an f32 cache's views;
+ * an 8-bit cache's are those rows quantized whole ([kr | c] under one
+ * scale), here by quant8.h's reference quantizers. */
 static void test_latent_decode(void)
 {
     mla_setup s;
@@ -553,21 +558,55 @@ static void test_latent_decode(void)
         return;
     }
     const int64_t B = s.c.b, S = s.c.s, H = s.c.h, row = s.c.r + s.c.dr, T = 2;
-    ra_kv_cache *cache;
+    static const ra_dtype dtypes[] = {RA_F32, RA_I8, RA_F8E4M3};
+    ra_kv_cache *f32 = NULL;
     float *y = malloc((size_t)s.n_x * sizeof(float));
+    float *rows = malloc((size_t)(B * S * row) * sizeof(float));
+    int8_t *codes = malloc((size_t)row);
     uint64_t state = 5;
     float *q = random_array(B * T * H * row, 1.0f, 0.0f, &state);
     float *out = calloc((size_t)(B * T * H * row), sizeof(float));
-    ra_status st = ra_kv_cache_create_latent(&cache, B, S, s.c.r, s.c.dr, RA_F32);
-    if (st == RA_OK) st = ra_layer_forward_cached(s.layer, NULL, cache, y, s.x, B, S, NULL);
-    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, row), to = ra_tensor_4d(out, RA_F32, B, T, H, row);
-    ra_attention_options o = ra_attention_options_init();
-    o.scale = 0.3;
-    if (st == RA_OK) st = ra_attention_decode(NULL, cache, &to, &tq, NULL, &o);
-    CHECK(st == RA_OK, "%s", ra_last_error());
+    ra_status st = ra_kv_cache_create_latent(&f32, B, S, s.c.r, s.c.dr, RA_F32);
+    if (st == RA_OK) st = ra_layer_forward_cached(s.layer, NULL, f32, y, s.x, B, S, NULL);
     ra_tensor kv, vv;
-    if (st == RA_OK && ra_kv_cache_views(cache, &kv, &vv) == RA_OK) {
-        CHECK(kv.data == vv.data && kv.shape[3] == row && kv.shape[2] == 1, "one storage");
+    if (st == RA_OK) st = ra_kv_cache_views(f32, &kv, &vv);
+    CHECK(st == RA_OK && kv.data == vv.data && kv.shape[3] == row && kv.shape[2] == 1,
+          "one storage: %s", ra_last_error());
+    for (size_t di = 0; st == RA_OK && di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        const ra_dtype dt = dtypes[di];
+        const float fp8_scale = 0.5f;
+        ra_kv_cache *cache = f32;
+        if (dt != RA_F32) {
+            CHECK(ra_kv_cache_create_latent(&cache, B, S, s.c.r, s.c.dr, dt) == RA_OK, "create");
+            if (dt == RA_F8E4M3) {
+                const float half = fp8_scale, other = 0.25f;
+                CHECK(ra_kv_cache_set_scales(cache, &half, &other, 1) == RA_ERR_ARGUMENT,
+                      "a latent cache's k and v scales differ");
+                CHECK(ra_kv_cache_set_scales(cache, &half, &half, 1) == RA_OK, "%s",
+                      ra_last_error());
+            }
+            CHECK(ra_layer_forward_cached(s.layer, NULL, cache, y, s.x, B, S, NULL) == RA_OK,
+                  "%s", ra_last_error());
+        }
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < S; j++) {
+                const float *x = (const float *)kv.data + b * kv.stride[0] + j * kv.stride[1];
+                float *r = rows + (b * S + j) * row;
+                if (dt == RA_I8) {
+                    const float sc = ra_quantize_i8(codes, x, row);
+                    for (int64_t e = 0; e < row; e++) r[e] = (float)codes[e] * sc;
+                } else
+                    for (int64_t e = 0; e < row; e++)
+                        r[e] = dt == RA_F32 ? x[e]
+                                            : ra_e4m3_to_f32(ra_f32_to_e4m3(x[e] / fp8_scale)) *
+                                                  fp8_scale;
+            }
+        ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, row);
+        ra_tensor to = ra_tensor_4d(out, RA_F32, B, T, H, row);
+        ra_attention_options o = ra_attention_options_init();
+        o.scale = 0.3;
+        CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, &o) == RA_OK, "%s",
+              ra_last_error());
         double err = 0, scale = 0;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++)
@@ -576,7 +615,7 @@ static void test_latent_decode(void)
                     double p[64], m = -INFINITY, l = 0;
                     const int64_t last = S - T + t;
                     for (int64_t j = 0; j <= last; j++) {
-                        const float *kr = (const float *)kv.data + b * kv.stride[0] + j * kv.stride[1];
+                        const float *kr = rows + (b * S + j) * row;
                         double dot = 0;
                         for (int64_t e = 0; e < row; e++) dot += (double)qr[e] * kr[e];
                         p[j] = 0.3 * dot;
@@ -586,17 +625,17 @@ static void test_latent_decode(void)
                     for (int64_t e = 0; e < row; e++) {
                         double acc = 0;
                         for (int64_t j = 0; j <= last; j++)
-                            acc += exp(p[j] - m) / l *
-                                   ((const float *)kv.data)[b * kv.stride[0] + j * kv.stride[1] + e];
+                            acc += exp(p[j] - m) / l * rows[(b * S + j) * row + e];
                         double got = out[((b * T + t) * H + h) * row + e];
                         err = fmax(err, fabs(got - acc));
                         scale = fmax(scale, fabs(acc));
                     }
                 }
-        CHECK(err <= 1e-5 * scale, "error %.3g of %.3g", err, scale);
+        CHECK(err <= 1e-5 * scale, "dtype %d: error %.3g of %.3g", (int)dt, err, scale);
+        if (cache != f32) ra_kv_cache_destroy(cache);
     }
-    ra_kv_cache_destroy(cache);
-    free(y); free(q); free(out);
+    ra_kv_cache_destroy(f32);
+    free(y); free(q); free(out); free(rows); free(codes);
     teardown(&s);
 }
 

@@ -33,7 +33,9 @@ static const char usage[] =
     "                  with an M-RoPE rope (mrope_section), [3, ...] holds 3-D\n"
     "                  positions (temporal, height, width): row t of the tables\n"
     "                  takes pair i from the component its section names, as\n"
-    "                  transformers puts cos and sin together\n"
+    "                  transformers puts cos and sin together; [4, ...]\n"
+    "                  (Qwen3-VL's position ids) the text positions, not used\n"
+    "                  here, then the 3-D ones\n"
     ROPE_CLI_USAGE
     "  --cos C         output file for the cosines\n"
     "  --sin S         output file for the sines\n"
@@ -96,21 +98,24 @@ static int resolve_head_dim(const freqs_options *opts, const rope_source *src, i
     return 0;
 }
 
-/* Whether the positions file holds 3-D positions: [3, ...] for an M-RoPE
- * rope. */
-static int three_d(const positions_file *positions, const rope_source *src)
+/* The rows of a positions file of 3-D positions for an M-RoPE rope: 3
+ * ([3, ...]) or 4 ([4, ...], Qwen3-VL's position ids: the text positions,
+ * then the 3-D ones); 0 for 1-D positions. */
+static int three_d_rows(const positions_file *positions, const rope_source *src)
 {
-    return positions->ids && positions->ndim >= 2 && positions->shape[0] == 3 &&
-           rope_source_mrope(src);
+    const int64_t rows = positions->ndim >= 2 ? positions->shape[0] : 0;
+    return positions->ids && (rows == 3 || rows == 4) && rope_source_mrope(src) ? (int)rows : 0;
 }
 
-/* Fills the tables: from the positions file (3-D: [3, n]), or 0 .. end-1 a
- * chunk at a time. */
+/* Fills the tables: from the positions file (3-D: its last [3, n] of
+ * rows3 rows), or 0 .. end-1 a chunk at a time. */
 static ra_status fill(const ra_rope *rope, const freqs_options *opts,
-                      const positions_file *positions, int mrope, int64_t n, int64_t pairs,
+                      const positions_file *positions, int rows3, int64_t n, int64_t pairs,
                       float *cos_table, float *sin_table)
 {
-    if (mrope) return ra_rope_table_mrope(rope, cos_table, sin_table, positions->ids, n);
+    if (rows3)
+        return ra_rope_table_mrope(rope, cos_table, sin_table,
+                                   positions->ids + (rows3 - 3) * n, n);
     if (positions->ids)
         return ra_rope_table(rope, cos_table, sin_table, positions->ids, n);
     int64_t ids[CHUNK];
@@ -136,7 +141,7 @@ static void repeat_rows(float *table, int64_t n, int64_t pairs)
 }
 
 static int write_tables(const freqs_options *opts, cli_outputs *outputs, const ra_rope *rope,
-                        const positions_file *positions, int mrope, int64_t n, int64_t pairs)
+                        const positions_file *positions, int rows3, int64_t n, int64_t pairs)
 {
     const int64_t width = opts->hf_shape ? 2 * pairs : pairs;
     int64_t shape[2] = {n, width};
@@ -147,7 +152,7 @@ static int write_tables(const freqs_options *opts, cli_outputs *outputs, const r
     if (!cos_table || !sin_table)
         failed = cli_fail(EXIT_FAIL, "out of memory for %lld x %lld tables", (long long)n,
                           (long long)pairs);
-    else if ((status = fill(rope, opts, positions, mrope, n, pairs, cos_table, sin_table)) !=
+    else if ((status = fill(rope, opts, positions, rows3, n, pairs, cos_table, sin_table)) !=
              RA_OK)
         failed = cli_fail_status(status, "cannot compute the tables");
     if (!failed && opts->hf_shape) {
@@ -179,9 +184,11 @@ static int run(const freqs_options *opts)
     if (!(failed = resolve_head_dim(opts, &src, &head_dim)) && opts->rope.positions_path)
         failed = positions_read(opts->rope.positions_path, &positions);
     if (!failed) {
-        const int mrope = three_d(&positions, &src);
-        int64_t n = positions.ids ? positions.count / (mrope ? 3 : 1) : opts->end;
-        int64_t max_position = positions.ids ? positions.max : opts->end - 1;
+        const int rows3 = three_d_rows(&positions, &src);
+        int64_t n = positions.ids ? positions.count / (rows3 ? rows3 : 1) : opts->end;
+        int64_t max_position = !positions.ids ? opts->end - 1
+                               : rows3 == 4 ? positions_max(positions.ids + n, 3 * n)
+                                            : positions.max;
         ra_rope_config config;
         failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position, &config);
         int64_t pairs = failed ? 1 : config.rotary_dim / 2;
@@ -202,7 +209,7 @@ static int run(const freqs_options *opts)
             ra_status status = ra_rope_create(&rope, &config);
             if (status != RA_OK) failed = cli_fail_status(status, "cannot create the rope");
         }
-        if (!failed) failed = write_tables(opts, &outputs, rope, &positions, mrope, n, pairs);
+        if (!failed) failed = write_tables(opts, &outputs, rope, &positions, rows3, n, pairs);
     }
     cli_outputs_free(&outputs);
     ra_rope_destroy(rope);

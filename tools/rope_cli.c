@@ -169,13 +169,14 @@ int positions_for_batch(const positions_file *p, const char *path, int64_t batch
         return cli_fail(EXIT_FAIL, "out of memory for the positions");
     }
     /* [components, batch, seq]; the text positions [batch, seq] */
-    const int64_t row = shared || shared3 ? seq : batch * seq;
+    const int by_row = three ? per_row3 : per_row; /* per_row wins over shared3 without mrope */
+    const int64_t row = by_row ? batch * seq : seq;
     for (int c = 0; c < *components; c++)
         for (int64_t b = 0; b < batch; b++)
             memcpy(*ids + (c * batch + b) * seq,
-                   p->ids + (with_text + c) * row + (shared || shared3 ? 0 : b * seq),
+                   p->ids + (with_text + c) * row + (by_row ? b * seq : 0),
                    (size_t)seq * sizeof **ids);
     for (int64_t b = 0; with_text && text && b < batch; b++)
-        memcpy(*text + b * seq, p->ids + (shared3 ? 0 : b * seq), (size_t)seq * sizeof **text);
+        memcpy(*text + b * seq, p->ids + (by_row ? b * seq : 0), (size_t)seq * sizeof **text);
     return 0;
 }

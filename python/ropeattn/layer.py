@@ -284,7 +284,8 @@ class KVCache:
         rounded to it when cached (attention still in float32); "int8":
         each token's row of each kv head quantized with its own scale
         (max|x| / 127); "float8_e4m3fn": fp8 e4m3 codes of x / scale,
-        saturating at +-448 scale.  Not for latent attention.
+        saturating at +-448 scale.  A latent cache's int8 rows have one
+        scale each (a token's rotated shared key and latent together).
       scale: with "float8_e4m3fn", the keys' and values' scale (default 1,
         as vLLM's without calibration).
       window=True: for a layer with a sliding window or chunk of W tokens
@@ -331,7 +332,8 @@ class KVCache:
         if c["kv_lora_rank"]:  # one row a token: the rotated shared key, the latent
             self._cache = _ropeattn.KVCache(self.batch, self.capacity, 1,
                                             c["head_dim"] - c["qk_nope_head_dim"],
-                                            _CACHE_DTYPES[name], latent=c["kv_lora_rank"])
+                                            _CACHE_DTYPES[name], latent=c["kv_lora_rank"],
+                                            scale=float(scale or 0))
         else:
             self._cache = _ropeattn.KVCache(self.batch, self.capacity, c["n_kv_heads"],
                                             c["head_dim"], _CACHE_DTYPES[name], window=w,

@@ -66,7 +66,8 @@ static ra_status hf_check(ra_status st, const char *call, open_error *e)
 
 /* With the GIL released and open_lock held: the checkpoint and config
  * opened, the config's overrides set, the layer built, and both closed
- * again (the layer holds its own float32 copy of the weights). */
+ * again (the layer holds its own copy of the weights, in the checkpoint's
+ * dtype for f16 and bf16 ones). */
 static ra_status open_layer(const open_args *a, ra_hf_layer **out, char *model_type,
                             size_t model_type_len, open_error *e)
 {

@@ -200,6 +200,12 @@ static void watch_decode_merge(void *arg, int64_t task, int thread)
     ra_kernels_base.decode_merge_task(arg, task, thread);
 }
 
+static void watch_softmax(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.softmax_task(arg, task, thread);
+}
+
 static void watch_gemv16(void *arg, int64_t task, int thread)
 {
     note_ran();
@@ -213,11 +219,13 @@ static void watch_widen16(float *dst, const uint16_t *src, int64_t n, int bf16)
 }
 
 static ra_kernels watching = {
+    .name = "base",
     .flash_task = watch_flash,
     .flash_backward_task = watch_flash_backward,
     .rope_task = watch_rope,
     .decode_task = watch_decode,
     .decode_merge_task = watch_decode_merge,
+    .softmax_task = watch_softmax,
     .gemv16_task = watch_gemv16,
     .widen16 = watch_widen16,
 };

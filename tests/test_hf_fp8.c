@@ -564,7 +564,7 @@ static void test_config_refusals(void)
          RA_ERR_UNSUPPORTED, "compressed-tensors"},
         {QC("{\"quant_method\": \"fbgemm_fp8\"}"), RA_ERR_UNSUPPORTED, "fbgemm_fp8"},
         {QC("{\"quant_method\": \"bitsandbytes\"}"), RA_ERR_UNSUPPORTED, "bitsandbytes"},
-        {QC("{\"quant_method\": \"gptq\", \"bits\": 4}"), RA_ERR_UNSUPPORTED, "bits"},
+        {QC("{\"quant_method\": \"gptq\", \"bits\": 4}"), RA_ERR_UNSUPPORTED, "gptq"},
         {QC("{\"quant_method\": \"awq\"}"), RA_ERR_UNSUPPORTED, "awq"},
         {QC("{\"weight_block_size\": [128, 128]}"), RA_ERR_UNSUPPORTED, "quant_method"},
         {QC("{\"quant_method\": 8}"), RA_ERR_FORMAT, "quant_method"},

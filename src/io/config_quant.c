@@ -153,15 +153,15 @@ static ra_status read_quant(const cJSON *root, const cJSON *text, const char *na
     if (!cJSON_IsObject(qc))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"" QC "\" must be an object or null",
                           name);
+    static const char *const fp8[] = {"fp8", NULL}, *const e4m3[] = {"e4m3", NULL},
+                             *const dynamic[] = {"dynamic", NULL}, *const ue8m0[] = {"ue8m0", NULL};
+    RA_TRY(one_of(qc, "quant_method", fp8, 1, "ropeattn loads block-FP8 checkpoints only "
+                  "(\"fp8\", transformers' FineGrainedFP8Config)", name, msg, msg_len));
     for (const cJSON *e = qc->child; e != NULL; e = e->next)
         if (!e->string || !is_known(e->string))
             return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                               "%s: \"" QC ".%.64s\": a quantization setting ropeattn does not "
                               "implement", name, e->string ? e->string : "");
-    static const char *const fp8[] = {"fp8", NULL}, *const e4m3[] = {"e4m3", NULL},
-                             *const dynamic[] = {"dynamic", NULL}, *const ue8m0[] = {"ue8m0", NULL};
-    RA_TRY(one_of(qc, "quant_method", fp8, 1, "ropeattn loads block-FP8 checkpoints only "
-                  "(\"fp8\", transformers' FineGrainedFP8Config)", name, msg, msg_len));
     RA_TRY(one_of(qc, "fmt", e4m3, 0, "only e4m3 weights are supported", name, msg, msg_len));
     RA_TRY(one_of(qc, "activation_scheme", dynamic, 0, "only \"dynamic\" (no input scales) is "
                   "supported", name, msg, msg_len));

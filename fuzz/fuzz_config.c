@@ -8,7 +8,8 @@
  * has_* set exactly for the values present.  Then the parsed rope, as the CLI
  * builds it, goes to ra_rope_create: a rope it accepts must have finite
  * frequencies and attention factor and give finite cos and sin at every
- * position up to RA_MAX_POSITION.  The bytes are also read as a sharded
+ * position up to RA_MAX_POSITION.  A quantization_config accepted is
+ * block FP8 with a sane block and dtype (check_quant).  The bytes are also read as a sharded
  * checkpoint's index (ra_st_index_read).
  */
 #define _GNU_SOURCE /* memfd_create (fuzz_file.h) */
@@ -62,8 +63,27 @@ static void check_rope(const ra_hf_rope *r)
     }
 }
 
+/* A quantization_config read is block FP8 with a block of positive
+ * int32s and a dtype transformers dequantizes to; none read leaves none. */
+static void check_quant(const ra_hf_quant *q)
+{
+    if (!q->present) {
+        FUZZ_CHECK(q->block_out == 0 && q->block_in == 0 && q->skip == NULL && q->n_skip == 0,
+                   "quantization without quantization_config");
+        return;
+    }
+    FUZZ_CHECK(q->block_out >= 1 && q->block_out <= INT32_MAX && q->block_in >= 1 &&
+                   q->block_in <= INT32_MAX, "weight_block_size [%lld, %lld]",
+               (long long)q->block_out, (long long)q->block_in);
+    FUZZ_CHECK(q->dtype == RA_ST_BF16 || q->dtype == RA_ST_F16 || q->dtype == RA_ST_F32 ||
+                   q->dtype == RA_ST_DTYPE_COUNT, "dtype %d", (int)q->dtype);
+    FUZZ_CHECK((q->skip != NULL) == (q->n_skip > 0), "modules_to_not_convert");
+    for (int64_t i = 0; i < q->n_skip; i++) FUZZ_CHECK(q->skip[i] != NULL, "skip %lld", (long long)i);
+}
+
 static void check_config(const ra_hf_fields *c)
 {
+    check_quant(&c->quant);
     const int64_t ints[] = {c->hidden_size, c->num_attention_heads, c->num_key_value_heads,
                             c->head_dim, c->max_position_embeddings,
                             c->original_max_position_embeddings, c->kv_lora_rank,
@@ -213,7 +233,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(st == RA_ERR_FORMAT || st == RA_ERR_UNSUPPORTED, "config: status %d: %s",
                    (int)st, msg);
         FUZZ_CHECK(strncmp(msg, "config.json: ", 13) == 0, "config message: %s", msg);
-        FUZZ_CHECK(!cfg.has_rope && cfg.rope.short_factor == NULL && !cfg.has_hidden_size,
+        FUZZ_CHECK(!cfg.has_rope && cfg.rope.short_factor == NULL && !cfg.has_hidden_size &&
+                       !cfg.quant.present && cfg.quant.skip == NULL,
                    "config not zeroed after a failure");
     } else {
         FUZZ_CHECK(msg[0] == '\0', "message after success: %s", msg);

@@ -93,18 +93,31 @@ static void check_disjoint(const ra_safetensors *st, int64_t n, uint64_t data_ar
     free(order);
 }
 
+/* A config of block-FP8 weights ([2, 3] blocks, into bfloat16), parsed once. */
+static const ra_hf_config *fp8_config(void)
+{
+    static ra_hf_config *config;
+    static const char text[] = "{\"torch_dtype\": \"bfloat16\", \"quantization_config\": "
+                               "{\"quant_method\": \"fp8\", \"weight_block_size\": [2, 3]}}";
+    if (!config) FUZZ_CHECK(ra_hf_config_parse(&config, text, strlen(text)) == RA_OK, "%s",
+                            ra_hf_last_error());
+    return config;
+}
+
 /* The file as a checkpoint: layer -1 (the only one) with 1 and 2 heads,
- * 3 tokens, no config. */
+ * 3 tokens, no config, then a block-FP8 one (F8_E4M3 weights with their
+ * weight_scale_inv dequantized). */
 static void check_layer(const char *path, const ra_safetensors *st)
 {
     ra_hf_checkpoint *ckpt = NULL;
     FUZZ_CHECK(ra_hf_checkpoint_open(&ckpt, path) == RA_OK, "%s", ra_hf_last_error());
-    for (int64_t heads = 1; heads <= 2; heads++) {
+    for (int64_t run = 0; run < 4; run++) {
+        int64_t heads = 1 + run % 2;
         ra_hf_layer *layer = (ra_hf_layer *)&layer;
         ra_hf_options o = ra_hf_options_init();
         o.n_heads = heads;
         o.n_tokens = 3;
-        ra_status status = ra_hf_layer_create(&layer, ckpt, NULL, &o);
+        ra_status status = ra_hf_layer_create(&layer, ckpt, run < 2 ? NULL : fp8_config(), &o);
         if (status != RA_OK) {
             FUZZ_CHECK(layer == NULL, "out not NULL after a failure");
             FUZZ_CHECK(ra_hf_last_error()[0] != '\0', "status %d without a sentence",

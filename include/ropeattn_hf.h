@@ -10,7 +10,9 @@
  * family table lists (Meta's LLaMA names, Hugging Face's q_proj ... o_proj
  * under any of their prefixes, Phi's dense, Phi-3's fused qkv_proj, GPT-J,
  * GPT-NeoX, Falcon, InternLM2, ChatGLM, DeepSeek's latent attention), in
- * F32, F16, BF16 or F64, with
+ * F32, F16, BF16 or F64, or block-FP8 (F8_E4M3 projections with their
+ * weight_scale_inv and config.json's quantization_config, quant_method
+ * "fp8": dequantized at load as transformers does, into its torch_dtype), with
  * their biases and q/k norms; config.json's model_type, head counts,
  * head_dim, rope (every rope type: default, linear, dynamic, yarn, llama3,
  * longrope), softmax scale and the keys that change attention.  A key, a
@@ -160,8 +162,9 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
  * copy of the weights (a fused q/k/v weight of GPT-NeoX's kind stays
  * fused: ra_layer_weights.wqkv).  The projection matrices keep their
  * stored dtype where they all are BF16 or all F16 (ra_layer_weights.dtype;
- * not for latent attention); otherwise, and for every bias and norm, the
- * copy is float32.  Gradients (ra_hf_grads) are float32 always. */
+ * not for latent attention), block-FP8 ones counting as the config's
+ * torch_dtype they are dequantized to; otherwise, and for every bias and
+ * norm, the copy is float32.  Gradients (ra_hf_grads) are float32 always. */
 typedef struct ra_hf_layer ra_hf_layer;
 
 /* config may be NULL (a config that says nothing).  Fails, naming what,

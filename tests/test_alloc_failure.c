@@ -978,6 +978,69 @@ static void hf_layer(trial *t)
     ra_hf_checkpoint_close(ckpt);
 }
 
+/* A block-FP8 checkpoint of a layer of that shape (Hugging Face's names,
+ * [24, 40] blocks: partial at the edges, scales [3, 2] and [2, 2]) and its
+ * config (modules_to_not_convert: strings the reader copies), dequantized
+ * into bf16 at load. */
+static const char fp8_config_json[] =
+    "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+    " \"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"fp8\","
+    " \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", \"weight_block_size\": [24, 40],"
+    " \"modules_to_not_convert\": [\"lm_head\", \"mlp.gate\"]}}";
+static uint8_t fp8_codes[DIM * DIM];
+static float fp8_scales[3 * 2];
+
+static ra_status fp8_steps(ra_hf_checkpoint **ckpt, ra_hf_config **config, ra_hf_layer **layer)
+{
+    ra_hf_options o = ra_hf_options_init();
+    o.n_tokens = S;
+    RA_TEST_TRY(ra_hf_checkpoint_open(ckpt, tpath("fp8.safetensors")));
+    RA_TEST_TRY(ra_hf_config_parse(config, fp8_config_json, sizeof fp8_config_json - 1));
+    return ra_hf_layer_create(layer, *ckpt, *config, &o);
+}
+
+static void hf_fp8_layer(trial *t)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    ra_hf_config *config = NULL;
+    ra_hf_layer *layer = NULL;
+    ARMED(t, fp8_steps(&ckpt, &config, &layer));
+    if (INJECTED(t)) {
+        CHECK(layer == NULL, "*out not NULL after a failure");
+        CHECK(ra_hf_last_error()[0] != '\0', "no message");
+    } else {
+        CHECK(ra_hf_layer_tensor_count(layer) == 4 &&
+                  ra_layer_get_config(ra_hf_layer_get(layer))->dim == DIM, "tensors");
+    }
+    ra_hf_layer_destroy(layer);
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt);
+}
+
+static void write_fp8_fixture(void)
+{
+    char msg[512];
+    for (size_t i = 0; i < sizeof fp8_codes; i++)
+        fp8_codes[i] = (uint8_t)((i * 37) % 126) | (uint8_t)(i % 2 ? 0x80 : 0); /* no NaN */
+    for (size_t i = 0; i < sizeof fp8_scales / sizeof fp8_scales[0]; i++)
+        fp8_scales[i] = 0.001f * (float)(i + 1);
+    static const char *const names[4][2] = {
+        {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight_scale_inv"},
+        {"model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.k_proj.weight_scale_inv"},
+        {"model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.v_proj.weight_scale_inv"},
+        {"model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.o_proj.weight_scale_inv"}};
+    ra_st_tensor ts[8];
+    for (int p = 0; p < 4; p++) {
+        int64_t rows = p == 1 || p == 2 ? HKV * D : DIM, srows = p == 1 || p == 2 ? 2 : 3;
+        ts[2 * p] = (ra_st_tensor){names[p][0], RA_ST_F8_E4M3, 2, {rows, DIM}, rows * DIM,
+                                   fp8_codes, (size_t)(rows * DIM)};
+        ts[2 * p + 1] = (ra_st_tensor){names[p][1], RA_ST_F32, 2, {srows, 2}, srows * 2,
+                                       fp8_scales, (size_t)srows * 2 * sizeof(float)};
+    }
+    CHECK(ra_safetensors_write(tpath("fp8.safetensors"), ts, 8, msg, sizeof msg) == RA_OK, "%s",
+          msg);
+}
+
 /* The readers' inputs, written once before their sweeps. */
 static void write_fixtures(void)
 {
@@ -1086,6 +1149,8 @@ static void test_files(void)
     sweep("ra_hf_fields_read", config_read, 0);
     sweep("ra_hf_rope_parse", rope_parse, 0);
     sweep("ra_hf_checkpoint_open .. ra_hf_grads_create", hf_layer, 0);
+    write_fp8_fixture();
+    sweep("block FP8: ra_hf_checkpoint_open .. ra_hf_layer_create", hf_fp8_layer, 0);
 }
 
 int main(void)
@@ -1113,6 +1178,7 @@ int main(void)
     unlink(tpath("x.npy"));
     unlink(tpath("x.safetensors"));
     unlink(tpath("hf.safetensors"));
+    unlink(tpath("fp8.safetensors"));
     unlink(tpath("config.json"));
     rmdir(temp_dir);
     printf("  %-42s %3lld failure points\n", "total", (long long)total_points);

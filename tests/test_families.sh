@@ -2,8 +2,11 @@
 # test_families.sh — `ropeattn attention` on tiny checkpoints of each model
 # family (the tensor names and config keys of its Hugging Face releases),
 # against float64 references written from transformers' modeling code
-# (tests/families/make_family_cases.py); and the families and keys that
-# must be refused, each with its message, exit code 1 and no output file.
+# (tests/families/make_family_cases.py), block-FP8 checkpoints among them
+# (tests/families/fp8_cases.py: weights quantized and dequantized in numpy
+# as transformers does, the reference on the dequantized weights); and the
+# families and keys that must be refused, each with its message, exit code
+# 1 and no output file.
 # `ropeattn rope --config` takes its layout from the config, on [B, S, H, D]
 # and (--shape bhsd) [B, H, S, D].
 #

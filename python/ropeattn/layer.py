@@ -63,8 +63,10 @@ class Layer:
     kv_lora_rank features a token, one rotated key shared by the heads), for
     every family the library reads (README's family table), with its own
     copy of the weights: a bf16 or f16 checkpoint's projection matrices as
-    stored (read in place, widened exactly as they are used), the rest
-    float32.  Make one with Layer.from_pretrained.
+    stored (read in place, widened exactly as they are used), a block-FP8
+    checkpoint's (quantization_config quant_method "fp8") dequantized at load
+    into the config's torch_dtype as transformers does, the rest float32.
+    Make one with Layer.from_pretrained.
 
       layer(x [B, S, dim] or [S, dim], positions=None, attention_mask=None,
             cache=None, context=None) -> y of x's shape, float32

@@ -408,10 +408,36 @@ static int ends_with(const char *name, const char *suffix)
     return len >= n && strcmp(name + len - n, suffix) == 0;
 }
 
+/* Whether x is one of the tensors t uses. */
+static int is_used(const attention_tensors *t, const ra_st_tensor *x)
+{
+    int used = 0;
+    for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
+    for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
+    for (int n = 0; n < 2; n++)
+        for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
+    return used;
+}
+
+/* Whether x is "<w>_scale_inv" beside a weight w that t uses (block-FP8
+ * scales: the layer checks and reads them, hf/fp8.c). */
+static int scales_used(const ra_hf_checkpoint *files, const attention_tensors *t,
+                       const ra_st_tensor *x)
+{
+    char name[NAME_LEN];
+    size_t len = strlen(x->name), tail = strlen("_scale_inv");
+    if (!ends_with(x->name, ".weight_scale_inv") || len - tail >= sizeof name) return 0;
+    snprintf(name, sizeof name, "%.*s", (int)(len - tail), x->name);
+    const ra_st_tensor *w = find_tensor(files, name);
+    return w && is_used(t, w);
+}
+
 /* Every tensor of the layer's attention module must be one ropeattn uses
  * (a tensor it left out would change the layer), or a buffer transformers
- * ignores.  The scales of a block-quantized checkpoint (DeepSeek-V3's FP8
- * release: weight_scale_inv beside each F8_E4M3 weight) are not read. */
+ * ignores.  The block scales of a used weight (weight_scale_inv beside an
+ * F8_E4M3 weight, as DeepSeek-V3's release) are read with it; any other
+ * scale (compressed-tensors' weight_scale, input scales) is refused. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
                                 int stem_len)
 {
@@ -421,18 +447,12 @@ static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_t
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
             if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len))
                 continue;
-            int used = 0;
-            for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
-            for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-            used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
-            for (int n = 0; n < 2; n++)
-                for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
-            if (!used && (ends_with(x->name, ".weight_scale_inv") ||
-                          ends_with(x->name, ".weight_scale")))
+            int used = is_used(t, x) || scales_used(files, t, x);
+            if (!used && (ends_with(x->name, "_scale_inv") || ends_with(x->name, "_scale")))
                 return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s scales a quantized "
-                               "weight (FP8 blocks, as DeepSeek-V3's release): ropeattn reads "
-                               "F32, F16, BF16 or F64 weights only; dequantize the checkpoint "
-                               "first", x->name, files->paths[f]);
+                               "weight or input in a way ropeattn does not read (it reads "
+                               "block-FP8 weight_scale_inv beside a weight it uses): refused",
+                               x->name, files->paths[f]);
             if (!used)
                 return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s belongs to the attention "
                                "layer and ropeattn does not use it: refused rather than run "

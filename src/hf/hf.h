@@ -131,6 +131,28 @@ int64_t hf_layer_number(const char *text, size_t len);
 /* Converts t (F32, F16, BF16 or F64) into dst (t->count floats). */
 ra_status hf_load_f32(const ra_st_tensor *t, const char *path, float *dst);
 
+/* ---- block-FP8 weights (fp8.c) ------------------------------------------ */
+
+/* The dtype t's values take in a layer: an F8_E4M3 tensor's, with a
+ * quantization_config, the config's torch_dtype; any other tensor's own. */
+ra_st_dtype hf_value_dtype(const ra_st_tensor *t, const ra_hf_quant *q);
+
+/* Checks tensor t of a layer against the config's quantization q (matrix:
+ * t is a projection matrix, the only kind that may be quantized) and finds
+ * its scale: an F8_E4M3 t needs q, q's dtype, a module not in
+ * modules_to_not_convert and t's "weight_scale_inv" beside it (F32 or BF16,
+ * [ceil(out / bo), ceil(in / bi)], finite), which *scale points at; any
+ * other t must have no scale beside it (*scale NULL).  Fails naming the
+ * tensor. */
+ra_status hf_fp8_check(const ra_hf_checkpoint *ckpt, const ra_hf_quant *q, const ra_st_tensor *t,
+                       int matrix, const ra_st_tensor **scale);
+
+/* t (checked by hf_fp8_check) dequantized into dst, t->count values of
+ * dtype to: q->dtype's 16-bit values, or (RA_F32) them widened.  Fails,
+ * naming the element, on a NaN code or a value beyond q->dtype's range. */
+ra_status hf_fp8_dequantize(const ra_st_tensor *t, const ra_st_tensor *scale,
+                            const ra_hf_quant *q, const char *path, ra_dtype to, void *dst);
+
 /* ---- rope (rope.c) ------------------------------------------------------- */
 
 /* head_dim from the config: head_dim, else hidden_size /

@@ -9,6 +9,9 @@
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
+ * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
+ * the config's torch_dtype, and count as stored in it below.
+ *
  * The projection matrices (wq, wk, wv, wo, wqkv) keep the checkpoint's
  * dtype where they all share bfloat16 or float16 (ra_layer_weights.dtype):
  * half the memory of float32 copies, and a decode step reads half the
@@ -35,6 +38,7 @@ typedef struct hf_tensor {
     int slot;
     int64_t offset;          /* its first value in the slot's array */
     const ra_st_tensor *src; /* while the layer is built */
+    const ra_st_tensor *scale; /* src's block scales (F8_E4M3 src), else NULL */
 } hf_tensor;
 
 struct ra_hf_layer {
@@ -82,16 +86,24 @@ static const float *weight_array(const ra_hf_layer *l, int s)
                                          (size_t)l->offset[s] * slot_size(l, s));
 }
 
+/* The slots of matrices, which a block-FP8 checkpoint may quantize. */
+static int is_matrix_slot(int s)
+{
+    return is_weight_slot(s) || s == S_WQ_A || s == S_WQ_B || s == S_WKV_A || s == S_WKV_B;
+}
+
 /* RA_BF16 or RA_F16 where every tensor of a weight slot has that dtype in
- * the checkpoint (latent attention: never), else RA_F32. */
-static ra_dtype stored_dtype(const ra_hf_layer *l, int mla)
+ * the checkpoint, or is F8_E4M3 dequantized to it (hf_value_dtype; latent
+ * attention: never), else RA_F32. */
+static ra_dtype stored_dtype(const ra_hf_layer *l, int mla, const ra_hf_quant *q)
 {
     ra_st_dtype seen = RA_ST_F32;
     for (int64_t i = 0, first = 1; i < l->n_tensors; i++) {
         const hf_tensor *t = &l->tensors[i];
         if (!is_weight_slot(t->slot)) continue;
-        if (!first && t->src->dtype != seen) return RA_F32;
-        seen = t->src->dtype;
+        ra_st_dtype dtype = hf_value_dtype(t->src, q);
+        if (!first && dtype != seen) return RA_F32;
+        seen = dtype;
         first = 0;
     }
     if (mla) return RA_F32;
@@ -179,8 +191,10 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
     return RA_OK;
 }
 
-/* Each owning slot's array, filled from its tensors. */
-static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *family)
+/* Each owning slot's array, filled from its tensors (a block-FP8 one
+ * dequantized as q says). */
+static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *family,
+                      const ra_hf_quant *q)
 {
     for (int s = 0; s < N_SLOTS; s++) {
         if (l->owner[s] != s) continue;
@@ -191,7 +205,12 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
     }
     for (int64_t i = 0; i < l->n_tensors; i++) {
         const hf_tensor *t = &l->tensors[i];
-        if (is_weight_slot(t->slot) && l->dtype != RA_F32) /* the stored bytes, as they are */
+        if (t->scale)
+            RA_HF_TRY(hf_fp8_dequantize(t->src, t->scale, q, path,
+                                        is_weight_slot(t->slot) ? l->dtype : RA_F32,
+                                        (char *)l->data[t->slot] +
+                                            (size_t)t->offset * slot_size(l, t->slot)));
+        else if (is_weight_slot(t->slot) && l->dtype != RA_F32) /* the stored bytes, as they are */
             memcpy((char *)l->data[t->slot] + (size_t)t->offset * 2, t->src->data,
                    (size_t)t->count * 2);
         else
@@ -217,8 +236,13 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
-    l->dtype = stored_dtype(l, t->mla);
-    RA_HF_TRY(load(l, ckpt->path, config->fields.family));
+    const ra_hf_quant *q = &config->fields.quant;
+    for (int64_t i = 0; i < l->n_tensors; i++) {
+        hf_tensor *x = &l->tensors[i];
+        RA_HF_TRY(hf_fp8_check(ckpt, q, x->src, is_matrix_slot(x->slot), &x->scale));
+    }
+    l->dtype = stored_dtype(l, t->mla, q);
+    RA_HF_TRY(load(l, ckpt->path, config->fields.family, q));
     float *const *d = l->data;
     ra_layer_weights w = ra_layer_weights_init();
     w.dtype = l->dtype;
@@ -238,7 +262,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
         return hf_fail(status, "cannot create the attention layer: %s%s%s",
                        ra_status_string(status), ra_last_error()[0] ? ": " : "",
                        ra_last_error());
-    for (int64_t i = 0; i < l->n_tensors; i++) l->tensors[i].src = NULL;
+    for (int64_t i = 0; i < l->n_tensors; i++) l->tensors[i].src = l->tensors[i].scale = NULL;
     return RA_OK;
 }
 

@@ -2,7 +2,8 @@
  * config.c — reads the fields attention needs from a Hugging Face
  * config.json, checking that each holds the right kind of number, its
  * rope_scaling / rope_parameters object (rope_params.c), its
- * sliding-window keys (config_window.c) and its model family (families.c).
+ * sliding-window keys (config_window.c), its quantization_config
+ * (config_quant.c) and its model family (families.c).
  * A multimodal config's text model is read from its text_config.
  */
 #include <float.h>
@@ -15,6 +16,7 @@
 #include "io_family.h"
 #include "io_json.h"
 #include "io_message.h"
+#include "io_quant.h"
 #include "io_rope.h"
 #include "io_window.h"
 
@@ -489,6 +491,7 @@ static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
     RA_TRY(ra_io_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
                               &out->family, msg, msg_len));
+    RA_TRY(ra_io_quant_read(root, text, name, &out->quant, msg, msg_len));
     return read_fields(text, out, name, msg, msg_len);
 }
 
@@ -517,6 +520,7 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_hf_rope_free(&config->rope);
     ra_hf_rope_free(&config->local_rope);
     ra_io_window_free(&config->window);
+    ra_io_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
     memset(config, 0, sizeof *config);
 }

@@ -305,6 +305,26 @@ typedef struct ra_hf_family {
 /* The row for model_type, or NULL when ropeattn does not know it. */
 const ra_hf_family *ra_hf_family_find(const char *model_type);
 
+/* A config's quantization_config (top level), where it is transformers'
+ * FineGrainedFP8Config of the kind checkpoints ship (DeepSeek-V3's release,
+ * Qwen3-*-FP8): quant_method "fp8", fmt "e4m3" (or absent),
+ * activation_scheme "dynamic" (or absent), weight_block_size [bo, bi] (each
+ * 1 .. INT32_MAX; required: transformers' newer default derives the block
+ * from the scales' grid, a reading we refuse to guess), scale_fmt absent or
+ * "ue8m0" (scales stored as numbers all the same), dequantize (a loader
+ * option, ignored) and modules_to_not_convert (null or strings).  Any other
+ * key or value is RA_ERR_UNSUPPORTED naming it.  With it, the top level's
+ * dtype (transformers 5) or torch_dtype (4): "bfloat16", "float16" or
+ * "float32", the dtype transformers rounds dequantized weights to. */
+typedef struct ra_hf_quant {
+    int present;                  /* quantization_config was an object */
+    int64_t block_out, block_in;  /* weight_block_size: rows, columns per scale */
+    ra_st_dtype dtype;            /* RA_ST_BF16, RA_ST_F16, RA_ST_F32; RA_ST_DTYPE_COUNT:
+                                     the config names none */
+    char **skip;                  /* modules_to_not_convert, owned */
+    int64_t n_skip;
+} ra_hf_quant;
+
 /* The fields of a Hugging Face config.json that attention needs, read from
  * its text_config when it has one (a multimodal model's, as transformers'
  * get_text_config).  A field that the file does not have is 0 (has_* tells
@@ -388,6 +408,7 @@ typedef struct ra_hf_fields {
     ra_hf_rope local_rope;
     int has_local_rope;
     ra_hf_window window; /* owns layer_types */
+    ra_hf_quant quant;   /* quantization_config; owns skip */
 } ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers

@@ -64,9 +64,14 @@ static void check_rope(const ra_hf_rope *r)
 }
 
 /* A quantization_config read is block FP8 with a block of positive
- * int32s and a dtype transformers dequantizes to; none read leaves none. */
+ * int32s and a dtype transformers dequantizes to; none read leaves none;
+ * one refused (kept for the layer) leaves none but its reason. */
 static void check_quant(const ra_hf_quant *q)
 {
+    if (q->refused)
+        FUZZ_CHECK((q->refused == RA_ERR_FORMAT || q->refused == RA_ERR_UNSUPPORTED) &&
+                       strncmp(q->reason, "config.json: ", 13) == 0 && !q->present,
+                   "quantization refused: status %d, %s", (int)q->refused, q->reason);
     if (!q->present) {
         FUZZ_CHECK(q->block_out == 0 && q->block_in == 0 && q->skip == NULL && q->n_skip == 0,
                    "quantization without quantization_config");

@@ -275,6 +275,8 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     ra_hf_options o;
     RA_HF_TRY(hf_options_read(&o, options));
     static const ra_hf_config none = {.path = "config"}; /* says nothing */
+    if (config && config->fields.quant.refused) /* its quantization, read but not run */
+        return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
     ra_hf_layer *l = ra_calloc(1, sizeof *l);
     if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
     attention_tensors t;

@@ -491,7 +491,12 @@ static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
     RA_TRY(ra_io_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
                               &out->family, msg, msg_len));
-    RA_TRY(ra_io_quant_read(root, text, name, &out->quant, msg, msg_len));
+    ra_status quant = ra_io_quant_read(root, text, name, &out->quant, msg, msg_len);
+    if (quant != RA_OK) { /* refused when a layer loads weights, not before */
+        out->quant.refused = quant;
+        snprintf(out->quant.reason, sizeof out->quant.reason, "%s", msg);
+        if (msg_len) msg[0] = '\0';
+    }
     return read_fields(text, out, name, msg, msg_len);
 }
 

@@ -323,6 +323,11 @@ typedef struct ra_hf_quant {
                                      the config names none */
     char **skip;                  /* modules_to_not_convert, owned */
     int64_t n_skip;
+    /* RA_OK, or why the weights cannot be loaded (a quantization ropeattn
+     * does not run): kept for the layer, since RoPE and the layer's shape
+     * do not depend on it (transformers' config loads either way) */
+    ra_status refused;
+    char reason[384];
 } ra_hf_quant;
 
 /* The fields of a Hugging Face config.json that attention needs, read from

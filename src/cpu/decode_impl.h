@@ -44,13 +44,17 @@ static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dty
     return vload_f16((const uint16_t *)row + d);
 }
 
-/* Asks, non-temporally (each line is read once), for the line that holds
- * element d of a row, when element d starts a line: so once per line. */
+/* Asks for the line that holds element d of a row, when element d starts
+ * a line: so once per line.  Into every level (prefetcht0): the
+ * non-temporal hint (prefetchnta) made an f32 step over 16384 tokens 2.5
+ * to 3 times slower on an Intel Xeon (Sapphire Rapids class), its lines
+ * gone from L1 before the block read them
+ * (docs/perf/2026-12-03-decode-prefetch.md). */
 static inline __attribute__((always_inline)) void prefetch_line(const void *row, int64_t d,
                                                                 const ra_dtype dtype)
 {
     const int64_t at = d * elem_bytes(dtype);
-    if ((at & 63) == 0) __builtin_prefetch((const char *)row + at, 0, 0);
+    if ((at & 63) == 0) __builtin_prefetch((const char *)row + at, 0, 3);
 }
 
 /* Asks, with the hint for the outer caches (the line is not read for a

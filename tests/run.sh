@@ -26,7 +26,7 @@ tally() { # i: prints job i's output and counts its summary line
     local out rc cmd line p f
     out=$(cat "$logs/$1.out"); rc=$(cat "$logs/$1.rc"); cmd=$(cat "$logs/$1.cmd")
     printf '%s\n' "$out"
-    line=$(printf '%s\n' "$out" | grep -E '^[a-z_]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    line=$(printf '%s\n' "$out" | grep -E '^[a-z][a-z0-9_]*: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
         echo "BROKEN: $cmd exited $rc without a summary line"
         broken=$((broken + 1)); return

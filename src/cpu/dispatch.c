@@ -68,6 +68,7 @@ static ra_kernels avx512bf16, amx; /* avx512's, but the flash task: filled below
 
 static const ra_kernels *isa_kernels(int isa)
 {
+    (void)isa; /* base is all there is elsewhere */
 #if defined(__x86_64__)
     if (isa == RA_ISA_AMX) return &amx;
     if (isa == RA_ISA_AVX512BF16) return &avx512bf16;

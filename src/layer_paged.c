@@ -67,9 +67,8 @@ RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
 
     /* Everything is acquired before the append changes the pool.  Outer
      * scratch: the view's arrays [3 N] and starts [N] (int64: head floats),
-     * xq, xk, xv and the
-     * attention output; the decode kernel's, sized for the lengths after
-     * the append, from the first workspace. */
+     * xq, xk, xv and the attention output; the decode kernel's, sized for
+     * the lengths after the append, from the first workspace. */
     const int64_t n_q = tokens * H * D, n_kv = tokens * Hkv * D, head = ra_round_up(8 * n_ids, 16);
     int64_t own_floats;
     if (ra_mul(n_q, 4, &own_floats) != RA_OK || head > RA_MAX_ELEMENTS - own_floats)

@@ -22,6 +22,24 @@ _CACHE_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16, "int8": 16,
                  "float8_e4m3fn": 17}  # ra_dtype: RA_I8, RA_F8E4M3
 
 
+def _cache_dtype(dtype, scale, what):
+    """The name of a cache's or pool's dtype (a str or a NumPy dtype), with
+    scale checked: only float8_e4m3fn has one, finite and > 0."""
+    try:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in _CACHE_DTYPES:
+        raise DtypeError(f'dtype: expected "float32", "float16", "bfloat16", "int8" or '
+                         f'"float8_e4m3fn", got {dtype!r}')
+    if scale is not None and name != "float8_e4m3fn":
+        raise ArgumentError(f'scale: only a "float8_e4m3fn" {what} has one (dtype {name})')
+    if scale is not None and not (isinstance(scale, numbers.Real) and
+                                  0 < float(scale) < float("inf")):
+        raise ArgumentError(f"scale: expected a finite number > 0, got {scale!r}")
+    return name
+
+
 def _checkpoint_files(path, config):
     """(weights, config) paths: a directory gives its sharded index
     (model.safetensors.index.json), else model.safetensors, else its one
@@ -329,18 +347,7 @@ class KVCache:
     def __init__(self, layer, batch, capacity, dtype="float32", window=False, scale=None):
         if not isinstance(layer, Layer):
             raise TypeError(f"layer: expected a ropeattn.Layer, got {type(layer).__name__}")
-        try:
-            name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-        except TypeError:
-            name = None
-        if name not in _CACHE_DTYPES:
-            raise DtypeError(f'dtype: expected "float32", "float16", "bfloat16", "int8" or '
-                             f'"float8_e4m3fn", got {dtype!r}')
-        if scale is not None and name != "float8_e4m3fn":
-            raise ArgumentError(f'scale: only a "float8_e4m3fn" cache has one (dtype {name})')
-        if scale is not None and not (isinstance(scale, numbers.Real) and
-                                      0 < float(scale) < float("inf")):
-            raise ArgumentError(f"scale: expected a finite number > 0, got {scale!r}")
+        name = _cache_dtype(dtype, scale, "cache")
         c = layer._config
         w = 0
         if window:
@@ -432,15 +439,7 @@ class KVPool:
         c = layer._config
         if c["kv_lora_rank"]:
             raise UnsupportedError("KVPool: latent attention caches latents: use KVCache")
-        name = dtype if isinstance(dtype, str) else None
-        if name not in _CACHE_DTYPES:
-            raise DtypeError(f'dtype: expected "float32", "float16", "bfloat16", "int8" or '
-                             f'"float8_e4m3fn", got {dtype!r}')
-        if scale is not None and name != "float8_e4m3fn":
-            raise ArgumentError(f'scale: only a "float8_e4m3fn" pool has one (dtype {name})')
-        if scale is not None and not (isinstance(scale, numbers.Real) and
-                                      0 < float(scale) < float("inf")):
-            raise ArgumentError(f"scale: expected a finite number > 0, got {scale!r}")
+        name = _cache_dtype(dtype, scale, "pool")
         sizes = [_count(v, n, 1) for v, n in ((n_pages, "n_pages"), (page_size, "page_size"),
                                               (max_sequences, "max_sequences"))]
         if None in sizes:

@@ -284,7 +284,14 @@ static void test_nonfinite(void)
 
 static void simd_cases(void)
 {
-    if (ra_test_isa == RA_ISA_AMX) amx_state = ra_cpu_amx_enable() ? "used" : "refused";
+    if (ra_test_isa == RA_ISA_AMX) {
+        amx_state = ra_cpu_amx_enable() ? "used" : "refused";
+        /* a CPU with AMX whose tiles never ran would test only vdpbf16ps
+         * here: a failure, unless the OS is known to refuse them */
+        CHECK(ra_cpu_amx_enable() || getenv("RA_TEST_NO_AMX"),
+              "the CPU has AMX and the OS refused its tiles (set RA_TEST_NO_AMX=1 where it "
+              "must)");
+    }
     RUN(test_against_reference);
     RUN(test_threads);
     RUN(test_nonfinite);

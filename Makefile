@@ -23,6 +23,8 @@
 #                                   libropeattn and MPI), built when $(MPICC)
 #                                   is found (`make mpi` builds it alone)
 #   mpi/test_mpi                    its test, run under mpirun by tests/test_mpi.sh
+#   mpi/bench_mpi                   its bench: ring attention's compute and
+#                                   exposed communication (docs/SCALING.md)
 #   ropeattn                        the command-line tool
 #   tests/test_*                    one program per test file
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
@@ -79,7 +81,8 @@ HAVE_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1)
 MPI_SRC  := $(wildcard src/mpi/*.c)
 MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/obj/%.o)
 MPI_CFLAGS = $(LIB_CFLAGS) -DRA_BUILDING_MPI_LIBRARY
-MPI_ALL  := $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so $(BUILD)/mpi/test_mpi
+MPI_ALL  := $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so $(BUILD)/mpi/test_mpi \
+            $(BUILD)/mpi/bench_mpi
 INSTALL_MPI := $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so)
 
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
@@ -122,11 +125,15 @@ $(BUILD)/obj/src/hf/%.o: src/hf/%.c $(HEADERS) $(wildcard src/io/*.h src/hf/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(HF_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/src/mpi/%.o: src/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h src/mpi/mpi_internal.h
+$(BUILD)/obj/src/mpi/%.o: src/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h $(wildcard src/mpi/*.h)
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(MPI_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/bench/mpi/%.o: bench/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h src/mpi/ring_stats.h
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
 
@@ -173,6 +180,11 @@ $(BUILD)/libropeattn_mpi.so: $(BUILD)/libropeattn_mpi.so.$(VERSION)
 	ln -sf libropeattn_mpi.so.$(VERSION) $@
 
 $(BUILD)/mpi/test_mpi: $(BUILD)/obj/tests/mpi/test_mpi.o $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a $(LIB_LDLIBS)
+
+# against the static library: mpi_attention_timed is internal (hidden in the .so)
+$(BUILD)/mpi/bench_mpi: $(BUILD)/obj/bench/mpi/bench_mpi.o $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a $(LIB_LDLIBS)
 

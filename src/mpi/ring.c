@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "mpi/mpi_internal.h"
+#include "mpi/ring_stats.h"
 
 typedef struct ring {
     int size, rank;
@@ -31,6 +32,7 @@ typedef struct ring {
     double *acc;                /* [B, S_local, H, D] */
     double *m, *l;              /* [B, H, S_local] */
     float *blk_out, *blk_lse;   /* [B, max_count, H, D], [B, H, max_count] */
+    mpi_ring_stats *stats;      /* or NULL: mpi_attention_timed's */
 } ring;
 
 static void ring_free(ring *g)
@@ -212,10 +214,12 @@ static ra_status blocks(ring *g, ra_context *ctx, const ra_tensor *q, const char
             ra_tensor kb = mpi_rows(&kt, ki ? ocount[0] : 0, nk);
             ra_tensor vb = mpi_rows(&vt, ki ? ocount[0] : 0, nk);
             ra_tensor ob = ra_tensor_4d(g->blk_out, RA_F32, B, nq, g->heads, g->head_dim);
+            const double t0 = g->stats ? MPI_Wtime() : 0.0;
             RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &ob, g->blk_lse, &qb, &kb, &vb,
                                                        q_start, k_start, &g->block),
                                 "ra_mpi_attention: a block"));
             merge(g, r0, nq);
+            if (g->stats) g->stats->compute_s += MPI_Wtime() - t0, g->stats->blocks++;
             int done;
             if (n_reqs) MPI_Testall(n_reqs, reqs, &done, MPI_STATUSES_IGNORE);
         }
@@ -242,10 +246,13 @@ static ra_status run(ring *g, ra_context *ctx, const ra_tensor *q, MPI_Comm comm
                                comm, &reqs[1]);
             RA_MPI_TRY(mpi_check(rc, "MPI_Irecv/MPI_Isend"));
             n_reqs = 2;
+            if (g->stats) g->stats->bytes_sent += 2 * g->batch * rows_of(g, o) * (int64_t)g->kv_row;
         }
         if (status == RA_OK) status = blocks(g, ctx, q, g->buf[cur], o, reqs, n_reqs);
+        const double t0 = g->stats ? MPI_Wtime() : 0.0;
         if (n_reqs)
             RA_MPI_TRY(mpi_check(MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+        if (g->stats) g->stats->wait_s += MPI_Wtime() - t0;
     }
     return status;
 }
@@ -274,15 +281,18 @@ static void finish(const ring *g, const ra_tensor *out, float *lse)
             }
 }
 
-RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_tensor *out,
-                                      float *lse, const ra_tensor *q, const ra_tensor *k,
-                                      const ra_tensor *v, int64_t seq,
-                                      const ra_attention_options *options)
+ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *out, float *lse,
+                              const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                              int64_t seq, const ra_attention_options *options,
+                              mpi_ring_stats *stats)
 {
+    const double start = stats ? MPI_Wtime() : 0.0;
+    if (stats) memset(stats, 0, sizeof *stats);
     mpi_reset();
     if (comm == MPI_COMM_NULL) return mpi_fail(RA_ERR_NULL, "comm is MPI_COMM_NULL");
     ring g;
     memset(&g, 0, sizeof g);
+    g.stats = stats;
     RA_MPI_TRY(mpi_check(MPI_Comm_size(comm, &g.size), "MPI_Comm_size"));
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(comm, &g.rank), "MPI_Comm_rank"));
     ra_status status = check_local(&g, out, lse, q, k, v, seq, options);
@@ -311,5 +321,14 @@ RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_t
     }
     if (row != MPI_DATATYPE_NULL) MPI_Type_free(&row);
     ring_free(&g);
+    if (stats) stats->total_s = MPI_Wtime() - start;
     return status;
+}
+
+RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_tensor *out,
+                                      float *lse, const ra_tensor *q, const ra_tensor *k,
+                                      const ra_tensor *v, int64_t seq,
+                                      const ra_attention_options *options)
+{
+    return mpi_attention_timed(ctx, comm, out, lse, q, k, v, seq, options, NULL);
 }

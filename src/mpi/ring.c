@@ -11,6 +11,8 @@
  * (ra_attention_block_lse), then waits for both transfers and swaps.  Each
  * block's (out, lse) is merged into the rows' running max m, sum l and
  * weighted outputs acc, in double, in ring order: the same bits every run.
+ * mpi_attention_timed (ring_stats.h, for bench/mpi) also times the blocks
+ * and the waits with MPI_Wtime; ra_mpi_attention is it without stats.
  */
 #include <limits.h>
 #include <math.h>
@@ -246,7 +248,8 @@ static ra_status run(ring *g, ra_context *ctx, const ra_tensor *q, MPI_Comm comm
                                comm, &reqs[1]);
             RA_MPI_TRY(mpi_check(rc, "MPI_Irecv/MPI_Isend"));
             n_reqs = 2;
-            if (g->stats) g->stats->bytes_sent += 2 * g->batch * rows_of(g, o) * (int64_t)g->kv_row;
+            if (g->stats)
+                g->stats->bytes_sent += 2 * g->batch * rows_of(g, o) * (int64_t)g->kv_row;
         }
         if (status == RA_OK) status = blocks(g, ctx, q, g->buf[cur], o, reqs, n_reqs);
         const double t0 = g->stats ? MPI_Wtime() : 0.0;

@@ -32,7 +32,12 @@
  * thread (MPI_THREAD_FUNNELED suffices, whatever the context's threads);
  * the communicator must not carry other traffic of this library at once.
  * Each failing call leaves a sentence for ra_mpi_last_error() (a failure of
- * libropeattn itself: its ra_last_error() text).  Results are the same bits
+ * libropeattn itself: its ra_last_error() text).  Arrays that must match
+ * across ranks (n_query, the sinks' values) are compared by a 62-bit hash.
+ * An error of MPI itself (possible only where the caller has set
+ * MPI_ERRORS_RETURN on comm) is RA_ERR_IO on the rank that saw it and is
+ * not agreed: its partners may wait; treat it as fatal, as MPI's default
+ * handler does.  Results are the same bits
  * from run to run for the same P.
  *
  * RoPE is the caller's, at global positions: ra_mpi_zigzag_positions gives

@@ -258,6 +258,8 @@ class Layer:
             raise ArgumentError("cache and pool: give one")
         if (pool is None) != (ids is None):
             raise ArgumentError("pool and ids: give both or neither")
+        if n_new is not None and pool is None:
+            raise ArgumentError("n_new: only with pool= (a cache takes every row's S tokens)")
         rows = ids
         if positions is None and (cache is not None or pool is not None):
             start, ids = -1, None  # continuing from the cache's or pool's lengths

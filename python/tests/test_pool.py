@@ -86,6 +86,8 @@ def test_refusals_change_nothing():
         layer(x[:1, :2], pool=pool, ids=[a + 1])  # not a sequence
     with pytest.raises(ropeattn.ArgumentError):
         pool.add(window=True)  # the layer has no window
+    with pytest.raises(ropeattn.ArgumentError, match="n_new"):
+        layer(x[:1, :2], cache=ropeattn.KVCache(layer, 1, 4), n_new=[1])  # not without a pool
     with pytest.raises(ropeattn.DtypeError):
         ropeattn.KVPool(layer, 4, dtype="float64")
     other, _, _, _ = build("llama_default")

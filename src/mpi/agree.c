@@ -7,6 +7,7 @@
  *   failing rank as size - rank (0: none), sig[n_sig], -sig[n_sig] (so the
  *   maximum is minus the minimum)
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "mpi/mpi_internal.h"
@@ -54,3 +55,11 @@ void mpi_options(ra_attention_options *o, const ra_attention_options *options)
 }
 
 size_t mpi_dtype_size(ra_dtype dtype) { return dtype == RA_F32 ? 4 : 2; }
+
+int64_t mpi_hash(const void *bytes, size_t n)
+{
+    const unsigned char *p = bytes;
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t i = 0; p && i < n; i++) h = (h ^ p[i]) * 0x100000001b3u;
+    return (int64_t)(h >> 2); /* >= 0: its negation is an int64 too */
+}

@@ -61,8 +61,8 @@ static void merge_rows(void *in, void *inout, int *len, MPI_Datatype *type)
  * ra_attention_decode_lse without queries (libropeattn's checks of the
  * views, the cache and the options). */
 static ra_status check_local(decode *g, ra_context *ctx, const ra_kv_cache *cache,
-                             const ra_tensor *out, const ra_tensor *q, const int64_t *n_query,
-                             const ra_attention_options *options)
+                             const ra_tensor *out, const float *lse, const ra_tensor *q,
+                             const int64_t *n_query, const ra_attention_options *options)
 {
     if (!cache || !out || !q)
         return mpi_fail(RA_ERR_NULL, "%s is NULL", !cache ? "cache" : !out ? "out" : "q");
@@ -74,6 +74,7 @@ static ra_status check_local(decode *g, ra_context *ctx, const ra_kv_cache *cach
                             "(or q's is not positive)", (long long)q->shape[0],
                             (long long)q->shape[1], (long long)q->shape[2],
                             (long long)q->shape[3], d);
+    RA_MPI_TRY(mpi_check_out(out, lse, q->shape[0] * q->shape[2] * q->shape[1]));
     g->batch = q->shape[0];
     g->tokens = q->shape[1];
     g->heads = q->shape[2];
@@ -188,16 +189,15 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
     memset(&g, 0, sizeof g);
     RA_MPI_TRY(mpi_check(MPI_Comm_size(comm, &g.size), "MPI_Comm_size"));
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(comm, &g.rank), "MPI_Comm_rank"));
-    ra_status status = check_local(&g, ctx, cache, out, q, n_query, options);
-    /* the call's sizes and options, and a checksum of n_query (the same on
-     * every rank) */
-    int64_t sig[10] = {g.batch, g.tokens, g.heads, g.head_dim, g.block.window, 0, 0,
-                       g.sinks != NULL, 0, 0};
+    ra_status status = check_local(&g, ctx, cache, out, lse, q, n_query, options);
+    /* the call's sizes and options, and hashes of the sinks' values and of
+     * n_query (the same on every rank) */
+    int64_t sig[9] = {g.batch, g.tokens, g.heads, g.head_dim, g.block.window, 0, 0,
+                      g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+                      status == RA_OK ? mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0};
     memcpy(&sig[5], &g.block.scale, sizeof(double));
     memcpy(&sig[6], &g.block.softcap, sizeof(double));
-    for (int64_t b = 0; status == RA_OK && b < g.batch; b++)
-        sig[8] += g.n[b], sig[9] += g.n[b] * (b + 1);
-    status = mpi_agree(comm, status, sig, 10);
+    status = mpi_agree(comm, status, sig, 9);
     if (status == RA_OK)
         status = mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.lengths,
                                          (int)g.batch, MPI_INT64_T, comm),

@@ -37,6 +37,11 @@ ra_status mpi_check(int rc, const char *call);
 enum { RA_MPI_MAX_SIG = 24 };
 ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_sig);
 
+/* A 62-bit hash (FNV-1a) of n bytes, for signatures of arrays that must
+ * be equal on every rank (n_query, the sinks' values); NULL hashes as
+ * nothing. */
+int64_t mpi_hash(const void *bytes, size_t n);
+
 /* ra_mpi_zigzag's chunks, for arguments it accepted (no checks, the
  * thread's sentence kept). */
 void mpi_chunks(int64_t seq, int n_ranks, int rank, int64_t start[2], int64_t count[2]);
@@ -48,6 +53,11 @@ ra_tensor mpi_rows(const ra_tensor *t, int64_t s0, int64_t n);
  * as its struct_size says (an older, shorter struct: its fields); the
  * fields' values are libropeattn's to check. */
 void mpi_options(ra_attention_options *o, const ra_attention_options *options);
+
+/* out, a float32 view of the caller's shape, checked as libropeattn checks
+ * an output (data, strides, every index its own element), and lse [n_lse]
+ * (NULL: none) not overlapping it. */
+ra_status mpi_check_out(const ra_tensor *out, const float *lse, int64_t n_lse);
 
 /* Bytes of one element of dtype (f32, f16, bf16). */
 size_t mpi_dtype_size(ra_dtype dtype);

@@ -81,6 +81,7 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
                             (long long)q->shape[3], (long long)k->shape[0],
                             (long long)k->shape[1], (long long)k->shape[2],
                             (long long)k->shape[3], d);
+    RA_MPI_TRY(mpi_check_out(out, lse, q->shape[0] * q->shape[2] * q->shape[1]));
     if (q->shape[1] != g->n_local)
         return mpi_fail(RA_ERR_SHAPE, "rank %d holds %lld rows of a sequence of %lld (chunks "
                         "of %lld and %lld tokens), not %lld", g->rank, (long long)g->n_local,
@@ -303,7 +304,7 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     int64_t window = status == RA_OK ? g.block.window : 0;
     double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
     int64_t sig[10] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
-                       0, 0, g.sinks != NULL};
+                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
     status = mpi_agree(comm, status, sig, 10);

@@ -272,6 +272,25 @@ static void ring_errors(void)
     short_k.shape[1] = rank == 0 ? n - 1 : n;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &short_k, &tv, S, NULL);
     CHECK(st == RA_ERR_SHAPE, "rank 0's short k: %d (%s)", (int)st, ra_mpi_last_error());
+    /* one rank's out: a feature stride of 2, no data, lse inside it; one
+     * rank's sink values */
+    ra_tensor bad_out = to;
+    bad_out.stride[3] = rank == 0 ? 2 : 1;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &bad_out, lse, &tq, &tk, &tv, S, NULL);
+    CHECK(st == RA_ERR_ARGUMENT, "rank 0's out stride: %d (%s)", (int)st, ra_mpi_last_error());
+    bad_out = to;
+    if (rank == size - 1) bad_out.data = NULL;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &bad_out, lse, &tq, &tk, &tv, S, NULL);
+    CHECK(st == RA_ERR_NULL, "the last rank's out data: %d (%s)", (int)st, ra_mpi_last_error());
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, rank == 0 ? out + 1 : lse, &tq, &tk, &tv, S,
+                          NULL);
+    CHECK(st == RA_ERR_ARGUMENT, "rank 0's lse in out: %d (%s)", (int)st, ra_mpi_last_error());
+    const float sinks[2] = {rank == 0 ? -5.0f : 5.0f, 0.0f};
+    o = ra_attention_options_init();
+    o.sinks = sinks;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's sinks: %d (%s)", (int)st,
+          ra_mpi_last_error());
     /* sequences shorter than P, every rank alike */
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, size - 1, NULL);
     CHECK(st == RA_ERR_SIZE, "S = P - 1: %d (%s)", (int)st, ra_mpi_last_error());
@@ -419,7 +438,18 @@ static void decode_errors(void)
     st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, &nq, NULL);
     CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's n_query: %d (%s)", (int)st,
           ra_mpi_last_error());
+    /* rank 0's sink values differ; rank 0's out has a feature stride of 2 */
+    const float sinks[2] = {rank == 0 ? -5.0f : 5.0f, 0.0f};
     ra_attention_options o = ra_attention_options_init();
+    o.sinks = sinks;
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, &o);
+    CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's sinks: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    ra_tensor bad_out = to;
+    bad_out.stride[3] = rank == 0 ? 2 : 1;
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &bad_out, NULL, &tq, NULL, NULL);
+    CHECK(st == RA_ERR_ARGUMENT, "rank 0's out stride: %d (%s)", (int)st, ra_mpi_last_error());
+    o = ra_attention_options_init();
     o.chunk = 4;
     st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, &o);
     CHECK(st == RA_ERR_UNSUPPORTED, "chunk: %d (%s)", (int)st, ra_mpi_last_error());

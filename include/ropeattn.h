@@ -552,6 +552,8 @@ typedef enum ra_attention_path {
  * every row's softmax denominator, never masked:
  *   p_j = e^(s_j) / (sum over seen keys e^(s_k) + e^(sinks[h])),
  * so a row's probabilities sum to less than 1, and lse includes the sink. */
+typedef struct ra_attention_engine ra_attention_engine; /* below */
+
 typedef struct ra_attention_options {
     size_t struct_size;     /* sizeof(ra_attention_options) */
     ra_attention_path path; /* RA_PATH_AUTO (0): the fastest */
@@ -570,6 +572,10 @@ typedef struct ra_attention_options {
                                     batch row: 0 = c[0] < c[1] < ... < c[n] = S, document d
                                     is tokens c[d] .. c[d + 1] - 1; NULL: one */
     int64_t n_documents;
+    const ra_attention_engine *engine; /* the layer's forwards only (ra_layer_forward,
+                                          ra_layer_forward_train): who attends; NULL:
+                                          this library's kernels.  The attention
+                                          functions refuse it (RA_ERR_ARGUMENT) */
 } ra_attention_options;
 
 static inline ra_attention_options ra_attention_options_init(void)
@@ -614,6 +620,41 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
                                           const ra_tensor *q, const ra_tensor *k,
                                           const ra_tensor *v,
                                           const ra_attention_options *options);
+
+/* Attention done elsewhere, for a layer whose tokens are a shard of a
+ * longer sequence (context parallelism: libropeattn_mpi's ra_mpi_engine
+ * attends over every rank's shard).  With options.engine set,
+ * ra_layer_forward and ra_layer_forward_train project, normalize and rotate
+ * q and k at the call's positions (required: the shard's global positions,
+ * e.g. ra_mpi_zigzag_positions; NULL is RA_ERR_ARGUMENT), call forward
+ * instead of their own attention, and project its out through wo;
+ * ra_layer_backward calls backward with the recorded tensors.  forward and
+ * backward have ra_attention_forward_lse's and ra_attention_backward's
+ * contracts, over the call's [B, S, ...] rows, with the layer's masks in
+ * options (engine NULL there); they may refuse any option with their
+ * status, which the layer returns (y, dx and the gradients then as after
+ * any failure; ra_last_error quotes error's sentence).  The engine may call
+ * the attention functions with ctx, not the layer's.  An engine is borrowed: it (and user) must stay valid
+ * until the backward of the forward that used it, as x must.  Latent
+ * attention (MLA) layers refuse engines (RA_ERR_UNSUPPORTED).
+ *   out, q, dq, dout: [B, S, H, D] f32   k, v, dk, dv: [B, S, Hkv, D] f32
+ *   lse: [B, H, S] */
+struct ra_attention_engine {
+    size_t struct_size; /* sizeof(ra_attention_engine) */
+    void *user;         /* passed to forward and backward */
+    ra_status (*forward)(void *user, ra_context *ctx, const ra_tensor *out, float *lse,
+                         const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                         const ra_attention_options *options);
+    ra_status (*backward)(void *user, ra_context *ctx, const ra_tensor *dq,
+                          const ra_tensor *dk, const ra_tensor *dv, const ra_tensor *dout,
+                          const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                          const ra_tensor *out, const float *lse,
+                          const ra_attention_options *options); /* NULL: inference only
+                                                                   (ra_layer_forward_train
+                                                                   refuses it) */
+    const char *(*error)(void *user); /* after a failure of either: the sentence
+                                         ra_last_error then quotes; NULL: none */
+};
 
 /* One block of a longer causal attention, for callers that split the
  * sequence themselves (ring attention: libropeattn_mpi; a prefill against

@@ -132,6 +132,24 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
                                              const int64_t *n_query,
                                              const ra_attention_options *options);
 
+/* A layer's attention over the ranks of comm (ra_attention_engine): with
+ * options.engine = &e->engine, ra_layer_forward on each rank, given its
+ * zig-zag shard of x ([B, S_local, dim]: the rows ra_mpi_zigzag names) and
+ * those rows' global positions (ra_mpi_zigzag_positions), computes its rows
+ * of the layer's y over the whole sequence of seq tokens: the projections,
+ * norms and RoPE are per token, and the attention is ra_mpi_attention's,
+ * with the layer's window, soft-cap and sinks (its chunked attention,
+ * dropout and padding are refused there).  e's user points at e: keep e
+ * where ra_mpi_engine_init put it while a layer uses it.  Every rank must
+ * make the same layer call (a collective). */
+typedef struct ra_mpi_engine {
+    ra_attention_engine engine;
+    MPI_Comm comm;
+    int64_t seq;
+} ra_mpi_engine;
+
+RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t seq);
+
 #ifdef __cplusplus
 }
 #endif

@@ -212,8 +212,19 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     call->batch = batch;
     call->seq = seq;
     call->tokens = batch * seq;
-    RA_TRY(ra_attention_options_read(&call->attn, options));
+    RA_TRY(ra_attention_options_read_any(&call->attn, options));
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
+    if (call->attn.engine) {
+        ra_attention_engine e;
+        RA_TRY(RA_READ_STRUCT(e, call->attn.engine, ra_attention_engine));
+        if (!e.forward) return ra_fail(RA_ERR_NULL, "ra_attention_engine: forward is NULL");
+        if (c->kv_lora_rank)
+            return ra_fail(RA_ERR_UNSUPPORTED, "an attention engine with a latent attention "
+                           "(MLA) layer");
+        if (!positions)
+            return ra_fail(RA_ERR_ARGUMENT, "an attention engine's layer call needs positions "
+                           "(its shard's global positions)");
+    }
     /* The layer's own masks come from its config and weights; a call's
      * padding and documents from its options. */
     ra_attention_options *o = &call->attn;
@@ -450,6 +461,73 @@ static ra_status scratch_overflow(int64_t batch, int64_t seq)
                    (long long)batch, (long long)seq);
 }
 
+/* The layer's failure for an engine's: its status, quoting its sentence. */
+static ra_status engine_failed(const ra_attention_engine *e, ra_status status)
+{
+    const char *why = e->error ? e->error(e->user) : NULL;
+    return ra_fail(status, "the attention engine: %s",
+                   why && why[0] ? why : ra_status_string(status));
+}
+
+ra_status ra_layer_attention(ra_context *ctx, const ra_tensor *out, float *lse,
+                             const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                             const ra_attention_options *options)
+{
+    const ra_attention_engine *e = options->engine;
+    if (!e) return ra_attention_forward_lse(ctx, out, lse, q, k, v, options);
+    ra_attention_options inner = *options;
+    inner.engine = NULL;
+    ra_status status = e->forward(e->user, ctx, out, lse, q, k, v, &inner);
+    return status == RA_OK ? RA_OK : engine_failed(e, status);
+}
+
+ra_status ra_layer_attention_backward(ra_context *ctx, const ra_tensor *dq, const ra_tensor *dk,
+                                      const ra_tensor *dv, const ra_tensor *dout,
+                                      const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                                      const ra_tensor *out, const float *lse,
+                                      const ra_attention_options *options)
+{
+    const ra_attention_engine *e = options->engine;
+    if (!e) return ra_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, options);
+    ra_attention_options inner = *options;
+    inner.engine = NULL;
+    ra_status status = e->backward(e->user, ctx, dq, dk, dv, dout, q, k, v, out, lse, &inner);
+    return status == RA_OK ? RA_OK : engine_failed(e, status);
+}
+
+/* ra_layer_forward through an engine: q, k, v, out and lse in the outer
+ * workspace, since the engine attends with the context's own. */
+static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
+                                const ra_layer_call *call)
+{
+    const ra_layer_config *c = &layer->config;
+    const int64_t B = call->batch, S = call->seq, H = c->n_heads, Hkv = c->n_kv_heads;
+    const int64_t D = c->head_dim, n_q = call->n_q, n_kv = call->tokens * Hkv * D;
+    int64_t floats; /* 2 n_q + 2 n_kv + B H S <= 5 n_q */
+    if (ra_mul(n_q, 5, &floats) != RA_OK) return scratch_overflow(B, S);
+    floats = 2 * n_q + 2 * n_kv + B * H * S;
+    ra_scratch scratch, panel;
+    ra_gemm_env mm;
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, call->tokens, &panel, &mm));
+    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return status;
+    }
+    float *buf = scratch.data;
+    ra_tensor xq = ra_tensor_4d(buf, RA_F32, B, S, H, D);
+    ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
+    ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
+    ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
+    float *lse = buf + 2 * n_q + 2 * n_kv; /* [B, H, S] */
+    ra_layer_qkv(layer, ctx, &mm, x, &xq, &xk, &xv, call, 1);
+    status = ra_layer_attention(ctx, &attn, lse, &xq, &xk, &xv, &call->attn);
+    if (status == RA_OK) ra_layer_output(layer, &mm, y, attn.data, call);
+    ra_scratch_release(&scratch);
+    ra_scratch_release(&panel);
+    return status;
+}
+
 RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
                                   int64_t batch, int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options)
@@ -457,6 +535,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
     ra_error_reset();
     ra_layer_call call;
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
+    if (call.attn.engine) return forward_engine(layer, ctx, y, x, &call);
     if (layer->config.kv_lora_rank) return ra_mla_forward(layer, ctx, y, x, &call);
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;

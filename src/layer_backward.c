@@ -216,8 +216,8 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     float *dsinks = (float *)scratch.data + floats - H;
     ra_attention_options attn = call->attn;
     if (w->sinks) attn.dsinks = grads->accumulate ? dsinks : grads->dsinks;
-    status = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk, &v.xv,
-                                   &v.attn, v.lse, &attn);
+    status = ra_layer_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk, &v.xv,
+                                         &v.attn, v.lse, &attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         ra_scratch_release(&panel);

@@ -58,6 +58,18 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call);
 
+/* The layer's attention and its backward: options' engine where the call
+ * has one (given options with engine NULL), else ra_attention_forward_lse
+ * and ra_attention_backward. */
+ra_status ra_layer_attention(ra_context *ctx, const ra_tensor *out, float *lse,
+                             const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                             const ra_attention_options *options);
+ra_status ra_layer_attention_backward(ra_context *ctx, const ra_tensor *dq, const ra_tensor *dk,
+                                      const ra_tensor *dv, const ra_tensor *dout,
+                                      const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                                      const ra_tensor *out, const float *lse,
+                                      const ra_attention_options *options);
+
 /* One of the q, k and v projections as the layer reads it: `groups` blocks
  * of `rows` weight rows, block g at w + g * stride * dim (its bias at b + g
  * * stride; b NULL: none), giving columns [g * rows, (g + 1) * rows) of an

@@ -127,6 +127,9 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
     if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
     if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (call.attn.engine && !call.attn.engine->backward)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_engine: backward is NULL (an inference "
+                       "engine: ra_layer_forward)");
     if (call.tokens > tape->max_tokens)
         return ra_fail(RA_ERR_SIZE, "batch %lld * seq %lld tokens exceed the tape's max_tokens "
                        "%lld", (long long)batch, (long long)seq, (long long)tape->max_tokens);
@@ -146,8 +149,7 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     RA_TRY(ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
-    ra_status status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv,
-                                                &call.attn);
+    ra_status status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
     if (status == RA_OK) { /* else scratch memory only: y is untouched */
         ra_layer_output(layer, &mm, y, v.attn.data, &tape->call);
         tape->filled = 1;

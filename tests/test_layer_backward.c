@@ -776,6 +776,144 @@ static int all_bytes(const void *p, size_t n, unsigned char value)
     return 1;
 }
 
+/* ---- attention engines ---------------------------------------------------- */
+
+/* An engine that attends with this library's own functions, counting its
+ * calls, or failing with `fail` (RA_OK: never). */
+typedef struct local_engine {
+    int forwards, backwards;
+    ra_status fail;
+    const ra_attention_options *seen; /* the options it was last given */
+    int64_t engine_in_options;        /* 1 if those still named an engine */
+} local_engine;
+
+static ra_status local_forward(void *user, ra_context *ctx, const ra_tensor *out, float *lse,
+                               const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                               const ra_attention_options *options)
+{
+    local_engine *e = user;
+    e->forwards++;
+    e->engine_in_options |= options->engine != NULL;
+    if (e->fail != RA_OK) return e->fail;
+    return ra_attention_forward_lse(ctx, out, lse, q, k, v, options);
+}
+
+static ra_status local_backward(void *user, ra_context *ctx, const ra_tensor *dq,
+                                const ra_tensor *dk, const ra_tensor *dv, const ra_tensor *dout,
+                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                                const ra_tensor *out, const float *lse,
+                                const ra_attention_options *options)
+{
+    local_engine *e = user;
+    e->backwards++;
+    e->engine_in_options |= options->engine != NULL;
+    return ra_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, options);
+}
+
+static const char *local_error(void *user)
+{
+    (void)user;
+    return "local engine says no";
+}
+
+/* A layer call through an engine that attends as the library does gives
+ * the library's bits: forward, training forward and backward (the
+ * engine's hand-off changes nothing but who attends); an engine's failure
+ * is the call's, with y as it was; and the refusals. */
+static void test_engine(void)
+{
+    const layer_case cases[] = {
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0,
+         0, 0},
+        {"S 33 starts, norms, biases", 2, 33, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0,
+         1, 0.0f, 0, 0, BIASES | NORMS, 0, 0}};
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const layer_case c = cases[ci];
+        fixture f;
+        fixture_make(&f, &c, 900 + ci);
+        local_engine state = {0};
+        ra_attention_engine engine = {.struct_size = sizeof engine, .user = &state,
+                                      .forward = local_forward, .backward = local_backward,
+                                      .error = local_error};
+        ra_attention_options with = ra_attention_options_init();
+        with.engine = &engine;
+        float *y = malloc(sizeof(float) * f.n_x), *ye = malloc(sizeof(float) * f.n_x);
+        CHECK(ra_layer_forward(f.layer, ctx, y, f.x, c.b, c.s, &f.positions, NULL) == RA_OK,
+              "forward");
+        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
+              "%s: forward with an engine: %s", c.name, ra_last_error());
+        CHECK(memcmp(y, ye, sizeof(float) * f.n_x) == 0, "%s: the engine's y differs", c.name);
+        CHECK(state.forwards == 1 && !state.engine_in_options, "%s: forwards %d", c.name,
+              state.forwards);
+
+        /* training: the same y, dx and weight gradients, bit for bit */
+        grads plain, eng;
+        grads_alloc(&plain, &f);
+        grads_alloc(&eng, &f);
+        CHECK(run_library(&f, ctx, RA_PATH_FLASH, &plain) == RA_OK, "train");
+        ra_layer_tape *tape;
+        CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+        CHECK(ra_layer_forward_train(f.layer, ctx, eng.y, tape, f.x, c.b, c.s, &f.positions,
+                                     &with) == RA_OK, "%s: train with an engine", c.name);
+        ra_layer_grads lg = layer_grads(&eng, 0);
+        CHECK(ra_layer_backward(f.layer, ctx, eng.dx, &lg, tape, f.dy) == RA_OK,
+              "%s: backward with an engine: %s", c.name, ra_last_error());
+        CHECK(state.forwards == 2 && state.backwards == 1 && !state.engine_in_options,
+              "%s: forwards %d, backwards %d", c.name, state.forwards, state.backwards);
+        CHECK(memcmp(plain.y, eng.y, sizeof(float) * f.n_x) == 0 &&
+              memcmp(plain.dx, eng.dx, sizeof(float) * f.n_x) == 0, "%s: y or dx differ", c.name);
+        for (int j = 0; j < N_PARAMS; j++)
+            if (f.n_w[j])
+                CHECK(memcmp(plain.dw[j], eng.dw[j], sizeof(float) * f.n_w[j]) == 0,
+                      "%s: parameter %d's gradient differs", c.name, j);
+
+        /* the engine's failure is the call's; y is left as it was */
+        state.fail = RA_ERR_UNSUPPORTED;
+        memset(ye, 0x5a, sizeof(float) * f.n_x);
+        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) ==
+              RA_ERR_UNSUPPORTED, "%s: a failing engine", c.name);
+        CHECK(all_bytes(ye, sizeof(float) * f.n_x, 0x5a), "%s: y written on failure", c.name);
+        CHECK(strcmp(ra_last_error(), "the attention engine: local engine says no") == 0,
+              "%s: the sentence is \"%s\"", c.name, ra_last_error());
+        CHECK(ra_layer_forward_train(f.layer, ctx, ye, tape, f.x, c.b, c.s, &f.positions,
+                                     &with) == RA_ERR_UNSUPPORTED, "%s: a failing engine "
+              "(train)", c.name);
+        CHECK(ra_layer_backward(f.layer, ctx, eng.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
+              "%s: a tape the failed forward left empty", c.name);
+        state.fail = RA_OK;
+
+        /* refusals: no positions, no forward, no backward when training,
+         * an engine given to the attention functions */
+        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, NULL, &with) == RA_ERR_ARGUMENT,
+              "%s: engine without positions", c.name);
+        engine.backward = NULL;
+        CHECK(ra_layer_forward_train(f.layer, ctx, ye, tape, f.x, c.b, c.s, &f.positions,
+                                     &with) == RA_ERR_ARGUMENT, "%s: engine without backward",
+              c.name);
+        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
+              "%s: an inference engine", c.name);
+        engine.forward = NULL;
+        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) == RA_ERR_NULL,
+              "%s: engine without forward", c.name);
+        engine.struct_size = 0;
+        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) != RA_OK,
+              "%s: engine with struct_size 0", c.name);
+        ra_tensor t = ra_tensor_4d(ye, RA_F32, 1, 1, 1, 1), q = ra_tensor_4d(y, RA_F32, 1, 1, 1, 1);
+        CHECK(ra_attention(ctx, &t, &q, &q, &q, &with) == RA_ERR_ARGUMENT,
+              "ra_attention takes no engine");
+
+        ra_layer_tape_destroy(tape);
+        grads_free(&plain);
+        grads_free(&eng);
+        free(y);
+        free(ye);
+        fixture_free(&f);
+    }
+    ra_context_destroy(ctx);
+}
+
 static void test_errors(void)
 {
     const layer_case c = {"S 4", 1, 4, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, 0, 0, 0};
@@ -1050,6 +1188,7 @@ static void simd_cases(void)
     RUN(test_finite_differences);
     RUN(test_paths_and_threads);
     RUN(test_forward_matches);
+    RUN(test_engine);
     RUN(test_output_mask);
     RUN(test_accumulate_and_reuse);
     RUN(test_tape_keeps_positions);

@@ -458,6 +458,88 @@ static void decode_errors(void)
     free(q), free(out);
 }
 
+/* ---- a layer through ra_mpi_engine --------------------------------------- */
+
+typedef struct layer_mpi_case {
+    int64_t B, S, dim, H, Hkv, D, window, chunk;
+    double softcap;
+    int sinks, norms;
+    ra_status expect; /* RA_OK, or every rank's refusal */
+} layer_mpi_case;
+
+/* ra_layer_forward on each rank's zig-zag shard of x, at its global
+ * positions, through the engine, against ra_layer_forward over the whole
+ * sequence in one process: within TOL of max|y| (the attention's f32 sums
+ * in another order; the projections are the same per token). */
+static void layer_check(layer_mpi_case c)
+{
+    const int64_t B = c.B, S = c.S, dim = c.dim, qd = c.H * c.D, kd = c.Hkv * c.D;
+    float *wq = random_floats(qd * dim, 11, 0.3f), *wk = random_floats(kd * dim, 12, 0.3f);
+    float *wv = random_floats(kd * dim, 13, 0.3f), *wo = random_floats(dim * qd, 14, 0.3f);
+    float *sinks = random_floats(c.H, 15, 1.0f), *qn = random_floats(c.D, 16, 0.5f);
+    float *x = random_floats(B * S * dim, 17, 1.0f);
+    ra_rope_config rope = ra_rope_config_default(c.D);
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = dim, lc.n_heads = c.H, lc.n_kv_heads = c.Hkv, lc.head_dim = c.D, lc.rope = &rope;
+    lc.window = c.window, lc.chunk = c.chunk, lc.softcap = c.softcap;
+    ra_layer_weights w = ra_layer_weights_init();
+    w.wq = wq, w.wk = wk, w.wv = wv, w.wo = wo;
+    w.sinks = c.sinks ? sinks : NULL;
+    w.q_norm = w.k_norm = c.norms ? qn : NULL;
+    ra_layer *layer = NULL;
+    ra_status st = ra_layer_create(&layer, &lc, &w);
+    CHECK(st == RA_OK, "layer: %s", ra_last_error());
+    float *y = malloc((size_t)(B * S * dim) * sizeof *y);
+    st = ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL);
+    CHECK(st == RA_OK, "single process: %s", ra_last_error());
+    int64_t start[2], count[2];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1];
+    int64_t *ids = malloc((size_t)(B * n) * sizeof *ids);
+    ra_mpi_zigzag_positions(S, size, rank, B, n, ids);
+    float *lx = shard_rows(x, B, S, 1, dim, 4, ids, n);
+    float *ly = malloc((size_t)(B * n * dim) * sizeof *ly);
+    ra_positions pos = ra_positions_start(0);
+    pos.ids = ids;
+    ra_mpi_engine e;
+    st = ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
+    CHECK(st == RA_OK, "engine: %s", ra_mpi_last_error());
+    ra_attention_options o = ra_attention_options_init();
+    o.engine = &e.engine;
+    st = ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &o);
+    CHECK(st == c.expect, "S %lld window %lld chunk %lld: %s (%s)", (long long)S,
+          (long long)c.window, (long long)c.chunk, ra_status_string(st), ra_last_error());
+    if (st == RA_OK && c.expect == RA_OK) {
+        double worst = 0, ymax = max_abs(y, B * S * dim);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t s = 0; s < n; s++)
+                for (int64_t d = 0; d < dim; d++) {
+                    double err = fabs(ly[(b * n + s) * dim + d] - y[(b * S + ids[s]) * dim + d]);
+                    worst = err > worst || isnan(err) ? err : worst;
+                }
+        CHECK(worst <= TOL * ymax, "S %lld window %lld softcap %g sinks %d norms %d: y off by "
+              "%.3g (max|y| %.3g)", (long long)S, (long long)c.window, c.softcap, c.sinks,
+              c.norms, worst, ymax);
+    }
+    if (st != RA_OK)
+        CHECK(strstr(ra_last_error(), "the attention engine: ") == ra_last_error(),
+              "the sentence: %s", ra_last_error());
+    ra_layer_destroy(layer);
+    free(wq), free(wk), free(wv), free(wo), free(sinks), free(qn), free(x), free(y), free(ids),
+        free(lx), free(ly);
+}
+
+static void test_layer_engine(void)
+{
+    const layer_mpi_case cases[] = {
+        {1, 64, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK},
+        {2, 45, 48, 6, 2, 16, 0, 0, 0, 1, 1, RA_OK},  /* uneven chunks, sinks, q/k norms */
+        {1, 90, 32, 4, 1, 16, 20, 0, 30.0, 0, 0, RA_OK},  /* window, soft-cap */
+        {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_ERR_UNSUPPORTED}, /* chunked: every rank refuses */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) layer_check(cases[i]);
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -472,6 +554,7 @@ int main(int argc, char **argv)
     RUN(ring_errors());
     RUN(test_decode());
     RUN(decode_errors());
+    RUN(test_layer_engine());
     int counts[2] = {passed, failed};
     MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_mpi P=%d: %d passed, %d failed\n", size, counts[0], counts[1]);

@@ -57,20 +57,6 @@ LIB_LDLIBS = $(BLAS_LIBS) -lm -pthread
 HF_CFLAGS  = $(LIB_CFLAGS) -DRA_BUILDING_HF_LIBRARY
 LDLIBS   = $(BLAS_LIBS) -lcjson -lm -pthread
 
-CORE_SRC := $(wildcard src/*.c src/cpu/*.c)
-HF_SRC   := $(wildcard src/io/*.c src/hf/*.c)
-LIB_SRC  := $(CORE_SRC) $(HF_SRC)
-TOOL_SRC := $(wildcard tools/*.c bench/*.c)
-TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-HF_OBJ   := $(HF_SRC:%.c=$(BUILD)/obj/%.o)
-TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
-TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-
-LIBS_HF  := $(BUILD)/libropeattn_hf.a $(BUILD)/libropeattn.a
-HEADERS  := include/ropeattn.h include/ropeattn_hf.h
-
 # The MPI library: only where an MPI compiler wrapper is installed (Debian:
 # libopenmpi-dev), so that the rest builds without MPI.  mpicc compiles
 # with $(CC) (OMPI_CC, MPICH_CC: the wrapper's compiler), so that CC=clang
@@ -84,6 +70,22 @@ MPI_CFLAGS = $(LIB_CFLAGS) -DRA_BUILDING_MPI_LIBRARY
 MPI_ALL  := $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so $(BUILD)/mpi/test_mpi \
             $(BUILD)/mpi/bench_mpi
 INSTALL_MPI := $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_mpi.so)
+
+CORE_SRC := $(wildcard src/*.c src/cpu/*.c)
+HF_SRC   := $(wildcard src/io/*.c src/hf/*.c)
+LIB_SRC  := $(CORE_SRC) $(HF_SRC)
+# the CLI's comm.h: with MPI (tools/mpi, `mpirun -np P ropeattn attention`) or without
+TOOL_SRC := $(filter-out tools/comm_single.c,$(wildcard tools/*.c bench/*.c)) \
+            $(if $(HAVE_MPI),$(wildcard tools/mpi/*.c),tools/comm_single.c)
+TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+HF_OBJ   := $(HF_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
+LIBS_HF  := $(BUILD)/libropeattn_hf.a $(BUILD)/libropeattn.a
+HEADERS  := include/ropeattn.h include/ropeattn_hf.h
 
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
      $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES) $(if $(HAVE_MPI),$(MPI_ALL))
@@ -132,6 +134,13 @@ $(BUILD)/obj/src/mpi/%.o: src/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h 
 $(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tools/mpi/%.o: tools/mpi/%.c $(HEADERS) include/ropeattn_mpi.h $(wildcard tools/*.h src/io/*.h)
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(RA_CFLAGS) -Itools -c $< -o $@
+
+# the attention command's MPI launch (tools/attention_sharded.h)
+$(BUILD)/obj/tools/cmd_attention.o: RA_CFLAGS += $(if $(HAVE_MPI),-DRA_CLI_MPI)
 
 $(BUILD)/obj/bench/mpi/%.o: bench/mpi/%.c include/ropeattn.h include/ropeattn_mpi.h src/mpi/ring_stats.h
 	@mkdir -p $(dir $@)
@@ -188,8 +197,9 @@ $(BUILD)/mpi/bench_mpi: $(BUILD)/obj/bench/mpi/bench_mpi.o $(BUILD)/libropeattn_
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(SANITIZE) -o $@ $< $(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn.a $(LIB_LDLIBS)
 
-$(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_HF)
-	$(CC) $(SANITIZE) -o $@ $(TOOL_OBJ) $(LIBS_HF) $(LDLIBS)
+$(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_HF) $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a)
+	$(if $(HAVE_MPI),$(MPI_CC),$(CC)) $(SANITIZE) -o $@ $(TOOL_OBJ) \
+	  $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a) $(LIBS_HF) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBS_HF)
 	@mkdir -p $(dir $@)

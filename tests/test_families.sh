@@ -416,4 +416,51 @@ else fail "rope: [B, H, S, D] without --shape: $(cat "$TMP/err")"; fi
 "$RA" rope --theta 500000 --input "$R/x_bshd.npy" --output "$R/got3.npy" &&
     "$PY" "$TMP/check.py" y "$R/got3.npy" "$R/y_cohere_bshd.npy" 1e-6 && pass ||
     fail "rope without --config: not interleaved"
+# Across the ranks of an MPI launch (the CLI built with Open MPI: `mpirun -np
+# P ropeattn attention`): each rank runs its zig-zag shard through ring
+# attention and rank 0 writes Y, within the same 1e-5 of the float64
+# reference (seen: 1.7e-7).  What the ring does not run (chunks, latent
+# attention) and what runs in one process only fail on every rank: one
+# "ropeattn:" line, the exit code, no output.  Settings as tests/test_mpi.sh.
+if command -v mpirun >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/mpi/lsan.supp
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
+    MPIRUN=(timeout -k 5 60 mpirun --oversubscribe --mca btl self,vader --mca plm_rsh_agent false)
+    mpi_attention() { # np case [more arguments]
+        local np=$1 dir=$C/$2; shift 2
+        local more=()
+        [ -e "$dir/positions.npy" ] && more+=(--positions "$dir/positions.npy")
+        rm -f "$TMP/mpi.npy"
+        "${MPIRUN[@]}" -np "$np" "$RA" attention --weights "$dir/model.safetensors" \
+            --config "$dir/config.json" --input "$dir/x.npy" --output "$TMP/mpi.npy" \
+            --layer "$(field "$dir" layer)" --threads 1 "${more[@]}" "$@" >/dev/null 2>"$TMP/err"
+    }
+    for np in 2 3; do
+        for c in gemma2_layer0 gpt_oss_layer0 qwen3_vl_image mistral_window olmo2; do
+            if ! mpi_attention $np $c; then fail "mpirun -np $np $c: $(grep -m1 ropeattn: "$TMP/err")"
+            elif ! out=$("$PY" "$TMP/check.py" y "$TMP/mpi.npy" "$C/$c/y.npy" 1e-5); then
+                fail "mpirun -np $np $c: $out"
+            else pass; fi
+        done
+    done
+    while IFS='|' read -r c np code message more; do
+        read -r -a more <<<"$more"
+        mpi_attention "$np" "$c" "${more[@]}"
+        got=$?
+        if [ $got -ne "$code" ]; then fail "mpirun $c ${more[*]}: exit code $got, expected $code"
+        elif [ "$(grep -c '^ropeattn:' "$TMP/err")" -ne 1 ]; then
+            fail "mpirun $c ${more[*]}: not one message line: $(cat "$TMP/err")"
+        elif ! grep -q "^ropeattn: .*$message" "$TMP/err"; then
+            fail "mpirun $c ${more[*]}: expected /$message/: $(grep ropeattn: "$TMP/err")"
+        elif [ -e "$TMP/mpi.npy" ]; then fail "mpirun $c ${more[*]}: an output was written"
+        else pass; fi
+    done <<'CASES'
+llama4_chunks_layer0|2|1|ra_mpi_attention: chunk|
+deepseek_v3|3|1|latent attention (MLA)|
+gemma2_layer0|2|2|--prefill runs in one process|--prefill 3
+gemma2_layer0|13|1|seq 12 over 13 ranks|
+CASES
+fi
 summary

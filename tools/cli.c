@@ -42,6 +42,21 @@ static void append_escaped(char *line, size_t line_len, const char *text)
     line[used] = '\0';
 }
 
+/* The first message of a process that holds them (cli_hold_messages). */
+static int holding;
+static char held[CLI_LINE_LEN];
+
+void cli_hold_messages(void)
+{
+    holding = 1;
+}
+
+void cli_print_held(void)
+{
+    fputs(held, stderr);
+    held[0] = '\0';
+}
+
 int cli_fail(int exit_code, const char *fmt, ...)
 {
     char text[CLI_LINE_LEN], line[CLI_LINE_LEN] = "ropeattn: ";
@@ -51,7 +66,10 @@ int cli_fail(int exit_code, const char *fmt, ...)
     va_end(args);
     append_escaped(line, sizeof line - 1, text);
     strcat(line, "\n");
-    fputs(line, stderr);
+    if (!holding)
+        fputs(line, stderr);
+    else if (held[0] == '\0')
+        memcpy(held, line, sizeof held);
     return exit_code;
 }
 

@@ -34,6 +34,12 @@ int cli_fail(int exit_code, const char *fmt, ...)
 /* For a failed library call: "ropeattn: <what>: <ra_status_string>". */
 int cli_fail_status(ra_status status, const char *what);
 
+/* From now on cli_fail keeps its first message instead of printing it (a
+ * rank of an MPI launch other than 0: comm.h says which rank prints);
+ * cli_print_held prints it, if any. */
+void cli_hold_messages(void);
+void cli_print_held(void);
+
 /* ---- options ----------------------------------------------------------- */
 
 typedef enum cli_kind {

@@ -16,7 +16,9 @@
 
 #include "attention_grads.h"
 #include "attention_masks.h"
+#include "attention_sharded.h"
 #include "cli.h"
+#include "comm.h"
 #include "io/io.h"
 #include "outputs.h"
 #include "progress.h"
@@ -344,6 +346,13 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     attention.padding_mask = pad;
     attention.cu_seqlens = cu;
     attention.n_documents = cu ? n_documents : 0;
+#ifdef RA_CLI_MPI
+    if (cli_comm_size() > 1) {
+        attention_sharded_job job = {ra_hf_layer_get(layer), x, batch, seq, ids, components,
+                                     opts->start_pos, attention, outputs};
+        return attention_sharded_run(&job, ctx);
+    }
+#endif
     if (!opts->grads)
         return forward_and_write(opts, outputs, ra_hf_layer_get(layer), ctx, x, ids,
                                  components, &attention, batch, seq);
@@ -428,8 +437,11 @@ static int run(const attention_options *opts)
                                 ids ? positions_max(ids, components * batch * seq)
                                     : opts->start_pos + seq - 1,
                                 &layer)) &&
-        !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
-        !(failed = cli_context_create(&ctx, opts->threads)))
+        !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))))
+        failed = cli_context_create(&ctx, opts->threads);
+    /* an MPI launch's ranks compute together, or none does (comm.h) */
+    failed = cli_comm_agree(failed);
+    if (!failed)
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
                                    cu, n_documents, batch, seq);
     cli_outputs_free(&outputs);
@@ -522,5 +534,13 @@ int cmd_attention(int argc, char **argv)
     if (opts.prefill && opts.path == CLI_PATH_REFERENCE)
         return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
                         "--path reference");
+    if (cli_comm_size() > 1) {
+        const char *alone = opts.prefill ? "--prefill" : opts.grads ? "--grads"
+                          : opts.attention_mask ? "--attention-mask" : opts.packed ? "--packed"
+                          : opts.path == CLI_PATH_REFERENCE ? "--path reference" : NULL;
+        if (alone)
+            return cli_fail(EXIT_USAGE, "attention: %s runs in one process, not across the %d "
+                            "ranks of an MPI launch", alone, cli_comm_size());
+    }
     return run(&opts);
 }

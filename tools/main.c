@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "comm.h"
 #include "progress.h"
 #include "outputs.h"
 
@@ -53,14 +54,20 @@ static int run(int argc, char **argv)
         printf("ropeattn %s (simd %s)\n", RA_VERSION_STRING, ra_simd_name());
         return EXIT_OK;
     }
+    /* across the ranks of an MPI launch, the others would each write the
+     * same files */
+    if (cli_comm_size() > 1 && strcmp(name, "attention") != 0)
+        return cli_fail(EXIT_USAGE, "%s runs as one process; of the commands only 'attention' "
+                        "runs across the %d ranks of an MPI launch", name, cli_comm_size());
     for (int i = 0; i < N_SUBCOMMANDS; i++)
         if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     return cli_fail(EXIT_USAGE, "unknown command '%s' (see 'ropeattn --help')", name);
 }
 
-int main(int argc, char **argv)
+/* run, after the environment's checks; a report that did not reach stdout
+ * fails it. */
+static int run_checked(int argc, char **argv)
 {
-    cli_signals_install();
     if (ra_simd_check_environment() != RA_OK)
         return cli_fail(EXIT_USAGE, "RA_FORCE_ISA must be base, avx2, avx512, avx512bf16 or amx "
                         "(or unset), "
@@ -78,4 +85,12 @@ int main(int argc, char **argv)
                             errno ? ": " : "", errno ? strerror(errno) : "");
     }
     return code;
+}
+
+int main(int argc, char **argv)
+{
+    cli_signals_install();
+    int code = cli_comm_begin(&argc, &argv);
+    if (code == 0) code = run_checked(argc, argv);
+    return cli_comm_end(code);
 }

@@ -25,6 +25,14 @@ static const int caught[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
  * after it ends the run saying so. */
 static volatile sig_atomic_t committed;
 
+/* Set on ranks of an MPI launch other than 0, which say nothing (comm.h). */
+static volatile sig_atomic_t quiet;
+
+void cli_signals_quiet(void)
+{
+    quiet = 1;
+}
+
 static void on_signal(int sig)
 {
     for (int i = 0; i < CLI_MAX_OUTPUTS; i++)
@@ -37,9 +45,11 @@ static void on_signal(int sig)
                            "being read (SIGBUS)";
     const char *outcome = committed ? " after its outputs were written\n"
                                     : "; no output was written\n";
-    ssize_t ignored = write(STDERR_FILENO, what, strlen(what));
-    ignored = write(STDERR_FILENO, outcome, strlen(outcome));
-    (void)ignored;
+    if (!quiet) {
+        ssize_t ignored = write(STDERR_FILENO, what, strlen(what));
+        ignored = write(STDERR_FILENO, outcome, strlen(outcome));
+        (void)ignored;
+    }
     _exit(sig == SIGBUS ? EXIT_FAIL : 128 + sig);
 }
 

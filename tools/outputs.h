@@ -33,6 +33,10 @@ typedef struct cli_outputs {
 /* Sets up signal handling for the whole process: call once, first. */
 void cli_signals_install(void);
 
+/* From now on a signal ends the run without a message (a rank of an MPI
+ * launch other than 0). */
+void cli_signals_quiet(void);
+
 /* Each of these prints one message and returns nonzero on failure. */
 
 /* Adds path (given as option) as the next output: refused when it is not a

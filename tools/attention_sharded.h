@@ -1,0 +1,32 @@
+/*
+ * attention_sharded.h — `ropeattn attention` across the P ranks of an MPI
+ * launch (tools/mpi/attention_sharded.c, built with Open MPI): every rank
+ * reads the same files and runs the layer on its zig-zag shard of each
+ * sequence (ra_mpi_engine: ring attention), and rank 0 gathers Y and
+ * writes it.  Y is the one-process Y within float32 rounding.
+ */
+#ifndef RA_TOOLS_ATTENTION_SHARDED_H
+#define RA_TOOLS_ATTENTION_SHARDED_H
+
+#include "io/io.h"
+#include "outputs.h"
+#include "ropeattn.h"
+
+typedef struct attention_sharded_job {
+    const ra_layer *layer;
+    const ra_npy *x;                /* [B, S, dim] or [S, dim], float32, whole */
+    int64_t batch, seq;
+    const int64_t *ids;             /* --positions as [components, B, S], or NULL:
+                                       start_pos + s */
+    int components;
+    int64_t start_pos;
+    ra_attention_options attention; /* the path */
+    cli_outputs *outputs;           /* Y: written by rank 0 */
+} attention_sharded_job;
+
+/* Runs the shards and writes Y on rank 0, committing it; on failure prints
+ * one message (the lowest failing rank's) and returns EXIT_FAIL on every
+ * rank.  A collective: every rank calls it. */
+int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx);
+
+#endif

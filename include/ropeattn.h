@@ -553,6 +553,7 @@ typedef enum ra_attention_path {
  *   p_j = e^(s_j) / (sum over seen keys e^(s_k) + e^(sinks[h])),
  * so a row's probabilities sum to less than 1, and lse includes the sink. */
 typedef struct ra_attention_engine ra_attention_engine; /* below */
+typedef struct ra_kv_cache ra_kv_cache;                 /* "KV cache and decoding" */
 
 typedef struct ra_attention_options {
     size_t struct_size;     /* sizeof(ra_attention_options) */
@@ -652,8 +653,16 @@ struct ra_attention_engine {
                           const ra_attention_options *options); /* NULL: inference only
                                                                    (ra_layer_forward_train
                                                                    refuses it) */
-    const char *(*error)(void *user); /* after a failure of either: the sentence
+    const char *(*error)(void *user); /* after a failure of any: the sentence
                                          ra_last_error then quotes; NULL: none */
+    /* A cached step (ra_layer_forward_cached_with): stores the rows of k
+     * and v that cache holds (ra_kv_cache_append with rope NULL) and writes
+     * out, each query row's attention over the whole sequence (masks in
+     * options: the layer's window, chunk, softcap and sinks).  q and k
+     * arrive rotated at the call's positions.  NULL: no cached steps. */
+    ra_status (*decode)(void *user, ra_context *ctx, ra_kv_cache *cache, const ra_tensor *out,
+                        const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                        const ra_attention_options *options);
 };
 
 /* One block of a longer causal attention, for callers that split the
@@ -761,7 +770,6 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
  * ra_kv_cache_views refuses an 8-bit cache (RA_ERR_DTYPE: its codes mean
  * nothing without their scales); ra_kv_cache_read gives any cache's tokens
  * in float32. */
-typedef struct ra_kv_cache ra_kv_cache;
 
 RA_API ra_status ra_kv_cache_create(ra_kv_cache **out, int64_t batch, int64_t capacity,
                                     int64_t n_kv_heads, int64_t head_dim, ra_dtype dtype);
@@ -787,6 +795,10 @@ RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 *
 /* Tokens appended to sequence b (a window cache holds the last capacity of
  * them), or -1 for a bad argument (ra_last_error says which). */
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
+/* Tokens sequence b can take in its next append (RA_ERR_CACHE_FULL beyond):
+ * a full cache's capacity less its length, a window cache's max_new; -1 for
+ * a bad argument. */
+RA_API int64_t ra_kv_cache_room(const ra_kv_cache *cache, int64_t b);
 /* Views of the whole storage, [B, capacity, Hkv, D] each (read-only use):
  * capacity is k->shape[1], and the token at position p, one of the last
  * capacity of its sequence, is at index p % capacity of axis 1 (p itself
@@ -829,6 +841,9 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
  * gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
  * of one fused QKV buffer, but no two may share an element
  * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
+ * rope NULL: k is stored as given (keys rotated already, as an attention
+ * engine's shard receives them), q is left alone and positions are not read
+ * (NULL allowed).
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
 RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
@@ -1203,6 +1218,22 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
                                          ra_kv_cache *cache, float *y, const float *x,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
+
+/* ra_layer_forward_cached with the attention an engine's decode gives
+ * (ra_attention_engine; engine NULL: ra_layer_forward_cached): each rank of
+ * a context-parallel run holds a shard of every sequence in its cache, and
+ * the engine decides which of the new tokens it stores.  positions are
+ * required (the cache's own lengths count only its shard: NULL is
+ * RA_ERR_ARGUMENT); y is every row's output as ra_layer_forward_cached on
+ * one cache holding the whole sequence gives it, within float32 rounding.
+ * A latent attention (MLA) layer, or an engine without decode, is
+ * RA_ERR_UNSUPPORTED.  The engine's failure is the call's, with y untouched
+ * (what the cache holds then is the engine's to say). */
+RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context *ctx,
+                                              ra_kv_cache *cache, float *y, const float *x,
+                                              int64_t batch, int64_t seq,
+                                              const ra_positions *positions,
+                                              const ra_attention_engine *engine);
 
 /* The layer over sequences of a paged KV pool (ra_kv_pool_create with the
  * layer's kv heads and head_dim), for serving: continuous batching of

@@ -139,9 +139,21 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * of the layer's y over the whole sequence of seq tokens: the projections,
  * norms and RoPE are per token, and the attention is ra_mpi_attention's,
  * with the layer's window, soft-cap and sinks (its chunked attention,
- * dropout and padding are refused there).  e's user points at e: keep e
- * where ra_mpi_engine_init put it while a layer uses it.  Every rank must
- * make the same layer call (a collective). */
+ * dropout and padding are refused there).  ra_layer_forward_train and
+ * ra_layer_backward take it as well, once the ring's backward is in.
+ *
+ * ra_layer_forward_cached_with(..., &e->engine) decodes against a sharded
+ * cache: every rank gives the same x, positions and batch, each its own
+ * full cache (ra_kv_cache_create, any dtype; a window cache is refused by
+ * ra_mpi_attention_decode, after the step's tokens were stored), and every
+ * rank gets the same y.  Each sequence is the ranks' caches in rank order:
+ * while every cache is empty (the prompt) rank r stores rows [T r / P, T (r
+ * + 1) / P) of the call's T tokens, afterwards the last rank stores them
+ * all (its cache needs room for every later token).  If any rank lacks the
+ * room, no rank stores anything (RA_ERR_CACHE_FULL on every rank).
+ *
+ * e's user points at e: keep e where ra_mpi_engine_init put it while a
+ * layer uses it.  Every rank must make the same layer call (a collective). */
 typedef struct ra_mpi_engine {
     ra_attention_engine engine;
     MPI_Comm comm;

@@ -139,6 +139,11 @@ RA_API void ra_kv_cache_reset(ra_kv_cache *cache)
     if (cache) memset(cache->length, 0, (size_t)cache->batch * sizeof *cache->length);
 }
 
+RA_API int64_t ra_kv_cache_room(const ra_kv_cache *cache, int64_t b)
+{
+    return ra_kv_cache_length(cache, b) < 0 ? -1 : ra_kv_cache_max_new(cache, b);
+}
+
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b)
 {
     ra_error_reset();
@@ -281,12 +286,14 @@ static void append_task(void *arg, int64_t task, int thread)
     int64_t n = job->n_new ? job->n_new[b] : job->k->shape[1];
     if (s0 >= n) return;
     int64_t len = n - s0 < APPEND_BLOCK ? n - s0 : APPEND_BLOCK, seq = job->k->shape[1];
-    ra_positions pos = ra_positions_of_rows(job->positions, b, s0, seq);
-    ra_tensor k = rows_of(job->k, b, s0, len);
-    ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
-    if (job->q) {
-        ra_tensor q = rows_of(job->q, b, s0, len);
-        ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+    if (job->rope) { /* else stored as given */
+        ra_positions pos = ra_positions_of_rows(job->positions, b, s0, seq);
+        ra_tensor k = rows_of(job->k, b, s0, len);
+        ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
+        if (job->q) {
+            ra_tensor q = rows_of(job->q, b, s0, len);
+            ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+        }
     }
     int64_t at = job->cache->length[b] + s0;
     store_rows(job->cache, 0, job->k, b, s0, len, at);
@@ -298,9 +305,8 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
                              const ra_tensor *v, const ra_positions *positions,
                              const int64_t *n_new, ra_positions *p)
 {
-    if (!rope || !k || !v || !positions)
-        return ra_fail(RA_ERR_NULL, "%s is NULL", !rope ? "rope" : !k ? "k" : !v ? "v"
-                                                                          : "positions");
+    if (!k || !v || (rope && !positions))
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !k ? "k" : !v ? "v" : "positions");
     RA_TRY(ra_tensor_check(k, "k"));
     RA_TRY(ra_tensor_check(v, "v"));
     if (q) RA_TRY(ra_tensor_check(q, "q"));
@@ -325,10 +331,11 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
         return ra_fail(RA_ERR_SHAPE, "q " RA_DIMS_FMT " does not fit k " RA_DIMS_FMT " (its "
                        "heads: a multiple of the cache's %lld)", RA_DIMS(q->shape),
                        RA_DIMS(k->shape), (long long)n_kv_heads);
-    if (rope->config.head_dim != head_dim)
+    if (rope && rope->config.head_dim != head_dim)
         return ra_fail(RA_ERR_SHAPE, "rope's head_dim %lld is not the cache's %lld",
                        (long long)rope->config.head_dim, (long long)head_dim);
-    RA_TRY(ra_positions_read(p, positions, rope, batch, seq, 0)); /* a [B, S] grid */
+    *p = ra_positions_start(0); /* read only to rotate */
+    if (rope) RA_TRY(ra_positions_read(p, positions, rope, batch, seq, 0)); /* a [B, S] grid */
     /* q and k are rotated in place: no element may be read or written twice */
     if (q && ra_tensors_share_elements(q, k))
         return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");

@@ -85,7 +85,7 @@ static inline int64_t ra_kv_cache_paged_row(const ra_kv_cache *c, int64_t b, int
 
 /* Checks ra_kv_cache_append's (and ra_kv_pool_append's) arguments other
  * than the cache's room: a batch of `batch` sequences of n_kv_heads heads
- * of head_dim; fills *p with the positions read. */
+ * of head_dim; fills *p with the positions read (rope NULL: none are). */
 ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim,
                              const ra_rope *rope, const ra_tensor *q, const ra_tensor *k,
                              const ra_tensor *v, const ra_positions *positions,

@@ -291,18 +291,20 @@ static void pool_append_task(void *arg, int64_t task, int thread)
     const int64_t n = job->n_new ? job->n_new[i] : seq;
     if (s0 >= n) return;
     const int64_t len = n - s0 < APPEND_BLOCK ? n - s0 : APPEND_BLOCK;
-    ra_positions pos = ra_positions_of_rows(job->positions, i, s0, seq);
-    ra_tensor k = *job->k;
-    k.data = (char *)k.data + (size_t)(i * k.stride[0] + s0 * k.stride[1]) * sizeof(float);
-    k.shape[0] = 1;
-    k.shape[1] = len;
-    ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
-    if (job->q) {
-        ra_tensor q = *job->q;
-        q.data = (char *)q.data + (size_t)(i * q.stride[0] + s0 * q.stride[1]) * sizeof(float);
-        q.shape[0] = 1;
-        q.shape[1] = len;
-        ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+    if (job->rope) { /* else stored as given */
+        ra_positions pos = ra_positions_of_rows(job->positions, i, s0, seq);
+        ra_tensor k = *job->k;
+        k.data = (char *)k.data + (size_t)(i * k.stride[0] + s0 * k.stride[1]) * sizeof(float);
+        k.shape[0] = 1;
+        k.shape[1] = len;
+        ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
+        if (job->q) {
+            ra_tensor q = *job->q;
+            q.data = (char *)q.data + (size_t)(i * q.stride[0] + s0 * q.stride[1]) * sizeof(float);
+            q.shape[0] = 1;
+            q.shape[1] = len;
+            ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+        }
     }
     const ra_kv_sequence *s = &job->pool->seqs[job->ids[i]];
     store_rows(job->pool, s, 0, job->k, i, s0, len, s->length + s0);

@@ -702,3 +702,65 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     ra_scratch_release(&panel);
     return status;
 }
+
+/* ra_layer_forward_cached_with an engine: q, k rotated here, and the
+ * engine stores its rows and attends; buffers in the outer workspace, as
+ * forward_engine's. */
+RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context *ctx,
+                                              ra_kv_cache *cache, float *y, const float *x,
+                                              int64_t batch, int64_t seq,
+                                              const ra_positions *positions,
+                                              const ra_attention_engine *engine)
+{
+    if (!engine) return ra_layer_forward_cached(layer, ctx, cache, y, x, batch, seq, positions);
+    ra_error_reset();
+    int64_t n_q;
+    RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    ra_attention_engine e;
+    RA_TRY(RA_READ_STRUCT(e, engine, ra_attention_engine));
+    if (!e.decode) return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_engine: decode is NULL");
+    const ra_layer_config *c = &layer->config;
+    if (c->kv_lora_rank)
+        return ra_fail(RA_ERR_UNSUPPORTED, "an attention engine with a latent attention (MLA) "
+                       "layer");
+    if (!positions)
+        return ra_fail(RA_ERR_ARGUMENT, "an attention engine's cached call needs positions (the "
+                       "cache holds a shard: its lengths are not the tokens' positions)");
+    ra_positions pos;
+    RA_TRY(ra_positions_read(&pos, positions, layer->rope, batch, seq, 0));
+    ra_attention_options masks = ra_attention_options_init();
+    masks.window = c->window;
+    masks.chunk = c->chunk;
+    masks.softcap = c->softcap;
+    masks.sinks = layer->weights.sinks;
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+    const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
+    int64_t floats;
+    if (ra_mul(n_q, 4, &floats) != RA_OK) return scratch_overflow(batch, seq);
+    floats = 2 * n_q + 2 * n_kv;
+    ra_scratch scratch, panel;
+    ra_gemm_env mm;
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, tokens, &panel, &mm));
+    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return status;
+    }
+    float *buf = scratch.data;
+    ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
+    ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, batch, seq, Hkv, D);
+    ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, batch, seq, Hkv, D);
+    ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
+    ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
+    ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
+    ra_rope_apply(layer->rope, ctx, &xq, &xq, positions, RA_FORWARD); /* checked above */
+    ra_rope_apply(layer->rope, ctx, &xk, &xk, positions, RA_FORWARD);
+    status = e.decode(e.user, ctx, cache, &attn, &xq, &xk, &xv, &masks);
+    if (status == RA_OK)
+        ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+    else
+        status = engine_failed(&e, status);
+    ra_scratch_release(&scratch);
+    ra_scratch_release(&panel);
+    return status;
+}

@@ -419,8 +419,10 @@ else fail "rope: [B, H, S, D] without --shape: $(cat "$TMP/err")"; fi
 # Across the ranks of an MPI launch (the CLI built with Open MPI: `mpirun -np
 # P ropeattn attention`): each rank runs its zig-zag shard through ring
 # attention and rank 0 writes Y, within the same 1e-5 of the float64
-# reference (seen: 1.7e-7).  What the ring does not run (chunks, latent
-# attention) and what runs in one process only fail on every rank: one
+# reference (seen: 1.7e-7), and so with --prefill (every rank's cache a
+# shard of the sequence: the engine's sharded decoding).  What the ring
+# does not run (chunks in decoding, latent attention) and what runs in one
+# process only fail on every rank: one
 # "ropeattn:" line, the exit code, no output.  Settings as tests/test_mpi.sh.
 if command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -435,14 +437,19 @@ if command -v mpirun >/dev/null 2>&1; then
         rm -f "$TMP/mpi.npy"
         "${MPIRUN[@]}" -np "$np" "$RA" attention --weights "$dir/model.safetensors" \
             --config "$dir/config.json" --input "$dir/x.npy" --output "$TMP/mpi.npy" \
-            --layer "$(field "$dir" layer)" --threads 1 "${more[@]}" "$@" >/dev/null 2>"$TMP/err"
+            --layer "$(field "$dir" layer)" --threads 1 "${more[@]}" "$@" \
+            </dev/null >/dev/null 2>"$TMP/err" # mpirun would read the loops' stdin
     }
     for np in 2 3; do
         for c in gemma2_layer0 gpt_oss_layer0 qwen3_vl_image mistral_window olmo2; do
-            if ! mpi_attention $np $c; then fail "mpirun -np $np $c: $(grep -m1 ropeattn: "$TMP/err")"
-            elif ! out=$("$PY" "$TMP/check.py" y "$TMP/mpi.npy" "$C/$c/y.npy" 1e-5); then
-                fail "mpirun -np $np $c: $out"
-            else pass; fi
+            for prefill in "" 5; do
+                more=(${prefill:+--prefill $prefill})
+                if ! mpi_attention $np $c "${more[@]}"; then
+                    fail "mpirun -np $np $c ${more[*]}: $(grep -m1 ropeattn: "$TMP/err")"
+                elif ! out=$("$PY" "$TMP/check.py" y "$TMP/mpi.npy" "$C/$c/y.npy" 1e-5); then
+                    fail "mpirun -np $np $c ${more[*]}: $out"
+                else pass; fi
+            done
         done
     done
     while IFS='|' read -r c np code message more; do
@@ -457,9 +464,9 @@ if command -v mpirun >/dev/null 2>&1; then
         elif [ -e "$TMP/mpi.npy" ]; then fail "mpirun $c ${more[*]}: an output was written"
         else pass; fi
     done <<'CASES'
-llama4_chunks_layer0|2|1|ra_mpi_attention: chunk|
+llama4_chunks_layer0|2|1|ra_mpi_attention_decode: chunk|--prefill 4
 deepseek_v3|3|1|latent attention (MLA)|
-gemma2_layer0|2|2|--prefill runs in one process|--prefill 3
+gemma2_layer0|2|2|--packed runs in one process|--positions /dev/null --packed
 gemma2_layer0|13|1|seq 12 over 13 ranks|
 CASES
 fi

@@ -330,7 +330,8 @@ static void test_window_release(void)
 
 /* The append rotates q and k as ra_kv_cache_append does (RoPE at the
  * given positions, bit for bit), stores what it stores, and threads change
- * nothing: two sequences, ragged n_new, 1 and 3 threads, every dtype. */
+ * nothing: two sequences, ragged n_new, 1 and 3 threads, every dtype.  With
+ * rope NULL both store rotated keys as given: the same rows. */
 static void test_append_matches_cache(void)
 {
     enum { B = 2, S = 37, HKV = 2, H = 6, D = 16 };
@@ -372,6 +373,27 @@ static void test_append_matches_cache(void)
                   ra_attention_decode_paged(ctx, pool, ids, B, &tob, &tq1, NULL, NULL) == RA_OK &&
                   memcmp(out_a, out_b, sizeof out_a) == 0, "dtype %d: stored rows differ",
               (int)dtypes[di]);
+        /* rope NULL: the rotated keys stored as given, q untouched, no positions */
+        ra_kv_cache *given;
+        ra_kv_pool *given_pool;
+        CHECK(ra_kv_cache_create(&given, B, S, HKV, D, dtypes[di]) == RA_OK &&
+                  ra_kv_pool_create(&given_pool, 12, 5, B, HKV, D, dtypes[di]) == RA_OK, "given");
+        for (int b = 0; b < B; b++)
+            CHECK(ra_kv_pool_add_sequence(given_pool, 0, &ids[b]) == RA_OK, "add");
+        memcpy(qb, q0, sizeof qb);
+        CHECK(ra_kv_cache_append(given, ctx, NULL, &tqb, &tka, &tv, NULL, n_new) == RA_OK &&
+                  ra_kv_pool_append(given_pool, ctx, NULL, ids, B, &tqb, &tka, &tv, NULL, n_new) ==
+                      RA_OK, "dtype %d: append with rope NULL: %s", (int)dtypes[di],
+              ra_last_error());
+        CHECK(memcmp(qb, q0, sizeof qb) == 0, "rope NULL rotated q");
+        CHECK(ra_attention_decode(NULL, given, &tob, &tq1, NULL, NULL) == RA_OK &&
+                  memcmp(out_a, out_b, sizeof out_a) == 0, "dtype %d: rope NULL: the cache's "
+              "rows differ", (int)dtypes[di]);
+        CHECK(ra_attention_decode_paged(ctx, given_pool, ids, B, &tob, &tq1, NULL, NULL) == RA_OK &&
+                  memcmp(out_a, out_b, sizeof out_a) == 0, "dtype %d: rope NULL: the pool's "
+              "rows differ", (int)dtypes[di]);
+        ra_kv_cache_destroy(given);
+        ra_kv_pool_destroy(given_pool);
         ra_kv_cache_destroy(cache);
         ra_kv_pool_destroy(pool);
     }

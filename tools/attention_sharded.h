@@ -3,7 +3,10 @@
  * launch (tools/mpi/attention_sharded.c, built with Open MPI): every rank
  * reads the same files and runs the layer on its zig-zag shard of each
  * sequence (ra_mpi_engine: ring attention), and rank 0 gathers Y and
- * writes it.  Y is the one-process Y within float32 rounding.
+ * writes it; with --prefill every rank's KV cache holds a shard of each
+ * sequence, and each step's y, the same on every rank, comes from the
+ * engine's sharded decoding.  Y is the one-process Y within float32
+ * rounding.
  */
 #ifndef RA_TOOLS_ATTENTION_SHARDED_H
 #define RA_TOOLS_ATTENTION_SHARDED_H
@@ -28,5 +31,12 @@ typedef struct attention_sharded_job {
  * one message (the lowest failing rank's) and returns EXIT_FAIL on every
  * rank.  A collective: every rank calls it. */
 int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx);
+
+/* --prefill P across the ranks: the engine for ra_layer_forward_cached_with
+ * (static storage; sequences of seq tokens) and the tokens this rank's cache
+ * must hold: its share of the P-token prompt, and on the last rank every
+ * later token (ropeattn_mpi.h: how the engine places them). */
+const ra_attention_engine *attention_sharded_engine(int64_t seq, int64_t prefill,
+                                                    int64_t *capacity);
 
 #endif

@@ -246,12 +246,16 @@ static ra_status create_cache(ra_kv_cache **cache, const ra_layer_config *c, int
     return ra_kv_cache_create(cache, batch, seq, c->n_kv_heads, c->head_dim, dtype);
 }
 
-/* create_cache, and an fp8 cache's scale (one for the layer's k and v). */
+/* create_cache (seq 0: a full cache of capacity tokens, a shard's), and an
+ * fp8 cache's scale (one for the layer's k and v). */
 static ra_status create_cache_scaled(ra_kv_cache **cache, const attention_options *opts,
-                                     const ra_layer_config *c, int64_t batch, int64_t seq)
+                                     const ra_layer_config *c, int64_t batch, int64_t seq,
+                                     int64_t capacity)
 {
     const ra_dtype dtype = cache_dtypes[opts->cache_dtype];
-    ra_status status = create_cache(cache, c, batch, seq, opts->prefill, dtype);
+    ra_status status = seq ? create_cache(cache, c, batch, seq, opts->prefill, dtype)
+                           : ra_kv_cache_create(cache, batch, capacity, c->n_kv_heads,
+                                                c->head_dim, dtype);
     const float scale = (float)opts->cache_scale;
     if (status == RA_OK && dtype == RA_F8E4M3)
         status = ra_kv_cache_set_scales(*cache, &scale, &scale, 1);
@@ -263,12 +267,17 @@ static ra_status create_cache_scaled(ra_kv_cache **cache, const attention_option
  * token as a decode step (S = 1) over the cache.  Every call gets its rows'
  * positions explicitly: start_pos + first (+ s), or the --positions ids of
  * those rows. */
-static ra_status forward_cached(const attention_options *opts, const ra_layer *layer,
-                                ra_context *ctx, float *y, const float *x, const int64_t *ids,
-                                int components, int64_t batch, int64_t seq)
+static int forward_cached(const attention_options *opts, const ra_layer *layer,
+                          ra_context *ctx, float *y, const float *x, const int64_t *ids,
+                          int components, int64_t batch, int64_t seq)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t dim = c->dim, P = opts->prefill;
+    const ra_attention_engine *engine = NULL; /* across the ranks of a launch: the sharded */
+    int64_t capacity = seq;                   /* cache's share of the tokens */
+#ifdef RA_CLI_MPI
+    if (cli_comm_size() > 1) engine = attention_sharded_engine(seq, P, &capacity);
+#endif
     progress line;
     double t0 = timer_seconds(), t_prefill = 0;
     float *x_part = malloc((size_t)(batch * P * dim) * sizeof(float));
@@ -277,21 +286,28 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
     ra_kv_cache *cache = NULL;
     ra_status status = RA_ERR_NOMEM;
     if (x_part && y_part && (ids_part || !ids))
-        status = create_cache_scaled(&cache, opts, c, batch, seq);
+        status = create_cache_scaled(&cache, opts, c, batch, engine ? 0 : seq, capacity);
+    int failed = 0;
+    if (status != RA_OK)
+        failed = cli_fail_status(status, "attention forward through the KV cache failed");
+    failed = cli_comm_agree(failed); /* a launch's ranks step together, or none does */
     progress_begin(&line, "attention --prefill", batch * seq, opts->quiet);
-    for (int64_t first = 0, n = P; status == RA_OK && first < seq; first += n, n = 1) {
+    for (int64_t first = 0, n = P; !failed && first < seq; first += n, n = 1) {
         if (first == P) t_prefill = timer_seconds() - t0;
         progress_update(&line, batch * first);
         gather_tokens(x_part, x, batch, seq, first, n, dim);
         for (int64_t r = 0; ids && r < components * batch; r++) /* [components, batch, n] */
             for (int64_t s = 0; s < n; s++) ids_part[r * n + s] = ids[r * seq + first + s];
         ra_positions positions = positions_of_ids(ids_part, components, opts->start_pos + first);
-        status = ra_layer_forward_cached(layer, ctx, cache, y_part, x_part, batch, n,
-                                         &positions);
-        if (status == RA_OK) scatter_tokens(y, y_part, batch, seq, first, n, dim);
+        status = ra_layer_forward_cached_with(layer, ctx, cache, y_part, x_part, batch, n,
+                                              &positions, engine);
+        if (status == RA_OK)
+            scatter_tokens(y, y_part, batch, seq, first, n, dim);
+        else
+            failed = cli_fail_status(status, "attention forward through the KV cache failed");
     }
     progress_end(&line);
-    if (status == RA_OK && opts->stats) { /* tokens of all sequences, per second */
+    if (!failed && opts->stats) { /* tokens of all sequences, per second */
         double total = timer_seconds() - t0;
         if (seq == P) t_prefill = total;
         printf("prefill: %lld tokens in %.6f s, %.0f tokens/s\n", (long long)(batch * P),
@@ -305,7 +321,7 @@ static ra_status forward_cached(const attention_options *opts, const ra_layer *l
     free(ids_part);
     free(y_part);
     free(x_part);
-    return status;
+    return failed;
 }
 
 /* Y = layer(X), written only if the whole forward succeeded. */
@@ -315,18 +331,18 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
                              const ra_attention_options *attention, int64_t batch, int64_t seq)
 {
     float *y = malloc((size_t)x->count * sizeof(float));
-    if (!y) return cli_fail(EXIT_FAIL, "out of memory for the output");
+    int failed = y ? 0 : cli_fail(EXIT_FAIL, "out of memory for the output");
+    failed = cli_comm_agree(failed); /* --prefill across a launch's ranks */
     ra_positions positions = positions_of_ids(ids, components, opts->start_pos);
-    ra_status status =
-        opts->prefill
-            ? forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq)
-            : ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, attention);
-    int failed = 0;
-    if (status != RA_OK)
-        failed = cli_fail_status(status, opts->prefill
-                                             ? "attention forward through the KV cache failed"
-                                             : "attention forward failed");
-    if (!failed && !(failed = cli_outputs_write_npy(outputs, 0, y, x->ndim, x->shape)))
+    ra_status status = RA_OK;
+    if (!failed && opts->prefill)
+        failed = forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq);
+    else if (!failed)
+        status = ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, attention);
+    if (status != RA_OK) failed = cli_fail_status(status, "attention forward failed");
+    /* across the ranks of a launch (--prefill: every rank has Y), rank 0 writes */
+    if (!failed && cli_comm_rank() == 0 &&
+        !(failed = cli_outputs_write_npy(outputs, 0, y, x->ndim, x->shape)))
         failed = cli_outputs_commit(outputs);
     free(y);
     return failed;
@@ -347,7 +363,7 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     attention.cu_seqlens = cu;
     attention.n_documents = cu ? n_documents : 0;
 #ifdef RA_CLI_MPI
-    if (cli_comm_size() > 1) {
+    if (cli_comm_size() > 1 && !opts->prefill) {
         attention_sharded_job job = {ra_hf_layer_get(layer), x, batch, seq, ids, components,
                                      opts->start_pos, attention, outputs};
         return attention_sharded_run(&job, ctx);
@@ -535,7 +551,7 @@ int cmd_attention(int argc, char **argv)
         return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
                         "--path reference");
     if (cli_comm_size() > 1) {
-        const char *alone = opts.prefill ? "--prefill" : opts.grads ? "--grads"
+        const char *alone = opts.grads ? "--grads"
                           : opts.attention_mask ? "--attention-mask" : opts.packed ? "--packed"
                           : opts.path == CLI_PATH_REFERENCE ? "--path reference" : NULL;
         if (alone)

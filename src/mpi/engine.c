@@ -1,8 +1,11 @@
 /*
- * engine.c — ra_mpi_engine: ring attention as a layer's attention engine
- * (ra_attention_engine), so that ra_layer_forward, ra_layer_forward_train
- * and ra_layer_backward run context-parallel over a communicator.
+ * engine.c — ra_mpi_engine: ring attention and sharded decoding as a
+ * layer's attention engine (ra_attention_engine), so that ra_layer_forward,
+ * ra_layer_forward_train, ra_layer_backward and ra_layer_forward_cached_with
+ * run context-parallel over a communicator.
  */
+#include <stdint.h>
+
 #include "mpi/mpi_internal.h"
 
 static ra_status engine_forward(void *user, ra_context *ctx, const ra_tensor *out, float *lse,
@@ -11,6 +14,46 @@ static ra_status engine_forward(void *user, ra_context *ctx, const ra_tensor *ou
 {
     const ra_mpi_engine *e = user;
     return ra_mpi_attention(ctx, e->comm, out, lse, q, k, v, e->seq, options);
+}
+
+/* A cached step.  Each sequence is the ranks' caches in rank order
+ * (ra_mpi_attention_decode's layout): while every rank's cache is empty (a
+ * prompt) rank r stores rows [T r / P, T (r + 1) / P) of the T new tokens,
+ * afterwards the last rank stores them all.  Each rank's room is agreed
+ * first, so that no rank stores a token unless every rank can. */
+static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
+                               const ra_tensor *out, const ra_tensor *q, const ra_tensor *k,
+                               const ra_tensor *v, const ra_attention_options *options)
+{
+    const ra_mpi_engine *e = user;
+    if (e->comm == MPI_COMM_NULL) return mpi_fail(RA_ERR_ARGUMENT, "comm is MPI_COMM_NULL");
+    int rank, P;
+    RA_MPI_TRY(mpi_check(MPI_Comm_rank(e->comm, &rank), "MPI_Comm_rank"));
+    RA_MPI_TRY(mpi_check(MPI_Comm_size(e->comm, &P), "MPI_Comm_size"));
+    const int64_t B = k->shape[0], T = k->shape[1];
+    int64_t held = 0; /* tokens every rank's cache holds */
+    for (int64_t b = 0; b < B; b++) held += ra_kv_cache_length(cache, b);
+    RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &held, 1, MPI_INT64_T, MPI_SUM, e->comm),
+                         "MPI_Allreduce"));
+    const int64_t lo = held ? (rank == P - 1 ? 0 : T) : T * rank / P;
+    const int64_t hi = held ? T : T * (rank + 1) / P;
+    int64_t short_of = 0, worst[2];
+    for (int64_t b = 0; b < B; b++)
+        if (ra_kv_cache_room(cache, b) < hi - lo) short_of = 1;
+    worst[0] = short_of;
+    worst[1] = short_of ? -rank : INT32_MIN;
+    RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_INT64_T, MPI_MAX, e->comm),
+                         "MPI_Allreduce"));
+    if (worst[0])
+        return mpi_fail(RA_ERR_CACHE_FULL, "rank %lld's cache has no room for its %lld of the "
+                        "%lld new tokens (nothing stored on any rank)", (long long)-worst[1],
+                        (long long)(hi - lo), (long long)T);
+    if (hi > lo) {
+        ra_tensor kk = mpi_rows(k, lo, hi - lo), vv = mpi_rows(v, lo, hi - lo);
+        RA_MPI_TRY(mpi_core(ra_kv_cache_append(cache, ctx, NULL, NULL, &kk, &vv, NULL, NULL),
+                            "ra_kv_cache_append"));
+    }
+    return ra_mpi_attention_decode(ctx, e->comm, cache, out, NULL, q, NULL, options);
 }
 
 static const char *engine_error(void *user)
@@ -25,7 +68,8 @@ RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t
     if (!e) return mpi_fail(RA_ERR_NULL, "e is NULL");
     if (seq < 1) return mpi_fail(RA_ERR_SIZE, "seq %lld is not positive", (long long)seq);
     e->engine = (ra_attention_engine){.struct_size = sizeof e->engine, .user = e,
-                                      .forward = engine_forward, .error = engine_error};
+                                      .forward = engine_forward, .error = engine_error,
+                                      .decode = engine_decode};
     e->comm = comm;
     e->seq = seq;
     return RA_OK;

@@ -529,6 +529,116 @@ static void layer_check(layer_mpi_case c)
         free(lx), free(ly);
 }
 
+/* The cached layer through the engine (every rank the same x, its own
+ * cache): a prompt of P tokens, then one decode step per token, against
+ * ra_layer_forward_cached on one cache in one process.  Tolerance: TOL of
+ * max|y| for f32 and bf16 caches (the same stored keys; only the sums'
+ * order differs); 8-bit: the one-process prompt attends over its f32 keys
+ * and the sharded one over the quantized cache, so int8's stated bound
+ * (3e-2 of max|y|, docs) applies.  Every rank's y is the same bits. */
+static void cached_check(layer_mpi_case c, ra_dtype dtype, int64_t P)
+{
+    const int64_t B = c.B, S = c.S, dim = c.dim, qd = c.H * c.D, kd = c.Hkv * c.D;
+    float *wq = random_floats(qd * dim, 21, 0.3f), *wk = random_floats(kd * dim, 22, 0.3f);
+    float *wv = random_floats(kd * dim, 23, 0.3f), *wo = random_floats(dim * qd, 24, 0.3f);
+    float *sinks = random_floats(c.H, 25, 1.0f), *x = random_floats(B * S * dim, 27, 1.0f);
+    ra_rope_config rope = ra_rope_config_default(c.D);
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = dim, lc.n_heads = c.H, lc.n_kv_heads = c.Hkv, lc.head_dim = c.D, lc.rope = &rope;
+    lc.window = c.window, lc.softcap = c.softcap;
+    ra_layer_weights w = ra_layer_weights_init();
+    w.wq = wq, w.wk = wk, w.wv = wv, w.wo = wo;
+    w.sinks = c.sinks ? sinks : NULL;
+    ra_layer *layer = NULL;
+    ra_status st = ra_layer_create(&layer, &lc, &w);
+    CHECK(st == RA_OK, "layer: %s", ra_last_error());
+    float *y[2], *xs = malloc((size_t)(B * P * dim) * sizeof *xs);
+    ra_mpi_engine e;
+    ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
+    for (int sharded = 0; sharded < 2; sharded++) {
+        y[sharded] = calloc((size_t)(B * S * dim), sizeof(float));
+        ra_kv_cache *cache = NULL;
+        st = ra_kv_cache_create(&cache, B, S, c.Hkv, c.D, dtype);
+        CHECK(st == RA_OK, "cache: %s", ra_last_error());
+        for (int64_t first = 0, n = P; st == RA_OK && first < S; first += n, n = 1) {
+            float *ys = malloc((size_t)(B * n * dim) * sizeof *ys);
+            for (int64_t b = 0; b < B; b++)
+                memcpy(xs + b * n * dim, x + (b * S + first) * dim, (size_t)(n * dim) * 4);
+            ra_positions pos = ra_positions_start(first);
+            st = sharded ? ra_layer_forward_cached_with(layer, ctx, cache, ys, xs, B, n, &pos,
+                                                        &e.engine)
+                         : ra_layer_forward_cached(layer, ctx, cache, ys, xs, B, n, &pos);
+            CHECK(st == RA_OK, "%s step at %lld: %s", sharded ? "sharded" : "one process",
+                  (long long)first, ra_last_error());
+            for (int64_t b = 0; b < B; b++)
+                memcpy(y[sharded] + (b * S + first) * dim, ys + b * n * dim,
+                       (size_t)(n * dim) * 4);
+            free(ys);
+        }
+        ra_kv_cache_destroy(cache);
+    }
+    double worst = 0, ymax = max_abs(y[0], B * S * dim);
+    for (int64_t i = 0; i < B * S * dim; i++) {
+        double err = fabs(y[1][i] - y[0][i]);
+        worst = err > worst || isnan(err) ? err : worst;
+    }
+    const double tol = dtype == RA_I8 ? 3e-2 : TOL;
+    CHECK(worst <= tol * ymax, "dtype %d S %lld prompt %lld window %lld sinks %d: y off by %.3g "
+          "(max|y| %.3g)", (int)dtype, (long long)S, (long long)P, (long long)c.window, c.sinks,
+          worst, ymax);
+    /* the same bits on every rank: rank 0's y against each rank's */
+    float *y0 = malloc((size_t)(B * S * dim) * sizeof *y0);
+    memcpy(y0, y[1], (size_t)(B * S * dim) * 4);
+    MPI_Bcast(y0, (int)(B * S * dim), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    CHECK(!memcmp(y0, y[1], (size_t)(B * S * dim) * 4), "rank %d's y differs from rank 0's", rank);
+    ra_layer_destroy(layer);
+    free(wq), free(wk), free(wv), free(wo), free(sinks), free(x), free(xs), free(y[0]),
+        free(y[1]), free(y0);
+}
+
+/* No room on one rank: every rank refuses, and no cache changes.  The
+ * last rank's cache holds exactly its share of a 4-token prompt, and stores
+ * every later token: the next step finds it full. */
+static void cached_full(void)
+{
+    const int64_t dim = 16, H = 2, D = 8, share = 4 - 4 * (size - 1) / size;
+    float *wq = random_floats(H * D * dim, 31, 0.3f), *wo = random_floats(dim * H * D, 33, 0.3f);
+    float *x = random_floats(4 * dim, 32, 1.0f), y[4 * 16];
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = dim, lc.n_heads = H, lc.head_dim = D;
+    ra_layer_weights w = ra_layer_weights_init();
+    w.wq = w.wk = w.wv = wq, w.wo = wo;
+    ra_layer *layer = NULL;
+    ra_kv_cache *cache = NULL;
+    ra_mpi_engine e;
+    ra_status st = ra_layer_create(&layer, &lc, &w);
+    if (st == RA_OK) st = ra_kv_cache_create(&cache, 1, rank == size - 1 ? share : 8, H, D, RA_F32);
+    if (st == RA_OK) st = ra_mpi_engine_init(&e, MPI_COMM_WORLD, 8);
+    ra_positions pos = ra_positions_start(0);
+    if (st == RA_OK) st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 4, &pos, &e.engine);
+    CHECK(st == RA_OK, "prompt: %s", ra_last_error());
+    const int64_t held = ra_kv_cache_length(cache, 0);
+    pos.start = 4;
+    st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 1, &pos, &e.engine);
+    CHECK(st == RA_ERR_CACHE_FULL && ra_kv_cache_length(cache, 0) == held,
+          "a step with no room: %s (length %lld, was %lld)", ra_status_string(st),
+          (long long)ra_kv_cache_length(cache, 0), (long long)held);
+    ra_kv_cache_destroy(cache);
+    ra_layer_destroy(layer);
+    free(wq), free(wo), free(x);
+}
+
+static void test_layer_cached(void)
+{
+    const layer_mpi_case plain = {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK};
+    const layer_mpi_case masks = {2, 30, 48, 6, 2, 16, 5, 0, 20.0, 1, 0, RA_OK};
+    cached_check(plain, RA_F32, 12);
+    cached_check(plain, RA_F32, 40);  /* all prompt */
+    cached_check(masks, RA_F32, size); /* a prompt of one token a rank */
+    cached_check(masks, RA_BF16, 9);
+    cached_check(plain, RA_I8, 12);
+}
+
 static void test_layer_engine(void)
 {
     const layer_mpi_case cases[] = {
@@ -555,6 +665,8 @@ int main(int argc, char **argv)
     RUN(test_decode());
     RUN(decode_errors());
     RUN(test_layer_engine());
+    RUN(test_layer_cached());
+    RUN(cached_full());
     int counts[2] = {passed, failed};
     MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_mpi P=%d: %d passed, %d failed\n", size, counts[0], counts[1]);

@@ -147,3 +147,14 @@ int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx)
     layout_free(&l);
     return failed;
 }
+
+const ra_attention_engine *attention_sharded_engine(int64_t seq, int64_t prefill,
+                                                    int64_t *capacity)
+{
+    static ra_mpi_engine engine;
+    const int64_t R = cli_comm_size(), r = cli_comm_rank();
+    *capacity = prefill * (r + 1) / R - prefill * r / R + (r == R - 1 ? seq - prefill : 0);
+    if (*capacity == 0) *capacity = 1; /* a rank without a token of a short prompt */
+    ra_mpi_engine_init(&engine, MPI_COMM_WORLD, seq); /* seq >= 1: no failure */
+    return &engine.engine;
+}

@@ -638,6 +638,32 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
                                         const ra_tensor *v, int64_t q_start, int64_t k_start,
                                         const ra_attention_options *options);
 
+/* The backward of one block (ra_attention_block_lse's query and key rows,
+ * at q_start + i and k_start + j, and its masks): adds to dq the gradient
+ * through the keys of this block, and to dk and dv the gradient from these
+ * queries, so that blocks summed over a split of the sequence give
+ * ra_attention_backward (within float32 rounding: the sums run in another
+ * order).  out and lse are the whole attention's, each row's over all its
+ * keys (ra_attention_forward_lse's, or the blocks' merge), not the block's:
+ * the probabilities are exp(s - lse) and Delta = rowsum(dout * out), as in
+ * ra_attention_backward's flash path.  dq, dk and dv are accumulated into
+ * (zero them before the first block); options' sinks are already in lse
+ * and change nothing here, and dsinks (-sum over the rows of
+ * e^(sinks[h] - lse) Delta, no key in it) is RA_ERR_UNSUPPORTED: the
+ * caller computes it once.  Options, paths and dtypes as
+ * ra_attention_block_lse's (dropout, chunk, padding_mask, cu_seqlens and
+ * the reference path refused); views and overlaps as
+ * ra_attention_backward's.  The same bits for any thread count.
+ *   dq, dout, q, out: [B, Sq, H, D]   dk, dv, k, v: [B, Sk, Hkv, D]
+ *   lse: [B, H, Sq] */
+RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *dq,
+                                             const ra_tensor *dk, const ra_tensor *dv,
+                                             const ra_tensor *dout, const ra_tensor *q,
+                                             const ra_tensor *k, const ra_tensor *v,
+                                             const ra_tensor *out, const float *lse,
+                                             int64_t q_start, int64_t k_start,
+                                             const ra_attention_options *options);
+
 /* The backward of out = ra_attention(q, k, v, options): given dout = dL/dout,
  * writes dq = dL/dq, dk = dL/dk and dv = dL/dv.  They are overwritten, not
  * accumulated, and are float32 views that must not overlap one another nor

@@ -8,6 +8,7 @@
  *                            each rank keeps its queries and passes its K/V
  *                            around the ring, merging partial softmaxes
  *                            exactly by their log-sum-exps
+ *   ra_mpi_attention_backward its backward: dK/dV travel the ring with K/V
  *   ra_mpi_attention_decode  decoding against a sequence-sharded KV cache:
  *                            each rank's partial softmax, combined by one
  *                            MPI_Allreduce
@@ -102,6 +103,40 @@ RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_t
                                       float *lse, const ra_tensor *q, const ra_tensor *k,
                                       const ra_tensor *v, int64_t seq,
                                       const ra_attention_options *options);
+
+/* The backward of ra_mpi_attention: given dout = dL/dout for the rank's
+ * rows, overwrites dq, dk and dv for its rows (its queries, its keys and
+ * values) with what ra_attention_backward over the whole sequence gives
+ * for them, within float32 rounding (the sums run in another order: tested
+ * within 1e-6 of max|gradient|).  q, k, v, seq and options are what the
+ * forward took; out and lse are what ra_mpi_attention returned for them.
+ * With options' sinks and dsinks, every rank gets the same dsinks, bit for
+ * bit: each rank's share (in double) gathered by one MPI_Allgather and
+ * summed in rank order.  The same options as ra_mpi_attention (and the
+ * same refused).
+ *
+ * The ring (FlashAttention-style ring backward): P steps; at step s a rank
+ * computes its query chunks against the K/V of rank o = r - s
+ * (ra_attention_block_backward: dq into its rows, dK/dV for o's keys into
+ * a buffer of its own) while it passes the K/V on as the forward does and
+ * receives from r - 1 the dK/dV that ranks o .. r - 1 have summed for o's
+ * keys; it adds its own to that sum (received + own, so the ring fixes the
+ * order and the bits) and sends it on to r + 1.  After the P steps one
+ * more hop brings each rank its own keys' dK/dV, complete.  Per step a
+ * rank moves K, V (its dtype) and dK, dV (float32): twice the forward's
+ * traffic for f32 K/V, against about 2.5 times its flops
+ * (docs/SCALING.md).  Memory per rank: two K/V buffers and three dK/dV
+ * buffers of the largest shard, dq in float32 and lse per chunk.
+ *   dq, dout, q, out: [B, S_local, H, D] f32   dk, dv: [B, S_local, Hkv, D]
+ *   f32   k, v: as ra_mpi_attention's   lse: [B, H, S_local] float32,
+ *   contiguous */
+RA_MPI_API ra_status ra_mpi_attention_backward(ra_context *ctx, MPI_Comm comm,
+                                               const ra_tensor *dq, const ra_tensor *dk,
+                                               const ra_tensor *dv, const ra_tensor *dout,
+                                               const ra_tensor *q, const ra_tensor *k,
+                                               const ra_tensor *v, const ra_tensor *out,
+                                               const float *lse, int64_t seq,
+                                               const ra_attention_options *options);
 
 /* ra_attention_decode against a sequence-sharded cache: sequence b is the
  * concatenation, in rank order, of the tokens each rank's cache holds for

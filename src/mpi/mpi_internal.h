@@ -56,8 +56,8 @@ void mpi_options(ra_attention_options *o, const ra_attention_options *options);
 
 /* out, a float32 view of the caller's shape, checked as libropeattn checks
  * an output (data, strides, every index its own element), and lse [n_lse]
- * (NULL: none) not overlapping it. */
-ra_status mpi_check_out(const ra_tensor *out, const float *lse, int64_t n_lse);
+ * (NULL: none) not overlapping it; name: out's, for the sentence. */
+ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse, int64_t n_lse);
 
 /* Bytes of one element of dtype (f32, f16, bf16). */
 size_t mpi_dtype_size(ra_dtype dtype);

@@ -81,7 +81,7 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
                             (long long)q->shape[3], (long long)k->shape[0],
                             (long long)k->shape[1], (long long)k->shape[2],
                             (long long)k->shape[3], d);
-    RA_MPI_TRY(mpi_check_out(out, lse, q->shape[0] * q->shape[2] * q->shape[1]));
+    RA_MPI_TRY(mpi_check_out(out, "out", lse, q->shape[0] * q->shape[2] * q->shape[1]));
     if (q->shape[1] != g->n_local)
         return mpi_fail(RA_ERR_SHAPE, "rank %d holds %lld rows of a sequence of %lld (chunks "
                         "of %lld and %lld tokens), not %lld", g->rank, (long long)g->n_local,

@@ -59,6 +59,10 @@ void mpi_options(ra_attention_options *o, const ra_attention_options *options);
  * (NULL: none) not overlapping it; name: out's, for the sentence. */
 ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse, int64_t n_lse);
 
+/* K then V [B, n, Hkv, D] (checked views of one dtype) into dst, each
+ * row of D elements in order: the ring's K/V buffer. */
+void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
+
 /* Bytes of one element of dtype (f32, f16, bf16). */
 size_t mpi_dtype_size(ra_dtype dtype);
 

@@ -146,22 +146,6 @@ static ra_status prepare(ring *g, ra_context *ctx, const ra_tensor *q, const ra_
     return RA_OK;
 }
 
-/* K then V of this rank into buffer 0. */
-static void pack(const ring *g, const ra_tensor *k, const ra_tensor *v)
-{
-    const size_t esize = mpi_dtype_size(g->kv_dtype), row = (size_t)g->head_dim * esize;
-    const ra_tensor *src[2] = {k, v};
-    char *dst = g->buf[0];
-    for (int w = 0; w < 2; w++)
-        for (int64_t b = 0; b < g->batch; b++)
-            for (int64_t s = 0; s < g->n_local; s++)
-                for (int64_t h = 0; h < g->kv_heads; h++, dst += row)
-                    memcpy(dst, (const char *)src[w]->data +
-                                    (size_t)(b * src[w]->stride[0] + s * src[w]->stride[1] +
-                                             h * src[w]->stride[2]) * esize,
-                           row);
-}
-
 /* Merges a block's rows (query chunk rows [r0, r0 + nq)) into the running
  * m, l and acc:  m' = max(m, lse_b);  acc = acc e^(m - m') + out_b e^(lse_b - m');
  * l = l e^(m - m') + e^(lse_b - m').  A row that saw no key (lse -Inf) is
@@ -315,7 +299,7 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
         if (status == RA_OK) status = mpi_check(MPI_Type_commit(&row), "MPI_Type_commit");
     }
     if (status == RA_OK) {
-        pack(&g, k, v);
+        mpi_pack_kv(g.buf[0], k, v);
         for (int64_t i = 0; i < g.batch * g.heads * g.n_local; i++) g.m[i] = -INFINITY, g.l[i] = 0.0;
         memset(g.acc, 0, (size_t)(g.batch * g.n_local * g.heads * g.head_dim) * sizeof(double));
         status = run(&g, ctx, q, comm, row);

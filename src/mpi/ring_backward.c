@@ -90,8 +90,10 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     g->seq = seq;
     g->n_local = g->count[0] + g->count[1];
     const ra_tensor *f32[6] = {dq, dk, dv, dout, q, out};
+    static const char *const f32_names[6] = {"dq", "dk", "dv", "dout", "q", "out"};
     for (int i = 0; i < 6; i++)
-        if (f32[i]->dtype != RA_F32) return mpi_fail(RA_ERR_DTYPE, "%s must be f32", names[i]);
+        if (f32[i]->dtype != RA_F32)
+            return mpi_fail(RA_ERR_DTYPE, "%s must be f32", f32_names[i]);
     if (!(k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) ||
         v->dtype != k->dtype)
         return mpi_fail(RA_ERR_DTYPE, "k and v must be f32, f16 or bf16, the same");
@@ -184,22 +186,6 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
                                                     v, &out1, g->lse[0], 0, 1, &g->block),
                         "ra_mpi_attention_backward: k, v"));
     return RA_OK;
-}
-
-/* K then V of this rank into K/V buffer 0 (ring.c's pack). */
-static void pack(const ring_back *g, const ra_tensor *k, const ra_tensor *v)
-{
-    const size_t esize = mpi_dtype_size(g->kv_dtype), row = (size_t)g->head_dim * esize;
-    const ra_tensor *src[2] = {k, v};
-    char *dst = g->kv[0];
-    for (int w = 0; w < 2; w++)
-        for (int64_t b = 0; b < g->batch; b++)
-            for (int64_t s = 0; s < g->n_local; s++)
-                for (int64_t h = 0; h < g->kv_heads; h++, dst += row)
-                    memcpy(dst, (const char *)src[w]->data +
-                                    (size_t)(b * src[w]->stride[0] + s * src[w]->stride[1] +
-                                             h * src[w]->stride[2]) * esize,
-                           row);
 }
 
 /* This rank's query chunks against rank o's key chunks (K/V in kv) into dq
@@ -384,7 +370,7 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
         if (status == RA_OK) status = mpi_check(MPI_Type_commit(&rows[i]), "MPI_Type_commit");
     }
     if (status == RA_OK) {
-        pack(&g, k, v);
+        mpi_pack_kv(g.kv[0], k, v);
         memset(g.dq, 0, (size_t)(g.batch * g.n_local * g.heads * g.head_dim) * sizeof(float));
         status = run(&g, ctx, dout, q, out, comm, rows[0], rows[1]);
         /* a block that failed on one rank fails the call on every rank */

@@ -1,10 +1,11 @@
 /*
  * views.c — the caller's output views, checked as libropeattn checks an
- * output (ra_tensor_check_output): the ring and the sharded decode write
- * them only at the end, from their own buffers, so the core never sees
- * them.
+ * output (ra_tensor_check_output): the ring, its backward and the sharded
+ * decode write them only at the end, from their own buffers, so the core
+ * never sees them; and a rank's K/V packed for the ring.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "mpi_internal.h"
 
@@ -40,4 +41,18 @@ ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse
     const uintptr_t l0 = (uintptr_t)lse, l1 = l0 + (uintptr_t)n_lse * sizeof(float);
     if (lse && l0 < o1 && o0 < l1) return mpi_fail(RA_ERR_ARGUMENT, "lse overlaps %s", name);
     return RA_OK;
+}
+
+void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v)
+{
+    const size_t esize = mpi_dtype_size(k->dtype), row = (size_t)k->shape[3] * esize;
+    const ra_tensor *src[2] = {k, v};
+    for (int w = 0; w < 2; w++)
+        for (int64_t b = 0; b < k->shape[0]; b++)
+            for (int64_t s = 0; s < k->shape[1]; s++)
+                for (int64_t h = 0; h < k->shape[2]; h++, dst += row)
+                    memcpy(dst, (const char *)src[w]->data +
+                                    (size_t)(b * src[w]->stride[0] + s * src[w]->stride[1] +
+                                             h * src[w]->stride[2]) * esize,
+                           row);
 }

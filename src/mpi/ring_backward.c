@@ -40,7 +40,7 @@ typedef struct ring_back {
     char *kv[2];                /* K/V buffers, each for max_rows tokens */
     float *own[2];              /* this step's dK/dV, alternate steps (one in flight) */
     float *sum;                 /* the dK/dV received */
-    float *dq;                  /* [B, S_local, H, D] */
+    float *dq;                  /* [B, S_local, H, D], then [B, H] for prepare's check */
     float *lse[2];              /* the caller's lse, per query chunk: [B, H, count[i]] */
     mpi_ring_stats *stats;      /* or NULL */
 } ring_back;
@@ -160,7 +160,7 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
     const size_t grad_bytes = 2 * (size_t)(B * g->max_rows) * g->grad_row;
     for (int i = 0; i < 2; i++) g->kv[i] = malloc(kv_bytes), g->own[i] = malloc(grad_bytes);
     g->sum = malloc(grad_bytes);
-    g->dq = calloc((size_t)(B * n * H * D), sizeof(float));
+    g->dq = calloc((size_t)(B * n * H * D + B * H), sizeof(float));
     g->lse[0] = malloc((size_t)(B * H * n) * sizeof(float));
     if (!g->kv[0] || !g->kv[1] || !g->own[0] || !g->own[1] || !g->sum || !g->dq || !g->lse[0])
         return mpi_fail(RA_ERR_NOMEM, "rank %d: out of memory for the ring's buffers", g->rank);
@@ -178,12 +178,12 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
     RA_MPI_TRY(mpi_core(ra_attention_block_backward(ctx, &dq_all, &dk1, &dv1, dout, q, &k1, &v1,
                                                     out, lse, 0, n, &g->block),
                         "ra_mpi_attention_backward: q, dout, out, lse"));
-    ra_tensor dq1 = ra_tensor_4d(g->dq, RA_F32, B, 1, H, D);
-    ra_tensor dk_all = ra_tensor_4d(g->own[0], RA_F32, B, n, Hkv, D);
-    ra_tensor dv_all = ra_tensor_4d(g->own[0] + B * n * Hkv * D, RA_F32, B, n, Hkv, D);
-    ra_tensor q1 = mpi_rows(q, 0, 1), dout1 = mpi_rows(dout, 0, 1), out1 = mpi_rows(out, 0, 1);
-    RA_MPI_TRY(mpi_core(ra_attention_block_backward(ctx, &dq1, &dk_all, &dv_all, &dout1, &q1, k,
-                                                    v, &out1, g->lse[0], 0, 1, &g->block),
+    /* k and v whole: the forward's block on one query row (its scratch
+     * does not grow with the keys, the backward's would), into dq's
+     * memory (out [B, 1, H, D], then lse [B, H] past dq) */
+    ra_tensor q1 = mpi_rows(q, 0, 1), out1 = ra_tensor_4d(g->dq, RA_F32, B, 1, H, D);
+    RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->dq + B * n * H * D, &q1, k, v, 0,
+                                               1, &g->block),
                         "ra_mpi_attention_backward: k, v"));
     return RA_OK;
 }

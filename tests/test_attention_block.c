@@ -299,15 +299,23 @@ typedef struct split_case {
     int64_t window;
     int sinks, n_cuts;
     int64_t cuts[4]; /* block starts after 0 */
+    ra_dtype dtype;  /* q, k and v's */
 } split_case;
 
-/* The views of rows [s0, s1) of a [B, S, heads, D] tensor. */
-static ra_tensor rows_of(float *x, const split_case *c, int64_t heads, int64_t s0, int64_t s1)
+/* The view of rows [s0, s1) of a [B, S, heads, D] tensor of dtype. */
+static ra_tensor rows_as(void *x, ra_dtype dtype, const split_case *c, int64_t heads, int64_t s0,
+                         int64_t s1)
 {
-    ra_tensor t = ra_tensor_4d(x, RA_F32, c->B, c->S, heads, c->D);
-    t.data = x + s0 * t.stride[1];
+    ra_tensor t = ra_tensor_4d(x, dtype, c->B, c->S, heads, c->D);
+    t.data = (char *)x + (size_t)(s0 * t.stride[1]) * (dtype == RA_F32 ? 4 : 2);
     t.shape[1] = s1 - s0;
     return t;
+}
+
+/* The same of a float32 tensor. */
+static ra_tensor rows_of(float *x, const split_case *c, int64_t heads, int64_t s0, int64_t s1)
+{
+    return rows_as(x, RA_F32, c, heads, s0, s1);
 }
 
 static void run_split(const split_case *c, uint64_t seed)
@@ -322,12 +330,22 @@ static void run_split(const split_case *c, uint64_t seed)
     ra_test_fill(q, nq, seed), ra_test_fill(k, nk, seed + 1), ra_test_fill(v, nk, seed + 2);
     ra_test_fill(dout, nq, seed + 3), ra_test_fill(sinks, 8, seed + 4);
     for (int64_t i = 0; i < nq; i++) q[i] *= 3.0f; /* peakier softmax */
+    /* q, k and v as the case's dtype (16-bit: copies, widened exactly by
+     * both calls) */
+    void *q_in = q, *k_in = k, *v_in = v;
+    if (c->dtype != RA_F32) {
+        q_in = malloc((size_t)nq * 2), k_in = malloc((size_t)nk * 2), v_in = malloc((size_t)nk * 2);
+        CHECK(ra_convert(q_in, c->dtype, q, RA_F32, nq) == RA_OK &&
+                  ra_convert(k_in, c->dtype, k, RA_F32, nk) == RA_OK &&
+                  ra_convert(v_in, c->dtype, v, RA_F32, nk) == RA_OK, "convert");
+    }
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c->softcap;
     o.window = c->window;
     o.sinks = c->sinks ? sinks : NULL;
     const int64_t S = c->S, H = c->H, G = c->Hkv;
-    ra_tensor tq = rows_of(q, c, H, 0, S), tk = rows_of(k, c, G, 0, S), tv = rows_of(v, c, G, 0, S);
+    ra_tensor tq = rows_as(q_in, c->dtype, c, H, 0, S), tk = rows_as(k_in, c->dtype, c, G, 0, S);
+    ra_tensor tv = rows_as(v_in, c->dtype, c, G, 0, S);
     ra_tensor to = rows_of(out, c, H, 0, S), tdo = rows_of(dout, c, H, 0, S);
     ra_tensor tdq = rows_of(dq, c, H, 0, S), tdk = rows_of(dk, c, G, 0, S);
     ra_tensor tdv = rows_of(dv, c, G, 0, S);
@@ -347,12 +365,12 @@ static void run_split(const split_case *c, uint64_t seed)
         memset(bv, 0, sizeof(float) * nk);
         for (int i = 0; i < n; i++)     /* query block */
             for (int j = 0; j < n; j++) { /* key block */
-                ra_tensor qb = rows_of(q, c, H, at[i], at[i + 1]);
+                ra_tensor qb = rows_as(q_in, c->dtype, c, H, at[i], at[i + 1]);
                 ra_tensor ob = rows_of(out, c, H, at[i], at[i + 1]);
                 ra_tensor dob = rows_of(dout, c, H, at[i], at[i + 1]);
                 ra_tensor dqb = rows_of(bq, c, H, at[i], at[i + 1]);
-                ra_tensor kb = rows_of(k, c, G, at[j], at[j + 1]);
-                ra_tensor vb = rows_of(v, c, G, at[j], at[j + 1]);
+                ra_tensor kb = rows_as(k_in, c->dtype, c, G, at[j], at[j + 1]);
+                ra_tensor vb = rows_as(v_in, c->dtype, c, G, at[j], at[j + 1]);
                 ra_tensor dkb = rows_of(bk, c, G, at[j], at[j + 1]);
                 ra_tensor dvb = rows_of(bv, c, G, at[j], at[j + 1]);
                 /* lse rows [at[i], at[i+1]) of each (b, h): a [B, H, Sq]
@@ -377,18 +395,21 @@ static void run_split(const split_case *c, uint64_t seed)
         else CHECK(!memcmp(dq, bq, sizeof(float) * nq), "dq: other bits on %d threads", threads);
         ra_context_destroy(ctx);
     }
+    if (c->dtype != RA_F32) free(q_in), free(k_in), free(v_in);
     for (int i = 0; i < 12; i++) free(buf[i]);
 }
 
 static void test_block_backward_sums(void)
 {
     const split_case cases[] = {
-        /* B, S, H, Hkv, D, softcap, window, sinks, cuts */
-        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}},
-        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}},
-        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}},
-        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}}, /* a window hides blocks */
-        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}},
+        /* B, S, H, Hkv, D, softcap, window, sinks, n_cuts, cuts, dtype */
+        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}, RA_F32},
+        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32},
+        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}, RA_F32},
+        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}, RA_F32}, /* a window hides blocks */
+        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}, RA_F32},
+        {1, 180, 4, 2, 48, 0, 0, 1, 2, {70, 71}, RA_BF16},
+        {1, 130, 2, 1, 40, 25.0, 0, 0, 1, {65}, RA_F16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_split(&cases[i], 60 + i);
 }
@@ -398,7 +419,7 @@ static void test_block_backward_sums(void)
  * written there and 0 + -0 added here agree). */
 static void test_block_backward_diagonal(void)
 {
-    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}};
+    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}, RA_F32};
     const int64_t nq = c.B * c.S * c.H * c.D, nk = c.B * c.S * c.Hkv * c.D;
     float *x = malloc(sizeof(float) * (6 * nq + 6 * nk + c.B * c.H * c.S)), sinks[4] = {0.5f, -1, 2, 0};
     float *q = x, *out = q + nq, *dout = out + nq, *dq = dout + nq, *aq = dq + nq, *k = aq + nq;

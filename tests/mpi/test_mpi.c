@@ -211,6 +211,13 @@ static void ring_backward_check(ring_case c)
     float *q = random_floats(nq, 41, 1.0f), *k = random_floats(nk, 42, 1.0f);
     float *v = random_floats(nk, 43, 1.0f), *dout = random_floats(nq, 44, 1.0f);
     float *sinks = random_floats(H, 45, 2.0f), dsinks[3][16];
+    const size_t esize = c.kv == RA_F32 ? 4 : 2;
+    void *k16 = k, *v16 = v; /* k and v as c.kv */
+    if (c.kv == RA_BF16) {
+        uint16_t *a16 = malloc((size_t)nk * 2), *b16 = malloc((size_t)nk * 2);
+        for (int64_t i = 0; i < nk; i++) a16[i] = to_bf16(k[i]), b16[i] = to_bf16(v[i]);
+        k16 = a16, v16 = b16;
+    }
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c.softcap;
     o.window = c.window;
@@ -219,7 +226,7 @@ static void ring_backward_check(ring_case c)
     float *out = malloc((size_t)nq * 4), *lse = malloc((size_t)(B * H * S) * 4);
     float *dq = malloc((size_t)nq * 4), *dk = malloc((size_t)nk * 4), *dv = malloc((size_t)nk * 4);
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), to = ra_tensor_4d(out, RA_F32, B, S, H, D);
-    ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, Hkv, D), tv = ra_tensor_4d(v, RA_F32, B, S, Hkv, D);
+    ra_tensor tk = ra_tensor_4d(k16, c.kv, B, S, Hkv, D), tv = ra_tensor_4d(v16, c.kv, B, S, Hkv, D);
     ra_tensor tdo = ra_tensor_4d(dout, RA_F32, B, S, H, D), tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
     ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, Hkv, D), tdv = ra_tensor_4d(dv, RA_F32, B, S, Hkv, D);
     ra_status st = ra_attention_forward_lse(ctx, &to, lse, &tq, &tk, &tv, &o);
@@ -234,10 +241,11 @@ static void ring_backward_check(ring_case c)
     int64_t *ids = malloc((size_t)(B * n) * sizeof *ids);
     ra_mpi_zigzag_positions(S, size, rank, B, n, ids);
     float *lq = shard_rows(q, B, S, H, D, 4, ids, n), *ldo = shard_rows(dout, B, S, H, D, 4, ids, n);
-    float *lk = shard_rows(k, B, S, Hkv, D, 4, ids, n), *lv = shard_rows(v, B, S, Hkv, D, 4, ids, n);
+    void *lk = shard_rows(k16, B, S, Hkv, D, esize, ids, n);
+    void *lv = shard_rows(v16, B, S, Hkv, D, esize, ids, n);
     float *lout = malloc((size_t)(B * n * H * D) * 4), *llse = malloc((size_t)(B * H * n) * 4);
     ra_tensor a = ra_tensor_4d(lq, RA_F32, B, n, H, D), y = ra_tensor_4d(lout, RA_F32, B, n, H, D);
-    ra_tensor kk = ra_tensor_4d(lk, RA_F32, B, n, Hkv, D), vv = ra_tensor_4d(lv, RA_F32, B, n, Hkv, D);
+    ra_tensor kk = ra_tensor_4d(lk, c.kv, B, n, Hkv, D), vv = ra_tensor_4d(lv, c.kv, B, n, Hkv, D);
     ra_tensor dy = ra_tensor_4d(ldo, RA_F32, B, n, H, D);
     o.dsinks = NULL;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &y, llse, &a, &kk, &vv, S, &o);
@@ -280,6 +288,7 @@ static void ring_backward_check(ring_case c)
     }
     for (int run = 0; run < 2; run++)
         for (int i = 0; i < 3; i++) free(g[run][i]);
+    if (k16 != k) free(k16), free(v16);
     free(q), free(k), free(v), free(dout), free(sinks), free(out), free(lse), free(dq), free(dk),
         free(dv), free(ids), free(lq), free(ldo), free(lk), free(lv), free(lout), free(llse);
 }
@@ -295,6 +304,7 @@ static void test_ring_backward(void)
         {1, 150, 4, 2, 32, RA_F32, 0, 40, 0},   /* across chunks */
         {2, 91, 6, 3, 24, RA_F32, 0, 0, 1},     /* sinks: dsinks on every rank */
         {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_backward_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */

@@ -105,6 +105,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int an
     args->fwd.v = v;
     args->fwd.lse = NULL;
     args->fwd.q_shift = 0;
+    args->fwd.k_start = 0;
     args->accumulate = 0;
     ra_attention_dropout(&args->fwd.dropout, &args->fwd.drop, options);
     args->dq = dq;

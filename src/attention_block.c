@@ -13,8 +13,8 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-/* The options a block serves: scale, softcap, window, sinks.  fn: the
- * caller's name. */
+/* The options a block serves: scale, softcap, window, chunk, sinks.  fn:
+ * the caller's name. */
 static ra_status block_options(ra_attention_options *o, const ra_attention_options *options,
                                const char *fn)
 {
@@ -22,9 +22,9 @@ static ra_status block_options(ra_attention_options *o, const ra_attention_optio
     if (o->path == RA_PATH_REFERENCE)
         return ra_fail(RA_ERR_UNSUPPORTED, "%s: the reference path (the block runs on the "
                        "flash path only)", fn);
-    if (o->dropout > 0.0f || o->chunk || o->padding_mask || o->cu_seqlens || o->n_documents)
-        return ra_fail(RA_ERR_UNSUPPORTED, "%s: %s (a block takes scale, softcap, window and "
-                       "sinks)", fn, o->dropout > 0.0f ? "dropout" : o->chunk ? "chunk"
+    if (o->dropout > 0.0f || o->padding_mask || o->cu_seqlens || o->n_documents)
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: %s (a block takes scale, softcap, window, "
+                       "chunk and sinks)", fn, o->dropout > 0.0f ? "dropout"
                        : o->padding_mask ? "padding_mask" : "cu_seqlens");
     return RA_OK;
 }
@@ -94,6 +94,7 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
     args.v = v;
     args.lse = lse;
     args.q_shift = q_start - k_start;
+    args.k_start = k_start;
     size_t bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, q->shape[1], q->shape[2],
                                               k->shape[2], q->shape[3], ra_parallel_threads(ctx));
     if (bytes == 0)
@@ -125,6 +126,7 @@ RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *d
     RA_TRY(ra_attention_backward_prepare(&args, 1, RA_PATH_FLASH, dq, dk, dv, dout, q, k, v, out,
                                          lse, &o));
     args.fwd.q_shift = q_start - k_start;
+    args.fwd.k_start = k_start;
     args.fwd.mask.sinks = NULL; /* lse holds them: they change no probability */
     args.accumulate = 1;
     return ra_attention_backward_run(ctx, &args, RA_PATH_FLASH);

@@ -92,6 +92,10 @@ typedef struct ra_attention_args {
      * of any length Sk (ra_attention_block_lse; no dropout, padding,
      * documents or rope then); 0 everywhere else (k as long as q). */
     int64_t q_shift;
+    /* The keys' first position (ra_attention_block_*: k_start), the chunk
+     * grid being anchored at position 0: key row 0 is position k_start;
+     * 0 everywhere else. */
+    int64_t k_start;
 } ra_attention_args;
 
 /* Validates the views; fills args (lse NULL) with options' dropout

@@ -23,10 +23,11 @@ typedef struct block_case {
     double softcap;
     int64_t window;
     int sinks;
+    int64_t chunk; /* chunks of global positions from 0 */
 } block_case;
 
 /* out and lse of query rows at q_start + i against keys at k_start + j (key
- * j seen when k_start + j <= q_start + i, and within the window), in
+ * j seen when k_start + j <= q_start + i, within the window and the chunk), in
  * double.  Rows that see nothing: 0 and -Inf (the sink with sinks). */
 static void reference(const block_case *c, const float *q, const float *k, const float *v,
                       const float *sinks, float *out, float *lse)
@@ -43,7 +44,9 @@ static void reference(const block_case *c, const float *q, const float *k, const
                 for (int64_t j = 0; j < c->Sk; j++) {
                     const int64_t kp = c->k_start + j;
                     p[j] = NAN;
-                    if (kp > pos || (c->window && kp <= pos - c->window)) continue;
+                    if (kp > pos || (c->window && kp <= pos - c->window) ||
+                        (c->chunk && kp / c->chunk != pos / c->chunk))
+                        continue;
                     const float *kj = k + ((b * c->Sk + j) * c->Hkv + g) * D;
                     double s = 0;
                     for (int64_t d = 0; d < D; d++) s += (double)qi[d] * kj[d];
@@ -87,6 +90,7 @@ static void run_case(ra_context *ctx, const block_case *c, uint64_t seed)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c->softcap;
     o.window = c->window;
+    o.chunk = c->chunk;
     o.sinks = c->sinks ? sinks : NULL;
     ra_tensor tq = ra_tensor_4d(q, RA_F32, c->B, c->Sq, c->H, c->D);
     ra_tensor to = ra_tensor_4d(out, RA_F32, c->B, c->Sq, c->H, c->D);
@@ -109,15 +113,18 @@ static void run_case(ra_context *ctx, const block_case *c, uint64_t seed)
 static void test_block_matches_reference(void)
 {
     const block_case cases[] = {
-        /* B, Sq, Sk, H, Hkv, D, q_start, k_start, softcap, window, sinks */
-        {1, 40, 40, 4, 2, 16, 100, 100, 0, 0, 0},  /* the diagonal */
-        {2, 30, 70, 4, 1, 72, 200, 100, 0, 0, 0},  /* keys wholly before */
-        {1, 37, 130, 8, 2, 80, 93, 0, 0, 0, 0},    /* a prefill against keys and its own */
-        {1, 33, 50, 2, 2, 24, 10, 0, 0, 0, 0},     /* keys past the last query */
-        {1, 20, 20, 2, 1, 8, 0, 30, 0, 0, 1},      /* keys after every query: all empty */
-        {1, 70, 64, 4, 2, 32, 90, 0, 0, 40, 0},    /* a window hides some rows wholly */
-        {2, 45, 45, 6, 3, 10, 45, 0, 15.0, 50, 1}, /* softcap, window, sinks */
-        {1, 65, 129, 4, 4, 64, 64, 0, 0, 0, 1},
+        /* B, Sq, Sk, H, Hkv, D, q_start, k_start, softcap, window, sinks, chunk */
+        {1, 40, 40, 4, 2, 16, 100, 100, 0, 0, 0, 0},  /* the diagonal */
+        {2, 30, 70, 4, 1, 72, 200, 100, 0, 0, 0, 0},  /* keys wholly before */
+        {1, 37, 130, 8, 2, 80, 93, 0, 0, 0, 0, 0},    /* a prefill against keys and its own */
+        {1, 33, 50, 2, 2, 24, 10, 0, 0, 0, 0, 0},     /* keys past the last query */
+        {1, 20, 20, 2, 1, 8, 0, 30, 0, 0, 1, 0},      /* keys after every query: all empty */
+        {1, 70, 64, 4, 2, 32, 90, 0, 0, 40, 0, 0},    /* a window hides some rows wholly */
+        {2, 45, 45, 6, 3, 10, 45, 0, 15.0, 50, 1, 0}, /* softcap, window, sinks */
+        {1, 65, 129, 4, 4, 64, 64, 0, 0, 0, 1, 0},
+        {1, 70, 90, 4, 2, 32, 100, 30, 0, 0, 0, 64},    /* chunks across both blocks */
+        {2, 40, 100, 4, 1, 16, 150, 20, 12.0, 0, 1, 48}, /* keys in earlier chunks only */
+        {1, 37, 130, 8, 2, 80, 93, 0, 0, 20, 0, 50},     /* a window and chunks */
     };
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
@@ -196,7 +203,7 @@ static void test_decode_lse(void)
             CHECK(st == RA_OK, "decode_lse at %lld: %s", (long long)starts[s][0], ra_last_error());
             for (int64_t b = 0; b < B; b++) {
                 block_case c = {1, T, n_new[b], H, Hkv, D, starts[s][b], 0, o.softcap, o.window,
-                                o.sinks != NULL};
+                                o.sinks != NULL, 0};
                 reference(&c, q + b * T * H * D, k + b * L * Hkv * D, v + b * L * Hkv * D,
                           o.sinks, ref, ref_lse);
                 double e = ra_test_max_rel_diff(out + b * T * H * D, ref, T * H * D), el = 0;
@@ -226,13 +233,14 @@ static void test_errors(void)
           "q_start");
     CHECK(ra_attention_block_lse(NULL, &out, (float *)x, &q, &k, &k, 0, 0, NULL) == RA_ERR_ARGUMENT,
           "lse over q");
-    const char *unsupported[] = {"reference", "dropout", "chunk", "padding"};
+    const char *unsupported[] = {"reference", "dropout", "documents", "padding"};
     uint8_t pad[2] = {1, 1};
+    const int64_t documents[2] = {0, 2};
     for (int i = 0; i < 4; i++) {
         o = ra_attention_options_init();
         if (i == 0) o.path = RA_PATH_REFERENCE;
         if (i == 1) o.dropout = 0.5f;
-        if (i == 2) o.chunk = 4;
+        if (i == 2) o.cu_seqlens = documents, o.n_documents = 1;
         if (i == 3) o.padding_mask = pad;
         CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, &o) == RA_ERR_UNSUPPORTED,
               "%s", unsupported[i]);
@@ -279,11 +287,12 @@ static void test_block_backward_errors(void)
     CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
                                       &o) == RA_ERR_UNSUPPORTED, "dsinks");
     uint8_t pad[2] = {1, 1};
+    const int64_t documents[2] = {0, 2};
     for (int i = 0; i < 4; i++) {
         o = ra_attention_options_init();
         if (i == 0) o.path = RA_PATH_REFERENCE;
         if (i == 1) o.dropout = 0.5f;
-        if (i == 2) o.chunk = 4;
+        if (i == 2) o.cu_seqlens = documents, o.n_documents = 1;
         if (i == 3) o.padding_mask = pad;
         CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
                                           &o) == RA_ERR_UNSUPPORTED, "option %d", i);
@@ -300,6 +309,7 @@ typedef struct split_case {
     int sinks, n_cuts;
     int64_t cuts[4]; /* block starts after 0 */
     ra_dtype dtype;  /* q, k and v's */
+    int64_t chunk;
 } split_case;
 
 /* The view of rows [s0, s1) of a [B, S, heads, D] tensor of dtype. */
@@ -342,6 +352,7 @@ static void run_split(const split_case *c, uint64_t seed)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c->softcap;
     o.window = c->window;
+    o.chunk = c->chunk;
     o.sinks = c->sinks ? sinks : NULL;
     const int64_t S = c->S, H = c->H, G = c->Hkv;
     ra_tensor tq = rows_as(q_in, c->dtype, c, H, 0, S), tk = rows_as(k_in, c->dtype, c, G, 0, S);
@@ -388,9 +399,9 @@ static void run_split(const split_case *c, uint64_t seed)
          * within 1e-5 of the largest gradient */
         double eq = ra_test_max_rel_diff(bq, dq, nq), ek = ra_test_max_rel_diff(bk, dk, nk);
         double ev = ra_test_max_rel_diff(bv, dv, nk);
-        CHECK(eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5, "S %lld D %lld window %lld, %d threads: "
-              "dq off by %.3g, dk by %.3g, dv by %.3g", (long long)S, (long long)c->D,
-              (long long)c->window, threads, eq, ek, ev);
+        CHECK(eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5, "S %lld D %lld window %lld chunk %lld, %d "
+              "threads: dq off by %.3g, dk by %.3g, dv by %.3g", (long long)S, (long long)c->D,
+              (long long)c->window, (long long)c->chunk, threads, eq, ek, ev);
         if (threads == 1) memcpy(dq, bq, sizeof(float) * nq); /* for the bits below */
         else CHECK(!memcmp(dq, bq, sizeof(float) * nq), "dq: other bits on %d threads", threads);
         ra_context_destroy(ctx);
@@ -402,14 +413,16 @@ static void run_split(const split_case *c, uint64_t seed)
 static void test_block_backward_sums(void)
 {
     const split_case cases[] = {
-        /* B, S, H, Hkv, D, softcap, window, sinks, n_cuts, cuts, dtype */
-        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}, RA_F32},
-        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32},
-        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}, RA_F32},
-        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}, RA_F32}, /* a window hides blocks */
-        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}, RA_F32},
-        {1, 180, 4, 2, 48, 0, 0, 1, 2, {70, 71}, RA_BF16},
-        {1, 130, 2, 1, 40, 25.0, 0, 0, 1, {65}, RA_F16},
+        /* B, S, H, Hkv, D, softcap, window, sinks, n_cuts, cuts, dtype, chunk */
+        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}, RA_F32, 0},
+        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32, 0},
+        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}, RA_F32, 0},
+        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}, RA_F32, 0}, /* a window hides blocks */
+        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}, RA_F32, 0},
+        {1, 180, 4, 2, 48, 0, 0, 1, 2, {70, 71}, RA_BF16, 0},
+        {1, 130, 2, 1, 40, 25.0, 0, 0, 1, {65}, RA_F16, 0},
+        {2, 230, 4, 2, 24, 0, 0, 1, 3, {50, 120, 121}, RA_F32, 70}, /* chunks across blocks */
+        {1, 200, 6, 3, 72, 15.0, 40, 0, 2, {64, 150}, RA_F32, 100},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_split(&cases[i], 60 + i);
 }
@@ -419,7 +432,7 @@ static void test_block_backward_sums(void)
  * written there and 0 + -0 added here agree). */
 static void test_block_backward_diagonal(void)
 {
-    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}, RA_F32};
+    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}, RA_F32, 0};
     const int64_t nq = c.B * c.S * c.H * c.D, nk = c.B * c.S * c.Hkv * c.D;
     float *x = malloc(sizeof(float) * (6 * nq + 6 * nk + c.B * c.H * c.S)), sinks[4] = {0.5f, -1, 2, 0};
     float *q = x, *out = q + nq, *dout = out + nq, *dq = dout + nq, *aq = dq + nq, *k = aq + nq;

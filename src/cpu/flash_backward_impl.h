@@ -247,7 +247,8 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
      * in ra_attention_block_backward, where k may have another length) */
     const int64_t n_keys = k->shape[1], shift = f->q_shift;
     const int64_t b = task / n_heads, h = task % n_heads, g = h / (n_heads / k->shape[2]);
-    const int64_t dp = job->dp, lp = ra_mask_leading_padding(mask, b);
+    /* the chunks' origin as a key row (flash_task's) */
+    const int64_t dp = job->dp, lp = ra_mask_leading_padding(mask, b) - f->k_start;
     const float scale = (float)mask->scale;
     const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
     float *dk_head = job->partial_k + (b * n_heads + h) * n_keys * dp;

@@ -63,6 +63,14 @@ ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse
  * row of D elements in order: the ring's K/V buffer. */
 void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
 
+/* Whether a block of nq queries at q_start against nk keys at k_start has
+ * a visible pair under o's masks; later: the keys' zig-zag chunk comes
+ * after the queries' (masked whole).  A window hides the block when even
+ * its first query and last key are W apart; chunked attention when its
+ * last key is before the first query's chunk. */
+int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
+                      int64_t q_start, int64_t k_start);
+
 /* Bytes of one element of dtype (f32, f16, bf16). */
 size_t mpi_dtype_size(ra_dtype dtype);
 

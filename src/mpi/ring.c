@@ -95,12 +95,12 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
     g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
     g->block = ra_attention_options_init();
     if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f || g->block.chunk ||
+    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f ||
         g->block.padding_mask || g->block.cu_seqlens || g->block.n_documents)
         return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention: %s (ring attention takes scale, "
-                        "softcap, window and sinks, on the flash path)",
+                        "softcap, window, chunk and sinks, on the flash path)",
                         g->block.path == RA_PATH_REFERENCE ? "the reference path"
-                        : g->block.dropout != 0.0f ? "dropout" : g->block.chunk ? "chunk"
+                        : g->block.dropout != 0.0f ? "dropout"
                         : g->block.padding_mask ? "padding_mask" : "cu_seqlens");
     g->sinks = g->block.sinks;
     g->block.sinks = NULL;
@@ -191,10 +191,7 @@ static ra_status blocks(ring *g, ra_context *ctx, const ra_tensor *q, const char
         for (int ki = 0; ki < 2; ki++) {
             const int64_t nq = g->count[qi], nk = ocount[ki];
             const int64_t q_start = g->start[qi], k_start = ostart[ki];
-            /* a later key chunk is masked whole; a window may hide an
-             * earlier one (its nearest pair: the first query, the last key) */
-            if (nq == 0 || nk == 0 || ochunk[ki] > chunk[qi] ||
-                (g->block.window && q_start - (k_start + nk - 1) >= g->block.window))
+            if (!mpi_block_visible(&g->block, nq, nk, ochunk[ki] > chunk[qi], q_start, k_start))
                 continue;
             const int64_t r0 = qi ? g->count[0] : 0;
             ra_tensor qb = mpi_rows(q, r0, nq);
@@ -286,12 +283,14 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     ra_status status = check_local(&g, out, lse, q, k, v, seq, options);
     if (status == RA_OK) status = prepare(&g, ctx, q, k, v, options);
     int64_t window = status == RA_OK ? g.block.window : 0;
+    int64_t attn_chunk = status == RA_OK ? g.block.chunk : 0;
     double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
-    int64_t sig[10] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
-                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0};
+    int64_t sig[11] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
+                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+                       attn_chunk};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
-    status = mpi_agree(comm, status, sig, 10);
+    status = mpi_agree(comm, status, sig, 11);
     MPI_Datatype row = MPI_DATATYPE_NULL;
     if (status == RA_OK) {
         status = mpi_check(MPI_Type_contiguous((int)g.kv_row, MPI_BYTE, &row),

@@ -128,12 +128,12 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     g->grad_row = (size_t)(g->kv_heads * g->head_dim) * sizeof(float);
     g->block = ra_attention_options_init();
     if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f || g->block.chunk ||
+    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f ||
         g->block.padding_mask || g->block.cu_seqlens || g->block.n_documents)
         return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention_backward: %s (ring attention "
-                        "takes scale, softcap, window and sinks, on the flash path)",
+                        "takes scale, softcap, window, chunk and sinks, on the flash path)",
                         g->block.path == RA_PATH_REFERENCE ? "the reference path"
-                        : g->block.dropout != 0.0f ? "dropout" : g->block.chunk ? "chunk"
+                        : g->block.dropout != 0.0f ? "dropout"
                         : g->block.padding_mask ? "padding_mask" : "cu_seqlens");
     g->sinks = g->block.sinks;
     g->dsinks = g->sinks ? g->block.dsinks : NULL;
@@ -211,10 +211,8 @@ static ra_status blocks(ring_back *g, ra_context *ctx, const ra_tensor *dout, co
         for (int ki = 0; ki < 2; ki++) {
             const int64_t nq = g->count[qi], nk = ocount[ki];
             const int64_t q_start = g->start[qi], k_start = ostart[ki];
-            /* the forward's blocks: a later key chunk, or one a window
-             * hides whole, adds nothing */
-            if (nq == 0 || nk == 0 || ochunk[ki] > chunk[qi] ||
-                (g->block.window && q_start - (k_start + nk - 1) >= g->block.window))
+            /* the forward's blocks: one it skips adds nothing */
+            if (!mpi_block_visible(&g->block, nq, nk, ochunk[ki] > chunk[qi], q_start, k_start))
                 continue;
             const int64_t r0 = qi ? g->count[0] : 0, k0 = ki ? ocount[0] : 0;
             ra_tensor qb = mpi_rows(q, r0, nq), dob = mpi_rows(dout, r0, nq);
@@ -355,13 +353,13 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
     if (status == RA_OK) status = prepare(&g, ctx, dout, q, k, v, out, lse);
     const int ok = status == RA_OK;
     double scale = ok ? g.block.scale : 0, softcap = ok ? g.block.softcap : 0;
-    int64_t sig[11] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
+    int64_t sig[12] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
                        ok ? g.block.window : 0, 0, 0,
                        g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                       g.dsinks != NULL};
+                       g.dsinks != NULL, ok ? g.block.chunk : 0};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
-    status = mpi_agree(comm, status, sig, 11);
+    status = mpi_agree(comm, status, sig, 12);
     MPI_Datatype rows[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* K (V) row, dK (dV) row */
     for (int i = 0; i < 2 && status == RA_OK; i++) {
         status = mpi_check(MPI_Type_contiguous((int)(i ? g.grad_row : g.kv_row), MPI_BYTE,

@@ -2,7 +2,8 @@
  * views.c — the caller's output views, checked as libropeattn checks an
  * output (ra_tensor_check_output): the ring, its backward and the sharded
  * decode write them only at the end, from their own buffers, so the core
- * never sees them; and a rank's K/V packed for the ring.
+ * never sees them; which blocks the ring computes; and a rank's K/V packed
+ * for the ring.
  */
 #include <stdint.h>
 #include <string.h>
@@ -41,6 +42,14 @@ ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse
     const uintptr_t l0 = (uintptr_t)lse, l1 = l0 + (uintptr_t)n_lse * sizeof(float);
     if (lse && l0 < o1 && o0 < l1) return mpi_fail(RA_ERR_ARGUMENT, "lse overlaps %s", name);
     return RA_OK;
+}
+
+int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
+                      int64_t q_start, int64_t k_start)
+{
+    const int64_t k_last = k_start + nk - 1; /* the block's nearest key to its first query */
+    return nq > 0 && nk > 0 && !later && !(o->window && q_start - k_last >= o->window) &&
+           !(o->chunk && q_start / o->chunk * o->chunk > k_last);
 }
 
 void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v)

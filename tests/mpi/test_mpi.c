@@ -79,6 +79,7 @@ typedef struct ring_case {
     double softcap;
     int64_t window;
     int sinks;
+    int64_t chunk; /* chunked attention's C (0: none) */
 } ring_case;
 
 /* Rows of x [B, S, heads, D] (elements of esize bytes) at the rank's
@@ -111,6 +112,7 @@ static void ring_check(ring_case c)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c.softcap;
     o.window = c.window;
+    o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
     /* the oracle: the whole sequence in one process */
     float *out = malloc((size_t)(B * S * H * D) * sizeof *out), *lse = malloc((size_t)(B * H * S) * 4);
@@ -154,9 +156,9 @@ static void ring_check(ring_case c)
                 worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
             }
     CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
-          "S %lld D %lld window %lld softcap %g sinks %d: out off by %.3g (max|y| %.3g), lse by "
-          "%.3g (max|lse| %.3g)", (long long)S, (long long)D, (long long)c.window, c.softcap,
-          c.sinks, worst, ymax, worst_lse, lmax);
+          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d: out off by %.3g (max|y| "
+          "%.3g), lse by %.3g (max|lse| %.3g)", (long long)S, (long long)D, (long long)c.window,
+          (long long)c.chunk, c.softcap, c.sinks, worst, ymax, worst_lse, lmax);
     CHECK(!memcmp(lout[0], lout[1], (size_t)(B * n * H * D) * 4) &&
               !memcmp(llse[0], llse[1], (size_t)(B * H * n) * 4),
           "two runs (one and two threads a rank) differ");
@@ -169,19 +171,22 @@ static void ring_check(ring_case c)
 static void test_ring(void)
 {
     const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1},     /* sinks: added once */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0},
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0},     /* sinks: added once */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16},   /* chunked attention, C 16 */
+        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70},   /* C 70: across the shards */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
-    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0};
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0, 0};
     ring_check(tiny);
     tiny.S = 2 * size + 1;
     ring_check(tiny);
@@ -221,6 +226,7 @@ static void ring_backward_check(ring_case c)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c.softcap;
     o.window = c.window;
+    o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
     /* the oracle: the whole sequence in one process */
     float *out = malloc((size_t)nq * 4), *lse = malloc((size_t)(B * H * S) * 4);
@@ -269,9 +275,9 @@ static void ring_backward_check(ring_case c)
     const double ek = shard_error(g[0][1], dk, B, n, S, Hkv, D, ids);
     const double ev = shard_error(g[0][2], dv, B, n, S, Hkv, D, ids);
     CHECK(eq <= TOL * mq && ek <= TOL * mk && ev <= TOL * mv,
-          "S %lld D %lld window %lld softcap %g sinks %d: dq off by %.3g (max %.3g), dk by %.3g "
-          "(max %.3g), dv by %.3g (max %.3g)", (long long)S, (long long)D, (long long)c.window,
-          c.softcap, c.sinks, eq, mq, ek, mk, ev, mv);
+          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d: dq off by %.3g (max %.3g), "
+          "dk by %.3g (max %.3g), dv by %.3g (max %.3g)", (long long)S, (long long)D,
+          (long long)c.window, (long long)c.chunk, c.softcap, c.sinks, eq, mq, ek, mk, ev, mv);
     for (int i = 0; i < 3; i++)
         CHECK(!memcmp(g[0][i], g[1][i], (size_t)(B * n * (i ? Hkv : H) * D) * 4),
               "gradient %d: two runs (one and two threads a rank) differ", i);
@@ -296,19 +302,22 @@ static void ring_backward_check(ring_case c)
 static void test_ring_backward(void)
 {
     const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1},     /* sinks: dsinks on every rank */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0},     /* sinks: dsinks on every rank */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16},   /* chunked attention, C 16 */
+        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70},   /* C 70: across the shards */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_backward_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
-    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 1};
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 1, 0};
     ring_backward_check(tiny);
     tiny.S = 2 * size + 1;
     ring_backward_check(tiny);
@@ -351,8 +360,14 @@ static void ring_backward_errors(void)
     bad_dq.stride[3] = rank == 0 ? 2 : 1;
     st = BACKWARD(MPI_COMM_WORLD, &bad_dq, &t[1], &t[3], S, NULL);
     CHECK(st == RA_ERR_ARGUMENT, "rank 0's dq stride: %d (%s)", (int)st, ra_mpi_last_error());
-    /* rank 0 asks for dropout; the last rank for dsinks alone */
+    /* rank 0's chunked attention differs */
     ra_attention_options o = ra_attention_options_init();
+    o.chunk = rank == 0 ? 5 : 0;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's chunk: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    /* rank 0 asks for dropout; the last rank for dsinks alone */
+    o = ra_attention_options_init();
     o.dropout = rank == 0 ? 0.1f : 0.0f;
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
     CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
@@ -441,6 +456,12 @@ static void ring_errors(void)
     o.dropout = rank == 0 ? 0.1f : 0.0f;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
+    /* one rank's chunked attention differs */
+    o = ra_attention_options_init();
+    o.chunk = rank == size - 1 ? 8 : 0;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's chunk: %d (%s)", (int)st,
+          ra_mpi_last_error());
     /* one rank's window differs: each rank's call is fine alone */
     o = ra_attention_options_init();
     o.window = rank == 0 ? 3 : 0;

@@ -619,7 +619,9 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
  * sequence themselves (ring attention: libropeattn_mpi; a prefill against
  * keys held elsewhere): query row i is the token at position q_start + i,
  * key row j the one at k_start + j, and query i sees key j when k_start + j
- * <= q_start + i and, with a window W, k_start + j > q_start + i - W.  out
+ * <= q_start + i and, with a window W, k_start + j > q_start + i - W, and
+ * with chunked attention (chunk C) when both positions are in the same
+ * chunk of C positions counted from position 0.  out
  * and lse are ra_attention_forward_lse's over the keys the row sees
  * (options' scale, softcap and sinks as there; a sink joins every block's
  * sum, so a caller that merges blocks passes none and adds it once).  A row
@@ -627,10 +629,11 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
  * sink), so that blocks merge exactly:
  *   lse = log(sum_b e^(lse_b)),  out = sum_b e^(lse_b - lse) out_b.
  * q_start, k_start in [0, RA_MAX_POSITION] (RA_ERR_POSITION); only their
- * difference matters.  On the flash path, whatever options.path asks
- * (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED); dropout, chunk, padding_mask and
- * cu_seqlens are RA_ERR_UNSUPPORTED.  With q_start = k_start and Sk = Sq
- * the result is ra_attention_forward_lse's, bit for bit.
+ * difference matters, and the chunks' origin, position 0.  On the flash
+ * path, whatever options.path asks (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED);
+ * dropout, padding_mask and cu_seqlens are RA_ERR_UNSUPPORTED.  With
+ * q_start = k_start = 0 (or no chunk) and Sk = Sq the result is
+ * ra_attention_forward_lse's, bit for bit.
  *   out, q: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq] float32,
  *   contiguous; dtypes as ra_attention's, overlaps refused as there */
 RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, float *lse,
@@ -651,8 +654,8 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
  * and change nothing here, and dsinks (-sum over the rows of
  * e^(sinks[h] - lse) Delta, no key in it) is RA_ERR_UNSUPPORTED: the
  * caller computes it once.  Options, paths and dtypes as
- * ra_attention_block_lse's (dropout, chunk, padding_mask, cu_seqlens and
- * the reference path refused); views and overlaps as
+ * ra_attention_block_lse's (its masks, chunk included; dropout,
+ * padding_mask, cu_seqlens and the reference path refused); views and overlaps as
  * ra_attention_backward's.  The same bits for any thread count.
  *   dq, dout, q, out: [B, Sq, H, D]   dk, dv, k, v: [B, Sk, Hkv, D]
  *   lse: [B, H, Sq] */

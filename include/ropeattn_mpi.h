@@ -84,9 +84,10 @@ RA_MPI_API ra_status ra_mpi_zigzag_positions(int64_t seq, int n_ranks, int rank,
  * ra_attention_forward_lse over the whole sequence give for its tokens,
  * within float32 rounding (the merge's order differs: tested within 1e-6 of
  * max|out|).  Options as ra_attention's, each with its single-process
- * meaning at global positions: scale, softcap, window, sinks (added once,
- * in the final merge).  dropout, chunk, padding_mask and cu_seqlens are
- * RA_ERR_UNSUPPORTED here, and so is the reference path.
+ * meaning at global positions: scale, softcap, window, chunk (chunks of
+ * global positions from 0), sinks (added once, in the final merge).
+ * dropout, padding_mask and cu_seqlens are RA_ERR_UNSUPPORTED here, and so
+ * is the reference path.
  *
  * The ring: P steps; at step s a rank computes its query chunks against the
  * K/V of rank r - s (ra_attention_block_lse: an earlier key chunk is wholly

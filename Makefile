@@ -309,7 +309,7 @@ alloc-test:
 TSAN_BUILD = build-tsan
 TSAN_TESTS = test_concurrency test_attention test_attention_bf16 test_attention_backward test_kvcache test_kvcache8 \
              test_kvpool test_layer_paged test_rope test_mla test_layer_backward \
-             test_weights16
+             test_weights16 test_attention_block
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
 	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)

@@ -669,7 +669,9 @@ struct ra_attention_engine {
  * sequence themselves (ring attention: libropeattn_mpi; a prefill against
  * keys held elsewhere): query row i is the token at position q_start + i,
  * key row j the one at k_start + j, and query i sees key j when k_start + j
- * <= q_start + i and, with a window W, k_start + j > q_start + i - W.  out
+ * <= q_start + i and, with a window W, k_start + j > q_start + i - W, and
+ * with chunked attention (chunk C) when both positions are in the same
+ * chunk of C positions counted from position 0.  out
  * and lse are ra_attention_forward_lse's over the keys the row sees
  * (options' scale, softcap and sinks as there; a sink joins every block's
  * sum, so a caller that merges blocks passes none and adds it once).  A row
@@ -677,16 +679,43 @@ struct ra_attention_engine {
  * sink), so that blocks merge exactly:
  *   lse = log(sum_b e^(lse_b)),  out = sum_b e^(lse_b - lse) out_b.
  * q_start, k_start in [0, RA_MAX_POSITION] (RA_ERR_POSITION); only their
- * difference matters.  On the flash path, whatever options.path asks
- * (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED); dropout, chunk, padding_mask and
- * cu_seqlens are RA_ERR_UNSUPPORTED.  With q_start = k_start and Sk = Sq
- * the result is ra_attention_forward_lse's, bit for bit.
+ * difference matters, and the chunks' origin, position 0.  On the flash
+ * path, whatever options.path asks (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED);
+ * dropout, padding_mask and cu_seqlens are RA_ERR_UNSUPPORTED.  With
+ * q_start = k_start = 0 (or no chunk) and Sk = Sq the result is
+ * ra_attention_forward_lse's, bit for bit.
  *   out, q: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq] float32,
  *   contiguous; dtypes as ra_attention's, overlaps refused as there */
 RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, float *lse,
                                         const ra_tensor *q, const ra_tensor *k,
                                         const ra_tensor *v, int64_t q_start, int64_t k_start,
                                         const ra_attention_options *options);
+
+/* The backward of one block (ra_attention_block_lse's query and key rows,
+ * at q_start + i and k_start + j, and its masks): adds to dq the gradient
+ * through the keys of this block, and to dk and dv the gradient from these
+ * queries, so that blocks summed over a split of the sequence give
+ * ra_attention_backward (within float32 rounding: the sums run in another
+ * order).  out and lse are the whole attention's, each row's over all its
+ * keys (ra_attention_forward_lse's, or the blocks' merge), not the block's:
+ * the probabilities are exp(s - lse) and Delta = rowsum(dout * out), as in
+ * ra_attention_backward's flash path.  dq, dk and dv are accumulated into
+ * (zero them before the first block); options' sinks are already in lse
+ * and change nothing here, and dsinks (-sum over the rows of
+ * e^(sinks[h] - lse) Delta, no key in it) is RA_ERR_UNSUPPORTED: the
+ * caller computes it once.  Options, paths and dtypes as
+ * ra_attention_block_lse's (its masks, chunk included; dropout,
+ * padding_mask, cu_seqlens and the reference path refused); views and overlaps as
+ * ra_attention_backward's.  The same bits for any thread count.
+ *   dq, dout, q, out: [B, Sq, H, D]   dk, dv, k, v: [B, Sk, Hkv, D]
+ *   lse: [B, H, Sq] */
+RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *dq,
+                                             const ra_tensor *dk, const ra_tensor *dv,
+                                             const ra_tensor *dout, const ra_tensor *q,
+                                             const ra_tensor *k, const ra_tensor *v,
+                                             const ra_tensor *out, const float *lse,
+                                             int64_t q_start, int64_t k_start,
+                                             const ra_attention_options *options);
 
 /* The backward of out = ra_attention(q, k, v, options): given dout = dL/dout,
  * writes dq = dL/dq, dk = dL/dk and dv = dL/dv.  They are overwritten, not

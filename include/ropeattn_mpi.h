@@ -8,6 +8,7 @@
  *                            each rank keeps its queries and passes its K/V
  *                            around the ring, merging partial softmaxes
  *                            exactly by their log-sum-exps
+ *   ra_mpi_attention_backward its backward: dK/dV travel the ring with K/V
  *   ra_mpi_attention_decode  decoding against a sequence-sharded KV cache:
  *                            each rank's partial softmax, combined by one
  *                            MPI_Allreduce
@@ -83,9 +84,10 @@ RA_MPI_API ra_status ra_mpi_zigzag_positions(int64_t seq, int n_ranks, int rank,
  * ra_attention_forward_lse over the whole sequence give for its tokens,
  * within float32 rounding (the merge's order differs: tested within 1e-6 of
  * max|out|).  Options as ra_attention's, each with its single-process
- * meaning at global positions: scale, softcap, window, sinks (added once,
- * in the final merge).  dropout, chunk, padding_mask and cu_seqlens are
- * RA_ERR_UNSUPPORTED here, and so is the reference path.
+ * meaning at global positions: scale, softcap, window, chunk (chunks of
+ * global positions from 0), sinks (added once, in the final merge).
+ * dropout, padding_mask and cu_seqlens are RA_ERR_UNSUPPORTED here, and so
+ * is the reference path.
  *
  * The ring: P steps; at step s a rank computes its query chunks against the
  * K/V of rank r - s (ra_attention_block_lse: an earlier key chunk is wholly
@@ -102,6 +104,44 @@ RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_t
                                       float *lse, const ra_tensor *q, const ra_tensor *k,
                                       const ra_tensor *v, int64_t seq,
                                       const ra_attention_options *options);
+
+/* The backward of ra_mpi_attention: given dout = dL/dout for the rank's
+ * rows, overwrites dq, dk and dv for its rows (its queries, its keys and
+ * values) with what ra_attention_backward over the whole sequence gives
+ * for them, within float32 rounding (the sums run in another order: tested
+ * within 1e-6 of max|gradient|).  q, k, v, seq and options are what the
+ * forward took; out and lse are what ra_mpi_attention returned for them.
+ * With options' sinks and dsinks, every rank gets the same dsinks, bit for
+ * bit: each rank's share (in double) gathered by one MPI_Allgather and
+ * summed in rank order.  The same options as ra_mpi_attention (and the
+ * same refused).  dq, dk and dv are written at the end of the call, after
+ * every input has been read, from the rank's own buffers: each is checked
+ * as an output (every index its own element), but whether two of them
+ * share an element is not (interleaved views of one fused buffer are
+ * fine; views that share elements get the last one written).
+ *
+ * The ring (FlashAttention-style ring backward): P steps; at step s a rank
+ * computes its query chunks against the K/V of rank o = r - s
+ * (ra_attention_block_backward: dq into its rows, dK/dV for o's keys into
+ * a buffer of its own) while it passes the K/V on as the forward does and
+ * receives from r - 1 the dK/dV that ranks o .. r - 1 have summed for o's
+ * keys; it adds its own to that sum (received + own, so the ring fixes the
+ * order and the bits) and sends it on to r + 1.  After the P steps one
+ * more hop brings each rank its own keys' dK/dV, complete.  Per step a
+ * rank moves K, V (its dtype) and dK, dV (float32): twice the forward's
+ * traffic for f32 K/V, against about 2.5 times its flops
+ * (docs/SCALING.md).  Memory per rank: two K/V buffers and three dK/dV
+ * buffers of the largest shard, dq in float32 and lse per chunk.
+ *   dq, dout, q, out: [B, S_local, H, D] f32   dk, dv: [B, S_local, Hkv, D]
+ *   f32   k, v: as ra_mpi_attention's   lse: [B, H, S_local] float32,
+ *   contiguous */
+RA_MPI_API ra_status ra_mpi_attention_backward(ra_context *ctx, MPI_Comm comm,
+                                               const ra_tensor *dq, const ra_tensor *dk,
+                                               const ra_tensor *dv, const ra_tensor *dout,
+                                               const ra_tensor *q, const ra_tensor *k,
+                                               const ra_tensor *v, const ra_tensor *out,
+                                               const float *lse, int64_t seq,
+                                               const ra_attention_options *options);
 
 /* ra_attention_decode against a sequence-sharded cache: sequence b is the
  * concatenation, in rank order, of the tokens each rank's cache holds for
@@ -140,7 +180,10 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * norms and RoPE are per token, and the attention is ra_mpi_attention's,
  * with the layer's window, soft-cap and sinks (its chunked attention,
  * dropout and padding are refused there).  ra_layer_forward_train and
- * ra_layer_backward take it as well, once the ring's backward is in.
+ * ra_layer_backward take it as well (ra_mpi_attention_backward): each
+ * rank's dx rows, and its shard's share of the weights' gradients, which the
+ * caller sums over the ranks (an MPI_Allreduce, or in rank order for the
+ * same bits every run).
  *
  * ra_layer_forward_cached_with(..., &e->engine) decodes against a sharded
  * cache: every rank gives the same x, positions and batch, each its own

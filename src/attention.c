@@ -48,6 +48,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->rope = NULL;
     args->positions = NULL;
     args->q_shift = 0;
+    args->k_start = 0;
     ra_attention_dropout(&args->dropout, &args->drop, options);
     return RA_OK;
 }

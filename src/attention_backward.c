@@ -31,7 +31,7 @@ static ra_status same_shape(const ra_tensor *a, const char *a_name, const ra_ten
     return RA_OK;
 }
 
-ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
+ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int any_keys,
                                         ra_attention_path path, const ra_tensor *dq,
                                         const ra_tensor *dk, const ra_tensor *dv,
                                         const ra_tensor *dout, const ra_tensor *q,
@@ -63,7 +63,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     RA_TRY(same_shape(dv, "dv", k, "k"));
     RA_TRY(same_shape(v, "v", k, "k"));
     for (int d = 0; d < 4; d++)
-        if (d != 2 && k->shape[d] != q->shape[d])
+        if (d != 2 && (d != 1 || !any_keys) && k->shape[d] != q->shape[d])
             return ra_fail(RA_ERR_SHAPE, "k " RA_DIMS_FMT " and q " RA_DIMS_FMT " differ in "
                            "axis %d", RA_DIMS(k->shape), RA_DIMS(q->shape), d);
     if (q->shape[2] % k->shape[2])
@@ -105,6 +105,8 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
     args->fwd.v = v;
     args->fwd.lse = NULL;
     args->fwd.q_shift = 0;
+    args->fwd.k_start = 0;
+    args->accumulate = 0;
     ra_attention_dropout(&args->fwd.dropout, &args->fwd.drop, options);
     args->dq = dq;
     args->dk = dk;
@@ -163,8 +165,16 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
     RA_TRY(ra_attention_options_read(&o, options));
     const ra_attention_path path = o.path == RA_PATH_AUTO ? RA_PATH_FLASH : o.path;
     ra_attention_backward_args args;
-    RA_TRY(ra_attention_backward_prepare(&args, path, dq, dk, dv, dout, q, k, v, out, lse, &o));
-    size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], q->shape[1],
+    RA_TRY(ra_attention_backward_prepare(&args, 0, path, dq, dk, dv, dout, q, k, v, out, lse,
+                                         &o));
+    return ra_attention_backward_run(ctx, &args, path);
+}
+
+ra_status ra_attention_backward_run(ra_context *ctx, ra_attention_backward_args *args,
+                                    ra_attention_path path)
+{
+    const ra_tensor *q = args->fwd.q;
+    size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], args->dk->shape[1],
                                                        q->shape[2], q->shape[3],
                                                        ra_parallel_threads(ctx));
     if (bytes == 0)
@@ -182,12 +192,12 @@ RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,
         float *wide = (float *)(void *)((char *)scratch.data + q_at);
         widen_q(wide, q);
         q32 = ra_tensor_4d(wide, RA_F32, q->shape[0], q->shape[1], q->shape[2], q->shape[3]);
-        args.fwd.q = &q32;
+        args->fwd.q = &q32;
     }
     if (path == RA_PATH_REFERENCE)
-        ra_attention_backward_reference(&args, scratch.data);
+        ra_attention_backward_reference(args, scratch.data);
     else
-        ra_attention_backward_flash(ctx, &args, scratch.data);
+        ra_attention_backward_flash(ctx, args, scratch.data);
     ra_scratch_release(&scratch);
     return RA_OK;
 }

@@ -2,26 +2,39 @@
  * attention_block.c — ra_attention_block_lse: one block of queries against
  * one block of keys of a longer causal sequence, at their positions (the
  * flash path with a query shift: cpu/flash_impl.h).  What ring attention
- * and other splits of the sequence merge by their log-sum-exps.
+ * and other splits of the sequence merge by their log-sum-exps.  And its
+ * backward, ra_attention_block_backward: the flash backward's task with the
+ * same shift (cpu/flash_backward_impl.h), adding to the gradients.
  *
- *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
+ *   q, out, dq, dout: [B, Sq, H, D]   k, v, dk, dv: [B, Sk, Hkv, D]
+ *   lse: [B, H, Sq]
  */
 #include "attention_internal.h"
 #include "parallel.h"
 #include "rope_internal.h"
 
-/* The options a block serves: scale, softcap, window, sinks. */
-static ra_status block_options(ra_attention_options *o, const ra_attention_options *options)
+/* The options a block serves: scale, softcap, window, chunk, sinks.  fn:
+ * the caller's name. */
+static ra_status block_options(ra_attention_options *o, const ra_attention_options *options,
+                               const char *fn)
 {
     RA_TRY(ra_attention_options_read(o, options));
     if (o->path == RA_PATH_REFERENCE)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_block_lse: the reference path (the "
-                       "block runs on the flash path only)");
-    if (o->dropout > 0.0f || o->chunk || o->padding_mask || o->cu_seqlens || o->n_documents)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_block_lse: %s (a block takes scale, "
-                       "softcap, window and sinks)",
-                       o->dropout > 0.0f ? "dropout" : o->chunk ? "chunk"
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: the reference path (the block runs on the "
+                       "flash path only)", fn);
+    if (o->dropout > 0.0f || o->padding_mask || o->cu_seqlens || o->n_documents)
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: %s (a block takes scale, softcap, window, "
+                       "chunk and sinks)", fn, o->dropout > 0.0f ? "dropout"
                        : o->padding_mask ? "padding_mask" : "cu_seqlens");
+    return RA_OK;
+}
+
+/* RA_ERR_POSITION unless q_start and k_start are in [0, RA_MAX_POSITION]. */
+static ra_status block_starts(int64_t q_start, int64_t k_start)
+{
+    if (q_start < 0 || q_start > RA_MAX_POSITION || k_start < 0 || k_start > RA_MAX_POSITION)
+        return ra_fail(RA_ERR_POSITION, "q_start %lld, k_start %lld: not in [0, 2^32]",
+                       (long long)q_start, (long long)k_start);
     return RA_OK;
 }
 
@@ -69,11 +82,9 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
 {
     ra_error_reset();
     ra_attention_options o;
-    RA_TRY(block_options(&o, options));
+    RA_TRY(block_options(&o, options, "ra_attention_block_lse"));
     RA_TRY(block_views(out, lse, q, k, v));
-    if (q_start < 0 || q_start > RA_MAX_POSITION || k_start < 0 || k_start > RA_MAX_POSITION)
-        return ra_fail(RA_ERR_POSITION, "q_start %lld, k_start %lld: not in [0, 2^32]",
-                       (long long)q_start, (long long)k_start);
+    RA_TRY(block_starts(q_start, k_start));
     ra_attention_args args = {0};
     RA_TRY(ra_attention_mask_read(&args.mask, &o, q->shape));
     RA_TRY(ra_attention_mask_check_output(&args.mask, out, "out"));
@@ -83,6 +94,7 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
     args.v = v;
     args.lse = lse;
     args.q_shift = q_start - k_start;
+    args.k_start = k_start;
     size_t bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, q->shape[1], q->shape[2],
                                               k->shape[2], q->shape[3], ra_parallel_threads(ctx));
     if (bytes == 0)
@@ -93,4 +105,29 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
     ra_attention_flash(ctx, &args, scratch.data);
     ra_scratch_release(&scratch);
     return RA_OK;
+}
+
+RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *dq,
+                                             const ra_tensor *dk, const ra_tensor *dv,
+                                             const ra_tensor *dout, const ra_tensor *q,
+                                             const ra_tensor *k, const ra_tensor *v,
+                                             const ra_tensor *out, const float *lse,
+                                             int64_t q_start, int64_t k_start,
+                                             const ra_attention_options *options)
+{
+    ra_error_reset();
+    ra_attention_options o;
+    RA_TRY(block_options(&o, options, "ra_attention_block_backward"));
+    if (o.dsinks)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_block_backward: dsinks (dL/dsinks "
+                       "depends on the queries alone: the caller sums it once)");
+    RA_TRY(block_starts(q_start, k_start));
+    ra_attention_backward_args args;
+    RA_TRY(ra_attention_backward_prepare(&args, 1, RA_PATH_FLASH, dq, dk, dv, dout, q, k, v, out,
+                                         lse, &o));
+    args.fwd.q_shift = q_start - k_start;
+    args.fwd.k_start = k_start;
+    args.fwd.mask.sinks = NULL; /* lse holds them: they change no probability */
+    args.accumulate = 1;
+    return ra_attention_backward_run(ctx, &args, RA_PATH_FLASH);
 }

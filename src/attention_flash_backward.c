@@ -11,7 +11,8 @@
  *   pass 2: one task per (b, kv head g, block of 64 keys): dk and dv are the
  *           sums of the partials of heads g * rep .. g * rep + rep - 1, in
  *           that order; dk is scaled by 1 / sqrt(D) (or options' scale)
- *           once, here.  With sinks, dL/dsinks[h] sums the tasks' shares
+ *           once, here (and added to the caller's dk, dv for a block:
+ *           ra_attention_block_backward).  With sinks, dL/dsinks[h] sums the tasks' shares
  *           over b, in order.
  *
  * Every element of the result is computed by one task in a fixed order, so
@@ -26,14 +27,14 @@
 
 enum { REDUCE_ROWS = 64 };
 
-/* Pass 2: dk, dv rows [s0, s0 + REDUCE_ROWS) of (b, g). */
+/* Pass 2: dk, dv rows [s0, s0 + REDUCE_ROWS) of (b, g) (key rows). */
 static void reduce_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
     const ra_flash_backward_job *job = arg;
     const ra_attention_backward_args *a = job->args;
     const ra_tensor *q = a->fwd.q;
-    const int64_t seq = q->shape[1], n_heads = q->shape[2], n_kv = a->dk->shape[2];
+    const int64_t seq = a->dk->shape[1], n_heads = q->shape[2], n_kv = a->dk->shape[2];
     const int64_t head_dim = q->shape[3], rep = n_heads / n_kv, dp = job->dp;
     const int64_t blocks = (seq + REDUCE_ROWS - 1) / REDUCE_ROWS;
     const int64_t b = task / (n_kv * blocks), g = task / blocks % n_kv;
@@ -49,8 +50,13 @@ static void reduce_task(void *arg, int64_t task, int thread)
                 sk += job->partial_k[first + h * head + d];
                 sv += job->partial_v[first + h * head + d];
             }
-            dk[d] = sk * scale;
-            dv[d] = sv;
+            if (a->accumulate) {
+                dk[d] += sk * scale;
+                dv[d] += sv;
+            } else {
+                dk[d] = sk * scale;
+                dv[d] = sv;
+            }
         }
     }
 }
@@ -59,7 +65,8 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
                                  float *scratch)
 {
     const ra_tensor *q = args->fwd.q;
-    const int64_t batch = q->shape[0], seq = q->shape[1], n_heads = q->shape[2];
+    /* seq: the keys' (the queries' but in a block) */
+    const int64_t batch = q->shape[0], seq = args->dk->shape[1], n_heads = q->shape[2];
     ra_flash_backward_job job;
     job.args = args;
     job.dp = ra_round_up(q->shape[3], 16);

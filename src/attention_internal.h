@@ -92,6 +92,10 @@ typedef struct ra_attention_args {
      * of any length Sk (ra_attention_block_lse; no dropout, padding,
      * documents or rope then); 0 everywhere else (k as long as q). */
     int64_t q_shift;
+    /* The keys' first position (ra_attention_block_*: k_start), the chunk
+     * grid being anchored at position 0: key row 0 is position k_start;
+     * 0 everywhere else. */
+    int64_t k_start;
 } ra_attention_args;
 
 /* Validates the views; fills args (lse NULL) with options' dropout
@@ -207,12 +211,16 @@ typedef struct ra_attention_backward_args {
     const ra_tensor *dq, *dk, *dv, *dout;
     const float *lse;      /* the forward's; NULL on the reference path */
     float *dsinks;         /* [H] or NULL: the options' */
+    int accumulate;        /* 0: dq, dk, dv overwritten; 1: added to, flash path only
+                              (ra_attention_block_backward: keys [B, Sk, Hkv, D] of
+                              any length, fwd.q_shift their offset, no dsinks) */
 } ra_attention_backward_args;
 
 /* Validates the views and, for the flash path (path must be REFERENCE or
  * FLASH: AUTO means FLASH), out and lse; fills args (options read and
- * checked). */
-ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
+ * checked; accumulate 0, q_shift 0).  any_keys: k, v, dk and dv may be of
+ * any length (a block), else as long as q. */
+ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int any_keys,
                                         ra_attention_path path, const ra_tensor *dq,
                                         const ra_tensor *dk, const ra_tensor *dv,
                                         const ra_tensor *dout, const ra_tensor *q,
@@ -220,10 +228,15 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args,
                                         const ra_tensor *out, const float *lse,
                                         const ra_attention_options *options);
 
-/* Scratch bytes the backward on this path needs; 0 when that does not fit in
- * memory. */
+/* Scratch bytes the backward on this path needs (seq: the keys'); 0 when
+ * that does not fit in memory. */
 size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
                                            int64_t n_heads, int64_t head_dim, int threads);
+
+/* Runs the prepared backward on path (REFERENCE or FLASH): its scratch, a
+ * 16-bit q widened into it, the kernels. */
+ra_status ra_attention_backward_run(ra_context *ctx, ra_attention_backward_args *args,
+                                    ra_attention_path path);
 
 /* The reference backward (attention_ref_backward.c), on the calling thread.
  * scratch: ra_attention_backward_scratch_bytes(REFERENCE) bytes, 64-byte
@@ -239,7 +252,8 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
  * RA_FLASH_BK rows against key tiles of RA_FLASH_BK keys, so that key tile j
  * is first met by query block j.  Its dk and dv go to per-head partial
  * buffers [B, H, S, dp], dp = D rounded up to 16, that a second pass sums
- * over each group.  Per thread (cpu/flash_backward_impl.h carves it), with
+ * over each group (partial buffers [B, H, Sk, dp] for a block of Sk keys).
+ * Per thread (cpu/flash_backward_impl.h carves it), with
  * R = RA_FLASH_BK rows and D16 = D rounded up to 16: Qt, dOt, dQt [D, R];
  * Q and dO rows [R, D16]; P, P * dropout and dP/dS tiles [BK, R]; lse,
  * Delta and ones [R]; dropout multipliers [BK]; a zero row

@@ -381,6 +381,43 @@ static void attention_flash(trial *t) { attention(t, RA_PATH_FLASH, 0, RA_F32); 
 static void attention_flash_ctx(trial *t) { attention(t, RA_PATH_FLASH, 3, RA_F32); }
 static void attention_flash_bf16(trial *t) { attention(t, RA_PATH_FLASH, 3, RA_BF16); }
 
+/* ra_attention_block_backward: the second half of the sequence's queries
+ * against its first half's keys, with no context or a fresh 3-thread one;
+ * the gradients it adds to untouched by a failed call. */
+static ra_status block_backward_call(ra_context *ctx, float *grads, const float *out,
+                                     const float *lse)
+{
+    const int64_t h = S / 2;
+    ra_tensor to = ra_tensor_4d((float *)out, RA_F32, B, S, H, D);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    ra_tensor dq = ra_tensor_4d(grads, RA_F32, B, S, H, D);
+    ra_tensor dk = ra_tensor_4d(grads + B * S * H * D, RA_F32, B, h, HKV, D);
+    ra_tensor dv = ra_tensor_4d(grads + B * S * H * D + B * h * HKV * D, RA_F32, B, h, HKV, D);
+    tk.shape[1] = tv.shape[1] = h;
+    /* dout: out itself; every query row, the keys [0, S / 2) */
+    return ra_attention_block_backward(ctx, &dq, &dk, &dv, &to, &tq, &tk, &tv, &to, lse, 0, 0,
+                                       NULL);
+}
+
+static void block_backward(trial *t, int threads)
+{
+    ra_context *ctx = NULL;
+    if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+    static float grads[B * S * H * D + 2 * B * S * HKV * D], out[B * S * H * D], lse[B * H * S];
+    ra_tensor to = ra_tensor_4d(out, RA_F32, B, S, H, D), tq = ra_tensor_4d(q, RA_F32, B, S, H, D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+    /* without the context, so that its workspace must grow in the call */
+    CHECK(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, NULL) == RA_OK, "forward");
+    memset(grads, SENTINEL, sizeof grads);
+    ARMED(t, block_backward_call(ctx, grads, out, lse));
+    if (INJECTED(t)) CHECK(is_sentinel(grads, sizeof grads), "gradients written by a failed call");
+    else CHECK(!is_sentinel(grads, sizeof grads), "gradients not added to");
+    ra_context_destroy(ctx);
+}
+static void block_backward_plain(trial *t) { block_backward(t, 0); }
+static void block_backward_ctx(trial *t) { block_backward(t, 3); }
+
 /* ---- the KV cache ---------------------------------------------------------- */
 
 /* A cache holding S tokens per sequence, and a copy of everything in it. */
@@ -1091,6 +1128,8 @@ static void test_rope_and_attention(void)
     sweep("ra_attention(flash)", attention_flash, 0);
     sweep("ra_attention(flash, context)", attention_flash_ctx, 0);
     sweep("ra_attention(flash, context, bf16 q k v)", attention_flash_bf16, 0);
+    sweep("ra_attention_block_backward", block_backward_plain, 0);
+    sweep("ra_attention_block_backward(context)", block_backward_ctx, 0);
 }
 
 static void test_cache(void)

@@ -5,7 +5,9 @@
  * here: before, across and after the diagonal, keys wholly after the
  * queries, windows that hide whole rows, softcap, sinks, GQA, odd D; the
  * same bits as ra_attention_forward_lse and ra_attention_decode where the
- * calls coincide; argument checks.
+ * calls coincide; argument checks.  ra_attention_block_backward: the
+ * blocks of a split of a whole sequence summed against ra_attention_backward
+ * over it, its bits on the diagonal block, any thread count the same bits.
  *
  *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
  */
@@ -21,10 +23,11 @@ typedef struct block_case {
     double softcap;
     int64_t window;
     int sinks;
+    int64_t chunk; /* chunks of global positions from 0 */
 } block_case;
 
 /* out and lse of query rows at q_start + i against keys at k_start + j (key
- * j seen when k_start + j <= q_start + i, and within the window), in
+ * j seen when k_start + j <= q_start + i, within the window and the chunk), in
  * double.  Rows that see nothing: 0 and -Inf (the sink with sinks). */
 static void reference(const block_case *c, const float *q, const float *k, const float *v,
                       const float *sinks, float *out, float *lse)
@@ -41,7 +44,9 @@ static void reference(const block_case *c, const float *q, const float *k, const
                 for (int64_t j = 0; j < c->Sk; j++) {
                     const int64_t kp = c->k_start + j;
                     p[j] = NAN;
-                    if (kp > pos || (c->window && kp <= pos - c->window)) continue;
+                    if (kp > pos || (c->window && kp <= pos - c->window) ||
+                        (c->chunk && kp / c->chunk != pos / c->chunk))
+                        continue;
                     const float *kj = k + ((b * c->Sk + j) * c->Hkv + g) * D;
                     double s = 0;
                     for (int64_t d = 0; d < D; d++) s += (double)qi[d] * kj[d];
@@ -85,6 +90,7 @@ static void run_case(ra_context *ctx, const block_case *c, uint64_t seed)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c->softcap;
     o.window = c->window;
+    o.chunk = c->chunk;
     o.sinks = c->sinks ? sinks : NULL;
     ra_tensor tq = ra_tensor_4d(q, RA_F32, c->B, c->Sq, c->H, c->D);
     ra_tensor to = ra_tensor_4d(out, RA_F32, c->B, c->Sq, c->H, c->D);
@@ -107,15 +113,18 @@ static void run_case(ra_context *ctx, const block_case *c, uint64_t seed)
 static void test_block_matches_reference(void)
 {
     const block_case cases[] = {
-        /* B, Sq, Sk, H, Hkv, D, q_start, k_start, softcap, window, sinks */
-        {1, 40, 40, 4, 2, 16, 100, 100, 0, 0, 0},  /* the diagonal */
-        {2, 30, 70, 4, 1, 72, 200, 100, 0, 0, 0},  /* keys wholly before */
-        {1, 37, 130, 8, 2, 80, 93, 0, 0, 0, 0},    /* a prefill against keys and its own */
-        {1, 33, 50, 2, 2, 24, 10, 0, 0, 0, 0},     /* keys past the last query */
-        {1, 20, 20, 2, 1, 8, 0, 30, 0, 0, 1},      /* keys after every query: all empty */
-        {1, 70, 64, 4, 2, 32, 90, 0, 0, 40, 0},    /* a window hides some rows wholly */
-        {2, 45, 45, 6, 3, 10, 45, 0, 15.0, 50, 1}, /* softcap, window, sinks */
-        {1, 65, 129, 4, 4, 64, 64, 0, 0, 0, 1},
+        /* B, Sq, Sk, H, Hkv, D, q_start, k_start, softcap, window, sinks, chunk */
+        {1, 40, 40, 4, 2, 16, 100, 100, 0, 0, 0, 0},  /* the diagonal */
+        {2, 30, 70, 4, 1, 72, 200, 100, 0, 0, 0, 0},  /* keys wholly before */
+        {1, 37, 130, 8, 2, 80, 93, 0, 0, 0, 0, 0},    /* a prefill against keys and its own */
+        {1, 33, 50, 2, 2, 24, 10, 0, 0, 0, 0, 0},     /* keys past the last query */
+        {1, 20, 20, 2, 1, 8, 0, 30, 0, 0, 1, 0},      /* keys after every query: all empty */
+        {1, 70, 64, 4, 2, 32, 90, 0, 0, 40, 0, 0},    /* a window hides some rows wholly */
+        {2, 45, 45, 6, 3, 10, 45, 0, 15.0, 50, 1, 0}, /* softcap, window, sinks */
+        {1, 65, 129, 4, 4, 64, 64, 0, 0, 0, 1, 0},
+        {1, 70, 90, 4, 2, 32, 100, 30, 0, 0, 0, 64},    /* chunks across both blocks */
+        {2, 40, 100, 4, 1, 16, 150, 20, 12.0, 0, 1, 48}, /* keys in earlier chunks only */
+        {1, 37, 130, 8, 2, 80, 93, 0, 0, 20, 0, 50},     /* a window and chunks */
     };
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
@@ -194,7 +203,7 @@ static void test_decode_lse(void)
             CHECK(st == RA_OK, "decode_lse at %lld: %s", (long long)starts[s][0], ra_last_error());
             for (int64_t b = 0; b < B; b++) {
                 block_case c = {1, T, n_new[b], H, Hkv, D, starts[s][b], 0, o.softcap, o.window,
-                                o.sinks != NULL};
+                                o.sinks != NULL, 0};
                 reference(&c, q + b * T * H * D, k + b * L * Hkv * D, v + b * L * Hkv * D,
                           o.sinks, ref, ref_lse);
                 double e = ra_test_max_rel_diff(out + b * T * H * D, ref, T * H * D), el = 0;
@@ -224,13 +233,14 @@ static void test_errors(void)
           "q_start");
     CHECK(ra_attention_block_lse(NULL, &out, (float *)x, &q, &k, &k, 0, 0, NULL) == RA_ERR_ARGUMENT,
           "lse over q");
-    const char *unsupported[] = {"reference", "dropout", "chunk", "padding"};
+    const char *unsupported[] = {"reference", "dropout", "documents", "padding"};
     uint8_t pad[2] = {1, 1};
+    const int64_t documents[2] = {0, 2};
     for (int i = 0; i < 4; i++) {
         o = ra_attention_options_init();
         if (i == 0) o.path = RA_PATH_REFERENCE;
         if (i == 1) o.dropout = 0.5f;
-        if (i == 2) o.chunk = 4;
+        if (i == 2) o.cu_seqlens = documents, o.n_documents = 1;
         if (i == 3) o.padding_mask = pad;
         CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, &o) == RA_ERR_UNSUPPORTED,
               "%s", unsupported[i]);
@@ -253,17 +263,218 @@ static void test_errors(void)
     ra_kv_cache_destroy(full);
 }
 
+static void test_block_backward_errors(void)
+{
+    float x[4 * 8] = {0}, g[5][4 * 8], lse[4] = {0}, sinks[2] = {0}, dsinks[2];
+    ra_tensor q = ra_tensor_4d(x, RA_F32, 1, 2, 2, 8), k = ra_tensor_4d(x, RA_F32, 1, 3, 1, 8);
+    ra_tensor dq = ra_tensor_4d(g[0], RA_F32, 1, 2, 2, 8), dk = ra_tensor_4d(g[1], RA_F32, 1, 3, 1, 8);
+    ra_tensor dv = ra_tensor_4d(g[2], RA_F32, 1, 3, 1, 8), out = ra_tensor_4d(g[3], RA_F32, 1, 2, 2, 8);
+    ra_tensor dout = ra_tensor_4d(g[4], RA_F32, 1, 2, 2, 8);
+    ra_tensor dk7 = ra_tensor_4d(g[1], RA_F32, 1, 2, 1, 7);
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, NULL, 0, 0,
+                                      NULL) == RA_ERR_NULL, "lse");
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, NULL, lse, 0, 0,
+                                      NULL) == RA_ERR_NULL, "out");
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk7, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+                                      NULL) == RA_ERR_SHAPE, "dk's shape");
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, -1,
+                                      NULL) == RA_ERR_POSITION, "k_start");
+    CHECK(ra_attention_block_backward(NULL, &dq, &dq, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+                                      NULL) != RA_OK, "dk over dq");
+    ra_attention_options o = ra_attention_options_init();
+    o.sinks = sinks;
+    o.dsinks = dsinks;
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+                                      &o) == RA_ERR_UNSUPPORTED, "dsinks");
+    uint8_t pad[2] = {1, 1};
+    const int64_t documents[2] = {0, 2};
+    for (int i = 0; i < 4; i++) {
+        o = ra_attention_options_init();
+        if (i == 0) o.path = RA_PATH_REFERENCE;
+        if (i == 1) o.dropout = 0.5f;
+        if (i == 2) o.cu_seqlens = documents, o.n_documents = 1;
+        if (i == 3) o.padding_mask = pad;
+        CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+                                          &o) == RA_ERR_UNSUPPORTED, "option %d", i);
+    }
+}
+
+/* One sequence, its gradients whole and as the sum over a split into
+ * blocks (cuts not at tile multiples, every (query block, key block) pair
+ * called, those wholly after the queries too). */
+typedef struct split_case {
+    int64_t B, S, H, Hkv, D;
+    double softcap;
+    int64_t window;
+    int sinks, n_cuts;
+    int64_t cuts[4]; /* block starts after 0 */
+    ra_dtype dtype;  /* q, k and v's */
+    int64_t chunk;
+} split_case;
+
+/* The view of rows [s0, s1) of a [B, S, heads, D] tensor of dtype. */
+static ra_tensor rows_as(void *x, ra_dtype dtype, const split_case *c, int64_t heads, int64_t s0,
+                         int64_t s1)
+{
+    ra_tensor t = ra_tensor_4d(x, dtype, c->B, c->S, heads, c->D);
+    t.data = (char *)x + (size_t)(s0 * t.stride[1]) * (dtype == RA_F32 ? 4 : 2);
+    t.shape[1] = s1 - s0;
+    return t;
+}
+
+/* The same of a float32 tensor. */
+static ra_tensor rows_of(float *x, const split_case *c, int64_t heads, int64_t s0, int64_t s1)
+{
+    return rows_as(x, RA_F32, c, heads, s0, s1);
+}
+
+static void run_split(const split_case *c, uint64_t seed)
+{
+    const int64_t nq = c->B * c->S * c->H * c->D, nk = c->B * c->S * c->Hkv * c->D;
+    float *buf[12];
+    const int64_t sizes[12] = {nq, nk, nk, nq, nq, nq, nk, nk, nq, nk, nk, c->B * c->H * c->S};
+    for (int i = 0; i < 12; i++) buf[i] = malloc(sizeof(float) * sizes[i]);
+    float *q = buf[0], *k = buf[1], *v = buf[2], *out = buf[3], *dout = buf[4], *dq = buf[5];
+    float *dk = buf[6], *dv = buf[7], *bq = buf[8], *bk = buf[9], *bv = buf[10], *lse = buf[11];
+    float sinks[8], dsinks[8];
+    ra_test_fill(q, nq, seed), ra_test_fill(k, nk, seed + 1), ra_test_fill(v, nk, seed + 2);
+    ra_test_fill(dout, nq, seed + 3), ra_test_fill(sinks, 8, seed + 4);
+    for (int64_t i = 0; i < nq; i++) q[i] *= 3.0f; /* peakier softmax */
+    /* q, k and v as the case's dtype (16-bit: copies, widened exactly by
+     * both calls) */
+    void *q_in = q, *k_in = k, *v_in = v;
+    if (c->dtype != RA_F32) {
+        q_in = malloc((size_t)nq * 2), k_in = malloc((size_t)nk * 2), v_in = malloc((size_t)nk * 2);
+        CHECK(ra_convert(q_in, c->dtype, q, RA_F32, nq) == RA_OK &&
+                  ra_convert(k_in, c->dtype, k, RA_F32, nk) == RA_OK &&
+                  ra_convert(v_in, c->dtype, v, RA_F32, nk) == RA_OK, "convert");
+    }
+    ra_attention_options o = ra_attention_options_init();
+    o.softcap = c->softcap;
+    o.window = c->window;
+    o.chunk = c->chunk;
+    o.sinks = c->sinks ? sinks : NULL;
+    const int64_t S = c->S, H = c->H, G = c->Hkv;
+    ra_tensor tq = rows_as(q_in, c->dtype, c, H, 0, S), tk = rows_as(k_in, c->dtype, c, G, 0, S);
+    ra_tensor tv = rows_as(v_in, c->dtype, c, G, 0, S);
+    ra_tensor to = rows_of(out, c, H, 0, S), tdo = rows_of(dout, c, H, 0, S);
+    ra_tensor tdq = rows_of(dq, c, H, 0, S), tdk = rows_of(dk, c, G, 0, S);
+    ra_tensor tdv = rows_of(dv, c, G, 0, S);
+    CHECK(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, &o) == RA_OK, "forward");
+    o.dsinks = c->sinks ? dsinks : NULL;
+    CHECK(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, lse, &o) ==
+              RA_OK, "backward: %s", ra_last_error());
+    o.dsinks = NULL;
+    int64_t at[6] = {0};
+    for (int i = 0; i < c->n_cuts; i++) at[i + 1] = c->cuts[i];
+    at[c->n_cuts + 1] = S;
+    const int n = c->n_cuts + 1;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        ra_context *ctx;
+        CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
+        memset(bq, 0, sizeof(float) * nq), memset(bk, 0, sizeof(float) * nk);
+        memset(bv, 0, sizeof(float) * nk);
+        for (int i = 0; i < n; i++)     /* query block */
+            for (int j = 0; j < n; j++) { /* key block */
+                ra_tensor qb = rows_as(q_in, c->dtype, c, H, at[i], at[i + 1]);
+                ra_tensor ob = rows_of(out, c, H, at[i], at[i + 1]);
+                ra_tensor dob = rows_of(dout, c, H, at[i], at[i + 1]);
+                ra_tensor dqb = rows_of(bq, c, H, at[i], at[i + 1]);
+                ra_tensor kb = rows_as(k_in, c->dtype, c, G, at[j], at[j + 1]);
+                ra_tensor vb = rows_as(v_in, c->dtype, c, G, at[j], at[j + 1]);
+                ra_tensor dkb = rows_of(bk, c, G, at[j], at[j + 1]);
+                ra_tensor dvb = rows_of(bv, c, G, at[j], at[j + 1]);
+                /* lse rows [at[i], at[i+1]) of each (b, h): a [B, H, Sq]
+                 * array of its own */
+                const int64_t sq = at[i + 1] - at[i];
+                float *lb = malloc(sizeof(float) * c->B * H * sq);
+                for (int64_t bh = 0; bh < c->B * H; bh++)
+                    memcpy(lb + bh * sq, lse + bh * S + at[i], sizeof(float) * sq);
+                ra_status st = ra_attention_block_backward(ctx, &dqb, &dkb, &dvb, &dob, &qb, &kb,
+                                                           &vb, &ob, lb, at[i], at[j], &o);
+                CHECK(st == RA_OK, "block (%d, %d): %s", i, j, ra_last_error());
+                free(lb);
+            }
+        /* float32 sums in another order (per block, then across blocks):
+         * within 1e-5 of the largest gradient */
+        double eq = ra_test_max_rel_diff(bq, dq, nq), ek = ra_test_max_rel_diff(bk, dk, nk);
+        double ev = ra_test_max_rel_diff(bv, dv, nk);
+        CHECK(eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5, "S %lld D %lld window %lld chunk %lld, %d "
+              "threads: dq off by %.3g, dk by %.3g, dv by %.3g", (long long)S, (long long)c->D,
+              (long long)c->window, (long long)c->chunk, threads, eq, ek, ev);
+        if (threads == 1) memcpy(dq, bq, sizeof(float) * nq); /* for the bits below */
+        else CHECK(!memcmp(dq, bq, sizeof(float) * nq), "dq: other bits on %d threads", threads);
+        ra_context_destroy(ctx);
+    }
+    if (c->dtype != RA_F32) free(q_in), free(k_in), free(v_in);
+    for (int i = 0; i < 12; i++) free(buf[i]);
+}
+
+static void test_block_backward_sums(void)
+{
+    const split_case cases[] = {
+        /* B, S, H, Hkv, D, softcap, window, sinks, n_cuts, cuts, dtype, chunk */
+        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}, RA_F32, 0},
+        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32, 0},
+        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}, RA_F32, 0},
+        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}, RA_F32, 0}, /* a window hides blocks */
+        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}, RA_F32, 0},
+        {1, 180, 4, 2, 48, 0, 0, 1, 2, {70, 71}, RA_BF16, 0},
+        {1, 130, 2, 1, 40, 25.0, 0, 0, 1, {65}, RA_F16, 0},
+        {2, 230, 4, 2, 24, 0, 0, 1, 3, {50, 120, 121}, RA_F32, 70}, /* chunks across blocks */
+        {1, 200, 6, 3, 72, 15.0, 40, 0, 2, {64, 150}, RA_F32, 100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_split(&cases[i], 60 + i);
+}
+
+/* The diagonal block of a whole sequence on zeroed gradients:
+ * ra_attention_backward's values (its tiles, its order; == so that a -0
+ * written there and 0 + -0 added here agree). */
+static void test_block_backward_diagonal(void)
+{
+    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}, RA_F32, 0};
+    const int64_t nq = c.B * c.S * c.H * c.D, nk = c.B * c.S * c.Hkv * c.D;
+    float *x = malloc(sizeof(float) * (6 * nq + 6 * nk + c.B * c.H * c.S)), sinks[4] = {0.5f, -1, 2, 0};
+    float *q = x, *out = q + nq, *dout = out + nq, *dq = dout + nq, *aq = dq + nq, *k = aq + nq;
+    float *v = k + nk, *dk = v + nk, *dv = dk + nk, *ak = dv + nk, *av = ak + nk, *lse = av + nk;
+    ra_test_fill(q, nq, 5), ra_test_fill(k, nk, 6), ra_test_fill(v, nk, 7), ra_test_fill(dout, nq, 8);
+    ra_attention_options o = ra_attention_options_init();
+    o.window = c.window;
+    o.sinks = sinks;
+    ra_tensor tq = rows_of(q, &c, c.H, 0, c.S), tk = rows_of(k, &c, c.Hkv, 0, c.S);
+    ra_tensor tv = rows_of(v, &c, c.Hkv, 0, c.S), to = rows_of(out, &c, c.H, 0, c.S);
+    ra_tensor tdo = rows_of(dout, &c, c.H, 0, c.S);
+    ra_tensor tdq = rows_of(dq, &c, c.H, 0, c.S), tdk = rows_of(dk, &c, c.Hkv, 0, c.S);
+    ra_tensor tdv = rows_of(dv, &c, c.Hkv, 0, c.S), taq = rows_of(aq, &c, c.H, 0, c.S);
+    ra_tensor tak = rows_of(ak, &c, c.Hkv, 0, c.S), tav = rows_of(av, &c, c.Hkv, 0, c.S);
+    CHECK(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, &o) == RA_OK, "forward");
+    CHECK(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, lse, &o) ==
+              RA_OK, "backward");
+    memset(aq, 0, sizeof(float) * nq), memset(ak, 0, sizeof(float) * nk);
+    memset(av, 0, sizeof(float) * nk);
+    CHECK(ra_attention_block_backward(NULL, &taq, &tak, &tav, &tdo, &tq, &tk, &tv, &to, lse, 9, 9,
+                                      &o) == RA_OK, "block: %s", ra_last_error());
+    int same = 1;
+    for (int64_t i = 0; i < nq; i++) same &= aq[i] == dq[i];
+    for (int64_t i = 0; i < nk; i++) same &= ak[i] == dk[i] && av[i] == dv[i];
+    CHECK(same, "the diagonal block differs from ra_attention_backward");
+    free(x);
+}
+
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
 static void simd_cases(void)
 {
     RUN(test_block_matches_reference);
     RUN(test_block_is_forward_lse);
     RUN(test_decode_lse);
+    RUN(test_block_backward_sums);
+    RUN(test_block_backward_diagonal);
 }
 
 int main(void)
 {
     ra_test_each_isa(simd_cases);
     RUN(test_errors);
+    RUN(test_block_backward_errors);
     return ra_test_summary("attention_block");
 }

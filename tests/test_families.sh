@@ -420,7 +420,8 @@ else fail "rope: [B, H, S, D] without --shape: $(cat "$TMP/err")"; fi
 # P ropeattn attention`): each rank runs its zig-zag shard through ring
 # attention and rank 0 writes Y, within the same 1e-5 of the float64
 # reference (seen: 1.7e-7), and so with --prefill (every rank's cache a
-# shard of the sequence: the engine's sharded decoding).  What the ring
+# shard of the sequence: the engine's sharded decoding) and --grads (the
+# ring's backward).  What the ring
 # does not run (chunks in decoding, latent attention) and what runs in one
 # process only fail on every rank: one
 # "ropeattn:" line, the exit code, no output.  Settings as tests/test_mpi.sh.
@@ -451,6 +452,27 @@ if command -v mpirun >/dev/null 2>&1; then
                 else pass; fi
             done
         done
+    done
+    # --grads: dL/dX and every weight's gradient (each rank's share, summed
+    # on rank 0) within 1e-5 of the one-process G written above (seen:
+    # 5e-7), and the masks' float64 differences as there.
+    cat >"$TMP/same_grads.py" <<'PY'
+import sys
+import numpy as np
+from st_read import read_f32
+a, b = read_f32(sys.argv[1]), read_f32(sys.argv[2])
+ok = sorted(a) == sorted(b) and all(
+    np.max(np.abs(a[k] - b[k])) <= 1e-5 * np.max(np.abs(b[k])) for k in b)
+sys.exit(0 if ok else 1)
+PY
+    for c in gemma2_layer0 gpt_oss_layer0 llama4_chunks_layer0 qwen3_vl_image; do
+        rm -f "$TMP/g.safetensors"
+        if ! mpi_attention 3 $c --grad-output "$C/$c/dy.npy" --grads "$TMP/g.safetensors"; then
+            fail "mpirun $c --grads: $(grep -m1 ropeattn: "$TMP/err")"
+        elif ! "$PY" "$TMP/same_grads.py" "$TMP/g.safetensors" "$C/$c/g.safetensors" ||
+            ! "$PY" "$TMP/masked_grads.py" "$TMP/g.safetensors" "$C/$c"; then
+            fail "mpirun $c --grads: differs from one process's"
+        else pass; fi
     done
     while IFS='|' read -r c np code message more; do
         read -r -a more <<<"$more"

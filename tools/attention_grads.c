@@ -84,6 +84,15 @@ static int write_gradients(const attention_grads_job *job, const float *dx,
     return failed;
 }
 
+int attention_grads_write(const attention_grads_job *job, const float *y, const float *dx,
+                          const ra_hf_grads *g)
+{
+    int failed = cli_outputs_write_npy(job->outputs, 0, y, job->x->ndim, job->x->shape);
+    if (!failed && !(failed = write_gradients(job, dx, g)))
+        failed = cli_outputs_commit(job->outputs);
+    return failed;
+}
+
 int attention_grads_run(const attention_grads_job *job, ra_context *ctx)
 {
     ra_hf_grads *g = NULL;
@@ -94,10 +103,7 @@ int attention_grads_run(const attention_grads_job *job, ra_context *ctx)
     int failed = 0;
     if (status != RA_OK)
         failed = cli_fail_status(status, "attention training forward and backward failed");
-    if (!failed &&
-        !(failed = cli_outputs_write_npy(job->outputs, 0, y, job->x->ndim, job->x->shape)) &&
-        !(failed = write_gradients(job, dx, g)))
-        failed = cli_outputs_commit(job->outputs);
+    if (!failed) failed = attention_grads_write(job, y, dx, g);
     ra_hf_grads_destroy(g);
     free(dx);
     free(y);

@@ -34,4 +34,10 @@ typedef struct attention_grads_job {
  * EXIT_FAIL. */
 int attention_grads_run(const attention_grads_job *job, ra_context *ctx);
 
+/* Writes Y and G (dL/dX, then g's tensors) and commits both, or neither
+ * (across an MPI launch's ranks: rank 0, with the ranks' sums); on failure
+ * prints one message and returns EXIT_FAIL. */
+int attention_grads_write(const attention_grads_job *job, const float *y, const float *dx,
+                          const ra_hf_grads *g);
+
 #endif

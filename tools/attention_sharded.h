@@ -3,7 +3,8 @@
  * launch (tools/mpi/attention_sharded.c, built with Open MPI): every rank
  * reads the same files and runs the layer on its zig-zag shard of each
  * sequence (ra_mpi_engine: ring attention), and rank 0 gathers Y and
- * writes it; with --prefill every rank's KV cache holds a shard of each
+ * writes it; with --grads also each rank's dL/dX rows and the sums of the
+ * ranks' weight gradients (ring backward); with --prefill every rank's KV cache holds a shard of each
  * sequence, and each step's y, the same on every rank, comes from the
  * engine's sharded decoding.  Y is the one-process Y within float32
  * rounding.
@@ -13,18 +14,20 @@
 
 #include "io/io.h"
 #include "outputs.h"
-#include "ropeattn.h"
+#include "ropeattn_hf.h"
 
 typedef struct attention_sharded_job {
-    const ra_layer *layer;
+    const ra_hf_layer *hf;          /* the checkpoint's layer (the gradients' names) */
+    const ra_layer *layer;          /* its ra_layer */
     const ra_npy *x;                /* [B, S, dim] or [S, dim], float32, whole */
+    const ra_npy *dy;               /* --grad-output, X's shape, or NULL: no --grads */
     int64_t batch, seq;
     const int64_t *ids;             /* --positions as [components, B, S], or NULL:
                                        start_pos + s */
     int components;
     int64_t start_pos;
     ra_attention_options attention; /* the path */
-    cli_outputs *outputs;           /* Y: written by rank 0 */
+    cli_outputs *outputs;           /* Y (and G): written by rank 0 */
 } attention_sharded_job;
 
 /* Runs the shards and writes Y on rank 0, committing it; on failure prints

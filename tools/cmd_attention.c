@@ -364,8 +364,9 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     attention.n_documents = cu ? n_documents : 0;
 #ifdef RA_CLI_MPI
     if (cli_comm_size() > 1 && !opts->prefill) {
-        attention_sharded_job job = {ra_hf_layer_get(layer), x, batch, seq, ids, components,
-                                     opts->start_pos, attention, outputs};
+        attention_sharded_job job = {layer, ra_hf_layer_get(layer), x, opts->grads ? dy : NULL,
+                                     batch, seq, ids, components, opts->start_pos, attention,
+                                     outputs};
         return attention_sharded_run(&job, ctx);
     }
 #endif
@@ -551,8 +552,7 @@ int cmd_attention(int argc, char **argv)
         return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
                         "--path reference");
     if (cli_comm_size() > 1) {
-        const char *alone = opts.grads ? "--grads"
-                          : opts.attention_mask ? "--attention-mask" : opts.packed ? "--packed"
+        const char *alone = opts.attention_mask ? "--attention-mask" : opts.packed ? "--packed"
                           : opts.path == CLI_PATH_REFERENCE ? "--path reference" : NULL;
         if (alone)
             return cli_fail(EXIT_USAGE, "attention: %s runs in one process, not across the %d "

@@ -13,7 +13,12 @@
  * the K/V bytes sent per step and the rank's attention rate (4 D flops per
  * visible query-key pair per head, over the compute time); then, for P > 1,
  * the same bytes shifted around the ring alone (MPI_Sendrecv, median of
- * 5 R): the link's bandwidth, for the model.
+ * 5 R): the link's bandwidth, for the model.  The ring's backward likewise
+ * (mpi_attention_backward_timed, from the forward's out and lse): its
+ * compute (ra_attention_block_backward), wait (K/V and dK/dV transfers the
+ * compute did not hide, the last hop's included), the bytes sent per step
+ * (K/V and dK/dV over P steps) and its rate (10 D flops per visible pair
+ * per head: S = q k^T again, dV, dP, dQ and dK).
  *
  * Decode: one query token against a cache of L tokens in dtype (default
  * 131072), split into P contiguous shards; the median over 5 R calls of
@@ -110,8 +115,9 @@ static double visible_pairs(int64_t seq)
 }
 
 /* The ring: fields [total, compute, wait, bytes, blocks] medians over the
- * reps, this rank's.  Returns nonzero on a failure (every rank's). */
-static int bench_ring(ra_context *ctx, const settings *s, double med[FIELDS])
+ * reps, this rank's, of the forward (fwd) and the backward (bwd).  Returns
+ * nonzero on a failure (every rank's). */
+static int bench_ring(ra_context *ctx, const settings *s, double fwd[FIELDS], double bwd[FIELDS])
 {
     int64_t start[2], count[2];
     ra_mpi_zigzag(s->seq, size, rank, start, count);
@@ -124,21 +130,41 @@ static int bench_ring(ra_context *ctx, const settings *s, double med[FIELDS])
     const ra_tensor to = ra_tensor_4d(out, RA_F32, B, n, H, D);
     const ra_tensor tk = ra_tensor_4d(k, s->dtype, B, n, HKV, D);
     const ra_tensor tv = ra_tensor_4d(v, s->dtype, B, n, HKV, D);
+    float *dout = random_values(B * n * H * D, RA_F32, 501 + (uint64_t)rank);
+    float *dq = malloc((size_t)(B * n * H * D) * 4), *dk = malloc((size_t)(B * n * HKV * D) * 4);
+    float *dv = malloc((size_t)(B * n * HKV * D) * 4);
+    const ra_tensor tdo = ra_tensor_4d(dout, RA_F32, B, n, H, D);
+    const ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, n, H, D);
+    const ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, n, HKV, D);
+    const ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, n, HKV, D);
     double *runs = calloc((size_t)(FIELDS * s->reps), sizeof *runs);
-    ra_status st = q && out && lse && k && v && runs ? RA_OK : RA_ERR_NOMEM;
-    for (int r = -1; r < s->reps && st == RA_OK; r++) { /* r = -1: a warm-up */
-        mpi_ring_stats stats;
-        MPI_Barrier(MPI_COMM_WORLD);
-        st = mpi_attention_timed(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, s->seq, NULL,
-                                 &stats);
-        if (r < 0) continue;
-        const double f[FIELDS] = {stats.total_s, stats.compute_s, stats.wait_s,
-                                  (double)stats.bytes_sent, (double)stats.blocks};
-        for (int i = 0; i < FIELDS; i++) runs[i * s->reps + r] = f[i];
+    ra_status st = q && out && lse && k && v && dout && dq && dk && dv && runs ? RA_OK
+                                                                               : RA_ERR_NOMEM;
+    for (int pass = 0; pass < 2; pass++) { /* the forward, then the backward */
+        for (int r = -1; r < s->reps && st == RA_OK; r++) { /* r = -1: a warm-up */
+            mpi_ring_stats stats;
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (pass == 0)
+                st = mpi_attention_timed(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, s->seq,
+                                         NULL, &stats);
+            else
+                st = mpi_attention_backward_timed(ctx, MPI_COMM_WORLD, &tdq, &tdk, &tdv, &tdo,
+                                                  &tq, &tk, &tv, &to, lse, s->seq, NULL, &stats);
+            if (r < 0) continue;
+            const double f[FIELDS] = {stats.total_s, stats.compute_s, stats.wait_s,
+                                      (double)stats.bytes_sent, (double)stats.blocks};
+            for (int i = 0; i < FIELDS; i++) runs[i * s->reps + r] = f[i];
+        }
+        if (st != RA_OK) {
+            fprintf(stderr, "rank %d: ring %s: %s\n", rank, pass ? "backward" : "forward",
+                    ra_mpi_last_error());
+            break;
+        }
+        double *med = pass ? bwd : fwd;
+        for (int i = 0; i < FIELDS; i++) med[i] = median(runs + i * s->reps, s->reps);
     }
-    if (st != RA_OK) fprintf(stderr, "rank %d: ring: %s\n", rank, ra_mpi_last_error());
-    for (int i = 0; st == RA_OK && i < FIELDS; i++) med[i] = median(runs + i * s->reps, s->reps);
-    free(q), free(out), free(lse), free(k), free(v), free(runs);
+    free(q), free(out), free(lse), free(k), free(v), free(dout), free(dq), free(dk), free(dv),
+        free(runs);
     return st != RA_OK;
 }
 
@@ -223,21 +249,33 @@ static const char *dtype_name(ra_dtype dtype)
     return dtype == RA_F32 ? "f32" : "bf16";
 }
 
-static void report(const settings *s, const double *ring, const double *pairs, const double *dec,
-                   double link)
+/* The ring's table: fields per rank as bench_ring's; the bytes sent over
+ * steps (0: none sent), under the heading bytes; flops_pair a visible
+ * pair's flops per head. */
+static void report_ring(const double *ring, const double *pairs, int steps, const char *bytes,
+                        double flops_pair)
+{
+    printf("%4s %10s %12s %10s %10s %7s %14s %12s\n", "rank", "total ms", "compute ms", "wait ms",
+           "other ms", "blocks", bytes, "GFLOP/s");
+    for (int r = 0; r < size; r++) {
+        const double *f = ring + r * FIELDS;
+        printf("%4d %10.1f %12.1f %10.2f %10.1f %7.0f %14.0f %12.2f\n", r, 1e3 * f[0], 1e3 * f[1],
+               1e3 * f[2], 1e3 * (f[0] - f[1] - f[2]), f[4], steps > 0 ? f[3] / steps : 0.0,
+               flops_pair * B * H * D * pairs[r] / f[1] * 1e-9);
+    }
+}
+
+static void report(const settings *s, const double *ring, const double *back,
+                   const double *pairs, const double *dec, double link)
 {
     printf("bench_mpi: P %d, %d thread(s) a rank; B %d, H %d, Hkv %d, D %d, K/V %s; median of %d\n",
            size, s->threads, B, H, HKV, D, dtype_name(s->dtype), s->reps);
     printf("ring attention, causal, S %lld (zig-zag, %lld tokens a rank):\n", (long long)s->seq,
            (long long)(s->seq / size));
-    printf("%4s %10s %12s %10s %10s %7s %14s %12s\n", "rank", "total ms", "compute ms", "wait ms",
-           "other ms", "blocks", "bytes/step", "GFLOP/s");
-    for (int r = 0; r < size; r++) {
-        const double *f = ring + r * FIELDS;
-        printf("%4d %10.1f %12.1f %10.2f %10.1f %7.0f %14.0f %12.2f\n", r, 1e3 * f[0], 1e3 * f[1],
-               1e3 * f[2], 1e3 * (f[0] - f[1] - f[2]), f[4], size > 1 ? f[3] / (size - 1) : 0.0,
-               4.0 * B * H * D * pairs[r] / f[1] * 1e-9);
-    }
+    report_ring(ring, pairs, size - 1, "bytes/step", 4.0);
+    printf("its backward (K/V %d times, dK/dV %d times around the ring):\n", size - 1,
+           size > 1 ? size : 0);
+    report_ring(back, pairs, size > 1 ? 1 : 0, "bytes/call", 10.0);
     if (size > 1)
         printf("the link alone: MPI_Sendrecv of %.0f bytes around the ring, %.3f ms (%.2f GB/s)\n",
                ring[3] / (size - 1), 1e3 * link, ring[3] / (size - 1) / link * 1e-9);
@@ -258,23 +296,28 @@ int main(int argc, char **argv)
     int failed = parse(argc, argv, &s);
     ra_context *ctx = NULL;
     if (!failed && ra_context_create(&ctx, s.threads) != RA_OK) failed = 1;
-    double mine[FIELDS] = {0}, pairs = 0, dec = 0, link = 0;
+    double mine[2 * FIELDS] = {0}, pairs = 0, dec = 0, link = 0; /* forward, backward */
     if (!failed) {
         pairs = visible_pairs(s.seq);
-        failed = bench_ring(ctx, &s, mine);
+        failed = bench_ring(ctx, &s, mine, mine + FIELDS);
         if (size > 1) failed |= bench_link((int64_t)mine[3] / (size - 1), 5 * s.reps, &link);
         failed |= bench_decode(ctx, &s, &dec);
     }
-    double *ring = malloc((size_t)(size * FIELDS) * sizeof *ring);
+    double *ring = malloc((size_t)(size * 2 * FIELDS) * sizeof *ring);
+    double *back = malloc((size_t)(size * FIELDS) * sizeof *back);
     double *all_pairs = malloc((size_t)size * sizeof *all_pairs);
     double *all_dec = malloc((size_t)size * sizeof *all_dec);
-    MPI_Gather(mine, FIELDS, MPI_DOUBLE, ring, FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(mine, 2 * FIELDS, MPI_DOUBLE, ring, 2 * FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (int r = 0; rank == 0 && r < size; r++) { /* [P, forward | backward]: two tables */
+        memcpy(back + r * FIELDS, ring + (2 * r + 1) * FIELDS, FIELDS * sizeof *back);
+        memmove(ring + r * FIELDS, ring + 2 * r * FIELDS, FIELDS * sizeof *ring);
+    }
     MPI_Gather(&pairs, 1, MPI_DOUBLE, all_pairs, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(&dec, 1, MPI_DOUBLE, all_dec, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     int any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0 && !any) report(&s, ring, all_pairs, all_dec, link);
-    free(ring), free(all_pairs), free(all_dec);
+    if (rank == 0 && !any) report(&s, ring, back, all_pairs, all_dec, link);
+    free(ring), free(back), free(all_pairs), free(all_dec);
     ra_context_destroy(ctx);
     MPI_Finalize();
     return any;

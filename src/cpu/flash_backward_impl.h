@@ -29,9 +29,12 @@
  * rowsum(P * dP), dropout or not, since out = Pd v.  dK_k and dV_k are this
  * head's partial sums, rows of dp floats in the job's [B, H, S, dp]
  * buffers; key tile k0 is first met by the query block q0 = k0 (BQ = BK),
- * which writes it rather than adding to it.  attention_flash_backward.c
- * sums the heads of each group and scales dk.  A task's result does not
- * depend on the thread that runs it.
+ * which writes it rather than adding to it.  A block of a longer sequence
+ * (ra_attention_block_backward: query row i is key row i + q_shift, keys
+ * of any length) zeroes its partial buffers first and adds every tile, and
+ * adds its dq to the caller's.  attention_flash_backward.c sums the heads
+ * of each group and scales dk.  A task's result does not depend on the
+ * thread that runs it.
  */
 #include <math.h>
 #include <string.h>
@@ -198,6 +201,7 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
     const ra_attention_backward_args *a = job->args;
     const ra_tensor *q = a->fwd.q, *out = a->fwd.out, *dout = a->dout;
     const int64_t seq = q->shape[1], head_dim = q->shape[3], dp = job->dp;
+    const int64_t shift = a->fwd.q_shift;
     const float *lse = a->lse + (b * q->shape[2] + h) * seq;
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
         const float *src_q[RA_W], *src_do[RA_W];
@@ -227,7 +231,7 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
         for (; d < head_dim; d++) delta += dor[d] * o[d];
         t->delta[r] = delta;
         t->lse[r] = lse[q0 + r];
-        t->first[r] = ra_mask_first_key(&a->fwd.mask, q0 + r, lp);
+        t->first[r] = ra_mask_first_key(&a->fwd.mask, shift + q0 + r, lp);
     }
 }
 
@@ -239,17 +243,25 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
     const ra_attention_mask *mask = &f->mask;
     const ra_tensor *q = f->q, *k = f->k, *v = f->v;
     const int64_t seq = q->shape[1], n_heads = q->shape[2], head_dim = q->shape[3];
+    /* query row i is key row i + shift (ra_attention_args.q_shift: 0 but
+     * in ra_attention_block_backward, where k may have another length) */
+    const int64_t n_keys = k->shape[1], shift = f->q_shift;
     const int64_t b = task / n_heads, h = task % n_heads, g = h / (n_heads / k->shape[2]);
-    const int64_t dp = job->dp, lp = ra_mask_leading_padding(mask, b);
+    /* the chunks' origin as a key row (flash_task's) */
+    const int64_t dp = job->dp, lp = ra_mask_leading_padding(mask, b) - f->k_start;
     const float scale = (float)mask->scale;
     const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
-    float *dk_head = job->partial_k + (b * n_heads + h) * seq * dp;
-    float *dv_head = job->partial_v + (b * n_heads + h) * seq * dp;
+    float *dk_head = job->partial_k + (b * n_heads + h) * n_keys * dp;
+    float *dv_head = job->partial_v + (b * n_heads + h) * n_keys * dp;
     double dsink = 0; /* -sum over rows of p_sink Delta */
     backward_tile t = carve_backward(job, thread, head_dim);
     if (!f->dropout) t.pdt = t.pt;
     memset(t.zero, 0, (size_t)dp * sizeof(float));
     for (int64_t r = 0; r < BQ; r++) t.ones[r] = 1.0f;
+    if (a->accumulate) { /* tiles are added to, never first written */
+        memset(dk_head, 0, (size_t)(n_keys * dp) * sizeof(float));
+        memset(dv_head, 0, (size_t)(n_keys * dp) * sizeof(float));
+    }
 
     for (int64_t q0 = 0; q0 < seq; q0 += BQ) {
         const int64_t nq = seq - q0 < BQ ? seq - q0 : BQ, q1 = q0 + nq;
@@ -257,8 +269,10 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
         if (q1 < seq) prefetch_query_block(a, b, h, q1, seq - q1 < BQ ? seq - q1 : BQ);
         /* The tiles some row sees: from the one that holds the smallest
          * first key (tiles stay at multiples of BK, so that tile k0 is
-         * still first met by the block q0 = k0); first_max as the forward's. */
-        int64_t k_first = q0, first_max = 0;
+         * still first met by the block q0 = k0) to the last query's key
+         * k_end - 1; first_max as the forward's. */
+        const int64_t k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
+        int64_t k_first = shift + q0, first_max = 0;
         for (int64_t r = 0; r < nq; r++)
             if (t.first[r] >= 0) {
                 k_first = t.first[r] < k_first ? t.first[r] : k_first;
@@ -268,9 +282,12 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int64_t r = 0; r < nq; r++)
                 if (t.first[r] >= 0)
                     dsink -= exp((double)mask->sinks[h] - t.lse[r]) * t.delta[r];
-        for (int64_t k0 = k_first / BK * BK; k0 < q1; k0 += BK) {
-            const int64_t nk = q1 - k0 < BK ? q1 - k0 : BK;
-            const int first = k0 == q0; /* the first query block that sees this tile */
+        k_first = k_first < 0 ? 0 : k_first;
+        if (k_first / BK * BK >= k_end) continue; /* (a block's rows see no key: adds 0) */
+        for (int64_t k0 = k_first / BK * BK; k0 < k_end; k0 += BK) {
+            const int64_t nk = k_end - k0 < BK ? k_end - k0 : BK;
+            /* the first query block that sees this tile */
+            const int first = !a->accumulate && k0 == q0;
             tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
             tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
             int padding = 0; /* padding keys read as zeros */
@@ -283,9 +300,10 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* St = K Qt */
                 scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
-            const int masked = k0 + nk > q0 + 1 || (restricted && first_max > k0) || padding;
+            const int masked = k0 + nk > shift + q0 + 1 || (restricted && first_max > k0) ||
+                               padding;
             for (int64_t r = 0; masked && r < BQ; r++)
-                row_bounds(&t.lo[r], &t.hi[r], t.first[r], q0 + r, k0);
+                row_bounds(&t.lo[r], &t.hi[r], t.first[r], shift + q0 + r, k0);
             probs_tile(&t, nk, masked, padding, mask->softcap);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {
@@ -318,7 +336,15 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                     dst[i] = NULL;
                 }
             }
-            store_rows_transposed(dst, t.dqt, BQ, r0, head_dim, mul);
+            if (!a->accumulate) {
+                store_rows_transposed(dst, t.dqt, BQ, r0, head_dim, mul);
+                continue;
+            }
+            float *rows[RA_W]; /* dq += dQt^T scale, through Q's rows (used up) */
+            for (int i = 0; i < RA_W; i++) rows[i] = dst[i] ? t.qr + (r0 + i) * dp : NULL;
+            store_rows_transposed(rows, t.dqt, BQ, r0, head_dim, mul);
+            for (int i = 0; i < RA_W; i++)
+                for (int64_t d = 0; dst[i] && d < head_dim; d++) dst[i][d] += rows[i][d];
         }
     }
     job->partial_sink[b * n_heads + h] = (float)dsink;

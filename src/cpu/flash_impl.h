@@ -360,7 +360,9 @@ static void flash_task(void *arg, int64_t task, int thread)
     /* Each query's first key; the keys the block reads, k_first .. k_end - 1
      * (a window's or a chunk's tiles before them are skipped), and the last
      * first key (after it, and up to q0, every row sees every key). */
-    const int64_t lp = ra_mask_leading_padding(mask, b);
+    /* the chunks' origin as a key row: the leading padding, less the
+     * keys' first position (a block's keys start at k_start) */
+    const int64_t lp = ra_mask_leading_padding(mask, b) - a->k_start;
     const int64_t k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
     int64_t k_first = k_end, first_max = 0;
     for (int64_t r = 0; r < rows; r++) {

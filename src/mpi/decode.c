@@ -74,7 +74,7 @@ static ra_status check_local(decode *g, ra_context *ctx, const ra_kv_cache *cach
                             "(or q's is not positive)", (long long)q->shape[0],
                             (long long)q->shape[1], (long long)q->shape[2],
                             (long long)q->shape[3], d);
-    RA_MPI_TRY(mpi_check_out(out, lse, q->shape[0] * q->shape[2] * q->shape[1]));
+    RA_MPI_TRY(mpi_check_out(out, "out", lse, q->shape[0] * q->shape[2] * q->shape[1]));
     g->batch = q->shape[0];
     g->tokens = q->shape[1];
     g->heads = q->shape[2];

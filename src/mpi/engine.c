@@ -16,6 +16,17 @@ static ra_status engine_forward(void *user, ra_context *ctx, const ra_tensor *ou
     return ra_mpi_attention(ctx, e->comm, out, lse, q, k, v, e->seq, options);
 }
 
+static ra_status engine_backward(void *user, ra_context *ctx, const ra_tensor *dq,
+                                 const ra_tensor *dk, const ra_tensor *dv, const ra_tensor *dout,
+                                 const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                                 const ra_tensor *out, const float *lse,
+                                 const ra_attention_options *options)
+{
+    const ra_mpi_engine *e = user;
+    return ra_mpi_attention_backward(ctx, e->comm, dq, dk, dv, dout, q, k, v, out, lse, e->seq,
+                                     options);
+}
+
 /* A cached step.  Each sequence is the ranks' caches in rank order
  * (ra_mpi_attention_decode's layout): while every rank's cache is empty (a
  * prompt) rank r stores rows [T r / P, T (r + 1) / P) of the T new tokens,
@@ -68,8 +79,8 @@ RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t
     if (!e) return mpi_fail(RA_ERR_NULL, "e is NULL");
     if (seq < 1) return mpi_fail(RA_ERR_SIZE, "seq %lld is not positive", (long long)seq);
     e->engine = (ra_attention_engine){.struct_size = sizeof e->engine, .user = e,
-                                      .forward = engine_forward, .error = engine_error,
-                                      .decode = engine_decode};
+                                      .forward = engine_forward, .backward = engine_backward,
+                                      .error = engine_error, .decode = engine_decode};
     e->comm = comm;
     e->seq = seq;
     return RA_OK;

@@ -56,8 +56,20 @@ void mpi_options(ra_attention_options *o, const ra_attention_options *options);
 
 /* out, a float32 view of the caller's shape, checked as libropeattn checks
  * an output (data, strides, every index its own element), and lse [n_lse]
- * (NULL: none) not overlapping it. */
-ra_status mpi_check_out(const ra_tensor *out, const float *lse, int64_t n_lse);
+ * (NULL: none) not overlapping it; name: out's, for the sentence. */
+ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse, int64_t n_lse);
+
+/* K then V [B, n, Hkv, D] (checked views of one dtype) into dst, each
+ * row of D elements in order: the ring's K/V buffer. */
+void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
+
+/* Whether a block of nq queries at q_start against nk keys at k_start has
+ * a visible pair under o's masks; later: the keys' zig-zag chunk comes
+ * after the queries' (masked whole).  A window hides the block when even
+ * its first query and last key are W apart; chunked attention when its
+ * last key is before the first query's chunk. */
+int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
+                      int64_t q_start, int64_t k_start);
 
 /* Bytes of one element of dtype (f32, f16, bf16). */
 size_t mpi_dtype_size(ra_dtype dtype);

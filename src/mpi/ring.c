@@ -81,7 +81,7 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
                             (long long)q->shape[3], (long long)k->shape[0],
                             (long long)k->shape[1], (long long)k->shape[2],
                             (long long)k->shape[3], d);
-    RA_MPI_TRY(mpi_check_out(out, lse, q->shape[0] * q->shape[2] * q->shape[1]));
+    RA_MPI_TRY(mpi_check_out(out, "out", lse, q->shape[0] * q->shape[2] * q->shape[1]));
     if (q->shape[1] != g->n_local)
         return mpi_fail(RA_ERR_SHAPE, "rank %d holds %lld rows of a sequence of %lld (chunks "
                         "of %lld and %lld tokens), not %lld", g->rank, (long long)g->n_local,
@@ -95,12 +95,12 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
     g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
     g->block = ra_attention_options_init();
     if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f || g->block.chunk ||
+    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f ||
         g->block.padding_mask || g->block.cu_seqlens || g->block.n_documents)
         return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention: %s (ring attention takes scale, "
-                        "softcap, window and sinks, on the flash path)",
+                        "softcap, window, chunk and sinks, on the flash path)",
                         g->block.path == RA_PATH_REFERENCE ? "the reference path"
-                        : g->block.dropout != 0.0f ? "dropout" : g->block.chunk ? "chunk"
+                        : g->block.dropout != 0.0f ? "dropout"
                         : g->block.padding_mask ? "padding_mask" : "cu_seqlens");
     g->sinks = g->block.sinks;
     g->block.sinks = NULL;
@@ -144,22 +144,6 @@ static ra_status prepare(ring *g, ra_context *ctx, const ra_tensor *q, const ra_
     RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->blk_lse, &q1, k, v, n, 0, options),
                         "ra_mpi_attention: k, v"));
     return RA_OK;
-}
-
-/* K then V of this rank into buffer 0. */
-static void pack(const ring *g, const ra_tensor *k, const ra_tensor *v)
-{
-    const size_t esize = mpi_dtype_size(g->kv_dtype), row = (size_t)g->head_dim * esize;
-    const ra_tensor *src[2] = {k, v};
-    char *dst = g->buf[0];
-    for (int w = 0; w < 2; w++)
-        for (int64_t b = 0; b < g->batch; b++)
-            for (int64_t s = 0; s < g->n_local; s++)
-                for (int64_t h = 0; h < g->kv_heads; h++, dst += row)
-                    memcpy(dst, (const char *)src[w]->data +
-                                    (size_t)(b * src[w]->stride[0] + s * src[w]->stride[1] +
-                                             h * src[w]->stride[2]) * esize,
-                           row);
 }
 
 /* Merges a block's rows (query chunk rows [r0, r0 + nq)) into the running
@@ -207,10 +191,7 @@ static ra_status blocks(ring *g, ra_context *ctx, const ra_tensor *q, const char
         for (int ki = 0; ki < 2; ki++) {
             const int64_t nq = g->count[qi], nk = ocount[ki];
             const int64_t q_start = g->start[qi], k_start = ostart[ki];
-            /* a later key chunk is masked whole; a window may hide an
-             * earlier one (its nearest pair: the first query, the last key) */
-            if (nq == 0 || nk == 0 || ochunk[ki] > chunk[qi] ||
-                (g->block.window && q_start - (k_start + nk - 1) >= g->block.window))
+            if (!mpi_block_visible(&g->block, nq, nk, ochunk[ki] > chunk[qi], q_start, k_start))
                 continue;
             const int64_t r0 = qi ? g->count[0] : 0;
             ra_tensor qb = mpi_rows(q, r0, nq);
@@ -302,12 +283,14 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     ra_status status = check_local(&g, out, lse, q, k, v, seq, options);
     if (status == RA_OK) status = prepare(&g, ctx, q, k, v, options);
     int64_t window = status == RA_OK ? g.block.window : 0;
+    int64_t attn_chunk = status == RA_OK ? g.block.chunk : 0;
     double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
-    int64_t sig[10] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
-                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0};
+    int64_t sig[11] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
+                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+                       attn_chunk};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
-    status = mpi_agree(comm, status, sig, 10);
+    status = mpi_agree(comm, status, sig, 11);
     MPI_Datatype row = MPI_DATATYPE_NULL;
     if (status == RA_OK) {
         status = mpi_check(MPI_Type_contiguous((int)g.kv_row, MPI_BYTE, &row),
@@ -315,7 +298,7 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
         if (status == RA_OK) status = mpi_check(MPI_Type_commit(&row), "MPI_Type_commit");
     }
     if (status == RA_OK) {
-        pack(&g, k, v);
+        mpi_pack_kv(g.buf[0], k, v);
         for (int64_t i = 0; i < g.batch * g.heads * g.n_local; i++) g.m[i] = -INFINITY, g.l[i] = 0.0;
         memset(g.acc, 0, (size_t)(g.batch * g.n_local * g.heads * g.head_dim) * sizeof(double));
         status = run(&g, ctx, q, comm, row);

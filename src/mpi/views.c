@@ -1,25 +1,27 @@
 /*
  * views.c — the caller's output views, checked as libropeattn checks an
- * output (ra_tensor_check_output): the ring and the sharded decode write
- * them only at the end, from their own buffers, so the core never sees
- * them.
+ * output (ra_tensor_check_output): the ring, its backward and the sharded
+ * decode write them only at the end, from their own buffers, so the core
+ * never sees them; which blocks the ring computes; and a rank's K/V packed
+ * for the ring.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "mpi_internal.h"
 
-ra_status mpi_check_out(const ra_tensor *out, const float *lse, int64_t n_lse)
+ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse, int64_t n_lse)
 {
-    if (!out->data) return mpi_fail(RA_ERR_NULL, "out: data is NULL");
+    if (!out->data) return mpi_fail(RA_ERR_NULL, "%s: data is NULL", name);
     if (out->stride[3] != 1)
-        return mpi_fail(RA_ERR_ARGUMENT, "out: stride[3] is %lld, must be 1",
+        return mpi_fail(RA_ERR_ARGUMENT, "%s: stride[3] is %lld, must be 1", name,
                         (long long)out->stride[3]);
     /* the axes of extent > 1 from the smallest stride up: each stride past
      * the offsets the axes before it reach (every index its own element) */
     int axes[4], n = 0;
     for (int d = 0; d < 4; d++) {
         if (out->stride[d] < 0)
-            return mpi_fail(RA_ERR_ARGUMENT, "out: stride[%d] is %lld, must be >= 0", d,
+            return mpi_fail(RA_ERR_ARGUMENT, "%s: stride[%d] is %lld, must be >= 0", name, d,
                             (long long)out->stride[d]);
         if (out->shape[d] == 1) continue;
         int i = n++;
@@ -29,15 +31,37 @@ ra_status mpi_check_out(const ra_tensor *out, const float *lse, int64_t n_lse)
     int64_t reach = 0, term;
     for (int i = 0; i < n; i++) {
         if (out->stride[axes[i]] <= reach)
-            return mpi_fail(RA_ERR_ARGUMENT, "out: stride[%d] %lld lets written elements share "
-                            "an address", axes[i], (long long)out->stride[axes[i]]);
+            return mpi_fail(RA_ERR_ARGUMENT, "%s: stride[%d] %lld lets written elements share "
+                            "an address", name, axes[i], (long long)out->stride[axes[i]]);
         if (__builtin_mul_overflow(out->shape[axes[i]] - 1, out->stride[axes[i]], &term) ||
             __builtin_add_overflow(reach, term, &reach) || reach > PTRDIFF_MAX / 4 - 1)
-            return mpi_fail(RA_ERR_OVERFLOW, "out: its last element's offset overflows");
+            return mpi_fail(RA_ERR_OVERFLOW, "%s: its last element's offset overflows", name);
     }
     /* lse [n_lse] and out's span [data, data + reach] share no byte */
     const uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)(reach + 1) * sizeof(float);
     const uintptr_t l0 = (uintptr_t)lse, l1 = l0 + (uintptr_t)n_lse * sizeof(float);
-    if (lse && l0 < o1 && o0 < l1) return mpi_fail(RA_ERR_ARGUMENT, "lse overlaps out");
+    if (lse && l0 < o1 && o0 < l1) return mpi_fail(RA_ERR_ARGUMENT, "lse overlaps %s", name);
     return RA_OK;
+}
+
+int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
+                      int64_t q_start, int64_t k_start)
+{
+    const int64_t k_last = k_start + nk - 1; /* the block's nearest key to its first query */
+    return nq > 0 && nk > 0 && !later && !(o->window && q_start - k_last >= o->window) &&
+           !(o->chunk && q_start / o->chunk * o->chunk > k_last);
+}
+
+void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v)
+{
+    const size_t esize = mpi_dtype_size(k->dtype), row = (size_t)k->shape[3] * esize;
+    const ra_tensor *src[2] = {k, v};
+    for (int w = 0; w < 2; w++)
+        for (int64_t b = 0; b < k->shape[0]; b++)
+            for (int64_t s = 0; s < k->shape[1]; s++)
+                for (int64_t h = 0; h < k->shape[2]; h++, dst += row)
+                    memcpy(dst, (const char *)src[w]->data +
+                                    (size_t)(b * src[w]->stride[0] + s * src[w]->stride[1] +
+                                             h * src[w]->stride[2]) * esize,
+                           row);
 }

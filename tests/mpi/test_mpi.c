@@ -5,7 +5,9 @@
  * ra_attention_decode_lse) as the oracle, and checks its own shard of the
  * distributed call against it: within TOL of max|out| (lse: of max|lse|),
  * the same bits on a second run (the ring's with two threads a rank), and
- * for the decode the same bits on every rank.  Bad arguments on one rank must fail the call on every rank.
+ * for the decode the same bits on every rank.  The ring's backward against
+ * ra_attention_backward likewise (within TOL of max|gradient|; dsinks the
+ * same bits on every rank).  Bad arguments on one rank must fail the call on every rank.
  * Rank 0 prints "test_mpi P=N: N passed, N failed" (every rank's counts).
  *
  *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   lse: [B, H, S]
@@ -77,6 +79,7 @@ typedef struct ring_case {
     double softcap;
     int64_t window;
     int sinks;
+    int64_t chunk; /* chunked attention's C (0: none) */
 } ring_case;
 
 /* Rows of x [B, S, heads, D] (elements of esize bytes) at the rank's
@@ -109,6 +112,7 @@ static void ring_check(ring_case c)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c.softcap;
     o.window = c.window;
+    o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
     /* the oracle: the whole sequence in one process */
     float *out = malloc((size_t)(B * S * H * D) * sizeof *out), *lse = malloc((size_t)(B * H * S) * 4);
@@ -152,9 +156,9 @@ static void ring_check(ring_case c)
                 worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
             }
     CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
-          "S %lld D %lld window %lld softcap %g sinks %d: out off by %.3g (max|y| %.3g), lse by "
-          "%.3g (max|lse| %.3g)", (long long)S, (long long)D, (long long)c.window, c.softcap,
-          c.sinks, worst, ymax, worst_lse, lmax);
+          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d: out off by %.3g (max|y| "
+          "%.3g), lse by %.3g (max|lse| %.3g)", (long long)S, (long long)D, (long long)c.window,
+          (long long)c.chunk, c.softcap, c.sinks, worst, ymax, worst_lse, lmax);
     CHECK(!memcmp(lout[0], lout[1], (size_t)(B * n * H * D) * 4) &&
               !memcmp(llse[0], llse[1], (size_t)(B * H * n) * 4),
           "two runs (one and two threads a rank) differ");
@@ -167,22 +171,216 @@ static void ring_check(ring_case c)
 static void test_ring(void)
 {
     const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1},     /* sinks: added once */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0},
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0},     /* sinks: added once */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16},   /* chunked attention, C 16 */
+        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70},   /* C 70: across the shards */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
-    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0};
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0, 0};
     ring_check(tiny);
     tiny.S = 2 * size + 1;
     ring_check(tiny);
+}
+
+/* The worst |a - b| over the rank's rows of a [B, n, heads, D] against the
+ * whole sequence's b [B, S, heads, D] at positions ids. */
+static double shard_error(const float *a, const float *b, int64_t B, int64_t n, int64_t S,
+                          int64_t heads, int64_t D, const int64_t *ids)
+{
+    double worst = 0;
+    for (int64_t bb = 0; bb < B; bb++)
+        for (int64_t s = 0; s < n; s++)
+            for (int64_t i = 0; i < heads * D; i++) {
+                double e = fabs(a[(bb * n + s) * heads * D + i] - b[(bb * S + ids[s]) * heads * D + i]);
+                worst = e > worst || isnan(e) ? e : worst;
+            }
+    return worst;
+}
+
+/* ra_mpi_attention_backward against ra_attention_backward over the whole
+ * sequence: the rank's rows of dq, dk and dv and every rank's dsinks. */
+static void ring_backward_check(ring_case c)
+{
+    const int64_t B = c.B, S = c.S, H = c.H, Hkv = c.Hkv, D = c.D;
+    const int64_t nq = B * S * H * D, nk = B * S * Hkv * D;
+    float *q = random_floats(nq, 41, 1.0f), *k = random_floats(nk, 42, 1.0f);
+    float *v = random_floats(nk, 43, 1.0f), *dout = random_floats(nq, 44, 1.0f);
+    float *sinks = random_floats(H, 45, 2.0f), dsinks[3][16];
+    const size_t esize = c.kv == RA_F32 ? 4 : 2;
+    void *k16 = k, *v16 = v; /* k and v as c.kv */
+    if (c.kv == RA_BF16) {
+        uint16_t *a16 = malloc((size_t)nk * 2), *b16 = malloc((size_t)nk * 2);
+        for (int64_t i = 0; i < nk; i++) a16[i] = to_bf16(k[i]), b16[i] = to_bf16(v[i]);
+        k16 = a16, v16 = b16;
+    }
+    ra_attention_options o = ra_attention_options_init();
+    o.softcap = c.softcap;
+    o.window = c.window;
+    o.chunk = c.chunk;
+    o.sinks = c.sinks ? sinks : NULL;
+    /* the oracle: the whole sequence in one process */
+    float *out = malloc((size_t)nq * 4), *lse = malloc((size_t)(B * H * S) * 4);
+    float *dq = malloc((size_t)nq * 4), *dk = malloc((size_t)nk * 4), *dv = malloc((size_t)nk * 4);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), to = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    ra_tensor tk = ra_tensor_4d(k16, c.kv, B, S, Hkv, D), tv = ra_tensor_4d(v16, c.kv, B, S, Hkv, D);
+    ra_tensor tdo = ra_tensor_4d(dout, RA_F32, B, S, H, D), tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
+    ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, Hkv, D), tdv = ra_tensor_4d(dv, RA_F32, B, S, Hkv, D);
+    ra_status st = ra_attention_forward_lse(ctx, &to, lse, &tq, &tk, &tv, &o);
+    o.dsinks = c.sinks ? dsinks[0] : NULL;
+    if (st == RA_OK) st = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, lse, &o);
+    CHECK(st == RA_OK, "single process: %s", ra_last_error());
+    /* this rank's shard: the forward's out and lse, then the backward twice
+     * (one thread a rank, two) */
+    int64_t start[2], count[2];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1];
+    int64_t *ids = malloc((size_t)(B * n) * sizeof *ids);
+    ra_mpi_zigzag_positions(S, size, rank, B, n, ids);
+    float *lq = shard_rows(q, B, S, H, D, 4, ids, n), *ldo = shard_rows(dout, B, S, H, D, 4, ids, n);
+    void *lk = shard_rows(k16, B, S, Hkv, D, esize, ids, n);
+    void *lv = shard_rows(v16, B, S, Hkv, D, esize, ids, n);
+    float *lout = malloc((size_t)(B * n * H * D) * 4), *llse = malloc((size_t)(B * H * n) * 4);
+    ra_tensor a = ra_tensor_4d(lq, RA_F32, B, n, H, D), y = ra_tensor_4d(lout, RA_F32, B, n, H, D);
+    ra_tensor kk = ra_tensor_4d(lk, c.kv, B, n, Hkv, D), vv = ra_tensor_4d(lv, c.kv, B, n, Hkv, D);
+    ra_tensor dy = ra_tensor_4d(ldo, RA_F32, B, n, H, D);
+    o.dsinks = NULL;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &y, llse, &a, &kk, &vv, S, &o);
+    CHECK(st == RA_OK, "ring forward: %s", ra_mpi_last_error());
+    float *g[2][3];
+    for (int run = 0; run < 2; run++) {
+        for (int i = 0; i < 3; i++) g[run][i] = malloc((size_t)(B * n * (i ? Hkv : H) * D) * 4);
+        ra_tensor gq = ra_tensor_4d(g[run][0], RA_F32, B, n, H, D);
+        ra_tensor gk = ra_tensor_4d(g[run][1], RA_F32, B, n, Hkv, D);
+        ra_tensor gv = ra_tensor_4d(g[run][2], RA_F32, B, n, Hkv, D);
+        o.dsinks = c.sinks ? dsinks[1 + run] : NULL;
+        st = ra_mpi_attention_backward(run ? ctx2 : ctx, MPI_COMM_WORLD, &gq, &gk, &gv, &dy, &a, &kk,
+                                       &vv, &y, llse, S, &o);
+        CHECK(st == RA_OK, "ring backward (B %lld S %lld H %lld Hkv %lld D %lld): %s", (long long)B,
+              (long long)S, (long long)H, (long long)Hkv, (long long)D, ra_mpi_last_error());
+    }
+    /* float32 sums in another order (per block, then across ranks; dq and
+     * dK/dV over the ring's blocks): within TOL of the largest gradient */
+    const double mq = max_abs(dq, nq), mk = max_abs(dk, nk), mv = max_abs(dv, nk);
+    const double eq = shard_error(g[0][0], dq, B, n, S, H, D, ids);
+    const double ek = shard_error(g[0][1], dk, B, n, S, Hkv, D, ids);
+    const double ev = shard_error(g[0][2], dv, B, n, S, Hkv, D, ids);
+    CHECK(eq <= TOL * mq && ek <= TOL * mk && ev <= TOL * mv,
+          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d: dq off by %.3g (max %.3g), "
+          "dk by %.3g (max %.3g), dv by %.3g (max %.3g)", (long long)S, (long long)D,
+          (long long)c.window, (long long)c.chunk, c.softcap, c.sinks, eq, mq, ek, mk, ev, mv);
+    for (int i = 0; i < 3; i++)
+        CHECK(!memcmp(g[0][i], g[1][i], (size_t)(B * n * (i ? Hkv : H) * D) * 4),
+              "gradient %d: two runs (one and two threads a rank) differ", i);
+    if (c.sinks) {
+        const double ms = max_abs(dsinks[0], H), es = shard_error(dsinks[1], dsinks[0], 1, 1, 1, H, 1,
+                                                                 (const int64_t[]){0});
+        /* double sums in another order, rounded once to float32 */
+        CHECK(es <= TOL * ms, "dsinks off by %.3g (max %.3g)", es, ms);
+        CHECK(!memcmp(dsinks[1], dsinks[2], (size_t)H * 4), "dsinks: two runs differ");
+        float first[16];
+        memcpy(first, dsinks[1], (size_t)H * 4);
+        MPI_Bcast(first, (int)H, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        CHECK(!memcmp(first, dsinks[1], (size_t)H * 4), "rank %d's dsinks differ from rank 0's", rank);
+    }
+    for (int run = 0; run < 2; run++)
+        for (int i = 0; i < 3; i++) free(g[run][i]);
+    if (k16 != k) free(k16), free(v16);
+    free(q), free(k), free(v), free(dout), free(sinks), free(out), free(lse), free(dq), free(dk),
+        free(dv), free(ids), free(lq), free(ldo), free(lk), free(lv), free(lout), free(llse);
+}
+
+static void test_ring_backward(void)
+{
+    const ring_case cases[] = {
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0},     /* sinks: dsinks on every rank */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16},   /* chunked attention, C 16 */
+        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70},   /* C 70: across the shards */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_backward_check(cases[i]);
+    /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 1, 0};
+    ring_backward_check(tiny);
+    tiny.S = 2 * size + 1;
+    ring_backward_check(tiny);
+}
+
+/* ra_mpi_attention_backward with arguments bad on one rank: every rank
+ * returns an error, none hangs. */
+static void ring_backward_errors(void)
+{
+    const int64_t B = 1, H = 2, D = 8, S = 4 * size + 1;
+    int64_t start[2], count[2];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1], m = B * n * H * D;
+    float *x = random_floats(8 * m + B * H * n, 51, 1);
+    float *lse = x + 8 * m;
+    ra_tensor t[8]; /* dq, dk, dv, dout, q, k, v, out */
+    for (int i = 0; i < 8; i++) t[i] = ra_tensor_4d(x + i * m, RA_F32, B, n, H, D);
+    ra_tensor out = t[7];
+    ra_status st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &out, lse, &t[4], &t[5], &t[6], S, NULL);
+    CHECK(st == RA_OK, "forward: %s", ra_mpi_last_error());
+#define BACKWARD(comm, dq, dk, dout, seq, opts)                                                \
+    ra_mpi_attention_backward(ctx, comm, dq, dk, &t[2], dout, &t[4], &t[5], &t[6], &t[7], lse, \
+                              seq, opts)
+    st = BACKWARD(MPI_COMM_NULL, &t[0], &t[1], &t[3], S, NULL);
+    CHECK(st == RA_ERR_NULL, "MPI_COMM_NULL: %d", (int)st);
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, NULL);
+    CHECK(st == RA_OK, "good arguments: %d (%s)", (int)st, ra_mpi_last_error());
+    /* the last rank's NULL dout; rank 0's dk of the wrong length */
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], rank == size - 1 ? NULL : &t[3], S, NULL);
+    CHECK(st == RA_ERR_NULL, "the last rank's NULL dout: %d (%s)", (int)st, ra_mpi_last_error());
+    ra_tensor short_dk = t[1];
+    short_dk.shape[1] = rank == 0 ? n - 1 : n;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &short_dk, &t[3], S, NULL);
+    CHECK(st == RA_ERR_SHAPE, "rank 0's short dk: %d (%s)", (int)st, ra_mpi_last_error());
+    /* the last rank's seq; rank 0's dq stride; rank 0's dq over its q */
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], rank == size - 1 ? S + 2 * size : S, NULL);
+    CHECK(size == 1 ? st != RA_OK : st == RA_ERR_SHAPE, "one rank's seq: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    ra_tensor bad_dq = t[0];
+    bad_dq.stride[3] = rank == 0 ? 2 : 1;
+    st = BACKWARD(MPI_COMM_WORLD, &bad_dq, &t[1], &t[3], S, NULL);
+    CHECK(st == RA_ERR_ARGUMENT, "rank 0's dq stride: %d (%s)", (int)st, ra_mpi_last_error());
+    /* rank 0's chunked attention differs */
+    ra_attention_options o = ra_attention_options_init();
+    o.chunk = rank == 0 ? 5 : 0;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's chunk: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    /* rank 0 asks for dropout; the last rank for dsinks alone */
+    o = ra_attention_options_init();
+    o.dropout = rank == 0 ? 0.1f : 0.0f;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
+    const float sinks[2] = {0.5f, -1.0f};
+    float dsinks[2];
+    o = ra_attention_options_init();
+    o.sinks = sinks;
+    o.dsinks = rank == size - 1 ? dsinks : NULL;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's dsinks: %d (%s)", (int)st,
+          ra_mpi_last_error());
+#undef BACKWARD
+    free(x);
 }
 
 /* The positions of all ranks cover 0 .. S - 1 once each. */
@@ -258,6 +456,12 @@ static void ring_errors(void)
     o.dropout = rank == 0 ? 0.1f : 0.0f;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
+    /* one rank's chunked attention differs */
+    o = ra_attention_options_init();
+    o.chunk = rank == size - 1 ? 8 : 0;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's chunk: %d (%s)", (int)st,
+          ra_mpi_last_error());
     /* one rank's window differs: each rank's call is fine alone */
     o = ra_attention_options_init();
     o.window = rank == 0 ? 3 : 0;
@@ -467,6 +671,65 @@ typedef struct layer_mpi_case {
     ra_status expect; /* RA_OK, or every rank's refusal */
 } layer_mpi_case;
 
+/* The training forward and backward through the engine against one
+ * process's: each rank's dx rows, the weights' gradients summed over the
+ * ranks (each rank's share of the tokens) and dsinks (the ring's, already
+ * every rank's sum).  Tolerance 1e-5 of each tensor's max: the attention's
+ * gradients are within TOL, and the weights' sums over tokens run in
+ * another order (per rank, then across ranks). */
+static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, const float *x,
+                              const int64_t *ids, int64_t n, const float *lx,
+                              const ra_positions *pos, const ra_attention_options *o)
+{
+    const ra_layer_config *lc = ra_layer_get_config(layer);
+    const int64_t B = c->B, S = c->S, dim = lc->dim, qd = c->H * c->D, kd = c->Hkv * c->D;
+    const int64_t nn = c->norms ? c->D : 0; /* wq, wk, wv, wo, q_norm, k_norm, sinks: */
+    const int64_t n_w[7] = {qd * dim, kd * dim, kd * dim, dim * qd, nn, nn, c->sinks ? c->H : 0};
+    float *dy = random_floats(B * S * dim, 18, 1.0f), *ldy = shard_rows(dy, B, S, 1, dim, 4, ids, n);
+    float *dx[2], *g[2][7], *y = malloc((size_t)(B * S * dim) * 4);
+    for (int run = 0; run < 2; run++) {
+        dx[run] = malloc((size_t)(B * S * dim) * 4);
+        for (int i = 0; i < 7; i++) g[run][i] = calloc((size_t)n_w[i] + 1, 4);
+        ra_layer_grads lg = ra_layer_grads_init();
+        lg.dwq = g[run][0], lg.dwk = g[run][1], lg.dwv = g[run][2], lg.dwo = g[run][3];
+        lg.dq_norm = nn ? g[run][4] : NULL, lg.dk_norm = nn ? g[run][5] : NULL;
+        lg.dsinks = c->sinks ? g[run][6] : NULL;
+        ra_layer_tape *tape = NULL;
+        ra_status st = ra_layer_tape_create(&tape, layer, B * S);
+        if (st == RA_OK)
+            st = run ? ra_layer_forward_train(layer, ctx2, y, tape, lx, B, n, pos, o)
+                     : ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, NULL);
+        if (st == RA_OK) st = ra_layer_backward(layer, run ? ctx2 : ctx, dx[run], &lg, tape,
+                                                run ? ldy : dy);
+        CHECK(st == RA_OK, "%s training: %s", run ? "sharded" : "one-process", ra_last_error());
+        ra_layer_tape_destroy(tape);
+    }
+    for (int i = 0; i < 6; i++) /* each rank's share: summed */
+        MPI_Allreduce(MPI_IN_PLACE, g[1][i], (int)n_w[i], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double worst = 0, dmax = max_abs(dx[0], B * S * dim);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < n; s++)
+            for (int64_t d = 0; d < dim; d++) {
+                double err = fabs(dx[1][(b * n + s) * dim + d] - dx[0][(b * S + ids[s]) * dim + d]);
+                worst = err > worst || isnan(err) ? err : worst;
+            }
+    CHECK(worst <= 1e-5 * dmax, "S %lld: dx off by %.3g (max %.3g)", (long long)S, worst, dmax);
+    for (int i = 0; i < 7; i++) {
+        double gw = 0, gmax = max_abs(g[0][i], n_w[i]);
+        for (int64_t j = 0; j < n_w[i]; j++) {
+            double err = fabs(g[1][i][j] - g[0][i][j]);
+            gw = err > gw || isnan(err) ? err : gw;
+        }
+        CHECK(gw <= 1e-5 * gmax, "S %lld: gradient %d off by %.3g (max %.3g)", (long long)S, i,
+              gw, gmax);
+    }
+    for (int run = 0; run < 2; run++) {
+        free(dx[run]);
+        for (int i = 0; i < 7; i++) free(g[run][i]);
+    }
+    free(dy), free(ldy), free(y);
+}
+
 /* ra_layer_forward on each rank's zig-zag shard of x, at its global
  * positions, through the engine, against ra_layer_forward over the whole
  * sequence in one process: within TOL of max|y| (the attention's f32 sums
@@ -506,6 +769,7 @@ static void layer_check(layer_mpi_case c)
     CHECK(st == RA_OK, "engine: %s", ra_mpi_last_error());
     ra_attention_options o = ra_attention_options_init();
     o.engine = &e.engine;
+    if (c.expect != RA_OK) o.dropout = 0.1f; /* the ring's refusal */
     st = ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &o);
     CHECK(st == c.expect, "S %lld window %lld chunk %lld: %s (%s)", (long long)S,
           (long long)c.window, (long long)c.chunk, ra_status_string(st), ra_last_error());
@@ -520,6 +784,7 @@ static void layer_check(layer_mpi_case c)
         CHECK(worst <= TOL * ymax, "S %lld window %lld softcap %g sinks %d norms %d: y off by "
               "%.3g (max|y| %.3g)", (long long)S, (long long)c.window, c.softcap, c.sinks,
               c.norms, worst, ymax);
+        layer_grads_check(layer, &c, x, ids, n, lx, &pos, &o);
     }
     if (st != RA_OK)
         CHECK(strstr(ra_last_error(), "the attention engine: ") == ra_last_error(),
@@ -645,7 +910,8 @@ static void test_layer_engine(void)
         {1, 64, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK},
         {2, 45, 48, 6, 2, 16, 0, 0, 0, 1, 1, RA_OK},  /* uneven chunks, sinks, q/k norms */
         {1, 90, 32, 4, 1, 16, 20, 0, 30.0, 0, 0, RA_OK},  /* window, soft-cap */
-        {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_ERR_UNSUPPORTED}, /* chunked: every rank refuses */
+        {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_OK},  /* chunked */
+        {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_ERR_UNSUPPORTED}, /* dropout: every rank refuses */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) layer_check(cases[i]);
 }
@@ -662,6 +928,8 @@ int main(int argc, char **argv)
     RUN(test_rope_positions());
     RUN(test_ring());
     RUN(ring_errors());
+    RUN(test_ring_backward());
+    RUN(ring_backward_errors());
     RUN(test_decode());
     RUN(decode_errors());
     RUN(test_layer_engine());

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_grads.h"
 #include "attention_sharded.h"
 #include "cli.h"
 #include "comm.h"
@@ -46,16 +47,22 @@ static int layout_make(layout *l, int64_t seq)
     return 0;
 }
 
-/* This rank's X rows and their positions: --positions' ids of those rows
- * ([components, B, n]), or start_pos + row. */
-static void take_shard(const attention_sharded_job *job, const int64_t *rows, int64_t n,
-                       int64_t dim, float *x, int64_t *ids)
+/* Rows rows[0 .. n) of every sequence of all [B, S, dim] into part [B, n, dim]. */
+static void take_rows(float *part, const float *all, int64_t batch, int64_t seq,
+                      const int64_t *rows, int64_t n, int64_t dim)
+{
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < n; i++)
+            memcpy(part + (b * n + i) * dim, all + (b * seq + rows[i]) * dim,
+                   (size_t)dim * sizeof *part);
+}
+
+/* Those rows' positions: --positions' ids ([components, B, n]), or
+ * start_pos + row. */
+static void take_positions(const attention_sharded_job *job, const int64_t *rows, int64_t n,
+                           int64_t *ids)
 {
     const int64_t B = job->batch, S = job->seq;
-    const float *all = job->x->data;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < n; i++)
-            memcpy(x + (b * n + i) * dim, all + (b * S + rows[i]) * dim, (size_t)dim * sizeof *x);
     for (int64_t c = 0; c < job->components; c++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < n; i++)
@@ -94,56 +101,129 @@ static void gather(const layout *l, float *y, float *buf, const float *part, int
     free(displs);
 }
 
+/* The gradients' sums over the ranks on rank 0, tensor by tensor in rank
+ * order (the same bits every run); dsinks is skipped: the ring gives every
+ * rank the whole sum already. */
+static void sum_gradients(const attention_sharded_job *job, ra_hf_grads *g, float *buf)
+{
+    const float *sinks = ra_hf_grads_get(g)->dsinks;
+    for (int64_t i = 0; i < ra_hf_layer_tensor_count(job->hf); i++) {
+        /* g's own storage, which ra_hf_grads_tensor shows read-only */
+        float *t = (float *)ra_hf_grads_tensor(g, i);
+        if (t == sinks) continue;
+        int64_t shape[8], count = 1;
+        for (int d = 0, nd = ra_hf_layer_tensor_shape(job->hf, i, shape); d < nd; d++)
+            count *= shape[d];
+        if (cli_comm_rank() != 0) {
+            MPI_Send(t, (int)count, MPI_FLOAT, 0, 1, MPI_COMM_WORLD);
+            continue;
+        }
+        for (int r = 1; r < cli_comm_size(); r++) {
+            MPI_Recv(buf, (int)count, MPI_FLOAT, r, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (int64_t j = 0; j < count; j++) t[j] += buf[j];
+        }
+    }
+}
+
+/* The largest of the gradients' sizes (for sum_gradients' buffer), or -1
+ * if one is beyond an MPI count. */
+static int64_t largest_gradient(const ra_hf_layer *hf)
+{
+    int64_t most = 0;
+    for (int64_t i = 0; i < ra_hf_layer_tensor_count(hf); i++) {
+        int64_t shape[8], count = 1;
+        for (int d = 0, nd = ra_hf_layer_tensor_shape(hf, i, shape); d < nd; d++)
+            count *= shape[d];
+        most = count > INT_MAX ? -1 : most < 0 || count < most ? most : count;
+    }
+    return most;
+}
+
+/* This rank's forward (and with DY its training forward and backward). */
+static ra_status run_shard(const attention_sharded_job *job, ra_context *ctx, int64_t n,
+                           const float *x, const int64_t *ids, float *y, const float *dy,
+                           float *dx, ra_hf_grads *g)
+{
+    ra_mpi_engine engine;
+    ra_status status = ra_mpi_engine_init(&engine, MPI_COMM_WORLD, job->seq);
+    ra_positions positions = positions_of_ids(ids, job->components, 0);
+    ra_attention_options attention = job->attention;
+    attention.engine = &engine.engine;
+    if (status == RA_OK && !dy)
+        return ra_layer_forward(job->layer, ctx, y, x, job->batch, n, &positions, &attention);
+    ra_layer_tape *tape = NULL;
+    if (status == RA_OK) status = ra_layer_tape_create(&tape, job->layer, job->batch * n);
+    if (status == RA_OK)
+        status = ra_layer_forward_train(job->layer, ctx, y, tape, x, job->batch, n, &positions,
+                                        &attention);
+    if (status == RA_OK)
+        status = ra_layer_backward(job->layer, ctx, dx, ra_hf_grads_get(g), tape, dy);
+    ra_layer_tape_destroy(tape);
+    return status;
+}
+
 int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx)
 {
-    const int rank = cli_comm_rank();
+    const int rank = cli_comm_rank(), grads = job->dy != NULL;
     const int64_t B = job->batch, S = job->seq, dim = ra_layer_get_config(job->layer)->dim;
     layout l = {0};
     float *x = NULL, *y_part = NULL, *y = NULL, *buf = NULL;
-    int64_t *ids = NULL, n = 0;
+    float *dy = NULL, *dx_part = NULL, *dx = NULL, *sum_buf = NULL;
+    ra_hf_grads *g = NULL;
+    int64_t *ids = NULL, n = 0, most = grads ? largest_gradient(job->hf) : 0;
     int failed = layout_make(&l, S);
-    if (!failed && B * S > INT_MAX)
-        failed = cli_fail(EXIT_FAIL, "attention: %lld tokens are more than one MPI message "
-                          "counts (INT_MAX)", (long long)(B * S));
+    if (!failed && (B * S > INT_MAX || most < 0))
+        failed = cli_fail(EXIT_FAIL, "attention: %s more than one MPI message counts (INT_MAX)",
+                          most < 0 ? "a gradient's elements are" : "the tokens are");
     if (!failed) {
         n = l.first[rank + 1] - l.first[rank];
-        x = malloc((size_t)(B * n * dim) * sizeof *x);
-        y_part = malloc((size_t)(B * n * dim) * sizeof *y_part);
+        const size_t part = (size_t)(B * n * dim) * sizeof(float);
+        const size_t all = (size_t)(B * S * dim) * sizeof(float);
+        x = malloc(part), y_part = malloc(part);
         ids = malloc((size_t)(job->components * B * n) * sizeof *ids);
-        if (rank == 0) {
-            y = malloc((size_t)(B * S * dim) * sizeof *y);
-            buf = malloc((size_t)(B * S * dim) * sizeof *buf);
+        if (rank == 0) y = malloc(all), buf = malloc(all);
+        if (grads) {
+            dy = malloc(part), dx_part = malloc(part);
+            sum_buf = malloc((size_t)most * sizeof(float) + 1);
+            if (rank == 0) dx = malloc(all);
         }
-        if (!x || !y_part || !ids || (rank == 0 && (!y || !buf)))
-            failed = cli_fail(EXIT_FAIL, "out of memory for rank %d's shard", rank);
+        int lacking = !x || !y_part || !ids || (rank == 0 && (!y || !buf));
+        lacking |= grads && (!dy || !dx_part || !sum_buf || (rank == 0 && !dx) ||
+                             ra_hf_grads_create(&g, job->hf) != RA_OK);
+        if (lacking) failed = cli_fail(EXIT_FAIL, "out of memory for rank %d's shard", rank);
     }
     /* from here on every rank takes part in the ring, or none does */
     failed = cli_comm_agree(failed);
-    ra_mpi_engine engine;
-    ra_status status = RA_OK;
     if (!failed) {
-        take_shard(job, l.rows + l.first[rank], n, dim, x, ids);
-        ra_positions positions = positions_of_ids(ids, job->components, 0);
-        ra_attention_options attention = job->attention;
-        attention.engine = &engine.engine;
-        status = ra_mpi_engine_init(&engine, MPI_COMM_WORLD, S);
-        if (status == RA_OK)
-            status = ra_layer_forward(job->layer, ctx, y_part, x, B, n, &positions, &attention);
+        const int64_t *rows = l.rows + l.first[rank];
+        take_rows(x, job->x->data, B, S, rows, n, dim);
+        if (grads) take_rows(dy, job->dy->data, B, S, rows, n, dim);
+        take_positions(job, rows, n, ids);
+        ra_status status = run_shard(job, ctx, n, x, ids, y_part, dy, dx_part, g);
         if (status != RA_OK)
-            failed = cli_fail_status(status, "attention forward across ranks failed");
+            failed = cli_fail_status(status, grads ? "attention training forward and backward "
+                                                     "across ranks failed"
+                                                   : "attention forward across ranks failed");
     }
     failed = cli_comm_agree(failed);
     if (!failed) {
         gather(&l, y, buf, y_part, B, S, dim);
-        if (rank == 0 && !(failed = cli_outputs_write_npy(job->outputs, 0, y, job->x->ndim,
-                                                          job->x->shape)))
+        if (grads) {
+            gather(&l, dx, buf, dx_part, B, S, dim);
+            sum_gradients(job, g, sum_buf);
+        }
+        attention_grads_job write = {job->hf, job->x, job->dy, B, S, ra_positions_start(0),
+                                     job->attention, job->outputs, 1};
+        if (rank == 0 && grads)
+            failed = attention_grads_write(&write, y, dx, g);
+        else if (rank == 0 &&
+                 !(failed = cli_outputs_write_npy(job->outputs, 0, y, job->x->ndim,
+                                                  job->x->shape)))
             failed = cli_outputs_commit(job->outputs);
     }
-    free(buf);
-    free(y);
-    free(ids);
-    free(y_part);
-    free(x);
+    ra_hf_grads_destroy(g);
+    free(sum_buf), free(dx), free(dx_part), free(dy);
+    free(buf), free(y), free(ids), free(y_part), free(x);
     layout_free(&l);
     return failed;
 }

@@ -193,7 +193,7 @@ static inline vf vload_e4m3_low(const uint8_t *p)
 
 /* vload_e4m3_low for any codes: a NaN code gives a quiet NaN of its sign
  * (sign | 0x7fc00000, as ra_e4m3_to_f32).  The check (a compare and a
- * branch per vector) made an fp8 decode step 1.13-1.17 times as long on
+ * branch per vector) made an fp8 decode step 1.14-1.15 times as long on
  * AVX-512, so the kernels use it only for a cache that stored a NaN code
  * (docs/perf/2026-12-03-decode8.md). */
 static inline vf vload_e4m3_low_nan(const uint8_t *p)

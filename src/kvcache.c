@@ -115,8 +115,9 @@ void ra_kv_cache_put_row(ra_kv_cache *cache, int64_t b, int64_t p, const float *
         ra_quantize_i8_scaled((int8_t *)to + n, x2, scale, n2);
     } else if (cache->dtype == RA_F8E4M3) {
         const float scale = ra_kv_cache_scales(cache, 0, b, 0)[0];
-        ra_quantize_e4m3((uint8_t *)to, x, scale, n);
-        ra_quantize_e4m3((uint8_t *)to + n, x2, scale, n2);
+        if (ra_quantize_e4m3((uint8_t *)to, x, scale, n) |
+            ra_quantize_e4m3((uint8_t *)to + n, x2, scale, n2))
+            __atomic_store_n(&cache->nan_codes, 1, __ATOMIC_RELAXED);
     } else {
         ra_convert(to, cache->dtype, x, RA_F32, n);
         ra_convert(to + (size_t)n * esize, cache->dtype, x2, RA_F32, n2);
@@ -136,7 +137,9 @@ RA_API void ra_kv_cache_destroy(ra_kv_cache *cache)
 
 RA_API void ra_kv_cache_reset(ra_kv_cache *cache)
 {
-    if (cache) memset(cache->length, 0, (size_t)cache->batch * sizeof *cache->length);
+    if (!cache) return;
+    memset(cache->length, 0, (size_t)cache->batch * sizeof *cache->length);
+    cache->nan_codes = 0; /* no code stored is read again */
 }
 
 RA_API int64_t ra_kv_cache_room(const ra_kv_cache *cache, int64_t b)

@@ -30,8 +30,8 @@ void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int
     float *scales = (float *)ra_kv_cache_scales(cache, which, b, g);
     if (cache->dtype == RA_I8)
         scales[slot] = ra_quantize_i8(to, x, cache->head_dim);
-    else
-        ra_quantize_e4m3(to, x, scales[0], cache->head_dim);
+    else if (ra_quantize_e4m3(to, x, scales[0], cache->head_dim))
+        __atomic_store_n(&cache->nan_codes, 1, __ATOMIC_RELAXED);
 }
 
 RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scales,

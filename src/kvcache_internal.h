@@ -23,6 +23,11 @@ struct ra_kv_cache {
                                  beside its codes, head-major as they are);
                                  RA_F8E4M3: [Hkv] each; else NULL */
     int64_t *length; /* [B] tokens appended (absolute positions) */
+    /* RA_F8E4M3: 1 once an append has stored a NaN code (0x7f, 0xff: a NaN
+     * or Inf input) in K or V, until ra_kv_cache_reset; while 0 the decode
+     * kernels widen the codes without checking for NaN (decode_impl.h).
+     * Set with an atomic store: an append's tasks may set it at once. */
+    int nan_codes;
     /* page_size > 0: a view of an ra_kv_pool's pages for one decode call
      * (kvpool_internal.h; window 0, capacity the longest length): k, v
      * [n_pages, Hkv, page_size, D], RA_I8's scales [n_pages, Hkv,
@@ -63,7 +68,8 @@ ra_status ra_kv_cache_scales_alloc(ra_kv_cache *cache, int64_t rows);
 
 /* Quantizes the row x [D] of kv head g of sequence b's slot into to (its
  * codes in K's (which = 0) or V's storage), with its scale (RA_I8: set
- * from the row; RA_F8E4M3: the head's). */
+ * from the row; RA_F8E4M3: the head's; a NaN code stored sets
+ * nan_codes). */
 void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int64_t slot,
                         void *to, const float *x);
 

@@ -170,6 +170,7 @@ static void release_pages(ra_kv_pool *pool, ra_kv_sequence *s, int64_t n)
     if (n) memmove(s->table, s->table + n, (size_t)(s->n_table - n) * sizeof *s->table);
     s->n_table -= n;
     s->first_page += n;
+    if (pool->n_free == pool->n_pages) pool->nan_codes = 0; /* no code is read again */
 }
 
 RA_API ra_status ra_kv_pool_free_sequence(ra_kv_pool *pool, int64_t id)
@@ -275,8 +276,10 @@ static void store_rows(ra_kv_pool *pool, const ra_kv_sequence *s, int which,
                 memcpy(to, from, (size_t)d * sizeof(float));
             else if (pool->dtype == RA_I8)
                 scales[row] = ra_quantize_i8(to, from, d);
-            else if (pool->dtype == RA_F8E4M3)
-                ra_quantize_e4m3(to, from, scales[g], d);
+            else if (pool->dtype == RA_F8E4M3) {
+                if (ra_quantize_e4m3(to, from, scales[g], d))
+                    __atomic_store_n(&pool->nan_codes, 1, __ATOMIC_RELAXED);
+            }
             else
                 ra_convert(to, pool->dtype, from, RA_F32, d);
         }

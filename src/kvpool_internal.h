@@ -33,6 +33,10 @@ struct ra_kv_pool {
     int32_t *free_pages;      /* [n_pages] a stack: the n_free free pages, next on top */
     int64_t n_free;
     ra_kv_sequence *seqs;     /* [max_sequences] */
+    /* RA_F8E4M3: 1 once an append has stored a NaN code in any page, until
+     * every page is free again (a cache's nan_codes, for the whole pool:
+     * forks and page copies hold the same codes); atomic stores */
+    int nan_codes;
 };
 
 /* The row index (units of D elements, and of one RA_I8 scale) of kv head

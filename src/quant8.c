@@ -31,12 +31,15 @@ uint8_t ra_f32_to_e4m3(float y)
     return sign | (uint8_t)((bits >> 20) - (120u << 3));
 }
 
-void ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n)
+int ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n)
 {
+    int nan = 0;
     for (int64_t i = 0; i < n; i++) {
         float y = x[i] / scale; /* a finite x whose quotient overflows (scale < 1) saturates */
         codes[i] = ra_f32_to_e4m3(isinf(y) && isfinite(x[i]) ? copysignf(448.0f, x[i]) : y);
+        nan |= (codes[i] & 0x7f) == 0x7f;
     }
+    return nan;
 }
 
 float ra_i8_scale(const float *x, int64_t n, const float *x2, int64_t n2)

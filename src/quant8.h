@@ -30,8 +30,9 @@ static inline float ra_e4m3_to_f32(uint8_t code)
  * +-Inf give NaN (0x7f, 0xff by sign). */
 uint8_t ra_f32_to_e4m3(float y);
 
-/* codes[i] = ra_f32_to_e4m3(x[i] / scale) for i < n (scale finite, > 0). */
-void ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n);
+/* codes[i] = ra_f32_to_e4m3(x[i] / scale) for i < n (scale finite, > 0);
+ * returns whether it stored a NaN code (x held a NaN or an Inf). */
+int ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n);
 
 /* The int8 codes of a row x [n], and its scale (returned): max|x| / 127;
  * 0 (and codes 0) for a row of zeros or one whose scale underflows to 0;

@@ -5,7 +5,7 @@
  * dequantized values (ra_kv_cache_read) with GQA, masks, ragged lengths
  * and queries, 1-3 threads and window caches, the accuracy against an f32
  * cache on realistic data, the layer through an 8-bit cache, non-finite
- * values, and the refusals.
+ * values and fp8's NaN flag, and the refusals.
  *
  *   q, out: [B, T, H, D]   k, v: [B, S, Hkv, D] f32; caches [B, S, Hkv, D]
  */
@@ -16,6 +16,7 @@
 
 #include "harness.h"
 #include "kvcache_common.h"
+#include "kvcache_internal.h" /* nan_codes */
 #include "quant8.h"
 #include "ropeattn.h"
 
@@ -541,6 +542,96 @@ static void test_non_finite(void)
     ra_kv_cache_destroy(cache);
 }
 
+/* An fp8 cache's decode skips the NaN check while it holds no NaN code
+ * (nan_codes, kvcache_internal.h).  A NaN in K or an Inf in V at token j
+ * (5: dropped by the ring; 30: stored after it wrapped), kv head 1, in a
+ * vector's lanes (feature 5) or in D's tail (37 of 38: past the last whole
+ * vector at every width), appended 2 tokens at a time to a full and a
+ * window cache (window 8: the ring overwrites token j's slot) and, with
+ * token j finite, to a clean full cache.  After each append the flag is
+ * set once token j is stored and stays set when the ring drops it; the
+ * last token's query (window 8) is NaN in kv head 1's heads (2, 3) iff it
+ * sees token j, and every other row is the bits of the clean cache (the
+ * kernels with and without the check agree bit for bit); the window cache
+ * and 3 threads give the full cache's bits.  ra_kv_cache_reset clears the
+ * flag, and the cache then decodes as the clean one. */
+static void test_nan_flag(void)
+{
+    enum { S = 40, H = 4, HKV = 2, D = 38, W = 8 };
+    static const int64_t at_token[2] = {5, 30}, at_feature[2] = {5, 37};
+    float *k = malloc(4 * S * HKV * D), *v = malloc(4 * S * HKV * D);
+    float *kc = malloc(4 * S * HKV * D), *vc = malloc(4 * S * HKV * D);
+    float q[H * D], o_nan[H * D], o_ring[H * D], o_clean[H * D], o_three[H * D];
+    ra_test_fill(kc, S * HKV * D, 1);
+    ra_test_fill(vc, S * HKV * D, 2);
+    ra_test_fill(q, H * D, 3);
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
+    ra_attention_options o = ra_attention_options_init();
+    o.window = W;
+    const ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, H, D);
+    const ra_tensor tn = ra_tensor_4d(o_nan, RA_F32, 1, 1, H, D);
+    const ra_tensor tr = ra_tensor_4d(o_ring, RA_F32, 1, 1, H, D);
+    const ra_tensor tc = ra_tensor_4d(o_clean, RA_F32, 1, 1, H, D);
+    const ra_tensor t3 = ra_tensor_4d(o_three, RA_F32, 1, 1, H, D);
+    for (int ji = 0; ji < 2; ji++)
+        for (int fi = 0; fi < 2; fi++)
+            for (int which = 0; which < 2; which++) {
+                const int64_t j = at_token[ji], two = 2, all = S, zero = 0;
+                memcpy(k, kc, 4 * S * HKV * D);
+                memcpy(v, vc, 4 * S * HKV * D);
+                (which ? v : k)[(j * HKV + 1) * D + at_feature[fi]] = which ? INFINITY : NAN;
+                ra_kv_cache *full, *ring, *clean;
+                CHECK(ra_kv_cache_create(&full, 1, S, HKV, D, RA_F8E4M3) == RA_OK &&
+                          ra_kv_cache_create_window(&ring, 1, W, 2, HKV, D, RA_F8E4M3) == RA_OK &&
+                          ra_kv_cache_create(&clean, 1, S, HKV, D, RA_F8E4M3) == RA_OK, "caches");
+                for (int64_t len = 2; len <= S; len += 2) {
+                    const int64_t from = len - 2;
+                    CHECK(append_rows(full, k, v, 1, S, HKV, D, &from, &two, 2) == RA_OK &&
+                              append_rows(ring, k, v, 1, S, HKV, D, &from, &two, 2) == RA_OK &&
+                              append_rows(clean, kc, vc, 1, S, HKV, D, &from, &two, 2) == RA_OK,
+                          "append");
+                    CHECK(full->nan_codes == (len > j) && ring->nan_codes == (len > j) &&
+                              clean->nan_codes == 0,
+                          "length %lld, NaN at %lld: flags %d %d %d", (long long)len,
+                          (long long)j, full->nan_codes, ring->nan_codes, clean->nan_codes);
+                    CHECK(ra_attention_decode(NULL, full, &tn, &tq, NULL, &o) == RA_OK &&
+                              ra_attention_decode(NULL, ring, &tr, &tq, NULL, &o) == RA_OK &&
+                              ra_attention_decode(NULL, clean, &tc, &tq, NULL, &o) == RA_OK &&
+                              ra_attention_decode(ctx, full, &t3, &tq, NULL, &o) == RA_OK,
+                          "decode: %s", ra_last_error());
+                    const int sees = j <= len - 1 && len - 1 - j < W;
+                    for (int64_t hh = 0; hh < H; hh++) {
+                        int nan = 0;
+                        for (int64_t e = 0; e < D; e++) nan |= isnan(o_nan[hh * D + e]);
+                        const int want = sees && hh >= 2;
+                        CHECK(nan == want, "NaN at token %lld feature %lld (%s), length %lld, "
+                              "head %lld: NaN %d", (long long)j, (long long)at_feature[fi],
+                              which ? "v" : "k", (long long)len, (long long)hh, nan);
+                        CHECK(want || memcmp(o_nan + hh * D, o_clean + hh * D, 4 * D) == 0,
+                              "length %lld head %lld: not the clean cache's bits",
+                              (long long)len, (long long)hh);
+                    }
+                    CHECK(memcmp(o_nan, o_ring, sizeof o_nan) == 0 &&
+                              memcmp(o_nan, o_three, sizeof o_nan) == 0,
+                          "length %lld: the window cache or 3 threads changed bits",
+                          (long long)len);
+                }
+                ra_kv_cache_reset(full);
+                CHECK(full->nan_codes == 0, "reset keeps the flag");
+                CHECK(append_rows(full, kc, vc, 1, S, HKV, D, &zero, &all, S) == RA_OK, "refill");
+                CHECK(full->nan_codes == 0 &&
+                          ra_attention_decode(NULL, full, &tn, &tq, NULL, &o) == RA_OK &&
+                          memcmp(o_nan, o_clean, sizeof o_nan) == 0,
+                      "after reset: not the clean cache's bits");
+                ra_kv_cache_destroy(full);
+                ra_kv_cache_destroy(ring);
+                ra_kv_cache_destroy(clean);
+            }
+    ra_context_destroy(ctx);
+    free(k); free(v); free(kc); free(vc);
+}
+
 /* Everything else refuses the 8-bit dtypes, with RA_ERR_DTYPE; the cache's
  * own checks (scales, reads, views, latent caches). */
 static void test_refusals(void)
@@ -633,6 +724,7 @@ static void simd_cases(void)
     RUN(test_accuracy_vs_f32);
     RUN(test_layer_through_cache8);
     RUN(test_non_finite);
+    RUN(test_nan_flag);
     RUN(test_cache_checks);
 }
 

@@ -8,6 +8,7 @@
  *   - an exhausted pool refuses an append and changes nothing;
  *   - window sequences release the pages they pass and decode as a full
  *     cache with the window mask;
+ *   - an fp8 pool's NaN flag: forks and page copies read a stored NaN;
  *   - argument errors.
  * Tokens are appended at RoPE position 0 (the identity), so a pool and a
  * cache hold k and v themselves (kvcache_common.h).
@@ -16,6 +17,7 @@
 
 #include "harness.h"
 #include "kvcache_common.h"
+#include "kvpool_internal.h" /* nan_codes */
 #include "ropeattn.h"
 
 /* Appends n_new[i] tokens to sequence ids[i], rows from[i] .. of
@@ -236,6 +238,55 @@ static void test_fork_copy_on_write(void)
         CHECK(ra_kv_pool_free_pages(pool) == 10, "every page back");
         ra_kv_pool_destroy(pool);
     }
+}
+
+/* An fp8 pool's decode skips the NaN check while no page holds a NaN code
+ * (nan_codes, kvpool_internal.h).  A parent whose token 35 (in its partial
+ * third page of 16) holds a NaN key, and its fork: the parent's append
+ * copies that page, the child writes the original; both, and a grandchild,
+ * decode to the bits of a contiguous cache of the same tokens (which reads
+ * the NaN), and the NaN reaches their outputs.  The flag stays while any
+ * page is held, and clears once every page is free: a new sequence then
+ * decodes as a contiguous cache that never held a NaN. */
+static void test_nan_flag(void)
+{
+    enum { HKV = 2, H = 4, D = 8, P = 37, S = 50 };
+    float k[S * HKV * D], v[S * HKV * D], q[H * D], out[H * D];
+    ra_test_fill(k, S * HKV * D, 1);
+    ra_test_fill(v, S * HKV * D, 2);
+    ra_test_fill(q, H * D, 9); /* same_as_contiguous's query */
+    float clean_k[S * HKV * D];
+    memcpy(clean_k, k, sizeof k);
+    k[(35 * HKV + 1) * D + 3] = NAN;
+    ra_kv_pool *pool;
+    CHECK(ra_kv_pool_create(&pool, 10, 16, 4, HKV, D, RA_F8E4M3) == RA_OK, "pool");
+    int64_t a, b, c, zero = 0, p = P, from = P, five = 5, one = 1;
+    CHECK(ra_kv_pool_add_sequence(pool, 0, &a) == RA_OK, "add");
+    CHECK(pool_append_rows(pool, &a, 1, k, v, S, HKV, D, &zero, &p, P) == RA_OK, "prefix");
+    CHECK(pool->nan_codes == 1, "a NaN stored: the flag is not set");
+    CHECK(ra_kv_pool_fork(pool, a, &b) == RA_OK, "fork");
+    CHECK(pool_append_rows(pool, &a, 1, k, v, S, HKV, D, &from, &five, 5) == RA_OK,
+          "the parent copies the page");
+    CHECK(pool_append_rows(pool, &b, 1, k, v, S, HKV, D, &from, &one, 1) == RA_OK,
+          "the child writes it");
+    CHECK(ra_kv_pool_fork(pool, b, &c) == RA_OK && ra_kv_pool_free_sequence(pool, b) == RA_OK,
+          "a grandchild");
+    CHECK(same_as_contiguous(pool, a, k, v, P + 5, HKV, H, D, RA_F8E4M3, NULL), "the parent");
+    CHECK(same_as_contiguous(pool, c, k, v, P + 1, HKV, H, D, RA_F8E4M3, NULL), "the grandchild");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, H, D), to = ra_tensor_4d(out, RA_F32, 1, 1, H, D);
+    CHECK(ra_attention_decode_paged(NULL, pool, &c, 1, &to, &tq, NULL, NULL) == RA_OK &&
+              isnan(out[2 * D]) && !isnan(out[0]),
+          "the NaN reaches kv head 1's heads, and only them");
+    CHECK(ra_kv_pool_free_sequence(pool, a) == RA_OK && pool->nan_codes == 1,
+          "the grandchild's pages hold the NaN: the flag stays");
+    CHECK(ra_kv_pool_free_sequence(pool, c) == RA_OK && pool->nan_codes == 0,
+          "every page free: the flag stays set");
+    CHECK(ra_kv_pool_add_sequence(pool, 0, &a) == RA_OK &&
+              pool_append_rows(pool, &a, 1, clean_k, v, S, HKV, D, &zero, &p, P) == RA_OK &&
+              pool->nan_codes == 0,
+          "clean tokens");
+    CHECK(same_as_contiguous(pool, a, clean_k, v, P, HKV, H, D, RA_F8E4M3, NULL), "clean");
+    ra_kv_pool_destroy(pool);
 }
 
 /* An append that needs more pages than are free, alone or with others,
@@ -464,6 +515,7 @@ static void simd_cases(void)
     RUN(test_fork_copy_on_write);
     RUN(test_pool_full);
     RUN(test_window_release);
+    RUN(test_nan_flag);
     RUN(test_append_matches_cache);
     RUN(test_errors);
 }

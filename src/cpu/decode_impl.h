@@ -26,22 +26,58 @@
 #include "cpu/simd.h"
 #include "kvcache_internal.h"
 
+/* The kernels' pseudo-dtype of an fp8 cache that never stored a NaN code
+ * (ra_kv_cache.nan_codes 0): its codes are widened without the NaN check.
+ * RA_F8E4M3 itself is a cache that may hold NaN codes. */
+#define DECODE_E4M3_FINITE ((ra_dtype)(RA_F8E4M3 + 64))
+
+/* Whether dtype (a constant where inlined) is an fp8 kernel's. */
+static inline __attribute__((always_inline)) int is_e4m3(const ra_dtype dtype)
+{
+    return dtype == RA_F8E4M3 || dtype == DECODE_E4M3_FINITE;
+}
+
+/* The kernel dtype that reads cache c: its dtype, or DECODE_E4M3_FINITE. */
+static inline ra_dtype decode_dtype(const ra_kv_cache *c)
+{
+    return c->dtype == RA_F8E4M3 && !c->nan_codes ? DECODE_E4M3_FINITE : c->dtype;
+}
+
+/* The scale the kernels apply to an fp8 cache's codes for the cache's
+ * scale s: the codes are widened as their values times 2^-8
+ * (vload_e4m3_low), so s 2^8 (a float: s <= FLT_MAX / 448).  Exact: a
+ * power of two, so the scores and the weighted sums are the bits of the
+ * unscaled codes' times s, unless a product falls below FLT_MIN. */
+static inline float e4m3_scale(float s)
+{
+    return s * 0x1p8f;
+}
+
 /* Bytes per element of a cache of this dtype (a constant where inlined). */
 static inline __attribute__((always_inline)) int64_t elem_bytes(const ra_dtype dtype)
 {
-    return dtype == RA_F32 ? 4 : dtype == RA_I8 || dtype == RA_F8E4M3 ? 1 : 2;
+    return dtype == RA_F32 ? 4 : dtype == RA_I8 || is_e4m3(dtype) ? 1 : 2;
 }
 
 /* RA_W widened values of a K or V row from element d on (dtype a constant
- * where this is inlined); an 8-bit row's codes, before their scale. */
+ * where this is inlined); an 8-bit row's codes, before their scale (fp8's
+ * times 2^-8: e4m3_scale). */
 static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dtype dtype,
                                                           int64_t d)
 {
     if (dtype == RA_F32) return vload((const float *)row + d);
     if (dtype == RA_BF16) return vload_bf16((const uint16_t *)row + d);
     if (dtype == RA_I8) return vload_i8((const int8_t *)row + d);
-    if (dtype == RA_F8E4M3) return vload_e4m3((const uint8_t *)row + d);
+    if (dtype == RA_F8E4M3) return vload_e4m3_low_nan((const uint8_t *)row + d);
+    if (dtype == DECODE_E4M3_FINITE) return vload_e4m3_low((const uint8_t *)row + d);
     return vload_f16((const uint16_t *)row + d);
+}
+
+/* Element d of a K or V row as load_any widens it (D's tail). */
+static inline __attribute__((always_inline)) float load_one(const void *row, ra_dtype dtype,
+                                                            int64_t d)
+{
+    return is_e4m3(dtype) ? ra_load(row, RA_F8E4M3, d) * 0x1p-8f : ra_load(row, dtype, d);
 }
 
 /* Asks for the line that holds element d of a row, when element d starts
@@ -187,7 +223,7 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
               const float *ks, const float *vs, const decode_ahead *ahead, int n, int64_t j,
               int64_t r0, const int nr, const ra_dtype dtype)
 {
-    const int eight = dtype == RA_I8 || dtype == RA_F8E4M3;
+    const int eight = dtype == RA_I8 || is_e4m3(dtype);
     const int64_t stride = head_dim + 2, row_bytes = head_dim * elem_bytes(dtype);
     const int per_row = RA_W / nr; /* keys per lane sum */
     const float *q = qs + r0 * head_dim;
@@ -221,7 +257,7 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
             for (int r = 0; r < nr; r++)
                 for (int i = 0; i < per_row; i++)
                     for (int64_t e = d; e < head_dim; e++)
-                        scores[r][k0 + i] += q[r * head_dim + e] * ra_load(keys[k0 + i], dtype, e);
+                        scores[r][k0 + i] += q[r * head_dim + e] * load_one(keys[k0 + i], dtype, e);
     }
     if (eight) /* q . (s c) = (q . c) s */
         for (int r = 0; r < nr; r++)
@@ -286,7 +322,7 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
         for (int r = 0; r < nr; r++) {
             float acc = o[r * stride + d] * alpha[r];
             for (int i = seen.from[r]; i < seen.to[r]; i++)
-                acc += p[r][i] * ra_load(vals[i], dtype, d);
+                acc += p[r][i] * load_one(vals[i], dtype, d);
             o[r * stride + d] = acc;
         }
 }
@@ -330,11 +366,12 @@ static void decode_rows(const decode_group *g, int64_t head_dim, const void *con
 #define DECODE_ROWS_OF(t)                                                                   \
     decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals, \
                       ks, vs, ahead, n, j, g->rows, t)
-    switch (dtype) {
+    switch ((int)dtype) { /* an int: DECODE_E4M3_FINITE is no ra_dtype */
     case RA_F32: DECODE_ROWS_OF(RA_F32); break;
     case RA_BF16: DECODE_ROWS_OF(RA_BF16); break;
     case RA_I8: DECODE_ROWS_OF(RA_I8); break;
     case RA_F8E4M3: DECODE_ROWS_OF(RA_F8E4M3); break;
+    case DECODE_E4M3_FINITE: DECODE_ROWS_OF(DECODE_E4M3_FINITE); break;
     default: DECODE_ROWS_OF(RA_F16); break;
     }
 #undef DECODE_ROWS_OF
@@ -385,7 +422,7 @@ static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_
     const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
     const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
     for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++)
-        ks[i] = c->k_scale[g], vs[i] = c->v_scale[g];
+        ks[i] = e4m3_scale(c->k_scale[g]), vs[i] = e4m3_scale(c->v_scale[g]);
     for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
         const int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
         /* the far requests: once per far_every rows, far_rows on */
@@ -417,7 +454,7 @@ static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_
             ahead.values_rows = ahead_v;
         }
         decode_rows(rows_of_g, c->head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
-                    &ahead, n, j, c->dtype);
+                    &ahead, n, j, decode_dtype(c));
     }
 }
 
@@ -521,7 +558,8 @@ static void decode_task(void *arg, int64_t task, int thread)
         /* an 8-bit cache's scales of this head: int8's by slot, fp8's one */
         const float *kscales = eight ? ra_kv_cache_scales(c, 0, b, g) : NULL;
         const float *vscales = eight ? ra_kv_cache_scales(c, 1, b, g) : NULL;
-        for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++) ks[i] = *kscales, vs[i] = *vscales;
+        for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++)
+            ks[i] = e4m3_scale(*kscales), vs[i] = e4m3_scale(*vscales);
         int64_t slot0 = slot_start;
         for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
             int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
@@ -540,7 +578,7 @@ static void decode_task(void *arg, int64_t task, int thread)
                                   next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(&rows_of_g, head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
-                        &ahead, n, j, c->dtype);
+                        &ahead, n, j, decode_dtype(c));
         }
     }
 }

@@ -161,44 +161,57 @@ static inline vi vload_u8(const uint8_t *p)
 #endif
 }
 
-/* RA_W fp8 e4m3 codes widened to float32 (exact; quant8.h's
- * ra_e4m3_to_f32 lane by lane).  On AVX2 and AVX-512, through IEEE half:
- * a code's bits moved into a half's (sign to bit 15, exponent and
+/* RA_W fp8 e4m3 codes widened to float32 and scaled by 2^-8 (exact:
+ * quant8.h's ra_e4m3_to_f32 lane by lane, times 2^-8), for codes that
+ * are not NaN: a NaN code (0x7f, 0xff) gives a finite number (480 2^-8 in
+ * magnitude).  The decode kernels fold the 2^8 into the caches' scales
+ * (docs/perf/2026-12-03-decode8.md) and read a cache that may hold NaN
+ * codes with vload_e4m3_low_nan.  On AVX2 and AVX-512, through IEEE
+ * half: a code's bits moved into a half's (sign to bit 15, exponent and
  * mantissa shifted up by 7) are the code's value times 2^-8, subnormals
  * included (both formats' subnormals are m 2^(1 - bias) with the biases
- * 8 apart), and F16C widens them; NaN codes (0x7f, 0xff), which the
- * shifted exponent does not make NaN, are fixed up when a vector holds
- * one.  Elsewhere with integer arithmetic: a normal code's exponent and
- * mantissa shifted into a float32's and rebiased (+120), a subnormal's m
- * 2^-9, 0x7f NaN, then the sign. */
-static inline vf vload_e4m3(const uint8_t *p)
+ * 8 apart), and F16C widens them.  Elsewhere with integer arithmetic: a
+ * normal code's exponent and mantissa shifted into a float32's and
+ * rebiased (+120 - 8), a subnormal's m 2^-17, then the sign. */
+static inline vf vload_e4m3_low(const uint8_t *p)
 {
-#if defined(RA_SIMD_AVX512) || defined(RA_SIMD_AVX2)
 #if defined(RA_SIMD_AVX512)
-    const __m128i codes = _mm_loadu_si128((const __m128i *)p);
-    const __m256i w = _mm256_cvtepi8_epi16(codes); /* the sign in bits 7 .. 15 */
-    vf v = (vf)_mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7),
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); /* the sign
+                                                                   in bits 7 .. 15 */
+    return (vf)_mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(w, 7),
                                                 _mm256_set1_epi16((short)0xbfff)));
-#else
-    const __m128i codes = _mm_loadl_epi64((const __m128i *)p);
-    const __m128i w = _mm_cvtepi8_epi16(codes);
-    vf v = (vf)_mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16((short)0xbfff)));
-#endif
-    v *= vsplat(0x1p8f);
-    const __m128i mag = _mm_and_si128(codes, _mm_set1_epi8(0x7f));
-    if (__builtin_expect(_mm_movemask_epi8(_mm_cmpeq_epi8(mag, _mm_set1_epi8(0x7f))) &
-                             ((1 << RA_W) - 1), 0)) {
-        const vi c = vload_u8(p);
-        v = vselect((c & 0x7f) == 0x7f, (vf)(((vu)c & 0x80u) << 24 | 0x7fc00000u), v);
-    }
-    return v;
+#elif defined(RA_SIMD_AVX2)
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    return (vf)_mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(w, 7), _mm_set1_epi16((short)0xbfff)));
 #else
     const vi c = vload_u8(p), mag = c & 0x7f;
-    vf v = (vf)((mag << 20) + (120 << 23));
-    v = vselect(mag < 8, __builtin_convertvector(mag, vf) * vsplat(0x1p-9f), v);
-    v = vselect(mag == 0x7f, vsplat(__builtin_nanf("")), v);
+    vf v = (vf)((mag << 20) + (112 << 23));
+    v = vselect(mag < 8, __builtin_convertvector(mag, vf) * vsplat(0x1p-17f), v);
     return (vf)((vu)v | (((vu)c & 0x80u) << 24));
 #endif
+}
+
+/* vload_e4m3_low for any codes: a NaN code gives a quiet NaN of its sign
+ * (sign | 0x7fc00000, as ra_e4m3_to_f32).  The check (a compare and a
+ * branch per vector) made an fp8 decode step 1.14-1.15 times as long on
+ * AVX-512, so the kernels use it only for a cache that stored a NaN code
+ * (docs/perf/2026-12-03-decode8.md). */
+static inline vf vload_e4m3_low_nan(const uint8_t *p)
+{
+    const vf v = vload_e4m3_low(p);
+#if defined(RA_SIMD_AVX512)
+    const __m128i codes = _mm_loadu_si128((const __m128i *)p);
+#elif defined(RA_SIMD_AVX2)
+    const __m128i codes = _mm_loadl_epi64((const __m128i *)p);
+#endif
+#if defined(RA_SIMD_AVX512) || defined(RA_SIMD_AVX2)
+    const __m128i nan = _mm_set1_epi8(0x7f);
+    if (__builtin_expect(!(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(codes, nan), nan)) &
+                           ((1 << RA_W) - 1)), 1))
+        return v; /* no NaN code: the usual case */
+#endif
+    const vi c = vload_u8(p);
+    return vselect((c & 0x7f) == 0x7f, (vf)(((vu)c & 0x80u) << 24 | 0x7fc00000u), v);
 }
 
 /* m(h, a) for h = RA_W / 2, RA_W / 4, ..., 1: the stages of the transposes

@@ -644,8 +644,9 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
  * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
  * as dq, dk and dv inside a fused dQKV gradient, do not count as
  * overlapping.  q, k, v and options are what the forward took (each f32,
- * f16 or bf16, widened exactly: a 16-bit q is widened once into scratch;
- * the gradients are float32 regardless; with q, k and v all bf16 the flash
+ * f16 or bf16, widened exactly: the reference path widens a 16-bit q once
+ * into scratch, the flash path a block of rows at a time; the gradients
+ * are float32 regardless; with q, k and v all bf16 the flash
  * path on the "amx" and "avx512bf16" kernels runs its five GEMMs on the
  * bf16 units instead, as ra_attention does: below); the dropout masks
  * are regenerated from the seed, never stored.  out and lse are what

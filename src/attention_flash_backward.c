@@ -70,7 +70,8 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
     job.partial_v = job.partial_k + batch * n_heads * seq * job.dp;
     job.partial_sink = job.partial_v + batch * n_heads * seq * job.dp;
     job.scratch = job.partial_sink + ra_round_up(batch * n_heads, 16);
-    job.amx = args->q16 && ra_cpu_amx_enable();
+    job.amx = q->dtype == RA_BF16 && args->fwd.k->dtype == RA_BF16 &&
+              args->fwd.v->dtype == RA_BF16 && ra_cpu_amx_enable();
     ra_parallel_for(ctx, batch * n_heads, ra_kernels_get()->flash_backward_task, &job);
     int64_t blocks = (seq + REDUCE_ROWS - 1) / REDUCE_ROWS;
     ra_parallel_for(ctx, batch * args->dk->shape[2] * blocks, reduce_task, &job);

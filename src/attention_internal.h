@@ -3,7 +3,8 @@
  * ra_layer_forward (internal).
  *
  *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   strided views: out float32,
- *   q, k and v f32, f16 or bf16 (q float32 in the backward and with RoPE)
+ *   q, k and v f32, f16 or bf16 (q float32 in the reference backward and with
+ *   RoPE)
  */
 #ifndef RA_ATTENTION_INTERNAL_H
 #define RA_ATTENTION_INTERNAL_H
@@ -202,9 +203,6 @@ typedef struct ra_attention_backward_args {
     ra_attention_args fwd; /* q, k, v, the dropout; out (NULL on the reference
                               path, which does not read it); lse unused */
     const ra_tensor *dq, *dk, *dv, *dout;
-    const ra_tensor *q16;  /* q itself when q, k and v are all bf16 (fwd.q is
-                              then its float32 copy), else NULL: the kernels
-                              with bf16 units run the GEMMs on it */
     const float *lse;      /* the forward's; NULL on the reference path */
     float *dsinks;         /* [H] or NULL: the options' */
 } ra_attention_backward_args;
@@ -257,7 +255,7 @@ typedef struct ra_flash_backward_job {
     float *partial_sink;          /* [B, H]: each task's share of dL/dsinks */
     float *scratch;               /* threads * per_thread floats */
     int64_t dp, per_thread;
-    int amx; /* q16 set and AMX usable (ra_cpu_amx_enable): the amx kernels'
+    int amx; /* q, k and v bf16 and AMX usable (ra_cpu_amx_enable): the amx kernels'
                 tile GEMMs run on it */
 } ra_flash_backward_job;
 

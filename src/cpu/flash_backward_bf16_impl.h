@@ -207,13 +207,13 @@ static void add_stage(float *o, const float *stage, int64_t nk, int64_t dp, int 
 #endif
 
 /* The block's query rows for the bf16 GEMMs: Qp and dOp (dout rounded
- * through dot's place, [BQ, D32] bf16), Qr and dOr, from q16's rows and
+ * through dot's place, [BQ, D32] bf16), Qr and dOr, from q's bf16 rows and
  * dout's; zeros for rows past nq and padding queries. */
 static void load_query_block_bf16(const backward_tile *t, const ra_flash_backward_job *job,
                                   int64_t b, int64_t h, int64_t q0, int64_t nq)
 {
     const ra_attention_backward_args *a = job->args;
-    const int64_t head_dim = a->q16->shape[3], d32 = ra_round_up(head_dim, 32);
+    const int64_t head_dim = a->fwd.q->shape[3], d32 = ra_round_up(head_dim, 32);
     uint16_t *do16 = (uint16_t *)(void *)t->dot;
     const uint16_t *zero = (const uint16_t *)(const void *)t->zero;
     const uint16_t *q16[BQ], *dout16[BQ];
@@ -221,7 +221,7 @@ static void load_query_block_bf16(const backward_tile *t, const ra_flash_backwar
     int64_t n = 0; /* dout's real rows, rounded into do16's first rows */
     for (int64_t r = 0; r < BQ; r++) {
         int real = r < nq && ra_mask_real(&a->fwd.mask, b, q0 + r);
-        q16[r] = real ? ra_row_any(a->q16, b, q0 + r, h) : zero;
+        q16[r] = real ? ra_row_any(a->fwd.q, b, q0 + r, h) : zero;
         if (real) dout[n] = ra_row(a->dout, b, q0 + r, h);
         dout16[r] = real ? do16 + n++ * d32 : zero;
     }

@@ -189,11 +189,11 @@ static void prefetch_query_block(const ra_attention_backward_args *a, int64_t b,
                                  int64_t q0, int64_t nq)
 {
     const ra_tensor *rows[3] = {a->fwd.q, a->dout, a->fwd.out};
-    const int64_t head_dim = a->fwd.q->shape[3];
     for (int64_t r = 0; r < nq; r++)
-        for (int i = 0; i < 3; i++) {
-            const float *row = ra_row(rows[i], b, q0 + r, h);
-            for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d, 0, 2);
+        for (int i = 0; i < 3; i++) { /* q may be 16-bit */
+            const char *row = ra_row_any(rows[i], b, q0 + r, h);
+            const int64_t bytes = rows[i]->shape[3] * (int64_t)ra_dtype_size(rows[i]->dtype);
+            for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 0, 2);
         }
 }
 
@@ -223,31 +223,34 @@ static void load_query_stats(const backward_tile *t, const ra_flash_backward_job
     }
 }
 
-/* Qt, dOt, Q and dO rows for query rows [q0, q0 + nq); rows past nq and
- * padding queries are zero. */
+/* Q and dO rows, then Qt and dOt from them, for query rows [q0, q0 + nq);
+ * rows past nq and padding queries are zero.  A 16-bit q is widened
+ * (exactly) into Q's rows. */
 static void load_query_block(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
                              int64_t h, int64_t q0, int64_t nq, float scale)
 {
     const ra_attention_backward_args *a = job->args;
     const ra_tensor *q = a->fwd.q, *dout = a->dout;
     const int64_t head_dim = q->shape[3], dp = job->dp;
-    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
-        const float *src_q[RA_W], *src_do[RA_W];
-        for (int i = 0; i < RA_W; i++) { /* padding queries read as zeros */
-            int real = r0 + i < nq && ra_mask_real(&a->fwd.mask, b, q0 + r0 + i);
-            src_q[i] = real ? ra_row(q, b, q0 + r0 + i, h) : t->zero;
-            src_do[i] = real ? ra_row(dout, b, q0 + r0 + i, h) : t->zero;
-        }
-        load_rows_transposed(t->qt, BQ, r0, src_q, head_dim, scale);
-        load_rows_transposed(t->dot, BQ, r0, src_do, head_dim, 1.0f);
-    }
     for (int64_t r = 0; r < BQ; r++) {
         float *qr = t->qr + r * dp, *dor = t->dor + r * dp;
         memset(qr, 0, (size_t)dp * sizeof(float));
         memset(dor, 0, (size_t)dp * sizeof(float));
         if (r >= nq || !ra_mask_real(&a->fwd.mask, b, q0 + r)) continue;
-        memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+        if (q->dtype == RA_F32)
+            memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+        else
+            widen_row(qr, ra_row_any(q, b, q0 + r, h), q->dtype, head_dim);
         memcpy(dor, ra_row(dout, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+    }
+    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
+        const float *src_q[RA_W], *src_do[RA_W];
+        for (int i = 0; i < RA_W; i++) {
+            src_q[i] = t->qr + (r0 + i) * dp;
+            src_do[i] = t->dor + (r0 + i) * dp;
+        }
+        load_rows_transposed(t->qt, BQ, r0, src_q, head_dim, scale);
+        load_rows_transposed(t->dot, BQ, r0, src_do, head_dim, 1.0f);
     }
 }
 
@@ -275,7 +278,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
 #if defined(RA_FLASH_BF16)
     /* q, k and v in bf16: the GEMMs on the bf16 units, AMX's where the job
      * has them (flash_backward_bf16_impl.h) */
-    const int bf16 = a->q16 != NULL;
+    const int bf16 = q->dtype == RA_BF16 && k->dtype == RA_BF16 && v->dtype == RA_BF16;
     const uint16_t *k16[BK], *v16[BK];
 #else
     const int bf16 = 0;

@@ -45,8 +45,8 @@ extern const ra_kernels ra_kernels_avx512;
  * and on AMX-BF16's tiles where the job allows (ra_flash_job's amx). */
 void ra_flash_task_avx512bf16(void *arg, int64_t task, int thread);
 void ra_flash_task_amx(void *arg, int64_t task, int thread);
-/* avx512's flash backward task, with q, k and v in bf16 (the backward args'
- * q16) on the same units (ra_flash_backward_job's amx). */
+/* avx512's flash backward task, with q, k and v in bf16 on the same units
+ * (and AMX's where ra_flash_backward_job's amx allows). */
 void ra_flash_backward_task_avx512bf16(void *arg, int64_t task, int thread);
 void ra_flash_backward_task_amx(void *arg, int64_t task, int thread);
 #endif

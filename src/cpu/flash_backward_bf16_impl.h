@@ -16,18 +16,20 @@
  *   St  = (K . Qp) scale   scores_blocks_bf16 / scores_amx, as the forward
  *   dPt = V . dOp          the same kernels
  *   Pb, dSb [BK, BQ / 2]   words: P * mult's and dS's rows rounded
- *   dV += Pb . dOr         keys_blocks_bf16 / keys_amx   [BK, dp]
+ *   dV += Pb . dOr         keys_gemm_bf16 / keys_amx   [BK, dp]
  *   dK += dSb . Qr         the same
  *   dSp [BK / 2, BQ]       words: dS's pairs of keys rounded, in dSt's place
  *   dQt += K^T dSp         values_blocks_bf16 (K in pairs of keys, in
- *                          wide_k's place) / values_amx (Kt [D16, BK])
+ *                          wide_k's place) / values_amx (Kt [D16, BK],
+ *                          pack_keys_transposed_amx)
  *
  * On AMX dK and dV's tiles sum one query block into the stage block and
  * are then added to the partial sums (written on a tile's first block);
  * vdpbf16ps adds to them in registers, as keys_gemm does.  Against the
  * float32 backward on the same bf16 values only these roundings (relative
- * 2^-9 each), the flushed subnormals and the order of the sums differ:
- * tests/test_attention_bf16_backward.c states the bound.  Non-finite k or
+ * 2^-8 each at most), the flushed subnormals and the order of the sums
+ * differ: ra_attention_backward and tests/test_attention_bf16_backward.c
+ * state the bounds.  Non-finite k or
  * v reach the same gradients as on the float32 path: the same products
  * are formed (0 times Inf is NaN on both).  A task's result does not depend
  * on the thread that runs it.

@@ -30,8 +30,11 @@
  * head's partial sums, rows of dp floats in the job's [B, H, S, dp]
  * buffers; key tile k0 is first met by the query block q0 = k0 (BQ = BK),
  * which writes it rather than adding to it.  attention_flash_backward.c
- * sums the heads of each group and scales dk.  A task's result does not
- * depend on the thread that runs it.
+ * sums the heads of each group and scales dk.  A 16-bit q is widened a
+ * block of rows at a time; with q, k and v all bf16 the kernels compiled
+ * with RA_FLASH_BF16 run the five GEMMs on the bf16 units instead
+ * (flash_backward_bf16_impl.h).  A task's result does not depend on the
+ * thread that runs it.
  */
 #include <math.h>
 #include <string.h>

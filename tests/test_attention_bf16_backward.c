@@ -3,7 +3,8 @@
  * bf16: against the float32 flash backward on the same values widened and
  * against the reference backward (sums in double), on every SIMD path, on
  * awkward shapes and with every mask; identical bits for 1, 2 and 3
- * threads; Inf and NaN reaching the same gradients as on the float32 path.
+ * threads; fused QKV views; Inf and NaN reaching the same gradients as on
+ * the float32 path.
  *
  * The bound.  Where the bf16 units run (avx512bf16: vdpbf16ps; amx: AMX
  * tiles) the GEMMs' float32 operands are rounded to bf16 (nearest: 8
@@ -360,6 +361,55 @@ static void test_threads(void)
     }
 }
 
+/* q, k and v as views into one fused bf16 [B, S, H + 2 Hkv, D] buffer (a
+ * QKV projection's output): the contiguous inputs' gradients, bit for bit. */
+static void test_fused_views(void)
+{
+    const bwd_case c = {2, 100, 4, 2, 40, 0, 0, 0, 0, 0, 0};
+    const int64_t w = c.h + 2 * c.hkv, row = w * c.d;
+    inputs in;
+    inputs_make(&in, &c, 400);
+    uint16_t *qkv = malloc(2 * (size_t)(c.b * c.s * row));
+    for (int64_t b = 0; b < c.b; b++)
+        for (int64_t s = 0; s < c.s; s++) {
+            uint16_t *dst = qkv + (b * c.s + s) * row;
+            memcpy(dst, in.q + (b * c.s + s) * c.h * c.d, 2 * (size_t)(c.h * c.d));
+            memcpy(dst + c.h * c.d, in.k + (b * c.s + s) * c.hkv * c.d, 2 * (size_t)(c.hkv * c.d));
+            memcpy(dst + (c.h + c.hkv) * c.d, in.v + (b * c.s + s) * c.hkv * c.d,
+                   2 * (size_t)(c.hkv * c.d));
+        }
+    ra_tensor q = ra_tensor_4d(qkv, RA_BF16, c.b, c.s, c.h, c.d);
+    ra_tensor k = ra_tensor_4d(qkv + c.h * c.d, RA_BF16, c.b, c.s, c.hkv, c.d);
+    ra_tensor v = ra_tensor_4d(qkv + (c.h + c.hkv) * c.d, RA_BF16, c.b, c.s, c.hkv, c.d);
+    ra_tensor *views[3] = {&q, &k, &v};
+    for (int i = 0; i < 3; i++) {
+        views[i]->stride[0] = c.s * row;
+        views[i]->stride[1] = row;
+    }
+    grads g, want;
+    grads_make(&g, &c);
+    grads_make(&want, &c);
+    CHECK(run(&want, &c, &in, 0, NULL, NULL, 2) == RA_OK, "contiguous");
+    ra_tensor out = ra_tensor_4d(in.out, RA_F32, c.b, c.s, c.h, c.d);
+    ra_tensor dout = ra_tensor_4d(in.dout, RA_F32, c.b, c.s, c.h, c.d);
+    ra_tensor dq = ra_tensor_4d(g.dq, RA_F32, c.b, c.s, c.h, c.d);
+    ra_tensor dk = ra_tensor_4d(g.dk, RA_F32, c.b, c.s, c.hkv, c.d);
+    ra_tensor dv = ra_tensor_4d(g.dv, RA_F32, c.b, c.s, c.hkv, c.d);
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    CHECK(ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &out, in.lse, &in.o) ==
+              RA_OK, "fused: %s", ra_last_error());
+    ra_context_destroy(ctx);
+    CHECK(memcmp(g.dq, want.dq, 4 * (size_t)n_q(&c)) == 0 &&
+              memcmp(g.dk, want.dk, 4 * (size_t)n_kv(&c)) == 0 &&
+              memcmp(g.dv, want.dv, 4 * (size_t)n_kv(&c)) == 0,
+          "fused views: not the contiguous inputs' bits");
+    grads_free(&g);
+    grads_free(&want);
+    free(qkv);
+    inputs_free(&in);
+}
+
 /* An Inf or a NaN in v (or k) reaches the same gradients as on the float32
  * path: the same elements are finite on both (the forward's out and lse,
  * from the float32 path, shared). */
@@ -413,6 +463,7 @@ static void simd_cases(void)
     }
     RUN(test_against_float32);
     RUN(test_threads);
+    RUN(test_fused_views);
     RUN(test_nonfinite);
 }
 

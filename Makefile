@@ -307,7 +307,8 @@ alloc-test:
 # path (RA_TEST_ONE_PATH, tests/harness.h): the threads and their tasks are
 # the same on every path, and each path would add the whole run again.
 TSAN_BUILD = build-tsan
-TSAN_TESTS = test_concurrency test_attention test_attention_bf16 test_attention_backward test_kvcache test_kvcache8 \
+TSAN_TESTS = test_concurrency test_attention test_attention_bf16 test_attention_bf16_backward \
+             test_attention_backward test_kvcache test_kvcache8 \
              test_kvpool test_layer_paged test_rope test_mla test_layer_backward \
              test_weights16 test_attention_block
 tsan:

@@ -1,8 +1,9 @@
 /*
  * bench_attention.c — causal GQA attention (the flash path through
- * ra_attention) at three prompt lengths, its backward at S = 2048, and the
- * whole LLaMA-2-7B-shaped layer beside its four projection GEMMs timed
- * alone, and its backward beside its forward.
+ * ra_attention) at three prompt lengths, its backward at S = 2048 (both at
+ * S = 2048 also with q, k and v in bf16), and the whole LLaMA-2-7B-shaped
+ * layer beside its four projection GEMMs timed alone, and its backward
+ * beside its forward.
  *
  *   q, out: [1, S, 32, 128]   k, v: [1, S, 8, 128]   x, y: [1, S, 4096]
  */
@@ -169,6 +170,9 @@ static void backward_teardown(void *state)
     free(s->fwd.k);
     free(s->fwd.v);
     free(s->fwd.out);
+    free(s->fwd.q16);
+    free(s->fwd.k16);
+    free(s->fwd.v16);
     free(s->lse);
     free(s->dout);
     free(s->dq);
@@ -205,13 +209,38 @@ static int backward_setup(const void *params, ra_context *ctx, void **state)
     return status == RA_OK ? 0 : cli_fail_status(status, "bench: the forward before the backward");
 }
 
+/* backward_setup, then q, k and v rounded to bf16 and the forward again on
+ * them (its out and lse), untimed: the case runs the backward on them. */
+static int bf16_backward_setup(const void *params, ra_context *ctx, void **state)
+{
+    if (backward_setup(params, ctx, state)) return 1;
+    backward_state *s = *state;
+    attention_state *f = &s->fwd;
+    f->q16 = to_bf16(f->q, f->seq * HEADS * HEAD_DIM);
+    f->k16 = to_bf16(f->k, f->seq * KV_HEADS * HEAD_DIM);
+    f->v16 = to_bf16(f->v, f->seq * KV_HEADS * HEAD_DIM);
+    if (!f->q16 || !f->k16 || !f->v16)
+        return cli_fail(EXIT_FAIL, "bench: out of memory for the attention backward");
+    ra_tensor q = ra_tensor_4d(f->q16, RA_BF16, 1, f->seq, HEADS, HEAD_DIM);
+    ra_tensor k = ra_tensor_4d(f->k16, RA_BF16, 1, f->seq, KV_HEADS, HEAD_DIM);
+    ra_tensor v = ra_tensor_4d(f->v16, RA_BF16, 1, f->seq, KV_HEADS, HEAD_DIM);
+    ra_tensor o = ra_tensor_4d(f->out, RA_F32, 1, f->seq, HEADS, HEAD_DIM);
+    ra_status status = ra_attention_forward_lse(ctx, &o, s->lse, &q, &k, &v, NULL);
+    return status == RA_OK ? 0 : cli_fail_status(status, "bench: the forward before the backward");
+}
+
+/* The backward on q, k and v, or on their bf16 copies where setup made them. */
 static ra_status backward_run(void *state, ra_context *ctx)
 {
     backward_state *s = state;
     const int64_t seq = s->fwd.seq;
-    ra_tensor q = ra_tensor_4d(s->fwd.q, RA_F32, 1, seq, HEADS, HEAD_DIM);
-    ra_tensor k = ra_tensor_4d(s->fwd.k, RA_F32, 1, seq, KV_HEADS, HEAD_DIM);
-    ra_tensor v = ra_tensor_4d(s->fwd.v, RA_F32, 1, seq, KV_HEADS, HEAD_DIM);
+    const int bf16 = s->fwd.q16 != NULL;
+    const ra_dtype dt = bf16 ? RA_BF16 : RA_F32;
+    ra_tensor q = ra_tensor_4d(bf16 ? (void *)s->fwd.q16 : s->fwd.q, dt, 1, seq, HEADS, HEAD_DIM);
+    ra_tensor k = ra_tensor_4d(bf16 ? (void *)s->fwd.k16 : s->fwd.k, dt, 1, seq, KV_HEADS,
+                               HEAD_DIM);
+    ra_tensor v = ra_tensor_4d(bf16 ? (void *)s->fwd.v16 : s->fwd.v, dt, 1, seq, KV_HEADS,
+                               HEAD_DIM);
     ra_tensor o = ra_tensor_4d(s->fwd.out, RA_F32, 1, seq, HEADS, HEAD_DIM);
     ra_tensor dout = ra_tensor_4d(s->dout, RA_F32, 1, seq, HEADS, HEAD_DIM);
     ra_tensor dq = ra_tensor_4d(s->dq, RA_F32, 1, seq, HEADS, HEAD_DIM);
@@ -484,7 +513,9 @@ static const masked_params window_8192 = {8192, 1024, 0, 0}, softcap_2048 = {204
  * reference code's PyTorch attention holds two [1, 32, S, S] score arrays, 17 GiB at
  * S = 8192: timed at 512 and 2048 only.  Issue 20: a 1024-key window at S =
  * 8192 at 0.7 of sgemm, counting only the flops inside the window; soft-capping
- * and sinks at most 1.1 times the plain case's time at S = 2048. */
+ * and sinks at most 1.1 times the plain case's time at S = 2048.  Issue 23:
+ * bf16 q, k and v at 1.5 times the float32 case's rate or more, forward and
+ * backward (time ratios <= 1 / 1.5 in the same run). */
 const bench_case bench_attention_cases[] = {
     ATTENTION_CASE("attention_prefill_f32_s512", "B1 H32 Hkv8 D128 S512 causal, flash",
                    seq_512, 512, 0, 1),
@@ -523,6 +554,12 @@ const bench_case bench_attention_cases[] = {
      .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 2.5 * ATTENTION_FLOPS(2048),
      .work_is_flops = 1, .params = &seq_2048, .setup = backward_setup, .run = backward_run,
      .check = backward_check, .teardown = backward_teardown, .target = 0.5},
+    {.name = "attention_backward_bf16_s2048",
+     .shape = "B1 H32 Hkv8 D128 S2048 causal, bf16 q k v, flash dq dk dv",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 2.5 * ATTENTION_FLOPS(2048),
+     .work_is_flops = 1, .params = &seq_2048, .setup = bf16_backward_setup,
+     .run = backward_run, .check = backward_check, .teardown = backward_teardown,
+     .parts = "attention_backward_f32_s2048", .parts_target = 1 / 1.5},
     {.name = "layer_projections_f32_s2048", .shape = "the layer's x wq^T, x wk^T, x wv^T, o wo^T",
      .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = PROJECTION_FLOPS(2048),
      .work_is_flops = 1, .params = &seq_2048, .setup = projections_setup,

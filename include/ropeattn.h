@@ -247,7 +247,7 @@ RA_API int ra_context_threads(const ra_context *ctx);
  * "amx" (AVX-512 with AVX512-BF16 and AMX-BF16), "avx512bf16", "avx512",
  * "avx2", or the 128-bit baseline "sse2" (x86-64) / "neon" (aarch64).  The
  * two bf16 ones differ from avx512 only in attention with q, k and v all
- * bf16 (ra_attention).  Setting RA_FORCE_ISA=amx|avx512bf16|avx512|avx2|base
+ * bf16 (ra_attention, ra_attention_backward).  Setting RA_FORCE_ISA=amx|avx512bf16|avx512|avx2|base
  * in the environment
  * before the first call caps the choice (the tests use it to run every
  * path); unset or empty, it caps nothing.  Any other value caps the
@@ -598,7 +598,7 @@ static inline ra_attention_options ra_attention_options_init(void)
  * q k^T and P v on the CPU's bf16 units (AMX tiles, vdpbf16ps): the products
  * are exact and summed in float32, the softmax is float32, but P is rounded
  * to bf16 before P v (as FlashAttention does), and bf16 subnormals count as
- * zero.  Each output is then within 2^-9 max|v| (v over the keys its row
+ * zero.  Each output is then within 2^-8 max|v| (v over the keys its row
  * sees; times 1 / (1 - p) with dropout p) of the float32 path's on the
  * same values, plus the float32 sums' own error (seen: 1.3e-3 max|v| at
  * worst; tests/test_attention_bf16.c); the same bits for any thread count
@@ -723,8 +723,11 @@ RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *d
  * any input (RA_ERR_ARGUMENT); views interleaved row by row in one buffer,
  * as dq, dk and dv inside a fused dQKV gradient, do not count as
  * overlapping.  q, k, v and options are what the forward took (each f32,
- * f16 or bf16, widened exactly: a 16-bit q is widened once into scratch;
- * the gradients are float32 regardless); the dropout masks
+ * f16 or bf16, widened exactly: the reference path widens a 16-bit q once
+ * into scratch, the flash path a block of rows at a time; the gradients
+ * are float32 regardless; with q, k and v all bf16 the flash
+ * path on the "amx" and "avx512bf16" kernels runs its five GEMMs on the
+ * bf16 units instead, as ra_attention does: below); the dropout masks
  * are regenerated from the seed, never stored.  out and lse are what
  * ra_attention_forward_lse wrote for those inputs: the flash path needs
  * both (RA_ERR_NULL without them); the reference path recomputes the
@@ -742,6 +745,19 @@ RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *d
  * rowsum(dout * out)) and needs O(B H S D) scratch (a dk and a dv per query
  * head, summed over each group at the end) plus O(tile) per thread, never
  * O(S^2).  Either path gives the same bits for any thread count.
+ *
+ * bf16 units: the products of q, k, v (exact) sum in float32, and each
+ * GEMM's float32 operand is rounded to bf16 first, as FlashAttention-2's
+ * bf16 backward does: P / (1 - p) (kept) and dout for dv, dout for dP,
+ * dS for dq and dk; the softmax, Delta = rowsum(dout * out), dS, dsinks
+ * and every sum stay float32, and bf16 subnormals count as zero.  Against
+ * the float32 path on the same values, with u = 2^-8 (bf16's rounding) and
+ * w_i = (max|v| + max|out|) sum_d |dout_id| / (1 - p):
+ *   |err dv_j| <= 2u (P^T |dout|)_j,  |err dq_i| <= 2u max|k| w_i / sqrt(D),
+ *   |err dk_j| <= 2u max|q| sum_i P_ij w_i / sqrt(D),
+ * plus the float32 sums' own error (seen: 0.62, 0.09 and 0.12 of those
+ * bounds at worst; tests/test_attention_bf16_backward.c).  dsinks is the
+ * float32 path's, bit for bit.
  *   dq, dout, q, out: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]
  *   lse: [B, H, S] */
 RA_API ra_status ra_attention_backward(ra_context *ctx, const ra_tensor *dq,

@@ -180,15 +180,18 @@ ra_status ra_attention_backward_run(ra_context *ctx, ra_attention_backward_args 
     if (bytes == 0)
         return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",
                        RA_DIMS(q->shape), path == RA_PATH_REFERENCE ? "reference" : "flash");
-    /* A 16-bit q is widened once, exactly, after the path's scratch: both
-     * paths read q's rows as float32 (k and v they widen as they go). */
+    /* The reference path reads q's rows as float32: a 16-bit q is widened
+     * once, exactly, after its scratch (k and v it widens as it goes).  The
+     * flash path widens q's rows a block at a time, or reads them as they
+     * are on the bf16 units (cpu/flash_backward_bf16_impl.h). */
+    const int wide_q = q->dtype != RA_F32 && path == RA_PATH_REFERENCE;
     const size_t q_at = (bytes + 63) & ~(size_t)63;
-    if (q->dtype != RA_F32) /* at most RA_MAX_ELEMENTS (ra_tensor_check) */
+    if (wide_q) /* at most RA_MAX_ELEMENTS (ra_tensor_check) */
         bytes = q_at + (size_t)(q->shape[0] * q->shape[1] * q->shape[2] * q->shape[3]) * 4;
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
     ra_tensor q32;
-    if (q->dtype != RA_F32) {
+    if (wide_q) {
         float *wide = (float *)(void *)((char *)scratch.data + q_at);
         widen_q(wide, q);
         q32 = ra_tensor_4d(wide, RA_F32, q->shape[0], q->shape[1], q->shape[2], q->shape[3]);

@@ -2,7 +2,9 @@
  * attention_flash_backward.c — the flash backward's scratch, its two passes
  * and their task split.  The first pass's task (tiles, recomputed
  * probabilities, SIMD GEMM kernels) is in cpu/flash_backward_impl.h,
- * compiled per ISA and chosen at run time (cpu/dispatch.c).
+ * compiled per ISA and chosen at run time (cpu/dispatch.c); with q, k and
+ * v in bf16 the avx512bf16 and amx kernels run its GEMMs on the bf16 units
+ * (cpu/flash_backward_bf16_impl.h).
  *
  *   pass 1: one task per (b, query head h), all B * H of the same size (each
  *           walks its whole causal triangle), so they balance across
@@ -75,6 +77,8 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
     job.partial_v = job.partial_k + batch * n_heads * seq * job.dp;
     job.partial_sink = job.partial_v + batch * n_heads * seq * job.dp;
     job.scratch = job.partial_sink + ra_round_up(batch * n_heads, 16);
+    job.amx = q->dtype == RA_BF16 && args->fwd.k->dtype == RA_BF16 &&
+              args->fwd.v->dtype == RA_BF16 && ra_cpu_amx_enable();
     ra_parallel_for(ctx, batch * n_heads, ra_kernels_get()->flash_backward_task, &job);
     int64_t blocks = (seq + REDUCE_ROWS - 1) / REDUCE_ROWS;
     ra_parallel_for(ctx, batch * args->dk->shape[2] * blocks, reduce_task, &job);

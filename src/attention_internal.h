@@ -3,7 +3,8 @@
  * ra_layer_forward (internal).
  *
  *   q, out: [B, S, H, D]   k, v: [B, S, Hkv, D]   strided views: out float32,
- *   q, k and v f32, f16 or bf16 (q float32 in the backward and with RoPE)
+ *   q, k and v f32, f16 or bf16 (q float32 in the reference backward and with
+ *   RoPE)
  */
 #ifndef RA_ATTENTION_INTERNAL_H
 #define RA_ATTENTION_INTERNAL_H
@@ -253,27 +254,34 @@ void ra_attention_backward_flash(ra_context *ctx, const ra_attention_backward_ar
  * is first met by query block j.  Its dk and dv go to per-head partial
  * buffers [B, H, S, dp], dp = D rounded up to 16, that a second pass sums
  * over each group (partial buffers [B, H, Sk, dp] for a block of Sk keys).
- * Per thread (cpu/flash_backward_impl.h carves it), with
- * R = RA_FLASH_BK rows and D16 = D rounded up to 16: Qt, dOt, dQt [D, R];
+ * Per thread (cpu/flash_backward_impl.h carves it), with R = RA_FLASH_BK
+ * rows, D16 and D32 = D rounded up to 16 and 32: Qt, dOt, dQt [D16, R];
  * Q and dO rows [R, D16]; P, P * dropout and dP/dS tiles [BK, R]; lse,
  * Delta and ones [R]; dropout multipliers [BK]; a zero row
  * [D16] (the padding query rows'); key and value row pointers [BK] each;
  * float32 copies of a tile of 16-bit K and of V [BK, D16] each; the
  * soft-cap's slopes [BK, R]; each row's first and last key of a tile [R]
- * and first key [R] (int64); the tile's padding keys [BK]. */
+ * and first key [R] (int64); the tile's padding keys [BK]; then, for the
+ * bf16 units (cpu/flash_backward_bf16_impl.h), Qp and dOp [D32 / 2, R]
+ * (words), P and dS rounded to bf16 [BK, R / 2] (words) and a dK or dV
+ * block [BK, D16]. */
 typedef struct ra_flash_backward_job {
     const ra_attention_backward_args *args;
     float *partial_k, *partial_v; /* [B, H, S, dp] each */
     float *partial_sink;          /* [B, H]: each task's share of dL/dsinks */
     float *scratch;               /* threads * per_thread floats */
     int64_t dp, per_thread;
+    int amx; /* q, k and v bf16 and AMX usable (ra_cpu_amx_enable): the amx kernels'
+                tile GEMMs run on it */
 } ra_flash_backward_job;
 
 static inline int64_t ra_flash_backward_per_thread(int64_t head_dim)
 {
     const int64_t r = RA_FLASH_BK, d16 = ra_round_up(head_dim, 16);
-    return ra_round_up(3 * head_dim * r + 2 * r * d16 + 4 * RA_FLASH_BK * r + 7 * r +
-                           2 * RA_FLASH_BK + d16 + 4 * RA_FLASH_BK + 2 * RA_FLASH_BK * d16,
+    const int64_t d32 = ra_round_up(head_dim, 32);
+    return ra_round_up(3 * d16 * r + 2 * r * d16 + 4 * RA_FLASH_BK * r + 7 * r +
+                           2 * RA_FLASH_BK + d16 + 4 * RA_FLASH_BK + 2 * RA_FLASH_BK * d16 +
+                           d32 * r + RA_FLASH_BK * r + RA_FLASH_BK * d16,
                        16);
 }
 

@@ -91,7 +91,7 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
          bfloat16 bits in uint16 arrays with dtype="bfloat16" (widened to
          float32 exactly; with all three bfloat16 on a CPU with AMX-BF16 or
          AVX512-BF16, both products run on its bf16 units, the
-         probabilities rounded to bfloat16 before P v: within 2^-9 max|v|
+         probabilities rounded to bfloat16 before P v: within 2^-8 max|v|
          of the float32 result, as the C library states); any non-negative strides with the last axis contiguous
          are read in place (e.g. heads of a fused QKV array), others copied
          first.

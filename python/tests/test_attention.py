@@ -91,7 +91,10 @@ def test_half_queries():
     """q in float16 or bfloat16 (with float32 or 16-bit k, v): widened
     exactly, so forward and backward are the float32 ones on the widened
     values, to the bit -- but for all-bfloat16 inputs on a CPU with
-    bfloat16 units, whose forward rounds P to bfloat16 (2^-9 max|v|)."""
+    bfloat16 units, whose forward rounds P to bfloat16 (2^-8 max|v|) and
+    whose backward rounds P, dS and dout (ra_attention_backward's bounds
+    are per element; here checked against 2^-5 max|grad|, 7e-3 seen over
+    20 seeds)."""
     q, k, v = qkv()
     dout = RNG.standard_normal(q.shape).astype(np.float32)
     for qh, name in ((q.astype(np.float16), None), (ref.to_bf16(q), "bfloat16")):
@@ -110,7 +113,11 @@ def test_half_queries():
             got = ropeattn.attention_backward(dout, qh, *kv, out, lse, dtype=dtype)
             grads = ropeattn.attention_backward(dout, qw, kw, vw, out, lse)
             for g, w in zip(got[:3], grads[:3]):
-                assert g.dtype == np.float32 and np.array_equal(g, w)
+                assert g.dtype == np.float32
+                if units:
+                    np.testing.assert_allclose(g, w, rtol=0, atol=2 ** -5 * np.abs(w).max())
+                else:
+                    assert np.array_equal(g, w)
 
 
 def test_strided_fused_qkv():

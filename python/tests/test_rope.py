@@ -133,7 +133,7 @@ def test_float16_and_bfloat16():
     xb = ref.to_bf16(x)
     yb = ropeattn.apply_rotary(xb, pos, dtype="bfloat16")
     assert yb.dtype == np.uint16
-    # one rounding to bfloat16 (8 bits of mantissa): 2^-9 relative.
+    # one rounding to bfloat16 (8 significant bits): 2^-8 relative.
     np.testing.assert_allclose(ref.from_bf16(yb), ref.rope_half(ref.from_bf16(xb), pos, inv),
                                rtol=2**-8, atol=1e-2)
 

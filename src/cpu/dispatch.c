@@ -63,7 +63,7 @@ static int force_unknown; /* RA_FORCE_ISA held a value not listed above */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static ra_kernels watching; /* ra_cpu_watch_kernels: base, noting use (below) */
 #if defined(__x86_64__)
-static ra_kernels avx512bf16, amx; /* avx512's, but the flash task: filled below */
+static ra_kernels avx512bf16, amx; /* avx512's, but the flash tasks: filled below */
 #endif
 
 static const ra_kernels *isa_kernels(int isa)
@@ -101,9 +101,11 @@ static void select_kernels(void)
     avx512bf16 = ra_kernels_avx512;
     avx512bf16.name = "avx512bf16";
     avx512bf16.flash_task = ra_flash_task_avx512bf16;
+    avx512bf16.flash_backward_task = ra_flash_backward_task_avx512bf16;
     amx = ra_kernels_avx512;
     amx.name = "amx";
     amx.flash_task = ra_flash_task_amx;
+    amx.flash_backward_task = ra_flash_backward_task_amx;
 #endif
     atomic_store_explicit(&selected, isa_kernels(max_isa), memory_order_relaxed);
 }

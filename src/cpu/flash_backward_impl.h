@@ -33,7 +33,10 @@
  * (ra_attention_block_backward: query row i is key row i + q_shift, keys
  * of any length) zeroes its partial buffers first and adds every tile, and
  * adds its dq to the caller's.  attention_flash_backward.c sums the heads
- * of each group and scales dk.  A task's result does not depend on the
+ * of each group and scales dk.  A 16-bit q is widened a
+ * block of rows at a time; with q, k and v all bf16 the kernels compiled
+ * with RA_FLASH_BF16 run the five GEMMs on the bf16 units instead
+ * (flash_backward_bf16_impl.h).  A task's result does not depend on the
  * thread that runs it.
  */
 #include <math.h>
@@ -59,17 +62,20 @@ typedef struct backward_tile {
     float *lo, *hi;                   /* [BQ]: as flash_tile's */
     int64_t *first;                   /* [BQ]: each row's first key */
     float *padkey;                    /* [BK] */
+    uint32_t *qp, *dop;               /* [D32 / 2, BQ]: the bf16 units' (words) */
+    uint32_t *pb, *dsb;               /* [BK, BQ / 2]: the bf16 units' (words) */
+    float *stage;                     /* [BK, dp]: AMX's dK or dV block */
 } backward_tile;
 
 static backward_tile carve_backward(const ra_flash_backward_job *job, int thread,
                                     int64_t head_dim)
 {
-    const int64_t dp = job->dp;
+    const int64_t dp = job->dp, d32 = ra_round_up(head_dim, 32);
     backward_tile t;
     t.qt = job->scratch + thread * job->per_thread;
-    t.dot = t.qt + head_dim * BQ;
-    t.dqt = t.dot + head_dim * BQ;
-    t.qr = t.dqt + head_dim * BQ;
+    t.dot = t.qt + dp * BQ;
+    t.dqt = t.dot + dp * BQ;
+    t.qr = t.dqt + dp * BQ;
     t.dor = t.qr + BQ * dp;
     t.pt = t.dor + BQ * dp;
     t.pdt = t.pt + BK * BQ;
@@ -88,6 +94,11 @@ static backward_tile carve_backward(const ra_flash_backward_job *job, int thread
     t.hi = t.lo + BQ;
     t.first = (int64_t *)(void *)(t.hi + BQ);
     t.padkey = t.hi + 3 * BQ;
+    t.qp = (uint32_t *)(void *)(t.padkey + BK);
+    t.dop = t.qp + d32 / 2 * BQ;
+    t.pb = t.dop + d32 / 2 * BQ;
+    t.dsb = t.pb + BK * BQ / 2;
+    t.stage = (float *)(void *)(t.dsb + BK * BQ / 2);
     return t;
 }
 
@@ -184,46 +195,30 @@ static void prefetch_query_block(const ra_attention_backward_args *a, int64_t b,
                                  int64_t q0, int64_t nq)
 {
     const ra_tensor *rows[3] = {a->fwd.q, a->dout, a->fwd.out};
-    const int64_t head_dim = a->fwd.q->shape[3];
     for (int64_t r = 0; r < nq; r++)
-        for (int i = 0; i < 3; i++) {
-            const float *row = ra_row(rows[i], b, q0 + r, h);
-            for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d, 0, 2);
+        for (int i = 0; i < 3; i++) { /* q may be 16-bit */
+            const char *row = ra_row_any(rows[i], b, q0 + r, h);
+            const int64_t bytes = rows[i]->shape[3] * (int64_t)ra_dtype_size(rows[i]->dtype);
+            for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 0, 2);
         }
 }
 
-/* Qt, dOt, Q and dO rows, Delta, lse and first keys for query rows
- * [q0, q0 + nq) (lp: the row's leading padding); rows past nq are zero, and
- * they and padding queries have lse +inf (P = 0 there). */
-static void load_query_block(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
-                             int64_t h, int64_t q0, int64_t nq, float scale, int64_t lp)
+/* Delta, lse and first keys for query rows [q0, q0 + nq) (lp: the row's
+ * leading padding); rows past nq and padding queries have lse +inf (P = 0
+ * there) and first key -1. */
+static void load_query_stats(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
+                             int64_t h, int64_t q0, int64_t nq, int64_t lp)
 {
     const ra_attention_backward_args *a = job->args;
-    const ra_tensor *q = a->fwd.q, *out = a->fwd.out, *dout = a->dout;
-    const int64_t seq = q->shape[1], head_dim = q->shape[3], dp = job->dp;
+    const int64_t seq = a->fwd.q->shape[1], head_dim = a->fwd.q->shape[3];
     const int64_t shift = a->fwd.q_shift;
-    const float *lse = a->lse + (b * q->shape[2] + h) * seq;
-    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
-        const float *src_q[RA_W], *src_do[RA_W];
-        for (int i = 0; i < RA_W; i++) { /* padding queries read as zeros */
-            int real = r0 + i < nq && ra_mask_real(&a->fwd.mask, b, q0 + r0 + i);
-            src_q[i] = real ? ra_row(q, b, q0 + r0 + i, h) : t->zero;
-            src_do[i] = real ? ra_row(dout, b, q0 + r0 + i, h) : t->zero;
-        }
-        load_rows_transposed(t->qt, BQ, r0, src_q, head_dim, scale);
-        load_rows_transposed(t->dot, BQ, r0, src_do, head_dim, 1.0f);
-    }
+    const float *lse = a->lse + (b * a->fwd.q->shape[2] + h) * seq;
     for (int64_t r = 0; r < BQ; r++) {
-        float *qr = t->qr + r * dp, *dor = t->dor + r * dp;
-        memset(qr, 0, (size_t)dp * sizeof(float));
-        memset(dor, 0, (size_t)dp * sizeof(float));
         t->delta[r] = 0.0f;
         t->lse[r] = INFINITY;
         t->first[r] = -1;
         if (r >= nq || !ra_mask_real(&a->fwd.mask, b, q0 + r)) continue; /* P = 0 */
-        const float *o = ra_row(out, b, q0 + r, h);
-        memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
-        memcpy(dor, ra_row(dout, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+        const float *o = ra_row(a->fwd.out, b, q0 + r, h), *dor = ra_row(a->dout, b, q0 + r, h);
         vf acc = vsplat(0.0f); /* Delta = rowsum(dout * out), RA_W partial sums */
         int64_t d = 0;
         for (; d + RA_W <= head_dim; d += RA_W) acc += vload(dor + d) * vload(o + d);
@@ -234,6 +229,41 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
         t->first[r] = ra_mask_first_key(&a->fwd.mask, shift + q0 + r, lp);
     }
 }
+
+/* Q and dO rows, then Qt and dOt from them, for query rows [q0, q0 + nq);
+ * rows past nq and padding queries are zero.  A 16-bit q is widened
+ * (exactly) into Q's rows. */
+static void load_query_block(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
+                             int64_t h, int64_t q0, int64_t nq, float scale)
+{
+    const ra_attention_backward_args *a = job->args;
+    const ra_tensor *q = a->fwd.q, *dout = a->dout;
+    const int64_t head_dim = q->shape[3], dp = job->dp;
+    for (int64_t r = 0; r < BQ; r++) {
+        float *qr = t->qr + r * dp, *dor = t->dor + r * dp;
+        memset(qr, 0, (size_t)dp * sizeof(float));
+        memset(dor, 0, (size_t)dp * sizeof(float));
+        if (r >= nq || !ra_mask_real(&a->fwd.mask, b, q0 + r)) continue;
+        if (q->dtype == RA_F32)
+            memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+        else
+            widen_row(qr, ra_row_any(q, b, q0 + r, h), q->dtype, head_dim);
+        memcpy(dor, ra_row(dout, b, q0 + r, h), (size_t)head_dim * sizeof(float));
+    }
+    for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
+        const float *src_q[RA_W], *src_do[RA_W];
+        for (int i = 0; i < RA_W; i++) {
+            src_q[i] = t->qr + (r0 + i) * dp;
+            src_do[i] = t->dor + (r0 + i) * dp;
+        }
+        load_rows_transposed(t->qt, BQ, r0, src_q, head_dim, scale);
+        load_rows_transposed(t->dot, BQ, r0, src_do, head_dim, 1.0f);
+    }
+}
+
+#if defined(RA_FLASH_BF16)
+#include "cpu/flash_backward_bf16_impl.h"
+#endif
 
 static void flash_backward_task(void *arg, int64_t task, int thread)
 {
@@ -256,6 +286,20 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
     double dsink = 0; /* -sum over rows of p_sink Delta */
     backward_tile t = carve_backward(job, thread, head_dim);
     if (!f->dropout) t.pdt = t.pt;
+#if defined(RA_FLASH_BF16)
+    /* q, k and v in bf16: the GEMMs on the bf16 units, AMX's where the job
+     * has them (flash_backward_bf16_impl.h) */
+    const int bf16 = q->dtype == RA_BF16 && k->dtype == RA_BF16 && v->dtype == RA_BF16;
+    const uint16_t *k16[BK], *v16[BK];
+#else
+    const int bf16 = 0;
+#endif
+#if defined(RA_FLASH_AMX)
+    const int amx = bf16 && job->amx;
+    if (amx) amx_begin();
+#elif defined(RA_FLASH_BF16)
+    const int amx = 0;
+#endif
     memset(t.zero, 0, (size_t)dp * sizeof(float));
     for (int64_t r = 0; r < BQ; r++) t.ones[r] = 1.0f;
     if (a->accumulate) { /* tiles are added to, never first written */
@@ -265,7 +309,11 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
 
     for (int64_t q0 = 0; q0 < seq; q0 += BQ) {
         const int64_t nq = seq - q0 < BQ ? seq - q0 : BQ, q1 = q0 + nq;
-        load_query_block(&t, job, b, h, q0, nq, scale, lp);
+        load_query_stats(&t, job, b, h, q0, nq, lp);
+#if defined(RA_FLASH_BF16)
+        if (bf16) load_query_block_bf16(&t, job, b, h, q0, nq);
+#endif
+        if (!bf16) load_query_block(&t, job, b, h, q0, nq, scale);
         if (q1 < seq) prefetch_query_block(a, b, h, q1, seq - q1 < BQ ? seq - q1 : BQ);
         /* The tiles some row sees: from the one that holds the smallest
          * first key (tiles stay at multiples of BK, so that tile k0 is
@@ -288,16 +336,29 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             const int64_t nk = k_end - k0 < BK ? k_end - k0 : BK;
             /* the first query block that sees this tile */
             const int first = !a->accumulate && k0 == q0;
-            tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
-            tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
+            if (!bf16) {
+                tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
+                tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
+            }
             int padding = 0; /* padding keys read as zeros */
             for (int64_t j = 0; j < nk; j++) {
                 t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
                 padding |= t.padkey[j] != 0;
                 if (t.padkey[j]) t.krow[j] = t.vrow[j] = t.zero;
+#if defined(RA_FLASH_BF16)
+                if (bf16) {
+                    const uint16_t *zero = (const uint16_t *)(const void *)t.zero;
+                    k16[j] = t.padkey[j] ? zero : ra_row_any(k, b, k0 + j, g);
+                    v16[j] = t.padkey[j] ? zero : ra_row_any(v, b, k0 + j, g);
+                }
+#endif
             }
 
-            for (int64_t j0 = 0; j0 < nk; j0 += MR) /* St = K Qt */
+#if defined(RA_FLASH_BF16)
+            if (bf16) /* St = (K . Qp) scale, dPt = V . dOp */
+                scores_tiles_bf16(&t, k16, v16, nk, head_dim, scale, amx);
+#endif
+            for (int64_t j0 = 0; !bf16 && j0 < nk; j0 += MR) /* St = K Qt */
                 scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
             const int masked = k0 + nk > shift + q0 + 1 || (restricted && first_max > k0) ||
@@ -316,6 +377,17 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                         memset(t.mult, 0, (size_t)nk * sizeof(float));
                     for (int64_t j = 0; j < nk; j++) t.pdt[j * BQ + r] = t.pt[j * BQ + r] * t.mult[j];
                 }
+            const int first_q = k0 == k_first / BK * BK; /* the block's first tile */
+#if defined(RA_FLASH_BF16)
+            if (bf16) {
+                dv_tile_bf16(&t, dv_head + k0 * dp, nk, nq, dp, first, amx); /* dV += Pb . dOr */
+                dscores_tile(&t, nk, mask->softcap > 0);
+                /* dK += dSb . Qr, dQt += K^T dSp */
+                dq_dk_tile_bf16(&t, k16, dk_head + k0 * dp, nk, nq, head_dim, dp, first, first_q,
+                                amx);
+                continue;
+            }
+#endif
             keys_gemm(dv_head + k0 * dp, t.pdt, t.dor, nk, nq, dp, first); /* dV += Pd^T dO */
 
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* dPt = V dOt */
@@ -323,7 +395,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
             dscores_tile(&t, nk, mask->softcap > 0);
             /* dQt += K^T dSt */
-            values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, k0 == k_first / BK * BK);
+            values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, first_q);
             keys_gemm(dk_head + k0 * dp, t.dst, t.qr, nk, nq, dp, first); /* dK += dS^T Q */
         }
         for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) { /* dq = dQt^T scale */
@@ -348,4 +420,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
         }
     }
     job->partial_sink[b * n_heads + h] = (float)dsink;
+#if defined(RA_FLASH_AMX)
+    if (amx) _tile_release();
+#endif
 }

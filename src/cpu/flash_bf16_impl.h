@@ -32,7 +32,7 @@
  *                          BK] (D16: D rounded to 16; Ot has D16 rows)
  *
  * Against the float32 path on the same bf16 inputs, only P's rounding
- * (relative 2^-9 per probability), the flushed subnormals and the order of
+ * (relative 2^-8 per probability), the flushed subnormals and the order of
  * the sums differ: the bound is in include/ropeattn.h (ra_attention) and
  * docs/DESIGN.md.  A masked tile whose values hold an Inf or a NaN takes
  * flash_impl.h's values_seen on the widened values and the float32 P, so

@@ -5,7 +5,8 @@
  * Each instance comes from the same templates (*_impl.h) compiled with its
  * ISA's flags: kernels_avx512.c, kernels_avx2.c, and kernels_base.c (SSE2 on
  * x86-64, NEON on aarch64); kernels_avx512bf16.c and kernels_amx.c give
- * one flash task each, which dispatch.c puts in copies of the avx512 table.
+ * one flash task and one flash backward task each, which dispatch.c puts in
+ * copies of the avx512 table.
  * Setting RA_FORCE_ISA=amx|avx512bf16|avx512|avx2|base in the environment
  * caps the choice, for the tool and the tests alike.
  */
@@ -44,6 +45,10 @@ extern const ra_kernels ra_kernels_avx512;
  * and on AMX-BF16's tiles where the job allows (ra_flash_job's amx). */
 void ra_flash_task_avx512bf16(void *arg, int64_t task, int thread);
 void ra_flash_task_amx(void *arg, int64_t task, int thread);
+/* avx512's flash backward task, with q, k and v in bf16 on the same units
+ * (and AMX's where ra_flash_backward_job's amx allows). */
+void ra_flash_backward_task_avx512bf16(void *arg, int64_t task, int thread);
+void ra_flash_backward_task_amx(void *arg, int64_t task, int thread);
 #endif
 
 /* Whether the amx kernels may use AMX's tiles now: 1 once the kernels chosen

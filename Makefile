@@ -74,8 +74,10 @@ INSTALL_MPI := $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a $(BUILD)/libropeattn_
 CORE_SRC := $(wildcard src/*.c src/cpu/*.c)
 HF_SRC   := $(wildcard src/io/*.c src/hf/*.c)
 LIB_SRC  := $(CORE_SRC) $(HF_SRC)
-# the CLI's comm.h: with MPI (tools/mpi, `mpirun -np P ropeattn attention`) or without
-TOOL_SRC := $(filter-out tools/comm_single.c,$(wildcard tools/*.c bench/*.c)) \
+# the CLI's comm.h: with MPI (tools/mpi, `mpirun -np P ropeattn attention`) or
+# without (tools/comm_single.c; also the fuzz targets')
+TOOL_SRC_ONE := $(wildcard tools/*.c bench/*.c)
+TOOL_SRC := $(filter-out tools/comm_single.c,$(TOOL_SRC_ONE)) \
             $(if $(HAVE_MPI),$(wildcard tools/mpi/*.c),tools/comm_single.c)
 TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)

@@ -810,6 +810,71 @@ static ra_status local_backward(void *user, ra_context *ctx, const ra_tensor *dq
     return ra_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, options);
 }
 
+/* A cached step as one process does it: store every new row, decode. */
+static ra_status local_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
+                              const ra_tensor *out, const ra_tensor *q, const ra_tensor *k,
+                              const ra_tensor *v, const ra_attention_options *options)
+{
+    local_engine *e = user;
+    e->forwards++;
+    ra_status st = ra_kv_cache_append(cache, ctx, NULL, NULL, k, v, NULL, NULL);
+    return st != RA_OK ? st : ra_attention_decode(ctx, cache, out, q, NULL, options);
+}
+
+/* ra_layer_forward_cached_with a local engine against
+ * ra_layer_forward_cached: a prompt of 5 tokens, then one step a token,
+ * within 1e-5 of max|y| (the prompt: the engine decodes where the layer's
+ * own prefill runs flash; the same sums in another blocking), and its
+ * refusals. */
+static void test_engine_cached(void)
+{
+    const layer_case c = {"S 12", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0,
+                          0, BIASES | NORMS, 0, 0};
+    fixture f;
+    fixture_make(&f, &c, 950);
+    local_engine state = {0};
+    ra_attention_engine engine = {.struct_size = sizeof engine, .user = &state,
+                                  .forward = local_forward, .decode = local_decode};
+    float *y[2];
+    for (int with = 0; with < 2; with++) {
+        y[with] = malloc(sizeof(float) * f.n_x);
+        ra_kv_cache *cache;
+        CHECK(ra_kv_cache_create(&cache, c.b, c.s, c.hkv, c.d, RA_F32) == RA_OK, "cache");
+        for (int64_t first = 0, n = 5; first < c.s; first += n, n = 1) {
+            float xs[2 * 5 * 32], ys[2 * 5 * 32];
+            for (int64_t b = 0; b < c.b; b++)
+                memcpy(xs + b * n * f.dim, f.x + (b * c.s + first) * f.dim,
+                       sizeof(float) * (size_t)(n * f.dim));
+            ra_positions pos = ra_positions_start(first);
+            ra_status st = ra_layer_forward_cached_with(f.layer, NULL, cache, ys, xs, c.b, n, &pos,
+                                                        with ? &engine : NULL);
+            CHECK(st == RA_OK, "step at %lld: %s", (long long)first, ra_last_error());
+            for (int64_t b = 0; b < c.b; b++)
+                memcpy(y[with] + (b * c.s + first) * f.dim, ys + b * n * f.dim,
+                       sizeof(float) * (size_t)(n * f.dim));
+        }
+        ra_kv_cache_destroy(cache);
+    }
+    CHECK(state.forwards == 1 + (int)(c.s - 5), "decodes %d", state.forwards);
+    double e = ra_test_max_rel_diff(y[1], y[0], f.n_x);
+    CHECK(e <= 1e-5, "the engine's cached y differs by %.3g", e);
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, c.b, c.s, c.hkv, c.d, RA_F32) == RA_OK, "cache");
+    ra_positions pos = ra_positions_start(0);
+    CHECK(ra_layer_forward_cached_with(f.layer, NULL, cache, y[0], f.x, c.b, 1, NULL, &engine) ==
+              RA_ERR_ARGUMENT, "no positions");
+    engine.decode = NULL;
+    CHECK(ra_layer_forward_cached_with(f.layer, NULL, cache, y[0], f.x, c.b, 1, &pos, &engine) ==
+              RA_ERR_UNSUPPORTED, "no decode");
+    CHECK(ra_kv_cache_length(cache, 0) == 0 && ra_kv_cache_room(cache, 0) == c.s &&
+              ra_kv_cache_room(NULL, 0) == -1 && ra_kv_cache_room(cache, c.b) == -1,
+          "refusals stored nothing; room");
+    ra_kv_cache_destroy(cache);
+    free(y[0]);
+    free(y[1]);
+    fixture_free(&f);
+}
+
 static const char *local_error(void *user)
 {
     (void)user;
@@ -1189,6 +1254,7 @@ static void simd_cases(void)
     RUN(test_paths_and_threads);
     RUN(test_forward_matches);
     RUN(test_engine);
+    RUN(test_engine_cached);
     RUN(test_output_mask);
     RUN(test_accumulate_and_reuse);
     RUN(test_tape_keeps_positions);

@@ -739,7 +739,8 @@ RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *d
  * GQA: dk and dv of kv head g sum the query heads g * rep .. g * rep + rep - 1
  * in that order.  The softmax backward runs in float32, as the forward:
  *   dP = (dout v^T) * mask / (1 - p),  dS = P * (dP - rowsum(P * dP)),
- *   dq = dS k / sqrt(D),  dk = dS^T q / sqrt(D),  dv = (P * mask / (1 - p))^T dout
+ *   dq = dS k s,  dk = dS^T q s,  dv = (P * mask / (1 - p))^T dout  (s: the
+ *   softmax scale, 1 / sqrt(D) unless options give one)
  * Memory: the reference path materializes [S, S] per head; the flash path
  * recomputes the probabilities tile by tile from lse (rowsum(P * dP) is
  * rowsum(dout * out)) and needs O(B H S D) scratch (a dk and a dv per query
@@ -751,10 +752,11 @@ RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *d
  * bf16 backward does: P / (1 - p) (kept) and dout for dv, dout for dP,
  * dS for dq and dk; the softmax, Delta = rowsum(dout * out), dS, dsinks
  * and every sum stay float32, and bf16 subnormals count as zero.  Against
- * the float32 path on the same values, with u = 2^-8 (bf16's rounding) and
- * w_i = (max|v| + max|out|) sum_d |dout_id| / (1 - p):
- *   |err dv_j| <= 2u (P^T |dout|)_j,  |err dq_i| <= 2u max|k| w_i / sqrt(D),
- *   |err dk_j| <= 2u max|q| sum_i P_ij w_i / sqrt(D),
+ * the float32 path on the same values, with u = 2^-8 (bf16's rounding), s
+ * the softmax scale (1 / sqrt(D) unless options give one), Pd = P * mask /
+ * (1 - p) and w_i = (max|v| + max|out|) sum_d |dout_id| / (1 - p):
+ *   |err dv_j| <= 2u (Pd^T |dout|)_j,  |err dq_i| <= 2u s max|k| w_i,
+ *   |err dk_j| <= 2u s max|q| sum_i P_ij w_i,
  * plus the float32 sums' own error (seen: 0.62, 0.09 and 0.12 of those
  * bounds at worst; tests/test_attention_bf16_backward.c).  dsinks is the
  * float32 path's, bit for bit.

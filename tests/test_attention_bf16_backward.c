@@ -58,25 +58,28 @@ typedef struct bwd_case {
     double softcap;
     int sinks, pad, docs;
     float dropout;
+    double scale; /* the softmax scale; 0: 1 / sqrt(D) */
 } bwd_case;
 
 static const bwd_case cases[] = {
-    /* b, s, h, hkv, d, window, softcap, sinks, pad, docs, dropout */
-    {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0},           /* one query, one feature */
-    {1, 7, 2, 1, 3, 0, 0, 0, 0, 0, 0},           /* odd D, rows below a pair of vectors */
-    {2, 65, 4, 2, 16, 0, 0, 0, 0, 0, 0},         /* a key tile and one key */
-    {1, 64, 2, 2, 2, 0, 0, 0, 0, 0, 0},          /* one whole tile, D a pair */
-    {1, 130, 8, 2, 33, 0, 0, 0, 0, 0, 0},        /* odd D past 32, tails of keys and rows */
-    {1, 129, 3, 1, 31, 0, 0, 0, 0, 0, 0},        /* odd key tail, D below 32 */
-    {1, 200, 4, 4, 64, 0, 0, 0, 0, 0, 0},        /* MHA */
-    {1, 100, 2, 1, 100, 0, 0, 0, 0, 0, 0},       /* D a multiple of 4, not of 16 */
-    {1, 190, 8, 1, 128, 0, 0, 0, 0, 0, 0},       /* GQA 8, the LLaMA head */
-    {1, 150, 6, 2, 40, 37, 0, 0, 0, 0, 0},       /* window, rep 3 */
-    {2, 140, 4, 2, 24, 0, 30.0, 1, 0, 0, 0},     /* soft-cap and sinks */
-    {2, 170, 4, 1, 32, 0, 0, 0, 1, 0, 0},        /* left padding */
-    {1, 160, 4, 2, 48, 0, 0, 0, 0, 3, 0},        /* packed documents */
-    {1, 120, 2, 1, 20, 0, 0, 0, 0, 0, 0.25f},    /* dropout */
-    {1, 129, 4, 2, 17, 20, 20.0, 1, 1, 0, 0.2f}, /* everything, dropout too */
+    /* b, s, h, hkv, d, window, softcap, sinks, pad, docs, dropout, scale */
+    {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},           /* one query, one feature */
+    {1, 7, 2, 1, 3, 0, 0, 0, 0, 0, 0, 0},           /* odd D, rows below a pair of vectors */
+    {2, 65, 4, 2, 16, 0, 0, 0, 0, 0, 0, 0},         /* a key tile and one key */
+    {1, 64, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0},          /* one whole tile, D a pair */
+    {1, 130, 8, 2, 33, 0, 0, 0, 0, 0, 0, 0},        /* odd D past 32, tails of keys and rows */
+    {1, 129, 3, 1, 31, 0, 0, 0, 0, 0, 0, 0},        /* odd key tail, D below 32 */
+    {1, 200, 4, 4, 64, 0, 0, 0, 0, 0, 0, 0},        /* MHA */
+    {1, 100, 2, 1, 100, 0, 0, 0, 0, 0, 0, 0},       /* D a multiple of 4, not of 16 */
+    {1, 190, 8, 1, 128, 0, 0, 0, 0, 0, 0, 0},       /* GQA 8, the LLaMA head */
+    {1, 150, 6, 2, 40, 37, 0, 0, 0, 0, 0, 0},       /* window, rep 3 */
+    {2, 140, 4, 2, 24, 0, 30.0, 1, 0, 0, 0, 0},     /* soft-cap and sinks */
+    {2, 170, 4, 1, 32, 0, 0, 0, 1, 0, 0, 0},        /* left padding */
+    {1, 160, 4, 2, 48, 0, 0, 0, 0, 3, 0, 0},        /* packed documents */
+    {1, 120, 2, 1, 20, 0, 0, 0, 0, 0, 0.25f, 0},    /* dropout */
+    {1, 129, 4, 2, 17, 20, 20.0, 1, 1, 0, 0.2f, 0}, /* everything, dropout too */
+    {1, 96, 4, 2, 64, 0, 0, 0, 0, 0, 0, 0.5},       /* a scale 4 times 1 / sqrt(D) */
+    {1, 80, 2, 1, 32, 16, 15.0, 1, 0, 0, 0, 1.0},   /* scale 1 (Gemma-like), cap, window */
 };
 
 enum { N_CASES = sizeof cases / sizeof cases[0] };
@@ -115,6 +118,7 @@ static void inputs_options(inputs *in, const bwd_case *c, uint64_t seed)
     in->o = ra_attention_options_init();
     in->o.path = RA_PATH_FLASH;
     in->o.window = c->window;
+    in->o.scale = c->scale;
     in->o.softcap = (float)c->softcap;
     in->o.dropout = c->dropout;
     in->o.seed = seed;
@@ -236,7 +240,7 @@ static const char *amx_state = "absent"; /* on the amx path: whether its tiles r
 static void bounds(float *bq, float *bk, float *bv, const bwd_case *c, const inputs *in)
 {
     const int64_t nq = n_q(c), nkv = n_kv(c), d = c->d;
-    const double scale = 1.0 / sqrt((double)d), keep = 1.0 - c->dropout;
+    const double scale = c->scale ? c->scale : 1.0 / sqrt((double)d), keep = 1.0 - c->dropout;
     const double vmax = max_abs(in->v32, nkv), omax = max_abs(in->out, nq);
     const double qmax = max_abs(in->q32, nq), kmax = max_abs(in->k32, nkv);
     float *absdo = malloc(4 * nq), *wrows = malloc(4 * nq);
@@ -365,7 +369,7 @@ static void test_threads(void)
  * QKV projection's output): the contiguous inputs' gradients, bit for bit. */
 static void test_fused_views(void)
 {
-    const bwd_case c = {2, 100, 4, 2, 40, 0, 0, 0, 0, 0, 0};
+    const bwd_case c = {2, 100, 4, 2, 40, 0, 0, 0, 0, 0, 0, 0};
     const int64_t w = c.h + 2 * c.hkv, row = w * c.d;
     inputs in;
     inputs_make(&in, &c, 400);
@@ -416,7 +420,7 @@ static void test_fused_views(void)
 static void test_nonfinite(void)
 {
     static const float bad[] = {INFINITY, -INFINITY, NAN};
-    const bwd_case c = {1, 150, 4, 2, 32, 40, 0, 0, 0, 0, 0}; /* window: masked tiles */
+    const bwd_case c = {1, 150, 4, 2, 32, 40, 0, 0, 0, 0, 0, 0}; /* window: masked tiles */
     for (int which = 0; which < 2; which++)
         for (int i = 0; i < 3; i++) {
             inputs in;

@@ -116,9 +116,9 @@ RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_t
  * summed in rank order.  The same options as ra_mpi_attention (and the
  * same refused).  dq, dk and dv are written at the end of the call, after
  * every input has been read, from the rank's own buffers: each is checked
- * as an output (every index its own element), but whether two of them
- * share an element is not (interleaved views of one fused buffer are
- * fine; views that share elements get the last one written).
+ * as an output (every index its own element), and no two may share a byte
+ * of their spans (RA_ERR_ARGUMENT, interleaved views of one fused buffer
+ * included).
  *
  * The ring (FlashAttention-style ring backward): P steps; at step s a rank
  * computes its query chunks against the K/V of rank o = r - s

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "attention_grads.h"
 #include "attention_masks.h"
@@ -409,6 +410,28 @@ static int open_checkpoint(const attention_options *opts, cli_outputs *outputs,
     return failed;
 }
 
+/* A hash of what this rank read, for the ranks of a launch to compare
+ * (0 for one process): X, DY, the positions and the mask, and the sizes of
+ * the checkpoint's files and the config. */
+static uint64_t inputs_signature(const attention_options *opts, const ra_hf_checkpoint *ckpt,
+                                 const ra_npy *x, const ra_npy *dy, const int64_t *ids,
+                                 int64_t n_ids, const uint8_t *pad)
+{
+    if (cli_comm_size() == 1) return 0;
+    uint64_t h = cli_comm_hash(0, x->data, (size_t)x->count * sizeof(float));
+    if (dy->data) h = cli_comm_hash(h, dy->data, (size_t)dy->count * sizeof(float));
+    if (ids) h = cli_comm_hash(h, ids, (size_t)n_ids * sizeof *ids);
+    if (pad) h = cli_comm_hash(h, pad, (size_t)(x->count / x->shape[x->ndim - 1]));
+    for (int64_t i = 0; i <= ra_hf_checkpoint_file_count(ckpt); i++) {
+        const char *path = i < ra_hf_checkpoint_file_count(ckpt)
+                               ? ra_hf_checkpoint_file_path(ckpt, i) : opts->rope.config_path;
+        struct stat st;
+        int64_t size = path && stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+        h = cli_comm_hash(h, &size, sizeof size);
+    }
+    return h;
+}
+
 static int run(const attention_options *opts)
 {
     char msg[CLI_MSG_LEN];
@@ -456,8 +479,12 @@ static int run(const attention_options *opts)
                                 &layer)) &&
         !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))))
         failed = cli_context_create(&ctx, opts->threads);
-    /* an MPI launch's ranks compute together, or none does (comm.h) */
-    failed = cli_comm_agree(failed);
+    /* an MPI launch's ranks compute together, on the same data, or none
+     * does (comm.h) */
+    failed = cli_comm_agree_on(failed,
+                               failed ? 0 : inputs_signature(opts, ckpt, &x, &dy, ids,
+                                                             components * batch * seq, pad),
+                               "inputs (X, DY, positions, mask or checkpoint files)");
     if (!failed)
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
                                    cu, n_documents, batch, seq);

@@ -10,6 +10,10 @@
 #ifndef RA_CLI_COMM_H
 #define RA_CLI_COMM_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
 /* Before anything else in main: 0, or an exit code (the message printed). */
 int cli_comm_begin(int *argc, char ***argv);
 
@@ -26,5 +30,24 @@ int cli_comm_size(void); /* 1 for one process */
  * same point): the largest, the message of the lowest rank that failed
  * printed once.  One process: code. */
 int cli_comm_agree(int code);
+
+/* cli_comm_agree, and that every rank's signature of what it read (a hash:
+ * cli_comm_hash) is the same: ranks that read different data (what names
+ * it) fail with one message.  One process: code. */
+int cli_comm_agree_on(int code, uint64_t signature, const char *what);
+
+/* A 64-bit hash of n bytes, continuing from h (start from 0): eight bytes
+ * a step, so that hashing an input costs little beside reading it. */
+static inline uint64_t cli_comm_hash(uint64_t h, const void *bytes, size_t n)
+{
+    const unsigned char *p = bytes;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    return (h ^ n) * 0xBF58476D1CE4E5B9ull;
+}
 
 #endif

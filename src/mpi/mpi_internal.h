@@ -71,6 +71,12 @@ void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
 int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
                       int64_t q_start, int64_t k_start);
 
+/* Two output views (each passed mpi_check_out) that must not share a
+ * byte, even as interleaved views of one buffer: RA_ERR_ARGUMENT naming
+ * them. */
+ra_status mpi_check_apart(const ra_tensor *a, const char *an, const ra_tensor *b,
+                          const char *bn);
+
 /* Bytes of one element of dtype (f32, f16, bf16). */
 size_t mpi_dtype_size(ra_dtype dtype);
 

@@ -42,6 +42,7 @@ typedef struct ring_back {
     float *sum;                 /* the dK/dV received */
     float *dq;                  /* [B, S_local, H, D], then [B, H] for prepare's check */
     float *lse[2];              /* the caller's lse, per query chunk: [B, H, count[i]] */
+    double *share;              /* [P + 1, H]: dsinks' shares (with sinks) */
     mpi_ring_stats *stats;      /* or NULL */
 } ring_back;
 
@@ -51,6 +52,7 @@ static void ring_back_free(ring_back *g)
     free(g->sum);
     free(g->dq);
     free(g->lse[0]);
+    free(g->share);
 }
 
 /* Rows of rank o's shard. */
@@ -119,6 +121,9 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     RA_MPI_TRY(mpi_check_out(dq, "dq", NULL, 0));
     RA_MPI_TRY(mpi_check_out(dk, "dk", NULL, 0));
     RA_MPI_TRY(mpi_check_out(dv, "dv", NULL, 0));
+    RA_MPI_TRY(mpi_check_apart(dq, "dq", dk, "dk"));
+    RA_MPI_TRY(mpi_check_apart(dq, "dq", dv, "dv"));
+    RA_MPI_TRY(mpi_check_apart(dk, "dk", dv, "dv"));
     g->batch = q->shape[0];
     g->heads = q->shape[2];
     g->kv_heads = k->shape[2];
@@ -162,7 +167,9 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
     g->sum = malloc(grad_bytes);
     g->dq = calloc((size_t)(B * n * H * D + B * H), sizeof(float));
     g->lse[0] = malloc((size_t)(B * H * n) * sizeof(float));
-    if (!g->kv[0] || !g->kv[1] || !g->own[0] || !g->own[1] || !g->sum || !g->dq || !g->lse[0])
+    if (g->dsinks) g->share = calloc((size_t)(H * (g->size + 1)), sizeof(double));
+    if (!g->kv[0] || !g->kv[1] || !g->own[0] || !g->own[1] || !g->sum || !g->dq || !g->lse[0] ||
+        (g->dsinks && !g->share))
         return mpi_fail(RA_ERR_NOMEM, "rank %d: out of memory for the ring's buffers", g->rank);
     g->lse[1] = g->lse[0] + B * H * g->count[0];
     for (int64_t bh = 0; bh < B * H; bh++)
@@ -295,8 +302,7 @@ static ra_status sinks_grad(const ring_back *g, const ra_tensor *dout, const ra_
                             const float *lse, MPI_Comm comm)
 {
     const int64_t B = g->batch, H = g->heads, D = g->head_dim, n = g->n_local;
-    double *share = calloc((size_t)(H * (g->size + 1)), sizeof(double));
-    if (!share) return mpi_fail(RA_ERR_NOMEM, "rank %d: out of memory for dsinks", g->rank);
+    double *share = g->share; /* prepare's: every rank reaches the MPI_Allgather */
     for (int64_t h = 0; h < H; h++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < n; i++) {
@@ -316,7 +322,6 @@ static ra_status sinks_grad(const ring_back *g, const ra_tensor *dout, const ra_
         for (int r = 0; r < g->size; r++) sum += share[H + r * H + h];
         g->dsinks[h] = (float)sum;
     }
-    free(share);
     return status;
 }
 

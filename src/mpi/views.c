@@ -44,6 +44,26 @@ ra_status mpi_check_out(const ra_tensor *out, const char *name, const float *lse
     return RA_OK;
 }
 
+/* The bytes from a view's first element to past its last (strides >= 0:
+ * mpi_check_out's). */
+static void span(const ra_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t reach = 0;
+    for (int d = 0; d < 4; d++) reach += (t->shape[d] - 1) * t->stride[d];
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)(reach + 1) * sizeof(float);
+}
+
+ra_status mpi_check_apart(const ra_tensor *a, const char *an, const ra_tensor *b,
+                          const char *bn)
+{
+    uintptr_t a0, a1, b0, b1;
+    span(a, &a0, &a1);
+    span(b, &b0, &b1);
+    if (a0 < b1 && b0 < a1) return mpi_fail(RA_ERR_ARGUMENT, "%s overlaps %s", an, bn);
+    return RA_OK;
+}
+
 int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
                       int64_t q_start, int64_t k_start)
 {

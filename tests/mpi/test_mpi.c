@@ -360,6 +360,13 @@ static void ring_backward_errors(void)
     bad_dq.stride[3] = rank == 0 ? 2 : 1;
     st = BACKWARD(MPI_COMM_WORLD, &bad_dq, &t[1], &t[3], S, NULL);
     CHECK(st == RA_ERR_ARGUMENT, "rank 0's dq stride: %d (%s)", (int)st, ra_mpi_last_error());
+    /* the last rank's dk is its dq, then its dv */
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], rank == size - 1 ? &t[0] : &t[1], &t[3], S, NULL);
+    CHECK(st == RA_ERR_ARGUMENT, "the last rank's dk over its dq: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], rank == size - 1 ? &t[2] : &t[1], &t[3], S, NULL);
+    CHECK(st == RA_ERR_ARGUMENT, "the last rank's dk over its dv: %d (%s)", (int)st,
+          ra_mpi_last_error());
     /* rank 0's chunked attention differs */
     ra_attention_options o = ra_attention_options_init();
     o.chunk = rank == 0 ? 5 : 0;

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <mpi.h>
 
@@ -33,7 +34,9 @@ int cli_comm_begin(int *argc, char ***argv)
             return cli_fail(EXIT_FAIL, "rank %d: cannot send its standard output to /dev/null",
                             rank);
     }
-    return 0;
+    uint64_t h = 0; /* an MPMD launch may give the ranks different ones */
+    for (int i = 0; i < *argc; i++) h = cli_comm_hash(h, (*argv)[i], strlen((*argv)[i]) + 1);
+    return cli_comm_agree_on(0, h, "command lines");
 }
 
 int cli_comm_rank(void)
@@ -72,6 +75,20 @@ static int agree(int code, int last)
 int cli_comm_agree(int code)
 {
     return agree(code, 0);
+}
+
+int cli_comm_agree_on(int code, uint64_t signature, const char *what)
+{
+    code = agree(code, 0);
+    if (code || !started) return code;
+    /* the largest and the smallest signature (as the largest of its
+     * complement) */
+    uint64_t v[2] = {signature, ~signature};
+    if (MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return cli_fail(EXIT_FAIL, "rank %d: MPI_Allreduce failed", rank);
+    if (v[0] == ~v[1]) return 0;
+    return cli_fail(EXIT_FAIL, "the ranks of the launch differ in their %s (every rank must be "
+                    "given the same arguments and files)", what);
 }
 
 int cli_comm_end(int code)

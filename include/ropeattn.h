@@ -663,6 +663,14 @@ struct ra_attention_engine {
     ra_status (*decode)(void *user, ra_context *ctx, ra_kv_cache *cache, const ra_tensor *out,
                         const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                         const ra_attention_options *options);
+    /* For engines whose calls are collectives: every party's status
+     * agreed, the worst returned.  A layer call that has an engine with
+     * agree calls it exactly once, on every path -- with its own failure
+     * (a check, memory) before returning it, else with RA_OK just before
+     * forward, backward or decode, which it then skips unless agree gave
+     * RA_OK -- so that no party waits in a collective another left.
+     * NULL: none. */
+    ra_status (*agree)(void *user, ra_status status);
 };
 
 /* One block of a longer causal attention, for callers that split the

@@ -469,6 +469,25 @@ static ra_status engine_failed(const ra_attention_engine *e, ra_status status)
                    why && why[0] ? why : ra_status_string(status));
 }
 
+const ra_attention_engine *ra_layer_agreeing(const ra_attention_engine *engine)
+{
+    return engine && engine->struct_size >= sizeof *engine && engine->agree ? engine : NULL;
+}
+
+const ra_attention_engine *ra_layer_agreeing_options(const ra_attention_options *options)
+{
+    return options && options->struct_size >= sizeof *options ? ra_layer_agreeing(options->engine)
+                                                              : NULL;
+}
+
+ra_status ra_layer_engine_agree(const ra_attention_engine *e, ra_status status)
+{
+    if (!e) return status;
+    const ra_status all = e->agree(e->user, status);
+    if (status != RA_OK) return status;
+    return all == RA_OK ? RA_OK : engine_failed(e, all);
+}
+
 ra_status ra_layer_attention(ra_context *ctx, const ra_tensor *out, float *lse,
                              const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                              const ra_attention_options *options)
@@ -504,15 +523,18 @@ static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y
     const int64_t B = call->batch, S = call->seq, H = c->n_heads, Hkv = c->n_kv_heads;
     const int64_t D = c->head_dim, n_q = call->n_q, n_kv = call->tokens * Hkv * D;
     int64_t floats; /* 2 n_q + 2 n_kv + B H S <= 5 n_q */
-    if (ra_mul(n_q, 5, &floats) != RA_OK) return scratch_overflow(B, S);
+    if (ra_mul(n_q, 5, &floats) != RA_OK)
+        return ra_layer_engine_agree(ra_layer_agreeing(call->attn.engine),
+                                     scratch_overflow(B, S));
     floats = 2 * n_q + 2 * n_kv + B * H * S;
+    const ra_attention_engine *e = ra_layer_agreeing(call->attn.engine);
     ra_scratch scratch, panel;
     ra_gemm_env mm;
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, call->tokens, &panel, &mm));
+    RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, call->tokens, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
         ra_scratch_release(&panel);
-        return status;
+        return ra_layer_engine_agree(e, status);
     }
     float *buf = scratch.data;
     ra_tensor xq = ra_tensor_4d(buf, RA_F32, B, S, H, D);
@@ -521,7 +543,8 @@ static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
     float *lse = buf + 2 * n_q + 2 * n_kv; /* [B, H, S] */
     ra_layer_qkv(layer, ctx, &mm, x, &xq, &xk, &xv, call, 1);
-    status = ra_layer_attention(ctx, &attn, lse, &xq, &xk, &xv, &call->attn);
+    status = ra_layer_engine_agree(e, RA_OK);
+    if (status == RA_OK) status = ra_layer_attention(ctx, &attn, lse, &xq, &xk, &xv, &call->attn);
     if (status == RA_OK) ra_layer_output(layer, &mm, y, attn.data, call);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
@@ -534,7 +557,8 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float 
 {
     ra_error_reset();
     ra_layer_call call;
-    RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
+    RA_AGREE_TRY(ra_layer_agreeing_options(options),
+                 ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
     if (call.attn.engine) return forward_engine(layer, ctx, y, x, &call);
     if (layer->config.kv_lora_rank) return ra_mla_forward(layer, ctx, y, x, &call);
     const ra_layer_config *c = &layer->config;
@@ -714,20 +738,25 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
 {
     if (!engine) return ra_layer_forward_cached(layer, ctx, cache, y, x, batch, seq, positions);
     ra_error_reset();
+    const ra_attention_engine *agreeing = ra_layer_agreeing(engine);
     int64_t n_q;
-    RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    RA_AGREE_TRY(agreeing, check_cached(layer, cache, y, x, batch, seq, &n_q));
     ra_attention_engine e;
-    RA_TRY(RA_READ_STRUCT(e, engine, ra_attention_engine));
-    if (!e.decode) return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_engine: decode is NULL");
+    RA_AGREE_TRY(agreeing, RA_READ_STRUCT(e, engine, ra_attention_engine));
+    if (!e.decode)
+        return ra_layer_engine_agree(agreeing, ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_engine: "
+                                                       "decode is NULL"));
     const ra_layer_config *c = &layer->config;
     if (c->kv_lora_rank)
-        return ra_fail(RA_ERR_UNSUPPORTED, "an attention engine with a latent attention (MLA) "
-                       "layer");
+        return ra_layer_engine_agree(agreeing, ra_fail(RA_ERR_UNSUPPORTED, "an attention engine "
+                                                       "with a latent attention (MLA) layer"));
     if (!positions)
-        return ra_fail(RA_ERR_ARGUMENT, "an attention engine's cached call needs positions (the "
-                       "cache holds a shard: its lengths are not the tokens' positions)");
+        return ra_layer_engine_agree(agreeing, ra_fail(RA_ERR_ARGUMENT, "an attention engine's "
+                                                       "cached call needs positions (the cache "
+                                                       "holds a shard: its lengths are not the "
+                                                       "tokens' positions)"));
     ra_positions pos;
-    RA_TRY(ra_positions_read(&pos, positions, layer->rope, batch, seq, 0));
+    RA_AGREE_TRY(agreeing, ra_positions_read(&pos, positions, layer->rope, batch, seq, 0));
     ra_attention_options masks = ra_attention_options_init();
     masks.window = c->window;
     masks.chunk = c->chunk;
@@ -736,15 +765,16 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
     const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
     int64_t floats;
-    if (ra_mul(n_q, 4, &floats) != RA_OK) return scratch_overflow(batch, seq);
+    if (ra_mul(n_q, 4, &floats) != RA_OK)
+        return ra_layer_engine_agree(agreeing, scratch_overflow(batch, seq));
     floats = 2 * n_q + 2 * n_kv;
     ra_scratch scratch, panel;
     ra_gemm_env mm;
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, tokens, &panel, &mm));
+    RA_AGREE_TRY(agreeing, ra_layer_gemm_begin(layer, ctx, tokens, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
         ra_scratch_release(&panel);
-        return status;
+        return ra_layer_engine_agree(agreeing, status);
     }
     float *buf = scratch.data;
     ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
@@ -755,11 +785,14 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
     ra_rope_apply(layer->rope, ctx, &xq, &xq, positions, RA_FORWARD); /* checked above */
     ra_rope_apply(layer->rope, ctx, &xk, &xk, positions, RA_FORWARD);
-    status = e.decode(e.user, ctx, cache, &attn, &xq, &xk, &xv, &masks);
-    if (status == RA_OK)
-        ra_layer_project_output(layer, &mm, y, attn.data, tokens);
-    else
-        status = engine_failed(&e, status);
+    status = ra_layer_engine_agree(agreeing, RA_OK);
+    if (status == RA_OK) {
+        status = e.decode(e.user, ctx, cache, &attn, &xq, &xk, &xv, &masks);
+        if (status == RA_OK)
+            ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+        else
+            status = engine_failed(&e, status);
+    }
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return status;

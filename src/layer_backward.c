@@ -158,19 +158,23 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
                                    const float *dy)
 {
     ra_error_reset();
-    if (!grads) return ra_fail(RA_ERR_NULL, "grads is NULL");
+    /* the forward's engine, if it agrees: told of every failure below */
+    const ra_attention_engine *e =
+        tape && tape->filled ? ra_layer_agreeing(tape->call.attn.engine) : NULL;
+    if (!grads) return ra_layer_engine_agree(e, ra_fail(RA_ERR_NULL, "grads is NULL"));
     ra_layer_grads g_read;
-    RA_TRY(RA_READ_STRUCT(g_read, grads, ra_layer_grads));
+    RA_AGREE_TRY(e, RA_READ_STRUCT(g_read, grads, ra_layer_grads));
     grads = &g_read;
     if (!layer || !dx || !tape || !dy)
-        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !dx ? "dx"
-                                                  : !tape ? "tape" : "dy");
+        return ra_layer_engine_agree(e, ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer"
+                                                : !dx ? "dx" : !tape ? "tape" : "dy"));
     if (tape->layer != layer)
-        return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+        return ra_layer_engine_agree(e, ra_fail(RA_ERR_ARGUMENT, "tape was made for another "
+                                                "layer"));
     if (!tape->filled)
         return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
     if (layer->config.kv_lora_rank) return ra_mla_backward(layer, ctx, dx, grads, tape, dy);
-    RA_TRY(check_backward(layer, dx, grads, tape, dy));
+    RA_AGREE_TRY(e, check_backward(layer, dx, grads, tape, dy));
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const ra_layer_call *call = &tape->call;
@@ -193,11 +197,11 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
                            H; /* and the sinks' gradient [H] */
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
+    RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
         ra_scratch_release(&panel);
-        return status;
+        return ra_layer_engine_agree(e, status);
     }
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
@@ -216,8 +220,10 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     float *dsinks = (float *)scratch.data + floats - H;
     ra_attention_options attn = call->attn;
     if (w->sinks) attn.dsinks = grads->accumulate ? dsinks : grads->dsinks;
-    status = ra_layer_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk, &v.xv,
-                                         &v.attn, v.lse, &attn);
+    status = ra_layer_engine_agree(e, RA_OK);
+    if (status == RA_OK)
+        status = ra_layer_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk,
+                                             &v.xv, &v.attn, v.lse, &attn);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         ra_scratch_release(&panel);

@@ -70,6 +70,24 @@ ra_status ra_layer_attention_backward(ra_context *ctx, const ra_tensor *dq, cons
                                       const ra_tensor *out, const float *lse,
                                       const ra_attention_options *options);
 
+/* The engine options (or a tape) name, if it agrees (ra_attention_engine
+ * .agree: its calls are collectives); else NULL. */
+const ra_attention_engine *ra_layer_agreeing(const ra_attention_engine *engine);
+const ra_attention_engine *ra_layer_agreeing_options(const ra_attention_options *options);
+
+/* status agreed with engine e's other parties (e NULL: status): a local
+ * failure is told and returned with its own sentence; RA_OK gives theirs.
+ * Every layer call with an agreeing engine makes it exactly once. */
+ra_status ra_layer_engine_agree(const ra_attention_engine *e, ra_status status);
+
+/* Returns the status of expr agreed with e (ra_layer_engine_agree) unless
+ * it is RA_OK. */
+#define RA_AGREE_TRY(e, expr)                                               \
+    do {                                                                    \
+        ra_status agree_try_status_ = (expr);                               \
+        if (agree_try_status_ != RA_OK) return ra_layer_engine_agree((e), agree_try_status_); \
+    } while (0)
+
 /* One of the q, k and v projections as the layer reads it: `groups` blocks
  * of `rows` weight rows, block g at w + g * stride * dim (its bias at b + g
  * * stride; b NULL: none), giving columns [g * rows, (g + 1) * rows) of an

@@ -117,6 +117,22 @@ static void keep_call(ra_layer_tape *tape)
     }
 }
 
+/* The tape suits this call, and an engine has a backward. */
+static ra_status check_tape(const ra_layer_tape *tape, const ra_layer *layer,
+                            const ra_layer_call *call)
+{
+    if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
+    if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (call->attn.engine && !call->attn.engine->backward)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_engine: backward is NULL (an inference "
+                       "engine: ra_layer_forward)");
+    if (call->tokens > tape->max_tokens)
+        return ra_fail(RA_ERR_SIZE, "batch %lld * seq %lld tokens exceed the tape's max_tokens "
+                       "%lld", (long long)call->batch, (long long)call->seq,
+                       (long long)tape->max_tokens);
+    return RA_OK;
+}
+
 RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,
@@ -124,15 +140,9 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
 {
     ra_error_reset();
     ra_layer_call call;
-    RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
-    if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
-    if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
-    if (call.attn.engine && !call.attn.engine->backward)
-        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_engine: backward is NULL (an inference "
-                       "engine: ra_layer_forward)");
-    if (call.tokens > tape->max_tokens)
-        return ra_fail(RA_ERR_SIZE, "batch %lld * seq %lld tokens exceed the tape's max_tokens "
-                       "%lld", (long long)batch, (long long)seq, (long long)tape->max_tokens);
+    const ra_attention_engine *e = ra_layer_agreeing_options(options);
+    RA_AGREE_TRY(e, ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
+    RA_AGREE_TRY(e, check_tape(tape, layer, &call));
 
     tape->filled = 0;
     tape->call = call;
@@ -146,10 +156,12 @@ RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, 
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
     ra_scratch panel;
     ra_gemm_env mm;
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
+    RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
-    ra_status status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
+    ra_status status = ra_layer_engine_agree(e, RA_OK);
+    if (status == RA_OK)
+        status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
     if (status == RA_OK) { /* else scratch memory only: y is untouched */
         ra_layer_output(layer, &mm, y, v.attn.data, &tape->call);
         tape->filled = 1;

@@ -4,6 +4,7 @@
  * ra_layer_forward_train, ra_layer_backward and ra_layer_forward_cached_with
  * run context-parallel over a communicator.
  */
+#include <limits.h>
 #include <stdint.h>
 
 #include "mpi/mpi_internal.h"
@@ -25,6 +26,23 @@ static ra_status engine_backward(void *user, ra_context *ctx, const ra_tensor *d
     const ra_mpi_engine *e = user;
     return ra_mpi_attention_backward(ctx, e->comm, dq, dk, dv, dout, q, k, v, out, lse, e->seq,
                                      options);
+}
+
+/* Every rank's status: the worst (by value), naming the lowest rank that
+ * failed, by one MPI_Allreduce. */
+static ra_status engine_agree(void *user, ra_status status)
+{
+    const ra_mpi_engine *e = user;
+    if (e->comm == MPI_COMM_NULL) return mpi_fail(RA_ERR_ARGUMENT, "comm is MPI_COMM_NULL");
+    int rank, v[2];
+    RA_MPI_TRY(mpi_check(MPI_Comm_rank(e->comm, &rank), "MPI_Comm_rank"));
+    v[0] = (int)status;
+    v[1] = status != RA_OK ? -rank : INT_MIN; /* the largest: the lowest failing rank */
+    RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, e->comm),
+                         "MPI_Allreduce"));
+    if (v[0] == RA_OK) return RA_OK;
+    return mpi_fail((ra_status)v[0], "rank %d failed (%s)", -v[1],
+                    ra_status_string((ra_status)v[0]));
 }
 
 /* A cached step.  Each sequence is the ranks' caches in rank order
@@ -59,11 +77,15 @@ static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
         return mpi_fail(RA_ERR_CACHE_FULL, "rank %lld's cache has no room for its %lld of the "
                         "%lld new tokens (nothing stored on any rank)", (long long)-worst[1],
                         (long long)(hi - lo), (long long)T);
+    ra_status status = RA_OK;
     if (hi > lo) {
         ra_tensor kk = mpi_rows(k, lo, hi - lo), vv = mpi_rows(v, lo, hi - lo);
-        RA_MPI_TRY(mpi_core(ra_kv_cache_append(cache, ctx, NULL, NULL, &kk, &vv, NULL, NULL),
-                            "ra_kv_cache_append"));
+        status = mpi_core(ra_kv_cache_append(cache, ctx, NULL, NULL, &kk, &vv, NULL, NULL),
+                          "ra_kv_cache_append");
     }
+    /* (the room was agreed: a failure here is this rank's arguments) */
+    const ra_status all = engine_agree(user, status);
+    if (status != RA_OK || all != RA_OK) return status != RA_OK ? status : all;
     return ra_mpi_attention_decode(ctx, e->comm, cache, out, NULL, q, NULL, options);
 }
 
@@ -80,7 +102,8 @@ RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t
     if (seq < 1) return mpi_fail(RA_ERR_SIZE, "seq %lld is not positive", (long long)seq);
     e->engine = (ra_attention_engine){.struct_size = sizeof e->engine, .user = e,
                                       .forward = engine_forward, .backward = engine_backward,
-                                      .error = engine_error, .decode = engine_decode};
+                                      .error = engine_error, .decode = engine_decode,
+                                      .agree = engine_agree};
     e->comm = comm;
     e->seq = seq;
     return RA_OK;

@@ -911,6 +911,51 @@ static void test_layer_cached(void)
     cached_check(plain, RA_I8, 12);
 }
 
+/* A layer call that fails on one rank alone (its checks, before the ring)
+ * fails on every rank, without a hang: the engine's agree. */
+static void layer_one_rank_fails(void)
+{
+    const int64_t dim = 16, H = 2, D = 8, S = 4 * size;
+    float *w = random_floats(H * D * dim, 61, 0.3f), *x = random_floats(S * dim, 62, 1.0f);
+    float *y = malloc((size_t)(S * dim) * sizeof *y);
+    ra_layer_config lc = ra_layer_config_init();
+    lc.dim = dim, lc.n_heads = H, lc.head_dim = D;
+    ra_layer_weights lw = ra_layer_weights_init();
+    lw.wq = lw.wk = lw.wv = lw.wo = w;
+    ra_layer *layer = NULL;
+    ra_layer_create(&layer, &lc, &lw);
+    int64_t start[2], count[2], ids[64];
+    ra_mpi_zigzag(S, size, rank, start, count);
+    const int64_t n = count[0] + count[1];
+    ra_mpi_zigzag_positions(S, size, rank, 1, n, ids);
+    if (rank == size - 1) ids[0] = -1; /* RA_ERR_POSITION here alone */
+    ra_positions pos = ra_positions_start(0);
+    pos.ids = ids;
+    ra_mpi_engine e;
+    ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
+    ra_attention_options o = ra_attention_options_init();
+    o.engine = &e.engine;
+    ra_status st = ra_layer_forward(layer, ctx, y, x, 1, n, &pos, &o);
+    CHECK(st != RA_OK, "forward: a bad position on the last rank gave RA_OK");
+    ra_layer_tape *tape = NULL;
+    ra_layer_tape_create(&tape, layer, rank == size - 1 ? n - 1 : n); /* too small there */
+    ids[0] = rank == size - 1 ? 0 : ids[0];
+    ra_mpi_zigzag_positions(S, size, rank, 1, n, ids);
+    st = ra_layer_forward_train(layer, ctx, y, tape, x, 1, n, &pos, &o);
+    CHECK(size == 1 ? st == RA_ERR_SIZE : st != RA_OK, "train: a short tape on the last rank "
+          "gave %s", ra_status_string(st));
+    ra_kv_cache *cache = NULL;
+    ra_kv_cache_create(&cache, 1, S, H, D, RA_F32);
+    st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 2,
+                                      rank == size - 1 ? NULL : &pos, &e.engine);
+    CHECK(st != RA_OK && ra_kv_cache_length(cache, 0) == 0,
+          "cached: no positions on the last rank gave %s", ra_status_string(st));
+    ra_kv_cache_destroy(cache);
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(layer);
+    free(w), free(x), free(y);
+}
+
 static void test_layer_engine(void)
 {
     const layer_mpi_case cases[] = {
@@ -942,6 +987,7 @@ int main(int argc, char **argv)
     RUN(test_layer_engine());
     RUN(test_layer_cached());
     RUN(cached_full());
+    RUN(layer_one_rank_fails());
     int counts[2] = {passed, failed};
     MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("test_mpi P=%d: %d passed, %d failed\n", size, counts[0], counts[1]);

@@ -197,7 +197,7 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * prompt attends over what the caches store: with an 8-bit cache over the
  * quantized keys and values, where one process's prefill attends over its
  * float32 ones, so y is within the 8-bit cache's bounds of that, not
- * within float32 rounding (f32, f16 and bf16 caches: the same keys). */
+ * within float32 rounding (f32, f16 and bf16 caches: the same keys).
  *
  * e's user points at e: keep e where ra_mpi_engine_init put it while a
  * layer uses it.  Every rank must make the same layer call (a collective). */

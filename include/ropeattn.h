@@ -940,17 +940,21 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
  * q_start NULL, out is ra_attention_decode's, bit for bit.  With q_start
  * [B], query row t < n of sequence b is the token at position q_start[b] +
  * t, which need not be cached here: it sees the cached keys j <= that
- * position (and j > it - W with a window W; j / C == its / C with a chunk
- * C), so the cache may hold one contiguous shard of a longer sequence whose
- * tokens it numbers from 0 (libropeattn_mpi's sharded decode: q_start =
- * the queries' global position less the shard's first).  A row that sees
- * no key gets out 0 and lse -Inf (with sinks: the sink).  With q_start,
- * |q_start[b]| <= RA_MAX_POSITION (RA_ERR_POSITION), n_query[b] need not
- * be at most length[b], and a window cache is RA_ERR_UNSUPPORTED.
+ * position (and j > it - W with a window W; (k + j) / C == (k + its) / C
+ * with a chunk C, k = k_start[b], NULL: 0), so the cache may hold one
+ * contiguous shard of a longer sequence whose tokens it numbers from 0
+ * (libropeattn_mpi's sharded decode: q_start = the queries' global position
+ * less the shard's first, k_start = that first, where chunks count from).
+ * A row that sees no key gets out 0 and lse -Inf (with sinks: the sink).
+ * With q_start, |q_start[b]| <= RA_MAX_POSITION and k_start[b] in [0,
+ * RA_MAX_POSITION] (RA_ERR_POSITION), n_query[b] need not be at most
+ * length[b], and a window cache is RA_ERR_UNSUPPORTED; k_start without
+ * q_start is RA_ERR_ARGUMENT.
  *   q, out: [B, T, H, D] f32   lse: [B, H, T] float32, contiguous */
 RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cache,
                                          const ra_tensor *out, float *lse, const ra_tensor *q,
                                          const int64_t *n_query, const int64_t *q_start,
+                                         const int64_t *k_start,
                                          const ra_attention_options *options);
 
 /* A paged KV pool, for serving many sequences of one layer (vLLM's

@@ -154,14 +154,15 @@ RA_MPI_API ra_status ra_mpi_attention_backward(ra_context *ctx, MPI_Comm comm,
  * allreduce, tested; docs/DESIGN.md decision 20), equal within
  * float32 rounding to ra_attention_decode on one cache holding the whole
  * sequence.  Rows t >= n are left as they were.  Options: scale, softcap,
- * window (global positions), sinks (added once, after the combine);
- * chunk is RA_ERR_UNSUPPORTED here, and so are whatever ra_attention_decode
- * refuses.  The caches must be full (not window) caches
+ * window and chunk (global positions: each shard's keys placed by
+ * ra_attention_decode_lse's q_start and k_start), sinks (added once, after
+ * the combine); whatever ra_attention_decode refuses is refused here too.
+ * The caches must be full (not window) caches
  * (RA_ERR_UNSUPPORTED), of any dtype.
  *
  * Each rank computes its shard's partial softmax per row
  * (ra_attention_decode_lse with the queries at their positions in its
- * shard); the partials (out, lse) are combined by one MPI_Allreduce with a
+ * shard, k_start its first token's); the partials (out, lse) are combined by one MPI_Allreduce with a
  * non-commutative MPI_Op (MPI applies it in rank order) over [B, H, T]
  * rows of D + 3 doubles; before it, one small MPI_Allreduce agrees on the
  * arguments and the ranks' lengths.

@@ -98,7 +98,7 @@ ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *
 static void keys_seen(const ra_decode_job *job, int64_t b, int64_t *first, int64_t *last)
 {
     const int64_t nq = ra_decode_queries(job, b), p = ra_decode_query_start(job, b);
-    *first = ra_decode_first_key(job, p);
+    *first = ra_decode_first_key(job, b, p);
     *last = nq ? ra_decode_last_key(job, b, p + nq - 1) : -1;
 }
 
@@ -114,13 +114,13 @@ static int64_t chunks_of(const ra_decode_job *job, int64_t b)
 /* The job for these arguments (already checked); scratch comes later. */
 static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, const ra_tensor *q,
                               const int64_t *n_query, const int64_t *q_start,
-                              const ra_attention_mask *mask)
+                              const int64_t *k_start, const ra_attention_mask *mask)
 {
     int64_t rows = (q->shape[2] / cache->n_kv_heads) * q->shape[1];
     /* per thread: scaled queries [Hkv * rows, D], each row's first and last key */
     ra_decode_job job = {cache, q, out, n_query, *mask, 1, rows, 1, NULL, NULL,
                          ra_decode_queries_floats(cache, rows) + ra_round_up(4 * rows, 16),
-                         q_start, NULL};
+                         q_start, NULL, k_start};
     for (int64_t b = 0; b < cache->batch; b++) {
         int64_t n = chunks_of(&job, b);
         job.n_chunks = n > job.n_chunks ? n : job.n_chunks;
@@ -150,7 +150,7 @@ ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor 
                                       size_t *bytes)
 {
     ra_attention_mask plain = {0};
-    ra_decode_job job = make_job(cache, q, q, NULL, NULL, &plain);
+    ra_decode_job job = make_job(cache, q, q, NULL, NULL, NULL, &plain);
     int64_t per_threads, total;
     /* lengths grow by the append that precedes the call: size for the
      * capacity, and for a ring's keys one more chunk (its first need not
@@ -162,12 +162,14 @@ ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor 
 }
 
 /* ra_attention_decode_run with the queries at q_start (NULL: the last
- * tokens cached) and each row's lse written (NULL: not). */
+ * tokens cached), chunks counted from -k_start (NULL: 0) and each row's lse
+ * written (NULL: not). */
 static void decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
                        const ra_tensor *q, const int64_t *n_query, const int64_t *q_start,
-                       float *lse, const ra_attention_mask *mask, float *scratch)
+                       const int64_t *k_start, float *lse, const ra_attention_mask *mask,
+                       float *scratch)
 {
-    ra_decode_job job = make_job(cache, out, q, n_query, q_start, mask);
+    ra_decode_job job = make_job(cache, out, q, n_query, q_start, k_start, mask);
     job.lse = lse;
     int64_t per_threads, total;
     scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
@@ -207,7 +209,7 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
                              const ra_tensor *q, const int64_t *n_query,
                              const ra_attention_mask *mask, float *scratch)
 {
-    decode_run(ctx, cache, out, q, n_query, NULL, NULL, mask, scratch);
+    decode_run(ctx, cache, out, q, n_query, NULL, NULL, NULL, mask, scratch);
 }
 
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
@@ -217,7 +219,7 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
     ra_error_reset();
     ra_attention_mask mask;
     RA_TRY(ra_attention_decode_check(&mask, cache, out, q, n_query, options));
-    ra_decode_job job = make_job(cache, out, q, n_query, NULL, &mask);
+    ra_decode_job job = make_job(cache, out, q, n_query, NULL, NULL, &mask);
     int64_t per_threads, total;
     RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
     ra_scratch scratch;
@@ -230,10 +232,12 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
 RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cache,
                                          const ra_tensor *out, float *lse, const ra_tensor *q,
                                          const int64_t *n_query, const int64_t *q_start,
+                                         const int64_t *k_start,
                                          const ra_attention_options *options)
 {
     ra_error_reset();
     if (!lse) return ra_fail(RA_ERR_NULL, "lse is NULL");
+    if (k_start && !q_start) return ra_fail(RA_ERR_ARGUMENT, "k_start without q_start");
     ra_attention_mask mask;
     if (!q_start) {
         RA_TRY(ra_attention_decode_check(&mask, cache, out, q, n_query, options));
@@ -247,6 +251,9 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
             if (q_start[b] < -RA_MAX_POSITION || q_start[b] > RA_MAX_POSITION)
                 return ra_fail(RA_ERR_POSITION, "q_start[%lld] is %lld, beyond +-2^32",
                                (long long)b, (long long)q_start[b]);
+            if (k_start && (k_start[b] < 0 || k_start[b] > RA_MAX_POSITION))
+                return ra_fail(RA_ERR_POSITION, "k_start[%lld] is %lld, not in [0, 2^32]",
+                               (long long)b, (long long)k_start[b]);
         }
     }
     /* lse [B, H, T] as a view, for the overlap checks (q's sizes fit) */
@@ -255,12 +262,12 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
         return ra_fail(RA_ERR_ARGUMENT, "lse overlaps %s",
                        ra_tensors_overlap(&lse_view, out) ? "out" : "q");
     RA_TRY(ra_attention_mask_check_output(&mask, &lse_view, "lse"));
-    ra_decode_job job = make_job(cache, out, q, n_query, q_start, &mask);
+    ra_decode_job job = make_job(cache, out, q, n_query, q_start, k_start, &mask);
     int64_t per_threads, total;
     RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, (size_t)total * sizeof(float), &scratch));
-    decode_run(ctx, cache, out, q, n_query, q_start, lse, &mask, scratch.data);
+    decode_run(ctx, cache, out, q, n_query, q_start, k_start, lse, &mask, scratch.data);
     ra_scratch_release(&scratch);
     return RA_OK;
 }

@@ -133,6 +133,10 @@ typedef struct ra_decode_job {
      * T] (NULL: not written) */
     const int64_t *q_start;
     float *lse;
+    /* ra_attention_decode_lse: each sequence's first cached token's
+     * position in the whole sequence [B], where chunks count from (NULL:
+     * 0) */
+    const int64_t *k_start;
 } ra_decode_job;
 
 /* The floats of a thread's scaled queries [Hkv * rows, D] in the decode
@@ -163,11 +167,12 @@ static inline int64_t ra_decode_last_key(const ra_decode_job *job, int64_t b, in
     return p < end ? (p < -1 ? -1 : p) : end;
 }
 
-/* The first key the query at position p sees (the chunks count from
- * position 0: a cache has no padding). */
-static inline int64_t ra_decode_first_key(const ra_decode_job *job, int64_t p)
+/* The first key the query at position p of sequence b sees (the chunks
+ * count from position -k_start: a cache has no padding, and may be a shard
+ * of a longer sequence). */
+static inline int64_t ra_decode_first_key(const ra_decode_job *job, int64_t b, int64_t p)
 {
-    return ra_mask_first_key(&job->mask, p, 0);
+    return ra_mask_first_key(&job->mask, p, job->k_start ? -job->k_start[b] : 0);
 }
 
 /* The chunk of sequence b's earliest visible key: its rows see keys from
@@ -176,7 +181,7 @@ static inline int64_t ra_decode_first_chunk(const ra_decode_job *job, int64_t b)
 {
     const int64_t nq = ra_decode_queries(job, b);
     if (nq == 0) return 0;
-    return ra_decode_first_key(job, ra_decode_query_start(job, b)) / RA_DECODE_CHUNK;
+    return ra_decode_first_key(job, b, ra_decode_query_start(job, b)) / RA_DECODE_CHUNK;
 }
 
 /* One block of keys' online softmax for the latent layer's absorbed

@@ -188,22 +188,29 @@ static void test_decode_lse(void)
     ra_tensor td = ra_tensor_4d(dec, RA_F32, B, T, H, D);
     ra_attention_options none = ra_attention_options_init();
     CHECK(ra_attention_decode(NULL, cache, &td, &tq, NULL, &none) == RA_OK, "decode");
-    CHECK(ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, NULL, &none) == RA_OK,
+    CHECK(ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, NULL, NULL, &none) == RA_OK,
           "decode_lse: %s", ra_last_error());
     CHECK(!memcmp(out, dec, sizeof(float) * B * T * H * D), "decode_lse differs from decode");
     /* placed queries: after the cache, before its end, before its start */
     const int64_t starts[][2] = {{1500, 900}, {500, 20}, {-2, 1100}, {1098, 797}};
-    for (int w = 0; w < 3; w++)
+    /* w 3, 4: chunks of 64 from the whole sequence's start, the cache a
+     * shard of it from position k_start */
+    const int64_t k_start[2] = {37, 5};
+    for (int w = 0; w < 5; w++)
         for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++) {
             ra_attention_options o = ra_attention_options_init();
-            o.window = w == 0 ? 0 : w == 1 ? 450 : 700;
+            o.window = w == 0 || w == 3 ? 0 : w == 1 ? 450 : 700;
             o.softcap = w == 2 ? 20.0 : 0.0;
-            o.sinks = w == 2 ? sinks : NULL;
-            ra_status st = ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, starts[s], &o);
+            o.sinks = w == 2 || w == 4 ? sinks : NULL;
+            o.chunk = w >= 3 ? 64 : 0;
+            const int64_t *ks = w >= 3 ? k_start : NULL;
+            ra_status st = ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, starts[s], ks,
+                                                   &o);
             CHECK(st == RA_OK, "decode_lse at %lld: %s", (long long)starts[s][0], ra_last_error());
             for (int64_t b = 0; b < B; b++) {
-                block_case c = {1, T, n_new[b], H, Hkv, D, starts[s][b], 0, o.softcap, o.window,
-                                o.sinks != NULL, 0};
+                const int64_t k0 = ks ? ks[b] : 0;
+                block_case c = {1, T, n_new[b], H, Hkv, D, k0 + starts[s][b], k0, o.softcap,
+                                o.window, o.sinks != NULL, o.chunk};
                 reference(&c, q + b * T * H * D, k + b * L * Hkv * D, v + b * L * Hkv * D,
                           o.sinks, ref, ref_lse);
                 double e = ra_test_max_rel_diff(out + b * T * H * D, ref, T * H * D), el = 0;
@@ -250,15 +257,21 @@ static void test_errors(void)
     int64_t start = 0;
     o = ra_attention_options_init();
     o.window = 4;
-    CHECK(ra_attention_decode_lse(NULL, window, &out, lse, &q, NULL, &start, &o) ==
+    CHECK(ra_attention_decode_lse(NULL, window, &out, lse, &q, NULL, &start, NULL, &o) ==
               RA_ERR_UNSUPPORTED, "q_start on a window cache");
     start = INT64_MAX;
     ra_kv_cache *full;
     CHECK(ra_kv_cache_create(&full, 1, 4, 1, 8, RA_F32) == RA_OK, "cache");
-    CHECK(ra_attention_decode_lse(NULL, full, &out, lse, &q, NULL, &start, NULL) == RA_ERR_POSITION,
+    CHECK(ra_attention_decode_lse(NULL, full, &out, lse, &q, NULL, &start, NULL, NULL) == RA_ERR_POSITION,
           "q_start past 2^32");
-    CHECK(ra_attention_decode_lse(NULL, full, &out, NULL, &q, NULL, NULL, NULL) == RA_ERR_NULL,
+    CHECK(ra_attention_decode_lse(NULL, full, &out, NULL, &q, NULL, NULL, NULL, NULL) == RA_ERR_NULL,
           "NULL lse");
+    int64_t k_start = 0;
+    CHECK(ra_attention_decode_lse(NULL, full, &out, lse, &q, NULL, NULL, &k_start, NULL) ==
+              RA_ERR_ARGUMENT, "k_start without q_start");
+    start = 0, k_start = -1;
+    CHECK(ra_attention_decode_lse(NULL, full, &out, lse, &q, NULL, &start, &k_start, NULL) ==
+              RA_ERR_POSITION, "k_start -1");
     ra_kv_cache_destroy(window);
     ra_kv_cache_destroy(full);
 }

@@ -421,9 +421,8 @@ else fail "rope: [B, H, S, D] without --shape: $(cat "$TMP/err")"; fi
 # attention and rank 0 writes Y, within the same 1e-5 of the float64
 # reference (seen: 1.7e-7), and so with --prefill (every rank's cache a
 # shard of the sequence: the engine's sharded decoding) and --grads (the
-# ring's backward).  What the ring
-# does not run (chunks in decoding, latent attention) and what runs in one
-# process only fail on every rank: one
+# ring's backward).  What the ring does not run (latent attention) and what
+# runs in one process only fail on every rank: one
 # "ropeattn:" line, the exit code, no output.  Settings as tests/test_mpi.sh.
 if command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -442,7 +441,8 @@ if command -v mpirun >/dev/null 2>&1; then
             </dev/null >/dev/null 2>"$TMP/err" # mpirun would read the loops' stdin
     }
     for np in 2 3; do
-        for c in gemma2_layer0 gpt_oss_layer0 qwen3_vl_image mistral_window olmo2; do
+        for c in gemma2_layer0 gpt_oss_layer0 qwen3_vl_image mistral_window olmo2 \
+            llama4_chunks_layer0; do
             for prefill in "" 5; do
                 more=(${prefill:+--prefill $prefill})
                 if ! mpi_attention $np $c "${more[@]}"; then
@@ -486,7 +486,6 @@ PY
         elif [ -e "$TMP/mpi.npy" ]; then fail "mpirun $c ${more[*]}: an output was written"
         else pass; fi
     done <<'CASES'
-llama4_chunks_layer0|2|1|ra_mpi_attention_decode: chunk|--prefill 4
 deepseek_v3|3|1|latent attention (MLA)|
 gemma2_layer0|2|2|--packed runs in one process|--positions /dev/null --packed
 gemma2_layer0|13|1|seq 12 over 13 ranks|

@@ -485,7 +485,7 @@ static void decode_task(void *arg, int64_t task, int thread)
     for (int64_t r = 0; r < rows; r++) {
         int64_t t = r % T;
         last[r] = t < nq ? ra_decode_last_key(job, b, p0 + t) : -1;
-        first[r] = t < nq ? ra_decode_first_key(job, p0 + t) : 0;
+        first[r] = t < nq ? ra_decode_first_key(job, b, p0 + t) : 0;
         int64_t from = first[r] > j0 ? first[r] : j0;
         int64_t to = last[r] + 1 < j0 + RA_DECODE_CHUNK ? last[r] + 1 : j0 + RA_DECODE_CHUNK;
         if (from >= to) continue;
@@ -606,7 +606,7 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
         float *dst = ra_row(job->out, b, t, g * rep + h);
         float *lse = job->lse ? job->lse + (b * n_kv * rep + g * rep + h) * T + t : NULL;
         const int64_t p = ra_decode_query_start(job, b) + t;
-        if (ra_decode_first_key(job, p) > ra_decode_last_key(job, b, p)) { /* sees no key (only
+        if (ra_decode_first_key(job, b, p) > ra_decode_last_key(job, b, p)) { /* sees no key (only
                                                                   with q_start): 0, lse -Inf */
             memset(dst, 0, (size_t)head_dim * sizeof(float));
             if (lse) *lse = sink ? *sink : -INFINITY;

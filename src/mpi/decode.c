@@ -20,6 +20,7 @@ typedef struct decode {
     ra_attention_options block; /* the caller's, without sinks */
     const float *sinks;         /* [H] or NULL */
     int64_t *n, *q_start;       /* [B] each: the queries, their position in this shard */
+    int64_t *k_start;           /* [B]: the shard's first token's position (chunks' origin) */
     int64_t *lengths;           /* [P, B] */
     float *out, *lse;           /* this shard's: [B, T, H, D], [B, H, T] */
     double *rows;               /* [B, H, T, D + 3] */
@@ -29,6 +30,7 @@ static void decode_free(decode *g)
 {
     free(g->n);
     free(g->q_start);
+    free(g->k_start);
     free(g->lengths);
     free(g->out);
     free(g->lse);
@@ -81,9 +83,6 @@ static ra_status check_local(decode *g, ra_context *ctx, const ra_kv_cache *cach
     g->head_dim = q->shape[3];
     g->block = ra_attention_options_init();
     if (options) mpi_options(&g->block, options);
-    if (g->block.chunk)
-        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention_decode: chunk (its chunks count "
-                        "from the sequence's start, which a shard does not see)");
     g->sinks = g->block.sinks;
     g->block.sinks = NULL;
     if (q->shape[0] * q->shape[1] * q->shape[2] > INT_MAX / 2 || q->shape[3] > INT_MAX / 2)
@@ -93,17 +92,18 @@ static ra_status check_local(decode *g, ra_context *ctx, const ra_kv_cache *cach
     const int64_t B = g->batch, T = g->tokens, H = g->heads, D = g->head_dim;
     g->n = calloc((size_t)B, sizeof *g->n);
     g->q_start = calloc((size_t)B, sizeof *g->q_start);
+    g->k_start = calloc((size_t)B, sizeof *g->k_start);
     g->lengths = malloc((size_t)(g->size * B) * sizeof *g->lengths);
     g->out = malloc((size_t)(B * T * H * D) * sizeof *g->out);
     g->lse = malloc((size_t)(B * H * T) * sizeof *g->lse);
     g->rows = malloc((size_t)(B * H * T * (D + 3)) * sizeof *g->rows);
-    if (!g->n || !g->q_start || !g->lengths || !g->out || !g->lse || !g->rows)
+    if (!g->n || !g->q_start || !g->k_start || !g->lengths || !g->out || !g->lse || !g->rows)
         return mpi_fail(RA_ERR_NOMEM, "rank %d: out of memory for the decode's buffers",
                         g->rank);
     /* g->n and g->q_start are zeros here: no query */
     ra_tensor lout = ra_tensor_4d(g->out, RA_F32, B, T, H, D);
     RA_MPI_TRY(mpi_core(ra_attention_decode_lse(ctx, cache, &lout, g->lse, q, g->n, g->q_start,
-                                                options),
+                                                g->k_start, options),
                         "ra_mpi_attention_decode"));
     for (int64_t b = 0; b < B; b++) {
         g->n[b] = n_query ? n_query[b] : T;
@@ -130,6 +130,7 @@ static ra_status place_queries(decode *g)
             return mpi_fail(RA_ERR_SIZE, "sequence %lld: %lld queries, but the ranks hold %lld "
                             "tokens", (long long)b, (long long)g->n[b], (long long)total);
         g->q_start[b] = total - g->n[b] - offset;
+        g->k_start[b] = offset;
     }
     return RA_OK;
 }
@@ -192,12 +193,13 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
     ra_status status = check_local(&g, ctx, cache, out, lse, q, n_query, options);
     /* the call's sizes and options, and hashes of the sinks' values and of
      * n_query (the same on every rank) */
-    int64_t sig[9] = {g.batch, g.tokens, g.heads, g.head_dim, g.block.window, 0, 0,
-                      g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                      status == RA_OK ? mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0};
+    int64_t sig[10] = {g.batch, g.tokens, g.heads, g.head_dim, g.block.window, 0, 0,
+                       g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+                       status == RA_OK ? mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0,
+                       g.block.chunk};
     memcpy(&sig[5], &g.block.scale, sizeof(double));
     memcpy(&sig[6], &g.block.softcap, sizeof(double));
-    status = mpi_agree(comm, status, sig, 9);
+    status = mpi_agree(comm, status, sig, 10);
     if (status == RA_OK)
         status = mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.lengths,
                                          (int)g.batch, MPI_INT64_T, comm),
@@ -209,7 +211,7 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
         const int64_t B = g.batch, T = g.tokens, H = g.heads, D = g.head_dim;
         ra_tensor lout = ra_tensor_4d(g.out, RA_F32, B, T, H, D);
         ra_status local = mpi_core(ra_attention_decode_lse(ctx, cache, &lout, g.lse, q, g.n,
-                                                           g.q_start, &g.block),
+                                                           g.q_start, g.k_start, &g.block),
                                    "ra_mpi_attention_decode");
         fill_rows(&g, local);
         status = mpi_check(MPI_Type_contiguous((int)(D + 3), MPI_DOUBLE, &row),

@@ -515,6 +515,7 @@ typedef struct decode_case {
     double softcap;
     int64_t window;
     int sinks;
+    int64_t chunk;
 } decode_case;
 
 /* Appends tokens [from, from + n[b]) of each sequence of k, v [B, L, Hkv, D]
@@ -551,6 +552,7 @@ static void decode_check(decode_case c)
     ra_attention_options o = ra_attention_options_init();
     o.softcap = c.softcap;
     o.window = c.window;
+    o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
     /* the oracle: one cache with every token */
     ra_kv_cache *whole = NULL, *shard = NULL;
@@ -560,7 +562,7 @@ static void decode_check(decode_case c)
     CHECK(st == RA_OK, "whole cache: %s", ra_last_error());
     float *ref = calloc((size_t)(B * T * H * D), 4), *ref_lse = calloc((size_t)(B * H * T), 4);
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, D), tr = ra_tensor_4d(ref, RA_F32, B, T, H, D);
-    st = ra_attention_decode_lse(ctx, whole, &tr, ref_lse, &tq, c.n_query, NULL, &o);
+    st = ra_attention_decode_lse(ctx, whole, &tr, ref_lse, &tq, c.n_query, NULL, NULL, &o);
     CHECK(st == RA_OK, "single process: %s", ra_last_error());
     /* rank r's shard of sequence b: tokens [len r / P, len (r + 1) / P) */
     for (int64_t b = 0; b < B; b++) {
@@ -593,9 +595,9 @@ static void decode_check(decode_case c)
                 worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
             }
     CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
-          "decode (cache dtype %d, window %lld, softcap %g, sinks %d): out off by %.3g (max|y| "
-          "%.3g), lse by %.3g", (int)c.cache, (long long)c.window, c.softcap, c.sinks, worst, ymax,
-          worst_lse);
+          "decode (cache dtype %d, window %lld, chunk %lld, softcap %g, sinks %d): out off by %.3g "
+          "(max|y| %.3g), lse by %.3g", (int)c.cache, (long long)c.window, (long long)c.chunk,
+          c.softcap, c.sinks, worst, ymax, worst_lse);
     CHECK(!memcmp(out[0], out[1], (size_t)(B * T * H * D) * 4), "two runs differ");
     /* the same bits on every rank: rank 0's, broadcast */
     float *first = malloc((size_t)(B * T * H * D) * 4);
@@ -614,15 +616,17 @@ static void decode_check(decode_case c)
 static void test_decode(void)
 {
     const decode_case cases[] = {
-        {2, 8, 2, 64, 3, {50, 37}, {3, 1}, RA_F32, 0, 0, 0},
-        {1, 4, 4, 72, 1, {1500, 0}, {1, 0}, RA_F32, 0, 0, 0}, /* over several decode chunks */
-        {2, 4, 1, 80, 4, {2, 9}, {2, 4}, RA_F32, 0, 0, 0},    /* shards of no token; queries
+        {2, 8, 2, 64, 3, {50, 37}, {3, 1}, RA_F32, 0, 0, 0, 0},
+        {1, 4, 4, 72, 1, {1500, 0}, {1, 0}, RA_F32, 0, 0, 0, 0}, /* over several decode chunks */
+        {2, 4, 1, 80, 4, {2, 9}, {2, 4}, RA_F32, 0, 0, 0, 0},    /* shards of no token; queries
                                                                  across ranks */
-        {2, 8, 2, 32, 2, {60, 45}, {2, 2}, RA_F32, 0, 7, 0},  /* a window */
-        {2, 8, 2, 32, 2, {60, 45}, {2, 1}, RA_F32, 25.0, 0, 1},
-        {1, 8, 2, 64, 2, {70, 0}, {2, 0}, RA_BF16, 0, 20, 1},
-        {1, 4, 2, 32, 2, {30, 0}, {2, 0}, RA_F32, 0, 12, 0},  /* windows across shards */
-        {1, 4, 2, 32, 3, {30, 0}, {3, 0}, RA_F32, 0, 18, 0},
+        {2, 8, 2, 32, 2, {60, 45}, {2, 2}, RA_F32, 0, 7, 0, 0},  /* a window */
+        {2, 8, 2, 32, 2, {60, 45}, {2, 1}, RA_F32, 25.0, 0, 1, 0},
+        {1, 8, 2, 64, 2, {70, 0}, {2, 0}, RA_BF16, 0, 20, 1, 0},
+        {1, 4, 2, 32, 2, {30, 0}, {2, 0}, RA_F32, 0, 12, 0, 0},  /* windows across shards */
+        {1, 4, 2, 32, 3, {30, 0}, {3, 0}, RA_F32, 0, 18, 0, 0},
+        {2, 4, 2, 32, 3, {31, 22}, {3, 2}, RA_F32, 0, 0, 0, 8}, /* chunks across shards */
+        {1, 4, 2, 32, 5, {45, 0}, {5, 0}, RA_F32, 0, 6, 1, 7},  /* and a window, sinks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) decode_check(cases[i]);
 }
@@ -661,9 +665,10 @@ static void decode_errors(void)
     st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &bad_out, NULL, &tq, NULL, NULL);
     CHECK(st == RA_ERR_ARGUMENT, "rank 0's out stride: %d (%s)", (int)st, ra_mpi_last_error());
     o = ra_attention_options_init();
-    o.chunk = 4;
+    o.chunk = rank == 0 ? 4 : 0; /* (an empty cache: RA_ERR_SIZE alone) */
     st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, &o);
-    CHECK(st == RA_ERR_UNSUPPORTED, "chunk: %d (%s)", (int)st, ra_mpi_last_error());
+    CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's chunk: %d (%s)", (int)st,
+          ra_mpi_last_error());
     ra_kv_cache_destroy(cache);
     ra_kv_cache_destroy(window);
     free(q), free(out);

@@ -937,6 +937,9 @@ static void layer_one_rank_fails(void)
     ra_positions pos = ra_positions_start(0);
     pos.ids = ids;
     ra_mpi_engine e;
+    CHECK(ra_mpi_engine_init(NULL, MPI_COMM_WORLD, S) == RA_ERR_NULL &&
+              ra_mpi_engine_init(&e, MPI_COMM_WORLD, 0) == RA_ERR_SIZE,
+          "ra_mpi_engine_init's refusals: %s", ra_mpi_last_error());
     ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
     ra_attention_options o = ra_attention_options_init();
     o.engine = &e.engine;

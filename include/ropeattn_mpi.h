@@ -85,9 +85,12 @@ RA_MPI_API ra_status ra_mpi_zigzag_positions(int64_t seq, int n_ranks, int rank,
  * within float32 rounding (the merge's order differs: tested within 1e-6 of
  * max|out|).  Options as ra_attention's, each with its single-process
  * meaning at global positions: scale, softcap, window, chunk (chunks of
- * global positions from 0), sinks (added once, in the final merge).
- * dropout, padding_mask and cu_seqlens are RA_ERR_UNSUPPORTED here, and so
- * is the reference path.
+ * global positions from each row's leading padding), sinks (added once, in
+ * the final merge), padding_mask [B, seq] and cu_seqlens (ending at seq):
+ * the whole sequence's, indexed by global position, the same on every rank
+ * (compared by hash; each rank reads every row).  A padding query's row is
+ * zeros and lse -Inf, as in ra_attention.  dropout is RA_ERR_UNSUPPORTED
+ * here, and so is the reference path.
  *
  * The ring: P steps; at step s a rank computes its query chunks against the
  * K/V of rank r - s (ra_attention_block_lse: an earlier key chunk is wholly
@@ -112,8 +115,8 @@ RA_MPI_API ra_status ra_mpi_attention(ra_context *ctx, MPI_Comm comm, const ra_t
  * within 1e-6 of max|gradient|).  q, k, v, seq and options are what the
  * forward took; out and lse are what ra_mpi_attention returned for them.
  * With options' sinks and dsinks, every rank gets the same dsinks, bit for
- * bit: each rank's share (in double) gathered by one MPI_Allgather and
- * summed in rank order.  The same options as ra_mpi_attention (and the
+ * bit: each rank's share (in double; padding queries have none) gathered
+ * by one MPI_Allgather and summed in rank order.  The same options as ra_mpi_attention (and the
  * same refused).  dq, dk and dv are written at the end of the call, after
  * every input has been read, from the rank's own buffers: each is checked
  * as an output (every index its own element), and no two may share a byte
@@ -179,8 +182,9 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * those rows' global positions (ra_mpi_zigzag_positions), computes its rows
  * of the layer's y over the whole sequence of seq tokens: the projections,
  * norms and RoPE are per token, and the attention is ra_mpi_attention's,
- * with the layer's window, soft-cap and sinks (its chunked attention,
- * dropout and padding are refused there).  ra_layer_forward_train and
+ * with the layer's window, chunks, soft-cap and sinks, and e's padding_mask
+ * and cu_seqlens (below; the call's own options refuse them, and dropout
+ * is refused).  ra_layer_forward_train and
  * ra_layer_backward take it as well (ra_mpi_attention_backward): each
  * rank's dx rows, and its shard's share of the weights' gradients, which the
  * caller sums over the ranks (an MPI_Allreduce, or in rank order for the
@@ -206,6 +210,16 @@ typedef struct ra_mpi_engine {
     ra_attention_engine engine;
     MPI_Comm comm;
     int64_t seq;
+    /* The whole sequence's padding and packed documents for ring attention
+     * (ra_mpi_attention's padding_mask [B, seq] and cu_seqlens, the same on
+     * every rank), NULL and 0 after ra_mpi_engine_init: set them for a
+     * padded or packed batch (the layer call's options must not hold
+     * them).  Read at each call, so they must stay valid from a training
+     * forward to its backward; cached decoding refuses them
+     * (RA_ERR_UNSUPPORTED). */
+    const uint8_t *padding_mask;
+    const int64_t *cu_seqlens;
+    int64_t n_documents;
 } ra_mpi_engine;
 
 RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t seq);

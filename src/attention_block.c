@@ -13,28 +13,52 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-/* The options a block serves: scale, softcap, window, chunk, sinks.  fn:
- * the caller's name. */
+/* The options a block serves: scale, softcap, window, chunk, sinks, and
+ * padding_mask and cu_seqlens over a sequence of seq > 0 tokens.  fn: the
+ * caller's name. */
 static ra_status block_options(ra_attention_options *o, const ra_attention_options *options,
-                               const char *fn)
+                               int64_t seq, const char *fn)
 {
     RA_TRY(ra_attention_options_read(o, options));
     if (o->path == RA_PATH_REFERENCE)
         return ra_fail(RA_ERR_UNSUPPORTED, "%s: the reference path (the block runs on the "
                        "flash path only)", fn);
-    if (o->dropout > 0.0f || o->padding_mask || o->cu_seqlens || o->n_documents)
-        return ra_fail(RA_ERR_UNSUPPORTED, "%s: %s (a block takes scale, softcap, window, "
-                       "chunk and sinks)", fn, o->dropout > 0.0f ? "dropout"
-                       : o->padding_mask ? "padding_mask" : "cu_seqlens");
+    if (o->dropout > 0.0f)
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: dropout (a block takes scale, softcap, "
+                       "window, chunk, sinks, padding and documents)", fn);
+    if (seq == 0 && (o->padding_mask || o->cu_seqlens || o->n_documents))
+        return ra_fail(RA_ERR_ARGUMENT, "%s: %s with seq = 0 (the sequence they describe has "
+                       "no length)", fn, o->padding_mask ? "padding_mask" : "cu_seqlens");
     return RA_OK;
 }
 
-/* RA_ERR_POSITION unless q_start and k_start are in [0, RA_MAX_POSITION]. */
-static ra_status block_starts(int64_t q_start, int64_t k_start)
+/* RA_ERR_POSITION unless q_start and k_start are in [0, RA_MAX_POSITION]
+ * and, with seq > 0, the block's n_q query rows and n_k key rows lie in
+ * the sequence's [0, seq); RA_ERR_SIZE for a negative seq. */
+static ra_status block_starts(int64_t q_start, int64_t k_start, int64_t seq, int64_t n_q,
+                              int64_t n_k)
 {
     if (q_start < 0 || q_start > RA_MAX_POSITION || k_start < 0 || k_start > RA_MAX_POSITION)
         return ra_fail(RA_ERR_POSITION, "q_start %lld, k_start %lld: not in [0, 2^32]",
                        (long long)q_start, (long long)k_start);
+    if (seq < 0) return ra_fail(RA_ERR_SIZE, "seq %lld is negative", (long long)seq);
+    if (seq > 0 && (q_start > seq - n_q || k_start > seq - n_k))
+        return ra_fail(RA_ERR_POSITION, "query rows %lld .. %lld and key rows %lld .. %lld: not "
+                       "all within the sequence's %lld", (long long)q_start,
+                       (long long)(q_start + n_q - 1), (long long)k_start,
+                       (long long)(k_start + n_k - 1), (long long)seq);
+    return RA_OK;
+}
+
+/* The block's masks: o's over the sequence (q's shape with seq rows; seq 0:
+ * the block's own), the rows placed at q_start and k_start. */
+static ra_status block_mask(ra_attention_mask *mask, const ra_attention_options *o,
+                            const ra_tensor *q, int64_t seq, int64_t q_start, int64_t k_start)
+{
+    const int64_t shape[4] = {q->shape[0], seq ? seq : q->shape[1], q->shape[2], q->shape[3]};
+    RA_TRY(ra_attention_mask_read(mask, o, shape));
+    mask->q_origin = q_start;
+    mask->k_origin = k_start;
     return RA_OK;
 }
 
@@ -78,15 +102,15 @@ static ra_status block_views(const ra_tensor *out, const float *lse, const ra_te
 RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, float *lse,
                                         const ra_tensor *q, const ra_tensor *k,
                                         const ra_tensor *v, int64_t q_start, int64_t k_start,
-                                        const ra_attention_options *options)
+                                        int64_t seq, const ra_attention_options *options)
 {
     ra_error_reset();
     ra_attention_options o;
-    RA_TRY(block_options(&o, options, "ra_attention_block_lse"));
+    RA_TRY(block_options(&o, options, seq, "ra_attention_block_lse"));
     RA_TRY(block_views(out, lse, q, k, v));
-    RA_TRY(block_starts(q_start, k_start));
+    RA_TRY(block_starts(q_start, k_start, seq, q->shape[1], k->shape[1]));
     ra_attention_args args = {0};
-    RA_TRY(ra_attention_mask_read(&args.mask, &o, q->shape));
+    RA_TRY(block_mask(&args.mask, &o, q, seq, q_start, k_start));
     RA_TRY(ra_attention_mask_check_output(&args.mask, out, "out"));
     args.out = out;
     args.q = q;
@@ -112,19 +136,29 @@ RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *d
                                              const ra_tensor *dout, const ra_tensor *q,
                                              const ra_tensor *k, const ra_tensor *v,
                                              const ra_tensor *out, const float *lse,
-                                             int64_t q_start, int64_t k_start,
+                                             int64_t q_start, int64_t k_start, int64_t seq,
                                              const ra_attention_options *options)
 {
     ra_error_reset();
     ra_attention_options o;
-    RA_TRY(block_options(&o, options, "ra_attention_block_backward"));
+    RA_TRY(block_options(&o, options, seq, "ra_attention_block_backward"));
     if (o.dsinks)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_block_backward: dsinks (dL/dsinks "
                        "depends on the queries alone: the caller sums it once)");
-    RA_TRY(block_starts(q_start, k_start));
+    /* the views' checks without the sequence's masks, which are read after */
+    ra_attention_options views = o;
+    views.padding_mask = NULL;
+    views.cu_seqlens = NULL;
+    views.n_documents = 0;
     ra_attention_backward_args args;
     RA_TRY(ra_attention_backward_prepare(&args, 1, RA_PATH_FLASH, dq, dk, dv, dout, q, k, v, out,
-                                         lse, &o));
+                                         lse, &views));
+    RA_TRY(block_starts(q_start, k_start, seq, q->shape[1], k->shape[1]));
+    RA_TRY(block_mask(&args.fwd.mask, &o, q, seq, q_start, k_start));
+    const ra_tensor *const grads[3] = {dq, dk, dv};
+    static const char *const names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++)
+        RA_TRY(ra_attention_mask_check_output(&args.fwd.mask, grads[i], names[i]));
     args.fwd.q_shift = q_start - k_start;
     args.fwd.k_start = k_start;
     args.fwd.mask.sinks = NULL; /* lse holds them: they change no probability */

@@ -26,6 +26,10 @@ typedef struct ra_attention_mask {
     const int64_t *cu_seqlens;  /* [n_documents + 1] or NULL */
     int64_t n_documents, seq;   /* seq: S, the padding rows' length */
     int64_t batch, n_heads;     /* B and H: the padding's rows, the sinks' count */
+    /* The padding's and documents' index of query row 0 and of key row 0:
+     * 0, but in a block of a longer sequence (ra_attention_block_lse's
+     * q_start and k_start) */
+    int64_t q_origin, k_origin;
 } ra_attention_mask;
 
 /* Checks options' masks for q's shape [B, S, H, D] and fills *mask. */
@@ -38,13 +42,14 @@ ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra
                                          const char *name);
 
 /* Leading padding tokens of row b (0 without a padding mask): the chunks'
- * origin. */
+ * origin, counted from the padding row's start (not from k_origin). */
 int64_t ra_mask_leading_padding(const ra_attention_mask *mask, int64_t b);
 
 /* The first key query i sees, before the padding mask: keys lo .. i, from
  * the window, the chunk (lp: ra_mask_leading_padding; a query within the
  * leading padding is itself padding, its row zero: no chunk bound there)
- * and the document. */
+ * and the document.  i, lp and lo are key rows (the document's bounds
+ * placed by k_origin). */
 static inline int64_t ra_mask_first_key(const ra_attention_mask *mask, int64_t i, int64_t lp)
 {
     int64_t lo = 0;
@@ -54,21 +59,37 @@ static inline int64_t ra_mask_first_key(const ra_attention_mask *mask, int64_t i
         if (start > lo) lo = start;
     }
     if (mask->cu_seqlens) { /* the last document start <= i */
-        int64_t a = 0, z = mask->n_documents; /* c[a] <= i < c[z] */
+        const int64_t at = i + mask->k_origin; /* c[a] <= at < c[z] */
+        int64_t a = 0, z = mask->n_documents;
         while (z - a > 1) {
             int64_t m = a + (z - a) / 2;
-            if (mask->cu_seqlens[m] <= i) a = m;
+            if (mask->cu_seqlens[m] <= at) a = m;
             else z = m;
         }
-        if (mask->cu_seqlens[a] > lo) lo = mask->cu_seqlens[a];
+        if (mask->cu_seqlens[a] - mask->k_origin > lo) lo = mask->cu_seqlens[a] - mask->k_origin;
     }
     return lo;
 }
 
-/* Whether token j of row b is real (not padding). */
+/* Whether key row j of batch row b is real (not padding). */
 static inline int ra_mask_real(const ra_attention_mask *mask, int64_t b, int64_t j)
 {
-    return !mask->padding || mask->padding[b * mask->seq + j] != 0;
+    return !mask->padding || mask->padding[b * mask->seq + mask->k_origin + j] != 0;
+}
+
+/* Whether batch row b has a real key among key rows lo .. hi. */
+static inline int ra_mask_any_real(const ra_attention_mask *mask, int64_t b, int64_t lo,
+                                   int64_t hi)
+{
+    for (int64_t j = lo > 0 ? lo : 0; j <= hi; j++)
+        if (ra_mask_real(mask, b, j)) return 1;
+    return 0;
+}
+
+/* Whether query row i of batch row b is real (not padding). */
+static inline int ra_mask_query_real(const ra_attention_mask *mask, int64_t b, int64_t i)
+{
+    return !mask->padding || mask->padding[b * mask->seq + mask->q_origin + i] != 0;
 }
 
 /* The logit of a scaled dot product: soft-capped when asked. */

@@ -60,6 +60,8 @@ ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_opt
     mask->seq = seq;
     mask->batch = q_shape[0];
     mask->n_heads = n_heads;
+    mask->q_origin = 0;
+    mask->k_origin = 0;
     return RA_OK;
 }
 
@@ -83,6 +85,6 @@ ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra
 int64_t ra_mask_leading_padding(const ra_attention_mask *mask, int64_t b)
 {
     int64_t lp = 0;
-    while (lp < mask->seq && !ra_mask_real(mask, b, lp)) lp++;
+    while (mask->padding && lp < mask->seq && !mask->padding[b * mask->seq + lp]) lp++;
     return lp;
 }

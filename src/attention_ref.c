@@ -30,7 +30,7 @@ double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int6
     const int64_t lo = ra_mask_first_key(mask, i, ra_mask_leading_padding(mask, b));
     const int64_t qi = ra_offset(q, b, i, h);
     for (int64_t j = 0; j < seq; j++) row[j] = -INFINITY;
-    if (!ra_mask_real(mask, b, i)) { /* a padding query: a zero row */
+    if (!ra_mask_query_real(mask, b, i)) { /* a padding query: a zero row */
         for (int64_t j = 0; j < seq; j++) row[j] = 0.0f;
         return -INFINITY;
     }
@@ -81,7 +81,7 @@ void ra_attention_reference(const ra_attention_args *args, float *scores)
             }
             for (int64_t i = 0; i < seq; i++) {
                 float *oi = ra_row(out, b, i, h);
-                const int query = ra_mask_real(&args->mask, b, i); /* else a zero row */
+                const int query = ra_mask_query_real(&args->mask, b, i); /* else a zero row */
                 const int64_t lo = lo_of(args, b, i);
                 for (int64_t d = 0; d < head_dim; d++) {
                     double acc = 0;

@@ -79,7 +79,7 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                     double row_dot = 0; /* rowsum(P * dP) */
                     for (int64_t j = lo; j <= i; j++) {
                         ds[j] = 0.0f;
-                        if (!ra_mask_real(mask, b, j) || !ra_mask_real(mask, b, i)) continue;
+                        if (!ra_mask_real(mask, b, j) || !ra_mask_query_real(mask, b, i)) continue;
                         int64_t vj = ra_offset(v, b, j, g);
                         double dot = 0;
                         for (int64_t d = 0; d < head_dim; d++)
@@ -97,7 +97,7 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                             ds[j] *= (float)softcap_slope(fwd, b, h, i, j);
                     /* the sink's share p_sink = e^(sink - lse) of the row:
                      * dL/dsink = -p_sink rowsum(P * dP) */
-                    if (mask->sinks && ra_mask_real(mask, b, i))
+                    if (mask->sinks && ra_mask_query_real(mask, b, i))
                         dsink[h] -= exp((double)mask->sinks[h] - lse) * row_dot;
                     for (int64_t j = 0; j < seq; j++) p[j] *= mult[j]; /* Pd */
                 }
@@ -106,7 +106,7 @@ void ra_attention_backward_reference(const ra_attention_backward_args *args, voi
                     for (int64_t d = 0; d < head_dim; d++) {
                         double acc_v = 0, acc_k = 0;
                         for (int64_t i = j; i < seq; i++) {
-                            if (!ra_mask_real(mask, b, i)) continue; /* a padding query */
+                            if (!ra_mask_query_real(mask, b, i)) continue; /* a padding query */
                             acc_v += (double)prob[i * seq + j] * ra_row(dout, b, i, h)[d];
                             acc_k += (double)dscores[i * seq + j] * ra_row(q, b, i, h)[d];
                         }

@@ -224,6 +224,10 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
         if (!positions)
             return ra_fail(RA_ERR_ARGUMENT, "an attention engine's layer call needs positions "
                            "(its shard's global positions)");
+        if (call->attn.padding_mask || call->attn.cu_seqlens || call->attn.n_documents)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: %s with an attention engine "
+                           "(the whole sequence's masks are the engine's to hold)",
+                           call->attn.padding_mask ? "padding_mask" : "cu_seqlens");
     }
     /* The layer's own masks come from its config and weights; a call's
      * padding and documents from its options. */

@@ -396,7 +396,7 @@ static ra_status block_backward_call(ra_context *ctx, float *grads, const float 
     ra_tensor dv = ra_tensor_4d(grads + B * S * H * D + B * h * HKV * D, RA_F32, B, h, HKV, D);
     tk.shape[1] = tv.shape[1] = h;
     /* dout: out itself; every query row, the keys [0, S / 2) */
-    return ra_attention_block_backward(ctx, &dq, &dk, &dv, &to, &tq, &tk, &tv, &to, lse, 0, 0,
+    return ra_attention_block_backward(ctx, &dq, &dk, &dv, &to, &tq, &tk, &tv, &to, lse, 0, 0, 0,
                                        NULL);
 }
 

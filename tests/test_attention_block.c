@@ -96,7 +96,8 @@ static void run_case(ra_context *ctx, const block_case *c, uint64_t seed)
     ra_tensor to = ra_tensor_4d(out, RA_F32, c->B, c->Sq, c->H, c->D);
     ra_tensor tk = ra_tensor_4d(k, RA_F32, c->B, c->Sk, c->Hkv, c->D);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, c->B, c->Sk, c->Hkv, c->D);
-    ra_status st = ra_attention_block_lse(ctx, &to, lse, &tq, &tk, &tv, c->q_start, c->k_start, &o);
+    ra_status st = ra_attention_block_lse(ctx, &to, lse, &tq, &tk, &tv, c->q_start, c->k_start, 0,
+                                          &o);
     CHECK(st == RA_OK, "block: %s", ra_last_error());
     reference(c, q, k, v, o.sinks, ref, ref_lse);
     double e = ra_test_max_rel_diff(out, ref, nq), el = 0;
@@ -147,7 +148,7 @@ static void test_block_is_forward_lse(void)
     ra_attention_options o = ra_attention_options_init();
     o.window = 70;
     CHECK(ra_attention_forward_lse(NULL, &ta, la, &tq, &tk, &tv, &o) == RA_OK, "forward_lse");
-    CHECK(ra_attention_block_lse(NULL, &tb, lb, &tq, &tk, &tv, 7, 7, &o) == RA_OK, "block: %s",
+    CHECK(ra_attention_block_lse(NULL, &tb, lb, &tq, &tk, &tv, 7, 7, 0, &o) == RA_OK, "block: %s",
           ra_last_error());
     CHECK(!memcmp(a, b, sizeof(float) * nq) && !memcmp(la, lb, sizeof(float) * B * H * S),
           "block on the diagonal differs from ra_attention_forward_lse");
@@ -234,24 +235,12 @@ static void test_errors(void)
     ra_tensor q = ra_tensor_4d(x, RA_F32, 1, 2, 2, 8), k = ra_tensor_4d(x, RA_F32, 1, 1, 1, 8);
     ra_tensor out = ra_tensor_4d(y, RA_F32, 1, 2, 2, 8), k7 = ra_tensor_4d(x, RA_F32, 1, 1, 1, 7);
     ra_attention_options o = ra_attention_options_init();
-    CHECK(ra_attention_block_lse(NULL, &out, NULL, &q, &k, &k, 0, 0, NULL) == RA_ERR_NULL, "lse");
-    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k7, &k7, 0, 0, NULL) == RA_ERR_SHAPE, "D");
-    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, -1, 0, NULL) == RA_ERR_POSITION,
+    CHECK(ra_attention_block_lse(NULL, &out, NULL, &q, &k, &k, 0, 0, 0, NULL) == RA_ERR_NULL, "lse");
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k7, &k7, 0, 0, 0, NULL) == RA_ERR_SHAPE, "D");
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, -1, 0, 0, NULL) == RA_ERR_POSITION,
           "q_start");
-    CHECK(ra_attention_block_lse(NULL, &out, (float *)x, &q, &k, &k, 0, 0, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_attention_block_lse(NULL, &out, (float *)x, &q, &k, &k, 0, 0, 0, NULL) == RA_ERR_ARGUMENT,
           "lse over q");
-    const char *unsupported[] = {"reference", "dropout", "documents", "padding"};
-    uint8_t pad[2] = {1, 1};
-    const int64_t documents[2] = {0, 2};
-    for (int i = 0; i < 4; i++) {
-        o = ra_attention_options_init();
-        if (i == 0) o.path = RA_PATH_REFERENCE;
-        if (i == 1) o.dropout = 0.5f;
-        if (i == 2) o.cu_seqlens = documents, o.n_documents = 1;
-        if (i == 3) o.padding_mask = pad;
-        CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, &o) == RA_ERR_UNSUPPORTED,
-              "%s", unsupported[i]);
-    }
     ra_kv_cache *window;
     CHECK(ra_kv_cache_create_window(&window, 1, 4, 2, 1, 8, RA_F32) == RA_OK, "window cache");
     int64_t start = 0;
@@ -284,32 +273,48 @@ static void test_block_backward_errors(void)
     ra_tensor dv = ra_tensor_4d(g[2], RA_F32, 1, 3, 1, 8), out = ra_tensor_4d(g[3], RA_F32, 1, 2, 2, 8);
     ra_tensor dout = ra_tensor_4d(g[4], RA_F32, 1, 2, 2, 8);
     ra_tensor dk7 = ra_tensor_4d(g[1], RA_F32, 1, 2, 1, 7);
-    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, NULL, 0, 0,
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, NULL, 0, 0, 0,
                                       NULL) == RA_ERR_NULL, "lse");
-    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, NULL, lse, 0, 0,
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, NULL, lse, 0, 0, 0,
                                       NULL) == RA_ERR_NULL, "out");
-    CHECK(ra_attention_block_backward(NULL, &dq, &dk7, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk7, &dv, &dout, &q, &k, &k, &out, lse, 0, 0, 0,
                                       NULL) == RA_ERR_SHAPE, "dk's shape");
-    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, -1,
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, -1, 0,
                                       NULL) == RA_ERR_POSITION, "k_start");
-    CHECK(ra_attention_block_backward(NULL, &dq, &dq, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+    CHECK(ra_attention_block_backward(NULL, &dq, &dq, &dv, &dout, &q, &k, &k, &out, lse, 0, 0, 0,
                                       NULL) != RA_OK, "dk over dq");
     ra_attention_options o = ra_attention_options_init();
     o.sinks = sinks;
     o.dsinks = dsinks;
-    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0, 0,
                                       &o) == RA_ERR_UNSUPPORTED, "dsinks");
-    uint8_t pad[2] = {1, 1};
-    const int64_t documents[2] = {0, 2};
-    for (int i = 0; i < 4; i++) {
+    uint8_t pad[4] = {1, 1, 1, 1};
+    const int64_t documents[2] = {0, 4};
+    for (int i = 0; i < 6; i++) {
+        /* the reference path and dropout: refused; the sequence's masks
+         * with seq 0, or rows past seq 4 */
+        static const char *const what[6] = {"reference", "dropout", "documents, seq 0",
+                                            "padding, seq 0", "documents, rows past seq",
+                                            "padding, rows past seq"};
+        static const ra_status want[6] = {RA_ERR_UNSUPPORTED, RA_ERR_UNSUPPORTED, RA_ERR_ARGUMENT,
+                                          RA_ERR_ARGUMENT, RA_ERR_POSITION, RA_ERR_POSITION};
         o = ra_attention_options_init();
         if (i == 0) o.path = RA_PATH_REFERENCE;
         if (i == 1) o.dropout = 0.5f;
-        if (i == 2) o.cu_seqlens = documents, o.n_documents = 1;
-        if (i == 3) o.padding_mask = pad;
-        CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse, 0, 0,
-                                          &o) == RA_ERR_UNSUPPORTED, "option %d", i);
+        if (i == 2 || i == 4) o.cu_seqlens = documents, o.n_documents = 1;
+        if (i == 3 || i == 5) o.padding_mask = pad;
+        CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, i >= 4 ? 3 : 0, 0, i >= 4 ? 4 : 0,
+                                     &o) == want[i], "%s", what[i]);
+        CHECK(ra_attention_block_backward(NULL, &dq, &dk, &dv, &dout, &q, &k, &k, &out, lse,
+                                          i >= 4 ? 3 : 0, 0, i >= 4 ? 4 : 0, &o) == want[i],
+              "backward: %s", what[i]);
     }
+    o = ra_attention_options_init();
+    o.cu_seqlens = documents, o.n_documents = 1;
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, 5, &o) == RA_ERR_ARGUMENT,
+          "documents ending before seq");
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, -1, NULL) == RA_ERR_SIZE,
+          "seq -1");
 }
 
 /* One sequence, its gradients whole and as the sum over a split into
@@ -323,7 +328,57 @@ typedef struct split_case {
     int64_t cuts[4]; /* block starts after 0 */
     ra_dtype dtype;  /* q, k and v's */
     int64_t chunk;
+    int masks; /* 1: padding (left in row 0, right and a hole in row 1); 2: documents */
 } split_case;
+
+/* The case's padding [B, S] or documents into pad or cu (n + 1 starts, *n). */
+static void split_masks(const split_case *c, uint8_t *pad, int64_t *cu, int64_t *n)
+{
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t s = 0; s < c->S; s++)
+            pad[b * c->S + s] = b == 0 ? s >= 13 : s < c->S - 20 && (s < 40 || s > 44);
+    const int64_t starts[] = {0, 40, 41, 97, c->S};
+    *n = 0;
+    for (int i = 0; i < 5; i++)
+        if (i == 0 || (starts[i] > cu[*n] && starts[i] <= c->S)) cu[i ? ++*n : 0] = starts[i];
+}
+
+/* Blocks' (out_b, lse_b) merged into out and lse of query rows [q0, q0 +
+ * sq) (ring attention's merge, in double), then each query head's sink
+ * once; a row that saw no key (a padding query): zeros and lse -Inf. */
+static void merge_rows(const split_case *c, float *const *outs, float *const *lses, int n_blocks,
+                       int64_t sq, const float *sinks, float *out, float *lse)
+{
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->H; h++)
+            for (int64_t i = 0; i < sq; i++) {
+                double m = -INFINITY, l = 0;
+                for (int j = 0; j < n_blocks; j++) {
+                    const double x = lses[j][(b * c->H + h) * sq + i];
+                    m = x > m ? x : m;
+                }
+                float *o = out + ((b * sq + i) * c->H + h) * c->D;
+                for (int64_t d = 0; d < c->D; d++) o[d] = 0.0f;
+                if (m == -INFINITY) {
+                    lse[(b * c->H + h) * sq + i] = -INFINITY;
+                    continue;
+                }
+                if (sinks && sinks[h] > m) m = sinks[h];
+                double *acc = calloc((size_t)c->D, sizeof *acc);
+                for (int j = 0; j < n_blocks; j++) {
+                    const double x = lses[j][(b * c->H + h) * sq + i];
+                    if (x == -INFINITY) continue;
+                    const double w = exp(x - m);
+                    const float *ob = outs[j] + ((b * sq + i) * c->H + h) * c->D;
+                    for (int64_t d = 0; d < c->D; d++) acc[d] += w * ob[d];
+                    l += w;
+                }
+                if (sinks) l += exp(sinks[h] - m);
+                for (int64_t d = 0; d < c->D; d++) o[d] = (float)(acc[d] / l);
+                lse[(b * c->H + h) * sq + i] = (float)(m + log(l));
+                free(acc);
+            }
+}
 
 /* The view of rows [s0, s1) of a [B, S, heads, D] tensor of dtype. */
 static ra_tensor rows_as(void *x, ra_dtype dtype, const split_case *c, int64_t heads, int64_t s0,
@@ -367,6 +422,11 @@ static void run_split(const split_case *c, uint64_t seed)
     o.window = c->window;
     o.chunk = c->chunk;
     o.sinks = c->sinks ? sinks : NULL;
+    uint8_t *pad = malloc((size_t)(c->B * c->S));
+    int64_t cu[5], n_documents;
+    split_masks(c, pad, cu, &n_documents);
+    if (c->masks == 1) o.padding_mask = pad;
+    if (c->masks == 2) o.cu_seqlens = cu, o.n_documents = n_documents;
     const int64_t S = c->S, H = c->H, G = c->Hkv;
     ra_tensor tq = rows_as(q_in, c->dtype, c, H, 0, S), tk = rows_as(k_in, c->dtype, c, G, 0, S);
     ra_tensor tv = rows_as(v_in, c->dtype, c, G, 0, S);
@@ -382,6 +442,60 @@ static void run_split(const split_case *c, uint64_t seed)
     for (int i = 0; i < c->n_cuts; i++) at[i + 1] = c->cuts[i];
     at[c->n_cuts + 1] = S;
     const int n = c->n_cuts + 1;
+    /* the forward: each query block's key blocks merged (sinks added once
+     * after), within 1e-5 of the whole call's out and lse (float32
+     * rounding of another order; padding rows: zeros and -Inf both) */
+    ra_attention_options ob_options = o;
+    ob_options.sinks = NULL;
+    float *outs[5], *lses[5], *merged = malloc(sizeof(float) * nq), *mlse = malloc(sizeof(float) * c->B * H * S);
+    for (int i = 0; i < n; i++) {
+        const int64_t sq = at[i + 1] - at[i];
+        for (int j = 0; j < n; j++) {
+            outs[j] = malloc(sizeof(float) * c->B * sq * H * c->D);
+            lses[j] = malloc(sizeof(float) * c->B * H * sq);
+            ra_tensor qb = rows_as(q_in, c->dtype, c, H, at[i], at[i + 1]);
+            ra_tensor kb = rows_as(k_in, c->dtype, c, G, at[j], at[j + 1]);
+            ra_tensor vb = rows_as(v_in, c->dtype, c, G, at[j], at[j + 1]);
+            ra_tensor obt = ra_tensor_4d(outs[j], RA_F32, c->B, sq, H, c->D);
+            CHECK(ra_attention_block_lse(NULL, &obt, lses[j], &qb, &kb, &vb, at[i], at[j], S,
+                                         &ob_options) == RA_OK, "forward block (%d, %d): %s", i,
+                  j, ra_last_error());
+            /* rows that see no key, or only padding keys: zeros */
+            int finite = 1;
+            for (int64_t e = 0; e < c->B * sq * H * c->D; e++) finite &= isfinite(outs[j][e]);
+            CHECK(finite, "forward block (%d, %d): a row not finite", i, j);
+        }
+        float *mo = malloc(sizeof(float) * c->B * sq * H * c->D);
+        float *ml = malloc(sizeof(float) * c->B * H * sq);
+        merge_rows(c, outs, lses, n, sq, o.sinks, mo, ml);
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t r = 0; r < sq; r++) {
+                memcpy(merged + ((b * S + at[i] + r) * H) * c->D, mo + (b * sq + r) * H * c->D,
+                       sizeof(float) * H * c->D);
+                for (int64_t h = 0; h < H; h++)
+                    mlse[(b * H + h) * S + at[i] + r] = ml[(b * H + h) * sq + r];
+            }
+        for (int j = 0; j < n; j++) free(outs[j]), free(lses[j]);
+        free(mo), free(ml);
+    }
+    double eo = ra_test_max_rel_diff(merged, out, nq), el = 0;
+    for (int64_t i = 0; i < c->B * H * S; i++) {
+        const double d = mlse[i] == lse[i] ? 0 : fabs((double)mlse[i] - lse[i]);
+        el = d > el || isnan(d) ? d : el;
+    }
+    /* bf16 on the bf16 units: P is rounded to bf16 against each block's
+     * own running max, so the merge and the whole call are each within
+     * 2^-8 max|v| of the exact out (ra_attention's bound), and within
+     * 2^-7 max|v| of each other */
+    const int units = c->dtype == RA_BF16 && (!strcmp(ra_simd_name(), "amx") ||
+                                              !strcmp(ra_simd_name(), "avx512bf16"));
+    double max_v = 0, max_out = 0;
+    for (int64_t i = 0; i < nk; i++) max_v = fmax(max_v, fabs(v[i]));
+    for (int64_t i = 0; i < nq; i++) max_out = fmax(max_out, fabs(out[i]));
+    CHECK(eo * max_out <= (units ? 0x1p-7 * max_v : 1e-5 * max_out) && el <= 1e-5, "S %lld masks "
+          "%d: merged blocks' out off by %.3g of max|out|, lse by %.3g", (long long)S, c->masks,
+          eo, el);
+    free(merged), free(mlse);
     for (int threads = 1; threads <= 3; threads += 2) {
         ra_context *ctx;
         CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
@@ -404,7 +518,7 @@ static void run_split(const split_case *c, uint64_t seed)
                 for (int64_t bh = 0; bh < c->B * H; bh++)
                     memcpy(lb + bh * sq, lse + bh * S + at[i], sizeof(float) * sq);
                 ra_status st = ra_attention_block_backward(ctx, &dqb, &dkb, &dvb, &dob, &qb, &kb,
-                                                           &vb, &ob, lb, at[i], at[j], &o);
+                                                           &vb, &ob, lb, at[i], at[j], S, &o);
                 CHECK(st == RA_OK, "block (%d, %d): %s", i, j, ra_last_error());
                 free(lb);
             }
@@ -421,21 +535,29 @@ static void run_split(const split_case *c, uint64_t seed)
     }
     if (c->dtype != RA_F32) free(q_in), free(k_in), free(v_in);
     for (int i = 0; i < 12; i++) free(buf[i]);
+    free(pad);
 }
 
 static void test_block_backward_sums(void)
 {
     const split_case cases[] = {
         /* B, S, H, Hkv, D, softcap, window, sinks, n_cuts, cuts, dtype, chunk */
-        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}, RA_F32, 0},
-        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32, 0},
-        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}, RA_F32, 0},
-        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}, RA_F32, 0}, /* a window hides blocks */
-        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}, RA_F32, 0},
-        {1, 180, 4, 2, 48, 0, 0, 1, 2, {70, 71}, RA_BF16, 0},
-        {1, 130, 2, 1, 40, 25.0, 0, 0, 1, {65}, RA_F16, 0},
-        {2, 230, 4, 2, 24, 0, 0, 1, 3, {50, 120, 121}, RA_F32, 70}, /* chunks across blocks */
-        {1, 200, 6, 3, 72, 15.0, 40, 0, 2, {64, 150}, RA_F32, 100},
+        {1, 150, 4, 2, 16, 0, 0, 0, 2, {50, 100}, RA_F32, 0, 0},
+        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32, 0, 0},
+        {1, 300, 6, 3, 80, 20.0, 0, 0, 3, {37, 160, 161}, RA_F32, 0, 0},
+        {1, 260, 2, 2, 33, 0, 45, 1, 4, {10, 99, 130, 200}, RA_F32, 0, 0}, /* a window hides blocks */
+        {2, 97, 8, 2, 64, 10.0, 30, 1, 1, {48}, RA_F32, 0, 0},
+        {1, 180, 4, 2, 48, 0, 0, 1, 2, {70, 71}, RA_BF16, 0, 0},
+        {1, 130, 2, 1, 40, 25.0, 0, 0, 1, {65}, RA_F16, 0, 0},
+        {2, 230, 4, 2, 24, 0, 0, 1, 3, {50, 120, 121}, RA_F32, 70, 0}, /* chunks across blocks */
+        {1, 200, 6, 3, 72, 15.0, 40, 0, 2, {64, 150}, RA_F32, 100, 0},
+        /* padding and documents of the whole sequence */
+        {2, 150, 4, 2, 16, 0, 0, 1, 2, {13, 90}, RA_F32, 0, 1},   /* a block all padding */
+        {2, 203, 4, 1, 72, 12.0, 0, 1, 3, {64, 70, 190}, RA_F32, 0, 1},
+        {2, 230, 4, 2, 24, 0, 0, 1, 3, {50, 120, 121}, RA_F32, 70, 1}, /* chunks from lp */
+        {2, 160, 4, 2, 40, 0, 60, 0, 2, {41, 100}, RA_BF16, 0, 1},
+        {1, 203, 4, 1, 72, 0, 0, 1, 3, {30, 41, 150}, RA_F32, 0, 2},
+        {2, 150, 6, 3, 33, 20.0, 30, 0, 2, {64, 96}, RA_F32, 50, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_split(&cases[i], 60 + i);
 }
@@ -445,7 +567,7 @@ static void test_block_backward_sums(void)
  * written there and 0 + -0 added here agree). */
 static void test_block_backward_diagonal(void)
 {
-    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}, RA_F32, 0};
+    const split_case c = {2, 170, 4, 2, 40, 0, 60, 1, 0, {0}, RA_F32, 0, 0};
     const int64_t nq = c.B * c.S * c.H * c.D, nk = c.B * c.S * c.Hkv * c.D;
     float *x = malloc(sizeof(float) * (6 * nq + 6 * nk + c.B * c.H * c.S)), sinks[4] = {0.5f, -1, 2, 0};
     float *q = x, *out = q + nq, *dout = out + nq, *dq = dout + nq, *aq = dq + nq, *k = aq + nq;
@@ -465,7 +587,7 @@ static void test_block_backward_diagonal(void)
               RA_OK, "backward");
     memset(aq, 0, sizeof(float) * nq), memset(ak, 0, sizeof(float) * nk);
     memset(av, 0, sizeof(float) * nk);
-    CHECK(ra_attention_block_backward(NULL, &taq, &tak, &tav, &tdo, &tq, &tk, &tv, &to, lse, 9, 9,
+    CHECK(ra_attention_block_backward(NULL, &taq, &tak, &tav, &tdo, &tq, &tk, &tv, &to, lse, 9, 9, 0,
                                       &o) == RA_OK, "block: %s", ra_last_error());
     int same = 1;
     for (int64_t i = 0; i < nq; i++) same &= aq[i] == dq[i];

@@ -488,7 +488,7 @@ PY
         else pass; fi
     done <<'CASES'
 deepseek_v3|3|1|latent attention (MLA)|
-gemma2_layer0|2|2|--packed runs in one process|--positions /dev/null --packed
+gemma2_layer0|2|2|--path reference runs in one process|--path reference
 gemma2_layer0|13|1|seq 12 over 13 ranks|
 CASES
 fi

@@ -129,6 +129,52 @@ sys.exit(0 if np.all(dx[~m] == 0) and np.all(np.abs(dx[m]).sum(-1) > 0) else 1)
 " "$TMP/g.safetensors" "$TMP/cases/padded/mask.npy"; then pass
 else fail "--grads with --attention-mask: $(cat "$TMP/err")"; fi
 
+# Across the ranks of an MPI launch (the CLI built with Open MPI): the same
+# cases through ring attention on zig-zag shards, each rank reading the
+# whole sequence's mask or positions, within the same 1e-5 (seen: the
+# one-process figures) and the same zero rows; --grads with padding within
+# 1e-5 of one process's G.  Settings as tests/test_mpi.sh.
+if command -v mpirun >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/mpi/lsan.supp
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
+    MPIRUN=(timeout -k 5 60 mpirun --oversubscribe --mca btl self,vader --mca plm_rsh_agent false)
+    np=2
+    for name in padded_llama padded_llama4 padding_row_mistral packed_mistral; do
+        dir=$TMP/cases/$name
+        np=$((5 - np)) # 3 ranks, then 2, ...
+        read -r -a extra <<<"$(field "$dir" args)"
+        rm -f "$TMP/mpi.npy"
+        if ! "${MPIRUN[@]}" -np $np "$RA" attention --weights "$dir/model.safetensors" \
+            --config "$dir/config.json" --input "$dir/x.npy" --output "$TMP/mpi.npy" \
+            --layer "$(field "$dir" layer)" --threads 1 "${extra[@]}" </dev/null >/dev/null \
+            2>"$TMP/err"; then
+            fail "mpirun -np $np $name: $(grep -m1 ropeattn: "$TMP/err")"
+        elif ! cmp -s "$TMP/mpi.npy" "$dir/got.npy" &&
+            ! "$PY" -c "
+import numpy as np, sys
+g, w = np.load(sys.argv[1]), np.load(sys.argv[2])
+e = np.max(np.abs(g - w)) / np.max(np.abs(w))
+sys.exit(0 if e <= 1e-5 and np.array_equal(g == 0, w == 0) else print(f'differs by {e:.3g}') or 1)
+" "$TMP/mpi.npy" "$dir/y.npy"; then fail "mpirun -np $np $name: differs"
+        else pass; fi
+    done
+    if "${MPIRUN[@]}" -np 3 "$RA" attention --weights "$C/model.safetensors" \
+        --config "$C/config.json" --layer 0 --input "$C/x.npy" --output "$TMP/y3.npy" \
+        --attention-mask "$TMP/cases/padded/mask.npy" --grad-output "$TMP/dy.npy" \
+        --grads "$TMP/g3.safetensors" --threads 1 </dev/null >/dev/null 2>"$TMP/err" &&
+        "$PY" -c "
+import numpy as np, sys
+from st_read import read_f32 as read
+a, b = read(sys.argv[1]), read(sys.argv[2])
+sys.exit(0 if sorted(a) == sorted(b) and all(
+    np.max(np.abs(a[k] - b[k])) <= 1e-5 * np.max(np.abs(b[k])) and
+    np.array_equal(a[k] == 0, b[k] == 0) for k in b) else 1)
+" "$TMP/g3.safetensors" "$TMP/g.safetensors"; then pass
+    else fail "mpirun --grads with --attention-mask: $(grep -m1 ropeattn: "$TMP/err")"; fi
+fi
+
 # Refusals: one message line, no output written.
 "$PY" -c "
 import numpy as np, sys

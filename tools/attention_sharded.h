@@ -2,7 +2,8 @@
  * attention_sharded.h — `ropeattn attention` across the P ranks of an MPI
  * launch (tools/mpi/attention_sharded.c, built with Open MPI): every rank
  * reads the same files and runs the layer on its zig-zag shard of each
- * sequence (ra_mpi_engine: ring attention), and rank 0 gathers Y and
+ * sequence (ra_mpi_engine: ring attention, with --attention-mask's padding
+ * or --packed's documents of the whole sequence), and rank 0 gathers Y and
  * writes it; with --grads also each rank's dL/dX rows and the sums of the
  * ranks' weight gradients (ring backward); with --prefill every rank's KV cache holds a shard of each
  * sequence, and each step's y, the same on every rank, comes from the

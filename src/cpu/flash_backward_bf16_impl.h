@@ -222,7 +222,7 @@ static void load_query_block_bf16(const backward_tile *t, const ra_flash_backwar
     const float *dout[BQ];
     int64_t n = 0; /* dout's real rows, rounded into do16's first rows */
     for (int64_t r = 0; r < BQ; r++) {
-        int real = r < nq && ra_mask_real(&a->fwd.mask, b, q0 + r);
+        int real = r < nq && ra_mask_query_real(&a->fwd.mask, b, q0 + r);
         q16[r] = real ? ra_row_any(a->fwd.q, b, q0 + r, h) : zero;
         if (real) dout[n] = ra_row(a->dout, b, q0 + r, h);
         dout16[r] = real ? do16 + n++ * d32 : zero;

@@ -217,7 +217,7 @@ static void load_query_stats(const backward_tile *t, const ra_flash_backward_job
         t->delta[r] = 0.0f;
         t->lse[r] = INFINITY;
         t->first[r] = -1;
-        if (r >= nq || !ra_mask_real(&a->fwd.mask, b, q0 + r)) continue; /* P = 0 */
+        if (r >= nq || !ra_mask_query_real(&a->fwd.mask, b, q0 + r)) continue; /* P = 0 */
         const float *o = ra_row(a->fwd.out, b, q0 + r, h), *dor = ra_row(a->dout, b, q0 + r, h);
         vf acc = vsplat(0.0f); /* Delta = rowsum(dout * out), RA_W partial sums */
         int64_t d = 0;
@@ -243,7 +243,7 @@ static void load_query_block(const backward_tile *t, const ra_flash_backward_job
         float *qr = t->qr + r * dp, *dor = t->dor + r * dp;
         memset(qr, 0, (size_t)dp * sizeof(float));
         memset(dor, 0, (size_t)dp * sizeof(float));
-        if (r >= nq || !ra_mask_real(&a->fwd.mask, b, q0 + r)) continue;
+        if (r >= nq || !ra_mask_query_real(&a->fwd.mask, b, q0 + r)) continue;
         if (q->dtype == RA_F32)
             memcpy(qr, ra_row(q, b, q0 + r, h), (size_t)head_dim * sizeof(float));
         else

@@ -487,11 +487,13 @@ static void flash_task(void *arg, int64_t task, int thread)
             /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins
              * the sum against the larger of m and itself */
             float m = t.m[r], l = t.l[r], lse = -INFINITY;
-            const int64_t query = shift + q0 + qi;
-            const int padding = !ra_mask_real(mask, b, q0 + qi);
-            if (padding || t.first[r] > (query < n_keys - 1 ? query : n_keys - 1)) {
+            const int64_t query = shift + q0 + qi, last = query < n_keys - 1 ? query : n_keys - 1;
+            const int padding = !ra_mask_query_real(mask, b, q0 + qi);
+            if (padding || t.first[r] > last ||
+                (l == 0.0f && !ra_mask_any_real(mask, b, t.first[r], last))) {
                 /* a padding query: zeros, whatever its inputs, lse -Inf; or
-                 * one that sees no key (only with a shift): zeros, lse the
+                 * one that sees no key (only with a shift: before the
+                 * block's keys, or only padding among them): zeros, lse the
                  * sink's (or -Inf) */
                 memset(dst[i], 0, (size_t)head_dim * sizeof(float));
                 dst[i] = NULL;

@@ -9,12 +9,24 @@
 
 #include "mpi/mpi_internal.h"
 
+/* The layer's options with e's padding and documents of the sequence. */
+static ra_attention_options with_masks(const ra_mpi_engine *e, const ra_attention_options *options)
+{
+    ra_attention_options o = ra_attention_options_init();
+    if (options) mpi_options(&o, options);
+    o.padding_mask = e->padding_mask;
+    o.cu_seqlens = e->cu_seqlens;
+    o.n_documents = e->n_documents;
+    return o;
+}
+
 static ra_status engine_forward(void *user, ra_context *ctx, const ra_tensor *out, float *lse,
                                 const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                                 const ra_attention_options *options)
 {
     const ra_mpi_engine *e = user;
-    return ra_mpi_attention(ctx, e->comm, out, lse, q, k, v, e->seq, options);
+    const ra_attention_options o = with_masks(e, options);
+    return ra_mpi_attention(ctx, e->comm, out, lse, q, k, v, e->seq, &o);
 }
 
 static ra_status engine_backward(void *user, ra_context *ctx, const ra_tensor *dq,
@@ -24,8 +36,9 @@ static ra_status engine_backward(void *user, ra_context *ctx, const ra_tensor *d
                                  const ra_attention_options *options)
 {
     const ra_mpi_engine *e = user;
+    const ra_attention_options o = with_masks(e, options);
     return ra_mpi_attention_backward(ctx, e->comm, dq, dk, dv, dout, q, k, v, out, lse, e->seq,
-                                     options);
+                                     &o);
 }
 
 /* Every rank's status: the worst (by value), naming the lowest rank that
@@ -56,6 +69,11 @@ static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
 {
     const ra_mpi_engine *e = user;
     if (e->comm == MPI_COMM_NULL) return mpi_fail(RA_ERR_ARGUMENT, "comm is MPI_COMM_NULL");
+    /* the same on every rank (the ranks' engines hold one sequence's masks) */
+    if (e->padding_mask || e->cu_seqlens || e->n_documents)
+        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_engine: %s in cached decoding (a cache holds "
+                        "each sequence's own tokens)",
+                        e->padding_mask ? "padding_mask" : "cu_seqlens");
     int rank, P;
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(e->comm, &rank), "MPI_Comm_rank"));
     RA_MPI_TRY(mpi_check(MPI_Comm_size(e->comm, &P), "MPI_Comm_size"));
@@ -106,5 +124,8 @@ RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t
                                       .agree = engine_agree};
     e->comm = comm;
     e->seq = seq;
+    e->padding_mask = NULL;
+    e->cu_seqlens = NULL;
+    e->n_documents = 0;
     return RA_OK;
 }

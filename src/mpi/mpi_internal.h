@@ -67,9 +67,20 @@ void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
  * a visible pair under o's masks; later: the keys' zig-zag chunk comes
  * after the queries' (masked whole).  A window hides the block when even
  * its first query and last key are W apart; chunked attention when its
- * last key is before the first query's chunk. */
+ * last key is before the first query's chunk (chunks from position 0:
+ * with padding, from each row's own start, so no block is hidden). */
 int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
                       int64_t q_start, int64_t k_start);
+
+/* sig[0], sig[1]: hashes of o's padding_mask [batch, seq] and cu_seqlens
+ * (with n_documents), 0 for none; o checked by libropeattn already. */
+void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t seq,
+                         int64_t sig[2]);
+
+/* Whether local row i of a zig-zag shard (chunks start, count) in batch
+ * row b is a real token under o's padding_mask [B, seq] (1 without one). */
+int mpi_real_row(const ra_attention_options *o, int64_t seq, int64_t b, const int64_t start[2],
+                 const int64_t count[2], int64_t i);
 
 /* Two output views (each passed mpi_check_out) that must not share a
  * byte, even as interleaved views of one buffer: RA_ERR_ARGUMENT naming

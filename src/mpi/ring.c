@@ -95,13 +95,10 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
     g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
     g->block = ra_attention_options_init();
     if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f ||
-        g->block.padding_mask || g->block.cu_seqlens || g->block.n_documents)
-        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention: %s (ring attention takes scale, "
-                        "softcap, window, chunk and sinks, on the flash path)",
-                        g->block.path == RA_PATH_REFERENCE ? "the reference path"
-                        : g->block.dropout != 0.0f ? "dropout"
-                        : g->block.padding_mask ? "padding_mask" : "cu_seqlens");
+    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f)
+        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention: %s (ring attention runs on the "
+                        "flash path, without dropout)",
+                        g->block.path == RA_PATH_REFERENCE ? "the reference path" : "dropout");
     g->sinks = g->block.sinks;
     g->block.sinks = NULL;
     g->block.dsinks = NULL;
@@ -139,9 +136,10 @@ static ra_status prepare(ring *g, ra_context *ctx, const ra_tensor *q, const ra_
     ra_tensor out_all = ra_tensor_4d(g->acc, RA_F32, B, n, H, D);
     ra_tensor out1 = ra_tensor_4d(g->blk_out, RA_F32, B, 1, H, D);
     RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out_all, (float *)(void *)g->m, q, &k1,
-                                               &v1, n, 0, options),
+                                               &v1, g->seq - n, 0, g->seq, options),
                         "ra_mpi_attention: q"));
-    RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->blk_lse, &q1, k, v, n, 0, options),
+    RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->blk_lse, &q1, k, v, g->seq - 1, 0,
+                                               g->seq, options),
                         "ra_mpi_attention: k, v"));
     return RA_OK;
 }
@@ -200,7 +198,7 @@ static ra_status blocks(ring *g, ra_context *ctx, const ra_tensor *q, const char
             ra_tensor ob = ra_tensor_4d(g->blk_out, RA_F32, B, nq, g->heads, g->head_dim);
             const double t0 = g->stats ? MPI_Wtime() : 0.0;
             RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &ob, g->blk_lse, &qb, &kb, &vb,
-                                                       q_start, k_start, &g->block),
+                                                       q_start, k_start, g->seq, &g->block),
                                 "ra_mpi_attention: a block"));
             merge(g, r0, nq);
             if (g->stats) g->stats->compute_s += MPI_Wtime() - t0, g->stats->blocks++;
@@ -243,7 +241,8 @@ static ra_status run(ring *g, ra_context *ctx, const ra_tensor *q, MPI_Comm comm
 }
 
 /* out and lse from the merged rows, each query head's sink joining once:
- * m' = max(m, sink), l' = l e^(m - m') + e^(sink - m'). */
+ * m' = max(m, sink), l' = l e^(m - m') + e^(sink - m').  A padding query's
+ * row: zeros and lse -Inf, no sink (ra_attention's). */
 static void finish(const ring *g, const ra_tensor *out, float *lse)
 {
     const int64_t H = g->heads, D = g->head_dim, n = g->n_local;
@@ -251,6 +250,13 @@ static void finish(const ring *g, const ra_tensor *out, float *lse)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < n; i++) {
                 const int64_t row = (b * H + h) * n + i;
+                float *dst = (float *)out->data + b * out->stride[0] + i * out->stride[1] +
+                             h * out->stride[2];
+                if (!mpi_real_row(&g->block, g->seq, b, g->start, g->count, i)) {
+                    for (int64_t d = 0; d < D; d++) dst[d] = 0.0f;
+                    lse[row] = -INFINITY;
+                    continue;
+                }
                 double m = g->m[row], l = g->l[row], keep = 1.0;
                 if (g->sinks) {
                     const double sink = g->sinks[h], top = m > sink ? m : sink;
@@ -259,8 +265,6 @@ static void finish(const ring *g, const ra_tensor *out, float *lse)
                     m = top;
                 }
                 const double *acc = g->acc + ((b * n + i) * H + h) * D;
-                float *dst = (float *)out->data + b * out->stride[0] + i * out->stride[1] +
-                             h * out->stride[2];
                 for (int64_t d = 0; d < D; d++) dst[d] = (float)(acc[d] * keep / l);
                 lse[row] = (float)(m + log(l));
             }
@@ -285,12 +289,13 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     int64_t window = status == RA_OK ? g.block.window : 0;
     int64_t attn_chunk = status == RA_OK ? g.block.chunk : 0;
     double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
-    int64_t sig[11] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
+    int64_t sig[13] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
                        0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                       attn_chunk};
+                       attn_chunk, 0, 0};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
-    status = mpi_agree(comm, status, sig, 11);
+    if (status == RA_OK) mpi_masks_signature(&g.block, g.batch, seq, &sig[11]);
+    status = mpi_agree(comm, status, sig, 13);
     MPI_Datatype row = MPI_DATATYPE_NULL;
     if (status == RA_OK) {
         status = mpi_check(MPI_Type_contiguous((int)g.kv_row, MPI_BYTE, &row),

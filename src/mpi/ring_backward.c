@@ -133,13 +133,10 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     g->grad_row = (size_t)(g->kv_heads * g->head_dim) * sizeof(float);
     g->block = ra_attention_options_init();
     if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f ||
-        g->block.padding_mask || g->block.cu_seqlens || g->block.n_documents)
+    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f)
         return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention_backward: %s (ring attention "
-                        "takes scale, softcap, window, chunk and sinks, on the flash path)",
-                        g->block.path == RA_PATH_REFERENCE ? "the reference path"
-                        : g->block.dropout != 0.0f ? "dropout"
-                        : g->block.padding_mask ? "padding_mask" : "cu_seqlens");
+                        "runs on the flash path, without dropout)",
+                        g->block.path == RA_PATH_REFERENCE ? "the reference path" : "dropout");
     g->sinks = g->block.sinks;
     g->dsinks = g->sinks ? g->block.dsinks : NULL;
     g->block.sinks = NULL;
@@ -183,14 +180,14 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
     ra_tensor dv1 = ra_tensor_4d(g->own[0] + B * Hkv * D, RA_F32, B, 1, Hkv, D);
     ra_tensor k1 = mpi_rows(k, 0, 1), v1 = mpi_rows(v, 0, 1);
     RA_MPI_TRY(mpi_core(ra_attention_block_backward(ctx, &dq_all, &dk1, &dv1, dout, q, &k1, &v1,
-                                                    out, lse, 0, n, &g->block),
+                                                    out, lse, 0, g->seq - 1, g->seq, &g->block),
                         "ra_mpi_attention_backward: q, dout, out, lse"));
     /* k and v whole: the forward's block on one query row (its scratch
      * does not grow with the keys, the backward's would), into dq's
      * memory (out [B, 1, H, D], then lse [B, H] past dq) */
     ra_tensor q1 = mpi_rows(q, 0, 1), out1 = ra_tensor_4d(g->dq, RA_F32, B, 1, H, D);
     RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->dq + B * n * H * D, &q1, k, v, 0,
-                                               1, &g->block),
+                                               g->seq - n, g->seq, &g->block),
                         "ra_mpi_attention_backward: k, v"));
     return RA_OK;
 }
@@ -229,7 +226,7 @@ static ra_status blocks(ring_back *g, ra_context *ctx, const ra_tensor *dout, co
             const double t0 = g->stats ? MPI_Wtime() : 0.0;
             RA_MPI_TRY(mpi_core(ra_attention_block_backward(ctx, &dqb, &dkb, &dvb, &dob, &qb, &kb,
                                                             &vb, &ob, g->lse[qi], q_start,
-                                                            k_start, &g->block),
+                                                            k_start, g->seq, &g->block),
                                 "ra_mpi_attention_backward: a block"));
             if (g->stats) g->stats->compute_s += MPI_Wtime() - t0, g->stats->blocks++;
             int done;
@@ -295,9 +292,9 @@ static ra_status run(ring_back *g, ra_context *ctx, const ra_tensor *dout, const
 }
 
 /* dL/dsinks[h] = -sum over the rows of e^(sinks[h] - lse) Delta, Delta =
- * rowsum(dout * out): this rank's rows (in double, b then row order), then
- * every rank's shares gathered and summed in rank order, the same bits on
- * every rank. */
+ * rowsum(dout * out): this rank's rows (in double, b then row order; padding
+ * queries have no share), then every rank's shares gathered and summed in
+ * rank order, the same bits on every rank. */
 static ra_status sinks_grad(const ring_back *g, const ra_tensor *dout, const ra_tensor *out,
                             const float *lse, MPI_Comm comm)
 {
@@ -306,6 +303,7 @@ static ra_status sinks_grad(const ring_back *g, const ra_tensor *dout, const ra_
     for (int64_t h = 0; h < H; h++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < n; i++) {
+                if (!mpi_real_row(&g->block, g->seq, b, g->start, g->count, i)) continue;
                 const float *dy = (const float *)dout->data + b * dout->stride[0] +
                                   i * dout->stride[1] + h * dout->stride[2];
                 const float *y = (const float *)out->data + b * out->stride[0] +
@@ -358,13 +356,14 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
     if (status == RA_OK) status = prepare(&g, ctx, dout, q, k, v, out, lse);
     const int ok = status == RA_OK;
     double scale = ok ? g.block.scale : 0, softcap = ok ? g.block.softcap : 0;
-    int64_t sig[12] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
+    int64_t sig[14] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
                        ok ? g.block.window : 0, 0, 0,
                        g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                       g.dsinks != NULL, ok ? g.block.chunk : 0};
+                       g.dsinks != NULL, ok ? g.block.chunk : 0, 0, 0};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
-    status = mpi_agree(comm, status, sig, 12);
+    if (ok) mpi_masks_signature(&g.block, g.batch, seq, &sig[12]);
+    status = mpi_agree(comm, status, sig, 14);
     MPI_Datatype rows[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* K (V) row, dK (dV) row */
     for (int i = 0; i < 2 && status == RA_OK; i++) {
         status = mpi_check(MPI_Type_contiguous((int)(i ? g.grad_row : g.kv_row), MPI_BYTE,

@@ -69,7 +69,23 @@ int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int
 {
     const int64_t k_last = k_start + nk - 1; /* the block's nearest key to its first query */
     return nq > 0 && nk > 0 && !later && !(o->window && q_start - k_last >= o->window) &&
-           !(o->chunk && q_start / o->chunk * o->chunk > k_last);
+           !(o->chunk && !o->padding_mask && q_start / o->chunk * o->chunk > k_last);
+}
+
+void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t seq,
+                         int64_t sig[2])
+{
+    sig[0] = o->padding_mask ? 1 + mpi_hash(o->padding_mask, (size_t)(batch * seq)) : 0;
+    sig[1] = o->cu_seqlens ? 1 + mpi_hash(o->cu_seqlens, (size_t)(o->n_documents + 1) *
+                                                             sizeof(int64_t))
+                           : 0;
+}
+
+int mpi_real_row(const ra_attention_options *o, int64_t seq, int64_t b, const int64_t start[2],
+                 const int64_t count[2], int64_t i)
+{
+    const int64_t pos = i < count[0] ? start[0] + i : start[1] + i - count[0];
+    return !o->padding_mask || o->padding_mask[b * seq + pos] != 0;
 }
 
 void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v)

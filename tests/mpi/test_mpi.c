@@ -66,10 +66,11 @@ static uint16_t to_bf16(float x)
     return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
+/* The largest finite |x[i]| (padding rows' lse is -Inf). */
 static double max_abs(const float *x, int64_t n)
 {
     double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    for (int64_t i = 0; i < n; i++) m = isfinite(x[i]) && fabs(x[i]) > m ? fabs(x[i]) : m;
     return m;
 }
 
@@ -80,7 +81,26 @@ typedef struct ring_case {
     int64_t window;
     int sinks;
     int64_t chunk; /* chunked attention's C (0: none) */
+    int masks;     /* 1: padding (left in row 0; right and a hole in row 1); 2: documents */
 } ring_case;
+
+/* The case's padding [B, S] and documents (n + 1 starts in cu, *n) of the
+ * whole sequence, set in o as c.masks asks. */
+static void case_masks(const ring_case *c, uint8_t *pad, int64_t *cu, int64_t *n,
+                       ra_attention_options *o)
+{
+    const int64_t S = c->S;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t s = 0; s < S; s++)
+            pad[b * S + s] = b == 0 ? s >= S / 5 : s < S - S / 7 && (s < S / 2 || s > S / 2 + 3);
+    const int64_t starts[5] = {0, S / 3, S / 3 + 1, 2 * S / 3, S};
+    *n = 0;
+    cu[0] = 0;
+    for (int i = 1; i < 5; i++)
+        if (starts[i] > cu[*n]) cu[++*n] = starts[i];
+    if (c->masks == 1) o->padding_mask = pad;
+    if (c->masks == 2) o->cu_seqlens = cu, o->n_documents = *n;
+}
 
 /* Rows of x [B, S, heads, D] (elements of esize bytes) at the rank's
  * positions ids [n] into a new [B, n, heads, D]. */
@@ -114,6 +134,9 @@ static void ring_check(ring_case c)
     o.window = c.window;
     o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
+    uint8_t *pad = malloc((size_t)(B * S));
+    int64_t cu[5], n_documents;
+    case_masks(&c, pad, cu, &n_documents, &o);
     /* the oracle: the whole sequence in one process */
     float *out = malloc((size_t)(B * S * H * D) * sizeof *out), *lse = malloc((size_t)(B * H * S) * 4);
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), to = ra_tensor_4d(out, RA_F32, B, S, H, D);
@@ -152,41 +175,48 @@ static void ring_check(ring_case c)
                                     out[((b * S + ids[s]) * H + h) * D + d]);
                     worst = e > worst || isnan(e) ? e : worst;
                 }
-                double e = fabs(llse[0][(b * H + h) * n + s] - lse[(b * H + h) * S + ids[s]]);
+                const float la = llse[0][(b * H + h) * n + s], lb = lse[(b * H + h) * S + ids[s]];
+                double e = la == lb ? 0 : fabs(la - lb); /* padding rows: -Inf both */
                 worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
             }
     CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
-          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d: out off by %.3g (max|y| "
-          "%.3g), lse by %.3g (max|lse| %.3g)", (long long)S, (long long)D, (long long)c.window,
-          (long long)c.chunk, c.softcap, c.sinks, worst, ymax, worst_lse, lmax);
+          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d masks %d: out off by %.3g "
+          "(max|y| %.3g), lse by %.3g (max|lse| %.3g)", (long long)S, (long long)D,
+          (long long)c.window, (long long)c.chunk, c.softcap, c.sinks, c.masks, worst, ymax,
+          worst_lse, lmax);
     CHECK(!memcmp(lout[0], lout[1], (size_t)(B * n * H * D) * 4) &&
               !memcmp(llse[0], llse[1], (size_t)(B * H * n) * 4),
           "two runs (one and two threads a rank) differ");
     for (int run = 0; run < 2; run++) free(lout[run]), free(llse[run]);
     if (k16 != k) free(k16), free(v16);
     free(q), free(k), free(v), free(sinks), free(out), free(lse), free(ids), free(lq), free(lk),
-        free(lv);
+        free(lv), free(pad);
 }
 
 static void test_ring(void)
 {
     const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0},     /* sinks: added once */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16},   /* chunked attention, C 16 */
-        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70},   /* C 70: across the shards */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40},
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0, 0},     /* sinks: added once */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0, 0},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16, 0},   /* chunked attention, C 16 */
+        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70, 0},   /* C 70: across the shards */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40, 0},
+        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 1},     /* padding of the whole sequence */
+        {2, 203, 4, 1, 24, RA_F32, 15.0, 0, 0, 70, 1}, /* chunks from each row's padding */
+        {2, 91, 6, 3, 24, RA_BF16, 0, 30, 1, 0, 1},
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 2},     /* packed documents */
+        {1, 203, 4, 1, 24, RA_F32, 20.0, 40, 0, 0, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
-    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0, 0};
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0, 0, 0};
     ring_check(tiny);
     tiny.S = 2 * size + 1;
     ring_check(tiny);
@@ -228,6 +258,9 @@ static void ring_backward_check(ring_case c)
     o.window = c.window;
     o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
+    uint8_t *pad = malloc((size_t)(B * S));
+    int64_t cu[5], n_documents;
+    case_masks(&c, pad, cu, &n_documents, &o);
     /* the oracle: the whole sequence in one process */
     float *out = malloc((size_t)nq * 4), *lse = malloc((size_t)(B * H * S) * 4);
     float *dq = malloc((size_t)nq * 4), *dk = malloc((size_t)nk * 4), *dv = malloc((size_t)nk * 4);
@@ -275,9 +308,10 @@ static void ring_backward_check(ring_case c)
     const double ek = shard_error(g[0][1], dk, B, n, S, Hkv, D, ids);
     const double ev = shard_error(g[0][2], dv, B, n, S, Hkv, D, ids);
     CHECK(eq <= TOL * mq && ek <= TOL * mk && ev <= TOL * mv,
-          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d: dq off by %.3g (max %.3g), "
-          "dk by %.3g (max %.3g), dv by %.3g (max %.3g)", (long long)S, (long long)D,
-          (long long)c.window, (long long)c.chunk, c.softcap, c.sinks, eq, mq, ek, mk, ev, mv);
+          "S %lld D %lld window %lld chunk %lld softcap %g sinks %d masks %d: dq off by %.3g (max "
+          "%.3g), dk by %.3g (max %.3g), dv by %.3g (max %.3g)", (long long)S, (long long)D,
+          (long long)c.window, (long long)c.chunk, c.softcap, c.sinks, c.masks, eq, mq, ek, mk, ev,
+          mv);
     for (int i = 0; i < 3; i++)
         CHECK(!memcmp(g[0][i], g[1][i], (size_t)(B * n * (i ? Hkv : H) * D) * 4),
               "gradient %d: two runs (one and two threads a rank) differ", i);
@@ -296,28 +330,32 @@ static void ring_backward_check(ring_case c)
         for (int i = 0; i < 3; i++) free(g[run][i]);
     if (k16 != k) free(k16), free(v16);
     free(q), free(k), free(v), free(dout), free(sinks), free(out), free(lse), free(dq), free(dk),
-        free(dv), free(ids), free(lq), free(ldo), free(lk), free(lv), free(lout), free(llse);
+        free(dv), free(ids), free(lq), free(ldo), free(lk), free(lv), free(lout), free(llse),
+        free(pad);
 }
 
 static void test_ring_backward(void)
 {
     const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0},     /* sinks: dsinks on every rank */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
-        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16},   /* chunked attention, C 16 */
-        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70},   /* C 70: across the shards */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40},
+        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0, 0},
+        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0, 0},     /* uneven chunks, GQA */
+        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0, 0},    /* chunks of several flash tiles */
+        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0, 0},
+        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0, 0},    /* a window inside a chunk */
+        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0, 0},   /* across chunks */
+        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0, 0},     /* sinks: dsinks on every rank */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0, 0},
+        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
+        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16, 0},   /* chunked attention, C 16 */
+        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70, 0},   /* C 70: across the shards */
+        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40, 0},
+        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 1},     /* padding: dsinks without its rows */
+        {2, 203, 4, 1, 24, RA_F32, 15.0, 0, 0, 70, 1}, /* chunks from each row's padding */
+        {1, 150, 4, 2, 32, RA_F32, 0, 30, 1, 0, 2},    /* packed documents */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_backward_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
-    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 1, 0};
+    ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 1, 0, 0};
     ring_backward_check(tiny);
     tiny.S = 2 * size + 1;
     ring_backward_check(tiny);
@@ -681,6 +719,7 @@ typedef struct layer_mpi_case {
     double softcap;
     int sinks, norms;
     ra_status expect; /* RA_OK, or every rank's refusal */
+    int masks;        /* ring_case's: 1 padding, 2 documents (the engine's) */
 } layer_mpi_case;
 
 /* The training forward and backward through the engine against one
@@ -691,7 +730,8 @@ typedef struct layer_mpi_case {
  * another order (per rank, then across ranks). */
 static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, const float *x,
                               const int64_t *ids, int64_t n, const float *lx,
-                              const ra_positions *pos, const ra_attention_options *o)
+                              const ra_positions *pos, const ra_attention_options *o,
+                              const ra_attention_options *whole)
 {
     const ra_layer_config *lc = ra_layer_get_config(layer);
     const int64_t B = c->B, S = c->S, dim = lc->dim, qd = c->H * c->D, kd = c->Hkv * c->D;
@@ -710,7 +750,7 @@ static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, co
         ra_status st = ra_layer_tape_create(&tape, layer, B * S);
         if (st == RA_OK)
             st = run ? ra_layer_forward_train(layer, ctx2, y, tape, lx, B, n, pos, o)
-                     : ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, NULL);
+                     : ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, whole);
         if (st == RA_OK) st = ra_layer_backward(layer, run ? ctx2 : ctx, dx[run], &lg, tape,
                                                 run ? ldy : dy);
         CHECK(st == RA_OK, "%s training: %s", run ? "sharded" : "one-process", ra_last_error());
@@ -765,7 +805,12 @@ static void layer_check(layer_mpi_case c)
     ra_status st = ra_layer_create(&layer, &lc, &w);
     CHECK(st == RA_OK, "layer: %s", ra_last_error());
     float *y = malloc((size_t)(B * S * dim) * sizeof *y);
-    st = ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL);
+    ra_attention_options whole = ra_attention_options_init();
+    uint8_t *pad = malloc((size_t)(B * S));
+    int64_t cu[5], n_documents;
+    const ring_case shape = {B, S, c.H, c.Hkv, c.D, RA_F32, 0, 0, 0, 0, c.masks};
+    case_masks(&shape, pad, cu, &n_documents, &whole);
+    st = ra_layer_forward(layer, ctx, y, x, B, S, NULL, &whole);
     CHECK(st == RA_OK, "single process: %s", ra_last_error());
     int64_t start[2], count[2];
     ra_mpi_zigzag(S, size, rank, start, count);
@@ -779,6 +824,9 @@ static void layer_check(layer_mpi_case c)
     ra_mpi_engine e;
     st = ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
     CHECK(st == RA_OK, "engine: %s", ra_mpi_last_error());
+    e.padding_mask = whole.padding_mask;
+    e.cu_seqlens = whole.cu_seqlens;
+    e.n_documents = whole.n_documents;
     ra_attention_options o = ra_attention_options_init();
     o.engine = &e.engine;
     if (c.expect != RA_OK) o.dropout = 0.1f; /* the ring's refusal */
@@ -796,14 +844,23 @@ static void layer_check(layer_mpi_case c)
         CHECK(worst <= TOL * ymax, "S %lld window %lld softcap %g sinks %d norms %d: y off by "
               "%.3g (max|y| %.3g)", (long long)S, (long long)c.window, c.softcap, c.sinks,
               c.norms, worst, ymax);
-        layer_grads_check(layer, &c, x, ids, n, lx, &pos, &o);
+        layer_grads_check(layer, &c, x, ids, n, lx, &pos, &o, &whole);
+    }
+    if (c.masks) { /* the call's own options: refused, the whole sequence's are the engine's */
+        ra_attention_options mine = o;
+        mine.padding_mask = whole.padding_mask;
+        mine.cu_seqlens = whole.cu_seqlens;
+        mine.n_documents = whole.n_documents;
+        const ra_status refused = ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &mine);
+        CHECK(refused == RA_ERR_ARGUMENT, "masks in the call's options: %s",
+              ra_status_string(refused));
     }
     if (st != RA_OK)
         CHECK(strstr(ra_last_error(), "the attention engine: ") == ra_last_error(),
               "the sentence: %s", ra_last_error());
     ra_layer_destroy(layer);
     free(wq), free(wk), free(wv), free(wo), free(sinks), free(qn), free(x), free(y), free(ids),
-        free(lx), free(ly);
+        free(lx), free(ly), free(pad);
 }
 
 /* The cached layer through the engine (every rank the same x, its own
@@ -907,8 +964,8 @@ static void cached_full(void)
 
 static void test_layer_cached(void)
 {
-    const layer_mpi_case plain = {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK};
-    const layer_mpi_case masks = {2, 30, 48, 6, 2, 16, 5, 0, 20.0, 1, 0, RA_OK};
+    const layer_mpi_case plain = {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK, 0};
+    const layer_mpi_case masks = {2, 30, 48, 6, 2, 16, 5, 0, 20.0, 1, 0, RA_OK, 0};
     cached_check(plain, RA_F32, 12);
     cached_check(plain, RA_F32, 40);  /* all prompt */
     cached_check(masks, RA_F32, size); /* a prompt of one token a rank */
@@ -967,11 +1024,13 @@ static void layer_one_rank_fails(void)
 static void test_layer_engine(void)
 {
     const layer_mpi_case cases[] = {
-        {1, 64, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK},
-        {2, 45, 48, 6, 2, 16, 0, 0, 0, 1, 1, RA_OK},  /* uneven chunks, sinks, q/k norms */
-        {1, 90, 32, 4, 1, 16, 20, 0, 30.0, 0, 0, RA_OK},  /* window, soft-cap */
-        {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_OK},  /* chunked */
-        {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_ERR_UNSUPPORTED}, /* dropout: every rank refuses */
+        {1, 64, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK, 0},
+        {2, 45, 48, 6, 2, 16, 0, 0, 0, 1, 1, RA_OK, 0},  /* uneven chunks, sinks, q/k norms */
+        {1, 90, 32, 4, 1, 16, 20, 0, 30.0, 0, 0, RA_OK, 0},  /* window, soft-cap */
+        {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_OK, 0},  /* chunked */
+        {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_ERR_UNSUPPORTED, 0}, /* dropout: every rank refuses */
+        {2, 45, 48, 6, 2, 16, 0, 8, 0, 1, 0, RA_OK, 1},  /* padding (the engine's), chunks */
+        {1, 60, 32, 4, 2, 8, 0, 0, 0, 1, 0, RA_OK, 2},   /* packed documents */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) layer_check(cases[i]);
 }

@@ -147,7 +147,14 @@ static ra_status run_shard(const attention_sharded_job *job, ra_context *ctx, in
     ra_mpi_engine engine;
     ra_status status = ra_mpi_engine_init(&engine, MPI_COMM_WORLD, job->seq);
     ra_positions positions = positions_of_ids(ids, job->components, 0);
+    /* the whole sequence's padding or documents: the engine's */
+    engine.padding_mask = job->attention.padding_mask;
+    engine.cu_seqlens = job->attention.cu_seqlens;
+    engine.n_documents = job->attention.n_documents;
     ra_attention_options attention = job->attention;
+    attention.padding_mask = NULL;
+    attention.cu_seqlens = NULL;
+    attention.n_documents = 0;
     attention.engine = &engine.engine;
     if (status == RA_OK && !dy)
         return ra_layer_forward(job->layer, ctx, y, x, job->batch, n, &positions, &attention);

@@ -540,6 +540,26 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's sinks: %d (%s)", (int)st,
           ra_mpi_last_error());
+    /* rank 0's padding differs in one byte, the last rank's documents; a
+     * bad cu_seqlens (ending before S) on rank 0 alone */
+    uint8_t pad[4 * 4 + 1];
+    memset(pad, 1, sizeof pad);
+    pad[S - 1] = rank == 0 ? 0 : 1;
+    o = ra_attention_options_init();
+    o.padding_mask = pad;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's padding: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    const int64_t cu[3] = {0, rank == size - 1 ? 2 : 3, S}, short_cu[2] = {0, S - 1};
+    o = ra_attention_options_init();
+    o.cu_seqlens = cu, o.n_documents = 2;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's documents: %d (%s)",
+          (int)st, ra_mpi_last_error());
+    if (rank == 0) o.cu_seqlens = short_cu, o.n_documents = 1;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(st == RA_ERR_ARGUMENT, "rank 0's short documents: %d (%s)", (int)st,
+          ra_mpi_last_error());
     /* sequences shorter than P, every rank alike */
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, size - 1, NULL);
     CHECK(st == RA_ERR_SIZE, "S = P - 1: %d (%s)", (int)st, ra_mpi_last_error());

@@ -62,18 +62,15 @@ static ra_status engine_agree(void *user, ra_status status)
  * (ra_mpi_attention_decode's layout): while every rank's cache is empty (a
  * prompt) rank r stores rows [T r / P, T (r + 1) / P) of the T new tokens,
  * afterwards the last rank stores them all.  Each rank's room is agreed
- * first, so that no rank stores a token unless every rank can. */
+ * first, so that no rank stores a token unless every rank can, and with it
+ * that no rank's engine holds padding or documents (a cache holds each
+ * sequence's own tokens). */
 static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
                                const ra_tensor *out, const ra_tensor *q, const ra_tensor *k,
                                const ra_tensor *v, const ra_attention_options *options)
 {
     const ra_mpi_engine *e = user;
     if (e->comm == MPI_COMM_NULL) return mpi_fail(RA_ERR_ARGUMENT, "comm is MPI_COMM_NULL");
-    /* the same on every rank (the ranks' engines hold one sequence's masks) */
-    if (e->padding_mask || e->cu_seqlens || e->n_documents)
-        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_engine: %s in cached decoding (a cache holds "
-                        "each sequence's own tokens)",
-                        e->padding_mask ? "padding_mask" : "cu_seqlens");
     int rank, P;
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(e->comm, &rank), "MPI_Comm_rank"));
     RA_MPI_TRY(mpi_check(MPI_Comm_size(e->comm, &P), "MPI_Comm_size"));
@@ -84,13 +81,16 @@ static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
                          "MPI_Allreduce"));
     const int64_t lo = held ? (rank == P - 1 ? 0 : T) : T * rank / P;
     const int64_t hi = held ? T : T * (rank + 1) / P;
-    int64_t short_of = 0, worst[2];
+    int64_t short_of = 0, worst[2]; /* 2: masks, 1: no room */
     for (int64_t b = 0; b < B; b++)
         if (ra_kv_cache_room(cache, b) < hi - lo) short_of = 1;
-    worst[0] = short_of;
-    worst[1] = short_of ? -rank : INT32_MIN;
+    worst[0] = e->padding_mask || e->cu_seqlens || e->n_documents ? 2 : short_of;
+    worst[1] = worst[0] ? -rank : INT32_MIN;
     RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_INT64_T, MPI_MAX, e->comm),
                          "MPI_Allreduce"));
+    if (worst[0] == 2)
+        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_engine: padding_mask or cu_seqlens in cached "
+                        "decoding (a cache holds each sequence's own tokens; nothing stored)");
     if (worst[0])
         return mpi_fail(RA_ERR_CACHE_FULL, "rank %lld's cache has no room for its %lld of the "
                         "%lld new tokens (nothing stored on any rank)", (long long)-worst[1],

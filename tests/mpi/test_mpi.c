@@ -977,6 +977,13 @@ static void cached_full(void)
     CHECK(st == RA_ERR_CACHE_FULL && ra_kv_cache_length(cache, 0) == held,
           "a step with no room: %s (length %lld, was %lld)", ra_status_string(st),
           (long long)ra_kv_cache_length(cache, 0), (long long)held);
+    /* rank 0's engine holds a padding mask: refused on every rank, nothing
+     * stored */
+    const uint8_t pad[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    e.padding_mask = rank == 0 ? pad : NULL;
+    st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 1, &pos, &e.engine);
+    CHECK(st == RA_ERR_UNSUPPORTED && ra_kv_cache_length(cache, 0) == held,
+          "rank 0's engine with padding: %s", ra_status_string(st));
     ra_kv_cache_destroy(cache);
     ra_layer_destroy(layer);
     free(wq), free(wo), free(x);

@@ -176,20 +176,7 @@ static void set_test_scales(ra_kv_cache *cache, ra_dtype dt, int64_t hkv)
  * bits of 1.  The kernel differs from the reference by float32 rounding
  * only ((q . c) s for q . (s c), (p s) c for p (s c), float32 sums against
  * double): the 2e-5 of max|ref| of the 16-bit caches (seen: a few 1e-6). */
-/* The reference rows do not depend on the kernels, which
- * ra_test_each_isa switches between runs: each is computed on the first
- * run and kept (freed by main), keyed by decode_vs_reference's call,
- * dtype, mask case and sequence. */
-enum { MEMO_CALLS = 3, MEMO_CASES = 8 };
-static float *reference_memo[MEMO_CALLS * 2 * MEMO_CASES * 2];
-
-static void free_reference_memo(void)
-{
-    for (size_t i = 0; i < sizeof reference_memo / sizeof reference_memo[0]; i++)
-        free(reference_memo[i]);
-}
-
-static double decode_vs_reference(int call, int64_t H, int64_t hkv, int64_t d,
+static double decode_vs_reference(int64_t H, int64_t hkv, int64_t d,
                                   const int64_t len[2], const int64_t *Ts, int n_T,
                                   const mask_case *cases, int n_cases, uint64_t seed)
 {
@@ -219,15 +206,9 @@ static double decode_vs_reference(int call, int64_t H, int64_t hkv, int64_t d,
             read_tokens(cache, b, 0, len[b], hkv, d, kd + b * S * hkv * d, vd + b * S * hkv * d);
         for (int ci = 0; ci < n_cases; ci++) {
             const ra_attention_options o = mask_options(&cases[ci], sinks);
-            for (int64_t b = 0; b < B; b++) {
-                float **memo = &reference_memo[((call * 2 + di) * MEMO_CASES + ci) * 2 + b];
-                const size_t bytes = 4 * (size_t)(len[b] * H * d);
-                if (!*memo && (*memo = malloc(bytes)))
-                    reference_rows(*memo, q + b * S * H * d, kd + b * S * hkv * d,
-                                   vd + b * S * hkv * d, len[b], H, hkv, d, &o);
-                CHECK(*memo, "memory for the reference");
-                if (*memo) memcpy(ref + b * S * H * d, *memo, bytes);
-            }
+            for (int64_t b = 0; b < B; b++)
+                reference_rows(ref + b * S * H * d, q + b * S * H * d, kd + b * S * hkv * d,
+                               vd + b * S * hkv * d, len[b], H, hkv, d, &o);
             for (int ti = 0; ti < n_T; ti++) {
                 const int64_t T = Ts[ti], nq[2] = {T, T > 1 ? T - 1 : 1};
                 for (int64_t b = 0; b < B; b++)
@@ -279,10 +260,10 @@ static void test_decode_vs_reference(void)
     static const mask_case plain[] = {{0, 0, 0, 0, 0}};
     const int64_t short_len[2] = {1100, 700}, long_len[2] = {2100, 1100}, mid_len[2] = {600, 257};
     const int64_t Ts_short[2] = {1, 3}, Ts_long[2] = {1, 5}, Ts_mid[1] = {3};
-    double worst = decode_vs_reference(0, 3, 1, 20, short_len, Ts_short, 2, everything,
+    double worst = decode_vs_reference(3, 1, 20, short_len, Ts_short, 2, everything,
                                        (int)(sizeof everything / sizeof everything[0]), 50);
-    worst = fmax(worst, decode_vs_reference(1, 2, 1, 16, long_len, Ts_long, 2, windows, 2, 60));
-    worst = fmax(worst, decode_vs_reference(2, 8, 2, 128, mid_len, Ts_mid, 1, plain, 1, 70));
+    worst = fmax(worst, decode_vs_reference(2, 1, 16, long_len, Ts_long, 2, windows, 2, 60));
+    worst = fmax(worst, decode_vs_reference(8, 2, 128, mid_len, Ts_mid, 1, plain, 1, 70));
     printf("  8-bit decode vs the reference over the dequantized cache: worst %.3g (bound 2e-5)\n",
            worst);
 }
@@ -753,6 +734,5 @@ int main(void)
     RUN(test_e4m3_codes);
     RUN(test_refusals);
     ra_test_each_isa(simd_cases);
-    free_reference_memo();
     return ra_test_summary("kvcache_quantized"); /* [a-z_]: run.sh reads it */
 }

@@ -518,40 +518,62 @@ ra_status ra_layer_attention_backward(ra_context *ctx, const ra_tensor *dq, cons
     return status == RA_OK ? RA_OK : engine_failed(e, status);
 }
 
-/* ra_layer_forward through an engine: q, k, v, out and lse in the outer
- * workspace, since the engine attends with the context's own. */
+/* An engine call's buffers: q, k, v, the attention's output and (with_lse)
+ * its lse in the outer workspace, since the engine attends with the
+ * context's own; the GEMM panel.
+ *   q, attn: [B, S, H, D]   k, v: [B, S, Hkv, D]   lse: [B, H, S] */
+typedef struct engine_buffers {
+    ra_scratch scratch, panel;
+    ra_gemm_env mm;
+    ra_tensor q, k, v, attn;
+    float *lse;
+} engine_buffers;
+
+/* Acquires them (nothing held on failure); n_q: B S H D, checked. */
+static ra_status engine_buffers_acquire(engine_buffers *eb, const ra_layer *layer,
+                                        ra_context *ctx, int64_t B, int64_t S, int64_t n_q,
+                                        int with_lse)
+{
+    const ra_layer_config *c = &layer->config;
+    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
+    const int64_t n_kv = B * S * Hkv * D; /* <= n_q */
+    int64_t floats; /* 2 n_q + 2 n_kv + B H S <= 5 n_q */
+    if (ra_mul(n_q, 5, &floats) != RA_OK) return scratch_overflow(B, S);
+    floats = 2 * n_q + 2 * n_kv + (with_lse ? B * H * S : 0);
+    RA_TRY(ra_layer_gemm_begin(layer, ctx, B * S, &eb->panel, &eb->mm));
+    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &eb->scratch);
+    if (status != RA_OK) {
+        ra_scratch_release(&eb->panel);
+        return status;
+    }
+    float *buf = eb->scratch.data;
+    eb->q = ra_tensor_4d(buf, RA_F32, B, S, H, D);
+    eb->k = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
+    eb->v = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
+    eb->attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
+    eb->lse = with_lse ? buf + 2 * n_q + 2 * n_kv : NULL;
+    return RA_OK;
+}
+
+static void engine_buffers_release(engine_buffers *eb)
+{
+    ra_scratch_release(&eb->scratch);
+    ra_scratch_release(&eb->panel);
+}
+
+/* ra_layer_forward through an engine. */
 static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
                                 const ra_layer_call *call)
 {
-    const ra_layer_config *c = &layer->config;
-    const int64_t B = call->batch, S = call->seq, H = c->n_heads, Hkv = c->n_kv_heads;
-    const int64_t D = c->head_dim, n_q = call->n_q, n_kv = call->tokens * Hkv * D;
-    int64_t floats; /* 2 n_q + 2 n_kv + B H S <= 5 n_q */
-    if (ra_mul(n_q, 5, &floats) != RA_OK)
-        return ra_layer_engine_agree(ra_layer_agreeing(call->attn.engine),
-                                     scratch_overflow(B, S));
-    floats = 2 * n_q + 2 * n_kv + B * H * S;
     const ra_attention_engine *e = ra_layer_agreeing(call->attn.engine);
-    ra_scratch scratch, panel;
-    ra_gemm_env mm;
-    RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, call->tokens, &panel, &mm));
-    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
-    if (status != RA_OK) {
-        ra_scratch_release(&panel);
-        return ra_layer_engine_agree(e, status);
-    }
-    float *buf = scratch.data;
-    ra_tensor xq = ra_tensor_4d(buf, RA_F32, B, S, H, D);
-    ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
-    ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
-    ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
-    float *lse = buf + 2 * n_q + 2 * n_kv; /* [B, H, S] */
-    ra_layer_qkv(layer, ctx, &mm, x, &xq, &xk, &xv, call, 1);
-    status = ra_layer_engine_agree(e, RA_OK);
-    if (status == RA_OK) status = ra_layer_attention(ctx, &attn, lse, &xq, &xk, &xv, &call->attn);
-    if (status == RA_OK) ra_layer_output(layer, &mm, y, attn.data, call);
-    ra_scratch_release(&scratch);
-    ra_scratch_release(&panel);
+    engine_buffers eb;
+    RA_AGREE_TRY(e, engine_buffers_acquire(&eb, layer, ctx, call->batch, call->seq, call->n_q, 1));
+    ra_layer_qkv(layer, ctx, &eb.mm, x, &eb.q, &eb.k, &eb.v, call, 1);
+    ra_status status = ra_layer_engine_agree(e, RA_OK);
+    if (status == RA_OK)
+        status = ra_layer_attention(ctx, &eb.attn, eb.lse, &eb.q, &eb.k, &eb.v, &call->attn);
+    if (status == RA_OK) ra_layer_output(layer, &eb.mm, y, eb.attn.data, call);
+    engine_buffers_release(&eb);
     return status;
 }
 
@@ -732,8 +754,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
 }
 
 /* ra_layer_forward_cached_with an engine: q, k rotated here, and the
- * engine stores its rows and attends; buffers in the outer workspace, as
- * forward_engine's. */
+ * engine stores its rows and attends (engine_buffers, without lse). */
 RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context *ctx,
                                               ra_kv_cache *cache, float *y, const float *x,
                                               int64_t batch, int64_t seq,
@@ -766,38 +787,21 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
     masks.chunk = c->chunk;
     masks.softcap = c->softcap;
     masks.sinks = layer->weights.sinks;
-    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
-    const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
-    int64_t floats;
-    if (ra_mul(n_q, 4, &floats) != RA_OK)
-        return ra_layer_engine_agree(agreeing, scratch_overflow(batch, seq));
-    floats = 2 * n_q + 2 * n_kv;
-    ra_scratch scratch, panel;
-    ra_gemm_env mm;
-    RA_AGREE_TRY(agreeing, ra_layer_gemm_begin(layer, ctx, tokens, &panel, &mm));
-    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
-    if (status != RA_OK) {
-        ra_scratch_release(&panel);
-        return ra_layer_engine_agree(agreeing, status);
-    }
-    float *buf = scratch.data;
-    ra_tensor xq = ra_tensor_4d(buf, RA_F32, batch, seq, H, D);
-    ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, batch, seq, Hkv, D);
-    ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, batch, seq, Hkv, D);
-    ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
-    ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
-    ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
-    ra_rope_apply(layer->rope, ctx, &xq, &xq, positions, RA_FORWARD); /* checked above */
-    ra_rope_apply(layer->rope, ctx, &xk, &xk, positions, RA_FORWARD);
-    status = ra_layer_engine_agree(agreeing, RA_OK);
+    const int64_t tokens = batch * seq;
+    engine_buffers eb;
+    RA_AGREE_TRY(agreeing, engine_buffers_acquire(&eb, layer, ctx, batch, seq, n_q, 0));
+    ra_layer_project_qkv(layer, &eb.mm, eb.q.data, eb.k.data, eb.v.data, x, tokens, 1);
+    ra_layer_temperature(layer, eb.q.data, &pos, tokens, seq);
+    ra_rope_apply(layer->rope, ctx, &eb.q, &eb.q, positions, RA_FORWARD); /* checked above */
+    ra_rope_apply(layer->rope, ctx, &eb.k, &eb.k, positions, RA_FORWARD);
+    ra_status status = ra_layer_engine_agree(agreeing, RA_OK);
     if (status == RA_OK) {
-        status = e.decode(e.user, ctx, cache, &attn, &xq, &xk, &xv, &masks);
+        status = e.decode(e.user, ctx, cache, &eb.attn, &eb.q, &eb.k, &eb.v, &masks);
         if (status == RA_OK)
-            ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+            ra_layer_project_output(layer, &eb.mm, y, eb.attn.data, tokens);
         else
             status = engine_failed(&e, status);
     }
-    ra_scratch_release(&scratch);
-    ra_scratch_release(&panel);
+    engine_buffers_release(&eb);
     return status;
 }

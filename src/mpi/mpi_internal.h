@@ -46,6 +46,19 @@ int64_t mpi_hash(const void *bytes, size_t n);
  * thread's sentence kept). */
 void mpi_chunks(int64_t seq, int n_ranks, int rank, int64_t start[2], int64_t count[2]);
 
+/* Rows of rank o's shard of a sequence of seq tokens over P ranks. */
+int64_t mpi_shard_rows(int64_t seq, int P, int o);
+
+/* The ring's blocks' options: the caller's (RA_ERR_UNSUPPORTED, naming fn,
+ * for the reference path and dropout) with its sinks and dsinks taken out
+ * into *sinks and *dsinks (dsinks NULL: not wanted; NULL without sinks). */
+ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *options,
+                           const char *fn, const float **sinks, float **dsinks);
+
+/* The most rows a shard holds (*max_rows); RA_ERR_OVERFLOW when a K/V
+ * message of two tensors of batch of them is past MPI's int count. */
+ra_status mpi_ring_max_rows(int64_t seq, int P, int64_t batch, int64_t *max_rows);
+
 /* The rows [s0, s0 + n) of axis 1 of t (n may be 0). */
 ra_tensor mpi_rows(const ra_tensor *t, int64_t s0, int64_t n);
 

@@ -14,7 +14,6 @@
  * mpi_attention_timed (ring_stats.h, for bench/mpi) also times the blocks
  * and the waits with MPI_Wtime; ra_mpi_attention is it without stats.
  */
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +48,7 @@ static void ring_free(ring *g)
 }
 
 /* Rows of rank o's shard. */
-static int64_t rows_of(const ring *g, int o)
-{
-    int64_t start[2], count[2];
-    mpi_chunks(g->seq, g->size, o, start, count);
-    return count[0] + count[1];
-}
+static int64_t rows_of(const ring *g, int o) { return mpi_shard_rows(g->seq, g->size, o); }
 
 /* Sizes and options that need no other rank: this rank's verdict. */
 static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, const ra_tensor *q,
@@ -93,23 +87,9 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
     g->head_dim = q->shape[3];
     g->kv_dtype = k->dtype;
     g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
-    g->block = ra_attention_options_init();
-    if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f)
-        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention: %s (ring attention runs on the "
-                        "flash path, without dropout)",
-                        g->block.path == RA_PATH_REFERENCE ? "the reference path" : "dropout");
-    g->sinks = g->block.sinks;
-    g->block.sinks = NULL;
-    g->block.dsinks = NULL;
-    g->max_rows = 0;
+    RA_MPI_TRY(mpi_ring_options(&g->block, options, "ra_mpi_attention", &g->sinks, NULL));
     g->max_count = g->count[0] > g->count[1] ? g->count[0] : g->count[1];
-    for (int o = 0; o < g->size; o++)
-        if (rows_of(g, o) > g->max_rows) g->max_rows = rows_of(g, o);
-    if (2 * g->batch * g->max_rows > INT_MAX)
-        return mpi_fail(RA_ERR_OVERFLOW, "a K/V message of %lld token rows: more than MPI's "
-                        "int count", (long long)(2 * g->batch * g->max_rows));
-    return RA_OK;
+    return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
 }
 
 /* The buffers; then libropeattn's own checks of every view and option,

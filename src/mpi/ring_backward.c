@@ -20,7 +20,6 @@
  * mpi_attention_backward_timed (ring_stats.h) also times the blocks and
  * the waits; ra_mpi_attention_backward is it without stats.
  */
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +55,7 @@ static void ring_back_free(ring_back *g)
 }
 
 /* Rows of rank o's shard. */
-static int64_t rows_of(const ring_back *g, int o)
-{
-    int64_t start[2], count[2];
-    mpi_chunks(g->seq, g->size, o, start, count);
-    return count[0] + count[1];
-}
+static int64_t rows_of(const ring_back *g, int o) { return mpi_shard_rows(g->seq, g->size, o); }
 
 /* RA_ERR_SHAPE unless a and b have the same shape. */
 static ra_status same_shape(const ra_tensor *a, const char *an, const ra_tensor *b,
@@ -131,23 +125,9 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     g->kv_dtype = k->dtype;
     g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
     g->grad_row = (size_t)(g->kv_heads * g->head_dim) * sizeof(float);
-    g->block = ra_attention_options_init();
-    if (options) mpi_options(&g->block, options);
-    if (g->block.path == RA_PATH_REFERENCE || g->block.dropout != 0.0f)
-        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_attention_backward: %s (ring attention "
-                        "runs on the flash path, without dropout)",
-                        g->block.path == RA_PATH_REFERENCE ? "the reference path" : "dropout");
-    g->sinks = g->block.sinks;
-    g->dsinks = g->sinks ? g->block.dsinks : NULL;
-    g->block.sinks = NULL;
-    g->block.dsinks = NULL;
-    g->max_rows = 0;
-    for (int o = 0; o < g->size; o++)
-        if (rows_of(g, o) > g->max_rows) g->max_rows = rows_of(g, o);
-    if (2 * g->batch * g->max_rows > INT_MAX)
-        return mpi_fail(RA_ERR_OVERFLOW, "a K/V message of %lld token rows: more than MPI's "
-                        "int count", (long long)(2 * g->batch * g->max_rows));
-    return RA_OK;
+    RA_MPI_TRY(mpi_ring_options(&g->block, options, "ra_mpi_attention_backward", &g->sinks,
+                                &g->dsinks));
+    return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
 }
 
 /* The buffers, lse per query chunk; then libropeattn's own checks of every

@@ -5,6 +5,7 @@
  * never sees them; which blocks the ring computes; and a rank's K/V packed
  * for the ring.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -61,6 +62,40 @@ ra_status mpi_check_apart(const ra_tensor *a, const char *an, const ra_tensor *b
     span(a, &a0, &a1);
     span(b, &b0, &b1);
     if (a0 < b1 && b0 < a1) return mpi_fail(RA_ERR_ARGUMENT, "%s overlaps %s", an, bn);
+    return RA_OK;
+}
+
+int64_t mpi_shard_rows(int64_t seq, int P, int o)
+{
+    int64_t start[2], count[2];
+    mpi_chunks(seq, P, o, start, count);
+    return count[0] + count[1];
+}
+
+ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *options,
+                           const char *fn, const float **sinks, float **dsinks)
+{
+    *o = ra_attention_options_init();
+    if (options) mpi_options(o, options);
+    if (o->path == RA_PATH_REFERENCE || o->dropout != 0.0f)
+        return mpi_fail(RA_ERR_UNSUPPORTED, "%s: %s (ring attention runs on the flash path, "
+                        "without dropout)", fn,
+                        o->path == RA_PATH_REFERENCE ? "the reference path" : "dropout");
+    *sinks = o->sinks;
+    if (dsinks) *dsinks = o->sinks ? o->dsinks : NULL;
+    o->sinks = NULL;
+    o->dsinks = NULL;
+    return RA_OK;
+}
+
+ra_status mpi_ring_max_rows(int64_t seq, int P, int64_t batch, int64_t *max_rows)
+{
+    *max_rows = 0;
+    for (int o = 0; o < P; o++)
+        if (mpi_shard_rows(seq, P, o) > *max_rows) *max_rows = mpi_shard_rows(seq, P, o);
+    if (2 * batch * *max_rows > INT_MAX)
+        return mpi_fail(RA_ERR_OVERFLOW, "a K/V message of %lld token rows: more than MPI's "
+                        "int count", (long long)(2 * batch * *max_rows));
     return RA_OK;
 }
 

@@ -75,26 +75,33 @@ static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(e->comm, &rank), "MPI_Comm_rank"));
     RA_MPI_TRY(mpi_check(MPI_Comm_size(e->comm, &P), "MPI_Comm_size"));
     const int64_t B = k->shape[0], T = k->shape[1];
-    int64_t held = 0; /* tokens every rank's cache holds */
-    for (int64_t b = 0; b < B; b++) held += ra_kv_cache_length(cache, b);
-    RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, &held, 1, MPI_INT64_T, MPI_SUM, e->comm),
+    /* One MPI_Allreduce (MAX): whether any rank's cache holds a token (then
+     * the step's tokens go to the last rank, else the prompt is split), and
+     * for each fact that refuses the step, whether a rank has it and the
+     * lowest such rank (as -rank): masks; no room for a prompt's share; no
+     * room for a later step's tokens. */
+    const int64_t share = T * (rank + 1) / P - T * rank / P, later = rank == P - 1 ? T : 0;
+    int64_t facts[7] = {0, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN};
+    for (int64_t b = 0; b < B; b++) {
+        facts[0] += ra_kv_cache_length(cache, b);
+        if (ra_kv_cache_room(cache, b) < share) facts[3] = 1;
+        if (ra_kv_cache_room(cache, b) < later) facts[5] = 1;
+    }
+    facts[1] = e->padding_mask || e->cu_seqlens || e->n_documents;
+    for (int f = 1; f < 7; f += 2) facts[f + 1] = facts[f] ? -rank : INT32_MIN;
+    RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, facts, 7, MPI_INT64_T, MPI_MAX, e->comm),
                          "MPI_Allreduce"));
+    const int held = facts[0] > 0; /* a token on some rank: a later step */
     const int64_t lo = held ? (rank == P - 1 ? 0 : T) : T * rank / P;
     const int64_t hi = held ? T : T * (rank + 1) / P;
-    int64_t short_of = 0, worst[2]; /* 2: masks, 1: no room */
-    for (int64_t b = 0; b < B; b++)
-        if (ra_kv_cache_room(cache, b) < hi - lo) short_of = 1;
-    worst[0] = e->padding_mask || e->cu_seqlens || e->n_documents ? 2 : short_of;
-    worst[1] = worst[0] ? -rank : INT32_MIN;
-    RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_INT64_T, MPI_MAX, e->comm),
-                         "MPI_Allreduce"));
-    if (worst[0] == 2)
+    if (facts[1])
         return mpi_fail(RA_ERR_UNSUPPORTED, "ra_mpi_engine: padding_mask or cu_seqlens in cached "
-                        "decoding (a cache holds each sequence's own tokens; nothing stored)");
-    if (worst[0])
-        return mpi_fail(RA_ERR_CACHE_FULL, "rank %lld's cache has no room for its %lld of the "
-                        "%lld new tokens (nothing stored on any rank)", (long long)-worst[1],
-                        (long long)(hi - lo), (long long)T);
+                        "decoding on rank %lld (a cache holds each sequence's own tokens; "
+                        "nothing stored)", (long long)-facts[2]);
+    if (facts[held ? 5 : 3])
+        return mpi_fail(RA_ERR_CACHE_FULL, "rank %lld's cache has no room for its share of the "
+                        "%lld new tokens (nothing stored on any rank)",
+                        (long long)-facts[held ? 6 : 4], (long long)T);
     ra_status status = RA_OK;
     if (hi > lo) {
         ra_tensor kk = mpi_rows(k, lo, hi - lo), vv = mpi_rows(v, lo, hi - lo);

@@ -689,19 +689,23 @@ struct ra_attention_engine {
  * q_start, k_start in [0, RA_MAX_POSITION] (RA_ERR_POSITION); only their
  * difference matters, and the chunks' origin, position 0.
  *
- * Padding and packed documents describe the whole sequence of seq tokens
- * the block is part of: options' padding_mask is [B, seq] and cu_seqlens
- * runs from 0 to seq, both indexed by position, so that every block of a
- * split reads the same arrays; the masks apply as in ra_attention (the
- * chunks counted from each row's leading padding), a padding query row
- * gets out 0 and lse -Inf, and a row whose keys in the block are all
- * padding is a row that sees none.  With seq > 0 the block's rows must
- * lie in the sequence (q_start + Sq <= seq and k_start + Sk <= seq, else
- * RA_ERR_POSITION); seq = 0: no sequence named, and padding_mask or
- * cu_seqlens is RA_ERR_ARGUMENT.  On the flash path, whatever options.path
- * asks (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED); dropout is
- * RA_ERR_UNSUPPORTED.  With q_start = k_start = 0 (or no chunk) and Sk = Sq
- * = seq (or seq = 0) the result is ra_attention_forward_lse's, bit for bit.
+ * Padding, packed documents and dropout describe the whole sequence of
+ * seq tokens the block is part of: options' padding_mask is [B, seq] and
+ * cu_seqlens runs from 0 to seq, both indexed by position, so that every
+ * block of a split reads the same arrays; the masks apply as in
+ * ra_attention (the chunks counted from each row's leading padding), a
+ * padding query row gets out 0 and lse -Inf, and a row whose keys in the
+ * block are all padding is a row that sees none.  Dropout drops the
+ * elements of the whole sequence's [B, H, seq, seq] probabilities that
+ * ra_attention's would for the same seed (out_b holds the dropped
+ * probabilities times v over the block's undropped sum, so blocks merge as
+ * above).  With seq > 0 the block's rows must lie in the sequence (q_start
+ * + Sq <= seq and k_start + Sk <= seq, else RA_ERR_POSITION); seq = 0: no
+ * sequence named, and padding_mask, cu_seqlens or dropout is
+ * RA_ERR_ARGUMENT.  On the flash path, whatever options.path asks
+ * (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED).  With q_start = k_start = 0 (or
+ * no chunk) and Sk = Sq = seq (or seq = 0) the result is
+ * ra_attention_forward_lse's, bit for bit.
  *   out, q: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq] float32,
  *   contiguous; dtypes as ra_attention's, overlaps refused as there */
 RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, float *lse,
@@ -722,9 +726,9 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
  * and change nothing here, and dsinks (-sum over the rows of
  * e^(sinks[h] - lse) Delta, no key in it) is RA_ERR_UNSUPPORTED: the
  * caller computes it once.  seq, options, paths and dtypes as
- * ra_attention_block_lse's (its masks, chunk, padding and documents
- * included; dropout and the reference path refused); views and overlaps
- * as ra_attention_backward's.  The same bits for any thread count.
+ * ra_attention_block_lse's (its masks, chunk, padding, documents and
+ * dropout included; the reference path refused); views and overlaps as
+ * ra_attention_backward's.  The same bits for any thread count.
  *   dq, dout, q, out: [B, Sq, H, D]   dk, dv, k, v: [B, Sk, Hkv, D]
  *   lse: [B, H, Sq] */
 RA_API ra_status ra_attention_block_backward(ra_context *ctx, const ra_tensor *dq,

@@ -89,8 +89,10 @@ RA_MPI_API ra_status ra_mpi_zigzag_positions(int64_t seq, int n_ranks, int rank,
  * the final merge), padding_mask [B, seq] and cu_seqlens (ending at seq):
  * the whole sequence's, indexed by global position, the same on every rank
  * (compared by hash; each rank reads every row).  A padding query's row is
- * zeros and lse -Inf, as in ra_attention.  dropout is RA_ERR_UNSUPPORTED
- * here, and so is the reference path.
+ * zeros and lse -Inf, as in ra_attention.  dropout and seed: the elements
+ * of the whole sequence's probabilities that ra_attention drops for that
+ * seed (ra_attention_block_lse places each block in them), so the same
+ * masks as one process.  The reference path is RA_ERR_UNSUPPORTED.
  *
  * The ring: P steps; at step s a rank computes its query chunks against the
  * K/V of rank r - s (ra_attention_block_lse: an earlier key chunk is wholly
@@ -183,8 +185,9 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * of the layer's y over the whole sequence of seq tokens: the projections,
  * norms and RoPE are per token, and the attention is ra_mpi_attention's,
  * with the layer's window, chunks, soft-cap and sinks, and e's padding_mask
- * and cu_seqlens (below; the call's own options refuse them, and dropout
- * is refused).  ra_layer_forward_train and
+ * and cu_seqlens (below; the call's own options refuse them).  Dropout is
+ * refused there (RA_ERR_UNSUPPORTED, by the layer: its output dropout
+ * draws by the shard's rows).  ra_layer_forward_train and
  * ra_layer_backward take it as well (ra_mpi_attention_backward): each
  * rank's dx rows, and its shard's share of the weights' gradients, which the
  * caller sums over the ranks (an MPI_Allreduce, or in rank order for the

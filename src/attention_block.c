@@ -14,8 +14,8 @@
 #include "rope_internal.h"
 
 /* The options a block serves: scale, softcap, window, chunk, sinks, and
- * padding_mask and cu_seqlens over a sequence of seq > 0 tokens.  fn: the
- * caller's name. */
+ * over a sequence of seq > 0 tokens padding_mask, cu_seqlens and dropout.
+ * fn: the caller's name. */
 static ra_status block_options(ra_attention_options *o, const ra_attention_options *options,
                                int64_t seq, const char *fn)
 {
@@ -23,12 +23,10 @@ static ra_status block_options(ra_attention_options *o, const ra_attention_optio
     if (o->path == RA_PATH_REFERENCE)
         return ra_fail(RA_ERR_UNSUPPORTED, "%s: the reference path (the block runs on the "
                        "flash path only)", fn);
-    if (o->dropout > 0.0f)
-        return ra_fail(RA_ERR_UNSUPPORTED, "%s: dropout (a block takes scale, softcap, "
-                       "window, chunk, sinks, padding and documents)", fn);
-    if (seq == 0 && (o->padding_mask || o->cu_seqlens || o->n_documents))
+    if (seq == 0 && (o->padding_mask || o->cu_seqlens || o->n_documents || o->dropout > 0.0f))
         return ra_fail(RA_ERR_ARGUMENT, "%s: %s with seq = 0 (the sequence they describe has "
-                       "no length)", fn, o->padding_mask ? "padding_mask" : "cu_seqlens");
+                       "no length)", fn, o->padding_mask ? "padding_mask"
+                       : o->dropout > 0.0f ? "dropout" : "cu_seqlens");
     return RA_OK;
 }
 
@@ -117,6 +115,7 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
     args.k = k;
     args.v = v;
     args.lse = lse;
+    ra_attention_dropout(&args.dropout, &args.drop, &o);
     args.q_shift = q_start - k_start;
     args.k_start = k_start;
     size_t bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, q->shape[1], q->shape[2],

@@ -228,6 +228,9 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
             return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: %s with an attention engine "
                            "(the whole sequence's masks are the engine's to hold)",
                            call->attn.padding_mask ? "padding_mask" : "cu_seqlens");
+        if (call->attn.dropout > 0.0f) /* the output's masks are drawn by local row */
+            return ra_fail(RA_ERR_UNSUPPORTED, "dropout with an attention engine (the layer's "
+                           "output dropout would follow the shard's rows, not the sequence's)");
     }
     /* The layer's own masks come from its config and weights; a call's
      * padding and documents from its options. */

@@ -291,12 +291,12 @@ static void test_block_backward_errors(void)
     uint8_t pad[4] = {1, 1, 1, 1};
     const int64_t documents[2] = {0, 4};
     for (int i = 0; i < 6; i++) {
-        /* the reference path and dropout: refused; the sequence's masks
+        /* the reference path: refused; dropout and the sequence's masks
          * with seq 0, or rows past seq 4 */
-        static const char *const what[6] = {"reference", "dropout", "documents, seq 0",
+        static const char *const what[6] = {"reference", "dropout, seq 0", "documents, seq 0",
                                             "padding, seq 0", "documents, rows past seq",
                                             "padding, rows past seq"};
-        static const ra_status want[6] = {RA_ERR_UNSUPPORTED, RA_ERR_UNSUPPORTED, RA_ERR_ARGUMENT,
+        static const ra_status want[6] = {RA_ERR_UNSUPPORTED, RA_ERR_ARGUMENT, RA_ERR_ARGUMENT,
                                           RA_ERR_ARGUMENT, RA_ERR_POSITION, RA_ERR_POSITION};
         o = ra_attention_options_init();
         if (i == 0) o.path = RA_PATH_REFERENCE;
@@ -328,7 +328,8 @@ typedef struct split_case {
     int64_t cuts[4]; /* block starts after 0 */
     ra_dtype dtype;  /* q, k and v's */
     int64_t chunk;
-    int masks; /* 1: padding (left in row 0, right and a hole in row 1); 2: documents */
+    int masks; /* 1: padding (left in row 0, right and a hole in row 1); 2: documents;
+                  3: dropout (p 0.3: the whole sequence's masks) */
 } split_case;
 
 /* The case's padding [B, S] or documents into pad or cu (n + 1 starts, *n). */
@@ -427,6 +428,7 @@ static void run_split(const split_case *c, uint64_t seed)
     split_masks(c, pad, cu, &n_documents);
     if (c->masks == 1) o.padding_mask = pad;
     if (c->masks == 2) o.cu_seqlens = cu, o.n_documents = n_documents;
+    if (c->masks == 3) o.dropout = 0.3f, o.seed = 11;
     const int64_t S = c->S, H = c->H, G = c->Hkv;
     ra_tensor tq = rows_as(q_in, c->dtype, c, H, 0, S), tk = rows_as(k_in, c->dtype, c, G, 0, S);
     ra_tensor tv = rows_as(v_in, c->dtype, c, G, 0, S);
@@ -558,6 +560,8 @@ static void test_block_backward_sums(void)
         {2, 160, 4, 2, 40, 0, 60, 0, 2, {41, 100}, RA_BF16, 0, 1},
         {1, 203, 4, 1, 72, 0, 0, 1, 3, {30, 41, 150}, RA_F32, 0, 2},
         {2, 150, 6, 3, 33, 20.0, 30, 0, 2, {64, 96}, RA_F32, 50, 2},
+        {2, 203, 4, 1, 72, 0, 0, 1, 3, {64, 70, 190}, RA_F32, 0, 3}, /* dropout */
+        {1, 180, 4, 2, 48, 0, 50, 0, 2, {70, 71}, RA_BF16, 60, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_split(&cases[i], 60 + i);
 }

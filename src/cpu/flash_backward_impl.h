@@ -370,8 +370,9 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                 for (int64_t r = 0; r < BQ; r++) {
                     if (r < nq)
                         ra_dropout_row(&f->drop,
-                                       (uint64_t)((b * n_heads + h) * seq + q0 + r) * (uint64_t)seq +
-                                           (uint64_t)k0,
+                                       (uint64_t)((b * n_heads + h) * mask->seq + mask->q_origin +
+                                                  q0 + r) * (uint64_t)mask->seq +
+                                           (uint64_t)(mask->k_origin + k0),
                                        nk, t.mult);
                     else
                         memset(t.mult, 0, (size_t)nk * sizeof(float));

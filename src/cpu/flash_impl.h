@@ -455,8 +455,11 @@ static void flash_task(void *arg, int64_t task, int thread)
             for (int64_t r = 0; r < rep * block_q; r++) {
                 int64_t h = r / block_q, i = r % block_q;
                 if (i >= nq) continue;
-                uint64_t first = (uint64_t)((b * n_heads + g * rep + h) * seq + q0 + i) *
-                                 (uint64_t)seq + (uint64_t)k0;
+                /* element (b, head, i, j) of the [B, H, S, S] grid (a
+                 * block's rows placed in its sequence's) */
+                uint64_t first = (uint64_t)((b * n_heads + g * rep + h) * mask->seq +
+                                            mask->q_origin + q0 + i) *
+                                     (uint64_t)mask->seq + (uint64_t)(mask->k_origin + k0);
                 ra_dropout_row(&a->drop, first, nk, t.mult);
                 for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
             }

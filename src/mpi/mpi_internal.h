@@ -50,8 +50,8 @@ void mpi_chunks(int64_t seq, int n_ranks, int rank, int64_t start[2], int64_t co
 int64_t mpi_shard_rows(int64_t seq, int P, int o);
 
 /* The ring's blocks' options: the caller's (RA_ERR_UNSUPPORTED, naming fn,
- * for the reference path and dropout) with its sinks and dsinks taken out
- * into *sinks and *dsinks (dsinks NULL: not wanted; NULL without sinks). */
+ * for the reference path) with its sinks and dsinks taken out into *sinks
+ * and *dsinks (dsinks NULL: not wanted; NULL without sinks). */
 ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *options,
                            const char *fn, const float **sinks, float **dsinks);
 
@@ -85,10 +85,11 @@ void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
 int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
                       int64_t q_start, int64_t k_start);
 
-/* sig[0], sig[1]: hashes of o's padding_mask [batch, seq] and cu_seqlens
- * (with n_documents), 0 for none; o checked by libropeattn already. */
+/* sig[0 .. 2]: hashes of o's padding_mask [batch, seq], of its cu_seqlens
+ * (with n_documents), 0 for none, and of its dropout p and seed (0 for
+ * none); o checked by libropeattn already. */
 void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t seq,
-                         int64_t sig[2]);
+                         int64_t sig[3]);
 
 /* Whether local row i of a zig-zag shard (chunks start, count) in batch
  * row b is a real token under o's padding_mask [B, seq] (1 without one). */

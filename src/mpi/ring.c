@@ -269,13 +269,13 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     int64_t window = status == RA_OK ? g.block.window : 0;
     int64_t attn_chunk = status == RA_OK ? g.block.chunk : 0;
     double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
-    int64_t sig[13] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
+    int64_t sig[14] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
                        0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                       attn_chunk, 0, 0};
+                       attn_chunk, 0, 0, 0};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
     if (status == RA_OK) mpi_masks_signature(&g.block, g.batch, seq, &sig[11]);
-    status = mpi_agree(comm, status, sig, 13);
+    status = mpi_agree(comm, status, sig, 14);
     MPI_Datatype row = MPI_DATATYPE_NULL;
     if (status == RA_OK) {
         status = mpi_check(MPI_Type_contiguous((int)g.kv_row, MPI_BYTE, &row),

@@ -336,14 +336,14 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
     if (status == RA_OK) status = prepare(&g, ctx, dout, q, k, v, out, lse);
     const int ok = status == RA_OK;
     double scale = ok ? g.block.scale : 0, softcap = ok ? g.block.softcap : 0;
-    int64_t sig[14] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
+    int64_t sig[15] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
                        ok ? g.block.window : 0, 0, 0,
                        g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                       g.dsinks != NULL, ok ? g.block.chunk : 0, 0, 0};
+                       g.dsinks != NULL, ok ? g.block.chunk : 0, 0, 0, 0};
     memcpy(&sig[7], &scale, sizeof scale);
     memcpy(&sig[8], &softcap, sizeof softcap);
     if (ok) mpi_masks_signature(&g.block, g.batch, seq, &sig[12]);
-    status = mpi_agree(comm, status, sig, 14);
+    status = mpi_agree(comm, status, sig, 15);
     MPI_Datatype rows[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* K (V) row, dK (dV) row */
     for (int i = 0; i < 2 && status == RA_OK; i++) {
         status = mpi_check(MPI_Type_contiguous((int)(i ? g.grad_row : g.kv_row), MPI_BYTE,

@@ -77,10 +77,9 @@ ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *
 {
     *o = ra_attention_options_init();
     if (options) mpi_options(o, options);
-    if (o->path == RA_PATH_REFERENCE || o->dropout != 0.0f)
-        return mpi_fail(RA_ERR_UNSUPPORTED, "%s: %s (ring attention runs on the flash path, "
-                        "without dropout)", fn,
-                        o->path == RA_PATH_REFERENCE ? "the reference path" : "dropout");
+    if (o->path == RA_PATH_REFERENCE)
+        return mpi_fail(RA_ERR_UNSUPPORTED, "%s: the reference path (ring attention runs on "
+                        "the flash path)", fn);
     *sinks = o->sinks;
     if (dsinks) *dsinks = o->sinks ? o->dsinks : NULL;
     o->sinks = NULL;
@@ -108,8 +107,12 @@ int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int
 }
 
 void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t seq,
-                         int64_t sig[2])
+                         int64_t sig[3])
 {
+    unsigned char drop[sizeof o->seed + sizeof o->dropout];
+    memcpy(drop, &o->seed, sizeof o->seed);
+    memcpy(drop + sizeof o->seed, &o->dropout, sizeof o->dropout);
+    sig[2] = o->dropout > 0.0f ? 1 + mpi_hash(drop, sizeof drop) : 0;
     sig[0] = o->padding_mask ? 1 + mpi_hash(o->padding_mask, (size_t)(batch * seq)) : 0;
     sig[1] = o->cu_seqlens ? 1 + mpi_hash(o->cu_seqlens, (size_t)(o->n_documents + 1) *
                                                              sizeof(int64_t))

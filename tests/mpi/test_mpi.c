@@ -81,7 +81,8 @@ typedef struct ring_case {
     int64_t window;
     int sinks;
     int64_t chunk; /* chunked attention's C (0: none) */
-    int masks;     /* 1: padding (left in row 0; right and a hole in row 1); 2: documents */
+    int masks;     /* 1: padding (left in row 0; right and a hole in row 1); 2: documents;
+                      3: dropout (the whole sequence's masks, as one process draws them) */
 } ring_case;
 
 /* The case's padding [B, S] and documents (n + 1 starts in cu, *n) of the
@@ -100,6 +101,7 @@ static void case_masks(const ring_case *c, uint8_t *pad, int64_t *cu, int64_t *n
         if (starts[i] > cu[*n]) cu[++*n] = starts[i];
     if (c->masks == 1) o->padding_mask = pad;
     if (c->masks == 2) o->cu_seqlens = cu, o->n_documents = *n;
+    if (c->masks == 3) o->dropout = 0.25f, o->seed = 20261203;
 }
 
 /* Rows of x [B, S, heads, D] (elements of esize bytes) at the rank's
@@ -213,6 +215,8 @@ static void test_ring(void)
         {2, 91, 6, 3, 24, RA_BF16, 0, 30, 1, 0, 1},
         {1, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 2},     /* packed documents */
         {1, 203, 4, 1, 24, RA_F32, 20.0, 40, 0, 0, 2},
+        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 3},     /* dropout */
+        {1, 203, 4, 1, 24, RA_BF16, 15.0, 60, 0, 70, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
@@ -352,6 +356,8 @@ static void test_ring_backward(void)
         {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 1},     /* padding: dsinks without its rows */
         {2, 203, 4, 1, 24, RA_F32, 15.0, 0, 0, 70, 1}, /* chunks from each row's padding */
         {1, 150, 4, 2, 32, RA_F32, 0, 30, 1, 0, 2},    /* packed documents */
+        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 3},     /* dropout: dsinks too */
+        {1, 203, 4, 1, 24, RA_F32, 15.0, 60, 0, 70, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_backward_check(cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
@@ -411,11 +417,18 @@ static void ring_backward_errors(void)
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's chunk: %d (%s)", (int)st,
           ra_mpi_last_error());
-    /* rank 0 asks for dropout; the last rank for dsinks alone */
+    /* rank 0 asks for dropout, the last rank for another seed; the last
+     * rank for dsinks alone */
     o = ra_attention_options_init();
     o.dropout = rank == 0 ? 0.1f : 0.0f;
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
-    CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's dropout: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    o.dropout = 0.1f;
+    o.seed = rank == size - 1 ? 2 : 1;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's seed: %d (%s)", (int)st,
+          ra_mpi_last_error());
     const float sinks[2] = {0.5f, -1.0f};
     float dsinks[2];
     o = ra_attention_options_init();
@@ -496,11 +509,17 @@ static void ring_errors(void)
                           rank == size - 1 ? S + 2 * size : S, NULL);
     CHECK(size == 1 ? st != RA_OK : st == RA_ERR_SHAPE, "one rank's seq: %d (%s)", (int)st,
           ra_mpi_last_error());
-    /* one rank asks for dropout */
+    /* one rank asks for dropout; one rank asks for the reference path */
     ra_attention_options o = ra_attention_options_init();
     o.dropout = rank == 0 ? 0.1f : 0.0f;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
-    CHECK(st == RA_ERR_UNSUPPORTED, "rank 0's dropout: %d (%s)", (int)st, ra_mpi_last_error());
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's dropout: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    o = ra_attention_options_init();
+    o.path = rank == size - 1 ? RA_PATH_REFERENCE : RA_PATH_FLASH;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(st == RA_ERR_UNSUPPORTED, "the last rank's reference path: %d (%s)", (int)st,
+          ra_mpi_last_error());
     /* one rank's chunked attention differs */
     o = ra_attention_options_init();
     o.chunk = rank == size - 1 ? 8 : 0;
@@ -849,7 +868,7 @@ static void layer_check(layer_mpi_case c)
     e.n_documents = whole.n_documents;
     ra_attention_options o = ra_attention_options_init();
     o.engine = &e.engine;
-    if (c.expect != RA_OK) o.dropout = 0.1f; /* the ring's refusal */
+    if (c.expect != RA_OK) o.path = RA_PATH_REFERENCE; /* the ring's refusal */
     st = ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &o);
     CHECK(st == c.expect, "S %lld window %lld chunk %lld: %s (%s)", (long long)S,
           (long long)c.window, (long long)c.chunk, ra_status_string(st), ra_last_error());
@@ -878,6 +897,10 @@ static void layer_check(layer_mpi_case c)
     if (st != RA_OK)
         CHECK(strstr(ra_last_error(), "the attention engine: ") == ra_last_error(),
               "the sentence: %s", ra_last_error());
+    ra_attention_options dropping = o; /* the layer's output dropout: refused */
+    dropping.dropout = 0.1f;
+    CHECK(ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &dropping) == RA_ERR_UNSUPPORTED,
+          "dropout with an engine taken");
     ra_layer_destroy(layer);
     free(wq), free(wk), free(wv), free(wo), free(sinks), free(qn), free(x), free(y), free(ids),
         free(lx), free(ly), free(pad);
@@ -1055,7 +1078,7 @@ static void test_layer_engine(void)
         {2, 45, 48, 6, 2, 16, 0, 0, 0, 1, 1, RA_OK, 0},  /* uneven chunks, sinks, q/k norms */
         {1, 90, 32, 4, 1, 16, 20, 0, 30.0, 0, 0, RA_OK, 0},  /* window, soft-cap */
         {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_OK, 0},  /* chunked */
-        {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_ERR_UNSUPPORTED, 0}, /* dropout: every rank refuses */
+        {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_ERR_UNSUPPORTED, 0}, /* every rank refuses */
         {2, 45, 48, 6, 2, 16, 0, 8, 0, 1, 0, RA_OK, 1},  /* padding (the engine's), chunks */
         {1, 60, 32, 4, 2, 8, 0, 0, 0, 1, 0, RA_OK, 2},   /* packed documents */
     };

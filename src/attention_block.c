@@ -32,14 +32,16 @@ static ra_status block_options(ra_attention_options *o, const ra_attention_optio
 
 /* RA_ERR_POSITION unless q_start and k_start are in [0, RA_MAX_POSITION]
  * and, with seq > 0, the block's n_q query rows and n_k key rows lie in
- * the sequence's [0, seq); RA_ERR_SIZE for a negative seq. */
+ * the sequence's [0, seq); RA_ERR_SIZE for seq outside [0, 2^32 + 1] (the
+ * positions' range). */
 static ra_status block_starts(int64_t q_start, int64_t k_start, int64_t seq, int64_t n_q,
                               int64_t n_k)
 {
     if (q_start < 0 || q_start > RA_MAX_POSITION || k_start < 0 || k_start > RA_MAX_POSITION)
         return ra_fail(RA_ERR_POSITION, "q_start %lld, k_start %lld: not in [0, 2^32]",
                        (long long)q_start, (long long)k_start);
-    if (seq < 0) return ra_fail(RA_ERR_SIZE, "seq %lld is negative", (long long)seq);
+    if (seq < 0 || seq > RA_MAX_POSITION + 1)
+        return ra_fail(RA_ERR_SIZE, "seq %lld is not in [0, 2^32 + 1]", (long long)seq);
     if (seq > 0 && (q_start > seq - n_q || k_start > seq - n_k))
         return ra_fail(RA_ERR_POSITION, "query rows %lld .. %lld and key rows %lld .. %lld: not "
                        "all within the sequence's %lld", (long long)q_start,
@@ -54,6 +56,10 @@ static ra_status block_mask(ra_attention_mask *mask, const ra_attention_options 
                             const ra_tensor *q, int64_t seq, int64_t q_start, int64_t k_start)
 {
     const int64_t shape[4] = {q->shape[0], seq ? seq : q->shape[1], q->shape[2], q->shape[3]};
+    int64_t cells; /* the padding's B seq bytes */
+    if (ra_mul(shape[0], shape[1], &cells) != RA_OK)
+        return ra_fail(RA_ERR_OVERFLOW, "batch %lld x seq %lld overflows", (long long)shape[0],
+                       (long long)shape[1]);
     RA_TRY(ra_attention_mask_read(mask, o, shape));
     mask->q_origin = q_start;
     mask->k_origin = k_start;
@@ -110,6 +116,8 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
     ra_attention_args args = {0};
     RA_TRY(block_mask(&args.mask, &o, q, seq, q_start, k_start));
     RA_TRY(ra_attention_mask_check_output(&args.mask, out, "out"));
+    const ra_tensor lse_view = ra_tensor_4d(lse, RA_F32, q->shape[0], q->shape[2], q->shape[1], 1);
+    RA_TRY(ra_attention_mask_check_output(&args.mask, &lse_view, "lse"));
     args.out = out;
     args.q = q;
     args.k = k;

@@ -45,7 +45,8 @@ static ra_status append_rows(ra_kv_cache *cache, const float *k, const float *v,
 /* The reference path is scalar code that no kernel choice changes, and
  * ra_test_each_isa runs a test once per SIMD path: reference_rows keeps
  * each result, keyed by a 64-bit FNV-1a hash of its inputs (values, sizes
- * and masks), and returns it again for the same inputs. */
+ * and every option that changes the result), and returns it again for the
+ * same inputs. */
 typedef struct reference_memo {
     struct reference_memo *next;
     uint64_t key;
@@ -81,11 +82,17 @@ static void reference_rows(float *out, const float *q, const float *k, const flo
     ra_attention_options o = opts ? *opts : ra_attention_options_init();
     o.path = RA_PATH_REFERENCE;
     const size_t bytes = 4 * (size_t)(len * h * d), kv_bytes = 4 * (size_t)(len * hkv * d);
-    const int64_t sizes[7] = {len, h, hkv, d, o.window, o.chunk, o.sinks != NULL};
+    const int64_t sizes[9] = {len, h, hkv, d, o.window, o.chunk, o.sinks != NULL,
+                              o.padding_mask != NULL, o.n_documents};
     uint64_t key = memo_hash(0xcbf29ce484222325ull, sizes, sizeof sizes);
     key = memo_hash(key, &o.softcap, sizeof o.softcap);
     key = memo_hash(key, &o.scale, sizeof o.scale);
+    key = memo_hash(key, &o.dropout, sizeof o.dropout);
+    key = memo_hash(key, &o.seed, sizeof o.seed);
     if (o.sinks) key = memo_hash(key, o.sinks, 4 * (size_t)h);
+    if (o.padding_mask) key = memo_hash(key, o.padding_mask, (size_t)len);
+    if (o.cu_seqlens)
+        key = memo_hash(key, o.cu_seqlens, (size_t)(o.n_documents + 1) * sizeof(int64_t));
     key = memo_hash(memo_hash(memo_hash(key, q, bytes), k, kv_bytes), v, kv_bytes);
     for (const reference_memo *m = reference_memos; m; m = m->next)
         if (m->key == key && m->bytes == bytes) {

@@ -315,6 +315,8 @@ static void test_block_backward_errors(void)
           "documents ending before seq");
     CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, -1, NULL) == RA_ERR_SIZE,
           "seq -1");
+    CHECK(ra_attention_block_lse(NULL, &out, lse, &q, &k, &k, 0, 0, (int64_t)1 << 62, &o) ==
+              RA_ERR_SIZE, "seq 2^62");
 }
 
 /* One sequence, its gradients whole and as the sum over a split into
@@ -600,6 +602,40 @@ static void test_block_backward_diagonal(void)
     free(x);
 }
 
+/* A padding query's row of dq and a padding key's rows of dk and dv are
+ * left as they were (the block adds nothing there), and lse may not lie on
+ * the padding it reads. */
+static void test_block_padding_adds_nothing(void)
+{
+    enum { B = 1, S = 6, H = 2, D = 8 };
+    float q[B * S * H * D], k[B * S * H * D], out[B * S * H * D], lse[B * H * S];
+    float dq[B * S * H * D], dk[B * S * H * D], dv[B * S * H * D];
+    ra_test_fill(q, B * S * H * D, 3), ra_test_fill(k, B * S * H * D, 4);
+    const uint8_t pad[S] = {0, 1, 1, 0, 1, 1}; /* rows 0 and 3: padding */
+    ra_attention_options o = ra_attention_options_init();
+    o.padding_mask = pad;
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, H, D);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, B, S, H, D);
+    CHECK(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tk, &o) == RA_OK, "forward");
+    for (int i = 0; i < B * S * H * D; i++) dq[i] = dk[i] = dv[i] = 1.0f;
+    ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D), tdk = ra_tensor_4d(dk, RA_F32, B, S, H, D);
+    ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, S, H, D);
+    CHECK(ra_attention_block_backward(NULL, &tdq, &tdk, &tdv, &to, &tq, &tk, &tk, &to, lse, 0, 0,
+                                      S, &o) == RA_OK, "block backward: %s", ra_last_error());
+    int kept = 1;
+    for (int r = 0; r < S; r += 3) /* rows 0 and 3 */
+        for (int i = 0; i < H * D; i++)
+            kept &= dq[r * H * D + i] == 1.0f && dk[r * H * D + i] == 1.0f &&
+                    dv[r * H * D + i] == 1.0f;
+    CHECK(kept, "a padding row's gradient was changed");
+    /* lse over the padding mask's bytes */
+    float over[B * H * S];
+    memcpy(over, pad, sizeof pad);
+    o.padding_mask = (const uint8_t *)over;
+    CHECK(ra_attention_block_lse(NULL, &to, over, &tq, &tk, &tk, 0, 0, S, &o) == RA_ERR_ARGUMENT,
+          "lse over padding_mask");
+}
+
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
 static void simd_cases(void)
 {
@@ -608,6 +644,7 @@ static void simd_cases(void)
     RUN(test_decode_lse);
     RUN(test_block_backward_sums);
     RUN(test_block_backward_diagonal);
+    RUN(test_block_padding_adds_nothing);
 }
 
 int main(void)

@@ -404,8 +404,8 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int i = 0; i < RA_W; i++) {
                 dst[i] = r0 + i < nq ? ra_row(a->dq, b, q0 + r0 + i, h) : NULL;
                 mul[i] = scale;
-                if (dst[i] && t.first[r0 + i] < 0) { /* a padding query: zeros */
-                    memset(dst[i], 0, (size_t)head_dim * sizeof(float));
+                if (dst[i] && t.first[r0 + i] < 0) { /* a padding query: zeros (none added) */
+                    if (!a->accumulate) memset(dst[i], 0, (size_t)head_dim * sizeof(float));
                     dst[i] = NULL;
                 }
             }

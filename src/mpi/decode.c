@@ -85,6 +85,8 @@ static ra_status check_local(decode *g, ra_context *ctx, const ra_kv_cache *cach
     if (options) mpi_options(&g->block, options);
     g->sinks = g->block.sinks;
     g->block.sinks = NULL;
+    RA_MPI_TRY(mpi_check_off_masks(out, "out", lse, q->shape[0] * q->shape[2] * q->shape[1],
+                                   &g->block, g->sinks, g->batch, g->heads, 0));
     if (q->shape[0] * q->shape[1] * q->shape[2] > INT_MAX / 2 || q->shape[3] > INT_MAX / 2)
         return mpi_fail(RA_ERR_OVERFLOW, "q [%lld, %lld, %lld, %lld]: more rows than MPI's int "
                         "count", (long long)q->shape[0], (long long)q->shape[1],

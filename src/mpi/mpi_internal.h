@@ -96,6 +96,14 @@ void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t s
 int mpi_real_row(const ra_attention_options *o, int64_t seq, int64_t b, const int64_t start[2],
                  const int64_t count[2], int64_t i);
 
+/* An output view t (mpi_check_out'ed) and lse [n_lse] (NULL: none) that
+ * must not touch what the call reads while it writes them: sinks [heads],
+ * o's padding_mask [batch, seq] and cu_seqlens (RA_ERR_ARGUMENT naming
+ * them).  Only addresses are compared: nothing is read. */
+ra_status mpi_check_off_masks(const ra_tensor *t, const char *name, const float *lse,
+                              int64_t n_lse, const ra_attention_options *o, const float *sinks,
+                              int64_t batch, int64_t heads, int64_t seq);
+
 /* Two output views (each passed mpi_check_out) that must not share a
  * byte, even as interleaved views of one buffer: RA_ERR_ARGUMENT naming
  * them. */

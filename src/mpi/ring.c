@@ -88,6 +88,8 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
     g->kv_dtype = k->dtype;
     g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
     RA_MPI_TRY(mpi_ring_options(&g->block, options, "ra_mpi_attention", &g->sinks, NULL));
+    RA_MPI_TRY(mpi_check_off_masks(out, "out", lse, g->batch * g->heads * g->n_local, &g->block,
+                                   g->sinks, g->batch, g->heads, seq));
     g->max_count = g->count[0] > g->count[1] ? g->count[0] : g->count[1];
     return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
 }

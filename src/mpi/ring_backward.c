@@ -127,6 +127,11 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     g->grad_row = (size_t)(g->kv_heads * g->head_dim) * sizeof(float);
     RA_MPI_TRY(mpi_ring_options(&g->block, options, "ra_mpi_attention_backward", &g->sinks,
                                 &g->dsinks));
+    const ra_tensor *const grads[3] = {dq, dk, dv};
+    static const char *const grad_names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++)
+        RA_MPI_TRY(mpi_check_off_masks(grads[i], grad_names[i], NULL, 0, &g->block, g->sinks,
+                                       g->batch, g->heads, seq));
     return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
 }
 

@@ -55,6 +55,32 @@ static void span(const ra_tensor *t, uintptr_t *lo, uintptr_t *hi)
     *hi = *lo + (uintptr_t)(reach + 1) * sizeof(float);
 }
 
+ra_status mpi_check_off_masks(const ra_tensor *t, const char *name, const float *lse,
+                              int64_t n_lse, const ra_attention_options *o, const float *sinks,
+                              int64_t batch, int64_t heads, int64_t seq)
+{
+    const int docs = o->cu_seqlens && o->n_documents >= 0 && o->n_documents <= seq;
+    const struct {
+        const void *p;
+        uintptr_t bytes;
+        const char *what;
+    } in[3] = {{sinks, (uintptr_t)heads * sizeof(float), "sinks"},
+               {o->padding_mask, (uintptr_t)(batch * seq), "padding_mask"},
+               {docs ? o->cu_seqlens : NULL, (uintptr_t)(o->n_documents + 1) * sizeof(int64_t),
+                "cu_seqlens"}};
+    uintptr_t w[2][2];
+    span(t, &w[0][0], &w[0][1]);
+    w[1][0] = (uintptr_t)lse;
+    w[1][1] = w[1][0] + (uintptr_t)n_lse * sizeof(float);
+    for (int i = 0; i < 3; i++) {
+        const uintptr_t r0 = (uintptr_t)in[i].p, r1 = r0 + in[i].bytes;
+        for (int j = 0; in[i].p && j < (lse ? 2 : 1); j++)
+            if (w[j][0] < r1 && r0 < w[j][1])
+                return mpi_fail(RA_ERR_ARGUMENT, "%s overlaps %s", j ? "lse" : name, in[i].what);
+    }
+    return RA_OK;
+}
+
 ra_status mpi_check_apart(const ra_tensor *a, const char *an, const ra_tensor *b,
                           const char *bn)
 {

@@ -579,6 +579,20 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(st == RA_ERR_ARGUMENT, "rank 0's short documents: %d (%s)", (int)st,
           ra_mpi_last_error());
+    /* the last rank's padding mask lies inside its out, with P > 1 rank
+     * 0's inside its lse: refused on every rank */
+    float *spare = malloc((size_t)(B * n * H * D) * 4);
+    ra_tensor mine = to;
+    uint8_t *mask = pad;
+    if (rank == size - 1) mine.data = spare, mask = (uint8_t *)(void *)spare;
+    else if (rank == 0) mask = (uint8_t *)(void *)lse;
+    memset(mask, 1, (size_t)S);
+    o = ra_attention_options_init();
+    o.padding_mask = mask;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &mine, lse, &tq, &tk, &tv, S, &o);
+    CHECK(st == RA_ERR_ARGUMENT, "padding inside out or lse: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    free(spare);
     /* sequences shorter than P, every rank alike */
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, size - 1, NULL);
     CHECK(st == RA_ERR_SIZE, "S = P - 1: %d (%s)", (int)st, ra_mpi_last_error());
@@ -1005,8 +1019,11 @@ static void cached_full(void)
     const uint8_t pad[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     e.padding_mask = rank == 0 ? pad : NULL;
     st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 1, &pos, &e.engine);
-    CHECK(st == RA_ERR_UNSUPPORTED && ra_kv_cache_length(cache, 0) == held,
-          "rank 0's engine with padding: %s", ra_status_string(st));
+    char why[256];
+    snprintf(why, sizeof why, "%s", ra_last_error()); /* before another call clears it */
+    CHECK(st == RA_ERR_UNSUPPORTED && ra_kv_cache_length(cache, 0) == held &&
+              strstr(why, "padding_mask or cu_seqlens in cached decoding"),
+          "rank 0's engine with padding: %s (%s)", ra_status_string(st), why);
     ra_kv_cache_destroy(cache);
     ra_layer_destroy(layer);
     free(wq), free(wo), free(x);

@@ -699,10 +699,10 @@ struct ra_attention_engine {
  * elements of the whole sequence's [B, H, seq, seq] probabilities that
  * ra_attention's would for the same seed (out_b holds the dropped
  * probabilities times v over the block's undropped sum, so blocks merge as
- * above).  With seq > 0 the block's rows must lie in the sequence (q_start
- * + Sq <= seq and k_start + Sk <= seq, else RA_ERR_POSITION); seq = 0: no
- * sequence named, and padding_mask, cu_seqlens or dropout is
- * RA_ERR_ARGUMENT.  On the flash path, whatever options.path asks
+ * above).  seq is in [0, RA_MAX_POSITION + 1] (RA_ERR_SIZE); with seq > 0
+ * the block's rows must lie in the sequence (q_start + Sq <= seq and
+ * k_start + Sk <= seq, else RA_ERR_POSITION); seq = 0: no sequence named,
+ * and padding_mask, cu_seqlens or dropout is RA_ERR_ARGUMENT.  On the flash path, whatever options.path asks
  * (RA_PATH_REFERENCE: RA_ERR_UNSUPPORTED).  With q_start = k_start = 0 (or
  * no chunk) and Sk = Sq = seq (or seq = 0) the result is
  * ra_attention_forward_lse's, bit for bit.

@@ -22,7 +22,12 @@ ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_s
     int64_t buf[2 + 2 * RA_MPI_MAX_SIG] = {0};
     buf[0] = status;
     buf[1] = status != RA_OK ? size - rank : 0;
-    for (int i = 0; i < n_sig; i++) buf[2 + i] = sig[i], buf[2 + n_sig + i] = -sig[i];
+    /* a signature of INT64_MIN (only a failed rank's garbage) counts as
+     * INT64_MIN + 1: its negation must fit */
+    for (int i = 0; i < n_sig; i++) {
+        const int64_t s = sig[i] == INT64_MIN ? INT64_MIN + 1 : sig[i];
+        buf[2 + i] = s, buf[2 + n_sig + i] = -s;
+    }
     RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, 2 + 2 * n_sig, MPI_INT64_T, MPI_MAX, comm),
                      "MPI_Allreduce"));
     if (status != RA_OK) return status; /* its own sentence stands */
@@ -55,6 +60,14 @@ void mpi_options(ra_attention_options *o, const ra_attention_options *options)
 }
 
 size_t mpi_dtype_size(ra_dtype dtype) { return dtype == RA_F32 ? 4 : 2; }
+
+int64_t mpi_sig_double(double x)
+{
+    if (x == 0) x = 0; /* -0.0 and 0.0: one value */
+    int64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return bits;
+}
 
 int64_t mpi_hash(const void *bytes, size_t n)
 {

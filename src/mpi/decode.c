@@ -199,8 +199,8 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
                        g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
                        status == RA_OK ? mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0,
                        g.block.chunk};
-    memcpy(&sig[5], &g.block.scale, sizeof(double));
-    memcpy(&sig[6], &g.block.softcap, sizeof(double));
+    sig[5] = mpi_sig_double(g.block.scale);
+    sig[6] = mpi_sig_double(g.block.softcap);
     status = mpi_agree(comm, status, sig, 10);
     if (status == RA_OK)
         status = mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.lengths,

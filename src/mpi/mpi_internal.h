@@ -37,6 +37,9 @@ ra_status mpi_check(int rc, const char *call);
 enum { RA_MPI_MAX_SIG = 24 };
 ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_sig);
 
+/* A double's bits for a signature, -0.0 as 0.0. */
+int64_t mpi_sig_double(double x);
+
 /* A 62-bit hash (FNV-1a) of n bytes, for signatures of arrays that must
  * be equal on every rank (n_query, the sinks' values); NULL hashes as
  * nothing. */

@@ -274,8 +274,8 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     int64_t sig[14] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
                        0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
                        attn_chunk, 0, 0, 0};
-    memcpy(&sig[7], &scale, sizeof scale);
-    memcpy(&sig[8], &softcap, sizeof softcap);
+    sig[7] = mpi_sig_double(scale);
+    sig[8] = mpi_sig_double(softcap);
     if (status == RA_OK) mpi_masks_signature(&g.block, g.batch, seq, &sig[11]);
     status = mpi_agree(comm, status, sig, 14);
     MPI_Datatype row = MPI_DATATYPE_NULL;

@@ -345,8 +345,8 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
                        ok ? g.block.window : 0, 0, 0,
                        g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
                        g.dsinks != NULL, ok ? g.block.chunk : 0, 0, 0, 0};
-    memcpy(&sig[7], &scale, sizeof scale);
-    memcpy(&sig[8], &softcap, sizeof softcap);
+    sig[7] = mpi_sig_double(scale);
+    sig[8] = mpi_sig_double(softcap);
     if (ok) mpi_masks_signature(&g.block, g.batch, seq, &sig[12]);
     status = mpi_agree(comm, status, sig, 15);
     MPI_Datatype rows[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* K (V) row, dK (dV) row */

@@ -526,6 +526,11 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's chunk: %d (%s)", (int)st,
           ra_mpi_last_error());
+    /* soft-cap 0 on some ranks, -0 on others: the same option (none) */
+    o = ra_attention_options_init();
+    o.softcap = rank % 2 ? -0.0 : 0.0;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(st == RA_OK, "softcap -0 and 0: %d (%s)", (int)st, ra_mpi_last_error());
     /* one rank's window differs: each rank's call is fine alone */
     o = ra_attention_options_init();
     o.window = rank == 0 ? 3 : 0;

@@ -24,6 +24,6 @@ step test make test
 step alloc-test make -j"$(nproc)" alloc-test # each allocation of each public path failing, under ASan+LSan
 step tsan make -j"$(nproc)" tsan             # threads sharing objects, under ThreadSanitizer
 step valgrind make valgrind-cli              # the CLI tests under valgrind memcheck
-step fuzz bash scripts/fuzz.sh 20            # each libFuzzer target for 20 s; fails on any crash
+step fuzz bash scripts/fuzz.sh 15            # each libFuzzer target for 15 s; fails on any crash
 step asan make -j"$(nproc)" asan CC=clang    # clang: see above
 echo "== times:$times"

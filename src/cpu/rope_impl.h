@@ -359,63 +359,45 @@ ROPE_INLINE void rope_run(void *y, const void *x, ra_dtype dt, const float *t0, 
     rope_run_put(y, dt, held_at, held);
 }
 
-/* One head of each of `count` tokens (1 or 2, a constant where this is
- * inlined) in step, half-split, f32 or f16: pairs (i, half + i) for i in
- * [0, n); s[k] is sign * sin. */
-ROPE_INLINE void rope_heads_half(void *const *y, const void *const *x, ra_dtype dt,
-                                 const float *const *c, const float *const *s, int count,
-                                 int64_t n, int64_t half)
+/* One head, half-split, f32 or f16: pairs (i, half + i) for i in [0, n);
+ * s is sign * sin. */
+ROPE_INLINE void rope_head_half(void *y, const void *x, ra_dtype dt, const float *c,
+                                const float *s, int64_t n, int64_t half)
 {
     int64_t i = 0;
     const int64_t esize = dt == RA_F32 ? 4 : 2;
     for (; i + RA_W <= n; i += RA_W) {
-        vf ya[2], yb[2];
-        for (int k = 0; k < count; k++) {
-            rope_prefetch(x[k], i * esize);
-            rope_prefetch(x[k], (half + i) * esize);
-            vf a = rope_load(x[k], i, dt), b = rope_load(x[k], half + i, dt);
-            vf cv = vload(c[k] + i), sv = vload(s[k] + i);
-            ya[k] = a * cv - b * sv;
-            yb[k] = a * sv + b * cv;
-        }
-        for (int k = 0; k < count; k++) {
-            rope_store(y[k], i, dt, ya[k]);
-            rope_store(y[k], half + i, dt, yb[k]);
-        }
+        rope_prefetch(x, i * esize);
+        rope_prefetch(x, (half + i) * esize);
+        vf a = rope_load(x, i, dt), b = rope_load(x, half + i, dt);
+        vf cv = vload(c + i), sv = vload(s + i);
+        rope_store(y, i, dt, a * cv - b * sv);
+        rope_store(y, half + i, dt, a * sv + b * cv);
     }
-    for (; i < n; i++)
-        for (int k = 0; k < count; k++) rope_pair(y[k], x[k], dt, i, half + i, c[k][i], s[k][i]);
+    for (; i < n; i++) rope_pair(y, x, dt, i, half + i, c[i], s[i]);
 }
 
-/* The same, bf16: 2 RA_W pairs a step, the even-indexed and the odd-indexed
- * ones apart, with rope_split's cd, sd; s[k] is sign * sin. */
-ROPE_INLINE void rope_heads_half_bf16(void *const *y, const void *const *x,
-                                      const float *const *cd, const float *const *sd,
-                                      const float *const *c, const float *const *s, int count,
-                                      int64_t n, int64_t half)
+/* One head, half-split, bf16: 2 RA_W pairs a step, the even-indexed and the
+ * odd-indexed ones apart, with rope_split's cd, sd; s is sign * sin. */
+ROPE_INLINE void rope_head_half_bf16(uint16_t *y, const uint16_t *x, const float *cd,
+                                     const float *sd, const float *c, const float *s, int64_t n,
+                                     int64_t half)
 {
     int64_t i = 0;
     for (; i + 2 * RA_W <= n; i += 2 * RA_W) {
-        vu ya[2], yb[2];
-        for (int k = 0; k < count; k++) {
-            const uint16_t *xk = x[k];
-            vf a0, a1, b0, b1;
-            vf c0 = vload(cd[k] + i), c1 = vload(cd[k] + i + RA_W);
-            vf s0 = vload(sd[k] + i), s1 = vload(sd[k] + i + RA_W);
-            rope_prefetch(xk, i * 2);
-            rope_prefetch(xk, (half + i) * 2);
-            vload_bf16_pairs(xk + i, &a0, &a1);
-            vload_bf16_pairs(xk + half + i, &b0, &b1);
-            ya[k] = rope_bf16_pack(a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
-            yb[k] = rope_bf16_pack(a0 * s0 + b0 * c0, a1 * s1 + b1 * c1);
-        }
-        for (int k = 0; k < count; k++) {
-            memcpy((uint16_t *)y[k] + i, &ya[k], sizeof ya[k]);
-            memcpy((uint16_t *)y[k] + half + i, &yb[k], sizeof yb[k]);
-        }
+        vf a0, a1, b0, b1;
+        vf c0 = vload(cd + i), c1 = vload(cd + i + RA_W);
+        vf s0 = vload(sd + i), s1 = vload(sd + i + RA_W);
+        rope_prefetch(x, i * 2);
+        rope_prefetch(x, (half + i) * 2);
+        vload_bf16_pairs(x + i, &a0, &a1);
+        vload_bf16_pairs(x + half + i, &b0, &b1);
+        vu ya = rope_bf16_pack(a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
+        vu yb = rope_bf16_pack(a0 * s0 + b0 * c0, a1 * s1 + b1 * c1);
+        memcpy(y + i, &ya, sizeof ya);
+        memcpy(y + half + i, &yb, sizeof yb);
     }
-    for (; i < n; i++)
-        for (int k = 0; k < count; k++) rope_pair(y[k], x[k], RA_BF16, i, half + i, c[k][i], s[k][i]);
+    for (; i < n; i++) rope_pair(y, x, RA_BF16, i, half + i, c[i], s[i]);
 }
 
 /* Element (b, s, h, i) of a view, as a byte address. */
@@ -475,45 +457,30 @@ ROPE_INLINE void rope_token_interleaved(const ra_rope_job *job, ra_dtype dt,
             rope_peel(y[1], dt) == 0)
             rope_runs_in_step(y, xr, dt, t0, t1, 2, n, 0, pairs);
         else
-            for (int k = 0; k < count; k++) rope_run(y[k], xr[k], dt, t0[k], t1[k], n, r0[k], pairs);
+            for (int k = 0; k < count; k++)
+                rope_run(y[k], xr[k], dt, t0[k], t1[k], n, r0[k], pairs);
     }
 }
 
-/* The same, half-split (pairs (i, half + i)), a head at a time, the heads
- * of two tokens in step. */
+/* The same, half-split (pairs (i, half + i)), one token (already two
+ * streams: the head's halves), a head at a time. */
 ROPE_INLINE void rope_token_half(const ra_rope_job *job, ra_dtype dt, const rope_token *tok,
-                                 int count, int64_t first, int64_t n)
+                                 int64_t first, int64_t n)
 {
     const ra_tensor *x = job->x, *out = job->out;
     const int64_t heads = x->shape[2], half = job->rope->n_pairs;
     const size_t esize = dt == RA_F32 ? 4 : 2;
     const size_t x_head = (size_t)x->stride[2] * esize, y_head = (size_t)out->stride[2] * esize;
-    float signed_s[2][ROPE_CHUNK], cd[2][ROPE_CHUNK], sd[2][ROPE_CHUNK];
-    const float *c[2], *ss[2], *cdk[2] = {cd[0], cd[1]}, *sdk[2] = {sd[0], sd[1]};
-    const char *xh[2];
-    char *yh[2];
-    for (int k = 0; k < count; k++) {
-        xh[k] = rope_element(x, tok[k].b, tok[k].s, 0, first, esize);
-        yh[k] = rope_element(out, tok[k].b, tok[k].s, 0, first, esize);
-        c[k] = tok[k].c;
-        ss[k] = rope_signed(signed_s[k], tok[k].sn, job->sign, n);
-        if (dt == RA_BF16) rope_split(cd[k], sd[k], tok[k].c, tok[k].sn, job->sign, n);
-    }
-    for (int64_t h = 0; h < heads; h++) {
-        void *y[2];
-        const void *xr[2];
-        for (int k = 0; k < count; k++) {
-            y[k] = yh[k] + h * y_head;
-            xr[k] = xh[k] + h * x_head;
-        }
-        if (dt == RA_BF16 && count == 2)
-            rope_heads_half_bf16(y, xr, cdk, sdk, c, ss, 2, n, half);
-        else if (dt == RA_BF16)
-            rope_heads_half_bf16(y, xr, cdk, sdk, c, ss, 1, n, half);
-        else if (count == 2)
-            rope_heads_half(y, xr, dt, c, ss, 2, n, half);
+    const char *xh = rope_element(x, tok->b, tok->s, 0, first, esize);
+    char *yh = rope_element(out, tok->b, tok->s, 0, first, esize);
+    float signed_s[ROPE_CHUNK], cd[ROPE_CHUNK], sd[ROPE_CHUNK];
+    const float *ss = rope_signed(signed_s, tok->sn, job->sign, n);
+    if (dt == RA_BF16) rope_split(cd, sd, tok->c, tok->sn, job->sign, n);
+    for (int64_t h = 0; h < heads; h++, xh += x_head, yh += y_head) {
+        if (dt == RA_BF16)
+            rope_head_half_bf16((uint16_t *)yh, (const uint16_t *)xh, cd, sd, tok->c, ss, n, half);
         else
-            rope_heads_half(y, xr, dt, c, ss, 1, n, half);
+            rope_head_half(yh, xh, dt, tok->c, ss, n, half);
     }
 }
 
@@ -551,11 +518,13 @@ ROPE_INLINE void rope_row(const ra_rope *rope, const int64_t pos3[3], int64_t fi
 }
 
 /* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt and
- * the layout `interleaved` says: the first half and the second half of the
- * range in step, the k-th token of each together (an odd one out last, on
- * its own), so that a thread reads and writes two streams of memory at a
- * time, as the read-modify-write limit does (bench_limits.c): one stream
- * kept fewer lines in flight (docs/perf/2026-12-03-rope-speed.md). */
+ * the layout `interleaved` says.  Interleaved, the first half and the
+ * second half of the range go in step, the k-th token of each together (an
+ * odd one out last, on its own), so that a thread reads and writes two
+ * streams of memory at a time, as the read-modify-write limit does
+ * (bench_limits.c); half-split, whose heads are two streams already, one
+ * token at a time (two tokens in step measured slower there:
+ * docs/perf/2026-12-03-rope-speed.md). */
 ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, int interleaved)
 {
     const ra_rope *rope = job->rope;
@@ -563,7 +532,7 @@ ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, 
     const int64_t n_pairs = rope->n_pairs;
     int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
     if (t1 > n_tokens) t1 = n_tokens;
-    const int64_t mid = t0 + (t1 - t0 + 1) / 2; /* where the second half starts */
+    const int64_t mid = interleaved ? t0 + (t1 - t0 + 1) / 2 : t1; /* the second stream's start */
     float angle_c[2][ROPE_CHUNK] __attribute__((aligned(64)));
     float angle_s[2][ROPE_CHUNK] __attribute__((aligned(64)));
     int64_t seq_hint[2] = {ra_position_sequence(job->positions, t0),
@@ -583,7 +552,7 @@ ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, 
             for (int k = 0; k < count; k++)
                 rope_row(rope, pos3[k], first, n, angle_c[k], angle_s[k], &tok[k]);
             if (interleaved) rope_token_interleaved(job, dt, tok, count, first, n);
-            else rope_token_half(job, dt, tok, count, first, n);
+            else rope_token_half(job, dt, &tok[0], first, n);
         }
         for (int k = 0; k < count; k++) rope_copy_tail(job, dt, tok[k].b, tok[k].s);
     }

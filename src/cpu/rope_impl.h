@@ -517,22 +517,17 @@ ROPE_INLINE void rope_row(const ra_rope *rope, const int64_t pos3[3], int64_t fi
     tok->sn = angle_s;
 }
 
-/* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt and
- * the layout `interleaved` says.  Interleaved, the first half and the
- * second half of the range go in step, the k-th token of each together (an
+/* The tokens [t0, t1) of a task, interleaved: the first half and the
+ * second half of the range in step, the k-th token of each together (an
  * odd one out last, on its own), so that a thread reads and writes two
  * streams of memory at a time, as the read-modify-write limit does
- * (bench_limits.c); half-split, whose heads are two streams already, one
- * token at a time (two tokens in step measured slower there:
- * docs/perf/2026-12-03-rope-speed.md). */
-ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, int interleaved)
+ * (bench_limits.c). */
+ROPE_INLINE void rope_tokens_interleaved(const ra_rope_job *job, ra_dtype dt, int64_t t0,
+                                         int64_t t1)
 {
     const ra_rope *rope = job->rope;
-    const int64_t seq = job->x->shape[1], n_tokens = job->x->shape[0] * seq;
-    const int64_t n_pairs = rope->n_pairs;
-    int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
-    if (t1 > n_tokens) t1 = n_tokens;
-    const int64_t mid = interleaved ? t0 + (t1 - t0 + 1) / 2 : t1; /* the second stream's start */
+    const int64_t seq = job->x->shape[1], n_pairs = rope->n_pairs;
+    const int64_t mid = t0 + (t1 - t0 + 1) / 2; /* the second stream's start */
     float angle_c[2][ROPE_CHUNK] __attribute__((aligned(64)));
     float angle_s[2][ROPE_CHUNK] __attribute__((aligned(64)));
     int64_t seq_hint[2] = {ra_position_sequence(job->positions, t0),
@@ -551,11 +546,44 @@ ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, 
             const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;
             for (int k = 0; k < count; k++)
                 rope_row(rope, pos3[k], first, n, angle_c[k], angle_s[k], &tok[k]);
-            if (interleaved) rope_token_interleaved(job, dt, tok, count, first, n);
-            else rope_token_half(job, dt, &tok[0], first, n);
+            rope_token_interleaved(job, dt, tok, count, first, n);
         }
         for (int k = 0; k < count; k++) rope_copy_tail(job, dt, tok[k].b, tok[k].s);
     }
+}
+
+/* The same, half-split: one token at a time (its heads' halves are two
+ * streams already; two tokens in step measured slower here:
+ * docs/perf/2026-12-03-rope-speed.md). */
+ROPE_INLINE void rope_tokens_half(const ra_rope_job *job, ra_dtype dt, int64_t t0, int64_t t1)
+{
+    const ra_rope *rope = job->rope;
+    const int64_t seq = job->x->shape[1], n_pairs = rope->n_pairs;
+    float angle_c[ROPE_CHUNK] __attribute__((aligned(64)));
+    float angle_s[ROPE_CHUNK] __attribute__((aligned(64)));
+    int64_t seq_hint = ra_position_sequence(job->positions, t0);
+    for (int64_t t = t0; t < t1; t++) {
+        rope_token tok = {t / seq, t % seq, NULL, NULL};
+        int64_t pos3[3];
+        ra_position3(job->positions, t, seq, &seq_hint, pos3);
+        for (int64_t first = 0; first < n_pairs; first += ROPE_CHUNK) {
+            const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;
+            rope_row(rope, pos3, first, n, angle_c, angle_s, &tok);
+            rope_token_half(job, dt, &tok, first, n);
+        }
+        rope_copy_tail(job, dt, tok.b, tok.s);
+    }
+}
+
+/* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt and
+ * the layout `interleaved` says. */
+ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, int interleaved)
+{
+    const int64_t n_tokens = job->x->shape[0] * job->x->shape[1];
+    const int64_t t0 = task * job->tokens_per_task;
+    const int64_t t1 = t0 + job->tokens_per_task < n_tokens ? t0 + job->tokens_per_task : n_tokens;
+    if (interleaved) rope_tokens_interleaved(job, dt, t0, t1);
+    else rope_tokens_half(job, dt, t0, t1);
 }
 
 /* One function per storage type and layout, each with its loops alone (one

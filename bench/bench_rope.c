@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../tools/cli.h"
 #include "bench.h"
@@ -37,12 +38,29 @@ typedef struct rope_state {
 static int64_t q_count(const rope_params *p) { return p->seq * ROPE_HEADS * ROPE_HEAD_DIM; }
 static int64_t k_count(const rope_params *p) { return p->seq * ROPE_KV_HEADS * ROPE_HEAD_DIM; }
 
-/* A buffer of n random values stored as dtype; NULL if out of memory. */
+/* n elements of dtype on 2 MiB pages where the kernel's transparent huge
+ * pages allow, as the limits' buffers are (bench_limits.c): the fraction
+ * compares the kernel with the limit over the same kind of memory, not
+ * page sizes (on 4 KiB pages rope_f32 took about 1.3x the time of its run
+ * on 2 MiB pages here: docs/perf/2026-12-03-rope-speed.md).  NULL if out of
+ * memory; free() releases it. */
+static void *huge_buffer(int64_t n, ra_dtype dtype)
+{
+    const size_t huge_page = (size_t)2 << 20, bytes = (size_t)n * ra_dtype_size(dtype);
+    void *p = NULL;
+    if (posix_memalign(&p, huge_page, bytes) != 0) return NULL;
+#if defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* A buffer of n random values stored as dtype (huge_buffer); NULL if out of
+ * memory. */
 static void *random_buffer(int64_t n, ra_dtype dtype, uint64_t seed)
 {
     float *values = bench_random_floats(n, seed);
-    if (!values || dtype == RA_F32) return values;
-    void *stored = malloc((size_t)n * ra_dtype_size(dtype));
+    void *stored = values ? huge_buffer(n, dtype) : NULL;
     if (stored && ra_convert(stored, dtype, values, RA_F32, n) != RA_OK) {
         free(stored);
         stored = NULL;
@@ -91,8 +109,8 @@ static int rope_setup(const void *params, ra_context *ctx, void **state)
     size_t element = ra_dtype_size(p->dtype);
     s->q = random_buffer(q_count(p), p->dtype, 6);
     s->k = random_buffer(k_count(p), p->dtype, 7);
-    s->q_out = p->out_of_place ? malloc((size_t)q_count(p) * element) : s->q;
-    s->k_out = p->out_of_place ? malloc((size_t)k_count(p) * element) : s->k;
+    s->q_out = p->out_of_place ? huge_buffer(q_count(p), p->dtype) : s->q;
+    s->k_out = p->out_of_place ? huge_buffer(k_count(p), p->dtype) : s->k;
     int64_t q_heads = p->seq * ROPE_HEADS, k_heads = p->seq * ROPE_KV_HEADS;
     s->norms = malloc((size_t)(q_heads + k_heads) * sizeof(double));
     if (!s->q || !s->k || !s->q_out || !s->k_out || !s->norms)

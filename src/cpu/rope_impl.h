@@ -24,7 +24,9 @@
  * run of heads * D/2 pairs (else each head is one), stored in vectors
  * aligned to memory with the row turned to match, and one overlapping
  * unaligned vector at each end (rope_run); half-split goes a head at a
- * time.
+ * time.  A task's tokens go two at a time, the k-th of its first half with
+ * the k-th of its second, a vector of each in turn (rope_tokens): two
+ * streams of memory a thread, as the read-modify-write limit walks them.
  *
  * These are the reference's float32 products and sums (a c + b (-s) is
  * a c - b s exactly, and a sum does not depend on the order of its two
@@ -198,6 +200,35 @@ static void rope_split(float *cd, float *sd, const float *c, const float *s, flo
     }
 }
 
+/* simd_half.h's vbf16_pack (nearest, ties to even, lane arithmetic), with
+ * fewer operations on AVX-512, where the bf16 loops are bound by the
+ * vector ports (every 512-bit operation takes port 0 or 5): the 16-bit
+ * halves of the results are put side by side first, hi the truncated
+ * bf16 values in their places and lo the bits below them, and each 16-bit
+ * lane of hi goes up by one where lo | (hi & 1) > 0x8000, which is where
+ * lo + 0x7fff + (hi & 1) carries into hi (an odd lo gains nothing from the
+ * 1; an even one gains it as the sum would): 7 operations for the pair of
+ * vectors against 10, the same bits for every input, NaNs included
+ * (checked over every 32-bit value in either lane against vbf16_pack).
+ * Elsewhere vbf16_pack itself. */
+ROPE_INLINE vu rope_bf16_pack(vf even, vf odd)
+{
+#if defined(RA_SIMD_AVX512)
+    const __m512i e = (__m512i)even, o = (__m512i)odd;
+    enum { A_OR_B_AND_C = 0xf8 }; /* vpternlog's table for a | (b & c) */
+    __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi32(e, 16), o,
+                                           _mm512_set1_epi32((int)0xffff0000u), A_OR_B_AND_C);
+    __m512i lo = _mm512_ternarylogic_epi32(_mm512_slli_epi32(o, 16), e,
+                                           _mm512_set1_epi32(0xffff), A_OR_B_AND_C);
+    __m512i key = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi32(0x00010001),
+                                            A_OR_B_AND_C);
+    __mmask32 up = _mm512_cmpgt_epu16_mask(key, _mm512_set1_epi16((short)0x8000));
+    return (vu)_mm512_mask_sub_epi16(hi, up, hi, _mm512_set1_epi16(-1));
+#else
+    return vbf16_pack(even, odd);
+#endif
+}
+
 /* Each vector loaded asks for the line ROPE_AHEAD bytes further on,
  * writable (in place it is written next): the hardware prefetcher alone
  * kept too few lines in flight.  Against a read-modify-write loop over the
@@ -252,7 +283,7 @@ ROPE_INLINE vf rope_run_vector(const void *x, ra_dtype dt, const float *t0, cons
     if (dt == RA_BF16) {
         vf a, b, c = vload(t0 + r), s = vload(t1 + r);
         vload_bf16_pairs((const uint16_t *)x + 2 * p, &a, &b);
-        return (vf)vbf16_pack(a * c - b * s, a * s + b * c);
+        return (vf)rope_bf16_pack(a * c - b * s, a * s + b * c);
     }
     vf v = rope_load(x, 2 * p, dt);
     return v * vload(t0 + 2 * r) + RA_SHUFFLE(v, v, RA_LANE_SWAP, 1) * vload(t1 + 2 * r);
@@ -264,6 +295,31 @@ ROPE_INLINE void rope_run_put(void *y, ra_dtype dt, int64_t p, vf v)
     else rope_store(y, 2 * p, dt, v);
 }
 
+/* Runs of interleaved pairs (2p, 2p + 1), p in [0, pairs), of `count`
+ * tokens (1 or 2, a constant where this is inlined) in step: a vector of
+ * each loaded, then both stored (a store to one token before the other's
+ * load would stall it: the two are often a multiple of 4 KiB apart), with
+ * the same entries of each token's t0, t1, from r0 on.  Vectors start at
+ * y[k] itself, aligned or not (rope_run peels unaligned runs instead); the
+ * pairs past the last whole vector go one at a time. */
+ROPE_INLINE void rope_runs_in_step(void *const *y, const void *const *x, ra_dtype dt,
+                                   const float *const *t0, const float *const *t1, int count,
+                                   int64_t n, int64_t r0, int64_t pairs)
+{
+    const int64_t step = rope_step(dt);
+    int64_t p = 0, r = r0;
+    for (; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
+        vf v[2];
+        for (int k = 0; k < count; k++) {
+            rope_prefetch(x[k], p * (int64_t)rope_pair_bytes(dt));
+            v[k] = rope_run_vector(x[k], dt, t0[k], t1[k], p, r);
+        }
+        for (int k = 0; k < count; k++) rope_run_put(y[k], dt, p, v[k]);
+    }
+    for (; p < pairs; p++, r = rope_next(r, 1, n))
+        for (int k = 0; k < count; k++) rope_run_pair(y[k], x[k], dt, t0[k], t1[k], p, r);
+}
+
 /* A run of interleaved pairs (2p, 2p + 1), p in [0, pairs): one head, or
  * every head of a token whose heads are contiguous and rotate whole.  Pair p
  * takes entry (r0 + p) mod n of rope_turn's t0, t1.  Vectors are stored
@@ -272,7 +328,8 @@ ROPE_INLINE void rope_run_put(void *y, ra_dtype dt, int64_t p, vf v)
  * unaligned vector at each end overlaps its neighbour (and nothing else, the
  * run being at least two vectors long): each vector is loaded before the
  * one it overlaps is stored, so in place both write the same values.
- * Otherwise the pairs past the last whole vector go one at a time. */
+ * Otherwise (rope_runs_in_step) the pairs past the last whole vector go one
+ * at a time. */
 ROPE_INLINE void rope_run(void *y, const void *x, ra_dtype dt, const float *t0, const float *t1,
                           int64_t n, int64_t r0, int64_t pairs)
 {
@@ -280,12 +337,7 @@ ROPE_INLINE void rope_run(void *y, const void *x, ra_dtype dt, const float *t0, 
     int64_t p = rope_peel(y, dt);
     if (p == 0 || pairs < 2 * step) { /* aligned already, or too short for
                                          the two ends to miss each other */
-        int64_t r = r0;
-        for (p = 0; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
-            rope_prefetch(x, p * (int64_t)rope_pair_bytes(dt));
-            rope_run_put(y, dt, p, rope_run_vector(x, dt, t0, t1, p, r));
-        }
-        for (; p < pairs; p++, r = rope_next(r, 1, n)) rope_run_pair(y, x, dt, t0, t1, p, r);
+        rope_runs_in_step(&y, &x, dt, &t0, &t1, 1, n, r0, pairs);
         return;
     }
     int64_t r = (r0 + p) % n, held_at = 0; /* where the vector held back goes */
@@ -340,8 +392,10 @@ ROPE_INLINE void rope_head_half_bf16(uint16_t *y, const uint16_t *x, const float
         rope_prefetch(x, (half + i) * 2);
         vload_bf16_pairs(x + i, &a0, &a1);
         vload_bf16_pairs(x + half + i, &b0, &b1);
-        vstore_bf16_pairs(y + i, a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
-        vstore_bf16_pairs(y + half + i, a0 * s0 + b0 * c0, a1 * s1 + b1 * c1);
+        vu ya = rope_bf16_pack(a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
+        vu yb = rope_bf16_pack(a0 * s0 + b0 * c0, a1 * s1 + b1 * c1);
+        memcpy(y + i, &ya, sizeof ya);
+        memcpy(y + half + i, &yb, sizeof yb);
     }
     for (; i < n; i++) rope_pair(y, x, RA_BF16, i, half + i, c[i], s[i]);
 }
@@ -354,49 +408,79 @@ ROPE_INLINE char *rope_element(const ra_tensor *t, int64_t b, int64_t s, int64_t
     return (char *)t->data + (size_t)offset * esize;
 }
 
+/* A token of a task, and its cos and sin for the pairs at hand. */
+typedef struct rope_token {
+    int64_t b, s;           /* its batch and sequence index */
+    const float *c, *sn;    /* cos and sin of pairs [first, first + n) */
+} rope_token;
+
 /* Rotates pairs [first, first + n) (n <= ROPE_CHUNK) of every head of
- * token (b, s), interleaved; c and sn hold those pairs' cos and sin.  The
- * token's heads are one run when they are contiguous and rotate whole. */
-ROPE_INLINE void rope_token_interleaved(const ra_rope_job *job, ra_dtype dt, int64_t b, int64_t s,
-                                        const float *c, const float *sn, int64_t first, int64_t n)
+ * tok[0, count) (count 1 or 2), interleaved.  A token's heads are one run
+ * when they are contiguous and rotate whole.  Two tokens go in step
+ * (rope_runs_in_step) wherever neither run needs the row turned or the
+ * first vector peeled (their vectors start where y does: always when y is
+ * aligned), else one after the other. */
+ROPE_INLINE void rope_token_interleaved(const ra_rope_job *job, ra_dtype dt,
+                                        const rope_token *tok, int count, int64_t first,
+                                        int64_t n)
 {
     const ra_tensor *x = job->x, *out = job->out;
     const int64_t heads = x->shape[2], d = x->shape[3];
     const size_t esize = dt == RA_F32 ? 4 : 2;
     const size_t x_head = (size_t)x->stride[2] * esize, y_head = (size_t)out->stride[2] * esize;
-    const char *xh = rope_element(x, b, s, 0, 2 * first, esize);
-    char *yh = rope_element(out, b, s, 0, 2 * first, esize);
     const int one_run = 2 * n == d && x->stride[2] == d && out->stride[2] == d;
     const int64_t runs = one_run ? 1 : heads, pairs = one_run ? heads * n : n;
-    /* the row turned by the pairs before the first run's aligned vectors,
-     * aligned itself, as the runs read it in aligned vectors */
-    const int64_t rot = rope_peel(yh, dt) % n, r0 = (n - rot) % n;
-    float cx[2 * ROPE_CHUNK + RA_W] __attribute__((aligned(64)));
-    float sx[2 * ROPE_CHUNK + RA_W] __attribute__((aligned(64)));
+    float cx[2][2 * ROPE_CHUNK + RA_W] __attribute__((aligned(64)));
+    float sx[2][2 * ROPE_CHUNK + RA_W] __attribute__((aligned(64)));
     float c2[2 * ROPE_CHUNK], s2[2 * ROPE_CHUNK];
-    rope_turn(cx, sx, c2, s2, c, sn, job->sign, n, rot, dt);
-    for (int64_t h = 0; h < runs; h++, xh += x_head, yh += y_head)
-        rope_run(yh, xh, dt, cx, sx, n, r0, pairs);
+    const char *xh[2];
+    char *yh[2];
+    int64_t r0[2];
+    for (int k = 0; k < count; k++) {
+        xh[k] = rope_element(x, tok[k].b, tok[k].s, 0, 2 * first, esize);
+        yh[k] = rope_element(out, tok[k].b, tok[k].s, 0, 2 * first, esize);
+        /* the row turned by the pairs before the first run's aligned
+         * vectors, aligned itself, as the runs read it in aligned vectors */
+        const int64_t rot = rope_peel(yh[k], dt) % n;
+        r0[k] = (n - rot) % n;
+        rope_turn(cx[k], sx[k], c2, s2, tok[k].c, tok[k].sn, job->sign, n, rot, dt);
+    }
+    const float *t0[2] = {cx[0], cx[1]}, *t1[2] = {sx[0], sx[1]};
+    for (int64_t h = 0; h < runs; h++) {
+        void *y[2];
+        const void *xr[2];
+        for (int k = 0; k < count; k++) {
+            y[k] = yh[k] + h * y_head;
+            xr[k] = xh[k] + h * x_head;
+        }
+        if (count == 2 && r0[0] == 0 && r0[1] == 0 && rope_peel(y[0], dt) == 0 &&
+            rope_peel(y[1], dt) == 0)
+            rope_runs_in_step(y, xr, dt, t0, t1, 2, n, 0, pairs);
+        else
+            for (int k = 0; k < count; k++)
+                rope_run(y[k], xr[k], dt, t0[k], t1[k], n, r0[k], pairs);
+    }
 }
 
-/* The same, half-split (pairs (i, half + i)), a head at a time. */
-ROPE_INLINE void rope_token_half(const ra_rope_job *job, ra_dtype dt, int64_t b, int64_t s,
-                                 const float *c, const float *sn, int64_t first, int64_t n)
+/* The same, half-split (pairs (i, half + i)), one token (already two
+ * streams: the head's halves), a head at a time. */
+ROPE_INLINE void rope_token_half(const ra_rope_job *job, ra_dtype dt, const rope_token *tok,
+                                 int64_t first, int64_t n)
 {
     const ra_tensor *x = job->x, *out = job->out;
     const int64_t heads = x->shape[2], half = job->rope->n_pairs;
     const size_t esize = dt == RA_F32 ? 4 : 2;
     const size_t x_head = (size_t)x->stride[2] * esize, y_head = (size_t)out->stride[2] * esize;
-    const char *xh = rope_element(x, b, s, 0, first, esize);
-    char *yh = rope_element(out, b, s, 0, first, esize);
+    const char *xh = rope_element(x, tok->b, tok->s, 0, first, esize);
+    char *yh = rope_element(out, tok->b, tok->s, 0, first, esize);
     float signed_s[ROPE_CHUNK], cd[ROPE_CHUNK], sd[ROPE_CHUNK];
-    const float *ss = rope_signed(signed_s, sn, job->sign, n);
-    if (dt == RA_BF16) rope_split(cd, sd, c, sn, job->sign, n);
+    const float *ss = rope_signed(signed_s, tok->sn, job->sign, n);
+    if (dt == RA_BF16) rope_split(cd, sd, tok->c, tok->sn, job->sign, n);
     for (int64_t h = 0; h < heads; h++, xh += x_head, yh += y_head) {
         if (dt == RA_BF16)
-            rope_head_half_bf16((uint16_t *)yh, (const uint16_t *)xh, cd, sd, c, ss, n, half);
+            rope_head_half_bf16((uint16_t *)yh, (const uint16_t *)xh, cd, sd, tok->c, ss, n, half);
         else
-            rope_head_half(yh, xh, dt, c, ss, n, half);
+            rope_head_half(yh, xh, dt, tok->c, ss, n, half);
     }
 }
 
@@ -412,48 +496,94 @@ ROPE_INLINE void rope_copy_tail(const ra_rope_job *job, ra_dtype dt, int64_t b, 
                (size_t)(d - rot) * esize);
 }
 
-/* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt and
- * the layout `interleaved` says. */
-ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, int interleaved)
+/* The cos and sin of pairs [first, first + n) of a token at the three
+ * positions pos3: its table row, or formed into angle_c, angle_s (beyond
+ * the table, or an M-RoPE token whose components differ: ra_rope_mrope_row
+ * puts its row together from each pair's component's row). */
+ROPE_INLINE void rope_row(const ra_rope *rope, const int64_t pos3[3], int64_t first, int64_t n,
+                          float *angle_c, float *angle_s, rope_token *tok)
+{
+    const int64_t pos = pos3[0];
+    if (pos3[1] != pos || pos3[2] != pos) {
+        ra_rope_mrope_row(rope, pos3, first, n, angle_c, angle_s);
+    } else if (pos < rope->config.table_size) {
+        tok->c = rope->cos + pos * rope->n_pairs + first;
+        tok->sn = rope->sin + pos * rope->n_pairs + first;
+        return;
+    } else {
+        ra_rope_angles(rope, pos, first, n, angle_c, angle_s);
+    }
+    tok->c = angle_c;
+    tok->sn = angle_s;
+}
+
+/* The tokens [t0, t1) of a task, interleaved: the first half and the
+ * second half of the range in step, the k-th token of each together (an
+ * odd one out last, on its own), so that a thread reads and writes two
+ * streams of memory at a time, as the read-modify-write limit does
+ * (bench_limits.c). */
+ROPE_INLINE void rope_tokens_interleaved(const ra_rope_job *job, ra_dtype dt, int64_t t0,
+                                         int64_t t1)
 {
     const ra_rope *rope = job->rope;
-    const int64_t seq = job->x->shape[1], n_tokens = job->x->shape[0] * seq;
-    const int64_t n_pairs = rope->n_pairs;
-    int64_t t0 = task * job->tokens_per_task, t1 = t0 + job->tokens_per_task;
-    if (t1 > n_tokens) t1 = n_tokens;
-    /* angles formed on the fly beyond the table, or an M-RoPE row */
+    const int64_t seq = job->x->shape[1], n_pairs = rope->n_pairs;
+    const int64_t mid = t0 + (t1 - t0 + 1) / 2; /* the second stream's start */
+    float angle_c[2][ROPE_CHUNK] __attribute__((aligned(64)));
+    float angle_s[2][ROPE_CHUNK] __attribute__((aligned(64)));
+    int64_t seq_hint[2] = {ra_position_sequence(job->positions, t0),
+                           ra_position_sequence(job->positions, mid)};
+    for (int64_t i = 0; t0 + i < mid; i++) {
+        const int count = mid + i < t1 ? 2 : 1;
+        rope_token tok[2];
+        int64_t pos3[2][3];
+        for (int k = 0; k < count; k++) {
+            const int64_t t = (k ? mid : t0) + i;
+            tok[k].b = t / seq;
+            tok[k].s = t % seq;
+            ra_position3(job->positions, t, seq, &seq_hint[k], pos3[k]);
+        }
+        for (int64_t first = 0; first < n_pairs; first += ROPE_CHUNK) {
+            const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;
+            for (int k = 0; k < count; k++)
+                rope_row(rope, pos3[k], first, n, angle_c[k], angle_s[k], &tok[k]);
+            rope_token_interleaved(job, dt, tok, count, first, n);
+        }
+        for (int k = 0; k < count; k++) rope_copy_tail(job, dt, tok[k].b, tok[k].s);
+    }
+}
+
+/* The same, half-split: one token at a time (its heads' halves are two
+ * streams already; two tokens in step measured slower here:
+ * docs/perf/2026-12-03-rope-speed.md). */
+ROPE_INLINE void rope_tokens_half(const ra_rope_job *job, ra_dtype dt, int64_t t0, int64_t t1)
+{
+    const ra_rope *rope = job->rope;
+    const int64_t seq = job->x->shape[1], n_pairs = rope->n_pairs;
     float angle_c[ROPE_CHUNK] __attribute__((aligned(64)));
     float angle_s[ROPE_CHUNK] __attribute__((aligned(64)));
     int64_t seq_hint = ra_position_sequence(job->positions, t0);
     for (int64_t t = t0; t < t1; t++) {
-        const int64_t b = t / seq, s = t % seq;
+        rope_token tok = {t / seq, t % seq, NULL, NULL};
         int64_t pos3[3];
         ra_position3(job->positions, t, seq, &seq_hint, pos3);
-        const int64_t pos = pos3[0];
-        /* M-RoPE with components apart (an image's token): the row put
-         * together from each pair's component's row; else the one row */
-        const int mixed = pos3[1] != pos || pos3[2] != pos;
         for (int64_t first = 0; first < n_pairs; first += ROPE_CHUNK) {
             const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;
-            const float *c, *sn;
-            if (mixed) {
-                ra_rope_mrope_row(rope, pos3, first, n, angle_c, angle_s);
-                c = angle_c;
-                sn = angle_s;
-            } else if (pos < rope->config.table_size) {
-                const int64_t row = pos * n_pairs + first;
-                c = rope->cos + row;
-                sn = rope->sin + row;
-            } else {
-                ra_rope_angles(rope, pos, first, n, angle_c, angle_s);
-                c = angle_c;
-                sn = angle_s;
-            }
-            if (interleaved) rope_token_interleaved(job, dt, b, s, c, sn, first, n);
-            else rope_token_half(job, dt, b, s, c, sn, first, n);
+            rope_row(rope, pos3, first, n, angle_c, angle_s, &tok);
+            rope_token_half(job, dt, &tok, first, n);
         }
-        rope_copy_tail(job, dt, b, s);
+        rope_copy_tail(job, dt, tok.b, tok.s);
     }
+}
+
+/* Tokens [task * tokens_per_task, ...) of the B * S, in storage type dt and
+ * the layout `interleaved` says. */
+ROPE_INLINE void rope_tokens(const ra_rope_job *job, int64_t task, ra_dtype dt, int interleaved)
+{
+    const int64_t n_tokens = job->x->shape[0] * job->x->shape[1];
+    const int64_t t0 = task * job->tokens_per_task;
+    const int64_t t1 = t0 + job->tokens_per_task < n_tokens ? t0 + job->tokens_per_task : n_tokens;
+    if (interleaved) rope_tokens_interleaved(job, dt, t0, t1);
+    else rope_tokens_half(job, dt, t0, t1);
 }
 
 /* One function per storage type and layout, each with its loops alone (one

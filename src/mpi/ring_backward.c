@@ -132,6 +132,13 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     for (int i = 0; i < 3; i++)
         RA_MPI_TRY(mpi_check_off_masks(grads[i], grad_names[i], NULL, 0, &g->block, g->sinks,
                                        g->batch, g->heads, seq));
+    if (g->dsinks) { /* [H], written before dq, dk and dv */
+        const ra_tensor ds = ra_tensor_4d(g->dsinks, RA_F32, 1, 1, g->heads, 1);
+        for (int i = 0; i < 3; i++)
+            RA_MPI_TRY(mpi_check_apart(grads[i], grad_names[i], &ds, "dsinks"));
+        RA_MPI_TRY(mpi_check_off_masks(&ds, "dsinks", lse, g->batch * g->heads * g->n_local,
+                                       &g->block, g->sinks, g->batch, g->heads, seq));
+    }
     return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
 }
 

@@ -437,6 +437,10 @@ static void ring_backward_errors(void)
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's dsinks: %d (%s)", (int)st,
           ra_mpi_last_error());
+    /* dsinks inside dq (the last rank) or on the sinks (rank 0): refused everywhere */
+    o.dsinks = rank == size - 1 ? (float *)t[0].data : rank == 0 ? (float *)(void *)sinks : dsinks;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(st == RA_ERR_ARGUMENT, "dsinks on dq or sinks: %d (%s)", (int)st, ra_mpi_last_error());
 #undef BACKWARD
     free(x);
 }

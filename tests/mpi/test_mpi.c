@@ -195,30 +195,38 @@ static void ring_check(ring_case c)
         free(lv), free(pad);
 }
 
+/* The cases of the ring's forward and backward: GQA, uneven chunks, windows,
+ * soft-cap, sinks (added once; dsinks on every rank), bf16 K/V (dK/dV in
+ * float32), chunked attention, and the whole sequence's padding, documents
+ * and dropout. */
+static const ring_case ring_cases[] = {
+    {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0, 0},
+    {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0, 0},     /* uneven chunks, GQA */
+    {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0, 0},    /* chunks of several flash tiles */
+    {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0, 0},
+    {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0, 0},    /* a window inside a chunk */
+    {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0, 0},   /* across chunks */
+    {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0, 0},     /* sinks */
+    {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0, 0},
+    {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0, 0},
+    {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16, 0},   /* chunked attention, C 16 */
+    {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70, 0},   /* C 70: across the shards */
+    {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40, 0},
+    {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 1},     /* padding (dsinks without its rows) */
+    {2, 203, 4, 1, 24, RA_F32, 15.0, 0, 0, 70, 1}, /* chunks from each row's padding */
+    {2, 91, 6, 3, 24, RA_BF16, 0, 30, 1, 0, 1},
+    {1, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 2},     /* packed documents */
+    {1, 150, 4, 2, 32, RA_F32, 0, 30, 1, 0, 2},
+    {1, 203, 4, 1, 24, RA_F32, 20.0, 40, 0, 0, 2},
+    {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 3},     /* dropout */
+    {1, 203, 4, 1, 24, RA_F32, 15.0, 60, 0, 70, 3},
+    {1, 203, 4, 1, 24, RA_BF16, 15.0, 60, 0, 70, 3},
+};
+
 static void test_ring(void)
 {
-    const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0, 0},     /* sinks: added once */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0, 0},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16, 0},   /* chunked attention, C 16 */
-        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70, 0},   /* C 70: across the shards */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40, 0},
-        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 1},     /* padding of the whole sequence */
-        {2, 203, 4, 1, 24, RA_F32, 15.0, 0, 0, 70, 1}, /* chunks from each row's padding */
-        {2, 91, 6, 3, 24, RA_BF16, 0, 30, 1, 0, 1},
-        {1, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 2},     /* packed documents */
-        {1, 203, 4, 1, 24, RA_F32, 20.0, 40, 0, 0, 2},
-        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 3},     /* dropout */
-        {1, 203, 4, 1, 24, RA_BF16, 15.0, 60, 0, 70, 3},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_check(cases[i]);
+    for (size_t i = 0; i < sizeof ring_cases / sizeof ring_cases[0]; i++)
+        ring_check(ring_cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
     ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 0, 0, 0};
     ring_check(tiny);
@@ -340,26 +348,8 @@ static void ring_backward_check(ring_case c)
 
 static void test_ring_backward(void)
 {
-    const ring_case cases[] = {
-        {1, 64, 4, 4, 64, RA_F32, 0, 0, 0, 0, 0},
-        {2, 37, 8, 2, 72, RA_F32, 0, 0, 0, 0, 0},     /* uneven chunks, GQA */
-        {1, 300, 4, 1, 80, RA_F32, 0, 0, 0, 0, 0},    /* chunks of several flash tiles */
-        {1, 8 * 4 + 3, 4, 2, 16, RA_F32, 30.0, 0, 0, 0, 0},
-        {1, 150, 4, 2, 32, RA_F32, 0, 5, 0, 0, 0},    /* a window inside a chunk */
-        {1, 150, 4, 2, 32, RA_F32, 0, 40, 0, 0, 0},   /* across chunks */
-        {2, 91, 6, 3, 24, RA_F32, 0, 0, 1, 0, 0},     /* sinks: dsinks on every rank */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 33, 1, 0, 0},
-        {1, 77, 4, 2, 64, RA_BF16, 0, 0, 0, 0, 0},    /* bf16 K/V: dK/dV in float32 */
-        {1, 150, 4, 2, 32, RA_F32, 0, 0, 0, 16, 0},   /* chunked attention, C 16 */
-        {2, 203, 4, 1, 24, RA_F32, 0, 0, 1, 70, 0},   /* C 70: across the shards */
-        {1, 120, 8, 2, 72, RA_F32, 20.0, 25, 1, 40, 0},
-        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 1},     /* padding: dsinks without its rows */
-        {2, 203, 4, 1, 24, RA_F32, 15.0, 0, 0, 70, 1}, /* chunks from each row's padding */
-        {1, 150, 4, 2, 32, RA_F32, 0, 30, 1, 0, 2},    /* packed documents */
-        {2, 150, 4, 2, 32, RA_F32, 0, 0, 1, 0, 3},     /* dropout: dsinks too */
-        {1, 203, 4, 1, 24, RA_F32, 15.0, 60, 0, 70, 3},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ring_backward_check(cases[i]);
+    for (size_t i = 0; i < sizeof ring_cases / sizeof ring_cases[0]; i++)
+        ring_backward_check(ring_cases[i]);
     /* the shortest sequences: S = P (some chunks empty), 2P + 1 */
     ring_case tiny = {1, size, 2, 1, 8, RA_F32, 0, 0, 1, 0, 0};
     ring_backward_check(tiny);

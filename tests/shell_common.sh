@@ -17,6 +17,21 @@ pass() { passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 summary() { echo "$SUITE: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
+# For the suites that launch under mpirun (settings as tests/test_mpi.sh
+# explains them): root allowed, one OpenBLAS thread a rank, LeakSanitizer's
+# Open MPI suppressions under `make asan`; MPIRUN: mpirun on this machine
+# alone (shared memory, no ssh, more ranks than cores) inside a timeout of
+# MPI_LIMIT seconds (RA_MPI_TIMEOUT, 60), so that a hang fails the suite.
+mpi_setup() {
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/mpi/lsan.supp
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
+    MPI_LIMIT=${RA_MPI_TIMEOUT:-60}
+    MPIRUN=(timeout -k 5 "$MPI_LIMIT" mpirun --oversubscribe --mca btl self,vader
+            --mca plm_rsh_agent false)
+}
+
 # Ends the suite (with its summary) unless ropeattn is built and $PY has
 # numpy.  Then, with RA_CLI_WRAPPER set, $RA becomes a script that runs
 # ropeattn through that command prefix (`make valgrind-cli`: valgrind

@@ -425,11 +425,7 @@ else fail "rope: [B, H, S, D] without --shape: $(cat "$TMP/err")"; fi
 # runs in one process only fail on every rank: one
 # "ropeattn:" line, the exit code, no output.  Settings as tests/test_mpi.sh.
 if command -v mpirun >/dev/null 2>&1; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/mpi/lsan.supp
-    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
-    MPIRUN=(timeout -k 5 60 mpirun --oversubscribe --mca btl self,vader --mca plm_rsh_agent false)
+    mpi_setup
     mpi_attention() { # np case [more arguments]
         local np=$1 dir=$C/$2; shift 2
         local more=()

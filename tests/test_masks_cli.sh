@@ -136,11 +136,7 @@ else fail "--grads with --attention-mask: $(cat "$TMP/err")"; fi
 # (seen: within 6e-7 of one process's); --grads with padding within 1e-5
 # of one process's G.  Settings as tests/test_mpi.sh.
 if command -v mpirun >/dev/null 2>&1; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/mpi/lsan.supp
-    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
-    MPIRUN=(timeout -k 5 60 mpirun --oversubscribe --mca btl self,vader --mca plm_rsh_agent false)
+    mpi_setup
     np=2
     for name in padded_llama padded_llama4 padding_row_mistral packed_mistral; do
         dir=$TMP/cases/$name

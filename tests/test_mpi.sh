@@ -19,24 +19,20 @@ if ! command -v mpirun >/dev/null 2>&1; then
     summary
 fi
 if [ ! -x "$exe" ]; then fail "$exe is not built (make mpi)"; summary; fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 # Under `make asan`: LeakSanitizer skips what Open MPI and OpenBLAS hold at
 # exit (tests/mpi/lsan.supp), which it can name only with Open MPI's
 # components kept loaded and the slow unwinder (their code has no frame
 # pointers); nothing of ropeattn's is suppressed.  No effect otherwise.
-export OMPI_MCA_mca_base_component_disable_dlclose=1
-export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/mpi/lsan.supp
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0
-MPIRUN=(mpirun --oversubscribe --mca btl self,vader --mca plm_rsh_agent false)
-LIMIT=${RA_MPI_TIMEOUT:-60}
+# (shell_common.sh's mpi_setup sets all of this.)
+mpi_setup
 for np in 1 2 3 4; do
     start=$SECONDS
-    out=$(timeout -k 5 "$LIMIT" "${MPIRUN[@]}" -np $np "$exe" 2>&1)
+    out=$("${MPIRUN[@]}" -np $np "$exe" 2>&1)
     rc=$?
     line=$(grep -E "^test_mpi P=$np: [0-9]+ passed, 0 failed$" <<<"$out")
     echo "np $np: ${line:-no summary} ($((SECONDS - start)) s)"
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        fail "mpirun -np $np: no result within $LIMIT s (a hang?)"; printf '%s\n' "$out" | tail -20
+        fail "mpirun -np $np: no result within $MPI_LIMIT s (a hang?)"; printf '%s\n' "$out" | tail -20
     elif [ $rc -ne 0 ] || [ -z "$line" ]; then
         fail "mpirun -np $np exited $rc"; printf '%s\n' "$out" | tail -30
     else pass; fi

@@ -58,9 +58,23 @@ int64_t mpi_shard_rows(int64_t seq, int P, int o);
 ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *options,
                            const char *fn, const float **sinks, float **dsinks);
 
-/* The most rows a shard holds (*max_rows); RA_ERR_OVERFLOW when a K/V
+/* A ring call's sizes: this rank's zig-zag shard and q's, k's shapes. */
+typedef struct mpi_ring_shape {
+    int64_t seq, batch, heads, kv_heads, head_dim, n_local, max_rows;
+    int64_t start[2], count[2]; /* this rank's chunks (ra_mpi_zigzag) */
+    ra_dtype kv_dtype;
+    size_t kv_row; /* bytes of one token's K (or V): Hkv D elements */
+} mpi_ring_shape;
+
+/* *s for rank of size ranks: q [B, S_local, H, D] f32 with S_local this
+ * rank's rows of seq, k and v [B, S_local, Hkv, D], f32, f16 or bf16, the
+ * same; max_rows the most rows a shard holds, RA_ERR_OVERFLOW when a K/V
  * message of two tensors of batch of them is past MPI's int count. */
-ra_status mpi_ring_max_rows(int64_t seq, int P, int64_t batch, int64_t *max_rows);
+ra_status mpi_ring_shapes(mpi_ring_shape *s, const ra_tensor *q, const ra_tensor *k,
+                          const ra_tensor *v, int64_t seq, int size, int rank);
+
+/* RA_ERR_SHAPE unless a and b (named an, bn) have the same shape. */
+ra_status mpi_same_shape(const ra_tensor *a, const char *an, const ra_tensor *b, const char *bn);
 
 /* The rows [s0, s0 + n) of axis 1 of t (n may be 0). */
 ra_tensor mpi_rows(const ra_tensor *t, int64_t s0, int64_t n);

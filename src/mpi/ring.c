@@ -23,10 +23,8 @@
 
 typedef struct ring {
     int size, rank;
-    int64_t seq, batch, heads, kv_heads, head_dim, n_local, max_rows, max_count;
-    int64_t start[2], count[2]; /* this rank's chunks (ra_mpi_zigzag) */
-    ra_dtype kv_dtype;
-    size_t kv_row;              /* bytes of one token's K (or V): Hkv D elements */
+    mpi_ring_shape s;
+    int64_t max_count;          /* the larger of this rank's two chunks */
     ra_attention_options block; /* the caller's, without sinks */
     const float *sinks;         /* [H] or NULL */
     char *buf[2];               /* K/V buffers, each for max_rows tokens */
@@ -48,7 +46,7 @@ static void ring_free(ring *g)
 }
 
 /* Rows of rank o's shard. */
-static int64_t rows_of(const ring *g, int o) { return mpi_shard_rows(g->seq, g->size, o); }
+static int64_t rows_of(const ring *g, int o) { return mpi_shard_rows(g->s.seq, g->size, o); }
 
 /* Sizes and options that need no other rank: this rank's verdict. */
 static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, const ra_tensor *q,
@@ -58,40 +56,15 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
     if (!out || !lse || !q || !k || !v)
         return mpi_fail(RA_ERR_NULL, "%s is NULL", !out ? "out" : !lse ? "lse" : !q ? "q"
                                                    : !k ? "k" : "v");
-    RA_MPI_TRY(ra_mpi_zigzag(seq, g->size, g->rank, g->start, g->count));
-    g->seq = seq;
-    g->n_local = g->count[0] + g->count[1];
-    if (q->dtype != RA_F32 || out->dtype != RA_F32)
-        return mpi_fail(RA_ERR_DTYPE, "q and out must be f32");
-    if (!(k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) ||
-        v->dtype != k->dtype)
-        return mpi_fail(RA_ERR_DTYPE, "k and v must be f32, f16 or bf16, the same");
-    for (int d = 0; d < 4; d++)
-        if (q->shape[d] < 1 || k->shape[d] < 1 || out->shape[d] != q->shape[d] ||
-            v->shape[d] != k->shape[d] || (d != 2 && k->shape[d] != q->shape[d]))
-            return mpi_fail(RA_ERR_SHAPE, "q, out [%lld, %lld, %lld, %lld] and k, v [%lld, "
-                            "%lld, %lld, %lld] differ in axis %d", (long long)q->shape[0],
-                            (long long)q->shape[1], (long long)q->shape[2],
-                            (long long)q->shape[3], (long long)k->shape[0],
-                            (long long)k->shape[1], (long long)k->shape[2],
-                            (long long)k->shape[3], d);
+    RA_MPI_TRY(mpi_ring_shapes(&g->s, q, k, v, seq, g->size, g->rank));
+    if (out->dtype != RA_F32) return mpi_fail(RA_ERR_DTYPE, "out must be f32");
+    RA_MPI_TRY(mpi_same_shape(out, "out", q, "q"));
     RA_MPI_TRY(mpi_check_out(out, "out", lse, q->shape[0] * q->shape[2] * q->shape[1]));
-    if (q->shape[1] != g->n_local)
-        return mpi_fail(RA_ERR_SHAPE, "rank %d holds %lld rows of a sequence of %lld (chunks "
-                        "of %lld and %lld tokens), not %lld", g->rank, (long long)g->n_local,
-                        (long long)seq, (long long)g->count[0], (long long)g->count[1],
-                        (long long)q->shape[1]);
-    g->batch = q->shape[0];
-    g->heads = q->shape[2];
-    g->kv_heads = k->shape[2];
-    g->head_dim = q->shape[3];
-    g->kv_dtype = k->dtype;
-    g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
     RA_MPI_TRY(mpi_ring_options(&g->block, options, "ra_mpi_attention", &g->sinks, NULL));
-    RA_MPI_TRY(mpi_check_off_masks(out, "out", lse, g->batch * g->heads * g->n_local, &g->block,
-                                   g->sinks, g->batch, g->heads, seq));
-    g->max_count = g->count[0] > g->count[1] ? g->count[0] : g->count[1];
-    return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
+    RA_MPI_TRY(mpi_check_off_masks(out, "out", lse, g->s.batch * g->s.heads * g->s.n_local,
+                                   &g->block, g->sinks, g->s.batch, g->s.heads, seq));
+    g->max_count = g->s.count[0] > g->s.count[1] ? g->s.count[0] : g->s.count[1];
+    return RA_OK;
 }
 
 /* The buffers; then libropeattn's own checks of every view and option,
@@ -99,8 +72,8 @@ static ra_status check_local(ring *g, const ra_tensor *out, const float *lse, co
 static ra_status prepare(ring *g, ra_context *ctx, const ra_tensor *q, const ra_tensor *k,
                          const ra_tensor *v, const ra_attention_options *options)
 {
-    const int64_t B = g->batch, H = g->heads, D = g->head_dim, n = g->n_local;
-    const size_t kv_bytes = 2 * (size_t)(B * g->max_rows) * g->kv_row;
+    const int64_t B = g->s.batch, H = g->s.heads, D = g->s.head_dim, n = g->s.n_local;
+    const size_t kv_bytes = 2 * (size_t)(B * g->s.max_rows) * g->s.kv_row;
     g->buf[0] = malloc(kv_bytes);
     g->buf[1] = malloc(kv_bytes);
     g->acc = malloc((size_t)(B * n * H * D) * sizeof(double));
@@ -118,10 +91,10 @@ static ra_status prepare(ring *g, ra_context *ctx, const ra_tensor *q, const ra_
     ra_tensor out_all = ra_tensor_4d(g->acc, RA_F32, B, n, H, D);
     ra_tensor out1 = ra_tensor_4d(g->blk_out, RA_F32, B, 1, H, D);
     RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out_all, (float *)(void *)g->m, q, &k1,
-                                               &v1, g->seq - n, 0, g->seq, options),
+                                               &v1, g->s.seq - n, 0, g->s.seq, options),
                         "ra_mpi_attention: q"));
-    RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->blk_lse, &q1, k, v, g->seq - 1, 0,
-                                               g->seq, options),
+    RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->blk_lse, &q1, k, v, g->s.seq - 1, 0,
+                                               g->s.seq, options),
                         "ra_mpi_attention: k, v"));
     return RA_OK;
 }
@@ -132,8 +105,8 @@ static ra_status prepare(ring *g, ra_context *ctx, const ra_tensor *q, const ra_
  * left alone. */
 static void merge(ring *g, int64_t r0, int64_t nq)
 {
-    const int64_t H = g->heads, D = g->head_dim, n = g->n_local;
-    for (int64_t b = 0; b < g->batch; b++)
+    const int64_t H = g->s.heads, D = g->s.head_dim, n = g->s.n_local;
+    for (int64_t b = 0; b < g->s.batch; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < nq; i++) {
                 const double lb = g->blk_lse[(b * H + h) * nq + i];
@@ -160,27 +133,27 @@ static ra_status blocks(ring *g, ra_context *ctx, const ra_tensor *q, const char
                         MPI_Request *reqs, int n_reqs)
 {
     int64_t ostart[2], ocount[2];
-    mpi_chunks(g->seq, g->size, o, ostart, ocount);
-    const int64_t n_o = ocount[0] + ocount[1], B = g->batch;
-    const ra_tensor kt = ra_tensor_4d((void *)kv, g->kv_dtype, B, n_o, g->kv_heads, g->head_dim);
-    const ra_tensor vt = ra_tensor_4d((void *)(kv + (size_t)(B * n_o) * g->kv_row), g->kv_dtype,
-                                      B, n_o, g->kv_heads, g->head_dim);
+    mpi_chunks(g->s.seq, g->size, o, ostart, ocount);
+    const int64_t n_o = ocount[0] + ocount[1], B = g->s.batch;
+    const ra_tensor kt = ra_tensor_4d((void *)kv, g->s.kv_dtype, B, n_o, g->s.kv_heads, g->s.head_dim);
+    const ra_tensor vt = ra_tensor_4d((void *)(kv + (size_t)(B * n_o) * g->s.kv_row), g->s.kv_dtype,
+                                      B, n_o, g->s.kv_heads, g->s.head_dim);
     const int64_t chunk[2] = {g->rank, 2 * (int64_t)g->size - 1 - g->rank};
     const int64_t ochunk[2] = {o, 2 * (int64_t)g->size - 1 - o};
     for (int qi = 0; qi < 2; qi++)
         for (int ki = 0; ki < 2; ki++) {
-            const int64_t nq = g->count[qi], nk = ocount[ki];
-            const int64_t q_start = g->start[qi], k_start = ostart[ki];
+            const int64_t nq = g->s.count[qi], nk = ocount[ki];
+            const int64_t q_start = g->s.start[qi], k_start = ostart[ki];
             if (!mpi_block_visible(&g->block, nq, nk, ochunk[ki] > chunk[qi], q_start, k_start))
                 continue;
-            const int64_t r0 = qi ? g->count[0] : 0;
+            const int64_t r0 = qi ? g->s.count[0] : 0;
             ra_tensor qb = mpi_rows(q, r0, nq);
             ra_tensor kb = mpi_rows(&kt, ki ? ocount[0] : 0, nk);
             ra_tensor vb = mpi_rows(&vt, ki ? ocount[0] : 0, nk);
-            ra_tensor ob = ra_tensor_4d(g->blk_out, RA_F32, B, nq, g->heads, g->head_dim);
+            ra_tensor ob = ra_tensor_4d(g->blk_out, RA_F32, B, nq, g->s.heads, g->s.head_dim);
             const double t0 = g->stats ? MPI_Wtime() : 0.0;
             RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &ob, g->blk_lse, &qb, &kb, &vb,
-                                                       q_start, k_start, g->seq, &g->block),
+                                                       q_start, k_start, g->s.seq, &g->block),
                                 "ra_mpi_attention: a block"));
             merge(g, r0, nq);
             if (g->stats) g->stats->compute_s += MPI_Wtime() - t0, g->stats->blocks++;
@@ -203,15 +176,15 @@ static ra_status run(ring *g, ra_context *ctx, const ra_tensor *q, MPI_Comm comm
         int n_reqs = 0;
         if (s + 1 < g->size) {
             const int o_next = (o + g->size - 1) % g->size;
-            int rc = MPI_Irecv(g->buf[!cur], (int)(2 * g->batch * rows_of(g, o_next)), row, prev,
+            int rc = MPI_Irecv(g->buf[!cur], (int)(2 * g->s.batch * rows_of(g, o_next)), row, prev,
                                s, comm, &reqs[0]);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Isend(g->buf[cur], (int)(2 * g->batch * rows_of(g, o)), row, next, s,
+                rc = MPI_Isend(g->buf[cur], (int)(2 * g->s.batch * rows_of(g, o)), row, next, s,
                                comm, &reqs[1]);
             RA_MPI_TRY(mpi_check(rc, "MPI_Irecv/MPI_Isend"));
             n_reqs = 2;
             if (g->stats)
-                g->stats->bytes_sent += 2 * g->batch * rows_of(g, o) * (int64_t)g->kv_row;
+                g->stats->bytes_sent += 2 * g->s.batch * rows_of(g, o) * (int64_t)g->s.kv_row;
         }
         if (status == RA_OK) status = blocks(g, ctx, q, g->buf[cur], o, reqs, n_reqs);
         const double t0 = g->stats ? MPI_Wtime() : 0.0;
@@ -227,14 +200,14 @@ static ra_status run(ring *g, ra_context *ctx, const ra_tensor *q, MPI_Comm comm
  * row: zeros and lse -Inf, no sink (ra_attention's). */
 static void finish(const ring *g, const ra_tensor *out, float *lse)
 {
-    const int64_t H = g->heads, D = g->head_dim, n = g->n_local;
-    for (int64_t b = 0; b < g->batch; b++)
+    const int64_t H = g->s.heads, D = g->s.head_dim, n = g->s.n_local;
+    for (int64_t b = 0; b < g->s.batch; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < n; i++) {
                 const int64_t row = (b * H + h) * n + i;
                 float *dst = (float *)out->data + b * out->stride[0] + i * out->stride[1] +
                              h * out->stride[2];
-                if (!mpi_real_row(&g->block, g->seq, b, g->start, g->count, i)) {
+                if (!mpi_real_row(&g->block, g->s.seq, b, g->s.start, g->s.count, i)) {
                     for (int64_t d = 0; d < D; d++) dst[d] = 0.0f;
                     lse[row] = -INFINITY;
                     continue;
@@ -271,23 +244,23 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     int64_t window = status == RA_OK ? g.block.window : 0;
     int64_t attn_chunk = status == RA_OK ? g.block.chunk : 0;
     double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
-    int64_t sig[14] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype, window,
-                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+    int64_t sig[14] = {seq, g.s.batch, g.s.heads, g.s.kv_heads, g.s.head_dim, (int64_t)g.s.kv_dtype, window,
+                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.s.heads * sizeof(float)) : 0,
                        attn_chunk, 0, 0, 0};
     sig[7] = mpi_sig_double(scale);
     sig[8] = mpi_sig_double(softcap);
-    if (status == RA_OK) mpi_masks_signature(&g.block, g.batch, seq, &sig[11]);
+    if (status == RA_OK) mpi_masks_signature(&g.block, g.s.batch, seq, &sig[11]);
     status = mpi_agree(comm, status, sig, 14);
     MPI_Datatype row = MPI_DATATYPE_NULL;
     if (status == RA_OK) {
-        status = mpi_check(MPI_Type_contiguous((int)g.kv_row, MPI_BYTE, &row),
+        status = mpi_check(MPI_Type_contiguous((int)g.s.kv_row, MPI_BYTE, &row),
                            "MPI_Type_contiguous");
         if (status == RA_OK) status = mpi_check(MPI_Type_commit(&row), "MPI_Type_commit");
     }
     if (status == RA_OK) {
         mpi_pack_kv(g.buf[0], k, v);
-        for (int64_t i = 0; i < g.batch * g.heads * g.n_local; i++) g.m[i] = -INFINITY, g.l[i] = 0.0;
-        memset(g.acc, 0, (size_t)(g.batch * g.n_local * g.heads * g.head_dim) * sizeof(double));
+        for (int64_t i = 0; i < g.s.batch * g.s.heads * g.s.n_local; i++) g.m[i] = -INFINITY, g.l[i] = 0.0;
+        memset(g.acc, 0, (size_t)(g.s.batch * g.s.n_local * g.s.heads * g.s.head_dim) * sizeof(double));
         status = run(&g, ctx, q, comm, row);
         /* a block that failed on one rank fails the call on every rank */
         status = mpi_agree(comm, status, NULL, 0);

@@ -29,10 +29,8 @@
 
 typedef struct ring_back {
     int size, rank;
-    int64_t seq, batch, heads, kv_heads, head_dim, n_local, max_rows;
-    int64_t start[2], count[2]; /* this rank's chunks (ra_mpi_zigzag) */
-    ra_dtype kv_dtype;
-    size_t kv_row, grad_row;    /* bytes of one token's K (V), of its dK (dV) */
+    mpi_ring_shape s;
+    size_t grad_row;            /* bytes of one token's dK (dV) */
     ra_attention_options block; /* the caller's, without sinks and dsinks */
     const float *sinks;         /* [H] or NULL */
     float *dsinks;              /* [H] or NULL: the caller's, with sinks */
@@ -55,22 +53,7 @@ static void ring_back_free(ring_back *g)
 }
 
 /* Rows of rank o's shard. */
-static int64_t rows_of(const ring_back *g, int o) { return mpi_shard_rows(g->seq, g->size, o); }
-
-/* RA_ERR_SHAPE unless a and b have the same shape. */
-static ra_status same_shape(const ra_tensor *a, const char *an, const ra_tensor *b,
-                            const char *bn)
-{
-    for (int d = 0; d < 4; d++)
-        if (a->shape[d] != b->shape[d])
-            return mpi_fail(RA_ERR_SHAPE, "%s [%lld, %lld, %lld, %lld] and %s [%lld, %lld, "
-                            "%lld, %lld] differ", an, (long long)a->shape[0],
-                            (long long)a->shape[1], (long long)a->shape[2],
-                            (long long)a->shape[3], bn, (long long)b->shape[0],
-                            (long long)b->shape[1], (long long)b->shape[2],
-                            (long long)b->shape[3]);
-    return RA_OK;
-}
+static int64_t rows_of(const ring_back *g, int o) { return mpi_shard_rows(g->s.seq, g->size, o); }
 
 /* Sizes and options that need no other rank: this rank's verdict. */
 static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor *dk,
@@ -82,64 +65,39 @@ static ra_status check_local(ring_back *g, const ra_tensor *dq, const ra_tensor 
     static const char *const names[9] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out", "lse"};
     for (int i = 0; i < 9; i++)
         if (!args[i]) return mpi_fail(RA_ERR_NULL, "%s is NULL", names[i]);
-    RA_MPI_TRY(ra_mpi_zigzag(seq, g->size, g->rank, g->start, g->count));
-    g->seq = seq;
-    g->n_local = g->count[0] + g->count[1];
-    const ra_tensor *f32[6] = {dq, dk, dv, dout, q, out};
-    static const char *const f32_names[6] = {"dq", "dk", "dv", "dout", "q", "out"};
-    for (int i = 0; i < 6; i++)
+    RA_MPI_TRY(mpi_ring_shapes(&g->s, q, k, v, seq, g->size, g->rank));
+    const ra_tensor *f32[5] = {dq, dk, dv, dout, out};
+    static const char *const f32_names[5] = {"dq", "dk", "dv", "dout", "out"};
+    for (int i = 0; i < 5; i++)
         if (f32[i]->dtype != RA_F32)
             return mpi_fail(RA_ERR_DTYPE, "%s must be f32", f32_names[i]);
-    if (!(k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) ||
-        v->dtype != k->dtype)
-        return mpi_fail(RA_ERR_DTYPE, "k and v must be f32, f16 or bf16, the same");
-    RA_MPI_TRY(same_shape(out, "out", q, "q"));
-    RA_MPI_TRY(same_shape(dout, "dout", q, "q"));
-    RA_MPI_TRY(same_shape(dq, "dq", q, "q"));
-    RA_MPI_TRY(same_shape(v, "v", k, "k"));
-    RA_MPI_TRY(same_shape(dk, "dk", k, "k"));
-    RA_MPI_TRY(same_shape(dv, "dv", k, "k"));
-    for (int d = 0; d < 4; d++)
-        if (q->shape[d] < 1 || k->shape[d] < 1 || (d != 2 && k->shape[d] != q->shape[d]))
-            return mpi_fail(RA_ERR_SHAPE, "q [%lld, %lld, %lld, %lld] and k [%lld, %lld, %lld, "
-                            "%lld] differ in axis %d", (long long)q->shape[0],
-                            (long long)q->shape[1], (long long)q->shape[2],
-                            (long long)q->shape[3], (long long)k->shape[0],
-                            (long long)k->shape[1], (long long)k->shape[2],
-                            (long long)k->shape[3], d);
-    if (q->shape[1] != g->n_local)
-        return mpi_fail(RA_ERR_SHAPE, "rank %d holds %lld rows of a sequence of %lld (chunks "
-                        "of %lld and %lld tokens), not %lld", g->rank, (long long)g->n_local,
-                        (long long)seq, (long long)g->count[0], (long long)g->count[1],
-                        (long long)q->shape[1]);
+    RA_MPI_TRY(mpi_same_shape(out, "out", q, "q"));
+    RA_MPI_TRY(mpi_same_shape(dout, "dout", q, "q"));
+    RA_MPI_TRY(mpi_same_shape(dq, "dq", q, "q"));
+    RA_MPI_TRY(mpi_same_shape(dk, "dk", k, "k"));
+    RA_MPI_TRY(mpi_same_shape(dv, "dv", k, "k"));
     RA_MPI_TRY(mpi_check_out(dq, "dq", NULL, 0));
     RA_MPI_TRY(mpi_check_out(dk, "dk", NULL, 0));
     RA_MPI_TRY(mpi_check_out(dv, "dv", NULL, 0));
     RA_MPI_TRY(mpi_check_apart(dq, "dq", dk, "dk"));
     RA_MPI_TRY(mpi_check_apart(dq, "dq", dv, "dv"));
     RA_MPI_TRY(mpi_check_apart(dk, "dk", dv, "dv"));
-    g->batch = q->shape[0];
-    g->heads = q->shape[2];
-    g->kv_heads = k->shape[2];
-    g->head_dim = q->shape[3];
-    g->kv_dtype = k->dtype;
-    g->kv_row = (size_t)(g->kv_heads * g->head_dim) * mpi_dtype_size(k->dtype);
-    g->grad_row = (size_t)(g->kv_heads * g->head_dim) * sizeof(float);
+    g->grad_row = (size_t)(g->s.kv_heads * g->s.head_dim) * sizeof(float);
     RA_MPI_TRY(mpi_ring_options(&g->block, options, "ra_mpi_attention_backward", &g->sinks,
                                 &g->dsinks));
     const ra_tensor *const grads[3] = {dq, dk, dv};
     static const char *const grad_names[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < 3; i++)
         RA_MPI_TRY(mpi_check_off_masks(grads[i], grad_names[i], NULL, 0, &g->block, g->sinks,
-                                       g->batch, g->heads, seq));
+                                       g->s.batch, g->s.heads, seq));
     if (g->dsinks) { /* [H], written before dq, dk and dv */
-        const ra_tensor ds = ra_tensor_4d(g->dsinks, RA_F32, 1, 1, g->heads, 1);
+        const ra_tensor ds = ra_tensor_4d(g->dsinks, RA_F32, 1, 1, g->s.heads, 1);
         for (int i = 0; i < 3; i++)
             RA_MPI_TRY(mpi_check_apart(grads[i], grad_names[i], &ds, "dsinks"));
-        RA_MPI_TRY(mpi_check_off_masks(&ds, "dsinks", lse, g->batch * g->heads * g->n_local,
-                                       &g->block, g->sinks, g->batch, g->heads, seq));
+        RA_MPI_TRY(mpi_check_off_masks(&ds, "dsinks", lse, g->s.batch * g->s.heads * g->s.n_local,
+                                       &g->block, g->sinks, g->s.batch, g->s.heads, seq));
     }
-    return mpi_ring_max_rows(seq, g->size, g->batch, &g->max_rows);
+    return RA_OK;
 }
 
 /* The buffers, lse per query chunk; then libropeattn's own checks of every
@@ -149,9 +107,9 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
                          const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
                          const ra_tensor *out, const float *lse)
 {
-    const int64_t B = g->batch, H = g->heads, D = g->head_dim, n = g->n_local;
-    const size_t kv_bytes = 2 * (size_t)(B * g->max_rows) * g->kv_row;
-    const size_t grad_bytes = 2 * (size_t)(B * g->max_rows) * g->grad_row;
+    const int64_t B = g->s.batch, H = g->s.heads, D = g->s.head_dim, n = g->s.n_local;
+    const size_t kv_bytes = 2 * (size_t)(B * g->s.max_rows) * g->s.kv_row;
+    const size_t grad_bytes = 2 * (size_t)(B * g->s.max_rows) * g->grad_row;
     for (int i = 0; i < 2; i++) g->kv[i] = malloc(kv_bytes), g->own[i] = malloc(grad_bytes);
     g->sum = malloc(grad_bytes);
     g->dq = calloc((size_t)(B * n * H * D + B * H), sizeof(float));
@@ -160,26 +118,26 @@ static ra_status prepare(ring_back *g, ra_context *ctx, const ra_tensor *dout,
     if (!g->kv[0] || !g->kv[1] || !g->own[0] || !g->own[1] || !g->sum || !g->dq || !g->lse[0] ||
         (g->dsinks && !g->share))
         return mpi_fail(RA_ERR_NOMEM, "rank %d: out of memory for the ring's buffers", g->rank);
-    g->lse[1] = g->lse[0] + B * H * g->count[0];
+    g->lse[1] = g->lse[0] + B * H * g->s.count[0];
     for (int64_t bh = 0; bh < B * H; bh++)
         for (int i = 0; i < 2; i++)
-            memcpy(g->lse[i] + bh * g->count[i], lse + bh * n + (i ? g->count[0] : 0),
-                   (size_t)g->count[i] * sizeof(float));
+            memcpy(g->lse[i] + bh * g->s.count[i], lse + bh * n + (i ? g->s.count[0] : 0),
+                   (size_t)g->s.count[i] * sizeof(float));
     memset(g->own[0], 0, grad_bytes);
-    const int64_t Hkv = g->kv_heads;
+    const int64_t Hkv = g->s.kv_heads;
     ra_tensor dq_all = ra_tensor_4d(g->dq, RA_F32, B, n, H, D);
     ra_tensor dk1 = ra_tensor_4d(g->own[0], RA_F32, B, 1, Hkv, D);
     ra_tensor dv1 = ra_tensor_4d(g->own[0] + B * Hkv * D, RA_F32, B, 1, Hkv, D);
     ra_tensor k1 = mpi_rows(k, 0, 1), v1 = mpi_rows(v, 0, 1);
     RA_MPI_TRY(mpi_core(ra_attention_block_backward(ctx, &dq_all, &dk1, &dv1, dout, q, &k1, &v1,
-                                                    out, lse, 0, g->seq - 1, g->seq, &g->block),
+                                                    out, lse, 0, g->s.seq - 1, g->s.seq, &g->block),
                         "ra_mpi_attention_backward: q, dout, out, lse"));
     /* k and v whole: the forward's block on one query row (its scratch
      * does not grow with the keys, the backward's would), into dq's
      * memory (out [B, 1, H, D], then lse [B, H] past dq) */
     ra_tensor q1 = mpi_rows(q, 0, 1), out1 = ra_tensor_4d(g->dq, RA_F32, B, 1, H, D);
     RA_MPI_TRY(mpi_core(ra_attention_block_lse(ctx, &out1, g->dq + B * n * H * D, &q1, k, v, 0,
-                                               g->seq - n, g->seq, &g->block),
+                                               g->s.seq - n, g->s.seq, &g->block),
                         "ra_mpi_attention_backward: k, v"));
     return RA_OK;
 }
@@ -192,25 +150,25 @@ static ra_status blocks(ring_back *g, ra_context *ctx, const ra_tensor *dout, co
                         MPI_Request *reqs, int n_reqs)
 {
     int64_t ostart[2], ocount[2];
-    mpi_chunks(g->seq, g->size, o, ostart, ocount);
-    const int64_t n_o = ocount[0] + ocount[1], B = g->batch, Hkv = g->kv_heads;
-    const int64_t D = g->head_dim;
-    const ra_tensor kt = ra_tensor_4d((void *)kv, g->kv_dtype, B, n_o, Hkv, D);
-    const ra_tensor vt = ra_tensor_4d((void *)(kv + (size_t)(B * n_o) * g->kv_row), g->kv_dtype,
+    mpi_chunks(g->s.seq, g->size, o, ostart, ocount);
+    const int64_t n_o = ocount[0] + ocount[1], B = g->s.batch, Hkv = g->s.kv_heads;
+    const int64_t D = g->s.head_dim;
+    const ra_tensor kt = ra_tensor_4d((void *)kv, g->s.kv_dtype, B, n_o, Hkv, D);
+    const ra_tensor vt = ra_tensor_4d((void *)(kv + (size_t)(B * n_o) * g->s.kv_row), g->s.kv_dtype,
                                       B, n_o, Hkv, D);
     const ra_tensor dkt = ra_tensor_4d(grad, RA_F32, B, n_o, Hkv, D);
     const ra_tensor dvt = ra_tensor_4d(grad + B * n_o * Hkv * D, RA_F32, B, n_o, Hkv, D);
-    const ra_tensor dqt = ra_tensor_4d(g->dq, RA_F32, B, g->n_local, g->heads, D);
+    const ra_tensor dqt = ra_tensor_4d(g->dq, RA_F32, B, g->s.n_local, g->s.heads, D);
     const int64_t chunk[2] = {g->rank, 2 * (int64_t)g->size - 1 - g->rank};
     const int64_t ochunk[2] = {o, 2 * (int64_t)g->size - 1 - o};
     for (int qi = 0; qi < 2; qi++)
         for (int ki = 0; ki < 2; ki++) {
-            const int64_t nq = g->count[qi], nk = ocount[ki];
-            const int64_t q_start = g->start[qi], k_start = ostart[ki];
+            const int64_t nq = g->s.count[qi], nk = ocount[ki];
+            const int64_t q_start = g->s.start[qi], k_start = ostart[ki];
             /* the forward's blocks: one it skips adds nothing */
             if (!mpi_block_visible(&g->block, nq, nk, ochunk[ki] > chunk[qi], q_start, k_start))
                 continue;
-            const int64_t r0 = qi ? g->count[0] : 0, k0 = ki ? ocount[0] : 0;
+            const int64_t r0 = qi ? g->s.count[0] : 0, k0 = ki ? ocount[0] : 0;
             ra_tensor qb = mpi_rows(q, r0, nq), dob = mpi_rows(dout, r0, nq);
             ra_tensor ob = mpi_rows(out, r0, nq), dqb = mpi_rows(&dqt, r0, nq);
             ra_tensor kb = mpi_rows(&kt, k0, nk), vb = mpi_rows(&vt, k0, nk);
@@ -218,7 +176,7 @@ static ra_status blocks(ring_back *g, ra_context *ctx, const ra_tensor *dout, co
             const double t0 = g->stats ? MPI_Wtime() : 0.0;
             RA_MPI_TRY(mpi_core(ra_attention_block_backward(ctx, &dqb, &dkb, &dvb, &dob, &qb, &kb,
                                                             &vb, &ob, g->lse[qi], q_start,
-                                                            k_start, g->seq, &g->block),
+                                                            k_start, g->s.seq, &g->block),
                                 "ra_mpi_attention_backward: a block"));
             if (g->stats) g->stats->compute_s += MPI_Wtime() - t0, g->stats->blocks++;
             int done;
@@ -234,21 +192,21 @@ static ra_status run(ring_back *g, ra_context *ctx, const ra_tensor *dout, const
                      MPI_Datatype grad_row)
 {
     const int P = g->size, next = (g->rank + 1) % P, prev = (g->rank + P - 1) % P;
-    const size_t grad_bytes = 2 * (size_t)(g->batch * g->max_rows) * g->grad_row;
+    const size_t grad_bytes = 2 * (size_t)(g->s.batch * g->s.max_rows) * g->grad_row;
     MPI_Request sent[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL}; /* own[i]'s send */
     ra_status status = RA_OK;
     for (int s = 0; s < P; s++) {
         const int o = (g->rank - s + P) % P, cur = s % 2;
-        const int count = (int)(2 * g->batch * rows_of(g, o));
+        const int count = (int)(2 * g->s.batch * rows_of(g, o));
         MPI_Request reqs[3];
         int n_reqs = 0, rc = MPI_SUCCESS;
         if (s + 1 < P) { /* the next K/V, as the forward */
             const int o_next = (o + P - 1) % P;
-            rc = MPI_Irecv(g->kv[!cur], (int)(2 * g->batch * rows_of(g, o_next)), kv_row, prev,
+            rc = MPI_Irecv(g->kv[!cur], (int)(2 * g->s.batch * rows_of(g, o_next)), kv_row, prev,
                            s, comm, &reqs[n_reqs++]);
             if (rc == MPI_SUCCESS)
                 rc = MPI_Isend(g->kv[cur], count, kv_row, next, s, comm, &reqs[n_reqs++]);
-            if (g->stats) g->stats->bytes_sent += count * (int64_t)g->kv_row;
+            if (g->stats) g->stats->bytes_sent += count * (int64_t)g->s.kv_row;
         }
         if (s > 0 && rc == MPI_SUCCESS) /* the dK/dV ranks o .. r - 1 summed */
             rc = MPI_Irecv(g->sum, count, grad_row, prev, P + s, comm, &reqs[n_reqs++]);
@@ -263,7 +221,7 @@ static ra_status run(ring_back *g, ra_context *ctx, const ra_tensor *dout, const
             RA_MPI_TRY(mpi_check(MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall"));
         if (g->stats) g->stats->wait_s += MPI_Wtime() - t0;
         if (s > 0) /* received + own, in that order */
-            for (int64_t i = 0; i < (int64_t)count * (g->kv_heads * g->head_dim); i++)
+            for (int64_t i = 0; i < (int64_t)count * (g->s.kv_heads * g->s.head_dim); i++)
                 g->own[cur][i] = g->sum[i] + g->own[cur][i];
         if (P > 1) {
             RA_MPI_TRY(mpi_check(MPI_Isend(g->own[cur], count, grad_row, next, P + s + 1, comm,
@@ -274,7 +232,7 @@ static ra_status run(ring_back *g, ra_context *ctx, const ra_tensor *dout, const
     }
     if (P > 1) { /* the last hop: this rank's own keys' sum */
         const double t0 = g->stats ? MPI_Wtime() : 0.0;
-        RA_MPI_TRY(mpi_check(MPI_Recv(g->sum, (int)(2 * g->batch * g->n_local), grad_row, prev,
+        RA_MPI_TRY(mpi_check(MPI_Recv(g->sum, (int)(2 * g->s.batch * g->s.n_local), grad_row, prev,
                                       2 * P, comm, MPI_STATUS_IGNORE),
                              "MPI_Recv"));
         RA_MPI_TRY(mpi_check(MPI_Waitall(2, sent, MPI_STATUSES_IGNORE), "MPI_Waitall"));
@@ -290,12 +248,12 @@ static ra_status run(ring_back *g, ra_context *ctx, const ra_tensor *dout, const
 static ra_status sinks_grad(const ring_back *g, const ra_tensor *dout, const ra_tensor *out,
                             const float *lse, MPI_Comm comm)
 {
-    const int64_t B = g->batch, H = g->heads, D = g->head_dim, n = g->n_local;
+    const int64_t B = g->s.batch, H = g->s.heads, D = g->s.head_dim, n = g->s.n_local;
     double *share = g->share; /* prepare's: every rank reaches the MPI_Allgather */
     for (int64_t h = 0; h < H; h++)
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < n; i++) {
-                if (!mpi_real_row(&g->block, g->seq, b, g->start, g->count, i)) continue;
+                if (!mpi_real_row(&g->block, g->s.seq, b, g->s.start, g->s.count, i)) continue;
                 const float *dy = (const float *)dout->data + b * dout->stride[0] +
                                   i * dout->stride[1] + h * dout->stride[2];
                 const float *y = (const float *)out->data + b * out->stride[0] +
@@ -348,24 +306,24 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
     if (status == RA_OK) status = prepare(&g, ctx, dout, q, k, v, out, lse);
     const int ok = status == RA_OK;
     double scale = ok ? g.block.scale : 0, softcap = ok ? g.block.softcap : 0;
-    int64_t sig[15] = {seq, g.batch, g.heads, g.kv_heads, g.head_dim, (int64_t)g.kv_dtype,
+    int64_t sig[15] = {seq, g.s.batch, g.s.heads, g.s.kv_heads, g.s.head_dim, (int64_t)g.s.kv_dtype,
                        ok ? g.block.window : 0, 0, 0,
-                       g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+                       g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.s.heads * sizeof(float)) : 0,
                        g.dsinks != NULL, ok ? g.block.chunk : 0, 0, 0, 0};
     sig[7] = mpi_sig_double(scale);
     sig[8] = mpi_sig_double(softcap);
-    if (ok) mpi_masks_signature(&g.block, g.batch, seq, &sig[12]);
+    if (ok) mpi_masks_signature(&g.block, g.s.batch, seq, &sig[12]);
     status = mpi_agree(comm, status, sig, 15);
     MPI_Datatype rows[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* K (V) row, dK (dV) row */
     for (int i = 0; i < 2 && status == RA_OK; i++) {
-        status = mpi_check(MPI_Type_contiguous((int)(i ? g.grad_row : g.kv_row), MPI_BYTE,
+        status = mpi_check(MPI_Type_contiguous((int)(i ? g.grad_row : g.s.kv_row), MPI_BYTE,
                                                &rows[i]),
                            "MPI_Type_contiguous");
         if (status == RA_OK) status = mpi_check(MPI_Type_commit(&rows[i]), "MPI_Type_commit");
     }
     if (status == RA_OK) {
         mpi_pack_kv(g.kv[0], k, v);
-        memset(g.dq, 0, (size_t)(g.batch * g.n_local * g.heads * g.head_dim) * sizeof(float));
+        memset(g.dq, 0, (size_t)(g.s.batch * g.s.n_local * g.s.heads * g.s.head_dim) * sizeof(float));
         status = run(&g, ctx, dout, q, out, comm, rows[0], rows[1]);
         /* a block that failed on one rank fails the call on every rank */
         status = mpi_agree(comm, status, NULL, 0);
@@ -376,7 +334,7 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
             const float *grad = g.size > 1 ? g.sum : g.own[0];
             store(dq, g.dq);
             store(dk, grad);
-            store(dv, grad + g.batch * g.n_local * g.kv_heads * g.head_dim);
+            store(dv, grad + g.s.batch * g.s.n_local * g.s.kv_heads * g.s.head_dim);
         }
     }
     for (int i = 0; i < 2; i++)

@@ -113,14 +113,55 @@ ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *
     return RA_OK;
 }
 
-ra_status mpi_ring_max_rows(int64_t seq, int P, int64_t batch, int64_t *max_rows)
+ra_status mpi_same_shape(const ra_tensor *a, const char *an, const ra_tensor *b, const char *bn)
 {
-    *max_rows = 0;
-    for (int o = 0; o < P; o++)
-        if (mpi_shard_rows(seq, P, o) > *max_rows) *max_rows = mpi_shard_rows(seq, P, o);
-    if (2 * batch * *max_rows > INT_MAX)
+    for (int d = 0; d < 4; d++)
+        if (a->shape[d] != b->shape[d])
+            return mpi_fail(RA_ERR_SHAPE, "%s [%lld, %lld, %lld, %lld] and %s [%lld, %lld, "
+                            "%lld, %lld] differ", an, (long long)a->shape[0],
+                            (long long)a->shape[1], (long long)a->shape[2],
+                            (long long)a->shape[3], bn, (long long)b->shape[0],
+                            (long long)b->shape[1], (long long)b->shape[2],
+                            (long long)b->shape[3]);
+    return RA_OK;
+}
+
+ra_status mpi_ring_shapes(mpi_ring_shape *s, const ra_tensor *q, const ra_tensor *k,
+                          const ra_tensor *v, int64_t seq, int size, int rank)
+{
+    RA_MPI_TRY(ra_mpi_zigzag(seq, size, rank, s->start, s->count));
+    s->seq = seq;
+    s->n_local = s->count[0] + s->count[1];
+    if (q->dtype != RA_F32) return mpi_fail(RA_ERR_DTYPE, "q must be f32");
+    if (!(k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) ||
+        v->dtype != k->dtype)
+        return mpi_fail(RA_ERR_DTYPE, "k and v must be f32, f16 or bf16, the same");
+    RA_MPI_TRY(mpi_same_shape(v, "v", k, "k"));
+    for (int d = 0; d < 4; d++)
+        if (q->shape[d] < 1 || k->shape[d] < 1 || (d != 2 && k->shape[d] != q->shape[d]))
+            return mpi_fail(RA_ERR_SHAPE, "q [%lld, %lld, %lld, %lld] and k [%lld, %lld, %lld, "
+                            "%lld] differ in axis %d (or one is not positive)",
+                            (long long)q->shape[0], (long long)q->shape[1],
+                            (long long)q->shape[2], (long long)q->shape[3],
+                            (long long)k->shape[0], (long long)k->shape[1],
+                            (long long)k->shape[2], (long long)k->shape[3], d);
+    if (q->shape[1] != s->n_local)
+        return mpi_fail(RA_ERR_SHAPE, "rank %d holds %lld rows of a sequence of %lld (chunks "
+                        "of %lld and %lld tokens), not %lld", rank, (long long)s->n_local,
+                        (long long)seq, (long long)s->count[0], (long long)s->count[1],
+                        (long long)q->shape[1]);
+    s->batch = q->shape[0];
+    s->heads = q->shape[2];
+    s->kv_heads = k->shape[2];
+    s->head_dim = q->shape[3];
+    s->kv_dtype = k->dtype;
+    s->kv_row = (size_t)(s->kv_heads * s->head_dim) * mpi_dtype_size(k->dtype);
+    s->max_rows = 0;
+    for (int o = 0; o < size; o++)
+        if (mpi_shard_rows(seq, size, o) > s->max_rows) s->max_rows = mpi_shard_rows(seq, size, o);
+    if (2 * s->batch * s->max_rows > INT_MAX)
         return mpi_fail(RA_ERR_OVERFLOW, "a K/V message of %lld token rows: more than MPI's "
-                        "int count", (long long)(2 * batch * *max_rows));
+                        "int count", (long long)(2 * s->batch * s->max_rows));
     return RA_OK;
 }
 

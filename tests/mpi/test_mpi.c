@@ -386,6 +386,15 @@ static void ring_backward_errors(void)
     short_dk.shape[1] = rank == 0 ? n - 1 : n;
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &short_dk, &t[3], S, NULL);
     CHECK(st == RA_ERR_SHAPE, "rank 0's short dk: %d (%s)", (int)st, ra_mpi_last_error());
+    /* the last rank's dq of another D, dout in bf16 */
+    ra_tensor odd = t[0];
+    odd.shape[3] = rank == size - 1 ? D - 1 : D;
+    st = BACKWARD(MPI_COMM_WORLD, &odd, &t[1], &t[3], S, NULL);
+    CHECK(st == RA_ERR_SHAPE, "the last rank's dq D: %d (%s)", (int)st, ra_mpi_last_error());
+    odd = t[3];
+    if (rank == size - 1) odd.dtype = RA_BF16;
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &odd, S, NULL);
+    CHECK(st == RA_ERR_DTYPE, "the last rank's bf16 dout: %d (%s)", (int)st, ra_mpi_last_error());
     /* the last rank's seq; rank 0's dq stride; rank 0's dq over its q */
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], rank == size - 1 ? S + 2 * size : S, NULL);
     CHECK(size == 1 ? st != RA_OK : st == RA_ERR_SHAPE, "one rank's seq: %d (%s)", (int)st,
@@ -539,6 +548,24 @@ static void ring_errors(void)
     short_k.shape[1] = rank == 0 ? n - 1 : n;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &short_k, &tv, S, NULL);
     CHECK(st == RA_ERR_SHAPE, "rank 0's short k: %d (%s)", (int)st, ra_mpi_last_error());
+    /* the last rank's out of another D, v of another length, k of another
+     * dtype than v; rank 0's q in bf16 */
+    ra_tensor odd = to;
+    odd.shape[3] = rank == size - 1 ? D - 1 : D;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &odd, lse, &tq, &tk, &tv, S, NULL);
+    CHECK(st == RA_ERR_SHAPE, "the last rank's out D: %d (%s)", (int)st, ra_mpi_last_error());
+    odd = tv;
+    odd.shape[1] = rank == size - 1 ? n - 1 : n;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &odd, S, NULL);
+    CHECK(st == RA_ERR_SHAPE, "the last rank's short v: %d (%s)", (int)st, ra_mpi_last_error());
+    odd = tk;
+    if (rank == size - 1) odd.dtype = RA_BF16;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &odd, &tv, S, NULL);
+    CHECK(st == RA_ERR_DTYPE, "the last rank's bf16 k: %d (%s)", (int)st, ra_mpi_last_error());
+    odd = tq;
+    if (rank == 0) odd.dtype = RA_BF16;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &odd, &tk, &tv, S, NULL);
+    CHECK(st == RA_ERR_DTYPE, "rank 0's bf16 q: %d (%s)", (int)st, ra_mpi_last_error());
     /* one rank's out: a feature stride of 2, no data, lse inside it; one
      * rank's sink values */
     ra_tensor bad_out = to;

@@ -1312,7 +1312,7 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
  * layer's kv heads and head_dim), for serving: continuous batching of
  * prefills and decode steps of any lengths in one call.  Row i of x holds
  * n_new[i] (NULL: S; 0 is allowed) new tokens of sequence ids[i] (each id
- * once), at positions continuing from that sequence's length (or as
+ * once; x's rows past them are not read, nor projected), at positions continuing from that sequence's length (or as
  * positions gives them, [N, S] rows as ra_layer_forward_cached's); they
  * are projected, appended to their sequence's pages (ra_kv_pool_append:
  * RoPE fused, the pool's dtype) and each attends over its sequence's

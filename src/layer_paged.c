@@ -3,9 +3,12 @@
  * paged KV pool (continuous batching): each call projects every row's new
  * tokens, appends them to their sequences' pages (RoPE fused) and attends
  * each over its sequence through the decode kernel's paged view
- * (decode_paged.c), then projects the outputs.
+ * (decode_paged.c), then projects the outputs.  Only the new tokens are
+ * projected: a call that mixes a prefill of S tokens with N - 1 decode
+ * steps multiplies S + N - 1 rows by the weights, not N S.
  *
  *   x, y: [N, S, dim]    N = n_ids sequences, n_new[i] <= S tokens of row i
+ *   packed rows: [T, dim], [T, H D], ...   T = sum of n_new
  */
 #include <string.h>
 
@@ -43,6 +46,22 @@ static ra_status check_call(const ra_layer *layer, const ra_kv_pool *pool, const
     return RA_OK;
 }
 
+/* Rows [i, 0 .. n_new[i]) of a [N, S, width] array, to (gather) or from
+ * (scatter) packed [T, width] rows in row order. */
+static void gather_rows(float *packed, const float *rows, const int64_t *n_new, int64_t n_ids,
+                        int64_t seq, int64_t width)
+{
+    for (int64_t i = 0, t = 0; i < n_ids; t += n_new[i], i++)
+        memcpy(packed + t * width, rows + i * seq * width, (size_t)(n_new[i] * width) * sizeof(float));
+}
+
+static void scatter_rows(float *rows, const float *packed, const int64_t *n_new, int64_t n_ids,
+                         int64_t seq, int64_t width)
+{
+    for (int64_t i = 0, t = 0; i < n_ids; t += n_new[i], i++)
+        memcpy(rows + i * seq * width, packed + t * width, (size_t)(n_new[i] * width) * sizeof(float));
+}
+
 RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
                                         ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
                                         float *y, const float *x, int64_t seq,
@@ -67,16 +86,23 @@ RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
 
     /* Everything is acquired before the append changes the pool.  Outer
      * scratch: the view's arrays [3 N] and starts [N] (int64: head floats),
-     * xq, xk, xv and the attention output; the decode kernel's, sized for
-     * the lengths after the append, from the first workspace. */
+     * xq, xk, xv and the attention output; with rows past n_new, the new
+     * tokens' rows packed: x (then y) [T, dim] and q, k, v (then the
+     * attention's output) [T, (H + 2 Hkv) D].  The decode kernel's, sized
+     * for the lengths after the append, from the first workspace. */
     const int64_t n_q = tokens * H * D, n_kv = tokens * Hkv * D, head = ra_round_up(8 * n_ids, 16);
+    int64_t real = 0; /* T */
+    for (int64_t i = 0; n_new && i < n_ids; i++) real += n_new[i];
+    const int packed = n_new && real < tokens;
+    const int64_t packed_floats = packed ? real * (c->dim + (H + 2 * Hkv) * D) : 0;
     int64_t own_floats;
-    if (ra_mul(n_q, 4, &own_floats) != RA_OK || head > RA_MAX_ELEMENTS - own_floats)
+    if (ra_mul(n_q, 4, &own_floats) != RA_OK || head > RA_MAX_ELEMENTS - own_floats ||
+        packed_floats > RA_MAX_ELEMENTS - own_floats - head)
         return ra_fail(RA_ERR_OVERFLOW, "%lld sequences of %lld tokens: the layer's scratch "
                        "overflows", (long long)n_ids, (long long)seq);
     ra_scratch outer, scratch, panel;
-    RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)(head + 2 * n_q + 2 * n_kv) * sizeof(float),
-                                    &outer));
+    RA_TRY(ra_scratch_acquire_outer(
+        ctx, (size_t)(head + 2 * n_q + 2 * n_kv + packed_floats) * sizeof(float), &outer));
     int64_t *arrays = outer.data, *starts = arrays + 3 * n_ids;
     float *buf = (float *)outer.data + head;
     for (int64_t i = 0; i < n_ids; i++) starts[i] = n_new ? n_new[i] : seq;
@@ -91,7 +117,7 @@ RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
         return status;
     }
     ra_gemm_env mm;
-    status = ra_layer_gemm_begin(layer, ctx, tokens, &panel, &mm);
+    status = ra_layer_gemm_begin(layer, ctx, packed ? real : tokens, &panel, &mm);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);
         ra_scratch_release(&outer);
@@ -105,17 +131,35 @@ RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
     ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, n_ids, seq, Hkv, D);
     ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, n_ids, seq, Hkv, D);
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, n_ids, seq, H, D);
-    ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
+    float *px = buf + 2 * n_q + 2 * n_kv, *pq = px + real * c->dim; /* packed rows */
+    float *pk = pq + real * H * D, *pv = pk + real * Hkv * D;
+    if (!packed) {
+        ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
+    } else if (real) {
+        gather_rows(px, x, n_new, n_ids, seq, c->dim);
+        ra_layer_project_qkv(layer, &mm, pq, pk, pv, px, real, 1);
+        scatter_rows(xq.data, pq, n_new, n_ids, seq, H * D);
+        scatter_rows(xk.data, pk, n_new, n_ids, seq, Hkv * D);
+        scatter_rows(xv.data, pv, n_new, n_ids, seq, Hkv * D);
+    }
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
     /* the append checks everything and changes nothing when it refuses */
     status = ra_kv_pool_append(pool, ctx, layer->rope, ids, n_ids, &xq, &xk, &xv, &pos, n_new);
     if (status == RA_OK) {
         const ra_kv_cache view = ra_kv_pool_view(pool, ids, n_ids, NULL, arrays);
         ra_attention_decode_run(ctx, &view, &attn, &xq, n_new, &mask, scratch.data);
-        ra_layer_project_output(layer, &mm, y, attn.data, tokens);
-        for (int64_t i = 0; n_new && i < n_ids; i++) /* rows past a sequence's new tokens */
-            memset(y + (i * seq + n_new[i]) * c->dim, 0,
-                   (size_t)((seq - n_new[i]) * c->dim) * sizeof(float));
+        if (!packed) {
+            ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+        } else {
+            if (real) {
+                gather_rows(pq, attn.data, n_new, n_ids, seq, H * D);
+                ra_layer_project_output(layer, &mm, px, pq, real);
+            }
+            for (int64_t i = 0; i < n_ids; i++) /* rows past a sequence's new tokens */
+                memset(y + (i * seq + n_new[i]) * c->dim, 0,
+                       (size_t)((seq - n_new[i]) * c->dim) * sizeof(float));
+            scatter_rows(y, px, n_new, n_ids, seq, c->dim);
+        }
     }
     ra_scratch_release(&panel);
     ra_scratch_release(&scratch);

@@ -9,7 +9,8 @@
  *     rows: 1e-2, their prefills attend over unquantized keys there);
  *   - a GQA layer with biases and q/k norms, and a sliding-window layer
  *     on window sequences (pages released as they pass);
- *   - the same bits on 1 and 3 threads; rows past n_new are 0;
+ *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
+ *     nothing in x's rows past n_new reaches y (NaN there);
  *   - refusals (pool full, a window shorter than the layer's, shapes,
  *     ids, n_new) change neither the pool nor y.
  */
@@ -219,10 +220,50 @@ static void test_refusals(void)
     ra_layer_destroy(windowed);
 }
 
+/* Only the new tokens' rows are read: NaN in x's rows past n_new changes
+ * no bit of y; a call with no new token anywhere writes zeros and appends
+ * nothing. */
+static void test_rows_past_n_new(void)
+{
+    weights w;
+    ra_layer *layer = make_layer(&w, 0);
+    float x[2][N * S * DIM], y[2][N * S * DIM];
+    const int64_t n_new[N] = {3, 1, 0}, none[N] = {0, 0, 0};
+    for (int run = 0; run < 2; run++) {
+        ra_test_fill(x[run], N * S * DIM, 24);
+        for (int i = 0; i < N; i++)
+            for (int64_t e = n_new[i] * DIM; e < S * DIM; e++) x[run][i * S * DIM + e] = run ? NAN : 0.0f;
+        ra_kv_pool *pool;
+        int64_t ids[N];
+        CHECK(ra_kv_pool_create(&pool, 16, 4, 4, HKV, D, RA_F32) == RA_OK, "pool");
+        for (int i = 0; i < N; i++) CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[i]) == RA_OK, "add");
+        CHECK(ra_layer_forward_paged(layer, NULL, pool, ids, N, y[run], x[run], S, n_new, NULL) ==
+                  RA_OK, "run %d: %s", run, ra_last_error());
+        float z[N * S * DIM];
+        for (int i = 0; i < N * S * DIM; i++) z[i] = 7.0f;
+        CHECK(ra_layer_forward_paged(layer, NULL, pool, ids, N, z, x[run], S, none, NULL) == RA_OK,
+              "no new token: %s", ra_last_error());
+        int zeros = 1;
+        for (int i = 0; i < N * S * DIM; i++) zeros &= z[i] == 0.0f;
+        CHECK(zeros, "no new token: y is not 0");
+        for (int i = 0; i < N; i++)
+            CHECK(ra_kv_pool_length(pool, ids[i]) == n_new[i], "sequence %d: length %lld", i,
+                  (long long)ra_kv_pool_length(pool, ids[i]));
+        ra_kv_pool_destroy(pool);
+    }
+    CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0, "NaN past n_new changed y");
+    for (int i = 0; i < N; i++)
+        for (int64_t e = n_new[i] * DIM; e < S * DIM; e++)
+            CHECK(y[1][i * S * DIM + e] == 0.0f, "row %d, element %lld past n_new: not 0", i,
+                  (long long)e);
+    ra_layer_destroy(layer);
+}
+
 static void simd_cases(void)
 {
     RUN(test_matches_cached);
     RUN(test_window);
+    RUN(test_rows_past_n_new);
     RUN(test_refusals);
 }
 

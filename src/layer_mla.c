@@ -316,29 +316,33 @@ static void store_latent(ra_kv_cache *cache, const float *lat, const float *kr, 
 }
 
 /* The absorbed queries of tokens [s0, s1) of every sequence, qa [B, n, H,
- * Dr + r]: [q_rope_h | q_nope_h W_UK_h] (q from ra_mla_project, [B, S, H, D]). */
+ * Dr + r]: [q_rope_h | q_nope_h W_UK_h] (q from ra_mla_project, [B, S, H, D]).
+ * One sgemm per head for every sequence's rows when they lie evenly apart
+ * (n = S, as in a decode step), so W_UK is read once, not B times. */
 static void absorb_queries(const ra_layer *layer, float *qa, const float *q, int64_t batch,
                            int64_t seq, int64_t s0, int64_t s1, const ra_mla_dims *d)
 {
     const int64_t n = s1 - s0, row = d->Dr + d->r, kv = d->Dn + d->Dv;
-    for (int64_t b = 0; b < batch; b++) {
-        const float *qb = q + (b * seq + s0) * d->H * d->D;
-        float *ob = qa + b * n * d->H * row;
-        for (int64_t h = 0; h < d->H; h++) {
-            for (int64_t t = 0; t < n; t++)
-                memcpy(ob + (t * d->H + h) * row, qb + (t * d->H + h) * d->D + d->Dn,
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t h = 0; h < d->H; h++)
+                memcpy(qa + ((b * n + t) * d->H + h) * row,
+                       q + ((b * seq + s0 + t) * d->H + h) * d->D + d->Dn,
                        (size_t)d->Dr * sizeof(float));
-            /* [n, Dn] (rows H * D apart) times W_UK_h [Dn, r] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->r,
+    const int64_t groups = n == seq ? 1 : batch, rows = n == seq ? batch * n : n;
+    for (int64_t g = 0; g < groups; g++) {
+        const float *qb = q + (g * seq + s0) * d->H * d->D;
+        float *ob = qa + g * n * d->H * row;
+        for (int64_t h = 0; h < d->H; h++) /* [rows, Dn] (H D apart) times W_UK_h [Dn, r] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)d->r,
                         (int)d->Dn, 1.0f, qb + h * d->D, (int)(d->H * d->D),
                         layer->weights.wkv_b + h * kv * d->r, (int)d->r, 0.0f,
                         ob + h * row + d->Dr, (int)(d->H * row));
-        }
     }
 }
 
-/* attention output's latent part o [B, n, H, Dr + r] (its [Dr, Dr + r))
- * -> packed [B * n, H * Dv]: o_h W_UV_h^T. */
+/* attention output's latent part o [tokens, H, Dr + r] (its [Dr, Dr + r))
+ * -> packed [tokens, H * Dv]: o_h W_UV_h^T. */
 static void absorb_output(const ra_layer *layer, float *packed, const float *o, int64_t tokens,
                           const ra_mla_dims *d)
 {
@@ -546,9 +550,12 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
                                  kernel_scratch);
             else
                 ra_attention_decode_run(ctx, cache, &to, &tq, NULL, &mask, kernel_scratch);
-            for (int64_t b = 0; b < batch; b++)
-                absorb_output(layer, (float *)attn.data + (b * seq + s0) * d.H * d.Dv,
-                              oa + b * m * d.H * row, m, &d);
+            if (m == seq) /* every sequence's rows at once: W_UV read once */
+                absorb_output(layer, attn.data, oa, batch * m, &d);
+            else
+                for (int64_t b = 0; b < batch; b++)
+                    absorb_output(layer, (float *)attn.data + (b * seq + s0) * d.H * d.Dv,
+                                  oa + b * m * d.H * row, m, &d);
         }
         ra_mla_linear(y, attn.data, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
     }

@@ -292,6 +292,26 @@ for args in "--help" "--version" "freqs --help"; do
     else fail "$args >/dev/full: exit $rc, stderr: $(cat "$TMP/stderr")"
     fi
 done
+# --stats's report that cannot be written (a full device, stdout closed)
+# fails the run before the output is replaced; with stdout or stderr closed
+# no file takes its descriptor, so no report or progress line lands in Y.
+for redir in ">/dev/full" ">&-"; do
+    printf 'old\n' >y.npy
+    eval '"$RA" "${ATTN[@]}" --output y.npy --prefill 2 --stats 2>"$TMP/stderr" '"$redir"; rc=$?
+    if [ "$rc" -eq 1 ] && [ "$(cat y.npy)" = old ] && [ "$(wc -l <"$TMP/stderr")" -eq 1 ] &&
+        grep -q '^ropeattn: cannot write the standard output' "$TMP/stderr"; then pass
+    else fail "--stats $redir: exit $rc, y.npy $(head -c 6 y.npy), stderr: $(cat "$TMP/stderr")"
+    fi
+done
+"$RA" "${ATTN[@]}" --output whole.npy --prefill 2 2>/dev/null
+for redir in "2>&-" "<&-"; do
+    rm -f y.npy
+    eval 'RA_PROGRESS_DELAY=0 "$RA" "${ATTN[@]}" --output y.npy --prefill 2 --stats >"$TMP/stats" '"$redir"
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q '^prefill: ' "$TMP/stats" && cmp -s y.npy whole.npy; then pass
+    else fail "--stats $redir: exit $rc, stats $(cat "$TMP/stats"), y.npy $(wc -c <y.npy) bytes"
+    fi
+done
 # An unknown RA_FORCE_ISA is a usage error, not ignored.
 for isa in bogus AVX512 "" avx512x; do
     RA_FORCE_ISA=$isa "$RA" --version >/dev/null 2>"$TMP/stderr"; rc=$?

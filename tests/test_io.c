@@ -813,6 +813,9 @@ static void test_config_llama(void)
     st = parse_config("{}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && !cfg.has_hidden_size && !cfg.has_num_attention_heads &&
           !cfg.has_rope_theta && cfg.num_attention_heads == 0, "empty: %s", msg);
+    st = parse_config("{\"_name_or_path\": \"a\\\\u0000\", \"hidden_size\": 64}", &cfg, msg,
+                      sizeof msg); /* a backslash, then the text u0000 */
+    CHECK(st == RA_OK && cfg.hidden_size == 64, "an escaped backslash before u0000: %s", msg);
     const char *longer = "{\"hidden_size\": 64} and then garbage past len";
     st = ra_hf_fields_parse(longer, 19, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 64, "len limits the text: %s", msg);
@@ -858,6 +861,10 @@ static void test_config_hostile(void)
         {"{\"hidden_size\": 64, \"hidden_size\": 128}",
          "config.json: \"hidden_size\" appears twice"},
         {"not json", "config.json: not valid JSON"},
+        /* cJSON would end these strings at the NUL: the key rope_theta, the
+         * model_type llama */
+        {"{\"rope_theta\\u0000\": 1}", "config.json: not valid JSON"},
+        {"{\"model_type\": \"llama\\u0000x\"}", "config.json: not valid JSON"},
         {"{\"hidden_size\": 4096,", "config.json: not valid JSON"},
         {"{\"hidden_size\": 4096} {}", "config.json: not valid JSON"},
         {"", "config.json: not valid JSON"},

@@ -1,5 +1,6 @@
 /* main.c — the `ropeattn` command: picks the subcommand and runs it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +88,22 @@ static int run_checked(int argc, char **argv)
     return code;
 }
 
+/* Holds each of descriptors 0, 1 and 2 that the run was started without
+ * on /dev/null, read-only: else the first file opened (an output's
+ * temporary file) would take it, and the report (stdout) or a progress
+ * line (stderr) would be written into that output.  Writes to a held one
+ * fail, as to a closed one.  Returns 0, or -1 when one cannot be held. */
+static int hold_standard_descriptors(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF && open("/dev/null", O_RDONLY) != fd)
+            return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (hold_standard_descriptors() != 0) return EXIT_FAIL;
     cli_signals_install();
     int code = cli_comm_begin(&argc, &argv);
     if (code == 0) code = run_checked(argc, argv);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,6 +151,12 @@ int cli_outputs_write_safetensors(cli_outputs *o, int i, const ra_st_tensor *ten
 int cli_outputs_commit(cli_outputs *o)
 {
     char msg[CLI_MSG_LEN];
+    /* What the run printed (--stats) must have reached stdout before any
+     * target is touched: main fails a run whose report did not. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return cli_fail(EXIT_FAIL, "cannot write the standard output%s%s (no output written)",
+                        errno ? ": " : "", errno ? strerror(errno) : "");
     for (int i = 0; i < o->n; i++)
         if (ra_io_output_close(&o->file[i], msg, sizeof msg) != RA_OK)
             return cli_fail(EXIT_FAIL, "%s", msg);

@@ -9,7 +9,8 @@
  * links too) end the run at once.  Then it writes each output into its own
  * temporary file in the target's folder (cli_outputs_open gives the
  * descriptor) and calls cli_outputs_commit, which closes them all, and only
- * when every one is complete and on disk renames each over its target.
+ * when every one is complete and on disk, and what the run printed has
+ * reached stdout, renames each over its target.
  * cli_outputs_free removes whatever was not committed.
  *
  * The temporary files are also removed when SIGINT, SIGTERM, SIGHUP or

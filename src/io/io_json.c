@@ -28,10 +28,24 @@ static ra_status read_all(int fd, char *buf, size_t n, const char *path, char *m
     return RA_OK;
 }
 
+/* A backslash outside a string is not JSON, so every backslash starts an
+ * escape: each pair is skipped whole (\\u0000 is a backslash, then text). */
+int ra_io_json_has_nul_escape(const char *text, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (text[i] != '\\') continue;
+        if (text[i + 1] == 'u' && len - i >= 6 && memcmp(text + i + 2, "0000", 4) == 0) return 1;
+        i++; /* the escaped character */
+    }
+    return 0;
+}
+
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out)
 {
     *out = NULL;
-    if (len == SIZE_MAX || memchr(text, '\0', len) != NULL) return RA_ERR_FORMAT;
+    if (len == SIZE_MAX || memchr(text, '\0', len) != NULL ||
+        ra_io_json_has_nul_escape(text, len))
+        return RA_ERR_FORMAT;
     /* cJSON gets its own NUL-terminated copy, so that nothing it does can
      * read past the caller's bytes, and it must reach that NUL: trailing
      * non-whitespace is an error. */

@@ -24,11 +24,15 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
 
 /* Parses exactly len bytes of JSON (need not be NUL-terminated): the whole
  * text must be one JSON value, optionally surrounded by whitespace, with no
- * NUL byte.  *out is the tree (free it with cJSON_Delete), or NULL with
+ * NUL byte, raw or escaped (cJSON would end a string at \u0000, so that
+ * "rope_theta\u0000x" read as the key "rope_theta").  *out is the tree (free it with cJSON_Delete), or NULL with
  * RA_ERR_FORMAT when the text is not such a value and RA_ERR_NOMEM when
  * memory ran out (cJSON returns NULL for both; its allocator, malloc or
  * whatever the application hooked in, leaves errno ENOMEM for the second). */
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out);
+
+/* Whether text holds the escape \u0000 (ra_io_json_parse refuses it). */
+int ra_io_json_has_nul_escape(const char *text, size_t len);
 
 /* If item is a number holding an integer of magnitude below 2^53 (so exactly
  * the integer the file wrote), stores it in *out and returns 1; otherwise

@@ -263,10 +263,10 @@ static size_t utf8_sequence(const unsigned char *s, size_t n)
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
 /* What cJSON's tree cannot show, checked on the header's text (already
- * parsed as JSON, so an escape always has its characters): the header is
- * UTF-8 and starts with '{'; no string holds a "\u0000" escape (cJSON would
- * cut the string there, so "F32\u0000x" would read as "F32" and two names
- * could become one); every number is digits alone, without sign, fraction,
+ * parsed as JSON, so an escape always has its characters, and none is
+ * \u0000: ra_io_json_parse refuses it, as cJSON would cut the string there,
+ * so that "F32\u0000x" would read as "F32" and two names could become one):
+ * the header is UTF-8 and starts with '{'; every number is digits alone, without sign, fraction,
  * exponent or leading zero, as the format's integers are written. */
 static ra_status check_header_text(const unsigned char *h, size_t len, const char *path,
                                    char *msg, size_t msg_len)
@@ -281,10 +281,6 @@ static ra_status check_header_text(const unsigned char *h, size_t len, const cha
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: the header is not valid UTF-8 (byte %zu)", path, i);
         if (in_string && h[i] == '\\') {
-            if (h[i + 1] == 'u' && memcmp(h + i + 2, "0000", 4) == 0)
-                return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                                  "%s: the header holds a NUL character (\\u0000) in a string",
-                                  path);
             i += 2; /* the escaped character, ASCII */
             continue;
         }
@@ -328,6 +324,9 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
     ra_status parsed = ra_io_json_parse((const char *)bytes + 8, (size_t)header_len, &root);
     if (parsed == RA_ERR_NOMEM)
         return ra_io_fail(msg, msg_len, parsed, "%s: out of memory for the header", path);
+    if (parsed != RA_OK && ra_io_json_has_nul_escape((const char *)bytes + 8, (size_t)header_len))
+        return ra_io_fail(msg, msg_len, parsed,
+                          "%s: the header holds a NUL character (\\u0000) in a string", path);
     if (parsed != RA_OK)
         return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON", path);
     data_area a = {bytes + 8 + header_len, after - header_len, path, msg, msg_len};

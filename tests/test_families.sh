@@ -299,6 +299,11 @@ else fail "freqs on DeepSeek-V3's config: $(cat "$TMP/err")"; fi
 if [ $? -eq 1 ] && grep -q 'model_type "deepseek_v3" is latent attention' "$TMP/err" &&
     [ ! -e "$TMP/ds.safetensors" ]; then pass
 else fail "convert-layout on DeepSeek-V3: $(cat "$TMP/err")"; fi
+"$RA" convert-layout --weights "$C/deepseek_v3/model.safetensors" --n-heads 2 --to half \
+    --output "$TMP/ds.safetensors" 2>"$TMP/err" # no config: the tensors say it
+if [ $? -eq 1 ] && grep -q "kv_a_proj_with_mqa.weight' in .* is latent attention's" "$TMP/err" &&
+    [ ! -e "$TMP/ds.safetensors" ]; then pass
+else fail "convert-layout --n-heads on DeepSeek-V3: $(cat "$TMP/err")"; fi
 
 # GPT-J converted to the half layout (its first rotary_dim rows of each head
 # only) gives the same Y with --layout half.

@@ -91,17 +91,35 @@ for dir in tests/hf/*/; do
     cases=$((cases + 1))
     attention "$c: y" "$dir" y.npy 1e-5 --
     p=$(check half_seq "$dir/x.npy")
-    attention "$c: y, prefill $p then decode, f32 cache" "$dir" y.npy 1e-5 -- --prefill "$p"
-    attention "$c: y, prefill $p then decode, f16 cache" "$dir" y.npy 5e-3 -- \
-        --prefill "$p" --cache-dtype f16
-    attention "$c: y, prefill 1 then decode, bf16 cache" "$dir" y.npy 3e-2 -- \
-        --prefill 1 --cache-dtype bf16
-    # 8-bit caches: seen up to 0.017 (int8) and 0.079 (fp8) of max|y| on these
-    # cases (bf16: 0.0064); bounds about twice that (README, "Tolerances")
-    attention "$c: y, prefill $p then decode, int8 cache" "$dir" y.npy 3e-2 -- \
-        --prefill "$p" --cache-dtype int8
-    attention "$c: y, prefill 1 then decode, fp8 cache" "$dir" y.npy 1.5e-1 -- \
-        --prefill 1 --cache-dtype fp8 --cache-scale 0.25
+    if [ "$c" = llama_dynamic_long ]; then
+        # past max_position_embeddings each step's length gives the dynamic
+        # rope other frequencies than the whole input's: transformers' cached
+        # generation is not this y, and --prefill is refused
+        if "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+            --layer "$(check field "$dir/case.json" layer)" --input "$dir/x.npy" \
+            --positions "$dir/pos.npy" --output "$TMP/y.npy" --prefill "$p" 2>"$TMP/err"; then
+            fail "$c: --prefill with a dynamic rope past its length ran"
+        elif grep -q "prefill with rope type dynamic: the step of tokens 0.. sees" "$TMP/err"; then
+            pass
+        else fail "$c: --prefill refused for another reason: $(cat "$TMP/err")"
+        fi
+        # --seq-len fixes the length for every step: the no-cache y, as asked
+        attention "$c: y, prefill $p then decode, --seq-len" "$dir" y.npy 1e-5 -- --prefill "$p" \
+            --seq-len "$("$PY" -c "import numpy; print(int(numpy.load('$dir/pos.npy').max()) + 1)")"
+    else
+        attention "$c: y, prefill $p then decode, f32 cache" "$dir" y.npy 1e-5 -- --prefill "$p"
+        attention "$c: y, prefill $p then decode, f16 cache" "$dir" y.npy 5e-3 -- \
+            --prefill "$p" --cache-dtype f16
+        attention "$c: y, prefill 1 then decode, bf16 cache" "$dir" y.npy 3e-2 -- \
+            --prefill 1 --cache-dtype bf16
+        # 8-bit caches: seen up to 0.017 (int8) and 0.079 (fp8) of max|y| on
+        # these cases (bf16: 0.0064); bounds about twice that (README,
+        # "Tolerances")
+        attention "$c: y, prefill $p then decode, int8 cache" "$dir" y.npy 3e-2 -- \
+            --prefill "$p" --cache-dtype int8
+        attention "$c: y, prefill 1 then decode, fp8 cache" "$dir" y.npy 1.5e-1 -- \
+            --prefill 1 --cache-dtype fp8 --cache-scale 0.25
+    fi
     rm -f "$TMP/cos.npy" "$TMP/sin.npy"
     # freqs: the config's global rope, where the layer rotates by it
     # (case.json's "freqs" false: no tables; cases made before it have them)
@@ -160,4 +178,19 @@ for dir in tests/hf/*/; do
     fi
 done
 [ "$cases" -ge 13 ] || fail "only $cases cases under tests/hf"
+
+# longrope through a cache: a prompt at or below original_max_position_embeddings
+# (16) and steps past it would rotate with short and then long factors in
+# transformers: refused.  Every step past it: the no-cache Y.
+D=tests/hf/llama_longrope_short
+LR=(attention --weights "$D/model.safetensors" --config "$D/config.json" --input "$D/x.npy")
+if "$RA" "${LR[@]}" --start-pos 10 --prefill 4 --output "$TMP/y.npy" 2>"$TMP/err"; then
+    fail "longrope --prefill across original_max_position_embeddings ran"
+elif grep -q "prefill with rope type longrope: the step of tokens 0.. sees length 14" "$TMP/err"; then
+    pass
+else fail "longrope --prefill refused for another reason: $(cat "$TMP/err")"; fi
+if "$RA" "${LR[@]}" --start-pos 20 --output "$TMP/y.npy" 2>"$TMP/err" &&
+    "$RA" "${LR[@]}" --start-pos 20 --prefill 4 --output "$TMP/y_cached.npy" 2>>"$TMP/err" &&
+    check y "$TMP/y_cached.npy" "$TMP/y.npy" 1e-5; then pass
+else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP/err")"; fi
 summary

@@ -269,6 +269,60 @@ static ra_status create_cache_scaled(ra_kv_cache **cache, const attention_option
  * token as a decode step (S = 1) over the cache.  Every call gets its rows'
  * positions explicitly: start_pos + first (+ s), or the --positions ids of
  * those rows. */
+/* The largest position of tokens [first, first + n) of every sequence
+ * (every component of ids [components, B, S]; NULL: start_pos + s). */
+static int64_t step_max_position(const int64_t *ids, int components, int64_t batch, int64_t seq,
+                                 int64_t start_pos, int64_t first, int64_t n)
+{
+    if (!ids) return start_pos + first + n - 1;
+    int64_t most = ids[first];
+    for (int64_t r = 0; r < components * batch; r++)
+        for (int64_t s = first; s < first + n; s++) most = ids[r * seq + s] > most ? ids[r * seq + s] : most;
+    return most;
+}
+
+/* A dynamic or longrope rope is made for one length L (the input's largest
+ * position + 1, or --seq-len), and the layer rotates every step's tokens
+ * with it, so that Y is the no-cache Y.  Through a KV cache transformers
+ * instead takes L from each step (its largest position + 1; dynamic keeps
+ * the largest L so far, back to the original below it) and keeps each
+ * cached key's rotation.  Where a step's frequencies would differ from L's
+ * the two disagree: refused, naming the first such step.  --seq-len fixes L
+ * for every step: run as asked. */
+static int check_prefill_rope(const attention_options *opts, const ra_rope_config *r,
+                              const int64_t *ids, int components, int64_t batch, int64_t seq)
+{
+    if (opts->rope.has_seq_len || (r->type != RA_ROPE_DYNAMIC && r->type != RA_ROPE_LONGROPE))
+        return 0;
+    const int dynamic = r->type == RA_ROPE_DYNAMIC;
+    const int64_t original = dynamic ? r->max_position_embeddings
+                                     : r->original_max_position_embeddings;
+    int64_t cached = original; /* transformers' max_seq_len_cached (dynamic) */
+    for (int64_t first = 0, n = opts->prefill; first < seq; first += n, n = 1) {
+        const int64_t L = step_max_position(ids, components, batch, seq, opts->start_pos, first,
+                                            n) + 1;
+        int same;
+        if (dynamic) {
+            cached = L > cached ? L : cached;
+            if (L < original && cached > original) cached = original;
+            same = cached <= original ? r->seq_len <= original : cached == r->seq_len;
+        } else {
+            same = (L > original) == (r->seq_len > original);
+        }
+        if (!same)
+            return cli_fail(EXIT_FAIL, "attention: --prefill with rope type %s: the step of "
+                            "tokens %lld.. sees length %lld, whose frequencies differ from those "
+                            "of the input's length %lld (%s %lld), so transformers' cached "
+                            "generation differs from the no-cache Y: run without --prefill, or "
+                            "fix the length with --seq-len", dynamic ? "dynamic" : "longrope",
+                            (long long)first, (long long)(dynamic ? cached : L),
+                            (long long)r->seq_len,
+                            dynamic ? "max_position_embeddings" : "original_max_position_embeddings",
+                            (long long)original);
+    }
+    return 0;
+}
+
 static int forward_cached(const attention_options *opts, const ra_layer *layer,
                           ra_context *ctx, float *y, const float *x, const int64_t *ids,
                           int components, int64_t batch, int64_t seq)
@@ -287,10 +341,10 @@ static int forward_cached(const attention_options *opts, const ra_layer *layer,
     int64_t *ids_part = ids ? malloc((size_t)(components * batch * P) * sizeof(int64_t)) : NULL;
     ra_kv_cache *cache = NULL;
     ra_status status = RA_ERR_NOMEM;
-    if (x_part && y_part && (ids_part || !ids))
+    int failed = check_prefill_rope(opts, c->rope, ids, components, batch, seq);
+    if (!failed && x_part && y_part && (ids_part || !ids))
         status = create_cache_scaled(&cache, opts, c, batch, engine ? 0 : seq, capacity);
-    int failed = 0;
-    if (status != RA_OK)
+    if (!failed && status != RA_OK)
         failed = cli_fail_status(status, "attention forward through the KV cache failed");
     failed = cli_comm_agree(failed); /* a launch's ranks step together, or none does */
     progress_begin(&line, "attention --prefill", batch * seq, opts->quiet);

@@ -329,6 +329,12 @@ static int convert(const convert_options *opts, const rope_source *src,
     for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
         out[i] = *ra_safetensors_at(st, i);
         qk += kind_of(out[i].name) != NOT_QK;
+        /* latent attention (DeepSeek's): its rope rows, in the query heads'
+         * tails and kv_a_proj_with_mqa's, are not converted (whatever
+         * --n-heads says) */
+        if (ends_with_part(out[i].name, "kv_a_proj_with_mqa.weight"))
+            return cli_fail(EXIT_FAIL, "convert-layout: '%s' in %s is latent attention's, whose "
+                            "rope rows are not converted", out[i].name, opts->weights);
     }
     if (qk == 0 && !opts->has_layer) return 0;
     geometry g = {0, 0};

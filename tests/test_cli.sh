@@ -883,6 +883,11 @@ expect_usage() {
     else pass
     fi
 }
+# an option with a value given twice: which was meant is not known
+expect_usage "attention --output twice" "attention: --output is given twice" -- \
+    attention $SEED --n-heads 4 --output other.npy
+expect_usage "rope --theta twice, once with =" "rope: --theta is given twice" -- \
+    rope --input x.npy --output y.npy --theta 10000 --theta=500000
 expect_usage "attention --prefill 0" "--prefill must be an integer from 1" -- \
     attention $SEED --n-heads 4 --prefill 0
 expect_usage "attention --prefill seq + 1" "--prefill 6 is more than the 5 tokens" -- \

@@ -182,6 +182,14 @@ static const cli_option *find_option(const cli_option *opts, int n_opts,
 cli_result cli_parse(const char *command, int argc, char **argv,
                      const cli_option *opts, int n_opts)
 {
+    /* an option with a value given twice is refused: which one was meant
+     * (two --output paths, two inputs) cannot be known */
+    enum { MAX_OPTIONS = 256 };
+    unsigned char given[MAX_OPTIONS] = {0};
+    if (n_opts > MAX_OPTIONS) {
+        cli_fail(EXIT_USAGE, "%s: %d options, more than cli_parse takes", command, n_opts);
+        return CLI_ERROR;
+    }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return CLI_HELP;
@@ -196,6 +204,10 @@ cli_result cli_parse(const char *command, int argc, char **argv,
         if (!opt) {
             cli_fail(EXIT_USAGE, "%s: unknown option '%.*s' (see 'ropeattn %s --help')",
                      command, (int)name_len, arg, command);
+            return CLI_ERROR;
+        }
+        if (opt->kind != CLI_FLAG && given[opt - opts]++) {
+            cli_fail(EXIT_USAGE, "%s: %s is given twice", command, opt->name);
             return CLI_ERROR;
         }
         if (opt->kind == CLI_FLAG) {

@@ -79,9 +79,9 @@ typedef enum cli_result {
 
 /* Parses argv[1..argc) against opts.  Accepts "--name value" and
  * "--name=value"; numbers must be whole strings (strtol/strtod).  Anything
- * else — an unknown option, a missing or malformed value, a positional
- * argument — prints one message naming the subcommand and returns
- * CLI_ERROR. */
+ * else — an unknown option, a missing or malformed value, an option with a
+ * value given twice, a positional argument — prints one message naming the
+ * subcommand and returns CLI_ERROR. */
 cli_result cli_parse(const char *command, int argc, char **argv,
                      const cli_option *opts, int n_opts);
 

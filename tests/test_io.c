@@ -283,6 +283,16 @@ static void test_npy_hostile_files(void)
     write_bytes("version4.npy", "\x93NUMPY\x04\x00\x10\x00\x00\x00{}", 14);
     expect_npy_failure("version4.npy", RA_ERR_UNSUPPORTED);
 
+    /* a NUL byte in descr ('<f4' then NUL): not the string numpy reads */
+    char nul[128 + 4] = {0}; /* the header, then one float */
+    const char dict[] = "{'descr': '<f4\0', 'fortran_order': False, 'shape': (1,), }";
+    memcpy(nul, "\x93NUMPY\x01\x00\x76\x00", 10);
+    memset(nul + 10, ' ', 118);
+    memcpy(nul + 10, dict, sizeof dict - 1);
+    nul[127] = '\n';
+    write_bytes("nul_descr.npy", nul, sizeof nul);
+    expect_npy_failure("nul_descr.npy", RA_ERR_FORMAT);
+
     write_bytes("long_header.npy", "\x93NUMPY\x01\x00\xff\xff{'descr': '<f4'}", 26);
     expect_npy_failure("long_header.npy", RA_ERR_FORMAT);
     char msg[256];
@@ -323,6 +333,8 @@ static void test_npy_hostile_headers(void)
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6), }",
          RA_ERR_SHAPE},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (-6,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (06,), }", RA_ERR_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 03), }", RA_ERR_FORMAT},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.0, 3), }", RA_ERR_FORMAT},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", RA_ERR_FORMAT},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, }", RA_ERR_FORMAT},

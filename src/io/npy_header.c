@@ -59,7 +59,7 @@ static ra_status parse_string(cursor *c, char *buf, size_t buf_len, const char *
     char quote = *c->p++;
     const char *close = memchr(c->p, quote, (size_t)(c->end - c->p));
     if (close == NULL || memchr(c->p, '\\', (size_t)(close - c->p)) != NULL ||
-        (size_t)(close - c->p) >= buf_len)
+        memchr(c->p, '\0', (size_t)(close - c->p)) != NULL || (size_t)(close - c->p) >= buf_len)
         return malformed(c, what);
     memcpy(buf, c->p, (size_t)(close - c->p));
     buf[close - c->p] = '\0';
@@ -67,12 +67,15 @@ static ra_status parse_string(cursor *c, char *buf, size_t buf_len, const char *
     return RA_OK;
 }
 
-/* A non-negative decimal integer that fits in int64_t. */
+/* A non-negative decimal integer that fits in int64_t, without leading
+ * zeros (Python's literal syntax, which numpy reads the header with). */
 static ra_status parse_dim(cursor *c, int64_t *out)
 {
     skip_space(c);
     if (c->p == c->end || *c->p < '0' || *c->p > '9')
         return malformed(c, "the shape holds something other than non-negative integers");
+    if (*c->p == '0' && c->p + 1 < c->end && c->p[1] >= '0' && c->p[1] <= '9')
+        return malformed(c, "a dimension of the shape has a leading zero");
     int64_t v = 0;
     while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
         int digit = *c->p++ - '0';

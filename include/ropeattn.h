@@ -864,6 +864,8 @@ RA_API void ra_kv_cache_reset(ra_kv_cache *cache);   /* every length back to 0 *
 /* Tokens appended to sequence b (a window cache holds the last capacity of
  * them), or -1 for a bad argument (ra_last_error says which). */
 RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b);
+/* The dtype the cache stores, as created (a latent cache's too). */
+RA_API ra_status ra_kv_cache_dtype(const ra_kv_cache *cache, ra_dtype *out);
 /* Tokens sequence b can take in its next append (RA_ERR_CACHE_FULL beyond):
  * a full cache's capacity less its length, a window cache's max_new; -1 for
  * a bad argument. */

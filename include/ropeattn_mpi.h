@@ -202,10 +202,10 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * + 1) / P) of the call's T tokens, afterwards the last rank stores them
  * all (its cache needs room for every later token).  If any rank lacks the
  * room, no rank stores anything (RA_ERR_CACHE_FULL on every rank).  The
- * prompt attends over what the caches store: with an 8-bit cache over the
- * quantized keys and values, where one process's prefill attends over its
- * float32 ones, so y is within the 8-bit cache's bounds of that, not
- * within float32 rounding (f32, f16 and bf16 caches: the same keys).
+ * prompt attends over the keys and values one process's prefill does: what
+ * an f32, f16 or bf16 cache stores, and an 8-bit cache's float32 keys and
+ * values as projected (each rank over the rows it stored), so y is one
+ * process's within float32 rounding.
  *
  * e's user points at e: keep e where ra_mpi_engine_init put it while a
  * layer uses it.  Every rank must make the same layer call (a collective). */

@@ -142,6 +142,14 @@ RA_API void ra_kv_cache_reset(ra_kv_cache *cache)
     cache->nan_codes = 0; /* no code stored is read again */
 }
 
+RA_API ra_status ra_kv_cache_dtype(const ra_kv_cache *cache, ra_dtype *out)
+{
+    ra_error_reset();
+    if (!cache || !out) return ra_fail(RA_ERR_NULL, "%s is NULL", !cache ? "cache" : "out");
+    *out = cache->dtype;
+    return RA_OK;
+}
+
 RA_API int64_t ra_kv_cache_room(const ra_kv_cache *cache, int64_t b)
 {
     return ra_kv_cache_length(cache, b) < 0 ? -1 : ra_kv_cache_max_new(cache, b);

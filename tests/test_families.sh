@@ -455,6 +455,25 @@ if command -v mpirun >/dev/null 2>&1; then
             else pass; fi
         done
     done
+    # --prefill into 8-bit caches: the prompt attends over its float32 keys
+    # on every rank as in one process, so Y is one process's within 1e-5
+    # (not within the cache's bounds)
+    for c in gpt_oss_layer0 mistral_window; do
+        dir=$C/$c
+        pos=()
+        [ -e "$dir/positions.npy" ] && pos=(--positions "$dir/positions.npy")
+        for dt in int8 fp8; do
+            if ! "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+                --input "$dir/x.npy" --output "$TMP/one.npy" --layer "$(field "$dir" layer)" \
+                "${pos[@]}" --prefill 5 --cache-dtype $dt 2>"$TMP/err"; then
+                fail "$c --prefill 5 --cache-dtype $dt: $(cat "$TMP/err")"
+            elif ! mpi_attention 3 $c --prefill 5 --cache-dtype $dt; then
+                fail "mpirun -np 3 $c --cache-dtype $dt: $(grep -m1 ropeattn: "$TMP/err")"
+            elif ! out=$("$PY" "$TMP/check.py" y "$TMP/mpi.npy" "$TMP/one.npy" 1e-5); then
+                fail "mpirun -np 3 $c --prefill 5 --cache-dtype $dt against one process: $out"
+            else pass; fi
+        done
+    done
     # --grads: dL/dX and every weight's gradient (each rank's share, summed
     # on rank 0) within 1e-5 of the one-process G written above (seen:
     # 5e-7), and the masks' float64 differences as there.

@@ -8,8 +8,7 @@
  * ranks' weight gradients (ring backward); with --prefill every rank's KV cache holds a shard of each
  * sequence, and each step's y, the same on every rank, comes from the
  * engine's sharded decoding.  Y is the one-process Y within float32
- * rounding (--prefill with an 8-bit cache: within the cache's bounds, the
- * prompt attending over the quantized keys and values too).
+ * rounding.
  */
 #ifndef RA_TOOLS_ATTENTION_SHARDED_H
 #define RA_TOOLS_ATTENTION_SHARDED_H

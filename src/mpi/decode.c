@@ -180,11 +180,59 @@ static void finish(const decode *g, const ra_tensor *out, float *lse)
             }
 }
 
-RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
-                                             const ra_kv_cache *cache, const ra_tensor *out,
-                                             float *lse, const ra_tensor *q,
-                                             const int64_t *n_query,
-                                             const ra_attention_options *options)
+/* A prompt's keys and values in float32: rows [lo, hi) of k and v [B, T,
+ * Hkv, D], what this rank stored of them. */
+typedef struct prompt_rows {
+    const ra_tensor *k, *v;
+    int64_t lo, hi;
+} prompt_rows;
+
+/* This rank's partial (g->out, g->lse) of the T queries of a prompt against
+ * its rows of the prompt's own keys and values (positions lo ..), through
+ * ra_attention_block_lse on contiguous copies; with no rows, none seen. */
+static ra_status prompt_partial(decode *g, ra_context *ctx, const ra_tensor *q,
+                                const prompt_rows *p)
+{
+    const int64_t B = g->batch, T = g->tokens, H = g->heads, D = g->head_dim, n = p->hi - p->lo;
+    if (n == 0) {
+        for (int64_t i = 0; i < B * H * T; i++) g->lse[i] = -INFINITY;
+        return RA_OK;
+    }
+    const int64_t kv_heads = p->k->shape[2];
+    const ra_tensor *src[2] = {p->k, p->v};
+    for (int i = 0; i < 2; i++)
+        if (src[i]->dtype != RA_F32 || src[i]->stride[3] != 1 || src[i]->shape[2] != kv_heads ||
+            src[i]->shape[3] != D)
+            return mpi_fail(RA_ERR_ARGUMENT, "the prompt's %s must be float32 [B, T, Hkv, %lld] "
+                            "with contiguous features", i ? "v" : "k", (long long)D);
+    float *rows = malloc(2 * (size_t)(B * n * kv_heads * D) * sizeof(float));
+    if (!rows)
+        return mpi_fail(RA_ERR_NOMEM, "rank %d: out of memory for the prompt's keys", g->rank);
+    for (int i = 0; i < 2; i++) /* K [B, n, Hkv, D], then V */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t h = 0; h < kv_heads; h++)
+                    memcpy(rows + (((i * B + b) * n + j) * kv_heads + h) * D,
+                           (const float *)src[i]->data + b * src[i]->stride[0] +
+                               (p->lo + j) * src[i]->stride[1] + h * src[i]->stride[2],
+                           (size_t)D * sizeof(float));
+    ra_tensor kk = ra_tensor_4d(rows, RA_F32, B, n, kv_heads, D);
+    ra_tensor vv = ra_tensor_4d(rows + B * n * kv_heads * D, RA_F32, B, n, kv_heads, D);
+    ra_tensor lout = ra_tensor_4d(g->out, RA_F32, B, T, H, D);
+    ra_status status = mpi_core(ra_attention_block_lse(ctx, &lout, g->lse, q, &kk, &vv, 0, p->lo,
+                                                       0, &g->block),
+                                "ra_mpi_attention_decode");
+    free(rows);
+    return status;
+}
+
+/* ra_mpi_attention_decode; with prompt, the queries are a prompt's into
+ * caches that held nothing before it, and attend over its keys and values
+ * as given (prompt_partial), not as the cache stored them. */
+static ra_status decode_call(ra_context *ctx, MPI_Comm comm, const ra_kv_cache *cache,
+                             const ra_tensor *out, float *lse, const ra_tensor *q,
+                             const int64_t *n_query, const ra_attention_options *options,
+                             const prompt_rows *prompt)
 {
     mpi_reset();
     if (comm == MPI_COMM_NULL) return mpi_fail(RA_ERR_NULL, "comm is MPI_COMM_NULL");
@@ -212,9 +260,11 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
     if (status == RA_OK) {
         const int64_t B = g.batch, T = g.tokens, H = g.heads, D = g.head_dim;
         ra_tensor lout = ra_tensor_4d(g.out, RA_F32, B, T, H, D);
-        ra_status local = mpi_core(ra_attention_decode_lse(ctx, cache, &lout, g.lse, q, g.n,
-                                                           g.q_start, g.k_start, &g.block),
-                                   "ra_mpi_attention_decode");
+        ra_status local = prompt ? prompt_partial(&g, ctx, q, prompt)
+                                 : mpi_core(ra_attention_decode_lse(ctx, cache, &lout, g.lse, q,
+                                                                    g.n, g.q_start, g.k_start,
+                                                                    &g.block),
+                                            "ra_mpi_attention_decode");
         fill_rows(&g, local);
         status = mpi_check(MPI_Type_contiguous((int)(D + 3), MPI_DOUBLE, &row),
                            "MPI_Type_contiguous");
@@ -235,4 +285,22 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
     if (row != MPI_DATATYPE_NULL) MPI_Type_free(&row);
     decode_free(&g);
     return status;
+}
+
+RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
+                                             const ra_kv_cache *cache, const ra_tensor *out,
+                                             float *lse, const ra_tensor *q,
+                                             const int64_t *n_query,
+                                             const ra_attention_options *options)
+{
+    return decode_call(ctx, comm, cache, out, lse, q, n_query, options, NULL);
+}
+
+ra_status mpi_attention_prompt(ra_context *ctx, MPI_Comm comm, const ra_kv_cache *cache,
+                               const ra_tensor *out, const ra_tensor *q, const ra_tensor *k,
+                               const ra_tensor *v, int64_t lo, int64_t hi,
+                               const ra_attention_options *options)
+{
+    const prompt_rows prompt = {k, v, lo, hi};
+    return decode_call(ctx, comm, cache, out, NULL, q, NULL, options, &prompt);
 }

@@ -111,6 +111,14 @@ static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
     /* (the room was agreed: a failure here is this rank's arguments) */
     const ra_status all = engine_agree(user, status);
     if (status != RA_OK || all != RA_OK) return status != RA_OK ? status : all;
+    /* A prompt into 8-bit caches attends over its own float32 keys and
+     * values, as one process's ra_layer_forward_cached does: each rank over
+     * the rows it stored.  (Every rank's cache has the dtype of the others':
+     * the step's signature holds the layer, and the layer the cache.) */
+    ra_dtype dtype = RA_F32;
+    ra_kv_cache_dtype(cache, &dtype); /* cache checked by the append's agree */
+    if (!held && (dtype == RA_I8 || dtype == RA_F8E4M3))
+        return mpi_attention_prompt(ctx, e->comm, cache, out, q, k, v, lo, hi, options);
     return ra_mpi_attention_decode(ctx, e->comm, cache, out, NULL, q, NULL, options);
 }
 

@@ -58,6 +58,16 @@ int64_t mpi_shard_rows(int64_t seq, int P, int o);
 ra_status mpi_ring_options(ra_attention_options *o, const ra_attention_options *options,
                            const char *fn, const float **sinks, float **dsinks);
 
+/* ra_mpi_attention_decode of a prompt's T queries (every token of it; no
+ * lse) into caches that held nothing before it, each rank having stored
+ * rows [lo, hi) of its keys and values k, v [B, T, Hkv, D] (float32): the
+ * queries attend over those rows as given, not as stored, so that a prompt
+ * into 8-bit caches runs as one process's does (over its float32 keys). */
+ra_status mpi_attention_prompt(ra_context *ctx, MPI_Comm comm, const ra_kv_cache *cache,
+                               const ra_tensor *out, const ra_tensor *q, const ra_tensor *k,
+                               const ra_tensor *v, int64_t lo, int64_t hi,
+                               const ra_attention_options *options);
+
 /* A ring call's sizes: this rank's zig-zag shard and q's, k's shapes. */
 typedef struct mpi_ring_shape {
     int64_t seq, batch, heads, kv_heads, head_dim, n_local, max_rows;

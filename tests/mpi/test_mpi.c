@@ -949,10 +949,9 @@ static void layer_check(layer_mpi_case c)
 /* The cached layer through the engine (every rank the same x, its own
  * cache): a prompt of P tokens, then one decode step per token, against
  * ra_layer_forward_cached on one cache in one process.  Tolerance: TOL of
- * max|y| for f32 and bf16 caches (the same stored keys; only the sums'
- * order differs); 8-bit: the one-process prompt attends over its f32 keys
- * and the sharded one over the quantized cache, so int8's stated bound
- * (3e-2 of max|y|, docs) applies.  Every rank's y is the same bits. */
+ * max|y| for every cache dtype: the same stored keys (an 8-bit prompt
+ * attends over its float32 keys in both), only the sums' order differs.
+ * Every rank's y is the same bits. */
 static void cached_check(layer_mpi_case c, ra_dtype dtype, int64_t P)
 {
     const int64_t B = c.B, S = c.S, dim = c.dim, qd = c.H * c.D, kd = c.Hkv * c.D;
@@ -999,8 +998,7 @@ static void cached_check(layer_mpi_case c, ra_dtype dtype, int64_t P)
         double err = fabs(y[1][i] - y[0][i]);
         worst = err > worst || isnan(err) ? err : worst;
     }
-    const double tol = dtype == RA_I8 ? 3e-2 : TOL;
-    CHECK(worst <= tol * ymax, "dtype %d S %lld prompt %lld window %lld sinks %d: y off by %.3g "
+    CHECK(worst <= TOL * ymax, "dtype %d S %lld prompt %lld window %lld sinks %d: y off by %.3g "
           "(max|y| %.3g)", (int)dtype, (long long)S, (long long)P, (long long)c.window, c.sinks,
           worst, ymax);
     /* the same bits on every rank: rank 0's y against each rank's */
@@ -1064,6 +1062,8 @@ static void test_layer_cached(void)
     cached_check(masks, RA_F32, size); /* a prompt of one token a rank */
     cached_check(masks, RA_BF16, 9);
     cached_check(plain, RA_I8, 12);
+    cached_check(masks, RA_F8E4M3, 9);
+    cached_check(masks, RA_I8, 2 * size + 1);
 }
 
 /* A layer call that fails on one rank alone (its checks, before the ring)

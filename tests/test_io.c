@@ -1758,6 +1758,8 @@ static void test_rope_as_transformers_reads_it(void)
         {"{\"model_type\": \"gemma3_text\", \"rope_theta\": null}",
          "\"rope_theta\" is null: model_type \"gemma3_text\" needs a number"},
         {"{\"model_type\": \"deepseek_v3\", \"rope_theta\": null}", "\"rope_theta\" is null"},
+        {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"rope_type\": \"default\", "
+         "\"rope_theta\": null}}", "\"rope_parameters.rope_theta\" is null"},
         {"{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_text\", "
          "\"query_pre_attn_scalar\": null}}", "\"query_pre_attn_scalar\" is null"},
         /* an alias beside its field, saying something else */

@@ -269,6 +269,11 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
     ra_rope_config *s = &out->params;
     RA_TRY(refuse_nested(r));
     RA_TRY(read_type(r, out));
+    const cJSON *theta;
+    if (ra_io_json_member(r->obj, "rope_theta", &theta) && cJSON_IsNull(theta))
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%srope_theta\" is null (transformers fails on null; leave the "
+                          "key out for the config's)", r->name, r->prefix);
     RA_TRY(read_number(r, "rope_theta", POSITIVE, &out->theta, &out->has_theta));
     RA_TRY(read_number(r, "partial_rotary_factor", FRACTION, &out->partial_rotary_factor,
                           &out->has_partial_rotary_factor));

@@ -489,12 +489,12 @@ static void test_mrope_config(void)
     } cases[] = {
         {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128, \"rope_scaling\": {\"type\": "
          "\"mrope\", \"mrope_section\": [16, 24, 24]}}", 16, 0, RA_OK, NULL},
-        {"{\"model_type\": \"qwen3_vl\", \"text_config\": {\"model_type\": \"qwen3_vl_text\", "
+        {"{\"model_type\": \"qwen3_vl\", \"text_config\": {\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, "
          "\"head_dim\": 128, \"rope_scaling\": {\"rope_type\": \"default\", "
          "\"mrope_section\": [24, 20, 20], \"mrope_interleaved\": true}}}", 24, 1, RA_OK, NULL},
-        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 128, \"rope_parameters\": "
+        {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 128, \"rope_parameters\": "
          "{\"rope_type\": \"default\", \"mrope_section\": [24, 20, 20]}}", 24, 1, RA_OK, NULL},
-        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 128, \"rope_scaling\": "
+        {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 128, \"rope_scaling\": "
          "{\"mrope_section\": [24, 20, 20], \"mrope_interleaved\": false}}", 0, 0,
          RA_ERR_UNSUPPORTED, "\"mrope_interleaved\" is false"},
         {"{\"model_type\": \"qwen2_5_vl\", \"head_dim\": 128, \"rope_scaling\": "
@@ -509,9 +509,9 @@ static void test_mrope_config(void)
         /* Qwen3-VL's code: [24, 20, 20] when the config gives none; time
          * takes the pairs past height's and width's at other head sizes,
          * and below 60 pairs (where the code cuts its slices short) none */
-        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 128}", 24, 1, RA_OK, NULL},
-        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 160}", 40, 1, RA_OK, NULL},
-        {"{\"model_type\": \"qwen3_vl_text\", \"head_dim\": 64}", 0, 0, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 128}", 24, 1, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 160}", 40, 1, RA_OK, NULL},
+        {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 64}", 0, 0, RA_OK, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ra_hf_config *config = NULL;

@@ -1330,10 +1330,10 @@ static void test_rope_longrope_phi3(void)
     ra_hf_fields_free(&cfg);
     CHECK(cfg.rope.short_factor == NULL && !cfg.has_rope, "free zeroes");
 
-    /* "su" is Phi-3's old name; the object's own original wins over the top
+    /* "su" is Phi-3's old name; the object's original agrees with the top
      * level's. */
     snprintf(text, sizeof text,
-             "{\"original_max_position_embeddings\": 4096, \"rope_scaling\": {\"type\": \"su\", "
+             "{\"original_max_position_embeddings\": 2048, \"rope_scaling\": {\"type\": \"su\", "
              "\"short_factor\": [1, 2], \"long_factor\": [3, 4.5], "
              "\"original_max_position_embeddings\": 2048, \"factor\": 16}}");
     st = parse_config(text, &cfg, msg, sizeof msg);
@@ -1341,6 +1341,18 @@ static void test_rope_longrope_phi3(void)
           cfg.rope.params.original_max_position_embeddings == 2048 &&
           cfg.rope.params.factor == 16 && cfg.rope.n_long_factor == 2 &&
           cfg.rope.long_factor[1] == 4.5, "su: %s", msg);
+    ra_hf_fields_free(&cfg);
+    /* transformers 5 replaces the object's original with the top level's
+     * (standardize_rope_params) where 4 kept the object's: when they
+     * differ, refused, naming both */
+    snprintf(text, sizeof text,
+             "{\"original_max_position_embeddings\": 4096, \"rope_scaling\": {\"type\": "
+             "\"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 2048}}");
+    st = parse_config(text, &cfg, msg, sizeof msg);
+    CHECK(st == RA_ERR_FORMAT && strstr(msg, "\"rope_scaling.original_max_position_embeddings\" "
+                                              "is 2048 and the top level's 4096: transformers 5 "
+                                              "takes the top level's for rope type yarn") != NULL,
+          "originals differ: %s", msg);
     ra_hf_fields_free(&cfg);
 }
 
@@ -1737,6 +1749,98 @@ static void test_config_families(void)
     ra_hf_fields_free(&cfg);
 }
 
+/* Where transformers 5's config classes and standardize_rope_params decide
+ * what a config means: each case runs as they read it, or is refused with
+ * a message naming the keys (where they raise, where releases disagree, or
+ * where the file contradicts itself). */
+static void test_rope_as_transformers_reads_it(void)
+{
+    static const struct {
+        const char *json, *refused; /* refused: NULL, or a part of the message */
+    } refusals[] = {
+        /* Phi3Config: any type but default and longrope (su, yarn) raises */
+        {"{\"model_type\": \"phi3\", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2}}",
+         "\"rope_scaling.rope_type\" is \"linear\": model_type \"phi3\" runs the default rope "
+         "or longrope"},
+        /* Phi3Config's original_max_position_embeddings (4096 by default)
+         * replaces the rope object's */
+        {"{\"model_type\": \"phi3\", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": "
+         "[1], \"long_factor\": [2], \"original_max_position_embeddings\": 16}}",
+         "is 16 and the top level's 4096 (model_type \"phi3\"'s default)"},
+        {"{\"model_type\": \"stablelm\", \"partial_rotary_factor\": 0.5, \"rope_parameters\": "
+         "{\"rope_type\": \"default\", \"partial_rotary_factor\": 0.25}}",
+         "\"rope_parameters.partial_rotary_factor\" is 0.25 and \"partial_rotary_factor\" 0.5"},
+        {"{\"model_type\": \"stablelm\", \"rope_scaling\": {\"rope_type\": \"linear\", "
+         "\"factor\": 2, \"partial_rotary_factor\": 0.5}}",
+         "and \"partial_rotary_factor\" 0.25 (model_type \"stablelm\"'s default)"},
+        /* an explicit null is not the family's default */
+        {"{\"model_type\": \"gemma3_text\", \"rope_theta\": null}",
+         "\"rope_theta\" is null: model_type \"gemma3_text\" needs a number"},
+        {"{\"model_type\": \"deepseek_v3\", \"rope_theta\": null}", "\"rope_theta\" is null"},
+        {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"rope_type\": \"default\", "
+         "\"rope_theta\": null}}", "\"rope_parameters.rope_theta\" is null"},
+        {"{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_text\", "
+         "\"query_pre_attn_scalar\": null}}", "\"query_pre_attn_scalar\" is null"},
+        /* an alias beside its field, saying something else */
+        {"{\"model_type\": \"gpt_neox\", \"rotary_pct\": 0.25, \"partial_rotary_factor\": 0.5}",
+         "\"partial_rotary_factor\" and \"rotary_pct\" (another name for it) are both set and "
+         "differ"},
+        {"{\"model_type\": \"gpt_neox\", \"rotary_emb_base\": 10000, \"rope_theta\": 5e5}",
+         "\"rope_theta\" and \"rotary_emb_base\""},
+        /* scaling keys without a type: transformers runs the default rope */
+        {"{\"rope_scaling\": {\"factor\": 2}}",
+         "\"rope_scaling.factor\" is set without \"rope_scaling.rope_type\""},
+        /* a rope_theta default that changed between releases */
+        {"{\"model_type\": \"olmo3\"}", "10000 in transformers 4.57, 500000 in 5"},
+        {"{\"model_type\": \"qwen3_vl_moe_text\", \"head_dim\": 128}",
+         "5000000 in transformers 4.57, 500000 in 5"},
+    };
+    char msg[512];
+    ra_hf_fields cfg;
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        ra_status st = parse_config(refusals[i].json, &cfg, msg, sizeof msg);
+        CHECK(st != RA_OK && strstr(msg, refusals[i].refused) != NULL, "%zu: %s", i, msg);
+        ra_hf_fields_free(&cfg);
+    }
+    /* Phi3Config reads "yarn" as longrope */
+    CHECK(parse_config("{\"model_type\": \"phi3\", \"original_max_position_embeddings\": 16, "
+                       "\"rope_scaling\": {\"type\": \"yarn\", \"short_factor\": [1], "
+                       "\"long_factor\": [2]}}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.type == RA_ROPE_LONGROPE &&
+              cfg.rope.params.original_max_position_embeddings == 16, "phi3 yarn: %s", msg);
+    ra_hf_fields_free(&cfg);
+    /* equal values beside each other are fine */
+    CHECK(parse_config("{\"model_type\": \"gpt_neox\", \"rotary_pct\": 0.5, "
+                       "\"partial_rotary_factor\": 0.5, \"rope_theta\": 1e4, "
+                       "\"rotary_emb_base\": 10000}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.partial_rotary_factor == 0.5, "agreeing aliases: %s", msg);
+    ra_hf_fields_free(&cfg);
+    /* GptOssConfig without rope keys: yarn, factor 32 over 4096, truncate
+     * false, rope_theta 150000, head_dim 64 */
+    CHECK(parse_config("{\"model_type\": \"gpt_oss\"}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.type == RA_ROPE_YARN && cfg.rope.params.factor == 32 &&
+              cfg.rope.params.original_max_position_embeddings == 4096 &&
+              cfg.rope.params.yarn_no_truncate && cfg.rope.theta == 150000 &&
+              cfg.head_dim == 64 && cfg.max_position_embeddings == 131072,
+          "gpt_oss defaults: %s", msg);
+    ra_hf_fields_free(&cfg);
+    static const struct {
+        const char *json;
+        double theta;
+    } thetas[] = {
+        {"{\"model_type\": \"mixtral\"}", 1e6},
+        {"{\"model_type\": \"qwen2_vl\", \"text_config\": {\"model_type\": \"qwen2_vl_text\"}}",
+         1e6},
+        {"{\"model_type\": \"qwen2_5_vl_text\"}", 1e6},
+        {"{\"model_type\": \"mixtral\", \"rope_theta\": 5e5}", 5e5},
+    };
+    for (size_t i = 0; i < sizeof thetas / sizeof thetas[0]; i++) {
+        CHECK(parse_config(thetas[i].json, &cfg, msg, sizeof msg) == RA_OK &&
+                  cfg.rope.theta == thetas[i].theta, "%zu: %g %s", i, cfg.rope.theta, msg);
+        ra_hf_fields_free(&cfg);
+    }
+}
+
 /* Every prefix of a config with every rope key, and every byte of it
  * replaced: each parse must succeed or fail cleanly (ASan watches), and a
  * failure must leave nothing allocated. */
@@ -1744,7 +1848,7 @@ static void test_rope_mutations(void)
 {
     const char *text =
         "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"original_max_position_embeddings\": "
-        "32, \"rope_theta\": 1e4, \"partial_rotary_factor\": 0.5, \"rope_scaling\": {\"type\": "
+        "16, \"rope_theta\": 1e4, \"partial_rotary_factor\": 0.5, \"rope_scaling\": {\"type\": "
         "\"su\", \"rope_type\": \"longrope\", \"factor\": 2.5, \"attention_factor\": 1.1, "
         "\"beta_fast\": 16, \"beta_slow\": 2, \"mscale\": 0.7, \"mscale_all_dim\": 0.7, "
         "\"truncate\": false, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
@@ -1986,6 +2090,7 @@ int main(void)
     RUN(test_rope_in_config);
     RUN(test_rope_hostile);
     RUN(test_rope_mutations);
+    RUN(test_rope_as_transformers_reads_it);
     RUN(test_hostile_messages);
     RUN(test_atomic);
     remove_tree(temp_dir);

@@ -8,6 +8,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -131,6 +132,28 @@ static ra_status store(const field *f, const cJSON *item, ra_hf_fields *out, con
     return RA_OK;
 }
 
+/* An alias given beside its field (rotary_pct and partial_rotary_factor,
+ * rotary_emb_base and rope_theta ...) must say the same: transformers'
+ * releases disagree on which one wins (GPT-NeoX's config class of
+ * transformers 4 read rotary_pct, transformers 5 partial_rotary_factor). */
+static ra_status alias_agrees(const field *alias, const cJSON *item, const ra_hf_fields *out,
+                              const char *name, char *msg, size_t msg_len)
+{
+    ra_hf_fields given;
+    memset(&given, 0, sizeof given);
+    RA_TRY(store(alias, item, &given, name, msg, msg_len));
+    const char *key = "";
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (fields[i].value == alias->value) key = fields[i].key;
+    /* both stored as 8 bytes, int64_t or double by the field's kind */
+    if (memcmp((const char *)&given + alias->value, (const char *)out + alias->value, 8) == 0)
+        return RA_OK;
+    return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                      "%s: \"%s\" and \"%s\" (another name for it) are both set and differ: "
+                      "transformers' releases disagree on which one wins: refused", name, key,
+                      alias->key);
+}
+
 /* *out = the object under key, NULL when absent or null; fails when the
  * value is something else. */
 static ra_status lookup_object(const cJSON *root, const char *key, const char *name,
@@ -151,9 +174,49 @@ static int has_key(const cJSON *root, const char *key)
     return 0;
 }
 
+/* Whether root's key is an explicit null. */
+static int is_null(const cJSON *root, const char *key)
+{
+    for (const cJSON *e = root->child; e != NULL; e = e->next)
+        if (e->string && strcmp(e->string, key) == 0) return cJSON_IsNull(e);
+    return 0;
+}
+
+/* Keys with a family default whose null means something of its own in
+ * transformers' config classes and modeling code: head_dim (hidden_size /
+ * num_attention_heads), num_key_value_heads (one per query head),
+ * rotary_dim (GPT-J: the whole head), attention_chunk_size (no chunks),
+ * attn_logit_softcapping (none); and keys whose null is refused later with
+ * a message of its own (latent attention's sizes, read_mla; Llama 4's
+ * temperature tuning, hf/layer_config.c).  A null for any other key with a
+ * default is refused: transformers' code fails on it (Gemma 3's
+ * query_pre_attn_scalar, rope_theta ...), and the default is not what the
+ * file says. */
+static const char *const null_means_something[] = {
+    "head_dim",         "num_key_value_heads", "rotary_dim",  "attention_chunk_size",
+    "attn_logit_softcapping", "q_lora_rank",   "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim",          "floor_scale", "attn_scale",
+};
+
+static int is_field(const char *key)
+{
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (strcmp(fields[i].key, key) == 0) return 1;
+    return 0;
+}
+
+static int null_allowed(const char *key)
+{
+    for (size_t i = 0; i < sizeof null_means_something / sizeof null_means_something[0]; i++)
+        if (strcmp(null_means_something[i], key) == 0) return 1;
+    return 0;
+}
+
 /* The family's defaults (ra_hf_family.defaults, "key=number ...") for the
- * keys root lacks: config fields, then (window set) the window's. */
-static void apply_defaults(const cJSON *root, ra_hf_fields *out, int window)
+ * keys root lacks: config fields, then (window set) the window's.  A
+ * config field given as null is refused unless null_allowed. */
+static ra_status apply_defaults(const cJSON *root, ra_hf_fields *out, int window,
+                                const char *name, char *msg, size_t msg_len)
 {
     const char *at = out->family ? out->family->defaults : NULL;
     char key[64];
@@ -161,6 +224,11 @@ static void apply_defaults(const cJSON *root, ra_hf_fields *out, int window)
     int used;
     while (at && sscanf(at, " %63[a-z_]=%lf%n", key, &value, &used) == 2) {
         at += used;
+        if (!window && is_field(key) && is_null(root, key) && !null_allowed(key))
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s\" is null: model_type \"%s\" needs a number there "
+                              "(transformers fails on null; leave the key out for its default, "
+                              "%g)", name, key, out->family->model_type, value);
         if (has_key(root, key)) continue;
         ra_hf_window *w = &out->window;
         if (window && strcmp(key, "sliding_window") == 0) {
@@ -190,6 +258,7 @@ static void apply_defaults(const cJSON *root, ra_hf_fields *out, int window)
             memcpy(base + fields[i].has, &one, sizeof one);
         }
     }
+    return RA_OK;
 }
 
 /* no_rope_layers (SmolLM3): one 0 or 1 per layer, 0 meaning no RoPE. */
@@ -401,6 +470,123 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
     return RA_OK;
 }
 
+/* The rope a family's config class sets when config.json has neither
+ * rope_scaling nor rope_parameters (transformers 5's GptOssConfig: yarn,
+ * factor 32 over 4096 positions, truncate false; the family's defaults row
+ * gives rope_theta 150000). */
+static const struct {
+    const char *model_type, *where, *rope;
+} default_ropes[] = {
+    {"gpt_oss", "GptOssConfig's default rope_parameters.",
+     "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+     "\"truncate\": false, \"original_max_position_embeddings\": 4096}"},
+};
+
+static ra_status read_default_rope(ra_hf_fields *out, const char **where, char *msg,
+                                   size_t msg_len)
+{
+    for (size_t i = 0; out->family && i < sizeof default_ropes / sizeof default_ropes[0]; i++) {
+        if (strcmp(default_ropes[i].model_type, out->family->model_type) != 0) continue;
+        const char *json = default_ropes[i].rope;
+        RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
+        out->has_rope = 1;
+        *where = default_ropes[i].where;
+        return RA_OK;
+    }
+    return RA_OK;
+}
+
+/* Families whose config classes' rope_theta default changed between
+ * transformers releases (4.57, which wrote their published configs, and
+ * 5): a config that leaves rope_theta out runs differently on each, and
+ * nothing in it says which was meant: refused. */
+static const struct {
+    const char *model_type, *defaults;
+} disputed_thetas[] = {
+    {"olmo3", "10000 in transformers 4.57, 500000 in 5"},
+    {"qwen3_vl", "5000000 in transformers 4.57, 500000 in 5"},
+    {"qwen3_vl_text", "5000000 in transformers 4.57, 500000 in 5"},
+    {"qwen3_vl_moe", "5000000 in transformers 4.57, 500000 in 5"},
+    {"qwen3_vl_moe_text", "5000000 in transformers 4.57, 500000 in 5"},
+};
+
+static ra_status check_theta_given(const ra_hf_fields *out, const char *name, char *msg,
+                                   size_t msg_len)
+{
+    int lacks = !out->rope.has_theta || (out->has_local_rope && !out->local_rope.has_theta);
+    for (size_t i = 0; out->family && i < sizeof disputed_thetas / sizeof disputed_thetas[0];
+         i++)
+        if (lacks && !out->has_rope_theta &&
+            strcmp(disputed_thetas[i].model_type, out->family->model_type) == 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                              "%s: no \"rope_theta\": model_type \"%s\"'s default is %s: "
+                              "refused rather than guess (give rope_theta)", name,
+                              out->family->model_type, disputed_thetas[i].defaults);
+    return RA_OK;
+}
+
+/* Phi3Config (transformers 5) reads rope type "su" and "yarn" as longrope
+ * ("su" is longrope everywhere: rope_params.c) and raises on any type but
+ * default and longrope. */
+static ra_status phi3_rope_type(ra_hf_rope *rope, const ra_hf_fields *out, const char *where,
+                                const char *name, char *msg, size_t msg_len)
+{
+    if (!out->family || strcmp(out->family->model_type, "phi3") != 0) return RA_OK;
+    if (rope->type == RA_ROPE_YARN) rope->type = RA_ROPE_LONGROPE;
+    if (rope->type == RA_ROPE_DEFAULT || rope->type == RA_ROPE_LONGROPE) return RA_OK;
+    return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                      "%s: \"%srope_type\" is \"%s\": model_type \"phi3\" runs the default "
+                      "rope or longrope (\"su\" and \"yarn\" read as longrope), as Phi3Config "
+                      "does: refused", name, where, ra_hf_rope_type_name(rope->type));
+}
+
+/* "" when config.json has key at root, else " (model_type X's default)". */
+static const char *whose(const cJSON *root, const char *key, const ra_hf_fields *out,
+                         char *buf, size_t len)
+{
+    if (has_key(root, key) || !out->family) return "";
+    snprintf(buf, len, " (model_type \"%s\"'s default)", out->family->model_type);
+    return buf;
+}
+
+/* transformers 5's standardize_rope_params: the config's
+ * partial_rotary_factor (or the family's default) replaces the rope
+ * object's, and for llama3, yarn and longrope so does its
+ * original_max_position_embeddings (top_level_orig: a single rope object;
+ * Phi3Config's default 4096 among them) — a value the object alone gives is
+ * overwritten.  Where both are there and differ the file contradicts
+ * itself (and transformers 4's releases read the object's): refused,
+ * naming both.  Then the object takes what it lacks from the config
+ * (ra_hf_rope_inherit). */
+static ra_status standardize_rope(ra_hf_rope *rope, const ra_hf_fields *out, const cJSON *root,
+                                  const char *where, int top_level_orig, const char *name,
+                                  char *msg, size_t msg_len)
+{
+    char buf[96];
+    if (out->has_partial_rotary_factor && rope->has_partial_rotary_factor &&
+        out->partial_rotary_factor != rope->partial_rotary_factor)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"%spartial_rotary_factor\" is %g and \"partial_rotary_factor\" "
+                          "%g%s: transformers 5 takes the latter: refused as contradictory", name,
+                          where, rope->partial_rotary_factor, out->partial_rotary_factor,
+                          whose(root, "partial_rotary_factor", out, buf, sizeof buf));
+    const ra_rope_type t = rope->type;
+    const int64_t top = out->original_max_position_embeddings,
+                  own = rope->params.original_max_position_embeddings;
+    if (top_level_orig && out->has_original_max_position_embeddings &&
+        rope->has_original_max_position_embeddings && top != own &&
+        (t == RA_ROPE_LLAMA3 || t == RA_ROPE_YARN || t == RA_ROPE_LONGROPE))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"%soriginal_max_position_embeddings\" is %lld and the top "
+                          "level's %lld%s: transformers 5 takes the top level's for rope type %s: "
+                          "refused as contradictory", name, where, (long long)own,
+                          (long long)top,
+                          whose(root, "original_max_position_embeddings", out, buf, sizeof buf),
+                          ra_hf_rope_type_name(t));
+    ra_hf_rope_inherit(rope, out);
+    return RA_OK;
+}
+
 /* model_type of the text model: text's, else the top level's; "" when
  * neither has one. */
 static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fields *out,
@@ -439,26 +625,40 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         memcpy(&has, (const char *)out + aliases[i].has, sizeof has);
         RA_TRY(ra_io_json_key(root, aliases[i].key, name, &item, msg, msg_len));
         if (item != NULL && !has) RA_TRY(store(&aliases[i], item, out, name, msg, msg_len));
+        else if (item != NULL) RA_TRY(alias_agrees(&aliases[i], item, out, name, msg, msg_len));
     }
     /* transformers takes rope_scaling when it is a non-empty object, else
-     * rope_parameters. */
+     * rope_parameters, else the family's default rope. */
     const cJSON *rope = scaling != NULL && scaling->child != NULL ? scaling : nested;
+    const char *where = rope == scaling ? "rope_scaling." : "rope_parameters.";
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
     if (rope != NULL && !out->has_local_rope) {
-        RA_TRY(ra_io_rope_read(rope, name, rope == scaling ? "rope_scaling." : "rope_parameters.",
-                               &out->rope, msg, msg_len));
+        RA_TRY(ra_io_rope_read(rope, name, where, &out->rope, msg, msg_len));
         out->has_rope = 1;
+    } else if (rope == NULL) {
+        RA_TRY(read_default_rope(out, &where, msg, msg_len));
     }
-    apply_defaults(root, out, 0);
+    RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
+    if (is_null(root, "rope_theta")) /* without a family default: Llama's 10000 */
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null "
+                          "(transformers fails on null; leave the key out for its default, "
+                          "10000)", name);
+    RA_TRY(check_theta_given(out, name, msg, msg_len));
     RA_TRY(read_chatglm(root, out, name, msg, msg_len));
-    ra_hf_rope_inherit(&out->rope, out);
-    if (out->has_local_rope) { /* rope_local_base_freq is the sliding layers' rope_theta */
+    if (out->has_local_rope) { /* per layer type: theirs; rope_local_base_freq is the
+                                  sliding layers' rope_theta */
         ra_hf_rope *local = &out->local_rope;
         if (!local->has_theta && out->has_rope_local_base_freq) {
             local->theta = out->rope_local_base_freq;
             local->has_theta = 1;
         }
-        ra_hf_rope_inherit(local, out);
+        RA_TRY(standardize_rope(&out->rope, out, root, "rope_parameters.full_attention.", 0,
+                                name, msg, msg_len));
+        RA_TRY(standardize_rope(local, out, root, "rope_parameters.sliding_attention.", 0, name,
+                                msg, msg_len));
+    } else {
+        RA_TRY(phi3_rope_type(&out->rope, out, where, name, msg, msg_len));
+        RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
@@ -468,7 +668,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
-    apply_defaults(root, out, 1);
+    RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
     if ((r->has_mrope || r->has_mrope_section || r->params.mrope_interleaved) &&
         !(features & RA_HF_MROPE))

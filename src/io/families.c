@@ -26,6 +26,8 @@
 /* Qwen2Config's (and its followers') window defaults: no layer slides unless
  * use_sliding_window (then as the row's ra_hf_windows says). */
 #define QWEN_WINDOW(n) "use_sliding_window=0 max_window_layers=" #n
+/* Qwen2VLTextConfig's and Qwen2_5_VLTextConfig's (transformers 4.57 and 5). */
+#define QWEN_VL_DEFAULTS QWEN_WINDOW(80) " rope_theta=1000000"
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define NOWINDOW RA_HF_WINDOWS_NONE
@@ -71,7 +73,10 @@ static const ra_hf_family families[] = {
     {"glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
     {"glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
     {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25", NOWINDOW},
-    {"gpt_oss", H, RA_HF_SINKS, NULL, "sliding_window=128 sliding_window_pattern=2", PATTERN},
+    /* GptOssConfig (transformers 5); its default yarn rope: config.c */
+    {"gpt_oss", H, RA_HF_SINKS, NULL,
+     "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
+     "sliding_window_pattern=2", PATTERN},
     {"gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW},
     {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
     {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
@@ -86,20 +91,22 @@ static const ra_hf_family families[] = {
     {"ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES},
     {"mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES},
     {"mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES},
-    {"mixtral", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
+    {"mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER},
     {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW},
     {"olmo2", H, OLMO2, NULL, NULL, NOWINDOW},
     {"olmo3", H, OLMO3, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN},
     {"persimmon", H, 0, FUSED, NULL, NOWINDOW},
     {"phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
-    {"phi3", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
+    /* Phi3Config: its original_max_position_embeddings replaces the rope
+     * object's (config.c's standardize_rope) */
+    {"phi3", H, 0, NULL, "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER},
     {"qwen", H, 0, FUSED, NULL, NOWINDOW},
     {"qwen2", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
-    {"qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
-    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
+    {"qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
+    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
     {"qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2_MOE},
-    {"qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
-    {"qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_WINDOW(80), RA_HF_WINDOWS_QWEN2},
+    {"qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
+    {"qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
     {"qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
     {"qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0", RA_HF_WINDOWS_QWEN3_MOE},
     {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL,

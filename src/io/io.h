@@ -402,8 +402,11 @@ typedef struct ra_hf_fields {
     unsigned char *no_rope_layers; /* [n_no_rope_layers], 0 = no RoPE; owned; or NULL */
     int64_t n_no_rope_layers;
     /* rope_scaling (transformers v4) if it is an object, else rope_parameters
-     * (v5), else nothing (has_rope 0, rope all default).  Values the object
-     * lacks are filled from the top level by ra_hf_rope_inherit. */
+     * (v5), else the family's default rope (gpt-oss's yarn) or nothing
+     * (has_rope 0, rope all default).  Values the object lacks are filled
+     * from the top level by ra_hf_rope_inherit; top-level values that differ
+     * from the object's, where transformers 5 would replace them, were
+     * refused (config.c's standardize_rope). */
     ra_hf_rope rope;
     int has_rope;
     /* transformers 5's rope_parameters per layer type, {"full_attention":
@@ -432,7 +435,8 @@ int ra_hf_fields_layout(const ra_hf_fields *config);
 
 /* Fills what rope lacks from config's top level: rope_theta,
  * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps
- * the last outside rope_scaling).  Values rope has are kept. */
+ * the last outside rope_scaling).  Values rope has are kept (a rope set in
+ * the config's place, --rope-parameters, says what it means). */
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
 
 /* ---- output files, all at once or not at all -------------------------- */

@@ -231,11 +231,49 @@ static ra_status refuse_nested(const reader *r)
     return RA_OK;
 }
 
+/* Without rope_type (or type) transformers runs the default rope and
+ * ignores the scaling keys (standardize_rope_params defaults the type to
+ * "default"): a factor the file gives would change nothing, though whoever
+ * wrote it meant it to. */
+static ra_status refuse_untyped_scaling(const reader *r, const ra_hf_rope *out)
+{
+    const struct {
+        int has;
+        const char *key;
+    } scaling[] = {
+        {out->has_factor, "factor"},
+        {out->has_original_max_position_embeddings, "original_max_position_embeddings"},
+        {out->has_attention_factor, "attention_factor"},
+        {out->has_beta_fast, "beta_fast"},
+        {out->has_beta_slow, "beta_slow"},
+        {out->has_mscale, "mscale"},
+        {out->has_mscale_all_dim, "mscale_all_dim"},
+        {out->has_truncate, "truncate"},
+        {out->has_low_freq_factor, "low_freq_factor"},
+        {out->has_high_freq_factor, "high_freq_factor"},
+        {out->has_short_factor, "short_factor"},
+        {out->has_long_factor, "long_factor"},
+    };
+    if (out->has_type) return RA_OK;
+    for (size_t i = 0; i < sizeof scaling / sizeof scaling[0]; i++)
+        if (scaling[i].has)
+            return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                              "%s: \"%s%s\" is set without \"%srope_type\" (or \"%stype\"): "
+                              "transformers would run the default rope and ignore it: refused",
+                              r->name, r->prefix, scaling[i].key, r->prefix, r->prefix);
+    return RA_OK;
+}
+
 static ra_status read_all(const reader *r, ra_hf_rope *out)
 {
     ra_rope_config *s = &out->params;
     RA_TRY(refuse_nested(r));
     RA_TRY(read_type(r, out));
+    const cJSON *theta;
+    if (ra_io_json_member(r->obj, "rope_theta", &theta) && cJSON_IsNull(theta))
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
+                          "%s: \"%srope_theta\" is null (transformers fails on null; leave the "
+                          "key out for the config's)", r->name, r->prefix);
     RA_TRY(read_number(r, "rope_theta", POSITIVE, &out->theta, &out->has_theta));
     RA_TRY(read_number(r, "partial_rotary_factor", FRACTION, &out->partial_rotary_factor,
                           &out->has_partial_rotary_factor));
@@ -273,7 +311,7 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
                            &out->has_long_factor));
     s->short_factor = out->short_factor;
     s->long_factor = out->long_factor;
-    return RA_OK;
+    return refuse_untyped_scaling(r, out);
 }
 
 ra_status ra_io_rope_read(const cJSON *obj, const char *name, const char *prefix,

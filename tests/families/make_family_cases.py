@@ -74,6 +74,7 @@ What each family's attention does, from transformers' modeling_<family>.py:
              drops it after
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -122,11 +123,31 @@ def inv_freq(theta, rot):
     return 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
 
 
-def rope(x, pos, inv, layout):
-    """x [B, S, heads, D]; the first 2 * len(inv) features rotate."""
+def yarn_inv_freq(theta, rot, factor, original, truncate=True):
+    """(inv_freq, attention factor) as transformers 5's
+    _compute_yarn_parameters (beta_fast 32, beta_slow 1, no mscale); truncate
+    false leaves the correction range unrounded."""
+    pos_freqs = theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+
+    def correction_dim(rotations):
+        return rot * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+    low, high = correction_dim(32.0), correction_dim(1.0)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rot - 1)
+    if low == high:
+        high += 0.001
+    keep = 1 - np.clip((np.arange(rot // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    inv = 1.0 / (factor * pos_freqs) * (1 - keep) + 1.0 / pos_freqs * keep
+    return inv, 0.1 * math.log(factor) + 1.0
+
+
+def rope(x, pos, inv, layout, att=1.0):
+    """x [B, S, heads, D]; the first 2 * len(inv) features rotate, cos and
+    sin times att (the rope type's attention factor)."""
     rot = 2 * len(inv)
     ang = pos[:, :, None, None] * inv  # [B, S, 1, rot/2]
-    c, s = np.cos(ang), np.sin(ang)
+    c, s = np.cos(ang) * att, np.sin(ang) * att
     y = x.copy()
     if layout == "half":
         a, b = x[..., : rot // 2], x[..., rot // 2: rot]
@@ -222,7 +243,8 @@ def attention(x, w, f):
         sec, inter = f["mrope"]
         q, k = (mrope(t, f["pos3"].astype(np.float64), f["inv"], sec, inter) for t in (q, k))
     elif f.get("inv") is not None:
-        q, k = rope(q, pos, f["inv"], f["layout"]), rope(k, pos, f["inv"], f["layout"])
+        att = f.get("att", 1.0)
+        q, k = rope(q, pos, f["inv"], f["layout"], att), rope(k, pos, f["inv"], f["layout"], att)
     if f.get("l2"):  # Llama 4: after RoPE, no weights
         q, k = (t / np.sqrt(np.mean(t * t, axis=-1, keepdims=True) + f["l2"]) for t in (q, k))
     if f.get("temperature"):  # Llama 4's NoPE layers, at cache_position = pos
@@ -814,18 +836,42 @@ def family_cases(out):
     save(out, "gemma2_defaults", dict(base, model_type="gemma2", rope_theta=1e4),
          named(w, layers(0)), x, attention(x, w, f), 0)
     # gpt-oss: sinks in every layer, q/k/v/o biases, layer_types alternating
-    # sliding (window 4) and full.
+    # sliding (window 4) and full; no rope keys: GptOssConfig's yarn (factor
+    # 32 over 4096 positions, truncate false) at rope_theta 150000, given
+    # here, and left out in gpt_oss_default_theta.
     cfg = dict(base, model_type="gpt_oss", rope_theta=150000.0, sliding_window=4,
                attention_bias=True, layer_types=["sliding_attention", "full_attention"],
                num_local_experts=4, num_experts_per_tok=2)
+    inv, att = yarn_inv_freq(150000.0, D, 32.0, 4096, truncate=False)
     for layer in (0, 1):
         w = weights(dim, H, K, D, biases="qkvo")
         w["sinks"] = f32(RNG.normal(0, 1, H))
-        f = {"H": H, "K": K, "D": D, "inv": inv_freq(150000.0, D), "layout": "half",
+        f = {"H": H, "K": K, "D": D, "inv": inv, "att": att, "layout": "half",
              "window": None if layer else 4}
         save(out, "gpt_oss_layer%d" % layer, cfg, named(w, layers(layer)), x,
              attention(x, w, f), layer)
         save_grads(out, "gpt_oss_layer%d" % layer, x, w, f, ("sinks",))
+    cfg = {k: v for k, v in cfg.items() if k != "rope_theta"}
+    save(out, "gpt_oss_default_theta", cfg, named(w, layers(1)), x, attention(x, w, f), 1)
+
+    # Defaults of the families' config classes for a config that leaves
+    # rope_theta out: MixtralConfig's 1e6.
+    w = weights(dim, H, K, D)
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e6, D), "layout": "half"}
+    save(out, "mixtral_default_theta", dict(base, model_type="mixtral"), named(w, layers(0)),
+         x, attention(x, w, f), 0)
+    # Phi3Config reads rope type "yarn" as longrope: short_factor below the
+    # original length (max_position_embeddings / original 1: no attention
+    # factor).
+    short = [1.0, 1.5, 2.0, 3.0, 1.25, 1.0, 4.0, 2.5]
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D) / np.array(short), "layout": "half"}
+    fused = {layers(0) + "qkv_proj.weight": np.concatenate([w["q"], w["k"], w["v"]]),
+             layers(0) + "o_proj.weight": w["o"]}
+    save(out, "phi3_yarn_type", dict(base, model_type="phi3", rope_theta=1e4,
+                                     original_max_position_embeddings=4096, rope_scaling={
+                                         "type": "yarn", "short_factor": short,
+                                         "long_factor": [8.0] * 8}),
+         fused, x, attention(x, w, f), 0)
     # Llama 4's RoPE layer 0 of the Maverick-style config: chunks of 8.
     w = weights(dim, H, K, D)
     f = {"H": H, "K": K, "D": D, "layout": "interleaved", "inv": inv_freq(5e5, D),
@@ -936,6 +982,50 @@ def family_cases(out):
         ("qwen2_vl_mrope_interleaved", dict(base, model_type="qwen2_vl", rope_scaling={
             "type": "mrope", "mrope_section": [2, 3, 3], "mrope_interleaved": True}), plain,
          '"mrope_interleaved" is true, and model_type "qwen2_vl"'),
+        # Phi3Config raises on rope types but default and longrope (su, yarn)
+        ("phi3_linear_type", dict(base, model_type="phi3", rope_scaling={
+            "type": "linear", "factor": 2.0}), plain,
+         '"rope_scaling.rope_type" is "linear": model_type "phi3" runs the default rope or '
+         'longrope'),
+        # transformers 5 replaces the rope object's original with the top
+        # level's (Phi3Config's 4096 when the key is absent): refused when
+        # they differ
+        ("phi3_original_in_rope", dict(base, model_type="phi3", rope_scaling={
+            "rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+            "original_max_position_embeddings": 16}), plain,
+         '"rope_scaling.original_max_position_embeddings" is 16 and the top level\'s 4096 '
+         '(model_type "phi3"\'s default)'),
+        ("llama_two_originals", dict(base, model_type="llama", original_max_position_embeddings=64,
+                                     rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                   "original_max_position_embeddings": 32}),
+         plain, 'is 32 and the top level\'s 64: transformers 5 takes the top level\'s for rope '
+         'type yarn'),
+        ("two_partial_rotary_factors", dict(base, model_type="stablelm", partial_rotary_factor=0.5,
+                                            rope_parameters={"rope_type": "default",
+                                                             "partial_rotary_factor": 0.25}),
+         plain, '"rope_parameters.partial_rotary_factor" is 0.25 and "partial_rotary_factor" 0.5'),
+        # an explicit null is not the default, and transformers fails on it
+        ("gemma3_rope_theta_null", dict(base, model_type="gemma3_text", rope_theta=None), plain,
+         '"rope_theta" is null: model_type "gemma3_text" needs a number'),
+        ("gemma3_query_pre_attn_scalar_null", {"model_type": "gemma3", "text_config": dict(
+            base, model_type="gemma3_text", query_pre_attn_scalar=None)}, plain,
+         '"query_pre_attn_scalar" is null'),
+        # an alias beside its field, differing: releases disagree on the winner
+        ("gpt_neox_rotary_pct_and_factor", dict(base, model_type="gpt_neox", rotary_pct=0.25,
+                                                partial_rotary_factor=0.5), plain,
+         '"partial_rotary_factor" and "rotary_pct" (another name for it) are both set and '
+         'differ'),
+        ("gpt_neox_rotary_emb_base_and_theta", dict(base, model_type="gpt_neox",
+                                                    rotary_emb_base=1e4, rope_theta=5e5), plain,
+         '"rope_theta" and "rotary_emb_base"'),
+        # a factor without a type: transformers runs the default rope
+        ("rope_factor_without_type", dict(base, model_type="llama", rope_scaling={"factor": 2.0}),
+         plain, '"rope_scaling.factor" is set without "rope_scaling.rope_type" (or '
+         '"rope_scaling.type"): transformers would run the default rope and ignore it'),
+        # OLMo 3's rope_theta default: 10000 in transformers 4.57, 500000 in 5
+        ("olmo3_without_rope_theta", dict(base, model_type="olmo3"), plain,
+         'no "rope_theta": model_type "olmo3"\'s default is 10000 in transformers 4.57, 500000 '
+         'in 5'),
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
@@ -944,7 +1034,8 @@ def family_cases(out):
     save(out, "mrope_positions_without_sections", dict(base, model_type="qwen2"), plain, x,
          None, 0, refused="3-D positions (temporal, height, width) need a rope with "
          "mrope_section", positions=pos3)
-    save(out, "mrope_positions_qwen3_vl_without_sections", dict(base, model_type="qwen3_vl"),
+    save(out, "mrope_positions_qwen3_vl_without_sections",
+         dict(base, model_type="qwen3_vl", rope_theta=5e6),
          dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
                         layers(0) + "k_norm.weight": f32(np.ones(D))}), x, None, 0,
          refused="need a rope with mrope_section", positions=pos3)

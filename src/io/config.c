@@ -628,7 +628,15 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         else if (item != NULL) RA_TRY(alias_agrees(&aliases[i], item, out, name, msg, msg_len));
     }
     /* transformers takes rope_scaling when it is a non-empty object, else
-     * rope_parameters, else the family's default rope. */
+     * rope_parameters, else the family's default rope; but Gemma 3's and
+     * OLMo 3's config classes merge rope_scaling's keys into rope_parameters'
+     * full_attention rope, which is not read: refused. */
+    if ((features & RA_HF_LOCAL_ROPE) && scaling != NULL && scaling->child != NULL &&
+        nested != NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: both \"rope_scaling\" and \"rope_parameters\": model_type \"%s\" "
+                          "merges the first into the second's full_attention rope, which is "
+                          "not read: give one", name, out->family->model_type);
     const cJSON *rope = scaling != NULL && scaling->child != NULL ? scaling : nested;
     const char *where = rope == scaling ? "rope_scaling." : "rope_parameters.";
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));

@@ -93,8 +93,10 @@ static const ra_hf_family families[] = {
     {"mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES},
     {"mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER},
     {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW},
-    {"olmo2", H, OLMO2, NULL, NULL, NOWINDOW},
-    {"olmo3", H, OLMO3, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN},
+    /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
+    {"olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW},
+    {"olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
+     PATTERN},
     {"persimmon", H, 0, FUSED, NULL, NOWINDOW},
     {"phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
     /* Phi3Config: its original_max_position_embeddings replaces the rope

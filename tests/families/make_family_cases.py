@@ -432,6 +432,13 @@ def family_cases(out):
     f = {"H": H, "K": K, "D": D, "inv": inv_freq(5e5, D), "layout": "half", "eps": 1e-6,
          "whole_norm": True}
     save(out, "olmo2", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+    # ... without rms_norm_eps: Olmo2Config's 1e-5, not Llama's 1e-6 (q and k
+    # small enough that the epsilon shows)
+    w = weights(dim, H, K, D, norms="whole")
+    w["q"], w["k"] = f32(w["q"] * 2 ** -8), f32(w["k"] * 2 ** -8)
+    cfg = {k: v for k, v in cfg.items() if k != "rms_norm_eps"}
+    save(out, "olmo2_default_eps", cfg, named(w, layers(0)), x,
+         attention(x, w, dict(f, eps=1e-5)), 0)
 
     # SmolLM3: layer 3 of 4 runs without RoPE, layer 1 with it.
     cfg = dict(base, model_type="smollm3", rope_theta=2e6, no_rope_layers=[1, 1, 1, 0],
@@ -1022,6 +1029,13 @@ def family_cases(out):
         ("rope_factor_without_type", dict(base, model_type="llama", rope_scaling={"factor": 2.0}),
          plain, '"rope_scaling.factor" is set without "rope_scaling.rope_type" (or '
          '"rope_scaling.type"): transformers would run the default rope and ignore it'),
+        # Gemma 3 with both: its config class merges rope_scaling into
+        # rope_parameters' full_attention rope
+        ("gemma3_rope_scaling_and_parameters", dict(
+            base, model_type="gemma3_text", rope_scaling={"rope_type": "linear", "factor": 8.0},
+            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 5000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}}),
+         plain, 'both "rope_scaling" and "rope_parameters": model_type "gemma3_text" merges'),
         # OLMo 3's rope_theta default: 10000 in transformers 4.57, 500000 in 5
         ("olmo3_without_rope_theta", dict(base, model_type="olmo3"), plain,
          'no "rope_theta": model_type "olmo3"\'s default is 10000 in transformers 4.57, 500000 '

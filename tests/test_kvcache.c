@@ -715,8 +715,8 @@ static void test_errors(void)
     CHECK(ra_kv_cache_length(cache, 5) == -1 && strstr(ra_last_error(), "sequence 5"),
           "length of sequence 5: %s", ra_last_error());
     CHECK(ra_kv_cache_length(NULL, 0) == -1 && strstr(ra_last_error(), "NULL"), "length of NULL");
-    ra_dtype dtype = RA_BF16;
-    CHECK(ra_kv_cache_dtype(cache, &dtype) == RA_OK && dtype == RA_F32, "dtype");
+    ra_dtype dtype = RA_F32;
+    CHECK(ra_kv_cache_dtype(cache, &dtype) == RA_OK && dtype == RA_BF16, "dtype");
     CHECK(ra_kv_cache_dtype(NULL, &dtype) == RA_ERR_NULL && ra_kv_cache_dtype(cache, NULL) ==
               RA_ERR_NULL, "dtype of NULL");
     ra_kv_cache_destroy(cache);

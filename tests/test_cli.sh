@@ -1365,13 +1365,19 @@ expect_ok "a zero bias adds nothing" y.npy ref_F32.npy 1e-4 -- attention \
 expect_error "a bias of the wrong length" y.npy -- attention --weights st_badbias.safetensors \
     --input x.npy --output y.npy --n-heads 4
 # attention_bias false in config.json: transformers builds no biases and
-# does not load them, so a bias in the checkpoint is refused; true: added.
+# does not load them, so a bias in the checkpoint is refused; true, without
+# model_type: added; true for Llama: its model biases q, k, v and o, so a
+# checkpoint with wq's only is refused.
 printf '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "attention_bias": %s}' \
     false >nobias.json
+printf '{"hidden_size": 64, "num_attention_heads": 4, "attention_bias": %s}' true >bias.json
 printf '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "attention_bias": %s}' \
-    true >bias.json
+    true >llama_bias.json
 expect_error "a bias with attention_bias false" y.npy -- attention --weights st_bias.safetensors \
     --config nobias.json --layout interleaved --input x.npy --output y.npy
+expect_error "Llama's attention_bias true and no wk.bias" y.npy -- attention \
+    --weights st_bias.safetensors --config llama_bias.json --layout interleaved --input x.npy \
+    --output y.npy
 expect_ok "a zero bias with attention_bias true" y.npy ref_F32.npy 1e-4 -- attention \
     --weights st_bias.safetensors --config bias.json --layout interleaved --input x.npy \
     --output y.npy

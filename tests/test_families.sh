@@ -208,6 +208,7 @@ import numpy as np
 from st_read import read_f32
 per_head, stacked = read_f32(sys.argv[1]), read_f32(sys.argv[2])
 p = "model.layers.0.self_attn."
+del stacked[p + "o_proj.bias"]  # Cohere's attention_bias biases o too (zero here)
 ok = sorted(per_head) == sorted([n for n in stacked if "_norm." not in n] +
                                 [p + "%s_layernorm.norms.%d.weight" % (m, h)
                                  for m, n in (("q", 4), ("k", 2)) for h in range(n)])

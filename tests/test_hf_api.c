@@ -95,8 +95,11 @@ static int write_checkpoint(const char *file, const weights *w, int fused)
     return ra_safetensors_write(path_of(file), t, n, msg, sizeof msg) == RA_OK;
 }
 
+/* A Llama-style config without model_type: the checkpoint's biases are
+ * read as they are (model_type "llama" with attention_bias true would need
+ * all four: test_failures). */
 static const char llama_config[] =
-    "{\"model_type\": \"llama\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+    "{\"hidden_size\": 32, \"num_attention_heads\": 4, "
     "\"num_key_value_heads\": 2, \"rope_theta\": 500000, \"attention_bias\": true}";
 
 /* The same layer by hand: Hugging Face's layout, theta 500000. */
@@ -421,6 +424,15 @@ static void test_failures(void)
     o = ra_hf_options_init();
     expect(ra_hf_layer_create(&layer, ckpt, nobias, &o), RA_ERR_UNSUPPORTED, "attention_bias",
            "a bias against attention_bias false");
+    ra_hf_config_close(nobias);
+    /* Llama's model with attention_bias true biases k too: its missing
+     * bias refused, named. */
+    static const char llama[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                                "\"num_key_value_heads\": 2, \"attention_bias\": true}";
+    CHECK(ra_hf_config_parse(&nobias, llama, strlen(llama)) == RA_OK, "parse");
+    o.layer = 1;
+    expect(ra_hf_layer_create(&layer, ckpt, nobias, &o), RA_ERR_NOT_FOUND,
+           "no 'model.layers.1.self_attn.k_proj.bias'", "a missing bias");
     ra_hf_config_close(nobias);
     ra_hf_config_close(config);
     ra_hf_checkpoint_close(ckpt);

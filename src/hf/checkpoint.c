@@ -57,7 +57,8 @@ typedef struct naming_scheme {
                     "query_key_value.weight", "dense.weight"}
 #define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
 
-/* Tried in order; the first whose four projections are all there wins.
+/* Tried in order; the one whose four projections are all there is read
+ * (two such: refused, two_schemes).
  * A multimodal model's text layers sit under language_model
  * (transformers 5: model.language_model.layers.N; 4: language_model.model.layers.N). */
 static const naming_scheme schemes[] = {
@@ -303,25 +304,57 @@ static layer_census count_layers(const ra_hf_checkpoint *files, const scheme_lis
     return census;
 }
 
-/* The first scheme (per layer or not, as asked) whose four projections are
- * in the files, else the first whose wq is (its message names what is
- * missing), else NULL. */
-static const naming_scheme *find_scheme(const ra_hf_checkpoint *files,
-                                        const scheme_list *list, int per_layer, int64_t layer)
+/* How many of scheme's projections for layer are in the files, counted
+ * in order up to the first missing one. */
+static int count_found(const ra_hf_checkpoint *files, const naming_scheme *scheme,
+                       int64_t layer)
 {
     char name[NAME_LEN];
-    const naming_scheme *partial = NULL;
-    for (int s = 0; s < list->n; s++) {
-        if ((list->at[s].infix != NULL) != per_layer) continue;
-        int found = 0;
-        for (int p = 0; p < N_PROJ && found == p; p++) {
-            tensor_name(name, &list->at[s], layer, p);
-            found += find_tensor(files, name) != NULL;
-        }
-        if (found == N_PROJ) return &list->at[s];
-        if (found > 0 && !partial) partial = &list->at[s];
+    int found = 0;
+    for (int p = 0; p < N_PROJ && found == p; p++) {
+        tensor_name(name, scheme, layer, p);
+        found += find_tensor(files, name) != NULL;
     }
-    return partial;
+    return found;
+}
+
+static int has_all(const ra_hf_checkpoint *files, const naming_scheme *scheme, int64_t layer)
+{
+    return count_found(files, scheme, layer) == N_PROJ;
+}
+
+/* The scheme (per layer or not, as asked) whose four projections are in
+ * the files, else the first whose wq is (its message names what is
+ * missing), else NULL; *second, another scheme whose four are there too
+ * (NULL: none). */
+static const naming_scheme *find_scheme(const ra_hf_checkpoint *files,
+                                        const scheme_list *list, int per_layer, int64_t layer,
+                                        const naming_scheme **second)
+{
+    const naming_scheme *complete = NULL, *partial = NULL;
+    *second = NULL;
+    for (int s = 0; s < list->n && !*second; s++) {
+        if ((list->at[s].infix != NULL) != per_layer) continue;
+        int found = count_found(files, &list->at[s], layer);
+        if (found == N_PROJ && complete) *second = &list->at[s];
+        else if (found == N_PROJ) complete = &list->at[s];
+        else if (found > 0 && !partial) partial = &list->at[s];
+    }
+    return complete ? complete : partial;
+}
+
+/* Refuses a layer whose attention weights are there under two naming
+ * schemes (which one transformers loads depends on its model class, and
+ * the other set would be left out): names both sets' wq. */
+static ra_status two_schemes(const char *path, const naming_scheme *a, int64_t layer_a,
+                             const naming_scheme *b, int64_t layer_b)
+{
+    char name_a[NAME_LEN], name_b[NAME_LEN];
+    tensor_name(name_a, a, layer_a, PROJ_Q);
+    tensor_name(name_b, b, layer_b, PROJ_Q);
+    return hf_fail(RA_ERR_UNSUPPORTED, "%s holds two sets of attention weights, named as "
+                   "'%s' and as '%s': refused rather than run one of them (keep one set)",
+                   path, name_a, name_b);
 }
 
 static ra_status no_attention_weights(const char *path, const scheme_list *list)
@@ -336,17 +369,25 @@ static ra_status pick_without_layer(const ra_hf_checkpoint *files, const scheme_
                                     int64_t *layer)
 {
     const char *path = files->path;
-    *scheme = find_scheme(files, list, 0, 0);
+    const naming_scheme *second, *per_layer;
+    *scheme = find_scheme(files, list, 0, 0, &second);
     *layer = 0;
-    if (*scheme) return RA_OK;
+    if (second) return two_schemes(path, *scheme, 0, second, 0);
+    if (census->count == 0 && *scheme) return RA_OK;
     if (census->count == 0) return no_attention_weights(path, list);
+    per_layer = find_scheme(files, list, 1, census->lowest, &second);
+    if (*scheme && per_layer && has_all(files, *scheme, 0) &&
+        has_all(files, per_layer, census->lowest))
+        return two_schemes(path, *scheme, 0, per_layer, census->lowest);
+    if (*scheme) return RA_OK;
+    if (second) return two_schemes(path, per_layer, census->lowest, second, census->lowest);
     if (census->count > 1)
         return hf_fail(RA_ERR_ARGUMENT,
                        "%s holds attention weights for %lld layers (numbered %lld to %lld): "
                        "choose one", path, (long long)census->count,
                        (long long)census->lowest, (long long)census->highest);
     *layer = census->lowest;
-    *scheme = find_scheme(files, list, 1, *layer);
+    *scheme = per_layer;
     return RA_OK;
 }
 
@@ -356,9 +397,13 @@ static ra_status pick_with_layer(const ra_hf_checkpoint *files, const scheme_lis
                                  const naming_scheme **scheme)
 {
     const char *path = files->path;
-    *scheme = find_scheme(files, list, 1, layer);
+    const naming_scheme *second, *ignored; /* two bare sets: refused without a layer */
+    *scheme = find_scheme(files, list, 1, layer, &second);
+    if (second) return two_schemes(path, *scheme, layer, second, layer);
+    const naming_scheme *bare = find_scheme(files, list, 0, 0, &ignored);
+    if (*scheme && bare && has_all(files, bare, 0) && has_all(files, *scheme, layer))
+        return two_schemes(path, bare, 0, *scheme, layer);
     if (*scheme) return RA_OK;
-    const naming_scheme *bare = find_scheme(files, list, 0, 0);
     if (bare) {
         char name[NAME_LEN];
         tensor_name(name, bare, 0, PROJ_Q);

@@ -7,11 +7,14 @@
 #include "hf/hf.h"
 #include "memory.h"
 
-/* Wraps fields (parsed, or failed with msg) into *out. */
+/* Wraps fields and bias (parsed, or failed with msg) into *out. */
 static ra_status wrap(ra_hf_config **out, ra_status status, ra_hf_fields *fields,
-                      const char *path, const char *msg)
+                      const ra_hf_bias *bias, const char *path, const char *msg)
 {
-    if (status != RA_OK) return hf_fail(status, "%s", msg);
+    if (status != RA_OK) {
+        ra_hf_fields_free(fields);
+        return hf_fail(status, "%s", msg);
+    }
     ra_hf_config *config = ra_calloc(1, sizeof *config);
     char *copy = path ? ra_strdup(path) : NULL;
     if (!config || (path && !copy)) {
@@ -21,6 +24,7 @@ static ra_status wrap(ra_hf_config **out, ra_status status, ra_hf_fields *fields
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     }
     config->fields = *fields;
+    config->bias = *bias;
     /* The rope object now belongs to config->rope (the one overrides replace). */
     config->rope = fields->rope;
     memset(&config->fields.rope, 0, sizeof config->fields.rope);
@@ -37,8 +41,11 @@ RA_HF_API ra_status ra_hf_config_open(ra_hf_config **out, const char *path)
     *out = NULL;
     char msg[512];
     ra_hf_fields fields;
+    ra_hf_bias bias;
     ra_status status = ra_hf_fields_read(path, &fields, msg, sizeof msg);
-    return wrap(out, status, &fields, path, msg);
+    /* the bias keys: config.json read a second time (src/io/config_bias.c) */
+    if (status == RA_OK) status = ra_hf_bias_read(path, &fields, &bias, msg, sizeof msg);
+    return wrap(out, status, &fields, &bias, path, msg);
 }
 
 RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, size_t len)
@@ -48,8 +55,11 @@ RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, siz
     *out = NULL;
     char msg[512];
     ra_hf_fields fields;
+    ra_hf_bias bias;
     ra_status status = ra_hf_fields_parse(json, len, &fields, msg, sizeof msg);
-    return wrap(out, status, &fields, NULL, msg);
+    if (status == RA_OK)
+        status = ra_hf_bias_parse(json, len, &fields, "config.json", &bias, msg, sizeof msg);
+    return wrap(out, status, &fields, &bias, NULL, msg);
 }
 
 RA_HF_API void ra_hf_config_close(ra_hf_config *config)

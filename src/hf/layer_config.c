@@ -158,26 +158,69 @@ static ra_status check_matrices(const job *j)
     return RA_OK;
 }
 
-/* Biases: one value per row of their weight; none where the config says
- * attention_bias false (transformers builds the projections without
- * biases then, and does not load these: refused rather than added or
- * dropped silently). */
+/* "model_type \"llama\"", or "a config without model_type". */
+static const char *family_name(const job *j, char *buf, size_t len)
+{
+    const ra_hf_family *family = j->hf->family;
+    if (!family) return "a config without model_type";
+    snprintf(buf, len, "model_type \"%s\"", family->model_type);
+    return buf;
+}
+
+/* Why q, k and v (o: the output projection) have a bias or not, for
+ * messages: the config key that says so, or that the family fixes it. */
+static const char *bias_reason(const job *j, int o, char *buf, size_t len)
+{
+    const ra_hf_bias *bias = &j->config->bias;
+    const char *key = bias->rule ? (o ? bias->rule->o_key : bias->rule->qkv_key)
+                                 : "attention_bias";
+    const int on = o ? bias->o : bias->qkv;
+    if (!key) {
+        snprintf(buf, len, "builds it %s a bias whatever the config says", on ? "with" : "without");
+        return buf;
+    }
+    if (bias->rule && bias->rule->qkv_with_o && !o && on && bias->o) key = bias->rule->o_key;
+    if (on)
+        snprintf(buf, len, "builds it with a bias while \"%s\" is true, as it is for %s (set, "
+                 "or by default)", key, j->config->path);
+    else
+        snprintf(buf, len, "builds it without a bias unless \"%s\" is true, which %s does not "
+                 "set", key, j->config->path);
+    return buf;
+}
+
+/* Biases: one value per row of their weight, where the family's model
+ * has them (its rule, read against the config: ra_hf_bias) and nowhere
+ * else.  A stray bias (transformers would not load it) and a missing one
+ * (transformers would initialize it) are refused, naming the tensor and
+ * the key, rather than added or dropped silently. */
 static ra_status check_biases(const job *j)
 {
     const attention_tensors *t = j->t;
+    const ra_hf_bias *bias = &j->config->bias;
+    char who[96], why[256];
     for (int p = 0; p < N_PROJ; p++) {
         const ra_st_tensor *b = t->bias[p], *w = t->proj[p];
+        const int o = p == PROJ_O, on = o ? bias->o : bias->qkv;
+        const int fused = !o && t->fused;
+        const char *weight = fused ? t->fused->name : w->name;
+        if (b && !on)
+            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s is a bias that transformers "
+                           "would not load: %s %s (remove the tensor, or fix the config)",
+                           b->name, j->path, family_name(j, who, sizeof who),
+                           bias_reason(j, o, why, sizeof why));
+        if (!b && on && bias->rule) {
+            size_t len = strlen(weight), tail = strlen("weight");
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no '%.*sbias' beside '%s': %s %s "
+                           "(transformers would initialize the missing bias)", j->path,
+                           (int)(len >= tail ? len - tail : len), weight, weight,
+                           family_name(j, who, sizeof who), bias_reason(j, o, why, sizeof why));
+        }
         if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
             return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
                            "(the rows of '%s')", b->name, j->path, (long long)w->shape[0],
                            w->name);
     }
-    const ra_st_tensor *bias = t->fused_bias;
-    for (int p = 0; !bias && p < N_PROJ; p++) bias = t->bias[p];
-    if (bias && j->hf->has_attention_bias && !j->hf->attention_bias)
-        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s is a bias, but %s sets "
-                       "attention_bias false (transformers would not load it): remove one or "
-                       "the other", bias->name, j->path, j->config->path);
     return RA_OK;
 }
 

@@ -145,6 +145,77 @@ int ra_hf_fields_layout(const ra_hf_fields *config)
     return family->layout;
 }
 
+/* ---- which projections have biases --------------------------------------- */
+
+/* From each family's modeling code (ChatGLM's and InternLM2's remote
+ * code): q, k, v and o biased by one key, with its default; q, k and v
+ * only; fixed. */
+#define ALL(key, on) key, on, key, on, 0
+#define QKV(key, on) key, on, NULL, 0, 0
+#define FIXED(qkv, o) NULL, qkv, NULL, o, 0
+#define AB "attention_bias"
+
+/* Sorted by model_type, every family above that ropeattn runs but the
+ * latent-attention ones (hf/layer_mla.c reads their attention_bias). */
+static const ra_hf_bias_rule bias_rules[] = {
+    {"chatglm", "add_qkv_bias", 0, "add_bias_linear", 0, 1}, /* qkv: either key */
+    {"cohere", ALL(AB, 0)},
+    {"falcon", ALL("bias", 0)},
+    {"gemma", ALL(AB, 0)},
+    {"gemma2", ALL(AB, 0)},
+    {"gemma3", ALL(AB, 0)},
+    {"gemma3_text", ALL(AB, 0)},
+    {"glm", QKV(AB, 1)},
+    {"glm4", QKV(AB, 1)},
+    {"gpt_neox", ALL(AB, 1)},
+    {"gpt_oss", ALL(AB, 1)},
+    {"gptj", FIXED(0, 0)},
+    {"granite", ALL(AB, 0)},
+    {"granitemoe", ALL(AB, 0)},
+    {"granitemoeshared", ALL(AB, 0)},
+    {"internlm2", ALL("bias", 1)},
+    {"llama", ALL(AB, 0)},
+    {"llama4", ALL(AB, 0)},
+    {"llama4_text", ALL(AB, 0)},
+    {"ministral", FIXED(0, 0)},
+    {"mistral", FIXED(0, 0)},
+    {"mistral3", FIXED(0, 0)},
+    {"mixtral", FIXED(0, 0)},
+    {"olmo", ALL(AB, 0)},
+    {"olmo2", ALL(AB, 0)},
+    {"olmo3", ALL(AB, 0)},
+    {"phi", FIXED(1, 1)},
+    {"phi3", FIXED(0, 0)},
+    {"qwen2", FIXED(1, 0)},
+    {"qwen2_5_vl", FIXED(1, 0)},
+    {"qwen2_5_vl_text", FIXED(1, 0)},
+    {"qwen2_moe", QKV("qkv_bias", 1)},
+    {"qwen2_vl", FIXED(1, 0)},
+    {"qwen2_vl_text", FIXED(1, 0)},
+    {"qwen3", ALL(AB, 0)},
+    {"qwen3_moe", ALL(AB, 0)},
+    {"qwen3_vl", ALL(AB, 0)},
+    {"qwen3_vl_moe", ALL(AB, 0)},
+    {"qwen3_vl_moe_text", ALL(AB, 0)},
+    {"qwen3_vl_text", ALL(AB, 0)},
+    {"smollm3", ALL(AB, 0)},
+    {"stablelm", QKV("use_qkv_bias", 0)},
+    {"starcoder2", ALL("use_bias", 1)},
+};
+
+#undef ALL
+#undef QKV
+#undef FIXED
+#undef AB
+
+const ra_hf_bias_rule *ra_hf_bias_rule_find(const ra_hf_family *family)
+{
+    if (family == NULL) return NULL;
+    for (size_t i = 0; i < sizeof bias_rules / sizeof bias_rules[0]; i++)
+        if (strcmp(bias_rules[i].model_type, family->model_type) == 0) return &bias_rules[i];
+    return NULL;
+}
+
 /* ---- keys that change attention ------------------------------------------ */
 
 /* When a key's value leaves attention as Llama's. */

@@ -305,6 +305,33 @@ typedef struct ra_hf_family {
 /* The row for model_type, or NULL when ropeattn does not know it. */
 const ra_hf_family *ra_hf_family_find(const char *model_type);
 
+/* Which of a family's attention projections transformers builds with a
+ * bias (families.c): q, k and v's (or their fused weight's), and the output
+ * projection's; each fixed, or given by a config key (then *_default is the
+ * config class's default for it). */
+typedef struct ra_hf_bias_rule {
+    const char *model_type;
+    const char *qkv_key; /* NULL: qkv_default is fixed */
+    int qkv_default;
+    const char *o_key;   /* NULL: o_default is fixed */
+    int o_default;
+    int qkv_with_o;      /* q, k and v have biases too when o has (ChatGLM's
+                            add_bias_linear) */
+} ra_hf_bias_rule;
+
+/* The rule for family (NULL: none; a family without a rule builds no
+ * biases: latent attention's read attention_bias themselves). */
+const ra_hf_bias_rule *ra_hf_bias_rule_find(const ra_hf_family *family);
+
+/* Which projections a config's model has biases on, by its family's rule
+ * (config_bias.c).  rule NULL (a config without model_type): the
+ * checkpoint's biases are read unless attention_bias is false. */
+typedef struct ra_hf_bias {
+    const ra_hf_bias_rule *rule;
+    int qkv, o;
+} ra_hf_bias;
+
+
 /* A config's quantization_config (top level), where it is transformers'
  * FineGrainedFP8Config of the kind checkpoints ship (DeepSeek-V3's release,
  * Qwen3-*-FP8): quant_method "fp8", fmt "e4m3" (or absent),
@@ -427,6 +454,15 @@ ra_status ra_hf_fields_parse(const char *text, size_t len, ra_hf_fields *out,
 ra_status ra_hf_fields_read(const char *path, ra_hf_fields *out, char *msg,
                             size_t msg_len);
 void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
+
+/* Reads fields' family's bias keys from config.json text (len bytes; its
+ * text_config when it has one, as ra_hf_fields_parse): true, false, 1, 0,
+ * null or absent (the default); anything else fails naming the key, and
+ * name (the file) in msg.  fields: the same text, parsed. */
+ra_status ra_hf_bias_parse(const char *text, size_t len, const ra_hf_fields *fields,
+                           const char *name, ra_hf_bias *out, char *msg, size_t msg_len);
+ra_status ra_hf_bias_read(const char *path, const ra_hf_fields *fields, ra_hf_bias *out,
+                          char *msg, size_t msg_len);
 
 /* The layout a config's rope pairs features in: its family's, or
  * rotate_half's for latent attention with rope_interleave false; -1 for a

@@ -502,7 +502,8 @@ def family_cases(out):
     save(out, "stablelm_as_cohere", dict(cfg, model_type="cohere", use_qk_norm=True,
                                          qk_layernorm=None, use_qkv_bias=None,
                                          attention_bias=True),
-         named(w, layers(0)), x, y, 0, args=["--layout", "half"])
+         named(dict(w, bo=f32(np.zeros(dim))), layers(0)), x, y, 0,
+         args=["--layout", "half"])  # attention_bias: o_proj's bias too (zero)
     stablelm = tensors
 
     # GLM-4: interleaved pairs over half the features, q/k/v biases.
@@ -636,6 +637,7 @@ def family_cases(out):
     tensors = {"model.layers.0.attention.wqkv.weight": grouped([w["q"], w["k"], w["v"]], K),
                "model.layers.0.attention.wo.weight": w["o"]}
     save(out, "internlm2", cfg, tensors, x_f, attention(x_f, w, f), 0)
+    internlm2 = (cfg, tensors)
 
     # ChatGLM 3 / GLM-4 (remote code): multi_query_attention with 2 groups,
     # and without it (per head); q/k/v biases.  rope_ratio 50 (GLM-4's code
@@ -892,11 +894,72 @@ def family_cases(out):
     save(out, "llama4_chunks_start_pos", llama4_chunks[0], named(w, layers(0)), x,
          attention(x, w, f), 0, args=["--start-pos", "8"])
 
+    # Biases where the family's modeling code builds them, by its key's
+    # default: Starcoder2 (use_bias, on), Qwen2-MoE (qkv_bias, on: q, k, v);
+    # Llama with attention_bias true.
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half"}
+    for name, cfg, biases in (
+            ("starcoder2_use_bias_default", dict(base, model_type="starcoder2",
+                                                 sliding_window=4096), "qkvo"),
+            ("qwen2_moe_qkv_bias_default", dict(base, model_type="qwen2_moe"), "qkv"),
+            ("llama_attention_bias", dict(base, model_type="llama", attention_bias=True),
+             "qkvo")):
+        w = weights(dim, H, K, D, biases=biases)
+        save(out, name, dict(cfg, rope_theta=1e4), named(w, layers(0)), x, attention(x, w, f),
+             0)
+
     # ---- refused: each would run wrong if its key or tensor were ignored ----
     w = weights(dim, H, K, D)
     plain = named(w, layers(0))
+    w_bias = weights(dim, H, K, D, biases="qkvo")
+    bias = lambda *r: {layers(0) + ROLES["b" + p]: w_bias["b" + p] for p in r}  # noqa: E731
+    meta = {"layers.0.attention.w%s.weight" % p: w[p] for p in "qkvo"}
+    qwen2_vl = dict(plain, **bias("q", "k", "v"))  # q/k/v biases always
     refusals = [
-        ("gpt_oss_without_sinks", dict(base, model_type="gpt_oss"), plain,
+        # a bias the family's model does not build (transformers would not
+        # load it), or one it builds that the checkpoint lacks
+        ("llama_stray_k_bias", dict(base, model_type="llama"), dict(plain, **bias("k")),
+         'model_type "llama" builds it without a bias unless "attention_bias" is true'),
+        ("llama_attention_bias_false", dict(base, model_type="llama", attention_bias=False),
+         dict(plain, **bias("q", "k", "v", "o")), "q_proj.bias' in"),
+        ("mistral_stray_o_bias", dict(base, model_type="mistral"), dict(plain, **bias("o")),
+         'model_type "mistral" builds it without a bias whatever the config says'),
+        ("mistral_attention_bias_ignored", dict(base, model_type="mistral", attention_bias=True),
+         dict(plain, **bias("k")), "k_proj.bias' in"),
+        ("qwen2_stray_o_bias", dict(base, model_type="qwen2"),
+         dict(plain, **bias("q", "k", "v", "o")),
+         "o_proj.bias' in"),
+        ("qwen2_without_qkv_bias", dict(base, model_type="qwen2"), plain,
+         "has no 'model.layers.0.self_attn.q_proj.bias' beside"),
+        ("phi3_stray_k_bias", dict(base, model_type="phi3"), dict(plain, **bias("k")),
+         'model_type "phi3" builds it without a bias whatever the config says'),
+        ("gemma2_stray_k_bias", dict(base, model_type="gemma2"), dict(plain, **bias("k")),
+         'model_type "gemma2" builds it without a bias unless "attention_bias" is true'),
+        ("granite_stray_o_bias", dict(base, model_type="granite"), dict(plain, **bias("o")),
+         "o_proj.bias' in"),
+        ("stablelm_stray_qkv_bias", dict(base, model_type="stablelm"),
+         dict(plain, **bias("q", "k", "v")), 'unless "use_qkv_bias" is true'),
+        ("stablelm_stray_o_bias", dict(base, model_type="stablelm", use_qkv_bias=True),
+         dict(plain, **bias("q", "k", "v", "o")), "o_proj.bias' in"),
+        ("starcoder2_without_bias", dict(base, model_type="starcoder2"), plain,
+         'builds it with a bias while "use_bias" is true'),
+        ("starcoder2_use_bias_string", dict(base, model_type="starcoder2", use_bias="yes"),
+         plain, '"use_bias" must be true or false'),
+        ("gpt_oss_without_bias", dict(base, model_type="gpt_oss"),
+         dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
+         "has no 'model.layers.0.self_attn.q_proj.bias' beside"),
+        ("internlm2_bias_default", {k: v for k, v in internlm2[0].items() if k != "bias"},
+         internlm2[1], "has no 'model.layers.0.attention.wqkv.bias' beside"),
+        # two naming schemes for one layer's attention
+        ("two_naming_schemes", dict(base, model_type="llama"), dict(plain, **meta),
+         "holds two sets of attention weights, named as 'layers.0.attention.wq.weight' and "
+         "as 'model.layers.0.self_attn.q_proj.weight'"),
+        ("mistral3_two_prefixes", {"model_type": "mistral3",
+                                   "text_config": dict(base, model_type="mistral")},
+         dict(plain, **named(w, "model.language_model.layers.0.self_attn.")),
+         "holds two sets of attention weights, named as 'model.layers.0.self_attn.q_proj."
+         "weight' and as 'model.language_model.layers.0.self_attn.q_proj.weight'"),
+        ("gpt_oss_without_sinks", dict(base, model_type="gpt_oss", attention_bias=False), plain,
          "has no sinks beside"),
         ("sinks_tensor", dict(base, model_type="llama"),
          dict(plain, **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
@@ -922,10 +985,12 @@ def family_cases(out):
          dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
                         layers(0) + "k_norm.weight": f32(np.ones(D))}),
          "is not [4, 16] (a LayerNorm of each head"),
-        ("stablelm_head_norm_missing", dict(base, model_type="stablelm", qk_layernorm=True),
+        ("stablelm_head_norm_missing", dict(base, model_type="stablelm", qk_layernorm=True,
+                                            use_qkv_bias=True),
          {n: a for n, a in stablelm.items() if not n.endswith("q_layernorm.norms.3.weight")},
          "has 3 of the q_layernorm.norms.N.weight"),
-        ("stablelm_head_norm_gap", dict(base, model_type="stablelm", qk_layernorm=True),
+        ("stablelm_head_norm_gap", dict(base, model_type="stablelm", qk_layernorm=True,
+                                        use_qkv_bias=True),
          {n: a for n, a in stablelm.items() if not n.endswith("q_layernorm.norms.1.weight")},
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.2.weight'"),
         ("phi_qk_layernorm", dict(base, model_type="phi", qk_layernorm=True), plain,
@@ -975,19 +1040,19 @@ def family_cases(out):
                                                       "mrope_section": [2, 3, 3]}),
          plain, '"mrope_section" (3-D multimodal positions) is supported for the Qwen-VL'),
         ("mrope_section_sum", dict(base, model_type="qwen2_vl", rope_scaling={
-            "type": "mrope", "mrope_section": [2, 3, 4]}), plain,
+            "type": "mrope", "mrope_section": [2, 3, 4]}), qwen2_vl,
          '"mrope_section" [2, 3, 4] sums to 9; rotary_dim 16 needs 8'),
         ("mrope_section_length", dict(base, model_type="qwen2_vl", rope_scaling={
-            "type": "mrope", "mrope_section": [4, 4]}), plain,
+            "type": "mrope", "mrope_section": [4, 4]}), qwen2_vl,
          '"rope_scaling.mrope_section" must be an array of 3 integers >= 0'),
         ("mrope_section_negative", dict(base, model_type="qwen2_vl", rope_scaling={
-            "type": "mrope", "mrope_section": [10, -1, -1]}), plain,
+            "type": "mrope", "mrope_section": [10, -1, -1]}), qwen2_vl,
          '"rope_scaling.mrope_section" must be an array of 3 integers >= 0'),
         ("mrope_without_section", dict(base, model_type="qwen2_vl",
-                                       rope_scaling={"type": "mrope"}), plain,
+                                       rope_scaling={"type": "mrope"}), qwen2_vl,
          'rope type "mrope" needs "mrope_section"'),
         ("qwen2_vl_mrope_interleaved", dict(base, model_type="qwen2_vl", rope_scaling={
-            "type": "mrope", "mrope_section": [2, 3, 3], "mrope_interleaved": True}), plain,
+            "type": "mrope", "mrope_section": [2, 3, 3], "mrope_interleaved": True}), qwen2_vl,
          '"mrope_interleaved" is true, and model_type "qwen2_vl"'),
         # Phi3Config raises on rope types but default and longrope (su, yarn)
         ("phi3_linear_type", dict(base, model_type="phi3", rope_scaling={

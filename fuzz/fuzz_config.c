@@ -9,8 +9,8 @@
  * builds it, goes to ra_rope_create: a rope it accepts must have finite
  * frequencies and attention factor and give finite cos and sin at every
  * position up to RA_MAX_POSITION.  A quantization_config accepted is
- * block FP8 with a sane block and dtype (check_quant); its bias keys
- * (ra_hf_bias_parse) flags, or refused as RA_ERR_FORMAT.  The bytes are
+ * block FP8 with a sane block and dtype (check_quant); its bias flags 0
+ * or 1 (ra_hf_fields.bias).  The bytes are
  * also read as a sharded checkpoint's index (ra_st_index_read).
  */
 #define _GNU_SOURCE /* memfd_create (fuzz_file.h) */
@@ -246,14 +246,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(msg[0] == '\0', "message after success: %s", msg);
         check_config(&cfg);
         create_rope(&cfg.rope, &cfg, size);
-        ra_hf_bias bias; /* an accepted config's bias keys: flags, or refused */
-        st = ra_hf_bias_parse(text, size, &cfg, "config.json", &bias, msg, sizeof msg);
-        FUZZ_CHECK(st == RA_OK || (st == RA_ERR_FORMAT && strncmp(msg, "config.json: ", 13) == 0),
-                   "bias: status %d: %s", (int)st, msg);
-        FUZZ_CHECK(st != RA_OK ||
-                       ((bias.qkv == 0 || bias.qkv == 1) && (bias.o == 0 || bias.o == 1) &&
-                        (bias.rule != NULL) == (cfg.family != NULL)),
-                   "bias: qkv %d, o %d", bias.qkv, bias.o);
+        const ra_hf_bias *bias = &cfg.bias; /* an accepted config's bias keys: flags */
+        FUZZ_CHECK((bias->qkv == 0 || bias->qkv == 1) && (bias->o == 0 || bias->o == 1) &&
+                       (bias->rule != NULL) == (cfg.family != NULL),
+                   "bias: qkv %d, o %d", bias->qkv, bias->o);
     }
 
     ra_hf_rope rope;

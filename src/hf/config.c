@@ -7,9 +7,9 @@
 #include "hf/hf.h"
 #include "memory.h"
 
-/* Wraps fields and bias (parsed, or failed with msg) into *out. */
+/* Wraps fields (parsed, or failed with msg) into *out. */
 static ra_status wrap(ra_hf_config **out, ra_status status, ra_hf_fields *fields,
-                      const ra_hf_bias *bias, const char *path, const char *msg)
+                      const char *path, const char *msg)
 {
     if (status != RA_OK) {
         ra_hf_fields_free(fields);
@@ -24,7 +24,6 @@ static ra_status wrap(ra_hf_config **out, ra_status status, ra_hf_fields *fields
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     }
     config->fields = *fields;
-    config->bias = *bias;
     /* The rope object now belongs to config->rope (the one overrides replace). */
     config->rope = fields->rope;
     memset(&config->fields.rope, 0, sizeof config->fields.rope);
@@ -41,11 +40,8 @@ RA_HF_API ra_status ra_hf_config_open(ra_hf_config **out, const char *path)
     *out = NULL;
     char msg[512];
     ra_hf_fields fields;
-    ra_hf_bias bias;
     ra_status status = ra_hf_fields_read(path, &fields, msg, sizeof msg);
-    /* the bias keys: config.json read a second time (src/io/config_bias.c) */
-    if (status == RA_OK) status = ra_hf_bias_read(path, &fields, &bias, msg, sizeof msg);
-    return wrap(out, status, &fields, &bias, path, msg);
+    return wrap(out, status, &fields, path, msg);
 }
 
 RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, size_t len)
@@ -55,11 +51,8 @@ RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, siz
     *out = NULL;
     char msg[512];
     ra_hf_fields fields;
-    ra_hf_bias bias;
     ra_status status = ra_hf_fields_parse(json, len, &fields, msg, sizeof msg);
-    if (status == RA_OK)
-        status = ra_hf_bias_parse(json, len, &fields, "config.json", &bias, msg, sizeof msg);
-    return wrap(out, status, &fields, &bias, NULL, msg);
+    return wrap(out, status, &fields, NULL, msg);
 }
 
 RA_HF_API void ra_hf_config_close(ra_hf_config *config)

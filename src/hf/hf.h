@@ -43,7 +43,6 @@ struct ra_hf_checkpoint {
 
 struct ra_hf_config {
     ra_hf_fields fields; /* config.json's keys (its rope object moved to rope) */
-    ra_hf_bias bias;     /* which projections have biases (config_bias.c) */
     ra_hf_rope rope;     /* the rope object: the config's, or the one set */
     const char *path;    /* names the config in messages: its path, or "config" */
     char *owned_path;

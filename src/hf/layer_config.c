@@ -171,7 +171,7 @@ static const char *family_name(const job *j, char *buf, size_t len)
  * messages: the config key that says so, or that the family fixes it. */
 static const char *bias_reason(const job *j, int o, char *buf, size_t len)
 {
-    const ra_hf_bias *bias = &j->config->bias;
+    const ra_hf_bias *bias = &j->config->fields.bias;
     const char *key = bias->rule ? (o ? bias->rule->o_key : bias->rule->qkv_key)
                                  : "attention_bias";
     const int on = o ? bias->o : bias->qkv;
@@ -197,7 +197,7 @@ static const char *bias_reason(const job *j, int o, char *buf, size_t len)
 static ra_status check_biases(const job *j)
 {
     const attention_tensors *t = j->t;
-    const ra_hf_bias *bias = &j->config->bias;
+    const ra_hf_bias *bias = &j->config->fields.bias;
     char who[96], why[256];
     for (int p = 0; p < N_PROJ; p++) {
         const ra_st_tensor *b = t->bias[p], *w = t->proj[p];
@@ -334,7 +334,11 @@ static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *ou
      * (transformers picks each layer's mask from it); else the RoPE layers */
     int chunked = hf->window.has_layer_types ? ra_hf_layer_chunked(&hf->window, layer)
                                              : !out->no_rope;
-    if (chunked && hf->has_attention_chunk_size) out->chunk = hf->attention_chunk_size;
+    if (chunked && !hf->has_attention_chunk_size) /* null (absent: Llama4TextConfig's 8192) */
+        return hf_fail(RA_ERR_FORMAT, "%s: layer %lld is chunked and attention_chunk_size is "
+                       "null (transformers fails on it building the chunked mask)",
+                       j->config->path, (long long)layer);
+    if (chunked) out->chunk = hf->attention_chunk_size;
     out->qk_l2_norm = hf->qk_l2_norm && !out->no_rope;
     if (!hf->attn_temperature_tuning || !out->no_rope) return RA_OK;
     if (!hf->has_floor_scale || !hf->has_attn_scale)

@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "io.h"
+#include "io_bias.h"
 #include "io_family.h"
 #include "io_json.h"
 #include "io_message.h"
@@ -671,6 +672,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_bias_read_json(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_llama4(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));

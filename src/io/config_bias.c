@@ -6,11 +6,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io.h"
+#include "io_bias.h"
 #include "io_json.h"
 #include "io_message.h"
-
-#define MAX_CONFIG_BYTES (16 << 20) /* as config.c */
 
 /* A known family without a rule of its own builds no biases. */
 static const ra_hf_bias_rule no_biases = {"", NULL, 0, NULL, 0, 0};
@@ -35,12 +33,10 @@ static ra_status read_flag(const cJSON *obj, const char *key, int default_value,
     return RA_OK;
 }
 
-static ra_status read_bias(const cJSON *root, const ra_hf_fields *fields, const char *name,
-                           ra_hf_bias *out, char *msg, size_t msg_len)
+ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,
+                               char *msg, size_t msg_len)
 {
-    const cJSON *text;
-    RA_TRY(ra_io_json_key(root, "text_config", name, &text, msg, msg_len));
-    if (text == NULL || !cJSON_IsObject(text)) text = root; /* config.c refuses the rest */
+    ra_hf_bias *out = &fields->bias;
     const ra_hf_bias_rule *rule = ra_hf_bias_rule_find(fields->family);
     out->rule = rule ? rule : fields->family ? &no_biases : NULL;
     if (out->rule == NULL) { /* no family: as the checkpoint has them */
@@ -53,39 +49,4 @@ static ra_status read_bias(const cJSON *root, const ra_hf_fields *fields, const 
                      msg_len));
     if (out->rule->qkv_with_o && out->o) out->qkv = 1;
     return RA_OK;
-}
-
-ra_status ra_hf_bias_parse(const char *text, size_t len, const ra_hf_fields *fields,
-                           const char *name, ra_hf_bias *out, char *msg, size_t msg_len)
-{
-    ra_io_clear(msg, msg_len);
-    if (out != NULL) memset(out, 0, sizeof *out);
-    if (text == NULL || fields == NULL || name == NULL || out == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_bias_parse: an argument is NULL");
-    cJSON *root;
-    ra_status parsed = ra_io_json_parse(text, len, &root);
-    if (parsed != RA_OK)
-        return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
-                          parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
-    ra_status status = cJSON_IsObject(root)
-                           ? read_bias(root, fields, name, out, msg, msg_len)
-                           : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                                        "%s: the top level is not a JSON object", name);
-    cJSON_Delete(root);
-    return status;
-}
-
-ra_status ra_hf_bias_read(const char *path, const ra_hf_fields *fields, ra_hf_bias *out,
-                          char *msg, size_t msg_len)
-{
-    ra_io_clear(msg, msg_len);
-    if (out != NULL) memset(out, 0, sizeof *out);
-    if (path == NULL || fields == NULL || out == NULL)
-        return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_bias_read: an argument is NULL");
-    char *text = NULL;
-    size_t len = 0;
-    RA_TRY(ra_io_read_text(path, MAX_CONFIG_BYTES, &text, &len, msg, msg_len));
-    ra_status status = ra_hf_bias_parse(text, len, fields, path, out, msg, msg_len);
-    ra_free(text);
-    return status;
 }

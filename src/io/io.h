@@ -412,6 +412,9 @@ typedef struct ra_hf_fields {
      * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
      * has_attention_bias 0 when absent or null. */
     int attention_bias, has_attention_bias;
+    /* Which projections the family's model builds with a bias: its rule
+     * read against the config's key for it (config_bias.c). */
+    ra_hf_bias bias;
     /* Falcon (RA_HF_FALCON_QKV): FalconConfig's multi_query (default true)
      * and new_decoder_architecture (default false), with num_kv_heads.
      * ChatGLM (RA_HF_CHATGLM): multi_query is its multi_query_attention
@@ -455,14 +458,6 @@ ra_status ra_hf_fields_read(const char *path, ra_hf_fields *out, char *msg,
                             size_t msg_len);
 void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
 
-/* Reads fields' family's bias keys from config.json text (len bytes; its
- * text_config when it has one, as ra_hf_fields_parse): true, false, 1, 0,
- * null or absent (the default); anything else fails naming the key, and
- * name (the file) in msg.  fields: the same text, parsed. */
-ra_status ra_hf_bias_parse(const char *text, size_t len, const ra_hf_fields *fields,
-                           const char *name, ra_hf_bias *out, char *msg, size_t msg_len);
-ra_status ra_hf_bias_read(const char *path, const ra_hf_fields *fields, ra_hf_bias *out,
-                          char *msg, size_t msg_len);
 
 /* The layout a config's rope pairs features in: its family's, or
  * rotate_half's for latent attention with rope_interleave false; -1 for a

@@ -1094,6 +1094,10 @@ def family_cases(out):
         ("rope_factor_without_type", dict(base, model_type="llama", rope_scaling={"factor": 2.0}),
          plain, '"rope_scaling.factor" is set without "rope_scaling.rope_type" (or '
          '"rope_scaling.type"): transformers would run the default rope and ignore it'),
+        # Llama 4's chunked layer with attention_chunk_size null: transformers
+        # fails building the chunked mask
+        ("llama4_chunk_size_null", dict(base, model_type="llama4_text", attention_chunk_size=None),
+         plain, 'layer 0 is chunked and attention_chunk_size is null'),
         # Gemma 3 with both: its config class merges rope_scaling into
         # rope_parameters' full_attention rope
         ("gemma3_rope_scaling_and_parameters", dict(

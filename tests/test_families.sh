@@ -305,6 +305,24 @@ else fail "convert-layout on DeepSeek-V3: $(cat "$TMP/err")"; fi
 if [ $? -eq 1 ] && grep -q "kv_a_proj_with_mqa.weight' in .* is latent attention's" "$TMP/err" &&
     [ ! -e "$TMP/ds.safetensors" ]; then pass
 else fail "convert-layout --n-heads on DeepSeek-V3: $(cat "$TMP/err")"; fi
+# A shard holding DeepSeek-V2-Lite's q_proj alone (its latent tensors in
+# another shard): without --config nothing says it is not a Llama q_proj.
+"$PY" - "$C/deepseek_v2_lite/model.safetensors" "$TMP/q_only.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+name = next(k for k in head if k.endswith("self_attn.q_proj.weight"))
+lo, hi = head[name]["data_offsets"]
+text = json.dumps({name: dict(head[name], data_offsets=[0, hi - lo])}).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data[lo:hi])
+PY
+"$RA" convert-layout --weights "$TMP/q_only.safetensors" --n-heads 2 --to half \
+    --output "$TMP/ds.safetensors" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -q "has no '.*k_proj.weight' beside it, as latent attention's" \
+    "$TMP/err" && [ ! -e "$TMP/ds.safetensors" ]; then pass
+else fail "convert-layout of a q_proj-only shard: $(cat "$TMP/err")"; fi
 
 # GPT-J converted to the half layout (its first rotary_dim rows of each head
 # only) gives the same Y with --layout half.

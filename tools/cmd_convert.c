@@ -332,9 +332,27 @@ static int convert(const convert_options *opts, const rope_source *src,
         /* latent attention (DeepSeek's): its rope rows, in the query heads'
          * tails and kv_a_proj_with_mqa's, are not converted (whatever
          * --n-heads says) */
-        if (ends_with_part(out[i].name, "kv_a_proj_with_mqa.weight"))
-            return cli_fail(EXIT_FAIL, "convert-layout: '%s' in %s is latent attention's, whose "
-                            "rope rows are not converted", out[i].name, opts->weights);
+        static const char *const latent[] = {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight",
+                                             "q_a_proj.weight", "q_b_proj.weight",
+                                             "kv_a_layernorm.weight"};
+        for (size_t l = 0; l < sizeof latent / sizeof latent[0]; l++)
+            if (ends_with_part(out[i].name, latent[l]))
+                return cli_fail(EXIT_FAIL, "convert-layout: '%s' in %s is latent attention's, "
+                                "whose rope rows are not converted", out[i].name, opts->weights);
+        /* a shard with q_proj but not its k_proj may be latent attention's
+         * without its other tensors (DeepSeek-V2-Lite's q_proj): the config
+         * says */
+        if (!src->fields->family && ends_with_part(out[i].name, "q_proj.weight")) {
+            char key[512];
+            const size_t n = strlen(out[i].name) - strlen("q_proj.weight");
+            if (n < sizeof key - 16) {
+                snprintf(key, sizeof key, "%.*sk_proj.weight", (int)n, out[i].name);
+                if (!ra_safetensors_find(st, key))
+                    return cli_fail(EXIT_FAIL, "convert-layout: '%s' in %s has no '%s' beside "
+                                    "it, as latent attention's q_proj has none: give --config",
+                                    out[i].name, opts->weights, key);
+            }
+        }
     }
     if (qk == 0 && !opts->has_layer) return 0;
     geometry g = {0, 0};

@@ -312,29 +312,13 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     return RA_OK;
 }
 
-/* A boolean key: true, false, 1 or 0; absent or null: *out = absent. */
-static ra_status read_flag(const cJSON *root, const char *key, int absent, int *out,
-                          const char *name, char *msg, size_t msg_len)
-{
-    const cJSON *item;
-    RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
-    int64_t v = absent;
-    if (item != NULL && cJSON_IsBool(item)) v = cJSON_IsTrue(item);
-    else if (item != NULL && !ra_io_json_integer(item, &v)) v = -1;
-    if (v != 0 && v != 1)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
-                          name, key);
-    *out = (int)v;
-    return RA_OK;
-}
-
 /* Llama 4's use_qk_norm and attn_temperature_tuning (Llama4TextConfig:
  * true, and 4 in older releases; any number but 0 is true). */
 static ra_status read_llama4(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                              size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_LLAMA4)) return RA_OK;
-    RA_TRY(read_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+    RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
     const cJSON *item;
     RA_TRY(ra_io_json_key(root, "attn_temperature_tuning", name, &item, msg, msg_len));
     out->attn_temperature_tuning = 1;
@@ -353,8 +337,8 @@ static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *n
                              size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_FALCON_QKV)) return RA_OK;
-    RA_TRY(read_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
-    return read_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
+    RA_TRY(ra_io_json_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
+    return ra_io_json_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
                      msg, msg_len);
 }
 
@@ -366,7 +350,7 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const
     RA_TRY(ra_io_json_key(root, "attention_bias", name, &item, msg, msg_len));
     if (item == NULL) return RA_OK;
     out->has_attention_bias = 1;
-    return read_flag(root, "attention_bias", 0, &out->attention_bias, name, msg, msg_len);
+    return ra_io_json_flag(root, "attention_bias", 0, &out->attention_bias, name, msg, msg_len);
 }
 
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
@@ -378,7 +362,7 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, con
     const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
                       : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
                                                       : NULL;
-    return key ? read_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
+    return key ? ra_io_json_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
 /* ChatGLM 2, 3 and GLM-4's remote code (ChatGLMConfig, modeling_chatglm.py):
@@ -393,11 +377,11 @@ static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *
 {
     if (!out->family || !(out->family->features & RA_HF_CHATGLM)) return RA_OK;
     int original_rope;
-    RA_TRY(read_flag(root, "original_rope", 1, &original_rope, name, msg, msg_len));
+    RA_TRY(ra_io_json_flag(root, "original_rope", 1, &original_rope, name, msg, msg_len));
     if (!original_rope)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"original_rope\" is false "
                           "(rotate_half pairs in ChatGLM's code): not supported", name);
-    RA_TRY(read_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
+    RA_TRY(ra_io_json_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
     /* kv_channels, multi_query_group_num and rope_ratio are fields, with
      * ChatGLMConfig's defaults (the family's row) */
     out->head_dim = out->kv_channels;
@@ -436,7 +420,7 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" is null: model_type \"%s\" "
                           "needs it (only q_lora_rank may be null)", name, null,
                           family->model_type);
-    RA_TRY(read_flag(root, "rope_interleave", 1, &out->rope_interleave, name, msg, msg_len));
+    RA_TRY(ra_io_json_flag(root, "rope_interleave", 1, &out->rope_interleave, name, msg, msg_len));
     if (!out->rope_interleave && !(family->features & RA_HF_ROPE_INTERLEAVE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: \"rope_interleave\" is false, and model_type \"%s\" pairs the "

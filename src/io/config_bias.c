@@ -13,26 +13,6 @@
 /* A known family without a rule of its own builds no biases. */
 static const ra_hf_bias_rule no_biases = {"", NULL, 0, NULL, 0, 0};
 
-/* *out = key's value in obj (true, false, 1, 0), default_value when key is
- * NULL, absent or null. */
-static ra_status read_flag(const cJSON *obj, const char *key, int default_value, int *out,
-                           const char *name, char *msg, size_t msg_len)
-{
-    *out = default_value;
-    if (key == NULL) return RA_OK;
-    const cJSON *item;
-    RA_TRY(ra_io_json_key(obj, key, name, &item, msg, msg_len));
-    if (item == NULL) return RA_OK;
-    int64_t v = -1;
-    if (cJSON_IsBool(item)) v = cJSON_IsTrue(item);
-    else if (!ra_io_json_integer(item, &v)) v = -1;
-    if (v != 0 && v != 1)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
-                          name, key);
-    *out = (int)v;
-    return RA_OK;
-}
-
 ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,
                                char *msg, size_t msg_len)
 {
@@ -43,10 +23,14 @@ ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const ch
         out->qkv = out->o = !fields->has_attention_bias || fields->attention_bias;
         return RA_OK;
     }
-    RA_TRY(read_flag(text, out->rule->qkv_key, out->rule->qkv_default, &out->qkv, name, msg,
-                     msg_len));
-    RA_TRY(read_flag(text, out->rule->o_key, out->rule->o_default, &out->o, name, msg,
-                     msg_len));
+    out->qkv = out->rule->qkv_default;
+    out->o = out->rule->o_default;
+    if (out->rule->qkv_key)
+        RA_TRY(ra_io_json_flag(text, out->rule->qkv_key, out->rule->qkv_default, &out->qkv,
+                               name, msg, msg_len));
+    if (out->rule->o_key)
+        RA_TRY(ra_io_json_flag(text, out->rule->o_key, out->rule->o_default, &out->o, name,
+                               msg, msg_len));
     if (out->rule->qkv_with_o && out->o) out->qkv = 1;
     return RA_OK;
 }

@@ -116,3 +116,18 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
     *len = (size_t)file_size;
     return RA_OK;
 }
+
+ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *out,
+                          const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(obj, key, name, &item, msg, msg_len));
+    int64_t v = absent;
+    if (item != NULL && cJSON_IsBool(item)) v = cJSON_IsTrue(item);
+    else if (item != NULL && !ra_io_json_integer(item, &v)) v = -1;
+    if (v != 0 && v != 1)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
+                          name, key);
+    *out = (int)v;
+    return RA_OK;
+}

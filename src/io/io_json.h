@@ -31,6 +31,11 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
  * whatever the application hooked in, leaves errno ENOMEM for the second). */
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out);
 
+/* A boolean key of obj: true, false, 1 or 0; absent or null: *out =
+ * absent.  Anything else fails: "<name>: \"<key>\" must be true or false". */
+ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *out,
+                          const char *name, char *msg, size_t msg_len);
+
 /* Whether text holds the escape \u0000 (ra_io_json_parse refuses it). */
 int ra_io_json_has_nul_escape(const char *text, size_t len);
 

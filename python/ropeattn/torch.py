@@ -11,12 +11,17 @@ wrote.  The backward passes call the library's: RoPE's is the rotation by
 -angle (ra_rope_apply, RA_INVERSE), attention's is ra_attention_backward
 (recomputing the probabilities from the forward's log-sum-exp and reading
 its output: changing that output in place before backward() is an error,
-as for PyTorch's own functions).  A non-contiguous incoming gradient is
+as for PyTorch's own functions).  positions, padding_mask and cu_seqlens
+are copied at the forward (small integer arrays), so the backward reads
+the values the forward did, whatever the caller does to them meanwhile.
+A non-contiguous incoming gradient is
 made contiguous first.  The library computes in float32: inputs are
 float32 (k and v may also be float16 or bfloat16), gradients float32, cast
 to each input's dtype.  The backward passes are not differentiable again
 (once_differentiable: a second derivative raises).
 """
+import numbers
+
 import numpy as np
 import torch
 
@@ -42,6 +47,15 @@ def _view(t, name, allowed=(torch.float32,)):
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16), "bfloat16"
     return t.numpy(), None
+
+
+def _copy(a):
+    """A NumPy copy of a tensor, array or list (positions, masks): what a
+    backward reads again, kept apart from the caller's, which may change in
+    place meanwhile.  None and ints as they are."""
+    if a is None or isinstance(a, numbers.Integral):
+        return a
+    return np.array(a.detach().cpu() if isinstance(a, torch.Tensor) else a)
 
 
 def _tensor(a, dtype):
@@ -78,7 +92,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, **ro
         rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
     elif rope_kwargs:
         raise TypeError("apply_rotary: give rope= or rope keywords, not both")
-    return _Rotary.apply(x, positions, rope, bool(inverse), context)
+    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), context)
 
 
 class _Attention(torch.autograd.Function):
@@ -125,10 +139,8 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
     returns out float32 [B, S, H, D], differentiable in q, k, v and sinks
     (the library's backward; dropout's masks regenerated from seed).
     padding_mask [B, S] and cu_seqlens [n + 1] may be tensors or arrays."""
-    def plain(a):
-        return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
     options = dict(causal=causal, window=window, chunk=chunk, softcap=softcap, scale=scale,
-                   padding_mask=plain(padding_mask), cu_seqlens=plain(cu_seqlens),
+                   padding_mask=_copy(padding_mask), cu_seqlens=_copy(cu_seqlens),
                    dropout_p=dropout_p, seed=seed)
     return _Attention.apply(q, k, v, sinks, options, context)
 
@@ -153,7 +165,7 @@ class RotaryEmbeddingModule(torch.nn.Module):
 
     @torch.no_grad()
     def forward(self, x, position_ids):
-        positions = position_ids.detach().cpu().numpy()
+        positions = _copy(position_ids)  # the tables' positions, whatever position_ids becomes
         cos, sin = self.rope.cos_sin(positions)
         cos = torch.from_numpy(cos).to(x.dtype)
         sin = torch.from_numpy(sin).to(x.dtype)

@@ -279,3 +279,38 @@ def test_drop_in_bad_input():
         rt.eager_attention_forward(module, q, k, v, torch.zeros(1, 1, 5, 5), scaling=0.3)
     with pytest.raises(ropeattn.DtypeError):
         rt.eager_attention_forward(module, q.double(), k, v, None, scaling=0.3)
+
+
+def test_arguments_changed_in_place_before_backward():
+    """positions, padding_mask and cu_seqlens changed in place between
+    forward and backward: the backward uses the values of the forward (its
+    own copies, as PyTorch's ops save what they need)."""
+    rope = ropeattn.RotaryEmbedding(8)
+    x, dy = randn(1, 6, 2, 8), randn(1, 6, 2, 8)
+    for positions in (torch.arange(6) + 3, np.arange(6) + 3):
+        _, (want,) = grads(lambda t: rt.apply_rotary(t, positions, rope=rope), [x], dy)
+        xg = x.clone().requires_grad_(True)
+        y = rt.apply_rotary(xg, positions, rope=rope)
+        positions[:] = 40  # in place, after the forward
+        (y * dy).sum().backward()
+        assert torch.equal(xg.grad, want), type(positions)
+    q, k, v = randn(1, 8, 2, 8), randn(1, 8, 1, 8), randn(1, 8, 1, 8)
+    dy = randn(1, 8, 2, 8)
+    cases = (("padding_mask", torch.tensor([[0, 1, 1, 1, 1, 1, 1, 1]]), 0),
+             ("padding_mask", np.array([[0, 1, 1, 1, 1, 1, 1, 1]], np.uint8), 0),
+             ("cu_seqlens", torch.tensor([0, 3, 8]), 5),
+             ("cu_seqlens", np.array([0, 3, 8]), 5))
+    for name, value, changed in cases:
+        _, want = grads(lambda a, b, c: rt.attention(a, b, c, **{name: value}), [q, k, v], dy)
+        inputs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        y = rt.attention(*inputs, **{name: value})
+        value[..., 1] = changed
+        (y * dy).sum().backward()
+        for t, w in zip(inputs, want):
+            assert torch.equal(t.grad, w), (name, type(value))
+    # RotaryEmbeddingModule's tables carry the positions they were made at
+    pos = torch.arange(6)[None] + 3
+    cos, sin = rt.RotaryEmbeddingModule(rope)(x, pos)
+    pos[:] = 40
+    y, _ = rt.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)
+    assert close(y, ref_rope(x.double(), torch.arange(6)[None] + 3, rope.inv_freq), 1e-6)

@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import ropeattn  # noqa: E402
 import ropeattn.torch as rt  # noqa: E402
+import reference as ref  # noqa: E402
 
 GEN = torch.Generator().manual_seed(2121)
 
@@ -314,3 +315,20 @@ def test_arguments_changed_in_place_before_backward():
     pos[:] = 40
     y, _ = rt.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)
     assert close(y, ref_rope(x.double(), torch.arange(6)[None] + 3, rope.inv_freq), 1e-6)
+
+
+def test_dynamic_rope_module_takes_the_length_from_position_ids():
+    """RotaryEmbeddingModule and apply_rotary with a dynamic rope made
+    without seq_len: position_ids 0..99 past max_position_embeddings 16
+    scale the base as transformers' dynamic_rope_update does."""
+    rope = ropeattn.RotaryEmbedding(16, rope_type="dynamic", factor=2.0,
+                                    max_position_embeddings=16)
+    inv = ref.inv_freq_dynamic(16, 10000.0, 2.0, 16, 100)
+    pos = torch.arange(100)[None]
+    x = randn(1, 100, 2, 16)
+    cos, sin = rt.RotaryEmbeddingModule(rope)(x, pos)
+    angles = pos[..., None].double() * torch.as_tensor(inv)
+    assert close(cos, torch.cat((angles, angles), -1).cos(), 1e-6)
+    want = ref_rope(x.double(), pos, inv)
+    assert close(rt.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)[0], want, 1e-6)
+    assert close(rt.apply_rotary(x, pos, rope=rope), want, 1e-6)

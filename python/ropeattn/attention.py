@@ -115,7 +115,10 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
          counter-based generator keyed by seed (the same for any threads).
       out: a float32 [B, S, H, D] array to write (reused across calls, no
          fresh memory), not overlapping q, k or v; None: a new array.
-      context: a ropeattn.Context, or None (the calling thread alone).
+      context: a ropeattn.Context, or None: the default Context, one
+         thread per processor this process may run on, shared (a call
+         finding it busy runs on its calling thread alone); Context(1) for
+         one thread.  The same bits for any count.
     Returns out.  Softmax and sums in float32.  The GIL is released while
     the kernel runs.
     """

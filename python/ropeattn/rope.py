@@ -272,7 +272,10 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
       inverse: rotate by -angle, the transpose: RoPE's backward.
       out: an array of x's shape and dtype to write; out=x rotates in place.
          None: a new C-contiguous array.
-      context: a ropeattn.Context, or None (the calling thread alone).
+      context: a ropeattn.Context, or None: the default Context, one
+         thread per processor this process may run on, shared (a call
+         finding it busy runs on its calling thread alone); Context(1) for
+         one thread.  The same bits for any count.
 
     Computed in float32, rounded once to the dtype.  x is read in place when
     its strides are non-negative whole elements with the last axis

@@ -18,13 +18,17 @@ A non-contiguous incoming gradient is
 made contiguous first.  The library computes in float32: inputs are
 float32 (k and v may also be float16 or bfloat16), gradients float32, cast
 to each input's dtype.  The backward passes are not differentiable again
-(once_differentiable: a second derivative raises).
+(once_differentiable: a second derivative raises).  context=None runs on
+PyTorch's thread count (torch.get_num_threads()): a default Context of
+that many threads, shared by the process's calls (one finding it busy
+runs on its calling thread alone); the same bits for any count.
 """
 import numbers
 
 import numpy as np
 import torch
 
+from . import _ropeattn
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 from .attention import attention_backward, attention_forward
 from .rope import RotaryEmbedding
@@ -56,6 +60,12 @@ def _copy(a):
     if a is None or isinstance(a, numbers.Integral):
         return a
     return np.array(a.detach().cpu() if isinstance(a, torch.Tensor) else a)
+
+
+def _context(context):
+    """context, or for None the shared default Context of PyTorch's thread
+    count (torch.get_num_threads(), read at each call)."""
+    return _ropeattn.default_context(torch.get_num_threads()) if context is None else context
 
 
 def _tensor(a, dtype):
@@ -92,7 +102,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, **ro
         rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
     elif rope_kwargs:
         raise TypeError("apply_rotary: give rope= or rope keywords, not both")
-    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), context)
+    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), _context(context))
 
 
 class _Attention(torch.autograd.Function):
@@ -142,7 +152,7 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
     options = dict(causal=causal, window=window, chunk=chunk, softcap=softcap, scale=scale,
                    padding_mask=_copy(padding_mask), cu_seqlens=_copy(cu_seqlens),
                    dropout_p=dropout_p, seed=seed)
-    return _Attention.apply(q, k, v, sinks, options, context)
+    return _Attention.apply(q, k, v, sinks, options, _context(context))
 
 
 # ---- drop-in replacements for transformers-style code -------------------

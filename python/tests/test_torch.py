@@ -332,3 +332,27 @@ def test_dynamic_rope_module_takes_the_length_from_position_ids():
     want = ref_rope(x.double(), pos, inv)
     assert close(rt.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)[0], want, 1e-6)
     assert close(rt.apply_rotary(x, pos, rope=rope), want, 1e-6)
+
+
+def test_default_context_is_pytorchs_thread_count(monkeypatch):
+    """context=None: the shared default Context of torch.get_num_threads()
+    threads, read at each call; the same bits as one thread."""
+    asked = []
+    real = ropeattn._ropeattn.default_context
+    monkeypatch.setattr(ropeattn._ropeattn, "default_context",
+                        lambda n=0: asked.append(n) or real(n))
+    q, k = randn(1, 9, 4, 16).requires_grad_(True), randn(1, 9, 2, 16)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        y = rt.attention(rt.apply_rotary(q, rope=ropeattn.RotaryEmbedding(16)), k, k)
+        y.sum().backward()
+    finally:
+        torch.set_num_threads(threads)
+    assert asked == [3, 3]
+    with ropeattn.Context(1) as one:
+        q1 = q.detach().requires_grad_(True)
+        y1 = rt.attention(rt.apply_rotary(q1, rope=ropeattn.RotaryEmbedding(16), context=one),
+                          k, k, context=one)
+        y1.sum().backward()
+    assert torch.equal(y, y1) and torch.equal(q.grad, q1.grad)

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import array4, dtype_code, input_view, maps
+from ._arrays import OTHER, array4, as_bshd, check_shape, dtype_code, input_view, maps
 from ._ropeattn import ArgumentError, DtypeError
 
 # ra_rope_type and ra_layout (ropeattn.h), by Hugging Face's names.
@@ -255,8 +255,28 @@ def _positions(positions, b, s, mrope=False):
     return 0, np.ascontiguousarray(np.broadcast_to(ids, (b, s)), dtype=np.int64)
 
 
+def _positions_of(positions, x, shape, mrope):
+    """_positions for x [B, S, heads, D] (read in the order shape names):
+    positions that do not fit its S but fit its heads' axis are evidence
+    of the other order, and the message names it."""
+    b, s, h = x.shape[:3]
+    try:
+        return _positions(positions, b, s, mrope)
+    except ArgumentError as e:
+        if positions is None or isinstance(positions, numbers.Integral):
+            raise
+        try:
+            _positions(positions, b, h, mrope)
+        except ArgumentError:
+            raise e from None
+        other = OTHER[shape]
+        order = "[B, H, S, D]" if other == "bhsd" else "[B, S, H, D]"
+        raise ArgumentError(f'{e}, as x is read with shape="{shape}"; they fit x as {order}: '
+                            f'pass shape="{other}"') from None
+
+
 def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=None,
-                 dtype=None, **rope_kwargs):
+                 dtype=None, shape="bshd", **rope_kwargs):
     """Rotates every head of x by its token's position (RoPE); returns the
     result (out, when given).
 
@@ -272,6 +292,10 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
       inverse: rotate by -angle, the transpose: RoPE's backward.
       out: an array of x's shape and dtype to write; out=x rotates in place.
          None: a new C-contiguous array.
+      shape: "bshd", x [B, S, heads, D]; or "bhsd", x [B, heads, S, D]
+         (transformers' q and k; read in place, out in that order too).
+         Positions that fit only the other order's S are refused, naming
+         it; with positions None or an int, x's order cannot be told.
       context: a ropeattn.Context, or None: the default Context, one
          thread per processor this process may run on, shared (a call
          finding it busy runs on its calling thread alone); Context(1) for
@@ -297,7 +321,8 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
         raise TypeError(f"rope: expected a RotaryEmbedding, got {type(rope).__name__}")
     if rope.head_dim != x.shape[3]:
         raise ArgumentError(f"x: head_dim {x.shape[3]} but the rope's is {rope.head_dim}")
-    start, ids = _positions(positions, x.shape[0], x.shape[1], any(rope.mrope_section))
+    start, ids = _positions_of(positions, as_bshd(x, check_shape(shape)), shape,
+                               any(rope.mrope_section))
     if out is None:
         out = np.empty(x.shape, x.dtype)
     elif out is not x:
@@ -309,9 +334,10 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
             raise ArgumentError("out: strides must be non-negative whole elements with "
                                 "the last axis contiguous, and the array aligned")
     src = x if out is x else input_view(x)
-    b, s = x.shape[:2]
+    b, s = as_bshd(x, shape).shape[:2]
     rope = rope._at(start + s - 1 if ids is None else ids.max(), b * s)
-    _ropeattn.rope_apply(rope._rope, context, out, src, code, start, ids, bool(inverse))
+    _ropeattn.rope_apply(rope._rope, context, as_bshd(out, shape), as_bshd(src, shape), code,
+                         start, ids, bool(inverse))
     return out
 
 

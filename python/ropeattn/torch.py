@@ -77,32 +77,34 @@ def _tensor(a, dtype):
 
 class _Rotary(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, positions, rope, inverse, context):
+    def forward(ctx, x, positions, rope, inverse, context, shape):
         xv, dtype = _view(x, "x", tuple(_DTYPES))
         out = _apply_rotary(xv, positions, rope=rope, inverse=inverse, context=context,
-                                 dtype=dtype)
-        ctx.args = (positions, rope, inverse, context)
+                            dtype=dtype, shape=shape)
+        ctx.args = (positions, rope, inverse, context, shape)
         return _tensor(out, x.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        positions, rope, inverse, context = ctx.args
+        positions, rope, inverse, context, shape = ctx.args
         gv, dtype = _view(grad.contiguous(), "grad", tuple(_DTYPES))
         dx = _apply_rotary(gv, positions, rope=rope, inverse=not inverse, context=context,
-                                dtype=dtype)
-        return _tensor(dx, grad.dtype), None, None, None, None
+                           dtype=dtype, shape=shape)
+        return _tensor(dx, grad.dtype), None, None, None, None, None
 
 
-def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, **rope_kwargs):
-    """ropeattn.apply_rotary on a CPU tensor x [B, S, heads, D] (float32,
-    float16 or bfloat16), differentiable in x: its backward rotates the
-    gradient by -angle.  Returns a new tensor; x is read in place."""
+def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, shape="bshd",
+                 **rope_kwargs):
+    """ropeattn.apply_rotary on a CPU tensor x [B, S, heads, D] (or [B,
+    heads, S, D] with shape="bhsd"; float32, float16 or bfloat16),
+    differentiable in x: its backward rotates the gradient by -angle.
+    Returns a new tensor in x's order; x is read in place."""
     if rope is None:
         rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
     elif rope_kwargs:
         raise TypeError("apply_rotary: give rope= or rope keywords, not both")
-    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), _context(context))
+    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), _context(context), shape)
 
 
 class _Attention(torch.autograd.Function):
@@ -143,15 +145,16 @@ class _Attention(torch.autograd.Function):
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
               scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-              context=None):
+              context=None, shape="bshd"):
     """ropeattn.attention on CPU tensors: q [B, S, H, D], k, v [B, S, Hkv,
-    D], each float32, float16 or bfloat16 (k and v alike), sinks None or float32 [H];
-    returns out float32 [B, S, H, D], differentiable in q, k, v and sinks
+    D] (shape="bhsd": [B, H, S, D] and [B, Hkv, S, D]), each float32,
+    float16 or bfloat16 (k and v alike), sinks None or float32 [H];
+    returns out float32 in q's order, differentiable in q, k, v and sinks
     (the library's backward; dropout's masks regenerated from seed).
     padding_mask [B, S] and cu_seqlens [n + 1] may be tensors or arrays."""
     options = dict(causal=causal, window=window, chunk=chunk, softcap=softcap, scale=scale,
                    padding_mask=_copy(padding_mask), cu_seqlens=_copy(cu_seqlens),
-                   dropout_p=dropout_p, seed=seed)
+                   dropout_p=dropout_p, seed=seed, shape=shape)
     return _Attention.apply(q, k, v, sinks, options, _context(context))
 
 

@@ -311,3 +311,20 @@ def test_llama3_keys_named_in_messages(key, value, kw):
 def test_rope_keys_named_in_messages(kw, key):
     with pytest.raises(ropeattn.ArgumentError, match=f"^{key}: expected"):
         ropeattn.RotaryEmbedding(16, **kw)
+
+
+def test_shape_bhsd():
+    x = randn(2, 3, 9, 16)  # [B, H, S, D]
+    pos = np.arange(9) + 4
+    y = ropeattn.apply_rotary(x, pos, shape="bhsd")
+    assert y.shape == x.shape
+    want = ropeattn.apply_rotary(np.ascontiguousarray(x.transpose(0, 2, 1, 3)), pos)
+    np.testing.assert_array_equal(y.transpose(0, 2, 1, 3), want)
+    assert ropeattn.apply_rotary(x, pos, out=x, shape="bhsd") is x
+    np.testing.assert_array_equal(x, y)
+    # positions [S] that fit only the other order: refused, naming shape=
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
+        ropeattn.apply_rotary(x, pos)
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bshd"'):
+        ropeattn.apply_rotary(x.transpose(0, 2, 1, 3), np.zeros((2, 9), np.int64),
+                              shape="bhsd")

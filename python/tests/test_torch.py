@@ -356,3 +356,25 @@ def test_default_context_is_pytorchs_thread_count(monkeypatch):
                           k, k, context=one)
         y1.sum().backward()
     assert torch.equal(y, y1) and torch.equal(q.grad, q1.grad)
+
+
+def test_shape_bhsd():
+    """shape="bhsd" tensors ([B, H, S, D]): the same values and gradients
+    as their [B, S, H, D] transposes."""
+    q, k, v = randn(1, 4, 9, 16), randn(1, 2, 9, 16), randn(1, 2, 9, 16)
+    dy = randn(1, 4, 9, 16)
+    rope = ropeattn.RotaryEmbedding(16)
+
+    def bhsd(a, b, c):
+        return rt.attention(rt.apply_rotary(a, 3, rope=rope, shape="bhsd"), b, c, shape="bhsd")
+
+    def bshd(a, b, c):
+        t = [x.transpose(1, 2) for x in (a, b, c)]
+        return rt.attention(rt.apply_rotary(t[0], 3, rope=rope), t[1], t[2]).transpose(1, 2)
+
+    y, g = grads(bhsd, [q, k, v], dy)
+    y2, g2 = grads(bshd, [q, k, v], dy)
+    assert y.shape == q.shape and torch.equal(y, y2)
+    assert all(torch.equal(a, b) for a, b in zip(g, g2))
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
+        rt.attention(q, k, v)

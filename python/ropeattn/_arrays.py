@@ -45,6 +45,26 @@ def array4(a, name):
     return a
 
 
+# The order of a 4-D array's axes: "bshd", [B, S, heads, D], the library's,
+# or "bhsd", [B, heads, S, D], as PyTorch's scaled_dot_product_attention and
+# transformers' attention take q, k and v, read through a transposed view.
+SHAPES = ("bshd", "bhsd")
+OTHER = {"bshd": "bhsd", "bhsd": "bshd"}
+
+
+def check_shape(shape):
+    if shape not in SHAPES:
+        raise ArgumentError(f'shape: expected "bshd" or "bhsd", got {shape!r}')
+    return shape
+
+
+def as_bshd(a, shape):
+    """a as [B, S, heads, D]: itself for shape "bshd", for "bhsd" the
+    transposed view of a [B, heads, S, D] array (no copy; also the way
+    back)."""
+    return a if shape == "bshd" else a.transpose(0, 2, 1, 3)
+
+
 def input_view(a):
     """a itself when the library can read it in place, else a C-contiguous copy."""
     return a if maps(a) else np.ascontiguousarray(a)

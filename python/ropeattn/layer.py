@@ -122,7 +122,7 @@ class Layer:
             (model.layers.N.self_attn.*); None: the checkpoint holds one
             layer's tensors only.
           context: the ropeattn.Context the calls use unless given theirs
-            (None: each call runs on its calling thread alone).
+            (None: the default Context, as attention's).
           config: config.json's path (a directory's own by default).
           n_heads, n_kv_heads: override the config's head counts.
           layout: "half" or "interleaved" (None: the names' and family's:

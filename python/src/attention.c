@@ -84,7 +84,7 @@ PyObject *ra_ext_attention(PyObject *self, PyObject *args)
     ra_context *ctx = ra_ext_context_acquire(c);
     st = lse ? ra_attention_forward_lse(ctx, &tout, lse, &tq, &tk, &tv, &o)
              : ra_attention(ctx, &tout, &tq, &tk, &tv, &o);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, lse ? "ra_attention_forward_lse" : "ra_attention");
     Py_RETURN_NONE;
@@ -136,7 +136,7 @@ PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     ra_context *ctx = ra_ext_context_acquire(c);
     st = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdout, &tq, &tk, &tv, &tout, lse, &o);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_attention_backward");
     Py_RETURN_NONE;

@@ -210,7 +210,7 @@ PyObject *ra_ext_layer_forward_paged(PyObject *self, PyObject *args, PyObject *k
     ra_context *ctx = ra_ext_context_acquire(c);
     st = ra_layer_forward_paged(l, ctx, pool->pool, idp, (int64_t)rows, yp, xp, (int64_t)seq,
                                 newp, continuing ? NULL : &positions);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     PyThread_release_lock(pool->lock);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_layer_forward_paged");

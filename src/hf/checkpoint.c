@@ -707,6 +707,9 @@ ra_status hf_load_f32(const ra_st_tensor *t, const char *path, float *dst)
         return hf_fail(RA_ERR_DTYPE, "tensor '%s' in %s has dtype %s; expected F32, F16, BF16 "
                        "or F64", t->name, path, ra_st_dtype_name(t->dtype));
     ra_status status = ra_st_tensor_to_f32(t, dst);
+    if (status == RA_ERR_FORMAT) /* F64's range */
+        return hf_fail(status, "tensor '%s' in %s holds a value beyond float32's range "
+                       "(+-3.4028235e38): refused rather than read as Inf", t->name, path);
     if (status != RA_OK)
         return hf_fail(status, "cannot convert '%s' in %s to float32: %s", t->name, path,
                        ra_status_string(status));

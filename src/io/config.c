@@ -730,10 +730,8 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
 {
     memset(out, 0, sizeof *out);
     cJSON *root;
-    ra_status parsed = ra_io_json_parse(text, len, &root);
-    if (parsed != RA_OK)
-        return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
-                          parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
+    ra_status parsed = ra_io_json_parse_named(text, len, name, &root, msg, msg_len);
+    if (parsed != RA_OK) return parsed;
     ra_status status = cJSON_IsObject(root)
                            ? read_config(root, out, name, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,

@@ -115,7 +115,10 @@ typedef struct ra_hf_options {
     int64_t layer;
     int64_t n_heads;    /* 0: the config's; at most INT32_MAX (as n_kv_heads, head_dim) */
     int64_t n_kv_heads; /* 0: the config's, else wk's rows / head_dim */
-    int64_t head_dim;   /* ra_hf_rope_config: 0: the config's */
+    /* 0: the config's (head_dim, else hidden_size / n_heads), else wq's
+     * rows / n_heads; the weights' shapes must agree with it (latent
+     * attention's: qk_nope_head_dim + qk_rope_head_dim) */
+    int64_t head_dim;
     int64_t layout;     /* -1: the names' and family's; else an ra_layout */
     /* The tokens the layer will run on, as their places in the sequence:
      * [first_token, first_token + n_tokens); n_tokens 0: unknown.  They

@@ -269,6 +269,13 @@ done:
  * each under its checkpoint name in the order weights, biases, norms. */
 enum { DN = 4, DR = 4, DV = 6, R = 8, RQ = 12, DQK = DN + DR };
 
+/* DeepSeek-V3's config for test_latent_attention's mla.safetensors. */
+static const char mla_config[] =
+    "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+    "\"num_key_value_heads\": 4, \"kv_lora_rank\": 8, \"q_lora_rank\": 12, "
+    "\"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 4, \"v_head_dim\": 6, "
+    "\"rope_theta\": 500000, \"attention_bias\": true}";
+
 static void test_latent_attention(void)
 {
     static struct {
@@ -294,12 +301,7 @@ static void test_latent_attention(void)
     char msg[256];
     CHECK(ra_safetensors_write(path_of("mla.safetensors"), t, N, msg, sizeof msg) == RA_OK,
           "%s", msg);
-    static const char v3[] =
-        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
-        "\"num_key_value_heads\": 4, \"kv_lora_rank\": 8, \"q_lora_rank\": 12, "
-        "\"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 4, \"v_head_dim\": 6, "
-        "\"rope_theta\": 500000, \"attention_bias\": true}";
-    ra_hf_layer *hf = load("mla.safetensors", v3, 0);
+    ra_hf_layer *hf = load("mla.safetensors", mla_config, 0);
     /* by hand: interleaved pairs over the last DR features, scale DQK^-1/2 */
     ra_rope_config rope = ra_rope_config_default(DQK);
     rope.rotary_dim = DR, rope.theta = 500000, rope.table_size = S;
@@ -434,6 +436,59 @@ static void test_failures(void)
     expect(ra_hf_layer_create(&layer, ckpt, nobias, &o), RA_ERR_NOT_FOUND,
            "no 'model.layers.1.self_attn.k_proj.bias'", "a missing bias");
     ra_hf_config_close(nobias);
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt);
+}
+
+/* ra_hf_options.head_dim overrides the config's, as n_heads and n_kv_heads
+ * do: the weights' shapes must agree with it (wq [H*D, dim], wk [Hkv*D,
+ * dim]), else RA_ERR_SHAPE naming it; the rope takes it too.  Latent
+ * attention's heads are qk_nope_head_dim + qk_rope_head_dim: another is
+ * refused. */
+static void test_head_dim_option(void)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    ra_hf_config *config = NULL;
+    ra_hf_layer *layer = NULL;
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of("llama.safetensors")) == RA_OK &&
+              ra_hf_config_parse(&config, llama_config, strlen(llama_config)) == RA_OK,
+          "%s", ra_hf_last_error());
+    if (!ckpt || !config) goto done;
+    ra_hf_options o = ra_hf_options_init();
+    o.layer = 1, o.n_tokens = S;
+    o.head_dim = 4; /* 4 heads of 4 against wq's 32 rows */
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE,
+           "head_dim 4 (the options')", "head_dim 4 with 4 heads");
+    CHECK(layer == NULL, "no layer on failure");
+    /* 8 heads of 4, 4 key/value heads: wq's 32 rows, wk's 16 */
+    o.n_heads = 8, o.n_kv_heads = 4;
+    CHECK(ra_hf_layer_create(&layer, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
+    const ra_layer_config *c = layer ? ra_layer_get_config(ra_hf_layer_get(layer)) : NULL;
+    CHECK(c && c->n_heads == 8 && c->n_kv_heads == 4 && c->head_dim == 4 &&
+              c->rope->head_dim == 4, "8 heads of 4");
+    ra_hf_layer_destroy(layer);
+    layer = NULL;
+    o.n_kv_heads = 0; /* the config's 2 key/value heads of 4 against wk's 16 rows */
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE, "head_dim 4",
+           "2 kv heads of 4");
+    o.n_heads = 0, o.head_dim = D; /* the same as the config's: the same layer */
+    CHECK(ra_hf_layer_create(&layer, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
+    ra_hf_layer_destroy(layer);
+    layer = NULL;
+    ra_hf_checkpoint_close(ckpt);
+    ckpt = NULL;
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of("mla.safetensors")) == RA_OK, "%s",
+          ra_hf_last_error());
+    ra_hf_config_close(config);
+    config = NULL;
+    CHECK(ra_hf_config_parse(&config, mla_config, strlen(mla_config)) == RA_OK, "%s",
+          ra_hf_last_error());
+    o = ra_hf_options_init();
+    o.n_tokens = S, o.head_dim = 6;
+    if (ckpt && config)
+        expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT,
+               "head_dim 6 was asked for", "latent attention's head_dim");
+done:
     ra_hf_config_close(config);
     ra_hf_checkpoint_close(ckpt);
 }
@@ -573,6 +628,7 @@ static void simd_cases(void)
     RUN(test_fused_gradients);
     RUN(test_latent_attention);
     RUN(test_failures);
+    RUN(test_head_dim_option);
     RUN(test_rope_config);
     RUN(test_mrope_config);
 }

@@ -721,6 +721,7 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_io_window_free(&config->window);
     ra_io_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
+    cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);
 }
 
@@ -736,7 +737,7 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
                            ? read_config(root, out, name, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                                         "%s: the top level is not a JSON object", name);
-    cJSON_Delete(root);
+    out->json = root; /* kept for any key's reader, freed with out */
     if (status != RA_OK) ra_hf_fields_free(out);
     return status;
 }

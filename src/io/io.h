@@ -461,6 +461,8 @@ typedef struct ra_hf_fields {
     int has_local_rope;
     ra_hf_window window; /* owns layer_types */
     ra_hf_quant quant;   /* quantization_config; owns skip */
+    struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
+                            any key, for libropeattn_hf's ra_hf_config_int ... */
 } ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers

@@ -166,12 +166,19 @@ ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *ou
 {
     const cJSON *item;
     RA_TRY(ra_io_json_key(obj, key, name, &item, msg, msg_len));
-    int64_t v = absent;
-    if (item != NULL && cJSON_IsBool(item)) v = cJSON_IsTrue(item);
-    else if (item != NULL && !ra_io_json_integer(item, &v)) v = -1;
-    if (v != 0 && v != 1)
+    *out = absent;
+    if (item != NULL && !ra_io_json_bool(item, out))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
                           name, key);
-    *out = (int)v;
     return RA_OK;
+}
+
+int ra_io_json_bool(const cJSON *item, int *out)
+{
+    int64_t v = -1;
+    if (cJSON_IsBool(item)) v = cJSON_IsTrue(item);
+    else if (!ra_io_json_integer(item, &v)) v = -1;
+    if (v != 0 && v != 1) return 0;
+    *out = (int)v;
+    return 1;
 }

@@ -48,6 +48,10 @@ ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name,
 ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *out,
                           const char *name, char *msg, size_t msg_len);
 
+/* If item is true, false, 1 or 0, stores 1 or 0 in *out and returns 1;
+ * otherwise returns 0. */
+int ra_io_json_bool(const cJSON *item, int *out);
+
 /* If item is a number holding an integer of magnitude below 2^53 (so exactly
  * the integer the file wrote), stores it in *out and returns 1; otherwise
  * returns 0. */

@@ -199,7 +199,6 @@ def gen(out):
     open(f"{out}/truncated.npy", "wb").write(good[: len(good) - 100])
     open(f"{out}/badmagic.npy", "wb").write(b"\x93NUMPX" + good[6:])
     np.save(f"{out}/wrongdim.npy", rng.uniform(-1, 1, (B, S, 32)).astype(np.float32))
-    np.save(f"{out}/f64.npy", x64)
     np.save(f"{out}/x4d.npy", x.reshape(B, S, H, D))
     np.save(f"{out}/rope_3d.npy", xr[0])
     np.save(f"{out}/rope_odd.npy", rng.uniform(-1, 1, (1, 2, 2, 7)).astype(np.float32))
@@ -728,6 +727,23 @@ expect_ok "attention bf16 weights" y.npy ref_BF16.npy 1e-4 -- \
     attention --weights seed_BF16.safetensors --input x.npy --output y.npy --n-heads 4
 expect_ok "attention --start-pos 7 --theta 500000" y.npy ref_start7_theta500k.npy 1e-4 -- \
     attention $SEED --n-heads 4 --start-pos 7 --theta 500000
+
+# A float64 input is rounded to the nearest float32, as F64 weights are:
+# x + 0.6 ulp (each element) gives, bit for bit, the Y of the float32 one
+# ulp away from x (truncation would give x's); --grad-output too.
+"$PY" - <<'PYEOF'
+import numpy as np
+x = np.load("x.npy")
+step = np.spacing(x)  # one ulp away from zero
+np.save("x_next.npy", (x + step).astype(np.float32))
+np.save("x64.npy", x.astype(np.float64) + 0.6 * step.astype(np.float64))
+np.save("rope_x64.npy", np.load("rope_x.npy").astype(np.float64))
+huge = x.astype(np.float64); huge[1, 2, 3] = -1e39
+np.save("x64_huge.npy", huge)
+PYEOF
+"$RA" attention --weights seed_F32.safetensors --input x_next.npy --output y_next.npy --n-heads 4
+expect_ok "attention on float64 X: rounded to nearest" y.npy y_next.npy 0 -- \
+    attention --weights seed_F32.safetensors --input x64.npy --output y.npy --n-heads 4
 expect_ok "attention --layout half on seed names" y.npy ref_half.npy 1e-4 -- \
     attention $SEED --n-heads 4 --layout half
 "$PY" "$TMP/helper.py" slice0 ref_F32.npy ref_F32_0.npy
@@ -1009,6 +1025,8 @@ expect_grads() {
 }
 GRADS="--grad-output dy.npy --grads g.safetensors"
 expect_grads "attention --grads, seed names, flash" seed -- attention $SEED --n-heads 4 $GRADS
+expect_grads "attention --grads, DY float64 (rounded to float32)" seed -- \
+    attention $SEED --n-heads 4 --grad-output dy_f64.npy --grads g.safetensors
 expect_ok "attention --grads: Y is the inference Y" y.npy ref_F32.npy 1e-4 -- \
     attention $SEED --n-heads 4 $GRADS
 expect_grads "attention --grads, reference path, 1 thread" seed -- \
@@ -1032,8 +1050,6 @@ expect_grads_error "attention: DY of the wrong shape" -- attention $SEED --n-hea
 if grep -q "dy_wrong.npy has shape \[2, 4, 64\].*\[2, 5, 64\]" "$TMP/stderr"; then pass
 else fail "attention: DY shape message: $(cat "$TMP/stderr")"
 fi
-expect_grads_error "attention: DY float64" -- attention $SEED --n-heads 4 \
-    --grad-output dy_f64.npy --grads g.safetensors
 expect_grads_error "attention: DY missing" -- attention $SEED --n-heads 4 \
     --grad-output nope.npy --grads g.safetensors
 rm -f y.npy
@@ -1069,6 +1085,8 @@ expect_ok "rope interleaved" r.npy rope_ref_interleaved.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 3
 expect_ok "rope half" r.npy rope_ref_half.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 3 --layout half --threads 1
+expect_ok "rope on float64 X" r.npy rope_ref_half.npy 1e-5 -- \
+    rope --input rope_x64.npy --output r.npy --start-pos 3 --layout half --threads 1
 expect_ok "rope far positions" r.npy rope_ref_far.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 1000000 --theta 500000 --layout=half
 "$PY" -c 'import numpy as np; np.save("rope_x64.npy", np.load("rope_x.npy").astype(np.float64))'
@@ -1318,7 +1336,10 @@ expect_hostile "hostile: npy bad magic" "bad magic" \
 expect_hostile "hostile: npy Fortran order" "Fortran-order" \
     "Fortran-order arrays are not supported" -- attention --input h_fortran.npy $X
 expect_hostile "hostile: npy integer input" "must hold float32" \
-    "must hold float32 ('<f4') values" -- attention --input h_int32.npy $X
+    "must hold float32 or float64 values ('<f4', '<f8')" -- attention --input h_int32.npy $X
+expect_hostile "hostile: float64 beyond float32's range" "beyond float32's range" \
+    "x64_huge.npy: element 451 of its \[2, 5, 64\] float64 values is -1e+39" -- \
+    attention --input x64_huge.npy $X
 expect_hostile "hostile: npy int16" "is not supported (only" \
     "dtype '<i2' is not supported" -- attention --input h_int16.npy $X
 expect_hostile "hostile: npy big-endian" "big-endian" \
@@ -1348,8 +1369,6 @@ expect_error "bad npy magic" y.npy -- attention --weights seed_F32.safetensors \
     --input badmagic.npy --output y.npy --n-heads 4
 expect_error "npy with the wrong dim" y.npy -- attention --weights seed_F32.safetensors \
     --input wrongdim.npy --output y.npy --n-heads 4
-expect_error "float64 input" y.npy -- attention --weights seed_F32.safetensors \
-    --input f64.npy --output y.npy --n-heads 4
 expect_error "4-D attention input" y.npy -- attention --weights seed_F32.safetensors \
     --input x4d.npy --output y.npy --n-heads 4
 expect_error "safetensors header length beyond the file" y.npy -- attention \

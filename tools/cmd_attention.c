@@ -54,7 +54,8 @@ static const char usage[] =
     "                  kv_a_layernorm, kv_b_proj, o_proj with a DeepSeek config);\n"
     "                  F32, F16, BF16 or F64; or a sharded checkpoint's\n"
     "                  model.safetensors.index.json\n"
-    "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
+    "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim] (float64 is\n"
+    "                  rounded to float32; beyond its range, refused)\n"
     "  --output Y      float32 .npy of X's shape, written only on success\n"
     "  --layer N       which layer, when W holds several\n"
     "  --n-heads H     query heads (required unless --config gives them)\n"
@@ -105,8 +106,8 @@ static const char usage[] =
     "  --quiet         no progress line (shown on a terminal, on stderr, when the\n"
     "                  decode steps or --grads take more than a second)\n"
     "  --grad-output DY\n"
-    "                  float32 .npy of Y's shape: the gradient of a loss L with\n"
-    "                  respect to Y (L = sum(Y * DY)); needs --grads\n"
+    "                  float32 (or float64) .npy of Y's shape: the gradient of a\n"
+    "                  loss L with respect to Y (L = sum(Y * DY)); needs --grads\n"
     "  --grads G       also run the layer's backward and write G (.safetensors,\n"
     "                  F32): tensor 'x' = dL/dX in X's shape, and each weight's\n"
     "                  and bias's gradient under its own name in W (e.g.\n"
@@ -184,7 +185,7 @@ static int check_input(const ra_npy *x, const char *path, int64_t start_pos, int
                        int64_t *batch, int64_t *seq)
 {
     if (x->dtype != RA_NPY_F32)
-        return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
+        return cli_fail(EXIT_FAIL, "%s must hold float32 or float64 values ('<f4', '<f8')", path);
     if (x->ndim != 2 && x->ndim != 3)
         return cli_fail(EXIT_FAIL, "%s is %d-D; expected [batch, seq, dim] or [seq, dim]",
                         path, x->ndim);
@@ -504,9 +505,9 @@ static int run(const attention_options *opts)
     int failed = check_files(opts, &outputs);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
     if (!failed) failed = open_checkpoint(opts, &outputs, &ckpt);
-    if (!failed && (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
+    if (!failed && (ra_npy_read_float(opts->input, &x, msg, sizeof msg) != RA_OK ||
                     (opts->grad_output &&
-                     ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
+                     ra_npy_read_float(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = check_input(&x, opts->input, opts->start_pos, opts->prefill, &batch, &seq)) &&

@@ -354,7 +354,11 @@ typedef struct ra_rope_config {
                                         length, make a rope for the new L, as
                                         transformers recomputes inv_freq
                                         (keys already cached keep the rotation
-                                        they were written with) */
+                                        they were written with).  Positions
+                                        of a longer sequence are
+                                        RA_ERR_POSITION on every path: from
+                                        max(L, L0) on (dynamic), from L_orig
+                                        on while L <= L_orig (longrope) */
     double attention_factor;         /* yarn, longrope: 0 = derive */
     double beta_fast, beta_slow;     /* yarn: 0 = 32 and 1; beta_fast >= beta_slow */
     double mscale, mscale_all_dim;   /* yarn: attention factor is

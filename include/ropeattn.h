@@ -896,8 +896,10 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
 
 /* An fp8 cache's scales, one per kv head for K and for V: n_scales = Hkv,
  * or 1 for one scale per layer (vLLM's k_scale and v_scale; FlashInfer's
- * per-head scales), each > 0 and at most FLT_MAX / 448 (RA_ERR_ARGUMENT:
- * 448 s must be a float).  Only on an RA_F8E4M3 cache (RA_ERR_DTYPE) that
+ * per-head scales), each a normal float (>= FLT_MIN, as the CLI's
+ * --cache-scale: a subnormal scale keeps fewer bits, and is 0 in a thread
+ * that flushes subnormals) and at most FLT_MAX / 448 (448 s must be a
+ * float); else RA_ERR_ARGUMENT.  Only on an RA_F8E4M3 cache (RA_ERR_DTYPE) that
  * holds no token, every length 0 (after creation or ra_kv_cache_reset;
  * else RA_ERR_ARGUMENT: the codes stored were made with the old scales).
  * A value x is stored as e4m3(x / s): choose s near max|x| / 448 for the

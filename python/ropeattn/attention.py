@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, array4, dtype_code, input_view, maps
+from ._arrays import BF16, F16, F32, array4, c_array, dtype_code, input_view, maps
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
@@ -43,7 +43,7 @@ class _Call:
         if h % k.shape[2]:
             raise ArgumentError(f"q has {h} heads, not a multiple of k's {k.shape[2]}")
         if sinks is not None:
-            sinks = np.ascontiguousarray(sinks, dtype=np.float32)
+            sinks = c_array(sinks, np.float32)
             if sinks.shape != (h,):
                 raise ArgumentError(f"sinks: expected shape ({h},), got {sinks.shape}")
         if padding_mask is not None:
@@ -52,7 +52,7 @@ class _Call:
             docs = np.asarray(cu_seqlens)
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
-            cu_seqlens = np.ascontiguousarray(docs, dtype=np.int64)
+            cu_seqlens = c_array(docs, np.int64)
         if not 0.0 <= dropout_p < 1.0:
             raise ArgumentError(f"dropout_p: expected a probability in [0, 1), "
                                 f"got {dropout_p!r}")
@@ -167,7 +167,7 @@ def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=
     dk, dv = np.empty(call.k.shape, np.float32), np.empty(call.v.shape, np.float32)
     dsinks = None if call.sinks is None else np.empty(h, np.float32)
     _ropeattn.attention_backward(context, dq, dk, dv, dsinks, input_view(dout), call.q, call.k,
-                                 call.v, input_view(out), np.ascontiguousarray(lse), call.qd,
+                                 call.v, input_view(out), c_array(lse), call.qd,
                                  call.kv, *call.options)
     return dq, dk, dv, dsinks
 

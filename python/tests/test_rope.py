@@ -73,6 +73,10 @@ def test_scaled_types(kind):
     assert rope.attention_factor == pytest.approx(af, rel=1e-12)
     x = randn(2, 6, 3, d)
     pos = np.array([0, 5, 17, 300, 4000, 9000])
+    if kind == "dynamic":  # a rope for 2048 tokens: transformers scales a longer sequence
+        with pytest.raises(ropeattn.ArgumentError, match="seq_len"):
+            ropeattn.apply_rotary(x, pos, rope=rope)
+        pos = np.array([0, 5, 17, 300, 1000, 2047])
     # yarn's factor 1.139 scales cos and sin: |x| up to ~7.
     np.testing.assert_allclose(ropeattn.apply_rotary(x, pos, rope=rope),
                                ref.rope_half(x, pos, inv, af), rtol=0, atol=2 * F32_ATOL)

@@ -345,20 +345,20 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
     if (rope && rope->config.head_dim != head_dim)
         return ra_fail(RA_ERR_SHAPE, "rope's head_dim %lld is not the cache's %lld",
                        (long long)rope->config.head_dim, (long long)head_dim);
-    *p = ra_positions_start(0); /* read only to rotate */
-    if (rope) RA_TRY(ra_positions_read(p, positions, rope, batch, seq, 0)); /* a [B, S] grid */
-    /* q and k are rotated in place: no element may be read or written twice */
-    if (q && ra_tensors_share_elements(q, k))
-        return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
-    if (q && ra_tensors_share_elements(q, v))
-        return ra_fail(RA_ERR_ARGUMENT, "q and v share elements");
-    if (ra_tensors_share_elements(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k and v share elements");
     for (int64_t b = 0; b < batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
         if (n < 0 || n > seq)
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
                            (long long)b, (long long)n, (long long)seq);
     }
+    *p = ra_positions_start(0); /* read only to rotate; a [B, S] grid */
+    if (rope) RA_TRY(ra_positions_read_new(p, positions, rope, batch, seq, n_new));
+    /* q and k are rotated in place: no element may be read or written twice */
+    if (q && ra_tensors_share_elements(q, k))
+        return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
+    if (q && ra_tensors_share_elements(q, v))
+        return ra_fail(RA_ERR_ARGUMENT, "q and v share elements");
+    if (ra_tensors_share_elements(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k and v share elements");
     return RA_OK;
 }
 

@@ -411,8 +411,9 @@ def freqs_cases(out):
            "rope_scaling": {"type": "dynamic", "factor": 2.0}}
     p = cfg["rope_scaling"]
     add("dynamic", [], 64, "dynamic", 1e4, p, M=2048, positions=interesting(2048), config=cfg)
+    # a rope for L: positions of a longer sequence are refused (fc_*_beyond)
     add("dynamic_seq_len", ["--seq-len", "3000"], 64, "dynamic", 1e4, p, M=2048, L=3000,
-        positions=interesting(2048), config=cfg)
+        positions=interesting(2048)[interesting(2048) < 3000], config=cfg)
     add("dynamic_short", [], 64, "dynamic", 1e4, p, M=2048, config=cfg)
     add("dynamic_flag_max", ["--max-position-embeddings", "64"], 64, "dynamic", 1e4, p, M=64,
         config=cfg)
@@ -466,7 +467,8 @@ def freqs_cases(out):
     add("longrope_short", [], 96, "longrope", 1e4, pp, M=131072,
         positions=np.array([0, 1, 100, 4095, 17]), config=cfg)
     add("longrope_seq_len", ["--seq-len", "4096"], 96, "longrope", 1e4, pp, M=131072, L=4096,
-        positions=interesting(4096), dtype=np.int64, config=cfg)
+        positions=interesting(4096)[interesting(4096) < 4096], dtype=np.int64, config=cfg)
+    np.save(f"{out}/fc_pos_4096.npy", np.array([0, 4096], np.int64))
     short = [float(v) for v in np.round(rng.uniform(1.0, 1.2, 48), 6)]
     long = [float(v) for v in np.round(rng.uniform(1.0, 60.0, 48), 6)]
     p = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
@@ -1528,6 +1530,14 @@ expect_error "freqs: empty positions" c.npy -- freqs --head-dim 8 --positions rp
 expect_error "freqs: positions file missing" c.npy -- freqs --head-dim 8 --positions nope.npy \
     --cos c.npy --sin s.npy
 expect_error "freqs: --seq-len 0" c.npy -- $F --seq-len 0
+# a dynamic or longrope rope is for its length: transformers gives a longer
+# sequence other frequencies
+expect_error "freqs: dynamic, a position past --seq-len" c.npy -- freqs \
+    --config fc_dynamic_seq_len.json --seq-len 3000 --positions fc_pos_4096.npy --cos c.npy \
+    --sin s.npy
+expect_error "freqs: longrope short, a position past the original length" c.npy -- freqs \
+    --config fc_longrope_seq_len.json --seq-len 4096 --positions fc_pos_4096.npy --cos c.npy \
+    --sin s.npy
 expect_error "freqs: --max-position-embeddings abc" c.npy -- $F --max-position-embeddings abc
 expect_error "freqs: --layout is not an option" c.npy -- $F --layout half
 expect_error "rope: --positions of the wrong shape" r.npy -- rope --input rp_x.npy \

@@ -6,8 +6,8 @@ import numbers
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import (BF16, F16, F32, OTHER, array4, as_bshd, check_shape, dtype_code,
-                      input_view, maps)
+from ._arrays import (BF16, F16, F32, OTHER, array4, as_bshd, c_array, check_shape,
+                      dtype_code, input_view, maps)
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
@@ -74,12 +74,12 @@ class _Call:
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
         if sinks is not None:
-            sinks = np.ascontiguousarray(sinks, dtype=np.float32)
+            sinks = c_array(sinks, np.float32)
         if cu_seqlens is not None:
             docs = np.asarray(cu_seqlens)
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
-            cu_seqlens = np.ascontiguousarray(docs, dtype=np.int64)
+            cu_seqlens = c_array(docs, np.int64)
         _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens)
         b, s = q.shape[:2]
         if padding_mask is not None:
@@ -214,7 +214,7 @@ def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=
     dsinks = None if call.sinks is None else np.empty(h, np.float32)
     _ropeattn.attention_backward(context, *(as_bshd(a, shape) for a in (dq, dk, dv)), dsinks,
                                  input_view(as_bshd(dout, shape)), call.q, call.k, call.v,
-                                 input_view(as_bshd(out, shape)), np.ascontiguousarray(lse),
+                                 input_view(as_bshd(out, shape)), c_array(lse),
                                  call.qd, call.kv, *call.options)
     return dq, dk, dv, dsinks
 

@@ -8,7 +8,8 @@ import sys
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import OTHER, array4, as_bshd, check_shape, dtype_code, input_view, maps
+from ._arrays import (OTHER, array4, as_bshd, c_array, check_shape, dtype_code, input_view,
+                      maps)
 from ._ropeattn import ArgumentError, DtypeError
 
 # ra_rope_type and ra_layout (ropeattn.h), by Hugging Face's names.
@@ -247,12 +248,12 @@ def _positions(positions, b, s, mrope=False):
         if ids.size and ids.min() < 0:
             raise ArgumentError(f"positions: {ids.min()} is negative")
         full = ids[:, None, :] if ids.ndim == 2 else ids
-        return 0, np.ascontiguousarray(np.broadcast_to(full, (3, b, s)), dtype=np.int64)
+        return 0, c_array(np.broadcast_to(full, (3, b, s)), np.int64)
     if ids.shape not in ((s,), (b, s)):
         raise ArgumentError(f"positions: expected shape ({s},) or ({b}, {s}), got {ids.shape}")
     if ids.size and ids.min() < 0:
         raise ArgumentError(f"positions: {ids.min()} is negative")
-    return 0, np.ascontiguousarray(np.broadcast_to(ids, (b, s)), dtype=np.int64)
+    return 0, c_array(np.broadcast_to(ids, (b, s)), np.int64)
 
 
 def _positions_of(positions, x, shape, mrope):

@@ -2,18 +2,19 @@
  * ra_attention_backward on strided views, their options as arguments. */
 #include "ext.h"
 
-/* A C-contiguous array of n elements of type `type` (NPY_*), or 0 with
- * ValueError naming it; None gives *p = NULL.  writable: for an output. */
+/* A C-contiguous, aligned array of n elements of type `type` (NPY_*), or 0
+ * with ValueError naming it; None gives *p = NULL.  writable: for an output. */
 static int contiguous(PyObject *obj, int type, npy_intp n, int writable, const char *name,
                       void **p)
 {
     *p = NULL;
     if (obj == Py_None) return 1;
     PyArrayObject *a = (PyArrayObject *)obj;
-    if (!PyArray_Check(obj) || PyArray_TYPE(a) != type || !PyArray_IS_C_CONTIGUOUS(a) ||
+    if (!PyArray_Check(obj) || PyArray_TYPE(a) != type || !PyArray_ISCARRAY_RO(a) ||
         PyArray_SIZE(a) != n || (writable && !PyArray_ISWRITEABLE(a))) {
-        PyErr_Format(ra_ext_value_error, "%s: expected a C-contiguous%s array of %zd elements "
-                     "of the right dtype", name, writable ? ", writable" : "", (Py_ssize_t)n);
+        PyErr_Format(ra_ext_value_error, "%s: expected a C-contiguous, aligned%s array of %zd "
+                     "elements of the right dtype", name, writable ? ", writable" : "",
+                     (Py_ssize_t)n);
         return 0;
     }
     *p = PyArray_DATA(a);

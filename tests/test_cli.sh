@@ -1215,6 +1215,9 @@ expect_usage "attention: no config, --rope-parameters without rope_theta" \
     --rope-parameters '{"rope_type": "linear", "factor": 2}'
 expect_usage "attention: a folder without config.json" "no config.json in sharded:" -- \
     attention --weights sharded --input x.npy --output y.npy --n-heads 4 --layer 1
+expect_usage "attention: --output is the config.json beside the weights" \
+    "the config.json beside --weights ck500k/config.json name the same file" -- \
+    attention --weights ck500k --input x.npy --output ck500k/config.json
 expect_error "attention: a folder without a checkpoint" y.npy -- \
     attention --weights ck_empty --input x.npy --output y.npy --n-heads 4 --theta 10000
 if grep -q "ck_empty: a folder with neither model.safetensors nor" "$TMP/stderr"; then pass

@@ -442,16 +442,17 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     return attention_grads_run(&job, ctx);
 }
 
-/* The outputs, checked, and every file named on the command line checked
- * against them. */
-static int check_files(const attention_options *opts, cli_outputs *outputs)
+/* The outputs, checked, and every file named on the command line (and the
+ * config beside the weights) checked against them. */
+static int check_files(const attention_options *opts, const checkpoint_paths *paths,
+                       cli_outputs *outputs)
 {
     int failed = cli_outputs_add(outputs, "--output", opts->output);
     if (!failed && opts->grads) failed = cli_outputs_add(outputs, "--grads", opts->grads);
     const char *const inputs[][2] = {{"--weights", opts->weights},
                                      {"--input", opts->input},
                                      {"--grad-output", opts->grad_output},
-                                     {"--config", opts->rope.config_path},
+                                     {paths->config_option, opts->rope.config_path},
                                      {"--positions", opts->rope.positions_path},
                                      {"--attention-mask", opts->attention_mask}};
     for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
@@ -512,10 +513,10 @@ static int run(attention_options *opts)
     int components = 1; /* 3: --positions holds 3-D positions */
     cli_outputs outputs = {0};
     int failed = checkpoint_paths_find(&opts->weights, &opts->rope.config_path, &paths);
-    if (!failed) failed = check_files(opts, &outputs);
+    if (!failed) failed = check_files(opts, &paths, &outputs);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
-    if (!failed) failed = rope_cli_require_rope("attention", &opts->rope, &src, &paths);
     if (!failed) failed = open_checkpoint(opts, &outputs, &ckpt);
+    if (!failed) failed = rope_cli_require_rope("attention", &opts->rope, &src, &paths);
     if (!failed && (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
                     (opts->grad_output &&
                      ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))

@@ -434,7 +434,7 @@ static int run(convert_options *opts)
     if (!failed) failed = cli_outputs_add(&outputs, "--output", opts->output);
     if (!failed) failed = cli_outputs_check_input(&outputs, "--weights", opts->weights);
     if (!failed && opts->config)
-        failed = cli_outputs_check_input(&outputs, "--config", opts->config);
+        failed = cli_outputs_check_input(&outputs, paths.config_option, opts->config);
     if (!failed) failed = rope_source_load(&rope_opts, &src);
     /* A family's checkpoint is stored in its own layout (Cohere and GLM:
      * interleaved): converting "to" it would permute rows already there. */

@@ -52,6 +52,8 @@ int checkpoint_paths_find(const char **weights, const char **config, checkpoint_
     paths->folder = strcmp(paths->weights, paths->given) != 0; /* a file is taken as given */
     *weights = paths->weights;
     if (!*config && paths->config[0]) *config = paths->config;
+    paths->config_option = *config == paths->config ? "the config.json beside --weights"
+                                                    : "--config";
     return 0;
 }
 

@@ -71,6 +71,7 @@ typedef struct checkpoint_paths {
     char weights[CHECKPOINT_PATH_LEN], config[CHECKPOINT_PATH_LEN]; /* config: "" for none */
     const char *given; /* W as given */
     int folder;        /* W is a folder */
+    const char *config_option; /* names the config read: "--config", or the one beside */
 } checkpoint_paths;
 
 /* Fills paths from *weights (W), then points *weights at paths->weights

@@ -86,7 +86,7 @@ int checkpoint_paths_find(const char **weights, const char **config, checkpoint_
 typedef struct rope_source {
     ra_hf_config *config;
     const ra_hf_fields *fields; /* config's keys */
-    int has_config;             /* --config was given */
+    int has_config;             /* a config.json was read (--config or the one beside) */
 } rope_source;
 
 /* Reads --config and applies the flags.  On failure prints one message and

@@ -128,6 +128,15 @@ RA_HF_API ra_status ra_hf_checkpoint_tensor(const ra_hf_checkpoint *ckpt, const 
  * success. */
 RA_HF_API ra_status ra_hf_checkpoint_read_f32(const ra_hf_checkpoint *ckpt, const char *name,
                                               float *dst, int64_t count);
+/* Where a checkpoint's files are, as transformers' from_pretrained finds
+ * them in a folder: path a folder gives its model.safetensors, else its
+ * model.safetensors.index.json (RA_ERR_NOT_FOUND with neither); any other
+ * path is the weights as given (for ra_hf_checkpoint_open to open or
+ * refuse).  config: the config.json in the weights' folder where that is
+ * a file, else "" (nothing is opened).  weights and config are buffers of
+ * size bytes each (RA_ERR_SIZE when a path does not fit); "" on failure. */
+RA_HF_API ra_status ra_hf_checkpoint_find(const char *path, char *weights, char *config,
+                                          size_t size);
 
 /* ---- config.json ------------------------------------------------------- */
 

@@ -761,24 +761,26 @@ expect_ok "attention 2-D input is batch 1" y2.npy ref_F32_0.npy 1e-4 -- \
 expect_ok "attention HF names + config = seed names" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf.safetensors --input x.npy --output y.npy --config llama.json
 expect_ok "attention HF self_attn. names" y.npy y_seed.npy 1e-5 -- \
-    attention --weights hf_bare.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
+    attention --weights hf_bare.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000 \
+    --layout half
 expect_ok "attention HF --layer 1 of 2" y.npy ref_layer1.npy 1e-4 -- \
     attention --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 \
-    --theta 10000 --layer 1
+    --theta 10000 --layer 1 --layout half
 expect_ok "attention sharded checkpoint, --layer 0 over two shards" y.npy y_seed.npy 1e-5 -- \
     attention --weights sharded/model.safetensors.index.json --input x.npy --output y.npy \
     --config llama.json --layer 0
 expect_ok "attention sharded checkpoint, --layer 1" y.npy ref_layer1.npy 1e-4 -- \
     attention --weights sharded/model.safetensors.index.json --input x.npy --output y.npy \
-    --n-heads 4 --theta 10000 --layer 1
+    --n-heads 4 --theta 10000 --layer 1 --layout half
 expect_ok "attention HF --layer 0 of 2" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf_2layers.safetensors --input x.npy --output y.npy --config llama.json \
     --layer 0
 expect_ok "attention rope_theta from config" y.npy ref_start7_theta500k.npy 1e-4 -- \
-    attention --weights hf.safetensors --input x.npy --output y.npy --config config_theta.json
+    attention --weights hf.safetensors --input x.npy --output y.npy --config config_theta.json \
+    --layout half
 expect_ok "attention flags override config" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf.safetensors --input x.npy --output y.npy --config config_theta.json \
-    --theta 10000 --n-heads 4
+    --theta 10000 --n-heads 4 --layout half
 # A sliding window as long as the input, or one the config turns off or
 # gives other layers, changes nothing.
 expect_ok "attention sliding_window = seq" y.npy y_seed.npy 1e-5 -- attention $SEED \
@@ -787,10 +789,10 @@ expect_ok "attention use_sliding_window false" y.npy y_seed.npy 1e-5 -- attentio
     --config cw_off.json
 expect_ok "attention window from max_window_layers 1, --layer 0" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf_2layers.safetensors --input x.npy --output y.npy \
-    --config cw_from1.json --layer 0
+    --config cw_from1.json --layer 0 --layout half
 expect_ok "attention layer_types full, --layer 0" y.npy y_seed.npy 1e-5 -- \
     attention --weights hf_2layers.safetensors --input x.npy --output y.npy \
-    --config cw_types.json --layer 0
+    --config cw_types.json --layer 0 --layout half
 
 # ---- attention through a KV cache (--prefill) ------------------------------
 # The first P tokens of each sequence as one prefill, the rest one decode step
@@ -892,7 +894,7 @@ expect_ok "attention --prefill 2 --positions [B, S] = numpy" y.npy at_ref_llama3
     attention $SEED --config at_llama3.json --positions at_pos.npy --prefill 2
 expect_ok "attention --prefill 3, longrope past the original length (HF names)" y.npy \
     at_ref_longrope_40.npy 1e-4 -- attention --weights hf_plain.safetensors --input x.npy \
-    --output y.npy --config at_longrope.json --start-pos 40 --prefill 3
+    --output y.npy --config at_longrope.json --start-pos 40 --prefill 3 --layout half
 
 # expect_usage NAME PATTERN -- ARGS...: ropeattn ARGS must exit 2 with one
 # stderr line matching PATTERN, and write no y.npy.
@@ -1139,15 +1141,16 @@ expect_ok "rope --inverse with positions undoes rope" back.npy rp_x2_64.npy 1e-6
 # attention: partial rotary from config.json (HF names, rotate_half on the
 # first rotary_dim features), llama3 with --positions, longrope + partial.
 expect_ok "attention partial_rotary_factor 0.5 (config)" y.npy at_ref_partial.npy 1e-4 -- \
-    attention --weights hf_plain.safetensors --input x.npy --output y.npy --config at_partial.json
+    attention --weights hf_plain.safetensors --input x.npy --output y.npy --config at_partial.json \
+    --layout half
 expect_ok "attention llama3 config + --positions [B, S]" y.npy at_ref_llama3.npy 1e-4 -- \
     attention $SEED --config at_llama3.json --positions at_pos.npy
 expect_ok "attention longrope + partial rotary, short factors" y.npy at_ref_longrope_0.npy \
     1e-4 -- attention --weights hf_plain.safetensors --input x.npy --output y.npy \
-    --config at_longrope.json
+    --config at_longrope.json --layout half
 expect_ok "attention longrope, long factors past the original length" y.npy \
     at_ref_longrope_40.npy 1e-4 -- attention --weights hf_plain.safetensors --input x.npy \
-    --output y.npy --config at_longrope.json --start-pos 40
+    --output y.npy --config at_longrope.json --start-pos 40 --layout half
 
 # convert-layout: permuted rows exactly, everything else byte for byte, and a
 # round trip that reproduces the input.
@@ -1223,9 +1226,10 @@ expect_ok "attention: config.json beside = --config" y.npy y_500k.npy 0 -- \
 expect_ok "attention: a checkpoint folder as --weights" y.npy y_500k.npy 0 -- \
     attention --weights ck500k --input x.npy --output y.npy
 expect_ok "attention: a folder's model.safetensors before its index" y.npy y_500k.npy 0 -- \
-    attention --weights ck_both/ --input x.npy --output y.npy --n-heads 4
+    attention --weights ck_both/ --input x.npy --output y.npy --n-heads 4 --layout half
 expect_ok "attention: a folder's sharded index" y.npy ref_layer1.npy 1e-4 -- \
-    attention --weights sharded --input x.npy --output y.npy --n-heads 4 --theta 10000 --layer 1
+    attention --weights sharded --input x.npy --output y.npy --n-heads 4 --theta 10000 --layer 1 \
+    --layout half
 expect_ok "attention: no config, the rope from --rope-parameters' rope_theta" y.npy \
     ref_F32.npy 1e-4 -- attention $SEED --n-heads 4 \
     --rope-parameters '{"rope_type": "default", "rope_theta": 10000}'
@@ -1235,6 +1239,10 @@ expect_usage "attention: no config and no --theta" \
 expect_usage "attention: no config, --rope-parameters without rope_theta" \
     "no config.json beside seed_F32.safetensors" -- attention $SEED --n-heads 4 \
     --rope-parameters '{"rope_type": "linear", "factor": 2}'
+expect_error "attention: no config, Hugging Face names without --layout" y.npy -- \
+    attention --weights hf_bare.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
+if grep -q "no config names a model_type: give the layout (--layout" "$TMP/stderr"; then pass
+else fail "attention: HF names without a family or --layout: $(cat "$TMP/stderr")"; fi
 expect_usage "attention: a folder without config.json" "no config.json in sharded:" -- \
     attention --weights sharded --input x.npy --output y.npy --n-heads 4 --layer 1
 expect_usage "attention: --output is the config.json beside the weights" \

@@ -103,7 +103,8 @@ expect_message "attention, 0 tokens" "is empty" -- \
     attention --weights good.safetensors --input x_tokens0.npy --output y.npy --n-heads 4 \
     --theta 10000
 expect_message "attention, X dim 0" "last axis 0" -- \
-    attention --weights good.safetensors --input x_dim0.npy --output y.npy --n-heads 4 --theta 10000
+    attention --weights good.safetensors --input x_dim0.npy --output y.npy --n-heads 4 --theta 10000 \
+    --layout half
 expect_message "convert-layout, wq [0, 64]" "0 rows, not a positive multiple" -- \
     $CONV --weights q_rows0.safetensors
 expect_message "convert-layout, wq [64, 0]" "q_proj.weight" -- $CONV --weights q_cols0.safetensors

@@ -144,6 +144,7 @@ static ra_hf_layer *load(const char *file, const char *config_text, int64_t laye
     ra_hf_options o = ra_hf_options_init();
     o.layer = layer_no;
     o.n_tokens = S;
+    if (!strstr(config_text, "model_type")) o.layout = RA_LAYOUT_HALF; /* test_no_family */
     if (ckpt && config)
         CHECK(ra_hf_layer_create(&layer, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
     CHECK(ra_hf_last_error()[0] == '\0', "a success leaves \"%s\"", ra_hf_last_error());
@@ -394,6 +395,11 @@ static void test_failures(void)
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_NOT_FOUND,
            "no attention weights for layer 0", "layer 0 of a file of layer 1");
     o.layer = 1;
+    /* Hugging Face names with no model_type: the layout is the family's
+     * (Cohere's q_proj pairs interleaved), so it must be given. */
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT,
+           "no config names a model_type: give the layout", "HF names, no family, no layout");
+    o.layout = RA_LAYOUT_HALF;
     o.n_heads = 3;
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE, "q_proj.weight",
            "3 heads of 8 against wq's 32 rows");
@@ -410,6 +416,7 @@ static void test_failures(void)
     struct { ra_hf_options o; int64_t later; } newer = {ra_hf_options_init(), 0};
     newer.o.struct_size = sizeof newer;
     newer.o.layer = 1;
+    newer.o.layout = RA_LAYOUT_HALF;
     newer.o.n_tokens = S;
     CHECK(ra_hf_layer_create(&layer, ckpt, config, &newer.o) == RA_OK, "%s", ra_hf_last_error());
     ra_hf_layer_destroy(layer);
@@ -455,7 +462,7 @@ static void test_head_dim_option(void)
           "%s", ra_hf_last_error());
     if (!ckpt || !config) goto done;
     ra_hf_options o = ra_hf_options_init();
-    o.layer = 1, o.n_tokens = S;
+    o.layer = 1, o.n_tokens = S, o.layout = RA_LAYOUT_HALF;
     o.head_dim = 4; /* 4 heads of 4 against wq's 32 rows */
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE,
            "head_dim 4 (the options')", "head_dim 4 with 4 heads");

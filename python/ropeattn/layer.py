@@ -59,13 +59,15 @@ def _checkpoint_files(path, config):
     """(weights, config) paths, each a str, bytes or os.PathLike as Python's
     file functions take them: a directory gives its model.safetensors, else
     its sharded index (model.safetensors.index.json), the order of
-    transformers' from_pretrained, else its one .safetensors file, and its
-    config.json unless config is given; a file is the weights as it is (a
-    .safetensors file or an index .json)."""
+    transformers' from_pretrained, else its one .safetensors file; a file is
+    the weights as it is (a .safetensors file or an index .json).  The
+    config is config when given, else the config.json beside the weights
+    (None where there is none)."""
     path = os.fsdecode(path)
     config = None if config is None else os.fsdecode(config)
-    if not os.path.isdir(path):
-        return path, config  # the library opens it, and says why not
+    if not os.path.isdir(path):  # the library opens it, and says why not
+        beside = os.path.join(os.path.dirname(path), "config.json")
+        return path, config if config is not None or not os.path.isfile(beside) else beside
     weights = None
     for name in ("model.safetensors", "model.safetensors.index.json"):
         if os.path.isfile(os.path.join(path, name)):
@@ -80,6 +82,16 @@ def _checkpoint_files(path, config):
     if config is None and os.path.isfile(os.path.join(path, "config.json")):
         config = os.path.join(path, "config.json")
     return weights, config
+
+
+def _rope_keys(rope_parameters):
+    """The keys of rope_parameters: a dict, its JSON text, or None."""
+    if isinstance(rope_parameters, (str, bytes)):
+        try:
+            rope_parameters = json.loads(rope_parameters)
+        except ValueError:
+            return ()  # the library refuses it, naming the problem
+    return rope_parameters if isinstance(rope_parameters, dict) else ()
 
 
 def _count(value, name, least):
@@ -135,15 +147,18 @@ class Layer:
 
           path: a checkpoint directory (config.json and model.safetensors,
             else a sharded model.safetensors.index.json, as transformers
-            takes them), or a .safetensors file or index .json (then config=
-            gives config.json; without it the layer needs n_heads); a str,
+            takes them), or a .safetensors file or index .json; a str,
             bytes or os.PathLike, as config.
           layer: the layer's number in the tensor names
             (model.layers.N.self_attn.*); None: the checkpoint holds one
             layer's tensors only.
           context: the ropeattn.Context the calls use unless given theirs
             (None: the default Context, as attention's).
-          config: config.json's path (a directory's own by default).
+          config: config.json's path; by default the one beside the
+            weights, as transformers reads it.  With none there, the rope
+            must be given (theta=, or rope_parameters with rope_theta), and
+            n_heads, and layout= for Hugging Face names (the pairing is the
+            family's): never theta 10000 by default.
           n_heads, n_kv_heads: override the config's head counts.
           layout: "half" or "interleaved" (None: the names' and family's:
             Hugging Face's q_proj names rotate halves, Meta's wq pairs).
@@ -175,6 +190,10 @@ class Layer:
         libropeattn_hf's message, naming the file, tensor or key).
         """
         weights, config = _checkpoint_files(path, config)
+        if (config is None and theta is None and os.path.exists(weights) and
+                "rope_theta" not in _rope_keys(rope_parameters)):  # a missing file: its error
+            raise ArgumentError(f"no config.json beside {weights}: give config=, or the rope: "
+                                f"theta= (or rope_parameters with rope_theta)")
         if layout is not None and layout not in LAYOUTS:
             raise ArgumentError(f'layout: expected "half", "interleaved" or None, '
                                 f'got {layout!r}')

@@ -200,11 +200,30 @@ def test_file_and_config_paths():
     layer = ropeattn.Layer.from_pretrained(d / "model.safetensors", layer=case["layer"],
                                            config=d / "config.json")
     assert rel(layer(x, positions=pos), y) < 1e-5
-    # Without config.json the rope is the default one: another y.
-    plain = ropeattn.Layer.from_pretrained(str(d / "model.safetensors"), layer=case["layer"],
-                                           n_heads=4)
-    assert plain.config["rope"]["type"] == "default"
-    assert rel(plain(x, positions=pos), y) > 1e-3
+    # Without config=, the config.json beside the weights, as transformers.
+    beside = ropeattn.Layer.from_pretrained(str(d / "model.safetensors"), layer=case["layer"])
+    assert np.array_equal(beside(x, positions=pos), layer(x, positions=pos))
+
+
+def test_no_config_needs_the_rope(tmp_path):
+    """Weights with no config.json beside them: the rope is asked for, never
+    theta 10000 by default; Hugging Face names ask for the layout too (Cohere
+    and GLM pair their features interleaved under the same names)."""
+    d, case, x, pos, y = load("llama_default")
+    weights = tmp_path / "model.safetensors"
+    shutil.copy(d / "model.safetensors", weights)
+    config = json.loads((d / "config.json").read_text())
+    theta = config.get("rope_theta") or config["rope_parameters"]["rope_theta"]
+    with pytest.raises(ropeattn.ArgumentError, match="theta="):
+        ropeattn.Layer.from_pretrained(weights, layer=case["layer"],
+                                       n_heads=config["num_attention_heads"])
+    with pytest.raises(ropeattn.ArgumentError, match="layout"):
+        ropeattn.Layer.from_pretrained(weights, layer=case["layer"], theta=theta,
+                                       n_heads=config["num_attention_heads"])
+    plain = ropeattn.Layer.from_pretrained(
+        weights, layer=case["layer"], theta=theta, layout="half",
+        n_heads=config["num_attention_heads"], n_kv_heads=config["num_key_value_heads"])
+    assert rel(plain(x, positions=pos), y) < 1e-5
 
 
 def test_folder_prefers_model_safetensors(tmp_path):
@@ -345,7 +364,7 @@ def test_bad_inputs(tmp_path):
         ropeattn.Layer.from_pretrained(tmp_path)  # a directory without weights
     (tmp_path / "bad.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{nonsense")
     with pytest.raises(ropeattn.FormatError, match="bad.safetensors"):
-        ropeattn.Layer.from_pretrained(tmp_path / "bad.safetensors")
+        ropeattn.Layer.from_pretrained(tmp_path / "bad.safetensors", theta=1e4)
     with pytest.raises(ropeattn.NotFoundError, match="no attention weights for layer 7"):
         ropeattn.Layer.from_pretrained(HF / "llama_default", layer=7)
     with pytest.raises(ropeattn.ArgumentError, match="layer"):

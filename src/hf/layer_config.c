@@ -440,6 +440,11 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
      * (Cohere and GLM pair q_proj's features interleaved), else the names'. */
     ra_layout layout = t->layout;
     if (config->fields.family && layout == RA_LAYOUT_HALF) layout = config->fields.family->layout;
+    if (!config->fields.family && layout == RA_LAYOUT_HALF && options->layout < 0)
+        return hf_fail(RA_ERR_ARGUMENT, "%s: how q and k pair their features under these "
+                       "tensor names is the model family's (half for Llama, interleaved for "
+                       "Cohere and GLM), and no config names a model_type: give the layout "
+                       "(--layout, ra_hf_options.layout)", path);
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
     RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
     RA_HF_TRY(resolve_llama4(&j, t->layer, out));

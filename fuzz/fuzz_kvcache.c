@@ -255,7 +255,7 @@ static void do_append(fuzz_input *in, state *s)
         }
     snapshot before = take_snapshot(s);
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
-    ra_status st = ra_kv_cache_append(s->cache, ctx, s->rope, q, k, v, &fp.p, np);
+    ra_status st = ra_kv_cache_append(ctx, s->cache, s->rope, q, k, v, &fp.p, np);
     if (valid && fits) FUZZ_CHECK(st == RA_OK, "valid append refused: %d", (int)st);
     if (valid && !fits)
         FUZZ_CHECK(st == RA_ERR_CACHE_FULL, "an append past the capacity: %d", (int)st);

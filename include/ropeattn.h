@@ -38,10 +38,14 @@
  *   - No public struct holds another by value (ra_layer_config points at
  *     its rope's config).  ra_tensor, a plain view like DLPack's DLTensor,
  *     keeps its layout.
- *   - Argument order: ra_X_create(&out, ...) makes an X; a function named
- *     ra_X_verb takes the X first, then the context, then its outputs, its
- *     inputs and its options, in that order; functions of no object
- *     (ra_attention, ra_attention_decode, ...) take the context first.
+ *   - Argument order: ra_X_create(&out, ...) makes an X; every function
+ *     that takes a context takes it first, then the object it works on (the
+ *     X of ra_X_verb, the cache of ra_attention_decode), then its outputs,
+ *     its inputs and its options, in that order: ra_layer_forward(ctx,
+ *     layer, y, x, ...),
+ *     ra_kv_cache_append(ctx, cache, rope, ...), ra_attention_decode(ctx,
+ *     cache, out, q, ...).  A function without a context takes its object
+ *     first (ra_kv_cache_set_scales(cache, ...)).
  *   - Dropout is one pair of fields wherever it applies: dropout (the
  *     probability p, 0 = none, as in inference) and seed.
  *
@@ -497,14 +501,14 @@ RA_API ra_status ra_rope_table_mrope(const ra_rope *rope, float *cos, float *sin
  * storage dtype, as the reference code's .float() ... .type_as() does; a result
  * beyond the dtype's range is stored as +-Inf (see "Numbers at the edges").
  *   x, out: [B, S, heads, D] */
-RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx,
+RA_API ra_status ra_rope_apply(ra_context *ctx, const ra_rope *rope,
                                const ra_tensor *out, const ra_tensor *x,
                                const ra_positions *positions,
                                ra_direction direction);
 
 /* Contiguous float32 in place, start position start_pos: the common case.
  *   x: [B, S, heads, D] */
-RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx,
+RA_API ra_status ra_rope_apply_f32(ra_context *ctx, const ra_rope *rope,
                                    float *x, int64_t batch, int64_t seq,
                                    int64_t heads, int64_t start_pos);
 
@@ -916,7 +920,7 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
  * engine's shard receives them), q is left alone and positions are not read
  * (NULL allowed).
  *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
-RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
+RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new);
@@ -1034,7 +1038,7 @@ RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
  * a cache's.  RA_ERR_CACHE_FULL (nothing changed) when the pool lacks the
  * pages.
  *   q: [N, S, H, D] f32 or NULL    k, v: [N, S, Hkv, D] f32    N = n_ids */
-RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_rope *rope,
+RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_rope *rope,
                                    const int64_t *ids, int64_t n_ids, const ra_tensor *q,
                                    const ra_tensor *k, const ra_tensor *v,
                                    const ra_positions *positions, const int64_t *n_new);
@@ -1259,7 +1263,7 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
  * transformers.  Packed positions (ra_positions.cu_seqlens) are refused
  * with RA_ERR_UNSUPPORTED: give options.cu_seqlens and position ids.
  *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
-RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer,
                                   float *y, const float *x, int64_t batch,
                                   int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options);
@@ -1289,7 +1293,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * and prefill(N - k) + k steps differ by the cache's quantization, not by
  * float32 rounding alone.
  *   x, y: [B, S, dim] */
-RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
                                          ra_kv_cache *cache, float *y, const float *x,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
@@ -1304,7 +1308,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
  * A latent attention (MLA) layer, or an engine without decode, is
  * RA_ERR_UNSUPPORTED.  The engine's failure is the call's, with y untouched
  * (what the cache holds then is the engine's to say). */
-RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *layer,
                                               ra_kv_cache *cache, float *y, const float *x,
                                               int64_t batch, int64_t seq,
                                               const ra_positions *positions,
@@ -1330,7 +1334,7 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
  * refusal).  Latent attention: RA_ERR_UNSUPPORTED (its cache holds
  * latents: ra_kv_cache_create_latent).  Inference only.
  *   x, y: [N, S, dim]    N = n_ids */
-RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
                                         ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
                                         float *y, const float *x, int64_t seq,
                                         const int64_t *n_new, const ra_positions *positions);
@@ -1371,7 +1375,7 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
  * ra_layer_backward refuses it (RA_ERR_ARGUMENT) until the next forward.
  *   x: [B, S, dim] (kept by pointer until the backward)
  *   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
-RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
+RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,
                                         const ra_attention_options *options);
@@ -1429,7 +1433,7 @@ static inline ra_layer_grads ra_layer_grads_init(void)
  * Thread count: the same bits for any context (OpenBLAS's own thread count
  * may change the last bits of its products).
  *   dy, dx: [B, S, dim] of the recorded forward */
-RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
+RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy);
 

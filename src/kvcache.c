@@ -300,10 +300,10 @@ static void append_task(void *arg, int64_t task, int thread)
     if (job->rope) { /* else stored as given */
         ra_positions pos = ra_positions_of_rows(job->positions, b, s0, seq);
         ra_tensor k = rows_of(job->k, b, s0, len);
-        ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
+        ra_rope_apply(NULL, job->rope, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
         if (job->q) {
             ra_tensor q = rows_of(job->q, b, s0, len);
-            ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+            ra_rope_apply(NULL, job->rope, &q, &q, &pos, RA_FORWARD);
         }
     }
     int64_t at = job->cache->length[b] + s0;
@@ -384,7 +384,7 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
     return RA_OK;
 }
 
-RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
+RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new)

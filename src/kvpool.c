@@ -300,13 +300,13 @@ static void pool_append_task(void *arg, int64_t task, int thread)
         k.data = (char *)k.data + (size_t)(i * k.stride[0] + s0 * k.stride[1]) * sizeof(float);
         k.shape[0] = 1;
         k.shape[1] = len;
-        ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
+        ra_rope_apply(NULL, job->rope, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
         if (job->q) {
             ra_tensor q = *job->q;
             q.data = (char *)q.data + (size_t)(i * q.stride[0] + s0 * q.stride[1]) * sizeof(float);
             q.shape[0] = 1;
             q.shape[1] = len;
-            ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
+            ra_rope_apply(NULL, job->rope, &q, &q, &pos, RA_FORWARD);
         }
     }
     const ra_kv_sequence *s = &job->pool->seqs[job->ids[i]];
@@ -419,7 +419,7 @@ ra_status ra_kv_pool_check_ids(const ra_kv_pool *pool, const int64_t *ids, int64
     return check_ids(pool, ids, n_ids, 0);
 }
 
-RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_rope *rope,
+RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_rope *rope,
                                    const int64_t *ids, int64_t n_ids, const ra_tensor *q,
                                    const ra_tensor *k, const ra_tensor *v,
                                    const ra_positions *positions, const int64_t *n_new)

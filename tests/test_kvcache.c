@@ -96,11 +96,11 @@ static void test_prefill_then_decode(void)
         float *steps = malloc(4 * batch * n * dim), *plain = malloc(4 * batch * n * dim);
         float *xs = malloc(4 * batch * n * dim), *ys = malloc(4 * batch * n * dim);
         ra_test_fill(x, batch * n * dim, 7 + t);
-        CHECK(ra_layer_forward(m.layer, ctx, plain, x, batch, n, NULL, NULL) == RA_OK, "plain");
+        CHECK(ra_layer_forward(ctx, m.layer, plain, x, batch, n, NULL, NULL) == RA_OK, "plain");
         for (int dt = RA_F32; dt <= RA_BF16; dt++) {
             ra_kv_cache *cache;
             CHECK(ra_kv_cache_create(&cache, batch, n + 3, m.hkv, d, (ra_dtype)dt) == RA_OK, "cache");
-            CHECK(ra_layer_forward_cached(m.layer, ctx, cache, full, x, batch, n, NULL) == RA_OK, "full");
+            CHECK(ra_layer_forward_cached(ctx, m.layer, cache, full, x, batch, n, NULL) == RA_OK, "full");
             CHECK(ra_kv_cache_length(cache, 1) == n, "length after prefill");
             ra_kv_cache_reset(cache);
             /* prefill N - k tokens, then one token at a time */
@@ -108,13 +108,13 @@ static void test_prefill_then_decode(void)
             if (p > 0) {
                 for (int64_t b = 0; b < batch; b++)
                     memcpy(xs + b * p * dim, x + b * n * dim, 4 * p * dim);
-                CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, p, NULL) == RA_OK, "p");
+                CHECK(ra_layer_forward_cached(ctx, m.layer, cache, ys, xs, batch, p, NULL) == RA_OK, "p");
                 for (int64_t b = 0; b < batch; b++)
                     memcpy(steps + b * n * dim, ys + b * p * dim, 4 * p * dim);
             }
             for (int64_t s = p; s < n; s++) {
                 for (int64_t b = 0; b < batch; b++) memcpy(xs + b * dim, x + (b * n + s) * dim, 4 * dim);
-                CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, 1, NULL) == RA_OK, "step");
+                CHECK(ra_layer_forward_cached(ctx, m.layer, cache, ys, xs, batch, 1, NULL) == RA_OK, "step");
                 for (int64_t b = 0; b < batch; b++) memcpy(steps + (b * n + s) * dim, ys + b * dim, 4 * dim);
             }
             double e = ra_test_max_rel_diff(steps, full, batch * n * dim);
@@ -169,7 +169,7 @@ static void test_attention_prefill_vs_decode(void)
         ra_tensor tq = ra_tensor_4d(qr, RA_F32, 1, s, h, d), tk = ra_tensor_4d(kr, RA_F32, 1, s, hkv, d);
         ra_tensor tv = ra_tensor_4d(vr, RA_F32, 1, s, hkv, d);
         ra_positions p = {.struct_size = sizeof p, .start = 0};
-        CHECK(ra_kv_cache_append(cache, ctx, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "append");
+        CHECK(ra_kv_cache_append(ctx, cache, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "append");
         ra_tensor kc, vc;
         ra_kv_cache_views(cache, &kc, &vc);
         kc.shape[1] = vc.shape[1] = s;
@@ -184,7 +184,7 @@ static void test_attention_prefill_vs_decode(void)
             ra_tensor k1 = ra_tensor_4d(kr + t * hkv * d, RA_F32, 1, 1, hkv, d);
             ra_tensor v1 = ra_tensor_4d(vr + t * hkv * d, RA_F32, 1, 1, hkv, d);
             ra_positions pt = {.struct_size = sizeof pt, .start = t};
-            CHECK(ra_kv_cache_append(grow, NULL, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
+            CHECK(ra_kv_cache_append(NULL, grow, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
             ra_tensor q1 = ra_tensor_4d(qr + t * h * d, RA_F32, 1, 1, h, d); /* already rotated */
             ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
             CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL, NULL) == RA_OK, "decode");
@@ -223,7 +223,7 @@ static void test_decode_matches_reference(void)
     ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d), tk = ra_tensor_4d(k, RA_F32, b, s, hkv, d);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, b, s, hkv, d);
     ra_positions pos = {.struct_size = sizeof pos, .ids = ids};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
     CHECK(ra_kv_cache_length(cache, 0) == 600 && ra_kv_cache_length(cache, 1) == 257, "lengths");
     /* reference: per sequence, causal attention over its own length */
     for (int64_t bb = 0; bb < b; bb++) {
@@ -324,7 +324,7 @@ static void test_decode_shapes(void)
             ra_tensor tk = ra_tensor_4d(k, RA_F32, b, cap, hkv, d);
             ra_tensor tv = ra_tensor_4d(v, RA_F32, b, cap, hkv, d);
             ra_positions start = {.struct_size = sizeof start};
-            CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, len) == RA_OK,
+            CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &start, len) == RA_OK,
                   "append");
             ra_tensor tq = ra_tensor_4d(q, RA_F32, b, T, H, d);
             ra_tensor to = ra_tensor_4d(out, RA_F32, b, T, H, d);
@@ -379,7 +379,7 @@ static void test_decode_nan_stays_out_of_earlier_rows(void)
     CHECK(ra_kv_cache_create(&cache, 1, len, hkv, d, RA_F32) == RA_OK, "cache");
     ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, len, hkv, d), tv = ra_tensor_4d(v, RA_F32, 1, len, hkv, d);
     ra_positions start = {.struct_size = sizeof start};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, T, H, d), to = ra_tensor_4d(out, RA_F32, 1, T, H, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_OK, "decode");
     for (int64_t t = 0; t < T; t++)
@@ -686,7 +686,7 @@ static void test_errors(void)
     ra_test_fill(q, 40, 3);
     ra_tensor t3k = ra_tensor_4d(k, RA_F32, 1, 3, hkv, d), t3v = ra_tensor_4d(v, RA_F32, 1, 3, hkv, d);
     ra_positions p = {.struct_size = sizeof p, .start = 0};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t3k, &t3v, &p, NULL) == RA_OK, "append 3");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t3k, &t3v, &p, NULL) == RA_OK, "append 3");
     ra_tensor kc, vc;
     CHECK(ra_kv_cache_views(cache, &kc, &vc) == RA_OK, "views");
     uint16_t before[4 * 8];
@@ -694,21 +694,21 @@ static void test_errors(void)
     float k_before[40];
     memcpy(k_before, k, sizeof k);
     ra_tensor t2k = ra_tensor_4d(k, RA_F32, 1, 2, hkv, d), t2v = ra_tensor_4d(v, RA_F32, 1, 2, hkv, d);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_CACHE_FULL,
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_CACHE_FULL,
           "overflow");
     CHECK(ra_kv_cache_length(cache, 0) == 3 && memcmp(before, kc.data, sizeof before) == 0 &&
               memcmp(k_before, k, sizeof k) == 0, "a refused append changed something");
     ra_tensor t1k = ra_tensor_4d(k, RA_F32, 1, 1, hkv, d), t1v = ra_tensor_4d(v, RA_F32, 1, 1, hkv, d);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_CACHE_FULL,
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_CACHE_FULL,
           "full");
     ra_positions neg = {.struct_size = sizeof neg, .start = -1};
     ra_kv_cache_reset(cache);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");
     const int64_t too_many[1] = {2};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, too_many) == RA_ERR_ARGUMENT, "n_new");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &p, too_many) == RA_ERR_ARGUMENT, "n_new");
     ra_tensor wrong = ra_tensor_4d(k, RA_F32, 1, 1, 2, 4);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
     CHECK(ra_kv_cache_length(cache, 0) == 0, "reset");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 2, d), to = ra_tensor_4d(q + 16, RA_F32, 1, 1, 2, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_ERR_SIZE, "decode on an empty cache");

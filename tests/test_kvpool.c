@@ -40,7 +40,7 @@ static ra_status pool_append_rows(ra_kv_pool *pool, const int64_t *ids, int64_t 
     ra_tensor tk = ra_tensor_4d(kt, RA_F32, n, T, hkv, d), tv = ra_tensor_4d(vt, RA_F32, n, T, hkv, d);
     ra_positions at = ra_positions_start(0);
     at.ids = zeros;
-    if (st == RA_OK) st = ra_kv_pool_append(pool, NULL, rope, ids, n, NULL, &tk, &tv, &at, n_new);
+    if (st == RA_OK) st = ra_kv_pool_append(NULL, pool, rope, ids, n, NULL, &tk, &tv, &at, n_new);
     ra_rope_destroy(rope);
     free(kt); free(vt); free(zeros);
     return st;
@@ -412,8 +412,8 @@ static void test_append_matches_cache(void)
         ra_tensor tqa = ra_tensor_4d(qa, RA_F32, B, S, H, D), tka = ra_tensor_4d(ka, RA_F32, B, S, HKV, D);
         ra_tensor tqb = ra_tensor_4d(qb, RA_F32, B, S, H, D), tkb = ra_tensor_4d(kb, RA_F32, B, S, HKV, D);
         ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
-        CHECK(ra_kv_cache_append(cache, NULL, rope, &tqa, &tka, &tv, &at, n_new) == RA_OK, "cache");
-        CHECK(ra_kv_pool_append(pool, ctx, rope, ids, B, &tqb, &tkb, &tv, &at, n_new) == RA_OK,
+        CHECK(ra_kv_cache_append(NULL, cache, rope, &tqa, &tka, &tv, &at, n_new) == RA_OK, "cache");
+        CHECK(ra_kv_pool_append(ctx, pool, rope, ids, B, &tqb, &tkb, &tv, &at, n_new) == RA_OK,
               "pool: %s", ra_last_error());
         CHECK(memcmp(qa, qb, sizeof qa) == 0 && memcmp(ka, kb, sizeof ka) == 0,
               "dtype %d: q and k not rotated as the cache's append does", (int)dtypes[di]);
@@ -432,8 +432,8 @@ static void test_append_matches_cache(void)
         for (int b = 0; b < B; b++)
             CHECK(ra_kv_pool_add_sequence(given_pool, 0, &ids[b]) == RA_OK, "add");
         memcpy(qb, q0, sizeof qb);
-        CHECK(ra_kv_cache_append(given, ctx, NULL, &tqb, &tka, &tv, NULL, n_new) == RA_OK &&
-                  ra_kv_pool_append(given_pool, ctx, NULL, ids, B, &tqb, &tka, &tv, NULL, n_new) ==
+        CHECK(ra_kv_cache_append(ctx, given, NULL, &tqb, &tka, &tv, NULL, n_new) == RA_OK &&
+                  ra_kv_pool_append(ctx, given_pool, NULL, ids, B, &tqb, &tka, &tv, NULL, n_new) ==
                       RA_OK, "dtype %d: append with rope NULL: %s", (int)dtypes[di],
               ra_last_error());
         CHECK(memcmp(qb, q0, sizeof qb) == 0, "rope NULL rotated q");

@@ -41,7 +41,8 @@ int main(void)
     TRY(ra_context_create(&ctx, 2));
 
     /* RoPE: one table for head_dim D, base 10000, the interleaved pairs of
-     * Meta's LLaMA code (RA_LAYOUT_HALF for Hugging Face checkpoints).
+     * Meta's LLaMA code; ra_rope_config_hf(D) for a Hugging Face checkpoint
+     * (rotate_half's pairs, as Python and the CLI default to).
      * Structs the API reads start from their _default / _init function,
      * which sets struct_size (ropeattn.h, "Structs that grow"). */
     ra_rope_config rc = ra_rope_config_default(D);

@@ -26,7 +26,8 @@
  *     ra_layer_weights, ra_layer_grads) begins with struct_size, which the
  *     caller sets to sizeof the struct as its header declares it.  The
  *     inline ra_..._init() functions below (and ra_rope_config_default,
- *     ra_positions_start) return one zeroed with struct_size set: start
+ *     ra_rope_config_hf, ra_positions_start) return one zeroed with
+ *     struct_size set: start
  *     from them, then set fields.
  *   - New fields only ever go at the end, and zero always means "not used"
  *     (the behaviour before the field existed).  So a program built against
@@ -42,10 +43,9 @@
  *     that takes a context takes it first, then the object it works on (the
  *     X of ra_X_verb, the cache of ra_attention_decode), then its outputs,
  *     its inputs and its options, in that order: ra_layer_forward(ctx,
- *     layer, y, x, ...),
- *     ra_kv_cache_append(ctx, cache, rope, ...), ra_attention_decode(ctx,
- *     cache, out, q, ...).  A function without a context takes its object
- *     first (ra_kv_cache_set_scales(cache, ...)).
+ *     layer, y, x, ...), ra_kv_cache_append(ctx, cache, rope, ...),
+ *     ra_attention_decode(ctx, cache, out, q, ...).  A function without a
+ *     context takes its object first (ra_kv_cache_set_scales(cache, ...)).
  *   - Dropout is one pair of fields wherever it applies: dropout (the
  *     probability p, 0 = none, as in inference) and seed.
  *
@@ -329,8 +329,8 @@ typedef enum ra_rope_type {
 
 /* How RoPE is computed: the type, the pairing, the head's size, the base,
  * and the parameters of the scaled types.  Zero means "not given"
- * everywhere, so ra_rope_config_default() plus the fields a checkpoint sets
- * is a valid description. */
+ * everywhere, so ra_rope_config_hf() (or _default()) plus the fields a
+ * checkpoint sets is a valid description. */
 typedef struct ra_rope_config {
     size_t struct_size;    /* sizeof(ra_rope_config) */
     ra_rope_type type;
@@ -388,8 +388,22 @@ typedef struct ra_rope_config {
                                           component gets its s_k pairs */
 } ra_rope_config;
 
-/* type DEFAULT, layout INTERLEAVED, rotary_dim 0, theta 10000,
- * table_size 4096, the scaled types' parameters zero. */
+/* The two starting points, one per way of storing wq and wk (the layouts
+ * drawn at the top of this header); they differ in the layout alone:
+ *   ra_rope_config_default(D)  Meta's LLaMA reference code
+ *                              (precompute_freqs_cis, apply_rotary_emb):
+ *                              RA_LAYOUT_INTERLEAVED.  For weights as Meta
+ *                              released them (consolidated.*.pth).
+ *   ra_rope_config_hf(D)       Hugging Face transformers' default rope
+ *                              (rope_type "default", rotate_half):
+ *                              RA_LAYOUT_HALF.  For a checkpoint from the
+ *                              Hub (wq, wk permuted), and what the Python
+ *                              package and the CLI take by default.
+ * Both: type RA_ROPE_DEFAULT, every feature rotating (rotary_dim 0:
+ * transformers' partial_rotary_factor 1), theta 10000 (LlamaConfig's
+ * rope_theta), table_size 4096, the scaled types' parameters zero (no
+ * rope_scaling).  Set the fields a config.json gives on top
+ * (libropeattn_hf's ra_hf_rope_config reads them all). */
 static inline ra_rope_config ra_rope_config_default(int64_t head_dim)
 {
     ra_rope_config c;
@@ -398,6 +412,13 @@ static inline ra_rope_config ra_rope_config_default(int64_t head_dim)
     c.head_dim = head_dim;
     c.theta = 10000.0;
     c.table_size = 4096;
+    return c;
+}
+
+static inline ra_rope_config ra_rope_config_hf(int64_t head_dim)
+{
+    ra_rope_config c = ra_rope_config_default(head_dim);
+    c.layout = RA_LAYOUT_HALF;
     return c;
 }
 
@@ -1074,7 +1095,8 @@ typedef struct ra_layer_config {
                            may differ from dim, as in Qwen3, Gemma or
                            Mistral-Nemo (wq [H * D, dim], wo [dim, H * D]) */
     const ra_rope_config *rope; /* copied at creation; its head_dim is set
-                           from the layer's.  NULL: ra_rope_config_default */
+                           from the layer's.  NULL: ra_rope_config_default
+                           (Meta's interleaved pairs) */
     int no_rope;        /* nonzero: q and k are not rotated (rope ignored;
                            every angle is 0, on every path) — a layer
                            without position information, for ablations

@@ -137,8 +137,7 @@ static void test_layouts_agree(void)
             xh[r * d + i] = x[r * d + 2 * i];
             xh[r * d + d / 2 + i] = x[r * d + 2 * i + 1];
         }
-    ra_rope_config ci = ra_rope_config_default(d), ch = ci;
-    ch.layout = RA_LAYOUT_HALF;
+    ra_rope_config ci = ra_rope_config_default(d), ch = ra_rope_config_hf(d);
     ra_rope *ri, *rh;
     CHECK(ra_rope_create(&ri, &ci) == RA_OK && ra_rope_create(&rh, &ch) == RA_OK, "create");
     CHECK(ra_rope_apply_f32(NULL, ri, x, 1, s, h, 5) == RA_OK, "interleaved");
@@ -152,6 +151,39 @@ static void test_layouts_agree(void)
     ra_rope_destroy(rh);
     free(x);
     free(xh);
+}
+
+/* ra_rope_config_hf is transformers' default rope: rotate_half's pairs (i,
+ * i + D/2) at inv_freq = 10000^(-2i/D), every feature rotating, no scaling;
+ * it differs from ra_rope_config_default (Meta's) in the layout alone. */
+static void test_config_hf(void)
+{
+    enum { D = 16, S = 5 };
+    ra_rope_config hf = ra_rope_config_hf(D), meta = ra_rope_config_default(D);
+    CHECK(hf.layout == RA_LAYOUT_HALF && meta.layout == RA_LAYOUT_INTERLEAVED, "layouts");
+    meta.layout = RA_LAYOUT_HALF;
+    CHECK(memcmp(&hf, &meta, sizeof hf) == 0, "ra_rope_config_hf differs from the default "
+          "in more than the layout");
+    CHECK(hf.type == RA_ROPE_DEFAULT && hf.theta == 10000.0 && hf.rotary_dim == 0 &&
+          hf.struct_size == sizeof hf, "transformers' default rope");
+    float x[S * D], y[S * D];
+    ra_test_fill(x, S * D, 11);
+    memcpy(y, x, sizeof y);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &hf) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_rope_apply_f32(NULL, rope, y, 1, S, 1, 0) == RA_OK, "apply");
+    double worst = 0;
+    for (int64_t m = 0; m < S; m++)
+        for (int64_t i = 0; i < D / 2; i++) { /* q * cos + rotate_half(q) * sin */
+            long double c, s;
+            exact_angle(m, i, D, 10000.0, &c, &s);
+            const float *a = x + m * D, *b = y + m * D;
+            double e1 = fabs((double)(a[i] * c - a[i + D / 2] * s) - b[i]);
+            double e2 = fabs((double)(a[i + D / 2] * c + a[i] * s) - b[i + D / 2]);
+            worst = fmax(worst, fmax(e1, e2));
+        }
+    CHECK(worst < 1e-6, "rotate_half at theta 10000: %g off", worst);
+    ra_rope_destroy(rope);
 }
 
 /* The seed's apply_rotary_emb with precompute_freqs_cis tables equals the
@@ -676,6 +708,7 @@ static void simd_cases(void)
     RUN(test_rounding_sweep);
     RUN(test_properties);
     RUN(test_layouts_agree);
+    RUN(test_config_hf);
     RUN(test_seed_functions);
     RUN(test_partial_rotary);
     RUN(test_positions);

@@ -202,8 +202,8 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
     const ra_tensor *const t[2] = {k, v};
     for (int i = 0; i < 2; i++) {
         if (t[i]->dtype != RA_F32)
-            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", i ? "v" : "k",
-                           (int)t[i]->dtype);
+            return ra_fail(RA_ERR_DTYPE, "%s: dtype %s, must be RA_F32", i ? "v" : "k",
+                           ra_dtype_name(t[i]->dtype));
         if (t[i]->shape[0] != 1 || t[i]->shape[1] != k->shape[1] ||
             t[i]->shape[2] != cache->n_kv_heads || t[i]->shape[3] != cache->head_dim)
             return ra_fail(RA_ERR_SHAPE, "%s is " RA_DIMS_FMT "; the cache's rows are [1, n, "

@@ -110,14 +110,17 @@ static ra_status check_qkv_weights(const ra_layer_weights *w)
 /* The projection matrices' dtype, and their alignment where 16-bit. */
 static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_config *c)
 {
+    if ((unsigned)w->dtype >= RA_DTYPE_COUNT && !ra_dtype_is_cache8(w->dtype))
+        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %d is not a ra_dtype",
+                       (int)w->dtype);
     if (w->dtype != RA_F32 && w->dtype != RA_BF16 && w->dtype != RA_F16)
-        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %d (the projections take RA_F32, "
-                       "RA_BF16 or RA_F16)", (int)w->dtype);
+        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %s (the projections take RA_F32, "
+                       "RA_BF16 or RA_F16)", ra_dtype_name(w->dtype));
     if (w->dtype == RA_F32) return RA_OK;
     if (c->kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_weights: dtype %s with latent attention "
                        "(config.kv_lora_rank): its weights must be RA_F32",
-                       w->dtype == RA_BF16 ? "RA_BF16" : "RA_F16");
+                       ra_dtype_name(w->dtype));
     const struct {
         const float *p;
         const char *name;

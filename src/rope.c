@@ -219,8 +219,8 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
             return ra_fail(RA_ERR_SHAPE, "out " RA_DIMS_FMT " and x " RA_DIMS_FMT " differ",
                            RA_DIMS(out->shape), RA_DIMS(x->shape));
     if (out->dtype != x->dtype)
-        return ra_fail(RA_ERR_DTYPE, "out's dtype %d is not x's %d", (int)out->dtype,
-                       (int)x->dtype);
+        return ra_fail(RA_ERR_DTYPE, "out's dtype %s is not x's %s", ra_dtype_name(out->dtype),
+                       ra_dtype_name(x->dtype));
     if (x->shape[3] != rope->config.head_dim)
         return ra_fail(RA_ERR_SHAPE, "x: shape[3] is %lld, not the rope's head_dim %lld",
                        (long long)x->shape[3], (long long)rope->config.head_dim);

@@ -367,6 +367,10 @@ static void test_last_error_names(void)
     float cs[2 * D], sn[2 * D];
     int64_t pos[2] = {1, -3};
     CHECK_DETAIL(ra_rope_table(rope, cs, sn, pos, 2), RA_ERR_POSITION, "positions[1] is -3");
+    bad = ta;
+    bad.dtype = RA_BF16;
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &bad, &ta, NULL, RA_FORWARD), RA_ERR_DTYPE,
+                 "out's dtype RA_BF16 is not x's RA_F32");
     CHECK_CLEARS(ra_rope_apply(NULL, rope, &ta, &ta, NULL, RA_FORWARD));
 
     /* the reference code's functions */
@@ -405,6 +409,11 @@ static void test_last_error_names(void)
     CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &bad, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
                                        NULL),
                  RA_ERR_SHAPE, "dk [1, 3, 2, 8] and k [1, 4, 2, 8] differ");
+    bad = tdk;
+    bad.dtype = RA_F16;
+    CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &bad, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
+                                       NULL),
+                 RA_ERR_DTYPE, "dk: dtype RA_F16, must be RA_F32");
     CHECK_CLEARS(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
                                        NULL));
 
@@ -495,6 +504,10 @@ static void test_last_error_names(void)
     ra_layer_config c = base_config;
     c.norm_eps = 2.0;
     CHECK_DETAIL(ra_layer_create(&l, &c, &base_weights), RA_ERR_ARGUMENT, "norm_eps 2");
+    ra_layer_weights w8 = base_weights;
+    w8.dtype = RA_I8;
+    CHECK_DETAIL(ra_layer_create(&l, &base_config, &w8), RA_ERR_DTYPE,
+                 "ra_layer_weights: dtype RA_I8 (the projections take");
     CHECK_DETAIL(ra_layer_forward(NULL, layer, y, x, 0, S, NULL, NULL), RA_ERR_SIZE,
                  "batch 0: must be >= 1");
     CHECK_DETAIL(ra_layer_forward(NULL, layer, y, x, 1, -2, NULL, NULL), RA_ERR_SIZE,

@@ -56,8 +56,8 @@
  *   - An ra_kv_cache may be read by any number of threads at once
  *     (ra_attention_decode, ra_kv_cache_length, ra_kv_cache_views,
  *     ra_kv_cache_read) while none writes it; ra_kv_cache_append,
- *     ra_layer_forward_cached, ra_kv_cache_set_scales, ra_kv_cache_reset
- *     and ra_kv_cache_destroy write it and need it to
+ *     ra_kv_cache_attend, ra_layer_forward_cached, ra_kv_cache_set_scales,
+ *     ra_kv_cache_reset and ra_kv_cache_destroy write it and need it to
  *     themselves.  So with an ra_kv_pool: ra_attention_decode_paged,
  *     ra_kv_pool_length and ra_kv_pool_free_pages read it; every other
  *     ra_kv_pool_ function writes it.
@@ -478,7 +478,8 @@ typedef struct ra_positions {
  * cu_seqlens afterwards for the other modes).  NULL positions mean
  * ra_positions_start(0) in ra_rope_apply, ra_layer_forward and
  * ra_layer_forward_train, and continuing from the cache's lengths in
- * ra_layer_forward_cached; ra_kv_cache_append needs them given. */
+ * ra_layer_forward_cached, ra_kv_cache_append, ra_kv_cache_attend and
+ * ra_kv_pool_append. */
 static inline ra_positions ra_positions_start(int64_t start)
 {
     ra_positions p;
@@ -932,15 +933,21 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
  * "KV cache and decoding" says) as the tokens at cache
  * positions length[b] .. length[b] + n_new[b] - 1 (16-bit caches: values
  * beyond the dtype's range stored as +-Inf); then the lengths advance.
+ * positions NULL continues each sequence: its tokens at RoPE positions
+ * length[b], length[b] + 1, ... (as ra_layer_forward_cached).
+ * q, k and v are f32, f16 or bf16 each, as ra_attention's: a 16-bit k or v
+ * is widened exactly, rotated in float32 and stored from there, so the
+ * cache holds the same bits as for the f32 input of the same values
+ * (tests/test_kvcache.c); q and k are rotated in place in their own dtype
+ * (as ra_rope_apply rounds, once).
  * Token s of sequence b is row s of the inputs (s < n_new[b]).  A sequence
  * that would pass a full cache's capacity, or a window cache's max_new,
  * gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
  * of one fused QKV buffer, but no two may share an element
  * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
  * rope NULL: k is stored as given (keys rotated already, as an attention
- * engine's shard receives them), q is left alone and positions are not read
- * (NULL allowed).
- *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
+ * engine's shard receives them), q is left alone and positions are not read.
+ *   q: [B, S, H, D] or NULL    k, v: [B, S, Hkv, D]    f32, f16 or bf16 */
 RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
                                     const ra_tensor *v, const ra_positions *positions,
@@ -969,8 +976,10 @@ RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const r
  * each K/V row is read once for its whole group of query heads.  An 8-bit
  * cache's rows are dequantized as they are loaded: scores are (q . c) s_k,
  * and each value row's weight p becomes p s_v; the result is the
- * attention over ra_kv_cache_read's values to float32 rounding.
- *   q, out: [B, T, H, D] f32 */
+ * attention over ra_kv_cache_read's values to float32 rounding.  q may be
+ * f32, f16 or bf16 (widened exactly: the same bits as its f32 values
+ * give), out is f32, as in ra_attention.
+ *   q, out: [B, T, H, D] */
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
                                      const int64_t *n_query,
@@ -991,12 +1000,31 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
  * RA_MAX_POSITION] (RA_ERR_POSITION), n_query[b] need not be at most
  * length[b], and a window cache is RA_ERR_UNSUPPORTED; k_start without
  * q_start is RA_ERR_ARGUMENT.
- *   q, out: [B, T, H, D] f32   lse: [B, H, T] float32, contiguous */
+ *   q, out: [B, T, H, D] (dtypes as ra_attention_decode's)
+ *   lse: [B, H, T] float32, contiguous */
 RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cache,
                                          const ra_tensor *out, float *lse, const ra_tensor *q,
                                          const int64_t *n_query, const int64_t *q_start,
                                          const int64_t *k_start,
                                          const ra_attention_options *options);
+
+/* A decoding step in one call: ra_kv_cache_append(ctx, cache, rope, q, k,
+ * v, positions, n_new), then ra_attention_decode(ctx, cache, out, q,
+ * n_new, options) of the tokens it appended: query row t < n_new[b] of
+ * sequence b (NULL: T for all) is the new token at cache position
+ * length[b] + t (length before the call) and attends over the cache up to
+ * itself, with options' masks; rows t >= n_new[b] of out are left as they
+ * were.  out is the same bits as those two calls give; every argument of
+ * both is checked before anything is written (a refusal changes neither
+ * the cache nor q, k, v, out).  q is required (rotated in place as the
+ * append does); out must not overlap q, k or v.
+ *   q: [B, T, H, D]  k, v: [B, T, Hkv, D]  (f32, f16 or bf16 each)
+ *   out: [B, T, H, D] f32 */
+RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
+                                    const ra_tensor *out, const ra_tensor *q,
+                                    const ra_tensor *k, const ra_tensor *v,
+                                    const ra_positions *positions, const int64_t *n_new,
+                                    const ra_attention_options *options);
 
 /* A paged KV pool, for serving many sequences of one layer (vLLM's
  * PagedAttention, FlashInfer's paged cache): n_pages pages of page_size
@@ -1055,10 +1083,12 @@ RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
 /* ra_kv_cache_append for n_ids sequences of a pool: row i of the inputs
  * is sequence ids[i] (each id once, RA_ERR_ARGUMENT), whose n_new[i]
  * tokens (NULL: S) are rotated and stored as its next positions, in new
- * pages as it needs them; the same rotation, rounding and quantization as
- * a cache's.  RA_ERR_CACHE_FULL (nothing changed) when the pool lacks the
- * pages.
- *   q: [N, S, H, D] f32 or NULL    k, v: [N, S, Hkv, D] f32    N = n_ids */
+ * pages as it needs them; the same dtypes, rotation, rounding and
+ * quantization as a cache's, and positions NULL continues each sequence
+ * (RoPE positions from its length).  RA_ERR_CACHE_FULL (nothing changed)
+ * when the pool lacks the pages.
+ *   q: [N, S, H, D] or NULL    k, v: [N, S, Hkv, D]    N = n_ids
+ *   (f32, f16 or bf16 each) */
 RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_rope *rope,
                                    const int64_t *ids, int64_t n_ids, const ra_tensor *q,
                                    const ra_tensor *k, const ra_tensor *v,
@@ -1075,7 +1105,7 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
  * with a window or chunk of at most W (RA_ERR_ARGUMENT), and its queries
  * may see back only to the keys kept for its last append's tokens
  * (RA_ERR_SIZE beyond: their pages are released).
- *   q, out: [N, T, H, D] f32    N = n_ids */
+ *   q, out: [N, T, H, D] (dtypes as ra_attention_decode's)    N = n_ids */
 RA_API ra_status ra_attention_decode_paged(ra_context *ctx, const ra_kv_pool *pool,
                                            const int64_t *ids, int64_t n_ids,
                                            const ra_tensor *out, const ra_tensor *q,

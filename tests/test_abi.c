@@ -429,12 +429,13 @@ static void test_last_error_names(void)
                  RA_ERR_OVERFLOW, "batch 1099511627776 * capacity 1099511627776");
     CHECK_CLEARS(ra_kv_cache_create(&cache, 1, S, H, D, RA_F32));
     ra_positions p = ra_positions_start(0);
-    CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, NULL, NULL), RA_ERR_NULL,
-                 "positions is NULL");
     bad = tv;
-    bad.dtype = RA_F16;
+    bad.dtype = RA_I8;
     CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &bad, &p, NULL), RA_ERR_DTYPE,
-                 "v: dtype 1");
+                 "v: RA_I8 is a KV-cache storage dtype");
+    bad.dtype = (ra_dtype)9;
+    CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &bad, &p, NULL),
+                 RA_ERR_ARGUMENT, "v: dtype 9 is not a ra_dtype");
     CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tk, &p, NULL),
                  RA_ERR_ARGUMENT, "k and v share elements");
     float kc[S * H * D], vc[S * H * D], qc[S * H * D];
@@ -450,6 +451,15 @@ static void test_last_error_names(void)
     int64_t n_query = -1;
     CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, &n_query, NULL), RA_ERR_ARGUMENT,
                  "n_query[0] is -1");
+    bad = to;
+    bad.dtype = RA_BF16;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &bad, &tqc, NULL, NULL), RA_ERR_DTYPE,
+                 "out: dtype RA_BF16, must be RA_F32");
+    float read_v[H * D];
+    ra_tensor tv_read = ra_tensor_4d(read_v, RA_F32, 1, 1, H, D);
+    bad = ra_tensor_4d(kc, RA_F16, 1, 1, H, D);
+    CHECK_DETAIL(ra_kv_cache_read(cache, 0, 0, &bad, &tv_read), RA_ERR_DTYPE,
+                 "k: dtype RA_F16, must be RA_F32");
     ra_tensor tq1 = ra_tensor_4d(qc, RA_F32, 1, 1, H, D), to1 = ra_tensor_4d(out, RA_F32, 1, 1, H, D);
     ra_attention_options dec = ra_attention_options_init();
     dec.dropout = 0.5f;

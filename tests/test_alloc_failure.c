@@ -507,6 +507,37 @@ static void cache_append(trial *t)
     cache_free(&c);
 }
 
+/* ra_kv_cache_attend of 16-bit inputs (staging and decode scratch, no
+ * context: both allocated): after a failure the cache, q and out are as
+ * they were. */
+static void cache_attend(trial *t)
+{
+    cache_state c;
+    cache_fill(&c, RA_F16);
+    cache_snapshot(&c);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.struct_size = sizeof(ra_rope_config),
+                                                  .head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    static uint16_t qh[B * H * D], q0[B * H * D], kh[B * HKV * D], vh[B * HKV * D];
+    ra_convert(qh, RA_BF16, q, RA_F32, B * H * D);
+    ra_convert(kh, RA_BF16, k, RA_F32, B * HKV * D);
+    ra_convert(vh, RA_BF16, v, RA_F32, B * HKV * D);
+    memcpy(q0, qh, sizeof q0);
+    static float out[B * H * D];
+    memset(out, SENTINEL, sizeof out);
+    ra_tensor tq = ra_tensor_4d(qh, RA_BF16, B, 1, H, D), tk = ra_tensor_4d(kh, RA_BF16, B, 1, HKV, D);
+    ra_tensor tv = ra_tensor_4d(vh, RA_BF16, B, 1, HKV, D), to = ra_tensor_4d(out, RA_F32, B, 1, H, D);
+    ARMED(t, ra_kv_cache_attend(NULL, c.cache, rope, &to, &tq, &tk, &tv, NULL, NULL, NULL));
+    if (INJECTED(t))
+        CHECK(is_sentinel(out, sizeof out) && cache_unchanged(&c) &&
+              memcmp(qh, q0, sizeof q0) == 0, "a failed attend changed something");
+    else
+        CHECK(!is_sentinel(out, sizeof out) && ra_kv_cache_length(c.cache, 0) == S + 1,
+              "attend did not append and attend");
+    ra_rope_destroy(rope);
+    cache_free(&c);
+}
+
 /* ra_attention_decode over a filled cache (options: NULL, or a window,
  * soft-cap and sinks): out and the cache as they were after a failure. */
 static void decode_dtype(trial *t, int threads, const ra_attention_options *options,
@@ -1135,6 +1166,7 @@ static void test_rope_and_attention(void)
 static void test_cache(void)
 {
     sweep("ra_kv_cache_append", cache_append, 0);
+    sweep("ra_kv_cache_attend(bf16)", cache_attend, 0);
     sweep("ra_attention_decode", decode_plain, 0);
     sweep("ra_attention_decode(context)", decode_ctx, 0);
     sweep("ra_attention_decode(window, softcap, sinks)", decode_masked, 0);

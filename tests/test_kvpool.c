@@ -452,6 +452,66 @@ static void test_append_matches_cache(void)
     ra_rope_destroy(rope);
 }
 
+/* A pool takes bf16 q, k, v and positions NULL as a cache does: two
+ * appends of bf16 inputs, each continuing its sequences, store what f32
+ * inputs of the same values at positions from the lengths store (decoded
+ * the same bits), every dtype. */
+static void test_append_bf16_continues(void)
+{
+    enum { B = 2, S = 19, HKV = 2, H = 4, D = 16, NQ = B * S * H * D, NK = B * S * HKV * D };
+    const int64_t n_new[2][B] = {{19, 7}, {3, 19}};
+    ra_rope_config rc = ra_rope_config_hf(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    static float q[NQ], k[NK], v[NK];
+    static uint16_t qh[NQ], kh[NK], vh[NK];
+    for (int di = 0; di < 5; di++) {
+        ra_kv_pool *wide, *half;
+        CHECK(ra_kv_pool_create(&wide, 24, 4, B, HKV, D, dtypes[di]) == RA_OK &&
+              ra_kv_pool_create(&half, 24, 4, B, HKV, D, dtypes[di]) == RA_OK, "pools");
+        int64_t ids[B];
+        for (int b = 0; b < B; b++)
+            CHECK(ra_kv_pool_add_sequence(wide, 0, &ids[b]) == RA_OK &&
+                  ra_kv_pool_add_sequence(half, 0, &ids[b]) == RA_OK, "add");
+        for (int step = 0; step < 2; step++) {
+            float *f[3] = {q, k, v};
+            uint16_t *h[3] = {qh, kh, vh};
+            const int64_t n[3] = {NQ, NK, NK};
+            for (int j = 0; j < 3; j++) { /* f32 copies of bf16 values */
+                ra_test_fill(f[j], n[j], 10 * step + j + 1);
+                ra_convert(h[j], RA_BF16, f[j], RA_F32, n[j]);
+                ra_convert(f[j], RA_F32, h[j], RA_BF16, n[j]);
+            }
+            int64_t lengths[B];
+            for (int b = 0; b < B; b++) lengths[b] = ra_kv_pool_length(wide, ids[b]);
+            ra_positions at = ra_positions_start(0);
+            at.starts = lengths;
+            ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D);
+            ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+            ra_tensor hq = ra_tensor_4d(qh, RA_BF16, B, S, H, D), hk = ra_tensor_4d(kh, RA_BF16, B, S, HKV, D);
+            ra_tensor hv = ra_tensor_4d(vh, RA_BF16, B, S, HKV, D);
+            CHECK(ra_kv_pool_append(NULL, wide, rope, ids, B, &tq, &tk, &tv, &at, n_new[step]) ==
+                      RA_OK, "f32: %s", ra_last_error());
+            CHECK(ra_kv_pool_append(ctx, half, rope, ids, B, &hq, &hk, &hv, NULL, n_new[step]) ==
+                      RA_OK, "dtype %d: bf16, positions NULL: %s", (int)dtypes[di],
+                  ra_last_error());
+        }
+        float out_a[B * H * D], out_b[B * H * D];
+        ra_tensor tq1 = ra_tensor_4d(q, RA_F32, B, 1, H, D);
+        ra_tensor toa = ra_tensor_4d(out_a, RA_F32, B, 1, H, D), tob = ra_tensor_4d(out_b, RA_F32, B, 1, H, D);
+        CHECK(ra_attention_decode_paged(NULL, wide, ids, B, &toa, &tq1, NULL, NULL) == RA_OK &&
+                  ra_attention_decode_paged(NULL, half, ids, B, &tob, &tq1, NULL, NULL) == RA_OK &&
+                  memcmp(out_a, out_b, sizeof out_a) == 0, "dtype %d: the pools differ",
+              (int)dtypes[di]);
+        ra_kv_pool_destroy(wide);
+        ra_kv_pool_destroy(half);
+    }
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+}
+
 static void test_errors(void)
 {
     ra_kv_pool *pool = (ra_kv_pool *)1;
@@ -517,6 +577,7 @@ static void simd_cases(void)
     RUN(test_window_release);
     RUN(test_nan_flag);
     RUN(test_append_matches_cache);
+    RUN(test_append_bf16_continues);
     RUN(test_errors);
 }
 

@@ -358,7 +358,11 @@ typedef struct ra_rope_config {
                                         length, make a rope for the new L, as
                                         transformers recomputes inv_freq
                                         (keys already cached keep the rotation
-                                        they were written with) */
+                                        they were written with).  Positions
+                                        of a longer sequence are
+                                        RA_ERR_POSITION on every path: from
+                                        max(L, L0) on (dynamic), from L_orig
+                                        on while L <= L_orig (longrope) */
     double attention_factor;         /* yarn, longrope: 0 = derive */
     double beta_fast, beta_slow;     /* yarn: 0 = 32 and 1; beta_fast >= beta_slow */
     double mscale, mscale_all_dim;   /* yarn: attention factor is
@@ -918,8 +922,10 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
 
 /* An fp8 cache's scales, one per kv head for K and for V: n_scales = Hkv,
  * or 1 for one scale per layer (vLLM's k_scale and v_scale; FlashInfer's
- * per-head scales), each > 0 and at most FLT_MAX / 448 (RA_ERR_ARGUMENT:
- * 448 s must be a float).  Only on an RA_F8E4M3 cache (RA_ERR_DTYPE) that
+ * per-head scales), each a normal float (>= FLT_MIN, as the CLI's
+ * --cache-scale: a subnormal scale keeps fewer bits, and is 0 in a thread
+ * that flushes subnormals) and at most FLT_MAX / 448 (448 s must be a
+ * float); else RA_ERR_ARGUMENT.  Only on an RA_F8E4M3 cache (RA_ERR_DTYPE) that
  * holds no token, every length 0 (after creation or ra_kv_cache_reset;
  * else RA_ERR_ARGUMENT: the codes stored were made with the old scales).
  * A value x is stored as e4m3(x / s): choose s near max|x| / 448 for the

@@ -77,6 +77,67 @@ RA_HF_API void ra_hf_checkpoint_close(ra_hf_checkpoint *ckpt); /* NULL is allowe
 RA_HF_API int64_t ra_hf_checkpoint_file_count(const ra_hf_checkpoint *ckpt);
 RA_HF_API const char *ra_hf_checkpoint_file_path(const ra_hf_checkpoint *ckpt, int64_t i);
 
+/* Any tensor of the checkpoint, for an engine that loads the rest of the
+ * model itself (embeddings, norms, MLPs) and so needs no second safetensors
+ * reader.  Tensors are numbered 0 .. count - 1 over the files in order;
+ * each file's in the order its header lists them.  Names are NUL-terminated
+ * copies of the file's (a name holding \u0000 is refused at open). */
+RA_HF_API int64_t ra_hf_checkpoint_tensor_count(const ra_hf_checkpoint *ckpt);
+RA_HF_API const char *ra_hf_checkpoint_tensor_name(const ra_hf_checkpoint *ckpt,
+                                                   int64_t i); /* NULL out of range */
+
+/* A tensor as stored.  Pointers are into ckpt (data: its read-only
+ * mapping, not aligned in general): valid until ra_hf_checkpoint_close.
+ * Fields added later go at the end; the library writes at most struct_size
+ * bytes. */
+typedef struct ra_hf_tensor {
+    size_t struct_size; /* sizeof(ra_hf_tensor): ra_hf_tensor_init() */
+    const char *name;
+    const char *dtype;  /* safetensors' name: "F32", "F16", "BF16", "F64",
+                           "I8" .. "U64", "BOOL", "F8_E4M3", "F8_E5M2" */
+    int64_t ndim;       /* 0 .. 8 */
+    int64_t shape[8];   /* shape[ndim ..] are 0 */
+    int64_t count;      /* the product of shape (1 for ndim 0) */
+    const void *data;   /* count elements, little-endian, row-major */
+    size_t nbytes;      /* count * the dtype's size */
+    const char *file;   /* the path of the file that holds it */
+} ra_hf_tensor;
+
+/* The size of the first published ra_hf_tensor. */
+#define RA_HF_TENSOR_SIZE_V1 128
+
+static inline ra_hf_tensor ra_hf_tensor_init(void)
+{
+    ra_hf_tensor t;
+    memset(&t, 0, sizeof t);
+    t.struct_size = sizeof t;
+    return t;
+}
+
+/* The tensor called name (exactly; the names ra_hf_checkpoint_tensor_name
+ * gives): RA_ERR_NOT_FOUND when no file holds it. */
+RA_HF_API ra_status ra_hf_checkpoint_tensor(const ra_hf_checkpoint *ckpt, const char *name,
+                                            ra_hf_tensor *out);
+
+/* The values of tensor name converted to float32 into dst, which holds
+ * count floats, count being the tensor's (else RA_ERR_SIZE): F32 as it is,
+ * F16 and BF16 exactly, F64 rounded to nearest, a finite F64 value beyond
+ * float32's range refused (RA_ERR_FORMAT) as the layer's loader does.
+ * Other dtypes are RA_ERR_DTYPE: read their bytes (ra_hf_checkpoint_tensor;
+ * block-FP8 weights need their weight_scale_inv).  dst is written only on
+ * success. */
+RA_HF_API ra_status ra_hf_checkpoint_read_f32(const ra_hf_checkpoint *ckpt, const char *name,
+                                              float *dst, int64_t count);
+/* Where a checkpoint's files are, as transformers' from_pretrained finds
+ * them in a folder: path a folder gives its model.safetensors, else its
+ * model.safetensors.index.json (RA_ERR_NOT_FOUND with neither); any other
+ * path is the weights as given (for ra_hf_checkpoint_open to open or
+ * refuse).  config: the config.json in the weights' folder where that is
+ * a file, else "" (nothing is opened).  weights and config are buffers of
+ * size bytes each (RA_ERR_SIZE when a path does not fit); "" on failure. */
+RA_HF_API ra_status ra_hf_checkpoint_find(const char *path, char *weights, char *config,
+                                          size_t size);
+
 /* ---- config.json ------------------------------------------------------- */
 
 /* The keys of a config.json that attention needs (a multimodal model's
@@ -90,6 +151,47 @@ RA_HF_API ra_status ra_hf_config_parse(ra_hf_config **out, const char *json, siz
 RA_HF_API void ra_hf_config_close(ra_hf_config *config); /* NULL is allowed */
 /* model_type (text_config's when it has one); "" when absent. */
 RA_HF_API const char *ra_hf_config_model_type(const ra_hf_config *config);
+
+/* Any key of config.json, for an engine that reads the rest of the model
+ * itself (num_hidden_layers, vocab_size, tie_word_embeddings, rms_norm_eps
+ * ...) and so needs no second JSON reader.  key is a top-level key by name
+ * ("vocab_size"), or, starting with '/', a JSON Pointer (RFC 6901) into
+ * nested objects and arrays: "/text_config/num_hidden_layers" (a
+ * multimodal model's text model is not looked up for you),
+ * "/eos_token_id/0"; in a pointer "~1" stands for '/' in a key and "~0" for
+ * '~' (anything else after '~' is RA_ERR_ARGUMENT).  The values are the
+ * file's as written: the overrides set below do not show.  A key held twice
+ * in one object is RA_ERR_FORMAT.
+ *
+ * ra_hf_config_kind tells whether the key is there and what it holds. The
+ * getters fail with RA_ERR_NOT_FOUND when the key is absent or null (so a
+ * null reads as "not set", as transformers' None) and RA_ERR_FORMAT when it
+ * holds another kind of value: ra_hf_config_int an integer of magnitude
+ * below 2^53 (every integer JSON spells exactly; 4096.0 counts, 4096.5 does
+ * not), ra_hf_config_double any finite number, ra_hf_config_bool true,
+ * false, 1 or 0 (as the library's own flags), ra_hf_config_string a string
+ * (valid while config is open), ra_hf_config_length the elements of an
+ * array or the keys of an object.  *out is written only on success. */
+typedef enum ra_hf_value_kind {
+    RA_HF_ABSENT = 0,
+    RA_HF_NULL,
+    RA_HF_BOOL,
+    RA_HF_NUMBER,
+    RA_HF_STRING,
+    RA_HF_ARRAY,
+    RA_HF_OBJECT
+} ra_hf_value_kind;
+
+RA_HF_API ra_status ra_hf_config_kind(const ra_hf_config *config, const char *key,
+                                      ra_hf_value_kind *out);
+RA_HF_API ra_status ra_hf_config_int(const ra_hf_config *config, const char *key, int64_t *out);
+RA_HF_API ra_status ra_hf_config_double(const ra_hf_config *config, const char *key,
+                                        double *out);
+RA_HF_API ra_status ra_hf_config_bool(const ra_hf_config *config, const char *key, int *out);
+RA_HF_API ra_status ra_hf_config_string(const ra_hf_config *config, const char *key,
+                                        const char **out);
+RA_HF_API ra_status ra_hf_config_length(const ra_hf_config *config, const char *key,
+                                        int64_t *out);
 
 /* Overrides, as the tool's flags: a rope_scaling / rope_parameters object
  * (JSON text, len bytes) replacing the config's (and the rope a family
@@ -115,7 +217,10 @@ typedef struct ra_hf_options {
     int64_t layer;
     int64_t n_heads;    /* 0: the config's; at most INT32_MAX (as n_kv_heads, head_dim) */
     int64_t n_kv_heads; /* 0: the config's, else wk's rows / head_dim */
-    int64_t head_dim;   /* ra_hf_rope_config: 0: the config's */
+    /* 0: the config's (head_dim, else hidden_size / n_heads), else wq's
+     * rows / n_heads; the weights' shapes must agree with it (latent
+     * attention's: qk_nope_head_dim + qk_rope_head_dim) */
+    int64_t head_dim;
     int64_t layout;     /* -1: the names' and family's; else an ra_layout */
     /* The tokens the layer will run on, as their places in the sequence:
      * [first_token, first_token + n_tokens); n_tokens 0: unknown.  They

@@ -23,8 +23,11 @@
  * Conventions: as ropeattn.h (statuses, argument order, shapes in
  * comments).  Every function here is collective over comm (but
  * ra_mpi_zigzag*, which are local): every rank of comm must call it, with
- * the same sizes and options (RA_ERR_SHAPE on every rank when they differ)
- * and its own shard's tensors.  Arguments are checked on each rank and the
+ * the same sizes and options (RA_ERR_SHAPE on every rank when they differ,
+ * naming the first that does, the lowest rank whose value differs from rank
+ * 0's and both values: "window is 3 on rank 0 and 0 on rank 1",
+ * "padding_mask differs on rank 1 from rank 0's") and its own shard's
+ * tensors.  Arguments are checked on each rank and the
  * verdict agreed by an MPI_Allreduce before any other traffic, so a bad
  * argument on one rank makes every rank return an error, never hang: the
  * rank that found it returns its own status, the others that status too.

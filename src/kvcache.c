@@ -363,18 +363,24 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
                            (long long)b, (long long)n, (long long)seq);
     }
+    /* q and k are rotated in place: no element may be read or written twice */
+    if (q && ra_tensors_share_elements(q, k))
+        return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
+    if (q && ra_tensors_share_elements(q, v))
+        return ra_fail(RA_ERR_ARGUMENT, "q and v share elements");
+    if (ra_tensors_share_elements(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k and v share elements");
     return RA_OK;
 }
 
 ra_status ra_kv_append_positions(ra_positions *p, const ra_positions *positions,
                                  const ra_rope *rope, const int64_t *starts, int64_t batch,
-                                 int64_t seq)
+                                 int64_t seq, const int64_t *n_new)
 {
     *p = ra_positions_start(0);
     if (!rope) return RA_OK; /* read only to rotate */
     ra_positions next = ra_positions_start(0);
     next.starts = starts;
-    return ra_positions_read(p, positions ? positions : &next, rope, batch, seq, 0);
+    return ra_positions_read_new(p, positions ? positions : &next, rope, batch, seq, n_new);
 }
 
 static ra_status check_room(const ra_kv_cache *c, const ra_tensor *k, const int64_t *n_new)
@@ -414,7 +420,8 @@ static ra_status append_prepare(append_plan *plan, ra_context *ctx, ra_kv_cache 
     RA_TRY(ra_kv_append_check(cache->batch, cache->n_kv_heads, cache->head_dim, rope, q, k, v,
                               n_new));
     const int64_t seq = k->shape[1];
-    RA_TRY(ra_kv_append_positions(&plan->pos, positions, rope, cache->length, cache->batch, seq));
+    RA_TRY(ra_kv_append_positions(&plan->pos, positions, rope, cache->length, cache->batch, seq,
+                                  n_new));
     RA_TRY(check_room(cache, k, n_new));
     const int64_t stage = ra_kv_stage_floats(k, v);
     plan->scratch = (ra_scratch){NULL, 0};

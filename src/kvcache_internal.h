@@ -97,12 +97,13 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
                              const ra_tensor *v, const int64_t *n_new);
 
 /* The positions an append rotates its tokens at, read and checked into *p
- * for a [batch, seq] grid: the caller's, or with positions NULL each
+ * for a [batch, seq] grid whose row b holds n_new[b] new tokens (NULL:
+ * seq; ra_positions_read_new): the caller's, or with positions NULL each
  * sequence's next ones, starts[b] + s (starts: the sequences' lengths).
  * rope NULL: none are read (*p is start 0). */
 ra_status ra_kv_append_positions(ra_positions *p, const ra_positions *positions,
                                  const ra_rope *rope, const int64_t *starts, int64_t batch,
-                                 int64_t seq);
+                                 int64_t seq, const int64_t *n_new);
 
 /* Tokens per append task (ra_kv_cache_append, ra_kv_pool_append): small
  * enough to stay in L1. */

@@ -222,13 +222,12 @@ RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
         return ra_fail(RA_ERR_ARGUMENT, "the pool holds %lld pages of tokens quantized with "
                        "the scales set before: free every sequence's tokens first",
                        (long long)(pool->n_pages - pool->n_free));
-    const float most = FLT_MAX / 448.0f; /* 448 s (the largest value stored) a finite float */
     for (int64_t i = 0; i < n_scales; i++) {
-        const int k_ok = k_scales[i] > 0.0f && k_scales[i] <= most;
-        if (!k_ok || !(v_scales[i] > 0.0f && v_scales[i] <= most))
-            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be > 0 and at most "
-                           "FLT_MAX / 448", k_ok ? "v_scales" : "k_scales", (long long)i,
-                           (double)(k_ok ? v_scales[i] : k_scales[i]));
+        const int k_ok = ra_e4m3_scale_ok(k_scales[i]);
+        if (!k_ok || !ra_e4m3_scale_ok(v_scales[i]))
+            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be a normal float (>= "
+                           "FLT_MIN) and at most FLT_MAX / 448", k_ok ? "v_scales" : "k_scales",
+                           (long long)i, (double)(k_ok ? v_scales[i] : k_scales[i]));
     }
     for (int64_t g = 0; g < pool->n_kv_heads; g++) {
         pool->k_scale[g] = k_scales[n_scales == 1 ? 0 : g];
@@ -435,7 +434,7 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
     int64_t *lengths = scratch.data;
     for (int64_t i = 0; lengths && i < n_ids; i++) lengths[i] = pool->seqs[ids[i]].length;
     ra_positions pos;
-    ra_status status = ra_kv_append_positions(&pos, positions, rope, lengths, n_ids, seq);
+    ra_status status = ra_kv_append_positions(&pos, positions, rope, lengths, n_ids, seq, n_new);
     if (status == RA_OK) status = plan_pages(pool, ids, n_ids, n_new, seq);
     if (status != RA_OK) {
         ra_scratch_release(&scratch);

@@ -82,7 +82,8 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
     RA_TRY(ra_attention_decode_mask(&mask, &unwindowed, &q_shape, &masks));
     RA_TRY(ra_kv_pool_check_reach(pool, ids, n_ids, &mask)); /* each keeps what q reaches */
     ra_positions given;
-    if (positions) RA_TRY(ra_positions_read(&given, positions, layer->rope, n_ids, seq, 0));
+    if (positions) /* the rows' new tokens; their padding is never rotated */
+        RA_TRY(ra_positions_read_new(&given, positions, layer->rope, n_ids, seq, n_new));
 
     /* Everything is acquired before the append changes the pool.  Outer
      * scratch: the view's arrays [3 N] and starts [N] (int64: head floats),

@@ -12,6 +12,7 @@
 #ifndef RA_QUANT8_H
 #define RA_QUANT8_H
 
+#include <float.h>
 #include <stdint.h>
 
 #include "half.h"
@@ -29,6 +30,15 @@ static inline float ra_e4m3_to_f32(uint8_t code)
  * beyond +-448 saturate to +-448 (vLLM's SATFINITE conversion); NaN and
  * +-Inf give NaN (0x7f, 0xff by sign). */
 uint8_t ra_f32_to_e4m3(float y);
+
+/* Whether s may scale an fp8 cache: a normal float (a subnormal one keeps
+ * fewer bits, and reads as 0 where the caller's thread flushes subnormals:
+ * DAZ, torch.set_flush_denormal), with 448 s (the largest value stored)
+ * finite, as the CLI's --cache-scale. */
+static inline int ra_e4m3_scale_ok(float s)
+{
+    return s >= FLT_MIN && s <= FLT_MAX / 448.0f;
+}
 
 /* codes[i] = ra_f32_to_e4m3(x[i] / scale) for i < n (scale finite, > 0);
  * returns whether it stored a NaN code (x held a NaN or an Inf). */

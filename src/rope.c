@@ -116,6 +116,7 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     if (status == RA_OK)
         status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
     if (status == RA_OK) status = check_frequencies(rope);
+    rope->last_position = ra_rope_last_position(&rope->config);
     if (status == RA_OK) status = ra_rope_mrope_init(rope);
     if (status == RA_OK && table) {
         rope->cos = ra_alloc((size_t)table * sizeof(float));
@@ -138,6 +139,7 @@ void ra_rope_zero_angles(ra_rope *rope)
 {
     for (int64_t i = 0; i < rope->n_pairs; i++) rope->inv_freq[i] = 0.0;
     rope->attention_factor = 1.0;
+    rope->last_position = RA_MAX_POSITION; /* the identity, at every position */
     for (int64_t m = 0; m < rope->config.table_size; m++)
         ra_rope_angles(rope, m, 0, rope->n_pairs, rope->cos + m * rope->n_pairs,
                        rope->sin + m * rope->n_pairs);
@@ -172,6 +174,21 @@ RA_API double ra_rope_attention_factor(const ra_rope *rope)
     return rope ? rope->attention_factor : 0.0;
 }
 
+ra_status ra_rope_check_last(const ra_rope *rope, int64_t last)
+{
+    if (last <= rope->last_position) return RA_OK;
+    const ra_rope_config *c = &rope->config;
+    const int dynamic = c->type == RA_ROPE_DYNAMIC;
+    return ra_fail(RA_ERR_POSITION, "position %lld: a %s rope made for seq_len %lld (%s %lld) "
+                   "rotates positions up to %lld only; transformers gives a sequence of "
+                   "%lld tokens other frequencies: make the rope for that length",
+                   (long long)last, dynamic ? "dynamic" : "longrope", (long long)c->seq_len,
+                   dynamic ? "max_position_embeddings" : "original_max_position_embeddings",
+                   (long long)(dynamic ? c->max_position_embeddings
+                                       : c->original_max_position_embeddings),
+                   (long long)rope->last_position, (long long)last + 1);
+}
+
 RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_out,
                                const int64_t *positions, int64_t n)
 {
@@ -184,10 +201,14 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_o
     if (ra_mul(n, rope->n_pairs, &total) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "n %lld * rotary_dim / 2 %lld: too many elements",
                        (long long)n, (long long)rope->n_pairs);
-    for (int64_t t = 0; t < n; t++)
+    int64_t last = 0;
+    for (int64_t t = 0; t < n; t++) {
         if (positions[t] < 0 || positions[t] > RA_MAX_POSITION)
             return ra_fail(RA_ERR_POSITION, "positions[%lld] is %lld, not in [0, 2^32]",
                            (long long)t, (long long)positions[t]);
+        last = positions[t] > last ? positions[t] : last;
+    }
+    RA_TRY(ra_rope_check_last(rope, last));
     for (int64_t t = 0; t < n; t++)
         ra_rope_angles(rope, positions[t], 0, rope->n_pairs, cos_out + t * rope->n_pairs,
                        sin_out + t * rope->n_pairs);
@@ -258,8 +279,9 @@ static ra_status read_mrope_ids(ra_positions *p, const ra_rope *rope, int64_t n_
     return RA_OK;
 }
 
-ra_status ra_positions_read(ra_positions *out, const ra_positions *positions,
-                            const ra_rope *rope, int64_t batch, int64_t seq, int packed)
+/* ra_positions_read without the rope's last_position. */
+static ra_status read_grid(ra_positions *out, const ra_positions *positions, const ra_rope *rope,
+                           int64_t batch, int64_t seq, int packed)
 {
     *out = ra_positions_start(0);
     if (positions) RA_TRY(RA_READ_STRUCT(*out, positions, ra_positions));
@@ -307,6 +329,38 @@ ra_status ra_positions_read(ra_positions *out, const ra_positions *positions,
                            "[0, 2^32]", p->starts ? "a start" : "start",
                            (long long)(p->starts ? p->starts[b] : p->start), (long long)seq);
     return RA_OK;
+}
+
+/* The largest position (of any component) of the first n_new[b] (NULL:
+ * seq) tokens of each row b of a [batch, seq] grid that read_grid has
+ * checked; -1 when there are none. */
+static int64_t last_position_of(const ra_positions *p, int64_t batch, int64_t seq,
+                                const int64_t *n_new)
+{
+    int64_t last = -1, hint = 0, pos[3];
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t s = 0; s < (n_new ? n_new[b] : seq); s++) {
+            ra_position3(p, b * seq + s, seq, &hint, pos);
+            for (int c = 0; c < 3; c++) last = pos[c] > last ? pos[c] : last;
+        }
+    return last;
+}
+
+ra_status ra_positions_read(ra_positions *out, const ra_positions *positions,
+                            const ra_rope *rope, int64_t batch, int64_t seq, int packed)
+{
+    RA_TRY(read_grid(out, positions, rope, batch, seq, packed));
+    if (rope->last_position >= RA_MAX_POSITION) return RA_OK; /* every position: no scan */
+    return ra_rope_check_last(rope, last_position_of(out, batch, seq, NULL));
+}
+
+ra_status ra_positions_read_new(ra_positions *out, const ra_positions *positions,
+                                const ra_rope *rope, int64_t batch, int64_t seq,
+                                const int64_t *n_new)
+{
+    RA_TRY(read_grid(out, positions, rope, batch, seq, 0));
+    if (rope->last_position >= RA_MAX_POSITION) return RA_OK;
+    return ra_rope_check_last(rope, last_position_of(out, batch, seq, n_new));
 }
 
 int64_t ra_position_sequence(const ra_positions *p, int64_t t)

@@ -14,6 +14,9 @@ struct ra_rope {
     int64_t n_pairs;         /* rotary_dim / 2 */
     double *inv_freq;        /* [n_pairs]: theta_i for the config's type */
     double attention_factor; /* multiplies every cos and sin */
+    int64_t last_position;   /* the largest position rotated as transformers
+                                would (ra_rope_last_position); RA_ERR_POSITION
+                                beyond it */
     double *short_long;      /* longrope: [2, n_pairs] copies, else NULL */
     float *cos, *sin;        /* [table_size, n_pairs], attention factor applied */
     unsigned char *component; /* M-RoPE: [n_pairs], the position component
@@ -36,6 +39,16 @@ void ra_rope_mrope_row(const ra_rope *rope, const int64_t pos[3], int64_t first,
  * config's rope type (rope_scaling.c).  config's rotary_dim is resolved. */
 ra_status ra_rope_frequencies(const ra_rope_config *config, double *inv_freq,
                               double *attention_factor);
+
+/* The largest position whose rotation transformers forms with this
+ * config's frequencies (rope_scaling.c): a dynamic or longrope rope is made
+ * for one length, and a longer sequence has other frequencies.  config is
+ * validated (ra_rope_frequencies). */
+int64_t ra_rope_last_position(const ra_rope_config *config);
+
+/* RA_ERR_POSITION, naming seq_len, when position last is beyond
+ * rope->last_position. */
+ra_status ra_rope_check_last(const ra_rope *rope, int64_t last);
 
 /* attention_factor * cos/sin of pos * inv_freq[i] for i in [first, first + n):
  * formed in double and rounded once, the same numbers the table holds. */
@@ -65,12 +78,20 @@ int ra_tensor_overlaps_bytes(const ra_tensor *t, const void *p, size_t n);
 int ra_tensors_share_elements(const ra_tensor *a, const ra_tensor *b);
 
 /* Reads the caller's positions into *out (NULL: ra_positions_start(0))
- * and checks that every position of a [batch, seq] grid is in range.
+ * and checks that every position of a [batch, seq] grid is in range: in
+ * [0, RA_MAX_POSITION], and at most rope->last_position.
  * Packed sequences (cu_seqlens) are RA_ERR_UNSUPPORTED, before any other
  * check, unless `packed` is set.  3-D ids (mrope_ids) need a rope with
  * sections; *out has their stride resolved. */
 ra_status ra_positions_read(ra_positions *out, const ra_positions *positions,
                             const ra_rope *rope, int64_t batch, int64_t seq, int packed);
+
+/* ra_positions_read (packed sequences refused) for an append whose row b
+ * holds n_new[b] new tokens (NULL: seq), n_new checked: the rope's
+ * last_position bounds those tokens only, not the rows' padding. */
+ra_status ra_positions_read_new(ra_positions *out, const ra_positions *positions,
+                                const ra_rope *rope, int64_t batch, int64_t seq,
+                                const int64_t *n_new);
 
 /* Checks rope arguments shared by the fast and reference paths; *pos gets
  * the positions read. */

@@ -93,10 +93,14 @@ RA_API ra_status ra_rope_table_mrope(const ra_rope *rope, float *cos_out, float 
     if (ra_mul(n, 3, &total) != RA_OK || ra_mul(n, rope->n_pairs, &total) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "n %lld * rotary_dim / 2 %lld: too many elements",
                        (long long)n, (long long)rope->n_pairs);
-    for (int64_t t = 0; t < 3 * n; t++)
+    int64_t last = 0;
+    for (int64_t t = 0; t < 3 * n; t++) {
         if (positions[t] < 0 || positions[t] > RA_MAX_POSITION)
             return ra_fail(RA_ERR_POSITION, "positions[%lld, %lld] is %lld, not in [0, 2^32]",
                            (long long)(t / n), (long long)(t % n), (long long)positions[t]);
+        last = positions[t] > last ? positions[t] : last;
+    }
+    RA_TRY(ra_rope_check_last(rope, last));
     for (int64_t t = 0; t < n; t++) {
         const int64_t pos[3] = {positions[t], positions[n + t], positions[2 * n + t]};
         ra_rope_mrope_row(rope, pos, 0, rope->n_pairs, cos_out + t * rope->n_pairs,

@@ -238,3 +238,23 @@ ra_status ra_rope_frequencies(const ra_rope_config *c, double *inv_freq, double 
                        (int)c->type);
     }
 }
+
+/* transformers forms a dynamic or longrope rope's frequencies from the
+ * length of the sequence it rotates, L = its largest position + 1
+ * (dynamic_rope_update, modeling_rope_utils.py):
+ *   dynamic:  from max(L, L0), L0 = max_position_embeddings;
+ *   longrope: the long factors when L > L_orig, else the short ones.
+ * A rope made for seq_len therefore agrees with it on every sequence up to
+ * max(seq_len, L0) tokens (dynamic), or up to L_orig (longrope with the
+ * short factors); longer ones get other frequencies.  Longrope's long
+ * factors hold for every length beyond L_orig, and the other types do not
+ * depend on L. */
+int64_t ra_rope_last_position(const ra_rope_config *c)
+{
+    if (c->type == RA_ROPE_DYNAMIC)
+        return (c->seq_len > c->max_position_embeddings ? c->seq_len
+                                                        : c->max_position_embeddings) - 1;
+    if (c->type == RA_ROPE_LONGROPE && c->seq_len <= c->original_max_position_embeddings)
+        return c->original_max_position_embeddings - 1;
+    return RA_MAX_POSITION;
+}

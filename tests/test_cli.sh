@@ -157,7 +157,7 @@ def gen(out):
                         np.ones(H * D, np.float32).tobytes())])
     held1 = [encode(w, "F32")[1] for w in ws1]
     np.save(f"{out}/ref_layer1.npy", seed_attention(x64, *held1, H, HKV))
-    with open(f"{out}/config.json", "w") as f:
+    with open(f"{out}/llama.json", "w") as f:
         json.dump({"hidden_size": DIM, "num_attention_heads": H, "num_key_value_heads": HKV,
                    "head_dim": D, "rope_theta": 10000.0, "model_type": "llama"}, f)
     with open(f"{out}/config_theta.json", "w") as f:
@@ -199,7 +199,6 @@ def gen(out):
     open(f"{out}/truncated.npy", "wb").write(good[: len(good) - 100])
     open(f"{out}/badmagic.npy", "wb").write(b"\x93NUMPX" + good[6:])
     np.save(f"{out}/wrongdim.npy", rng.uniform(-1, 1, (B, S, 32)).astype(np.float32))
-    np.save(f"{out}/f64.npy", x64)
     np.save(f"{out}/x4d.npy", x.reshape(B, S, H, D))
     np.save(f"{out}/rope_3d.npy", xr[0])
     np.save(f"{out}/rope_odd.npy", rng.uniform(-1, 1, (1, 2, 2, 7)).astype(np.float32))
@@ -412,8 +411,9 @@ def freqs_cases(out):
            "rope_scaling": {"type": "dynamic", "factor": 2.0}}
     p = cfg["rope_scaling"]
     add("dynamic", [], 64, "dynamic", 1e4, p, M=2048, positions=interesting(2048), config=cfg)
+    # a rope for L: positions of a longer sequence are refused (fc_*_beyond)
     add("dynamic_seq_len", ["--seq-len", "3000"], 64, "dynamic", 1e4, p, M=2048, L=3000,
-        positions=interesting(2048), config=cfg)
+        positions=interesting(2048)[interesting(2048) < 3000], config=cfg)
     add("dynamic_short", [], 64, "dynamic", 1e4, p, M=2048, config=cfg)
     add("dynamic_flag_max", ["--max-position-embeddings", "64"], 64, "dynamic", 1e4, p, M=64,
         config=cfg)
@@ -467,7 +467,8 @@ def freqs_cases(out):
     add("longrope_short", [], 96, "longrope", 1e4, pp, M=131072,
         positions=np.array([0, 1, 100, 4095, 17]), config=cfg)
     add("longrope_seq_len", ["--seq-len", "4096"], 96, "longrope", 1e4, pp, M=131072, L=4096,
-        positions=interesting(4096), dtype=np.int64, config=cfg)
+        positions=interesting(4096)[interesting(4096) < 4096], dtype=np.int64, config=cfg)
+    np.save(f"{out}/fc_pos_4096.npy", np.array([0, 4096], np.int64))
     short = [float(v) for v in np.round(rng.uniform(1.0, 1.2, 48), 6)]
     long = [float(v) for v in np.round(rng.uniform(1.0, 60.0, 48), 6)]
     p = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
@@ -717,40 +718,61 @@ expect_error() {
 SEED="--weights seed_F32.safetensors --input x.npy --output y.npy"
 
 # ---- attention --------------------------------------------------------------
-expect_ok "attention f32 flash" y.npy ref_F32.npy 1e-4 -- attention $SEED --n-heads 4
+expect_ok "attention f32 flash" y.npy ref_F32.npy 1e-4 -- attention $SEED --n-heads 4 --theta 10000
 expect_ok "attention f32 reference path" y.npy ref_F32.npy 1e-4 -- \
-    attention $SEED --n-heads 4 --path reference
+    attention $SEED --n-heads 4 --theta 10000 --path reference
 expect_ok "attention f32, 1 thread" y.npy ref_F32.npy 1e-4 -- \
-    attention $SEED --n-heads 4 --n-kv-heads 2 --threads 1
+    attention $SEED --n-heads 4 --theta 10000 --n-kv-heads 2 --threads 1
 expect_ok "attention f16 weights" y.npy ref_F16.npy 1e-4 -- \
-    attention --weights seed_F16.safetensors --input x.npy --output y.npy --n-heads 4
+    attention --weights seed_F16.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_ok "attention bf16 weights" y.npy ref_BF16.npy 1e-4 -- \
-    attention --weights seed_BF16.safetensors --input x.npy --output y.npy --n-heads 4
+    attention --weights seed_BF16.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_ok "attention --start-pos 7 --theta 500000" y.npy ref_start7_theta500k.npy 1e-4 -- \
     attention $SEED --n-heads 4 --start-pos 7 --theta 500000
+
+# A float64 input is rounded to the nearest float32, as F64 weights are:
+# x + 0.6 ulp (each element) gives, bit for bit, the Y of the float32 one
+# ulp away from x (truncation would give x's); --grad-output too.
+"$PY" - <<'PYEOF'
+import numpy as np
+x = np.load("x.npy")
+step = np.spacing(x)  # one ulp away from zero
+np.save("x_next.npy", (x + step).astype(np.float32))
+np.save("x64.npy", x.astype(np.float64) + 0.6 * step.astype(np.float64))
+np.save("rope_x64.npy", np.load("rope_x.npy").astype(np.float64))
+huge = x.astype(np.float64); huge[1, 2, 3] = -1e39
+np.save("x64_huge.npy", huge)
+PYEOF
+"$RA" attention --weights seed_F32.safetensors --input x_next.npy --output y_next.npy --n-heads 4 \
+    --theta 10000
+expect_ok "attention on float64 X: rounded to nearest" y.npy y_next.npy 0 -- \
+    attention --weights seed_F32.safetensors --input x64.npy --output y.npy --n-heads 4 \
+    --theta 10000
 expect_ok "attention --layout half on seed names" y.npy ref_half.npy 1e-4 -- \
-    attention $SEED --n-heads 4 --layout half
+    attention $SEED --n-heads 4 --theta 10000 --layout half
 "$PY" "$TMP/helper.py" slice0 ref_F32.npy ref_F32_0.npy
 expect_ok "attention 2-D input is batch 1" y2.npy ref_F32_0.npy 1e-4 -- \
-    attention --weights seed_F32.safetensors --input x2d.npy --output y2.npy --n-heads 4
+    attention --weights seed_F32.safetensors --input x2d.npy --output y2.npy --n-heads 4 \
+    --theta 10000
 
 # Hugging Face names, permuted rows, half layout by default: same output as
 # the seed's names.
-"$RA" attention $SEED --n-heads 4 2>/dev/null && mv y.npy y_seed.npy
+"$RA" attention $SEED --n-heads 4 --theta 10000 2>/dev/null && mv y.npy y_seed.npy
 expect_ok "attention HF names + config = seed names" y.npy y_seed.npy 1e-5 -- \
-    attention --weights hf.safetensors --input x.npy --output y.npy --config config.json
+    attention --weights hf.safetensors --input x.npy --output y.npy --config llama.json
 expect_ok "attention HF self_attn. names" y.npy y_seed.npy 1e-5 -- \
-    attention --weights hf_bare.safetensors --input x.npy --output y.npy --n-heads 4
+    attention --weights hf_bare.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_ok "attention HF --layer 1 of 2" y.npy ref_layer1.npy 1e-4 -- \
-    attention --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 --layer 1
+    attention --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 \
+    --theta 10000 --layer 1
 expect_ok "attention sharded checkpoint, --layer 0 over two shards" y.npy y_seed.npy 1e-5 -- \
     attention --weights sharded/model.safetensors.index.json --input x.npy --output y.npy \
-    --config config.json --layer 0
+    --config llama.json --layer 0
 expect_ok "attention sharded checkpoint, --layer 1" y.npy ref_layer1.npy 1e-4 -- \
     attention --weights sharded/model.safetensors.index.json --input x.npy --output y.npy \
-    --n-heads 4 --layer 1
+    --n-heads 4 --theta 10000 --layer 1
 expect_ok "attention HF --layer 0 of 2" y.npy y_seed.npy 1e-5 -- \
-    attention --weights hf_2layers.safetensors --input x.npy --output y.npy --config config.json \
+    attention --weights hf_2layers.safetensors --input x.npy --output y.npy --config llama.json \
     --layer 0
 expect_ok "attention rope_theta from config" y.npy ref_start7_theta500k.npy 1e-4 -- \
     attention --weights hf.safetensors --input x.npy --output y.npy --config config_theta.json
@@ -776,32 +798,34 @@ expect_ok "attention layer_types full, --layer 0" y.npy y_seed.npy 1e-5 -- \
 # rounding with an f32 cache, and to the cache's rounding with f16 or bf16.
 for P in 1 3 5; do
     expect_ok "attention --prefill $P (of 5), f32 cache = no cache" y.npy y_seed.npy 5e-6 -- \
-        attention $SEED --n-heads 4 --prefill $P
+        attention $SEED --n-heads 4 --theta 10000 --prefill $P
 done
 expect_ok "attention --prefill 2 --cache-dtype f32, 1 thread" y.npy y_seed.npy 5e-6 -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype f32 --threads 1
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype f32 --threads 1
 expect_ok "attention --prefill 2 --cache-dtype f16" y.npy y_seed.npy 5e-3 -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype f16
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype f16
 expect_ok "attention --prefill 1 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
-    attention $SEED --n-heads 4 --prefill 1 --cache-dtype bf16
+    attention $SEED --n-heads 4 --theta 10000 --prefill 1 --cache-dtype bf16
 expect_ok "attention --prefill 4 --cache-dtype bf16" y.npy y_seed.npy 3e-2 -- \
-    attention $SEED --n-heads 4 --prefill 4 --cache-dtype bf16
+    attention $SEED --n-heads 4 --theta 10000 --prefill 4 --cache-dtype bf16
 expect_ok "attention --prefill 2 --cache-dtype int8" y.npy y_seed.npy 3e-2 -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype int8
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype int8
 expect_ok "attention --prefill 1 --cache-dtype fp8" y.npy y_seed.npy 1.5e-1 -- \
-    attention $SEED --n-heads 4 --prefill 1 --cache-dtype fp8 --cache-scale 0.5
+    attention $SEED --n-heads 4 --theta 10000 --prefill 1 --cache-dtype fp8 --cache-scale 0.5
 expect_ok "attention --prefill 2, 2-D input" y2.npy ref_F32_0.npy 1e-4 -- \
     attention --weights seed_F32.safetensors --input x2d.npy --output y2.npy --n-heads 4 \
+    --theta 10000 \
     --prefill 2
 # --stats: the prefill's and the decode steps' tokens per second on stdout
 # (x.npy: 2 sequences of 5 tokens); --quiet; no progress line off a terminal.
 expect_ok "attention --prefill 2 --stats --quiet" y.npy y_seed.npy 5e-6 -- \
-    attention $SEED --n-heads 4 --prefill 2 --stats --quiet
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --stats --quiet
 if grep -qE '^prefill: 4 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
     grep -qE '^decode: 3 steps of 2 tokens in [0-9.]+ s, [0-9]+ tokens/s$' "$TMP/stdout" &&
     [ "$(wc -l <"$TMP/stdout")" -eq 2 ]; then pass
 else fail "attention --stats: $(head -c 300 "$TMP/stdout")"; fi
-expect_error "attention --stats without --prefill" y.npy -- attention $SEED --n-heads 4 --stats
+expect_error "attention --stats without --prefill" y.npy -- attention $SEED --n-heads 4 \
+    --theta 10000 --stats
 
 # The progress line, on a terminal only, after RA_PROGRESS_DELAY seconds
 # (0 here, so that no check hangs on the machine's speed): a decode of 300
@@ -828,7 +852,8 @@ while True:
 sys.stdout.write(repr(data.decode()))
 sys.exit(p.wait())
 EOF
-LONG="attention --weights seed_F32.safetensors --input x_long.npy --n-heads 4 --threads 1"
+LONG="attention --weights seed_F32.safetensors --input x_long.npy --threads 1"
+LONG="$LONG --n-heads 4 --theta 10000"
 if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" $LONG --prefill 1 --output y_long.npy \
     >"$TMP/tty" &&
     grep -qE 'attention --prefill: [0-9]+ of 300 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty" &&
@@ -844,7 +869,7 @@ if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" $LONG --output y_long.npy \
 then pass
 else fail "attention --grads on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
 # The default delay is a second: this run ends well before it.
-if "$PY" "$TMP/on_tty.py" "$RA" attention $SEED --n-heads 4 --prefill 1 >"$TMP/tty" &&
+if "$PY" "$TMP/on_tty.py" "$RA" attention $SEED --n-heads 4 --theta 10000 --prefill 1 >"$TMP/tty" &&
     [ "$(cat "$TMP/tty")" = "''" ]; then pass
 else fail "attention --prefill, 5 tokens, on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
 for delay in -1 x nan 1e7; do
@@ -885,29 +910,29 @@ expect_usage() {
 }
 # an option with a value given twice: which was meant is not known
 expect_usage "attention --output twice" "attention: --output is given twice" -- \
-    attention $SEED --n-heads 4 --output other.npy
+    attention $SEED --n-heads 4 --theta 10000 --output other.npy
 expect_usage "rope --theta twice, once with =" "rope: --theta is given twice" -- \
     rope --input x.npy --output y.npy --theta 10000 --theta=500000
 expect_usage "attention --prefill 0" "--prefill must be an integer from 1" -- \
-    attention $SEED --n-heads 4 --prefill 0
+    attention $SEED --n-heads 4 --theta 10000 --prefill 0
 expect_usage "attention --prefill seq + 1" "--prefill 6 is more than the 5 tokens" -- \
-    attention $SEED --n-heads 4 --prefill 6
+    attention $SEED --n-heads 4 --theta 10000 --prefill 6
 expect_usage "attention --prefill abc" "--prefill must be an integer.*'abc'" -- \
-    attention $SEED --n-heads 4 --prefill abc
+    attention $SEED --n-heads 4 --theta 10000 --prefill abc
 expect_usage "attention --cache-dtype f64" "--cache-dtype must be f32, f16, bf16, int8 or fp8" -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype f64
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype f64
 expect_usage "attention --cache-scale with int8" "--cache-scale needs --cache-dtype fp8" -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype int8 --cache-scale 2
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype int8 --cache-scale 2
 expect_usage "attention --cache-scale 0" "--cache-scale" -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 0
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype fp8 --cache-scale 0
 expect_usage "attention --cache-scale 1e-50 (0 as a float)" "must be a normal float" -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 1e-50
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype fp8 --cache-scale 1e-50
 expect_usage "attention --cache-scale 1e39 (448 s beyond a float)" "must be a normal float" -- \
-    attention $SEED --n-heads 4 --prefill 2 --cache-dtype fp8 --cache-scale 1e39
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --cache-dtype fp8 --cache-scale 1e39
 expect_usage "attention --cache-dtype without --prefill" "--cache-dtype needs --prefill" -- \
-    attention $SEED --n-heads 4 --cache-dtype f16
+    attention $SEED --n-heads 4 --theta 10000 --cache-dtype f16
 expect_usage "attention --prefill with --path reference" "--prefill runs the flash path" -- \
-    attention $SEED --n-heads 4 --prefill 2 --path reference
+    attention $SEED --n-heads 4 --theta 10000 --prefill 2 --path reference
 
 # ---- attention gradients (--grad-output, --grads) ---------------------------
 # The backward of L = sum(Y * DY), against the seed's module differentiated by
@@ -1008,17 +1033,21 @@ expect_grads() {
     fi
 }
 GRADS="--grad-output dy.npy --grads g.safetensors"
-expect_grads "attention --grads, seed names, flash" seed -- attention $SEED --n-heads 4 $GRADS
+expect_grads "attention --grads, seed names, flash" seed -- attention $SEED --n-heads 4 \
+    --theta 10000 $GRADS
+expect_grads "attention --grads, DY float64 (rounded to float32)" seed -- \
+    attention $SEED --n-heads 4 --theta 10000 --grad-output dy_f64.npy --grads g.safetensors
 expect_ok "attention --grads: Y is the inference Y" y.npy ref_F32.npy 1e-4 -- \
-    attention $SEED --n-heads 4 $GRADS
+    attention $SEED --n-heads 4 --theta 10000 $GRADS
 expect_grads "attention --grads, reference path, 1 thread" seed -- \
-    attention $SEED --n-heads 4 $GRADS --path reference --threads 1
+    attention $SEED --n-heads 4 --theta 10000 $GRADS --path reference --threads 1
 expect_grads "attention --grads, 2-D input" seed2d -- attention --weights seed_F32.safetensors \
-    --input x2d.npy --output y2.npy --n-heads 4 --grad-output dy2d.npy --grads g.safetensors
+    --input x2d.npy --output y2.npy --n-heads 4 --theta 10000 --grad-output dy2d.npy \
+    --grads g.safetensors
 expect_grads "attention --grads --start-pos 7 --theta 500000" start7 -- \
     attention $SEED --n-heads 4 --start-pos 7 --theta 500000 $GRADS
 expect_grads "attention --grads, HF names (gradients under q_proj.weight ...)" hf -- \
-    attention --weights hf.safetensors --input x.npy --output y.npy --config config.json $GRADS
+    attention --weights hf.safetensors --input x.npy --output y.npy --config llama.json $GRADS
 
 # Refused: exit 1, one message, and neither Y nor G written.
 expect_grads_error() {
@@ -1027,48 +1056,49 @@ expect_grads_error() {
     expect_error "$name" g.safetensors -- "$@"
     if [ -e y.npy ]; then fail "$name: left y.npy behind"; else pass; fi
 }
-expect_grads_error "attention: DY of the wrong shape" -- attention $SEED --n-heads 4 \
+expect_grads_error "attention: DY of the wrong shape" -- attention $SEED --n-heads 4 --theta 10000 \
     --grad-output dy_wrong.npy --grads g.safetensors
 if grep -q "dy_wrong.npy has shape \[2, 4, 64\].*\[2, 5, 64\]" "$TMP/stderr"; then pass
 else fail "attention: DY shape message: $(cat "$TMP/stderr")"
 fi
-expect_grads_error "attention: DY float64" -- attention $SEED --n-heads 4 \
-    --grad-output dy_f64.npy --grads g.safetensors
-expect_grads_error "attention: DY missing" -- attention $SEED --n-heads 4 \
+expect_grads_error "attention: DY missing" -- attention $SEED --n-heads 4 --theta 10000 \
     --grad-output nope.npy --grads g.safetensors
 rm -f y.npy
 expect_error "attention: --grads folder missing" nodir/g.safetensors -- attention $SEED \
-    --n-heads 4 --grad-output dy.npy --grads nodir/g.safetensors
+    --n-heads 4 --theta 10000 --grad-output dy.npy --grads nodir/g.safetensors
 if [ -e y.npy ]; then fail "attention: --grads folder missing: left y.npy behind"; else pass; fi
 expect_usage "attention --grads without --grad-output" "--grads needs --grad-output" -- \
-    attention $SEED --n-heads 4 --grads g.safetensors
+    attention $SEED --n-heads 4 --theta 10000 --grads g.safetensors
 expect_usage "attention --grad-output without --grads" "--grad-output needs --grads" -- \
-    attention $SEED --n-heads 4 --grad-output dy.npy
+    attention $SEED --n-heads 4 --theta 10000 --grad-output dy.npy
 expect_usage "attention --grads with --prefill" "--prefill (the KV-cache generator) has no" -- \
-    attention $SEED --n-heads 4 $GRADS --prefill 2
+    attention $SEED --n-heads 4 --theta 10000 $GRADS --prefill 2
 expect_usage "attention --grads = --output" "--output y.npy and --grads y.npy name the same file" -- \
-    attention $SEED --n-heads 4 --grad-output dy.npy --grads y.npy
+    attention $SEED --n-heads 4 --theta 10000 --grad-output dy.npy --grads y.npy
 cp seed_F32.safetensors seed_keep.safetensors
 expect_usage "attention --grads = --weights" "--grads seed_keep.safetensors and --weights seed_keep.safetensors name the same file" -- \
     attention --weights seed_keep.safetensors --input x.npy --output y.npy --n-heads 4 \
+    --theta 10000 \
     --grad-output dy.npy --grads seed_keep.safetensors
 if cmp -s seed_F32.safetensors seed_keep.safetensors; then pass
 else fail "attention --grads = --weights: the weights file was changed"
 fi
 expect_usage "attention --grads = --input" "--grads x.npy and --input x.npy name the same file" -- \
-    attention $SEED --n-heads 4 --grad-output dy.npy --grads x.npy
+    attention $SEED --n-heads 4 --theta 10000 --grad-output dy.npy --grads x.npy
 expect_usage "convert-layout --output = --weights" "--output seed_keep.safetensors and --weights" -- \
     convert-layout --weights seed_keep.safetensors --output seed_keep.safetensors --to half
 expect_usage "attention --grads = --grad-output" "--grads dy.npy and --grad-output dy.npy name the same" -- \
-    attention $SEED --n-heads 4 --grad-output dy.npy --grads dy.npy
+    attention $SEED --n-heads 4 --theta 10000 --grad-output dy.npy --grads dy.npy
 expect_usage "attention --grads = ./--input" "--grads ./x.npy and --input x.npy name the same file" -- \
-    attention $SEED --n-heads 4 --grad-output dy.npy --grads ./x.npy
+    attention $SEED --n-heads 4 --theta 10000 --grad-output dy.npy --grads ./x.npy
 
 # ---- rope and freqs ---------------------------------------------------------
 expect_ok "rope interleaved" r.npy rope_ref_interleaved.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 3
 expect_ok "rope half" r.npy rope_ref_half.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 3 --layout half --threads 1
+expect_ok "rope on float64 X" r.npy rope_ref_half.npy 1e-5 -- \
+    rope --input rope_x64.npy --output r.npy --start-pos 3 --layout half --threads 1
 expect_ok "rope far positions" r.npy rope_ref_far.npy 1e-5 -- \
     rope --input rope_x.npy --output r.npy --start-pos 1000000 --theta 500000 --layout=half
 "$PY" -c 'import numpy as np; np.save("rope_x64.npy", np.load("rope_x.npy").astype(np.float64))'
@@ -1151,13 +1181,13 @@ then pass; else fail "convert-layout --layer 1: $(head -c 300 "$TMP/stderr")"; f
 "$RA" convert-layout --weights seed_F32.safetensors --output to_half.safetensors --to half \
     --n-heads 4 2>/dev/null
 expect_ok "attention: seed file converted to half, run half = seed" y.npy y_seed.npy 1e-5 -- \
-    attention --weights to_half.safetensors --input x.npy --output y.npy --n-heads 4 \
+    attention --weights to_half.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000 \
     --layout half
 "$RA" convert-layout --weights hf.safetensors --output to_inter.safetensors --to interleaved \
-    --config config.json 2>/dev/null
+    --config llama.json 2>/dev/null
 expect_ok "attention: HF file converted to interleaved, run interleaved = seed" y.npy \
     y_seed.npy 1e-5 -- attention --weights to_inter.safetensors --input x.npy --output y.npy \
-    --config config.json --layout interleaved
+    --config llama.json --layout interleaved
 "$RA" convert-layout --weights seed_F32.safetensors --output to_half_p.safetensors --to half \
     --config cv_partial.json 2>/dev/null
 if "$PY" "$TMP/rope_helper.py" converted seed_F32.safetensors to_half_p.safetensors half 16 8
@@ -1167,6 +1197,73 @@ expect_ok "attention: partial rotary, original interleaved" y.npy cv_ref_partial
 expect_ok "attention: partial rotary, converted to half = interleaved original" y.npy \
     cv_ref_partial.npy 1e-4 -- attention --weights to_half_p.safetensors --input x.npy \
     --output y.npy --config cv_partial.json --layout half
+
+# ---- the config.json beside the weights --------------------------------------
+# Without --config, the config.json in the weights' folder is read, as
+# transformers' from_pretrained reads it; a folder is a checkpoint
+# (model.safetensors first, then model.safetensors.index.json); with no config
+# at all, the rope must be given: never theta 10000 by default.
+mkdir -p ck500k ck_both ck_empty cvp
+cp hf.safetensors ck500k/model.safetensors
+printf '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "rope_theta": 500000.0}' >ck500k/config.json
+cp hf.safetensors ck_both/model.safetensors
+printf '{"weight_map": {"model.layers.0.self_attn.q_proj.weight": "absent.safetensors"}}' \
+    >ck_both/model.safetensors.index.json
+printf '{"rope_theta": 500000.0}' >ck_both/config.json
+cp seed_F32.safetensors cvp/model.safetensors
+cp cv_partial.json cvp/config.json
+"$RA" attention --weights ck500k/model.safetensors --config ck500k/config.json --input x.npy \
+    --output y_500k.npy 2>/dev/null
+expect_ok "attention: config.json beside the weights (rope_theta 500000)" y.npy \
+    ref_start7_theta500k.npy 1e-4 -- attention --weights ck500k/model.safetensors \
+    --input x.npy --output y.npy --n-heads 4
+expect_ok "attention: config.json beside = --config" y.npy y_500k.npy 0 -- \
+    attention --weights ck500k/model.safetensors --input x.npy --output y.npy
+expect_ok "attention: a checkpoint folder as --weights" y.npy y_500k.npy 0 -- \
+    attention --weights ck500k --input x.npy --output y.npy
+expect_ok "attention: a folder's model.safetensors before its index" y.npy y_500k.npy 0 -- \
+    attention --weights ck_both/ --input x.npy --output y.npy --n-heads 4
+expect_ok "attention: a folder's sharded index" y.npy ref_layer1.npy 1e-4 -- \
+    attention --weights sharded --input x.npy --output y.npy --n-heads 4 --theta 10000 --layer 1
+expect_ok "attention: no config, the rope from --rope-parameters' rope_theta" y.npy \
+    ref_F32.npy 1e-4 -- attention $SEED --n-heads 4 \
+    --rope-parameters '{"rope_type": "default", "rope_theta": 10000}'
+expect_usage "attention: no config and no --theta" \
+    "attention: no config.json beside seed_F32.safetensors: give --config, or the rope: --theta" \
+    -- attention $SEED --n-heads 4
+expect_usage "attention: no config, --rope-parameters without rope_theta" \
+    "no config.json beside seed_F32.safetensors" -- attention $SEED --n-heads 4 \
+    --rope-parameters '{"rope_type": "linear", "factor": 2}'
+expect_usage "attention: a folder without config.json" "no config.json in sharded:" -- \
+    attention --weights sharded --input x.npy --output y.npy --n-heads 4 --layer 1
+expect_usage "attention: --output is the config.json beside the weights" \
+    "the config.json beside --weights ck500k/config.json name the same file" -- \
+    attention --weights ck500k --input x.npy --output ck500k/config.json
+expect_error "attention: a folder without a checkpoint" y.npy -- \
+    attention --weights ck_empty --input x.npy --output y.npy --n-heads 4 --theta 10000
+if grep -q "ck_empty: a folder with neither model.safetensors nor" "$TMP/stderr"; then pass
+else fail "attention: a folder without a checkpoint: $(cat "$TMP/stderr")"; fi
+# a refused run leaves the files it would have written as they were
+printf 'kept' >y_kept.npy
+printf 'kept' >g_kept.safetensors
+if "$RA" attention --weights seed_F32.safetensors --input x.npy --output y_kept.npy \
+    --n-heads 4 --grad-output x.npy --grads g_kept.safetensors 2>"$TMP/stderr"; then
+    fail "attention: a refused run exited 0"
+elif ! grep -q "no config.json beside" "$TMP/stderr"; then
+    fail "attention: refused for another reason: $(cat "$TMP/stderr")"
+elif [ "$(cat y_kept.npy g_kept.safetensors)" != keptkept ] || ls -A | grep -q '^\.ropeattn-'
+then fail "attention: a refused run changed its outputs"; else pass; fi
+# convert-layout reads the config beside its input too: partial_rotary_factor
+# 0.5 moves the first 8 of each head's 16 rows, with --n-heads or without.
+rm -f cvp_half.safetensors cvp_dir.safetensors
+if "$RA" convert-layout --weights cvp/model.safetensors --output cvp_half.safetensors \
+    --to half --n-heads 4 2>"$TMP/stderr" &&
+    "$PY" "$TMP/rope_helper.py" converted seed_F32.safetensors cvp_half.safetensors half 16 8 &&
+    "$RA" convert-layout --weights cvp --output cvp_dir.safetensors --to half \
+    2>>"$TMP/stderr" &&
+    "$PY" "$TMP/rope_helper.py" st_equal cvp_half.safetensors cvp_dir.safetensors; then pass
+else fail "convert-layout: the config.json beside the weights: $(head -c 300 "$TMP/stderr")"; fi
 
 # ---- help, version, demo, bench --------------------------------------------
 for cmd in "" attention rope freqs convert-layout demo bench; do
@@ -1266,8 +1363,8 @@ with open(f"{out}/h_beyond.npy", "wb") as f:
 open(f"{out}/h_not_json.json", "w").write("hidden_size = 64\n")
 open(f"{out}/h_truncated.json", "w").write('{"hidden_size": 64, "num_attention_heads": 4,')
 PYEOF
-W="--input x.npy --output y.npy --n-heads 4"
-X="--weights seed_F32.safetensors --output y.npy --n-heads 4"
+W="--input x.npy --output y.npy --n-heads 4 --theta 10000"
+X="--weights seed_F32.safetensors --output y.npy --n-heads 4 --theta 10000"
 expect_hostile "hostile: empty weights file" "the file is empty" \
     "the file is empty" -- attention --weights h_empty.safetensors $W
 expect_hostile "hostile: empty input file" "the file is empty" \
@@ -1318,7 +1415,10 @@ expect_hostile "hostile: npy bad magic" "bad magic" \
 expect_hostile "hostile: npy Fortran order" "Fortran-order" \
     "Fortran-order arrays are not supported" -- attention --input h_fortran.npy $X
 expect_hostile "hostile: npy integer input" "must hold float32" \
-    "must hold float32 ('<f4') values" -- attention --input h_int32.npy $X
+    "must hold float32 or float64 values ('<f4', '<f8')" -- attention --input h_int32.npy $X
+expect_hostile "hostile: float64 beyond float32's range" "beyond float32's range" \
+    "x64_huge.npy: element 451 of its \[2, 5, 64\] float64 values is -1e+39" -- \
+    attention --input x64_huge.npy $X
 expect_hostile "hostile: npy int16" "is not supported (only" \
     "dtype '<i2' is not supported" -- attention --input h_int16.npy $X
 expect_hostile "hostile: npy big-endian" "big-endian" \
@@ -1339,31 +1439,29 @@ echo "hostile files: ${#hostile_names[@]} cases"
 
 # ---- bad input: exit 1..127, one line on stderr, no output ------------------
 expect_error "missing input file" y.npy -- attention --weights seed_F32.safetensors \
-    --input nope.npy --output y.npy --n-heads 4
+    --input nope.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "missing weights file" y.npy -- attention --weights nope.safetensors \
-    --input x.npy --output y.npy --n-heads 4
+    --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "truncated npy" y.npy -- attention --weights seed_F32.safetensors \
-    --input truncated.npy --output y.npy --n-heads 4
+    --input truncated.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "bad npy magic" y.npy -- attention --weights seed_F32.safetensors \
-    --input badmagic.npy --output y.npy --n-heads 4
+    --input badmagic.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "npy with the wrong dim" y.npy -- attention --weights seed_F32.safetensors \
-    --input wrongdim.npy --output y.npy --n-heads 4
-expect_error "float64 input" y.npy -- attention --weights seed_F32.safetensors \
-    --input f64.npy --output y.npy --n-heads 4
+    --input wrongdim.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "4-D attention input" y.npy -- attention --weights seed_F32.safetensors \
-    --input x4d.npy --output y.npy --n-heads 4
+    --input x4d.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "safetensors header length beyond the file" y.npy -- attention \
-    --weights st_badlen.safetensors --input x.npy --output y.npy --n-heads 4
+    --weights st_badlen.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "safetensors data offsets outside the file" y.npy -- attention \
-    --weights st_badoffsets.safetensors --input x.npy --output y.npy --n-heads 4
+    --weights st_badoffsets.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "an npy file given as weights" y.npy -- attention \
-    --weights x.npy --input x.npy --output y.npy --n-heads 4
+    --weights x.npy --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "missing tensor" y.npy -- attention --weights st_missing.safetensors \
-    --input x.npy --output y.npy --n-heads 4
+    --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_ok "a zero bias adds nothing" y.npy ref_F32.npy 1e-4 -- attention \
-    --weights st_bias.safetensors --input x.npy --output y.npy --n-heads 4
+    --weights st_bias.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "a bias of the wrong length" y.npy -- attention --weights st_badbias.safetensors \
-    --input x.npy --output y.npy --n-heads 4
+    --input x.npy --output y.npy --n-heads 4 --theta 10000
 # attention_bias false in config.json: transformers builds no biases and
 # does not load them, so a bias in the checkpoint is refused; true, without
 # model_type: added; true for Llama: its model biases q, k, v and o, so a
@@ -1382,19 +1480,21 @@ expect_ok "a zero bias with attention_bias true" y.npy ref_F32.npy 1e-4 -- atten
     --weights st_bias.safetensors --config bias.json --layout interleaved --input x.npy \
     --output y.npy
 expect_error "no attention tensors" y.npy -- attention --weights st_notensors.safetensors \
-    --input x.npy --output y.npy --n-heads 4
+    --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "I32 weights" y.npy -- attention --weights st_i32.safetensors \
-    --input x.npy --output y.npy --n-heads 4
+    --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "weights of the wrong shape" y.npy -- attention --weights st_badshape.safetensors \
-    --input x.npy --output y.npy --n-heads 4 --n-kv-heads 2
-expect_error "--n-heads not dividing dim" y.npy -- attention $SEED --n-heads 3
-expect_error "--n-kv-heads not dividing n_heads" y.npy -- attention $SEED --n-heads 4 --n-kv-heads 3
-expect_error "--n-kv-heads not matching wk" y.npy -- attention $SEED --n-heads 4 --n-kv-heads 4
-expect_error "no --n-heads and no --config" y.npy -- attention $SEED
+    --input x.npy --output y.npy --n-heads 4 --theta 10000 --n-kv-heads 2
+expect_error "--n-heads not --theta 10000 dividing dim" y.npy -- attention $SEED --n-heads 3
+expect_error "--n-kv-heads not dividing n_heads" y.npy -- attention $SEED --n-heads 4 \
+    --theta 10000 --n-kv-heads 3
+expect_error "--n-kv-heads not matching wk" y.npy -- attention $SEED --n-heads 4 --theta 10000 \
+    --n-kv-heads 4
+expect_error "no --n-heads and no --config" y.npy -- attention $SEED --theta 10000
 expect_error "config hidden_size differs from dim" y.npy -- attention $SEED \
     --config config_bad_hidden.json
 expect_error "a q norm over the whole projection" y.npy -- attention \
-    --weights hf_fullnorm.safetensors --input x.npy --output y.npy --n-heads 4
+    --weights hf_fullnorm.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "Gemma's query_pre_attn_scalar" y.npy -- attention $SEED \
     --config config_gemma.json
 expect_error "a negative rms_norm_eps" y.npy -- attention $SEED --config config_bad_eps.json
@@ -1413,35 +1513,42 @@ expect_error "another kind of attention in layer_types" y.npy -- attention \
     --weights hf_2layers.safetensors --input x.npy --output y.npy --config cw_chunked.json --layer 0
 expect_error "missing config file" y.npy -- attention $SEED --config nope.json
 expect_error "a shard the index names is missing" y.npy -- attention \
-    --weights sharded/missing.index.json --input x.npy --output y.npy --n-heads 4 --layer 0
+    --weights sharded/missing.index.json --input x.npy --output y.npy --n-heads 4 \
+    --theta 10000 --layer 0
 expect_error "a tensor in two shards" y.npy -- attention \
-    --weights sharded/twice.index.json --input x.npy --output y.npy --n-heads 4 --layer 0
+    --weights sharded/twice.index.json --input x.npy --output y.npy --n-heads 4 --theta 10000 \
+    --layer 0
 expect_error "an index naming a file in another folder" y.npy -- attention \
-    --weights sharded/folder.index.json --input x.npy --output y.npy --n-heads 4 --layer 0
+    --weights sharded/folder.index.json --input x.npy --output y.npy --n-heads 4 --theta 10000 \
+    --layer 0
 expect_error "several layers in the shards and no --layer" y.npy -- attention \
-    --weights sharded/model.safetensors.index.json --input x.npy --output y.npy --n-heads 4
+    --weights sharded/model.safetensors.index.json --input x.npy --output y.npy --n-heads 4 \
+    --theta 10000
 expect_error "convert-layout given an index" cv.safetensors -- convert-layout \
     --weights sharded/model.safetensors.index.json --output cv.safetensors --to interleaved \
     --n-heads 4
 expect_error "several layers and no --layer" y.npy -- attention \
-    --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4
+    --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000
 expect_error "--layer that is not there" y.npy -- attention \
-    --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 --layer 2
+    --weights hf_2layers.safetensors --input x.npy --output y.npy --n-heads 4 --theta 10000 \
+    --layer 2
 for bad in 0 -1 abc 2x ""; do
-    expect_error "--threads '$bad'" y.npy -- attention $SEED --n-heads 4 --threads "$bad"
+    expect_error "--threads '$bad'" y.npy -- attention $SEED --n-heads 4 --theta 10000 \
+        --threads "$bad"
 done
 expect_error "--theta 0" y.npy -- attention $SEED --n-heads 4 --theta 0
 expect_error "--theta nan" y.npy -- attention $SEED --n-heads 4 --theta nan
-expect_error "--layout sideways" y.npy -- attention $SEED --n-heads 4 --layout sideways
-expect_error "--path fast" y.npy -- attention $SEED --n-heads 4 --path fast
-expect_error "--start-pos -1" y.npy -- attention $SEED --n-heads 4 --start-pos -1
-expect_error "--n-heads with no value" y.npy -- attention $SEED --n-heads
-expect_error "unknown option" y.npy -- attention $SEED --n-heads 4 --frobnicate
-expect_error "positional argument" y.npy -- attention $SEED --n-heads 4 extra
+expect_error "--layout sideways" y.npy -- attention $SEED --n-heads 4 --theta 10000 \
+    --layout sideways
+expect_error "--path fast" y.npy -- attention $SEED --n-heads 4 --theta 10000 --path fast
+expect_error "--start-pos -1" y.npy -- attention $SEED --n-heads 4 --theta 10000 --start-pos -1
+expect_error "--n-heads with --theta 10000 no value" y.npy -- attention $SEED --n-heads
+expect_error "unknown option" y.npy -- attention $SEED --n-heads 4 --theta 10000 --frobnicate
+expect_error "positional argument" y.npy -- attention $SEED --n-heads 4 --theta 10000 extra
 expect_error "missing --output" - -- attention --weights seed_F32.safetensors --input x.npy \
-    --n-heads 4
+    --n-heads 4 --theta 10000
 expect_error "output folder that does not exist" nodir/y.npy -- attention \
-    --weights seed_F32.safetensors --input x.npy --output nodir/y.npy --n-heads 4
+    --weights seed_F32.safetensors --input x.npy --output nodir/y.npy --n-heads 4 --theta 10000
 expect_error "unknown command" - -- frobnicate
 expect_error "no command" - --
 expect_error "rope: odd head_dim" r.npy -- rope --input rope_odd.npy --output r.npy
@@ -1509,6 +1616,14 @@ expect_error "freqs: empty positions" c.npy -- freqs --head-dim 8 --positions rp
 expect_error "freqs: positions file missing" c.npy -- freqs --head-dim 8 --positions nope.npy \
     --cos c.npy --sin s.npy
 expect_error "freqs: --seq-len 0" c.npy -- $F --seq-len 0
+# a dynamic or longrope rope is for its length: transformers gives a longer
+# sequence other frequencies
+expect_error "freqs: dynamic, a position past --seq-len" c.npy -- freqs \
+    --config fc_dynamic_seq_len.json --seq-len 3000 --positions fc_pos_4096.npy --cos c.npy \
+    --sin s.npy
+expect_error "freqs: longrope short, a position past the original length" c.npy -- freqs \
+    --config fc_longrope_seq_len.json --seq-len 4096 --positions fc_pos_4096.npy --cos c.npy \
+    --sin s.npy
 expect_error "freqs: --max-position-embeddings abc" c.npy -- $F --max-position-embeddings abc
 expect_error "freqs: --layout is not an option" c.npy -- $F --layout half
 expect_error "rope: --positions of the wrong shape" r.npy -- rope --input rp_x.npy \
@@ -1525,10 +1640,13 @@ expect_error "attention: odd rotary_dim" y.npy -- attention $SEED --config at_od
 expect_error "attention: longrope lists of the wrong length" y.npy -- attention $SEED \
     --config at_longrope_len.json
 expect_error "attention: --positions of the wrong shape" y.npy -- attention $SEED --n-heads 4 \
+    --theta 10000 \
     --positions rp_pos_bad_shape.npy
 expect_error "attention: --positions and --start-pos" y.npy -- attention $SEED --n-heads 4 \
+    --theta 10000 \
     --positions at_pos.npy --start-pos 1
-expect_error "attention: --seq-len -5" y.npy -- attention $SEED --n-heads 4 --seq-len -5
+expect_error "attention: --seq-len -5" y.npy -- attention $SEED --n-heads 4 --theta 10000 \
+    --seq-len -5
 C="--weights seed_F32.safetensors --output cv.safetensors"
 expect_error "convert-layout: no --to" cv.safetensors -- convert-layout $C --n-heads 4
 expect_error "convert-layout: --to sideways" cv.safetensors -- convert-layout $C --to sideways \
@@ -1554,7 +1672,7 @@ expect_error "convert-layout: fused qkv" cv.safetensors -- convert-layout \
 expect_error "convert-layout: I32 wq" cv.safetensors -- convert-layout \
     --weights cv_i32.safetensors --output cv.safetensors --to half --n-heads 4
 expect_error "convert-layout: rows not a multiple of head_dim" cv.safetensors -- convert-layout \
-    --weights cv_rows.safetensors --output cv.safetensors --to half --config config.json
+    --weights cv_rows.safetensors --output cv.safetensors --to half --config llama.json
 expect_error "convert-layout: --layer that is not there" cv.safetensors -- convert-layout \
     --weights mixed.safetensors --output cv.safetensors --to half --n-heads 4 --layer 7
 expect_error "convert-layout: --layer on a one-layer file" cv.safetensors -- convert-layout \

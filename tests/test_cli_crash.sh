@@ -76,7 +76,7 @@ expect_message() {
     else fail "$name: expected /$pattern/, got: $(head -c 300 "$TMP/stderr")"; fi
 }
 
-ATT="attention --input x.npy --output y.npy --n-heads 4"
+ATT="attention --input x.npy --output y.npy --n-heads 4 --theta 10000"
 CONV="convert-layout --output y.npy --to half --n-heads 4"
 
 # ---- layer numbers: not canonical decimal, refused naming the tensor --------
@@ -94,15 +94,16 @@ expect_message "attention, wq [0, 64]" "shape \[0, 64\]: it is empty" -- $ATT --
 expect_message "attention, wq [64, 0]" "shape \[64, 0\]: it is empty" -- $ATT --weights q_cols0.safetensors
 expect_message "attention, wk [0, 64]" "shape \[0, 64\]: it is empty" -- $ATT --weights k_rows0.safetensors
 expect_message "attention, every weight [0, 0], X dim 0" "it is empty" -- \
-    attention --weights all0.safetensors --input x_dim0.npy --output y.npy --n-heads 4
+    attention --weights all0.safetensors --input x_dim0.npy --output y.npy --n-heads 4 --theta 10000
 for config in heads128 kv3 head_dim2; do
     expect_message "attention, weights [0, 0], config $config" "it is empty" -- \
         attention --weights all0.safetensors --input x_dim0.npy --output y.npy --config $config.json
 done
 expect_message "attention, 0 tokens" "is empty" -- \
-    attention --weights good.safetensors --input x_tokens0.npy --output y.npy --n-heads 4
+    attention --weights good.safetensors --input x_tokens0.npy --output y.npy --n-heads 4 \
+    --theta 10000
 expect_message "attention, X dim 0" "last axis 0" -- \
-    attention --weights good.safetensors --input x_dim0.npy --output y.npy --n-heads 4
+    attention --weights good.safetensors --input x_dim0.npy --output y.npy --n-heads 4 --theta 10000
 expect_message "convert-layout, wq [0, 64]" "0 rows, not a positive multiple" -- \
     $CONV --weights q_rows0.safetensors
 expect_message "convert-layout, wq [64, 0]" "q_proj.weight" -- $CONV --weights q_cols0.safetensors
@@ -131,9 +132,11 @@ else
         fi
     }
     for kb in 60000 120000 250000; do
-        limited attention $kb -- attention --weights good.safetensors --input x.npy --output y.npy --n-heads 4
+        limited attention $kb -- attention --weights good.safetensors --input x.npy \
+            --output y.npy --n-heads 4 --theta 10000
         limited "attention, 1 thread" $kb -- \
-            attention --weights good.safetensors --input x.npy --output y.npy --n-heads 4 --threads 1
+            attention --weights good.safetensors --input x.npy --output y.npy --n-heads 4 \
+            --theta 10000 --threads 1
         limited rope $kb -- rope --input r.npy --output y.npy
         limited freqs $kb -- freqs --end 100 --head-dim 16 --cos c.npy --sin s.npy
         limited convert-layout $kb -- $CONV --weights good.safetensors
@@ -142,7 +145,8 @@ else
         limited bench $kb -- bench --only rope --repeats 1 --no-torch
     done
     for kb in 600000 2000000; do
-        limited attention $kb -- attention --weights good.safetensors --input x.npy --output y.npy --n-heads 4
+        limited attention $kb -- attention --weights good.safetensors --input x.npy \
+            --output y.npy --n-heads 4 --theta 10000
         limited rope $kb -- rope --input r.npy --output y.npy
         limited freqs $kb -- freqs --end 100 --head-dim 16 --cos c.npy --sin s.npy
     done

@@ -301,6 +301,12 @@ if [ $? -eq 1 ] && grep -q 'model_type "deepseek_v3" is latent attention' "$TMP/
     [ ! -e "$TMP/ds.safetensors" ]; then pass
 else fail "convert-layout on DeepSeek-V3: $(cat "$TMP/err")"; fi
 "$RA" convert-layout --weights "$C/deepseek_v3/model.safetensors" --n-heads 2 --to half \
+    --output "$TMP/ds.safetensors" 2>"$TMP/err" # the config.json beside it says it
+if [ $? -eq 1 ] && grep -q 'model_type "deepseek_v3" is latent attention' "$TMP/err" &&
+    [ ! -e "$TMP/ds.safetensors" ]; then pass
+else fail "convert-layout --n-heads on DeepSeek-V3, its config beside: $(cat "$TMP/err")"; fi
+cp "$C/deepseek_v3/model.safetensors" "$TMP/ds_alone.safetensors"
+"$RA" convert-layout --weights "$TMP/ds_alone.safetensors" --n-heads 2 --to half \
     --output "$TMP/ds.safetensors" 2>"$TMP/err" # no config: the tensors say it
 if [ $? -eq 1 ] && grep -q "kv_a_proj_with_mqa.weight' in .* is latent attention's" "$TMP/err" &&
     [ ! -e "$TMP/ds.safetensors" ]; then pass

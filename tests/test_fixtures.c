@@ -1028,6 +1028,19 @@ static double check_desc_freqs(const fixture *fx, const rope_desc *rd, const ra_
 
 static int type_seen[RA_ROPE_TYPE_COUNT];
 
+/* The positions a rope of config c rotates as transformers does: a dynamic
+ * or longrope rope is for one length, and positions from max(seq_len, the
+ * original length) on belong to longer sequences with other frequencies
+ * (longrope's long factors excepted: they hold for every length). */
+static int64_t rope_length(const ra_rope_config *c)
+{
+    if (c->type == RA_ROPE_DYNAMIC)
+        return c->seq_len > c->max_position_embeddings ? c->seq_len : c->max_position_embeddings;
+    if (c->type == RA_ROPE_LONGROPE && c->seq_len <= c->original_max_position_embeddings)
+        return c->original_max_position_embeddings;
+    return INT64_MAX;
+}
+
 static void check_freqs(const fixture *fx)
 {
     rope_desc rd;
@@ -1053,12 +1066,18 @@ static void check_freqs(const fixture *fx)
         ra_rope *rope = make_desc_rope(fx, &rd, RA_LAYOUT_INTERLEAVED, tables[k]);
         if (!rope) continue;
         worst_freq = fmax(worst_freq, check_desc_freqs(fx, &rd, rope));
-        ra_status st = ra_rope_table(rope, c, s, pos->i64, pos->count);
-        CHECK(st == RA_OK, "%s: ra_rope_table: %s", fx->name, ra_status_string(st));
+        /* each position's row, refused beyond the rope's length */
+        const int64_t length = rope_length(&rd.config);
+        for (int64_t t = 0; t < pos->count; t++) {
+            ra_status st = ra_rope_table(rope, c + t * rd.half, s + t * rd.half, pos->i64 + t, 1);
+            CHECK(st == (pos->i64[t] < length ? RA_OK : RA_ERR_POSITION), "%s: ra_rope_table "
+                  "at %lld: %s", fx->name, (long long)pos->i64[t], ra_status_string(st));
+        }
         /* Worst entry, and where. */
         double err = 0;
         int64_t at = 0;
-        for (int64_t i = 0; st == RA_OK && i < cos->count; i++) {
+        for (int64_t i = 0; i < cos->count; i++) {
+            if (pos->i64[i / rd.half] >= length) continue;
             double e = fmax(fabs((double)c[i] - cos->f64[i]), fabs((double)s[i] - sin->f64[i]));
             if (!(e <= err)) {
                 err = isnan(e) ? INFINITY : e;

@@ -269,6 +269,13 @@ done:
  * each under its checkpoint name in the order weights, biases, norms. */
 enum { DN = 4, DR = 4, DV = 6, R = 8, RQ = 12, DQK = DN + DR };
 
+/* DeepSeek-V3's config for test_latent_attention's mla.safetensors. */
+static const char mla_config[] =
+    "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+    "\"num_key_value_heads\": 4, \"kv_lora_rank\": 8, \"q_lora_rank\": 12, "
+    "\"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 4, \"v_head_dim\": 6, "
+    "\"rope_theta\": 500000, \"attention_bias\": true}";
+
 static void test_latent_attention(void)
 {
     static struct {
@@ -294,12 +301,7 @@ static void test_latent_attention(void)
     char msg[256];
     CHECK(ra_safetensors_write(path_of("mla.safetensors"), t, N, msg, sizeof msg) == RA_OK,
           "%s", msg);
-    static const char v3[] =
-        "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32, \"num_attention_heads\": 4, "
-        "\"num_key_value_heads\": 4, \"kv_lora_rank\": 8, \"q_lora_rank\": 12, "
-        "\"qk_nope_head_dim\": 4, \"qk_rope_head_dim\": 4, \"v_head_dim\": 6, "
-        "\"rope_theta\": 500000, \"attention_bias\": true}";
-    ra_hf_layer *hf = load("mla.safetensors", v3, 0);
+    ra_hf_layer *hf = load("mla.safetensors", mla_config, 0);
     /* by hand: interleaved pairs over the last DR features, scale DQK^-1/2 */
     ra_rope_config rope = ra_rope_config_default(DQK);
     rope.rotary_dim = DR, rope.theta = 500000, rope.table_size = S;
@@ -438,6 +440,252 @@ static void test_failures(void)
     ra_hf_checkpoint_close(ckpt);
 }
 
+/* ra_hf_options.head_dim overrides the config's, as n_heads and n_kv_heads
+ * do: the weights' shapes must agree with it (wq [H*D, dim], wk [Hkv*D,
+ * dim]), else RA_ERR_SHAPE naming it; the rope takes it too.  Latent
+ * attention's heads are qk_nope_head_dim + qk_rope_head_dim: another is
+ * refused. */
+static void test_head_dim_option(void)
+{
+    ra_hf_checkpoint *ckpt = NULL;
+    ra_hf_config *config = NULL;
+    ra_hf_layer *layer = NULL;
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of("llama.safetensors")) == RA_OK &&
+              ra_hf_config_parse(&config, llama_config, strlen(llama_config)) == RA_OK,
+          "%s", ra_hf_last_error());
+    if (!ckpt || !config) goto done;
+    ra_hf_options o = ra_hf_options_init();
+    o.layer = 1, o.n_tokens = S;
+    o.head_dim = 4; /* 4 heads of 4 against wq's 32 rows */
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE,
+           "head_dim 4 (the options')", "head_dim 4 with 4 heads");
+    CHECK(layer == NULL, "no layer on failure");
+    /* 8 heads of 4, 4 key/value heads: wq's 32 rows, wk's 16 */
+    o.n_heads = 8, o.n_kv_heads = 4;
+    CHECK(ra_hf_layer_create(&layer, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
+    const ra_layer_config *c = layer ? ra_layer_get_config(ra_hf_layer_get(layer)) : NULL;
+    CHECK(c && c->n_heads == 8 && c->n_kv_heads == 4 && c->head_dim == 4 &&
+              c->rope->head_dim == 4, "8 heads of 4");
+    ra_hf_layer_destroy(layer);
+    layer = NULL;
+    o.n_kv_heads = 0; /* the config's 2 key/value heads of 4 against wk's 16 rows */
+    expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_SHAPE, "head_dim 4",
+           "2 kv heads of 4");
+    o.n_heads = 0, o.head_dim = D; /* the same as the config's: the same layer */
+    CHECK(ra_hf_layer_create(&layer, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
+    ra_hf_layer_destroy(layer);
+    layer = NULL;
+    ra_hf_checkpoint_close(ckpt);
+    ckpt = NULL;
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of("mla.safetensors")) == RA_OK, "%s",
+          ra_hf_last_error());
+    ra_hf_config_close(config);
+    config = NULL;
+    CHECK(ra_hf_config_parse(&config, mla_config, strlen(mla_config)) == RA_OK, "%s",
+          ra_hf_last_error());
+    o = ra_hf_options_init();
+    o.n_tokens = S, o.head_dim = 6;
+    if (ckpt && config)
+        expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT,
+               "head_dim 6 was asked for", "latent attention's head_dim");
+done:
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt);
+}
+
+/* Any tensor of a checkpoint, sharded or not: enumerated, described as
+ * stored, read into float32 from F32, F16, BF16 and F64 (rounded to
+ * nearest; beyond float32's range refused, dst untouched). */
+static void test_tensor_api(void)
+{
+    const float emb[6] = {0.5f, -1.0f, 2.0f, 0.25f, -3.0f, 1.5f};
+    const uint16_t norm[2] = {0x3f80, 0xc000}; /* bf16 1, -2 */
+    const uint16_t half[2] = {0x3c00, 0x3800}; /* f16 1, 0.5 */
+    const double f64[2] = {0.1, -1.0 / 3.0}, big[1] = {1e39};
+    const int64_t ids[2] = {7, 9};
+    const float scalar = 4.0f;
+    const ra_st_tensor shard0[] = {
+        {.name = "model.embed_tokens.weight", .dtype = RA_ST_F32, .ndim = 2, .shape = {3, 2},
+         .count = 6, .data = emb, .nbytes = sizeof emb},
+        {.name = "model.norm.weight", .dtype = RA_ST_BF16, .ndim = 1, .shape = {2}, .count = 2,
+         .data = norm, .nbytes = sizeof norm},
+        {.name = "scalar", .dtype = RA_ST_F32, .ndim = 0, .count = 1, .data = &scalar,
+         .nbytes = 4}};
+    const ra_st_tensor shard1[] = {
+        {.name = "half", .dtype = RA_ST_F16, .ndim = 1, .shape = {2}, .count = 2, .data = half,
+         .nbytes = sizeof half},
+        {.name = "double", .dtype = RA_ST_F64, .ndim = 1, .shape = {2}, .count = 2, .data = f64,
+         .nbytes = sizeof f64},
+        {.name = "big", .dtype = RA_ST_F64, .ndim = 1, .shape = {1}, .count = 1, .data = big,
+         .nbytes = sizeof big},
+        {.name = "ids", .dtype = RA_ST_I64, .ndim = 1, .shape = {2}, .count = 2, .data = ids,
+         .nbytes = sizeof ids}};
+    char msg[256];
+    CHECK(ra_safetensors_write(path_of("part-1.safetensors"), shard0, 3, msg, sizeof msg) ==
+              RA_OK && ra_safetensors_write(path_of("part-2.safetensors"), shard1, 4, msg,
+                                            sizeof msg) == RA_OK, "%s", msg);
+    FILE *f = fopen(path_of("parts.index.json"), "w");
+    if (f) {
+        fputs("{\"weight_map\": {\"model.embed_tokens.weight\": \"part-1.safetensors\", "
+              "\"half\": \"part-2.safetensors\"}}", f);
+        fclose(f);
+    }
+    ra_hf_checkpoint *ckpt = NULL;
+    CHECK(ra_hf_checkpoint_open(&ckpt, path_of("parts.index.json")) == RA_OK, "%s",
+          ra_hf_last_error());
+    if (!ckpt) return;
+    /* every tensor of both shards, each once, in order */
+    const char *names[] = {"model.embed_tokens.weight", "model.norm.weight", "scalar", "half",
+                           "double", "big", "ids"};
+    CHECK(ra_hf_checkpoint_tensor_count(ckpt) == 7, "%lld tensors",
+          (long long)ra_hf_checkpoint_tensor_count(ckpt));
+    for (int64_t i = 0; i < 7; i++) {
+        const char *name = ra_hf_checkpoint_tensor_name(ckpt, i);
+        CHECK(name && strcmp(name, names[i]) == 0, "tensor %lld: %s", (long long)i,
+              name ? name : "NULL");
+    }
+    CHECK(!ra_hf_checkpoint_tensor_name(ckpt, -1) && !ra_hf_checkpoint_tensor_name(ckpt, 7) &&
+              !ra_hf_checkpoint_tensor_name(NULL, 0) && ra_hf_checkpoint_tensor_count(NULL) == 0,
+          "out of range");
+    /* described as stored */
+    ra_hf_tensor t = ra_hf_tensor_init();
+    CHECK(sizeof t == RA_HF_TENSOR_SIZE_V1, "ra_hf_tensor has %zu bytes", sizeof t);
+    CHECK(ra_hf_checkpoint_tensor(ckpt, "model.norm.weight", &t) == RA_OK, "%s",
+          ra_hf_last_error());
+    CHECK(strcmp(t.name, "model.norm.weight") == 0 && strcmp(t.dtype, "BF16") == 0 &&
+              t.ndim == 1 && t.shape[0] == 2 && t.shape[1] == 0 && t.count == 2 &&
+              t.nbytes == 4 && memcmp(t.data, norm, 4) == 0 &&
+              strcmp(t.file, path_of("part-1.safetensors")) == 0, "BF16 norm");
+    CHECK(ra_hf_checkpoint_tensor(ckpt, "ids", &t) == RA_OK && strcmp(t.dtype, "I64") == 0 &&
+              memcmp(t.data, ids, sizeof ids) == 0 &&
+              strcmp(t.file, path_of("part-2.safetensors")) == 0, "I64 ids");
+    CHECK(ra_hf_checkpoint_tensor(ckpt, "scalar", &t) == RA_OK && t.ndim == 0 && t.count == 1,
+          "0-d");
+    /* an older caller's struct: nothing written past its struct_size */
+    struct { ra_hf_tensor t; int64_t guard; } older;
+    memset(&older, 0x5a, sizeof older);
+    older.t.struct_size = RA_HF_TENSOR_SIZE_V1 - 8; /* without file */
+    expect(ra_hf_checkpoint_tensor(ckpt, "ids", &older.t), RA_ERR_ARGUMENT, "struct_size",
+           "a struct_size below the first");
+    older.t.struct_size = sizeof older.t;
+    CHECK(ra_hf_checkpoint_tensor(ckpt, "ids", &older.t) == RA_OK &&
+              older.t.struct_size == sizeof older.t && older.guard == 0x5a5a5a5a5a5a5a5a,
+          "a struct_size of its own");
+    expect(ra_hf_checkpoint_tensor(ckpt, "model.embed_tokens", &t), RA_ERR_NOT_FOUND,
+           "no tensor 'model.embed_tokens'", "a missing tensor");
+    expect(ra_hf_checkpoint_tensor(ckpt, NULL, &t), RA_ERR_NULL, "name", "NULL name");
+    /* read into float32 */
+    float x[6];
+    CHECK(ra_hf_checkpoint_read_f32(ckpt, "model.embed_tokens.weight", x, 6) == RA_OK &&
+              memcmp(x, emb, sizeof emb) == 0, "F32: %s", ra_hf_last_error());
+    CHECK(ra_hf_checkpoint_read_f32(ckpt, "model.norm.weight", x, 2) == RA_OK && x[0] == 1.0f &&
+              x[1] == -2.0f, "BF16: %s", ra_hf_last_error());
+    CHECK(ra_hf_checkpoint_read_f32(ckpt, "half", x, 2) == RA_OK && x[0] == 1.0f &&
+              x[1] == 0.5f, "F16: %s", ra_hf_last_error());
+    CHECK(ra_hf_checkpoint_read_f32(ckpt, "double", x, 2) == RA_OK && x[0] == 0.1f &&
+              x[1] == -1.0f / 3.0f, "F64: %s", ra_hf_last_error());
+    x[0] = 42.0f;
+    expect(ra_hf_checkpoint_read_f32(ckpt, "big", x, 1), RA_ERR_FORMAT,
+           "tensor 'big' in ", "F64 1e39");
+    CHECK(strstr(ra_hf_last_error(), "part-2.safetensors") &&
+              strstr(ra_hf_last_error(), "beyond float32's range") && x[0] == 42.0f,
+          "F64 1e39: %s, x %g", ra_hf_last_error(), (double)x[0]);
+    expect(ra_hf_checkpoint_read_f32(ckpt, "ids", x, 2), RA_ERR_DTYPE, "has dtype I64",
+           "I64 into float32");
+    expect(ra_hf_checkpoint_read_f32(ckpt, "double", x, 3), RA_ERR_SIZE, "holds 2 values",
+           "room for 3");
+    expect(ra_hf_checkpoint_read_f32(ckpt, "double", NULL, 2), RA_ERR_NULL, "dst", "NULL dst");
+    expect(ra_hf_checkpoint_read_f32(ckpt, "absent", x, 2), RA_ERR_NOT_FOUND, "in any of its shards",
+           "a missing tensor, sharded");
+    ra_hf_checkpoint_close(ckpt);
+    const char *files[] = {"part-1.safetensors", "part-2.safetensors", "parts.index.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
+}
+
+/* Any key of a config.json, top-level by name or nested by JSON Pointer:
+ * each getter's kind, absent and null keys, values of another kind. */
+static void test_config_keys(void)
+{
+    static const char text[] =
+        "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"vocab_size\": 32000, "
+        "\"tie_word_embeddings\": false, \"rms_norm_eps\": 1e-05, \"eos_token_id\": [1, 2], "
+        "\"bos_token_id\": null, \"torch_dtype\": \"bfloat16\", \"a/b\": 1, \"m~n\": 2, "
+        "\"text_config\": {\"num_hidden_layers\": 4, \"hidden_act\": \"silu\"}, "
+        "\"big\": 9007199254740992, \"frac\": 2.5, \"whole\": 4096.0, \"flag\": 1, "
+        "\"huge\": 1e400, \"dup\": {\"x\": 1, \"x\": 2}}";
+    ra_hf_config *c = NULL;
+    CHECK(ra_hf_config_parse(&c, text, strlen(text)) == RA_OK, "%s", ra_hf_last_error());
+    if (!c) return;
+    int64_t i = -1;
+    double d = -1;
+    int b = -1;
+    const char *str = NULL;
+    CHECK(ra_hf_config_int(c, "num_hidden_layers", &i) == RA_OK && i == 2, "layers");
+    CHECK(ra_hf_config_int(c, "vocab_size", &i) == RA_OK && i == 32000, "vocab_size");
+    CHECK(ra_hf_config_int(c, "/text_config/num_hidden_layers", &i) == RA_OK && i == 4,
+          "text_config's layers");
+    CHECK(ra_hf_config_int(c, "/eos_token_id/1", &i) == RA_OK && i == 2, "eos 1");
+    CHECK(ra_hf_config_int(c, "whole", &i) == RA_OK && i == 4096, "4096.0");
+    CHECK(ra_hf_config_int(c, "/a~1b", &i) == RA_OK && i == 1 &&
+              ra_hf_config_int(c, "a/b", &i) == RA_OK && i == 1, "a key with a slash");
+    CHECK(ra_hf_config_int(c, "/m~0n", &i) == RA_OK && i == 2 &&
+              ra_hf_config_int(c, "m~n", &i) == RA_OK && i == 2, "a key with a tilde");
+    CHECK(ra_hf_config_double(c, "rms_norm_eps", &d) == RA_OK && d == 1e-05, "eps");
+    CHECK(ra_hf_config_double(c, "num_hidden_layers", &d) == RA_OK && d == 2.0, "2 as double");
+    CHECK(ra_hf_config_bool(c, "tie_word_embeddings", &b) == RA_OK && b == 0, "tie");
+    CHECK(ra_hf_config_bool(c, "flag", &b) == RA_OK && b == 1, "1 as true");
+    CHECK(ra_hf_config_string(c, "torch_dtype", &str) == RA_OK && strcmp(str, "bfloat16") == 0,
+          "torch_dtype");
+    CHECK(ra_hf_config_string(c, "/text_config/hidden_act", &str) == RA_OK &&
+              strcmp(str, "silu") == 0, "hidden_act");
+    CHECK(ra_hf_config_length(c, "eos_token_id", &i) == RA_OK && i == 2 &&
+              ra_hf_config_length(c, "text_config", &i) == RA_OK && i == 2, "lengths");
+    /* kinds */
+    static const struct {
+        const char *key;
+        ra_hf_value_kind kind;
+    } kinds[] = {{"bos_token_id", RA_HF_NULL},  {"pad_token_id", RA_HF_ABSENT},
+                 {"eos_token_id", RA_HF_ARRAY}, {"text_config", RA_HF_OBJECT},
+                 {"flag", RA_HF_NUMBER},        {"tie_word_embeddings", RA_HF_BOOL},
+                 {"model_type", RA_HF_STRING},  {"/eos_token_id/2", RA_HF_ABSENT},
+                 {"/eos_token_id/01", RA_HF_ABSENT}, {"/eos_token_id/-1", RA_HF_ABSENT},
+                 {"/vocab_size/0", RA_HF_ABSENT}, {"/text_config/vocab_size", RA_HF_ABSENT},
+                 {"/text_config", RA_HF_OBJECT}, {"/text_config/", RA_HF_ABSENT}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        ra_hf_value_kind kind = (ra_hf_value_kind)-1;
+        ra_status st = ra_hf_config_kind(c, kinds[k].key, &kind);
+        CHECK(st == RA_OK && kind == kinds[k].kind, "%s: status %d, kind %d", kinds[k].key,
+              (int)st, (int)kind);
+    }
+    /* absent, null, another kind: *out untouched */
+    i = -1;
+    expect(ra_hf_config_int(c, "pad_token_id", &i), RA_ERR_NOT_FOUND, "no \"pad_token_id\"",
+           "absent");
+    expect(ra_hf_config_int(c, "bos_token_id", &i), RA_ERR_NOT_FOUND, "\"bos_token_id\" is null",
+           "null");
+    expect(ra_hf_config_int(c, "frac", &i), RA_ERR_FORMAT, "\"frac\" is not an integer", "2.5");
+    expect(ra_hf_config_int(c, "big", &i), RA_ERR_FORMAT, "not an integer", "2^53");
+    expect(ra_hf_config_int(c, "torch_dtype", &i), RA_ERR_FORMAT, "not an integer", "a string");
+    CHECK(i == -1, "out written on failure");
+    expect(ra_hf_config_double(c, "huge", &d), RA_ERR_FORMAT, "within double's range", "1e400");
+    expect(ra_hf_config_bool(c, "vocab_size", &b), RA_ERR_FORMAT, "not true or false", "32000");
+    expect(ra_hf_config_string(c, "vocab_size", &str), RA_ERR_FORMAT, "not a string", "number");
+    expect(ra_hf_config_length(c, "vocab_size", &i), RA_ERR_FORMAT, "not an array or an object",
+           "length of a number");
+    expect(ra_hf_config_int(c, "/dup/x", &i), RA_ERR_FORMAT, "holds the key \"x\" twice",
+           "a key twice");
+    expect(ra_hf_config_int(c, "/m~2n", &i), RA_ERR_ARGUMENT, "followed by 0 or 1", "~2");
+    expect(ra_hf_config_int(c, "/m~", &i), RA_ERR_ARGUMENT, "followed by 0 or 1", "~ at the end");
+    expect(ra_hf_config_int(NULL, "vocab_size", &i), RA_ERR_NULL, "config", "NULL config");
+    expect(ra_hf_config_int(c, NULL, &i), RA_ERR_NULL, "key", "NULL key");
+    expect(ra_hf_config_int(c, "vocab_size", NULL), RA_ERR_NULL, "out", "NULL out");
+    /* the file's values: an override does not show */
+    CHECK(ra_hf_config_set_rope_theta(c, 1e6) == RA_OK, "theta");
+    expect(ra_hf_config_double(c, "rope_theta", &d), RA_ERR_NOT_FOUND, "no \"rope_theta\"",
+           "an override");
+    ra_hf_config_close(c);
+}
+
 /* A config's rope, each key the type needs checked. */
 static void test_rope_config(void)
 {
@@ -573,6 +821,7 @@ static void simd_cases(void)
     RUN(test_fused_gradients);
     RUN(test_latent_attention);
     RUN(test_failures);
+    RUN(test_head_dim_option);
     RUN(test_rope_config);
     RUN(test_mrope_config);
 }
@@ -584,6 +833,8 @@ int main(void)
         return 1;
     }
     ra_test_each_isa(simd_cases);
+    RUN(test_tensor_api); /* no kernels: once */
+    RUN(test_config_keys);
     const char *files[] = {"llama.safetensors", "phi3.safetensors", "mla.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
     rmdir(folder);

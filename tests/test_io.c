@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +251,64 @@ static void test_npy_variants(void)
     CHECK(st == RA_OK && npy.dtype == RA_NPY_I32 && npy.ndim == 0 && npy.count == 1, "%s", msg);
     CHECK(st == RA_OK && ((int32_t *)npy.data)[0] == 42, "i4 value");
     ra_npy_free(&npy);
+}
+
+/* An input's float64 values come back as float32, each rounded to the
+ * nearest (ties to even) as F64 weights are; a finite value beyond
+ * float32's range is refused, naming the file and the element. */
+static void test_npy_float64_input(void)
+{
+    const double tie_down = 1.0 + 0x1p-24, tie_up = 1.0 + 0x3p-24; /* halfway cases */
+    const double max_ok = 0x1.fffffefffffffp127; /* just below FLT_MAX + half an ulp */
+    double d[8] = {0.1, -1.0 / 3.0, tie_down, tie_up, max_ok, INFINITY, NAN, 0x1p-149 * 0.75};
+    const float want[8] = {0.1f, -1.0f / 3.0f, 1.0f, 1.0f + 0x1p-22f, FLT_MAX, INFINITY, NAN,
+                           0x1p-149f};
+    write_npy("f8_input.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 4), }",
+              d, sizeof d);
+    ra_npy npy;
+    char msg[256];
+    ra_status st = ra_npy_read_float(tpath("f8_input.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_F32 && npy.ndim == 2 && npy.count == 8, "%s", msg);
+    for (int i = 0; st == RA_OK && i < 8; i++) {
+        float got = ((const float *)npy.data)[i];
+        CHECK(isnan(want[i]) ? isnan(got) : memcmp(&got, &want[i], 4) == 0,
+              "element %d: %a, want %a", i, (double)got, (double)want[i]);
+    }
+    ra_npy_free(&npy);
+    /* float32 and integer files come back as read */
+    write_npy("f4_input.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }",
+              six, sizeof six);
+    st = ra_npy_read_float(tpath("f4_input.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_F32 && memcmp(npy.data, six, sizeof six) == 0,
+          "f4: %s", msg);
+    ra_npy_free(&npy);
+    int32_t i4[2] = {1, 2};
+    write_npy("i4_input.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", i4,
+              sizeof i4);
+    st = ra_npy_read_float(tpath("i4_input.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_I32, "i4: %s", msg);
+    ra_npy_free(&npy);
+    /* FLT_MAX + half an ulp rounds to Inf (ties to even): refused, as -1e39 */
+    const double beyond[2] = {0x1.fffffep127 + 0x1p103, -1e39};
+    for (int i = 0; i < 2; i++) {
+        double big[3] = {1.0, 2.0, beyond[i]};
+        write_npy("f8_huge.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+                  big, sizeof big);
+        memset(&npy, 0xAB, sizeof npy);
+        st = ra_npy_read_float(tpath("f8_huge.npy"), &npy, msg, sizeof msg);
+        CHECK_FAIL(st, RA_ERR_FORMAT, msg, "f8_huge.npy");
+        CHECK(strstr(msg, "element 2 of its [3] float64 values is") &&
+                  strstr(msg, "beyond float32's range"), "%s", msg);
+        CHECK(npy.data == NULL && npy.count == 0, "out not zeroed");
+    }
+    /* safetensors' F64 tensors the same */
+    const double w[2] = {0.1, 1e39};
+    ra_st_tensor t = {.name = "w", .dtype = RA_ST_F64, .ndim = 1, .shape = {2}, .count = 2,
+                      .data = w, .nbytes = sizeof w};
+    float f[2];
+    CHECK(ra_st_tensor_to_f32(&t, f) == RA_ERR_FORMAT, "F64 1e39 read");
+    t.shape[0] = t.count = 1, t.nbytes = 8;
+    CHECK(ra_st_tensor_to_f32(&t, f) == RA_OK && f[0] == 0.1f, "F64 0.1");
 }
 
 static void expect_npy_failure(const char *name, ra_status expected)
@@ -644,9 +703,9 @@ static void test_st_format_rules(void)
         const char *message; /* what follows "<path>: " */
     } cases[] = {
         {"{" ENTRY("a\\u0000b", "\"U8\"", "[4]", "[0,4]") "}", 4,
-         "the header holds a NUL character (\\u0000) in a string"},
+         "the header holds a NUL character (\\u0000) in a string, at line 1, column 4"},
         {"{" ENTRY("a", "\"F32\\u0000x\"", "[1]", "[0,4]") "}", 4,
-         "the header holds a NUL character (\\u0000) in a string"},
+         "the header holds a NUL character (\\u0000) in a string, at line 1, column 19"},
         {"{" ENTRY("a\xff", "\"U8\"", "[4]", "[0,4]") "}", 4,
          "the header is not valid UTF-8 (byte 3)"},
         {"{" ENTRY("a\xc0\x80", "\"U8\"", "[4]", "[0,4]") "}", 4,
@@ -872,14 +931,20 @@ static void test_config_hostile(void)
          "supported"},
         {"{\"hidden_size\": 64, \"hidden_size\": 128}",
          "config.json: \"hidden_size\" appears twice"},
-        {"not json", "config.json: not valid JSON"},
+        {"not json", "config.json: not valid JSON at line 1, column 1"},
         /* cJSON would end these strings at the NUL: the key rope_theta, the
          * model_type llama */
-        {"{\"rope_theta\\u0000\": 1}", "config.json: not valid JSON"},
-        {"{\"model_type\": \"llama\\u0000x\"}", "config.json: not valid JSON"},
-        {"{\"hidden_size\": 4096,", "config.json: not valid JSON"},
-        {"{\"hidden_size\": 4096} {}", "config.json: not valid JSON"},
-        {"", "config.json: not valid JSON"},
+        {"{\"rope_theta\\u0000\": 1}", "config.json: a NUL character (\\u0000) in a string at "
+         "line 1, column 13: refused (it would cut the string short)"},
+        {"{\"model_type\": \"llama\\u0000x\"}", "config.json: a NUL character (\\u0000) in a "
+         "string at line 1, column 22: refused (it would cut the string short)"},
+        {"{\"hidden_size\": 4096,", "config.json: not valid JSON at line 1, column 22"},
+        {"{\"hidden_size\": 4096} {}", "config.json: not valid JSON at line 1, column 23"},
+        /* lines count from 1, columns characters (\u00e9 is two bytes) */
+        {"{\n  \"hidden_size\": 64,\n  \"\u00e9\": 1,\n  \"rope_theta\" 5\n}",
+         "config.json: not valid JSON at line 4, column 16"},
+        {"{\"\u00e9\u00e9\": 1,}", "config.json: not valid JSON at line 1, column 10"},
+        {"", "config.json: not valid JSON at line 1, column 1"},
         {"[1, 2]", "config.json: the top level is not a JSON object"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"use_sliding_window\": 1}",
@@ -1072,7 +1137,9 @@ static void test_st_index(void)
         const char *text, *message; /* message: what follows "<path>: " */
     } cases[] = {
         {"[1]", "the top level is not a JSON object"},
-        {"{\"weight_map\": 1", "not valid JSON"},
+        {"{\"weight_map\": 1", "not valid JSON at line 1, column 17"},
+        {"{\n\"weight_map\": {\"a\": \"x.safetensors\" \"b\": \"x.safetensors\"}}",
+         "not valid JSON at line 2, column 37"},
         {"{\"metadata\": {}}", "\"weight_map\" must be an object naming each tensor's file"},
         {"{\"weight_map\": {}}", "\"weight_map\" must be an object naming each tensor's file"},
         {"{\"weight_map\": []}", "\"weight_map\" must be an object naming each tensor's file"},
@@ -1487,8 +1554,10 @@ static void test_rope_hostile(void)
          "rope parameters: \"full_attention\" is an object: per-layer-type rope parameters are "
          "read for Gemma 3 and OLMo 3 only (pass one set with --rope-parameters)"},
         {"[1, 2]", "rope parameters: not a JSON object (expected {\"rope_type\": ...})"},
-        {"{\"factor\": 2", "rope parameters: not valid JSON"},
-        {"", "rope parameters: not valid JSON"},
+        {"{\"factor\": 2", "rope parameters: not valid JSON at line 1, column 13"},
+        {"{\"factor\": 2,\n \"type\": linear}", "rope parameters: not valid JSON at line 2, "
+         "column 10"},
+        {"", "rope parameters: not valid JSON at line 1, column 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ra_hf_rope r;
@@ -2067,6 +2136,7 @@ int main(void)
     RUN(test_npy_round_trip);
     RUN(test_npy_numpy_bytes);
     RUN(test_npy_variants);
+    RUN(test_npy_float64_input);
     RUN(test_npy_hostile_files);
     RUN(test_npy_hostile_headers);
     RUN(test_npy_write_errors);

@@ -704,6 +704,16 @@ static void test_cache_checks(void)
     CHECK(ra_kv_cache_set_scales(c, &s, &s, 1) == RA_OK, "scales after a reset");
     const float huge = FLT_MAX / 400.0f, tiny = 1e-30f;
     CHECK(ra_kv_cache_set_scales(c, &huge, &s, 1) == RA_ERR_ARGUMENT, "448 s beyond a float");
+    /* subnormal scales, as the CLI's --cache-scale refuses them */
+    const float subnormal[3] = {1e-40f, 1e-45f, FLT_MIN / 2};
+    for (int i = 0; i < 3; i++) {
+        CHECK(ra_kv_cache_set_scales(c, &s, &subnormal[i], 1) == RA_ERR_ARGUMENT &&
+                  strstr(ra_last_error(), "v_scales[0]"), "subnormal %g: %s",
+              (double)subnormal[i], ra_last_error());
+        CHECK(ra_kv_cache_set_scales(c, &subnormal[i], &s, 1) == RA_ERR_ARGUMENT,
+              "subnormal %g", (double)subnormal[i]);
+    }
+    CHECK(ra_kv_cache_set_scales(c, &(const float){FLT_MIN}, &s, 1) == RA_OK, "FLT_MIN");
     /* x / s overflowing (a finite x, s < 1) saturates: 448 s, not NaN */
     CHECK(ra_kv_cache_set_scales(c, &tiny, &tiny, 1) == RA_OK, "tiny scales");
     float big[2 * 3 * 16];

@@ -81,6 +81,9 @@ static void test_matches_contiguous(void)
             CHECK(ra_kv_cache_create(&cache, N, S, HKV, D, dtypes[di]) == RA_OK, "cache");
             if (dtypes[di] == RA_F8E4M3) {
                 const float ks[HKV] = {0.5f, 0.25f}, vs[HKV] = {0.125f, 1.0f};
+                const float subnormal[HKV] = {1e-40f, 1e-45f}; /* as --cache-scale refuses */
+                CHECK(ra_kv_pool_set_scales(pool, ks, subnormal, HKV) == RA_ERR_ARGUMENT,
+                      "subnormal pool scales");
                 CHECK(ra_kv_pool_set_scales(pool, ks, vs, HKV) == RA_OK, "pool scales");
                 CHECK(ra_kv_cache_set_scales(cache, ks, vs, HKV) == RA_OK, "cache scales");
             }

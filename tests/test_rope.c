@@ -484,6 +484,75 @@ static void test_rope_types(void)
     ra_rope_destroy(rope);
 }
 
+/* ra_rope_table and ra_rope_apply at positions [first, first + n): the
+ * status of both, which must agree. */
+static ra_status rotate_at(const ra_rope *rope, int64_t first, int64_t n)
+{
+    float x[4 * 8] = {0}, c[4 * 4], s[4 * 4];
+    int64_t pos[4];
+    for (int64_t t = 0; t < n; t++) pos[t] = first + t;
+    ra_status table = ra_rope_table(rope, c, s, pos, n);
+    ra_tensor t = ra_tensor_4d(x, RA_F32, 1, n, 1, 8);
+    ra_positions p = ra_positions_start(first);
+    ra_status apply = ra_rope_apply(NULL, rope, &t, &t, &p, RA_FORWARD);
+    CHECK(table == apply, "positions %lld..: table %d, apply %d", (long long)first, (int)table,
+          (int)apply);
+    return apply;
+}
+
+/* A dynamic or longrope rope is made for one length: transformers forms
+ * other frequencies for a longer sequence, so positions from max(seq_len,
+ * the original length) on are refused, naming seq_len (a longrope rope past
+ * its original length has the long factors of every longer one).  The other
+ * types rotate any position. */
+static void test_length_bound(void)
+{
+    double shorts[4] = {1, 1, 1, 1}, longs[4] = {1, 2, 3, 4};
+    ra_rope_config c = ra_rope_config_default(8);
+    c.type = RA_ROPE_DYNAMIC;
+    c.factor = 2.0;
+    c.max_position_embeddings = 16;
+    const struct {
+        ra_rope_type type;
+        int64_t seq_len, last; /* the largest position accepted */
+    } cases[] = {
+        {RA_ROPE_DYNAMIC, 0, 15},       {RA_ROPE_DYNAMIC, 12, 15},
+        {RA_ROPE_DYNAMIC, 41, 40},      {RA_ROPE_LONGROPE, 0, 15},
+        {RA_ROPE_LONGROPE, 16, 15},     {RA_ROPE_LONGROPE, 17, RA_MAX_POSITION},
+        {RA_ROPE_DEFAULT, 0, RA_MAX_POSITION}, {RA_ROPE_LINEAR, 0, RA_MAX_POSITION},
+        {RA_ROPE_YARN, 0, RA_MAX_POSITION},    {RA_ROPE_LLAMA3, 0, RA_MAX_POSITION},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.type = cases[i].type;
+        c.seq_len = cases[i].seq_len;
+        c.original_max_position_embeddings = 16;
+        c.low_freq_factor = 1.0;
+        c.high_freq_factor = 4.0;
+        c.short_factor = shorts;
+        c.long_factor = longs;
+        ra_rope *rope = NULL;
+        ra_status created = ra_rope_create(&rope, &c);
+        CHECK(created == RA_OK, "case %zu: %s", i, ra_last_error());
+        if (created != RA_OK) continue;
+        const int64_t last = cases[i].last;
+        CHECK(rotate_at(rope, last - 3, 4) == RA_OK, "case %zu: up to %lld: %s", i,
+              (long long)last, ra_last_error());
+        if (last < RA_MAX_POSITION) {
+            CHECK(rotate_at(rope, last - 2, 4) == RA_ERR_POSITION &&
+                      strstr(ra_last_error(), "seq_len"),
+                  "case %zu: position %lld: %s", i, (long long)last + 1, ra_last_error());
+            int64_t ids[2] = {0, last + 1};
+            ra_positions p = ra_positions_start(0);
+            p.ids = ids;
+            float x[2 * 8] = {0};
+            ra_tensor t = ra_tensor_4d(x, RA_F32, 1, 2, 1, 8);
+            CHECK(ra_rope_apply(NULL, rope, &t, &t, &p, RA_FORWARD) == RA_ERR_POSITION,
+                  "case %zu: ids", i);
+        }
+        ra_rope_destroy(rope);
+    }
+}
+
 /* Per-sequence starts, packed ragged batches and explicit ids all place the
  * same token at the same position: the results agree, and the fast path
  * equals the reference bit for bit, on a scaled (yarn) rope. */
@@ -712,6 +781,7 @@ static void simd_cases(void)
     RUN(test_seed_functions);
     RUN(test_partial_rotary);
     RUN(test_positions);
+    RUN(test_length_bound);
     RUN(test_aliasing_refused);
     RUN(test_dtype_rounding);
     RUN(test_inverse_sign);

@@ -22,7 +22,7 @@ int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x
                           const char *x_path)
 {
     if (dy->dtype != RA_NPY_F32)
-        return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", dy_path);
+        return cli_fail(EXIT_FAIL, "%s must hold float32 or float64 values ('<f4', '<f8')", dy_path);
     int same = dy->ndim == x->ndim;
     for (int i = 0; same && i < x->ndim; i++) same = dy->shape[i] == x->shape[i];
     if (same) return 0;

@@ -27,7 +27,7 @@
 #include "timer.h"
 
 static const char usage[] =
-    "usage: ropeattn attention --weights W.safetensors|INDEX.json --input X.npy\n"
+    "usage: ropeattn attention --weights DIR|W.safetensors|INDEX.json --input X.npy\n"
     "                          --output Y.npy\n"
     "                          [--config config.json] [--layer N] [--n-heads H]\n"
     "                          [--n-kv-heads K] [--layout interleaved|half]\n"
@@ -53,8 +53,11 @@ static const char usage[] =
     "                  q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa,\n"
     "                  kv_a_layernorm, kv_b_proj, o_proj with a DeepSeek config);\n"
     "                  F32, F16, BF16 or F64; or a sharded checkpoint's\n"
-    "                  model.safetensors.index.json\n"
-    "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim]\n"
+    "                  model.safetensors.index.json; or a checkpoint folder DIR:\n"
+    "                  its model.safetensors, else its model.safetensors.index.json\n"
+    "                  (transformers' from_pretrained's order)\n"
+    "  --input X       float32 .npy, [batch, seq, dim] or [seq, dim] (float64 is\n"
+    "                  rounded to float32; beyond its range, refused)\n"
     "  --output Y      float32 .npy of X's shape, written only on success\n"
     "  --layer N       which layer, when W holds several\n"
     "  --n-heads H     query heads (required unless --config gives them)\n"
@@ -105,8 +108,8 @@ static const char usage[] =
     "  --quiet         no progress line (shown on a terminal, on stderr, when the\n"
     "                  decode steps or --grads take more than a second)\n"
     "  --grad-output DY\n"
-    "                  float32 .npy of Y's shape: the gradient of a loss L with\n"
-    "                  respect to Y (L = sum(Y * DY)); needs --grads\n"
+    "                  float32 (or float64) .npy of Y's shape: the gradient of a\n"
+    "                  loss L with respect to Y (L = sum(Y * DY)); needs --grads\n"
     "  --grads G       also run the layer's backward and write G (.safetensors,\n"
     "                  F32): tensor 'x' = dL/dX in X's shape, and each weight's\n"
     "                  and bias's gradient under its own name in W (e.g.\n"
@@ -114,7 +117,12 @@ static const char usage[] =
     "                  success, with Y.  Not with --prefill\n"
     ROPE_CLI_USAGE
     "\n"
-    "--config also gives hidden_size, num_attention_heads, num_key_value_heads,\n"
+    "Without --config, the config.json beside the weights (in W's folder, the\n"
+    "index's, or DIR) is read, as transformers' from_pretrained reads it.  With\n"
+    "none there the rope must be given: --theta (or --rope-parameters with\n"
+    "rope_theta), and --n-heads; never theta 10000 by default.\n"
+    "\n"
+    "The config also gives hidden_size, num_attention_heads, num_key_value_heads,\n"
     "head_dim and rms_norm_eps; flags override it.  dim is wq's in_features;\n"
     "head_dim is the config's, else wq's rows / n_heads (H * head_dim may differ\n"
     "from dim, as in Qwen3).  With partial_rotary_factor only the first\n"
@@ -184,7 +192,7 @@ static int check_input(const ra_npy *x, const char *path, int64_t start_pos, int
                        int64_t *batch, int64_t *seq)
 {
     if (x->dtype != RA_NPY_F32)
-        return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
+        return cli_fail(EXIT_FAIL, "%s must hold float32 or float64 values ('<f4', '<f8')", path);
     if (x->ndim != 2 && x->ndim != 3)
         return cli_fail(EXIT_FAIL, "%s is %d-D; expected [batch, seq, dim] or [seq, dim]",
                         path, x->ndim);
@@ -435,16 +443,17 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     return attention_grads_run(&job, ctx);
 }
 
-/* The outputs, checked, and every file named on the command line checked
- * against them. */
-static int check_files(const attention_options *opts, cli_outputs *outputs)
+/* The outputs, checked, and every file named on the command line (and the
+ * config beside the weights) checked against them. */
+static int check_files(const attention_options *opts, const checkpoint_paths *paths,
+                       cli_outputs *outputs)
 {
     int failed = cli_outputs_add(outputs, "--output", opts->output);
     if (!failed && opts->grads) failed = cli_outputs_add(outputs, "--grads", opts->grads);
     const char *const inputs[][2] = {{"--weights", opts->weights},
                                      {"--input", opts->input},
                                      {"--grad-output", opts->grad_output},
-                                     {"--config", opts->rope.config_path},
+                                     {paths->config_option, opts->rope.config_path},
                                      {"--positions", opts->rope.positions_path},
                                      {"--attention-mask", opts->attention_mask}};
     for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
@@ -487,9 +496,12 @@ static uint64_t inputs_signature(const attention_options *opts, const ra_hf_chec
     return h;
 }
 
-static int run(const attention_options *opts)
+/* opts->weights and (without --config) opts->rope.config_path become the
+ * checkpoint's files (checkpoint_paths_find), which run reads. */
+static int run(attention_options *opts)
 {
     char msg[CLI_MSG_LEN];
+    checkpoint_paths paths;
     rope_source src = {0};
     ra_hf_checkpoint *ckpt = NULL;
     ra_npy x = {0}, dy = {0};
@@ -501,12 +513,14 @@ static int run(const attention_options *opts)
     int64_t batch = 0, seq = 0;
     int components = 1; /* 3: --positions holds 3-D positions */
     cli_outputs outputs = {0};
-    int failed = check_files(opts, &outputs);
+    int failed = checkpoint_paths_find(&opts->weights, &opts->rope.config_path, &paths);
+    if (!failed) failed = check_files(opts, &paths, &outputs);
     if (!failed) failed = rope_source_load(&opts->rope, &src);
     if (!failed) failed = open_checkpoint(opts, &outputs, &ckpt);
-    if (!failed && (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK ||
+    if (!failed) failed = rope_cli_require_rope("attention", &opts->rope, &src, &paths);
+    if (!failed && (ra_npy_read_float(opts->input, &x, msg, sizeof msg) != RA_OK ||
                     (opts->grad_output &&
-                     ra_npy_read(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
+                     ra_npy_read_float(opts->grad_output, &dy, msg, sizeof msg) != RA_OK)))
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = check_input(&x, opts->input, opts->start_pos, opts->prefill, &batch, &seq)) &&

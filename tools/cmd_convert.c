@@ -15,8 +15,8 @@
 #include "rope_cli.h"
 
 static const char usage[] =
-    "usage: ropeattn convert-layout --weights IN.safetensors --output OUT.safetensors\n"
-    "                               --to interleaved|half\n"
+    "usage: ropeattn convert-layout --weights IN.safetensors|DIR\n"
+    "                               --output OUT.safetensors --to interleaved|half\n"
     "                               [--config config.json | --n-heads H [--n-kv-heads K]]\n"
     "                               [--layer N]\n"
     "\n"
@@ -40,19 +40,24 @@ static const char usage[] =
     "as they are.  Every other tensor is copied unchanged (same dtype, same\n"
     "bytes), and a file without q or k projections (a shard of MLP weights) is\n"
     "copied whole.  Latent attention's tensors (DeepSeek's) are refused, and so,\n"
-    "without --config, is a q_proj without its k_proj in the file.  Of the metadata only\n"
+    "without a config, is a q_proj without its k_proj in the file.  Of the metadata only\n"
     "{\"format\": \"pt\"} is written.  Names are kept, so run `ropeattn attention` on\n"
     "the result with --layout set to the target.\n"
     "\n"
-    "  --weights IN    input .safetensors\n"
+    "  --weights IN    input .safetensors, or a checkpoint folder (its\n"
+    "                  model.safetensors)\n"
     "  --output OUT    output .safetensors, written only on success\n"
     "  --to L          the target layout: interleaved or half\n"
-    "  --config C      Hugging Face config.json: head_dim (else hidden_size /\n"
-    "                  num_attention_heads, else the query projection's rows /\n"
-    "                  num_attention_heads), num_key_value_heads,\n"
-    "                  partial_rotary_factor (then only the first\n"
-    "                  int(head_dim * partial_rotary_factor) rows of each head move)\n"
-    "  --n-heads H     query heads: head_dim = rows of the query projection / H\n"
+    "  --config C      Hugging Face config.json (default: the config.json beside\n"
+    "                  IN, if any, as transformers reads it): head_dim (else\n"
+    "                  hidden_size / num_attention_heads, else the query\n"
+    "                  projection's rows / num_attention_heads),\n"
+    "                  num_key_value_heads, partial_rotary_factor (then only the\n"
+    "                  first int(head_dim * partial_rotary_factor) rows of each\n"
+    "                  head move)\n"
+    "  --n-heads H     query heads: head_dim = rows of the query projection / H;\n"
+    "                  required without a config, every row of each head then\n"
+    "                  moving\n"
     "  --n-kv-heads K  key/value heads, checked against the key projection's rows\n"
     "  --layer N       convert layer N only (names with layers.N.); the other\n"
     "                  layers are copied unchanged\n";
@@ -413,19 +418,23 @@ static int convert(const convert_options *opts, const rope_source *src,
                     opts->weights);
 }
 
-static int run(const convert_options *opts)
+/* opts->weights and (without --config) opts->config become the
+ * checkpoint's files (checkpoint_paths_find), which run reads. */
+static int run(convert_options *opts)
 {
     char msg[CLI_MSG_LEN];
-    rope_cli rope_opts = {.config_path = opts->config};
+    checkpoint_paths paths;
     rope_source src = {0};
     ra_safetensors *st = NULL;
     ra_st_tensor *out = NULL;
     void **buffers = NULL;
     cli_outputs outputs = {0};
-    int failed = cli_outputs_add(&outputs, "--output", opts->output);
+    int failed = checkpoint_paths_find(&opts->weights, &opts->config, &paths);
+    rope_cli rope_opts = {.config_path = opts->config};
+    if (!failed) failed = cli_outputs_add(&outputs, "--output", opts->output);
     if (!failed) failed = cli_outputs_check_input(&outputs, "--weights", opts->weights);
     if (!failed && opts->config)
-        failed = cli_outputs_check_input(&outputs, "--config", opts->config);
+        failed = cli_outputs_check_input(&outputs, paths.config_option, opts->config);
     if (!failed) failed = rope_source_load(&rope_opts, &src);
     /* A family's checkpoint is stored in its own layout (Cohere and GLM:
      * interleaved): converting "to" it would permute rows already there. */

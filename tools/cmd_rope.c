@@ -98,7 +98,7 @@ static int check_heads(const rope_options *opts, const ra_hf_fields *c, const ra
 static int check_input(const ra_npy *x, const char *path, int shape, int64_t start_pos)
 {
     if (x->dtype != RA_NPY_F32)
-        return cli_fail(EXIT_FAIL, "%s must hold float32 ('<f4') values", path);
+        return cli_fail(EXIT_FAIL, "%s must hold float32 or float64 values ('<f4', '<f8')", path);
     if (x->ndim != 4)
         return cli_fail(EXIT_FAIL, "%s is %d-D; expected [batch, seq, heads, head_dim]",
                         path, x->ndim);
@@ -195,7 +195,7 @@ static int run(const rope_options *opts)
         cli_outputs_free(&outputs);
         return failed;
     }
-    if (ra_npy_read(opts->input, &x, msg, sizeof msg) != RA_OK)
+    if (ra_npy_read_float(opts->input, &x, msg, sizeof msg) != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = check_input(&x, opts->input, opts->shape, opts->start_pos)) &&

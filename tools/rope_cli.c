@@ -43,6 +43,30 @@ void rope_source_free(rope_source *src)
     memset(src, 0, sizeof *src);
 }
 
+int checkpoint_paths_find(const char **weights, const char **config, checkpoint_paths *paths)
+{
+    paths->given = *weights;
+    if (ra_hf_checkpoint_find(*weights, paths->weights, paths->config, sizeof paths->weights) !=
+        RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
+    paths->folder = strcmp(paths->weights, paths->given) != 0; /* a file is taken as given */
+    *weights = paths->weights;
+    if (!*config && paths->config[0]) *config = paths->config;
+    paths->config_option = *config == paths->config ? "the config.json beside --weights"
+                                                    : "--config";
+    return 0;
+}
+
+int rope_cli_require_rope(const char *command, const rope_cli *r, const rope_source *src,
+                          const checkpoint_paths *paths)
+{
+    if (src->has_config || r->has_theta || (r->rope_parameters && src->config->rope.has_theta))
+        return 0;
+    return cli_fail(EXIT_USAGE, "%s: no config.json %s %s: give --config, or the rope: --theta "
+                    "(or --rope-parameters with rope_theta)", command,
+                    paths->folder ? "in" : "beside", paths->given);
+}
+
 int64_t rope_source_head_dim(const rope_source *src)
 {
     return hf_config_head_dim(src->fields);

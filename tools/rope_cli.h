@@ -6,7 +6,10 @@
  * Precedence, highest first: the flags (--theta, --max-position-embeddings,
  * --seq-len), then --rope-parameters (which replaces the config's
  * rope_scaling / rope_parameters object), then config.json, then the
- * defaults (theta 10000, every feature rotates).
+ * defaults (theta 10000, every feature rotates).  A command that reads a
+ * checkpoint takes the config.json beside its weights when --config is
+ * not given (checkpoint_paths_find), and without either runs only a rope
+ * given on the command line (rope_cli_require_rope).
  */
 #ifndef RA_TOOLS_ROPE_CLI_H
 #define RA_TOOLS_ROPE_CLI_H
@@ -59,19 +62,45 @@ typedef struct rope_cli {
     "  --seq-len L     current sequence length for dynamic and longrope (default:\n"    \
     "                  the largest position + 1, as transformers does)\n"
 
+/* A checkpoint's files, found from --weights W (ra_hf_checkpoint_find: W,
+ * or a folder's model.safetensors, else its model.safetensors.index.json,
+ * as transformers' from_pretrained takes them) and the config.json beside
+ * them, as transformers reads it. */
+#define CHECKPOINT_PATH_LEN 4096
+typedef struct checkpoint_paths {
+    char weights[CHECKPOINT_PATH_LEN], config[CHECKPOINT_PATH_LEN]; /* config: "" for none */
+    const char *given; /* W as given */
+    int folder;        /* W is a folder */
+    const char *config_option; /* names the config read: "--config", or the one beside */
+} checkpoint_paths;
+
+/* Fills paths from *weights (W), then points *weights at paths->weights
+ * and, when *config (--config) is NULL, *config at paths->config (left NULL
+ * where there is none).  On failure prints one message and returns
+ * EXIT_FAIL. */
+int checkpoint_paths_find(const char **weights, const char **config, checkpoint_paths *paths);
+
 /* The rope settings after reading the files: the config (--config's, else
  * one that says nothing) with --rope-parameters, --theta and
  * --max-position-embeddings applied to it (ra_hf_config_set_...). */
 typedef struct rope_source {
     ra_hf_config *config;
     const ra_hf_fields *fields; /* config's keys */
-    int has_config;             /* --config was given */
+    int has_config;             /* a config.json was read (--config or the one beside) */
 } rope_source;
 
 /* Reads --config and applies the flags.  On failure prints one message and
  * returns the exit code (1 for a bad file, 2 for a bad --rope-parameters). */
 int rope_source_load(const rope_cli *r, rope_source *out);
 void rope_source_free(rope_source *src);
+
+/* Without a config (src->has_config 0: neither --config nor one beside the
+ * weights) the rope must be given on the command line: --theta, or
+ * --rope-parameters with rope_theta (never theta 10000 by default for a
+ * model).  Else prints "command: no config.json beside W ..." and returns
+ * EXIT_USAGE. */
+int rope_cli_require_rope(const char *command, const rope_cli *r, const rope_source *src,
+                          const checkpoint_paths *paths);
 
 /* head_dim from the config: head_dim, else hidden_size / num_attention_heads
  * (transformers' rule); 0 when neither is there. */

@@ -6,10 +6,11 @@ D head_dim.
 
     RotaryEmbedding(head_dim, theta=10000.0, rope_type="default", layout="half", ...)
         .inv_freq, .attention_factor, .cos_sin(positions)
-    apply_rotary(x [B, S, H, D], positions=None, rope=None, inverse=False, out=None)
+    apply_rotary(x [B, S, H, D], positions=None, rope=None, inverse=False, out=None,
+                 shape="bshd")   (shape="bhsd": x [B, H, S, D])
     attention(q [B, S, H, D], k, v [B, S, Hkv, D], causal=True, window=None, chunk=None,
               sinks=None, softcap=None, scale=None, padding_mask=None, cu_seqlens=None,
-              dropout_p=0.0, seed=0, out=None)
+              dropout_p=0.0, seed=0, out=None, shape="bshd")
     attention_forward(q, k, v, ...) -> out, lse [B, H, S]
     attention_backward(dout, q, k, v, out, lse, ...) -> dq, dk, dv, dsinks
     freqs(head_dim, end, theta=10000.0) -> cos, sin [end, head_dim // 2]
@@ -20,7 +21,7 @@ D head_dim.
         len(cache), .length(b), .reset()
     KVPool(layer, n_pages, page_size=16, dtype="float32")
         .add(), .fork(id), .free(id); layer(x, pool=pool, ids=[...], n_new=[...])
-    Context(threads=N)
+    Context(threads=N)   (context=None: a shared default, one thread per processor)
     Error (ArgumentError (CacheFullError), DtypeError, UnsupportedError,
            OutOfMemoryError, FileError, FormatError, NotFoundError)
     simd(), __version__

@@ -45,9 +45,37 @@ def array4(a, name):
     return a
 
 
+# The order of a 4-D array's axes: "bshd", [B, S, heads, D], the library's,
+# or "bhsd", [B, heads, S, D], as PyTorch's scaled_dot_product_attention and
+# transformers' attention take q, k and v, read through a transposed view.
+SHAPES = ("bshd", "bhsd")
+OTHER = {"bshd": "bhsd", "bhsd": "bshd"}
+
+
+def check_shape(shape):
+    if shape not in SHAPES:
+        raise ArgumentError(f'shape: expected "bshd" or "bhsd", got {shape!r}')
+    return shape
+
+
+def as_bshd(a, shape):
+    """a as [B, S, heads, D]: itself for shape "bshd", for "bhsd" the
+    transposed view of a [B, heads, S, D] array (no copy; also the way
+    back)."""
+    return a if shape == "bshd" else a.transpose(0, 2, 1, 3)
+
+
+def c_array(a, dtype=None):
+    """a as a C-contiguous, aligned array (of dtype): itself when it is one,
+    else a copy.  np.ascontiguousarray alone keeps an unaligned array (one
+    from np.frombuffer at an odd offset) as it is."""
+    return np.require(a, dtype, ("C", "A"))
+
+
 def input_view(a):
-    """a itself when the library can read it in place, else a C-contiguous copy."""
-    return a if maps(a) else np.ascontiguousarray(a)
+    """a itself when the library can read it in place, else a C-contiguous,
+    aligned copy."""
+    return a if maps(a) else c_array(a)
 
 
 def padding_mask(mask, b, s, name):
@@ -60,4 +88,4 @@ def padding_mask(mask, b, s, name):
         raise ArgumentError(f"{name}: expected shape ({b}, {s}), got {m.shape}")
     if m.size and (m.min() < 0 or m.max() > 1):
         raise ArgumentError(f"{name}: expected 0 (padding) and 1 (token) only")
-    return np.ascontiguousarray(m.reshape(b, s), dtype=np.uint8)
+    return c_array(m.reshape(b, s), np.uint8)

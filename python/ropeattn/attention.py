@@ -6,7 +6,8 @@ import numbers
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, array4, dtype_code, input_view, maps
+from ._arrays import (BF16, F16, F32, OTHER, array4, as_bshd, c_array, check_shape,
+                      dtype_code, input_view, maps)
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
@@ -19,40 +20,70 @@ def _positive(value, name, kind):
     return value
 
 
+def _shape_problem(q, k, v, sinks, padding_mask, cu_seqlens):
+    """What q's [B, S, H, D], k's and v's [B, S, Hkv, D] shapes (tuples) and
+    the options' say against each other, or None."""
+    b, s, h, d = q
+    if k != v:
+        return f"k, v: shapes differ, {k} and {v}"
+    if k[:2] != (b, s) or k[3] != d:
+        return f"k: expected shape ({b}, {s}, Hkv, {d}) for q {q}, got {k}"
+    if h % k[2]:
+        return f"q has {h} heads, not a multiple of k's {k[2]}"
+    if sinks is not None and sinks.shape != (h,):
+        return f"sinks: expected shape ({h},), got {sinks.shape}"
+    if padding_mask is not None and np.shape(padding_mask) not in \
+            ((b, s),) + (((s,),) if b == 1 else ()):
+        return f"padding_mask: expected shape ({b}, {s}), got {np.shape(padding_mask)}"
+    if cu_seqlens is not None and cu_seqlens[-1] != s:
+        return f"cu_seqlens: ends at {cu_seqlens[-1]}, not at the sequence's length {s}"
+    return None
+
+
+def _check_shapes(q, k, v, shape, *options):
+    """Refuses shapes that do not fit together as [B, S, heads, D] arrays;
+    where they would as the other shape's, the message says so: evidence
+    of a [B, H, S, D] array given as [B, S, H, D] (or the reverse)."""
+    problem = _shape_problem(q.shape, k.shape, v.shape, *options)
+    if problem is None:
+        return
+    swap = tuple((a.shape[0], a.shape[2], a.shape[1], a.shape[3]) for a in (q, k, v))
+    if shape == "bhsd":
+        problem += " (q, k, v as [B, S, heads, D] from shape=\"bhsd\")"
+    if _shape_problem(*swap, *options) is None:
+        other = OTHER[shape]
+        problem += (f'; they fit as {"[B, H, S, D]" if other == "bhsd" else "[B, S, H, D]"}: '
+                    f'pass shape="{other}"')
+    raise ArgumentError(problem)
+
+
 class _Call:
     """attention's arguments, checked, as the extension takes them."""
 
     def __init__(self, q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype):
+                 cu_seqlens, dropout_p, seed, dtype, shape):
         if not causal:
             raise UnsupportedError("attention: causal=False: ropeattn's attention is causal "
                                    "only")
-        q, k, v = array4(q, "q"), array4(k, "k"), array4(v, "v")
+        self.shape = check_shape(shape)
+        q, k, v = (as_bshd(array4(a, name), shape) for a, name in ((q, "q"), (k, "k"), (v, "v")))
         # dtype="bfloat16" names the bits of q's or k's and v's uint16 arrays;
         # the other may be float32 or float16
         self.qd = dtype_code(q, "q", dtype if q.dtype == np.uint16 else None)
         self.kv = dtype_code(k, "k", dtype if k.dtype == np.uint16 else None)
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
-        b, s, h, d = q.shape
-        if k.shape != v.shape:
-            raise ArgumentError(f"k, v: shapes differ, {k.shape} and {v.shape}")
-        if k.shape[:2] != (b, s) or k.shape[3] != d:
-            raise ArgumentError(f"k: expected shape ({b}, {s}, Hkv, {d}) for q {q.shape}, "
-                                f"got {k.shape}")
-        if h % k.shape[2]:
-            raise ArgumentError(f"q has {h} heads, not a multiple of k's {k.shape[2]}")
         if sinks is not None:
-            sinks = np.ascontiguousarray(sinks, dtype=np.float32)
-            if sinks.shape != (h,):
-                raise ArgumentError(f"sinks: expected shape ({h},), got {sinks.shape}")
-        if padding_mask is not None:
-            padding_mask = _padding_mask(padding_mask, b, s, "padding_mask")
+            sinks = c_array(sinks, np.float32)
         if cu_seqlens is not None:
             docs = np.asarray(cu_seqlens)
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
-            cu_seqlens = np.ascontiguousarray(docs, dtype=np.int64)
+            cu_seqlens = c_array(docs, np.int64)
+        _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens)
+        b, s = q.shape[:2]
+        if padding_mask is not None:
+            padding_mask = _padding_mask(padding_mask, b, s, "padding_mask")
         if not 0.0 <= dropout_p < 1.0:
             raise ArgumentError(f"dropout_p: expected a probability in [0, 1), "
                                 f"got {dropout_p!r}")
@@ -83,7 +114,7 @@ def _output(out, shape, name):
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
               scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-              out=None, context=None, dtype=None):
+              out=None, context=None, dtype=None, shape="bshd"):
     """out = softmax(scale * q k^T + mask) v per query head, query head h
     reading key/value head h // (H // Hkv) (GQA, no copy of k or v).
 
@@ -115,60 +146,76 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
          counter-based generator keyed by seed (the same for any threads).
       out: a float32 [B, S, H, D] array to write (reused across calls, no
          fresh memory), not overlapping q, k or v; None: a new array.
-      context: a ropeattn.Context, or None (the calling thread alone).
+      context: a ropeattn.Context, or None: the default Context, one
+         thread per processor this process may run on, shared (a call
+         finding it busy runs on its calling thread alone); Context(1) for
+         one thread.  The same bits for any count.
+      shape: "bshd", q [B, S, H, D], k, v [B, S, Hkv, D]; or "bhsd", q
+         [B, H, S, D], k, v [B, Hkv, S, D] (PyTorch's and transformers'
+         order; read in place, out in that order too).  Shapes that fit
+         only the other order are refused, naming it; q, k, v of equal
+         head counts fit both, and the order cannot be told from them.
     Returns out.  Softmax and sums in float32.  The GIL is released while
     the kernel runs.
     """
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype)
-    out = _output(out, call.q.shape, "out")
-    _ropeattn.attention(context, out, None, call.q, call.k, call.v, call.qd, call.kv, *call.options)
+                 cu_seqlens, dropout_p, seed, dtype, shape)
+    out = _output(out, as_bshd(call.q, shape).shape, "out")
+    _ropeattn.attention(context, as_bshd(out, shape), None, call.q, call.k, call.v, call.qd,
+                        call.kv, *call.options)
     return out
 
 
 def attention_forward(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
                       scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-                      context=None, dtype=None):
+                      context=None, dtype=None, shape="bshd"):
     """attention's forward for training: (out, lse), out float32 [B, S, H, D]
-    as attention() gives it, lse float32 [B, H, S] the log-sum-exp of each
-    query row's scaled (soft-capped) logits, sink included; -inf for a
-    padding query.  attention_backward takes both."""
+    (or [B, H, S, D] with shape="bhsd") as attention() gives it, lse
+    float32 [B, H, S] the log-sum-exp of each query row's scaled
+    (soft-capped) logits, sink included; -inf for a padding query.
+    attention_backward takes both."""
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype)
+                 cu_seqlens, dropout_p, seed, dtype, shape)
     b, s, h, _ = call.q.shape
-    out, lse = np.empty(call.q.shape, np.float32), np.empty((b, h, s), np.float32)
-    _ropeattn.attention(context, out, lse, call.q, call.k, call.v, call.qd, call.kv, *call.options)
+    out = np.empty(as_bshd(call.q, shape).shape, np.float32)
+    lse = np.empty((b, h, s), np.float32)
+    _ropeattn.attention(context, as_bshd(out, shape), lse, call.q, call.k, call.v, call.qd,
+                        call.kv, *call.options)
     return out, lse
 
 
 def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=None,
                        sinks=None, softcap=None, scale=None, padding_mask=None,
-                       cu_seqlens=None, dropout_p=0.0, seed=0, context=None, dtype=None):
+                       cu_seqlens=None, dropout_p=0.0, seed=0, context=None, dtype=None,
+                       shape="bshd"):
     """The backward of out = attention(q, k, v, ...) with the same keywords:
     given dout = dL/dout [B, S, H, D] and the forward's out and lse
     (attention_forward), returns (dq, dk, dv, dsinks): float32 arrays of
     q's, k's and v's shapes, and dL/dsinks [H] when sinks are given (else
     None).  Dropout's masks are regenerated from seed."""
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype)
+                 cu_seqlens, dropout_p, seed, dtype, shape)
+    q_shape = as_bshd(call.q, shape).shape  # as given
     dout = array4(dout, "dout")
     dtype_code(dout, "dout", allowed=(F32,))
     out = array4(out, "out")
     dtype_code(out, "out", allowed=(F32,))
-    if dout.shape != call.q.shape or out.shape != call.q.shape:
-        raise ArgumentError(f"dout, out: expected q's shape {call.q.shape}, "
+    if dout.shape != q_shape or out.shape != q_shape:
+        raise ArgumentError(f"dout, out: expected q's shape {q_shape}, "
                             f"got {dout.shape} and {out.shape}")
     b, s, h, _ = call.q.shape
     lse = np.asarray(lse)
     if lse.shape != (b, h, s) or lse.dtype != np.float32:
         raise ArgumentError(f"lse: expected float32 of shape ({b}, {h}, {s}) from "
                             f"attention_forward")
-    dq = np.empty(call.q.shape, np.float32)
-    dk, dv = np.empty(call.k.shape, np.float32), np.empty(call.v.shape, np.float32)
+    # each gradient in its input's order
+    dq, dk, dv = (np.empty(as_bshd(a, shape).shape, np.float32)
+                  for a in (call.q, call.k, call.v))
     dsinks = None if call.sinks is None else np.empty(h, np.float32)
-    _ropeattn.attention_backward(context, dq, dk, dv, dsinks, input_view(dout), call.q, call.k,
-                                 call.v, input_view(out), np.ascontiguousarray(lse), call.qd,
-                                 call.kv, *call.options)
+    _ropeattn.attention_backward(context, *(as_bshd(a, shape) for a in (dq, dk, dv)), dsinks,
+                                 input_view(as_bshd(dout, shape)), call.q, call.k, call.v,
+                                 input_view(as_bshd(out, shape)), c_array(lse),
+                                 call.qd, call.kv, *call.options)
     return dq, dk, dv, dsinks
 
 

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, padding_mask
+from ._arrays import BF16, F16, F32, c_array, padding_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _positions
 
@@ -22,9 +22,23 @@ _CACHE_DTYPES = {"float32": F32, "float16": F16, "bfloat16": BF16, "int8": 16,
                  "float8_e4m3fn": 17}  # ra_dtype: RA_I8, RA_F8E4M3
 
 
+_F32 = np.finfo(np.float32)
+
+
+def _fp8_scale_ok(scale):
+    """Whether scale, as float32, is a normal number with 448 scale finite:
+    ra_kv_cache_set_scales' rule and the CLI's --cache-scale's (a subnormal
+    scale keeps fewer bits, and is 0 where subnormals are flushed)."""
+    if not isinstance(scale, numbers.Real):
+        return False
+    with np.errstate(over="ignore"):
+        s = np.float32(float(scale))
+    return _F32.tiny <= s <= _F32.max / np.float32(448)
+
+
 def _cache_dtype(dtype, scale, what):
     """The name of a cache's or pool's dtype (a str or a NumPy dtype), with
-    scale checked: only float8_e4m3fn has one, finite and > 0."""
+    scale checked: only float8_e4m3fn has one (_fp8_scale_ok)."""
     try:
         name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     except TypeError:
@@ -34,29 +48,33 @@ def _cache_dtype(dtype, scale, what):
                          f'"float8_e4m3fn", got {dtype!r}')
     if scale is not None and name != "float8_e4m3fn":
         raise ArgumentError(f'scale: only a "float8_e4m3fn" {what} has one (dtype {name})')
-    if scale is not None and not (isinstance(scale, numbers.Real) and
-                                  0 < float(scale) < float("inf")):
-        raise ArgumentError(f"scale: expected a finite number > 0, got {scale!r}")
+    if scale is not None and not _fp8_scale_ok(scale):
+        raise ArgumentError(f"scale: expected a normal float32 (>= {_F32.tiny:g}) at most "
+                            f"FLT_MAX / 448 (448 times it is the largest value stored), "
+                            f"got {scale!r}")
     return name
 
 
 def _checkpoint_files(path, config):
-    """(weights, config) paths: a directory gives its sharded index
-    (model.safetensors.index.json), else model.safetensors, else its one
-    .safetensors file, and its config.json unless config is given; a file is
-    the weights as it is (a .safetensors file or an index .json)."""
-    path = os.fspath(path)
+    """(weights, config) paths, each a str, bytes or os.PathLike as Python's
+    file functions take them: a directory gives its model.safetensors, else
+    its sharded index (model.safetensors.index.json), the order of
+    transformers' from_pretrained, else its one .safetensors file, and its
+    config.json unless config is given; a file is the weights as it is (a
+    .safetensors file or an index .json)."""
+    path = os.fsdecode(path)
+    config = None if config is None else os.fsdecode(config)
     if not os.path.isdir(path):
         return path, config  # the library opens it, and says why not
     weights = None
-    for name in ("model.safetensors.index.json", "model.safetensors"):
+    for name in ("model.safetensors", "model.safetensors.index.json"):
         if os.path.isfile(os.path.join(path, name)):
             weights = os.path.join(path, name)
             break
     else:
         found = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
         if len(found) != 1:
-            raise FileError(f"{path}: no model.safetensors.index.json or model.safetensors, "
+            raise FileError(f"{path}: no model.safetensors or model.safetensors.index.json, "
                             f"and {len(found)} other .safetensors files: give the file")
         weights = os.path.join(path, found[0])
     if config is None and os.path.isfile(os.path.join(path, "config.json")):
@@ -93,7 +111,7 @@ class Layer:
     with its own KVCache and Context).
     """
 
-    def __init__(self, _layer, context=None, layer_index=None, paths=None):
+    def __init__(self, _layer, context=None, layer_index=None, paths=None, seq_len=None):
         # Layer.from_pretrained makes these; not for direct use.
         if not isinstance(_layer, _ropeattn.HFLayer):
             raise TypeError("Layer: use Layer.from_pretrained(path, layer=N)")
@@ -101,6 +119,7 @@ class Layer:
         self.context = context
         self.layer_index = layer_index
         self.paths = paths
+        self._seq_len = seq_len  # from_pretrained's: a length fixed for every call
         self._config = _layer.config
         self._tensors = tuple(_layer.tensors())
         self._names = tuple(name for name, _ in self._tensors)
@@ -115,14 +134,15 @@ class Layer:
         (ra_hf_checkpoint_open, ra_hf_config_open, ra_hf_layer_create).
 
           path: a checkpoint directory (config.json and model.safetensors,
-            or a sharded model.safetensors.index.json), or a .safetensors
-            file or index .json (then config= gives config.json; without it
-            the layer needs n_heads).
+            else a sharded model.safetensors.index.json, as transformers
+            takes them), or a .safetensors file or index .json (then config=
+            gives config.json; without it the layer needs n_heads); a str,
+            bytes or os.PathLike, as config.
           layer: the layer's number in the tensor names
             (model.layers.N.self_attn.*); None: the checkpoint holds one
             layer's tensors only.
           context: the ropeattn.Context the calls use unless given theirs
-            (None: each call runs on its calling thread alone).
+            (None: the default Context, as attention's).
           config: config.json's path (a directory's own by default).
           n_heads, n_kv_heads: override the config's head counts.
           layout: "half" or "interleaved" (None: the names' and family's:
@@ -133,9 +153,14 @@ class Layer:
             "longrope" rope scales by (max_position + 1 unless given).
             Those two rope types need one of them (transformers recomputes
             them per forward; a Layer is for one length: build another for
-            another).  For the others, max_position only sizes the cos/sin
-            table (4096 rows when None; later positions are computed
-            exactly, more slowly).
+            another).  Such a Layer refuses positions from max(that length,
+            the config's original length) on, where transformers' frequencies
+            differ, and a call with a cache or pool whose tokens reach a
+            length with other frequencies than the Layer's (transformers'
+            cached generation forms them from each step's length): give
+            seq_len to fix the length for every call instead.  For the other
+            types, max_position only sizes the cos/sin table (4096 rows when
+            None; later positions are computed exactly, more slowly).
           position_ids: True when the calls will give position ids rather
             than a start: Llama 4's NoPE layers, which scale q by each
             token's place in the sequence, are then refused.
@@ -172,7 +197,7 @@ class Layer:
         hf = _ropeattn.HFLayer(weights, config, position_ids=bool(position_ids),
                                rope_parameters=rope_parameters,
                                theta=None if theta is None else float(theta), **kwargs)
-        return cls(hf, context, options["layer"], (weights, config))
+        return cls(hf, context, options["layer"], (weights, config), options["seq_len"])
 
     @property
     def config(self):
@@ -211,7 +236,7 @@ class Layer:
         """y = the layer's Attention.forward(x), in inference mode.
 
           x: float32 [B, S, dim] or [S, dim] (batch 1), any strides (a
-             C-contiguous array is read in place, others copied).
+             C-contiguous, aligned array is read in place, others copied).
           positions: RoPE's position of each token: None (0 .. S-1; with a
              cache, the tokens cached before it: length .. length + S - 1),
              an int start, or integers
@@ -250,7 +275,7 @@ class Layer:
         if x.ndim not in (2, 3) or x.shape[-1] != dim or 0 in x.shape:
             raise ArgumentError(f"x: expected shape [B, S, {dim}] or [S, {dim}], "
                                 f"got {x.shape}")
-        x3 = np.ascontiguousarray(x if x.ndim == 3 else x[None])
+        x3 = c_array(x if x.ndim == 3 else x[None])
         b, s = x3.shape[:2]
         if context is None:
             context = self.context
@@ -281,6 +306,7 @@ class Layer:
                                        "its own tokens: give n_new instead)")
             rows = _id_array(rows, b, "ids")
             n_new = None if n_new is None else _id_array(n_new, b, "n_new")
+            self._check_step([pool._pool.length(int(i)) for i in rows], start, ids, s, n_new)
             _ropeattn.layer_forward_paged(self._layer, context, pool._pool, y, x3, rows, n_new,
                                           start, ids)
         elif cache is not None:
@@ -292,6 +318,7 @@ class Layer:
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a cache (the cache holds "
                                        "each sequence's own tokens: give it no padding)")
+            self._check_step([cache.length(i) for i in range(b)], start, ids, s, None)
             _ropeattn.layer_forward_cached(self._layer, context, cache._cache, y, x3, start,
                                            ids)
         else:
@@ -299,6 +326,45 @@ class Layer:
                                                                       "attention_mask")
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask)
         return y if x.ndim == 3 else y[0]
+
+    def _check_step(self, lengths, start, ids, s, n_new):
+        """A call through a cache or pool is a step of transformers' cached
+        generation, which forms a dynamic or longrope rope's frequencies from
+        the step's length, its tokens' largest position + 1
+        (dynamic_rope_update); one whose length gives other frequencies than
+        the Layer's is refused, as the CLI's --prefill refuses it, unless
+        from_pretrained's seq_len fixed the length for every call.  Lengths
+        beyond the Layer's own are the library's to refuse (its positions).
+          lengths: each row's cached tokens; start, ids: the positions
+          (start -1: continuing from lengths); n_new: each row's new tokens
+          (None: s)."""
+        rope = self._config["rope"]
+        kind = _ROPE_TYPE_NAMES.get(rope["type"])
+        if kind not in ("dynamic", "longrope") or self._seq_len is not None or \
+                self._config["no_rope"]:
+            return
+        news = [s] * len(lengths) if n_new is None else [int(n) for n in n_new]
+        if start == -1:
+            reach = max((length + n for length, n in zip(lengths, news) if n), default=0)
+        elif ids is None:
+            reach = start + max(news) if max(news) else 0
+        else:
+            reach = max((int(ids[..., i, :n].max()) + 1 for i, n in enumerate(news) if n),
+                        default=0)
+        key = "max_position_embeddings" if kind == "dynamic" else \
+            "original_max_position_embeddings"
+        original, length = rope[key], rope["seq_len"]
+        if kind == "dynamic":
+            same = max(reach, original) == max(length, original)
+        else:
+            same = (reach > original) == (length > original)
+        if reach and not same and reach <= max(length, original):
+            raise ArgumentError(
+                f"rope type {kind}: this step's tokens reach length {reach}, whose frequencies "
+                f"differ from those of the Layer's length {length} ({key} {original}), so "
+                f"transformers' cached generation differs from the Layer's y: run the whole "
+                f"sequence without a cache, or fix the length with "
+                f"Layer.from_pretrained(seq_len=...)")
 
     def __repr__(self):
         c = self._config
@@ -333,7 +399,8 @@ class KVCache:
         saturating at +-448 scale.  A latent cache's int8 rows have one
         scale each (a token's rotated shared key and latent together).
       scale: with "float8_e4m3fn", the keys' and values' scale (default 1,
-        as vLLM's without calibration).
+        as vLLM's without calibration): a normal float32 (subnormal ones
+        refused, as the CLI's --cache-scale) at most FLT_MAX / 448.
       window=True: for a layer with a sliding window or chunk of W tokens
         (config["window"], config["chunk"]), a rolling cache of
         W - 1 + capacity slots: a conversation of any length in O(W) memory
@@ -405,7 +472,7 @@ def _id_array(values, n, name):
     if a.shape != (n,) or (a.size and a.dtype.kind not in "iu"):
         raise ArgumentError(f"{name}: expected {n} integers (one per row of x), got "
                             f"{a.dtype} of shape {a.shape}")
-    return np.ascontiguousarray(a, dtype=np.int64)
+    return c_array(a, np.int64)
 
 
 class KVPool:

@@ -1,12 +1,15 @@
 """RotaryEmbedding (a rope: inverse frequencies, tables), apply_rotary, and
 freqs (Meta's precompute_freqs_cis as cos/sin tables)."""
 import functools
+import math
 import numbers
+import sys
 
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import array4, dtype_code, input_view, maps
+from ._arrays import (OTHER, array4, as_bshd, c_array, check_shape, dtype_code, input_view,
+                      maps)
 from ._ropeattn import ArgumentError, DtypeError
 
 # ra_rope_type and ra_layout (ropeattn.h), by Hugging Face's names.
@@ -18,6 +21,41 @@ FIELDS = {"factor", "original_max_position_embeddings", "max_position_embeddings
           "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
           "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "rotary_dim",
           "table_size", "mrope_section", "mrope_interleaved"}
+TABLE_SIZE = 4096  # ra_rope_config_default's table_size
+# The keys checked here, each named in its own message as the command line
+# names a --rope-parameters key: numbers finite and never subnormal (as the
+# library takes them), 0 allowed where transformers reads it as "not given".
+POSITIVE = {"theta", "factor", "attention_factor", "low_freq_factor", "high_freq_factor"}
+NON_NEGATIVE = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim"}
+LENGTHS = {"original_max_position_embeddings", "max_position_embeddings", "seq_len"}
+FACTOR_LISTS = {"short_factor", "long_factor"}
+# The types whose frequencies depend on the sequence's length L (transformers'
+# dynamic_rope_update), and the length past which they scale.
+BY_LENGTH = {"dynamic": "max_position_embeddings",
+             "longrope": "original_max_position_embeddings"}
+
+
+def _check_number(value, key, zero_allowed):
+    """value, a real number: finite and >= DBL_MIN (or 0 when allowed)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ArgumentError(f"{key}: expected a number, got {value!r}")
+    if not (math.isfinite(value) and (value >= sys.float_info.min or
+                                      (zero_allowed and value == 0))):
+        kind = "a number >= 0" if zero_allowed else "a positive number"
+        subnormal = " (subnormal)" if 0 < abs(value) < sys.float_info.min else ""
+        raise ArgumentError(f"{key}: expected {kind}, got {value!r}{subnormal}")
+
+
+def _check_key(key, value):
+    """A rope keyword's value, refused in the key's own name."""
+    if key in POSITIVE or key in NON_NEGATIVE:
+        _check_number(value, key, key in NON_NEGATIVE)
+    elif key in LENGTHS:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            raise ArgumentError(f"{key}: expected a positive integer, got {value!r}")
+    elif key in FACTOR_LISTS:
+        for i, factor in enumerate(np.asarray(value, dtype=object).reshape(-1)):
+            _check_number(factor, f"{key}[{i}]", False)
 
 
 class RotaryEmbedding:
@@ -35,13 +73,30 @@ class RotaryEmbedding:
       original_max_position_embeddings, low_freq_factor, high_freq_factor
       (llama3), beta_fast, beta_slow, mscale, mscale_all_dim,
       attention_factor, truncate (yarn), short_factor, long_factor
-      (longrope); and max_position_embeddings, seq_len (dynamic, longrope),
+      (longrope); and max_position_embeddings, seq_len (dynamic, longrope:
+      see below),
       rotary_dim (partial rotary: int(head_dim * partial_rotary_factor)),
       table_size (rows precomputed, 4096 unless given); M-RoPE's
       mrope_section [t, h, w] (pairs per position component, summing to
       rotary_dim / 2; Qwen2-VL's rope_scaling type "mrope" is the default
       type with them) and mrope_interleaved (Qwen3-VL's arrangement): then
       positions may be 3-D, [3, ...] (temporal, height, width).
+
+    Each key is checked in its own name (ArgumentError "factor: expected a
+    positive number, got ..."): numbers finite and not subnormal, lengths
+    positive integers.
+
+    dynamic and longrope scale by the sequence's length L.  Without
+    seq_len, L is each call's largest position + 1, as transformers'
+    dynamic_rope_update takes it from position_ids: past
+    max_position_embeddings (dynamic) or original_max_position_embeddings
+    (longrope) the call rotates by L's frequencies (dynamic: the NTK base
+    for L; longrope: the long factors), else by the original ones.  Each
+    call stands alone, where transformers' dynamic module keeps the
+    largest L it has seen until a call falls back within the original
+    length.  With seq_len, L is fixed and a position past seq_len - 1 is
+    refused (ArgumentError naming seq_len).  inv_freq and attention_factor
+    are those of seq_len, or of the original length.
 
     A RotaryEmbedding is read-only: any number of threads may use it.
     """
@@ -56,6 +111,7 @@ class RotaryEmbedding:
                                 f"got {rope_type!r}")
         if layout not in LAYOUTS:
             raise ArgumentError(f'layout: expected "half" or "interleaved", got {layout!r}')
+        _check_key("theta", theta)
         fields = {}
         for key, value in scaling.items():
             if value is None:  # transformers' "not given", as 0 is the library's
@@ -63,11 +119,18 @@ class RotaryEmbedding:
             if key == "truncate":
                 fields["yarn_no_truncate"] = not value
             elif key in FIELDS:
+                _check_key(key, value)
                 fields[key] = value
             else:
                 raise TypeError(f"RotaryEmbedding: unknown keyword {key!r}")
         self._rope = _ropeattn.Rope(head_dim, type=ROPE_TYPES[rope_type],
                                     layout=LAYOUTS[layout], theta=float(theta), **fields)
+        # what a rope for another length is made of (_at)
+        self._made_of = (head_dim, theta, rope_type, layout,
+                         {k: v for k, v in scaling.items() if v is not None})
+        self.seq_len = fields.get("seq_len")  # None: from each call's positions
+        self._original = fields.get(BY_LENGTH.get(rope_type))  # None: not by length
+        self._for_length = functools.lru_cache(maxsize=4)(self._make_for_length)
         config = self._rope.config
         self.head_dim = config["head_dim"]
         self.rotary_dim = config["rotary_dim"]
@@ -76,6 +139,38 @@ class RotaryEmbedding:
         self.layout = layout
         self.mrope_section = tuple(config["mrope_section"])  # (0, 0, 0): none
         self.mrope_interleaved = config["mrope_interleaved"]
+
+    def _at(self, largest, n_tokens):
+        """The rope a call uses whose largest position is `largest` (-1 for
+        none) over n_tokens tokens: self, but for a dynamic or longrope rope
+        made without seq_len whose call goes past the original length, the
+        rope transformers' dynamic_rope_update recomputes for the call's
+        length L = largest + 1 (dynamic: the base for L; longrope: the long
+        factors, the same attention factor).  Made with seq_len, such a rope
+        refuses positions past it rather than rotate by another length's
+        frequencies."""
+        if self._original is None:
+            return self
+        length = int(largest) + 1
+        if self.seq_len is not None:
+            if length > self.seq_len:
+                raise ArgumentError(
+                    f"positions: the largest is {length - 1}, past seq_len {self.seq_len} "
+                    f"that this {self.rope_type} rope was made for (its frequencies are "
+                    f"length {self.seq_len}'s): make it with seq_len >= {length}, or "
+                    f"without seq_len to take the length from each call's positions")
+            return self
+        if length <= self._original:
+            return self
+        # A table of L rows costs about what L / 2 tokens' angles computed on
+        # the fly do: worth it for a prefill, not for a step of generation.
+        return self._for_length(length, 2 * n_tokens >= length)
+
+    def _make_for_length(self, length, table):
+        head_dim, theta, rope_type, layout, fields = self._made_of
+        rows = min(fields.get("table_size", TABLE_SIZE), length) if table else 1
+        return RotaryEmbedding(head_dim, theta, rope_type, layout,
+                               **dict(fields, seq_len=length, table_size=rows))
 
     @property
     def inv_freq(self):
@@ -102,11 +197,13 @@ class RotaryEmbedding:
         pos = np.asarray(positions)
         if pos.dtype.kind not in "iu":
             raise DtypeError(f"positions: expected integers, got {pos.dtype}")
-        if any(self.mrope_section) and pos.ndim >= 2 and pos.shape[0] == 3:
-            cos, sin = self._rope.table_mrope(pos.astype(np.int64).reshape(3, -1))
+        three = any(self.mrope_section) and pos.ndim >= 2 and pos.shape[0] == 3
+        rope = self._at(pos.max() if pos.size else -1, pos.size // (3 if three else 1))._rope
+        if three:
+            cos, sin = rope.table_mrope(pos.astype(np.int64).reshape(3, -1))
             pos = pos[0]
         else:
-            cos, sin = self._rope.table(pos.astype(np.int64).reshape(-1))
+            cos, sin = rope.table(pos.astype(np.int64).reshape(-1))
         if self.layout == "half":
             cos, sin = np.concatenate((cos, cos), -1), np.concatenate((sin, sin), -1)
         else:
@@ -151,16 +248,36 @@ def _positions(positions, b, s, mrope=False):
         if ids.size and ids.min() < 0:
             raise ArgumentError(f"positions: {ids.min()} is negative")
         full = ids[:, None, :] if ids.ndim == 2 else ids
-        return 0, np.ascontiguousarray(np.broadcast_to(full, (3, b, s)), dtype=np.int64)
+        return 0, c_array(np.broadcast_to(full, (3, b, s)), np.int64)
     if ids.shape not in ((s,), (b, s)):
         raise ArgumentError(f"positions: expected shape ({s},) or ({b}, {s}), got {ids.shape}")
     if ids.size and ids.min() < 0:
         raise ArgumentError(f"positions: {ids.min()} is negative")
-    return 0, np.ascontiguousarray(np.broadcast_to(ids, (b, s)), dtype=np.int64)
+    return 0, c_array(np.broadcast_to(ids, (b, s)), np.int64)
+
+
+def _positions_of(positions, x, shape, mrope):
+    """_positions for x [B, S, heads, D] (read in the order shape names):
+    positions that do not fit its S but fit its heads' axis are evidence
+    of the other order, and the message names it."""
+    b, s, h = x.shape[:3]
+    try:
+        return _positions(positions, b, s, mrope)
+    except ArgumentError as e:
+        if positions is None or isinstance(positions, numbers.Integral):
+            raise
+        try:
+            _positions(positions, b, h, mrope)
+        except ArgumentError:
+            raise e from None
+        other = OTHER[shape]
+        order = "[B, H, S, D]" if other == "bhsd" else "[B, S, H, D]"
+        raise ArgumentError(f'{e}, as x is read with shape="{shape}"; they fit x as {order}: '
+                            f'pass shape="{other}"') from None
 
 
 def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=None,
-                 dtype=None, **rope_kwargs):
+                 dtype=None, shape="bshd", **rope_kwargs):
     """Rotates every head of x by its token's position (RoPE); returns the
     result (out, when given).
 
@@ -176,7 +293,14 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
       inverse: rotate by -angle, the transpose: RoPE's backward.
       out: an array of x's shape and dtype to write; out=x rotates in place.
          None: a new C-contiguous array.
-      context: a ropeattn.Context, or None (the calling thread alone).
+      shape: "bshd", x [B, S, heads, D]; or "bhsd", x [B, heads, S, D]
+         (transformers' q and k; read in place, out in that order too).
+         Positions that fit only the other order's S are refused, naming
+         it; with positions None or an int, x's order cannot be told.
+      context: a ropeattn.Context, or None: the default Context, one
+         thread per processor this process may run on, shared (a call
+         finding it busy runs on its calling thread alone); Context(1) for
+         one thread.  The same bits for any count.
 
     Computed in float32, rounded once to the dtype.  x is read in place when
     its strides are non-negative whole elements with the last axis
@@ -198,7 +322,8 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
         raise TypeError(f"rope: expected a RotaryEmbedding, got {type(rope).__name__}")
     if rope.head_dim != x.shape[3]:
         raise ArgumentError(f"x: head_dim {x.shape[3]} but the rope's is {rope.head_dim}")
-    start, ids = _positions(positions, x.shape[0], x.shape[1], any(rope.mrope_section))
+    start, ids = _positions_of(positions, as_bshd(x, check_shape(shape)), shape,
+                               any(rope.mrope_section))
     if out is None:
         out = np.empty(x.shape, x.dtype)
     elif out is not x:
@@ -210,7 +335,10 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
             raise ArgumentError("out: strides must be non-negative whole elements with "
                                 "the last axis contiguous, and the array aligned")
     src = x if out is x else input_view(x)
-    _ropeattn.rope_apply(rope._rope, context, out, src, code, start, ids, bool(inverse))
+    b, s = as_bshd(x, shape).shape[:2]
+    rope = rope._at(start + s - 1 if ids is None else ids.max(), b * s)
+    _ropeattn.rope_apply(rope._rope, context, as_bshd(out, shape), as_bshd(src, shape), code,
+                         start, ids, bool(inverse))
     return out
 
 

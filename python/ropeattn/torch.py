@@ -11,15 +11,24 @@ wrote.  The backward passes call the library's: RoPE's is the rotation by
 -angle (ra_rope_apply, RA_INVERSE), attention's is ra_attention_backward
 (recomputing the probabilities from the forward's log-sum-exp and reading
 its output: changing that output in place before backward() is an error,
-as for PyTorch's own functions).  A non-contiguous incoming gradient is
+as for PyTorch's own functions).  positions, padding_mask and cu_seqlens
+are copied at the forward (small integer arrays), so the backward reads
+the values the forward did, whatever the caller does to them meanwhile.
+A non-contiguous incoming gradient is
 made contiguous first.  The library computes in float32: inputs are
 float32 (k and v may also be float16 or bfloat16), gradients float32, cast
 to each input's dtype.  The backward passes are not differentiable again
-(once_differentiable: a second derivative raises).
+(once_differentiable: a second derivative raises).  context=None runs on
+PyTorch's thread count (torch.get_num_threads()): a default Context of
+that many threads, shared by the process's calls (one finding it busy
+runs on its calling thread alone); the same bits for any count.
 """
+import numbers
+
 import numpy as np
 import torch
 
+from . import _ropeattn
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 from .attention import attention_backward, attention_forward
 from .rope import RotaryEmbedding
@@ -44,6 +53,21 @@ def _view(t, name, allowed=(torch.float32,)):
     return t.numpy(), None
 
 
+def _copy(a):
+    """A NumPy copy of a tensor, array or list (positions, masks): what a
+    backward reads again, kept apart from the caller's, which may change in
+    place meanwhile.  None and ints as they are."""
+    if a is None or isinstance(a, numbers.Integral):
+        return a
+    return np.array(a.detach().cpu() if isinstance(a, torch.Tensor) else a)
+
+
+def _context(context):
+    """context, or for None the shared default Context of PyTorch's thread
+    count (torch.get_num_threads(), read at each call)."""
+    return _ropeattn.default_context(torch.get_num_threads()) if context is None else context
+
+
 def _tensor(a, dtype):
     """A tensor over the NumPy array a (no copy), as dtype (bfloat16: a holds its bits)."""
     if dtype == torch.bfloat16:
@@ -53,32 +77,34 @@ def _tensor(a, dtype):
 
 class _Rotary(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, positions, rope, inverse, context):
+    def forward(ctx, x, positions, rope, inverse, context, shape):
         xv, dtype = _view(x, "x", tuple(_DTYPES))
         out = _apply_rotary(xv, positions, rope=rope, inverse=inverse, context=context,
-                                 dtype=dtype)
-        ctx.args = (positions, rope, inverse, context)
+                            dtype=dtype, shape=shape)
+        ctx.args = (positions, rope, inverse, context, shape)
         return _tensor(out, x.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        positions, rope, inverse, context = ctx.args
+        positions, rope, inverse, context, shape = ctx.args
         gv, dtype = _view(grad.contiguous(), "grad", tuple(_DTYPES))
         dx = _apply_rotary(gv, positions, rope=rope, inverse=not inverse, context=context,
-                                dtype=dtype)
-        return _tensor(dx, grad.dtype), None, None, None, None
+                           dtype=dtype, shape=shape)
+        return _tensor(dx, grad.dtype), None, None, None, None, None
 
 
-def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, **rope_kwargs):
-    """ropeattn.apply_rotary on a CPU tensor x [B, S, heads, D] (float32,
-    float16 or bfloat16), differentiable in x: its backward rotates the
-    gradient by -angle.  Returns a new tensor; x is read in place."""
+def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, shape="bshd",
+                 **rope_kwargs):
+    """ropeattn.apply_rotary on a CPU tensor x [B, S, heads, D] (or [B,
+    heads, S, D] with shape="bhsd"; float32, float16 or bfloat16),
+    differentiable in x: its backward rotates the gradient by -angle.
+    Returns a new tensor in x's order; x is read in place."""
     if rope is None:
         rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
     elif rope_kwargs:
         raise TypeError("apply_rotary: give rope= or rope keywords, not both")
-    return _Rotary.apply(x, positions, rope, bool(inverse), context)
+    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), _context(context), shape)
 
 
 class _Attention(torch.autograd.Function):
@@ -119,18 +145,17 @@ class _Attention(torch.autograd.Function):
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
               scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-              context=None):
+              context=None, shape="bshd"):
     """ropeattn.attention on CPU tensors: q [B, S, H, D], k, v [B, S, Hkv,
-    D], each float32, float16 or bfloat16 (k and v alike), sinks None or float32 [H];
-    returns out float32 [B, S, H, D], differentiable in q, k, v and sinks
+    D] (shape="bhsd": [B, H, S, D] and [B, Hkv, S, D]), each float32,
+    float16 or bfloat16 (k and v alike), sinks None or float32 [H];
+    returns out float32 in q's order, differentiable in q, k, v and sinks
     (the library's backward; dropout's masks regenerated from seed).
     padding_mask [B, S] and cu_seqlens [n + 1] may be tensors or arrays."""
-    def plain(a):
-        return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
     options = dict(causal=causal, window=window, chunk=chunk, softcap=softcap, scale=scale,
-                   padding_mask=plain(padding_mask), cu_seqlens=plain(cu_seqlens),
-                   dropout_p=dropout_p, seed=seed)
-    return _Attention.apply(q, k, v, sinks, options, context)
+                   padding_mask=_copy(padding_mask), cu_seqlens=_copy(cu_seqlens),
+                   dropout_p=dropout_p, seed=seed, shape=shape)
+    return _Attention.apply(q, k, v, sinks, options, _context(context))
 
 
 # ---- drop-in replacements for transformers-style code -------------------
@@ -153,7 +178,7 @@ class RotaryEmbeddingModule(torch.nn.Module):
 
     @torch.no_grad()
     def forward(self, x, position_ids):
-        positions = position_ids.detach().cpu().numpy()
+        positions = _copy(position_ids)  # the tables' positions, whatever position_ids becomes
         cos, sin = self.rope.cos_sin(positions)
         cos = torch.from_numpy(cos).to(x.dtype)
         sin = torch.from_numpy(sin).to(x.dtype)

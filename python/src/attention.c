@@ -2,18 +2,19 @@
  * ra_attention_backward on strided views, their options as arguments. */
 #include "ext.h"
 
-/* A C-contiguous array of n elements of type `type` (NPY_*), or 0 with
- * ValueError naming it; None gives *p = NULL.  writable: for an output. */
+/* A C-contiguous, aligned array of n elements of type `type` (NPY_*), or 0
+ * with ValueError naming it; None gives *p = NULL.  writable: for an output. */
 static int contiguous(PyObject *obj, int type, npy_intp n, int writable, const char *name,
                       void **p)
 {
     *p = NULL;
     if (obj == Py_None) return 1;
     PyArrayObject *a = (PyArrayObject *)obj;
-    if (!PyArray_Check(obj) || PyArray_TYPE(a) != type || !PyArray_IS_C_CONTIGUOUS(a) ||
+    if (!PyArray_Check(obj) || PyArray_TYPE(a) != type || !PyArray_ISCARRAY_RO(a) ||
         PyArray_SIZE(a) != n || (writable && !PyArray_ISWRITEABLE(a))) {
-        PyErr_Format(ra_ext_value_error, "%s: expected a C-contiguous%s array of %zd elements "
-                     "of the right dtype", name, writable ? ", writable" : "", (Py_ssize_t)n);
+        PyErr_Format(ra_ext_value_error, "%s: expected a C-contiguous, aligned%s array of %zd "
+                     "elements of the right dtype", name, writable ? ", writable" : "",
+                     (Py_ssize_t)n);
         return 0;
     }
     *p = PyArray_DATA(a);
@@ -84,7 +85,7 @@ PyObject *ra_ext_attention(PyObject *self, PyObject *args)
     ra_context *ctx = ra_ext_context_acquire(c);
     st = lse ? ra_attention_forward_lse(ctx, &tout, lse, &tq, &tk, &tv, &o)
              : ra_attention(ctx, &tout, &tq, &tk, &tv, &o);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, lse ? "ra_attention_forward_lse" : "ra_attention");
     Py_RETURN_NONE;
@@ -136,7 +137,7 @@ PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     ra_context *ctx = ra_ext_context_acquire(c);
     st = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdout, &tq, &tk, &tv, &tout, lse, &o);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_attention_backward");
     Py_RETURN_NONE;

@@ -1,8 +1,14 @@
 /* context.c — ropeattn.Context(threads=0): an ra_context (worker threads and
  * a scratch workspace reused across calls) and a lock, since a context
  * serves one calling thread at a time.  A context manager: leaving the
- * with block closes it. */
-#include "ext.h"
+ * with block closes it.  And the default contexts that context=None
+ * stands for: one per thread count, made in this process on first use and
+ * shared by every call (default_context). */
+#include "ext.h" /* Python.h first: it defines _GNU_SOURCE, for sched_getaffinity */
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 static int context_init(ra_ext_context *self, PyObject *args, PyObject *kwargs)
 {
@@ -43,6 +49,11 @@ static int context_init(ra_ext_context *self, PyObject *args, PyObject *kwargs)
 static PyObject *context_close(ra_ext_context *self, PyObject *unused)
 {
     (void)unused;
+    if (self->shared) {
+        PyErr_SetString(ra_ext_error, "Context: the default context (context=None) is shared "
+                        "by every call: not closed");
+        return NULL;
+    }
     if (self->ctx) {
         Py_BEGIN_ALLOW_THREADS
         PyThread_acquire_lock(self->lock, WAIT_LOCK); /* waits for a call using it */
@@ -121,10 +132,74 @@ PyTypeObject ra_ext_context_type = {
     .tp_getset = context_getset,
 };
 
+/* The processors this process may run on: its affinity mask's count where
+ * the system has one (a container's or taskset's share), else those online. */
+static int processors(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n < 4096 ? (int)n : 1;
+}
+
+/* The default contexts, {threads: Context}, of this process.  A forked
+ * child has none of its parent's worker threads: its first call makes its
+ * own, and the parent's are left as they are (destroying them would wait
+ * for threads the child does not have). */
+static PyObject *defaults;
+static volatile int defaults_forked;
+
+static void forked_child(void) { defaults_forked = 1; }
+
+/* The shared default Context of `threads` threads (0: one per processor
+ * this process may run on), made on first use; a borrowed reference, or
+ * NULL with the error set.  Called with the GIL held, which serializes it. */
+static ra_ext_context *default_of(int threads)
+{
+    if (threads <= 0) threads = processors();
+    if (!defaults || defaults_forked) {
+        /* the parent's stay referenced: never destroyed in this process */
+        defaults_forked = 0;
+        if (!(defaults = PyDict_New())) return NULL;
+    }
+    PyObject *key = PyLong_FromLong(threads);
+    if (!key) return NULL;
+    PyObject *found = PyDict_GetItemWithError(defaults, key); /* borrowed */
+    if (!found && !PyErr_Occurred()) {
+        PyObject *made = PyObject_CallFunction((PyObject *)&ra_ext_context_type, "i", threads);
+        /* Making it released the GIL: another thread's may be there now,
+         * and the first one stays (a default is never replaced or freed, so
+         * a borrowed reference stays good). */
+        found = made ? PyDict_SetDefault(defaults, key, made) : NULL;
+        if (found) ((ra_ext_context *)found)->shared = 1;
+        Py_XDECREF(made);
+    }
+    Py_DECREF(key);
+    return (ra_ext_context *)found;
+}
+
+PyObject *ra_ext_default_context(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int threads = 0;
+    if (!PyArg_ParseTuple(args, "|i:default_context", &threads)) return NULL;
+    ra_ext_context *c = default_of(threads);
+    Py_XINCREF(c);
+    return (PyObject *)c;
+}
+
+int ra_ext_context_init_module(void)
+{
+    return pthread_atfork(NULL, NULL, forked_child) == 0 ? 0 : -1;
+}
+
 int ra_ext_get_context(PyObject *context, ra_ext_context **c)
 {
     *c = NULL;
-    if (context == Py_None) return 1;
+    if (context == Py_None) return (*c = default_of(0)) != NULL;
     if (!PyObject_TypeCheck(context, &ra_ext_context_type)) {
         PyErr_Format(PyExc_TypeError, "context: expected a ropeattn.Context or None, got %s",
                      Py_TYPE(context)->tp_name);
@@ -140,12 +215,12 @@ int ra_ext_get_context(PyObject *context, ra_ext_context **c)
 
 ra_context *ra_ext_context_acquire(ra_ext_context *c)
 {
-    if (!c) return NULL;
-    PyThread_acquire_lock(c->lock, WAIT_LOCK);
+    if (!c || !PyThread_acquire_lock(c->lock, c->shared ? NOWAIT_LOCK : WAIT_LOCK)) return NULL;
+    if (!c->ctx) PyThread_release_lock(c->lock); /* closed meanwhile */
     return c->ctx;
 }
 
-void ra_ext_context_release(ra_ext_context *c)
+void ra_ext_context_release(ra_ext_context *c, ra_context *ctx)
 {
-    if (c) PyThread_release_lock(c->lock);
+    if (ctx) PyThread_release_lock(c->lock);
 }

@@ -51,17 +51,27 @@ typedef struct ra_ext_context {
     PyObject_HEAD
     ra_context *ctx; /* NULL once closed */
     PyThread_type_lock lock;
+    int shared; /* a default context: never closed; a call finding it busy
+                   runs on its calling thread alone rather than wait */
 } ra_ext_context;
 extern PyTypeObject ra_ext_context_type;
 
-/* context: None or a Context, open.  Sets *c (NULL for None) or raises and
- * returns 0. */
+/* context: None or a Context, open.  Sets *c (None: the default context,
+ * one thread per processor this process may run on, made on first use in
+ * this process) or raises and returns 0. */
 int ra_ext_get_context(PyObject *context, ra_ext_context **c);
-/* With the GIL released: takes c's lock and returns its ra_context (NULL
- * for c NULL, or if c was closed meanwhile: the call then runs on the
- * calling thread alone, as NULL means); release gives the lock back. */
+/* default_context(threads=0): the shared default Context of that many
+ * threads (0: one per processor this process may run on). */
+PyObject *ra_ext_default_context(PyObject *self, PyObject *args);
+/* Registers the fork handler after which a child makes its own defaults. */
+int ra_ext_context_init_module(void);
+/* With the GIL released: takes c's lock and returns its ra_context, or
+ * returns NULL holding nothing (c NULL, c closed meanwhile, or c a default
+ * that another call holds): the call then runs on the calling thread
+ * alone, as NULL means.  release gives the lock back when ctx, acquire's
+ * result, is not NULL. */
 ra_context *ra_ext_context_acquire(ra_ext_context *c);
-void ra_ext_context_release(ra_ext_context *c);
+void ra_ext_context_release(ra_ext_context *c, ra_context *ctx);
 
 /* ropeattn._ropeattn.Rope: an ra_rope (rope.c). */
 typedef struct ra_ext_rope {

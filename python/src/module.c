@@ -27,6 +27,9 @@ static PyMethodDef methods[] = {
      "ra_attention, or ra_attention_forward_lse, on strided arrays (see attention.c)."},
     {"attention_backward", ra_ext_attention_backward, METH_VARARGS,
      "ra_attention_backward on strided arrays (see attention.c)."},
+    {"default_context", ra_ext_default_context, METH_VARARGS,
+     "default_context(threads=0): the shared Context that context=None stands for "
+     "(see context.c)."},
     {"precompute_freqs", ra_ext_precompute_freqs, METH_VARARGS,
      "ra_precompute_freqs(head_dim, end, theta) -> (cos, sin) (see rope.c)."},
     {"layer_forward", (PyCFunction)(void (*)(void))ra_ext_layer_forward,
@@ -50,7 +53,7 @@ PyMODINIT_FUNC PyInit__ropeattn(void)
     if (PyType_Ready(&ra_ext_context_type) < 0 || PyType_Ready(&ra_ext_rope_type) < 0 ||
         PyType_Ready(&ra_ext_layer_type) < 0 || PyType_Ready(&ra_ext_cache_type) < 0 ||
         PyType_Ready(&ra_ext_pool_type) < 0 ||
-        ra_ext_layer_init_module() < 0)
+        ra_ext_layer_init_module() < 0 || ra_ext_context_init_module() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;

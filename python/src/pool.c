@@ -188,14 +188,14 @@ PyObject *ra_ext_layer_forward_paged(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     PyArrayObject *a_ids = (PyArrayObject *)ids, *a_new = (PyArrayObject *)n_new;
     const int ok_ids = PyArray_Check(ids) && PyArray_TYPE(a_ids) == NPY_INT64 &&
-                       PyArray_IS_C_CONTIGUOUS(a_ids) && PyArray_NDIM(a_ids) == 1 &&
+                       PyArray_ISCARRAY_RO(a_ids) && PyArray_NDIM(a_ids) == 1 &&
                        PyArray_DIM(a_ids, 0) == rows;
     const int ok_new = n_new == Py_None ||
                        (PyArray_Check(n_new) && PyArray_TYPE(a_new) == NPY_INT64 &&
-                        PyArray_IS_C_CONTIGUOUS(a_new) && PyArray_NDIM(a_new) == 1 &&
+                        PyArray_ISCARRAY_RO(a_new) && PyArray_NDIM(a_new) == 1 &&
                         PyArray_DIM(a_new, 0) == rows);
     if (!ok_ids || !ok_new) {
-        PyErr_Format(ra_ext_value_error, "%s: expected C-contiguous int64 [%lld]",
+        PyErr_Format(ra_ext_value_error, "%s: expected C-contiguous, aligned int64 [%lld]",
                      ok_ids ? "n_new" : "ids", (long long)rows);
         return NULL;
     }
@@ -210,7 +210,7 @@ PyObject *ra_ext_layer_forward_paged(PyObject *self, PyObject *args, PyObject *k
     ra_context *ctx = ra_ext_context_acquire(c);
     st = ra_layer_forward_paged(ctx, l, pool->pool, idp, (int64_t)rows, yp, xp, (int64_t)seq,
                                 newp, continuing ? NULL : &positions);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     PyThread_release_lock(pool->lock);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_layer_forward_paged");

@@ -286,7 +286,7 @@ PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_BEGIN_ALLOW_THREADS
     ra_context *ctx = ra_ext_context_acquire(c);
     st = ra_rope_apply(ctx, rope->rope, &tout, &tx, &pos, inverse ? RA_INVERSE : RA_FORWARD);
-    ra_ext_context_release(c);
+    ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_rope_apply");
     Py_RETURN_NONE;

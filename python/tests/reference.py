@@ -41,6 +41,26 @@ def yarn(d, theta, factor, original_max_position_embeddings, beta_fast=32, beta_
     return inv_freq, 0.1 * math.log(factor) + 1.0
 
 
+def inv_freq_dynamic(d, theta, factor, max_position_embeddings, seq_len):
+    """_compute_dynamic_ntk_parameters for the length L = max(seq_len,
+    max_position_embeddings): the base grows past the original length."""
+    length = max(seq_len, max_position_embeddings)
+    base = theta * (factor * length / max_position_embeddings - (factor - 1)) ** (d / (d - 2))
+    return inv_freq_default(d, base)
+
+
+def longrope(d, theta, short_factor, long_factor, original_max_position_embeddings,
+             max_position_embeddings, seq_len):
+    """(inv_freq, attention_factor) of _compute_longrope_parameters (factor
+    max / original) with longrope_frequency_update's choice: the long
+    factors once seq_len exceeds the original length."""
+    original = original_max_position_embeddings
+    factor = max_position_embeddings / original
+    attention_factor = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+    ext = np.asarray(long_factor if seq_len > original else short_factor, np.float64)
+    return 1.0 / (ext * theta ** (np.arange(0, d, 2, dtype=np.float64) / d)), attention_factor
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return np.concatenate((-x[..., half:], x[..., :half]), -1)

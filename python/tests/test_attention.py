@@ -15,6 +15,10 @@ RNG = np.random.default_rng(2121)
 ATOL = 2e-5
 
 
+def randn32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
 def qkv(b=2, s=13, h=4, hkv=2, d=16):
     return (RNG.standard_normal((b, s, h, d)).astype(np.float32),
             RNG.standard_normal((b, s, hkv, d)).astype(np.float32),
@@ -204,3 +208,50 @@ def test_forward_backward_pair_bad_input():
         ropeattn.attention_backward(dout.astype(np.float16), q, k, v, out, lse, window=4)
     with pytest.raises(ropeattn.ArgumentError):  # dropout_p out of range
         ropeattn.attention_forward(q, k, v, dropout_p=1.0)
+
+
+def test_shape_bhsd():
+    """shape="bhsd": q [B, H, S, D], k, v [B, Hkv, S, D] read in place (a
+    transposed view), out, dq, dk, dv in that order too; the same numbers
+    as the [B, S, H, D] call."""
+    q, k, v = randn32(2, 11, 4, 16), randn32(2, 11, 2, 16), randn32(2, 11, 2, 16)
+    qt, kt, vt = (np.ascontiguousarray(a.transpose(0, 2, 1, 3)) for a in (q, k, v))
+    kw = dict(padding_mask=np.ones((2, 11), np.uint8), cu_seqlens=np.array([0, 5, 11]),
+              sinks=np.zeros(4, np.float32))
+    want = ropeattn.attention(q, k, v, **kw)
+    got = ropeattn.attention(qt, kt, vt, shape="bhsd", **kw)
+    assert got.shape == (2, 4, 11, 16)
+    np.testing.assert_array_equal(got.transpose(0, 2, 1, 3), want)
+    out, lse = ropeattn.attention_forward(q, k, v)
+    out_t, lse_t = ropeattn.attention_forward(qt, kt, vt, shape="bhsd")
+    np.testing.assert_array_equal(out_t.transpose(0, 2, 1, 3), out)
+    np.testing.assert_array_equal(lse_t, lse)
+    dout = randn32(2, 11, 4, 16)
+    grads = ropeattn.attention_backward(dout, q, k, v, out, lse)
+    grads_t = ropeattn.attention_backward(np.ascontiguousarray(dout.transpose(0, 2, 1, 3)),
+                                          qt, kt, vt, out_t, lse_t, shape="bhsd")
+    for g, gt in zip(grads[:3], grads_t[:3]):
+        np.testing.assert_array_equal(gt.transpose(0, 2, 1, 3), g)
+
+
+def test_shape_mix_up_refused_where_the_shapes_tell():
+    """[B, H, S, D] arrays given as [B, S, H, D] (or the reverse) are
+    refused, naming shape=, where the shapes tell: q and k disagree on
+    axis 1 but agree on axis 2 (H != Hkv), or a mask, sinks or cu_seqlens
+    fits the other order only."""
+    q, k = randn32(1, 8, 12, 16), randn32(1, 2, 12, 16)  # [B, H, S, D], GQA
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
+        ropeattn.attention(q, k, k)
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bshd"'):
+        ropeattn.attention(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3),
+                           k.transpose(0, 2, 1, 3), shape="bhsd")
+    q = randn32(1, 4, 12, 16)  # [B, H, S, D] with H == Hkv: only the options tell
+    for kw in (dict(padding_mask=np.ones((1, 12))), dict(sinks=np.zeros(4)),
+               dict(cu_seqlens=np.array([0, 12]))):
+        with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
+            ropeattn.attention(q, q, q, **kw)
+    with pytest.raises(ropeattn.ArgumentError, match="shape"):
+        ropeattn.attention(q, q, q, shape="bsd")
+    with pytest.raises(ropeattn.ArgumentError) as e:  # fits neither: no hint
+        ropeattn.attention(q, randn32(1, 5, 3, 16), randn32(1, 5, 3, 16))
+    assert "pass shape" not in str(e.value)

@@ -11,6 +11,7 @@ A 16-bit cache rounds every key and value once: 5e-3 (float16) and 3e-2
 (bfloat16), as test_hf.sh.
 """
 import json
+import os
 import shutil
 import sys
 import tracemalloc
@@ -45,6 +46,13 @@ def build(name, **options):
     return layer, x, pos, y
 
 
+def fixed_length(name):
+    """The options that fix llama_dynamic_long's length for every call, as
+    test_hf.sh's --seq-len: its cached steps reach lengths whose frequencies
+    differ from the whole input's (test_by_length_ropes_are_for_one_length)."""
+    return {"seq_len": int(load(name)[3].max()) + 1} if name == "llama_dynamic_long" else {}
+
+
 def rel(got, want):
     assert got.shape == want.shape and got.dtype == np.float32
     assert np.all(np.isfinite(got))
@@ -67,7 +75,7 @@ def test_forward(name):
 @pytest.mark.parametrize("name", CASES)
 def test_prefill_then_decode(name, dtype):
     """Half the tokens as one prefill, then one at a time, as a generator."""
-    layer, x, pos, y = build(name)
+    layer, x, pos, y = build(name, **fixed_length(name))
     b, s = x.shape[:2]
     p = max(1, s // 2)
     cache = ropeattn.KVCache(layer, batch=b, capacity=s, dtype=dtype)
@@ -145,6 +153,48 @@ def test_by_length_ropes_need_a_length():
     assert rel(layer(x, positions=pos), y) < 1e-5
 
 
+def test_by_length_ropes_are_for_one_length():
+    """A dynamic or longrope Layer is for one length: positions where
+    transformers' frequencies differ are refused (issue 39: max_position 11
+    took positions up to 40, 16% off), and so is a cached step whose length
+    gives other frequencies than the Layer's, as the CLI's --prefill refuses
+    it; seq_len fixes the length for every call."""
+    d, case, x, pos, y = load("llama_dynamic_long")  # max_position_embeddings 16
+    short = ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=11)
+    with pytest.raises(ropeattn.ArgumentError, match="seq_len 12"):
+        short(x, positions=pos)  # row 1 reaches 40
+    # up to max_position_embeddings every length has the original frequencies
+    cache = ropeattn.KVCache(short, batch=1, capacity=20)
+    short(x[:1], cache=cache)
+    for _ in range(4):  # positions 12 .. 15: generating on, exactly
+        short(x[:1, :1], cache=cache)
+    with pytest.raises(ropeattn.ArgumentError, match="seq_len 12"):
+        short(x[:1, :1], cache=cache)  # position 16
+    assert len(cache) == 16
+    # A cached step of 35 tokens: transformers' frequencies of 35, not 41.
+    long = ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=40)
+    cache = ropeattn.KVCache(long, batch=2, capacity=12)
+    with pytest.raises(ropeattn.ArgumentError, match="reach length 35"):
+        long(x[:, :6], positions=pos[:, :6], cache=cache)
+    assert len(cache) == 0
+    pool = ropeattn.KVPool(long, n_pages=8, page_size=4)
+    with pytest.raises(ropeattn.ArgumentError, match="reach length 35"):
+        long(x[:, :6], positions=pos[:, :6], pool=pool, ids=[pool.add(), pool.add()])
+    fixed = ropeattn.Layer.from_pretrained(d, layer=case["layer"], seq_len=41)
+    cache = ropeattn.KVCache(fixed, batch=2, capacity=12)
+    ys = [fixed(x[:, :6], positions=pos[:, :6], cache=cache)]
+    ys += [fixed(x[:, t:t + 1], positions=pos[:, t:t + 1], cache=cache) for t in range(6, 12)]
+    assert rel(np.concatenate(ys, axis=1), y) < 1e-5
+
+    d, case, x, pos, y = load("llama_longrope_long")  # original 16, positions to 39
+    with pytest.raises(ropeattn.ArgumentError, match="seq_len 12"):
+        ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=11)(x, positions=pos)
+    layer = ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=39)
+    cache = ropeattn.KVCache(layer, batch=1, capacity=12)
+    with pytest.raises(ropeattn.ArgumentError, match="reach length 6"):
+        layer(x[:1, :6], cache=cache)  # short factors in transformers, long here
+
+
 def test_file_and_config_paths():
     d, case, x, pos, y = load("llama_linear_mha")
     layer = ropeattn.Layer.from_pretrained(d / "model.safetensors", layer=case["layer"],
@@ -155,6 +205,79 @@ def test_file_and_config_paths():
                                            n_heads=4)
     assert plain.config["rope"]["type"] == "default"
     assert rel(plain(x, positions=pos), y) > 1e-3
+
+
+def test_folder_prefers_model_safetensors(tmp_path):
+    """A folder holding both model.safetensors and a sharded index: the
+    single file, as transformers' from_pretrained takes it; a bytes or
+    os.PathLike path is a path, as Python's file functions take it."""
+    d, case, x, pos, y = load("llama_default")  # every tensor F32
+    raw = (d / "model.safetensors").read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    doubled = np.frombuffer(raw[8 + n:], np.float32) * 2  # other weights, same names
+    (tmp_path / "shard.safetensors").write_bytes(raw[:8 + n] + doubled.tobytes())
+    names = [k for k in json.loads(raw[8:8 + n]) if k != "__metadata__"]
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {k: "shard.safetensors" for k in names}}))
+    shutil.copy(d / "model.safetensors", tmp_path)
+    shutil.copy(d / "config.json", tmp_path)
+    layer = ropeattn.Layer.from_pretrained(tmp_path, layer=case["layer"])
+    assert layer.paths[0] == str(tmp_path / "model.safetensors")
+    assert rel(layer(x, positions=pos), y) < 1e-5
+    sharded = ropeattn.Layer.from_pretrained(tmp_path / "model.safetensors.index.json",
+                                             layer=case["layer"], config=tmp_path / "config.json")
+    assert rel(sharded(x, positions=pos), y) > 1e-1
+    for path in (bytes(tmp_path), os.fsencode(tmp_path / "model.safetensors")):
+        layer = ropeattn.Layer.from_pretrained(path, layer=case["layer"],
+                                               config=os.fsencode(tmp_path / "config.json"))
+        assert rel(layer(x, positions=pos), y) < 1e-5
+
+
+def unaligned(a):
+    """A C-contiguous copy of a that is not aligned to its item size, as
+    np.frombuffer at an odd offset gives."""
+    buf = bytearray(a.nbytes + 1)
+    u = np.frombuffer(buf, a.dtype, a.size, offset=1).reshape(a.shape)
+    u[...] = a
+    assert u.flags.c_contiguous and not u.flags.aligned
+    return u
+
+
+def test_unaligned_inputs_are_copied():
+    """Every input of every function: an unaligned C-contiguous array is
+    copied (README), giving what the aligned one gives."""
+    layer, x, pos, y = build("llama_default")
+    np.testing.assert_array_equal(layer(unaligned(x), positions=unaligned(pos)),
+                                  layer(x, positions=pos))
+    mask = np.ones(x.shape[:2], np.int64)
+    np.testing.assert_array_equal(layer(x, positions=pos, attention_mask=unaligned(mask)),
+                                  layer(x, positions=pos))
+    ys = []
+    for u in (unaligned, np.asarray):
+        cache = ropeattn.KVCache(layer, 2, x.shape[1])
+        ys.append(layer(u(x), positions=u(pos), cache=cache))
+        pool = ropeattn.KVPool(layer, n_pages=16, page_size=4)
+        ids = np.array([pool.add(), pool.add()], np.int64)
+        ys.append(layer(u(x), positions=u(pos), pool=pool, ids=u(ids),
+                        n_new=u(np.array([x.shape[1]] * 2, np.int64))))
+    np.testing.assert_array_equal(ys[0], ys[2])
+    np.testing.assert_array_equal(ys[1], ys[3])
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 5, h, 8)).astype(np.float32) for h in (4, 2, 2))
+    ids5 = np.arange(10, dtype=np.int64).reshape(2, 5)
+    np.testing.assert_array_equal(ropeattn.apply_rotary(unaligned(q), unaligned(ids5)),
+                                  ropeattn.apply_rotary(q, ids5))
+    sinks = rng.standard_normal(4).astype(np.float32)
+    cu = np.array([0, 3, 5], np.int64)
+    want = ropeattn.attention(q[:1], k[:1], v[:1], sinks=sinks, cu_seqlens=cu)
+    got = ropeattn.attention(unaligned(q[:1]), unaligned(k[:1]), unaligned(v[:1]),
+                             sinks=unaligned(sinks), cu_seqlens=unaligned(cu))
+    np.testing.assert_array_equal(got, want)
+    out, lse = ropeattn.attention_forward(q, k, v)
+    grads = ropeattn.attention_backward(unaligned(out), q, k, v, unaligned(out), unaligned(lse))
+    for g, w in zip(grads, ropeattn.attention_backward(out, q, k, v, out, lse)):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_attention_mask():
@@ -264,6 +387,12 @@ def test_bad_inputs(tmp_path):
         ropeattn.KVCache(layer, 2, s, dtype="int8", scale=0.5)
     with pytest.raises(ropeattn.ArgumentError, match="scale"):
         ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=0)
+    for tiny in (1e-45, 1e-40, 1e-50, 1e38):  # subnormal float32, 0, 448 s past a float
+        with pytest.raises(ropeattn.ArgumentError, match="normal float32"):
+            ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=tiny)
+        with pytest.raises(ropeattn.ArgumentError, match="normal float32"):
+            ropeattn.KVPool(layer, 4, dtype="float8_e4m3fn", scale=tiny)
+    assert ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=1.2e-38).slots == s
     assert ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=0.25).slots == s
     with pytest.raises(ropeattn.ArgumentError, match="no sliding window"):
         ropeattn.KVCache(layer, 2, s, window=True)

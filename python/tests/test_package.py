@@ -1,5 +1,8 @@
 """The package: version, SIMD name, exceptions, several Python threads at
 once, and no reference or memory growth over many calls."""
+import multiprocessing
+import os
+import subprocess
 import sys
 import tracemalloc
 
@@ -100,3 +103,49 @@ def test_gil_released_during_kernels():
     q = np.random.default_rng(1).standard_normal((1, 4096, 8, 64)).astype(np.float32)
     wakeups = wakeups_during(lambda: ropeattn.attention(q, q, q))
     assert wakeups >= 10, wakeups
+
+
+def test_default_context_runs_on_the_processors():
+    """context=None: a default Context of one thread per processor this
+    process may run on (its affinity mask), made on first use and shared,
+    its worker threads seen in /proc (processors - 1 more threads after a
+    first call); the same bits as one thread, two or three."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert ropeattn._ropeattn.default_context().threads == cpus
+    assert ropeattn._ropeattn.default_context() is ropeattn._ropeattn.default_context()
+    if os.path.isdir("/proc/self/task"):
+        code = ("import os, numpy as np, ropeattn\n"
+                "n = len(os.listdir('/proc/self/task'))\n"
+                "q = np.ones((1, 8, 2, 8), np.float32)\n"
+                "ropeattn.attention(q, q, q)\n"
+                "print(len(os.listdir('/proc/self/task')) - n)\n")
+        grown = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                               text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        assert int(grown.stdout) == cpus - 1
+    x, k = sample_inputs(3)
+    want = (ropeattn.apply_rotary(x, 7), ropeattn.attention(x, k, k, window=9))
+    for threads in (1, 2, 3):
+        with ropeattn.Context(threads) as ctx:
+            got = (ropeattn.apply_rotary(x, 7, context=ctx),
+                   ropeattn.attention(x, k, k, window=9, context=ctx))
+        assert all(np.array_equal(g, w) for g, w in zip(got, want)), threads
+    with pytest.raises(ropeattn.Error, match="shared"):  # closing it would stop every call
+        ropeattn._ropeattn.default_context().close()
+
+
+def _attend_in_child(queue):
+    q = np.ones((1, 8, 2, 8), np.float32)
+    queue.put(float(ropeattn.attention(q, q, q).sum()))
+
+
+def test_default_context_in_a_forked_child():
+    """A child forked after the parent used the default makes its own (the
+    parent's worker threads are not in the child)."""
+    q = np.ones((1, 8, 2, 8), np.float32)
+    want = float(ropeattn.attention(q, q, q).sum())
+    fork = multiprocessing.get_context("fork")
+    queue = fork.Queue()
+    child = fork.Process(target=_attend_in_child, args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and queue.get(timeout=1) == want

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ropeattn
-from test_layer import CASES, TOL, build, rel
+from test_layer import CASES, TOL, build, fixed_length, rel
 
 
 def serve(layer, pool, x, pos, firsts):
@@ -37,7 +37,7 @@ def serve(layer, pool, x, pos, firsts):
 
 @pytest.mark.parametrize("name", CASES)
 def test_serving_matches_transformers(name):
-    layer, x, pos, y = build(name)
+    layer, x, pos, y = build(name, **fixed_length(name))
     s = x.shape[1]
     pool = ropeattn.KVPool(layer, n_pages=64, page_size=3)
     firsts = [max(1, s // 2 - i) for i in range(x.shape[0])]

@@ -65,7 +65,7 @@ def test_scaled_types(kind):
                    "attention_factor": None, "beta_fast": 32.0, "beta_slow": 1.0}
         rope = ropeattn.RotaryEmbedding(d, theta, **scaling)  # None: not given
         inv, af = ref.yarn(d, theta, 4.0, 4096)
-    else:  # dynamic, not past the original length: the default frequencies
+    else:  # dynamic: the default frequencies up to the original length
         rope = ropeattn.RotaryEmbedding(d, theta, "dynamic", factor=2.0,
                                         max_position_embeddings=2048)
         inv, af = ref.inv_freq_default(d, theta), 1.0
@@ -73,6 +73,8 @@ def test_scaled_types(kind):
     assert rope.attention_factor == pytest.approx(af, rel=1e-12)
     x = randn(2, 6, 3, d)
     pos = np.array([0, 5, 17, 300, 4000, 9000])
+    if kind == "dynamic":  # this call's length, 9001, scales the base
+        inv = ref.inv_freq_dynamic(d, theta, 2.0, 2048, 9001)
     # yarn's factor 1.139 scales cos and sin: |x| up to ~7.
     np.testing.assert_allclose(ropeattn.apply_rotary(x, pos, rope=rope),
                                ref.rope_half(x, pos, inv, af), rtol=0, atol=2 * F32_ATOL)
@@ -219,3 +221,110 @@ def test_bad_inputs():
     with pytest.raises(ValueError):  # out overlapping x but not x itself
         buf = randn(1, 5, 2, 8)
         ropeattn.apply_rotary(buf[:, :4], out=buf[:, 1:])
+
+
+D16_LONG = [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]
+
+
+def by_length_ropes(**length):
+    """A dynamic and a longrope rope of head_dim 16, original length 16 (the
+    issue's case), with their float64 references for a length L."""
+    dynamic = ropeattn.RotaryEmbedding(16, rope_type="dynamic", factor=2.0,
+                                       max_position_embeddings=16, **length)
+    longrope = ropeattn.RotaryEmbedding(16, rope_type="longrope", short_factor=[1.0] * 8,
+                                        long_factor=D16_LONG,
+                                        original_max_position_embeddings=16,
+                                        max_position_embeddings=64, **length)
+    return ((dynamic, lambda L: (ref.inv_freq_dynamic(16, 10000.0, 2.0, 16, L), 1.0)),
+            (longrope, lambda L: ref.longrope(16, 10000.0, [1.0] * 8, D16_LONG, 16, 64, L)))
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["dynamic", "longrope"])
+def test_dynamic_and_longrope_take_the_length_from_the_positions(kind):
+    """Without seq_len, the length is the call's largest position + 1, as
+    transformers' dynamic_rope_update takes it: positions 0..99 past
+    max_position_embeddings 16 scale the frequencies (4.9 off unscaled)."""
+    rope, want = by_length_ropes()[kind]
+    x = randn(2, 100, 2, 16)
+    pairs = np.array([[3, 7], [0, 40]])
+    # (x, positions as given, as [B, S], the call's length)
+    for xs, positions, pos, length in ((x, None, np.arange(100), 100),
+                                       (x[:, :10], 90, 90 + np.arange(10), 100),
+                                       (x[:, :10], np.arange(10), np.arange(10), 10),
+                                       (x[:, :2], pairs, pairs, 41)):
+        inv, af = want(length)
+        np.testing.assert_allclose(ropeattn.apply_rotary(xs, positions, rope=rope),
+                                   ref.rope_half(xs, pos, inv, af), atol=2 * F32_ATOL)
+        cos, sin = rope.cos_sin(pos)
+        angles = pos[..., None] * inv
+        np.testing.assert_allclose(cos, af * np.cos(np.concatenate((angles, angles), -1)),
+                                   atol=TABLE_ATOL)
+    # the rope's own inv_freq and attention factor: those of the original length
+    inv, af = want(16)
+    np.testing.assert_allclose(rope.inv_freq, inv, rtol=INV_FREQ_RTOL)
+    assert rope.seq_len is None and rope.attention_factor == pytest.approx(af, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["dynamic", "longrope"])
+def test_dynamic_and_longrope_with_seq_len_refuse_positions_past_it(kind):
+    rope, want = by_length_ropes(seq_len=50)[kind]
+    x = randn(1, 50, 2, 16)
+    inv, af = want(50)
+    np.testing.assert_allclose(ropeattn.apply_rotary(x, rope=rope),
+                               ref.rope_half(x, np.arange(50), inv, af), atol=2 * F32_ATOL)
+    for call in (lambda: ropeattn.apply_rotary(x, 1, rope=rope),
+                 lambda: ropeattn.apply_rotary(x[:, :2], np.array([0, 50]), rope=rope),
+                 lambda: rope.cos_sin(np.arange(100))):
+        with pytest.raises(ropeattn.ArgumentError, match="seq_len 50"):
+            call()
+
+
+@pytest.mark.parametrize("key,value,kw", [
+    ("low_freq_factor", 1e-320, {}), ("high_freq_factor", 0.0, {}), ("factor", -8.0, {}),
+    ("factor", float("nan"), {}), ("original_max_position_embeddings", 0, {}),
+    ("theta", 1e-320, {})])
+def test_llama3_keys_named_in_messages(key, value, kw):
+    """A bad key is refused in its own name, as the command line names a
+    --rope-parameters key, not in the library's wording (>= DBL_MIN)."""
+    scaling = dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=8192)
+    scaling[key] = value
+    with pytest.raises(ropeattn.ArgumentError) as e:
+        ropeattn.RotaryEmbedding(16, **scaling)
+    assert str(e.value).startswith(f"{key}: expected") and "DBL_MIN" not in str(e.value)
+
+
+@pytest.mark.parametrize("kw,key", [
+    (dict(rope_type="linear", factor=1e-320), "factor"),
+    (dict(rope_type="yarn", factor=2.0, max_position_embeddings=16, beta_fast=-1.0),
+     "beta_fast"),
+    (dict(rope_type="yarn", factor=2.0, max_position_embeddings=16, attention_factor=0.0),
+     "attention_factor"),
+    (dict(rope_type="yarn", factor=2.0, max_position_embeddings=16, mscale=float("inf")),
+     "mscale"),
+    (dict(rope_type="dynamic", factor=2.0, max_position_embeddings=-3),
+     "max_position_embeddings"),
+    (dict(rope_type="dynamic", factor=2.0, max_position_embeddings=16, seq_len=0), "seq_len"),
+    (dict(rope_type="longrope", short_factor=[1.0] * 8, long_factor=[1.0] * 7 + [1e-320],
+          original_max_position_embeddings=16, max_position_embeddings=32),
+     r"long_factor\[7\]")])
+def test_rope_keys_named_in_messages(kw, key):
+    with pytest.raises(ropeattn.ArgumentError, match=f"^{key}: expected"):
+        ropeattn.RotaryEmbedding(16, **kw)
+
+
+def test_shape_bhsd():
+    x = randn(2, 3, 9, 16)  # [B, H, S, D]
+    pos = np.arange(9) + 4
+    y = ropeattn.apply_rotary(x, pos, shape="bhsd")
+    assert y.shape == x.shape
+    want = ropeattn.apply_rotary(np.ascontiguousarray(x.transpose(0, 2, 1, 3)), pos)
+    np.testing.assert_array_equal(y.transpose(0, 2, 1, 3), want)
+    assert ropeattn.apply_rotary(x, pos, out=x, shape="bhsd") is x
+    np.testing.assert_array_equal(x, y)
+    # positions [S] that fit only the other order: refused, naming shape=
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
+        ropeattn.apply_rotary(x, pos)
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bshd"'):
+        ropeattn.apply_rotary(x.transpose(0, 2, 1, 3), np.zeros((2, 9), np.int64),
+                              shape="bhsd")

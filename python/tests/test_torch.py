@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import ropeattn  # noqa: E402
 import ropeattn.torch as rt  # noqa: E402
+import reference as ref  # noqa: E402
 
 GEN = torch.Generator().manual_seed(2121)
 
@@ -279,3 +280,101 @@ def test_drop_in_bad_input():
         rt.eager_attention_forward(module, q, k, v, torch.zeros(1, 1, 5, 5), scaling=0.3)
     with pytest.raises(ropeattn.DtypeError):
         rt.eager_attention_forward(module, q.double(), k, v, None, scaling=0.3)
+
+
+def test_arguments_changed_in_place_before_backward():
+    """positions, padding_mask and cu_seqlens changed in place between
+    forward and backward: the backward uses the values of the forward (its
+    own copies, as PyTorch's ops save what they need)."""
+    rope = ropeattn.RotaryEmbedding(8)
+    x, dy = randn(1, 6, 2, 8), randn(1, 6, 2, 8)
+    for positions in (torch.arange(6) + 3, np.arange(6) + 3):
+        _, (want,) = grads(lambda t: rt.apply_rotary(t, positions, rope=rope), [x], dy)
+        xg = x.clone().requires_grad_(True)
+        y = rt.apply_rotary(xg, positions, rope=rope)
+        positions[:] = 40  # in place, after the forward
+        (y * dy).sum().backward()
+        assert torch.equal(xg.grad, want), type(positions)
+    q, k, v = randn(1, 8, 2, 8), randn(1, 8, 1, 8), randn(1, 8, 1, 8)
+    dy = randn(1, 8, 2, 8)
+    cases = (("padding_mask", torch.tensor([[0, 1, 1, 1, 1, 1, 1, 1]]), 0),
+             ("padding_mask", np.array([[0, 1, 1, 1, 1, 1, 1, 1]], np.uint8), 0),
+             ("cu_seqlens", torch.tensor([0, 3, 8]), 5),
+             ("cu_seqlens", np.array([0, 3, 8]), 5))
+    for name, value, changed in cases:
+        _, want = grads(lambda a, b, c: rt.attention(a, b, c, **{name: value}), [q, k, v], dy)
+        inputs = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        y = rt.attention(*inputs, **{name: value})
+        value[..., 1] = changed
+        (y * dy).sum().backward()
+        for t, w in zip(inputs, want):
+            assert torch.equal(t.grad, w), (name, type(value))
+    # RotaryEmbeddingModule's tables carry the positions they were made at
+    pos = torch.arange(6)[None] + 3
+    cos, sin = rt.RotaryEmbeddingModule(rope)(x, pos)
+    pos[:] = 40
+    y, _ = rt.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)
+    assert close(y, ref_rope(x.double(), torch.arange(6)[None] + 3, rope.inv_freq), 1e-6)
+
+
+def test_dynamic_rope_module_takes_the_length_from_position_ids():
+    """RotaryEmbeddingModule and apply_rotary with a dynamic rope made
+    without seq_len: position_ids 0..99 past max_position_embeddings 16
+    scale the base as transformers' dynamic_rope_update does."""
+    rope = ropeattn.RotaryEmbedding(16, rope_type="dynamic", factor=2.0,
+                                    max_position_embeddings=16)
+    inv = ref.inv_freq_dynamic(16, 10000.0, 2.0, 16, 100)
+    pos = torch.arange(100)[None]
+    x = randn(1, 100, 2, 16)
+    cos, sin = rt.RotaryEmbeddingModule(rope)(x, pos)
+    angles = pos[..., None].double() * torch.as_tensor(inv)
+    assert close(cos, torch.cat((angles, angles), -1).cos(), 1e-6)
+    want = ref_rope(x.double(), pos, inv)
+    assert close(rt.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)[0], want, 1e-6)
+    assert close(rt.apply_rotary(x, pos, rope=rope), want, 1e-6)
+
+
+def test_default_context_is_pytorchs_thread_count(monkeypatch):
+    """context=None: the shared default Context of torch.get_num_threads()
+    threads, read at each call; the same bits as one thread."""
+    asked = []
+    real = ropeattn._ropeattn.default_context
+    monkeypatch.setattr(ropeattn._ropeattn, "default_context",
+                        lambda n=0: asked.append(n) or real(n))
+    q, k = randn(1, 9, 4, 16).requires_grad_(True), randn(1, 9, 2, 16)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        y = rt.attention(rt.apply_rotary(q, rope=ropeattn.RotaryEmbedding(16)), k, k)
+        y.sum().backward()
+    finally:
+        torch.set_num_threads(threads)
+    assert asked == [3, 3]
+    with ropeattn.Context(1) as one:
+        q1 = q.detach().requires_grad_(True)
+        y1 = rt.attention(rt.apply_rotary(q1, rope=ropeattn.RotaryEmbedding(16), context=one),
+                          k, k, context=one)
+        y1.sum().backward()
+    assert torch.equal(y, y1) and torch.equal(q.grad, q1.grad)
+
+
+def test_shape_bhsd():
+    """shape="bhsd" tensors ([B, H, S, D]): the same values and gradients
+    as their [B, S, H, D] transposes."""
+    q, k, v = randn(1, 4, 9, 16), randn(1, 2, 9, 16), randn(1, 2, 9, 16)
+    dy = randn(1, 4, 9, 16)
+    rope = ropeattn.RotaryEmbedding(16)
+
+    def bhsd(a, b, c):
+        return rt.attention(rt.apply_rotary(a, 3, rope=rope, shape="bhsd"), b, c, shape="bhsd")
+
+    def bshd(a, b, c):
+        t = [x.transpose(1, 2) for x in (a, b, c)]
+        return rt.attention(rt.apply_rotary(t[0], 3, rope=rope), t[1], t[2]).transpose(1, 2)
+
+    y, g = grads(bhsd, [q, k, v], dy)
+    y2, g2 = grads(bshd, [q, k, v], dy)
+    assert y.shape == q.shape and torch.equal(y, y2)
+    assert all(torch.equal(a, b) for a, b in zip(g, g2))
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
+        rt.attention(q, k, v)

@@ -155,11 +155,12 @@ static int64_t layer_of(const char *name, const naming_scheme *scheme)
     return layer >= 0 ? layer : NOT_CANONICAL;
 }
 
-/* The tensor called name in whichever file holds it, or NULL. */
-static const ra_st_tensor *find_tensor(const ra_hf_checkpoint *files, const char *name)
+const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *files, const char *name,
+                                   int64_t *file)
 {
     for (int64_t i = 0; i < files->n; i++) {
         const ra_st_tensor *t = ra_safetensors_find(files->files[i], name);
+        if (t && file) *file = i;
         if (t) return t;
     }
     return NULL;
@@ -313,7 +314,7 @@ static int count_found(const ra_hf_checkpoint *files, const naming_scheme *schem
     int found = 0;
     for (int p = 0; p < N_PROJ && found == p; p++) {
         tensor_name(name, scheme, layer, p);
-        found += find_tensor(files, name) != NULL;
+        found += hf_find_tensor(files, name, NULL) != NULL;
     }
     return found;
 }
@@ -474,7 +475,7 @@ static int scales_used(const ra_hf_checkpoint *files, const attention_tensors *t
     size_t len = strlen(x->name), tail = strlen("_scale_inv");
     if (!ends_with(x->name, ".weight_scale_inv") || len - tail >= sizeof name) return 0;
     snprintf(name, sizeof name, "%.*s", (int)(len - tail), x->name);
-    const ra_st_tensor *w = find_tensor(files, name);
+    const ra_st_tensor *w = hf_find_tensor(files, name, NULL);
     return w && is_used(t, w);
 }
 
@@ -520,7 +521,7 @@ static ra_status find_head_norms(const ra_hf_checkpoint *files, attention_tensor
         for (;; n++) {
             snprintf(name, NAME_LEN, "%.*s%s.norms.%lld.weight", stem, wq, modules[i],
                      (long long)n);
-            if (!find_tensor(files, name)) break;
+            if (!hf_find_tensor(files, name, NULL)) break;
         }
         if (n == 0) continue;
         out->head_norms[i] = ra_malloc((size_t)n * sizeof *out->head_norms[i]);
@@ -529,7 +530,7 @@ static ra_status find_head_norms(const ra_hf_checkpoint *files, attention_tensor
         for (int64_t h = 0; h < n; h++) {
             snprintf(name, NAME_LEN, "%.*s%s.norms.%lld.weight", stem, wq, modules[i],
                      (long long)h);
-            out->head_norms[i][h] = find_tensor(files, name);
+            out->head_norms[i][h] = hf_find_tensor(files, name, NULL);
         }
     }
     return RA_OK;
@@ -543,9 +544,9 @@ static void find_module(const ra_hf_checkpoint *files, const char *stem, int ste
 {
     char name[NAME_LEN];
     snprintf(name, NAME_LEN, "%.*s%s.weight", stem_len, stem, module);
-    *weight = find_tensor(files, name);
+    *weight = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*s%s.bias", stem_len, stem, module);
-    *bias = norm ? NULL : find_tensor(files, name);
+    *bias = norm ? NULL : hf_find_tensor(files, name, NULL);
 }
 
 /* Latent attention's tensors beside o_proj: the four of its scheme, found,
@@ -585,13 +586,13 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     char name[NAME_LEN];
     for (int p = 0; p < N_PROJ; p++) {
         tensor_name(name, scheme, layer, p);
-        out->proj[p] = find_tensor(files, name);
+        out->proj[p] = hf_find_tensor(files, name, NULL);
         if (!out->proj[p])
             return hf_fail(RA_ERR_NOT_FOUND, "%s has '%s' but no tensor '%s'", path,
                            out->proj[PROJ_Q]->name, name);
         size_t len = strlen(name); /* "...q_proj.weight" -> "...q_proj.bias" */
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
-        out->bias[p] = find_tensor(files, name);
+        out->bias[p] = hf_find_tensor(files, name, NULL);
     }
     static const char *const qk_norms[] = {"q_norm.weight", "k_norm.weight"};
     const char *wq = out->proj[PROJ_Q]->name;
@@ -603,10 +604,10 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     }
     for (int i = 0; i < 2; i++) {
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
-        out->norm[i] = find_tensor(files, name);
+        out->norm[i] = hf_find_tensor(files, name, NULL);
     }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
-    out->sinks = find_tensor(files, name);
+    out->sinks = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem);
@@ -707,6 +708,9 @@ ra_status hf_load_f32(const ra_st_tensor *t, const char *path, float *dst)
         return hf_fail(RA_ERR_DTYPE, "tensor '%s' in %s has dtype %s; expected F32, F16, BF16 "
                        "or F64", t->name, path, ra_st_dtype_name(t->dtype));
     ra_status status = ra_st_tensor_to_f32(t, dst);
+    if (status == RA_ERR_FORMAT) /* F64's range */
+        return hf_fail(status, "tensor '%s' in %s holds a value beyond float32's range "
+                       "(+-3.4028235e38): refused rather than read as Inf", t->name, path);
     if (status != RA_OK)
         return hf_fail(status, "cannot convert '%s' in %s to float32: %s", t->name, path,
                        ra_status_string(status));

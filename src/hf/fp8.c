@@ -28,16 +28,6 @@ ra_st_dtype hf_value_dtype(const ra_st_tensor *t, const ra_hf_quant *q)
     return t->dtype == RA_ST_F8_E4M3 && q->present ? q->dtype : t->dtype;
 }
 
-/* The tensor called name in any of the checkpoint's files, or NULL. */
-static const ra_st_tensor *find(const ra_hf_checkpoint *ckpt, const char *name)
-{
-    for (int64_t i = 0; i < ckpt->n; i++) {
-        const ra_st_tensor *t = ra_safetensors_find(ckpt->files[i], name);
-        if (t) return t;
-    }
-    return NULL;
-}
-
 /* The weight_scale_inv beside weight t ("...weight"), or NULL. */
 static const ra_st_tensor *find_scale(const ra_hf_checkpoint *ckpt, const ra_st_tensor *t)
 {
@@ -47,7 +37,7 @@ static const ra_st_tensor *find_scale(const ra_hf_checkpoint *ckpt, const ra_st_
         len + sizeof "_scale_inv" > sizeof name)
         return NULL;
     snprintf(name, sizeof name, "%s_scale_inv", t->name);
-    return find(ckpt, name);
+    return hf_find_tensor(ckpt, name, NULL);
 }
 
 /* Whether transformers would leave name's module unquantized: an entry of

@@ -100,6 +100,11 @@ typedef struct attention_tensors {
     const ra_st_tensor *latent[N_MLA], *latent_bias[N_MLA];
 } attention_tensors;
 
+/* The tensor called name in whichever of the checkpoint's files holds it
+ * (*file: its index, when file is not NULL), or NULL. */
+const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *name,
+                                   int64_t *file);
+
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and q and k norms, and checks that the
  * attention module holds nothing else; with mla, latent attention's

@@ -68,7 +68,8 @@ static ra_status resolve_fused(const job *j)
                            (long long)n_kv_heads);
     }
     int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;
-    int64_t head_dim = hf->has_head_dim      ? hf->head_dim
+    int64_t head_dim = j->o->head_dim        ? j->o->head_dim
+                       : hf->has_head_dim    ? hf->head_dim
                        : hf->has_hidden_size ? hf->hidden_size / n_heads
                                              : dim / n_heads;
     if (head_dim <= 0)
@@ -239,10 +240,11 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
                        wq->name);
     int64_t n_heads;
     RA_HF_TRY(query_heads(j, &n_heads));
-    /* head_dim: the config's (H * D may differ from dim, as in Qwen3),
-     * else wq's rows / n_heads (dim / n_heads for LLaMA's square wq). */
-    int64_t head_dim = hf->head_dim;
-    if (!hf->has_head_dim) {
+    /* head_dim: the option's, else the config's (H * D may differ from
+     * dim, as in Qwen3), else wq's rows / n_heads (dim / n_heads for
+     * LLaMA's square wq); the shapes below must agree with it. */
+    int64_t head_dim = j->o->head_dim ? j->o->head_dim : hf->head_dim;
+    if (!j->o->head_dim && !hf->has_head_dim) {
         if (wq->shape[0] % n_heads != 0)
             return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'",
                            (long long)n_heads, (long long)wq->shape[0], wq->name);
@@ -262,9 +264,10 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     if (n_heads % n_kv_heads != 0)
         return hf_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
                        (long long)n_heads, (long long)n_kv_heads);
-    char why[128];
-    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld",
-             (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim);
+    char why[160];
+    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld%s",
+             (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim,
+             j->o->head_dim ? " (the options')" : "");
     RA_HF_TRY(shape_mismatch(j, PROJ_Q, n_heads * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_K, n_kv_heads * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_V, n_kv_heads * head_dim, dim, why));

@@ -117,6 +117,10 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     const int64_t Dn = hf->qk_nope_head_dim, Dr = hf->qk_rope_head_dim, Dv = hf->v_head_dim;
     const int64_t r = hf->kv_lora_rank, rq = hf->has_q_lora_rank ? hf->q_lora_rank : 0;
     const int64_t D = Dn + Dr;
+    if (j->o->head_dim && j->o->head_dim != D)
+        return hf_fail(RA_ERR_ARGUMENT, "head_dim %lld was asked for: latent attention's "
+                       "heads have qk_nope_head_dim + qk_rope_head_dim = %lld features (%s)",
+                       (long long)j->o->head_dim, (long long)D, j->config->path);
     if (Dv > D)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: v_head_dim %lld is more than qk_nope_head_dim + "
                        "qk_rope_head_dim (%lld): not supported", j->config->path, (long long)Dv,

@@ -721,6 +721,7 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_io_window_free(&config->window);
     ra_io_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
+    cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);
 }
 
@@ -730,15 +731,13 @@ static ra_status parse_named(const char *text, size_t len, const char *name,
 {
     memset(out, 0, sizeof *out);
     cJSON *root;
-    ra_status parsed = ra_io_json_parse(text, len, &root);
-    if (parsed != RA_OK)
-        return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
-                          parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
+    ra_status parsed = ra_io_json_parse_named(text, len, name, &root, msg, msg_len);
+    if (parsed != RA_OK) return parsed;
     ra_status status = cJSON_IsObject(root)
                            ? read_config(root, out, name, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                                         "%s: the top level is not a JSON object", name);
-    cJSON_Delete(root);
+    out->json = root; /* kept for any key's reader, freed with out */
     if (status != RA_OK) ra_hf_fields_free(out);
     return status;
 }

@@ -47,6 +47,19 @@ typedef struct ra_npy {
 ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len);
 void ra_npy_free(ra_npy *npy); /* frees data and zeroes *npy; NULL allowed */
 
+/* ra_npy_read for an input of float values: float64 data ('<f8') comes back
+ * as float32 (dtype RA_NPY_F32, as safetensors' F64 weights are read), each
+ * value rounded to the nearest float32; a finite value beyond float32's
+ * range fails (RA_ERR_FORMAT, naming path and the element) rather than
+ * become Inf.  Other dtypes come back as read. */
+ra_status ra_npy_read_float(const char *path, ra_npy *out, char *msg, size_t msg_len);
+
+/* dst[i] = src[i] for n float64 values (little-endian, any alignment) each
+ * rounded to the nearest float32, ties to even (NaN and +-Inf stay so; dst
+ * may be src), and returns -1; or, writing nothing, the index of the first
+ * finite value beyond float32's range (one that would round to +-Inf). */
+int64_t ra_io_f64_to_f32(float *dst, const void *src, int64_t n);
+
 /* Writes float32 data of the given shape ('<f4', C order), atomically; the
  * _fd form writes into an open file (an ra_io_output's) that path names. */
 ra_status ra_npy_write_f32(const char *path, const float *data, int ndim,
@@ -95,8 +108,9 @@ const ra_st_tensor *ra_safetensors_at(const ra_safetensors *st, int64_t i);
 const ra_st_tensor *ra_safetensors_find(const ra_safetensors *st,
                                         const char *name); /* NULL if absent */
 
-/* Converts an F32, F16, BF16 or F64 tensor to float32 (dst: count floats);
- * other dtypes give RA_ERR_DTYPE. */
+/* Converts an F32, F16, BF16 or F64 tensor to float32 (dst: count floats,
+ * each rounded to nearest); other dtypes give RA_ERR_DTYPE, and a finite F64
+ * value beyond float32's range RA_ERR_FORMAT (ra_io_f64_to_f32). */
 ra_status ra_st_tensor_to_f32(const ra_st_tensor *t, float *dst);
 
 /* Writes tensors (any dtype, data given as raw bytes of nbytes each) into a
@@ -447,6 +461,8 @@ typedef struct ra_hf_fields {
     int has_local_rope;
     ra_hf_window window; /* owns layer_types */
     ra_hf_quant quant;   /* quantization_config; owns skip */
+    struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
+                            any key, for libropeattn_hf's ra_hf_config_int ... */
 } ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers

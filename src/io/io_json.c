@@ -2,6 +2,7 @@
  * cJSON, and reading a JSON file whole. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,36 +29,79 @@ static ra_status read_all(int fd, char *buf, size_t n, const char *path, char *m
     return RA_OK;
 }
 
-/* A backslash outside a string is not JSON, so every backslash starts an
- * escape: each pair is skipped whole (\\u0000 is a backslash, then text). */
-int ra_io_json_has_nul_escape(const char *text, size_t len)
+/* The offset of the first escape \\u0000 in text, or len.  A backslash
+ * outside a string is not JSON, so every backslash starts an escape: each
+ * pair is skipped whole (\\\\u0000 is a backslash, then text). */
+static size_t nul_escape_at(const char *text, size_t len)
 {
     for (size_t i = 0; i + 1 < len; i++) {
         if (text[i] != '\\') continue;
-        if (text[i + 1] == 'u' && len - i >= 6 && memcmp(text + i + 2, "0000", 4) == 0) return 1;
+        if (text[i + 1] == 'u' && len - i >= 6 && memcmp(text + i + 2, "0000", 4) == 0) return i;
         i++; /* the escaped character */
     }
-    return 0;
+    return len;
 }
 
-ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out)
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Where cJSON stopped in text (NUL-terminated), as the first character it
+ * could not take: its error pointer, except where an object's key should
+ * start ('{' or ',' before it) with something else, where cJSON's
+ * parse_string reports the character after. */
+static size_t cjson_error_at(const char *text, size_t at)
+{
+    if (at == 0 || is_space(text[at - 1]) || text[at - 1] == '"') return at;
+    size_t before = at - 1;
+    while (before > 0 && is_space(text[before - 1])) before--;
+    return before > 0 && (text[before - 1] == '{' || text[before - 1] == ',') ? at - 1 : at;
+}
+
+ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *error_at)
 {
     *out = NULL;
-    if (len == SIZE_MAX || memchr(text, '\0', len) != NULL ||
-        ra_io_json_has_nul_escape(text, len))
-        return RA_ERR_FORMAT;
+    const char *nul = memchr(text, '\0', len);
+    size_t escape = nul_escape_at(text, len);
+    *error_at = nul ? (size_t)(nul - text) : escape;
+    if (nul != NULL || escape < len) return RA_ERR_FORMAT;
     /* cJSON gets its own NUL-terminated copy, so that nothing it does can
      * read past the caller's bytes, and it must reach that NUL: trailing
      * non-whitespace is an error. */
-    char *copy = ra_malloc(len + 1);
+    char *copy = len < SIZE_MAX ? ra_malloc(len + 1) : NULL;
     if (copy == NULL) return RA_ERR_NOMEM;
     memcpy(copy, text, len);
     copy[len] = '\0';
     errno = 0;
-    *out = cJSON_ParseWithLengthOpts(copy, len + 1, NULL, 1);
+    const char *end = copy;
+    *out = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
     ra_status status = *out != NULL ? RA_OK : errno == ENOMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT;
+    *error_at = status == RA_ERR_FORMAT ? cjson_error_at(copy, (size_t)(end - copy)) : 0;
     ra_free(copy);
     return status;
+}
+
+void ra_io_json_where(const char *text, size_t len, size_t at, char *buf, size_t buf_len)
+{
+    long long line = 1, column = 1;
+    for (size_t i = 0; i < at && i < len; i++) {
+        if (text[i] == '\n') line++, column = 1;
+        else if (((unsigned char)text[i] & 0xc0) != 0x80) column++; /* not a continuation byte */
+    }
+    snprintf(buf, buf_len, "line %lld, column %lld", line, column);
+}
+
+ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name, cJSON **out,
+                                 char *msg, size_t msg_len)
+{
+    size_t at = 0;
+    ra_status status = ra_io_json_parse(text, len, out, &at);
+    if (status == RA_OK) return RA_OK;
+    if (status == RA_ERR_NOMEM) return ra_io_fail(msg, msg_len, status, "%s: out of memory", name);
+    char where[64];
+    ra_io_json_where(text, len, at, where, sizeof where);
+    if (at < len && text[at] == '\\')
+        return ra_io_fail(msg, msg_len, status, "%s: a NUL character (\\u0000) in a string at "
+                          "%s: refused (it would cut the string short)", name, where);
+    return ra_io_fail(msg, msg_len, status, "%s: not valid JSON at %s", name, where);
 }
 
 int ra_io_json_integer(const cJSON *item, int64_t *out)
@@ -122,12 +166,19 @@ ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *ou
 {
     const cJSON *item;
     RA_TRY(ra_io_json_key(obj, key, name, &item, msg, msg_len));
-    int64_t v = absent;
-    if (item != NULL && cJSON_IsBool(item)) v = cJSON_IsTrue(item);
-    else if (item != NULL && !ra_io_json_integer(item, &v)) v = -1;
-    if (v != 0 && v != 1)
+    *out = absent;
+    if (item != NULL && !ra_io_json_bool(item, out))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
                           name, key);
-    *out = (int)v;
     return RA_OK;
+}
+
+int ra_io_json_bool(const cJSON *item, int *out)
+{
+    int64_t v = -1;
+    if (cJSON_IsBool(item)) v = cJSON_IsTrue(item);
+    else if (!ra_io_json_integer(item, &v)) v = -1;
+    if (v != 0 && v != 1) return 0;
+    *out = (int)v;
+    return 1;
 }

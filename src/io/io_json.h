@@ -25,19 +25,32 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
 /* Parses exactly len bytes of JSON (need not be NUL-terminated): the whole
  * text must be one JSON value, optionally surrounded by whitespace, with no
  * NUL byte, raw or escaped (cJSON would end a string at \u0000, so that
- * "rope_theta\u0000x" read as the key "rope_theta").  *out is the tree (free it with cJSON_Delete), or NULL with
- * RA_ERR_FORMAT when the text is not such a value and RA_ERR_NOMEM when
- * memory ran out (cJSON returns NULL for both; its allocator, malloc or
- * whatever the application hooked in, leaves errno ENOMEM for the second). */
-ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out);
+ * "rope_theta\u0000x" read as the key "rope_theta").  *out is the tree (free
+ * it with cJSON_Delete), or NULL with RA_ERR_FORMAT when the text is not such
+ * a value (*error_at: the offset of the NUL, of the escape's backslash, or
+ * where cJSON stopped) and RA_ERR_NOMEM when memory ran out (cJSON returns
+ * NULL for both; its allocator, malloc or whatever the application hooked
+ * in, leaves errno ENOMEM for the second). */
+ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *error_at);
+
+/* "line L, column C" (from 1; columns count characters, not bytes) of
+ * offset at in text, into buf. */
+void ra_io_json_where(const char *text, size_t len, size_t at, char *buf, size_t buf_len);
+
+/* ra_io_json_parse, its failure in msg naming name: "<name>: not valid
+ * JSON at line L, column C", "<name>: a NUL character (\u0000) in a string
+ * at line L, column C: ...", "<name>: out of memory". */
+ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name, cJSON **out,
+                                 char *msg, size_t msg_len);
 
 /* A boolean key of obj: true, false, 1 or 0; absent or null: *out =
  * absent.  Anything else fails: "<name>: \"<key>\" must be true or false". */
 ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *out,
                           const char *name, char *msg, size_t msg_len);
 
-/* Whether text holds the escape \u0000 (ra_io_json_parse refuses it). */
-int ra_io_json_has_nul_escape(const char *text, size_t len);
+/* If item is true, false, 1 or 0, stores 1 or 0 in *out and returns 1;
+ * otherwise returns 0. */
+int ra_io_json_bool(const cJSON *item, int *out);
 
 /* If item is a number holding an integer of magnitude below 2^53 (so exactly
  * the integer the file wrote), stores it in *out and returns 1; otherwise

@@ -193,6 +193,32 @@ ra_status ra_npy_read(const char *path, ra_npy *out, char *msg, size_t msg_len)
     return status;
 }
 
+/* Converts a float64 npy (read by ra_npy_read from path) to float32 in
+ * place: element i's 4 bytes land below element i + 1's 8. */
+static ra_status narrow_f64(ra_npy *npy, const char *path, char *msg, size_t msg_len)
+{
+    int64_t bad = ra_io_f64_to_f32(npy->data, npy->data, npy->count);
+    if (bad >= 0) {
+        double d;
+        memcpy(&d, (const char *)npy->data + 8 * bad, sizeof d); /* nothing was written */
+        char shape[RA_IO_SHAPE_TEXT];
+        ra_io_format_shape(shape, sizeof shape, npy->shape, npy->ndim);
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: element %lld of its %s float64 values is %g, beyond float32's "
+                          "range (+-3.4028235e38)", path, (long long)bad, shape, d);
+    }
+    npy->dtype = RA_NPY_F32;
+    return RA_OK;
+}
+
+ra_status ra_npy_read_float(const char *path, ra_npy *out, char *msg, size_t msg_len)
+{
+    RA_TRY(ra_npy_read(path, out, msg, msg_len));
+    ra_status status = out->dtype == RA_NPY_F64 ? narrow_f64(out, path, msg, msg_len) : RA_OK;
+    if (status != RA_OK) ra_npy_free(out);
+    return status;
+}
+
 void ra_npy_free(ra_npy *npy)
 {
     if (npy == NULL) return;

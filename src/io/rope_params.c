@@ -334,10 +334,8 @@ ra_status ra_hf_rope_parse(const char *json, size_t len, ra_hf_rope *out, char *
     if (json == NULL || out == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NULL, "ra_hf_rope_parse: json or out is NULL");
     cJSON *root;
-    ra_status parsed = ra_io_json_parse(json, len, &root);
-    if (parsed != RA_OK)
-        return ra_io_fail(msg, msg_len, parsed, "%s: %s", name,
-                          parsed == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
+    ra_status parsed = ra_io_json_parse_named(json, len, name, &root, msg, msg_len);
+    if (parsed != RA_OK) return parsed;
     ra_status status = cJSON_IsObject(root)
                            ? ra_io_rope_read(root, name, "", out, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,

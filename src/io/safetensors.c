@@ -321,14 +321,19 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
                           "%s: header length %llu exceeds the limit of %llu bytes", path,
                           (unsigned long long)header_len, MAX_HEADER_BYTES);
     cJSON *root;
-    ra_status parsed = ra_io_json_parse((const char *)bytes + 8, (size_t)header_len, &root);
+    const char *header = (const char *)bytes + 8;
+    size_t at = 0;
+    ra_status parsed = ra_io_json_parse(header, (size_t)header_len, &root, &at);
     if (parsed == RA_ERR_NOMEM)
         return ra_io_fail(msg, msg_len, parsed, "%s: out of memory for the header", path);
-    if (parsed != RA_OK && ra_io_json_has_nul_escape((const char *)bytes + 8, (size_t)header_len))
-        return ra_io_fail(msg, msg_len, parsed,
-                          "%s: the header holds a NUL character (\\u0000) in a string", path);
+    char where[64];
+    if (parsed != RA_OK) ra_io_json_where(header, (size_t)header_len, at, where, sizeof where);
+    if (parsed != RA_OK && at < header_len && header[at] == '\\')
+        return ra_io_fail(msg, msg_len, parsed, "%s: the header holds a NUL character "
+                          "(\\u0000) in a string, at %s", path, where);
     if (parsed != RA_OK)
-        return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON", path);
+        return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON at %s", path,
+                          where);
     data_area a = {bytes + 8 + header_len, after - header_len, path, msg, msg_len};
     ra_status status = cJSON_IsObject(root)
                            ? check_header_text(bytes + 8, (size_t)header_len, path, msg, msg_len)

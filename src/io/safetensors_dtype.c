@@ -2,6 +2,7 @@
  * safetensors_dtype.c — the safetensors dtype names and sizes, and the
  * conversion of floating-point tensors to float32.
  */
+#include <math.h>
 #include <string.h>
 
 #include "io.h"
@@ -30,6 +31,21 @@ size_t ra_st_dtype_size(ra_st_dtype dtype)
     return (unsigned)dtype < RA_ST_DTYPE_COUNT ? dtypes[dtype].size : 0;
 }
 
+int64_t ra_io_f64_to_f32(float *dst, const void *src, int64_t n)
+{
+    const unsigned char *bytes = src;
+    double d;
+    for (int64_t i = 0; i < n; i++) { /* first the range, so that a failure writes nothing */
+        memcpy(&d, bytes + 8 * i, sizeof d);
+        if (isfinite(d) && isinf((float)d)) return i;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(&d, bytes + 8 * i, sizeof d); /* read before dst[i] is written */
+        dst[i] = (float)d; /* the current rounding mode: to nearest, ties to even */
+    }
+    return -1;
+}
+
 /* The data of a tensor sits anywhere in the file, so elements are copied
  * out with memcpy rather than read through a cast pointer.  nbytes must be
  * count elements of the dtype. */
@@ -55,12 +71,7 @@ ra_status ra_st_tensor_to_f32(const ra_st_tensor *t, float *dst)
         }
         return RA_OK;
     case RA_ST_F64:
-        for (int64_t i = 0; i < t->count; i++) {
-            double d;
-            memcpy(&d, src + 8 * i, 8);
-            dst[i] = (float)d;
-        }
-        return RA_OK;
+        return ra_io_f64_to_f32(dst, src, t->count) < 0 ? RA_OK : RA_ERR_FORMAT;
     default:
         return RA_ERR_DTYPE;
     }

@@ -77,11 +77,9 @@ ra_status ra_st_index_read(const char *path, ra_st_index *out, char *msg, size_t
     size_t len = 0;
     RA_TRY(ra_io_read_text(path, MAX_INDEX_BYTES, &text, &len, msg, msg_len));
     cJSON *root;
-    ra_status status = ra_io_json_parse(text, len, &root);
+    ra_status status = ra_io_json_parse_named(text, len, path, &root, msg, msg_len);
     ra_free(text);
-    if (status != RA_OK)
-        return ra_io_fail(msg, msg_len, status, "%s: %s", path,
-                          status == RA_ERR_NOMEM ? "out of memory" : "not valid JSON");
+    if (status != RA_OK) return status;
     status = read_weight_map(root, path, out, msg, msg_len);
     cJSON_Delete(root);
     if (status != RA_OK) ra_st_index_free(out);

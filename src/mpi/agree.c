@@ -4,15 +4,79 @@
  * helper the calls share).
  *
  *   buffer [2 + 2 n_sig] int64, reduced by MPI_MAX: status, the lowest
- *   failing rank as size - rank (0: none), sig[n_sig], -sig[n_sig] (so the
- *   maximum is minus the minimum)
+ *   failing rank as size - rank (0: none), sig[n_sig], ~sig[n_sig] (so the
+ *   maximum is ~ the minimum: ~x = -x - 1 fits for every int64)
+ *
+ * When the ranks disagree, three more collectives, on that path only, find
+ * the lowest rank whose value of the first argument that differs is not
+ * rank 0's, and that value.
  */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mpi/mpi_internal.h"
 
-ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_sig)
+/* x with the fewest digits that read back as x (as a float: single). */
+static void shortest(char *buf, size_t len, double x, int single)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, x);
+        double back = strtod(buf, NULL);
+        if (single ? (float)back == (float)x : back == x) return;
+    }
+}
+
+/* A value of a signature, as its kind reads. */
+static void describe(const mpi_sig *s, int64_t value, char *buf, size_t len)
+{
+    double d;
+    memcpy(&d, &value, sizeof d);
+    switch (s->kind) {
+    case MPI_SIG_DOUBLE:
+    case MPI_SIG_FLOAT:
+        shortest(buf, len, d, s->kind == MPI_SIG_FLOAT);
+        break;
+    case MPI_SIG_UINT64:
+        snprintf(buf, len, "%llu", (unsigned long long)value);
+        break;
+    case MPI_SIG_DTYPE:
+        snprintf(buf, len, "%s", value == RA_F32 ? "float32" : value == RA_F16 ? "float16"
+                                 : value == RA_BF16 ? "bfloat16" : "another dtype");
+        break;
+    case MPI_SIG_ARRAY:
+        snprintf(buf, len, "%s", value ? "set" : "NULL");
+        break;
+    default:
+        snprintf(buf, len, "%lld", (long long)value);
+    }
+}
+
+/* Names argument s (the first that differs) and the lowest rank whose
+ * value differs from rank 0's, with both values (an array's contents:
+ * that they differ): RA_ERR_SHAPE.  Every rank calls it. */
+static ra_status disagree(MPI_Comm comm, int rank, int size, const mpi_sig *s)
+{
+    int64_t first = s->value, other = s->value;
+    int differs = size;
+    RA_MPI_TRY(mpi_check(MPI_Bcast(&first, 1, MPI_INT64_T, 0, comm), "MPI_Bcast"));
+    int mine = s->value != first ? rank : size;
+    RA_MPI_TRY(mpi_check(MPI_Allreduce(&mine, &differs, 1, MPI_INT, MPI_MIN, comm),
+                         "MPI_Allreduce"));
+    RA_MPI_TRY(mpi_check(MPI_Bcast(&other, 1, MPI_INT64_T, differs, comm), "MPI_Bcast"));
+    if (s->kind == MPI_SIG_ARRAY && first && other)
+        return mpi_fail(RA_ERR_SHAPE, "the ranks disagree on the call: %s differs on rank %d "
+                        "from rank 0's (every rank must give the same values)", s->name,
+                        differs);
+    char a[64], b[64];
+    describe(s, first, a, sizeof a);
+    describe(s, other, b, sizeof b);
+    return mpi_fail(RA_ERR_SHAPE, "the ranks disagree on the call: %s is %s on rank 0 and %s "
+                    "on rank %d", s->name, a, b, differs);
+}
+
+ra_status mpi_agree(MPI_Comm comm, ra_status status, const mpi_sig *sig, int n_sig)
 {
     int size = 0, rank = 0;
     RA_MPI_TRY(mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size"));
@@ -22,12 +86,7 @@ ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_s
     int64_t buf[2 + 2 * RA_MPI_MAX_SIG] = {0};
     buf[0] = status;
     buf[1] = status != RA_OK ? size - rank : 0;
-    /* a signature of INT64_MIN (only a failed rank's garbage) counts as
-     * INT64_MIN + 1: its negation must fit */
-    for (int i = 0; i < n_sig; i++) {
-        const int64_t s = sig[i] == INT64_MIN ? INT64_MIN + 1 : sig[i];
-        buf[2 + i] = s, buf[2 + n_sig + i] = -s;
-    }
+    for (int i = 0; i < n_sig; i++) buf[2 + i] = sig[i].value, buf[2 + n_sig + i] = ~sig[i].value;
     RA_MPI_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, 2 + 2 * n_sig, MPI_INT64_T, MPI_MAX, comm),
                      "MPI_Allreduce"));
     if (status != RA_OK) return status; /* its own sentence stands */
@@ -36,10 +95,7 @@ ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_s
                         "ra_mpi_last_error() says why", (int)(size - buf[1]),
                         ra_status_string((ra_status)buf[0]));
     for (int i = 0; i < n_sig; i++)
-        if (buf[2 + i] != -buf[2 + n_sig + i])
-            return mpi_fail(RA_ERR_SHAPE, "the ranks disagree on the call: its size or option "
-                            "%d is %lld on some rank and %lld on another", i,
-                            (long long)-buf[2 + n_sig + i], (long long)buf[2 + i]);
+        if (buf[2 + i] != ~buf[2 + n_sig + i]) return disagree(comm, rank, size, &sig[i]);
     return RA_OK;
 }
 

@@ -243,13 +243,20 @@ static ra_status decode_call(ra_context *ctx, MPI_Comm comm, const ra_kv_cache *
     ra_status status = check_local(&g, ctx, cache, out, lse, q, n_query, options);
     /* the call's sizes and options, and hashes of the sinks' values and of
      * n_query (the same on every rank) */
-    int64_t sig[10] = {g.batch, g.tokens, g.heads, g.head_dim, g.block.window, 0, 0,
-                       g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
-                       status == RA_OK ? mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0,
-                       g.block.chunk};
-    sig[5] = mpi_sig_double(g.block.scale);
-    sig[6] = mpi_sig_double(g.block.softcap);
-    status = mpi_agree(comm, status, sig, 10);
+    mpi_sig sig[] = {
+        {"batch", g.batch, MPI_SIG_INT},
+        {"q's tokens", g.tokens, MPI_SIG_INT},
+        {"heads", g.heads, MPI_SIG_INT},
+        {"head_dim", g.head_dim, MPI_SIG_INT},
+        {"window", g.block.window, MPI_SIG_INT},
+        {"scale", mpi_sig_double(g.block.scale), MPI_SIG_DOUBLE},
+        {"softcap", mpi_sig_double(g.block.softcap), MPI_SIG_DOUBLE},
+        {"sinks", g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.heads * sizeof(float)) : 0,
+         MPI_SIG_ARRAY},
+        {"n_query", status == RA_OK ? 1 + mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0,
+         MPI_SIG_ARRAY},
+        {"chunk", g.block.chunk, MPI_SIG_INT}};
+    status = mpi_agree(comm, status, sig, (int)(sizeof sig / sizeof sig[0]));
     if (status == RA_OK)
         status = mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.lengths,
                                          (int)g.batch, MPI_INT64_T, comm),

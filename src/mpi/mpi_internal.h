@@ -28,14 +28,34 @@ ra_status mpi_core(ra_status status, const char *what);
 /* RA_ERR_IO naming the MPI call and its error, for rc != MPI_SUCCESS. */
 ra_status mpi_check(int rc, const char *call);
 
+/* One argument of a call, for the ranks to agree on: its name in
+ * messages ("padding_mask"), and its value as an int64 read by kind. */
+typedef enum mpi_sig_kind {
+    MPI_SIG_INT,    /* the value itself */
+    MPI_SIG_UINT64, /* the value's bits, unsigned */
+    MPI_SIG_DOUBLE, /* a double's bits (mpi_sig_double) */
+    MPI_SIG_FLOAT,  /* a float's, as a double's bits (mpi_sig_double) */
+    MPI_SIG_DTYPE,  /* an ra_dtype */
+    MPI_SIG_ARRAY,  /* 0: NULL, else 1 + a hash of the contents (mpi_hash) */
+} mpi_sig_kind;
+
+typedef struct mpi_sig {
+    const char *name;
+    int64_t value;
+    mpi_sig_kind kind;
+} mpi_sig;
+
 /* Agrees on a call across comm with one MPI_Allreduce (MPI_MAX) over
- * int64: every rank's status and its n_sig <= RA_MPI_MAX_SIG numbers
- * describing the call (sizes, options: equal on every rank, else
- * RA_ERR_SHAPE).  Returns RA_OK when every rank's status was RA_OK and the
- * signatures agree; else this rank's own failure, or the worst status
- * found elsewhere, with a sentence naming the lowest rank that failed. */
+ * int64: every rank's status and its n_sig <= RA_MPI_MAX_SIG arguments
+ * (sizes, options: equal on every rank, else RA_ERR_SHAPE naming the first
+ * that differs, the lowest rank whose value differs from rank 0's, and both
+ * values: "padding_mask differs on rank 1 from rank 0's", "window is 3 on
+ * rank 0 and 0 on rank 1").  Returns RA_OK when every rank's status was
+ * RA_OK and the arguments agree; else this rank's own failure, or the worst
+ * status found elsewhere, with a sentence naming the lowest rank that
+ * failed. */
 enum { RA_MPI_MAX_SIG = 24 };
-ra_status mpi_agree(MPI_Comm comm, ra_status status, const int64_t *sig, int n_sig);
+ra_status mpi_agree(MPI_Comm comm, ra_status status, const mpi_sig *sig, int n_sig);
 
 /* A double's bits for a signature, -0.0 as 0.0. */
 int64_t mpi_sig_double(double x);
@@ -112,11 +132,13 @@ void mpi_pack_kv(char *dst, const ra_tensor *k, const ra_tensor *v);
 int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int later,
                       int64_t q_start, int64_t k_start);
 
-/* sig[0 .. 2]: hashes of o's padding_mask [batch, seq], of its cu_seqlens
- * (with n_documents), 0 for none, and of its dropout p and seed (0 for
- * none); o checked by libropeattn already. */
-void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t seq,
-                         int64_t sig[3]);
+/* A ring call's arguments for mpi_agree: seq, the shapes and dtype of s,
+ * o's window, scale, softcap, chunk, padding_mask [batch, seq],
+ * cu_seqlens (with n_documents), dropout and seed (o NULL: zeros, a rank
+ * whose checks failed), and the values of sinks [heads] (NULL: none). */
+enum { MPI_RING_SIG = 15 };
+void mpi_ring_signature(mpi_sig sig[MPI_RING_SIG], const mpi_ring_shape *s, int64_t seq,
+                        const ra_attention_options *o, const float *sinks);
 
 /* Whether local row i of a zig-zag shard (chunks start, count) in batch
  * row b is a real token under o's padding_mask [B, seq] (1 without one). */

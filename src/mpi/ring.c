@@ -241,16 +241,9 @@ ra_status mpi_attention_timed(ra_context *ctx, MPI_Comm comm, const ra_tensor *o
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(comm, &g.rank), "MPI_Comm_rank"));
     ra_status status = check_local(&g, out, lse, q, k, v, seq, options);
     if (status == RA_OK) status = prepare(&g, ctx, q, k, v, options);
-    int64_t window = status == RA_OK ? g.block.window : 0;
-    int64_t attn_chunk = status == RA_OK ? g.block.chunk : 0;
-    double scale = status == RA_OK ? g.block.scale : 0, softcap = status == RA_OK ? g.block.softcap : 0;
-    int64_t sig[14] = {seq, g.s.batch, g.s.heads, g.s.kv_heads, g.s.head_dim, (int64_t)g.s.kv_dtype, window,
-                       0, 0, g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.s.heads * sizeof(float)) : 0,
-                       attn_chunk, 0, 0, 0};
-    sig[7] = mpi_sig_double(scale);
-    sig[8] = mpi_sig_double(softcap);
-    if (status == RA_OK) mpi_masks_signature(&g.block, g.s.batch, seq, &sig[11]);
-    status = mpi_agree(comm, status, sig, 14);
+    mpi_sig sig[MPI_RING_SIG];
+    mpi_ring_signature(sig, &g.s, seq, status == RA_OK ? &g.block : NULL, g.sinks);
+    status = mpi_agree(comm, status, sig, MPI_RING_SIG);
     MPI_Datatype row = MPI_DATATYPE_NULL;
     if (status == RA_OK) {
         status = mpi_check(MPI_Type_contiguous((int)g.s.kv_row, MPI_BYTE, &row),

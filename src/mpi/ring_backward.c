@@ -304,16 +304,10 @@ ra_status mpi_attention_backward_timed(ra_context *ctx, MPI_Comm comm, const ra_
     RA_MPI_TRY(mpi_check(MPI_Comm_rank(comm, &g.rank), "MPI_Comm_rank"));
     ra_status status = check_local(&g, dq, dk, dv, dout, q, k, v, out, lse, seq, options);
     if (status == RA_OK) status = prepare(&g, ctx, dout, q, k, v, out, lse);
-    const int ok = status == RA_OK;
-    double scale = ok ? g.block.scale : 0, softcap = ok ? g.block.softcap : 0;
-    int64_t sig[15] = {seq, g.s.batch, g.s.heads, g.s.kv_heads, g.s.head_dim, (int64_t)g.s.kv_dtype,
-                       ok ? g.block.window : 0, 0, 0,
-                       g.sinks ? 1 + mpi_hash(g.sinks, (size_t)g.s.heads * sizeof(float)) : 0,
-                       g.dsinks != NULL, ok ? g.block.chunk : 0, 0, 0, 0};
-    sig[7] = mpi_sig_double(scale);
-    sig[8] = mpi_sig_double(softcap);
-    if (ok) mpi_masks_signature(&g.block, g.s.batch, seq, &sig[12]);
-    status = mpi_agree(comm, status, sig, 15);
+    mpi_sig sig[MPI_RING_SIG + 1];
+    mpi_ring_signature(sig, &g.s, seq, status == RA_OK ? &g.block : NULL, g.sinks);
+    sig[MPI_RING_SIG] = (mpi_sig){"dsinks", g.dsinks != NULL, MPI_SIG_ARRAY};
+    status = mpi_agree(comm, status, sig, MPI_RING_SIG + 1);
     MPI_Datatype rows[2] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL}; /* K (V) row, dK (dV) row */
     for (int i = 0; i < 2 && status == RA_OK; i++) {
         status = mpi_check(MPI_Type_contiguous((int)(i ? g.grad_row : g.s.kv_row), MPI_BYTE,

@@ -173,17 +173,33 @@ int mpi_block_visible(const ra_attention_options *o, int64_t nq, int64_t nk, int
            !(o->chunk && !o->padding_mask && q_start / o->chunk * o->chunk > k_last);
 }
 
-void mpi_masks_signature(const ra_attention_options *o, int64_t batch, int64_t seq,
-                         int64_t sig[3])
+void mpi_ring_signature(mpi_sig sig[MPI_RING_SIG], const mpi_ring_shape *s, int64_t seq,
+                        const ra_attention_options *o, const float *sinks)
 {
-    unsigned char drop[sizeof o->seed + sizeof o->dropout];
-    memcpy(drop, &o->seed, sizeof o->seed);
-    memcpy(drop + sizeof o->seed, &o->dropout, sizeof o->dropout);
-    sig[2] = o->dropout > 0.0f ? 1 + mpi_hash(drop, sizeof drop) : 0;
-    sig[0] = o->padding_mask ? 1 + mpi_hash(o->padding_mask, (size_t)(batch * seq)) : 0;
-    sig[1] = o->cu_seqlens ? 1 + mpi_hash(o->cu_seqlens, (size_t)(o->n_documents + 1) *
-                                                             sizeof(int64_t))
-                           : 0;
+    static const ra_attention_options none; /* a failed rank's: zeros */
+    if (!o) o = &none;
+    const int64_t n_cu = (o->n_documents + 1) * (int64_t)sizeof(int64_t);
+    const mpi_sig all[MPI_RING_SIG] = {
+        {"seq", seq, MPI_SIG_INT},
+        {"batch", s->batch, MPI_SIG_INT},
+        {"heads", s->heads, MPI_SIG_INT},
+        {"kv_heads", s->kv_heads, MPI_SIG_INT},
+        {"head_dim", s->head_dim, MPI_SIG_INT},
+        {"the dtype of k and v", (int64_t)s->kv_dtype, MPI_SIG_DTYPE},
+        {"window", o->window, MPI_SIG_INT},
+        {"scale", mpi_sig_double(o->scale), MPI_SIG_DOUBLE},
+        {"softcap", mpi_sig_double(o->softcap), MPI_SIG_DOUBLE},
+        {"chunk", o->chunk, MPI_SIG_INT},
+        {"sinks", sinks ? 1 + mpi_hash(sinks, (size_t)s->heads * sizeof(float)) : 0,
+         MPI_SIG_ARRAY},
+        {"padding_mask",
+         o->padding_mask ? 1 + mpi_hash(o->padding_mask, (size_t)(s->batch * seq)) : 0,
+         MPI_SIG_ARRAY},
+        {"cu_seqlens", o->cu_seqlens ? 1 + mpi_hash(o->cu_seqlens, (size_t)n_cu) : 0,
+         MPI_SIG_ARRAY},
+        {"dropout", mpi_sig_double(o->dropout), MPI_SIG_FLOAT},
+        {"seed", o->dropout > 0.0f ? (int64_t)o->seed : 0, MPI_SIG_UINT64}};
+    memcpy(sig, all, sizeof all);
 }
 
 int mpi_real_row(const ra_attention_options *o, int64_t seq, int64_t b, const int64_t start[2],

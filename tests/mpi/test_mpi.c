@@ -357,6 +357,16 @@ static void test_ring_backward(void)
     ring_backward_check(tiny);
 }
 
+/* With P > 1, every rank's sentence names the argument the ranks disagree
+ * on and the values: needle, with %d the last rank. */
+static void expect_names(const char *needle, const char *what)
+{
+    char want[256];
+    snprintf(want, sizeof want, needle, size - 1);
+    CHECK(size == 1 || strstr(ra_mpi_last_error(), want) != NULL, "%s: \"%s\" does not say "
+          "\"%s\"", what, ra_mpi_last_error(), want);
+}
+
 /* ra_mpi_attention_backward with arguments bad on one rank: every rank
  * returns an error, none hangs. */
 static void ring_backward_errors(void)
@@ -416,6 +426,7 @@ static void ring_backward_errors(void)
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's chunk: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("chunk is 5 on rank 0 and 0 on rank 1", "rank 0's chunk");
     /* rank 0 asks for dropout, the last rank for another seed; the last
      * rank for dsinks alone */
     o = ra_attention_options_init();
@@ -423,6 +434,16 @@ static void ring_backward_errors(void)
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's dropout: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("the ranks disagree on the call: dropout is 0.1 on rank 0 and 0 on rank 1",
+                 "rank 0's dropout");
+    /* seeds 2^63 and 2^63 + 1: the same but for the last bit */
+    o.dropout = 0.1f;
+    o.seed = (UINT64_C(1) << 63) + (rank == size - 1);
+    st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's seed: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    expect_names("seed is 9223372036854775808 on rank 0 and 9223372036854775809 on rank %d",
+                 "the last rank's seed");
     o.dropout = 0.1f;
     o.seed = rank == size - 1 ? 2 : 1;
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
@@ -436,6 +457,7 @@ static void ring_backward_errors(void)
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's dsinks: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("dsinks is NULL on rank 0 and set on rank %d", "the last rank's dsinks");
     /* dsinks inside dq (the last rank) or on the sinks (rank 0): refused everywhere */
     o.dsinks = rank == size - 1 ? (float *)t[0].data : rank == 0 ? (float *)(void *)sinks : dsinks;
     st = BACKWARD(MPI_COMM_WORLD, &t[0], &t[1], &t[3], S, &o);
@@ -529,6 +551,7 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's chunk: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("chunk is 0 on rank 0 and 8 on rank %d", "the last rank's chunk");
     /* soft-cap 0 on some ranks, -0 on others: the same option (none) */
     o = ra_attention_options_init();
     o.softcap = rank % 2 ? -0.0 : 0.0;
@@ -540,6 +563,7 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's window: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("window is 3 on rank 0 and 0 on rank 1", "rank 0's window");
     /* one rank's NULL lse, one rank's k of the wrong length */
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, rank == size - 1 ? NULL : lse, &tq, &tk, &tv,
                           S, NULL);
@@ -585,6 +609,7 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's sinks: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("sinks differs on rank 1 from rank 0's", "rank 0's sinks");
     /* rank 0's padding differs in one byte, the last rank's documents; a
      * bad cu_seqlens (ending before S) on rank 0 alone */
     uint8_t pad[4 * 4 + 1];
@@ -595,12 +620,17 @@ static void ring_errors(void)
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's padding: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("padding_mask differs on rank 1 from rank 0's", "rank 0's padding");
+    o.padding_mask = rank == 0 ? pad : NULL;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    expect_names("padding_mask is set on rank 0 and NULL on rank 1", "rank 0's padding alone");
     const int64_t cu[3] = {0, rank == size - 1 ? 2 : 3, S}, short_cu[2] = {0, S - 1};
     o = ra_attention_options_init();
     o.cu_seqlens = cu, o.n_documents = 2;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's documents: %d (%s)",
           (int)st, ra_mpi_last_error());
+    expect_names("cu_seqlens differs on rank %d from rank 0's", "the last rank's documents");
     if (rank == 0) o.cu_seqlens = short_cu, o.n_documents = 1;
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
     CHECK(st == RA_ERR_ARGUMENT, "rank 0's short documents: %d (%s)", (int)st,
@@ -770,6 +800,7 @@ static void decode_errors(void)
     st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, &nq, NULL);
     CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's n_query: %d (%s)", (int)st,
           ra_mpi_last_error());
+    expect_names("n_query differs on rank 1 from rank 0's", "rank 0's n_query");
     /* rank 0's sink values differ; rank 0's out has a feature stride of 2 */
     const float sinks[2] = {rank == 0 ? -5.0f : 5.0f, 0.0f};
     ra_attention_options o = ra_attention_options_init();

@@ -42,7 +42,7 @@ int main(void)
 
     /* RoPE: one table for head_dim D, base 10000, the interleaved pairs of
      * Meta's LLaMA code; ra_rope_config_hf(D) for a Hugging Face checkpoint
-     * (rotate_half's pairs, as Python and the CLI default to).
+     * (rotate_half's pairs, as the Python package by default).
      * Structs the API reads start from their _default / _init function,
      * which sets struct_size (ropeattn.h, "Structs that grow"). */
     ra_rope_config rc = ra_rope_config_default(D);

@@ -401,8 +401,9 @@ typedef struct ra_rope_config {
  *   ra_rope_config_hf(D)       Hugging Face transformers' default rope
  *                              (rope_type "default", rotate_half):
  *                              RA_LAYOUT_HALF.  For a checkpoint from the
- *                              Hub (wq, wk permuted), and what the Python
- *                              package and the CLI take by default.
+ *                              Hub (wq, wk permuted): what the Python
+ *                              package takes by default, and the CLI
+ *                              with a config.json.
  * Both: type RA_ROPE_DEFAULT, every feature rotating (rotary_dim 0:
  * transformers' partial_rotary_factor 1), theta 10000 (LlamaConfig's
  * rope_theta), table_size 4096, the scaled types' parameters zero (no

@@ -49,7 +49,10 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas
 # No -ffast-math: the causal mask relies on -INFINITY and the tests on isnan.
 # -ffp-contract=off (GCC's default in C11 mode; clang's is on): no FMA but
 # in the kernels (below), as the bit-exact comparisons with the reference need.
+# -Werror=incompatible-pointer-types (GCC 14's default): a call that passes
+# the object where the context goes (the order before 0.3.0) does not build.
 RA_CFLAGS = -std=c11 $(OPT) -g -Wall -Wextra -Wshadow -Wstrict-prototypes -ffp-contract=off \
+            -Werror=incompatible-pointer-types \
             -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -fPIC \
             -Iinclude -Isrc $(BLAS_CFLAGS) $(SANITIZE) $(CFLAGS)
 LIB_CFLAGS = $(RA_CFLAGS) -fvisibility=hidden -DRA_BUILDING_LIBRARY

@@ -310,7 +310,7 @@ static ra_status layer_run(void *state, ra_context *ctx)
 {
     layer_state *s = state;
     ra_attention_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
-    return ra_layer_forward(s->layer, ctx, s->y, s->x, 1, s->seq, NULL, &options);
+    return ra_layer_forward(ctx, s->layer, s->y, s->x, 1, s->seq, NULL, &options);
 }
 
 static int layer_check(void *state, ra_context *ctx)
@@ -360,7 +360,7 @@ static int layer_backward_setup(const void *params, ra_context *ctx, void **stat
     ra_attention_options options = {.struct_size = sizeof options, .path = RA_PATH_FLASH};
     ra_status status = ra_layer_tape_create(&s->tape, s->fwd->layer, seq);
     if (status == RA_OK)
-        status = ra_layer_forward_train(s->fwd->layer, ctx, s->fwd->y, s->tape, s->fwd->x, 1, seq,
+        status = ra_layer_forward_train(ctx, s->fwd->layer, s->fwd->y, s->tape, s->fwd->x, 1, seq,
                                         NULL, &options);
     return status == RA_OK ? 0 : cli_fail_status(status, "bench: the layer's training forward");
 }
@@ -372,7 +372,7 @@ static ra_status layer_backward_run(void *state, ra_context *ctx)
     float *dwq = s->dw, *dwk = dwq + DIM * DIM, *dwv = dwk + kv * DIM, *dwo = dwv + kv * DIM;
     ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = dwq, .dwk = dwk, .dwv = dwv,
                             .dwo = dwo};
-    return ra_layer_backward(s->fwd->layer, ctx, s->dx, &grads, s->tape, s->dy);
+    return ra_layer_backward(ctx, s->fwd->layer, s->dx, &grads, s->tape, s->dy);
 }
 
 /* Finite gradients here; tests/test_layer_backward.c and the layergrad

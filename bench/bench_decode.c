@@ -59,7 +59,7 @@ static ra_status fill(decode_state *s, ra_context *ctx, int64_t n)
         ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
         ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, block, KV_HEADS, HEAD_DIM);
         ra_positions at = {.struct_size = sizeof at, .start = ra_kv_cache_length(s->cache, 0)};
-        ra_status status = ra_kv_cache_append(s->cache, ctx, s->rope, NULL, &k, &v, &at, NULL);
+        ra_status status = ra_kv_cache_append(ctx, s->cache, s->rope, NULL, &k, &v, &at, NULL);
         if (status != RA_OK) return status;
     }
     return RA_OK;
@@ -169,7 +169,7 @@ static ra_status append_run(void *state, ra_context *ctx)
     ra_tensor k = ra_tensor_4d(s->k, RA_F32, 1, 1, KV_HEADS, HEAD_DIM);
     ra_tensor v = ra_tensor_4d(s->v, RA_F32, 1, 1, KV_HEADS, HEAD_DIM);
     ra_positions at = {.struct_size = sizeof at, .start = s->params->length};
-    return ra_kv_cache_append(s->cache, ctx, s->rope, &q, &k, &v, &at, NULL);
+    return ra_kv_cache_append(ctx, s->cache, s->rope, &q, &k, &v, &at, NULL);
 }
 
 static const decode_params cache_16 = {16, RA_F32, 0}, cache_4096 = {4096, RA_F32, 0},

@@ -72,7 +72,7 @@ static ra_status fill_cache(step_state *s, ra_context *ctx)
     for (int64_t t = 0; status == RA_OK && t < WINDOW; t++) {
         ra_positions at = ra_positions_start(t);
         k[t % kv] = -k[t % kv]; /* a different token each time */
-        status = ra_kv_cache_append(s->cache, ctx, rope, NULL, &kt, &vt, &at, NULL);
+        status = ra_kv_cache_append(ctx, s->cache, rope, NULL, &kt, &vt, &at, NULL);
     }
     ra_rope_destroy(rope);
     free(k);
@@ -127,8 +127,8 @@ static ra_status step_run(void *state, ra_context *ctx)
 {
     step_state *s = state;
     if (s->params->seq > 1)
-        return ra_layer_forward(s->layer, ctx, s->y, s->x, 1, s->params->seq, NULL, NULL);
-    return ra_layer_forward_cached(s->layer, ctx, s->cache, s->y, s->x, 1, 1, NULL);
+        return ra_layer_forward(ctx, s->layer, s->y, s->x, 1, s->params->seq, NULL, NULL);
+    return ra_layer_forward_cached(ctx, s->layer, s->cache, s->y, s->x, 1, 1, NULL);
 }
 
 static int step_check(void *state, ra_context *ctx)

@@ -98,7 +98,7 @@ static int decode_setup(const void *params, ra_context *ctx, void **state)
         status = ra_kv_cache_create_latent(&s->cache, 1, DECODE_LENGTH + 65536, V3_LATENT,
                                            V3_ROPE, RA_F32);
     if (status == RA_OK)
-        status = ra_layer_forward_cached(fill.layer, ctx, s->cache, s->y, s->x, 1, DECODE_LENGTH,
+        status = ra_layer_forward_cached(ctx, fill.layer, s->cache, s->y, s->x, 1, DECODE_LENGTH,
                                          NULL);
     ra_layer_destroy(fill.layer);
     for (int i = 0; i < 5; i++) free(fill.weights[i]);
@@ -109,7 +109,7 @@ static int decode_setup(const void *params, ra_context *ctx, void **state)
 static ra_status decode_run(void *state, ra_context *ctx)
 {
     mla_state *s = state;
-    return ra_layer_forward_cached(s->layer, ctx, s->cache, s->y, s->x, 1, 1, NULL);
+    return ra_layer_forward_cached(ctx, s->layer, s->cache, s->y, s->x, 1, 1, NULL);
 }
 
 /* DeepSeek-V2-Lite's attention layer (q_proj, no q_lora). */
@@ -133,7 +133,7 @@ static int layer_setup(const void *params, ra_context *ctx, void **state)
 static ra_status layer_run(void *state, ra_context *ctx)
 {
     mla_state *s = state;
-    return ra_layer_forward(s->layer, ctx, s->y, s->x, 1, s->seq, NULL, NULL);
+    return ra_layer_forward(ctx, s->layer, s->y, s->x, 1, s->seq, NULL, NULL);
 }
 
 static const int64_t seq_2048 = 2048;

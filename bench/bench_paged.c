@@ -79,9 +79,9 @@ static ra_status fill(paged_state *s, ra_context *ctx)
         ra_tensor tv = ra_tensor_4d(v, RA_F32, SEQS, FILL_BLOCK, KV_HEADS, HEAD_DIM);
         ra_positions pos = {.struct_size = sizeof pos, .ids = at};
         status = !k || !v ? RA_ERR_NOMEM
-                 : s->pool ? ra_kv_pool_append(s->pool, ctx, s->rope, s->ids, SEQS, NULL, &tk,
+                 : s->pool ? ra_kv_pool_append(ctx, s->pool, s->rope, s->ids, SEQS, NULL, &tk,
                                                &tv, &pos, n_new)
-                           : ra_kv_cache_append(s->cache, ctx, s->rope, NULL, &tk, &tv, &pos,
+                           : ra_kv_cache_append(ctx, s->cache, s->rope, NULL, &tk, &tv, &pos,
                                                 n_new);
         for (int b = 0; b < SEQS; b++) done[b] += n_new[b];
         free(k);

@@ -133,9 +133,9 @@ static ra_status rope_run(void *state, ra_context *ctx)
     ra_tensor q_out = ra_tensor_4d(s->q_out, p->dtype, 1, p->seq, ROPE_HEADS, ROPE_HEAD_DIM);
     ra_tensor k_out = ra_tensor_4d(s->k_out, p->dtype, 1, p->seq, ROPE_KV_HEADS, ROPE_HEAD_DIM);
     ra_positions positions = {.struct_size = sizeof positions, .start = p->start};
-    ra_status status = ra_rope_apply(s->rope, ctx, &q_out, &q, &positions, RA_FORWARD);
+    ra_status status = ra_rope_apply(ctx, s->rope, &q_out, &q, &positions, RA_FORWARD);
     if (status != RA_OK) return status;
-    return ra_rope_apply(s->rope, ctx, &k_out, &k, &positions, RA_FORWARD);
+    return ra_rope_apply(ctx, s->rope, &k_out, &k, &positions, RA_FORWARD);
 }
 
 /* After one run every head keeps its norm (to the storage type's rounding). */

@@ -103,10 +103,10 @@ static ra_status run_tokens(serve_state *s, ra_context *ctx, int64_t slot, int64
                                  HEAD_DIM);
     ra_positions at = {.struct_size = sizeof at, .start = from};
     if (s->pool) {
-        SERVE_TRY(ra_kv_pool_append(s->pool, ctx, s->rope, &id, 1, &q, &k, &v, &at, NULL));
+        SERVE_TRY(ra_kv_pool_append(ctx, s->pool, s->rope, &id, 1, &q, &k, &v, &at, NULL));
         return ra_attention_decode_paged(ctx, s->pool, &id, 1, &out, &q, NULL, NULL);
     }
-    SERVE_TRY(ra_kv_cache_append(s->caches[slot], ctx, s->rope, &q, &k, &v, &at, NULL));
+    SERVE_TRY(ra_kv_cache_append(ctx, s->caches[slot], s->rope, &q, &k, &v, &at, NULL));
     return ra_attention_decode(ctx, s->caches[slot], &out, &q, NULL, NULL);
 }
 
@@ -139,7 +139,7 @@ static ra_status simulate(serve_state *s, ra_context *ctx, int64_t n_pages, int6
             int64_t pos[SLOTS];
             for (int64_t j = 0; j < n; j++) pos[j] = ra_kv_pool_length(s->pool, ids[j]);
             ra_positions at = {.struct_size = sizeof at, .ids = pos};
-            SERVE_TRY(ra_kv_pool_append(s->pool, ctx, s->rope, ids, n, &q, &k, &v, &at, NULL));
+            SERVE_TRY(ra_kv_pool_append(ctx, s->pool, s->rope, ids, n, &q, &k, &v, &at, NULL));
             SERVE_TRY(ra_attention_decode_paged(ctx, s->pool, ids, n, &out, &q, NULL, NULL));
             const int64_t held = n_pages - ra_kv_pool_free_pages(s->pool);
             *peak_pages = held > *peak_pages ? held : *peak_pages;

@@ -41,14 +41,15 @@ int main(void)
     TRY(ra_context_create(&ctx, 2));
 
     /* RoPE: one table for head_dim D, base 10000, the interleaved pairs of
-     * Meta's LLaMA code (RA_LAYOUT_HALF for Hugging Face checkpoints).
+     * Meta's LLaMA code; ra_rope_config_hf(D) for a Hugging Face checkpoint
+     * (rotate_half's pairs, as the Python package by default).
      * Structs the API reads start from their _default / _init function,
      * which sets struct_size (ropeattn.h, "Structs that grow"). */
     ra_rope_config rc = ra_rope_config_default(D);
     ra_rope *rope;
     TRY(ra_rope_create(&rope, &rc));
-    TRY(ra_rope_apply_f32(rope, ctx, q, B, S, H, 0)); /* q: [B, S, H, D], positions 0.. */
-    TRY(ra_rope_apply_f32(rope, ctx, k, B, S, HKV, 0));
+    TRY(ra_rope_apply_f32(ctx, rope, q, B, S, H, 0)); /* q: [B, S, H, D], positions 0.. */
+    TRY(ra_rope_apply_f32(ctx, rope, k, B, S, HKV, 0));
 
     /* Causal GQA attention: query head h reads kv head h / (H / HKV). */
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D);
@@ -66,7 +67,7 @@ int main(void)
     lw.wq = lw.wk = lw.wv = lw.wo = w;
     ra_layer *layer;
     TRY(ra_layer_create(&layer, &lc, &lw));
-    TRY(ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL)); /* x, y: [B, S, dim] */
+    TRY(ra_layer_forward(ctx, layer, y, x, B, S, NULL, NULL)); /* x, y: [B, S, dim] */
     printf("out[0] = %g, y[0] = %g\n", out[0], y[0]);
 
     /* Training: a tape made once, a forward that fills it, the backward of
@@ -79,13 +80,13 @@ int main(void)
     ra_attention_options train = ra_attention_options_init();
     train.dropout = 0.1f;
     train.seed = 42;
-    TRY(ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, &train));
+    TRY(ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, &train));
     ra_layer_grads g = ra_layer_grads_init();
     g.dwq = dw;
     g.dwk = dw + DIM * DIM;
     g.dwv = dw + 2 * DIM * DIM;
     g.dwo = dw + 3 * DIM * DIM;
-    TRY(ra_layer_backward(layer, ctx, dx, &g, tape, x));       /* g.accumulate = 1: add */
+    TRY(ra_layer_backward(ctx, layer, dx, &g, tape, x));       /* g.accumulate = 1: add */
     printf("dx[0] = %g, dwq[0] = %g\n", dx[0], dw[0]);
     ra_layer_tape_destroy(tape);
     free(dx); free(dw);

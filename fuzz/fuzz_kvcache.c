@@ -231,7 +231,7 @@ static void do_append(fuzz_input *in, state *s)
     ra_tensor *q = with_q ? &views[0] : NULL, *k = &views[1], *v = &views[2];
     if (!s->rope_fits) valid = 0; /* RA_ERR_SHAPE */
     int wrong = take_range(in, 0, 31);
-    if (wrong == 31) k->dtype = RA_BF16, valid = 0;
+    if (wrong == 31) k->dtype = RA_I8, valid = 0; /* a cache dtype, not a tensor's */
     else if (wrong == 30) v->shape[2] += 1, valid = 0;
     else if (wrong == 29 && q) q->shape[1] += 1, valid = 0;
     fuzz_positions fp;
@@ -255,7 +255,7 @@ static void do_append(fuzz_input *in, state *s)
         }
     snapshot before = take_snapshot(s);
     ra_context *ctx = take_range(in, 0, 1) ? two_threads : NULL;
-    ra_status st = ra_kv_cache_append(s->cache, ctx, s->rope, q, k, v, &fp.p, np);
+    ra_status st = ra_kv_cache_append(ctx, s->cache, s->rope, q, k, v, &fp.p, np);
     if (valid && fits) FUZZ_CHECK(st == RA_OK, "valid append refused: %d", (int)st);
     if (valid && !fits)
         FUZZ_CHECK(st == RA_ERR_CACHE_FULL, "an append past the capacity: %d", (int)st);

@@ -113,7 +113,7 @@ static void op_append(fuzz_input *in, model *m, ra_rope *rope)
     if (!room) return;
     ra_tensor tk = ra_tensor_4d(k, RA_F32, n_ids, seq, m->hkv, m->d);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, n_ids, seq, m->hkv, m->d);
-    ra_status st = ra_kv_pool_append(m->pool, take_byte(in) & 1 ? two_threads : NULL, rope, ids,
+    ra_status st = ra_kv_pool_append(take_byte(in) & 1 ? two_threads : NULL, m->pool, rope, ids,
                                      n_ids, NULL, &tk, &tv, &pos, n_new);
     if (st != RA_OK) {
         FUZZ_CHECK(st == RA_ERR_CACHE_FULL || ((!valid || !distinct) && st == RA_ERR_ARGUMENT),
@@ -185,7 +185,7 @@ static void op_decode(fuzz_input *in, model *m)
     ra_tensor tv = ra_tensor_4d(vt, RA_F32, n_ids, cap, m->hkv, m->d);
     ra_positions at = ra_positions_start(0);
     at.ids = zeros;
-    FUZZ_CHECK(ra_kv_cache_append(cache, NULL, identity, NULL, &tk, &tv, &at, lens) == RA_OK,
+    FUZZ_CHECK(ra_kv_cache_append(NULL, cache, identity, NULL, &tk, &tv, &at, lens) == RA_OK,
                "the twin's append: %s", ra_last_error());
     ra_tensor tq = ra_tensor_4d(q, RA_F32, n_ids, T, h, m->d);
     ra_tensor ta = ra_tensor_4d(a, RA_F32, n_ids, T, h, m->d);

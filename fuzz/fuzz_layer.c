@@ -220,7 +220,7 @@ static void check_cached(fuzz_input *in, const ra_layer *layer, const float *con
         for (int64_t b = 0; b < batch; b++)
             memcpy(xs + b * n * dim, x + (b * seq + s0) * dim, (size_t)(n * dim) * 4);
         for (int64_t i = 0; i < batch * n * dim; i++) ys[i] = 5.0f;
-        ra_status st = ra_layer_forward_cached(layer, ctx, cache, ys, xs, batch, n, NULL);
+        ra_status st = ra_layer_forward_cached(ctx, layer, cache, ys, xs, batch, n, NULL);
         if (s0 + n > capacity) {
             FUZZ_CHECK(st == RA_ERR_CACHE_FULL, "a step past the capacity: %d", (int)st);
             for (int64_t b = 0; b < batch; b++)
@@ -362,7 +362,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     float *x = take_buffer(&in, RA_F32, n, &bytes);
     float *y = malloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++) y[i] = 3.0f;
-    st = ra_layer_forward(layer, ctx, y, x, batch, seq, &fp.p, &opt);
+    st = ra_layer_forward(ctx, layer, y, x, batch, seq, &fp.p, &opt);
     if (valid) FUZZ_CHECK(st == RA_OK, "valid forward refused: %d", (int)st);
     if (st != RA_OK) {
         FUZZ_CHECK(st == RA_ERR_NULL || st == RA_ERR_SIZE || st == RA_ERR_ARGUMENT ||

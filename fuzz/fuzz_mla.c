@@ -151,14 +151,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ra_attention_options ref = ra_attention_options_init(), flash = ref;
     ref.path = RA_PATH_REFERENCE;
     flash.path = RA_PATH_FLASH;
-    FUZZ_CHECK(ra_layer_forward(layer, ctx, y[0], x, B, S, NULL, &ref) == RA_OK &&
-                   ra_layer_forward(layer, ctx, y[1], x, B, S, NULL, &flash) == RA_OK,
+    FUZZ_CHECK(ra_layer_forward(ctx, layer, y[0], x, B, S, NULL, &ref) == RA_OK &&
+                   ra_layer_forward(ctx, layer, y[1], x, B, S, NULL, &flash) == RA_OK,
                "forward: %s", ra_last_error());
     double e = max_diff(y[0], y[1], n);
     FUZZ_CHECK(e <= 1e-4 * bound, "flash is %.3g from the reference (bound %.3g)", e, bound);
     ra_layer_tape *tape;
     FUZZ_CHECK(ra_layer_tape_create(&tape, layer, B * S) == RA_OK, "tape");
-    FUZZ_CHECK(ra_layer_forward_train(layer, ctx, y[2], tape, x, B, S, NULL, &flash) == RA_OK,
+    FUZZ_CHECK(ra_layer_forward_train(ctx, layer, y[2], tape, x, B, S, NULL, &flash) == RA_OK,
                "forward_train: %s", ra_last_error());
     FUZZ_CHECK(memcmp(y[1], y[2], (size_t)n * sizeof(float)) == 0, "training forward differs");
     float *g[N_W], *dx = calloc((size_t)n, sizeof(float));
@@ -167,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     grads.dwq = g[WQ], grads.dwq_a = g[WQ_A], grads.dbq_a = g[BQ_A], grads.dq_a_norm = g[Q_A_NORM];
     grads.dwq_b = g[WQ_B], grads.dwkv_a = g[WKV_A], grads.dbkv_a = g[BKV_A];
     grads.dkv_a_norm = g[KV_A_NORM], grads.dwkv_b = g[WKV_B], grads.dwo = g[WO], grads.dbo = g[BO];
-    FUZZ_CHECK(ra_layer_backward(layer, ctx, dx, &grads, tape, x) == RA_OK, "backward: %s",
+    FUZZ_CHECK(ra_layer_backward(ctx, layer, dx, &grads, tape, x) == RA_OK, "backward: %s",
                ra_last_error());
     for (int64_t i = 0; i < n; i++) FUZZ_CHECK(isfinite(dx[i]), "dx[%lld] not finite", (long long)i);
     ra_layer_tape_destroy(tape);
@@ -187,7 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int64_t b = 0; b < B; b++)
             memcpy(xs + b * m * dim, x + (b * S + done) * dim, (size_t)(m * dim) * sizeof(float));
         for (int64_t i = 0; i < B * m * dim; i++) ys[i] = 3.0f;
-        st = ra_layer_forward_cached(layer, ctx, cache, ys, xs, B, m, NULL);
+        st = ra_layer_forward_cached(ctx, layer, cache, ys, xs, B, m, NULL);
         if (done + m > capacity) {
             FUZZ_CHECK(st == RA_ERR_CACHE_FULL, "past the capacity: status %d", (int)st);
             FUZZ_CHECK(ra_kv_cache_length(cache, 0) == done, "a refused call appended");

@@ -223,7 +223,7 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     }
     ra_tensor xr = rebase(x, buf, bufs[1]);
     ra_tensor yr = ybuf ? rebase(y, ybuf, ybufs[1]) : rebase(y, buf, bufs[1]);
-    ra_status fast = ra_rope_apply(rope, ctx, &y, &x, pos, dir);
+    ra_status fast = ra_rope_apply(ctx, rope, &y, &x, pos, dir);
     ra_status ref = ra_rope_apply_reference(rope, &yr, &xr, pos, dir);
     FUZZ_CHECK(fast == ref, "fast path status %d, reference %d", (int)fast, (int)ref);
     if (valid && pos) FUZZ_CHECK(fast == RA_OK, "valid arguments refused: %d", (int)fast);
@@ -285,8 +285,8 @@ static void check_seed_functions(fuzz_input *in, const ra_rope *rope)
     ra_tensor tq = ra_tensor_4d(q2, RA_F32, b, end, hkv * rep, d);
     ra_tensor tk = ra_tensor_4d(k2, RA_F32, b, end, hkv, d);
     ra_positions p = {.struct_size = sizeof p};
-    FUZZ_CHECK(ra_rope_apply(rope, NULL, &tq, &tq, &p, RA_FORWARD) == RA_OK &&
-                   ra_rope_apply(rope, NULL, &tk, &tk, &p, RA_FORWARD) == RA_OK, "apply");
+    FUZZ_CHECK(ra_rope_apply(NULL, rope, &tq, &tq, &p, RA_FORWARD) == RA_OK &&
+                   ra_rope_apply(NULL, rope, &tk, &tk, &p, RA_FORWARD) == RA_OK, "apply");
     FUZZ_CHECK(memcmp(q, q2, (size_t)nq * 4) == 0 && memcmp(k, k2, (size_t)nk * 4) == 0,
                "ra_apply_rotary_emb differs from ra_rope_apply");
     FUZZ_CHECK(ra_repeat_kv(r, k, b, end, hkv, d, rep) == RA_OK, "repeat_kv");

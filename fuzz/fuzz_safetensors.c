@@ -132,7 +132,7 @@ static void check_layer(const char *path, const ra_safetensors *st)
             float *x = calloc((size_t)(3 * dim), sizeof(float));
             float *y = malloc((size_t)(3 * dim) * sizeof(float));
             FUZZ_CHECK(x && y, "out of memory");
-            FUZZ_CHECK(ra_layer_forward(ra_hf_layer_get(layer), NULL, y, x, 1, 3, NULL, NULL) ==
+            FUZZ_CHECK(ra_layer_forward(NULL, ra_hf_layer_get(layer), y, x, 1, 3, NULL, NULL) ==
                            RA_OK, "forward: %s", ra_last_error());
             free(x);
             free(y);

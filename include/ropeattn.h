@@ -26,7 +26,8 @@
  *     ra_layer_weights, ra_layer_grads) begins with struct_size, which the
  *     caller sets to sizeof the struct as its header declares it.  The
  *     inline ra_..._init() functions below (and ra_rope_config_default,
- *     ra_positions_start) return one zeroed with struct_size set: start
+ *     ra_rope_config_hf, ra_positions_start) return one zeroed with
+ *     struct_size set: start
  *     from them, then set fields.
  *   - New fields only ever go at the end, and zero always means "not used"
  *     (the behaviour before the field existed).  So a program built against
@@ -38,10 +39,13 @@
  *   - No public struct holds another by value (ra_layer_config points at
  *     its rope's config).  ra_tensor, a plain view like DLPack's DLTensor,
  *     keeps its layout.
- *   - Argument order: ra_X_create(&out, ...) makes an X; a function named
- *     ra_X_verb takes the X first, then the context, then its outputs, its
- *     inputs and its options, in that order; functions of no object
- *     (ra_attention, ra_attention_decode, ...) take the context first.
+ *   - Argument order: ra_X_create(&out, ...) makes an X; every function
+ *     that takes a context takes it first, then the object it works on (the
+ *     X of ra_X_verb, the cache of ra_attention_decode), then its outputs,
+ *     its inputs and its options, in that order: ra_layer_forward(ctx,
+ *     layer, y, x, ...), ra_kv_cache_append(ctx, cache, rope, ...),
+ *     ra_attention_decode(ctx, cache, out, q, ...).  A function without a
+ *     context takes its object first (ra_kv_cache_set_scales(cache, ...)).
  *   - Dropout is one pair of fields wherever it applies: dropout (the
  *     probability p, 0 = none, as in inference) and seed.
  *
@@ -52,8 +56,8 @@
  *   - An ra_kv_cache may be read by any number of threads at once
  *     (ra_attention_decode, ra_kv_cache_length, ra_kv_cache_views,
  *     ra_kv_cache_read) while none writes it; ra_kv_cache_append,
- *     ra_layer_forward_cached, ra_kv_cache_set_scales, ra_kv_cache_reset
- *     and ra_kv_cache_destroy write it and need it to
+ *     ra_kv_cache_attend, ra_layer_forward_cached, ra_kv_cache_set_scales,
+ *     ra_kv_cache_reset and ra_kv_cache_destroy write it and need it to
  *     themselves.  So with an ra_kv_pool: ra_attention_decode_paged,
  *     ra_kv_pool_length and ra_kv_pool_free_pages read it; every other
  *     ra_kv_pool_ function writes it.
@@ -325,8 +329,8 @@ typedef enum ra_rope_type {
 
 /* How RoPE is computed: the type, the pairing, the head's size, the base,
  * and the parameters of the scaled types.  Zero means "not given"
- * everywhere, so ra_rope_config_default() plus the fields a checkpoint sets
- * is a valid description. */
+ * everywhere, so ra_rope_config_hf() (or _default()) plus the fields a
+ * checkpoint sets is a valid description. */
 typedef struct ra_rope_config {
     size_t struct_size;    /* sizeof(ra_rope_config) */
     ra_rope_type type;
@@ -388,8 +392,23 @@ typedef struct ra_rope_config {
                                           component gets its s_k pairs */
 } ra_rope_config;
 
-/* type DEFAULT, layout INTERLEAVED, rotary_dim 0, theta 10000,
- * table_size 4096, the scaled types' parameters zero. */
+/* The two starting points, one per way of storing wq and wk (the layouts
+ * drawn at the top of this header); they differ in the layout alone:
+ *   ra_rope_config_default(D)  Meta's LLaMA reference code
+ *                              (precompute_freqs_cis, apply_rotary_emb):
+ *                              RA_LAYOUT_INTERLEAVED.  For weights as Meta
+ *                              released them (consolidated.*.pth).
+ *   ra_rope_config_hf(D)       Hugging Face transformers' default rope
+ *                              (rope_type "default", rotate_half):
+ *                              RA_LAYOUT_HALF.  For a checkpoint from the
+ *                              Hub (wq, wk permuted): what the Python
+ *                              package takes by default, and the CLI
+ *                              with a config.json.
+ * Both: type RA_ROPE_DEFAULT, every feature rotating (rotary_dim 0:
+ * transformers' partial_rotary_factor 1), theta 10000 (LlamaConfig's
+ * rope_theta), table_size 4096, the scaled types' parameters zero (no
+ * rope_scaling).  Set the fields a config.json gives on top
+ * (libropeattn_hf's ra_hf_rope_config reads them all). */
 static inline ra_rope_config ra_rope_config_default(int64_t head_dim)
 {
     ra_rope_config c;
@@ -398,6 +417,13 @@ static inline ra_rope_config ra_rope_config_default(int64_t head_dim)
     c.head_dim = head_dim;
     c.theta = 10000.0;
     c.table_size = 4096;
+    return c;
+}
+
+static inline ra_rope_config ra_rope_config_hf(int64_t head_dim)
+{
+    ra_rope_config c = ra_rope_config_default(head_dim);
+    c.layout = RA_LAYOUT_HALF;
     return c;
 }
 
@@ -457,7 +483,8 @@ typedef struct ra_positions {
  * cu_seqlens afterwards for the other modes).  NULL positions mean
  * ra_positions_start(0) in ra_rope_apply, ra_layer_forward and
  * ra_layer_forward_train, and continuing from the cache's lengths in
- * ra_layer_forward_cached; ra_kv_cache_append needs them given. */
+ * ra_layer_forward_cached, ra_kv_cache_append, ra_kv_cache_attend and
+ * ra_kv_pool_append. */
 static inline ra_positions ra_positions_start(int64_t start)
 {
     ra_positions p;
@@ -501,14 +528,14 @@ RA_API ra_status ra_rope_table_mrope(const ra_rope *rope, float *cos, float *sin
  * storage dtype, as the reference code's .float() ... .type_as() does; a result
  * beyond the dtype's range is stored as +-Inf (see "Numbers at the edges").
  *   x, out: [B, S, heads, D] */
-RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx,
+RA_API ra_status ra_rope_apply(ra_context *ctx, const ra_rope *rope,
                                const ra_tensor *out, const ra_tensor *x,
                                const ra_positions *positions,
                                ra_direction direction);
 
 /* Contiguous float32 in place, start position start_pos: the common case.
  *   x: [B, S, heads, D] */
-RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx,
+RA_API ra_status ra_rope_apply_f32(ra_context *ctx, const ra_rope *rope,
                                    float *x, int64_t batch, int64_t seq,
                                    int64_t heads, int64_t start_pos);
 
@@ -913,16 +940,22 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
  * "KV cache and decoding" says) as the tokens at cache
  * positions length[b] .. length[b] + n_new[b] - 1 (16-bit caches: values
  * beyond the dtype's range stored as +-Inf); then the lengths advance.
+ * positions NULL continues each sequence: its tokens at RoPE positions
+ * length[b], length[b] + 1, ... (as ra_layer_forward_cached).
+ * q, k and v are f32, f16 or bf16 each, as ra_attention's: a 16-bit k or v
+ * is widened exactly, rotated in float32 and stored from there, so the
+ * cache holds the same bits as for the f32 input of the same values
+ * (tests/test_kvcache.c); q and k are rotated in place in their own dtype
+ * (as ra_rope_apply rounds, once).
  * Token s of sequence b is row s of the inputs (s < n_new[b]).  A sequence
  * that would pass a full cache's capacity, or a window cache's max_new,
  * gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
  * of one fused QKV buffer, but no two may share an element
  * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
  * rope NULL: k is stored as given (keys rotated already, as an attention
- * engine's shard receives them), q is left alone and positions are not read
- * (NULL allowed).
- *   q: [B, S, H, D] f32 or NULL    k, v: [B, S, Hkv, D] f32 */
-RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
+ * engine's shard receives them), q is left alone and positions are not read.
+ *   q: [B, S, H, D] or NULL    k, v: [B, S, Hkv, D]    f32, f16 or bf16 */
+RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new);
@@ -950,8 +983,10 @@ RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const r
  * each K/V row is read once for its whole group of query heads.  An 8-bit
  * cache's rows are dequantized as they are loaded: scores are (q . c) s_k,
  * and each value row's weight p becomes p s_v; the result is the
- * attention over ra_kv_cache_read's values to float32 rounding.
- *   q, out: [B, T, H, D] f32 */
+ * attention over ra_kv_cache_read's values to float32 rounding.  q may be
+ * f32, f16 or bf16 (widened exactly: the same bits as its f32 values
+ * give), out is f32, as in ra_attention.
+ *   q, out: [B, T, H, D] */
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
                                      const ra_tensor *out, const ra_tensor *q,
                                      const int64_t *n_query,
@@ -972,12 +1007,31 @@ RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
  * RA_MAX_POSITION] (RA_ERR_POSITION), n_query[b] need not be at most
  * length[b], and a window cache is RA_ERR_UNSUPPORTED; k_start without
  * q_start is RA_ERR_ARGUMENT.
- *   q, out: [B, T, H, D] f32   lse: [B, H, T] float32, contiguous */
+ *   q, out: [B, T, H, D] (dtypes as ra_attention_decode's)
+ *   lse: [B, H, T] float32, contiguous */
 RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cache,
                                          const ra_tensor *out, float *lse, const ra_tensor *q,
                                          const int64_t *n_query, const int64_t *q_start,
                                          const int64_t *k_start,
                                          const ra_attention_options *options);
+
+/* A decoding step in one call: ra_kv_cache_append(ctx, cache, rope, q, k,
+ * v, positions, n_new), then ra_attention_decode(ctx, cache, out, q,
+ * n_new, options) of the tokens it appended: query row t < n_new[b] of
+ * sequence b (NULL: T for all) is the new token at cache position
+ * length[b] + t (length before the call) and attends over the cache up to
+ * itself, with options' masks; rows t >= n_new[b] of out are left as they
+ * were.  out is the same bits as those two calls give; every argument of
+ * both is checked before anything is written (a refusal changes neither
+ * the cache nor q, k, v, out).  q is required (rotated in place as the
+ * append does); out must not overlap q, k or v.
+ *   q: [B, T, H, D]  k, v: [B, T, Hkv, D]  (f32, f16 or bf16 each)
+ *   out: [B, T, H, D] f32 */
+RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
+                                    const ra_tensor *out, const ra_tensor *q,
+                                    const ra_tensor *k, const ra_tensor *v,
+                                    const ra_positions *positions, const int64_t *n_new,
+                                    const ra_attention_options *options);
 
 /* A paged KV pool, for serving many sequences of one layer (vLLM's
  * PagedAttention, FlashInfer's paged cache): n_pages pages of page_size
@@ -1036,11 +1090,13 @@ RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
 /* ra_kv_cache_append for n_ids sequences of a pool: row i of the inputs
  * is sequence ids[i] (each id once, RA_ERR_ARGUMENT), whose n_new[i]
  * tokens (NULL: S) are rotated and stored as its next positions, in new
- * pages as it needs them; the same rotation, rounding and quantization as
- * a cache's.  RA_ERR_CACHE_FULL (nothing changed) when the pool lacks the
- * pages.
- *   q: [N, S, H, D] f32 or NULL    k, v: [N, S, Hkv, D] f32    N = n_ids */
-RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_rope *rope,
+ * pages as it needs them; the same dtypes, rotation, rounding and
+ * quantization as a cache's, and positions NULL continues each sequence
+ * (RoPE positions from its length).  RA_ERR_CACHE_FULL (nothing changed)
+ * when the pool lacks the pages.
+ *   q: [N, S, H, D] or NULL    k, v: [N, S, Hkv, D]    N = n_ids
+ *   (f32, f16 or bf16 each) */
+RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_rope *rope,
                                    const int64_t *ids, int64_t n_ids, const ra_tensor *q,
                                    const ra_tensor *k, const ra_tensor *v,
                                    const ra_positions *positions, const int64_t *n_new);
@@ -1056,7 +1112,7 @@ RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_r
  * with a window or chunk of at most W (RA_ERR_ARGUMENT), and its queries
  * may see back only to the keys kept for its last append's tokens
  * (RA_ERR_SIZE beyond: their pages are released).
- *   q, out: [N, T, H, D] f32    N = n_ids */
+ *   q, out: [N, T, H, D] (dtypes as ra_attention_decode's)    N = n_ids */
 RA_API ra_status ra_attention_decode_paged(ra_context *ctx, const ra_kv_pool *pool,
                                            const int64_t *ids, int64_t n_ids,
                                            const ra_tensor *out, const ra_tensor *q,
@@ -1076,7 +1132,8 @@ typedef struct ra_layer_config {
                            may differ from dim, as in Qwen3, Gemma or
                            Mistral-Nemo (wq [H * D, dim], wo [dim, H * D]) */
     const ra_rope_config *rope; /* copied at creation; its head_dim is set
-                           from the layer's.  NULL: ra_rope_config_default */
+                           from the layer's.  NULL: ra_rope_config_default
+                           (Meta's interleaved pairs) */
     int no_rope;        /* nonzero: q and k are not rotated (rope ignored;
                            every angle is 0, on every path) — a layer
                            without position information, for ablations
@@ -1265,7 +1322,7 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
  * transformers.  Packed positions (ra_positions.cu_seqlens) are refused
  * with RA_ERR_UNSUPPORTED: give options.cu_seqlens and position ids.
  *   x: [B, S, dim]   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
-RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer,
                                   float *y, const float *x, int64_t batch,
                                   int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options);
@@ -1295,7 +1352,7 @@ RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx,
  * and prefill(N - k) + k steps differ by the cache's quantization, not by
  * float32 rounding alone.
  *   x, y: [B, S, dim] */
-RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
                                          ra_kv_cache *cache, float *y, const float *x,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
@@ -1310,7 +1367,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
  * A latent attention (MLA) layer, or an engine without decode, is
  * RA_ERR_UNSUPPORTED.  The engine's failure is the call's, with y untouched
  * (what the cache holds then is the engine's to say). */
-RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *layer,
                                               ra_kv_cache *cache, float *y, const float *x,
                                               int64_t batch, int64_t seq,
                                               const ra_positions *positions,
@@ -1336,7 +1393,7 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
  * refusal).  Latent attention: RA_ERR_UNSUPPORTED (its cache holds
  * latents: ra_kv_cache_create_latent).  Inference only.
  *   x, y: [N, S, dim]    N = n_ids */
-RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
                                         ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
                                         float *y, const float *x, int64_t seq,
                                         const int64_t *n_new, const ra_positions *positions);
@@ -1377,7 +1434,7 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
  * ra_layer_backward refuses it (RA_ERR_ARGUMENT) until the next forward.
  *   x: [B, S, dim] (kept by pointer until the backward)
  *   y: [B, S, dim] (must not overlap x: RA_ERR_ARGUMENT) */
-RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
+RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,
                                         const ra_attention_options *options);
@@ -1435,7 +1492,7 @@ static inline ra_layer_grads ra_layer_grads_init(void)
  * Thread count: the same bits for any context (OpenBLAS's own thread count
  * may change the last bits of its products).
  *   dy, dx: [B, S, dim] of the recorded forward */
-RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
+RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy);
 

@@ -39,7 +39,7 @@
  *   o.n_tokens = 4096;      // the longest sequence it will see (its rope)
  *   if (ra_hf_layer_create(&layer, ckpt, config, &o) != RA_OK)
  *       fprintf(stderr, "%s\n", ra_hf_last_error());
- *   ra_layer_forward(ra_hf_layer_get(layer), ctx, y, x, B, S, NULL, NULL);
+ *   ra_layer_forward(ctx, ra_hf_layer_get(layer), y, x, B, S, NULL, NULL);
  *   ra_hf_layer_destroy(layer);  ra_hf_config_close(config);
  *   ra_hf_checkpoint_close(ckpt);   // the layer has its own weights
  */

@@ -54,8 +54,8 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int an
     static const char *const f32_names[] = {"dq", "dk", "dv", "dout", "out"};
     for (int i = 0; i < 5; i++)
         if (f32[i] && f32[i]->dtype != RA_F32) /* q, k, v: any */
-            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", f32_names[i],
-                           (int)f32[i]->dtype);
+            return ra_fail(RA_ERR_DTYPE, "%s: dtype %s, must be RA_F32", f32_names[i],
+                           ra_dtype_name(f32[i]->dtype));
     RA_TRY(same_shape(dq, "dq", q, "q"));
     RA_TRY(same_shape(dout, "dout", q, "q"));
     if (out) RA_TRY(same_shape(out, "out", q, "q"));

@@ -3,7 +3,8 @@
  * the cache into chunks across threads, and the exact merge of their
  * partial softmaxes (kernels: cpu/decode_impl.h).
  *
- *   q, out: [B, T, H, D] f32    cache K, V: [B, capacity, Hkv, D]
+ *   q: [B, T, H, D] f32, f16 or bf16   out: [B, T, H, D] f32
+ *   cache K, V: [B, capacity, Hkv, D]
  */
 #include "attention_internal.h"
 #include "cpu/kernels.h"
@@ -36,18 +37,16 @@ ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c
     return RA_OK;
 }
 
-/* ra_attention_decode_check but for the queries' counts and positions. */
-static ra_status check_views(ra_attention_mask *mask, const ra_kv_cache *c, const ra_tensor *out,
-                             const ra_tensor *q, const ra_attention_options *options)
+ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_cache *c,
+                                          const ra_tensor *out, const ra_tensor *q,
+                                          const ra_attention_options *options)
 {
     if (!c || !out || !q)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
-    RA_TRY(ra_tensor_check(q, "q"));
+    RA_TRY(ra_tensor_check(q, "q")); /* f32, f16 or bf16, widened as loaded */
     RA_TRY(ra_tensor_check(out, "out"));
-    if (q->dtype != RA_F32 || out->dtype != RA_F32)
-        return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32",
-                       q->dtype != RA_F32 ? "q" : "out",
-                       (int)(q->dtype != RA_F32 ? q->dtype : out->dtype));
+    if (out->dtype != RA_F32)
+        return ra_fail(RA_ERR_DTYPE, "out: dtype %s, must be RA_F32", ra_dtype_name(out->dtype));
     for (int d = 0; d < 4; d++)
         if (out->shape[d] != q->shape[d])
             return ra_fail(RA_ERR_SHAPE, "out " RA_DIMS_FMT " and q " RA_DIMS_FMT " differ",
@@ -78,7 +77,7 @@ ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *
                                     const ra_tensor *out, const ra_tensor *q,
                                     const int64_t *n_query, const ra_attention_options *options)
 {
-    RA_TRY(check_views(mask, c, out, q, options));
+    RA_TRY(ra_attention_decode_check_views(mask, c, out, q, options));
     for (int64_t b = 0; b < c->batch; b++) {
         RA_TRY(check_count(n_query, q, b));
         int64_t n = n_query ? n_query[b] : q->shape[1];
@@ -245,7 +244,7 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
         if (cache && (cache->window || cache->page_size))
             return ra_fail(RA_ERR_UNSUPPORTED, "q_start with a window cache (its ring holds "
                            "the keys of the last tokens only)");
-        RA_TRY(check_views(&mask, cache, out, q, options));
+        RA_TRY(ra_attention_decode_check_views(&mask, cache, out, q, options));
         for (int64_t b = 0; b < cache->batch; b++) {
             RA_TRY(check_count(n_query, q, b));
             if (q_start[b] < -RA_MAX_POSITION || q_start[b] > RA_MAX_POSITION)

@@ -15,12 +15,24 @@ RA_API size_t ra_dtype_size(ra_dtype dtype)
     }
 }
 
+const char *ra_dtype_name(ra_dtype dtype)
+{
+    switch (dtype) {
+    case RA_F32: return "RA_F32";
+    case RA_F16: return "RA_F16";
+    case RA_BF16: return "RA_BF16";
+    case RA_I8: return "RA_I8";
+    case RA_F8E4M3: return "RA_F8E4M3";
+    default: return "(not a ra_dtype)";
+    }
+}
+
 ra_status ra_check_tensor_dtype(ra_dtype dtype, const char *name)
 {
     if (ra_dtype_is_cache8(dtype))
         return ra_fail(RA_ERR_DTYPE, "%s: %s is a KV-cache storage dtype (ra_kv_cache_create), "
                        "not a tensor's: tensors are RA_F32, RA_F16 or RA_BF16", name,
-                       dtype == RA_I8 ? "RA_I8" : "RA_F8E4M3");
+                       ra_dtype_name(dtype));
     if ((unsigned)dtype >= RA_DTYPE_COUNT)
         return ra_fail(RA_ERR_ARGUMENT, "%s: dtype %d is not a ra_dtype", name, (int)dtype);
     return RA_OK;

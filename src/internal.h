@@ -105,6 +105,10 @@ static inline int ra_dtype_is_cache8(ra_dtype dtype)
     return dtype == RA_I8 || dtype == RA_F8E4M3;
 }
 
+/* The enum's name of a dtype, "RA_BF16", for messages ("(not a ra_dtype)"
+ * for another value: print that one's number). */
+const char *ra_dtype_name(ra_dtype dtype);
+
 /* RA_OK for a tensor dtype (f32, f16, bf16); RA_ERR_DTYPE, saying so, for
  * an 8-bit cache dtype; RA_ERR_ARGUMENT for a value that is no ra_dtype.
  * name: the argument's, for the detail. */

@@ -8,7 +8,8 @@
  *   [B, Hkv, capacity, D] (the views' strides say so): decode reads each kv
  *   head's keys as one sequential stream, which the hardware prefetcher
  *   follows; slot-major storage put a head's rows 4 KiB apart.
- *   append inputs: q [B, S, H, D] (optional), k, v [B, S, Hkv, D], f32
+ *   append inputs: q [B, S, H, D] (optional), k, v [B, S, Hkv, D], each f32,
+ *   f16 or bf16
  */
 #include <limits.h>
 #include <string.h>
@@ -202,8 +203,8 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
     const ra_tensor *const t[2] = {k, v};
     for (int i = 0; i < 2; i++) {
         if (t[i]->dtype != RA_F32)
-            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", i ? "v" : "k",
-                           (int)t[i]->dtype);
+            return ra_fail(RA_ERR_DTYPE, "%s: dtype %s, must be RA_F32", i ? "v" : "k",
+                           ra_dtype_name(t[i]->dtype));
         if (t[i]->shape[0] != 1 || t[i]->shape[1] != k->shape[1] ||
             t[i]->shape[2] != cache->n_kv_heads || t[i]->shape[3] != cache->head_dim)
             return ra_fail(RA_ERR_SHAPE, "%s is " RA_DIMS_FMT "; the cache's rows are [1, n, "
@@ -242,7 +243,32 @@ RA_API ra_status ra_kv_cache_read(const ra_kv_cache *cache, int64_t b, int64_t f
 
 /* ---- append ------------------------------------------------------------- */
 
-enum { APPEND_BLOCK = 16 }; /* tokens per task: small enough to stay in L1 */
+int64_t ra_kv_stage_floats(const ra_tensor *k, const ra_tensor *v)
+{
+    if (k->dtype == RA_F32 && v->dtype == RA_F32) return 0;
+    return ra_round_up(RA_APPEND_BLOCK * k->shape[2] * k->shape[3], 16);
+}
+
+ra_tensor ra_kv_stage_rows(const ra_tensor *x, int64_t b, int64_t s0, int64_t len,
+                           const ra_rope *rope, const ra_positions *pos, float *buf)
+{
+    ra_tensor rows = ra_kv_rows(x, b, s0, len);
+    if (x->dtype == RA_F32) {
+        if (rope) ra_rope_apply(NULL, rope, &rows, &rows, pos, RA_FORWARD); /* checked */
+        return rows;
+    }
+    const int64_t heads = x->shape[2], d = x->shape[3];
+    ra_tensor f = ra_tensor_4d(buf, RA_F32, 1, len, heads, d);
+    for (int64_t s = 0; s < len; s++)
+        for (int64_t h = 0; h < heads; h++)
+            ra_convert(ra_row(&f, 0, s, h), RA_F32, ra_row_any(&rows, 0, s, h), x->dtype, d);
+    if (!rope) return f;
+    ra_rope_apply(NULL, rope, &f, &f, pos, RA_FORWARD);
+    for (int64_t s = 0; s < len; s++)
+        for (int64_t h = 0; h < heads; h++)
+            ra_convert((void *)ra_row_any(&rows, 0, s, h), x->dtype, ra_row(&f, 0, s, h), RA_F32, d);
+    return f;
+}
 
 typedef struct append_job {
     ra_kv_cache *cache;
@@ -251,31 +277,21 @@ typedef struct append_job {
     const ra_positions *positions;
     const int64_t *n_new;
     int64_t blocks_per_sequence;
+    float *stage;             /* per thread: ra_kv_stage_floats, or NULL */
+    int64_t stage_floats;
 } append_job;
 
-/* The rows [s0, s0 + len) of sequence b of a [B, S, heads, D] view. */
-static ra_tensor rows_of(const ra_tensor *t, int64_t b, int64_t s0, int64_t len)
-{
-    ra_tensor r = *t;
-    r.data = (char *)t->data + (size_t)(b * t->stride[0] + s0 * t->stride[1]) * ra_dtype_size(t->dtype);
-    r.shape[0] = 1;
-    r.shape[1] = len;
-    return r;
-}
-
-/* Copies rows [s0, s0 + len) of sequence b of src (f32) into the cache's
- * k or v as the tokens at positions at, at + 1, ... (their slots wrap in a
+/* Stores the rows of src (f32, [1, len, Hkv, D]) in the cache's k or v as
+ * sequence b's tokens at positions at, at + 1, ... (their slots wrap in a
  * window cache), converting to the cache's dtype (8-bit: quantizing). */
-static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t b, int64_t s0,
-                       int64_t len, int64_t at)
+static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t b, int64_t at)
 {
     ra_tensor dst = ra_kv_cache_view(c, which);
     size_t esize = ra_dtype_size(c->dtype);
-    for (int64_t s = 0; s < len; s++) {
+    for (int64_t s = 0; s < src->shape[1]; s++) {
         const int64_t slot = ra_kv_cache_slot(c, at + s);
         for (int64_t h = 0; h < c->n_kv_heads; h++) {
-            const float *from = (const float *)src->data + b * src->stride[0] +
-                                (s0 + s) * src->stride[1] + h * src->stride[2];
+            const float *from = ra_row(src, 0, s, h);
             char *to = (char *)dst.data + (size_t)(b * dst.stride[0] + slot * dst.stride[1] +
                                                    h * dst.stride[2]) * esize;
             if (c->dtype == RA_F32)
@@ -290,43 +306,33 @@ static void store_rows(ra_kv_cache *c, int which, const ra_tensor *src, int64_t 
 
 static void append_task(void *arg, int64_t task, int thread)
 {
-    (void)thread;
     const append_job *job = arg;
     int64_t b = task / job->blocks_per_sequence;
-    int64_t s0 = task % job->blocks_per_sequence * APPEND_BLOCK;
+    int64_t s0 = task % job->blocks_per_sequence * RA_APPEND_BLOCK;
     int64_t n = job->n_new ? job->n_new[b] : job->k->shape[1];
     if (s0 >= n) return;
-    int64_t len = n - s0 < APPEND_BLOCK ? n - s0 : APPEND_BLOCK, seq = job->k->shape[1];
-    if (job->rope) { /* else stored as given */
-        ra_positions pos = ra_positions_of_rows(job->positions, b, s0, seq);
-        ra_tensor k = rows_of(job->k, b, s0, len);
-        ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
-        if (job->q) {
-            ra_tensor q = rows_of(job->q, b, s0, len);
-            ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
-        }
+    int64_t len = n - s0 < RA_APPEND_BLOCK ? n - s0 : RA_APPEND_BLOCK, seq = job->k->shape[1];
+    ra_positions pos = ra_positions_of_rows(job->positions, b, s0, seq);
+    if (job->rope && job->q) { /* else stored as given */
+        ra_tensor q = ra_kv_rows(job->q, b, s0, len);
+        ra_rope_apply(NULL, job->rope, &q, &q, &pos, RA_FORWARD); /* checked by the caller */
     }
+    float *stage = job->stage ? job->stage + thread * job->stage_floats : NULL;
     int64_t at = job->cache->length[b] + s0;
-    store_rows(job->cache, 0, job->k, b, s0, len, at);
-    store_rows(job->cache, 1, job->v, b, s0, len, at);
+    ra_tensor k = ra_kv_stage_rows(job->k, b, s0, len, job->rope, &pos, stage);
+    store_rows(job->cache, 0, &k, b, at);
+    ra_tensor v = ra_kv_stage_rows(job->v, b, s0, len, NULL, NULL, stage);
+    store_rows(job->cache, 1, &v, b, at);
 }
 
 ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim,
                              const ra_rope *rope, const ra_tensor *q, const ra_tensor *k,
-                             const ra_tensor *v, const ra_positions *positions,
-                             const int64_t *n_new, ra_positions *p)
+                             const ra_tensor *v, const int64_t *n_new)
 {
-    if (!k || !v || (rope && !positions))
-        return ra_fail(RA_ERR_NULL, "%s is NULL", !k ? "k" : !v ? "v" : "positions");
-    RA_TRY(ra_tensor_check(k, "k"));
+    if (!k || !v) return ra_fail(RA_ERR_NULL, "%s is NULL", !k ? "k" : "v");
+    RA_TRY(ra_tensor_check(k, "k")); /* f32, f16 or bf16 each */
     RA_TRY(ra_tensor_check(v, "v"));
     if (q) RA_TRY(ra_tensor_check(q, "q"));
-    const ra_tensor *const f32[3] = {k, v, q};
-    static const char *const f32_names[3] = {"k", "v", "q"};
-    for (int i = 0; i < 3; i++)
-        if (f32[i] && f32[i]->dtype != RA_F32)
-            return ra_fail(RA_ERR_DTYPE, "%s: dtype %d, must be RA_F32", f32_names[i],
-                           (int)f32[i]->dtype);
     const int64_t seq = k->shape[1];
     for (int d = 0; d < 4; d++)
         if (v->shape[d] != k->shape[d])
@@ -345,14 +351,18 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
     if (rope && rope->config.head_dim != head_dim)
         return ra_fail(RA_ERR_SHAPE, "rope's head_dim %lld is not the cache's %lld",
                        (long long)rope->config.head_dim, (long long)head_dim);
+    /* q and k are rotated in place: no element may be read or written twice */
+    if (q && ra_tensors_share_elements(q, k))
+        return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
+    if (q && ra_tensors_share_elements(q, v))
+        return ra_fail(RA_ERR_ARGUMENT, "q and v share elements");
+    if (ra_tensors_share_elements(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k and v share elements");
     for (int64_t b = 0; b < batch; b++) {
         int64_t n = n_new ? n_new[b] : seq;
         if (n < 0 || n > seq)
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
                            (long long)b, (long long)n, (long long)seq);
     }
-    *p = ra_positions_start(0); /* read only to rotate; a [B, S] grid */
-    if (rope) RA_TRY(ra_positions_read_new(p, positions, rope, batch, seq, n_new));
     /* q and k are rotated in place: no element may be read or written twice */
     if (q && ra_tensors_share_elements(q, k))
         return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
@@ -362,13 +372,19 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
     return RA_OK;
 }
 
-static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const ra_tensor *q,
-                              const ra_tensor *k, const ra_tensor *v,
-                              const ra_positions *positions, const int64_t *n_new, ra_positions *p)
+ra_status ra_kv_append_positions(ra_positions *p, const ra_positions *positions,
+                                 const ra_rope *rope, const int64_t *starts, int64_t batch,
+                                 int64_t seq, const int64_t *n_new)
 {
-    if (!c) return ra_fail(RA_ERR_NULL, "cache is NULL");
-    RA_TRY(ra_kv_append_check(c->batch, c->n_kv_heads, c->head_dim, rope, q, k, v, positions,
-                              n_new, p));
+    *p = ra_positions_start(0);
+    if (!rope) return RA_OK; /* read only to rotate */
+    ra_positions next = ra_positions_start(0);
+    next.starts = starts;
+    return ra_positions_read_new(p, positions ? positions : &next, rope, batch, seq, n_new);
+}
+
+static ra_status check_room(const ra_kv_cache *c, const ra_tensor *k, const int64_t *n_new)
+{
     for (int64_t b = 0; b < c->batch; b++) {
         int64_t n = n_new ? n_new[b] : k->shape[1];
         if (n > ra_kv_cache_max_new(c, b) && c->window)
@@ -384,19 +400,85 @@ static ra_status check_append(const ra_kv_cache *c, const ra_rope *rope, const r
     return RA_OK;
 }
 
-RA_API ra_status ra_kv_cache_append(ra_kv_cache *cache, ra_context *ctx, const ra_rope *rope,
+/* An append checked and ready to run: its job, positions and scratch. */
+typedef struct append_plan {
+    append_job job;
+    ra_positions pos;
+    ra_scratch scratch;
+} append_plan;
+
+/* Checks an append and takes its scratch (from ctx's first workspace, and
+ * only for 16-bit k or v: the layers, which hold that workspace, append
+ * f32); nothing is written. */
+static ra_status append_prepare(append_plan *plan, ra_context *ctx, ra_kv_cache *cache,
+                                const ra_rope *rope, const ra_tensor *q, const ra_tensor *k,
+                                const ra_tensor *v, const ra_positions *positions,
+                                const int64_t *n_new)
+{
+    RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_kv_cache_append"));
+    if (!cache) return ra_fail(RA_ERR_NULL, "cache is NULL");
+    RA_TRY(ra_kv_append_check(cache->batch, cache->n_kv_heads, cache->head_dim, rope, q, k, v,
+                              n_new));
+    const int64_t seq = k->shape[1];
+    RA_TRY(ra_kv_append_positions(&plan->pos, positions, rope, cache->length, cache->batch, seq,
+                                  n_new));
+    RA_TRY(check_room(cache, k, n_new));
+    const int64_t stage = ra_kv_stage_floats(k, v);
+    plan->scratch = (ra_scratch){NULL, 0};
+    if (stage)
+        RA_TRY(ra_scratch_acquire(ctx, (size_t)(stage * ra_parallel_threads(ctx)) * sizeof(float),
+                                  &plan->scratch));
+    plan->job = (append_job){cache, rope, q, k, v, &plan->pos, n_new,
+                             (seq + RA_APPEND_BLOCK - 1) / RA_APPEND_BLOCK, plan->scratch.data,
+                             stage};
+    return RA_OK;
+}
+
+/* Runs a prepared append: stores the tokens, advances the lengths. */
+static void append_run(append_plan *plan, ra_context *ctx)
+{
+    append_job *job = &plan->job;
+    const int64_t batch = job->k->shape[0], seq = job->k->shape[1];
+    ra_parallel_for(batch * seq <= RA_APPEND_BLOCK ? NULL : ctx,
+                    batch * job->blocks_per_sequence, append_task, job);
+    for (int64_t b = 0; b < batch; b++) job->cache->length[b] += job->n_new ? job->n_new[b] : seq;
+    ra_scratch_release(&plan->scratch);
+}
+
+RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
                                     const ra_tensor *v, const ra_positions *positions,
                                     const int64_t *n_new)
 {
     ra_error_reset();
-    ra_positions pos;
-    RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_kv_cache_append"));
-    RA_TRY(check_append(cache, rope, q, k, v, positions, n_new, &pos));
-    const int64_t batch = k->shape[0], seq = k->shape[1];
-    append_job job = {cache, rope, q, k, v, &pos, n_new, (seq + APPEND_BLOCK - 1) / APPEND_BLOCK};
-    ra_parallel_for(batch * seq <= APPEND_BLOCK ? NULL : ctx, batch * job.blocks_per_sequence,
-                    append_task, &job);
-    for (int64_t b = 0; b < batch; b++) cache->length[b] += n_new ? n_new[b] : seq;
+    append_plan plan;
+    RA_TRY(append_prepare(&plan, ctx, cache, rope, q, k, v, positions, n_new));
+    append_run(&plan, ctx);
     return RA_OK;
+}
+
+RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
+                                    const ra_tensor *out, const ra_tensor *q,
+                                    const ra_tensor *k, const ra_tensor *v,
+                                    const ra_positions *positions, const int64_t *n_new,
+                                    const ra_attention_options *options)
+{
+    ra_error_reset();
+    RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_kv_cache_attend"));
+    ra_attention_mask mask;
+    RA_TRY(ra_attention_decode_check_views(&mask, cache, out, q, options));
+    if (k && v && (ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v)))
+        return ra_fail(RA_ERR_ARGUMENT, "out overlaps %s", ra_tensors_overlap(out, k) ? "k" : "v");
+    size_t bytes;
+    ra_scratch scratch;
+    RA_TRY(ra_attention_decode_scratch(cache, q, ra_parallel_threads(ctx), &bytes));
+    RA_TRY(ra_scratch_acquire_outer(ctx, bytes, &scratch)); /* the append takes the first */
+    append_plan plan;
+    ra_status status = append_prepare(&plan, ctx, cache, rope, q, k, v, positions, n_new);
+    if (status == RA_OK) {
+        append_run(&plan, ctx);
+        ra_attention_decode_run(ctx, cache, out, q, n_new, &mask, scratch.data);
+    }
+    ra_scratch_release(&scratch);
+    return status;
 }

@@ -89,13 +89,51 @@ static inline int64_t ra_kv_cache_paged_row(const ra_kv_cache *c, int64_t b, int
     return (page * c->n_kv_heads + g) * c->page_size + p % c->page_size;
 }
 
-/* Checks ra_kv_cache_append's (and ra_kv_pool_append's) arguments other
- * than the cache's room: a batch of `batch` sequences of n_kv_heads heads
- * of head_dim; fills *p with the positions read (rope NULL: none are). */
+/* Checks ra_kv_cache_append's (and ra_kv_pool_append's) tensors: q, k, v
+ * of a batch of `batch` sequences of n_kv_heads heads of head_dim (q
+ * optional; each f32, f16 or bf16), n_new and the rope's head_dim. */
 ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim,
                              const ra_rope *rope, const ra_tensor *q, const ra_tensor *k,
-                             const ra_tensor *v, const ra_positions *positions,
-                             const int64_t *n_new, ra_positions *p);
+                             const ra_tensor *v, const int64_t *n_new);
+
+/* The positions an append rotates its tokens at, read and checked into *p
+ * for a [batch, seq] grid whose row b holds n_new[b] new tokens (NULL:
+ * seq; ra_positions_read_new): the caller's, or with positions NULL each
+ * sequence's next ones, starts[b] + s (starts: the sequences' lengths).
+ * rope NULL: none are read (*p is start 0). */
+ra_status ra_kv_append_positions(ra_positions *p, const ra_positions *positions,
+                                 const ra_rope *rope, const int64_t *starts, int64_t batch,
+                                 int64_t seq, const int64_t *n_new);
+
+/* Tokens per append task (ra_kv_cache_append, ra_kv_pool_append): small
+ * enough to stay in L1. */
+enum { RA_APPEND_BLOCK = 16 };
+
+/* The floats one thread's staging of a block takes (ra_kv_stage_rows):
+ * RA_APPEND_BLOCK rows of heads x head_dim, 0 when k and v are both f32
+ * (their own rows serve). */
+int64_t ra_kv_stage_floats(const ra_tensor *k, const ra_tensor *v);
+
+/* Rows [s0, s0 + len) of sequence b of x [B, S, heads, D] (f32, f16 or
+ * bf16), rotated by rope at pos (NULL: stored as given), as the float32
+ * rows an append stores, [1, len, heads, D]: x's own rows, rotated in
+ * place, when x is f32; else x's values widened into buf [len, heads, D]
+ * and rotated there, in float32, and the rotation rounded once back into
+ * x (as ra_rope_apply on x rounds it).  So the cache receives what an f32
+ * input of the same values gives. */
+ra_tensor ra_kv_stage_rows(const ra_tensor *x, int64_t b, int64_t s0, int64_t len,
+                           const ra_rope *rope, const ra_positions *pos, float *buf);
+
+/* Rows [s0, s0 + len) of sequence b of a [B, S, heads, D] view. */
+static inline ra_tensor ra_kv_rows(const ra_tensor *t, int64_t b, int64_t s0, int64_t len)
+{
+    ra_tensor r = *t;
+    r.data = (char *)t->data +
+             (size_t)(b * t->stride[0] + s0 * t->stride[1]) * ra_dtype_size(t->dtype);
+    r.shape[0] = 1;
+    r.shape[1] = len;
+    return r;
+}
 
 /* RA_ERR_ARGUMENT for a latent cache, which only a latent layer serves. */
 ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what);
@@ -207,6 +245,13 @@ typedef struct ra_softmax_job {
  * dropout, padding_mask and cu_seqlens are refused. */
 ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c,
                                    const ra_tensor *q, const ra_attention_options *options);
+
+/* ra_attention_decode's checks of its views and options, not of the
+ * queries' counts against the lengths (ra_kv_cache_attend's, before its
+ * append); fills *mask. */
+ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_cache *c,
+                                          const ra_tensor *out, const ra_tensor *q,
+                                          const ra_attention_options *options);
 
 /* ra_attention_decode's checks of its arguments (c may be a paged view);
  * fills *mask. */

@@ -238,8 +238,6 @@ RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
 
 /* ---- append ------------------------------------------------------------- */
 
-enum { APPEND_BLOCK = 16 }; /* tokens per task, as ra_kv_cache_append's */
-
 typedef struct pool_append_job {
     ra_kv_pool *pool;
     const int64_t *ids;
@@ -248,28 +246,24 @@ typedef struct pool_append_job {
     const ra_positions *positions;
     const int64_t *n_new;
     int64_t blocks_per_sequence;
+    float *stage;             /* per thread: ra_kv_stage_floats, or NULL */
+    int64_t stage_floats;
 } pool_append_job;
 
-/* The row of token s of sequence i of a [N, S, heads, D] f32 view, head h. */
-static const float *input_row(const ra_tensor *t, int64_t i, int64_t s, int64_t h)
-{
-    return (const float *)t->data + i * t->stride[0] + s * t->stride[1] + h * t->stride[2];
-}
-
-/* Stores rows [s0, s0 + len) of input i of src (f32, [N, S, Hkv, D]) as
- * the tokens at positions at, at + 1, ... of sequence s, in K (which 0)
- * or V, converted to the pool's dtype (8-bit: quantized as a cache's). */
+/* Stores the rows of src (f32, [1, len, Hkv, D]) as the tokens at
+ * positions at, at + 1, ... of sequence s, in K (which 0) or V, converted
+ * to the pool's dtype (8-bit: quantized as a cache's). */
 static void store_rows(ra_kv_pool *pool, const ra_kv_sequence *s, int which,
-                       const ra_tensor *src, int64_t i, int64_t s0, int64_t len, int64_t at)
+                       const ra_tensor *src, int64_t at)
 {
     const size_t esize = ra_dtype_size(pool->dtype);
     const int64_t d = pool->head_dim;
     char *base = which ? pool->v : pool->k;
     float *scales = which ? pool->v_scale : pool->k_scale;
-    for (int64_t t = 0; t < len; t++)
+    for (int64_t t = 0; t < src->shape[1]; t++)
         for (int64_t g = 0; g < pool->n_kv_heads; g++) {
             const int64_t row = ra_kv_pool_row(pool, s, g, at + t);
-            const float *from = input_row(src, i, s0 + t, g);
+            const float *from = ra_row(src, 0, t, g);
             void *to = base + (size_t)(row * d) * esize;
             if (pool->dtype == RA_F32)
                 memcpy(to, from, (size_t)d * sizeof(float));
@@ -286,31 +280,23 @@ static void store_rows(ra_kv_pool *pool, const ra_kv_sequence *s, int which,
 
 static void pool_append_task(void *arg, int64_t task, int thread)
 {
-    (void)thread;
     const pool_append_job *job = arg;
     const int64_t i = task / job->blocks_per_sequence, seq = job->k->shape[1];
-    const int64_t s0 = task % job->blocks_per_sequence * APPEND_BLOCK;
+    const int64_t s0 = task % job->blocks_per_sequence * RA_APPEND_BLOCK;
     const int64_t n = job->n_new ? job->n_new[i] : seq;
     if (s0 >= n) return;
-    const int64_t len = n - s0 < APPEND_BLOCK ? n - s0 : APPEND_BLOCK;
-    if (job->rope) { /* else stored as given */
-        ra_positions pos = ra_positions_of_rows(job->positions, i, s0, seq);
-        ra_tensor k = *job->k;
-        k.data = (char *)k.data + (size_t)(i * k.stride[0] + s0 * k.stride[1]) * sizeof(float);
-        k.shape[0] = 1;
-        k.shape[1] = len;
-        ra_rope_apply(job->rope, NULL, &k, &k, &pos, RA_FORWARD); /* checked by the caller */
-        if (job->q) {
-            ra_tensor q = *job->q;
-            q.data = (char *)q.data + (size_t)(i * q.stride[0] + s0 * q.stride[1]) * sizeof(float);
-            q.shape[0] = 1;
-            q.shape[1] = len;
-            ra_rope_apply(job->rope, NULL, &q, &q, &pos, RA_FORWARD);
-        }
+    const int64_t len = n - s0 < RA_APPEND_BLOCK ? n - s0 : RA_APPEND_BLOCK;
+    ra_positions pos = ra_positions_of_rows(job->positions, i, s0, seq);
+    if (job->rope && job->q) { /* else stored as given */
+        ra_tensor q = ra_kv_rows(job->q, i, s0, len);
+        ra_rope_apply(NULL, job->rope, &q, &q, &pos, RA_FORWARD); /* checked by the caller */
     }
+    float *stage = job->stage ? job->stage + thread * job->stage_floats : NULL;
     const ra_kv_sequence *s = &job->pool->seqs[job->ids[i]];
-    store_rows(job->pool, s, 0, job->k, i, s0, len, s->length + s0);
-    store_rows(job->pool, s, 1, job->v, i, s0, len, s->length + s0);
+    ra_tensor k = ra_kv_stage_rows(job->k, i, s0, len, job->rope, &pos, stage);
+    store_rows(job->pool, s, 0, &k, s->length + s0);
+    ra_tensor v = ra_kv_stage_rows(job->v, i, s0, len, NULL, NULL, stage);
+    store_rows(job->pool, s, 1, &v, s->length + s0);
 }
 
 /* The table entries of s that an append of n >= 1 tokens releases: a
@@ -418,7 +404,7 @@ ra_status ra_kv_pool_check_ids(const ra_kv_pool *pool, const int64_t *ids, int64
     return check_ids(pool, ids, n_ids, 0);
 }
 
-RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_rope *rope,
+RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_rope *rope,
                                    const int64_t *ids, int64_t n_ids, const ra_tensor *q,
                                    const ra_tensor *k, const ra_tensor *v,
                                    const ra_positions *positions, const int64_t *n_new)
@@ -426,9 +412,7 @@ RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_r
     ra_error_reset();
     if (!pool || !ids) return ra_fail(RA_ERR_NULL, "%s is NULL", !pool ? "pool" : "ids");
     RA_TRY(check_ids(pool, ids, n_ids, 1));
-    ra_positions pos;
-    RA_TRY(ra_kv_append_check(n_ids, pool->n_kv_heads, pool->head_dim, rope, q, k, v, positions,
-                              n_new, &pos));
+    RA_TRY(ra_kv_append_check(n_ids, pool->n_kv_heads, pool->head_dim, rope, q, k, v, n_new));
     const int64_t seq = k->shape[1];
     for (int64_t i = 0; i < n_ids; i++) {
         const int64_t n = n_new ? n_new[i] : seq;
@@ -438,7 +422,24 @@ RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_r
                            (long long)pool->seqs[ids[i]].length, (long long)n,
                            (long long)RA_MAX_POSITION);
     }
-    RA_TRY(plan_pages(pool, ids, n_ids, n_new, seq));
+    /* Scratch, from ctx's first workspace and only when needed (the paged
+     * layer holds that one, and appends f32 at positions it gives): each
+     * row's length [n_ids], where positions NULL continue from, then each
+     * thread's staging of 16-bit k and v. */
+    const int64_t stage = ra_kv_stage_floats(k, v), head = ra_round_up(n_ids, 8);
+    ra_scratch scratch = {NULL, 0};
+    if (stage || (rope && !positions))
+        RA_TRY(ra_scratch_acquire(ctx, (size_t)(2 * head + stage * ra_parallel_threads(ctx)) *
+                                           sizeof(float), &scratch));
+    int64_t *lengths = scratch.data;
+    for (int64_t i = 0; lengths && i < n_ids; i++) lengths[i] = pool->seqs[ids[i]].length;
+    ra_positions pos;
+    ra_status status = ra_kv_append_positions(&pos, positions, rope, lengths, n_ids, seq, n_new);
+    if (status == RA_OK) status = plan_pages(pool, ids, n_ids, n_new, seq);
+    if (status != RA_OK) {
+        ra_scratch_release(&scratch);
+        return status;
+    }
     /* commit: the windows' releases, then each sequence's copy and new pages */
     for (int64_t i = 0; i < n_ids; i++) {
         ra_kv_sequence *s = &pool->seqs[ids[i]];
@@ -455,9 +456,11 @@ RA_API ra_status ra_kv_pool_append(ra_kv_pool *pool, ra_context *ctx, const ra_r
         }
     }
     pool_append_job job = {pool, ids, rope, q, k, v, &pos, n_new,
-                           (seq + APPEND_BLOCK - 1) / APPEND_BLOCK};
-    ra_parallel_for(n_ids * seq <= APPEND_BLOCK ? NULL : ctx, n_ids * job.blocks_per_sequence,
+                           (seq + RA_APPEND_BLOCK - 1) / RA_APPEND_BLOCK,
+                           stage ? (float *)scratch.data + 2 * head : NULL, stage};
+    ra_parallel_for(n_ids * seq <= RA_APPEND_BLOCK ? NULL : ctx, n_ids * job.blocks_per_sequence,
                     pool_append_task, &job);
     for (int64_t i = 0; i < n_ids; i++) pool->seqs[ids[i]].length += n_new ? n_new[i] : seq;
+    ra_scratch_release(&scratch);
     return RA_OK;
 }

@@ -110,14 +110,17 @@ static ra_status check_qkv_weights(const ra_layer_weights *w)
 /* The projection matrices' dtype, and their alignment where 16-bit. */
 static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_config *c)
 {
+    if ((unsigned)w->dtype >= RA_DTYPE_COUNT && !ra_dtype_is_cache8(w->dtype))
+        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %d is not a ra_dtype",
+                       (int)w->dtype);
     if (w->dtype != RA_F32 && w->dtype != RA_BF16 && w->dtype != RA_F16)
-        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %d (the projections take RA_F32, "
-                       "RA_BF16 or RA_F16)", (int)w->dtype);
+        return ra_fail(RA_ERR_DTYPE, "ra_layer_weights: dtype %s (the projections take RA_F32, "
+                       "RA_BF16 or RA_F16)", ra_dtype_name(w->dtype));
     if (w->dtype == RA_F32) return RA_OK;
     if (c->kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_weights: dtype %s with latent attention "
                        "(config.kv_lora_rank): its weights must be RA_F32",
-                       w->dtype == RA_BF16 ? "RA_BF16" : "RA_F16");
+                       ra_dtype_name(w->dtype));
     const struct {
         const float *p;
         const char *name;
@@ -449,8 +452,8 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
     ra_layer_project_qkv(layer, mm, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
     ra_layer_temperature(layer, xq->data, &call->pos, call->tokens, call->seq);
     if (!rotate) return;
-    ra_rope_apply(layer->rope, ctx, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
-    ra_rope_apply(layer->rope, ctx, xk, xk, &call->pos, RA_FORWARD);
+    ra_rope_apply(ctx, layer->rope, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
+    ra_rope_apply(ctx, layer->rope, xk, xk, &call->pos, RA_FORWARD);
 }
 
 void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
@@ -580,7 +583,7 @@ static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y
     return status;
 }
 
-RA_API ra_status ra_layer_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
+RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float *y, const float *x,
                                   int64_t batch, int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options)
 {
@@ -665,7 +668,7 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     return RA_OK;
 }
 
-RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
                                          ra_kv_cache *cache, float *y, const float *x,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions)
@@ -736,7 +739,7 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
     /* Nothing is written before the append has accepted everything. */
     ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
-    status = ra_kv_cache_append(cache, ctx, layer->rope, &xq, &xk, &xv, &pos, NULL);
+    status = ra_kv_cache_append(ctx, cache, layer->rope, &xq, &xk, &xv, &pos, NULL);
     if (status == RA_OK && prefill) {
         /* the slots just written; an 8-bit cache's keys and values as
          * projected (xk rotated by the append): the flash kernel reads no
@@ -758,13 +761,13 @@ RA_API ra_status ra_layer_forward_cached(const ra_layer *layer, ra_context *ctx,
 
 /* ra_layer_forward_cached_with an engine: q, k rotated here, and the
  * engine stores its rows and attends (engine_buffers, without lse). */
-RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *layer,
                                               ra_kv_cache *cache, float *y, const float *x,
                                               int64_t batch, int64_t seq,
                                               const ra_positions *positions,
                                               const ra_attention_engine *engine)
 {
-    if (!engine) return ra_layer_forward_cached(layer, ctx, cache, y, x, batch, seq, positions);
+    if (!engine) return ra_layer_forward_cached(ctx, layer, cache, y, x, batch, seq, positions);
     ra_error_reset();
     const ra_attention_engine *agreeing = ra_layer_agreeing(engine);
     int64_t n_q;
@@ -795,8 +798,8 @@ RA_API ra_status ra_layer_forward_cached_with(const ra_layer *layer, ra_context 
     RA_AGREE_TRY(agreeing, engine_buffers_acquire(&eb, layer, ctx, batch, seq, n_q, 0));
     ra_layer_project_qkv(layer, &eb.mm, eb.q.data, eb.k.data, eb.v.data, x, tokens, 1);
     ra_layer_temperature(layer, eb.q.data, &pos, tokens, seq);
-    ra_rope_apply(layer->rope, ctx, &eb.q, &eb.q, positions, RA_FORWARD); /* checked above */
-    ra_rope_apply(layer->rope, ctx, &eb.k, &eb.k, positions, RA_FORWARD);
+    ra_rope_apply(ctx, layer->rope, &eb.q, &eb.q, positions, RA_FORWARD); /* checked above */
+    ra_rope_apply(ctx, layer->rope, &eb.k, &eb.k, positions, RA_FORWARD);
     ra_status status = ra_layer_engine_agree(agreeing, RA_OK);
     if (status == RA_OK) {
         status = e.decode(e.user, ctx, cache, &eb.attn, &eb.q, &eb.k, &eb.v, &masks);

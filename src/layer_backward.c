@@ -153,7 +153,7 @@ static void clip_grad(float *g, const float *x, int64_t n, double limit)
         if (!(x[i] >= -hi && x[i] <= hi)) g[i] = 0.0f;
 }
 
-RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float *dx,
+RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
 {
@@ -232,8 +232,8 @@ RA_API ra_status ra_layer_backward(const ra_layer *layer, ra_context *ctx, float
     if (w->sinks && grads->accumulate)
         for (int64_t h = 0; h < H; h++) grads->dsinks[h] += dsinks[h];
     /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
-    ra_rope_apply(layer->rope, ctx, &tdq, &tdq, &call->pos, RA_INVERSE);
-    ra_rope_apply(layer->rope, ctx, &tdk, &tdk, &call->pos, RA_INVERSE);
+    ra_rope_apply(ctx, layer->rope, &tdq, &tdq, &call->pos, RA_INVERSE);
+    ra_rope_apply(ctx, layer->rope, &tdk, &tdk, &call->pos, RA_INVERSE);
     /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)), and
      * Llama 4's temperature at each token's position */
     const float q_factor = ra_layer_q_factor(c);

@@ -196,8 +196,8 @@ ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float
     /* q_rot, k_rot = RoPE(q_rot, k_rot): k_rot once, before it is shared */
     ra_tensor qr = ra_mla_rope_part(q, batch, seq, d.H, &d);
     ra_tensor krt = ra_tensor_4d(kr, RA_F32, batch, seq, 1, d.Dr);
-    RA_TRY(ra_rope_apply(layer->rope, ctx, &qr, &qr, pos, RA_FORWARD));
-    RA_TRY(ra_rope_apply(layer->rope, ctx, &krt, &krt, pos, RA_FORWARD));
+    RA_TRY(ra_rope_apply(ctx, layer->rope, &qr, &qr, pos, RA_FORWARD));
+    RA_TRY(ra_rope_apply(ctx, layer->rope, &krt, &krt, pos, RA_FORWARD));
     /* k_pass, value_states = split(kv_b_proj(c)); key = cat(k_pass, k_rot) */
     if (!k) return RA_OK; /* absorbed decoding reads c and kr only */
     ra_mla_linear(kvb, lat, w->wkv_b, NULL, T, d.H * kv, d.r);

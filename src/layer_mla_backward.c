@@ -170,7 +170,7 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
         for (int64_t h = 0; h < d.H; h++) grads->dsinks[h] += dsinks[h];
     /* q_rot, k_rot = RoPE(q_rot, k_rot); k_rot expanded over the heads */
     ra_tensor dq_rope = ra_mla_rope_part(dq, B, S, d.H, &d);
-    status = ra_rope_apply(layer->rope, ctx, &dq_rope, &dq_rope, &call->pos, RA_INVERSE);
+    status = ra_rope_apply(ctx, layer->rope, &dq_rope, &dq_rope, &call->pos, RA_INVERSE);
     for (int64_t t = 0; t < T; t++) {
         float *to = dkr + t * d.Dr;
         memset(to, 0, (size_t)d.Dr * sizeof(float));
@@ -179,7 +179,7 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     }
     ra_tensor tdkr = ra_tensor_4d(dkr, RA_F32, B, S, 1, d.Dr);
     if (status == RA_OK)
-        status = ra_rope_apply(layer->rope, ctx, &tdkr, &tdkr, &call->pos, RA_INVERSE);
+        status = ra_rope_apply(ctx, layer->rope, &tdkr, &tdkr, &call->pos, RA_INVERSE);
     if (status != RA_OK) { /* the forward's positions: not reached */
         ra_scratch_release(&scratch);
         return status;

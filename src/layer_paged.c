@@ -62,7 +62,7 @@ static void scatter_rows(float *rows, const float *packed, const int64_t *n_new,
         memcpy(rows + i * seq * width, packed + t * width, (size_t)(n_new[i] * width) * sizeof(float));
 }
 
-RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
+RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
                                         ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
                                         float *y, const float *x, int64_t seq,
                                         const int64_t *n_new, const ra_positions *positions)
@@ -145,7 +145,7 @@ RA_API ra_status ra_layer_forward_paged(const ra_layer *layer, ra_context *ctx,
     }
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
     /* the append checks everything and changes nothing when it refuses */
-    status = ra_kv_pool_append(pool, ctx, layer->rope, ids, n_ids, &xq, &xk, &xv, &pos, n_new);
+    status = ra_kv_pool_append(ctx, pool, layer->rope, ids, n_ids, &xq, &xk, &xv, &pos, n_new);
     if (status == RA_OK) {
         const ra_kv_cache view = ra_kv_pool_view(pool, ids, n_ids, NULL, arrays);
         ra_attention_decode_run(ctx, &view, &attn, &xq, n_new, &mask, scratch.data);

@@ -133,7 +133,7 @@ static ra_status check_tape(const ra_layer_tape *tape, const ra_layer *layer,
     return RA_OK;
 }
 
-RA_API ra_status ra_layer_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
+RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, float *y,
                                         ra_layer_tape *tape, const float *x, int64_t batch,
                                         int64_t seq, const ra_positions *positions,
                                         const ra_attention_options *options)

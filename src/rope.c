@@ -240,8 +240,8 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
             return ra_fail(RA_ERR_SHAPE, "out " RA_DIMS_FMT " and x " RA_DIMS_FMT " differ",
                            RA_DIMS(out->shape), RA_DIMS(x->shape));
     if (out->dtype != x->dtype)
-        return ra_fail(RA_ERR_DTYPE, "out's dtype %d is not x's %d", (int)out->dtype,
-                       (int)x->dtype);
+        return ra_fail(RA_ERR_DTYPE, "out's dtype %s is not x's %s", ra_dtype_name(out->dtype),
+                       ra_dtype_name(x->dtype));
     if (x->shape[3] != rope->config.head_dim)
         return ra_fail(RA_ERR_SHAPE, "x: shape[3] is %lld, not the rope's head_dim %lld",
                        (long long)x->shape[3], (long long)rope->config.head_dim);
@@ -391,7 +391,7 @@ static int64_t tokens_per_task(const ra_tensor *x, int threads)
     return per < min_tokens ? min_tokens : per;
 }
 
-RA_API ra_status ra_rope_apply(const ra_rope *rope, ra_context *ctx, const ra_tensor *out,
+RA_API ra_status ra_rope_apply(ra_context *ctx, const ra_rope *rope, const ra_tensor *out,
                                const ra_tensor *x, const ra_positions *positions,
                                ra_direction direction)
 {
@@ -413,7 +413,7 @@ void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
     ra_kernels_get()->rope_task(&job, 0, 0);
 }
 
-RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *x, int64_t batch,
+RA_API ra_status ra_rope_apply_f32(ra_context *ctx, const ra_rope *rope, float *x, int64_t batch,
                                    int64_t seq, int64_t heads, int64_t start_pos)
 {
     ra_error_reset();
@@ -423,5 +423,5 @@ RA_API ra_status ra_rope_apply_f32(const ra_rope *rope, ra_context *ctx, float *
     RA_TRY(ra_count_named(dims, names, 4, &n)); /* as ra_tensor_check would, naming them */
     ra_tensor t = ra_tensor_4d(x, RA_F32, batch, seq, heads, rope->config.head_dim);
     ra_positions p = ra_positions_start(start_pos);
-    return ra_rope_apply(rope, ctx, &t, &t, &p, RA_FORWARD);
+    return ra_rope_apply(ctx, rope, &t, &t, &p, RA_FORWARD);
 }

@@ -36,7 +36,7 @@ static ra_status append_rows(ra_kv_cache *cache, const float *k, const float *v,
     ra_tensor tk = ra_tensor_4d(kt, RA_F32, B, T, hkv, d), tv = ra_tensor_4d(vt, RA_F32, B, T, hkv, d);
     ra_positions at = ra_positions_start(0);
     at.ids = zeros;
-    if (st == RA_OK) st = ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &at, n_new);
+    if (st == RA_OK) st = ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &at, n_new);
     ra_rope_destroy(rope);
     free(kt); free(vt); free(zeros);
     return st;

@@ -90,7 +90,7 @@ static void test_fast_matches_reference(void)
                         ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
                         /* in place for even c, out of place for odd */
                         ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
-                        CHECK(ra_rope_apply(rope, ctxs[c], &yf, xf, &pos, dir) == RA_OK, "fast");
+                        CHECK(ra_rope_apply(ctxs[c], rope, &yf, xf, &pos, dir) == RA_OK, "fast");
                         CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
                         CHECK(memcmp(fast, ref, es * n) == 0,
                               "shape %zu layout %d dtype %d variant %d ctx %d differs", si, layout,
@@ -176,7 +176,7 @@ static void test_mrope_fast_matches_reference(void)
                         ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
                         ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
                         ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
-                        CHECK(ra_rope_apply(rope, ctxs[c], &yf, xf, &pos, dir) == RA_OK, "fast");
+                        CHECK(ra_rope_apply(ctxs[c], rope, &yf, xf, &pos, dir) == RA_OK, "fast");
                         CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
                         CHECK(memcmp(fast, ref, es * n) == 0,
                               "mrope shape %zu arrangement %d layout %d dtype %d variant %d ctx "
@@ -230,7 +230,7 @@ static void test_alignments(void)
                         ra_tensor yr = ra_tensor_4d(ref + oy * es, (ra_dtype)dt, 1, seq, h, d);
                         ra_tensor xf = ox % 2 ? x : yf, xr = ox % 2 ? x : yr;
                         ra_positions pos = {.struct_size = sizeof pos, .start = 5};
-                        CHECK(ra_rope_apply(rope, NULL, &yf, &xf, &pos, RA_FORWARD) == RA_OK,
+                        CHECK(ra_rope_apply(NULL, rope, &yf, &xf, &pos, RA_FORWARD) == RA_OK,
                               "fast");
                         CHECK(ra_rope_apply_reference(rope, &yr, &xr, &pos, RA_FORWARD) == RA_OK,
                               "ref");
@@ -293,7 +293,7 @@ static void test_rounding_sweep(void)
                     ra_tensor yr = ra_tensor_4d(ref, (ra_dtype)dt, 1, tokens, 1, d);
                     /* in place for even factors, out of place for odd */
                     ra_tensor *xf = f % 2 ? &x : &yf;
-                    CHECK(ra_rope_apply(rope, NULL, &yf, xf, &pos, RA_FORWARD) == RA_OK, "fast");
+                    CHECK(ra_rope_apply(NULL, rope, &yf, xf, &pos, RA_FORWARD) == RA_OK, "fast");
                     CHECK(ra_rope_apply_reference(rope, &yr, &x, &pos, RA_FORWARD) == RA_OK, "ref");
                     int64_t bad = 0;
                     for (int64_t e = 0; e < n; e++) bad += fast[e] != ref[e];

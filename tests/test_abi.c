@@ -95,12 +95,12 @@ static ra_status weights_with(const ra_layer_weights *w)
 
 static ra_status positions_with(const ra_positions *p)
 {
-    return ra_layer_forward(layer, NULL, y, x, 1, S, p, NULL);
+    return ra_layer_forward(NULL, layer, y, x, 1, S, p, NULL);
 }
 
 static ra_status forward_with(const ra_attention_options *o)
 {
-    return ra_layer_forward_train(layer, NULL, y, tape, x, 1, S, NULL, o);
+    return ra_layer_forward_train(NULL, layer, y, tape, x, 1, S, NULL, o);
 }
 
 static ra_status attention_with(const ra_attention_options *o)
@@ -112,7 +112,7 @@ static ra_status attention_with(const ra_attention_options *o)
 
 static ra_status grads_with(const ra_layer_grads *g)
 {
-    return ra_layer_backward(layer, NULL, dx, g, tape, x);
+    return ra_layer_backward(NULL, layer, dx, g, tape, x);
 }
 
 static void setup(void)
@@ -135,7 +135,7 @@ static void setup(void)
     base_weights.wo = wo;
     CHECK(ra_layer_create(&layer, &base_config, &base_weights) == RA_OK, "layer");
     CHECK(ra_layer_tape_create(&tape, layer, S) == RA_OK, "tape");
-    CHECK(ra_layer_forward_train(layer, NULL, y, tape, x, 1, S, NULL, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward_train(NULL, layer, y, tape, x, 1, S, NULL, NULL) == RA_OK, "forward");
 }
 
 static void test_struct_sizes(void)
@@ -166,10 +166,10 @@ static void test_refusal_writes_nothing(void)
     memcpy(before, y, sizeof y);
     ra_positions p = ra_positions_start(0);
     p.struct_size = 8;
-    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, &p, NULL) == RA_ERR_ARGUMENT, "positions");
+    CHECK(ra_layer_forward(NULL, layer, y, x, 1, S, &p, NULL) == RA_ERR_ARGUMENT, "positions");
     ra_attention_options o = ra_attention_options_init();
     o.struct_size = 0;
-    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, &o) == RA_ERR_ARGUMENT, "options");
+    CHECK(ra_layer_forward(NULL, layer, y, x, 1, S, NULL, &o) == RA_ERR_ARGUMENT, "options");
     CHECK(memcmp(y, before, sizeof y) == 0, "a refused call wrote y");
 }
 
@@ -192,8 +192,8 @@ static void test_defaults(void)
     memcpy(b, q, sizeof b);
     ra_tensor ta = ra_tensor_4d(a, RA_F32, 1, S, H, D), tb = ra_tensor_4d(b, RA_F32, 1, S, H, D);
     ra_positions zero = ra_positions_start(0);
-    CHECK(ra_rope_apply(rope, NULL, &ta, &ta, NULL, RA_FORWARD) == RA_OK &&
-              ra_rope_apply(rope, NULL, &tb, &tb, &zero, RA_FORWARD) == RA_OK &&
+    CHECK(ra_rope_apply(NULL, rope, &ta, &ta, NULL, RA_FORWARD) == RA_OK &&
+              ra_rope_apply(NULL, rope, &tb, &tb, &zero, RA_FORWARD) == RA_OK &&
               memcmp(a, b, sizeof a) == 0, "rope: NULL positions are start 0");
     ra_rope_destroy(rope);
 
@@ -203,8 +203,8 @@ static void test_defaults(void)
     ra_layer *l;
     float y1[S * DIM], y2[S * DIM];
     CHECK(ra_layer_create(&l, &c, &base_weights) == RA_OK, "NULL rope");
-    CHECK(ra_layer_forward(l, NULL, y1, x, 1, S, NULL, NULL) == RA_OK &&
-              ra_layer_forward(layer, NULL, y2, x, 1, S, NULL, NULL) == RA_OK &&
+    CHECK(ra_layer_forward(NULL, l, y1, x, 1, S, NULL, NULL) == RA_OK &&
+              ra_layer_forward(NULL, layer, y2, x, 1, S, NULL, NULL) == RA_OK &&
               memcmp(y1, y2, sizeof y1) == 0, "NULL rope is the default rope");
     ra_layer_destroy(l);
 }
@@ -227,7 +227,7 @@ static void test_layer_owns_its_rope(void)
               got->rope->theta == 500000.0 && got->rope->head_dim == D &&
               got->rope->rotary_dim == D && got->n_kv_heads == H,
           "ra_layer_get_config");
-    CHECK(ra_layer_forward(l, NULL, y, x, 1, S, NULL, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward(NULL, l, y, x, 1, S, NULL, NULL) == RA_OK, "forward");
     ra_layer_destroy(l);
 }
 
@@ -258,7 +258,7 @@ static void test_last_error(void)
               strcmp(ra_last_error(), "ra_layer_config: n_heads 6 is not a multiple of "
                                       "n_kv_heads 4") == 0,
           "GQA: '%s'", ra_last_error());
-    CHECK(ra_layer_forward(layer, NULL, y, x, 1, S, NULL, NULL) == RA_OK &&
+    CHECK(ra_layer_forward(NULL, layer, y, x, 1, S, NULL, NULL) == RA_OK &&
               ra_last_error()[0] == '\0', "a success clears it: '%s'", ra_last_error());
 
     ra_kv_cache *cache;
@@ -267,9 +267,9 @@ static void test_last_error(void)
     CHECK(ra_rope_create(&rope, &base_rope) == RA_OK, "rope");
     ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, S, H, D), tv = ra_tensor_4d(v, RA_F32, 1, S, H, D);
     ra_positions p = ra_positions_start(0);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
     int64_t one = 1;
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &p, &one) ==
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &p, &one) ==
                   RA_ERR_CACHE_FULL &&
               strcmp(ra_last_error(), "sequence 0: 4 cached + 1 new tokens exceed the "
                                       "capacity 4") == 0,
@@ -347,27 +347,31 @@ static void test_last_error_names(void)
     memcpy(a, q, sizeof a);
     ra_tensor ta = ra_tensor_4d(a, RA_F32, 1, S, H, D), bad = ta;
     bad.shape[1] = 0;
-    CHECK_DETAIL(ra_rope_apply(rope, NULL, &bad, &bad, NULL, RA_FORWARD), RA_ERR_SIZE,
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &bad, &bad, NULL, RA_FORWARD), RA_ERR_SIZE,
                  "x: shape[1] is 0");
     bad = ta;
     bad.stride[3] = 2;
-    CHECK_DETAIL(ra_rope_apply(rope, NULL, &ta, &bad, NULL, RA_FORWARD), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &ta, &bad, NULL, RA_FORWARD), RA_ERR_ARGUMENT,
                  "x: stride[3] is 2");
     bad = ta;
     bad.stride[1] = 0;
-    CHECK_DETAIL(ra_rope_apply(rope, NULL, &bad, &ta, NULL, RA_FORWARD), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &bad, &ta, NULL, RA_FORWARD), RA_ERR_ARGUMENT,
                  "out: stride[1] 0");
-    CHECK_DETAIL(ra_rope_apply(rope, NULL, &ta, &ta, NULL, (ra_direction)5), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &ta, &ta, NULL, (ra_direction)5), RA_ERR_ARGUMENT,
                  "direction 5");
     bad = ra_tensor_4d(a, RA_F32, 1, S, 4, D / 2);
-    CHECK_DETAIL(ra_rope_apply(rope, NULL, &bad, &bad, NULL, RA_FORWARD), RA_ERR_SHAPE,
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &bad, &bad, NULL, RA_FORWARD), RA_ERR_SHAPE,
                  "the rope's head_dim 8");
-    CHECK_DETAIL(ra_rope_apply_f32(rope, NULL, a, 1, 0, H, 0), RA_ERR_SIZE, "seq 0: must be >= 1");
+    CHECK_DETAIL(ra_rope_apply_f32(NULL, rope, a, 1, 0, H, 0), RA_ERR_SIZE, "seq 0: must be >= 1");
     CHECK_DETAIL(ra_rope_apply_f32(NULL, NULL, a, 1, S, H, 0), RA_ERR_NULL, "rope is NULL");
     float cs[2 * D], sn[2 * D];
     int64_t pos[2] = {1, -3};
     CHECK_DETAIL(ra_rope_table(rope, cs, sn, pos, 2), RA_ERR_POSITION, "positions[1] is -3");
-    CHECK_CLEARS(ra_rope_apply(rope, NULL, &ta, &ta, NULL, RA_FORWARD));
+    bad = ta;
+    bad.dtype = RA_BF16;
+    CHECK_DETAIL(ra_rope_apply(NULL, rope, &bad, &ta, NULL, RA_FORWARD), RA_ERR_DTYPE,
+                 "out's dtype RA_BF16 is not x's RA_F32");
+    CHECK_CLEARS(ra_rope_apply(NULL, rope, &ta, &ta, NULL, RA_FORWARD));
 
     /* the reference code's functions */
     CHECK_DETAIL(ra_precompute_freqs(cs, sn, 7, 2, 10000.0), RA_ERR_HEAD_DIM, "dim 7 is odd");
@@ -405,6 +409,11 @@ static void test_last_error_names(void)
     CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &bad, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
                                        NULL),
                  RA_ERR_SHAPE, "dk [1, 3, 2, 8] and k [1, 4, 2, 8] differ");
+    bad = tdk;
+    bad.dtype = RA_F16;
+    CHECK_DETAIL(ra_attention_backward(NULL, &tdq, &bad, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
+                                       NULL),
+                 RA_ERR_DTYPE, "dk: dtype RA_F16, must be RA_F32");
     CHECK_CLEARS(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, lse,
                                        NULL));
 
@@ -420,13 +429,14 @@ static void test_last_error_names(void)
                  RA_ERR_OVERFLOW, "batch 1099511627776 * capacity 1099511627776");
     CHECK_CLEARS(ra_kv_cache_create(&cache, 1, S, H, D, RA_F32));
     ra_positions p = ra_positions_start(0);
-    CHECK_DETAIL(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, NULL, NULL), RA_ERR_NULL,
-                 "positions is NULL");
     bad = tv;
-    bad.dtype = RA_F16;
-    CHECK_DETAIL(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &bad, &p, NULL), RA_ERR_DTYPE,
-                 "v: dtype 1");
-    CHECK_DETAIL(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tk, &p, NULL),
+    bad.dtype = RA_I8;
+    CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &bad, &p, NULL), RA_ERR_DTYPE,
+                 "v: RA_I8 is a KV-cache storage dtype");
+    bad.dtype = (ra_dtype)9;
+    CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &bad, &p, NULL),
+                 RA_ERR_ARGUMENT, "v: dtype 9 is not a ra_dtype");
+    CHECK_DETAIL(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tk, &p, NULL),
                  RA_ERR_ARGUMENT, "k and v share elements");
     float kc[S * H * D], vc[S * H * D], qc[S * H * D];
     memcpy(kc, k, sizeof kc);
@@ -434,13 +444,22 @@ static void test_last_error_names(void)
     memcpy(qc, q, sizeof qc);
     ra_tensor tkc = ra_tensor_4d(kc, RA_F32, 1, 2, H, D);
     ra_tensor tvc = ra_tensor_4d(vc, RA_F32, 1, 2, H, D);
-    CHECK_CLEARS(ra_kv_cache_append(cache, NULL, rope, NULL, &tkc, &tvc, &p, NULL));
+    CHECK_CLEARS(ra_kv_cache_append(NULL, cache, rope, NULL, &tkc, &tvc, &p, NULL));
     ra_tensor tqc = ra_tensor_4d(qc, RA_F32, 1, S, H, D);
     CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, NULL, NULL), RA_ERR_SIZE,
                  "sequence 0: 4 queries, but 2 tokens cached");
     int64_t n_query = -1;
     CHECK_DETAIL(ra_attention_decode(NULL, cache, &to, &tqc, &n_query, NULL), RA_ERR_ARGUMENT,
                  "n_query[0] is -1");
+    bad = to;
+    bad.dtype = RA_BF16;
+    CHECK_DETAIL(ra_attention_decode(NULL, cache, &bad, &tqc, NULL, NULL), RA_ERR_DTYPE,
+                 "out: dtype RA_BF16, must be RA_F32");
+    float read_v[H * D];
+    ra_tensor tv_read = ra_tensor_4d(read_v, RA_F32, 1, 1, H, D);
+    bad = ra_tensor_4d(kc, RA_F16, 1, 1, H, D);
+    CHECK_DETAIL(ra_kv_cache_read(cache, 0, 0, &bad, &tv_read), RA_ERR_DTYPE,
+                 "k: dtype RA_F16, must be RA_F32");
     ra_tensor tq1 = ra_tensor_4d(qc, RA_F32, 1, 1, H, D), to1 = ra_tensor_4d(out, RA_F32, 1, 1, H, D);
     ra_attention_options dec = ra_attention_options_init();
     dec.dropout = 0.5f;
@@ -471,18 +490,18 @@ static void test_last_error_names(void)
     CHECK_DETAIL(ra_kv_cache_create_window(&ring, 1, INT64_MAX, 2, H, D, RA_F32),
                  RA_ERR_OVERFLOW, "max_new 2 slots");
     CHECK_CLEARS(ra_kv_cache_create_window(&ring, 1, 3, 1, H, D, RA_F32));
-    CHECK_DETAIL(ra_kv_cache_append(ring, NULL, rope, NULL, &tkc, &tvc, &p, NULL),
+    CHECK_DETAIL(ra_kv_cache_append(NULL, ring, rope, NULL, &tkc, &tvc, &p, NULL),
                  RA_ERR_CACHE_FULL, "sequence 0: 2 new tokens exceed the window cache's "
                  "max_new 1");
     ra_tensor tk1 = ra_tensor_4d(kc, RA_F32, 1, 1, H, D), tv1 = ra_tensor_4d(vc, RA_F32, 1, 1, H, D);
-    CHECK_CLEARS(ra_kv_cache_append(ring, NULL, rope, NULL, &tk1, &tv1, &p, NULL));
+    CHECK_CLEARS(ra_kv_cache_append(NULL, ring, rope, NULL, &tk1, &tv1, &p, NULL));
     CHECK_DETAIL(ra_attention_decode(NULL, ring, &to1, &tq1, NULL, NULL), RA_ERR_ARGUMENT,
                  "window 0, chunk 0: this window cache keeps 3 keys per query");
     dec = ra_attention_options_init();
     dec.window = 4;
     CHECK_DETAIL(ra_attention_decode(NULL, ring, &to1, &tq1, NULL, &dec), RA_ERR_ARGUMENT,
                  "window 4, chunk 0");
-    CHECK_CLEARS(ra_kv_cache_append(ring, NULL, rope, NULL, &tk1, &tv1, &p, NULL));
+    CHECK_CLEARS(ra_kv_cache_append(NULL, ring, rope, NULL, &tk1, &tv1, &p, NULL));
     dec.window = 3;
     ra_tensor tq2 = ra_tensor_4d(qc, RA_F32, 1, 2, H, D), to2 = ra_tensor_4d(out, RA_F32, 1, 2, H, D);
     CHECK_DETAIL(ra_attention_decode(NULL, ring, &to2, &tq2, NULL, &dec), RA_ERR_SIZE,
@@ -495,45 +514,49 @@ static void test_last_error_names(void)
     ra_layer_config c = base_config;
     c.norm_eps = 2.0;
     CHECK_DETAIL(ra_layer_create(&l, &c, &base_weights), RA_ERR_ARGUMENT, "norm_eps 2");
-    CHECK_DETAIL(ra_layer_forward(layer, NULL, y, x, 0, S, NULL, NULL), RA_ERR_SIZE,
+    ra_layer_weights w8 = base_weights;
+    w8.dtype = RA_I8;
+    CHECK_DETAIL(ra_layer_create(&l, &base_config, &w8), RA_ERR_DTYPE,
+                 "ra_layer_weights: dtype RA_I8 (the projections take");
+    CHECK_DETAIL(ra_layer_forward(NULL, layer, y, x, 0, S, NULL, NULL), RA_ERR_SIZE,
                  "batch 0: must be >= 1");
-    CHECK_DETAIL(ra_layer_forward(layer, NULL, y, x, 1, -2, NULL, NULL), RA_ERR_SIZE,
+    CHECK_DETAIL(ra_layer_forward(NULL, layer, y, x, 1, -2, NULL, NULL), RA_ERR_SIZE,
                  "seq -2: must be >= 1");
-    CHECK_DETAIL(ra_layer_forward(layer, NULL, NULL, x, 1, S, NULL, NULL), RA_ERR_NULL,
+    CHECK_DETAIL(ra_layer_forward(NULL, layer, NULL, x, 1, S, NULL, NULL), RA_ERR_NULL,
                  "y is NULL");
-    CHECK_CLEARS(ra_layer_forward(layer, ctx, y, x, 1, S, NULL, NULL));
+    CHECK_CLEARS(ra_layer_forward(ctx, layer, y, x, 1, S, NULL, NULL));
     ra_kv_cache *cache2 = NULL;
     CHECK(ra_kv_cache_create(&cache2, 2, S, H, D, RA_F32) == RA_OK, "cache2");
-    CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, cache2, y, x, 1, 1, NULL), RA_ERR_SHAPE,
+    CHECK_DETAIL(ra_layer_forward_cached(NULL, layer, cache2, y, x, 1, 1, NULL), RA_ERR_SHAPE,
                  "the cache holds batch 2");
-    CHECK_DETAIL(ra_layer_forward_cached(layer, NULL, ring, y, x, 1, 1, NULL), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_layer_forward_cached(NULL, layer, ring, y, x, 1, 1, NULL), RA_ERR_ARGUMENT,
                  "the cache is a window cache of 3 tokens, and the layer's queries see every");
     ra_layer_tape *t2 = NULL;
     CHECK_DETAIL(ra_layer_tape_create(&t2, layer, 0), RA_ERR_SIZE, "max_tokens 0: must be >= 1");
     CHECK_DETAIL(ra_layer_tape_create(&t2, NULL, 1), RA_ERR_NULL, "layer is NULL");
     CHECK_CLEARS(ra_layer_tape_create(&t2, layer, 1));
-    CHECK_DETAIL(ra_layer_forward_train(layer, NULL, y, t2, x, 1, S, NULL, NULL), RA_ERR_SIZE,
+    CHECK_DETAIL(ra_layer_forward_train(NULL, layer, y, t2, x, 1, S, NULL, NULL), RA_ERR_SIZE,
                  "exceed the tape's max_tokens 1");
-    CHECK_DETAIL(ra_layer_forward_train(layer, NULL, y, NULL, x, 1, S, NULL, NULL), RA_ERR_NULL,
+    CHECK_DETAIL(ra_layer_forward_train(NULL, layer, y, NULL, x, 1, S, NULL, NULL), RA_ERR_NULL,
                  "tape is NULL");
-    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, NULL, tape, y), RA_ERR_NULL,
+    CHECK_DETAIL(ra_layer_backward(NULL, layer, dx, NULL, tape, y), RA_ERR_NULL,
                  "grads is NULL");
     ra_layer_grads grads = ra_layer_grads_init();
     grads.dwq = dws[0];
     grads.dwk = dws[1];
     grads.dwv = dws[2];
-    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, tape, y), RA_ERR_NULL,
+    CHECK_DETAIL(ra_layer_backward(NULL, layer, dx, &grads, tape, y), RA_ERR_NULL,
                  "dwo is NULL");
     grads.dwo = dws[3];
-    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, t2, y), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_layer_backward(NULL, layer, dx, &grads, t2, y), RA_ERR_ARGUMENT,
                  "tape holds no forward");
-    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, tape, dx), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_layer_backward(NULL, layer, dx, &grads, tape, dx), RA_ERR_ARGUMENT,
                  "dx overlaps dy");
     grads.dwo = dws[0];
-    CHECK_DETAIL(ra_layer_backward(layer, NULL, dx, &grads, tape, y), RA_ERR_ARGUMENT,
+    CHECK_DETAIL(ra_layer_backward(NULL, layer, dx, &grads, tape, y), RA_ERR_ARGUMENT,
                  "dwq overlaps dwo");
     grads.dwo = dws[3];
-    CHECK_CLEARS(ra_layer_backward(layer, NULL, dx, &grads, tape, y));
+    CHECK_CLEARS(ra_layer_backward(NULL, layer, dx, &grads, tape, y));
 
     ra_layer_tape_destroy(t2);
     ra_kv_cache_destroy(cache2);

@@ -257,7 +257,7 @@ static ra_kv_pool *pool_filled(int64_t ids[2])
     ra_tensor tk = ra_tensor_4d(ka, RA_F32, 1, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, 1, S, HKV, D);
     ra_positions p = {.struct_size = sizeof p, .start = 0};
     CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[0]) == RA_OK, "add");
-    CHECK(ra_kv_pool_append(pool, NULL, rope, &ids[0], 1, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_pool_append(NULL, pool, rope, &ids[0], 1, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
     CHECK(ra_kv_pool_fork(pool, ids[0], &ids[1]) == RA_OK, "fork");
     ra_rope_destroy(rope);
     return pool;
@@ -307,7 +307,7 @@ static void pool_append_decode(trial *t, int threads, int decode)
         CHECK(ra_attention_decode_paged(ctx, pool, ids, 2, &to, &tq, NULL, NULL) == RA_OK, "decode");
         memcpy(before, out, sizeof out);
         const int64_t free_before = ra_kv_pool_free_pages(pool);
-        ARMED(t, ra_kv_pool_append(pool, ctx, rope, ids, 2, NULL, &tk, &tv, &p, NULL));
+        ARMED(t, ra_kv_pool_append(ctx, pool, rope, ids, 2, NULL, &tk, &tv, &p, NULL));
         if (INJECTED(t)) {
             CHECK(ra_kv_pool_length(pool, ids[0]) == S && ra_kv_pool_length(pool, ids[1]) == S &&
                       ra_kv_pool_free_pages(pool) == free_before, "a failed append changed the pool");
@@ -333,7 +333,7 @@ static ra_status rotate_and_table(const ra_rope *rope, float *y)
     ra_positions p = {.struct_size = sizeof p, .start = 1};
     float cos_t[2 * D / 2], sin_t[2 * D / 2];
     const int64_t pos[2] = {2, 1000};
-    RA_TEST_TRY(ra_rope_apply(rope, NULL, &ty, &ty, &p, RA_FORWARD));
+    RA_TEST_TRY(ra_rope_apply(NULL, rope, &ty, &ty, &p, RA_FORWARD));
     return ra_rope_table(rope, cos_t, sin_t, pos, 2);
 }
 
@@ -442,7 +442,7 @@ static void cache_fill(cache_state *c, ra_dtype dtype)
     ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
     const int64_t n_new[B] = {S, S - 2};
     ra_positions p = {.struct_size = sizeof p};
-    CHECK(ra_kv_cache_append(c->cache, NULL, rope, &tq, &tk, &tv, &p, n_new) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, c->cache, rope, &tq, &tk, &tv, &p, n_new) == RA_OK, "append");
     ra_rope_destroy(rope);
 }
 
@@ -501,8 +501,39 @@ static void cache_append(trial *t)
     memcpy(ka, k, sizeof ka);
     ra_tensor tk = ra_tensor_4d(ka, RA_F32, B, 1, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, 1, HKV, D);
     ra_positions p = {.struct_size = sizeof p, .start = S};
-    ARMED(t, ra_kv_cache_append(c.cache, NULL, rope, NULL, &tk, &tv, &p, NULL));
+    ARMED(t, ra_kv_cache_append(NULL, c.cache, rope, NULL, &tk, &tv, &p, NULL));
     CHECK(ra_kv_cache_length(c.cache, 0) == S + 1, "length");
+    ra_rope_destroy(rope);
+    cache_free(&c);
+}
+
+/* ra_kv_cache_attend of 16-bit inputs (staging and decode scratch, no
+ * context: both allocated): after a failure the cache, q and out are as
+ * they were. */
+static void cache_attend(trial *t)
+{
+    cache_state c;
+    cache_fill(&c, RA_F16);
+    cache_snapshot(&c);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &(ra_rope_config){.struct_size = sizeof(ra_rope_config),
+                                                  .head_dim = D, .theta = 10000}) == RA_OK, "rope");
+    static uint16_t qh[B * H * D], q0[B * H * D], kh[B * HKV * D], vh[B * HKV * D];
+    ra_convert(qh, RA_BF16, q, RA_F32, B * H * D);
+    ra_convert(kh, RA_BF16, k, RA_F32, B * HKV * D);
+    ra_convert(vh, RA_BF16, v, RA_F32, B * HKV * D);
+    memcpy(q0, qh, sizeof q0);
+    static float out[B * H * D];
+    memset(out, SENTINEL, sizeof out);
+    ra_tensor tq = ra_tensor_4d(qh, RA_BF16, B, 1, H, D), tk = ra_tensor_4d(kh, RA_BF16, B, 1, HKV, D);
+    ra_tensor tv = ra_tensor_4d(vh, RA_BF16, B, 1, HKV, D), to = ra_tensor_4d(out, RA_F32, B, 1, H, D);
+    ARMED(t, ra_kv_cache_attend(NULL, c.cache, rope, &to, &tq, &tk, &tv, NULL, NULL, NULL));
+    if (INJECTED(t))
+        CHECK(is_sentinel(out, sizeof out) && cache_unchanged(&c) &&
+              memcmp(qh, q0, sizeof q0) == 0, "a failed attend changed something");
+    else
+        CHECK(!is_sentinel(out, sizeof out) && ra_kv_cache_length(c.cache, 0) == S + 1,
+              "attend did not append and attend");
     ra_rope_destroy(rope);
     cache_free(&c);
 }
@@ -593,7 +624,7 @@ static void forward(trial *t, ra_attention_path path, int threads, int training)
     memset(y, SENTINEL, sizeof y);
     ra_attention_options opt = {.struct_size = sizeof opt, .path = path,
                               .dropout = training ? 0.125f : 0.0f, .seed = 3};
-    ARMED(t, ra_layer_forward(layer, ctx, y, x, B, S, NULL, &opt));
+    ARMED(t, ra_layer_forward(ctx, layer, y, x, B, S, NULL, &opt));
     if (INJECTED(t)) CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
     else CHECK(!is_sentinel(y, sizeof y), "y not written");
     ra_context_destroy(ctx);
@@ -617,7 +648,7 @@ static void forward_cached_dtype(trial *t, int prefill, int threads, ra_dtype dt
     static float y[B * S * DIM];
     memset(y, SENTINEL, sizeof y);
     int64_t seq = prefill ? S : 1;
-    ARMED(t, ra_layer_forward_cached(layer, ctx, c.cache, y, x, B, seq, NULL));
+    ARMED(t, ra_layer_forward_cached(ctx, layer, c.cache, y, x, B, seq, NULL));
     size_t y_bytes = (size_t)(B * seq * DIM) * sizeof(float);
     if (INJECTED(t)) {
         CHECK(is_sentinel(y, y_bytes), "y written by a failed call");
@@ -655,11 +686,11 @@ static void forward_paged(trial *t, int threads)
     ra_context *ctx = NULL;
     if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
     static float y[B * S * DIM];
-    CHECK(ra_layer_forward_paged(layer, ctx, pool, ids, 2, y, x, S, NULL, NULL) == RA_OK,
+    CHECK(ra_layer_forward_paged(ctx, layer, pool, ids, 2, y, x, S, NULL, NULL) == RA_OK,
           "prefill");
     const int64_t free_before = ra_kv_pool_free_pages(pool);
     memset(y, SENTINEL, sizeof y);
-    ARMED(t, ra_layer_forward_paged(layer, ctx, pool, ids, 2, y, x, 1, NULL, NULL));
+    ARMED(t, ra_layer_forward_paged(ctx, layer, pool, ids, 2, y, x, 1, NULL, NULL));
     const int64_t grown = INJECTED(t) ? 0 : 1;
     CHECK(ra_kv_pool_length(pool, ids[0]) == S + grown && ra_kv_pool_length(pool, ids[1]) == S + grown &&
               ra_kv_pool_free_pages(pool) == free_before - 2 * grown, "lengths or pages");
@@ -685,12 +716,12 @@ static void train(trial *t, int threads)
     ra_layer_grads g = ra_layer_grads_init();
     g.dwq = g_wq, g.dwk = g_wk, g.dwv = g_wv, g.dwo = g_wo;
     memset(y, SENTINEL, sizeof y);
-    ARMED(t, ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, NULL));
+    ARMED(t, ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, NULL));
     if (INJECTED(t)) {
         CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
     } else {
         memset(dx, SENTINEL, sizeof dx);
-        ARMED(t, ra_layer_backward(layer, ctx, dx, &g, tape, x));
+        ARMED(t, ra_layer_backward(ctx, layer, dx, &g, tape, x));
         if (INJECTED(t)) CHECK(is_sentinel(dx, sizeof dx), "dx written by a failed call");
     }
     ra_context_destroy(ctx);
@@ -796,12 +827,12 @@ static void mla_train(trial *t, int threads)
     g.dwq_a = g_wq_a, g.dq_a_norm = g_q_norm, g.dwq_b = g_wq_b, g.dwkv_a = g_wkv_a;
     g.dkv_a_norm = g_kv_norm, g.dwkv_b = g_wkv_b, g.dwo = g_wo;
     memset(y, SENTINEL, sizeof y);
-    ARMED(t, ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, NULL));
+    ARMED(t, ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, NULL));
     if (INJECTED(t)) {
         CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
     } else {
         memset(dx, SENTINEL, sizeof dx);
-        ARMED(t, ra_layer_backward(layer, ctx, dx, &g, tape, x));
+        ARMED(t, ra_layer_backward(ctx, layer, dx, &g, tape, x));
         if (INJECTED(t)) CHECK(is_sentinel(dx, sizeof dx), "dx written by a failed call");
     }
     ra_context_destroy(ctx);
@@ -821,7 +852,7 @@ static void mla_cached(trial *t, int prefill, int threads)
     CHECK(mla_layer(&layer) == RA_OK &&
           ra_kv_cache_create_latent(&cache, B, CAP, MLA_R, MLA_DR, RA_F32) == RA_OK,
           "layer and cache");
-    if (!prefill) CHECK(ra_layer_forward_cached(layer, NULL, cache, y, x, B, S, NULL) == RA_OK, "fill");
+    if (!prefill) CHECK(ra_layer_forward_cached(NULL, layer, cache, y, x, B, S, NULL) == RA_OK, "fill");
     ra_tensor kv, vv;
     CHECK(ra_kv_cache_views(cache, &kv, &vv) == RA_OK, "views");
     static float before[B * CAP * (MLA_R + MLA_DR)];
@@ -830,7 +861,7 @@ static void mla_cached(trial *t, int prefill, int threads)
     if (threads) CHECK(ra_context_create(&ctx, threads) == RA_OK, "ctx");
     const int64_t seq = prefill ? S : 2, length = ra_kv_cache_length(cache, 1);
     memset(y, SENTINEL, sizeof y);
-    ARMED(t, ra_layer_forward_cached(layer, ctx, cache, y, x, B, seq, NULL));
+    ARMED(t, ra_layer_forward_cached(ctx, layer, cache, y, x, B, seq, NULL));
     size_t y_bytes = (size_t)(B * seq * DIM) * sizeof(float);
     if (INJECTED(t)) {
         CHECK(is_sentinel(y, y_bytes), "y written by a failed call");
@@ -1135,6 +1166,7 @@ static void test_rope_and_attention(void)
 static void test_cache(void)
 {
     sweep("ra_kv_cache_append", cache_append, 0);
+    sweep("ra_kv_cache_attend(bf16)", cache_attend, 0);
     sweep("ra_attention_decode", decode_plain, 0);
     sweep("ra_attention_decode(context)", decode_ctx, 0);
     sweep("ra_attention_decode(window, softcap, sinks)", decode_masked, 0);

@@ -358,11 +358,11 @@ static void test_layer(void)
         ra_positions pos = {.struct_size = sizeof pos, .start = start};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             ra_attention_options opt = {.struct_size = sizeof opt, .path = (ra_attention_path)path};
-            CHECK(ra_layer_forward(layer, ctx, y, x, c->b, c->s, &pos, &opt) == RA_OK, "forward");
+            CHECK(ra_layer_forward(ctx, layer, y, x, c->b, c->s, &pos, &opt) == RA_OK, "forward");
             double e = rel_err_double(y, ref, n * c->dim);
             CHECK(e <= 1e-4, "case %zu path %d: %.3g", t, path, e);
         }
-        CHECK(ra_layer_forward(layer, NULL, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "no ctx");
+        CHECK(ra_layer_forward(NULL, layer, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "no ctx");
         CHECK(memcmp(y, y2, 4 * n * c->dim) == 0, "case %zu: threads changed bits", t);
 
         /* HF: half layout on wq, wk permuted per head. */
@@ -376,7 +376,7 @@ static void test_layer(void)
                                 .wo = wo};
         ra_layer *layer_h;
         CHECK(ra_layer_create(&layer_h, &cfg_h, &w_h) == RA_OK, "create half");
-        CHECK(ra_layer_forward(layer_h, ctx, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "half");
+        CHECK(ra_layer_forward(ctx, layer_h, y2, x, c->b, c->s, &pos, NULL) == RA_OK, "half");
         double e = ra_test_max_rel_diff(y2, y, n * c->dim);
         /* 1e-5: the same dot products, but OpenBLAS may block permuted rows differently */
         CHECK(e <= 1e-5, "case %zu: half layout with permuted weights differs by %.3g", t, e);
@@ -418,11 +418,11 @@ static void test_layer_training(void)
                                     .path = RA_PATH_AUTO, .seed = 9};
     ra_attention_options train = {.struct_size = sizeof train, .path = RA_PATH_AUTO, .dropout = 0.5f,
                                 .seed = 9};
-    CHECK(ra_layer_forward(layer, NULL, y0, x, b, s, NULL, &inference) == RA_OK, "inference");
-    CHECK(ra_layer_forward(layer, NULL, y1, x, b, s, NULL, &train0) == RA_OK, "train p=0");
+    CHECK(ra_layer_forward(NULL, layer, y0, x, b, s, NULL, &inference) == RA_OK, "inference");
+    CHECK(ra_layer_forward(NULL, layer, y1, x, b, s, NULL, &train0) == RA_OK, "train p=0");
     CHECK(memcmp(y0, y1, 4 * s * dim) == 0, "training with p = 0 differs from inference");
-    CHECK(ra_layer_forward(layer, NULL, y1, x, b, s, NULL, &train) == RA_OK, "train");
-    CHECK(ra_layer_forward(layer, NULL, y2, x, b, s, NULL, &train) == RA_OK, "train again");
+    CHECK(ra_layer_forward(NULL, layer, y1, x, b, s, NULL, &train) == RA_OK, "train");
+    CHECK(ra_layer_forward(NULL, layer, y2, x, b, s, NULL, &train) == RA_OK, "train again");
     CHECK(memcmp(y1, y2, 4 * s * dim) == 0, "same seed, different output");
     int zeros = 0;
     for (int64_t i = 0; i < s * dim; i++) zeros += y1[i] == 0.0f;
@@ -462,21 +462,21 @@ static void test_layer_no_rope(void)
     ra_positions start0 = {.struct_size = sizeof start0,
                            .start = 0}, far = {.struct_size = sizeof far,
                            .start = 123456}, by_ids = {.struct_size = sizeof by_ids, .ids = ids};
-    CHECK(ra_layer_forward(layer, NULL, y0, x, 1, s, &start0, NULL) == RA_OK, "start 0");
-    CHECK(ra_layer_forward(layer, NULL, y1, x, 1, s, &far, NULL) == RA_OK, "far start");
-    CHECK(ra_layer_forward(layer, NULL, y2, x, 1, s, &by_ids, NULL) == RA_OK, "ids");
+    CHECK(ra_layer_forward(NULL, layer, y0, x, 1, s, &start0, NULL) == RA_OK, "start 0");
+    CHECK(ra_layer_forward(NULL, layer, y1, x, 1, s, &far, NULL) == RA_OK, "far start");
+    CHECK(ra_layer_forward(NULL, layer, y2, x, 1, s, &by_ids, NULL) == RA_OK, "ids");
     CHECK(memcmp(y0, y1, 4 * s * dim) == 0 && memcmp(y0, y2, 4 * s * dim) == 0,
           "positions changed a layer without RoPE");
     ra_kv_cache *cache;
     CHECK(ra_kv_cache_create(&cache, 1, s, hkv, dim / h, RA_F32) == RA_OK, "cache");
-    CHECK(ra_layer_forward_cached(layer, NULL, cache, y1, x, 1, s - 1, &far) == RA_OK, "prefill");
-    CHECK(ra_layer_forward_cached(layer, NULL, cache, y1 + (s - 1) * dim, x + (s - 1) * dim, 1, 1,
+    CHECK(ra_layer_forward_cached(NULL, layer, cache, y1, x, 1, s - 1, &far) == RA_OK, "prefill");
+    CHECK(ra_layer_forward_cached(NULL, layer, cache, y1 + (s - 1) * dim, x + (s - 1) * dim, 1, 1,
                                   NULL) == RA_OK, "decode");
     double e = ra_test_max_rel_diff(y1, y0, s * dim);
     CHECK(e <= 1e-5, "cached path without RoPE differs by %.3g", e);
     cfg.no_rope = 0;
     CHECK(ra_layer_create(&roped, &cfg, &w) == RA_OK, "create with rope");
-    CHECK(ra_layer_forward(roped, NULL, y2, x, 1, s, &start0, NULL) == RA_OK, "roped");
+    CHECK(ra_layer_forward(NULL, roped, y2, x, 1, s, &start0, NULL) == RA_OK, "roped");
     CHECK(ra_test_max_rel_diff(y2, y0, s * dim) > 1e-2, "no_rope changed nothing");
     ra_kv_cache_destroy(cache);
     ra_layer_destroy(roped);
@@ -582,18 +582,18 @@ static void test_errors(void)
     ra_attention_options bad_p = {.struct_size = sizeof bad_p, .path = RA_PATH_AUTO,
                                 .dropout = 1.0f}, bad_path = {.struct_size = sizeof bad_path,
                                 .path = (ra_attention_path)7};
-    CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &neg, NULL) == RA_ERR_POSITION, "position");
+    CHECK(ra_layer_forward(NULL, layer, out, buf, 1, 2, &neg, NULL) == RA_ERR_POSITION, "position");
     const int64_t cu[] = {0, 1, 2};
     ra_positions packed = {.struct_size = sizeof packed, .cu_seqlens = cu, .n_seqs = 2};
-    CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, &packed, NULL) == RA_ERR_UNSUPPORTED,
+    CHECK(ra_layer_forward(NULL, layer, out, buf, 1, 2, &packed, NULL) == RA_ERR_UNSUPPORTED,
           "packed batches need varlen attention");
-    CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, NULL, &bad_p) == RA_ERR_ARGUMENT, "p = 1");
-    CHECK(ra_layer_forward(layer, NULL, out, buf, 1, 2, NULL, &bad_path) == RA_ERR_ARGUMENT, "path");
-    CHECK(ra_layer_forward(layer, NULL, out, buf, 0, 2, NULL, NULL) == RA_ERR_SIZE, "batch 0");
-    CHECK(ra_layer_forward(layer, NULL, out, buf, (int64_t)1 << 40, (int64_t)1 << 40, NULL, NULL) ==
+    CHECK(ra_layer_forward(NULL, layer, out, buf, 1, 2, NULL, &bad_p) == RA_ERR_ARGUMENT, "p = 1");
+    CHECK(ra_layer_forward(NULL, layer, out, buf, 1, 2, NULL, &bad_path) == RA_ERR_ARGUMENT, "path");
+    CHECK(ra_layer_forward(NULL, layer, out, buf, 0, 2, NULL, NULL) == RA_ERR_SIZE, "batch 0");
+    CHECK(ra_layer_forward(NULL, layer, out, buf, (int64_t)1 << 40, (int64_t)1 << 40, NULL, NULL) ==
               RA_ERR_OVERFLOW, "overflow");
-    CHECK(ra_layer_forward(layer, NULL, NULL, buf, 1, 2, NULL, NULL) == RA_ERR_NULL, "NULL y");
-    CHECK(ra_layer_forward(layer, NULL, buf + 4, buf, 1, 2, NULL, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_layer_forward(NULL, layer, NULL, buf, 1, 2, NULL, NULL) == RA_ERR_NULL, "NULL y");
+    CHECK(ra_layer_forward(NULL, layer, buf + 4, buf, 1, 2, NULL, NULL) == RA_ERR_ARGUMENT,
           "y overlapping x");
     float sentinel;
     memset(&sentinel, 0x7f, sizeof sentinel);

@@ -173,7 +173,7 @@ static void test_decode_lse(void)
     ra_tensor tk = ra_tensor_4d(k, RA_F32, B, L, Hkv, D), tv = ra_tensor_4d(v, RA_F32, B, L, Hkv, D);
     int64_t n_new[2] = {L, L - 300};
     ra_positions at0 = {.struct_size = sizeof at0};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &at0, n_new) == RA_OK, "append: %s",
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &at0, n_new) == RA_OK, "append: %s",
           ra_last_error());
     /* the keys as stored (rotated), for the reference */
     for (int64_t b = 0; b < B; b++) {

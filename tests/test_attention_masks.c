@@ -430,22 +430,22 @@ static void test_layer(void)
     call.padding_mask = pad;
     for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
         call.path = (ra_attention_path)path;
-        CHECK(ra_layer_forward(layer, NULL, y, x, B, S, NULL, &call) == RA_OK, "%s",
+        CHECK(ra_layer_forward(NULL, layer, y, x, B, S, NULL, &call) == RA_OK, "%s",
               ra_last_error());
         double e = ra_test_max_rel_diff(y, want, N);
         CHECK(e <= 1e-6, "path %d: the layer vs its attention %.3g", path, e);
     }
     /* the backward's dsinks */
     call.path = RA_PATH_FLASH;
-    CHECK(ra_layer_forward_train(layer, NULL, y, tape, x, B, S, NULL, &call) == RA_OK, "%s",
+    CHECK(ra_layer_forward_train(NULL, layer, y, tape, x, B, S, NULL, &call) == RA_OK, "%s",
           ra_last_error());
     ra_layer_grads g = ra_layer_grads_init();
     g.dwq = dw[0], g.dwk = dw[1], g.dwv = dw[2], g.dwo = dw[3];
-    CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_ERR_NULL &&
+    CHECK(ra_layer_backward(NULL, layer, dx, &g, tape, dy) == RA_ERR_NULL &&
               strstr(ra_last_error(), "dsinks"),
           "no dsinks: %s", ra_last_error());
     g.dsinks = dsinks;
-    CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
+    CHECK(ra_layer_backward(NULL, layer, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D), tdk = ra_tensor_4d(dk, RA_F32, B, S, H, D);
     ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, S, H, D), tdy = ra_tensor_4d(dy, RA_F32, B, S, H, D);
     o.path = RA_PATH_FLASH;
@@ -457,16 +457,16 @@ static void test_layer(void)
     /* the tape keeps its own copy of the padding: the caller's may change */
     static float dx_again[N];
     memset(pad, 1, sizeof pad);
-    CHECK(ra_layer_backward(layer, NULL, dx_again, &g, tape, dy) == RA_OK, "%s",
+    CHECK(ra_layer_backward(NULL, layer, dx_again, &g, tape, dy) == RA_OK, "%s",
           ra_last_error());
     CHECK(memcmp(dx, dx_again, sizeof dx) == 0, "the backward read the caller's padding again");
     g.accumulate = 1;
-    CHECK(ra_layer_backward(layer, NULL, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
+    CHECK(ra_layer_backward(NULL, layer, dx, &g, tape, dy) == RA_OK, "%s", ra_last_error());
     for (int h = 0; h < H; h++)
         CHECK(dsinks[h] == dsinks_want[h] + dsinks_want[h], "accumulated dsinks[%d]", h);
     /* masks the layer owns are refused in the call's options */
     call.window = 3;
-    CHECK(ra_layer_forward(layer, NULL, y, x, B, S, NULL, &call) == RA_ERR_ARGUMENT &&
+    CHECK(ra_layer_forward(NULL, layer, y, x, B, S, NULL, &call) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "from its config"),
           "a window in the options: %s", ra_last_error());
     ra_layer_tape_destroy(tape);
@@ -528,7 +528,7 @@ static void test_layer_cached(void)
     lw.wq = wq, lw.wk = wk, lw.wv = wv, lw.wo = wo, lw.sinks = sinks;
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer: %s", ra_last_error());
-    CHECK(ra_layer_forward(layer, NULL, want, x, B, S, NULL, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward(NULL, layer, want, x, B, S, NULL, NULL) == RA_OK, "forward");
     static const int64_t steps[] = {5, 1, 3, 2};
     for (int ring = 0; ring < 2; ring++) {
         ra_kv_cache *cache = NULL;
@@ -540,7 +540,7 @@ static void test_layer_cached(void)
             n = n < S - first ? n : S - first;
             for (int64_t b = 0; b < B; b++)
                 memcpy(xs + b * n * DIM, x + (b * S + first) * DIM, sizeof(float) * n * DIM);
-            CHECK(ra_layer_forward_cached(layer, NULL, cache, part, xs, B, n, NULL) == RA_OK,
+            CHECK(ra_layer_forward_cached(NULL, layer, cache, part, xs, B, n, NULL) == RA_OK,
                   "ring %d, tokens %lld: %s", ring, (long long)first, ra_last_error());
             for (int64_t b = 0; b < B; b++)
                 memcpy(y + (b * S + first) * DIM, part + b * n * DIM, sizeof(float) * n * DIM);
@@ -551,7 +551,7 @@ static void test_layer_cached(void)
     }
     ra_kv_cache *narrow = NULL;
     CHECK(ra_kv_cache_create_window(&narrow, B, W - 1, 4, HKV, D, RA_F32) == RA_OK, "narrow");
-    CHECK(ra_layer_forward_cached(layer, NULL, narrow, part, xs, B, 1, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_layer_forward_cached(NULL, layer, narrow, part, xs, B, 1, NULL) == RA_ERR_ARGUMENT,
           "a window cache narrower than the window: %s", ra_last_error());
     ra_kv_cache_destroy(narrow);
     ra_layer_destroy(layer);

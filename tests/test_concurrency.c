@@ -54,7 +54,7 @@ static int run_all(results *r, ra_context *ctx)
     int failed = 0;
     /* RoPE with the shared rope, positions 20 .. 59 past its 32-row table */
     memcpy(r->rope, q, sizeof q);
-    failed += ra_rope_apply_f32(rope, ctx, r->rope, B, S, H, 20) != RA_OK;
+    failed += ra_rope_apply_f32(ctx, rope, r->rope, B, S, H, 20) != RA_OK;
     failed += ra_rope_table(rope, r->cos, r->sin, table_pos, S) != RA_OK;
 
     /* attention on both paths */
@@ -74,14 +74,14 @@ static int run_all(results *r, ra_context *ctx)
               RA_OK;
 
     /* the shared layer, and its cached form on a cache of this thread's */
-    failed += ra_layer_forward(layer, ctx, r->layer, x, B, S, NULL, NULL) != RA_OK;
+    failed += ra_layer_forward(ctx, layer, r->layer, x, B, S, NULL, NULL) != RA_OK;
     ra_kv_cache *cache;
     if (ra_kv_cache_create(&cache, B, CAP, HKV, D, RA_BF16) != RA_OK) return failed + 1;
     float y[B * DIM], step[B * DIM];
-    failed += ra_layer_forward_cached(layer, ctx, cache, r->cached, x, B, S, NULL) != RA_OK;
+    failed += ra_layer_forward_cached(ctx, layer, cache, r->cached, x, B, S, NULL) != RA_OK;
     for (int s = 0; s < 2; s++) {
         for (int b = 0; b < B; b++) memcpy(step + b * DIM, x + (b * S + s) * DIM, sizeof(float) * DIM);
-        failed += ra_layer_forward_cached(layer, ctx, cache, y, step, B, 1, NULL) != RA_OK;
+        failed += ra_layer_forward_cached(ctx, layer, cache, y, step, B, 1, NULL) != RA_OK;
         memcpy(r->cached + (B * S + s * B) * DIM, y, sizeof y);
     }
     ra_kv_cache_destroy(cache);
@@ -156,13 +156,13 @@ static void setup(void)
     ra_tensor tk = ra_tensor_4d(kc, RA_F32, B, S, HKV, D), tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
     ra_positions p = {.struct_size = sizeof p, .start = 0};
     CHECK(ra_kv_cache_create(&shared_cache, B, CAP, HKV, D, RA_F16) == RA_OK, "cache");
-    CHECK(ra_kv_cache_append(shared_cache, NULL, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_cache_append(NULL, shared_cache, rope, NULL, &tk, &tv, &p, NULL) == RA_OK, "fill");
     /* the shared pool (pages of 8): the same tokens, from the same inputs */
     memcpy(kc, k, sizeof kc);
     CHECK(ra_kv_pool_create(&shared_pool, B * S / 8, 8, B, HKV, D, RA_F16) == RA_OK, "pool");
     for (int b = 0; b < B; b++)
         CHECK(ra_kv_pool_add_sequence(shared_pool, 0, &pool_ids[b]) == RA_OK, "add");
-    CHECK(ra_kv_pool_append(shared_pool, NULL, rope, pool_ids, B, NULL, &tk, &tv, &p, NULL) ==
+    CHECK(ra_kv_pool_append(NULL, shared_pool, rope, pool_ids, B, NULL, &tk, &tv, &p, NULL) ==
               RA_OK, "fill the pool");
 }
 

@@ -443,7 +443,7 @@ static double check_rope_apply(const rope_case *rc, const ra_rope *rope,
     snprintf(how[2], sizeof how[2], "ra_rope_apply inverse (%lld-row table)", rows);
     double worst = 0;
     if (y && back && ids) {
-        ra_status st = ra_rope_apply_f32(rope, NULL, y, rc->b, rc->s, rc->heads, rc->start);
+        ra_status st = ra_rope_apply_f32(NULL, rope, y, rc->b, rc->s, rc->heads, rc->start);
         CHECK(st == RA_OK, "%s: %s: %s", rc->fx->name, how[0], ra_status_string(st));
         worst = report_rope(rc, how[0], y, rc->ref->f64);
 
@@ -453,10 +453,10 @@ static double check_rope_apply(const rope_case *rc, const ra_rope *rope,
         ra_tensor ty = ra_tensor_4d(y, RA_F32, rc->b, rc->s, rc->heads, rc->d);
         ra_tensor tb = ra_tensor_4d(back, RA_F32, rc->b, rc->s, rc->heads, rc->d);
         memset(y, 0, (size_t)n * sizeof *y);
-        st = ra_rope_apply(rope, ctx, &ty, &tx, &pos, RA_FORWARD);
+        st = ra_rope_apply(ctx, rope, &ty, &tx, &pos, RA_FORWARD);
         CHECK(st == RA_OK, "%s: %s: %s", rc->fx->name, how[1], ra_status_string(st));
         worst = fmax(worst, report_rope(rc, how[1], y, rc->ref->f64));
-        st = ra_rope_apply(rope, ctx, &tb, &ty, &pos, RA_INVERSE);
+        st = ra_rope_apply(ctx, rope, &tb, &ty, &pos, RA_INVERSE);
         CHECK(st == RA_OK, "%s: %s: %s", rc->fx->name, how[2], ra_status_string(st));
         worst = fmax(worst, report_rope(rc, how[2], back, x64->f64));
     }
@@ -613,7 +613,7 @@ static double check_layer(const layer_case *lc, const ra_layer_weights *w,
         ra_attention_options opt = {.struct_size = sizeof opt, .path = paths[path]};
         ra_positions pos = {.struct_size = sizeof pos, .start = lc->start};
         memset(y, 0, (size_t)lc->y->count * sizeof *y);
-        st = ra_layer_forward(layer, ctx[c], y, lc->x, lc->b, lc->s, &pos, &opt);
+        st = ra_layer_forward(ctx[c], layer, y, lc->x, lc->b, lc->s, &pos, &opt);
         CHECK(st == RA_OK, "%s: ra_layer_forward (%s, %s, %s): %s", lc->fx->name, variant,
               path_names[path], context_names[c], ra_status_string(st));
         double err = ra_test_rel_err(y, lc->y->f64, (size_t)lc->y->count);
@@ -1150,7 +1150,7 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
     /* Position ids, out of place, with and without the context. */
     for (int k = 0; k < 2; k++) {
         memset(out, 0, (size_t)n * sizeof *out);
-        ra_status st = ra_rope_apply(rope, k ? ctx : NULL, &to, &tx, &ids, RA_FORWARD);
+        ra_status st = ra_rope_apply(k ? ctx : NULL, rope, &to, &tx, &ids, RA_FORWARD);
         snprintf(how, sizeof how, "ra_rope_apply, ids, %s context (%lld-row table)",
                  k ? "2-thread" : "no", rows);
         CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
@@ -1158,13 +1158,13 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
     }
     /* In place. */
     memcpy(back, x, (size_t)n * sizeof *back);
-    ra_status st = ra_rope_apply(rope, ctx, &tb, &tb, &ids, RA_FORWARD);
+    ra_status st = ra_rope_apply(ctx, rope, &tb, &tb, &ids, RA_FORWARD);
     snprintf(how, sizeof how, "ra_rope_apply in place, ids (%lld-row table)", rows);
     CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
     worst = fmax(worst, report_rotary(fx, how, back, y->f64, n));
     /* RA_INVERSE on the forward result: the backward pass of the forward
      * rotation, af * R^T, so af^2 x on the rotary features. */
-    st = ra_rope_apply(rope, ctx, &tb, &to, &ids, RA_INVERSE);
+    st = ra_rope_apply(ctx, rope, &tb, &to, &ids, RA_INVERSE);
     snprintf(how, sizeof how, "ra_rope_apply inverse, ids (%lld-row table)", rows);
     CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
     worst = fmax(worst, report_rotary(fx, how, back, back_ref, n));
@@ -1173,7 +1173,7 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
         /* A start per sequence. */
         ra_positions per_row = {.struct_size = sizeof per_row, .starts = starts};
         memset(out, 0, (size_t)n * sizeof *out);
-        st = ra_rope_apply(rope, ctx, &to, &tx, &per_row, RA_FORWARD);
+        st = ra_rope_apply(ctx, rope, &to, &tx, &per_row, RA_FORWARD);
         snprintf(how, sizeof how, "ra_rope_apply, starts (%lld-row table)", rows);
         CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
         worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
@@ -1184,7 +1184,7 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
         ra_tensor px = ra_tensor_4d((void *)x, RA_F32, 1, b * s, h, d);
         ra_tensor po = ra_tensor_4d(out, RA_F32, 1, b * s, h, d);
         memset(out, 0, (size_t)n * sizeof *out);
-        st = ra_rope_apply(rope, ctx, &po, &px, &packed, RA_FORWARD);
+        st = ra_rope_apply(ctx, rope, &po, &px, &packed, RA_FORWARD);
         snprintf(how, sizeof how, "ra_rope_apply, packed cu_seqlens (%lld-row table)", rows);
         CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
         worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
@@ -1193,7 +1193,7 @@ static double check_rotary_rope(const fixture *fx, const ra_rope *rope, ra_conte
         for (int64_t i = 1; i < b; i++) same &= starts[i] == starts[0];
         if (same) {
             memcpy(out, x, (size_t)n * sizeof *out);
-            st = ra_rope_apply_f32(rope, NULL, out, b, s, h, starts[0]);
+            st = ra_rope_apply_f32(NULL, rope, out, b, s, h, starts[0]);
             snprintf(how, sizeof how, "ra_rope_apply_f32 (%lld-row table)", rows);
             CHECK(st == RA_OK, "%s: %s: %s", fx->name, how, ra_status_string(st));
             worst = fmax(worst, report_rotary(fx, how, out, y->f64, n));
@@ -1277,10 +1277,10 @@ static double check_grad_path(const fixture *fx, const ra_layer *layer, ra_conte
     ra_status st = ok ? ra_layer_tape_create(&tape, layer, b * s) : RA_ERR_NOMEM;
     ra_attention_options train = {.struct_size = sizeof train, .path = path};
     ra_positions pos = {.struct_size = sizeof pos, .start = start};
-    if (st == RA_OK) st = ra_layer_forward_train(layer, ctx, out[0], tape, x, b, s, &pos, &train);
+    if (st == RA_OK) st = ra_layer_forward_train(ctx, layer, out[0], tape, x, b, s, &pos, &train);
     ra_layer_grads grads = {.struct_size = sizeof grads, .dwq = out[2], .dwk = out[3],
                             .dwv = out[4], .dwo = out[5]};
-    if (st == RA_OK) st = ra_layer_backward(layer, ctx, out[1], &grads, tape, dy);
+    if (st == RA_OK) st = ra_layer_backward(ctx, layer, out[1], &grads, tape, dy);
     CHECK(st == RA_OK, "%s: path %d: %s", fx->name, path, ra_status_string(st));
     double worst = 0;
     for (int i = 0; st == RA_OK && i < 6; i++) {

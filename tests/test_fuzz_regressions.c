@@ -90,7 +90,7 @@ static void test_decode_short_rows(void)
     ra_tensor tk = ra_tensor_4d(k, RA_F32, B, S, 1, D), tv = ra_tensor_4d(v, RA_F32, B, S, 1, D);
     ra_positions pos = {.struct_size = sizeof pos};
     int64_t n_new[B] = {2, 4}, n_query[B] = {1, 3};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &pos, n_new) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &pos, n_new) == RA_OK, "append");
     for (int i = 0; i < B * T * D; i++) out[i] = 99.0f;
     ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, 1, D), to = ra_tensor_4d(out, RA_F32, B, T, 1, D);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, n_query, NULL) == RA_OK, "decode");
@@ -150,8 +150,8 @@ static void test_append_fused_qkv(void)
     CHECK(ra_kv_cache_create(&c1, B, 4, HKV, D, RA_F32) == RA_OK &&
           ra_kv_cache_create(&c2, B, 4, HKV, D, RA_F32) == RA_OK, "caches");
     ra_positions p = {.struct_size = sizeof p, .start = 5};
-    CHECK(ra_kv_cache_append(c1, NULL, rope, &fq, &fk, &fv, &p, NULL) == RA_OK, "fused append");
-    CHECK(ra_kv_cache_append(c2, NULL, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "separate");
+    CHECK(ra_kv_cache_append(NULL, c1, rope, &fq, &fk, &fv, &p, NULL) == RA_OK, "fused append");
+    CHECK(ra_kv_cache_append(NULL, c2, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "separate");
     ra_tensor k1, v1, k2, v2;
     ra_kv_cache_views(c1, &k1, &v1);
     ra_kv_cache_views(c2, &k2, &v2);
@@ -168,9 +168,9 @@ static void test_append_fused_qkv(void)
         same_q &= memcmp(fused + t * ROW, q + t * H * D, sizeof(float) * H * D) == 0;
     CHECK(same_q, "q rotated differently in the fused buffer");
     ra_kv_cache_reset(c1);
-    CHECK(ra_kv_cache_append(c1, NULL, rope, NULL, &tk, &tk, &p, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_kv_cache_append(NULL, c1, rope, NULL, &tk, &tk, &p, NULL) == RA_ERR_ARGUMENT,
           "k and v the same elements");
-    CHECK(ra_kv_cache_append(c1, NULL, rope, &fk, &fk, &fv, &p, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_kv_cache_append(NULL, c1, rope, &fk, &fk, &fv, &p, NULL) == RA_ERR_ARGUMENT,
           "q and k the same elements");
     CHECK(ra_kv_cache_length(c1, 0) == 0, "a refused append moved the cache");
     ra_kv_cache_destroy(c1);

@@ -164,8 +164,8 @@ static void test_layer_equals_by_hand(void)
     if (!hf || !hand) goto done;
     float x[B * S * DIM], y1[B * S * DIM], y2[B * S * DIM];
     fill(x, B * S * DIM, 3);
-    CHECK(ra_layer_forward(ra_hf_layer_get(hf), NULL, y1, x, B, S, NULL, NULL) == RA_OK, "fwd");
-    CHECK(ra_layer_forward(hand, NULL, y2, x, B, S, NULL, NULL) == RA_OK, "fwd by hand");
+    CHECK(ra_layer_forward(NULL, ra_hf_layer_get(hf), y1, x, B, S, NULL, NULL) == RA_OK, "fwd");
+    CHECK(ra_layer_forward(NULL, hand, y2, x, B, S, NULL, NULL) == RA_OK, "fwd by hand");
     CHECK(memcmp(y1, y2, sizeof y1) == 0, "the checkpoint's layer differs from the hand-built");
     const ra_layer_config *c = ra_layer_get_config(ra_hf_layer_get(hf));
     CHECK(c->rope->theta == 500000 && c->rope->layout == RA_LAYOUT_HALF, "rope %g %d",
@@ -207,9 +207,9 @@ static void test_stored_dtype(void)
             float x[B * S * DIM], y1[B * S * DIM], y2[B * S * DIM];
             fill(x, B * S * DIM, 5);
             for (int64_t s = 1; s <= S; s += S - 1) {
-                CHECK(ra_layer_forward(ra_hf_layer_get(hf), NULL, y1, x, B, s, NULL, NULL) ==
+                CHECK(ra_layer_forward(NULL, ra_hf_layer_get(hf), y1, x, B, s, NULL, NULL) ==
                           RA_OK, "fwd");
-                CHECK(ra_layer_forward(hand, NULL, y2, x, B, s, NULL, NULL) == RA_OK, "hand");
+                CHECK(ra_layer_forward(NULL, hand, y2, x, B, s, NULL, NULL) == RA_OK, "hand");
                 CHECK(memcmp(y1, y2, (size_t)(B * s * DIM) * sizeof(float)) == 0,
                       "%s%s, S %lld: the checkpoint's layer differs from the hand-built",
                       d ? "f16" : "bf16", fused ? " fused" : "", (long long)s);
@@ -246,9 +246,9 @@ static void test_fused_gradients(void)
     const ra_layer_grads *grads[2] = {ra_hf_grads_get(g), &mine};
     for (int i = 0; i < 2 && g; i++) {
         CHECK(ra_layer_tape_create(&tape[i], layers[i], B * S) == RA_OK, "tape");
-        CHECK(ra_layer_forward_train(layers[i], NULL, y, tape[i], x, B, S, NULL, NULL) == RA_OK,
+        CHECK(ra_layer_forward_train(NULL, layers[i], y, tape[i], x, B, S, NULL, NULL) == RA_OK,
               "forward %d: %s", i, ra_last_error());
-        CHECK(ra_layer_backward(layers[i], NULL, dx[i], grads[i], tape[i], dy) == RA_OK,
+        CHECK(ra_layer_backward(NULL, layers[i], dx[i], grads[i], tape[i], dy) == RA_OK,
               "backward %d: %s", i, ra_last_error());
     }
     const float *qkv = g ? ra_hf_grads_tensor(g, 0) : NULL;
@@ -340,9 +340,9 @@ static void test_latent_attention(void)
     const ra_layer_grads *grads[2] = {g ? ra_hf_grads_get(g) : NULL, &mine};
     for (int i = 0; i < 2 && g; i++) {
         CHECK(ra_layer_tape_create(&tape[i], layers[i], B * S) == RA_OK, "tape");
-        CHECK(ra_layer_forward_train(layers[i], NULL, y[i], tape[i], x, B, S, NULL, NULL) ==
+        CHECK(ra_layer_forward_train(NULL, layers[i], y[i], tape[i], x, B, S, NULL, NULL) ==
                   RA_OK, "forward %d: %s", i, ra_last_error());
-        CHECK(ra_layer_backward(layers[i], NULL, dx[i], grads[i], tape[i], dy) == RA_OK,
+        CHECK(ra_layer_backward(NULL, layers[i], dx[i], grads[i], tape[i], dy) == RA_OK,
               "backward %d: %s", i, ra_last_error());
     }
     CHECK(memcmp(y[0], y[1], sizeof y[0]) == 0 && memcmp(dx[0], dx[1], sizeof dx[0]) == 0,

@@ -263,8 +263,8 @@ static void same_outputs(const ra_layer *a, const ra_layer *b, int dim, const ch
     uint32_t seed = 9;
     for (int i = 0; i < B * S * dim; i++) x[i] = (float)(next(&seed) & 0xffff) / 65536.0f - 0.5f;
     for (int64_t s = 1; s <= S; s += S - 1) {
-        CHECK(ra_layer_forward(a, NULL, y1, x, B, s, NULL, NULL) == RA_OK, "%s", ra_last_error());
-        CHECK(ra_layer_forward(b, NULL, y2, x, B, s, NULL, NULL) == RA_OK, "%s", ra_last_error());
+        CHECK(ra_layer_forward(NULL, a, y1, x, B, s, NULL, NULL) == RA_OK, "%s", ra_last_error());
+        CHECK(ra_layer_forward(NULL, b, y2, x, B, s, NULL, NULL) == RA_OK, "%s", ra_last_error());
         CHECK(memcmp(y1, y2, (size_t)(B * s * dim) * sizeof(float)) == 0,
               "%s, S %lld: the FP8 checkpoint's layer differs from the dequantized by hand", what,
               (long long)s);

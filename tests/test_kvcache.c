@@ -96,11 +96,11 @@ static void test_prefill_then_decode(void)
         float *steps = malloc(4 * batch * n * dim), *plain = malloc(4 * batch * n * dim);
         float *xs = malloc(4 * batch * n * dim), *ys = malloc(4 * batch * n * dim);
         ra_test_fill(x, batch * n * dim, 7 + t);
-        CHECK(ra_layer_forward(m.layer, ctx, plain, x, batch, n, NULL, NULL) == RA_OK, "plain");
+        CHECK(ra_layer_forward(ctx, m.layer, plain, x, batch, n, NULL, NULL) == RA_OK, "plain");
         for (int dt = RA_F32; dt <= RA_BF16; dt++) {
             ra_kv_cache *cache;
             CHECK(ra_kv_cache_create(&cache, batch, n + 3, m.hkv, d, (ra_dtype)dt) == RA_OK, "cache");
-            CHECK(ra_layer_forward_cached(m.layer, ctx, cache, full, x, batch, n, NULL) == RA_OK, "full");
+            CHECK(ra_layer_forward_cached(ctx, m.layer, cache, full, x, batch, n, NULL) == RA_OK, "full");
             CHECK(ra_kv_cache_length(cache, 1) == n, "length after prefill");
             ra_kv_cache_reset(cache);
             /* prefill N - k tokens, then one token at a time */
@@ -108,13 +108,13 @@ static void test_prefill_then_decode(void)
             if (p > 0) {
                 for (int64_t b = 0; b < batch; b++)
                     memcpy(xs + b * p * dim, x + b * n * dim, 4 * p * dim);
-                CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, p, NULL) == RA_OK, "p");
+                CHECK(ra_layer_forward_cached(ctx, m.layer, cache, ys, xs, batch, p, NULL) == RA_OK, "p");
                 for (int64_t b = 0; b < batch; b++)
                     memcpy(steps + b * n * dim, ys + b * p * dim, 4 * p * dim);
             }
             for (int64_t s = p; s < n; s++) {
                 for (int64_t b = 0; b < batch; b++) memcpy(xs + b * dim, x + (b * n + s) * dim, 4 * dim);
-                CHECK(ra_layer_forward_cached(m.layer, ctx, cache, ys, xs, batch, 1, NULL) == RA_OK, "step");
+                CHECK(ra_layer_forward_cached(ctx, m.layer, cache, ys, xs, batch, 1, NULL) == RA_OK, "step");
                 for (int64_t b = 0; b < batch; b++) memcpy(steps + (b * n + s) * dim, ys + b * dim, 4 * dim);
             }
             double e = ra_test_max_rel_diff(steps, full, batch * n * dim);
@@ -169,7 +169,7 @@ static void test_attention_prefill_vs_decode(void)
         ra_tensor tq = ra_tensor_4d(qr, RA_F32, 1, s, h, d), tk = ra_tensor_4d(kr, RA_F32, 1, s, hkv, d);
         ra_tensor tv = ra_tensor_4d(vr, RA_F32, 1, s, hkv, d);
         ra_positions p = {.struct_size = sizeof p, .start = 0};
-        CHECK(ra_kv_cache_append(cache, ctx, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "append");
+        CHECK(ra_kv_cache_append(ctx, cache, rope, &tq, &tk, &tv, &p, NULL) == RA_OK, "append");
         ra_tensor kc, vc;
         ra_kv_cache_views(cache, &kc, &vc);
         kc.shape[1] = vc.shape[1] = s;
@@ -184,7 +184,7 @@ static void test_attention_prefill_vs_decode(void)
             ra_tensor k1 = ra_tensor_4d(kr + t * hkv * d, RA_F32, 1, 1, hkv, d);
             ra_tensor v1 = ra_tensor_4d(vr + t * hkv * d, RA_F32, 1, 1, hkv, d);
             ra_positions pt = {.struct_size = sizeof pt, .start = t};
-            CHECK(ra_kv_cache_append(grow, NULL, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
+            CHECK(ra_kv_cache_append(NULL, grow, rope, NULL, &k1, &v1, &pt, NULL) == RA_OK, "step");
             ra_tensor q1 = ra_tensor_4d(qr + t * h * d, RA_F32, 1, 1, h, d); /* already rotated */
             ra_tensor o1 = ra_tensor_4d(dec + t * h * d, RA_F32, 1, 1, h, d);
             CHECK(ra_attention_decode(ctx, grow, &o1, &q1, NULL, NULL) == RA_OK, "decode");
@@ -223,7 +223,7 @@ static void test_decode_matches_reference(void)
     ra_tensor tq = ra_tensor_4d(q, RA_F32, b, s, h, d), tk = ra_tensor_4d(k, RA_F32, b, s, hkv, d);
     ra_tensor tv = ra_tensor_4d(v, RA_F32, b, s, hkv, d);
     ra_positions pos = {.struct_size = sizeof pos, .ids = ids};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
     CHECK(ra_kv_cache_length(cache, 0) == 600 && ra_kv_cache_length(cache, 1) == 257, "lengths");
     /* reference: per sequence, causal attention over its own length */
     for (int64_t bb = 0; bb < b; bb++) {
@@ -324,7 +324,7 @@ static void test_decode_shapes(void)
             ra_tensor tk = ra_tensor_4d(k, RA_F32, b, cap, hkv, d);
             ra_tensor tv = ra_tensor_4d(v, RA_F32, b, cap, hkv, d);
             ra_positions start = {.struct_size = sizeof start};
-            CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, len) == RA_OK,
+            CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &start, len) == RA_OK,
                   "append");
             ra_tensor tq = ra_tensor_4d(q, RA_F32, b, T, H, d);
             ra_tensor to = ra_tensor_4d(out, RA_F32, b, T, H, d);
@@ -379,7 +379,7 @@ static void test_decode_nan_stays_out_of_earlier_rows(void)
     CHECK(ra_kv_cache_create(&cache, 1, len, hkv, d, RA_F32) == RA_OK, "cache");
     ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, len, hkv, d), tv = ra_tensor_4d(v, RA_F32, 1, len, hkv, d);
     ra_positions start = {.struct_size = sizeof start};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &start, NULL) == RA_OK, "append");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, T, H, d), to = ra_tensor_4d(out, RA_F32, 1, T, H, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_OK, "decode");
     for (int64_t t = 0; t < T; t++)
@@ -686,7 +686,7 @@ static void test_errors(void)
     ra_test_fill(q, 40, 3);
     ra_tensor t3k = ra_tensor_4d(k, RA_F32, 1, 3, hkv, d), t3v = ra_tensor_4d(v, RA_F32, 1, 3, hkv, d);
     ra_positions p = {.struct_size = sizeof p, .start = 0};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t3k, &t3v, &p, NULL) == RA_OK, "append 3");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t3k, &t3v, &p, NULL) == RA_OK, "append 3");
     ra_tensor kc, vc;
     CHECK(ra_kv_cache_views(cache, &kc, &vc) == RA_OK, "views");
     uint16_t before[4 * 8];
@@ -694,21 +694,21 @@ static void test_errors(void)
     float k_before[40];
     memcpy(k_before, k, sizeof k);
     ra_tensor t2k = ra_tensor_4d(k, RA_F32, 1, 2, hkv, d), t2v = ra_tensor_4d(v, RA_F32, 1, 2, hkv, d);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_CACHE_FULL,
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t2k, &t2v, &p, NULL) == RA_ERR_CACHE_FULL,
           "overflow");
     CHECK(ra_kv_cache_length(cache, 0) == 3 && memcmp(before, kc.data, sizeof before) == 0 &&
               memcmp(k_before, k, sizeof k) == 0, "a refused append changed something");
     ra_tensor t1k = ra_tensor_4d(k, RA_F32, 1, 1, hkv, d), t1v = ra_tensor_4d(v, RA_F32, 1, 1, hkv, d);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_CACHE_FULL,
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &p, NULL) == RA_OK, "fill");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &p, NULL) == RA_ERR_CACHE_FULL,
           "full");
     ra_positions neg = {.struct_size = sizeof neg, .start = -1};
     ra_kv_cache_reset(cache);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &neg, NULL) == RA_ERR_POSITION, "pos");
     const int64_t too_many[1] = {2};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &t1k, &t1v, &p, too_many) == RA_ERR_ARGUMENT, "n_new");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &t1k, &t1v, &p, too_many) == RA_ERR_ARGUMENT, "n_new");
     ra_tensor wrong = ra_tensor_4d(k, RA_F32, 1, 1, 2, 4);
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &wrong, &wrong, &p, NULL) == RA_ERR_SHAPE, "shape");
     CHECK(ra_kv_cache_length(cache, 0) == 0, "reset");
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 2, d), to = ra_tensor_4d(q + 16, RA_F32, 1, 1, 2, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_ERR_SIZE, "decode on an empty cache");
@@ -721,6 +721,243 @@ static void test_errors(void)
               RA_ERR_NULL, "dtype of NULL");
     ra_kv_cache_destroy(cache);
     ra_kv_cache_destroy(NULL);
+    ra_rope_destroy(rope);
+}
+
+/* ---- 16-bit inputs, positions NULL, and the step in one call ------------ */
+
+enum { XB = 2, XS = 20, XH = 4, XHKV = 2, XD = 16 }; /* XS: more than one append block */
+static const int64_t x_starts[XB] = {3, 7}, x_new[XB] = {20, 13};
+
+/* n values of x rounded to dtype, into bits (uint16) and back into x, so
+ * that the float32 copy holds the 16-bit values widened. */
+static void round_to(float *x, uint16_t *bits, int64_t n, ra_dtype dtype)
+{
+    ra_convert(bits, dtype, x, RA_F32, n);
+    ra_convert(x, RA_F32, bits, dtype, n);
+}
+
+/* Each sequence's tokens in float32 (ra_kv_cache_read), equal in a and b. */
+static int caches_equal(const ra_kv_cache *a, const ra_kv_cache *b)
+{
+    int same = 1;
+    for (int64_t s = 0; s < XB; s++) {
+        const int64_t n = ra_kv_cache_length(a, s);
+        float *ka = calloc((size_t)(n * XHKV * XD), 4), *va = calloc((size_t)(n * XHKV * XD), 4);
+        float *kb = calloc((size_t)(n * XHKV * XD), 4), *vb = calloc((size_t)(n * XHKV * XD), 4);
+        ra_tensor tka = ra_tensor_4d(ka, RA_F32, 1, n, XHKV, XD), tva = ra_tensor_4d(va, RA_F32, 1, n, XHKV, XD);
+        ra_tensor tkb = ra_tensor_4d(kb, RA_F32, 1, n, XHKV, XD), tvb = ra_tensor_4d(vb, RA_F32, 1, n, XHKV, XD);
+        same &= n == ra_kv_cache_length(b, s) && ra_kv_cache_read(a, s, 0, &tka, &tva) == RA_OK &&
+                ra_kv_cache_read(b, s, 0, &tkb, &tvb) == RA_OK &&
+                memcmp(ka, kb, (size_t)(n * XHKV * XD) * 4) == 0 &&
+                memcmp(va, vb, (size_t)(n * XHKV * XD) * 4) == 0;
+        free(ka); free(va); free(kb); free(vb);
+    }
+    return same;
+}
+
+/* A 16-bit q, k, v appended to a cache of any dtype store the same bits as
+ * their values widened to f32 (rotated in float32, then converted or
+ * quantized once); q and k come back rotated as ra_rope_apply rotates them
+ * in their own dtype; decoding a 16-bit q is decoding its f32 values. */
+static void test_append_16bit(void)
+{
+    const int64_t nq = XB * XS * XH * XD, nk = XB * XS * XHKV * XD;
+    static const ra_dtype caches[] = {RA_F32, RA_F16, RA_BF16, RA_I8, RA_F8E4M3};
+    ra_rope_config rc = ra_rope_config_hf(XD);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    ra_positions at = ra_positions_start(0);
+    at.starts = x_starts;
+    float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk);
+    float *o32 = malloc(4 * nq), *o16 = malloc(4 * nq);
+    uint16_t *q16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk);
+    uint16_t *qr = malloc(2 * nq), *kr = malloc(2 * nk);
+    for (int in = RA_F16; in <= RA_BF16; in++)
+        for (size_t c = 0; c < sizeof caches / sizeof caches[0]; c++) {
+            const ra_dtype dt = (ra_dtype)in;
+            ra_test_fill(q, nq, 61);
+            ra_test_fill(k, nk, 62);
+            ra_test_fill(v, nk, 63);
+            round_to(q, q16, nq, dt);
+            round_to(k, k16, nk, dt);
+            round_to(v, v16, nk, dt);
+            memcpy(qr, q16, 2 * nq); /* the rotation expected in place */
+            memcpy(kr, k16, 2 * nk);
+            ra_tensor tqr = ra_tensor_4d(qr, dt, XB, XS, XH, XD), tkr = ra_tensor_4d(kr, dt, XB, XS, XHKV, XD);
+            CHECK(ra_rope_apply(NULL, rope, &tqr, &tqr, &at, RA_FORWARD) == RA_OK &&
+                  ra_rope_apply(NULL, rope, &tkr, &tkr, &at, RA_FORWARD) == RA_OK, "rope");
+            ra_kv_cache *wide, *half;
+            CHECK(ra_kv_cache_create(&wide, XB, 64, XHKV, XD, caches[c]) == RA_OK &&
+                  ra_kv_cache_create(&half, XB, 64, XHKV, XD, caches[c]) == RA_OK, "caches");
+            ra_tensor tq = ra_tensor_4d(q, RA_F32, XB, XS, XH, XD), tk = ra_tensor_4d(k, RA_F32, XB, XS, XHKV, XD);
+            ra_tensor tv = ra_tensor_4d(v, RA_F32, XB, XS, XHKV, XD);
+            ra_tensor hq = ra_tensor_4d(q16, dt, XB, XS, XH, XD), hk = ra_tensor_4d(k16, dt, XB, XS, XHKV, XD);
+            ra_tensor hv = ra_tensor_4d(v16, dt, XB, XS, XHKV, XD);
+            CHECK(ra_kv_cache_append(NULL, wide, rope, &tq, &tk, &tv, &at, x_new) == RA_OK,
+                  "f32 append: %s", ra_last_error());
+            ra_status st = ra_kv_cache_append(ctx, half, rope, &hq, &hk, &hv, &at, x_new);
+            CHECK(st == RA_OK, "input %d, cache %d: 16-bit append: %s", in, (int)caches[c],
+                  ra_last_error());
+            CHECK(caches_equal(wide, half), "input %d, cache %d: the cache differs from the f32 "
+                  "input's", in, (int)caches[c]);
+            int rotated = 1; /* rows past n_new stay as given */
+            for (int64_t b = 0; b < XB; b++)
+                for (int64_t t = 0; t < XS; t++) {
+                    const int64_t iq = (b * XS + t) * XH * XD, ik = (b * XS + t) * XHKV * XD;
+                    const uint16_t *wq = t < x_new[b] ? qr + iq : q16 + iq;
+                    const uint16_t *wk = t < x_new[b] ? kr + ik : k16 + ik;
+                    rotated &= memcmp(q16 + iq, wq, 2 * XH * XD) == 0 &&
+                               memcmp(k16 + ik, wk, 2 * XHKV * XD) == 0;
+                }
+            CHECK(rotated, "input %d, cache %d: q or k not rotated as ra_rope_apply does", in,
+                  (int)caches[c]);
+            /* decode: q of 16 bits is its f32 values (q16 rotated, q its widening) */
+            ra_convert(q, RA_F32, q16, dt, nq);
+            ra_tensor to32 = ra_tensor_4d(o32, RA_F32, XB, XS, XH, XD);
+            ra_tensor to16 = ra_tensor_4d(o16, RA_F32, XB, XS, XH, XD);
+            memset(o32, 0, 4 * nq);
+            memset(o16, 0, 4 * nq);
+            CHECK(ra_attention_decode(ctx, half, &to32, &tq, x_new, NULL) == RA_OK &&
+                  ra_attention_decode(ctx, half, &to16, &hq, x_new, NULL) == RA_OK,
+                  "decode: %s", ra_last_error());
+            CHECK(memcmp(o32, o16, 4 * nq) == 0, "input %d, cache %d: decode of a 16-bit q",
+                  in, (int)caches[c]);
+            ra_kv_cache_destroy(wide);
+            ra_kv_cache_destroy(half);
+        }
+    free(q); free(k); free(v); free(o32); free(o16);
+    free(q16); free(k16); free(v16); free(qr); free(kr);
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+}
+
+/* positions NULL continues each sequence from its length: two appends
+ * store and rotate what positions starting at the lengths give. */
+static void test_append_continues(void)
+{
+    const int64_t nq = XB * XS * XH * XD, nk = XB * XS * XHKV * XD;
+    ra_rope_config rc = ra_rope_config_hf(XD);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_kv_cache *given, *cont;
+    CHECK(ra_kv_cache_create(&given, XB, 64, XHKV, XD, RA_F32) == RA_OK &&
+          ra_kv_cache_create(&cont, XB, 64, XHKV, XD, RA_F32) == RA_OK, "caches");
+    float *q[2], *k[2], *v[2];
+    for (int i = 0; i < 2; i++) {
+        q[i] = malloc(4 * nq), k[i] = malloc(4 * nk), v[i] = malloc(4 * nk);
+    }
+    for (int step = 0; step < 3; step++) {
+        ra_test_fill(q[0], nq, 70 + step);
+        ra_test_fill(k[0], nk, 80 + step);
+        ra_test_fill(v[0], nk, 90 + step);
+        memcpy(q[1], q[0], 4 * nq);
+        memcpy(k[1], k[0], 4 * nk);
+        memcpy(v[1], v[0], 4 * nk);
+        int64_t lengths[XB];
+        for (int64_t b = 0; b < XB; b++) lengths[b] = ra_kv_cache_length(given, b);
+        ra_positions at = ra_positions_start(0);
+        at.starts = lengths;
+        ra_tensor t[2][3];
+        for (int i = 0; i < 2; i++) {
+            t[i][0] = ra_tensor_4d(q[i], RA_F32, XB, XS, XH, XD);
+            t[i][1] = ra_tensor_4d(k[i], RA_F32, XB, XS, XHKV, XD);
+            t[i][2] = ra_tensor_4d(v[i], RA_F32, XB, XS, XHKV, XD);
+        }
+        CHECK(ra_kv_cache_append(NULL, given, rope, &t[0][0], &t[0][1], &t[0][2], &at, x_new) ==
+                  RA_OK, "given: %s", ra_last_error());
+        CHECK(ra_kv_cache_append(NULL, cont, rope, &t[1][0], &t[1][1], &t[1][2], NULL, x_new) ==
+                  RA_OK, "step %d: positions NULL: %s", step, ra_last_error());
+        CHECK(memcmp(q[0], q[1], 4 * nq) == 0 && caches_equal(given, cont),
+              "step %d: positions NULL is not the lengths", step);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(q[i]); free(k[i]); free(v[i]);
+    }
+    ra_kv_cache_destroy(given);
+    ra_kv_cache_destroy(cont);
+    ra_rope_destroy(rope);
+}
+
+/* ra_kv_cache_attend == ra_kv_cache_append + ra_attention_decode of the
+ * new tokens, bit for bit (cache and out), on a prefill and then steps, 16-bit
+ * inputs and a window; a refusal of either part changes nothing. */
+static void test_attend(void)
+{
+    const int64_t nq = XB * XS * XH * XD, nk = XB * XS * XHKV * XD;
+    ra_rope_config rc = ra_rope_config_hf(XD);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
+    ra_attention_options opts = ra_attention_options_init();
+    opts.window = 9;
+    opts.softcap = 30.0;
+    uint16_t *q[2], *k[2], *v[2];
+    float *out[2];
+    for (int i = 0; i < 2; i++) {
+        q[i] = malloc(2 * nq), k[i] = malloc(2 * nk), v[i] = malloc(2 * nk);
+        out[i] = calloc((size_t)nq, 4);
+    }
+    float *x = malloc(4 * nq);
+    ra_kv_cache *two, *one;
+    CHECK(ra_kv_cache_create(&two, XB, 40, XHKV, XD, RA_BF16) == RA_OK &&
+          ra_kv_cache_create(&one, XB, 40, XHKV, XD, RA_BF16) == RA_OK, "caches");
+    const int64_t steps[3][XB] = {{20, 13}, {1, 1}, {2, 0}};
+    for (int step = 0; step < 3; step++) {
+        uint16_t *in[3] = {q[0], k[0], v[0]};
+        const int64_t n[3] = {nq, nk, nk};
+        for (int j = 0; j < 3; j++) {
+            ra_test_fill(x, n[j], 100 + 3 * step + j);
+            ra_convert(in[j], RA_BF16, x, RA_F32, n[j]);
+        }
+        memcpy(q[1], q[0], 2 * nq);
+        memcpy(k[1], k[0], 2 * nk);
+        memcpy(v[1], v[0], 2 * nk);
+        ra_tensor t[2][4];
+        for (int i = 0; i < 2; i++) {
+            t[i][0] = ra_tensor_4d(q[i], RA_BF16, XB, XS, XH, XD);
+            t[i][1] = ra_tensor_4d(k[i], RA_BF16, XB, XS, XHKV, XD);
+            t[i][2] = ra_tensor_4d(v[i], RA_BF16, XB, XS, XHKV, XD);
+            t[i][3] = ra_tensor_4d(out[i], RA_F32, XB, XS, XH, XD);
+        }
+        CHECK(ra_kv_cache_append(ctx, two, rope, &t[0][0], &t[0][1], &t[0][2], NULL,
+                                 steps[step]) == RA_OK &&
+              ra_attention_decode(ctx, two, &t[0][3], &t[0][0], steps[step], &opts) == RA_OK,
+              "append, decode: %s", ra_last_error());
+        CHECK(ra_kv_cache_attend(ctx, one, rope, &t[1][3], &t[1][0], &t[1][1], &t[1][2], NULL,
+                                 steps[step], &opts) == RA_OK,
+              "step %d: attend: %s", step, ra_last_error());
+        CHECK(memcmp(out[0], out[1], 4 * nq) == 0 && memcmp(q[0], q[1], 2 * nq) == 0 &&
+              caches_equal(two, one), "step %d: attend differs from append + decode", step);
+    }
+    /* refusals: the decode's (dropout), the append's (no room) */
+    ra_tensor tq = ra_tensor_4d(q[1], RA_BF16, XB, XS, XH, XD), tk = ra_tensor_4d(k[1], RA_BF16, XB, XS, XHKV, XD);
+    ra_tensor tv = ra_tensor_4d(v[1], RA_BF16, XB, XS, XHKV, XD), to = ra_tensor_4d(out[1], RA_F32, XB, XS, XH, XD);
+    memcpy(out[0], out[1], 4 * nq);
+    memcpy(q[0], q[1], 2 * nq);
+    ra_attention_options drop = opts;
+    drop.dropout = 0.5f;
+    CHECK(ra_kv_cache_attend(ctx, one, rope, &to, &tq, &tk, &tv, NULL, NULL, &drop) ==
+              RA_ERR_UNSUPPORTED, "dropout");
+    CHECK(ra_kv_cache_attend(ctx, one, rope, &to, &tq, &tk, &tv, NULL, NULL, &opts) ==
+              RA_ERR_CACHE_FULL, "full");
+    ra_tensor on_k = ra_tensor_4d(k[1], RA_F32, XB, XS, XH, XD); /* refused: never written */
+    CHECK(ra_kv_cache_attend(ctx, one, rope, &on_k, &tq, &tk, &tv, NULL, NULL, &opts) ==
+              RA_ERR_ARGUMENT && strstr(ra_last_error(), "out overlaps k"), "out on k: %s",
+          ra_last_error());
+    CHECK(ra_kv_cache_length(one, 0) == 23 && ra_kv_cache_length(one, 1) == 14 &&
+              memcmp(out[0], out[1], 4 * nq) == 0 && memcmp(q[0], q[1], 2 * nq) == 0 &&
+              caches_equal(two, one), "a refused attend changed something");
+    for (int i = 0; i < 2; i++) {
+        free(q[i]); free(k[i]); free(v[i]); free(out[i]);
+    }
+    free(x);
+    ra_kv_cache_destroy(two);
+    ra_kv_cache_destroy(one);
+    ra_context_destroy(ctx);
     ra_rope_destroy(rope);
 }
 
@@ -737,6 +974,9 @@ static void simd_cases(void)
     RUN(test_decode_masks);
     RUN(test_window_cache);
     RUN(test_decode_refusals);
+    RUN(test_append_16bit);
+    RUN(test_append_continues);
+    RUN(test_attend);
 }
 
 int main(void)

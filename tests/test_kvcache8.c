@@ -459,7 +459,7 @@ static void test_layer_through_cache8(void)
     CHECK(ra_layer_create(&layer, &cfg, &w) == RA_OK, "layer");
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-    CHECK(ra_layer_forward(layer, ctx, y, x, B, S, NULL, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward(ctx, layer, y, x, B, S, NULL, NULL) == RA_OK, "forward");
     const ra_dtype dts[3] = {RA_F32, RA_I8, RA_F8E4M3};
     const double bounds[3] = {1e-5, 1e-2, 6e-2};
     for (int di = 0; di < 3; di++) {
@@ -467,13 +467,13 @@ static void test_layer_through_cache8(void)
         CHECK(ra_kv_cache_create(&cache, B, S, hkv, d, dts[di]) == RA_OK, "cache");
         float *xp = malloc(4 * B * P * dim), *yp = malloc(4 * B * P * dim);
         for (int64_t b = 0; b < B; b++) memcpy(xp + b * P * dim, x + b * S * dim, 4 * P * dim);
-        CHECK(ra_layer_forward_cached(layer, ctx, cache, yp, xp, B, P, NULL) == RA_OK,
+        CHECK(ra_layer_forward_cached(ctx, layer, cache, yp, xp, B, P, NULL) == RA_OK,
               "prefill: %s", ra_last_error());
         for (int64_t b = 0; b < B; b++) memcpy(yc + b * S * dim, yp + b * P * dim, 4 * P * dim);
         for (int64_t t = P; t < S; t++) {
             float x1[2 * 256], y1[2 * 256];
             for (int64_t b = 0; b < B; b++) memcpy(x1 + b * dim, x + (b * S + t) * dim, 4 * dim);
-            CHECK(ra_layer_forward_cached(layer, ctx, cache, y1, x1, B, 1, NULL) == RA_OK, "step");
+            CHECK(ra_layer_forward_cached(ctx, layer, cache, y1, x1, B, 1, NULL) == RA_OK, "step");
             for (int64_t b = 0; b < B; b++) memcpy(yc + (b * S + t) * dim, y1 + b * dim, 4 * dim);
         }
         if (di == 0) memcpy(y32, yc, 4 * B * S * dim);

@@ -40,7 +40,7 @@ static ra_status pool_append_rows(ra_kv_pool *pool, const int64_t *ids, int64_t 
     ra_tensor tk = ra_tensor_4d(kt, RA_F32, n, T, hkv, d), tv = ra_tensor_4d(vt, RA_F32, n, T, hkv, d);
     ra_positions at = ra_positions_start(0);
     at.ids = zeros;
-    if (st == RA_OK) st = ra_kv_pool_append(pool, NULL, rope, ids, n, NULL, &tk, &tv, &at, n_new);
+    if (st == RA_OK) st = ra_kv_pool_append(NULL, pool, rope, ids, n, NULL, &tk, &tv, &at, n_new);
     ra_rope_destroy(rope);
     free(kt); free(vt); free(zeros);
     return st;
@@ -415,8 +415,8 @@ static void test_append_matches_cache(void)
         ra_tensor tqa = ra_tensor_4d(qa, RA_F32, B, S, H, D), tka = ra_tensor_4d(ka, RA_F32, B, S, HKV, D);
         ra_tensor tqb = ra_tensor_4d(qb, RA_F32, B, S, H, D), tkb = ra_tensor_4d(kb, RA_F32, B, S, HKV, D);
         ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
-        CHECK(ra_kv_cache_append(cache, NULL, rope, &tqa, &tka, &tv, &at, n_new) == RA_OK, "cache");
-        CHECK(ra_kv_pool_append(pool, ctx, rope, ids, B, &tqb, &tkb, &tv, &at, n_new) == RA_OK,
+        CHECK(ra_kv_cache_append(NULL, cache, rope, &tqa, &tka, &tv, &at, n_new) == RA_OK, "cache");
+        CHECK(ra_kv_pool_append(ctx, pool, rope, ids, B, &tqb, &tkb, &tv, &at, n_new) == RA_OK,
               "pool: %s", ra_last_error());
         CHECK(memcmp(qa, qb, sizeof qa) == 0 && memcmp(ka, kb, sizeof ka) == 0,
               "dtype %d: q and k not rotated as the cache's append does", (int)dtypes[di]);
@@ -435,8 +435,8 @@ static void test_append_matches_cache(void)
         for (int b = 0; b < B; b++)
             CHECK(ra_kv_pool_add_sequence(given_pool, 0, &ids[b]) == RA_OK, "add");
         memcpy(qb, q0, sizeof qb);
-        CHECK(ra_kv_cache_append(given, ctx, NULL, &tqb, &tka, &tv, NULL, n_new) == RA_OK &&
-                  ra_kv_pool_append(given_pool, ctx, NULL, ids, B, &tqb, &tka, &tv, NULL, n_new) ==
+        CHECK(ra_kv_cache_append(ctx, given, NULL, &tqb, &tka, &tv, NULL, n_new) == RA_OK &&
+                  ra_kv_pool_append(ctx, given_pool, NULL, ids, B, &tqb, &tka, &tv, NULL, n_new) ==
                       RA_OK, "dtype %d: append with rope NULL: %s", (int)dtypes[di],
               ra_last_error());
         CHECK(memcmp(qb, q0, sizeof qb) == 0, "rope NULL rotated q");
@@ -450,6 +450,66 @@ static void test_append_matches_cache(void)
         ra_kv_pool_destroy(given_pool);
         ra_kv_cache_destroy(cache);
         ra_kv_pool_destroy(pool);
+    }
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+}
+
+/* A pool takes bf16 q, k, v and positions NULL as a cache does: two
+ * appends of bf16 inputs, each continuing its sequences, store what f32
+ * inputs of the same values at positions from the lengths store (decoded
+ * the same bits), every dtype. */
+static void test_append_bf16_continues(void)
+{
+    enum { B = 2, S = 19, HKV = 2, H = 4, D = 16, NQ = B * S * H * D, NK = B * S * HKV * D };
+    const int64_t n_new[2][B] = {{19, 7}, {3, 19}};
+    ra_rope_config rc = ra_rope_config_hf(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    static float q[NQ], k[NK], v[NK];
+    static uint16_t qh[NQ], kh[NK], vh[NK];
+    for (int di = 0; di < 5; di++) {
+        ra_kv_pool *wide, *half;
+        CHECK(ra_kv_pool_create(&wide, 24, 4, B, HKV, D, dtypes[di]) == RA_OK &&
+              ra_kv_pool_create(&half, 24, 4, B, HKV, D, dtypes[di]) == RA_OK, "pools");
+        int64_t ids[B];
+        for (int b = 0; b < B; b++)
+            CHECK(ra_kv_pool_add_sequence(wide, 0, &ids[b]) == RA_OK &&
+                  ra_kv_pool_add_sequence(half, 0, &ids[b]) == RA_OK, "add");
+        for (int step = 0; step < 2; step++) {
+            float *f[3] = {q, k, v};
+            uint16_t *h[3] = {qh, kh, vh};
+            const int64_t n[3] = {NQ, NK, NK};
+            for (int j = 0; j < 3; j++) { /* f32 copies of bf16 values */
+                ra_test_fill(f[j], n[j], 10 * step + j + 1);
+                ra_convert(h[j], RA_BF16, f[j], RA_F32, n[j]);
+                ra_convert(f[j], RA_F32, h[j], RA_BF16, n[j]);
+            }
+            int64_t lengths[B];
+            for (int b = 0; b < B; b++) lengths[b] = ra_kv_pool_length(wide, ids[b]);
+            ra_positions at = ra_positions_start(0);
+            at.starts = lengths;
+            ra_tensor tq = ra_tensor_4d(q, RA_F32, B, S, H, D), tk = ra_tensor_4d(k, RA_F32, B, S, HKV, D);
+            ra_tensor tv = ra_tensor_4d(v, RA_F32, B, S, HKV, D);
+            ra_tensor hq = ra_tensor_4d(qh, RA_BF16, B, S, H, D), hk = ra_tensor_4d(kh, RA_BF16, B, S, HKV, D);
+            ra_tensor hv = ra_tensor_4d(vh, RA_BF16, B, S, HKV, D);
+            CHECK(ra_kv_pool_append(NULL, wide, rope, ids, B, &tq, &tk, &tv, &at, n_new[step]) ==
+                      RA_OK, "f32: %s", ra_last_error());
+            CHECK(ra_kv_pool_append(ctx, half, rope, ids, B, &hq, &hk, &hv, NULL, n_new[step]) ==
+                      RA_OK, "dtype %d: bf16, positions NULL: %s", (int)dtypes[di],
+                  ra_last_error());
+        }
+        float out_a[B * H * D], out_b[B * H * D];
+        ra_tensor tq1 = ra_tensor_4d(q, RA_F32, B, 1, H, D);
+        ra_tensor toa = ra_tensor_4d(out_a, RA_F32, B, 1, H, D), tob = ra_tensor_4d(out_b, RA_F32, B, 1, H, D);
+        CHECK(ra_attention_decode_paged(NULL, wide, ids, B, &toa, &tq1, NULL, NULL) == RA_OK &&
+                  ra_attention_decode_paged(NULL, half, ids, B, &tob, &tq1, NULL, NULL) == RA_OK &&
+                  memcmp(out_a, out_b, sizeof out_a) == 0, "dtype %d: the pools differ",
+              (int)dtypes[di]);
+        ra_kv_pool_destroy(wide);
+        ra_kv_pool_destroy(half);
     }
     ra_context_destroy(ctx);
     ra_rope_destroy(rope);
@@ -520,6 +580,7 @@ static void simd_cases(void)
     RUN(test_window_release);
     RUN(test_nan_flag);
     RUN(test_append_matches_cache);
+    RUN(test_append_bf16_continues);
     RUN(test_errors);
 }
 

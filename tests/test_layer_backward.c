@@ -413,10 +413,10 @@ static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_pat
     if (st != RA_OK) return st;
     ra_attention_options opt = {.struct_size = sizeof opt, .path = path, .dropout = f->c.p,
                               .seed = 42};
-    st = ra_layer_forward_train(f->layer, ctx, g->y, tape, f->x, f->c.b, f->c.s, &f->positions,
+    st = ra_layer_forward_train(ctx, f->layer, g->y, tape, f->x, f->c.b, f->c.s, &f->positions,
                                 &opt);
     ra_layer_grads lg = layer_grads(g, 0);
-    if (st == RA_OK) st = ra_layer_backward(f->layer, ctx, g->dx, &lg, tape, f->dy);
+    if (st == RA_OK) st = ra_layer_backward(ctx, f->layer, g->dx, &lg, tape, f->dy);
     ra_layer_tape_destroy(tape);
     return st;
 }
@@ -590,9 +590,9 @@ static void test_forward_matches(void)
                 {.struct_size = sizeof opts[0], .path = (ra_attention_path)path, .dropout = 0.5f,
                  .seed = 7}};
             for (int o = 0; o < 2; o++) {
-                CHECK(ra_layer_forward(f.layer, ctx, y, f.x, c.b, c.s, &f.positions, &opts[o]) ==
+                CHECK(ra_layer_forward(ctx, f.layer, y, f.x, c.b, c.s, &f.positions, &opts[o]) ==
                       RA_OK, "forward");
-                CHECK(ra_layer_forward_train(f.layer, ctx, yt, tape, f.x, c.b, c.s, &f.positions,
+                CHECK(ra_layer_forward_train(ctx, f.layer, yt, tape, f.x, c.b, c.s, &f.positions,
                                              &opts[o]) == RA_OK, "forward_train");
                 CHECK(memcmp(y, yt, sizeof(float) * f.n_x) == 0,
                       "%s path %d options %d: forward_train differs from ra_layer_forward", c.name,
@@ -622,7 +622,7 @@ static void test_output_mask(void)
     CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
     ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = 0.5f,
                               .seed = 42};
-    CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
               RA_OK, "forward");
     int64_t dropped = -1, kept = -1;
     for (int64_t i = f.n_x / 2; i < f.n_x; i++) {
@@ -635,7 +635,7 @@ static void test_output_mask(void)
         memset(f.dy, 0, sizeof(float) * f.n_x);
         f.dy[probes[k]] = 1.0f;
         ra_layer_grads lg = layer_grads(&g, 0);
-        CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
+        CHECK(ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
         double norm = 0;
         for (int64_t i = 0; i < f.n_x; i++) norm += fabs(g.dx[i]);
         for (int j = 0; j < N_PARAMS; j++)
@@ -667,7 +667,7 @@ static void test_accumulate_and_reuse(void)
     CHECK(ra_layer_tape_create(&tape, f.layer, 2 * f.T) == RA_OK, "tape");
     ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .dropout = 0.1f,
                               .seed = 42};
-    CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, &opt) ==
               RA_OK, "forward");
     for (int j = 0; j < N_PARAMS; j++) {
         for (int64_t i = 0; i < f.n_w[j]; i++) g.dw[j][i] = NAN, h.dw[j][i] = 0.0f;
@@ -678,18 +678,18 @@ static void test_accumulate_and_reuse(void)
     no_dbk.dbk = NULL;         /* the layer has bk */
     no_dk_norm.dk_norm = NULL; /* and k_norm */
     dbo_on_bo.dbo = f.w[7];
-    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &no_dbk, tape, f.dy) == RA_ERR_NULL, "no dbk");
-    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &no_dk_norm, tape, f.dy) == RA_ERR_NULL,
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dbk, tape, f.dy) == RA_ERR_NULL, "no dbk");
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dk_norm, tape, f.dy) == RA_ERR_NULL,
           "no dk_norm");
-    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &dbo_on_bo, tape, f.dy) == RA_ERR_ARGUMENT,
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &dbo_on_bo, tape, f.dy) == RA_ERR_ARGUMENT,
           "dbo on bo");
-    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &overwrite, tape, f.dy) == RA_OK, "overwrite");
-    CHECK(ra_layer_backward(f.layer, NULL, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 1");
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &overwrite, tape, f.dy) == RA_OK, "overwrite");
+    CHECK(ra_layer_backward(NULL, f.layer, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 1");
     CHECK(memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0, "a second backward differs (dx)");
     for (int j = 0; j < N_PARAMS; j++)
         CHECK(!f.n_w[j] || memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0,
               "accumulating into zeros differs from overwriting (parameter %d)", j);
-    CHECK(ra_layer_backward(f.layer, NULL, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 2");
+    CHECK(ra_layer_backward(NULL, f.layer, h.dx, &accumulate, tape, f.dy) == RA_OK, "accumulate 2");
     for (int j = 0; j < N_PARAMS; j++) {
         double worst = 0, ref = 0;
         if (!f.n_w[j]) continue;
@@ -707,15 +707,15 @@ static void test_accumulate_and_reuse(void)
     grads_alloc(&small, &f);
     ra_layer_grads ls = layer_grads(&small, 0);
     ra_positions start = {.struct_size = sizeof start, .start = 2};
-    CHECK(ra_layer_forward_train(f.layer, NULL, small.y, tape, f.x, 1, 5, &start, &opt) == RA_OK,
+    CHECK(ra_layer_forward_train(NULL, f.layer, small.y, tape, f.x, 1, 5, &start, &opt) == RA_OK,
           "small forward");
-    CHECK(ra_layer_backward(f.layer, NULL, small.dx, &ls, tape, f.dy) == RA_OK, "small backward");
+    CHECK(ra_layer_backward(NULL, f.layer, small.dx, &ls, tape, f.dy) == RA_OK, "small backward");
     ra_layer_tape *fresh;
     CHECK(ra_layer_tape_create(&fresh, f.layer, 5) == RA_OK, "fresh tape");
     ra_layer_grads lh = layer_grads(&h, 0);
-    CHECK(ra_layer_forward_train(f.layer, NULL, h.y, fresh, f.x, 1, 5, &start, &opt) == RA_OK,
+    CHECK(ra_layer_forward_train(NULL, f.layer, h.y, fresh, f.x, 1, 5, &start, &opt) == RA_OK,
           "fresh forward");
-    CHECK(ra_layer_backward(f.layer, NULL, h.dx, &lh, fresh, f.dy) == RA_OK, "fresh backward");
+    CHECK(ra_layer_backward(NULL, f.layer, h.dx, &lh, fresh, f.dy) == RA_OK, "fresh backward");
     int same = memcmp(small.dx, h.dx, sizeof(float) * 5 * f.dim) == 0;
     for (int j = 0; j < N_PARAMS; j++)
         same &= !f.n_w[j] || memcmp(small.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
@@ -747,14 +747,14 @@ static void test_tape_keeps_positions(void)
         ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH, .seed = 42};
         ra_layer_grads lg = layer_grads(&g, 0);
         ra_layer_grads lh = layer_grads(&h, 0);
-        CHECK(ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, c.b, c.s, &f.positions,
+        CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions,
                                      &opt) == RA_OK, "forward");
-        CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
-        CHECK(ra_layer_forward_train(f.layer, NULL, h.y, tape, f.x, c.b, c.s, &f.positions,
+        CHECK(ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
+        CHECK(ra_layer_forward_train(NULL, f.layer, h.y, tape, f.x, c.b, c.s, &f.positions,
                                      &opt) == RA_OK, "forward again");
         for (int64_t t = 0; t < f.T; t++) f.ids[t] = 1000 + 3 * t; /* the caller's next batch */
         for (int64_t b = 0; b < c.b; b++) f.starts[b] = 500 + b;
-        CHECK(ra_layer_backward(f.layer, NULL, h.dx, &lh, tape, f.dy) == RA_OK, "backward");
+        CHECK(ra_layer_backward(NULL, f.layer, h.dx, &lh, tape, f.dy) == RA_OK, "backward");
         int same = memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0;
         for (int j = 0; j < N_PARAMS; j++)
             same &= !f.n_w[j] || memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
@@ -817,7 +817,7 @@ static ra_status local_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
 {
     local_engine *e = user;
     e->forwards++;
-    ra_status st = ra_kv_cache_append(cache, ctx, NULL, NULL, k, v, NULL, NULL);
+    ra_status st = ra_kv_cache_append(ctx, cache, NULL, NULL, k, v, NULL, NULL);
     return st != RA_OK ? st : ra_attention_decode(ctx, cache, out, q, NULL, options);
 }
 
@@ -846,7 +846,7 @@ static void test_engine_cached(void)
                 memcpy(xs + b * n * f.dim, f.x + (b * c.s + first) * f.dim,
                        sizeof(float) * (size_t)(n * f.dim));
             ra_positions pos = ra_positions_start(first);
-            ra_status st = ra_layer_forward_cached_with(f.layer, NULL, cache, ys, xs, c.b, n, &pos,
+            ra_status st = ra_layer_forward_cached_with(NULL, f.layer, cache, ys, xs, c.b, n, &pos,
                                                         with ? &engine : NULL);
             CHECK(st == RA_OK, "step at %lld: %s", (long long)first, ra_last_error());
             for (int64_t b = 0; b < c.b; b++)
@@ -861,10 +861,10 @@ static void test_engine_cached(void)
     ra_kv_cache *cache;
     CHECK(ra_kv_cache_create(&cache, c.b, c.s, c.hkv, c.d, RA_F32) == RA_OK, "cache");
     ra_positions pos = ra_positions_start(0);
-    CHECK(ra_layer_forward_cached_with(f.layer, NULL, cache, y[0], f.x, c.b, 1, NULL, &engine) ==
+    CHECK(ra_layer_forward_cached_with(NULL, f.layer, cache, y[0], f.x, c.b, 1, NULL, &engine) ==
               RA_ERR_ARGUMENT, "no positions");
     engine.decode = NULL;
-    CHECK(ra_layer_forward_cached_with(f.layer, NULL, cache, y[0], f.x, c.b, 1, &pos, &engine) ==
+    CHECK(ra_layer_forward_cached_with(NULL, f.layer, cache, y[0], f.x, c.b, 1, &pos, &engine) ==
               RA_ERR_UNSUPPORTED, "no decode");
     CHECK(ra_kv_cache_length(cache, 0) == 0 && ra_kv_cache_room(cache, 0) == c.s &&
               ra_kv_cache_room(NULL, 0) == -1 && ra_kv_cache_room(cache, c.b) == -1,
@@ -905,9 +905,9 @@ static void test_engine(void)
         ra_attention_options with = ra_attention_options_init();
         with.engine = &engine;
         float *y = malloc(sizeof(float) * f.n_x), *ye = malloc(sizeof(float) * f.n_x);
-        CHECK(ra_layer_forward(f.layer, ctx, y, f.x, c.b, c.s, &f.positions, NULL) == RA_OK,
+        CHECK(ra_layer_forward(ctx, f.layer, y, f.x, c.b, c.s, &f.positions, NULL) == RA_OK,
               "forward");
-        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
+        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
               "%s: forward with an engine: %s", c.name, ra_last_error());
         CHECK(memcmp(y, ye, sizeof(float) * f.n_x) == 0, "%s: the engine's y differs", c.name);
         CHECK(state.forwards == 1 && !state.engine_in_options, "%s: forwards %d", c.name,
@@ -920,10 +920,10 @@ static void test_engine(void)
         CHECK(run_library(&f, ctx, RA_PATH_FLASH, &plain) == RA_OK, "train");
         ra_layer_tape *tape;
         CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
-        CHECK(ra_layer_forward_train(f.layer, ctx, eng.y, tape, f.x, c.b, c.s, &f.positions,
+        CHECK(ra_layer_forward_train(ctx, f.layer, eng.y, tape, f.x, c.b, c.s, &f.positions,
                                      &with) == RA_OK, "%s: train with an engine", c.name);
         ra_layer_grads lg = layer_grads(&eng, 0);
-        CHECK(ra_layer_backward(f.layer, ctx, eng.dx, &lg, tape, f.dy) == RA_OK,
+        CHECK(ra_layer_backward(ctx, f.layer, eng.dx, &lg, tape, f.dy) == RA_OK,
               "%s: backward with an engine: %s", c.name, ra_last_error());
         CHECK(state.forwards == 2 && state.backwards == 1 && !state.engine_in_options,
               "%s: forwards %d, backwards %d", c.name, state.forwards, state.backwards);
@@ -937,33 +937,33 @@ static void test_engine(void)
         /* the engine's failure is the call's; y is left as it was */
         state.fail = RA_ERR_UNSUPPORTED;
         memset(ye, 0x5a, sizeof(float) * f.n_x);
-        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) ==
+        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) ==
               RA_ERR_UNSUPPORTED, "%s: a failing engine", c.name);
         CHECK(all_bytes(ye, sizeof(float) * f.n_x, 0x5a), "%s: y written on failure", c.name);
         CHECK(strcmp(ra_last_error(), "the attention engine: local engine says no") == 0,
               "%s: the sentence is \"%s\"", c.name, ra_last_error());
-        CHECK(ra_layer_forward_train(f.layer, ctx, ye, tape, f.x, c.b, c.s, &f.positions,
+        CHECK(ra_layer_forward_train(ctx, f.layer, ye, tape, f.x, c.b, c.s, &f.positions,
                                      &with) == RA_ERR_UNSUPPORTED, "%s: a failing engine "
               "(train)", c.name);
-        CHECK(ra_layer_backward(f.layer, ctx, eng.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
+        CHECK(ra_layer_backward(ctx, f.layer, eng.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
               "%s: a tape the failed forward left empty", c.name);
         state.fail = RA_OK;
 
         /* refusals: no positions, no forward, no backward when training,
          * an engine given to the attention functions */
-        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, NULL, &with) == RA_ERR_ARGUMENT,
+        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, NULL, &with) == RA_ERR_ARGUMENT,
               "%s: engine without positions", c.name);
         engine.backward = NULL;
-        CHECK(ra_layer_forward_train(f.layer, ctx, ye, tape, f.x, c.b, c.s, &f.positions,
+        CHECK(ra_layer_forward_train(ctx, f.layer, ye, tape, f.x, c.b, c.s, &f.positions,
                                      &with) == RA_ERR_ARGUMENT, "%s: engine without backward",
               c.name);
-        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
+        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
               "%s: an inference engine", c.name);
         engine.forward = NULL;
-        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) == RA_ERR_NULL,
+        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) == RA_ERR_NULL,
               "%s: engine without forward", c.name);
         engine.struct_size = 0;
-        CHECK(ra_layer_forward(f.layer, ctx, ye, f.x, c.b, c.s, &f.positions, &with) != RA_OK,
+        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) != RA_OK,
               "%s: engine with struct_size 0", c.name);
         ra_tensor t = ra_tensor_4d(ye, RA_F32, 1, 1, 1, 1), q = ra_tensor_4d(y, RA_F32, 1, 1, 1, 1);
         CHECK(ra_attention(ctx, &t, &q, &q, &q, &with) == RA_ERR_ARGUMENT,
@@ -1011,23 +1011,23 @@ static void test_errors(void)
         ra_status got;
     } forwards[] = {
         {RA_ERR_NULL, "NULL tape",
-         ra_layer_forward_train(f.layer, NULL, g.y, NULL, f.x, 1, 4, NULL, NULL)},
-        {RA_ERR_NULL, "NULL x", ra_layer_forward_train(f.layer, NULL, g.y, tape, NULL, 1, 4, NULL, NULL)},
+         ra_layer_forward_train(NULL, f.layer, g.y, NULL, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_NULL, "NULL x", ra_layer_forward_train(NULL, f.layer, g.y, tape, NULL, 1, 4, NULL, NULL)},
         {RA_ERR_ARGUMENT, "another layer's tape",
-         ra_layer_forward_train(f.layer, NULL, g.y, foreign, f.x, 1, 4, NULL, NULL)},
+         ra_layer_forward_train(NULL, f.layer, g.y, foreign, f.x, 1, 4, NULL, NULL)},
         {RA_ERR_SIZE, "tape too small",
-         ra_layer_forward_train(f.layer, NULL, g.y, small, f.x, 1, 4, NULL, NULL)},
+         ra_layer_forward_train(NULL, f.layer, g.y, small, f.x, 1, 4, NULL, NULL)},
         {RA_ERR_UNSUPPORTED, "packed batch",
-         ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, &packed, NULL)},
+         ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, 1, 4, &packed, NULL)},
         {RA_ERR_POSITION, "negative position",
-         ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, &negative, NULL)},
-        {RA_ERR_ARGUMENT, "p = 1", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_p)},
-        {RA_ERR_ARGUMENT, "path", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 4, NULL, &bad_path)},
-        {RA_ERR_SIZE, "seq 0", ra_layer_forward_train(f.layer, NULL, g.y, tape, f.x, 1, 0, NULL, NULL)},
+         ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, 1, 4, &negative, NULL)},
+        {RA_ERR_ARGUMENT, "p = 1", ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, 1, 4, NULL, &bad_p)},
+        {RA_ERR_ARGUMENT, "path", ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, 1, 4, NULL, &bad_path)},
+        {RA_ERR_SIZE, "seq 0", ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, 1, 0, NULL, NULL)},
         /* x is kept for the backward: a y over it would change the gradients */
-        {RA_ERR_ARGUMENT, "y on x", ra_layer_forward_train(f.layer, NULL, f.x, tape, f.x, 1, 4, NULL, NULL)},
+        {RA_ERR_ARGUMENT, "y on x", ra_layer_forward_train(NULL, f.layer, f.x, tape, f.x, 1, 4, NULL, NULL)},
         {RA_ERR_ARGUMENT, "y inside x",
-         ra_layer_forward_train(f.layer, NULL, f.x + 3, tape, f.x, 1, 2, NULL, NULL)},
+         ra_layer_forward_train(NULL, f.layer, f.x + 3, tape, f.x, 1, 2, NULL, NULL)},
     };
     for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; i++)
         CHECK(forwards[i].got == forwards[i].want, "forward_train, %s: %s", forwards[i].what,
@@ -1042,11 +1042,11 @@ static void test_errors(void)
     no_dwv.dwv = NULL;
     dwq_on_dwo.dwq = g.dw[3];
     dwk_on_wk.dwk = f.w[1];
-    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
           "a tape before any forward");
     float *y = malloc(sizeof(float) * f.n_x);
-    CHECK(ra_layer_forward_train(f.layer, NULL, y, tape, f.x, 1, 4, NULL, NULL) == RA_OK, "forward");
-    CHECK(ra_layer_forward_train(other.layer, NULL, y, foreign, other.x, 1, 4, NULL, NULL) == RA_OK,
+    CHECK(ra_layer_forward_train(NULL, f.layer, y, tape, f.x, 1, 4, NULL, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward_train(NULL, other.layer, y, foreign, other.x, 1, 4, NULL, NULL) == RA_OK,
           "other forward");
     const struct {
         ra_status want;
@@ -1054,17 +1054,17 @@ static void test_errors(void)
         ra_status got;
     } backwards[] = {
         {RA_ERR_NULL, "NULL layer", ra_layer_backward(NULL, NULL, g.dx, &lg, tape, f.dy)},
-        {RA_ERR_NULL, "NULL dx", ra_layer_backward(f.layer, NULL, NULL, &lg, tape, f.dy)},
-        {RA_ERR_NULL, "NULL grads", ra_layer_backward(f.layer, NULL, g.dx, NULL, tape, f.dy)},
-        {RA_ERR_NULL, "NULL dwv", ra_layer_backward(f.layer, NULL, g.dx, &no_dwv, tape, f.dy)},
-        {RA_ERR_NULL, "NULL tape", ra_layer_backward(f.layer, NULL, g.dx, &lg, NULL, f.dy)},
-        {RA_ERR_NULL, "NULL dy", ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, NULL)},
+        {RA_ERR_NULL, "NULL dx", ra_layer_backward(NULL, f.layer, NULL, &lg, tape, f.dy)},
+        {RA_ERR_NULL, "NULL grads", ra_layer_backward(NULL, f.layer, g.dx, NULL, tape, f.dy)},
+        {RA_ERR_NULL, "NULL dwv", ra_layer_backward(NULL, f.layer, g.dx, &no_dwv, tape, f.dy)},
+        {RA_ERR_NULL, "NULL tape", ra_layer_backward(NULL, f.layer, g.dx, &lg, NULL, f.dy)},
+        {RA_ERR_NULL, "NULL dy", ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, NULL)},
         {RA_ERR_ARGUMENT, "another layer's tape",
-         ra_layer_backward(f.layer, NULL, g.dx, &lg, foreign, f.dy)},
-        {RA_ERR_ARGUMENT, "dwq on dwo", ra_layer_backward(f.layer, NULL, g.dx, &dwq_on_dwo, tape, f.dy)},
-        {RA_ERR_ARGUMENT, "dwk on wk", ra_layer_backward(f.layer, NULL, g.dx, &dwk_on_wk, tape, f.dy)},
-        {RA_ERR_ARGUMENT, "dx on dy", ra_layer_backward(f.layer, NULL, f.dy, &lg, tape, f.dy)},
-        {RA_ERR_ARGUMENT, "dx on x", ra_layer_backward(f.layer, NULL, f.x, &lg, tape, f.dy)},
+         ra_layer_backward(NULL, f.layer, g.dx, &lg, foreign, f.dy)},
+        {RA_ERR_ARGUMENT, "dwq on dwo", ra_layer_backward(NULL, f.layer, g.dx, &dwq_on_dwo, tape, f.dy)},
+        {RA_ERR_ARGUMENT, "dwk on wk", ra_layer_backward(NULL, f.layer, g.dx, &dwk_on_wk, tape, f.dy)},
+        {RA_ERR_ARGUMENT, "dx on dy", ra_layer_backward(NULL, f.layer, f.dy, &lg, tape, f.dy)},
+        {RA_ERR_ARGUMENT, "dx on x", ra_layer_backward(NULL, f.layer, f.x, &lg, tape, f.dy)},
     };
     for (size_t i = 0; i < sizeof backwards / sizeof backwards[0]; i++)
         CHECK(backwards[i].got == backwards[i].want, "backward, %s: %s", backwards[i].what,
@@ -1072,7 +1072,7 @@ static void test_errors(void)
     int untouched = all_bytes(g.dx, sizeof(float) * f.n_x, 0x7f);
     for (int j = 0; j < 4; j++) untouched &= all_bytes(g.dw[j], sizeof(float) * f.n_w[j], 0x7f);
     CHECK(untouched, "a refused backward wrote its outputs");
-    CHECK(ra_layer_backward(f.layer, NULL, g.dx, &lg, tape, f.dy) == RA_OK, "valid backward");
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, f.dy) == RA_OK, "valid backward");
 
     free(y);
     ra_layer_tape_destroy(tape);
@@ -1107,12 +1107,12 @@ static double cached_diff(const ra_layer *cached, const ra_layer *plain, const f
     float *xs = malloc(sizeof(float) * f->n_x), *ys = malloc(sizeof(float) * f->n_x);
     ra_kv_cache *cache;
     CHECK(ra_kv_cache_create(&cache, c->b, c->s, c->hkv, c->d, RA_F32) == RA_OK, "cache");
-    CHECK(ra_layer_forward(plain, NULL, y_plain, f->x, c->b, c->s, NULL, NULL) == RA_OK, "plain");
+    CHECK(ra_layer_forward(NULL, plain, y_plain, f->x, c->b, c->s, NULL, NULL) == RA_OK, "plain");
     for (int64_t first = 0, n = 3; first < c->s; first += n, n = 1) {
         for (int64_t b = 0; b < c->b; b++)
             memcpy(xs + b * n * f->dim, f->x + (b * c->s + first) * f->dim,
                    sizeof(float) * n * f->dim);
-        CHECK(ra_layer_forward_cached(cached, NULL, cache, ys, xs, c->b, n, NULL) == RA_OK,
+        CHECK(ra_layer_forward_cached(NULL, cached, cache, ys, xs, c->b, n, NULL) == RA_OK,
               "%s: cached", c->name);
         for (int64_t b = 0; b < c->b; b++)
             memcpy(y_cached + (b * c->s + first) * f->dim, ys + b * n * f->dim,
@@ -1200,9 +1200,9 @@ static void test_fused_qkv(void)
         ra_layer_grads lg = layer_grads(&got, 0);
         lg.dwqkv = dwqkv;
         lg.dbqkv = f.w[4] ? dbqkv : NULL;
-        CHECK(ra_layer_forward_train(fused, NULL, got.y, tape, f.x, c->b, c->s, &f.positions,
+        CHECK(ra_layer_forward_train(NULL, fused, got.y, tape, f.x, c->b, c->s, &f.positions,
                                      &opt) == RA_OK &&
-                  ra_layer_backward(fused, NULL, got.dx, &lg, tape, f.dy) == RA_OK,
+                  ra_layer_backward(NULL, fused, got.dx, &lg, tape, f.dy) == RA_OK,
               "%s: fused", c->name);
         group_rows(dwqkv, got.dw[0], got.dw[1], got.dw[2], c->hkv, rep * D, D, f.dim, 0);
         if (f.w[4]) group_rows(dbqkv, got.dw[4], got.dw[5], got.dw[6], c->hkv, rep * D, D, 1, 0);

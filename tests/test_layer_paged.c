@@ -76,7 +76,7 @@ static void run_pool(const ra_layer *layer, ra_context *ctx, ra_dtype dtype, int
             memcpy(xs + i * S * DIM, x + ((size_t)r * N + (i + 2) % N) * S * DIM,
                    sizeof(float) * S * DIM);
         float ys[N * S * DIM];
-        CHECK(ra_layer_forward_paged(layer, ctx, pool, order, N, ys, xs, S, n_new, NULL) == RA_OK,
+        CHECK(ra_layer_forward_paged(ctx, layer, pool, order, N, ys, xs, S, n_new, NULL) == RA_OK,
               "round %d: %s", r, ra_last_error());
         for (int i = 0; i < N; i++)
             memcpy(y + ((size_t)r * N + (i + 2) % N) * S * DIM, ys + i * S * DIM,
@@ -99,7 +99,7 @@ static void run_alone(const ra_layer *layer, ra_dtype dtype, const float *x, flo
             float *w = want + ((size_t)r * N + i) * S * DIM;
             memset(w, 0, sizeof(float) * S * DIM);
             if (rounds[r][i] == 0) continue;
-            CHECK(ra_layer_forward_cached(layer, NULL, cache, w, x + ((size_t)r * N + i) * S * DIM,
+            CHECK(ra_layer_forward_cached(NULL, layer, cache, w, x + ((size_t)r * N + i) * S * DIM,
                                           1, rounds[r][i], NULL) == RA_OK,
                   "alone: %s", ra_last_error());
         }
@@ -206,7 +206,7 @@ static void test_refusals(void)
         const int64_t len = ra_kv_pool_length(pool, a), free_pages = ra_kv_pool_free_pages(pool);
         float before[2 * S * DIM];
         memcpy(before, y, sizeof y);
-        ra_status st = ra_layer_forward_paged(bad[i].layer, NULL, bad[i].pool, bad[i].ids,
+        ra_status st = ra_layer_forward_paged(NULL, bad[i].layer, bad[i].pool, bad[i].ids,
                                               bad[i].n_ids, y, x, S, bad[i].n_new, NULL);
         CHECK(st == bad[i].want, "%s: status %d (%s)", bad[i].what, (int)st, ra_last_error());
         if (st == RA_OK) continue;
@@ -237,11 +237,11 @@ static void test_rows_past_n_new(void)
         int64_t ids[N];
         CHECK(ra_kv_pool_create(&pool, 16, 4, 4, HKV, D, RA_F32) == RA_OK, "pool");
         for (int i = 0; i < N; i++) CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[i]) == RA_OK, "add");
-        CHECK(ra_layer_forward_paged(layer, NULL, pool, ids, N, y[run], x[run], S, n_new, NULL) ==
+        CHECK(ra_layer_forward_paged(NULL, layer, pool, ids, N, y[run], x[run], S, n_new, NULL) ==
                   RA_OK, "run %d: %s", run, ra_last_error());
         float z[N * S * DIM];
         for (int i = 0; i < N * S * DIM; i++) z[i] = 7.0f;
-        CHECK(ra_layer_forward_paged(layer, NULL, pool, ids, N, z, x[run], S, none, NULL) == RA_OK,
+        CHECK(ra_layer_forward_paged(NULL, layer, pool, ids, N, z, x[run], S, none, NULL) == RA_OK,
               "no new token: %s", ra_last_error());
         int zeros = 1;
         for (int i = 0; i < N * S * DIM; i++) zeros &= z[i] == 0.0f;

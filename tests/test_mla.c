@@ -346,7 +346,7 @@ static void test_forward(void)
         float *y = malloc((size_t)s.n_x * sizeof(float));
         ra_positions pos = positions_of(&s);
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
-            ra_status st = ra_layer_forward(s.layer, NULL, y, s.x, s.c.b, s.c.s, &pos,
+            ra_status st = ra_layer_forward(NULL, s.layer, y, s.x, s.c.b, s.c.s, &pos,
                                             PATH_OPTS((ra_attention_path)path));
             double err = 0;
             for (int64_t i = 0; i < s.n_x; i++) err = fmax(err, fabs(y[i] - ref[i]));
@@ -404,9 +404,9 @@ static void test_gradients(void)
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
             if (st == RA_OK)
-                st = ra_layer_forward_train(s.layer, NULL, y, tape, s.x, s.c.b, s.c.s, &pos,
+                st = ra_layer_forward_train(NULL, s.layer, y, tape, s.x, s.c.b, s.c.s, &pos,
                                             PATH_OPTS((ra_attention_path)path));
-            if (st == RA_OK) st = ra_layer_backward(s.layer, NULL, dx, &grads, tape, s.dy);
+            if (st == RA_OK) st = ra_layer_backward(NULL, s.layer, dx, &grads, tape, s.dy);
             CHECK(st == RA_OK, "%s path %d: %s", s.c.name, path, ra_last_error());
             ra_layer_tape_destroy(tape);
             if (st != RA_OK || path == RA_PATH_REFERENCE) continue; /* finite differences once */
@@ -454,7 +454,7 @@ static void test_cached(void)
         }
         float *y = malloc((size_t)s.n_x * sizeof(float)), *yc = malloc((size_t)s.n_x * sizeof(float));
         ra_positions start = ra_positions_start(0);
-        CHECK(ra_layer_forward(s.layer, NULL, y, s.x, s.c.b, s.c.s, &start, NULL) == RA_OK,
+        CHECK(ra_layer_forward(NULL, s.layer, y, s.x, s.c.b, s.c.s, &start, NULL) == RA_OK,
               "forward: %s", ra_last_error());
         const double scale = max_abs_f(y, s.n_x);
         for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
@@ -470,7 +470,7 @@ static void test_cached(void)
                 for (int64_t b = 0; b < s.c.b; b++)
                     memcpy(xs + b * n * s.c.dim, s.x + (b * s.c.s + s0) * s.c.dim,
                            (size_t)(n * s.c.dim) * sizeof(float));
-                st = ra_layer_forward_cached(s.layer, ctx, cache, ys, xs, s.c.b, n, NULL);
+                st = ra_layer_forward_cached(ctx, s.layer, cache, ys, xs, s.c.b, n, NULL);
                 for (int64_t b = 0; b < s.c.b; b++)
                     memcpy(yc + (b * s.c.s + s0) * s.c.dim, ys + b * n * s.c.dim,
                            (size_t)(n * s.c.dim) * sizeof(float));
@@ -510,8 +510,8 @@ static void test_threads(void)
         float *g[N_W];
         ra_layer_grads grads = grads_of(&s, g);
         ra_status st = ra_layer_tape_create(&tape, s.layer, s.T);
-        if (st == RA_OK) st = ra_layer_forward_train(s.layer, ctx, out[run][0], tape, s.x, s.c.b, s.c.s, NULL, NULL);
-        if (st == RA_OK) st = ra_layer_backward(s.layer, ctx, out[run][1], &grads, tape, s.dy);
+        if (st == RA_OK) st = ra_layer_forward_train(ctx, s.layer, out[run][0], tape, s.x, s.c.b, s.c.s, NULL, NULL);
+        if (st == RA_OK) st = ra_layer_backward(ctx, s.layer, out[run][1], &grads, tape, s.dy);
         ra_kv_cache *cache;
         if (st == RA_OK) st = ra_kv_cache_create_latent(&cache, s.c.b, s.c.s, s.c.r, s.c.dr, RA_F32);
         if (st == RA_OK) { /* a prefill of half, then the rest decoded in passes of 8 */
@@ -520,12 +520,12 @@ static void test_threads(void)
             for (int64_t b = 0; b < s.c.b; b++)
                 memcpy(xs + b * half * s.c.dim, s.x + b * s.c.s * s.c.dim,
                        (size_t)(half * s.c.dim) * sizeof(float));
-            st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2], xs, s.c.b, half, NULL);
+            st = ra_layer_forward_cached(ctx, s.layer, cache, out[run][2], xs, s.c.b, half, NULL);
             for (int64_t b = 0; b < s.c.b; b++)
                 memcpy(xs + b * rest * s.c.dim, s.x + (b * s.c.s + half) * s.c.dim,
                        (size_t)(rest * s.c.dim) * sizeof(float));
             if (st == RA_OK)
-                st = ra_layer_forward_cached(s.layer, ctx, cache, out[run][2] + s.c.b * half * s.c.dim,
+                st = ra_layer_forward_cached(ctx, s.layer, cache, out[run][2] + s.c.b * half * s.c.dim,
                                              xs, s.c.b, rest, NULL);
             free(xs);
             ra_kv_cache_destroy(cache);
@@ -567,7 +567,7 @@ static void test_latent_decode(void)
     float *q = random_array(B * T * H * row, 1.0f, 0.0f, &state);
     float *out = calloc((size_t)(B * T * H * row), sizeof(float));
     ra_status st = ra_kv_cache_create_latent(&f32, B, S, s.c.r, s.c.dr, RA_F32);
-    if (st == RA_OK) st = ra_layer_forward_cached(s.layer, NULL, f32, y, s.x, B, S, NULL);
+    if (st == RA_OK) st = ra_layer_forward_cached(NULL, s.layer, f32, y, s.x, B, S, NULL);
     ra_tensor kv, vv;
     if (st == RA_OK) st = ra_kv_cache_views(f32, &kv, &vv);
     CHECK(st == RA_OK && kv.data == vv.data && kv.shape[3] == row && kv.shape[2] == 1,
@@ -585,7 +585,7 @@ static void test_latent_decode(void)
                 CHECK(ra_kv_cache_set_scales(cache, &half, &half, 1) == RA_OK, "%s",
                       ra_last_error());
             }
-            CHECK(ra_layer_forward_cached(s.layer, NULL, cache, y, s.x, B, S, NULL) == RA_OK,
+            CHECK(ra_layer_forward_cached(NULL, s.layer, cache, y, s.x, B, S, NULL) == RA_OK,
                   "%s", ra_last_error());
         }
         for (int64_t b = 0; b < B; b++)
@@ -688,9 +688,9 @@ static void test_refusals(void)
     CHECK(ra_kv_cache_create_latent(&cache, 1, 4, 0, 4, RA_F32) == RA_ERR_SIZE && !cache, "r 0");
     CHECK(ra_kv_cache_create_latent(&cache, 1, 4, 8, 3, RA_F32) == RA_ERR_SIZE && !cache, "odd rope");
     float *y = calloc((size_t)s.n_x, sizeof(float));
-    CHECK(ra_layer_forward_cached(s.layer, NULL, plain, y, s.x, s.c.b, 1, NULL) == RA_ERR_SHAPE,
+    CHECK(ra_layer_forward_cached(NULL, s.layer, plain, y, s.x, s.c.b, 1, NULL) == RA_ERR_SHAPE,
           "latent layer, plain cache: %s", ra_last_error());
-    CHECK(ra_layer_forward_cached(s.layer, NULL, latent, y, s.x, s.c.b, 5, NULL) == RA_ERR_CACHE_FULL,
+    CHECK(ra_layer_forward_cached(NULL, s.layer, latent, y, s.x, s.c.b, 5, NULL) == RA_ERR_CACHE_FULL,
           "5 tokens in 4 slots");
     CHECK(ra_kv_cache_length(latent, 0) == 0, "a refused call appends nothing");
     const int64_t row = s.c.r + s.c.dr;
@@ -700,7 +700,7 @@ static void test_refusals(void)
     ra_rope *rope;
     ra_rope_config rc = ra_rope_config_default(row);
     CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
-    CHECK(ra_kv_cache_append(latent, NULL, rope, NULL, &tk, &tk, &p0, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_kv_cache_append(NULL, latent, rope, NULL, &tk, &tk, &p0, NULL) == RA_ERR_ARGUMENT,
           "ra_kv_cache_append on a latent cache");
     ra_rope_destroy(rope);
     /* a plain layer of one kv head of r + Dr features refuses the latent cache */
@@ -712,16 +712,16 @@ static void test_refusals(void)
     pw.wo = big;
     ra_layer *plain_layer;
     CHECK(ra_layer_create(&plain_layer, &pc, &pw) == RA_OK, "plain layer: %s", ra_last_error());
-    CHECK(ra_layer_forward_cached(plain_layer, NULL, latent, y, s.x, s.c.b, 1, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_layer_forward_cached(NULL, plain_layer, latent, y, s.x, s.c.b, 1, NULL) == RA_ERR_ARGUMENT,
           "plain layer, latent cache: %s", ra_last_error());
     ra_layer_destroy(plain_layer);
     /* the backward names the missing gradient */
     ra_layer_tape *tape;
     CHECK(ra_layer_tape_create(&tape, s.layer, s.T) == RA_OK, "tape");
-    CHECK(ra_layer_forward_train(s.layer, NULL, y, tape, s.x, s.c.b, s.c.s, NULL, NULL) == RA_OK, "train");
+    CHECK(ra_layer_forward_train(NULL, s.layer, y, tape, s.x, s.c.b, s.c.s, NULL, NULL) == RA_OK, "train");
     ra_layer_grads g = ra_layer_grads_init();
     float *dx = calloc((size_t)s.n_x, sizeof(float));
-    CHECK(ra_layer_backward(s.layer, NULL, dx, &g, tape, s.dy) == RA_ERR_NULL, "no grads");
+    CHECK(ra_layer_backward(NULL, s.layer, dx, &g, tape, s.dy) == RA_ERR_NULL, "no grads");
     ra_layer_tape_destroy(tape);
     free(dx); free(big); free(q); free(y);
     ra_kv_cache_destroy(latent);

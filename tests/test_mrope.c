@@ -121,7 +121,7 @@ static void test_against_transformers(void)
             ra_tensor ty = ra_tensor_4d(y, RA_F32, 1, S, heads, d);
             ra_positions p = ra_positions_start(0);
             p.mrope_ids = ids;
-            CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
+            CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
             double worst = 0, want[1024];
             for (int64_t s = 0; s < S; s++)
                 for (int64_t h = 0; h < heads; h++) {
@@ -166,14 +166,14 @@ static void test_text_is_plain_rope(void)
             ra_positions p1 = ra_positions_start(0), p3 = ra_positions_start(0);
             p1.ids = ids;
             p3.mrope_ids = ids3;
-            CHECK(ra_rope_apply(plain, NULL, &ta, &tx, &p1, RA_FORWARD) == RA_OK &&
-                      ra_rope_apply(m, NULL, &tb, &tx, &p1, RA_FORWARD) == RA_OK &&
-                      ra_rope_apply(m, NULL, &te, &tx, &p3, RA_FORWARD) == RA_OK, "apply");
+            CHECK(ra_rope_apply(NULL, plain, &ta, &tx, &p1, RA_FORWARD) == RA_OK &&
+                      ra_rope_apply(NULL, m, &tb, &tx, &p1, RA_FORWARD) == RA_OK &&
+                      ra_rope_apply(NULL, m, &te, &tx, &p3, RA_FORWARD) == RA_OK, "apply");
             CHECK(memcmp(a, b, sizeof(float) * n) == 0, "%s: 1-D ids differ", c->name);
             CHECK(memcmp(a, e, sizeof(float) * n) == 0, "%s: equal 3-D ids differ", c->name);
             ra_positions start = ra_positions_start(30); /* past the table */
-            CHECK(ra_rope_apply(plain, NULL, &ta, &tx, &start, RA_INVERSE) == RA_OK &&
-                      ra_rope_apply(m, NULL, &tb, &tx, &start, RA_INVERSE) == RA_OK &&
+            CHECK(ra_rope_apply(NULL, plain, &ta, &tx, &start, RA_INVERSE) == RA_OK &&
+                      ra_rope_apply(NULL, m, &tb, &tx, &start, RA_INVERSE) == RA_OK &&
                       memcmp(a, b, sizeof(float) * n) == 0, "%s: start 30 differs", c->name);
 
             const int64_t pairs = d / 2;
@@ -248,9 +248,9 @@ static void test_inverse(void)
             ra_tensor trx = ra_tensor_4d(rx, RA_F32, 1, S, 2, d);
             ra_tensor trg = ra_tensor_4d(rg, RA_F32, 1, S, 2, d);
             ra_tensor tb = ra_tensor_4d(back, RA_F32, 1, S, 2, d);
-            CHECK(ra_rope_apply(m, NULL, &trx, &tx, &p, RA_FORWARD) == RA_OK &&
-                      ra_rope_apply(m, NULL, &trg, &tg, &p, RA_INVERSE) == RA_OK &&
-                      ra_rope_apply(m, NULL, &tb, &trx, &p, RA_INVERSE) == RA_OK, "apply");
+            CHECK(ra_rope_apply(NULL, m, &trx, &tx, &p, RA_FORWARD) == RA_OK &&
+                      ra_rope_apply(NULL, m, &trg, &tg, &p, RA_INVERSE) == RA_OK &&
+                      ra_rope_apply(NULL, m, &tb, &trx, &p, RA_INVERSE) == RA_OK, "apply");
             double lhs = 0, rhs = 0, scale = 0, worst = 0;
             for (int64_t i = 0; i < n; i++) {
                 lhs += (double)rx[i] * g[i];
@@ -307,24 +307,24 @@ static void test_refusals(void)
     int64_t ids[12] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, one[4] = {0, 1, 2, 3};
     ra_positions p = ra_positions_start(0);
     p.mrope_ids = ids;
-    CHECK(ra_rope_apply(plain, NULL, &ty, &tx, &p, RA_FORWARD) == RA_ERR_ARGUMENT &&
+    CHECK(ra_rope_apply(NULL, plain, &ty, &tx, &p, RA_FORWARD) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "no mrope_section"), "3-D ids on a plain rope");
     p.ids = one;
-    CHECK(ra_rope_apply(m, NULL, &ty, &tx, &p, RA_FORWARD) == RA_ERR_ARGUMENT,
+    CHECK(ra_rope_apply(NULL, m, &ty, &tx, &p, RA_FORWARD) == RA_ERR_ARGUMENT,
           "ids and mrope_ids");
     p.ids = NULL;
     p.mrope_stride = 3;
-    CHECK(ra_rope_apply(m, NULL, &ty, &tx, &p, RA_FORWARD) == RA_ERR_ARGUMENT,
+    CHECK(ra_rope_apply(NULL, m, &ty, &tx, &p, RA_FORWARD) == RA_ERR_ARGUMENT,
           "mrope_stride below the tokens");
     p.mrope_stride = 0;
     ids[9] = -1;
-    CHECK(ra_rope_apply(m, NULL, &ty, &tx, &p, RA_FORWARD) == RA_ERR_POSITION &&
+    CHECK(ra_rope_apply(NULL, m, &ty, &tx, &p, RA_FORWARD) == RA_ERR_POSITION &&
               strstr(ra_last_error(), "mrope_ids[2, 1] is -1"), "negative: %s", ra_last_error());
     ids[9] = RA_MAX_POSITION + 1;
-    CHECK(ra_rope_apply(m, NULL, &ty, &tx, &p, RA_FORWARD) == RA_ERR_POSITION, "past 2^32");
+    CHECK(ra_rope_apply(NULL, m, &ty, &tx, &p, RA_FORWARD) == RA_ERR_POSITION, "past 2^32");
     CHECK(memcmp(y, before, sizeof y) == 0, "a refused call wrote y");
     ids[9] = RA_MAX_POSITION; /* the last position is fine, off the table */
-    CHECK(ra_rope_apply(m, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "2^32");
+    CHECK(ra_rope_apply(NULL, m, &ty, &tx, &p, RA_FORWARD) == RA_OK, "2^32");
 
     float c[4 * 8], s[4 * 8];
     CHECK(ra_rope_table_mrope(plain, c, s, ids, 4) == RA_ERR_ARGUMENT, "table of a plain rope");
@@ -375,7 +375,7 @@ static void test_layer(void)
     }
     ra_positions p = ra_positions_start(0);
     p.mrope_ids = ids;
-    CHECK(ra_layer_forward(layer, NULL, y, x, B, S, &p, NULL) == RA_OK, "forward");
+    CHECK(ra_layer_forward(NULL, layer, y, x, B, S, &p, NULL) == RA_OK, "forward");
 
     /* text: equal components = 1-D ids */
     int64_t text3[3 * T], text[T];
@@ -383,8 +383,8 @@ static void test_layer(void)
     ra_positions pt = ra_positions_start(0), p1 = ra_positions_start(0);
     pt.mrope_ids = text3;
     p1.ids = text;
-    CHECK(ra_layer_forward(layer, NULL, y2, x, B, S, &pt, NULL) == RA_OK &&
-              ra_layer_forward(layer, NULL, dx[0], x, B, S, &p1, NULL) == RA_OK &&
+    CHECK(ra_layer_forward(NULL, layer, y2, x, B, S, &pt, NULL) == RA_OK &&
+              ra_layer_forward(NULL, layer, dx[0], x, B, S, &p1, NULL) == RA_OK &&
               memcmp(y2, dx[0], sizeof y2) == 0, "layer: equal 3-D ids differ from 1-D ids");
 
     /* through the KV cache: prefill 7 tokens, then one at a time */
@@ -400,7 +400,7 @@ static void test_layer(void)
             memcpy(xs + b * n * DIM, x + (b * S + first) * DIM, sizeof(float) * n * DIM);
         ra_positions pp = ra_positions_start(0);
         pp.mrope_ids = part;
-        CHECK(ra_layer_forward_cached(layer, NULL, cache, ys, xs, B, n, &pp) == RA_OK,
+        CHECK(ra_layer_forward_cached(NULL, layer, cache, ys, xs, B, n, &pp) == RA_OK,
               "cached: %s", ra_last_error());
         for (int64_t b = 0; b < B; b++)
             memcpy(y2 + (b * S + first) * DIM, ys + b * n * DIM, sizeof(float) * n * DIM);
@@ -417,13 +417,13 @@ static void test_layer(void)
         memcpy(mine, ids, sizeof mine);
         ra_positions pm = ra_positions_start(0);
         pm.mrope_ids = mine;
-        CHECK(ra_layer_forward_train(layer, NULL, y2, tape, x, B, S, &pm, NULL) == RA_OK,
+        CHECK(ra_layer_forward_train(NULL, layer, y2, tape, x, B, S, &pm, NULL) == RA_OK,
               "train: %s", ra_last_error());
         CHECK(memcmp(y2, y, sizeof y) == 0, "train forward differs from the forward");
         if (run) for (int64_t t = 0; t < 3 * T; t++) mine[t] = 7; /* the tape has its copy */
         ra_layer_grads g = ra_layer_grads_init();
         g.dwq = dw[run][0], g.dwk = dw[run][1], g.dwv = dw[run][2], g.dwo = dw[run][3];
-        CHECK(ra_layer_backward(layer, NULL, dx[run], &g, tape, dy) == RA_OK, "backward");
+        CHECK(ra_layer_backward(NULL, layer, dx[run], &g, tape, dy) == RA_OK, "backward");
     }
     CHECK(memcmp(dx[0], dx[1], sizeof dx[0]) == 0 && memcmp(dw[0], dw[1], sizeof dw[0]) == 0,
           "backward depends on the caller's ids after the forward");
@@ -435,7 +435,7 @@ static void test_layer(void)
     lc.temperature_floor = 0;
     memset(rc.mrope_section, 0, sizeof rc.mrope_section);
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "plain layer");
-    CHECK(ra_layer_forward(layer, NULL, y, x, B, S, &p, NULL) == RA_ERR_ARGUMENT,
+    CHECK(ra_layer_forward(NULL, layer, y, x, B, S, &p, NULL) == RA_ERR_ARGUMENT,
           "3-D ids on a layer without sections");
     ra_layer_destroy(layer);
 }

@@ -54,7 +54,7 @@ static void run_paths(float *out[N_PATHS], const float *q, const float *k, const
     int64_t *zeros = calloc((size_t)s, sizeof *zeros);
     ra_tensor tkc = ra_tensor_4d(kc, RA_F32, 1, s, hkv, d);
     ra_positions at_zero = {.struct_size = sizeof at_zero, .ids = zeros};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tkc, &tv, &at_zero, NULL) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tkc, &tv, &at_zero, NULL) == RA_OK, "append");
     ra_tensor to = ra_tensor_4d(out[2], RA_F32, 1, s, h, d);
     CHECK(ra_attention_decode(NULL, cache, &to, &tq, NULL, NULL) == RA_OK, "decode");
     ra_kv_cache_destroy(cache);
@@ -274,7 +274,7 @@ static void test_nan_rope(void)
             float x[D];
             ra_test_fill(x, D, 5);
             x[3] = NAN;
-            CHECK(ra_rope_apply_f32(rope, NULL, x, 1, 1, 1, pos) == RA_OK, "apply");
+            CHECK(ra_rope_apply_f32(NULL, rope, x, 1, 1, 1, pos) == RA_OK, "apply");
             int partner = layout == RA_LAYOUT_INTERLEAVED ? 2 : 3 + D / 2;
             for (int e = 0; e < D; e++)
                 CHECK(!isnan(x[e]) == (e != 3 && e != partner), "layout %d position %lld: "
@@ -329,7 +329,7 @@ static void test_seq_one(void)
     }
     for (int p = RA_PATH_REFERENCE; p <= RA_PATH_FLASH; p++) {
         opt.path = (ra_attention_path)p;
-        CHECK(ra_layer_forward(layer, NULL, y, x, 1, 1, NULL, &opt) == RA_OK, "forward");
+        CHECK(ra_layer_forward(NULL, layer, y, x, 1, 1, NULL, &opt) == RA_OK, "forward");
         double e = ra_test_rel_err(y, want, DIM);
         CHECK(e <= 1e-5, "path %d: layer at seq 1 is off by %.3g", p, e);
     }
@@ -354,7 +354,7 @@ static void test_head_dim_two(void)
     for (int t = 0; t < S; t++) ids[t] = (int64_t)t * t * t % 1000003;
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, S, 1, D), ty = ra_tensor_4d(y, RA_F32, 1, S, 1, D);
     ra_positions p = {.struct_size = sizeof p, .ids = ids};
-    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
+    CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
     double worst = 0;
     for (int t = 0; t < S; t++) {
         long double c = cosl((long double)ids[t]), s = sinl((long double)ids[t]);
@@ -403,7 +403,7 @@ static void test_positions_near_limit(void)
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, S, 1, D), ty = ra_tensor_4d(y, RA_F32, 1, S, 1, D);
     ra_positions p = {.struct_size = sizeof p, .ids = ids};
     for (int dir = 0; dir < 2; dir++) {
-        CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, (ra_direction)dir) == RA_OK, "ids");
+        CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, (ra_direction)dir) == RA_OK, "ids");
         double worst = 0;
         for (int t = 0; t < S; t++)
             for (int i = 0; i < D / 2; i++) {
@@ -419,8 +419,8 @@ static void test_positions_near_limit(void)
     float z[3 * D];
     ra_tensor tz = ra_tensor_4d(z, RA_F32, 1, 3, 1, D), tx3 = ra_tensor_4d(x + 3 * D, RA_F32, 1, 3, 1, D);
     ra_positions last = {.struct_size = sizeof last, .start = max - 2};
-    CHECK(ra_rope_apply(rope, NULL, &tz, &tx3, &last, RA_FORWARD) == RA_OK, "start at the limit");
-    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "ids");
+    CHECK(ra_rope_apply(NULL, rope, &tz, &tx3, &last, RA_FORWARD) == RA_OK, "start at the limit");
+    CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_FORWARD) == RA_OK, "ids");
     CHECK(memcmp(z, y + 3 * D, sizeof z) == 0, "start and ids disagree at the limit");
 
     /* one past: refused, nothing written */
@@ -437,7 +437,7 @@ static void test_positions_near_limit(void)
                             .start = INT64_MAX}, {.struct_size = sizeof(ra_positions),
                             .start = -1}};
     for (int c = 0; c < 5; c++)
-        CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &past[c], RA_FORWARD) == RA_ERR_POSITION,
+        CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &past[c], RA_FORWARD) == RA_ERR_POSITION,
               "case %d not refused", c);
     CHECK(memcmp(before, y, sizeof y) == 0, "a refused call wrote");
     int64_t past_table[2] = {max, max + 1};
@@ -453,10 +453,10 @@ static void test_positions_near_limit(void)
     ra_positions at_limit = {.struct_size = sizeof at_limit,
                              .start = max - S + 1}, beyond = {.struct_size = sizeof beyond,
                              .start = max - S + 2};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &ty, &tv, &beyond, NULL) == RA_ERR_POSITION,
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &ty, &tv, &beyond, NULL) == RA_ERR_POSITION,
           "append past the limit");
     CHECK(ra_kv_cache_length(cache, 0) == 0 && memcmp(y, x, sizeof x) == 0, "refused append wrote");
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &ty, &tv, &at_limit, NULL) == RA_OK,
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &ty, &tv, &at_limit, NULL) == RA_OK,
           "append at the limit");
     ra_kv_cache_destroy(cache);
     ra_rope_destroy(rope);
@@ -471,9 +471,9 @@ static void test_positions_near_limit(void)
     ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w, .wk = w, .wv = w, .wo = w};
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer");
-    CHECK(ra_layer_forward(layer, NULL, ys, xs, 1, S, &at_limit, NULL) == RA_OK, "layer at the limit");
+    CHECK(ra_layer_forward(NULL, layer, ys, xs, 1, S, &at_limit, NULL) == RA_OK, "layer at the limit");
     memcpy(before, ys, sizeof before);
-    CHECK(ra_layer_forward(layer, NULL, ys, xs, 1, S, &beyond, NULL) == RA_ERR_POSITION,
+    CHECK(ra_layer_forward(NULL, layer, ys, xs, 1, S, &beyond, NULL) == RA_ERR_POSITION,
           "layer past the limit");
     CHECK(memcmp(before, ys, sizeof before) == 0, "a refused layer call wrote");
     ra_layer_destroy(layer);
@@ -568,7 +568,7 @@ static void test_f16_overflow(void)
             if (dt != RA_F32) ra_convert(h, (ra_dtype)dt, f, RA_F32, 2);
             ra_tensor t = ra_tensor_4d(data, (ra_dtype)dt, 1, 1, 1, 2);
             ra_positions p = {.struct_size = sizeof p, .start = 1};
-            CHECK(ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD) == RA_OK, "apply");
+            CHECK(ra_rope_apply(NULL, rope, &t, &t, &p, RA_FORWARD) == RA_OK, "apply");
             if (dt != RA_F32) ra_convert(f, RA_F32, h, (ra_dtype)dt, 2);
             double limit = dt == RA_F16 ? 65504.0 : 3.4028234663852886e38;
             int overflows = fabs(want1) > limit * (1 + 1e-3); /* clear of rounding */
@@ -590,7 +590,7 @@ static void test_f16_overflow(void)
     float k[2] = {70000.0f, -1.0f}, v[2] = {-1e6f, 65504.0f};
     ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, 1, 1, 2), tv = ra_tensor_4d(v, RA_F32, 1, 1, 1, 2);
     ra_positions p0 = {.struct_size = sizeof p0, .start = 0};
-    CHECK(ra_kv_cache_append(cache, NULL, rope, NULL, &tk, &tv, &p0, NULL) == RA_OK, "append");
+    CHECK(ra_kv_cache_append(NULL, cache, rope, NULL, &tk, &tv, &p0, NULL) == RA_OK, "append");
     ra_tensor ck, cv;
     ra_kv_cache_views(cache, &ck, &cv);
     const uint16_t *hk = ck.data, *hv = cv.data;

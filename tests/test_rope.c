@@ -77,7 +77,7 @@ static void rotate_to(const ra_rope *rope, float *x, int64_t d, int64_t m)
 {
     ra_tensor t = ra_tensor_4d(x, RA_F32, 1, 1, 1, d);
     ra_positions p = {.struct_size = sizeof p, .start = m};
-    ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD);
+    ra_rope_apply(NULL, rope, &t, &t, &p, RA_FORWARD);
 }
 
 /* The seed's properties: R_m keeps norms; <R_m q, R_n k> = <q, R_(n-m) k>;
@@ -115,7 +115,7 @@ static void test_properties(void)
             /* inverse o apply = identity */
             ra_tensor v = ra_tensor_4d(a, RA_F32, 1, 1, 1, d);
             ra_positions p = {.struct_size = sizeof p, .start = m};
-            CHECK(ra_rope_apply(rope, NULL, &v, &v, &p, RA_INVERSE) == RA_OK, "inverse");
+            CHECK(ra_rope_apply(NULL, rope, &v, &v, &p, RA_INVERSE) == RA_OK, "inverse");
             double err = 0;
             for (int64_t i = 0; i < d; i++) err = fmax(err, fabs(a[i] - q[i]));
             CHECK(err <= 1e-6, "inverse error %.3g at %lld", err, (long long)m);
@@ -137,12 +137,11 @@ static void test_layouts_agree(void)
             xh[r * d + i] = x[r * d + 2 * i];
             xh[r * d + d / 2 + i] = x[r * d + 2 * i + 1];
         }
-    ra_rope_config ci = ra_rope_config_default(d), ch = ci;
-    ch.layout = RA_LAYOUT_HALF;
+    ra_rope_config ci = ra_rope_config_default(d), ch = ra_rope_config_hf(d);
     ra_rope *ri, *rh;
     CHECK(ra_rope_create(&ri, &ci) == RA_OK && ra_rope_create(&rh, &ch) == RA_OK, "create");
-    CHECK(ra_rope_apply_f32(ri, NULL, x, 1, s, h, 5) == RA_OK, "interleaved");
-    CHECK(ra_rope_apply_f32(rh, NULL, xh, 1, s, h, 5) == RA_OK, "half");
+    CHECK(ra_rope_apply_f32(NULL, ri, x, 1, s, h, 5) == RA_OK, "interleaved");
+    CHECK(ra_rope_apply_f32(NULL, rh, xh, 1, s, h, 5) == RA_OK, "half");
     int same = 1;
     for (int64_t r = 0; r < s * h; r++)
         for (int64_t i = 0; i < d / 2; i++)
@@ -152,6 +151,39 @@ static void test_layouts_agree(void)
     ra_rope_destroy(rh);
     free(x);
     free(xh);
+}
+
+/* ra_rope_config_hf is transformers' default rope: rotate_half's pairs (i,
+ * i + D/2) at inv_freq = 10000^(-2i/D), every feature rotating, no scaling;
+ * it differs from ra_rope_config_default (Meta's) in the layout alone. */
+static void test_config_hf(void)
+{
+    enum { D = 16, S = 5 };
+    ra_rope_config hf = ra_rope_config_hf(D), meta = ra_rope_config_default(D);
+    CHECK(hf.layout == RA_LAYOUT_HALF && meta.layout == RA_LAYOUT_INTERLEAVED, "layouts");
+    meta.layout = RA_LAYOUT_HALF;
+    CHECK(memcmp(&hf, &meta, sizeof hf) == 0, "ra_rope_config_hf differs from the default "
+          "in more than the layout");
+    CHECK(hf.type == RA_ROPE_DEFAULT && hf.theta == 10000.0 && hf.rotary_dim == 0 &&
+          hf.struct_size == sizeof hf, "transformers' default rope");
+    float x[S * D], y[S * D];
+    ra_test_fill(x, S * D, 11);
+    memcpy(y, x, sizeof y);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &hf) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_rope_apply_f32(NULL, rope, y, 1, S, 1, 0) == RA_OK, "apply");
+    double worst = 0;
+    for (int64_t m = 0; m < S; m++)
+        for (int64_t i = 0; i < D / 2; i++) { /* q * cos + rotate_half(q) * sin */
+            long double c, s;
+            exact_angle(m, i, D, 10000.0, &c, &s);
+            const float *a = x + m * D, *b = y + m * D;
+            double e1 = fabs((double)(a[i] * c - a[i + D / 2] * s) - b[i]);
+            double e2 = fabs((double)(a[i + D / 2] * c + a[i] * s) - b[i + D / 2]);
+            worst = fmax(worst, fmax(e1, e2));
+        }
+    CHECK(worst < 1e-6, "rotate_half at theta 10000: %g off", worst);
+    ra_rope_destroy(rope);
 }
 
 /* The seed's apply_rotary_emb with precompute_freqs_cis tables equals the
@@ -170,8 +202,8 @@ static void test_seed_functions(void)
     ra_rope_config cfg = ra_rope_config_default(d);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
-    CHECK(ra_rope_apply_f32(rope, NULL, q2, b, s, h, 0) == RA_OK, "q");
-    CHECK(ra_rope_apply_f32(rope, NULL, k2, b, s, hkv, 0) == RA_OK, "k");
+    CHECK(ra_rope_apply_f32(NULL, rope, q2, b, s, h, 0) == RA_OK, "q");
+    CHECK(ra_rope_apply_f32(NULL, rope, k2, b, s, hkv, 0) == RA_OK, "k");
     CHECK(memcmp(q, q2, sizeof q) == 0 && memcmp(k, k2, sizeof k) == 0, "seed != rope object");
     ra_rope_destroy(rope);
 
@@ -193,7 +225,7 @@ static void test_partial_rotary(void)
     ra_test_fill(x, 48, 9);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 3, 1, 16), ty = ra_tensor_4d(y, RA_F32, 1, 3, 1, 16);
     ra_positions p = {.struct_size = sizeof p, .start = 2};
-    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
+    CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_FORWARD) == RA_OK, "apply");
     for (int t = 0; t < 3; t++)
         CHECK(memcmp(x + t * 16 + 8, y + t * 16 + 8, 8 * sizeof(float)) == 0, "tail changed");
     CHECK(memcmp(x + 16, y + 16, 8 * sizeof(float)) != 0, "head not rotated");
@@ -313,24 +345,24 @@ static void test_errors(void)
     ra_positions ok = ra_positions_start(0);
     int64_t ids[2] = {3, -5};
     ra_positions bad_ids = {.struct_size = sizeof bad_ids, .start = 0, .ids = ids};
-    CHECK(ra_rope_apply(rope, NULL, &t, &t, &neg, RA_FORWARD) == RA_ERR_POSITION, "negative start");
-    CHECK(ra_rope_apply(rope, NULL, &t, &t, &far, RA_FORWARD) == RA_ERR_POSITION, "past the max");
-    CHECK(ra_rope_apply(rope, NULL, &t, &t, &bad_ids, RA_FORWARD) == RA_ERR_POSITION, "negative id");
-    CHECK(ra_rope_apply(rope, NULL, &t, &t, &ok, (ra_direction)5) == RA_ERR_ARGUMENT, "direction");
-    CHECK(ra_rope_apply_f32(rope, NULL, buf, 1, 2, 0, 0) == RA_ERR_SIZE, "zero heads");
-    CHECK(ra_rope_apply_f32(rope, NULL, buf, -1, 2, 4, 0) == RA_ERR_SIZE, "negative batch");
-    CHECK(ra_rope_apply_f32(rope, NULL, buf, (int64_t)1 << 40, (int64_t)1 << 40, 4, 0) ==
+    CHECK(ra_rope_apply(NULL, rope, &t, &t, &neg, RA_FORWARD) == RA_ERR_POSITION, "negative start");
+    CHECK(ra_rope_apply(NULL, rope, &t, &t, &far, RA_FORWARD) == RA_ERR_POSITION, "past the max");
+    CHECK(ra_rope_apply(NULL, rope, &t, &t, &bad_ids, RA_FORWARD) == RA_ERR_POSITION, "negative id");
+    CHECK(ra_rope_apply(NULL, rope, &t, &t, &ok, (ra_direction)5) == RA_ERR_ARGUMENT, "direction");
+    CHECK(ra_rope_apply_f32(NULL, rope, buf, 1, 2, 0, 0) == RA_ERR_SIZE, "zero heads");
+    CHECK(ra_rope_apply_f32(NULL, rope, buf, -1, 2, 4, 0) == RA_ERR_SIZE, "negative batch");
+    CHECK(ra_rope_apply_f32(NULL, rope, buf, (int64_t)1 << 40, (int64_t)1 << 40, 4, 0) ==
               RA_ERR_OVERFLOW, "overflowing shape");
     ra_tensor wrong_d = ra_tensor_4d(buf, RA_F32, 1, 2, 2, 16);
-    CHECK(ra_rope_apply(rope, NULL, &wrong_d, &wrong_d, &ok, RA_FORWARD) == RA_ERR_SHAPE, "D");
+    CHECK(ra_rope_apply(NULL, rope, &wrong_d, &wrong_d, &ok, RA_FORWARD) == RA_ERR_SHAPE, "D");
     ra_tensor strided = t;
     strided.stride[3] = 2;
-    CHECK(ra_rope_apply(rope, NULL, &strided, &strided, &ok, RA_FORWARD) == RA_ERR_ARGUMENT, "stride");
+    CHECK(ra_rope_apply(NULL, rope, &strided, &strided, &ok, RA_FORWARD) == RA_ERR_ARGUMENT, "stride");
     ra_tensor other = t;
     other.dtype = RA_BF16;
-    CHECK(ra_rope_apply(rope, NULL, &other, &t, &ok, RA_FORWARD) == RA_ERR_DTYPE, "dtype mismatch");
+    CHECK(ra_rope_apply(NULL, rope, &other, &t, &ok, RA_FORWARD) == RA_ERR_DTYPE, "dtype mismatch");
     ra_tensor shifted = ra_tensor_4d(buf + 1, RA_F32, 1, 2, 3, 8), base = ra_tensor_4d(buf, RA_F32, 1, 2, 3, 8);
-    CHECK(ra_rope_apply(rope, NULL, &shifted, &base, &ok, RA_FORWARD) == RA_ERR_ARGUMENT,
+    CHECK(ra_rope_apply(NULL, rope, &shifted, &base, &ok, RA_FORWARD) == RA_ERR_ARGUMENT,
           "out overlapping x without being x");
     CHECK(ra_apply_rotary_emb(buf, buf, c, s, 1, 1, 3, 2, 8) == RA_ERR_GQA, "seed: 3 heads, 2 kv");
     CHECK(memcmp(buf, before, sizeof buf) == 0, "a failing call wrote");
@@ -462,7 +494,7 @@ static ra_status rotate_at(const ra_rope *rope, int64_t first, int64_t n)
     ra_status table = ra_rope_table(rope, c, s, pos, n);
     ra_tensor t = ra_tensor_4d(x, RA_F32, 1, n, 1, 8);
     ra_positions p = ra_positions_start(first);
-    ra_status apply = ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD);
+    ra_status apply = ra_rope_apply(NULL, rope, &t, &t, &p, RA_FORWARD);
     CHECK(table == apply, "positions %lld..: table %d, apply %d", (long long)first, (int)table,
           (int)apply);
     return apply;
@@ -514,7 +546,7 @@ static void test_length_bound(void)
             p.ids = ids;
             float x[2 * 8] = {0};
             ra_tensor t = ra_tensor_4d(x, RA_F32, 1, 2, 1, 8);
-            CHECK(ra_rope_apply(rope, NULL, &t, &t, &p, RA_FORWARD) == RA_ERR_POSITION,
+            CHECK(ra_rope_apply(NULL, rope, &t, &t, &p, RA_FORWARD) == RA_ERR_POSITION,
                   "case %zu: ids", i);
         }
         ra_rope_destroy(rope);
@@ -548,8 +580,8 @@ static void test_positions(void)
     ra_tensor tb = ra_tensor_4d(b, RA_F32, 1, total, h, d), tr = ra_tensor_4d(r, RA_F32, 1, total, h, d);
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-    CHECK(ra_rope_apply(rope, ctx, &ta, &tx, &packed, RA_FORWARD) == RA_OK, "packed");
-    CHECK(ra_rope_apply(rope, NULL, &tb, &tx, &explicit_ids, RA_FORWARD) == RA_OK, "ids");
+    CHECK(ra_rope_apply(ctx, rope, &ta, &tx, &packed, RA_FORWARD) == RA_OK, "packed");
+    CHECK(ra_rope_apply(NULL, rope, &tb, &tx, &explicit_ids, RA_FORWARD) == RA_OK, "ids");
     CHECK(ra_rope_apply_reference(rope, &tr, &tx, &packed, RA_FORWARD) == RA_OK, "reference");
     CHECK(memcmp(a, b, sizeof a) == 0, "packed != ids");
     CHECK(memcmp(a, r, sizeof a) == 0, "fast != reference");
@@ -562,8 +594,8 @@ static void test_positions(void)
                             .ids = row_ids};
     ra_tensor x2 = ra_tensor_4d(x, RA_F32, 2, 4, h, d), a2 = ra_tensor_4d(a, RA_F32, 2, 4, h, d);
     ra_tensor b2 = ra_tensor_4d(b, RA_F32, 2, 4, h, d);
-    CHECK(ra_rope_apply(rope, ctx, &a2, &x2, &per_row, RA_FORWARD) == RA_OK, "starts");
-    CHECK(ra_rope_apply(rope, ctx, &b2, &x2, &per_row_ids, RA_FORWARD) == RA_OK, "row ids");
+    CHECK(ra_rope_apply(ctx, rope, &a2, &x2, &per_row, RA_FORWARD) == RA_OK, "starts");
+    CHECK(ra_rope_apply(ctx, rope, &b2, &x2, &per_row_ids, RA_FORWARD) == RA_OK, "row ids");
     CHECK(memcmp(a, b, 8 * h * d * sizeof(float)) == 0, "starts != ids");
 
     /* Bad descriptions are refused before anything is written. */
@@ -575,12 +607,12 @@ static void test_positions(void)
                          .starts = bad_starts};
     ra_positions bad4 = {.struct_size = sizeof bad4, .cu_seqlens = cu, .n_seqs = 0};
     ra_positions bad5 = {.struct_size = sizeof bad5, .starts = bad_starts};
-    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad1, RA_FORWARD) == RA_ERR_SHAPE, "cu end");
-    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad2, RA_FORWARD) == RA_ERR_SHAPE, "cu decreasing");
-    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad3, RA_FORWARD) == RA_ERR_POSITION, "start < 0");
-    CHECK(ra_rope_apply(rope, NULL, &ta, &tx, &bad4, RA_FORWARD) == RA_ERR_SIZE, "n_seqs 0");
+    CHECK(ra_rope_apply(NULL, rope, &ta, &tx, &bad1, RA_FORWARD) == RA_ERR_SHAPE, "cu end");
+    CHECK(ra_rope_apply(NULL, rope, &ta, &tx, &bad2, RA_FORWARD) == RA_ERR_SHAPE, "cu decreasing");
+    CHECK(ra_rope_apply(NULL, rope, &ta, &tx, &bad3, RA_FORWARD) == RA_ERR_POSITION, "start < 0");
+    CHECK(ra_rope_apply(NULL, rope, &ta, &tx, &bad4, RA_FORWARD) == RA_ERR_SIZE, "n_seqs 0");
     ra_tensor x3 = ra_tensor_4d(x, RA_F32, 3, 2, h, d), a3 = ra_tensor_4d(a, RA_F32, 3, 2, h, d);
-    CHECK(ra_rope_apply(rope, NULL, &a3, &x3, &bad5, RA_FORWARD) == RA_ERR_POSITION, "row start < 0");
+    CHECK(ra_rope_apply(NULL, rope, &a3, &x3, &bad5, RA_FORWARD) == RA_ERR_POSITION, "row start < 0");
     CHECK(memcmp(a, b, sizeof a) == 0, "a refused call wrote");
     ra_context_destroy(ctx);
     ra_rope_destroy(rope);
@@ -641,25 +673,25 @@ static void test_aliasing_refused(void)
     if (!rope) return;
     ra_positions pos = {.struct_size = sizeof pos};
     ra_tensor tx = ra_tensor_4d(x, RA_F32, B, S, H, D), tref = ra_tensor_4d(ref, RA_F32, B, S, H, D);
-    CHECK(ra_rope_apply(rope, NULL, &tref, &tx, &pos, RA_FORWARD) == RA_OK, "contiguous");
+    CHECK(ra_rope_apply(NULL, rope, &tref, &tx, &pos, RA_FORWARD) == RA_OK, "contiguous");
 
     ra_tensor t = ra_tensor_4d(out, RA_F32, B, S, H, D);
     t.stride[1] = 0; /* every token onto one row */
-    CHECK(ra_rope_apply(rope, NULL, &t, &tx, &pos, RA_FORWARD) == RA_ERR_ARGUMENT, "zero stride");
+    CHECK(ra_rope_apply(NULL, rope, &t, &tx, &pos, RA_FORWARD) == RA_ERR_ARGUMENT, "zero stride");
     t = ra_tensor_4d(x, RA_F32, B, S, H, D);
     t.stride[2] = 0;
-    CHECK(ra_rope_apply(rope, NULL, &t, &t, &pos, RA_FORWARD) == RA_ERR_ARGUMENT,
+    CHECK(ra_rope_apply(NULL, rope, &t, &t, &pos, RA_FORWARD) == RA_ERR_ARGUMENT,
           "zero stride in place");
     t = ra_tensor_4d(out, RA_F32, B, S, H, D);
     t.stride[2] = D / 2; /* heads half on top of one another */
     t.stride[1] = D + D / 2;
-    CHECK(ra_rope_apply(rope, NULL, &t, &tx, &pos, RA_FORWARD) == RA_ERR_ARGUMENT, "interleaved");
+    CHECK(ra_rope_apply(NULL, rope, &t, &tx, &pos, RA_FORWARD) == RA_ERR_ARGUMENT, "interleaved");
 
     /* Head-major output [B, H, S, D]: accepted, the same numbers. */
     t = ra_tensor_4d(out, RA_F32, B, S, H, D);
     t.stride[2] = S * D;
     t.stride[1] = D;
-    CHECK(ra_rope_apply(rope, NULL, &t, &tx, &pos, RA_FORWARD) == RA_OK, "head-major");
+    CHECK(ra_rope_apply(NULL, rope, &t, &tx, &pos, RA_FORWARD) == RA_OK, "head-major");
     int same = 1;
     for (int s = 0; s < S; s++)
         for (int h = 0; h < H; h++)
@@ -669,7 +701,7 @@ static void test_aliasing_refused(void)
     t = ra_tensor_4d(x, RA_F32, B, S, H, D);
     t.stride[1] = 0;
     ra_tensor tout = ra_tensor_4d(out, RA_F32, B, S, H, D);
-    CHECK(ra_rope_apply(rope, NULL, &tout, &t, &pos, RA_FORWARD) == RA_OK, "broadcast read");
+    CHECK(ra_rope_apply(NULL, rope, &tout, &t, &pos, RA_FORWARD) == RA_OK, "broadcast read");
     ra_rope_destroy(rope);
 
     memcpy(moved, x, sizeof x);
@@ -700,9 +732,9 @@ static void test_dtype_rounding(void)
         ra_convert(h, (ra_dtype)dt, x, RA_F32, n);
         ra_convert(wide, RA_F32, h, (ra_dtype)dt, n);
         ra_tensor tw = ra_tensor_4d(wide, RA_F32, 3, 5, 2, 64), th = ra_tensor_4d(h, (ra_dtype)dt, 3, 5, 2, 64);
-        CHECK(ra_rope_apply(rope, NULL, &tw, &tw, &p, RA_FORWARD) == RA_OK, "f32");
+        CHECK(ra_rope_apply(NULL, rope, &tw, &tw, &p, RA_FORWARD) == RA_OK, "f32");
         ra_convert(want, (ra_dtype)dt, wide, RA_F32, n);
-        CHECK(ra_rope_apply(rope, NULL, &th, &th, &p, RA_FORWARD) == RA_OK, "16-bit");
+        CHECK(ra_rope_apply(NULL, rope, &th, &th, &p, RA_FORWARD) == RA_OK, "16-bit");
         CHECK(memcmp(h, want, sizeof h) == 0, "dtype %d: not the f32 result rounded once", dt);
     }
     ra_rope_destroy(rope);
@@ -721,7 +753,7 @@ static void test_inverse_sign(void)
     ra_test_fill(x, 7 * 16, 5);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, 7, 1, d), ty = ra_tensor_4d(y, RA_F32, 1, 7, 1, d);
     ra_positions p = {.struct_size = sizeof p, .ids = ids};
-    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_INVERSE) == RA_OK, "inverse");
+    CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_INVERSE) == RA_OK, "inverse");
     double worst = 0;
     for (int t = 0; t < 7; t++)
         for (int i = 0; i < d / 2; i++) {
@@ -745,6 +777,7 @@ static void simd_cases(void)
     RUN(test_rounding_sweep);
     RUN(test_properties);
     RUN(test_layouts_agree);
+    RUN(test_config_hf);
     RUN(test_seed_functions);
     RUN(test_partial_rotary);
     RUN(test_positions);

@@ -79,9 +79,9 @@ static ra_status apply(const ra_rope *rope, ra_context *ctx, void *y, const void
                        int in_place, const ra_positions *pos, ra_direction dir)
 {
     ra_tensor tx = ra_tensor_4d((void *)x, dt, B, S, H, D), ty = ra_tensor_4d(y, dt, B, S, H, D);
-    if (!in_place) return ra_rope_apply(rope, ctx, &ty, &tx, pos, dir);
+    if (!in_place) return ra_rope_apply(ctx, rope, &ty, &tx, pos, dir);
     memcpy(y, x, (size_t)N * ra_dtype_size(dt));
-    return ra_rope_apply(rope, ctx, &ty, &ty, pos, dir);
+    return ra_rope_apply(ctx, rope, &ty, &ty, pos, dir);
 }
 
 /* Tolerance: each output element is rounded once to the storage dtype
@@ -183,8 +183,8 @@ static void test_inverse_undoes_forward(void)
     ra_test_fill(x, N, 3);
     ra_tensor tx = ra_tensor_4d(x, RA_F32, B, S, H, D), ty = ra_tensor_4d(y, RA_F32, B, S, H, D);
     ra_positions p = {.struct_size = sizeof p, .start = 100};
-    CHECK(ra_rope_apply(rope, NULL, &ty, &tx, &p, RA_FORWARD) == RA_OK, "forward");
-    CHECK(ra_rope_apply(rope, NULL, &ty, &ty, &p, RA_INVERSE) == RA_OK, "inverse");
+    CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_FORWARD) == RA_OK, "forward");
+    CHECK(ra_rope_apply(NULL, rope, &ty, &ty, &p, RA_INVERSE) == RA_OK, "inverse");
     double worst = 0;
     for (int i = 0; i < N; i++) {
         int rotary = i % D < 10;

@@ -294,8 +294,8 @@ static double cached_diff(const weights16 *l, const layer_shape *sh, ra_context 
     for (int step = 0; step < 4; step++) {
         const int64_t s = step ? 1 : sh->s;
         fill(x, sh->b * s * sh->dim, 1.0f);
-        ra_status a = ra_layer_forward_cached(l->f32, ctx, c32, y32, x, sh->b, s, NULL);
-        ra_status b = ra_layer_forward_cached(l->half, ctx, c16, y, x, sh->b, s, NULL);
+        ra_status a = ra_layer_forward_cached(ctx, l->f32, c32, y32, x, sh->b, s, NULL);
+        ra_status b = ra_layer_forward_cached(ctx, l->half, c16, y, x, sh->b, s, NULL);
         CHECK(a == RA_OK && b == RA_OK, "%s step %d: %s", sh->name, step, ra_last_error());
         worst = fmax(worst, rel_diff(y, y32, sh->b * s * sh->dim));
     }
@@ -331,9 +331,9 @@ static void test_layer_forward(void)
                 for (int c = 0; c < 2; c++) { /* NULL ctx, three threads */
                     const ra_attention_options *o =
                         PATH_OPTS(path ? RA_PATH_REFERENCE : RA_PATH_FLASH);
-                    ra_status a = ra_layer_forward(l.f32, c ? ctx : NULL, y32, x, sh->b, sh->s,
+                    ra_status a = ra_layer_forward(c ? ctx : NULL, l.f32, y32, x, sh->b, sh->s,
                                                    NULL, o);
-                    ra_status b = ra_layer_forward(l.half, c ? ctx : NULL, y, x, sh->b, sh->s,
+                    ra_status b = ra_layer_forward(c ? ctx : NULL, l.half, y, x, sh->b, sh->s,
                                                    NULL, o);
                     CHECK(a == RA_OK && b == RA_OK, "%s: %s", sh->name, ra_last_error());
                     worst = fmax(worst, rel_diff(y, y32, n));
@@ -393,9 +393,9 @@ static void test_layer_backward(void)
                 gr.dq_norm = norms[k][0], gr.dk_norm = norms[k][1];
                 ra_status st = ra_layer_tape_create(&tape[k], layer, T);
                 if (st == RA_OK)
-                    st = ra_layer_forward_train(layer, ctx, y[k], tape[k], x, sh->b, sh->s, NULL,
+                    st = ra_layer_forward_train(ctx, layer, y[k], tape[k], x, sh->b, sh->s, NULL,
                                                 NULL);
-                if (st == RA_OK) st = ra_layer_backward(layer, ctx, dx[k], &gr, tape[k], dy);
+                if (st == RA_OK) st = ra_layer_backward(ctx, layer, dx[k], &gr, tape[k], dy);
                 CHECK(st == RA_OK, "%s %s: %s", sh->name, dtype_name(dtype), ra_last_error());
             }
             /* the same bound as the forward's: float32 sums in another order */

@@ -46,11 +46,11 @@ static ra_status forward_backward(const attention_grads_job *job, ra_context *ct
     ra_attention_options options = job->attention;
     progress line; /* the forward's tokens, then the backward's */
     progress_begin(&line, "attention --grads", 2 * tokens, job->quiet);
-    status = ra_layer_forward_train(layer, ctx, y, tape, job->x->data, job->batch, job->seq,
+    status = ra_layer_forward_train(ctx, layer, y, tape, job->x->data, job->batch, job->seq,
                                     &job->positions, &options);
     progress_update(&line, tokens);
     if (status == RA_OK)
-        status = ra_layer_backward(layer, ctx, dx, ra_hf_grads_get(g), tape, job->dy->data);
+        status = ra_layer_backward(ctx, layer, dx, ra_hf_grads_get(g), tape, job->dy->data);
     progress_end(&line);
     ra_layer_tape_destroy(tape);
     return status;

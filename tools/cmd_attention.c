@@ -365,7 +365,7 @@ static int forward_cached(const attention_options *opts, const ra_layer *layer,
         for (int64_t r = 0; ids && r < components * batch; r++) /* [components, batch, n] */
             for (int64_t s = 0; s < n; s++) ids_part[r * n + s] = ids[r * seq + first + s];
         ra_positions positions = positions_of_ids(ids_part, components, opts->start_pos + first);
-        status = ra_layer_forward_cached_with(layer, ctx, cache, y_part, x_part, batch, n,
+        status = ra_layer_forward_cached_with(ctx, layer, cache, y_part, x_part, batch, n,
                                               &positions, engine);
         if (status == RA_OK)
             scatter_tokens(y, y_part, batch, seq, first, n, dim);
@@ -404,7 +404,7 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
     if (!failed && opts->prefill)
         failed = forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq);
     else if (!failed)
-        status = ra_layer_forward(layer, ctx, y, x->data, batch, seq, &positions, attention);
+        status = ra_layer_forward(ctx, layer, y, x->data, batch, seq, &positions, attention);
     if (status != RA_OK) failed = cli_fail_status(status, "attention forward failed");
     /* across the ranks of a launch (--prefill: every rank has Y), rank 0 writes */
     if (!failed && cli_comm_rank() == 0 &&

@@ -135,7 +135,7 @@ static void destroy(demo *d)
 static ra_status layer_forward(demo *d, int p)
 {
     ra_attention_options options = {.struct_size = sizeof options, .path = paths[p]};
-    return ra_layer_forward(d->layer, d->ctx, d->y[p], d->x, 1, d->seq, NULL, &options);
+    return ra_layer_forward(d->ctx, d->layer, d->y[p], d->x, 1, d->seq, NULL, &options);
 }
 
 static ra_status attention_core(demo *d, int p)
@@ -173,12 +173,12 @@ static ra_status generate(demo *d, ra_kv_cache *cache, float *y, double *prefill
     const int64_t n_prefill = d->seq - d->n_decode;
     ra_kv_cache_reset(cache);
     double start = timer_seconds();
-    ra_status status = ra_layer_forward_cached(d->layer, d->ctx, cache, y, d->x, 1, n_prefill,
+    ra_status status = ra_layer_forward_cached(d->ctx, d->layer, cache, y, d->x, 1, n_prefill,
                                                NULL);
     *prefill_s = timer_seconds() - start;
     for (int64_t t = n_prefill; t < d->seq && status == RA_OK; t++) {
         start = timer_seconds();
-        status = ra_layer_forward_cached(d->layer, d->ctx, cache, y + t * DEMO_DIM,
+        status = ra_layer_forward_cached(d->ctx, d->layer, cache, y + t * DEMO_DIM,
                                          d->x + t * DEMO_DIM, 1, 1, NULL);
         d->step_s[t - n_prefill] = timer_seconds() - start;
     }

@@ -160,7 +160,7 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
             view.stride[2] = seq * d;
         }
         ra_positions positions = positions_of_ids(ids, components, opts->start_pos);
-        ra_status status = ra_rope_apply(rope, ctx, &view, &view, &positions,
+        ra_status status = ra_rope_apply(ctx, rope, &view, &view, &positions,
                                          opts->inverse ? RA_INVERSE : RA_FORWARD);
         if (status != RA_OK) failed = cli_fail_status(status, "rope failed");
     }

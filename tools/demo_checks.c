@@ -59,7 +59,7 @@ static ra_status rotate(const ra_rope *rope, ra_context *ctx, float *out, const 
     ra_tensor in = ra_tensor_4d((void *)x, RA_F32, 1, seq, heads, d);
     ra_tensor to = ra_tensor_4d(out, RA_F32, 1, seq, heads, d);
     ra_positions positions = {.struct_size = sizeof positions, .start = start};
-    return ra_rope_apply(rope, ctx, &to, &in, &positions, direction);
+    return ra_rope_apply(ctx, rope, &to, &in, &positions, direction);
 }
 
 /* Norms and inverse at each start position. */

@@ -117,7 +117,7 @@ ra_status train_model_run(train_model *m, ra_context *ctx, const int32_t *tokens
         memcpy(m->x + t * dim, p + b.embed + tokens[t] * dim, (size_t)dim * sizeof(float));
     /* y = layer(x) */
     ra_attention_options train = {.struct_size = sizeof train, .path = RA_PATH_FLASH};
-    ra_status status = ra_layer_forward_train(m->layer, ctx, m->y, m->tape, m->x, batch, seq,
+    ra_status status = ra_layer_forward_train(ctx, m->layer, m->y, m->tape, m->x, batch, seq,
                                               NULL, &train);
     if (status != RA_OK) return status;
     /* logits = y readout^T */
@@ -149,7 +149,7 @@ ra_status train_model_run(train_model *m, ra_context *ctx, const int32_t *tokens
     /* y = layer(x): dx and the layer's weight gradients */
     ra_layer_grads lg = {.struct_size = sizeof lg, .dwq = g + b.wq, .dwk = g + b.wk,
                          .dwv = g + b.wv, .dwo = g + b.wo};
-    status = ra_layer_backward(m->layer, ctx, m->dx, &lg, m->tape, m->dy);
+    status = ra_layer_backward(ctx, m->layer, m->dx, &lg, m->tape, m->dy);
     if (status != RA_OK) return status;
     /* x = embed[tokens]: dembed[token] += dx */
     memset(g + b.embed, 0, (size_t)(V * dim) * sizeof(float));

@@ -207,7 +207,7 @@ static ra_status fill_cache(ra_context *ctx, const settings *s, ra_kv_cache **ca
         ra_tensor tk = ra_tensor_4d(k, RA_F32, B, n, HKV, D);
         ra_tensor tv = ra_tensor_4d(v, RA_F32, B, n, HKV, D);
         ra_positions p = {.struct_size = sizeof p, .starts = &at};
-        st = ra_kv_cache_append(*cache, ctx, rope, NULL, &tk, &tv, &p, &n);
+        st = ra_kv_cache_append(ctx, *cache, rope, NULL, &tk, &tv, &p, &n);
     }
     free(k), free(v);
     ra_rope_destroy(rope);

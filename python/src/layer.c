@@ -519,7 +519,7 @@ PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
     ra_status st;
     Py_BEGIN_ALLOW_THREADS
     ra_context *ctx = ra_ext_context_acquire(c);
-    st = ra_layer_forward(l, ctx, yp, xp, (int64_t)batch, (int64_t)seq, &positions, &o);
+    st = ra_layer_forward(ctx, l, yp, xp, (int64_t)batch, (int64_t)seq, &positions, &o);
     ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_layer_forward");
@@ -556,7 +556,7 @@ PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *
     /* the cache first, then the context: no call takes them the other way */
     PyThread_acquire_lock(cache->lock, WAIT_LOCK);
     ra_context *ctx = ra_ext_context_acquire(c);
-    st = ra_layer_forward_cached(l, ctx, cache->cache, yp, xp, (int64_t)batch, (int64_t)seq,
+    st = ra_layer_forward_cached(ctx, l, cache->cache, yp, xp, (int64_t)batch, (int64_t)seq,
                                  continuing ? NULL : &positions);
     ra_ext_context_release(c, ctx);
     PyThread_release_lock(cache->lock);

@@ -208,7 +208,7 @@ PyObject *ra_ext_layer_forward_paged(PyObject *self, PyObject *args, PyObject *k
     /* the pool first, then the context: no call takes them the other way */
     PyThread_acquire_lock(pool->lock, WAIT_LOCK);
     ra_context *ctx = ra_ext_context_acquire(c);
-    st = ra_layer_forward_paged(l, ctx, pool->pool, idp, (int64_t)rows, yp, xp, (int64_t)seq,
+    st = ra_layer_forward_paged(ctx, l, pool->pool, idp, (int64_t)rows, yp, xp, (int64_t)seq,
                                 newp, continuing ? NULL : &positions);
     ra_ext_context_release(c, ctx);
     PyThread_release_lock(pool->lock);

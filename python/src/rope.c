@@ -285,7 +285,7 @@ PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs)
     ra_status st;
     Py_BEGIN_ALLOW_THREADS
     ra_context *ctx = ra_ext_context_acquire(c);
-    st = ra_rope_apply(rope->rope, ctx, &tout, &tx, &pos, inverse ? RA_INVERSE : RA_FORWARD);
+    st = ra_rope_apply(ctx, rope->rope, &tout, &tx, &pos, inverse ? RA_INVERSE : RA_FORWARD);
     ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
     if (st != RA_OK) return ra_ext_raise(st, "ra_rope_apply");

@@ -500,9 +500,9 @@ static void decode_task(void *arg, int64_t task, int thread)
             o[head_dim] = -INFINITY;
             o[head_dim + 1] = 0.0f;
             float *dst = qs + (g * rows + r) * head_dim;
-            const float *qrow = t < nq ? ra_row(q, b, t, g * rep + h) : NULL;
-            if (qrow)
-                for (int64_t d = 0; d < head_dim; d++) dst[d] = qrow[d] * scale;
+            const void *qrow = t < nq ? ra_row_any(q, b, t, g * rep + h) : NULL;
+            if (qrow) /* a 16-bit q widened exactly */
+                for (int64_t d = 0; d < head_dim; d++) dst[d] = ra_load(qrow, q->dtype, d) * scale;
             else
                 memset(dst, 0, (size_t)head_dim * sizeof(float));
         }

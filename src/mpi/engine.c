@@ -105,7 +105,7 @@ static ra_status engine_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
     ra_status status = RA_OK;
     if (hi > lo) {
         ra_tensor kk = mpi_rows(k, lo, hi - lo), vv = mpi_rows(v, lo, hi - lo);
-        status = mpi_core(ra_kv_cache_append(cache, ctx, NULL, NULL, &kk, &vv, NULL, NULL),
+        status = mpi_core(ra_kv_cache_append(ctx, cache, NULL, NULL, &kk, &vv, NULL, NULL),
                           "ra_kv_cache_append");
     }
     /* (the room was agreed: a failure here is this rank's arguments) */

@@ -29,7 +29,7 @@ int main(void)
     ra_rope_config rc = ra_rope_config_default(D);
     ra_rope *rope = NULL;
     if (ra_rope_create(&rope, &rc) != RA_OK) return 1;
-    if (ra_rope_apply_f32(rope, NULL, q, 1, S, 1, 0) != RA_OK) return 1;
+    if (ra_rope_apply_f32(NULL, rope, q, 1, S, 1, 0) != RA_OK) return 1;
     for (int i = 0; i < D; i++) norm1 += q[2 * D + i] * q[2 * D + i];
     ra_rope_destroy(rope);
     if (fabsf(norm0 - norm1) > 1e-4f * norm0) return 1;
@@ -50,7 +50,7 @@ int main(void)
     float x[S * DIM], y[S * DIM];
     for (int i = 0; i < S * DIM; i++) x[i] = (float)i;
     if (ra_layer_create(&layer, &lc, &lw) != RA_OK) return 1;
-    ra_status st = ra_layer_forward(layer, NULL, y, x, 1, S, NULL, NULL);
+    ra_status st = ra_layer_forward(NULL, layer, y, x, 1, S, NULL, NULL);
     ra_layer_destroy(layer);
     if (st != RA_OK) return 1;
     for (int i = 0; i < DIM; i++)

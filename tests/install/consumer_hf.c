@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     float x[S * 64] = {0}, y[S * 64];
     int ok = c->dim <= 64;
     for (int i = 0; ok && i < S * c->dim; i++) x[i] = (float)(i % 7) - 3.0f;
-    ok = ok && ra_layer_forward(ra_hf_layer_get(layer), NULL, y, x, 1, S, NULL, NULL) == RA_OK;
+    ok = ok && ra_layer_forward(NULL, ra_hf_layer_get(layer), y, x, 1, S, NULL, NULL) == RA_OK;
     if (ok)
         printf("%s: %lld tensors\n", ra_hf_config_model_type(config),
                (long long)ra_hf_layer_tensor_count(layer));

@@ -505,8 +505,8 @@ static void test_rope_positions(void)
     float *local = shard_rows(x, B, S, H, D, 4, ids, n);
     ra_positions at = {.struct_size = sizeof at, .ids = ids};
     ra_tensor tl = ra_tensor_4d(local, RA_F32, B, n, H, D);
-    CHECK(ra_rope_apply(rope, ctx, &tl, &tl, &at, RA_FORWARD) == RA_OK, "local: %s", ra_last_error());
-    CHECK(ra_rope_apply_f32(rope, ctx, x, B, S, H, 0) == RA_OK, "whole: %s", ra_last_error());
+    CHECK(ra_rope_apply(ctx, rope, &tl, &tl, &at, RA_FORWARD) == RA_OK, "local: %s", ra_last_error());
+    CHECK(ra_rope_apply_f32(ctx, rope, x, B, S, H, 0) == RA_OK, "whole: %s", ra_last_error());
     float *expect = shard_rows(x, B, S, H, D, 4, ids, n);
     CHECK(!memcmp(local, expect, (size_t)(B * n * H * D) * 4), "rotated at the rank's positions "
           "differs from the whole sequence's rows");
@@ -681,7 +681,7 @@ static ra_status append(ra_kv_cache *cache, const ra_rope *rope, const float *k,
         }
     ra_tensor tk = ra_tensor_4d(kk, RA_F32, B, most, Hkv, D), tv = ra_tensor_4d(vv, RA_F32, B, most, Hkv, D);
     ra_positions p = {.struct_size = sizeof p, .starts = from};
-    ra_status st = ra_kv_cache_append(cache, ctx, rope, NULL, &tk, &tv, &p, n);
+    ra_status st = ra_kv_cache_append(ctx, cache, rope, NULL, &tk, &tv, &p, n);
     free(kk), free(vv);
     return st;
 }
@@ -859,9 +859,9 @@ static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, co
         ra_layer_tape *tape = NULL;
         ra_status st = ra_layer_tape_create(&tape, layer, B * S);
         if (st == RA_OK)
-            st = run ? ra_layer_forward_train(layer, ctx2, y, tape, lx, B, n, pos, o)
-                     : ra_layer_forward_train(layer, ctx, y, tape, x, B, S, NULL, whole);
-        if (st == RA_OK) st = ra_layer_backward(layer, run ? ctx2 : ctx, dx[run], &lg, tape,
+            st = run ? ra_layer_forward_train(ctx2, layer, y, tape, lx, B, n, pos, o)
+                     : ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, whole);
+        if (st == RA_OK) st = ra_layer_backward(run ? ctx2 : ctx, layer, dx[run], &lg, tape,
                                                 run ? ldy : dy);
         CHECK(st == RA_OK, "%s training: %s", run ? "sharded" : "one-process", ra_last_error());
         ra_layer_tape_destroy(tape);
@@ -920,7 +920,7 @@ static void layer_check(layer_mpi_case c)
     int64_t cu[5], n_documents;
     const ring_case shape = {B, S, c.H, c.Hkv, c.D, RA_F32, 0, 0, 0, 0, c.masks};
     case_masks(&shape, pad, cu, &n_documents, &whole);
-    st = ra_layer_forward(layer, ctx, y, x, B, S, NULL, &whole);
+    st = ra_layer_forward(ctx, layer, y, x, B, S, NULL, &whole);
     CHECK(st == RA_OK, "single process: %s", ra_last_error());
     int64_t start[2], count[2];
     ra_mpi_zigzag(S, size, rank, start, count);
@@ -940,7 +940,7 @@ static void layer_check(layer_mpi_case c)
     ra_attention_options o = ra_attention_options_init();
     o.engine = &e.engine;
     if (c.expect != RA_OK) o.path = RA_PATH_REFERENCE; /* the ring's refusal */
-    st = ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &o);
+    st = ra_layer_forward(ctx2, layer, ly, lx, B, n, &pos, &o);
     CHECK(st == c.expect, "S %lld window %lld chunk %lld: %s (%s)", (long long)S,
           (long long)c.window, (long long)c.chunk, ra_status_string(st), ra_last_error());
     if (st == RA_OK && c.expect == RA_OK) {
@@ -961,7 +961,7 @@ static void layer_check(layer_mpi_case c)
         mine.padding_mask = whole.padding_mask;
         mine.cu_seqlens = whole.cu_seqlens;
         mine.n_documents = whole.n_documents;
-        const ra_status refused = ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &mine);
+        const ra_status refused = ra_layer_forward(ctx2, layer, ly, lx, B, n, &pos, &mine);
         CHECK(refused == RA_ERR_ARGUMENT, "masks in the call's options: %s",
               ra_status_string(refused));
     }
@@ -970,7 +970,7 @@ static void layer_check(layer_mpi_case c)
               "the sentence: %s", ra_last_error());
     ra_attention_options dropping = o; /* the layer's output dropout: refused */
     dropping.dropout = 0.1f;
-    CHECK(ra_layer_forward(layer, ctx2, ly, lx, B, n, &pos, &dropping) == RA_ERR_UNSUPPORTED,
+    CHECK(ra_layer_forward(ctx2, layer, ly, lx, B, n, &pos, &dropping) == RA_ERR_UNSUPPORTED,
           "dropout with an engine taken");
     ra_layer_destroy(layer);
     free(wq), free(wk), free(wv), free(wo), free(sinks), free(qn), free(x), free(y), free(ids),
@@ -1012,9 +1012,9 @@ static void cached_check(layer_mpi_case c, ra_dtype dtype, int64_t P)
             for (int64_t b = 0; b < B; b++)
                 memcpy(xs + b * n * dim, x + (b * S + first) * dim, (size_t)(n * dim) * 4);
             ra_positions pos = ra_positions_start(first);
-            st = sharded ? ra_layer_forward_cached_with(layer, ctx, cache, ys, xs, B, n, &pos,
+            st = sharded ? ra_layer_forward_cached_with(ctx, layer, cache, ys, xs, B, n, &pos,
                                                         &e.engine)
-                         : ra_layer_forward_cached(layer, ctx, cache, ys, xs, B, n, &pos);
+                         : ra_layer_forward_cached(ctx, layer, cache, ys, xs, B, n, &pos);
             CHECK(st == RA_OK, "%s step at %lld: %s", sharded ? "sharded" : "one process",
                   (long long)first, ra_last_error());
             for (int64_t b = 0; b < B; b++)
@@ -1061,11 +1061,11 @@ static void cached_full(void)
     if (st == RA_OK) st = ra_kv_cache_create(&cache, 1, rank == size - 1 ? share : 8, H, D, RA_F32);
     if (st == RA_OK) st = ra_mpi_engine_init(&e, MPI_COMM_WORLD, 8);
     ra_positions pos = ra_positions_start(0);
-    if (st == RA_OK) st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 4, &pos, &e.engine);
+    if (st == RA_OK) st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 4, &pos, &e.engine);
     CHECK(st == RA_OK, "prompt: %s", ra_last_error());
     const int64_t held = ra_kv_cache_length(cache, 0);
     pos.start = 4;
-    st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 1, &pos, &e.engine);
+    st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 1, &pos, &e.engine);
     CHECK(st == RA_ERR_CACHE_FULL && ra_kv_cache_length(cache, 0) == held,
           "a step with no room: %s (length %lld, was %lld)", ra_status_string(st),
           (long long)ra_kv_cache_length(cache, 0), (long long)held);
@@ -1073,7 +1073,7 @@ static void cached_full(void)
      * stored */
     const uint8_t pad[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     e.padding_mask = rank == 0 ? pad : NULL;
-    st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 1, &pos, &e.engine);
+    st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 1, &pos, &e.engine);
     char why[256];
     snprintf(why, sizeof why, "%s", ra_last_error()); /* before another call clears it */
     CHECK(st == RA_ERR_UNSUPPORTED && ra_kv_cache_length(cache, 0) == held &&
@@ -1124,18 +1124,18 @@ static void layer_one_rank_fails(void)
     ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
     ra_attention_options o = ra_attention_options_init();
     o.engine = &e.engine;
-    ra_status st = ra_layer_forward(layer, ctx, y, x, 1, n, &pos, &o);
+    ra_status st = ra_layer_forward(ctx, layer, y, x, 1, n, &pos, &o);
     CHECK(st != RA_OK, "forward: a bad position on the last rank gave RA_OK");
     ra_layer_tape *tape = NULL;
     ra_layer_tape_create(&tape, layer, rank == size - 1 ? n - 1 : n); /* too small there */
     ids[0] = rank == size - 1 ? 0 : ids[0];
     ra_mpi_zigzag_positions(S, size, rank, 1, n, ids);
-    st = ra_layer_forward_train(layer, ctx, y, tape, x, 1, n, &pos, &o);
+    st = ra_layer_forward_train(ctx, layer, y, tape, x, 1, n, &pos, &o);
     CHECK(size == 1 ? st == RA_ERR_SIZE : st != RA_OK, "train: a short tape on the last rank "
           "gave %s", ra_status_string(st));
     ra_kv_cache *cache = NULL;
     ra_kv_cache_create(&cache, 1, S, H, D, RA_F32);
-    st = ra_layer_forward_cached_with(layer, ctx, cache, y, x, 1, 2,
+    st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 2,
                                       rank == size - 1 ? NULL : &pos, &e.engine);
     CHECK(st != RA_OK && ra_kv_cache_length(cache, 0) == 0,
           "cached: no positions on the last rank gave %s", ra_status_string(st));

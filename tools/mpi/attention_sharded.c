@@ -157,14 +157,14 @@ static ra_status run_shard(const attention_sharded_job *job, ra_context *ctx, in
     attention.n_documents = 0;
     attention.engine = &engine.engine;
     if (status == RA_OK && !dy)
-        return ra_layer_forward(job->layer, ctx, y, x, job->batch, n, &positions, &attention);
+        return ra_layer_forward(ctx, job->layer, y, x, job->batch, n, &positions, &attention);
     ra_layer_tape *tape = NULL;
     if (status == RA_OK) status = ra_layer_tape_create(&tape, job->layer, job->batch * n);
     if (status == RA_OK)
-        status = ra_layer_forward_train(job->layer, ctx, y, tape, x, job->batch, n, &positions,
+        status = ra_layer_forward_train(ctx, job->layer, y, tape, x, job->batch, n, &positions,
                                         &attention);
     if (status == RA_OK)
-        status = ra_layer_backward(job->layer, ctx, dx, ra_hf_grads_get(g), tape, dy);
+        status = ra_layer_backward(ctx, job->layer, dx, ra_hf_grads_get(g), tape, dy);
     ra_layer_tape_destroy(tape);
     return status;
 }

@@ -59,13 +59,7 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
                                "values: k_scales[%lld] %g and v_scales[%lld] %g must be equal",
                                (long long)i, (double)k_scales[i], (long long)i,
                                (double)v_scales[i]);
-    for (int64_t i = 0; i < n_scales; i++) {
-        const int k_ok = ra_e4m3_scale_ok(k_scales[i]);
-        if (!k_ok || !ra_e4m3_scale_ok(v_scales[i]))
-            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be a normal float (>= "
-                           "FLT_MIN) and at most FLT_MAX / 448", k_ok ? "v_scales" : "k_scales",
-                           (long long)i, (double)(k_ok ? v_scales[i] : k_scales[i]));
-    }
+    RA_TRY(ra_e4m3_scales_check(k_scales, v_scales, n_scales));
     for (int64_t g = 0; g < cache->n_kv_heads; g++) {
         cache->k_scale[g] = k_scales[n_scales == 1 ? 0 : g];
         cache->v_scale[g] = v_scales[n_scales == 1 ? 0 : g];

@@ -222,13 +222,7 @@ RA_API ra_status ra_kv_pool_set_scales(ra_kv_pool *pool, const float *k_scales,
         return ra_fail(RA_ERR_ARGUMENT, "the pool holds %lld pages of tokens quantized with "
                        "the scales set before: free every sequence's tokens first",
                        (long long)(pool->n_pages - pool->n_free));
-    for (int64_t i = 0; i < n_scales; i++) {
-        const int k_ok = ra_e4m3_scale_ok(k_scales[i]);
-        if (!k_ok || !ra_e4m3_scale_ok(v_scales[i]))
-            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be a normal float (>= "
-                           "FLT_MIN) and at most FLT_MAX / 448", k_ok ? "v_scales" : "k_scales",
-                           (long long)i, (double)(k_ok ? v_scales[i] : k_scales[i]));
-    }
+    RA_TRY(ra_e4m3_scales_check(k_scales, v_scales, n_scales));
     for (int64_t g = 0; g < pool->n_kv_heads; g++) {
         pool->k_scale[g] = k_scales[n_scales == 1 ? 0 : g];
         pool->v_scale[g] = v_scales[n_scales == 1 ? 0 : g];

@@ -6,6 +6,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "internal.h"
 #include "quant8.h"
 
 /* v rounded to the nearest integer, ties to even, for |v| < 2^22: adding
@@ -68,4 +69,21 @@ float ra_quantize_i8(int8_t *codes, const float *x, int64_t n)
     const float scale = ra_i8_scale(x, n, NULL, 0);
     ra_quantize_i8_scaled(codes, x, scale, n);
     return scale;
+}
+
+static int scale_ok(float s)
+{
+    return s >= FLT_MIN && s <= FLT_MAX / 448.0f;
+}
+
+ra_status ra_e4m3_scales_check(const float *k_scales, const float *v_scales, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const int k_ok = scale_ok(k_scales[i]);
+        if (!k_ok || !scale_ok(v_scales[i]))
+            return ra_fail(RA_ERR_ARGUMENT, "%s[%lld] is %g: must be a normal float (>= "
+                           "FLT_MIN) and at most FLT_MAX / 448", k_ok ? "v_scales" : "k_scales",
+                           (long long)i, (double)(k_ok ? v_scales[i] : k_scales[i]));
+    }
+    return RA_OK;
 }

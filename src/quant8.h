@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "half.h"
+#include "ropeattn.h"
 
 /* The value of an e4m3 code (exact in float32). */
 static inline float ra_e4m3_to_f32(uint8_t code)
@@ -31,14 +32,12 @@ static inline float ra_e4m3_to_f32(uint8_t code)
  * +-Inf give NaN (0x7f, 0xff by sign). */
 uint8_t ra_f32_to_e4m3(float y);
 
-/* Whether s may scale an fp8 cache: a normal float (a subnormal one keeps
- * fewer bits, and reads as 0 where the caller's thread flushes subnormals:
- * DAZ, torch.set_flush_denormal), with 448 s (the largest value stored)
- * finite, as the CLI's --cache-scale. */
-static inline int ra_e4m3_scale_ok(float s)
-{
-    return s >= FLT_MIN && s <= FLT_MAX / 448.0f;
-}
+/* RA_OK when every one of the n K and V scales may scale an fp8 cache: a
+ * normal float (a subnormal one keeps fewer bits, and reads as 0 where the
+ * caller's thread flushes subnormals: DAZ, torch.set_flush_denormal), with
+ * 448 s (the largest value stored) finite, as the CLI's --cache-scale;
+ * else RA_ERR_ARGUMENT naming the first that is not. */
+ra_status ra_e4m3_scales_check(const float *k_scales, const float *v_scales, int64_t n);
 
 /* codes[i] = ra_f32_to_e4m3(x[i] / scale) for i < n (scale finite, > 0);
  * returns whether it stored a NaN code (x held a NaN or an Inf). */

@@ -325,7 +325,8 @@ class Layer:
                                        "its own tokens: give n_new instead)")
             rows = _id_array(rows, b, "ids")
             n_new = None if n_new is None else _id_array(n_new, b, "n_new")
-            self._check_length([pool._pool.length(int(i)) for i in rows], start, ids, s, n_new)
+            self._check_length(lambda: [pool._pool.length(int(i)) for i in rows], start, ids, s,
+                               n_new)
             _ropeattn.layer_forward_paged(self._layer, context, pool._pool, y, x3, rows, n_new,
                                           start, ids)
         elif cache is not None:
@@ -337,13 +338,13 @@ class Layer:
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a cache (the cache holds "
                                        "each sequence's own tokens: give it no padding)")
-            self._check_length([cache.length(i) for i in range(b)], start, ids, s, None)
+            self._check_length(lambda: [cache.length(i) for i in range(b)], start, ids, s, None)
             _ropeattn.layer_forward_cached(self._layer, context, cache._cache, y, x3, start,
                                            ids)
         else:
             mask = None if attention_mask is None else padding_mask(attention_mask, b, s,
                                                                       "attention_mask")
-            self._check_length([0] * b, start, ids, s, None, cached=False)
+            self._check_length(lambda: [0] * b, start, ids, s, None, cached=False)
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask)
         return y if x.ndim == 3 else y[0]
 
@@ -355,7 +356,8 @@ class Layer:
         (as the CLI's --prefill refuses such a step) unless
         from_pretrained's seq_len fixed the length for every call.  Lengths
         beyond the Layer's own are the library's to refuse (its positions).
-          lengths: each row's cached tokens (0s without a cache); start,
+          lengths: a function giving each row's cached tokens (0s without
+          a cache), called only for such a rope; start,
           ids: the positions (start -1: continuing from lengths); n_new:
           each row's new tokens (None: s); cached: a step through a cache
           or pool (for the message)."""
@@ -363,6 +365,10 @@ class Layer:
         kind = _ROPE_TYPE_NAMES.get(rope["type"])
         if kind not in ("dynamic", "longrope") or self._seq_len is not None or \
                 self._config["no_rope"]:
+            return
+        try:
+            lengths = lengths()
+        except ArgumentError:  # a row the cache or pool has not: the library names it
             return
         news = [s] * len(lengths) if n_new is None else [int(n) for n in n_new]
         if start == -1:

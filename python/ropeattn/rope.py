@@ -22,6 +22,7 @@ FIELDS = {"factor", "original_max_position_embeddings", "max_position_embeddings
           "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "rotary_dim",
           "table_size", "mrope_section", "mrope_interleaved"}
 TABLE_SIZE = 4096  # ra_rope_config_default's table_size
+MAX_POSITION = 2 ** 32  # RA_MAX_POSITION: positions are in [0, 2^32]
 # The keys checked here, each named in its own message as the command line
 # names a --rope-parameters key: numbers finite and never subnormal (as the
 # library takes them), 0 allowed where transformers reads it as "not given".
@@ -51,10 +52,14 @@ def _check_key(key, value):
     if key in POSITIVE or key in NON_NEGATIVE:
         _check_number(value, key, key in NON_NEGATIVE)
     elif key in LENGTHS:
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-            raise ArgumentError(f"{key}: expected a positive integer, got {value!r}")
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
+                not 1 <= value < 2 ** 63:
+            raise ArgumentError(f"{key}: expected a positive integer (int64), got {value!r}")
     elif key in FACTOR_LISTS:
-        for i, factor in enumerate(np.asarray(value, dtype=object).reshape(-1)):
+        factors = np.asarray(value, dtype=object)
+        if factors.ndim != 1:
+            raise ArgumentError(f"{key}: expected a list of numbers, got shape {factors.shape}")
+        for i, factor in enumerate(factors):
             _check_number(factor, f"{key}[{i}]", False)
 
 
@@ -160,8 +165,8 @@ class RotaryEmbedding:
                     f"length {self.seq_len}'s): make it with seq_len >= {length}, or "
                     f"without seq_len to take the length from each call's positions")
             return self
-        if length <= self._original:
-            return self
+        if length <= self._original or length > MAX_POSITION + 1:
+            return self  # past 2^32: the library refuses the position, naming it
         # A table of L rows costs about what L / 2 tokens' angles computed on
         # the fly do: worth it for a prefill, not for a step of generation.
         return self._for_length(length, 2 * n_tokens >= length)

@@ -14,7 +14,7 @@ import numpy as np
 from . import _ropeattn
 from ._arrays import BF16, F16, F32, c_array, padding_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
-from .rope import LAYOUTS, ROPE_TYPES, _positions
+from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
 
 _ROPE_TYPE_NAMES = {v: k for k, v in ROPE_TYPES.items()}
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
@@ -189,6 +189,8 @@ class Layer:
         UnsupportedError for attention ropeattn does not run (each with
         libropeattn_hf's message, naming the file, tensor or key).
         """
+        if theta is not None:
+            _check_key("theta", theta)  # as RotaryEmbedding's: a number, never a bool
         weights, config = _checkpoint_files(path, config)
         if (config is None and theta is None and os.path.exists(weights) and
                 "rope_theta" not in _rope_keys(rope_parameters)):  # a missing file: its error

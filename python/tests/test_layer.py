@@ -137,8 +137,11 @@ def test_config_overrides():
         d, layer=1, rope_parameters='{"rope_type": "dynamic", "factor": 2.0}',
         max_position_embeddings=16, seq_len=40).config["rope"]
     assert (rope["type"], rope["max_position_embeddings"], rope["seq_len"]) == ("dynamic", 16, 40)
-    with pytest.raises(ropeattn.ArgumentError, match="ra_hf_config_set_rope_theta"):
-        ropeattn.Layer.from_pretrained(d, layer=1, theta=-1.0)
+    # theta checked as RotaryEmbedding's, in its name: True ran theta 1, "5e5"
+    # was parsed, 1e-320 got the library's DBL_MIN wording
+    for theta in (-1.0, True, "5e5", 1e-320, float("nan")):
+        with pytest.raises(ropeattn.ArgumentError, match="^theta: expected"):
+            ropeattn.Layer.from_pretrained(d, layer=1, theta=theta)
     with pytest.raises(ropeattn.Error, match="ra_hf_config_set_rope_parameters"):
         ropeattn.Layer.from_pretrained(d, layer=1, rope_parameters="{not json")
     layer = ropeattn.Layer.from_pretrained(d, layer=1, n_kv_heads=2, layout="interleaved")

@@ -135,7 +135,10 @@ class RotaryEmbedding:
                          {k: v for k, v in scaling.items() if v is not None})
         self.seq_len = fields.get("seq_len")  # None: from each call's positions
         self._original = fields.get(BY_LENGTH.get(rope_type))  # None: not by length
-        self._for_length = functools.lru_cache(maxsize=4)(self._make_for_length)
+        # the last ropes made for other lengths, {(length, table): rope}; a
+        # dict, not an lru_cache of a bound method, which would make a cycle
+        # holding every table until the garbage collector runs
+        self._lengths = {}
         config = self._rope.config
         self.head_dim = config["head_dim"]
         self.rotary_dim = config["rotary_dim"]
@@ -171,11 +174,19 @@ class RotaryEmbedding:
         # the fly do: worth it for a prefill, not for a step of generation.
         return self._for_length(length, 2 * n_tokens >= length)
 
-    def _make_for_length(self, length, table):
-        head_dim, theta, rope_type, layout, fields = self._made_of
-        rows = min(fields.get("table_size", TABLE_SIZE), length) if table else 1
-        return RotaryEmbedding(head_dim, theta, rope_type, layout,
-                               **dict(fields, seq_len=length, table_size=rows))
+    def _for_length(self, length, table):
+        """The rope made for length (with a table of its rows when table,
+        else of one), kept among the last 4 made."""
+        rope = self._lengths.get((length, table))
+        if rope is None:
+            head_dim, theta, rope_type, layout, fields = self._made_of
+            rows = min(fields.get("table_size", TABLE_SIZE), length) if table else 1
+            rope = RotaryEmbedding(head_dim, theta, rope_type, layout,
+                                   **dict(fields, seq_len=length, table_size=rows))
+            for old in list(self._lengths)[:-3]:  # the oldest out; safe for threads
+                self._lengths.pop(old, None)
+            self._lengths[(length, table)] = rope
+        return rope
 
     @property
     def inv_freq(self):

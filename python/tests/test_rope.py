@@ -345,3 +345,23 @@ def test_shape_bhsd():
     with pytest.raises(ropeattn.ArgumentError, match='pass shape="bshd"'):
         ropeattn.apply_rotary(x.transpose(0, 2, 1, 3), np.zeros((2, 9), np.int64),
                               shape="bhsd")
+
+
+def test_by_length_ropes_are_freed_without_the_garbage_collector():
+    """The ropes a dynamic rope makes for the calls' lengths go with it:
+    they were kept by an lru_cache of a bound method, a cycle holding
+    every table until the garbage collector ran (tens of MB in a loop)."""
+    import gc
+    import weakref
+    gc.disable()
+    try:
+        rope = ropeattn.RotaryEmbedding(16, rope_type="dynamic", factor=2.0,
+                                        max_position_embeddings=16)
+        x = randn(1, 40, 1, 16)
+        for n in range(20, 40):
+            ropeattn.apply_rotary(x[:, :n], rope=rope)
+        gone = weakref.ref(rope)
+        del rope
+        assert gone() is None
+    finally:
+        gc.enable()

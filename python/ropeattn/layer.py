@@ -14,7 +14,7 @@ import numpy as np
 from . import _ropeattn
 from ._arrays import BF16, F16, F32, c_array, padding_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
-from .rope import LAYOUTS, ROPE_TYPES, _positions
+from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
 
 _ROPE_TYPE_NAMES = {v: k for k, v in ROPE_TYPES.items()}
 _LAYOUT_NAMES = {v: k for k, v in LAYOUTS.items()}
@@ -170,9 +170,9 @@ class Layer:
             them per forward; a Layer is for one length: build another for
             another).  Such a Layer refuses positions from max(that length,
             the config's original length) on, where transformers' frequencies
-            differ, and a call with a cache or pool whose tokens reach a
-            length with other frequencies than the Layer's (transformers'
-            cached generation forms them from each step's length): give
+            differ, and a call (with or without a cache or pool) whose
+            tokens reach a length with other frequencies than the Layer's
+            (transformers forms them from each forward's length): give
             seq_len to fix the length for every call instead.  For the other
             types, max_position only sizes the cos/sin table (4096 rows when
             None; later positions are computed exactly, more slowly).
@@ -189,6 +189,8 @@ class Layer:
         UnsupportedError for attention ropeattn does not run (each with
         libropeattn_hf's message, naming the file, tensor or key).
         """
+        if theta is not None:
+            _check_key("theta", theta)  # as RotaryEmbedding's: a number, never a bool
         weights, config = _checkpoint_files(path, config)
         if (config is None and theta is None and os.path.exists(weights) and
                 "rope_theta" not in _rope_keys(rope_parameters)):  # a missing file: its error
@@ -325,7 +327,8 @@ class Layer:
                                        "its own tokens: give n_new instead)")
             rows = _id_array(rows, b, "ids")
             n_new = None if n_new is None else _id_array(n_new, b, "n_new")
-            self._check_step([pool._pool.length(int(i)) for i in rows], start, ids, s, n_new)
+            self._check_length(lambda: [pool._pool.length(int(i)) for i in rows], start, ids, s,
+                               n_new)
             _ropeattn.layer_forward_paged(self._layer, context, pool._pool, y, x3, rows, n_new,
                                           start, ids)
         elif cache is not None:
@@ -337,30 +340,37 @@ class Layer:
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a cache (the cache holds "
                                        "each sequence's own tokens: give it no padding)")
-            self._check_step([cache.length(i) for i in range(b)], start, ids, s, None)
+            self._check_length(lambda: [cache.length(i) for i in range(b)], start, ids, s, None)
             _ropeattn.layer_forward_cached(self._layer, context, cache._cache, y, x3, start,
                                            ids)
         else:
             mask = None if attention_mask is None else padding_mask(attention_mask, b, s,
                                                                       "attention_mask")
+            self._check_length(lambda: [0] * b, start, ids, s, None, cached=False)
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask)
         return y if x.ndim == 3 else y[0]
 
-    def _check_step(self, lengths, start, ids, s, n_new):
-        """A call through a cache or pool is a step of transformers' cached
-        generation, which forms a dynamic or longrope rope's frequencies from
-        the step's length, its tokens' largest position + 1
-        (dynamic_rope_update); one whose length gives other frequencies than
-        the Layer's is refused, as the CLI's --prefill refuses it, unless
+    def _check_length(self, lengths, start, ids, s, n_new, cached=True):
+        """transformers forms a dynamic or longrope rope's frequencies from
+        each forward's length, its tokens' largest position + 1
+        (dynamic_rope_update): a call, or a step of cached generation,
+        whose length gives other frequencies than the Layer's is refused
+        (as the CLI's --prefill refuses such a step) unless
         from_pretrained's seq_len fixed the length for every call.  Lengths
         beyond the Layer's own are the library's to refuse (its positions).
-          lengths: each row's cached tokens; start, ids: the positions
-          (start -1: continuing from lengths); n_new: each row's new tokens
-          (None: s)."""
+          lengths: a function giving each row's cached tokens (0s without
+          a cache), called only for such a rope; start,
+          ids: the positions (start -1: continuing from lengths); n_new:
+          each row's new tokens (None: s); cached: a step through a cache
+          or pool (for the message)."""
         rope = self._config["rope"]
         kind = _ROPE_TYPE_NAMES.get(rope["type"])
         if kind not in ("dynamic", "longrope") or self._seq_len is not None or \
                 self._config["no_rope"]:
+            return
+        try:
+            lengths = lengths()
+        except ArgumentError:  # a row the cache or pool has not: the library names it
             return
         news = [s] * len(lengths) if n_new is None else [int(n) for n in n_new]
         if start == -1:
@@ -377,13 +387,16 @@ class Layer:
             same = max(reach, original) == max(length, original)
         else:
             same = (reach > original) == (length > original)
-        if reach and not same and reach <= max(length, original):
-            raise ArgumentError(
-                f"rope type {kind}: this step's tokens reach length {reach}, whose frequencies "
-                f"differ from those of the Layer's length {length} ({key} {original}), so "
-                f"transformers' cached generation differs from the Layer's y: run the whole "
-                f"sequence without a cache, or fix the length with "
-                f"Layer.from_pretrained(seq_len=...)")
+        if not reach or same or reach > max(length, original):
+            return
+        what = "this step's tokens reach" if cached else "the positions reach"
+        fix = ("run the whole sequence without a cache on a Layer for its length" if cached
+               else f"build a Layer for this call's length (max_position={reach - 1})")
+        raise ArgumentError(
+            f"rope type {kind}: {what} length {reach}, whose frequencies differ from those "
+            f"of the Layer's length {length} ({key} {original}); transformers forms them "
+            f"from each forward's length, so its y differs from the Layer's: {fix}, or fix "
+            f"the length with Layer.from_pretrained(seq_len=...)")
 
     def __repr__(self):
         c = self._config

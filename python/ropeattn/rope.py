@@ -22,6 +22,7 @@ FIELDS = {"factor", "original_max_position_embeddings", "max_position_embeddings
           "low_freq_factor", "high_freq_factor", "short_factor", "long_factor", "rotary_dim",
           "table_size", "mrope_section", "mrope_interleaved"}
 TABLE_SIZE = 4096  # ra_rope_config_default's table_size
+MAX_POSITION = 2 ** 32  # RA_MAX_POSITION: positions are in [0, 2^32]
 # The keys checked here, each named in its own message as the command line
 # names a --rope-parameters key: numbers finite and never subnormal (as the
 # library takes them), 0 allowed where transformers reads it as "not given".
@@ -51,10 +52,14 @@ def _check_key(key, value):
     if key in POSITIVE or key in NON_NEGATIVE:
         _check_number(value, key, key in NON_NEGATIVE)
     elif key in LENGTHS:
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-            raise ArgumentError(f"{key}: expected a positive integer, got {value!r}")
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
+                not 1 <= value < 2 ** 63:
+            raise ArgumentError(f"{key}: expected a positive integer (int64), got {value!r}")
     elif key in FACTOR_LISTS:
-        for i, factor in enumerate(np.asarray(value, dtype=object).reshape(-1)):
+        factors = np.asarray(value, dtype=object)
+        if factors.ndim != 1:
+            raise ArgumentError(f"{key}: expected a list of numbers, got shape {factors.shape}")
+        for i, factor in enumerate(factors):
             _check_number(factor, f"{key}[{i}]", False)
 
 
@@ -130,7 +135,10 @@ class RotaryEmbedding:
                          {k: v for k, v in scaling.items() if v is not None})
         self.seq_len = fields.get("seq_len")  # None: from each call's positions
         self._original = fields.get(BY_LENGTH.get(rope_type))  # None: not by length
-        self._for_length = functools.lru_cache(maxsize=4)(self._make_for_length)
+        # the last ropes made for other lengths, {(length, table): rope}; a
+        # dict, not an lru_cache of a bound method, which would make a cycle
+        # holding every table until the garbage collector runs
+        self._lengths = {}
         config = self._rope.config
         self.head_dim = config["head_dim"]
         self.rotary_dim = config["rotary_dim"]
@@ -160,17 +168,25 @@ class RotaryEmbedding:
                     f"length {self.seq_len}'s): make it with seq_len >= {length}, or "
                     f"without seq_len to take the length from each call's positions")
             return self
-        if length <= self._original:
-            return self
+        if length <= self._original or length > MAX_POSITION + 1:
+            return self  # past 2^32: the library refuses the position, naming it
         # A table of L rows costs about what L / 2 tokens' angles computed on
         # the fly do: worth it for a prefill, not for a step of generation.
         return self._for_length(length, 2 * n_tokens >= length)
 
-    def _make_for_length(self, length, table):
-        head_dim, theta, rope_type, layout, fields = self._made_of
-        rows = min(fields.get("table_size", TABLE_SIZE), length) if table else 1
-        return RotaryEmbedding(head_dim, theta, rope_type, layout,
-                               **dict(fields, seq_len=length, table_size=rows))
+    def _for_length(self, length, table):
+        """The rope made for length (with a table of its rows when table,
+        else of one), kept among the last 4 made."""
+        rope = self._lengths.get((length, table))
+        if rope is None:
+            head_dim, theta, rope_type, layout, fields = self._made_of
+            rows = min(fields.get("table_size", TABLE_SIZE), length) if table else 1
+            rope = RotaryEmbedding(head_dim, theta, rope_type, layout,
+                                   **dict(fields, seq_len=length, table_size=rows))
+            for old in list(self._lengths)[:-3]:  # the oldest out; safe for threads
+                self._lengths.pop(old, None)
+            self._lengths[(length, table)] = rope
+        return rope
 
     @property
     def inv_freq(self):

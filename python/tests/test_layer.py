@@ -137,8 +137,11 @@ def test_config_overrides():
         d, layer=1, rope_parameters='{"rope_type": "dynamic", "factor": 2.0}',
         max_position_embeddings=16, seq_len=40).config["rope"]
     assert (rope["type"], rope["max_position_embeddings"], rope["seq_len"]) == ("dynamic", 16, 40)
-    with pytest.raises(ropeattn.ArgumentError, match="ra_hf_config_set_rope_theta"):
-        ropeattn.Layer.from_pretrained(d, layer=1, theta=-1.0)
+    # theta checked as RotaryEmbedding's, in its name: True ran theta 1, "5e5"
+    # was parsed, 1e-320 got the library's DBL_MIN wording
+    for theta in (-1.0, True, "5e5", 1e-320, float("nan")):
+        with pytest.raises(ropeattn.ArgumentError, match="^theta: expected"):
+            ropeattn.Layer.from_pretrained(d, layer=1, theta=theta)
     with pytest.raises(ropeattn.Error, match="ra_hf_config_set_rope_parameters"):
         ropeattn.Layer.from_pretrained(d, layer=1, rope_parameters="{not json")
     layer = ropeattn.Layer.from_pretrained(d, layer=1, n_kv_heads=2, layout="interleaved")
@@ -193,6 +196,31 @@ def test_by_length_ropes_are_for_one_length():
     cache = ropeattn.KVCache(layer, batch=1, capacity=12)
     with pytest.raises(ropeattn.ArgumentError, match="reach length 6"):
         layer(x[:1, :6], cache=cache)  # short factors in transformers, long here
+
+
+def test_by_length_ropes_refuse_a_shorter_call():
+    """A call without a cache is one forward of transformers, whose dynamic
+    or longrope frequencies are those of its own length: a Layer for a
+    longer length refuses a call whose length has other ones (a Layer with
+    max_position 40 on 20 tokens was 19% off transformers' dynamic rope, on
+    8 tokens 13% off its longrope); seq_len fixes the length."""
+    d, case, x, pos, y = load("llama_dynamic_long")  # max_position_embeddings 16
+    layer = ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=40)
+    x20 = np.concatenate([x[:1]] * 2, axis=1)[:, :20]
+    with pytest.raises(ropeattn.ArgumentError, match=r"reach length 20.*max_position=19"):
+        layer(x20)
+    with pytest.raises(ropeattn.ArgumentError, match="reach length 8"):
+        layer(x[:, :8], positions=np.arange(8))  # original frequencies in transformers
+    assert rel(layer(x, positions=pos), y) < 1e-5  # the Layer's own length
+    short = ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=11)
+    short(x[:, :8])  # below max_position_embeddings: the original frequencies, as transformers
+    d, case, x, pos, y = load("llama_longrope_long")  # original 16, positions to 39
+    layer = ropeattn.Layer.from_pretrained(d, layer=case["layer"], max_position=39)
+    with pytest.raises(ropeattn.ArgumentError, match="reach length 11"):
+        layer(x[:, :8], positions=3)  # 3 .. 10: short factors in transformers
+    layer(x[:, :8], positions=20)  # 20 .. 27: long factors, as the Layer's
+    fixed = ropeattn.Layer.from_pretrained(d, layer=case["layer"], seq_len=40)
+    fixed(x[:, :8], positions=3)
 
 
 def test_file_and_config_paths():

@@ -4,11 +4,13 @@ sequence's tokens, given in rounds of different sizes beside the others',
 must give transformers' y to the tolerances of the caches (test_layer.py's
 TOL: float32 1e-5 of max|y|, the 16-bit and 8-bit rows their rounding).
 Also forks (a shared prompt), freeing, refusals that change nothing."""
+import json
+
 import numpy as np
 import pytest
 
 import ropeattn
-from test_layer import CASES, TOL, build, fixed_length, rel
+from test_layer import CASES, HF, TOL, build, fixed_length, rel
 
 
 def serve(layer, pool, x, pos, firsts):
@@ -94,3 +96,23 @@ def test_refusals_change_nothing():
     with pytest.raises(ropeattn.ArgumentError, match="another Layer"):
         other(x[:1, :2], pool=pool, ids=[a])
     assert pool.length(a) == 0 and pool.free_pages == 2
+
+
+def test_bad_ids_are_named():
+    """A freed or unknown sequence id is refused naming ids[i], on every
+    rope type (a Python check of each sequence's length said "length: 0 is
+    not a sequence of the pool")."""
+    for name in ("llama_default", "llama_dynamic_long"):
+        d = HF / name
+        layer = ropeattn.Layer.from_pretrained(d, layer=json.loads(
+            (d / "case.json").read_text())["layer"], max_position=15)
+        x = np.load(d / "x.npy")[:1, :2]
+        pool = ropeattn.KVPool(layer, n_pages=8, page_size=4)
+        freed = pool.add()
+        pool.free(freed)
+        for bad in (freed, 99, -1):
+            with pytest.raises(ropeattn.ArgumentError, match=rf"ids\[0\] {bad}: not a sequence"):
+                layer(x, pool=pool, ids=[bad])
+        cache = ropeattn.KVCache(layer, batch=1, capacity=4)
+        with pytest.raises(ropeattn.ArgumentError, match="batch"):
+            layer(np.concatenate([x, x]), cache=cache)

@@ -279,6 +279,18 @@ def test_dynamic_and_longrope_with_seq_len_refuse_positions_past_it(kind):
             call()
 
 
+@pytest.mark.parametrize("kind", [0, 1], ids=["dynamic", "longrope"])
+def test_dynamic_and_longrope_refuse_positions_past_2_32_naming_them(kind):
+    """A position past 2^32 is the position's error, as for the other
+    types (a uint64 2^63 raised OverflowError making a rope for its length)."""
+    rope, _ = by_length_ropes()[kind]
+    for pos in (np.array([0, 2 ** 63], np.uint64), np.array([0, 2 ** 40])):
+        with pytest.raises(ropeattn.ArgumentError, match="position"):
+            rope.cos_sin(pos)
+        with pytest.raises(ropeattn.ArgumentError, match="position"):
+            ropeattn.apply_rotary(randn(1, 2, 1, 16), pos, rope=rope)
+
+
 @pytest.mark.parametrize("key,value,kw", [
     ("low_freq_factor", 1e-320, {}), ("high_freq_factor", 0.0, {}), ("factor", -8.0, {}),
     ("factor", float("nan"), {}), ("original_max_position_embeddings", 0, {}),
@@ -307,7 +319,12 @@ def test_llama3_keys_named_in_messages(key, value, kw):
     (dict(rope_type="dynamic", factor=2.0, max_position_embeddings=16, seq_len=0), "seq_len"),
     (dict(rope_type="longrope", short_factor=[1.0] * 8, long_factor=[1.0] * 7 + [1e-320],
           original_max_position_embeddings=16, max_position_embeddings=32),
-     r"long_factor\[7\]")])
+     r"long_factor\[7\]"),
+    # an int past int64 raised OverflowError, a nested list "object too deep"
+    (dict(rope_type="dynamic", factor=2.0, max_position_embeddings=2 ** 70),
+     "max_position_embeddings"),
+    (dict(rope_type="longrope", short_factor=[[1.0] * 4] * 2, long_factor=[1.0] * 8,
+          original_max_position_embeddings=16, max_position_embeddings=32), "short_factor")])
 def test_rope_keys_named_in_messages(kw, key):
     with pytest.raises(ropeattn.ArgumentError, match=f"^{key}: expected"):
         ropeattn.RotaryEmbedding(16, **kw)
@@ -328,3 +345,23 @@ def test_shape_bhsd():
     with pytest.raises(ropeattn.ArgumentError, match='pass shape="bshd"'):
         ropeattn.apply_rotary(x.transpose(0, 2, 1, 3), np.zeros((2, 9), np.int64),
                               shape="bhsd")
+
+
+def test_by_length_ropes_are_freed_without_the_garbage_collector():
+    """The ropes a dynamic rope makes for the calls' lengths go with it:
+    they were kept by an lru_cache of a bound method, a cycle holding
+    every table until the garbage collector ran (tens of MB in a loop)."""
+    import gc
+    import weakref
+    gc.disable()
+    try:
+        rope = ropeattn.RotaryEmbedding(16, rope_type="dynamic", factor=2.0,
+                                        max_position_embeddings=16)
+        x = randn(1, 40, 1, 16)
+        for n in range(20, 40):
+            ropeattn.apply_rotary(x[:, :n], rope=rope)
+        gone = weakref.ref(rope)
+        del rope
+        assert gone() is None
+    finally:
+        gc.enable()

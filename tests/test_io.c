@@ -299,6 +299,9 @@ static void test_npy_float64_input(void)
         CHECK_FAIL(st, RA_ERR_FORMAT, msg, "f8_huge.npy");
         CHECK(strstr(msg, "element 2 of its [3] float64 values is") &&
                   strstr(msg, "beyond float32's range"), "%s", msg);
+        /* the value to 9 digits: "%g" wrote FLT_MAX + half an ulp as 3.40282e+38,
+         * which reads as within the range the message gives */
+        CHECK(strstr(msg, i ? "is -1e+39," : "is 3.40282357e+38,"), "%s", msg);
         CHECK(npy.data == NULL && npy.count == 0, "out not zeroed");
     }
     /* safetensors' F64 tensors the same */

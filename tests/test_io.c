@@ -948,6 +948,13 @@ static void test_config_hostile(void)
          "config.json: not valid JSON at line 4, column 16"},
         {"{\"\u00e9\u00e9\": 1,}", "config.json: not valid JSON at line 1, column 10"},
         {"", "config.json: not valid JSON at line 1, column 1"},
+        /* in an array, after a ',': where the text ends, and the x (as
+         * Python's json); they were the 2, as for an object's key */
+        {"{\"eos_token_id\": [1, 2", "config.json: not valid JSON at line 1, column 23"},
+        {"{\"eos_token_id\": [1,2x]}", "config.json: not valid JSON at line 1, column 22"},
+        {"{\"a\": [{\"b\": 1}, 2", "config.json: not valid JSON at line 1, column 19"},
+        {"{\"a\": [1], \"b\": 1, 2: 3}",
+         "config.json: not valid JSON at line 1, column 20"},
         {"[1, 2]", "config.json: the top level is not a JSON object"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"use_sliding_window\": 1}",

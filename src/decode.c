@@ -58,6 +58,7 @@ ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_c
         return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of the cache's %lld",
                        (long long)q->shape[2], (long long)c->n_kv_heads);
     if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
+    RA_TRY(ra_kv_cache_refuse_storage(c, out, "out"));
     RA_TRY(ra_attention_decode_mask(mask, c, q, options));
     RA_TRY(ra_attention_mask_check_output(mask, out, "out"));
     return RA_OK;

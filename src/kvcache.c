@@ -177,6 +177,19 @@ ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
     return t;
 }
 
+ra_status ra_kv_cache_refuse_storage(const ra_kv_cache *cache, const ra_tensor *t,
+                                     const char *name)
+{
+    if (!t || cache->page_size) return RA_OK; /* a pool's view: its pages are the pool's */
+    for (int which = 0; which < 2; which++) {
+        const ra_tensor storage = ra_kv_cache_view(cache, which);
+        if (ra_tensors_overlap(t, &storage))
+            return ra_fail(RA_ERR_ARGUMENT, "%s overlaps the cache's own storage (its "
+                           "ra_kv_cache_views are for reading; copy the rows out first)", name);
+    }
+    return RA_OK;
+}
+
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v)
 {
     ra_error_reset();
@@ -416,6 +429,9 @@ static ra_status append_prepare(append_plan *plan, ra_context *ctx, ra_kv_cache 
     if (!cache) return ra_fail(RA_ERR_NULL, "cache is NULL");
     RA_TRY(ra_kv_append_check(cache->batch, cache->n_kv_heads, cache->head_dim, rope, q, k, v,
                               n_new));
+    RA_TRY(ra_kv_cache_refuse_storage(cache, q, "q"));
+    RA_TRY(ra_kv_cache_refuse_storage(cache, k, "k"));
+    RA_TRY(ra_kv_cache_refuse_storage(cache, v, "v"));
     const int64_t seq = k->shape[1];
     RA_TRY(ra_kv_append_positions(&plan->pos, positions, rope, cache->length, cache->batch, seq,
                                   n_new));

@@ -877,22 +877,28 @@ static void test_config_llama(void)
     CHECK(cfg.rope_theta == 500000.0 && cfg.has_rope_theta, "theta");
     CHECK(!cfg.has_partial_rotary_factor && cfg.partial_rotary_factor == 0, "prf");
 
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"rope_theta\": 10000, \"head_dim\": 128, "
                       "\"partial_rotary_factor\": 0.5}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.rope_theta == 10000.0 && cfg.head_dim == 128 &&
           cfg.partial_rotary_factor == 0.5 && !cfg.has_hidden_size, "%s", msg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": "
                       "\"default\"}}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.has_rope_theta && cfg.rope_theta == 1e6, "nested: %s", msg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && !cfg.has_hidden_size && !cfg.has_num_attention_heads &&
           !cfg.has_rope_theta && cfg.num_attention_heads == 0, "empty: %s", msg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"_name_or_path\": \"a\\\\u0000\", \"hidden_size\": 64}", &cfg, msg,
                       sizeof msg); /* a backslash, then the text u0000 */
     CHECK(st == RA_OK && cfg.hidden_size == 64, "an escaped backslash before u0000: %s", msg);
     const char *longer = "{\"hidden_size\": 64} and then garbage past len";
+    ra_hf_fields_free(&cfg);
     st = ra_hf_fields_parse(longer, 19, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 64, "len limits the text: %s", msg);
+    ra_hf_fields_free(&cfg); /* the parsed tree, kept for ra_hf_config_int and the rest */
 }
 
 static void test_config_hostile(void)
@@ -1195,6 +1201,7 @@ static void test_config_files(void)
     char msg[256];
     ra_status st = ra_hf_fields_read(tpath("config.json"), &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 256 && cfg.num_attention_heads == 4, "%s", msg);
+    ra_hf_fields_free(&cfg);
 
     write_bytes("bad.json", "{\"hidden_size\": 256", 19);
     CHECK_FAIL(ra_hf_fields_read(tpath("bad.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,

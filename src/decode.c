@@ -44,7 +44,7 @@ ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_c
     if (!c || !out || !q)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
     RA_TRY(ra_tensor_check(q, "q")); /* f32, f16 or bf16, widened as loaded */
-    RA_TRY(ra_tensor_check(out, "out"));
+    RA_TRY(ra_tensor_check_output(out, "out")); /* each element written once */
     if (out->dtype != RA_F32)
         return ra_fail(RA_ERR_DTYPE, "out: dtype %s, must be RA_F32", ra_dtype_name(out->dtype));
     for (int d = 0; d < 4; d++)

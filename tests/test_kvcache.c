@@ -919,9 +919,10 @@ static void test_append_broadcast_refused(void)
 }
 
 /* The cache's own storage (ra_kv_cache_views, for reading) given back as
- * an output or an appended input is refused naming it, the cache
- * unchanged: out was written into the cached keys, and k rotated there in
- * place, with RA_OK. */
+ * an output or an appended input is refused naming it, and so is an out
+ * whose elements share an address, the cache unchanged: out was written
+ * into the cached keys, k rotated there in place, and a broadcast out
+ * written row over row, with RA_OK. */
 static void test_cache_storage_refused(void)
 {
     enum { S = 2, H = 2, D = 8 };
@@ -952,6 +953,16 @@ static void test_cache_storage_refused(void)
     CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &rows, &tv, NULL, NULL) ==
               RA_ERR_ARGUMENT && strstr(ra_last_error(), "k overlaps the cache's own storage"),
           "cached keys appended again: %s", ra_last_error());
+    /* an out whose query rows share an address (stride 0): each row's
+     * result written over the last, with RA_OK */
+    float o[S * H * D];
+    ra_tensor shared = ra_tensor_4d(o, RA_F32, 1, S, H, D);
+    shared.stride[1] = 0;
+    CHECK(ra_attention_decode(NULL, cache, &shared, &tq, NULL, NULL) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "out: stride[1] 0"),
+          "decode into a broadcast out: %s", ra_last_error());
+    CHECK(ra_kv_cache_attend(NULL, cache, rope, &shared, &tq, &tk, &tv, NULL, NULL, NULL) ==
+              RA_ERR_ARGUMENT, "attend into a broadcast out: %s", ra_last_error());
     float after[2][S * H * D];
     rk.data = after[0], rv.data = after[1];
     CHECK(ra_kv_cache_read(cache, 0, 0, &rk, &rv) == RA_OK &&

@@ -20,6 +20,7 @@
 
 #include "fuzz_check.h"
 #include "fuzz_file.h"
+#include "fuzz_positions.h"
 #include "io/io.h"
 #include "ropeattn.h"
 
@@ -179,16 +180,24 @@ static void create_rope(const ra_hf_rope *r, const ra_hf_fields *c, size_t salt)
     for (int64_t i = 0; i < rotary_dim / 2; i++)
         FUZZ_CHECK(isfinite(inv_freq[i]) && inv_freq[i] >= 0, "theta_%lld = %g (type %s)",
                    (long long)i, inv_freq[i], ra_hf_rope_type_name(cfg.type));
-    const int64_t positions[4] = {0, 1, 4097, RA_MAX_POSITION};
+    /* within a dynamic or longrope rope's length; the position after it refused */
+    const int64_t last = rope_last_position(ra_rope_get_config(rope));
+    int64_t positions[4] = {0, 1, 4097, RA_MAX_POSITION};
+    for (int i = 0; i < 4; i++) positions[i] = positions[i] < last ? positions[i] : last;
     float cos[4 * 256], sin[4 * 256];
     FUZZ_CHECK(ra_rope_table(rope, cos, sin, positions, 4) == RA_OK, "table");
+    const int64_t next = last + 1;
+    if (last < RA_MAX_POSITION)
+        FUZZ_CHECK(ra_rope_table(rope, cos, sin, &next, 1) == RA_ERR_POSITION,
+                   "position %lld past the rope's length", (long long)next);
     for (int64_t i = 0; i < 4 * (rotary_dim / 2); i++)
         FUZZ_CHECK(isfinite(cos[i]) && isfinite(sin[i]), "cos/sin not finite at %lld (type %s, "
                    "theta_%lld = %g)", (long long)(i / (rotary_dim / 2)),
                    ra_hf_rope_type_name(cfg.type), (long long)(i % (rotary_dim / 2)),
                    inv_freq[i % (rotary_dim / 2)]);
     /* M-RoPE: an image token's components apart, past the table too */
-    const int64_t pos3[12] = {0, 1, 4097, RA_MAX_POSITION, 0, 7, 3, 0, 0, 2, RA_MAX_POSITION, 5};
+    int64_t pos3[12] = {0, 1, 4097, RA_MAX_POSITION, 0, 7, 3, 0, 0, 2, RA_MAX_POSITION, 5};
+    for (int i = 0; i < 12; i++) pos3[i] = pos3[i] < last ? pos3[i] : last;
     ra_status mst = ra_rope_table_mrope(rope, cos, sin, pos3, 4);
     const int64_t *sec = cfg.mrope_section;
     FUZZ_CHECK(mst == (sec[0] + sec[1] + sec[2] ? RA_OK : RA_ERR_ARGUMENT), "table_mrope: %d",

@@ -123,4 +123,27 @@ static inline int64_t position_of(const ra_positions *p, int64_t t, int64_t seq)
     return (p->starts ? p->starts[t / seq] : p->start) + t % seq;
 }
 
+/* The largest position rope c rotates (ropeattn.h's seq_len: a dynamic or
+ * longrope rope is for one length; RA_ERR_POSITION beyond). */
+static inline int64_t rope_last_position(const ra_rope_config *c)
+{
+    if (c->type == RA_ROPE_DYNAMIC)
+        return (c->seq_len > c->max_position_embeddings ? c->seq_len
+                                                        : c->max_position_embeddings) - 1;
+    if (c->type == RA_ROPE_LONGROPE && c->seq_len <= c->original_max_position_embeddings)
+        return c->original_max_position_embeddings - 1;
+    return RA_MAX_POSITION;
+}
+
+/* The largest position of a valid [batch, seq] grid (-1: no token). */
+static inline int64_t grid_last_position(const ra_positions *p, int64_t batch, int64_t seq)
+{
+    int64_t last = -1;
+    for (int64_t t = 0; t < batch * seq; t++) {
+        int64_t at = position_of(p, t, seq);
+        last = at > last ? at : last;
+    }
+    return last;
+}
+
 #endif

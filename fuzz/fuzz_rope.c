@@ -97,11 +97,15 @@ static void check_table(fuzz_input *in, const ra_rope *rope, const double *inv_f
     int64_t positions[5], size = (n > 0 ? n : 1) * n_pairs;
     for (int64_t t = 0; t < n; t++)
         positions[t] = take_position(in, ra_rope_get_config(rope)->table_size, &valid);
+    int beyond = 0; /* a position past a dynamic or longrope rope's length */
+    for (int64_t t = 0; valid && t < n; t++)
+        beyond |= positions[t] > rope_last_position(ra_rope_get_config(rope));
     float *cos_out = malloc((size_t)size * sizeof(float));
     float *sin_out = malloc((size_t)size * sizeof(float));
     for (int64_t i = 0; i < size; i++) cos_out[i] = sin_out[i] = 7.0f;
     ra_status st = ra_rope_table(rope, cos_out, sin_out, positions, n);
-    if (valid) {
+    if (beyond) FUZZ_CHECK(st == RA_ERR_POSITION, "a position past the rope's length: %d", (int)st);
+    if (valid && !beyond) {
         FUZZ_CHECK(st == RA_OK, "ra_rope_table refused valid arguments: %d", (int)st);
         for (int64_t t = 0; t < n; t++)
             for (int64_t i = 0; i < n_pairs; i++) {
@@ -223,10 +227,16 @@ static void check_apply(fuzz_input *in, const ra_rope *rope, const double *inv_f
     }
     ra_tensor xr = rebase(x, buf, bufs[1]);
     ra_tensor yr = ybuf ? rebase(y, ybuf, ybufs[1]) : rebase(y, buf, bufs[1]);
+    /* positions past a dynamic or longrope rope's length: RA_ERR_POSITION */
+    const int beyond = valid && pos &&
+                       grid_last_position(pos, x.shape[0], x.shape[1]) > rope_last_position(c);
+    if (beyond) valid = 0;
     ra_status fast = ra_rope_apply(ctx, rope, &y, &x, pos, dir);
     ra_status ref = ra_rope_apply_reference(rope, &yr, &xr, pos, dir);
     FUZZ_CHECK(fast == ref, "fast path status %d, reference %d", (int)fast, (int)ref);
     if (valid && pos) FUZZ_CHECK(fast == RA_OK, "valid arguments refused: %d", (int)fast);
+    if (beyond) FUZZ_CHECK(fast == RA_ERR_POSITION, "a position past the rope's length: %d",
+                           (int)fast);
     if (fast == RA_OK) {
         FUZZ_CHECK(memcmp(bufs[0], bufs[1], bytes) == 0 &&
                        (!ybuf || memcmp(ybufs[0], ybufs[1], y_bytes) == 0),

@@ -908,7 +908,8 @@ RA_API int64_t ra_kv_cache_room(const ra_kv_cache *cache, int64_t b);
  * tokens older than length - capacity hold newer ones).  The storage is
  * head-major, [B, Hkv, capacity, D] in memory, so that a decode step reads
  * each kv head's keys as one sequential run: index the views through their
- * strides, never as if contiguous. */
+ * strides, never as if contiguous.  Given back to the cache's own calls
+ * as a decode's out or an append's q, k or v they are RA_ERR_ARGUMENT. */
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v);
 
 /* The keys and values of sequence b's tokens at positions from .. from +

@@ -44,7 +44,7 @@ ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_c
     if (!c || !out || !q)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !c ? "cache" : !out ? "out" : "q");
     RA_TRY(ra_tensor_check(q, "q")); /* f32, f16 or bf16, widened as loaded */
-    RA_TRY(ra_tensor_check(out, "out"));
+    RA_TRY(ra_tensor_check_output(out, "out")); /* each element written once */
     if (out->dtype != RA_F32)
         return ra_fail(RA_ERR_DTYPE, "out: dtype %s, must be RA_F32", ra_dtype_name(out->dtype));
     for (int d = 0; d < 4; d++)
@@ -58,6 +58,7 @@ ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_c
         return ra_fail(RA_ERR_GQA, "q's %lld heads are not a multiple of the cache's %lld",
                        (long long)q->shape[2], (long long)c->n_kv_heads);
     if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
+    RA_TRY(ra_kv_cache_refuse_storage(c, out, "out"));
     RA_TRY(ra_attention_decode_mask(mask, c, q, options));
     RA_TRY(ra_attention_mask_check_output(mask, out, "out"));
     return RA_OK;

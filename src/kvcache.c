@@ -177,6 +177,19 @@ ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
     return t;
 }
 
+ra_status ra_kv_cache_refuse_storage(const ra_kv_cache *cache, const ra_tensor *t,
+                                     const char *name)
+{
+    if (!t || cache->page_size) return RA_OK; /* a pool's view: its pages are the pool's */
+    for (int which = 0; which < 2; which++) {
+        const ra_tensor storage = ra_kv_cache_view(cache, which);
+        if (ra_tensors_overlap(t, &storage))
+            return ra_fail(RA_ERR_ARGUMENT, "%s overlaps the cache's own storage (its "
+                           "ra_kv_cache_views are for reading; copy the rows out first)", name);
+    }
+    return RA_OK;
+}
+
 RA_API ra_status ra_kv_cache_views(const ra_kv_cache *cache, ra_tensor *k, ra_tensor *v)
 {
     ra_error_reset();
@@ -330,9 +343,12 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
                              const ra_tensor *v, const int64_t *n_new)
 {
     if (!k || !v) return ra_fail(RA_ERR_NULL, "%s is NULL", !k ? "k" : "v");
-    RA_TRY(ra_tensor_check(k, "k")); /* f32, f16 or bf16 each */
+    /* f32, f16 or bf16 each; with a rope, q and k are rotated in place, so
+     * each of their elements needs its own address (a broadcast k, stride
+     * 0, would be refused by the rotation, unseen, and stored unrotated) */
+    RA_TRY(rope ? ra_tensor_check_output(k, "k") : ra_tensor_check(k, "k"));
     RA_TRY(ra_tensor_check(v, "v"));
-    if (q) RA_TRY(ra_tensor_check(q, "q"));
+    if (q) RA_TRY(rope ? ra_tensor_check_output(q, "q") : ra_tensor_check(q, "q"));
     const int64_t seq = k->shape[1];
     for (int d = 0; d < 4; d++)
         if (v->shape[d] != k->shape[d])
@@ -363,12 +379,6 @@ ra_status ra_kv_append_check(int64_t batch, int64_t n_kv_heads, int64_t head_dim
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] is %lld, not in [0, %lld]",
                            (long long)b, (long long)n, (long long)seq);
     }
-    /* q and k are rotated in place: no element may be read or written twice */
-    if (q && ra_tensors_share_elements(q, k))
-        return ra_fail(RA_ERR_ARGUMENT, "q and k share elements");
-    if (q && ra_tensors_share_elements(q, v))
-        return ra_fail(RA_ERR_ARGUMENT, "q and v share elements");
-    if (ra_tensors_share_elements(k, v)) return ra_fail(RA_ERR_ARGUMENT, "k and v share elements");
     return RA_OK;
 }
 
@@ -419,6 +429,9 @@ static ra_status append_prepare(append_plan *plan, ra_context *ctx, ra_kv_cache 
     if (!cache) return ra_fail(RA_ERR_NULL, "cache is NULL");
     RA_TRY(ra_kv_append_check(cache->batch, cache->n_kv_heads, cache->head_dim, rope, q, k, v,
                               n_new));
+    RA_TRY(ra_kv_cache_refuse_storage(cache, q, "q"));
+    RA_TRY(ra_kv_cache_refuse_storage(cache, k, "k"));
+    RA_TRY(ra_kv_cache_refuse_storage(cache, v, "v"));
     const int64_t seq = k->shape[1];
     RA_TRY(ra_kv_append_positions(&plan->pos, positions, rope, cache->length, cache->batch, seq,
                                   n_new));

@@ -141,6 +141,13 @@ ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what);
 /* A view of the whole K (which = 0) or V (which = 1) storage. */
 ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which);
 
+/* RA_ERR_ARGUMENT naming t when it overlaps the cache's K or V storage (a
+ * view from ra_kv_cache_views given back as an input that is written, or
+ * read while the cache is, or as an output); a pool's view (page_size)
+ * and t NULL pass. */
+ra_status ra_kv_cache_refuse_storage(const ra_kv_cache *cache, const ra_tensor *t,
+                                     const char *name);
+
 /* Keys per decode task: each task reads this many cache rows of one kv
  * head and keeps a partial softmax (max, sum, weighted values) per query row.
  * Long runs: the prefetch that runs ahead of a run (decode_impl.h) is lost

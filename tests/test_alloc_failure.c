@@ -1048,12 +1048,13 @@ static void hf_layer(trial *t)
 
 /* A block-FP8 checkpoint of a layer of that shape (Hugging Face's names,
  * [24, 40] blocks: partial at the edges, scales [3, 2] and [2, 2]) and its
- * config (modules_to_not_convert: strings the reader copies), dequantized
- * into bf16 at load. */
+ * config (modules_to_not_convert: strings the reader copies; a model_type,
+ * which gives these names their layout), dequantized into bf16 at load. */
 static const char fp8_config_json[] =
-    "{\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
-    " \"torch_dtype\": \"bfloat16\", \"quantization_config\": {\"quant_method\": \"fp8\","
-    " \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", \"weight_block_size\": [24, 40],"
+    "{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
+    " \"num_key_value_heads\": 2, \"torch_dtype\": \"bfloat16\","
+    " \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\","
+    " \"activation_scheme\": \"dynamic\", \"weight_block_size\": [24, 40],"
     " \"modules_to_not_convert\": [\"lm_head\", \"mlp.gate\"]}}";
 static uint8_t fp8_codes[DIM * DIM];
 static float fp8_scales[3 * 2];

@@ -299,6 +299,9 @@ static void test_npy_float64_input(void)
         CHECK_FAIL(st, RA_ERR_FORMAT, msg, "f8_huge.npy");
         CHECK(strstr(msg, "element 2 of its [3] float64 values is") &&
                   strstr(msg, "beyond float32's range"), "%s", msg);
+        /* the value to 9 digits: "%g" wrote FLT_MAX + half an ulp as 3.40282e+38,
+         * which reads as within the range the message gives */
+        CHECK(strstr(msg, i ? "is -1e+39," : "is 3.40282357e+38,"), "%s", msg);
         CHECK(npy.data == NULL && npy.count == 0, "out not zeroed");
     }
     /* safetensors' F64 tensors the same */
@@ -874,22 +877,28 @@ static void test_config_llama(void)
     CHECK(cfg.rope_theta == 500000.0 && cfg.has_rope_theta, "theta");
     CHECK(!cfg.has_partial_rotary_factor && cfg.partial_rotary_factor == 0, "prf");
 
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"rope_theta\": 10000, \"head_dim\": 128, "
                       "\"partial_rotary_factor\": 0.5}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.rope_theta == 10000.0 && cfg.head_dim == 128 &&
           cfg.partial_rotary_factor == 0.5 && !cfg.has_hidden_size, "%s", msg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": "
                       "\"default\"}}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.has_rope_theta && cfg.rope_theta == 1e6, "nested: %s", msg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{}", &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && !cfg.has_hidden_size && !cfg.has_num_attention_heads &&
           !cfg.has_rope_theta && cfg.num_attention_heads == 0, "empty: %s", msg);
+    ra_hf_fields_free(&cfg);
     st = parse_config("{\"_name_or_path\": \"a\\\\u0000\", \"hidden_size\": 64}", &cfg, msg,
                       sizeof msg); /* a backslash, then the text u0000 */
     CHECK(st == RA_OK && cfg.hidden_size == 64, "an escaped backslash before u0000: %s", msg);
     const char *longer = "{\"hidden_size\": 64} and then garbage past len";
+    ra_hf_fields_free(&cfg);
     st = ra_hf_fields_parse(longer, 19, &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 64, "len limits the text: %s", msg);
+    ra_hf_fields_free(&cfg); /* the parsed tree, kept for ra_hf_config_int and the rest */
 }
 
 static void test_config_hostile(void)
@@ -945,6 +954,13 @@ static void test_config_hostile(void)
          "config.json: not valid JSON at line 4, column 16"},
         {"{\"\u00e9\u00e9\": 1,}", "config.json: not valid JSON at line 1, column 10"},
         {"", "config.json: not valid JSON at line 1, column 1"},
+        /* in an array, after a ',': where the text ends, and the x (as
+         * Python's json); they were the 2, as for an object's key */
+        {"{\"eos_token_id\": [1, 2", "config.json: not valid JSON at line 1, column 23"},
+        {"{\"eos_token_id\": [1,2x]}", "config.json: not valid JSON at line 1, column 22"},
+        {"{\"a\": [{\"b\": 1}, 2", "config.json: not valid JSON at line 1, column 19"},
+        {"{\"a\": [1], \"b\": 1, 2: 3}",
+         "config.json: not valid JSON at line 1, column 20"},
         {"[1, 2]", "config.json: the top level is not a JSON object"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"use_sliding_window\": 1}",
@@ -1185,6 +1201,7 @@ static void test_config_files(void)
     char msg[256];
     ra_status st = ra_hf_fields_read(tpath("config.json"), &cfg, msg, sizeof msg);
     CHECK(st == RA_OK && cfg.hidden_size == 256 && cfg.num_attention_heads == 4, "%s", msg);
+    ra_hf_fields_free(&cfg);
 
     write_bytes("bad.json", "{\"hidden_size\": 256", 19);
     CHECK_FAIL(ra_hf_fields_read(tpath("bad.json"), &cfg, msg, sizeof msg), RA_ERR_FORMAT, msg,

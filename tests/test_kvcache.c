@@ -881,6 +881,97 @@ static void test_append_continues(void)
     ra_rope_destroy(rope);
 }
 
+/* With a rope, q and k are rotated in place: a k or q whose elements share
+ * an address (a broadcast view, stride 0) is refused naming it, with the
+ * cache unchanged; it was taken, its rotation refused unseen, and the keys
+ * stored unrotated. */
+static void test_append_broadcast_refused(void)
+{
+    enum { S = 3, H = 2, D = 8 };
+    ra_rope_config rc = ra_rope_config_hf(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, 1, 16, H, D, RA_F32) == RA_OK, "cache");
+    float q[S * H * D], k[H * D], v[S * H * D];
+    ra_test_fill(q, S * H * D, 1);
+    ra_test_fill(k, H * D, 2);
+    ra_test_fill(v, S * H * D, 3);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tv = ra_tensor_4d(v, RA_F32, 1, S, H, D);
+    ra_tensor tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    tk.stride[1] = 0; /* one key row for every token */
+    CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &tk, &tv, NULL, NULL) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "k: stride[1] 0"),
+          "broadcast k: %s", ra_last_error());
+    ra_tensor tq0 = tq, tk1 = ra_tensor_4d(v, RA_F32, 1, S, H, D);
+    tq0.stride[2] = 0;
+    float o[S * H * D];
+    ra_tensor to = ra_tensor_4d(o, RA_F32, 1, S, H, D);
+    CHECK(ra_kv_cache_attend(NULL, cache, rope, &to, &tq0, &tk1, &tk1, NULL, NULL, NULL) ==
+              RA_ERR_ARGUMENT, "broadcast q: %s", ra_last_error());
+    CHECK(ra_kv_cache_length(cache, 0) == 0, "a refused append stored %lld tokens",
+          (long long)ra_kv_cache_length(cache, 0));
+    /* without a rope nothing is written to k: a broadcast k is stored as given */
+    CHECK(ra_kv_cache_append(NULL, cache, NULL, NULL, &tk, &tv, NULL, NULL) == RA_OK,
+          "broadcast k, no rope: %s", ra_last_error());
+    ra_kv_cache_destroy(cache);
+    ra_rope_destroy(rope);
+}
+
+/* The cache's own storage (ra_kv_cache_views, for reading) given back as
+ * an output or an appended input is refused naming it, and so is an out
+ * whose elements share an address, the cache unchanged: out was written
+ * into the cached keys, k rotated there in place, and a broadcast out
+ * written row over row, with RA_OK. */
+static void test_cache_storage_refused(void)
+{
+    enum { S = 2, H = 2, D = 8 };
+    ra_rope_config rc = ra_rope_config_hf(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, 1, 8, H, D, RA_F32) == RA_OK, "cache");
+    float q[S * H * D], k[S * H * D], v[S * H * D];
+    ra_test_fill(q, S * H * D, 1);
+    ra_test_fill(k, S * H * D, 2);
+    ra_test_fill(v, S * H * D, 3);
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), ck, cv;
+    CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &tk, &tv, NULL, NULL) == RA_OK &&
+              ra_kv_cache_views(cache, &ck, &cv) == RA_OK, "%s", ra_last_error());
+    float before[2][S * H * D];
+    ra_tensor rk = ra_tensor_4d(before[0], RA_F32, 1, S, H, D);
+    ra_tensor rv = ra_tensor_4d(before[1], RA_F32, 1, S, H, D);
+    CHECK(ra_kv_cache_read(cache, 0, 0, &rk, &rv) == RA_OK, "read");
+    ra_tensor rows = ck; /* the keys of tokens 0 and 1, in place */
+    rows.shape[1] = S;
+    CHECK(ra_attention_decode(NULL, cache, &rows, &tq, NULL, NULL) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "out overlaps the cache's own storage"),
+          "decode into the cache: %s", ra_last_error());
+    CHECK(ra_kv_cache_attend(NULL, cache, rope, &rows, &tq, &tk, &tv, NULL, NULL, NULL) ==
+              RA_ERR_ARGUMENT, "attend into the cache: %s", ra_last_error());
+    CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &rows, &tv, NULL, NULL) ==
+              RA_ERR_ARGUMENT && strstr(ra_last_error(), "k overlaps the cache's own storage"),
+          "cached keys appended again: %s", ra_last_error());
+    /* an out whose query rows share an address (stride 0): each row's
+     * result written over the last, with RA_OK */
+    float o[S * H * D];
+    ra_tensor shared = ra_tensor_4d(o, RA_F32, 1, S, H, D);
+    shared.stride[1] = 0;
+    CHECK(ra_attention_decode(NULL, cache, &shared, &tq, NULL, NULL) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "out: stride[1] 0"),
+          "decode into a broadcast out: %s", ra_last_error());
+    CHECK(ra_kv_cache_attend(NULL, cache, rope, &shared, &tq, &tk, &tv, NULL, NULL, NULL) ==
+              RA_ERR_ARGUMENT, "attend into a broadcast out: %s", ra_last_error());
+    float after[2][S * H * D];
+    rk.data = after[0], rv.data = after[1];
+    CHECK(ra_kv_cache_read(cache, 0, 0, &rk, &rv) == RA_OK &&
+              memcmp(before, after, sizeof before) == 0 && ra_kv_cache_length(cache, 0) == S,
+          "a refused call changed the cache");
+    ra_kv_cache_destroy(cache);
+    ra_rope_destroy(rope);
+}
+
 /* ra_kv_cache_attend == ra_kv_cache_append + ra_attention_decode of the
  * new tokens, bit for bit (cache and out), on a prefill and then steps, 16-bit
  * inputs and a window; a refusal of either part changes nothing. */
@@ -976,6 +1067,8 @@ static void simd_cases(void)
     RUN(test_decode_refusals);
     RUN(test_append_16bit);
     RUN(test_append_continues);
+    RUN(test_append_broadcast_refused);
+    RUN(test_cache_storage_refused);
     RUN(test_attend);
 }
 

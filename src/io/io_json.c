@@ -44,16 +44,36 @@ static size_t nul_escape_at(const char *text, size_t len)
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* Whether the innermost array or object open at offset end of text is an
+ * object (strings skipped; deeper than cJSON parses: no). */
+static int in_object(const char *text, size_t end)
+{
+    char open[CJSON_NESTING_LIMIT + 1]; /* '{' or '[' per level */
+    size_t depth = 0;
+    for (size_t i = 0; i < end; i++) {
+        if (text[i] == '"') { /* to the closing quote, escapes skipped */
+            for (i++; i < end && text[i] != '"'; i++) i += text[i] == '\\';
+        } else if ((text[i] == '{' || text[i] == '[') && depth < sizeof open) {
+            open[depth++] = text[i];
+        } else if ((text[i] == '}' || text[i] == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return depth > 0 && depth < sizeof open && open[depth - 1] == '{';
+}
+
 /* Where cJSON stopped in text (NUL-terminated), as the first character it
  * could not take: its error pointer, except where an object's key should
- * start ('{' or ',' before it) with something else, where cJSON's
- * parse_string reports the character after. */
+ * start ('{' or ',' before it, in an object) with something else, where
+ * cJSON's parse_string reports the character after.  In an array, "[1, 2"
+ * stops after the 2. */
 static size_t cjson_error_at(const char *text, size_t at)
 {
     if (at == 0 || is_space(text[at - 1]) || text[at - 1] == '"') return at;
     size_t before = at - 1;
     while (before > 0 && is_space(text[before - 1])) before--;
-    return before > 0 && (text[before - 1] == '{' || text[before - 1] == ',') ? at - 1 : at;
+    if (before == 0 || (text[before - 1] != '{' && text[before - 1] != ',')) return at;
+    return in_object(text, before) ? at - 1 : at;
 }
 
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *error_at)

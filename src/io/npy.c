@@ -204,7 +204,7 @@ static ra_status narrow_f64(ra_npy *npy, const char *path, char *msg, size_t msg
         char shape[RA_IO_SHAPE_TEXT];
         ra_io_format_shape(shape, sizeof shape, npy->shape, npy->ndim);
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                          "%s: element %lld of its %s float64 values is %g, beyond float32's "
+                          "%s: element %lld of its %s float64 values is %.9g, beyond float32's "
                           "range (+-3.4028235e38)", path, (long long)bad, shape, d);
     }
     npy->dtype = RA_NPY_F32;

@@ -12,15 +12,21 @@
  * rank 0's, and that value.
  */
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpi/mpi_internal.h"
 
-/* x with the fewest digits that read back as x (as a float: single). */
+/* x with the fewest digits that read back as x (as a float: single); a
+ * whole number below 2^53 in full (30, not %g's 3e+01). */
 static void shortest(char *buf, size_t len, double x, int single)
 {
+    if (x == floor(x) && fabs(x) < 0x1p53) {
+        snprintf(buf, len, "%.0f", x);
+        return;
+    }
     for (int digits = 1; digits <= 17; digits++) {
         snprintf(buf, len, "%.*g", digits, x);
         double back = strtod(buf, NULL);

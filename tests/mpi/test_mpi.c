@@ -564,6 +564,24 @@ static void ring_errors(void)
     CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "rank 0's window: %d (%s)", (int)st,
           ra_mpi_last_error());
     expect_names("window is 3 on rank 0 and 0 on rank 1", "rank 0's window");
+    /* the last rank's scale, rank 0's softcap, the last rank's bf16 k and v */
+    o = ra_attention_options_init();
+    o.scale = rank == size - 1 ? 0.25 : 0.0;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's scale: %d (%s)",
+          (int)st, ra_mpi_last_error());
+    expect_names("scale is 0 on rank 0 and 0.25 on rank %d", "the last rank's scale");
+    o = ra_attention_options_init();
+    o.softcap = rank == 0 ? 30.0 : 0.0;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &tk, &tv, S, &o);
+    expect_names("softcap is 30 on rank 0 and 0 on rank 1", "rank 0's softcap");
+    ra_tensor k16 = tk, v16 = tv; /* the first half of each f32 buffer's bytes */
+    if (rank == size - 1 && size > 1) k16.dtype = v16.dtype = RA_BF16;
+    st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, lse, &tq, &k16, &v16, S, NULL);
+    CHECK(size == 1 ? st == RA_OK : st == RA_ERR_SHAPE, "the last rank's bf16 k, v: %d (%s)",
+          (int)st, ra_mpi_last_error());
+    expect_names("the dtype of k and v is float32 on rank 0 and bfloat16 on rank %d",
+                 "the last rank's bf16 k and v");
     /* one rank's NULL lse, one rank's k of the wrong length */
     st = ra_mpi_attention(ctx, MPI_COMM_WORLD, &to, rank == size - 1 ? NULL : lse, &tq, &tk, &tv,
                           S, NULL);

@@ -149,8 +149,9 @@ class RotaryEmbedding:
         self.mrope_interleaved = config["mrope_interleaved"]
 
     def _at(self, largest, n_tokens):
-        """The rope a call uses whose largest position is `largest` (-1 for
-        none) over n_tokens tokens: self, but for a dynamic or longrope rope
+        """The rope a call uses whose largest position is largest() (-1 for
+        none; called only for the ropes that depend on it) over n_tokens
+        tokens: self, but for a dynamic or longrope rope
         made without seq_len whose call goes past the original length, the
         rope transformers' dynamic_rope_update recomputes for the call's
         length L = largest + 1 (dynamic: the base for L; longrope: the long
@@ -159,7 +160,7 @@ class RotaryEmbedding:
         frequencies."""
         if self._original is None:
             return self
-        length = int(largest) + 1
+        length = int(largest()) + 1
         if self.seq_len is not None:
             if length > self.seq_len:
                 raise ArgumentError(
@@ -214,7 +215,8 @@ class RotaryEmbedding:
         if pos.dtype.kind not in "iu":
             raise DtypeError(f"positions: expected integers, got {pos.dtype}")
         three = any(self.mrope_section) and pos.ndim >= 2 and pos.shape[0] == 3
-        rope = self._at(pos.max() if pos.size else -1, pos.size // (3 if three else 1))._rope
+        rope = self._at(lambda: pos.max() if pos.size else -1,
+                        pos.size // (3 if three else 1))._rope
         if three:
             cos, sin = rope.table_mrope(pos.astype(np.int64).reshape(3, -1))
             pos = pos[0]
@@ -352,7 +354,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
                                 "the last axis contiguous, and the array aligned")
     src = x if out is x else input_view(x)
     b, s = as_bshd(x, shape).shape[:2]
-    rope = rope._at(start + s - 1 if ids is None else ids.max(), b * s)
+    rope = rope._at(lambda: start + s - 1 if ids is None else ids.max(), b * s)
     _ropeattn.rope_apply(rope._rope, context, as_bshd(out, shape), as_bshd(src, shape), code,
                          start, ids, bool(inverse))
     return out

@@ -44,9 +44,21 @@ def build_library():
 
 
 class BuildExt(build_ext):
+    def finalize_options(self):
+        # Objects compiled against one NumPy's headers do not import under
+        # another (1.x against 2.x): Debian's python3 and a venv's share this
+        # build folder, so a build for another NumPy than the last compiles
+        # everything again.
+        super().finalize_options()
+        self.stamp = Path(self.build_temp) / "numpy-version"
+        if not self.stamp.exists() or self.stamp.read_text() != numpy.__version__:
+            self.force = True
+
     def run(self):
         build_library()
         super().run()
+        self.stamp.parent.mkdir(parents=True, exist_ok=True)
+        self.stamp.write_text(numpy.__version__)
 
 
 def pkg_libs(package, fallback):

@@ -3,6 +3,8 @@
     import ropeattn.torch as rt
     y = rt.apply_rotary(x, positions, rope=rope)   # x [B, S, H, D]; differentiable
     out = rt.attention(q, k, v, window=..., ...)   # differentiable in q, k, v and sinks
+    out = rt.attention_block(q, k, v, q_start, k_start, seq, ...)  # q, k at positions
+    out, _ = rt.eager_attention_forward(module, query, key, value, mask)  # transformers'
 
 Inputs go to the library without copies: a CPU tensor shares its memory
 with the NumPy view the library reads (strided views included; bfloat16
@@ -15,9 +17,9 @@ as for PyTorch's own functions).  positions, padding_mask and cu_seqlens
 are copied at the forward (small integer arrays), so the backward reads
 the values the forward did, whatever the caller does to them meanwhile.
 A non-contiguous incoming gradient is
-made contiguous first.  The library computes in float32: inputs are
-float32 (k and v may also be float16 or bfloat16), gradients float32, cast
-to each input's dtype.  The backward passes are not differentiable again
+made contiguous first.  The library computes in float32 and rounds once:
+attention's output is in q's dtype (bfloat16 in, bfloat16 out), each
+gradient in its input's dtype.  The backward passes are not differentiable again
 (once_differentiable: a second derivative raises).  context=None runs on
 PyTorch's thread count (torch.get_num_threads()): a default Context of
 that many threads, shared by the process's calls (one finding it busy

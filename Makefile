@@ -359,12 +359,24 @@ PYTHON ?= /usr/bin/python3
 python:
 	cd python && $(PYTHON) setup.py -q build_ext --inplace
 
+# tests/fixtures (Debian's python3), and tests/hf where .venv-hf exists
+# (scripts/setup-hf-venv.sh: transformers and torch as tests/hf/requirements.txt
+# pins them); `make hf-fixtures` remakes tests/hf alone, afresh.
+HF_PYTHON = .venv-hf/bin/python
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
+	@if [ -x $(HF_PYTHON) ]; then $(MAKE) --no-print-directory hf-fixtures; \
+	  else echo "fixtures: no $(HF_PYTHON) (scripts/setup-hf-venv.sh): tests/hf left as it is"; fi
+
+hf-fixtures:
+	rm -rf $(BUILD)/hf-fixtures
+	$(HF_PYTHON) tests/hf/make_hf_cases.py $(BUILD)/hf-fixtures
+	find tests/hf -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
+	cp -r $(BUILD)/hf-fixtures/. tests/hf/
 
 clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -2,21 +2,35 @@
 # test_hf.sh — the command line on checkpoints made by Hugging Face
 # transformers itself, against the outputs of its own modeling code.
 #
-# Each folder tests/hf/<case>/ holds what tests/hf/make_hf_cases.py wrote on
-# a machine with transformers 5.17.0 and torch 2.11: a tiny model saved by
-# save_pretrained (config.json in that version's form, model.safetensors in
-# F32, F16 or BF16), layer L's self_attn input X and output Y, the position_ids,
-# the rotary cos/sin it used and, for some cases, DY and torch autograd's dL/dX
-# and dL/dW for L = sum(Y * DY).  Every rope type (default, linear, dynamic
-# below and above its length, yarn with and without mscale, llama3, longrope
-# short and long), head_dim with H * head_dim != hidden_size, GQA 1:1 to 4:1,
-# partial rotary (StableLM), q/k/v biases (Qwen2), q/k norms (Qwen3), a
-# second layer; latent attention (DeepSeek-V2-Lite's and V3's shapes, made
-# by make_hf_cases.py's mla_cases once transformers with DeepSeek runs it).
+# Each folder tests/hf/<case>/ holds what tests/hf/make_hf_cases.py wrote
+# with transformers 5.23.0 and torch 2.15.0 (tests/hf/requirements.txt;
+# `make hf-fixtures` remakes them; each case.json names its versions): a tiny
+# model saved by save_pretrained (config.json in that version's form,
+# model.safetensors in F32, F16 or BF16), layer L's attention input X and
+# output Y, Y again as the model generated it through transformers'
+# DynamicCache (a prefill of P tokens, then one token a step: y_cache.npy),
+# the position_ids, the rotary cos/sin it used, DY and torch autograd's dL/dX
+# and dL/dW for L = sum(Y * DY).  Every rope type on Llama (default, linear,
+# dynamic below and above its length, yarn with and without mscale, llama3,
+# longrope short and long), then one case per family of the README's table
+# that transformers has a class for: windows (Mistral, Ministral, Qwen2,
+# Gemma 2 and 3, OLMo 3, gpt-oss), soft-capping, sinks, Llama 4's chunks,
+# M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE), latent attention
+# (DeepSeek-V2-Lite, V3, Kimi K2), fused and packed projections (Phi-3,
+# GPT-NeoX, Falcon), the norms, biases, multipliers and clips of the rest.
 #
-# Tolerances, relative to max|ref| (HF itself computes in float32; its own
-# float32 against float64 differs by up to 1e-6 on these cases, and we see
-# up to 7e-7 against it):
+# Every case: Y and the gradients; `--prefill P` against transformers'
+# cached Y.  The rest (Y without --grads; f16, bf16, int8 and fp8 caches;
+# `freqs`, `freqs --hf-shape`, convert-layout) runs on every case in the
+# plain build, and on the Llama, StableLM, Qwen2 and Qwen3 cases alone
+# (ALWAYS_FULL) under valgrind (RA_CLI_WRAPPER) or an ASan build, whose runs
+# cost ~30 times more; RA_HF_FULL=1 or 0 overrides.
+# Every comparison is queued and made by one Python run at the end.
+#
+# Tolerances, relative to max|ref| (HF itself computes in float32; its
+# attention module's float32 against float64 differs by up to 1e-6 on these
+# cases (case.json "f32_vs_f64"), its cached generation against its Y by up
+# to 4e-6 ("cache_vs_y")):
 #   Y, the decode path with an f32 cache, dL/dX and dL/dW   1e-5
 #   Y with an f16 / bf16 cache                              5e-3 / 3e-2
 #   cos and sin (absolute)                                  2e-6
@@ -27,170 +41,241 @@ source "$(dirname "$0")/shell_common.sh"
 require_ropeattn_and_numpy
 
 cat >"$TMP/check.py" <<'PY'
-"""Comparisons for test_hf.sh (numpy only)."""
-import json, sys
+"""Comparisons for test_hf.sh (numpy only).
+  check.py fields DIR...  one line per case: name layer prefill freqs mla
+                          table family half seq_len
+  check.py batch FILE     FILE's lines "label<TAB>cmd<TAB>arg..." (cmd y,
+                          table, full_table, grads): "FAIL: label: why" for
+                          each failed one, then "checks: PASSED FAILED"."""
+import json, os, sys
 import numpy as np
+
+from st_read import read_f32 as read_safetensors
 
 def rel(got, want):
     if got.shape != want.shape or not np.all(np.isfinite(got)):
         return np.inf
     return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
-from st_read import read_f32 as read_safetensors
+def fields(dirs):
+    for d in dirs:
+        c = json.load(open(os.path.join(d, "case.json")))
+        pos = np.load(os.path.join(d, "pos.npy"))
+        print(os.path.basename(os.path.normpath(d)), c["layer"], c.get("prefill") or 0, c.get("freqs", True),
+              c.get("mla", False), c.get("table") or "half", c.get("family", "llama"),
+              max(1, pos.shape[-1] // 2), int(pos.max()) + 1)
 
-def main(cmd, *args):
-    if cmd == "field":  # case.json field
-        print(json.load(open(args[0]))[args[1]]); return 0
-    if cmd == "half_seq":
-        print(max(1, np.load(args[0]).shape[1] // 2)); return 0
+def error(cmd, args):
+    """cmd's distance and tolerance."""
+    tol = float(args[2])
     if cmd == "y":
-        got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
-        e = rel(got, want)
-    elif cmd == "table":  # ours [B, S, R/2] (or flat) against HF's [B, S, R]
-        got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
-        half = want[..., : want.shape[-1] // 2].reshape(-1)
+        return rel(np.load(args[0]), np.load(args[1])), tol
+    if cmd == "table":  # ours [B, S, R/2] (or flat) against HF's [B, S, R]
+        got, want = np.load(args[0]), np.load(args[1])
+        # Llama's [c, c]: the first half; Cohere's c repeated: every other
+        half = (want[..., ::2] if args[3] == "interleaved"
+                else want[..., : want.shape[-1] // 2]).reshape(-1)
         got = got.reshape(-1)
-        e = float(np.max(np.abs(got - half))) if got.shape == half.shape else np.inf
-    elif cmd == "full_table":  # ours [n, R] against HF's [B, S, R]
-        got, want, tol = np.load(args[0]), np.load(args[1]), float(args[2])
+        return (float(np.max(np.abs(got - half))) if got.shape == half.shape else np.inf), tol
+    if cmd == "full_table":  # ours [n, R] against HF's [B, S, R]
+        got, want = np.load(args[0]), np.load(args[1])
         want = want.reshape(-1, want.shape[-1])
-        e = float(np.max(np.abs(got - want))) if got.shape == want.shape else np.inf
-    elif cmd == "grads":
-        got, want, tol = read_safetensors(args[0]), dict(np.load(args[1])), float(args[2])
+        return (float(np.max(np.abs(got - want))) if got.shape == want.shape else np.inf), tol
+    if cmd == "grads":
+        got, want = read_safetensors(args[0]), dict(np.load(args[1]))
         if sorted(got) != sorted(want):
-            print(f"tensors {sorted(got)}, expected {sorted(want)}"); return 1
-        e = max(rel(got[k], want[k]) for k in want)
-    else:
-        raise SystemExit(f"unknown command {cmd}")
-    if e > tol:
-        print(f"{cmd}: {e:.3g} > {tol:g}"); return 1
-    return 0
+            raise ValueError(f"tensors {sorted(got)}, expected {sorted(want)}")
+        return max(rel(got[k], want[k]) for k in want), tol
+    raise ValueError(f"unknown check {cmd}")
 
-sys.exit(main(*sys.argv[1:]))
+def batch(path):
+    passed = failed = 0
+    for line in open(path):
+        label, cmd, *args = line.rstrip("\n").split("\t")
+        try:
+            e, tol = error(cmd, args)
+            why = None if e <= tol else f"{cmd} {e:.3g} > {tol:g}"
+        except Exception as ex:
+            why = f"{cmd}: {ex}"
+        if why:
+            print(f"FAIL: {label}: {why}")
+            failed += 1
+        else:
+            passed += 1
+    print(f"checks: {passed} {failed}")
+
+if sys.argv[1] == "fields":
+    fields(sys.argv[2:])
+else:
+    batch(sys.argv[2])
 PY
-check() { "$PY" "$TMP/check.py" "$@"; }
+CHECKS=$TMP/checks
+: >"$CHECKS"
+n_out=0
+# queue LABEL CMD ARGS...: a comparison for the Python run at the end
+queue() { local IFS=$'\t'; echo "$*" >>"$CHECKS"; }
+# out [EXT]: sets o to a fresh output path (kept for the comparisons at the end)
+out() { n_out=$((n_out + 1)); o=$TMP/o$n_out.${1:-npy}; }
 
-# attention NAME CASE REF TOL -- EXTRA ARGS: runs the layer of CASE and
-# compares the output with CASE/REF.
+# Full checks everywhere, or only for ALWAYS_FULL under valgrind and ASan.
+ALWAYS_FULL=" llama_default llama_f16 llama_linear_mha llama_dynamic_long llama_dynamic_short
+ llama_yarn llama_yarn_mscale llama3_bf16 llama_longrope_long llama_longrope_short
+ stablelm_partial qwen2_bias qwen3_qknorm "
+if [ -n "${RA_HF_FULL:-}" ]; then full_all=$RA_HF_FULL
+elif [ -n "${RA_CLI_WRAPPER:-}" ] || grep -q __asan_init "$RA" 2>/dev/null; then full_all=0
+else full_all=1
+fi
+# Families whose q_proj and k_proj rows are interleaved already (their
+# convert-layout is refused), whose cos and sin --hf-shape does not write
+# (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose
+# q/k norms over the whole projection convert-layout does not permute.
+INTERLEAVED=" cohere glm glm4 llama4_text gptj "
+NO_HF_SHAPE=" cohere glm glm4 kimi_k2 "
+WHOLE_NORM=" olmo2 olmo3 "
+
+# attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
+# the comparison of its output with DIR/REF
 attention() {
-    local name=$1 dir=$2 ref=$3 tol=$4; shift 5
-    local layer; layer=$(check field "$dir/case.json" layer)
-    rm -f "$TMP/y.npy"
-    if ! "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+    local label=$1 dir=$2 ref=$3 tol=$4 y; shift 5
+    out; y=$o
+    if "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
         --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
-        --output "$TMP/y.npy" "$@" 2>"$TMP/err"; then
-        fail "$name: $(cat "$TMP/err")"
-    elif check y "$TMP/y.npy" "$dir/$ref" "$tol"; then pass; else fail "$name"; fi
+        --output "$y" "$@" 2>"$TMP/err"; then
+        queue "$label" y "$y" "$dir/$ref" "$tol"
+    else fail "$label: $(cat "$TMP/err")"
+    fi
 }
 
-cases=0
-for dir in tests/hf/*/; do
-    dir=${dir%/}
-    [ -f "$dir/case.json" ] || continue
-    c=$(basename "$dir")
-    cases=$((cases + 1))
-    attention "$c: y" "$dir" y.npy 1e-5 --
-    p=$(check half_seq "$dir/x.npy")
-    if [ "$c" = llama_dynamic_long ]; then
-        # past max_position_embeddings each step's length gives the dynamic
-        # rope other frequencies than the whole input's: transformers' cached
-        # generation is not this y, and --prefill is refused
-        if "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
-            --layer "$(check field "$dir/case.json" layer)" --input "$dir/x.npy" \
-            --positions "$dir/pos.npy" --output "$TMP/y.npy" --prefill "$p" 2>"$TMP/err"; then
-            fail "$c: --prefill with a dynamic rope past its length ran"
-        elif grep -q "prefill with rope type dynamic: the step of tokens 0.. sees" "$TMP/err"; then
-            pass
-        else fail "$c: --prefill refused for another reason: $(cat "$TMP/err")"
-        fi
-        # --seq-len fixes the length for every step: the no-cache y, as asked
-        attention "$c: y, prefill $p then decode, --seq-len" "$dir" y.npy 1e-5 -- --prefill "$p" \
-            --seq-len "$("$PY" -c "import numpy; print(int(numpy.load('$dir/pos.npy').max()) + 1)")"
-    else
-        attention "$c: y, prefill $p then decode, f32 cache" "$dir" y.npy 1e-5 -- --prefill "$p"
-        attention "$c: y, prefill $p then decode, f16 cache" "$dir" y.npy 5e-3 -- \
-            --prefill "$p" --cache-dtype f16
-        attention "$c: y, prefill 1 then decode, bf16 cache" "$dir" y.npy 3e-2 -- \
-            --prefill 1 --cache-dtype bf16
-        # 8-bit caches: seen up to 0.017 (int8) and 0.079 (fp8) of max|y| on
-        # these cases (bf16: 0.0064); bounds about twice that (README,
-        # "Tolerances")
-        attention "$c: y, prefill $p then decode, int8 cache" "$dir" y.npy 3e-2 -- \
-            --prefill "$p" --cache-dtype int8
-        attention "$c: y, prefill 1 then decode, fp8 cache" "$dir" y.npy 1.5e-1 -- \
-            --prefill 1 --cache-dtype fp8 --cache-scale 0.25
+# refused LABEL MESSAGE CMD...: CMD fails with exit 1 and MESSAGE on stderr
+refused() {
+    local label=$1 message=$2; shift 2
+    "$@" 2>"$TMP/err"
+    if [ $? -eq 1 ] && grep -qF -- "$message" "$TMP/err"; then pass
+    else fail "$label: not refused with \"$message\": $(cat "$TMP/err")"; fi
+}
+
+# The f16 to fp8 caches against Y.  8-bit caches: seen up to 0.017 (int8)
+# and 0.079 (fp8) of max|y| on these cases (bf16: 0.0064); bounds about
+# twice that (README, "Tolerances")
+cache_dtypes() {
+    attention "$c: y, prefill $p then decode, f16 cache" "$dir" y.npy 5e-3 -- \
+        --prefill "$p" --cache-dtype f16
+    attention "$c: y, prefill 1 then decode, bf16 cache" "$dir" y.npy 3e-2 -- \
+        --prefill 1 --cache-dtype bf16
+    attention "$c: y, prefill $p then decode, int8 cache" "$dir" y.npy 3e-2 -- \
+        --prefill "$p" --cache-dtype int8
+    attention "$c: y, prefill 1 then decode, fp8 cache" "$dir" y.npy 1.5e-1 -- \
+        --prefill 1 --cache-dtype fp8 --cache-scale 0.25
+}
+
+# freqs: the config's global rope, where the layer rotates by it
+# (case.json's "freqs"), as ropeattn's half table and as --hf-shape's
+# whole [n, rotary_dim] one
+freqs() {
+    [ "$has_freqs" = True ] || return 0
+    local cos sin; out; cos=$o; out; sin=$o
+    if "$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" \
+        --cos "$cos" --sin "$sin" 2>"$TMP/err"; then
+        queue "$c: freqs cos" table "$cos" "$dir/cos.npy" 2e-6 "$table"
+        queue "$c: freqs sin" table "$sin" "$dir/sin.npy" 2e-6 "$table"
+    else fail "$c: freqs: $(cat "$TMP/err")"
     fi
-    rm -f "$TMP/cos.npy" "$TMP/sin.npy"
-    # freqs: the config's global rope, where the layer rotates by it
-    # (case.json's "freqs" false: no tables; cases made before it have them)
-    has_freqs=$(check field "$dir/case.json" freqs 2>/dev/null || echo True)
-    if [ ! -f "$dir/cos.npy" ] && [ "$has_freqs" != False ]; then
-        fail "$c: no cos.npy, and case.json does not say freqs false"
-    elif [ ! -f "$dir/cos.npy" ]; then :
-    elif ! "$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" \
-        --cos "$TMP/cos.npy" --sin "$TMP/sin.npy" 2>"$TMP/err"; then
-        fail "$c: freqs: $(cat "$TMP/err")"
-    elif check table "$TMP/cos.npy" "$dir/cos.npy" 2e-6 &&
-        check table "$TMP/sin.npy" "$dir/sin.npy" 2e-6; then pass
-    else fail "$c: freqs"
+    out; cos=$o; out; sin=$o
+    local hf=("$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" --hf-shape
+              --cos "$cos" --sin "$sin")
+    if [[ $NO_HF_SHAPE == *" $family "* ]]; then
+        refused "$c: freqs --hf-shape" "arranges its cos and sin otherwise" "${hf[@]}"
+    elif "${hf[@]}" 2>"$TMP/err"; then
+        queue "$c: freqs --hf-shape cos" full_table "$cos" "$dir/cos.npy" 2e-6
+        queue "$c: freqs --hf-shape sin" full_table "$sin" "$dir/sin.npy" 2e-6
+    else fail "$c: freqs --hf-shape: $(cat "$TMP/err")"
     fi
-    # --hf-shape: the whole [n, rotary_dim] table transformers returns.
-    rm -f "$TMP/cos.npy" "$TMP/sin.npy"
-    if [ ! -f "$dir/cos.npy" ]; then :
-    elif ! "$RA" freqs --config "$dir/config.json" --positions "$dir/pos.npy" --hf-shape \
-        --cos "$TMP/cos.npy" --sin "$TMP/sin.npy" 2>"$TMP/err"; then
-        fail "$c: freqs --hf-shape: $(cat "$TMP/err")"
-    elif check full_table "$TMP/cos.npy" "$dir/cos.npy" 2e-6 &&
-        check full_table "$TMP/sin.npy" "$dir/sin.npy" 2e-6; then pass
-    else fail "$c: freqs --hf-shape"
-    fi
-    # convert-layout to interleaved (q/k rows, biases and norms per head),
-    # then the same Y with --layout interleaved; latent attention (case.json
-    # "mla") is refused, its rope rows not converted
-    rm -f "$TMP/inter.safetensors"
-    mla=$(check field "$dir/case.json" mla 2>/dev/null || echo False)
+}
+
+# convert-layout to interleaved (q/k rows, biases and norms per head), then
+# the same Y with --layout interleaved; refused for latent attention (its
+# rope rows not converted), families interleaved already, whole-projection
+# norms
+convert_layout() {
+    local inter=$TMP/inter.safetensors
+    rm -f "$inter"
+    local cmd=("$RA" convert-layout --weights "$dir/model.safetensors" --output "$inter"
+               --config "$dir/config.json")
     if [ "$mla" = True ]; then
-        "$RA" convert-layout --weights "$dir/model.safetensors" --output "$TMP/inter.safetensors" \
-            --to half --config "$dir/config.json" 2>"$TMP/err"
-        if [ $? -eq 1 ] && grep -q "is latent attention" "$TMP/err" &&
-            [ ! -e "$TMP/inter.safetensors" ]; then pass
-        else fail "$c: convert-layout on latent attention: $(cat "$TMP/err")"; fi
-    elif ! "$RA" convert-layout --weights "$dir/model.safetensors" --output "$TMP/inter.safetensors" \
-        --to interleaved --config "$dir/config.json" 2>"$TMP/err"; then
+        refused "$c: convert-layout on latent attention" "is latent attention" "${cmd[@]}" --to half
+    elif [[ $INTERLEAVED == *" $family "* ]]; then
+        refused "$c: convert-layout" "stores q_proj and k_proj rows interleaved already" \
+            "${cmd[@]}" --to interleaved
+    elif [[ $WHOLE_NORM == *" $family "* ]]; then
+        refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
+    elif ! "${cmd[@]}" --to interleaved 2>"$TMP/err"; then
         fail "$c: convert-layout: $(cat "$TMP/err")"
     else
-        layer=$(check field "$dir/case.json" layer)
-        rm -f "$TMP/y.npy"
-        if "$RA" attention --weights "$TMP/inter.safetensors" --config "$dir/config.json" \
-            --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
-            --output "$TMP/y.npy" --layout interleaved 2>"$TMP/err" &&
-            check y "$TMP/y.npy" "$dir/y.npy" 1e-5; then pass
+        local y; out; y=$o
+        if "$RA" attention --weights "$inter" --config "$dir/config.json" --layer "$layer" \
+            --input "$dir/x.npy" --positions "$dir/pos.npy" --output "$y" \
+            --layout interleaved 2>"$TMP/err"; then
+            queue "$c: y after convert-layout --to interleaved" y "$y" "$dir/y.npy" 1e-5
         else fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
         fi
     fi
-    if [ -f "$dir/grads.npz" ]; then
-        rm -f "$TMP/g.safetensors"
-        attention "$c: y with --grads" "$dir" y.npy 1e-5 -- \
-            --grad-output "$dir/dy.npy" --grads "$TMP/g.safetensors"
-        if [ -f "$TMP/g.safetensors" ] && check grads "$TMP/g.safetensors" "$dir/grads.npz" 1e-5
-        then pass; else fail "$c: gradients"
-        fi
+    [ ! -e "$inter" ] || [ "$mla" != True ] || fail "$c: convert-layout wrote on a refusal"
+}
+
+cases=0
+"$PY" "$TMP/check.py" fields tests/hf/*/ >"$TMP/fields" || fail "case.json of tests/hf"
+while read -r c layer prefill has_freqs mla table family p seq_len; do
+    dir=tests/hf/$c
+    cases=$((cases + 1))
+    full=$full_all
+    [[ $ALWAYS_FULL == *" $c "* ]] && full=1
+    # (light: Y from the --grads run alone)
+    [ "$full" = 1 ] || [ ! -f "$dir/grads.npz" ] && attention "$c: y" "$dir" y.npy 1e-5 --
+    if [ "$prefill" -gt 0 ]; then
+        attention "$c: transformers' DynamicCache generation, prefill $prefill" "$dir" \
+            y_cache.npy 1e-5 -- --prefill "$prefill"
+    else
+        # past max_position_embeddings each step's length gives the dynamic
+        # rope other frequencies than the whole input's: transformers' cached
+        # generation is not this y, and --prefill is refused
+        refused "$c: --prefill with a dynamic rope past its length" \
+            "prefill with rope type dynamic: the step of tokens 0.. sees" \
+            "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+            --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
+            --output "$TMP/refused.npy" --prefill "$p"
+        # --seq-len fixes the length for every step: the no-cache y, as asked
+        attention "$c: y, prefill $p then decode, --seq-len" "$dir" y.npy 1e-5 -- \
+            --prefill "$p" --seq-len "$seq_len"
     fi
-done
-[ "$cases" -ge 13 ] || fail "only $cases cases under tests/hf"
+    if [ -f "$dir/grads.npz" ]; then
+        out safetensors; g=$o
+        attention "$c: y with --grads" "$dir" y.npy 1e-5 -- \
+            --grad-output "$dir/dy.npy" --grads "$g"
+        [ -f "$g" ] && queue "$c: gradients" grads "$g" "$dir/grads.npz" 1e-5
+    fi
+    [ "$full" = 1 ] || continue
+    [ "$prefill" -gt 0 ] && cache_dtypes
+    freqs
+    convert_layout
+done <"$TMP/fields"
+[ "$cases" -ge 52 ] || fail "only $cases cases under tests/hf"
 
 # longrope through a cache: a prompt at or below original_max_position_embeddings
 # (16) and steps past it would rotate with short and then long factors in
 # transformers: refused.  Every step past it: the no-cache Y.
 D=tests/hf/llama_longrope_short
 LR=(attention --weights "$D/model.safetensors" --config "$D/config.json" --input "$D/x.npy")
-if "$RA" "${LR[@]}" --start-pos 10 --prefill 4 --output "$TMP/y.npy" 2>"$TMP/err"; then
-    fail "longrope --prefill across original_max_position_embeddings ran"
-elif grep -q "prefill with rope type longrope: the step of tokens 0.. sees length 14" "$TMP/err"; then
-    pass
-else fail "longrope --prefill refused for another reason: $(cat "$TMP/err")"; fi
+refused "longrope --prefill across original_max_position_embeddings" \
+    "prefill with rope type longrope: the step of tokens 0.. sees length 14" \
+    "$RA" "${LR[@]}" --start-pos 10 --prefill 4 --output "$TMP/y.npy"
 if "$RA" "${LR[@]}" --start-pos 20 --output "$TMP/y.npy" 2>"$TMP/err" &&
-    "$RA" "${LR[@]}" --start-pos 20 --prefill 4 --output "$TMP/y_cached.npy" 2>>"$TMP/err" &&
-    check y "$TMP/y_cached.npy" "$TMP/y.npy" 1e-5; then pass
+    "$RA" "${LR[@]}" --start-pos 20 --prefill 4 --output "$TMP/y_cached.npy" 2>>"$TMP/err"; then
+    queue "longrope --prefill past original_max_position_embeddings" y "$TMP/y_cached.npy" \
+        "$TMP/y.npy" 1e-5
 else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP/err")"; fi
+
+"$PY" "$TMP/check.py" batch "$CHECKS" >"$TMP/results"
+grep '^FAIL' "$TMP/results"
+read -r _ ok bad < <(grep '^checks:' "$TMP/results") || { fail "the comparisons did not run"; ok=0 bad=0; }
+passed=$((passed + ok)) failed=$((failed + bad))
 summary

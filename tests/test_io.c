@@ -963,6 +963,8 @@ static void test_config_hostile(void)
          "config.json: not valid JSON at line 1, column 20"},
         {"[1, 2]", "config.json: the top level is not a JSON object"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
+        {"{\"sliding_window\": 0, \"use_sliding_window\": true}",
+         "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"use_sliding_window\": 1}",
          "config.json: \"use_sliding_window\" must be true or false"},
         {"{\"max_window_layers\": -1}",
@@ -999,6 +1001,8 @@ static void test_config_window(void)
     } cases[] = {
         {"{}", -1, 0},
         {"{\"sliding_window\": null}", 3, 0},
+        /* Qwen2-MoE saved by transformers 5: 0 for none */
+        {"{\"sliding_window\": 0, \"use_sliding_window\": false}", 3, 0},
         {"{\"sliding_window\": 4096}", -1, 4096}, /* Mistral v0.1: every layer */
         {"{\"sliding_window\": 4096}", 7, 4096},
         /* Qwen2 (transformers 4): off unless use_sliding_window */
@@ -1054,6 +1058,13 @@ static void test_config_window(void)
          * and max_window_layers are not read */
         {"{\"model_type\": \"mixtral\", \"sliding_window\": 16, \"use_sliding_window\": "
          "false, \"max_window_layers\": 4}", 1, 0, 16, ""},
+        /* sliding_window 0 with use_sliding_window false: none (Qwen2-MoE's
+         * save in transformers 5); a family that slides without the gate
+         * then lacks its window */
+        {"{\"model_type\": \"qwen2_moe\", \"sliding_window\": 0, \"use_sliding_window\": "
+         "false}", 0, 0, 0, ""},
+        {"{\"model_type\": \"mixtral\", \"sliding_window\": 0, \"use_sliding_window\": "
+         "false}", 1, 0, 0, "sliding_window"},
         {"{\"model_type\": \"phi3\", \"sliding_window\": 16, \"layer_types\": "
          "[\"sliding_attention\", \"sliding_attention\"]}", -1, 0, 16, ""},
         {"{\"model_type\": \"starcoder2\", \"sliding_window\": 16, \"layer_types\": "

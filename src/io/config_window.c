@@ -54,11 +54,8 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
                            size_t msg_len)
 {
     const cJSON *item;
-    RA_TRY(ra_io_json_key(root, "sliding_window", name, &item, msg, msg_len));
-    if (item != NULL) {
-        RA_TRY(read_count(item, "sliding_window", 1, name, &out->sliding_window, msg, msg_len));
-        out->has_sliding_window = 1;
-    }
+    const cJSON *window;
+    RA_TRY(ra_io_json_key(root, "sliding_window", name, &window, msg, msg_len));
     RA_TRY(ra_io_json_key(root, "use_sliding_window", name, &item, msg, msg_len));
     if (item != NULL) {
         if (!cJSON_IsBool(item))
@@ -66,6 +63,16 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
                               "%s: \"use_sliding_window\" must be true or false", name);
         out->use_sliding_window = cJSON_IsTrue(item);
         out->has_use_sliding_window = 1;
+    }
+    /* 0 beside use_sliding_window false: no window, as Qwen2MoeConfig
+     * (transformers 5) saves it; refused by ra_hf_window_conflict in a
+     * family that does not gate its window by use_sliding_window */
+    int64_t zero;
+    int off = out->has_use_sliding_window && !out->use_sliding_window;
+    out->zero_window = off && window != NULL && ra_io_json_integer(window, &zero) && zero == 0;
+    if (window != NULL && !out->zero_window) {
+        RA_TRY(read_count(window, "sliding_window", 1, name, &out->sliding_window, msg, msg_len));
+        out->has_sliding_window = 1;
     }
     RA_TRY(ra_io_json_key(root, "max_window_layers", name, &item, msg, msg_len));
     if (item != NULL) {
@@ -168,6 +175,7 @@ int ra_hf_layer_slides(const ra_hf_window *w, int64_t layer, int no_rope)
 const char *ra_hf_window_conflict(const ra_hf_window *w, int64_t layer, int no_rope)
 {
     if (w == NULL) return NULL;
+    if (w->zero_window && !gated(w->rule)) return "sliding_window";
     if (w->rule == RA_HF_WINDOWS_PATTERN && !w->has_layer_types && w->sliding_window_pattern < 1)
         return "sliding_window_pattern"; /* null: transformers' formula fails */
     if (w->has_layer_types && !reads_layer_types(w->rule))

@@ -229,6 +229,8 @@ typedef struct ra_hf_window {
     int64_t n_layer_types;
     int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types,
         has_sliding_window_pattern;
+    int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
+                        as Qwen2MoeConfig saves it): only a gated rule reads it so */
 } ra_hf_window;
 
 /* Whether layer `layer` slides (1) or sees every earlier token (0) by the

@@ -1,49 +1,74 @@
 #!/usr/bin/env python3
 """make_hf_cases.py: reference cases made by Hugging Face transformers itself.
 
-    python3 tests/hf/make_hf_cases.py OUT_DIR
+    .venv-hf/bin/python tests/hf/make_hf_cases.py OUT_DIR     (make hf-fixtures)
 
-Needs torch, transformers and safetensors (not in Debian 12: run it where they
-are installed; the cases it writes are committed under tests/hf/, and
-tests/test_hf.sh runs the CLI on them).  Each case
-is a tiny checkpoint saved by the model class's own save_pretrained, so its
-config.json and tensor names are what that transformers version writes, and
-the outputs its own modeling code computes:
+Made with the versions pinned in tests/hf/requirements.txt (transformers
+5.23.0, torch 2.15.0; scripts/setup-hf-venv.sh installs them into .venv-hf);
+each case.json records the versions that wrote it.  The cases are committed
+under tests/hf/, and tests/test_hf.sh runs the CLI on them without
+transformers.  Each case is a tiny checkpoint saved by the model class's own
+save_pretrained, so its config.json and tensor names are what that
+transformers version writes, and the outputs its own modeling code computes:
 
-    OUT_DIR/<case>/config.json         save_pretrained's config
-    OUT_DIR/<case>/model.safetensors   save_pretrained's weights (F32 or BF16)
+    OUT_DIR/<case>/config.json         save_pretrained's config (kimi_k2: a
+                                       DeepSeek-V3 one with Kimi K2's model_type,
+                                       case.json "config_edit")
+    OUT_DIR/<case>/model.safetensors   save_pretrained's weights (F32, F16 or BF16)
     OUT_DIR/<case>/case.json           {"layer": L, "rotary_dim": R, "grads": bool,
                                         "freqs": bool, "mla": bool (latent
-                                        attention), ...}
+                                        attention), "prefill": P, "family",
+                                        "table": "half" (cos = [c, c]) or
+                                        "interleaved" (each c twice: Cohere), ...}
     OUT_DIR/<case>/x.npy               f32 [B, S, hidden]: layer L's self_attn input
     OUT_DIR/<case>/pos.npy             i64 [B, S]: the position_ids given to the model
                                        ([3, B, S] for the Qwen-VL cases: M-RoPE's
                                        temporal, height and width rows)
     OUT_DIR/<case>/y.npy               f32 [B, S, hidden]: layer L's self_attn output
+    OUT_DIR/<case>/y_cache.npy         f32 [B, S, hidden]: the same layer's outputs
+                                       when the model generates through its own
+                                       DynamicCache: the first P tokens as a
+                                       prefill, then one token a step
+                                       (case.json "prefill": P; absent where
+                                       transformers' cached generation is not
+                                       the layer of the whole input: a dynamic
+                                       rope past its length)
     OUT_DIR/<case>/cos.npy, sin.npy    f32 [B, S, R]: the rotary embedding it used
                                        (case.json "freqs": when it is the config's)
     OUT_DIR/<case>/dy.npy, grads.npz   (grads cases) DY, and dL/dX ("x") and each
-                                       projection weight's dL/dW for L = sum(Y * DY)
+                                       of the attention's parameters' dL/dW for
+                                       L = sum(Y * DY), by torch autograd through
+                                       the module
 
 The model runs in float32 with eager attention, on the CPU, in eval mode; X is
-captured by a forward hook on layers[L].self_attn while the whole model runs
-on random inputs_embeds with explicit position_ids.  Weights are random
+captured by a forward hook on layer L's attention module while the whole model
+runs on random inputs_embeds with explicit position_ids.  Weights are random
 (normal, std 0.3), wider than the default init so that the softmax is far
 from uniform.  BF16 and F16 cases round the weights before computing.
 Positions stay below 64, where float32 rotary angles are exact to ~4e-6.
+case.json's "f32_vs_f64" is the attention module's float32 output against
+the same module in float64 on the same inputs (the MoE layers around it do
+not run in float64: their grouped_mm refuses it).
 """
 import copy
 import inspect
 import json
 import os
+import re
 import sys
 
 import numpy as np
 import torch
 import transformers
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 B, S = 2, 12
+PREFILL = S // 2  # the cached run: a prefill of 6 tokens, then 6 steps of one
+# The families' cases: hidden 32 and head_dim 8 (4 query heads, 2 key/value
+# heads), to keep the committed files small; pad_token_id 0 within vocab 16.
+TINY = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+            num_hidden_layers=1, intermediate_size=16, vocab_size=16,
+            max_position_embeddings=64, pad_token_id=0)
 
 
 def positions(row1_start):
@@ -59,8 +84,14 @@ def positions(row1_start):
 def make_config(config_cls, theta, rope, **kw):
     """A config with rope type `rope` (dict without rope_theta, or None),
     in the form this transformers version takes: rope_parameters (v5) or
-    rope_theta + rope_scaling (v4)."""
+    rope_theta + rope_scaling (v4).  A rope keyed by layer type
+    ({"full_attention": {...}, "sliding_attention": {...}}: Gemma 3, OLMo 3
+    in transformers 5) is passed as it is."""
     params = inspect.signature(config_cls.__init__).parameters
+    if theta is None and rope is None:  # a family whose rope is fixed (GPT-J)
+        return config_cls(**kw)
+    if rope is not None and "full_attention" in rope:
+        return config_cls(rope_parameters=copy.deepcopy(rope), **kw)
     if "rope_parameters" in params:
         rp = {"rope_type": "default", "rope_theta": theta}
         rp.update(rope or {})
@@ -90,36 +121,96 @@ def randomize(model, gen, dtype):
                 p.copy_(p.to(dtype).float())
 
 
+def attention_name(model, layer):
+    """The module name of layer `layer`'s attention, whatever the family
+    calls it: model.layers.L.self_attn (Llama), gpt_neox.layers.L.attention,
+    transformer.h.L.self_attention (Falcon), transformer.h.L.attn (GPT-J),
+    the Qwen-VL text models' layers.L.self_attn."""
+    pattern = re.compile(rf"(^|\.)(layers|h)\.{layer}\.(self_attn|attention|self_attention|attn)$")
+    names = [n for n, _ in model.named_modules() if pattern.search(n)]
+    if len(names) != 1:
+        raise ValueError(f"layer {layer}'s attention: {names or 'none'}")
+    return names[0]
+
+
 def attention_of(model, layer):
-    """layers[layer].self_attn of a ForCausalLM (model.model.layers) or of a
-    text model (model.layers: the Qwen-VL cases)."""
-    return getattr(model, "model", model).layers[layer].self_attn
+    return model.get_submodule(attention_name(model, layer))
+
+
+def capture(model, layer):
+    """A forward hook on layer `layer`'s attention: returns (handle, calls),
+    calls a list of (args, kwargs, output) per forward."""
+    calls = []
+
+    def hook(module, args, kwargs, output):
+        calls.append((args, dict(kwargs), output[0] if isinstance(output, tuple) else output))
+
+    return attention_of(model, layer).register_forward_hook(hook, with_kwargs=True), calls
+
+
+def mask_for(pos, length):
+    """3-D position_ids (Qwen-VL) go with an all-ones attention_mask over the
+    `length` tokens so far: without one, transformers versions that read row
+    0 as text positions would take an image's repeated temporal ids for
+    packed sequences."""
+    return torch.ones(B, length, dtype=torch.int64) if pos.dim() == 3 else None
 
 
 def run_layer(model, layer, embeds, pos):
-    """Runs the model; returns (args, kwargs, x, y, cos, sin) of layers[layer].self_attn.
-    3-D position_ids (Qwen-VL) go with an all-ones attention_mask: without
-    one, transformers versions that read row 0 as text positions would take
-    an image's repeated temporal ids for packed sequences."""
-    seen = {}
-
-    def hook(module, args, kwargs, output):
-        seen["args"], seen["kwargs"] = args, dict(kwargs)
-        seen["y"] = output[0] if isinstance(output, tuple) else output
-
-    attn = attention_of(model, layer)
-    handle = attn.register_forward_hook(hook, with_kwargs=True)
-    mask = torch.ones(B, S, dtype=torch.int64) if pos.dim() == 3 else None
+    """Runs the model; returns (args, kwargs, x, y, cos, sin) of layer
+    `layer`'s attention."""
+    handle, calls = capture(model, layer)
     with torch.no_grad():
-        model(inputs_embeds=embeds, position_ids=pos, attention_mask=mask, use_cache=False)
+        model(inputs_embeds=embeds, position_ids=pos, attention_mask=mask_for(pos, S),
+              use_cache=False)
     handle.remove()
-    args, kwargs = seen["args"], seen["kwargs"]
+    args, kwargs, y = calls[0]
     x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
     emb = kwargs.get("position_embeddings")
     # (cos, sin) as Llama gives them; None where the layer takes another form
-    # (Llama 4's complex freqs_cis) or none
+    # (Llama 4's complex freqs_cis, Qwen2-VL's per component) or none
     cos, sin = emb if isinstance(emb, tuple) else (None, None)
-    return args, kwargs, x, seen["y"], cos, sin
+    return args, kwargs, x, y, cos, sin
+
+
+def run_cached(model, layer, embeds, pos):
+    """[B, S, hidden]: the layer's outputs as the model generates through
+    transformers' DynamicCache (made from the model's config: sliding and
+    chunked layers as transformers caches them): tokens 0..PREFILL-1 in one
+    call, then each further token alone, with its position_ids."""
+    cache = DynamicCache(config=model.config)
+    handle, calls = capture(model, layer)
+    steps = [(0, PREFILL)] + [(t, t + 1) for t in range(PREFILL, S)]
+    with torch.no_grad():
+        for a, b in steps:
+            model(inputs_embeds=embeds[:, a:b], position_ids=pos[..., a:b],
+                  attention_mask=mask_for(pos, b), past_key_values=cache, use_cache=True)
+    handle.remove()
+    return torch.cat([y for _, _, y in calls], 1)
+
+
+def to_double(v):
+    """Floating tensors (also inside tuples, lists, dicts) in float64,
+    complex ones in complex128; the rest as it is."""
+    if isinstance(v, torch.Tensor):
+        if v.is_complex():
+            return v.to(torch.complex128)
+        return v.double() if v.is_floating_point() else v
+    if isinstance(v, (tuple, list)):
+        return type(v)(to_double(e) for e in v)
+    if isinstance(v, dict):
+        return {k: to_double(e) for k, e in v.items()}
+    return v
+
+
+def f64_distance(model, layer, args, kwargs, y):
+    """max|Y - Y64| / max|Y64|: the attention module in float64 on the same
+    inputs (its caller's float32 mask and rotary tables, widened)."""
+    attn64 = copy.deepcopy(attention_of(model, layer)).double()
+    with torch.no_grad():
+        out = attn64(*to_double(args), **to_double(kwargs))
+    y64 = out[0] if isinstance(out, tuple) else out
+    return float((y.double() - y64).abs().max() / y64.abs().max())
 
 
 def grads_of(model, layer, args, kwargs, x, dy):
@@ -135,29 +226,37 @@ def grads_of(model, layer, args, kwargs, x, dy):
     y = out[0] if isinstance(out, tuple) else out
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
-    prefix = next(n for n, m in model.named_modules() if m is attn) + "."  # as saved
+    prefix = attention_name(model, layer) + "."  # as saved
     for pname, p in attn.named_parameters():
         grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
 
 
-def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=False, dtype=None,
-               freqs=True):
+def save(d, name, array):
+    np.save(os.path.join(d, name), array.detach().numpy().astype(
+        np.int64 if array.dtype == torch.int64 else np.float32))
+
+
+def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, dtype=None,
+               freqs=True, cached=True, model_type=None, half_table=False):
     """dtype: None (F32 weights), torch.bfloat16 or torch.float16: the weights
     are rounded to it, computed with in float32, and saved in it.  freqs:
     whether the layer rotates by the config's global rope (test_hf.sh then
     checks `ropeattn freqs` against its tables; not so for Gemma 3's sliding
-    layers, with a rope of their own, nor Llama 4's complex table)."""
+    layers, with a rope of their own, nor Llama 4's complex table).  cached:
+    whether to write y_cache.npy.  model_type: written into the saved
+    config.json in place of the class's (Kimi K2, whose config class is
+    remote code: transformers runs it as DeepSeek-V3).  half_table: the
+    layer's cos and sin are [.., R/2] (gpt-oss rotates the two halves by
+    one table), written as Llama's [c, c]."""
     gen = torch.Generator().manual_seed(seed)
     model = build(model_cls, config)
     randomize(model, gen, dtype)
     embeds = torch.randn(B, S, config.hidden_size, generator=gen)
     args, kwargs, x, y, cos, sin = run_layer(model, layer, embeds, pos)
-
-    # The same in float64, to show how far float32 HF is from exact.
-    model64 = copy.deepcopy(model).double()
-    _, _, _, y64, _, _ = run_layer(model64, layer, embeds.double(), pos)
-    rel64 = float((y.double() - y64).abs().max() / y64.abs().max())
+    rel64 = f64_distance(model, layer, args, kwargs, y)
+    if half_table:
+        cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
 
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -166,29 +265,48 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=False, 
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(d, extra)):
             os.remove(os.path.join(d, extra))
-    np.save(os.path.join(d, "x.npy"), x.detach().numpy().astype(np.float32))
-    np.save(os.path.join(d, "pos.npy"), pos.numpy().astype(np.int64))
-    np.save(os.path.join(d, "y.npy"), y.detach().numpy().astype(np.float32))
+    if model_type is not None:
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["model_type"] = model_type
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2, sort_keys=True)
+            f.write("\n")
+    save(d, "x.npy", x)
+    save(d, "pos.npy", pos)
+    save(d, "y.npy", y)
+    cache_vs_y = None
+    if cached:
+        y_cache = run_cached(model, layer, embeds, pos)
+        save(d, "y_cache.npy", y_cache)
+        cache_vs_y = float((y_cache - y).abs().max() / y.abs().max())
     freqs = freqs and cos is not None
     if freqs:
-        np.save(os.path.join(d, "cos.npy"), cos.numpy().astype(np.float32))
-        np.save(os.path.join(d, "sin.npy"), sin.numpy().astype(np.float32))
+        save(d, "cos.npy", cos)
+        save(d, "sin.npy", sin)
     if grads:
         dy = torch.randn(y.shape, generator=gen)
-        np.save(os.path.join(d, "dy.npy"), dy.numpy().astype(np.float32))
+        save(d, "dy.npy", dy)
         np.savez(os.path.join(d, "grads.npz"), **grads_of(model, layer, args, kwargs, x, dy))
-    info = {"layer": layer, "rotary_dim": int(cos.shape[-1]) if freqs else None,
+    table = None
+    if freqs:  # Llama's [c, c], or each c twice in a row (Cohere's)
+        table = ("interleaved" if torch.equal(cos[..., ::2], cos[..., 1::2]) and
+                 not torch.equal(cos[..., :cos.shape[-1] // 2], cos[..., cos.shape[-1] // 2:])
+                 else "half")
+    info = {"layer": layer, "rotary_dim": int(cos.shape[-1]) if freqs else None, "table": table,
             "grads": grads, "freqs": freqs, "mla": getattr(config, "kv_lora_rank", None) is not None,
             "weights": {None: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}[dtype],
-            "f32_vs_f64": rel64,
+            "f32_vs_f64": rel64, "prefill": PREFILL if cached else None,
+            "cache_vs_y": cache_vs_y, "family": model_type or config.model_type,
             "transformers": transformers.__version__, "torch": torch.__version__}
+    if model_type is not None:
+        info["config_edit"] = f"model_type {config.model_type} -> {model_type}"
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"{name}: max|y| {float(y.abs().max()):.3g}, rotary_dim {info['rotary_dim']}, "
-          f"HF float32 vs float64 {rel64:.2e}")
-    with open(os.path.join(d, "config.json")) as f:
-        print("  config:", json.dumps(json.load(f), sort_keys=True))
+    print(f"{name} ({info['family']}): max|y| {float(y.abs().max()):.3g}, rotary_dim "
+          f"{info['rotary_dim']}, HF float32 vs float64 {rel64:.2e}, cached vs not "
+          f"{cache_vs_y if cache_vs_y is None else f'{cache_vs_y:.2e}'}")
 
 
 def llama(theta, rope, hidden=32, heads=4, kv=2, head_dim=16, layers=1, max_pos=64):
@@ -200,20 +318,37 @@ def llama(theta, rope, hidden=32, heads=4, kv=2, head_dim=16, layers=1, max_pos=
                        vocab_size=32, max_position_embeddings=max_pos, **extra)
 
 
+def family(name, family, config_kw, layer=0, pos=None, rope=None, theta=10000.0, model=None,
+           **opts):
+    """A case of transformers' <family>Config and <family>ForCausalLM (or
+    the class `model` names), or None where this transformers lacks them."""
+    config_cls = getattr(transformers, family + "Config", None)
+    model_cls = getattr(transformers, model or family + "ForCausalLM", None)
+    if config_cls is None or model_cls is None:
+        print(f"{family} is not in this transformers: no {name} case")
+        return None
+    return (name, model_cls, make_config(config_cls, theta, rope, **config_kw), layer,
+            positions(7) if pos is None else pos, opts)
+
+
 def cases():
-    """(name, model class, config, layer, positions, options)."""
+    """(name, model class, config, layer, positions, options): every rope
+    type on Llama, then one case per family of the README's table that
+    transformers has a class for."""
     longrope = {"rope_type": "longrope", "original_max_position_embeddings": 16,
                 "short_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0],
                 "long_factor": [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0, 16.0]}
     yield ("llama_default", LlamaForCausalLM,
-           llama(10000.0, None, head_dim=None, layers=2), 1, positions(3), {"grads": True})
+           llama(10000.0, None, head_dim=None, layers=2), 1, positions(3), {})
     yield ("llama_f16", LlamaForCausalLM,
            llama(10000.0, None, kv=1, head_dim=None), 0, positions(40), {"dtype": torch.float16})
     yield ("llama_linear_mha", LlamaForCausalLM,
            llama(10000.0, {"rope_type": "linear", "factor": 4.0}, kv=4), 0, positions(20), {})
     dyn = {"rope_type": "dynamic", "factor": 2.0}
+    # past max_position_embeddings each step's length gives the dynamic rope
+    # other frequencies than the whole input's: no y_cache
     yield ("llama_dynamic_long", LlamaForCausalLM,
-           llama(10000.0, dyn, kv=1, max_pos=16), 0, positions(29), {})
+           llama(10000.0, dyn, kv=1, max_pos=16), 0, positions(29), {"cached": False})
     yield ("llama_dynamic_short", LlamaForCausalLM,
            llama(10000.0, dyn, kv=1, max_pos=16), 0, positions(3), {})
     yield ("llama_yarn", LlamaForCausalLM,
@@ -222,7 +357,7 @@ def cases():
     yield ("llama_yarn_mscale", LlamaForCausalLM,
            llama(10000.0, {"rope_type": "yarn", "factor": 8.0, "mscale": 1.0,
                            "mscale_all_dim": 0.5, "beta_fast": 16.0, "beta_slow": 2.0},
-                 max_pos=16), 0, positions(40), {"grads": True})
+                 max_pos=16), 0, positions(40), {})
     yield ("llama3_bf16", LlamaForCausalLM,
            llama(500000.0, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
@@ -235,19 +370,62 @@ def cases():
                  num_hidden_layers=1, intermediate_size=32, vocab_size=32,
                  max_position_embeddings=64)
     # Other families with Llama's tensor names: partial rotary (StableLM),
-    # q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3; its gradients are
-    # not in the committed case, which was made before the CLI ran Qwen3).
-    for name, family, extra, grads in (
-            ("stablelm_partial", "StableLm", {"partial_rotary_factor": 0.25}, True),
-            ("qwen2_bias", "Qwen2", {}, True),
-            ("qwen3_qknorm", "Qwen3", {"head_dim": 16}, False)):
-        config_cls = getattr(transformers, family + "Config", None)
-        model_cls = getattr(transformers, family + "ForCausalLM", None)
-        if config_cls is None or model_cls is None:
-            print(f"{family} is not in this transformers: no {name} case")
-            continue
-        yield (name, model_cls, make_config(config_cls, 10000.0, None, **small, **extra),
-               0, positions(7), {"grads": grads})
+    # q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3).
+    yield family("stablelm_partial", "StableLm", dict(small, partial_rotary_factor=0.25))
+    yield family("qwen2_bias", "Qwen2", small)
+    yield family("qwen3_qknorm", "Qwen3", dict(small, head_dim=16))
+    yield from family_cases()
+
+
+def family_cases():
+    """One case for each other family (TINY; MoE layers with 2 experts),
+    each setting what makes its family differ from Llama."""
+    tiny = TINY
+    no_head_dim = {k: v for k, v in tiny.items() if k != "head_dim"}
+    yield family("mixtral_moe", "Mixtral", dict(tiny, num_local_experts=2, num_experts_per_tok=1))
+    yield family("ministral_window", "Ministral", dict(tiny, sliding_window=4))
+    yield family("qwen2_moe", "Qwen2Moe", dict(no_head_dim, num_experts=2, num_experts_per_tok=1,
+                                               moe_intermediate_size=8,
+                                               shared_expert_intermediate_size=8))
+    yield family("starcoder2_bias", "Starcoder2", dict(no_head_dim, use_bias=True))
+    yield family("qwen3_moe", "Qwen3Moe", dict(tiny, num_experts=2, num_experts_per_tok=1,
+                                               moe_intermediate_size=8))
+    yield family("gemma", "Gemma", tiny)
+    yield family("granite_multiplier", "Granite", dict(no_head_dim, attention_multiplier=0.2))
+    yield family("granitemoe", "GraniteMoe", dict(no_head_dim, attention_multiplier=0.2,
+                                                  num_local_experts=2, num_experts_per_tok=1))
+    yield family("granitemoeshared", "GraniteMoeShared",
+                 dict(no_head_dim, attention_multiplier=0.2, num_local_experts=2,
+                      num_experts_per_tok=1, shared_intermediate_size=8))
+    yield family("olmo_clip", "Olmo", dict(no_head_dim, clip_qkv=1.5))
+    yield family("olmo2_norms", "Olmo2", no_head_dim)
+    # layer 0 slides (rope without the yarn scaling), layer 3 is full
+    olmo3_rope = {"full_attention": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 10000.0,
+                                     "original_max_position_embeddings": 16},
+                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    yield family("olmo3_sliding", "Olmo3", dict(no_head_dim, sliding_window=4),
+                 rope=olmo3_rope, freqs=False)
+    yield family("smollm3_nope", "SmolLM3", dict(tiny, num_hidden_layers=2, no_rope_layers=[1, 0]),
+                 layer=1)
+    yield family("cohere_qknorm", "Cohere", dict(no_head_dim, use_qk_norm=True))
+    yield family("glm", "Glm", tiny)
+    yield family("glm4_partial", "Glm4", tiny)
+    yield family("phi_dense", "Phi", dict(no_head_dim, partial_rotary_factor=0.5))
+    yield family("phi3_fused", "Phi3", no_head_dim)
+    yield family("gpt_neox_packed", "GPTNeoX",
+                 dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                      intermediate_size=16, vocab_size=16, max_position_embeddings=64,
+                      rotary_pct=0.5))
+    yield family("falcon_mqa", "Falcon",
+                 dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                      vocab_size=16, max_position_embeddings=64))
+    yield family("falcon_new_arch", "Falcon",
+                 dict(hidden_size=32, num_attention_heads=4, num_kv_heads=2,
+                      new_decoder_architecture=True, num_hidden_layers=1, vocab_size=16,
+                      max_position_embeddings=64))
+    yield family("gptj_interleaved", "GPTJ",
+                 dict(n_embd=32, n_head=4, rotary_dim=4, n_layer=1, n_inner=16, vocab_size=16,
+                      n_positions=64), theta=None)
 
 
 def mask_cases():
@@ -255,42 +433,31 @@ def mask_cases():
     window on every layer, Qwen2's from max_window_layers on, Gemma 2's
     soft-cap and even sliding layers, Gemma 3's sliding layer (local rope),
     gpt-oss's sinks on a sliding and a full layer, Llama 4's chunks of 8."""
-    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                 intermediate_size=32, vocab_size=32, max_position_embeddings=64)
-    specs = (
-        ("mistral_window", "Mistral", dict(num_hidden_layers=1, sliding_window=4), 0,
-         {"grads": True}),
-        ("qwen2_window", "Qwen2", dict(num_hidden_layers=2, use_sliding_window=True,
-                                       sliding_window=4, max_window_layers=1), 1, {}),
-        ("gemma2_softcap_window", "Gemma2", dict(num_hidden_layers=2, head_dim=16,
-                                                 sliding_window=4, query_pre_attn_scalar=16,
-                                                 attn_logit_softcapping=1.0), 0,
-         {"grads": True}),
-        ("gemma2_softcap_full", "Gemma2", dict(num_hidden_layers=2, head_dim=16,
-                                               sliding_window=4, query_pre_attn_scalar=16,
-                                               attn_logit_softcapping=1.0), 1, {}),
-        ("gemma3_window", "Gemma3Text", dict(num_hidden_layers=1, head_dim=16,
-                                             sliding_window=4, query_pre_attn_scalar=16,
-                                             rope_local_base_freq=10000.0), 0,
-         {"freqs": False}),
-        ("gpt_oss_sliding", "GptOss", dict(num_hidden_layers=2, head_dim=16, sliding_window=4,
-                                           num_local_experts=2, num_experts_per_tok=1), 0,
-         {"grads": True}),
-        ("gpt_oss_full", "GptOss", dict(num_hidden_layers=2, head_dim=16, sliding_window=4,
-                                        num_local_experts=2, num_experts_per_tok=1), 1, {}),
-        ("llama4_chunks", "Llama4Text", dict(num_hidden_layers=1, head_dim=16,
-                                             attention_chunk_size=8, num_local_experts=2,
-                                             num_experts_per_tok=1, intermediate_size_mlp=32),
-         0, {"freqs": False, "grads": True}),
-    )
-    for name, family, extra, layer, opts in specs:
-        config_cls = getattr(transformers, family + "Config", None)
-        model_cls = getattr(transformers, family.replace("Text", "") + "ForCausalLM", None)
-        if config_cls is None or model_cls is None:
-            print(f"{family} is not in this transformers: no {name} case")
-            continue
-        yield (name, model_cls, make_config(config_cls, 10000.0, None, **dict(small, **extra)),
-               layer, positions(5), opts)
+    small = TINY
+    gemma3_rope = {"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 50000.0},
+                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    gpt_oss = dict(small, num_hidden_layers=2, sliding_window=4,
+                   num_local_experts=2, num_experts_per_tok=1)
+    gemma2 = dict(small, num_hidden_layers=2, sliding_window=4,
+                  query_pre_attn_scalar=16, attn_logit_softcapping=1.0)
+    yield family("mistral_window", "Mistral", dict(small, num_hidden_layers=1, sliding_window=4))
+    yield family("qwen2_window", "Qwen2", dict(small, num_hidden_layers=2, use_sliding_window=True,
+                                               sliding_window=4, max_window_layers=1), layer=1)
+    yield family("gemma2_softcap_window", "Gemma2", gemma2)
+    yield family("gemma2_softcap_full", "Gemma2", gemma2, layer=1)
+    # layer 0 slides with the local rope, layer 1 is full with the linear one
+    gemma3 = dict(small, num_hidden_layers=2, sliding_window=4,
+                  query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"])
+    yield family("gemma3_window", "Gemma3Text", gemma3, rope=gemma3_rope, freqs=False,
+                 model="Gemma3ForCausalLM")
+    yield family("gemma3_full", "Gemma3Text", gemma3, layer=1, rope=gemma3_rope,
+                 freqs=False, model="Gemma3ForCausalLM")
+    yield family("gpt_oss_sliding", "GptOss", gpt_oss, half_table=True)
+    yield family("gpt_oss_full", "GptOss", gpt_oss, layer=1, half_table=True)
+    yield family("llama4_chunks", "Llama4Text",
+                 dict(small, attention_chunk_size=8, num_local_experts=2,
+                      num_experts_per_tok=1, intermediate_size_mlp=16),
+                 freqs=False, model="Llama4ForCausalLM")
 
 
 def mrope_positions():
@@ -316,18 +483,22 @@ def mrope_positions():
 
 
 def vl_cases():
-    """Issue 22's M-RoPE: the text model of Qwen2-VL (chunked sections,
-    q/k/v biases) and of Qwen3-VL (interleaved sections, q/k norms) on 3-D
-    position_ids.  Qwen2-VL's position_embeddings are per component
-    ([3, B, S, D], put together inside its attention): no freqs tables;
-    Qwen3-VL's are the interleaved [B, S, D] ropeattn freqs writes."""
-    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                 num_hidden_layers=1, intermediate_size=32, vocab_size=32,
-                 max_position_embeddings=64)
+    """Issue 22's M-RoPE: the text model of Qwen2-VL and Qwen2.5-VL (chunked
+    sections, q/k/v biases), Qwen3-VL and Qwen3-VL-MoE (interleaved
+    sections, q/k norms) on 3-D position_ids.  Qwen2-VL's and Qwen2.5-VL's
+    position_embeddings are per component ([3, B, S, D], put together inside
+    its attention): no freqs tables; Qwen3-VL's are the interleaved
+    [B, S, D] ropeattn freqs writes."""
+    small = {k: v for k, v in TINY.items() if k != "head_dim"}  # head_dim 8: sections of 4
     specs = (
-        ("qwen2_vl_mrope", "Qwen2VL", {"mrope_section": [2, 3, 3]}, {}, {"freqs": False}),
-        ("qwen3_vl_mrope", "Qwen3VL", {"mrope_section": [3, 3, 2], "mrope_interleaved": True},
-         {"head_dim": 16, "attention_bias": False}, {}),
+        ("qwen2_vl_mrope", "Qwen2VL", {"mrope_section": [2, 1, 1]}, {}, {"freqs": False}),
+        ("qwen2_5_vl_mrope", "Qwen2_5_VL", {"mrope_section": [1, 2, 1]}, {}, {"freqs": False}),
+        ("qwen3_vl_mrope", "Qwen3VL", {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
+         {"head_dim": 8, "attention_bias": False}, {}),
+        ("qwen3_vl_moe_mrope", "Qwen3VLMoe",
+         {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
+         {"head_dim": 8, "attention_bias": False, "num_experts": 2, "num_experts_per_tok": 1,
+          "moe_intermediate_size": 8}, {}),
     )
     for name, family, rope, extra, opts in specs:
         config_cls = getattr(transformers, family + "TextConfig", None)
@@ -337,21 +508,23 @@ def vl_cases():
             continue
         config = make_config(config_cls, 10000.0, dict(rope, rope_type="default"),
                              **dict(small, **extra))
-        yield (name, model_cls, config, 0, mrope_positions(), dict(opts, grads=True))
+        yield (name, model_cls, config, 0, mrope_positions(), opts)
 
 
 def mla_cases():
     """Latent attention (DeepSeek-V2-Lite's shape: q_proj; V3's: q_a_proj ..
-    q_b_proj, attention_bias; V3 with rope_interleave false, BF16 weights),
+    q_b_proj, attention_bias; V3 with rope_interleave false, BF16 weights;
+    Kimi K2: V3 saved with model_type kimi_k2, as its checkpoints' remote
+    config names it, and yarn as its config.json has it),
     yarn with mscale / mscale_all_dim where the class applies it to the
     softmax scale.  transformers' DeepseekV2Attention does so since its PR
     #47435; an older one gets a V2 case without mscale_all_dim (its
     reference would otherwise be the scale DeepSeek's code does not use)."""
-    small = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16,
-                 qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12, intermediate_size=32,
-                 moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+    small = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                 qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, intermediate_size=16,
+                 moe_intermediate_size=8, n_routed_experts=2, num_experts_per_tok=1,
                  n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
-                 vocab_size=32, max_position_embeddings=64)
+                 vocab_size=16, max_position_embeddings=64, pad_token_id=0)
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
             "beta_fast": 32.0, "beta_slow": 1.0}
     v2_scaled = False
@@ -363,12 +536,15 @@ def mla_cases():
     v2_rope = dict(yarn, mscale=0.707, mscale_all_dim=0.707) if v2_scaled else dict(yarn)
     specs = (
         ("deepseek_v2_lite", "DeepseekV2", v2_rope, dict(num_hidden_layers=2, q_lora_rank=None),
-         1, {"grads": True, "freqs": False}),
+         1, {"freqs": False}),
         ("deepseek_v3", "DeepseekV3", dict(yarn, mscale=1.0, mscale_all_dim=1.0),
-         dict(num_hidden_layers=1, q_lora_rank=24, attention_bias=True), 0, {"grads": True}),
+         dict(num_hidden_layers=1, q_lora_rank=12, attention_bias=True), 0, {}),
         ("deepseek_v3_half_bf16", "DeepseekV3", None,
-         dict(num_hidden_layers=1, q_lora_rank=24, rope_interleave=False), 0,
+         dict(num_hidden_layers=1, q_lora_rank=12, rope_interleave=False), 0,
          {"dtype": torch.bfloat16}),
+        ("kimi_k2", "DeepseekV3", dict(yarn, factor=8.0, mscale=1.0, mscale_all_dim=1.0,
+                                       beta_fast=1.0),
+         dict(num_hidden_layers=1, q_lora_rank=12), 0, {"model_type": "kimi_k2"}),
     )
     for name, family, rope, extra, layer, opts in specs:
         config_cls = getattr(transformers, family + "Config", None)
@@ -386,9 +562,11 @@ def main():
     out_dir = sys.argv[1]
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     torch.set_num_threads(1)
+    transformers.utils.logging.disable_progress_bar()
     failed = 0
-    for seed, (name, model_cls, config, layer, pos, opts) in enumerate(
-            list(cases()) + list(mask_cases()) + list(vl_cases()) + list(mla_cases())):
+    specs = [c for c in list(cases()) + list(mask_cases()) + list(vl_cases()) + list(mla_cases())
+             if c is not None]
+    for seed, (name, model_cls, config, layer, pos, opts) in enumerate(specs):
         try:
             write_case(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
         except Exception as e:  # report every case, then fail

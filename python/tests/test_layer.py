@@ -67,8 +67,9 @@ def test_cases_found():
 def test_forward(name):
     layer, x, pos, y = build(name)
     assert rel(layer(x, positions=pos), y) < 1e-5
-    # [S, dim]: batch 1, positions [S]
-    assert rel(layer(x[1], positions=pos[1]), y[1]) < 1e-5
+    # [S, dim]: batch 1, positions [S] (M-RoPE's [3, B, S]: [3, S])
+    row = pos[:, 1] if pos.ndim == 3 else pos[1]
+    assert rel(layer(x[1], positions=row), y[1]) < 1e-5
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "float8_e4m3fn"])
@@ -79,10 +80,10 @@ def test_prefill_then_decode(name, dtype):
     b, s = x.shape[:2]
     p = max(1, s // 2)
     cache = ropeattn.KVCache(layer, batch=b, capacity=s, dtype=dtype)
-    ys = [layer(x[:, :p], positions=pos[:, :p], cache=cache)]
+    ys = [layer(x[:, :p], positions=pos[..., :p], cache=cache)]
     assert len(cache) == p
     for t in range(p, s):
-        ys.append(layer(x[:, t:t + 1], positions=pos[:, t:t + 1], cache=cache))
+        ys.append(layer(x[:, t:t + 1], positions=pos[..., t:t + 1], cache=cache))
     assert len(cache) == s and cache.length(b - 1) == s
     assert rel(np.concatenate(ys, axis=1), y) < TOL[dtype]
     cache.reset()

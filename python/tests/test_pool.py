@@ -24,10 +24,10 @@ def serve(layer, pool, x, pos, firsts):
         n_new = [min(firsts[i] if done[i] == 0 else 1, s - done[i]) for i in range(b)][::-1]
         width = max(n_new)
         xs = np.zeros((b, width, dim), np.float32)
-        ps = np.zeros((b, width), np.int64)
+        ps = np.zeros(pos.shape[:-2] + (b, width), np.int64)  # M-RoPE's: [3, B, width]
         for r, i in enumerate(reversed(range(b))):
             xs[r, :n_new[r]] = x[i, done[i]:done[i] + n_new[r]]
-            ps[r, :n_new[r]] = pos[i, done[i]:done[i] + n_new[r]]
+            ps[..., r, :n_new[r]] = pos[..., i, done[i]:done[i] + n_new[r]]
         ys = layer(xs, positions=ps, pool=pool, ids=ids[::-1], n_new=n_new)
         for r, i in enumerate(reversed(range(b))):
             assert not ys[r, n_new[r]:].any()
@@ -41,6 +41,10 @@ def serve(layer, pool, x, pos, firsts):
 def test_serving_matches_transformers(name):
     layer, x, pos, y = build(name, **fixed_length(name))
     s = x.shape[1]
+    if layer.config.get("kv_lora_rank"):  # latent attention: no paged pool
+        with pytest.raises(ropeattn.UnsupportedError, match="latent"):
+            ropeattn.KVPool(layer, n_pages=64, page_size=3)
+        return
     pool = ropeattn.KVPool(layer, n_pages=64, page_size=3)
     firsts = [max(1, s // 2 - i) for i in range(x.shape[0])]
     assert rel(serve(layer, pool, x, pos, firsts), y) < TOL["float32"]

@@ -362,7 +362,8 @@ python:
 # tests/fixtures (Debian's python3), and tests/hf where .venv-hf exists
 # (scripts/setup-hf-venv.sh: transformers and torch as tests/hf/requirements.txt
 # pins them); `make hf-fixtures` remakes tests/hf alone, afresh.
-HF_PYTHON = .venv-hf/bin/python
+HF_VENV ?= .venv-hf
+HF_PYTHON = $(HF_VENV)/bin/python
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 	@if [ -x $(HF_PYTHON) ]; then $(MAKE) --no-print-directory hf-fixtures; \
@@ -374,9 +375,24 @@ hf-fixtures:
 	find tests/hf -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 	cp -r $(BUILD)/hf-fixtures/. tests/hf/
 
+# The end-to-end suite inside transformers (tests/hf_e2e): tiny models of
+# every family built by transformers, run with attn_implementation="ropeattn"
+# against "eager" and "sdpa", and the CLI against their layers.  It runs under
+# the venv of scripts/setup-hf-venv.sh (HF_VENV), with this checkout's package
+# installed for it into $(HF_E2E_PY) (the venv itself is left as it is).
+HF_E2E_PY = $(BUILD)/hf-e2e-python
+hf-e2e: $(BUILD)/ropeattn
+	@[ -x $(HF_VENV)/bin/python ] || { echo "hf-e2e: no venv at $(HF_VENV): make it with" \
+	  "bash scripts/setup-hf-venv.sh (or name one: make hf-e2e HF_VENV=DIR)"; exit 1; }
+	rm -rf $(HF_E2E_PY)
+	$(HF_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+	  --target $(HF_E2E_PY) ./python
+	PYTHONPATH=$(abspath $(HF_E2E_PY)) RA_CLI=$(abspath $(BUILD)/ropeattn) \
+	  $(HF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/hf_e2e
+
 clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -28,6 +28,7 @@ shows (a module's is_causal, another mask, position_bias) is refused at
 the first forward.
 """
 import functools
+import sys
 
 import torch
 from transformers import AttentionInterface, PreTrainedModel
@@ -66,6 +67,19 @@ def check_config(config):
             check_config(sub)
 
 
+def check_model(model):
+    """check_config(model.config), and UnsupportedError when model's
+    modeling code picks its attention classes by name (Falcon, GPT-J)
+    instead of calling transformers' AttentionInterface: such code would
+    never reach the backend (it raises KeyError: 'ropeattn')."""
+    module = sys.modules.get(type(model).__module__)
+    if not hasattr(module, "ALL_ATTENTION_FUNCTIONS"):
+        raise UnsupportedError(f'attn_implementation="{NAME}": {type(model).__name__}\'s '
+                               f"attention does not go through transformers' "
+                               f"AttentionInterface (its code picks an attention class by name)")
+    check_config(model.config)
+
+
 def _checked(check):
     """PreTrainedModel._check_and_adjust_attn_implementation, which
     transformers calls when a model is built and when its implementation
@@ -74,7 +88,7 @@ def _checked(check):
     def wrapper(self, *args, **kwargs):
         implementation = check(self, *args, **kwargs)
         if implementation == NAME:
-            check_config(self.config)
+            check_model(self)
         return implementation
     wrapper.ropeattn_checks = True
     return wrapper
@@ -243,4 +257,4 @@ def register(context=None):
 
 register()
 
-__all__ = ["Mask", "check_config", "mask", "register"]
+__all__ = ["Mask", "check_config", "check_model", "mask", "register"]

@@ -26,10 +26,6 @@ SLIDING_FULL = ["sliding_attention", "full_attention"]
 WINDOW = 8
 MOE = dict(num_local_experts=4, num_experts_per_tok=2)
 
-# Known bugs (Family.xfail)
-NO_INTERFACE = ("the backend lets transformers build the model, whose {} attention class lookup "
-                "then raises KeyError: 'ropeattn' instead of an UnsupportedError naming it")
-
 
 @dataclass
 class Family:
@@ -144,12 +140,12 @@ FAMILIES = [
     # transformers' Falcon and GPT-J pick an attention class by name, not
     # through AttentionInterface: the backend cannot run them
     Family("falcon", "falcon", dict(head_dim=None, num_key_value_heads=None),
-           refuses="Falcon", xfail={"test_refused_at_load": NO_INTERFACE.format("Falcon")}),
+           refuses="Falcon"),
     Family("falcon_gqa", "falcon", dict(new_decoder_architecture=True, num_kv_heads=2,
                                         head_dim=None, num_key_value_heads=None),
-           refuses="Falcon", xfail={"test_refused_at_load": NO_INTERFACE.format("Falcon")}),
+           refuses="Falcon"),
     Family("gptj", "gptj", dict(rotary_dim=8, head_dim=None, num_key_value_heads=None),
-           refuses="GPTJ", xfail={"test_refused_at_load": NO_INTERFACE.format("GPT-J")}),
+           refuses="GPTJ"),
 ]
 
 

@@ -453,3 +453,25 @@ def test_shape_bhsd():
     assert all(torch.equal(a, b) for a, b in zip(g, g2))
     with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
         rt.attention(q, k, v)
+
+
+def test_drop_in_a_4d_mask_wins_over_sliding_window():
+    """A 4-D mask passed by the caller is what transformers' eager and sdpa
+    paths apply, sliding_window or not (a sliding layer of Mistral given
+    the full causal mask sees every earlier key): the window applied
+    instead gave other numbers with no error.  A mask that is the
+    windowed causal one gives the window; boolean masks are read as
+    sdpa's (True: seen)."""
+    q, k, v = randn(2, 4, 8, 16), randn(2, 2, 8, 16), randn(2, 2, 8, 16)
+    module = torch.nn.Module().eval()
+    i, j = torch.arange(8)[:, None], torch.arange(8)[None, :]
+    wide = ref_attention(*(t.transpose(1, 2).double() for t in (q, k, v)), scale=0.25)
+    narrow = ref_attention(*(t.transpose(1, 2).double() for t in (q, k, v)), window=3,
+                           scale=0.25)
+    for seen, want in (((j <= i), wide), ((j <= i) & (j > i - 3), narrow)):
+        for mask in (seen[None, None], torch.zeros(8, 8).masked_fill(~seen, -math.inf)[None, None],
+                     torch.zeros(2, 1, 8, 8).masked_fill(~seen, torch.finfo(torch.float32).min)):
+            out, _ = rt.eager_attention_forward(module, q, k, v, mask, scaling=0.25,
+                                                sliding_window=3)
+            assert close(out, want, 1e-5)
+

@@ -1,0 +1,80 @@
+"""Hostile uses of attn_implementation="ropeattn" (ropeattn.transformers)
+that gave other numbers than transformers' "eager" and "sdpa" with no
+error, or failed without naming the feature: each fails on the code before
+its fix.  Tiny random models built by transformers.  Needs the
+transformers venv (scripts/setup-hf-venv.sh), with the package installed
+where its python finds it:
+
+    .venv-hf/bin/python -m pytest -q tests/hf_e2e/test_attack.py
+"""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+import ropeattn  # noqa: E402
+import ropeattn.transformers  # noqa: E402,F401  (registers "ropeattn")
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+torch.set_num_threads(2)
+VOCAB = 97
+SMALL = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+             pad_token_id=0, eos_token_id=None, bos_token_id=None)
+# family: (config class, fields beyond SMALL); windows of 4 below the tests' lengths
+FAMILIES = {
+    "llama": ("LlamaConfig", dict(head_dim=16)),
+    "mistral": ("MistralConfig", dict(head_dim=16, sliding_window=4)),
+    "qwen2": ("Qwen2Config", dict(head_dim=16, use_sliding_window=True, sliding_window=4,
+                                  max_window_layers=1)),
+    "gemma2": ("Gemma2Config", dict(head_dim=16, sliding_window=4, attn_logit_softcapping=5.0,
+                                    query_pre_attn_scalar=16)),
+}
+
+
+def build(name, **extra):
+    """A tiny random model of the family (eval mode, eager)."""
+    config_class, fields = FAMILIES[name]
+    config = getattr(transformers, config_class)(**{**SMALL, **fields, **extra})
+    torch.manual_seed(40)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape))
+    return model.eval()
+
+
+def as_impl(model, impl):
+    other = copy.deepcopy(model)
+    other.set_attn_implementation(impl)
+    return other
+
+
+def ids(batch, length, seed=1):
+    return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def close(got, want, rel=1e-4):
+    got, want = got.double(), want.double()
+    return float((got - want).abs().max()) <= rel * float(want.abs().max())
+
+
+@pytest.mark.parametrize("name", ["mistral", "gemma2"])
+def test_a_4d_mask_of_the_caller_on_sliding_layers(name):
+    """A 4-D causal mask passed by the caller reaches every layer as it is:
+    eager and sdpa let a sliding layer see every earlier key; the window
+    was applied instead (relative error 1.1 for Mistral, 0.24 for Gemma 2)."""
+    eager = build(name)
+    ropeattn_model = as_impl(eager, "ropeattn")
+    x = ids(2, 10)
+    i, j = torch.arange(10)[:, None], torch.arange(10)[None, :]
+    additive = torch.zeros(2, 1, 10, 10).masked_fill(j > i, torch.finfo(torch.float32).min)
+    with torch.no_grad():
+        got = ropeattn_model(x, attention_mask=additive).logits
+        assert close(got, eager(x, attention_mask=additive).logits)
+        if name == "mistral":  # sdpa reads a boolean mask (gemma2's softcap: eager only)
+            seen = (j <= i).expand(2, 1, 10, 10)
+            want = as_impl(eager, "sdpa")(x, attention_mask=seen).logits
+            assert close(ropeattn_model(x, attention_mask=seen).logits, want)
+

@@ -455,6 +455,15 @@ _REFUSED_KWARGS = {
     "encoder_hidden_states": "cross attention",
 }
 
+# keywords transformers passes that change nothing here: what the masks
+# carry (position_ids, read by a Mask; flash attention's packing, which its
+# eager path ignores too), and its bookkeeping.  Any other keyword holding
+# a value is refused: it may change the result (sparse attention's key
+# indices, another form of sinks).
+_KNOWN_KWARGS = {"position_ids", "is_causal", "use_cache", "output_hidden_states",
+                 "output_router_logits", "num_items_in_batch", "cu_seq_lens_q",
+                 "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx", *_REFUSED_KWARGS}
+
 
 
 def _check_call(module, query, key, value, kwargs):
@@ -465,6 +474,10 @@ def _check_call(module, query, key, value, kwargs):
     for name, feature in _REFUSED_KWARGS.items():
         if kwargs.get(name) not in (None, False):
             raise UnsupportedError(f"{name}: {feature} is not supported by ropeattn")
+    for name in sorted(kwargs.keys() - _KNOWN_KWARGS):
+        if kwargs[name] is not None:
+            raise UnsupportedError(f"{name}: an argument ropeattn does not know, which may "
+                                   f"change the result (e.g. sparse attention's key indices)")
     if key.shape[-1] != query.shape[-1] or value.shape[-1] > query.shape[-1]:
         raise UnsupportedError(f"head_dim: query {query.shape[-1]}, key {key.shape[-1]}, "
                                f"value {value.shape[-1]}: ropeattn needs one for q and k, "
@@ -496,8 +509,10 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     (padding, caches, sliding windows, chunks, packed sequences, each
     checked against transformers' own mask).  Anything else raises
     UnsupportedError naming it: another mask, is_causal False,
-    output_attentions, position_bias, cross attention.  context: a
-    ropeattn.Context, or None (torch.get_num_threads() threads)."""
+    output_attentions, position_bias, cross attention, and a keyword
+    argument it does not know holding anything but None (sparse
+    attention's indices, block_indices).  context: a ropeattn.Context, or
+    None (torch.get_num_threads() threads)."""
     _check_call(module, query, key, value, kwargs)
     b, sq, sk = query.shape[0], query.shape[2], key.shape[2]
     if isinstance(attention_mask, torch.Tensor):

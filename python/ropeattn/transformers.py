@@ -21,11 +21,12 @@ entries go into transformers' registries under "ropeattn":
     of padding queries are 0, as transformers' flash paths give them (its
     sdpa path gives 0 to left padding; its eager path a mean of v).
 A model whose config asks for what the library lacks (is_causal False,
-bidirectional attention, cross attention, ALiBi, output_attentions) is
+bidirectional attention, cross attention, ALiBi, output_attentions, a
+sparse-attention indexer) is
 refused when the model is built with attn_implementation="ropeattn" (or
 set to it: set_attn_implementation), naming the feature; what only a call
-shows (a module's is_causal, another mask, position_bias) is refused at
-the first forward.
+shows (a module's is_causal, another mask, position_bias, a keyword
+argument the function does not know) is refused at the first forward.
 """
 import functools
 
@@ -50,15 +51,24 @@ _REFUSED_CONFIG = (
                                 "weights)"),
 )
 
+# config attributes refused whatever their value: (attribute, the feature's name)
+_REFUSED_FIELDS = (
+    ("index_n_heads", "index_n_heads (a sparse-attention indexer selecting each query's keys: "
+                      "DeepSeek V3.2, MiniMax M3)"),
+)
+
 
 def check_config(config):
     """Raises UnsupportedError naming the first feature of config (a
     transformers PretrainedConfig, its sub-configs included) that the
     backend cannot run as transformers does."""
-    for attribute, refused, feature in _REFUSED_CONFIG:
-        if getattr(config, attribute, None) is refused:
-            raise UnsupportedError(f'attn_implementation="{NAME}": {feature} is not supported '
-                                   f"({type(config).__name__})")
+    refused = [feature for attribute, value, feature in _REFUSED_CONFIG
+               if getattr(config, attribute, None) is value]
+    refused += [feature for attribute, feature in _REFUSED_FIELDS
+                if getattr(config, attribute, None) is not None]
+    if refused:
+        raise UnsupportedError(f'attn_implementation="{NAME}": {refused[0]} is not supported '
+                               f"({type(config).__name__})")
     for key in getattr(config, "sub_configs", {}):
         sub = getattr(config, key, None)
         if sub is not None:

@@ -475,3 +475,22 @@ def test_drop_in_a_4d_mask_wins_over_sliding_window():
                                                 sliding_window=3)
             assert close(out, want, 1e-5)
 
+
+
+def test_drop_in_refuses_what_it_does_not_know():
+    """Keyword arguments the function does not know, holding a value, are
+    refused by name (MiniMax M3's block_indices and DeepSeek V3.2's
+    indices select keys for sparse attention: swallowed, the attention was
+    dense, with no error); None and transformers' bookkeeping pass."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    for name in ("indices", "block_indices", "sinks", "head_mask"):
+        with pytest.raises(ropeattn.UnsupportedError, match=name):
+            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3,
+                                       **{name: torch.zeros(1, 6, 2, dtype=torch.int32)})
+    want, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.3)
+    out, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, indices=None,
+                                        position_ids=torch.arange(6)[None], use_cache=True,
+                                        output_attentions=False, output_router_logits=False,
+                                        cu_seq_lens_q=None, is_causal=True)
+    assert torch.equal(out, want)

@@ -78,3 +78,29 @@ def test_a_4d_mask_of_the_caller_on_sliding_layers(name):
             want = as_impl(eager, "sdpa")(x, attention_mask=seen).logits
             assert close(ropeattn_model(x, attention_mask=seen).logits, want)
 
+
+
+def test_sparse_attention_refused_at_load():
+    """DeepSeek V3.2's and MiniMax M3's indexers select each query's keys:
+    under "ropeattn" transformers hands the selection to the attention
+    function (indices=, block_indices=), which ran dense attention (MiniMax
+    M3: logits off by 1.4 relative, no error) or failed on the mask's type
+    (DeepSeek V3.2: TypeError 'Mask' object is not subscriptable)."""
+    small = {k: v for k, v in SMALL.items()}
+    configs = (
+        transformers.DeepseekV32Config(**small, kv_lora_rank=16, q_lora_rank=24,
+                                       qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12,
+                                       head_dim=24, n_routed_experts=4, num_experts_per_tok=2,
+                                       first_k_dense_replace=1, moe_intermediate_size=32,
+                                       n_group=1, topk_group=1, index_topk=4,
+                                       index_head_dim=16, index_n_heads=2),
+        transformers.MiniMaxM3VLTextConfig(**small, head_dim=16, num_local_experts=2,
+                                           num_experts_per_tok=1, dense_intermediate_size=96,
+                                           shared_intermediate_size=32, rotary_dim=8,
+                                           index_n_heads=2, index_head_dim=16,
+                                           index_block_size=2, index_topk_blocks=2,
+                                           layer_types=["minimax_m3_sparse"] * 2),
+    )
+    for config in configs:
+        with pytest.raises(ropeattn.UnsupportedError, match="index_n_heads"):
+            AutoModelForCausalLM.from_config(config, attn_implementation="ropeattn")

@@ -515,6 +515,7 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     None (torch.get_num_threads() threads)."""
     _check_call(module, query, key, value, kwargs)
     b, sq, sk = query.shape[0], query.shape[2], key.shape[2]
+    attention_mask = getattr(attention_mask, "ropeattn_mask", attention_mask)
     if isinstance(attention_mask, torch.Tensor):
         attention_mask = _tensor_mask(attention_mask, b, sq, sk)
     if attention_mask is None:

@@ -10,11 +10,11 @@ entries go into transformers' registries under "ropeattn":
     each attention layer's core (q, k, v after RoPE and the cache) through
     the library, forward and backward, on CPU tensors (float32, float16,
     bfloat16; output in query's dtype).
-  - AttentionMaskInterface: mask(), which hands every layer a Mask instead
-    of a 4-D tensor: where the call's queries and keys sit in the sequence
-    (the cache's offsets: a sliding-window layer's cache holds only its last
-    tokens), the 2-D padding mask, and transformers' own boolean mask for
-    the call (sdpa_mask's).  Each layer call finds the library's masks
+  - AttentionMaskInterface: mask(), which hands every layer transformers'
+    own boolean mask for the call (sdpa_mask's, [B, 1, Sq, Sk]) carrying a
+    Mask (.ropeattn_mask): where the call's queries and keys sit in the
+    sequence (the cache's offsets: a sliding-window layer's cache holds
+    only its last tokens) and the 2-D padding mask.  Each layer call finds the library's masks
     (causal, window, chunk, padding, documents from position_ids'
     restarts) that equal transformers' mask on every real query row, and
     raises UnsupportedError naming the difference when none does.  Rows
@@ -91,16 +91,22 @@ def _checked(check):
 
 def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=None,
          attention_mask=None, local_size=None, use_vmap=False, device="cpu", **kwargs):
-    """The AttentionMaskInterface function of "ropeattn": a Mask holding the
-    call's geometry and transformers' boolean mask for it (sdpa_mask's, never
-    skipped)."""
+    """The AttentionMaskInterface function of "ropeattn": transformers'
+    boolean mask for the call (sdpa_mask's, never skipped; contiguous
+    [B, 1, Sq, Sk]) carrying, as .ropeattn_mask, a Mask of the call's
+    geometry.  A tensor, as transformers expects: generate() makes the
+    mask of a static cache before the forward, which passes a 4-D tensor
+    on as it is (a Mask alone raised AttributeError there)."""
     allowed = sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length,
                         q_offset=q_offset, kv_offset=kv_offset, mask_function=mask_function,
                         attention_mask=attention_mask, local_size=local_size,
                         allow_is_causal_skip=False, use_vmap=use_vmap, device=device)
-    allowed = allowed.expand(batch_size, 1, q_length, kv_length).cpu()
+    allowed = allowed.expand(batch_size, 1, q_length, kv_length).cpu().contiguous()
     padding = None if attention_mask is None else attention_mask.cpu()
-    return Mask(int(q_offset), int(kv_offset), int(kv_length), padding, local_size, allowed)
+    shown = allowed.view(allowed.shape)  # another object: the Mask holds allowed, no cycle
+    shown.ropeattn_mask = Mask(int(q_offset), int(kv_offset), int(kv_length), padding,
+                               local_size, allowed)
+    return shown
 
 
 def register(context=None):

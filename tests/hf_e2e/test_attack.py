@@ -79,6 +79,23 @@ def test_a_4d_mask_of_the_caller_on_sliding_layers(name):
             assert close(ropeattn_model(x, attention_mask=seen).logits, want)
 
 
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_static_cache_generate(name):
+    """generate() with cache_implementation="static" (the mask is made
+    before the forward, then passed as a 4-D mask): the same tokens as
+    eager's, a left-padded batch included (it raised AttributeError:
+    'Mask' object has no attribute 'contiguous')."""
+    eager = build(name)
+    ropeattn_model = as_impl(eager, "ropeattn")
+    x = ids(2, 10, seed=2)
+    mask = torch.ones_like(x)
+    mask[0, :3] = 0
+    for kwargs in (dict(input_ids=x[:1]), dict(input_ids=x, attention_mask=mask)):
+        got, want = (m.generate(**kwargs, max_new_tokens=12, do_sample=False,
+                                cache_implementation="static")
+                     for m in (ropeattn_model, eager))
+        assert torch.equal(got, want)
+
 
 def test_sparse_attention_refused_at_load():
     """DeepSeek V3.2's and MiniMax M3's indexers select each query's keys:

@@ -234,13 +234,25 @@ class RotaryEmbeddingModule(torch.nn.Module):
         cos, sin = self.rope.cos_sin(positions)
         cos = torch.from_numpy(cos).to(x.dtype)
         sin = torch.from_numpy(sin).to(x.dtype)
-        cos.ropeattn_positions = sin.ropeattn_positions = (self.rope, positions)
+        # the versions: a table changed in place afterwards is no longer the rope's
+        cos.ropeattn_positions = sin.ropeattn_positions = (self.rope, positions, cos._version,
+                                                           sin._version)
         return cos, sin
 
 
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def _marked(cos, sin):
+    """(rope, positions) of tables made together by RotaryEmbeddingModule
+    and unchanged since; None for any other tables."""
+    marked = getattr(cos, "ropeattn_positions", None)
+    if marked is None or getattr(sin, "ropeattn_positions", None) is not marked or \
+            (cos._version, sin._version) != marked[2:]:
+        return None
+    return marked[:2]
 
 
 def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, context=None):
@@ -250,9 +262,10 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, con
     k are rotated by the library at those positions (strided views,
     autograd through RoPE's backward; positions [1, S] serve every batch
     row); other tables are applied as transformers does, q * cos +
-    rotate_half(q) * sin, in PyTorch.  position_ids: ignored, as by
+    rotate_half(q) * sin, in PyTorch (tables changed in place, or a cos and
+    sin not made together, included).  position_ids: ignored, as by
     transformers (the tables carry the positions)."""
-    marked = getattr(cos, "ropeattn_positions", None)
+    marked = _marked(cos, sin)
     if marked is None:
         cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin

@@ -494,3 +494,24 @@ def test_drop_in_refuses_what_it_does_not_know():
                                         output_attentions=False, output_router_logits=False,
                                         cu_seq_lens_q=None, is_causal=True)
     assert torch.equal(out, want)
+
+
+def test_drop_in_rotary_tables_changed_or_mixed():
+    """Tables changed in place after RotaryEmbeddingModule made them (cos *=
+    2), or a sin that is not the module's beside its cos, are applied as
+    transformers applies them: the library rotated by the marked positions,
+    ignoring the change (0.5 relative off, no error)."""
+    rope = ropeattn.RotaryEmbedding(8, theta=10000.0)
+    module = rt.RotaryEmbeddingModule(rope)
+    q, k = randn(2, 4, 5, 8), randn(2, 2, 5, 8)
+    pos = torch.arange(3, 8)[None]
+
+    def formula(cos, sin):
+        cos, sin = cos.unsqueeze(1).double(), sin.unsqueeze(1).double()
+        return [x.double() * cos + rt._rotate_half(x.double()) * sin for x in (q, k)]
+    cos, sin = module(q, pos)
+    cos.mul_(2.0)
+    for tables in ((cos, sin), module(q, pos)[:1] + (sin,), (module(q, pos)[0], sin.clone())):
+        got = rt.apply_rotary_pos_emb(q, k, *tables)
+        for g, w in zip(got, formula(*tables)):
+            assert close(g, w, 1e-6)

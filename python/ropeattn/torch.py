@@ -482,8 +482,12 @@ _KNOWN_KWARGS = {"position_ids", "is_causal", "use_cache", "output_hidden_states
 def _check_call(module, query, key, value, kwargs):
     """Refuses what the library would not compute as transformers does,
     naming it."""
-    if kwargs.get("is_causal", getattr(module, "is_causal", True)) is False:
-        raise UnsupportedError("is_causal=False: bidirectional attention is not in ropeattn")
+    is_causal = kwargs.get("is_causal")
+    if is_causal is None:  # the module's, as transformers' sdpa path reads it
+        is_causal = getattr(module, "is_causal", True)
+    if not is_causal:
+        raise UnsupportedError(f"is_causal={is_causal!r}: bidirectional attention is not in "
+                               f"ropeattn")
     for name, feature in _REFUSED_KWARGS.items():
         if kwargs.get(name) not in (None, False):
             raise UnsupportedError(f"{name}: {feature} is not supported by ropeattn")

@@ -515,3 +515,19 @@ def test_drop_in_rotary_tables_changed_or_mixed():
         got = rt.apply_rotary_pos_emb(q, k, *tables)
         for g, w in zip(got, formula(*tables)):
             assert close(g, w, 1e-6)
+
+
+def test_drop_in_is_causal_none_defers_to_the_module():
+    """is_causal=None means the module's is_causal, as in transformers'
+    sdpa path: a bidirectional module (is_causal False) called with
+    is_causal=None ran causal attention, with no error."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    module.is_causal = False
+    for kw in (dict(), dict(is_causal=None), dict(is_causal=0)):
+        with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
+            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, **kw)
+    module.is_causal = True
+    with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
+        rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=False)
+    rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=None)

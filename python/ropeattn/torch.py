@@ -439,6 +439,9 @@ def _tensor_mask(attention_mask, b, sq, sk):
         raise UnsupportedError(f"attention_mask: a {tuple(attention_mask.shape)} mask for "
                                f"{b} rows, {sq} queries and {sk} keys: expected "
                                f"({b}, 1, {sq}, {sk})")
+    if attention_mask.dtype != torch.bool and not attention_mask.is_floating_point():
+        raise UnsupportedError(f"attention_mask: a {attention_mask.dtype} mask: expected "
+                               f"boolean (True: seen) or additive floating point")
     seen = attention_mask
     if attention_mask.dtype != torch.bool:
         seen = attention_mask == 0

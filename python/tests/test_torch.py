@@ -531,3 +531,19 @@ def test_drop_in_is_causal_none_defers_to_the_module():
     with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
         rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=False)
     rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=None)
+
+
+def test_drop_in_4d_masks_refused():
+    """4-D masks the library does not form are refused by name: an integer
+    mask (neither sdpa's boolean nor eager's additive: TypeError from
+    torch.finfo before), a bias, a mask per head, a padding key."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    causal = torch.zeros(1, 1, 6, 6).masked_fill(j > i, -math.inf)
+    padded = causal.clone()
+    padded[..., 0] = -math.inf
+    for mask in ((j <= i).long()[None, None], causal + 0.5 * (j <= i),
+                 causal.expand(1, 4, 6, 6), padded):
+        with pytest.raises(ropeattn.UnsupportedError, match="attention_mask"):
+            rt.eager_attention_forward(module, q, k, v, mask, scaling=0.3)

@@ -234,13 +234,25 @@ class RotaryEmbeddingModule(torch.nn.Module):
         cos, sin = self.rope.cos_sin(positions)
         cos = torch.from_numpy(cos).to(x.dtype)
         sin = torch.from_numpy(sin).to(x.dtype)
-        cos.ropeattn_positions = sin.ropeattn_positions = (self.rope, positions)
+        # the versions: a table changed in place afterwards is no longer the rope's
+        cos.ropeattn_positions = sin.ropeattn_positions = (self.rope, positions, cos._version,
+                                                           sin._version)
         return cos, sin
 
 
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def _marked(cos, sin):
+    """(rope, positions) of tables made together by RotaryEmbeddingModule
+    and unchanged since; None for any other tables."""
+    marked = getattr(cos, "ropeattn_positions", None)
+    if marked is None or getattr(sin, "ropeattn_positions", None) is not marked or \
+            (cos._version, sin._version) != marked[2:]:
+        return None
+    return marked[:2]
 
 
 def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, context=None):
@@ -250,9 +262,10 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, con
     k are rotated by the library at those positions (strided views,
     autograd through RoPE's backward; positions [1, S] serve every batch
     row); other tables are applied as transformers does, q * cos +
-    rotate_half(q) * sin, in PyTorch.  position_ids: ignored, as by
+    rotate_half(q) * sin, in PyTorch (tables changed in place, or a cos and
+    sin not made together, included).  position_ids: ignored, as by
     transformers (the tables carry the positions)."""
-    marked = getattr(cos, "ropeattn_positions", None)
+    marked = _marked(cos, sin)
     if marked is None:
         cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
@@ -283,30 +296,168 @@ class Block(typing.NamedTuple):
     cu_seqlens: typing.Optional[np.ndarray] = None
 
 
-def _is_causal(mask, sq, sk):
-    """Whether a 4-D tensor mask [B, 1, S, S] is the plain causal one:
-    boolean True where j <= i, or additive 0 there and below -1e30
-    elsewhere."""
-    if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[-2:] != (sq, sk) or sq != sk:
-        return False
-    future = torch.ones(sq, sk, dtype=torch.bool).triu(1)
-    if mask.dtype == torch.bool:
-        return bool(mask[..., ~future].all() and not mask[..., future].any())
-    return bool((mask[..., ~future] == 0).all() and (mask[..., future] < -1e30).all())
+class Mask:
+    """The mask of one create_*_mask call under "ropeattn", for every layer
+    that receives it: the positions of the call's first query (q_offset) and
+    key (kv_offset, past a sliding-window cache's evicted tokens), kv_length,
+    the 2-D padding mask (bool [B, >= kv_offset + kv_length] or None), the
+    local size transformers gave (a sliding window or chunk), and
+    transformers' boolean mask [B, 1, Sq, Sk] (True: seen; or a 4-D mask
+    passed as it is, _tensor_mask).  Layers of one kind share a Mask: the
+    Blocks found for a layer's arguments are kept."""
+
+    def __init__(self, q_offset, kv_offset, kv_length, padding, local_size, allowed):
+        self.q_offset, self.kv_offset, self.kv_length = q_offset, kv_offset, kv_length
+        self.padding, self.local_size, self.allowed = padding, local_size, allowed
+        self._found = {}
+
+    def ropeattn_blocks(self, query, key, sliding_window, module, kwargs):
+        """The Blocks (ropeattn.torch.Block) of one layer's call whose masks
+        equal transformers' on every real query row; UnsupportedError when
+        none does."""
+        b, sq, sk = query.shape[0], query.shape[2], key.shape[2]
+        if (sq, sk) != tuple(self.allowed.shape[-2:]) or b != self.allowed.shape[0]:
+            raise UnsupportedError(f"attention_mask: made for {tuple(self.allowed.shape)} "
+                                   f"but the layer has {b} rows, {sq} queries, {sk} keys")
+        position_ids = kwargs.get("position_ids")
+        hints = (sliding_window, position_ids is not None)
+        if hints not in self._found:
+            self._found[hints] = self._find(b, sq, sk, sliding_window, position_ids)
+        return self._found[hints]
+
+    def _find(self, b, sq, sk, sliding_window, position_ids):
+        grid = _Grid(self, b, sq, sk)
+        locals_ = [(sliding_window, None), (self.local_size, None), (None, self.local_size),
+                   (None, None)]
+        documents = [None] + ([] if position_ids is None else
+                              [d for d in [_documents(position_ids, b, sq, sk, grid.seq)]
+                               if d is not None])
+        for window, chunk in dict.fromkeys(locals_):
+            for docs in documents:
+                if grid.matches(self.allowed[:, 0], window, chunk, docs):
+                    return grid.blocks(window, chunk, docs)
+        raise UnsupportedError(grid.difference(self.allowed[:, 0]))
 
 
-def _plain_blocks(attention_mask, sq, sk, b, window):
-    """The call for attention_mask None or a tensor: the queries are the
-    last sq of sk causal tokens, window the sliding_window argument (as
-    transformers' flash path reads them); None with 1 < sq < sk is refused
-    (transformers' sdpa reads it top-left aligned, its flash path
-    bottom-right)."""
-    if attention_mask is not None and not _is_causal(attention_mask, sq, sk):
-        raise UnsupportedError(
-            f"attention_mask: a {tuple(attention_mask.shape)} {attention_mask.dtype} mask "
-            f"that is not the plain causal one (padding, or another pattern): the drop-in "
-            f"takes None, the causal mask, or the masks of ropeattn.transformers' "
-            f'attn_implementation="ropeattn"')
+class _Grid:
+    """A call's query and key positions in a sequence of seq tokens, its
+    padding as the library takes it, and the library's masks over them."""
+
+    def __init__(self, mask, b, sq, sk):
+        self.q_pos = mask.q_offset + torch.arange(sq)
+        self.k_pos = mask.kv_offset + torch.arange(sk)
+        need = max(mask.q_offset + sq, mask.kv_offset + sk)
+        if mask.padding is None:
+            self.real = torch.ones(b, need, dtype=torch.bool)
+        else:
+            if mask.padding.shape[-1] < mask.q_offset + sq:
+                raise UnsupportedError(f"attention_mask: {mask.padding.shape[-1]} tokens, "
+                                       f"fewer than the queries reach ({mask.q_offset + sq})")
+            # keys past the 2-D mask are padding, as transformers pads it (a static cache)
+            self.real = torch.nn.functional.pad(
+                mask.padding.bool(), (0, max(0, need - mask.padding.shape[-1])))
+        self.b, self.seq = b, self.real.shape[-1]
+
+    def seen(self, window, chunk, docs):
+        """The library's mask [B, Sq, Sk] (True: seen) for these options;
+        docs: per-row document ids [B, seq] or None."""
+        q, k = self.q_pos[:, None], self.k_pos[None, :]
+        seen = (k <= q)[None] & self.real[:, self.k_pos][:, None, :]
+        if window:
+            seen = seen & (k > q - window)[None]
+        if chunk:
+            lead = (self.real.cumsum(-1) == 0).sum(-1)[:, None, None]
+            seen = seen & (torch.div(k - lead, chunk, rounding_mode="floor") ==
+                           torch.div(q - lead, chunk, rounding_mode="floor"))
+        if docs is not None:
+            seen = seen & (docs[:, self.q_pos][:, :, None] == docs[:, self.k_pos][:, None, :])
+        return seen
+
+    def matches(self, allowed, window, chunk, docs):
+        """Whether the library's mask equals allowed [B, Sq, Sk] on every
+        real query row (padding rows give 0)."""
+        differ = self.seen(window, chunk, docs) ^ allowed
+        return not bool((differ & self.real[:, self.q_pos][:, :, None]).any())
+
+    def difference(self, allowed):
+        """The message for a mask the library cannot form: the first element
+        where transformers' differs from the plain causal and padding mask."""
+        seen = self.seen(None, None, None)
+        differ = (seen ^ allowed) & self.real[:, self.q_pos][:, :, None]
+        b, i, j = (int(x) for x in differ.nonzero()[0])
+        qp, kp = int(self.q_pos[i]), int(self.k_pos[j])
+        if allowed[b, i, j] and kp > qp:
+            what = ("lets a query see a later key (bidirectional attention, e.g. image "
+                    "tokens)")
+        else:
+            what = "is none the library forms (causal, window, chunk, padding, documents)"
+        return (f"attention_mask: transformers' mask {what}: row {b}, query at position {qp}, "
+                f"key at position {kp}")
+
+    def blocks(self, window, chunk, docs):
+        """The Blocks for these options: one, or one per batch row when the
+        rows' documents differ."""
+        padding = None if bool(self.real.all()) else self.real.to(torch.uint8).numpy()
+        q_start, k_start = int(self.q_pos[0]), int(self.k_pos[0])
+        if docs is None or bool((docs == docs[:1]).all()):
+            return [Block(slice(0, self.b), q_start, k_start, self.seq, window, chunk, padding,
+                          None if docs is None else _cu_seqlens(docs[0]))]
+        return [Block(slice(r, r + 1), q_start, k_start, self.seq, window, chunk,
+                      None if padding is None else padding[r:r + 1], _cu_seqlens(docs[r]))
+                for r in range(self.b)]
+
+
+def _documents(position_ids, b, sq, sk, seq):
+    """Document ids [B, seq] where position_ids [B or 1, S] restart (each
+    step other than +1 begins a document: transformers'
+    find_packed_sequence_indices), for a call of every token (sq = sk =
+    seq); None otherwise or when there is one document per row."""
+    if position_ids.dim() != 2 or position_ids.shape[-1] != sq or not sq == sk == seq:
+        return None
+    pos = position_ids.expand(b, -1)
+    steps = torch.diff(pos, prepend=pos[:, :1] - 1, dim=-1)
+    docs = (steps != 1).cumsum(-1)
+    return docs if bool((docs[:, -1] > 0).any()) else None
+
+
+def _cu_seqlens(docs):
+    """cu_seqlens [n + 1] of one row's document ids [seq]."""
+    starts = (torch.diff(docs) != 0).nonzero()[:, 0] + 1
+    return torch.cat((torch.zeros(1, dtype=torch.long), starts,
+                      torch.tensor([docs.shape[0]]))).numpy()
+
+
+def _tensor_mask(attention_mask, b, sq, sk):
+    """A Mask for a 4-D tensor mask [B or 1, 1, Sq, Sk] passed as it is (by
+    the caller, or by transformers' generate), the queries the last Sq of
+    Sk tokens: boolean True where seen (sdpa's reading), or additive 0
+    where seen and -inf or at most half the dtype's lowest elsewhere (eager's
+    and sdpa's); any other value (a bias) is refused.  What it holds wins
+    over the sliding_window argument, as in transformers' eager and sdpa."""
+    if attention_mask.dim() != 4 or attention_mask.shape[1] != 1 or \
+            attention_mask.shape[0] not in (1, b) or attention_mask.shape[-2:] != (sq, sk):
+        raise UnsupportedError(f"attention_mask: a {tuple(attention_mask.shape)} mask for "
+                               f"{b} rows, {sq} queries and {sk} keys: expected "
+                               f"({b}, 1, {sq}, {sk})")
+    if attention_mask.dtype != torch.bool and not attention_mask.is_floating_point():
+        raise UnsupportedError(f"attention_mask: a {attention_mask.dtype} mask: expected "
+                               f"boolean (True: seen) or additive floating point")
+    seen = attention_mask
+    if attention_mask.dtype != torch.bool:
+        seen = attention_mask == 0
+        hidden = attention_mask <= torch.finfo(attention_mask.dtype).min / 2
+        if not bool((seen | hidden).all()):
+            raise UnsupportedError(f"attention_mask: a {attention_mask.dtype} mask holding "
+                                   f"values other than 0 and the dtype's lowest (an additive "
+                                   f"bias)")
+    return Mask(sk - sq, 0, sk, None, None, seen.detach().cpu().expand(b, 1, sq, sk))
+
+
+def _plain_blocks(sq, sk, b, window):
+    """The call for attention_mask None: the queries are the last sq of sk
+    causal tokens, window the sliding_window argument (as transformers'
+    flash path reads them); 1 < sq < sk is refused (transformers' sdpa
+    reads it top-left aligned, its flash path bottom-right)."""
     if sq != sk and sq != 1:
         raise UnsupportedError(f"attention_mask: None for {sq} queries over {sk} keys: where "
                                f"the queries sit is ambiguous (use ropeattn.transformers)")
@@ -320,15 +471,33 @@ _REFUSED_KWARGS = {
     "encoder_hidden_states": "cross attention",
 }
 
+# keywords transformers passes that change nothing here: what the masks
+# carry (position_ids, read by a Mask; flash attention's packing, which its
+# eager path ignores too), and its bookkeeping.  Any other keyword holding
+# a value is refused: it may change the result (sparse attention's key
+# indices, another form of sinks).
+_KNOWN_KWARGS = {"position_ids", "is_causal", "use_cache", "output_hidden_states",
+                 "output_router_logits", "num_items_in_batch", "cu_seq_lens_q",
+                 "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx", *_REFUSED_KWARGS}
+
+
 
 def _check_call(module, query, key, value, kwargs):
     """Refuses what the library would not compute as transformers does,
     naming it."""
-    if kwargs.get("is_causal", getattr(module, "is_causal", True)) is False:
-        raise UnsupportedError("is_causal=False: bidirectional attention is not in ropeattn")
+    is_causal = kwargs.get("is_causal")
+    if is_causal is None:  # the module's, as transformers' sdpa path reads it
+        is_causal = getattr(module, "is_causal", True)
+    if not is_causal:
+        raise UnsupportedError(f"is_causal={is_causal!r}: bidirectional attention is not in "
+                               f"ropeattn")
     for name, feature in _REFUSED_KWARGS.items():
         if kwargs.get(name) not in (None, False):
             raise UnsupportedError(f"{name}: {feature} is not supported by ropeattn")
+    for name in sorted(kwargs.keys() - _KNOWN_KWARGS):
+        if kwargs[name] is not None:
+            raise UnsupportedError(f"{name}: an argument ropeattn does not know, which may "
+                                   f"change the result (e.g. sparse attention's key indices)")
     if key.shape[-1] != query.shape[-1] or value.shape[-1] > query.shape[-1]:
         raise UnsupportedError(f"head_dim: query {query.shape[-1]}, key {key.shape[-1]}, "
                                f"value {value.shape[-1]}: ropeattn needs one for q and k, "
@@ -351,19 +520,31 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     [B, Sq, H, Dv] in query's dtype, None), causal attention by the library
     with scaling, dropout (when module.training; masks from the library's
     generator, seeded from PyTorch's), sliding_window, softcap (Gemma 2)
-    and s_aux (gpt-oss's sinks).  attention_mask: None or the plain causal
-    mask (the queries the last Sq of the Sk tokens), or a mask of
-    ropeattn.transformers' (padding, caches, sliding windows, chunks, packed
-    sequences, each checked against transformers' own mask).  Anything else
-    raises UnsupportedError naming it: another mask, is_causal False,
-    output_attentions, position_bias, cross attention.  context: a
-    ropeattn.Context, or None (torch.get_num_threads() threads)."""
+    and s_aux (gpt-oss's sinks).  attention_mask: None (causal, the
+    queries the last Sq of the Sk tokens, sliding_window applied), a 4-D
+    tensor mask [B or 1, 1, Sq, Sk] (boolean, True: seen, or additive 0
+    and the dtype's lowest) that the library's causal, window and
+    document masks form exactly (it wins over sliding_window, as in
+    transformers' eager and sdpa), or a mask of ropeattn.transformers'
+    (padding, caches, sliding windows, chunks, packed sequences, each
+    checked against transformers' own mask).  Anything else raises
+    UnsupportedError naming it: another mask, is_causal False,
+    output_attentions, position_bias, cross attention, and a keyword
+    argument it does not know holding anything but None (sparse
+    attention's indices, block_indices).  context: a ropeattn.Context, or
+    None (torch.get_num_threads() threads)."""
     _check_call(module, query, key, value, kwargs)
     b, sq, sk = query.shape[0], query.shape[2], key.shape[2]
-    if hasattr(attention_mask, "ropeattn_blocks"):
+    attention_mask = getattr(attention_mask, "ropeattn_mask", attention_mask)
+    if isinstance(attention_mask, torch.Tensor):
+        attention_mask = _tensor_mask(attention_mask, b, sq, sk)
+    if attention_mask is None:
+        blocks = _plain_blocks(sq, sk, b, sliding_window)
+    elif hasattr(attention_mask, "ropeattn_blocks"):
         blocks = attention_mask.ropeattn_blocks(query, key, sliding_window, module, kwargs)
     else:
-        blocks = _plain_blocks(attention_mask, sq, sk, b, sliding_window)
+        raise UnsupportedError(f"attention_mask: a {type(attention_mask).__name__}: expected "
+                               f"None, a 4-D tensor or a ropeattn.transformers mask")
     dv = value.shape[-1]
     if dv < query.shape[-1]:
         value = torch.nn.functional.pad(value, (0, query.shape[-1] - dv))

@@ -453,3 +453,97 @@ def test_shape_bhsd():
     assert all(torch.equal(a, b) for a, b in zip(g, g2))
     with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
         rt.attention(q, k, v)
+
+
+def test_drop_in_a_4d_mask_wins_over_sliding_window():
+    """A 4-D mask passed by the caller is what transformers' eager and sdpa
+    paths apply, sliding_window or not (a sliding layer of Mistral given
+    the full causal mask sees every earlier key): the window applied
+    instead gave other numbers with no error.  A mask that is the
+    windowed causal one gives the window; boolean masks are read as
+    sdpa's (True: seen)."""
+    q, k, v = randn(2, 4, 8, 16), randn(2, 2, 8, 16), randn(2, 2, 8, 16)
+    module = torch.nn.Module().eval()
+    i, j = torch.arange(8)[:, None], torch.arange(8)[None, :]
+    wide = ref_attention(*(t.transpose(1, 2).double() for t in (q, k, v)), scale=0.25)
+    narrow = ref_attention(*(t.transpose(1, 2).double() for t in (q, k, v)), window=3,
+                           scale=0.25)
+    for seen, want in (((j <= i), wide), ((j <= i) & (j > i - 3), narrow)):
+        for mask in (seen[None, None], torch.zeros(8, 8).masked_fill(~seen, -math.inf)[None, None],
+                     torch.zeros(2, 1, 8, 8).masked_fill(~seen, torch.finfo(torch.float32).min)):
+            out, _ = rt.eager_attention_forward(module, q, k, v, mask, scaling=0.25,
+                                                sliding_window=3)
+            assert close(out, want, 1e-5)
+
+
+
+def test_drop_in_refuses_what_it_does_not_know():
+    """Keyword arguments the function does not know, holding a value, are
+    refused by name (MiniMax M3's block_indices and DeepSeek V3.2's
+    indices select keys for sparse attention: swallowed, the attention was
+    dense, with no error); None and transformers' bookkeeping pass."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    for name in ("indices", "block_indices", "sinks", "head_mask"):
+        with pytest.raises(ropeattn.UnsupportedError, match=name):
+            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3,
+                                       **{name: torch.zeros(1, 6, 2, dtype=torch.int32)})
+    want, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.3)
+    out, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, indices=None,
+                                        position_ids=torch.arange(6)[None], use_cache=True,
+                                        output_attentions=False, output_router_logits=False,
+                                        cu_seq_lens_q=None, is_causal=True)
+    assert torch.equal(out, want)
+
+
+def test_drop_in_rotary_tables_changed_or_mixed():
+    """Tables changed in place after RotaryEmbeddingModule made them (cos *=
+    2), or a sin that is not the module's beside its cos, are applied as
+    transformers applies them: the library rotated by the marked positions,
+    ignoring the change (0.5 relative off, no error)."""
+    rope = ropeattn.RotaryEmbedding(8, theta=10000.0)
+    module = rt.RotaryEmbeddingModule(rope)
+    q, k = randn(2, 4, 5, 8), randn(2, 2, 5, 8)
+    pos = torch.arange(3, 8)[None]
+
+    def formula(cos, sin):
+        cos, sin = cos.unsqueeze(1).double(), sin.unsqueeze(1).double()
+        return [x.double() * cos + rt._rotate_half(x.double()) * sin for x in (q, k)]
+    cos, sin = module(q, pos)
+    cos.mul_(2.0)
+    for tables in ((cos, sin), module(q, pos)[:1] + (sin,), (module(q, pos)[0], sin.clone())):
+        got = rt.apply_rotary_pos_emb(q, k, *tables)
+        for g, w in zip(got, formula(*tables)):
+            assert close(g, w, 1e-6)
+
+
+def test_drop_in_is_causal_none_defers_to_the_module():
+    """is_causal=None means the module's is_causal, as in transformers'
+    sdpa path: a bidirectional module (is_causal False) called with
+    is_causal=None ran causal attention, with no error."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    module.is_causal = False
+    for kw in (dict(), dict(is_causal=None), dict(is_causal=0)):
+        with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
+            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, **kw)
+    module.is_causal = True
+    with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
+        rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=False)
+    rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=None)
+
+
+def test_drop_in_4d_masks_refused():
+    """4-D masks the library does not form are refused by name: an integer
+    mask (neither sdpa's boolean nor eager's additive: TypeError from
+    torch.finfo before), a bias, a mask per head, a padding key."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
+    causal = torch.zeros(1, 1, 6, 6).masked_fill(j > i, -math.inf)
+    padded = causal.clone()
+    padded[..., 0] = -math.inf
+    for mask in ((j <= i).long()[None, None], causal + 0.5 * (j <= i),
+                 causal.expand(1, 4, 6, 6), padded):
+        with pytest.raises(ropeattn.UnsupportedError, match="attention_mask"):
+            rt.eager_attention_forward(module, q, k, v, mask, scaling=0.3)

@@ -1776,6 +1776,18 @@ static void test_config_families(void)
               ra_hf_layer_window(&cfg.window, 5, 0) == 0,
           "gemma3 window pattern");
     ra_hf_fields_free(&cfg);
+    /* gemma-3-4b-it's text_config, saved without what equals
+     * Gemma3TextConfig's defaults: 8 heads, 4 key/value heads, head_dim 256. */
+    CHECK(parse_config("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560, "
+                       "\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 34, "
+                       "\"sliding_window\": 1024}}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.hidden_size == 2560 && cfg.num_attention_heads == 8 &&
+              cfg.num_key_value_heads == 4 && cfg.head_dim == 256 &&
+              cfg.query_pre_attn_scalar == 256,
+          "gemma3 text_config's default heads: %s %lld %lld %lld", msg,
+          (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads,
+          (long long)cfg.head_dim);
+    ra_hf_fields_free(&cfg);
     /* Latent attention: DeepseekV3Config's defaults; head_dim is the rope's,
      * qk_rope_head_dim; rope_interleave true unless said. */
     CHECK(parse_config("{\"model_type\": \"deepseek_v3\", \"q_lora_rank\": null}", &cfg, msg,

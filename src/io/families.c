@@ -18,8 +18,9 @@
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
- * leave them out). */
+ * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
 #define GEMMA3_DEFAULTS                                                                  \
+    "hidden_size=2304 num_attention_heads=8 num_key_value_heads=4 head_dim=256 "        \
     "query_pre_attn_scalar=256 rope_local_base_freq=10000 rope_theta=1000000 "          \
     "sliding_window=4096 sliding_window_pattern=6"
 #define OLMO2 (RA_HF_NORM_OVER_PROJECTION | RA_HF_QK_NORM)

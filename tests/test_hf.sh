@@ -17,7 +17,11 @@
 # Gemma 2 and 3, OLMo 3, gpt-oss), soft-capping, sinks, Llama 4's chunks,
 # M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE), latent attention
 # (DeepSeek-V2-Lite, V3, Kimi K2), fused and packed projections (Phi-3,
-# GPT-NeoX, Falcon), the norms, biases, multipliers and clips of the rest.
+# GPT-NeoX, Falcon), the norms, biases, multipliers and clips of the rest
+# (StableLM's LayerNorm per head); and the multimodal models saved whole
+# with a tiny vision tower (Gemma 3, Mistral 3, Llama 4, Qwen2-VL,
+# Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE: the text layer under its text_config
+# and its language_model or model.layers names).
 #
 # Every case: Y and the gradients; `--prefill P` against transformers'
 # cached Y.  The rest (Y without --grads; f16, bf16, int8 and fp8 caches;
@@ -43,7 +47,7 @@ require_ropeattn_and_numpy
 cat >"$TMP/check.py" <<'PY'
 """Comparisons for test_hf.sh (numpy only).
   check.py fields DIR...  one line per case: name layer prefill freqs mla
-                          table family half seq_len
+                          table family half seq_len multimodal
   check.py batch FILE     FILE's lines "label<TAB>cmd<TAB>arg..." (cmd y,
                           table, full_table, grads): "FAIL: label: why" for
                           each failed one, then "checks: PASSED FAILED"."""
@@ -61,9 +65,10 @@ def fields(dirs):
     for d in dirs:
         c = json.load(open(os.path.join(d, "case.json")))
         pos = np.load(os.path.join(d, "pos.npy"))
+        multimodal = "vision_config" in json.load(open(os.path.join(d, "config.json")))
         print(os.path.basename(os.path.normpath(d)), c["layer"], c.get("prefill") or 0, c.get("freqs", True),
               c.get("mla", False), c.get("table") or "half", c.get("family", "llama"),
-              max(1, pos.shape[-1] // 2), int(pos.max()) + 1)
+              max(1, pos.shape[-1] // 2), int(pos.max()) + 1, multimodal)
 
 def error(cmd, args):
     """cmd's distance and tolerance."""
@@ -129,7 +134,7 @@ fi
 # convert-layout is refused), whose cos and sin --hf-shape does not write
 # (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
-INTERLEAVED=" cohere glm glm4 llama4_text gptj "
+INTERLEAVED=" cohere glm glm4 llama4 llama4_text gptj "
 NO_HF_SHAPE=" cohere glm glm4 kimi_k2 "
 WHOLE_NORM=" olmo2 olmo3 "
 
@@ -195,7 +200,8 @@ freqs() {
 # convert-layout to interleaved (q/k rows, biases and norms per head), then
 # the same Y with --layout interleaved; refused for latent attention (its
 # rope rows not converted), families interleaved already, whole-projection
-# norms
+# norms, and a multimodal checkpoint, whose vision tower's attention
+# (Q/K rows of another size, fused qkv) it takes for a text layer's
 convert_layout() {
     local inter=$TMP/inter.safetensors
     rm -f "$inter"
@@ -208,6 +214,11 @@ convert_layout() {
             "${cmd[@]}" --to interleaved
     elif [[ $WHOLE_NORM == *" $family "* ]]; then
         refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
+    elif [ "$multimodal" = True ]; then
+        "${cmd[@]}" --to interleaved 2>"$TMP/err"
+        if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual)\." \
+            "$TMP/err"; then pass
+        else fail "$c: convert-layout: not refused on the vision tower: $(cat "$TMP/err")"; fi
     elif ! "${cmd[@]}" --to interleaved 2>"$TMP/err"; then
         fail "$c: convert-layout: $(cat "$TMP/err")"
     else
@@ -224,7 +235,7 @@ convert_layout() {
 
 cases=0
 "$PY" "$TMP/check.py" fields tests/hf/*/ >"$TMP/fields" || fail "case.json of tests/hf"
-while read -r c layer prefill has_freqs mla table family p seq_len; do
+while read -r c layer prefill has_freqs mla table family p seq_len multimodal; do
     dir=tests/hf/$c
     cases=$((cases + 1))
     full=$full_all
@@ -258,7 +269,20 @@ while read -r c layer prefill has_freqs mla table family p seq_len; do
     freqs
     convert_layout
 done <"$TMP/fields"
-[ "$cases" -ge 52 ] || fail "only $cases cases under tests/hf"
+[ "$cases" -ge 60 ] || fail "only $cases cases under tests/hf"
+
+# A multimodal Gemma 3 config whose text_config leaves the head counts and
+# head_dim to Gemma3TextConfig's defaults (8, 4, 256: gemma-3-4b's): read as
+# transformers reads it, which these weights (4 heads of 8) do not fit
+D=tests/hf/gemma3_multimodal
+"$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+for k in ("num_attention_heads", "num_key_value_heads", "head_dim"): del c["text_config"][k]
+json.dump(c, open(sys.argv[2], "w"))' "$D/config.json" "$TMP/gemma3_defaults.json"
+refused "gemma3 text_config without head counts: Gemma3TextConfig's defaults" \
+    "expected [2048, 32] (dim 32, n_heads 8, n_kv_heads 4, head_dim 256)" \
+    "$RA" attention --weights "$D/model.safetensors" --config "$TMP/gemma3_defaults.json" \
+    --layer 0 --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
 
 # longrope through a cache: a prompt at or below original_max_position_embeddings
 # (16) and steps past it would rotate with short and then long factors in

@@ -2,6 +2,7 @@
 """make_hf_cases.py: reference cases made by Hugging Face transformers itself.
 
     .venv-hf/bin/python tests/hf/make_hf_cases.py OUT_DIR     (make hf-fixtures)
+    .venv-hf/bin/python tests/hf/make_hf_cases.py OUT_DIR CASE...  (those cases alone)
 
 Made with the versions pinned in tests/hf/requirements.txt (transformers
 5.23.0, torch 2.15.0; scripts/setup-hf-venv.sh installs them into .venv-hf);
@@ -13,8 +14,12 @@ transformers version writes, and the outputs its own modeling code computes:
 
     OUT_DIR/<case>/config.json         save_pretrained's config (kimi_k2: a
                                        DeepSeek-V3 one with Kimi K2's model_type,
-                                       case.json "config_edit")
-    OUT_DIR/<case>/model.safetensors   save_pretrained's weights (F32, F16 or BF16)
+                                       case.json "config_edit"; the *_multimodal
+                                       cases: a ForConditionalGeneration's, the
+                                       text model's in its text_config)
+    OUT_DIR/<case>/model.safetensors   save_pretrained's weights (F32, F16 or BF16;
+                                       the *_multimodal cases: a tiny vision
+                                       tower's beside the text model's)
     OUT_DIR/<case>/case.json           {"layer": L, "rotary_dim": R, "grads": bool,
                                         "freqs": bool, "mla": bool (latent
                                         attention), "prefill": P, "family",
@@ -44,8 +49,10 @@ The model runs in float32 with eager attention, on the CPU, in eval mode; X is
 captured by a forward hook on layer L's attention module while the whole model
 runs on random inputs_embeds with explicit position_ids.  Weights are random
 (normal, std 0.3), wider than the default init so that the softmax is far
-from uniform.  BF16 and F16 cases round the weights before computing.
-Positions stay below 64, where float32 rotary angles are exact to ~4e-6.
+from uniform; the rest (MoE experts' 3-D weights, a vision tower's patch
+embeddings) as the class initializes them, torch's generator seeded per
+case.  BF16 and F16 cases round the weights before computing.  Positions
+stay below 64, where float32 rotary angles are exact to ~4e-6.
 case.json's "f32_vs_f64" is the attention module's float32 output against
 the same module in float64 on the same inputs (the MoE layers around it do
 not run in float64: their grouped_mm refuses it).
@@ -115,7 +122,7 @@ def randomize(model, gen, dtype):
         for name, p in model.named_parameters():
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif "q_norm" in name or "k_norm" in name or "a_layernorm" in name:
+            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms", name):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
                 p.copy_(p.to(dtype).float())
@@ -125,9 +132,12 @@ def attention_name(model, layer):
     """The module name of layer `layer`'s attention, whatever the family
     calls it: model.layers.L.self_attn (Llama), gpt_neox.layers.L.attention,
     transformer.h.L.self_attention (Falcon), transformer.h.L.attn (GPT-J),
-    the Qwen-VL text models' layers.L.self_attn."""
+    the Qwen-VL text models' layers.L.self_attn; a multimodal model's text
+    layer (under language_model), not its vision tower's."""
     pattern = re.compile(rf"(^|\.)(layers|h)\.{layer}\.(self_attn|attention|self_attention|attn)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
+    if len(names) > 1:
+        names = [n for n in names if "language_model" in n]
     if len(names) != 1:
         raise ValueError(f"layer {layer}'s attention: {names or 'none'}")
     return names[0]
@@ -213,7 +223,28 @@ def f64_distance(model, layer, args, kwargs, y):
     return float((y.double() - y64).abs().max() / y64.abs().max())
 
 
-def grads_of(model, layer, args, kwargs, x, dy):
+def saved_prefix(d, model, layer):
+    """The name layer `layer`'s attention has in d's model.safetensors: its
+    module name, or (a multimodal model that save_pretrained writes in an
+    older layout: Gemma 3's and Mistral 3's language_model.model.layers.L,
+    Qwen2-VL's model.layers.L for model.language_model.layers.L) the one
+    saved name ending as it does."""
+    name = attention_name(model, layer)
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    if any(k.startswith(name + ".") for k in header):
+        return name + "."
+    tail = re.search(r"(layers|h)\.\d+\.\w+$", name).group(0) + "."
+    found = {k[:k.index(tail) + len(tail)] for k in header
+             if tail in k and "vision" not in k and "visual" not in k}
+    if len(found) != 1:
+        raise ValueError(f"{name}: saved as {sorted(found) or 'nothing'}")
+    return found.pop()
+
+
+def grads_of(model, layer, args, kwargs, x, dy, prefix):
+    """dL/dX and dL/dW of layer `layer`'s attention, the weights named with
+    `prefix` as saved."""
     attn = attention_of(model, layer)
     xg = x.detach().clone().requires_grad_(True)
     kwargs = dict(kwargs)
@@ -226,7 +257,6 @@ def grads_of(model, layer, args, kwargs, x, dy):
     y = out[0] if isinstance(out, tuple) else out
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
-    prefix = attention_name(model, layer) + "."  # as saved
     for pname, p in attn.named_parameters():
         grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
@@ -250,9 +280,13 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     layer's cos and sin are [.., R/2] (gpt-oss rotates the two halves by
     one table), written as Llama's [c, c]."""
     gen = torch.Generator().manual_seed(seed)
+    # the parameters randomize leaves (MoE experts' 3-D weights, a vision
+    # tower's patch embeddings ...) as the class initializes them, from
+    # torch's global generator
+    torch.manual_seed(seed)
     model = build(model_cls, config)
     randomize(model, gen, dtype)
-    embeds = torch.randn(B, S, config.hidden_size, generator=gen)
+    embeds = torch.randn(B, S, config.get_text_config().hidden_size, generator=gen)
     args, kwargs, x, y, cos, sin = run_layer(model, layer, embeds, pos)
     rel64 = f64_distance(model, layer, args, kwargs, y)
     if half_table:
@@ -287,7 +321,8 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     if grads:
         dy = torch.randn(y.shape, generator=gen)
         save(d, "dy.npy", dy)
-        np.savez(os.path.join(d, "grads.npz"), **grads_of(model, layer, args, kwargs, x, dy))
+        np.savez(os.path.join(d, "grads.npz"),
+                 **grads_of(model, layer, args, kwargs, x, dy, saved_prefix(d, model, layer)))
     table = None
     if freqs:  # Llama's [c, c], or each c twice in a row (Cohere's)
         table = ("interleaved" if torch.equal(cos[..., ::2], cos[..., 1::2]) and
@@ -318,17 +353,23 @@ def llama(theta, rope, hidden=32, heads=4, kv=2, head_dim=16, layers=1, max_pos=
                        vocab_size=32, max_position_embeddings=max_pos, **extra)
 
 
+def config_of(family, config_kw, rope=None, theta=10000.0):
+    """transformers' <family>Config made by make_config, or None where this
+    transformers lacks it."""
+    config_cls = getattr(transformers, family + "Config", None)
+    return None if config_cls is None else make_config(config_cls, theta, rope, **config_kw)
+
+
 def family(name, family, config_kw, layer=0, pos=None, rope=None, theta=10000.0, model=None,
            **opts):
     """A case of transformers' <family>Config and <family>ForCausalLM (or
     the class `model` names), or None where this transformers lacks them."""
-    config_cls = getattr(transformers, family + "Config", None)
+    config = config_of(family, config_kw, rope, theta)
     model_cls = getattr(transformers, model or family + "ForCausalLM", None)
-    if config_cls is None or model_cls is None:
+    if config is None or model_cls is None:
         print(f"{family} is not in this transformers: no {name} case")
         return None
-    return (name, model_cls, make_config(config_cls, theta, rope, **config_kw), layer,
-            positions(7) if pos is None else pos, opts)
+    return (name, model_cls, config, layer, positions(7) if pos is None else pos, opts)
 
 
 def cases():
@@ -428,14 +469,23 @@ def family_cases():
                       n_positions=64), theta=None)
 
 
+# Gemma 3's text model: layer 0 slides with the local rope, layer 1 is full
+# with the linear one
+GEMMA3_ROPE = {"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 50000.0},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+GEMMA3_TEXT = dict(TINY, num_hidden_layers=2, sliding_window=4, query_pre_attn_scalar=16,
+                   layer_types=["sliding_attention", "full_attention"])
+# Llama 4's text model: chunks of 8, a MoE layer of 2 experts
+LLAMA4_TEXT = dict(TINY, attention_chunk_size=8, num_local_experts=2, num_experts_per_tok=1,
+                   intermediate_size_mlp=16)
+
+
 def mask_cases():
     """Issue 20's families beyond their windows (S = 12 tokens): Mistral's
     window on every layer, Qwen2's from max_window_layers on, Gemma 2's
     soft-cap and even sliding layers, Gemma 3's sliding layer (local rope),
     gpt-oss's sinks on a sliding and a full layer, Llama 4's chunks of 8."""
     small = TINY
-    gemma3_rope = {"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 50000.0},
-                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
     gpt_oss = dict(small, num_hidden_layers=2, sliding_window=4,
                    num_local_experts=2, num_experts_per_tok=1)
     gemma2 = dict(small, num_hidden_layers=2, sliding_window=4,
@@ -445,19 +495,14 @@ def mask_cases():
                                                sliding_window=4, max_window_layers=1), layer=1)
     yield family("gemma2_softcap_window", "Gemma2", gemma2)
     yield family("gemma2_softcap_full", "Gemma2", gemma2, layer=1)
-    # layer 0 slides with the local rope, layer 1 is full with the linear one
-    gemma3 = dict(small, num_hidden_layers=2, sliding_window=4,
-                  query_pre_attn_scalar=16, layer_types=["sliding_attention", "full_attention"])
-    yield family("gemma3_window", "Gemma3Text", gemma3, rope=gemma3_rope, freqs=False,
+    yield family("gemma3_window", "Gemma3Text", GEMMA3_TEXT, rope=GEMMA3_ROPE, freqs=False,
                  model="Gemma3ForCausalLM")
-    yield family("gemma3_full", "Gemma3Text", gemma3, layer=1, rope=gemma3_rope,
+    yield family("gemma3_full", "Gemma3Text", GEMMA3_TEXT, layer=1, rope=GEMMA3_ROPE,
                  freqs=False, model="Gemma3ForCausalLM")
     yield family("gpt_oss_sliding", "GptOss", gpt_oss, half_table=True)
     yield family("gpt_oss_full", "GptOss", gpt_oss, layer=1, half_table=True)
-    yield family("llama4_chunks", "Llama4Text",
-                 dict(small, attention_chunk_size=8, num_local_experts=2,
-                      num_experts_per_tok=1, intermediate_size_mlp=16),
-                 freqs=False, model="Llama4ForCausalLM")
+    yield family("llama4_chunks", "Llama4Text", LLAMA4_TEXT, freqs=False,
+                 model="Llama4ForCausalLM")
 
 
 def mrope_positions():
@@ -482,33 +527,33 @@ def mrope_positions():
     return torch.stack(rows, 1).to(torch.int64)
 
 
+# The Qwen-VL families' text models: (name, family, rope, config, options).
+# Qwen2-VL's and Qwen2.5-VL's position_embeddings are per component
+# ([3, B, S, D], put together inside its attention): no freqs tables;
+# Qwen3-VL's are the interleaved [B, S, D] ropeattn freqs writes.
+_SMALL = {k: v for k, v in TINY.items() if k != "head_dim"}  # head_dim 8: sections of 4
+QWEN_VL = (
+    ("qwen2_vl", "Qwen2VL", {"mrope_section": [2, 1, 1]}, _SMALL, {"freqs": False}),
+    ("qwen2_5_vl", "Qwen2_5_VL", {"mrope_section": [1, 2, 1]}, _SMALL, {"freqs": False}),
+    ("qwen3_vl", "Qwen3VL", {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
+     dict(_SMALL, head_dim=8, attention_bias=False), {}),
+    ("qwen3_vl_moe", "Qwen3VLMoe", {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
+     dict(_SMALL, head_dim=8, attention_bias=False, num_experts=2, num_experts_per_tok=1,
+          moe_intermediate_size=8), {}),
+)
+
+
 def vl_cases():
     """Issue 22's M-RoPE: the text model of Qwen2-VL and Qwen2.5-VL (chunked
     sections, q/k/v biases), Qwen3-VL and Qwen3-VL-MoE (interleaved
-    sections, q/k norms) on 3-D position_ids.  Qwen2-VL's and Qwen2.5-VL's
-    position_embeddings are per component ([3, B, S, D], put together inside
-    its attention): no freqs tables; Qwen3-VL's are the interleaved
-    [B, S, D] ropeattn freqs writes."""
-    small = {k: v for k, v in TINY.items() if k != "head_dim"}  # head_dim 8: sections of 4
-    specs = (
-        ("qwen2_vl_mrope", "Qwen2VL", {"mrope_section": [2, 1, 1]}, {}, {"freqs": False}),
-        ("qwen2_5_vl_mrope", "Qwen2_5_VL", {"mrope_section": [1, 2, 1]}, {}, {"freqs": False}),
-        ("qwen3_vl_mrope", "Qwen3VL", {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
-         {"head_dim": 8, "attention_bias": False}, {}),
-        ("qwen3_vl_moe_mrope", "Qwen3VLMoe",
-         {"mrope_section": [2, 1, 1], "mrope_interleaved": True},
-         {"head_dim": 8, "attention_bias": False, "num_experts": 2, "num_experts_per_tok": 1,
-          "moe_intermediate_size": 8}, {}),
-    )
-    for name, family, rope, extra, opts in specs:
-        config_cls = getattr(transformers, family + "TextConfig", None)
+    sections, q/k norms) on 3-D position_ids."""
+    for name, family, rope, config_kw, opts in QWEN_VL:
+        config = config_of(family + "Text", config_kw, dict(rope, rope_type="default"))
         model_cls = getattr(transformers, family + "TextModel", None)
-        if config_cls is None or model_cls is None:
-            print(f"{family} is not in this transformers: no {name} case")
+        if config is None or model_cls is None:
+            print(f"{family} is not in this transformers: no {name}_mrope case")
             continue
-        config = make_config(config_cls, 10000.0, dict(rope, rope_type="default"),
-                             **dict(small, **extra))
-        yield (name, model_cls, config, 0, mrope_positions(), opts)
+        yield (name + "_mrope", model_cls, config, 0, mrope_positions(), opts)
 
 
 def mla_cases():
@@ -556,17 +601,81 @@ def mla_cases():
                layer, positions(5), opts)
 
 
+# Tiny vision towers for the multimodal models (one layer, hidden 8, an
+# 8 x 8 image): <family>Config's vision_config, and its other arguments.
+VISION = {
+    "Gemma3": (dict(hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                    num_attention_heads=1, image_size=8, patch_size=4),
+               {"mm_tokens_per_image": 4}),
+    "Mistral3": (dict(hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                      num_attention_heads=1, head_dim=8, image_size=8, patch_size=4), {}),
+    "Llama4": (dict(hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                    num_attention_heads=1, image_size=8, patch_size=4, vision_output_dim=8,
+                    projector_input_dim=8, projector_output_dim=8), {}),
+    "Qwen2VL": (dict(depth=1, embed_dim=8, hidden_size=32, num_heads=1, mlp_ratio=1,
+                     patch_size=2), {}),
+    "Qwen2_5_VL": (dict(depth=1, hidden_size=8, out_hidden_size=32, intermediate_size=8,
+                        num_heads=1, patch_size=2, window_size=8, fullatt_block_indexes=[0]),
+                   {}),
+    "Qwen3VL": (dict(depth=1, hidden_size=8, out_hidden_size=32, intermediate_size=8,
+                     num_heads=1, patch_size=2, num_position_embeddings=16,
+                     deepstack_visual_indexes=[0]), {}),
+}
+VISION["Qwen3VLMoe"] = VISION["Qwen3VL"]
+
+
+def multimodal(name, family, text_config, layer=0, pos=None, **opts):
+    """A case of <family>ForConditionalGeneration: text_config (a config of
+    its text model) beside a tiny vision tower, saved whole (its config.json
+    with text_config and vision_config, the tower's weights beside the text
+    model's, both named as this transformers saves them); or None where
+    this transformers lacks them."""
+    config_cls = getattr(transformers, family + "Config", None)
+    model_cls = getattr(transformers, family + "ForConditionalGeneration", None)
+    if text_config is None or config_cls is None or model_cls is None:
+        print(f"{family} is not in this transformers: no {name} case")
+        return None
+    vision, extra = VISION[family]
+    config = config_cls(text_config=text_config, vision_config=dict(vision), **extra)
+    return (name, model_cls, config, layer, positions(7) if pos is None else pos, opts)
+
+
+def late_cases():
+    """Cases added after the first 52, kept last (a case's seed is its place
+    in the list: the earlier ones stay as committed): StableLM's LayerNorm
+    per head, then each multimodal model whose checkpoints put the text
+    layers and config elsewhere than its text model's (Gemma 3, Mistral 3,
+    Llama 4, the Qwen-VL families), with the text model of a case above."""
+    yield family("stablelm_qk_layernorm", "StableLm",
+                 dict(_SMALL, qk_layernorm=True, partial_rotary_factor=0.5,
+                      use_parallel_residual=True))
+    yield multimodal("gemma3_multimodal", "Gemma3",
+                     config_of("Gemma3Text", GEMMA3_TEXT, GEMMA3_ROPE), freqs=False)
+    yield multimodal("mistral3_multimodal", "Mistral3",
+                     config_of("Mistral", dict(TINY, sliding_window=4)))
+    yield multimodal("llama4_multimodal", "Llama4", config_of("Llama4Text", LLAMA4_TEXT),
+                     freqs=False)
+    for name, family_name, rope, config_kw, opts in QWEN_VL:
+        text = config_of(family_name + "Text", config_kw, dict(rope, rope_type="default"))
+        yield multimodal(name + "_multimodal", family_name, text, pos=mrope_positions(), **opts)
+
+
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    out_dir = sys.argv[1]
+    out_dir, only = sys.argv[1], set(sys.argv[2:])
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     torch.set_num_threads(1)
     transformers.utils.logging.disable_progress_bar()
     failed = 0
     specs = [c for c in list(cases()) + list(mask_cases()) + list(vl_cases()) + list(mla_cases())
-             if c is not None]
+             + list(late_cases()) if c is not None]
+    unknown = only - {c[0] for c in specs}
+    if unknown:
+        sys.exit(f"no case {' '.join(sorted(unknown))}")
     for seed, (name, model_cls, config, layer, pos, opts) in enumerate(specs):
+        if only and name not in only:
+            continue
         try:
             write_case(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
         except Exception as e:  # report every case, then fail

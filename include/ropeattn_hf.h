@@ -6,7 +6,7 @@
  * library is libropeattn_hf (pkg-config ropeattn-hf, CMake
  * ropeattn::ropeattn_hf); it needs libropeattn and cJSON.
  *
- * What it reads: the attention weights of every naming scheme the README's
+ * What it reads: the attention weights of every naming scheme docs/FAMILIES.md's
  * family table lists (Meta's LLaMA names, Hugging Face's q_proj ... o_proj
  * under any of their prefixes, Phi's dense, Phi-3's fused qkv_proj, GPT-J,
  * GPT-NeoX, Falcon, InternLM2, ChatGLM, DeepSeek's latent attention), in

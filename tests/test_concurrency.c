@@ -13,7 +13,7 @@
  * must match bit for bit (they are deterministic for any thread count); the
  * layer's projections go through OpenBLAS, whose results may change in the
  * last bits with how it splits a product across its own threads, so the
- * layer matches to 1e-6 of max|y| (README).
+ * layer matches to 1e-6 of max|y| (the tolerance its own test states here).
  */
 #include <pthread.h>
 #include <stdlib.h>

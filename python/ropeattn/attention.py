@@ -1,6 +1,8 @@
 """attention: causal grouped-query attention (ra_attention), its forward
 with the log-sum-exp and its backward (ra_attention_forward_lse,
-ra_attention_backward)."""
+ra_attention_backward), and one block of a longer attention, queries and
+keys at given positions (ra_attention_block_lse,
+ra_attention_block_backward): decoding and chunked prefill."""
 import numbers
 
 import numpy as np
@@ -20,14 +22,19 @@ def _positive(value, name, kind):
     return value
 
 
-def _shape_problem(q, k, v, sinks, padding_mask, cu_seqlens):
+def _shape_problem(q, k, v, sinks, padding_mask, cu_seqlens, block):
     """What q's [B, S, H, D], k's and v's [B, S, Hkv, D] shapes (tuples) and
-    the options' say against each other, or None."""
+    the options' say against each other, or None.  block: None, or
+    (q_start, k_start, seq): k and v [B, Sk, Hkv, D] of any Sk, and the
+    masks' arrays span the sequence of seq tokens."""
     b, s, h, d = q
     if k != v:
         return f"k, v: shapes differ, {k} and {v}"
-    if k[:2] != (b, s) or k[3] != d:
-        return f"k: expected shape ({b}, {s}, Hkv, {d}) for q {q}, got {k}"
+    sk = s if block is None else k[1]
+    if k[:2] != (b, sk) or k[3] != d:
+        return f"k: expected shape ({b}, {sk}, Hkv, {d}) for q {q}, got {k}"
+    if block is not None:
+        s = block[2]
     if h % k[2]:
         return f"q has {h} heads, not a multiple of k's {k[2]}"
     if sinks is not None and sinks.shape != (h,):
@@ -38,6 +45,15 @@ def _shape_problem(q, k, v, sinks, padding_mask, cu_seqlens):
     if cu_seqlens is not None and cu_seqlens[-1] != s:
         return f"cu_seqlens: ends at {cu_seqlens[-1]}, not at the sequence's length {s}"
     return None
+
+
+def _block(q_start, k_start, seq):
+    """(q_start, k_start, seq) as the block calls take them: whole numbers,
+    the starts >= 0, seq >= 0 (the library checks them against the rows)."""
+    for value, name in ((q_start, "q_start"), (k_start, "k_start"), (seq, "seq")):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
+            raise ArgumentError(f"{name}: expected a whole number >= 0, got {value!r}")
+    return int(q_start), int(k_start), int(seq)
 
 
 def _check_shapes(q, k, v, shape, *options):
@@ -61,7 +77,7 @@ class _Call:
     """attention's arguments, checked, as the extension takes them."""
 
     def __init__(self, q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape):
+                 cu_seqlens, dropout_p, seed, dtype, shape, block=None):
         if not causal:
             raise UnsupportedError("attention: causal=False: ropeattn's attention is causal "
                                    "only")
@@ -80,8 +96,8 @@ class _Call:
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
             cu_seqlens = c_array(docs, np.int64)
-        _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens)
-        b, s = q.shape[:2]
+        _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens, block)
+        b, s = q.shape[0], q.shape[1] if block is None else block[2]
         if padding_mask is not None:
             padding_mask = _padding_mask(padding_mask, b, s, "padding_mask")
         if not 0.0 <= dropout_p < 1.0:
@@ -184,17 +200,9 @@ def attention_forward(q, k, v, causal=True, window=None, chunk=None, sinks=None,
     return out, lse
 
 
-def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=None,
-                       sinks=None, softcap=None, scale=None, padding_mask=None,
-                       cu_seqlens=None, dropout_p=0.0, seed=0, context=None, dtype=None,
-                       shape="bshd"):
-    """The backward of out = attention(q, k, v, ...) with the same keywords:
-    given dout = dL/dout [B, S, H, D] and the forward's out and lse
-    (attention_forward), returns (dq, dk, dv, dsinks): float32 arrays of
-    q's, k's and v's shapes, and dL/dsinks [H] when sinks are given (else
-    None).  Dropout's masks are regenerated from seed."""
-    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape)
+def _gradient_inputs(call, dout, out, lse, shape):
+    """dout and out checked as float32 arrays of q's shape (as given), as
+    [B, S, H, D] views the library reads, and lse as float32 [B, H, S]."""
     q_shape = as_bshd(call.q, shape).shape  # as given
     dout = array4(dout, "dout")
     dtype_code(dout, "dout", allowed=(F32,))
@@ -208,15 +216,89 @@ def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=
     if lse.shape != (b, h, s) or lse.dtype != np.float32:
         raise ArgumentError(f"lse: expected float32 of shape ({b}, {h}, {s}) from "
                             f"attention_forward")
+    return input_view(as_bshd(dout, shape)), input_view(as_bshd(out, shape)), c_array(lse)
+
+
+def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=None,
+                       sinks=None, softcap=None, scale=None, padding_mask=None,
+                       cu_seqlens=None, dropout_p=0.0, seed=0, context=None, dtype=None,
+                       shape="bshd"):
+    """The backward of out = attention(q, k, v, ...) with the same keywords:
+    given dout = dL/dout [B, S, H, D] and the forward's out and lse
+    (attention_forward), returns (dq, dk, dv, dsinks): float32 arrays of
+    q's, k's and v's shapes, and dL/dsinks [H] when sinks are given (else
+    None).  Dropout's masks are regenerated from seed."""
+    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype, shape)
+    dout, out, lse = _gradient_inputs(call, dout, out, lse, shape)
+    h = call.q.shape[2]
     # each gradient in its input's order
     dq, dk, dv = (np.empty(as_bshd(a, shape).shape, np.float32)
                   for a in (call.q, call.k, call.v))
     dsinks = None if call.sinks is None else np.empty(h, np.float32)
     _ropeattn.attention_backward(context, *(as_bshd(a, shape) for a in (dq, dk, dv)), dsinks,
-                                 input_view(as_bshd(dout, shape)), call.q, call.k, call.v,
-                                 input_view(as_bshd(out, shape)), c_array(lse),
-                                 call.qd, call.kv, *call.options)
+                                 dout, call.q, call.k, call.v, out, lse, call.qd, call.kv,
+                                 *call.options)
     return dq, dk, dv, dsinks
 
 
-__all__ = ["attention", "attention_backward", "attention_forward"]
+def attention_block_forward(q, k, v, q_start, k_start, seq, causal=True, window=None,
+                            chunk=None, sinks=None, softcap=None, scale=None,
+                            padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
+                            context=None, dtype=None, shape="bshd"):
+    """One block of a longer causal attention (ra_attention_block_lse):
+    query row i is the token at position q_start + i, key row j the one at
+    k_start + j, of a sequence of seq tokens; query i sees key j when
+    k_start + j <= q_start + i and the masks allow (window, chunk counted
+    from each row's leading padding, padding_mask and cu_seqlens indexed by
+    position: [B, seq] and [n + 1] ending at seq).  A decode step is q_start
+    = seq - 1, k_start = 0; a sliding-window cache holding the last Sk
+    tokens has k_start = seq - Sk.  Returns (out, lse) as
+    attention_forward's: out float32 [B, Sq, H, D] (or "bhsd"), lse
+    [B, H, Sq], 0 and -inf for a row that sees no key (sinks: the sink).
+      q: [B, Sq, H, D]; k, v: [B, Sk, Hkv, D]; the rest as attention's."""
+    block = _block(q_start, k_start, seq)
+    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype, shape, block)
+    b, s, h, _ = call.q.shape
+    out = np.empty(as_bshd(call.q, shape).shape, np.float32)
+    lse = np.empty((b, h, s), np.float32)
+    _ropeattn.attention_block(context, as_bshd(out, shape), lse, call.q, call.k, call.v,
+                              call.qd, call.kv, *block, *call.options)
+    return out, lse
+
+
+def _dsinks(sinks, dout, out, lse):
+    """dL/dsinks [H] = -sum over b, i of e^(sinks[h] - lse) rowsum(dout *
+    out), as ra_attention_backward forms it; rows that see nothing (lse
+    -inf, out 0) add 0.  dout, out [B, Sq, H, D]; lse [B, H, Sq]."""
+    delta = np.einsum("bihd,bihd->bhi", dout, out, dtype=np.float64)
+    seen = np.isfinite(lse)
+    p_sink = np.exp(np.where(seen, sinks[None, :, None] - lse, -np.inf), dtype=np.float64)
+    return (-(p_sink * delta).sum((0, 2))).astype(np.float32)
+
+
+def attention_block_backward(dout, q, k, v, out, lse, q_start, k_start, seq, causal=True,
+                             window=None, chunk=None, sinks=None, softcap=None, scale=None,
+                             padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
+                             context=None, dtype=None, shape="bshd"):
+    """The backward of attention_block_forward with the same arguments
+    (ra_attention_block_backward, one block alone): given dout [B, Sq, H,
+    D] and the forward's out and lse, returns (dq, dk, dv, dsinks) as
+    attention_backward's (dsinks summed here: the library leaves it to the
+    caller)."""
+    block = _block(q_start, k_start, seq)
+    call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
+                 cu_seqlens, dropout_p, seed, dtype, shape, block)
+    dout, out, lse = _gradient_inputs(call, dout, out, lse, shape)
+    dq, dk, dv = (np.zeros(as_bshd(a, shape).shape, np.float32)  # accumulated into
+                  for a in (call.q, call.k, call.v))
+    _ropeattn.attention_block_backward(context, *(as_bshd(a, shape) for a in (dq, dk, dv)),
+                                       None, dout, call.q, call.k, call.v, out, lse, call.qd,
+                                       call.kv, *block, *call.options)
+    dsinks = None if call.sinks is None else _dsinks(call.sinks, dout, out, lse)
+    return dq, dk, dv, dsinks
+
+
+__all__ = ["attention", "attention_backward", "attention_block_backward",
+           "attention_block_forward", "attention_forward"]

@@ -109,7 +109,7 @@ class Layer:
     causal grouped-query attention -> o projection), or DeepSeek's latent
     attention (config["kv_lora_rank"] > 0: keys and values from a latent of
     kv_lora_rank features a token, one rotated key shared by the heads), for
-    every family the library reads (README's family table), with its own
+    every family the library reads (docs/FAMILIES.md's table), with its own
     copy of the weights: a bf16 or f16 checkpoint's projection matrices as
     stored (read in place, widened exactly as they are used), a block-FP8
     checkpoint's (quantization_config quant_method "fp8") dequantized at load

@@ -1,5 +1,6 @@
-/* attention.c — ra_attention, ra_attention_forward_lse and
- * ra_attention_backward on strided views, their options as arguments. */
+/* attention.c — ra_attention, ra_attention_forward_lse, ra_attention_backward
+ * and the block calls (ra_attention_block_lse, ra_attention_block_backward)
+ * on strided views, their options as arguments. */
 #include "ext.h"
 
 /* A C-contiguous, aligned array of n elements of type `type` (NPY_*), or 0
@@ -21,19 +22,20 @@ static int contiguous(PyObject *obj, int type, npy_intp n, int writable, const c
     return 1;
 }
 
-/* The options' arrays, for q's [B, S, H, D]: sinks float32 [H], dsinks
- * float32 [H] (written; None: not computed), padding_mask uint8 [B, S],
- * cu_seqlens int64 [n_documents + 1]; each None or C-contiguous. */
-static int option_arrays(ra_attention_options *o, const ra_tensor *q, PyObject *sinks,
-                         PyObject *dsinks, PyObject *padding, PyObject *documents)
+/* The options' arrays, for q's [B, S, H, D] and a sequence of seq tokens
+ * (S, or a block's): sinks float32 [H], dsinks float32 [H] (written; None:
+ * not computed), padding_mask uint8 [B, seq], cu_seqlens int64
+ * [n_documents + 1]; each None or C-contiguous. */
+static int option_arrays(ra_attention_options *o, const ra_tensor *q, int64_t seq,
+                         PyObject *sinks, PyObject *dsinks, PyObject *padding,
+                         PyObject *documents)
 {
     void *p;
     if (!contiguous(sinks, NPY_FLOAT32, (npy_intp)q->shape[2], 0, "sinks", &p)) return 0;
     o->sinks = p;
     if (!contiguous(dsinks, NPY_FLOAT32, (npy_intp)q->shape[2], 1, "dsinks", &p)) return 0;
     o->dsinks = p;
-    if (!contiguous(padding, NPY_UINT8, (npy_intp)(q->shape[0] * q->shape[1]), 0,
-                    "padding_mask", &p))
+    if (!contiguous(padding, NPY_UINT8, (npy_intp)(q->shape[0] * seq), 0, "padding_mask", &p))
         return 0;
     o->padding_mask = p;
     if (documents == Py_None) return 1;
@@ -48,73 +50,153 @@ static int option_arrays(ra_attention_options *o, const ra_tensor *q, PyObject *
     return 1;
 }
 
-/* attention(context, out, lse, q, k, v, q_dtype, kv_dtype, scale, softcap,
- *           window, chunk, sinks, padding_mask, cu_seqlens, dropout, seed):
+/* The options every attention function ends its arguments with, from
+ * args[first:]: scale, softcap, window, chunk (0 for none, as
+ * ra_attention_options has them), sinks, padding_mask, cu_seqlens (None or
+ * arrays: option_arrays), dropout, seed. */
+typedef struct options {
+    ra_attention_options o;
+    PyObject *sinks, *padding, *documents;
+} options;
+
+static int parse_options(PyObject *args, Py_ssize_t first, const char *name, options *opt)
+{
+    opt->o = ra_attention_options_init();
+    unsigned long long seed;
+    float dropout;
+    PyObject *tail = PyTuple_GetSlice(args, first, PyTuple_GET_SIZE(args));
+    if (!tail) return 0;
+    char format[32];
+    snprintf(format, sizeof format, "ddLLOOOfK:%s", name);
+    int ok = PyArg_ParseTuple(tail, format, &opt->o.scale, &opt->o.softcap, &opt->o.window,
+                              &opt->o.chunk, &opt->sinks, &opt->padding, &opt->documents,
+                              &dropout, &seed);
+    Py_DECREF(tail);
+    opt->o.dropout = dropout;
+    opt->o.seed = (uint64_t)seed;
+    return ok;
+}
+
+/* The arguments before the options, args[:n] (n of the format's). */
+static PyObject *head(PyObject *args, Py_ssize_t n, const char *name)
+{
+    if (PyTuple_GET_SIZE(args) < n) {
+        PyErr_Format(PyExc_TypeError, "%s: expected at least %zd arguments", name, n);
+        return NULL;
+    }
+    return PyTuple_GetSlice(args, 0, n);
+}
+
+/* The lse array: float32 [B, H, S] of q's [B, S, H, D], C-contiguous;
+ * None gives NULL (writable: for a forward's). */
+static int lse_array(PyObject *obj, const ra_tensor *q, int writable, void **lse)
+{
+    return contiguous(obj, NPY_FLOAT32, (npy_intp)(q->shape[0] * q->shape[2] * q->shape[1]),
+                      writable, "lse", lse);
+}
+
+/* Runs a forward (ra_attention, ra_attention_forward_lse when lse, or
+ * ra_attention_block_lse when block) with the GIL released. */
+static PyObject *run_forward(ra_ext_context *c, const ra_tensor *out, float *lse,
+                             const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
+                             const int64_t *block, const ra_attention_options *o)
+{
+    ra_status st;
+    const char *call = block ? "ra_attention_block_lse"
+                       : lse ? "ra_attention_forward_lse" : "ra_attention";
+    Py_BEGIN_ALLOW_THREADS
+    ra_context *ctx = ra_ext_context_acquire(c);
+    st = block ? ra_attention_block_lse(ctx, out, lse, q, k, v, block[0], block[1], block[2], o)
+         : lse ? ra_attention_forward_lse(ctx, out, lse, q, k, v, o)
+               : ra_attention(ctx, out, q, k, v, o);
+    ra_ext_context_release(c, ctx);
+    Py_END_ALLOW_THREADS
+    if (st != RA_OK) return ra_ext_raise(st, call);
+    Py_RETURN_NONE;
+}
+
+/* attention(context, out, lse, q, k, v, q_dtype, kv_dtype, <options>):
  *   q: [B, S, H, D] of the ra_dtype q_dtype   out: float32 [B, S, H, D]
  *   k, v: [B, S, Hkv, D] of the ra_dtype kv_dtype
  *   lse: None (ra_attention) or float32 [B, H, S] (ra_attention_forward_lse)
- * scale, softcap, window, chunk: 0 for none, as ra_attention_options has them. */
-PyObject *ra_ext_attention(PyObject *self, PyObject *args)
+ * attention_block(context, out, lse, q, k, v, q_dtype, kv_dtype, q_start,
+ *                 k_start, seq, <options>): ra_attention_block_lse, k and v
+ *   [B, Sk, Hkv, D], lse required, padding_mask [B, seq].
+ * <options>: parse_options's. */
+static PyObject *forward(PyObject *args, int block)
 {
-    (void)self;
-    PyObject *context, *lse_obj, *sinks, *padding, *documents;
+    const char *name = block ? "attention_block" : "attention";
+    PyObject *context, *lse_obj;
     PyArrayObject *out, *q, *k, *v;
     int q_dtype, kv_dtype;
-    unsigned long long seed;
-    float dropout;
-    ra_attention_options o = ra_attention_options_init();
-    if (!PyArg_ParseTuple(args, "OO!OO!O!O!iiddLLOOOfK:attention", &context, &PyArray_Type,
-                          &out, &lse_obj, &PyArray_Type, &q, &PyArray_Type, &k, &PyArray_Type,
-                          &v, &q_dtype, &kv_dtype, &o.scale, &o.softcap, &o.window, &o.chunk, &sinks,
-                          &padding, &documents, &dropout, &seed))
-        return NULL;
-    o.dropout = dropout;
-    o.seed = (uint64_t)seed;
+    long long a = 0, b = 0, n = 0; /* q_start, k_start, seq */
+    Py_ssize_t n_head = block ? 11 : 8;
+    PyObject *h = head(args, n_head, name);
+    if (!h) return NULL;
+    /* the plain call's format stops before the block's three: those pointers go unused */
+    int ok = PyArg_ParseTuple(h, block ? "OO!OO!O!O!iiLLL" : "OO!OO!O!O!ii", &context,
+                              &PyArray_Type, &out, &lse_obj, &PyArray_Type, &q, &PyArray_Type,
+                              &k, &PyArray_Type, &v, &q_dtype, &kv_dtype, &a, &b, &n);
+    Py_DECREF(h);
+    options opt;
+    if (!ok || !parse_options(args, n_head, name, &opt)) return NULL;
+    const int64_t where[3] = {a, b, n};
     ra_ext_context *c;
     ra_tensor tout, tq, tk, tv;
     void *lse;
     if (!ra_ext_get_context(context, &c) || !ra_ext_tensor(q, q_dtype, 0, "q", &tq) ||
         !ra_ext_tensor(k, kv_dtype, 0, "k", &tk) || !ra_ext_tensor(v, kv_dtype, 0, "v", &tv) ||
         !ra_ext_tensor(out, RA_F32, 1, "out", &tout) ||
-        !option_arrays(&o, &tq, sinks, Py_None, padding, documents) ||
-        !contiguous(lse_obj, NPY_FLOAT32, (npy_intp)(tq.shape[0] * tq.shape[2] * tq.shape[1]),
-                    1, "lse", &lse))
+        !option_arrays(&opt.o, &tq, block ? (int64_t)n : tq.shape[1], opt.sinks, Py_None,
+                       opt.padding, opt.documents) ||
+        !lse_array(lse_obj, &tq, 1, &lse))
         return NULL;
-    ra_status st;
-    Py_BEGIN_ALLOW_THREADS
-    ra_context *ctx = ra_ext_context_acquire(c);
-    st = lse ? ra_attention_forward_lse(ctx, &tout, lse, &tq, &tk, &tv, &o)
-             : ra_attention(ctx, &tout, &tq, &tk, &tv, &o);
-    ra_ext_context_release(c, ctx);
-    Py_END_ALLOW_THREADS
-    if (st != RA_OK) return ra_ext_raise(st, lse ? "ra_attention_forward_lse" : "ra_attention");
-    Py_RETURN_NONE;
+    if (block && !lse) {
+        PyErr_SetString(ra_ext_value_error, "lse: a block's forward writes it");
+        return NULL;
+    }
+    return run_forward(c, &tout, lse, &tq, &tk, &tv, block ? where : NULL, &opt.o);
+}
+
+PyObject *ra_ext_attention(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return forward(args, 0);
+}
+
+PyObject *ra_ext_attention_block(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return forward(args, 1);
 }
 
 /* attention_backward(context, dq, dk, dv, dsinks, dout, q, k, v, out, lse,
- *                    q_dtype, kv_dtype, scale, softcap, window, chunk, sinks,
- *                    padding_mask, cu_seqlens, dropout, seed):
+ *                    q_dtype, kv_dtype, <options>):
  *   dq, dout, out: float32 and q (q_dtype) [B, S, H, D]; dk, dv float32 and k, v (kv_dtype)
  *   [B, S, Hkv, D]; lse float32 [B, H, S] from the forward; dsinks None or
- *   float32 [H] (written, with sinks); the rest as attention's. */
-PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
+ *   float32 [H] (written, with sinks); the options as attention's.
+ * attention_block_backward(context, dq, dk, dv, dsinks, dout, q, k, v, out,
+ *                          lse, q_dtype, kv_dtype, q_start, k_start, seq,
+ *                          <options>): ra_attention_block_backward, adding
+ *   into dq, dk, dv; dsinks must be None (the caller sums it). */
+static PyObject *backward(PyObject *args, int block)
 {
-    (void)self;
-    PyObject *context, *dsinks, *lse_obj, *sinks, *padding, *documents;
+    const char *name = block ? "attention_block_backward" : "attention_backward";
+    PyObject *context, *dsinks, *lse_obj;
     PyArrayObject *dq, *dk, *dv, *dout, *q, *k, *v, *out;
     int q_dtype, kv_dtype;
-    unsigned long long seed;
-    float dropout;
-    ra_attention_options o = ra_attention_options_init();
-    if (!PyArg_ParseTuple(args, "OO!O!O!OO!O!O!O!O!OiiddLLOOOfK:attention_backward", &context,
-                          &PyArray_Type, &dq, &PyArray_Type, &dk, &PyArray_Type, &dv, &dsinks,
-                          &PyArray_Type, &dout, &PyArray_Type, &q, &PyArray_Type, &k,
-                          &PyArray_Type, &v, &PyArray_Type, &out, &lse_obj, &q_dtype, &kv_dtype,
-                          &o.scale, &o.softcap, &o.window, &o.chunk, &sinks, &padding,
-                          &documents, &dropout, &seed))
-        return NULL;
-    o.dropout = dropout;
-    o.seed = (uint64_t)seed;
+    long long a = 0, b = 0, n = 0;
+    Py_ssize_t n_head = block ? 16 : 13;
+    PyObject *h = head(args, n_head, name);
+    if (!h) return NULL;
+    int ok = PyArg_ParseTuple(h, block ? "OO!O!O!OO!O!O!O!O!OiiLLL" : "OO!O!O!OO!O!O!O!O!Oii",
+                              &context, &PyArray_Type, &dq, &PyArray_Type, &dk, &PyArray_Type,
+                              &dv, &dsinks, &PyArray_Type, &dout, &PyArray_Type, &q,
+                              &PyArray_Type, &k, &PyArray_Type, &v, &PyArray_Type, &out,
+                              &lse_obj, &q_dtype, &kv_dtype, &a, &b, &n);
+    Py_DECREF(h);
+    options opt;
+    if (!ok || !parse_options(args, n_head, name, &opt)) return NULL;
     ra_ext_context *c;
     ra_tensor tdq, tdk, tdv, tdout, tq, tk, tv, tout;
     void *lse;
@@ -124,21 +206,36 @@ PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
         !ra_ext_tensor(dout, RA_F32, 0, "dout", &tdout) ||
         !ra_ext_tensor(dq, RA_F32, 1, "dq", &tdq) || !ra_ext_tensor(dk, RA_F32, 1, "dk", &tdk) ||
         !ra_ext_tensor(dv, RA_F32, 1, "dv", &tdv) ||
-        !option_arrays(&o, &tq, sinks, dsinks, padding, documents))
+        !option_arrays(&opt.o, &tq, block ? (int64_t)n : tq.shape[1], opt.sinks, dsinks,
+                       opt.padding, opt.documents))
         return NULL;
     if (lse_obj == Py_None) {
         PyErr_SetString(ra_ext_value_error, "lse: the forward's log-sum-exp is needed");
         return NULL;
     }
-    if (!contiguous(lse_obj, NPY_FLOAT32, (npy_intp)(tq.shape[0] * tq.shape[2] * tq.shape[1]),
-                    0, "lse", &lse))
-        return NULL;
+    if (!lse_array(lse_obj, &tq, 0, &lse)) return NULL;
     ra_status st;
     Py_BEGIN_ALLOW_THREADS
     ra_context *ctx = ra_ext_context_acquire(c);
-    st = ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdout, &tq, &tk, &tv, &tout, lse, &o);
+    st = block ? ra_attention_block_backward(ctx, &tdq, &tdk, &tdv, &tdout, &tq, &tk, &tv, &tout,
+                                             lse, a, b, n, &opt.o)
+               : ra_attention_backward(ctx, &tdq, &tdk, &tdv, &tdout, &tq, &tk, &tv, &tout, lse,
+                                       &opt.o);
     ra_ext_context_release(c, ctx);
     Py_END_ALLOW_THREADS
-    if (st != RA_OK) return ra_ext_raise(st, "ra_attention_backward");
+    if (st != RA_OK)
+        return ra_ext_raise(st, block ? "ra_attention_block_backward" : "ra_attention_backward");
     Py_RETURN_NONE;
+}
+
+PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return backward(args, 0);
+}
+
+PyObject *ra_ext_attention_block_backward(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return backward(args, 1);
 }

@@ -83,6 +83,8 @@ extern PyTypeObject ra_ext_rope_type;
 PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ra_ext_attention(PyObject *self, PyObject *args);
 PyObject *ra_ext_attention_backward(PyObject *self, PyObject *args);
+PyObject *ra_ext_attention_block(PyObject *self, PyObject *args);
+PyObject *ra_ext_attention_block_backward(PyObject *self, PyObject *args);
 PyObject *ra_ext_precompute_freqs(PyObject *self, PyObject *args);
 
 /* ropeattn._ropeattn.HFLayer and KVCache, and the layer's forwards

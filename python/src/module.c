@@ -27,6 +27,10 @@ static PyMethodDef methods[] = {
      "ra_attention, or ra_attention_forward_lse, on strided arrays (see attention.c)."},
     {"attention_backward", ra_ext_attention_backward, METH_VARARGS,
      "ra_attention_backward on strided arrays (see attention.c)."},
+    {"attention_block", ra_ext_attention_block, METH_VARARGS,
+     "ra_attention_block_lse on strided arrays (see attention.c)."},
+    {"attention_block_backward", ra_ext_attention_block_backward, METH_VARARGS,
+     "ra_attention_block_backward on strided arrays (see attention.c)."},
     {"default_context", ra_ext_default_context, METH_VARARGS,
      "default_context(threads=0): the shared Context that context=None stands for "
      "(see context.c)."},

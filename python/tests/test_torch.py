@@ -147,16 +147,18 @@ def test_attention_half_keys_values():
 
 
 def test_attention_bfloat16_queries_keys_values():
-    """A bfloat16 model's q, k and v as they come: the gradients come back
-    in bfloat16, each within its rounding of float64 autograd's on the
-    same values (the forward within the bf16 units' 2^-8 max|v|)."""
+    """A bfloat16 model's q, k and v as they come: the output and the
+    gradients come back in bfloat16 (a bf16 model's o_proj takes it), each
+    within its rounding of float64 autograd's on the same values (the
+    forward within the bf16 units' 2^-9 max|v|, plus its rounding to
+    bfloat16, 2^-9 of itself)."""
     q, k, v = randn(1, 9, 4, 16), randn(1, 9, 2, 16), randn(1, 9, 2, 16)
     qb, kb, vb = (t.to(torch.bfloat16) for t in (q, k, v))
     y, g = grads(lambda a, b, c: rt.attention(a, b, c), [qb, kb, vb], torch.ones(1, 9, 4, 16))
     y64, g64 = grads(ref_attention, [qb.double(), kb.double(), vb.double()],
                      torch.ones(1, 9, 4, 16, dtype=torch.float64))
-    bound = 2 ** -9 * vb.abs().max().item() + 1e-5
-    assert y.dtype == torch.float32 and (y.double() - y64).abs().max().item() <= bound
+    bound = 2 ** -9 * (vb.abs().max().item() + y64.abs().max().item()) + 1e-5
+    assert y.dtype == torch.bfloat16 and (y.double() - y64).abs().max().item() <= bound
     for got, want in zip(g, g64):
         assert got.dtype == torch.bfloat16 and close(got, want, 1e-2)
 
@@ -269,6 +271,79 @@ def test_drop_in_attention_interface():
     padded[..., 0] = -math.inf  # key 0 is padding: not the plain causal mask
     with pytest.raises(ropeattn.UnsupportedError):
         rt.eager_attention_forward(module, q, k, v, padded, scaling=0.25)
+
+
+def test_drop_in_rotary_position_ids_of_one_row_and_cache_position():
+    """position_ids [1, S], transformers' default, serve every batch row;
+    cache_position [S] stands for them when position_ids is None."""
+    rope = ropeattn.RotaryEmbedding(16, theta=10000.0)
+    q, k = randn(3, 4, 7, 16), randn(3, 2, 7, 16)
+    pos = torch.arange(5, 12)
+    want_q = ref_rope(q.transpose(1, 2).double(), pos.expand(3, -1),
+                      rope.inv_freq).transpose(1, 2)
+    for tables in (rt.RotaryEmbeddingModule(rope)(q, pos[None]),
+                   rt.RotaryEmbeddingModule(rope)(q, cache_position=pos)):
+        assert tables[0].shape == (1, 7, 16)
+        qr, kr = rt.apply_rotary_pos_emb(q, k, *tables, context=ropeattn.Context(2))
+        assert close(qr, want_q, 1e-6) and kr.shape == k.shape
+
+
+def test_drop_in_attention_dtype_and_context():
+    """bfloat16 q, k, v give bfloat16 out (a bf16 model's o_proj takes it),
+    the gradients in bfloat16; float32 stays float32; a context gives the
+    same bits."""
+    q, k, v = randn(2, 4, 6, 16), randn(2, 2, 6, 16), randn(2, 2, 6, 16)
+    module = torch.nn.Module().eval()
+    qb, kb, vb = (t.to(torch.bfloat16).requires_grad_() for t in (q, k, v))
+    out, _ = rt.eager_attention_forward(module, qb, kb, vb, None, scaling=0.25)
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 6, 4, 16)
+    out.float().sum().backward()
+    assert qb.grad.dtype == kb.grad.dtype == vb.grad.dtype == torch.bfloat16
+    one, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.25,
+                                        context=ropeattn.Context(1))
+    two, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.25,
+                                        context=ropeattn.Context(2))
+    assert one.dtype == torch.float32 and torch.equal(one, two)
+
+
+def test_drop_in_decoding_and_narrower_values():
+    """One query after cached keys (attention_mask None, the query the last
+    token), and value's head_dim smaller than the query's (latent
+    attention: zero-padded, exact)."""
+    q, k, v = randn(2, 4, 1, 16), randn(2, 2, 9, 16), randn(2, 2, 9, 8)
+    module = torch.nn.Module().eval()
+    out, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.25, sliding_window=4)
+    full_q = torch.cat((randn(2, 4, 8, 16), q), 2).transpose(1, 2).double()
+    want = ref_attention(full_q, k.transpose(1, 2).double(), v.transpose(1, 2).double(),
+                         window=4, scale=0.25)[:, -1:]
+    assert out.shape == (2, 1, 4, 8) and close(out, want, 1e-5)
+    with pytest.raises(ropeattn.UnsupportedError, match="ambiguous"):  # 1 < Sq < Sk
+        rt.eager_attention_forward(module, randn(2, 4, 3, 16), k, v, None, scaling=0.25)
+
+
+def test_attention_block_forward_and_backward():
+    """ropeattn.torch.attention_block: queries at positions 5.. over keys
+    at 2.. (a window cache's last tokens), padding; the values and
+    gradients of the same rows of the whole attention."""
+    s = 9
+    q, k, v = randn(2, s, 4, 8), randn(2, s, 2, 8), randn(2, s, 2, 8)
+    sinks = randn(4)
+    pad = torch.ones(2, s, dtype=torch.int64)
+    pad[1, :3] = 0
+    dy = randn(2, s - 5, 4, 8)
+    y, g = grads(lambda a, b, c, d: rt.attention_block(a, b, c, 5, 2, s, window=3, sinks=d,
+                                                       padding_mask=pad),
+                 [q[:, 5:], k[:, 2:], v[:, 2:], sinks], dy)
+
+    def whole(a, b, c, d):
+        qq = torch.cat((q[:, :5].double(), a), 1)
+        kk, vv = torch.cat((k[:, :2].double(), b), 1), torch.cat((v[:, :2].double(), c), 1)
+        return ref_attention(qq, kk, vv, window=3, sinks=d, padding_mask=pad)[:, 5:]
+    y64, g64 = grads(whole, [t.double() for t in (q[:, 5:], k[:, 2:], v[:, 2:], sinks)],
+                     dy.double())
+    assert close(y, y64, 1e-5)
+    for got, want in zip(g, g64):
+        assert close(got, want, 1e-5)
 
 
 def test_drop_in_bad_input():

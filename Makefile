@@ -362,9 +362,15 @@ python:
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
 
+# The PyTorch 2 comparison (issue 40, docs/perf/2026-12-06-torch2.md): the
+# bench's vs torch2 column and a model end to end, where .venv-hf exists
+# (scripts/setup-hf-venv.sh); not part of `make test`.  About 4 minutes.
+bench-torch2: $(BUILD)/ropeattn
+	BUILD=$(abspath $(BUILD)) bash bench/torch2_table.sh
+
 clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -42,18 +42,25 @@ missing result means).
 
 --e2e: a Llama-shaped model with random weights (8 layers, hidden 2048, 16
 heads, 4 kv heads, head_dim 128, intermediate 5632 as TinyLlama's, Llama's
-ratio at hidden 2048; vocabulary 32000; float32), saved once with
-save_pretrained and loaded with from_pretrained(attn_implementation=...) for
-"sdpa" and for "ropeattn" (import ropeattn.transformers registers it);
-each greedy-generates --new tokens after a --prompt-token random prompt,
-after a short warm-up generate.  The prefill time is from the call to the
-first token's logits; the decode rate counts the --new - 1 steps after.
-The two runs' first-token logits are compared (rel_diff: max |a - b| / max
-|a|) and the greedy tokens (same_tokens: the common prefix's length).
-Prints {"torch_version", "transformers_version", "ropeattn_file", "threads",
-"config", "runs": {"sdpa": {"prefill_seconds", "prefill_tokens_per_s",
-"decode_seconds", "decode_tokens_per_s"}, "ropeattn": {...}}, "rel_diff",
-"same_tokens"} or {"error": ...}.
+ratio at hidden 2048; vocabulary 32000; float32), saved with
+save_pretrained and loaded once with from_pretrained(attn_implementation=
+"ropeattn") (import ropeattn.transformers registers it), then switched
+between "sdpa" and "ropeattn" with set_attn_implementation (the same
+weights in memory): after a short warm-up generate for each, --rounds
+rounds (default 1) of one greedy generate of --new tokens after a
+--prompt-token random prompt for each, alternating.  The prefill time is
+from the call to the first token's logits; the decode rate counts the
+--new - 1 steps after; the fastest round of each is reported.  The time
+inside transformers' attention function (the "sdpa" or "ropeattn" entry
+of its AttentionInterface) is summed apart, for prefill and for decode:
+the rest (projections, MLP, norms, RoPE, the cache) is the same code in
+both.  The last round's first-token logits are compared (rel_diff: max |a
+- b| / max |a|) and its greedy tokens (same_tokens: the common prefix's
+length).  Prints {"torch_version", "transformers_version",
+"ropeattn_file", "threads", "config", "runs": {"sdpa": {"prefill_seconds",
+"prefill_tokens_per_s", "prefill_attention_seconds", "decode_seconds",
+"decode_tokens_per_s", "decode_attention_seconds"}, "ropeattn": {...}},
+"rounds" (every round's), "rel_diff", "same_tokens"} or {"error": ...}.
 
 --markdown: the README's comparison table from `ropeattn bench --json`'s
 records (with torch2_seconds) and the --e2e JSON.
@@ -205,6 +212,46 @@ def generate_timed(torch, model, prompt, new_tokens):
             out.sequences[0, prompt.shape[1]:], out.logits[0][0])
 
 
+class AttentionTimer:
+    """Within `with`, every call of transformers' attention function for
+    implementation impl is timed: seconds["prefill"] (calls of more than one
+    query) and seconds["decode"]."""
+
+    def __init__(self, impl):
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        self.functions, self.impl = ALL_ATTENTION_FUNCTIONS, impl
+        self.seconds = {"prefill": 0.0, "decode": 0.0}
+
+    def __enter__(self):
+        inner = self.functions[self.impl]
+
+        def timed(module, query, *args, **kwargs):
+            start = time.perf_counter()
+            out = inner(module, query, *args, **kwargs)
+            phase = "prefill" if query.shape[2] > 1 else "decode"
+            self.seconds[phase] += time.perf_counter() - start
+            return out
+
+        self.functions[self.impl] = timed  # this instance's own mapping, over the global one
+        return self
+
+    def __exit__(self, *exc):
+        del self.functions[self.impl]
+
+
+def timed_round(torch, model, impl, prompt, new_tokens):
+    """One timed generate with model set to impl: (its run's record, its
+    tokens, its first logits)."""
+    model.set_attn_implementation(impl)
+    with AttentionTimer(impl) as attention:
+        prefill, decode, tokens, logits = generate_timed(torch, model, prompt, new_tokens)
+    run = {"prefill_seconds": prefill, "prefill_tokens_per_s": prompt.shape[1] / prefill,
+           "prefill_attention_seconds": attention.seconds["prefill"],
+           "decode_seconds": decode, "decode_tokens_per_s": (new_tokens - 1) / decode,
+           "decode_attention_seconds": attention.seconds["decode"]}
+    return run, tokens, logits
+
+
 def e2e(torch, args):
     import tempfile
     import transformers
@@ -214,66 +261,104 @@ def e2e(torch, args):
     torch.manual_seed(0)
     config = LlamaConfig(**E2E_CONFIG, eos_token_id=None, pad_token_id=0)
     prompt = torch.randint(0, config.vocab_size, (1, args.prompt))
-    warm_prompt = prompt[:, :WARMUP_PROMPT]
-    runs, tokens, logits = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="ropeattn-torch2-") as path:
         LlamaForCausalLM(config).save_pretrained(path)
-        for impl in ("sdpa", "ropeattn"):
-            model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=impl,
-                                                         dtype=torch.float32).eval()
-            with torch.no_grad():
-                generate_timed(torch, model, warm_prompt, WARMUP_NEW)
-                prefill, decode, tokens[impl], logits[impl] = generate_timed(
-                    torch, model, prompt, args.new)
-            runs[impl] = {"prefill_seconds": prefill, "prefill_tokens_per_s": args.prompt / prefill,
-                          "decode_seconds": decode,
-                          "decode_tokens_per_s": (args.new - 1) / decode}
-            del model
+        model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="ropeattn",
+                                                     dtype=torch.float32).eval()
+    rounds, tokens, logits = {"sdpa": [], "ropeattn": []}, {}, {}
+    with torch.no_grad():
+        for impl in rounds:
+            model.set_attn_implementation(impl)
+            generate_timed(torch, model, prompt[:, :WARMUP_PROMPT], WARMUP_NEW)
+        for _ in range(args.rounds):
+            for impl in rounds:
+                run, tokens[impl], logits[impl] = timed_round(torch, model, impl, prompt,
+                                                              args.new)
+                rounds[impl].append(run)
     a, b = logits["sdpa"], logits["ropeattn"]
     same = tokens["sdpa"] == tokens["ropeattn"]
     return {"torch_version": torch.__version__, "transformers_version": transformers.__version__,
             "ropeattn_file": ropeattn.__file__, "threads": torch.get_num_threads(),
             "config": {**E2E_CONFIG, "dtype": "float32", "prompt": args.prompt,
                        "new_tokens": args.new},
-            "runs": runs, "rel_diff": float((a - b).abs().max() / a.abs().max()),
+            "runs": {impl: best_round(runs) for impl, runs in rounds.items()},
+            "rounds": rounds, "rel_diff": float((a - b).abs().max() / a.abs().max()),
             "same_tokens": int(same.long().cumprod(0).sum())}
+
+
+def best_round(runs):
+    """The fastest prefill and the fastest decode of an implementation's
+    rounds, each with its attention time."""
+    best = {}
+    for phase in ("prefill", "decode"):
+        run = min(runs, key=lambda r: r[f"{phase}_seconds"])
+        best.update({key: value for key, value in run.items() if key.startswith(phase)})
+    return best
 
 
 # ---- the README's table ------------------------------------------------------
 
+# Rows of the table: a label and the bench records whose times it shows
+# (side by side, "f32 / bf16"); "rope_half_f32@compiled" is the same case
+# against torch.compile.
+TABLE_ROWS = (
+    ("RoPE q, k [1, 4096, 32 + 8, 128]: eager / torch.compile",
+     ("rope_half_f32", "rope_half_f32@compiled")),
+    ("attention prefill S 512: f32 / bf16",
+     ("attention_prefill_f32_s512", "attention_prefill_bf16_s512")),
+    ("attention prefill S 2048: f32 / bf16",
+     ("attention_prefill_f32_s2048", "attention_prefill_bf16_s2048")),
+    ("attention prefill S 8192: f32 / bf16",
+     ("attention_prefill_f32_s8192", "attention_prefill_bf16_s8192")),
+    ("decode over 4096 tokens: f32", ("attention_decode_f32_l4096",)),
+    ("decode over 16384 tokens: f32 / bf16",
+     ("attention_decode_f32_l16384", "attention_decode_bf16_l16384")),
+)
+
+
+def short_time(seconds):
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def table_row(records, label, names):
+    """One line: PyTorch 2's times, ours, and their ratios, " / " between
+    the names' ("-" where one was not measured); None if none was."""
+    theirs, ours, ratios = [], [], []
+    for name in names:
+        case, _, compiled = name.partition("@")
+        r = records.get(case, {})
+        t = r.get("torch2_compiled_seconds" if compiled else "torch2_seconds")
+        o = r.get("median_seconds")
+        theirs.append(short_time(t) if t else "-")
+        ours.append(short_time(o) if o else "-")
+        ratios.append(f"{t / o:.2f}x" if t and o else "-")
+    if all(t == "-" for t in theirs):
+        return None
+    if len(set(ours)) == 1:
+        ours = ours[:1]
+    return f"| {label} | {' / '.join(theirs)} | {' / '.join(ours)} | {' / '.join(ratios)} |"
+
+
 def markdown(bench_path, e2e_path):
-    """Lines of the comparison table: each case with a torch2 time, ours,
-    and the ratio; then the end-to-end rows."""
+    """Lines of the comparison table: the bench's cases with a PyTorch 2
+    time (PyTorch 2, ropeattn, speed-up), then the end-to-end rows."""
     records = {r["name"]: r for r in json.load(open(bench_path))}
     lines = ["| case | PyTorch 2 | ropeattn | speed-up |", "| --- | ---: | ---: | ---: |"]
-
-    def ms(seconds):
-        return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
-
-    for name in ALL_CASES:
-        r = records.get(name)
-        if not r or r.get("torch2_seconds") is None:
-            continue
-        ours = r["median_seconds"]
-        lines.append(f"| {name} | {ms(r['torch2_seconds'])} | {ms(ours)} | "
-                     f"{r['torch2_seconds'] / ours:.2f}x |")
-        if r.get("torch2_compiled_seconds") is not None:
-            lines.append(f"| {name}, torch.compile | {ms(r['torch2_compiled_seconds'])} | "
-                         f"{ms(ours)} | {r['torch2_compiled_seconds'] / ours:.2f}x |")
+    lines += filter(None, (table_row(records, label, names) for label, names in TABLE_ROWS))
     if e2e_path:
         e = json.load(open(e2e_path))
-        if "runs" in e:
-            for phase in ("prefill", "decode"):
-                key = f"{phase}_tokens_per_s"
-                t, o = e["runs"]["sdpa"][key], e["runs"]["ropeattn"][key]
-                lines.append(f"| Llama 8L/2048 {phase} (tokens/s) | {t:.3g} | {o:.3g} | "
-                             f"{o / t:.2f}x |")
-        else:
-            lines.append(f"| end to end | not measured: {e.get('error')} | | |")
+        if "runs" not in e:
+            return lines + [f"| end to end | not measured: {e.get('error')} | | |"]
+        c = e["config"]
+        for phase, tokens in (("prefill", c["prompt"]), ("decode", c["new_tokens"])):
+            t, o = (e["runs"][impl][f"{phase}_tokens_per_s"] for impl in ("sdpa", "ropeattn"))
+            lines.append(f"| Llama {c['num_hidden_layers']} layers, hidden {c['hidden_size']}: "
+                         f"{phase} {tokens} tokens (tokens/s) | {t:.3g} | {o:.3g} | "
+                         f"{o / t:.2f}x |")
     return lines
 
 
-def main():
+def parse_args():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int)
     parser.add_argument("--repeats", type=int, default=5)
@@ -281,37 +366,43 @@ def main():
     parser.add_argument("--e2e", action="store_true")
     parser.add_argument("--prompt", type=int, default=2048)
     parser.add_argument("--new", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--markdown", nargs="+", metavar="JSON")
-    args = parser.parse_args()
-    if args.markdown:
-        print("\n".join(markdown(args.markdown[0], args.markdown[1] if len(args.markdown) > 1
-                                 else None)))
-        return
-    if not args.threads or args.threads < 1 or args.new < 2 or args.prompt < WARMUP_PROMPT:
+    return parser.parse_args()
+
+
+def measure(args):
+    """The JSON of the first two forms (see the top)."""
+    if not args.threads or args.threads < 1 or args.new < 2 or args.prompt < WARMUP_PROMPT \
+            or args.rounds < 1:
         raise ValueError("--threads N >= 1 is required; --new >= 2; "
-                         f"--prompt >= {WARMUP_PROMPT}")
+                         f"--prompt >= {WARMUP_PROMPT}; --rounds >= 1")
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means "no torch"
-        print(json.dumps({"error": f"import torch: {e}"}))
-        return
+        return {"error": f"import torch: {e}"}
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.e2e:
-        print(json.dumps(e2e(torch, args)))
-        return
+        return e2e(torch, args)
     unknown = [n for n in args.only.split(",") if n not in ALL_CASES]
     if unknown:
         raise ValueError(f"--only: unknown cases {unknown} (known: {ALL_CASES})")
     with torch.no_grad():
         results = kernel_cases(torch, args.only.split(","), args.repeats)
-    print(json.dumps({"torch_version": torch.__version__, "threads": torch.get_num_threads(),
-                      "repeats": args.repeats, "cases": results}))
+    return {"torch_version": torch.__version__, "threads": torch.get_num_threads(),
+            "repeats": args.repeats, "cases": results}
 
 
 if __name__ == "__main__":
+    arguments = parse_args()
+    if arguments.markdown:  # errors here are the caller's: they raise
+        print("\n".join(markdown(arguments.markdown[0], arguments.markdown[1]
+                                 if len(arguments.markdown) > 1 else None)))
+        sys.exit(0)
     try:
-        main()
+        answer = measure(arguments)
     except Exception as e:  # noqa: BLE001 - reported to the bench, which goes on
-        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        answer = {"error": f"{type(e).__name__}: {e}"}
+    print(json.dumps(answer))
     sys.stdout.flush()

@@ -9,7 +9,9 @@
 # Environment: RA_HF_VENV (the venv of scripts/setup-hf-venv.sh, default
 # .venv-hf; its ropeattn is the one timed end to end, so run that script
 # again after changing python/), BUILD (default build), THREADS (default
-# nproc), REPEATS (timed samples a case, default 3; S 8192 takes fewer).
+# nproc), REPEATS (timed samples a case, default 3; S 8192 takes fewer),
+# ROUNDS (end-to-end rounds of each implementation, alternating, the
+# fastest kept; default 1: about 2 more minutes a round).
 # Writes OUT_DIR (default $BUILD/torch2): bench.json, bench.notes, e2e.json,
 # table.md.
 set -euo pipefail
@@ -31,7 +33,8 @@ RA_BENCH_TORCH2=$PY "$BUILD/ropeattn" bench --no-torch --json --threads "$THREAD
     --repeats "${REPEATS:-3}" --only "$CASES" >"$OUT/bench.json" 2>"$OUT/bench.notes"
 grep -q "note: vs torch2" "$OUT/bench.notes" || {
     echo "torch2_table.sh: PyTorch 2 was not timed:" >&2; cat "$OUT/bench.notes" >&2; exit 1; }
-"$PY" bench/torch2.py --threads "$THREADS" --e2e >"$OUT/e2e.json" 2>"$OUT/e2e.stderr"
+"$PY" bench/torch2.py --threads "$THREADS" --e2e --rounds "${ROUNDS:-1}" >"$OUT/e2e.json" \
+    2>"$OUT/e2e.stderr"
 "$PY" - "$OUT/e2e.json" <<'EOF'
 import json, sys
 e = json.load(open(sys.argv[1]))

@@ -390,9 +390,15 @@ hf-e2e: $(BUILD)/ropeattn
 	PYTHONPATH=$(abspath $(HF_E2E_PY)) RA_CLI=$(abspath $(BUILD)/ropeattn) \
 	  $(HF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/hf_e2e
 
+# The PyTorch 2 comparison (issue 40, docs/perf/2026-12-06-torch2.md): the
+# bench's vs torch2 column and a model end to end, where .venv-hf exists
+# (scripts/setup-hf-venv.sh); not part of `make test`.  About 4 minutes.
+bench-torch2: $(BUILD)/ropeattn
+	BUILD=$(abspath $(BUILD)) bash bench/torch2_table.sh
+
 clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -33,7 +33,10 @@
  * Beside the limits, two comparisons made in the same run: the whole layer
  * against the sum of its parts timed alone (the four projection GEMMs and
  * the attention core), and, where torch is installed, the PyTorch code of Meta's LLaMA
- * code for the same shapes (bench/seed_torch.py, run as a child process).
+ * code for the same shapes (bench/seed_torch.py, run as a child process), and
+ * where RA_BENCH_TORCH2 names a PyTorch 2 interpreter, what a PyTorch 2 user
+ * runs (scaled_dot_product_attention, transformers' apply_rotary_pos_emb:
+ * bench/torch2.py, likewise).
  */
 #ifndef RA_BENCH_H
 #define RA_BENCH_H
@@ -97,6 +100,9 @@ typedef struct bench_case {
     double memory_target;
     /* bench/seed_torch.py times Meta's LLaMA code for this case. */
     int has_torch;
+    /* bench/torch2.py times PyTorch 2's way to do it (SDPA, transformers'
+     * RoPE) for this case. */
+    int has_torch2;
 } bench_case;
 
 /* The cases of each file, in the order they run: limits first. */
@@ -128,6 +134,8 @@ typedef struct bench_record {
     double parts_seconds;  /* median over samples of the parts' summed times; NAN without */
     double parts_ratio;    /* median over samples of time / parts' time; NAN without */
     double torch_seconds;  /* the PyTorch code of Meta's LLaMA; NAN if not measured */
+    double torch2_seconds; /* PyTorch 2 (bench/torch2.py); NAN if not measured */
+    double torch2_compiled_seconds; /* the same under torch.compile; NAN if not measured */
     double extra_memory;   /* bytes, for a case with a memory_target; NAN if not measured */
 } bench_record;
 
@@ -136,6 +144,7 @@ typedef struct bench_run_info {
     int threads, repeats;
     const char *simd;
     const char *torch; /* "torch 1.13.0, 2 threads" or NULL */
+    const char *torch2; /* "torch 2.15.0, 2 threads" or NULL */
 } bench_run_info;
 
 /* A case set up, warmed up and checked, ready to be sampled. */
@@ -154,7 +163,7 @@ void bench_release(bench_prepared *p); /* p->c NULL is allowed */
 
 /* Takes `repeats` samples of p (at most its case's max_repeats), each right
  * after one sample of limit (NULL: none) and of each of the n_parts parts,
- * and fills every field of out but torch_seconds (NAN).  Returns 0 or
+ * and fills every field of out but the torch times (NAN).  Returns 0 or
  * (after printing why) EXIT_FAIL. */
 int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *const *parts,
                   int n_parts, ra_context *ctx, int repeats, bench_record *out);
@@ -162,7 +171,8 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
 /* The table is printed a row at a time, as the cases finish (a row with
  * parts is followed by a line with its ratio to them); JSON (an array of
  * {name, shape, median_seconds, bytes or flops, rate, rate_unit, limit_name,
- * limit_rate, fraction, target, torch_seconds, vs_torch, for a case with
+ * limit_rate, fraction, target, torch_seconds, vs_torch, torch2_seconds,
+ * vs_torch2, torch2_compiled_seconds, vs_torch2_compiled, for a case with
  * parts: parts, parts_seconds, ratio_to_parts, parts_target, for a case
  * with a time target: time_target_seconds, and for a case with a memory
  * target: extra_memory_bytes, memory_target_bytes}) at the end;
@@ -178,24 +188,31 @@ const char *bench_limit_name(bench_limit limit);
 int bench_write_svg(const char *path, const bench_record *records, int n,
                     const bench_run_info *info);
 
-/* ---- the PyTorch code of Meta's LLaMA ------------------------------------------- */
+/* ---- PyTorch: Meta's LLaMA code (torch 1.13), and PyTorch 2 ------------ */
+
+typedef enum bench_torch_column {
+    BENCH_SEED_TORCH, /* bench/seed_torch.py, for the cases with has_torch */
+    BENCH_TORCH2      /* bench/torch2.py, for the cases with has_torch2 */
+} bench_torch_column;
 
 typedef struct bench_torch_options {
+    bench_torch_column column;
     int threads, repeats;
     double timeout_s;   /* the child is killed past it */
     const char *python; /* interpreter */
-    const char *script; /* seed_torch.py, or NULL to look beside the program */
+    const char *script; /* the column's script, or NULL to look beside the program */
 } bench_torch_options;
 
-/* Runs bench/seed_torch.py for the selected cases with has_torch, in a child
- * process killed after opt->timeout_s; sets seconds[i] for each case it
- * timed, NAN for the others.  Never fails the bench: prints one note on
- * `notes` saying what it measured or why it measured nothing, and returns
- * a description for the chart ("torch 1.13.0, 2 threads") in version, or ""
- * if nothing was measured. */
+/* Runs the column's script for the selected cases it times, in a child
+ * process killed after opt->timeout_s; sets seconds[i] (and, where the
+ * script gives one, compiled[i]: the time under torch.compile) for each
+ * case it timed, NAN for the others.  Never fails the bench: prints one
+ * note on `notes` saying what it measured or why it measured nothing, and
+ * returns a description for the chart ("torch 1.13.0, 2 threads") in
+ * version, or "" if nothing was measured. */
 void bench_torch(const bench_case *const *cases, const int *selected, int n,
-                 const bench_torch_options *opt, double *seconds, char *version,
-                 size_t version_len, FILE *notes);
+                 const bench_torch_options *opt, double *seconds, double *compiled,
+                 char *version, size_t version_len, FILE *notes);
 
 /* ---- helpers the case files share ------------------------------------- */
 

@@ -32,8 +32,9 @@ static const char usage[] =
     "the same run: memory bandwidth (GB/s) and cblas_sgemm (GFLOP/s).  Each case is\n"
     "set up once, run once to warm up and to check its result, then timed; the\n"
     "median over the repeats is reported.  The table gives op, shape, median time,\n"
-    "rate, the limit and the fraction of it, and vs torch: the median time of Meta's\n"
-    "LLaMA reference code (PyTorch) over ours.\n"
+    "rate, the limit and the fraction of it, vs torch: the median time of Meta's\n"
+    "LLaMA reference code (PyTorch) over ours, and vs torch2: PyTorch 2's over ours\n"
+    "(with RA_BENCH_TORCH2, below).\n"
     "The machine's bandwidth and sgemm rate drift, so each sample of a case\n"
     "directly follows one sample of its limit, and the fraction is the median of\n"
     "those paired ratios.\n"
@@ -41,7 +42,8 @@ static const char usage[] =
     "  --json       print a JSON array of records instead of a table (notes go to\n"
     "               stderr): name, shape, median_seconds, bytes (memory-bound) or\n"
     "               flops (compute-bound), rate, rate_unit, limit_name, limit_rate,\n"
-    "               fraction, target, torch_seconds, vs_torch; the layer adds parts,\n"
+    "               fraction, target, torch_seconds, vs_torch, torch2_seconds,\n"
+    "               vs_torch2, torch2_compiled_seconds; the layer adds parts,\n"
     "               parts_seconds, ratio_to_parts and parts_target\n"
     "  --threads N  threads for the library, OpenBLAS and torch (default: one per\n"
     "               processor)\n"
@@ -74,6 +76,9 @@ static const char usage[] =
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
     "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
     "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"
+    "  attention_prefill_bf16_s512, attention_prefill_bf16_s2048,\n"
+    "  attention_prefill_bf16_s8192     the same with q, k and v in bf16 (out f32); S 2048\n"
+    "                                   also as a ratio to the f32 case (target <= 1/1.5)\n"
     "  attention_prefill_f32_s32768     the same, for its peak memory beyond inputs and\n"
     "                                   outputs (target <= 64 MiB); about 30 s a run\n"
     "  attention_prefill_f32_s8192_w1024  the same with a sliding window of 1024 keys;\n"
@@ -125,7 +130,20 @@ static const char usage[] =
     "in a child process before the cases run.  Any failure there only drops the\n"
     "column, with a note.  Environment: RA_BENCH_PYTHON (interpreter),\n"
     "RA_BENCH_TORCH_SCRIPT (the script; default bench/seed_torch.py beside the build\n"
-    "folder), RA_BENCH_TORCH_TIMEOUT (seconds before the child is killed; default 300).\n"
+    "folder), RA_BENCH_TORCH_TIMEOUT (seconds before the child is killed; default 300,\n"
+    "900 for PyTorch 2).\n"
+    "\n"
+    "PyTorch 2: when RA_BENCH_TORCH2 names an interpreter with torch 2 and\n"
+    "transformers (e.g. .venv-hf/bin/python, scripts/setup-hf-venv.sh), bench/torch2.py\n"
+    "times at the same thread count, in a child process before the cases run:\n"
+    "scaled_dot_product_attention (is_causal, GQA by enable_gqa or transformers'\n"
+    "repeat_kv, the faster) for attention_prefill_{f32,bf16}_s{512,2048,8192}; one\n"
+    "query on cached k, v (enable_gqa or pack_gqa) for attention_decode_f32_l4096,\n"
+    "attention_decode_f32_l16384 and attention_decode_bf16_l16384; transformers'\n"
+    "Llama apply_rotary_pos_emb, eager and under torch.compile (a line under the\n"
+    "row), for rope_half_f32.  RA_BENCH_TORCH2_SCRIPT: the script (default\n"
+    "bench/torch2.py beside the build folder).  bench/torch2.py --e2e times a\n"
+    "Llama-shaped model end to end (see docs/perf/2026-12-06-torch2.md).\n"
     "\n"
     "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE can force a slower sgemm kernel; when\n"
     "either is set the bench re-runs itself once without them.  Set\n"
@@ -133,6 +151,7 @@ static const char usage[] =
 
 #define MAX_CASES BENCH_MAX_CASES
 #define DEFAULT_TORCH_TIMEOUT_S 300
+#define DEFAULT_TORCH2_TIMEOUT_S 900
 #define REEXEC_VAR "RA_BENCH_REEXEC"
 #define REEXEC_MARK "removed"
 
@@ -292,36 +311,57 @@ typedef struct bench_settings {
     const char *svg;
 } bench_settings;
 
-static double torch_timeout(void)
+static double torch_timeout(double fallback)
 {
     const char *text = getenv("RA_BENCH_TORCH_TIMEOUT");
     char *end = NULL;
     double value = text ? strtod(text, &end) : 0;
-    return text && end != text && *end == '\0' && value > 0 ? value : DEFAULT_TORCH_TIMEOUT_S;
+    return text && end != text && *end == '\0' && value > 0 ? value : fallback;
+}
+
+/* The PyTorch times of the selected cases: Meta's LLaMA code unless
+ * settings->torch is 0, PyTorch 2 where RA_BENCH_TORCH2 names an
+ * interpreter; NAN where not measured.  info->torch and info->torch2
+ * point into the versions. */
+static void time_torch(const bench_case **cases, const int *selected, int n,
+                       const bench_settings *settings, bench_run_info *info,
+                       double (*seconds)[MAX_CASES], double (*compiled)[MAX_CASES],
+                       char (*versions)[128], FILE *notes)
+{
+    const char *seed_python = getenv("RA_BENCH_PYTHON"), *torch2_python = getenv("RA_BENCH_TORCH2");
+    const bench_torch_options options[] = {
+        {BENCH_SEED_TORCH, info->threads, settings->repeats,
+         torch_timeout(DEFAULT_TORCH_TIMEOUT_S), seed_python ? seed_python : "/usr/bin/python3",
+         getenv("RA_BENCH_TORCH_SCRIPT")},
+        {BENCH_TORCH2, info->threads, settings->repeats, torch_timeout(DEFAULT_TORCH2_TIMEOUT_S),
+         torch2_python, getenv("RA_BENCH_TORCH2_SCRIPT")}};
+    const int wanted[] = {settings->torch, torch2_python && torch2_python[0]};
+    for (int column = 0; column < 2; column++) {
+        for (int i = 0; i < n; i++) seconds[column][i] = compiled[column][i] = NAN;
+        versions[column][0] = '\0';
+        if (wanted[column])
+            bench_torch(cases, selected, n, &options[column], seconds[column], compiled[column],
+                        versions[column], sizeof versions[column], notes);
+    }
+    info->torch = versions[0][0] ? versions[0] : NULL;
+    info->torch2 = versions[1][0] ? versions[1] : NULL;
 }
 
 static int run_cases(const bench_case **cases, const int *selected, int n, ra_context *ctx,
                      const bench_settings *settings)
 {
     bench_record records[MAX_CASES];
-    double torch_seconds[MAX_CASES];
-    char torch_version[128] = "";
+    double torch_seconds[2][MAX_CASES], compiled_seconds[2][MAX_CASES];
+    char torch_versions[2][128];
     int n_records = 0;
     FILE *notes = settings->json ? stderr : stdout;
-    bench_run_info info = {ra_context_threads(ctx), settings->repeats, ra_simd_name(), NULL};
+    bench_run_info info = {ra_context_threads(ctx), settings->repeats, ra_simd_name(), NULL,
+                           NULL};
     fprintf(notes, "ropeattn bench: %d threads, median of %d timed samples after a warm-up, "
             "each right after a sample of its limit (and parts)\n", info.threads, info.repeats);
     print_notes(notes);
-    for (int i = 0; i < n; i++) torch_seconds[i] = NAN;
-    if (settings->torch) {
-        const char *python = getenv("RA_BENCH_PYTHON");
-        bench_torch_options opt = {info.threads, settings->repeats, torch_timeout(),
-                                   python ? python : "/usr/bin/python3",
-                                   getenv("RA_BENCH_TORCH_SCRIPT")};
-        bench_torch(cases, selected, n, &opt, torch_seconds, torch_version,
-                    sizeof torch_version, notes);
-        if (torch_version[0]) info.torch = torch_version;
-    }
+    time_torch(cases, selected, n, settings, &info, torch_seconds, compiled_seconds,
+               torch_versions, notes);
     if (!settings->json) bench_print_table_header();
     /* Limits stay prepared for the cases judged by them, parts for the cases
      * made of them. */
@@ -350,7 +390,9 @@ static int run_cases(const bench_case **cases, const int *selected, int n, ra_co
         else
             bench_release(&p);
         if (failed) break;
-        r->torch_seconds = torch_seconds[i];
+        r->torch_seconds = torch_seconds[BENCH_SEED_TORCH][i];
+        r->torch2_seconds = torch_seconds[BENCH_TORCH2][i];
+        r->torch2_compiled_seconds = compiled_seconds[BENCH_TORCH2][i];
         if (!settings->json) bench_print_table_row(r);
         n_records++;
     }

@@ -135,6 +135,8 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
         .parts_seconds = n_parts > 0 ? timer_median(parts_times, repeats) : NAN,
         .parts_ratio = n_parts > 0 ? timer_median(parts_ratios, repeats) : NAN,
         .torch_seconds = NAN,
+        .torch2_seconds = NAN,
+        .torch2_compiled_seconds = NAN,
         .extra_memory = p->extra_memory,
     };
     out->rate = c->work / out->median_seconds * 1e-9;

@@ -30,8 +30,8 @@ static void print_parts(const char *parts, const char *separator)
 
 void bench_print_table_header(void)
 {
-    printf("%-33s %-56s %12s %8s %-7s %-6s %8s %9s\n", "name", "shape", "median", "rate", "",
-           "limit", "fraction", "vs torch");
+    printf("%-33s %-56s %12s %8s %-7s %-6s %8s %9s %9s\n", "name", "shape", "median", "rate",
+           "", "limit", "fraction", "vs torch", "vs torch2");
 }
 
 void bench_print_table_row(const bench_record *r)
@@ -47,9 +47,17 @@ void bench_print_table_row(const bench_record *r)
     else
         printf("%-6s %8.3f", limit_names[c->judged_by], r->fraction);
     if (isfinite(r->torch_seconds))
-        printf(" %8.1fx\n", r->torch_seconds / r->median_seconds);
+        printf(" %8.1fx", r->torch_seconds / r->median_seconds);
+    else
+        printf(" %9s", "-");
+    if (isfinite(r->torch2_seconds))
+        printf(" %8.2fx\n", r->torch2_seconds / r->median_seconds);
     else
         printf(" %9s\n", "-");
+    if (isfinite(r->torch2_compiled_seconds))
+        printf("  %s vs torch2 under torch.compile: %.2fx (%.4g s against %.4g s)\n", c->name,
+               r->torch2_compiled_seconds / r->median_seconds, r->torch2_compiled_seconds,
+               r->median_seconds);
     if (c->parts) {
         printf("  %s / (", c->name);
         print_parts(c->parts, " + ");
@@ -103,7 +111,11 @@ void bench_print_json(const bench_record *records, int n)
         json_number("fraction", r->fraction, ", ");
         json_number("target", c->target > 0 ? c->target : NAN, ", ");
         json_number("torch_seconds", r->torch_seconds, ", ");
-        json_number("vs_torch", r->torch_seconds / r->median_seconds, "");
+        json_number("vs_torch", r->torch_seconds / r->median_seconds, ", ");
+        json_number("torch2_seconds", r->torch2_seconds, ", ");
+        json_number("vs_torch2", r->torch2_seconds / r->median_seconds, ", ");
+        json_number("torch2_compiled_seconds", r->torch2_compiled_seconds, ", ");
+        json_number("vs_torch2_compiled", r->torch2_compiled_seconds / r->median_seconds, "");
         if (c->parts) {
             printf(", \"parts\": [\"");
             print_parts(c->parts, "\", \"");

@@ -69,6 +69,10 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
         fputs("; vs ", f);
         put_text(f, info->torch);
     }
+    if (info->torch2) {
+        fputs("; vs ", f);
+        put_text(f, info->torch2);
+    }
     fputs("</text>\n", f);
 
     /* Grid every 0.2, the limit at 1.0. */
@@ -112,6 +116,8 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
                 bench_limit_name(c->judged_by));
         if (isfinite(r->torch_seconds))
             fprintf(f, ", %.1fx torch", r->torch_seconds / r->median_seconds);
+        if (isfinite(r->torch2_seconds))
+            fprintf(f, ", %.2fx torch2", r->torch2_seconds / r->median_seconds);
         fputs("</text>\n</g>\n", f);
     }
 

@@ -1,6 +1,7 @@
 /*
- * bench_torch.c — Meta's LLaMA reference code in PyTorch timed beside the kernels:
- * bench/seed_torch.py run in a child process, its JSON read from a pipe.
+ * bench_torch.c — PyTorch timed beside the kernels: Meta's LLaMA reference
+ * code (bench/seed_torch.py, torch 1.13) and PyTorch 2's own functions
+ * (bench/torch2.py), each run in a child process, its JSON read from a pipe.
  *
  * Nothing here fails the bench.  The child gets /dev/null for stdin and
  * stderr, its own process group (so that a timeout kills whatever it
@@ -29,20 +30,32 @@ extern char **environ;
 /* Most bytes of JSON the script may print. */
 #define MAX_OUTPUT (64 * 1024)
 
-/* bench/seed_torch.py beside the build folder of this program (build/ropeattn
- * -> bench/seed_torch.py), beside the program itself, or under the current
- * folder; 0 if found. */
-static int find_script(char *path, size_t len)
+/* What each column times, for the notes; its script; the cases it times. */
+static const char *const column_what[] = {"Meta's LLaMA reference code in PyTorch",
+                                          "PyTorch 2 (scaled_dot_product_attention, "
+                                          "transformers' apply_rotary_pos_emb)"};
+static const char *const column_script[] = {"seed_torch.py", "torch2.py"};
+
+static int times_case(const bench_case *c, bench_torch_column column)
+{
+    return column == BENCH_TORCH2 ? c->has_torch2 : c->has_torch;
+}
+
+/* bench/NAME beside the build folder of this program (build/ropeattn ->
+ * bench/NAME), beside the program itself, or under the current folder; 0
+ * if found. */
+static int find_script(const char *name, char *path, size_t len)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
-    const char *const candidates[] = {"%s/../bench/seed_torch.py", "%s/seed_torch.py",
-                                      "bench/seed_torch.py"};
+    const char *const candidates[] = {"%s/../bench/%s", "%s/%s", "bench/%s"};
     for (int i = slash ? 0 : 2; i < 3; i++) {
-        if (snprintf(path, len, candidates[i], exe) >= (int)len) continue;
+        int n_chars = i < 2 ? snprintf(path, len, candidates[i], exe, name)
+                            : snprintf(path, len, candidates[i], name);
+        if (n_chars >= (int)len) continue;
         char resolved[PATH_MAX];
         if (access(path, R_OK) != 0) continue;
         if (realpath(path, resolved) && strlen(resolved) < len) strcpy(path, resolved);
@@ -136,15 +149,34 @@ static const char *run_child(char *const *argv, double timeout_s, char *out, siz
     return NULL;
 }
 
-void bench_torch(const bench_case *const *cases, const int *selected, int n,
-                 const bench_torch_options *opt, double *seconds, char *version,
-                 size_t version_len, FILE *notes)
+/* The selected cases' seconds (and compiled times) from the script's
+ * "cases" object; returns how many it timed. */
+static int read_cases(const cJSON *got, const bench_case *const *cases, const int *selected,
+                      int n, double *seconds, double *compiled)
 {
-    for (int i = 0; i < n; i++) seconds[i] = NAN;
+    int measured = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(got, cases[i]->name);
+        const cJSON *median = cJSON_GetObjectItemCaseSensitive(item, "median_seconds");
+        const cJSON *fused = cJSON_GetObjectItemCaseSensitive(item, "compiled_seconds");
+        if (!selected[i] || !cJSON_IsNumber(median) || !(median->valuedouble > 0)) continue;
+        seconds[i] = median->valuedouble;
+        if (cJSON_IsNumber(fused) && fused->valuedouble > 0) compiled[i] = fused->valuedouble;
+        measured++;
+    }
+    return measured;
+}
+
+void bench_torch(const bench_case *const *cases, const int *selected, int n,
+                 const bench_torch_options *opt, double *seconds, double *compiled,
+                 char *version, size_t version_len, FILE *notes)
+{
+    for (int i = 0; i < n; i++) seconds[i] = compiled[i] = NAN;
     version[0] = '\0';
+    const char *what = column_what[opt->column], *name = column_script[opt->column];
     char only[1024] = "";
     for (int i = 0; i < n; i++)
-        if (selected[i] && cases[i]->has_torch)
+        if (selected[i] && times_case(cases[i], opt->column))
             snprintf(only + strlen(only), sizeof only - strlen(only), "%s%s", only[0] ? "," : "",
                      cases[i]->name);
     if (!only[0]) return;
@@ -152,9 +184,10 @@ void bench_torch(const bench_case *const *cases, const int *selected, int n,
     char script[PATH_MAX];
     if (opt->script)
         snprintf(script, sizeof script, "%s", opt->script);
-    else if (find_script(script, sizeof script) != 0) {
-        fprintf(notes, "note: no comparison with Meta's LLaMA reference code in PyTorch: bench/seed_torch.py "
-                "is not beside this program (set RA_BENCH_TORCH_SCRIPT)\n");
+    else if (find_script(name, script, sizeof script) != 0) {
+        fprintf(notes, "note: no comparison with %s: bench/%s is not beside this program "
+                "(set RA_BENCH_%s_SCRIPT)\n", what, name,
+                opt->column == BENCH_TORCH2 ? "TORCH2" : "TORCH");
         return;
     }
     char threads[32], repeats[32];
@@ -183,23 +216,20 @@ void bench_torch(const bench_case *const *cases, const int *selected, int n,
     if (!failed && (!cJSON_IsObject(got) || !cJSON_IsString(torch_version)))
         failed = "its output lacks cases or torch_version";
     if (failed) {
-        fprintf(notes, "note: no comparison with Meta's LLaMA reference code in PyTorch (%s %s): %s\n",
-                opt->python, script, failed);
+        fprintf(notes, "note: no comparison with %s (%s %s): %s\n", what, opt->python, script,
+                failed);
     } else {
-        int measured = 0;
-        for (int i = 0; i < n; i++) {
-            const cJSON *item = cJSON_GetObjectItemCaseSensitive(got, cases[i]->name);
-            const cJSON *median = cJSON_GetObjectItemCaseSensitive(item, "median_seconds");
-            if (selected[i] && cJSON_IsNumber(median) && median->valuedouble > 0) {
-                seconds[i] = median->valuedouble;
-                measured++;
-            }
-        }
+        int measured = read_cases(got, cases, selected, n, seconds, compiled);
         snprintf(version, version_len, "torch %s, %d threads", torch_version->valuestring,
                  opt->threads);
-        fprintf(notes, "note: vs torch = Meta's LLaMA reference code in PyTorch's median time / ours, for %d "
-                "cases (%s; %s, %.0f s; its tensors are allocated afresh each call, as the "
-                "seed does)\n", measured, version, script, took);
+        if (opt->column == BENCH_TORCH2)
+            fprintf(notes, "note: vs torch2 = %s's median time / ours, for %d cases (%s; %s, "
+                    "%.0f s; SDPA's GQA by enable_gqa or transformers' repeat_kv / pack_gqa, "
+                    "whichever was faster)\n", what, measured, version, script, took);
+        else
+            fprintf(notes, "note: vs torch = %s's median time / ours, for %d cases (%s; %s, "
+                    "%.0f s; its tensors are allocated afresh each call, as the seed does)\n",
+                    what, measured, version, script, took);
     }
     cJSON_Delete(json);
     free(out);

@@ -1317,6 +1317,42 @@ if RA_BENCH_PYTHON=/bin/sh RA_BENCH_TORCH_SCRIPT="$TMP/hang.sh" RA_BENCH_TORCH_T
     RA_BENCH_REEXEC=keep "$RA" bench --only rope_f32 --repeats 1 >"$TMP/stdout" 2>&1 &&
     grep -q "killed after 1 s" "$TMP/stdout" && [ $(($(date +%s) - start)) -lt 20 ]; then pass
 else fail "bench kills a hung torch child: $(head -c 600 "$TMP/stdout")"; fi
+# PyTorch 2's column (issue 40): a stand-in for bench/torch2.py, run by
+# RA_BENCH_TORCH2 at the bench's threads for the cases it times, gives its
+# times; the row shows the ratio, a line under it the torch.compile one,
+# --json both, and bench/torch2.py --markdown makes the README's table rows
+# from that JSON.
+cat >"$TMP/torch2.py" <<'EOF'
+import json, sys
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+times = {"median_seconds": 1.0, "compiled_seconds": 0.5}
+print(json.dumps({"torch_version": "2.99", "threads": int(args["--threads"]),
+                  "cases": {name: times for name in args["--only"].split(",")}}))
+EOF
+cat >"$TMP/torch2_check.py" <<'EOF'
+import json, sys
+r = {x["name"]: x for x in json.load(open(sys.argv[1]))}
+ok = r["rope_half_f32"]["torch2_seconds"] == 1.0 and r["rope_half_f32"]["vs_torch2"] > 1
+ok = ok and r["rope_half_f32"]["torch2_compiled_seconds"] == 0.5
+ok = ok and r["rope_decode_f32"]["torch2_seconds"] is None
+sys.exit(0 if ok and r["rope_decode_f32"]["vs_torch2"] is None else f"unexpected: {r}")
+EOF
+torch2_bench() {
+    RA_BENCH_TORCH2=$PY RA_BENCH_TORCH2_SCRIPT="$TMP/torch2.py" RA_BENCH_REEXEC=keep "$RA" bench \
+        --no-torch --threads 1 --only rope_half_f32,rope_decode_f32 --repeats 1 "$@"
+}
+if torch2_bench >"$TMP/stdout" 2>&1 && grep -qE "^rope_half_f32 .* - +[0-9.]+x$" "$TMP/stdout" &&
+    grep -qE "^rope_decode_f32 .* - +-$" "$TMP/stdout" &&
+    grep -q "^  rope_half_f32 vs torch2 under torch.compile: [0-9.]*x (0.5 s against" "$TMP/stdout" &&
+    grep -q "note: vs torch2 = PyTorch 2 .* for 1 cases (torch 2.99, 1 threads" "$TMP/stdout"
+then pass; else fail "bench's vs torch2 column: $(head -c 1500 "$TMP/stdout")"; fi
+if torch2_bench --json >"$TMP/torch2.json" 2>"$TMP/stderr" &&
+    "$PY" "$TMP/torch2_check.py" "$TMP/torch2.json" >"$TMP/stdout" 2>&1 &&
+    "$PY" "$ROOT/bench/torch2.py" --markdown "$TMP/torch2.json" >"$TMP/stdout" 2>&1 &&
+    grep -qE '^\| RoPE .*: eager / torch.compile \| 1 s / 500 ms \| [0-9.]+ ms \| [0-9.]+x / [0-9.]+x \|$' \
+        "$TMP/stdout" && [ "$(wc -l <"$TMP/stdout")" = 3 ]
+then pass
+else fail "bench --json's torch2 times, torch2.py --markdown: $(cat "$TMP/stdout" "$TMP/stderr" | head -c 1500)"; fi
 
 # ---- hostile files: each kind of damage its own message --------------------
 # expect_hostile NAME KIND PATTERN -- ARGS...: expect_error's checks (exit

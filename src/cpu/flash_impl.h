@@ -346,7 +346,6 @@ static void flash_task(void *arg, int64_t task, int thread)
      * in ra_attention_block_lse, where k may have another length) */
     const int64_t shift = a->q_shift, n_keys = k->shape[1];
     const int64_t head_dim = q->shape[3], rep = n_heads / n_kv;
-    const int64_t block_q = job->layout.block_q, rows = job->layout.rows;
     const float scale = (float)mask->scale;
 
     /* a (b, kv head) group at a time, its longest tasks (last query block)
@@ -354,7 +353,14 @@ static void flash_task(void *arg, int64_t task, int thread)
     int64_t group = task / job->n_query_blocks;
     int64_t qblock = job->n_query_blocks - 1 - task % job->n_query_blocks;
     int64_t b = group / n_kv, g = group % n_kv;
-    int64_t q0 = qblock * block_q, q1 = q0 + block_q < seq ? q0 + block_q : seq, nq = q1 - q0;
+    const int64_t full = job->layout.block_q;
+    int64_t q0 = qblock * full, q1 = q0 + full < seq ? q0 + full : seq, nq = q1 - q0;
+    /* The tile's rows: query head h's nq queries at h * block_q; a block of
+     * fewer queries than the layout's (the last one, or a decoding step's
+     * few over cached keys) packs them into fewer rows, rep * nq rounded up
+     * to RA_FLASH_ROWS, instead of computing the empty ones.  Each row's
+     * sums run in the same order either way: the same bits. */
+    const int64_t block_q = nq, rows = ra_round_up(rep * nq, RA_FLASH_ROWS);
     flash_tile t = carve(job, thread, head_dim);
 
     /* Each query's first key; the keys the block reads, k_first .. k_end - 1

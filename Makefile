@@ -390,6 +390,17 @@ hf-e2e: $(BUILD)/ropeattn
 	PYTHONPATH=$(abspath $(HF_E2E_PY)) RA_CLI=$(abspath $(BUILD)/ropeattn) \
 	  $(HF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/hf_e2e
 
+# The family sweep (tests/hf_sweep, issue 41): tests/hf_sweep/families.json
+# (list_families.py: transformers' RoPE decoder families) and, for each, the
+# CLI on a tiny checkpoint against transformers' layers (runs, refused or
+# MISMATCH); the checkpoints are kept in $(BUILD)/hf-sweep between runs.
+hf-sweep: $(BUILD)/ropeattn
+	$(HF_PYTHON) tests/hf_sweep/sweep.py tests/hf_sweep/families.json $(BUILD)/hf-sweep \
+	  $(BUILD)/ropeattn
+
+hf-families:
+	$(HF_PYTHON) tests/hf_sweep/list_families.py tests/hf_sweep/families.json
+
 # The PyTorch 2 comparison (issue 40, docs/perf/2026-12-06-torch2.md): the
 # bench's vs torch2 column and a model end to end, where .venv-hf exists
 # (scripts/setup-hf-venv.sh); not part of `make test`.  About 4 minutes.
@@ -400,5 +411,5 @@ clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

@@ -4,8 +4,8 @@
 # (tests/families/make_family_cases.py's attention(), with the padding and
 # document predicates added here): left and right padding, a row of
 # padding only, a window and Llama 4's chunks offset by left padding, and
-# packed documents; padding tokens' outputs and dL/dx rows are 0; the
-# refusals.
+# packed documents (the same in every row, or each row's own); padding
+# tokens' outputs and dL/dx rows are 0; the refusals.
 # Prints "masks_cli: N passed, N failed" last; exits 1 if anything failed.
 SUITE=masks_cli
 source "$(dirname "$0")/shell_common.sh"
@@ -90,6 +90,18 @@ for lo, hi in ((0, 5), (5, 12)):  # each document alone, its rope from 0
     y[:, lo:hi] = fc.attention(x[:, lo:hi], w, f)
 save("packed_mistral", dict(base, model_type="mistral", rope_theta=1e4, sliding_window=3), w,
      y, ["--positions", os.path.join(d, "positions.npy"), "--packed"])
+
+# Rows that start documents at different tokens (row 0: 5 and 7 tokens, row 1:
+# 3 and 9), as transformers masks them: each row's own documents.
+rows = [[0, 5, 12], [0, 3, 12]]
+pos = np.stack([np.concatenate([np.arange(hi - lo) for lo, hi in zip(c, c[1:])]) for c in rows])
+np.save(os.path.join(d, "positions_rows.npy"), pos)
+y = np.zeros((B, S, dim))
+for b, c in enumerate(rows):
+    for lo, hi in zip(c, c[1:]):
+        y[b:b + 1, lo:hi] = fc.attention(x[b:b + 1, lo:hi], w, f)
+save("packedrows_mistral", dict(base, model_type="mistral", rope_theta=1e4, sliding_window=3),
+     w, y, ["--positions", os.path.join(d, "positions_rows.npy"), "--packed"])
 PY
 if ! "$PY" "$TMP/make.py" "$TMP/cases"; then fail "generating the cases"; summary; fi
 
@@ -129,6 +141,47 @@ sys.exit(0 if np.all(dx[~m] == 0) and np.all(np.abs(dx[m]).sum(-1) > 0) else 1)
 " "$TMP/g.safetensors" "$TMP/cases/padded/mask.npy"; then pass
 else fail "--grads with --attention-mask: $(cat "$TMP/err")"; fi
 
+# --packed rows that start documents at different tokens, with --grads and
+# on the reference path: Y, dL/dx and the weights' gradients of 3 rows (rows
+# 0 and 2 alike) those of each row run alone, within 1e-5.
+R=$TMP/cases/packedrows_mistral
+"$PY" -c "
+import numpy as np, sys
+rng = np.random.default_rng(7)
+for name in ('xr', 'dyr'):
+    np.save(sys.argv[1] + '/' + name + '.npy', rng.normal(0, 1, (3, 12, 32)).astype(np.float32))
+r = [np.r_[np.arange(5), np.arange(7)], np.r_[np.arange(3), np.arange(9)]]
+np.save(sys.argv[1] + '/posr.npy', np.stack([r[0], r[1], r[0]]))
+for name in ('xr', 'dyr', 'posr'):  # and each row alone: name_b.npy
+    a = np.load(sys.argv[1] + '/' + name + '.npy')
+    for b in range(3):
+        np.save(sys.argv[1] + '/%s_%d.npy' % (name, b), a[b:b + 1])
+" "$TMP"
+packed_rows() { # $1: suffix of the files ("" or _b), then more arguments
+    local s=$1
+    shift
+    "$RA" attention --weights "$R/model.safetensors" --config "$R/config.json" --layer 0 \
+        --input "$TMP/xr$s.npy" --output "$TMP/yr$s.npy" --positions "$TMP/posr$s.npy" --packed \
+        --grad-output "$TMP/dyr$s.npy" --grads "$TMP/gr$s.safetensors" "$@"
+}
+for path in flash reference; do
+    if packed_rows "" --path $path 2>"$TMP/err" && packed_rows _0 --path $path &&
+        packed_rows _1 --path $path && packed_rows _2 --path $path && "$PY" -c "
+import numpy as np, sys
+from st_read import read_f32 as read
+t = sys.argv[1]
+close = lambda a, b: np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(b))
+rows = [read(t + '/gr_%d.safetensors' % b) for b in range(3)]
+g = read(t + '/gr.safetensors')
+y = np.concatenate([np.load(t + '/yr_%d.npy' % b) for b in range(3)])
+ok = close(np.load(t + '/yr.npy'), y) and close(g['x'], np.concatenate([r['x'] for r in rows]))
+ok &= sorted(g) == sorted(rows[0])
+ok &= all(close(g[k], sum(r[k] for r in rows)) for k in g if k != 'x')
+sys.exit(0 if ok else 1)
+" "$TMP"; then pass
+    else fail "--packed rows with different documents, --grads, --path $path: $(cat "$TMP/err")"; fi
+done
+
 # Across the ranks of an MPI launch (the CLI built with Open MPI): the same
 # cases through ring attention on zig-zag shards, each rank reading the
 # whole sequence's mask or positions: its Y the one-process file's bits, or
@@ -138,7 +191,7 @@ else fail "--grads with --attention-mask: $(cat "$TMP/err")"; fi
 if command -v mpirun >/dev/null 2>&1; then
     mpi_setup
     np=2
-    for name in padded_llama padded_llama4 padding_row_mistral packed_mistral; do
+    for name in padded_llama padded_llama4 padding_row_mistral packed_mistral packedrows_mistral; do
         dir=$TMP/cases/$name
         np=$((5 - np)) # 3 ranks, then 2, ...
         read -r -a extra <<<"$(field "$dir" args)"
@@ -170,6 +223,20 @@ sys.exit(0 if sorted(a) == sorted(b) and all(
     np.array_equal(a[k] == 0, b[k] == 0) for k in b) else 1)
 " "$TMP/g3.safetensors" "$TMP/g.safetensors"; then pass
     else fail "mpirun --grads with --attention-mask: $(grep -m1 ropeattn: "$TMP/err")"; fi
+    # --packed rows with different documents: one ring per group of rows
+    if "${MPIRUN[@]}" -np 2 "$RA" attention --weights "$R/model.safetensors" \
+        --config "$R/config.json" --layer 0 --input "$TMP/xr.npy" --output "$TMP/yr2.npy" \
+        --positions "$TMP/posr.npy" --packed --grad-output "$TMP/dyr.npy" \
+        --grads "$TMP/gr2.safetensors" --threads 1 </dev/null >/dev/null 2>"$TMP/err" &&
+        "$PY" -c "
+import numpy as np, sys
+from st_read import read_f32 as read
+a, b = read(sys.argv[1]), read(sys.argv[2])
+a['y'], b['y'] = np.load(sys.argv[3]), np.load(sys.argv[4])
+sys.exit(0 if sorted(a) == sorted(b) and all(
+    np.max(np.abs(a[k] - b[k])) <= 1e-5 * np.max(np.abs(b[k])) for k in b) else 1)
+" "$TMP/gr2.safetensors" "$TMP/gr.safetensors" "$TMP/yr2.npy" "$TMP/yr.npy"; then pass
+    else fail "mpirun --grads with --packed rows: $(grep -m1 ropeattn: "$TMP/err")"; fi
 fi
 
 # Refusals: one message line, no output written.
@@ -177,8 +244,7 @@ fi
 import numpy as np, sys
 np.save(sys.argv[1], np.full((2, 12), 2))
 np.save(sys.argv[2], np.ones((2, 11), np.int64))
-np.save(sys.argv[3], np.stack([np.r_[np.arange(5), np.arange(7)], np.arange(12)]))
-" "$TMP/twos.npy" "$TMP/short.npy" "$TMP/ragged.npy"
+" "$TMP/twos.npy" "$TMP/short.npy"
 P=$TMP/cases/packed/positions.npy
 while IFS='|' read -r code want args; do
     read -r -a a <<<"$args"
@@ -197,6 +263,5 @@ done <<EOF
 2|--packed finds the documents in --positions|--packed
 2|not both|--packed --positions $P --attention-mask $TMP/cases/padded/mask.npy
 2|is not run with --prefill|--attention-mask $TMP/cases/padded/mask.npy --prefill 4
-1|start documents at different tokens|--packed --positions $TMP/ragged.npy
 EOF
 summary

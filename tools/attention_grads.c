@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "progress.h"
+#include "rope_cli.h"
 
 /* "[2, 5, 64]" */
 static void format_shape(char *buf, size_t len, const int64_t *shape, int ndim)
@@ -33,26 +33,58 @@ int attention_grads_check(const ra_npy *dy, const char *dy_path, const ra_npy *x
                     "which is %s's %s", dy_path, got, x_path, want);
 }
 
+ra_status attention_grads_rows(ra_context *ctx, const ra_hf_layer *layer, const ra_hf_grads *g,
+                               int64_t n, int64_t seq, const float *x, const float *dy,
+                               const ra_positions *positions,
+                               const ra_attention_options *attention, int accumulate, float *y,
+                               float *dx, progress *line, int64_t *done)
+{
+    const ra_layer *l = ra_hf_layer_get(layer);
+    ra_layer_grads grads = *ra_hf_grads_get(g);
+    grads.accumulate = accumulate;
+    ra_layer_tape *tape;
+    ra_status status = ra_layer_tape_create(&tape, l, n * seq);
+    if (status == RA_OK)
+        status = ra_layer_forward_train(ctx, l, y, tape, x, n, seq, positions, attention);
+    if (line) progress_update(line, *done += n * seq);
+    if (status == RA_OK) status = ra_layer_backward(ctx, l, dx, &grads, tape, dy);
+    if (line) progress_update(line, *done += n * seq);
+    ra_layer_tape_destroy(tape);
+    return status;
+}
+
+/* A run's calls (packed_rows_call), counted on its progress line. */
+typedef struct grads_calls {
+    const attention_grads_job *job;
+    ra_context *ctx;
+    const ra_hf_grads *g;
+    progress line;
+    int64_t done; /* tokens: each forward's, then each backward's */
+} grads_calls;
+
+static ra_status train_rows(void *arg, int64_t n, const float *x, const float *dy,
+                            const int64_t *ids, const ra_attention_options *attention,
+                            int accumulate, float *y, float *dx)
+{
+    grads_calls *c = arg;
+    const attention_grads_job *job = c->job;
+    ra_positions positions = positions_of_ids(ids, job->components, job->start_pos);
+    return attention_grads_rows(c->ctx, job->layer, c->g, n, job->seq, x, dy, &positions,
+                                attention, accumulate, y, dx, &c->line, &c->done);
+}
+
 /* Y, dL/dX (dx) and the layer's gradients (g); RA_ERR_NOMEM if a buffer
  * cannot be had. */
 static ra_status forward_backward(const attention_grads_job *job, ra_context *ctx, float *y,
                                   float *dx, const ra_hf_grads *g)
 {
-    const ra_layer *layer = ra_hf_layer_get(job->layer);
-    const int64_t tokens = job->batch * job->seq;
-    ra_layer_tape *tape;
-    ra_status status = ra_layer_tape_create(&tape, layer, tokens);
-    if (status != RA_OK) return status;
-    ra_attention_options options = job->attention;
-    progress line; /* the forward's tokens, then the backward's */
-    progress_begin(&line, "attention --grads", 2 * tokens, job->quiet);
-    status = ra_layer_forward_train(ctx, layer, y, tape, job->x->data, job->batch, job->seq,
-                                    &job->positions, &options);
-    progress_update(&line, tokens);
-    if (status == RA_OK)
-        status = ra_layer_backward(ctx, layer, dx, ra_hf_grads_get(g), tape, job->dy->data);
-    progress_end(&line);
-    ra_layer_tape_destroy(tape);
+    grads_calls calls = {job, ctx, g, {0}, 0};
+    progress_begin(&calls.line, "attention --grads", 2 * job->batch * job->seq, job->quiet);
+    const int64_t dim = ra_layer_get_config(ra_hf_layer_get(job->layer))->dim;
+    ra_status status = packed_rows_run(job->packed, job->batch, job->seq, dim, job->components,
+                                       job->x->data, job->dy->data, job->ids, job->attention, y,
+                                       dx, train_rows, &calls);
+    progress_end(&calls.line);
     return status;
 }
 

@@ -3,7 +3,8 @@
  * launch (tools/mpi/attention_sharded.c, built with Open MPI): every rank
  * reads the same files and runs the layer on its zig-zag shard of each
  * sequence (ra_mpi_engine: ring attention, with --attention-mask's padding
- * or --packed's documents of the whole sequence), and rank 0 gathers Y and
+ * or --packed's documents of the whole sequence, one ring per group of rows
+ * that start documents alike), and rank 0 gathers Y and
  * writes it; with --grads also each rank's dL/dX rows and the sums of the
  * ranks' weight gradients (ring backward); with --prefill every rank's KV cache holds a shard of each
  * sequence, and each step's y, the same on every rank, comes from the
@@ -13,6 +14,7 @@
 #ifndef RA_TOOLS_ATTENTION_SHARDED_H
 #define RA_TOOLS_ATTENTION_SHARDED_H
 
+#include "attention_masks.h"
 #include "io/io.h"
 #include "outputs.h"
 #include "ropeattn_hf.h"
@@ -27,7 +29,8 @@ typedef struct attention_sharded_job {
                                        start_pos + s */
     int components;
     int64_t start_pos;
-    ra_attention_options attention; /* the path */
+    ra_attention_options attention; /* the path, and the padding */
+    const packed_rows *packed;      /* --packed's documents, or NULL */
     cli_outputs *outputs;           /* Y (and G): written by rank 0 */
 } attention_sharded_job;
 

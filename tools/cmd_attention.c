@@ -79,7 +79,7 @@ static const char usage[] =
     "                  token's output row (and gradient) is 0.  Not with --prefill\n"
     "  --packed        each row holds several documents, a new one wherever a\n"
     "                  --positions id (of [4, ...], a text position) is not the\n"
-    "                  one before plus one (every row alike); no token attends\n"
+    "                  one before plus one (each row its own); no token attends\n"
     "                  across documents, as transformers masks a packed batch.\n"
     "                  Needs --positions; not with --prefill\n"
     "  --threads N     threads (default: one per processor)\n"
@@ -390,21 +390,41 @@ static int forward_cached(const attention_options *opts, const ra_layer *layer,
     return failed;
 }
 
+/* The forward's calls (packed_rows_call). */
+typedef struct forward_calls {
+    ra_context *ctx;
+    const ra_layer *layer;
+    int64_t seq, start_pos;
+    int components;
+} forward_calls;
+
+static ra_status forward_rows(void *arg, int64_t n, const float *x, const float *dy,
+                              const int64_t *ids, const ra_attention_options *attention,
+                              int accumulate, float *y, float *dx)
+{
+    const forward_calls *c = arg;
+    (void)dy, (void)accumulate, (void)dx;
+    ra_positions positions = positions_of_ids(ids, c->components, c->start_pos);
+    return ra_layer_forward(c->ctx, c->layer, y, x, n, c->seq, &positions, attention);
+}
+
 /* Y = layer(X), written only if the whole forward succeeded. */
 static int forward_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_layer *layer, ra_context *ctx, const ra_npy *x,
                              const int64_t *ids, int components,
-                             const ra_attention_options *attention, int64_t batch, int64_t seq)
+                             const ra_attention_options *attention, const packed_rows *packed,
+                             int64_t batch, int64_t seq)
 {
     float *y = malloc((size_t)x->count * sizeof(float));
     int failed = y ? 0 : cli_fail(EXIT_FAIL, "out of memory for the output");
     failed = cli_comm_agree(failed); /* --prefill across a launch's ranks */
-    ra_positions positions = positions_of_ids(ids, components, opts->start_pos);
+    forward_calls calls = {ctx, layer, seq, opts->start_pos, components};
     ra_status status = RA_OK;
     if (!failed && opts->prefill)
         failed = forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq);
     else if (!failed)
-        status = ra_layer_forward(ctx, layer, y, x->data, batch, seq, &positions, attention);
+        status = packed_rows_run(packed, batch, seq, ra_layer_get_config(layer)->dim, components,
+                                 x->data, NULL, ids, *attention, y, NULL, forward_rows, &calls);
     if (status != RA_OK) failed = cli_fail_status(status, "attention forward failed");
     /* across the ranks of a launch (--prefill: every rank has Y), rank 0 writes */
     if (!failed && cli_comm_rank() == 0 &&
@@ -415,33 +435,30 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
 }
 
 /* Y and, with --grads, the gradients of sum(Y * DY); the attention's path,
- * and its padding (pad: batch * seq, or NULL) or documents (cu: n + 1
- * starts, or NULL). */
+ * and its padding (pad: batch * seq, or NULL) or documents (packed, or
+ * NULL). */
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
                              const ra_npy *dy, const int64_t *ids, int components,
-                             const uint8_t *pad, const int64_t *cu, int64_t n_documents,
-                             int64_t batch, int64_t seq)
+                             const uint8_t *pad, const packed_rows *packed, int64_t batch,
+                             int64_t seq)
 {
     ra_attention_options attention = ra_attention_options_init();
     attention.path = cli_attention_path(opts->path);
     attention.padding_mask = pad;
-    attention.cu_seqlens = cu;
-    attention.n_documents = cu ? n_documents : 0;
 #ifdef RA_CLI_MPI
     if (cli_comm_size() > 1 && !opts->prefill) {
         attention_sharded_job job = {layer, ra_hf_layer_get(layer), x, opts->grads ? dy : NULL,
                                      batch, seq, ids, components, opts->start_pos, attention,
-                                     outputs};
+                                     packed, outputs};
         return attention_sharded_run(&job, ctx);
     }
 #endif
     if (!opts->grads)
         return forward_and_write(opts, outputs, ra_hf_layer_get(layer), ctx, x, ids,
-                                 components, &attention, batch, seq);
-    attention_grads_job job = {layer, x, dy, batch, seq,
-                               positions_of_ids(ids, components, opts->start_pos), attention,
-                               outputs, opts->quiet};
+                                 components, &attention, packed, batch, seq);
+    attention_grads_job job = {layer, x, dy, batch, seq, ids, components, opts->start_pos,
+                               attention, packed, outputs, opts->quiet};
     return attention_grads_run(&job, ctx);
 }
 
@@ -508,7 +525,8 @@ static int run(attention_options *opts)
     ra_hf_checkpoint *ckpt = NULL;
     ra_npy x = {0}, dy = {0};
     positions_file file = {0};
-    int64_t *ids = NULL, *text = NULL, *cu = NULL, n_documents = 0;
+    int64_t *ids = NULL, *text = NULL;
+    packed_rows packed = {0};
     uint8_t *pad = NULL;
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
@@ -539,8 +557,8 @@ static int run(attention_options *opts)
                           "(or the text row of [4, ...] ones), and %s holds 3-D ones",
                           opts->rope.positions_path);
     if (!failed && opts->packed)
-        failed = packed_documents(text ? text : ids, batch, seq, opts->rope.positions_path, &cu,
-                                  &n_documents);
+        failed = packed_rows_find(text ? text : ids, batch, seq, opts->rope.positions_path,
+                                  &packed);
     else if (!failed && text && !opts->attention_mask && !opts->prefill)
         failed = text_positions_plain(text, batch, seq, opts->rope.positions_path);
     if (!failed &&
@@ -558,9 +576,9 @@ static int run(attention_options *opts)
                                "inputs (X, DY, positions, mask or checkpoint files)");
     if (!failed)
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
-                                   cu, n_documents, batch, seq);
+                                   opts->packed ? &packed : NULL, batch, seq);
     cli_outputs_free(&outputs);
-    free(cu);
+    packed_rows_free(&packed);
     free(pad);
     free(text);
     ra_context_destroy(ctx);

@@ -139,34 +139,49 @@ static int64_t largest_gradient(const ra_hf_layer *hf)
     return most;
 }
 
-/* This rank's forward (and with DY its training forward and backward). */
-static ra_status run_shard(const attention_sharded_job *job, ra_context *ctx, int64_t n,
-                           const float *x, const int64_t *ids, float *y, const float *dy,
-                           float *dx, ra_hf_grads *g)
+/* This rank's calls (packed_rows_call): each a ring over the ranks, on n
+ * rows of their shards [n, shard, dim]. */
+typedef struct shard_calls {
+    const attention_sharded_job *job;
+    ra_context *ctx;
+    int64_t shard; /* this rank's tokens of a sequence */
+    ra_hf_grads *g;
+} shard_calls;
+
+static ra_status shard_rows(void *arg, int64_t n, const float *x, const float *dy,
+                            const int64_t *ids, const ra_attention_options *options,
+                            int accumulate, float *y, float *dx)
 {
+    const shard_calls *c = arg;
+    const attention_sharded_job *job = c->job;
     ra_mpi_engine engine;
     ra_status status = ra_mpi_engine_init(&engine, MPI_COMM_WORLD, job->seq);
     ra_positions positions = positions_of_ids(ids, job->components, 0);
     /* the whole sequence's padding or documents: the engine's */
-    engine.padding_mask = job->attention.padding_mask;
-    engine.cu_seqlens = job->attention.cu_seqlens;
-    engine.n_documents = job->attention.n_documents;
-    ra_attention_options attention = job->attention;
+    engine.padding_mask = options->padding_mask;
+    engine.cu_seqlens = options->cu_seqlens;
+    engine.n_documents = options->n_documents;
+    ra_attention_options attention = *options;
     attention.padding_mask = NULL;
     attention.cu_seqlens = NULL;
     attention.n_documents = 0;
     attention.engine = &engine.engine;
-    if (status == RA_OK && !dy)
-        return ra_layer_forward(ctx, job->layer, y, x, job->batch, n, &positions, &attention);
-    ra_layer_tape *tape = NULL;
-    if (status == RA_OK) status = ra_layer_tape_create(&tape, job->layer, job->batch * n);
-    if (status == RA_OK)
-        status = ra_layer_forward_train(ctx, job->layer, y, tape, x, job->batch, n, &positions,
-                                        &attention);
-    if (status == RA_OK)
-        status = ra_layer_backward(ctx, job->layer, dx, ra_hf_grads_get(g), tape, dy);
-    ra_layer_tape_destroy(tape);
-    return status;
+    if (status != RA_OK) return status;
+    if (!dy) return ra_layer_forward(c->ctx, job->layer, y, x, n, c->shard, &positions, &attention);
+    return attention_grads_rows(c->ctx, job->hf, c->g, n, c->shard, x, dy, &positions,
+                                &attention, accumulate, y, dx, NULL, NULL);
+}
+
+/* This rank's forward (and with DY its training forward and backward) of
+ * its shard [B, n, dim]. */
+static ra_status run_shard(const attention_sharded_job *job, ra_context *ctx, int64_t n,
+                           const float *x, const int64_t *ids, float *y, const float *dy,
+                           float *dx, ra_hf_grads *g)
+{
+    shard_calls calls = {job, ctx, n, g};
+    const int64_t dim = ra_layer_get_config(job->layer)->dim;
+    return packed_rows_run(job->packed, job->batch, n, dim, job->components, x, dy, ids,
+                           job->attention, y, dx, shard_rows, &calls);
 }
 
 int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx)
@@ -219,8 +234,8 @@ int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx)
             gather(&l, dx, buf, dx_part, B, S, dim);
             sum_gradients(job, g, sum_buf);
         }
-        attention_grads_job write = {job->hf, job->x, job->dy, B, S, ra_positions_start(0),
-                                     job->attention, job->outputs, 1};
+        attention_grads_job write = {.layer = job->hf, .x = job->x, .dy = job->dy, .batch = B,
+                                     .seq = S, .outputs = job->outputs, .quiet = 1};
         if (rank == 0 && grads)
             failed = attention_grads_write(&write, y, dx, g);
         else if (rank == 0 &&

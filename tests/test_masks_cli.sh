@@ -264,4 +264,21 @@ done <<EOF
 2|not both|--packed --positions $P --attention-mask $TMP/cases/padded/mask.npy
 2|is not run with --prefill|--attention-mask $TMP/cases/padded/mask.npy --prefill 4
 EOF
+
+# Llama 4's chunks with --packed: transformers counts them by position in
+# each document, the layer by place: refused unless they agree (documents
+# of 5 and 7 tokens: the second starts at token 5, position 0, chunks of 4).
+L4=$TMP/cases/padded_llama4
+"$PY" -c "
+import numpy as np, sys
+np.save(sys.argv[1], np.tile(np.concatenate([np.arange(4), np.arange(8)]), (2, 1)))
+" "$TMP/pos48.npy"
+rm -f "$TMP/out.npy"
+"$RA" attention --weights "$L4/model.safetensors" --config "$L4/config.json" --layer 0 \
+    --input "$L4/x.npy" --output "$TMP/out.npy" --positions "$P" --packed 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF "chunks of 4" "$TMP/err" && [ ! -e "$TMP/out.npy" ]; then pass
+else fail "--packed with Llama 4's chunks across a misaligned document: $(cat "$TMP/err")"; fi
+if "$RA" attention --weights "$L4/model.safetensors" --config "$L4/config.json" --layer 0 \
+    --input "$L4/x.npy" --output "$TMP/out.npy" --positions "$TMP/pos48.npy" --packed 2>"$TMP/err"
+then pass; else fail "--packed with Llama 4's chunks, documents on chunk bounds: $(cat "$TMP/err")"; fi
 summary

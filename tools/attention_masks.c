@@ -143,6 +143,21 @@ ra_status packed_rows_run(const packed_rows *p, int64_t batch, int64_t seq, int6
     return status;
 }
 
+int packed_chunks_align(const int64_t *ids, int64_t batch, int64_t seq, int64_t chunk,
+                        const char *path)
+{
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t s = 0; s < seq; s++)
+            if (starts(ids, seq, b, s) && (s - ids[b * seq + s]) % chunk != 0)
+                return cli_fail(EXIT_FAIL, "%s: sequence %lld starts a document at token %lld "
+                                "with position %lld; transformers counts a packed document's "
+                                "chunks of %lld from its positions, this layer from the "
+                                "token's place: they differ unless the two agree modulo %lld",
+                                path, (long long)b, (long long)s,
+                                (long long)ids[b * seq + s], (long long)chunk, (long long)chunk);
+    return 0;
+}
+
 int text_positions_plain(const int64_t *text, int64_t batch, int64_t seq, const char *path)
 {
     for (int64_t b = 0; b < batch; b++)

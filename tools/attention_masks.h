@@ -54,6 +54,14 @@ ra_status packed_rows_run(const packed_rows *p, int64_t batch, int64_t seq, int6
                           ra_attention_options attention, float *y, float *dx,
                           packed_rows_call call, void *arg);
 
+/* With --packed, a chunked layer (Llama 4): 0 when every document of
+ * ids [batch, seq] starts at a token whose place and position agree modulo
+ * chunk, so that transformers' chunks (counted by position within packed
+ * documents) are the library's (counted by place); else the CLI's failure
+ * naming the first that does not. */
+int packed_chunks_align(const int64_t *ids, int64_t batch, int64_t seq, int64_t chunk,
+                        const char *path);
+
 /* Whether the text positions [batch, seq] of [4, ...] position ids (Qwen3-VL)
  * leave the mask causal, each the one before plus one: transformers' mask
  * finds packed documents in them when it is given no attention mask and

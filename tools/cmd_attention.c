@@ -566,7 +566,11 @@ static int run(attention_options *opts)
                                 ids ? positions_max(ids, components * batch * seq)
                                     : opts->start_pos + seq - 1,
                                 &layer)) &&
-        !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))))
+        !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
+        !(opts->packed && ra_layer_get_config(ra_hf_layer_get(layer))->chunk &&
+          (failed = packed_chunks_align(text ? text : ids, batch, seq,
+                                        ra_layer_get_config(ra_hf_layer_get(layer))->chunk,
+                                        opts->rope.positions_path))))
         failed = cli_context_create(&ctx, opts->threads);
     /* an MPI launch's ranks compute together, on the same data, or none
      * does (comm.h) */

@@ -1213,6 +1213,13 @@ typedef struct ra_layer_config {
     int64_t qk_nope_head_dim; /* features of each q and k head that do not rotate, >= 0 */
     int64_t v_head_dim;       /* Dv >= 1, at most head_dim: v's and the
                                  attention output's features per head */
+    int norm_after_rope; /* nonzero: the q and k norms (weights.q_norm,
+                           k_norm, as the other norm fields shape them) come
+                           after RoPE, on the rotated q and k, as
+                           HunYuan-V1-Dense's query_layernorm and
+                           key_layernorm; 0: before RoPE (Qwen3).  Not with
+                           qk_l2_norm, temperature_floor or latent attention
+                           (RA_ERR_UNSUPPORTED) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1240,7 +1247,8 @@ typedef struct ra_layer_weights {
     const float *bv; /* [Hkv * D] or NULL */
     const float *bo; /* [dim] or NULL */
     /* RMSNorm weights over each head of q and of k, applied after the
-     * projection (and bias) and before RoPE, as Qwen3 does:
+     * projection (and bias) and before RoPE (after it with
+     * config.norm_after_rope), as Qwen3 does:
      * q_h = q_norm * q_h / sqrt(mean(q_h^2) + norm_eps).  NULL: none.
      * With config.norm_whole, over all of a token's q (k) at once; with
      * norm_head_weights, head h scaled by its own q_norm[h D .. h D + D);

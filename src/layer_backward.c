@@ -14,6 +14,7 @@
  *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
+ *      (with norm_after_rope, the norms come first and R^T after them)
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
  *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
@@ -153,6 +154,14 @@ static void clip_grad(float *g, const float *x, int64_t n, double limit)
         if (!(x[i] >= -hi && x[i] <= hi)) g[i] = 0.0f;
 }
 
+/* dq = R^T dq, dk = R^T dk: RoPE's backward at the forward's positions. */
+static void rotate_back(ra_context *ctx, const ra_layer *layer, const ra_tensor *dq,
+                        const ra_tensor *dk, const ra_positions *pos)
+{
+    ra_rope_apply(ctx, layer->rope, dq, dq, pos, RA_INVERSE);
+    ra_rope_apply(ctx, layer->rope, dk, dk, pos, RA_INVERSE);
+}
+
 RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
@@ -231,9 +240,10 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     }
     if (w->sinks && grads->accumulate)
         for (int64_t h = 0; h < H; h++) grads->dsinks[h] += dsinks[h];
-    /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
-    ra_rope_apply(ctx, layer->rope, &tdq, &tdq, &call->pos, RA_INVERSE);
-    ra_rope_apply(ctx, layer->rope, &tdk, &tdk, &call->pos, RA_INVERSE);
+    /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk
+     * (here, or after the norms where they follow RoPE: norm_after_rope) */
+    const int norms_after = c->norm_after_rope;
+    if (!norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)), and
      * Llama 4's temperature at each token's position */
     const float q_factor = ra_layer_q_factor(c);
@@ -257,6 +267,12 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
         ra_layer_clip(q_in, n_q, c->clip_qkv);
         ra_layer_clip(k_in, n_kv, c->clip_qkv);
+    }
+    if (inputs && norms_after) { /* the norms' inputs are the rotated q and k */
+        const ra_tensor tq = ra_tensor_4d(q_in, RA_F32, B, S, H, D),
+                        tk = ra_tensor_4d(k_in, RA_F32, B, S, Hkv, D);
+        ra_rope_apply(ctx, layer->rope, &tq, &tq, &call->pos, RA_FORWARD);
+        ra_rope_apply(ctx, layer->rope, &tk, &tk, &call->pos, RA_FORWARD);
     }
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, H, T),
                               kn = ra_layer_norm_shape_of(c, Hkv, T);
@@ -282,6 +298,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
         norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
     }
+    if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where
      * |x| <= clip_qkv, as torch's clamp */
     if (clip) {

@@ -107,9 +107,29 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
  * normalize set, clip_qkv's clamp, the q and k norms where the layer has
- * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor. */
+ * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor (with
+ * norm_after_rope, the norms and the factor are ra_layer_rotate's). */
 void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
                           float *xv, const float *x, int64_t tokens, int normalize);
+
+/* The rope that the steps after ra_layer_project_qkv apply (the flash
+ * kernel's fused rotation, a cache's append): the layer's, or NULL where
+ * ra_layer_rotate must rotate q and k before them (norm_after_rope: the q
+ * and k norms come after RoPE). */
+const ra_rope *ra_layer_late_rope(const ra_layer *layer);
+
+/* RoPE on q [B, S, H, D] and k [B, S, Hkv, D] at pos (read), in place:
+ * each sequence's first n_new[b] tokens (NULL: all S); then, with
+ * norm_after_rope, the q and k norms and q's factor (ra_layer_q_factor),
+ * which ra_layer_project_qkv leaves to it. */
+void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq,
+                     const ra_tensor *xk, const ra_positions *pos, const int64_t *n_new);
+
+/* Where ra_layer_late_rope is NULL, the check a cache's append makes of
+ * positions for its rope (pos's sequences' first n_new[b] tokens, NULL:
+ * seq) and then skips; RA_OK otherwise. */
+ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos, int64_t batch,
+                                  int64_t seq, const int64_t *n_new);
 
 /* y = wo(attn) (+ bo) for tokens rows of attn [tokens, H * D]. */
 void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
@@ -160,7 +180,8 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
                             const ra_layer_norm_shape *n);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (ra_layer_project_qkv), then (rotate set) RoPE on xq and
- * xk, in place; unset, attention rotates them as it loads them.
+ * xk, in place (ra_layer_rotate); unset, attention rotates them as it loads them
+ * (only where ra_layer_late_rope is not NULL).
  *   x: [B, S, dim]   xq: [B, S, H, D]   xk, xv: [B, S, Hkv, D] (contiguous) */
 void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm, const float *x,
                   const ra_tensor *xq, const ra_tensor *xk, const ra_tensor *xv,

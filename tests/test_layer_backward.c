@@ -3,7 +3,7 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases, q/k norms), flash against reference, identical bits for any thread count,
+ * biases, q/k norms before or after RoPE), flash against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
  *
@@ -43,12 +43,13 @@ typedef struct layer_case {
                            per head; | WHOLE: over the whole projection;
                            | HEADS: each head its own weights; | LAYER:
                            LayerNorms; | L2: Llama 4's L2 norm after RoPE;
-                           | TEMP: temperature tuning, floor 4, scale 0.3 */
+                           | TEMP: temperature tuning, floor 4, scale 0.3;
+                           | POST: the q/k norms after RoPE (HunYuan) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
-enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64 };
+enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
 enum { N_PARAMS = 10 };
@@ -165,7 +166,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .qk_l2_norm = (c->extras & L2) != 0,
                            .temperature_floor = c->extras & TEMP ? 4.0 : 0.0,
                            .temperature_scale = 0.3,
-                           .scale = c->scale, .clip_qkv = c->clip};
+                           .scale = c->scale, .clip_qkv = c->clip,
+                           .norm_after_rope = (c->extras & POST) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -262,6 +264,20 @@ static void clip_d(double *x, int64_t n, double limit)
     for (int64_t i = 0; i < n; i++) x[i] = fmin(fmax(x[i], -limit), limit);
 }
 
+/* The q and k norms of case c (q [T, H D], k [T, Hkv D]; none without NORMS). */
+static void qk_norms_d(const layer_case *c, double *const w[N_PARAMS], double *q, double *k,
+                       int64_t T)
+{
+    const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
+    if (c->extras & WHOLE) {
+        norm_d(q, w[8], T, c->h * c->d, 1, centered);
+        norm_d(k, w[9], T, c->hkv * c->d, 1, centered);
+    } else {
+        norm_d(q, w[8], T * c->h, c->d, heads ? c->h : 1, centered);
+        norm_d(k, w[9], T * c->hkv, c->d, heads ? c->hkv : 1, centered);
+    }
+}
+
 /* L = sum(y * dy) for the layer in double, at the given x and weights;
  * y (if not NULL) gets the output. */
 static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS],
@@ -284,19 +300,13 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
         clip_d(k, T * kv, c->clip);
         clip_d(v, T * kv, c->clip);
     }
-    const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
-    if (c->extras & WHOLE) {
-        norm_d(q, w[8], T, qd, 1, centered);
-        norm_d(k, w[9], T, kv, 1, centered);
-    } else {
-        norm_d(q, w[8], T * c->h, D, heads ? c->h : 1, centered);
-        norm_d(k, w[9], T * c->hkv, D, heads ? c->hkv : 1, centered);
-    }
+    if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
     const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
     }
+    if (c->extras & POST) qk_norms_d(c, w, q, k, T); /* HunYuan: after apply_rotary_pos_emb */
     if (c->extras & L2) { /* Llama 4: after RoPE, no weights */
         for (int64_t r = 0; r < T * c->h + T * c->hkv; r++) {
             double *row = r < T * c->h ? q + r * D : k + (r - T * c->h) * D, squares = 0;
@@ -459,6 +469,11 @@ static const layer_case fd_cases[] = {
     /* q, k, v clamped (OLMo's clip_qkv), with and without norms */
     {"clip_qkv 0.5, biases",     2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, BIASES, 0, 0.5},
     {"clip_qkv 0.4, norms",      1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0.4},
+    /* q/k norms after RoPE (HunYuan-V1-Dense); the norms there take yarn's
+     * attention factor away */
+    {"norms after RoPE, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | POST, 0, 0},
+    {"after RoPE: yarn, LayerNorms, clip", 1, 6, 4, 2, 6, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 2, 0.2f, 0, 0, NORMS | POST | HEADS | LAYER | BIASES, 0.3, 0.5},
+    {"after RoPE: whole, llama3", 1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 0, 0.0f, 0, 0, NORMS | WHOLE | POST, 0, 0},
 };
 
 static void test_finite_differences(void)
@@ -1162,6 +1177,37 @@ static void test_llama4_cached(void)
     }
 }
 
+/* The features that change what the cache holds or what its steps compute
+ * (norms after RoPE), through the KV cache as the forward has them; and
+ * their refusals. */
+static void test_features_cached(void)
+{
+    const layer_case cases[] = {
+        {"norms after RoPE",          2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 0, 0.0f, 0, 0, NORMS | POST | BIASES, 0.3, 0},
+        {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        fixture f;
+        fixture_make(&f, &cases[t], 500 + t);
+        double e = cached_diff(f.layer, f.layer, &f);
+        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
+        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
+        fixture_free(&f);
+    }
+    ra_rope_config cfg_rope = ra_rope_config_default(4);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 8, .n_heads = 2, .head_dim = 4,
+                           .rope = &cfg_rope, .norm_after_rope = 1, .qk_l2_norm = 1};
+    float w[64] = {0};
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w, .wk = w, .wv = w, .wo = w};
+    ra_layer *layer = (ra_layer *)&cfg;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED && layer == NULL,
+          "norm_after_rope with qk_l2_norm");
+    cfg.qk_l2_norm = 0;
+    cfg.temperature_floor = 8;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
+          "norm_after_rope with temperature_floor");
+}
+
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the
  * separate weights' y, KV-cache y and gradients, its own rows of dwqkv and
  * dbqkv being theirs (to 1e-6: OpenBLAS may sum a narrower product in
@@ -1261,6 +1307,7 @@ static void simd_cases(void)
     RUN(test_errors);
     RUN(test_fused_qkv);
     RUN(test_llama4_cached);
+    RUN(test_features_cached);
 }
 
 int main(void)

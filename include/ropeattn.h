@@ -1140,7 +1140,7 @@ typedef struct ra_layer_config {
                            without position information, for ablations
                            (like Hugging Face's no_rope_layers) */
     double norm_eps;    /* epsilon of the q and k norms (weights.q_norm, and
-                           qk_l2_norm's):
+                           qk_l2_norm's) and of weights.o_norm:
                            0 means 1e-6 (Qwen3's rms_norm_eps), else in
                            (0, 1) (RA_ERR_ARGUMENT) */
     int norm_whole;     /* nonzero: q_norm [H * D] and k_norm [Hkv * D] each
@@ -1300,6 +1300,11 @@ typedef struct ra_layer_weights {
      * attention (config.kv_lora_rank) takes float32 weights only
      * (RA_ERR_UNSUPPORTED). */
     ra_dtype dtype;
+    /* RMSNorm weights over each token's attention output, all its H * D
+     * features at once, before wo: o = o_norm * o / sqrt(mean(o^2) +
+     * config.norm_eps), BitNet's attn_sub_norm.  NULL: none.  Latent
+     * attention: RA_ERR_UNSUPPORTED. */
+    const float *o_norm; /* [H * D] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1321,8 +1326,8 @@ RA_API void ra_layer_destroy(ra_layer *layer); /* NULL is allowed */
 RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
 
 /* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
- * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
- * wo (+ bo).  NULL positions means start 0; options: the attention's path
+ * q and k norms) -> RoPE at the given positions -> causal GQA attention
+ * (-> o_norm) -> wo (+ bo).  NULL positions means start 0; options: the attention's path
  * and dropout, and the call's padding_mask and cu_seqlens (NULL: inference
  * on RA_PATH_AUTO); the layer's window, chunk, soft-cap and sinks come from
  * its config and weights (set in options: RA_ERR_ARGUMENT).  The
@@ -1473,6 +1478,7 @@ typedef struct ra_layer_grads {
     /* Latent attention's, shaped as the weights (dwq, dwo and dbo as above;
      * dwk, dwv and the others above are ignored) */
     float *dwq_a, *dbq_a, *dq_a_norm, *dwq_b, *dwkv_a, *dbkv_a, *dkv_a_norm, *dwkv_b;
+    float *do_norm; /* [H * D], for a layer with o_norm */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

@@ -488,11 +488,25 @@ float ra_layer_q_factor(const ra_layer_config *c)
     return (float)(c->scale * sqrt((double)c->head_dim));
 }
 
-void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
-                             const float *attn, int64_t tokens)
+int ra_layer_output_changes(const ra_layer *layer)
+{
+    return layer->weights.o_norm != NULL;
+}
+
+ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *c, int64_t tokens)
+{
+    return (ra_layer_norm_shape){tokens, c->n_heads * c->head_dim, 1, 0, c->norm_eps};
+}
+
+void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
+                             int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
-    ra_gemm_nt_w(mm, y, c->dim, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
+    if (layer->weights.o_norm) { /* BitNet: attn_output = self.attn_sub_norm(attn_output) */
+        const ra_layer_norm_shape n = ra_layer_o_norm_shape(c, tokens);
+        ra_layer_norm(o, layer->weights.o_norm, &n);
+    }
+    ra_gemm_nt_w(mm, y, c->dim, o, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
     add_bias(y, layer->weights.bo, tokens, c->dim);
 }
 
@@ -505,10 +519,10 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
     if (rotate) ra_layer_rotate(layer, ctx, xq, xk, &call->pos, NULL); /* apply_rotary_emb */
 }
 
-void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
+void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
                      const ra_layer_call *call)
 {
-    ra_layer_project_output(layer, mm, y, attn, call->tokens); /* output = wo(output) */
+    ra_layer_project_output(layer, mm, y, o, call->tokens); /* output = wo(output) */
     if (call->attn.dropout > 0.0f) /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }

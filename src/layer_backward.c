@@ -5,6 +5,8 @@
  *   dy [B, S, dim]
  *   -> g = dy * resid mask                      [B, S, dim]
  *   -> dattn = g wo                             [B, S, H * D]
+ *   -> dattn through o_norm (BitNet), at the tape's attention output, and
+ *      do_norm (+)=
  *   -> dq, dk, dv = attention backward          [B, S, H or Hkv, D]
  *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
  *      regenerated from the seed)
@@ -16,7 +18,7 @@
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *      (with norm_after_rope, the norms come first and R^T after them)
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
- *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
+ *   -> dwo (+)= g^T o (o: wo's input, recomputed), dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
@@ -51,7 +53,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     } needed[] = {{w->bq, g->dbq, "dbq"}, {w->bk, g->dbk, "dbk"}, {w->bv, g->dbv, "dbv"},
                   {w->bo, g->dbo, "dbo"}, {w->bqkv, g->dbqkv, "dbqkv"},
                   {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"},
-                  {w->sinks, g->dsinks, "dsinks"}};
+                  {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -80,13 +82,15 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {w->k_norm ? g->dk_norm : NULL, n_kn, "dk_norm"},
                    {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
                    {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
-                   {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"}},
+                   {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
+                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"}},
       inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"}, {w->wq, f_wq, "wq"},
                   {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
                   {w->bq, q_dim, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
                   {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
-                  {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"}};
+                  {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
+                  {w->o_norm, q_dim, "o_norm"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -154,6 +158,23 @@ static void clip_grad(float *g, const float *x, int64_t n, double limit)
         if (!(x[i] >= -hi && x[i] <= hi)) g[i] = 0.0f;
 }
 
+/* wo's input o from the attention's output attn [T, H D]: attn itself,
+ * or o_norm(attn) in o (BitNet's attn_sub_norm), with d, o's gradient,
+ * taken back through the norm to attn's, in place, and o_norm's gradient
+ * written into dweight [H D]. */
+static const float *output_back(const ra_layer *layer, float *d, float *dweight, float *o,
+                                const float *attn, int64_t T)
+{
+    const ra_layer_weights *w = &layer->weights;
+    if (!w->o_norm) return attn;
+    const ra_layer_norm_shape n = ra_layer_o_norm_shape(&layer->config, T);
+    memcpy(o, attn, (size_t)(T * n.d) * sizeof(float));
+    ra_layer_norm(o, w->o_norm, &n);
+    memset(dweight, 0, (size_t)n.d * sizeof(float));
+    ra_layer_norm_backward(d, dweight, attn, w->o_norm, &n);
+    return o;
+}
+
 /* dq = R^T dq, dk = R^T dk: RoPE's backward at the forward's positions. */
 static void rotate_back(ra_context *ctx, const ra_layer *layer, const ra_tensor *dq,
                         const ra_tensor *dk, const ra_positions *pos)
@@ -197,15 +218,17 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
      * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D]; with
      * q or k norms (or the L2 norm) also q and k before them, [T, H D] and
      * [T, Hkv D]; with clip_qkv q, k and v before the clamp; with both norms
-     * and the L2 norm, q and k between them.  The tape was made with
+     * and the L2 norm, q and k between them; with o_norm, wo's input o
+     * [T, H D] and o_norm's gradient [H D].  The tape was made with
      * 12 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
     const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
     const int inputs = norms || l2; /* the norms' inputs are needed */
     ra_scratch scratch, panel;
     ra_gemm_env mm;
+    const int64_t out_floats = w->o_norm ? n_q + q_dim : 0;
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
-                           H; /* and the sinks' gradient [H] */
+                           out_floats + H; /* and the sinks' gradient [H] */
     RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
@@ -224,6 +247,9 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
     ra_gemm_nn_w(&mm, dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
+    float *o_norm_grad = (float *)scratch.data + floats - H - q_dim;
+    const float *o = output_back(layer, dattn, o_norm_grad, (float *)scratch.data + floats - H -
+                                 out_floats, v.attn.data, T);
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv, and
      * the sinks' gradient (added to grads->dsinks when accumulating) */
     float *dsinks = (float *)scratch.data + floats - H;
@@ -240,6 +266,8 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     }
     if (w->sinks && grads->accumulate)
         for (int64_t h = 0; h < H; h++) grads->dsinks[h] += dsinks[h];
+    for (int64_t i = 0; w->o_norm && i < q_dim; i++)
+        grads->do_norm[i] = (grads->accumulate ? grads->do_norm[i] : 0.0f) + o_norm_grad[i];
     /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk
      * (here, or after the norms where they follow RoPE: norm_after_rope) */
     const int norms_after = c->norm_after_rope;
@@ -306,8 +334,8 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         clip_grad(dk, k_raw, n_kv, c->clip_qkv);
         clip_grad(dv, v_raw, n_kv, c->clip_qkv);
     }
-    /* output = self.wo(output): dwo = g^T attn */
-    ra_gemm_tn(grads->dwo, g, dim, v.attn.data, dim, q_dim, T, beta);
+    /* output = self.wo(output): dwo = g^T o */
+    ra_gemm_tn(grads->dwo, g, dim, o, dim, q_dim, T, beta);
     bias_grad(grads->dbo, w->bo, g, T, dim, grads->accumulate);
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, db = the
      * sum of d's rows, dx = sum of d w (a fused wqkv: each group's rows of

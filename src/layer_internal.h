@@ -131,9 +131,14 @@ void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq
 ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos, int64_t batch,
                                   int64_t seq, const int64_t *n_new);
 
-/* y = wo(attn) (+ bo) for tokens rows of attn [tokens, H * D]. */
-void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
-                             const float *attn, int64_t tokens);
+/* y = wo(o) (+ bo) for tokens rows of o [tokens, H * D], the attention's
+ * output, which becomes wo's input in place: o_norm(o) where the layer has
+ * o_norm. */
+void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
+                             int64_t tokens);
+
+/* Whether wo's input is other than the attention's output (o_norm). */
+int ra_layer_output_changes(const ra_layer *layer);
 
 /* Llama 4's temperature tuning (config.temperature_floor; nothing without
  * it): each token's row of g [tokens, H * D] times its factor at its
@@ -163,6 +168,10 @@ typedef struct ra_layer_norm_shape {
 ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *config, int64_t heads,
                                            int64_t tokens);
 
+/* The o_norm (BitNet's attn_sub_norm) of tokens tokens: each token's H * D
+ * features. */
+ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *config, int64_t tokens);
+
 /* Llama 4's L2 norm (qk_l2_norm) of q (heads = H) or k (Hkv): each head's D
  * features, an RMSNorm without weights. */
 ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *config, int64_t heads,
@@ -187,9 +196,10 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
                   const ra_tensor *xq, const ra_tensor *xk, const ra_tensor *xv,
                   const ra_layer_call *call, int rotate);
 
-/* y = wo(attn), then resid_dropout when training.
- *   attn: [B, S, H * D]   y: [B, S, dim] */
-void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
+/* y = wo(o) (ra_layer_project_output: o changes), then resid_dropout when
+ * training.
+ *   o: [B, S, H * D]   y: [B, S, dim] */
+void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
                      const ra_layer_call *call);
 
 /* resid_dropout on y [tokens, dim], elements indexed (b*S + s)*dim + c in

@@ -154,18 +154,29 @@ RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, 
         return status;
     }
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
-    ra_scratch panel;
+    ra_scratch panel, o = {NULL, 0};
     ra_gemm_env mm;
     RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
+    /* wo's input, where it is not the attention's output (which the tape
+     * keeps): [B, S, H * D], in the outer workspace (attention takes the other) */
+    ra_status status = RA_OK;
+    if (ra_layer_output_changes(layer))
+        status = ra_scratch_acquire_outer(ctx, (size_t)call.n_q * sizeof(float), &o);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return ra_layer_engine_agree(e, status);
+    }
     ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
-    ra_status status = ra_layer_engine_agree(e, RA_OK);
+    status = ra_layer_engine_agree(e, RA_OK);
     if (status == RA_OK)
         status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
     if (status == RA_OK) { /* else scratch memory only: y is untouched */
-        ra_layer_output(layer, &mm, y, v.attn.data, &tape->call);
+        if (o.data) memcpy(o.data, v.attn.data, (size_t)call.n_q * sizeof(float));
+        ra_layer_output(layer, &mm, y, o.data ? o.data : v.attn.data, &tape->call);
         tape->filled = 1;
     }
+    ra_scratch_release(&o);
     ra_scratch_release(&panel);
     return status;
 }

@@ -3,7 +3,7 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases, q/k norms before or after RoPE), flash against reference, identical bits for any thread count,
+ * biases, q/k norms before or after RoPE, a norm before wo), flash against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
  *
@@ -44,15 +44,18 @@ typedef struct layer_case {
                            | HEADS: each head its own weights; | LAYER:
                            LayerNorms; | L2: Llama 4's L2 norm after RoPE;
                            | TEMP: temperature tuning, floor 4, scale 0.3;
-                           | POST: the q/k norms after RoPE (HunYuan) */
+                           | POST: the q/k norms after RoPE (HunYuan);
+                           | ONORM: an RMSNorm before wo (BitNet) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
-enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128 };
+enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
+       ONORM = 256 };
 
-/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
-enum { N_PARAMS = 10 };
+/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
+ * o_norm. */
+enum { N_PARAMS = 11 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
@@ -118,7 +121,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
                                    c->extras & BIASES ? f->dim : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
-                                   c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0};
+                                   c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
+                                   c->extras & ONORM ? f->qd : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -171,7 +175,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
-                          .q_norm = f->w[8], .k_norm = f->w[9]};
+                          .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &rope_cfg) == RA_OK, "%s: rope", c->name);
@@ -341,6 +345,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
                     oi[e] = acc;
                 }
             }
+    norm_d(att, w[10], T, qd, 1, 0); /* BitNet's attn_sub_norm */
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     add_bias_d(y, w[7], T, dim);
     double loss = 0;
@@ -413,7 +418,7 @@ static ra_layer_grads layer_grads(const grads *g, int accumulate)
                             .dwv = g->dw[2], .dwo = g->dw[3],
                             .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
                             .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
-                            .dk_norm = g->dw[9]};
+                            .dk_norm = g->dw[9], .do_norm = g->dw[10]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -474,6 +479,9 @@ static const layer_case fd_cases[] = {
     {"norms after RoPE, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | POST, 0, 0},
     {"after RoPE: yarn, LayerNorms, clip", 1, 6, 4, 2, 6, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 2, 0.2f, 0, 0, NORMS | POST | HEADS | LAYER | BIASES, 0.3, 0.5},
     {"after RoPE: whole, llama3", 1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 0, 0.0f, 0, 0, NORMS | WHOLE | POST, 0, 0},
+    /* an RMSNorm over the attention's output before wo (BitNet's attn_sub_norm) */
+    {"o_norm, biases, dropout",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.2f, 0, 6, ONORM | BIASES, 0, 0},
+    {"o_norm, q/k norms, H D < dim", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 16, ONORM | NORMS, 0.3, 0},
 };
 
 static void test_finite_differences(void)
@@ -494,7 +502,8 @@ static void test_finite_differences(void)
             finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
         }
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
-                                                        "dbk", "dbv", "dbo", "dq_norm", "dk_norm"};
+                                                        "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
+                                                        "do_norm"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -672,7 +681,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS, 0, 0};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -690,8 +699,12 @@ static void test_accumulate_and_reuse(void)
     for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
     ra_layer_grads overwrite = layer_grads(&g, 0), accumulate = layer_grads(&h, 1);
     ra_layer_grads no_dbk = overwrite, no_dk_norm = overwrite, dbo_on_bo = overwrite;
+    ra_layer_grads no_do_norm = overwrite;
     no_dbk.dbk = NULL;         /* the layer has bk */
     no_dk_norm.dk_norm = NULL; /* and k_norm */
+    no_do_norm.do_norm = NULL; /* and o_norm */
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_do_norm, tape, f.dy) == RA_ERR_NULL,
+          "no do_norm");
     dbo_on_bo.dbo = f.w[7];
     CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dbk, tape, f.dy) == RA_ERR_NULL, "no dbk");
     CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dk_norm, tape, f.dy) == RA_ERR_NULL,
@@ -1178,13 +1191,14 @@ static void test_llama4_cached(void)
 }
 
 /* The features that change what the cache holds or what its steps compute
- * (norms after RoPE), through the KV cache as the forward has them; and
+ * (norms after RoPE, o_norm), through the KV cache as the forward has them; and
  * their refusals. */
 static void test_features_cached(void)
 {
     const layer_case cases[] = {
         {"norms after RoPE",          2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 0, 0.0f, 0, 0, NORMS | POST | BIASES, 0.3, 0},
         {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
+        {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         fixture f;

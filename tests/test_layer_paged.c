@@ -8,7 +8,7 @@
  *     flash kernel, here the decode kernel over the stored rows; 8-bit
  *     rows: 1e-2, their prefills attend over unquantized keys there);
  *   - a GQA layer with biases and q/k norms (before RoPE, or after it:
- *     HunYuan), and a sliding-window layer
+ *     HunYuan; with a norm before wo: BitNet), and a sliding-window layer
  *     on window sequences (pages released as they pass);
  *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
  *     nothing in x's rows past n_new reaches y (NaN there);
@@ -29,11 +29,11 @@ static const int64_t rounds[ROUNDS][N] = {{5, 2, 6}, {1, 1, 1}, {0, 3, 1}, {2, 1
 
 typedef struct weights {
     float wq[H * D * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * H * D];
-    float b[H * D + 2 * HKV * D + DIM], norms[2 * D];
+    float b[H * D + 2 * HKV * D + DIM], norms[2 * D], o_norm[H * D];
 } weights;
 
-/* variant: 0, or NORMS_AFTER_ROPE */
-enum { NORMS_AFTER_ROPE = 1 };
+/* variant: 0, NORMS_AFTER_ROPE, or O_NORM */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -44,6 +44,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     ra_test_fill(w->b, H * D + 2 * HKV * D + DIM, 15);
     ra_test_fill(w->norms, 2 * D, 16);
     for (int i = 0; i < 2 * D; i++) w->norms[i] = 1.0f + 0.25f * w->norms[i];
+    ra_test_fill(w->o_norm, H * D, 17);
     for (int i = 0; i < H * D * DIM; i++) w->wq[i] /= sqrtf(DIM), w->wo[i] /= sqrtf(H * D);
     for (int i = 0; i < HKV * D * DIM; i++) w->wk[i] /= sqrtf(DIM), w->wv[i] /= sqrtf(DIM);
     ra_rope_config rc = ra_rope_config_default(0);
@@ -55,6 +56,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
     lw.bq = w->b, lw.bk = w->b + H * D, lw.bv = w->b + H * D + HKV * D;
     lw.bo = w->b + H * D + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
+    lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());
     return layer;
@@ -154,7 +156,7 @@ static void test_matches_cached(void)
 {
     static const ra_dtype dtypes[] = {RA_F32, RA_BF16, RA_I8, RA_F8E4M3};
     static const double tol[] = {1e-5, 1e-5, 1e-2, 6e-2};
-    for (int variant = 0; variant <= NORMS_AFTER_ROPE; variant++) {
+    for (int variant = 0; variant < N_VARIANTS; variant++) {
         weights w;
         ra_layer *layer = make_layer(&w, 0, variant);
         matches_cached(layer, dtypes, tol, sizeof dtypes / sizeof dtypes[0]);

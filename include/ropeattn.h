@@ -1220,6 +1220,15 @@ typedef struct ra_layer_config {
                            key_layernorm; 0: before RoPE (Qwen3).  Not with
                            qk_l2_norm, temperature_floor or latent attention
                            (RA_ERR_UNSUPPORTED) */
+    int gated_output;   /* nonzero: wq's projection also gives a gate, and
+                           the attention's output is multiplied by
+                           sigmoid(gate) before weights.o_norm and wo
+                           (Qwen3-Next's full-attention layers): wq is
+                           [2 H D, dim] (bq [2 H D]), each head h's D query
+                           rows 2hD .. 2hD + D - 1, then its D gate rows, as
+                           q_proj's output viewed [..., H, 2 D] and chunked;
+                           dwq and dbq are shaped so.  Not with wqkv nor
+                           latent attention (RA_ERR_UNSUPPORTED) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1238,11 +1247,11 @@ static inline ra_layer_config ra_layer_config_init(void)
  * calls. */
 typedef struct ra_layer_weights {
     size_t struct_size; /* sizeof(ra_layer_weights) */
-    const float *wq; /* [H * D, dim] */
+    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output) */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
     const float *wo; /* [dim, H * D] */
-    const float *bq; /* [H * D] or NULL */
+    const float *bq; /* [H * D] ([2 H D]: config.gated_output) or NULL */
     const float *bk; /* [Hkv * D] or NULL */
     const float *bv; /* [Hkv * D] or NULL */
     const float *bo; /* [dim] or NULL */
@@ -1327,7 +1336,7 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
 
 /* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
  * q and k norms) -> RoPE at the given positions -> causal GQA attention
- * (-> o_norm) -> wo (+ bo).  NULL positions means start 0; options: the attention's path
+ * (-> * sigmoid(gate) -> o_norm) -> wo (+ bo).  NULL positions means start 0; options: the attention's path
  * and dropout, and the call's padding_mask and cu_seqlens (NULL: inference
  * on RA_PATH_AUTO); the layer's window, chunk, soft-cap and sinks come from
  * its config and weights (set in options: RA_ERR_ARGUMENT).  The
@@ -1427,7 +1436,8 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
  * for one layer and up to max_tokens = B * S tokens (use it only while that
  * layer lives; it may be destroyed before or after the layer), and every
  * forward overwrites it, so a training loop allocates nothing per step.  Size:
- * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations plus
+ * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations (and
+ * 4 * max_tokens * H D more for gated_output's gate) plus
  * 32 * max_tokens bytes of positions. */
 typedef struct ra_layer_tape ra_layer_tape;
 

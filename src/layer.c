@@ -92,7 +92,7 @@ static ra_status resolve_config(ra_layer_config *c)
                        c->dim > INT_MAX ? "dim" : "n_heads * head_dim",
                        (long long)(c->dim > INT_MAX ? c->dim : q_dim));
     int64_t weight;
-    if (ra_mul(c->dim, q_dim, &weight) != RA_OK)
+    if (ra_mul(c->dim, c->gated_output ? 2 * q_dim : q_dim, &weight) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: dim %lld * n_heads * head_dim %lld: "
                        "too many elements", (long long)c->dim, (long long)q_dim);
     return RA_OK;
@@ -155,6 +155,8 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     RA_TRY(check_weight_dtype(w, &c));
     RA_TRY(ra_mla_resolve(&c, w, &rope)); /* a latent layer's weights, and its rope */
     if (!c.kv_lora_rank) RA_TRY(check_qkv_weights(w));
+    if (c.gated_output && w->wqkv)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: gated_output with weights.wqkv");
     RA_TRY(resolve_config(&c));
     if (!c.kv_lora_rank) rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -269,6 +271,12 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const int64_t D = c->head_dim, heads = p == RA_PROJ_Q ? c->n_heads : c->n_kv_heads;
+    if (c->gated_output && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
+        /* Qwen3-Next: each head's D query rows, then its D gate rows */
+        const int64_t first = p == RA_PROJ_GATE ? D : 0;
+        return (ra_layer_proj){ra_gemm_weight_at(w->wq, w->dtype, first * c->dim),
+                               w->bq ? w->bq + first : NULL, c->n_heads, D, 2 * D};
+    }
     if (!w->wqkv) {
         const float *const ws[3] = {w->wq, w->wk, w->wv}, *const bs[3] = {w->bq, w->bk, w->bv};
         return (ra_layer_proj){ws[p], bs[p], 1, heads * D, 0};
@@ -490,7 +498,7 @@ float ra_layer_q_factor(const ra_layer_config *c)
 
 int ra_layer_output_changes(const ra_layer *layer)
 {
-    return layer->weights.o_norm != NULL;
+    return layer->config.gated_output || layer->weights.o_norm != NULL;
 }
 
 ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *c, int64_t tokens)
@@ -499,9 +507,15 @@ ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *c, int64_t toke
 }
 
 void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
-                             int64_t tokens)
+                             const float *x, float *gate, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
+    if (c->gated_output) { /* Qwen3-Next: attn_output = attn_output * torch.sigmoid(gate) */
+        const ra_layer_proj pg = ra_layer_proj_of(layer, RA_PROJ_GATE);
+        project(mm, gate, x, &pg, tokens, c->dim);
+        for (int64_t i = 0; i < tokens * c->n_heads * c->head_dim; i++)
+            o[i] *= ra_layer_sigmoid(gate[i]);
+    }
     if (layer->weights.o_norm) { /* BitNet: attn_output = self.attn_sub_norm(attn_output) */
         const ra_layer_norm_shape n = ra_layer_o_norm_shape(c, tokens);
         ra_layer_norm(o, layer->weights.o_norm, &n);
@@ -520,9 +534,9 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
 }
 
 void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
-                     const ra_layer_call *call)
+                     const float *x, float *gate, const ra_layer_call *call)
 {
-    ra_layer_project_output(layer, mm, y, o, call->tokens); /* output = wo(output) */
+    ra_layer_project_output(layer, mm, y, o, x, gate, call->tokens); /* output = wo(output) */
     if (call->attn.dropout > 0.0f) /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }
@@ -641,7 +655,7 @@ static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y
     ra_status status = ra_layer_engine_agree(e, RA_OK);
     if (status == RA_OK)
         status = ra_layer_attention(ctx, &eb.attn, eb.lse, &eb.q, &eb.k, &eb.v, &call->attn);
-    if (status == RA_OK) ra_layer_output(layer, &eb.mm, y, eb.attn.data, call);
+    if (status == RA_OK) ra_layer_output(layer, &eb.mm, y, eb.attn.data, x, eb.q.data, call);
     engine_buffers_release(&eb);
     return status;
 }
@@ -700,7 +714,7 @@ RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float 
         ra_attention_reference(&args, kernel_scratch);
     else
         ra_attention_flash(ctx, &args, kernel_scratch);
-    ra_layer_output(layer, &mm, y, attn.data, &call);
+    ra_layer_output(layer, &mm, y, attn.data, x, xq.data, &call);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return RA_OK;
@@ -821,7 +835,7 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
     } else if (status == RA_OK) {
         ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, &mask, buf + 2 * n_q + 2 * n_kv);
     }
-    if (status == RA_OK) ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+    if (status == RA_OK) ra_layer_project_output(layer, &mm, y, attn.data, x, xq.data, tokens);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return status;
@@ -871,7 +885,7 @@ RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *l
     if (status == RA_OK) {
         status = e.decode(e.user, ctx, cache, &eb.attn, &eb.q, &eb.k, &eb.v, &masks);
         if (status == RA_OK)
-            ra_layer_project_output(layer, &eb.mm, y, eb.attn.data, tokens);
+            ra_layer_project_output(layer, &eb.mm, y, eb.attn.data, x, eb.q.data, tokens);
         else
             status = engine_failed(&e, status);
     }

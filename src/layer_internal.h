@@ -6,6 +6,8 @@
 #ifndef RA_LAYER_INTERNAL_H
 #define RA_LAYER_INTERNAL_H
 
+#include <math.h>
+
 #include "dropout.h"
 #include "gemm.h"
 #include "internal.h"
@@ -99,9 +101,10 @@ typedef struct ra_layer_proj {
     int64_t groups, rows, stride;
 } ra_layer_proj;
 
-enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V };
+enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V, RA_PROJ_GATE };
 
-/* Projection p (RA_PROJ_Q, _K or _V) of the layer. */
+/* Projection p (RA_PROJ_Q, _K, _V, or _GATE: gated_output's, from wq's
+ * rows after each head's query rows) of the layer. */
 ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
@@ -132,12 +135,21 @@ ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos
                                   int64_t seq, const int64_t *n_new);
 
 /* y = wo(o) (+ bo) for tokens rows of o [tokens, H * D], the attention's
- * output, which becomes wo's input in place: o_norm(o) where the layer has
- * o_norm. */
+ * output, which becomes wo's input in place: o * sigmoid(gate) with
+ * gated_output (gate [tokens, H * D] computed from x [tokens, dim] into
+ * gate, before y is written: y may be x), then o_norm(o) where the layer
+ * has o_norm. */
 void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
-                             int64_t tokens);
+                             const float *x, float *gate, int64_t tokens);
 
-/* Whether wo's input is other than the attention's output (o_norm). */
+/* sigmoid(x) = 1 / (1 + e^-x), in double, rounded once. */
+static inline float ra_layer_sigmoid(float x)
+{
+    return (float)(1.0 / (1.0 + exp(-(double)x)));
+}
+
+/* Whether wo's input is other than the attention's output (gated_output,
+ * o_norm). */
 int ra_layer_output_changes(const ra_layer *layer);
 
 /* Llama 4's temperature tuning (config.temperature_floor; nothing without
@@ -196,11 +208,11 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
                   const ra_tensor *xq, const ra_tensor *xk, const ra_tensor *xv,
                   const ra_layer_call *call, int rotate);
 
-/* y = wo(o) (ra_layer_project_output: o changes), then resid_dropout when
- * training.
- *   o: [B, S, H * D]   y: [B, S, dim] */
+/* y = wo(o) (ra_layer_project_output: o changes, gate is written), then
+ * resid_dropout when training.
+ *   o, gate: [B, S, H * D]   x, y: [B, S, dim] */
 void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
-                     const ra_layer_call *call);
+                     const float *x, float *gate, const ra_layer_call *call);
 
 /* resid_dropout on y [tokens, dim], elements indexed (b*S + s)*dim + c in
  * stream RA_STREAM_OUTPUT; also its backward on dy. */

@@ -159,11 +159,11 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
         const ra_kv_cache view = ra_kv_pool_view(pool, ids, n_ids, NULL, arrays);
         ra_attention_decode_run(ctx, &view, &attn, &xq, n_new, &mask, scratch.data);
         if (!packed) {
-            ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+            ra_layer_project_output(layer, &mm, y, attn.data, x, xq.data, tokens);
         } else {
             if (real) {
                 gather_rows(pq, attn.data, n_new, n_ids, seq, H * D);
-                ra_layer_project_output(layer, &mm, px, pq, real);
+                ra_layer_project_output(layer, &mm, px, pq, px, xq.data, real);
             }
             for (int64_t i = 0; i < n_ids; i++) /* rows past a sequence's new tokens */
                 memset(y + (i * seq + n_new[i]) * c->dim, 0,

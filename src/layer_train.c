@@ -24,8 +24,9 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     if (max_tokens <= 0)
         return ra_fail(RA_ERR_SIZE, "max_tokens %lld: must be >= 1", (long long)max_tokens);
     const ra_layer_config *c = &layer->config;
-    /* Floats: xq and attn, tokens * H * D each; xk and xv, tokens * Hkv * D
-     * each; lse, tokens * H: at most 5 * tokens * max(dim, H * D); the
+    /* Floats: xq and attn (and gated_output's gate), tokens * H * D each; xk
+     * and xv, tokens * Hkv * D each; lse, tokens * H: at most 6 * tokens *
+     * max(dim, H * D); the
      * backward's scratch takes up to 12 times that, which must fit.  ids (or
      * 3-D ids) and starts: 4 * max_tokens int64, the bytes of 8 * max_tokens
      * floats. */
@@ -36,8 +37,8 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
         ra_mul(n_wide, 12, &bound) != RA_OK || ra_mul(max_tokens, 8, &bound) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "max_tokens %lld: the tape and the backward's scratch "
                        "would overflow", (long long)max_tokens);
-    const int64_t floats =
-        2 * n_q + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
+    const int64_t floats = (c->gated_output ? 3 : 2) * n_q +
+                           2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
     ra_layer_tape *tape = calloc(1, sizeof *tape);
     if (!tape) return ra_fail(RA_ERR_NOMEM, "allocating the tape");
     tape->activations = ra_alloc((size_t)floats * sizeof(float));
@@ -82,6 +83,7 @@ ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
     v.xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
     v.attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
     v.lse = buf + 2 * n_q + 2 * n_kv;
+    v.gate = v.lse + tape->call.tokens * H;
     return v;
 }
 
@@ -173,7 +175,7 @@ RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, 
         status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
     if (status == RA_OK) { /* else scratch memory only: y is untouched */
         if (o.data) memcpy(o.data, v.attn.data, (size_t)call.n_q * sizeof(float));
-        ra_layer_output(layer, &mm, y, o.data ? o.data : v.attn.data, &tape->call);
+        ra_layer_output(layer, &mm, y, o.data ? o.data : v.attn.data, x, v.gate, &tape->call);
         tape->filled = 1;
     }
     ra_scratch_release(&o);

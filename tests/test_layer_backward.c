@@ -3,7 +3,8 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases, q/k norms before or after RoPE, a norm before wo), flash against reference, identical bits for any thread count,
+ * biases, q/k norms before or after RoPE, a norm before wo, a gated output), flash
+ * against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
  *
@@ -45,13 +46,15 @@ typedef struct layer_case {
                            LayerNorms; | L2: Llama 4's L2 norm after RoPE;
                            | TEMP: temperature tuning, floor 4, scale 0.3;
                            | POST: the q/k norms after RoPE (HunYuan);
-                           | ONORM: an RMSNorm before wo (BitNet) */
+                           | ONORM: an RMSNorm before wo (BitNet);
+                           | GATE: the output gated by wq's gate rows
+                           (Qwen3-Next) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
-       ONORM = 256 };
+       ONORM = 256, GATE = 512 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
  * o_norm. */
@@ -116,8 +119,9 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
-    const int64_t n_w[N_PARAMS] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim,
-                                   f->dim * f->qd, c->extras & BIASES ? f->qd : 0,
+    const int64_t q_rows = c->extras & GATE ? 2 * f->qd : f->qd; /* wq's, bq's */
+    const int64_t n_w[N_PARAMS] = {q_rows * f->dim, f->kv * f->dim, f->kv * f->dim,
+                                   f->dim * f->qd, c->extras & BIASES ? q_rows : 0,
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
                                    c->extras & BIASES ? f->dim : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
@@ -171,7 +175,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .temperature_floor = c->extras & TEMP ? 4.0 : 0.0,
                            .temperature_scale = 0.3,
                            .scale = c->scale, .clip_qkv = c->clip,
-                           .norm_after_rope = (c->extras & POST) != 0};
+                           .norm_after_rope = (c->extras & POST) != 0,
+                           .gated_output = (c->extras & GATE) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -268,6 +273,30 @@ static void clip_d(double *x, int64_t n, double limit)
     for (int64_t i = 0; i < n; i++) x[i] = fmin(fmax(x[i], -limit), limit);
 }
 
+/* q [T, H D] = wq(x) + bq; with GATE, wq's rows are each head's D query
+ * rows then its D gate rows, and gate [T, H D] gets the gate's. */
+static void project_q_d(const fixture *f, const double *x, double *const w[N_PARAMS], double *q,
+                        double *gate)
+{
+    const layer_case *c = &f->c;
+    const int64_t T = f->T, qd = f->qd, D = c->d;
+    if (!(c->extras & GATE)) {
+        linear_d(q, x, w[0], T, f->dim, qd);
+        add_bias_d(q, w[4], T, qd);
+        return;
+    }
+    double *both = malloc(sizeof(double) * T * 2 * qd);
+    linear_d(both, x, w[0], T, f->dim, 2 * qd);
+    add_bias_d(both, w[4], T, 2 * qd);
+    for (int64_t t = 0; t < T; t++) /* torch.chunk(q_proj(x).view(..., H, 2 D), 2, dim=-1) */
+        for (int64_t h = 0; h < c->h; h++)
+            for (int64_t e = 0; e < D; e++) {
+                q[t * qd + h * D + e] = both[t * 2 * qd + h * 2 * D + e];
+                gate[t * qd + h * D + e] = both[t * 2 * qd + h * 2 * D + D + e];
+            }
+    free(both);
+}
+
 /* The q and k norms of case c (q [T, H D], k [T, Hkv D]; none without NORMS). */
 static void qk_norms_d(const layer_case *c, double *const w[N_PARAMS], double *q, double *k,
                        int64_t T)
@@ -293,10 +322,10 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     double *q = malloc(sizeof(double) * T * qd), *k = malloc(sizeof(double) * T * kv);
     double *v = malloc(sizeof(double) * T * kv), *att = malloc(sizeof(double) * T * qd);
     double *y = malloc(sizeof(double) * T * dim), *p = malloc(sizeof(double) * S);
-    linear_d(q, x, w[0], T, dim, qd);  /* xq = wq(x) */
+    double *gate = malloc(sizeof(double) * T * qd);
+    project_q_d(f, x, w, q, gate);     /* xq = wq(x) */
     linear_d(k, x, w[1], T, dim, kv);  /* xk = wk(x) */
     linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
-    add_bias_d(q, w[4], T, qd);
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
     if (c->clip) {
@@ -345,6 +374,8 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
                     oi[e] = acc;
                 }
             }
+    for (int64_t i = 0; (c->extras & GATE) && i < T * qd; i++) /* * torch.sigmoid(gate) */
+        att[i] /= 1.0 + exp(-gate[i]);
     norm_d(att, w[10], T, qd, 1, 0); /* BitNet's attn_sub_norm */
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     add_bias_d(y, w[7], T, dim);
@@ -360,6 +391,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     free(att);
     free(y);
     free(p);
+    free(gate);
     return loss;
 }
 
@@ -482,6 +514,10 @@ static const layer_case fd_cases[] = {
     /* an RMSNorm over the attention's output before wo (BitNet's attn_sub_norm) */
     {"o_norm, biases, dropout",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.2f, 0, 6, ONORM | BIASES, 0, 0},
     {"o_norm, q/k norms, H D < dim", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 16, ONORM | NORMS, 0.3, 0},
+    /* the output gated by sigmoid of wq's gate rows (Qwen3-Next: q/k norms, partial rotary) */
+    {"gated, norms, partial",    2, 4, 4, 2, 8, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 1, 0.0f, 0, 12, GATE | NORMS, 0, 0},
+    {"gated, biases, dropout, clip", 1, 6, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, GATE | BIASES, 0, 0.5},
+    {"gated, o_norm, after RoPE", 1, 5, 4, 1, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 0, 0.1f, 0, 0, GATE | ONORM | NORMS | POST, 0.3, 0},
 };
 
 static void test_finite_differences(void)
@@ -681,7 +717,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM, 0, 0};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM | GATE, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -1191,7 +1227,7 @@ static void test_llama4_cached(void)
 }
 
 /* The features that change what the cache holds or what its steps compute
- * (norms after RoPE, o_norm), through the KV cache as the forward has them; and
+ * (norms after RoPE, o_norm, the gate), through the KV cache as the forward has them; and
  * their refusals. */
 static void test_features_cached(void)
 {
@@ -1199,6 +1235,7 @@ static void test_features_cached(void)
         {"norms after RoPE",          2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 0, 0.0f, 0, 0, NORMS | POST | BIASES, 0.3, 0},
         {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
         {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
+        {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         fixture f;
@@ -1220,6 +1257,11 @@ static void test_features_cached(void)
     cfg.temperature_floor = 8;
     CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
           "norm_after_rope with temperature_floor");
+    ra_layer_config gated = {.struct_size = sizeof gated, .dim = 8, .n_heads = 2, .head_dim = 4,
+                             .rope = &cfg_rope, .gated_output = 1};
+    ra_layer_weights fused = {.struct_size = sizeof fused, .wqkv = w, .wo = w};
+    CHECK(ra_layer_create(&layer, &gated, &fused) == RA_ERR_UNSUPPORTED,
+          "gated_output with wqkv");
 }
 
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the

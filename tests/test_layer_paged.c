@@ -8,7 +8,8 @@
  *     flash kernel, here the decode kernel over the stored rows; 8-bit
  *     rows: 1e-2, their prefills attend over unquantized keys there);
  *   - a GQA layer with biases and q/k norms (before RoPE, or after it:
- *     HunYuan; with a norm before wo: BitNet), and a sliding-window layer
+ *     HunYuan; with a norm before wo: BitNet; with a gated output:
+ *     Qwen3-Next), and a sliding-window layer
  *     on window sequences (pages released as they pass);
  *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
  *     nothing in x's rows past n_new reaches y (NaN there);
@@ -28,34 +29,38 @@ enum { N = 3, S = 6, DIM = 32, H = 4, HKV = 2, D = 8, ROUNDS = 4 };
 static const int64_t rounds[ROUNDS][N] = {{5, 2, 6}, {1, 1, 1}, {0, 3, 1}, {2, 1, 0}};
 
 typedef struct weights {
-    float wq[H * D * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * H * D];
-    float b[H * D + 2 * HKV * D + DIM], norms[2 * D], o_norm[H * D];
+    float wq[2 * H * D * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * H * D];
+    float b[2 * H * D + 2 * HKV * D + DIM], norms[2 * D], o_norm[H * D];
 } weights;
 
-/* variant: 0, NORMS_AFTER_ROPE, or O_NORM */
-enum { NORMS_AFTER_ROPE = 1, O_NORM, N_VARIANTS };
+/* variant: 0, NORMS_AFTER_ROPE, O_NORM or GATED (wq's rows: each head's
+ * query rows, then its gate rows) */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
-    ra_test_fill(w->wq, H * D * DIM, 11);
+    const int64_t q_rows = variant == GATED ? 2 * H * D : H * D; /* wq's and bq's */
+    ra_test_fill(w->wq, q_rows * DIM, 11);
     ra_test_fill(w->wk, HKV * D * DIM, 12);
     ra_test_fill(w->wv, HKV * D * DIM, 13);
     ra_test_fill(w->wo, DIM * H * D, 14);
-    ra_test_fill(w->b, H * D + 2 * HKV * D + DIM, 15);
+    ra_test_fill(w->b, 2 * H * D + 2 * HKV * D + DIM, 15);
     ra_test_fill(w->norms, 2 * D, 16);
     for (int i = 0; i < 2 * D; i++) w->norms[i] = 1.0f + 0.25f * w->norms[i];
     ra_test_fill(w->o_norm, H * D, 17);
-    for (int i = 0; i < H * D * DIM; i++) w->wq[i] /= sqrtf(DIM), w->wo[i] /= sqrtf(H * D);
+    for (int i = 0; i < q_rows * DIM; i++) w->wq[i] /= sqrtf(DIM);
+    for (int i = 0; i < H * D * DIM; i++) w->wo[i] /= sqrtf(H * D);
     for (int i = 0; i < HKV * D * DIM; i++) w->wk[i] /= sqrtf(DIM), w->wv[i] /= sqrtf(DIM);
     ra_rope_config rc = ra_rope_config_default(0);
     ra_layer_config c = ra_layer_config_init();
     c.dim = DIM, c.n_heads = H, c.n_kv_heads = HKV, c.head_dim = D, c.rope = &rc;
     c.window = window;
     c.norm_after_rope = variant == NORMS_AFTER_ROPE;
+    c.gated_output = variant == GATED;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
-    lw.bq = w->b, lw.bk = w->b + H * D, lw.bv = w->b + H * D + HKV * D;
-    lw.bo = w->b + H * D + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
+    lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;
+    lw.bo = w->b + q_rows + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
     lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());

@@ -1510,7 +1510,8 @@ static inline ra_layer_grads ra_layer_grads_init(void)
  * and k recomputed before them); the projections' products use CBLAS.
  * Scratch, from the context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D)
  * bytes; with q/k norms or qk_l2_norm 4 * B * S * (H D + Hkv D) more, with
- * both as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more; plus
+ * both as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more, with
+ * gated_output 8 * B * S * H D more, with o_norm 4 * (B * S + 1) * H D more; plus
  * the attention backward's.  The tape is left as it was: a second backward with another
  * dy is allowed.  The outputs must not overlap one another, dy, x,
  * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.

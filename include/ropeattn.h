@@ -1140,7 +1140,7 @@ typedef struct ra_layer_config {
                            without position information, for ablations
                            (like Hugging Face's no_rope_layers) */
     double norm_eps;    /* epsilon of the q and k norms (weights.q_norm, and
-                           qk_l2_norm's):
+                           qk_l2_norm's) and of weights.o_norm:
                            0 means 1e-6 (Qwen3's rms_norm_eps), else in
                            (0, 1) (RA_ERR_ARGUMENT) */
     int norm_whole;     /* nonzero: q_norm [H * D] and k_norm [Hkv * D] each
@@ -1213,6 +1213,22 @@ typedef struct ra_layer_config {
     int64_t qk_nope_head_dim; /* features of each q and k head that do not rotate, >= 0 */
     int64_t v_head_dim;       /* Dv >= 1, at most head_dim: v's and the
                                  attention output's features per head */
+    int norm_after_rope; /* nonzero: the q and k norms (weights.q_norm,
+                           k_norm, as the other norm fields shape them) come
+                           after RoPE, on the rotated q and k, as
+                           HunYuan-V1-Dense's query_layernorm and
+                           key_layernorm; 0: before RoPE (Qwen3).  Not with
+                           qk_l2_norm, temperature_floor or latent attention
+                           (RA_ERR_UNSUPPORTED) */
+    int gated_output;   /* nonzero: wq's projection also gives a gate, and
+                           the attention's output is multiplied by
+                           sigmoid(gate) before weights.o_norm and wo
+                           (Qwen3-Next's full-attention layers): wq is
+                           [2 H D, dim] (bq [2 H D]), each head h's D query
+                           rows 2hD .. 2hD + D - 1, then its D gate rows, as
+                           q_proj's output viewed [..., H, 2 D] and chunked;
+                           dwq and dbq are shaped so.  Not with wqkv nor
+                           latent attention (RA_ERR_UNSUPPORTED) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1231,16 +1247,17 @@ static inline ra_layer_config ra_layer_config_init(void)
  * calls. */
 typedef struct ra_layer_weights {
     size_t struct_size; /* sizeof(ra_layer_weights) */
-    const float *wq; /* [H * D, dim] */
+    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output) */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
     const float *wo; /* [dim, H * D] */
-    const float *bq; /* [H * D] or NULL */
+    const float *bq; /* [H * D] ([2 H D]: config.gated_output) or NULL */
     const float *bk; /* [Hkv * D] or NULL */
     const float *bv; /* [Hkv * D] or NULL */
     const float *bo; /* [dim] or NULL */
     /* RMSNorm weights over each head of q and of k, applied after the
-     * projection (and bias) and before RoPE, as Qwen3 does:
+     * projection (and bias) and before RoPE (after it with
+     * config.norm_after_rope), as Qwen3 does:
      * q_h = q_norm * q_h / sqrt(mean(q_h^2) + norm_eps).  NULL: none.
      * With config.norm_whole, over all of a token's q (k) at once; with
      * norm_head_weights, head h scaled by its own q_norm[h D .. h D + D);
@@ -1292,6 +1309,11 @@ typedef struct ra_layer_weights {
      * attention (config.kv_lora_rank) takes float32 weights only
      * (RA_ERR_UNSUPPORTED). */
     ra_dtype dtype;
+    /* RMSNorm weights over each token's attention output, all its H * D
+     * features at once, before wo: o = o_norm * o / sqrt(mean(o^2) +
+     * config.norm_eps), BitNet's attn_sub_norm.  NULL: none.  Latent
+     * attention: RA_ERR_UNSUPPORTED. */
+    const float *o_norm; /* [H * D] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1313,8 +1335,8 @@ RA_API void ra_layer_destroy(ra_layer *layer); /* NULL is allowed */
 RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
 
 /* y = Attention.forward(x): x -> wq, wk, wv (+ their biases) -> heads (->
- * q and k norms) -> RoPE at the given positions -> causal GQA attention ->
- * wo (+ bo).  NULL positions means start 0; options: the attention's path
+ * q and k norms) -> RoPE at the given positions -> causal GQA attention
+ * (-> * sigmoid(gate) -> o_norm) -> wo (+ bo).  NULL positions means start 0; options: the attention's path
  * and dropout, and the call's padding_mask and cu_seqlens (NULL: inference
  * on RA_PATH_AUTO); the layer's window, chunk, soft-cap and sinks come from
  * its config and weights (set in options: RA_ERR_ARGUMENT).  The
@@ -1414,7 +1436,8 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
  * for one layer and up to max_tokens = B * S tokens (use it only while that
  * layer lives; it may be destroyed before or after the layer), and every
  * forward overwrites it, so a training loop allocates nothing per step.  Size:
- * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations plus
+ * 4 * max_tokens * (2 H D + 2 Hkv D + H) bytes of activations (and
+ * 4 * max_tokens * H D more for gated_output's gate) plus
  * 32 * max_tokens bytes of positions. */
 typedef struct ra_layer_tape ra_layer_tape;
 
@@ -1465,6 +1488,7 @@ typedef struct ra_layer_grads {
     /* Latent attention's, shaped as the weights (dwq, dwo and dbo as above;
      * dwk, dwv and the others above are ignored) */
     float *dwq_a, *dbq_a, *dq_a_norm, *dwq_b, *dwkv_a, *dbkv_a, *dkv_a_norm, *dwkv_b;
+    float *do_norm; /* [H * D], for a layer with o_norm */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)
@@ -1486,7 +1510,8 @@ static inline ra_layer_grads ra_layer_grads_init(void)
  * and k recomputed before them); the projections' products use CBLAS.
  * Scratch, from the context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D)
  * bytes; with q/k norms or qk_l2_norm 4 * B * S * (H D + Hkv D) more, with
- * both as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more; plus
+ * both as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more, with
+ * gated_output 8 * B * S * H D more, with o_norm 4 * (B * S + 1) * H D more; plus
  * the attention backward's.  The tape is left as it was: a second backward with another
  * dy is allowed.  The outputs must not overlap one another, dy, x,
  * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.

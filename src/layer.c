@@ -54,6 +54,9 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->norm_whole && c->norm_head_weights)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: norm_whole and norm_head_weights "
                        "are both set");
+    if (c->norm_after_rope && (c->qk_l2_norm || c->temperature_floor))
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: norm_after_rope with %s",
+                       c->qk_l2_norm ? "qk_l2_norm" : "temperature_floor");
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: scale %g", c->scale);
@@ -89,7 +92,7 @@ static ra_status resolve_config(ra_layer_config *c)
                        c->dim > INT_MAX ? "dim" : "n_heads * head_dim",
                        (long long)(c->dim > INT_MAX ? c->dim : q_dim));
     int64_t weight;
-    if (ra_mul(c->dim, q_dim, &weight) != RA_OK)
+    if (ra_mul(c->dim, c->gated_output ? 2 * q_dim : q_dim, &weight) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: dim %lld * n_heads * head_dim %lld: "
                        "too many elements", (long long)c->dim, (long long)q_dim);
     return RA_OK;
@@ -152,6 +155,8 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     RA_TRY(check_weight_dtype(w, &c));
     RA_TRY(ra_mla_resolve(&c, w, &rope)); /* a latent layer's weights, and its rope */
     if (!c.kv_lora_rank) RA_TRY(check_qkv_weights(w));
+    if (c.gated_output && w->wqkv)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: gated_output with weights.wqkv");
     RA_TRY(resolve_config(&c));
     if (!c.kv_lora_rank) rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -266,6 +271,12 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const int64_t D = c->head_dim, heads = p == RA_PROJ_Q ? c->n_heads : c->n_kv_heads;
+    if (c->gated_output && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
+        /* Qwen3-Next: each head's D query rows, then its D gate rows */
+        const int64_t first = p == RA_PROJ_GATE ? D : 0;
+        return (ra_layer_proj){ra_gemm_weight_at(w->wq, w->dtype, first * c->dim),
+                               w->bq ? w->bq + first : NULL, c->n_heads, D, 2 * D};
+    }
     if (!w->wqkv) {
         const float *const ws[3] = {w->wq, w->wk, w->wv}, *const bs[3] = {w->bq, w->bk, w->bv};
         return (ra_layer_proj){ws[p], bs[p], 1, heads * D, 0};
@@ -374,11 +385,34 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
     }
 }
 
+/* The q and k norms where the layer has them, then xq *= ra_layer_q_factor
+ * (q [tokens, H * D], k [tokens, Hkv * D]). */
+static void qk_norms(const ra_layer *layer, float *xq, float *xk, int64_t tokens)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    if (w->q_norm) {
+        ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_heads, tokens);
+        ra_layer_norm(xq, w->q_norm, &n);
+    }
+    if (w->k_norm) {
+        ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_kv_heads, tokens);
+        ra_layer_norm(xk, w->k_norm, &n);
+    }
+}
+
+/* xq [tokens, H * D] *= ra_layer_q_factor, unless it is 1. */
+static void scale_q(const ra_layer_config *c, float *xq, int64_t tokens)
+{
+    const float q_factor = ra_layer_q_factor(c);
+    if (q_factor != 1.0f)
+        for (int64_t i = 0; i < tokens * c->n_heads * c->head_dim; i++) xq[i] *= q_factor;
+}
+
 void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
                           float *xv, const float *x, int64_t tokens, int normalize)
 {
     const ra_layer_config *c = &layer->config;
-    const ra_layer_weights *w = &layer->weights;
     const int64_t q_dim = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
     const ra_layer_proj pq = ra_layer_proj_of(layer, RA_PROJ_Q),
                         pk = ra_layer_proj_of(layer, RA_PROJ_K),
@@ -392,23 +426,48 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
         ra_layer_clip(xk, tokens * kv, c->clip_qkv);
         if (xv) ra_layer_clip(xv, tokens * kv, c->clip_qkv);
     }
-    if (w->q_norm) {
-        ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_heads, tokens);
-        ra_layer_norm(xq, w->q_norm, &n);
-    }
-    if (w->k_norm) {
-        ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_kv_heads, tokens);
-        ra_layer_norm(xk, w->k_norm, &n);
-    }
+    if (c->norm_after_rope) return; /* the norms and q's factor: ra_layer_rotate */
+    qk_norms(layer, xq, xk, tokens);
     if (c->qk_l2_norm) { /* after RoPE in Llama 4, which keeps each head's RMS */
         ra_layer_norm_shape qn = ra_layer_l2_shape(c, c->n_heads, tokens),
                             kn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
         ra_layer_norm(xq, NULL, &qn);
         ra_layer_norm(xk, NULL, &kn);
     }
-    const float q_factor = ra_layer_q_factor(c);
-    if (q_factor != 1.0f)
-        for (int64_t i = 0; i < tokens * q_dim; i++) xq[i] *= q_factor;
+    scale_q(c, xq, tokens);
+}
+
+const ra_rope *ra_layer_late_rope(const ra_layer *layer)
+{
+    return layer->config.norm_after_rope ? NULL : layer->rope;
+}
+
+void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq,
+                     const ra_tensor *xk, const ra_positions *pos, const int64_t *n_new)
+{
+    const int64_t batch = xq->shape[0], seq = xq->shape[1];
+    if (!n_new) {
+        ra_rope_apply(ctx, layer->rope, xq, xq, pos, RA_FORWARD); /* checked by the caller */
+        ra_rope_apply(ctx, layer->rope, xk, xk, pos, RA_FORWARD);
+    }
+    for (int64_t b = 0; n_new && b < batch; b++) { /* a sequence's padding is never rotated */
+        if (!n_new[b]) continue;
+        const ra_positions rows = ra_positions_of_rows(pos, b, 0, seq);
+        const ra_tensor q = ra_kv_rows(xq, b, 0, n_new[b]), k = ra_kv_rows(xk, b, 0, n_new[b]);
+        ra_rope_apply(ctx, layer->rope, &q, &q, &rows, RA_FORWARD);
+        ra_rope_apply(ctx, layer->rope, &k, &k, &rows, RA_FORWARD);
+    }
+    if (!layer->config.norm_after_rope) return;
+    qk_norms(layer, xq->data, xk->data, batch * seq); /* HunYuan: after apply_rotary_pos_emb */
+    scale_q(&layer->config, xq->data, batch * seq);
+}
+
+ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos, int64_t batch,
+                                  int64_t seq, const int64_t *n_new)
+{
+    ra_positions read;
+    if (ra_layer_late_rope(layer)) return RA_OK;
+    return ra_positions_read_new(&read, pos, layer->rope, batch, seq, n_new);
 }
 
 void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
@@ -437,11 +496,31 @@ float ra_layer_q_factor(const ra_layer_config *c)
     return (float)(c->scale * sqrt((double)c->head_dim));
 }
 
-void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
-                             const float *attn, int64_t tokens)
+int ra_layer_output_changes(const ra_layer *layer)
+{
+    return layer->config.gated_output || layer->weights.o_norm != NULL;
+}
+
+ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *c, int64_t tokens)
+{
+    return (ra_layer_norm_shape){tokens, c->n_heads * c->head_dim, 1, 0, c->norm_eps};
+}
+
+void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
+                             const float *x, float *gate, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
-    ra_gemm_nt_w(mm, y, c->dim, attn, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
+    if (c->gated_output) { /* Qwen3-Next: attn_output = attn_output * torch.sigmoid(gate) */
+        const ra_layer_proj pg = ra_layer_proj_of(layer, RA_PROJ_GATE);
+        project(mm, gate, x, &pg, tokens, c->dim);
+        for (int64_t i = 0; i < tokens * c->n_heads * c->head_dim; i++)
+            o[i] *= ra_layer_sigmoid(gate[i]);
+    }
+    if (layer->weights.o_norm) { /* BitNet: attn_output = self.attn_sub_norm(attn_output) */
+        const ra_layer_norm_shape n = ra_layer_o_norm_shape(c, tokens);
+        ra_layer_norm(o, layer->weights.o_norm, &n);
+    }
+    ra_gemm_nt_w(mm, y, c->dim, o, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
     add_bias(y, layer->weights.bo, tokens, c->dim);
 }
 
@@ -451,15 +530,13 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
 {
     ra_layer_project_qkv(layer, mm, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
     ra_layer_temperature(layer, xq->data, &call->pos, call->tokens, call->seq);
-    if (!rotate) return;
-    ra_rope_apply(ctx, layer->rope, xq, xq, &call->pos, RA_FORWARD); /* xq, xk = apply_rotary_emb */
-    ra_rope_apply(ctx, layer->rope, xk, xk, &call->pos, RA_FORWARD);
+    if (rotate) ra_layer_rotate(layer, ctx, xq, xk, &call->pos, NULL); /* apply_rotary_emb */
 }
 
-void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
-                     const ra_layer_call *call)
+void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
+                     const float *x, float *gate, const ra_layer_call *call)
 {
-    ra_layer_project_output(layer, mm, y, attn, call->tokens); /* output = wo(output) */
+    ra_layer_project_output(layer, mm, y, o, x, gate, call->tokens); /* output = wo(output) */
     if (call->attn.dropout > 0.0f) /* resid_dropout */
         ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
 }
@@ -578,7 +655,7 @@ static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y
     ra_status status = ra_layer_engine_agree(e, RA_OK);
     if (status == RA_OK)
         status = ra_layer_attention(ctx, &eb.attn, eb.lse, &eb.q, &eb.k, &eb.v, &call->attn);
-    if (status == RA_OK) ra_layer_output(layer, &eb.mm, y, eb.attn.data, call);
+    if (status == RA_OK) ra_layer_output(layer, &eb.mm, y, eb.attn.data, x, eb.q.data, call);
     engine_buffers_release(&eb);
     return status;
 }
@@ -627,7 +704,7 @@ RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float 
         return status;
     }
 
-    const int fused = call.attn.path == RA_PATH_FLASH;
+    const int fused = call.attn.path == RA_PATH_FLASH && ra_layer_late_rope(layer);
     if (fused) {
         args.rope = layer->rope;
         args.positions = &call.pos;
@@ -637,7 +714,7 @@ RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float 
         ra_attention_reference(&args, kernel_scratch);
     else
         ra_attention_flash(ctx, &args, kernel_scratch);
-    ra_layer_output(layer, &mm, y, attn.data, &call);
+    ra_layer_output(layer, &mm, y, attn.data, x, xq.data, &call);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return RA_OK;
@@ -737,9 +814,14 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
     ra_tensor attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, batch, seq, H, D);
 
     /* Nothing is written before the append has accepted everything. */
-    ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
-    ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
-    status = ra_kv_cache_append(ctx, cache, layer->rope, &xq, &xk, &xv, &pos, NULL);
+    const ra_rope *late = ra_layer_late_rope(layer);
+    status = ra_layer_check_rotation(layer, &pos, batch, seq, NULL);
+    if (status == RA_OK) {
+        ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
+        ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
+        if (!late) ra_layer_rotate(layer, ctx, &xq, &xk, &pos, NULL);
+        status = ra_kv_cache_append(ctx, cache, late, &xq, &xk, &xv, &pos, NULL);
+    }
     if (status == RA_OK && prefill) {
         /* the slots just written; an 8-bit cache's keys and values as
          * projected (xk rotated by the append): the flash kernel reads no
@@ -753,7 +835,7 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
     } else if (status == RA_OK) {
         ra_attention_decode_run(ctx, cache, &attn, &xq, NULL, &mask, buf + 2 * n_q + 2 * n_kv);
     }
-    if (status == RA_OK) ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+    if (status == RA_OK) ra_layer_project_output(layer, &mm, y, attn.data, x, xq.data, tokens);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return status;
@@ -798,13 +880,12 @@ RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *l
     RA_AGREE_TRY(agreeing, engine_buffers_acquire(&eb, layer, ctx, batch, seq, n_q, 0));
     ra_layer_project_qkv(layer, &eb.mm, eb.q.data, eb.k.data, eb.v.data, x, tokens, 1);
     ra_layer_temperature(layer, eb.q.data, &pos, tokens, seq);
-    ra_rope_apply(ctx, layer->rope, &eb.q, &eb.q, positions, RA_FORWARD); /* checked above */
-    ra_rope_apply(ctx, layer->rope, &eb.k, &eb.k, positions, RA_FORWARD);
+    ra_layer_rotate(layer, ctx, &eb.q, &eb.k, &pos, NULL); /* checked above */
     ra_status status = ra_layer_engine_agree(agreeing, RA_OK);
     if (status == RA_OK) {
         status = e.decode(e.user, ctx, cache, &eb.attn, &eb.q, &eb.k, &eb.v, &masks);
         if (status == RA_OK)
-            ra_layer_project_output(layer, &eb.mm, y, eb.attn.data, tokens);
+            ra_layer_project_output(layer, &eb.mm, y, eb.attn.data, x, eb.q.data, tokens);
         else
             status = engine_failed(&e, status);
     }

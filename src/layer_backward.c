@@ -5,6 +5,9 @@
  *   dy [B, S, dim]
  *   -> g = dy * resid mask                      [B, S, dim]
  *   -> dattn = g wo                             [B, S, H * D]
+ *   -> dattn through o_norm (BitNet), and do_norm (+)=, and through the
+ *      gate (Qwen3-Next: dattn * sigmoid(gate), and the gate's gradient),
+ *      from the tape's attention output and gate
  *   -> dq, dk, dv = attention backward          [B, S, H or Hkv, D]
  *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
  *      regenerated from the seed)
@@ -14,11 +17,13 @@
  *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
+ *      (with norm_after_rope, the norms come first and R^T after them)
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
- *   -> dwo (+)= g^T attn, dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
+ *   -> dwo (+)= g^T o (o: wo's input, recomputed), dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
+ *      (+ the gate's gradient times its rows of wq)
  *      (a fused wqkv: the same, group by group, into dwqkv and dbqkv)
  *
  * Nothing the caller owns is written before the one call that can fail (the
@@ -50,7 +55,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     } needed[] = {{w->bq, g->dbq, "dbq"}, {w->bk, g->dbk, "dbk"}, {w->bv, g->dbv, "dbv"},
                   {w->bo, g->dbo, "dbo"}, {w->bqkv, g->dbqkv, "dbqkv"},
                   {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"},
-                  {w->sinks, g->dsinks, "dsinks"}};
+                  {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -58,11 +63,13 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
+    const int64_t q_rows = c->gated_output ? 2 * q_dim : q_dim; /* wq's and bq's */
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
                               kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
     const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d; /* norms */
     /* the projection matrices in floats' worth of their dtype */
     const int64_t f_wq = ra_layer_weight_floats(layer, n_wq),
+                  f_wq_rows = ra_layer_weight_floats(layer, q_rows * c->dim),
                   f_wkv = ra_layer_weight_floats(layer, n_wkv),
                   f_wqkv = ra_layer_weight_floats(layer, n_wq + 2 * n_wkv);
     const struct {
@@ -70,22 +77,25 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                            only where the layer has it) */
         int64_t n;
         const char *name;
-    } outputs[] = {{dx, n_x, "dx"}, {fused ? NULL : g->dwq, n_wq, "dwq"},
+    } outputs[] = {{dx, n_x, "dx"}, {fused ? NULL : g->dwq, q_rows * c->dim, "dwq"},
                    {fused ? NULL : g->dwk, n_wkv, "dwk"}, {fused ? NULL : g->dwv, n_wkv, "dwv"},
-                   {g->dwo, n_wq, "dwo"}, {w->bq ? g->dbq : NULL, q_dim, "dbq"},
+                   {g->dwo, n_wq, "dwo"}, {w->bq ? g->dbq : NULL, q_rows, "dbq"},
                    {w->bk ? g->dbk : NULL, kv, "dbk"}, {w->bv ? g->dbv : NULL, kv, "dbv"},
                    {w->bo ? g->dbo : NULL, c->dim, "dbo"},
                    {w->q_norm ? g->dq_norm : NULL, n_qn, "dq_norm"},
                    {w->k_norm ? g->dk_norm : NULL, n_kn, "dk_norm"},
                    {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
                    {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
-                   {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"}},
-      inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"}, {w->wq, f_wq, "wq"},
+                   {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
+                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"}},
+      inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"},
+                  {w->wq, f_wq_rows, "wq"},
                   {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
-                  {w->bq, q_dim, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
+                  {w->bq, q_rows, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
                   {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
-                  {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"}};
+                  {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
+                  {w->o_norm, q_dim, "o_norm"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -153,6 +163,54 @@ static void clip_grad(float *g, const float *x, int64_t n, double limit)
         if (!(x[i] >= -hi && x[i] <= hi)) g[i] = 0.0f;
 }
 
+/* Where the steps between the attention and wo put their values (each
+ * [T, H D], dweight [H D]; those of the steps the layer lacks unused). */
+typedef struct output_buffers {
+    float *gated;   /* attn * sigmoid(gate) (gated_output) */
+    float *normed;  /* o_norm's output */
+    float *dgate;   /* the gate's gradient */
+    float *dweight; /* o_norm's gradient */
+} output_buffers;
+
+/* wo's input o from the attention's output attn [T, H D]: attn itself, or
+ * attn * sigmoid(gate) (Qwen3-Next's gate, gated_output) and then o_norm
+ * (BitNet's attn_sub_norm); d, o's gradient, taken back to attn's in
+ * place, through the norm (o_norm's gradient into b->dweight) and the gate
+ * (its gradient into b->dgate). */
+static const float *output_back(const ra_layer *layer, float *d, const output_buffers *b,
+                                const float *attn, const float *gate, int64_t T)
+{
+    const ra_layer_weights *w = &layer->weights;
+    const ra_layer_norm_shape n = ra_layer_o_norm_shape(&layer->config, T);
+    const int64_t count = T * n.d;
+    const float *o = attn, *normed_in = attn;
+    if (layer->config.gated_output) { /* attn_output = attn_output * torch.sigmoid(gate) */
+        for (int64_t i = 0; i < count; i++) b->gated[i] = attn[i] * ra_layer_sigmoid(gate[i]);
+        o = normed_in = b->gated;
+    }
+    if (w->o_norm) { /* attn_output = self.attn_sub_norm(attn_output) */
+        memcpy(b->normed, normed_in, (size_t)count * sizeof(float));
+        ra_layer_norm(b->normed, w->o_norm, &n);
+        memset(b->dweight, 0, (size_t)n.d * sizeof(float));
+        ra_layer_norm_backward(d, b->dweight, normed_in, w->o_norm, &n);
+        o = b->normed;
+    }
+    for (int64_t i = 0; layer->config.gated_output && i < count; i++) {
+        const double s = ra_layer_sigmoid(gate[i]);
+        b->dgate[i] = (float)(d[i] * attn[i] * s * (1.0 - s));
+        d[i] = (float)(d[i] * s);
+    }
+    return o;
+}
+
+/* dq = R^T dq, dk = R^T dk: RoPE's backward at the forward's positions. */
+static void rotate_back(ra_context *ctx, const ra_layer *layer, const ra_tensor *dq,
+                        const ra_tensor *dk, const ra_positions *pos)
+{
+    ra_rope_apply(ctx, layer->rope, dq, dq, pos, RA_INVERSE);
+    ra_rope_apply(ctx, layer->rope, dk, dk, pos, RA_INVERSE);
+}
+
 RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy)
@@ -188,15 +246,19 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
      * other): g [T, dim], dattn, dq [T, H D] and dk, dv [T, Hkv D]; with
      * q or k norms (or the L2 norm) also q and k before them, [T, H D] and
      * [T, Hkv D]; with clip_qkv q, k and v before the clamp; with both norms
-     * and the L2 norm, q and k between them.  The tape was made with
+     * and the L2 norm, q and k between them; with gated_output, the gated
+     * output and the gate's gradient [T, H D]; with o_norm, its output
+     * [T, H D] and its weights' gradient [H D].  The tape was made with
      * 12 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
     const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
     const int inputs = norms || l2; /* the norms' inputs are needed */
     ra_scratch scratch, panel;
     ra_gemm_env mm;
+    const int gated = c->gated_output;
+    const int64_t out_floats = (gated ? 2 * n_q : 0) + (w->o_norm ? n_q + q_dim : 0);
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
-                           H; /* and the sinks' gradient [H] */
+                           out_floats + H; /* and the sinks' gradient [H] */
     RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
@@ -215,6 +277,12 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
     ra_gemm_nn_w(&mm, dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
+    output_buffers ob;
+    ob.gated = (float *)scratch.data + floats - H - out_floats;
+    ob.normed = ob.gated + (gated ? n_q : 0);
+    ob.dgate = ob.normed + (w->o_norm ? n_q : 0);
+    ob.dweight = ob.dgate + (gated ? n_q : 0);
+    const float *o = output_back(layer, dattn, &ob, v.attn.data, v.gate, T);
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv, and
      * the sinks' gradient (added to grads->dsinks when accumulating) */
     float *dsinks = (float *)scratch.data + floats - H;
@@ -231,9 +299,12 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     }
     if (w->sinks && grads->accumulate)
         for (int64_t h = 0; h < H; h++) grads->dsinks[h] += dsinks[h];
-    /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk */
-    ra_rope_apply(ctx, layer->rope, &tdq, &tdq, &call->pos, RA_INVERSE);
-    ra_rope_apply(ctx, layer->rope, &tdk, &tdk, &call->pos, RA_INVERSE);
+    for (int64_t i = 0; w->o_norm && i < q_dim; i++)
+        grads->do_norm[i] = (grads->accumulate ? grads->do_norm[i] : 0.0f) + ob.dweight[i];
+    /* xq, xk = apply_rotary_emb(xq, xk, freqs_cos, freqs_sin): dq = R^T dq, dk = R^T dk
+     * (here, or after the norms where they follow RoPE: norm_after_rope) */
+    const int norms_after = c->norm_after_rope;
+    if (!norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)), and
      * Llama 4's temperature at each token's position */
     const float q_factor = ra_layer_q_factor(c);
@@ -257,6 +328,12 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
         ra_layer_clip(q_in, n_q, c->clip_qkv);
         ra_layer_clip(k_in, n_kv, c->clip_qkv);
+    }
+    if (inputs && norms_after) { /* the norms' inputs are the rotated q and k */
+        const ra_tensor tq = ra_tensor_4d(q_in, RA_F32, B, S, H, D),
+                        tk = ra_tensor_4d(k_in, RA_F32, B, S, Hkv, D);
+        ra_rope_apply(ctx, layer->rope, &tq, &tq, &call->pos, RA_FORWARD);
+        ra_rope_apply(ctx, layer->rope, &tk, &tk, &call->pos, RA_FORWARD);
     }
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, H, T),
                               kn = ra_layer_norm_shape_of(c, Hkv, T);
@@ -282,6 +359,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
         norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
     }
+    if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where
      * |x| <= clip_qkv, as torch's clamp */
     if (clip) {
@@ -289,23 +367,26 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         clip_grad(dk, k_raw, n_kv, c->clip_qkv);
         clip_grad(dv, v_raw, n_kv, c->clip_qkv);
     }
-    /* output = self.wo(output): dwo = g^T attn */
-    ra_gemm_tn(grads->dwo, g, dim, v.attn.data, dim, q_dim, T, beta);
+    /* output = self.wo(output): dwo = g^T o */
+    ra_gemm_tn(grads->dwo, g, dim, o, dim, q_dim, T, beta);
     bias_grad(grads->dbo, w->bo, g, T, dim, grads->accumulate);
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, db = the
      * sum of d's rows, dx = sum of d w (a fused wqkv: each group's rows of
      * dwqkv and dbqkv) */
-    float *const dws[3] = {grads->dwq, grads->dwk, grads->dwv},
-                 *const dbs[3] = {grads->dbq, grads->dbk, grads->dbv};
-    const float *const ds[3] = {dq, dk, dv};
-    for (int p = RA_PROJ_Q; p <= RA_PROJ_V; p++) {
+    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv, grads->dwq},
+                 *const dbs[4] = {grads->dbq, grads->dbk, grads->dbv, grads->dbq};
+    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wq};
+    const float *const bs[4] = {w->bq, w->bk, w->bv, w->bq};
+    const float *const ds[4] = {dq, dk, dv, ob.dgate};
+    for (int p = RA_PROJ_Q; p <= (gated ? RA_PROJ_GATE : RA_PROJ_V); p++) {
         const ra_layer_proj pj = ra_layer_proj_of(layer, p);
-        /* a fused group's first rows: its offset in wqkv, in elements */
-        const int64_t first = w->wqkv ? ((const char *)pj.w - (const char *)w->wqkv) /
-                                            (int64_t)ra_dtype_size(w->dtype)
-                                      : 0;
-        float *dw = w->wqkv ? grads->dwqkv + first : dws[p];
-        float *db = !pj.b ? NULL : w->bqkv ? grads->dbqkv + (pj.b - w->bqkv) : dbs[p];
+        /* its first rows' offset in its weight (wqkv, or wq for the gate), in elements */
+        const void *weight = w->wqkv ? (const void *)w->wqkv : ws[p];
+        const int64_t first =
+            ((const char *)pj.w - (const char *)weight) / (int64_t)ra_dtype_size(w->dtype);
+        float *dw = (w->wqkv ? grads->dwqkv : dws[p]) + first;
+        float *db = !pj.b ? NULL : w->bqkv ? grads->dbqkv + (pj.b - w->bqkv)
+                                           : dbs[p] + (pj.b - bs[p]);
         proj_grad(&mm, dw, db, dx, &pj, ds[p], tape->x, T, dim, p == RA_PROJ_Q ? 0.0f : 1.0f,
                   grads->accumulate);
     }

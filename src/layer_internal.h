@@ -6,6 +6,8 @@
 #ifndef RA_LAYER_INTERNAL_H
 #define RA_LAYER_INTERNAL_H
 
+#include <math.h>
+
 #include "dropout.h"
 #include "gemm.h"
 #include "internal.h"
@@ -99,21 +101,56 @@ typedef struct ra_layer_proj {
     int64_t groups, rows, stride;
 } ra_layer_proj;
 
-enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V };
+enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V, RA_PROJ_GATE };
 
-/* Projection p (RA_PROJ_Q, _K or _V) of the layer. */
+/* Projection p (RA_PROJ_Q, _K, _V, or _GATE: gated_output's, from wq's
+ * rows after each head's query rows) of the layer. */
 ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
  * normalize set, clip_qkv's clamp, the q and k norms where the layer has
- * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor. */
+ * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor (with
+ * norm_after_rope, the norms and the factor are ra_layer_rotate's). */
 void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
                           float *xv, const float *x, int64_t tokens, int normalize);
 
-/* y = wo(attn) (+ bo) for tokens rows of attn [tokens, H * D]. */
-void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y,
-                             const float *attn, int64_t tokens);
+/* The rope that the steps after ra_layer_project_qkv apply (the flash
+ * kernel's fused rotation, a cache's append): the layer's, or NULL where
+ * ra_layer_rotate must rotate q and k before them (norm_after_rope: the q
+ * and k norms come after RoPE). */
+const ra_rope *ra_layer_late_rope(const ra_layer *layer);
+
+/* RoPE on q [B, S, H, D] and k [B, S, Hkv, D] at pos (read), in place:
+ * each sequence's first n_new[b] tokens (NULL: all S); then, with
+ * norm_after_rope, the q and k norms and q's factor (ra_layer_q_factor),
+ * which ra_layer_project_qkv leaves to it. */
+void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq,
+                     const ra_tensor *xk, const ra_positions *pos, const int64_t *n_new);
+
+/* Where ra_layer_late_rope is NULL, the check a cache's append makes of
+ * positions for its rope (pos's sequences' first n_new[b] tokens, NULL:
+ * seq) and then skips; RA_OK otherwise. */
+ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos, int64_t batch,
+                                  int64_t seq, const int64_t *n_new);
+
+/* y = wo(o) (+ bo) for tokens rows of o [tokens, H * D], the attention's
+ * output, which becomes wo's input in place: o * sigmoid(gate) with
+ * gated_output (gate [tokens, H * D] computed from x [tokens, dim] into
+ * gate, before y is written: y may be x), then o_norm(o) where the layer
+ * has o_norm. */
+void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
+                             const float *x, float *gate, int64_t tokens);
+
+/* sigmoid(x) = 1 / (1 + e^-x), in double, rounded once. */
+static inline float ra_layer_sigmoid(float x)
+{
+    return (float)(1.0 / (1.0 + exp(-(double)x)));
+}
+
+/* Whether wo's input is other than the attention's output (gated_output,
+ * o_norm). */
+int ra_layer_output_changes(const ra_layer *layer);
 
 /* Llama 4's temperature tuning (config.temperature_floor; nothing without
  * it): each token's row of g [tokens, H * D] times its factor at its
@@ -143,6 +180,10 @@ typedef struct ra_layer_norm_shape {
 ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *config, int64_t heads,
                                            int64_t tokens);
 
+/* The o_norm (BitNet's attn_sub_norm) of tokens tokens: each token's H * D
+ * features. */
+ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *config, int64_t tokens);
+
 /* Llama 4's L2 norm (qk_l2_norm) of q (heads = H) or k (Hkv): each head's D
  * features, an RMSNorm without weights. */
 ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *config, int64_t heads,
@@ -160,16 +201,18 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
                             const ra_layer_norm_shape *n);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (ra_layer_project_qkv), then (rotate set) RoPE on xq and
- * xk, in place; unset, attention rotates them as it loads them.
+ * xk, in place (ra_layer_rotate); unset, attention rotates them as it loads them
+ * (only where ra_layer_late_rope is not NULL).
  *   x: [B, S, dim]   xq: [B, S, H, D]   xk, xv: [B, S, Hkv, D] (contiguous) */
 void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm, const float *x,
                   const ra_tensor *xq, const ra_tensor *xk, const ra_tensor *xv,
                   const ra_layer_call *call, int rotate);
 
-/* y = wo(attn), then resid_dropout when training.
- *   attn: [B, S, H * D]   y: [B, S, dim] */
-void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, const float *attn,
-                     const ra_layer_call *call);
+/* y = wo(o) (ra_layer_project_output: o changes, gate is written), then
+ * resid_dropout when training.
+ *   o, gate: [B, S, H * D]   x, y: [B, S, dim] */
+void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
+                     const float *x, float *gate, const ra_layer_call *call);
 
 /* resid_dropout on y [tokens, dim], elements indexed (b*S + s)*dim + c in
  * stream RA_STREAM_OUTPUT; also its backward on dy. */

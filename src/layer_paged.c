@@ -128,6 +128,13 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
     ra_positions pos = ra_positions_start(0);
     pos.starts = starts;
     if (positions) pos = given;
+    status = ra_layer_check_rotation(layer, &pos, n_ids, seq, n_new);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        ra_scratch_release(&scratch);
+        ra_scratch_release(&outer);
+        return status;
+    }
     ra_tensor xq = ra_tensor_4d(buf, RA_F32, n_ids, seq, H, D);
     ra_tensor xk = ra_tensor_4d(buf + n_q, RA_F32, n_ids, seq, Hkv, D);
     ra_tensor xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, n_ids, seq, Hkv, D);
@@ -144,17 +151,19 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
         scatter_rows(xv.data, pv, n_new, n_ids, seq, Hkv * D);
     }
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
+    const ra_rope *late = ra_layer_late_rope(layer);
+    if (!late) ra_layer_rotate(layer, ctx, &xq, &xk, &pos, n_new);
     /* the append checks everything and changes nothing when it refuses */
-    status = ra_kv_pool_append(ctx, pool, layer->rope, ids, n_ids, &xq, &xk, &xv, &pos, n_new);
+    status = ra_kv_pool_append(ctx, pool, late, ids, n_ids, &xq, &xk, &xv, &pos, n_new);
     if (status == RA_OK) {
         const ra_kv_cache view = ra_kv_pool_view(pool, ids, n_ids, NULL, arrays);
         ra_attention_decode_run(ctx, &view, &attn, &xq, n_new, &mask, scratch.data);
         if (!packed) {
-            ra_layer_project_output(layer, &mm, y, attn.data, tokens);
+            ra_layer_project_output(layer, &mm, y, attn.data, x, xq.data, tokens);
         } else {
             if (real) {
                 gather_rows(pq, attn.data, n_new, n_ids, seq, H * D);
-                ra_layer_project_output(layer, &mm, px, pq, real);
+                ra_layer_project_output(layer, &mm, px, pq, px, xq.data, real);
             }
             for (int64_t i = 0; i < n_ids; i++) /* rows past a sequence's new tokens */
                 memset(y + (i * seq + n_new[i]) * c->dim, 0,

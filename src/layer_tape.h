@@ -10,7 +10,8 @@
 struct ra_layer_tape {
     const ra_layer *layer;
     int64_t max_tokens;
-    float *activations;     /* xq | xk | xv | attn | lse, sized for max_tokens */
+    float *activations;     /* xq | xk | xv | attn | lse (| gate: gated_output),
+                               sized for max_tokens */
     int64_t *ids, *starts;  /* [3 * max_tokens] (ids or 3-D ids), [max_tokens]:
                                copies of the call's positions */
     uint8_t *padding;       /* [max_tokens]: a copy of its padding_mask */
@@ -25,6 +26,7 @@ struct ra_layer_tape {
 typedef struct ra_layer_tape_views {
     ra_tensor xq, xk, xv, attn; /* [B, S, H or Hkv, D] */
     float *lse;                 /* [B, H, S] */
+    float *gate;                /* [B, S, H * D] (gated_output), before the sigmoid */
 } ra_layer_tape_views;
 
 ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape);

@@ -24,8 +24,9 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     if (max_tokens <= 0)
         return ra_fail(RA_ERR_SIZE, "max_tokens %lld: must be >= 1", (long long)max_tokens);
     const ra_layer_config *c = &layer->config;
-    /* Floats: xq and attn, tokens * H * D each; xk and xv, tokens * Hkv * D
-     * each; lse, tokens * H: at most 5 * tokens * max(dim, H * D); the
+    /* Floats: xq and attn (and gated_output's gate), tokens * H * D each; xk
+     * and xv, tokens * Hkv * D each; lse, tokens * H: at most 6 * tokens *
+     * max(dim, H * D); the
      * backward's scratch takes up to 12 times that, which must fit.  ids (or
      * 3-D ids) and starts: 4 * max_tokens int64, the bytes of 8 * max_tokens
      * floats. */
@@ -36,8 +37,8 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
         ra_mul(n_wide, 12, &bound) != RA_OK || ra_mul(max_tokens, 8, &bound) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "max_tokens %lld: the tape and the backward's scratch "
                        "would overflow", (long long)max_tokens);
-    const int64_t floats =
-        2 * n_q + 2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
+    const int64_t floats = (c->gated_output ? 3 : 2) * n_q +
+                           2 * max_tokens * c->n_kv_heads * c->head_dim + max_tokens * c->n_heads;
     ra_layer_tape *tape = calloc(1, sizeof *tape);
     if (!tape) return ra_fail(RA_ERR_NOMEM, "allocating the tape");
     tape->activations = ra_alloc((size_t)floats * sizeof(float));
@@ -82,6 +83,7 @@ ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
     v.xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
     v.attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
     v.lse = buf + 2 * n_q + 2 * n_kv;
+    v.gate = v.lse + tape->call.tokens * H;
     return v;
 }
 
@@ -154,18 +156,29 @@ RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, 
         return status;
     }
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
-    ra_scratch panel;
+    ra_scratch panel, o = {NULL, 0};
     ra_gemm_env mm;
     RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
+    /* wo's input, where it is not the attention's output (which the tape
+     * keeps): [B, S, H * D], in the outer workspace (attention takes the other) */
+    ra_status status = RA_OK;
+    if (ra_layer_output_changes(layer))
+        status = ra_scratch_acquire_outer(ctx, (size_t)call.n_q * sizeof(float), &o);
+    if (status != RA_OK) {
+        ra_scratch_release(&panel);
+        return ra_layer_engine_agree(e, status);
+    }
     ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
     /* output = attention(xq, xk, xv), with attn_dropout when training */
-    ra_status status = ra_layer_engine_agree(e, RA_OK);
+    status = ra_layer_engine_agree(e, RA_OK);
     if (status == RA_OK)
         status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
     if (status == RA_OK) { /* else scratch memory only: y is untouched */
-        ra_layer_output(layer, &mm, y, v.attn.data, &tape->call);
+        if (o.data) memcpy(o.data, v.attn.data, (size_t)call.n_q * sizeof(float));
+        ra_layer_output(layer, &mm, y, o.data ? o.data : v.attn.data, x, v.gate, &tape->call);
         tape->filled = 1;
     }
+    ra_scratch_release(&o);
     ra_scratch_release(&panel);
     return status;
 }

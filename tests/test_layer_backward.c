@@ -3,7 +3,8 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases, q/k norms), flash against reference, identical bits for any thread count,
+ * biases, q/k norms before or after RoPE, a norm before wo, a gated output), flash
+ * against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
  *
@@ -43,15 +44,21 @@ typedef struct layer_case {
                            per head; | WHOLE: over the whole projection;
                            | HEADS: each head its own weights; | LAYER:
                            LayerNorms; | L2: Llama 4's L2 norm after RoPE;
-                           | TEMP: temperature tuning, floor 4, scale 0.3 */
+                           | TEMP: temperature tuning, floor 4, scale 0.3;
+                           | POST: the q/k norms after RoPE (HunYuan);
+                           | ONORM: an RMSNorm before wo (BitNet);
+                           | GATE: the output gated by wq's gate rows
+                           (Qwen3-Next) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
-enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64 };
+enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
+       ONORM = 256, GATE = 512 };
 
-/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm. */
-enum { N_PARAMS = 10 };
+/* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
+ * o_norm. */
+enum { N_PARAMS = 11 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
@@ -112,12 +119,14 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
-    const int64_t n_w[N_PARAMS] = {f->qd * f->dim, f->kv * f->dim, f->kv * f->dim,
-                                   f->dim * f->qd, c->extras & BIASES ? f->qd : 0,
+    const int64_t q_rows = c->extras & GATE ? 2 * f->qd : f->qd; /* wq's, bq's */
+    const int64_t n_w[N_PARAMS] = {q_rows * f->dim, f->kv * f->dim, f->kv * f->dim,
+                                   f->dim * f->qd, c->extras & BIASES ? q_rows : 0,
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
                                    c->extras & BIASES ? f->dim : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
-                                   c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0};
+                                   c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
+                                   c->extras & ONORM ? f->qd : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -165,11 +174,13 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .qk_l2_norm = (c->extras & L2) != 0,
                            .temperature_floor = c->extras & TEMP ? 4.0 : 0.0,
                            .temperature_scale = 0.3,
-                           .scale = c->scale, .clip_qkv = c->clip};
+                           .scale = c->scale, .clip_qkv = c->clip,
+                           .norm_after_rope = (c->extras & POST) != 0,
+                           .gated_output = (c->extras & GATE) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
-                          .q_norm = f->w[8], .k_norm = f->w[9]};
+                          .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &rope_cfg) == RA_OK, "%s: rope", c->name);
@@ -262,6 +273,44 @@ static void clip_d(double *x, int64_t n, double limit)
     for (int64_t i = 0; i < n; i++) x[i] = fmin(fmax(x[i], -limit), limit);
 }
 
+/* q [T, H D] = wq(x) + bq; with GATE, wq's rows are each head's D query
+ * rows then its D gate rows, and gate [T, H D] gets the gate's. */
+static void project_q_d(const fixture *f, const double *x, double *const w[N_PARAMS], double *q,
+                        double *gate)
+{
+    const layer_case *c = &f->c;
+    const int64_t T = f->T, qd = f->qd, D = c->d;
+    if (!(c->extras & GATE)) {
+        linear_d(q, x, w[0], T, f->dim, qd);
+        add_bias_d(q, w[4], T, qd);
+        return;
+    }
+    double *both = malloc(sizeof(double) * T * 2 * qd);
+    linear_d(both, x, w[0], T, f->dim, 2 * qd);
+    add_bias_d(both, w[4], T, 2 * qd);
+    for (int64_t t = 0; t < T; t++) /* torch.chunk(q_proj(x).view(..., H, 2 D), 2, dim=-1) */
+        for (int64_t h = 0; h < c->h; h++)
+            for (int64_t e = 0; e < D; e++) {
+                q[t * qd + h * D + e] = both[t * 2 * qd + h * 2 * D + e];
+                gate[t * qd + h * D + e] = both[t * 2 * qd + h * 2 * D + D + e];
+            }
+    free(both);
+}
+
+/* The q and k norms of case c (q [T, H D], k [T, Hkv D]; none without NORMS). */
+static void qk_norms_d(const layer_case *c, double *const w[N_PARAMS], double *q, double *k,
+                       int64_t T)
+{
+    const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
+    if (c->extras & WHOLE) {
+        norm_d(q, w[8], T, c->h * c->d, 1, centered);
+        norm_d(k, w[9], T, c->hkv * c->d, 1, centered);
+    } else {
+        norm_d(q, w[8], T * c->h, c->d, heads ? c->h : 1, centered);
+        norm_d(k, w[9], T * c->hkv, c->d, heads ? c->hkv : 1, centered);
+    }
+}
+
 /* L = sum(y * dy) for the layer in double, at the given x and weights;
  * y (if not NULL) gets the output. */
 static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS],
@@ -273,10 +322,10 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     double *q = malloc(sizeof(double) * T * qd), *k = malloc(sizeof(double) * T * kv);
     double *v = malloc(sizeof(double) * T * kv), *att = malloc(sizeof(double) * T * qd);
     double *y = malloc(sizeof(double) * T * dim), *p = malloc(sizeof(double) * S);
-    linear_d(q, x, w[0], T, dim, qd);  /* xq = wq(x) */
+    double *gate = malloc(sizeof(double) * T * qd);
+    project_q_d(f, x, w, q, gate);     /* xq = wq(x) */
     linear_d(k, x, w[1], T, dim, kv);  /* xk = wk(x) */
     linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
-    add_bias_d(q, w[4], T, qd);
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
     if (c->clip) {
@@ -284,19 +333,13 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
         clip_d(k, T * kv, c->clip);
         clip_d(v, T * kv, c->clip);
     }
-    const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
-    if (c->extras & WHOLE) {
-        norm_d(q, w[8], T, qd, 1, centered);
-        norm_d(k, w[9], T, kv, 1, centered);
-    } else {
-        norm_d(q, w[8], T * c->h, D, heads ? c->h : 1, centered);
-        norm_d(k, w[9], T * c->hkv, D, heads ? c->hkv : 1, centered);
-    }
+    if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
     const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
     }
+    if (c->extras & POST) qk_norms_d(c, w, q, k, T); /* HunYuan: after apply_rotary_pos_emb */
     if (c->extras & L2) { /* Llama 4: after RoPE, no weights */
         for (int64_t r = 0; r < T * c->h + T * c->hkv; r++) {
             double *row = r < T * c->h ? q + r * D : k + (r - T * c->h) * D, squares = 0;
@@ -331,6 +374,9 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
                     oi[e] = acc;
                 }
             }
+    for (int64_t i = 0; (c->extras & GATE) && i < T * qd; i++) /* * torch.sigmoid(gate) */
+        att[i] /= 1.0 + exp(-gate[i]);
+    norm_d(att, w[10], T, qd, 1, 0); /* BitNet's attn_sub_norm */
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     add_bias_d(y, w[7], T, dim);
     double loss = 0;
@@ -345,6 +391,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     free(att);
     free(y);
     free(p);
+    free(gate);
     return loss;
 }
 
@@ -403,7 +450,7 @@ static ra_layer_grads layer_grads(const grads *g, int accumulate)
                             .dwv = g->dw[2], .dwo = g->dw[3],
                             .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
                             .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
-                            .dk_norm = g->dw[9]};
+                            .dk_norm = g->dw[9], .do_norm = g->dw[10]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -459,6 +506,18 @@ static const layer_case fd_cases[] = {
     /* q, k, v clamped (OLMo's clip_qkv), with and without norms */
     {"clip_qkv 0.5, biases",     2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, BIASES, 0, 0.5},
     {"clip_qkv 0.4, norms",      1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0.4},
+    /* q/k norms after RoPE (HunYuan-V1-Dense); the norms there take yarn's
+     * attention factor away */
+    {"norms after RoPE, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | POST, 0, 0},
+    {"after RoPE: yarn, LayerNorms, clip", 1, 6, 4, 2, 6, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 2, 0.2f, 0, 0, NORMS | POST | HEADS | LAYER | BIASES, 0.3, 0.5},
+    {"after RoPE: whole, llama3", 1, 5, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 0, 0.0f, 0, 0, NORMS | WHOLE | POST, 0, 0},
+    /* an RMSNorm over the attention's output before wo (BitNet's attn_sub_norm) */
+    {"o_norm, biases, dropout",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.2f, 0, 6, ONORM | BIASES, 0, 0},
+    {"o_norm, q/k norms, H D < dim", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 16, ONORM | NORMS, 0.3, 0},
+    /* the output gated by sigmoid of wq's gate rows (Qwen3-Next: q/k norms, partial rotary) */
+    {"gated, norms, partial",    2, 4, 4, 2, 8, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 1, 0.0f, 0, 12, GATE | NORMS, 0, 0},
+    {"gated, biases, dropout, clip", 1, 6, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, GATE | BIASES, 0, 0.5},
+    {"gated, o_norm, after RoPE", 1, 5, 4, 1, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 0, 0.1f, 0, 0, GATE | ONORM | NORMS | POST, 0.3, 0},
 };
 
 static void test_finite_differences(void)
@@ -479,7 +538,8 @@ static void test_finite_differences(void)
             finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
         }
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
-                                                        "dbk", "dbv", "dbo", "dq_norm", "dk_norm"};
+                                                        "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
+                                                        "do_norm"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -657,7 +717,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS, 0, 0};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM | GATE, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -675,8 +735,12 @@ static void test_accumulate_and_reuse(void)
     for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
     ra_layer_grads overwrite = layer_grads(&g, 0), accumulate = layer_grads(&h, 1);
     ra_layer_grads no_dbk = overwrite, no_dk_norm = overwrite, dbo_on_bo = overwrite;
+    ra_layer_grads no_do_norm = overwrite;
     no_dbk.dbk = NULL;         /* the layer has bk */
     no_dk_norm.dk_norm = NULL; /* and k_norm */
+    no_do_norm.do_norm = NULL; /* and o_norm */
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_do_norm, tape, f.dy) == RA_ERR_NULL,
+          "no do_norm");
     dbo_on_bo.dbo = f.w[7];
     CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dbk, tape, f.dy) == RA_ERR_NULL, "no dbk");
     CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dk_norm, tape, f.dy) == RA_ERR_NULL,
@@ -1162,6 +1226,44 @@ static void test_llama4_cached(void)
     }
 }
 
+/* The features that change what the cache holds or what its steps compute
+ * (norms after RoPE, o_norm, the gate), through the KV cache as the forward has them; and
+ * their refusals. */
+static void test_features_cached(void)
+{
+    const layer_case cases[] = {
+        {"norms after RoPE",          2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 4, 0, 0.0f, 0, 0, NORMS | POST | BIASES, 0.3, 0},
+        {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
+        {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
+        {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        fixture f;
+        fixture_make(&f, &cases[t], 500 + t);
+        double e = cached_diff(f.layer, f.layer, &f);
+        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
+        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
+        fixture_free(&f);
+    }
+    ra_rope_config cfg_rope = ra_rope_config_default(4);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 8, .n_heads = 2, .head_dim = 4,
+                           .rope = &cfg_rope, .norm_after_rope = 1, .qk_l2_norm = 1};
+    float w[64] = {0};
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w, .wk = w, .wv = w, .wo = w};
+    ra_layer *layer = (ra_layer *)&cfg;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED && layer == NULL,
+          "norm_after_rope with qk_l2_norm");
+    cfg.qk_l2_norm = 0;
+    cfg.temperature_floor = 8;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
+          "norm_after_rope with temperature_floor");
+    ra_layer_config gated = {.struct_size = sizeof gated, .dim = 8, .n_heads = 2, .head_dim = 4,
+                             .rope = &cfg_rope, .gated_output = 1};
+    ra_layer_weights fused = {.struct_size = sizeof fused, .wqkv = w, .wo = w};
+    CHECK(ra_layer_create(&layer, &gated, &fused) == RA_ERR_UNSUPPORTED,
+          "gated_output with wqkv");
+}
+
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the
  * separate weights' y, KV-cache y and gradients, its own rows of dwqkv and
  * dbqkv being theirs (to 1e-6: OpenBLAS may sum a narrower product in
@@ -1261,6 +1363,7 @@ static void simd_cases(void)
     RUN(test_errors);
     RUN(test_fused_qkv);
     RUN(test_llama4_cached);
+    RUN(test_features_cached);
 }
 
 int main(void)

@@ -7,7 +7,9 @@
  *     to float32 rounding (1e-5 of max |y|: the prefills there run the
  *     flash kernel, here the decode kernel over the stored rows; 8-bit
  *     rows: 1e-2, their prefills attend over unquantized keys there);
- *   - a GQA layer with biases and q/k norms, and a sliding-window layer
+ *   - a GQA layer with biases and q/k norms (before RoPE, or after it:
+ *     HunYuan; with a norm before wo: BitNet; with a gated output:
+ *     Qwen3-Next), and a sliding-window layer
  *     on window sequences (pages released as they pass);
  *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
  *     nothing in x's rows past n_new reaches y (NaN there);
@@ -27,29 +29,39 @@ enum { N = 3, S = 6, DIM = 32, H = 4, HKV = 2, D = 8, ROUNDS = 4 };
 static const int64_t rounds[ROUNDS][N] = {{5, 2, 6}, {1, 1, 1}, {0, 3, 1}, {2, 1, 0}};
 
 typedef struct weights {
-    float wq[H * D * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * H * D];
-    float b[H * D + 2 * HKV * D + DIM], norms[2 * D];
+    float wq[2 * H * D * DIM], wk[HKV * D * DIM], wv[HKV * D * DIM], wo[DIM * H * D];
+    float b[2 * H * D + 2 * HKV * D + DIM], norms[2 * D], o_norm[H * D];
 } weights;
 
-static ra_layer *make_layer(weights *w, int64_t window)
+/* variant: 0, NORMS_AFTER_ROPE, O_NORM or GATED (wq's rows: each head's
+ * query rows, then its gate rows) */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, N_VARIANTS };
+
+static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
-    ra_test_fill(w->wq, H * D * DIM, 11);
+    const int64_t q_rows = variant == GATED ? 2 * H * D : H * D; /* wq's and bq's */
+    ra_test_fill(w->wq, q_rows * DIM, 11);
     ra_test_fill(w->wk, HKV * D * DIM, 12);
     ra_test_fill(w->wv, HKV * D * DIM, 13);
     ra_test_fill(w->wo, DIM * H * D, 14);
-    ra_test_fill(w->b, H * D + 2 * HKV * D + DIM, 15);
+    ra_test_fill(w->b, 2 * H * D + 2 * HKV * D + DIM, 15);
     ra_test_fill(w->norms, 2 * D, 16);
     for (int i = 0; i < 2 * D; i++) w->norms[i] = 1.0f + 0.25f * w->norms[i];
-    for (int i = 0; i < H * D * DIM; i++) w->wq[i] /= sqrtf(DIM), w->wo[i] /= sqrtf(H * D);
+    ra_test_fill(w->o_norm, H * D, 17);
+    for (int i = 0; i < q_rows * DIM; i++) w->wq[i] /= sqrtf(DIM);
+    for (int i = 0; i < H * D * DIM; i++) w->wo[i] /= sqrtf(H * D);
     for (int i = 0; i < HKV * D * DIM; i++) w->wk[i] /= sqrtf(DIM), w->wv[i] /= sqrtf(DIM);
     ra_rope_config rc = ra_rope_config_default(0);
     ra_layer_config c = ra_layer_config_init();
     c.dim = DIM, c.n_heads = H, c.n_kv_heads = HKV, c.head_dim = D, c.rope = &rc;
     c.window = window;
+    c.norm_after_rope = variant == NORMS_AFTER_ROPE;
+    c.gated_output = variant == GATED;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
-    lw.bq = w->b, lw.bk = w->b + H * D, lw.bv = w->b + H * D + HKV * D;
-    lw.bo = w->b + H * D + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
+    lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;
+    lw.bo = w->b + q_rows + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
+    lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());
     return layer;
@@ -107,19 +119,18 @@ static void run_alone(const ra_layer *layer, ra_dtype dtype, const float *x, flo
     }
 }
 
-static void test_matches_cached(void)
+/* The pool's rounds against each sequence alone on a contiguous cache,
+ * for each of n dtypes to its tolerance, and on 1 and 3 threads. */
+static void matches_cached(const ra_layer *layer, const ra_dtype *dtypes, const double *tol,
+                           size_t n_dtypes)
 {
-    static const ra_dtype dtypes[] = {RA_F32, RA_BF16, RA_I8, RA_F8E4M3};
-    static const double tol[] = {1e-5, 1e-5, 1e-2, 6e-2};
-    weights w;
-    ra_layer *layer = make_layer(&w, 0);
     const size_t n = (size_t)ROUNDS * N * S * DIM;
     float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
     float *y3 = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
     ra_test_fill(x, n, 21);
     ra_context *three;
     CHECK(ra_context_create(&three, 3) == RA_OK, "context");
-    for (size_t di = 0; layer && di < sizeof dtypes / sizeof dtypes[0]; di++) {
+    for (size_t di = 0; layer && di < n_dtypes; di++) {
         for (size_t i = 0; i < n; i++) y[i] = y3[i] = NAN;
         run_pool(layer, NULL, dtypes[di], 0, x, y);
         run_pool(layer, three, dtypes[di], 0, x, y3);
@@ -143,8 +154,19 @@ static void test_matches_cached(void)
               scale);
     }
     ra_context_destroy(three);
-    ra_layer_destroy(layer);
     free(x); free(y); free(y3); free(want);
+}
+
+static void test_matches_cached(void)
+{
+    static const ra_dtype dtypes[] = {RA_F32, RA_BF16, RA_I8, RA_F8E4M3};
+    static const double tol[] = {1e-5, 1e-5, 1e-2, 6e-2};
+    for (int variant = 0; variant < N_VARIANTS; variant++) {
+        weights w;
+        ra_layer *layer = make_layer(&w, 0, variant);
+        matches_cached(layer, dtypes, tol, sizeof dtypes / sizeof dtypes[0]);
+        ra_layer_destroy(layer);
+    }
 }
 
 /* A sliding-window layer (W 3) on window sequences: the same as on full
@@ -152,7 +174,7 @@ static void test_matches_cached(void)
 static void test_window(void)
 {
     weights w;
-    ra_layer *layer = make_layer(&w, 3);
+    ra_layer *layer = make_layer(&w, 3, 0);
     const size_t n = (size_t)ROUNDS * N * S * DIM;
     float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
     float *full = malloc(n * sizeof(float));
@@ -168,7 +190,7 @@ static void test_window(void)
 static void test_refusals(void)
 {
     weights w;
-    ra_layer *layer = make_layer(&w, 0), *windowed = make_layer(&w, 4);
+    ra_layer *layer = make_layer(&w, 0, 0), *windowed = make_layer(&w, 4, 0);
     ra_kv_pool *pool, *other;
     CHECK(ra_kv_pool_create(&pool, 4, 2, 2, HKV, D, RA_F32) == RA_OK, "pool");
     CHECK(ra_kv_pool_create(&other, 4, 2, 2, HKV + 1, D, RA_F32) == RA_OK, "pool");
@@ -226,7 +248,7 @@ static void test_refusals(void)
 static void test_rows_past_n_new(void)
 {
     weights w;
-    ra_layer *layer = make_layer(&w, 0);
+    ra_layer *layer = make_layer(&w, 0, 0);
     float x[2][N * S * DIM], y[2][N * S * DIM];
     const int64_t n_new[N] = {3, 1, 0}, none[N] = {0, 0, 0};
     for (int run = 0; run < 2; run++) {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hf/fields.h"
 #include "io/io.h"
 #include "ropeattn_hf.h"
 

@@ -357,7 +357,7 @@ static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *ou
 }
 
 /* The sliding window the config gives this layer (transformers' reading
- * of it: src/io/config_window.c), Gemma 2's soft-cap, and gpt-oss's sinks:
+ * of it: src/hf/fields_window.c), Gemma 2's soft-cap, and gpt-oss's sinks:
  * a sinks tensor [H] beside q_proj where the family reads one, refused
  * elsewhere (transformers would not use it). */
 static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out)
@@ -368,7 +368,7 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     const unsigned features = hf->family ? hf->family->features : 0;
     /* A family whose model reads no window (Llama, Gemma ...) ignores
      * sliding_window, as transformers; a config without model_type is read
-     * as written (config_window.c). */
+     * as written (fields_window.c). */
     const ra_hf_window *w = &hf->window;
     if (features & RA_HF_LLAMA4) { /* layer_types says which layers are chunked */
         int listed = w->has_layer_types && layer >= 0 && layer < w->n_layer_types;

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io_family.h"
-#include "io_json.h"
-#include "io_message.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 #define H RA_LAYOUT_HALF        /* transformers' rotate_half */
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
@@ -74,7 +74,7 @@ static const ra_hf_family families[] = {
     {"glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
     {"glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
     {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25", NOWINDOW},
-    /* GptOssConfig (transformers 5); its default yarn rope: config.c */
+    /* GptOssConfig (transformers 5); its default yarn rope: fields.c */
     {"gpt_oss", H, RA_HF_SINKS, NULL,
      "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
      "sliding_window_pattern=2", PATTERN},
@@ -101,7 +101,7 @@ static const ra_hf_family families[] = {
     {"persimmon", H, 0, FUSED, NULL, NOWINDOW},
     {"phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
     /* Phi3Config: its original_max_position_embeddings replaces the rope
-     * object's (config.c's standardize_rope) */
+     * object's (fields.c's standardize_rope) */
     {"phi3", H, 0, NULL, "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER},
     {"qwen", H, 0, FUSED, NULL, NOWINDOW},
     {"qwen2", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
@@ -328,7 +328,7 @@ static ra_status check_fixed_rope(const cJSON *obj, const char *name,
     return RA_OK;
 }
 
-ra_status ra_io_family_check(const cJSON *obj, const char *name, const char *model_type,
+ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *model_type,
                              const ra_hf_family **out, char *msg, size_t msg_len)
 {
     *out = NULL;

@@ -1,14 +1,14 @@
 /*
- * config_bias.c — which attention projections a config's model builds
+ * fields_bias.c — which attention projections a config's model builds
  * with a bias: its family's rule (families.c) read against the config's
  * key for it (attention_bias, use_bias, use_qkv_bias, bias ...).
  */
 #include <string.h>
 
 #include "internal.h"
-#include "io_bias.h"
-#include "io_json.h"
-#include "io_message.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 /* A known family without a rule of its own builds no biases. */
 static const ra_hf_bias_rule no_biases = {"", NULL, 0, NULL, 0, 0};

@@ -1,9 +1,9 @@
 /*
- * config.c — reads the fields attention needs from a Hugging Face
+ * fields.c — reads the fields attention needs from a Hugging Face
  * config.json, checking that each holds the right kind of number, its
  * rope_scaling / rope_parameters object (rope_params.c), its
- * sliding-window keys (config_window.c), its quantization_config
- * (config_quant.c) and its model family (families.c).
+ * sliding-window keys (fields_window.c), its quantization_config
+ * (fields_quant.c) and its model family (families.c).
  * A multimodal config's text model is read from its text_config.
  */
 #include <float.h>
@@ -13,14 +13,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io.h"
-#include "io_bias.h"
-#include "io_family.h"
-#include "io_json.h"
-#include "io_message.h"
-#include "io_quant.h"
-#include "io_rope.h"
-#include "io_window.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
@@ -292,7 +287,7 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const
 /* transformers 5's rope_parameters per layer type, for the families whose
  * sliding layers have a rope of their own (Gemma 3): "full_attention" into
  * out->rope, "sliding_attention" into out->local_rope.  Any other layout of
- * nested objects is left to ra_io_rope_read, which refuses it. */
+ * nested objects is left to ra_hf_rope_read, which refuses it. */
 static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out,
                                           const char *name, char *msg, size_t msg_len)
 {
@@ -304,9 +299,9 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     if (!cJSON_IsObject(full) || !cJSON_IsObject(sliding) ||
         cJSON_GetArraySize(nested) != 2)
         return RA_OK;
-    RA_TRY(ra_io_rope_read(full, name, "rope_parameters.full_attention.", &out->rope, msg,
+    RA_TRY(ra_hf_rope_read(full, name, "rope_parameters.full_attention.", &out->rope, msg,
                            msg_len));
-    RA_TRY(ra_io_rope_read(sliding, name, "rope_parameters.sliding_attention.",
+    RA_TRY(ra_hf_rope_read(sliding, name, "rope_parameters.sliding_attention.",
                            &out->local_rope, msg, msg_len));
     out->has_rope = out->has_local_rope = 1;
     return RA_OK;
@@ -626,7 +621,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     const char *where = rope == scaling ? "rope_scaling." : "rope_parameters.";
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
     if (rope != NULL && !out->has_local_rope) {
-        RA_TRY(ra_io_rope_read(rope, name, where, &out->rope, msg, msg_len));
+        RA_TRY(ra_hf_rope_read(rope, name, where, &out->rope, msg, msg_len));
         out->has_rope = 1;
     } else if (rope == NULL) {
         RA_TRY(read_default_rope(out, &where, msg, msg_len));
@@ -660,7 +655,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_llama4(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
-    RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
+    RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
@@ -683,9 +678,9 @@ static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(lookup_object(root, "text_config", name, &text, msg, msg_len));
     if (text == NULL) text = root;
     RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
-    RA_TRY(ra_io_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
+    RA_TRY(ra_hf_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
                               &out->family, msg, msg_len));
-    ra_status quant = ra_io_quant_read(root, text, name, &out->quant, msg, msg_len);
+    ra_status quant = ra_hf_quant_read(root, text, name, &out->quant, msg, msg_len);
     if (quant != RA_OK) { /* refused when a layer loads weights, not before */
         out->quant.refused = quant;
         snprintf(out->quant.reason, sizeof out->quant.reason, "%s", msg);
@@ -718,8 +713,8 @@ void ra_hf_fields_free(ra_hf_fields *config)
     if (config == NULL) return;
     ra_hf_rope_free(&config->rope);
     ra_hf_rope_free(&config->local_rope);
-    ra_io_window_free(&config->window);
-    ra_io_quant_free(&config->quant);
+    ra_hf_window_free(&config->window);
+    ra_hf_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
     cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);

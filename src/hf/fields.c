@@ -450,74 +450,52 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
     return RA_OK;
 }
 
-/* The rope a family's config class sets when config.json has neither
- * rope_scaling nor rope_parameters (transformers 5's GptOssConfig: yarn,
- * factor 32 over 4096 positions, truncate false; the family's defaults row
- * gives rope_theta 150000). */
-static const struct {
-    const char *model_type, *where, *rope;
-} default_ropes[] = {
-    {"gpt_oss", "GptOssConfig's default rope_parameters.",
-     "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
-     "\"truncate\": false, \"original_max_position_embeddings\": 4096}"},
-};
-
+/* The rope the family's config class sets when config.json has neither
+ * rope_scaling nor rope_parameters (its row's default_rope: gpt-oss's
+ * yarn), named so in messages; nothing for the others. */
 static ra_status read_default_rope(ra_hf_fields *out, const char **where, char *msg,
                                    size_t msg_len)
 {
-    for (size_t i = 0; out->family && i < sizeof default_ropes / sizeof default_ropes[0]; i++) {
-        if (strcmp(default_ropes[i].model_type, out->family->model_type) != 0) continue;
-        const char *json = default_ropes[i].rope;
-        RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
-        out->has_rope = 1;
-        *where = default_ropes[i].where;
-        return RA_OK;
-    }
+    const ra_hf_family *family = out->family;
+    if (!family || !family->default_rope) return RA_OK;
+    const char *json = family->default_rope;
+    RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
+    out->has_rope = 1;
+    *where = family->default_rope_name;
     return RA_OK;
 }
 
-/* Families whose config classes' rope_theta default changed between
+/* A family whose config class's rope_theta default changed between
  * transformers releases (4.57, which wrote their published configs, and
- * 5): a config that leaves rope_theta out runs differently on each, and
- * nothing in it says which was meant: refused. */
-static const struct {
-    const char *model_type, *defaults;
-} disputed_thetas[] = {
-    {"olmo3", "10000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl", "5000000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl_text", "5000000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl_moe", "5000000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl_moe_text", "5000000 in transformers 4.57, 500000 in 5"},
-};
-
+ * 5; its row's disputed_theta): a config that leaves rope_theta out runs
+ * differently on each, and nothing in it says which was meant: refused. */
 static ra_status check_theta_given(const ra_hf_fields *out, const char *name, char *msg,
                                    size_t msg_len)
 {
+    const ra_hf_family *family = out->family;
     int lacks = !out->rope.has_theta || (out->has_local_rope && !out->local_rope.has_theta);
-    for (size_t i = 0; out->family && i < sizeof disputed_thetas / sizeof disputed_thetas[0];
-         i++)
-        if (lacks && !out->has_rope_theta &&
-            strcmp(disputed_thetas[i].model_type, out->family->model_type) == 0)
-            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                              "%s: no \"rope_theta\": model_type \"%s\"'s default is %s: "
-                              "refused rather than guess (give rope_theta)", name,
-                              out->family->model_type, disputed_thetas[i].defaults);
+    if (family && family->disputed_theta && lacks && !out->has_rope_theta)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: no \"rope_theta\": model_type \"%s\"'s default is %s: "
+                          "refused rather than guess (give rope_theta)", name,
+                          family->model_type, family->disputed_theta);
     return RA_OK;
 }
 
-/* Phi3Config (transformers 5) reads rope type "su" and "yarn" as longrope
- * ("su" is longrope everywhere: rope_params.c) and raises on any type but
- * default and longrope. */
-static ra_status phi3_rope_type(ra_hf_rope *rope, const ra_hf_fields *out, const char *where,
+/* RA_HF_LONGROPE_ONLY: Phi3Config (transformers 5) reads rope type "su"
+ * and "yarn" as longrope ("su" is longrope everywhere: rope_params.c) and
+ * raises on any type but default and longrope. */
+static ra_status longrope_only(ra_hf_rope *rope, const ra_hf_fields *out, const char *where,
                                 const char *name, char *msg, size_t msg_len)
 {
-    if (!out->family || strcmp(out->family->model_type, "phi3") != 0) return RA_OK;
+    if (!out->family || !(out->family->features & RA_HF_LONGROPE_ONLY)) return RA_OK;
     if (rope->type == RA_ROPE_YARN) rope->type = RA_ROPE_LONGROPE;
     if (rope->type == RA_ROPE_DEFAULT || rope->type == RA_ROPE_LONGROPE) return RA_OK;
     return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
-                      "%s: \"%srope_type\" is \"%s\": model_type \"phi3\" runs the default "
+                      "%s: \"%srope_type\" is \"%s\": model_type \"%s\" runs the default "
                       "rope or longrope (\"su\" and \"yarn\" read as longrope), as Phi3Config "
-                      "does: refused", name, where, ra_hf_rope_type_name(rope->type));
+                      "does: refused", name, where, ra_hf_rope_type_name(rope->type),
+                      out->family->model_type);
 }
 
 /* "" when config.json has key at root, else " (model_type X's default)". */
@@ -645,7 +623,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         RA_TRY(standardize_rope(local, out, root, "rope_parameters.sliding_attention.", 0, name,
                                 msg, msg_len));
     } else {
-        RA_TRY(phi3_rope_type(&out->rope, out, where, name, msg, msg_len));
+        RA_TRY(longrope_only(&out->rope, out, where, name, msg, msg_len));
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));

@@ -186,9 +186,29 @@ enum {
                                             Kimi K2) */
     RA_HF_ROPE_INTERLEAVE = 1 << 21,     /* rope_interleave false: rotate_half pairs
                                             (DeepSeek-V3 in transformers) */
+    RA_HF_LONGROPE_ONLY = 1 << 22,       /* rope types default and longrope only, "su"
+                                            and "yarn" read as longrope (Phi3Config) */
+    RA_HF_QKV_PER_HEAD = 1 << 23,        /* a fused query_key_value packs q, k and v per
+                                            head, [H, 3, D], whatever the config says
+                                            (GPT-NeoX) */
 };
 
-/* How one model_type is read. */
+/* Which of a family's attention projections transformers builds with a
+ * bias: q, k and v's (or their fused weight's), and the output
+ * projection's; each fixed, or given by a config key (then *_default is the
+ * config class's default for it).  All zero: no biases (latent attention's
+ * read attention_bias themselves, hf/layer_mla.c). */
+typedef struct ra_hf_bias_rule {
+    const char *qkv_key; /* NULL: qkv_default is fixed */
+    int qkv_default;
+    const char *o_key;   /* NULL: o_default is fixed */
+    int o_default;
+    int qkv_with_o;      /* q, k and v have biases too when o has (ChatGLM's
+                            add_bias_linear) */
+} ra_hf_bias_rule;
+
+/* How one model_type is read: every fact ropeattn has about the family
+ * (families.c; the only place model_type strings appear). */
 typedef struct ra_hf_family {
     const char *model_type;
     ra_layout layout;    /* how its q_proj and k_proj rows pair for RoPE */
@@ -199,28 +219,19 @@ typedef struct ra_hf_family {
      * absent from the config takes its default, as transformers gives it. */
     const char *defaults;
     ra_hf_windows windows; /* which layers slide (fields_window.c) */
+    ra_hf_bias_rule bias;  /* which projections have biases (fields_bias.c) */
+    /* The rope its config class sets when config.json has neither
+     * rope_scaling nor rope_parameters (a rope_parameters object, JSON), and
+     * the name messages give it; NULL: none (the default rope). */
+    const char *default_rope, *default_rope_name;
+    /* NULL, or how its config class's rope_theta default changed between
+     * transformers releases ("X in transformers 4.57, Y in 5"): a config
+     * without rope_theta is refused rather than read either way. */
+    const char *disputed_theta;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
 const ra_hf_family *ra_hf_family_find(const char *model_type);
-
-/* Which of a family's attention projections transformers builds with a
- * bias (families.c): q, k and v's (or their fused weight's), and the output
- * projection's; each fixed, or given by a config key (then *_default is the
- * config class's default for it). */
-typedef struct ra_hf_bias_rule {
-    const char *model_type;
-    const char *qkv_key; /* NULL: qkv_default is fixed */
-    int qkv_default;
-    const char *o_key;   /* NULL: o_default is fixed */
-    int o_default;
-    int qkv_with_o;      /* q, k and v have biases too when o has (ChatGLM's
-                            add_bias_linear) */
-} ra_hf_bias_rule;
-
-/* The rule for family (NULL: none; a family without a rule builds no
- * biases: latent attention's read attention_bias themselves). */
-const ra_hf_bias_rule *ra_hf_bias_rule_find(const ra_hf_family *family);
 
 /* Which projections a config's model has biases on, by its family's rule
  * (fields_bias.c).  rule NULL (a config without model_type): the

@@ -124,8 +124,8 @@ ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
  * per group of num_kv_heads; else multi_query, all q rows and one key and
  * value head; else per head ([H, 3, D]).  ChatGLM: multi_query_attention,
  * all q rows and multi_query_group_num key and value heads; else per head.
- * GPT-NeoX: per head.  Another family (or none: hf NULL) is refused,
- * naming the tensor (in the file at path). */
+ * GPT-NeoX (RA_HF_QKV_PER_HEAD): per head.  Another family (or none: hf
+ * NULL) is refused, naming the tensor (in the file at path). */
 ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, const char *tensor,
                             const char *path, int64_t n_heads, fused_packing *packing,
                             int64_t *n_kv_heads);

@@ -125,9 +125,9 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                            whole ? "the projection's rows" : "head_dim");
         if (stablelm && t->n_head_norms[i] != heads)
             return hf_fail(RA_ERR_SHAPE, "%s has %lld of the %s_layernorm.norms.N.weight beside "
-                           "'%s'; model_type \"stablelm\" with qk_layernorm has one per head "
+                           "'%s'; model_type \"%s\" with qk_layernorm has one per head "
                            "(%lld)", j->path, (long long)t->n_head_norms[i], kind,
-                           t->proj[PROJ_Q]->name, (long long)heads);
+                           t->proj[PROJ_Q]->name, family->model_type, (long long)heads);
         for (int64_t h = 0; h < t->n_head_norms[i]; h++) {
             const ra_st_tensor *w = t->head_norms[i][h];
             if (w->ndim != 1 || w->shape[0] != head_dim)

@@ -649,10 +649,10 @@ ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, con
     const unsigned features = family ? family->features : 0;
     int64_t kv = n_heads;
     *packing = FUSED_GROUPED; /* per head, unless the config says otherwise */
-    if (features & RA_HF_CHATGLM) {
+    if (features & RA_HF_MULTI_QUERY_GROUPS) {
         if (hf->multi_query) kv = hf->num_key_value_heads;
         if (hf->multi_query) *packing = FUSED_ROWS;
-    } else if (features & RA_HF_FALCON_QKV) {
+    } else if (features & RA_HF_QKV_BY_MULTI_QUERY) {
         if (hf->has_num_key_value_heads)
             return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" reads num_kv_heads, "
                            "not num_key_value_heads (transformers would ignore it): refused",

@@ -44,7 +44,9 @@
 #define DEEPSEEK_V3_DEFAULTS                                                             \
     MLA_DEFAULTS "hidden_size=7168 num_attention_heads=128 num_key_value_heads=128 "    \
     "max_position_embeddings=4096"
-#define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
+#define LLAMA4                                                                           \
+    (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
+     RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
 /* Llama4TextConfig's defaults. */
 #define LLAMA4_DEFAULTS                                                                  \
     "head_dim=128 rope_theta=500000 rms_norm_eps=1e-05 no_rope_layer_interval=4 "       \
@@ -85,7 +87,7 @@ static const ra_hf_family families[] = {
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
-    ROW("chatglm", I, RA_HF_CHATGLM | RA_HF_FIXED_ROPE, NULL,
+    ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
     ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
@@ -94,7 +96,7 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
-    ROW("falcon", H, RA_HF_FALCON_QKV, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -216,10 +218,10 @@ static const attention_key attention_keys[] = {
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
-    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_LLAMA4, "q and k norms"},
+    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM, "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
-    {"attention_chunk_size", NULL_ONLY, RA_HF_LLAMA4, "chunked attention"},
-    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_LLAMA4, "attention temperature tuning"},
+    {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
+    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING, "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
     {"kv_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
@@ -237,14 +239,14 @@ static const attention_key attention_keys[] = {
     {"rotary_pct", NULL_ONLY, RA_HF_ALIASES, "the rotary fraction (GPT-NeoX's name)"},
     {"rotary_emb_base", NULL_ONLY, RA_HF_ALIASES, "the rope base (GPT-NeoX's name)"},
     {"rotary_dim", NULL_ONLY, RA_HF_ALIASES, "the rotary size (GPT-J's name)"},
-    {"rope_ratio", NULL_ONLY, RA_HF_CHATGLM, "the rope base (ChatGLM's name)"},
-    {"kv_channels", NULL_ONLY, RA_HF_CHATGLM, "the head size (ChatGLM's name)"},
-    {"multi_query_group_num", NULL_ONLY, RA_HF_CHATGLM, "key/value heads (ChatGLM's name)"},
-    {"multi_query_attention", FALSE_ONLY, RA_HF_CHATGLM, "key/value heads (ChatGLM's name)"},
+    {"rope_ratio", NULL_ONLY, RA_HF_ROPE_RATIO, "the rope base (ChatGLM's name)"},
+    {"kv_channels", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "the head size (ChatGLM's name)"},
+    {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "key/value heads (ChatGLM's name)"},
+    {"multi_query_attention", FALSE_ONLY, RA_HF_MULTI_QUERY_GROUPS, "key/value heads (ChatGLM's name)"},
     {"position_encoding_2d", FALSE_ONLY, 0, "2-D positions (the first ChatGLM)"},
     {"pre_seq_len", NULL_ONLY, 0, "a learned key/value prefix (P-tuning v2)"},
-    {"multi_query", FALSE_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
-    {"num_kv_heads", NULL_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
+    {"multi_query", FALSE_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
+    {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
 };

@@ -269,7 +269,8 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const
                           "%s: \"no_rope_layers\" must be an array of 0 and 1", name);
     int64_t n = cJSON_GetArraySize(item), i = 0;
     /* Llama4TextConfig takes an empty list as none given (the interval's). */
-    if (n == 0 && out->family && (out->family->features & RA_HF_LLAMA4)) return RA_OK;
+    if (n == 0 && out->family && (out->family->features & RA_HF_EMPTY_NO_ROPE_LAYERS))
+        return RA_OK;
     out->no_rope_layers = ra_malloc(n > 0 ? (size_t)n : 1);
     if (out->no_rope_layers == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
@@ -307,13 +308,16 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     return RA_OK;
 }
 
-/* Llama 4's use_qk_norm and attn_temperature_tuning (Llama4TextConfig:
- * true, and 4 in older releases; any number but 0 is true). */
-static ra_status read_llama4(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
-                             size_t msg_len)
+/* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
+ * (RA_HF_TEMPERATURE_TUNING; Llama4TextConfig: true, and 4 in older
+ * releases; any number but 0 is true). */
+static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *out,
+                                              const char *name, char *msg, size_t msg_len)
 {
-    if (!out->family || !(out->family->features & RA_HF_LLAMA4)) return RA_OK;
-    RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+    const unsigned features = out->family ? out->family->features : 0;
+    if (features & RA_HF_QK_L2_NORM)
+        RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+    if (!(features & RA_HF_TEMPERATURE_TUNING)) return RA_OK;
     const cJSON *item;
     RA_TRY(ra_io_json_key(root, "attn_temperature_tuning", name, &item, msg, msg_len));
     out->attn_temperature_tuning = 1;
@@ -327,11 +331,12 @@ static ra_status read_llama4(const cJSON *root, ra_hf_fields *out, const char *n
     return RA_OK;
 }
 
-/* Falcon's packing keys, with FalconConfig's defaults. */
+/* RA_HF_QKV_BY_MULTI_QUERY: Falcon's packing keys, with FalconConfig's
+ * defaults. */
 static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                              size_t msg_len)
 {
-    if (!out->family || !(out->family->features & RA_HF_FALCON_QKV)) return RA_OK;
+    if (!out->family || !(out->family->features & RA_HF_QKV_BY_MULTI_QUERY)) return RA_OK;
     RA_TRY(ra_io_json_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
     return ra_io_json_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
                      msg, msg_len);
@@ -360,35 +365,43 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, con
     return key ? ra_io_json_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
-/* ChatGLM 2, 3 and GLM-4's remote code (ChatGLMConfig, modeling_chatglm.py):
- * head_dim kv_channels; multi_query_group_num key/value heads with
- * multi_query_attention, else one per query head; RoPE on the first half of
- * each head's features, interleaved (original_rope; rotate_half otherwise,
- * refused), base 10000 * rope_ratio (ChatGLM3, GLM-4; ChatGLM2-32K's code
- * divides the positions by it instead: rope_cli refuses a ratio other than 1
- * without --theta). */
-static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *name,
-                              char *msg, size_t msg_len)
+/* RA_HF_ROPE_RATIO (ChatGLM 2, 3 and GLM-4's remote code: ChatGLMConfig,
+ * modeling_chatglm.py): RoPE on the first half of each head's features,
+ * interleaved (original_rope; rotate_half otherwise, refused), base 10000 *
+ * rope_ratio (ChatGLM3, GLM-4; ChatGLM2-32K's code divides the positions by
+ * it instead: rope_cli refuses a ratio other than 1 without --theta).
+ * rope_ratio is a field, with the config class's default (the row's). */
+static ra_status read_rope_ratio(const cJSON *root, ra_hf_fields *out, const char *name,
+                                 char *msg, size_t msg_len)
 {
-    if (!out->family || !(out->family->features & RA_HF_CHATGLM)) return RA_OK;
+    if (!out->family || !(out->family->features & RA_HF_ROPE_RATIO)) return RA_OK;
     int original_rope;
     RA_TRY(ra_io_json_flag(root, "original_rope", 1, &original_rope, name, msg, msg_len));
     if (!original_rope)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"original_rope\" is false "
                           "(rotate_half pairs in ChatGLM's code): not supported", name);
-    RA_TRY(ra_io_json_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
-    /* kv_channels, multi_query_group_num and rope_ratio are fields, with
-     * ChatGLMConfig's defaults (the family's row) */
-    out->head_dim = out->kv_channels;
-    out->has_head_dim = 1;
-    out->num_key_value_heads = out->multi_query ? out->multi_query_group_num
-                                                : out->num_attention_heads;
-    out->has_num_key_value_heads = out->multi_query || out->has_num_attention_heads;
     out->rope_theta = 10000.0 * out->rope_ratio;
     if (!(out->rope_theta <= DBL_MAX))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_ratio\" is too large", name);
     out->partial_rotary_factor = 0.5;
     out->has_rope_theta = out->has_partial_rotary_factor = 1;
+    return RA_OK;
+}
+
+/* RA_HF_MULTI_QUERY_GROUPS (ChatGLM): head_dim kv_channels;
+ * multi_query_group_num key/value heads with multi_query_attention, else
+ * one per query head.  kv_channels and multi_query_group_num are fields,
+ * with the config class's defaults (the row's). */
+static ra_status read_multi_query_groups(const cJSON *root, ra_hf_fields *out, const char *name,
+                                         char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_MULTI_QUERY_GROUPS)) return RA_OK;
+    RA_TRY(ra_io_json_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
+    out->head_dim = out->kv_channels;
+    out->has_head_dim = 1;
+    out->num_key_value_heads = out->multi_query ? out->multi_query_group_num
+                                                : out->num_attention_heads;
+    out->has_num_key_value_heads = out->multi_query || out->has_num_attention_heads;
     return RA_OK;
 }
 
@@ -610,7 +623,8 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
                           "(transformers fails on null; leave the key out for its default, "
                           "10000)", name);
     RA_TRY(check_theta_given(out, name, msg, msg_len));
-    RA_TRY(read_chatglm(root, out, name, msg, msg_len));
+    RA_TRY(read_rope_ratio(root, out, name, msg, msg_len));
+    RA_TRY(read_multi_query_groups(root, out, name, msg, msg_len));
     if (out->has_local_rope) { /* per layer type: theirs; rope_local_base_freq is the
                                   sliding layers' rope_theta */
         ra_hf_rope *local = &out->local_rope;
@@ -631,7 +645,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_bias_read_json(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
-    RA_TRY(read_llama4(root, out, name, msg, msg_len));
+    RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;

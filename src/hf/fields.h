@@ -165,16 +165,20 @@ enum {
                                             its own weights, q_norm.weight [H, D] (Cohere) */
     RA_HF_QK_LAYERNORM = 1 << 13,        /* qk_layernorm: a LayerNorm per head,
                                             q_layernorm.norms.N.weight [D] (StableLM 2) */
-    RA_HF_FALCON_QKV = 1 << 14,          /* multi_query, new_decoder_architecture and
+    RA_HF_QKV_BY_MULTI_QUERY = 1 << 14,  /* multi_query (default true),
+                                            new_decoder_architecture (default false) and
                                             num_kv_heads say how query_key_value packs
                                             q, k and v (Falcon) */
-    RA_HF_CHATGLM = 1 << 15,             /* kv_channels, multi_query_attention,
-                                            multi_query_group_num, rope_ratio (ChatGLM 2,
-                                            3, GLM-4's remote code) */
-    RA_HF_LLAMA4 = 1 << 16,              /* use_qk_norm: the L2 norm after RoPE in RoPE
-                                            layers; attn_temperature_tuning (floor_scale,
-                                            attn_scale) in NoPE layers; attention_chunk_size
-                                            in RoPE layers (Llama 4) */
+    RA_HF_MULTI_QUERY_GROUPS = 1 << 15,  /* kv_channels is head_dim; with
+                                            multi_query_attention, multi_query_group_num
+                                            key/value heads after all of q's rows in
+                                            query_key_value, else one per query head,
+                                            packed per head (ChatGLM 2, 3, GLM-4's remote
+                                            code) */
+    RA_HF_ATTENTION_CHUNKS = 1 << 16,    /* attention_chunk_size: the RoPE layers (or
+                                            those layer_types names chunked_attention)
+                                            attend within chunks; layer_types names no
+                                            other kind but full_attention (Llama 4) */
     RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
     RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
     RA_HF_MROPE_INTERLEAVED = 1 << 19,   /* with RA_HF_MROPE: the sections interleaved,
@@ -191,6 +195,16 @@ enum {
     RA_HF_QKV_PER_HEAD = 1 << 23,        /* a fused query_key_value packs q, k and v per
                                             head, [H, 3, D], whatever the config says
                                             (GPT-NeoX) */
+    RA_HF_ROPE_RATIO = 1 << 24,          /* rope_ratio: the base is 10000 * rope_ratio,
+                                            over the first half of each head's features,
+                                            interleaved (original_rope true; ChatGLM) */
+    RA_HF_QK_L2_NORM = 1 << 25,          /* use_qk_norm (default true): q and k L2-normed
+                                            after RoPE, in RoPE layers (Llama 4) */
+    RA_HF_TEMPERATURE_TUNING = 1 << 26,  /* attn_temperature_tuning (default true),
+                                            floor_scale, attn_scale: NoPE layers scale q
+                                            by each token's place (Llama 4) */
+    RA_HF_EMPTY_NO_ROPE_LAYERS = 1 << 27, /* an empty no_rope_layers is none given
+                                             (Llama4TextConfig) */
 };
 
 /* Which of a family's attention projections transformers builds with a
@@ -325,14 +339,15 @@ typedef struct ra_hf_fields {
     /* Which projections the family's model builds with a bias: its rule
      * read against the config's key for it (fields_bias.c). */
     ra_hf_bias bias;
-    /* Falcon (RA_HF_FALCON_QKV): FalconConfig's multi_query (default true)
-     * and new_decoder_architecture (default false), with num_kv_heads.
-     * ChatGLM (RA_HF_CHATGLM): multi_query is its multi_query_attention
-     * (default false); num_key_value_heads its multi_query_group_num with
-     * it, head_dim its kv_channels, rope_theta 10000 * rope_ratio. */
+    /* RA_HF_QKV_BY_MULTI_QUERY (Falcon): FalconConfig's multi_query (default
+     * true) and new_decoder_architecture (default false), with num_kv_heads.
+     * RA_HF_MULTI_QUERY_GROUPS (ChatGLM): multi_query is its
+     * multi_query_attention (default false); num_key_value_heads its
+     * multi_query_group_num with it, head_dim its kv_channels.
+     * RA_HF_ROPE_RATIO: rope_theta 10000 * rope_ratio. */
     int multi_query, new_decoder_architecture;
-    /* Llama 4 (RA_HF_LLAMA4): use_qk_norm and attn_temperature_tuning (both
-     * true by default in Llama4TextConfig). */
+    /* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
+     * (RA_HF_TEMPERATURE_TUNING), both true by default (Llama4TextConfig). */
     int qk_l2_norm, attn_temperature_tuning;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style

@@ -181,6 +181,11 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
                           const char *path, attention_tensors *t, ra_layer_config *out,
                           ra_rope_config *rope);
 
+/* Fails saying that the number of query heads is not known: the config
+ * (one read from a file or text) lacks num_attention_heads, or none was
+ * given; the caller gave no n_heads either. */
+ra_status hf_no_query_heads(const ra_hf_config *config);
+
 /* The same for latent attention's tensors (t->mla; layer_mla.c). */
 ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options,
                         const char *path, const attention_tensors *t, ra_layer_config *out,

@@ -33,14 +33,21 @@ static ra_status shape_mismatch(const job *j, int proj, int64_t rows, int64_t co
                    w->name, j->path, shape, (long long)rows, (long long)cols, why);
 }
 
+ra_status hf_no_query_heads(const ra_hf_config *config)
+{
+    if (config->fields.json == NULL) /* no config given */
+        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
+                       "or give a config with num_attention_heads");
+    return hf_fail(RA_ERR_ARGUMENT, "%s has no \"num_attention_heads\" (nor a default for it "
+                   "by its model_type): the number of query heads is not known: set n_heads",
+                   config->path);
+}
+
 /* n_heads: the option's, else the config's. */
 static ra_status query_heads(const job *j, int64_t *n_heads)
 {
     *n_heads = j->o->n_heads ? j->o->n_heads : j->hf->num_attention_heads;
-    if (*n_heads <= 0)
-        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
-                       "or give a config with num_attention_heads");
-    return RA_OK;
+    return *n_heads > 0 ? RA_OK : hf_no_query_heads(j->config);
 }
 
 /* A fused q/k/v weight split into wq, wk, wv views by the head counts of

@@ -31,6 +31,7 @@
 #define QWEN_VL_DEFAULTS QWEN_WINDOW(80) " rope_theta=1000000"
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
 #define PATTERN RA_HF_WINDOWS_PATTERN
+#define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define NOWINDOW RA_HF_WINDOWS_NONE
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM)
 /* DeepseekV2Config's and DeepseekV3Config's defaults (Kimi K2's remote
@@ -141,25 +142,25 @@ static const ra_hf_family families[] = {
     ROW("phi3", H, RA_HF_LONGROPE_ONLY, NULL, "original_max_position_embeddings=4096",
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     ROW("qwen", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
-    ROW("qwen2", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2, FIXED(1, 0)),
-    ROW("qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2, FIXED(1, 0)),
-    ROW("qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2,
-        FIXED(1, 0)),
-    ROW("qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2_MOE, QKV("qkv_bias", 1)),
-    ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2, FIXED(1, 0)),
-    ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2, FIXED(1, 0)),
-    ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2, ALL(AB, 0)),
-    ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0", RA_HF_WINDOWS_QWEN3_MOE,
-        ALL(AB, 0)),
-    ROW("qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL,
-        NOWINDOW, NO_BIAS),
+    ROW("qwen2", H, 0, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX,
+        QKV("qkv_bias", 1)),
+    ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
+    ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
+        RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
+    ROW("qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
-        "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0", RA_HF_WINDOWS_SMOLLM3,
-        ALL(AB, 0)),
+        "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
+        RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
@@ -168,6 +169,7 @@ static const ra_hf_family families[] = {
 #undef H
 #undef I
 #undef PATTERN
+#undef FROM_MAX
 #undef NOWINDOW
 #undef ALL
 #undef QKV
@@ -221,7 +223,8 @@ static const attention_key attention_keys[] = {
     {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM, "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
     {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
-    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING, "attention temperature tuning"},
+    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING,
+     "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
     {"kv_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
@@ -241,8 +244,10 @@ static const attention_key attention_keys[] = {
     {"rotary_dim", NULL_ONLY, RA_HF_ALIASES, "the rotary size (GPT-J's name)"},
     {"rope_ratio", NULL_ONLY, RA_HF_ROPE_RATIO, "the rope base (ChatGLM's name)"},
     {"kv_channels", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "the head size (ChatGLM's name)"},
-    {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "key/value heads (ChatGLM's name)"},
-    {"multi_query_attention", FALSE_ONLY, RA_HF_MULTI_QUERY_GROUPS, "key/value heads (ChatGLM's name)"},
+    {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS,
+     "key/value heads (ChatGLM's name)"},
+    {"multi_query_attention", FALSE_ONLY, RA_HF_MULTI_QUERY_GROUPS,
+     "key/value heads (ChatGLM's name)"},
     {"position_encoding_2d", FALSE_ONLY, 0, "2-D positions (the first ChatGLM)"},
     {"pre_seq_len", NULL_ONLY, 0, "a learned key/value prefix (P-tuning v2)"},
     {"multi_query", FALSE_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},

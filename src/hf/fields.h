@@ -90,12 +90,13 @@ typedef enum ra_hf_windows {
                                   else every layer */
     RA_HF_WINDOWS_PATTERN,     /* Gemma 2, 3, gpt-oss, OLMo 3: layer_types, else
                                   layer i unless (i + 1) % sliding_window_pattern == 0 */
-    RA_HF_WINDOWS_QWEN2,       /* Qwen2, Qwen3, Qwen2-VL: layer_types, else gated,
-                                  the layers from max_window_layers on */
-    RA_HF_WINDOWS_QWEN2_MOE,   /* layer_types, else gated, the even layers (0, 2, ...)
-                                  below max_window_layers */
-    RA_HF_WINDOWS_QWEN3_MOE,   /* gated, every layer */
-    RA_HF_WINDOWS_SMOLLM3,     /* layer_types, else gated, the layers without RoPE */
+    RA_HF_WINDOWS_GATED_FROM_MAX, /* Qwen2, Qwen3, Qwen2-VL: layer_types, else gated,
+                                     the layers from max_window_layers on */
+    RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX, /* Qwen2-MoE: layer_types, else gated, the even
+                                           layers (0, 2, ...) below max_window_layers */
+    RA_HF_WINDOWS_GATED_EVERY_LAYER, /* Qwen3-MoE: gated, every layer */
+    RA_HF_WINDOWS_GATED_NO_ROPE, /* SmolLM3: layer_types, else gated, the layers without
+                                    RoPE */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding

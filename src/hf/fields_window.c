@@ -129,13 +129,13 @@ static int listed(const ra_hf_window *w, int64_t layer)
 static int reads_layer_types(ra_hf_windows rule)
 {
     return rule != RA_HF_WINDOWS_NONE && rule != RA_HF_WINDOWS_EVERY_LAYER &&
-           rule != RA_HF_WINDOWS_QWEN3_MOE;
+           rule != RA_HF_WINDOWS_GATED_EVERY_LAYER;
 }
 
 static int gated(ra_hf_windows rule)
 {
-    return rule == RA_HF_WINDOWS_QWEN2 || rule == RA_HF_WINDOWS_QWEN2_MOE ||
-           rule == RA_HF_WINDOWS_QWEN3_MOE || rule == RA_HF_WINDOWS_SMOLLM3;
+    return rule == RA_HF_WINDOWS_GATED_FROM_MAX || rule == RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX ||
+           rule == RA_HF_WINDOWS_GATED_EVERY_LAYER || rule == RA_HF_WINDOWS_GATED_NO_ROPE;
 }
 
 /* The family's rule without layer_types (layer -1: every layer's kind, or
@@ -152,15 +152,15 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
     if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {
-    case RA_HF_WINDOWS_QWEN2:
+    case RA_HF_WINDOWS_GATED_FROM_MAX:
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
     case RA_HF_WINDOWS_AS_WRITTEN:
         if (!w->has_use_sliding_window) return 1;
         if (!w->use_sliding_window) return 0;
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
-    case RA_HF_WINDOWS_QWEN2_MOE:
+    case RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX:
         return layer >= 0 ? layer % 2 == 0 && layer < first : first == 0 ? 0 : -1;
-    case RA_HF_WINDOWS_SMOLLM3: return layer >= 0 ? no_rope : -1;
+    case RA_HF_WINDOWS_GATED_NO_ROPE: return layer >= 0 ? no_rope : -1;
     default: return 1; /* every layer */
     }
 }

@@ -15,9 +15,10 @@
 #   libropeattn.a                   the library, static (needs BLAS, libm, pthread)
 #   libropeattn.so.$(VERSION)       shared (SONAME libropeattn.so.0; links .so.0, .so)
 #   libropeattn_hf.a, .so.$(VERSION) Hugging Face checkpoints (include/ropeattn_hf.h:
-#                                   src/hf, and src/io's readers of safetensors,
-#                                   .npy and config.json; needs libropeattn and
-#                                   cJSON); src/io's writers serve the tool
+#                                   src/hf: config.json and the model families,
+#                                   and src/io's readers of safetensors, .npy and
+#                                   JSON; needs libropeattn and cJSON); src/io's
+#                                   writers serve the tool
 #   libropeattn_mpi.a, .so.$(VERSION) context-parallel attention over MPI
 #                                   (include/ropeattn_mpi.h: src/mpi; needs
 #                                   libropeattn and MPI), built when $(MPICC)
@@ -140,7 +141,7 @@ $(BUILD)/obj/tests/mpi/%.o: tests/mpi/%.c include/ropeattn.h include/ropeattn_mp
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tools/mpi/%.o: tools/mpi/%.c $(HEADERS) include/ropeattn_mpi.h $(wildcard tools/*.h src/io/*.h)
+$(BUILD)/obj/tools/mpi/%.o: tools/mpi/%.c $(HEADERS) include/ropeattn_mpi.h $(wildcard tools/*.h src/io/*.h src/hf/*.h)
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(RA_CFLAGS) -Itools -c $< -o $@
 

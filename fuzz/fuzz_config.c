@@ -21,6 +21,7 @@
 #include "fuzz_check.h"
 #include "fuzz_file.h"
 #include "fuzz_positions.h"
+#include "hf/fields.h"
 #include "io/io.h"
 #include "ropeattn.h"
 

@@ -36,6 +36,7 @@
 #define RA_TEST_ONE_PATH
 #include "harness.h"
 #include "kvcache_internal.h"
+#include "hf/fields.h"
 #include "io/io.h"
 #include "memory.h"
 #include "ropeattn.h"

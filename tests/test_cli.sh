@@ -168,7 +168,7 @@ def gen(out):
         json.dump({"num_attention_heads": H, "query_pre_attn_scalar": 256}, f)
     with open(f"{out}/config_bad_eps.json", "w") as f:
         json.dump({"num_attention_heads": H, "rms_norm_eps": -1e-6}, f)
-    # sliding windows, as transformers reads them (src/io/config_window.c)
+    # sliding windows, as transformers reads them (src/hf/fields_window.c)
     windows = {
         "cw_short": {"sliding_window": S - 1},                       # Mistral v0.1
         "cw_exact": {"sliding_window": S},

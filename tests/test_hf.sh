@@ -284,6 +284,19 @@ refused "gemma3 text_config without head counts: Gemma3TextConfig's defaults" \
     "$RA" attention --weights "$D/model.safetensors" --config "$TMP/gemma3_defaults.json" \
     --layer 0 --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
 
+# A config without num_attention_heads (Llama's config class has no default
+# for it: transformers fails building it): the message names the key the
+# config lacks, not --n-heads as if no config were given
+D=tests/hf/llama_default
+"$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+del c["num_attention_heads"]
+json.dump(c, open(sys.argv[2], "w"))' "$D/config.json" "$TMP/no_heads.json"
+refused "llama config without num_attention_heads" \
+    "$TMP/no_heads.json has no \"num_attention_heads\"" \
+    "$RA" attention --weights "$D/model.safetensors" --config "$TMP/no_heads.json" \
+    --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
+
 # longrope through a cache: a prompt at or below original_max_position_embeddings
 # (16) and steps past it would rotate with short and then long factors in
 # transformers: refused.  Every step past it: the no-cache Y.

@@ -443,6 +443,15 @@ static void test_failures(void)
     expect(ra_hf_layer_create(&layer, ckpt, nobias, &o), RA_ERR_NOT_FOUND,
            "no 'model.layers.1.self_attn.k_proj.bias'", "a missing bias");
     ra_hf_config_close(nobias);
+    /* A config without num_attention_heads (Llama's class has no default)
+     * and no n_heads: the message names the config's missing key. */
+    static const char no_heads[] = "{\"model_type\": \"llama\", \"num_key_value_heads\": 2}";
+    CHECK(ra_hf_config_parse(&nobias, no_heads, strlen(no_heads)) == RA_OK, "parse");
+    o = ra_hf_options_init();
+    o.layer = 1;
+    expect(ra_hf_layer_create(&layer, ckpt, nobias, &o), RA_ERR_ARGUMENT,
+           "config has no \"num_attention_heads\"", "a config without num_attention_heads");
+    ra_hf_config_close(nobias);
     ra_hf_config_close(config);
     ra_hf_checkpoint_close(ckpt);
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hf/fields.h"
 #include "io/io.h"
 
 static char temp_dir[256]; /* made by main under $TMPDIR or /tmp */
@@ -992,7 +993,7 @@ static void test_config_hostile(void)
     CHECK(ra_hf_fields_parse(NULL, 0, &cfg, tiny, sizeof tiny) == RA_ERR_NULL, "NULL text");
 }
 
-/* Which layers slide, as transformers reads the keys (config_window.c). */
+/* Which layers slide, as transformers reads the keys (fields_window.c). */
 static void test_config_window(void)
 {
     static const struct {

@@ -172,6 +172,10 @@ static int create_layer(const attention_options *opts, const rope_source *src,
                         const ra_hf_checkpoint *ckpt, int64_t seq, int64_t max_position,
                         ra_hf_layer **out)
 {
+    if (!opts->has_n_heads && !src->fields->has_num_attention_heads && src->has_config)
+        return cli_fail(EXIT_FAIL, "attention: %s has no \"num_attention_heads\" (nor a "
+                        "default for it by its model_type): give it there, or --n-heads",
+                        opts->rope.config_path);
     if (!opts->has_n_heads && !src->fields->has_num_attention_heads)
         return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
     ra_hf_options o = ra_hf_options_init();

@@ -649,14 +649,14 @@ ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, con
     const unsigned features = family ? family->features : 0;
     int64_t kv = n_heads;
     *packing = FUSED_GROUPED; /* per head, unless the config says otherwise */
-    if (features & RA_HF_CHATGLM) {
+    if (features & RA_HF_MULTI_QUERY_GROUPS) {
         if (hf->multi_query) kv = hf->num_key_value_heads;
         if (hf->multi_query) *packing = FUSED_ROWS;
-    } else if (features & RA_HF_FALCON_QKV) {
+    } else if (features & RA_HF_QKV_BY_MULTI_QUERY) {
         if (hf->has_num_key_value_heads)
-            return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"falcon\" reads num_kv_heads, "
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" reads num_kv_heads, "
                            "not num_key_value_heads (transformers would ignore it): refused",
-                           config_path);
+                           config_path, family->model_type);
         if (hf->has_num_kv_heads) kv = hf->num_kv_heads;
         if (!hf->new_decoder_architecture && hf->multi_query) {
             *packing = FUSED_ROWS;
@@ -666,7 +666,7 @@ ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, con
             return hf_fail(RA_ERR_UNSUPPORTED, "%s: num_kv_heads %lld with neither multi_query "
                            "nor new_decoder_architecture: Falcon packs q, k and v per query "
                            "head", config_path, (long long)kv);
-    } else if (!family || strcmp(family->model_type, "gpt_neox") != 0) {
+    } else if (!(features & RA_HF_QKV_PER_HEAD)) {
         return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: how it packs q, k and v is in "
                        "its config (Falcon's multi_query, new_decoder_architecture; ChatGLM's "
                        "multi_query_attention): give the config with its model_type", tensor,

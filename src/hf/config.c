@@ -1,4 +1,4 @@
-/* config.c — a config.json, read and checked (src/io/config.c), with the
+/* config.c — a config.json, read and checked (src/hf/fields.c), with the
  * overrides a caller sets as if editing the file. */
 #include <math.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hf/fields.h"
 #include "io/io.h"
 #include "ropeattn_hf.h"
 
@@ -123,8 +124,8 @@ ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
  * per group of num_kv_heads; else multi_query, all q rows and one key and
  * value head; else per head ([H, 3, D]).  ChatGLM: multi_query_attention,
  * all q rows and multi_query_group_num key and value heads; else per head.
- * GPT-NeoX: per head.  Another family (or none: hf NULL) is refused,
- * naming the tensor (in the file at path). */
+ * GPT-NeoX (RA_HF_QKV_PER_HEAD): per head.  Another family (or none: hf
+ * NULL) is refused, naming the tensor (in the file at path). */
 ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, const char *tensor,
                             const char *path, int64_t n_heads, fused_packing *packing,
                             int64_t *n_kv_heads);
@@ -179,6 +180,11 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
 ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
                           const char *path, attention_tensors *t, ra_layer_config *out,
                           ra_rope_config *rope);
+
+/* Fails saying that the number of query heads is not known: the config
+ * (one read from a file or text) lacks num_attention_heads, or none was
+ * given; the caller gave no n_heads either. */
+ra_status hf_no_query_heads(const ra_hf_config *config);
 
 /* The same for latent attention's tensors (t->mla; layer_mla.c). */
 ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options,

@@ -33,14 +33,21 @@ static ra_status shape_mismatch(const job *j, int proj, int64_t rows, int64_t co
                    w->name, j->path, shape, (long long)rows, (long long)cols, why);
 }
 
+ra_status hf_no_query_heads(const ra_hf_config *config)
+{
+    if (config->fields.json == NULL) /* no config given */
+        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
+                       "or give a config with num_attention_heads");
+    return hf_fail(RA_ERR_ARGUMENT, "%s has no \"num_attention_heads\" (nor a default for it "
+                   "by its model_type): the number of query heads is not known: set n_heads",
+                   config->path);
+}
+
 /* n_heads: the option's, else the config's. */
 static ra_status query_heads(const job *j, int64_t *n_heads)
 {
     *n_heads = j->o->n_heads ? j->o->n_heads : j->hf->num_attention_heads;
-    if (*n_heads <= 0)
-        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
-                       "or give a config with num_attention_heads");
-    return RA_OK;
+    return *n_heads > 0 ? RA_OK : hf_no_query_heads(j->config);
 }
 
 /* A fused q/k/v weight split into wq, wk, wv views by the head counts of
@@ -125,9 +132,9 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                            whole ? "the projection's rows" : "head_dim");
         if (stablelm && t->n_head_norms[i] != heads)
             return hf_fail(RA_ERR_SHAPE, "%s has %lld of the %s_layernorm.norms.N.weight beside "
-                           "'%s'; model_type \"stablelm\" with qk_layernorm has one per head "
+                           "'%s'; model_type \"%s\" with qk_layernorm has one per head "
                            "(%lld)", j->path, (long long)t->n_head_norms[i], kind,
-                           t->proj[PROJ_Q]->name, (long long)heads);
+                           t->proj[PROJ_Q]->name, family->model_type, (long long)heads);
         for (int64_t h = 0; h < t->n_head_norms[i]; h++) {
             const ra_st_tensor *w = t->head_norms[i][h];
             if (w->ndim != 1 || w->shape[0] != head_dim)
@@ -323,16 +330,13 @@ static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *o
     return RA_OK;
 }
 
-/* Llama 4 (Llama4TextAttention): RoPE layers apply the L2 norm after RoPE
- * (use_qk_norm) and attend within chunks of attention_chunk_size tokens
- * (layer_types may say chunked_attention too).  NoPE layers scale q by the
- * temperature at each token's place in the sequence
- * (attn_temperature_tuning), which transformers takes from cache_position:
- * position ids are refused there. */
-static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *out)
+/* RA_HF_ATTENTION_CHUNKS (Llama4TextAttention): RoPE layers attend
+ * within chunks of attention_chunk_size tokens (layer_types may say
+ * chunked_attention too). */
+static ra_status resolve_chunks(const job *j, int64_t layer, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
-    if (!hf->family || !(hf->family->features & RA_HF_LLAMA4)) return RA_OK;
+    if (!hf->family || !(hf->family->features & RA_HF_ATTENTION_CHUNKS)) return RA_OK;
     /* layer_types, where the config has it, says which layers are chunked
      * (transformers picks each layer's mask from it); else the RoPE layers */
     int chunked = hf->window.has_layer_types ? ra_hf_layer_chunked(&hf->window, layer)
@@ -342,6 +346,17 @@ static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *ou
                        "null (transformers fails on it building the chunked mask)",
                        j->config->path, (long long)layer);
     if (chunked) out->chunk = hf->attention_chunk_size;
+    return RA_OK;
+}
+
+/* RoPE layers apply the L2 norm after RoPE (use_qk_norm: RA_HF_QK_L2_NORM;
+ * 0 in other families).  NoPE layers scale q by the temperature at each
+ * token's place in the sequence (attn_temperature_tuning:
+ * RA_HF_TEMPERATURE_TUNING; 0 in other families), which transformers takes
+ * from cache_position: position ids are refused there. */
+static ra_status resolve_l2_norm_and_temperature(const job *j, ra_layer_config *out)
+{
+    const ra_hf_fields *hf = j->hf;
     out->qk_l2_norm = hf->qk_l2_norm && !out->no_rope;
     if (!hf->attn_temperature_tuning || !out->no_rope) return RA_OK;
     if (!hf->has_floor_scale || !hf->has_attn_scale)
@@ -357,7 +372,7 @@ static ra_status resolve_llama4(const job *j, int64_t layer, ra_layer_config *ou
 }
 
 /* The sliding window the config gives this layer (transformers' reading
- * of it: src/io/config_window.c), Gemma 2's soft-cap, and gpt-oss's sinks:
+ * of it: src/hf/fields_window.c), Gemma 2's soft-cap, and gpt-oss's sinks:
  * a sinks tensor [H] beside q_proj where the family reads one, refused
  * elsewhere (transformers would not use it). */
 static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out)
@@ -368,9 +383,9 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     const unsigned features = hf->family ? hf->family->features : 0;
     /* A family whose model reads no window (Llama, Gemma ...) ignores
      * sliding_window, as transformers; a config without model_type is read
-     * as written (config_window.c). */
+     * as written (fields_window.c). */
     const ra_hf_window *w = &hf->window;
-    if (features & RA_HF_LLAMA4) { /* layer_types says which layers are chunked */
+    if (features & RA_HF_ATTENTION_CHUNKS) { /* layer_types says which layers are chunked */
         int listed = w->has_layer_types && layer >= 0 && layer < w->n_layer_types;
         int kind = listed ? w->layer_types[layer] : RA_HF_FULL_ATTENTION;
         if (w->has_layer_types &&
@@ -447,7 +462,8 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
                        "(--layout, ra_hf_options.layout)", path);
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
     RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
-    RA_HF_TRY(resolve_llama4(&j, t->layer, out));
+    RA_HF_TRY(resolve_chunks(&j, t->layer, out));
+    RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
     RA_HF_TRY(resolve_masks(&j, t->layer, out)); /* SmolLM3's windows follow no_rope */
     out->rope = rope;
     return RA_OK;

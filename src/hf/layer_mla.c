@@ -107,9 +107,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     const ra_hf_fields *hf = j->hf;
     const ra_st_tensor *const *l = j->t->latent;
     const int64_t H = j->o->n_heads ? j->o->n_heads : hf->num_attention_heads;
-    if (H <= 0)
-        return hf_fail(RA_ERR_ARGUMENT, "the number of query heads is not known: set n_heads, "
-                       "or give a config with num_attention_heads");
+    if (H <= 0) return hf_no_query_heads(j->config);
     if (j->o->n_kv_heads && j->o->n_kv_heads != H)
         return hf_fail(RA_ERR_ARGUMENT, "n_kv_heads %lld was asked for: latent attention gives "
                        "each of the %lld query heads its own key and value",

@@ -173,7 +173,7 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
                   int64_t max_position, ra_rope_config *out)
 {
     const ra_hf_fields *c = &config->fields;
-    if (c->family && (c->family->features & RA_HF_CHATGLM) && c->rope_ratio != 1 &&
+    if (c->family && (c->family->features & RA_HF_ROPE_RATIO) && c->rope_ratio != 1 &&
         !config->theta)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s has rope_ratio %g, which ChatGLM3's and GLM-4's "
                        "code multiply the rope base by and ChatGLM2-32K's divides the positions "

@@ -1,5 +1,5 @@
 /*
- * config_quant.c — a config.json's quantization_config: the block-FP8 kind
+ * fields_quant.c — a config.json's quantization_config: the block-FP8 kind
  * transformers' FineGrainedFP8Config describes (utils/quantization_config.py),
  * read strictly; every other method, format or scheme is refused naming
  * the key, since loading it as plain weights would give wrong numbers.
@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io_json.h"
-#include "io_message.h"
-#include "io_quant.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 #define QC "quantization_config"
 
@@ -179,17 +179,17 @@ static ra_status read_quant(const cJSON *root, const cJSON *text, const char *na
     return RA_OK;
 }
 
-ra_status ra_io_quant_read(const cJSON *root, const cJSON *text, const char *name,
+ra_status ra_hf_quant_read(const cJSON *root, const cJSON *text, const char *name,
                            ra_hf_quant *out, char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
     out->dtype = RA_ST_DTYPE_COUNT;
     ra_status status = read_quant(root, text, name, out, msg, msg_len);
-    if (status != RA_OK) ra_io_quant_free(out);
+    if (status != RA_OK) ra_hf_quant_free(out);
     return status;
 }
 
-void ra_io_quant_free(ra_hf_quant *quant)
+void ra_hf_quant_free(ra_hf_quant *quant)
 {
     if (quant == NULL) return;
     for (int64_t i = 0; i < quant->n_skip; i++) ra_free(quant->skip[i]);

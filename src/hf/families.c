@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io_family.h"
-#include "io_json.h"
-#include "io_message.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 #define H RA_LAYOUT_HALF        /* transformers' rotate_half */
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
@@ -31,6 +31,7 @@
 #define QWEN_VL_DEFAULTS QWEN_WINDOW(80) " rope_theta=1000000"
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
 #define PATTERN RA_HF_WINDOWS_PATTERN
+#define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define NOWINDOW RA_HF_WINDOWS_NONE
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM)
 /* DeepseekV2Config's and DeepseekV3Config's defaults (Kimi K2's remote
@@ -44,91 +45,141 @@
 #define DEEPSEEK_V3_DEFAULTS                                                             \
     MLA_DEFAULTS "hidden_size=7168 num_attention_heads=128 num_key_value_heads=128 "    \
     "max_position_embeddings=4096"
-#define LLAMA4 (RA_HF_LLAMA4 | RA_HF_NO_ROPE_LAYERS)
+#define LLAMA4                                                                           \
+    (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
+     RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
 /* Llama4TextConfig's defaults. */
 #define LLAMA4_DEFAULTS                                                                  \
     "head_dim=128 rope_theta=500000 rms_norm_eps=1e-05 no_rope_layer_interval=4 "       \
     "attention_chunk_size=8192 floor_scale=8192 attn_scale=0.1"
 
+/* Which projections have biases, from each family's modeling code
+ * (ChatGLM's and InternLM2's remote code): q, k, v and o biased by one key,
+ * with its default; q, k and v only; fixed; none (latent attention's read
+ * attention_bias themselves: hf/layer_mla.c). */
+#define ALL(key, on) {key, on, key, on, 0}
+#define QKV(key, on) {key, on, NULL, 0, 0}
+#define FIXED(qkv, o) {NULL, qkv, NULL, o, 0}
+#define NO_BIAS FIXED(0, 0)
+#define AB "attention_bias"
+/* ChatGLM: q, k, v by add_qkv_bias, or by add_bias_linear with o */
+#define CHATGLM_BIAS {"add_qkv_bias", 0, "add_bias_linear", 0, 1}
+
+/* transformers 5's GptOssConfig: yarn, factor 32 over 4096 positions,
+ * truncate false (its defaults give rope_theta 150000). */
+#define GPT_OSS_ROPE                                                                     \
+    .default_rope = "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, "   \
+                    "\"beta_slow\": 1.0, \"truncate\": false, "                          \
+                    "\"original_max_position_embeddings\": 4096}",                       \
+    .default_rope_name = "GptOssConfig's default rope_parameters."
+/* Qwen3-VL's config classes (and OLMo 3's): rope_theta's default changed. */
+#define QWEN3_VL_THETA .disputed_theta = "5000000 in transformers 4.57, 500000 in 5"
+
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
- * ...) are read through their text_config, as transformers does. */
+ * ...) are read through their text_config, as transformers does.  Row:
+ * model_type, layout, features, why refused, config-class defaults, which
+ * layers slide, biases, then (named, where the family has them) the
+ * default rope and a disputed rope_theta default. */
+#define ROW(type, lay, feat, why, defs, win, biases, ...)                                \
+    {.model_type = type, .layout = lay, .features = feat, .refused = why,               \
+     .defaults = defs, .windows = win, .bias = biases, __VA_ARGS__}
+
 static const ra_hf_family families[] = {
-    {"baichuan", H, 0,
-     "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
-     "not name", NULL, NOWINDOW},
-    {"chatglm", I, RA_HF_CHATGLM | RA_HF_FIXED_ROPE, NULL,
-     "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
-     "rope_ratio=1", NOWINDOW},
-    {"cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW},
-    {"cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL,
-     NOWINDOW},
-    {"deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW},
-    {"deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW},
-    {"falcon", H, RA_HF_FALCON_QKV, NULL, NULL, NOWINDOW},
-    {"gemma", H, 0, NULL, NULL, NOWINDOW},
-    {"gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
-     "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
-     "sliding_window_pattern=2", PATTERN},
-    {"gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN},
-    {"gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN},
-    {"glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
-    {"glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
-    {"gpt_neox", H, RA_HF_ALIASES, NULL, "partial_rotary_factor=0.25", NOWINDOW},
-    /* GptOssConfig (transformers 5); its default yarn rope: config.c */
-    {"gpt_oss", H, RA_HF_SINKS, NULL,
-     "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
-     "sliding_window_pattern=2", PATTERN},
-    {"gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW},
-    {"granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
-    {"granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
-    {"granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW},
-    {"internlm2", H, 0, NULL, NULL, NOWINDOW},
+    ROW("baichuan", H, 0,
+        "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
+        "not name", NULL, NOWINDOW, NO_BIAS),
+    ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
+        "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
+        "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
+    ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
+    ROW("cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL,
+        NOWINDOW, NO_BIAS),
+    ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
+        NO_BIAS),
+    ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
+        "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
+        "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
+    ROW("gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
+    ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
+    ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
+        NOWINDOW, ALL(AB, 1)),
+    /* GptOssConfig (transformers 5) */
+    ROW("gpt_oss", H, RA_HF_SINKS, NULL,
+        "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
+        "sliding_window_pattern=2", PATTERN, ALL(AB, 1), GPT_OSS_ROPE),
+    ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0)),
+    ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
-     * kimi_k2 of its own) */
-    {"kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW},
-    {"llama", H, 0, NULL, NULL, NOWINDOW},
-    {"llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW},
-    {"llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW},
-    {"ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES},
-    {"mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES},
-    {"mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES},
-    {"mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER},
-    {"olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW},
+        * kimi_k2 of its own) */
+    ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
+    ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
+    ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
+    ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
-    {"olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW},
-    {"olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
-     PATTERN},
-    {"persimmon", H, 0, FUSED, NULL, NOWINDOW},
-    {"phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW},
+    ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
+    ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
+        PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
+    ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
+    ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
-     * object's (config.c's standardize_rope) */
-    {"phi3", H, 0, NULL, "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER},
-    {"qwen", H, 0, FUSED, NULL, NOWINDOW},
-    {"qwen2", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
-    {"qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
-    {"qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
-    {"qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2_MOE},
-    {"qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
-    {"qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, RA_HF_WINDOWS_QWEN2},
-    {"qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_QWEN2},
-    {"qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0", RA_HF_WINDOWS_QWEN3_MOE},
-    {"qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported", NULL,
-     NOWINDOW},
-    {"qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW},
-    {"qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW},
-    {"qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW},
-    {"qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW},
-    {"smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
-     "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0", RA_HF_WINDOWS_SMOLLM3},
-    {"stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
-     NOWINDOW},
-    {"starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER},
+        * object's (fields.c's standardize_rope) */
+    ROW("phi3", H, RA_HF_LONGROPE_ONLY, NULL, "original_max_position_embeddings=4096",
+        RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    ROW("qwen", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen2", H, 0, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX,
+        QKV("qkv_bias", 1)),
+    ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
+    ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
+        RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
+    ROW("qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported",
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
+        "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
+        RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
+    ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
+        NOWINDOW, QKV("use_qkv_bias", 0)),
+    ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
 };
 
 #undef H
 #undef I
 #undef PATTERN
+#undef FROM_MAX
 #undef NOWINDOW
+#undef ALL
+#undef QKV
+#undef FIXED
+#undef NO_BIAS
+#undef AB
+#undef CHATGLM_BIAS
+#undef GPT_OSS_ROPE
+#undef QWEN3_VL_THETA
+#undef ROW
 
 const ra_hf_family *ra_hf_family_find(const char *model_type)
 {
@@ -144,77 +195,6 @@ int ra_hf_fields_layout(const ra_hf_fields *config)
     if (family == NULL) return -1;
     if ((family->features & RA_HF_MLA) && !config->rope_interleave) return RA_LAYOUT_HALF;
     return family->layout;
-}
-
-/* ---- which projections have biases --------------------------------------- */
-
-/* From each family's modeling code (ChatGLM's and InternLM2's remote
- * code): q, k, v and o biased by one key, with its default; q, k and v
- * only; fixed. */
-#define ALL(key, on) key, on, key, on, 0
-#define QKV(key, on) key, on, NULL, 0, 0
-#define FIXED(qkv, o) NULL, qkv, NULL, o, 0
-#define AB "attention_bias"
-
-/* Sorted by model_type, every family above that ropeattn runs but the
- * latent-attention ones (hf/layer_mla.c reads their attention_bias). */
-static const ra_hf_bias_rule bias_rules[] = {
-    {"chatglm", "add_qkv_bias", 0, "add_bias_linear", 0, 1}, /* qkv: either key */
-    {"cohere", ALL(AB, 0)},
-    {"falcon", ALL("bias", 0)},
-    {"gemma", ALL(AB, 0)},
-    {"gemma2", ALL(AB, 0)},
-    {"gemma3", ALL(AB, 0)},
-    {"gemma3_text", ALL(AB, 0)},
-    {"glm", QKV(AB, 1)},
-    {"glm4", QKV(AB, 1)},
-    {"gpt_neox", ALL(AB, 1)},
-    {"gpt_oss", ALL(AB, 1)},
-    {"gptj", FIXED(0, 0)},
-    {"granite", ALL(AB, 0)},
-    {"granitemoe", ALL(AB, 0)},
-    {"granitemoeshared", ALL(AB, 0)},
-    {"internlm2", ALL("bias", 1)},
-    {"llama", ALL(AB, 0)},
-    {"llama4", ALL(AB, 0)},
-    {"llama4_text", ALL(AB, 0)},
-    {"ministral", FIXED(0, 0)},
-    {"mistral", FIXED(0, 0)},
-    {"mistral3", FIXED(0, 0)},
-    {"mixtral", FIXED(0, 0)},
-    {"olmo", ALL(AB, 0)},
-    {"olmo2", ALL(AB, 0)},
-    {"olmo3", ALL(AB, 0)},
-    {"phi", FIXED(1, 1)},
-    {"phi3", FIXED(0, 0)},
-    {"qwen2", FIXED(1, 0)},
-    {"qwen2_5_vl", FIXED(1, 0)},
-    {"qwen2_5_vl_text", FIXED(1, 0)},
-    {"qwen2_moe", QKV("qkv_bias", 1)},
-    {"qwen2_vl", FIXED(1, 0)},
-    {"qwen2_vl_text", FIXED(1, 0)},
-    {"qwen3", ALL(AB, 0)},
-    {"qwen3_moe", ALL(AB, 0)},
-    {"qwen3_vl", ALL(AB, 0)},
-    {"qwen3_vl_moe", ALL(AB, 0)},
-    {"qwen3_vl_moe_text", ALL(AB, 0)},
-    {"qwen3_vl_text", ALL(AB, 0)},
-    {"smollm3", ALL(AB, 0)},
-    {"stablelm", QKV("use_qkv_bias", 0)},
-    {"starcoder2", ALL("use_bias", 1)},
-};
-
-#undef ALL
-#undef QKV
-#undef FIXED
-#undef AB
-
-const ra_hf_bias_rule *ra_hf_bias_rule_find(const ra_hf_family *family)
-{
-    if (family == NULL) return NULL;
-    for (size_t i = 0; i < sizeof bias_rules / sizeof bias_rules[0]; i++)
-        if (strcmp(bias_rules[i].model_type, family->model_type) == 0) return &bias_rules[i];
-    return NULL;
 }
 
 /* ---- keys that change attention ------------------------------------------ */
@@ -240,10 +220,11 @@ static const attention_key attention_keys[] = {
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
-    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_LLAMA4, "q and k norms"},
+    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM, "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
-    {"attention_chunk_size", NULL_ONLY, RA_HF_LLAMA4, "chunked attention"},
-    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_LLAMA4, "attention temperature tuning"},
+    {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
+    {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING,
+     "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
     {"kv_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
@@ -261,14 +242,16 @@ static const attention_key attention_keys[] = {
     {"rotary_pct", NULL_ONLY, RA_HF_ALIASES, "the rotary fraction (GPT-NeoX's name)"},
     {"rotary_emb_base", NULL_ONLY, RA_HF_ALIASES, "the rope base (GPT-NeoX's name)"},
     {"rotary_dim", NULL_ONLY, RA_HF_ALIASES, "the rotary size (GPT-J's name)"},
-    {"rope_ratio", NULL_ONLY, RA_HF_CHATGLM, "the rope base (ChatGLM's name)"},
-    {"kv_channels", NULL_ONLY, RA_HF_CHATGLM, "the head size (ChatGLM's name)"},
-    {"multi_query_group_num", NULL_ONLY, RA_HF_CHATGLM, "key/value heads (ChatGLM's name)"},
-    {"multi_query_attention", FALSE_ONLY, RA_HF_CHATGLM, "key/value heads (ChatGLM's name)"},
+    {"rope_ratio", NULL_ONLY, RA_HF_ROPE_RATIO, "the rope base (ChatGLM's name)"},
+    {"kv_channels", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "the head size (ChatGLM's name)"},
+    {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS,
+     "key/value heads (ChatGLM's name)"},
+    {"multi_query_attention", FALSE_ONLY, RA_HF_MULTI_QUERY_GROUPS,
+     "key/value heads (ChatGLM's name)"},
     {"position_encoding_2d", FALSE_ONLY, 0, "2-D positions (the first ChatGLM)"},
     {"pre_seq_len", NULL_ONLY, 0, "a learned key/value prefix (P-tuning v2)"},
-    {"multi_query", FALSE_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
-    {"num_kv_heads", NULL_ONLY, RA_HF_FALCON_QKV, "key/value heads (Falcon's name)"},
+    {"multi_query", FALSE_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
+    {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
 };
@@ -328,7 +311,7 @@ static ra_status check_fixed_rope(const cJSON *obj, const char *name,
     return RA_OK;
 }
 
-ra_status ra_io_family_check(const cJSON *obj, const char *name, const char *model_type,
+ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *model_type,
                              const ra_hf_family **out, char *msg, size_t msg_len)
 {
     *out = NULL;

@@ -8,10 +8,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io.h"
-#include "io_json.h"
-#include "io_message.h"
-#include "io_rope.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 /* The rope_type names, indexed by ra_rope_type. */
 static const char *const type_names[RA_ROPE_TYPE_COUNT] = {
@@ -314,7 +313,7 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
     return refuse_untyped_scaling(r, out);
 }
 
-ra_status ra_io_rope_read(const cJSON *obj, const char *name, const char *prefix,
+ra_status ra_hf_rope_read(const cJSON *obj, const char *name, const char *prefix,
                           ra_hf_rope *out, char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
@@ -337,7 +336,7 @@ ra_status ra_hf_rope_parse(const char *json, size_t len, ra_hf_rope *out, char *
     ra_status parsed = ra_io_json_parse_named(json, len, name, &root, msg, msg_len);
     if (parsed != RA_OK) return parsed;
     ra_status status = cJSON_IsObject(root)
-                           ? ra_io_rope_read(root, name, "", out, msg, msg_len)
+                           ? ra_hf_rope_read(root, name, "", out, msg, msg_len)
                            : ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                                         "%s: not a JSON object (expected {\"rope_type\": ...})",
                                         name);

@@ -1,5 +1,5 @@
 /*
- * config_window.c — which layers of a Hugging Face config see only a
+ * fields_window.c — which layers of a Hugging Face config see only a
  * sliding window of earlier tokens, as transformers' config class of the
  * family decides it (the rules: ra_hf_windows in io.h): layer_types where
  * the class reads it, else the family's formula from sliding_window_pattern
@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io_json.h"
-#include "io_message.h"
-#include "io_window.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 /* Stores an integer of at least `least`, or fails naming key. */
 static ra_status read_count(const cJSON *item, const char *key, int64_t least,
@@ -91,16 +91,16 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
     return RA_OK;
 }
 
-ra_status ra_io_window_read(const cJSON *root, const char *name, ra_hf_window *out,
+ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
     ra_status status = read_keys(root, name, out, msg, msg_len);
-    if (status != RA_OK) ra_io_window_free(out);
+    if (status != RA_OK) ra_hf_window_free(out);
     return status;
 }
 
-void ra_io_window_free(ra_hf_window *window)
+void ra_hf_window_free(ra_hf_window *window)
 {
     if (window == NULL) return;
     ra_free(window->layer_types);
@@ -129,13 +129,13 @@ static int listed(const ra_hf_window *w, int64_t layer)
 static int reads_layer_types(ra_hf_windows rule)
 {
     return rule != RA_HF_WINDOWS_NONE && rule != RA_HF_WINDOWS_EVERY_LAYER &&
-           rule != RA_HF_WINDOWS_QWEN3_MOE;
+           rule != RA_HF_WINDOWS_GATED_EVERY_LAYER;
 }
 
 static int gated(ra_hf_windows rule)
 {
-    return rule == RA_HF_WINDOWS_QWEN2 || rule == RA_HF_WINDOWS_QWEN2_MOE ||
-           rule == RA_HF_WINDOWS_QWEN3_MOE || rule == RA_HF_WINDOWS_SMOLLM3;
+    return rule == RA_HF_WINDOWS_GATED_FROM_MAX || rule == RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX ||
+           rule == RA_HF_WINDOWS_GATED_EVERY_LAYER || rule == RA_HF_WINDOWS_GATED_NO_ROPE;
 }
 
 /* The family's rule without layer_types (layer -1: every layer's kind, or
@@ -152,15 +152,15 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
     if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {
-    case RA_HF_WINDOWS_QWEN2:
+    case RA_HF_WINDOWS_GATED_FROM_MAX:
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
     case RA_HF_WINDOWS_AS_WRITTEN:
         if (!w->has_use_sliding_window) return 1;
         if (!w->use_sliding_window) return 0;
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
-    case RA_HF_WINDOWS_QWEN2_MOE:
+    case RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX:
         return layer >= 0 ? layer % 2 == 0 && layer < first : first == 0 ? 0 : -1;
-    case RA_HF_WINDOWS_SMOLLM3: return layer >= 0 ? no_rope : -1;
+    case RA_HF_WINDOWS_GATED_NO_ROPE: return layer >= 0 ? no_rope : -1;
     default: return 1; /* every layer */
     }
 }

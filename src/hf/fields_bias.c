@@ -1,24 +1,20 @@
 /*
- * config_bias.c — which attention projections a config's model builds
- * with a bias: its family's rule (families.c) read against the config's
+ * fields_bias.c — which attention projections a config's model builds
+ * with a bias: its family's rule (its row in families.c) read against the config's
  * key for it (attention_bias, use_bias, use_qkv_bias, bias ...).
  */
 #include <string.h>
 
 #include "internal.h"
-#include "io_bias.h"
-#include "io_json.h"
-#include "io_message.h"
-
-/* A known family without a rule of its own builds no biases. */
-static const ra_hf_bias_rule no_biases = {"", NULL, 0, NULL, 0, 0};
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,
                                char *msg, size_t msg_len)
 {
     ra_hf_bias *out = &fields->bias;
-    const ra_hf_bias_rule *rule = ra_hf_bias_rule_find(fields->family);
-    out->rule = rule ? rule : fields->family ? &no_biases : NULL;
+    out->rule = fields->family ? &fields->family->bias : NULL;
     if (out->rule == NULL) { /* no family: as the checkpoint has them */
         out->qkv = out->o = !fields->has_attention_bias || fields->attention_bias;
         return RA_OK;

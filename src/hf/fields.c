@@ -1,9 +1,9 @@
 /*
- * config.c — reads the fields attention needs from a Hugging Face
+ * fields.c — reads the fields attention needs from a Hugging Face
  * config.json, checking that each holds the right kind of number, its
  * rope_scaling / rope_parameters object (rope_params.c), its
- * sliding-window keys (config_window.c), its quantization_config
- * (config_quant.c) and its model family (families.c).
+ * sliding-window keys (fields_window.c), its quantization_config
+ * (fields_quant.c) and its model family (families.c).
  * A multimodal config's text model is read from its text_config.
  */
 #include <float.h>
@@ -13,14 +13,9 @@
 #include <string.h>
 
 #include "internal.h"
-#include "io.h"
-#include "io_bias.h"
-#include "io_family.h"
-#include "io_json.h"
-#include "io_message.h"
-#include "io_quant.h"
-#include "io_rope.h"
-#include "io_window.h"
+#include "hf/fields_json.h"
+#include "io/io_json.h"
+#include "io/io_message.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
@@ -274,7 +269,8 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const
                           "%s: \"no_rope_layers\" must be an array of 0 and 1", name);
     int64_t n = cJSON_GetArraySize(item), i = 0;
     /* Llama4TextConfig takes an empty list as none given (the interval's). */
-    if (n == 0 && out->family && (out->family->features & RA_HF_LLAMA4)) return RA_OK;
+    if (n == 0 && out->family && (out->family->features & RA_HF_EMPTY_NO_ROPE_LAYERS))
+        return RA_OK;
     out->no_rope_layers = ra_malloc(n > 0 ? (size_t)n : 1);
     if (out->no_rope_layers == NULL)
         return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
@@ -292,7 +288,7 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const
 /* transformers 5's rope_parameters per layer type, for the families whose
  * sliding layers have a rope of their own (Gemma 3): "full_attention" into
  * out->rope, "sliding_attention" into out->local_rope.  Any other layout of
- * nested objects is left to ra_io_rope_read, which refuses it. */
+ * nested objects is left to ra_hf_rope_read, which refuses it. */
 static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out,
                                           const char *name, char *msg, size_t msg_len)
 {
@@ -304,21 +300,24 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     if (!cJSON_IsObject(full) || !cJSON_IsObject(sliding) ||
         cJSON_GetArraySize(nested) != 2)
         return RA_OK;
-    RA_TRY(ra_io_rope_read(full, name, "rope_parameters.full_attention.", &out->rope, msg,
+    RA_TRY(ra_hf_rope_read(full, name, "rope_parameters.full_attention.", &out->rope, msg,
                            msg_len));
-    RA_TRY(ra_io_rope_read(sliding, name, "rope_parameters.sliding_attention.",
+    RA_TRY(ra_hf_rope_read(sliding, name, "rope_parameters.sliding_attention.",
                            &out->local_rope, msg, msg_len));
     out->has_rope = out->has_local_rope = 1;
     return RA_OK;
 }
 
-/* Llama 4's use_qk_norm and attn_temperature_tuning (Llama4TextConfig:
- * true, and 4 in older releases; any number but 0 is true). */
-static ra_status read_llama4(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
-                             size_t msg_len)
+/* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
+ * (RA_HF_TEMPERATURE_TUNING; Llama4TextConfig: true, and 4 in older
+ * releases; any number but 0 is true). */
+static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *out,
+                                              const char *name, char *msg, size_t msg_len)
 {
-    if (!out->family || !(out->family->features & RA_HF_LLAMA4)) return RA_OK;
-    RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+    const unsigned features = out->family ? out->family->features : 0;
+    if (features & RA_HF_QK_L2_NORM)
+        RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+    if (!(features & RA_HF_TEMPERATURE_TUNING)) return RA_OK;
     const cJSON *item;
     RA_TRY(ra_io_json_key(root, "attn_temperature_tuning", name, &item, msg, msg_len));
     out->attn_temperature_tuning = 1;
@@ -332,11 +331,12 @@ static ra_status read_llama4(const cJSON *root, ra_hf_fields *out, const char *n
     return RA_OK;
 }
 
-/* Falcon's packing keys, with FalconConfig's defaults. */
+/* RA_HF_QKV_BY_MULTI_QUERY: Falcon's packing keys, with FalconConfig's
+ * defaults. */
 static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                              size_t msg_len)
 {
-    if (!out->family || !(out->family->features & RA_HF_FALCON_QKV)) return RA_OK;
+    if (!out->family || !(out->family->features & RA_HF_QKV_BY_MULTI_QUERY)) return RA_OK;
     RA_TRY(ra_io_json_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
     return ra_io_json_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
                      msg, msg_len);
@@ -365,35 +365,43 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, con
     return key ? ra_io_json_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
-/* ChatGLM 2, 3 and GLM-4's remote code (ChatGLMConfig, modeling_chatglm.py):
- * head_dim kv_channels; multi_query_group_num key/value heads with
- * multi_query_attention, else one per query head; RoPE on the first half of
- * each head's features, interleaved (original_rope; rotate_half otherwise,
- * refused), base 10000 * rope_ratio (ChatGLM3, GLM-4; ChatGLM2-32K's code
- * divides the positions by it instead: rope_cli refuses a ratio other than 1
- * without --theta). */
-static ra_status read_chatglm(const cJSON *root, ra_hf_fields *out, const char *name,
-                              char *msg, size_t msg_len)
+/* RA_HF_ROPE_RATIO (ChatGLM 2, 3 and GLM-4's remote code: ChatGLMConfig,
+ * modeling_chatglm.py): RoPE on the first half of each head's features,
+ * interleaved (original_rope; rotate_half otherwise, refused), base 10000 *
+ * rope_ratio (ChatGLM3, GLM-4; ChatGLM2-32K's code divides the positions by
+ * it instead: rope_cli refuses a ratio other than 1 without --theta).
+ * rope_ratio is a field, with the config class's default (the row's). */
+static ra_status read_rope_ratio(const cJSON *root, ra_hf_fields *out, const char *name,
+                                 char *msg, size_t msg_len)
 {
-    if (!out->family || !(out->family->features & RA_HF_CHATGLM)) return RA_OK;
+    if (!out->family || !(out->family->features & RA_HF_ROPE_RATIO)) return RA_OK;
     int original_rope;
     RA_TRY(ra_io_json_flag(root, "original_rope", 1, &original_rope, name, msg, msg_len));
     if (!original_rope)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"original_rope\" is false "
                           "(rotate_half pairs in ChatGLM's code): not supported", name);
-    RA_TRY(ra_io_json_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
-    /* kv_channels, multi_query_group_num and rope_ratio are fields, with
-     * ChatGLMConfig's defaults (the family's row) */
-    out->head_dim = out->kv_channels;
-    out->has_head_dim = 1;
-    out->num_key_value_heads = out->multi_query ? out->multi_query_group_num
-                                                : out->num_attention_heads;
-    out->has_num_key_value_heads = out->multi_query || out->has_num_attention_heads;
     out->rope_theta = 10000.0 * out->rope_ratio;
     if (!(out->rope_theta <= DBL_MAX))
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_ratio\" is too large", name);
     out->partial_rotary_factor = 0.5;
     out->has_rope_theta = out->has_partial_rotary_factor = 1;
+    return RA_OK;
+}
+
+/* RA_HF_MULTI_QUERY_GROUPS (ChatGLM): head_dim kv_channels;
+ * multi_query_group_num key/value heads with multi_query_attention, else
+ * one per query head.  kv_channels and multi_query_group_num are fields,
+ * with the config class's defaults (the row's). */
+static ra_status read_multi_query_groups(const cJSON *root, ra_hf_fields *out, const char *name,
+                                         char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_MULTI_QUERY_GROUPS)) return RA_OK;
+    RA_TRY(ra_io_json_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
+    out->head_dim = out->kv_channels;
+    out->has_head_dim = 1;
+    out->num_key_value_heads = out->multi_query ? out->multi_query_group_num
+                                                : out->num_attention_heads;
+    out->has_num_key_value_heads = out->multi_query || out->has_num_attention_heads;
     return RA_OK;
 }
 
@@ -455,74 +463,52 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
     return RA_OK;
 }
 
-/* The rope a family's config class sets when config.json has neither
- * rope_scaling nor rope_parameters (transformers 5's GptOssConfig: yarn,
- * factor 32 over 4096 positions, truncate false; the family's defaults row
- * gives rope_theta 150000). */
-static const struct {
-    const char *model_type, *where, *rope;
-} default_ropes[] = {
-    {"gpt_oss", "GptOssConfig's default rope_parameters.",
-     "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
-     "\"truncate\": false, \"original_max_position_embeddings\": 4096}"},
-};
-
+/* The rope the family's config class sets when config.json has neither
+ * rope_scaling nor rope_parameters (its row's default_rope: gpt-oss's
+ * yarn), named so in messages; nothing for the others. */
 static ra_status read_default_rope(ra_hf_fields *out, const char **where, char *msg,
                                    size_t msg_len)
 {
-    for (size_t i = 0; out->family && i < sizeof default_ropes / sizeof default_ropes[0]; i++) {
-        if (strcmp(default_ropes[i].model_type, out->family->model_type) != 0) continue;
-        const char *json = default_ropes[i].rope;
-        RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
-        out->has_rope = 1;
-        *where = default_ropes[i].where;
-        return RA_OK;
-    }
+    const ra_hf_family *family = out->family;
+    if (!family || !family->default_rope) return RA_OK;
+    const char *json = family->default_rope;
+    RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
+    out->has_rope = 1;
+    *where = family->default_rope_name;
     return RA_OK;
 }
 
-/* Families whose config classes' rope_theta default changed between
+/* A family whose config class's rope_theta default changed between
  * transformers releases (4.57, which wrote their published configs, and
- * 5): a config that leaves rope_theta out runs differently on each, and
- * nothing in it says which was meant: refused. */
-static const struct {
-    const char *model_type, *defaults;
-} disputed_thetas[] = {
-    {"olmo3", "10000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl", "5000000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl_text", "5000000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl_moe", "5000000 in transformers 4.57, 500000 in 5"},
-    {"qwen3_vl_moe_text", "5000000 in transformers 4.57, 500000 in 5"},
-};
-
+ * 5; its row's disputed_theta): a config that leaves rope_theta out runs
+ * differently on each, and nothing in it says which was meant: refused. */
 static ra_status check_theta_given(const ra_hf_fields *out, const char *name, char *msg,
                                    size_t msg_len)
 {
+    const ra_hf_family *family = out->family;
     int lacks = !out->rope.has_theta || (out->has_local_rope && !out->local_rope.has_theta);
-    for (size_t i = 0; out->family && i < sizeof disputed_thetas / sizeof disputed_thetas[0];
-         i++)
-        if (lacks && !out->has_rope_theta &&
-            strcmp(disputed_thetas[i].model_type, out->family->model_type) == 0)
-            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                              "%s: no \"rope_theta\": model_type \"%s\"'s default is %s: "
-                              "refused rather than guess (give rope_theta)", name,
-                              out->family->model_type, disputed_thetas[i].defaults);
+    if (family && family->disputed_theta && lacks && !out->has_rope_theta)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: no \"rope_theta\": model_type \"%s\"'s default is %s: "
+                          "refused rather than guess (give rope_theta)", name,
+                          family->model_type, family->disputed_theta);
     return RA_OK;
 }
 
-/* Phi3Config (transformers 5) reads rope type "su" and "yarn" as longrope
- * ("su" is longrope everywhere: rope_params.c) and raises on any type but
- * default and longrope. */
-static ra_status phi3_rope_type(ra_hf_rope *rope, const ra_hf_fields *out, const char *where,
+/* RA_HF_LONGROPE_ONLY: Phi3Config (transformers 5) reads rope type "su"
+ * and "yarn" as longrope ("su" is longrope everywhere: rope_params.c) and
+ * raises on any type but default and longrope. */
+static ra_status longrope_only(ra_hf_rope *rope, const ra_hf_fields *out, const char *where,
                                 const char *name, char *msg, size_t msg_len)
 {
-    if (!out->family || strcmp(out->family->model_type, "phi3") != 0) return RA_OK;
+    if (!out->family || !(out->family->features & RA_HF_LONGROPE_ONLY)) return RA_OK;
     if (rope->type == RA_ROPE_YARN) rope->type = RA_ROPE_LONGROPE;
     if (rope->type == RA_ROPE_DEFAULT || rope->type == RA_ROPE_LONGROPE) return RA_OK;
     return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
-                      "%s: \"%srope_type\" is \"%s\": model_type \"phi3\" runs the default "
+                      "%s: \"%srope_type\" is \"%s\": model_type \"%s\" runs the default "
                       "rope or longrope (\"su\" and \"yarn\" read as longrope), as Phi3Config "
-                      "does: refused", name, where, ra_hf_rope_type_name(rope->type));
+                      "does: refused", name, where, ra_hf_rope_type_name(rope->type),
+                      out->family->model_type);
 }
 
 /* "" when config.json has key at root, else " (model_type X's default)". */
@@ -626,7 +612,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     const char *where = rope == scaling ? "rope_scaling." : "rope_parameters.";
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
     if (rope != NULL && !out->has_local_rope) {
-        RA_TRY(ra_io_rope_read(rope, name, where, &out->rope, msg, msg_len));
+        RA_TRY(ra_hf_rope_read(rope, name, where, &out->rope, msg, msg_len));
         out->has_rope = 1;
     } else if (rope == NULL) {
         RA_TRY(read_default_rope(out, &where, msg, msg_len));
@@ -637,7 +623,8 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
                           "(transformers fails on null; leave the key out for its default, "
                           "10000)", name);
     RA_TRY(check_theta_given(out, name, msg, msg_len));
-    RA_TRY(read_chatglm(root, out, name, msg, msg_len));
+    RA_TRY(read_rope_ratio(root, out, name, msg, msg_len));
+    RA_TRY(read_multi_query_groups(root, out, name, msg, msg_len));
     if (out->has_local_rope) { /* per layer type: theirs; rope_local_base_freq is the
                                   sliding layers' rope_theta */
         ra_hf_rope *local = &out->local_rope;
@@ -650,7 +637,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         RA_TRY(standardize_rope(local, out, root, "rope_parameters.sliding_attention.", 0, name,
                                 msg, msg_len));
     } else {
-        RA_TRY(phi3_rope_type(&out->rope, out, where, name, msg, msg_len));
+        RA_TRY(longrope_only(&out->rope, out, where, name, msg, msg_len));
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
@@ -658,9 +645,9 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_bias_read_json(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
-    RA_TRY(read_llama4(root, out, name, msg, msg_len));
+    RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
-    RA_TRY(ra_io_window_read(root, name, &out->window, msg, msg_len));
+    RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
@@ -683,9 +670,9 @@ static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(lookup_object(root, "text_config", name, &text, msg, msg_len));
     if (text == NULL) text = root;
     RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
-    RA_TRY(ra_io_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
+    RA_TRY(ra_hf_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
                               &out->family, msg, msg_len));
-    ra_status quant = ra_io_quant_read(root, text, name, &out->quant, msg, msg_len);
+    ra_status quant = ra_hf_quant_read(root, text, name, &out->quant, msg, msg_len);
     if (quant != RA_OK) { /* refused when a layer loads weights, not before */
         out->quant.refused = quant;
         snprintf(out->quant.reason, sizeof out->quant.reason, "%s", msg);
@@ -718,8 +705,8 @@ void ra_hf_fields_free(ra_hf_fields *config)
     if (config == NULL) return;
     ra_hf_rope_free(&config->rope);
     ra_hf_rope_free(&config->local_rope);
-    ra_io_window_free(&config->window);
-    ra_io_quant_free(&config->quant);
+    ra_hf_window_free(&config->window);
+    ra_hf_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
     cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);

@@ -1,0 +1,401 @@
+/*
+ * fields.h — inside libropeattn_hf: a Hugging Face config.json read into
+ * the fields attention needs (fields.c), its rope_scaling /
+ * rope_parameters object (rope_params.c), its sliding-window keys
+ * (fields_window.c), its quantization_config (fields_quant.c) and its model
+ * family: one row per model_type (families.c), the one home of what
+ * ropeattn knows of each family.  The file formats below it (JSON, npy,
+ * safetensors) are src/io's.
+ *
+ * Threads: as io.h says of cJSON (its parser's error position is a
+ * process-wide variable): parse on one thread.
+ */
+#ifndef RA_HF_FIELDS_H
+#define RA_HF_FIELDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/io.h"
+#include "ropeattn.h"
+
+/* ---- rope parameters (rope_scaling / rope_parameters) ----------------- */
+
+/* A Hugging Face rope_scaling or rope_parameters object, as the library's
+ * types.  Keys (null counts as absent; unknown keys are ignored):
+ *   rope_type or type (rope_type wins): default, linear, dynamic, yarn,
+ *     llama3, longrope ("su", Phi-3's old name, means longrope), mrope
+ *     (default, has_mrope set)
+ *   rope_theta, partial_rotary_factor (transformers v5 nests them here)
+ *   factor, original_max_position_embeddings, attention_factor, beta_fast,
+ *   beta_slow, mscale, mscale_all_dim, truncate (false sets
+ *   params.yarn_no_truncate), low_freq_factor, high_freq_factor,
+ *   short_factor, long_factor (arrays of numbers); mrope_section (3
+ *   integers >= 0) and mrope_interleaved (true, false) into
+ *   params.mrope_section and params.mrope_interleaved
+ * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
+ * message naming the key.  Whether the keys a type needs are all there is
+ * not checked here (a config.json may supply them at its top level). */
+typedef struct ra_hf_rope {
+    ra_rope_type type;             /* RA_ROPE_DEFAULT when absent */
+    double theta;                  /* rope_theta */
+    double partial_rotary_factor;  /* in (0, 1] */
+    ra_rope_config params;         /* the scaled types' parameters (factor ..
+                                      long_factor; the other fields are not
+                                      set).  short_factor / long_factor point
+                                      at the arrays below; seq_len and
+                                      max_position_embeddings stay 0 */
+    double *short_factor, *long_factor; /* owned (malloc'ed) or NULL */
+    int64_t n_short_factor, n_long_factor;
+    int has_type, has_theta, has_partial_rotary_factor, has_factor,
+        has_original_max_position_embeddings, has_attention_factor, has_beta_fast,
+        has_beta_slow, has_mscale, has_mscale_all_dim, has_truncate,
+        has_low_freq_factor, has_high_freq_factor, has_short_factor, has_long_factor;
+    int has_mrope; /* rope type "mrope" (Qwen2-VL): default rope in 3-D sections;
+                      with text (1-D) positions it is the default rope */
+    int has_mrope_section, has_mrope_interleaved;
+} ra_hf_rope;
+
+/* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
+ * value of --rope-parameters.  Messages start "rope parameters: ".  On
+ * failure *out is zeroed.  Free with ra_hf_rope_free. */
+ra_status ra_hf_rope_parse(const char *json, size_t len, ra_hf_rope *out, char *msg,
+                           size_t msg_len);
+/* Frees the factor arrays and zeroes *rope; NULL allowed. */
+void ra_hf_rope_free(ra_hf_rope *rope);
+/* "default", "linear", ...; "unknown" for a value out of range. */
+const char *ra_hf_rope_type_name(ra_rope_type type);
+
+/* ---- config.json ------------------------------------------------------- */
+
+/* A layer's kind of attention in a config's layer_types. */
+typedef enum ra_hf_layer_type {
+    RA_HF_FULL_ATTENTION,    /* "full_attention" */
+    RA_HF_SLIDING_ATTENTION, /* "sliding_attention" */
+    RA_HF_CHUNKED_ATTENTION, /* "chunked_attention" (Llama 4) */
+    RA_HF_OTHER_ATTENTION,   /* any other name */
+} ra_hf_layer_type;
+
+/* Which sliding-window keys a family's config class reads in transformers,
+ * and how it picks the sliding layers (without layer_types, where it reads
+ * them): its row in families.c.  "Gated": only with use_sliding_window,
+ * which defaults to false; a config class without it ignores it. */
+typedef enum ra_hf_windows {
+    RA_HF_WINDOWS_NONE,        /* its model reads no window (Llama, Gemma ...) */
+    RA_HF_WINDOWS_AS_WRITTEN,  /* no model_type: layer_types, else use_sliding_window
+                                  from max_window_layers on, else every layer */
+    RA_HF_WINDOWS_EVERY_LAYER, /* Mixtral, Phi-3, Starcoder2: every layer */
+    RA_HF_WINDOWS_LAYER_TYPES, /* Mistral (AutoConfig reads a Mistral config with
+                                  layer_types as Ministral), Ministral: layer_types,
+                                  else every layer */
+    RA_HF_WINDOWS_PATTERN,     /* Gemma 2, 3, gpt-oss, OLMo 3: layer_types, else
+                                  layer i unless (i + 1) % sliding_window_pattern == 0 */
+    RA_HF_WINDOWS_GATED_FROM_MAX, /* Qwen2, Qwen3, Qwen2-VL: layer_types, else gated,
+                                     the layers from max_window_layers on */
+    RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX, /* Qwen2-MoE: layer_types, else gated, the even
+                                           layers (0, 2, ...) below max_window_layers */
+    RA_HF_WINDOWS_GATED_EVERY_LAYER, /* Qwen3-MoE: gated, every layer */
+    RA_HF_WINDOWS_GATED_NO_ROPE, /* SmolLM3: layer_types, else gated, the layers without
+                                    RoPE */
+} ra_hf_windows;
+
+/* The keys from which transformers decides which layers see only a sliding
+ * window of earlier tokens, and the family's rule for them.  A key that is
+ * absent or null is 0 (its has_* tells which were present). */
+typedef struct ra_hf_window {
+    ra_hf_windows rule;         /* set from the family once it is known */
+    int64_t sliding_window;     /* tokens a sliding layer sees (itself included) */
+    int use_sliding_window;     /* Qwen2: 0 turns the window off */
+    int64_t max_window_layers;  /* Qwen2: layers before this one see everything */
+    int64_t sliding_window_pattern; /* Gemma 3: without layer_types, layer i slides
+                                       unless (i + 1) is a multiple of it */
+    unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
+    int64_t n_layer_types;
+    int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types,
+        has_sliding_window_pattern;
+    int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
+                        as Qwen2MoeConfig saves it): only a gated rule reads it so */
+} ra_hf_window;
+
+/* Whether layer `layer` slides (1) or sees every earlier token (0) by the
+ * family's rule; -1 when the keys do not say: layer -1 (not known, as when
+ * a checkpoint's names carry no layer number) and the layers differ, a
+ * layer past the end of layer_types, or one of another kind there.
+ * no_rope: whether the layer runs without RoPE (SmolLM3's rule). */
+int ra_hf_layer_slides(const ra_hf_window *window, int64_t layer, int no_rope);
+
+/* The sliding window of layer `layer`: the number of tokens it sees,
+ * itself included; 0 when it sees every earlier token; -1 as above. */
+int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rope);
+
+/* The key for which transformers would not run the config's windows as
+ * they read, or NULL: "layer_types" when the family's model ignores a
+ * layer_types that disagrees with its rule for this layer (-1: any layer),
+ * "use_sliding_window" when layer_types gives a gated family's layer a
+ * window with the gate off (transformers then has no window to give it),
+ * "sliding_window_pattern" when it is null and the family's formula needs
+ * it, "sliding_window" when a sliding layer has none (null: transformers'
+ * mask builder raises). */
+const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
+
+/* Whether layer_types names layer `layer` chunked_attention. */
+int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
+
+/* ---- model families ----------------------------------------------------- */
+
+/* What a family's attention has beyond the Llama layer, that ropeattn runs. */
+enum {
+    RA_HF_ATTENTION_MULTIPLIER = 1 << 0, /* attention_multiplier is the softmax scale (Granite) */
+    RA_HF_PRE_ATTN_SCALAR = 1 << 1,      /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
+    RA_HF_NORM_PLUS_ONE = 1 << 2,        /* q and k norms scale by 1 + weight (Gemma 3) */
+    RA_HF_LOCAL_ROPE = 1 << 3,           /* sliding layers: rope_local_base_freq, no scaling */
+    RA_HF_WINDOW_PATTERN = 1 << 4,       /* sliding_window_pattern (implied by the family's
+                                            RA_HF_WINDOWS_PATTERN, not set in its row) */
+    RA_HF_NO_ROPE_LAYERS = 1 << 5,       /* no_rope_layers[i] == 0: layer i has no RoPE */
+    RA_HF_MROPE = 1 << 6,                /* M-RoPE: mrope_section, 3-D positions (Qwen2-VL,
+                                            Qwen2.5-VL: chunked sections) */
+    RA_HF_NORM_OVER_PROJECTION = 1 << 7, /* q_norm over all of q's H * D features (OLMo 2) */
+    RA_HF_QK_NORM = 1 << 8,              /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
+    RA_HF_ALIASES = 1 << 9,              /* n_embd, n_head, n_positions, rotary_dim,
+                                            rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
+    RA_HF_CLIP_QKV = 1 << 10,            /* clip_qkv clamps q, k, v (OLMo) */
+    RA_HF_FIXED_ROPE = 1 << 11,          /* rope_theta and rope_scaling are not read
+                                            (GPT-J: base 10000; ChatGLM: 10000 *
+                                            rope_ratio): refused if given */
+    RA_HF_USE_QK_NORM = 1 << 12,         /* use_qk_norm: a LayerNorm per head, each head
+                                            its own weights, q_norm.weight [H, D] (Cohere) */
+    RA_HF_QK_LAYERNORM = 1 << 13,        /* qk_layernorm: a LayerNorm per head,
+                                            q_layernorm.norms.N.weight [D] (StableLM 2) */
+    RA_HF_QKV_BY_MULTI_QUERY = 1 << 14,  /* multi_query (default true),
+                                            new_decoder_architecture (default false) and
+                                            num_kv_heads say how query_key_value packs
+                                            q, k and v (Falcon) */
+    RA_HF_MULTI_QUERY_GROUPS = 1 << 15,  /* kv_channels is head_dim; with
+                                            multi_query_attention, multi_query_group_num
+                                            key/value heads after all of q's rows in
+                                            query_key_value, else one per query head,
+                                            packed per head (ChatGLM 2, 3, GLM-4's remote
+                                            code) */
+    RA_HF_ATTENTION_CHUNKS = 1 << 16,    /* attention_chunk_size: the RoPE layers (or
+                                            those layer_types names chunked_attention)
+                                            attend within chunks; layer_types names no
+                                            other kind but full_attention (Llama 4) */
+    RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
+    RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
+    RA_HF_MROPE_INTERLEAVED = 1 << 19,   /* with RA_HF_MROPE: the sections interleaved,
+                                            whatever mrope_interleaved says (Qwen3-VL's
+                                            apply_interleaved_mrope) */
+    RA_HF_MLA = 1 << 20,                 /* multi-head latent attention: kv_lora_rank,
+                                            q_lora_rank, qk_nope_head_dim,
+                                            qk_rope_head_dim, v_head_dim (DeepSeek-V2, V3,
+                                            Kimi K2) */
+    RA_HF_ROPE_INTERLEAVE = 1 << 21,     /* rope_interleave false: rotate_half pairs
+                                            (DeepSeek-V3 in transformers) */
+    RA_HF_LONGROPE_ONLY = 1 << 22,       /* rope types default and longrope only, "su"
+                                            and "yarn" read as longrope (Phi3Config) */
+    RA_HF_QKV_PER_HEAD = 1 << 23,        /* a fused query_key_value packs q, k and v per
+                                            head, [H, 3, D], whatever the config says
+                                            (GPT-NeoX) */
+    RA_HF_ROPE_RATIO = 1 << 24,          /* rope_ratio: the base is 10000 * rope_ratio,
+                                            over the first half of each head's features,
+                                            interleaved (original_rope true; ChatGLM) */
+    RA_HF_QK_L2_NORM = 1 << 25,          /* use_qk_norm (default true): q and k L2-normed
+                                            after RoPE, in RoPE layers (Llama 4) */
+    RA_HF_TEMPERATURE_TUNING = 1 << 26,  /* attn_temperature_tuning (default true),
+                                            floor_scale, attn_scale: NoPE layers scale q
+                                            by each token's place (Llama 4) */
+    RA_HF_EMPTY_NO_ROPE_LAYERS = 1 << 27, /* an empty no_rope_layers is none given
+                                             (Llama4TextConfig) */
+};
+
+/* Which of a family's attention projections transformers builds with a
+ * bias: q, k and v's (or their fused weight's), and the output
+ * projection's; each fixed, or given by a config key (then *_default is the
+ * config class's default for it).  All zero: no biases (latent attention's
+ * read attention_bias themselves, hf/layer_mla.c). */
+typedef struct ra_hf_bias_rule {
+    const char *qkv_key; /* NULL: qkv_default is fixed */
+    int qkv_default;
+    const char *o_key;   /* NULL: o_default is fixed */
+    int o_default;
+    int qkv_with_o;      /* q, k and v have biases too when o has (ChatGLM's
+                            add_bias_linear) */
+} ra_hf_bias_rule;
+
+/* How one model_type is read: every fact ropeattn has about the family
+ * (families.c; the only place model_type strings appear). */
+typedef struct ra_hf_family {
+    const char *model_type;
+    ra_layout layout;    /* how its q_proj and k_proj rows pair for RoPE */
+    unsigned features;   /* RA_HF_* it may use */
+    const char *refused; /* NULL, or why ropeattn refuses the family */
+    /* transformers' defaults for keys its config class reads where they
+     * differ from the Llama reading, "key=number ..." (NULL: none): a key
+     * absent from the config takes its default, as transformers gives it. */
+    const char *defaults;
+    ra_hf_windows windows; /* which layers slide (fields_window.c) */
+    ra_hf_bias_rule bias;  /* which projections have biases (fields_bias.c) */
+    /* The rope its config class sets when config.json has neither
+     * rope_scaling nor rope_parameters (a rope_parameters object, JSON), and
+     * the name messages give it; NULL: none (the default rope). */
+    const char *default_rope, *default_rope_name;
+    /* NULL, or how its config class's rope_theta default changed between
+     * transformers releases ("X in transformers 4.57, Y in 5"): a config
+     * without rope_theta is refused rather than read either way. */
+    const char *disputed_theta;
+} ra_hf_family;
+
+/* The row for model_type, or NULL when ropeattn does not know it. */
+const ra_hf_family *ra_hf_family_find(const char *model_type);
+
+/* Which projections a config's model has biases on, by its family's rule
+ * (fields_bias.c).  rule NULL (a config without model_type): the
+ * checkpoint's biases are read unless attention_bias is false. */
+typedef struct ra_hf_bias {
+    const ra_hf_bias_rule *rule;
+    int qkv, o;
+} ra_hf_bias;
+
+
+/* A config's quantization_config (top level), where it is transformers'
+ * FineGrainedFP8Config of the kind checkpoints ship (DeepSeek-V3's release,
+ * Qwen3-*-FP8): quant_method "fp8", fmt "e4m3" (or absent),
+ * activation_scheme "dynamic" (or absent), weight_block_size [bo, bi] (each
+ * 1 .. INT32_MAX; required: transformers' newer default derives the block
+ * from the scales' grid, a reading we refuse to guess), scale_fmt absent or
+ * "ue8m0" (scales stored as numbers all the same), dequantize (a loader
+ * option, ignored) and modules_to_not_convert (null or strings).  Any other
+ * key or value is RA_ERR_UNSUPPORTED naming it.  With it, the top level's
+ * dtype (transformers 5) or torch_dtype (4): "bfloat16", "float16" or
+ * "float32", the dtype transformers rounds dequantized weights to. */
+typedef struct ra_hf_quant {
+    int present;                  /* quantization_config was an object */
+    int64_t block_out, block_in;  /* weight_block_size: rows, columns per scale */
+    ra_st_dtype dtype;            /* RA_ST_BF16, RA_ST_F16, RA_ST_F32; RA_ST_DTYPE_COUNT:
+                                     the config names none */
+    char **skip;                  /* modules_to_not_convert, owned */
+    int64_t n_skip;
+    /* RA_OK, or why the weights cannot be loaded (a quantization ropeattn
+     * does not run): kept for the layer, since RoPE and the layer's shape
+     * do not depend on it (transformers' config loads either way) */
+    ra_status refused;
+    char reason[384];
+} ra_hf_quant;
+
+/* The fields of a Hugging Face config.json that attention needs, read from
+ * its text_config when it has one (a multimodal model's, as transformers'
+ * get_text_config).  A field that the file does not have is 0 (has_* tells
+ * which were present).  The model family is checked (ra_hf_family_check):
+ * keys that change attention in a way ropeattn does not run are refused. */
+typedef struct ra_hf_fields {
+    int64_t hidden_size;
+    int64_t num_attention_heads;
+    int64_t num_key_value_heads;
+    int64_t head_dim;
+    int64_t max_position_embeddings;
+    double rope_theta;             /* top level, else inside rope_parameters */
+    double partial_rotary_factor;  /* top level, else inside rope_parameters */
+    int64_t original_max_position_embeddings; /* top level (Phi-3 style) */
+    double rms_norm_eps;           /* the q and k norms' epsilon (Qwen3) */
+    double query_pre_attn_scalar;  /* Gemma 2, 3: the scale is its -1/2 power */
+    double attention_multiplier;   /* Granite: the softmax scale */
+    double rope_local_base_freq;   /* Gemma 3: the sliding layers' rope_theta */
+    int64_t no_rope_layer_interval; /* SmolLM3 without no_rope_layers: layer i has
+                                       no RoPE when (i + 1) is a multiple of it */
+    int64_t rotary_dim;            /* GPT-J: the features that rotate (a count) */
+    double clip_qkv;               /* OLMo: q, k, v clamped to [-clip_qkv, clip_qkv] */
+    double layer_norm_eps;         /* the LayerNorms' epsilon (Cohere, StableLM) */
+    int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
+    int64_t kv_channels, multi_query_group_num; /* ChatGLM's head_dim, key/value heads */
+    double rope_ratio;             /* ChatGLM's rope base / 10000 */
+    int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
+    double floor_scale, attn_scale; /* Llama 4's temperature tuning */
+    double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
+    /* Latent attention (RA_HF_MLA): the latent's rank, q's (absent or null:
+     * q_proj, no q_lora_rank), each head's q/k features that do not rotate
+     * and that do (head_dim is set to it, the rope's, as transformers'
+     * config classes do), v's per head. */
+    int64_t kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    int has_kv_lora_rank, has_q_lora_rank, has_qk_nope_head_dim, has_qk_rope_head_dim,
+        has_v_head_dim;
+    /* rope_interleave (RA_HF_ROPE_INTERLEAVE; true by default): latent
+     * attention's rope pairs (2i, 2i + 1), else rotate_half's (i, i + d/2). */
+    int rope_interleave;
+    int has_hidden_size, has_num_attention_heads, has_num_key_value_heads,
+        has_head_dim, has_max_position_embeddings, has_rope_theta,
+        has_partial_rotary_factor, has_original_max_position_embeddings, has_rms_norm_eps,
+        has_query_pre_attn_scalar, has_attention_multiplier, has_rope_local_base_freq,
+        has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
+        has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
+        has_kv_channels, has_multi_query_group_num, has_rope_ratio,
+        has_attn_logit_softcapping;
+    /* The family's key for LayerNorms of q and k per head is true (Cohere's
+     * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
+     * RA_HF_QK_LAYERNORM). */
+    int head_layer_norms;
+    /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
+     * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
+     * has_attention_bias 0 when absent or null. */
+    int attention_bias, has_attention_bias;
+    /* Which projections the family's model builds with a bias: its rule
+     * read against the config's key for it (fields_bias.c). */
+    ra_hf_bias bias;
+    /* RA_HF_QKV_BY_MULTI_QUERY (Falcon): FalconConfig's multi_query (default
+     * true) and new_decoder_architecture (default false), with num_kv_heads.
+     * RA_HF_MULTI_QUERY_GROUPS (ChatGLM): multi_query is its
+     * multi_query_attention (default false); num_key_value_heads its
+     * multi_query_group_num with it, head_dim its kv_channels.
+     * RA_HF_ROPE_RATIO: rope_theta 10000 * rope_ratio. */
+    int multi_query, new_decoder_architecture;
+    /* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
+     * (RA_HF_TEMPERATURE_TUNING), both true by default (Llama4TextConfig). */
+    int qk_l2_norm, attn_temperature_tuning;
+    /* model_type of the text model (text_config's, else the top level's);
+     * "" when absent.  family: its row, NULL when absent (a Llama-style
+     * config written by hand) or when it names no attention. */
+    char model_type[64];
+    const ra_hf_family *family;
+    unsigned char *no_rope_layers; /* [n_no_rope_layers], 0 = no RoPE; owned; or NULL */
+    int64_t n_no_rope_layers;
+    /* rope_scaling (transformers v4) if it is an object, else rope_parameters
+     * (v5), else the family's default rope (gpt-oss's yarn) or nothing
+     * (has_rope 0, rope all default).  Values the object lacks are filled
+     * from the top level by ra_hf_rope_inherit; top-level values that differ
+     * from the object's, where transformers 5 would replace them, were
+     * refused (fields.c's standardize_rope). */
+    ra_hf_rope rope;
+    int has_rope;
+    /* transformers 5's rope_parameters per layer type, {"full_attention":
+     * {...}, "sliding_attention": {...}} (Gemma 3): rope is the full
+     * layers', local_rope the sliding layers' (has_local_rope).  Read only
+     * for families with RA_HF_LOCAL_ROPE; refused elsewhere. */
+    ra_hf_rope local_rope;
+    int has_local_rope;
+    ra_hf_window window; /* owns layer_types */
+    ra_hf_quant quant;   /* quantization_config; owns skip */
+    struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
+                            any key, for libropeattn_hf's ra_hf_config_int ... */
+} ra_hf_fields;
+
+/* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
+ * must be of the right kind (integers where integers are meant, positive).
+ * Free with ra_hf_fields_free (it owns rope's arrays and window.layer_types). */
+ra_status ra_hf_fields_parse(const char *text, size_t len, ra_hf_fields *out,
+                             char *msg, size_t msg_len);
+ra_status ra_hf_fields_read(const char *path, ra_hf_fields *out, char *msg,
+                            size_t msg_len);
+void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
+
+
+/* The layout a config's rope pairs features in: its family's, or
+ * rotate_half's for latent attention with rope_interleave false; -1 for a
+ * config without a family. */
+int ra_hf_fields_layout(const ra_hf_fields *config);
+
+/* Fills what rope lacks from config's top level: rope_theta,
+ * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps
+ * the last outside rope_scaling).  Values rope has are kept (a rope set in
+ * the config's place, --rope-parameters, says what it means). */
+void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
+
+#endif /* RA_HF_FIELDS_H */

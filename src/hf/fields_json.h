@@ -1,0 +1,60 @@
+/*
+ * fields_json.h — the readers fields.c calls over the object cJSON has
+ * already parsed: the model family (families.c), which projections have
+ * biases (fields_bias.c), a rope object (rope_params.c), the sliding-window
+ * keys (fields_window.c) and quantization_config (fields_quant.c).
+ * Private to src/hf's config.json readers.
+ */
+#ifndef RA_HF_FIELDS_JSON_H
+#define RA_HF_FIELDS_JSON_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "hf/fields.h"
+
+/* Checks obj (the text model's config) for model_type (NULL: absent, read
+ * as a Llama-style config): refuses an unknown model_type whose config
+ * describes attention, a family ropeattn refuses, and any key that changes
+ * attention and is neither neutral nor run for the family, naming it.
+ * *out is the family (NULL for none). */
+ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *model_type,
+                             const ra_hf_family **out, char *msg, size_t msg_len);
+
+/* fields->bias from fields' family's rule (families.c) and its key in text
+ * (the text model's object): true, false, 1, 0, null or absent (the
+ * default); anything else fails naming the key, and name (the file) in msg.
+ * fields->family and its attention_bias are read before. */
+ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,
+                               char *msg, size_t msg_len);
+
+/* Reads obj (which must be a JSON object) into *out, which it zeroes first.  Messages read
+ * "<name>: \"<prefix><key>\" must be ...", so that a config.json's nested
+ * keys read "config.json: \"rope_scaling.factor\" ...".  On failure *out is
+ * freed and zeroed. */
+ra_status ra_hf_rope_read(const cJSON *obj, const char *name, const char *prefix,
+                          ra_hf_rope *out, char *msg, size_t msg_len);
+
+/* Reads sliding_window, use_sliding_window, max_window_layers and
+ * layer_types from the top level of root into *out (zeroed first).
+ * Messages read "<name>: \"<key>\" must be ...".  On failure *out is freed
+ * and zeroed. */
+ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
+                            char *msg, size_t msg_len);
+
+/* Frees layer_types and zeroes *window; NULL allowed. */
+void ra_hf_window_free(ra_hf_window *window);
+
+/* Reads quantization_config, and with it dtype / torch_dtype, from the top
+ * level of root into *out (zeroed first; see ra_hf_quant for what is
+ * accepted).  text: the text model's object (text_config, else root); a
+ * quantization_config there too is refused.  Messages read "<name>:
+ * \"quantization_config.<key>\" ...".  On failure *out is freed and zeroed. */
+ra_status ra_hf_quant_read(const cJSON *root, const cJSON *text, const char *name,
+                           ra_hf_quant *out, char *msg, size_t msg_len);
+
+/* Frees skip and zeroes *quant; NULL allowed. */
+void ra_hf_quant_free(ra_hf_quant *quant);
+
+#endif

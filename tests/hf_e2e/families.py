@@ -2,11 +2,12 @@
 family of docs/FAMILIES.md's table that transformers has a
 causal-LM class for.  Adding a family is one entry of FAMILIES.
 
-Not here: mistral3, gemma3 and llama4 as multimodal models (their text
-models are: gemma3_text, llama4_text), and qwen2_vl, qwen2_5_vl, qwen3_vl,
-which transformers 5.23 builds only as ...ForConditionalGeneration, with no
-causal-LM class for their text part; internlm2, baichuan, chatglm, kimi_k2
-and qwen are not in transformers (remote code).
+The multimodal families that transformers 5.23 builds only as
+...ForConditionalGeneration (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe,
+mistral3, gemma3, llama4) are here with a tiny vision tower (Family.vision)
+and run on text-only prompts: COMMON and the entry's keys are their
+text_config.  Not here: internlm2, baichuan, chatglm, kimi_k2 and qwen,
+which are not in transformers (remote code).
 
 Every config starts from COMMON (hidden 64, 2 layers, 4 heads of 16, 2
 key/value heads, vocabulary 128) and the entry's keys replace or add to it.
@@ -25,6 +26,16 @@ COMMON = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_ke
 SLIDING_FULL = ["sliding_attention", "full_attention"]
 WINDOW = 8
 MOE = dict(num_local_experts=4, num_experts_per_tok=2)
+# M-RoPE: sections of the 8 frequencies of head_dim 16 (temporal, height,
+# width); text-only prompts give the three the same positions, which
+# the model computes from input_ids itself (get_rope_index).  Qwen3-VL's
+# interleaved sections take pairs 1, 4, .. (height) and 2, 5, .. (width):
+# 3 * section <= 8 each (the library refuses more, which transformers cuts)
+MROPE = dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3])
+MROPE_INTERLEAVED = dict(MROPE, mrope_section=[4, 2, 2], mrope_interleaved=True)
+# the vision towers: one layer, never run (no images)
+QWEN_VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
+VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
 
 
 @dataclass
@@ -36,13 +47,16 @@ class Family:
     runs it).  cli: whether `ropeattn attention` runs its layers (the
     families table: "runs: yes").  xfail: test function name -> the known bug that
     fails it (conftest marks it xfail, strict: it fails once the bug is
-    fixed, and the entry goes)."""
+    fixed, and the entry goes).  vision: None, or the vision_config of a
+    multimodal family (...ForConditionalGeneration), whose text_config is
+    then COMMON and config."""
     name: str
     model_type: str
     config: dict = field(default_factory=dict)
     refuses: str | None = None
     cli: bool = True
     xfail: dict = field(default_factory=dict)
+    vision: dict | None = None
 
     def config_kwargs(self):
         kw = dict(COMMON)
@@ -115,6 +129,28 @@ FAMILIES = [
                                               floor_scale=4, attn_scale=0.5,
                                               intermediate_size_mlp=128, num_local_experts=4,
                                               num_experts_per_tok=1)),
+    # multimodal (...ForConditionalGeneration), text-only prompts
+    Family("qwen2_vl", "qwen2_vl", dict(rope_parameters=MROPE),
+           vision=dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2)),
+    Family("qwen2_5_vl", "qwen2_5_vl", dict(rope_parameters=MROPE),
+           vision=dict(QWEN_VISION, fullatt_block_indexes=[0])),
+    Family("qwen3_vl", "qwen3_vl", dict(rope_parameters=MROPE_INTERLEAVED),
+           vision=dict(QWEN_VISION, deepstack_visual_indexes=[0])),
+    Family("qwen3_vl_moe", "qwen3_vl_moe", dict(rope_parameters=MROPE_INTERLEAVED,
+                                                num_experts=4, num_experts_per_tok=2,
+                                                moe_intermediate_size=32),
+           vision=dict(QWEN_VISION, deepstack_visual_indexes=[0])),
+    # Gemma 3's image tokens attend bidirectionally (token_type_ids): with
+    # no images, its masks are the text model's
+    Family("gemma3", "gemma3", dict(sliding_window=WINDOW, layer_types=SLIDING_FULL,
+                                    query_pre_attn_scalar=16),
+           vision=dict(VISION, image_size=28, patch_size=14)),
+    Family("llama4", "llama4", dict(attention_chunk_size=WINDOW, no_rope_layers=[1, 0],
+                                    layer_types=["chunked_attention", "full_attention"],
+                                    floor_scale=4, attn_scale=0.5, intermediate_size_mlp=128,
+                                    num_local_experts=4, num_experts_per_tok=1),
+           vision=dict(VISION, image_size=28, patch_size=14, vision_output_dim=32,
+                       projector_input_dim=32, projector_output_dim=32)),
     Family("deepseek_v2", "deepseek_v2", dict(
         num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=None, qk_nope_head_dim=8,
         qk_rope_head_dim=8, v_head_dim=12, head_dim=None, moe_intermediate_size=16,
@@ -146,6 +182,12 @@ FAMILIES = [
            refuses="Falcon"),
     Family("gptj", "gptj", dict(rotary_dim=8, head_dim=None, num_key_value_heads=None),
            refuses="GPTJ"),
+    # check_model looks for AttentionInterface in the outer class's module
+    # only: modeling_mistral3 has none (its text model is AutoModel's
+    # Mistral, which does), so the backend refuses what it could run
+    Family("mistral3", "mistral3", dict(sliding_window=WINDOW),
+           vision=dict(VISION, head_dim=16), refuses="Mistral3ForConditionalGeneration's "
+           "attention does not go through transformers' AttentionInterface"),
 ]
 
 

@@ -2,19 +2,31 @@
 save_pretrained and loaded back by from_pretrained, and the inputs the tests
 give them."""
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 SEED = 40
 WEIGHT_STD = 0.3  # wider than the classes' init: a softmax far from uniform
 
 
+def auto_class(config):
+    """The Auto class that builds config's model: ...ForConditionalGeneration
+    for a multimodal one (a vision_config), else ...ForCausalLM."""
+    return AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
+
+
 def make_config(family):
-    """The family's config; every dropout 0, so that a training step is
-    deterministic."""
-    config = AutoConfig.for_model(family.model_type, **family.config_kwargs())
-    for key in list(config.to_dict()):
-        if "dropout" in key or key.endswith("pdrop") or key == "router_jitter_noise":
-            setattr(config, key, 0.0)
+    """The family's config (a multimodal one's: config_kwargs as its
+    text_config); every dropout 0, its sub-configs' too, so that a
+    training step is deterministic."""
+    if family.vision:
+        config = AutoConfig.for_model(family.model_type, text_config=family.config_kwargs(),
+                                      vision_config=family.vision, tie_word_embeddings=False)
+    else:
+        config = AutoConfig.for_model(family.model_type, **family.config_kwargs())
+    for part in [config] + [getattr(config, key) for key in config.sub_configs]:
+        for key in list(part.to_dict()):
+            if "dropout" in key or key.endswith("pdrop") or key == "router_jitter_noise":
+                setattr(part, key, 0.0)
     return config
 
 
@@ -34,15 +46,16 @@ def randomize(model, gen):
 def save_checkpoint(family, path):
     """Builds the family's model, randomizes it and saves it (float32)."""
     gen = torch.Generator().manual_seed(SEED)
-    model = AutoModelForCausalLM.from_config(make_config(family), attn_implementation="eager")
+    config = make_config(family)
+    model = auto_class(config).from_config(config, attn_implementation="eager")
     randomize(model, gen)
     model.save_pretrained(path)
     return path
 
 
 def load(path, attn_implementation, dtype=torch.float32):
-    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn_implementation,
-                                                 dtype=dtype)
+    model = auto_class(AutoConfig.from_pretrained(path)).from_pretrained(
+        path, attn_implementation=attn_implementation, dtype=dtype)
     return model.eval()
 
 

@@ -19,10 +19,12 @@ ATTENTION_NAMES = ("self_attn", "self_attention", "attn", "attention")
 
 def attention_modules(model):
     """Each decoder layer's attention module: the decoder's layers (Llama's
-    model.layers, GPT-J's and Falcon's transformer.h), in each its self_attn
-    (Falcon: self_attention, GPT-J: attn, GPT-NeoX: attention)."""
+    model.layers, GPT-J's and Falcon's transformer.h; not a vision tower's),
+    in each its self_attn (Falcon: self_attention, GPT-J: attn, GPT-NeoX:
+    attention)."""
     layers = next(m for n, m in model.named_modules()
-                  if n.rsplit(".", 1)[-1] in ("layers", "h") and isinstance(m, torch.nn.ModuleList))
+                  if n.rsplit(".", 1)[-1] in ("layers", "h") and "vision" not in n
+                  and isinstance(m, torch.nn.ModuleList))
     return [next(getattr(layer, n) for n in ATTENTION_NAMES if hasattr(layer, n))
             for layer in layers]
 

@@ -6,7 +6,8 @@ batch) against the same checkpoint under transformers' "eager" and "sdpa".
 import pytest
 import torch
 import transformers
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                    MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
 
 import check
 import models
@@ -29,12 +30,17 @@ BF16_FLOOR = 2e-2
 def references(family):
     """transformers' own implementations this family has ("sdpa": where its
     class supports it; Gemma 2, gpt-oss and GPT-J have none)."""
-    cls = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[family.model_type])
+    classes = (MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES if family.vision
+               else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    cls = getattr(transformers, classes[family.model_type])
     return ["eager", "sdpa"] if cls._supports_sdpa else ["eager"]
 
 
 def attention_layers(config):
-    """How many layers attend (Qwen3-Next's linear-attention layers do not)."""
+    """How many layers of the text model attend (Qwen3-Next's
+    linear-attention layers do not; a multimodal model's vision tower does
+    not run on text-only prompts)."""
+    config = config.get_text_config()
     types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return sum(t != "linear_attention" for t in types)
 

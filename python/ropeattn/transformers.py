@@ -29,7 +29,7 @@ shows (a module's is_causal, another mask, position_bias, a keyword
 argument the function does not know) is refused at the first forward.
 """
 import functools
-import sys
+import importlib
 
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -76,16 +76,38 @@ def check_config(config):
             check_config(sub)
 
 
+def _modeling_modules(model):
+    """The modeling modules of model's class and of its config's sub-configs
+    (a multimodal model's text model is another family's code)."""
+    names = [type(model).__module__]
+    for key in getattr(model.config, "sub_configs", {}):
+        sub = getattr(model.config, key, None)
+        if sub is not None and ".configuration_" in type(sub).__module__:
+            names.append(type(sub).__module__.replace(".configuration_", ".modeling_"))
+    modules = []
+    for name in dict.fromkeys(names):
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    return modules
+
+
 def check_model(model):
     """check_config(model.config), and UnsupportedError when model's
-    modeling code picks its attention classes by name (Falcon, GPT-J)
-    instead of calling transformers' AttentionInterface: such code would
-    never reach the backend (it raises KeyError: 'ropeattn')."""
-    module = sys.modules.get(type(model).__module__)
-    if not hasattr(module, "ALL_ATTENTION_FUNCTIONS"):
+    modeling code picks its attention classes by name (Falcon, GPT-J: a
+    *_ATTENTION_CLASSES table, which raises KeyError: 'ropeattn') or none
+    of its modules (its own and its sub-configs') calls transformers'
+    AttentionInterface: such code would never reach the backend."""
+    modules = _modeling_modules(model)
+    by_name = [m.__name__ for m in modules
+               if any(k.endswith("_ATTENTION_CLASSES") for k in vars(m))]
+    if by_name or not any(hasattr(m, "ALL_ATTENTION_FUNCTIONS") for m in modules):
+        how = (f"{by_name[0]} picks an attention class by name" if by_name else
+               "none of its modeling code calls it")
         raise UnsupportedError(f'attn_implementation="{NAME}": {type(model).__name__}\'s '
                                f"attention does not go through transformers' "
-                               f"AttentionInterface (its code picks an attention class by name)")
+                               f"AttentionInterface ({how})")
     check_config(model.config)
 
 

@@ -182,12 +182,8 @@ FAMILIES = [
            refuses="Falcon"),
     Family("gptj", "gptj", dict(rotary_dim=8, head_dim=None, num_key_value_heads=None),
            refuses="GPTJ"),
-    # check_model looks for AttentionInterface in the outer class's module
-    # only: modeling_mistral3 has none (its text model is AutoModel's
-    # Mistral, which does), so the backend refuses what it could run
     Family("mistral3", "mistral3", dict(sliding_window=WINDOW),
-           vision=dict(VISION, head_dim=16), refuses="Mistral3ForConditionalGeneration's "
-           "attention does not go through transformers' AttentionInterface"),
+           vision=dict(VISION, head_dim=16)),
 ]
 
 

@@ -789,7 +789,7 @@ static void test_append_16bit(void)
             ra_tensor tqr = ra_tensor_4d(qr, dt, XB, XS, XH, XD), tkr = ra_tensor_4d(kr, dt, XB, XS, XHKV, XD);
             CHECK(ra_rope_apply(NULL, rope, &tqr, &tqr, &at, RA_FORWARD) == RA_OK &&
                   ra_rope_apply(NULL, rope, &tkr, &tkr, &at, RA_FORWARD) == RA_OK, "rope");
-            ra_kv_cache *wide, *half;
+            ra_kv_cache *wide = NULL, *half = NULL;
             CHECK(ra_kv_cache_create(&wide, XB, 64, XHKV, XD, caches[c]) == RA_OK &&
                   ra_kv_cache_create(&half, XB, 64, XHKV, XD, caches[c]) == RA_OK, "caches");
             ra_tensor tq = ra_tensor_4d(q, RA_F32, XB, XS, XH, XD), tk = ra_tensor_4d(k, RA_F32, XB, XS, XHKV, XD);
@@ -936,7 +936,7 @@ static void test_cache_storage_refused(void)
     ra_test_fill(k, S * H * D, 2);
     ra_test_fill(v, S * H * D, 3);
     ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, D), tk = ra_tensor_4d(k, RA_F32, 1, S, H, D);
-    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), ck, cv;
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, S, H, D), ck = {0}, cv = {0};
     CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &tk, &tv, NULL, NULL) == RA_OK &&
               ra_kv_cache_views(cache, &ck, &cv) == RA_OK, "%s", ra_last_error());
     float before[2][S * H * D];

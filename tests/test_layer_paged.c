@@ -194,7 +194,7 @@ static void test_refusals(void)
     ra_kv_pool *pool, *other;
     CHECK(ra_kv_pool_create(&pool, 4, 2, 2, HKV, D, RA_F32) == RA_OK, "pool");
     CHECK(ra_kv_pool_create(&other, 4, 2, 2, HKV + 1, D, RA_F32) == RA_OK, "pool");
-    int64_t a, b, c;
+    int64_t a = 0, b = 0, c = 0;
     CHECK(ra_kv_pool_add_sequence(pool, 0, &a) == RA_OK && ra_kv_pool_add_sequence(pool, 2, &b) == RA_OK,
           "add");
     CHECK(ra_kv_pool_add_sequence(other, 0, &c) == RA_OK, "add");

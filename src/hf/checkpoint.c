@@ -646,7 +646,7 @@ ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, con
                             int64_t *n_kv_heads)
 {
     const ra_hf_family *family = hf ? hf->family : NULL;
-    const unsigned features = family ? family->features : 0;
+    const ra_hf_features features = family ? family->features : 0;
     int64_t kv = n_heads;
     *packing = FUSED_GROUPED; /* per head, unless the config says otherwise */
     if (features & RA_HF_MULTI_QUERY_GROUPS) {

@@ -209,7 +209,7 @@ typedef enum neutral_kind {
 typedef struct attention_key {
     const char *key;
     neutral_kind neutral;
-    unsigned feature; /* the family feature that runs it; 0: refused */
+    ra_hf_features feature; /* the family feature that runs it; 0: refused */
     const char *what;
 } attention_key;
 
@@ -329,7 +329,7 @@ ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *mod
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" is refused: %s",
                           name, family->model_type, family->refused);
     RA_TRY(check_fixed_rope(obj, name, family, msg, msg_len));
-    unsigned features = family ? family->features : 0;
+    ra_hf_features features = family ? family->features : 0;
     if (family && family->windows == RA_HF_WINDOWS_PATTERN) features |= RA_HF_WINDOW_PATTERN;
     for (size_t i = 0; i < sizeof attention_keys / sizeof attention_keys[0]; i++) {
         const attention_key *k = &attention_keys[i];

@@ -33,7 +33,7 @@ typedef struct field {
     field_kind kind;
     int64_t max;            /* POSITIVE_INTEGER: the largest value */
     int in_rope_parameters; /* newer configs may nest it in "rope_parameters" */
-    unsigned feature;       /* an alias: the family feature that reads it */
+    ra_hf_features feature;  /* an alias: the family feature that reads it */
     size_t value, has;      /* offsets in ra_hf_fields */
 } field;
 
@@ -293,7 +293,7 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
                                           const char *name, char *msg, size_t msg_len)
 {
     const cJSON *full, *sliding;
-    unsigned features = out->family ? out->family->features : 0;
+    ra_hf_features features = out->family ? out->family->features : 0;
     if (nested == NULL || !(features & RA_HF_LOCAL_ROPE)) return RA_OK;
     RA_TRY(ra_io_json_key(nested, "full_attention", name, &full, msg, msg_len));
     RA_TRY(ra_io_json_key(nested, "sliding_attention", name, &sliding, msg, msg_len));
@@ -314,7 +314,7 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
 static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *out,
                                               const char *name, char *msg, size_t msg_len)
 {
-    const unsigned features = out->family ? out->family->features : 0;
+    const ra_hf_features features = out->family ? out->family->features : 0;
     if (features & RA_HF_QK_L2_NORM)
         RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
     if (!(features & RA_HF_TEMPERATURE_TUNING)) return RA_OK;
@@ -358,7 +358,7 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, const char *name,
                                        char *msg, size_t msg_len)
 {
-    unsigned features = out->family ? out->family->features : 0;
+    ra_hf_features features = out->family ? out->family->features : 0;
     const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
                       : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
                                                       : NULL;
@@ -588,7 +588,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
             RA_TRY(ra_io_json_key(nested, fields[i].key, name, &item, msg, msg_len));
         if (item != NULL) RA_TRY(store(&fields[i], item, out, name, msg, msg_len));
     }
-    unsigned features = out->family ? out->family->features : 0;
+    ra_hf_features features = out->family ? out->family->features : 0;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
         if (!(aliases[i].feature & features)) continue;
         const cJSON *item;

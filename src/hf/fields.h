@@ -143,70 +143,75 @@ int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
 
 /* ---- model families ----------------------------------------------------- */
 
-/* What a family's attention has beyond the Llama layer, that ropeattn runs. */
-enum {
-    RA_HF_ATTENTION_MULTIPLIER = 1 << 0, /* attention_multiplier is the softmax scale (Granite) */
-    RA_HF_PRE_ATTN_SCALAR = 1 << 1,      /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
-    RA_HF_NORM_PLUS_ONE = 1 << 2,        /* q and k norms scale by 1 + weight (Gemma 3) */
-    RA_HF_LOCAL_ROPE = 1 << 3,           /* sliding layers: rope_local_base_freq, no scaling */
-    RA_HF_WINDOW_PATTERN = 1 << 4,       /* sliding_window_pattern (implied by the family's
-                                            RA_HF_WINDOWS_PATTERN, not set in its row) */
-    RA_HF_NO_ROPE_LAYERS = 1 << 5,       /* no_rope_layers[i] == 0: layer i has no RoPE */
-    RA_HF_MROPE = 1 << 6,                /* M-RoPE: mrope_section, 3-D positions (Qwen2-VL,
-                                            Qwen2.5-VL: chunked sections) */
-    RA_HF_NORM_OVER_PROJECTION = 1 << 7, /* q_norm over all of q's H * D features (OLMo 2) */
-    RA_HF_QK_NORM = 1 << 8,              /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
-    RA_HF_ALIASES = 1 << 9,              /* n_embd, n_head, n_positions, rotary_dim,
-                                            rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
-    RA_HF_CLIP_QKV = 1 << 10,            /* clip_qkv clamps q, k, v (OLMo) */
-    RA_HF_FIXED_ROPE = 1 << 11,          /* rope_theta and rope_scaling are not read
-                                            (GPT-J: base 10000; ChatGLM: 10000 *
-                                            rope_ratio): refused if given */
-    RA_HF_USE_QK_NORM = 1 << 12,         /* use_qk_norm: a LayerNorm per head, each head
-                                            its own weights, q_norm.weight [H, D] (Cohere) */
-    RA_HF_QK_LAYERNORM = 1 << 13,        /* qk_layernorm: a LayerNorm per head,
-                                            q_layernorm.norms.N.weight [D] (StableLM 2) */
-    RA_HF_QKV_BY_MULTI_QUERY = 1 << 14,  /* multi_query (default true),
-                                            new_decoder_architecture (default false) and
-                                            num_kv_heads say how query_key_value packs
-                                            q, k and v (Falcon) */
-    RA_HF_MULTI_QUERY_GROUPS = 1 << 15,  /* kv_channels is head_dim; with
-                                            multi_query_attention, multi_query_group_num
-                                            key/value heads after all of q's rows in
-                                            query_key_value, else one per query head,
-                                            packed per head (ChatGLM 2, 3, GLM-4's remote
-                                            code) */
-    RA_HF_ATTENTION_CHUNKS = 1 << 16,    /* attention_chunk_size: the RoPE layers (or
-                                            those layer_types names chunked_attention)
-                                            attend within chunks; layer_types names no
-                                            other kind but full_attention (Llama 4) */
-    RA_HF_SOFTCAP = 1 << 17,             /* attn_logit_softcapping caps the logits (Gemma 2) */
-    RA_HF_SINKS = 1 << 18,               /* a sinks tensor [H] beside q_proj (gpt-oss) */
-    RA_HF_MROPE_INTERLEAVED = 1 << 19,   /* with RA_HF_MROPE: the sections interleaved,
-                                            whatever mrope_interleaved says (Qwen3-VL's
-                                            apply_interleaved_mrope) */
-    RA_HF_MLA = 1 << 20,                 /* multi-head latent attention: kv_lora_rank,
-                                            q_lora_rank, qk_nope_head_dim,
-                                            qk_rope_head_dim, v_head_dim (DeepSeek-V2, V3,
-                                            Kimi K2) */
-    RA_HF_ROPE_INTERLEAVE = 1 << 21,     /* rope_interleave false: rotate_half pairs
-                                            (DeepSeek-V3 in transformers) */
-    RA_HF_LONGROPE_ONLY = 1 << 22,       /* rope types default and longrope only, "su"
-                                            and "yarn" read as longrope (Phi3Config) */
-    RA_HF_QKV_PER_HEAD = 1 << 23,        /* a fused query_key_value packs q, k and v per
-                                            head, [H, 3, D], whatever the config says
-                                            (GPT-NeoX) */
-    RA_HF_ROPE_RATIO = 1 << 24,          /* rope_ratio: the base is 10000 * rope_ratio,
-                                            over the first half of each head's features,
-                                            interleaved (original_rope true; ChatGLM) */
-    RA_HF_QK_L2_NORM = 1 << 25,          /* use_qk_norm (default true): q and k L2-normed
-                                            after RoPE, in RoPE layers (Llama 4) */
-    RA_HF_TEMPERATURE_TUNING = 1 << 26,  /* attn_temperature_tuning (default true),
-                                            floor_scale, attn_scale: NoPE layers scale q
-                                            by each token's place (Llama 4) */
-    RA_HF_EMPTY_NO_ROPE_LAYERS = 1 << 27, /* an empty no_rope_layers is none given
-                                             (Llama4TextConfig) */
-};
+/* What a family's attention has beyond the Llama layer, that ropeattn runs:
+ * bits of ra_hf_family.features. */
+typedef uint64_t ra_hf_features;
+/* attention_multiplier is the softmax scale (Granite) */
+#define RA_HF_ATTENTION_MULTIPLIER (UINT64_C(1) << 0)
+/* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
+#define RA_HF_PRE_ATTN_SCALAR (UINT64_C(1) << 1)
+/* q and k norms scale by 1 + weight (Gemma 3) */
+#define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
+/* sliding layers: rope_local_base_freq, no scaling */
+#define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
+/* sliding_window_pattern (implied by the family's RA_HF_WINDOWS_PATTERN, not set in its row) */
+#define RA_HF_WINDOW_PATTERN (UINT64_C(1) << 4)
+/* no_rope_layers[i] == 0: layer i has no RoPE */
+#define RA_HF_NO_ROPE_LAYERS (UINT64_C(1) << 5)
+/* M-RoPE: mrope_section, 3-D positions (Qwen2-VL, Qwen2.5-VL: chunked sections) */
+#define RA_HF_MROPE (UINT64_C(1) << 6)
+/* q_norm over all of q's H * D features (OLMo 2) */
+#define RA_HF_NORM_OVER_PROJECTION (UINT64_C(1) << 7)
+/* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
+#define RA_HF_QK_NORM (UINT64_C(1) << 8)
+/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
+#define RA_HF_ALIASES (UINT64_C(1) << 9)
+/* clip_qkv clamps q, k, v (OLMo) */
+#define RA_HF_CLIP_QKV (UINT64_C(1) << 10)
+/* rope_theta and rope_scaling are not read (GPT-J: base 10000; ChatGLM: 10000 * rope_ratio):
+ * refused if given */
+#define RA_HF_FIXED_ROPE (UINT64_C(1) << 11)
+/* use_qk_norm: a LayerNorm per head, each head its own weights, q_norm.weight [H, D] (Cohere) */
+#define RA_HF_USE_QK_NORM (UINT64_C(1) << 12)
+/* qk_layernorm: a LayerNorm per head, q_layernorm.norms.N.weight [D] (StableLM 2) */
+#define RA_HF_QK_LAYERNORM (UINT64_C(1) << 13)
+/* multi_query (default true), new_decoder_architecture (default false) and num_kv_heads say how
+ * query_key_value packs q, k and v (Falcon) */
+#define RA_HF_QKV_BY_MULTI_QUERY (UINT64_C(1) << 14)
+/* kv_channels is head_dim; with multi_query_attention, multi_query_group_num key/value heads
+ * after all of q's rows in query_key_value, else one per query head, packed per head (ChatGLM 2,
+ * 3, GLM-4's remote code) */
+#define RA_HF_MULTI_QUERY_GROUPS (UINT64_C(1) << 15)
+/* attention_chunk_size: the RoPE layers (or those layer_types names chunked_attention) attend
+ * within chunks; layer_types names no other kind but full_attention (Llama 4) */
+#define RA_HF_ATTENTION_CHUNKS (UINT64_C(1) << 16)
+/* attn_logit_softcapping caps the logits (Gemma 2) */
+#define RA_HF_SOFTCAP (UINT64_C(1) << 17)
+/* a sinks tensor [H] beside q_proj (gpt-oss) */
+#define RA_HF_SINKS (UINT64_C(1) << 18)
+/* with RA_HF_MROPE: the sections interleaved, whatever mrope_interleaved says (Qwen3-VL's
+ * apply_interleaved_mrope) */
+#define RA_HF_MROPE_INTERLEAVED (UINT64_C(1) << 19)
+/* multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+ * v_head_dim (DeepSeek-V2, V3, Kimi K2) */
+#define RA_HF_MLA (UINT64_C(1) << 20)
+/* rope_interleave false: rotate_half pairs (DeepSeek-V3 in transformers) */
+#define RA_HF_ROPE_INTERLEAVE (UINT64_C(1) << 21)
+/* rope types default and longrope only, "su" and "yarn" read as longrope (Phi3Config) */
+#define RA_HF_LONGROPE_ONLY (UINT64_C(1) << 22)
+/* a fused query_key_value packs q, k and v per head, [H, 3, D], whatever the config says (GPT-
+ * NeoX) */
+#define RA_HF_QKV_PER_HEAD (UINT64_C(1) << 23)
+/* rope_ratio: the base is 10000 * rope_ratio, over the first half of each head's features,
+ * interleaved (original_rope true; ChatGLM) */
+#define RA_HF_ROPE_RATIO (UINT64_C(1) << 24)
+/* use_qk_norm (default true): q and k L2-normed after RoPE, in RoPE layers (Llama 4) */
+#define RA_HF_QK_L2_NORM (UINT64_C(1) << 25)
+/* attn_temperature_tuning (default true), floor_scale, attn_scale: NoPE layers scale q by each
+ * token's place (Llama 4) */
+#define RA_HF_TEMPERATURE_TUNING (UINT64_C(1) << 26)
+/* an empty no_rope_layers is none given (Llama4TextConfig) */
+#define RA_HF_EMPTY_NO_ROPE_LAYERS (UINT64_C(1) << 27)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
@@ -227,7 +232,7 @@ typedef struct ra_hf_bias_rule {
 typedef struct ra_hf_family {
     const char *model_type;
     ra_layout layout;    /* how its q_proj and k_proj rows pair for RoPE */
-    unsigned features;   /* RA_HF_* it may use */
+    ra_hf_features features; /* RA_HF_* it may use */
     const char *refused; /* NULL, or why ropeattn refuses the family */
     /* transformers' defaults for keys its config class reads where they
      * differ from the Llama reading, "key=number ..." (NULL: none): a key

@@ -99,7 +99,7 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const ra_hf_fields *hf = j->hf;
     const attention_tensors *t = j->t;
     const ra_hf_family *family = hf->family;
-    const unsigned features = family ? family->features : 0;
+    const ra_hf_features features = family ? family->features : 0;
     const int rms = !family || (features & RA_HF_QK_NORM);
     const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
@@ -380,7 +380,7 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     const ra_hf_fields *hf = j->hf;
     char which[48];
     layer_name(which, sizeof which, layer);
-    const unsigned features = hf->family ? hf->family->features : 0;
+    const ra_hf_features features = hf->family ? hf->family->features : 0;
     /* A family whose model reads no window (Llama, Gemma ...) ignores
      * sliding_window, as transformers; a config without model_type is read
      * as written (fields_window.c). */

@@ -127,7 +127,7 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
 static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_rope_config *out)
 {
     const ra_hf_family *family = config->fields.family;
-    const unsigned features = family ? family->features : 0;
+    const ra_hf_features features = family ? family->features : 0;
     const int64_t *s = rope->params.mrope_section;
     /* Qwen3-VL's code defaults to [24, 20, 20]: height and width each take
      * 20 of the interleaved pairs, time the rest (all the pairs it has at

@@ -264,9 +264,11 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, con
     row); other tables are applied as transformers does, q * cos +
     rotate_half(q) * sin, in PyTorch (tables changed in place, or a cos and
     sin not made together, included).  position_ids: ignored, as by
-    transformers (the tables carry the positions)."""
+    transformers (the tables carry the positions).  A q or k of another
+    dtype than the tables' takes transformers' formula too: it computes in
+    the promoted dtype with the tables as rounded to theirs."""
     marked = _marked(cos, sin)
-    if marked is None:
+    if marked is None or not q.dtype == k.dtype == cos.dtype:
         cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
     rope, positions = marked
@@ -548,7 +550,11 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     dv = value.shape[-1]
     if dv < query.shape[-1]:
         value = torch.nn.functional.pad(value, (0, query.shape[-1] - dv))
-    p = dropout if getattr(module, "training", False) else 0.0
+    if dropout > 0 and not hasattr(module, "training"):
+        raise UnsupportedError(f"dropout={dropout} with a module of no `training` "
+                               f"({type(module).__name__}): whether it applies is "
+                               f"module.training")
+    p = dropout if dropout > 0 and module.training else 0.0
     sinks = None if s_aux is None else s_aux.float()  # exact: a model's dtype widened
     outs = [_attend_block(query, key, value, blk, scaling, p, softcap, sinks, context)
             for blk in blocks]

@@ -253,6 +253,29 @@ def test_drop_in_rotary_pos_emb_uses_the_library(monkeypatch):
     assert len(calls) == 2 and close(plain_q, want_q, 1e-6)
 
 
+def test_drop_in_rotary_pos_emb_mixed_dtypes():
+    """q or k of another dtype than the tables: transformers' own numbers and
+    dtypes (computed in the promoted dtype, the tables rounded to theirs)."""
+    rope = ropeattn.RotaryEmbedding(16, theta=10000.0)
+    q, k = randn(1, 4, 5, 16), randn(1, 2, 5, 16).to(torch.bfloat16)
+    pos = torch.arange(5)[None]
+    for x in (q, k):
+        cos, sin = rt.RotaryEmbeddingModule(rope)(x, pos)
+        qr, kr = rt.apply_rotary_pos_emb(q, k, cos, sin)
+        wq, wk = rt.apply_rotary_pos_emb(q, k, cos.clone(), sin.clone())  # unmarked
+        want = tuple(torch.promote_types(t.dtype, x.dtype) for t in (q, k))
+        assert (qr.dtype, kr.dtype) == (wq.dtype, wk.dtype) == want
+        assert torch.equal(qr, wq) and torch.equal(kr, wk)
+
+
+def test_drop_in_dropout_needs_the_module_training():
+    q, k, v = randn(1, 4, 6, 16), randn(1, 2, 6, 16), randn(1, 2, 6, 16)
+    with pytest.raises(ropeattn.UnsupportedError, match="dropout=0.5 with a module of no"):
+        rt.eager_attention_forward(None, q, k, v, None, scaling=0.25, dropout=0.5)
+    out, _ = rt.eager_attention_forward(None, q, k, v, None, scaling=0.25)
+    assert out.shape == (1, 6, 4, 16)
+
+
 def test_drop_in_attention_interface():
     q, k, v = randn(1, 4, 10, 16), randn(1, 2, 10, 16), randn(1, 2, 10, 16)  # [B, H, S, D]
     sinks = randn(4)

@@ -123,6 +123,10 @@ queue() { local IFS=$'\t'; echo "$*" >>"$CHECKS"; }
 out() { n_out=$((n_out + 1)); o=$TMP/o$n_out.${1:-npy}; }
 
 # Full checks everywhere, or only for ALWAYS_FULL under valgrind and ASan.
+# Under valgrind the light checks run on every third other case alone
+# (RA_HF_SAMPLE=N: every Nth; 1: all): each of its runs costs ~30 times a
+# plain one, the cases share their code paths in threes and more, and the
+# ASan build (`make asan`) still runs every case.
 ALWAYS_FULL=" llama_default llama_f16 llama_linear_mha llama_dynamic_long llama_dynamic_short
  llama_yarn llama_yarn_mscale llama3_bf16 llama_longrope_long llama_longrope_short
  stablelm_partial qwen2_bias qwen3_qknorm "
@@ -130,6 +134,8 @@ if [ -n "${RA_HF_FULL:-}" ]; then full_all=$RA_HF_FULL
 elif [ -n "${RA_CLI_WRAPPER:-}" ] || grep -q __asan_init "$RA" 2>/dev/null; then full_all=0
 else full_all=1
 fi
+sample=${RA_HF_SAMPLE:-1}
+[ -z "${RA_CLI_WRAPPER:-}" ] || sample=${RA_HF_SAMPLE:-3}
 # Families whose q_proj and k_proj rows are interleaved already (their
 # convert-layout is refused), whose cos and sin --hf-shape does not write
 # (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose
@@ -240,6 +246,7 @@ while read -r c layer prefill has_freqs mla table family p seq_len multimodal; d
     cases=$((cases + 1))
     full=$full_all
     [[ $ALWAYS_FULL == *" $c "* ]] && full=1
+    [ "$full" = 1 ] || [ $((cases % sample)) = 0 ] || continue
     # (light: Y from the --grads run alone)
     [ "$full" = 1 ] || [ ! -f "$dir/grads.npz" ] && attention "$c: y" "$dir" y.npy 1e-5 --
     if [ "$prefill" -gt 0 ]; then

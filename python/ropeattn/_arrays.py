@@ -33,6 +33,15 @@ def dtype_code(a, name, dtype=None, allowed=(F32, F16, BF16)):
     return code
 
 
+def as_array(value, name):
+    """np.asarray(value), an ArgumentError naming it where NumPy cannot make
+    one array of it (ragged lists)."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise ArgumentError(f"{name}: not an array: {e}") from None
+
+
 def array4(a, name):
     """a as an ndarray of 4 dimensions [B, S, heads, D] with no empty axis."""
     if not isinstance(a, np.ndarray):
@@ -81,7 +90,7 @@ def input_view(a):
 def padding_mask(mask, b, s, name):
     """A [B, S] mask of 0 (padding) and 1 (token), bools or integers ([S]
     when B is 1), as C-contiguous uint8."""
-    m = np.asarray(mask)
+    m = as_array(mask, name)
     if m.dtype != np.bool_ and m.dtype.kind not in "iu":
         raise DtypeError(f"{name}: expected integers or bools, got {m.dtype}")
     if m.shape not in ((b, s),) + (((s,),) if b == 1 else ()):

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import (BF16, F16, F32, OTHER, array4, as_bshd, c_array, check_shape,
+from ._arrays import (BF16, F16, F32, OTHER, array4, as_array, as_bshd, c_array, check_shape,
                       dtype_code, input_view, maps)
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
@@ -92,10 +92,12 @@ class _Call:
         if sinks is not None:
             sinks = c_array(sinks, np.float32)
         if cu_seqlens is not None:
-            docs = np.asarray(cu_seqlens)
+            docs = as_array(cu_seqlens, "cu_seqlens")
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
             cu_seqlens = c_array(docs, np.int64)
+        if padding_mask is not None:
+            padding_mask = as_array(padding_mask, "padding_mask")
         _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens, block)
         b, s = q.shape[0], q.shape[1] if block is None else block[2]
         if padding_mask is not None:
@@ -212,7 +214,7 @@ def _gradient_inputs(call, dout, out, lse, shape):
         raise ArgumentError(f"dout, out: expected q's shape {q_shape}, "
                             f"got {dout.shape} and {out.shape}")
     b, s, h, _ = call.q.shape
-    lse = np.asarray(lse)
+    lse = as_array(lse, "lse")
     if lse.shape != (b, h, s) or lse.dtype != np.float32:
         raise ArgumentError(f"lse: expected float32 of shape ({b}, {h}, {s}) from "
                             f"attention_forward")

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, c_array, padding_mask
+from ._arrays import BF16, F16, F32, as_array, c_array, padding_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
 
@@ -500,7 +500,7 @@ class KVCache:
 
 def _id_array(values, n, name):
     """values as C-contiguous int64 [n] (integers only)."""
-    a = np.asarray(values)
+    a = as_array(values, name)
     if a.shape != (n,) or (a.size and a.dtype.kind not in "iu"):
         raise ArgumentError(f"{name}: expected {n} integers (one per row of x), got "
                             f"{a.dtype} of shape {a.shape}")

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import (OTHER, array4, as_bshd, c_array, check_shape, dtype_code, input_view,
+from ._arrays import (OTHER, array4, as_array, as_bshd, c_array, check_shape, dtype_code, input_view,
                       maps)
 from ._ropeattn import ArgumentError, DtypeError
 
@@ -211,7 +211,7 @@ class RotaryEmbedding:
             width) and the result has shape positions.shape[1:] +
             (rotary_dim,): each pair's angle from its section's component,
             as transformers puts cos and sin together"""
-        pos = np.asarray(positions)
+        pos = as_array(positions, "positions")
         if pos.dtype.kind not in "iu":
             raise DtypeError(f"positions: expected integers, got {pos.dtype}")
         three = any(self.mrope_section) and pos.ndim >= 2 and pos.shape[0] == 3
@@ -251,7 +251,7 @@ def _positions(positions, b, s, mrope=False):
         if positions < 0:
             raise ArgumentError(f"positions: start {positions} is negative")
         return int(positions), None
-    ids = np.asarray(positions)
+    ids = as_array(positions, "positions")
     if ids.dtype.kind not in "iu":
         raise DtypeError(f"positions: expected an int, or integers [S] or [B, S], "
                          f"got {ids.dtype}")

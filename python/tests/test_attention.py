@@ -59,6 +59,13 @@ def test_chunk_padding_documents():
         ropeattn.attention(q, k, v, padding_mask=left[:, :5])
     with pytest.raises(ropeattn.ArgumentError):
         ropeattn.attention(q, k, v, padding_mask=left * 2)
+    for ragged in (dict(padding_mask=[[1] * 30, [1] * 29]), dict(cu_seqlens=[0, [6], 30])):
+        with pytest.raises(ropeattn.ArgumentError, match="not an array"):
+            ropeattn.attention(q, k, v, **ragged)
+    with pytest.raises(ropeattn.ArgumentError, match="positions: not an array"):
+        ropeattn.RotaryEmbedding(8).cos_sin([[0, 1], [2]])
+    with pytest.raises(ropeattn.ArgumentError, match="positions: not an array"):
+        ropeattn.apply_rotary(q[..., :8], [[0, 1], [2]], rope=ropeattn.RotaryEmbedding(8))
     with pytest.raises(ropeattn.ArgumentError):  # the library's check: must end at S
         ropeattn.attention(q, k, v, cu_seqlens=[0, 6, 20])
 

@@ -12,7 +12,8 @@
  *   Phi-3                            qkv_proj.weight (fused), o_proj.weight
  *   GPT-J                            transformer.h.N.attn.{q,k,v,out}_proj.weight
  *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
- *                                    (fused, per head), attention.dense
+ *   (GPT-NeoX Japanese: under        (fused, per head), attention.dense
+ *   gpt_neox_japanese.layers.N)
  *   Falcon                           transformer.h.N.self_attention.query_key_value
  *                                    (fused as the config says), dense
  *   InternLM2                        model.layers.N.attention.wqkv (fused per
@@ -75,6 +76,7 @@ static const naming_scheme schemes[] = {
     {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
     {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
     {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
     /* Falcon */
     {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
     {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},

@@ -97,6 +97,12 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
+    /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
+     * num_attention_heads); use_bias biases q, k, v and o */
+    ROW("ernie4_5", I, 0, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000", NOWINDOW,
+        ALL("use_bias", 0)),
+    ROW("ernie4_5_moe", I, 0, NULL, "num_key_value_heads=4 rope_theta=500000", NOWINDOW,
+        ALL("use_bias", 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
@@ -109,6 +115,10 @@ static const ra_hf_family families[] = {
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
+    /* GPTNeoXJapaneseAttention: no biases in its projections (the last layer's dense_bias is
+     * added by the decoder layer, outside the attention module) */
+    ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
+        FIXED(0, 0)),
     ROW("gpt_oss", H, RA_HF_SINKS, NULL,
         "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 1), GPT_OSS_ROPE),
@@ -119,6 +129,8 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
+    /* HeliumConfig: attention_bias for q, k and v only */
+    ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
@@ -127,9 +139,16 @@ static const ra_hf_family families[] = {
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
+    /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
+    ROW("ministral3", H, 0,
+        "its llama_4_scaling_beta (q scaled by 1 + beta log(1 + floor(position / "
+        "original_max_position_embeddings))) is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    ROW("modernbert-decoder", H, 0,
+        "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
+        "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
     ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
@@ -141,6 +160,9 @@ static const ra_hf_family families[] = {
         * object's (fields.c's standardize_rope) */
     ROW("phi3", H, RA_HF_LONGROPE_ONLY, NULL, "original_max_position_embeddings=4096",
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* PhimoeConfig */
+    ROW("phimoe", H, RA_HF_LONGROPE_MSCALE, NULL, "rope_theta=1000000 num_key_value_heads=8",
+        RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen2", H, 0, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
@@ -158,6 +180,9 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
+    ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
+        {AB, 1, "attention_out_bias", 0, 0}),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
         "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
         RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),

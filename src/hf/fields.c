@@ -511,6 +511,30 @@ static ra_status longrope_only(ra_hf_rope *rope, const ra_hf_fields *out, const 
                       out->family->model_type);
 }
 
+/* RA_HF_LONGROPE_MSCALE: PhimoeConfig raises unless a rope type other
+ * than default has short_mscale and long_mscale, and PhimoeRotaryEmbedding
+ * puts them in place of the type's attention factor (only longrope's is
+ * run here: hf/rope.c). */
+static ra_status longrope_mscale(const ra_hf_rope *rope, const ra_hf_fields *out,
+                                 const char *where, const char *name, char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_LONGROPE_MSCALE) ||
+        rope->type == RA_ROPE_DEFAULT)
+        return RA_OK;
+    if (rope->type != RA_ROPE_LONGROPE)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"%srope_type\" is \"%s\": model_type \"%s\" scales it by "
+                          "short_mscale / long_mscale, run for longrope only: refused", name,
+                          where, ra_hf_rope_type_name(rope->type), out->family->model_type);
+    if (!rope->has_short_mscale || !rope->has_long_mscale)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"%s%s\" is missing: model_type \"%s\" needs short_mscale and "
+                          "long_mscale with longrope (transformers raises without them)", name,
+                          where, rope->has_short_mscale ? "long_mscale" : "short_mscale",
+                          out->family->model_type);
+    return RA_OK;
+}
+
 /* "" when config.json has key at root, else " (model_type X's default)". */
 static const char *whose(const cJSON *root, const char *key, const ra_hf_fields *out,
                          char *buf, size_t len)
@@ -638,6 +662,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
                                 msg, msg_len));
     } else {
         RA_TRY(longrope_only(&out->rope, out, where, name, msg, msg_len));
+        RA_TRY(longrope_mscale(&out->rope, out, where, name, msg, msg_len));
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));

@@ -30,7 +30,8 @@
  *   factor, original_max_position_embeddings, attention_factor, beta_fast,
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
  *   params.yarn_no_truncate), low_freq_factor, high_freq_factor,
- *   short_factor, long_factor (arrays of numbers); mrope_section (3
+ *   short_factor, long_factor (arrays of numbers), short_mscale, long_mscale
+ *   (Phi-3.5-MoE's); mrope_section (3
  *   integers >= 0) and mrope_interleaved (true, false) into
  *   params.mrope_section and params.mrope_interleaved
  * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
@@ -54,6 +55,8 @@ typedef struct ra_hf_rope {
     int has_mrope; /* rope type "mrope" (Qwen2-VL): default rope in 3-D sections;
                       with text (1-D) positions it is the default rope */
     int has_mrope_section, has_mrope_interleaved;
+    double short_mscale, long_mscale; /* read only with RA_HF_LONGROPE_MSCALE (Phi-3.5-MoE) */
+    int has_short_mscale, has_long_mscale;
 } ra_hf_rope;
 
 /* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
@@ -212,6 +215,10 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_TEMPERATURE_TUNING (UINT64_C(1) << 26)
 /* an empty no_rope_layers is none given (Llama4TextConfig) */
 #define RA_HF_EMPTY_NO_ROPE_LAYERS (UINT64_C(1) << 27)
+/* rope types default and longrope only; longrope rotates by short_factor at every length and
+ * scales cos and sin by short_mscale, or long_mscale past original_max_position_embeddings, in
+ * place of its attention factor (Phi-3.5-MoE) */
+#define RA_HF_LONGROPE_MSCALE (UINT64_C(1) << 30)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output

@@ -220,6 +220,17 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
                        "seq_len, or the tokens (n_tokens) or largest position (max_position) "
                        "the layer will see", ra_hf_rope_type_name(rope.type));
     if (by_length) out->seq_len = seq_len > 0 ? seq_len : max_position + 1;
+    if (rope.type == RA_ROPE_LONGROPE && c->family &&
+        (c->family->features & RA_HF_LONGROPE_MSCALE)) { /* PhimoeRotaryEmbedding */
+        if (!rope.has_short_mscale || !rope.has_long_mscale)
+            return hf_fail(RA_ERR_FORMAT, "%s: model_type \"%s\" runs longrope with "
+                           "short_mscale and long_mscale, and the rope parameters lack %s",
+                           config->path, c->family->model_type,
+                           rope.has_short_mscale ? "long_mscale" : "short_mscale");
+        out->long_factor = out->short_factor;
+        out->attention_factor = out->seq_len > out->original_max_position_embeddings
+                                    ? rope.long_mscale : rope.short_mscale;
+    }
     /* Every position up to the largest from a table (at most 2^15 rows;
      * 4096 when the largest is not known). */
     const int64_t most = (int64_t)1 << 15;

@@ -287,6 +287,8 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
     RA_TRY(read_number(r, "mscale", NON_NEGATIVE, &s->mscale, &out->has_mscale));
     RA_TRY(read_number(r, "mscale_all_dim", NON_NEGATIVE, &s->mscale_all_dim,
                           &out->has_mscale_all_dim));
+    RA_TRY(read_number(r, "short_mscale", POSITIVE, &out->short_mscale, &out->has_short_mscale));
+    RA_TRY(read_number(r, "long_mscale", POSITIVE, &out->long_mscale, &out->has_long_mscale));
     RA_TRY(read_number(r, "low_freq_factor", POSITIVE, &s->low_freq_factor,
                           &out->has_low_freq_factor));
     RA_TRY(read_number(r, "high_freq_factor", POSITIVE, &s->high_freq_factor,

@@ -1109,6 +1109,19 @@ def family_cases(out):
         ("olmo3_without_rope_theta", dict(base, model_type="olmo3"), plain,
          'no "rope_theta": model_type "olmo3"\'s default is 10000 in transformers 4.57, 500000 '
          'in 5'),
+        # issue 41's families whose attention needs what the library lacks
+        ("ministral3", dict(base, model_type="ministral3"), plain,
+         'model_type "ministral3" is refused: its llama_4_scaling_beta'),
+        ("modernbert_decoder", dict(base, model_type="modernbert-decoder"), plain,
+         'model_type "modernbert-decoder" is refused: its attention is attn.q_proj .. attn.Wo'),
+        # Phi-3.5-MoE scales by short_mscale / long_mscale: longrope only, with both
+        ("phimoe_yarn", dict(base, model_type="phimoe", rope_parameters={
+            "rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4, "short_mscale": 1.0,
+            "long_mscale": 1.2}), plain, 'model_type "phimoe" scales it by short_mscale'),
+        ("phimoe_without_mscale", dict(base, model_type="phimoe", rope_parameters={
+            "rope_type": "longrope", "rope_theta": 1e4, "original_max_position_embeddings": 16,
+            "short_factor": [1.0] * (D // 2), "long_factor": [2.0] * (D // 2),
+            "long_mscale": 1.2}), plain, '"rope_parameters.short_mscale" is missing'),
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)

@@ -661,10 +661,30 @@ def late_cases():
         yield multimodal(name + "_multimodal", family_name, text, pos=mrope_positions(), **opts)
 
 
+def rows_more_cases():
+    """Issue 41's families on q_proj names: Helium's and ERNIE 4.5's
+    interleaved pairs (q/k/v biases; all four by use_bias), Seed-OSS's
+    output bias apart from q/k/v's, Phi-3.5-MoE's longrope (short factors
+    at every length, cos and sin scaled by short_mscale up to
+    original_max_position_embeddings, long_mscale past it)."""
+    no_head_dim = {k: v for k, v in TINY.items() if k != "head_dim"}
+    yield family("helium_interleaved", "Helium", dict(TINY, attention_bias=True))
+    yield family("ernie4_5_bias", "Ernie4_5", dict(TINY, use_bias=True))
+    yield family("seed_oss_out_bias", "SeedOss", dict(TINY, attention_bias=False,
+                                                      attention_out_bias=True))
+    phimoe = dict(no_head_dim, num_local_experts=2, num_experts_per_tok=1)
+    longrope = {"rope_type": "longrope", "original_max_position_embeddings": 16,
+                "short_factor": [1.0, 1.5, 2.0, 4.0], "long_factor": [1.0, 3.0, 8.0, 16.0],
+                "short_mscale": 1.1, "long_mscale": 1.3}
+    # every step of the cached run on the same side of the original length
+    yield family("phimoe_longrope_short", "Phimoe", phimoe, rope=longrope, pos=positions(2))
+    yield family("phimoe_longrope_long", "Phimoe", phimoe, rope=longrope, pos=positions(28))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
-    return iter(())
+    yield from rows_more_cases()
 
 
 def name_seed(name):

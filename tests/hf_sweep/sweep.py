@@ -14,7 +14,8 @@ its config and transformers' version are the same), and each layer's
 attention module's input and output captured by a forward hook while the
 whole model runs on 2 x 24 tokens (float32, eager).  Then, per layer, the
 CLI on the checkpoint folder, without and with --prefill 12 (its KV cache),
-compared within TOL of max|y|:
+compared within TOL of max|y| (--prefill past a longrope's original length
+where the input is past it: prefill_length):
 
     runs      every layer's attention, forward and cached, within TOL
     refused   the CLI exits non-zero (its message is recorded; the
@@ -58,7 +59,7 @@ TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
             bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
             # experts
             num_experts=4, num_local_experts=4, n_routed_experts=4, moe_num_experts=4,
-            num_experts_per_tok=2, moe_topk=2, moe_intermediate_size=32,
+            num_experts_per_tok=2, moe_topk=2, moe_k=2, moe_intermediate_size=32,
             shared_expert_intermediate_size=32, shared_intermediate_size=32,
             intermediate_size_mlp=128, n_shared_experts=1, n_group=1, topk_group=1,
             first_k_dense_replace=1,
@@ -244,11 +245,29 @@ def checkpoint(model_type, work):
     return path, layers
 
 
+def prefill_length(path):
+    """PREFILL, or past a longrope's original_max_position_embeddings where
+    PREFILL is within it and the whole input past it: transformers' cached
+    generation rotates each step by its own length (short factors up to the
+    original length, long past it, keys kept as written), so the cache
+    agrees with the no-cache Y only when every step is past it as the input
+    is (the CLI refuses --prefill otherwise)."""
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config = config.get("text_config") or config
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type")) not in ("longrope", "su"):
+        return PREFILL
+    original = rope.get("original_max_position_embeddings",
+                        config.get("original_max_position_embeddings"))
+    return original + 1 if original is not None and PREFILL <= original < SEQ - 1 else PREFILL
+
+
 def cli_command(cli, path, layer, prefill):
     cmd = [cli, "attention", "--weights", path, "--input", os.path.join(path, f"x{layer}.npy"),
            "--output", os.path.join(path, f"got{layer}.npy"), "--layer", str(layer),
            "--threads", "1", "--quiet"]
-    return cmd + (["--prefill", str(PREFILL)] if prefill else [])
+    return cmd + (["--prefill", str(prefill_length(path))] if prefill else [])
 
 
 def check_layer(cli, path, layer, prefill):

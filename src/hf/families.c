@@ -104,8 +104,9 @@ static const ra_hf_family families[] = {
     ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("cohere2", I, NOPE_FULL, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN,
         ALL(AB, 0)),
-    /* Cohere2MoeConfig: head_dim 128; force_rope in the dense-MLP layers */
-    ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS, NULL,
+    /* Cohere2MoeConfig: head_dim 128; force_rope in the dense-MLP layers; its
+     * sliding_window_pattern read only without layer_types (then refused) */
+    ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
@@ -117,7 +118,7 @@ static const ra_hf_family families[] = {
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
     ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
-        "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0)),
+        "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0), .sinks_alias = 1),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "

@@ -158,7 +158,8 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
 /* sliding layers: rope_local_base_freq, no scaling */
 #define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
-/* sliding_window_pattern (implied by the family's RA_HF_WINDOWS_PATTERN, not set in its row) */
+/* sliding_window_pattern (implied by the family's RA_HF_WINDOWS_PATTERN; set in the row of a
+ * RA_HF_WINDOWS_LISTED family whose config class saves it) */
 #define RA_HF_WINDOW_PATTERN (UINT64_C(1) << 4)
 /* no_rope_layers[i] == 0: layer i has no RoPE */
 #define RA_HF_NO_ROPE_LAYERS (UINT64_C(1) << 5)
@@ -264,6 +265,9 @@ typedef struct ra_hf_family {
      * transformers releases ("X in transformers 4.57, Y in 5"): a config
      * without rope_theta is refused rather than read either way. */
     const char *disputed_theta;
+    /* Whether transformers loads its sinks from a tensor named softmax_offset
+     * too (a WeightRenaming of its own: Flint). */
+    int sinks_alias;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

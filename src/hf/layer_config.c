@@ -454,6 +454,12 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
                        "one logit per head to every softmax (transformers would initialize the "
                        "missing weight)", j->path, j->t->proj[PROJ_O]->name,
                        hf->family->model_type);
+    size_t len = sinks ? strlen(sinks->name) : 0, alias = strlen(HF_SINKS_ALIAS);
+    if (sinks && len >= alias && strcmp(sinks->name + len - alias, HF_SINKS_ALIAS) == 0 &&
+        !hf->family->sinks_alias)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" reads its "
+                       "sinks from a tensor named sinks (transformers would not load this one)",
+                       sinks->name, j->path, hf->family->model_type);
     if (sinks && (sinks->ndim != 1 || sinks->shape[0] != out->n_heads))
         return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (one sink per query head)",
                        sinks->name, j->path, (long long)out->n_heads);

@@ -81,10 +81,11 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
         out->has_max_window_layers = 1;
     }
     RA_TRY(ra_io_json_key(root, "sliding_window_pattern", name, &item, msg, msg_len));
-    /* a string ("LLLG", EXAONE 4's) is left unread: layer_types, which the
-     * configs that have one list, decides (without it: refused, as null) */
+    /* a string ("LLLG") and 0 (what Exaone4Config saves without a window)
+     * are read as no pattern: layer_types, which the configs that have one
+     * list, decides (without it: refused, as null) */
     if (item != NULL && !cJSON_IsString(item)) {
-        RA_TRY(read_count(item, "sliding_window_pattern", 1, name, &out->sliding_window_pattern,
+        RA_TRY(read_count(item, "sliding_window_pattern", 0, name, &out->sliding_window_pattern,
                           msg, msg_len));
         out->has_sliding_window_pattern = 1;
     }

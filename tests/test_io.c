@@ -1646,9 +1646,12 @@ static void test_config_families(void)
     static const struct {
         const char *text, *message; /* message NULL: read */
     } cases[] = {
-        {"{\"model_type\": \"cohere2\", \"num_attention_heads\": 4}",
-         "config.json: model_type \"cohere2\" is refused: its full-attention layers run "
-         "without RoPE beside sliding ones"},
+        {"{\"model_type\": \"afmoe\", \"num_attention_heads\": 4}",
+         "config.json: model_type \"afmoe\" is refused: its output gate from a projection of "
+         "its own (gate_proj) is not supported"},
+        {"{\"model_type\": \"cohere2\", \"num_attention_heads\": 4}", NULL},
+        {"{\"model_type\": \"exaone4\", \"sliding_window_pattern\": \"LLLG\", "
+         "\"layer_types\": [\"sliding_attention\", \"full_attention\"]}", NULL},
         {"{\"model_type\": \"my_llama\", \"num_attention_heads\": 4}",
          "config.json: model_type \"my_llama\" is not a family ropeattn knows, and its config "
          "describes attention (\"num_attention_heads\"): refused rather than run as Llama"},

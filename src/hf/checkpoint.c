@@ -610,6 +610,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*s" HF_SINKS_ALIAS, stem, wq); /* Flint's checkpoints */
+    if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem);

@@ -30,8 +30,13 @@
 /* Qwen2VLTextConfig's and Qwen2_5_VLTextConfig's (transformers 4.57 and 5). */
 #define QWEN_VL_DEFAULTS QWEN_WINDOW(80) " rope_theta=1000000"
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
+/* sliding layers rotate, full ones not (Cohere 2); only with a window (EXAONE 4) */
+#define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
+#define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
+#define GATE_PROJ "its output gate from a projection of its own (gate_proj) is not supported"
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
+#define LISTED RA_HF_WINDOWS_LISTED
 #define NOWINDOW RA_HF_WINDOWS_NONE
 #define QWEN3_VL (RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM)
 /* DeepseekV2Config's and DeepseekV3Config's defaults (Kimi K2's remote
@@ -85,15 +90,24 @@
      .defaults = defs, .windows = win, .bias = biases, __VA_ARGS__}
 
 static const ra_hf_family families[] = {
+    /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
+    ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
+    /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
+    ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
+        NOWINDOW, NO_BIAS),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
     ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
-    ROW("cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL,
-        NOWINDOW, NO_BIAS),
+    ROW("cohere2", I, NOPE_FULL, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN,
+        ALL(AB, 0)),
+    /* Cohere2MoeConfig: head_dim 128; force_rope in the dense-MLP layers; its
+     * sliding_window_pattern read only without layer_types (then refused) */
+    ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
+        "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
@@ -103,7 +117,14 @@ static const ra_hf_family families[] = {
         ALL("use_bias", 0)),
     ROW("ernie4_5_moe", I, 0, NULL, "num_key_value_heads=4 rope_theta=500000", NOWINDOW,
         ALL("use_bias", 0)),
+    ROW("exaone4", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
+        "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
+    ROW("exaone_moe", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
+        "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    /* FlintConfig: RoPE only in the sliding layers, sinks */
+    ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
+        "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0), .sinks_alias = 1),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -125,8 +146,13 @@ static const ra_hf_family families[] = {
     ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0)),
     ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
+    /* GraniteSwaConfig: windows by layer_types, sinks */
+    ROW("granite_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA, NULL,
+        "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
     ROW("granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
+    ROW("granitemoe_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA,
+        NULL, "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
@@ -135,6 +161,7 @@ static const ra_hf_family families[] = {
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
@@ -189,12 +216,20 @@ static const ra_hf_family families[] = {
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
+    /* VaultGemmaConfig: Gemma 2's attention */
+    ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
+        "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
+        "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
 };
 
 #undef H
 #undef I
 #undef PATTERN
 #undef FROM_MAX
+#undef LISTED
+#undef NOPE_FULL
+#undef EXAONE4
+#undef GATE_PROJ
 #undef NOWINDOW
 #undef ALL
 #undef QKV

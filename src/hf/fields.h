@@ -100,6 +100,9 @@ typedef enum ra_hf_windows {
     RA_HF_WINDOWS_GATED_EVERY_LAYER, /* Qwen3-MoE: gated, every layer */
     RA_HF_WINDOWS_GATED_NO_ROPE, /* SmolLM3: layer_types, else gated, the layers without
                                     RoPE */
+    RA_HF_WINDOWS_LISTED, /* Cohere 2 MoE, Flint, Granite SWA, Kolibri: layer_types; without it
+                             refused (the config class derives it by a formula of its own; the
+                             configs it saves list it) */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -136,9 +139,10 @@ int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rop
  * layer_types that disagrees with its rule for this layer (-1: any layer),
  * "use_sliding_window" when layer_types gives a gated family's layer a
  * window with the gate off (transformers then has no window to give it),
- * "sliding_window_pattern" when it is null and the family's formula needs
- * it, "sliding_window" when a sliding layer has none (null: transformers'
- * mask builder raises). */
+ * "sliding_window_pattern" when it is null (or a string) and the family's
+ * formula needs it, "sliding_window" when a sliding layer has none (null:
+ * transformers' mask builder raises), "no layer_types" when the family's
+ * rule is RA_HF_WINDOWS_LISTED and the config has none. */
 const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
 
 /* Whether layer_types names layer `layer` chunked_attention. */
@@ -157,7 +161,8 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
 /* sliding layers: rope_local_base_freq, no scaling */
 #define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
-/* sliding_window_pattern (implied by the family's RA_HF_WINDOWS_PATTERN, not set in its row) */
+/* sliding_window_pattern (implied by the family's RA_HF_WINDOWS_PATTERN; set in the row of a
+ * RA_HF_WINDOWS_LISTED family whose config class saves it) */
 #define RA_HF_WINDOW_PATTERN (UINT64_C(1) << 4)
 /* no_rope_layers[i] == 0: layer i has no RoPE */
 #define RA_HF_NO_ROPE_LAYERS (UINT64_C(1) << 5)
@@ -219,6 +224,18 @@ typedef uint64_t ra_hf_features;
  * scales cos and sin by short_mscale, or long_mscale past original_max_position_embeddings, in
  * place of its attention factor (Phi-3.5-MoE) */
 #define RA_HF_LONGROPE_MSCALE (UINT64_C(1) << 30)
+/* the full-attention layers (by the family's window rule) run without RoPE, the sliding ones with
+ * it (Cohere 2, Flint) */
+#define RA_HF_NOPE_FULL_LAYERS (UINT64_C(1) << 37)
+/* with RA_HF_NOPE_FULL_LAYERS: only while sliding_window is set; with it null every layer rotates
+ * (EXAONE 4: "if self.sliding_window is None or self.is_sliding") */
+#define RA_HF_NOPE_NEEDS_WINDOW (UINT64_C(1) << 38)
+/* with RA_HF_NOPE_FULL_LAYERS: the layers mlp_layer_types names "dense" rotate too while
+ * prefix_dense_sliding_window_pattern is 1 (Cohere 2 MoE's force_rope) */
+#define RA_HF_ROPE_DENSE_LAYERS (UINT64_C(1) << 39)
+/* layer_rope_theta (a rope base per layer, 0: no RoPE) read, run where every entry is rope_theta
+ * (what the config class saves when none is given), else refused (Granite SWA) */
+#define RA_HF_LAYER_ROPE_THETA (UINT64_C(1) << 40)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
@@ -255,6 +272,9 @@ typedef struct ra_hf_family {
      * transformers releases ("X in transformers 4.57, Y in 5"): a config
      * without rope_theta is refused rather than read either way. */
     const char *disputed_theta;
+    /* Whether transformers loads its sinks from a tensor named softmax_offset
+     * too (a WeightRenaming of its own: Flint). */
+    int sinks_alias;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
@@ -369,6 +389,11 @@ typedef struct ra_hf_fields {
     const ra_hf_family *family;
     unsigned char *no_rope_layers; /* [n_no_rope_layers], 0 = no RoPE; owned; or NULL */
     int64_t n_no_rope_layers;
+    /* RA_HF_ROPE_DENSE_LAYERS (fields_nope.c): mlp_layer_types' "dense" layers
+     * ([n_dense_layers], 1 = dense; owned; or NULL: the first first_dense_layers,
+     * first_k_dense_replace), and prefix_dense_sliding_window_pattern (default 1) */
+    unsigned char *dense_layers;
+    int64_t n_dense_layers, first_dense_layers, prefix_dense_pattern;
     /* rope_scaling (transformers v4) if it is an object, else rope_parameters
      * (v5), else the family's default rope (gpt-oss's yarn) or nothing
      * (has_rope 0, rope all default).  Values the object lacks are filled
@@ -409,5 +434,11 @@ int ra_hf_fields_layout(const ra_hf_fields *config);
  * the last outside rope_scaling).  Values rope has are kept (a rope set in
  * the config's place, --rope-parameters, says what it means). */
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
+
+/* For a family with RA_HF_NOPE_FULL_LAYERS: whether layer `layer` runs
+ * without RoPE (1) or with it (0); -1 when the config does not say (the
+ * layer's window is not known, or layer -1 and the layers differ).  0 in
+ * other families. */
+int ra_hf_layer_nope(const ra_hf_fields *config, int64_t layer);
 
 #endif /* RA_HF_FIELDS_H */

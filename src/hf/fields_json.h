@@ -40,6 +40,10 @@ ra_status ra_hf_rope_read(const cJSON *obj, const char *name, const char *prefix
  * layer_types from the top level of root into *out (zeroed first).
  * Messages read "<name>: \"<key>\" must be ...".  On failure *out is freed
  * and zeroed. */
+/* Reads the keys ra_hf_layer_nope needs (fields_nope.c). */
+ra_status ra_hf_nope_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                          size_t msg_len);
+
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);
 

@@ -81,8 +81,11 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
         out->has_max_window_layers = 1;
     }
     RA_TRY(ra_io_json_key(root, "sliding_window_pattern", name, &item, msg, msg_len));
-    if (item != NULL) {
-        RA_TRY(read_count(item, "sliding_window_pattern", 1, name, &out->sliding_window_pattern,
+    /* a string ("LLLG") and 0 (what Exaone4Config saves without a window)
+     * are read as no pattern: layer_types, which the configs that have one
+     * list, decides (without it: refused, as null) */
+    if (item != NULL && !cJSON_IsString(item)) {
+        RA_TRY(read_count(item, "sliding_window_pattern", 0, name, &out->sliding_window_pattern,
                           msg, msg_len));
         out->has_sliding_window_pattern = 1;
     }
@@ -149,6 +152,7 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
         if (n < 1) return -1;
         return layer >= 0 ? (layer + 1) % n != 0 : n == 1 ? 0 : -1;
     }
+    if (w->rule == RA_HF_WINDOWS_LISTED) return -1; /* without layer_types: refused */
     if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {
@@ -176,6 +180,7 @@ const char *ra_hf_window_conflict(const ra_hf_window *w, int64_t layer, int no_r
 {
     if (w == NULL) return NULL;
     if (w->zero_window && !gated(w->rule)) return "sliding_window";
+    if (w->rule == RA_HF_WINDOWS_LISTED && !w->has_layer_types) return "no layer_types";
     if (w->rule == RA_HF_WINDOWS_PATTERN && !w->has_layer_types && w->sliding_window_pattern < 1)
         return "sliding_window_pattern"; /* null: transformers' formula fails */
     if (w->has_layer_types && !reads_layer_types(w->rule))

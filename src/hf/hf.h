@@ -79,7 +79,8 @@ typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
-    const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H]; NULL: none */
+    const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
+                                         HF_SINKS_ALIAS); NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */
@@ -105,6 +106,11 @@ typedef struct attention_tensors {
  * (*file: its index, when file is not NULL), or NULL. */
 const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *name,
                                    int64_t *file);
+
+/* The other name a family's checkpoints may give the sinks tensor
+ * (transformers renames it to sinks on loading, for the families whose row
+ * says so: ra_hf_family.sinks_alias). */
+#define HF_SINKS_ALIAS "softmax_offset"
 
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and q and k norms, and checks that the

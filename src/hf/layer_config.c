@@ -330,6 +330,19 @@ static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *o
     return RA_OK;
 }
 
+/* RA_HF_NOPE_FULL_LAYERS (Cohere 2, EXAONE 4, Flint): the full-attention
+ * layers run without RoPE (fields_nope.c says which). */
+static ra_status resolve_nope_full_layers(const job *j, int64_t layer, ra_layer_config *out)
+{
+    int nope = ra_hf_layer_nope(j->hf, layer);
+    if (nope < 0 && layer < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "model_type \"%s\" runs some layers without RoPE "
+                       "by their kind, and the checkpoint's names carry no layer number",
+                       j->hf->family->model_type);
+    if (nope > 0) out->no_rope = 1;
+    return RA_OK; /* nope < 0 otherwise: the window's checks name the key */
+}
+
 /* RA_HF_ATTENTION_CHUNKS (Llama4TextAttention): RoPE layers attend
  * within chunks of attention_chunk_size tokens (layer_types may say
  * chunked_attention too). */
@@ -409,9 +422,15 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
             return hf_fail(RA_ERR_UNSUPPORTED, "the config makes %s a sliding layer and its "
                            "\"sliding_window\" is null: transformers would have no window to "
                            "give it", which);
+        if (conflict && strcmp(conflict, "no layer_types") == 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "the config has no \"layer_types\": model_type "
+                           "\"%s\"'s config class derives which layers slide by a formula of "
+                           "its own, which ropeattn does not read (the configs it saves list "
+                           "layer_types)", hf->family->model_type);
         if (conflict)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's \"sliding_window_pattern\" is "
-                           "null: transformers cannot tell whether %s slides", which);
+                           "null or a string and it has no layer_types: transformers cannot "
+                           "tell whether %s slides", which);
         if (slides < 0 && layer < 0)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's layers differ in their sliding "
                            "windows and the checkpoint's names carry no layer number");
@@ -435,6 +454,12 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
                        "one logit per head to every softmax (transformers would initialize the "
                        "missing weight)", j->path, j->t->proj[PROJ_O]->name,
                        hf->family->model_type);
+    size_t len = sinks ? strlen(sinks->name) : 0, alias = strlen(HF_SINKS_ALIAS);
+    if (sinks && len >= alias && strcmp(sinks->name + len - alias, HF_SINKS_ALIAS) == 0 &&
+        !hf->family->sinks_alias)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" reads its "
+                       "sinks from a tensor named sinks (transformers would not load this one)",
+                       sinks->name, j->path, hf->family->model_type);
     if (sinks && (sinks->ndim != 1 || sinks->shape[0] != out->n_heads))
         return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (one sink per query head)",
                        sinks->name, j->path, (long long)out->n_heads);
@@ -462,6 +487,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
                        "(--layout, ra_hf_options.layout)", path);
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
     RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
+    RA_HF_TRY(resolve_nope_full_layers(&j, t->layer, out));
     RA_HF_TRY(resolve_chunks(&j, t->layer, out));
     RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
     RA_HF_TRY(resolve_masks(&j, t->layer, out)); /* SmolLM3's windows follow no_rope */

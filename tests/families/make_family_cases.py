@@ -995,8 +995,27 @@ def family_cases(out):
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.2.weight'"),
         ("phi_qk_layernorm", dict(base, model_type="phi", qk_layernorm=True), plain,
          '"qk_layernorm"'),
-        ("cohere2", dict(base, model_type="cohere2", sliding_window=4), plain,
-         'model_type "cohere2" is refused'),
+        # an output gate from a projection of its own (gate_proj)
+        ("afmoe", dict(base, model_type="afmoe"), plain,
+         'model_type "afmoe" is refused: its output gate from a projection of its own '
+         '(gate_proj) is not supported'),
+        ("beam", dict(base, model_type="beam"), plain,
+         "gate_proj) is not supported, nor its NoPE layers' query scaling by position"),
+        # a window rule the config class derives by a formula of its own
+        ("flint_without_layer_types", dict(base, model_type="flint"),
+         dict(plain, **{layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight",
+                                                                 "k_norm.weight")},
+              **{layers(0) + "sinks": f32(RNG.normal(0, 1, H))}),
+         'the config has no "layer_types": model_type "flint"'),
+        # a rope base per layer
+        ("granite_swa_layer_rope_theta", dict(base, model_type="granite_swa",
+                                              layer_types=["full_attention"],
+                                              rope_theta=1e4, layer_rope_theta=[0]), plain,
+         '"layer_rope_theta" gives a layer a rope base other than rope_theta'),
+        # sinks under Flint's name, in a family whose transformers code does not rename it
+        ("gpt_oss_softmax_offset", dict(base, model_type="gpt_oss", attention_bias=False),
+         dict(plain, **{layers(0) + "softmax_offset": f32(RNG.normal(0, 1, H))}),
+         'model_type "gpt_oss" reads its sinks from a tensor named sinks'),
         ("llama_attention_multiplier", dict(base, model_type="llama", attention_multiplier=0.1),
          plain, '"attention_multiplier"'),
         ("chunked_attention", dict(base, model_type="llama", attention_chunk_size=8), plain,

@@ -679,12 +679,25 @@ def rows_more_cases():
     # every step of the cached run on the same side of the original length
     yield family("phimoe_longrope_short", "Phimoe", phimoe, rope=longrope, pos=positions(2))
     yield family("phimoe_longrope_long", "Phimoe", phimoe, rope=longrope, pos=positions(28))
+def windows_cases():
+    """Issue 41: a sliding layer with RoPE and a full-attention layer without
+    it (Cohere 2: the full layers never rotate; EXAONE 4: while
+    sliding_window is set), over a window of 4."""
+    layers = dict(num_hidden_layers=2, sliding_window=4,
+                  layer_types=["sliding_attention", "full_attention"])
+    cohere2 = dict(TINY, **layers)
+    yield family("cohere2_sliding", "Cohere2", cohere2)
+    yield family("cohere2_full_nope", "Cohere2", cohere2, layer=1)
+    exaone4 = dict(TINY, **layers)
+    yield family("exaone4_sliding", "Exaone4", exaone4)
+    yield family("exaone4_full_nope", "Exaone4", exaone4, layer=1)
 
 
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
+    yield from windows_cases()
 
 
 def name_seed(name):

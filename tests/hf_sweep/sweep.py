@@ -77,7 +77,11 @@ TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
 TEXT_IF_SET = dict(q_lora_rank=24, num_kv_shared_layers=1)
 # Keys a family's config class checks beyond the common ones (by the text
 # config's model type).
-OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1)}
+# (cohere_compass_text: its rotary embedding reads rope_parameters by layer type, which the class's
+# default, a flat dict, lacks.)
+OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
+             "cohere_compass_text": dict(rope_parameters={
+                 "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 # A composite model's other parts (vision, audio): the keys each has.
 OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2, num_heads=2,
              intermediate_size=64, embed_dim=32, out_hidden_size=64, projection_dim=64,

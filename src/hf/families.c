@@ -16,6 +16,11 @@
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
+/* DeepSeek sparse attention and its followers: a lightning indexer scores
+ * the earlier tokens and each query attends to its top-k keys only. */
+#define INDEXED                                                                          \
+    "its indexed_attention layers (DeepSeek sparse attention's indexer top-k) are not "  \
+    "supported"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -85,6 +90,7 @@
      .defaults = defs, .windows = win, .bias = biases, __VA_ARGS__}
 
 static const ra_hf_family families[] = {
+    ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
@@ -97,6 +103,12 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
+    ROW("deepseek_v32", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("deepseek_v4", I, 0,
+        "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
+        "is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
@@ -106,6 +118,7 @@ static const ra_hf_family families[] = {
     ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
@@ -119,6 +132,7 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
+    ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
@@ -158,6 +172,8 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen4_exp", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen4_exp_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
         "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
         RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
@@ -175,6 +191,7 @@ static const ra_hf_family families[] = {
 #undef QKV
 #undef FIXED
 #undef NO_BIAS
+#undef INDEXED
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE

@@ -21,6 +21,12 @@
 #define INDEXED                                                                          \
     "its indexed_attention layers (DeepSeek sparse attention's indexer top-k) are not "  \
     "supported"
+/* Gemma 3n and 4: values RMS-normed per head without weights, and the
+ * last num_kv_shared_layers layers reuse an earlier layer's keys and values
+ * (Gemma 4's assistants: every layer reuses its target model's). */
+#define V_NORM                                                                           \
+    "its v_norm (an RMSNorm of each value head) is not supported, nor its layers that take " \
+    "their keys and values from an earlier layer (num_kv_shared_layers)"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -116,6 +122,14 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
     ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
+    ROW("gemma3n", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma3n_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_assistant", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_assistant", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
@@ -192,6 +206,7 @@ static const ra_hf_family families[] = {
 #undef FIXED
 #undef NO_BIAS
 #undef INDEXED
+#undef V_NORM
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE

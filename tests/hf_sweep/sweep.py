@@ -77,7 +77,13 @@ TEXT_IF_SET = dict(q_lora_rank=24)
 # Keys a family's config class checks beyond the common ones (by the text
 # config's model type).
 OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
-             "moshi": dict(ffn_dim=128)}
+             "moshi": dict(ffn_dim=128), "blt": dict(encoder_hash_byte_group_vocab=128)}
+# Keys of a composite model's parts that OTHER does not shrink, by family.
+OTHER_OVERRIDES = {
+    "phi4_multimodal": {"audio_config": dict(num_blocks=1, ext_pw_out_channel=32,
+                                             depthwise_separable_out_channel=32,
+                                             nemo_conv_channels=32)},
+    "blt": {part: dict(hidden_size_global=32) for part in ("encoder_config", "decoder_config")}}
 # Composite families whose other parts transformers cannot build here
 # (Gemma 3n's vision tower needs timm and PIL): their text model alone,
 # from the composite config's text_config.
@@ -164,13 +170,18 @@ def tiny_kwargs_of(model_type):
         out = {"text": family.config_kwargs()}
     else:
         out = {"text": text_kwargs(text)}
+    parts = {}
+    for key, sub in config.to_dict().items():
+        sub_config = getattr(config, key, None)
+        if isinstance(sub, dict) and hasattr(sub_config, "to_dict") and sub_config is not text:
+            parts[key] = dict(shrunk(sub_config.to_dict(), OTHER),
+                              **OTHER_OVERRIDES.get(model_type, {}).get(key, {}))
     if text is not config:
-        for key, sub in config.to_dict().items():
-            sub_config = getattr(config, key, None)
-            if isinstance(sub, dict) and hasattr(sub_config, "to_dict") and sub_config is not text:
-                out[key] = shrunk(sub_config.to_dict(), OTHER)
+        out.update(parts)
         out["text_key"] = next(k for k in config.to_dict()
                                if getattr(config, k, None) is text)
+    elif model_type in OTHER_OVERRIDES:  # a text model with parts of its own (BLT's
+        out["text"] = dict(out["text"], **parts)  # encoder, Phi-4-multimodal's audio)
     return out
 
 

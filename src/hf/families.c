@@ -16,6 +16,17 @@
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
+/* DeepSeek sparse attention and its followers: a lightning indexer scores
+ * the earlier tokens and each query attends to its top-k keys only. */
+#define INDEXED                                                                          \
+    "its indexed_attention layers (DeepSeek sparse attention's indexer top-k) are not "  \
+    "supported"
+/* Gemma 3n and 4: values RMS-normed per head without weights, and the
+ * last num_kv_shared_layers layers reuse an earlier layer's keys and values
+ * (Gemma 4's assistants: every layer reuses its target model's). */
+#define V_NORM                                                                           \
+    "its v_norm (an RMSNorm of each value head) is not supported, nor its layers that take " \
+    "their keys and values from an earlier layer (num_kv_shared_layers)"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -92,6 +103,7 @@
 static const ra_hf_family families[] = {
     /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
     ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
@@ -111,6 +123,12 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
+    ROW("deepseek_v32", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("deepseek_v4", I, 0,
+        "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
+        "is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
     ROW("ernie4_5", I, 0, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000", NOWINDOW,
@@ -131,8 +149,17 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
     ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
+    ROW("gemma3n", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma3n_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_assistant", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_assistant", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
@@ -157,6 +184,7 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
+    ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
@@ -207,6 +235,8 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen4_exp", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen4_exp_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
     ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
@@ -235,6 +265,8 @@ static const ra_hf_family families[] = {
 #undef QKV
 #undef FIXED
 #undef NO_BIAS
+#undef INDEXED
+#undef V_NORM
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE

@@ -1144,6 +1144,24 @@ def family_cases(out):
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
+    # sparse attention: each query attends to the keys an indexer picks
+    # (DeepSeek-V3.2's lightning indexer and its followers), or to keys
+    # compressed per block (DeepSeek-V4)
+    indexed = "its indexed_attention layers (DeepSeek sparse attention's indexer top-k)"
+    for family in ("axk2", "deepseek_v32", "dots3_note", "dots3_note_text", "glm_moe_dsa",
+                   "hy_v4", "qwen4_exp", "qwen4_exp_text"):
+        save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
+             refused=f'model_type "{family}" is refused: {indexed}')
+    # Gemma 3n and 4: v_norm, and layers that reuse an earlier layer's keys
+    # and values (num_kv_shared_layers)
+    for family in ("gemma3n", "gemma3n_text", "gemma4", "gemma4_assistant", "gemma4_text",
+                   "gemma4_unified", "gemma4_unified_assistant", "gemma4_unified_text"):
+        save(out, family + "_v_norm", dict(base, model_type=family), plain, x, None, 0,
+             refused=f'model_type "{family}" is refused: its v_norm (an RMSNorm of each value '
+             'head) is not supported, nor its layers that take their keys and values from an '
+             'earlier layer (num_kv_shared_layers)')
+    save(out, "deepseek_v4_compressed", dict(base, model_type="deepseek_v4"), plain, x, None, 0,
+         refused='model_type "deepseek_v4" is refused: its compressed sparse attention')
     # 3-D positions where the rope has no sections: refused by --positions.
     pos3 = np.broadcast_to(np.arange(S), (3, B, S))
     save(out, "mrope_positions_without_sections", dict(base, model_type="qwen2"), plain, x,

@@ -74,14 +74,25 @@ TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
             hidden_size_per_layer_input=16, vocab_size_per_layer_input=128,
             laurel_rank=8, altup_num_inputs=2)
 # Only where the class's default is not None (q_lora_rank None: DeepSeek-V2-Lite's q_proj).
-TEXT_IF_SET = dict(q_lora_rank=24, num_kv_shared_layers=1)
+TEXT_IF_SET = dict(q_lora_rank=24)
 # Keys a family's config class checks beyond the common ones (by the text
 # config's model type).
 # (cohere_compass_text: its rotary embedding reads rope_parameters by layer type, which the class's
 # default, a flat dict, lacks.)
 OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
+             "moshi": dict(ffn_dim=128), "blt": dict(encoder_hash_byte_group_vocab=128),
              "cohere_compass_text": dict(rope_parameters={
                  "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
+# Keys of a composite model's parts that OTHER does not shrink, by family.
+OTHER_OVERRIDES = {
+    "phi4_multimodal": {"audio_config": dict(num_blocks=1, ext_pw_out_channel=32,
+                                             depthwise_separable_out_channel=32,
+                                             nemo_conv_channels=32)},
+    "blt": {part: dict(hidden_size_global=32) for part in ("encoder_config", "decoder_config")}}
+# Composite families whose other parts transformers cannot build here
+# (Gemma 3n's vision tower needs timm and PIL): their text model alone,
+# from the composite config's text_config.
+TEXT_MODEL_ONLY = {"gemma3n"}
 # A composite model's other parts (vision, audio): the keys each has.
 OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2, num_heads=2,
              intermediate_size=64, embed_dim=32, out_hidden_size=64, projection_dim=64,
@@ -103,14 +114,15 @@ def e2e_family(model_type):
                  if f.model_type == model_type and f.name == model_type), None)
 
 
-def shrink_layers(kw, default_layers):
+def shrink_layers(kw, default_layers, extra=0):
     """Per-layer lists (layer_types, no_rope_layers, ...) of the default
     config: each kind once, in order of first appearance; as many layers as
-    the list with the most kinds (at least 2), the lists padded by cycling."""
+    the list with the most kinds (at least 2), and extra more, the lists
+    padded by cycling."""
     lists = {k: v for k, v in kw.items()
              if isinstance(v, list) and len(v) == default_layers and default_layers > 2}
     kinds = {k: list(dict.fromkeys(json.dumps(x) for x in v)) for k, v in lists.items()}
-    n = max([2] + [len(v) for v in kinds.values()])
+    n = max([2] + [len(v) for v in kinds.values()]) + extra
     for key, values in kinds.items():
         kw[key] = [json.loads(values[i % len(values)]) for i in range(n)]
     return n
@@ -137,7 +149,12 @@ def text_kwargs(text_config):
     lists = {k: copy.deepcopy(v) for k, v in defaults.items()
              if isinstance(v, list) and len(v) == layers}
     lists.update(kw)
-    kw["num_hidden_layers"] = shrink_layers(lists, layers)
+    # KV sharing (Gemma 3n, 4): the last layer takes its keys and values
+    # from the last earlier one of its kind, so every kind comes before it
+    shared = 1 if defaults.get("num_kv_shared_layers") else 0
+    kw["num_hidden_layers"] = shrink_layers(lists, layers, extra=shared)
+    if shared:
+        kw["num_kv_shared_layers"] = shared
     kw.update({k: v for k, v in lists.items() if k in defaults and isinstance(v, list)
                and k not in TEXT})
     if "kv_lora_rank" in defaults:  # latent attention: head_dim is the rotary part
@@ -146,8 +163,6 @@ def text_kwargs(text_config):
     kw.update(OVERRIDES.get(text_config.model_type, {}))
     if defaults.get("sliding_window") is None:
         kw.pop("sliding_window", None)
-    if "num_kv_shared_layers" in kw:
-        kw["num_kv_shared_layers"] = min(1, kw["num_hidden_layers"] - 1)
     return kw
 
 
@@ -160,13 +175,18 @@ def tiny_kwargs_of(model_type):
         out = {"text": family.config_kwargs()}
     else:
         out = {"text": text_kwargs(text)}
+    parts = {}
+    for key, sub in config.to_dict().items():
+        sub_config = getattr(config, key, None)
+        if isinstance(sub, dict) and hasattr(sub_config, "to_dict") and sub_config is not text:
+            parts[key] = dict(shrunk(sub_config.to_dict(), OTHER),
+                              **OTHER_OVERRIDES.get(model_type, {}).get(key, {}))
     if text is not config:
-        for key, sub in config.to_dict().items():
-            sub_config = getattr(config, key, None)
-            if isinstance(sub, dict) and hasattr(sub_config, "to_dict") and sub_config is not text:
-                out[key] = shrunk(sub_config.to_dict(), OTHER)
+        out.update(parts)
         out["text_key"] = next(k for k in config.to_dict()
                                if getattr(config, k, None) is text)
+    elif model_type in OTHER_OVERRIDES:  # a text model with parts of its own (BLT's
+        out["text"] = dict(out["text"], **parts)  # encoder, Phi-4-multimodal's audio)
     return out
 
 
@@ -197,6 +217,8 @@ def save(model_type, path):
     gen = torch.Generator().manual_seed(models.SEED)
     torch.manual_seed(models.SEED)
     config = make_config(model_type)
+    if model_type in TEXT_MODEL_ONLY:
+        config = config.get_text_config(decoder=True)
     with torch.device("meta"):
         size = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
     if size > MAX_PARAMETERS:

@@ -405,6 +405,23 @@ static ra_status read_multi_query_groups(const cJSON *root, ra_hf_fields *out, c
     return RA_OK;
 }
 
+/* RA_HF_V_HEAD_DIM_FROM_HEADS (MiniCPM3Config): v_head_dim absent or null
+ * is hidden_size // num_attention_heads. */
+static ra_status v_head_dim_from_heads(ra_hf_fields *out, const char *name, char *msg,
+                                       size_t msg_len)
+{
+    if (!(out->family->features & RA_HF_V_HEAD_DIM_FROM_HEADS) || out->has_v_head_dim)
+        return RA_OK;
+    if (!out->has_hidden_size || !out->has_num_attention_heads ||
+        out->hidden_size < out->num_attention_heads)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"v_head_dim\" is null, and "
+                          "hidden_size / num_attention_heads, which model_type \"%s\" takes "
+                          "for it, is not a size", name, out->family->model_type);
+    out->v_head_dim = out->hidden_size / out->num_attention_heads;
+    out->has_v_head_dim = 1;
+    return RA_OK;
+}
+
 /* Latent attention (DeepSeek-V2, V3, Kimi K2): its sizes (null only for
  * q_lora_rank: q_proj) and qk_head_dim, their sum, where saved;
  * rope_interleave, which DeepseekV3Config reads (default true) and the
@@ -419,6 +436,7 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
 {
     const ra_hf_family *family = out->family;
     if (!family || !(family->features & RA_HF_MLA)) return RA_OK;
+    RA_TRY(v_head_dim_from_heads(out, name, msg, msg_len));
     const char *null = !out->has_kv_lora_rank       ? "kv_lora_rank"
                        : !out->has_qk_nope_head_dim ? "qk_nope_head_dim"
                        : !out->has_qk_rope_head_dim ? "qk_rope_head_dim"
@@ -428,12 +446,15 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" is null: model_type \"%s\" "
                           "needs it (only q_lora_rank may be null)", name, null,
                           family->model_type);
-    RA_TRY(ra_io_json_flag(root, "rope_interleave", 1, &out->rope_interleave, name, msg, msg_len));
-    if (!out->rope_interleave && !(family->features & RA_HF_ROPE_INTERLEAVE))
+    const int interleaved = family->layout == RA_LAYOUT_INTERLEAVED;
+    RA_TRY(ra_io_json_flag(root, "rope_interleave", interleaved, &out->rope_interleave, name, msg,
+                           msg_len));
+    if (out->rope_interleave != interleaved && !(family->features & RA_HF_ROPE_INTERLEAVE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
-                          "%s: \"rope_interleave\" is false, and model_type \"%s\" pairs the "
-                          "rope's features interleaved whatever it says: refused", name,
-                          family->model_type);
+                          "%s: \"rope_interleave\" is %s, and model_type \"%s\" pairs the "
+                          "rope's features %s whatever it says: refused", name,
+                          out->rope_interleave ? "true" : "false", family->model_type,
+                          interleaved ? "interleaved" : "as rotate_half");
     if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: \"head_dim\" is %lld and \"qk_rope_head_dim\" %lld: model_type "

@@ -113,6 +113,10 @@ static const ra_hf_family families[] = {
     ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("cohere2", I, 0, "its full-attention layers run without RoPE beside sliding ones", NULL,
         NOWINDOW, NO_BIAS),
+    /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
+    ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
+        "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
+        FIXED(0, 0)),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),

@@ -90,6 +90,17 @@ static const field aliases[] = {
     ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, RA_HF_ALIASES),
     ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0, RA_HF_ALIASES),
     ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0, RA_HF_ALIASES),
+    ALIAS("d_model", hidden_size, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("n_heads", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("max_seq_len", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS,
+          RA_HF_NESTED_ATTN_CONFIG),
+};
+
+/* DBRX's attn_config keys, read into the top level's fields. */
+static const field attn_config_fields[] = {
+    ALIAS("kv_n_heads", num_key_value_heads, POSITIVE_INTEGER, MAX_SIZE,
+          RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("clip_qkv", clip_qkv, POSITIVE_NUMBER, 0, RA_HF_NESTED_ATTN_CONFIG),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
@@ -422,6 +433,44 @@ static ra_status v_head_dim_from_heads(ra_hf_fields *out, const char *name, char
     return RA_OK;
 }
 
+/* RA_HF_NESTED_ATTN_CONFIG (DbrxConfig, DbrxAttention): attn_config's
+ * kv_n_heads (DbrxAttentionConfig's default 1; DbrxConfig copies it to
+ * num_key_value_heads, which a file must not contradict) and clip_qkv
+ * (null: none).  Its rope_theta is read by transformers 4's DBRX code and
+ * ignored by 5's, whose rope is the top level's: refused where they
+ * differ. */
+static ra_status read_attn_config(const cJSON *root, ra_hf_fields *out, const char *name,
+                                  char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_NESTED_ATTN_CONFIG)) return RA_OK;
+    const cJSON *attn, *item;
+    RA_TRY(lookup_object(root, "attn_config", name, &attn, msg, msg_len));
+    const int64_t top_kv = out->num_key_value_heads, has_top_kv = out->has_num_key_value_heads;
+    out->num_key_value_heads = 1;
+    out->has_num_key_value_heads = 1;
+    for (size_t i = 0; attn && i < sizeof attn_config_fields / sizeof attn_config_fields[0]; i++) {
+        RA_TRY(ra_io_json_key(attn, attn_config_fields[i].key, name, &item, msg, msg_len));
+        if (item) RA_TRY(store(&attn_config_fields[i], item, out, name, msg, msg_len));
+    }
+    if (has_top_kv && top_kv != out->num_key_value_heads)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"num_key_value_heads\" is %lld and "
+                          "\"attn_config.kv_n_heads\" %lld: model_type \"%s\" takes the latter: "
+                          "refused as contradictory", name, (long long)top_kv,
+                          (long long)out->num_key_value_heads, out->family->model_type);
+    if (!attn) return RA_OK;
+    RA_TRY(ra_io_json_key(attn, "rope_theta", name, &item, msg, msg_len));
+    if (!item) return RA_OK;
+    const double theta = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+    const double used = out->rope.has_theta ? out->rope.theta : 10000.0;
+    if (theta != used)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"attn_config.rope_theta\" is "
+                          "%g and the rope's rope_theta %g: transformers 4 takes the first, 5 "
+                          "the second (model_type \"%s\"): refused rather than guess (give "
+                          "rope_parameters the same rope_theta)", name, theta, used,
+                          out->family->model_type);
+    return RA_OK;
+}
+
 /* Latent attention (DeepSeek-V2, V3, Kimi K2): its sizes (null only for
  * q_lora_rank: q_proj) and qk_head_dim, their sum, where saved;
  * rope_interleave, which DeepseekV3Config reads (default true) and the
@@ -668,6 +717,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
+    RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));

@@ -76,7 +76,12 @@ TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
 TEXT_IF_SET = dict(q_lora_rank=24, num_kv_shared_layers=1)
 # Keys a family's config class checks beyond the common ones (by the text
 # config's model type).
-OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1)}
+OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
+             # DbrxConfig's own names, and DbrxAttention reads attn_config.rope_theta,
+             # which DbrxAttentionConfig lacks (transformers 5.23)
+             "dbrx": dict(d_model=64, n_heads=4, max_seq_len=256,
+                          attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=0.5),
+                          ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2))}
 # A composite model's other parts (vision, audio): the keys each has.
 OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2, num_heads=2,
              intermediate_size=64, embed_dim=32, out_hidden_size=64, projection_dim=64,

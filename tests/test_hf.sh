@@ -304,6 +304,24 @@ refused "llama config without num_attention_heads" \
     "$RA" attention --weights "$D/model.safetensors" --config "$TMP/no_heads.json" \
     --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
 
+# DBRX: attn_config's rope_theta, read by transformers 4 and ignored by 5
+# (whose rope is the top level's), where they differ; a num_key_value_heads
+# that contradicts attn_config.kv_n_heads (DbrxConfig takes the latter)
+D=tests/hf/dbrx_clip
+for edit in 'c["attn_config"]["rope_theta"] = 10000.0' 'c["num_key_value_heads"] = 4'; do
+    "$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"))' "$D/config.json" "$TMP/dbrx.json" "$edit"
+    case $edit in
+    *rope_theta*) why='"attn_config.rope_theta" is 10000 and the rope'"'"'s rope_theta 500000' ;;
+    *) why='"num_key_value_heads" is 4 and "attn_config.kv_n_heads" 2' ;;
+    esac
+    refused "dbrx: $edit" "$why" \
+        "$RA" attention --weights "$D/model.safetensors" --config "$TMP/dbrx.json" \
+        --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
+done
+
 # longrope through a cache: a prompt at or below original_max_position_embeddings
 # (16) and steps past it would rotate with short and then long factors in
 # transformers: refused.  Every step past it: the no-cache Y.

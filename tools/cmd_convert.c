@@ -35,7 +35,7 @@ static const char usage[] =
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
     "Cohere: [heads, head_dim]) and q_layernorm.norms.N.weight (StableLM 2);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
-    "qkv_proj, InternLM2's wqkv, and query_key_value packed as the config's\n"
+    "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
     "as they are.  Every other tensor is copied unchanged (same dtype, same\n"
     "bytes), and a file without q or k projections (a shard of MLP weights) is\n"
@@ -85,10 +85,10 @@ static int ends_with_part(const char *name, const char *suffix)
 }
 
 /* The fused q/k/v projections: Phi-3's qkv_proj, GPT-NeoX's, Falcon's and
- * ChatGLM's query_key_value, InternLM2's wqkv (and their biases); others
- * (Baichuan's W_pack, GPT-2's c_attn ...) are refused. */
-static const char *const fused_names[] = {"qkv_proj", "query_key_value", "wqkv", "W_pack",
-                                          "c_attn", "qkv"};
+ * ChatGLM's query_key_value, InternLM2's wqkv, DBRX's Wqkv (and their
+ * biases); others (Baichuan's W_pack, GPT-2's c_attn ...) are refused. */
+static const char *const fused_names[] = {"qkv_proj", "query_key_value", "wqkv", "Wqkv",
+                                          "W_pack", "c_attn", "qkv"};
 
 /* Which of fused_names name is ("<...>.<fused>.weight" or ".bias"), or -1. */
 static int fused_index(const char *name)
@@ -204,8 +204,9 @@ static int fused_layout(const convert_options *opts, const rope_source *src,
 {
     int which = fused_index(t->name);
     *kv = n_kv_heads ? n_kv_heads : n_heads; /* transformers: num_attention_heads */
-    if (which == 0 || which == 2) { /* qkv_proj: rows; wqkv: per key/value head */
-        *packing = which == 0 ? FUSED_ROWS : FUSED_GROUPED;
+    if (which == 0 || which == 2 || which == 3) { /* qkv_proj, Wqkv: rows; wqkv: per
+                                                     key/value head */
+        *packing = which == 2 ? FUSED_GROUPED : FUSED_ROWS;
         return 0;
     }
     if (which == 1) {

@@ -21,6 +21,8 @@
  *   ChatGLM 2, 3, GLM-4 (remote)     transformer.encoder.layers.N.self_attention.
  *                                    query_key_value (fused as the config says),
  *                                    dense
+ *   DBRX                             transformer.blocks.N.norm_attn_norm.attn.Wqkv
+ *                                    (fused: q's rows, k's, v's), out_proj
  *   DeepSeek-V2, V3, Kimi K2         kv_a_proj_with_mqa.weight kv_a_layernorm.weight
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
@@ -57,6 +59,7 @@ typedef struct naming_scheme {
 #define NEOX_NAMES {"query_key_value.weight", "query_key_value.weight", \
                     "query_key_value.weight", "dense.weight"}
 #define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
+#define DBRX_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "out_proj.weight"}
 
 /* Tried in order; the one whose four projections are all there is read
  * (two such: refused, two_schemes).
@@ -82,6 +85,8 @@ static const naming_scheme schemes[] = {
     {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
      FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */
+    {"transformer.blocks.", ".norm_attn_norm.attn.", DBRX_NAMES, RA_LAYOUT_HALF,
+     FUSED_ROWS}, /* DBRX */
 };
 
 /* Latent attention's: the four tensors every such layer has (q's are

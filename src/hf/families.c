@@ -61,6 +61,23 @@
 #define DEEPSEEK_V3_DEFAULTS                                                             \
     MLA_DEFAULTS "hidden_size=7168 num_attention_heads=128 num_key_value_heads=128 "    \
     "max_position_embeddings=4096"
+/* AXK1Config's, YoutuConfig's (DeepseekV3Config's latent sizes), Glm4MoeLiteConfig's and
+ * MiniCPM3Config's (its v_head_dim: hidden_size / num_attention_heads). */
+#define AXK1_DEFAULTS                                                                    \
+    MLA_DEFAULTS "hidden_size=7168 num_attention_heads=64 num_key_value_heads=64 "      \
+    "max_position_embeddings=32768"
+#define YOUTU_DEFAULTS                                                                   \
+    MLA_DEFAULTS "hidden_size=2048 num_attention_heads=16 num_key_value_heads=16 "      \
+    "max_position_embeddings=131072"
+#define GLM4_MOE_LITE_DEFAULTS                                                           \
+    "kv_lora_rank=512 q_lora_rank=768 qk_nope_head_dim=192 qk_rope_head_dim=64 "        \
+    "v_head_dim=256 hidden_size=2048 num_attention_heads=20 num_key_value_heads=20 "    \
+    "max_position_embeddings=202752"
+#define MINICPM3_DEFAULTS                                                                \
+    "kv_lora_rank=256 q_lora_rank=768 qk_nope_head_dim=64 qk_rope_head_dim=32 "         \
+    "hidden_size=2560 num_attention_heads=40 num_key_value_heads=40 "                   \
+    "max_position_embeddings=32768"
+#define MLA_V3 (RA_HF_MLA | RA_HF_ROPE_INTERLEAVE)
 #define LLAMA4                                                                           \
     (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
      RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
@@ -103,6 +120,8 @@
 static const ra_hf_family families[] = {
     /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
     ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
+    ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
@@ -120,8 +139,12 @@ static const ra_hf_family families[] = {
      * sliding_window_pattern read only without layer_types (then refused) */
     ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
+    /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
+    ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
+        "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
+        FIXED(0, 0)),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
+    ROW("deepseek_v3", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
     ROW("deepseek_v32", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("deepseek_v4", I, 0,
@@ -159,6 +182,8 @@ static const ra_hf_family families[] = {
     ROW("gemma4_unified_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    /* Glm4MoeLiteConfig: head_dim is another name for qk_rope_head_dim (attribute_map) */
+    ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1)),
@@ -193,6 +218,9 @@ static const ra_hf_family families[] = {
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
+    ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
+        NOWINDOW, NO_BIAS),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
     ROW("ministral3", H, 0,
@@ -250,6 +278,7 @@ static const ra_hf_family families[] = {
     ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
+    ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
 };
 
 #undef H
@@ -271,6 +300,7 @@ static const ra_hf_family families[] = {
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE
 #undef QWEN3_VL_THETA
+#undef MLA_V3
 #undef ROW
 
 const ra_hf_family *ra_hf_family_find(const char *model_type)

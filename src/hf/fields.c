@@ -90,6 +90,17 @@ static const field aliases[] = {
     ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, RA_HF_ALIASES),
     ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0, RA_HF_ALIASES),
     ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0, RA_HF_ALIASES),
+    ALIAS("d_model", hidden_size, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("n_heads", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("max_seq_len", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS,
+          RA_HF_NESTED_ATTN_CONFIG),
+};
+
+/* DBRX's attn_config keys, read into the top level's fields. */
+static const field attn_config_fields[] = {
+    ALIAS("kv_n_heads", num_key_value_heads, POSITIVE_INTEGER, MAX_SIZE,
+          RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("clip_qkv", clip_qkv, POSITIVE_NUMBER, 0, RA_HF_NESTED_ATTN_CONFIG),
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */
@@ -405,6 +416,61 @@ static ra_status read_multi_query_groups(const cJSON *root, ra_hf_fields *out, c
     return RA_OK;
 }
 
+/* RA_HF_V_HEAD_DIM_FROM_HEADS (MiniCPM3Config): v_head_dim absent or null
+ * is hidden_size // num_attention_heads. */
+static ra_status v_head_dim_from_heads(ra_hf_fields *out, const char *name, char *msg,
+                                       size_t msg_len)
+{
+    if (!(out->family->features & RA_HF_V_HEAD_DIM_FROM_HEADS) || out->has_v_head_dim)
+        return RA_OK;
+    if (!out->has_hidden_size || !out->has_num_attention_heads ||
+        out->hidden_size < out->num_attention_heads)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"v_head_dim\" is null, and "
+                          "hidden_size / num_attention_heads, which model_type \"%s\" takes "
+                          "for it, is not a size", name, out->family->model_type);
+    out->v_head_dim = out->hidden_size / out->num_attention_heads;
+    out->has_v_head_dim = 1;
+    return RA_OK;
+}
+
+/* RA_HF_NESTED_ATTN_CONFIG (DbrxConfig, DbrxAttention): attn_config's
+ * kv_n_heads (DbrxAttentionConfig's default 1; DbrxConfig copies it to
+ * num_key_value_heads, which a file must not contradict) and clip_qkv
+ * (null: none).  Its rope_theta is read by transformers 4's DBRX code and
+ * ignored by 5's, whose rope is the top level's: refused where they
+ * differ. */
+static ra_status read_attn_config(const cJSON *root, ra_hf_fields *out, const char *name,
+                                  char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_NESTED_ATTN_CONFIG)) return RA_OK;
+    const cJSON *attn, *item;
+    RA_TRY(lookup_object(root, "attn_config", name, &attn, msg, msg_len));
+    const int64_t top_kv = out->num_key_value_heads, has_top_kv = out->has_num_key_value_heads;
+    out->num_key_value_heads = 1;
+    out->has_num_key_value_heads = 1;
+    for (size_t i = 0; attn && i < sizeof attn_config_fields / sizeof attn_config_fields[0]; i++) {
+        RA_TRY(ra_io_json_key(attn, attn_config_fields[i].key, name, &item, msg, msg_len));
+        if (item) RA_TRY(store(&attn_config_fields[i], item, out, name, msg, msg_len));
+    }
+    if (has_top_kv && top_kv != out->num_key_value_heads)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"num_key_value_heads\" is %lld and "
+                          "\"attn_config.kv_n_heads\" %lld: model_type \"%s\" takes the latter: "
+                          "refused as contradictory", name, (long long)top_kv,
+                          (long long)out->num_key_value_heads, out->family->model_type);
+    if (!attn) return RA_OK;
+    RA_TRY(ra_io_json_key(attn, "rope_theta", name, &item, msg, msg_len));
+    if (!item) return RA_OK;
+    const double theta = cJSON_IsNumber(item) ? item->valuedouble : NAN;
+    const double used = out->rope.has_theta ? out->rope.theta : 10000.0;
+    if (theta != used)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"attn_config.rope_theta\" is "
+                          "%g and the rope's rope_theta %g: transformers 4 takes the first, 5 "
+                          "the second (model_type \"%s\"): refused rather than guess (give "
+                          "rope_parameters the same rope_theta)", name, theta, used,
+                          out->family->model_type);
+    return RA_OK;
+}
+
 /* Latent attention (DeepSeek-V2, V3, Kimi K2): its sizes (null only for
  * q_lora_rank: q_proj) and qk_head_dim, their sum, where saved;
  * rope_interleave, which DeepseekV3Config reads (default true) and the
@@ -419,6 +485,7 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
 {
     const ra_hf_family *family = out->family;
     if (!family || !(family->features & RA_HF_MLA)) return RA_OK;
+    RA_TRY(v_head_dim_from_heads(out, name, msg, msg_len));
     const char *null = !out->has_kv_lora_rank       ? "kv_lora_rank"
                        : !out->has_qk_nope_head_dim ? "qk_nope_head_dim"
                        : !out->has_qk_rope_head_dim ? "qk_rope_head_dim"
@@ -428,12 +495,15 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" is null: model_type \"%s\" "
                           "needs it (only q_lora_rank may be null)", name, null,
                           family->model_type);
-    RA_TRY(ra_io_json_flag(root, "rope_interleave", 1, &out->rope_interleave, name, msg, msg_len));
-    if (!out->rope_interleave && !(family->features & RA_HF_ROPE_INTERLEAVE))
+    const int interleaved = family->layout == RA_LAYOUT_INTERLEAVED;
+    RA_TRY(ra_io_json_flag(root, "rope_interleave", interleaved, &out->rope_interleave, name, msg,
+                           msg_len));
+    if (out->rope_interleave != interleaved && !(family->features & RA_HF_ROPE_INTERLEAVE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
-                          "%s: \"rope_interleave\" is false, and model_type \"%s\" pairs the "
-                          "rope's features interleaved whatever it says: refused", name,
-                          family->model_type);
+                          "%s: \"rope_interleave\" is %s, and model_type \"%s\" pairs the "
+                          "rope's features %s whatever it says: refused", name,
+                          out->rope_interleave ? "true" : "false", family->model_type,
+                          interleaved ? "interleaved" : "as rotate_half");
     if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: \"head_dim\" is %lld and \"qk_rope_head_dim\" %lld: model_type "
@@ -672,6 +742,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
+    RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));

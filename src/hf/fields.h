@@ -236,6 +236,15 @@ typedef uint64_t ra_hf_features;
 /* layer_rope_theta (a rope base per layer, 0: no RoPE) read, run where every entry is rope_theta
  * (what the config class saves when none is given), else refused (Granite SWA) */
 #define RA_HF_LAYER_ROPE_THETA (UINT64_C(1) << 40)
+/* d_model, n_heads, max_seq_len for hidden_size, num_attention_heads, max_position_embeddings;
+ * attn_config's kv_n_heads (default 1) and clip_qkv; attn_config's rope_theta, which transformers
+ * 5 ignores (the rope is the top level's), refused where it differs from that (DBRX) */
+#define RA_HF_NESTED_ATTN_CONFIG (UINT64_C(1) << 41)
+/* with RA_HF_MLA: v_head_dim absent or null is hidden_size / num_attention_heads (MiniCPM3) */
+#define RA_HF_V_HEAD_DIM_FROM_HEADS (UINT64_C(1) << 43)
+/* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
+ * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
+#define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output

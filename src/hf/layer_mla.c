@@ -167,13 +167,14 @@ static ra_status resolve_scale(const job *j, ra_layer_config *out)
 {
     const ra_hf_rope *rope = &j->config->rope;
     out->scale = 1.0 / sqrt((double)out->head_dim);
-    if (rope->type == RA_ROPE_DEFAULT) return RA_OK;
-    if (!rope->has_factor)
-        return hf_fail(RA_ERR_NOT_FOUND, "%s: rope type %s without \"factor\": latent attention "
-                       "reads it for its softmax scale (transformers' DeepseekV3Attention "
-                       "would fail)", j->config->path, ra_hf_rope_type_name(rope->type));
     double factor = rope->params.factor, all_dim = rope->params.mscale_all_dim;
-    if (rope->has_mscale_all_dim && all_dim != 0 && factor > 1) {
+    if (rope->type == RA_ROPE_DEFAULT || !rope->has_mscale_all_dim || all_dim == 0) return RA_OK;
+    if (!rope->has_factor)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s: rope type %s without \"factor\" and with "
+                       "mscale_all_dim: latent attention reads it for its softmax scale "
+                       "(transformers' yarn_apply_mscale would fail)", j->config->path,
+                       ra_hf_rope_type_name(rope->type));
+    if (factor > 1) {
         double mscale = 0.1 * all_dim * log(factor) + 1.0;
         out->scale *= mscale * mscale;
     }
@@ -189,7 +190,7 @@ ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options
     *out = ra_layer_config_init();
     if (!hf->family || !(hf->family->features & RA_HF_MLA))
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: latent attention's tensors need a config whose "
-                       "model_type runs it (deepseek_v2, deepseek_v3, kimi_k2)", config->path);
+                       "model_type runs it (deepseek_v2, deepseek_v3, kimi_k2 ...)", config->path);
     RA_HF_TRY(resolve_shapes(&j, out));
     const ra_hf_rope *r = &config->rope;
     if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)

@@ -1,4 +1,4 @@
-"""Multi-head latent attention (DeepSeek-V2, V3, Kimi K2) for
+"""Multi-head latent attention (DeepSeek-V2, V3, Kimi K2, MiniCPM3) for
 make_family_cases.py: tiny checkpoints under the releases' tensor names and
 config keys, the layer's output and the gradients of every weight and of x
 in float64, written from transformers' modeling code (numpy only).
@@ -224,6 +224,15 @@ def mla_cases(out):
     w = weights(q_lora=True)
     save(out, "kimi_k2", cfg, named(w, layers(2)), x, mla(x, w, f), 2)
 
+    # MiniCPM3 (DeepSeek-V2's attention, rotate_half's rope whatever
+    # rope_interleave says), q_proj (q_lora_rank null), no scaling.
+    minicpm3 = dict(base, model_type="minicpm3", q_lora_rank=None, attention_bias=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1e4})
+    f = {"inv": 1.0 / 1e4 ** (np.arange(0, DR, 2) / DR), "att": 1.0, "kind": "half",
+         "scale": d ** -0.5}
+    w = weights(q_lora=False)
+    save(out, "minicpm3", minicpm3, named(w, layers(0)), x, mla(x, w, f), 0)
+
     # ---- refused: each would run wrong, or not as transformers, if allowed ----
     v3 = dict(base, model_type="deepseek_v3", q_lora_rank=RQ, attention_bias=False)
     w = weights(q_lora=True)
@@ -247,6 +256,12 @@ def mla_cases(out):
         ("deepseek_v2_rope_interleave_false", dict(v3, model_type="deepseek_v2",
                                                    rope_interleave=False), plain,
          '"rope_interleave" is false'),
+        ("minicpm3_rope_interleave_true", dict(minicpm3, q_lora_rank=RQ, rope_interleave=True),
+         plain, '"rope_interleave" is true, and model_type "minicpm3" pairs the rope\'s '
+         'features as rotate_half'),
+        # MiniCPM3Config: v_head_dim null is hidden_size / num_attention_heads (8, not DV)
+        ("minicpm3_v_head_dim_from_heads", dict(minicpm3, q_lora_rank=RQ, v_head_dim=None),
+         plain, "v_head_dim 8"),
         ("deepseek_head_dim", dict(v3, head_dim=DN + DR), plain, '"head_dim" is 16'),
         ("deepseek_kv_heads", dict(v3, num_key_value_heads=1), plain,
          '"num_key_value_heads" is 1'),

@@ -133,9 +133,11 @@ def attention_name(model, layer):
     """The module name of layer `layer`'s attention, whatever the family
     calls it: model.layers.L.self_attn (Llama), gpt_neox.layers.L.attention,
     transformer.h.L.self_attention (Falcon), transformer.h.L.attn (GPT-J),
-    the Qwen-VL text models' layers.L.self_attn; a multimodal model's text
+    the Qwen-VL text models' layers.L.self_attn, DBRX's
+    transformer.blocks.L.norm_attn_norm.attn; a multimodal model's text
     layer (under language_model), not its vision tower's."""
-    pattern = re.compile(rf"(^|\.)(layers|h)\.{layer}\.(self_attn|attention|self_attention|attn)$")
+    pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
+                         rf"(self_attn|attention|self_attention|attn)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
         names = [n for n in names if "language_model" in n]
@@ -679,6 +681,8 @@ def rows_more_cases():
     # every step of the cached run on the same side of the original length
     yield family("phimoe_longrope_short", "Phimoe", phimoe, rope=longrope, pos=positions(2))
     yield family("phimoe_longrope_long", "Phimoe", phimoe, rope=longrope, pos=positions(28))
+
+
 def windows_cases():
     """Issue 41: a sliding layer with RoPE and a full-attention layer without
     it (Cohere 2: the full layers never rotate; EXAONE 4: while
@@ -693,11 +697,22 @@ def windows_cases():
     yield family("exaone4_full_nope", "Exaone4", exaone4, layer=1)
 
 
+def mla_fused_cases():
+    """DBRX: DbrxConfig's own names, a nested attn_config (kv_n_heads,
+    rope_theta, clip_qkv small enough to clip), a fused Wqkv (q's rows, k's,
+    v's)."""
+    dbrx = dict(d_model=32, n_heads=4, n_layers=1, max_seq_len=64, vocab_size=16, pad_token_id=0,
+                attn_config=dict(kv_n_heads=2, rope_theta=500000.0, clip_qkv=2.0),
+                ffn_config=dict(ffn_hidden_size=16, moe_num_experts=2, moe_top_k=1))
+    yield family("dbrx_clip", "Dbrx", dbrx, theta=500000.0)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
     yield from windows_cases()
+    yield from mla_fused_cases()
 
 
 def name_seed(name):

@@ -81,6 +81,11 @@ TEXT_IF_SET = dict(q_lora_rank=24)
 # default, a flat dict, lacks.)
 OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
              "moshi": dict(ffn_dim=128), "blt": dict(encoder_hash_byte_group_vocab=128),
+             # DbrxConfig's own names, and DbrxAttention reads attn_config.rope_theta,
+             # which DbrxAttentionConfig lacks (transformers 5.23)
+             "dbrx": dict(d_model=64, n_heads=4, max_seq_len=256,
+                          attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=0.5),
+                          ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2)),
              "cohere_compass_text": dict(rope_parameters={
                  "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 # Keys of a composite model's parts that OTHER does not shrink, by family.

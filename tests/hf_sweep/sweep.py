@@ -12,11 +12,15 @@ audio parts shrunk too), random weights (tests/hf_e2e/models.py's), saved by
 save_pretrained under WORK_DIR/<model_type>/ (kept for the next run while
 its config and transformers' version are the same), and each layer's
 attention module's input and output captured by a forward hook while the
-whole model runs on 2 x 24 tokens (float32, eager).  Then, per layer, the
-CLI on the checkpoint folder, without and with --prefill 12 (its KV cache),
-compared within TOL of max|y|:
+whole model runs on 2 x 24 tokens (float32, eager), and torch autograd's
+dL/dX and dL/dW of the module called again on those arguments, for
+L = sum(Y * DY) with a random DY.  Then, per layer, the CLI on the
+checkpoint folder with --grads (Y and the gradients) and with --prefill 12
+(its KV cache), each compared within TOL of the largest |value| of its
+tensor:
 
-    runs      every layer's attention, forward and cached, within TOL
+    runs      every layer's attention, forward, cached and its gradients,
+              within TOL
     refused   the CLI exits non-zero (its message is recorded; the
               standard: it names what the library lacks)
     MISMATCH  the CLI exits 0 with an output off by more than TOL: the
@@ -47,11 +51,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "hf_e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import families as e2e_families  # noqa: E402
 import models  # noqa: E402
-from make_hf_cases import attention_name  # noqa: E402
+from make_hf_cases import attention_name, saved_prefix  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
 
 TOL = 1e-4  # of max|y|
 MAX_PARAMETERS = 4_000_000  # a bigger "tiny" model has a size the sweep did not shrink
 BATCH, SEQ, PREFILL = 2, 24, 12
+SAVED = "x y dy grads"  # what save() writes per layer (a checkpoint saved with less is remade)
 # The text model's sizes, set where the config class has the key.
 TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, intermediate_size=128, vocab_size=128, max_position_embeddings=256,
@@ -86,7 +92,7 @@ OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2
 
 def stamp(model_type):
     """What a saved checkpoint depends on."""
-    text = json.dumps([transformers.__version__, torch.__version__, models.SEED,
+    text = json.dumps([transformers.__version__, torch.__version__, models.SEED, SAVED,
                        tiny_kwargs_of(model_type)], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -188,7 +194,8 @@ def text_model_type(model_type):
 
 def save(model_type, path):
     """Builds, randomizes and saves the family's tiny model; writes
-    x<L>.npy, y<L>.npy of each attention layer beside it."""
+    x<L>.npy, y<L>.npy, dy<L>.npy and grads<L>.npz (layer_grads) of each
+    attention layer beside it."""
     gen = torch.Generator().manual_seed(models.SEED)
     torch.manual_seed(models.SEED)
     config = make_config(model_type)
@@ -200,7 +207,21 @@ def save(model_type, path):
     models.randomize(model, gen)
     model.save_pretrained(path)
     layers = config.get_text_config(decoder=True).num_hidden_layers
-    ids = models.prompt_ids(BATCH, SEQ)
+    seen = capture_layers(model, layers, models.prompt_ids(BATCH, SEQ))
+    for layer, (args, kwargs, x, y) in seen.items():
+        dy = torch.randn(y.shape, generator=gen)
+        grads = layer_grads(model.get_submodule(attention_name(model, layer)), args, kwargs, dy,
+                            saved_prefix(path, model, layer))
+        for name, value in (("x", x), ("y", y), ("dy", dy)):
+            np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
+        np.savez(os.path.join(path, f"grads{layer}.npz"), **grads)
+    return sorted(seen)
+
+
+def capture_layers(model, layers, ids):
+    """{layer: (args, kwargs, x, y)} of each attention layer's call while the
+    model runs on ids (no grad): the module's arguments, with its input
+    hidden states x, and its output y."""
     seen = {}
     handles = []
     for layer in range(layers):
@@ -212,7 +233,7 @@ def save(model_type, path):
         def hook(mod, args, kwargs, output, layer=layer):
             x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             y = output[0] if isinstance(output, tuple) else output
-            seen[layer] = (x.detach().float().numpy(), y.detach().float().numpy())
+            seen[layer] = (args, dict(kwargs), x.detach(), y.detach())
         handles.append(module.register_forward_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
@@ -220,10 +241,30 @@ def save(model_type, path):
     finally:
         for h in handles:
             h.remove()
-    for layer, (x, y) in seen.items():
-        np.save(os.path.join(path, f"x{layer}.npy"), x)
-        np.save(os.path.join(path, f"y{layer}.npy"), y)
-    return sorted(seen)
+    return seen
+
+
+def layer_grads(module, args, kwargs, dy, prefix):
+    """{"x": dL/dX, prefix + name: dL/dW of each parameter} (float32) of
+    the attention module called again on its captured arguments, for
+    L = sum(Y * dy), by torch autograd; a parameter the call leaves unused
+    (no gradient) is left out."""
+    kwargs = dict(kwargs)
+    x = (kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]).clone()
+    x.requires_grad_(True)
+    if "hidden_states" in kwargs:
+        kwargs["hidden_states"] = x
+    else:
+        args = (x,) + tuple(args[1:])
+    names = [n for n, _ in module.named_parameters()]
+    params = tuple(p for _, p in module.named_parameters())
+    with torch.enable_grad():
+        out = module(*args, **kwargs)
+        y = out[0] if isinstance(out, tuple) else out
+        found = torch.autograd.grad((y * dy).sum(), (x,) + params, allow_unused=True)
+    grads = {"x": found[0]}
+    grads.update({prefix + n: g for n, g in zip(names, found[1:]) if g is not None})
+    return {k: g.detach().float().numpy() for k, g in grads.items()}
 
 
 def checkpoint(model_type, work):
@@ -245,14 +286,42 @@ def checkpoint(model_type, work):
 
 
 def cli_command(cli, path, layer, prefill):
+    """The CLI on layer `layer`: with --prefill, or else with --grads (Y and
+    the gradients of L = sum(Y * DY) in one run)."""
     cmd = [cli, "attention", "--weights", path, "--input", os.path.join(path, f"x{layer}.npy"),
            "--output", os.path.join(path, f"got{layer}.npy"), "--layer", str(layer),
            "--threads", "1", "--quiet"]
-    return cmd + (["--prefill", str(PREFILL)] if prefill else [])
+    if prefill:
+        return cmd + ["--prefill", str(PREFILL)]
+    return cmd + ["--grad-output", os.path.join(path, f"dy{layer}.npy"),
+                  "--grads", os.path.join(path, f"got_grads{layer}.safetensors")]
+
+
+def relative_error(got, want):
+    """max|got - want| / max|want| (inf for a shape that differs or a value
+    that is not finite)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape or not np.isfinite(got).all():
+        return float("inf")
+    return float(np.abs(got - want).max()) / (float(np.abs(want).max()) or 1.0)
+
+
+def grads_error(path, layer):
+    """(worst relative error, its tensor's name) of the CLI's gradients
+    against torch's; a tensor torch has and the CLI lacks is an infinite
+    error, one the CLI adds must be all zeros (a weight the layer does not
+    use: torch gives it no gradient)."""
+    got = load_file(os.path.join(path, f"got_grads{layer}.safetensors"))
+    want = dict(np.load(os.path.join(path, f"grads{layer}.npz")))
+    errors = [(relative_error(got[k], w) if k in got else float("inf"), k)
+              for k, w in want.items()]
+    errors += [(float(np.abs(g).max()), k) for k, g in got.items() if k not in want]
+    return max(errors)
 
 
 def check_layer(cli, path, layer, prefill):
-    """(status, detail): runs, refused, MISMATCH or crash."""
+    """(status, detail): runs, refused, MISMATCH or crash, of Y (and,
+    without prefill, of the gradients)."""
     cmd = cli_command(cli, path, layer, prefill)
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode < 0 or run.returncode > 1:
@@ -260,14 +329,16 @@ def check_layer(cli, path, layer, prefill):
     if run.returncode != 0:
         message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "exit 1"
         return "refused", message.replace(path + os.sep, "").replace("ropeattn: ", "", 1)
-    got = np.load(os.path.join(path, f"got{layer}.npy")).astype(np.float64)
-    want = np.load(os.path.join(path, f"y{layer}.npy")).astype(np.float64)
-    if got.shape != want.shape:
-        return "MISMATCH", f"shape {got.shape} != {want.shape}; {shlex.join(cmd)}"
-    scale = float(np.abs(want).max()) or 1.0
-    err = float(np.abs(got - want).max()) / scale if np.isfinite(got).all() else float("inf")
+    err = relative_error(np.load(os.path.join(path, f"got{layer}.npy")),
+                         np.load(os.path.join(path, f"y{layer}.npy")))
     if err > TOL:
         return "MISMATCH", f"max|got - want| / max|y| = {err:.3g}; {shlex.join(cmd)}"
+    if not prefill:
+        grad_err, name = grads_error(path, layer)
+        if grad_err > TOL:
+            return "MISMATCH", (f"gradient {name}: max|got - want| / max|want| = {grad_err:.3g};"
+                                f" {shlex.join(cmd)}")
+        err = max(err, grad_err)
     return "runs", f"{err:.2g}"
 
 

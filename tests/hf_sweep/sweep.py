@@ -3,6 +3,7 @@
 list_families.py lists, against transformers' own layers.
 
     .venv-hf/bin/python tests/hf_sweep/sweep.py FAMILIES.json WORK_DIR CLI [MODEL_TYPE...]
+                                                   [--update] [--expected FILE]
                                                             (make hf-sweep)
 
 For each family: a model built by transformers from its config class with
@@ -28,9 +29,15 @@ tensor:
     no model  transformers could not build the tiny model (the sweep's
               config, not the library: the reason is recorded)
 
-Writes WORK_DIR/summary.json and WORK_DIR/summary.md, prints the table and
-exits 1 when any family is a MISMATCH.
+Writes WORK_DIR/summary.json and WORK_DIR/summary.md, prints the table,
+compares each family's verdict with tests/hf_sweep/expected.tsv
+(verdicts.py; --expected FILE names another) and exits 1 when any family
+is a MISMATCH or crashes, or its verdict (or the gist of why) differs from
+the expected one: a regression, a new family that runs, or a change of a
+transformers release shows at once.  --update writes this run's verdicts
+into the file instead (only the families swept, where MODEL_TYPEs are given).
 """
+import argparse
 import copy
 import hashlib
 import json
@@ -50,6 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf_e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import families as e2e_families  # noqa: E402
+import verdicts  # noqa: E402
 import models  # noqa: E402
 from make_hf_cases import attention_name, saved_prefix  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
@@ -211,7 +219,7 @@ def save(model_type, path):
     for layer, (args, kwargs, x, y) in seen.items():
         dy = torch.randn(y.shape, generator=gen)
         grads = layer_grads(model.get_submodule(attention_name(model, layer)), args, kwargs, dy,
-                            saved_prefix(path, model, layer))
+                            grads_prefix(path, model, layer))
         for name, value in (("x", x), ("y", y), ("dy", dy)):
             np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
         np.savez(os.path.join(path, f"grads{layer}.npz"), **grads)
@@ -242,6 +250,17 @@ def capture_layers(model, layers, ids):
         for h in handles:
             h.remove()
     return seen
+
+
+def grads_prefix(path, model, layer):
+    """The name the layer's attention weights have in the saved checkpoint
+    (make_hf_cases.saved_prefix), or, where save_pretrained renames them
+    past finding, the module's own (the CLI then refuses the checkpoint or
+    its gradients' names differ: a MISMATCH that shows)."""
+    try:
+        return saved_prefix(path, model, layer)
+    except ValueError:
+        return attention_name(model, layer) + "."
 
 
 def layer_grads(module, args, kwargs, dy, prefix):
@@ -393,17 +412,57 @@ def refusal_reasons(rows):
     return sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
 
 
+def compare_verdicts(rows, version, expected_path, complete, update):
+    """The families' verdicts against expected_path's (verdicts.py): the
+    lines that differ (printed), or, with update, none (the file then
+    records this run's verdicts, a MISMATCH or crash left as it was).
+    complete: every listed family was swept."""
+    got = {r["model_type"]: (r["status"], verdicts.gist(r["status"], r["detail"]))
+           for r in rows if r["status"] in verdicts.VERDICTS}
+    old_version, expected = (verdicts.read(expected_path) if os.path.exists(expected_path)
+                             else (None, {}))
+    if update:
+        kept = {t: v for t, v in expected.items()
+                if not complete or any(r["model_type"] == t for r in rows)}
+        verdicts.write(version, {**kept, **got}, expected_path)
+        print(f"{expected_path}: {len(got)} verdicts written")
+        return []
+    lines = verdicts.differences(expected, got, complete)
+    if lines:
+        print(f"\n{len(lines)} verdicts differ from {expected_path} (transformers {old_version}; "
+              f"this run {version}); where the change is meant, `--update` records it:")
+        print("\n".join("  " + line for line in lines))
+    return lines
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s FAMILIES.json WORK_DIR CLI [MODEL_TYPE...] "
+                                     "[--update] [--expected FILE]")
+    parser.add_argument("families")
+    parser.add_argument("work")
+    parser.add_argument("cli")
+    parser.add_argument("model_types", nargs="*")
+    parser.add_argument("--expected", default=verdicts.PATH,
+                        help="the expected verdicts (default: %(default)s)")
+    parser.add_argument("--update", action="store_true",
+                        help="write this run's verdicts into the expected ones")
+    return parser.parse_args(argv[1:])
+
+
 def main(argv):
-    if len(argv) < 4:
-        sys.exit(__doc__)
+    args = parse_args(argv)
     torch.set_num_threads(1)
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    with open(argv[1], encoding="utf-8") as f:
+    with open(args.families, encoding="utf-8") as f:
         listed = json.load(f)
-    work, cli = os.path.abspath(argv[2]), os.path.abspath(argv[3])
+    work, cli = os.path.abspath(args.work), os.path.abspath(args.cli)
     os.makedirs(work, exist_ok=True)
-    wanted = set(argv[4:])
+    wanted = set(args.model_types)
+    unknown = wanted - {e["model_type"] for e in listed["families"]}
+    if unknown:
+        sys.exit(f"sweep.py: not in {args.families}: {', '.join(sorted(unknown))}")
     rows = []
     for entry in listed["families"]:
         if wanted and entry["model_type"] not in wanted:
@@ -417,7 +476,8 @@ def main(argv):
     with open(os.path.join(work, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text)
     sys.stdout.write(text)
-    sys.exit(1 if counts["MISMATCH"] or counts["CRASH"] else 0)
+    differ = compare_verdicts(rows, listed["transformers"], args.expected, not wanted, args.update)
+    sys.exit(1 if counts["MISMATCH"] or counts["CRASH"] or differ else 0)
 
 
 if __name__ == "__main__":

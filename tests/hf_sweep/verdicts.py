@@ -53,10 +53,10 @@ def write(version, expected, path=PATH):
             f.write(f"{model_type}\t{verdict}\t{why}\n")
 
 
-def differences(expected, got, complete):
+def differences(expected, got, listed=None):
     """A line per family whose verdict (or its gist) in got differs from
-    expected; complete: got is the whole list, so a family expected and not
-    swept differs too."""
+    expected; listed (the sweep was over the whole list): its model types,
+    and a family expected but not listed differs too."""
     lines = []
     for model_type, (verdict, why) in sorted(got.items()):
         if model_type not in expected:
@@ -66,7 +66,7 @@ def differences(expected, got, complete):
             old_verdict, old_why = expected[model_type]
             lines.append(f"{model_type}: {verdict}" + (f" ({why})" if why else "")
                          + f", expected {old_verdict}" + (f" ({old_why})" if old_why else ""))
-    if complete:
+    if listed is not None:
         lines += [f"{t}: in expected.tsv, no more in the list" for t in sorted(expected)
-                  if t not in got]
+                  if t not in listed]
     return lines

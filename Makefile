@@ -393,14 +393,24 @@ hf-e2e: $(BUILD)/ropeattn
 
 # The family sweep (tests/hf_sweep, issue 41): tests/hf_sweep/families.json
 # (list_families.py: transformers' RoPE decoder families) and, for each, the
-# CLI on a tiny checkpoint against transformers' layers (runs, refused or
-# MISMATCH); the checkpoints are kept in $(BUILD)/hf-sweep between runs.
+# CLI on a tiny checkpoint against transformers' layers (forward, cache and
+# gradients: runs, refused or MISMATCH), each verdict against
+# tests/hf_sweep/expected.tsv (HF_SWEEP_FLAGS=--update rewrites it); the
+# checkpoints are kept in $(BUILD)/hf-sweep between runs.
 hf-sweep: $(BUILD)/ropeattn
 	$(HF_PYTHON) tests/hf_sweep/sweep.py tests/hf_sweep/families.json $(BUILD)/hf-sweep \
-	  $(BUILD)/ropeattn
+	  $(BUILD)/ropeattn $(HF_SWEEP_FLAGS)
 
 hf-families:
 	$(HF_PYTHON) tests/hf_sweep/list_families.py tests/hf_sweep/families.json
+
+# docs/FAMILIES.md's family table and the README's lines on the families,
+# from the library's table (ropeattn families), tests/hf_sweep/families.json
+# and the sweep's expected verdicts (tests/hf_sweep/expected.tsv: `make
+# hf-sweep HF_SWEEP_FLAGS=--update` rewrites it); make test checks them
+# (tests/test_family_table.sh).
+families-doc: $(BUILD)/ropeattn
+	$(PYTHON) tests/hf_sweep/family_table.py $(BUILD)/ropeattn --write
 
 # The PyTorch 2 comparison (issue 40, docs/perf/2026-12-06-torch2.md): the
 # bench's vs torch2 column and a model end to end, where .venv-hf exists
@@ -412,5 +422,5 @@ clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families families-doc bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

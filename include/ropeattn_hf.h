@@ -64,6 +64,20 @@ extern "C" {
  * a call that succeeded.  Each thread has its own; never NULL. */
 RA_HF_API const char *ra_hf_last_error(void);
 
+/* ---- model families ---------------------------------------------------- */
+
+/* The model families ropeattn knows by config.json's model_type (the table
+ * docs/FAMILIES.md gives; `ropeattn families` prints it): how many, and for
+ * i in [0, count), sorted by model_type, the i-th one's model_type, its rope
+ * layout (an ra_layout: how q_proj's and k_proj's rows pair) and why
+ * ropeattn refuses it ("" where it runs it).  An i out of range gives NULL
+ * (layout: -1).  A model_type missing from the table is refused where its
+ * config describes attention. */
+RA_HF_API int64_t ra_hf_family_count(void);
+RA_HF_API const char *ra_hf_family_model_type(int64_t i);
+RA_HF_API int ra_hf_family_layout(int64_t i);
+RA_HF_API const char *ra_hf_family_refused(int64_t i);
+
 /* ---- checkpoints ------------------------------------------------------- */
 
 /* The .safetensors files of a checkpoint: the one at path, or, when path

@@ -1274,10 +1274,17 @@ if "$RA" convert-layout --weights cvp/model.safetensors --output cvp_half.safete
 else fail "convert-layout: the config.json beside the weights: $(head -c 300 "$TMP/stderr")"; fi
 
 # ---- help, version, demo, bench --------------------------------------------
-for cmd in "" attention rope freqs convert-layout demo bench; do
+for cmd in "" attention rope freqs families convert-layout demo bench; do
     if "$RA" $cmd --help >"$TMP/stdout" 2>"$TMP/stderr" && grep -q usage "$TMP/stdout" &&
         [ ! -s "$TMP/stderr" ]; then pass; else fail "ropeattn $cmd --help"; fi
 done
+# families: the library's table, a line each (model_type, layout, verdict)
+if "$RA" families >"$TMP/stdout" 2>"$TMP/stderr" && [ ! -s "$TMP/stderr" ] &&
+    grep -qx "llama	half	runs" "$TMP/stdout" && grep -qx "cohere	interleaved	runs" "$TMP/stdout" &&
+    grep -q "^baichuan	half	refused: .*ALiBi" "$TMP/stdout" &&
+    ! grep -qvE "^[a-z0-9_]+	(half|interleaved)	(runs|refused: .+)$" "$TMP/stdout"; then pass
+else fail "families: $(head -c 300 "$TMP/stdout") $(head -c 300 "$TMP/stderr")"; fi
+expect_usage "families takes no argument" "unexpected argument" -- families llama
 if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (amx|avx512bf16|avx512|avx2|sse2|neon)\)$'; then pass
 else fail "--version"; fi
 if "$RA" demo --seq 16 >"$TMP/stdout" 2>&1 && grep -q "^ok: 8 of 8 checks passed" "$TMP/stdout" &&

@@ -7,6 +7,7 @@
  * tensors); the rope of a config;
  * and each failure a status plus a sentence naming what was wrong.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -842,6 +843,36 @@ static void simd_cases(void)
     RUN(test_mrope_config);
 }
 
+/* The family table's listing: sorted, each model_type read by
+ * ra_hf_config_parse as listed (a refused one refused with its reason). */
+static void test_family_listing(void)
+{
+    int64_t n = ra_hf_family_count();
+    CHECK(n > 0, "%lld families", (long long)n);
+    CHECK(ra_hf_family_model_type(-1) == NULL && ra_hf_family_model_type(n) == NULL &&
+              ra_hf_family_refused(n) == NULL && ra_hf_family_layout(n) == -1,
+          "an index out of range");
+    for (int64_t i = 0; i < n; i++) {
+        const char *type = ra_hf_family_model_type(i), *why = ra_hf_family_refused(i);
+        int layout = ra_hf_family_layout(i);
+        CHECK(type && why && (layout == RA_LAYOUT_HALF || layout == RA_LAYOUT_INTERLEAVED),
+              "family %lld", (long long)i);
+        if (!type || !why) continue;
+        CHECK(i == 0 || strcmp(ra_hf_family_model_type(i - 1), type) < 0, "%s: not sorted", type);
+        char text[256];
+        snprintf(text, sizeof text, "{\"model_type\": \"%s\", \"num_attention_heads\": 4}", type);
+        ra_hf_config *c = NULL;
+        ra_status st = ra_hf_config_parse(&c, text, strlen(text));
+        if (why[0])
+            CHECK(st != RA_OK && strstr(ra_hf_last_error(), why), "%s: %s", type,
+                  ra_hf_last_error());
+        else
+            CHECK(st == RA_OK || !strstr(ra_hf_last_error(), "is refused"), "%s: %s", type,
+                  ra_hf_last_error());
+        ra_hf_config_close(c);
+    }
+}
+
 int main(void)
 {
     if (!mkdtemp(folder)) {
@@ -851,6 +882,7 @@ int main(void)
     ra_test_each_isa(simd_cases);
     RUN(test_tensor_api); /* no kernels: once */
     RUN(test_config_keys);
+    RUN(test_family_listing);
     const char *files[] = {"llama.safetensors", "phi3.safetensors", "mla.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
     rmdir(folder);

@@ -112,6 +112,7 @@ int cli_context_create(ra_context **ctx, int64_t n_threads);
 int cmd_attention(int argc, char **argv);
 int cmd_rope(int argc, char **argv);
 int cmd_freqs(int argc, char **argv);
+int cmd_families(int argc, char **argv);
 int cmd_convert_layout(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_train_demo(int argc, char **argv);

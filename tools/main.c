@@ -20,6 +20,8 @@ static const subcommand subcommands[] = {
     {"attention", cmd_attention, "run one attention layer on real weights and activations"},
     {"rope", cmd_rope, "apply rotary position embedding to a [B, S, heads, D] array"},
     {"freqs", cmd_freqs, "write the cos and sin tables of a rope (any Hugging Face rope type)"},
+    {"families", cmd_families,
+     "list the model families (model_type) ropeattn runs or refuses"},
     {"convert-layout", cmd_convert_layout,
      "permute wq/wk rows between the interleaved and half RoPE layouts"},
     {"demo", cmd_demo, "run a LLaMA-2-7B-shaped layer on generated weights and check it"},

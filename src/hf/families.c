@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "hf/hf.h"
 #include "hf/fields_json.h"
 #include "io/io_json.h"
 #include "io/io_message.h"
@@ -310,6 +311,30 @@ const ra_hf_family *ra_hf_family_find(const char *model_type)
         if (strcmp(families[i].model_type, model_type) == 0) return &families[i];
     return NULL;
 }
+
+/* ---- the public listing (ropeattn_hf.h) ----------------------------------- */
+
+#define N_FAMILIES ((int64_t)(sizeof families / sizeof families[0]))
+
+RA_HF_API int64_t ra_hf_family_count(void) { return N_FAMILIES; }
+
+RA_HF_API const char *ra_hf_family_model_type(int64_t i)
+{
+    return i >= 0 && i < N_FAMILIES ? families[i].model_type : NULL;
+}
+
+RA_HF_API int ra_hf_family_layout(int64_t i)
+{
+    return i >= 0 && i < N_FAMILIES ? (int)families[i].layout : -1;
+}
+
+RA_HF_API const char *ra_hf_family_refused(int64_t i)
+{
+    if (i < 0 || i >= N_FAMILIES) return NULL;
+    return families[i].refused ? families[i].refused : "";
+}
+
+#undef N_FAMILIES
 
 int ra_hf_fields_layout(const ra_hf_fields *config)
 {

@@ -136,6 +136,17 @@ def rope_condition(attention):
     return None
 
 
+def output_gate(attention):
+    """Where the sigmoid gate on the attention output comes from: its own
+    projection's name (g_proj, gate_proj ...: a gate per head or per
+    feature), or "q_proj" (gate rows beside the query's, Qwen3-Next's);
+    None without a gate."""
+    if not re.search(r"sigmoid\(|\.sigmoid\b", attention):
+        return None
+    own = re.search(r"self\.(\w*(?:gate|g)_proj)\s*=", attention)
+    return own.group(1) if own else "q_proj"
+
+
 def code_features(source, attention):
     both = "\n".join(attention.values())
     features = {}
@@ -150,14 +161,19 @@ def code_features(source, attention):
         features["rope_if"] = conditions
     if re.search(r"self\.sinks\b", both):
         features["sinks"] = True
-    if re.search(r"sigmoid\(gate|gate\.sigmoid|\* torch\.sigmoid", both):
-        features["output_gate"] = True
+    gate = output_gate(both)
+    if gate:
+        features["output_gate"] = gate
     if re.search(r"self\.\w*sub_norm\(attn_output|o_norm\(|attn_output = self\.\w*norm\(", both):
         features["norm_before_o_proj"] = True
-    if re.search(r"Mamba|linear_attention|GatedDeltaNet|ShortConv|RecurrentBlock", source):
-        features["hybrid_layers"] = True
+    hybrid = sorted(set(re.findall(r"Mamba|linear_attention|GatedDeltaNet|ShortConv|RecurrentBlock",
+                                   source)))
+    if hybrid:  # the kinds of layer beside softmax attention
+        features["hybrid_layers"] = hybrid
     if re.search(r"kv_shared|shared_kv", both):
         features["kv_sharing"] = True
+    if re.search(r"(?m)^class \w*Indexer\b", source) and re.search(r"self\.indexer\b", source):
+        features["indexed_attention"] = True
     return features
 
 

@@ -3,6 +3,7 @@
 list_families.py lists, against transformers' own layers.
 
     .venv-hf/bin/python tests/hf_sweep/sweep.py FAMILIES.json WORK_DIR CLI [MODEL_TYPE...]
+                                                   [--update] [--expected FILE]
                                                             (make hf-sweep)
 
 For each family: a model built by transformers from its config class with
@@ -12,12 +13,16 @@ audio parts shrunk too), random weights (tests/hf_e2e/models.py's), saved by
 save_pretrained under WORK_DIR/<model_type>/ (kept for the next run while
 its config and transformers' version are the same), and each layer's
 attention module's input and output captured by a forward hook while the
-whole model runs on 2 x 24 tokens (float32, eager).  Then, per layer, the
-CLI on the checkpoint folder, without and with --prefill 12 (its KV cache),
-compared within TOL of max|y| (--prefill past a longrope's original length
-where the input is past it: prefill_length):
+whole model runs on 2 x 24 tokens (float32, eager), and torch autograd's
+dL/dX and dL/dW of the module called again on those arguments, for
+L = sum(Y * DY) with a random DY.  Then, per layer, the CLI on the
+checkpoint folder with --grads (Y and the gradients) and with --prefill 12
+(its KV cache; past a longrope's original length where the input is past
+it: prefill_length), each compared within TOL of the largest |value| of
+its tensor:
 
-    runs      every layer's attention, forward and cached, within TOL
+    runs      every layer's attention, forward, cached and its gradients,
+              within TOL
     refused   the CLI exits non-zero (its message is recorded; the
               standard: it names what the library lacks)
     MISMATCH  the CLI exits 0 with an output off by more than TOL: the
@@ -25,9 +30,15 @@ where the input is past it: prefill_length):
     no model  transformers could not build the tiny model (the sweep's
               config, not the library: the reason is recorded)
 
-Writes WORK_DIR/summary.json and WORK_DIR/summary.md, prints the table and
-exits 1 when any family is a MISMATCH.
+Writes WORK_DIR/summary.json and WORK_DIR/summary.md, prints the table,
+compares each family's verdict with tests/hf_sweep/expected.tsv
+(verdicts.py; --expected FILE names another) and exits 1 when any family
+is a MISMATCH or crashes, or its verdict (or the gist of why) differs from
+the expected one: a regression, a new family that runs, or a change of a
+transformers release shows at once.  --update writes this run's verdicts
+into the file instead (only the families swept, where MODEL_TYPEs are given).
 """
+import argparse
 import copy
 import hashlib
 import json
@@ -47,12 +58,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "hf_e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import families as e2e_families  # noqa: E402
+import verdicts  # noqa: E402
 import models  # noqa: E402
-from make_hf_cases import attention_name  # noqa: E402
+from make_hf_cases import attention_name, saved_prefix  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
 
 TOL = 1e-4  # of max|y|
 MAX_PARAMETERS = 4_000_000  # a bigger "tiny" model has a size the sweep did not shrink
 BATCH, SEQ, PREFILL = 2, 24, 12
+SAVED = "x y dy grads"  # what save() writes per layer (a checkpoint saved with less is remade)
 # The text model's sizes, set where the config class has the key.
 TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, intermediate_size=128, vocab_size=128, max_position_embeddings=256,
@@ -107,7 +121,7 @@ OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2
 
 def stamp(model_type):
     """What a saved checkpoint depends on."""
-    text = json.dumps([transformers.__version__, torch.__version__, models.SEED,
+    text = json.dumps([transformers.__version__, torch.__version__, models.SEED, SAVED,
                        tiny_kwargs_of(model_type)], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -218,7 +232,8 @@ def text_model_type(model_type):
 
 def save(model_type, path):
     """Builds, randomizes and saves the family's tiny model; writes
-    x<L>.npy, y<L>.npy of each attention layer beside it."""
+    x<L>.npy, y<L>.npy, dy<L>.npy and grads<L>.npz (layer_grads) of each
+    attention layer beside it."""
     gen = torch.Generator().manual_seed(models.SEED)
     torch.manual_seed(models.SEED)
     config = make_config(model_type)
@@ -232,7 +247,21 @@ def save(model_type, path):
     models.randomize(model, gen)
     model.save_pretrained(path)
     layers = config.get_text_config(decoder=True).num_hidden_layers
-    ids = models.prompt_ids(BATCH, SEQ)
+    seen = capture_layers(model, layers, models.prompt_ids(BATCH, SEQ))
+    for layer, (args, kwargs, x, y) in seen.items():
+        dy = torch.randn(y.shape, generator=gen)
+        grads = layer_grads(model.get_submodule(attention_name(model, layer)), args, kwargs, dy,
+                            grads_prefix(path, model, layer))
+        for name, value in (("x", x), ("y", y), ("dy", dy)):
+            np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
+        np.savez(os.path.join(path, f"grads{layer}.npz"), **grads)
+    return sorted(seen)
+
+
+def capture_layers(model, layers, ids):
+    """{layer: (args, kwargs, x, y)} of each attention layer's call while the
+    model runs on ids (no grad): the module's arguments, with its input
+    hidden states x, and its output y."""
     seen = {}
     handles = []
     for layer in range(layers):
@@ -244,7 +273,7 @@ def save(model_type, path):
         def hook(mod, args, kwargs, output, layer=layer):
             x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             y = output[0] if isinstance(output, tuple) else output
-            seen[layer] = (x.detach().float().numpy(), y.detach().float().numpy())
+            seen[layer] = (args, dict(kwargs), x.detach(), y.detach())
         handles.append(module.register_forward_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
@@ -252,10 +281,41 @@ def save(model_type, path):
     finally:
         for h in handles:
             h.remove()
-    for layer, (x, y) in seen.items():
-        np.save(os.path.join(path, f"x{layer}.npy"), x)
-        np.save(os.path.join(path, f"y{layer}.npy"), y)
-    return sorted(seen)
+    return seen
+
+
+def grads_prefix(path, model, layer):
+    """The name the layer's attention weights have in the saved checkpoint
+    (make_hf_cases.saved_prefix), or, where save_pretrained renames them
+    past finding, the module's own (the CLI then refuses the checkpoint or
+    its gradients' names differ: a MISMATCH that shows)."""
+    try:
+        return saved_prefix(path, model, layer)
+    except ValueError:
+        return attention_name(model, layer) + "."
+
+
+def layer_grads(module, args, kwargs, dy, prefix):
+    """{"x": dL/dX, prefix + name: dL/dW of each parameter} (float32) of
+    the attention module called again on its captured arguments, for
+    L = sum(Y * dy), by torch autograd; a parameter the call leaves unused
+    (no gradient) is left out."""
+    kwargs = dict(kwargs)
+    x = (kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]).clone()
+    x.requires_grad_(True)
+    if "hidden_states" in kwargs:
+        kwargs["hidden_states"] = x
+    else:
+        args = (x,) + tuple(args[1:])
+    names = [n for n, _ in module.named_parameters()]
+    params = tuple(p for _, p in module.named_parameters())
+    with torch.enable_grad():
+        out = module(*args, **kwargs)
+        y = out[0] if isinstance(out, tuple) else out
+        found = torch.autograd.grad((y * dy).sum(), (x,) + params, allow_unused=True)
+    grads = {"x": found[0]}
+    grads.update({prefix + n: g for n, g in zip(names, found[1:]) if g is not None})
+    return {k: g.detach().float().numpy() for k, g in grads.items()}
 
 
 def checkpoint(model_type, work):
@@ -295,14 +355,42 @@ def prefill_length(path):
 
 
 def cli_command(cli, path, layer, prefill):
+    """The CLI on layer `layer`: with --prefill, or else with --grads (Y and
+    the gradients of L = sum(Y * DY) in one run)."""
     cmd = [cli, "attention", "--weights", path, "--input", os.path.join(path, f"x{layer}.npy"),
            "--output", os.path.join(path, f"got{layer}.npy"), "--layer", str(layer),
            "--threads", "1", "--quiet"]
-    return cmd + (["--prefill", str(prefill_length(path))] if prefill else [])
+    if prefill:
+        return cmd + ["--prefill", str(prefill_length(path))]
+    return cmd + ["--grad-output", os.path.join(path, f"dy{layer}.npy"),
+                  "--grads", os.path.join(path, f"got_grads{layer}.safetensors")]
+
+
+def relative_error(got, want):
+    """max|got - want| / max|want| (inf for a shape that differs or a value
+    that is not finite)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape or not np.isfinite(got).all():
+        return float("inf")
+    return float(np.abs(got - want).max()) / (float(np.abs(want).max()) or 1.0)
+
+
+def grads_error(path, layer):
+    """(worst relative error, its tensor's name) of the CLI's gradients
+    against torch's; a tensor torch has and the CLI lacks is an infinite
+    error, one the CLI adds must be all zeros (a weight the layer does not
+    use: torch gives it no gradient)."""
+    got = load_file(os.path.join(path, f"got_grads{layer}.safetensors"))
+    want = dict(np.load(os.path.join(path, f"grads{layer}.npz")))
+    errors = [(relative_error(got[k], w) if k in got else float("inf"), k)
+              for k, w in want.items()]
+    errors += [(float(np.abs(g).max()), k) for k, g in got.items() if k not in want]
+    return max(errors)
 
 
 def check_layer(cli, path, layer, prefill):
-    """(status, detail): runs, refused, MISMATCH or crash."""
+    """(status, detail): runs, refused, MISMATCH or crash, of Y (and,
+    without prefill, of the gradients)."""
     cmd = cli_command(cli, path, layer, prefill)
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode < 0 or run.returncode > 1:
@@ -310,14 +398,16 @@ def check_layer(cli, path, layer, prefill):
     if run.returncode != 0:
         message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "exit 1"
         return "refused", message.replace(path + os.sep, "").replace("ropeattn: ", "", 1)
-    got = np.load(os.path.join(path, f"got{layer}.npy")).astype(np.float64)
-    want = np.load(os.path.join(path, f"y{layer}.npy")).astype(np.float64)
-    if got.shape != want.shape:
-        return "MISMATCH", f"shape {got.shape} != {want.shape}; {shlex.join(cmd)}"
-    scale = float(np.abs(want).max()) or 1.0
-    err = float(np.abs(got - want).max()) / scale if np.isfinite(got).all() else float("inf")
+    err = relative_error(np.load(os.path.join(path, f"got{layer}.npy")),
+                         np.load(os.path.join(path, f"y{layer}.npy")))
     if err > TOL:
         return "MISMATCH", f"max|got - want| / max|y| = {err:.3g}; {shlex.join(cmd)}"
+    if not prefill:
+        grad_err, name = grads_error(path, layer)
+        if grad_err > TOL:
+            return "MISMATCH", (f"gradient {name}: max|got - want| / max|want| = {grad_err:.3g};"
+                                f" {shlex.join(cmd)}")
+        err = max(err, grad_err)
     return "runs", f"{err:.2g}"
 
 
@@ -372,17 +462,58 @@ def refusal_reasons(rows):
     return sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
 
 
+def compare_verdicts(rows, version, expected_path, complete, update):
+    """The families' verdicts against expected_path's (verdicts.py): the
+    lines that differ (printed), or, with update, none (the file then
+    records this run's verdicts, a MISMATCH or crash left as it was).
+    complete: every listed family was swept."""
+    got = {r["model_type"]: (r["status"], verdicts.gist(r["status"], r["detail"]))
+           for r in rows if r["status"] in verdicts.VERDICTS}
+    old_version, expected = (verdicts.read(expected_path) if os.path.exists(expected_path)
+                             else (None, {}))
+    if update:
+        kept = {t: v for t, v in expected.items()
+                if not complete or any(r["model_type"] == t for r in rows)}
+        verdicts.write(version, {**kept, **got}, expected_path)
+        print(f"{expected_path}: {len(got)} verdicts written")
+        return []
+    lines = verdicts.differences(expected, got,
+                                 {r["model_type"] for r in rows} if complete else None)
+    if lines:
+        print(f"\n{len(lines)} verdicts differ from {expected_path} (transformers {old_version}; "
+              f"this run {version}); where the change is meant, `--update` records it:")
+        print("\n".join("  " + line for line in lines))
+    return lines
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s FAMILIES.json WORK_DIR CLI [MODEL_TYPE...] "
+                                     "[--update] [--expected FILE]")
+    parser.add_argument("families")
+    parser.add_argument("work")
+    parser.add_argument("cli")
+    parser.add_argument("model_types", nargs="*")
+    parser.add_argument("--expected", default=verdicts.PATH,
+                        help="the expected verdicts (default: %(default)s)")
+    parser.add_argument("--update", action="store_true",
+                        help="write this run's verdicts into the expected ones")
+    return parser.parse_args(argv[1:])
+
+
 def main(argv):
-    if len(argv) < 4:
-        sys.exit(__doc__)
+    args = parse_args(argv)
     torch.set_num_threads(1)
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    with open(argv[1], encoding="utf-8") as f:
+    with open(args.families, encoding="utf-8") as f:
         listed = json.load(f)
-    work, cli = os.path.abspath(argv[2]), os.path.abspath(argv[3])
+    work, cli = os.path.abspath(args.work), os.path.abspath(args.cli)
     os.makedirs(work, exist_ok=True)
-    wanted = set(argv[4:])
+    wanted = set(args.model_types)
+    unknown = wanted - {e["model_type"] for e in listed["families"]}
+    if unknown:
+        sys.exit(f"sweep.py: not in {args.families}: {', '.join(sorted(unknown))}")
     rows = []
     for entry in listed["families"]:
         if wanted and entry["model_type"] not in wanted:
@@ -396,7 +527,8 @@ def main(argv):
     with open(os.path.join(work, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text)
     sys.stdout.write(text)
-    sys.exit(1 if counts["MISMATCH"] or counts["CRASH"] else 0)
+    differ = compare_verdicts(rows, listed["transformers"], args.expected, not wanted, args.update)
+    sys.exit(1 if counts["MISMATCH"] or counts["CRASH"] or differ else 0)
 
 
 if __name__ == "__main__":

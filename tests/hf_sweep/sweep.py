@@ -375,13 +375,27 @@ def relative_error(got, want):
     return float(np.abs(got - want).max()) / (float(np.abs(want).max()) or 1.0)
 
 
+def saved_names(want, got):
+    """want (torch's gradients by parameter name) by the names the
+    checkpoint saves, where transformers renames a tensor on load (Flint's
+    softmax_offset is its module's sinks): a name the CLI lacks takes the
+    one name under the same module that only the CLI has, of its shape."""
+    out = {}
+    for k, w in want.items():
+        prefix = k.rsplit(".", 1)[0] + "."
+        spare = [g for g in got if g not in want and g.startswith(prefix)
+                 and "." not in g[len(prefix):] and got[g].shape == w.shape]
+        out[spare[0] if k not in got and len(spare) == 1 else k] = w
+    return out
+
+
 def grads_error(path, layer):
     """(worst relative error, its tensor's name) of the CLI's gradients
     against torch's; a tensor torch has and the CLI lacks is an infinite
     error, one the CLI adds must be all zeros (a weight the layer does not
     use: torch gives it no gradient)."""
     got = load_file(os.path.join(path, f"got_grads{layer}.safetensors"))
-    want = dict(np.load(os.path.join(path, f"grads{layer}.npz")))
+    want = saved_names(dict(np.load(os.path.join(path, f"grads{layer}.npz"))), got)
     errors = [(relative_error(got[k], w) if k in got else float("inf"), k)
               for k, w in want.items()]
     errors += [(float(np.abs(g).max()), k) for k, g in got.items() if k not in want]

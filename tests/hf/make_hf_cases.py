@@ -707,12 +707,20 @@ def mla_fused_cases():
     yield family("dbrx_clip", "Dbrx", dbrx, theta=500000.0)
 
 
+def rows_plain_cases():
+    """Families of issue 41 whose attention is Llama's under another
+    model_type: Arcee (its config class's defaults: 4096 positions)."""
+    yield family("arcee", "Arcee", dict(TINY, num_hidden_layers=2), layer=1,
+                 rope={"rope_type": "linear", "factor": 2.0})
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
     yield from windows_cases()
     yield from mla_fused_cases()
+    yield from rows_plain_cases()
 
 
 def name_seed(name):

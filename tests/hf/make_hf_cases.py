@@ -709,9 +709,14 @@ def mla_fused_cases():
 
 def rows_plain_cases():
     """Families of issue 41 whose attention is Llama's under another
-    model_type: Arcee (its config class's defaults: 4096 positions)."""
+    model_type: Arcee; Mllama's self-attention layers."""
     yield family("arcee", "Arcee", dict(TINY, num_hidden_layers=2), layer=1,
                  rope={"rope_type": "linear", "factor": 2.0})
+    # Mllama's text model: a self-attention layer beside a cross-attention
+    # one (cross_attention_layers; head_dim is hidden_size / heads).
+    yield family("mllama_text_self_attention", "MllamaText",
+                 dict({k: v for k, v in TINY.items() if k != "head_dim"}, num_hidden_layers=2,
+                      cross_attention_layers=[1]), model="MllamaForCausalLM", theta=500000.0)
 
 
 def named_seed_cases():

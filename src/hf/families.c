@@ -109,6 +109,16 @@
 /* Qwen3-VL's config classes (and OLMo 3's): rope_theta's default changed. */
 #define QWEN3_VL_THETA .disputed_theta = "5000000 in transformers 4.57, 500000 in 5"
 
+/* CwmConfig's rope when config.json has neither rope_scaling nor
+ * rope_parameters (its top-level rope_theta is then ignored). */
+#define CWM_ROPE                                                                         \
+    .default_rope = "{\"rope_type\": \"llama3\", \"rope_theta\": 1000000.0, "          \
+                    "\"factor\": 16.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, " \
+                    "\"original_max_position_embeddings\": 8192}",                      \
+    .default_rope_name = "CwmConfig's default rope_parameters."
+/* MllamaTextConfig's cross_attention_layers when config.json has none. */
+#define MLLAMA_CROSS .default_cross_attention_layers = "[3, 8, 13, 18, 23, 28, 33, 38]"
+
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -121,6 +131,12 @@
 static const ra_hf_family families[] = {
     /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
     ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    ROW("arcee", H, 0, NULL,
+        "hidden_size=2560 num_attention_heads=32 max_position_embeddings=4096", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("aria_text", H, 0, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
     ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
@@ -140,6 +156,11 @@ static const ra_hf_family families[] = {
      * sliding_window_pattern read only without layer_types (then refused) */
     ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
+    /* CwmConfig: Qwen2's attention without biases, and its window rule */
+    ROW("cwm", H, 0, NULL,
+        "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
+        "head_dim=128 max_position_embeddings=131072 sliding_window=8192",
+        RA_HF_WINDOWS_FULL_EVERY_FOURTH, FIXED(0, 0), CWM_ROPE),
     /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
     ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
         "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
@@ -151,8 +172,17 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v4", I, 0,
         "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
         "is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("diffllama", H, 0,
+        "its differential attention (two softmax maps per head, the second subtracted with the "
+        "learned lambda_q1, lambda_k1 ...) is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("doge", H, 0,
+        "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
+        "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("dots3_note", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("dots3_note_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("emu3_text_model", H, 0, NULL,
+        "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0)),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
     ROW("ernie4_5", I, 0, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000", NOWINDOW,
@@ -211,7 +241,25 @@ static const ra_hf_family families[] = {
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
     ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
+    ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0)),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
+    /* InternLM3Config: Llama's model */
+    ROW("internlm3", H, RA_HF_QKV_BIAS_NAME, NULL,
+        "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 head_dim=128 "
+        "max_position_embeddings=32768", NOWINDOW, ALL(AB, 0)),
+    /* IQuestCoderConfig: Llama's model */
+    ROW("iquestcoder", H, 0, NULL,
+        "hidden_size=5120 num_attention_heads=40 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=131072", NOWINDOW, ALL(AB, 0)),
+    ROW("jais2", H, 0, NULL,
+        "hidden_size=3328 num_attention_heads=26 max_position_embeddings=8192", NOWINDOW,
+        ALL(AB, 1)),
+    ROW("jetmoe", H, 0,
+        "its mixture of attention heads (each token's queries and output projection from its "
+        "top-k routed experts) is not supported", NULL, NOWINDOW, NO_BIAS),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
@@ -230,9 +278,18 @@ static const ra_hf_family families[] = {
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* MllamaTextConfig: its self-attention layers are Llama's, head_dim
+     * hidden_size / num_attention_heads (a head_dim key that differs does
+     * not fit the weights' shapes: refused) */
+    ROW("mllama_text_model", H, RA_HF_CROSS_ATTENTION_LAYERS, NULL,
+        "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=131072", NOWINDOW, FIXED(0, 0), MLLAMA_CROSS),
     ROW("modernbert-decoder", H, 0,
         "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
         "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
+    ROW("nemotron", H, 0, NULL,
+        "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
+        "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
     ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
@@ -272,6 +329,10 @@ static const ra_hf_family families[] = {
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
         "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
         RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
+    /* SolarOpenConfig: o_proj never has a bias */
+    ROW("solar_open", H, 0, NULL,
+        "rope_theta=1000000 hidden_size=4096 num_attention_heads=64 num_key_value_heads=8 "
+        "head_dim=128 max_position_embeddings=131072", NOWINDOW, QKV(AB, 0)),
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
@@ -300,6 +361,8 @@ static const ra_hf_family families[] = {
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE
+#undef CWM_ROPE
+#undef MLLAMA_CROSS
 #undef QWEN3_VL_THETA
 #undef MLA_V3
 #undef ROW
@@ -374,6 +437,7 @@ static const attention_key attention_keys[] = {
      "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
+    {"cross_attention_layers", NULL_ONLY, RA_HF_CROSS_ATTENTION_LAYERS, "cross-attention layers"},
     {"kv_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"q_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"qk_nope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},

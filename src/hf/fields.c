@@ -296,6 +296,43 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const
     return RA_OK;
 }
 
+/* out's cross_attention_layers from item: an array of layer numbers. */
+static ra_status store_layer_numbers(const cJSON *item, ra_hf_fields *out, const char *name,
+                                     char *msg, size_t msg_len)
+{
+    int64_t n = cJSON_GetArraySize(item), i = 0;
+    if (!cJSON_IsArray(item)) n = 0;
+    out->cross_attention_layers = ra_malloc(n > 0 ? (size_t)n * sizeof(int64_t) : 1);
+    if (out->cross_attention_layers == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
+    out->n_cross_attention_layers = n;
+    int ok = cJSON_IsArray(item);
+    for (const cJSON *e = ok ? item->child : NULL; e != NULL; e = e->next, i++)
+        ok = ok && ra_io_json_integer(e, &out->cross_attention_layers[i]) &&
+             out->cross_attention_layers[i] >= 0;
+    if (!ok)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"cross_attention_layers\" must "
+                          "be an array of layer numbers (integers >= 0)", name);
+    return RA_OK;
+}
+
+/* RA_HF_CROSS_ATTENTION_LAYERS (Mllama): cross_attention_layers; absent
+ * or null, the config class's default (the row's). */
+static ra_status read_cross_attention_layers(const cJSON *root, ra_hf_fields *out,
+                                             const char *name, char *msg, size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    if (!family || !(family->features & RA_HF_CROSS_ATTENTION_LAYERS)) return RA_OK;
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "cross_attention_layers", name, &item, msg, msg_len));
+    if (item != NULL) return store_layer_numbers(item, out, name, msg, msg_len);
+    cJSON *fallback = cJSON_Parse(family->default_cross_attention_layers);
+    if (fallback == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
+    ra_status status = store_layer_numbers(fallback, out, name, msg, msg_len);
+    cJSON_Delete(fallback);
+    return status;
+}
+
 /* transformers 5's rope_parameters per layer type, for the families whose
  * sliding layers have a rope of their own (Gemma 3): "full_attention" into
  * out->rope, "sliding_attention" into out->local_rope.  Any other layout of
@@ -736,6 +773,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
+    RA_TRY(read_cross_attention_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_bias_read_json(root, out, name, msg, msg_len));
@@ -806,6 +844,7 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_hf_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
     ra_free(config->dense_layers);
+    ra_free(config->cross_attention_layers);
     cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);
 }

@@ -103,6 +103,8 @@ typedef enum ra_hf_windows {
     RA_HF_WINDOWS_LISTED, /* Cohere 2 MoE, Flint, Granite SWA, Kolibri: layer_types; without it
                              refused (the config class derives it by a formula of its own; the
                              configs it saves list it) */
+    RA_HF_WINDOWS_FULL_EVERY_FOURTH, /* CWM: layer_types, else layers 0, 4, 8 ... full and
+                                        the others sliding */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -245,6 +247,12 @@ typedef uint64_t ra_hf_features;
 /* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
  * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
 #define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
+/* cross_attention_layers (absent or null: the row's default_cross_attention_layers): those
+ * layers attend to another sequence (the vision encoder's states), and are refused by layer;
+ * the others run (Mllama's text model) */
+#define RA_HF_CROSS_ATTENTION_LAYERS (UINT64_C(1) << 28)
+/* qkv_bias is another name for attention_bias (InternLM3Config's attribute_map) */
+#define RA_HF_QKV_BIAS_NAME (UINT64_C(1) << 29)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
@@ -284,6 +292,9 @@ typedef struct ra_hf_family {
     /* Whether transformers loads its sinks from a tensor named softmax_offset
      * too (a WeightRenaming of its own: Flint). */
     int sinks_alias;
+    /* RA_HF_CROSS_ATTENTION_LAYERS: the config class's cross_attention_layers
+     * when config.json has none (a JSON array of layer numbers). */
+    const char *default_cross_attention_layers;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
@@ -403,6 +414,10 @@ typedef struct ra_hf_fields {
      * first_k_dense_replace), and prefix_dense_sliding_window_pattern (default 1) */
     unsigned char *dense_layers;
     int64_t n_dense_layers, first_dense_layers, prefix_dense_pattern;
+    /* RA_HF_CROSS_ATTENTION_LAYERS: the layers that attend to another
+     * sequence, [n_cross_attention_layers]; owned; or NULL */
+    int64_t *cross_attention_layers;
+    int64_t n_cross_attention_layers;
     /* rope_scaling (transformers v4) if it is an object, else rope_parameters
      * (v5), else the family's default rope (gpt-oss's yarn) or nothing
      * (has_rope 0, rope all default).  Values the object lacks are filled

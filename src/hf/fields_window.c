@@ -142,9 +142,10 @@ static int gated(ra_hf_windows rule)
 }
 
 /* The family's rule without layer_types (layer -1: every layer's kind, or
- * -1 where they differ).  The pattern gives a layer's kind whatever
- * sliding_window is (Gemma 3's sliding layers take the local rope); the
- * other rules slide nothing without it. */
+ * -1 where they differ).  The patterns give a layer's kind whatever
+ * sliding_window is (Gemma 3's sliding layers take the local rope; CWM's
+ * fail without a window: ra_hf_window_conflict); the other rules slide
+ * nothing without it. */
 static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
 {
     const int64_t n = w->sliding_window_pattern, first = w->max_window_layers;
@@ -153,6 +154,8 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
         return layer >= 0 ? (layer + 1) % n != 0 : n == 1 ? 0 : -1;
     }
     if (w->rule == RA_HF_WINDOWS_LISTED) return -1; /* without layer_types: refused */
+    if (w->rule == RA_HF_WINDOWS_FULL_EVERY_FOURTH)
+        return layer >= 0 ? layer % 4 != 0 : -1;
     if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {

@@ -222,6 +222,26 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
     return RA_OK;
 }
 
+/* RA_HF_CROSS_ATTENTION_LAYERS: a layer the config lists attends to
+ * another sequence: refused, naming it (layer -1: the names carry no layer
+ * number, and some layers cross-attend). */
+static ra_status refuse_cross_attention(const ra_hf_config *config, int64_t layer)
+{
+    const ra_hf_fields *hf = &config->fields;
+    for (int64_t i = 0; i < hf->n_cross_attention_layers; i++) {
+        if (layer >= 0 && hf->cross_attention_layers[i] != layer) continue;
+        if (layer < 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: cross_attention_layers makes some layers "
+                           "cross-attention, and the checkpoint's names carry no layer number",
+                           config->path);
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a cross-attention layer "
+                       "(cross_attention_layers of model_type \"%s\"): it attends to the vision "
+                       "encoder's states; cross-attention is not supported", config->path,
+                       (long long)layer, hf->family->model_type);
+    }
+    return RA_OK;
+}
+
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
                        const ra_hf_options *options, attention_tensors *t)
 {
@@ -230,6 +250,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     const ra_hf_family *family = config->fields.family;
     RA_HF_TRY(hf_find_attention(ckpt, options->layer,
                                 family && (family->features & RA_HF_MLA), t));
+    RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
     int64_t most = 2 * N_PROJ + 3 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
@@ -277,6 +298,8 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     static const ra_hf_config none = {.path = "config"}; /* says nothing */
     if (config && config->fields.quant.refused) /* its quantization, read but not run */
         return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
+    if (config && o.layer >= 0) /* before looking for its tensors, named otherwise */
+        RA_HF_TRY(refuse_cross_attention(config, o.layer));
     ra_hf_layer *l = ra_calloc(1, sizeof *l);
     if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
     attention_tensors t;

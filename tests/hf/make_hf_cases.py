@@ -707,12 +707,25 @@ def mla_fused_cases():
     yield family("dbrx_clip", "Dbrx", dbrx, theta=500000.0)
 
 
+def rows_plain_cases():
+    """Families of issue 41 whose attention is Llama's under another
+    model_type: Arcee; Mllama's self-attention layers."""
+    yield family("arcee", "Arcee", dict(TINY, num_hidden_layers=2), layer=1,
+                 rope={"rope_type": "linear", "factor": 2.0})
+    # Mllama's text model: a self-attention layer beside a cross-attention
+    # one (cross_attention_layers; head_dim is hidden_size / heads).
+    yield family("mllama_text_self_attention", "MllamaText",
+                 dict({k: v for k, v in TINY.items() if k != "head_dim"}, num_hidden_layers=2,
+                      cross_attention_layers=[1]), model="MllamaForCausalLM", theta=500000.0)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
     yield from windows_cases()
     yield from mla_fused_cases()
+    yield from rows_plain_cases()
 
 
 def name_seed(name):

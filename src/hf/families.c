@@ -30,6 +30,12 @@
 /* Qwen2VLTextConfig's and Qwen2_5_VLTextConfig's (transformers 4.57 and 5). */
 #define QWEN_VL_DEFAULTS QWEN_WINDOW(80) " rope_theta=1000000"
 #define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
+/* Gated attention (Qwen3-Next, Qwen3.5): q_proj gives a gate per head, the
+ * q/k norms scale by 1 + weight; the linear-attention layers beside it are
+ * refused (layer_types). */
+#define GATED_QWEN (RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_GATED_OUTPUT)
+/* Qwen3NextConfig's, Qwen3_5TextConfig's, Qwen3_5MoeTextConfig's defaults */
+#define GATED_QWEN_DEFAULTS "head_dim=256 partial_rotary_factor=0.25"
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define NOWINDOW RA_HF_WINDOWS_NONE
@@ -152,8 +158,13 @@ static const ra_hf_family families[] = {
     ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
     ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
-    ROW("qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported",
-        NULL, NOWINDOW, NO_BIAS),
+    /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
+    ROW("qwen3_5", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
+    ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),

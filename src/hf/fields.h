@@ -111,6 +111,8 @@ typedef struct ra_hf_window {
                                        unless (i + 1) is a multiple of it */
     unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
     int64_t n_layer_types;
+    const struct cJSON *layer_type_names; /* layer_types as written (the config's
+                                             tree, borrowed), or NULL */
     int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types,
         has_sliding_window_pattern;
     int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
@@ -138,6 +140,11 @@ int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rop
  * mask builder raises). */
 const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
 
+/* The name layer_types gives layer `layer` where it is not softmax
+ * attention (not full_attention, sliding_attention nor chunked_attention:
+ * "linear_attention", "mamba", "conv" ...), else NULL. */
+const char *ra_hf_layer_not_attention(const ra_hf_window *window, int64_t layer);
+
 /* Whether layer_types names layer `layer` chunked_attention. */
 int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
 
@@ -150,7 +157,7 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_ATTENTION_MULTIPLIER (UINT64_C(1) << 0)
 /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
 #define RA_HF_PRE_ATTN_SCALAR (UINT64_C(1) << 1)
-/* q and k norms scale by 1 + weight (Gemma 3) */
+/* q and k norms scale by 1 + weight (Gemma 3, Qwen3-Next) */
 #define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
 /* sliding layers: rope_local_base_freq, no scaling */
 #define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
@@ -212,6 +219,9 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_TEMPERATURE_TUNING (UINT64_C(1) << 26)
 /* an empty no_rope_layers is none given (Llama4TextConfig) */
 #define RA_HF_EMPTY_NO_ROPE_LAYERS (UINT64_C(1) << 27)
+/* q_proj gives each head its D query rows, then D gate rows ([2 H D, dim]); the attention's
+ * output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next's gated attention) */
+#define RA_HF_GATED_OUTPUT (UINT64_C(1) << 45)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output

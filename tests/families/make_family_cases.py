@@ -1109,6 +1109,16 @@ def family_cases(out):
         ("olmo3_without_rope_theta", dict(base, model_type="olmo3"), plain,
          'no "rope_theta": model_type "olmo3"\'s default is 10000 in transformers 4.57, 500000 '
          'in 5'),
+        # a hybrid model's layers that are not softmax attention, by their
+        # kind in layer_types ("mamba": the legacy name transformers remaps
+        # to linear_attention); gated attention's q_proj without its gates
+        ("qwen3_next_linear_layer", dict(base, model_type="qwen3_next", layer_types=[
+            "linear_attention", "full_attention"]), plain,
+         'layer 0 is a "linear_attention" layer (layer_types), not softmax attention'),
+        ("legacy_mamba_layer", dict(base, model_type="llama", layer_types=[
+            "mamba", "attention"]), plain, 'layer 0 is a "mamba" layer (layer_types)'),
+        ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
+            "full_attention"]), plain, "a gate per query head"),
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)

@@ -661,10 +661,23 @@ def late_cases():
         yield multimodal(name + "_multimodal", family_name, text, pos=mrope_positions(), **opts)
 
 
+def hybrids_cases():
+    """Hybrid models' attention layers: Qwen3-Next's gated attention (its
+    layer 1, beside a linear-attention layer 0), with biases (q_proj's
+    query and gate rows), partial rotary and q/k norms by 1 + weight."""
+    yield family("qwen3_next_gated", "Qwen3Next",
+                 dict(TINY, head_dim=16, num_hidden_layers=2, attention_bias=True,
+                      layer_types=["linear_attention", "full_attention"],
+                      linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                      linear_num_value_heads=2, num_experts=2, num_experts_per_tok=1,
+                      moe_intermediate_size=16, shared_expert_intermediate_size=16),
+                 layer=1, rope={"partial_rotary_factor": 0.5})
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
-    return iter(())
+    yield from hybrids_cases()
 
 
 def name_seed(name):

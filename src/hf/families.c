@@ -94,6 +94,9 @@ static const ra_hf_family families[] = {
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
+    /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
+    ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
+        ALL(AB, 0)),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
@@ -104,6 +107,7 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v3", I, RA_HF_MLA | RA_HF_ROPE_INTERLEAVE, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -123,6 +127,8 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
+    ROW("granitemoehybrid", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_ROPE_BY_EMBEDDING_TYPE, NULL,
+        "attention_multiplier=1", NOWINDOW, ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
@@ -132,6 +138,8 @@ static const ra_hf_family families[] = {
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* MiniMaxConfig: sliding_window (default null) slides every attention layer */
+    ROW("minimax", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
@@ -141,6 +149,7 @@ static const ra_hf_family families[] = {
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
+    ROW("olmo_hybrid", H, OLMO2, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
@@ -156,14 +165,14 @@ static const ra_hf_family families[] = {
     ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
-    ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
-        RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
     /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
     ROW("qwen3_5", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
     ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
+        RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
@@ -245,7 +254,10 @@ static const attention_key attention_keys[] = {
     {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
     {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
-    {"position_embedding_type", ROTARY, 0, "positions without RoPE"},
+    {"position_embedding_type", ROTARY, RA_HF_ROPE_BY_EMBEDDING_TYPE, "positions without RoPE"},
+    {"key_multiplier", NULL_ONLY, RA_HF_KEY_MULTIPLIER, "k scaled"},
+    {"attn_layer_indices", NULL_ONLY, RA_HF_ATTN_LAYER_INDICES,
+     "which layers are attention (the others Mamba)"},
     {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},

@@ -222,6 +222,14 @@ typedef uint64_t ra_hf_features;
 /* q_proj gives each head its D query rows, then D gate rows ([2 H D, dim]); the attention's
  * output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next's gated attention) */
 #define RA_HF_GATED_OUTPUT (UINT64_C(1) << 45)
+/* attn_layer_indices lists the attention layers; the others (all, without it) are Mamba layers,
+ * refused (Bamba) */
+#define RA_HF_ATTN_LAYER_INDICES (UINT64_C(1) << 46)
+/* position_embedding_type "rope" turns RoPE on; any other value, null or absent: no RoPE
+ * (GraniteMoeHybrid) */
+#define RA_HF_ROPE_BY_EMBEDDING_TYPE (UINT64_C(1) << 47)
+/* key_multiplier scales k (the softmax scale by it; Falcon-H1) */
+#define RA_HF_KEY_MULTIPLIER (UINT64_C(1) << 48)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
@@ -326,6 +334,13 @@ typedef struct ra_hf_fields {
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
+    double key_multiplier;          /* Falcon-H1: k scaled by it (RA_HF_KEY_MULTIPLIER) */
+    /* RA_HF_ROPE_BY_EMBEDDING_TYPE: position_embedding_type is not "rope":
+     * no layer has RoPE (GraniteMoeHybrid) */
+    int rope_off;
+    /* RA_HF_ATTN_LAYER_INDICES: the array of attention layers (the
+     * tree's, borrowed; validated: integers >= 0), or NULL (none) */
+    const struct cJSON *attn_layer_indices;
     /* Latent attention (RA_HF_MLA): the latent's rank, q's (absent or null:
      * q_proj, no q_lora_rank), each head's q/k features that do not rotate
      * and that do (head_dim is set to it, the rope's, as transformers'
@@ -343,7 +358,7 @@ typedef struct ra_hf_fields {
         has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
         has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
         has_kv_channels, has_multi_query_group_num, has_rope_ratio,
-        has_attn_logit_softcapping;
+        has_attn_logit_softcapping, has_key_multiplier;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
@@ -406,6 +421,9 @@ void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
  * rotate_half's for latent attention with rope_interleave false; -1 for a
  * config without a family. */
 int ra_hf_fields_layout(const ra_hf_fields *config);
+
+/* Whether config's attn_layer_indices lists layer `layer` (RA_HF_ATTN_LAYER_INDICES). */
+int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer);
 
 /* Fills what rope lacks from config's top level: rope_theta,
  * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps

@@ -227,7 +227,14 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
  * an attention layer ropeattn can run: refused, naming its kind. */
 static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
 {
-    const char *kind = ra_hf_layer_not_attention(&config->fields.window, layer);
+    const ra_hf_fields *hf = &config->fields;
+    if (hf->family && (hf->family->features & RA_HF_ATTN_LAYER_INDICES) && layer >= 0) {
+        if (!ra_hf_attn_layer_listed(hf, layer))
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"mamba\" layer (not in "
+                           "attn_layer_indices), not softmax attention: ropeattn runs only a "
+                           "hybrid model's attention layers", config->path, (long long)layer);
+    }
+    const char *kind = ra_hf_layer_not_attention(&hf->window, layer);
     if (kind == NULL) return RA_OK;
     return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
                    "softmax attention: ropeattn runs only a hybrid model's attention layers",

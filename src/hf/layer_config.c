@@ -296,6 +296,9 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->scale = hf->has_attention_multiplier    ? hf->attention_multiplier
                  : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
                                                  : 0.0;
+    /* Falcon-H1's key_multiplier scales k, so every logit */
+    if (hf->has_key_multiplier)
+        out->scale = hf->key_multiplier * (out->scale ? out->scale : 1.0 / sqrt((double)head_dim));
     return RA_OK;
 }
 
@@ -311,6 +314,10 @@ static void layer_name(char *buf, size_t len, int64_t layer)
 static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
+    if (hf->rope_off) { /* GraniteMoeHybrid's position_embedding_type */
+        out->no_rope = 1;
+        return RA_OK;
+    }
     if (!hf->no_rope_layers && hf->has_no_rope_layer_interval) {
         if (layer < 0 && hf->no_rope_layer_interval > 0)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's no_rope_layer_interval turns RoPE "

@@ -1117,6 +1117,13 @@ def family_cases(out):
          'layer 0 is a "linear_attention" layer (layer_types), not softmax attention'),
         ("legacy_mamba_layer", dict(base, model_type="llama", layer_types=[
             "mamba", "attention"]), plain, 'layer 0 is a "mamba" layer (layer_types)'),
+        ("bamba_mamba_layer", dict(base, model_type="bamba", attn_layer_indices=[1]), plain,
+         'layer 0 is a "mamba" layer (not in attn_layer_indices)'),
+        ("bamba_attn_layer_indices_string", dict(base, model_type="bamba",
+                                                 attn_layer_indices="0"), plain,
+         '"attn_layer_indices" must be an array of layer numbers'),
+        ("key_multiplier_outside_falcon_h1", dict(base, model_type="llama", key_multiplier=0.5),
+         plain, '"key_multiplier" (k scaled) changes attention'),
         ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
             "full_attention"]), plain, "a gate per query head"),
     ]

@@ -83,8 +83,9 @@ OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_ex
 # defaults would leave the tiny model none (or cannot build it shrunk).
 OVERRIDES.update({
     "bamba": dict(attn_layer_indices=[1]),
-    "granitemoehybrid": dict(layer_types=["mamba", "attention"]),
-    "falcon_h1": dict(mamba_d_head=32, mamba_n_heads=4, mamba_d_ssm=128),
+    "granitemoehybrid": dict(layer_types=["mamba", "attention"], position_embedding_type="rope",
+                             attention_multiplier=0.2),
+    "falcon_h1": dict(mamba_d_head=32, mamba_n_heads=4, mamba_d_ssm=128, key_multiplier=0.7),
     "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
     "lfm2": dict(layer_types=["conv", "full_attention"]),
     "recurrent_gemma": dict(block_types=["recurrent", "attention"]),
@@ -243,7 +244,7 @@ def save(model_type, path):
 
 # A module named as attention whose class is not softmax attention (MiniMax's
 # lightning attention, Bailing's delta attention).
-NOT_SOFTMAX = re.compile(r"Lightning|Delta|Linear|Mamba|Recurrent|Conv|Rglru")
+NOT_SOFTMAX = re.compile(r"Lightning|Delta|Linear|Mamba|RecurrentBlock|Conv|Rglru")
 
 
 def softmax_attention(model, layer):

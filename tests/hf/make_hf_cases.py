@@ -672,6 +672,17 @@ def hybrids_cases():
                       linear_num_value_heads=2, num_experts=2, num_experts_per_tok=1,
                       moe_intermediate_size=16, shared_expert_intermediate_size=16),
                  layer=1, rope={"partial_rotary_factor": 0.5})
+    mamba = dict(mamba_d_state=8, mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1,
+                 mamba_expand=2, mamba_d_conv=4, mamba_chunk_size=8)
+    # Falcon-H1: every layer attention beside Mamba; key_multiplier scales k
+    yield family("falcon_h1_key_multiplier", "FalconH1",
+                 dict(TINY, key_multiplier=0.7, attention_bias=True, mamba_d_ssm=64, **mamba))
+    # GraniteMoeHybrid: a Mamba layer 0, attention layer 1 without RoPE
+    # (position_embedding_type null, its default) and attention_multiplier
+    yield family("granitemoehybrid_nope", "GraniteMoeHybrid",
+                 dict(TINY, num_hidden_layers=2, layer_types=["mamba", "attention"],
+                      attention_multiplier=0.2, num_local_experts=2, num_experts_per_tok=1,
+                      shared_intermediate_size=16, **mamba), layer=1)
 
 
 def named_seed_cases():

@@ -16,6 +16,9 @@
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
+/* LFM2's attention (beside its convolution layers) */
+#define LFM2_NAMES "its attention's out_proj, q_layernorm and k_layernorm names (and norm_eps) are " \
+                   "not read yet"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -94,6 +97,8 @@ static const ra_hf_family families[] = {
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
+    ROW("bailing_hybrid", I, 0, "its latent attention's output gate per head (g_proj) is not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
     /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
         ALL(AB, 0)),
@@ -131,10 +136,16 @@ static const ra_hf_family families[] = {
         "attention_multiplier=1", NOWINDOW, ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
+    ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
+        "position projection (r_proj) are not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("lfm2", H, 0, LFM2_NAMES, NULL, NOWINDOW, NO_BIAS),
+    ROW("lfm2_moe", H, 0, LFM2_NAMES, NULL, NOWINDOW, NO_BIAS),
+    ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
@@ -178,12 +189,18 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
+        "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
         "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
         RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
+    ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
+        "with the embeddings, with adapters per layer: not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("zaya", H, 0, "its q, k and v come from a convolutional projection (ZayaCCAProjection): "
+        "not supported", NULL, NOWINDOW, NO_BIAS),
 };
 
 #undef H

@@ -1127,6 +1127,18 @@ def family_cases(out):
         ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
             "full_attention"]), plain, "a gate per query head"),
     ]
+    # hybrid families whose attention needs what ropeattn lacks: each names it
+    for family_type, what in (
+            ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
+            ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
+            ("lfm2", "its attention's out_proj, q_layernorm and k_layernorm names"),
+            ("lfm2_moe", "its attention's out_proj, q_layernorm and k_layernorm names"),
+            ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
+            ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
+            ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
+            ("zaya", "its q, k and v come from a convolutional projection")):
+        refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,
+                         f'model_type "{family_type}" is refused: {what}'))
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
     # 3-D positions where the rope has no sections: refused by --positions.

@@ -87,9 +87,10 @@ OVERRIDES.update({
                              attention_multiplier=0.2),
     "falcon_h1": dict(mamba_d_head=32, mamba_n_heads=4, mamba_d_ssm=128, key_multiplier=0.7),
     "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
-    "lfm2": dict(layer_types=["conv", "full_attention"]),
+    "lfm2": dict(layer_types=["conv", "full_attention"], num_hidden_layers=2),
     "recurrent_gemma": dict(block_types=["recurrent", "attention"]),
     "zamba2": dict(layers_block_type=["mamba", "hybrid"]),
+    "bailing_hybrid": dict(n_group=1, topk_group=1, num_experts_per_tok=2),
 })
 # A composite model's other parts (vision, audio): the keys each has.
 OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2, num_heads=2,

@@ -16,9 +16,10 @@
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
-/* LFM2's attention (beside its convolution layers) */
-#define LFM2_NAMES "its attention's out_proj, q_layernorm and k_layernorm names (and norm_eps) are " \
-                   "not read yet"
+/* LFM2's attention (beside its convolution layers): q_layernorm, k_layernorm
+ * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
+#define LFM2 (RA_HF_QK_NORM | RA_HF_ALIASES)
+#define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -142,8 +143,8 @@ static const ra_hf_family families[] = {
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("lfm2", H, 0, LFM2_NAMES, NULL, NOWINDOW, NO_BIAS),
-    ROW("lfm2_moe", H, 0, LFM2_NAMES, NULL, NOWINDOW, NO_BIAS),
+    ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
         NULL, NOWINDOW, NO_BIAS),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),

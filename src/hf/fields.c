@@ -91,6 +91,7 @@ static const field aliases[] = {
     ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, RA_HF_ALIASES),
     ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0, RA_HF_ALIASES),
     ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0, RA_HF_ALIASES),
+    ALIAS("norm_eps", rms_norm_eps, POSITIVE_NUMBER, 0, RA_HF_ALIASES), /* LFM2 */
 };
 
 /* Stores item's value in the field of out, or fails naming the key. */

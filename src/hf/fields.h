@@ -171,7 +171,8 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_OVER_PROJECTION (UINT64_C(1) << 7)
 /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
 #define RA_HF_QK_NORM (UINT64_C(1) << 8)
-/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
+/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX),
+ * norm_eps (LFM2): other names of the fields */
 #define RA_HF_ALIASES (UINT64_C(1) << 9)
 /* clip_qkv clamps q, k, v (OLMo) */
 #define RA_HF_CLIP_QKV (UINT64_C(1) << 10)

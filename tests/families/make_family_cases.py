@@ -1131,8 +1131,6 @@ def family_cases(out):
     for family_type, what in (
             ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
             ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
-            ("lfm2", "its attention's out_proj, q_layernorm and k_layernorm names"),
-            ("lfm2_moe", "its attention's out_proj, q_layernorm and k_layernorm names"),
             ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
             ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
             ("zamba2", "its attention is one shared block run on the hidden state concatenated"),

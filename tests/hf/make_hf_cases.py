@@ -672,6 +672,11 @@ def hybrids_cases():
                       linear_num_value_heads=2, num_experts=2, num_experts_per_tok=1,
                       moe_intermediate_size=16, shared_expert_intermediate_size=16),
                  layer=1, rope={"partial_rotary_factor": 0.5})
+    # LFM2: a convolution layer 0, attention layer 1 with q_layernorm,
+    # k_layernorm (epsilon norm_eps) and out_proj
+    yield family("lfm2_attention", "Lfm2",
+                 dict(TINY, num_hidden_layers=2, layer_types=["conv", "full_attention"],
+                      norm_eps=0.01, block_auto_adjust_ff_dim=False), layer=1)
     mamba = dict(mamba_d_state=8, mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1,
                  mamba_expand=2, mamba_d_conv=4, mamba_chunk_size=8)
     # Falcon-H1: every layer attention beside Mamba; key_multiplier scales k

@@ -76,6 +76,7 @@ static const naming_scheme schemes[] = {
     {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
     {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
     {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
+    {"model.layers.", ".self_attn.", GPTJ_NAMES, RA_LAYOUT_HALF, 0}, /* LFM2's out_proj */
     {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
     {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
     {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
@@ -609,9 +610,12 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
         find_latent(files, out, stem);
         return check_consumed(files, out, stem);
     }
+    static const char *const lfm2_norms[] = {"q_layernorm.weight", "k_layernorm.weight"};
     for (int i = 0; i < 2; i++) {
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
         out->norm[i] = hf_find_tensor(files, name, NULL);
+        snprintf(name, NAME_LEN, "%.*s%s", stem, wq, lfm2_norms[i]); /* LFM2's name */
+        if (!out->norm[i]) out->norm[i] = hf_find_tensor(files, name, NULL);
     }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);

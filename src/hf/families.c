@@ -28,6 +28,10 @@
 #define V_NORM                                                                           \
     "its v_norm (an RMSNorm of each value head) is not supported, nor its layers that take " \
     "their keys and values from an earlier layer (num_kv_shared_layers)"
+/* LFM2's attention (beside its convolution layers): q_layernorm, k_layernorm
+ * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
+#define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY)
+#define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -46,6 +50,12 @@
 #define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
 #define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
 #define GATE_PROJ "its output gate from a projection of its own (gate_proj) is not supported"
+/* Gated attention (Qwen3-Next, Qwen3.5): q_proj gives a gate per head, the
+ * q/k norms scale by 1 + weight; the linear-attention layers beside it are
+ * refused (layer_types). */
+#define GATED_QWEN (RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_GATED_OUTPUT)
+/* Qwen3NextConfig's, Qwen3_5TextConfig's, Qwen3_5MoeTextConfig's defaults */
+#define GATED_QWEN_DEFAULTS "head_dim=256 partial_rotary_factor=0.25"
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define LISTED RA_HF_WINDOWS_LISTED
@@ -143,6 +153,11 @@ static const ra_hf_family families[] = {
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
+    ROW("bailing_hybrid", I, 0, "its latent attention's output gate per head (g_proj) is not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
+    /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
+    ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
+        ALL(AB, 0)),
     /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
     ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
         NOWINDOW, NO_BIAS),
@@ -194,6 +209,7 @@ static const ra_hf_family families[] = {
     ROW("exaone_moe", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
     ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
         "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0), .sinks_alias = 1),
@@ -236,6 +252,8 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("granitemoe_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA,
         NULL, "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
+    ROW("granitemoehybrid", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_ROPE_BY_EMBEDDING_TYPE, NULL,
+        "attention_multiplier=1", NOWINDOW, ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
@@ -245,6 +263,8 @@ static const ra_hf_family families[] = {
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
+    ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
+        "position projection (r_proj) are not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* InternLM3Config: Llama's model */
     ROW("internlm3", H, RA_HF_QKV_BIAS_NAME, NULL,
@@ -264,12 +284,18 @@ static const ra_hf_family families[] = {
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
+    ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),
+    /* MiniMaxConfig: sliding_window (default null) slides every attention layer */
+    ROW("minimax", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
     ROW("ministral3", H, 0,
@@ -295,6 +321,7 @@ static const ra_hf_family families[] = {
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
+    ROW("olmo_hybrid", H, OLMO2, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
@@ -313,16 +340,23 @@ static const ra_hf_family families[] = {
     ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
+    /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
+    ROW("qwen3_5", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
+    ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
-    ROW("qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported",
-        NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen4_exp", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen4_exp_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
+        "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
     ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
@@ -341,6 +375,10 @@ static const ra_hf_family families[] = {
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
+        "with the embeddings, with adapters per layer: not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("zaya", H, 0, "its q, k and v come from a convolutional projection (ZayaCCAProjection): "
+        "not supported", NULL, NOWINDOW, NO_BIAS),
 };
 
 #undef H
@@ -445,7 +483,10 @@ static const attention_key attention_keys[] = {
     {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
     {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
-    {"position_embedding_type", ROTARY, 0, "positions without RoPE"},
+    {"position_embedding_type", ROTARY, RA_HF_ROPE_BY_EMBEDDING_TYPE, "positions without RoPE"},
+    {"key_multiplier", NULL_ONLY, RA_HF_KEY_MULTIPLIER, "k scaled"},
+    {"attn_layer_indices", NULL_ONLY, RA_HF_ATTN_LAYER_INDICES,
+     "which layers are attention (the others Mamba)"},
     {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},
@@ -464,6 +505,7 @@ static const attention_key attention_keys[] = {
     {"multi_query", FALSE_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
+    {"norm_eps", NULL_ONLY, RA_HF_NORM_EPS_KEY, "the norms' epsilon (LFM2's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
 };
 

@@ -65,6 +65,7 @@ static const field fields[] = {
     FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0, 0),
     FIELD(attn_logit_softcapping, POSITIVE_NUMBER, 0, 0),
     FIELD(attention_multiplier, POSITIVE_NUMBER, 0, 0),
+    FIELD(key_multiplier, POSITIVE_NUMBER, 0, 0),
     FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
     FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(rotary_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
@@ -90,6 +91,7 @@ static const field aliases[] = {
     ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, RA_HF_ALIASES),
     ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0, RA_HF_ALIASES),
     ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0, RA_HF_ALIASES),
+    ALIAS("norm_eps", rms_norm_eps, POSITIVE_NUMBER, 0, RA_HF_NORM_EPS_KEY),
     ALIAS("d_model", hidden_size, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
     ALIAS("n_heads", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
     ALIAS("max_seq_len", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS,
@@ -388,6 +390,41 @@ static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(ra_io_json_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
     return ra_io_json_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
                      msg, msg_len);
+}
+
+/* A hybrid family's keys for which layers are attention and whether they
+ * rotate: attn_layer_indices (Bamba: an array of layer numbers >= 0, or
+ * null: none), position_embedding_type (GraniteMoeHybrid: RoPE only when
+ * "rope"). */
+static ra_status read_hybrid(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                             size_t msg_len)
+{
+    ra_hf_features features = out->family ? out->family->features : 0;
+    const cJSON *item;
+    if (features & RA_HF_ROPE_BY_EMBEDDING_TYPE) {
+        RA_TRY(ra_io_json_key(root, "position_embedding_type", name, &item, msg, msg_len));
+        out->rope_off = !(cJSON_IsString(item) && strcmp(item->valuestring, "rope") == 0);
+    }
+    if (!(features & RA_HF_ATTN_LAYER_INDICES)) return RA_OK;
+    RA_TRY(ra_io_json_key(root, "attn_layer_indices", name, &item, msg, msg_len));
+    int ok = item == NULL || cJSON_IsArray(item);
+    int64_t layer;
+    for (const cJSON *i = cJSON_IsArray(item) ? item->child : NULL; ok && i; i = i->next)
+        ok = ra_io_json_integer(i, &layer) && layer >= 0;
+    if (!ok)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"attn_layer_indices\" must be an "
+                          "array of layer numbers (integers >= 0) or null", name);
+    out->attn_layer_indices = item;
+    return RA_OK;
+}
+
+int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer)
+{
+    const cJSON *list = config->attn_layer_indices;
+    int64_t listed;
+    for (const cJSON *i = list ? list->child : NULL; i; i = i->next)
+        if (ra_io_json_integer(i, &listed) && listed == layer) return 1;
+    return 0;
 }
 
 /* attention_bias: true, false, 1, 0; null counts as absent. */
@@ -778,6 +815,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_bias_read_json(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
+    RA_TRY(read_hybrid(root, out, name, msg, msg_len));
     RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(read_attn_config(root, out, name, msg, msg_len));

@@ -119,6 +119,8 @@ typedef struct ra_hf_window {
                                        unless (i + 1) is a multiple of it */
     unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
     int64_t n_layer_types;
+    const struct cJSON *layer_type_names; /* layer_types as written (the config's
+                                             tree, borrowed), or NULL */
     int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types,
         has_sliding_window_pattern;
     int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
@@ -147,6 +149,11 @@ int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rop
  * rule is RA_HF_WINDOWS_LISTED and the config has none. */
 const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
 
+/* The name layer_types gives layer `layer` where it is not softmax
+ * attention (not full_attention, sliding_attention nor chunked_attention:
+ * "linear_attention", "mamba", "conv" ...), else NULL. */
+const char *ra_hf_layer_not_attention(const ra_hf_window *window, int64_t layer);
+
 /* Whether layer_types names layer `layer` chunked_attention. */
 int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
 
@@ -159,7 +166,7 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_ATTENTION_MULTIPLIER (UINT64_C(1) << 0)
 /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
 #define RA_HF_PRE_ATTN_SCALAR (UINT64_C(1) << 1)
-/* q and k norms scale by 1 + weight (Gemma 3) */
+/* q and k norms scale by 1 + weight (Gemma 3, Qwen3-Next) */
 #define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
 /* sliding layers: rope_local_base_freq, no scaling */
 #define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
@@ -174,7 +181,8 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_OVER_PROJECTION (UINT64_C(1) << 7)
 /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
 #define RA_HF_QK_NORM (UINT64_C(1) << 8)
-/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
+/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX),
+ * norm_eps (LFM2): other names of the fields */
 #define RA_HF_ALIASES (UINT64_C(1) << 9)
 /* clip_qkv clamps q, k, v (OLMo) */
 #define RA_HF_CLIP_QKV (UINT64_C(1) << 10)
@@ -253,7 +261,20 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_CROSS_ATTENTION_LAYERS (UINT64_C(1) << 28)
 /* qkv_bias is another name for attention_bias (InternLM3Config's attribute_map) */
 #define RA_HF_QKV_BIAS_NAME (UINT64_C(1) << 29)
+/* q_proj gives each head its D query rows, then D gate rows ([2 H D, dim]); the attention's
+ * output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next's gated attention) */
+#define RA_HF_GATED_OUTPUT (UINT64_C(1) << 45)
+/* attn_layer_indices lists the attention layers; the others (all, without it) are Mamba layers,
+ * refused (Bamba) */
+#define RA_HF_ATTN_LAYER_INDICES (UINT64_C(1) << 46)
+/* position_embedding_type "rope" turns RoPE on; any other value, null or absent: no RoPE
+ * (GraniteMoeHybrid) */
+#define RA_HF_ROPE_BY_EMBEDDING_TYPE (UINT64_C(1) << 47)
+/* key_multiplier scales k (the softmax scale by it; Falcon-H1) */
+#define RA_HF_KEY_MULTIPLIER (UINT64_C(1) << 48)
 
+/* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
+#define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -363,6 +384,13 @@ typedef struct ra_hf_fields {
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
+    double key_multiplier;          /* Falcon-H1: k scaled by it (RA_HF_KEY_MULTIPLIER) */
+    /* RA_HF_ROPE_BY_EMBEDDING_TYPE: position_embedding_type is not "rope":
+     * no layer has RoPE (GraniteMoeHybrid) */
+    int rope_off;
+    /* RA_HF_ATTN_LAYER_INDICES: the array of attention layers (the
+     * tree's, borrowed; validated: integers >= 0), or NULL (none) */
+    const struct cJSON *attn_layer_indices;
     /* Latent attention (RA_HF_MLA): the latent's rank, q's (absent or null:
      * q_proj, no q_lora_rank), each head's q/k features that do not rotate
      * and that do (head_dim is set to it, the rope's, as transformers'
@@ -380,7 +408,7 @@ typedef struct ra_hf_fields {
         has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
         has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
         has_kv_channels, has_multi_query_group_num, has_rope_ratio,
-        has_attn_logit_softcapping;
+        has_attn_logit_softcapping, has_key_multiplier;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
@@ -452,6 +480,9 @@ void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
  * rotate_half's for latent attention with rope_interleave false; -1 for a
  * config without a family. */
 int ra_hf_fields_layout(const ra_hf_fields *config);
+
+/* Whether config's attn_layer_indices lists layer `layer` (RA_HF_ATTN_LAYER_INDICES). */
+int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer);
 
 /* Fills what rope lacks from config's top level: rope_theta,
  * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps

@@ -41,12 +41,16 @@ static ra_status read_layer_types(const cJSON *item, const char *name, ra_hf_win
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"layer_types\" must be an array of strings", name);
         const char *v = t->valuestring;
-        out->layer_types[i] = strcmp(v, "full_attention") == 0      ? RA_HF_FULL_ATTENTION
+        /* "attention": the legacy name transformers remaps to full_attention
+         * (configuration_utils' remap_legacy_layer_types, in every config) */
+        out->layer_types[i] = strcmp(v, "full_attention") == 0 ||
+                                      strcmp(v, "attention") == 0   ? RA_HF_FULL_ATTENTION
                               : strcmp(v, "sliding_attention") == 0 ? RA_HF_SLIDING_ATTENTION
                               : strcmp(v, "chunked_attention") == 0 ? RA_HF_CHUNKED_ATTENTION
                                                                     : RA_HF_OTHER_ATTENTION;
     }
     out->has_layer_types = 1;
+    out->layer_type_names = item;
     return RA_OK;
 }
 
@@ -193,6 +197,14 @@ const char *ra_hf_window_conflict(const ra_hf_window *w, int64_t layer, int no_r
     if (slides > 0 && w->has_layer_types && gated(w->rule) && !w->use_sliding_window)
         return "use_sliding_window";
     return slides > 0 && !w->has_sliding_window ? "sliding_window" : NULL;
+}
+
+const char *ra_hf_layer_not_attention(const ra_hf_window *w, int64_t layer)
+{
+    if (!w || layer < 0 || layer >= w->n_layer_types ||
+        w->layer_types[layer] != RA_HF_OTHER_ATTENTION)
+        return NULL;
+    return cJSON_GetArrayItem(w->layer_type_names, (int)layer)->valuestring;
 }
 
 int ra_hf_layer_chunked(const ra_hf_window *w, int64_t layer)

@@ -216,7 +216,7 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
         else
             RA_HF_TRY(hf_load_f32(t->src, path, l->data[t->slot] + t->offset));
     }
-    /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */
+    /* Gemma 3's and Qwen3-Next's norms scale by 1 + weight (in float32, as transformers). */
     for (int s = S_QNORM; family && (family->features & RA_HF_NORM_PLUS_ONE) && s <= S_KNORM; s++)
         for (int64_t e = 0; l->owner[s] == s && e < l->count[s]; e++) l->data[s][e] += 1.0f;
     return RA_OK;
@@ -240,6 +240,25 @@ static ra_status refuse_cross_attention(const ra_hf_config *config, int64_t laye
                        (long long)layer, hf->family->model_type);
     }
     return RA_OK;
+}
+
+/* A layer that the config's layer_types names other than softmax attention
+ * (a hybrid model's linear-attention, Mamba or convolution layers) is not
+ * an attention layer ropeattn can run: refused, naming its kind. */
+static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
+{
+    const ra_hf_fields *hf = &config->fields;
+    if (hf->family && (hf->family->features & RA_HF_ATTN_LAYER_INDICES) && layer >= 0) {
+        if (!ra_hf_attn_layer_listed(hf, layer))
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"mamba\" layer (not in "
+                           "attn_layer_indices), not softmax attention: ropeattn runs only a "
+                           "hybrid model's attention layers", config->path, (long long)layer);
+    }
+    const char *kind = ra_hf_layer_not_attention(&hf->window, layer);
+    if (kind == NULL) return RA_OK;
+    return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
+                   "softmax attention: ropeattn runs only a hybrid model's attention layers",
+                   config->path, (long long)layer, kind);
 }
 
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
@@ -300,6 +319,7 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
         return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
     if (config && o.layer >= 0) /* before looking for its tensors, named otherwise */
         RA_HF_TRY(refuse_cross_attention(config, o.layer));
+    if (config) RA_HF_TRY(check_layer_kind(config, o.layer));
     ra_hf_layer *l = ra_calloc(1, sizeof *l);
     if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
     attention_tensors t;

@@ -250,12 +250,16 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     /* head_dim: the option's, else the config's (H * D may differ from
      * dim, as in Qwen3), else wq's rows / n_heads (dim / n_heads for
      * LLaMA's square wq); the shapes below must agree with it. */
+    /* gated attention (RA_HF_GATED_OUTPUT): each head's D gate rows follow
+     * its D query rows in q_proj */
+    const int gated = hf->family && (hf->family->features & RA_HF_GATED_OUTPUT);
     int64_t head_dim = j->o->head_dim ? j->o->head_dim : hf->head_dim;
     if (!j->o->head_dim && !hf->has_head_dim) {
-        if (wq->shape[0] % n_heads != 0)
-            return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'",
-                           (long long)n_heads, (long long)wq->shape[0], wq->name);
-        head_dim = wq->shape[0] / n_heads;
+        if (wq->shape[0] % (n_heads << gated) != 0)
+            return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'%s",
+                           (long long)n_heads, (long long)wq->shape[0], wq->name,
+                           gated ? " into a query and a gate per head" : "");
+        head_dim = wq->shape[0] / (n_heads << gated);
     }
     if (head_dim % 2 != 0)
         return hf_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd; RoPE needs it even",
@@ -272,10 +276,10 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
         return hf_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
                        (long long)n_heads, (long long)n_kv_heads);
     char why[160];
-    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld%s",
+    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld%s%s",
              (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim,
-             j->o->head_dim ? " (the options')" : "");
-    RA_HF_TRY(shape_mismatch(j, PROJ_Q, n_heads * head_dim, dim, why));
+             j->o->head_dim ? " (the options')" : "", gated ? ", a gate per query head" : "");
+    RA_HF_TRY(shape_mismatch(j, PROJ_Q, (n_heads << gated) * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_K, n_kv_heads * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_V, n_kv_heads * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_O, dim, n_heads * head_dim, why));
@@ -285,12 +289,16 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->n_heads = n_heads;
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
+    out->gated_output = gated;
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
     out->scale = hf->has_attention_multiplier    ? hf->attention_multiplier
                  : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
                                                  : 0.0;
+    /* Falcon-H1's key_multiplier scales k, so every logit */
+    if (hf->has_key_multiplier)
+        out->scale = hf->key_multiplier * (out->scale ? out->scale : 1.0 / sqrt((double)head_dim));
     return RA_OK;
 }
 
@@ -306,6 +314,10 @@ static void layer_name(char *buf, size_t len, int64_t layer)
 static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
+    if (hf->rope_off) { /* GraniteMoeHybrid's position_embedding_type */
+        out->no_rope = 1;
+        return RA_OK;
+    }
     if (!hf->no_rope_layers && hf->has_no_rope_layer_interval) {
         if (layer < 0 && hf->no_rope_layer_interval > 0)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's no_rope_layer_interval turns RoPE "

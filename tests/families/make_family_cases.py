@@ -1141,7 +1141,34 @@ def family_cases(out):
             "rope_type": "longrope", "rope_theta": 1e4, "original_max_position_embeddings": 16,
             "short_factor": [1.0] * (D // 2), "long_factor": [2.0] * (D // 2),
             "long_mscale": 1.2}), plain, '"rope_parameters.short_mscale" is missing'),
+        # a hybrid model's layers that are not softmax attention, by their
+        # kind in layer_types ("mamba": the legacy name transformers remaps
+        # to linear_attention); gated attention's q_proj without its gates
+        ("qwen3_next_linear_layer", dict(base, model_type="qwen3_next", layer_types=[
+            "linear_attention", "full_attention"]), plain,
+         'layer 0 is a "linear_attention" layer (layer_types), not softmax attention'),
+        ("legacy_mamba_layer", dict(base, model_type="llama", layer_types=[
+            "mamba", "attention"]), plain, 'layer 0 is a "mamba" layer (layer_types)'),
+        ("bamba_mamba_layer", dict(base, model_type="bamba", attn_layer_indices=[1]), plain,
+         'layer 0 is a "mamba" layer (not in attn_layer_indices)'),
+        ("bamba_attn_layer_indices_string", dict(base, model_type="bamba",
+                                                 attn_layer_indices="0"), plain,
+         '"attn_layer_indices" must be an array of layer numbers'),
+        ("key_multiplier_outside_falcon_h1", dict(base, model_type="llama", key_multiplier=0.5),
+         plain, '"key_multiplier" (k scaled) changes attention'),
+        ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
+            "full_attention"]), plain, "a gate per query head"),
     ]
+    # hybrid families whose attention needs what ropeattn lacks: each names it
+    for family_type, what in (
+            ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
+            ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
+            ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
+            ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
+            ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
+            ("zaya", "its q, k and v come from a convolutional projection")):
+        refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,
+                         f'model_type "{family_type}" is refused: {what}'))
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks

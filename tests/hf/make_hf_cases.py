@@ -719,6 +719,35 @@ def rows_plain_cases():
                       cross_attention_layers=[1]), model="MllamaForCausalLM", theta=500000.0)
 
 
+def hybrids_cases():
+    """Hybrid models' attention layers: Qwen3-Next's gated attention (its
+    layer 1, beside a linear-attention layer 0), with biases (q_proj's
+    query and gate rows), partial rotary and q/k norms by 1 + weight."""
+    yield family("qwen3_next_gated", "Qwen3Next",
+                 dict(TINY, head_dim=16, num_hidden_layers=2, attention_bias=True,
+                      layer_types=["linear_attention", "full_attention"],
+                      linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                      linear_num_value_heads=2, num_experts=2, num_experts_per_tok=1,
+                      moe_intermediate_size=16, shared_expert_intermediate_size=16),
+                 layer=1, rope={"partial_rotary_factor": 0.5})
+    # LFM2: a convolution layer 0, attention layer 1 with q_layernorm,
+    # k_layernorm (epsilon norm_eps) and out_proj
+    yield family("lfm2_attention", "Lfm2",
+                 dict(TINY, num_hidden_layers=2, layer_types=["conv", "full_attention"],
+                      norm_eps=0.01, block_auto_adjust_ff_dim=False), layer=1)
+    mamba = dict(mamba_d_state=8, mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1,
+                 mamba_expand=2, mamba_d_conv=4, mamba_chunk_size=8)
+    # Falcon-H1: every layer attention beside Mamba; key_multiplier scales k
+    yield family("falcon_h1_key_multiplier", "FalconH1",
+                 dict(TINY, key_multiplier=0.7, attention_bias=True, mamba_d_ssm=64, **mamba))
+    # GraniteMoeHybrid: a Mamba layer 0, attention layer 1 without RoPE
+    # (position_embedding_type null, its default) and attention_multiplier
+    yield family("granitemoehybrid_nope", "GraniteMoeHybrid",
+                 dict(TINY, num_hidden_layers=2, layer_types=["mamba", "attention"],
+                      attention_multiplier=0.2, num_local_experts=2, num_experts_per_tok=1,
+                      shared_intermediate_size=16, **mamba), layer=1)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -726,6 +755,7 @@ def named_seed_cases():
     yield from windows_cases()
     yield from mla_fused_cases()
     yield from rows_plain_cases()
+    yield from hybrids_cases()
 
 
 def name_seed(name):

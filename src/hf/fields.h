@@ -103,6 +103,9 @@ typedef enum ra_hf_windows {
     RA_HF_WINDOWS_LISTED, /* Cohere 2 MoE, Flint, Granite SWA, Kolibri: layer_types; without it
                              refused (the config class derives it by a formula of its own; the
                              configs it saves list it) */
+    RA_HF_WINDOWS_LISTED_ELSE_NONE, /* Mellum: layer_types, else no layer slides */
+    RA_HF_WINDOWS_FROM_MAX,    /* Dots1: layer_types, else the layers from max_window_layers
+                                  on (not gated) */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -245,6 +248,18 @@ typedef uint64_t ra_hf_features;
 /* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
  * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
 #define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
+/* the q and k norms come after RoPE, on the rotated q and k, under the names
+ * query_layernorm.weight and key_layernorm.weight (HunYuan-V1) */
+#define RA_HF_NORM_AFTER_ROPE (UINT64_C(1) << 33)
+/* attn_sub_norm.weight: an RMSNorm over each token's attention output, all its H * D features,
+ * before o_proj (BitNet) */
+#define RA_HF_O_NORM (UINT64_C(1) << 34)
+/* use_qk_norm (default false) turns on RA_HF_QK_NORM's q_norm and k_norm, RMSNorms of
+ * head_dim shared by the heads (GLM-4-MoE) */
+#define RA_HF_QK_NORM_BY_KEY (UINT64_C(1) << 35)
+/* rotary_dim, where the rope has no partial_rotary_factor, gives it as rotary_dim / head_dim
+ * (MiniMax-M2's convert_rope_params_to_dict) */
+#define RA_HF_ROTARY_DIM_FACTOR (UINT64_C(1) << 36)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
@@ -284,6 +299,10 @@ typedef struct ra_hf_family {
     /* Whether transformers loads its sinks from a tensor named softmax_offset
      * too (a WeightRenaming of its own: Flint). */
     int sinks_alias;
+    /* Nonzero: a rope of type dynamic with a nonzero "alpha" is NTK scaling
+     * by that fixed alpha, the default rope at base rope_theta * alpha ^
+     * (head_dim / (head_dim - 2)) (HunYuan-V1's rotary embedding). */
+    int ntk_alpha;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
@@ -349,6 +368,8 @@ typedef struct ra_hf_fields {
     int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
     int64_t kv_channels, multi_query_group_num; /* ChatGLM's head_dim, key/value heads */
     double rope_ratio;             /* ChatGLM's rope base / 10000 */
+    double rope_alpha;             /* the rope object's alpha, where the family's
+                                      ntk_alpha reads it; 0: none */
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
@@ -374,6 +395,8 @@ typedef struct ra_hf_fields {
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
     int head_layer_norms;
+    /* RA_HF_QK_NORM_BY_KEY: use_qk_norm (default false), the q and k RMSNorms on. */
+    int qk_norm_by_key;
     /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
      * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
      * has_attention_bias 0 when absent or null. */

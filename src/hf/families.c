@@ -294,8 +294,8 @@ static const ra_hf_family families[] = {
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
-    /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them (not supported) */
-    ROW("olmoe", H, OLMO2, NULL, "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16",
+    /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
+    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL, "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16",
         NOWINDOW, ALL(AB, 0)),
     ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),

@@ -177,7 +177,8 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_QK_NORM (UINT64_C(1) << 8)
 /* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
 #define RA_HF_ALIASES (UINT64_C(1) << 9)
-/* clip_qkv clamps q, k, v (OLMo) */
+/* clip_qkv clamps q, k, v (OLMo); q and k after the q/k norms where the family has them
+ * (OLMoE) */
 #define RA_HF_CLIP_QKV (UINT64_C(1) << 10)
 /* rope_theta and rope_scaling are not read (GPT-J: base 10000; ChatGLM: 10000 * rope_ratio):
  * refused if given */

@@ -343,6 +343,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
+    out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
     out->scale = hf->has_attention_multiplier    ? hf->attention_multiplier

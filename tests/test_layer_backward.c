@@ -48,13 +48,14 @@ typedef struct layer_case {
                            | POST: the q/k norms after RoPE (HunYuan);
                            | ONORM: an RMSNorm before wo (BitNet);
                            | GATE: the output gated by wq's gate rows
-                           (Qwen3-Next) */
+                           (Qwen3-Next); | CLIPN: clip_qkv clamps q and k
+                           after their norms (OLMoE) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
-       ONORM = 256, GATE = 512 };
+       ONORM = 256, GATE = 512, CLIPN = 1024 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
  * o_norm. */
@@ -176,7 +177,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .temperature_scale = 0.3,
                            .scale = c->scale, .clip_qkv = c->clip,
                            .norm_after_rope = (c->extras & POST) != 0,
-                           .gated_output = (c->extras & GATE) != 0};
+                           .gated_output = (c->extras & GATE) != 0,
+                           .clip_after_norm = (c->extras & CLIPN) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -328,12 +330,17 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
+    const int clip_late = (c->extras & CLIPN) != 0; /* OLMoE: q and k after their norms */
     if (c->clip) {
-        clip_d(q, T * qd, c->clip);
-        clip_d(k, T * kv, c->clip);
+        if (!clip_late) clip_d(q, T * qd, c->clip);
+        if (!clip_late) clip_d(k, T * kv, c->clip);
         clip_d(v, T * kv, c->clip);
     }
     if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
+    if (c->clip && clip_late) {
+        clip_d(q, T * qd, c->clip);
+        clip_d(k, T * kv, c->clip);
+    }
     const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
@@ -506,6 +513,9 @@ static const layer_case fd_cases[] = {
     /* q, k, v clamped (OLMo's clip_qkv), with and without norms */
     {"clip_qkv 0.5, biases",     2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, BIASES, 0, 0.5},
     {"clip_qkv 0.4, norms",      1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0.4},
+    /* clip_qkv after the q/k norms (OLMoE: whole-projection norms) */
+    {"clip after norms, whole",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | WHOLE | CLIPN | BIASES, 0, 0.8},
+    {"clip after norms, heads, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS | CLIPN, 0.3, 0.9},
     /* q/k norms after RoPE (HunYuan-V1-Dense); the norms there take yarn's
      * attention factor away */
     {"norms after RoPE, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | POST, 0, 0},
@@ -1236,6 +1246,7 @@ static void test_features_cached(void)
         {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
         {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
+        {"clip after whole norms",    2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, NORMS | WHOLE | CLIPN, 0, 0.8},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         fixture f;
@@ -1257,6 +1268,15 @@ static void test_features_cached(void)
     cfg.temperature_floor = 8;
     CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
           "norm_after_rope with temperature_floor");
+    cfg.temperature_floor = 0;
+    cfg.clip_after_norm = 1;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "clip_after_norm with norm_after_rope"),
+          "clip_after_norm with norm_after_rope");
+    cfg.norm_after_rope = 0;
+    cfg.qk_l2_norm = 1;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
+          "clip_after_norm with qk_l2_norm");
     ra_layer_config gated = {.struct_size = sizeof gated, .dim = 8, .n_heads = 2, .head_dim = 4,
                              .rope = &cfg_rope, .gated_output = 1};
     ra_layer_weights fused = {.struct_size = sizeof fused, .wqkv = w, .wo = w};

@@ -33,7 +33,8 @@ static const char usage[] =
     "Tensors permuted: wq.weight, wk.weight (Meta's names) and q_proj.weight,\n"
     "k_proj.weight (Hugging Face's), with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
-    "Cohere: [heads, head_dim]) and q_layernorm.norms.N.weight (StableLM 2);\n"
+    "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
+    "(HunYuan-V1) and q_layernorm.norms.N.weight (StableLM 2);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
     "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
@@ -70,9 +71,9 @@ typedef struct convert_options {
 } convert_options;
 
 /* Which projection a tensor name is. */
-/* NORM: q_norm or k_norm, one head's weights (Qwen3) or each head's [H, D]
- * (Cohere), or StableLM 2's q_layernorm.norms.N (one head's), permuted as
- * heads. */
+/* NORM: q_norm or k_norm (HunYuan-V1: query_layernorm, key_layernorm), one
+ * head's weights (Qwen3) or each head's [H, D] (Cohere), or StableLM 2's
+ * q_layernorm.norms.N (one head's), permuted as heads. */
 /* FUSED: q, k and v in one weight (or its bias), whose q and k heads move. */
 typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM, FUSED } proj_kind;
 
@@ -109,7 +110,9 @@ static proj_kind kind_of(const char *name)
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;
     }
-    if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight"))
+    if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight") ||
+        ends_with_part(name, "query_layernorm.weight") ||
+        ends_with_part(name, "key_layernorm.weight")) /* HunYuan-V1 */
         return NORM;
     if (fused_index(name) >= 0) return FUSED;
     const char *norms = strstr(name, "_layernorm.norms.");
@@ -279,7 +282,10 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
     int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
                   ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
     if (kind == NORM) { /* [head_dim], or (Cohere) [heads, head_dim] */
-        int64_t heads = ends_with_part(t->name, "q_norm.weight") ? n_heads : n_kv_heads;
+        int64_t heads = ends_with_part(t->name, "q_norm.weight") ||
+                                ends_with_part(t->name, "query_layernorm.weight")
+                            ? n_heads
+                            : n_kv_heads;
         if ((t->ndim == 1 && t->shape[0] == g->head_dim) ||
             (t->ndim == 2 && t->shape[0] > 0 && t->shape[1] == g->head_dim &&
              (!heads || t->shape[0] == heads)))

@@ -27,8 +27,10 @@
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
  *                                    model.layers.N.self_attn. as Hugging Face's
- * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
- * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight).  Meta's names
+ * with their biases (Qwen2: q_proj.bias ...), q/k norms (Qwen3:
+ * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight; HunYuan-V1:
+ * query_layernorm.weight) and a norm before o_proj (BitNet's
+ * attn_sub_norm.weight).  Meta's names
  * imply the interleaved RoPE layout; Hugging Face names the half layout
  * (its conversion permutes the rows of wq and wk).
  */
@@ -468,7 +470,7 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     int used = 0;
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm;
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
     return used;
@@ -602,7 +604,11 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
         out->bias[p] = hf_find_tensor(files, name, NULL);
     }
-    static const char *const qk_norms[] = {"q_norm.weight", "k_norm.weight"};
+    /* Qwen3's names, else HunYuan-V1's (layer_config.c checks them
+     * against the family) */
+    static const char *const qk_norms[][2] = {{"q_norm.weight", "k_norm.weight"},
+                                              {"query_layernorm.weight", "key_layernorm.weight"},
+                                              {"q_layernorm.weight", "k_layernorm.weight"}};
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
     out->layer = scheme->infix ? layer : -1;
@@ -610,17 +616,17 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
         find_latent(files, out, stem);
         return check_consumed(files, out, stem);
     }
-    static const char *const lfm2_norms[] = {"q_layernorm.weight", "k_layernorm.weight"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
-        out->norm[i] = hf_find_tensor(files, name, NULL);
-        snprintf(name, NAME_LEN, "%.*s%s", stem, wq, lfm2_norms[i]); /* LFM2's name */
-        if (!out->norm[i]) out->norm[i] = hf_find_tensor(files, name, NULL);
-    }
+    for (int i = 0; i < 2; i++)
+        for (int kind = 0; kind < 3 && !out->norm[i]; kind++) {
+            snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[kind][i]);
+            out->norm[i] = hf_find_tensor(files, name, NULL);
+        }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*s" HF_SINKS_ALIAS, stem, wq); /* Flint's checkpoints */
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
+    out->o_norm = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem);

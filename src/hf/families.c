@@ -30,7 +30,7 @@
     "their keys and values from an earlier layer (num_kv_shared_layers)"
 /* LFM2's attention (beside its convolution layers): q_layernorm, k_layernorm
  * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
-#define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY)
+#define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_QK_LAYERNORM_NAMES)
 #define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
@@ -128,6 +128,20 @@
     .default_rope_name = "CwmConfig's default rope_parameters."
 /* MllamaTextConfig's cross_attention_layers when config.json has none. */
 #define MLLAMA_CROSS .default_cross_attention_layers = "[3, 8, 13, 18, 23, 28, 33, 38]"
+/* ApertusConfig's default rope (transformers 5). */
+#define APERTUS_ROPE                                                                     \
+    .default_rope = "{\"rope_type\": \"llama3\", \"rope_theta\": 12000000.0, "          \
+                    "\"factor\": 8.0, \"original_max_position_embeddings\": 8192, "      \
+                    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}",               \
+    .default_rope_name = "ApertusConfig's default rope_parameters."
+/* MellumConfig's default rope, per layer type. */
+#define MELLUM_ROPE                                                                      \
+    .default_rope = "{\"full_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 500000.0}, \"sliding_attention\": "                  \
+                    "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}",             \
+    .default_rope_name = "MellumConfig's default rope_parameters."
+/* HunYuan-V1: q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha */
+#define HUNYUAN (RA_HF_QK_NORM | RA_HF_NORM_AFTER_ROPE)
 
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
@@ -141,6 +155,9 @@
 static const ra_hf_family families[] = {
     /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
     ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* ApertusConfig: Qwen3's q/k norms, llama3 rope by default */
+    ROW("apertus", H, RA_HF_QK_NORM, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        APERTUS_ROPE),
     ROW("arcee", H, 0, NULL,
         "hidden_size=2560 num_attention_heads=32 max_position_embeddings=4096", NOWINDOW,
         ALL(AB, 0)),
@@ -161,6 +178,9 @@ static const ra_hf_family families[] = {
     /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
     ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
         NOWINDOW, NO_BIAS),
+    ROW("bitnet", H, RA_HF_O_NORM, NULL,
+        "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
+        "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
@@ -193,6 +213,10 @@ static const ra_hf_family families[] = {
     ROW("doge", H, 0,
         "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
         "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* Dots1Config: Qwen3's attention; layer_types, else sliding from max_window_layers on */
+    ROW("dots1", H, RA_HF_QK_NORM, NULL,
+        "hidden_size=4608 num_key_value_heads=32 sliding_window=4096 max_window_layers=62",
+        RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
     ROW("dots3_note", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("dots3_note_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("emu3_text_model", H, 0, NULL,
@@ -210,6 +234,7 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
     ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("flex_olmo", H, OLMO2, NULL, "rope_theta=500000", NOWINDOW, ALL(AB, 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
     ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
         "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0), .sinks_alias = 1),
@@ -229,6 +254,10 @@ static const ra_hf_family families[] = {
     ROW("gemma4_unified_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    /* Glm4MoeConfig: o_proj has no bias; q/k norms with use_qk_norm */
+    ROW("glm4_moe", H, RA_HF_QK_NORM_BY_KEY, NULL,
+        "partial_rotary_factor=0.5 rms_norm_eps=1e-05 num_attention_heads=96 "
+        "num_key_value_heads=8", NOWINDOW, QKV(AB, 0)),
     /* Glm4MoeLiteConfig: head_dim is another name for qk_rope_head_dim (attribute_map) */
     ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
@@ -258,6 +287,13 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
+    ROW("hunyuan_v1_dense", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        .ntk_alpha = 1),
+    ROW("hunyuan_v1_moe", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        .ntk_alpha = 1),
+    ROW("hy_v3", H, RA_HF_QK_NORM, NULL,
+        "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
+        "head_dim=128", NOWINDOW, ALL(AB, 0)),
     ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
@@ -284,6 +320,9 @@ static const ra_hf_family families[] = {
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
+    ROW("laguna", H, 0,
+        "its attention output is gated by softplus(g_proj(x)), and its layers' query heads "
+        "differ (num_attention_heads_per_layer)", NULL, NOWINDOW, NO_BIAS),
     ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
@@ -291,11 +330,24 @@ static const ra_hf_family families[] = {
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* MellumConfig: a rope per layer type; layer_types, else every layer full */
+    ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
+        "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
+        "sliding_window=1024", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), MELLUM_ROPE),
     /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),
     /* MiniMaxConfig: sliding_window (default null) slides every attention layer */
     ROW("minimax", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* MiniMaxM2Config: q/k norms over the whole projection, rotary_dim */
+    ROW("minimax_m2", H, OLMO2 | RA_HF_ROTARY_DIM_FACTOR, NULL,
+        "rope_theta=5000000 hidden_size=3072 num_attention_heads=48 num_key_value_heads=8 "
+        "head_dim=128", NOWINDOW, FIXED(0, 0)),
+    /* MiniMaxM3VLTextConfig: Gemma's q/k norms (1 + weight).  Its rotary_dim is refused:
+     * transformers 5.23's code reads none (it rotates as rope_parameters says) */
+    ROW("minimax_m3_vl_text", H, RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE, NULL,
+        "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
+        "head_dim=128", RA_HF_WINDOWS_LISTED_ELSE_NONE, FIXED(0, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
     ROW("ministral3", H, 0,
@@ -313,6 +365,9 @@ static const ra_hf_family families[] = {
     ROW("modernbert-decoder", H, 0,
         "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
         "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
+    ROW("nanochat", H, 0,
+        "its rotate_half turns the other way (cat(x2, -x1)): RoPE by the opposite angle is not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
@@ -322,6 +377,9 @@ static const ra_hf_family families[] = {
     ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
     ROW("olmo_hybrid", H, OLMO2, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
+    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL, "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16",
+        NOWINDOW, ALL(AB, 0)),
     ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
@@ -401,6 +459,9 @@ static const ra_hf_family families[] = {
 #undef GPT_OSS_ROPE
 #undef CWM_ROPE
 #undef MLLAMA_CROSS
+#undef APERTUS_ROPE
+#undef MELLUM_ROPE
+#undef HUNYUAN
 #undef QWEN3_VL_THETA
 #undef MLA_V3
 #undef ROW
@@ -468,7 +529,8 @@ static const attention_key attention_keys[] = {
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
-    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM, "q and k norms"},
+    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM | RA_HF_QK_NORM_BY_KEY,
+     "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
     {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
     {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING,
@@ -493,7 +555,7 @@ static const attention_key attention_keys[] = {
     {"use_bidirectional_attention", FALSE_ONLY, 0, "attention without the causal mask"},
     {"rotary_pct", NULL_ONLY, RA_HF_ALIASES, "the rotary fraction (GPT-NeoX's name)"},
     {"rotary_emb_base", NULL_ONLY, RA_HF_ALIASES, "the rope base (GPT-NeoX's name)"},
-    {"rotary_dim", NULL_ONLY, RA_HF_ALIASES, "the rotary size (GPT-J's name)"},
+    {"rotary_dim", NULL_ONLY, RA_HF_ALIASES | RA_HF_ROTARY_DIM_FACTOR, "the rotary size"},
     {"rope_ratio", NULL_ONLY, RA_HF_ROPE_RATIO, "the rope base (ChatGLM's name)"},
     {"kv_channels", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "the head size (ChatGLM's name)"},
     {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS,

@@ -381,6 +381,35 @@ static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *o
     return RA_OK;
 }
 
+/* RA_HF_ROTARY_DIM_FACTOR (MiniMaxM2Config): without a
+ * partial_rotary_factor at the top level or in the rope object, rotary_dim
+ * gives it, rotary_dim / head_dim. */
+static void rotary_dim_factor(ra_hf_fields *out)
+{
+    if (!out->family || !(out->family->features & RA_HF_ROTARY_DIM_FACTOR)) return;
+    if (!out->has_rotary_dim || !out->has_head_dim || out->has_partial_rotary_factor ||
+        out->rope.has_partial_rotary_factor)
+        return;
+    out->partial_rotary_factor = (double)out->rotary_dim / (double)out->head_dim;
+    out->has_partial_rotary_factor = 1;
+}
+
+/* The rope object's "alpha" (a number; null, 0 or absent: none), where the
+ * family reads it (ra_hf_family.ntk_alpha). */
+static ra_status read_rope_alpha(const cJSON *rope, ra_hf_fields *out, const char *where,
+                                 const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    if (!out->family || !out->family->ntk_alpha || rope == NULL) return RA_OK;
+    RA_TRY(ra_io_json_key(rope, "alpha", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"%salpha\" must be a number >= 0", name, where);
+    out->rope_alpha = item->valuedouble;
+    return RA_OK;
+}
+
 /* RA_HF_QKV_BY_MULTI_QUERY: Falcon's packing keys, with FalconConfig's
  * defaults. */
 static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
@@ -439,7 +468,8 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const
 }
 
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
- * StableLM's qk_layernorm): true, false, 1, 0 or null (false). */
+ * StableLM's qk_layernorm), or qk_norm_by_key (GLM-4-MoE's use_qk_norm):
+ * true, false, 1, 0 or null (false). */
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, const char *name,
                                        char *msg, size_t msg_len)
 {
@@ -447,6 +477,8 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, con
     const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
                       : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
                                                       : NULL;
+    if (features & RA_HF_QK_NORM_BY_KEY)
+        return ra_io_json_flag(root, "use_qk_norm", 0, &out->qk_norm_by_key, name, msg, msg_len);
     return key ? ra_io_json_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
@@ -616,9 +648,17 @@ static ra_status read_default_rope(ra_hf_fields *out, const char **where, char *
     const ra_hf_family *family = out->family;
     if (!family || !family->default_rope) return RA_OK;
     const char *json = family->default_rope;
+    *where = family->default_rope_name;
+    if (family->features & RA_HF_LOCAL_ROPE) { /* a rope per layer type (Mellum) */
+        cJSON *nested = cJSON_Parse(json);
+        if (nested == NULL)
+            return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", *where);
+        ra_status status = read_rope_per_layer_type(nested, out, *where, msg, msg_len);
+        cJSON_Delete(nested);
+        return status;
+    }
     RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
     out->has_rope = 1;
-    *where = family->default_rope_name;
     return RA_OK;
 }
 
@@ -781,11 +821,13 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
     if (rope != NULL && !out->has_local_rope) {
         RA_TRY(ra_hf_rope_read(rope, name, where, &out->rope, msg, msg_len));
+        RA_TRY(read_rope_alpha(rope, out, where, name, msg, msg_len));
         out->has_rope = 1;
     } else if (rope == NULL) {
         RA_TRY(read_default_rope(out, &where, msg, msg_len));
     }
     RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
+    rotary_dim_factor(out);
     if (is_null(root, "rope_theta")) /* without a family default: Llama's 10000 */
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null "
                           "(transformers fails on null; leave the key out for its default, "

@@ -105,6 +105,9 @@ typedef enum ra_hf_windows {
                              configs it saves list it) */
     RA_HF_WINDOWS_FULL_EVERY_FOURTH, /* CWM: layer_types, else layers 0, 4, 8 ... full and
                                         the others sliding */
+    RA_HF_WINDOWS_LISTED_ELSE_NONE, /* Mellum: layer_types, else no layer slides */
+    RA_HF_WINDOWS_FROM_MAX,    /* Dots1: layer_types, else the layers from max_window_layers
+                                  on (not gated) */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -181,10 +184,11 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_OVER_PROJECTION (UINT64_C(1) << 7)
 /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
 #define RA_HF_QK_NORM (UINT64_C(1) << 8)
-/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX),
- * norm_eps (LFM2): other names of the fields */
+/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX):
+ * other names of the fields */
 #define RA_HF_ALIASES (UINT64_C(1) << 9)
-/* clip_qkv clamps q, k, v (OLMo) */
+/* clip_qkv clamps q, k, v (OLMo); q and k after the q/k norms where the family has them
+ * (OLMoE) */
 #define RA_HF_CLIP_QKV (UINT64_C(1) << 10)
 /* rope_theta and rope_scaling are not read (GPT-J: base 10000; ChatGLM: 10000 * rope_ratio):
  * refused if given */
@@ -272,9 +276,23 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_ROPE_BY_EMBEDDING_TYPE (UINT64_C(1) << 47)
 /* key_multiplier scales k (the softmax scale by it; Falcon-H1) */
 #define RA_HF_KEY_MULTIPLIER (UINT64_C(1) << 48)
+/* the q and k norms come after RoPE, on the rotated q and k, under the names
+ * query_layernorm.weight and key_layernorm.weight (HunYuan-V1) */
+#define RA_HF_NORM_AFTER_ROPE (UINT64_C(1) << 33)
+/* attn_sub_norm.weight: an RMSNorm over each token's attention output, all its H * D features,
+ * before o_proj (BitNet) */
+#define RA_HF_O_NORM (UINT64_C(1) << 34)
+/* use_qk_norm (default false) turns on RA_HF_QK_NORM's q_norm and k_norm, RMSNorms of
+ * head_dim shared by the heads (GLM-4-MoE) */
+#define RA_HF_QK_NORM_BY_KEY (UINT64_C(1) << 35)
+/* rotary_dim, where the rope has no partial_rotary_factor, gives it as rotary_dim / head_dim
+ * (MiniMax-M2's convert_rope_params_to_dict) */
+#define RA_HF_ROTARY_DIM_FACTOR (UINT64_C(1) << 36)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
+/* the q/k norms (RA_HF_QK_NORM) are named q_layernorm.weight and k_layernorm.weight (LFM2) */
+#define RA_HF_QK_LAYERNORM_NAMES (UINT64_C(1) << 60)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -316,6 +334,10 @@ typedef struct ra_hf_family {
     /* RA_HF_CROSS_ATTENTION_LAYERS: the config class's cross_attention_layers
      * when config.json has none (a JSON array of layer numbers). */
     const char *default_cross_attention_layers;
+    /* Nonzero: a rope of type dynamic with a nonzero "alpha" is NTK scaling
+     * by that fixed alpha, the default rope at base rope_theta * alpha ^
+     * (head_dim / (head_dim - 2)) (HunYuan-V1's rotary embedding). */
+    int ntk_alpha;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
@@ -381,6 +403,8 @@ typedef struct ra_hf_fields {
     int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
     int64_t kv_channels, multi_query_group_num; /* ChatGLM's head_dim, key/value heads */
     double rope_ratio;             /* ChatGLM's rope base / 10000 */
+    double rope_alpha;             /* the rope object's alpha, where the family's
+                                      ntk_alpha reads it; 0: none */
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
@@ -413,6 +437,8 @@ typedef struct ra_hf_fields {
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
     int head_layer_norms;
+    /* RA_HF_QK_NORM_BY_KEY: use_qk_norm (default false), the q and k RMSNorms on. */
+    int qk_norm_by_key;
     /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
      * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
      * has_attention_bias 0 when absent or null. */

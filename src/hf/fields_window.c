@@ -164,7 +164,9 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {
     case RA_HF_WINDOWS_GATED_FROM_MAX:
+    case RA_HF_WINDOWS_FROM_MAX:
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
+    case RA_HF_WINDOWS_LISTED_ELSE_NONE: return 0;
     case RA_HF_WINDOWS_AS_WRITTEN:
         if (!w->has_use_sliding_window) return 1;
         if (!w->use_sliding_window) return 0;

@@ -81,6 +81,7 @@ typedef struct attention_tensors {
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
                                          HF_SINKS_ALIAS); NULL: none */
+    const ra_st_tensor *o_norm;       /* BitNet's attn_sub_norm [H * D]; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */

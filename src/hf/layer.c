@@ -28,7 +28,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       N_SLOTS };
+       S_ONORM, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -159,7 +159,7 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
 }
 
 /* The tensor list and slots: weights, then biases, then the q/k norms,
- * then the sinks. */
+ * then the sinks, then the norm before o_proj. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
@@ -188,6 +188,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
             RA_HF_TRY(add_tensor(l, t->head_norms[i][h], S_QNORM + i, at)); /* StableLM 2 */
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
+    if (t->o_norm) RA_HF_TRY(add_tensor(l, t->o_norm, S_ONORM, 0));
     return RA_OK;
 }
 
@@ -272,7 +273,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 3 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 4 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -292,7 +293,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
     w.bqkv = slot_array(l, d, S_BQKV);
-    w.sinks = slot_array(l, d, S_SINKS);
+    w.sinks = slot_array(l, d, S_SINKS), w.o_norm = slot_array(l, d, S_ONORM);
     w.wq_a = slot_array(l, d, S_WQ_A), w.bq_a = slot_array(l, d, S_BQ_A);
     w.q_a_norm = slot_array(l, d, S_QA_NORM), w.wq_b = slot_array(l, d, S_WQ_B);
     w.wkv_a = slot_array(l, d, S_WKV_A), w.bkv_a = slot_array(l, d, S_BKV_A);
@@ -392,7 +393,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dbv = slot_array(layer, d, S_BV), r->dbo = slot_array(layer, d, S_BO);
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
-    r->dsinks = slot_array(layer, d, S_SINKS);
+    r->dsinks = slot_array(layer, d, S_SINKS), r->do_norm = slot_array(layer, d, S_ONORM);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);
     r->dq_a_norm = slot_array(layer, d, S_QA_NORM), r->dwq_b = slot_array(layer, d, S_WQ_B);
     r->dwkv_a = slot_array(layer, d, S_WKV_A), r->dbkv_a = slot_array(layer, d, S_BKV_A);

@@ -1,6 +1,7 @@
 /* rope.c — a layer's ra_rope_config from config.json: its rope object (or
  * the one set in its place), rope_theta, partial_rotary_factor and the
  * context lengths, each key the rope type needs checked. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -169,6 +170,25 @@ static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_ro
     return RA_OK;
 }
 
+/* HunYuan-V1 (ra_hf_family.ntk_alpha): a dynamic rope with alpha runs the
+ * default rope at base rope_theta * alpha ^ (head_dim / (head_dim - 2)),
+ * whatever the sequence's length, as its rotary embedding's ntk_alpha.  A
+ * rope set in the config's place says what it means. */
+static ra_status ntk_alpha(const ra_hf_config *config, int64_t head_dim, ra_hf_rope *rope)
+{
+    const double alpha = config->fields.rope_alpha;
+    if (alpha == 0 || rope->type != RA_ROPE_DYNAMIC || config->rope_parameters_set) return RA_OK;
+    if (!config->fields.has_head_dim || head_dim <= 2)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: the rope's alpha stretches its base by "
+                       "head_dim / (head_dim - 2), and the config gives no head_dim above 2 "
+                       "(transformers fails on it)", config->path);
+    double theta = rope->has_theta ? rope->theta : 10000.0;
+    rope->type = RA_ROPE_DEFAULT;
+    rope->theta = theta * pow(alpha, (double)head_dim / (double)(head_dim - 2));
+    rope->has_theta = 1;
+    return RA_OK;
+}
+
 ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
                   int64_t max_position, ra_rope_config *out)
 {
@@ -181,6 +201,7 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
                        config->path, c->rope_ratio, 10000.0 * c->rope_ratio);
     ra_hf_rope rope;
     RA_HF_TRY(layer_rope(config, layer, &rope));
+    RA_HF_TRY(ntk_alpha(config, head_dim, &rope));
     *out = rope.params; /* the scaled types' parameters; the rest is set here */
     memset(out->mrope_section, 0, sizeof out->mrope_section); /* mrope(), below */
     out->mrope_interleaved = 0;

@@ -345,6 +345,51 @@ def save_grads(out, name, x, w, f, roles=()):
         np.save(os.path.join(d, "g_%s.npy" % r), grad(w[r], lambda: attention(x, w, f)))
 
 
+def qk_norms_refusals(base, plain, prefix, H, K, D):
+    """Issue 41's families that stay refused, and the q/k norm and o_proj
+    norm tensors a family's model would not load or would initialize."""
+    ones = lambda *shape: f32(np.ones(shape))  # noqa: E731
+    qk = {prefix + "q_norm.weight": ones(D), prefix + "k_norm.weight": ones(D)}
+    after = {prefix + "query_layernorm.weight": ones(D), prefix + "key_layernorm.weight": ones(D)}
+    sub_norm = {prefix + "attn_sub_norm.weight": ones(H * D)}
+    return [
+        ("laguna", dict(base, model_type="laguna"), plain,
+         'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
+        ("nanochat", dict(base, model_type="nanochat"), plain,
+         'model_type "nanochat" is refused: its rotate_half turns the other way'),
+        # MiniMaxM3VLTextConfig's rotary_dim (64 by default): no code reads it
+        ("minimax_m3_vl_text_rotary_dim", dict(base, model_type="minimax_m3_vl_text",
+                                               rotary_dim=8), dict(plain, **qk),
+         '"rotary_dim" (the rotary size) changes attention and is not supported for '
+         'model_type "minimax_m3_vl_text"'),
+        ("olmoe_without_norms", dict(base, model_type="olmoe", clip_qkv=8.0), plain,
+         'has no q_norm.weight beside'),
+        ("bitnet_without_sub_norm", dict(base, model_type="bitnet"), plain,
+         "has no attn_sub_norm.weight beside 'model.layers.0.self_attn.o_proj.weight'"),
+        ("llama_with_sub_norm", dict(base, model_type="llama"), dict(plain, **sub_norm),
+         "tensor 'model.layers.0.self_attn.attn_sub_norm.weight' in"),
+        ("bitnet_sub_norm_shape", dict(base, model_type="bitnet"),
+         dict(plain, **{prefix + "attn_sub_norm.weight": ones(D)}),
+         "is not a vector of %d values (the columns of" % (H * D)),
+        ("hunyuan_q_norm_names", dict(base, model_type="hunyuan_v1_dense"), dict(plain, **qk),
+         'names its q/k norms query_layernorm.weight and key_layernorm.weight'),
+        ("hunyuan_without_norms", dict(base, model_type="hunyuan_v1_dense"), plain,
+         "has no query_layernorm.weight beside"),
+        ("qwen3_query_layernorm_names", dict(base, model_type="qwen3"), dict(plain, **after),
+         'names its q/k norms q_norm.weight and k_norm.weight'),
+        # HunYuan's alpha stretches the base by head_dim / (head_dim - 2)
+        ("hunyuan_alpha_without_head_dim",
+         dict({k: v for k, v in base.items() if k != "head_dim"}, model_type="hunyuan_v1_dense",
+              rope_scaling={"type": "dynamic", "alpha": 1000.0, "factor": 1.0}),
+         dict(plain, **after), "the rope's alpha stretches its base"),
+        ("glm4_moe_use_qk_norm_without_norms", dict(base, model_type="glm4_moe",
+                                                     use_qk_norm=True), plain,
+         'has no q_norm.weight beside'),
+        ("glm4_moe_norms_without_use_qk_norm", dict(base, model_type="glm4_moe"),
+         dict(plain, **qk), 'model_type "glm4_moe" reads no such q/k norm'),
+    ]
+
+
 def family_cases(out):
     dim, H, K, D = 32, 4, 2, 16
     x = f32(RNG.normal(0, 1, (B, S, dim)))
@@ -1169,6 +1214,7 @@ def family_cases(out):
             ("zaya", "its q, k and v come from a convolutional projection")):
         refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,
                          f'model_type "{family_type}" is refused: {what}'))
+    refusals += qk_norms_refusals(base, plain, layers(0), H, K, D)
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks

@@ -123,7 +123,8 @@ def randomize(model, gen, dtype):
         for name, p in model.named_parameters():
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms", name):
+            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms|query_layernorm|"
+                           r"key_layernorm|attn_sub_norm", name):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
                 p.copy_(p.to(dtype).float())
@@ -748,6 +749,41 @@ def hybrids_cases():
                       shared_intermediate_size=16, **mamba), layer=1)
 
 
+def qk_norms_cases():
+    """Issue 41's families with q/k norms, a norm before o_proj, or windows by
+    layer type, each with the feature that makes it differ from Llama on."""
+    no_head_dim = {k: v for k, v in TINY.items() if k != "head_dim"}
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 16,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    yield family("apertus_llama3", "Apertus", TINY, rope=llama3)
+    # layer 1 of two slides, as layer_types says
+    yield family("dots1_window", "Dots1",
+                 dict(TINY, num_hidden_layers=2, sliding_window=4, n_routed_experts=2,
+                      num_experts_per_tok=1, first_k_dense_replace=2,
+                      layer_types=["full_attention", "sliding_attention"]), layer=1)
+    # clip_qkv clamps q and k after the norms
+    yield family("olmoe_norms_clip", "Olmoe",
+                 dict(no_head_dim, num_experts=2, num_experts_per_tok=1, clip_qkv=1.0))
+    yield family("glm4_moe_qknorm", "Glm4Moe",
+                 dict(TINY, use_qk_norm=True, n_routed_experts=2, num_experts_per_tok=1,
+                      first_k_dense_replace=1))
+    # q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha
+    yield family("hunyuan_v1_dense_alpha", "HunYuanDenseV1", TINY,
+                 rope={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0})
+    yield family("bitnet_sub_norm", "BitNet", no_head_dim)
+    # rotary_dim 4 of head_dim 8: partial_rotary_factor 0.5 (MiniMaxM2Config)
+    yield family("minimax_m2_rotary_dim", "MiniMaxM2",
+                 dict(TINY, rotary_dim=4, num_local_experts=2, num_experts_per_tok=1))
+    # layer 0 slides, with the sliding layers' rope (MellumConfig's defaults)
+    mellum_rope = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    yield family("mellum_sliding", "Mellum",
+                 dict(TINY, num_hidden_layers=2, sliding_window=4, num_experts=2,
+                      num_experts_per_tok=1, moe_intermediate_size=8,
+                      layer_types=["sliding_attention", "full_attention"]),
+                 rope=mellum_rope, freqs=False)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -756,6 +792,7 @@ def named_seed_cases():
     yield from mla_fused_cases()
     yield from rows_plain_cases()
     yield from hybrids_cases()
+    yield from qk_norms_cases()
 
 
 def name_seed(name):

@@ -1937,6 +1937,23 @@ static void test_rope_as_transformers_reads_it(void)
               cfg.head_dim == 64 && cfg.max_position_embeddings == 131072,
           "gpt_oss defaults: %s", msg);
     ra_hf_fields_free(&cfg);
+    /* Ministral3Config without rope keys: yarn, factor 16 over 16384, theta
+     * 1e6, llama_4_scaling_beta 0.1; head_dim 128, 8 key/value heads */
+    CHECK(parse_config("{\"model_type\": \"ministral3\"}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.type == RA_ROPE_YARN && cfg.rope.params.factor == 16 &&
+              cfg.rope.params.original_max_position_embeddings == 16384 &&
+              cfg.rope.theta == 1e6 && cfg.rope.has_llama_4_scaling_beta &&
+              cfg.rope.llama_4_scaling_beta == 0.1 && cfg.head_dim == 128 &&
+              cfg.num_key_value_heads == 8 && cfg.max_position_embeddings == 262144,
+          "ministral3 defaults: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"ministral3\", \"rope_parameters\": "
+                       "{\"rope_type\": \"yarn\", \"factor\": 2.0, "
+                       "\"llama_4_scaling_beta\": \"0.1\"}}", &cfg, msg, sizeof msg) ==
+              RA_ERR_FORMAT &&
+              strcmp(msg, "config.json: \"rope_parameters.llama_4_scaling_beta\" must be a "
+                          "finite number") == 0, "ministral3 beta a string: %s", msg);
+    ra_hf_fields_free(&cfg);
     static const struct {
         const char *json;
         double theta;

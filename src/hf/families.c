@@ -88,6 +88,13 @@
                     "\"beta_slow\": 1.0, \"truncate\": false, "                          \
                     "\"original_max_position_embeddings\": 4096}",                       \
     .default_rope_name = "GptOssConfig's default rope_parameters."
+/* Ministral3Config's (its max_position_embeddings key, 262144, is the config's) */
+#define MINISTRAL3_ROPE                                                                  \
+    .default_rope = "{\"rope_type\": \"yarn\", \"rope_theta\": 1000000.0, \"factor\": 16.0, "  \
+                    "\"original_max_position_embeddings\": 16384, \"beta_fast\": 32.0, "     \
+                    "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
+                    "\"llama_4_scaling_beta\": 0.1}",                                     \
+    .default_rope_name = "Ministral3Config's default rope_parameters."
 /* Qwen3-VL's config classes (and OLMo 3's): rope_theta's default changed. */
 #define QWEN3_VL_THETA .disputed_theta = "5000000 in transformers 4.57, 500000 in 5"
 
@@ -194,10 +201,11 @@ static const ra_hf_family families[] = {
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
-    /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
-    ROW("ministral3", H, 0,
-        "its llama_4_scaling_beta (q scaled by 1 + beta log(1 + floor(position / "
-        "original_max_position_embeddings))) is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
+     * (default null) slides every layer (the model ignores layer_types) */
+    ROW("ministral3", H, RA_HF_POSITION_Q_SCALING, NULL,
+        "head_dim=128 num_key_value_heads=8 max_position_embeddings=262144",
+        RA_HF_WINDOWS_EVERY_LAYER, NO_BIAS, MINISTRAL3_ROPE),
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),

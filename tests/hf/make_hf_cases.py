@@ -693,11 +693,22 @@ def windows_cases():
     yield family("exaone4_full_nope", "Exaone4", exaone4, layer=1)
 
 
+def rows_more2_cases():
+    """Issue 41: Ministral 3's q scaled by 1 + llama_4_scaling_beta log(1 +
+    floor(position / original_max_position_embeddings)) after RoPE (yarn
+    over 4 positions: the scale steps every 4 tokens, up to 1 + 0.5 log 5 at
+    position 18), every layer sliding over 6 tokens."""
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
+            "llama_4_scaling_beta": 0.5}
+    yield family("ministral3_q_scaling", "Ministral3", dict(TINY, sliding_window=6), rope=yarn)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
     yield from windows_cases()
+    yield from rows_more2_cases()
 
 
 def name_seed(name):

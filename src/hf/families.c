@@ -171,7 +171,7 @@ static const ra_hf_family families[] = {
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
     /* GPTNeoXJapaneseAttention: no biases in its projections (the last layer's dense_bias is
-     * added by the decoder layer, outside the attention module) */
+     * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
     ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
         FIXED(0, 0)),
     ROW("gpt_oss", H, RA_HF_SINKS, NULL,

@@ -259,7 +259,8 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
     for pname, p in attn.named_parameters():
-        grads[prefix + pname] = p.grad.numpy().astype(np.float32)
+        if p.grad is not None:  # None: not on the output's path (a returned dense_bias)
+            grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
 
 
@@ -701,6 +702,13 @@ def rows_more2_cases():
     yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
             "llama_4_scaling_beta": 0.5}
     yield family("ministral3_q_scaling", "Ministral3", dict(TINY, sliding_window=6), rope=yarn)
+    # GPT-NeoX-Japanese's last layer: its dense_bias is returned beside the
+    # attention module's output, for the decoder layer to add
+    yield family("gpt_neox_japanese_last_layer", "GPTNeoXJapanese",
+                 dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                      intermediate_multiple_size=1, vocab_size=16, max_position_embeddings=64,
+                      rotary_pct=0.5, pad_token_id=0, bos_token_id=0, eos_token_id=0),
+                 layer=1)
 
 
 def named_seed_cases():

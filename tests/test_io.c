@@ -1947,6 +1947,23 @@ static void test_rope_as_transformers_reads_it(void)
               cfg.num_key_value_heads == 8 && cfg.max_position_embeddings == 262144,
           "ministral3 defaults: %s", msg);
     ra_hf_fields_free(&cfg);
+    /* ModernBertDecoderConfig: without rope_parameters, global_rope_theta and
+     * local_rope_theta (160000, 10000) by layer type; the window
+     * local_attention // 2 (128 // 2) */
+    CHECK(parse_config("{\"model_type\": \"modernbert-decoder\"}", &cfg, msg, sizeof msg) ==
+              RA_OK && cfg.has_local_rope && cfg.rope.theta == 160000 &&
+              cfg.local_rope.theta == 10000 && cfg.window.sliding_window == 64 &&
+              cfg.hidden_size == 768 && cfg.num_attention_heads == 12,
+          "modernbert-decoder defaults: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"modernbert-decoder\", \"global_rope_theta\": 1000, "
+                       "\"local_rope_theta\": 50, \"local_attention\": 9, \"rope_parameters\": "
+                       "{\"full_attention\": {\"rope_type\": \"default\"}, "
+                       "\"sliding_attention\": {\"rope_type\": \"default\", "
+                       "\"rope_theta\": 20}}}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.theta == 1000 && cfg.local_rope.theta == 20 &&
+              cfg.window.sliding_window == 4, "modernbert-decoder thetas: %s", msg);
+    ra_hf_fields_free(&cfg);
     CHECK(parse_config("{\"model_type\": \"ministral3\", \"rope_parameters\": "
                        "{\"rope_type\": \"yarn\", \"factor\": 2.0, "
                        "\"llama_4_scaling_beta\": \"0.1\"}}", &cfg, msg, sizeof msg) ==

@@ -1198,6 +1198,20 @@ static double cached_diff(const ra_layer *cached, const ra_layer *plain, const f
     return diff / ref;
 }
 
+/* Each of n cases through the KV cache as its forward has it (seeds seed,
+ * seed + 1 ...). */
+static void cached_cases(const layer_case *cases, size_t n, uint64_t seed)
+{
+    for (size_t t = 0; t < n; t++) {
+        fixture f;
+        fixture_make(&f, &cases[t], seed + t);
+        double e = cached_diff(f.layer, f.layer, &f);
+        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
+        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
+        fixture_free(&f);
+    }
+}
+
 /* Llama 4's options through the KV cache: the temperature at each decode
  * step's position, the L2 norm, as the forward has them; Ministral 3's
  * temperature (at p) likewise. */
@@ -1209,14 +1223,7 @@ static void test_llama4_cached(void)
         {"temperature at p, yarn", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 0, 0, 0.0f, 0,
          0, TEMP | TEMP0, 0, 0},
     };
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        fixture f;
-        fixture_make(&f, &cases[t], 77 + t);
-        double e = cached_diff(f.layer, f.layer, &f);
-        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
-        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
-        fixture_free(&f);
-    }
+    cached_cases(cases, sizeof cases / sizeof cases[0], 77);
     /* the L2 norm with a rope whose attention factor is not 1: refused */
     ra_rope_config cfg_rope = ra_rope_config_default(4);
     ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 8, .n_heads = 2, .head_dim = 4,
@@ -1254,14 +1261,7 @@ static void test_features_cached(void)
         {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
     };
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        fixture f;
-        fixture_make(&f, &cases[t], 500 + t);
-        double e = cached_diff(f.layer, f.layer, &f);
-        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
-        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
-        fixture_free(&f);
-    }
+    cached_cases(cases, sizeof cases / sizeof cases[0], 500);
     ra_rope_config cfg_rope = ra_rope_config_default(4);
     ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 8, .n_heads = 2, .head_dim = 4,
                            .rope = &cfg_rope, .norm_after_rope = 1, .qk_l2_norm = 1};

@@ -62,6 +62,7 @@ typedef struct naming_scheme {
 #define NEOX_NAMES {"query_key_value.weight", "query_key_value.weight", \
                     "query_key_value.weight", "dense.weight"}
 #define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
+#define MODERNBERT_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "Wo.weight"}
 
 /* Tried in order; the one whose four projections are all there is read
  * (two such: refused, two_schemes).
@@ -86,6 +87,7 @@ static const naming_scheme schemes[] = {
     /* Falcon */
     {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},
     {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
+    {"model.layers.", ".attn.", MODERNBERT_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* ModernBERT */
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
      FUSED_BY_CONFIG, NULL}, /* ChatGLM 2, 3, GLM-4 (remote code) */
 };

@@ -209,9 +209,11 @@ static const ra_hf_family families[] = {
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
-    ROW("modernbert-decoder", H, 0,
-        "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
-        "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* ModernBertDecoderConfig: head_dim hidden_size / num_attention_heads, no GQA; attention_bias
+     * for q, k, v and Wo */
+    ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
+        ALL(AB, 0)),
     ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
@@ -317,6 +319,9 @@ static const attention_key attention_keys[] = {
     {"attention_multiplier", NULL_ONLY, RA_HF_ATTENTION_MULTIPLIER, "the softmax scale"},
     {"query_pre_attn_scalar", NULL_ONLY, RA_HF_PRE_ATTN_SCALAR, "the softmax scale"},
     {"rope_local_base_freq", NULL_ONLY, RA_HF_LOCAL_ROPE, "the sliding layers' rope"},
+    {"local_attention", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding window (ModernBERT's)"},
+    {"global_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the full layers' rope base"},
+    {"local_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding layers' rope base"},
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},

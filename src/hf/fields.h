@@ -229,6 +229,11 @@ typedef uint64_t ra_hf_features;
 /* rope_parameters' llama_4_scaling_beta: in every layer q times 1 + beta log(1 + floor(position /
  * original_max_position_embeddings)), the rope object's (Ministral 3) */
 #define RA_HF_POSITION_Q_SCALING (UINT64_C(1) << 31)
+/* local_attention // 2 (default 128) is the sliding layers' window, whatever sliding_window says;
+ * global_rope_theta and local_rope_theta (160000, 10000) the full and sliding layers' rope_theta
+ * where rope_parameters (per layer type) lack one; every rope rotates all of head_dim
+ * (ModernBERT's decoder) */
+#define RA_HF_LOCAL_ATTENTION (UINT64_C(1) << 32)
 /* the full-attention layers (by the family's window rule) run without RoPE, the sliding ones with
  * it (Cohere 2, Flint) */
 #define RA_HF_NOPE_FULL_LAYERS (UINT64_C(1) << 37)

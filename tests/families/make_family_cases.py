@@ -1158,8 +1158,37 @@ def family_cases(out):
             rope_parameters={"rope_type": "default", "llama_4_scaling_beta": 0.1}),
          plain, '"original_max_position_embeddings" at the top level, which transformers '
          'moves into the rope parameters of llama3, yarn and longrope only'),
-        ("modernbert_decoder", dict(base, model_type="modernbert-decoder"), plain,
-         'model_type "modernbert-decoder" is refused: its attention is attn.q_proj .. attn.Wo'),
+        # ModernBERT's decoder: its window is local_attention // 2 (a
+        # sliding_window beside it that differs, or none: refused), its ropes
+        # per layer type (rope_scaling merged into both, one rope for both,
+        # partial_rotary_factor: not read), layer_types derived by a formula
+        ("modernbert_decoder_window_contradicts", dict(
+            base, model_type="modernbert-decoder", local_attention=16, sliding_window=4,
+            layer_types=["sliding_attention"]), plain,
+         '"sliding_window" is 4 and "local_attention" 16: model_type "modernbert-decoder" sets '
+         'the window to local_attention // 2'),
+        ("modernbert_decoder_local_attention_null", dict(
+            base, model_type="modernbert-decoder", local_attention=None,
+            layer_types=["sliding_attention"]), plain,
+         '"local_attention" is null: model_type "modernbert-decoder"\'s sliding layers would '
+         'see no key'),
+        ("modernbert_decoder_rope_scaling", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            rope_scaling={"rope_type": "linear", "factor": 2.0}), plain,
+         'rope_scaling: model_type "modernbert-decoder" merges it into both layer types\' '
+         'ropes'),
+        ("modernbert_decoder_one_rope", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            rope_parameters={"rope_type": "default", "rope_theta": 1e4}), plain,
+         'rope_parameters of one rope: model_type "modernbert-decoder" reads one per layer '
+         'type'),
+        ("modernbert_decoder_partial", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            partial_rotary_factor=0.5), plain,
+         '"partial_rotary_factor" is set, and model_type "modernbert-decoder" rotates all of '
+         'head_dim'),
+        ("llama_local_attention", dict(base, model_type="llama", local_attention=128), plain,
+         '"local_attention"'),
         # Phi-3.5-MoE scales by short_mscale / long_mscale: longrope only, with both
         ("phimoe_yarn", dict(base, model_type="phimoe", rope_parameters={
             "rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4, "short_mscale": 1.0,

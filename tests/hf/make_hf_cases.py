@@ -702,6 +702,19 @@ def rows_more2_cases():
     yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
             "llama_4_scaling_beta": 0.5}
     yield family("ministral3_q_scaling", "Ministral3", dict(TINY, sliding_window=6), rope=yarn)
+    # ModernBERT's decoder: attn.q_proj .. attn.Wo with biases, a sliding
+    # layer (local_attention 8: a window of 4) at its own rope_theta, and a
+    # full one (freqs takes no layer: not checked)
+    modernbert = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                      intermediate_size=16, vocab_size=16, max_position_embeddings=64,
+                      local_attention=8, attention_bias=True,
+                      layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
+                      bos_token_id=0, eos_token_id=0, cls_token_id=0, sep_token_id=0)
+    ropes = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+             "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}
+    for layer, kind in enumerate(("sliding", "full")):
+        yield family(f"modernbert_decoder_{kind}", "ModernBertDecoder", modernbert, layer=layer,
+                     rope=ropes, freqs=False)
     # GPT-NeoX-Japanese's last layer: its dense_bias is returned beside the
     # attention module's output, for the decoder layer to add
     yield family("gpt_neox_japanese_last_layer", "GPTNeoXJapanese",

@@ -81,6 +81,8 @@ TEXT_IF_SET = dict(q_lora_rank=24)
 # default, a flat dict, lacks.)
 OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
              "moshi": dict(ffn_dim=128), "blt": dict(encoder_hash_byte_group_vocab=128),
+             # its window is local_attention // 2, whatever sliding_window says
+             "modernbert-decoder": dict(local_attention=16),
              "cohere_compass_text": dict(rope_parameters={
                  "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 # Keys of a composite model's parts that OTHER does not shrink, by family.

@@ -1174,7 +1174,8 @@ typedef struct ra_layer_config {
                            position p is multiplied by 1 + temperature_scale *
                            log1p(floor((p + 1) / temperature_floor)), Llama
                            4's attention temperature tuning (floor_scale,
-                           attn_scale) for its layers without RoPE.  p is the
+                           attn_scale) for its layers without RoPE (p
+                           without the + 1: temperature_no_offset).  p is the
                            token's position as given (transformers uses
                            cache_position: the same unless ids are given).
                            The factor at RA_MAX_POSITION must be at most
@@ -1236,6 +1237,14 @@ typedef struct ra_layer_config {
                            with norm_after_rope nor qk_l2_norm
                            (RA_ERR_UNSUPPORTED); no effect without clip_qkv
                            or without the norms */
+    int temperature_no_offset; /* nonzero, with temperature_floor: q of the
+                           token at position p is multiplied by 1 +
+                           temperature_scale * log1p(floor(p /
+                           temperature_floor)), p itself where Llama 4 takes
+                           p + 1: Ministral 3's llama_4_scaling_beta (the
+                           scale) over its rope's
+                           original_max_position_embeddings (the floor), on
+                           every layer, by position ids */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -71,11 +71,14 @@ static ra_status resolve_config(ra_layer_config *c)
                        (long long)c->chunk, c->softcap);
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL))
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: clip_qkv %g", c->clip_qkv);
-    /* Llama 4's temperature: the factor at the last position a float */
+    /* Llama 4's (and Ministral 3's) temperature: the factor at the last position a float */
     if (!(c->temperature_floor >= 0 && c->temperature_floor < HUGE_VAL &&
           fabs(c->temperature_scale) < HUGE_VAL))
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_floor %g, "
                        "temperature_scale %g", c->temperature_floor, c->temperature_scale);
+    if (c->temperature_no_offset && c->temperature_floor == 0)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_no_offset without "
+                       "temperature_floor");
     if (c->temperature_floor > 0 &&
         !(1.0 + fabs(c->temperature_scale) *
                     log1p(floor(((double)RA_MAX_POSITION + 1.0) / c->temperature_floor)) <=
@@ -485,11 +488,12 @@ void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *p
     const ra_layer_config *c = &layer->config;
     if (c->temperature_floor == 0) return;
     const int64_t q_dim = c->n_heads * c->head_dim;
+    const double offset = c->temperature_no_offset ? 0.0 : 1.0; /* Ministral 3 : Llama 4 */
     int64_t hint = 0;
     for (int64_t t = 0; t < tokens; t++) {
         double p = (double)ra_position(pos, t, seq, &hint);
         float f = (float)(1.0 + c->temperature_scale *
-                                    log1p(floor((p + 1.0) / c->temperature_floor)));
+                                    log1p(floor((p + offset) / c->temperature_floor)));
         for (int64_t i = 0; f != 1.0f && i < q_dim; i++) g[t * q_dim + i] *= f;
     }
 }

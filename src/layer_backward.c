@@ -13,7 +13,7 @@
  *      regenerated from the seed)
  *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
  *   -> dq *= scale sqrt(D), where the layer's softmax scale is not 1/sqrt(D),
- *      and by Llama 4's temperature (temperature_floor)
+ *      and by Llama 4's or Ministral 3's temperature (temperature_floor)
  *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
@@ -309,7 +309,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     const int norms_after = c->norm_after_rope;
     if (!norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)), and
-     * Llama 4's temperature at each token's position */
+     * Llama 4's (Ministral 3's) temperature at each token's position */
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n_q; i++) dq[i] *= q_factor;

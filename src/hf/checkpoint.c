@@ -51,6 +51,11 @@ typedef struct naming_scheme {
     ra_layout layout;
     fused_packing fused; /* names[Q..V] is one tensor, packed so (a config may
                             say otherwise: Falcon) */
+    /* NULL, or a tensor of the module that its forward returns beside its
+     * output, for the decoder layer to add after it: not part of the
+     * module's output, which is what ropeattn computes (GPT-NeoX-Japanese's
+     * last layer's dense_bias), so passed over */
+    const char *returned_bias;
 } naming_scheme;
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
@@ -62,34 +67,37 @@ typedef struct naming_scheme {
                     "query_key_value.weight", "dense.weight"}
 #define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
 #define DBRX_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "out_proj.weight"}
+#define MODERNBERT_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "Wo.weight"}
 
 /* Tried in order; the one whose four projections are all there is read
  * (two such: refused, two_schemes).
  * A multimodal model's text layers sit under language_model
  * (transformers 5: model.language_model.layers.N; 4: language_model.model.layers.N). */
 static const naming_scheme schemes[] = {
-    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"", NULL, HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
-    {"model.layers.", ".self_attn.", GPTJ_NAMES, RA_LAYOUT_HALF, 0}, /* LFM2's out_proj */
-    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
-    {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
-    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
-    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"", NULL, HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* Phi-1, Phi-2 */
+    {"model.layers.", ".self_attn.", GPTJ_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* LFM2's out_proj */
+    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS, NULL},
+    {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL}, /* GPT-J */
+    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
+    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED,
+     "dense_bias"},
     /* Falcon */
-    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
-    {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},
+    {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
+    {"model.layers.", ".attn.", MODERNBERT_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* ModernBERT */
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
-     FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */
+     FUSED_BY_CONFIG, NULL}, /* ChatGLM 2, 3, GLM-4 (remote code) */
     {"transformer.blocks.", ".norm_attn_norm.attn.", DBRX_NAMES, RA_LAYOUT_HALF,
-     FUSED_ROWS}, /* DBRX */
+     FUSED_ROWS, NULL}, /* DBRX */
 };
 
 /* Latent attention's: the four tensors every such layer has (q's are
@@ -97,12 +105,12 @@ static const naming_scheme schemes[] = {
 #define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
                    "kv_a_layernorm.weight", "o_proj.weight"}
 static const naming_scheme latent_schemes[] = {
-    {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
 };
 
 /* The schemes one kind of attention is looked for under, and what a file
@@ -491,17 +499,18 @@ static int scales_used(const ra_hf_checkpoint *files, const attention_tensors *t
 
 /* Every tensor of the layer's attention module must be one ropeattn uses
  * (a tensor it left out would change the layer), or a buffer transformers
- * ignores.  The block scales of a used weight (weight_scale_inv beside an
+ * ignores, or the scheme's returned_bias (NULL: none).  The block scales of a used weight (weight_scale_inv beside an
  * F8_E4M3 weight, as DeepSeek-V3's release) are read with it; any other
  * scale (compressed-tensors' weight_scale, input scales) is refused. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
-                                int stem_len)
+                                int stem_len, const char *returned_bias)
 {
     const char *stem = t->proj[PROJ_O]->name;
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
-            if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len))
+            if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len) ||
+                (returned_bias && strcmp(x->name + stem_len, returned_bias) == 0))
                 continue;
             int used = is_used(t, x) || scales_used(files, t, x);
             if (!used && (ends_with(x->name, "_scale_inv") || ends_with(x->name, "_scale")))
@@ -614,7 +623,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     out->layer = scheme->infix ? layer : -1;
     if (mla) {
         find_latent(files, out, stem);
-        return check_consumed(files, out, stem);
+        return check_consumed(files, out, stem, scheme->returned_bias);
     }
     for (int i = 0; i < 2; i++)
         for (int kind = 0; kind < 3 && !out->norm[i]; kind++) {
@@ -629,7 +638,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     out->o_norm = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
-    if (status == RA_OK) status = check_consumed(files, out, stem);
+    if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];

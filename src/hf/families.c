@@ -116,6 +116,13 @@
                     "\"beta_slow\": 1.0, \"truncate\": false, "                          \
                     "\"original_max_position_embeddings\": 4096}",                       \
     .default_rope_name = "GptOssConfig's default rope_parameters."
+/* Ministral3Config's (its max_position_embeddings key, 262144, is the config's) */
+#define MINISTRAL3_ROPE                                                                  \
+    .default_rope = "{\"rope_type\": \"yarn\", \"rope_theta\": 1000000.0, \"factor\": 16.0, "  \
+                    "\"original_max_position_embeddings\": 16384, \"beta_fast\": 32.0, "     \
+                    "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
+                    "\"llama_4_scaling_beta\": 0.1}",                                     \
+    .default_rope_name = "Ministral3Config's default rope_parameters."
 /* Qwen3-VL's config classes (and OLMo 3's): rope_theta's default changed. */
 #define QWEN3_VL_THETA .disputed_theta = "5000000 in transformers 4.57, 500000 in 5"
 
@@ -265,7 +272,7 @@ static const ra_hf_family families[] = {
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
     /* GPTNeoXJapaneseAttention: no biases in its projections (the last layer's dense_bias is
-     * added by the decoder layer, outside the attention module) */
+     * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
     ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
         FIXED(0, 0)),
     ROW("gpt_oss", H, RA_HF_SINKS, NULL,
@@ -349,10 +356,11 @@ static const ra_hf_family families[] = {
         "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
         "head_dim=128", RA_HF_WINDOWS_LISTED_ELSE_NONE, FIXED(0, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
-    /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
-    ROW("ministral3", H, 0,
-        "its llama_4_scaling_beta (q scaled by 1 + beta log(1 + floor(position / "
-        "original_max_position_embeddings))) is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
+     * (default null) slides every layer (the model ignores layer_types) */
+    ROW("ministral3", H, RA_HF_POSITION_Q_SCALING, NULL,
+        "head_dim=128 num_key_value_heads=8 max_position_embeddings=262144",
+        RA_HF_WINDOWS_EVERY_LAYER, NO_BIAS, MINISTRAL3_ROPE),
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
@@ -362,9 +370,11 @@ static const ra_hf_family families[] = {
     ROW("mllama_text_model", H, RA_HF_CROSS_ATTENTION_LAYERS, NULL,
         "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=131072", NOWINDOW, FIXED(0, 0), MLLAMA_CROSS),
-    ROW("modernbert-decoder", H, 0,
-        "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
-        "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* ModernBertDecoderConfig: head_dim hidden_size / num_attention_heads, no GQA; attention_bias
+     * for q, k, v and Wo */
+    ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
+        ALL(AB, 0)),
     ROW("nanochat", H, 0,
         "its rotate_half turns the other way (cat(x2, -x1)): RoPE by the opposite angle is not "
         "supported", NULL, NOWINDOW, NO_BIAS),
@@ -526,6 +536,9 @@ static const attention_key attention_keys[] = {
     {"attention_multiplier", NULL_ONLY, RA_HF_ATTENTION_MULTIPLIER, "the softmax scale"},
     {"query_pre_attn_scalar", NULL_ONLY, RA_HF_PRE_ATTN_SCALAR, "the softmax scale"},
     {"rope_local_base_freq", NULL_ONLY, RA_HF_LOCAL_ROPE, "the sliding layers' rope"},
+    {"local_attention", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding window (ModernBERT's)"},
+    {"global_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the full layers' rope base"},
+    {"local_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding layers' rope base"},
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
@@ -567,7 +580,6 @@ static const attention_key attention_keys[] = {
     {"multi_query", FALSE_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
-    {"norm_eps", NULL_ONLY, RA_HF_NORM_EPS_KEY, "the norms' epsilon (LFM2's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
 };
 

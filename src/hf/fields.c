@@ -358,6 +358,94 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     return RA_OK;
 }
 
+/* A positive number at key, or def where absent; RA_ERR_FORMAT naming it
+ * otherwise (null too: transformers fails on it). */
+static ra_status read_positive(const cJSON *root, const char *key, double def, double *out,
+                              const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
+    *out = def;
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsNumber(item) || !(item->valuedouble > 0) || !isfinite(item->valuedouble))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be a positive number",
+                          name, key);
+    *out = item->valuedouble;
+    return RA_OK;
+}
+
+/* RA_HF_LOCAL_ATTENTION's window (nothing in other families):
+ * ModernBertDecoderConfig sets
+ * sliding_window to local_attention // 2 (-1 for a null or 0, which masks
+ * every key), over a sliding_window the file gives. */
+static ra_status read_local_window(const cJSON *root, ra_hf_fields *out, const char *name,
+                                   char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_LOCAL_ATTENTION)) return RA_OK;
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "local_attention", name, &item, msg, msg_len));
+    int64_t local = 128;
+    if (item != NULL && (!ra_io_json_integer(item, &local) || local < 0))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"local_attention\" must be an "
+                          "integer >= 0", name);
+    if (is_null(root, "local_attention") || local < 2)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"local_attention\" is %s: "
+                          "model_type \"%s\"'s sliding layers would see no key (a window of "
+                          "local_attention // 2 tokens, -1 for null or 0): refused", name,
+                          item == NULL || cJSON_IsNull(item) ? "null" : "under 2",
+                          out->family->model_type);
+    ra_hf_window *w = &out->window;
+    if (w->has_sliding_window && w->sliding_window != local / 2)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"sliding_window\" is %lld and "
+                          "\"local_attention\" %lld: model_type \"%s\" sets the window to "
+                          "local_attention // 2: refused as contradictory", name,
+                          (long long)w->sliding_window, (long long)local,
+                          out->family->model_type);
+    w->sliding_window = local / 2;
+    w->has_sliding_window = 1;
+    return RA_OK;
+}
+
+/* RA_HF_LOCAL_ATTENTION's ropes, as ModernBertDecoderConfig's
+ * convert_rope_params_to_dict: rope_parameters per layer type, each
+ * without rope_theta taking global_rope_theta (full) or local_rope_theta
+ * (sliding), else 160000 and 10000; none given: both the default rope so.
+ * rope_scaling (merged into both) and a rope_parameters of one rope
+ * (its keys mixed with the layer types') are not read; partial_rotary_factor is refused (its rotary embedding rotates
+ * all of head_dim whatever it says). */
+static ra_status read_local_attention(const cJSON *root, const cJSON *nested,
+                                      const cJSON *scaling, ra_hf_fields *out,
+                                      const char *name, char *msg, size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    if (!family || !(family->features & RA_HF_LOCAL_ATTENTION)) return RA_OK;
+    if (scaling != NULL && scaling->child != NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: rope_scaling: model_type "
+                          "\"%s\" merges it into both layer types' ropes, which is not read: "
+                          "give rope_parameters per layer type", name, family->model_type);
+    if (nested != NULL && !out->has_local_rope)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: rope_parameters of one rope: "
+                          "model_type \"%s\" reads one per layer type (full_attention, "
+                          "sliding_attention)", name, family->model_type);
+    if (out->has_partial_rotary_factor || out->rope.has_partial_rotary_factor ||
+        out->local_rope.has_partial_rotary_factor)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"partial_rotary_factor\" is "
+                          "set, and model_type \"%s\" rotates all of head_dim: refused", name,
+                          family->model_type);
+    double global, local;
+    RA_TRY(read_positive(root, "global_rope_theta", 160000.0, &global, name, msg, msg_len));
+    RA_TRY(read_positive(root, "local_rope_theta", 10000.0, &local, name, msg, msg_len));
+    ra_hf_rope *ropes[2] = {&out->rope, &out->local_rope};
+    const double thetas[2] = {global, local};
+    for (int i = 0; i < 2; i++)
+        if (!ropes[i]->has_theta) {
+            ropes[i]->theta = thetas[i];
+            ropes[i]->has_theta = 1;
+        }
+    out->has_rope = out->has_local_rope = 1;
+    return RA_OK;
+}
+
 /* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
  * (RA_HF_TEMPERATURE_TUNING; Llama4TextConfig: true, and 4 in older
  * releases; any number but 0 is true). */
@@ -826,6 +914,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     } else if (rope == NULL) {
         RA_TRY(read_default_rope(out, &where, msg, msg_len));
     }
+    RA_TRY(read_local_attention(root, nested, scaling, out, name, msg, msg_len));
     RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
     rotary_dim_factor(out);
     if (is_null(root, "rope_theta")) /* without a family default: Llama's 10000 */
@@ -862,6 +951,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
+    RA_TRY(read_local_window(root, out, name, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));

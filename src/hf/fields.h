@@ -31,7 +31,7 @@
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
  *   params.yarn_no_truncate), low_freq_factor, high_freq_factor,
  *   short_factor, long_factor (arrays of numbers), short_mscale, long_mscale
- *   (Phi-3.5-MoE's); mrope_section (3
+ *   (Phi-3.5-MoE's), llama_4_scaling_beta (Ministral 3's); mrope_section (3
  *   integers >= 0) and mrope_interleaved (true, false) into
  *   params.mrope_section and params.mrope_interleaved
  * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
@@ -57,6 +57,8 @@ typedef struct ra_hf_rope {
     int has_mrope_section, has_mrope_interleaved;
     double short_mscale, long_mscale; /* read only with RA_HF_LONGROPE_MSCALE (Phi-3.5-MoE) */
     int has_short_mscale, has_long_mscale;
+    double llama_4_scaling_beta; /* used only with RA_HF_POSITION_Q_SCALING (Ministral 3) */
+    int has_llama_4_scaling_beta;
 } ra_hf_rope;
 
 /* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
@@ -238,6 +240,14 @@ typedef uint64_t ra_hf_features;
  * scales cos and sin by short_mscale, or long_mscale past original_max_position_embeddings, in
  * place of its attention factor (Phi-3.5-MoE) */
 #define RA_HF_LONGROPE_MSCALE (UINT64_C(1) << 30)
+/* rope_parameters' llama_4_scaling_beta: in every layer q times 1 + beta log(1 + floor(position /
+ * original_max_position_embeddings)), the rope object's (Ministral 3) */
+#define RA_HF_POSITION_Q_SCALING (UINT64_C(1) << 31)
+/* local_attention // 2 (default 128) is the sliding layers' window, whatever sliding_window says;
+ * global_rope_theta and local_rope_theta (160000, 10000) the full and sliding layers' rope_theta
+ * where rope_parameters (per layer type) lack one; every rope rotates all of head_dim
+ * (ModernBERT's decoder) */
+#define RA_HF_LOCAL_ATTENTION (UINT64_C(1) << 32)
 /* the full-attention layers (by the family's window rule) run without RoPE, the sliding ones with
  * it (Cohere 2, Flint) */
 #define RA_HF_NOPE_FULL_LAYERS (UINT64_C(1) << 37)

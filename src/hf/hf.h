@@ -179,6 +179,11 @@ int64_t hf_config_head_dim(const ra_hf_fields *c);
 ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
                   int64_t max_position, ra_rope_config *out);
 
+/* A family with RA_HF_POSITION_Q_SCALING: out's temperature (the floor,
+ * scale and no offset) from layer `layer`'s rope parameters; nothing in
+ * other families. */
+ra_status hf_position_q_scaling(const ra_hf_config *config, int64_t layer, ra_layer_config *out);
+
 /* ---- the layer (layer_config.c, layer.c) --------------------------------- */
 
 /* The layer's config and its rope's (out->rope points at rope) from the

@@ -564,6 +564,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     RA_HF_TRY(resolve_nope_full_layers(&j, t->layer, out));
     RA_HF_TRY(resolve_chunks(&j, t->layer, out));
     RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
+    RA_HF_TRY(hf_position_q_scaling(config, t->layer, out));
     RA_HF_TRY(resolve_masks(&j, t->layer, out)); /* SmolLM3's windows follow no_rope */
     out->rope = rope;
     return RA_OK;

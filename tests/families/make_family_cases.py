@@ -250,6 +250,9 @@ def attention(x, w, f):
     if f.get("temperature"):  # Llama 4's NoPE layers, at cache_position = pos
         floor_scale, attn_scale = f["temperature"]
         q = q * (1 + attn_scale * np.log1p(np.floor((pos + 1) / floor_scale)))[..., None, None]
+    if f.get("q_scaling"):  # Ministral 3: at position_ids, after RoPE
+        beta, original = f["q_scaling"]
+        q = q * (1 + beta * np.log(1 + np.floor(pos / original)))[..., None, None]
     k, v = np.repeat(k, H // K, axis=2), np.repeat(v, H // K, axis=2)
     scores = np.einsum("bshd,bthd->bhst", q, k) * f.get("scale", D ** -0.5)
     if f.get("softcap"):  # Gemma 2: before the mask
@@ -939,6 +942,17 @@ def family_cases(out):
     save(out, "llama4_chunks_start_pos", llama4_chunks[0], named(w, layers(0)), x,
          attention(x, w, f), 0, args=["--start-pos", "8"])
 
+    # Ministral 3 without rope keys: Ministral3Config's yarn (factor 16 over
+    # 16384 positions, rope_theta 1e6, mscale = mscale_all_dim: attention
+    # factor 1) and llama_4_scaling_beta 0.1: q times 1 + 0.1 log 2 from
+    # position 16384 on (positions 16378 .. 16389 here)
+    w = weights(dim, H, K, D)
+    inv, _ = yarn_inv_freq(1e6, D, 16.0, 16384)
+    f = {"H": H, "K": K, "D": D, "inv": inv, "layout": "half", "start": 16378,
+         "q_scaling": (0.1, 16384)}
+    save(out, "ministral3_default_rope", dict(base, model_type="ministral3"),
+         named(w, layers(0)), x, attention(x, w, f), 0, args=["--start-pos", "16378"])
+
     # Biases where the family's modeling code builds them, by its key's
     # default: Starcoder2 (use_bias, on), Qwen2-MoE (qkv_bias, on: q, k, v);
     # Llama with attention_bias true.
@@ -1174,10 +1188,52 @@ def family_cases(out):
          'no "rope_theta": model_type "olmo3"\'s default is 10000 in transformers 4.57, 500000 '
          'in 5'),
         # issue 41's families whose attention needs what the library lacks
-        ("ministral3", dict(base, model_type="ministral3"), plain,
-         'model_type "ministral3" is refused: its llama_4_scaling_beta'),
-        ("modernbert_decoder", dict(base, model_type="modernbert-decoder"), plain,
-         'model_type "modernbert-decoder" is refused: its attention is attn.q_proj .. attn.Wo'),
+        # Ministral 3's q scaling: transformers fails on a rope without
+        # llama_4_scaling_beta, or without original_max_position_embeddings
+        # (given to llama3, yarn and longrope only, from the top level there)
+        ("ministral3_without_beta", dict(base, model_type="ministral3", rope_parameters={
+            "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}),
+         plain, 'the rope parameters (type yarn) lack llama_4_scaling_beta'),
+        ("ministral3_default_without_original", dict(
+            base, model_type="ministral3", rope_parameters={
+                "rope_type": "default", "llama_4_scaling_beta": 0.1}),
+         plain, 'the rope parameters (type default) lack original_max_position_embeddings'),
+        ("ministral3_default_top_level_original", dict(
+            base, model_type="ministral3", original_max_position_embeddings=16,
+            rope_parameters={"rope_type": "default", "llama_4_scaling_beta": 0.1}),
+         plain, '"original_max_position_embeddings" at the top level, which transformers '
+         'moves into the rope parameters of llama3, yarn and longrope only'),
+        # ModernBERT's decoder: its window is local_attention // 2 (a
+        # sliding_window beside it that differs, or none: refused), its ropes
+        # per layer type (rope_scaling merged into both, one rope for both,
+        # partial_rotary_factor: not read), layer_types derived by a formula
+        ("modernbert_decoder_window_contradicts", dict(
+            base, model_type="modernbert-decoder", local_attention=16, sliding_window=4,
+            layer_types=["sliding_attention"]), plain,
+         '"sliding_window" is 4 and "local_attention" 16: model_type "modernbert-decoder" sets '
+         'the window to local_attention // 2'),
+        ("modernbert_decoder_local_attention_null", dict(
+            base, model_type="modernbert-decoder", local_attention=None,
+            layer_types=["sliding_attention"]), plain,
+         '"local_attention" is null: model_type "modernbert-decoder"\'s sliding layers would '
+         'see no key'),
+        ("modernbert_decoder_rope_scaling", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            rope_scaling={"rope_type": "linear", "factor": 2.0}), plain,
+         'rope_scaling: model_type "modernbert-decoder" merges it into both layer types\' '
+         'ropes'),
+        ("modernbert_decoder_one_rope", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            rope_parameters={"rope_type": "default", "rope_theta": 1e4}), plain,
+         'rope_parameters of one rope: model_type "modernbert-decoder" reads one per layer '
+         'type'),
+        ("modernbert_decoder_partial", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            partial_rotary_factor=0.5), plain,
+         '"partial_rotary_factor" is set, and model_type "modernbert-decoder" rotates all of '
+         'head_dim'),
+        ("llama_local_attention", dict(base, model_type="llama", local_attention=128), plain,
+         '"local_attention"'),
         # Phi-3.5-MoE scales by short_mscale / long_mscale: longrope only, with both
         ("phimoe_yarn", dict(base, model_type="phimoe", rope_parameters={
             "rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4, "short_mscale": 1.0,

@@ -262,7 +262,8 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
     for pname, p in attn.named_parameters():
-        grads[prefix + pname] = p.grad.numpy().astype(np.float32)
+        if p.grad is not None:  # None: not on the output's path (a returned dense_bias)
+            grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
 
 
@@ -784,6 +785,36 @@ def qk_norms_cases():
                  rope=mellum_rope, freqs=False)
 
 
+def rows_more2_cases():
+    """Issue 41: Ministral 3's q scaled by 1 + llama_4_scaling_beta log(1 +
+    floor(position / original_max_position_embeddings)) after RoPE (yarn
+    over 4 positions: the scale steps every 4 tokens, up to 1 + 0.5 log 5 at
+    position 18), every layer sliding over 6 tokens."""
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
+            "llama_4_scaling_beta": 0.5}
+    yield family("ministral3_q_scaling", "Ministral3", dict(TINY, sliding_window=6), rope=yarn)
+    # ModernBERT's decoder: attn.q_proj .. attn.Wo with biases, a sliding
+    # layer (local_attention 8: a window of 4) at its own rope_theta, and a
+    # full one (freqs takes no layer: not checked)
+    modernbert = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                      intermediate_size=16, vocab_size=16, max_position_embeddings=64,
+                      local_attention=8, attention_bias=True,
+                      layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
+                      bos_token_id=0, eos_token_id=0, cls_token_id=0, sep_token_id=0)
+    ropes = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+             "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}
+    for layer, kind in enumerate(("sliding", "full")):
+        yield family(f"modernbert_decoder_{kind}", "ModernBertDecoder", modernbert, layer=layer,
+                     rope=ropes, freqs=False)
+    # GPT-NeoX-Japanese's last layer: its dense_bias is returned beside the
+    # attention module's output, for the decoder layer to add
+    yield family("gpt_neox_japanese_last_layer", "GPTNeoXJapanese",
+                 dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                      intermediate_multiple_size=1, vocab_size=16, max_position_embeddings=64,
+                      rotary_pct=0.5, pad_token_id=0, bos_token_id=0, eos_token_id=0),
+                 layer=1)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -793,6 +824,7 @@ def named_seed_cases():
     yield from rows_plain_cases()
     yield from hybrids_cases()
     yield from qk_norms_cases()
+    yield from rows_more2_cases()
 
 
 def name_seed(name):

@@ -101,6 +101,8 @@ OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_ex
              "dbrx": dict(d_model=64, n_heads=4, max_seq_len=256,
                           attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=0.5),
                           ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2)),
+             # its window is local_attention // 2, whatever sliding_window says
+             "modernbert-decoder": dict(local_attention=16),
              "cohere_compass_text": dict(rope_parameters={
                  "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 # Keys of a composite model's parts that OTHER does not shrink, by family.

@@ -1245,6 +1245,13 @@ typedef struct ra_layer_config {
                            scale) over its rope's
                            original_max_position_embeddings (the floor), on
                            every layer, by position ids */
+    int v_norm;         /* nonzero: each head of v is divided by its root
+                           mean square, v / sqrt(mean(v^2) + norm_eps),
+                           without weights, after v's projection, bias and
+                           clip_qkv's clamp: what attention reads and a KV
+                           cache or pool stores (Gemma 3n's and Gemma 4's
+                           v_norm).  Not with latent attention
+                           (RA_ERR_UNSUPPORTED) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1523,12 +1530,14 @@ static inline ra_layer_grads ra_layer_grads_init(void)
  * saved log-sum-exp (flash: O(S D) per head, never O(S^2); reference:
  * [S, S] per head), with GQA gradients summed over each group; dq and dk go
  * back through RoPE with RA_INVERSE (and through the q and k norms, with q
- * and k recomputed before them); the projections' products use CBLAS.
+ * and k recomputed before them), dv through v_norm (v recomputed before
+ * it); the projections' products use CBLAS.
  * Scratch, from the context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D)
  * bytes; with q/k norms or qk_l2_norm 4 * B * S * (H D + Hkv D) more, with
- * both (or norms and clip_after_norm) as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more, with
- * gated_output 8 * B * S * H D more, with o_norm 4 * (B * S + 1) * H D more; plus
- * the attention backward's.  The tape is left as it was: a second backward with another
+ * both (or norms and clip_after_norm) as much again, with clip_qkv
+ * 4 * B * S * (H D + 2 Hkv D) more, with gated_output 8 * B * S * H D more,
+ * with o_norm 4 * (B * S + 1) * H D more, with v_norm 4 * B * S * Hkv D
+ * more; plus the attention backward's.  The tape is left as it was: a second backward with another
  * dy is allowed.  The outputs must not overlap one another, dy, x,
  * or the weights (RA_ERR_ARGUMENT).  A tape serves one thread at a time.
  * Thread count: the same bits for any context (OpenBLAS's own thread count

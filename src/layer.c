@@ -15,7 +15,8 @@
  * their norms with clip_after_norm: OLMoE), q and k are
  * normalized before RoPE where the layer has the norms (RMSNorm per head:
  * Qwen3; over the whole projection: OLMo 2; LayerNorm with each head's own
- * weights: Cohere, StableLM 2), and q is multiplied by
+ * weights: Cohere, StableLM 2), v's heads are RMS-normed without weights
+ * where the layer has v_norm (Gemma 3n, 4), and q is multiplied by
  * scale * sqrt(D) when the layer's softmax scale is not 1/sqrt(D).
  */
 #include <float.h>
@@ -424,8 +425,8 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
     const ra_layer_proj pq = ra_layer_proj_of(layer, RA_PROJ_Q),
                         pk = ra_layer_proj_of(layer, RA_PROJ_K),
                         pv = ra_layer_proj_of(layer, RA_PROJ_V);
-    project(mm, xq, x, &pq, tokens, c->dim);
-    project(mm, xk, x, &pk, tokens, c->dim);
+    if (xq) project(mm, xq, x, &pq, tokens, c->dim);
+    if (xk) project(mm, xk, x, &pk, tokens, c->dim);
     if (xv) project(mm, xv, x, &pv, tokens, c->dim);
     if (!normalize) return;
     const int clip_late = c->clip_after_norm; /* OLMoE: q and k clamped after their norms */
@@ -433,6 +434,10 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
         if (!clip_late) ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
         if (!clip_late) ra_layer_clip(xk, tokens * kv, c->clip_qkv);
         if (xv) ra_layer_clip(xv, tokens * kv, c->clip_qkv);
+    }
+    if (xv && c->v_norm) { /* Gemma 3n: value_states = self.v_norm(value_states) */
+        const ra_layer_norm_shape vn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
+        ra_layer_norm(xv, NULL, &vn);
     }
     if (c->norm_after_rope) return; /* the norms and q's factor: ra_layer_rotate */
     qk_norms(layer, xq, xk, tokens);

@@ -18,6 +18,7 @@
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *      (with norm_after_rope, the norms come first and R^T after them)
+ *   -> dv through v_norm (Gemma 3n), from v recomputed before it
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v (q and k: before the
  *      norms' gradient where clip_after_norm clamped their outputs)
  *   -> dwo (+)= g^T o (o: wo's input, recomputed), dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
@@ -249,19 +250,21 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
      * [T, Hkv D]; with clip_qkv q, k and v before the clamp; with both norms
      * and the L2 norm, q and k between them; with gated_output, the gated
      * output and the gate's gradient [T, H D]; with o_norm, its output
-     * [T, H D] and its weights' gradient [H D].  The tape was made with
+     * [T, H D] and its weights' gradient [H D]; with v_norm, v before it
+     * [T, Hkv D].  The tape was made with
      * 12 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
     const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
     const int clip_late = clip && norms && c->clip_after_norm; /* OLMoE: after the norms */
     const int inputs = norms || l2; /* the norms' inputs are needed */
     ra_scratch scratch, panel;
     ra_gemm_env mm;
-    const int gated = c->gated_output;
+    const int gated = c->gated_output, vnorm = c->v_norm;
     const int64_t out_floats = (gated ? 2 * n_q : 0) + (w->o_norm ? n_q + q_dim : 0);
+    const int64_t v_floats = vnorm ? n_kv : 0;
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) +
                            (norms && (l2 || clip_late) ? n_q + n_kv : 0) +
-                           out_floats + H; /* and the sinks' gradient [H] */
+                           v_floats + out_floats + H; /* and the sinks' gradient [H] */
     RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
     if (status != RA_OK) {
@@ -314,9 +317,11 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n_q; i++) dq[i] *= q_factor;
     ra_layer_temperature(layer, dq, &call->pos, T, S);
-    /* The norms' inputs (q_in, k_in: clamped where the layer clips) and
-     * the projections before any clamp (q_raw, k_raw, v_raw), recomputed. */
-    float *q_in = dv + n_kv, *k_in = q_in + n_q, *q_raw = q_in, *k_raw = k_in, *v_raw = NULL;
+    /* The norms' inputs (q_in, k_in, v_in: clamped where the layer clips)
+     * and the projections before any clamp (q_raw, k_raw, v_raw),
+     * recomputed (q's and k's only where a norm or the clamp needs them). */
+    float *q_in = dv + n_kv, *k_in = q_in + n_q, *q_raw = q_in, *k_raw = k_in;
+    float *v_in = ob.gated - v_floats, *v_raw = vnorm ? v_in : NULL;
     float *after = k_in + n_kv; /* between the weighted norms and the L2 norm */
     if (clip) {
         q_raw = inputs ? k_in + n_kv : q_in;
@@ -324,13 +329,18 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         v_raw = k_raw + n_kv;
         after = v_raw + n_kv;
     }
-    if (inputs || clip)
-        ra_layer_project_qkv(layer, &mm, q_raw, k_raw, v_raw, tape->x, T, 0);
+    if (inputs || clip || vnorm)
+        ra_layer_project_qkv(layer, &mm, inputs || clip ? q_raw : NULL,
+                             inputs || clip ? k_raw : NULL, v_raw, tape->x, T, 0);
     if (inputs && clip) {
         memcpy(q_in, q_raw, (size_t)n_q * sizeof(float));
         memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
         if (!clip_late) ra_layer_clip(q_in, n_q, c->clip_qkv);
         if (!clip_late) ra_layer_clip(k_in, n_kv, c->clip_qkv);
+    }
+    if (vnorm && clip) {
+        memcpy(v_in, v_raw, (size_t)n_kv * sizeof(float));
+        ra_layer_clip(v_in, n_kv, c->clip_qkv);
     }
     if (inputs && norms_after) { /* the norms' inputs are the rotated q and k */
         const ra_tensor tq = ra_tensor_4d(q_in, RA_F32, B, S, H, D),
@@ -374,6 +384,11 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
     }
     if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
+    /* value_states = self.v_norm(value_states) (Gemma 3n: no weights) */
+    if (vnorm) {
+        const ra_layer_norm_shape vn = ra_layer_l2_shape(c, Hkv, T);
+        ra_layer_norm_backward(dv, NULL, v_in, NULL, &vn);
+    }
     /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where
      * |x| <= clip_qkv, as torch's clamp */
     if (clip && !clip_late) clip_grad(dq, q_raw, n_q, c->clip_qkv);

@@ -109,9 +109,10 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
  * contiguous rows of x, each with its bias where the layer has one; then,
- * normalize set, clip_qkv's clamp, the q and k norms where the layer has
- * them, the L2 norm (qk_l2_norm) and xq *= ra_layer_q_factor (with
- * norm_after_rope, the norms and the factor are ra_layer_rotate's). */
+ * normalize set, clip_qkv's clamp, v's norm (v_norm), the q and k norms
+ * where the layer has them, the L2 norm (qk_l2_norm) and xq *=
+ * ra_layer_q_factor (with norm_after_rope, the q and k norms and the factor
+ * are ra_layer_rotate's).  Unset, xq and xk may be NULL too (not computed). */
 void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *xq, float *xk,
                           float *xv, const float *x, int64_t tokens, int normalize);
 
@@ -185,8 +186,8 @@ ra_layer_norm_shape ra_layer_norm_shape_of(const ra_layer_config *config, int64_
  * features. */
 ra_layer_norm_shape ra_layer_o_norm_shape(const ra_layer_config *config, int64_t tokens);
 
-/* Llama 4's L2 norm (qk_l2_norm) of q (heads = H) or k (Hkv): each head's D
- * features, an RMSNorm without weights. */
+/* Llama 4's L2 norm (qk_l2_norm) of q (heads = H) or k (Hkv), and v_norm
+ * (heads = Hkv): each head's D features, an RMSNorm without weights. */
 ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *config, int64_t heads,
                                       int64_t tokens);
 

@@ -47,7 +47,8 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->clip_qkv != 0, "clip_qkv"},    {c->qk_l2_norm, "qk_l2_norm"},
                    {c->temperature_floor != 0, "temperature_floor"},
                    {c->norm_after_rope, "norm_after_rope"},
-                   {w->o_norm != NULL, "weights.o_norm"}, {c->gated_output, "gated_output"}};
+                   {w->o_norm != NULL, "weights.o_norm"}, {c->gated_output, "gated_output"},
+                   {c->v_norm, "v_norm"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (refused[i].set)
             return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "

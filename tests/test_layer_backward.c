@@ -3,7 +3,8 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases, q/k norms before or after RoPE, a norm before wo, a gated output), flash
+ * biases, q/k norms before or after RoPE, a norm before wo, a gated output,
+ * v's norm), flash
  * against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
@@ -50,13 +51,15 @@ typedef struct layer_case {
                            | ONORM: an RMSNorm before wo (BitNet);
                            | GATE: the output gated by wq's gate rows
                            (Qwen3-Next); | CLIPN: clip_qkv clamps q and k
-                           after their norms (OLMoE) */
+                           after their norms (OLMoE); | VNORM: v's heads
+                           RMS-normed without weights (Gemma 3n) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
-       ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048 };
+       ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048,
+       VNORM = 4096 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
  * o_norm. */
@@ -180,7 +183,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .scale = c->scale, .clip_qkv = c->clip,
                            .norm_after_rope = (c->extras & POST) != 0,
                            .gated_output = (c->extras & GATE) != 0,
-                           .clip_after_norm = (c->extras & CLIPN) != 0};
+                           .clip_after_norm = (c->extras & CLIPN) != 0,
+                           .v_norm = (c->extras & VNORM) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -337,6 +341,12 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
         if (!clip_late) clip_d(q, T * qd, c->clip);
         if (!clip_late) clip_d(k, T * kv, c->clip);
         clip_d(v, T * kv, c->clip);
+    }
+    if (c->extras & VNORM) { /* Gemma 3n's v_norm: each head, no weights */
+        double *ones = malloc(sizeof(double) * D);
+        for (int64_t i = 0; i < D; i++) ones[i] = 1.0;
+        norm_d(v, ones, T * c->hkv, D, 1, 0);
+        free(ones);
     }
     if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
     if (c->clip && clip_late) {
@@ -534,6 +544,10 @@ static const layer_case fd_cases[] = {
     {"gated, norms, partial",    2, 4, 4, 2, 8, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 1, 0.0f, 0, 12, GATE | NORMS, 0, 0},
     {"gated, biases, dropout, clip", 1, 6, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, GATE | BIASES, 0, 0.5},
     {"gated, o_norm, after RoPE", 1, 5, 4, 1, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 0, 0.1f, 0, 0, GATE | ONORM | NORMS | POST, 0.3, 0},
+    /* v's heads RMS-normed without weights (Gemma 3n: q/k norms, softmax scale 1) */
+    {"v_norm, q/k norms, scale 1", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, VNORM | NORMS, 1.0, 0},
+    {"v_norm, biases, dropout, clip", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, VNORM | BIASES, 0, 0.5},
+    {"v_norm alone, GQA 4:1",    1, 5, 4, 1, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, VNORM, 0, 0},
 };
 
 static void test_finite_differences(void)
@@ -1271,6 +1285,7 @@ static void test_features_cached(void)
         {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
         {"clip after whole norms",    2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, NORMS | WHOLE | CLIPN, 0, 0.8},
+        {"v_norm, norms, scale 1",    2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VNORM | NORMS, 1.0, 0},
     };
     cached_cases(cases, sizeof cases / sizeof cases[0], 500);
     ra_rope_config cfg_rope = ra_rope_config_default(4);
@@ -1299,6 +1314,13 @@ static void test_features_cached(void)
     ra_layer_weights fused = {.struct_size = sizeof fused, .wqkv = w, .wo = w};
     CHECK(ra_layer_create(&layer, &gated, &fused) == RA_ERR_UNSUPPORTED,
           "gated_output with wqkv");
+    ra_layer_config latent = {.struct_size = sizeof latent, .dim = 8, .n_heads = 2,
+                              .head_dim = 4, .kv_lora_rank = 4, .v_head_dim = 4, .v_norm = 1};
+    ra_layer_weights mla = {.struct_size = sizeof mla, .wq = w, .wkv_a = w, .kv_a_norm = w,
+                            .wkv_b = w, .wo = w};
+    CHECK(ra_layer_create(&layer, &latent, &mla) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "v_norm"), "v_norm with latent attention: %s",
+          ra_last_error());
 }
 
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the

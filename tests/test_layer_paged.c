@@ -9,7 +9,7 @@
  *     rows: 1e-2, their prefills attend over unquantized keys there);
  *   - a GQA layer with biases and q/k norms (before RoPE, or after it:
  *     HunYuan; with a norm before wo: BitNet; with a gated output:
- *     Qwen3-Next), and a sliding-window layer
+ *     Qwen3-Next; with v's heads normed: Gemma 3n), and a sliding-window layer
  *     on window sequences (pages released as they pass);
  *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
  *     nothing in x's rows past n_new reaches y (NaN there);
@@ -35,8 +35,9 @@ typedef struct weights {
 
 /* variant: 0, NORMS_AFTER_ROPE, O_NORM, GATED (wq's rows: each head's
  * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4) or
- * TEMPERATURE_AT_P (Ministral 3's) */
-enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, N_VARIANTS };
+ * TEMPERATURE_AT_P (Ministral 3's)
+ * or V_NORM */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -61,6 +62,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.temperature_floor = variant == TEMPERATURE || variant == TEMPERATURE_AT_P ? 4 : 0;
     c.temperature_scale = 0.3;
     c.temperature_no_offset = variant == TEMPERATURE_AT_P;
+    c.v_norm = variant == V_NORM;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
     lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;

@@ -32,6 +32,24 @@
  * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
 #define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_QK_LAYERNORM_NAMES)
 #define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
+/* Gemma 3n: q and k RMS-normed (plain weights), values RMS-normed per head
+ * without weights, softmax scale 1, a rope per layer type, windows by
+ * layer_types; the last num_kv_shared_layers layers reuse an earlier
+ * layer's keys and values (refused, layer by layer).  Gemma3nTextConfig's
+ * defaults. */
+#define GEMMA3N                                                                          \
+    (RA_HF_QK_NORM | RA_HF_V_NORM | RA_HF_UNIT_SCALE | RA_HF_LOCAL_ROPE |                \
+     RA_HF_KV_SHARED_LAYERS)
+#define GEMMA3N_DEFAULTS                                                                 \
+    "hidden_size=2048 num_attention_heads=8 num_key_value_heads=2 head_dim=256 "        \
+    "rope_theta=1000000 rope_local_base_freq=10000 sliding_window=512 "                 \
+    "num_hidden_layers=35 num_kv_shared_layers=15"
+/* Gemma 4: Gemma 3n's attention, and more (its assistants: every layer
+ * reuses its target model's keys and values). */
+#define GEMMA4                                                                           \
+    "its per_layer_config (a head size and key/value heads per layer), attention_k_eq_v " \
+    "(full layers' values from k_proj), \"proportional\" rope and layers that take their " \
+    "keys and values from an earlier layer (num_kv_shared_layers) are not supported"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -251,14 +269,14 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
     ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
-    ROW("gemma3n", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma3n_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_assistant", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_unified", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_unified_assistant", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_unified_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma3n", H, GEMMA3N, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
+    ROW("gemma3n_text", H, GEMMA3N, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
+    ROW("gemma4", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_assistant", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_text", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_assistant", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_text", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     /* Glm4MoeConfig: o_proj has no bias; q/k norms with use_qk_norm */
@@ -463,7 +481,9 @@ static const ra_hf_family families[] = {
 #undef FIXED
 #undef NO_BIAS
 #undef INDEXED
-#undef V_NORM
+#undef GEMMA3N
+#undef GEMMA3N_DEFAULTS
+#undef GEMMA4
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE
@@ -581,6 +601,8 @@ static const attention_key attention_keys[] = {
     {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
+    {"num_kv_shared_layers", FALSE_ONLY, RA_HF_KV_SHARED_LAYERS,
+     "layers that take their keys and values from an earlier layer"},
 };
 
 /* Keys that show a config describes attention (an unknown model_type with

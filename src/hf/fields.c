@@ -498,6 +498,47 @@ static ra_status read_rope_alpha(const cJSON *rope, ra_hf_fields *out, const cha
     return RA_OK;
 }
 
+/* The row's default for key (its "key=number"), or -1 when it has none. */
+static int64_t row_default(const ra_hf_family *family, const char *key)
+{
+    const char *at = family->defaults;
+    char name[64];
+    double value;
+    int used;
+    while (at && sscanf(at, " %63[a-z_]=%lf%n", name, &value, &used) == 2) {
+        at += used;
+        if (strcmp(name, key) == 0) return (int64_t)value;
+    }
+    return -1;
+}
+
+/* RA_HF_KV_SHARED_LAYERS: num_kv_shared_layers (a count, 0 allowed) and
+ * num_hidden_layers, as given, else the row's defaults; the shared layers
+ * at most all of them. */
+static ra_status read_kv_shared(const cJSON *root, ra_hf_fields *out, const char *name,
+                                char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_KV_SHARED_LAYERS)) return RA_OK;
+    static const char *const keys[2] = {"num_kv_shared_layers", "num_hidden_layers"};
+    int64_t *values[2] = {&out->num_kv_shared_layers, &out->num_hidden_layers};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *item;
+        RA_TRY(ra_io_json_key(root, keys[i], name, &item, msg, msg_len));
+        *values[i] = row_default(out->family, keys[i]);
+        if (item == NULL && *values[i] < 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: no \"%s\"", name, keys[i]);
+        if (item != NULL && (!ra_io_json_integer(item, values[i]) || *values[i] < i))
+            return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be a %s integer",
+                              name, keys[i], i ? "positive" : "non-negative");
+    }
+    if (out->num_kv_shared_layers > out->num_hidden_layers)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"num_kv_shared_layers\" %lld "
+                          "exceeds \"num_hidden_layers\" %lld", name,
+                          (long long)out->num_kv_shared_layers,
+                          (long long)out->num_hidden_layers);
+    return RA_OK;
+}
+
 /* RA_HF_QKV_BY_MULTI_QUERY: Falcon's packing keys, with FalconConfig's
  * defaults. */
 static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
@@ -948,6 +989,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
     RA_TRY(read_hybrid(root, out, name, msg, msg_len));
     RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
+    RA_TRY(read_kv_shared(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));

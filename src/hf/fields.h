@@ -298,6 +298,15 @@ typedef uint64_t ra_hf_features;
 /* rotary_dim, where the rope has no partial_rotary_factor, gives it as rotary_dim / head_dim
  * (MiniMax-M2's convert_rope_params_to_dict) */
 #define RA_HF_ROTARY_DIM_FACTOR (UINT64_C(1) << 36)
+/* the softmax scale is 1, whatever head_dim (scaling = 1.0 beside RMS-normed q and k: Gemma 3n,
+ * 4) */
+#define RA_HF_UNIT_SCALE (UINT64_C(1) << 49)
+/* v_norm: each value head RMS-normed without weights, epsilon rms_norm_eps (Gemma 3n, 4) */
+#define RA_HF_V_NORM (UINT64_C(1) << 50)
+/* num_kv_shared_layers (and num_hidden_layers, each with the row's default): the last
+ * num_kv_shared_layers layers take their keys and values from an earlier layer's (Gemma 3n, 4):
+ * those layers refused, naming it; the others run */
+#define RA_HF_KV_SHARED_LAYERS (UINT64_C(1) << 51)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
@@ -466,6 +475,9 @@ typedef struct ra_hf_fields {
     /* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
      * (RA_HF_TEMPERATURE_TUNING), both true by default (Llama4TextConfig). */
     int qk_l2_norm, attn_temperature_tuning;
+    /* RA_HF_KV_SHARED_LAYERS: num_kv_shared_layers (0: none) of the
+     * num_hidden_layers, as given or by the row's defaults. */
+    int64_t num_kv_shared_layers, num_hidden_layers;
     /* model_type of the text model (text_config's, else the top level's);
      * "" when absent.  family: its row, NULL when absent (a Llama-style
      * config written by hand) or when it names no attention. */

@@ -193,6 +193,11 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
                           const char *path, attention_tensors *t, ra_layer_config *out,
                           ra_rope_config *rope);
 
+/* RA_HF_KV_SHARED_LAYERS (Gemma 3n, 4): RA_ERR_UNSUPPORTED, naming
+ * num_kv_shared_layers, for a layer that takes its keys and values from an
+ * earlier layer's; RA_OK for any other (layer -1: not known). */
+ra_status hf_check_kv_shared(const ra_hf_config *config, int64_t layer);
+
 /* Fails saying that the number of query heads is not known: the config
  * (one read from a file or text) lacks num_attention_heads, or none was
  * given; the caller gave no n_heads either. */

@@ -268,9 +268,11 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     ra_layer_config lc;
     ra_rope_config rope;
     const ra_hf_family *family = config->fields.family;
+    RA_HF_TRY(hf_check_kv_shared(config, options->layer)); /* its k and v are not its own */
     RA_HF_TRY(hf_find_attention(ckpt, options->layer,
                                 family && (family->features & RA_HF_MLA), t));
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
+    RA_HF_TRY(hf_check_kv_shared(config, t->layer));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
     int64_t most = 2 * N_PROJ + 4 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
@@ -324,6 +326,7 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     ra_hf_layer *l = ra_calloc(1, sizeof *l);
     if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
     attention_tensors t;
+    memset(&t, 0, sizeof t); /* freed below, even when build fails before it finds them */
     ra_status status = build(l, ckpt, config ? config : &none, &o, &t);
     hf_tensors_free(&t);
     if (status != RA_OK) {

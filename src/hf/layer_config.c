@@ -354,13 +354,16 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
-     * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
+     * query_pre_attn_scalar^-1/2, Gemma 3n's 1, else 1/sqrt(head_dim) (0). */
+    const ra_hf_features features = hf->family ? hf->family->features : 0;
     out->scale = hf->has_attention_multiplier    ? hf->attention_multiplier
                  : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
+                 : (features & RA_HF_UNIT_SCALE) ? 1.0
                                                  : 0.0;
     /* Falcon-H1's key_multiplier scales k, so every logit */
     if (hf->has_key_multiplier)
         out->scale = hf->key_multiplier * (out->scale ? out->scale : 1.0 / sqrt((double)head_dim));
+    out->v_norm = (features & RA_HF_V_NORM) != 0; /* Gemma 3n: v_norm, epsilon rms_norm_eps */
     return RA_OK;
 }
 
@@ -538,6 +541,21 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
         return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (one sink per query head)",
                        sinks->name, j->path, (long long)out->n_heads);
     return RA_OK;
+}
+
+ra_status hf_check_kv_shared(const ra_hf_config *config, int64_t layer)
+{
+    const ra_hf_fields *hf = &config->fields;
+    const ra_hf_family *family = hf->family;
+    if (!family || !(family->features & RA_HF_KV_SHARED_LAYERS) || layer < 0) return RA_OK;
+    const int64_t first = hf->num_hidden_layers - hf->num_kv_shared_layers;
+    if (hf->num_kv_shared_layers == 0 || layer < first) return RA_OK;
+    return hf_fail(RA_ERR_UNSUPPORTED, "layer %lld takes its keys and values from an earlier "
+                   "layer (%s: num_kv_shared_layers %lld of num_hidden_layers %lld, so layers "
+                   "%lld on reuse the last earlier layer of their kind's): not supported; the "
+                   "layers before %lld run", (long long)layer, config->path,
+                   (long long)hf->num_kv_shared_layers, (long long)hf->num_hidden_layers,
+                   (long long)first, (long long)first);
 }
 
 ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,

@@ -1281,14 +1281,31 @@ def family_cases(out):
                    "hy_v4", "qwen4_exp", "qwen4_exp_text"):
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
              refused=f'model_type "{family}" is refused: {indexed}')
-    # Gemma 3n and 4: v_norm, and layers that reuse an earlier layer's keys
-    # and values (num_kv_shared_layers)
-    for family in ("gemma3n", "gemma3n_text", "gemma4", "gemma4_assistant", "gemma4_text",
-                   "gemma4_unified", "gemma4_unified_assistant", "gemma4_unified_text"):
-        save(out, family + "_v_norm", dict(base, model_type=family), plain, x, None, 0,
-             refused=f'model_type "{family}" is refused: its v_norm (an RMSNorm of each value '
-             'head) is not supported, nor its layers that take their keys and values from an '
-             'earlier layer (num_kv_shared_layers)')
+    # Gemma 4: per-layer head sizes, values from k_proj, its own rope, and
+    # layers that reuse an earlier layer's keys and values
+    for family in ("gemma4", "gemma4_assistant", "gemma4_text", "gemma4_unified",
+                   "gemma4_unified_assistant", "gemma4_unified_text"):
+        save(out, family + "_refused", dict(base, model_type=family), plain, x, None, 0,
+             refused=f'model_type "{family}" is refused: its per_layer_config (a head size and '
+             'key/value heads per layer), attention_k_eq_v')
+    # Gemma 3n: its last num_kv_shared_layers layers take their keys and
+    # values from an earlier layer (Gemma3nTextConfig's default: 15 of 35),
+    # refused by name; the layers before them run
+    gemma3n = dict(base, model_type="gemma3n_text", sliding_window=4,
+                   layer_types=["sliding_attention", "full_attention", "sliding_attention"])
+    def shared(n, prefix="model.layers.%d.self_attn."):  # q_proj, q_norm, o_proj only
+        return {prefix % n + k: v for k, v in (("q_proj.weight", w["q"]),
+                                               ("o_proj.weight", w["o"]),
+                                               ("q_norm.weight", f32(np.ones(D))))}
+    save(out, "gemma3n_kv_shared", dict(gemma3n, num_hidden_layers=3, num_kv_shared_layers=1),
+         shared(2), x, None, 2, refused="layer 2 takes its keys and values from an earlier layer")
+    save(out, "gemma3n_kv_shared_default", gemma3n, shared(20), x, None, 20,
+         refused="num_kv_shared_layers 15 of num_hidden_layers 35, so layers 20 on")
+    save(out, "gemma3n_multimodal_kv_shared",
+         dict(model_type="gemma3n", text_config=dict(gemma3n, num_hidden_layers=3,
+                                                      num_kv_shared_layers=1)),
+         shared(2, "model.language_model.layers.%d.self_attn."), x, None, 2,
+         refused="layer 2 takes its keys and values from an earlier layer")
     save(out, "deepseek_v4_compressed", dict(base, model_type="deepseek_v4"), plain, x, None, 0,
          refused='model_type "deepseek_v4" is refused: its compressed sparse attention')
     # 3-D positions where the rope has no sections: refused by --positions.

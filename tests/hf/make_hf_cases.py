@@ -815,6 +815,22 @@ def rows_more2_cases():
                  layer=1)
 
 
+def v_norm_cases():
+    """Gemma 3n's text model: q/k RMSNorms of plain weights, v RMS-normed
+    without weights, softmax scale 1, a rope per layer type (the sliding
+    layers' window 4), AltUp and Laurel around the attention; no layer
+    shares another's keys and values (num_kv_shared_layers 0)."""
+    gemma3n = dict(TINY, num_hidden_layers=2, sliding_window=4, num_kv_shared_layers=0,
+                   layer_types=["sliding_attention", "full_attention"], laurel_rank=4,
+                   altup_num_inputs=2, hidden_size_per_layer_input=8,
+                   vocab_size_per_layer_input=16, rms_norm_eps=1e-5)
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 50000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    for name, layer in (("gemma3n_sliding", 0), ("gemma3n_full", 1)):
+        yield family(name, "Gemma3nText", gemma3n, layer=layer, rope=rope, freqs=False,
+                     model="Gemma3nForCausalLM")
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -825,6 +841,7 @@ def named_seed_cases():
     yield from hybrids_cases()
     yield from qk_norms_cases()
     yield from rows_more2_cases()
+    yield from v_norm_cases()
 
 
 def name_seed(name):

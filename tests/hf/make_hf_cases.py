@@ -261,6 +261,8 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
     for pname, p in attn.named_parameters():
+        if p.grad is None:  # not on y's graph: DeepSeek sparse attention's indexer (no_grad)
+            continue
         grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
 
@@ -748,6 +750,27 @@ def hybrids_cases():
                       shared_intermediate_size=16, **mamba), layer=1)
 
 
+def dsa_short_cases():
+    """DeepSeek sparse attention while every query sees at most index_topk
+    keys (16 here, over 12 tokens): the indexer keeps them all, and the
+    layer is the dense latent one.  DeepSeek-V3.2 (yarn with mscale_all_dim,
+    the softmax scale's), GLM-MoE-DSA's layer 1, which shares layer 0's
+    top-k (indexer_types "shared": no indexer of its own)."""
+    small = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                 q_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                 intermediate_size=16, moe_intermediate_size=8, n_routed_experts=2,
+                 num_experts_per_tok=1, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+                 topk_group=1, vocab_size=16, max_position_embeddings=64, pad_token_id=0,
+                 index_topk=16, index_n_heads=2, index_head_dim=8)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+    yield family("deepseek_v32_short", "DeepseekV32", dict(small, num_hidden_layers=1),
+                 rope=yarn, pos=positions(5))
+    yield family("glm_moe_dsa_shared", "GlmMoeDsa",
+                 dict(small, num_hidden_layers=2, indexer_types=["full", "shared"]), layer=1,
+                 pos=positions(5))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -756,6 +779,7 @@ def named_seed_cases():
     yield from mla_fused_cases()
     yield from rows_plain_cases()
     yield from hybrids_cases()
+    yield from dsa_short_cases()
 
 
 def name_seed(name):

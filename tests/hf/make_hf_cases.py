@@ -752,7 +752,8 @@ def hybrids_cases():
 
 def dsa_short_cases():
     """DeepSeek sparse attention while every query sees at most index_topk
-    keys (16 here, over 12 tokens): the indexer keeps them all, and the
+    keys (24 here, over 12 tokens, positions to 16): the indexer keeps them
+    all, and the
     layer is the dense latent one.  DeepSeek-V3.2 (yarn with mscale_all_dim,
     the softmax scale's), GLM-MoE-DSA's layer 1, which shares layer 0's
     top-k (indexer_types "shared": no indexer of its own)."""
@@ -761,7 +762,7 @@ def dsa_short_cases():
                  intermediate_size=16, moe_intermediate_size=8, n_routed_experts=2,
                  num_experts_per_tok=1, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
                  topk_group=1, vocab_size=16, max_position_embeddings=64, pad_token_id=0,
-                 index_topk=16, index_n_heads=2, index_head_dim=8)
+                 index_topk=24, index_n_heads=2, index_head_dim=8)
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
             "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
     yield family("deepseek_v32_short", "DeepseekV32", dict(small, num_hidden_layers=1),

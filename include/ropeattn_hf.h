@@ -238,7 +238,12 @@ typedef struct ra_hf_options {
     int64_t layout;     /* -1: the names' and family's; else an ra_layout */
     /* The tokens the layer will run on, as their places in the sequence:
      * [first_token, first_token + n_tokens); n_tokens 0: unknown.  They
-     * size the rope (max_position below). */
+     * size the rope (max_position below), and bound the keys a query sees:
+     * first_token + n_tokens, else max_position + 1.  A family with DeepSeek
+     * sparse attention's indexer (deepseek_v32, glm_moe_dsa) needs that
+     * bound and at most its index_topk keys (the indexer then keeps them
+     * all: the dense layer); the layer must not be run on more keys (the
+     * library does not count them at each call). */
     int64_t first_token, n_tokens;
     /* The largest position id the layer will be given (its rope tables;
      * dynamic and longrope scale by max_position + 1 unless seq_len says

@@ -274,7 +274,7 @@ if not e <= 1e-5:
     print(f"differs by {e:.3g} of max|ref| (tolerance 1e-5)")
     sys.exit(1)
 PY
-for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half; do
+for c in deepseek_v2_lite deepseek_v3 deepseek_v3_half deepseek_v32; do
     rm -f "$C/$c/g.safetensors"
     if "$RA" attention --weights "$C/$c/model.safetensors" --config "$C/$c/config.json" \
         --layer "$(field "$C/$c" layer)" --input "$C/$c/x.npy" --output "$C/$c/y2.npy" \

@@ -176,6 +176,10 @@ class Layer:
             seq_len to fix the length for every call instead.  For the other
             types, max_position only sizes the cos/sin table (4096 rows when
             None; later positions are computed exactly, more slowly).
+            A family with DeepSeek sparse attention's indexer (deepseek_v32,
+            glm_moe_dsa) needs n_tokens or max_position, at most its
+            index_topk keys (the indexer keeps them all: the dense layer);
+            do not call it on more (calls are not checked for it).
           position_ids: True when the calls will give position ids rather
             than a start: Llama 4's NoPE layers, which scale q by each
             token's place in the sequence, are then refused.

@@ -472,6 +472,23 @@ static int ends_with(const char *name, const char *suffix)
     return len >= n && strcmp(name + len - n, suffix) == 0;
 }
 
+/* Whether suffix (a tensor's name after the attention module's stem) is
+ * one of DeepSeek sparse attention's indexer tensors (DeepseekV32Indexer:
+ * wq_b, wk, k_norm, weights_proj), or the block-FP8 scale of one. */
+static int indexer_tensor(const char *suffix)
+{
+    static const char *const names[] = {"indexer.wq_b.weight", "indexer.wk.weight",
+                                        "indexer.k_norm.weight", "indexer.k_norm.bias",
+                                        "indexer.weights_proj.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (strncmp(suffix, names[i], n) == 0 &&
+            (suffix[n] == 0 || strcmp(suffix + n, "_scale_inv") == 0))
+            return 1;
+    }
+    return 0;
+}
+
 /* Whether x is one of the tensors t uses. */
 static int is_used(const attention_tensors *t, const ra_st_tensor *x)
 {
@@ -498,19 +515,22 @@ static int scales_used(const ra_hf_checkpoint *files, const attention_tensors *t
 }
 
 /* Every tensor of the layer's attention module must be one ropeattn uses
- * (a tensor it left out would change the layer), or a buffer transformers
- * ignores, or the scheme's returned_bias (NULL: none).  The block scales of a used weight (weight_scale_inv beside an
+ * (a tensor it left out would change the layer), a buffer transformers
+ * ignores, the scheme's returned_bias (NULL: none), or (indexer set) the
+ * indexer's, whose selection the layer does not need where it runs
+ * (hf/layer.c).  The block scales of a used weight (weight_scale_inv beside an
  * F8_E4M3 weight, as DeepSeek-V3's release) are read with it; any other
  * scale (compressed-tensors' weight_scale, input scales) is refused. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
-                                int stem_len, const char *returned_bias)
+                                int stem_len, const char *returned_bias, int indexer)
 {
     const char *stem = t->proj[PROJ_O]->name;
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
             if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len) ||
-                (returned_bias && strcmp(x->name + stem_len, returned_bias) == 0))
+                (returned_bias && strcmp(x->name + stem_len, returned_bias) == 0) ||
+                (indexer && indexer_tensor(x->name + stem_len)))
                 continue;
             int used = is_used(t, x) || scales_used(files, t, x);
             if (!used && (ends_with(x->name, "_scale_inv") || ends_with(x->name, "_scale")))
@@ -585,9 +605,11 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
     out->mla = 1;
 }
 
-ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int mla,
-                            attention_tensors *out)
+ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
+                            ra_hf_features features, attention_tensors *out)
 {
+    const int mla = (features & RA_HF_MLA) != 0;
+    const int indexer = (features & RA_HF_INDEXER_TOPK) != 0;
     const char *path = files->path;
     const scheme_list *list = mla ? &latent : &standard;
     memset(out, 0, sizeof *out);
@@ -623,7 +645,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     out->layer = scheme->infix ? layer : -1;
     if (mla) {
         find_latent(files, out, stem);
-        return check_consumed(files, out, stem, scheme->returned_bias);
+        return check_consumed(files, out, stem, scheme->returned_bias, indexer);
     }
     for (int i = 0; i < 2; i++)
         for (int kind = 0; kind < 3 && !out->norm[i]; kind++) {
@@ -638,7 +660,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     out->o_norm = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
-    if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias);
+    if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];

@@ -19,9 +19,23 @@
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
 /* DeepSeek sparse attention and its followers: a lightning indexer scores
  * the earlier tokens and each query attends to its top-k keys only. */
-#define INDEXED                                                                          \
-    "its indexed_attention layers (DeepSeek sparse attention's indexer top-k) are not "  \
-    "supported"
+/* Their latent attention beside the indexer: A.X K2's query and output gate
+ * from the q latent, normed and not (q_gate_proj); HY V4's gate_proj and
+ * sinks; dots.note's per-head gate (g_proj) and rescaled, normed latents. */
+#define Q_GATE_PROJ                                                                      \
+    "its q_gate_proj (queries and a sigmoid output gate from the q latent, normed and not) " \
+    "is not supported"
+#define GATE_PROJ_SINKS                                                                  \
+    "its output gate from a projection of its own (gate_proj) and its attention sinks "  \
+    "beside latent attention are not supported"
+#define G_PROJ                                                                           \
+    "its per-head output gate (g_proj) and its rescaled latents with a norm of the "     \
+    "rotated key (k_rope_only_layernorm) are not supported"
+/* Qwen4-Exp: each query keeps the blocks of indexer_compress_ratio keys
+ * whose means score best, up to indexer_budget keys */
+#define QSA                                                                              \
+    "its block-sparse indexer (QSA: indexer_budget keys in blocks of "                   \
+    "indexer_compress_ratio) is not supported"
 /* Gemma 3n and 4: values RMS-normed per head without weights, and the
  * last num_kv_shared_layers layers reuse an earlier layer's keys and values
  * (Gemma 4's assistants: every layer reuses its target model's). */
@@ -107,6 +121,17 @@
     "hidden_size=2560 num_attention_heads=40 num_key_value_heads=40 "                   \
     "max_position_embeddings=32768"
 #define MLA_V3 (RA_HF_MLA | RA_HF_ROPE_INTERLEAVE)
+/* DeepseekV32Config's and GlmMoeDsaConfig's: A.X K1's attention (always
+ * with q_a_proj, interleaved pairs whatever rope_interleave says) and an
+ * indexer; GLM-MoE-DSA's layers may share one. */
+#define DEEPSEEK_V32_DEFAULTS                                                            \
+    MLA_DEFAULTS "hidden_size=7168 num_attention_heads=128 num_key_value_heads=128 "    \
+    "max_position_embeddings=163840 index_topk=2048 index_n_heads=64 index_head_dim=128"
+#define GLM_MOE_DSA_DEFAULTS                                                             \
+    "kv_lora_rank=512 q_lora_rank=2048 qk_nope_head_dim=192 qk_rope_head_dim=64 "       \
+    "v_head_dim=256 hidden_size=6144 num_attention_heads=64 num_key_value_heads=64 "    \
+    "max_position_embeddings=202752 index_topk=2048 index_n_heads=32 index_head_dim=128"
+#define DSA (RA_HF_MLA | RA_HF_INDEXER_TOPK)
 #define LLAMA4                                                                           \
     (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
      RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
@@ -191,7 +216,7 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
     ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("axk2", I, 0, Q_GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
@@ -228,7 +253,7 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
-    ROW("deepseek_v32", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("deepseek_v32", I, DSA, NULL, DEEPSEEK_V32_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v4", I, 0,
         "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
         "is not supported", NULL, NOWINDOW, NO_BIAS),
@@ -242,8 +267,8 @@ static const ra_hf_family families[] = {
     ROW("dots1", H, RA_HF_QK_NORM, NULL,
         "hidden_size=4608 num_key_value_heads=32 sliding_window=4096 max_window_layers=62",
         RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
-    ROW("dots3_note", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
-    ROW("dots3_note_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note", H, 0, G_PROJ, NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note_text", H, 0, G_PROJ, NULL, NOWINDOW, NO_BIAS),
     ROW("emu3_text_model", H, 0, NULL,
         "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0)),
@@ -285,7 +310,8 @@ static const ra_hf_family families[] = {
         "num_key_value_heads=8", NOWINDOW, QKV(AB, 0)),
     /* Glm4MoeLiteConfig: head_dim is another name for qk_rope_head_dim (attribute_map) */
     ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("glm_moe_dsa", I, DSA | RA_HF_INDEXER_SHARED, NULL, GLM_MOE_DSA_DEFAULTS, NOWINDOW,
+        NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
@@ -319,7 +345,7 @@ static const ra_hf_family families[] = {
     ROW("hy_v3", H, RA_HF_QK_NORM, NULL,
         "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, ALL(AB, 0)),
-    ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("hy_v4", H, 0, GATE_PROJ_SINKS, NULL, NOWINDOW, NO_BIAS),
     /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
@@ -439,8 +465,8 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
-    ROW("qwen4_exp", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
-    ROW("qwen4_exp_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen4_exp", H, 0, QSA, NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen4_exp_text", H, 0, QSA, NULL, NOWINDOW, NO_BIAS),
     ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
         "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
@@ -484,6 +510,12 @@ static const ra_hf_family families[] = {
 #undef GEMMA3N
 #undef GEMMA3N_DEFAULTS
 #undef GEMMA4
+#undef Q_GATE_PROJ
+#undef GATE_PROJ_SINKS
+#undef G_PROJ
+#undef QSA
+#undef DSA
+#undef V_NORM
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE
@@ -576,6 +608,10 @@ static const attention_key attention_keys[] = {
     {"qk_nope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"qk_rope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
+    {"index_topk", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer's top-k keys"},
+    {"index_n_heads", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer"},
+    {"index_head_dim", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer"},
+    {"indexer_types", NULL_ONLY, RA_HF_INDEXER_TOPK, "layers sharing an indexer's top-k"},
     {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"position_embedding_type", ROTARY, RA_HF_ROPE_BY_EMBEDDING_TYPE, "positions without RoPE"},

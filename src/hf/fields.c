@@ -83,6 +83,9 @@ static const field fields[] = {
     FIELD(qk_nope_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(qk_rope_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(v_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(index_topk, POSITIVE_INTEGER, MAX_POSITIONS, 0),
+    FIELD(index_n_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(index_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
 };
 
 static const field aliases[] = {
@@ -991,6 +994,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_kv_shared(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_indexer_read(root, out, name, msg, msg_len));
     RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     RA_TRY(read_local_window(root, out, name, msg, msg_len));

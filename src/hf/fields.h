@@ -307,6 +307,15 @@ typedef uint64_t ra_hf_features;
  * num_kv_shared_layers layers take their keys and values from an earlier layer's (Gemma 3n, 4):
  * those layers refused, naming it; the others run */
 #define RA_HF_KV_SHARED_LAYERS (UINT64_C(1) << 51)
+/* an indexer (DeepSeek sparse attention's: index_topk, index_n_heads, index_head_dim, its
+ * tensors under indexer.) keeps each query's index_topk best-scoring keys: while no query sees
+ * more keys than that it keeps them all and the layer is the dense one, which runs (the
+ * indexer's tensors read and ignored); beyond, refused (DeepSeek-V3.2) */
+#define RA_HF_INDEXER_TOPK (UINT64_C(1) << 56)
+/* with RA_HF_INDEXER_TOPK: indexer_types ("full", "shared": the layer reuses the previous full
+ * layer's top-k, and has no indexer tensors), or index_topk_pattern, index_topk_freq and
+ * index_skip_topk_offset that derive it (GLM-MoE-DSA) */
+#define RA_HF_INDEXER_SHARED (UINT64_C(1) << 57)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
@@ -441,6 +450,10 @@ typedef struct ra_hf_fields {
     int64_t kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
     int has_kv_lora_rank, has_q_lora_rank, has_qk_nope_head_dim, has_qk_rope_head_dim,
         has_v_head_dim;
+    /* The indexer (RA_HF_INDEXER_TOPK): the keys each query keeps, its heads
+     * and their size. */
+    int64_t index_topk, index_n_heads, index_head_dim;
+    int has_index_topk, has_index_n_heads, has_index_head_dim;
     /* rope_interleave (RA_HF_ROPE_INTERLEAVE; true by default): latent
      * attention's rope pairs (2i, 2i + 1), else rotate_half's (i, i + d/2). */
     int rope_interleave;

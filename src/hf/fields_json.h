@@ -2,7 +2,8 @@
  * fields_json.h — the readers fields.c calls over the object cJSON has
  * already parsed: the model family (families.c), which projections have
  * biases (fields_bias.c), a rope object (rope_params.c), the sliding-window
- * keys (fields_window.c) and quantization_config (fields_quant.c).
+ * keys (fields_window.c), quantization_config (fields_quant.c) and an
+ * indexer's keys (fields_indexer.c).
  * Private to src/hf's config.json readers.
  */
 #ifndef RA_HF_FIELDS_JSON_H
@@ -43,6 +44,11 @@ ra_status ra_hf_rope_read(const cJSON *obj, const char *name, const char *prefix
 /* Reads the keys ra_hf_layer_nope needs (fields_nope.c). */
 ra_status ra_hf_nope_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                           size_t msg_len);
+
+/* Checks the indexer's keys of a family with RA_HF_INDEXER_TOPK (their
+ * sizes, read as fields, and indexer_types: fields_indexer.c). */
+ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const char *name,
+                             char *msg, size_t msg_len);
 
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);

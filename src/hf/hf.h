@@ -115,10 +115,13 @@ const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *nam
 
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and q and k norms, and checks that the
- * attention module holds nothing else; with mla, latent attention's
- * tensors instead.  Names tried: hf/checkpoint.c. */
-ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer, int mla,
-                            attention_tensors *out);
+ * attention module holds nothing else; with the family's features
+ * (features: its row's, 0 without one) RA_HF_MLA, latent attention's
+ * tensors instead, and with RA_HF_INDEXER_TOPK, an indexer's tensors are
+ * let be (the layer is refused where it would need them).  Names tried:
+ * hf/checkpoint.c. */
+ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer,
+                            ra_hf_features features, attention_tensors *out);
 void hf_tensors_free(attention_tensors *t); /* head_norms */
 
 /* Points proj[Q..V] (and bias[Q..V]) at views of the fused tensor, as

@@ -245,7 +245,9 @@ static ra_status refuse_cross_attention(const ra_hf_config *config, int64_t laye
 
 /* A layer that the config's layer_types names other than softmax attention
  * (a hybrid model's linear-attention, Mamba or convolution layers) is not
- * an attention layer ropeattn can run: refused, naming its kind. */
+ * an attention layer ropeattn can run: refused, naming its kind.  An
+ * "indexed_attention" layer of a family with RA_HF_INDEXER_TOPK is softmax
+ * attention over the keys its indexer keeps (check_indexer_keys). */
 static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
 {
     const ra_hf_fields *hf = &config->fields;
@@ -256,10 +258,41 @@ static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
                            "hybrid model's attention layers", config->path, (long long)layer);
     }
     const char *kind = ra_hf_layer_not_attention(&hf->window, layer);
-    if (kind == NULL) return RA_OK;
+    if (kind == NULL || (hf->family && (hf->family->features & RA_HF_INDEXER_TOPK) &&
+                         strcmp(kind, "indexed_attention") == 0))
+        return RA_OK;
     return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
                    "softmax attention: ropeattn runs only a hybrid model's attention layers",
                    config->path, (long long)layer, kind);
+}
+
+/* A family with an indexer (RA_HF_INDEXER_TOPK) runs where no query sees
+ * more than index_topk keys: the indexer then keeps every key it sees
+ * (hf/fields_indexer.c).  The keys: the tokens up to the last one the
+ * options name, first_token + n_tokens (a cache holding the earlier ones),
+ * else max_position + 1. */
+static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_options *o)
+{
+    const ra_hf_fields *hf = &config->fields;
+    if (!hf->family || !(hf->family->features & RA_HF_INDEXER_TOPK)) return RA_OK;
+    const int64_t keys = o->n_tokens ? o->first_token + o->n_tokens : o->max_position + 1;
+    const char *type = hf->family->model_type;
+    const long long topk = (long long)hf->index_topk;
+#define INDEXER_KEEPS                                                                    \
+    "%s: model_type \"%s\"'s indexer (DeepSeek sparse attention) keeps each query's "    \
+    "index_topk = %lld best-scoring keys, all of them only while a query sees at most "   \
+    "that many: "
+    if (keys <= 0)
+        return hf_fail(RA_ERR_ARGUMENT, INDEXER_KEEPS "give the tokens the layer runs on "
+                       "(n_tokens, first_token) or the largest position (max_position)",
+                       config->path, type, topk);
+    if (keys > hf->index_topk)
+        return hf_fail(RA_ERR_UNSUPPORTED, INDEXER_KEEPS "the layer's queries see up to %lld "
+                       "keys (tokens to position %lld), and the indexer's selection among "
+                       "more is not supported", config->path, type, topk, (long long)keys,
+                       (long long)(keys - 1));
+#undef INDEXER_KEEPS
+    return RA_OK;
 }
 
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
@@ -269,10 +302,10 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     ra_rope_config rope;
     const ra_hf_family *family = config->fields.family;
     RA_HF_TRY(hf_check_kv_shared(config, options->layer)); /* its k and v are not its own */
-    RA_HF_TRY(hf_find_attention(ckpt, options->layer,
-                                family && (family->features & RA_HF_MLA), t));
+    RA_HF_TRY(hf_find_attention(ckpt, options->layer, family ? family->features : 0, t));
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(hf_check_kv_shared(config, t->layer));
+    RA_HF_TRY(check_indexer_keys(config, options));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
     int64_t most = 2 * N_PROJ + 4 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];

@@ -1276,11 +1276,17 @@ def family_cases(out):
     # sparse attention: each query attends to the keys an indexer picks
     # (DeepSeek-V3.2's lightning indexer and its followers), or to keys
     # compressed per block (DeepSeek-V4)
-    indexed = "its indexed_attention layers (DeepSeek sparse attention's indexer top-k)"
-    for family in ("axk2", "deepseek_v32", "dots3_note", "dots3_note_text", "glm_moe_dsa",
-                   "hy_v4", "qwen4_exp", "qwen4_exp_text"):
+    # (DeepSeek-V3.2 and GLM-MoE-DSA run up to index_topk keys: dsa_cases.py),
+    # beside what else their attention has
+    beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
+              "dots3_note_text": "its per-head output gate (g_proj)",
+              "hy_v4": "its output gate from a projection of its own (gate_proj) and its "
+                       "attention sinks",
+              "qwen4_exp": "its block-sparse indexer (QSA", "qwen4_exp_text": "its block-sparse "
+              "indexer (QSA"}
+    for family, why in beside.items():
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
-             refused=f'model_type "{family}" is refused: {indexed}')
+             refused=f'model_type "{family}" is refused: {why}')
     # Gemma 4: per-layer head sizes, values from k_proj, its own rope, and
     # layers that reuse an earlier layer's keys and values
     for family in ("gemma4", "gemma4_assistant", "gemma4_text", "gemma4_unified",

@@ -279,3 +279,6 @@ def mla_cases(out):
     ]
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
+
+    from dsa_cases import dsa_cases  # DeepSeek-V3.2, GLM-MoE-DSA: tests/families/dsa_cases.py
+    dsa_cases(out, x, base)

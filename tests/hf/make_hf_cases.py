@@ -264,6 +264,9 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
     for pname, p in attn.named_parameters():
         if p.grad is not None:  # None: not on the output's path (a returned dense_bias)
             grads[prefix + pname] = p.grad.numpy().astype(np.float32)
+        if p.grad is None:  # not on y's graph: DeepSeek sparse attention's indexer (no_grad)
+            continue
+        grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
 
 
@@ -831,6 +834,28 @@ def v_norm_cases():
                      model="Gemma3nForCausalLM")
 
 
+def dsa_short_cases():
+    """DeepSeek sparse attention while every query sees at most index_topk
+    keys (24 here, over 12 tokens, positions to 16): the indexer keeps them
+    all, and the
+    layer is the dense latent one.  DeepSeek-V3.2 (yarn with mscale_all_dim,
+    the softmax scale's), GLM-MoE-DSA's layer 1, which shares layer 0's
+    top-k (indexer_types "shared": no indexer of its own)."""
+    small = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                 q_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                 intermediate_size=16, moe_intermediate_size=8, n_routed_experts=2,
+                 num_experts_per_tok=1, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+                 topk_group=1, vocab_size=16, max_position_embeddings=64, pad_token_id=0,
+                 index_topk=24, index_n_heads=2, index_head_dim=8)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+    yield family("deepseek_v32_short", "DeepseekV32", dict(small, num_hidden_layers=1),
+                 rope=yarn, pos=positions(5))
+    yield family("glm_moe_dsa_shared", "GlmMoeDsa",
+                 dict(small, num_hidden_layers=2, indexer_types=["full", "shared"]), layer=1,
+                 pos=positions(5))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -842,6 +867,7 @@ def named_seed_cases():
     yield from qk_norms_cases()
     yield from rows_more2_cases()
     yield from v_norm_cases()
+    yield from dsa_short_cases()
 
 
 def name_seed(name):

@@ -135,12 +135,16 @@ def attention_name(model, layer):
     transformer.h.L.self_attention (Falcon), transformer.h.L.attn (GPT-J),
     the Qwen-VL text models' layers.L.self_attn, DBRX's
     transformer.blocks.L.norm_attn_norm.attn; a multimodal model's text
-    layer (under language_model), not its vision tower's."""
+    layer (under language_model), not its vision tower's; in a model of
+    several stacks of text layers and none under language_model (BLT's
+    local_encoder, global_transformer ...; HRM's H_module, L_module), the
+    first stack's (the library then reads that one, or its numbers differ)."""
     pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
                          rf"(self_attn|attention|self_attention|attn)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
-        names = [n for n in names if "language_model" in n]
+        text = [n for n in names if "language_model" in n]
+        names = text or names[:1]
     if len(names) != 1:
         raise ValueError(f"layer {layer}'s attention: {names or 'none'}")
     return names[0]

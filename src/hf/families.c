@@ -130,6 +130,13 @@ static const ra_hf_family families[] = {
     /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
     ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
         NOWINDOW, NO_BIAS),
+    /* BltConfig: a local encoder, a global transformer and a local decoder (and an entropy
+     * patcher), each a stack of attention layers of its own sizes */
+    ROW("blt", I, 0,
+        "its attention layers sit in four stacks of their own sizes (local_encoder, "
+        "global_transformer, local_decoder, patcher: encoder_config, global_config, "
+        "decoder_config, patcher_config), and ropeattn reads one stack of layers: not read yet",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
@@ -140,6 +147,12 @@ static const ra_hf_family families[] = {
      * sliding_window_pattern read only without layer_types (then refused) */
     ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
+    /* CohereCompassTextConfig: rope_parameters by layer type (null: that type without RoPE),
+     * each M-RoPE with Qwen3-VL's interleaved sections (mrope_section default [24, 20, 20]) */
+    ROW("cohere_compass_text", H, 0,
+        "its rope_parameters by layer type, each an interleaved M-RoPE (sections "
+        "interleaved as Qwen3-VL's, mrope_section default [24, 20, 20]) or null for layers "
+        "without RoPE, are not supported", NULL, NOWINDOW, NO_BIAS),
     /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
     ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
         "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
@@ -210,6 +223,10 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
+    /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output; two stacks
+     * (H_module, L_module) run in cycles, each run a cache slot of its own */
+    ROW("hrm_text", H, 0, GATE_PROJ ", nor its two stacks of layers run in cycles (H_module, "
+        "L_module)", NULL, NOWINDOW, NO_BIAS),
     ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
@@ -233,6 +250,10 @@ static const ra_hf_family families[] = {
     ROW("modernbert-decoder", H, 0,
         "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
         "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
+     * decoder.model): Llama's attention, projections under .linear; its mask is causal,
+     * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
+    ROW("moshi", H, 0, NULL, NULL, NOWINDOW, FIXED(0, 0)),
     ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
@@ -244,6 +265,10 @@ static const ra_hf_family families[] = {
         * object's (fields.c's standardize_rope) */
     ROW("phi3", H, RA_HF_LONGROPE_ONLY, NULL, "original_max_position_embeddings=4096",
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* Phi4MultimodalConfig: Phi-3's attention and rope (the text model at the top level) */
+    ROW("phi4_multimodal", H, RA_HF_LONGROPE_ONLY, NULL,
+        "num_key_value_heads=8 max_position_embeddings=131072 "
+        "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     /* PhimoeConfig */
     ROW("phimoe", H, RA_HF_LONGROPE_MSCALE, NULL, "rope_theta=1000000 num_key_value_heads=8",
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),

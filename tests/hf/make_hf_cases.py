@@ -711,12 +711,31 @@ def mla_fused_cases():
     yield family("dbrx_clip", "Dbrx", dbrx, theta=500000.0)
 
 
+def misc_rows_cases():
+    """Phi-4-multimodal's text layer: Phi-3's attention (fused qkv_proj) and
+    longrope over 75% of each head, its vision and audio parts shrunk; each
+    step of the cached run on one side of original_max_position_embeddings."""
+    parts = dict(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
+    phi4 = dict({k: v for k, v in TINY.items() if k != "head_dim"},
+                partial_rotary_factor=0.75, original_max_position_embeddings=16,
+                vision_config=dict(parts, image_size=28, crop_size=28),
+                audio_config=dict(parts, num_blocks=1, ext_pw_out_channel=8, input_size=8,
+                                  depthwise_separable_out_channel=8, nemo_conv_channels=8,
+                                  bias_max_distance=4))
+    longrope = {"rope_type": "longrope", "original_max_position_embeddings": 16,
+                "short_factor": [1.0, 1.5, 3.0], "long_factor": [1.0, 4.0, 12.0]}
+    for name, start in (("short", 2), ("long", 28)):
+        yield family(f"phi4_multimodal_longrope_{name}", "Phi4Multimodal", phi4, rope=longrope,
+                     pos=positions(start))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
     yield from windows_cases()
     yield from mla_fused_cases()
+    yield from misc_rows_cases()
 
 
 def name_seed(name):

@@ -714,7 +714,8 @@ def mla_fused_cases():
 def misc_rows_cases():
     """Phi-4-multimodal's text layer: Phi-3's attention (fused qkv_proj) and
     longrope over 75% of each head, its vision and audio parts shrunk; each
-    step of the cached run on one side of original_max_position_embeddings."""
+    step of the cached run on one side of original_max_position_embeddings.
+    Moshi's text decoder, its projections under .linear."""
     parts = dict(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
     phi4 = dict({k: v for k, v in TINY.items() if k != "head_dim"},
                 partial_rotary_factor=0.75, original_max_position_embeddings=16,
@@ -727,6 +728,8 @@ def misc_rows_cases():
     for name, start in (("short", 2), ("long", 28)):
         yield family(f"phi4_multimodal_longrope_{name}", "Phi4Multimodal", phi4, rope=longrope,
                      pos=positions(start))
+    # Moshi's text decoder: each projection a MoshiLinear (q_proj.linear.weight ...)
+    yield family("moshi_linear_names", "Moshi", dict(TINY, ffn_dim=16))
 
 
 def named_seed_cases():

@@ -245,6 +245,10 @@ typedef uint64_t ra_hf_features;
 /* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
  * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
 #define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
+/* sliding_window bounds only transformers' cache (DynamicCache's sliding layers), not its mask:
+ * the layer sees every earlier token, and `attention --prefill` past the window, where
+ * transformers' cached generation sees fewer, is refused (Moshi) */
+#define RA_HF_CACHE_WINDOW (UINT64_C(1) << 53)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output

@@ -564,6 +564,11 @@ def family_cases(out):
     moshi = {layers(0) + p + "_proj.linear.weight": w[p] for p in "qkvo"}
     save(out, "moshi", dict(base, model_type="moshi", rope_theta=1e4, sliding_window=3000),
          moshi, x, attention(x, w, f), 0)
+    # its sliding_window bounds transformers' cache only: --prefill past it refused
+    save(out, "moshi_prefill_past_window", dict(base, model_type="moshi", rope_theta=1e4,
+                                                sliding_window=4),
+         moshi, x, None, 0, args=["--prefill", "2"], refused='masks no earlier token, while '
+         "transformers' cache keeps only the last sliding_window - 1 = 3 of them")
 
     # GPT-J: transformer.h.N.attn names, out_proj; n_embd, n_head and
     # rotary_dim (a count: the first 8 of 16 features, interleaved, base

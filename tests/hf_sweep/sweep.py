@@ -102,7 +102,9 @@ OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4, index_n_heads=2, ind
              "qwen4_exp_text": dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16,
                                     indexer_budget=8, indexer_compress_ratio=4, hc_lowrank=16),
              "zaya": dict(num_experts_per_tok=1),
-             "moshi": dict(ffn_dim=128), "blt": dict(encoder_hash_byte_group_vocab=128),
+             # (Moshi's sliding_window bounds only transformers' cache, not its mask: the
+             # CLI refuses --prefill past it; its default keeps the sweep's 24 tokens within)
+             "moshi": dict(ffn_dim=128, sliding_window=3000), "blt": dict(encoder_hash_byte_group_vocab=128),
              # DbrxConfig's own names, and DbrxAttention reads attn_config.rope_theta,
              # which DbrxAttentionConfig lacks (transformers 5.23)
              "dbrx": dict(d_model=64, n_heads=4, max_seq_len=256,

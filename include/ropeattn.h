@@ -1161,7 +1161,8 @@ typedef struct ra_layer_config {
                            RoPE as the factor s sqrt(head_dim), on every path */
     double clip_qkv;    /* 0: none; else positive: q, k and v are clamped to
                            [-clip_qkv, clip_qkv] after their projections and
-                           biases, before the norms (OLMo's clip_qkv) */
+                           biases, before the norms (OLMo's clip_qkv; after
+                           them with clip_after_norm, below) */
     int qk_l2_norm;     /* nonzero: as after RoPE, each head of q and of k is
                            divided by its root mean square, x / sqrt(mean(x^2)
                            + norm_eps), without weights (Llama 4's L2Norm).
@@ -1173,7 +1174,8 @@ typedef struct ra_layer_config {
                            position p is multiplied by 1 + temperature_scale *
                            log1p(floor((p + 1) / temperature_floor)), Llama
                            4's attention temperature tuning (floor_scale,
-                           attn_scale) for its layers without RoPE.  p is the
+                           attn_scale) for its layers without RoPE (p
+                           without the + 1: temperature_no_offset).  p is the
                            token's position as given (transformers uses
                            cache_position: the same unless ids are given).
                            The factor at RA_MAX_POSITION must be at most
@@ -1229,6 +1231,20 @@ typedef struct ra_layer_config {
                            q_proj's output viewed [..., H, 2 D] and chunked;
                            dwq and dbq are shaped so.  Not with wqkv nor
                            latent attention (RA_ERR_UNSUPPORTED) */
+    int clip_after_norm; /* nonzero: clip_qkv clamps q and k after their
+                           norms (weights.q_norm, k_norm), as OLMoE does, v
+                           after its projection; 0: before them (OLMo).  Not
+                           with norm_after_rope nor qk_l2_norm
+                           (RA_ERR_UNSUPPORTED); no effect without clip_qkv
+                           or without the norms */
+    int temperature_no_offset; /* nonzero, with temperature_floor: q of the
+                           token at position p is multiplied by 1 +
+                           temperature_scale * log1p(floor(p /
+                           temperature_floor)), p itself where Llama 4 takes
+                           p + 1: Ministral 3's llama_4_scaling_beta (the
+                           scale) over its rope's
+                           original_max_position_embeddings (the floor), on
+                           every layer, by position ids */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1510,7 +1526,7 @@ static inline ra_layer_grads ra_layer_grads_init(void)
  * and k recomputed before them); the projections' products use CBLAS.
  * Scratch, from the context's workspace: 4 * B * S * (dim + 2 H D + 2 Hkv D)
  * bytes; with q/k norms or qk_l2_norm 4 * B * S * (H D + Hkv D) more, with
- * both as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more, with
+ * both (or norms and clip_after_norm) as much again, with clip_qkv 4 * B * S * (H D + 2 Hkv D) more, with
  * gated_output 8 * B * S * H D more, with o_norm 4 * (B * S + 1) * H D more; plus
  * the attention backward's.  The tape is left as it was: a second backward with another
  * dy is allowed.  The outputs must not overlap one another, dy, x,

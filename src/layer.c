@@ -11,7 +11,8 @@
  * (q, k and v may come from one weight fused per key/value group, read in
  * place: GPT-NeoX, Falcon, InternLM2.)
  * Each projection adds its bias, where the layer has one (Qwen2: bq, bk, bv),
- * q, k and v are clamped where the layer has clip_qkv (OLMo), q and k are
+ * q, k and v are clamped where the layer has clip_qkv (OLMo; q and k after
+ * their norms with clip_after_norm: OLMoE), q and k are
  * normalized before RoPE where the layer has the norms (RMSNorm per head:
  * Qwen3; over the whole projection: OLMo 2; LayerNorm with each head's own
  * weights: Cohere, StableLM 2), and q is multiplied by
@@ -54,6 +55,9 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->norm_whole && c->norm_head_weights)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: norm_whole and norm_head_weights "
                        "are both set");
+    if (c->clip_after_norm && (c->norm_after_rope || c->qk_l2_norm))
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: clip_after_norm with %s",
+                       c->norm_after_rope ? "norm_after_rope" : "qk_l2_norm");
     if (c->norm_after_rope && (c->qk_l2_norm || c->temperature_floor))
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: norm_after_rope with %s",
                        c->qk_l2_norm ? "qk_l2_norm" : "temperature_floor");
@@ -67,11 +71,14 @@ static ra_status resolve_config(ra_layer_config *c)
                        (long long)c->chunk, c->softcap);
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL))
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: clip_qkv %g", c->clip_qkv);
-    /* Llama 4's temperature: the factor at the last position a float */
+    /* Llama 4's (and Ministral 3's) temperature: the factor at the last position a float */
     if (!(c->temperature_floor >= 0 && c->temperature_floor < HUGE_VAL &&
           fabs(c->temperature_scale) < HUGE_VAL))
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_floor %g, "
                        "temperature_scale %g", c->temperature_floor, c->temperature_scale);
+    if (c->temperature_no_offset && c->temperature_floor == 0)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_no_offset without "
+                       "temperature_floor");
     if (c->temperature_floor > 0 &&
         !(1.0 + fabs(c->temperature_scale) *
                     log1p(floor(((double)RA_MAX_POSITION + 1.0) / c->temperature_floor)) <=
@@ -421,13 +428,18 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
     project(mm, xk, x, &pk, tokens, c->dim);
     if (xv) project(mm, xv, x, &pv, tokens, c->dim);
     if (!normalize) return;
+    const int clip_late = c->clip_after_norm; /* OLMoE: q and k clamped after their norms */
     if (c->clip_qkv > 0) {
-        ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
-        ra_layer_clip(xk, tokens * kv, c->clip_qkv);
+        if (!clip_late) ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
+        if (!clip_late) ra_layer_clip(xk, tokens * kv, c->clip_qkv);
         if (xv) ra_layer_clip(xv, tokens * kv, c->clip_qkv);
     }
     if (c->norm_after_rope) return; /* the norms and q's factor: ra_layer_rotate */
     qk_norms(layer, xq, xk, tokens);
+    if (c->clip_qkv > 0 && clip_late) {
+        ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
+        ra_layer_clip(xk, tokens * kv, c->clip_qkv);
+    }
     if (c->qk_l2_norm) { /* after RoPE in Llama 4, which keeps each head's RMS */
         ra_layer_norm_shape qn = ra_layer_l2_shape(c, c->n_heads, tokens),
                             kn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
@@ -476,11 +488,12 @@ void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *p
     const ra_layer_config *c = &layer->config;
     if (c->temperature_floor == 0) return;
     const int64_t q_dim = c->n_heads * c->head_dim;
+    const double offset = c->temperature_no_offset ? 0.0 : 1.0; /* Ministral 3 : Llama 4 */
     int64_t hint = 0;
     for (int64_t t = 0; t < tokens; t++) {
         double p = (double)ra_position(pos, t, seq, &hint);
         float f = (float)(1.0 + c->temperature_scale *
-                                    log1p(floor((p + 1.0) / c->temperature_floor)));
+                                    log1p(floor((p + offset) / c->temperature_floor)));
         for (int64_t i = 0; f != 1.0f && i < q_dim; i++) g[t * q_dim + i] *= f;
     }
 }

@@ -13,12 +13,13 @@
  *      regenerated from the seed)
  *   -> dq, dk = R^T dq, R^T dk                  (RoPE with RA_INVERSE)
  *   -> dq *= scale sqrt(D), where the layer's softmax scale is not 1/sqrt(D),
- *      and by Llama 4's temperature (temperature_floor)
+ *      and by Llama 4's or Ministral 3's temperature (temperature_floor)
  *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *      (with norm_after_rope, the norms come first and R^T after them)
- *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
+ *   -> dq, dk, dv zero where clip_qkv clamped q, k, v (q and k: before the
+ *      norms' gradient where clip_after_norm clamped their outputs)
  *   -> dwo (+)= g^T o (o: wo's input, recomputed), dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
@@ -251,13 +252,15 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
      * [T, H D] and its weights' gradient [H D].  The tape was made with
      * 12 T max(dim, H D) <= RA_MAX_ELEMENTS, so this size fits. */
     const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
+    const int clip_late = clip && norms && c->clip_after_norm; /* OLMoE: after the norms */
     const int inputs = norms || l2; /* the norms' inputs are needed */
     ra_scratch scratch, panel;
     ra_gemm_env mm;
     const int gated = c->gated_output;
     const int64_t out_floats = (gated ? 2 * n_q : 0) + (w->o_norm ? n_q + q_dim : 0);
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
-                           (clip ? n_q + 2 * n_kv : 0) + (norms && l2 ? n_q + n_kv : 0) +
+                           (clip ? n_q + 2 * n_kv : 0) +
+                           (norms && (l2 || clip_late) ? n_q + n_kv : 0) +
                            out_floats + H; /* and the sinks' gradient [H] */
     RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
     ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
@@ -306,7 +309,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     const int norms_after = c->norm_after_rope;
     if (!norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* xq *= scale sqrt(D) (a softmax scale other than 1/sqrt(D)), and
-     * Llama 4's temperature at each token's position */
+     * Llama 4's (Ministral 3's) temperature at each token's position */
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n_q; i++) dq[i] *= q_factor;
@@ -326,8 +329,8 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     if (inputs && clip) {
         memcpy(q_in, q_raw, (size_t)n_q * sizeof(float));
         memcpy(k_in, k_raw, (size_t)n_kv * sizeof(float));
-        ra_layer_clip(q_in, n_q, c->clip_qkv);
-        ra_layer_clip(k_in, n_kv, c->clip_qkv);
+        if (!clip_late) ra_layer_clip(q_in, n_q, c->clip_qkv);
+        if (!clip_late) ra_layer_clip(k_in, n_kv, c->clip_qkv);
     }
     if (inputs && norms_after) { /* the norms' inputs are the rotated q and k */
         const ra_tensor tq = ra_tensor_4d(q_in, RA_F32, B, S, H, D),
@@ -354,6 +357,17 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         ra_layer_norm_backward(dq, NULL, lq, NULL, &lqn);
         ra_layer_norm_backward(dk, NULL, lk, NULL, &lkn);
     }
+    /* OLMoE's clamp after the norms: the gradient passes where the norms'
+     * outputs (recomputed) are within the limit */
+    if (clip_late) {
+        float *nq = after, *nk = after + n_q;
+        memcpy(nq, q_in, (size_t)n_q * sizeof(float));
+        memcpy(nk, k_in, (size_t)n_kv * sizeof(float));
+        if (w->q_norm) ra_layer_norm(nq, w->q_norm, &qn);
+        if (w->k_norm) ra_layer_norm(nk, w->k_norm, &kn);
+        clip_grad(dq, nq, n_q, c->clip_qkv);
+        clip_grad(dk, nk, n_kv, c->clip_qkv);
+    }
     /* xq, xk = q_norm(xq), k_norm(xk): per head, or per token (norm_whole) */
     if (norms) {
         norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
@@ -362,11 +376,9 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where
      * |x| <= clip_qkv, as torch's clamp */
-    if (clip) {
-        clip_grad(dq, q_raw, n_q, c->clip_qkv);
-        clip_grad(dk, k_raw, n_kv, c->clip_qkv);
-        clip_grad(dv, v_raw, n_kv, c->clip_qkv);
-    }
+    if (clip && !clip_late) clip_grad(dq, q_raw, n_q, c->clip_qkv);
+    if (clip && !clip_late) clip_grad(dk, k_raw, n_kv, c->clip_qkv);
+    if (clip) clip_grad(dv, v_raw, n_kv, c->clip_qkv);
     /* output = self.wo(output): dwo = g^T o */
     ra_gemm_tn(grads->dwo, g, dim, o, dim, q_dim, T, beta);
     bias_grad(grads->dbo, w->bo, g, T, dim, grads->accumulate);

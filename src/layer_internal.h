@@ -152,9 +152,10 @@ static inline float ra_layer_sigmoid(float x)
  * o_norm). */
 int ra_layer_output_changes(const ra_layer *layer);
 
-/* Llama 4's temperature tuning (config.temperature_floor; nothing without
- * it): each token's row of g [tokens, H * D] times its factor at its
- * position; the same on q and on q's gradient. */
+/* Llama 4's temperature tuning, or Ministral 3's (config.temperature_floor,
+ * temperature_no_offset; nothing without it): each token's row of g
+ * [tokens, H * D] times its factor at its position; the same on q and on
+ * q's gradient. */
 void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
                           int64_t tokens, int64_t seq);
 

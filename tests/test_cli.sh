@@ -1282,7 +1282,7 @@ done
 if "$RA" families >"$TMP/stdout" 2>"$TMP/stderr" && [ ! -s "$TMP/stderr" ] &&
     grep -qx "llama	half	runs" "$TMP/stdout" && grep -qx "cohere	interleaved	runs" "$TMP/stdout" &&
     grep -q "^baichuan	half	refused: .*ALiBi" "$TMP/stdout" &&
-    ! grep -qvE "^[a-z0-9_]+	(half|interleaved)	(runs|refused: .+)$" "$TMP/stdout"; then pass
+    ! grep -qvE "^[a-z0-9_-]+	(half|interleaved)	(runs|refused: .+)$" "$TMP/stdout"; then pass
 else fail "families: $(head -c 300 "$TMP/stdout") $(head -c 300 "$TMP/stderr")"; fi
 expect_usage "families takes no argument" "unexpected argument" -- families llama
 if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (amx|avx512bf16|avx512|avx2|sse2|neon)\)$'; then pass

@@ -142,7 +142,7 @@ sample=${RA_HF_SAMPLE:-1}
 # q/k norms over the whole projection convert-layout does not permute.
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 "
-WHOLE_NORM=" olmo2 olmo3 "
+WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -336,6 +336,32 @@ if "$RA" "${LR[@]}" --start-pos 20 --output "$TMP/y.npy" 2>"$TMP/err" &&
     queue "longrope --prefill past original_max_position_embeddings" y "$TMP/y_cached.npy" \
         "$TMP/y.npy" 1e-5
 else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP/err")"; fi
+
+# Keys the config classes save but a hand-written config may leave out, read
+# as the class would fill them in: MiniMax-M2's rotary_dim without
+# partial_rotary_factor (rotary_dim / head_dim); Dots1 without layer_types
+# (the layers from max_window_layers on slide); Mellum without
+# rope_parameters (MellumConfig's rope per layer type)
+edited() { # edited CASE OUT PYTHON: CASE's config.json, edited by PYTHON (on c), into OUT
+    "$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"))' "tests/hf/$1/config.json" "$2" "$3"
+}
+for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_factor']" \
+    "dots1_window|1|del c['layer_types']; c['max_window_layers'] = 1" \
+    "mellum_sliding|0|del c['rope_parameters']"; do
+    IFS='|' read -r c layer code <<<"$spec"
+    D=tests/hf/$c
+    edited "$c" "$TMP/edited.json" "$code"
+    out; y=$o
+    if "$RA" attention --weights "$D/model.safetensors" --config "$TMP/edited.json" \
+        --layer "$layer" --input "$D/x.npy" --positions "$D/pos.npy" --output "$y" \
+        2>"$TMP/err"; then
+        queue "$c: y, config edited: $code" y "$y" "$D/y.npy" 1e-5
+    else fail "$c: config edited: $code: $(cat "$TMP/err")"
+    fi
+done
 
 "$PY" "$TMP/check.py" batch "$CHECKS" >"$TMP/results"
 grep '^FAIL' "$TMP/results"

@@ -1937,6 +1937,40 @@ static void test_rope_as_transformers_reads_it(void)
               cfg.head_dim == 64 && cfg.max_position_embeddings == 131072,
           "gpt_oss defaults: %s", msg);
     ra_hf_fields_free(&cfg);
+    /* Ministral3Config without rope keys: yarn, factor 16 over 16384, theta
+     * 1e6, llama_4_scaling_beta 0.1; head_dim 128, 8 key/value heads */
+    CHECK(parse_config("{\"model_type\": \"ministral3\"}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.type == RA_ROPE_YARN && cfg.rope.params.factor == 16 &&
+              cfg.rope.params.original_max_position_embeddings == 16384 &&
+              cfg.rope.theta == 1e6 && cfg.rope.has_llama_4_scaling_beta &&
+              cfg.rope.llama_4_scaling_beta == 0.1 && cfg.head_dim == 128 &&
+              cfg.num_key_value_heads == 8 && cfg.max_position_embeddings == 262144,
+          "ministral3 defaults: %s", msg);
+    ra_hf_fields_free(&cfg);
+    /* ModernBertDecoderConfig: without rope_parameters, global_rope_theta and
+     * local_rope_theta (160000, 10000) by layer type; the window
+     * local_attention // 2 (128 // 2) */
+    CHECK(parse_config("{\"model_type\": \"modernbert-decoder\"}", &cfg, msg, sizeof msg) ==
+              RA_OK && cfg.has_local_rope && cfg.rope.theta == 160000 &&
+              cfg.local_rope.theta == 10000 && cfg.window.sliding_window == 64 &&
+              cfg.hidden_size == 768 && cfg.num_attention_heads == 12,
+          "modernbert-decoder defaults: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"modernbert-decoder\", \"global_rope_theta\": 1000, "
+                       "\"local_rope_theta\": 50, \"local_attention\": 9, \"rope_parameters\": "
+                       "{\"full_attention\": {\"rope_type\": \"default\"}, "
+                       "\"sliding_attention\": {\"rope_type\": \"default\", "
+                       "\"rope_theta\": 20}}}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.theta == 1000 && cfg.local_rope.theta == 20 &&
+              cfg.window.sliding_window == 4, "modernbert-decoder thetas: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"ministral3\", \"rope_parameters\": "
+                       "{\"rope_type\": \"yarn\", \"factor\": 2.0, "
+                       "\"llama_4_scaling_beta\": \"0.1\"}}", &cfg, msg, sizeof msg) ==
+              RA_ERR_FORMAT &&
+              strcmp(msg, "config.json: \"rope_parameters.llama_4_scaling_beta\" must be a "
+                          "finite number") == 0, "ministral3 beta a string: %s", msg);
+    ra_hf_fields_free(&cfg);
     static const struct {
         const char *json;
         double theta;

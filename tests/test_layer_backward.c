@@ -45,16 +45,18 @@ typedef struct layer_case {
                            | HEADS: each head its own weights; | LAYER:
                            LayerNorms; | L2: Llama 4's L2 norm after RoPE;
                            | TEMP: temperature tuning, floor 4, scale 0.3;
+                           | TEMP0: with TEMP, at p, not p + 1 (Ministral 3);
                            | POST: the q/k norms after RoPE (HunYuan);
                            | ONORM: an RMSNorm before wo (BitNet);
                            | GATE: the output gated by wq's gate rows
-                           (Qwen3-Next) */
+                           (Qwen3-Next); | CLIPN: clip_qkv clamps q and k
+                           after their norms (OLMoE) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
-       ONORM = 256, GATE = 512 };
+       ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
  * o_norm. */
@@ -174,9 +176,11 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .qk_l2_norm = (c->extras & L2) != 0,
                            .temperature_floor = c->extras & TEMP ? 4.0 : 0.0,
                            .temperature_scale = 0.3,
+                           .temperature_no_offset = (c->extras & TEMP0) != 0,
                            .scale = c->scale, .clip_qkv = c->clip,
                            .norm_after_rope = (c->extras & POST) != 0,
-                           .gated_output = (c->extras & GATE) != 0};
+                           .gated_output = (c->extras & GATE) != 0,
+                           .clip_after_norm = (c->extras & CLIPN) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -328,12 +332,17 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     linear_d(v, x, w[2], T, dim, kv);  /* xv = wv(x) */
     add_bias_d(k, w[5], T, kv);
     add_bias_d(v, w[6], T, kv);
+    const int clip_late = (c->extras & CLIPN) != 0; /* OLMoE: q and k after their norms */
     if (c->clip) {
-        clip_d(q, T * qd, c->clip);
-        clip_d(k, T * kv, c->clip);
+        if (!clip_late) clip_d(q, T * qd, c->clip);
+        if (!clip_late) clip_d(k, T * kv, c->clip);
         clip_d(v, T * kv, c->clip);
     }
     if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
+    if (c->clip && clip_late) {
+        clip_d(q, T * qd, c->clip);
+        clip_d(k, T * kv, c->clip);
+    }
     const double scale = c->scale ? c->scale : 1.0 / sqrt((double)D);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
@@ -347,9 +356,10 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
             for (int64_t i = 0; i < D; i++) row[i] /= sqrt(squares / (double)D + 1e-6);
         }
     }
-    for (int64_t t = 0; (c->extras & TEMP) && t < T; t++) /* Llama 4's temperature */
+    const double offset = c->extras & TEMP0 ? 0.0 : 1.0; /* Ministral 3's, Llama 4's */
+    for (int64_t t = 0; (c->extras & TEMP) && t < T; t++) /* the temperature */
         for (int64_t i = 0; i < qd; i++)
-            q[t * qd + i] *= 1.0 + 0.3 * log1p(floor(((double)f->pos[t] + 1.0) / 4.0));
+            q[t * qd + i] *= 1.0 + 0.3 * log1p(floor(((double)f->pos[t] + offset) / 4.0));
     for (int64_t b = 0; b < c->b; b++)
         for (int64_t h = 0; h < c->h; h++)
             for (int64_t i = 0; i < S; i++) {
@@ -499,6 +509,9 @@ static const layer_case fd_cases[] = {
     {"L2, norms, clip, partial", 1, 6, 4, 2, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 2, 0.2f, 0, 0, NORMS | L2 | BIASES, 0, 0.5},
     {"temperature, no_rope",     2, 6, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.0f, 1, 0, TEMP, 0, 0},
     {"temperature, L2, scale, ids", 1, 7, 2, 1, 4, RA_LAYOUT_HALF,    RA_ROPE_DEFAULT,  0, 2, 0.1f, 0, 0, TEMP | L2, 0.4, 0},
+    /* Ministral 3: the temperature at p (not p + 1), in RoPE layers (yarn) */
+    {"temperature at p, yarn",   2, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_YARN,     0, 1, 0.0f, 0, 0, TEMP | TEMP0, 0, 0},
+    {"temperature at p, ids, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,  0, 2, 0.2f, 0, 8, TEMP | TEMP0 | BIASES, 0, 0},
     /* a softmax scale of its own (Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar) */
     {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0},
@@ -506,6 +519,9 @@ static const layer_case fd_cases[] = {
     /* q, k, v clamped (OLMo's clip_qkv), with and without norms */
     {"clip_qkv 0.5, biases",     2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, BIASES, 0, 0.5},
     {"clip_qkv 0.4, norms",      1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0.4},
+    /* clip_qkv after the q/k norms (OLMoE: whole-projection norms) */
+    {"clip after norms, whole",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | WHOLE | CLIPN | BIASES, 0, 0.8},
+    {"clip after norms, heads, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS | CLIPN, 0.3, 0.9},
     /* q/k norms after RoPE (HunYuan-V1-Dense); the norms there take yarn's
      * attention factor away */
     {"norms after RoPE, starts",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, NORMS | POST, 0, 0},
@@ -1192,18 +1208,32 @@ static double cached_diff(const ra_layer *cached, const ra_layer *plain, const f
     return diff / ref;
 }
 
+/* Each of n cases through the KV cache as its forward has it (seeds seed,
+ * seed + 1 ...). */
+static void cached_cases(const layer_case *cases, size_t n, uint64_t seed)
+{
+    for (size_t t = 0; t < n; t++) {
+        fixture f;
+        fixture_make(&f, &cases[t], seed + t);
+        double e = cached_diff(f.layer, f.layer, &f);
+        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
+        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
+        fixture_free(&f);
+    }
+}
+
 /* Llama 4's options through the KV cache: the temperature at each decode
- * step's position, the L2 norm, as the forward has them. */
+ * step's position, the L2 norm, as the forward has them; Ministral 3's
+ * temperature (at p) likewise. */
 static void test_llama4_cached(void)
 {
-    const layer_case c = {"L2, temperature, norms", 2, 11, 4, 2, 8, RA_LAYOUT_INTERLEAVED,
-                          RA_ROPE_LLAMA3, 0, 0, 0.0f, 0, 0, L2 | TEMP | NORMS, 0, 0};
-    fixture f;
-    fixture_make(&f, &c, 77);
-    double e = cached_diff(f.layer, f.layer, &f);
-    CHECK(e <= 1e-5, "%s: cached vs forward %.3g", c.name, e);
-    printf("  %-28s through the cache %.1e\n", c.name, e);
-    fixture_free(&f);
+    const layer_case cases[] = {
+        {"L2, temperature, norms", 2, 11, 4, 2, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_LLAMA3, 0, 0,
+         0.0f, 0, 0, L2 | TEMP | NORMS, 0, 0},
+        {"temperature at p, yarn", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 0, 0, 0.0f, 0,
+         0, TEMP | TEMP0, 0, 0},
+    };
+    cached_cases(cases, sizeof cases / sizeof cases[0], 77);
     /* the L2 norm with a rope whose attention factor is not 1: refused */
     ra_rope_config cfg_rope = ra_rope_config_default(4);
     ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 8, .n_heads = 2, .head_dim = 4,
@@ -1224,6 +1254,10 @@ static void test_llama4_cached(void)
         CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_ARGUMENT, "temperature %g %g",
               bad[i][0], bad[i][1]);
     }
+    cfg.temperature_floor = 0, cfg.temperature_scale = 0.1, cfg.temperature_no_offset = 1;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_ARGUMENT &&
+          strstr(ra_last_error(), "temperature_no_offset without temperature_floor"),
+          "temperature_no_offset alone: %s", ra_last_error());
 }
 
 /* The features that change what the cache holds or what its steps compute
@@ -1236,15 +1270,9 @@ static void test_features_cached(void)
         {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
         {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
+        {"clip after whole norms",    2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, NORMS | WHOLE | CLIPN, 0, 0.8},
     };
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        fixture f;
-        fixture_make(&f, &cases[t], 500 + t);
-        double e = cached_diff(f.layer, f.layer, &f);
-        CHECK(e <= 1e-5, "%s: cached vs forward %.3g", cases[t].name, e);
-        printf("  %-28s through the cache %.1e\n", cases[t].name, e);
-        fixture_free(&f);
-    }
+    cached_cases(cases, sizeof cases / sizeof cases[0], 500);
     ra_rope_config cfg_rope = ra_rope_config_default(4);
     ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = 8, .n_heads = 2, .head_dim = 4,
                            .rope = &cfg_rope, .norm_after_rope = 1, .qk_l2_norm = 1};
@@ -1257,6 +1285,15 @@ static void test_features_cached(void)
     cfg.temperature_floor = 8;
     CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
           "norm_after_rope with temperature_floor");
+    cfg.temperature_floor = 0;
+    cfg.clip_after_norm = 1;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "clip_after_norm with norm_after_rope"),
+          "clip_after_norm with norm_after_rope");
+    cfg.norm_after_rope = 0;
+    cfg.qk_l2_norm = 1;
+    CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_UNSUPPORTED,
+          "clip_after_norm with qk_l2_norm");
     ra_layer_config gated = {.struct_size = sizeof gated, .dim = 8, .n_heads = 2, .head_dim = 4,
                              .rope = &cfg_rope, .gated_output = 1};
     ra_layer_weights fused = {.struct_size = sizeof fused, .wqkv = w, .wo = w};

@@ -33,9 +33,10 @@ typedef struct weights {
     float b[2 * H * D + 2 * HKV * D + DIM], norms[2 * D], o_norm[H * D];
 } weights;
 
-/* variant: 0, NORMS_AFTER_ROPE, O_NORM or GATED (wq's rows: each head's
- * query rows, then its gate rows) */
-enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, N_VARIANTS };
+/* variant: 0, NORMS_AFTER_ROPE, O_NORM, GATED (wq's rows: each head's
+ * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4) or
+ * TEMPERATURE_AT_P (Ministral 3's) */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -57,6 +58,9 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.window = window;
     c.norm_after_rope = variant == NORMS_AFTER_ROPE;
     c.gated_output = variant == GATED;
+    c.temperature_floor = variant == TEMPERATURE || variant == TEMPERATURE_AT_P ? 4 : 0;
+    c.temperature_scale = 0.3;
+    c.temperature_no_offset = variant == TEMPERATURE_AT_P;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
     lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;

@@ -34,7 +34,8 @@ static const char usage[] =
     "k_proj.weight (Hugging Face's; Moshi's q_proj.linear.weight, k_proj.linear.weight),\n"
     "with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
-    "Cohere: [heads, head_dim]) and q_layernorm.norms.N.weight (StableLM 2);\n"
+    "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
+    "(HunYuan-V1) and q_layernorm.norms.N.weight (StableLM 2);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
     "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
@@ -71,9 +72,9 @@ typedef struct convert_options {
 } convert_options;
 
 /* Which projection a tensor name is. */
-/* NORM: q_norm or k_norm, one head's weights (Qwen3) or each head's [H, D]
- * (Cohere), or StableLM 2's q_layernorm.norms.N (one head's), permuted as
- * heads. */
+/* NORM: q_norm or k_norm (HunYuan-V1: query_layernorm, key_layernorm), one
+ * head's weights (Qwen3) or each head's [H, D] (Cohere), or StableLM 2's
+ * q_layernorm.norms.N (one head's), permuted as heads. */
 /* FUSED: q, k and v in one weight (or its bias), whose q and k heads move. */
 typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM, FUSED } proj_kind;
 
@@ -112,7 +113,9 @@ static proj_kind kind_of(const char *name)
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;
     }
-    if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight"))
+    if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight") ||
+        ends_with_part(name, "query_layernorm.weight") ||
+        ends_with_part(name, "key_layernorm.weight")) /* HunYuan-V1 */
         return NORM;
     if (fused_index(name) >= 0) return FUSED;
     const char *norms = strstr(name, "_layernorm.norms.");
@@ -143,6 +146,9 @@ static int64_t layer_of(const char *name)
 /* The geometry every converted tensor shares. */
 typedef struct geometry {
     int64_t head_dim, rotary_dim;
+    int gated; /* the family's query projections give a gate per head after its
+                  head_dim query rows (RA_HF_GATED_OUTPUT): [H, 2, head_dim] rows,
+                  the gate rows copied unchanged */
 } geometry;
 
 /* head_dim: the config's, else the first query projection's rows / n_heads
@@ -155,15 +161,17 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
                       : c->has_num_attention_heads    ? c->num_attention_heads
                                                       : 0;
     g->head_dim = rope_source_head_dim(src);
+    g->gated = c->family && (c->family->features & RA_HF_GATED_OUTPUT);
     if (g->head_dim == 0 && n_heads) {
         for (int64_t i = 0; i < ra_safetensors_count(st) && g->head_dim == 0; i++) {
             const ra_st_tensor *t = ra_safetensors_at(st, i);
             if (kind_of(t->name) != QUERY || t->ndim < 1) continue;
-            if (t->shape[0] == 0 || t->shape[0] % n_heads != 0)
+            if (t->shape[0] == 0 || t->shape[0] % (n_heads << g->gated) != 0)
                 return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a positive "
-                                "multiple of n_heads %lld", t->name, opts->weights,
-                                (long long)t->shape[0], (long long)n_heads);
-            g->head_dim = t->shape[0] / n_heads;
+                                "multiple of n_heads %lld%s", t->name, opts->weights,
+                                (long long)t->shape[0], (long long)n_heads,
+                                g->gated ? " times 2 (a query and a gate per head)" : "");
+            g->head_dim = t->shape[0] / (n_heads << g->gated);
         }
     }
     if (g->head_dim == 0) {
@@ -277,7 +285,10 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
     int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
                   ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
     if (kind == NORM) { /* [head_dim], or (Cohere) [heads, head_dim] */
-        int64_t heads = ends_with_part(t->name, "q_norm.weight") ? n_heads : n_kv_heads;
+        int64_t heads = ends_with_part(t->name, "q_norm.weight") ||
+                                ends_with_part(t->name, "query_layernorm.weight")
+                            ? n_heads
+                            : n_kv_heads;
         if ((t->ndim == 1 && t->shape[0] == g->head_dim) ||
             (t->ndim == 2 && t->shape[0] > 0 && t->shape[1] == g->head_dim &&
              (!heads || t->shape[0] == heads)))
@@ -291,22 +302,26 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is %d-D; expected %s", t->name,
                         opts->weights, t->ndim,
                         is_bias ? "a 1-D bias" : "a 2-D [out_features, in_features] matrix");
-    if (t->shape[0] == 0 || t->shape[0] % g->head_dim != 0)
-        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of head_dim "
-                        "%lld", t->name, opts->weights, (long long)t->shape[0],
+    const int64_t rows = g->head_dim << (kind == QUERY && g->gated); /* per head */
+    if (t->shape[0] == 0 || t->shape[0] % rows != 0)
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows, not a multiple of %s%lld",
+                        t->name, opts->weights, (long long)t->shape[0],
+                        rows == g->head_dim ? "head_dim " : "2 head_dim (a query and a gate) ",
                         (long long)g->head_dim);
-    int64_t heads = t->shape[0] / g->head_dim;
+    int64_t heads = t->shape[0] / rows;
     int64_t expected = kind == QUERY ? n_heads : n_kv_heads;
     if (expected && heads != expected)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s has %lld rows = %lld heads of head_dim "
-                        "%lld; expected %lld %s heads", t->name, opts->weights,
+                        "%lld%s; expected %lld %s heads", t->name, opts->weights,
                         (long long)t->shape[0], (long long)heads, (long long)g->head_dim,
-                        (long long)expected, kind == QUERY ? "query" : "key/value");
+                        rows == g->head_dim ? "" : " and a gate", (long long)expected,
+                        kind == QUERY ? "query" : "key/value");
     return 0;
 }
 
 /* out = t's rows with the first rotary_dim rows of every head permuted (a
- * norm's weights are its rows). */
+ * norm's weights are its rows; a gated query projection's heads are
+ * 2 head_dim rows, its gate's copied). */
 static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const geometry *g,
                          ra_layout to)
 {
@@ -314,14 +329,15 @@ static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const
     ra_dtype dtype = library_dtype(t->dtype, &ok);
     int64_t in_features = t->ndim == 2 && kind != NORM ? t->shape[1] : 1;
     size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
-    int64_t heads = (kind == NORM ? t->count : t->shape[0]) / g->head_dim;
-    if (g->rotary_dim == g->head_dim)
+    const int64_t rows = g->head_dim << (kind == QUERY && g->gated); /* per head */
+    int64_t heads = (kind == NORM ? t->count : t->shape[0]) / rows;
+    if (g->rotary_dim == rows)
         return ra_permute_rows(out, t->data, dtype, heads, g->head_dim, in_features, to);
-    /* Partial rotary: each head's rotating rows as a head of rotary_dim, the
-     * rest copied. */
+    /* Partial rotary (or gates): each head's rotating rows as a head of
+     * rotary_dim, the rest copied. */
     memcpy(out, t->data, t->nbytes);
     for (int64_t h = 0; h < heads; h++) {
-        size_t at = (size_t)(h * g->head_dim) * row_bytes;
+        size_t at = (size_t)(h * rows) * row_bytes;
         ra_status status = ra_permute_rows((char *)out + at, (const char *)t->data + at, dtype, 1,
                                            g->rotary_dim, in_features, to);
         if (status != RA_OK) return status;
@@ -365,7 +381,7 @@ static int convert(const convert_options *opts, const rope_source *src,
         }
     }
     if (qk == 0 && !opts->has_layer) return 0;
-    geometry g = {0, 0};
+    geometry g = {0, 0, 0};
     int failed = resolve_geometry(opts, src, st, &g);
     if (failed) return failed;
     const ra_hf_fields *c = src->fields;

@@ -226,7 +226,8 @@ class Layer:
         head_dim, window and chunk (0: none), softcap (0: none), scale (0:
         1/sqrt(head_dim)), no_rope, the q/k norms' settings (norm_eps,
         norm_whole, norm_head_weights, norm_layer, qk_l2_norm), clip_qkv,
-        temperature_floor and _scale (Llama 4), latent attention's
+        temperature_floor, _scale and _no_offset (Llama 4, Ministral 3),
+        latent attention's
         kv_lora_rank (0: none), q_lora_rank, qk_nope_head_dim and
         v_head_dim (head_dim without latent attention), model_type, and
         rope: a dict
@@ -312,7 +313,8 @@ class Layer:
         else:
             mrope = any(self._config["rope"]["mrope_section"])
             start, ids = _positions(positions, b, s, mrope)
-        if ids is not None and self._config["temperature_floor"]:
+        if (ids is not None and self._config["temperature_floor"]
+                and not self._config["temperature_no_offset"]):
             raise ArgumentError("positions: Llama 4's NoPE layers scale q by each token's "
                                 "place in the sequence (attn_temperature_tuning), not by "
                                 "position ids: give a start")

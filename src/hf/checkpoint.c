@@ -30,8 +30,10 @@
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
  *                                    model.layers.N.self_attn. as Hugging Face's
- * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
- * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight).  Meta's names
+ * with their biases (Qwen2: q_proj.bias ...), q/k norms (Qwen3:
+ * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight; HunYuan-V1:
+ * query_layernorm.weight) and a norm before o_proj (BitNet's
+ * attn_sub_norm.weight).  Meta's names
  * imply the interleaved RoPE layout; Hugging Face names the half layout
  * (its conversion permutes the rows of wq and wk).
  */
@@ -52,6 +54,11 @@ typedef struct naming_scheme {
     ra_layout layout;
     fused_packing fused; /* names[Q..V] is one tensor, packed so (a config may
                             say otherwise: Falcon) */
+    /* NULL, or a tensor of the module that its forward returns beside its
+     * output, for the decoder layer to add after it: not part of the
+     * module's output, which is what ropeattn computes (GPT-NeoX-Japanese's
+     * last layer's dense_bias), so passed over */
+    const char *returned_bias;
 } naming_scheme;
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
@@ -65,36 +72,40 @@ typedef struct naming_scheme {
 #define DBRX_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "out_proj.weight"}
 #define MOSHI_NAMES {"q_proj.linear.weight", "k_proj.linear.weight", "v_proj.linear.weight", \
                      "o_proj.linear.weight"}
+#define MODERNBERT_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "Wo.weight"}
 
 /* Tried in order; the one whose four projections are all there is read
  * (two such: refused, two_schemes).
  * A multimodal model's text layers sit under language_model
  * (transformers 5: model.language_model.layers.N; 4: language_model.model.layers.N). */
 static const naming_scheme schemes[] = {
-    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"", NULL, HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0},
-    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0}, /* Phi-1, Phi-2 */
-    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS},
-    {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0}, /* GPT-J */
-    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
-    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"", NULL, HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* Phi-1, Phi-2 */
+    {"model.layers.", ".self_attn.", GPTJ_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* LFM2's out_proj */
+    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS, NULL},
+    {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL}, /* GPT-J */
+    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
+    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED,
+     "dense_bias"},
     /* Falcon */
-    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
-    {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED},
+    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},
+    {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
+    {"model.layers.", ".attn.", MODERNBERT_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* ModernBERT */
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
-     FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */
+     FUSED_BY_CONFIG, NULL}, /* ChatGLM 2, 3, GLM-4 (remote code) */
     {"transformer.blocks.", ".norm_attn_norm.attn.", DBRX_NAMES, RA_LAYOUT_HALF,
-     FUSED_ROWS}, /* DBRX */
+     FUSED_ROWS, NULL}, /* DBRX */
     /* Moshi's text decoder: MoshiForCausalLM's, MoshiForConditionalGeneration's */
-    {"model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0},
-    {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0},
+    {"model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
 };
 
 /* Latent attention's: the four tensors every such layer has (q's are
@@ -102,12 +113,12 @@ static const naming_scheme schemes[] = {
 #define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
                    "kv_a_layernorm.weight", "o_proj.weight"}
 static const naming_scheme latent_schemes[] = {
-    {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
-    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0},
+    {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
 };
 
 /* The schemes one kind of attention is looked for under, and what a file
@@ -475,7 +486,7 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     int used = 0;
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm;
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
     return used;
@@ -496,17 +507,18 @@ static int scales_used(const ra_hf_checkpoint *files, const attention_tensors *t
 
 /* Every tensor of the layer's attention module must be one ropeattn uses
  * (a tensor it left out would change the layer), or a buffer transformers
- * ignores.  The block scales of a used weight (weight_scale_inv beside an
+ * ignores, or the scheme's returned_bias (NULL: none).  The block scales of a used weight (weight_scale_inv beside an
  * F8_E4M3 weight, as DeepSeek-V3's release) are read with it; any other
  * scale (compressed-tensors' weight_scale, input scales) is refused. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
-                                int stem_len)
+                                int stem_len, const char *returned_bias)
 {
     const char *stem = t->proj[PROJ_O]->name;
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
-            if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len))
+            if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len) ||
+                (returned_bias && strcmp(x->name + stem_len, returned_bias) == 0))
                 continue;
             int used = is_used(t, x) || scales_used(files, t, x);
             if (!used && (ends_with(x->name, "_scale_inv") || ends_with(x->name, "_scale")))
@@ -609,25 +621,32 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
         snprintf(name + len - strlen("weight"), NAME_LEN - (len - strlen("weight")), "bias");
         out->bias[p] = hf_find_tensor(files, name, NULL);
     }
-    static const char *const qk_norms[] = {"q_norm.weight", "k_norm.weight"};
+    /* Qwen3's names, else HunYuan-V1's (layer_config.c checks them
+     * against the family) */
+    static const char *const qk_norms[][2] = {{"q_norm.weight", "k_norm.weight"},
+                                              {"query_layernorm.weight", "key_layernorm.weight"},
+                                              {"q_layernorm.weight", "k_layernorm.weight"}};
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
     out->layer = scheme->infix ? layer : -1;
     if (mla) {
         find_latent(files, out, stem);
-        return check_consumed(files, out, stem);
+        return check_consumed(files, out, stem, scheme->returned_bias);
     }
-    for (int i = 0; i < 2; i++) {
-        snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
-        out->norm[i] = hf_find_tensor(files, name, NULL);
-    }
+    for (int i = 0; i < 2; i++)
+        for (int kind = 0; kind < 3 && !out->norm[i]; kind++) {
+            snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[kind][i]);
+            out->norm[i] = hf_find_tensor(files, name, NULL);
+        }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*s" HF_SINKS_ALIAS, stem, wq); /* Flint's checkpoints */
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
+    out->o_norm = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
-    if (status == RA_OK) status = check_consumed(files, out, stem);
+    if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];

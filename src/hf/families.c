@@ -28,6 +28,10 @@
 #define V_NORM                                                                           \
     "its v_norm (an RMSNorm of each value head) is not supported, nor its layers that take " \
     "their keys and values from an earlier layer (num_kv_shared_layers)"
+/* LFM2's attention (beside its convolution layers): q_layernorm, k_layernorm
+ * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
+#define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_QK_LAYERNORM_NAMES)
+#define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -46,6 +50,12 @@
 #define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
 #define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
 #define GATE_PROJ "its output gate from a projection of its own (gate_proj) is not supported"
+/* Gated attention (Qwen3-Next, Qwen3.5): q_proj gives a gate per head, the
+ * q/k norms scale by 1 + weight; the linear-attention layers beside it are
+ * refused (layer_types). */
+#define GATED_QWEN (RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_GATED_OUTPUT)
+/* Qwen3NextConfig's, Qwen3_5TextConfig's, Qwen3_5MoeTextConfig's defaults */
+#define GATED_QWEN_DEFAULTS "head_dim=256 partial_rotary_factor=0.25"
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define LISTED RA_HF_WINDOWS_LISTED
@@ -106,8 +116,39 @@
                     "\"beta_slow\": 1.0, \"truncate\": false, "                          \
                     "\"original_max_position_embeddings\": 4096}",                       \
     .default_rope_name = "GptOssConfig's default rope_parameters."
+/* Ministral3Config's (its max_position_embeddings key, 262144, is the config's) */
+#define MINISTRAL3_ROPE                                                                  \
+    .default_rope = "{\"rope_type\": \"yarn\", \"rope_theta\": 1000000.0, \"factor\": 16.0, "  \
+                    "\"original_max_position_embeddings\": 16384, \"beta_fast\": 32.0, "     \
+                    "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
+                    "\"llama_4_scaling_beta\": 0.1}",                                     \
+    .default_rope_name = "Ministral3Config's default rope_parameters."
 /* Qwen3-VL's config classes (and OLMo 3's): rope_theta's default changed. */
 #define QWEN3_VL_THETA .disputed_theta = "5000000 in transformers 4.57, 500000 in 5"
+
+/* CwmConfig's rope when config.json has neither rope_scaling nor
+ * rope_parameters (its top-level rope_theta is then ignored). */
+#define CWM_ROPE                                                                         \
+    .default_rope = "{\"rope_type\": \"llama3\", \"rope_theta\": 1000000.0, "          \
+                    "\"factor\": 16.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, " \
+                    "\"original_max_position_embeddings\": 8192}",                      \
+    .default_rope_name = "CwmConfig's default rope_parameters."
+/* MllamaTextConfig's cross_attention_layers when config.json has none. */
+#define MLLAMA_CROSS .default_cross_attention_layers = "[3, 8, 13, 18, 23, 28, 33, 38]"
+/* ApertusConfig's default rope (transformers 5). */
+#define APERTUS_ROPE                                                                     \
+    .default_rope = "{\"rope_type\": \"llama3\", \"rope_theta\": 12000000.0, "          \
+                    "\"factor\": 8.0, \"original_max_position_embeddings\": 8192, "      \
+                    "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}",               \
+    .default_rope_name = "ApertusConfig's default rope_parameters."
+/* MellumConfig's default rope, per layer type. */
+#define MELLUM_ROPE                                                                      \
+    .default_rope = "{\"full_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 500000.0}, \"sliding_attention\": "                  \
+                    "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}",             \
+    .default_rope_name = "MellumConfig's default rope_parameters."
+/* HunYuan-V1: q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha */
+#define HUNYUAN (RA_HF_QK_NORM | RA_HF_NORM_AFTER_ROPE)
 
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
@@ -121,15 +162,32 @@
 static const ra_hf_family families[] = {
     /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
     ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* ApertusConfig: Qwen3's q/k norms, llama3 rope by default */
+    ROW("apertus", H, RA_HF_QK_NORM, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        APERTUS_ROPE),
+    ROW("arcee", H, 0, NULL,
+        "hidden_size=2560 num_attention_heads=32 max_position_embeddings=4096", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("aria_text", H, 0, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
     ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
+    ROW("bailing_hybrid", I, 0, "its latent attention's output gate per head (g_proj) is not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
+    /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
+    ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
+        ALL(AB, 0)),
     /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
     ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
         NOWINDOW, NO_BIAS),
+    ROW("bitnet", H, RA_HF_O_NORM, NULL,
+        "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
+        "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
     /* BltConfig: a local encoder, a global transformer and a local decoder (and an entropy
      * patcher), each a stack of attention layers of its own sizes */
     ROW("blt", I, 0,
@@ -153,6 +211,11 @@ static const ra_hf_family families[] = {
         "its rope_parameters by layer type, each an interleaved M-RoPE (sections "
         "interleaved as Qwen3-VL's, mrope_section default [24, 20, 20]) or null for layers "
         "without RoPE, are not supported", NULL, NOWINDOW, NO_BIAS),
+    /* CwmConfig: Qwen2's attention without biases, and its window rule */
+    ROW("cwm", H, 0, NULL,
+        "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
+        "head_dim=128 max_position_embeddings=131072 sliding_window=8192",
+        RA_HF_WINDOWS_FULL_EVERY_FOURTH, FIXED(0, 0), CWM_ROPE),
     /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
     ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
         "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
@@ -164,8 +227,21 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v4", I, 0,
         "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
         "is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("diffllama", H, 0,
+        "its differential attention (two softmax maps per head, the second subtracted with the "
+        "learned lambda_q1, lambda_k1 ...) is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("doge", H, 0,
+        "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
+        "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* Dots1Config: Qwen3's attention; layer_types, else sliding from max_window_layers on */
+    ROW("dots1", H, RA_HF_QK_NORM, NULL,
+        "hidden_size=4608 num_key_value_heads=32 sliding_window=4096 max_window_layers=62",
+        RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
     ROW("dots3_note", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("dots3_note_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("emu3_text_model", H, 0, NULL,
+        "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0)),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
     ROW("ernie4_5", I, 0, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000", NOWINDOW,
@@ -177,6 +253,8 @@ static const ra_hf_family families[] = {
     ROW("exaone_moe", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("flex_olmo", H, OLMO2, NULL, "rope_theta=500000", NOWINDOW, ALL(AB, 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
     ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
         "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0), .sinks_alias = 1),
@@ -196,6 +274,10 @@ static const ra_hf_family families[] = {
     ROW("gemma4_unified_text", H, 0, V_NORM, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    /* Glm4MoeConfig: o_proj has no bias; q/k norms with use_qk_norm */
+    ROW("glm4_moe", H, RA_HF_QK_NORM_BY_KEY, NULL,
+        "partial_rotary_factor=0.5 rms_norm_eps=1e-05 num_attention_heads=96 "
+        "num_key_value_heads=8", NOWINDOW, QKV(AB, 0)),
     /* Glm4MoeLiteConfig: head_dim is another name for qk_rope_head_dim (attribute_map) */
     ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("glm_moe_dsa", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
@@ -203,7 +285,7 @@ static const ra_hf_family families[] = {
         NOWINDOW, ALL(AB, 1)),
     /* GptOssConfig (transformers 5) */
     /* GPTNeoXJapaneseAttention: no biases in its projections (the last layer's dense_bias is
-     * added by the decoder layer, outside the attention module) */
+     * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
     ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
         FIXED(0, 0)),
     ROW("gpt_oss", H, RA_HF_SINKS, NULL,
@@ -219,6 +301,8 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("granitemoe_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA,
         NULL, "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
+    ROW("granitemoehybrid", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_ROPE_BY_EMBEDDING_TYPE, NULL,
+        "attention_multiplier=1", NOWINDOW, ALL(AB, 0)),
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
@@ -227,39 +311,107 @@ static const ra_hf_family families[] = {
      * (H_module, L_module) run in cycles, each run a cache slot of its own */
     ROW("hrm_text", H, 0, GATE_PROJ ", nor its two stacks of layers run in cycles (H_module, "
         "L_module)", NULL, NOWINDOW, NO_BIAS),
+    ROW("hunyuan_v1_dense", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        .ntk_alpha = 1),
+    ROW("hunyuan_v1_moe", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        .ntk_alpha = 1),
+    ROW("hy_v3", H, RA_HF_QK_NORM, NULL,
+        "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
+        "head_dim=128", NOWINDOW, ALL(AB, 0)),
     ROW("hy_v4", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
+    ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
+        "position projection (r_proj) are not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
+    /* InternLM3Config: Llama's model */
+    ROW("internlm3", H, RA_HF_QKV_BIAS_NAME, NULL,
+        "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 head_dim=128 "
+        "max_position_embeddings=32768", NOWINDOW, ALL(AB, 0)),
+    /* IQuestCoderConfig: Llama's model */
+    ROW("iquestcoder", H, 0, NULL,
+        "hidden_size=5120 num_attention_heads=40 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=131072", NOWINDOW, ALL(AB, 0)),
+    ROW("jais2", H, 0, NULL,
+        "hidden_size=3328 num_attention_heads=26 max_position_embeddings=8192", NOWINDOW,
+        ALL(AB, 1)),
+    ROW("jetmoe", H, 0,
+        "its mixture of attention heads (each token's queries and output projection from its "
+        "top-k routed experts) is not supported", NULL, NOWINDOW, NO_BIAS),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
+    ROW("laguna", H, 0,
+        "its attention output is gated by softplus(g_proj(x)), and its layers' query heads "
+        "differ (num_attention_heads_per_layer)", NULL, NOWINDOW, NO_BIAS),
+    ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* MellumConfig: a rope per layer type; layer_types, else every layer full */
+    ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
+        "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
+        "sliding_window=1024", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), MELLUM_ROPE),
     /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),
+    /* MiniMaxConfig: sliding_window (default null) slides every attention layer */
+    ROW("minimax", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* MiniMaxM2Config: q/k norms over the whole projection, rotary_dim */
+    ROW("minimax_m2", H, OLMO2 | RA_HF_ROTARY_DIM_FACTOR, NULL,
+        "rope_theta=5000000 hidden_size=3072 num_attention_heads=48 num_key_value_heads=8 "
+        "head_dim=128", NOWINDOW, FIXED(0, 0)),
+    /* MiniMaxM3VLTextConfig: Gemma's q/k norms (1 + weight).  Its rotary_dim is refused:
+     * transformers 5.23's code reads none (it rotates as rope_parameters says) */
+    ROW("minimax_m3_vl_text", H, RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE, NULL,
+        "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
+        "head_dim=128", RA_HF_WINDOWS_LISTED_ELSE_NONE, FIXED(0, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
-    /* Ministral3Config's default rope is yarn with llama_4_scaling_beta */
-    ROW("ministral3", H, 0,
-        "its llama_4_scaling_beta (q scaled by 1 + beta log(1 + floor(position / "
-        "original_max_position_embeddings))) is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
+     * (default null) slides every layer (the model ignores layer_types) */
+    ROW("ministral3", H, RA_HF_POSITION_Q_SCALING, NULL,
+        "head_dim=128 num_key_value_heads=8 max_position_embeddings=262144",
+        RA_HF_WINDOWS_EVERY_LAYER, NO_BIAS, MINISTRAL3_ROPE),
     ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
-    ROW("modernbert-decoder", H, 0,
-        "its attention is attn.q_proj .. attn.Wo, and its sliding layers (local_attention / 2 "
-        "tokens) have a rope of their own: not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* MllamaTextConfig: its self-attention layers are Llama's, head_dim
+     * hidden_size / num_attention_heads (a head_dim key that differs does
+     * not fit the weights' shapes: refused) */
+    ROW("mllama_text_model", H, RA_HF_CROSS_ATTENTION_LAYERS, NULL,
+        "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=131072", NOWINDOW, FIXED(0, 0), MLLAMA_CROSS),
+    /* ModernBertDecoderConfig: head_dim hidden_size / num_attention_heads, no GQA; attention_bias
+     * for q, k, v and Wo */
+    ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
+        ALL(AB, 0)),
     /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
      * decoder.model): Llama's attention, projections under .linear; its mask is causal,
      * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
     ROW("moshi", H, RA_HF_CACHE_WINDOW, NULL, "max_position_embeddings=3000 sliding_window=3000",
         NOWINDOW, FIXED(0, 0)),
+    ROW("nanochat", H, 0,
+        "its rotate_half turns the other way (cat(x2, -x1)): RoPE by the opposite angle is not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("nemotron", H, 0, NULL,
+        "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
+        "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
     ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
+    ROW("olmo_hybrid", H, OLMO2, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
+    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL, "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16",
+        NOWINDOW, ALL(AB, 0)),
     ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
@@ -282,22 +434,33 @@ static const ra_hf_family families[] = {
     ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
+    /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
+    ROW("qwen3_5", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
+    ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
-    ROW("qwen3_next", H, 0, "its gated attention and linear-attention layers are not supported",
-        NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen4_exp", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen4_exp_text", H, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
+    ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
+        "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
     ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
         "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
         RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
+    /* SolarOpenConfig: o_proj never has a bias */
+    ROW("solar_open", H, 0, NULL,
+        "rope_theta=1000000 hidden_size=4096 num_attention_heads=64 num_key_value_heads=8 "
+        "head_dim=128 max_position_embeddings=131072", NOWINDOW, QKV(AB, 0)),
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
@@ -306,6 +469,10 @@ static const ra_hf_family families[] = {
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
+        "with the embeddings, with adapters per layer: not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("zaya", H, 0, "its q, k and v come from a convolutional projection (ZayaCCAProjection): "
+        "not supported", NULL, NOWINDOW, NO_BIAS),
 };
 
 #undef H
@@ -326,6 +493,11 @@ static const ra_hf_family families[] = {
 #undef AB
 #undef CHATGLM_BIAS
 #undef GPT_OSS_ROPE
+#undef CWM_ROPE
+#undef MLLAMA_CROSS
+#undef APERTUS_ROPE
+#undef MELLUM_ROPE
+#undef HUNYUAN
 #undef QWEN3_VL_THETA
 #undef MLA_V3
 #undef ROW
@@ -390,16 +562,21 @@ static const attention_key attention_keys[] = {
     {"attention_multiplier", NULL_ONLY, RA_HF_ATTENTION_MULTIPLIER, "the softmax scale"},
     {"query_pre_attn_scalar", NULL_ONLY, RA_HF_PRE_ATTN_SCALAR, "the softmax scale"},
     {"rope_local_base_freq", NULL_ONLY, RA_HF_LOCAL_ROPE, "the sliding layers' rope"},
+    {"local_attention", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding window (ModernBERT's)"},
+    {"global_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the full layers' rope base"},
+    {"local_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding layers' rope base"},
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
-    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM, "q and k norms"},
+    {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM | RA_HF_QK_NORM_BY_KEY,
+     "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
     {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
     {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING,
      "attention temperature tuning"},
     {"no_rope_layer_interval", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"sliding_window_pattern", NULL_ONLY, RA_HF_WINDOW_PATTERN, "which layers slide"},
+    {"cross_attention_layers", NULL_ONLY, RA_HF_CROSS_ATTENTION_LAYERS, "cross-attention layers"},
     {"kv_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"q_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"qk_nope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
@@ -407,14 +584,17 @@ static const attention_key attention_keys[] = {
     {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
     {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
-    {"position_embedding_type", ROTARY, 0, "positions without RoPE"},
+    {"position_embedding_type", ROTARY, RA_HF_ROPE_BY_EMBEDDING_TYPE, "positions without RoPE"},
+    {"key_multiplier", NULL_ONLY, RA_HF_KEY_MULTIPLIER, "k scaled"},
+    {"attn_layer_indices", NULL_ONLY, RA_HF_ATTN_LAYER_INDICES,
+     "which layers are attention (the others Mamba)"},
     {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},
     {"use_bidirectional_attention", FALSE_ONLY, 0, "attention without the causal mask"},
     {"rotary_pct", NULL_ONLY, RA_HF_ALIASES, "the rotary fraction (GPT-NeoX's name)"},
     {"rotary_emb_base", NULL_ONLY, RA_HF_ALIASES, "the rope base (GPT-NeoX's name)"},
-    {"rotary_dim", NULL_ONLY, RA_HF_ALIASES, "the rotary size (GPT-J's name)"},
+    {"rotary_dim", NULL_ONLY, RA_HF_ALIASES | RA_HF_ROTARY_DIM_FACTOR, "the rotary size"},
     {"rope_ratio", NULL_ONLY, RA_HF_ROPE_RATIO, "the rope base (ChatGLM's name)"},
     {"kv_channels", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "the head size (ChatGLM's name)"},
     {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS,

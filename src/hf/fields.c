@@ -65,6 +65,7 @@ static const field fields[] = {
     FIELD(query_pre_attn_scalar, POSITIVE_NUMBER, 0, 0),
     FIELD(attn_logit_softcapping, POSITIVE_NUMBER, 0, 0),
     FIELD(attention_multiplier, POSITIVE_NUMBER, 0, 0),
+    FIELD(key_multiplier, POSITIVE_NUMBER, 0, 0),
     FIELD(rope_local_base_freq, POSITIVE_NUMBER, 0, 0),
     FIELD(no_rope_layer_interval, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(rotary_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
@@ -90,6 +91,7 @@ static const field aliases[] = {
     ALIAS("n_positions", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS, RA_HF_ALIASES),
     ALIAS("rotary_pct", partial_rotary_factor, FRACTION, 0, RA_HF_ALIASES),
     ALIAS("rotary_emb_base", rope_theta, POSITIVE_NUMBER, 0, RA_HF_ALIASES),
+    ALIAS("norm_eps", rms_norm_eps, POSITIVE_NUMBER, 0, RA_HF_NORM_EPS_KEY),
     ALIAS("d_model", hidden_size, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
     ALIAS("n_heads", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
     ALIAS("max_seq_len", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS,
@@ -296,6 +298,43 @@ static ra_status read_no_rope_layers(const cJSON *root, ra_hf_fields *out, const
     return RA_OK;
 }
 
+/* out's cross_attention_layers from item: an array of layer numbers. */
+static ra_status store_layer_numbers(const cJSON *item, ra_hf_fields *out, const char *name,
+                                     char *msg, size_t msg_len)
+{
+    int64_t n = cJSON_GetArraySize(item), i = 0;
+    if (!cJSON_IsArray(item)) n = 0;
+    out->cross_attention_layers = ra_malloc(n > 0 ? (size_t)n * sizeof(int64_t) : 1);
+    if (out->cross_attention_layers == NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
+    out->n_cross_attention_layers = n;
+    int ok = cJSON_IsArray(item);
+    for (const cJSON *e = ok ? item->child : NULL; e != NULL; e = e->next, i++)
+        ok = ok && ra_io_json_integer(e, &out->cross_attention_layers[i]) &&
+             out->cross_attention_layers[i] >= 0;
+    if (!ok)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"cross_attention_layers\" must "
+                          "be an array of layer numbers (integers >= 0)", name);
+    return RA_OK;
+}
+
+/* RA_HF_CROSS_ATTENTION_LAYERS (Mllama): cross_attention_layers; absent
+ * or null, the config class's default (the row's). */
+static ra_status read_cross_attention_layers(const cJSON *root, ra_hf_fields *out,
+                                             const char *name, char *msg, size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    if (!family || !(family->features & RA_HF_CROSS_ATTENTION_LAYERS)) return RA_OK;
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "cross_attention_layers", name, &item, msg, msg_len));
+    if (item != NULL) return store_layer_numbers(item, out, name, msg, msg_len);
+    cJSON *fallback = cJSON_Parse(family->default_cross_attention_layers);
+    if (fallback == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
+    ra_status status = store_layer_numbers(fallback, out, name, msg, msg_len);
+    cJSON_Delete(fallback);
+    return status;
+}
+
 /* transformers 5's rope_parameters per layer type, for the families whose
  * sliding layers have a rope of their own (Gemma 3): "full_attention" into
  * out->rope, "sliding_attention" into out->local_rope.  Any other layout of
@@ -315,6 +354,94 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
                            msg_len));
     RA_TRY(ra_hf_rope_read(sliding, name, "rope_parameters.sliding_attention.",
                            &out->local_rope, msg, msg_len));
+    out->has_rope = out->has_local_rope = 1;
+    return RA_OK;
+}
+
+/* A positive number at key, or def where absent; RA_ERR_FORMAT naming it
+ * otherwise (null too: transformers fails on it). */
+static ra_status read_positive(const cJSON *root, const char *key, double def, double *out,
+                              const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, key, name, &item, msg, msg_len));
+    *out = def;
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsNumber(item) || !(item->valuedouble > 0) || !isfinite(item->valuedouble))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be a positive number",
+                          name, key);
+    *out = item->valuedouble;
+    return RA_OK;
+}
+
+/* RA_HF_LOCAL_ATTENTION's window (nothing in other families):
+ * ModernBertDecoderConfig sets
+ * sliding_window to local_attention // 2 (-1 for a null or 0, which masks
+ * every key), over a sliding_window the file gives. */
+static ra_status read_local_window(const cJSON *root, ra_hf_fields *out, const char *name,
+                                   char *msg, size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_LOCAL_ATTENTION)) return RA_OK;
+    const cJSON *item;
+    RA_TRY(ra_io_json_key(root, "local_attention", name, &item, msg, msg_len));
+    int64_t local = 128;
+    if (item != NULL && (!ra_io_json_integer(item, &local) || local < 0))
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"local_attention\" must be an "
+                          "integer >= 0", name);
+    if (is_null(root, "local_attention") || local < 2)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"local_attention\" is %s: "
+                          "model_type \"%s\"'s sliding layers would see no key (a window of "
+                          "local_attention // 2 tokens, -1 for null or 0): refused", name,
+                          item == NULL || cJSON_IsNull(item) ? "null" : "under 2",
+                          out->family->model_type);
+    ra_hf_window *w = &out->window;
+    if (w->has_sliding_window && w->sliding_window != local / 2)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"sliding_window\" is %lld and "
+                          "\"local_attention\" %lld: model_type \"%s\" sets the window to "
+                          "local_attention // 2: refused as contradictory", name,
+                          (long long)w->sliding_window, (long long)local,
+                          out->family->model_type);
+    w->sliding_window = local / 2;
+    w->has_sliding_window = 1;
+    return RA_OK;
+}
+
+/* RA_HF_LOCAL_ATTENTION's ropes, as ModernBertDecoderConfig's
+ * convert_rope_params_to_dict: rope_parameters per layer type, each
+ * without rope_theta taking global_rope_theta (full) or local_rope_theta
+ * (sliding), else 160000 and 10000; none given: both the default rope so.
+ * rope_scaling (merged into both) and a rope_parameters of one rope
+ * (its keys mixed with the layer types') are not read; partial_rotary_factor is refused (its rotary embedding rotates
+ * all of head_dim whatever it says). */
+static ra_status read_local_attention(const cJSON *root, const cJSON *nested,
+                                      const cJSON *scaling, ra_hf_fields *out,
+                                      const char *name, char *msg, size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    if (!family || !(family->features & RA_HF_LOCAL_ATTENTION)) return RA_OK;
+    if (scaling != NULL && scaling->child != NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: rope_scaling: model_type "
+                          "\"%s\" merges it into both layer types' ropes, which is not read: "
+                          "give rope_parameters per layer type", name, family->model_type);
+    if (nested != NULL && !out->has_local_rope)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: rope_parameters of one rope: "
+                          "model_type \"%s\" reads one per layer type (full_attention, "
+                          "sliding_attention)", name, family->model_type);
+    if (out->has_partial_rotary_factor || out->rope.has_partial_rotary_factor ||
+        out->local_rope.has_partial_rotary_factor)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"partial_rotary_factor\" is "
+                          "set, and model_type \"%s\" rotates all of head_dim: refused", name,
+                          family->model_type);
+    double global, local;
+    RA_TRY(read_positive(root, "global_rope_theta", 160000.0, &global, name, msg, msg_len));
+    RA_TRY(read_positive(root, "local_rope_theta", 10000.0, &local, name, msg, msg_len));
+    ra_hf_rope *ropes[2] = {&out->rope, &out->local_rope};
+    const double thetas[2] = {global, local};
+    for (int i = 0; i < 2; i++)
+        if (!ropes[i]->has_theta) {
+            ropes[i]->theta = thetas[i];
+            ropes[i]->has_theta = 1;
+        }
     out->has_rope = out->has_local_rope = 1;
     return RA_OK;
 }
@@ -342,6 +469,35 @@ static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *o
     return RA_OK;
 }
 
+/* RA_HF_ROTARY_DIM_FACTOR (MiniMaxM2Config): without a
+ * partial_rotary_factor at the top level or in the rope object, rotary_dim
+ * gives it, rotary_dim / head_dim. */
+static void rotary_dim_factor(ra_hf_fields *out)
+{
+    if (!out->family || !(out->family->features & RA_HF_ROTARY_DIM_FACTOR)) return;
+    if (!out->has_rotary_dim || !out->has_head_dim || out->has_partial_rotary_factor ||
+        out->rope.has_partial_rotary_factor)
+        return;
+    out->partial_rotary_factor = (double)out->rotary_dim / (double)out->head_dim;
+    out->has_partial_rotary_factor = 1;
+}
+
+/* The rope object's "alpha" (a number; null, 0 or absent: none), where the
+ * family reads it (ra_hf_family.ntk_alpha). */
+static ra_status read_rope_alpha(const cJSON *rope, ra_hf_fields *out, const char *where,
+                                 const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    if (!out->family || !out->family->ntk_alpha || rope == NULL) return RA_OK;
+    RA_TRY(ra_io_json_key(rope, "alpha", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: \"%salpha\" must be a number >= 0", name, where);
+    out->rope_alpha = item->valuedouble;
+    return RA_OK;
+}
+
 /* RA_HF_QKV_BY_MULTI_QUERY: Falcon's packing keys, with FalconConfig's
  * defaults. */
 static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
@@ -351,6 +507,41 @@ static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(ra_io_json_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
     return ra_io_json_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
                      msg, msg_len);
+}
+
+/* A hybrid family's keys for which layers are attention and whether they
+ * rotate: attn_layer_indices (Bamba: an array of layer numbers >= 0, or
+ * null: none), position_embedding_type (GraniteMoeHybrid: RoPE only when
+ * "rope"). */
+static ra_status read_hybrid(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                             size_t msg_len)
+{
+    ra_hf_features features = out->family ? out->family->features : 0;
+    const cJSON *item;
+    if (features & RA_HF_ROPE_BY_EMBEDDING_TYPE) {
+        RA_TRY(ra_io_json_key(root, "position_embedding_type", name, &item, msg, msg_len));
+        out->rope_off = !(cJSON_IsString(item) && strcmp(item->valuestring, "rope") == 0);
+    }
+    if (!(features & RA_HF_ATTN_LAYER_INDICES)) return RA_OK;
+    RA_TRY(ra_io_json_key(root, "attn_layer_indices", name, &item, msg, msg_len));
+    int ok = item == NULL || cJSON_IsArray(item);
+    int64_t layer;
+    for (const cJSON *i = cJSON_IsArray(item) ? item->child : NULL; ok && i; i = i->next)
+        ok = ra_io_json_integer(i, &layer) && layer >= 0;
+    if (!ok)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"attn_layer_indices\" must be an "
+                          "array of layer numbers (integers >= 0) or null", name);
+    out->attn_layer_indices = item;
+    return RA_OK;
+}
+
+int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer)
+{
+    const cJSON *list = config->attn_layer_indices;
+    int64_t listed;
+    for (const cJSON *i = list ? list->child : NULL; i; i = i->next)
+        if (ra_io_json_integer(i, &listed) && listed == layer) return 1;
+    return 0;
 }
 
 /* attention_bias: true, false, 1, 0; null counts as absent. */
@@ -365,7 +556,8 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const
 }
 
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
- * StableLM's qk_layernorm): true, false, 1, 0 or null (false). */
+ * StableLM's qk_layernorm), or qk_norm_by_key (GLM-4-MoE's use_qk_norm):
+ * true, false, 1, 0 or null (false). */
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, const char *name,
                                        char *msg, size_t msg_len)
 {
@@ -373,6 +565,8 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, con
     const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
                       : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
                                                       : NULL;
+    if (features & RA_HF_QK_NORM_BY_KEY)
+        return ra_io_json_flag(root, "use_qk_norm", 0, &out->qk_norm_by_key, name, msg, msg_len);
     return key ? ra_io_json_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
 }
 
@@ -542,9 +736,17 @@ static ra_status read_default_rope(ra_hf_fields *out, const char **where, char *
     const ra_hf_family *family = out->family;
     if (!family || !family->default_rope) return RA_OK;
     const char *json = family->default_rope;
+    *where = family->default_rope_name;
+    if (family->features & RA_HF_LOCAL_ROPE) { /* a rope per layer type (Mellum) */
+        cJSON *nested = cJSON_Parse(json);
+        if (nested == NULL)
+            return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", *where);
+        ra_status status = read_rope_per_layer_type(nested, out, *where, msg, msg_len);
+        cJSON_Delete(nested);
+        return status;
+    }
     RA_TRY(ra_hf_rope_parse(json, strlen(json), &out->rope, msg, msg_len));
     out->has_rope = 1;
-    *where = family->default_rope_name;
     return RA_OK;
 }
 
@@ -707,11 +909,14 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
     if (rope != NULL && !out->has_local_rope) {
         RA_TRY(ra_hf_rope_read(rope, name, where, &out->rope, msg, msg_len));
+        RA_TRY(read_rope_alpha(rope, out, where, name, msg, msg_len));
         out->has_rope = 1;
     } else if (rope == NULL) {
         RA_TRY(read_default_rope(out, &where, msg, msg_len));
     }
+    RA_TRY(read_local_attention(root, nested, scaling, out, name, msg, msg_len));
     RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
+    rotary_dim_factor(out);
     if (is_null(root, "rope_theta")) /* without a family default: Llama's 10000 */
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null "
                           "(transformers fails on null; leave the key out for its default, "
@@ -736,14 +941,17 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
+    RA_TRY(read_cross_attention_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));
     RA_TRY(read_attention_bias(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_bias_read_json(root, out, name, msg, msg_len));
     RA_TRY(read_falcon(root, out, name, msg, msg_len));
+    RA_TRY(read_hybrid(root, out, name, msg, msg_len));
     RA_TRY(read_l2_norm_and_temperature(root, out, name, msg, msg_len));
     RA_TRY(read_mla(root, out, name, msg, msg_len));
     RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
+    RA_TRY(read_local_window(root, out, name, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));
@@ -806,6 +1014,7 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_hf_quant_free(&config->quant);
     ra_free(config->no_rope_layers);
     ra_free(config->dense_layers);
+    ra_free(config->cross_attention_layers);
     cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);
 }

@@ -31,7 +31,7 @@
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
  *   params.yarn_no_truncate), low_freq_factor, high_freq_factor,
  *   short_factor, long_factor (arrays of numbers), short_mscale, long_mscale
- *   (Phi-3.5-MoE's); mrope_section (3
+ *   (Phi-3.5-MoE's), llama_4_scaling_beta (Ministral 3's); mrope_section (3
  *   integers >= 0) and mrope_interleaved (true, false) into
  *   params.mrope_section and params.mrope_interleaved
  * Each value must have the right kind; a wrong one is RA_ERR_FORMAT with a
@@ -57,6 +57,8 @@ typedef struct ra_hf_rope {
     int has_mrope_section, has_mrope_interleaved;
     double short_mscale, long_mscale; /* read only with RA_HF_LONGROPE_MSCALE (Phi-3.5-MoE) */
     int has_short_mscale, has_long_mscale;
+    double llama_4_scaling_beta; /* used only with RA_HF_POSITION_Q_SCALING (Ministral 3) */
+    int has_llama_4_scaling_beta;
 } ra_hf_rope;
 
 /* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
@@ -103,6 +105,11 @@ typedef enum ra_hf_windows {
     RA_HF_WINDOWS_LISTED, /* Cohere 2 MoE, Flint, Granite SWA, Kolibri: layer_types; without it
                              refused (the config class derives it by a formula of its own; the
                              configs it saves list it) */
+    RA_HF_WINDOWS_FULL_EVERY_FOURTH, /* CWM: layer_types, else layers 0, 4, 8 ... full and
+                                        the others sliding */
+    RA_HF_WINDOWS_LISTED_ELSE_NONE, /* Mellum: layer_types, else no layer slides */
+    RA_HF_WINDOWS_FROM_MAX,    /* Dots1: layer_types, else the layers from max_window_layers
+                                  on (not gated) */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -117,6 +124,8 @@ typedef struct ra_hf_window {
                                        unless (i + 1) is a multiple of it */
     unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
     int64_t n_layer_types;
+    const struct cJSON *layer_type_names; /* layer_types as written (the config's
+                                             tree, borrowed), or NULL */
     int has_sliding_window, has_use_sliding_window, has_max_window_layers, has_layer_types,
         has_sliding_window_pattern;
     int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
@@ -145,6 +154,11 @@ int64_t ra_hf_layer_window(const ra_hf_window *window, int64_t layer, int no_rop
  * rule is RA_HF_WINDOWS_LISTED and the config has none. */
 const char *ra_hf_window_conflict(const ra_hf_window *window, int64_t layer, int no_rope);
 
+/* The name layer_types gives layer `layer` where it is not softmax
+ * attention (not full_attention, sliding_attention nor chunked_attention:
+ * "linear_attention", "mamba", "conv" ...), else NULL. */
+const char *ra_hf_layer_not_attention(const ra_hf_window *window, int64_t layer);
+
 /* Whether layer_types names layer `layer` chunked_attention. */
 int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
 
@@ -157,7 +171,7 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_ATTENTION_MULTIPLIER (UINT64_C(1) << 0)
 /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
 #define RA_HF_PRE_ATTN_SCALAR (UINT64_C(1) << 1)
-/* q and k norms scale by 1 + weight (Gemma 3) */
+/* q and k norms scale by 1 + weight (Gemma 3, Qwen3-Next) */
 #define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
 /* sliding layers: rope_local_base_freq, no scaling */
 #define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
@@ -172,9 +186,11 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_OVER_PROJECTION (UINT64_C(1) << 7)
 /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
 #define RA_HF_QK_NORM (UINT64_C(1) << 8)
-/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX) */
+/* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX):
+ * other names of the fields */
 #define RA_HF_ALIASES (UINT64_C(1) << 9)
-/* clip_qkv clamps q, k, v (OLMo) */
+/* clip_qkv clamps q, k, v (OLMo); q and k after the q/k norms where the family has them
+ * (OLMoE) */
 #define RA_HF_CLIP_QKV (UINT64_C(1) << 10)
 /* rope_theta and rope_scaling are not read (GPT-J: base 10000; ChatGLM: 10000 * rope_ratio):
  * refused if given */
@@ -224,6 +240,14 @@ typedef uint64_t ra_hf_features;
  * scales cos and sin by short_mscale, or long_mscale past original_max_position_embeddings, in
  * place of its attention factor (Phi-3.5-MoE) */
 #define RA_HF_LONGROPE_MSCALE (UINT64_C(1) << 30)
+/* rope_parameters' llama_4_scaling_beta: in every layer q times 1 + beta log(1 + floor(position /
+ * original_max_position_embeddings)), the rope object's (Ministral 3) */
+#define RA_HF_POSITION_Q_SCALING (UINT64_C(1) << 31)
+/* local_attention // 2 (default 128) is the sliding layers' window, whatever sliding_window says;
+ * global_rope_theta and local_rope_theta (160000, 10000) the full and sliding layers' rope_theta
+ * where rope_parameters (per layer type) lack one; every rope rotates all of head_dim
+ * (ModernBERT's decoder) */
+#define RA_HF_LOCAL_ATTENTION (UINT64_C(1) << 32)
 /* the full-attention layers (by the family's window rule) run without RoPE, the sliding ones with
  * it (Cohere 2, Flint) */
 #define RA_HF_NOPE_FULL_LAYERS (UINT64_C(1) << 37)
@@ -245,11 +269,44 @@ typedef uint64_t ra_hf_features;
 /* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
  * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
 #define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
+/* cross_attention_layers (absent or null: the row's default_cross_attention_layers): those
+ * layers attend to another sequence (the vision encoder's states), and are refused by layer;
+ * the others run (Mllama's text model) */
+#define RA_HF_CROSS_ATTENTION_LAYERS (UINT64_C(1) << 28)
+/* qkv_bias is another name for attention_bias (InternLM3Config's attribute_map) */
+#define RA_HF_QKV_BIAS_NAME (UINT64_C(1) << 29)
+/* q_proj gives each head its D query rows, then D gate rows ([2 H D, dim]); the attention's
+ * output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next's gated attention) */
+#define RA_HF_GATED_OUTPUT (UINT64_C(1) << 45)
+/* attn_layer_indices lists the attention layers; the others (all, without it) are Mamba layers,
+ * refused (Bamba) */
+#define RA_HF_ATTN_LAYER_INDICES (UINT64_C(1) << 46)
+/* position_embedding_type "rope" turns RoPE on; any other value, null or absent: no RoPE
+ * (GraniteMoeHybrid) */
+#define RA_HF_ROPE_BY_EMBEDDING_TYPE (UINT64_C(1) << 47)
+/* key_multiplier scales k (the softmax scale by it; Falcon-H1) */
+#define RA_HF_KEY_MULTIPLIER (UINT64_C(1) << 48)
+/* the q and k norms come after RoPE, on the rotated q and k, under the names
+ * query_layernorm.weight and key_layernorm.weight (HunYuan-V1) */
+#define RA_HF_NORM_AFTER_ROPE (UINT64_C(1) << 33)
+/* attn_sub_norm.weight: an RMSNorm over each token's attention output, all its H * D features,
+ * before o_proj (BitNet) */
+#define RA_HF_O_NORM (UINT64_C(1) << 34)
+/* use_qk_norm (default false) turns on RA_HF_QK_NORM's q_norm and k_norm, RMSNorms of
+ * head_dim shared by the heads (GLM-4-MoE) */
+#define RA_HF_QK_NORM_BY_KEY (UINT64_C(1) << 35)
+/* rotary_dim, where the rope has no partial_rotary_factor, gives it as rotary_dim / head_dim
+ * (MiniMax-M2's convert_rope_params_to_dict) */
+#define RA_HF_ROTARY_DIM_FACTOR (UINT64_C(1) << 36)
 /* sliding_window bounds only transformers' cache (DynamicCache's sliding layers), not its mask:
  * the layer sees every earlier token, and `attention --prefill` past the window, where
  * transformers' cached generation sees fewer, is refused (Moshi) */
 #define RA_HF_CACHE_WINDOW (UINT64_C(1) << 53)
 
+/* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
+#define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
+/* the q/k norms (RA_HF_QK_NORM) are named q_layernorm.weight and k_layernorm.weight (LFM2) */
+#define RA_HF_QK_LAYERNORM_NAMES (UINT64_C(1) << 60)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -288,6 +345,13 @@ typedef struct ra_hf_family {
     /* Whether transformers loads its sinks from a tensor named softmax_offset
      * too (a WeightRenaming of its own: Flint). */
     int sinks_alias;
+    /* RA_HF_CROSS_ATTENTION_LAYERS: the config class's cross_attention_layers
+     * when config.json has none (a JSON array of layer numbers). */
+    const char *default_cross_attention_layers;
+    /* Nonzero: a rope of type dynamic with a nonzero "alpha" is NTK scaling
+     * by that fixed alpha, the default rope at base rope_theta * alpha ^
+     * (head_dim / (head_dim - 2)) (HunYuan-V1's rotary embedding). */
+    int ntk_alpha;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
@@ -353,9 +417,18 @@ typedef struct ra_hf_fields {
     int64_t num_kv_heads;          /* Falcon's name for num_key_value_heads */
     int64_t kv_channels, multi_query_group_num; /* ChatGLM's head_dim, key/value heads */
     double rope_ratio;             /* ChatGLM's rope base / 10000 */
+    double rope_alpha;             /* the rope object's alpha, where the family's
+                                      ntk_alpha reads it; 0: none */
     int64_t attention_chunk_size;  /* Llama 4: RoPE layers attend within chunks */
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
+    double key_multiplier;          /* Falcon-H1: k scaled by it (RA_HF_KEY_MULTIPLIER) */
+    /* RA_HF_ROPE_BY_EMBEDDING_TYPE: position_embedding_type is not "rope":
+     * no layer has RoPE (GraniteMoeHybrid) */
+    int rope_off;
+    /* RA_HF_ATTN_LAYER_INDICES: the array of attention layers (the
+     * tree's, borrowed; validated: integers >= 0), or NULL (none) */
+    const struct cJSON *attn_layer_indices;
     /* Latent attention (RA_HF_MLA): the latent's rank, q's (absent or null:
      * q_proj, no q_lora_rank), each head's q/k features that do not rotate
      * and that do (head_dim is set to it, the rope's, as transformers'
@@ -373,11 +446,13 @@ typedef struct ra_hf_fields {
         has_no_rope_layer_interval, has_rotary_dim, has_clip_qkv, has_layer_norm_eps,
         has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
         has_kv_channels, has_multi_query_group_num, has_rope_ratio,
-        has_attn_logit_softcapping;
+        has_attn_logit_softcapping, has_key_multiplier;
     /* The family's key for LayerNorms of q and k per head is true (Cohere's
      * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
      * RA_HF_QK_LAYERNORM). */
     int head_layer_norms;
+    /* RA_HF_QK_NORM_BY_KEY: use_qk_norm (default false), the q and k RMSNorms on. */
+    int qk_norm_by_key;
     /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
      * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
      * has_attention_bias 0 when absent or null. */
@@ -407,6 +482,10 @@ typedef struct ra_hf_fields {
      * first_k_dense_replace), and prefix_dense_sliding_window_pattern (default 1) */
     unsigned char *dense_layers;
     int64_t n_dense_layers, first_dense_layers, prefix_dense_pattern;
+    /* RA_HF_CROSS_ATTENTION_LAYERS: the layers that attend to another
+     * sequence, [n_cross_attention_layers]; owned; or NULL */
+    int64_t *cross_attention_layers;
+    int64_t n_cross_attention_layers;
     /* rope_scaling (transformers v4) if it is an object, else rope_parameters
      * (v5), else the family's default rope (gpt-oss's yarn) or nothing
      * (has_rope 0, rope all default).  Values the object lacks are filled
@@ -441,6 +520,9 @@ void ra_hf_fields_free(ra_hf_fields *config); /* zeroes it; NULL allowed */
  * rotate_half's for latent attention with rope_interleave false; -1 for a
  * config without a family. */
 int ra_hf_fields_layout(const ra_hf_fields *config);
+
+/* Whether config's attn_layer_indices lists layer `layer` (RA_HF_ATTN_LAYER_INDICES). */
+int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer);
 
 /* Fills what rope lacks from config's top level: rope_theta,
  * partial_rotary_factor and original_max_position_embeddings (Phi-3 keeps

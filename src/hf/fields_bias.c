@@ -10,6 +10,28 @@
 #include "io/io_json.h"
 #include "io/io_message.h"
 
+/* RA_HF_QKV_BIAS_NAME: qkv_bias, where given, sets what attention_bias
+ * sets (InternLM3Config's attribute_map); both given and differing:
+ * refused. */
+static ra_status read_qkv_bias_name(const cJSON *text, ra_hf_fields *fields, const char *name,
+                                    char *msg, size_t msg_len)
+{
+    ra_hf_bias *out = &fields->bias;
+    const cJSON *item;
+    if (!(fields->family->features & RA_HF_QKV_BIAS_NAME)) return RA_OK;
+    RA_TRY(ra_io_json_key(text, "qkv_bias", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    int on;
+    RA_TRY(ra_io_json_flag(text, "qkv_bias", 0, &on, name, msg, msg_len));
+    if (fields->has_attention_bias && fields->attention_bias != on)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"qkv_bias\" (another name for "
+                          "\"attention_bias\" in model_type \"%s\") and \"attention_bias\" "
+                          "differ: refused as contradictory", name, fields->family->model_type);
+    if (out->rule->qkv_key && strcmp(out->rule->qkv_key, "attention_bias") == 0) out->qkv = on;
+    if (out->rule->o_key && strcmp(out->rule->o_key, "attention_bias") == 0) out->o = on;
+    return RA_OK;
+}
+
 ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,
                                char *msg, size_t msg_len)
 {
@@ -27,6 +49,7 @@ ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const ch
     if (out->rule->o_key)
         RA_TRY(ra_io_json_flag(text, out->rule->o_key, out->rule->o_default, &out->o, name,
                                msg, msg_len));
+    RA_TRY(read_qkv_bias_name(text, fields, name, msg, msg_len));
     if (out->rule->qkv_with_o && out->o) out->qkv = 1;
     return RA_OK;
 }

@@ -41,12 +41,16 @@ static ra_status read_layer_types(const cJSON *item, const char *name, ra_hf_win
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"layer_types\" must be an array of strings", name);
         const char *v = t->valuestring;
-        out->layer_types[i] = strcmp(v, "full_attention") == 0      ? RA_HF_FULL_ATTENTION
+        /* "attention": the legacy name transformers remaps to full_attention
+         * (configuration_utils' remap_legacy_layer_types, in every config) */
+        out->layer_types[i] = strcmp(v, "full_attention") == 0 ||
+                                      strcmp(v, "attention") == 0   ? RA_HF_FULL_ATTENTION
                               : strcmp(v, "sliding_attention") == 0 ? RA_HF_SLIDING_ATTENTION
                               : strcmp(v, "chunked_attention") == 0 ? RA_HF_CHUNKED_ATTENTION
                                                                     : RA_HF_OTHER_ATTENTION;
     }
     out->has_layer_types = 1;
+    out->layer_type_names = item;
     return RA_OK;
 }
 
@@ -142,9 +146,10 @@ static int gated(ra_hf_windows rule)
 }
 
 /* The family's rule without layer_types (layer -1: every layer's kind, or
- * -1 where they differ).  The pattern gives a layer's kind whatever
- * sliding_window is (Gemma 3's sliding layers take the local rope); the
- * other rules slide nothing without it. */
+ * -1 where they differ).  The patterns give a layer's kind whatever
+ * sliding_window is (Gemma 3's sliding layers take the local rope; CWM's
+ * fail without a window: ra_hf_window_conflict); the other rules slide
+ * nothing without it. */
 static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
 {
     const int64_t n = w->sliding_window_pattern, first = w->max_window_layers;
@@ -153,11 +158,15 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
         return layer >= 0 ? (layer + 1) % n != 0 : n == 1 ? 0 : -1;
     }
     if (w->rule == RA_HF_WINDOWS_LISTED) return -1; /* without layer_types: refused */
+    if (w->rule == RA_HF_WINDOWS_FULL_EVERY_FOURTH)
+        return layer >= 0 ? layer % 4 != 0 : -1;
     if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {
     case RA_HF_WINDOWS_GATED_FROM_MAX:
+    case RA_HF_WINDOWS_FROM_MAX:
         return layer >= 0 ? layer >= first : first == 0 ? 1 : -1;
+    case RA_HF_WINDOWS_LISTED_ELSE_NONE: return 0;
     case RA_HF_WINDOWS_AS_WRITTEN:
         if (!w->has_use_sliding_window) return 1;
         if (!w->use_sliding_window) return 0;
@@ -190,6 +199,14 @@ const char *ra_hf_window_conflict(const ra_hf_window *w, int64_t layer, int no_r
     if (slides > 0 && w->has_layer_types && gated(w->rule) && !w->use_sliding_window)
         return "use_sliding_window";
     return slides > 0 && !w->has_sliding_window ? "sliding_window" : NULL;
+}
+
+const char *ra_hf_layer_not_attention(const ra_hf_window *w, int64_t layer)
+{
+    if (!w || layer < 0 || layer >= w->n_layer_types ||
+        w->layer_types[layer] != RA_HF_OTHER_ATTENTION)
+        return NULL;
+    return cJSON_GetArrayItem(w->layer_type_names, (int)layer)->valuestring;
 }
 
 int ra_hf_layer_chunked(const ra_hf_window *w, int64_t layer)

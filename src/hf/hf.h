@@ -81,6 +81,7 @@ typedef struct attention_tensors {
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
                                          HF_SINKS_ALIAS); NULL: none */
+    const ra_st_tensor *o_norm;       /* BitNet's attn_sub_norm [H * D]; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */
@@ -177,6 +178,11 @@ int64_t hf_config_head_dim(const ra_hf_fields *c);
  * (interleaved). */
 ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
                   int64_t max_position, ra_rope_config *out);
+
+/* A family with RA_HF_POSITION_Q_SCALING: out's temperature (the floor,
+ * scale and no offset) from layer `layer`'s rope parameters; nothing in
+ * other families. */
+ra_status hf_position_q_scaling(const ra_hf_config *config, int64_t layer, ra_layer_config *out);
 
 /* ---- the layer (layer_config.c, layer.c) --------------------------------- */
 

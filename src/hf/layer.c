@@ -28,7 +28,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       N_SLOTS };
+       S_ONORM, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -159,7 +159,7 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
 }
 
 /* The tensor list and slots: weights, then biases, then the q/k norms,
- * then the sinks. */
+ * then the sinks, then the norm before o_proj. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
@@ -188,6 +188,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
             RA_HF_TRY(add_tensor(l, t->head_norms[i][h], S_QNORM + i, at)); /* StableLM 2 */
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
+    if (t->o_norm) RA_HF_TRY(add_tensor(l, t->o_norm, S_ONORM, 0));
     return RA_OK;
 }
 
@@ -216,10 +217,49 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
         else
             RA_HF_TRY(hf_load_f32(t->src, path, l->data[t->slot] + t->offset));
     }
-    /* Gemma 3's norms scale by 1 + weight (in float32, as transformers). */
+    /* Gemma 3's and Qwen3-Next's norms scale by 1 + weight (in float32, as transformers). */
     for (int s = S_QNORM; family && (family->features & RA_HF_NORM_PLUS_ONE) && s <= S_KNORM; s++)
         for (int64_t e = 0; l->owner[s] == s && e < l->count[s]; e++) l->data[s][e] += 1.0f;
     return RA_OK;
+}
+
+/* RA_HF_CROSS_ATTENTION_LAYERS: a layer the config lists attends to
+ * another sequence: refused, naming it (layer -1: the names carry no layer
+ * number, and some layers cross-attend). */
+static ra_status refuse_cross_attention(const ra_hf_config *config, int64_t layer)
+{
+    const ra_hf_fields *hf = &config->fields;
+    for (int64_t i = 0; i < hf->n_cross_attention_layers; i++) {
+        if (layer >= 0 && hf->cross_attention_layers[i] != layer) continue;
+        if (layer < 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: cross_attention_layers makes some layers "
+                           "cross-attention, and the checkpoint's names carry no layer number",
+                           config->path);
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a cross-attention layer "
+                       "(cross_attention_layers of model_type \"%s\"): it attends to the vision "
+                       "encoder's states; cross-attention is not supported", config->path,
+                       (long long)layer, hf->family->model_type);
+    }
+    return RA_OK;
+}
+
+/* A layer that the config's layer_types names other than softmax attention
+ * (a hybrid model's linear-attention, Mamba or convolution layers) is not
+ * an attention layer ropeattn can run: refused, naming its kind. */
+static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
+{
+    const ra_hf_fields *hf = &config->fields;
+    if (hf->family && (hf->family->features & RA_HF_ATTN_LAYER_INDICES) && layer >= 0) {
+        if (!ra_hf_attn_layer_listed(hf, layer))
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"mamba\" layer (not in "
+                           "attn_layer_indices), not softmax attention: ropeattn runs only a "
+                           "hybrid model's attention layers", config->path, (long long)layer);
+    }
+    const char *kind = ra_hf_layer_not_attention(&hf->window, layer);
+    if (kind == NULL) return RA_OK;
+    return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
+                   "softmax attention: ropeattn runs only a hybrid model's attention layers",
+                   config->path, (long long)layer, kind);
 }
 
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
@@ -230,9 +270,10 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     const ra_hf_family *family = config->fields.family;
     RA_HF_TRY(hf_find_attention(ckpt, options->layer,
                                 family && (family->features & RA_HF_MLA), t));
+    RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 3 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 4 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -252,7 +293,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
     w.bqkv = slot_array(l, d, S_BQKV);
-    w.sinks = slot_array(l, d, S_SINKS);
+    w.sinks = slot_array(l, d, S_SINKS), w.o_norm = slot_array(l, d, S_ONORM);
     w.wq_a = slot_array(l, d, S_WQ_A), w.bq_a = slot_array(l, d, S_BQ_A);
     w.q_a_norm = slot_array(l, d, S_QA_NORM), w.wq_b = slot_array(l, d, S_WQ_B);
     w.wkv_a = slot_array(l, d, S_WKV_A), w.bkv_a = slot_array(l, d, S_BKV_A);
@@ -277,6 +318,9 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     static const ra_hf_config none = {.path = "config"}; /* says nothing */
     if (config && config->fields.quant.refused) /* its quantization, read but not run */
         return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
+    if (config && o.layer >= 0) /* before looking for its tensors, named otherwise */
+        RA_HF_TRY(refuse_cross_attention(config, o.layer));
+    if (config) RA_HF_TRY(check_layer_kind(config, o.layer));
     ra_hf_layer *l = ra_calloc(1, sizeof *l);
     if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
     attention_tensors t;
@@ -349,7 +393,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dbv = slot_array(layer, d, S_BV), r->dbo = slot_array(layer, d, S_BO);
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
-    r->dsinks = slot_array(layer, d, S_SINKS);
+    r->dsinks = slot_array(layer, d, S_SINKS), r->do_norm = slot_array(layer, d, S_ONORM);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);
     r->dq_a_norm = slot_array(layer, d, S_QA_NORM), r->dwq_b = slot_array(layer, d, S_WQ_B);
     r->dwkv_a = slot_array(layer, d, S_WKV_A), r->dbkv_a = slot_array(layer, d, S_BKV_A);

@@ -85,6 +85,71 @@ static ra_status resolve_fused(const job *j)
     return hf_split_fused(t, j->path, n_heads * head_dim, n_kv_heads * head_dim);
 }
 
+/* The name of q's (i 0) or k's (i 1) norm in a family with features:
+ * HunYuan-V1's (RA_HF_NORM_AFTER_ROPE), LFM2's (RA_HF_QK_LAYERNORM_NAMES),
+ * else Qwen3's. */
+static const char *norm_name(ra_hf_features features, int i)
+{
+    static const char *const after[] = {"query_layernorm.weight", "key_layernorm.weight"};
+    static const char *const layernorm[] = {"q_layernorm.weight", "k_layernorm.weight"};
+    static const char *const before[] = {"q_norm.weight", "k_norm.weight"};
+    return (features & RA_HF_NORM_AFTER_ROPE)        ? after[i]
+           : (features & RA_HF_QK_LAYERNORM_NAMES) ? layernorm[i]
+                                                   : before[i];
+}
+
+/* "model_type \"llama\"", or "a config without model_type". */
+static const char *family_name(const job *j, char *buf, size_t len)
+{
+    const ra_hf_family *family = j->hf->family;
+    if (!family) return "a config without model_type";
+    snprintf(buf, len, "model_type \"%s\"", family->model_type);
+    return buf;
+}
+
+/* A q/k norm n (NULL: none) under the name its family's model gives it:
+ * transformers would not load one under another family's name. */
+static ra_status check_norm_name(const job *j, const ra_st_tensor *n)
+{
+    const ra_hf_features features = j->hf->family ? j->hf->family->features : 0;
+    if (!n) return RA_OK;
+    char who[96];
+    for (int i = 0; i < 2; i++) {
+        const char *want = norm_name(features, i);
+        size_t len = strlen(n->name), tail = strlen(want);
+        if (len >= tail && strcmp(n->name + len - tail, want) == 0) return RA_OK;
+    }
+    return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s names its q/k norms %s and %s "
+                   "(transformers would not use it)", n->name, j->path,
+                   family_name(j, who, sizeof who), norm_name(features, 0),
+                   norm_name(features, 1));
+}
+
+/* BitNet's attn_sub_norm (RA_HF_O_NORM): an RMSNorm of the attention
+ * output's H * D features before o_proj, in the families that have one and
+ * nowhere else. */
+static ra_status check_o_norm(const job *j, int64_t features_out)
+{
+    const ra_hf_family *family = j->hf->family;
+    const int wanted = family && (family->features & RA_HF_O_NORM);
+    const ra_st_tensor *n = j->t->o_norm;
+    char who[96];
+    if (n && !wanted)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s has no norm before o_proj "
+                       "(transformers would not use it)", n->name, j->path,
+                       family_name(j, who, sizeof who));
+    if (!n && wanted)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no attn_sub_norm.weight beside '%s': "
+                       "model_type \"%s\" normalizes the attention output before o_proj "
+                       "(transformers would initialize the missing weight)", j->path,
+                       j->t->proj[PROJ_O]->name, family->model_type);
+    if (n && (n->ndim != 1 || n->shape[0] != features_out))
+        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values (the "
+                       "columns of '%s')", n->name, j->path, (long long)features_out,
+                       j->t->proj[PROJ_O]->name);
+    return RA_OK;
+}
+
 /* The q/k norm tensors the family reads, and nothing else:
  *   RMSNorm, weight [head_dim] shared by the heads (Qwen3, Gemma 3), or over
  *     the whole projection (OLMo 2): q_norm.weight, k_norm.weight;
@@ -100,7 +165,8 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const attention_tensors *t = j->t;
     const ra_hf_family *family = hf->family;
     const ra_hf_features features = family ? family->features : 0;
-    const int rms = !family || (features & RA_HF_QK_NORM);
+    const int by_key = hf->qk_norm_by_key && (features & RA_HF_QK_NORM_BY_KEY);
+    const int rms = !family || (features & RA_HF_QK_NORM) || by_key;
     const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
     const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
@@ -115,12 +181,14 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                            "norm (transformers would not use it)", stray->name, j->path,
                            family ? "model_type \"" : "a config without model_type",
                            family ? family->model_type : "", family ? "\"" : "");
-        if (((features & RA_HF_QK_NORM) || cohere) && !n)
-            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_norm.weight beside '%s': model_type "
-                           "\"%s\"%s normalizes q and k (transformers would initialize the "
-                           "missing weight)", j->path, kind,
+        RA_HF_TRY(check_norm_name(j, n));
+        if (((features & RA_HF_QK_NORM) || cohere || by_key) && !n)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s beside '%s': model_type \"%s\"%s "
+                           "normalizes q and k (transformers would initialize the missing "
+                           "weight)", j->path, norm_name(features, i),
                            t->proj[PROJ_Q] ? t->proj[PROJ_Q]->name : t->fused->name,
-                           family->model_type, cohere ? " with use_qk_norm" : " always");
+                           family->model_type,
+                           cohere || by_key ? " with use_qk_norm" : " always");
         if (n && cohere && (n->ndim != 2 || n->shape[0] != heads || n->shape[1] != head_dim))
             return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (a LayerNorm of "
                            "each head, [heads, head_dim])", n->name, j->path, (long long)heads,
@@ -145,6 +213,7 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
     out->norm_layer = out->norm_head_weights = cohere || stablelm;
     out->norm_whole = whole;
+    out->norm_after_rope = (features & RA_HF_NORM_AFTER_ROPE) != 0;
     out->norm_eps = out->norm_layer ? hf->layer_norm_eps
                     : hf->has_rms_norm_eps ? hf->rms_norm_eps
                                            : 0; /* 0: 1e-6 */
@@ -164,15 +233,6 @@ static ra_status check_matrices(const job *j)
                            w->name, j->path, (long long)w->shape[0], (long long)w->shape[1]);
     }
     return RA_OK;
-}
-
-/* "model_type \"llama\"", or "a config without model_type". */
-static const char *family_name(const job *j, char *buf, size_t len)
-{
-    const ra_hf_family *family = j->hf->family;
-    if (!family) return "a config without model_type";
-    snprintf(buf, len, "model_type \"%s\"", family->model_type);
-    return buf;
 }
 
 /* Why q, k and v (o: the output projection) have a bias or not, for
@@ -250,12 +310,16 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     /* head_dim: the option's, else the config's (H * D may differ from
      * dim, as in Qwen3), else wq's rows / n_heads (dim / n_heads for
      * LLaMA's square wq); the shapes below must agree with it. */
+    /* gated attention (RA_HF_GATED_OUTPUT): each head's D gate rows follow
+     * its D query rows in q_proj */
+    const int gated = hf->family && (hf->family->features & RA_HF_GATED_OUTPUT);
     int64_t head_dim = j->o->head_dim ? j->o->head_dim : hf->head_dim;
     if (!j->o->head_dim && !hf->has_head_dim) {
-        if (wq->shape[0] % n_heads != 0)
-            return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'",
-                           (long long)n_heads, (long long)wq->shape[0], wq->name);
-        head_dim = wq->shape[0] / n_heads;
+        if (wq->shape[0] % (n_heads << gated) != 0)
+            return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'%s",
+                           (long long)n_heads, (long long)wq->shape[0], wq->name,
+                           gated ? " into a query and a gate per head" : "");
+        head_dim = wq->shape[0] / (n_heads << gated);
     }
     if (head_dim % 2 != 0)
         return hf_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd; RoPE needs it even",
@@ -272,25 +336,31 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
         return hf_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
                        (long long)n_heads, (long long)n_kv_heads);
     char why[160];
-    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld%s",
+    snprintf(why, sizeof why, "dim %lld, n_heads %lld, n_kv_heads %lld, head_dim %lld%s%s",
              (long long)dim, (long long)n_heads, (long long)n_kv_heads, (long long)head_dim,
-             j->o->head_dim ? " (the options')" : "");
-    RA_HF_TRY(shape_mismatch(j, PROJ_Q, n_heads * head_dim, dim, why));
+             j->o->head_dim ? " (the options')" : "", gated ? ", a gate per query head" : "");
+    RA_HF_TRY(shape_mismatch(j, PROJ_Q, (n_heads << gated) * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_K, n_kv_heads * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_V, n_kv_heads * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_O, dim, n_heads * head_dim, why));
     RA_HF_TRY(check_biases(j));
     RA_HF_TRY(check_norms(j, n_heads, n_kv_heads, head_dim, out));
+    RA_HF_TRY(check_o_norm(j, n_heads * head_dim));
     out->dim = dim;
     out->n_heads = n_heads;
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
+    out->gated_output = gated;
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
+    out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar^-1/2, else 1/sqrt(head_dim) (0). */
     out->scale = hf->has_attention_multiplier    ? hf->attention_multiplier
                  : hf->has_query_pre_attn_scalar ? 1.0 / sqrt(hf->query_pre_attn_scalar)
                                                  : 0.0;
+    /* Falcon-H1's key_multiplier scales k, so every logit */
+    if (hf->has_key_multiplier)
+        out->scale = hf->key_multiplier * (out->scale ? out->scale : 1.0 / sqrt((double)head_dim));
     return RA_OK;
 }
 
@@ -306,6 +376,10 @@ static void layer_name(char *buf, size_t len, int64_t layer)
 static ra_status resolve_no_rope(const job *j, int64_t layer, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
+    if (hf->rope_off) { /* GraniteMoeHybrid's position_embedding_type */
+        out->no_rope = 1;
+        return RA_OK;
+    }
     if (!hf->no_rope_layers && hf->has_no_rope_layer_interval) {
         if (layer < 0 && hf->no_rope_layer_interval > 0)
             return hf_fail(RA_ERR_UNSUPPORTED, "the config's no_rope_layer_interval turns RoPE "
@@ -490,6 +564,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     RA_HF_TRY(resolve_nope_full_layers(&j, t->layer, out));
     RA_HF_TRY(resolve_chunks(&j, t->layer, out));
     RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
+    RA_HF_TRY(hf_position_q_scaling(config, t->layer, out));
     RA_HF_TRY(resolve_masks(&j, t->layer, out)); /* SmolLM3's windows follow no_rope */
     out->rope = rope;
     return RA_OK;

@@ -1,6 +1,7 @@
 /* rope.c — a layer's ra_rope_config from config.json: its rope object (or
  * the one set in its place), rope_theta, partial_rotary_factor and the
  * context lengths, each key the rope type needs checked. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -169,6 +170,72 @@ static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_ro
     return RA_OK;
 }
 
+/* HunYuan-V1 (ra_hf_family.ntk_alpha): a dynamic rope with alpha runs the
+ * default rope at base rope_theta * alpha ^ (head_dim / (head_dim - 2)),
+ * whatever the sequence's length, as its rotary embedding's ntk_alpha.  A
+ * rope set in the config's place says what it means. */
+static ra_status ntk_alpha(const ra_hf_config *config, int64_t head_dim, ra_hf_rope *rope)
+{
+    const double alpha = config->fields.rope_alpha;
+    if (alpha == 0 || rope->type != RA_ROPE_DYNAMIC || config->rope_parameters_set) return RA_OK;
+    if (!config->fields.has_head_dim || head_dim <= 2)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: the rope's alpha stretches its base by "
+                       "head_dim / (head_dim - 2), and the config gives no head_dim above 2 "
+                       "(transformers fails on it)", config->path);
+    double theta = rope->has_theta ? rope->theta : 10000.0;
+    rope->type = RA_ROPE_DEFAULT;
+    rope->theta = theta * pow(alpha, (double)head_dim / (double)(head_dim - 2));
+    rope->has_theta = 1;
+    return RA_OK;
+}
+
+/* max_position_embeddings: the one set, else the config's; 0: none. */
+static int64_t max_positions_of(const ra_hf_config *config)
+{
+    const ra_hf_fields *c = &config->fields;
+    return config->max_position_embeddings     ? config->max_position_embeddings
+           : c->has_max_position_embeddings ? c->max_position_embeddings
+                                            : 0;
+}
+
+/* Ministral3Attention: q *= 1 + beta log(1 + floor(position_ids /
+ * original)), beta and original its rope parameters' llama_4_scaling_beta
+ * and original_max_position_embeddings, which transformers 5's
+ * standardize_rope_params gives llama3, yarn and longrope ropes
+ * (max_position_embeddings where absent; the top level's where given) and
+ * no other type: one missing is None in the formula, which fails there. */
+ra_status hf_position_q_scaling(const ra_hf_config *config, int64_t layer, ra_layer_config *out)
+{
+    const ra_hf_fields *c = &config->fields;
+    if (!c->family || !(c->family->features & RA_HF_POSITION_Q_SCALING)) return RA_OK;
+    ra_hf_rope rope;
+    RA_HF_TRY(layer_rope(config, layer, &rope));
+    const int scaled = rope.type == RA_ROPE_LLAMA3 || rope.type == RA_ROPE_YARN ||
+                       rope.type == RA_ROPE_LONGROPE;
+    if (!scaled && c->has_original_max_position_embeddings)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: \"original_max_position_embeddings\" at the top "
+                       "level, which transformers moves into the rope parameters of llama3, "
+                       "yarn and longrope only, and model_type \"%s\" divides positions by the "
+                       "rope parameters' with rope type %s: give it there alone",
+                       config->path, c->family->model_type, ra_hf_rope_type_name(rope.type));
+    const int64_t original = rope.has_original_max_position_embeddings
+                                 ? rope.params.original_max_position_embeddings
+                             : scaled ? max_positions_of(config)
+                                      : 0;
+    if (!rope.has_llama_4_scaling_beta || original == 0)
+        return hf_fail(RA_ERR_FORMAT, "%s: model_type \"%s\" scales q by 1 + "
+                       "llama_4_scaling_beta log(1 + floor(position / "
+                       "original_max_position_embeddings)), and the rope parameters (type %s) "
+                       "lack %s (transformers fails on it)", config->path,
+                       c->family->model_type, ra_hf_rope_type_name(rope.type),
+                       rope.has_llama_4_scaling_beta ? "original_max_position_embeddings"
+                                                     : "llama_4_scaling_beta");
+    out->temperature_floor = (double)original;
+    out->temperature_scale = rope.llama_4_scaling_beta;
+    out->temperature_no_offset = 1;
+    return RA_OK;
+}
+
 ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, int64_t seq_len,
                   int64_t max_position, ra_rope_config *out)
 {
@@ -181,6 +248,7 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
                        config->path, c->rope_ratio, 10000.0 * c->rope_ratio);
     ra_hf_rope rope;
     RA_HF_TRY(layer_rope(config, layer, &rope));
+    RA_HF_TRY(ntk_alpha(config, head_dim, &rope));
     *out = rope.params; /* the scaled types' parameters; the rest is set here */
     memset(out->mrope_section, 0, sizeof out->mrope_section); /* mrope(), below */
     out->mrope_interleaved = 0;
@@ -207,9 +275,7 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
     out->rotary_dim = rotary_dim;
     RA_HF_TRY(mrope(config, &rope, out));
 
-    int64_t max_positions = config->max_position_embeddings ? config->max_position_embeddings
-                            : c->has_max_position_embeddings ? c->max_position_embeddings
-                                                             : 0;
+    const int64_t max_positions = max_positions_of(config);
     RA_HF_TRY(check_required(&rope, max_positions, rotary_dim));
     if (rope.type == RA_ROPE_DYNAMIC || rope.type == RA_ROPE_YARN ||
         rope.type == RA_ROPE_LONGROPE)

@@ -57,12 +57,14 @@ typedef enum number_kind {
     POSITIVE,     /* finite, >= DBL_MIN */
     NON_NEGATIVE, /* finite, 0 or >= DBL_MIN (0 means "use the default", as in transformers) */
     FRACTION,     /* in [DBL_MIN, 1] */
+    FINITE,       /* any finite number (never a subnormal but 0) */
 } number_kind;
 
 static const char *const number_kind_text[] = {
     [POSITIVE] = "a positive number",
     [NON_NEGATIVE] = "a number >= 0",
     [FRACTION] = "a number in (0, 1]",
+    [FINITE] = "a finite number",
 };
 
 static int number_ok(const cJSON *item, number_kind kind, double *out)
@@ -73,6 +75,7 @@ static int number_ok(const cJSON *item, number_kind kind, double *out)
     if (kind == POSITIVE && !(v >= DBL_MIN)) return 0;
     if (kind == NON_NEGATIVE && !(v == 0 || v >= DBL_MIN)) return 0;
     if (kind == FRACTION && !(v >= DBL_MIN && v <= 1)) return 0;
+    if (kind == FINITE && !(v == 0 || fabs(v) >= DBL_MIN)) return 0;
     *out = v;
     return 1;
 }
@@ -289,6 +292,8 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
                           &out->has_mscale_all_dim));
     RA_TRY(read_number(r, "short_mscale", POSITIVE, &out->short_mscale, &out->has_short_mscale));
     RA_TRY(read_number(r, "long_mscale", POSITIVE, &out->long_mscale, &out->has_long_mscale));
+    RA_TRY(read_number(r, "llama_4_scaling_beta", FINITE, &out->llama_4_scaling_beta,
+                          &out->has_llama_4_scaling_beta));
     RA_TRY(read_number(r, "low_freq_factor", POSITIVE, &s->low_freq_factor,
                           &out->has_low_freq_factor));
     RA_TRY(read_number(r, "high_freq_factor", POSITIVE, &s->high_freq_factor,

@@ -250,6 +250,9 @@ def attention(x, w, f):
     if f.get("temperature"):  # Llama 4's NoPE layers, at cache_position = pos
         floor_scale, attn_scale = f["temperature"]
         q = q * (1 + attn_scale * np.log1p(np.floor((pos + 1) / floor_scale)))[..., None, None]
+    if f.get("q_scaling"):  # Ministral 3: at position_ids, after RoPE
+        beta, original = f["q_scaling"]
+        q = q * (1 + beta * np.log(1 + np.floor(pos / original)))[..., None, None]
     k, v = np.repeat(k, H // K, axis=2), np.repeat(v, H // K, axis=2)
     scores = np.einsum("bshd,bthd->bhst", q, k) * f.get("scale", D ** -0.5)
     if f.get("softcap"):  # Gemma 2: before the mask
@@ -343,6 +346,51 @@ def save_grads(out, name, x, w, f, roles=()):
     np.save(os.path.join(d, "gx.npy"), grad(x, lambda: attention(x, w, f)))
     for r in roles:
         np.save(os.path.join(d, "g_%s.npy" % r), grad(w[r], lambda: attention(x, w, f)))
+
+
+def qk_norms_refusals(base, plain, prefix, H, K, D):
+    """Issue 41's families that stay refused, and the q/k norm and o_proj
+    norm tensors a family's model would not load or would initialize."""
+    ones = lambda *shape: f32(np.ones(shape))  # noqa: E731
+    qk = {prefix + "q_norm.weight": ones(D), prefix + "k_norm.weight": ones(D)}
+    after = {prefix + "query_layernorm.weight": ones(D), prefix + "key_layernorm.weight": ones(D)}
+    sub_norm = {prefix + "attn_sub_norm.weight": ones(H * D)}
+    return [
+        ("laguna", dict(base, model_type="laguna"), plain,
+         'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
+        ("nanochat", dict(base, model_type="nanochat"), plain,
+         'model_type "nanochat" is refused: its rotate_half turns the other way'),
+        # MiniMaxM3VLTextConfig's rotary_dim (64 by default): no code reads it
+        ("minimax_m3_vl_text_rotary_dim", dict(base, model_type="minimax_m3_vl_text",
+                                               rotary_dim=8), dict(plain, **qk),
+         '"rotary_dim" (the rotary size) changes attention and is not supported for '
+         'model_type "minimax_m3_vl_text"'),
+        ("olmoe_without_norms", dict(base, model_type="olmoe", clip_qkv=8.0), plain,
+         'has no q_norm.weight beside'),
+        ("bitnet_without_sub_norm", dict(base, model_type="bitnet"), plain,
+         "has no attn_sub_norm.weight beside 'model.layers.0.self_attn.o_proj.weight'"),
+        ("llama_with_sub_norm", dict(base, model_type="llama"), dict(plain, **sub_norm),
+         "tensor 'model.layers.0.self_attn.attn_sub_norm.weight' in"),
+        ("bitnet_sub_norm_shape", dict(base, model_type="bitnet"),
+         dict(plain, **{prefix + "attn_sub_norm.weight": ones(D)}),
+         "is not a vector of %d values (the columns of" % (H * D)),
+        ("hunyuan_q_norm_names", dict(base, model_type="hunyuan_v1_dense"), dict(plain, **qk),
+         'names its q/k norms query_layernorm.weight and key_layernorm.weight'),
+        ("hunyuan_without_norms", dict(base, model_type="hunyuan_v1_dense"), plain,
+         "has no query_layernorm.weight beside"),
+        ("qwen3_query_layernorm_names", dict(base, model_type="qwen3"), dict(plain, **after),
+         'names its q/k norms q_norm.weight and k_norm.weight'),
+        # HunYuan's alpha stretches the base by head_dim / (head_dim - 2)
+        ("hunyuan_alpha_without_head_dim",
+         dict({k: v for k, v in base.items() if k != "head_dim"}, model_type="hunyuan_v1_dense",
+              rope_scaling={"type": "dynamic", "alpha": 1000.0, "factor": 1.0}),
+         dict(plain, **after), "the rope's alpha stretches its base"),
+        ("glm4_moe_use_qk_norm_without_norms", dict(base, model_type="glm4_moe",
+                                                     use_qk_norm=True), plain,
+         'has no q_norm.weight beside'),
+        ("glm4_moe_norms_without_use_qk_norm", dict(base, model_type="glm4_moe"),
+         dict(plain, **qk), 'model_type "glm4_moe" reads no such q/k norm'),
+    ]
 
 
 def family_cases(out):
@@ -907,6 +955,17 @@ def family_cases(out):
     save(out, "llama4_chunks_start_pos", llama4_chunks[0], named(w, layers(0)), x,
          attention(x, w, f), 0, args=["--start-pos", "8"])
 
+    # Ministral 3 without rope keys: Ministral3Config's yarn (factor 16 over
+    # 16384 positions, rope_theta 1e6, mscale = mscale_all_dim: attention
+    # factor 1) and llama_4_scaling_beta 0.1: q times 1 + 0.1 log 2 from
+    # position 16384 on (positions 16378 .. 16389 here)
+    w = weights(dim, H, K, D)
+    inv, _ = yarn_inv_freq(1e6, D, 16.0, 16384)
+    f = {"H": H, "K": K, "D": D, "inv": inv, "layout": "half", "start": 16378,
+         "q_scaling": (0.1, 16384)}
+    save(out, "ministral3_default_rope", dict(base, model_type="ministral3"),
+         named(w, layers(0)), x, attention(x, w, f), 0, args=["--start-pos", "16378"])
+
     # Biases where the family's modeling code builds them, by its key's
     # default: Starcoder2 (use_bias, on), Qwen2-MoE (qkv_bias, on: q, k, v);
     # Llama with attention_bias true.
@@ -1153,10 +1212,52 @@ def family_cases(out):
          'no "rope_theta": model_type "olmo3"\'s default is 10000 in transformers 4.57, 500000 '
          'in 5'),
         # issue 41's families whose attention needs what the library lacks
-        ("ministral3", dict(base, model_type="ministral3"), plain,
-         'model_type "ministral3" is refused: its llama_4_scaling_beta'),
-        ("modernbert_decoder", dict(base, model_type="modernbert-decoder"), plain,
-         'model_type "modernbert-decoder" is refused: its attention is attn.q_proj .. attn.Wo'),
+        # Ministral 3's q scaling: transformers fails on a rope without
+        # llama_4_scaling_beta, or without original_max_position_embeddings
+        # (given to llama3, yarn and longrope only, from the top level there)
+        ("ministral3_without_beta", dict(base, model_type="ministral3", rope_parameters={
+            "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 16}),
+         plain, 'the rope parameters (type yarn) lack llama_4_scaling_beta'),
+        ("ministral3_default_without_original", dict(
+            base, model_type="ministral3", rope_parameters={
+                "rope_type": "default", "llama_4_scaling_beta": 0.1}),
+         plain, 'the rope parameters (type default) lack original_max_position_embeddings'),
+        ("ministral3_default_top_level_original", dict(
+            base, model_type="ministral3", original_max_position_embeddings=16,
+            rope_parameters={"rope_type": "default", "llama_4_scaling_beta": 0.1}),
+         plain, '"original_max_position_embeddings" at the top level, which transformers '
+         'moves into the rope parameters of llama3, yarn and longrope only'),
+        # ModernBERT's decoder: its window is local_attention // 2 (a
+        # sliding_window beside it that differs, or none: refused), its ropes
+        # per layer type (rope_scaling merged into both, one rope for both,
+        # partial_rotary_factor: not read), layer_types derived by a formula
+        ("modernbert_decoder_window_contradicts", dict(
+            base, model_type="modernbert-decoder", local_attention=16, sliding_window=4,
+            layer_types=["sliding_attention"]), plain,
+         '"sliding_window" is 4 and "local_attention" 16: model_type "modernbert-decoder" sets '
+         'the window to local_attention // 2'),
+        ("modernbert_decoder_local_attention_null", dict(
+            base, model_type="modernbert-decoder", local_attention=None,
+            layer_types=["sliding_attention"]), plain,
+         '"local_attention" is null: model_type "modernbert-decoder"\'s sliding layers would '
+         'see no key'),
+        ("modernbert_decoder_rope_scaling", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            rope_scaling={"rope_type": "linear", "factor": 2.0}), plain,
+         'rope_scaling: model_type "modernbert-decoder" merges it into both layer types\' '
+         'ropes'),
+        ("modernbert_decoder_one_rope", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            rope_parameters={"rope_type": "default", "rope_theta": 1e4}), plain,
+         'rope_parameters of one rope: model_type "modernbert-decoder" reads one per layer '
+         'type'),
+        ("modernbert_decoder_partial", dict(
+            base, model_type="modernbert-decoder", layer_types=["sliding_attention"],
+            partial_rotary_factor=0.5), plain,
+         '"partial_rotary_factor" is set, and model_type "modernbert-decoder" rotates all of '
+         'head_dim'),
+        ("llama_local_attention", dict(base, model_type="llama", local_attention=128), plain,
+         '"local_attention"'),
         # Phi-3.5-MoE scales by short_mscale / long_mscale: longrope only, with both
         ("phimoe_yarn", dict(base, model_type="phimoe", rope_parameters={
             "rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4, "short_mscale": 1.0,
@@ -1165,7 +1266,35 @@ def family_cases(out):
             "rope_type": "longrope", "rope_theta": 1e4, "original_max_position_embeddings": 16,
             "short_factor": [1.0] * (D // 2), "long_factor": [2.0] * (D // 2),
             "long_mscale": 1.2}), plain, '"rope_parameters.short_mscale" is missing'),
+        # a hybrid model's layers that are not softmax attention, by their
+        # kind in layer_types ("mamba": the legacy name transformers remaps
+        # to linear_attention); gated attention's q_proj without its gates
+        ("qwen3_next_linear_layer", dict(base, model_type="qwen3_next", layer_types=[
+            "linear_attention", "full_attention"]), plain,
+         'layer 0 is a "linear_attention" layer (layer_types), not softmax attention'),
+        ("legacy_mamba_layer", dict(base, model_type="llama", layer_types=[
+            "mamba", "attention"]), plain, 'layer 0 is a "mamba" layer (layer_types)'),
+        ("bamba_mamba_layer", dict(base, model_type="bamba", attn_layer_indices=[1]), plain,
+         'layer 0 is a "mamba" layer (not in attn_layer_indices)'),
+        ("bamba_attn_layer_indices_string", dict(base, model_type="bamba",
+                                                 attn_layer_indices="0"), plain,
+         '"attn_layer_indices" must be an array of layer numbers'),
+        ("key_multiplier_outside_falcon_h1", dict(base, model_type="llama", key_multiplier=0.5),
+         plain, '"key_multiplier" (k scaled) changes attention'),
+        ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
+            "full_attention"]), plain, "a gate per query head"),
     ]
+    # hybrid families whose attention needs what ropeattn lacks: each names it
+    for family_type, what in (
+            ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
+            ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
+            ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
+            ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
+            ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
+            ("zaya", "its q, k and v come from a convolutional projection")):
+        refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,
+                         f'model_type "{family_type}" is refused: {what}'))
+    refusals += qk_norms_refusals(base, plain, layers(0), H, K, D)
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks
@@ -1250,7 +1379,9 @@ def rope_cases(out):
 if __name__ == "__main__":
     from mla_cases import mla_cases  # DeepSeek-V2, V3, Kimi K2: tests/families/mla_cases.py
     from fp8_cases import fp8_cases  # block-FP8 checkpoints: tests/families/fp8_cases.py
+    from plain_rows_cases import plain_rows_cases  # tests/families/plain_rows_cases.py
     family_cases(sys.argv[1])
     mla_cases(sys.argv[1])
     fp8_cases(sys.argv[1])
+    plain_rows_cases(sys.argv[1])
     rope_cases(sys.argv[1])

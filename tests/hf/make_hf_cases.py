@@ -123,7 +123,8 @@ def randomize(model, gen, dtype):
         for name, p in model.named_parameters():
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms", name):
+            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms|query_layernorm|"
+                           r"key_layernorm|attn_sub_norm", name):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
                 p.copy_(p.to(dtype).float())
@@ -265,7 +266,8 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
     (y * dy).sum().backward()
     grads = {"x": xg.grad.numpy().astype(np.float32)}
     for pname, p in attn.named_parameters():
-        grads[prefix + pname] = p.grad.numpy().astype(np.float32)
+        if p.grad is not None:  # None: not on the output's path (a returned dense_bias)
+            grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
 
 
@@ -711,6 +713,112 @@ def mla_fused_cases():
     yield family("dbrx_clip", "Dbrx", dbrx, theta=500000.0)
 
 
+def rows_plain_cases():
+    """Families of issue 41 whose attention is Llama's under another
+    model_type: Arcee; Mllama's self-attention layers."""
+    yield family("arcee", "Arcee", dict(TINY, num_hidden_layers=2), layer=1,
+                 rope={"rope_type": "linear", "factor": 2.0})
+    # Mllama's text model: a self-attention layer beside a cross-attention
+    # one (cross_attention_layers; head_dim is hidden_size / heads).
+    yield family("mllama_text_self_attention", "MllamaText",
+                 dict({k: v for k, v in TINY.items() if k != "head_dim"}, num_hidden_layers=2,
+                      cross_attention_layers=[1]), model="MllamaForCausalLM", theta=500000.0)
+
+
+def hybrids_cases():
+    """Hybrid models' attention layers: Qwen3-Next's gated attention (its
+    layer 1, beside a linear-attention layer 0), with biases (q_proj's
+    query and gate rows), partial rotary and q/k norms by 1 + weight."""
+    yield family("qwen3_next_gated", "Qwen3Next",
+                 dict(TINY, head_dim=16, num_hidden_layers=2, attention_bias=True,
+                      layer_types=["linear_attention", "full_attention"],
+                      linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+                      linear_num_value_heads=2, num_experts=2, num_experts_per_tok=1,
+                      moe_intermediate_size=16, shared_expert_intermediate_size=16),
+                 layer=1, rope={"partial_rotary_factor": 0.5})
+    # LFM2: a convolution layer 0, attention layer 1 with q_layernorm,
+    # k_layernorm (epsilon norm_eps) and out_proj
+    yield family("lfm2_attention", "Lfm2",
+                 dict(TINY, num_hidden_layers=2, layer_types=["conv", "full_attention"],
+                      norm_eps=0.01, block_auto_adjust_ff_dim=False), layer=1)
+    mamba = dict(mamba_d_state=8, mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1,
+                 mamba_expand=2, mamba_d_conv=4, mamba_chunk_size=8)
+    # Falcon-H1: every layer attention beside Mamba; key_multiplier scales k
+    yield family("falcon_h1_key_multiplier", "FalconH1",
+                 dict(TINY, key_multiplier=0.7, attention_bias=True, mamba_d_ssm=64, **mamba))
+    # GraniteMoeHybrid: a Mamba layer 0, attention layer 1 without RoPE
+    # (position_embedding_type null, its default) and attention_multiplier
+    yield family("granitemoehybrid_nope", "GraniteMoeHybrid",
+                 dict(TINY, num_hidden_layers=2, layer_types=["mamba", "attention"],
+                      attention_multiplier=0.2, num_local_experts=2, num_experts_per_tok=1,
+                      shared_intermediate_size=16, **mamba), layer=1)
+
+
+def qk_norms_cases():
+    """Issue 41's families with q/k norms, a norm before o_proj, or windows by
+    layer type, each with the feature that makes it differ from Llama on."""
+    no_head_dim = {k: v for k, v in TINY.items() if k != "head_dim"}
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 16,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    yield family("apertus_llama3", "Apertus", TINY, rope=llama3)
+    # layer 1 of two slides, as layer_types says
+    yield family("dots1_window", "Dots1",
+                 dict(TINY, num_hidden_layers=2, sliding_window=4, n_routed_experts=2,
+                      num_experts_per_tok=1, first_k_dense_replace=2,
+                      layer_types=["full_attention", "sliding_attention"]), layer=1)
+    # clip_qkv clamps q and k after the norms
+    yield family("olmoe_norms_clip", "Olmoe",
+                 dict(no_head_dim, num_experts=2, num_experts_per_tok=1, clip_qkv=1.0))
+    yield family("glm4_moe_qknorm", "Glm4Moe",
+                 dict(TINY, use_qk_norm=True, n_routed_experts=2, num_experts_per_tok=1,
+                      first_k_dense_replace=1))
+    # q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha
+    yield family("hunyuan_v1_dense_alpha", "HunYuanDenseV1", TINY,
+                 rope={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0})
+    yield family("bitnet_sub_norm", "BitNet", no_head_dim)
+    # rotary_dim 4 of head_dim 8: partial_rotary_factor 0.5 (MiniMaxM2Config)
+    yield family("minimax_m2_rotary_dim", "MiniMaxM2",
+                 dict(TINY, rotary_dim=4, num_local_experts=2, num_experts_per_tok=1))
+    # layer 0 slides, with the sliding layers' rope (MellumConfig's defaults)
+    mellum_rope = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                   "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    yield family("mellum_sliding", "Mellum",
+                 dict(TINY, num_hidden_layers=2, sliding_window=4, num_experts=2,
+                      num_experts_per_tok=1, moe_intermediate_size=8,
+                      layer_types=["sliding_attention", "full_attention"]),
+                 rope=mellum_rope, freqs=False)
+
+
+def rows_more2_cases():
+    """Issue 41: Ministral 3's q scaled by 1 + llama_4_scaling_beta log(1 +
+    floor(position / original_max_position_embeddings)) after RoPE (yarn
+    over 4 positions: the scale steps every 4 tokens, up to 1 + 0.5 log 5 at
+    position 18), every layer sliding over 6 tokens."""
+    yarn = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4,
+            "llama_4_scaling_beta": 0.5}
+    yield family("ministral3_q_scaling", "Ministral3", dict(TINY, sliding_window=6), rope=yarn)
+    # ModernBERT's decoder: attn.q_proj .. attn.Wo with biases, a sliding
+    # layer (local_attention 8: a window of 4) at its own rope_theta, and a
+    # full one (freqs takes no layer: not checked)
+    modernbert = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                      intermediate_size=16, vocab_size=16, max_position_embeddings=64,
+                      local_attention=8, attention_bias=True,
+                      layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
+                      bos_token_id=0, eos_token_id=0, cls_token_id=0, sep_token_id=0)
+    ropes = {"full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+             "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}
+    for layer, kind in enumerate(("sliding", "full")):
+        yield family(f"modernbert_decoder_{kind}", "ModernBertDecoder", modernbert, layer=layer,
+                     rope=ropes, freqs=False)
+    # GPT-NeoX-Japanese's last layer: its dense_bias is returned beside the
+    # attention module's output, for the decoder layer to add
+    yield family("gpt_neox_japanese_last_layer", "GPTNeoXJapanese",
+                 dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                      intermediate_multiple_size=1, vocab_size=16, max_position_embeddings=64,
+                      rotary_pct=0.5, pad_token_id=0, bos_token_id=0, eos_token_id=0),
+                 layer=1)
+
+
 def misc_rows_cases():
     """Phi-4-multimodal's text layer: Phi-3's attention (fused qkv_proj) and
     longrope over 75% of each head, its vision and audio parts shrunk; each
@@ -738,6 +846,10 @@ def named_seed_cases():
     yield from rows_more_cases()
     yield from windows_cases()
     yield from mla_fused_cases()
+    yield from rows_plain_cases()
+    yield from hybrids_cases()
+    yield from qk_norms_cases()
+    yield from rows_more2_cases()
     yield from misc_rows_cases()
 
 

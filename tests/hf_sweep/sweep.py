@@ -22,7 +22,8 @@ it: prefill_length), each compared within TOL of the largest |value| of
 its tensor:
 
     runs      every layer's attention, forward, cached and its gradients,
-              within TOL
+              within TOL; a hybrid model's other layers (linear attention,
+              Mamba, convolutions: hybrid_layers below) refused by the CLI
     refused   the CLI exits non-zero (its message is recorded; the
               standard: it names what the library lacks)
     MISMATCH  the CLI exits 0 with an output off by more than TOL: the
@@ -104,12 +105,15 @@ OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4, index_n_heads=2, ind
              "zaya": dict(num_experts_per_tok=1),
              # (Moshi's sliding_window bounds only transformers' cache, not its mask: the
              # CLI refuses --prefill past it; its default keeps the sweep's 24 tokens within)
-             "moshi": dict(ffn_dim=128, sliding_window=3000), "blt": dict(encoder_hash_byte_group_vocab=128),
+             "moshi": dict(ffn_dim=128, sliding_window=3000),
+             "blt": dict(encoder_hash_byte_group_vocab=128),
              # DbrxConfig's own names, and DbrxAttention reads attn_config.rope_theta,
              # which DbrxAttentionConfig lacks (transformers 5.23)
              "dbrx": dict(d_model=64, n_heads=4, max_seq_len=256,
                           attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=0.5),
                           ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2)),
+             # its window is local_attention // 2, whatever sliding_window says
+             "modernbert-decoder": dict(local_attention=16),
              "cohere_compass_text": dict(rope_parameters={
                  "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 # Keys of a composite model's parts that OTHER does not shrink, by family.
@@ -127,6 +131,19 @@ OTHER_OVERRIDES = {
 # (Gemma 3n's vision tower needs timm and PIL): their text model alone,
 # from the composite config's text_config.
 TEXT_MODEL_ONLY = {"gemma3n"}
+# Hybrid models: an attention layer beside another kind, where the class's
+# defaults would leave the tiny model none (or cannot build it shrunk).
+OVERRIDES.update({
+    "bamba": dict(attn_layer_indices=[1]),
+    "granitemoehybrid": dict(layer_types=["mamba", "attention"], position_embedding_type="rope",
+                             attention_multiplier=0.2),
+    "falcon_h1": dict(mamba_d_head=32, mamba_n_heads=4, mamba_d_ssm=128, key_multiplier=0.7),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
+    "lfm2": dict(layer_types=["conv", "full_attention"], num_hidden_layers=2),
+    "recurrent_gemma": dict(block_types=["recurrent", "attention"]),
+    "zamba2": dict(layers_block_type=["mamba", "hybrid"]),
+    "bailing_hybrid": dict(n_group=1, topk_group=1, num_experts_per_tok=2),
+})
 # A composite model's other parts (vision, audio): the keys each has.
 OTHER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2, num_heads=2,
              intermediate_size=64, embed_dim=32, out_hidden_size=64, projection_dim=64,
@@ -263,33 +280,35 @@ def save(model_type, path):
     models.randomize(model, gen)
     model.save_pretrained(path)
     layers = config.get_text_config(decoder=True).num_hidden_layers
-    seen = capture_layers(model, layers, models.prompt_ids(BATCH, SEQ))
-    for layer, (args, kwargs, x, y) in seen.items():
+    seen, others = capture_layers(model, layers, models.prompt_ids(BATCH, SEQ))
+    for layer, (name, args, kwargs, x, y) in seen.items():
         dy = torch.randn(y.shape, generator=gen)
-        grads = layer_grads(model.get_submodule(attention_name(model, layer)), args, kwargs, dy,
-                            grads_prefix(path, model, layer))
+        grads = layer_grads(model.get_submodule(name), args, kwargs, dy,
+                            grads_prefix(path, model, layer, name))
         for name, value in (("x", x), ("y", y), ("dy", dy)):
             np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
         np.savez(os.path.join(path, f"grads{layer}.npz"), **grads)
-    return sorted(seen)
+    return sorted(seen), others
 
 
 def capture_layers(model, layers, ids):
-    """{layer: (args, kwargs, x, y)} of each attention layer's call while the
-    model runs on ids (no grad): the module's arguments, with its input
-    hidden states x, and its output y."""
-    seen = {}
+    """({layer: (name, args, kwargs, x, y)} of each softmax-attention
+    layer's call while the model runs on ids (no grad): the module's name
+    and arguments, with its input hidden states x, and its output y; [the
+    other layers])."""
+    seen, others = {}, []
     handles = []
     for layer in range(layers):
-        try:
-            module = model.get_submodule(attention_name(model, layer))
-        except ValueError:
-            continue  # a layer without softmax attention (linear, state space)
+        name = softmax_attention(model, layer)
+        if name is None:
+            others.append(layer)  # a layer without softmax attention (linear, state space)
+            continue
+        module = model.get_submodule(name)
 
-        def hook(mod, args, kwargs, output, layer=layer):
+        def hook(mod, args, kwargs, output, layer=layer, name=name):
             x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             y = output[0] if isinstance(output, tuple) else output
-            seen[layer] = (args, dict(kwargs), x.detach(), y.detach())
+            seen[layer] = (name, args, dict(kwargs), x.detach(), y.detach())
         handles.append(module.register_forward_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
@@ -297,10 +316,31 @@ def capture_layers(model, layers, ids):
     finally:
         for h in handles:
             h.remove()
-    return seen
+    return seen, others
 
 
-def grads_prefix(path, model, layer):
+# A module named as attention whose class is not softmax attention (MiniMax's
+# lightning attention, Bailing's delta attention).
+NOT_SOFTMAX = re.compile(r"Lightning|Delta|Linear|Mamba|RecurrentBlock|Conv|Rglru")
+
+
+def softmax_attention(model, layer):
+    """The module name of layer `layer`'s softmax attention, or None where
+    the layer has none (a hybrid model's linear-attention, Mamba, recurrent
+    or convolution layer): attention_name's, or a hybrid model's other
+    names for it (RecurrentGemma's temporal_block, Zamba2's
+    shared_transformer.self_attn), by the module's class."""
+    try:
+        names = [attention_name(model, layer)]
+    except ValueError:
+        pattern = re.compile(rf"(^|\.)layers\.{layer}\.(temporal_block|shared_transformer\.self_attn)$")
+        names = [n for n, _ in model.named_modules() if pattern.search(n)]
+    names = [n for n in names if type(model.get_submodule(n)).__name__.endswith("Attention")
+             and not NOT_SOFTMAX.search(type(model.get_submodule(n)).__name__)]
+    return names[0] if len(names) == 1 else None
+
+
+def grads_prefix(path, model, layer, name):
     """The name the layer's attention weights have in the saved checkpoint
     (make_hf_cases.saved_prefix), or, where save_pretrained renames them
     past finding, the module's own (the CLI then refuses the checkpoint or
@@ -308,7 +348,7 @@ def grads_prefix(path, model, layer):
     try:
         return saved_prefix(path, model, layer)
     except ValueError:
-        return attention_name(model, layer) + "."
+        return name + "."
 
 
 def layer_grads(module, args, kwargs, dy, prefix):
@@ -343,13 +383,13 @@ def checkpoint(model_type, work):
     if os.path.exists(meta):
         with open(meta, encoding="utf-8") as f:
             saved = json.load(f)
-        if saved.get("stamp") == key:
-            return path, saved["layers"]
+        if saved.get("stamp") == key and "others" in saved:
+            return path, saved["layers"], saved["others"]
     subprocess.run(["rm", "-rf", path], check=True)
-    layers = save(model_type, path)
+    layers, others = save(model_type, path)
     with open(meta, "w", encoding="utf-8") as f:
-        json.dump({"stamp": key, "layers": layers}, f)
-    return path, layers
+        json.dump({"stamp": key, "layers": layers, "others": others}, f)
+    return path, layers, others
 
 
 def prefill_length(path):
@@ -441,10 +481,66 @@ def check_layer(cli, path, layer, prefill):
     return "runs", f"{err:.2g}"
 
 
+def check_other_layer(cli, path, layer, attention_layer):
+    """(status, detail) of a layer that is not softmax attention: refused
+    (its message), or MISMATCH where the CLI runs it (on an attention
+    layer's input), or CRASH."""
+    cmd = cli_command(cli, path, attention_layer, False)
+    cmd[cmd.index("--layer") + 1] = str(layer)
+    cmd[cmd.index("--output") + 1] = os.path.join(path, f"got{layer}.npy")
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode < 0 or run.returncode > 1:
+        return "CRASH", f"exit {run.returncode}: {run.stderr.strip()[-300:]}; {shlex.join(cmd)}"
+    if run.returncode == 0:
+        return "MISMATCH", f"layer {layer} is not softmax attention and ran; {shlex.join(cmd)}"
+    message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "exit 1"
+    return "refused", message.replace(path + os.sep, "").replace("ropeattn: ", "", 1)
+
+
+def hybrid_layers(cli, path, layers, others):
+    """The results of a hybrid model's layers that are not softmax
+    attention: each must be refused."""
+    return [dict(zip(("status", "detail"), check_other_layer(cli, path, layer, layers[0])),
+                 layer=layer, prefill=False, other=True) for layer in others]
+
+
+def verdict(results):
+    """(status, detail) of a family from its layers' results: the worst
+    attention layer's; a hybrid's other layers count only where one ran or
+    crashed (their refusal is what is wanted)."""
+    attention = [r for r in results if not r.get("other")]
+    bad = [r for r in results if r.get("other") and r["status"] != "refused"]
+    worst = next((r for s in ("MISMATCH", "CRASH", "refused") for r in bad + attention
+                  if r["status"] == s), None)
+    if worst:
+        return worst["status"], worst["detail"]
+    return "runs", max(float(r["detail"]) for r in attention)
+
+
+def check_layer(cli, path, layer, prefill):
+    """(status, detail): runs, refused, MISMATCH or crash."""
+    cmd = cli_command(cli, path, layer, prefill)
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode < 0 or run.returncode > 1:
+        return "CRASH", f"exit {run.returncode}: {run.stderr.strip()[-300:]}; {shlex.join(cmd)}"
+    if run.returncode != 0:
+        message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "exit 1"
+        return "refused", message.replace(path + os.sep, "").replace("ropeattn: ", "", 1)
+    got = np.load(os.path.join(path, f"got{layer}.npy")).astype(np.float64)
+    want = np.load(os.path.join(path, f"y{layer}.npy")).astype(np.float64)
+    if got.shape != want.shape:
+        return "MISMATCH", f"shape {got.shape} != {want.shape}; {shlex.join(cmd)}"
+    scale = float(np.abs(want).max()) or 1.0
+    err = float(np.abs(got - want).max()) / scale if np.isfinite(got).all() else float("inf")
+    if err > TOL:
+        return "MISMATCH", f"max|got - want| / max|y| = {err:.3g}; {shlex.join(cmd)}"
+    return "runs", f"{err:.2g}"
+
+
 def sweep_family(model_type, work, cli):
     """{"model_type", "status", "detail", "layers": [...]} of one family."""
     try:
-        path, layers = checkpoint(model_type, work)
+        path, layers, others = checkpoint(model_type, work)
     except Exception as err:  # the sweep's tiny config, not the library
         last = traceback.format_exception_only(type(err), err)[-1].strip()
         return {"model_type": model_type, "status": "no model", "detail": " ".join(last.split())[:300]}
@@ -457,10 +553,8 @@ def sweep_family(model_type, work, cli):
             status, detail = check_layer(cli, path, layer, prefill)
             results.append({"layer": layer, "prefill": prefill, "status": status,
                             "detail": detail})
-    worst = next((r for s in ("MISMATCH", "CRASH", "refused") for r in results
-                  if r["status"] == s), None)
-    status = worst["status"] if worst else "runs"
-    detail = worst["detail"] if worst else max(float(r["detail"]) for r in results)
+    results += hybrid_layers(cli, path, layers, others)
+    status, detail = verdict(results)
     return {"model_type": model_type, "status": status, "detail": detail, "layers": results}
 
 

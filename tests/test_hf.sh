@@ -207,7 +207,8 @@ freqs() {
 # the same Y with --layout interleaved; refused for latent attention (its
 # rope rows not converted), families interleaved already, whole-projection
 # norms, and a multimodal checkpoint, whose vision tower's attention
-# (Q/K rows of another size, fused qkv) it takes for a text layer's
+# (Q/K rows of another size, fused qkv; Phi-4-multimodal's vision and audio
+# parts under embed_tokens_extend) it takes for a text layer's
 convert_layout() {
     local inter=$TMP/inter.safetensors
     rm -f "$inter"
@@ -222,7 +223,7 @@ convert_layout() {
         refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
     elif [ "$multimodal" = True ]; then
         "${cmd[@]}" --to interleaved 2>"$TMP/err"
-        if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual)\." \
+        if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \
             "$TMP/err"; then pass
         else fail "$c: convert-layout: not refused on the vision tower: $(cat "$TMP/err")"; fi
     elif ! "${cmd[@]}" --to interleaved 2>"$TMP/err"; then

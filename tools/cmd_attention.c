@@ -337,6 +337,29 @@ static int check_prefill_rope(const attention_options *opts, const ra_rope_confi
     return 0;
 }
 
+/* RA_HF_CACHE_WINDOW (Moshi): transformers' cache keeps the last
+ * sliding_window - 1 tokens while its mask is causal, so a decode step that
+ * starts at token sliding_window or later sees fewer keys through the cache
+ * than the no-cache Y does (the prefill, run whole, sees them all). */
+static int check_prefill_window(const attention_options *opts, const rope_source *src,
+                                int64_t seq)
+{
+    const ra_hf_fields *f = src->fields;
+    if (!opts->prefill || !f || !f->family || !(f->family->features & RA_HF_CACHE_WINDOW) ||
+        !f->window.has_sliding_window)
+        return 0;
+    const int64_t window = f->window.sliding_window, last = seq - 1; /* the last step's token */
+    if (last < opts->prefill || last < window) return 0;
+    return cli_fail(EXIT_FAIL, "attention: --prefill with %lld tokens: model_type \"%s\" masks "
+                    "no earlier token, while transformers' cache keeps only the last "
+                    "sliding_window - 1 = %lld of them, so its cached generation differs from "
+                    "the no-cache Y from token %lld on: run without --prefill, or with at most "
+                    "%lld tokens", (long long)seq, f->family->model_type,
+                    (long long)(window - 1), (long long)(window > opts->prefill ? window
+                                                                                : opts->prefill),
+                    (long long)window);
+}
+
 static int forward_cached(const attention_options *opts, const ra_layer *layer,
                           ra_context *ctx, float *y, const float *x, const int64_t *ids,
                           int components, int64_t batch, int64_t seq)
@@ -566,6 +589,7 @@ static int run(attention_options *opts)
     else if (!failed && text && !opts->attention_mask && !opts->prefill)
         failed = text_positions_plain(text, batch, seq, opts->rope.positions_path);
     if (!failed &&
+        !(failed = check_prefill_window(opts, &src, seq)) &&
         !(failed = create_layer(opts, &src, ckpt, seq,
                                 ids ? positions_max(ids, components * batch * seq)
                                     : opts->start_pos + seq - 1,

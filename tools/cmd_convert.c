@@ -31,7 +31,8 @@ static const char usage[] =
     "Converting to half and back reproduces the input bit for bit.\n"
     "\n"
     "Tensors permuted: wq.weight, wk.weight (Meta's names) and q_proj.weight,\n"
-    "k_proj.weight (Hugging Face's), with any prefix (every layer), and their\n"
+    "k_proj.weight (Hugging Face's; Moshi's q_proj.linear.weight, k_proj.linear.weight),\n"
+    "with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
     "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
     "(HunYuan-V1) and q_layernorm.norms.N.weight (StableLM 2);\n"
@@ -104,9 +105,11 @@ static int fused_index(const char *name)
 }
 static proj_kind kind_of(const char *name)
 {
-    static const char *const queries[] = {"wq.weight", "q_proj.weight", "wq.bias", "q_proj.bias"};
-    static const char *const keys[] = {"wk.weight", "k_proj.weight", "wk.bias", "k_proj.bias"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const queries[] = {"wq.weight", "q_proj.weight", "wq.bias", "q_proj.bias",
+                                          "q_proj.linear.weight"}; /* (Moshi's) */
+    static const char *const keys[] = {"wk.weight", "k_proj.weight", "wk.bias", "k_proj.bias",
+                                       "k_proj.linear.weight"};
+    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;
     }

@@ -23,6 +23,9 @@
  *                                    dense
  *   DBRX                             transformer.blocks.N.norm_attn_norm.attn.Wqkv
  *                                    (fused: q's rows, k's, v's), out_proj
+ *   Moshi                            model.layers.N.self_attn.q_proj.linear.weight ..
+ *                                    o_proj.linear.weight (or under decoder.: the
+ *                                    depth decoder's, without RoPE, are not read)
  *   DeepSeek-V2, V3, Kimi K2         kv_a_proj_with_mqa.weight kv_a_layernorm.weight
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
@@ -67,6 +70,8 @@ typedef struct naming_scheme {
                     "query_key_value.weight", "dense.weight"}
 #define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
 #define DBRX_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "out_proj.weight"}
+#define MOSHI_NAMES {"q_proj.linear.weight", "k_proj.linear.weight", "v_proj.linear.weight", \
+                     "o_proj.linear.weight"}
 #define MODERNBERT_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "Wo.weight"}
 
 /* Tried in order; the one whose four projections are all there is read
@@ -98,6 +103,9 @@ static const naming_scheme schemes[] = {
      FUSED_BY_CONFIG, NULL}, /* ChatGLM 2, 3, GLM-4 (remote code) */
     {"transformer.blocks.", ".norm_attn_norm.attn.", DBRX_NAMES, RA_LAYOUT_HALF,
      FUSED_ROWS, NULL}, /* DBRX */
+    /* Moshi's text decoder: MoshiForCausalLM's, MoshiForConditionalGeneration's */
+    {"model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
 };
 
 /* Latent attention's: the four tensors every such layer has (q's are

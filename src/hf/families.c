@@ -231,6 +231,13 @@ static const ra_hf_family families[] = {
     ROW("bitnet", H, RA_HF_O_NORM, NULL,
         "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
         "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
+    /* BltConfig: a local encoder, a global transformer and a local decoder (and an entropy
+     * patcher), each a stack of attention layers of its own sizes */
+    ROW("blt", I, 0,
+        "its attention layers sit in four stacks of their own sizes (local_encoder, "
+        "global_transformer, local_decoder, patcher: encoder_config, global_config, "
+        "decoder_config, patcher_config), and ropeattn reads one stack of layers: not read yet",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
@@ -241,6 +248,12 @@ static const ra_hf_family families[] = {
      * sliding_window_pattern read only without layer_types (then refused) */
     ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
+    /* CohereCompassTextConfig: rope_parameters by layer type (null: that type without RoPE),
+     * each M-RoPE with Qwen3-VL's interleaved sections (mrope_section default [24, 20, 20]) */
+    ROW("cohere_compass_text", H, 0,
+        "its rope_parameters by layer type, each an interleaved M-RoPE (sections "
+        "interleaved as Qwen3-VL's, mrope_section default [24, 20, 20]) or null for layers "
+        "without RoPE, are not supported", NULL, NOWINDOW, NO_BIAS),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, 0, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
@@ -338,6 +351,10 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
+    /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output; two stacks
+     * (H_module, L_module) run in cycles, each run a cache slot of its own */
+    ROW("hrm_text", H, 0, GATE_PROJ ", nor its two stacks of layers run in cycles (H_module, "
+        "L_module)", NULL, NOWINDOW, NO_BIAS),
     ROW("hunyuan_v1_dense", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         .ntk_alpha = 1),
     ROW("hunyuan_v1_moe", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
@@ -419,6 +436,11 @@ static const ra_hf_family families[] = {
     ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
         ALL(AB, 0)),
+    /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
+     * decoder.model): Llama's attention, projections under .linear; its mask is causal,
+     * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
+    ROW("moshi", H, RA_HF_CACHE_WINDOW, NULL, "max_position_embeddings=3000 sliding_window=3000",
+        NOWINDOW, FIXED(0, 0)),
     ROW("nanochat", H, 0,
         "its rotate_half turns the other way (cat(x2, -x1)): RoPE by the opposite angle is not "
         "supported", NULL, NOWINDOW, NO_BIAS),
@@ -440,6 +462,10 @@ static const ra_hf_family families[] = {
         * object's (fields.c's standardize_rope) */
     ROW("phi3", H, RA_HF_LONGROPE_ONLY, NULL, "original_max_position_embeddings=4096",
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* Phi4MultimodalConfig: Phi-3's attention and rope (the text model at the top level) */
+    ROW("phi4_multimodal", H, RA_HF_LONGROPE_ONLY, NULL,
+        "num_key_value_heads=8 max_position_embeddings=131072 "
+        "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     /* PhimoeConfig */
     ROW("phimoe", H, RA_HF_LONGROPE_MSCALE, NULL, "rope_theta=1000000 num_key_value_heads=8",
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),

@@ -316,6 +316,10 @@ typedef uint64_t ra_hf_features;
  * layer's top-k, and has no indexer tensors), or index_topk_pattern, index_topk_freq and
  * index_skip_topk_offset that derive it (GLM-MoE-DSA) */
 #define RA_HF_INDEXER_SHARED (UINT64_C(1) << 57)
+/* sliding_window bounds only transformers' cache (DynamicCache's sliding layers), not its mask:
+ * the layer sees every earlier token, and `attention --prefill` past the window, where
+ * transformers' cached generation sees fewer, is refused (Moshi) */
+#define RA_HF_CACHE_WINDOW (UINT64_C(1) << 53)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)

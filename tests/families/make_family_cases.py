@@ -604,6 +604,19 @@ def family_cases(out):
     save(out, "phi3", cfg, fused, x, attention(x, w, f), 0)
     save(out, "phi3_split", dict(cfg, model_type="llama", sliding_window=None),
          named(w, layers(0)), x, attention(x, w, f), 0)
+    # Phi-4-multimodal's text layers: Phi-3's attention
+    save(out, "phi4_multimodal", dict(cfg, model_type="phi4_multimodal"), fused, x,
+         attention(x, w, f), 0)
+    # Moshi's text decoder: Llama's attention, each projection under .linear;
+    # a causal mask whatever sliding_window says
+    moshi = {layers(0) + p + "_proj.linear.weight": w[p] for p in "qkvo"}
+    save(out, "moshi", dict(base, model_type="moshi", rope_theta=1e4, sliding_window=3000),
+         moshi, x, attention(x, w, f), 0)
+    # its sliding_window bounds transformers' cache only: --prefill past it refused
+    save(out, "moshi_prefill_past_window", dict(base, model_type="moshi", rope_theta=1e4,
+                                                sliding_window=4),
+         moshi, x, None, 0, args=["--prefill", "2"], refused='masks no earlier token, while '
+         "transformers' cache keeps only the last sliding_window - 1 = 3 of them")
 
     # GPT-J: transformer.h.N.attn names, out_proj; n_embd, n_head and
     # rotary_dim (a count: the first 8 of 16 features, interleaved, base
@@ -1060,6 +1073,17 @@ def family_cases(out):
          '(gate_proj) is not supported'),
         ("beam", dict(base, model_type="beam"), plain,
          "gate_proj) is not supported, nor its NoPE layers' query scaling by position"),
+        ("hrm_text", dict(base, model_type="hrm_text"), plain,
+         'model_type "hrm_text" is refused: its output gate from a projection of its own '
+         '(gate_proj) is not supported, nor its two stacks of layers run in cycles'),
+        # attention layers in several stacks of their own sizes
+        ("blt", dict(base, model_type="blt"), plain,
+         'model_type "blt" is refused: its attention layers sit in four stacks of their own '
+         'sizes'),
+        # a rope per layer type, M-RoPE or none
+        ("cohere_compass_text", dict(base, model_type="cohere_compass_text"), plain,
+         'model_type "cohere_compass_text" is refused: its rope_parameters by layer type, each '
+         'an interleaved M-RoPE'),
         # a window rule the config class derives by a formula of its own
         ("flint_without_layer_types", dict(base, model_type="flint"),
          dict(plain, **{layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight",

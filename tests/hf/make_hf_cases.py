@@ -136,12 +136,16 @@ def attention_name(model, layer):
     transformer.h.L.self_attention (Falcon), transformer.h.L.attn (GPT-J),
     the Qwen-VL text models' layers.L.self_attn, DBRX's
     transformer.blocks.L.norm_attn_norm.attn; a multimodal model's text
-    layer (under language_model), not its vision tower's."""
+    layer (under language_model), not its vision tower's; in a model of
+    several stacks of text layers and none under language_model (BLT's
+    local_encoder, global_transformer ...; HRM's H_module, L_module), the
+    first stack's (the library then reads that one, or its numbers differ)."""
     pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
                          rf"(self_attn|attention|self_attention|attn)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
-        names = [n for n in names if "language_model" in n]
+        text = [n for n in names if "language_model" in n]
+        names = text or names[:1]
     if len(names) != 1:
         raise ValueError(f"layer {layer}'s attention: {names or 'none'}")
     return names[0]
@@ -856,6 +860,27 @@ def dsa_short_cases():
                  pos=positions(5))
 
 
+def misc_rows_cases():
+    """Phi-4-multimodal's text layer: Phi-3's attention (fused qkv_proj) and
+    longrope over 75% of each head, its vision and audio parts shrunk; each
+    step of the cached run on one side of original_max_position_embeddings.
+    Moshi's text decoder, its projections under .linear."""
+    parts = dict(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
+    phi4 = dict({k: v for k, v in TINY.items() if k != "head_dim"},
+                partial_rotary_factor=0.75, original_max_position_embeddings=16,
+                vision_config=dict(parts, image_size=28, crop_size=28),
+                audio_config=dict(parts, num_blocks=1, ext_pw_out_channel=8, input_size=8,
+                                  depthwise_separable_out_channel=8, nemo_conv_channels=8,
+                                  bias_max_distance=4))
+    longrope = {"rope_type": "longrope", "original_max_position_embeddings": 16,
+                "short_factor": [1.0, 1.5, 3.0], "long_factor": [1.0, 4.0, 12.0]}
+    for name, start in (("short", 2), ("long", 28)):
+        yield family(f"phi4_multimodal_longrope_{name}", "Phi4Multimodal", phi4, rope=longrope,
+                     pos=positions(start))
+    # Moshi's text decoder: each projection a MoshiLinear (q_proj.linear.weight ...)
+    yield family("moshi_linear_names", "Moshi", dict(TINY, ffn_dim=16))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -868,6 +893,7 @@ def named_seed_cases():
     yield from rows_more2_cases()
     yield from v_norm_cases()
     yield from dsa_short_cases()
+    yield from misc_rows_cases()
 
 
 def name_seed(name):

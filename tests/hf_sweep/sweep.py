@@ -90,12 +90,23 @@ TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_
             laurel_rank=8, altup_num_inputs=2)
 # Only where the class's default is not None (q_lora_rank None: DeepSeek-V2-Lite's q_proj).
 TEXT_IF_SET = dict(q_lora_rank=24)
+# Dots3NoteTextConfig's sliding layers' sizes (its swa_* keys; the latent sizes of TEXT).
+DOTS3_SLIDING = dict(swa_num_attention_heads=4, swa_num_key_value_heads=4, swa_q_lora_rank=24,
+                     swa_kv_lora_rank=16, swa_head_dim=16, swa_qk_nope_head_dim=8,
+                     swa_v_head_dim=16)
 # Keys a family's config class checks beyond the common ones (by the text
 # config's model type).
 # (cohere_compass_text: its rotary embedding reads rope_parameters by layer type, which the class's
 # default, a flat dict, lacks.)
-OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_experts_per_tok=1),
-             "moshi": dict(ffn_dim=128), "blt": dict(encoder_hash_byte_group_vocab=128),
+OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4, index_n_heads=2, index_head_dim=16,
+                                     index_topk=8, **DOTS3_SLIDING),
+             "qwen4_exp_text": dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16,
+                                    indexer_budget=8, indexer_compress_ratio=4, hc_lowrank=16),
+             "zaya": dict(num_experts_per_tok=1),
+             # (Moshi's sliding_window bounds only transformers' cache, not its mask: the
+             # CLI refuses --prefill past it; its default keeps the sweep's 24 tokens within)
+             "moshi": dict(ffn_dim=128, sliding_window=3000),
+             "blt": dict(encoder_hash_byte_group_vocab=128),
              # DbrxConfig's own names, and DbrxAttention reads attn_config.rope_theta,
              # which DbrxAttentionConfig lacks (transformers 5.23)
              "dbrx": dict(d_model=64, n_heads=4, max_seq_len=256,
@@ -107,6 +118,11 @@ OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4), "zaya": dict(num_ex
                  "full_attention": {"rope_type": "default", "rope_theta": 10000.0}})}
 # Keys of a composite model's parts that OTHER does not shrink, by family.
 OTHER_OVERRIDES = {
+    # Dots3NoteVisionConfig: no experts (its default's 42 layers name 25 .. 41 sparse); the
+    # adapters' widths: the vision tower's in, the text model's out
+    "dots3_note": {"vision_config": dict(mlp_layer_types=["dense"], adapter_in_dim=32,
+                                         adapter_out_dim=64),
+                   "audio_config": dict(adapter_input_size=32, adapter_out_dim=64)},
     "phi4_multimodal": {"audio_config": dict(num_blocks=1, ext_pw_out_channel=32,
                                              depthwise_separable_out_channel=32,
                                              nemo_conv_channels=32)},
@@ -212,8 +228,9 @@ def tiny_kwargs_of(model_type):
         out = {"text": text_kwargs(text)}
     parts = {}
     for key, sub in config.to_dict().items():
-        sub_config = getattr(config, key, None)
-        if isinstance(sub, dict) and hasattr(sub_config, "to_dict") and sub_config is not text:
+        # (only a dict's: a heterogeneous config raises on reading a per-layer key)
+        sub_config = getattr(config, key, None) if isinstance(sub, dict) else None
+        if hasattr(sub_config, "to_dict") and sub_config is not text:
             parts[key] = dict(shrunk(sub_config.to_dict(), OTHER),
                               **OTHER_OVERRIDES.get(model_type, {}).get(key, {}))
     if text is not config:

@@ -23,7 +23,9 @@ its tensor:
 
     runs      every layer's attention, forward, cached and its gradients,
               within TOL; a hybrid model's other layers (linear attention,
-              Mamba, convolutions: hybrid_layers below) refused by the CLI
+              Mamba, convolutions: hybrid_layers below), and layers that
+              take their keys and values from an earlier one (Gemma 3n's
+              KV sharing), refused by the CLI
     refused   the CLI exits non-zero (its message is recorded; the
               standard: it names what the library lacks)
     MISMATCH  the CLI exits 0 with an output off by more than TOL: the
@@ -67,7 +69,7 @@ from safetensors.numpy import load_file  # noqa: E402
 TOL = 1e-4  # of max|y|
 MAX_PARAMETERS = 4_000_000  # a bigger "tiny" model has a size the sweep did not shrink
 BATCH, SEQ, PREFILL = 2, 24, 12
-SAVED = "x y dy grads"  # what save() writes per layer (a checkpoint saved with less is remade)
+SAVED = "x y dy grads; others: KV-shared too"  # what save() writes (else remade)
 # The text model's sizes, set where the config class has the key.
 TEXT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             head_dim=16, intermediate_size=128, vocab_size=128, max_position_embeddings=256,
@@ -300,8 +302,10 @@ def capture_layers(model, layers, ids):
     handles = []
     for layer in range(layers):
         name = softmax_attention(model, layer)
-        if name is None:
-            others.append(layer)  # a layer without softmax attention (linear, state space)
+        if name is None or getattr(model.get_submodule(name), "is_kv_shared_layer", False):
+            # no softmax attention (linear, state space), or keys and values
+            # another layer's (Gemma 3n's KV sharing: refused by name)
+            others.append(layer)
             continue
         module = model.get_submodule(name)
 
@@ -383,7 +387,7 @@ def checkpoint(model_type, work):
     if os.path.exists(meta):
         with open(meta, encoding="utf-8") as f:
             saved = json.load(f)
-        if saved.get("stamp") == key and "others" in saved:
+        if saved.get("stamp") == key:
             return path, saved["layers"], saved["others"]
     subprocess.run(["rm", "-rf", path], check=True)
     layers, others = save(model_type, path)

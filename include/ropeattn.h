@@ -1150,9 +1150,10 @@ typedef struct ra_layer_config {
                            own D weights: q_norm [H * D], k_norm [Hkv * D]
                            (Cohere, StableLM 2); not with norm_whole
                            (RA_ERR_ARGUMENT); 0: the heads share q_norm [D] */
-    int norm_layer;     /* nonzero: the q and k norms are LayerNorms without
-                           bias, w * (x - mean) / sqrt(var + norm_eps)
-                           (Cohere, StableLM 2); 0: RMSNorms */
+    int norm_layer;     /* nonzero: the q and k norms are LayerNorms,
+                           w * (x - mean) / sqrt(var + norm_eps) (Cohere,
+                           StableLM 2), + b where weights.q_norm_bias and
+                           k_norm_bias are given (Persimmon); 0: RMSNorms */
     double scale;       /* the softmax scale s in softmax(s q k^T): 0 means
                            1/sqrt(head_dim); else positive, with
                            scale * sqrt(head_dim) at most FLT_MAX
@@ -1314,6 +1315,14 @@ typedef struct ra_layer_weights {
      * config.norm_eps), BitNet's attn_sub_norm.  NULL: none.  Latent
      * attention: RA_ERR_UNSUPPORTED. */
     const float *o_norm; /* [H * D] or NULL */
+    /* The biases of LayerNorm q and k norms (config.norm_layer), shaped as
+     * q_norm and k_norm and added after their weights, as torch's
+     * nn.LayerNorm with elementwise_affine (Persimmon's q_layernorm and
+     * k_layernorm): q_h = q_norm * (q_h - mean) / sqrt(var + norm_eps) +
+     * q_norm_bias.  NULL: none.  One without its norm's weight, or without
+     * norm_layer, is RA_ERR_ARGUMENT; latent attention: RA_ERR_UNSUPPORTED. */
+    const float *q_norm_bias; /* q_norm's shape, or NULL */
+    const float *k_norm_bias; /* k_norm's shape, or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1489,6 +1498,8 @@ typedef struct ra_layer_grads {
      * dwk, dwv and the others above are ignored) */
     float *dwq_a, *dbq_a, *dq_a_norm, *dwq_b, *dwkv_a, *dbkv_a, *dkv_a_norm, *dwkv_b;
     float *do_norm; /* [H * D], for a layer with o_norm */
+    float *dq_norm_bias; /* q_norm_bias's shape, for a layer with it */
+    float *dk_norm_bias; /* k_norm_bias's shape, for a layer with it */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

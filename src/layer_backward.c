@@ -17,6 +17,7 @@
  *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
+ *      (and their biases', dq_norm_bias (+)= the sum of dq's rows ...)
  *      (with norm_after_rope, the norms come first and R^T after them)
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v
  *   -> dwo (+)= g^T o (o: wo's input, recomputed), dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
@@ -55,7 +56,9 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     } needed[] = {{w->bq, g->dbq, "dbq"}, {w->bk, g->dbk, "dbk"}, {w->bv, g->dbv, "dbv"},
                   {w->bo, g->dbo, "dbo"}, {w->bqkv, g->dbqkv, "dbqkv"},
                   {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"},
-                  {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"}};
+                  {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"},
+                  {w->q_norm_bias, g->dq_norm_bias, "dq_norm_bias"},
+                  {w->k_norm_bias, g->dk_norm_bias, "dk_norm_bias"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -87,7 +90,9 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
                    {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
                    {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
-                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"}},
+                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"},
+                   {w->q_norm_bias ? g->dq_norm_bias : NULL, n_qn, "dq_norm_bias"},
+                   {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"}},
       inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"},
                   {w->wq, f_wq_rows, "wq"},
                   {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
@@ -95,7 +100,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                   {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
                   {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
-                  {w->o_norm, q_dim, "o_norm"}};
+                  {w->o_norm, q_dim, "o_norm"}, {w->q_norm_bias, n_qn, "q_norm_bias"},
+                  {w->k_norm_bias, n_kn, "k_norm_bias"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -145,12 +151,20 @@ static void proj_grad(const ra_gemm_env *mm, float *dw, float *db, float *dx,
     }
 }
 
-/* g through a norm (NULL weight: none) at its input x, and dweight (+)=. */
-static void norm_grad(float *g, float *dweight, const float *x, const float *weight,
-                      const ra_layer_norm_shape *n, int accumulate)
+/* g through a norm (NULL weight: none) at its input x; dweight (+)=, and
+ * where it has a bias, dbias (+)= the sum of g's rows (out = ... + bias). */
+static void norm_grad(float *g, float *dweight, float *dbias, const float *x,
+                      const float *weight, const float *bias, const ra_layer_norm_shape *n,
+                      int accumulate)
 {
     if (!weight) return;
-    if (!accumulate) memset(dweight, 0, (size_t)(n->weight_rows * n->d) * sizeof(float));
+    const int64_t n_weights = n->weight_rows * n->d;
+    if (!accumulate) memset(dweight, 0, (size_t)n_weights * sizeof(float));
+    if (bias && !accumulate) memset(dbias, 0, (size_t)n_weights * sizeof(float));
+    for (int64_t r = 0; bias && r < n->rows; r++) {
+        float *db = dbias + (r % n->weight_rows) * n->d;
+        for (int64_t i = 0; i < n->d; i++) db[i] += g[r * n->d + i];
+    }
     ra_layer_norm_backward(g, dweight, x, weight, n);
 }
 
@@ -190,7 +204,7 @@ static const float *output_back(const ra_layer *layer, float *d, const output_bu
     }
     if (w->o_norm) { /* attn_output = self.attn_sub_norm(attn_output) */
         memcpy(b->normed, normed_in, (size_t)count * sizeof(float));
-        ra_layer_norm(b->normed, w->o_norm, &n);
+        ra_layer_norm(b->normed, w->o_norm, NULL, &n);
         memset(b->dweight, 0, (size_t)n.d * sizeof(float));
         ra_layer_norm_backward(d, b->dweight, normed_in, w->o_norm, &n);
         o = b->normed;
@@ -346,8 +360,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
             lk = after + n_q;
             memcpy(lq, q_in, (size_t)n_q * sizeof(float));
             memcpy(lk, k_in, (size_t)n_kv * sizeof(float));
-            if (w->q_norm) ra_layer_norm(lq, w->q_norm, &qn);
-            if (w->k_norm) ra_layer_norm(lk, w->k_norm, &kn);
+            ra_layer_qk_norms(layer, lq, lk, T);
         }
         const ra_layer_norm_shape lqn = ra_layer_l2_shape(c, H, T),
                                   lkn = ra_layer_l2_shape(c, Hkv, T);
@@ -356,8 +369,10 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     }
     /* xq, xk = q_norm(xq), k_norm(xk): per head, or per token (norm_whole) */
     if (norms) {
-        norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
-        norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
+        norm_grad(dq, grads->dq_norm, grads->dq_norm_bias, q_in, w->q_norm, w->q_norm_bias, &qn,
+                  grads->accumulate);
+        norm_grad(dk, grads->dk_norm, grads->dk_norm_bias, k_in, w->k_norm, w->k_norm_bias, &kn,
+                  grads->accumulate);
     }
     if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* x.clamp_(-clip_qkv, clip_qkv) on q, k, v: the gradient passes where

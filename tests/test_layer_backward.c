@@ -48,17 +48,18 @@ typedef struct layer_case {
                            | POST: the q/k norms after RoPE (HunYuan);
                            | ONORM: an RMSNorm before wo (BitNet);
                            | GATE: the output gated by wq's gate rows
-                           (Qwen3-Next) */
+                           (Qwen3-Next); | NBIAS: biases on the q/k
+                           LayerNorms (Persimmon) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
-       ONORM = 256, GATE = 512 };
+       ONORM = 256, GATE = 512, NBIAS = 1024 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
- * o_norm. */
-enum { N_PARAMS = 11 };
+ * o_norm, q_norm_bias, k_norm_bias. */
+enum { N_PARAMS = 13 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
@@ -126,7 +127,9 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                                    c->extras & BIASES ? f->dim : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
-                                   c->extras & ONORM ? f->qd : 0};
+                                   c->extras & ONORM ? f->qd : 0,
+                                   c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
+                                   c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -147,8 +150,10 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
         for (int64_t i = 0; i < n_w[j]; i++) {
             if (j < 8)
                 f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
-            else
+            else if (j < 11)
                 f->w[j][i] = 1.0f + 0.25f * f->w[j][i]; /* norms: about 1 */
+            else
+                f->w[j][i] *= 0.5f; /* the norms' biases */
             f->wd[j][i] = f->w[j][i];
         }
     }
@@ -180,7 +185,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
-                          .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10]};
+                          .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10],
+                          .q_norm_bias = f->w[11], .k_norm_bias = f->w[12]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &rope_cfg) == RA_OK, "%s: rope", c->name);
@@ -244,19 +250,20 @@ static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
     return m;
 }
 
-/* Each row of d: w * (row - mean) / sqrt(mean((row - mean)^2) + 1e-6), mean
- * 0 unless centered (a LayerNorm), w = weight + (r % weight_rows) d (NULL:
- * no norm). */
-static void norm_d(double *x, const double *weight, int64_t rows, int64_t d,
+/* Each row of d: w * (row - mean) / sqrt(mean((row - mean)^2) + 1e-6) + b,
+ * mean 0 unless centered (a LayerNorm), w = weight + (r % weight_rows) d
+ * (NULL: no norm), b likewise from bias (NULL: 0). */
+static void norm_d(double *x, const double *weight, const double *bias, int64_t rows, int64_t d,
                    int64_t weight_rows, int centered)
 {
     for (int64_t r = 0; weight && r < rows; r++) {
         double mean = 0, squares = 0, *row = x + r * d;
         const double *w = weight + (r % weight_rows) * d;
+        const double *b = bias ? bias + (r % weight_rows) * d : NULL;
         for (int64_t i = 0; centered && i < d; i++) mean += row[i] / (double)d;
         for (int64_t i = 0; i < d; i++) squares += (row[i] - mean) * (row[i] - mean);
         for (int64_t i = 0; i < d; i++)
-            row[i] = w[i] * (row[i] - mean) / sqrt(squares / (double)d + 1e-6);
+            row[i] = w[i] * (row[i] - mean) / sqrt(squares / (double)d + 1e-6) + (b ? b[i] : 0);
     }
 }
 
@@ -303,11 +310,11 @@ static void qk_norms_d(const layer_case *c, double *const w[N_PARAMS], double *q
 {
     const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
     if (c->extras & WHOLE) {
-        norm_d(q, w[8], T, c->h * c->d, 1, centered);
-        norm_d(k, w[9], T, c->hkv * c->d, 1, centered);
+        norm_d(q, w[8], w[11], T, c->h * c->d, 1, centered);
+        norm_d(k, w[9], w[12], T, c->hkv * c->d, 1, centered);
     } else {
-        norm_d(q, w[8], T * c->h, c->d, heads ? c->h : 1, centered);
-        norm_d(k, w[9], T * c->hkv, c->d, heads ? c->hkv : 1, centered);
+        norm_d(q, w[8], w[11], T * c->h, c->d, heads ? c->h : 1, centered);
+        norm_d(k, w[9], w[12], T * c->hkv, c->d, heads ? c->hkv : 1, centered);
     }
 }
 
@@ -376,7 +383,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
             }
     for (int64_t i = 0; (c->extras & GATE) && i < T * qd; i++) /* * torch.sigmoid(gate) */
         att[i] /= 1.0 + exp(-gate[i]);
-    norm_d(att, w[10], T, qd, 1, 0); /* BitNet's attn_sub_norm */
+    norm_d(att, w[10], NULL, T, qd, 1, 0); /* BitNet's attn_sub_norm */
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     add_bias_d(y, w[7], T, dim);
     double loss = 0;
@@ -395,7 +402,9 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     return loss;
 }
 
-/* max |a - b| / max |b|, with b in double. */
+/* max |a - b| / max |b|, with b in double; max |a - b| where max |b| is
+ * below 1e-6: a gradient that is 0 but for rounding (a bias added to every
+ * key after RoPE moves no logit of the softmax: k_norm_bias after RoPE). */
 static double rel_err(const float *a, const double *b, int64_t n)
 {
     double diff = 0, ref = 0;
@@ -404,7 +413,7 @@ static double rel_err(const float *a, const double *b, int64_t n)
         diff = fmax(diff, fabs(a[i] - b[i]));
         ref = fmax(ref, fabs(b[i]));
     }
-    return ref > 0 ? diff / ref : diff;
+    return ref > 1e-6 ? diff / ref : diff;
 }
 
 /* Central differences of loss_d in every entry of param (x or a weight). */
@@ -450,7 +459,8 @@ static ra_layer_grads layer_grads(const grads *g, int accumulate)
                             .dwv = g->dw[2], .dwo = g->dw[3],
                             .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
                             .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
-                            .dk_norm = g->dw[9], .do_norm = g->dw[10]};
+                            .dk_norm = g->dw[9], .do_norm = g->dw[10],
+                            .dq_norm_bias = g->dw[11], .dk_norm_bias = g->dw[12]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -518,6 +528,13 @@ static const layer_case fd_cases[] = {
     {"gated, norms, partial",    2, 4, 4, 2, 8, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  4, 1, 0.0f, 0, 12, GATE | NORMS, 0, 0},
     {"gated, biases, dropout, clip", 1, 6, 2, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, GATE | BIASES, 0, 0.5},
     {"gated, o_norm, after RoPE", 1, 5, 4, 1, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 0, 0.1f, 0, 0, GATE | ONORM | NORMS | POST, 0.3, 0},
+    /* LayerNorms with biases (Persimmon: one LayerNorm over head_dim shared by
+     * the heads, partial rotary, biased projections); each head's own, after
+     * RoPE, with the L2 norm and clip_qkv; over the whole projection */
+    {"LayerNorm biases, partial", 2, 5, 4, 4, 8, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  4, 1, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
+    {"norm biases, heads, after RoPE", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 6, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
+    {"norm biases, L2, clip",    1, 5, 4, 2, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | L2, 0, 0.5},
+    {"norm biases, whole",       2, 4, 2, 1, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 0, NORMS | LAYER | NBIAS | WHOLE, 0.3, 0},
 };
 
 static void test_finite_differences(void)
@@ -539,7 +556,8 @@ static void test_finite_differences(void)
         }
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
                                                         "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
-                                                        "do_norm"};
+                                                        "do_norm", "dq_norm_bias",
+                                                        "dk_norm_bias"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -717,7 +735,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM | GATE, 0, 0};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM | GATE | LAYER | NBIAS, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -735,7 +753,10 @@ static void test_accumulate_and_reuse(void)
     for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
     ra_layer_grads overwrite = layer_grads(&g, 0), accumulate = layer_grads(&h, 1);
     ra_layer_grads no_dbk = overwrite, no_dk_norm = overwrite, dbo_on_bo = overwrite;
-    ra_layer_grads no_do_norm = overwrite;
+    ra_layer_grads no_do_norm = overwrite, no_dk_norm_bias = overwrite;
+    no_dk_norm_bias.dk_norm_bias = NULL; /* the layer has k_norm_bias */
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dk_norm_bias, tape, f.dy) == RA_ERR_NULL,
+          "no dk_norm_bias");
     no_dbk.dbk = NULL;         /* the layer has bk */
     no_dk_norm.dk_norm = NULL; /* and k_norm */
     no_do_norm.do_norm = NULL; /* and o_norm */
@@ -1236,6 +1257,8 @@ static void test_features_cached(void)
         {"after RoPE, heads' own",    1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | POST | HEADS, 0, 0},
         {"o_norm, biases",            2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, ONORM | BIASES, 0, 0},
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
+        {"LayerNorm biases, partial", 2, 9, 4, 4, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
+        {"norm biases after RoPE",    1, 7, 4, 2, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         fixture f;
@@ -1262,6 +1285,19 @@ static void test_features_cached(void)
     ra_layer_weights fused = {.struct_size = sizeof fused, .wqkv = w, .wo = w};
     CHECK(ra_layer_create(&layer, &gated, &fused) == RA_ERR_UNSUPPORTED,
           "gated_output with wqkv");
+    /* a LayerNorm's bias: with its weights, of a LayerNorm */
+    ra_layer_config plain = {.struct_size = sizeof plain, .dim = 8, .n_heads = 2, .head_dim = 4,
+                             .rope = &cfg_rope};
+    ra_layer_weights biased = lw;
+    biased.k_norm = w, biased.k_norm_bias = w;
+    CHECK(ra_layer_create(&layer, &plain, &biased) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "k_norm_bias without config.norm_layer"),
+          "k_norm_bias of an RMSNorm: %s", ra_last_error());
+    plain.norm_layer = 1;
+    biased.k_norm = NULL;
+    CHECK(ra_layer_create(&layer, &plain, &biased) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "k_norm_bias without k_norm"),
+          "k_norm_bias without k_norm: %s", ra_last_error());
 }
 
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the

@@ -9,7 +9,7 @@
  *     rows: 1e-2, their prefills attend over unquantized keys there);
  *   - a GQA layer with biases and q/k norms (before RoPE, or after it:
  *     HunYuan; with a norm before wo: BitNet; with a gated output:
- *     Qwen3-Next), and a sliding-window layer
+ *     Qwen3-Next; LayerNorms with biases: Persimmon), and a sliding-window layer
  *     on window sequences (pages released as they pass);
  *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
  *     nothing in x's rows past n_new reaches y (NaN there);
@@ -33,9 +33,10 @@ typedef struct weights {
     float b[2 * H * D + 2 * HKV * D + DIM], norms[2 * D], o_norm[H * D];
 } weights;
 
-/* variant: 0, NORMS_AFTER_ROPE, O_NORM or GATED (wq's rows: each head's
- * query rows, then its gate rows) */
-enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, N_VARIANTS };
+/* variant: 0, NORMS_AFTER_ROPE, O_NORM, GATED (wq's rows: each head's
+ * query rows, then its gate rows) or NORM_BIASES (LayerNorms with biases:
+ * Persimmon) */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, NORM_BIASES, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -57,11 +58,14 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.window = window;
     c.norm_after_rope = variant == NORMS_AFTER_ROPE;
     c.gated_output = variant == GATED;
+    c.norm_layer = variant == NORM_BIASES;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
     lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;
     lw.bo = w->b + q_rows + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
     lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
+    lw.q_norm_bias = variant == NORM_BIASES ? w->o_norm : NULL; /* any D values */
+    lw.k_norm_bias = variant == NORM_BIASES ? w->o_norm + D : NULL;
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());
     return layer;

@@ -14,6 +14,8 @@
  *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
  *   (GPT-NeoX Japanese: under        (fused, per head), attention.dense
  *   gpt_neox_japanese.layers.N)
+ *   Persimmon (Fuyu: under its       model.layers.N.self_attn.query_key_value
+ *   language_model)                  (fused as the config says), dense
  *   Falcon                           transformer.h.N.self_attention.query_key_value
  *                                    (fused as the config says), dense
  *   InternLM2                        model.layers.N.attention.wqkv (fused per
@@ -28,7 +30,8 @@
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
  *                                    model.layers.N.self_attn. as Hugging Face's
  * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
- * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight).  Meta's names
+ * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight; Persimmon:
+ * q_layernorm.weight and q_layernorm.bias).  Meta's names
  * imply the interleaved RoPE layout; Hugging Face names the half layout
  * (its conversion permutes the rows of wq and wk).
  */
@@ -87,6 +90,10 @@ static const naming_scheme schemes[] = {
      FUSED_BY_CONFIG}, /* ChatGLM 2, 3, GLM-4 (remote code) */
     {"transformer.blocks.", ".norm_attn_norm.attn.", DBRX_NAMES, RA_LAYOUT_HALF,
      FUSED_ROWS}, /* DBRX */
+    /* Persimmon, and Fuyu's language model (transformers 5 and 4) */
+    {"model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
+    {"model.language_model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
+    {"language_model.model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG},
 };
 
 /* Latent attention's: the four tensors every such layer has (q's are
@@ -468,6 +475,7 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
     used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
+    for (int n = 0; n < 2; n++) used |= x == t->layer_norm[n] || x == t->layer_norm_bias[n];
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
     return used;
@@ -612,6 +620,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     for (int i = 0; i < 2; i++) {
         snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[i]);
         out->norm[i] = hf_find_tensor(files, name, NULL);
+        find_module(files, wq, stem, i ? "k_layernorm" : "q_layernorm", 0, &out->layer_norm[i],
+                    &out->layer_norm_bias[i]); /* Persimmon */
     }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);

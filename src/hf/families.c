@@ -238,7 +238,10 @@ static const ra_hf_family families[] = {
     ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
-    ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
+    /* PersimmonConfig: query_key_value [H, 3, D] and dense, biased; qk_layernorm */
+    ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
+        "partial_rotary_factor=0.5 layer_norm_eps=1e-05", NOWINDOW, FIXED(1, 1),
+        .disputed_theta = "25000 in transformers 4.57, 10000 in 5"),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
         * object's (fields.c's standardize_rope) */
@@ -368,7 +371,8 @@ static const attention_key attention_keys[] = {
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
     {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM, "q and k norms"},
-    {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
+    {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM | RA_HF_QK_LAYERNORM_BIAS,
+     "LayerNorms of q and k"},
     {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
     {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING,
      "attention temperature tuning"},

@@ -242,8 +242,8 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NESTED_ATTN_CONFIG (UINT64_C(1) << 41)
 /* with RA_HF_MLA: v_head_dim absent or null is hidden_size / num_attention_heads (MiniCPM3) */
 #define RA_HF_V_HEAD_DIM_FROM_HEADS (UINT64_C(1) << 43)
-/* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
- * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
+/* qk_layernorm (default true): q_layernorm and k_layernorm, one LayerNorm over head_dim with weight
+ * and bias shared by the heads, q_layernorm.weight, q_layernorm.bias [D] (Persimmon) */
 #define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
 
 /* Which of a family's attention projections transformers builds with a
@@ -370,9 +370,10 @@ typedef struct ra_hf_fields {
         has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
         has_kv_channels, has_multi_query_group_num, has_rope_ratio,
         has_attn_logit_softcapping;
-    /* The family's key for LayerNorms of q and k per head is true (Cohere's
-     * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
-     * RA_HF_QK_LAYERNORM). */
+    /* The family's key for LayerNorms of q and k is true (Cohere's
+     * use_qk_norm, StableLM's qk_layernorm, per head; Persimmon's
+     * qk_layernorm, true by default, shared by the heads: RA_HF_USE_QK_NORM,
+     * RA_HF_QK_LAYERNORM, RA_HF_QK_LAYERNORM_BIAS). */
     int head_layer_norms;
     /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
      * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;

@@ -7,6 +7,7 @@
  * packed in rows (Phi-3) fills wq's, wk's and wv's, which then lie one
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
+ * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
@@ -28,7 +29,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       N_SLOTS };
+       S_QNORM_BIAS, S_KNORM_BIAS, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -158,8 +159,8 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
     return RA_OK;
 }
 
-/* The tensor list and slots: weights, then biases, then the q/k norms,
- * then the sinks. */
+/* The tensor list and slots: weights, then biases, then the q/k norms (and
+ * their biases), then the sinks. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
@@ -186,6 +187,10 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
         if (t->norm[i]) RA_HF_TRY(add_tensor(l, t->norm[i], S_QNORM + i, 0));
         for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; at += t->head_norms[i][h++]->count)
             RA_HF_TRY(add_tensor(l, t->head_norms[i][h], S_QNORM + i, at)); /* StableLM 2 */
+        if (t->layer_norm[i]) { /* Persimmon */
+            RA_HF_TRY(add_tensor(l, t->layer_norm[i], S_QNORM + i, 0));
+            RA_HF_TRY(add_tensor(l, t->layer_norm_bias[i], S_QNORM_BIAS + i, 0));
+        }
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     return RA_OK;
@@ -232,7 +237,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
                                 family && (family->features & RA_HF_MLA), t));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 3 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 7 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -251,6 +256,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
+    w.q_norm_bias = slot_array(l, d, S_QNORM_BIAS), w.k_norm_bias = slot_array(l, d, S_KNORM_BIAS);
     w.bqkv = slot_array(l, d, S_BQKV);
     w.sinks = slot_array(l, d, S_SINKS);
     w.wq_a = slot_array(l, d, S_WQ_A), w.bq_a = slot_array(l, d, S_BQ_A);
@@ -348,6 +354,8 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dbq = slot_array(layer, d, S_BQ), r->dbk = slot_array(layer, d, S_BK);
     r->dbv = slot_array(layer, d, S_BV), r->dbo = slot_array(layer, d, S_BO);
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
+    r->dq_norm_bias = slot_array(layer, d, S_QNORM_BIAS);
+    r->dk_norm_bias = slot_array(layer, d, S_KNORM_BIAS);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
     r->dsinks = slot_array(layer, d, S_SINKS);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);

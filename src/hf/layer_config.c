@@ -85,12 +85,46 @@ static ra_status resolve_fused(const job *j)
     return hf_split_fused(t, j->path, n_heads * head_dim, n_kv_heads * head_dim);
 }
 
+/* The norm tensor of q (i = 0) or k (1) that the family does not read
+ * (rms, cohere, stablelm, shared: which kinds it reads), or NULL. */
+static const ra_st_tensor *stray_norm(const attention_tensors *t, int i, int rms, int cohere,
+                                      int stablelm, int shared)
+{
+    if (t->norm[i] && !rms && !cohere) return t->norm[i];
+    if (t->n_head_norms[i] && !stablelm) return t->head_norms[i][0];
+    if (!shared) return t->layer_norm[i] ? t->layer_norm[i] : t->layer_norm_bias[i];
+    return NULL;
+}
+
+/* Persimmon's LayerNorm of q (i = 0) or k (1): q_layernorm.weight and
+ * q_layernorm.bias, each [head_dim]. */
+static ra_status check_shared_layer_norm(const job *j, int i, int64_t head_dim)
+{
+    const attention_tensors *t = j->t;
+    const ra_st_tensor *const parts[2] = {t->layer_norm[i], t->layer_norm_bias[i]};
+    for (int p = 0; p < 2; p++) {
+        const ra_st_tensor *x = parts[p];
+        if (!x)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_layernorm.%s beside '%s': model_type "
+                           "\"%s\" with qk_layernorm normalizes q and k by a LayerNorm with "
+                           "weight and bias (transformers would initialize the missing tensor)",
+                           j->path, i ? "k" : "q", p ? "bias" : "weight", t->fused ?
+                           t->fused->name : t->proj[PROJ_Q]->name, j->hf->family->model_type);
+        if (x->ndim != 1 || x->shape[0] != head_dim)
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
+                           "(head_dim)", x->name, j->path, (long long)head_dim);
+    }
+    return RA_OK;
+}
+
 /* The q/k norm tensors the family reads, and nothing else:
  *   RMSNorm, weight [head_dim] shared by the heads (Qwen3, Gemma 3), or over
  *     the whole projection (OLMo 2): q_norm.weight, k_norm.weight;
  *   LayerNorm per head, each head its own weights, when the family's key
  *     says so: q_norm.weight [H, head_dim] (Cohere's use_qk_norm), or
  *     q_layernorm.norms.N.weight [head_dim] (StableLM's qk_layernorm);
+ *   LayerNorm with a bias shared by the heads, when the family's key says
+ *     so: q_layernorm.weight and .bias [head_dim] (Persimmon's qk_layernorm);
  * a config without model_type may have the first kind.  Sets out's norm
  * fields. */
 static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
@@ -103,11 +137,11 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const int rms = !family || (features & RA_HF_QK_NORM);
     const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
+    const int shared = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM_BIAS);
     const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *n = t->norm[i];
-        const ra_st_tensor *head = t->n_head_norms[i] ? t->head_norms[i][0] : NULL;
-        const ra_st_tensor *stray = !rms && !cohere && n ? n : !stablelm ? head : NULL;
+        const ra_st_tensor *stray = stray_norm(t, i, rms, cohere, stablelm, shared);
         const int64_t heads = i ? n_kv_heads : n_heads;
         const char *kind = i ? "k" : "q";
         if (stray)
@@ -141,9 +175,11 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                 return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
                                "(head_dim)", w->name, j->path, (long long)head_dim);
         }
+        if (shared) RA_HF_TRY(check_shared_layer_norm(j, i, head_dim));
     }
     /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
-    out->norm_layer = out->norm_head_weights = cohere || stablelm;
+    out->norm_head_weights = cohere || stablelm;
+    out->norm_layer = cohere || stablelm || shared;
     out->norm_whole = whole;
     out->norm_eps = out->norm_layer ? hf->layer_norm_eps
                     : hf->has_rms_norm_eps ? hf->rms_norm_eps

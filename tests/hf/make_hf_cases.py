@@ -123,7 +123,7 @@ def randomize(model, gen, dtype):
         for name, p in model.named_parameters():
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms", name):
+            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm", name):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
                 p.copy_(p.to(dtype).float())
@@ -707,12 +707,24 @@ def mla_fused_cases():
     yield family("dbrx_clip", "Dbrx", dbrx, theta=500000.0)
 
 
+def qk_bias_gates_cases():
+    """Persimmon: query_key_value packed per head ([H, 3, D]), biased, and
+    q_layernorm / k_layernorm, one LayerNorm over head_dim with weight and
+    bias shared by the heads (qk_layernorm, true by default), partial rotary
+    0.5 (its default), rope_theta set (its default changed in transformers 5)."""
+    persimmon = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                     intermediate_size=16, vocab_size=16, max_position_embeddings=64,
+                     pad_token_id=0)
+    yield family("persimmon_qk_layernorm", "Persimmon", persimmon, theta=25000.0)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
     yield from rows_more_cases()
     yield from windows_cases()
     yield from mla_fused_cases()
+    yield from qk_bias_gates_cases()
 
 
 def name_seed(name):

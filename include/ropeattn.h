@@ -1228,8 +1228,10 @@ typedef struct ra_layer_config {
                            [2 H D, dim] (bq [2 H D]), each head h's D query
                            rows 2hD .. 2hD + D - 1, then its D gate rows, as
                            q_proj's output viewed [..., H, 2 D] and chunked;
-                           dwq and dbq are shaped so.  Not with wqkv nor
-                           latent attention (RA_ERR_UNSUPPORTED) */
+                           dwq and dbq are shaped so.  With weights.wgate,
+                           the gate is x wgate^T instead (AfMoE's gate_proj)
+                           and wq is [H D, dim].  Not with wqkv nor latent
+                           attention (RA_ERR_UNSUPPORTED) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1248,11 +1250,11 @@ static inline ra_layer_config ra_layer_config_init(void)
  * calls. */
 typedef struct ra_layer_weights {
     size_t struct_size; /* sizeof(ra_layer_weights) */
-    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output) */
+    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output without wgate) */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
     const float *wo; /* [dim, H * D] */
-    const float *bq; /* [H * D] ([2 H D]: config.gated_output) or NULL */
+    const float *bq; /* [H * D] ([2 H D]: config.gated_output without wgate) or NULL */
     const float *bk; /* [Hkv * D] or NULL */
     const float *bv; /* [Hkv * D] or NULL */
     const float *bo; /* [dim] or NULL */
@@ -1323,6 +1325,12 @@ typedef struct ra_layer_weights {
      * norm_layer, is RA_ERR_ARGUMENT; latent attention: RA_ERR_UNSUPPORTED. */
     const float *q_norm_bias; /* q_norm's shape, or NULL */
     const float *k_norm_bias; /* k_norm's shape, or NULL */
+    /* config.gated_output's gate from a projection of its own, without a
+     * bias (AfMoE's gate_proj): the attention's output times
+     * sigmoid(x wgate^T) before o_norm and wo, and wq is q's rows alone.
+     * Stored as dtype says, like wq.  NULL: the gate is wq's (Qwen3-Next);
+     * without gated_output: RA_ERR_ARGUMENT. */
+    const float *wgate; /* [H * D, dim] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1500,6 +1508,7 @@ typedef struct ra_layer_grads {
     float *do_norm; /* [H * D], for a layer with o_norm */
     float *dq_norm_bias; /* q_norm_bias's shape, for a layer with it */
     float *dk_norm_bias; /* k_norm_bias's shape, for a layer with it */
+    float *dwgate;       /* [H * D, dim], for a layer with wgate */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

@@ -147,7 +147,8 @@ static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_co
     const struct {
         const float *p;
         const char *name;
-    } ws[] = {{w->wq, "wq"}, {w->wk, "wk"}, {w->wv, "wv"}, {w->wo, "wo"}, {w->wqkv, "wqkv"}};
+    } ws[] = {{w->wq, "wq"},     {w->wk, "wk"},     {w->wv, "wv"},
+              {w->wo, "wo"},     {w->wqkv, "wqkv"}, {w->wgate, "wgate"}};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if ((uintptr_t)ws[i].p % 2)
             return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s is not 2-byte aligned (16-bit "
@@ -178,6 +179,8 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     RA_TRY(check_norm_biases(w, &c));
     if (c.gated_output && w->wqkv)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: gated_output with weights.wqkv");
+    if (w->wgate && !c.gated_output)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wgate without config.gated_output");
     RA_TRY(resolve_config(&c));
     if (!c.kv_lora_rank) rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -292,7 +295,9 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const int64_t D = c->head_dim, heads = p == RA_PROJ_Q ? c->n_heads : c->n_kv_heads;
-    if (c->gated_output && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
+    if (p == RA_PROJ_GATE && w->wgate) /* AfMoE: gate_proj, a weight of its own */
+        return (ra_layer_proj){w->wgate, NULL, 1, c->n_heads * D, 0};
+    if (c->gated_output && !w->wgate && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
         /* Qwen3-Next: each head's D query rows, then its D gate rows */
         const int64_t first = p == RA_PROJ_GATE ? D : 0;
         return (ra_layer_proj){ra_gemm_weight_at(w->wq, w->dtype, first * c->dim),

@@ -24,7 +24,7 @@
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
- *      (+ the gate's gradient times its rows of wq)
+ *      (+ the gate's gradient times its rows of wq, or wgate; dwgate (+)=)
  *      (a fused wqkv: the same, group by group, into dwqkv and dbqkv)
  *
  * Nothing the caller owns is written before the one call that can fail (the
@@ -58,7 +58,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                   {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"},
                   {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"},
                   {w->q_norm_bias, g->dq_norm_bias, "dq_norm_bias"},
-                  {w->k_norm_bias, g->dk_norm_bias, "dk_norm_bias"}};
+                  {w->k_norm_bias, g->dk_norm_bias, "dk_norm_bias"},
+                  {w->wgate, g->dwgate, "dwgate"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -66,7 +67,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
-    const int64_t q_rows = c->gated_output ? 2 * q_dim : q_dim; /* wq's and bq's */
+    const int64_t q_rows = c->gated_output && !w->wgate ? 2 * q_dim : q_dim; /* wq's, bq's */
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
                               kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
     const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d; /* norms */
@@ -92,7 +93,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
                    {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"},
                    {w->q_norm_bias ? g->dq_norm_bias : NULL, n_qn, "dq_norm_bias"},
-                   {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"}},
+                   {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"},
+                   {w->wgate ? g->dwgate : NULL, n_wq, "dwgate"}},
       inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"},
                   {w->wq, f_wq_rows, "wq"},
                   {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
@@ -101,7 +103,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
                   {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
                   {w->o_norm, q_dim, "o_norm"}, {w->q_norm_bias, n_qn, "q_norm_bias"},
-                  {w->k_norm_bias, n_kn, "k_norm_bias"}};
+                  {w->k_norm_bias, n_kn, "k_norm_bias"}, {w->wgate, f_wq, "wgate"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -388,9 +390,10 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, db = the
      * sum of d's rows, dx = sum of d w (a fused wqkv: each group's rows of
      * dwqkv and dbqkv) */
-    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv, grads->dwq},
+    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv,
+                           w->wgate ? grads->dwgate : grads->dwq},
                  *const dbs[4] = {grads->dbq, grads->dbk, grads->dbv, grads->dbq};
-    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wq};
+    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wgate ? (const void *)w->wgate : w->wq};
     const float *const bs[4] = {w->bq, w->bk, w->bv, w->bq};
     const float *const ds[4] = {dq, dk, dv, ob.dgate};
     for (int p = RA_PROJ_Q; p <= (gated ? RA_PROJ_GATE : RA_PROJ_V); p++) {

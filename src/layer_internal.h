@@ -104,7 +104,7 @@ typedef struct ra_layer_proj {
 enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V, RA_PROJ_GATE };
 
 /* Projection p (RA_PROJ_Q, _K, _V, or _GATE: gated_output's, from wq's
- * rows after each head's query rows) of the layer. */
+ * rows after each head's query rows, or wgate) of the layer. */
 ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens

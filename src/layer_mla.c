@@ -49,7 +49,8 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->norm_after_rope, "norm_after_rope"},
                    {w->o_norm != NULL, "weights.o_norm"}, {c->gated_output, "gated_output"},
                    {w->q_norm_bias != NULL, "weights.q_norm_bias"},
-                   {w->k_norm_bias != NULL, "weights.k_norm_bias"}};
+                   {w->k_norm_bias != NULL, "weights.k_norm_bias"},
+                   {w->wgate != NULL, "weights.wgate"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (refused[i].set)
             return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "

@@ -49,17 +49,18 @@ typedef struct layer_case {
                            | ONORM: an RMSNorm before wo (BitNet);
                            | GATE: the output gated by wq's gate rows
                            (Qwen3-Next); | NBIAS: biases on the q/k
-                           LayerNorms (Persimmon) */
+                           LayerNorms (Persimmon); | WGATE: with GATE,
+                           the gate from wgate (AfMoE's gate_proj) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
-       ONORM = 256, GATE = 512, NBIAS = 1024 };
+       ONORM = 256, GATE = 512, NBIAS = 1024, WGATE = 2048 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
- * o_norm, q_norm_bias, k_norm_bias. */
-enum { N_PARAMS = 13 };
+ * o_norm, q_norm_bias, k_norm_bias, wgate. */
+enum { N_PARAMS = 14 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
@@ -120,7 +121,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
-    const int64_t q_rows = c->extras & GATE ? 2 * f->qd : f->qd; /* wq's, bq's */
+    const int64_t q_rows = c->extras & GATE && !(c->extras & WGATE) ? 2 * f->qd : f->qd;
     const int64_t n_w[N_PARAMS] = {q_rows * f->dim, f->kv * f->dim, f->kv * f->dim,
                                    f->dim * f->qd, c->extras & BIASES ? q_rows : 0,
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
@@ -129,7 +130,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
                                    c->extras & ONORM ? f->qd : 0,
                                    c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
-                                   c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0};
+                                   c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
+                                   c->extras & WGATE ? f->qd * f->dim : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -148,7 +150,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
         f->wd[j] = malloc(sizeof(double) * n_w[j]);
         ra_test_fill(f->w[j], n_w[j], seed + 2 + j);
         for (int64_t i = 0; i < n_w[j]; i++) {
-            if (j < 8)
+            if (j < 8 || j == 13)
                 f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
             else if (j < 11)
                 f->w[j][i] = 1.0f + 0.25f * f->w[j][i]; /* norms: about 1 */
@@ -186,7 +188,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
                           .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10],
-                          .q_norm_bias = f->w[11], .k_norm_bias = f->w[12]};
+                          .q_norm_bias = f->w[11], .k_norm_bias = f->w[12], .wgate = f->w[13]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &rope_cfg) == RA_OK, "%s: rope", c->name);
@@ -281,15 +283,17 @@ static void clip_d(double *x, int64_t n, double limit)
 }
 
 /* q [T, H D] = wq(x) + bq; with GATE, wq's rows are each head's D query
- * rows then its D gate rows, and gate [T, H D] gets the gate's. */
+ * rows then its D gate rows, and gate [T, H D] gets the gate's (WGATE:
+ * gate = wgate(x)). */
 static void project_q_d(const fixture *f, const double *x, double *const w[N_PARAMS], double *q,
                         double *gate)
 {
     const layer_case *c = &f->c;
     const int64_t T = f->T, qd = f->qd, D = c->d;
-    if (!(c->extras & GATE)) {
+    if (!(c->extras & GATE) || (c->extras & WGATE)) {
         linear_d(q, x, w[0], T, f->dim, qd);
         add_bias_d(q, w[4], T, qd);
+        if (c->extras & WGATE) linear_d(gate, x, w[13], T, f->dim, qd); /* gate_proj(x) */
         return;
     }
     double *both = malloc(sizeof(double) * T * 2 * qd);
@@ -460,7 +464,8 @@ static ra_layer_grads layer_grads(const grads *g, int accumulate)
                             .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
                             .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
                             .dk_norm = g->dw[9], .do_norm = g->dw[10],
-                            .dq_norm_bias = g->dw[11], .dk_norm_bias = g->dw[12]};
+                            .dq_norm_bias = g->dw[11], .dk_norm_bias = g->dw[12],
+                            .dwgate = g->dw[13]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -535,6 +540,10 @@ static const layer_case fd_cases[] = {
     {"norm biases, heads, after RoPE", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 6, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
     {"norm biases, L2, clip",    1, 5, 4, 2, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | L2, 0, 0.5},
     {"norm biases, whole",       2, 4, 2, 1, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 0, NORMS | LAYER | NBIAS | WHOLE, 0.3, 0},
+    /* the gate from a weight of its own (AfMoE's gate_proj: q/k norms, NoPE
+     * layers; biases on q here), with o_norm, dropout */
+    {"wgate, norms, H D > dim",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, GATE | WGATE | NORMS, 0, 0},
+    {"wgate, biases, no_rope, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 1, 0, GATE | WGATE | BIASES | ONORM, 0, 0},
 };
 
 static void test_finite_differences(void)
@@ -557,7 +566,7 @@ static void test_finite_differences(void)
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
                                                         "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
                                                         "do_norm", "dq_norm_bias",
-                                                        "dk_norm_bias"};
+                                                        "dk_norm_bias", "dwgate"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -1259,6 +1268,7 @@ static void test_features_cached(void)
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
         {"LayerNorm biases, partial", 2, 9, 4, 4, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
         {"norm biases after RoPE",    1, 7, 4, 2, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
+        {"wgate, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, GATE | WGATE | BIASES | NORMS, 0, 0},
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         fixture f;
@@ -1298,6 +1308,11 @@ static void test_features_cached(void)
     CHECK(ra_layer_create(&layer, &plain, &biased) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "k_norm_bias without k_norm"),
           "k_norm_bias without k_norm: %s", ra_last_error());
+    ra_layer_weights gate_weight = lw; /* a gate's weight, and no gated output */
+    gate_weight.wgate = w;
+    CHECK(ra_layer_create(&layer, &plain, &gate_weight) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "wgate without config.gated_output"),
+          "wgate without gated_output: %s", ra_last_error());
 }
 
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the

@@ -29,7 +29,8 @@
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
  *                                    model.layers.N.self_attn. as Hugging Face's
- * with their biases (Qwen2: q_proj.bias ...) and q/k norms (Qwen3:
+ * with their biases (Qwen2: q_proj.bias ...), an output gate (AfMoE:
+ * gate_proj.weight beside q_proj) and q/k norms (Qwen3:
  * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight; Persimmon:
  * q_layernorm.weight and q_layernorm.bias).  Meta's names
  * imply the interleaved RoPE layout; Hugging Face names the half layout
@@ -474,7 +475,7 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     int used = 0;
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks;
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->gate;
     for (int n = 0; n < 2; n++) used |= x == t->layer_norm[n] || x == t->layer_norm_bias[n];
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
@@ -627,6 +628,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, int ml
     out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*s" HF_SINKS_ALIAS, stem, wq); /* Flint's checkpoints */
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sgate_proj.weight", stem, wq); /* AfMoE's output gate */
+    out->gate = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem);

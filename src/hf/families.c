@@ -45,7 +45,6 @@
 /* sliding layers rotate, full ones not (Cohere 2); only with a window (EXAONE 4) */
 #define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
 #define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
-#define GATE_PROJ "its output gate from a projection of its own (gate_proj) is not supported"
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define LISTED RA_HF_WINDOWS_LISTED
@@ -119,8 +118,10 @@
      .defaults = defs, .windows = win, .bias = biases, __VA_ARGS__}
 
 static const ra_hf_family families[] = {
-    /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
-    ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output; RoPE only in the
+     * sliding layers; layer_types (from global_attn_every_n_layers when absent: refused) */
+    ROW("afmoe", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_GATE_PROJ, NULL,
+        "head_dim=128 rms_norm_eps=1e-05 sliding_window=1024", LISTED, ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
     ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("axk2", I, 0, INDEXED, NULL, NOWINDOW, NO_BIAS),
@@ -128,8 +129,9 @@ static const ra_hf_family families[] = {
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
     /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
-    ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
-        NOWINDOW, NO_BIAS),
+    ROW("beam", H, 0,
+        "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
+        "query scaling by position ((1 + (p + 1) / 2048)^0.1)", NULL, NOWINDOW, NO_BIAS),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
@@ -292,7 +294,6 @@ static const ra_hf_family families[] = {
 #undef LISTED
 #undef NOPE_FULL
 #undef EXAONE4
-#undef GATE_PROJ
 #undef NOWINDOW
 #undef ALL
 #undef QKV

@@ -240,6 +240,9 @@ typedef uint64_t ra_hf_features;
  * attn_config's kv_n_heads (default 1) and clip_qkv; attn_config's rope_theta, which transformers
  * 5 ignores (the rope is the top level's), refused where it differs from that (DBRX) */
 #define RA_HF_NESTED_ATTN_CONFIG (UINT64_C(1) << 41)
+/* gate_proj.weight [H * D, dim] beside q_proj, without a bias: the attention's output times
+ * sigmoid(gate_proj(x)) before o_proj (AfMoE) */
+#define RA_HF_GATE_PROJ (UINT64_C(1) << 42)
 /* with RA_HF_MLA: v_head_dim absent or null is hidden_size / num_attention_heads (MiniCPM3) */
 #define RA_HF_V_HEAD_DIM_FROM_HEADS (UINT64_C(1) << 43)
 /* qk_layernorm (default true): q_layernorm and k_layernorm, one LayerNorm over head_dim with weight

@@ -84,6 +84,7 @@ typedef struct attention_tensors {
     const ra_st_tensor *layer_norm[2], *layer_norm_bias[2];
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
                                          HF_SINKS_ALIAS); NULL: none */
+    const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */

@@ -8,12 +8,13 @@
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
+ * AfMoE's gate_proj fills wgate's;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
  * the config's torch_dtype, and count as stored in it below.
  *
- * The projection matrices (wq, wk, wv, wo, wqkv) keep the checkpoint's
+ * The projection matrices (wq, wk, wv, wo, wqkv, wgate) keep the checkpoint's
  * dtype where they all share bfloat16 or float16 (ra_layer_weights.dtype):
  * half the memory of float32 copies, and a decode step reads half the
  * bytes.  Mixed dtypes, F32, F64 and latent attention are copied as float32
@@ -29,7 +30,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       S_QNORM_BIAS, S_KNORM_BIAS, N_SLOTS };
+       S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -69,7 +70,7 @@ static float *slot_array(const ra_hf_layer *l, float *const base[N_SLOTS], int s
 /* The projection matrices' slots, which may hold 16-bit values. */
 static int is_weight_slot(int s)
 {
-    return s == S_WQ || s == S_WK || s == S_WV || s == S_WO || s == S_WQKV;
+    return s == S_WQ || s == S_WK || s == S_WV || s == S_WO || s == S_WQKV || s == S_WGATE;
 }
 
 /* Bytes a value of slot s takes in the layer's arrays. */
@@ -160,7 +161,7 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
 }
 
 /* The tensor list and slots: weights, then biases, then the q/k norms (and
- * their biases), then the sinks. */
+ * their biases), then the sinks and the output gate's weight. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
@@ -193,6 +194,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
         }
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
+    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
     return RA_OK;
 }
 
@@ -237,7 +239,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
                                 family && (family->features & RA_HF_MLA), t));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 7 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 8 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -253,6 +255,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.dtype = l->dtype;
     w.wq = weight_array(l, S_WQ), w.wk = weight_array(l, S_WK), w.wv = weight_array(l, S_WV);
     w.wo = weight_array(l, S_WO), w.wqkv = weight_array(l, S_WQKV);
+    w.wgate = weight_array(l, S_WGATE);
     w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
@@ -356,6 +359,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dq_norm_bias = slot_array(layer, d, S_QNORM_BIAS);
     r->dk_norm_bias = slot_array(layer, d, S_KNORM_BIAS);
+    r->dwgate = slot_array(layer, d, S_WGATE);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
     r->dsinks = slot_array(layer, d, S_SINKS);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);

@@ -711,11 +711,19 @@ def qk_bias_gates_cases():
     """Persimmon: query_key_value packed per head ([H, 3, D]), biased, and
     q_layernorm / k_layernorm, one LayerNorm over head_dim with weight and
     bias shared by the heads (qk_layernorm, true by default), partial rotary
-    0.5 (its default), rope_theta set (its default changed in transformers 5)."""
+    0.5 (its default), rope_theta set (its default changed in transformers 5).
+    AfMoE: an output gate of its own (gate_proj)."""
     persimmon = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
                      intermediate_size=16, vocab_size=16, max_position_embeddings=64,
                      pad_token_id=0)
     yield family("persimmon_qk_layernorm", "Persimmon", persimmon, theta=25000.0)
+    # AfMoE: the attention output times sigmoid(gate_proj(x)) before o_proj, q/k
+    # RMSNorms, RoPE in the sliding layer (0), none in the full one (1)
+    afmoe = dict(TINY, num_hidden_layers=2, sliding_window=4, attention_bias=True,
+                 layer_types=["sliding_attention", "full_attention"], num_experts=2,
+                 num_experts_per_tok=1, num_shared_experts=1, moe_intermediate_size=8)
+    yield family("afmoe_gate_sliding", "Afmoe", afmoe)
+    yield family("afmoe_gate_full_nope", "Afmoe", afmoe, layer=1)
 
 
 def named_seed_cases():

@@ -221,6 +221,12 @@ static const ra_hf_family families[] = {
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* MiMoV2FlashConfig: head_dim 192, v_head_dim 128; its sliding layers have
+     * num_key_value_heads * 2 key/value heads and sinks */
+    ROW("mimo_v2_flash", H, 0,
+        "its value heads of their own size (v_head_dim) outside latent attention, its values "
+        "scaled by attention_value_scale, its sliding layers' doubled key/value heads and "
+        "their sinks (its full layers have none) are not supported", NULL, NOWINDOW, NO_BIAS),
     /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),

@@ -1010,6 +1010,10 @@ def family_cases(out):
         ("llama_stray_gate_proj", dict(base, model_type="llama", rope_theta=1e4),
          dict(plain, **{layers(0) + "gate_proj.weight": w["q"]}),
          'model_type "llama" has no output gate of its own'),
+        # value heads of their own size outside latent attention, and more
+        ("mimo_v2_flash", dict(base, model_type="mimo_v2_flash", v_head_dim=8), plain,
+         'model_type "mimo_v2_flash" is refused: its value heads of their own size '
+         "(v_head_dim) outside latent attention, its values scaled by attention_value_scale"),
         ("beam", dict(base, model_type="beam"), plain,
          "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
          "query scaling by position"),

@@ -1150,9 +1150,10 @@ typedef struct ra_layer_config {
                            own D weights: q_norm [H * D], k_norm [Hkv * D]
                            (Cohere, StableLM 2); not with norm_whole
                            (RA_ERR_ARGUMENT); 0: the heads share q_norm [D] */
-    int norm_layer;     /* nonzero: the q and k norms are LayerNorms without
-                           bias, w * (x - mean) / sqrt(var + norm_eps)
-                           (Cohere, StableLM 2); 0: RMSNorms */
+    int norm_layer;     /* nonzero: the q and k norms are LayerNorms,
+                           w * (x - mean) / sqrt(var + norm_eps) (Cohere,
+                           StableLM 2), + b where weights.q_norm_bias and
+                           k_norm_bias are given (Persimmon); 0: RMSNorms */
     double scale;       /* the softmax scale s in softmax(s q k^T): 0 means
                            1/sqrt(head_dim); else positive, with
                            scale * sqrt(head_dim) at most FLT_MAX
@@ -1229,8 +1230,10 @@ typedef struct ra_layer_config {
                            [2 H D, dim] (bq [2 H D]), each head h's D query
                            rows 2hD .. 2hD + D - 1, then its D gate rows, as
                            q_proj's output viewed [..., H, 2 D] and chunked;
-                           dwq and dbq are shaped so.  Not with wqkv nor
-                           latent attention (RA_ERR_UNSUPPORTED) */
+                           dwq and dbq are shaped so.  With weights.wgate,
+                           the gate is x wgate^T instead (AfMoE's gate_proj)
+                           and wq is [H D, dim].  Not with wqkv nor latent
+                           attention (RA_ERR_UNSUPPORTED) */
     int clip_after_norm; /* nonzero: clip_qkv clamps q and k after their
                            norms (weights.q_norm, k_norm), as OLMoE does, v
                            after its projection; 0: before them (OLMo).  Not
@@ -1270,11 +1273,11 @@ static inline ra_layer_config ra_layer_config_init(void)
  * calls. */
 typedef struct ra_layer_weights {
     size_t struct_size; /* sizeof(ra_layer_weights) */
-    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output) */
+    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output without wgate) */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
     const float *wo; /* [dim, H * D] */
-    const float *bq; /* [H * D] ([2 H D]: config.gated_output) or NULL */
+    const float *bq; /* [H * D] ([2 H D]: config.gated_output without wgate) or NULL */
     const float *bk; /* [Hkv * D] or NULL */
     const float *bv; /* [Hkv * D] or NULL */
     const float *bo; /* [dim] or NULL */
@@ -1337,6 +1340,20 @@ typedef struct ra_layer_weights {
      * config.norm_eps), BitNet's attn_sub_norm.  NULL: none.  Latent
      * attention: RA_ERR_UNSUPPORTED. */
     const float *o_norm; /* [H * D] or NULL */
+    /* The biases of LayerNorm q and k norms (config.norm_layer), shaped as
+     * q_norm and k_norm and added after their weights, as torch's
+     * nn.LayerNorm with elementwise_affine (Persimmon's q_layernorm and
+     * k_layernorm): q_h = q_norm * (q_h - mean) / sqrt(var + norm_eps) +
+     * q_norm_bias.  NULL: none.  One without its norm's weight, or without
+     * norm_layer, is RA_ERR_ARGUMENT; latent attention: RA_ERR_UNSUPPORTED. */
+    const float *q_norm_bias; /* q_norm's shape, or NULL */
+    const float *k_norm_bias; /* k_norm's shape, or NULL */
+    /* config.gated_output's gate from a projection of its own, without a
+     * bias (AfMoE's gate_proj): the attention's output times
+     * sigmoid(x wgate^T) before o_norm and wo, and wq is q's rows alone.
+     * Stored as dtype says, like wq.  NULL: the gate is wq's (Qwen3-Next);
+     * without gated_output: RA_ERR_ARGUMENT. */
+    const float *wgate; /* [H * D, dim] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1512,6 +1529,9 @@ typedef struct ra_layer_grads {
      * dwk, dwv and the others above are ignored) */
     float *dwq_a, *dbq_a, *dq_a_norm, *dwq_b, *dwkv_a, *dbkv_a, *dkv_a_norm, *dwkv_b;
     float *do_norm; /* [H * D], for a layer with o_norm */
+    float *dq_norm_bias; /* q_norm_bias's shape, for a layer with it */
+    float *dk_norm_bias; /* k_norm_bias's shape, for a layer with it */
+    float *dwgate;       /* [H * D, dim], for a layer with wgate */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

@@ -118,6 +118,26 @@ static ra_status check_qkv_weights(const ra_layer_weights *w)
     return RA_OK;
 }
 
+/* The q and k norms' biases: each with its norm's weights, of LayerNorms. */
+static ra_status check_norm_biases(const ra_layer_weights *w, const ra_layer_config *c)
+{
+    const struct {
+        const float *bias, *weight;
+        const char *name, *weight_name;
+    } biases[] = {{w->q_norm_bias, w->q_norm, "q_norm_bias", "q_norm"},
+                  {w->k_norm_bias, w->k_norm, "k_norm_bias", "k_norm"}};
+    for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+        if (!biases[i].bias) continue;
+        if (!biases[i].weight)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s without %s", biases[i].name,
+                           biases[i].weight_name);
+        if (!c->norm_layer)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s without config.norm_layer "
+                           "(an RMSNorm has no bias)", biases[i].name);
+    }
+    return RA_OK;
+}
+
 /* The projection matrices' dtype, and their alignment where 16-bit. */
 static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_config *c)
 {
@@ -135,7 +155,8 @@ static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_co
     const struct {
         const float *p;
         const char *name;
-    } ws[] = {{w->wq, "wq"}, {w->wk, "wk"}, {w->wv, "wv"}, {w->wo, "wo"}, {w->wqkv, "wqkv"}};
+    } ws[] = {{w->wq, "wq"},     {w->wk, "wk"},     {w->wv, "wv"},
+              {w->wo, "wo"},     {w->wqkv, "wqkv"}, {w->wgate, "wgate"}};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if ((uintptr_t)ws[i].p % 2)
             return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s is not 2-byte aligned (16-bit "
@@ -163,8 +184,11 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     RA_TRY(check_weight_dtype(w, &c));
     RA_TRY(ra_mla_resolve(&c, w, &rope)); /* a latent layer's weights, and its rope */
     if (!c.kv_lora_rank) RA_TRY(check_qkv_weights(w));
+    RA_TRY(check_norm_biases(w, &c));
     if (c.gated_output && w->wqkv)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: gated_output with weights.wqkv");
+    if (w->wgate && !c.gated_output)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wgate without config.gated_output");
     RA_TRY(resolve_config(&c));
     if (!c.kv_lora_rank) rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -279,7 +303,9 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const int64_t D = c->head_dim, heads = p == RA_PROJ_Q ? c->n_heads : c->n_kv_heads;
-    if (c->gated_output && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
+    if (p == RA_PROJ_GATE && w->wgate) /* AfMoE: gate_proj, a weight of its own */
+        return (ra_layer_proj){w->wgate, NULL, 1, c->n_heads * D, 0};
+    if (c->gated_output && !w->wgate && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
         /* Qwen3-Next: each head's D query rows, then its D gate rows */
         const int64_t first = p == RA_PROJ_GATE ? D : 0;
         return (ra_layer_proj){ra_gemm_weight_at(w->wq, w->dtype, first * c->dim),
@@ -357,15 +383,17 @@ static void row_moments(const float *row, const ra_layer_norm_shape *n, double *
     *inv_std = 1.0 / sqrt(squares / (double)n->d + n->eps);
 }
 
-void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n)
+void ra_layer_norm(float *x, const float *weight, const float *bias,
+                   const ra_layer_norm_shape *n)
 {
     for (int64_t r = 0; r < n->rows; r++) {
         float *row = x + r * n->d;
         const float *w = weight ? weight + (r % n->weight_rows) * n->d : NULL;
+        const float *b = bias ? bias + (r % n->weight_rows) * n->d : NULL;
         double mean, inv_std;
         row_moments(row, n, &mean, &inv_std);
         for (int64_t i = 0; i < n->d; i++)
-            row[i] = (w ? w[i] : 1.0f) * (float)((row[i] - mean) * inv_std);
+            row[i] = (w ? w[i] : 1.0f) * (float)((row[i] - mean) * inv_std) + (b ? b[i] : 0.0f);
     }
 }
 
@@ -393,19 +421,17 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
     }
 }
 
-/* The q and k norms where the layer has them, then xq *= ra_layer_q_factor
- * (q [tokens, H * D], k [tokens, Hkv * D]). */
-static void qk_norms(const ra_layer *layer, float *xq, float *xk, int64_t tokens)
+void ra_layer_qk_norms(const ra_layer *layer, float *xq, float *xk, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     if (w->q_norm) {
         ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_heads, tokens);
-        ra_layer_norm(xq, w->q_norm, &n);
+        ra_layer_norm(xq, w->q_norm, w->q_norm_bias, &n);
     }
     if (w->k_norm) {
         ra_layer_norm_shape n = ra_layer_norm_shape_of(c, c->n_kv_heads, tokens);
-        ra_layer_norm(xk, w->k_norm, &n);
+        ra_layer_norm(xk, w->k_norm, w->k_norm_bias, &n);
     }
 }
 
@@ -437,10 +463,10 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
     }
     if (xv && c->v_norm) { /* Gemma 3n: value_states = self.v_norm(value_states) */
         const ra_layer_norm_shape vn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
-        ra_layer_norm(xv, NULL, &vn);
+        ra_layer_norm(xv, NULL, NULL, &vn);
     }
     if (c->norm_after_rope) return; /* the norms and q's factor: ra_layer_rotate */
-    qk_norms(layer, xq, xk, tokens);
+    ra_layer_qk_norms(layer, xq, xk, tokens);
     if (c->clip_qkv > 0 && clip_late) {
         ra_layer_clip(xq, tokens * q_dim, c->clip_qkv);
         ra_layer_clip(xk, tokens * kv, c->clip_qkv);
@@ -448,8 +474,8 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
     if (c->qk_l2_norm) { /* after RoPE in Llama 4, which keeps each head's RMS */
         ra_layer_norm_shape qn = ra_layer_l2_shape(c, c->n_heads, tokens),
                             kn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
-        ra_layer_norm(xq, NULL, &qn);
-        ra_layer_norm(xk, NULL, &kn);
+        ra_layer_norm(xq, NULL, NULL, &qn);
+        ra_layer_norm(xk, NULL, NULL, &kn);
     }
     scale_q(c, xq, tokens);
 }
@@ -475,7 +501,7 @@ void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq
         ra_rope_apply(ctx, layer->rope, &k, &k, &rows, RA_FORWARD);
     }
     if (!layer->config.norm_after_rope) return;
-    qk_norms(layer, xq->data, xk->data, batch * seq); /* HunYuan: after apply_rotary_pos_emb */
+    ra_layer_qk_norms(layer, xq->data, xk->data, batch * seq); /* HunYuan: after apply_rotary_pos_emb */
     scale_q(&layer->config, xq->data, batch * seq);
 }
 
@@ -536,7 +562,7 @@ void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float
     }
     if (layer->weights.o_norm) { /* BitNet: attn_output = self.attn_sub_norm(attn_output) */
         const ra_layer_norm_shape n = ra_layer_o_norm_shape(c, tokens);
-        ra_layer_norm(o, layer->weights.o_norm, &n);
+        ra_layer_norm(o, layer->weights.o_norm, NULL, &n);
     }
     ra_gemm_nt_w(mm, y, c->dim, o, layer->weights.wo, tokens, c->dim, c->n_heads * c->head_dim);
     add_bias(y, layer->weights.bo, tokens, c->dim);

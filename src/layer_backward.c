@@ -17,6 +17,7 @@
  *   -> dq, dk through the L2 norm (qk_l2_norm)
  *   -> dq, dk through the q and k norms, where the layer has them (from
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
+ *      (and their biases', dq_norm_bias (+)= the sum of dq's rows ...)
  *      (with norm_after_rope, the norms come first and R^T after them)
  *   -> dv through v_norm (Gemma 3n), from v recomputed before it
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v (q and k: before the
@@ -25,7 +26,7 @@
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
- *      (+ the gate's gradient times its rows of wq)
+ *      (+ the gate's gradient times its rows of wq, or wgate; dwgate (+)=)
  *      (a fused wqkv: the same, group by group, into dwqkv and dbqkv)
  *
  * Nothing the caller owns is written before the one call that can fail (the
@@ -57,7 +58,10 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     } needed[] = {{w->bq, g->dbq, "dbq"}, {w->bk, g->dbk, "dbk"}, {w->bv, g->dbv, "dbv"},
                   {w->bo, g->dbo, "dbo"}, {w->bqkv, g->dbqkv, "dbqkv"},
                   {w->q_norm, g->dq_norm, "dq_norm"}, {w->k_norm, g->dk_norm, "dk_norm"},
-                  {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"}};
+                  {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"},
+                  {w->q_norm_bias, g->dq_norm_bias, "dq_norm_bias"},
+                  {w->k_norm_bias, g->dk_norm_bias, "dk_norm_bias"},
+                  {w->wgate, g->dwgate, "dwgate"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -65,7 +69,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
-    const int64_t q_rows = c->gated_output ? 2 * q_dim : q_dim; /* wq's and bq's */
+    const int64_t q_rows = c->gated_output && !w->wgate ? 2 * q_dim : q_dim; /* wq's, bq's */
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
                               kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
     const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d; /* norms */
@@ -89,7 +93,10 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
                    {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
                    {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
-                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"}},
+                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"},
+                   {w->q_norm_bias ? g->dq_norm_bias : NULL, n_qn, "dq_norm_bias"},
+                   {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"},
+                   {w->wgate ? g->dwgate : NULL, n_wq, "dwgate"}},
       inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"},
                   {w->wq, f_wq_rows, "wq"},
                   {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
@@ -97,7 +104,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                   {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
                   {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
-                  {w->o_norm, q_dim, "o_norm"}};
+                  {w->o_norm, q_dim, "o_norm"}, {w->q_norm_bias, n_qn, "q_norm_bias"},
+                  {w->k_norm_bias, n_kn, "k_norm_bias"}, {w->wgate, f_wq, "wgate"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -147,12 +155,20 @@ static void proj_grad(const ra_gemm_env *mm, float *dw, float *db, float *dx,
     }
 }
 
-/* g through a norm (NULL weight: none) at its input x, and dweight (+)=. */
-static void norm_grad(float *g, float *dweight, const float *x, const float *weight,
-                      const ra_layer_norm_shape *n, int accumulate)
+/* g through a norm (NULL weight: none) at its input x; dweight (+)=, and
+ * where it has a bias, dbias (+)= the sum of g's rows (out = ... + bias). */
+static void norm_grad(float *g, float *dweight, float *dbias, const float *x,
+                      const float *weight, const float *bias, const ra_layer_norm_shape *n,
+                      int accumulate)
 {
     if (!weight) return;
-    if (!accumulate) memset(dweight, 0, (size_t)(n->weight_rows * n->d) * sizeof(float));
+    const int64_t n_weights = n->weight_rows * n->d;
+    if (!accumulate) memset(dweight, 0, (size_t)n_weights * sizeof(float));
+    if (bias && !accumulate) memset(dbias, 0, (size_t)n_weights * sizeof(float));
+    for (int64_t r = 0; bias && r < n->rows; r++) {
+        float *db = dbias + (r % n->weight_rows) * n->d;
+        for (int64_t i = 0; i < n->d; i++) db[i] += g[r * n->d + i];
+    }
     ra_layer_norm_backward(g, dweight, x, weight, n);
 }
 
@@ -192,7 +208,7 @@ static const float *output_back(const ra_layer *layer, float *d, const output_bu
     }
     if (w->o_norm) { /* attn_output = self.attn_sub_norm(attn_output) */
         memcpy(b->normed, normed_in, (size_t)count * sizeof(float));
-        ra_layer_norm(b->normed, w->o_norm, &n);
+        ra_layer_norm(b->normed, w->o_norm, NULL, &n);
         memset(b->dweight, 0, (size_t)n.d * sizeof(float));
         ra_layer_norm_backward(d, b->dweight, normed_in, w->o_norm, &n);
         o = b->normed;
@@ -359,8 +375,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
             lk = after + n_q;
             memcpy(lq, q_in, (size_t)n_q * sizeof(float));
             memcpy(lk, k_in, (size_t)n_kv * sizeof(float));
-            if (w->q_norm) ra_layer_norm(lq, w->q_norm, &qn);
-            if (w->k_norm) ra_layer_norm(lk, w->k_norm, &kn);
+            ra_layer_qk_norms(layer, lq, lk, T);
         }
         const ra_layer_norm_shape lqn = ra_layer_l2_shape(c, H, T),
                                   lkn = ra_layer_l2_shape(c, Hkv, T);
@@ -373,15 +388,16 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         float *nq = after, *nk = after + n_q;
         memcpy(nq, q_in, (size_t)n_q * sizeof(float));
         memcpy(nk, k_in, (size_t)n_kv * sizeof(float));
-        if (w->q_norm) ra_layer_norm(nq, w->q_norm, &qn);
-        if (w->k_norm) ra_layer_norm(nk, w->k_norm, &kn);
+        ra_layer_qk_norms(layer, nq, nk, T);
         clip_grad(dq, nq, n_q, c->clip_qkv);
         clip_grad(dk, nk, n_kv, c->clip_qkv);
     }
     /* xq, xk = q_norm(xq), k_norm(xk): per head, or per token (norm_whole) */
     if (norms) {
-        norm_grad(dq, grads->dq_norm, q_in, w->q_norm, &qn, grads->accumulate);
-        norm_grad(dk, grads->dk_norm, k_in, w->k_norm, &kn, grads->accumulate);
+        norm_grad(dq, grads->dq_norm, grads->dq_norm_bias, q_in, w->q_norm, w->q_norm_bias, &qn,
+                  grads->accumulate);
+        norm_grad(dk, grads->dk_norm, grads->dk_norm_bias, k_in, w->k_norm, w->k_norm_bias, &kn,
+                  grads->accumulate);
     }
     if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
     /* value_states = self.v_norm(value_states) (Gemma 3n: no weights) */
@@ -400,9 +416,10 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, db = the
      * sum of d's rows, dx = sum of d w (a fused wqkv: each group's rows of
      * dwqkv and dbqkv) */
-    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv, grads->dwq},
+    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv,
+                           w->wgate ? grads->dwgate : grads->dwq},
                  *const dbs[4] = {grads->dbq, grads->dbk, grads->dbv, grads->dbq};
-    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wq};
+    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wgate ? (const void *)w->wgate : w->wq};
     const float *const bs[4] = {w->bq, w->bk, w->bv, w->bq};
     const float *const ds[4] = {dq, dk, dv, ob.dgate};
     for (int p = RA_PROJ_Q; p <= (gated ? RA_PROJ_GATE : RA_PROJ_V); p++) {

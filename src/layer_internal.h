@@ -104,7 +104,7 @@ typedef struct ra_layer_proj {
 enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V, RA_PROJ_GATE };
 
 /* Projection p (RA_PROJ_Q, _K, _V, or _GATE: gated_output's, from wq's
- * rows after each head's query rows) of the layer. */
+ * rows after each head's query rows, or wgate) of the layer. */
 ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
@@ -192,13 +192,19 @@ ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *config, int64_t hea
                                       int64_t tokens);
 
 /* Each row of x, in place: w * (row - mean) / sqrt(mean((row - mean)^2) +
- * eps), mean 0 for an RMSNorm (sums in double); weight NULL: w = 1. */
-void ra_layer_norm(float *x, const float *weight, const ra_layer_norm_shape *n);
+ * eps) + b, mean 0 for an RMSNorm (sums in double); weight NULL: w = 1;
+ * bias NULL: b = 0 (w and b as the shape's weight rows say). */
+void ra_layer_norm(float *x, const float *weight, const float *bias,
+                   const ra_layer_norm_shape *n);
+
+/* The q and k norms where the layer has them (q [tokens, H * D], k
+ * [tokens, Hkv * D]), in place. */
+void ra_layer_qk_norms(const ra_layer *layer, float *xq, float *xk, int64_t tokens);
 
 /* The backward of ra_layer_norm at its input x (before the norm): g, the
  * gradient of its output, becomes that of its input, in place, and
  * dweight (+)= the sum over rows of g * the normalized row (weight and
- * dweight NULL: none). */
+ * dweight NULL: none).  (The bias's gradient is the sum of g's rows.) */
 void ra_layer_norm_backward(float *g, float *dweight, const float *x, const float *weight,
                             const ra_layer_norm_shape *n);
 

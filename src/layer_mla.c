@@ -48,7 +48,9 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->temperature_floor != 0, "temperature_floor"},
                    {c->norm_after_rope, "norm_after_rope"},
                    {w->o_norm != NULL, "weights.o_norm"}, {c->gated_output, "gated_output"},
-                   {c->v_norm, "v_norm"}};
+                   {c->v_norm, "v_norm"}, {w->q_norm_bias != NULL, "weights.q_norm_bias"},
+                   {w->k_norm_bias != NULL, "weights.k_norm_bias"},
+                   {w->wgate != NULL, "weights.wgate"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (refused[i].set)
             return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "
@@ -159,7 +161,7 @@ void ra_mla_linear(float *out, const float *a, const float *w, const float *b, i
 static void rms_rows(float *x, const float *w, int64_t T, int64_t n, double eps)
 {
     const ra_layer_norm_shape shape = {T, n, 1, 0, eps};
-    ra_layer_norm(x, w, &shape);
+    ra_layer_norm(x, w, NULL, &shape);
 }
 
 ra_tensor ra_mla_rope_part(float *a, int64_t B, int64_t S, int64_t heads, const ra_mla_dims *d)

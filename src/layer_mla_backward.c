@@ -198,7 +198,7 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     ra_mla_linear(c_raw, x, w->wkv_a, w->bkv_a, T, d.r, d.dim);
     memcpy(lat, c_raw, (size_t)(T * d.r) * sizeof(float));
     const ra_layer_norm_shape lat_shape = {T, d.r, 1, 0, c->norm_eps};
-    ra_layer_norm(lat, w->kv_a_norm, &lat_shape);
+    ra_layer_norm(lat, w->kv_a_norm, NULL, &lat_shape);
     ra_gemm_tn(grads->dwkv_b, dkvb, d.H * kv, lat, d.H * kv, d.r, T, beta);
     ra_gemm_nn(dc, dkvb, d.H * kv, w->wkv_b, T, d.r, d.H * kv, 0.0f);
     rms_grad(dc, grads->dkv_a_norm, c_raw, w->kv_a_norm, T, d.r, c->norm_eps, (int)acc);
@@ -216,7 +216,7 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
         ra_mla_linear(qa_raw, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
         memcpy(qa, qa_raw, (size_t)(T * d.rq) * sizeof(float));
         const ra_layer_norm_shape qa_shape = {T, d.rq, 1, 0, c->norm_eps};
-        ra_layer_norm(qa, w->q_a_norm, &qa_shape);
+        ra_layer_norm(qa, w->q_a_norm, NULL, &qa_shape);
         ra_gemm_tn(grads->dwq_b, dq, d.H * d.D, qa, d.H * d.D, d.rq, T, beta);
         ra_gemm_nn(dqa, dq, d.H * d.D, w->wq_b, T, d.rq, d.H * d.D, 0.0f);
         rms_grad(dqa, grads->dq_a_norm, qa_raw, w->q_a_norm, T, d.rq, c->norm_eps, (int)acc);

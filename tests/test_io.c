@@ -1646,9 +1646,11 @@ static void test_config_families(void)
     static const struct {
         const char *text, *message; /* message NULL: read */
     } cases[] = {
-        {"{\"model_type\": \"afmoe\", \"num_attention_heads\": 4}",
-         "config.json: model_type \"afmoe\" is refused: its output gate from a projection of "
-         "its own (gate_proj) is not supported"},
+        {"{\"model_type\": \"beam\", \"num_attention_heads\": 4}",
+         "config.json: model_type \"beam\" is refused: its output gate's bias per head "
+         "(gate_bias) is not supported, nor its NoPE layers' query scaling by position "
+         "((1 + (p + 1) / 2048)^0.1)"},
+        {"{\"model_type\": \"afmoe\", \"num_attention_heads\": 4}", NULL},
         {"{\"model_type\": \"cohere2\", \"num_attention_heads\": 4}", NULL},
         {"{\"model_type\": \"exaone4\", \"sliding_window_pattern\": \"LLLG\", "
          "\"layer_types\": [\"sliding_attention\", \"full_attention\"]}", NULL},
@@ -1688,8 +1690,8 @@ static void test_config_families(void)
          "config.json: \"num_kv_heads\" (key/value heads (Falcon's name)) changes attention and "
          "is not supported for model_type \"llama\""},
         {"{\"model_type\": \"phi\", \"qk_layernorm\": true}",
-         "config.json: \"qk_layernorm\" (per-head LayerNorm of q and k) changes attention and "
-         "is not supported for model_type \"phi\""},
+         "config.json: \"qk_layernorm\" (LayerNorms of q and k) changes attention and is not "
+         "supported for model_type \"phi\""},
         {"{\"attn_logit_softcapping\": 50.0}",
          "config.json: \"attn_logit_softcapping\" (soft-capped attention logits) changes "
          "attention and is not supported"},

@@ -52,18 +52,21 @@ typedef struct layer_case {
                            | GATE: the output gated by wq's gate rows
                            (Qwen3-Next); | CLIPN: clip_qkv clamps q and k
                            after their norms (OLMoE); | VNORM: v's heads
-                           RMS-normed without weights (Gemma 3n) */
+                           RMS-normed without weights (Gemma 3n); | NBIAS:
+                           biases on the q/k LayerNorms (Persimmon);
+                           | WGATE: with GATE, the gate from wgate (AfMoE's
+                           gate_proj) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
        ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048,
-       VNORM = 4096 };
+       VNORM = 4096, NBIAS = 8192, WGATE = 16384 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
- * o_norm. */
-enum { N_PARAMS = 11 };
+ * o_norm, q_norm_bias, k_norm_bias, wgate. */
+enum { N_PARAMS = 14 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
@@ -124,14 +127,17 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
-    const int64_t q_rows = c->extras & GATE ? 2 * f->qd : f->qd; /* wq's, bq's */
+    const int64_t q_rows = c->extras & GATE && !(c->extras & WGATE) ? 2 * f->qd : f->qd;
     const int64_t n_w[N_PARAMS] = {q_rows * f->dim, f->kv * f->dim, f->kv * f->dim,
                                    f->dim * f->qd, c->extras & BIASES ? q_rows : 0,
                                    c->extras & BIASES ? f->kv : 0, c->extras & BIASES ? f->kv : 0,
                                    c->extras & BIASES ? f->dim : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
                                    c->extras & NORMS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
-                                   c->extras & ONORM ? f->qd : 0};
+                                   c->extras & ONORM ? f->qd : 0,
+                                   c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
+                                   c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
+                                   c->extras & WGATE ? f->qd * f->dim : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -150,10 +156,12 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
         f->wd[j] = malloc(sizeof(double) * n_w[j]);
         ra_test_fill(f->w[j], n_w[j], seed + 2 + j);
         for (int64_t i = 0; i < n_w[j]; i++) {
-            if (j < 8)
+            if (j < 8 || j == 13)
                 f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
-            else
+            else if (j < 11)
                 f->w[j][i] = 1.0f + 0.25f * f->w[j][i]; /* norms: about 1 */
+            else
+                f->w[j][i] *= 0.5f; /* the norms' biases */
             f->wd[j][i] = f->w[j][i];
         }
     }
@@ -188,7 +196,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
-                          .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10]};
+                          .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10],
+                          .q_norm_bias = f->w[11], .k_norm_bias = f->w[12], .wgate = f->w[13]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &rope_cfg) == RA_OK, "%s: rope", c->name);
@@ -252,19 +261,20 @@ static double mult_of(const fixture *f, uint32_t stream, uint64_t index)
     return m;
 }
 
-/* Each row of d: w * (row - mean) / sqrt(mean((row - mean)^2) + 1e-6), mean
- * 0 unless centered (a LayerNorm), w = weight + (r % weight_rows) d (NULL:
- * no norm). */
-static void norm_d(double *x, const double *weight, int64_t rows, int64_t d,
+/* Each row of d: w * (row - mean) / sqrt(mean((row - mean)^2) + 1e-6) + b,
+ * mean 0 unless centered (a LayerNorm), w = weight + (r % weight_rows) d
+ * (NULL: no norm), b likewise from bias (NULL: 0). */
+static void norm_d(double *x, const double *weight, const double *bias, int64_t rows, int64_t d,
                    int64_t weight_rows, int centered)
 {
     for (int64_t r = 0; weight && r < rows; r++) {
         double mean = 0, squares = 0, *row = x + r * d;
         const double *w = weight + (r % weight_rows) * d;
+        const double *b = bias ? bias + (r % weight_rows) * d : NULL;
         for (int64_t i = 0; centered && i < d; i++) mean += row[i] / (double)d;
         for (int64_t i = 0; i < d; i++) squares += (row[i] - mean) * (row[i] - mean);
         for (int64_t i = 0; i < d; i++)
-            row[i] = w[i] * (row[i] - mean) / sqrt(squares / (double)d + 1e-6);
+            row[i] = w[i] * (row[i] - mean) / sqrt(squares / (double)d + 1e-6) + (b ? b[i] : 0);
     }
 }
 
@@ -282,15 +292,17 @@ static void clip_d(double *x, int64_t n, double limit)
 }
 
 /* q [T, H D] = wq(x) + bq; with GATE, wq's rows are each head's D query
- * rows then its D gate rows, and gate [T, H D] gets the gate's. */
+ * rows then its D gate rows, and gate [T, H D] gets the gate's (WGATE:
+ * gate = wgate(x)). */
 static void project_q_d(const fixture *f, const double *x, double *const w[N_PARAMS], double *q,
                         double *gate)
 {
     const layer_case *c = &f->c;
     const int64_t T = f->T, qd = f->qd, D = c->d;
-    if (!(c->extras & GATE)) {
+    if (!(c->extras & GATE) || (c->extras & WGATE)) {
         linear_d(q, x, w[0], T, f->dim, qd);
         add_bias_d(q, w[4], T, qd);
+        if (c->extras & WGATE) linear_d(gate, x, w[13], T, f->dim, qd); /* gate_proj(x) */
         return;
     }
     double *both = malloc(sizeof(double) * T * 2 * qd);
@@ -311,11 +323,11 @@ static void qk_norms_d(const layer_case *c, double *const w[N_PARAMS], double *q
 {
     const int centered = (c->extras & LAYER) != 0, heads = (c->extras & HEADS) != 0;
     if (c->extras & WHOLE) {
-        norm_d(q, w[8], T, c->h * c->d, 1, centered);
-        norm_d(k, w[9], T, c->hkv * c->d, 1, centered);
+        norm_d(q, w[8], w[11], T, c->h * c->d, 1, centered);
+        norm_d(k, w[9], w[12], T, c->hkv * c->d, 1, centered);
     } else {
-        norm_d(q, w[8], T * c->h, c->d, heads ? c->h : 1, centered);
-        norm_d(k, w[9], T * c->hkv, c->d, heads ? c->hkv : 1, centered);
+        norm_d(q, w[8], w[11], T * c->h, c->d, heads ? c->h : 1, centered);
+        norm_d(k, w[9], w[12], T * c->hkv, c->d, heads ? c->hkv : 1, centered);
     }
 }
 
@@ -345,7 +357,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     if (c->extras & VNORM) { /* Gemma 3n's v_norm: each head, no weights */
         double *ones = malloc(sizeof(double) * D);
         for (int64_t i = 0; i < D; i++) ones[i] = 1.0;
-        norm_d(v, ones, T * c->hkv, D, 1, 0);
+        norm_d(v, ones, NULL, T * c->hkv, D, 1, 0);
         free(ones);
     }
     if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
@@ -396,7 +408,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
             }
     for (int64_t i = 0; (c->extras & GATE) && i < T * qd; i++) /* * torch.sigmoid(gate) */
         att[i] /= 1.0 + exp(-gate[i]);
-    norm_d(att, w[10], T, qd, 1, 0); /* BitNet's attn_sub_norm */
+    norm_d(att, w[10], NULL, T, qd, 1, 0); /* BitNet's attn_sub_norm */
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     add_bias_d(y, w[7], T, dim);
     double loss = 0;
@@ -415,7 +427,9 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     return loss;
 }
 
-/* max |a - b| / max |b|, with b in double. */
+/* max |a - b| / max |b|, with b in double; max |a - b| where max |b| is
+ * below 1e-6: a gradient that is 0 but for rounding (a bias added to every
+ * key after RoPE moves no logit of the softmax: k_norm_bias after RoPE). */
 static double rel_err(const float *a, const double *b, int64_t n)
 {
     double diff = 0, ref = 0;
@@ -424,7 +438,7 @@ static double rel_err(const float *a, const double *b, int64_t n)
         diff = fmax(diff, fabs(a[i] - b[i]));
         ref = fmax(ref, fabs(b[i]));
     }
-    return ref > 0 ? diff / ref : diff;
+    return ref > 1e-6 ? diff / ref : diff;
 }
 
 /* Central differences of loss_d in every entry of param (x or a weight). */
@@ -470,7 +484,9 @@ static ra_layer_grads layer_grads(const grads *g, int accumulate)
                             .dwv = g->dw[2], .dwo = g->dw[3],
                             .accumulate = accumulate, .dbq = g->dw[4], .dbk = g->dw[5],
                             .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
-                            .dk_norm = g->dw[9], .do_norm = g->dw[10]};
+                            .dk_norm = g->dw[9], .do_norm = g->dw[10],
+                            .dq_norm_bias = g->dw[11], .dk_norm_bias = g->dw[12],
+                            .dwgate = g->dw[13]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -548,6 +564,17 @@ static const layer_case fd_cases[] = {
     {"v_norm, q/k norms, scale 1", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, VNORM | NORMS, 1.0, 0},
     {"v_norm, biases, dropout, clip", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, VNORM | BIASES, 0, 0.5},
     {"v_norm alone, GQA 4:1",    1, 5, 4, 1, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, VNORM, 0, 0},
+    /* LayerNorms with biases (Persimmon: one LayerNorm over head_dim shared by
+     * the heads, partial rotary, biased projections); each head's own, after
+     * RoPE, with the L2 norm and clip_qkv; over the whole projection */
+    {"LayerNorm biases, partial", 2, 5, 4, 4, 8, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  4, 1, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
+    {"norm biases, heads, after RoPE", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 6, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
+    {"norm biases, L2, clip",    1, 5, 4, 2, 6, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | L2, 0, 0.5},
+    {"norm biases, whole",       2, 4, 2, 1, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 0, NORMS | LAYER | NBIAS | WHOLE, 0.3, 0},
+    /* the gate from a weight of its own (AfMoE's gate_proj: q/k norms, NoPE
+     * layers; biases on q here), with o_norm, dropout */
+    {"wgate, norms, H D > dim",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, GATE | WGATE | NORMS, 0, 0},
+    {"wgate, biases, no_rope, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 1, 0, GATE | WGATE | BIASES | ONORM, 0, 0},
 };
 
 static void test_finite_differences(void)
@@ -569,7 +596,8 @@ static void test_finite_differences(void)
         }
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
                                                         "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
-                                                        "do_norm"};
+                                                        "do_norm", "dq_norm_bias",
+                                                        "dk_norm_bias", "dwgate"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -747,7 +775,7 @@ static void test_output_mask(void)
 static void test_accumulate_and_reuse(void)
 {
     const layer_case c = {"S 12, biases, norms", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
-                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM | GATE, 0, 0};
+                          0, 0, 0.1f, 0, 0, BIASES | NORMS | ONORM | GATE | LAYER | NBIAS, 0, 0};
     fixture f;
     fixture_make(&f, &c, 900);
     grads g, h;
@@ -765,7 +793,10 @@ static void test_accumulate_and_reuse(void)
     for (int64_t i = 0; i < f.n_x; i++) g.dx[i] = h.dx[i] = NAN;
     ra_layer_grads overwrite = layer_grads(&g, 0), accumulate = layer_grads(&h, 1);
     ra_layer_grads no_dbk = overwrite, no_dk_norm = overwrite, dbo_on_bo = overwrite;
-    ra_layer_grads no_do_norm = overwrite;
+    ra_layer_grads no_do_norm = overwrite, no_dk_norm_bias = overwrite;
+    no_dk_norm_bias.dk_norm_bias = NULL; /* the layer has k_norm_bias */
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &no_dk_norm_bias, tape, f.dy) == RA_ERR_NULL,
+          "no dk_norm_bias");
     no_dbk.dbk = NULL;         /* the layer has bk */
     no_dk_norm.dk_norm = NULL; /* and k_norm */
     no_do_norm.do_norm = NULL; /* and o_norm */
@@ -1286,6 +1317,9 @@ static void test_features_cached(void)
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
         {"clip after whole norms",    2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, NORMS | WHOLE | CLIPN, 0, 0.8},
         {"v_norm, norms, scale 1",    2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VNORM | NORMS, 1.0, 0},
+        {"LayerNorm biases, partial", 2, 9, 4, 4, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
+        {"norm biases after RoPE",    1, 7, 4, 2, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
+        {"wgate, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, GATE | WGATE | BIASES | NORMS, 0, 0},
     };
     cached_cases(cases, sizeof cases / sizeof cases[0], 500);
     ra_rope_config cfg_rope = ra_rope_config_default(4);
@@ -1321,6 +1355,24 @@ static void test_features_cached(void)
     CHECK(ra_layer_create(&layer, &latent, &mla) == RA_ERR_UNSUPPORTED &&
               strstr(ra_last_error(), "v_norm"), "v_norm with latent attention: %s",
           ra_last_error());
+    /* a LayerNorm's bias: with its weights, of a LayerNorm */
+    ra_layer_config plain = {.struct_size = sizeof plain, .dim = 8, .n_heads = 2, .head_dim = 4,
+                             .rope = &cfg_rope};
+    ra_layer_weights biased = lw;
+    biased.k_norm = w, biased.k_norm_bias = w;
+    CHECK(ra_layer_create(&layer, &plain, &biased) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "k_norm_bias without config.norm_layer"),
+          "k_norm_bias of an RMSNorm: %s", ra_last_error());
+    plain.norm_layer = 1;
+    biased.k_norm = NULL;
+    CHECK(ra_layer_create(&layer, &plain, &biased) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "k_norm_bias without k_norm"),
+          "k_norm_bias without k_norm: %s", ra_last_error());
+    ra_layer_weights gate_weight = lw; /* a gate's weight, and no gated output */
+    gate_weight.wgate = w;
+    CHECK(ra_layer_create(&layer, &plain, &gate_weight) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "wgate without config.gated_output"),
+          "wgate without gated_output: %s", ra_last_error());
 }
 
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the

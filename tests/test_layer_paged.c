@@ -9,7 +9,8 @@
  *     rows: 1e-2, their prefills attend over unquantized keys there);
  *   - a GQA layer with biases and q/k norms (before RoPE, or after it:
  *     HunYuan; with a norm before wo: BitNet; with a gated output:
- *     Qwen3-Next; with v's heads normed: Gemma 3n), and a sliding-window layer
+ *     Qwen3-Next, or by a weight of its own: AfMoE; with v's heads normed:
+ *     Gemma 3n; LayerNorms with biases: Persimmon), and a sliding-window layer
  *     on window sequences (pages released as they pass);
  *   - the same bits on 1 and 3 threads; rows past n_new are 0, and
  *     nothing in x's rows past n_new reaches y (NaN there);
@@ -34,15 +35,17 @@ typedef struct weights {
 } weights;
 
 /* variant: 0, NORMS_AFTER_ROPE, O_NORM, GATED (wq's rows: each head's
- * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4) or
- * TEMPERATURE_AT_P (Ministral 3's)
- * or V_NORM */
-enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, N_VARIANTS };
+ * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4),
+ * TEMPERATURE_AT_P (Ministral 3's), V_NORM, NORM_BIASES (LayerNorms with
+ * biases: Persimmon) or GATE_WEIGHT (the gate from wgate: AfMoE) */
+enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, NORM_BIASES,
+       GATE_WEIGHT, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
     const int64_t q_rows = variant == GATED ? 2 * H * D : H * D; /* wq's and bq's */
-    ra_test_fill(w->wq, q_rows * DIM, 11);
+    const int gated = variant == GATED || variant == GATE_WEIGHT;
+    ra_test_fill(w->wq, 2 * H * D * DIM, 11);
     ra_test_fill(w->wk, HKV * D * DIM, 12);
     ra_test_fill(w->wv, HKV * D * DIM, 13);
     ra_test_fill(w->wo, DIM * H * D, 14);
@@ -50,7 +53,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     ra_test_fill(w->norms, 2 * D, 16);
     for (int i = 0; i < 2 * D; i++) w->norms[i] = 1.0f + 0.25f * w->norms[i];
     ra_test_fill(w->o_norm, H * D, 17);
-    for (int i = 0; i < q_rows * DIM; i++) w->wq[i] /= sqrtf(DIM);
+    for (int i = 0; i < 2 * H * D * DIM; i++) w->wq[i] /= sqrtf(DIM);
     for (int i = 0; i < H * D * DIM; i++) w->wo[i] /= sqrtf(H * D);
     for (int i = 0; i < HKV * D * DIM; i++) w->wk[i] /= sqrtf(DIM), w->wv[i] /= sqrtf(DIM);
     ra_rope_config rc = ra_rope_config_default(0);
@@ -58,7 +61,8 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.dim = DIM, c.n_heads = H, c.n_kv_heads = HKV, c.head_dim = D, c.rope = &rc;
     c.window = window;
     c.norm_after_rope = variant == NORMS_AFTER_ROPE;
-    c.gated_output = variant == GATED;
+    c.gated_output = gated;
+    c.norm_layer = variant == NORM_BIASES;
     c.temperature_floor = variant == TEMPERATURE || variant == TEMPERATURE_AT_P ? 4 : 0;
     c.temperature_scale = 0.3;
     c.temperature_no_offset = variant == TEMPERATURE_AT_P;
@@ -68,6 +72,9 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;
     lw.bo = w->b + q_rows + 2 * HKV * D, lw.q_norm = w->norms, lw.k_norm = w->norms + D;
     lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
+    lw.q_norm_bias = variant == NORM_BIASES ? w->o_norm : NULL; /* any D values */
+    lw.k_norm_bias = variant == NORM_BIASES ? w->o_norm + D : NULL;
+    lw.wgate = variant == GATE_WEIGHT ? w->wq + H * D * DIM : NULL; /* wq's second half */
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());
     return layer;

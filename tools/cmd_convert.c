@@ -35,7 +35,8 @@ static const char usage[] =
     "with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
     "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
-    "(HunYuan-V1) and q_layernorm.norms.N.weight (StableLM 2);\n"
+    "(HunYuan-V1), q_layernorm.norms.N.weight (StableLM 2) and\n"
+    "q_layernorm.weight, q_layernorm.bias (Persimmon; k_... alike);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
     "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
@@ -73,8 +74,9 @@ typedef struct convert_options {
 
 /* Which projection a tensor name is. */
 /* NORM: q_norm or k_norm (HunYuan-V1: query_layernorm, key_layernorm), one
- * head's weights (Qwen3) or each head's [H, D] (Cohere), or StableLM 2's
- * q_layernorm.norms.N (one head's), permuted as heads. */
+ * head's weights (Qwen3) or each head's [H, D] (Cohere), StableLM 2's
+ * q_layernorm.norms.N (one head's), or Persimmon's q_layernorm weight and
+ * bias (one head's), permuted as heads. */
 /* FUSED: q, k and v in one weight (or its bias), whose q and k heads move. */
 typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM, FUSED } proj_kind;
 
@@ -113,10 +115,12 @@ static proj_kind kind_of(const char *name)
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;
     }
-    if (ends_with_part(name, "q_norm.weight") || ends_with_part(name, "k_norm.weight") ||
-        ends_with_part(name, "query_layernorm.weight") ||
-        ends_with_part(name, "key_layernorm.weight")) /* HunYuan-V1 */
-        return NORM;
+    static const char *const head_norms[] = {
+        "q_norm.weight", "k_norm.weight", "query_layernorm.weight", "key_layernorm.weight",
+        "q_layernorm.weight", "k_layernorm.weight", "q_layernorm.bias", "k_layernorm.bias"};
+    /* (query_layernorm, key_layernorm: HunYuan-V1's; q_layernorm's bias: Persimmon's) */
+    for (size_t i = 0; i < sizeof head_norms / sizeof head_norms[0]; i++)
+        if (ends_with_part(name, head_norms[i])) return NORM;
     if (fused_index(name) >= 0) return FUSED;
     const char *norms = strstr(name, "_layernorm.norms.");
     if (norms && norms > name && (norms[-1] == 'q' || norms[-1] == 'k') &&

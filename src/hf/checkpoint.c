@@ -14,6 +14,8 @@
  *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
  *   (GPT-NeoX Japanese: under        (fused, per head), attention.dense
  *   gpt_neox_japanese.layers.N)
+ *   Persimmon (Fuyu: under its       model.layers.N.self_attn.query_key_value
+ *   language_model)                  (fused as the config says), dense
  *   Falcon                           transformer.h.N.self_attention.query_key_value
  *                                    (fused as the config says), dense
  *   InternLM2                        model.layers.N.attention.wqkv (fused per
@@ -30,9 +32,11 @@
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
  *                                    model.layers.N.self_attn. as Hugging Face's
- * with their biases (Qwen2: q_proj.bias ...), q/k norms (Qwen3:
- * q_norm.weight; StableLM 2: q_layernorm.norms.N.weight; HunYuan-V1:
- * query_layernorm.weight) and a norm before o_proj (BitNet's
+ * with their biases (Qwen2: q_proj.bias ...), an output gate (AfMoE:
+ * gate_proj.weight beside q_proj), q/k norms (Qwen3: q_norm.weight;
+ * StableLM 2: q_layernorm.norms.N.weight; HunYuan-V1:
+ * query_layernorm.weight; Persimmon: q_layernorm.weight and
+ * q_layernorm.bias) and a norm before o_proj (BitNet's
  * attn_sub_norm.weight).  Meta's names
  * imply the interleaved RoPE layout; Hugging Face names the half layout
  * (its conversion permutes the rows of wq and wk).
@@ -106,6 +110,12 @@ static const naming_scheme schemes[] = {
     /* Moshi's text decoder: MoshiForCausalLM's, MoshiForConditionalGeneration's */
     {"model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
     {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    /* Persimmon, and Fuyu's language model (transformers 5 and 4) */
+    {"model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},
+    {"model.language_model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG,
+     NULL},
+    {"language_model.model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG,
+     NULL},
 };
 
 /* Latent attention's: the four tensors every such layer has (q's are
@@ -503,7 +513,8 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     int used = 0;
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm;
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm || x == t->gate;
+    for (int n = 0; n < 2; n++) used |= x == t->layer_norm[n] || x == t->layer_norm_bias[n];
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
     return used;
@@ -655,10 +666,20 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
         find_latent(files, out, stem);
         return check_consumed(files, out, stem, scheme->returned_bias, indexer);
     }
+    for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases */
+        find_module(files, wq, stem, i ? "k_layernorm" : "q_layernorm", 0, &out->layer_norm[i],
+                    &out->layer_norm_bias[i]);
     for (int i = 0; i < 2; i++)
         for (int kind = 0; kind < 3 && !out->norm[i]; kind++) {
             snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[kind][i]);
             out->norm[i] = hf_find_tensor(files, name, NULL);
+        }
+    /* q_layernorm.weight: Persimmon's LayerNorm (with its bias), else LFM2's
+     * RMSNorm */
+    for (int i = 0; i < 2; i++)
+        if (out->norm[i] == out->layer_norm[i]) {
+            if (features & RA_HF_QK_LAYERNORM_BIAS) out->norm[i] = NULL;
+            else out->layer_norm[i] = NULL;
         }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);
@@ -666,6 +687,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
     out->o_norm = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sgate_proj.weight", stem, wq); /* AfMoE's output gate */
+    out->gate = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);

@@ -203,8 +203,10 @@
      .defaults = defs, .windows = win, .bias = biases, __VA_ARGS__}
 
 static const ra_hf_family families[] = {
-    /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output */
-    ROW("afmoe", H, 0, GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output; RoPE only in the
+     * sliding layers; layer_types (from global_attn_every_n_layers when absent: refused) */
+    ROW("afmoe", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_GATE_PROJ, NULL,
+        "head_dim=128 rms_norm_eps=1e-05 sliding_window=1024", LISTED, ALL(AB, 0)),
     /* ApertusConfig: Qwen3's q/k norms, llama3 rope by default */
     ROW("apertus", H, RA_HF_QK_NORM, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         APERTUS_ROPE),
@@ -226,8 +228,9 @@ static const ra_hf_family families[] = {
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
         ALL(AB, 0)),
     /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
-    ROW("beam", H, 0, GATE_PROJ ", nor its NoPE layers' query scaling by position", NULL,
-        NOWINDOW, NO_BIAS),
+    ROW("beam", H, 0,
+        "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
+        "query scaling by position ((1 + (p + 1) / 2048)^0.1)", NULL, NOWINDOW, NO_BIAS),
     ROW("bitnet", H, RA_HF_O_NORM, NULL,
         "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
         "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
@@ -402,6 +405,12 @@ static const ra_hf_family families[] = {
     ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
         "sliding_window=1024", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), MELLUM_ROPE),
+    /* MiMoV2FlashConfig: head_dim 192, v_head_dim 128; its sliding layers have
+     * num_key_value_heads * 2 key/value heads and sinks */
+    ROW("mimo_v2_flash", H, 0,
+        "its value heads of their own size (v_head_dim) outside latent attention, its values "
+        "scaled by attention_value_scale, its sliding layers' doubled key/value heads and "
+        "their sinks (its full layers have none) are not supported", NULL, NOWINDOW, NO_BIAS),
     /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),
@@ -456,7 +465,10 @@ static const ra_hf_family families[] = {
     /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
     ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL, "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16",
         NOWINDOW, ALL(AB, 0)),
-    ROW("persimmon", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
+    /* PersimmonConfig: query_key_value [H, 3, D] and dense, biased; qk_layernorm */
+    ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
+        "partial_rotary_factor=0.5 layer_norm_eps=1e-05", NOWINDOW, FIXED(1, 1),
+        .disputed_theta = "25000 in transformers 4.57, 10000 in 5"),
     ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
         * object's (fields.c's standardize_rope) */
@@ -526,7 +538,6 @@ static const ra_hf_family families[] = {
 #undef LISTED
 #undef NOPE_FULL
 #undef EXAONE4
-#undef GATE_PROJ
 #undef NOWINDOW
 #undef ALL
 #undef QKV
@@ -622,7 +633,8 @@ static const attention_key attention_keys[] = {
     {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
     {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM | RA_HF_QK_NORM_BY_KEY,
      "q and k norms"},
-    {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM, "per-head LayerNorm of q and k"},
+    {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM | RA_HF_QK_LAYERNORM_BIAS,
+     "LayerNorms of q and k"},
     {"attention_chunk_size", NULL_ONLY, RA_HF_ATTENTION_CHUNKS, "chunked attention"},
     {"attn_temperature_tuning", FALSE_ONLY, RA_HF_TEMPERATURE_TUNING,
      "attention temperature tuning"},

@@ -600,18 +600,22 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const
 }
 
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
- * StableLM's qk_layernorm), or qk_norm_by_key (GLM-4-MoE's use_qk_norm):
- * true, false, 1, 0 or null (false). */
+ * StableLM's qk_layernorm; Persimmon's qk_layernorm, true when absent), or
+ * qk_norm_by_key (GLM-4-MoE's use_qk_norm): true, false, 1, 0 or null
+ * (false, as Python's `if None`). */
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, const char *name,
                                        char *msg, size_t msg_len)
 {
     ra_hf_features features = out->family ? out->family->features : 0;
-    const char *key = features & RA_HF_USE_QK_NORM    ? "use_qk_norm"
-                      : features & RA_HF_QK_LAYERNORM ? "qk_layernorm"
-                                                      : NULL;
     if (features & RA_HF_QK_NORM_BY_KEY)
         return ra_io_json_flag(root, "use_qk_norm", 0, &out->qk_norm_by_key, name, msg, msg_len);
-    return key ? ra_io_json_flag(root, key, 0, &out->head_layer_norms, name, msg, msg_len) : RA_OK;
+    const char *key = features & RA_HF_USE_QK_NORM ? "use_qk_norm"
+                      : features & (RA_HF_QK_LAYERNORM | RA_HF_QK_LAYERNORM_BIAS) ? "qk_layernorm"
+                                                                                  : NULL;
+    const cJSON *item;
+    if (!key || (ra_io_json_member(root, key, &item) && item && cJSON_IsNull(item))) return RA_OK;
+    const int absent = (features & RA_HF_QK_LAYERNORM_BIAS) != 0;
+    return ra_io_json_flag(root, key, absent, &out->head_layer_norms, name, msg, msg_len);
 }
 
 /* RA_HF_ROPE_RATIO (ChatGLM 2, 3 and GLM-4's remote code: ChatGLMConfig,

@@ -264,10 +264,13 @@ typedef uint64_t ra_hf_features;
  * attn_config's kv_n_heads (default 1) and clip_qkv; attn_config's rope_theta, which transformers
  * 5 ignores (the rope is the top level's), refused where it differs from that (DBRX) */
 #define RA_HF_NESTED_ATTN_CONFIG (UINT64_C(1) << 41)
+/* gate_proj.weight [H * D, dim] beside q_proj, without a bias: the attention's output times
+ * sigmoid(gate_proj(x)) before o_proj (AfMoE) */
+#define RA_HF_GATE_PROJ (UINT64_C(1) << 42)
 /* with RA_HF_MLA: v_head_dim absent or null is hidden_size / num_attention_heads (MiniCPM3) */
 #define RA_HF_V_HEAD_DIM_FROM_HEADS (UINT64_C(1) << 43)
-/* qk_layernorm (default true): q_layernorm and k_layernorm, LayerNorms over head_dim with a bias,
- * shared by the heads (Persimmon): not supported (refused); without it the layer runs */
+/* qk_layernorm (default true): q_layernorm and k_layernorm, one LayerNorm over head_dim with weight
+ * and bias shared by the heads, q_layernorm.weight, q_layernorm.bias [D] (Persimmon) */
 #define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
 /* cross_attention_layers (absent or null: the row's default_cross_attention_layers): those
  * layers attend to another sequence (the vision encoder's states), and are refused by layer;
@@ -469,9 +472,10 @@ typedef struct ra_hf_fields {
         has_num_kv_heads, has_attention_chunk_size, has_floor_scale, has_attn_scale,
         has_kv_channels, has_multi_query_group_num, has_rope_ratio,
         has_attn_logit_softcapping, has_key_multiplier;
-    /* The family's key for LayerNorms of q and k per head is true (Cohere's
-     * use_qk_norm, StableLM's qk_layernorm; RA_HF_USE_QK_NORM,
-     * RA_HF_QK_LAYERNORM). */
+    /* The family's key for LayerNorms of q and k is true (Cohere's
+     * use_qk_norm, StableLM's qk_layernorm, per head; Persimmon's
+     * qk_layernorm, true by default, shared by the heads: RA_HF_USE_QK_NORM,
+     * RA_HF_QK_LAYERNORM, RA_HF_QK_LAYERNORM_BIAS). */
     int head_layer_norms;
     /* RA_HF_QK_NORM_BY_KEY: use_qk_norm (default false), the q and k RMSNorms on. */
     int qk_norm_by_key;

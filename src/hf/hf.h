@@ -79,9 +79,13 @@ typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
     const ra_st_tensor *norm[2];      /* q_norm, k_norm weights; NULL: none */
+    /* Persimmon's q_layernorm.weight and .bias (k_layernorm's), one
+     * LayerNorm shared by the heads; NULL: none. */
+    const ra_st_tensor *layer_norm[2], *layer_norm_bias[2];
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
                                          HF_SINKS_ALIAS); NULL: none */
     const ra_st_tensor *o_norm;       /* BitNet's attn_sub_norm [H * D]; NULL: none */
+    const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */

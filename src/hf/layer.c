@@ -7,12 +7,14 @@
  * packed in rows (Phi-3) fills wq's, wk's and wv's, which then lie one
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
+ * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
+ * AfMoE's gate_proj fills wgate's;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
  * the config's torch_dtype, and count as stored in it below.
  *
- * The projection matrices (wq, wk, wv, wo, wqkv) keep the checkpoint's
+ * The projection matrices (wq, wk, wv, wo, wqkv, wgate) keep the checkpoint's
  * dtype where they all share bfloat16 or float16 (ra_layer_weights.dtype):
  * half the memory of float32 copies, and a decode step reads half the
  * bytes.  Mixed dtypes, F32, F64 and latent attention are copied as float32
@@ -28,7 +30,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       S_ONORM, N_SLOTS };
+       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -68,7 +70,7 @@ static float *slot_array(const ra_hf_layer *l, float *const base[N_SLOTS], int s
 /* The projection matrices' slots, which may hold 16-bit values. */
 static int is_weight_slot(int s)
 {
-    return s == S_WQ || s == S_WK || s == S_WV || s == S_WO || s == S_WQKV;
+    return s == S_WQ || s == S_WK || s == S_WV || s == S_WO || s == S_WQKV || s == S_WGATE;
 }
 
 /* Bytes a value of slot s takes in the layer's arrays. */
@@ -158,8 +160,9 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
     return RA_OK;
 }
 
-/* The tensor list and slots: weights, then biases, then the q/k norms,
- * then the sinks, then the norm before o_proj. */
+/* The tensor list and slots: weights, then biases, then the q/k norms (and
+ * their biases), then the sinks, the norm before o_proj and the output
+ * gate's weight. */
 static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
@@ -186,9 +189,14 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
         if (t->norm[i]) RA_HF_TRY(add_tensor(l, t->norm[i], S_QNORM + i, 0));
         for (int64_t h = 0, at = 0; h < t->n_head_norms[i]; at += t->head_norms[i][h++]->count)
             RA_HF_TRY(add_tensor(l, t->head_norms[i][h], S_QNORM + i, at)); /* StableLM 2 */
+        if (t->layer_norm[i]) { /* Persimmon */
+            RA_HF_TRY(add_tensor(l, t->layer_norm[i], S_QNORM + i, 0));
+            RA_HF_TRY(add_tensor(l, t->layer_norm_bias[i], S_QNORM_BIAS + i, 0));
+        }
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     if (t->o_norm) RA_HF_TRY(add_tensor(l, t->o_norm, S_ONORM, 0));
+    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
     return RA_OK;
 }
 
@@ -308,7 +316,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     RA_HF_TRY(check_indexer_keys(config, options));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    int64_t most = 2 * N_PROJ + 4 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 9 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -324,9 +332,11 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.dtype = l->dtype;
     w.wq = weight_array(l, S_WQ), w.wk = weight_array(l, S_WK), w.wv = weight_array(l, S_WV);
     w.wo = weight_array(l, S_WO), w.wqkv = weight_array(l, S_WQKV);
+    w.wgate = weight_array(l, S_WGATE);
     w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
+    w.q_norm_bias = slot_array(l, d, S_QNORM_BIAS), w.k_norm_bias = slot_array(l, d, S_KNORM_BIAS);
     w.bqkv = slot_array(l, d, S_BQKV);
     w.sinks = slot_array(l, d, S_SINKS), w.o_norm = slot_array(l, d, S_ONORM);
     w.wq_a = slot_array(l, d, S_WQ_A), w.bq_a = slot_array(l, d, S_BQ_A);
@@ -428,6 +438,9 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dbq = slot_array(layer, d, S_BQ), r->dbk = slot_array(layer, d, S_BK);
     r->dbv = slot_array(layer, d, S_BV), r->dbo = slot_array(layer, d, S_BO);
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
+    r->dq_norm_bias = slot_array(layer, d, S_QNORM_BIAS);
+    r->dk_norm_bias = slot_array(layer, d, S_KNORM_BIAS);
+    r->dwgate = slot_array(layer, d, S_WGATE);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
     r->dsinks = slot_array(layer, d, S_SINKS), r->do_norm = slot_array(layer, d, S_ONORM);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);

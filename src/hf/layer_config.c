@@ -150,12 +150,46 @@ static ra_status check_o_norm(const job *j, int64_t features_out)
     return RA_OK;
 }
 
+/* The norm tensor of q (i = 0) or k (1) that the family does not read
+ * (rms, cohere, stablelm, shared: which kinds it reads), or NULL. */
+static const ra_st_tensor *stray_norm(const attention_tensors *t, int i, int rms, int cohere,
+                                      int stablelm, int shared)
+{
+    if (t->norm[i] && !rms && !cohere) return t->norm[i];
+    if (t->n_head_norms[i] && !stablelm) return t->head_norms[i][0];
+    if (!shared) return t->layer_norm[i] ? t->layer_norm[i] : t->layer_norm_bias[i];
+    return NULL;
+}
+
+/* Persimmon's LayerNorm of q (i = 0) or k (1): q_layernorm.weight and
+ * q_layernorm.bias, each [head_dim]. */
+static ra_status check_shared_layer_norm(const job *j, int i, int64_t head_dim)
+{
+    const attention_tensors *t = j->t;
+    const ra_st_tensor *const parts[2] = {t->layer_norm[i], t->layer_norm_bias[i]};
+    for (int p = 0; p < 2; p++) {
+        const ra_st_tensor *x = parts[p];
+        if (!x)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_layernorm.%s beside '%s': model_type "
+                           "\"%s\" with qk_layernorm normalizes q and k by a LayerNorm with "
+                           "weight and bias (transformers would initialize the missing tensor)",
+                           j->path, i ? "k" : "q", p ? "bias" : "weight", t->fused ?
+                           t->fused->name : t->proj[PROJ_Q]->name, j->hf->family->model_type);
+        if (x->ndim != 1 || x->shape[0] != head_dim)
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
+                           "(head_dim)", x->name, j->path, (long long)head_dim);
+    }
+    return RA_OK;
+}
+
 /* The q/k norm tensors the family reads, and nothing else:
  *   RMSNorm, weight [head_dim] shared by the heads (Qwen3, Gemma 3), or over
  *     the whole projection (OLMo 2): q_norm.weight, k_norm.weight;
  *   LayerNorm per head, each head its own weights, when the family's key
  *     says so: q_norm.weight [H, head_dim] (Cohere's use_qk_norm), or
  *     q_layernorm.norms.N.weight [head_dim] (StableLM's qk_layernorm);
+ *   LayerNorm with a bias shared by the heads, when the family's key says
+ *     so: q_layernorm.weight and .bias [head_dim] (Persimmon's qk_layernorm);
  * a config without model_type may have the first kind.  Sets out's norm
  * fields. */
 static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
@@ -169,11 +203,11 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const int rms = !family || (features & RA_HF_QK_NORM) || by_key;
     const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
+    const int shared = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM_BIAS);
     const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *n = t->norm[i];
-        const ra_st_tensor *head = t->n_head_norms[i] ? t->head_norms[i][0] : NULL;
-        const ra_st_tensor *stray = !rms && !cohere && n ? n : !stablelm ? head : NULL;
+        const ra_st_tensor *stray = stray_norm(t, i, rms, cohere, stablelm, shared);
         const int64_t heads = i ? n_kv_heads : n_heads;
         const char *kind = i ? "k" : "q";
         if (stray)
@@ -209,9 +243,11 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                 return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
                                "(head_dim)", w->name, j->path, (long long)head_dim);
         }
+        if (shared) RA_HF_TRY(check_shared_layer_norm(j, i, head_dim));
     }
     /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
-    out->norm_layer = out->norm_head_weights = cohere || stablelm;
+    out->norm_head_weights = cohere || stablelm;
+    out->norm_layer = cohere || stablelm || shared;
     out->norm_whole = whole;
     out->norm_after_rope = (features & RA_HF_NORM_AFTER_ROPE) != 0;
     out->norm_eps = out->norm_layer ? hf->layer_norm_eps
@@ -292,6 +328,31 @@ static ra_status check_biases(const job *j)
     return RA_OK;
 }
 
+/* The output gate's weight (gate_proj.weight [H * D, dim]) where the family
+ * has one (RA_HF_GATE_PROJ: out->gated_output), and nowhere else. */
+static ra_status check_gate(const job *j, int64_t q_rows, int64_t dim, ra_layer_config *out)
+{
+    const ra_st_tensor *g = j->t->gate;
+    const ra_hf_family *family = j->hf->family;
+    const int has = family && (family->features & RA_HF_GATE_PROJ);
+    char who[96];
+    if (g && !has)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s has no output gate of its own "
+                       "(transformers would not use it)", g->name, j->path,
+                       family_name(j, who, sizeof who));
+    if (!has) return RA_OK;
+    if (!g)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no gate_proj.weight beside '%s': model_type "
+                       "\"%s\" gates its attention output by it (transformers would initialize "
+                       "the missing weight)", j->path, j->t->proj[PROJ_Q]->name,
+                       family->model_type);
+    if (g->ndim != 2 || g->shape[0] != q_rows || g->shape[1] != dim)
+        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (the output gate: "
+                       "q_proj's shape)", g->name, j->path, (long long)q_rows, (long long)dim);
+    out->gated_output = 1;
+    return RA_OK;
+}
+
 /* n_heads, n_kv_heads and head_dim from the options, config and the
  * weights' shapes, in that order of precedence; each weight's shape
  * checked; the norms and the softmax scale. */
@@ -351,6 +412,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
     out->gated_output = gated;
+    RA_HF_TRY(check_gate(j, n_heads * head_dim, dim, out)); /* AfMoE: gated_output too */
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's

@@ -987,6 +987,13 @@ def family_cases(out):
     bias = lambda *r: {layers(0) + ROLES["b" + p]: w_bias["b" + p] for p in r}  # noqa: E731
     meta = {"layers.0.attention.w%s.weight" % p: w[p] for p in "qkvo"}
     qwen2_vl = dict(plain, **bias("q", "k", "v"))  # q/k/v biases always
+    qk_norms = {layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight", "k_norm.weight")}
+    mha = {k: v for k, v in base.items() if k not in ("head_dim", "num_key_value_heads")}
+    pd = dim // H  # Persimmon: query_key_value [H, 3, pd], dense, biased; q/k LayerNorms
+    persimmon = {layers(0) + n: f32(RNG.normal(0, 0.3, s)) for n, s in (
+        ("query_key_value.weight", (3 * dim, dim)), ("query_key_value.bias", (3 * dim,)),
+        ("dense.weight", (dim, dim)), ("dense.bias", (dim,)), ("q_layernorm.weight", (pd,)),
+        ("q_layernorm.bias", (pd,)), ("k_layernorm.weight", (pd,)), ("k_layernorm.bias", (pd,)))}
     refusals = [
         # a bias the family's model does not build (transformers would not
         # load it), or one it builds that the checkpoint lacks
@@ -1067,12 +1074,29 @@ def family_cases(out):
          "tensor 'model.layers.0.self_attn.q_layernorm.norms.2.weight'"),
         ("phi_qk_layernorm", dict(base, model_type="phi", qk_layernorm=True), plain,
          '"qk_layernorm"'),
-        # an output gate from a projection of its own (gate_proj)
-        ("afmoe", dict(base, model_type="afmoe"), plain,
-         'model_type "afmoe" is refused: its output gate from a projection of its own '
-         '(gate_proj) is not supported'),
+        # an output gate from a projection of its own (gate_proj): where the
+        # family has none, missing where it has, and Beam's bias per head
+        ("afmoe_without_gate_proj", dict(base, model_type="afmoe", rope_theta=1e4,
+                                         sliding_window=4, layer_types=["sliding_attention"]),
+         dict(plain, **qk_norms), "has no gate_proj.weight beside"),
+        ("llama_stray_gate_proj", dict(base, model_type="llama", rope_theta=1e4),
+         dict(plain, **{layers(0) + "gate_proj.weight": w["q"]}),
+         'model_type "llama" has no output gate of its own'),
+        # value heads of their own size outside latent attention, and more
+        ("mimo_v2_flash", dict(base, model_type="mimo_v2_flash", v_head_dim=8), plain,
+         'model_type "mimo_v2_flash" is refused: its value heads of their own size '
+         "(v_head_dim) outside latent attention, its values scaled by attention_value_scale"),
         ("beam", dict(base, model_type="beam"), plain,
-         "gate_proj) is not supported, nor its NoPE layers' query scaling by position"),
+         "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
+         "query scaling by position"),
+        # Persimmon: rope_theta's default changed in transformers 5; its q/k
+        # LayerNorms have biases
+        ("persimmon_without_rope_theta", dict(mha, model_type="persimmon"), persimmon,
+         "default is 25000 in transformers 4.57, 10000 in 5"),
+        ("persimmon_without_k_layernorm_bias", dict(mha, model_type="persimmon",
+                                                    rope_theta=1e4),
+         {n: a for n, a in persimmon.items() if not n.endswith("k_layernorm.bias")},
+         "has no k_layernorm.bias beside"),
         ("hrm_text", dict(base, model_type="hrm_text"), plain,
          'model_type "hrm_text" is refused: its output gate from a projection of its own '
          '(gate_proj) is not supported, nor its two stacks of layers run in cycles'),

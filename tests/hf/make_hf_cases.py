@@ -123,7 +123,7 @@ def randomize(model, gen, dtype):
         for name, p in model.named_parameters():
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm\.norms|query_layernorm|"
+            elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm|query_layernorm|"
                            r"key_layernorm|attn_sub_norm", name):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
@@ -881,6 +881,25 @@ def misc_rows_cases():
     yield family("moshi_linear_names", "Moshi", dict(TINY, ffn_dim=16))
 
 
+def qk_bias_gates_cases():
+    """Persimmon: query_key_value packed per head ([H, 3, D]), biased, and
+    q_layernorm / k_layernorm, one LayerNorm over head_dim with weight and
+    bias shared by the heads (qk_layernorm, true by default), partial rotary
+    0.5 (its default), rope_theta set (its default changed in transformers 5).
+    AfMoE: an output gate of its own (gate_proj)."""
+    persimmon = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                     intermediate_size=16, vocab_size=16, max_position_embeddings=64,
+                     pad_token_id=0)
+    yield family("persimmon_qk_layernorm", "Persimmon", persimmon, theta=25000.0)
+    # AfMoE: the attention output times sigmoid(gate_proj(x)) before o_proj, q/k
+    # RMSNorms, RoPE in the sliding layer (0), none in the full one (1)
+    afmoe = dict(TINY, num_hidden_layers=2, sliding_window=4, attention_bias=True,
+                 layer_types=["sliding_attention", "full_attention"], num_experts=2,
+                 num_experts_per_tok=1, num_shared_experts=1, moe_intermediate_size=8)
+    yield family("afmoe_gate_sliding", "Afmoe", afmoe)
+    yield family("afmoe_gate_full_nope", "Afmoe", afmoe, layer=1)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -894,6 +913,7 @@ def named_seed_cases():
     yield from v_norm_cases()
     yield from dsa_short_cases()
     yield from misc_rows_cases()
+    yield from qk_bias_gates_cases()
 
 
 def name_seed(name):

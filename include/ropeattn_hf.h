@@ -298,6 +298,11 @@ typedef struct ra_hf_layer ra_hf_layer;
 RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint *ckpt,
                                        const ra_hf_config *config, const ra_hf_options *options);
 RA_HF_API void ra_hf_layer_destroy(ra_hf_layer *layer); /* NULL is allowed */
+/* The layer.  Where the model family's RoPE turns by the opposite angle
+ * (rotate_half cat(x2, -x1): nanochat) its wq and wk (bq, bk) are the
+ * checkpoint's with the second feature of each rotary pair negated, and so
+ * are its q and k and the keys a KV cache holds: the outputs are the
+ * model's, and ra_hf_grads_tensor gives the checkpoint tensors' gradients. */
 RA_HF_API const ra_layer *ra_hf_layer_get(const ra_hf_layer *layer);
 
 /* The checkpoint tensors it was built from, in the order weights, biases,
@@ -311,7 +316,9 @@ RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int6
  * tensors, zeroed: ra_hf_grads_get gives the ra_layer_grads to pass (copy
  * it to set accumulate), and tensor i's gradient is the float32 array
  * ra_hf_grads_tensor(g, i) of tensor i's shape (a fused qkv_proj's, for
- * example, one array as stored).  Destroy it before its layer. */
+ * example, one array as stored; under RoPE by the opposite angle, q's and
+ * k's a copy this call makes: call it after the backward).  Destroy it
+ * before its layer. */
 typedef struct ra_hf_grads ra_hf_grads;
 
 RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *layer);

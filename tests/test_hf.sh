@@ -350,7 +350,8 @@ json.dump(c, open(sys.argv[2], "w"))' "tests/hf/$1/config.json" "$2" "$3"
 }
 for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_factor']" \
     "dots1_window|1|del c['layer_types']; c['max_window_layers'] = 1" \
-    "mellum_sliding|0|del c['rope_parameters']"; do
+    "mellum_sliding|0|del c['rope_parameters']" \
+    "nanochat_bias|1|c['use_qk_norm'] = False"; do
     IFS='|' read -r c layer code <<<"$spec"
     D=tests/hf/$c
     edited "$c" "$TMP/edited.json" "$code"

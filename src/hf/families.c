@@ -450,9 +450,12 @@ static const ra_hf_family families[] = {
      * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
     ROW("moshi", H, RA_HF_CACHE_WINDOW, NULL, "max_position_embeddings=3000 sliding_window=3000",
         NOWINDOW, FIXED(0, 0)),
-    ROW("nanochat", H, 0,
-        "its rotate_half turns the other way (cat(x2, -x1)): RoPE by the opposite angle is not "
-        "supported", NULL, NOWINDOW, NO_BIAS),
+    /* NanoChatConfig: q and k RMS-normed without weights after RoPE (Llama 4's norm, always:
+     * the model reads no use_qk_norm), RoPE by the opposite angle; attention_bias for q, k, v
+     * and o */
+    ROW("nanochat", H, RA_HF_QK_L2_NORM | RA_HF_QK_L2_NORM_ALWAYS | RA_HF_ROPE_OPPOSITE_ANGLE,
+        NULL, "hidden_size=768 num_attention_heads=6 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0)),
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),

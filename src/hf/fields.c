@@ -449,14 +449,16 @@ static ra_status read_local_attention(const cJSON *root, const cJSON *nested,
     return RA_OK;
 }
 
-/* use_qk_norm (RA_HF_QK_L2_NORM) and attn_temperature_tuning
- * (RA_HF_TEMPERATURE_TUNING; Llama4TextConfig: true, and 4 in older
- * releases; any number but 0 is true). */
+/* use_qk_norm (RA_HF_QK_L2_NORM; always on with RA_HF_QK_L2_NORM_ALWAYS)
+ * and attn_temperature_tuning (RA_HF_TEMPERATURE_TUNING; Llama4TextConfig:
+ * true, and 4 in older releases; any number but 0 is true). */
 static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *out,
                                               const char *name, char *msg, size_t msg_len)
 {
     const ra_hf_features features = out->family ? out->family->features : 0;
-    if (features & RA_HF_QK_L2_NORM)
+    if (features & RA_HF_QK_L2_NORM_ALWAYS) /* the key not read, as its model does not */
+        out->qk_l2_norm = 1;
+    else if (features & RA_HF_QK_L2_NORM)
         RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
     if (!(features & RA_HF_TEMPERATURE_TUNING)) return RA_OK;
     const cJSON *item;

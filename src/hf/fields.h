@@ -328,6 +328,13 @@ typedef uint64_t ra_hf_features;
 #define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
 /* the q/k norms (RA_HF_QK_NORM) are named q_layernorm.weight and k_layernorm.weight (LFM2) */
 #define RA_HF_QK_LAYERNORM_NAMES (UINT64_C(1) << 60)
+/* rotate_half is cat(x2, -x1), RoPE by the opposite angle: run as the usual RoPE on q and k with
+ * the second feature of each rotary pair negated, in q_proj's and k_proj's rows and biases
+ * (hf/layer.c; NanoChat) */
+#define RA_HF_ROPE_OPPOSITE_ANGLE (UINT64_C(1) << 61)
+/* with RA_HF_QK_L2_NORM: the norm always applies, use_qk_norm not read (NanoChat's model has
+ * no such switch) */
+#define RA_HF_QK_L2_NORM_ALWAYS (UINT64_C(1) << 62)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

@@ -43,6 +43,21 @@ typedef struct hf_tensor {
     const ra_st_tensor *scale; /* src's block scales (F8_E4M3 src), else NULL */
 } hf_tensor;
 
+/* RA_HF_ROPE_OPPOSITE_ANGLE (NanoChat's rotate_half, cat(x2, -x1)): RoPE by
+ * the opposite angle, R(-theta) = S R(theta) S, where S negates the second
+ * feature of each rotary pair.  q and k meet only in dot products, and
+ * S a . S b = a . b, so the layer runs the usual RoPE on S q and S k: the
+ * rows of those features in wq and wk (and bq's, bk's values) are negated
+ * at load, and their gradients negated back when read.  What lies between
+ * the projections and RoPE must commute with S: RMS norms (weights per
+ * feature or none) and clip_qkv do; LayerNorm's mean does not (refused). */
+typedef struct opposite_angle {
+    int on;
+    int64_t head_dim, rotary_dim, dim; /* dim: the weight rows' length */
+    int64_t q_rows, k_rows;            /* H * D, Hkv * D */
+    ra_layout layout;
+} opposite_angle;
+
 struct ra_hf_layer {
     ra_layer *layer;
     /* Slot s is owner[s]'s array from offset[s] on (owner[s] == s: its own,
@@ -51,6 +66,7 @@ struct ra_hf_layer {
     int64_t offset[N_SLOTS], count[N_SLOTS];
     float *data[N_SLOTS]; /* the owning slots' values: float32, or dtype's in a weight slot */
     ra_dtype dtype;       /* the projection matrices' (weight slots') */
+    opposite_angle flip;  /* RA_HF_ROPE_OPPOSITE_ANGLE's negated rows */
     hf_tensor *tensors;
     int64_t n_tensors;
 };
@@ -58,6 +74,7 @@ struct ra_hf_layer {
 struct ra_hf_grads {
     ra_layer_grads grads;
     float *data[N_SLOTS]; /* as the layer's */
+    float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's */
     const ra_hf_layer *layer;
 };
 
@@ -65,6 +82,32 @@ struct ra_hf_grads {
 static float *slot_array(const ra_hf_layer *l, float *const base[N_SLOTS], int s)
 {
     return l->owner[s] < 0 ? NULL : base[l->owner[s]] + l->offset[s];
+}
+
+/* Whether feature f of a head is the second of its rotary pair: negated
+ * under RA_HF_ROPE_OPPOSITE_ANGLE. */
+static int negated_feature(const opposite_angle *flip, int64_t f)
+{
+    const int64_t r = flip->rotary_dim;
+    if (f >= r) return 0; /* partial rotary: passes through */
+    return flip->layout == RA_LAYOUT_INTERLEAVED ? f % 2 == 1 : f >= r / 2;
+}
+
+/* Negates, in place, the rows of q's or k's features that flip names in
+ * rows ([n_rows, row_len] values of size bytes (float32, or a 16-bit
+ * float: its sign bit)). */
+static void negate_rows(const opposite_angle *flip, void *rows, int64_t n_rows,
+                        int64_t row_len, size_t size)
+{
+    for (int64_t r = 0; r < n_rows; r++) {
+        if (!negated_feature(flip, r % flip->head_dim)) continue;
+        for (int64_t e = r * row_len; e < (r + 1) * row_len; e++) {
+            if (size == sizeof(float))
+                ((float *)rows)[e] = -((float *)rows)[e];
+            else
+                ((uint16_t *)rows)[e] ^= 0x8000u;
+        }
+    }
 }
 
 /* The projection matrices' slots, which may hold 16-bit values. */
@@ -231,6 +274,59 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
     return RA_OK;
 }
 
+/* Negates flip's rows of wq, wk, bq and bk where they lie in base's arrays:
+ * a layer's data (f32 0: weight slots in its dtype) or a copy of its
+ * gradients (f32 1); only those in owning slot `only`'s array, if >= 0. */
+static void negate_qk(const ra_hf_layer *l, float *const base[N_SLOTS], int f32, int only)
+{
+    static const int slots[4] = {S_WQ, S_WK, S_BQ, S_BK};
+    for (int i = 0; i < 4; i++) {
+        const int s = slots[i];
+        if (l->owner[s] < 0 || (only >= 0 && l->owner[s] != only)) continue;
+        const size_t size = f32 ? sizeof(float) : slot_size(l, s);
+        void *rows = (char *)base[l->owner[s]] + (size_t)l->offset[s] * size;
+        negate_rows(&l->flip, rows, s == S_WQ || s == S_BQ ? l->flip.q_rows : l->flip.k_rows,
+                    s == S_WQ || s == S_WK ? l->flip.dim : 1, size);
+    }
+}
+
+/* Whether owning slot s's array holds rows negate_qk negates. */
+static int holds_negated_rows(const ra_hf_layer *l, int s)
+{
+    return l->flip.on && (s == l->owner[S_WQ] || s == l->owner[S_WK] || s == l->owner[S_BQ] ||
+                          s == l->owner[S_BK]);
+}
+
+/* RA_HF_ROPE_OPPOSITE_ANGLE: its geometry, from the layer's config and
+ * rope, and the loaded rows negated; refused where q or k pass through what does not commute with negating
+ * features (a LayerNorm's mean) or lie where their rows are not read
+ * apart (a per-head fused wqkv, latent attention). */
+static ra_status apply_opposite_angle(ra_hf_layer *l, const ra_hf_family *family,
+                                     const attention_tensors *t, const ra_layer_config *lc,
+                                     const ra_rope_config *rope)
+{
+    if (!family || !(family->features & RA_HF_ROPE_OPPOSITE_ANGLE)) return RA_OK;
+    const char *why = t->mla                ? "latent attention"
+                      : l->owner[S_WQKV] >= 0 ? "a fused wqkv packed per head"
+                      : lc->norm_layer      ? "LayerNorms of q and k"
+                      : lc->gated_output    ? "a gate in q_proj's rows"
+                                            : NULL;
+    if (why)
+        return hf_fail(RA_ERR_UNSUPPORTED, "model_type \"%s\" turns RoPE by the opposite angle "
+                       "(rotate_half cat(x2, -x1)), which is not supported with %s",
+                       family->model_type, why);
+    opposite_angle *f = &l->flip;
+    f->on = 1;
+    f->head_dim = lc->head_dim;
+    f->rotary_dim = rope->rotary_dim ? rope->rotary_dim : lc->head_dim;
+    f->layout = rope->layout;
+    f->dim = lc->dim;
+    f->q_rows = lc->n_heads * lc->head_dim;
+    f->k_rows = (lc->n_kv_heads ? lc->n_kv_heads : lc->n_heads) * lc->head_dim;
+    negate_qk(l, l->data, 0, -1);
+    return RA_OK;
+}
+
 /* RA_HF_CROSS_ATTENTION_LAYERS: a layer the config lists attends to
  * another sequence: refused, naming it (layer -1: the names carry no layer
  * number, and some layers cross-attend). */
@@ -327,6 +423,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     }
     l->dtype = stored_dtype(l, t->mla, q);
     RA_HF_TRY(load(l, ckpt->path, config->fields.family, q));
+    RA_HF_TRY(apply_opposite_angle(l, family, t, &lc, &rope));
     float *const *d = l->data;
     ra_layer_weights w = ra_layer_weights_init();
     w.dtype = l->dtype;
@@ -423,8 +520,11 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     g->layer = layer;
     for (int s = 0; s < N_SLOTS; s++) {
         if (layer->owner[s] != s) continue;
-        g->data[s] = ra_calloc(layer->count[s] > 0 ? (size_t)layer->count[s] : 1, sizeof(float));
-        if (!g->data[s]) {
+        const size_t n = layer->count[s] > 0 ? (size_t)layer->count[s] : 1;
+        g->data[s] = ra_calloc(n, sizeof(float));
+        const int flipped = holds_negated_rows(layer, s);
+        if (flipped) g->read[s] = ra_malloc(n * sizeof(float));
+        if (!g->data[s] || (flipped && !g->read[s])) {
             ra_hf_grads_destroy(g);
             return hf_fail(RA_ERR_NOMEM, "out of memory for %lld gradients",
                            (long long)layer->count[s]);
@@ -454,7 +554,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
 RA_HF_API void ra_hf_grads_destroy(ra_hf_grads *grads)
 {
     if (!grads) return;
-    for (int s = 0; s < N_SLOTS; s++) ra_free(grads->data[s]);
+    for (int s = 0; s < N_SLOTS; s++) ra_free(grads->data[s]), ra_free(grads->read[s]);
     ra_free(grads);
 }
 
@@ -466,6 +566,13 @@ RA_HF_API const ra_layer_grads *ra_hf_grads_get(const ra_hf_grads *grads)
 RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i)
 {
     if (!grads || i < 0 || i >= grads->layer->n_tensors) return NULL;
-    const hf_tensor *t = &grads->layer->tensors[i];
-    return grads->data[t->slot] + t->offset;
+    const ra_hf_layer *l = grads->layer;
+    const hf_tensor *t = &l->tensors[i];
+    const int s = t->slot;
+    if (!holds_negated_rows(l, s))
+        return grads->data[s] + t->offset;
+    /* the gradients of the negated rows, negated back, in a copy */
+    memcpy(grads->read[s], grads->data[s], (size_t)l->count[s] * sizeof(float));
+    negate_qk(l, grads->read, 1, s);
+    return grads->read[s] + t->offset;
 }

@@ -358,8 +358,13 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
     return [
         ("laguna", dict(base, model_type="laguna"), plain,
          'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
-        ("nanochat", dict(base, model_type="nanochat"), plain,
-         'model_type "nanochat" is refused: its rotate_half turns the other way'),
+        # NanoChat runs (RoPE by the opposite angle: tests/hf/nanochat_*); its
+        # weightless q/k norm after RoPE is computed before it, which a rope
+        # scaling cos and sin (yarn's attention factor) would change
+        ("nanochat_yarn", dict(base, model_type="nanochat", rope_parameters={
+            "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "rope_theta": 10000.0}), plain,
+         "qk_l2_norm with a rope whose attention factor is"),
         # MiniMaxM3VLTextConfig's rotary_dim (64 by default): no code reads it
         ("minimax_m3_vl_text_rotary_dim", dict(base, model_type="minimax_m3_vl_text",
                                                rotary_dim=8), dict(plain, **qk),

@@ -900,6 +900,15 @@ def qk_bias_gates_cases():
     yield family("afmoe_gate_full_nope", "Afmoe", afmoe, layer=1)
 
 
+def nanochat_cases():
+    """NanoChat: rotate_half turned the other way (RoPE by the opposite
+    angle), q and k RMS-normed without weights after RoPE; with biases
+    (their negated values), GQA, and BF16 weights (their sign bits)."""
+    yield family("nanochat_bias", "NanoChat", dict(TINY, num_hidden_layers=2, attention_bias=True),
+                 layer=1)
+    yield family("nanochat_bf16", "NanoChat", TINY, pos=positions(30), dtype=torch.bfloat16)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -914,6 +923,7 @@ def named_seed_cases():
     yield from dsa_short_cases()
     yield from misc_rows_cases()
     yield from qk_bias_gates_cases()
+    yield from nanochat_cases()
 
 
 def name_seed(name):

@@ -1255,6 +1255,20 @@ typedef struct ra_layer_config {
                            cache or pool stores (Gemma 3n's and Gemma 4's
                            v_norm).  Not with latent attention
                            (RA_ERR_UNSUPPORTED) */
+    int64_t max_keys;   /* >= 0; 0: no bound.  The most keys a query may
+                           attend to (those its masks leave it: its own and
+                           the earlier ones, within its window, chunk and
+                           document, real under the padding mask; in a
+                           cached or paged call, every earlier token
+                           appended to its sequence counts).  A call of the
+                           layer (forward, cached, paged, train, backward)
+                           where some query would attend to more is
+                           RA_ERR_UNSUPPORTED, before anything is written:
+                           DeepSeek sparse attention's index_topk (its
+                           indexer keeps every key up to that many, and
+                           selects among more).  With an attention engine
+                           (its shard's keys are not the call's):
+                           RA_ERR_UNSUPPORTED */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -242,8 +242,9 @@ typedef struct ra_hf_options {
      * first_token + n_tokens, else max_position + 1.  A family with DeepSeek
      * sparse attention's indexer (deepseek_v32, glm_moe_dsa) needs that
      * bound and at most its index_topk keys (the indexer then keeps them
-     * all: the dense layer); the layer must not be run on more keys (the
-     * library does not count them at each call). */
+     * all: the dense layer); its ra_layer_config.max_keys is index_topk,
+     * so that every call of the layer on more keys is refused
+     * (RA_ERR_UNSUPPORTED). */
     int64_t first_token, n_tokens;
     /* The largest position id the layer will be given (its rope tables;
      * dynamic and longrope scale by max_position + 1 unless seq_len says

@@ -70,6 +70,9 @@ static ra_status resolve_config(ra_layer_config *c)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: window %lld, chunk %lld, softcap %g "
                        "(each 0 or positive, softcap a normal float)", (long long)c->window,
                        (long long)c->chunk, c->softcap);
+    if (c->max_keys < 0)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: max_keys %lld (0: no bound, or "
+                       "positive)", (long long)c->max_keys);
     if (!(c->clip_qkv >= 0 && c->clip_qkv < HUGE_VAL))
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: clip_qkv %g", c->clip_qkv);
     /* Llama 4's (and Ministral 3's) temperature: the factor at the last position a float */
@@ -287,7 +290,8 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     const int64_t q_shape[4] = {batch, seq, c->n_heads, c->head_dim};
     RA_TRY(ra_attention_mask_read(&mask, o, q_shape));
     /* Packed ragged batches need attention that stays inside each sequence. */
-    return ra_positions_read(&call->pos, positions, layer->rope, batch, seq, 0);
+    RA_TRY(ra_positions_read(&call->pos, positions, layer->rope, batch, seq, 0));
+    return ra_layer_check_keys(layer, call);
 }
 
 /* y [rows, cols] += bias [cols] on every row; no bias (NULL): nothing. */
@@ -778,6 +782,8 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     int64_t q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
     RA_TRY(ra_count_named(dims, layer_x_names, 3, &n_x));
     RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
+    for (int64_t b = 0; b < batch && b < cache->batch; b++) /* a batch unlike it: refused below */
+        RA_TRY(ra_layer_check_new_keys(layer, "sequence", b, cache->length[b], seq));
     if (c->kv_lora_rank) return RA_OK; /* a latent cache: ra_mla_forward_cached checks it */
     RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_layer_forward_cached"));
     if (cache->batch != batch || cache->n_kv_heads != layer->config.n_kv_heads ||
@@ -897,6 +903,7 @@ RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *l
     ra_error_reset();
     const ra_attention_engine *agreeing = ra_layer_agreeing(engine);
     int64_t n_q;
+    RA_AGREE_TRY(agreeing, ra_layer_check_keys_engine(layer));
     RA_AGREE_TRY(agreeing, check_cached(layer, cache, y, x, batch, seq, &n_q));
     ra_attention_engine e;
     RA_AGREE_TRY(agreeing, RA_READ_STRUCT(e, engine, ra_attention_engine));

@@ -249,6 +249,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
                                                 "layer"));
     if (!tape->filled)
         return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
+    RA_AGREE_TRY(e, ra_layer_check_keys(layer, &tape->call)); /* the forward's, as it checked */
     if (layer->config.kv_lora_rank) return ra_mla_backward(layer, ctx, dx, grads, tape, dy);
     RA_AGREE_TRY(e, check_backward(layer, dx, grads, tape, dy));
     const ra_layer_config *c = &layer->config;

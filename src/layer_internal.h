@@ -60,6 +60,23 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call);
 
+/* ra_layer_config.max_keys (0: RA_OK at once): RA_ERR_UNSUPPORTED,
+ * naming it, where a query of call (its masks: the layer's and the call's
+ * padding and documents) attends to more keys, or where the call has an
+ * attention engine. */
+ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call);
+
+/* max_keys for the n new queries of a cached or paged call's sequence
+ * `id` (named `what`), whose cache holds `length` tokens before them:
+ * query t attends to the tokens at indices length + t and before, within
+ * the layer's window and chunk. */
+ra_status ra_layer_check_new_keys(const ra_layer *layer, const char *what, int64_t id,
+                                  int64_t length, int64_t n);
+
+/* max_keys with an attention engine's cached call: RA_ERR_UNSUPPORTED
+ * where the layer has a bound. */
+ra_status ra_layer_check_keys_engine(const ra_layer *layer);
+
 /* The layer's attention and its backward: options' engine where the call
  * has one (given options with engine NULL), else ra_attention_forward_lse
  * and ra_attention_backward. */

@@ -43,6 +43,9 @@ static ra_status check_call(const ra_layer *layer, const ra_kv_pool *pool, const
         if (n_new[i] < 0 || n_new[i] > seq)
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] %lld: not in [0, seq %lld]",
                            (long long)i, (long long)n_new[i], (long long)seq);
+    for (int64_t i = 0; i < n_ids; i++)
+        RA_TRY(ra_layer_check_new_keys(layer, "sequence id", ids[i], pool->seqs[ids[i]].length,
+                                       n_new ? n_new[i] : seq));
     return RA_OK;
 }
 

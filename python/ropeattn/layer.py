@@ -233,8 +233,10 @@ class Layer:
         temperature_floor, _scale and _no_offset (Llama 4, Ministral 3),
         latent attention's
         kv_lora_rank (0: none), q_lora_rank, qk_nope_head_dim and
-        v_head_dim (head_dim without latent attention), model_type, and
-        rope: a dict
+        v_head_dim (head_dim without latent attention), max_keys (the
+        most keys a query may attend to, 0: no bound; a call past it raises
+        UnsupportedError: DeepSeek sparse attention's index_topk),
+        model_type, and rope: a dict
         of type and layout (names), head_dim, rotary_dim, theta, factor,
         original_max_position_embeddings, max_position_embeddings, seq_len,
         attention_factor, table_size.  A new dict each time."""

@@ -45,3 +45,21 @@ def test_past_index_topk_refused(case, length, error, text):
     with pytest.raises(error, match="index_topk = 12") as e:
         ropeattn.Layer.from_pretrained(case[0], layer=0, **length)
     assert text in str(e.value)
+
+
+def test_call_past_index_topk_refused(case):
+    """A layer built for 6 tokens runs on 12 (index_topk: each query still
+    sees them all), and is refused on 13, at once or through a cache
+    (max_keys), where the dense answer would differ from the indexer's."""
+    path, x, y = case
+    layer = ropeattn.Layer.from_pretrained(path, layer=0, n_tokens=6)
+    assert layer.config["max_keys"] == 12
+    assert np.max(np.abs(layer(x) - y)) <= 1e-5 * np.max(np.abs(y))
+    longer = np.concatenate([x, x[:, :1]], axis=1)  # 13 tokens: its last sees 13 keys
+    with pytest.raises(ropeattn.UnsupportedError, match="max_keys 12"):
+        layer(longer)
+    cache = ropeattn.KVCache(layer, batch=2, capacity=16)
+    layer(x, cache=cache)  # 12 keys cached
+    with pytest.raises(ropeattn.UnsupportedError, match="max_keys 12"):
+        layer(x[:, :1], cache=cache)
+    assert cache.length(0) == 12  # the refused step appended nothing

@@ -374,7 +374,8 @@ static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
  * more than index_topk keys: the indexer then keeps every key it sees
  * (hf/fields_indexer.c).  The keys: the tokens up to the last one the
  * options name, first_token + n_tokens (a cache holding the earlier ones),
- * else max_position + 1. */
+ * else max_position + 1.  Checked here for an early message; the layer's
+ * max_keys (index_topk) then refuses each call on more. */
 static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_options *o)
 {
     const ra_hf_fields *hf = &config->fields;
@@ -412,6 +413,13 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     RA_HF_TRY(check_indexer_keys(config, options));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
+    if (family && (family->features & RA_HF_INDEXER_TOPK)) /* every call, as check_indexer_keys */
+        lc.max_keys = config->fields.index_topk;
+    /* Moshi: transformers' cache keeps sliding_window - 1 earlier tokens, its
+     * mask none: past sliding_window keys its cached generation differs (the
+     * uncached forward past it, refused too, would not) */
+    if (family && (family->features & RA_HF_CACHE_WINDOW))
+        lc.max_keys = config->fields.window.sliding_window;
     int64_t most = 2 * N_PROJ + 9 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");

@@ -123,19 +123,19 @@ queue() { local IFS=$'\t'; echo "$*" >>"$CHECKS"; }
 out() { n_out=$((n_out + 1)); o=$TMP/o$n_out.${1:-npy}; }
 
 # Full checks everywhere, or only for ALWAYS_FULL under valgrind and ASan.
-# Under valgrind the light checks run on every third other case alone
-# (RA_HF_SAMPLE=N: every Nth; 1: all): each of its runs costs ~30 times a
-# plain one, the cases share their code paths in threes and more, and the
-# ASan build (`make asan`) still runs every case.
+# The light checks run on every fourth other case alone under valgrind and
+# every second under ASan (RA_HF_SAMPLE=N: every Nth; 1: all): each of their
+# runs costs ~30 and ~5 times a plain one, the cases share their code paths
+# in threes and more, and test_families.sh reads every family's names and
+# keys under ASan too.
 ALWAYS_FULL=" llama_default llama_f16 llama_linear_mha llama_dynamic_long llama_dynamic_short
  llama_yarn llama_yarn_mscale llama3_bf16 llama_longrope_long llama_longrope_short
  stablelm_partial qwen2_bias qwen3_qknorm "
-if [ -n "${RA_HF_FULL:-}" ]; then full_all=$RA_HF_FULL
-elif [ -n "${RA_CLI_WRAPPER:-}" ] || grep -q __asan_init "$RA" 2>/dev/null; then full_all=0
-else full_all=1
+full_all=1 sample=1
+if [ -n "${RA_CLI_WRAPPER:-}" ]; then full_all=0 sample=4
+elif grep -q __asan_init "$RA" 2>/dev/null; then full_all=0 sample=2
 fi
-sample=${RA_HF_SAMPLE:-1}
-[ -z "${RA_CLI_WRAPPER:-}" ] || sample=${RA_HF_SAMPLE:-3}
+full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # Families whose q_proj and k_proj rows are interleaved already (their
 # convert-layout is refused), whose cos and sin --hf-shape does not write
 # (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose

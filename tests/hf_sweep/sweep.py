@@ -521,26 +521,6 @@ def verdict(results):
     return "runs", max(float(r["detail"]) for r in attention)
 
 
-def check_layer(cli, path, layer, prefill):
-    """(status, detail): runs, refused, MISMATCH or crash."""
-    cmd = cli_command(cli, path, layer, prefill)
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode < 0 or run.returncode > 1:
-        return "CRASH", f"exit {run.returncode}: {run.stderr.strip()[-300:]}; {shlex.join(cmd)}"
-    if run.returncode != 0:
-        message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "exit 1"
-        return "refused", message.replace(path + os.sep, "").replace("ropeattn: ", "", 1)
-    got = np.load(os.path.join(path, f"got{layer}.npy")).astype(np.float64)
-    want = np.load(os.path.join(path, f"y{layer}.npy")).astype(np.float64)
-    if got.shape != want.shape:
-        return "MISMATCH", f"shape {got.shape} != {want.shape}; {shlex.join(cmd)}"
-    scale = float(np.abs(want).max()) or 1.0
-    err = float(np.abs(got - want).max()) / scale if np.isfinite(got).all() else float("inf")
-    if err > TOL:
-        return "MISMATCH", f"max|got - want| / max|y| = {err:.3g}; {shlex.join(cmd)}"
-    return "runs", f"{err:.2g}"
-
-
 def sweep_family(model_type, work, cli):
     """{"model_type", "status", "detail", "layers": [...]} of one family."""
     try:

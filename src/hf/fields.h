@@ -166,175 +166,176 @@ int ra_hf_layer_chunked(const ra_hf_window *window, int64_t layer);
 
 /* What a family's attention has beyond the Llama layer, that ropeattn runs:
  * bits of ra_hf_family.features. */
-typedef uint64_t ra_hf_features;
+typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
+#define RA_HF_BIT(n) ((ra_hf_features)1 << (n))
 /* attention_multiplier is the softmax scale (Granite) */
-#define RA_HF_ATTENTION_MULTIPLIER (UINT64_C(1) << 0)
+#define RA_HF_ATTENTION_MULTIPLIER RA_HF_BIT(0)
 /* the scale is query_pre_attn_scalar^-1/2 (Gemma 2, 3) */
-#define RA_HF_PRE_ATTN_SCALAR (UINT64_C(1) << 1)
+#define RA_HF_PRE_ATTN_SCALAR RA_HF_BIT(1)
 /* q and k norms scale by 1 + weight (Gemma 3, Qwen3-Next) */
-#define RA_HF_NORM_PLUS_ONE (UINT64_C(1) << 2)
+#define RA_HF_NORM_PLUS_ONE RA_HF_BIT(2)
 /* sliding layers: rope_local_base_freq, no scaling */
-#define RA_HF_LOCAL_ROPE (UINT64_C(1) << 3)
+#define RA_HF_LOCAL_ROPE RA_HF_BIT(3)
 /* sliding_window_pattern (implied by the family's RA_HF_WINDOWS_PATTERN; set in the row of a
  * RA_HF_WINDOWS_LISTED family whose config class saves it) */
-#define RA_HF_WINDOW_PATTERN (UINT64_C(1) << 4)
+#define RA_HF_WINDOW_PATTERN RA_HF_BIT(4)
 /* no_rope_layers[i] == 0: layer i has no RoPE */
-#define RA_HF_NO_ROPE_LAYERS (UINT64_C(1) << 5)
+#define RA_HF_NO_ROPE_LAYERS RA_HF_BIT(5)
 /* M-RoPE: mrope_section, 3-D positions (Qwen2-VL, Qwen2.5-VL: chunked sections) */
-#define RA_HF_MROPE (UINT64_C(1) << 6)
+#define RA_HF_MROPE RA_HF_BIT(6)
 /* q_norm over all of q's H * D features (OLMo 2) */
-#define RA_HF_NORM_OVER_PROJECTION (UINT64_C(1) << 7)
+#define RA_HF_NORM_OVER_PROJECTION RA_HF_BIT(7)
 /* q_norm and k_norm tensors (Qwen3, Gemma 3, OLMo 2) */
-#define RA_HF_QK_NORM (UINT64_C(1) << 8)
+#define RA_HF_QK_NORM RA_HF_BIT(8)
 /* n_embd, n_head, n_positions, rotary_dim, rotary_pct, rotary_emb_base (GPT-J, GPT-NeoX):
  * other names of the fields */
-#define RA_HF_ALIASES (UINT64_C(1) << 9)
+#define RA_HF_ALIASES RA_HF_BIT(9)
 /* clip_qkv clamps q, k, v (OLMo); q and k after the q/k norms where the family has them
  * (OLMoE) */
-#define RA_HF_CLIP_QKV (UINT64_C(1) << 10)
+#define RA_HF_CLIP_QKV RA_HF_BIT(10)
 /* rope_theta and rope_scaling are not read (GPT-J: base 10000; ChatGLM: 10000 * rope_ratio):
  * refused if given */
-#define RA_HF_FIXED_ROPE (UINT64_C(1) << 11)
+#define RA_HF_FIXED_ROPE RA_HF_BIT(11)
 /* use_qk_norm: a LayerNorm per head, each head its own weights, q_norm.weight [H, D] (Cohere) */
-#define RA_HF_USE_QK_NORM (UINT64_C(1) << 12)
+#define RA_HF_USE_QK_NORM RA_HF_BIT(12)
 /* qk_layernorm: a LayerNorm per head, q_layernorm.norms.N.weight [D] (StableLM 2) */
-#define RA_HF_QK_LAYERNORM (UINT64_C(1) << 13)
+#define RA_HF_QK_LAYERNORM RA_HF_BIT(13)
 /* multi_query (default true), new_decoder_architecture (default false) and num_kv_heads say how
  * query_key_value packs q, k and v (Falcon) */
-#define RA_HF_QKV_BY_MULTI_QUERY (UINT64_C(1) << 14)
+#define RA_HF_QKV_BY_MULTI_QUERY RA_HF_BIT(14)
 /* kv_channels is head_dim; with multi_query_attention, multi_query_group_num key/value heads
  * after all of q's rows in query_key_value, else one per query head, packed per head (ChatGLM 2,
  * 3, GLM-4's remote code) */
-#define RA_HF_MULTI_QUERY_GROUPS (UINT64_C(1) << 15)
+#define RA_HF_MULTI_QUERY_GROUPS RA_HF_BIT(15)
 /* attention_chunk_size: the RoPE layers (or those layer_types names chunked_attention) attend
  * within chunks; layer_types names no other kind but full_attention (Llama 4) */
-#define RA_HF_ATTENTION_CHUNKS (UINT64_C(1) << 16)
+#define RA_HF_ATTENTION_CHUNKS RA_HF_BIT(16)
 /* attn_logit_softcapping caps the logits (Gemma 2) */
-#define RA_HF_SOFTCAP (UINT64_C(1) << 17)
+#define RA_HF_SOFTCAP RA_HF_BIT(17)
 /* a sinks tensor [H] beside q_proj (gpt-oss) */
-#define RA_HF_SINKS (UINT64_C(1) << 18)
+#define RA_HF_SINKS RA_HF_BIT(18)
 /* with RA_HF_MROPE: the sections interleaved, whatever mrope_interleaved says (Qwen3-VL's
  * apply_interleaved_mrope) */
-#define RA_HF_MROPE_INTERLEAVED (UINT64_C(1) << 19)
+#define RA_HF_MROPE_INTERLEAVED RA_HF_BIT(19)
 /* multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
  * v_head_dim (DeepSeek-V2, V3, Kimi K2) */
-#define RA_HF_MLA (UINT64_C(1) << 20)
+#define RA_HF_MLA RA_HF_BIT(20)
 /* rope_interleave false: rotate_half pairs (DeepSeek-V3 in transformers) */
-#define RA_HF_ROPE_INTERLEAVE (UINT64_C(1) << 21)
+#define RA_HF_ROPE_INTERLEAVE RA_HF_BIT(21)
 /* rope types default and longrope only, "su" and "yarn" read as longrope (Phi3Config) */
-#define RA_HF_LONGROPE_ONLY (UINT64_C(1) << 22)
+#define RA_HF_LONGROPE_ONLY RA_HF_BIT(22)
 /* a fused query_key_value packs q, k and v per head, [H, 3, D], whatever the config says (GPT-
  * NeoX) */
-#define RA_HF_QKV_PER_HEAD (UINT64_C(1) << 23)
+#define RA_HF_QKV_PER_HEAD RA_HF_BIT(23)
 /* rope_ratio: the base is 10000 * rope_ratio, over the first half of each head's features,
  * interleaved (original_rope true; ChatGLM) */
-#define RA_HF_ROPE_RATIO (UINT64_C(1) << 24)
+#define RA_HF_ROPE_RATIO RA_HF_BIT(24)
 /* use_qk_norm (default true): q and k L2-normed after RoPE, in RoPE layers (Llama 4) */
-#define RA_HF_QK_L2_NORM (UINT64_C(1) << 25)
+#define RA_HF_QK_L2_NORM RA_HF_BIT(25)
 /* attn_temperature_tuning (default true), floor_scale, attn_scale: NoPE layers scale q by each
  * token's place (Llama 4) */
-#define RA_HF_TEMPERATURE_TUNING (UINT64_C(1) << 26)
+#define RA_HF_TEMPERATURE_TUNING RA_HF_BIT(26)
 /* an empty no_rope_layers is none given (Llama4TextConfig) */
-#define RA_HF_EMPTY_NO_ROPE_LAYERS (UINT64_C(1) << 27)
+#define RA_HF_EMPTY_NO_ROPE_LAYERS RA_HF_BIT(27)
 /* rope types default and longrope only; longrope rotates by short_factor at every length and
  * scales cos and sin by short_mscale, or long_mscale past original_max_position_embeddings, in
  * place of its attention factor (Phi-3.5-MoE) */
-#define RA_HF_LONGROPE_MSCALE (UINT64_C(1) << 30)
+#define RA_HF_LONGROPE_MSCALE RA_HF_BIT(30)
 /* rope_parameters' llama_4_scaling_beta: in every layer q times 1 + beta log(1 + floor(position /
  * original_max_position_embeddings)), the rope object's (Ministral 3) */
-#define RA_HF_POSITION_Q_SCALING (UINT64_C(1) << 31)
+#define RA_HF_POSITION_Q_SCALING RA_HF_BIT(31)
 /* local_attention // 2 (default 128) is the sliding layers' window, whatever sliding_window says;
  * global_rope_theta and local_rope_theta (160000, 10000) the full and sliding layers' rope_theta
  * where rope_parameters (per layer type) lack one; every rope rotates all of head_dim
  * (ModernBERT's decoder) */
-#define RA_HF_LOCAL_ATTENTION (UINT64_C(1) << 32)
+#define RA_HF_LOCAL_ATTENTION RA_HF_BIT(32)
 /* the full-attention layers (by the family's window rule) run without RoPE, the sliding ones with
  * it (Cohere 2, Flint) */
-#define RA_HF_NOPE_FULL_LAYERS (UINT64_C(1) << 37)
+#define RA_HF_NOPE_FULL_LAYERS RA_HF_BIT(37)
 /* with RA_HF_NOPE_FULL_LAYERS: only while sliding_window is set; with it null every layer rotates
  * (EXAONE 4: "if self.sliding_window is None or self.is_sliding") */
-#define RA_HF_NOPE_NEEDS_WINDOW (UINT64_C(1) << 38)
+#define RA_HF_NOPE_NEEDS_WINDOW RA_HF_BIT(38)
 /* with RA_HF_NOPE_FULL_LAYERS: the layers mlp_layer_types names "dense" rotate too while
  * prefix_dense_sliding_window_pattern is 1 (Cohere 2 MoE's force_rope) */
-#define RA_HF_ROPE_DENSE_LAYERS (UINT64_C(1) << 39)
+#define RA_HF_ROPE_DENSE_LAYERS RA_HF_BIT(39)
 /* layer_rope_theta (a rope base per layer, 0: no RoPE) read, run where every entry is rope_theta
  * (what the config class saves when none is given), else refused (Granite SWA) */
-#define RA_HF_LAYER_ROPE_THETA (UINT64_C(1) << 40)
+#define RA_HF_LAYER_ROPE_THETA RA_HF_BIT(40)
 /* d_model, n_heads, max_seq_len for hidden_size, num_attention_heads, max_position_embeddings;
  * attn_config's kv_n_heads (default 1) and clip_qkv; attn_config's rope_theta, which transformers
  * 5 ignores (the rope is the top level's), refused where it differs from that (DBRX) */
-#define RA_HF_NESTED_ATTN_CONFIG (UINT64_C(1) << 41)
+#define RA_HF_NESTED_ATTN_CONFIG RA_HF_BIT(41)
 /* gate_proj.weight [H * D, dim] beside q_proj, without a bias: the attention's output times
  * sigmoid(gate_proj(x)) before o_proj (AfMoE) */
-#define RA_HF_GATE_PROJ (UINT64_C(1) << 42)
+#define RA_HF_GATE_PROJ RA_HF_BIT(42)
 /* with RA_HF_MLA: v_head_dim absent or null is hidden_size / num_attention_heads (MiniCPM3) */
-#define RA_HF_V_HEAD_DIM_FROM_HEADS (UINT64_C(1) << 43)
+#define RA_HF_V_HEAD_DIM_FROM_HEADS RA_HF_BIT(43)
 /* qk_layernorm (default true): q_layernorm and k_layernorm, one LayerNorm over head_dim with weight
  * and bias shared by the heads, q_layernorm.weight, q_layernorm.bias [D] (Persimmon) */
-#define RA_HF_QK_LAYERNORM_BIAS (UINT64_C(1) << 44)
+#define RA_HF_QK_LAYERNORM_BIAS RA_HF_BIT(44)
 /* cross_attention_layers (absent or null: the row's default_cross_attention_layers): those
  * layers attend to another sequence (the vision encoder's states), and are refused by layer;
  * the others run (Mllama's text model) */
-#define RA_HF_CROSS_ATTENTION_LAYERS (UINT64_C(1) << 28)
+#define RA_HF_CROSS_ATTENTION_LAYERS RA_HF_BIT(28)
 /* qkv_bias is another name for attention_bias (InternLM3Config's attribute_map) */
-#define RA_HF_QKV_BIAS_NAME (UINT64_C(1) << 29)
+#define RA_HF_QKV_BIAS_NAME RA_HF_BIT(29)
 /* q_proj gives each head its D query rows, then D gate rows ([2 H D, dim]); the attention's
  * output is multiplied by sigmoid(gate) before o_proj (Qwen3-Next's gated attention) */
-#define RA_HF_GATED_OUTPUT (UINT64_C(1) << 45)
+#define RA_HF_GATED_OUTPUT RA_HF_BIT(45)
 /* attn_layer_indices lists the attention layers; the others (all, without it) are Mamba layers,
  * refused (Bamba) */
-#define RA_HF_ATTN_LAYER_INDICES (UINT64_C(1) << 46)
+#define RA_HF_ATTN_LAYER_INDICES RA_HF_BIT(46)
 /* position_embedding_type "rope" turns RoPE on; any other value, null or absent: no RoPE
  * (GraniteMoeHybrid) */
-#define RA_HF_ROPE_BY_EMBEDDING_TYPE (UINT64_C(1) << 47)
+#define RA_HF_ROPE_BY_EMBEDDING_TYPE RA_HF_BIT(47)
 /* key_multiplier scales k (the softmax scale by it; Falcon-H1) */
-#define RA_HF_KEY_MULTIPLIER (UINT64_C(1) << 48)
+#define RA_HF_KEY_MULTIPLIER RA_HF_BIT(48)
 /* the q and k norms come after RoPE, on the rotated q and k, under the names
  * query_layernorm.weight and key_layernorm.weight (HunYuan-V1) */
-#define RA_HF_NORM_AFTER_ROPE (UINT64_C(1) << 33)
+#define RA_HF_NORM_AFTER_ROPE RA_HF_BIT(33)
 /* attn_sub_norm.weight: an RMSNorm over each token's attention output, all its H * D features,
  * before o_proj (BitNet) */
-#define RA_HF_O_NORM (UINT64_C(1) << 34)
+#define RA_HF_O_NORM RA_HF_BIT(34)
 /* use_qk_norm (default false) turns on RA_HF_QK_NORM's q_norm and k_norm, RMSNorms of
  * head_dim shared by the heads (GLM-4-MoE) */
-#define RA_HF_QK_NORM_BY_KEY (UINT64_C(1) << 35)
+#define RA_HF_QK_NORM_BY_KEY RA_HF_BIT(35)
 /* rotary_dim, where the rope has no partial_rotary_factor, gives it as rotary_dim / head_dim
  * (MiniMax-M2's convert_rope_params_to_dict) */
-#define RA_HF_ROTARY_DIM_FACTOR (UINT64_C(1) << 36)
+#define RA_HF_ROTARY_DIM_FACTOR RA_HF_BIT(36)
 /* the softmax scale is 1, whatever head_dim (scaling = 1.0 beside RMS-normed q and k: Gemma 3n,
  * 4) */
-#define RA_HF_UNIT_SCALE (UINT64_C(1) << 49)
+#define RA_HF_UNIT_SCALE RA_HF_BIT(49)
 /* v_norm: each value head RMS-normed without weights, epsilon rms_norm_eps (Gemma 3n, 4) */
-#define RA_HF_V_NORM (UINT64_C(1) << 50)
+#define RA_HF_V_NORM RA_HF_BIT(50)
 /* num_kv_shared_layers (and num_hidden_layers, each with the row's default): the last
  * num_kv_shared_layers layers take their keys and values from an earlier layer's (Gemma 3n, 4):
  * those layers refused, naming it; the others run */
-#define RA_HF_KV_SHARED_LAYERS (UINT64_C(1) << 51)
+#define RA_HF_KV_SHARED_LAYERS RA_HF_BIT(51)
 /* an indexer (DeepSeek sparse attention's: index_topk, index_n_heads, index_head_dim, its
  * tensors under indexer.) keeps each query's index_topk best-scoring keys: while no query sees
  * more keys than that it keeps them all and the layer is the dense one, which runs (the
  * indexer's tensors read and ignored); beyond, refused (DeepSeek-V3.2) */
-#define RA_HF_INDEXER_TOPK (UINT64_C(1) << 56)
+#define RA_HF_INDEXER_TOPK RA_HF_BIT(56)
 /* with RA_HF_INDEXER_TOPK: indexer_types ("full", "shared": the layer reuses the previous full
  * layer's top-k, and has no indexer tensors), or index_topk_pattern, index_topk_freq and
  * index_skip_topk_offset that derive it (GLM-MoE-DSA) */
-#define RA_HF_INDEXER_SHARED (UINT64_C(1) << 57)
+#define RA_HF_INDEXER_SHARED RA_HF_BIT(57)
 /* sliding_window bounds only transformers' cache (DynamicCache's sliding layers), not its mask:
  * the layer sees every earlier token, and `attention --prefill` past the window, where
  * transformers' cached generation sees fewer, is refused (Moshi) */
-#define RA_HF_CACHE_WINDOW (UINT64_C(1) << 53)
+#define RA_HF_CACHE_WINDOW RA_HF_BIT(53)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
-#define RA_HF_NORM_EPS_KEY (UINT64_C(1) << 59)
+#define RA_HF_NORM_EPS_KEY RA_HF_BIT(59)
 /* the q/k norms (RA_HF_QK_NORM) are named q_layernorm.weight and k_layernorm.weight (LFM2) */
-#define RA_HF_QK_LAYERNORM_NAMES (UINT64_C(1) << 60)
+#define RA_HF_QK_LAYERNORM_NAMES RA_HF_BIT(60)
 /* rotate_half is cat(x2, -x1), RoPE by the opposite angle: run as the usual RoPE on q and k with
  * the second feature of each rotary pair negated, in q_proj's and k_proj's rows and biases
  * (hf/layer.c; NanoChat) */
-#define RA_HF_ROPE_OPPOSITE_ANGLE (UINT64_C(1) << 61)
+#define RA_HF_ROPE_OPPOSITE_ANGLE RA_HF_BIT(61)
 /* with RA_HF_QK_L2_NORM: the norm always applies, use_qk_norm not read (NanoChat's model has
  * no such switch) */
-#define RA_HF_QK_L2_NORM_ALWAYS (UINT64_C(1) << 62)
+#define RA_HF_QK_L2_NORM_ALWAYS RA_HF_BIT(62)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

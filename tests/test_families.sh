@@ -31,15 +31,21 @@ if cmd == "field":
     v = json.load(open(args[0]))[args[1]]
     print(" ".join(v) if isinstance(v, list) else ("" if v is None else v))
     sys.exit(0)
-if cmd == "fields":  # one line each: layer, refused, args (one Python start a case)
-    case = json.load(open(args[0]))
-    for key in ("layer", "refused", "args"):
-        v = case[key]
-        print(" ".join(v) if isinstance(v, list) else ("" if v is None else v))
+if cmd == "table":  # cases: a line per case: name, layer, refused, args (0x1f between)
+    import os
+    for name in sorted(os.listdir(args[0])):
+        if name == "rope":
+            continue
+        case = json.load(open(os.path.join(args[0], name, "case.json")))
+        row = [case[k] for k in ("layer", "refused", "args")]
+        print("\x1f".join([name] + [" ".join(v) if isinstance(v, list) else
+                                   ("" if v is None else str(v)) for v in row]))
     sys.exit(0)
-if cmd == "ys":  # want tol got...: a line per got, "ok" or how it differs
-    want, tol = np.load(args[0]), float(args[1])
-    for path in args[2:]:
+if cmd == "ys":  # tol list: a line per "want got" line of list, "ok" or how it differs
+    tol = float(args[0])
+    for line in open(args[1]):
+        want, path = line.split()
+        want = np.load(want)
         try:
             got = np.load(path)
         except OSError:
@@ -56,12 +62,12 @@ if not e <= tol:
 PY
 field() { "$PY" "$TMP/check.py" field "$1/case.json" "$2"; }
 
-for dir in "$TMP"/cases/*/; do
-    dir=${dir%/}
-    name=$(basename "$dir")
-    [ "$name" = rope ] && continue
-    { read -r layer; read -r refused; read -r argline; } \
-        < <("$PY" "$TMP/check.py" fields "$dir/case.json")
+# One Python start reads every case.json, one compares every output (each
+# start costs more than the case's three runs).
+"$PY" "$TMP/check.py" table "$TMP/cases" >"$TMP/table" || fail "reading the cases' case.json"
+: >"$TMP/compare"; : >"$TMP/compared"
+while IFS=$'\x1f' read -r name layer refused argline; do
+    dir=$TMP/cases/$name
     read -r -a extra <<<"$argline"
     [ -e "$dir/positions.npy" ] && extra+=(--positions "$dir/positions.npy")
     args=(attention --weights "$dir/model.safetensors" --config "$dir/config.json"
@@ -80,7 +86,7 @@ for dir in "$TMP"/cases/*/; do
     # --prefill 5 and 1: windows of 4 and 5 decode from rolling caches (of
     # 8 or 9 and 4 or 5 slots: the ring wraps); chunks of 8 from a full
     # cache under --prefill 5, from a ring of 8 under --prefill 1.
-    # Each mode's output to got_MODE.npy; one Python start compares all three.
+    # Each mode's output to got_MODE.npy, compared after the loop.
     modes=(plain prefill5 prefill1) ran=()
     for mode in "${modes[@]}"; do
         more=()
@@ -92,16 +98,18 @@ for dir in "$TMP"/cases/*/; do
             mv "$dir/got.npy" "$dir/got_$mode.npy" && ran+=("$mode")
         fi
     done
-    [ ${#ran[@]} -eq 0 ] && continue
-    gots=()
-    for mode in "${ran[@]}"; do gots+=("$dir/got_$mode.npy"); done
-    i=0
-    while read -r out; do
-        if [ "$out" = ok ]; then pass; else fail "$name (${ran[$i]}): $out"; fi
-        i=$((i + 1))
-    done < <("$PY" "$TMP/check.py" ys "$dir/y.npy" 1e-5 "${gots[@]}")
-    [ $i -eq ${#ran[@]} ] || fail "$name: $i results for ${#ran[@]} outputs"
-done
+    for mode in "${ran[@]}"; do
+        echo "$dir/y.npy $dir/got_$mode.npy" >>"$TMP/compare"
+        echo "$name ($mode)" >>"$TMP/compared"
+    done
+done <"$TMP/table"
+mapfile -t compared <"$TMP/compared"
+i=0
+while read -r out; do
+    if [ "$out" = ok ]; then pass; else fail "${compared[$i]}: $out"; fi
+    i=$((i + 1))
+done < <("$PY" "$TMP/check.py" ys 1e-5 "$TMP/compare")
+[ $i -eq ${#compared[@]} ] || fail "$i results for ${#compared[@]} outputs"
 
 # Llama 4's NoPE layers scale q by the token's place (cache_position):
 # --positions is refused there (a usage error, exit 2).

@@ -26,7 +26,7 @@
 # Every case: Y and the gradients; `--prefill P` against transformers'
 # cached Y.  The rest (Y without --grads; f16, bf16, int8 and fp8 caches;
 # `freqs`, `freqs --hf-shape`, convert-layout) runs on every case in the
-# plain build, and on the Llama, StableLM, Qwen2 and Qwen3 cases alone
+# plain build, and on seven Llama, StableLM, Qwen2 and Qwen3 cases alone
 # (ALWAYS_FULL) under valgrind (RA_CLI_WRAPPER) or an ASan build, whose runs
 # cost ~30 times more; RA_HF_FULL=1 or 0 overrides.
 # Every comparison is queued and made by one Python run at the end.
@@ -128,9 +128,11 @@ out() { n_out=$((n_out + 1)); o=$TMP/o$n_out.${1:-npy}; }
 # runs costs ~30 and ~5 times a plain one, the cases share their code paths
 # in threes and more, and test_families.sh reads every family's names and
 # keys under ASan too.
-ALWAYS_FULL=" llama_default llama_f16 llama_linear_mha llama_dynamic_long llama_dynamic_short
- llama_yarn llama_yarn_mscale llama3_bf16 llama_longrope_long llama_longrope_short
- stablelm_partial qwen2_bias qwen3_qknorm "
+# The rope types' cases (linear, yarn, longrope) are light there: their
+# tables' code runs in every light check, and each full check reads them the
+# same way as llama_default's.
+ALWAYS_FULL=" llama_default llama_f16 llama_dynamic_long llama3_bf16 stablelm_partial
+ qwen2_bias qwen3_qknorm "
 full_all=1 sample=1
 if [ -n "${RA_CLI_WRAPPER:-}" ]; then full_all=0 sample=4
 elif grep -q __asan_init "$RA" 2>/dev/null; then full_all=0 sample=2

@@ -1,33 +1,15 @@
 /*
  * checkpoint.c — the .safetensors files of a checkpoint, and the attention
- * tensors of one layer in them, whichever of the common naming schemes
- * they use:
+ * tensors of one layer in them, under the names its family gives them (its
+ * row in families.c: Phi's dense, Phi-3's fused qkv_proj, GPT-NeoX's,
+ * Falcon's, ChatGLM's query_key_value, DBRX's Wqkv, Moshi's ...) or the
+ * common ones:
  *   Meta's LLaMA reference code      wq.weight  wk.weight  wv.weight  wo.weight,
  *                                    attention.wq.weight, layers.N.attention.wq.weight
  *   Hugging Face Llama               q_proj.weight  k_proj.weight  v_proj.weight
  *                                    o_proj.weight, also under self_attn.,
  *                                    model.layers.N.self_attn., layers.N.self_attn.,
  *                                    and a multimodal model's language_model
- *   Phi-1, Phi-2                     dense.weight as the output
- *   Phi-3                            qkv_proj.weight (fused), o_proj.weight
- *   GPT-J                            transformer.h.N.attn.{q,k,v,out}_proj.weight
- *   GPT-NeoX, Pythia                 gpt_neox.layers.N.attention.query_key_value
- *   (GPT-NeoX Japanese: under        (fused, per head), attention.dense
- *   gpt_neox_japanese.layers.N)
- *   Persimmon (Fuyu: under its       model.layers.N.self_attn.query_key_value
- *   language_model)                  (fused as the config says), dense
- *   Falcon                           transformer.h.N.self_attention.query_key_value
- *                                    (fused as the config says), dense
- *   InternLM2                        model.layers.N.attention.wqkv (fused per
- *                                    key/value head), wo
- *   ChatGLM 2, 3, GLM-4 (remote)     transformer.encoder.layers.N.self_attention.
- *                                    query_key_value (fused as the config says),
- *                                    dense
- *   DBRX                             transformer.blocks.N.norm_attn_norm.attn.Wqkv
- *                                    (fused: q's rows, k's, v's), out_proj
- *   Moshi                            model.layers.N.self_attn.q_proj.linear.weight ..
- *                                    o_proj.linear.weight (or under decoder.: the
- *                                    depth decoder's, without RoPE, are not read)
  *   DeepSeek-V2, V3, Kimi K2         kv_a_proj_with_mqa.weight kv_a_layernorm.weight
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
@@ -51,111 +33,102 @@
 
 #define NAME_LEN 256
 
-typedef struct naming_scheme {
-    const char *prefix; /* before the layer number, or the whole prefix */
-    const char *infix;  /* after the layer number; NULL: not per layer */
-    const char *names[N_PROJ]; /* a fused scheme names its tensor thrice */
-    ra_layout layout;
-    fused_packing fused; /* names[Q..V] is one tensor, packed so (a config may
-                            say otherwise: Falcon) */
-    /* NULL, or a tensor of the module that its forward returns beside its
-     * output, for the decoder layer to add after it: not part of the
-     * module's output, which is what ropeattn computes (GPT-NeoX-Japanese's
-     * last layer's dense_bias), so passed over */
-    const char *returned_bias;
-} naming_scheme;
+typedef ra_hf_names naming_scheme;
 
 #define SEED_NAMES {"wq.weight", "wk.weight", "wv.weight", "wo.weight"}
 #define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
-#define PHI_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "dense.weight"}
-#define PHI3_NAMES {"qkv_proj.weight", "qkv_proj.weight", "qkv_proj.weight", "o_proj.weight"}
-#define GPTJ_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}
-#define NEOX_NAMES {"query_key_value.weight", "query_key_value.weight", \
-                    "query_key_value.weight", "dense.weight"}
-#define INTERNLM2_NAMES {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"}
-#define DBRX_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "out_proj.weight"}
-#define MOSHI_NAMES {"q_proj.linear.weight", "k_proj.linear.weight", "v_proj.linear.weight", \
-                     "o_proj.linear.weight"}
-#define MODERNBERT_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "Wo.weight"}
-
-/* Tried in order; the one whose four projections are all there is read
- * (two such: refused, two_schemes).
- * A multimodal model's text layers sit under language_model
- * (transformers 5: model.language_model.layers.N; 4: language_model.model.layers.N). */
-static const naming_scheme schemes[] = {
-    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"", NULL, HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"self_attn.", NULL, HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"model.language_model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"language_model.model.layers.", ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"model.layers.", ".self_attn.", PHI_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* Phi-1, Phi-2 */
-    {"model.layers.", ".self_attn.", GPTJ_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* LFM2's out_proj */
-    {"model.layers.", ".self_attn.", PHI3_NAMES, RA_LAYOUT_HALF, FUSED_ROWS, NULL},
-    {"transformer.h.", ".attn.", GPTJ_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL}, /* GPT-J */
-    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
-    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED,
-     "dense_bias"},
-    /* Falcon */
-    {"transformer.h.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},
-    {"model.layers.", ".attention.", INTERNLM2_NAMES, RA_LAYOUT_HALF, FUSED_GROUPED, NULL},
-    {"model.layers.", ".attn.", MODERNBERT_NAMES, RA_LAYOUT_HALF, 0, NULL}, /* ModernBERT */
-    {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, RA_LAYOUT_INTERLEAVED,
-     FUSED_BY_CONFIG, NULL}, /* ChatGLM 2, 3, GLM-4 (remote code) */
-    {"transformer.blocks.", ".norm_attn_norm.attn.", DBRX_NAMES, RA_LAYOUT_HALF,
-     FUSED_ROWS, NULL}, /* DBRX */
-    /* Moshi's text decoder: MoshiForCausalLM's, MoshiForConditionalGeneration's */
-    {"model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
-    /* Persimmon, and Fuyu's language model (transformers 5 and 4) */
-    {"model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},
-    {"model.language_model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG,
-     NULL},
-    {"language_model.model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG,
-     NULL},
-};
-
 /* Latent attention's: the four tensors every such layer has (q's are
  * looked for beside them: find_latent). */
 #define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
                    "kv_a_layernorm.weight", "o_proj.weight"}
-static const naming_scheme latent_schemes[] = {
-    {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
-};
+/* Hugging Face's prefixes: a file of one layer's, or of a model's layers
+ * (a multimodal model's text layers under language_model: transformers 5's
+ * model.language_model.layers.N, 4's language_model.model.layers.N). */
+#define HF_SCHEMES(names)                                                         \
+    {"", NULL, names, RA_LAYOUT_HALF, FUSED_NONE, NULL},                          \
+    {"self_attn.", NULL, names, RA_LAYOUT_HALF, FUSED_NONE, NULL},                \
+    {"model.layers.", ".self_attn.", names, RA_LAYOUT_HALF, FUSED_NONE, NULL},    \
+    {"layers.", ".self_attn.", names, RA_LAYOUT_HALF, FUSED_NONE, NULL},          \
+    {"model.language_model.layers.", ".self_attn.", names, RA_LAYOUT_HALF,        \
+     FUSED_NONE, NULL},                                                           \
+    {"language_model.model.layers.", ".self_attn.", names, RA_LAYOUT_HALF,        \
+     FUSED_NONE, NULL}
 
-/* The schemes one kind of attention is looked for under, and what a file
- * without any holds instead. */
+/* The common schemes, for a family without names of its own (its row's
+ * names) and a file without a config: Meta's and Hugging Face's. */
+static const naming_scheme common_schemes[] = {
+    {"", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, FUSED_NONE, NULL},
+    {"attention.", NULL, SEED_NAMES, RA_LAYOUT_INTERLEAVED, FUSED_NONE, NULL},
+    {"layers.", ".attention.", SEED_NAMES, RA_LAYOUT_INTERLEAVED, FUSED_NONE, NULL},
+    HF_SCHEMES(HF_NAMES),
+};
+static const naming_scheme latent_schemes[] = {HF_SCHEMES(MLA_NAMES)};
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
+
+/* The schemes one layer is looked for under (tried in order; the one whose
+ * four projections are all there is read, two such: refused, two_schemes),
+ * and what a file without any holds instead. */
+#define MAX_SCHEMES 64
 typedef struct scheme_list {
-    const naming_scheme *at;
+    const naming_scheme *at[MAX_SCHEMES];
     int n;
-    const char *expected;
+    const char *expected; /* NULL: the family's first scheme */
+    const ra_hf_family *family; /* the config's, or NULL */
 } scheme_list;
 
-static const scheme_list standard = {
-    schemes, (int)(sizeof schemes / sizeof schemes[0]),
-    "wq.weight .. wo.weight (Meta's LLaMA code) or q_proj.weight .. o_proj.weight "
-    "(Hugging Face), optionally under model.layers.N.self_attn."};
-static const scheme_list latent = {
-    latent_schemes, (int)(sizeof latent_schemes / sizeof latent_schemes[0]),
-    "latent attention's kv_a_proj_with_mqa.weight, kv_a_layernorm.weight, kv_b_proj.weight "
-    "and o_proj.weight (the config's model_type says so), optionally under "
-    "model.layers.N.self_attn."};
+static void add_schemes(scheme_list *list, const naming_scheme *at, int n)
+{
+    for (int i = 0; i < n && list->n < MAX_SCHEMES; i++) list->at[list->n++] = &at[i];
+}
+
+static int count_names(const ra_hf_names *names)
+{
+    int n = 0;
+    while (names[n].prefix) n++;
+    return n;
+}
+
+/* A family's own names where its row has them, else the common ones
+ * (latent attention's for its families); without a family (no config),
+ * the common ones and every family's. */
+static ra_status scheme_list_for(const ra_hf_family *family, scheme_list *list)
+{
+    list->n = 0;
+    list->family = family;
+    if (family && (family->features & RA_HF_MLA)) {
+        add_schemes(list, latent_schemes, COUNT(latent_schemes));
+        list->expected = "latent attention's kv_a_proj_with_mqa.weight, kv_a_layernorm.weight, "
+                         "kv_b_proj.weight and o_proj.weight (the config's model_type says so), "
+                         "optionally under model.layers.N.self_attn.";
+        return RA_OK;
+    }
+    if (family && family->names) {
+        add_schemes(list, family->names, count_names(family->names));
+        list->expected = NULL;
+        return RA_OK;
+    }
+    add_schemes(list, common_schemes, COUNT(common_schemes));
+    list->expected = "wq.weight .. wo.weight (Meta's LLaMA code) or q_proj.weight .. "
+                     "o_proj.weight (Hugging Face), optionally under model.layers.N.self_attn.";
+    for (int64_t i = 0; !family && ra_hf_family_at(i); i++) {
+        const ra_hf_names *names = ra_hf_family_at(i)->names;
+        int seen = 0; /* rows that share one list of names (LFM2's) add it once */
+        for (int s = 0; names && s < list->n && !seen; s++) seen = list->at[s] == names;
+        if (names && !seen) add_schemes(list, names, count_names(names));
+    }
+    if (list->n == MAX_SCHEMES) /* the table outgrew the list: never silently fewer */
+        return hf_fail(RA_ERR_UNSUPPORTED, "more than %d naming schemes: raise MAX_SCHEMES in "
+                       "checkpoint.c", MAX_SCHEMES - 1);
+    return RA_OK;
+}
 
 static void tensor_name(char *name, const naming_scheme *scheme, int64_t layer, int proj)
 {
     if (scheme->infix)
         snprintf(name, NAME_LEN, "%s%lld%s%s", scheme->prefix, (long long)layer,
-                 scheme->infix, scheme->names[proj]);
+                 scheme->infix, scheme->proj[proj]);
     else
-        snprintf(name, NAME_LEN, "%s%s", scheme->prefix, scheme->names[proj]);
+        snprintf(name, NAME_LEN, "%s%s", scheme->prefix, scheme->proj[proj]);
 }
 
 int64_t hf_layer_number(const char *text, size_t len)
@@ -179,7 +152,7 @@ int64_t hf_layer_number(const char *text, size_t len)
 static int64_t layer_of(const char *name, const naming_scheme *scheme)
 {
     char tail[NAME_LEN];
-    snprintf(tail, sizeof tail, "%s%s", scheme->infix, scheme->names[PROJ_Q]);
+    snprintf(tail, sizeof tail, "%s%s", scheme->infix, scheme->proj[PROJ_Q]);
     size_t len = strlen(name), prefix_len = strlen(scheme->prefix), tail_len = strlen(tail);
     if (len < prefix_len + tail_len || strncmp(name, scheme->prefix, prefix_len) != 0 ||
         strcmp(name + len - tail_len, tail) != 0)
@@ -321,8 +294,8 @@ typedef struct layer_census {
 static void count_name(layer_census *census, const scheme_list *list, const char *name)
 {
     for (int s = 0; s < list->n; s++) {
-        if (!list->at[s].infix) continue;
-        int64_t layer = layer_of(name, &list->at[s]);
+        if (!list->at[s]->infix) continue;
+        int64_t layer = layer_of(name, list->at[s]);
         if (layer == NOT_CANONICAL && !census->not_canonical) census->not_canonical = name;
         if (layer < 0) continue;
         census->count++;
@@ -371,11 +344,11 @@ static const naming_scheme *find_scheme(const ra_hf_checkpoint *files,
     const naming_scheme *complete = NULL, *partial = NULL;
     *second = NULL;
     for (int s = 0; s < list->n && !*second; s++) {
-        if ((list->at[s].infix != NULL) != per_layer) continue;
-        int found = count_found(files, &list->at[s], layer);
-        if (found == N_PROJ && complete) *second = &list->at[s];
-        else if (found == N_PROJ) complete = &list->at[s];
-        else if (found > 0 && !partial) partial = &list->at[s];
+        if ((list->at[s]->infix != NULL) != per_layer) continue;
+        int found = count_found(files, list->at[s], layer);
+        if (found == N_PROJ && complete) *second = list->at[s];
+        else if (found == N_PROJ) complete = list->at[s];
+        else if (found > 0 && !partial) partial = list->at[s];
     }
     return complete ? complete : partial;
 }
@@ -394,10 +367,56 @@ static ra_status two_schemes(const char *path, const naming_scheme *a, int64_t l
                    path, name_a, name_b);
 }
 
-static ra_status no_attention_weights(const char *path, const scheme_list *list)
+/* Whether the files hold all four of scheme's projections for a layer. */
+static int names_some_layer(const ra_hf_checkpoint *files, const naming_scheme *scheme)
 {
-    return hf_fail(RA_ERR_NOT_FOUND, "%s holds no attention weights: expected %s", path,
-                   list->expected);
+    scheme_list one = {{scheme}, 1, NULL, NULL};
+    layer_census census = count_layers(files, &one);
+    return scheme->infix ? census.count > 0 && has_all(files, scheme, census.lowest)
+                         : has_all(files, scheme, 0);
+}
+
+/* Whose names the files give some layer's four projections: another
+ * family's ("model_type \"X\"'s") or the common ones, into who; "" for
+ * neither. */
+static void named_otherwise(const ra_hf_checkpoint *files, const ra_hf_family *family,
+                            char *who, size_t size)
+{
+    *who = '\0';
+    for (int64_t i = 0; ra_hf_family_at(i); i++) {
+        const ra_hf_names *names = ra_hf_family_at(i)->names;
+        if (names == family->names) continue;
+        for (int s = 0; names && names[s].prefix; s++)
+            if (names_some_layer(files, &names[s])) {
+                snprintf(who, size, "model_type \"%s\"'s", ra_hf_family_at(i)->model_type);
+                return;
+            }
+    }
+    for (int s = 0; s < COUNT(common_schemes); s++)
+        if (names_some_layer(files, &common_schemes[s])) {
+            snprintf(who, size, "the common names (Meta's or Hugging Face's)");
+            return;
+        }
+}
+
+static ra_status no_attention_weights(const ra_hf_checkpoint *files, const scheme_list *list)
+{
+    char expected[2 * NAME_LEN + 64], first[NAME_LEN], last[NAME_LEN], who[128] = "";
+    if (list->expected) {
+        snprintf(expected, sizeof expected, "%s", list->expected);
+    } else { /* the family's own names: its first scheme's */
+        tensor_name(first, list->at[0], 0, PROJ_Q);
+        tensor_name(last, list->at[0], 0, PROJ_O);
+        snprintf(expected, sizeof expected, "%s .. %s (layer 0's)", first, last);
+    }
+    if (list->family) named_otherwise(files, list->family, who, sizeof who);
+    if (*who)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s holds no attention weights under the names of "
+                       "model_type \"%s\" (%s), but a layer's under %s: is the config's "
+                       "model_type right?", files->path, list->family->model_type, expected,
+                       who);
+    return hf_fail(RA_ERR_NOT_FOUND, "%s holds no attention weights: expected %s", files->path,
+                   expected);
 }
 
 /* Picks the scheme and layer when no layer was asked for. */
@@ -411,7 +430,7 @@ static ra_status pick_without_layer(const ra_hf_checkpoint *files, const scheme_
     *layer = 0;
     if (second) return two_schemes(path, *scheme, 0, second, 0);
     if (census->count == 0 && *scheme) return RA_OK;
-    if (census->count == 0) return no_attention_weights(path, list);
+    if (census->count == 0) return no_attention_weights(files, list);
     per_layer = find_scheme(files, list, 1, census->lowest, &second);
     if (*scheme && per_layer && has_all(files, *scheme, 0) &&
         has_all(files, per_layer, census->lowest))
@@ -448,7 +467,7 @@ static ra_status pick_with_layer(const ra_hf_checkpoint *files, const scheme_lis
                        "layer %lld was asked for, but %s names one layer only ('%s'): "
                        "ask for none", (long long)layer, path, name);
     }
-    if (census->count == 0) return no_attention_weights(path, list);
+    if (census->count == 0) return no_attention_weights(files, list);
     return hf_fail(RA_ERR_NOT_FOUND, "%s has no attention weights for layer %lld "
                    "(it has layers numbered %lld to %lld)", path, (long long)layer,
                     (long long)census->lowest, (long long)census->highest);
@@ -625,13 +644,15 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
 }
 
 ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
-                            ra_hf_features features, attention_tensors *out)
+                            const ra_hf_family *family, attention_tensors *out)
 {
+    const ra_hf_features features = family ? family->features : 0;
     const int mla = (features & RA_HF_MLA) != 0;
     const int indexer = (features & RA_HF_INDEXER_TOPK) != 0;
     const char *path = files->path;
-    const scheme_list *list = mla ? &latent : &standard;
+    scheme_list schemes, *list = &schemes;
     memset(out, 0, sizeof *out);
+    RA_HF_TRY(scheme_list_for(family, list));
     /* A layer number written otherwise (model.layers.007...) could name the
      * wrong layer, or the one asked for twice. */
     layer_census census = count_layers(files, list);
@@ -660,7 +681,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
                                               {"query_layernorm.weight", "key_layernorm.weight"},
                                               {"q_layernorm.weight", "k_layernorm.weight"}};
     const char *wq = out->proj[PROJ_Q]->name;
-    int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
+    int stem = (int)(strlen(wq) - strlen(scheme->proj[PROJ_Q]));
     out->layer = scheme->infix ? layer : -1;
     if (mla) {
         find_latent(files, out, stem);

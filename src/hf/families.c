@@ -193,6 +193,72 @@
 /* HunYuan-V1: q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha */
 #define HUNYUAN (RA_HF_QK_NORM | RA_HF_NORM_AFTER_ROPE)
 
+/* ---- tensor names of the families that do not use the common ones ------- */
+
+#define NAMES_END {NULL, NULL, {NULL}, H, FUSED_NONE, NULL}
+#define LAYERS "model.layers.", ".self_attn."
+#define NEOX_NAMES {"query_key_value.weight", "query_key_value.weight", \
+                    "query_key_value.weight", "dense.weight"}
+/* Phi-1, Phi-2: dense is the output */
+static const ra_hf_names phi_names[] = {
+    {LAYERS, {"q_proj.weight", "k_proj.weight", "v_proj.weight", "dense.weight"}, H, 0, NULL},
+    NAMES_END};
+/* LFM2: out_proj is the output */
+static const ra_hf_names lfm2_names[] = {
+    {LAYERS, {"q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight"}, H, 0, NULL},
+    NAMES_END};
+/* Phi-3: q, k and v fused, q's rows first */
+static const ra_hf_names phi3_names[] = {
+    {LAYERS, {"qkv_proj.weight", "qkv_proj.weight", "qkv_proj.weight", "o_proj.weight"}, H,
+     FUSED_ROWS, NULL},
+    NAMES_END};
+static const ra_hf_names gptj_names[] = {
+    {"transformer.h.", ".attn.", {"q_proj.weight", "k_proj.weight", "v_proj.weight",
+     "out_proj.weight"}, I, 0, NULL},
+    NAMES_END};
+/* GPT-NeoX, Pythia: fused per head */
+static const ra_hf_names gpt_neox_names[] = {
+    {"gpt_neox.layers.", ".attention.", NEOX_NAMES, H, FUSED_GROUPED, NULL}, NAMES_END};
+/* its last layer's dense_bias is added by the decoder layer */
+static const ra_hf_names gpt_neox_japanese_names[] = {
+    {"gpt_neox_japanese.layers.", ".attention.", NEOX_NAMES, H, FUSED_GROUPED, "dense_bias"},
+    NAMES_END};
+/* Falcon: fused as the config says */
+static const ra_hf_names falcon_names[] = {
+    {"transformer.h.", ".self_attention.", NEOX_NAMES, H, FUSED_BY_CONFIG, NULL}, NAMES_END};
+/* InternLM2: fused per key/value head */
+static const ra_hf_names internlm2_names[] = {
+    {"model.layers.", ".attention.", {"wqkv.weight", "wqkv.weight", "wqkv.weight", "wo.weight"},
+     H, FUSED_GROUPED, NULL},
+    NAMES_END};
+static const ra_hf_names modernbert_names[] = {
+    {"model.layers.", ".attn.", {"q_proj.weight", "k_proj.weight", "v_proj.weight",
+     "Wo.weight"}, H, 0, NULL},
+    NAMES_END};
+/* ChatGLM 2, 3, GLM-4 (remote code): fused as the config says */
+static const ra_hf_names chatglm_names[] = {
+    {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, I, FUSED_BY_CONFIG, NULL},
+    NAMES_END};
+/* DBRX: fused, q's rows first */
+static const ra_hf_names dbrx_names[] = {
+    {"transformer.blocks.", ".norm_attn_norm.attn.", {"Wqkv.weight", "Wqkv.weight",
+     "Wqkv.weight", "out_proj.weight"}, H, FUSED_ROWS, NULL},
+    NAMES_END};
+/* Moshi's text decoder: MoshiForCausalLM's, MoshiForConditionalGeneration's (its depth
+ * decoder's, without RoPE, are not read) */
+#define MOSHI_NAMES {"q_proj.linear.weight", "k_proj.linear.weight", "v_proj.linear.weight", \
+                     "o_proj.linear.weight"}
+static const ra_hf_names moshi_names[] = {
+    {LAYERS, MOSHI_NAMES, H, 0, NULL},
+    {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, H, 0, NULL},
+    NAMES_END};
+/* Persimmon, and Fuyu's language model (transformers 5 and 4): fused as the config says */
+static const ra_hf_names persimmon_names[] = {
+    {LAYERS, NEOX_NAMES, H, FUSED_BY_CONFIG, NULL},
+    {"model.language_model.layers.", ".self_attn.", NEOX_NAMES, H, FUSED_BY_CONFIG, NULL},
+    {"language_model.model.layers.", ".self_attn.", NEOX_NAMES, H, FUSED_BY_CONFIG, NULL},
+    NAMES_END};
+
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -243,7 +309,7 @@ static const ra_hf_family families[] = {
         NULL, NOWINDOW, NO_BIAS),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
-        "rope_ratio=1", NOWINDOW, CHATGLM_BIAS),
+        "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
     ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("cohere2", I, NOPE_FULL, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN,
         ALL(AB, 0)),
@@ -265,7 +331,7 @@ static const ra_hf_family families[] = {
     /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
     ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
         "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
-        FIXED(0, 0)),
+        FIXED(0, 0), .names = dbrx_names),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
@@ -298,7 +364,8 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
     ROW("exaone_moe", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
-    ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0)),
+    ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0),
+        .names = falcon_names),
     ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("flex_olmo", H, OLMO2, NULL, "rope_theta=500000", NOWINDOW, ALL(AB, 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
@@ -329,16 +396,17 @@ static const ra_hf_family families[] = {
     ROW("glm_moe_dsa", I, DSA | RA_HF_INDEXER_SHARED, NULL, GLM_MOE_DSA_DEFAULTS, NOWINDOW,
         NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
-        NOWINDOW, ALL(AB, 1)),
+        NOWINDOW, ALL(AB, 1), .names = gpt_neox_names),
     /* GptOssConfig (transformers 5) */
     /* GPTNeoXJapaneseAttention: no biases in its projections (the last layer's dense_bias is
      * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
     ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
-        FIXED(0, 0)),
+        FIXED(0, 0), .names = gpt_neox_japanese_names),
     ROW("gpt_oss", H, RA_HF_SINKS, NULL,
         "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 1), GPT_OSS_ROPE),
-    ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0)),
+    ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0),
+        .names = gptj_names),
     ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* GraniteSwaConfig: windows by layer_types, sinks */
@@ -372,7 +440,7 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
         "position projection (r_proj) are not supported", NULL, NOWINDOW, NO_BIAS),
-    ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1)),
+    ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
     /* InternLM3Config: Llama's model */
     ROW("internlm3", H, RA_HF_QKV_BIAS_NAME, NULL,
         "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 head_dim=128 "
@@ -394,8 +462,8 @@ static const ra_hf_family families[] = {
     ROW("laguna", H, 0,
         "its attention output is gated by softplus(g_proj(x)), and its layers' query heads "
         "differ (num_attention_heads_per_layer)", NULL, NOWINDOW, NO_BIAS),
-    ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
-    ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
+    ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
     ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
         NULL, NOWINDOW, NO_BIAS),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
@@ -444,12 +512,12 @@ static const ra_hf_family families[] = {
      * for q, k, v and Wo */
     ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
-        ALL(AB, 0)),
+        ALL(AB, 0), .names = modernbert_names),
     /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
      * decoder.model): Llama's attention, projections under .linear; its mask is causal,
      * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
     ROW("moshi", H, RA_HF_CACHE_WINDOW, NULL, "max_position_embeddings=3000 sliding_window=3000",
-        NOWINDOW, FIXED(0, 0)),
+        NOWINDOW, FIXED(0, 0), .names = moshi_names),
     /* NanoChatConfig: q and k RMS-normed without weights after RoPE (Llama 4's norm, always:
      * the model reads no use_qk_norm), RoPE by the opposite angle; attention_bias for q, k, v
      * and o */
@@ -466,21 +534,23 @@ static const ra_hf_family families[] = {
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
     ROW("olmo_hybrid", H, OLMO2, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
-    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL, "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16",
-        NOWINDOW, ALL(AB, 0)),
+    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL,
+        "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16", NOWINDOW, ALL(AB, 0)),
     /* PersimmonConfig: query_key_value [H, 3, D] and dense, biased; qk_layernorm */
     ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
         "partial_rotary_factor=0.5 layer_norm_eps=1e-05", NOWINDOW, FIXED(1, 1),
-        .disputed_theta = "25000 in transformers 4.57, 10000 in 5"),
-    ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1)),
+        .disputed_theta = "25000 in transformers 4.57, 10000 in 5", .names = persimmon_names),
+    ROW("phi", H, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, FIXED(1, 1),
+        .names = phi_names),
     /* Phi3Config: its original_max_position_embeddings replaces the rope
         * object's (fields.c's standardize_rope) */
     ROW("phi3", H, RA_HF_LONGROPE_ONLY, NULL, "original_max_position_embeddings=4096",
-        RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+        RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0), .names = phi3_names),
     /* Phi4MultimodalConfig: Phi-3's attention and rope (the text model at the top level) */
     ROW("phi4_multimodal", H, RA_HF_LONGROPE_ONLY, NULL,
         "num_key_value_heads=8 max_position_embeddings=131072 "
-        "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+        "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0),
+        .names = phi3_names),
     /* PhimoeConfig */
     ROW("phimoe", H, RA_HF_LONGROPE_MSCALE, NULL, "rope_theta=1000000 num_key_value_heads=8",
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),
@@ -581,6 +651,11 @@ const ra_hf_family *ra_hf_family_find(const char *model_type)
 #define N_FAMILIES ((int64_t)(sizeof families / sizeof families[0]))
 
 RA_HF_API int64_t ra_hf_family_count(void) { return N_FAMILIES; }
+
+const ra_hf_family *ra_hf_family_at(int64_t i)
+{
+    return i >= 0 && i < N_FAMILIES ? &families[i] : NULL;
+}
 
 RA_HF_API const char *ra_hf_family_model_type(int64_t i)
 {

@@ -350,6 +350,40 @@ typedef struct ra_hf_bias_rule {
                             add_bias_linear) */
 } ra_hf_bias_rule;
 
+/* How a fused q/k/v weight packs its rows. */
+typedef enum fused_packing {
+    FUSED_NONE,
+    FUSED_ROWS,    /* all of q's rows, then k's, then v's: Phi-3's qkv_proj,
+                      Falcon's multi-query query_key_value */
+    FUSED_GROUPED, /* per key/value head, its query heads' rows, then its
+                      key's, then its value's: GPT-NeoX ([H, 3, D]), Falcon's
+                      new_decoder_architecture, InternLM2's wqkv; the layer
+                      reads it as it is (ra_layer_weights.wqkv) */
+    FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's and
+                        ChatGLM's query_key_value): hf_config_packing */
+} fused_packing;
+
+/* One way of naming a layer's attention tensors: "<prefix>N<infix><proj>"
+ * for layer N, or "<prefix><proj>" (infix NULL: a file of one layer's).  A
+ * fused q, k, v tensor is named thrice, packed as `fused` says.  Families
+ * name theirs in their rows (ra_hf_family.names); checkpoint.c holds the
+ * common ones. */
+typedef struct ra_hf_names {
+    const char *prefix;
+    const char *infix;
+    const char *proj[4]; /* wq, wk, wv, wo */
+    /* how q and k pair their features under these names: RA_LAYOUT_HALF
+     * (Hugging Face's) is the family's layout, RA_LAYOUT_INTERLEAVED the
+     * names' own (Meta's, GPT-J's) */
+    ra_layout layout;
+    fused_packing fused;
+    /* NULL, or a tensor of the module that its forward returns beside its
+     * output, for the decoder layer to add after it: not part of the
+     * module's output, which is what ropeattn computes (GPT-NeoX-Japanese's
+     * last layer's dense_bias), so passed over */
+    const char *returned_bias;
+} ra_hf_names;
+
 /* How one model_type is read: every fact ropeattn has about the family
  * (families.c; the only place model_type strings appear). */
 typedef struct ra_hf_family {
@@ -381,10 +415,17 @@ typedef struct ra_hf_family {
      * by that fixed alpha, the default rope at base rope_theta * alpha ^
      * (head_dim / (head_dim - 2)) (HunYuan-V1's rotary embedding). */
     int ntk_alpha;
+    /* How its checkpoints name the attention tensors, ended by an entry
+     * without prefix; NULL: the common names (checkpoint.c: Meta's, Hugging
+     * Face's q_proj .. o_proj under model.layers.N.self_attn. or a
+     * multimodal model's language_model; latent attention's) */
+    const ra_hf_names *names;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
 const ra_hf_family *ra_hf_family_find(const char *model_type);
+/* Row i (0 .. ra_hf_family_count() - 1), else NULL. */
+const ra_hf_family *ra_hf_family_at(int64_t i);
 
 /* Which projections a config's model has biases on, by its family's rule
  * (fields_bias.c).  rule NULL (a config without model_type): the

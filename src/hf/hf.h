@@ -62,19 +62,6 @@ enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
  * kv_b_proj. */
 enum { MLA_Q, MLA_Q_A, MLA_Q_A_NORM, MLA_Q_B, MLA_KV_A, MLA_KV_A_NORM, MLA_KV_B, N_MLA };
 
-/* How a fused q/k/v weight packs its rows. */
-typedef enum fused_packing {
-    FUSED_NONE,
-    FUSED_ROWS,    /* all of q's rows, then k's, then v's: Phi-3's qkv_proj,
-                      Falcon's multi-query query_key_value */
-    FUSED_GROUPED, /* per key/value head, its query heads' rows, then its
-                      key's, then its value's: GPT-NeoX ([H, 3, D]), Falcon's
-                      new_decoder_architecture, InternLM2's wqkv; the layer
-                      reads it as it is (ra_layer_weights.wqkv) */
-    FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's and
-                        ChatGLM's query_key_value): hf_config_packing */
-} fused_packing;
-
 typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */
     const ra_st_tensor *bias[N_PROJ]; /* their biases ("...bias"); NULL: none */
@@ -119,13 +106,13 @@ const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *nam
 
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and q and k norms, and checks that the
- * attention module holds nothing else; with the family's features
- * (features: its row's, 0 without one) RA_HF_MLA, latent attention's
- * tensors instead, and with RA_HF_INDEXER_TOPK, an indexer's tensors are
- * let be (the layer is refused where it would need them).  Names tried:
- * hf/checkpoint.c. */
+ * attention module holds nothing else: under the family's names (its row's
+ * names, else the common ones of checkpoint.c; family NULL, a file without
+ * a config: those and every family's); with the family's RA_HF_MLA, latent
+ * attention's tensors instead, and with RA_HF_INDEXER_TOPK, an indexer's
+ * tensors are let be (the layer is refused where it would need them). */
 ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer,
-                            ra_hf_features features, attention_tensors *out);
+                            const ra_hf_family *family, attention_tensors *out);
 void hf_tensors_free(attention_tensors *t); /* head_norms */
 
 /* Points proj[Q..V] (and bias[Q..V]) at views of the fused tensor, as

@@ -407,7 +407,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     ra_rope_config rope;
     const ra_hf_family *family = config->fields.family;
     RA_HF_TRY(hf_check_kv_shared(config, options->layer)); /* its k and v are not its own */
-    RA_HF_TRY(hf_find_attention(ckpt, options->layer, family ? family->features : 0, t));
+    RA_HF_TRY(hf_find_attention(ckpt, options->layer, family, t));
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(hf_check_kv_shared(config, t->layer));
     RA_HF_TRY(check_indexer_keys(config, options));

@@ -999,6 +999,9 @@ def family_cases(out):
         ("query_key_value.weight", (3 * dim, dim)), ("query_key_value.bias", (3 * dim,)),
         ("dense.weight", (dim, dim)), ("dense.bias", (dim,)), ("q_layernorm.weight", (pd,)),
         ("q_layernorm.bias", (pd,)), ("k_layernorm.weight", (pd,)), ("k_layernorm.bias", (pd,)))}
+    phi3_fused = {layers(0) + "qkv_proj.weight": np.concatenate([w[p] for p in "qkv"]),
+                  layers(0) + "o_proj.weight": w["o"],
+                  layers(0) + "qkv_proj.bias": np.concatenate([w_bias["b" + p] for p in "qkv"])}
     refusals = [
         # a bias the family's model does not build (transformers would not
         # load it), or one it builds that the checkpoint lacks
@@ -1015,8 +1018,14 @@ def family_cases(out):
          "o_proj.bias' in"),
         ("qwen2_without_qkv_bias", dict(base, model_type="qwen2"), plain,
          "has no 'model.layers.0.self_attn.q_proj.bias' beside"),
-        ("phi3_stray_k_bias", dict(base, model_type="phi3"), dict(plain, **bias("k")),
+        ("phi3_stray_qkv_bias", dict(base, model_type="phi3"), phi3_fused,
          'model_type "phi3" builds it without a bias whatever the config says'),
+        # Phi-3's model reads its fused qkv_proj alone (Llama's names would be
+        # left out, and qkv_proj initialized)
+        ("phi3_llama_names", dict(base, model_type="phi3"), plain,
+         'names of model_type "phi3" (model.layers.0.self_attn.qkv_proj.weight .. '
+         "model.layers.0.self_attn.o_proj.weight (layer 0's)), but a layer's under the common "
+         "names (Meta's or Hugging Face's)"),
         ("gemma2_stray_k_bias", dict(base, model_type="gemma2"), dict(plain, **bias("k")),
          'model_type "gemma2" builds it without a bias unless "attention_bias" is true'),
         ("granite_stray_o_bias", dict(base, model_type="granite"), dict(plain, **bias("o")),
@@ -1145,8 +1154,10 @@ def family_cases(out):
              ("q_proj.weight", w["q"]), ("k_proj.weight", w["k"]), ("v_proj.weight", w["v"]),
              ("out_proj.weight", w["o"]))}, '"rope_theta" is set'),
         ("falcon_alibi", dict(base_f, alibi=True), falcon, '"alibi"'),
-        ("falcon_without_config", dict(base_f, model_type="llama"), falcon,
-         "how it packs q, k and v is in its config"),
+        ("falcon_names_llama_config", dict(base_f, model_type="llama"), falcon,
+         'holds no attention weights under the names of model_type "llama" (wq.weight .. '
+         'wo.weight (Meta\'s LLaMA code) or q_proj.weight .. o_proj.weight (Hugging Face), '
+         'optionally under model.layers.N.self_attn.), but a layer\'s under model_type "falcon"\'s'),
         ("chatglm_rope_ratio_without_theta", dict(chatglm, rope_ratio=500,
                                                   multi_query_attention=True,
                                                   multi_query_group_num=2), chatglm_tensors,

@@ -122,8 +122,12 @@ static const naming_scheme schemes[] = {
  * looked for beside them: find_latent). */
 #define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
                    "kv_a_layernorm.weight", "o_proj.weight"}
+/* Ling's (bailing_hybrid) checkpoints: the module is attention, o_proj dense */
+#define MLA_DENSE_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
+                         "kv_a_layernorm.weight", "dense.weight"}
 static const naming_scheme latent_schemes[] = {
     {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"model.layers.", ".attention.", MLA_DENSE_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
     {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
     {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
     {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
@@ -607,6 +611,25 @@ static void find_module(const ra_hf_checkpoint *files, const char *stem, int ste
     *bias = norm ? NULL : hf_find_tensor(files, name, NULL);
 }
 
+/* The output gate's weight, under the names the family's model loads it
+ * by: g_proj (a gate per head: LFM3, Ling), or as LFM3's checkpoints save
+ * it, gate_proj; else gate_proj (AfMoE); NULL: none.  (Another name is
+ * left unused: refused, check_consumed.)  The layer checks it against the
+ * family (hf/gate.c). */
+static void find_gate(const ra_hf_checkpoint *files, attention_tensors *out, int stem,
+                      ra_hf_features features)
+{
+    const int per_head = (features & RA_HF_GATE_PER_HEAD) != 0;
+    const char *names[2] = {per_head ? "g_proj.weight" : "gate_proj.weight",
+                            features & RA_HF_GATE_SAVED_AS_GATE_PROJ ? "gate_proj.weight" : NULL};
+    char name[NAME_LEN];
+    out->gate = NULL;
+    for (int i = 0; i < 2 && names[i] && !out->gate; i++) {
+        snprintf(name, NAME_LEN, "%.*s%s", stem, out->proj[PROJ_Q]->name, names[i]);
+        out->gate = hf_find_tensor(files, name, NULL);
+    }
+}
+
 /* Latent attention's tensors beside o_proj: the four of its scheme, found,
  * in proj[PROJ_Q .. PROJ_O] (kv_a_proj_with_mqa, kv_b_proj, kv_a_layernorm,
  * o_proj), moved to latent[]; q's looked for by name. */
@@ -662,6 +685,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
     out->layer = scheme->infix ? layer : -1;
+    find_gate(files, out, stem, features);
     if (mla) {
         find_latent(files, out, stem);
         return check_consumed(files, out, stem, scheme->returned_bias, indexer);
@@ -687,8 +711,6 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
     out->o_norm = hf_find_tensor(files, name, NULL);
-    snprintf(name, NAME_LEN, "%.*sgate_proj.weight", stem, wq); /* AfMoE's output gate */
-    out->gate = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);

@@ -95,6 +95,11 @@ static ra_status scheme_list_for(const ra_hf_family *family, scheme_list *list)
 {
     list->n = 0;
     list->family = family;
+    if (family && family->names) {
+        add_schemes(list, family->names, count_names(family->names));
+        list->expected = NULL;
+        return RA_OK;
+    }
     if (family && (family->features & RA_HF_MLA)) {
         add_schemes(list, latent_schemes, COUNT(latent_schemes));
         list->expected = "latent attention's kv_a_proj_with_mqa.weight, kv_a_layernorm.weight, "
@@ -102,16 +107,12 @@ static ra_status scheme_list_for(const ra_hf_family *family, scheme_list *list)
                          "optionally under model.layers.N.self_attn.";
         return RA_OK;
     }
-    if (family && family->names) {
-        add_schemes(list, family->names, count_names(family->names));
-        list->expected = NULL;
-        return RA_OK;
-    }
     add_schemes(list, common_schemes, COUNT(common_schemes));
     list->expected = "wq.weight .. wo.weight (Meta's LLaMA code) or q_proj.weight .. "
                      "o_proj.weight (Hugging Face), optionally under model.layers.N.self_attn.";
     for (int64_t i = 0; !family && ra_hf_family_at(i); i++) {
         const ra_hf_names *names = ra_hf_family_at(i)->names;
+        if (ra_hf_family_at(i)->features & RA_HF_MLA) continue; /* read with their config */
         int seen = 0; /* rows that share one list of names (LFM2's) add it once */
         for (int s = 0; names && s < list->n && !seen; s++) seen = list->at[s] == names;
         if (names && !seen) add_schemes(list, names, count_names(names));
@@ -626,6 +627,25 @@ static void find_module(const ra_hf_checkpoint *files, const char *stem, int ste
     *bias = norm ? NULL : hf_find_tensor(files, name, NULL);
 }
 
+/* The output gate's weight, under the names the family's model loads it
+ * by: g_proj (a gate per head: LFM3, Ling), or as LFM3's checkpoints save
+ * it, gate_proj; else gate_proj (AfMoE); NULL: none.  (Another name is
+ * left unused: refused, check_consumed.)  The layer checks it against the
+ * family (hf/gate.c). */
+static void find_gate(const ra_hf_checkpoint *files, attention_tensors *out, int stem,
+                      ra_hf_features features)
+{
+    const int per_head = (features & RA_HF_GATE_PER_HEAD) != 0;
+    const char *names[2] = {per_head ? "g_proj.weight" : "gate_proj.weight",
+                            features & RA_HF_GATE_SAVED_AS_GATE_PROJ ? "gate_proj.weight" : NULL};
+    char name[NAME_LEN];
+    out->gate = NULL;
+    for (int i = 0; i < 2 && names[i] && !out->gate; i++) {
+        snprintf(name, NAME_LEN, "%.*s%s", stem, out->proj[PROJ_Q]->name, names[i]);
+        out->gate = hf_find_tensor(files, name, NULL);
+    }
+}
+
 /* Latent attention's tensors beside o_proj: the four of its scheme, found,
  * in proj[PROJ_Q .. PROJ_O] (kv_a_proj_with_mqa, kv_b_proj, kv_a_layernorm,
  * o_proj), moved to latent[]; q's looked for by name. */
@@ -683,6 +703,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->proj[PROJ_Q]));
     out->layer = scheme->infix ? layer : -1;
+    find_gate(files, out, stem, features);
     if (mla) {
         find_latent(files, out, stem);
         return check_consumed(files, out, stem, scheme->returned_bias, indexer);
@@ -708,8 +729,6 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
     out->o_norm = hf_find_tensor(files, name, NULL);
-    snprintf(name, NAME_LEN, "%.*sgate_proj.weight", stem, wq); /* AfMoE's output gate */
-    out->gate = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);

@@ -8,7 +8,7 @@
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
- * AfMoE's gate_proj fills wgate's;
+ * AfMoE's gate_proj, LFM3's and Ling's g_proj fill wgate's;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
@@ -181,7 +181,7 @@ static void alias_rows(ra_hf_layer *l, const ra_st_tensor *const parts[3], int f
     }
 }
 
-/* Latent attention's tensor list and slots: weights, biases, norms (a
+/* Latent attention's tensor list and slots: weights, biases, norms, the output gate (a
  * bias of another projection was refused: hf_mla_config). */
 static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
 {
@@ -200,6 +200,7 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
                                       : (order[i].bias ? t->latent_bias[k] : t->latent[k]);
         if (x) RA_HF_TRY(add_tensor(l, x, order[i].slot, 0));
     }
+    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0)); /* Ling's g_proj */
     return RA_OK;
 }
 

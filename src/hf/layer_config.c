@@ -328,31 +328,6 @@ static ra_status check_biases(const job *j)
     return RA_OK;
 }
 
-/* The output gate's weight (gate_proj.weight [H * D, dim]) where the family
- * has one (RA_HF_GATE_PROJ: out->gated_output), and nowhere else. */
-static ra_status check_gate(const job *j, int64_t q_rows, int64_t dim, ra_layer_config *out)
-{
-    const ra_st_tensor *g = j->t->gate;
-    const ra_hf_family *family = j->hf->family;
-    const int has = family && (family->features & RA_HF_GATE_PROJ);
-    char who[96];
-    if (g && !has)
-        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s has no output gate of its own "
-                       "(transformers would not use it)", g->name, j->path,
-                       family_name(j, who, sizeof who));
-    if (!has) return RA_OK;
-    if (!g)
-        return hf_fail(RA_ERR_NOT_FOUND, "%s has no gate_proj.weight beside '%s': model_type "
-                       "\"%s\" gates its attention output by it (transformers would initialize "
-                       "the missing weight)", j->path, j->t->proj[PROJ_Q]->name,
-                       family->model_type);
-    if (g->ndim != 2 || g->shape[0] != q_rows || g->shape[1] != dim)
-        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (the output gate: "
-                       "q_proj's shape)", g->name, j->path, (long long)q_rows, (long long)dim);
-    out->gated_output = 1;
-    return RA_OK;
-}
-
 /* n_heads, n_kv_heads and head_dim from the options, config and the
  * weights' shapes, in that order of precedence; each weight's shape
  * checked; the norms and the softmax scale. */
@@ -412,7 +387,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
     out->gated_output = gated;
-    RA_HF_TRY(check_gate(j, n_heads * head_dim, dim, out)); /* AfMoE: gated_output too */
+    RA_HF_TRY(hf_gate_config(hf, j->t, j->path, head_dim, out)); /* AfMoE: gated_output too */
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's

@@ -9,6 +9,7 @@
  *     q_b_proj [H * D, rq]                            D = Dn + Dr
  *   kv_a_proj_with_mqa [r + Dr, dim] (+ bias), kv_a_layernorm [r],
  *   kv_b_proj [H * (Dn + Dv), r], o_proj [dim, H * Dv] (+ bias)
+ *   (Ling's bailing_hybrid: g_proj [H, dim], a sigmoid gate per head: hf/gate.c)
  *
  * with Dn = qk_nope_head_dim, Dr = qk_rope_head_dim, Dv = v_head_dim,
  * r = kv_lora_rank, rq = q_lora_rank.  Biases only where attention_bias
@@ -152,6 +153,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     RA_HF_TRY(check_biases(j, dim, rq, r + Dr));
     out->dim = dim;
     out->n_heads = out->n_kv_heads = H;
+    RA_HF_TRY(hf_gate_config(hf, j->t, j->path, Dv, out)); /* Ling's g_proj */
     out->head_dim = D;
     out->kv_lora_rank = r;
     out->q_lora_rank = rq;

@@ -993,6 +993,9 @@ def family_cases(out):
     meta = {"layers.0.attention.w%s.weight" % p: w[p] for p in "qkvo"}
     qwen2_vl = dict(plain, **bias("q", "k", "v"))  # q/k/v biases always
     qk_norms = {layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight", "k_norm.weight")}
+    lfm3 = dict(base, model_type="lfm3", layer_types=["full_attention"], rope_parameters={
+        t: {"rope_type": "default", "rope_theta": 1e4}
+        for t in ("full_attention", "sliding_attention")})
     mha = {k: v for k, v in base.items() if k not in ("head_dim", "num_key_value_heads")}
     pd = dim // H  # Persimmon: query_key_value [H, 3, pd], dense, biased; q/k LayerNorms
     persimmon = {layers(0) + n: f32(RNG.normal(0, 0.3, s)) for n, s in (
@@ -1323,12 +1326,30 @@ def family_cases(out):
          plain, '"key_multiplier" (k scaled) changes attention'),
         ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
             "full_attention"]), plain, "a gate per query head"),
+        # LFM3: its gate per head (g_proj, saved as gate_proj) where use_attention_gate
+        # says, and nowhere else; its full layers' "proportional" rope (the class's
+        # default); partial_rotary_factor, which its default rope does not read
+        ("lfm3_without_gate", dict(lfm3, use_attention_gate=True), dict(plain, **qk_norms),
+         "has no gate_proj.weight (or g_proj.weight) beside"),
+        ("lfm3_gate_without_use_attention_gate", dict(lfm3, use_attention_gate=False),
+         dict(plain, **qk_norms, **{layers(0) + "g_proj.weight": f32(np.ones((H, dim)))}),
+         'has no output gate of its own while use_attention_gate is false'),
+        ("lfm3_gate_shape", lfm3,
+         dict(plain, **qk_norms, **{layers(0) + "gate_proj.weight": w["q"]}),
+         "(the output gate: one per query head)"),
+        ("lfm3_proportional_rope", dict(lfm3, rope_parameters=None), dict(plain, **qk_norms),
+         '"rope_parameters.full_attention.rope_type" is "proportional"'),
+        ("lfm3_partial_rotary", dict(lfm3, rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e4,
+                               "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+         dict(plain, **qk_norms), 'model_type "lfm3" rotates all of head_dim'),
+        ("llama_use_attention_gate", dict(base, model_type="llama", use_attention_gate=True),
+         plain, '"use_attention_gate" (an output gate per head) changes attention'),
     ]
     # hybrid families whose attention needs what ropeattn lacks: each names it
     for family_type, what in (
-            ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
             ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
-            ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
             ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
             ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
             ("zaya", "its q, k and v come from a convolutional projection")):

@@ -341,7 +341,9 @@ else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP
 # as the class would fill them in: MiniMax-M2's rotary_dim without
 # partial_rotary_factor (rotary_dim / head_dim); Dots1 without layer_types
 # (the layers from max_window_layers on slide); Mellum without
-# rope_parameters (MellumConfig's rope per layer type)
+# rope_parameters (MellumConfig's rope per layer type); Gemma 4 as its
+# published configs write it, global_head_dim and num_global_key_value_heads
+# for per_layer_config, and without rope_parameters (Gemma4TextConfig's)
 edited() { # edited CASE OUT PYTHON: CASE's config.json, edited by PYTHON (on c), into OUT
     "$PY" -c 'import json, sys
 c = json.load(open(sys.argv[1]))
@@ -351,7 +353,8 @@ json.dump(c, open(sys.argv[2], "w"))' "tests/hf/$1/config.json" "$2" "$3"
 for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_factor']" \
     "dots1_window|1|del c['layer_types']; c['max_window_layers'] = 1" \
     "mellum_sliding|0|del c['rope_parameters']" \
-    "nanochat_bias|1|c['use_qk_norm'] = False"; do
+    "nanochat_bias|1|c['use_qk_norm'] = False" \
+    "gemma4_text_full|1|del c['per_layer_config'], c['rope_parameters']; c['global_head_dim'] = 16; c['num_global_key_value_heads'] = 1"; do
     IFS='|' read -r c layer code <<<"$spec"
     D=tests/hf/$c
     edited "$c" "$TMP/edited.json" "$code"

@@ -381,7 +381,13 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
     RA_HF_TRY(hf_options_read(&o, options));
     static ra_hf_config none = {.path = "config"}; /* a config that says nothing */
     const ra_hf_config *c = config ? config : &none;
-    int64_t head_dim = o.head_dim ? o.head_dim : hf_config_head_dim(&c->fields);
+    int64_t head_dim = o.head_dim ? o.head_dim : hf_config_head_dim(&c->fields), own, kv;
+    const int shaped = ra_hf_layer_shape(&c->fields, o.layer, &own, &kv); /* Gemma 4 */
+    if (!o.head_dim && shaped < 0)
+        return hf_fail(RA_ERR_ARGUMENT, "%s gives some layers a head size of their own "
+                       "(per_layer_config, global_head_dim): name the layer, or set head_dim",
+                       c->path);
+    if (!o.head_dim && own) head_dim = own;
     if (head_dim <= 0)
         return hf_fail(RA_ERR_ARGUMENT, "head_dim is not known: set it in the options, or give "
                        "a config with head_dim (or hidden_size and num_attention_heads)");

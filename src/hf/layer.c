@@ -75,10 +75,11 @@ struct ra_hf_layer {
 struct ra_hf_grads {
     ra_layer_grads grads;
     float *data[N_SLOTS]; /* as the layer's */
-    float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's;
-                             RA_HF_VALUES_FROM_KEYS: k's with v's added */
+    float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's */
     /* RA_HF_VALUES_FROM_KEYS: dwv and dbv, apart from dwk and dbk (the
-     * backward's outputs must not overlap), added to them when read */
+     * backward's outputs must not overlap), moved into them when k_proj's
+     * gradient is read (in place, so that what the caller adds there, as
+     * the MPI tool's sums, stays) */
     float *values[2];
     const ra_hf_layer *layer;
 };
@@ -529,7 +530,7 @@ RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int6
 }
 
 /* RA_HF_VALUES_FROM_KEYS: dwv and dbv arrays of their own (as dwk's and
- * dbk's), and the copies k_proj's gradients are summed into. */
+ * dbk's). */
 static ra_status values_grads(ra_hf_grads *g)
 {
     const ra_hf_layer *l = g->layer;
@@ -538,8 +539,7 @@ static ra_status values_grads(ra_hf_grads *g)
         if (l->owner[k] != k) continue; /* no bias */
         const size_t n = l->count[k] > 0 ? (size_t)l->count[k] : 1;
         g->values[i] = ra_calloc(n, sizeof(float));
-        g->read[k] = ra_malloc(n * sizeof(float));
-        if (!g->values[i] || !g->read[k])
+        if (!g->values[i])
             return hf_fail(RA_ERR_NOMEM, "out of memory for %lld gradients",
                            (long long)l->count[k]);
     }
@@ -613,9 +613,8 @@ RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i)
     const hf_tensor *t = &l->tensors[i];
     const int s = t->slot;
     if (l->values_from_keys && (s == S_WK || s == S_BK)) { /* k_proj gave k and v */
-        const float *v = grads->values[s == S_BK];
-        for (int64_t e = 0; e < l->count[s]; e++) grads->read[s][e] = grads->data[s][e] + v[e];
-        return grads->read[s] + t->offset;
+        float *v = grads->values[s == S_BK];
+        for (int64_t e = 0; e < l->count[s]; e++) grads->data[s][e] += v[e], v[e] = 0.0f;
     }
     if (!holds_negated_rows(l, s))
         return grads->data[s] + t->offset;

@@ -754,6 +754,7 @@ static void test_rope_config(void)
 /* Gemma 4: each layer's rope at its own head_dim (per_layer_config); the
  * full layers' "proportional" rope turns int(partial_rotary_factor * D //
  * 2) of the D / 2 pairs (rotating_pairs), by the linear rope with a factor;
+ * its default rope all of head_dim, whatever partial_rotary_factor says;
  * without a layer, which head_dim is not known: refused. */
 static void test_proportional_rope_config(void)
 {
@@ -761,7 +762,8 @@ static void test_proportional_rope_config(void)
         "{\"model_type\": \"gemma4_text\", \"head_dim\": 8, \"num_hidden_layers\": 2, "
         "\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"per_layer_config\": "
         "{\"1\": {\"head_dim\": 16}}, \"rope_parameters\": {\"sliding_attention\": "
-        "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}, \"full_attention\": "
+        "{\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5}, "
+        "\"full_attention\": "
         "{\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.25, \"factor\": 4, "
         "\"rope_theta\": 1000000.0}}}";
     ra_hf_config *config = NULL;

@@ -60,12 +60,13 @@
     "num_hidden_layers=35 num_kv_shared_layers=15"
 /* Gemma 4: Gemma 3n's attention, with a head size and key/value heads per
  * layer (per_layer_config, or global_head_dim for the full layers), the full
- * layers' values from k_proj (attention_k_eq_v) and a proportional rope;
+ * layers' values from k_proj (attention_k_eq_v) and a proportional rope (its
+ * default rope ignores partial_rotary_factor);
  * vision tokens' bidirectional blocks (not run: text tokens are causal);
  * Gemma4TextConfig's and Gemma4UnifiedTextConfig's defaults and rope. */
 #define GEMMA4                                                                           \
     (GEMMA3N | RA_HF_PER_LAYER_CONFIG | RA_HF_VALUES_FROM_KEYS | RA_HF_LAST_LAYER_FULL |  \
-     RA_HF_BIDIRECTIONAL_VISION)
+     RA_HF_BIDIRECTIONAL_VISION | RA_HF_DEFAULT_ROPE_WHOLE)
 #define GEMMA4_SIZES                                                                     \
     "hidden_size=2304 num_attention_heads=8 num_key_value_heads=4 head_dim=256 "        \
     "num_hidden_layers=30 num_kv_shared_layers=0 "

@@ -356,6 +356,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* use_bidirectional_attention "vision": only vision tokens see each other both ways, text
  * tokens keep the causal mask (they are what ropeattn runs); "all" is refused */
 #define RA_HF_BIDIRECTIONAL_VISION RA_HF_BIT(83)
+/* rope type default turns every pair of head_dim, whatever partial_rotary_factor says (its
+ * rotary embedding's own compute_default_rope_parameters; the other types read it) */
+#define RA_HF_DEFAULT_ROPE_WHOLE RA_HF_BIT(84)
 
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output

@@ -11,7 +11,11 @@
  *   attention_k_eq_v (RA_HF_VALUES_FROM_KEYS): the layers that do not
  *     slide have no v_proj, and take k_proj's output as values;
  *   layer_types' last entry full_attention (RA_HF_LAST_LAYER_FULL): the
- *     config class forces it so whatever the file says.
+ *     config class forces it so whatever the file says;
+ *   the default rope over all of head_dim (RA_HF_DEFAULT_ROPE_WHOLE):
+ *     Gemma4TextRotaryEmbedding's compute_default_rope_parameters reads no
+ *     partial_rotary_factor (what the rope object has, or took from the top
+ *     level, is dropped).
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -172,6 +176,14 @@ static ra_status read_k_eq_v(const cJSON *root, ra_hf_fields *out, const char *n
     return RA_OK;
 }
 
+/* RA_HF_DEFAULT_ROPE_WHOLE: a default rope's partial_rotary_factor dropped. */
+static void default_rope_whole(ra_hf_rope *rope)
+{
+    if (rope->type != RA_ROPE_DEFAULT || rope->proportional) return;
+    rope->has_partial_rotary_factor = 0;
+    rope->partial_rotary_factor = 0;
+}
+
 ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char *name,
                                char *msg, size_t msg_len)
 {
@@ -183,6 +195,10 @@ ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char 
                           "other than full_attention, and model_type \"%s\"'s config class "
                           "makes the last layer full_attention whatever it says: refused",
                           name, out->family->model_type);
+    if (features & RA_HF_DEFAULT_ROPE_WHOLE) {
+        default_rope_whole(&out->rope);
+        default_rope_whole(&out->local_rope);
+    }
     if (features & RA_HF_VALUES_FROM_KEYS) RA_TRY(read_k_eq_v(root, out, name, msg, msg_len));
     if (features & RA_HF_PER_LAYER_CONFIG) RA_TRY(read_shapes(root, out, name, msg, msg_len));
     return RA_OK;

@@ -1382,6 +1382,10 @@ def family_cases(out):
          shared(2), x, None, 2, refused="layer 2 takes its keys and values from an earlier layer")
     save(out, "gemma3n_kv_shared_default", gemma3n, shared(20), x, None, 20,
          refused="num_kv_shared_layers 15 of num_hidden_layers 35, so layers 20 on")
+    save(out, "gemma4_kv_shared",
+         dict(gemma4, num_hidden_layers=3, num_kv_shared_layers=1,
+              layer_types=["sliding_attention", "full_attention", "full_attention"]),
+         shared(2), x, None, 2, refused="layer 2 takes its keys and values from an earlier layer")
     save(out, "gemma3n_multimodal_kv_shared",
          dict(model_type="gemma3n", text_config=dict(gemma3n, num_hidden_layers=3,
                                                       num_kv_shared_layers=1)),

@@ -933,6 +933,12 @@ def gemma4_cases():
         rope = {"sliding_attention": sliding, "full_attention": full}
         yield family(name, "Gemma4Text", gemma4, layer=layer, rope=rope, freqs=False,
                      model="Gemma4ForCausalLM")
+    # Gemma4UnifiedTextConfig: no per-layer inputs; use_bidirectional_attention
+    # "vision" by default (text tokens causal); the last case's full rope
+    unified = {k: v for k, v in gemma4.items() if k != "hidden_size_per_layer_input"}
+    yield family("gemma4_unified_text_full", "Gemma4UnifiedText", unified, layer=1,
+                 rope={"sliding_attention": sliding, "full_attention": full}, freqs=False,
+                 model="Gemma4UnifiedForCausalLM")
 
 
 def named_seed_cases():

@@ -390,6 +390,11 @@ typedef struct ra_rope_config {
                                           needs 3 s1 <= rotary_dim / 2 + 1 and
                                           3 s2 <= rotary_dim / 2, so that each
                                           component gets its s_k pairs */
+    /* Proportional RoPE (transformers' rope type "proportional", Gemma 4's
+     * full layers): 0, every pair turns; n in [1, rotary_dim / 2], only
+     * pairs i < n turn, by the type's theta_i (d stays rotary_dim), and the
+     * pairs from n on have frequency 0: they pass through unchanged. */
+    int64_t rotating_pairs;
 } ra_rope_config;
 
 /* The two starting points, one per way of storing wq and wk (the layouts

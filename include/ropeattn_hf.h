@@ -318,8 +318,11 @@ RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int6
  * it to set accumulate), and tensor i's gradient is the float32 array
  * ra_hf_grads_tensor(g, i) of tensor i's shape (a fused qkv_proj's, for
  * example, one array as stored; under RoPE by the opposite angle, q's and
- * k's a copy this call makes: call it after the backward).  Destroy it
- * before its layer. */
+ * k's a copy this call makes: call it after the backward; where the layer
+ * takes its values from k_proj (attention_k_eq_v: Gemma 4's full layers,
+ * which have no v_proj; the layer's wv is wk), k_proj's: this call adds the
+ * values' gradient, ra_layer_grads' dwv and dbv, into dwk and dbk, in
+ * place, and zeroes them).  Destroy it before its layer. */
 typedef struct ra_hf_grads ra_hf_grads;
 
 RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *layer);

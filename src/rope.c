@@ -90,6 +90,9 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
         return ra_fail(RA_ERR_POSITION, "ra_rope_config: table_size %lld exceeds the 2^32 + 1 "
                        "positions", (long long)c.table_size);
     int64_t n_pairs = c.rotary_dim / 2, table;
+    if (c.rotating_pairs < 0 || c.rotating_pairs > n_pairs)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: rotating_pairs %lld: must be in [0, "
+                       "rotary_dim / 2 = %lld]", (long long)c.rotating_pairs, (long long)n_pairs);
     if (ra_mul(c.table_size, n_pairs, &table) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "ra_rope_config: table_size %lld * rotary_dim / 2 %lld: "
                        "too many elements", (long long)c.table_size, (long long)n_pairs);
@@ -115,6 +118,8 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
                            : ra_fail(RA_ERR_NOMEM, "allocating the rope's frequencies");
     if (status == RA_OK)
         status = ra_rope_frequencies(&rope->config, rope->inv_freq, &rope->attention_factor);
+    for (int64_t i = c.rotating_pairs; status == RA_OK && c.rotating_pairs && i < n_pairs; i++)
+        rope->inv_freq[i] = 0.0; /* proportional RoPE: these pairs do not turn */
     if (status == RA_OK) status = check_frequencies(rope);
     rope->last_position = ra_rope_last_position(&rope->config);
     if (status == RA_OK) status = ra_rope_mrope_init(rope);

@@ -145,6 +145,8 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
+HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
+VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -216,8 +218,15 @@ convert_layout() {
     rm -f "$inter"
     local cmd=("$RA" convert-layout --weights "$dir/model.safetensors" --output "$inter"
                --config "$dir/config.json")
+    if [[ $HEAD_PER_LAYER == *" $family "* ]]; then
+        refused "$c: convert-layout of layers of two head sizes" "convert one layer at a time" \
+            "${cmd[@]}" --to interleaved
+        cmd+=(--layer "$layer")
+    fi
     if [ "$mla" = True ]; then
         refused "$c: convert-layout on latent attention" "is latent attention" "${cmd[@]}" --to half
+    elif [[ $VALUES_FROM_KEYS == *" $c "* ]]; then
+        refused "$c: convert-layout" "takes its values from k_proj" "${cmd[@]}" --to interleaved
     elif [[ $INTERLEAVED == *" $family "* ]]; then
         refused "$c: convert-layout" "stores q_proj and k_proj rows interleaved already" \
             "${cmd[@]}" --to interleaved
@@ -343,7 +352,9 @@ else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP
 # as the class would fill them in: MiniMax-M2's rotary_dim without
 # partial_rotary_factor (rotary_dim / head_dim); Dots1 without layer_types
 # (the layers from max_window_layers on slide); Mellum without
-# rope_parameters (MellumConfig's rope per layer type)
+# rope_parameters (MellumConfig's rope per layer type); Gemma 4 as its
+# published configs write it, global_head_dim and num_global_key_value_heads
+# for per_layer_config, and without rope_parameters (Gemma4TextConfig's)
 edited() { # edited CASE OUT PYTHON: CASE's config.json, edited by PYTHON (on c), into OUT
     "$PY" -c 'import json, sys
 c = json.load(open(sys.argv[1]))
@@ -353,7 +364,8 @@ json.dump(c, open(sys.argv[2], "w"))' "tests/hf/$1/config.json" "$2" "$3"
 for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_factor']" \
     "dots1_window|1|del c['layer_types']; c['max_window_layers'] = 1" \
     "mellum_sliding|0|del c['rope_parameters']" \
-    "nanochat_bias|1|c['use_qk_norm'] = False"; do
+    "nanochat_bias|1|c['use_qk_norm'] = False" \
+    "gemma4_text_full|1|del c['per_layer_config'], c['rope_parameters']; c['global_head_dim'] = 16; c['num_global_key_value_heads'] = 1"; do
     IFS='|' read -r c layer code <<<"$spec"
     D=tests/hf/$c
     edited "$c" "$TMP/edited.json" "$code"

@@ -751,6 +751,43 @@ static void test_rope_config(void)
     ra_hf_config_close(config);
 }
 
+/* Gemma 4: each layer's rope at its own head_dim (per_layer_config); the
+ * full layers' "proportional" rope turns int(partial_rotary_factor * D //
+ * 2) of the D / 2 pairs (rotating_pairs), by the linear rope with a factor;
+ * its default rope all of head_dim, whatever partial_rotary_factor says;
+ * without a layer, which head_dim is not known: refused. */
+static void test_proportional_rope_config(void)
+{
+    static const char gemma4[] =
+        "{\"model_type\": \"gemma4_text\", \"head_dim\": 8, \"num_hidden_layers\": 2, "
+        "\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"per_layer_config\": "
+        "{\"1\": {\"head_dim\": 16}}, \"rope_parameters\": {\"sliding_attention\": "
+        "{\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.5}, "
+        "\"full_attention\": "
+        "{\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.25, \"factor\": 4, "
+        "\"rope_theta\": 1000000.0}}}";
+    ra_hf_config *config = NULL;
+    CHECK(ra_hf_config_parse(&config, gemma4, strlen(gemma4)) == RA_OK, "%s",
+          ra_hf_last_error());
+    ra_rope_config rope;
+    ra_hf_options o = ra_hf_options_init();
+    o.layer = 1;
+    CHECK(ra_hf_rope_config(config, &o, &rope) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(rope.head_dim == 16 && rope.rotary_dim == 16 && rope.rotating_pairs == 2 &&
+              rope.type == RA_ROPE_LINEAR && rope.factor == 4 && rope.theta == 1e6,
+          "layer 1: head_dim %lld, rotary_dim %lld, rotating_pairs %lld, type %d",
+          (long long)rope.head_dim, (long long)rope.rotary_dim, (long long)rope.rotating_pairs,
+          (int)rope.type);
+    o.layer = 0;
+    CHECK(ra_hf_rope_config(config, &o, &rope) == RA_OK && rope.head_dim == 8 &&
+              rope.rotary_dim == 8 && rope.rotating_pairs == 0 && rope.theta == 1e4,
+          "layer 0: %s", ra_hf_last_error());
+    o.layer = -1;
+    expect(ra_hf_rope_config(config, &o, &rope), RA_ERR_ARGUMENT, "name the layer",
+           "no layer");
+    ra_hf_config_close(config);
+}
+
 /* M-RoPE's sections from config.json: the family decides the arrangement
  * (Qwen3-VL interleaves whatever mrope_interleaved says; a Qwen2-VL config
  * that says it interleaves is refused); without a family, the key does; a
@@ -840,6 +877,7 @@ static void simd_cases(void)
     RUN(test_failures);
     RUN(test_head_dim_option);
     RUN(test_rope_config);
+    RUN(test_proportional_rope_config);
     RUN(test_mrope_config);
 }
 

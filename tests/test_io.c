@@ -1531,10 +1531,10 @@ static void test_rope_hostile(void)
          "rope parameters: \"short_factor\"[1] must be a positive number"},
         {"{\"rope_type\": \"ntk-by-parts\"}",
          "rope parameters: \"rope_type\" is \"ntk-by-parts\"; supported: default, linear, "
-         "dynamic, yarn, llama3, longrope (or su), mrope"},
+         "dynamic, yarn, llama3, longrope (or su), mrope, proportional"},
         {"{\"type\": \"xpos\"}",
          "rope parameters: \"type\" is \"xpos\"; supported: default, linear, dynamic, yarn, "
-         "llama3, longrope (or su), mrope"},
+         "llama3, longrope (or su), mrope, proportional"},
         {"{\"rope_type\": 3}", "rope parameters: \"rope_type\" must be a string"},
         {"{\"mrope_section\": [16, 24]}",
          "rope parameters: \"mrope_section\" must be an array of 3 integers >= 0 (temporal, "
@@ -1612,7 +1612,7 @@ static void test_rope_hostile(void)
          "config.json: \"rope_parameters.short_factor\"[1] must be a positive number"},
         {"{\"rope_scaling\": {\"rope_type\": \"xpos\"}}",
          "config.json: \"rope_scaling.rope_type\" is \"xpos\"; supported: default, linear, "
-         "dynamic, yarn, llama3, longrope (or su), mrope"},
+         "dynamic, yarn, llama3, longrope (or su), mrope, proportional"},
         {"{\"rope_scaling\": \"yarn\"}", "config.json: \"rope_scaling\" must be an object or null"},
         {"{\"rope_parameters\": [1]}",
          "config.json: \"rope_parameters\" must be an object or null"},

@@ -232,6 +232,48 @@ static void test_partial_rotary(void)
     ra_rope_destroy(rope);
 }
 
+/* rotating_pairs (proportional RoPE): pairs i < n turn as the default
+ * rope's (d = rotary_dim), the others keep their features; out of [0,
+ * rotary_dim / 2] refused. */
+static void test_rotating_pairs(void)
+{
+    enum { D = 16, N = 3, S = 4 };
+    ra_rope_config cfg = ra_rope_config_hf(D), full = cfg;
+    cfg.theta = full.theta = 100.0;
+    cfg.rotating_pairs = N;
+    ra_rope *rope, *all;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK && ra_rope_create(&all, &full) == RA_OK,
+          "create");
+    double f[D / 2], g[D / 2];
+    CHECK(ra_rope_inverse_frequencies(rope, f) == RA_OK &&
+          ra_rope_inverse_frequencies(all, g) == RA_OK, "frequencies");
+    int ok = 1;
+    for (int i = 0; i < D / 2; i++) ok &= i < N ? f[i] == g[i] && f[i] > 0 : f[i] == 0.0;
+    CHECK(ok, "theta_i for i < %d, 0 after", N);
+    float x[S * D], y[S * D], z[S * D];
+    ra_test_fill(x, S * D, 5);
+    ra_tensor tx = ra_tensor_4d(x, RA_F32, 1, S, 1, D), ty = ra_tensor_4d(y, RA_F32, 1, S, 1, D);
+    ra_tensor tz = ra_tensor_4d(z, RA_F32, 1, S, 1, D);
+    ra_positions p = {.struct_size = sizeof p, .start = 3};
+    CHECK(ra_rope_apply(NULL, rope, &ty, &tx, &p, RA_FORWARD) == RA_OK &&
+          ra_rope_apply(NULL, all, &tz, &tx, &p, RA_FORWARD) == RA_OK, "apply");
+    ok = 1;
+    for (int t = 0; t < S; t++)
+        for (int e = 0; e < D; e++) { /* pair i is (i, i + D/2) */
+            const int turns = e % (D / 2) < N, at = t * D + e;
+            ok &= turns ? y[at] == z[at] : y[at] == x[at];
+        }
+    CHECK(ok, "pairs below %d as the default rope, the others unchanged", N);
+    ra_rope_destroy(rope);
+    ra_rope_destroy(all);
+    for (int bad = 0; bad < 2; bad++) {
+        cfg.rotating_pairs = bad ? D / 2 + 1 : -1;
+        CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "rotating_pairs") != NULL, "rotating_pairs %lld refused",
+              (long long)cfg.rotating_pairs);
+    }
+}
+
 static void test_conversions(void)
 {
     CHECK(ra_f32_to_f16(1.0f) == 0x3c00, "1.0");
@@ -780,6 +822,7 @@ static void simd_cases(void)
     RUN(test_config_hf);
     RUN(test_seed_functions);
     RUN(test_partial_rotary);
+    RUN(test_rotating_pairs);
     RUN(test_positions);
     RUN(test_length_bound);
     RUN(test_aliasing_refused);

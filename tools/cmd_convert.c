@@ -150,6 +150,7 @@ static int64_t layer_of(const char *name)
 /* The geometry every converted tensor shares. */
 typedef struct geometry {
     int64_t head_dim, rotary_dim;
+    int64_t n_kv_heads; /* the layer's own (per_layer_config), else 0 */
     int gated; /* the family's query projections give a gate per head after its
                   head_dim query rows (RA_HF_GATED_OUTPUT): [H, 2, head_dim] rows,
                   the gate rows copied unchanged */
@@ -165,6 +166,19 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
                       : c->has_num_attention_heads    ? c->num_attention_heads
                                                       : 0;
     g->head_dim = rope_source_head_dim(src);
+    /* Gemma 4: the layers' own head sizes (per_layer_config): --layer N's */
+    int64_t own, kv;
+    if (ra_hf_layer_shape(c, opts->has_layer ? opts->layer : -1, &own, &kv) < 0)
+        return cli_fail(EXIT_FAIL, "%s gives some layers a head size or key/value heads of "
+                        "their own (per_layer_config, global_head_dim): convert one layer at "
+                        "a time (--layer N)", opts->config);
+    if (own) g->head_dim = own;
+    g->n_kv_heads = kv;
+    /* attention_k_eq_v: k_proj's rows are the values' too, which o_proj reads in order */
+    if (ra_hf_layer_values_from_keys(c, opts->has_layer ? opts->layer : -1) != 0)
+        return cli_fail(EXIT_FAIL, "%s: %s takes its values from k_proj (attention_k_eq_v), "
+                        "whose rows permuted would permute the values o_proj reads: not "
+                        "supported", opts->config, opts->has_layer ? "the layer" : "a layer");
     g->gated = c->family && (c->family->features & RA_HF_GATED_OUTPUT);
     if (g->head_dim == 0 && n_heads) {
         for (int64_t i = 0; i < ra_safetensors_count(st) && g->head_dim == 0; i++) {
@@ -193,6 +207,8 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
     if (!rope->has_partial_rotary_factor && c->has_rotary_dim) /* GPT-J */
         g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
+    if (rope->proportional) /* every pair of head_dim (some do not turn) */
+        g->rotary_dim = g->head_dim;
     if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
                         "%lld; it must be even and > 0", (long long)g->head_dim, prf,
@@ -385,7 +401,7 @@ static int convert(const convert_options *opts, const rope_source *src,
         }
     }
     if (qk == 0 && !opts->has_layer) return 0;
-    geometry g = {0, 0, 0};
+    geometry g = {0, 0, 0, 0};
     int failed = resolve_geometry(opts, src, st, &g);
     if (failed) return failed;
     const ra_hf_fields *c = src->fields;
@@ -393,6 +409,7 @@ static int convert(const convert_options *opts, const rope_source *src,
                       : c->has_num_attention_heads    ? c->num_attention_heads
                                                       : 0;
     int64_t n_kv_heads = opts->has_n_kv_heads          ? opts->n_kv_heads
+                         : g.n_kv_heads               ? g.n_kv_heads
                          : c->has_num_key_value_heads ? c->num_key_value_heads
                                                       : 0;
     int64_t converted = 0, layered = 0;

@@ -688,6 +688,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     for (int p = 0; p < N_PROJ; p++) {
         tensor_name(name, scheme, layer, p);
         out->proj[p] = hf_find_tensor(files, name, NULL);
+        /* attention_k_eq_v: values from k_proj (hf_layer_config says where) */
+        if (!out->proj[p] && p == PROJ_V && (features & RA_HF_VALUES_FROM_KEYS)) continue;
         if (!out->proj[p])
             return hf_fail(RA_ERR_NOT_FOUND, "%s has '%s' but no tensor '%s'", path,
                            out->proj[PROJ_Q]->name, name);

@@ -71,12 +71,28 @@
     "hidden_size=2048 num_attention_heads=8 num_key_value_heads=2 head_dim=256 "        \
     "rope_theta=1000000 rope_local_base_freq=10000 sliding_window=512 "                 \
     "num_hidden_layers=35 num_kv_shared_layers=15"
-/* Gemma 4: Gemma 3n's attention, and more (its assistants: every layer
- * reuses its target model's keys and values). */
+/* Gemma 4: Gemma 3n's attention, with a head size and key/value heads per
+ * layer (per_layer_config, or global_head_dim for the full layers), the full
+ * layers' values from k_proj (attention_k_eq_v) and a proportional rope (its
+ * default rope ignores partial_rotary_factor);
+ * vision tokens' bidirectional blocks (not run: text tokens are causal);
+ * Gemma4TextConfig's and Gemma4UnifiedTextConfig's defaults and rope. */
 #define GEMMA4                                                                           \
-    "its per_layer_config (a head size and key/value heads per layer), attention_k_eq_v " \
-    "(full layers' values from k_proj), \"proportional\" rope and layers that take their " \
-    "keys and values from an earlier layer (num_kv_shared_layers) are not supported"
+    (GEMMA3N | RA_HF_PER_LAYER_CONFIG | RA_HF_VALUES_FROM_KEYS | RA_HF_LAST_LAYER_FULL |  \
+     RA_HF_BIDIRECTIONAL_VISION | RA_HF_DEFAULT_ROPE_WHOLE)
+#define GEMMA4_SIZES                                                                     \
+    "hidden_size=2304 num_attention_heads=8 num_key_value_heads=4 head_dim=256 "        \
+    "num_hidden_layers=30 num_kv_shared_layers=0 "
+#define GEMMA4_ROPE                                                                      \
+    .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "               \
+                    "\"rope_theta\": 10000.0}, \"full_attention\": {\"rope_type\": "         \
+                    "\"proportional\", \"partial_rotary_factor\": 0.25, "                  \
+                    "\"rope_theta\": 1000000.0}}",                                         \
+    .default_rope_name = "Gemma4TextConfig's default rope_parameters."
+/* Gemma 4's assistants: every layer reuses its target model's keys and values. */
+#define GEMMA4_ASSISTANT                                                                 \
+    "its layers all take their keys and values from the target model's (shared_kv_states): " \
+    "not supported"
 #define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
@@ -408,12 +424,16 @@ static const ra_hf_family families[] = {
     ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
     ROW("gemma3n", H, GEMMA3N, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
     ROW("gemma3n_text", H, GEMMA3N, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
-    ROW("gemma4", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_assistant", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_text", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_unified", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_unified_assistant", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
-    ROW("gemma4_unified_text", H, 0, GEMMA4, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=512", LISTED, ALL(AB, 0),
+        GEMMA4_ROPE),
+    ROW("gemma4_assistant", H, 0, GEMMA4_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_text", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=512", LISTED, ALL(AB, 0),
+        GEMMA4_ROPE),
+    ROW("gemma4_unified", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=1024", LISTED,
+        ALL(AB, 0), GEMMA4_ROPE),
+    ROW("gemma4_unified_assistant", H, 0, GEMMA4_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_unified_text", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=1024", LISTED,
+        ALL(AB, 0), GEMMA4_ROPE),
     ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     /* Glm4MoeConfig: o_proj has no bias; q/k norms with use_qk_norm */
@@ -651,6 +671,9 @@ static const ra_hf_family families[] = {
 #undef GEMMA3N
 #undef GEMMA3N_DEFAULTS
 #undef GEMMA4
+#undef GEMMA4_SIZES
+#undef GEMMA4_ROPE
+#undef GEMMA4_ASSISTANT
 #undef Q_GATE_PROJ
 #undef GATE_PROJ_SINKS
 #undef G_PROJ
@@ -725,6 +748,7 @@ typedef enum neutral_kind {
     NULL_ONLY,  /* any value but null changes it */
     FALSE_ONLY, /* true changes it (false, null and 0 do not) */
     ROTARY,     /* a string other than "rope" or "rotary" changes it */
+    BUT_VISION, /* as FALSE_ONLY, "vision" too (Gemma 4's vision tokens only) */
 } neutral_kind;
 
 typedef struct attention_key {
@@ -772,7 +796,15 @@ static const attention_key attention_keys[] = {
     {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},
-    {"use_bidirectional_attention", FALSE_ONLY, 0, "attention without the causal mask"},
+    {"use_bidirectional_attention", FALSE_ONLY, RA_HF_BIDIRECTIONAL_VISION,
+     "attention without the causal mask"},
+    {"use_bidirectional_attention", BUT_VISION, 0, "attention without the causal mask"},
+    {"per_layer_config", NULL_ONLY, RA_HF_PER_LAYER_CONFIG,
+     "a head size and key/value heads per layer"},
+    {"global_head_dim", NULL_ONLY, RA_HF_PER_LAYER_CONFIG, "the full layers' head size"},
+    {"num_global_key_value_heads", NULL_ONLY, RA_HF_PER_LAYER_CONFIG,
+     "the full layers' key/value heads"},
+    {"attention_k_eq_v", FALSE_ONLY, RA_HF_VALUES_FROM_KEYS, "values from k_proj"},
     {"rotary_pct", NULL_ONLY, RA_HF_ALIASES, "the rotary fraction (GPT-NeoX's name)"},
     {"rotary_emb_base", NULL_ONLY, RA_HF_ALIASES, "the rope base (GPT-NeoX's name)"},
     {"rotary_dim", NULL_ONLY, RA_HF_ALIASES | RA_HF_ROTARY_DIM_FACTOR, "the rotary size"},
@@ -810,6 +842,9 @@ static int changes_attention(const cJSON *item, neutral_kind neutral)
     case ROTARY:
         return !(cJSON_IsString(item) && (strcmp(item->valuestring, "rope") == 0 ||
                                           strcmp(item->valuestring, "rotary") == 0));
+    case BUT_VISION:
+        return changes_attention(item, FALSE_ONLY) &&
+               !(cJSON_IsString(item) && strcmp(item->valuestring, "vision") == 0);
     }
     return 1;
 }

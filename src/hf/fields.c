@@ -1036,6 +1036,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_per_layer_read(root, out, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
     if ((r->has_mrope || r->has_mrope_section || r->params.mrope_interleaved) &&
         !(features & RA_HF_MROPE))
@@ -1096,6 +1097,8 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_free(config->no_rope_layers);
     ra_free(config->dense_layers);
     ra_free(config->cross_attention_layers);
+    ra_free(config->layer_head_dim);
+    ra_free(config->layer_kv_heads);
     cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);
 }

@@ -25,7 +25,7 @@
  * types.  Keys (null counts as absent; unknown keys are ignored):
  *   rope_type or type (rope_type wins): default, linear, dynamic, yarn,
  *     llama3, longrope ("su", Phi-3's old name, means longrope), mrope
- *     (default, has_mrope set)
+ *     (default, has_mrope set), proportional (default, proportional set)
  *   rope_theta, partial_rotary_factor (transformers v5 nests them here)
  *   factor, original_max_position_embeddings, attention_factor, beta_fast,
  *   beta_slow, mscale, mscale_all_dim, truncate (false sets
@@ -59,6 +59,11 @@ typedef struct ra_hf_rope {
     int has_short_mscale, has_long_mscale;
     double llama_4_scaling_beta; /* used only with RA_HF_POSITION_Q_SCALING (Ministral 3) */
     int has_llama_4_scaling_beta;
+    /* rope type "proportional" (Gemma 4's full layers; type is then
+     * RA_ROPE_DEFAULT): every pair of head_dim, the first
+     * int(partial_rotary_factor * head_dim // 2) turning by base^(-2i /
+     * head_dim) / factor (factor absent: 1), the others not (hf/rope.c) */
+    int proportional;
 } ra_hf_rope;
 
 /* Parses one JSON object (len bytes, need not be NUL-terminated), e.g. the
@@ -350,6 +355,25 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * family's rotary embedding rotates all of head_dim whatever it says (LFM3's default rope; its
  * other rope types fail in transformers) */
 #define RA_HF_ROPE_WHOLE_HEAD RA_HF_BIT(67)
+/* Gemma 4 (bits 80-87): */
+/* per_layer_config (transformers' heterogeneous config): the layers it names take their own
+ * head_dim and num_key_value_heads (any other key refused); without it, the full-attention
+ * layers take global_head_dim (default 512) and, with attention_k_eq_v,
+ * num_global_key_value_heads (fields_per_layer.c) */
+#define RA_HF_PER_LAYER_CONFIG RA_HF_BIT(80)
+/* attention_k_eq_v (default false): the full-attention layers have no v_proj, their values are
+ * k_proj's output before k_norm and RoPE (wv is wk; k_proj's gradient the sum of both) */
+#define RA_HF_VALUES_FROM_KEYS RA_HF_BIT(81)
+/* the config class makes the last layer full_attention whatever layer_types says: a config
+ * whose layer_types ends otherwise is refused */
+#define RA_HF_LAST_LAYER_FULL RA_HF_BIT(82)
+/* use_bidirectional_attention "vision": only vision tokens see each other both ways, text
+ * tokens keep the causal mask (they are what ropeattn runs); "all" is refused */
+#define RA_HF_BIDIRECTIONAL_VISION RA_HF_BIT(83)
+/* rope type default turns every pair of head_dim, whatever partial_rotary_factor says (its
+ * rotary embedding's own compute_default_rope_parameters; the other types read it) */
+#define RA_HF_DEFAULT_ROPE_WHOLE RA_HF_BIT(84)
+
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -595,6 +619,15 @@ typedef struct ra_hf_fields {
     ra_hf_rope local_rope;
     int has_local_rope;
     ra_hf_window window; /* owns layer_types */
+    /* RA_HF_PER_LAYER_CONFIG (fields_per_layer.c): layer i's head_dim and
+     * num_key_value_heads, [n_layer_shapes] each, 0 where the config's
+     * hold (owned; NULL: every layer the config's); shapes_unknown: the
+     * config names neither per_layer_config nor layer_types, and
+     * global_head_dim's layers cannot be told. */
+    int64_t *layer_head_dim, *layer_kv_heads;
+    int64_t n_layer_shapes;
+    int shapes_unknown;
+    int values_from_keys; /* RA_HF_VALUES_FROM_KEYS: attention_k_eq_v */
     ra_hf_quant quant;   /* quantization_config; owns skip */
     struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
                             any key, for libropeattn_hf's ra_hf_config_int ... */
@@ -629,5 +662,19 @@ void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
  * layer's window is not known, or layer -1 and the layers differ).  0 in
  * other families. */
 int ra_hf_layer_nope(const ra_hf_fields *config, int64_t layer);
+
+/* RA_HF_PER_LAYER_CONFIG: layer `layer`'s own head_dim and
+ * num_key_value_heads (0 where the config's hold) into *head_dim and
+ * *n_kv_heads; 1 when it has either, 0 when neither (and in other
+ * families), -1 when the config does not say (layer -1 and the layers
+ * differ, or shapes_unknown). */
+int ra_hf_layer_shape(const ra_hf_fields *config, int64_t layer, int64_t *head_dim,
+                      int64_t *n_kv_heads);
+
+/* RA_HF_VALUES_FROM_KEYS: whether layer `layer` takes its values from
+ * k_proj (attention_k_eq_v and not a sliding layer); -1 when the config does
+ * not say (layer -1, or a layer layer_types does not list); 0 in other
+ * families. */
+int ra_hf_layer_values_from_keys(const ra_hf_fields *config, int64_t layer);
 
 #endif /* RA_HF_FIELDS_H */

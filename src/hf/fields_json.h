@@ -50,6 +50,15 @@ ra_status ra_hf_nope_read(const cJSON *root, ra_hf_fields *out, const char *name
 ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const char *name,
                              char *msg, size_t msg_len);
 
+/* Reads per_layer_config (or global_head_dim and num_global_key_value_heads),
+ * attention_k_eq_v, checks layer_types' last entry and drops a default
+ * rope's partial_rotary_factor, for the families with
+ * RA_HF_PER_LAYER_CONFIG, RA_HF_VALUES_FROM_KEYS, RA_HF_LAST_LAYER_FULL,
+ * RA_HF_DEFAULT_ROPE_WHOLE (fields_per_layer.c); the window, head shapes
+ * and ropes read before. */
+ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char *name,
+                               char *msg, size_t msg_len);
+
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);
 

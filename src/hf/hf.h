@@ -92,6 +92,9 @@ typedef struct attention_tensors {
      * none), NULL where absent; proj[PROJ_Q .. PROJ_V] are NULL. */
     int mla;
     const ra_st_tensor *latent[N_MLA], *latent_bias[N_MLA];
+    /* RA_HF_VALUES_FROM_KEYS (set by hf_layer_config): the layer has no
+     * v_proj; proj[PROJ_V] and bias[PROJ_V] are k_proj's. */
+    int values_from_keys;
 } attention_tensors;
 
 /* The tensor called name in whichever of the checkpoint's files holds it

@@ -67,6 +67,7 @@ struct ra_hf_layer {
     float *data[N_SLOTS]; /* the owning slots' values: float32, or dtype's in a weight slot */
     ra_dtype dtype;       /* the projection matrices' (weight slots') */
     opposite_angle flip;  /* RA_HF_ROPE_OPPOSITE_ANGLE's negated rows */
+    int values_from_keys; /* RA_HF_VALUES_FROM_KEYS: wv is wk's array, bv bk's */
     hf_tensor *tensors;
     int64_t n_tensors;
 };
@@ -75,6 +76,11 @@ struct ra_hf_grads {
     ra_layer_grads grads;
     float *data[N_SLOTS]; /* as the layer's */
     float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's */
+    /* RA_HF_VALUES_FROM_KEYS: dwv and dbv, apart from dwk and dbk (the
+     * backward's outputs must not overlap), moved into them when k_proj's
+     * gradient is read (in place, so that what the caller adds there, as
+     * the MPI tool's sums, stays) */
+    float *values[2];
     const ra_hf_layer *layer;
 };
 
@@ -224,6 +230,10 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
                     RA_HF_TRY(add_tensor(l, fused[kind], first, 0));
                     alias_rows(l, of, first);
                 }
+                continue;
+            }
+            if (p == PROJ_V && t->values_from_keys) { /* k_proj's, read once */
+                if (of[PROJ_K]) l->owner[first + p] = first + PROJ_K;
                 continue;
             }
             if (of[p]) RA_HF_TRY(add_tensor(l, of[p], first + p, 0));
@@ -425,6 +435,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
+    l->values_from_keys = t->values_from_keys;
     const ra_hf_quant *q = &config->fields.quant;
     for (int64_t i = 0; i < l->n_tensors; i++) {
         hf_tensor *x = &l->tensors[i];
@@ -519,6 +530,23 @@ RA_HF_API int ra_hf_layer_tensor_shape(const ra_hf_layer *layer, int64_t i, int6
     return t->ndim;
 }
 
+/* RA_HF_VALUES_FROM_KEYS: dwv and dbv arrays of their own (as dwk's and
+ * dbk's). */
+static ra_status values_grads(ra_hf_grads *g)
+{
+    const ra_hf_layer *l = g->layer;
+    for (int i = 0; l->values_from_keys && i < 2; i++) {
+        const int k = i ? S_BK : S_WK;
+        if (l->owner[k] != k) continue; /* no bias */
+        const size_t n = l->count[k] > 0 ? (size_t)l->count[k] : 1;
+        g->values[i] = ra_calloc(n, sizeof(float));
+        if (!g->values[i])
+            return hf_fail(RA_ERR_NOMEM, "out of memory for %lld gradients",
+                           (long long)l->count[k]);
+    }
+    return RA_OK;
+}
+
 RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *layer)
 {
     hf_reset();
@@ -539,6 +567,11 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
                            (long long)layer->count[s]);
         }
     }
+    ra_status status = values_grads(g);
+    if (status != RA_OK) {
+        ra_hf_grads_destroy(g);
+        return status;
+    }
     float *const *d = g->data;
     ra_layer_grads *r = &g->grads;
     *r = ra_layer_grads_init();
@@ -556,6 +589,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dq_a_norm = slot_array(layer, d, S_QA_NORM), r->dwq_b = slot_array(layer, d, S_WQ_B);
     r->dwkv_a = slot_array(layer, d, S_WKV_A), r->dbkv_a = slot_array(layer, d, S_BKV_A);
     r->dkv_a_norm = slot_array(layer, d, S_KVA_NORM), r->dwkv_b = slot_array(layer, d, S_WKV_B);
+    if (layer->values_from_keys) r->dwv = g->values[0], r->dbv = g->values[1];
     *out = g;
     return RA_OK;
 }
@@ -564,6 +598,7 @@ RA_HF_API void ra_hf_grads_destroy(ra_hf_grads *grads)
 {
     if (!grads) return;
     for (int s = 0; s < N_SLOTS; s++) ra_free(grads->data[s]), ra_free(grads->read[s]);
+    ra_free(grads->values[0]), ra_free(grads->values[1]);
     ra_free(grads);
 }
 
@@ -578,6 +613,10 @@ RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i)
     const ra_hf_layer *l = grads->layer;
     const hf_tensor *t = &l->tensors[i];
     const int s = t->slot;
+    if (l->values_from_keys && (s == S_WK || s == S_BK)) { /* k_proj gave k and v */
+        float *v = grads->values[s == S_BK];
+        for (int64_t e = 0; e < l->count[s]; e++) grads->data[s][e] += v[e], v[e] = 0.0f;
+    }
     if (!holds_negated_rows(l, s))
         return grads->data[s] + t->offset;
     /* the gradients of the negated rows, negated back, in a copy */

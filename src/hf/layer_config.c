@@ -328,12 +328,69 @@ static ra_status check_biases(const job *j)
     return RA_OK;
 }
 
+/* The config's head_dim and num_key_value_heads (has_*: whether it gives
+ * them) for the layer: its own where per_layer_config names it
+ * (RA_HF_PER_LAYER_CONFIG). */
+typedef struct config_shape {
+    int64_t head_dim, n_kv_heads;
+    int has_head_dim, has_n_kv_heads;
+} config_shape;
+
+static ra_status layer_shape(const job *j, config_shape *s)
+{
+    const ra_hf_fields *hf = j->hf;
+    *s = (config_shape){hf->head_dim, hf->num_key_value_heads, hf->has_head_dim,
+                        hf->has_num_key_value_heads};
+    int64_t head_dim, n_kv_heads;
+    int own = ra_hf_layer_shape(hf, j->t->layer, &head_dim, &n_kv_heads);
+    if (own < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" gives some layers a head size "
+                       "or key/value heads of their own (per_layer_config, global_head_dim), "
+                       "and %s", j->config->path, hf->family->model_type,
+                       j->t->layer < 0 ? "the checkpoint's names carry no layer number"
+                                       : "the config has no layer_types to say which");
+    if (head_dim) s->head_dim = head_dim, s->has_head_dim = 1;
+    if (n_kv_heads) s->n_kv_heads = n_kv_heads, s->has_n_kv_heads = 1;
+    return RA_OK;
+}
+
+/* RA_HF_VALUES_FROM_KEYS (attention_k_eq_v): a layer that does not slide
+ * has no v_proj and takes k_proj's output (before k_norm and RoPE) as its
+ * values: wv is wk (bv bk); one with a v_proj there is refused
+ * (transformers would not load it), as a sliding one without. */
+static ra_status resolve_values(const job *j)
+{
+    attention_tensors *t = j->t;
+    const int from_keys = ra_hf_layer_values_from_keys(j->hf, t->layer);
+    const char *v = t->proj[PROJ_V] ? t->proj[PROJ_V]->name : NULL;
+    if (from_keys < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: attention_k_eq_v takes the values of the layers "
+                       "that do not slide from k_proj, and %s", j->config->path,
+                       t->layer < 0 ? "the checkpoint's names carry no layer number"
+                                    : "layer_types does not list this layer");
+    if (from_keys && v)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: layer %lld takes its values from "
+                       "k_proj (attention_k_eq_v), and transformers would not load it", v,
+                       j->path, (long long)t->layer);
+    if (!from_keys && !v && !t->fused)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has '%s' but no v_proj beside it: layer %lld "
+                       "takes its values from a v_proj of its own", j->path,
+                       t->proj[PROJ_K]->name, (long long)t->layer);
+    if (!from_keys) return RA_OK;
+    t->proj[PROJ_V] = t->proj[PROJ_K];
+    t->bias[PROJ_V] = t->bias[PROJ_K];
+    t->values_from_keys = 1;
+    return RA_OK;
+}
+
 /* n_heads, n_kv_heads and head_dim from the options, config and the
  * weights' shapes, in that order of precedence; each weight's shape
  * checked; the norms and the softmax scale. */
 static ra_status resolve_shapes(const job *j, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
+    config_shape cs;
+    RA_HF_TRY(layer_shape(j, &cs));
     const ra_st_tensor *wq = j->t->proj[PROJ_Q], *wk = j->t->proj[PROJ_K];
     RA_HF_TRY(check_matrices(j));
     int64_t dim = wq->shape[1];
@@ -349,8 +406,8 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     /* gated attention (RA_HF_GATED_OUTPUT): each head's D gate rows follow
      * its D query rows in q_proj */
     const int gated = hf->family && (hf->family->features & RA_HF_GATED_OUTPUT);
-    int64_t head_dim = j->o->head_dim ? j->o->head_dim : hf->head_dim;
-    if (!j->o->head_dim && !hf->has_head_dim) {
+    int64_t head_dim = j->o->head_dim ? j->o->head_dim : cs.head_dim;
+    if (!j->o->head_dim && !cs.has_head_dim) {
         if (wq->shape[0] % (n_heads << gated) != 0)
             return hf_fail(RA_ERR_SHAPE, "n_heads %lld does not divide the %lld rows of '%s'%s",
                            (long long)n_heads, (long long)wq->shape[0], wq->name,
@@ -360,8 +417,8 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     if (head_dim % 2 != 0)
         return hf_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd; RoPE needs it even",
                        (long long)head_dim);
-    int64_t n_kv_heads = j->o->n_kv_heads ? j->o->n_kv_heads : hf->num_key_value_heads;
-    if (!j->o->n_kv_heads && !hf->has_num_key_value_heads) {
+    int64_t n_kv_heads = j->o->n_kv_heads ? j->o->n_kv_heads : cs.n_kv_heads;
+    if (!j->o->n_kv_heads && !cs.has_n_kv_heads) {
         if (wk->shape[0] % head_dim != 0)
             return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s has %lld rows, not a multiple of "
                            "head_dim %lld", wk->name, j->path, (long long)wk->shape[0],
@@ -602,6 +659,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     const job j = {config, &config->fields, options, path, t};
     *out = ra_layer_config_init();
     RA_HF_TRY(resolve_fused(&j));
+    RA_HF_TRY(resolve_values(&j));
     RA_HF_TRY(resolve_shapes(&j, out));
     RA_HF_TRY(hf_rope(config, t->layer, out->head_dim, options->seq_len, options->max_position,
                       rope));

@@ -189,6 +189,24 @@ static ra_status ntk_alpha(const ra_hf_config *config, int64_t head_dim, ra_hf_r
     return RA_OK;
 }
 
+/* Rope type "proportional" (transformers' _compute_proportional_rope_parameters):
+ * every pair of head_dim, the first int(partial_rotary_factor * head_dim // 2)
+ * turning by base^(-2i / head_dim) / factor (the linear rope's; factor
+ * absent: 1, the default rope's), the others not (frequency 0). */
+static ra_status proportional(const ra_hf_config *config, ra_hf_rope *rope, int64_t head_dim,
+                              double prf, ra_rope_config *out)
+{
+    const int64_t turning = (int64_t)floor(prf * (double)head_dim / 2.0);
+    if (turning < 1)
+        return hf_fail(RA_ERR_HEAD_DIM, "%s: rope type proportional with partial_rotary_factor "
+                       "%g and head_dim %lld turns no pair: not supported", config->path, prf,
+                       (long long)head_dim);
+    out->rotary_dim = head_dim;
+    out->rotating_pairs = turning < head_dim / 2 ? turning : 0;
+    if (rope->has_factor) rope->type = out->type = RA_ROPE_LINEAR;
+    return RA_OK;
+}
+
 /* max_position_embeddings: the one set, else the config's; 0: none. */
 static int64_t max_positions_of(const ra_hf_config *config)
 {
@@ -268,11 +286,15 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
             return hf_fail(RA_ERR_HEAD_DIM, "rotary_dim %lld is more than head_dim %lld",
                            (long long)rotary_dim, (long long)head_dim);
     }
-    if (rotary_dim <= 0 || rotary_dim % 2 != 0)
+    if (rope.proportional)
+        RA_HF_TRY(proportional(config, &rope, head_dim, prf, out));
+    else if (rotary_dim <= 0 || rotary_dim % 2 != 0)
         return hf_fail(RA_ERR_HEAD_DIM, "partial_rotary_factor %g with head_dim %lld gives "
                        "rotary_dim %lld; RoPE needs it even and > 0", prf, (long long)head_dim,
                        (long long)rotary_dim);
-    out->rotary_dim = rotary_dim;
+    else
+        out->rotary_dim = rotary_dim;
+    rotary_dim = out->rotary_dim;
     RA_HF_TRY(mrope(config, &rope, out));
 
     const int64_t max_positions = max_positions_of(config);
@@ -359,7 +381,13 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
     RA_HF_TRY(hf_options_read(&o, options));
     static ra_hf_config none = {.path = "config"}; /* a config that says nothing */
     const ra_hf_config *c = config ? config : &none;
-    int64_t head_dim = o.head_dim ? o.head_dim : hf_config_head_dim(&c->fields);
+    int64_t head_dim = o.head_dim ? o.head_dim : hf_config_head_dim(&c->fields), own, kv;
+    const int shaped = ra_hf_layer_shape(&c->fields, o.layer, &own, &kv); /* Gemma 4 */
+    if (!o.head_dim && shaped < 0)
+        return hf_fail(RA_ERR_ARGUMENT, "%s gives some layers a head size of their own "
+                       "(per_layer_config, global_head_dim): name the layer, or set head_dim",
+                       c->path);
+    if (!o.head_dim && own) head_dim = own;
     if (head_dim <= 0)
         return hf_fail(RA_ERR_ARGUMENT, "head_dim is not known: set it in the options, or give "
                        "a config with head_dim (or hidden_size and num_attention_heads)");

@@ -207,6 +207,11 @@ static ra_status read_type(const reader *r, ra_hf_rope *out)
         out->has_type = out->has_mrope = 1;
         return RA_OK;
     }
+    if (strcmp(value, "proportional") == 0) { /* Gemma 4's full layers: hf/rope.c */
+        out->type = RA_ROPE_DEFAULT;
+        out->has_type = out->proportional = 1;
+        return RA_OK;
+    }
     if (strcmp(value, "su") == 0) {
         out->type = RA_ROPE_LONGROPE;
         out->has_type = 1;
@@ -214,7 +219,7 @@ static ra_status read_type(const reader *r, ra_hf_rope *out)
     }
     return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
                       "%s: \"%s%s\" is \"%.64s\"%s; supported: default, linear, dynamic, yarn, "
-                      "llama3, longrope (or su), mrope", r->name, r->prefix, key, value,
+                      "llama3, longrope (or su), mrope, proportional", r->name, r->prefix, key, value,
                       strlen(value) > 64 ? "..." : "");
 }
 

@@ -1372,13 +1372,35 @@ def family_cases(out):
     for family, why in beside.items():
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
              refused=f'model_type "{family}" is refused: {why}')
-    # Gemma 4: per-layer head sizes, values from k_proj, its own rope, and
-    # layers that reuse an earlier layer's keys and values
-    for family in ("gemma4", "gemma4_assistant", "gemma4_text", "gemma4_unified",
-                   "gemma4_unified_assistant", "gemma4_unified_text"):
+    # Gemma 4 (run: tests/hf's gemma4_text_* cases): its assistants reuse
+    # the target model's keys and values; bidirectional attention for all
+    # tokens, a last layer layer_types leaves sliding (the config class makes
+    # it full), per_layer_config keys other than the head's shape, and a
+    # v_proj beside attention_k_eq_v are refused; attention_k_eq_v elsewhere
+    for family in ("gemma4_assistant", "gemma4_unified_assistant"):
         save(out, family + "_refused", dict(base, model_type=family), plain, x, None, 0,
-             refused=f'model_type "{family}" is refused: its per_layer_config (a head size and '
-             'key/value heads per layer), attention_k_eq_v')
+             refused=f'model_type "{family}" is refused: its layers all take their keys and '
+             "values from the target model's")
+    gemma4 = dict(base, model_type="gemma4_text", sliding_window=4, num_hidden_layers=2,
+                  layer_types=["sliding_attention", "full_attention"])
+    with_norms = dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
+                                layers(0) + "k_norm.weight": f32(np.ones(D))})
+    for name, cfg, refused in (
+            ("bidirectional_all", dict(gemma4, use_bidirectional_attention="all"),
+             '"use_bidirectional_attention" (attention without the causal mask) changes'),
+            ("last_layer_sliding", dict(gemma4, layer_types=["full_attention",
+                                                             "sliding_attention"]),
+             '"layer_types" ends in a layer other than full_attention'),
+            ("per_layer_window", dict(gemma4, per_layer_config={"1": {"sliding_window": 2}}),
+             "\"per_layer_config.1.sliding_window\": a layer's own value of a key other than"),
+            ("k_eq_v_beside_v_proj", dict(gemma4, attention_k_eq_v=True, num_hidden_layers=1,
+                                          layer_types=["full_attention"]),
+             "layer 0 takes its values from k_proj (attention_k_eq_v), and transformers would "
+             "not load it")):
+        save(out, "gemma4_" + name, cfg, with_norms, x, None, 0, refused=refused)
+    save(out, "k_eq_v_llama", dict(base, model_type="llama", attention_k_eq_v=True), plain, x,
+         None, 0, refused='"attention_k_eq_v" (values from k_proj) changes attention and is not '
+         'supported for model_type "llama"')
     # Gemma 3n: its last num_kv_shared_layers layers take their keys and
     # values from an earlier layer (Gemma3nTextConfig's default: 15 of 35),
     # refused by name; the layers before them run
@@ -1392,6 +1414,10 @@ def family_cases(out):
          shared(2), x, None, 2, refused="layer 2 takes its keys and values from an earlier layer")
     save(out, "gemma3n_kv_shared_default", gemma3n, shared(20), x, None, 20,
          refused="num_kv_shared_layers 15 of num_hidden_layers 35, so layers 20 on")
+    save(out, "gemma4_kv_shared",
+         dict(gemma4, num_hidden_layers=3, num_kv_shared_layers=1,
+              layer_types=["sliding_attention", "full_attention", "full_attention"]),
+         shared(2), x, None, 2, refused="layer 2 takes its keys and values from an earlier layer")
     save(out, "gemma3n_multimodal_kv_shared",
          dict(model_type="gemma3n", text_config=dict(gemma3n, num_hidden_layers=3,
                                                       num_kv_shared_layers=1)),

@@ -953,6 +953,38 @@ def gate_cases():
     yield family("bailing_hybrid_gate", "BailingHybrid", bailing, layer=1, theta=600000.0)
 
 
+def gemma4_cases():
+    """Gemma 4's text model: a sliding layer (head_dim 8, 2 key/value
+    heads, default rope) and full layers of their own shape (global_head_dim
+    16 and num_global_key_value_heads 1, saved as per_layer_config), whose
+    values come from k_proj (attention_k_eq_v: no v_proj, k_proj's gradient
+    the sum) and whose rope is proportional (the first
+    int(partial_rotary_factor * 16 // 2) of 8 pairs turn; with factor, their
+    frequencies divided by it); q/k norms, v_norm, softmax scale 1; no
+    per-layer inputs (they need input_ids)."""
+    gemma4 = dict(TINY, num_hidden_layers=2, sliding_window=4, num_kv_shared_layers=0,
+                  layer_types=["sliding_attention", "full_attention"], global_head_dim=16,
+                  num_global_key_value_heads=1, attention_k_eq_v=True,
+                  hidden_size_per_layer_input=0, rms_norm_eps=1e-5)
+    sliding = {"rope_type": "default", "rope_theta": 10000.0}
+    for name, layer, full in (
+            ("gemma4_text_sliding", 0, {"rope_type": "proportional",
+                                        "partial_rotary_factor": 0.25, "rope_theta": 1e6}),
+            ("gemma4_text_full", 1, {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                     "rope_theta": 1e6}),
+            ("gemma4_text_full_factor", 1, {"rope_type": "proportional", "factor": 4.0,
+                                            "partial_rotary_factor": 0.5, "rope_theta": 1e4})):
+        rope = {"sliding_attention": sliding, "full_attention": full}
+        yield family(name, "Gemma4Text", gemma4, layer=layer, rope=rope, freqs=False,
+                     model="Gemma4ForCausalLM")
+    # Gemma4UnifiedTextConfig: no per-layer inputs; use_bidirectional_attention
+    # "vision" by default (text tokens causal); the last case's full rope
+    unified = {k: v for k, v in gemma4.items() if k != "hidden_size_per_layer_input"}
+    yield family("gemma4_unified_text_full", "Gemma4UnifiedText", unified, layer=1,
+                 rope={"sliding_attention": sliding, "full_attention": full}, freqs=False,
+                 model="Gemma4UnifiedForCausalLM")
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -969,6 +1001,7 @@ def named_seed_cases():
     yield from qk_bias_gates_cases()
     yield from nanochat_cases()
     yield from gate_cases()
+    yield from gemma4_cases()
 
 
 def name_seed(name):

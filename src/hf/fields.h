@@ -324,6 +324,21 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * the layer sees every earlier token, and `attention --prefill` past the window, where
  * transformers' cached generation sees fewer, is refused (Moshi) */
 #define RA_HF_CACHE_WINDOW RA_HF_BIT(53)
+/* QSA's block-sparse indexer (indexer_n_heads, indexer_kv_heads, indexer_head_dim,
+ * indexer_budget, indexer_compress_ratio, all required; its tensors under indexer.): each query
+ * keeps whole blocks of indexer_compress_ratio of its keys, up to indexer_budget keys, and the
+ * last incomplete block: while it sees fewer than indexer_budget + indexer_compress_ratio keys
+ * it keeps them all and the layer is the dense one, which runs; beyond, refused (Qwen4-Exp) */
+#define RA_HF_BLOCK_INDEXER RA_HF_BIT(88)
+/* the layers layer_types names "minimax_m3_sparse" have an indexer (index_n_heads,
+ * index_head_dim, index_block_size, index_topk_blocks, index_local_blocks): blocks of
+ * index_block_size keys by place, index_topk_blocks of them kept per query: while it sees at
+ * most index_topk_blocks * index_block_size keys it keeps them all (the dense layer, which
+ * runs); beyond, refused; the other layers are dense (MiniMax-M3) */
+#define RA_HF_SPARSE_LAYER_INDEXER RA_HF_BIT(89)
+/* rotary_dim is read by no code: the rope rotates as rope_parameters says (MiniMax-M3 in
+ * transformers 5.23) */
+#define RA_HF_ROTARY_DIM_IGNORED RA_HF_BIT(90)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY RA_HF_BIT(59)
@@ -385,6 +400,11 @@ typedef struct ra_hf_family {
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
 const ra_hf_family *ra_hf_family_find(const char *model_type);
+
+/* The layer_types name of a family's layers with a sparse-attention indexer
+ * ("indexed_attention", "minimax_m3_sparse"), softmax attention over the
+ * keys it keeps; NULL for a family without one (fields_sparse.c). */
+const char *ra_hf_indexed_layer_type(const ra_hf_family *family);
 
 /* Which projections a config's model has biases on, by its family's rule
  * (fields_bias.c).  rule NULL (a config without model_type): the
@@ -541,6 +561,10 @@ typedef struct ra_hf_fields {
     ra_hf_quant quant;   /* quantization_config; owns skip */
     struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
                             any key, for libropeattn_hf's ra_hf_config_int ... */
+    /* Sparse attention (fields_sparse.c): the most keys a query of an indexed
+     * layer may see while the indexer keeps them all (RA_HF_INDEXER_TOPK,
+     * RA_HF_BLOCK_INDEXER, RA_HF_SPARSE_LAYER_INDEXER); 0: no indexer. */
+    int64_t sparse_keys;
 } ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
@@ -572,5 +596,9 @@ void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
  * layer's window is not known, or layer -1 and the layers differ).  0 in
  * other families. */
 int ra_hf_layer_nope(const ra_hf_fields *config, int64_t layer);
+
+/* The keys a query of layer `layer` (-1: any) may see while its indexer
+ * keeps them all (ra_layer_config.max_keys); 0: the layer has no indexer. */
+int64_t ra_hf_sparse_keys(const ra_hf_fields *config, int64_t layer);
 
 #endif /* RA_HF_FIELDS_H */

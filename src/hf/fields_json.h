@@ -50,6 +50,11 @@ ra_status ra_hf_nope_read(const cJSON *root, ra_hf_fields *out, const char *name
 ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const char *name,
                              char *msg, size_t msg_len);
 
+/* The keys that bound a sparse-attention indexer's layer into
+ * out->sparse_keys (fields_sparse.c); called after the window's keys. */
+ra_status ra_hf_sparse_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                            size_t msg_len);
+
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);
 

@@ -365,11 +365,37 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
             "rope_theta": 10000.0}), plain,
          "qk_l2_norm with a rope whose attention factor is"),
-        # MiniMaxM3VLTextConfig's rotary_dim (64 by default): no code reads it
-        ("minimax_m3_vl_text_rotary_dim", dict(base, model_type="minimax_m3_vl_text",
-                                               rotary_dim=8), dict(plain, **qk),
-         '"rotary_dim" (the rotary size) changes attention and is not supported for '
-         'model_type "minimax_m3_vl_text"'),
+        # MiniMax-M3 (tests/hf/minimax_m3_sparse): a "minimax_m3_sparse" layer's indexer
+        # keeps index_topk_blocks = 2 blocks of index_block_size = 4 keys: every key up to 8,
+        # and the 12 tokens' last queries see more
+        ("minimax_m3_vl_text_past_blocks", dict(
+            base, model_type="minimax_m3_vl_text", rotary_dim=8, index_block_size=4,
+            index_topk_blocks=2, layer_types=["minimax_m3_sparse"]), dict(plain, **qk),
+         'block-sparse indexer keeps each query\'s index_topk_blocks blocks of index_block_size '
+         'keys: all its keys only while a query sees at most index_topk_blocks * '
+         'index_block_size = 8: the layer\'s queries see up to 12 keys'),
+        ("minimax_m3_vl_text_sparse_config", dict(
+            base, model_type="minimax_m3_vl_text", sparse_attention_config={
+                "sparse_block_size": 4}), dict(plain, **qk),
+         '"sparse_attention_config" (its keys replace index_block_size'),
+        # Qwen4-Exp (tests/hf/qwen4_exp_qsa): QSA keeps indexer_budget = 4 keys in blocks of
+        # indexer_compress_ratio = 4, and the last incomplete block: every key up to 7
+        ("qwen4_exp_text_past_budget", dict(
+            base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=1,
+            indexer_head_dim=8, indexer_budget=4, indexer_compress_ratio=4,
+            layer_types=["indexed_attention"]), dict(plain, **qk),
+         "indexer_budget + indexer_compress_ratio - 1 = 7: the layer's queries see up to 12 "
+         "keys"),
+        ("qwen4_exp_text_no_budget", dict(
+            base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=1,
+            indexer_head_dim=8, indexer_compress_ratio=4), dict(plain, **qk),
+         'no "indexer_budget": model_type "qwen4_exp_text" builds its indexer from it'),
+        ("qwen4_exp_text_kv_heads", dict(
+            base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=2,
+            indexer_head_dim=8, indexer_budget=4, indexer_compress_ratio=4), dict(plain, **qk),
+         '"indexer_kv_heads" is 2; model_type "qwen4_exp_text" requires 1'),
+        ("llama_indexer_budget", dict(base, model_type="llama", indexer_budget=8), plain,
+         '"indexer_budget" (a block-sparse indexer\'s keys) changes attention'),
         ("olmoe_without_norms", dict(base, model_type="olmoe", clip_qkv=8.0), plain,
          'has no q_norm.weight beside'),
         ("bitnet_without_sub_norm", dict(base, model_type="bitnet"), plain,
@@ -1334,9 +1360,7 @@ def family_cases(out):
     beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
               "dots3_note_text": "its per-head output gate (g_proj)",
               "hy_v4": "its output gate from a projection of its own (gate_proj) and its "
-                       "attention sinks",
-              "qwen4_exp": "its block-sparse indexer (QSA", "qwen4_exp_text": "its block-sparse "
-              "indexer (QSA"}
+                       "attention sinks"}
     for family, why in beside.items():
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
              refused=f'model_type "{family}" is refused: {why}')

@@ -909,6 +909,27 @@ def nanochat_cases():
     yield family("nanochat_bf16", "NanoChat", TINY, pos=positions(30), dtype=torch.bfloat16)
 
 
+def sparse_cases():
+    """Sparse attention's indexers while they keep every key: the dense layer.
+    Qwen4-Exp's QSA (blocks of indexer_compress_ratio keys, indexer_budget of
+    them kept, and the last incomplete block: every key up to 16 + 4 - 1 = 19,
+    the keys to position 18), beside its gated q_proj, 1 + weight q/k norms
+    and partial rotary; MiniMax-M3's "minimax_m3_sparse" layer (index_topk_blocks
+    = 3 blocks of index_block_size = 4 keys by place: every key up to 12, the
+    positions from 0), its rotary_dim read by no code."""
+    qwen4 = dict(TINY, indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=8,
+                 indexer_budget=16, indexer_compress_ratio=4, layer_types=["indexed_attention"],
+                 hc_lowrank=4, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
+                 shared_expert_intermediate_size=8, partial_rotary_factor=0.5)
+    yield family("qwen4_exp_qsa", "Qwen4ExpText", qwen4, model="Qwen4ExpForCausalLM")
+    minimax = dict(TINY, layer_types=["minimax_m3_sparse"], mlp_layer_types=["sparse"],
+                   index_n_heads=2, index_head_dim=8, index_block_size=4, index_topk_blocks=3,
+                   index_local_blocks=1, rotary_dim=4, num_local_experts=2,
+                   num_experts_per_tok=1, shared_intermediate_size=8)
+    yield family("minimax_m3_sparse", "MiniMaxM3VLText", minimax, model="MiniMaxM3VLForCausalLM",
+                 pos=positions(0))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -924,6 +945,7 @@ def named_seed_cases():
     yield from misc_rows_cases()
     yield from qk_bias_gates_cases()
     yield from nanochat_cases()
+    yield from sparse_cases()
 
 
 def name_seed(name):

@@ -250,11 +250,13 @@ static const ra_hf_family families[] = {
     ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
     /* CohereCompassTextConfig: rope_parameters by layer type (null: that type without RoPE),
-     * each M-RoPE with Qwen3-VL's interleaved sections (mrope_section default [24, 20, 20]) */
-    ROW("cohere_compass_text", H, 0,
-        "its rope_parameters by layer type, each an interleaved M-RoPE (sections "
-        "interleaved as Qwen3-VL's, mrope_section default [24, 20, 20]) or null for layers "
-        "without RoPE, are not supported", NULL, NOWINDOW, NO_BIAS),
+     * each the default rope, M-RoPE with Qwen3-VL's interleaved sections (mrope_section
+     * default [24, 20, 20]); head_dim hidden_size / num_attention_heads; layer_types (else
+     * every layer full) */
+    ROW("cohere_compass_text", H,
+        RA_HF_ROPE_BY_LAYER_TYPE | RA_HF_HEAD_DIM_BY_HEADS | RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED,
+        NULL, "hidden_size=8192 num_attention_heads=64 max_position_embeddings=8192 "
+        "layer_norm_eps=1e-05 sliding_window=4096", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, 0, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "

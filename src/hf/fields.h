@@ -339,6 +339,14 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* rotary_dim is read by no code: the rope rotates as rope_parameters says (MiniMax-M3 in
  * transformers 5.23) */
 #define RA_HF_ROTARY_DIM_IGNORED RA_HF_BIT(90)
+/* rope_parameters keyed by layer type ("full_attention", "sliding_attention"), each the default
+ * rope over all of head_dim (M-RoPE's sections where the family has them) or null, that type's
+ * layers without RoPE; a type the layers use and rope_parameters lacks refused (transformers'
+ * KeyError) (Cohere Compass) */
+#define RA_HF_ROPE_BY_LAYER_TYPE RA_HF_BIT(91)
+/* head_dim is hidden_size / num_attention_heads whatever the config says (a head_dim that
+ * differs refused) (Cohere Compass) */
+#define RA_HF_HEAD_DIM_BY_HEADS RA_HF_BIT(92)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY RA_HF_BIT(59)
@@ -565,7 +573,17 @@ typedef struct ra_hf_fields {
      * layer may see while the indexer keeps them all (RA_HF_INDEXER_TOPK,
      * RA_HF_BLOCK_INDEXER, RA_HF_SPARSE_LAYER_INDEXER); 0: no indexer. */
     int64_t sparse_keys;
+    /* RA_HF_ROPE_BY_LAYER_TYPE (fields_rope_types.c): rope_parameters'
+     * full_attention and sliding_attention entries (rope and local_rope). */
+    unsigned char layer_type_rope[2]; /* ra_hf_type_rope */
 } ra_hf_fields;
+
+/* A layer type's entry in rope_parameters (RA_HF_ROPE_BY_LAYER_TYPE). */
+enum ra_hf_type_rope {
+    RA_HF_TYPE_ROPE_ABSENT, /* no key: its layers fail in transformers */
+    RA_HF_TYPE_ROPE_GIVEN,  /* a rope object */
+    RA_HF_TYPE_ROPE_NULL,   /* null: its layers have no RoPE */
+};
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
  * must be of the right kind (integers where integers are meant, positive).

@@ -88,13 +88,13 @@ static ra_status check_required(const ra_hf_rope *rope, int64_t max_positions,
 /* The rope object of layer `layer`: Gemma 3's and OLMo 3's sliding layers
  * take the default rope (the config's scaling is the full layers') at
  * rope_local_base_freq (Gemma 3) or rope_theta, as transformers does, or
- * their own rope_parameters of transformers 5; a layer's kind:
+ * their own rope_parameters of transformers 5 (Cohere Compass's too); a layer's kind:
  * ra_hf_layer_slides.  A rope object that was set replaces both. */
 static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rope *out)
 {
     const ra_hf_fields *hf = &config->fields;
     *out = config->rope;
-    if (!hf->family || !(hf->family->features & RA_HF_LOCAL_ROPE) ||
+    if (!hf->family || !(hf->family->features & (RA_HF_LOCAL_ROPE | RA_HF_ROPE_BY_LAYER_TYPE)) ||
         config->rope_parameters_set)
         return RA_OK;
     int slides = ra_hf_layer_slides(&hf->window, layer, 0);

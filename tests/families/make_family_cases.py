@@ -355,6 +355,9 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
     qk = {prefix + "q_norm.weight": ones(D), prefix + "k_norm.weight": ones(D)}
     after = {prefix + "query_layernorm.weight": ones(D), prefix + "key_layernorm.weight": ones(D)}
     sub_norm = {prefix + "attn_sub_norm.weight": ones(H * D)}
+    # (head_dim is hidden_size / num_attention_heads there)
+    compass = dict({k: v for k, v in base.items() if k != "head_dim"},
+                   model_type="cohere_compass_text")
     return [
         ("laguna", dict(base, model_type="laguna"), plain,
          'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
@@ -394,6 +397,34 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
             base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=2,
             indexer_head_dim=8, indexer_budget=4, indexer_compress_ratio=4), dict(plain, **qk),
          '"indexer_kv_heads" is 2; model_type "qwen4_exp_text" requires 1'),
+        # Cohere Compass (tests/hf/cohere_compass_*): rope_parameters by layer type
+        ("cohere_compass_text_flat_rope", dict(
+            compass, rope_parameters={
+                "rope_type": "default", "rope_theta": 10000.0}), plain,
+         '"rope_parameters.rope_type": model_type "cohere_compass_text" reads rope_parameters '
+         'by layer type'),
+        ("cohere_compass_text_no_sliding_rope", dict(
+            compass, sliding_window=4,
+            layer_types=["sliding_attention"], rope_parameters={"full_attention": None}), plain,
+         'layer_types names sliding_attention layers and rope_parameters has no '
+         '"sliding_attention"'),
+        ("cohere_compass_text_head_dim", dict(
+            base, model_type="cohere_compass_text", rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1e4}}), plain,
+         '"head_dim" is 16, and model_type "cohere_compass_text" sets it to hidden_size / '
+         'num_attention_heads = 8'),
+        ("cohere_compass_text_linear", dict(
+            compass, rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+         plain, '"rope_parameters.full_attention.rope_type" is "linear"'),
+        ("cohere_compass_text_partial", dict(
+            compass, partial_rotary_factor=0.5, rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1e4}}), plain,
+         '"partial_rotary_factor" is set, and model_type "cohere_compass_text"\'s default rope'),
+        ("cohere_compass_text_no_theta", dict(
+            compass, rope_parameters={
+                "full_attention": {"rope_type": "default"}}), plain,
+         'no rope_theta for the full_attention layers'),
         ("llama_indexer_budget", dict(base, model_type="llama", indexer_budget=8), plain,
          '"indexer_budget" (a block-sparse indexer\'s keys) changes attention'),
         ("olmoe_without_norms", dict(base, model_type="olmoe", clip_qkv=8.0), plain,
@@ -1135,10 +1166,6 @@ def family_cases(out):
         ("blt", dict(base, model_type="blt"), plain,
          'model_type "blt" is refused: its attention layers sit in four stacks of their own '
          'sizes'),
-        # a rope per layer type, M-RoPE or none
-        ("cohere_compass_text", dict(base, model_type="cohere_compass_text"), plain,
-         'model_type "cohere_compass_text" is refused: its rope_parameters by layer type, each '
-         'an interleaved M-RoPE'),
         # a window rule the config class derives by a formula of its own
         ("flint_without_layer_types", dict(base, model_type="flint"),
          dict(plain, **{layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight",

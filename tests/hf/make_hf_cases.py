@@ -916,7 +916,8 @@ def sparse_cases():
     the keys to position 18), beside its gated q_proj, 1 + weight q/k norms
     and partial rotary; MiniMax-M3's "minimax_m3_sparse" layer (index_topk_blocks
     = 3 blocks of index_block_size = 4 keys by place: every key up to 12, the
-    positions from 0), its rotary_dim read by no code."""
+    positions from 0), its rotary_dim read by no code.  And Cohere Compass's
+    rope per layer type (its M-RoPE, or none), which needs no indexer."""
     qwen4 = dict(TINY, indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=8,
                  indexer_budget=16, indexer_compress_ratio=4, layer_types=["indexed_attention"],
                  hc_lowrank=4, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
@@ -928,6 +929,18 @@ def sparse_cases():
                    num_experts_per_tok=1, shared_intermediate_size=8)
     yield family("minimax_m3_sparse", "MiniMaxM3VLText", minimax, model="MiniMaxM3VLForCausalLM",
                  pos=positions(0))
+    # Cohere Compass: rope_parameters by layer type, the sliding layers' an
+    # M-RoPE (interleaved sections, on 3-D positions), the full layers' null
+    # (no RoPE); head_dim hidden_size / num_attention_heads
+    compass = dict(TINY, num_hidden_layers=2, sliding_window=4,
+                   layer_types=["sliding_attention", "full_attention"])
+    by_type = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                     "mrope_section": [2, 1, 1]},
+               "full_attention": None}
+    yield family("cohere_compass_sliding_mrope", "CohereCompassText", compass, rope=by_type,
+                 model="CohereCompassForCausalLM", pos=mrope_positions(), freqs=False)
+    yield family("cohere_compass_full_nope", "CohereCompassText", compass, rope=by_type,
+                 model="CohereCompassForCausalLM", layer=1)
 
 
 def named_seed_cases():

@@ -21,6 +21,7 @@
  * (its layer takes float32 weights only).  Biases, norms and sinks are
  * float32 always, and so are the gradients.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -385,38 +386,29 @@ static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_opti
     const int64_t keys = o->n_tokens ? o->first_token + o->n_tokens : o->max_position + 1;
     const char *type = hf->family->model_type;
     const ra_hf_features features = hf->family->features;
-    const char *what = (features & RA_HF_BLOCK_INDEXER)
-                           ? "blocks of indexer_compress_ratio keys, up to indexer_budget, "
-                             "and the last incomplete block: all its keys only while a query "
-                             "sees at most indexer_budget + indexer_compress_ratio - 1"
-                           : "index_topk_blocks blocks of index_block_size keys: all its keys "
-                             "only while a query sees at most index_topk_blocks * "
-                             "index_block_size";
-#define INDEXER_KEEPS                                                                    \
-    "%s: model_type \"%s\"'s indexer (DeepSeek sparse attention) keeps each query's "    \
-    "index_topk = %lld best-scoring keys, all of them only while a query sees at most "   \
-    "that many: "
-#define BLOCKS_KEPT "%s: model_type \"%s\"'s block-sparse indexer keeps each query's %s = %lld: "
-    if (keys <= 0 && (features & RA_HF_INDEXER_TOPK))
-        return hf_fail(RA_ERR_ARGUMENT, INDEXER_KEEPS "give the tokens the layer runs on "
-                       "(n_tokens, first_token) or the largest position (max_position)",
-                       config->path, type, (long long)bound);
+    char keeps[1024]; /* what the indexer keeps, "...: " */
+    if (features & RA_HF_INDEXER_TOPK)
+        snprintf(keeps, sizeof keeps, "%s: model_type \"%s\"'s indexer (DeepSeek sparse "
+                 "attention) keeps each query's index_topk = %lld best-scoring keys, all of them "
+                 "only while a query sees at most that many: ", config->path, type,
+                 (long long)bound);
+    else
+        snprintf(keeps, sizeof keeps, "%s: model_type \"%s\"'s block-sparse indexer keeps each "
+                 "query's %s = %lld: ", config->path, type,
+                 (features & RA_HF_BLOCK_INDEXER)
+                     ? "blocks of indexer_compress_ratio keys, up to indexer_budget, and the "
+                       "last incomplete block: all its keys only while a query sees at most "
+                       "indexer_budget + indexer_compress_ratio - 1"
+                     : "index_topk_blocks blocks of index_block_size keys: all its keys only "
+                       "while a query sees at most index_topk_blocks * index_block_size",
+                 (long long)bound);
     if (keys <= 0)
-        return hf_fail(RA_ERR_ARGUMENT, BLOCKS_KEPT "give the tokens the layer runs on "
-                       "(n_tokens, first_token) or the largest position (max_position)",
-                       config->path, type, what, (long long)bound);
-    if (keys > bound && (features & RA_HF_INDEXER_TOPK))
-        return hf_fail(RA_ERR_UNSUPPORTED, INDEXER_KEEPS "the layer's queries see up to %lld "
-                       "keys (tokens to position %lld), and the indexer's selection among "
-                       "more is not supported", config->path, type, (long long)bound,
-                       (long long)keys, (long long)(keys - 1));
+        return hf_fail(RA_ERR_ARGUMENT, "%sgive the tokens the layer runs on (n_tokens, "
+                       "first_token) or the largest position (max_position)", keeps);
     if (keys > bound)
-        return hf_fail(RA_ERR_UNSUPPORTED, BLOCKS_KEPT "the layer's queries see up to %lld "
-                       "keys (tokens to position %lld), and the indexer's selection among "
-                       "more is not supported", config->path, type, what, (long long)bound,
-                       (long long)keys, (long long)(keys - 1));
-#undef INDEXER_KEEPS
-#undef BLOCKS_KEPT
+        return hf_fail(RA_ERR_UNSUPPORTED, "%sthe layer's queries see up to %lld keys (tokens to "
+                       "position %lld), and the indexer's selection among more is not "
+                       "supported", keeps, (long long)keys, (long long)(keys - 1));
     return RA_OK;
 }
 

@@ -83,6 +83,9 @@
 #define GATED_QWEN (RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_GATED_OUTPUT)
 /* Qwen3NextConfig's, Qwen3_5TextConfig's, Qwen3_5MoeTextConfig's defaults */
 #define GATED_QWEN_DEFAULTS "head_dim=256 partial_rotary_factor=0.25"
+#define QWEN4_EXP                                                                        \
+    (GATED_QWEN | RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM |                \
+     RA_HF_MROPE_OWN_DEFAULT | RA_HF_BLOCK_INDEXER)
 #define QWEN4_EXP_DEFAULTS                                                               \
     "hidden_size=2048 num_attention_heads=16 num_key_value_heads=2 head_dim=256 "        \
     "max_position_embeddings=32768"
@@ -508,12 +511,11 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
-    /* Qwen4ExpTextConfig: Qwen3.5's gated attention (no default partial rotary) beside QSA's
-     * block-sparse indexer in every attention layer ("indexed_attention") */
-    ROW("qwen4_exp", H, GATED_QWEN | QWEN3_VL | RA_HF_BLOCK_INDEXER, NULL, QWEN4_EXP_DEFAULTS,
-        NOWINDOW, ALL(AB, 0)),
-    ROW("qwen4_exp_text", H, GATED_QWEN | QWEN3_VL | RA_HF_BLOCK_INDEXER, NULL,
-        QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* Qwen4ExpTextConfig: Qwen3.5's gated attention (no default partial rotary; M-RoPE
+     * sections [11, 11, 10] by default) beside QSA's block-sparse indexer in every attention
+     * layer ("indexed_attention") */
+    ROW("qwen4_exp", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen4_exp_text", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
         "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
@@ -570,6 +572,7 @@ static const ra_hf_family families[] = {
 #undef MELLUM_ROPE
 #undef HUNYUAN
 #undef QWEN3_VL_THETA
+#undef QWEN4_EXP
 #undef QWEN4_EXP_DEFAULTS
 #undef MLA_V3
 #undef ROW

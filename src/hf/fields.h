@@ -347,6 +347,10 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* head_dim is hidden_size / num_attention_heads whatever the config says (a head_dim that
  * differs refused) (Cohere Compass) */
 #define RA_HF_HEAD_DIM_BY_HEADS RA_HF_BIT(92)
+/* with RA_HF_MROPE_INTERLEAVED: the code's sections where mrope_section is absent are its own
+ * ([11, 11, 10]), not Qwen3-VL's [24, 20, 20]: none taken (text positions run, 3-D ones need
+ * mrope_section) (Qwen4-Exp) */
+#define RA_HF_MROPE_OWN_DEFAULT RA_HF_BIT(93)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY RA_HF_BIT(59)

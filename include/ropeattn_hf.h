@@ -239,10 +239,13 @@ typedef struct ra_hf_options {
     /* The tokens the layer will run on, as their places in the sequence:
      * [first_token, first_token + n_tokens); n_tokens 0: unknown.  They
      * size the rope (max_position below), and bound the keys a query sees:
-     * first_token + n_tokens, else max_position + 1.  A family with DeepSeek
-     * sparse attention's indexer (deepseek_v32, glm_moe_dsa) needs that
-     * bound and at most its index_topk keys (the indexer then keeps them
-     * all: the dense layer); its ra_layer_config.max_keys is index_topk,
+     * first_token + n_tokens, else max_position + 1.  A family with a
+     * sparse-attention indexer (deepseek_v32, glm_moe_dsa: index_topk;
+     * qwen4_exp: indexer_budget + indexer_compress_ratio - 1;
+     * minimax_m3_vl_text's sparse layers: index_topk_blocks *
+     * index_block_size) needs that bound and at most that many keys (the
+     * indexer then keeps them all: the dense layer); its
+     * ra_layer_config.max_keys is that many,
      * so that every call of the layer on more keys is refused
      * (RA_ERR_UNSUPPORTED). */
     int64_t first_token, n_tokens;

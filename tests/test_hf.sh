@@ -147,6 +147,8 @@ NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_m
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
 HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
 VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's
+# (a sparse-attention indexer's q, k and norms beside the layer's: not converted)
+INDEXED=" qwen4_exp_text minimax_m3_vl_text "
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -210,7 +212,7 @@ freqs() {
 # convert-layout to interleaved (q/k rows, biases and norms per head), then
 # the same Y with --layout interleaved; refused for latent attention (its
 # rope rows not converted), families interleaved already, whole-projection
-# norms, and a multimodal checkpoint, whose vision tower's attention
+# norms, a sparse-attention indexer's tensors, and a multimodal checkpoint, whose vision tower's attention
 # (Q/K rows of another size, fused qkv; Phi-4-multimodal's vision and audio
 # parts under embed_tokens_extend) it takes for a text layer's
 convert_layout() {
@@ -232,6 +234,8 @@ convert_layout() {
             "${cmd[@]}" --to interleaved
     elif [[ $WHOLE_NORM == *" $family "* ]]; then
         refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
+    elif [[ $INDEXED == *" $family "* ]]; then
+        refused "$c: convert-layout" "is a sparse-attention indexer's" "${cmd[@]}" --to interleaved
     elif [ "$multimodal" = True ]; then
         "${cmd[@]}" --to interleaved 2>"$TMP/err"
         if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \

@@ -792,6 +792,9 @@ static void test_proportional_rope_config(void)
  * (Qwen3-VL interleaves whatever mrope_interleaved says; a Qwen2-VL config
  * that says it interleaves is refused); without a family, the key does; a
  * family without M-RoPE refuses sections set by --rope-parameters. */
+#define QSA_KEYS                                                                         \
+    "\"indexer_n_heads\": 2, \"indexer_kv_heads\": 1, \"indexer_head_dim\": 128, "           \
+    "\"indexer_budget\": 8, \"indexer_compress_ratio\": 4"
 static void test_mrope_config(void)
 {
     static const struct {
@@ -826,6 +829,20 @@ static void test_mrope_config(void)
         {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 128}", 24, 1, RA_OK, NULL},
         {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 160}", 40, 1, RA_OK, NULL},
         {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 64}", 0, 0, RA_OK, NULL},
+        /* Qwen4-Exp's code defaults to [11, 11, 10], not taken (3-D positions
+         * then refused); given sections are */
+        {"{\"model_type\": \"qwen4_exp_text\", \"head_dim\": 128, " QSA_KEYS "}", 0, 0, RA_OK,
+         NULL},
+        {"{\"model_type\": \"qwen4_exp_text\", \"head_dim\": 128, " QSA_KEYS ", "
+         "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e7, "
+         "\"mrope_section\": [42, 11, 11]}}", 42, 1, RA_OK, NULL},
+        /* Cohere Compass: layer 0's (sliding) rope by layer type, [24, 20, 20]
+         * as Qwen3-VL's where it gives none (head_dim 512 / 4) */
+        {"{\"model_type\": \"cohere_compass_text\", \"hidden_size\": 512, "
+         "\"num_attention_heads\": 4, \"layer_types\": [\"sliding_attention\", "
+         "\"full_attention\"], \"rope_parameters\": {\"full_attention\": null, "
+         "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}}}", 24, 1,
+         RA_OK, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ra_hf_config *config = NULL;
@@ -837,6 +854,7 @@ static void test_mrope_config(void)
         }
         ra_rope_config rope;
         ra_hf_options o = ra_hf_options_init();
+        o.layer = 0;
         ra_status st = ra_hf_rope_config(config, &o, &rope);
         CHECK(st == cases[i].status, "%zu: status %d: %s", i, (int)st, ra_hf_last_error());
         if (st == RA_OK)
@@ -866,6 +884,7 @@ static void test_mrope_config(void)
            "sections on llama");
     ra_hf_config_close(config);
 }
+#undef QSA_KEYS
 
 /* The layers run the SIMD kernels: every case on every path (harness.h). */
 static void simd_cases(void)

@@ -385,6 +385,12 @@ static int convert(const convert_options *opts, const rope_source *src,
             if (ends_with_part(out[i].name, latent[l]))
                 return cli_fail(EXIT_FAIL, "convert-layout: '%s' in %s is latent attention's, "
                                 "whose rope rows are not converted", out[i].name, opts->weights);
+        /* a sparse-attention indexer's (its q, k and norms rotate by the rope too,
+         * in heads of their own size: Qwen4-Exp's, MiniMax-M3's) */
+        if (strstr(out[i].name, ".indexer.") != NULL)
+            return cli_fail(EXIT_FAIL, "convert-layout: '%s' in %s is a sparse-attention "
+                            "indexer's, whose rope rows are not converted", out[i].name,
+                            opts->weights);
         /* a shard with q_proj but not its k_proj may be latent attention's
          * without its other tensors (DeepSeek-V2-Lite's q_proj): the config
          * says */

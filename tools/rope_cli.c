@@ -134,7 +134,11 @@ void positions_free(positions_file *p)
 
 int rope_source_mrope(const rope_source *src)
 {
-    return src->config->rope.has_mrope_section;
+    const ra_hf_config *c = src->config;
+    /* (a rope per layer type: the sliding layers' may be the M-RoPE one, Cohere Compass's) */
+    return c->rope.has_mrope_section ||
+           (!c->rope_parameters_set && c->fields.has_local_rope &&
+            c->fields.local_rope.has_mrope_section);
 }
 
 int64_t positions_max(const int64_t *ids, int64_t n)

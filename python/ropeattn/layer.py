@@ -176,10 +176,13 @@ class Layer:
             seq_len to fix the length for every call instead.  For the other
             types, max_position only sizes the cos/sin table (4096 rows when
             None; later positions are computed exactly, more slowly).
-            A family with DeepSeek sparse attention's indexer (deepseek_v32,
-            glm_moe_dsa) needs n_tokens or max_position, at most its
-            index_topk keys (the indexer keeps them all: the dense layer);
-            do not call it on more (calls are not checked for it).
+            A family with a sparse-attention indexer (deepseek_v32,
+            glm_moe_dsa: index_topk; qwen4_exp: indexer_budget +
+            indexer_compress_ratio - 1; minimax_m3_vl_text's sparse layers:
+            index_topk_blocks * index_block_size) needs n_tokens or
+            max_position, at most that many keys (the indexer keeps them
+            all: the dense layer); do not call it on more (calls are not
+            checked for it).
           position_ids: True when the calls will give position ids rather
             than a start: Llama 4's NoPE layers, which scale q by each
             token's place in the sequence, are then refused.

@@ -511,13 +511,19 @@ static int ends_with(const char *name, const char *suffix)
 }
 
 /* Whether suffix (a tensor's name after the attention module's stem) is
- * one of DeepSeek sparse attention's indexer tensors (DeepseekV32Indexer:
- * wq_b, wk, k_norm, weights_proj), or the block-FP8 scale of one. */
+ * one of a sparse-attention indexer's tensors (DeepseekV32Indexer: wq_b,
+ * wk, k_norm, weights_proj; Qwen4ExpTextQSAIndexer: index_qk_proj,
+ * q_layernorm, k_layernorm; MiniMaxM3VLIndexer: q_proj, k_proj, q_norm,
+ * k_norm), or the block-FP8 scale of one. */
 static int indexer_tensor(const char *suffix)
 {
-    static const char *const names[] = {"indexer.wq_b.weight", "indexer.wk.weight",
-                                        "indexer.k_norm.weight", "indexer.k_norm.bias",
-                                        "indexer.weights_proj.weight"};
+    static const char *const names[] = {
+        "indexer.wq_b.weight",          "indexer.wk.weight",
+        "indexer.k_norm.weight",        "indexer.k_norm.bias",
+        "indexer.weights_proj.weight",  "indexer.index_qk_proj.weight",
+        "indexer.q_layernorm.weight",   "indexer.k_layernorm.weight",
+        "indexer.q_proj.weight",        "indexer.k_proj.weight",
+        "indexer.q_norm.weight"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(suffix, names[i], n) == 0 &&
@@ -668,7 +674,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
 {
     const ra_hf_features features = family ? family->features : 0;
     const int mla = (features & RA_HF_MLA) != 0;
-    const int indexer = (features & RA_HF_INDEXER_TOPK) != 0;
+    const int indexer = (features & (RA_HF_INDEXER_TOPK | RA_HF_BLOCK_INDEXER |
+                                     RA_HF_SPARSE_LAYER_INDEXER)) != 0;
     const char *path = files->path;
     scheme_list schemes, *list = &schemes;
     memset(out, 0, sizeof *out);

@@ -31,11 +31,6 @@
 #define G_PROJ                                                                           \
     "its per-head output gate (g_proj) and its rescaled latents with a norm of the "     \
     "rotated key (k_rope_only_layernorm) are not supported"
-/* Qwen4-Exp: each query keeps the blocks of indexer_compress_ratio keys
- * whose means score best, up to indexer_budget keys */
-#define QSA                                                                              \
-    "its block-sparse indexer (QSA: indexer_budget keys in blocks of "                   \
-    "indexer_compress_ratio) is not supported"
 /* Gemma 3n and 4: values RMS-normed per head without weights, and the
  * last num_kv_shared_layers layers reuse an earlier layer's keys and values
  * (Gemma 4's assistants: every layer reuses its target model's). */
@@ -117,6 +112,12 @@
 #define GATED_QWEN (RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_GATED_OUTPUT)
 /* Qwen3NextConfig's, Qwen3_5TextConfig's, Qwen3_5MoeTextConfig's defaults */
 #define GATED_QWEN_DEFAULTS "head_dim=256 partial_rotary_factor=0.25"
+#define QWEN4_EXP                                                                        \
+    (GATED_QWEN | RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_QK_NORM |                \
+     RA_HF_MROPE_OWN_DEFAULT | RA_HF_BLOCK_INDEXER)
+#define QWEN4_EXP_DEFAULTS                                                               \
+    "hidden_size=2048 num_attention_heads=16 num_key_value_heads=2 head_dim=256 "        \
+    "max_position_embeddings=32768"
 #define PATTERN RA_HF_WINDOWS_PATTERN
 #define FROM_MAX RA_HF_WINDOWS_GATED_FROM_MAX
 #define LISTED RA_HF_WINDOWS_LISTED
@@ -363,11 +364,13 @@ static const ra_hf_family families[] = {
     ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
     /* CohereCompassTextConfig: rope_parameters by layer type (null: that type without RoPE),
-     * each M-RoPE with Qwen3-VL's interleaved sections (mrope_section default [24, 20, 20]) */
-    ROW("cohere_compass_text", H, 0,
-        "its rope_parameters by layer type, each an interleaved M-RoPE (sections "
-        "interleaved as Qwen3-VL's, mrope_section default [24, 20, 20]) or null for layers "
-        "without RoPE, are not supported", NULL, NOWINDOW, NO_BIAS),
+     * each the default rope, M-RoPE with Qwen3-VL's interleaved sections (mrope_section
+     * default [24, 20, 20]); head_dim hidden_size / num_attention_heads; layer_types (else
+     * every layer full) */
+    ROW("cohere_compass_text", H,
+        RA_HF_ROPE_BY_LAYER_TYPE | RA_HF_HEAD_DIM_BY_HEADS | RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED,
+        NULL, "hidden_size=8192 num_attention_heads=64 max_position_embeddings=8192 "
+        "layer_norm_eps=1e-05 sliding_window=4096", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, 0, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
@@ -539,11 +542,13 @@ static const ra_hf_family families[] = {
     ROW("minimax_m2", H, OLMO2 | RA_HF_ROTARY_DIM_FACTOR, NULL,
         "rope_theta=5000000 hidden_size=3072 num_attention_heads=48 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, FIXED(0, 0)),
-    /* MiniMaxM3VLTextConfig: Gemma's q/k norms (1 + weight).  Its rotary_dim is refused:
-     * transformers 5.23's code reads none (it rotates as rope_parameters says) */
-    ROW("minimax_m3_vl_text", H, RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE, NULL,
-        "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
-        "head_dim=128", RA_HF_WINDOWS_LISTED_ELSE_NONE, FIXED(0, 0)),
+    /* MiniMaxM3VLTextConfig: Gemma's q/k norms (1 + weight); an indexer in the
+     * "minimax_m3_sparse" layers; one causal mask for every layer (no window).  Its rotary_dim
+     * is read by no code in transformers 5.23 (it rotates as rope_parameters says) */
+    ROW("minimax_m3_vl_text", H,
+        RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_SPARSE_LAYER_INDEXER | RA_HF_ROTARY_DIM_IGNORED,
+        NULL, "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
+        "head_dim=128", NOWINDOW, FIXED(0, 0)),
     ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
      * (default null) slides every layer (the model ignores layer_types) */
@@ -627,8 +632,11 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
-    ROW("qwen4_exp", H, 0, QSA, NULL, NOWINDOW, NO_BIAS),
-    ROW("qwen4_exp_text", H, 0, QSA, NULL, NOWINDOW, NO_BIAS),
+    /* Qwen4ExpTextConfig: Qwen3.5's gated attention (no default partial rotary; M-RoPE
+     * sections [11, 11, 10] by default) beside QSA's block-sparse indexer in every attention
+     * layer ("indexed_attention") */
+    ROW("qwen4_exp", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen4_exp_text", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
         "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
@@ -677,7 +685,6 @@ static const ra_hf_family families[] = {
 #undef Q_GATE_PROJ
 #undef GATE_PROJ_SINKS
 #undef G_PROJ
-#undef QSA
 #undef DSA
 #undef V_NORM
 #undef AB
@@ -693,6 +700,8 @@ static const ra_hf_family families[] = {
 #undef BAILING_HYBRID_DEFAULTS
 #undef HUNYUAN
 #undef QWEN3_VL_THETA
+#undef QWEN4_EXP
+#undef QWEN4_EXP_DEFAULTS
 #undef MLA_V3
 #undef ROW
 
@@ -784,8 +793,16 @@ static const attention_key attention_keys[] = {
     {"qk_rope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
     {"index_topk", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer's top-k keys"},
-    {"index_n_heads", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer"},
-    {"index_head_dim", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer"},
+    {"index_n_heads", NULL_ONLY, RA_HF_INDEXER_TOPK | RA_HF_SPARSE_LAYER_INDEXER,
+     "a sparse-attention indexer"},
+    {"index_head_dim", NULL_ONLY, RA_HF_INDEXER_TOPK | RA_HF_SPARSE_LAYER_INDEXER,
+     "a sparse-attention indexer"},
+    {"index_topk_blocks", NULL_ONLY, RA_HF_SPARSE_LAYER_INDEXER,
+     "a block-sparse indexer's top-k blocks"},
+    {"index_block_size", NULL_ONLY, RA_HF_SPARSE_LAYER_INDEXER, "a block-sparse indexer"},
+    {"indexer_budget", NULL_ONLY, RA_HF_BLOCK_INDEXER, "a block-sparse indexer's keys"},
+    {"indexer_compress_ratio", NULL_ONLY, RA_HF_BLOCK_INDEXER, "a block-sparse indexer"},
+    {"indexer_n_heads", NULL_ONLY, RA_HF_BLOCK_INDEXER, "a block-sparse indexer"},
     {"indexer_types", NULL_ONLY, RA_HF_INDEXER_TOPK, "layers sharing an indexer's top-k"},
     {"alibi", FALSE_ONLY, 0, "ALiBi position biases"},
     {"use_alibi", FALSE_ONLY, 0, "ALiBi position biases"},
@@ -807,7 +824,8 @@ static const attention_key attention_keys[] = {
     {"attention_k_eq_v", FALSE_ONLY, RA_HF_VALUES_FROM_KEYS, "values from k_proj"},
     {"rotary_pct", NULL_ONLY, RA_HF_ALIASES, "the rotary fraction (GPT-NeoX's name)"},
     {"rotary_emb_base", NULL_ONLY, RA_HF_ALIASES, "the rope base (GPT-NeoX's name)"},
-    {"rotary_dim", NULL_ONLY, RA_HF_ALIASES | RA_HF_ROTARY_DIM_FACTOR, "the rotary size"},
+    {"rotary_dim", NULL_ONLY,
+     RA_HF_ALIASES | RA_HF_ROTARY_DIM_FACTOR | RA_HF_ROTARY_DIM_IGNORED, "the rotary size"},
     {"rope_ratio", NULL_ONLY, RA_HF_ROPE_RATIO, "the rope base (ChatGLM's name)"},
     {"kv_channels", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS, "the head size (ChatGLM's name)"},
     {"multi_query_group_num", NULL_ONLY, RA_HF_MULTI_QUERY_GROUPS,

@@ -984,11 +984,13 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     const cJSON *rope = scaling != NULL && scaling->child != NULL ? scaling : nested;
     const char *where = rope == scaling ? "rope_scaling." : "rope_parameters.";
     if (rope == nested) RA_TRY(read_rope_per_layer_type(nested, out, name, msg, msg_len));
+    RA_TRY(ra_hf_rope_types_read(nested, rope == scaling ? scaling : NULL, out, name, msg,
+                                 msg_len));
     if (rope != NULL && !out->has_local_rope) {
         RA_TRY(ra_hf_rope_read(rope, name, where, &out->rope, msg, msg_len));
         RA_TRY(read_rope_alpha(rope, out, where, name, msg, msg_len));
         out->has_rope = 1;
-    } else if (rope == NULL) {
+    } else if (rope == NULL && !out->has_local_rope) { /* (per layer type: Cohere Compass) */
         RA_TRY(read_default_rope(out, &where, msg, msg_len));
     }
     RA_TRY(read_local_attention(root, nested, scaling, out, name, msg, msg_len));
@@ -1037,6 +1039,8 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_per_layer_read(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_sparse_read(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_rope_types_check(out, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
     if ((r->has_mrope || r->has_mrope_section || r->params.mrope_interleaved) &&
         !(features & RA_HF_MROPE))

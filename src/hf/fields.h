@@ -329,6 +329,33 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * the layer sees every earlier token, and `attention --prefill` past the window, where
  * transformers' cached generation sees fewer, is refused (Moshi) */
 #define RA_HF_CACHE_WINDOW RA_HF_BIT(53)
+/* QSA's block-sparse indexer (indexer_n_heads, indexer_kv_heads, indexer_head_dim,
+ * indexer_budget, indexer_compress_ratio, all required; its tensors under indexer.): each query
+ * keeps whole blocks of indexer_compress_ratio of its keys, up to indexer_budget keys, and the
+ * last incomplete block: while it sees fewer than indexer_budget + indexer_compress_ratio keys
+ * it keeps them all and the layer is the dense one, which runs; beyond, refused (Qwen4-Exp) */
+#define RA_HF_BLOCK_INDEXER RA_HF_BIT(88)
+/* the layers layer_types names "minimax_m3_sparse" have an indexer (index_n_heads,
+ * index_head_dim, index_block_size, index_topk_blocks, index_local_blocks): blocks of
+ * index_block_size keys by place, index_topk_blocks of them kept per query: while it sees at
+ * most index_topk_blocks * index_block_size keys it keeps them all (the dense layer, which
+ * runs); beyond, refused; the other layers are dense (MiniMax-M3) */
+#define RA_HF_SPARSE_LAYER_INDEXER RA_HF_BIT(89)
+/* rotary_dim is read by no code: the rope rotates as rope_parameters says (MiniMax-M3 in
+ * transformers 5.23) */
+#define RA_HF_ROTARY_DIM_IGNORED RA_HF_BIT(90)
+/* rope_parameters keyed by layer type ("full_attention", "sliding_attention"), each the default
+ * rope over all of head_dim (M-RoPE's sections where the family has them) or null, that type's
+ * layers without RoPE; a type the layers use and rope_parameters lacks refused (transformers'
+ * KeyError) (Cohere Compass) */
+#define RA_HF_ROPE_BY_LAYER_TYPE RA_HF_BIT(91)
+/* head_dim is hidden_size / num_attention_heads whatever the config says (a head_dim that
+ * differs refused) (Cohere Compass) */
+#define RA_HF_HEAD_DIM_BY_HEADS RA_HF_BIT(92)
+/* with RA_HF_MROPE_INTERLEAVED: the code's sections where mrope_section is absent are its own
+ * ([11, 11, 10]), not Qwen3-VL's [24, 20, 20]: none taken (text positions run, 3-D ones need
+ * mrope_section) (Qwen4-Exp) */
+#define RA_HF_MROPE_OWN_DEFAULT RA_HF_BIT(93)
 
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY RA_HF_BIT(59)
@@ -464,6 +491,11 @@ typedef struct ra_hf_family {
 const ra_hf_family *ra_hf_family_find(const char *model_type);
 /* Row i (0 .. ra_hf_family_count() - 1), else NULL. */
 const ra_hf_family *ra_hf_family_at(int64_t i);
+
+/* The layer_types name of a family's layers with a sparse-attention indexer
+ * ("indexed_attention", "minimax_m3_sparse"), softmax attention over the
+ * keys it keeps; NULL for a family without one (fields_sparse.c). */
+const char *ra_hf_indexed_layer_type(const ra_hf_family *family);
 
 /* Which projections a config's model has biases on, by its family's rule
  * (fields_bias.c).  rule NULL (a config without model_type): the
@@ -631,7 +663,21 @@ typedef struct ra_hf_fields {
     ra_hf_quant quant;   /* quantization_config; owns skip */
     struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
                             any key, for libropeattn_hf's ra_hf_config_int ... */
+    /* Sparse attention (fields_sparse.c): the most keys a query of an indexed
+     * layer may see while the indexer keeps them all (RA_HF_INDEXER_TOPK,
+     * RA_HF_BLOCK_INDEXER, RA_HF_SPARSE_LAYER_INDEXER); 0: no indexer. */
+    int64_t sparse_keys;
+    /* RA_HF_ROPE_BY_LAYER_TYPE (fields_rope_types.c): rope_parameters'
+     * full_attention and sliding_attention entries (rope and local_rope). */
+    unsigned char layer_type_rope[2]; /* ra_hf_type_rope */
 } ra_hf_fields;
+
+/* A layer type's entry in rope_parameters (RA_HF_ROPE_BY_LAYER_TYPE). */
+enum ra_hf_type_rope {
+    RA_HF_TYPE_ROPE_ABSENT, /* no key: its layers fail in transformers */
+    RA_HF_TYPE_ROPE_GIVEN,  /* a rope object */
+    RA_HF_TYPE_ROPE_NULL,   /* null: its layers have no RoPE */
+};
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
  * must be of the right kind (integers where integers are meant, positive).
@@ -676,5 +722,8 @@ int ra_hf_layer_shape(const ra_hf_fields *config, int64_t layer, int64_t *head_d
  * not say (layer -1, or a layer layer_types does not list); 0 in other
  * families. */
 int ra_hf_layer_values_from_keys(const ra_hf_fields *config, int64_t layer);
+/* The keys a query of layer `layer` (-1: any) may see while its indexer
+ * keeps them all (ra_layer_config.max_keys); 0: the layer has no indexer. */
+int64_t ra_hf_sparse_keys(const ra_hf_fields *config, int64_t layer);
 
 #endif /* RA_HF_FIELDS_H */

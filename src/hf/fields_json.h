@@ -58,6 +58,21 @@ ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const c
  * and ropes read before. */
 ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char *name,
                                char *msg, size_t msg_len);
+/* The keys that bound a sparse-attention indexer's layer into
+ * out->sparse_keys (fields_sparse.c); called after the window's keys. */
+ra_status ra_hf_sparse_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                            size_t msg_len);
+
+/* RA_HF_ROPE_BY_LAYER_TYPE: rope_parameters (nested; NULL: absent) by layer
+ * type into out->rope (full_attention) and out->local_rope
+ * (sliding_attention), where fields.c reads ropes; rope_scaling (non-empty)
+ * refused.  ra_hf_rope_types_check, after the window's keys: each layer type
+ * used has an entry and a rope_theta; and RA_HF_HEAD_DIM_BY_HEADS
+ * (fields_rope_types.c). */
+ra_status ra_hf_rope_types_read(const cJSON *nested, const cJSON *scaling, ra_hf_fields *out,
+                                const char *name, char *msg, size_t msg_len);
+ra_status ra_hf_rope_types_check(ra_hf_fields *out, const char *name, char *msg,
+                                 size_t msg_len);
 
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);

@@ -4,7 +4,8 @@
  * self.sliding_window is not None"), only while sliding_window is set
  * (EXAONE 4: "if self.sliding_window is None or self.is_sliding"), and not
  * the dense-MLP layers while prefix_dense_sliding_window_pattern is 1
- * (Cohere 2 MoE's force_rope).
+ * (Cohere 2 MoE's force_rope); and those of a layer type whose rope is null
+ * (RA_HF_ROPE_BY_LAYER_TYPE: Cohere Compass).
  */
 #include <string.h>
 
@@ -96,9 +97,21 @@ static int forced_rope(const ra_hf_fields *hf, int64_t layer)
     return layer < hf->first_dense_layers;
 }
 
+/* RA_HF_ROPE_BY_LAYER_TYPE: the layers of a type whose rope_parameters
+ * entry is null (layer -1: where the types listed agree). */
+static int nope_by_type(const ra_hf_fields *hf, int64_t layer)
+{
+    const int null[2] = {hf->layer_type_rope[0] == RA_HF_TYPE_ROPE_NULL,
+                         hf->layer_type_rope[1] == RA_HF_TYPE_ROPE_NULL};
+    int slides = ra_hf_layer_slides(&hf->window, layer, 0);
+    if (slides >= 0) return null[slides > 0];
+    return layer < 0 && null[0] == null[1] ? null[0] : -1;
+}
+
 int ra_hf_layer_nope(const ra_hf_fields *hf, int64_t layer)
 {
     const ra_hf_features features = hf->family ? hf->family->features : 0;
+    if (features & RA_HF_ROPE_BY_LAYER_TYPE) return nope_by_type(hf, layer);
     if (!(features & RA_HF_NOPE_FULL_LAYERS)) return 0;
     if ((features & RA_HF_NOPE_NEEDS_WINDOW) && !hf->window.has_sliding_window) return 0;
     int slides = ra_hf_layer_slides(&hf->window, layer, 0);

@@ -21,6 +21,7 @@
  * (its layer takes float32 weights only).  Biases, norms and sinks are
  * float32 always, and so are the gradients.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -360,9 +361,10 @@ static ra_status refuse_cross_attention(const ra_hf_config *config, int64_t laye
 
 /* A layer that the config's layer_types names other than softmax attention
  * (a hybrid model's linear-attention, Mamba or convolution layers) is not
- * an attention layer ropeattn can run: refused, naming its kind.  An
- * "indexed_attention" layer of a family with RA_HF_INDEXER_TOPK is softmax
- * attention over the keys its indexer keeps (check_indexer_keys). */
+ * an attention layer ropeattn can run: refused, naming its kind.  A layer
+ * with a sparse-attention indexer ("indexed_attention", "minimax_m3_sparse":
+ * ra_hf_indexed_layer_type) is softmax attention over the keys its indexer
+ * keeps (check_indexer_keys). */
 static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
 {
     const ra_hf_fields *hf = &config->fields;
@@ -373,41 +375,51 @@ static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
                            "hybrid model's attention layers", config->path, (long long)layer);
     }
     const char *kind = ra_hf_layer_not_attention(&hf->window, layer);
-    if (kind == NULL || (hf->family && (hf->family->features & RA_HF_INDEXER_TOPK) &&
-                         strcmp(kind, "indexed_attention") == 0))
-        return RA_OK;
+    const char *indexed = ra_hf_indexed_layer_type(hf->family);
+    if (kind == NULL || (indexed && strcmp(kind, indexed) == 0)) return RA_OK;
     return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
                    "softmax attention: ropeattn runs only a hybrid model's attention layers",
                    config->path, (long long)layer, kind);
 }
 
-/* A family with an indexer (RA_HF_INDEXER_TOPK) runs where no query sees
- * more than index_topk keys: the indexer then keeps every key it sees
- * (hf/fields_indexer.c).  The keys: the tokens up to the last one the
- * options name, first_token + n_tokens (a cache holding the earlier ones),
- * else max_position + 1.  Checked here for an early message; the layer's
- * max_keys (index_topk) then refuses each call on more. */
-static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_options *o)
+/* A layer with an indexer runs where no query sees more keys than it keeps
+ * (ra_hf_sparse_keys: the indexer then keeps every key it sees;
+ * hf/fields_indexer.c, hf/fields_sparse.c).  The keys: the tokens up to the
+ * last one the options name, first_token + n_tokens (a cache holding the
+ * earlier ones), else max_position + 1.  Checked here for an early message;
+ * the layer's max_keys then refuses each call on more. */
+static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_options *o,
+                                    int64_t layer)
 {
     const ra_hf_fields *hf = &config->fields;
-    if (!hf->family || !(hf->family->features & RA_HF_INDEXER_TOPK)) return RA_OK;
+    const int64_t bound = ra_hf_sparse_keys(hf, layer);
+    if (!bound) return RA_OK;
     const int64_t keys = o->n_tokens ? o->first_token + o->n_tokens : o->max_position + 1;
     const char *type = hf->family->model_type;
-    const long long topk = (long long)hf->index_topk;
-#define INDEXER_KEEPS                                                                    \
-    "%s: model_type \"%s\"'s indexer (DeepSeek sparse attention) keeps each query's "    \
-    "index_topk = %lld best-scoring keys, all of them only while a query sees at most "   \
-    "that many: "
+    const ra_hf_features features = hf->family->features;
+    char keeps[1024]; /* what the indexer keeps, "...: " */
+    if (features & RA_HF_INDEXER_TOPK)
+        snprintf(keeps, sizeof keeps, "%s: model_type \"%s\"'s indexer (DeepSeek sparse "
+                 "attention) keeps each query's index_topk = %lld best-scoring keys, all of them "
+                 "only while a query sees at most that many: ", config->path, type,
+                 (long long)bound);
+    else
+        snprintf(keeps, sizeof keeps, "%s: model_type \"%s\"'s block-sparse indexer keeps each "
+                 "query's %s = %lld: ", config->path, type,
+                 (features & RA_HF_BLOCK_INDEXER)
+                     ? "blocks of indexer_compress_ratio keys, up to indexer_budget, and the "
+                       "last incomplete block: all its keys only while a query sees at most "
+                       "indexer_budget + indexer_compress_ratio - 1"
+                     : "index_topk_blocks blocks of index_block_size keys: all its keys only "
+                       "while a query sees at most index_topk_blocks * index_block_size",
+                 (long long)bound);
     if (keys <= 0)
-        return hf_fail(RA_ERR_ARGUMENT, INDEXER_KEEPS "give the tokens the layer runs on "
-                       "(n_tokens, first_token) or the largest position (max_position)",
-                       config->path, type, topk);
-    if (keys > hf->index_topk)
-        return hf_fail(RA_ERR_UNSUPPORTED, INDEXER_KEEPS "the layer's queries see up to %lld "
-                       "keys (tokens to position %lld), and the indexer's selection among "
-                       "more is not supported", config->path, type, topk, (long long)keys,
-                       (long long)(keys - 1));
-#undef INDEXER_KEEPS
+        return hf_fail(RA_ERR_ARGUMENT, "%sgive the tokens the layer runs on (n_tokens, "
+                       "first_token) or the largest position (max_position)", keeps);
+    if (keys > bound)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%sthe layer's queries see up to %lld keys (tokens to "
+                       "position %lld), and the indexer's selection among more is not "
+                       "supported", keeps, (long long)keys, (long long)(keys - 1));
     return RA_OK;
 }
 
@@ -421,11 +433,11 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     RA_HF_TRY(hf_find_attention(ckpt, options->layer, family, t));
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(hf_check_kv_shared(config, t->layer));
-    RA_HF_TRY(check_indexer_keys(config, options));
+    RA_HF_TRY(check_indexer_keys(config, options, t->layer));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
-    if (family && (family->features & RA_HF_INDEXER_TOPK)) /* every call, as check_indexer_keys */
-        lc.max_keys = config->fields.index_topk;
+    lc.max_keys = ra_hf_sparse_keys(&config->fields, t->layer); /* every call, as
+                                                                    check_indexer_keys */
     /* Moshi: transformers' cache keeps sliding_window - 1 earlier tokens, its
      * mask none: past sliding_window keys its cached generation differs (the
      * uncached forward past it, refused too, would not) */

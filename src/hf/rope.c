@@ -88,13 +88,13 @@ static ra_status check_required(const ra_hf_rope *rope, int64_t max_positions,
 /* The rope object of layer `layer`: Gemma 3's and OLMo 3's sliding layers
  * take the default rope (the config's scaling is the full layers') at
  * rope_local_base_freq (Gemma 3) or rope_theta, as transformers does, or
- * their own rope_parameters of transformers 5; a layer's kind:
+ * their own rope_parameters of transformers 5 (Cohere Compass's too); a layer's kind:
  * ra_hf_layer_slides.  A rope object that was set replaces both. */
 static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rope *out)
 {
     const ra_hf_fields *hf = &config->fields;
     *out = config->rope;
-    if (!hf->family || !(hf->family->features & RA_HF_LOCAL_ROPE) ||
+    if (!hf->family || !(hf->family->features & (RA_HF_LOCAL_ROPE | RA_HF_ROPE_BY_LAYER_TYPE)) ||
         config->rope_parameters_set)
         return RA_OK;
     int slides = ra_hf_layer_slides(&hf->window, layer, 0);
@@ -123,7 +123,8 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
  * mrope_interleaved says (Qwen2-VL, Qwen2.5-VL chunked; Qwen3-VL
  * interleaved), a disagreeing mrope_interleaved refused; without a family,
  * as mrope_interleaved says; Qwen3-VL without sections as its code's
- * default.  A family without M-RoPE refuses sections
+ * default (not a family whose code has a default of its own:
+ * RA_HF_MROPE_OWN_DEFAULT, whose 3-D positions then need sections).  A family without M-RoPE refuses sections
  * (set by --rope-parameters: config.json's are refused when read). */
 static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_rope_config *out)
 {
@@ -134,7 +135,8 @@ static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_ro
      * 20 of the interleaved pairs, time the rest (all the pairs it has at
      * head_dim 128) */
     const int64_t pairs = out->rotary_dim / 2, qwen3_vl[3] = {pairs - 40, 20, 20};
-    if (!rope->has_mrope_section && (features & RA_HF_MROPE_INTERLEAVED) && pairs >= 60)
+    if (!rope->has_mrope_section && (features & RA_HF_MROPE_INTERLEAVED) &&
+        !(features & RA_HF_MROPE_OWN_DEFAULT) && pairs >= 60)
         s = qwen3_vl;
     else if (!rope->has_mrope_section) {
         if (rope->has_mrope)

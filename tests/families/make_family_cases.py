@@ -355,6 +355,9 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
     qk = {prefix + "q_norm.weight": ones(D), prefix + "k_norm.weight": ones(D)}
     after = {prefix + "query_layernorm.weight": ones(D), prefix + "key_layernorm.weight": ones(D)}
     sub_norm = {prefix + "attn_sub_norm.weight": ones(H * D)}
+    # (head_dim is hidden_size / num_attention_heads there)
+    compass = dict({k: v for k, v in base.items() if k != "head_dim"},
+                   model_type="cohere_compass_text")
     return [
         ("laguna", dict(base, model_type="laguna"), plain,
          'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
@@ -365,11 +368,65 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
             "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
             "rope_theta": 10000.0}), plain,
          "qk_l2_norm with a rope whose attention factor is"),
-        # MiniMaxM3VLTextConfig's rotary_dim (64 by default): no code reads it
-        ("minimax_m3_vl_text_rotary_dim", dict(base, model_type="minimax_m3_vl_text",
-                                               rotary_dim=8), dict(plain, **qk),
-         '"rotary_dim" (the rotary size) changes attention and is not supported for '
-         'model_type "minimax_m3_vl_text"'),
+        # MiniMax-M3 (tests/hf/minimax_m3_sparse): a "minimax_m3_sparse" layer's indexer
+        # keeps index_topk_blocks = 2 blocks of index_block_size = 4 keys: every key up to 8,
+        # and the 12 tokens' last queries see more
+        ("minimax_m3_vl_text_past_blocks", dict(
+            base, model_type="minimax_m3_vl_text", rotary_dim=8, index_block_size=4,
+            index_topk_blocks=2, layer_types=["minimax_m3_sparse"]), dict(plain, **qk),
+         'block-sparse indexer keeps each query\'s index_topk_blocks blocks of index_block_size '
+         'keys: all its keys only while a query sees at most index_topk_blocks * '
+         'index_block_size = 8: the layer\'s queries see up to 12 keys'),
+        ("minimax_m3_vl_text_sparse_config", dict(
+            base, model_type="minimax_m3_vl_text", sparse_attention_config={
+                "sparse_block_size": 4}), dict(plain, **qk),
+         '"sparse_attention_config" (its keys replace index_block_size'),
+        # Qwen4-Exp (tests/hf/qwen4_exp_qsa): QSA keeps indexer_budget = 4 keys in blocks of
+        # indexer_compress_ratio = 4, and the last incomplete block: every key up to 7
+        ("qwen4_exp_text_past_budget", dict(
+            base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=1,
+            indexer_head_dim=8, indexer_budget=4, indexer_compress_ratio=4,
+            layer_types=["indexed_attention"]), dict(plain, **qk),
+         "indexer_budget + indexer_compress_ratio - 1 = 7: the layer's queries see up to 12 "
+         "keys"),
+        ("qwen4_exp_text_no_budget", dict(
+            base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=1,
+            indexer_head_dim=8, indexer_compress_ratio=4), dict(plain, **qk),
+         'no "indexer_budget": model_type "qwen4_exp_text" builds its indexer from it'),
+        ("qwen4_exp_text_kv_heads", dict(
+            base, model_type="qwen4_exp_text", indexer_n_heads=2, indexer_kv_heads=2,
+            indexer_head_dim=8, indexer_budget=4, indexer_compress_ratio=4), dict(plain, **qk),
+         '"indexer_kv_heads" is 2; model_type "qwen4_exp_text" requires 1'),
+        # Cohere Compass (tests/hf/cohere_compass_*): rope_parameters by layer type
+        ("cohere_compass_text_flat_rope", dict(
+            compass, rope_parameters={
+                "rope_type": "default", "rope_theta": 10000.0}), plain,
+         '"rope_parameters.rope_type": model_type "cohere_compass_text" reads rope_parameters '
+         'by layer type'),
+        ("cohere_compass_text_no_sliding_rope", dict(
+            compass, sliding_window=4,
+            layer_types=["sliding_attention"], rope_parameters={"full_attention": None}), plain,
+         'layer_types names sliding_attention layers and rope_parameters has no '
+         '"sliding_attention"'),
+        ("cohere_compass_text_head_dim", dict(
+            base, model_type="cohere_compass_text", rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1e4}}), plain,
+         '"head_dim" is 16, and model_type "cohere_compass_text" sets it to hidden_size / '
+         'num_attention_heads = 8'),
+        ("cohere_compass_text_linear", dict(
+            compass, rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}),
+         plain, '"rope_parameters.full_attention.rope_type" is "linear"'),
+        ("cohere_compass_text_partial", dict(
+            compass, partial_rotary_factor=0.5, rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1e4}}), plain,
+         '"partial_rotary_factor" is set, and model_type "cohere_compass_text"\'s default rope'),
+        ("cohere_compass_text_no_theta", dict(
+            compass, rope_parameters={
+                "full_attention": {"rope_type": "default"}}), plain,
+         'no rope_theta for the full_attention layers'),
+        ("llama_indexer_budget", dict(base, model_type="llama", indexer_budget=8), plain,
+         '"indexer_budget" (a block-sparse indexer\'s keys) changes attention'),
         ("olmoe_without_norms", dict(base, model_type="olmoe", clip_qkv=8.0), plain,
          'has no q_norm.weight beside'),
         ("bitnet_without_sub_norm", dict(base, model_type="bitnet"), plain,
@@ -1121,10 +1178,6 @@ def family_cases(out):
         ("blt", dict(base, model_type="blt"), plain,
          'model_type "blt" is refused: its attention layers sit in four stacks of their own '
          'sizes'),
-        # a rope per layer type, M-RoPE or none
-        ("cohere_compass_text", dict(base, model_type="cohere_compass_text"), plain,
-         'model_type "cohere_compass_text" is refused: its rope_parameters by layer type, each '
-         'an interleaved M-RoPE'),
         # a window rule the config class derives by a formula of its own
         ("flint_without_layer_types", dict(base, model_type="flint"),
          dict(plain, **{layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight",
@@ -1366,9 +1419,7 @@ def family_cases(out):
     beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
               "dots3_note_text": "its per-head output gate (g_proj)",
               "hy_v4": "its output gate from a projection of its own (gate_proj) and its "
-                       "attention sinks",
-              "qwen4_exp": "its block-sparse indexer (QSA", "qwen4_exp_text": "its block-sparse "
-              "indexer (QSA"}
+                       "attention sinks"}
     for family, why in beside.items():
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
              refused=f'model_type "{family}" is refused: {why}')

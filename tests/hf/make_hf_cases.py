@@ -985,6 +985,40 @@ def gemma4_cases():
                  model="Gemma4UnifiedForCausalLM")
 
 
+def sparse_cases():
+    """Sparse attention's indexers while they keep every key: the dense layer.
+    Qwen4-Exp's QSA (blocks of indexer_compress_ratio keys, indexer_budget of
+    them kept, and the last incomplete block: every key up to 16 + 4 - 1 = 19,
+    the keys to position 18), beside its gated q_proj, 1 + weight q/k norms
+    and partial rotary; MiniMax-M3's "minimax_m3_sparse" layer (index_topk_blocks
+    = 3 blocks of index_block_size = 4 keys by place: every key up to 12, the
+    positions from 0), its rotary_dim read by no code.  And Cohere Compass's
+    rope per layer type (its M-RoPE, or none), which needs no indexer."""
+    qwen4 = dict(TINY, indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=8,
+                 indexer_budget=16, indexer_compress_ratio=4, layer_types=["indexed_attention"],
+                 hc_lowrank=4, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
+                 shared_expert_intermediate_size=8, partial_rotary_factor=0.5)
+    yield family("qwen4_exp_qsa", "Qwen4ExpText", qwen4, model="Qwen4ExpForCausalLM")
+    minimax = dict(TINY, layer_types=["minimax_m3_sparse"], mlp_layer_types=["sparse"],
+                   index_n_heads=2, index_head_dim=8, index_block_size=4, index_topk_blocks=3,
+                   index_local_blocks=1, rotary_dim=4, num_local_experts=2,
+                   num_experts_per_tok=1, shared_intermediate_size=8)
+    yield family("minimax_m3_sparse", "MiniMaxM3VLText", minimax, model="MiniMaxM3VLForCausalLM",
+                 pos=positions(0))
+    # Cohere Compass: rope_parameters by layer type, the sliding layers' an
+    # M-RoPE (interleaved sections, on 3-D positions), the full layers' null
+    # (no RoPE); head_dim hidden_size / num_attention_heads
+    compass = dict(TINY, num_hidden_layers=2, sliding_window=4,
+                   layer_types=["sliding_attention", "full_attention"])
+    by_type = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                     "mrope_section": [2, 1, 1]},
+               "full_attention": None}
+    yield family("cohere_compass_sliding_mrope", "CohereCompassText", compass, rope=by_type,
+                 model="CohereCompassForCausalLM", pos=mrope_positions(), freqs=False)
+    yield family("cohere_compass_full_nope", "CohereCompassText", compass, rope=by_type,
+                 model="CohereCompassForCausalLM", layer=1)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1002,6 +1036,7 @@ def named_seed_cases():
     yield from nanochat_cases()
     yield from gate_cases()
     yield from gemma4_cases()
+    yield from sparse_cases()
 
 
 def name_seed(name):

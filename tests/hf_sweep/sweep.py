@@ -103,7 +103,7 @@ DOTS3_SLIDING = dict(swa_num_attention_heads=4, swa_num_key_value_heads=4, swa_q
 OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4, index_n_heads=2, index_head_dim=16,
                                      index_topk=8, **DOTS3_SLIDING),
              "qwen4_exp_text": dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16,
-                                    indexer_budget=8, indexer_compress_ratio=4, hc_lowrank=16),
+                                    indexer_budget=24, indexer_compress_ratio=4, hc_lowrank=16),
              "zaya": dict(num_experts_per_tok=1),
              # (Moshi's sliding_window bounds only transformers' cache, not its mask: the
              # CLI refuses --prefill past it; its default keeps the sweep's 24 tokens within)

@@ -831,6 +831,9 @@ static void test_mrope_config(void)
         {"{\"model_type\": \"qwen3_vl_text\", \"rope_theta\": 5e6, \"head_dim\": 64}", 0, 0, RA_OK, NULL},
         /* Qwen4-Exp's code defaults to [11, 11, 10], not taken (3-D positions
          * then refused); given sections are */
+        /* Qwen3.5's too ([11, 11, 10]): at 64 pairs not Qwen3-VL's [24, 20, 20] */
+        {"{\"model_type\": \"qwen3_5_text\", \"head_dim\": 128, \"partial_rotary_factor\": 1}",
+         0, 0, RA_OK, NULL},
         {"{\"model_type\": \"qwen4_exp_text\", \"head_dim\": 128, " QSA_KEYS "}", 0, 0, RA_OK,
          NULL},
         {"{\"model_type\": \"qwen4_exp_text\", \"head_dim\": 128, " QSA_KEYS ", "

@@ -174,6 +174,9 @@
 #define LLAMA4_DEFAULTS                                                                  \
     "head_dim=128 rope_theta=500000 rms_norm_eps=1e-05 no_rope_layer_interval=4 "       \
     "attention_chunk_size=8192 floor_scale=8192 attn_scale=0.1"
+/* Qwen3.5: Qwen3-VL's interleaved M-RoPE, but its code's sections where mrope_section is
+ * absent are [11, 11, 10], not Qwen3-VL's [24, 20, 20] */
+#define QWEN3_5_MROPE (QWEN3_VL | RA_HF_MROPE_OWN_DEFAULT)
 
 /* Which projections have biases, from each family's modeling code
  * (ChatGLM's and InternLM2's remote code): q, k, v and o biased by one key,
@@ -620,11 +623,14 @@ static const ra_hf_family families[] = {
     ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
     /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
-    ROW("qwen3_5", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
-    ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
-    ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+    ROW("qwen3_5", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
-    ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_VL, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
+    ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
+    ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
     ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),

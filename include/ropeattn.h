@@ -1289,6 +1289,22 @@ typedef struct ra_layer_config {
                            log(1 + e^gate) (gate itself above 20, as
                            torch's F.softplus), instead of sigmoid(gate)
                            (Laguna's g_proj) */
+    /* A layer whose key selection goes by key slots (a token's index in its
+     * sequence, after the cache's tokens), not by position ids. */
+    int positions_are_slots; /* nonzero: every call of the layer (forward,
+                           cached, paged, train, backward) where a real
+                           query's position (each component of 3-D ids) is
+                           not its slot (its index in its row, plus the
+                           tokens its cache or pool held before the call;
+                           padding queries are not checked) is
+                           RA_ERR_UNSUPPORTED, before anything is written;
+                           and max_keys counts every slot up to a query's
+                           own (padding, other documents and keys outside
+                           its window too).  MiniMax-M3's indexer: its
+                           blocks are slots while it masks and picks them
+                           by position ids, so the dense layer is its
+                           answer only there.  With an attention engine:
+                           RA_ERR_UNSUPPORTED */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -787,9 +787,23 @@ RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float 
 
 /* ---- with a KV cache ------------------------------------------------------ */
 
+/* positions_are_slots: each row's positions (NULL: the cache's lengths
+ * on) continue its cache. */
+static ra_status check_cached_slots(const ra_layer *layer, const ra_kv_cache *cache,
+                                    int64_t batch, int64_t seq, const ra_positions *positions)
+{
+    if (!layer->config.positions_are_slots || !positions) return RA_OK;
+    ra_positions pos;
+    RA_TRY(ra_positions_read(&pos, positions, layer->rope, batch, seq, 0));
+    for (int64_t b = 0; b < batch && b < cache->batch; b++)
+        RA_TRY(ra_layer_check_new_slots(layer, &pos, "sequence", b, b, seq, cache->length[b], seq));
+    return RA_OK;
+}
+
 /* n_q: batch * seq * H * D, checked, as are x's and y's sizes. */
 static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, const float *y,
-                              const float *x, int64_t batch, int64_t seq, int64_t *n_q)
+                              const float *x, int64_t batch, int64_t seq,
+                              const ra_positions *positions, int64_t *n_q)
 {
     if (!layer || !cache || !y || !x)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !cache ? "cache"
@@ -801,6 +815,7 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
     for (int64_t b = 0; b < batch && b < cache->batch; b++) /* a batch unlike it: refused below */
         RA_TRY(ra_layer_check_new_keys(layer, "sequence", b, cache->length[b], seq));
+    RA_TRY(check_cached_slots(layer, cache, batch, seq, positions));
     if (c->kv_lora_rank) return RA_OK; /* a latent cache: ra_mla_forward_cached checks it */
     RA_TRY(ra_kv_cache_refuse_latent(cache, "ra_layer_forward_cached"));
     if (cache->batch != batch || cache->n_kv_heads != layer->config.n_kv_heads ||
@@ -819,7 +834,7 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
 {
     ra_error_reset();
     int64_t n_q;
-    RA_TRY(check_cached(layer, cache, y, x, batch, seq, &n_q));
+    RA_TRY(check_cached(layer, cache, y, x, batch, seq, positions, &n_q));
     if (layer->config.kv_lora_rank)
         return ra_mla_forward_cached(layer, ctx, cache, y, x, batch, seq, positions);
     /* The layer's masks, for the prefill and the steps alike; a window
@@ -921,7 +936,7 @@ RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *l
     const ra_attention_engine *agreeing = ra_layer_agreeing(engine);
     int64_t n_q;
     RA_AGREE_TRY(agreeing, ra_layer_check_keys_engine(layer));
-    RA_AGREE_TRY(agreeing, check_cached(layer, cache, y, x, batch, seq, &n_q));
+    RA_AGREE_TRY(agreeing, check_cached(layer, cache, y, x, batch, seq, positions, &n_q));
     ra_attention_engine e;
     RA_AGREE_TRY(agreeing, RA_READ_STRUCT(e, engine, ra_attention_engine));
     if (!e.decode)

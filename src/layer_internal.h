@@ -60,21 +60,31 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call);
 
-/* ra_layer_config.max_keys (0: RA_OK at once): RA_ERR_UNSUPPORTED,
- * naming it, where a query of call (its masks: the layer's and the call's
- * padding and documents) attends to more keys, or where the call has an
- * attention engine. */
+/* ra_layer_config.max_keys and positions_are_slots (neither: RA_OK at
+ * once): RA_ERR_UNSUPPORTED, naming it, where a query of call (its masks:
+ * the layer's and the call's padding and documents) attends to more keys,
+ * where a real query's position (call->pos) is not its index in its row,
+ * or where the call has an attention engine. */
 ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call);
 
 /* max_keys for the n new queries of a cached or paged call's sequence
  * `id` (named `what`), whose cache holds `length` tokens before them:
  * query t attends to the tokens at indices length + t and before, within
- * the layer's window and chunk. */
+ * the layer's window and chunk (all of them with positions_are_slots). */
 ra_status ra_layer_check_new_keys(const ra_layer *layer, const char *what, int64_t id,
                                   int64_t length, int64_t n);
 
-/* max_keys with an attention engine's cached call: RA_ERR_UNSUPPORTED
- * where the layer has a bound. */
+/* ra_layer_config.positions_are_slots for the n new queries of a cached or
+ * paged call's sequence `id` (named `what`), row `row` of the call's
+ * [rows, seq] positions pos (read; NULL: the cache's lengths on, RA_OK),
+ * whose cache holds `length` tokens before them: RA_ERR_UNSUPPORTED,
+ * naming it, where query t's position is not length + t. */
+ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *pos,
+                                   const char *what, int64_t id, int64_t row, int64_t seq,
+                                   int64_t length, int64_t n);
+
+/* max_keys or positions_are_slots with an attention engine's call:
+ * RA_ERR_UNSUPPORTED where the layer has either. */
 ra_status ra_layer_check_keys_engine(const ra_layer *layer);
 
 /* The layer's attention and its backward: options' engine where the call

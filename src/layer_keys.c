@@ -5,9 +5,13 @@
  * mask, then the window, the chunk and the document raise first:
  * ra_mask_first_key), those of them that are real under the padding mask;
  * a padding query attends to none.
+ * And ra_layer_config.positions_are_slots: each real query's position is
+ * its slot (its index in its row, after the tokens its cache held), and
+ * max_keys then counts every slot up to the query's own.
  */
 #include "attention_internal.h"
 #include "layer_internal.h"
+#include "rope_internal.h"
 
 static ra_status too_many(const ra_layer *layer, const char *what, int64_t id, int64_t query,
                           int64_t keys)
@@ -18,8 +22,29 @@ static ra_status too_many(const ra_layer *layer, const char *what, int64_t id, i
                    (long long)keys);
 }
 
+/* Query `token` of the [rows, seq] grid's row `row` (sequence `id`, named
+ * what), at index t = row * seq + token of pos: RA_ERR_UNSUPPORTED where a
+ * component of its position is not slot. */
+static ra_status check_slot(const ra_positions *pos, const char *what, int64_t id,
+                            int64_t row, int64_t seq, int64_t token, int64_t slot)
+{
+    int64_t hint = 0, p[3];
+    ra_position3(pos, row * seq + token, seq, &hint, p);
+    for (int c = 0; c < 3; c++)
+        if (p[c] != slot)
+            return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: positions_are_slots: query "
+                           "%lld of %s %lld has position %lld, not its slot %lld (the layer's "
+                           "indexer selects keys by slot; its answer at other positions is "
+                           "not supported)", (long long)token, what, (long long)id,
+                           (long long)p[c], (long long)slot);
+    return RA_OK;
+}
+
 ra_status ra_layer_check_keys_engine(const ra_layer *layer)
 {
+    if (layer->config.positions_are_slots)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: positions_are_slots with an "
+                       "attention engine (its shard's positions are not the call's slots)");
     if (!layer->config.max_keys) return RA_OK;
     return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: max_keys %lld with an attention engine "
                    "(its queries' keys are the whole sequence's, not the call's)",
@@ -28,44 +53,60 @@ ra_status ra_layer_check_keys_engine(const ra_layer *layer)
 
 /* Real keys in [first_i, i] for each query i of row b, first_i
  * nondecreasing in i (window, chunk and documents all move forward): a
- * count kept as i grows and first_i catches up. */
-static ra_status check_row(const ra_layer *layer, const ra_attention_mask *mask, int64_t b,
-                           int64_t seq)
+ * count kept as i grows and first_i catches up; with positions_are_slots,
+ * the slots 0 .. i, and each real query's position i. */
+static ra_status check_row(const ra_layer *layer, const ra_attention_mask *mask,
+                           const ra_positions *pos, int64_t b, int64_t seq)
 {
+    const ra_layer_config *c = &layer->config;
     const int64_t lp = ra_mask_leading_padding(mask, b);
     int64_t first = 0, keys = 0;
     for (int64_t i = 0; i < seq; i++) {
         keys += ra_mask_real(mask, b, i);
         for (const int64_t lo = ra_mask_first_key(mask, i, lp); first < lo; first++)
             keys -= ra_mask_real(mask, b, first);
-        if (keys > layer->config.max_keys && ra_mask_query_real(mask, b, i))
-            return too_many(layer, "sequence", b, i, keys);
+        if (!ra_mask_query_real(mask, b, i)) continue;
+        if (c->positions_are_slots) RA_TRY(check_slot(pos, "sequence", b, b, seq, i, i));
+        const int64_t seen = c->positions_are_slots ? i + 1 : keys;
+        if (c->max_keys && seen > c->max_keys) return too_many(layer, "sequence", b, i, seen);
     }
     return RA_OK;
 }
 
 ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call)
 {
-    if (!layer->config.max_keys) return RA_OK;
-    if (call->attn.engine) return ra_layer_check_keys_engine(layer);
     const ra_layer_config *c = &layer->config;
+    if (!c->max_keys && !c->positions_are_slots) return RA_OK;
+    if (call->attn.engine) return ra_layer_check_keys_engine(layer);
     const int64_t q_shape[4] = {call->batch, call->seq, c->n_heads, c->head_dim};
     ra_attention_mask mask;
     RA_TRY(ra_attention_mask_read(&mask, &call->attn, q_shape));
-    for (int64_t b = 0; b < call->batch; b++) RA_TRY(check_row(layer, &mask, b, call->seq));
+    for (int64_t b = 0; b < call->batch; b++)
+        RA_TRY(check_row(layer, &mask, &call->pos, b, call->seq));
     return RA_OK;
 }
 
 ra_status ra_layer_check_new_keys(const ra_layer *layer, const char *what, int64_t id,
                                   int64_t length, int64_t n)
 {
-    if (!layer->config.max_keys) return RA_OK;
+    const ra_layer_config *c = &layer->config;
+    if (!c->max_keys) return RA_OK;
     ra_attention_mask mask = {0}; /* the layer's window and chunk; no padding nor documents */
-    mask.window = layer->config.window;
-    mask.chunk = layer->config.chunk;
+    mask.window = c->window;
+    mask.chunk = c->chunk;
     for (int64_t t = 0; t < n; t++) {
-        const int64_t i = length + t, keys = i - ra_mask_first_key(&mask, i, 0) + 1;
-        if (keys > layer->config.max_keys) return too_many(layer, what, id, t, keys);
+        const int64_t i = length + t;
+        const int64_t keys = c->positions_are_slots ? i + 1 : i - ra_mask_first_key(&mask, i, 0) + 1;
+        if (keys > c->max_keys) return too_many(layer, what, id, t, keys);
     }
+    return RA_OK;
+}
+
+ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *pos,
+                                   const char *what, int64_t id, int64_t row, int64_t seq,
+                                   int64_t length, int64_t n)
+{
+    if (!layer->config.positions_are_slots || !pos) return RA_OK;
+    for (int64_t t = 0; t < n; t++) RA_TRY(check_slot(pos, what, id, row, seq, t, length + t));
     return RA_OK;
 }

@@ -87,6 +87,9 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
     ra_positions given;
     if (positions) /* the rows' new tokens; their padding is never rotated */
         RA_TRY(ra_positions_read_new(&given, positions, layer->rope, n_ids, seq, n_new));
+    for (int64_t i = 0; positions && i < n_ids; i++)
+        RA_TRY(ra_layer_check_new_slots(layer, &given, "sequence id", ids[i], i, seq,
+                                        pool->seqs[ids[i]].length, n_new ? n_new[i] : seq));
 
     /* Everything is acquired before the append changes the pool.  Outer
      * scratch: the view's arrays [3 N] and starts [N] (int64: head floats),

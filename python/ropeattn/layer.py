@@ -239,6 +239,9 @@ class Layer:
         v_head_dim (head_dim without latent attention), max_keys (the
         most keys a query may attend to, 0: no bound; a call past it raises
         UnsupportedError: DeepSeek sparse attention's index_topk),
+        positions_are_slots (True: a call whose positions are not each
+        token's index in its sequence, after a cache's tokens, raises
+        UnsupportedError: MiniMax-M3's sparse layers),
         model_type, and rope: a dict
         of type and layout (names), head_dim, rotary_dim, theta, factor,
         original_max_position_embeddings, max_position_embeddings, seq_len,

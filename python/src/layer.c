@@ -218,7 +218,7 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
     if (!rope) return NULL;
     return Py_BuildValue(
         "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:O,s:L,s:L,s:d,s:L,s:L,"
-        "s:L,s:L,s:L}", "dim",
+        "s:L,s:L,s:L,s:O}", "dim",
         (long long)c->dim, "n_heads", (long long)c->n_heads, "n_kv_heads",
         (long long)(c->n_kv_heads ? c->n_kv_heads : c->n_heads), "head_dim",
         (long long)c->head_dim, "rope", rope, "no_rope", c->no_rope ? Py_True : Py_False,
@@ -232,7 +232,8 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         "kv_lora_rank", (long long)c->kv_lora_rank, "q_lora_rank", (long long)c->q_lora_rank,
         "qk_nope_head_dim", (long long)c->qk_nope_head_dim, "v_head_dim",
         (long long)(c->v_head_dim ? c->v_head_dim : c->head_dim), "max_keys",
-        (long long)c->max_keys);
+        (long long)c->max_keys, "positions_are_slots",
+        c->positions_are_slots ? Py_True : Py_False);
 }
 
 static PyObject *layer_model_type(ra_ext_layer *self, void *closure)

@@ -42,3 +42,35 @@ def test_within_indexer_bound():
 def test_built_past_indexer_bound_refused(name, keys):
     with pytest.raises(ropeattn.UnsupportedError, match="block-sparse indexer"):
         ropeattn.Layer.from_pretrained(HF / name, layer=0, n_tokens=keys)
+
+
+def test_positions_not_slots_refused():
+    """MiniMax-M3's indexer blocks keys by slot and masks them by position
+    id: a real query whose position is not its index in its sequence (after
+    a cache's tokens) is refused (positions_are_slots), through a cache too;
+    Qwen4-Exp's QSA selects among the keys its mask leaves, and runs."""
+    d = HF / "minimax_m3_sparse"
+    x = np.load(d / "x.npy")
+    layer = ropeattn.Layer.from_pretrained(d, layer=0, n_tokens=12)
+    assert layer.config["positions_are_slots"] is True
+    s = x.shape[1]
+    for positions, message in [(np.arange(s) + 1, "query 0 of sequence 0 has position 1, "
+                                "not its slot 0"),
+                               (np.r_[np.arange(6), np.arange(s - 6)], "query 6 of sequence 0 "
+                                "has position 0, not its slot 6")]:
+        with pytest.raises(ropeattn.UnsupportedError, match=f"positions_are_slots: {message}"):
+            layer(x, positions=positions)
+    # left padding with Hugging Face's positions (0 at each row's first token)
+    mask = np.ones(x.shape[:2], dtype=np.int64)
+    mask[0, :2] = 0
+    hf_positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with pytest.raises(ropeattn.UnsupportedError, match="query 2 of sequence 0 has position 0"):
+        layer(x, positions=hf_positions, attention_mask=mask)
+    cache = ropeattn.KVCache(layer, batch=2, capacity=s)
+    layer(x[:, :4], cache=cache)
+    with pytest.raises(ropeattn.UnsupportedError, match="position 0, not its slot 4"):
+        layer(x[:, 4:5], positions=[0], cache=cache)
+    assert cache.length(0) == 4  # the refused step appended nothing
+    layer(x[:, 4:5], positions=[4], cache=cache)
+    qsa = ropeattn.Layer.from_pretrained(HF / "qwen4_exp_qsa", layer=0, n_tokens=6)
+    assert qsa.config["positions_are_slots"] is False

@@ -725,5 +725,10 @@ int ra_hf_layer_values_from_keys(const ra_hf_fields *config, int64_t layer);
 /* The keys a query of layer `layer` (-1: any) may see while its indexer
  * keeps them all (ra_layer_config.max_keys); 0: the layer has no indexer. */
 int64_t ra_hf_sparse_keys(const ra_hf_fields *config, int64_t layer);
+/* Whether layer `layer`'s indexer selects keys by slot and masks them by
+ * position id (ra_layer_config.positions_are_slots): MiniMax-M3's
+ * (RA_HF_SPARSE_LAYER_INDEXER); the other indexers select among the keys
+ * the attention mask leaves, whatever their positions. */
+int ra_hf_sparse_by_slots(const ra_hf_fields *config, int64_t layer);
 
 #endif /* RA_HF_FIELDS_H */

@@ -15,7 +15,13 @@
  *     min(index_topk_blocks, blocks) of the blocks not wholly after it (its
  *     index_local_blocks nearest first): every key while it sees at most
  *     index_topk_blocks * index_block_size.  Only the layers layer_types
- *     names "minimax_m3_sparse" have an indexer.
+ *     names "minimax_m3_sparse" have an indexer.  Its blocks are key slots
+ *     (their index in the sequence) while it masks future keys and picks
+ *     the local blocks by position id (key slot > position_id,
+ *     position_id // index_block_size): the dense layer is its answer only
+ *     where each query's position is its slot, and while its slots (padding
+ *     too) number at most that bound: ra_layer_config.positions_are_slots.
+ *     The other two select among the keys the attention mask leaves.
  */
 #include <string.h>
 
@@ -148,4 +154,9 @@ int64_t ra_hf_sparse_keys(const ra_hf_fields *hf, int64_t layer)
 {
     if (!hf->family || hf->sparse_keys <= 0 || !has_indexer(hf, layer)) return 0;
     return hf->sparse_keys;
+}
+
+int ra_hf_sparse_by_slots(const ra_hf_fields *hf, int64_t layer)
+{
+    return ra_hf_sparse_keys(hf, layer) && (hf->family->features & RA_HF_SPARSE_LAYER_INDEXER);
 }

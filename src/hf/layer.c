@@ -438,6 +438,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
     lc.max_keys = ra_hf_sparse_keys(&config->fields, t->layer); /* every call, as
                                                                     check_indexer_keys */
+    lc.positions_are_slots = ra_hf_sparse_by_slots(&config->fields, t->layer);
     /* Moshi: transformers' cache keeps sliding_window - 1 earlier tokens, its
      * mask none: past sliding_window keys its cached generation differs (the
      * uncached forward past it, refused too, would not) */

@@ -1486,6 +1486,16 @@ def family_cases(out):
          dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
                         layers(0) + "k_norm.weight": f32(np.ones(D))}), x, None, 0,
          refused="need a rope with mrope_section", positions=pos3)
+    # MiniMax-M3's indexer (MiniMaxM3VLIndexer) blocks keys by slot and masks
+    # them by position id: positions offset from the slots drop keys the
+    # dense layer keeps, within index_topk_blocks * index_block_size = 16 too
+    save(out, "minimax_m3_vl_text_positions_offset", dict(
+        base, model_type="minimax_m3_vl_text", index_block_size=4, index_topk_blocks=4,
+        layer_types=["minimax_m3_sparse"]),
+         dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
+                        layers(0) + "k_norm.weight": f32(np.ones(D))}), x, None, 0,
+         refused="positions_are_slots: query 0 of sequence 0 has position 2, not its slot 0",
+         positions=np.arange(S) + 2)
 
 
 def rope_cases(out):

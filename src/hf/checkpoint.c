@@ -28,6 +28,8 @@
  *   Moshi                            model.layers.N.self_attn.q_proj.linear.weight ..
  *                                    o_proj.linear.weight (or under decoder.: the
  *                                    depth decoder's, without RoPE, are not read)
+ *   RecurrentGemma                   model.layers.N.temporal_block.q_proj.weight ..
+ *                                    (its attention blocks)
  *   DeepSeek-V2, V3, Kimi K2         kv_a_proj_with_mqa.weight kv_a_layernorm.weight
  *   (latent attention)               kv_b_proj.weight o_proj.weight and q_proj.weight,
  *                                    or q_a_proj, q_a_layernorm, q_b_proj; under
@@ -109,6 +111,8 @@ static const naming_scheme schemes[] = {
      FUSED_ROWS, NULL}, /* DBRX */
     /* Moshi's text decoder: MoshiForCausalLM's, MoshiForConditionalGeneration's */
     {"model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
+    /* RecurrentGemma's attention blocks (beside its recurrent ones) */
+    {"model.layers.", ".temporal_block.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL},
     {"decoder.model.layers.", ".self_attn.", MOSHI_NAMES, RA_LAYOUT_HALF, 0, NULL},
     /* Persimmon, and Fuyu's language model (transformers 5 and 4) */
     {"model.layers.", ".self_attn.", NEOX_NAMES, RA_LAYOUT_HALF, FUSED_BY_CONFIG, NULL},

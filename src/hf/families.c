@@ -508,8 +508,12 @@ static const ra_hf_family families[] = {
     ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     ROW("qwen4_exp", H, 0, QSA, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen4_exp_text", H, 0, QSA, NULL, NOWINDOW, NO_BIAS),
-    ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
-        "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* RecurrentGemmaConfig: attention blocks among recurrent ones by block_types, each sliding;
+     * head_dim hidden_size / num_attention_heads (a head_dim key that differs does not fit the
+     * weights' shapes: refused); o_proj always biased, q, k and v by attention_bias */
+    ROW("recurrent_gemma", H, RA_HF_BLOCK_TYPES, NULL,
+        "hidden_size=2560 num_attention_heads=10 partial_rotary_factor=0.5", LISTED,
+        {AB, 0, NULL, 1, 0}),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
     ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
@@ -659,6 +663,10 @@ static const attention_key attention_keys[] = {
     {"key_multiplier", NULL_ONLY, RA_HF_KEY_MULTIPLIER, "k scaled"},
     {"attn_layer_indices", NULL_ONLY, RA_HF_ATTN_LAYER_INDICES,
      "which layers are attention (the others Mamba)"},
+    {"block_types", NULL_ONLY, RA_HF_BLOCK_TYPES, "which layers are attention (the others "
+     "recurrent)"},
+    {"attention_window_size", NULL_ONLY, RA_HF_BLOCK_TYPES, "the sliding window (RecurrentGemma's "
+     "name)"},
     {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},

@@ -130,6 +130,9 @@ typedef struct ra_hf_window {
         has_sliding_window_pattern;
     int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
                         as Qwen2MoeConfig saves it): only a gated rule reads it so */
+    /* layer_types derived from another key (RA_HF_BLOCK_TYPES): that key, and the name of
+     * every layer of another kind; NULL: layer_types as written */
+    const char *kinds_key, *other_kind;
 } ra_hf_window;
 
 /* Whether layer `layer` slides (1) or sees every earlier token (0) by the
@@ -336,6 +339,11 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_QK_L2_NORM: the norm always applies, use_qk_norm not read (NanoChat's model has
  * no such switch) */
 #define RA_HF_QK_L2_NORM_ALWAYS RA_HF_BIT(62)
+/* block_types (default recurrent, recurrent, attention), repeated over num_hidden_layers (default
+ * 26), names each layer's kind: "recurrent" ones refused, the others sliding attention with
+ * attention_window_size (default 2048; sliding_window its other name) and the default rope only
+ * (RecurrentGemma: hf/fields_blocks.c) */
+#define RA_HF_BLOCK_TYPES RA_HF_BIT(96)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

@@ -365,9 +365,10 @@ static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
     if (kind == NULL || (hf->family && (hf->family->features & RA_HF_INDEXER_TOPK) &&
                          strcmp(kind, "indexed_attention") == 0))
         return RA_OK;
-    return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
-                   "softmax attention: ropeattn runs only a hybrid model's attention layers",
-                   config->path, (long long)layer, kind);
+    const char *key = hf->window.kinds_key ? hf->window.kinds_key : "layer_types";
+    return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (%s), not softmax "
+                   "attention: ropeattn runs only a hybrid model's attention layers",
+                   config->path, (long long)layer, kind, key);
 }
 
 /* A family with an indexer (RA_HF_INDEXER_TOPK) runs where no query sees

@@ -1312,13 +1312,21 @@ def family_cases(out):
          plain, '"key_multiplier" (k scaled) changes attention'),
         ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
             "full_attention"]), plain, "a gate per query head"),
+        # RecurrentGemma: block_types' recurrent blocks (layer 0 of the default three),
+        # a rope other than the default (its rotary embedding raises), layer_types beside
+        ("recurrent_gemma_recurrent_layer", dict(base, model_type="recurrent_gemma"), plain,
+         'layer 0 is a "recurrent" layer (block_types), not softmax attention'),
+        ("recurrent_gemma_linear_rope", dict(base, model_type="recurrent_gemma", rope_parameters={
+            "rope_type": "linear", "factor": 2.0}), plain,
+         'model_type "recurrent_gemma" runs the default rope only'),
+        ("recurrent_gemma_layer_types", dict(base, model_type="recurrent_gemma", layer_types=[
+            "sliding_attention"]), plain, '"layer_types" is given'),
     ]
     # hybrid families whose attention needs what ropeattn lacks: each names it
     for family_type, what in (
             ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
             ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
             ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
-            ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
             ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
             ("zaya", "its q, k and v come from a convolutional projection")):
         refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,

@@ -141,7 +141,7 @@ def attention_name(model, layer):
     local_encoder, global_transformer ...; HRM's H_module, L_module), the
     first stack's (the library then reads that one, or its numbers differ)."""
     pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
-                         rf"(self_attn|attention|self_attention|attn)$")
+                         rf"(self_attn|attention|self_attention|attn|temporal_block)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
         text = [n for n in names if "language_model" in n]
@@ -909,6 +909,16 @@ def nanochat_cases():
     yield family("nanochat_bf16", "NanoChat", TINY, pos=positions(30), dtype=torch.bfloat16)
 
 
+def misc_cases():
+    """RecurrentGemma's attention block (layer 1, beside a recurrent block):
+    a window of 3 tokens, one key/value head, half of each head rotating,
+    q/k/v biases by attention_bias and o_proj's always."""
+    yield family("recurrent_gemma_window", "RecurrentGemma",
+                 dict(TINY, num_hidden_layers=2, block_types=["recurrent", "attention"],
+                      attention_window_size=3, num_key_value_heads=1, attention_bias=True,
+                      lru_width=32), layer=1, pos=positions(9))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -924,6 +934,7 @@ def named_seed_cases():
     yield from misc_rows_cases()
     yield from qk_bias_gates_cases()
     yield from nanochat_cases()
+    yield from misc_cases()
 
 
 def name_seed(name):

@@ -50,7 +50,8 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {w->o_norm != NULL, "weights.o_norm"}, {c->gated_output, "gated_output"},
                    {c->v_norm, "v_norm"}, {w->q_norm_bias != NULL, "weights.q_norm_bias"},
                    {w->k_norm_bias != NULL, "weights.k_norm_bias"},
-                   {w->wgate != NULL, "weights.wgate"}};
+                   {w->wgate != NULL, "weights.wgate"},
+                   {c->v_scale != 0 && c->v_scale != 1.0, "v_scale"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (refused[i].set)
             return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "

@@ -37,9 +37,10 @@ typedef struct weights {
 /* variant: 0, NORMS_AFTER_ROPE, O_NORM, GATED (wq's rows: each head's
  * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4),
  * TEMPERATURE_AT_P (Ministral 3's), V_NORM, NORM_BIASES (LayerNorms with
- * biases: Persimmon) or GATE_WEIGHT (the gate from wgate: AfMoE) */
+ * biases: Persimmon), GATE_WEIGHT (the gate from wgate: AfMoE) or V_SCALE
+ * (v times a constant: MiMo-V2-Flash) */
 enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, NORM_BIASES,
-       GATE_WEIGHT, N_VARIANTS };
+       GATE_WEIGHT, V_SCALE, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -67,6 +68,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.temperature_scale = 0.3;
     c.temperature_no_offset = variant == TEMPERATURE_AT_P;
     c.v_norm = variant == V_NORM;
+    c.v_scale = variant == V_SCALE ? -0.6 : 0.0;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
     lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;

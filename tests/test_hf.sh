@@ -143,6 +143,10 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
+# key/value heads that differ by layer (MiMo-V2-Flash's sliding layers have
+# twice the config's): convert-layout checks k_proj's rows against the
+# config's count, and refuses
+KV_BY_LAYER=" mimo_v2_flash "
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -221,6 +225,8 @@ convert_layout() {
             "${cmd[@]}" --to interleaved
     elif [[ $WHOLE_NORM == *" $family "* ]]; then
         refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
+    elif [[ $KV_BY_LAYER == *" $family "* ]]; then
+        refused "$c: convert-layout" "key/value heads" "${cmd[@]}" --to interleaved
     elif [ "$multimodal" = True ]; then
         "${cmd[@]}" --to interleaved 2>"$TMP/err"
         if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \
@@ -341,7 +347,8 @@ else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP
 # as the class would fill them in: MiniMax-M2's rotary_dim without
 # partial_rotary_factor (rotary_dim / head_dim); Dots1 without layer_types
 # (the layers from max_window_layers on slide); Mellum without
-# rope_parameters (MellumConfig's rope per layer type)
+# rope_parameters (MellumConfig's rope per layer type); MiMo-V2-Flash's
+# sliding_window_size (sliding_window is it + 1, whatever else is given)
 edited() { # edited CASE OUT PYTHON: CASE's config.json, edited by PYTHON (on c), into OUT
     "$PY" -c 'import json, sys
 c = json.load(open(sys.argv[1]))
@@ -351,7 +358,8 @@ json.dump(c, open(sys.argv[2], "w"))' "tests/hf/$1/config.json" "$2" "$3"
 for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_factor']" \
     "dots1_window|1|del c['layer_types']; c['max_window_layers'] = 1" \
     "mellum_sliding|0|del c['rope_parameters']" \
-    "nanochat_bias|1|c['use_qk_norm'] = False"; do
+    "nanochat_bias|1|c['use_qk_norm'] = False" \
+    "mimo_v2_flash_sliding|1|c['sliding_window'] = 129; c['sliding_window_size'] = 3"; do
     IFS='|' read -r c layer code <<<"$spec"
     D=tests/hf/$c
     edited "$c" "$TMP/edited.json" "$code"

@@ -193,6 +193,9 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
     if (!rope->has_partial_rotary_factor && c->has_rotary_dim) /* GPT-J */
         g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
+    /* an odd count of the default rope rotates one more (hf/rope.c) */
+    if (g->rotary_dim % 2 != 0 && rope->type == RA_ROPE_DEFAULT && g->rotary_dim < g->head_dim)
+        g->rotary_dim++;
     if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
                         "%lld; it must be even and > 0", (long long)g->head_dim, prf,

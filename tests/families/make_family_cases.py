@@ -1087,10 +1087,26 @@ def family_cases(out):
         ("llama_stray_gate_proj", dict(base, model_type="llama", rope_theta=1e4),
          dict(plain, **{layers(0) + "gate_proj.weight": w["q"]}),
          'model_type "llama" has no output gate of its own'),
-        # value heads of their own size outside latent attention, and more
-        ("mimo_v2_flash", dict(base, model_type="mimo_v2_flash", v_head_dim=8), plain,
-         'model_type "mimo_v2_flash" is refused: its value heads of their own size '
-         "(v_head_dim) outside latent attention, its values scaled by attention_value_scale"),
+        # MiMo-V2-Flash: value heads larger than q's and k's (padding makes
+        # them no smaller), one rope object (its rotary embedding reads
+        # rope_parameters by layer type), a layer type's rope without
+        # partial_rotary_factor; v_head_dim where no family reads it
+        ("mimo_v2_flash_v_head_dim_beyond", dict(base, model_type="mimo_v2_flash",
+                                                 layer_types=["full_attention"],
+                                                 v_head_dim=2 * D), plain,
+         "v_head_dim 32 with head_dim 16: not supported"),
+        ("mimo_v2_flash_one_rope", dict(base, model_type="mimo_v2_flash",
+                                        layer_types=["full_attention"], v_head_dim=D,
+                                        rope_parameters={"rope_type": "default",
+                                                         "rope_theta": 1e4}), plain,
+         "reads rope_parameters by layer type (full_attention, sliding_attention)"),
+        ("mimo_v2_flash_rope_without_partial", dict(
+            base, model_type="mimo_v2_flash", layer_types=["full_attention"], v_head_dim=D,
+            rope_parameters={t: {"rope_type": "default", "rope_theta": 1e4} for t in (
+                "full_attention", "sliding_attention")}), plain,
+         '"rope_parameters.full_attention" has no "partial_rotary_factor"'),
+        ("llama_v_head_dim", dict(base, model_type="llama", v_head_dim=8), plain,
+         '"v_head_dim" (a value head size other than head_dim) changes attention'),
         ("beam", dict(base, model_type="beam"), plain,
          "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
          "query scaling by position"),

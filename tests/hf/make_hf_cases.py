@@ -231,6 +231,22 @@ def f64_distance(model, layer, args, kwargs, y):
     return float((y.double() - y64).abs().max() / y64.abs().max())
 
 
+def saved_names(d, grads):
+    """grads by the names d's model.safetensors gives them, where
+    save_pretrained renames a parameter (MiMo-V2-Flash's sinks, saved as
+    attention_sink_bias): a name not saved takes the one saved name under
+    the same module that no gradient has, of its shape."""
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    out = {}
+    for k, g in grads.items():
+        module = k.rsplit(".", 1)[0] + "."
+        spare = [n for n in header if n.startswith(module) and n not in grads
+                 and "." not in n[len(module):] and tuple(header[n]["shape"]) == g.shape]
+        out[spare[0] if k != "x" and k not in header and len(spare) == 1 else k] = g
+    return out
+
+
 def saved_prefix(d, model, layer):
     """The name layer `layer`'s attention has in d's model.safetensors: its
     module name, or (a multimodal model that save_pretrained writes in an
@@ -334,7 +350,8 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
         dy = torch.randn(y.shape, generator=gen)
         save(d, "dy.npy", dy)
         np.savez(os.path.join(d, "grads.npz"),
-                 **grads_of(model, layer, args, kwargs, x, dy, saved_prefix(d, model, layer)))
+                 **saved_names(d, grads_of(model, layer, args, kwargs, x, dy,
+                                           saved_prefix(d, model, layer))))
     table = None
     if freqs:  # Llama's [c, c], or each c twice in a row (Cohere's)
         table = ("interleaved" if torch.equal(cos[..., ::2], cos[..., 1::2]) and
@@ -912,11 +929,26 @@ def nanochat_cases():
 def misc_cases():
     """RecurrentGemma's attention block (layer 1, beside a recurrent block):
     a window of 3 tokens, one key/value head, half of each head rotating,
-    q/k/v biases by attention_bias and o_proj's always."""
+    q/k/v biases by attention_bias and o_proj's always; MiMo-V2-Flash's
+    layers."""
     yield family("recurrent_gemma_window", "RecurrentGemma",
                  dict(TINY, num_hidden_layers=2, block_types=["recurrent", "attention"],
                       attention_window_size=3, num_key_value_heads=1, attention_bias=True,
                       lru_width=32), layer=1, pos=positions(9))
+    # MiMo-V2-Flash: value heads of 8 features beside q/k heads of 16 (padded
+    # at load), v times attention_value_scale, a full layer (0) with one
+    # key/value head and a sliding one (1) with two and sinks; 0.334 of 16
+    # features rotating (int: 5, an odd count), a rope per layer type
+    mimo = dict(TINY, head_dim=16, v_head_dim=8, num_key_value_heads=1, num_hidden_layers=2,
+                layer_types=["full_attention", "sliding_attention"], sliding_window=4,
+                attention_value_scale=0.6, attention_bias=True, n_routed_experts=2,
+                num_experts_per_tok=1, moe_intermediate_size=8)
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 5e5,
+                               "partial_rotary_factor": 0.334},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                  "partial_rotary_factor": 0.334}}
+    yield family("mimo_v2_flash_full", "MiMoV2Flash", mimo, rope=rope, freqs=False)
+    yield family("mimo_v2_flash_sliding", "MiMoV2Flash", mimo, layer=1, rope=rope, freqs=False)
 
 
 def named_seed_cases():

@@ -1305,6 +1305,13 @@ typedef struct ra_layer_config {
                            by position ids, so the dense layer is its
                            answer only there.  With an attention engine:
                            RA_ERR_UNSUPPORTED */
+    /* Values scaled by a constant (MiMo-V2-Flash's attention_value_scale). */
+    double v_scale;     /* 0 means 1; else finite and nonzero: v is multiplied
+                           by it after its projection, bias, clip_qkv's clamp
+                           and v_norm: what attention reads and a KV cache or
+                           pool stores, on every path (the gradients of wv,
+                           bv and x through it).  Not with latent attention
+                           (RA_ERR_UNSUPPORTED) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

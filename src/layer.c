@@ -16,7 +16,8 @@
  * normalized before RoPE where the layer has the norms (RMSNorm per head:
  * Qwen3; over the whole projection: OLMo 2; LayerNorm with each head's own
  * weights: Cohere, StableLM 2), v's heads are RMS-normed without weights
- * where the layer has v_norm (Gemma 3n, 4), and q is multiplied by
+ * where the layer has v_norm (Gemma 3n, 4), then scaled by v_scale
+ * (MiMo-V2-Flash), and q is multiplied by
  * scale * sqrt(D) when the layer's softmax scale is not 1/sqrt(D).
  */
 #include <float.h>
@@ -70,6 +71,10 @@ static ra_status resolve_config(ra_layer_config *c)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: window %lld, chunk %lld, softcap %g "
                        "(each 0 or positive, softcap a normal float)", (long long)c->window,
                        (long long)c->chunk, c->softcap);
+    if (c->v_scale == 0) c->v_scale = 1.0;
+    if (!(fabs(c->v_scale) < HUGE_VAL))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: v_scale %g (0 means 1; else finite)",
+                       c->v_scale);
     if (c->max_keys < 0)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: max_keys %lld (0: no bound, or "
                        "positive)", (long long)c->max_keys);
@@ -486,6 +491,8 @@ void ra_layer_project_qkv(const ra_layer *layer, const ra_gemm_env *mm, float *x
         const ra_layer_norm_shape vn = ra_layer_l2_shape(c, c->n_kv_heads, tokens);
         ra_layer_norm(xv, NULL, NULL, &vn);
     }
+    for (int64_t i = 0; xv && c->v_scale != 1.0 && i < tokens * kv; i++) /* MiMo-V2-Flash */
+        xv[i] = (float)(xv[i] * c->v_scale);
     if (c->norm_after_rope) return; /* the norms and q's factor: ra_layer_rotate */
     ra_layer_qk_norms(layer, xq, xk, tokens);
     if (c->clip_qkv > 0 && clip_late) {

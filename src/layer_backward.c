@@ -20,7 +20,8 @@
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *      (and their biases', dq_norm_bias (+)= the sum of dq's rows ...)
  *      (with norm_after_rope, the norms come first and R^T after them)
- *   -> dv through v_norm (Gemma 3n), from v recomputed before it
+ *   -> dv times v_scale (MiMo-V2-Flash), then through v_norm (Gemma 3n), from v
+ *      recomputed before it
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v (q and k: before the
  *      norms' gradient where clip_after_norm clamped their outputs)
  *   -> dwo (+)= g^T o (o: wo's input, recomputed), dwq (+)= dq^T x, dwk (+)= dk^T x, dwv (+)= dv^T x
@@ -405,6 +406,8 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
                   grads->accumulate);
     }
     if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
+    /* value_states = value_states * v_scale (MiMo-V2-Flash) */
+    for (int64_t i = 0; c->v_scale != 1.0 && i < n_kv; i++) dv[i] = (float)(dv[i] * c->v_scale);
     /* value_states = self.v_norm(value_states) (Gemma 3n: no weights) */
     if (vnorm) {
         const ra_layer_norm_shape vn = ra_layer_l2_shape(c, Hkv, T);

@@ -51,7 +51,8 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->gated_output && !w->wgate, "gated_output without weights.wgate (a gate "
                     "in wq's rows)"},
                    {c->v_norm, "v_norm"}, {w->q_norm_bias != NULL, "weights.q_norm_bias"},
-                   {w->k_norm_bias != NULL, "weights.k_norm_bias"}};
+                   {w->k_norm_bias != NULL, "weights.k_norm_bias"},
+                   {c->v_scale != 0 && c->v_scale != 1.0, "v_scale"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (refused[i].set)
             return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "

@@ -149,6 +149,10 @@ HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one la
 VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's
 # (a sparse-attention indexer's q, k and norms beside the layer's: not converted)
 INDEXED=" qwen4_exp_text minimax_m3_vl_text "
+# key/value heads that differ by layer (MiMo-V2-Flash's sliding layers have
+# twice the config's): convert-layout checks k_proj's rows against the
+# config's count, and refuses
+KV_BY_LAYER=" mimo_v2_flash "
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -236,6 +240,8 @@ convert_layout() {
         refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
     elif [[ $INDEXED == *" $family "* ]]; then
         refused "$c: convert-layout" "is a sparse-attention indexer's" "${cmd[@]}" --to interleaved
+    elif [[ $KV_BY_LAYER == *" $family "* ]]; then
+        refused "$c: convert-layout" "key/value heads" "${cmd[@]}" --to interleaved
     elif [ "$multimodal" = True ]; then
         "${cmd[@]}" --to interleaved 2>"$TMP/err"
         if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \
@@ -358,7 +364,9 @@ else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP
 # (the layers from max_window_layers on slide); Mellum without
 # rope_parameters (MellumConfig's rope per layer type); Gemma 4 as its
 # published configs write it, global_head_dim and num_global_key_value_heads
-# for per_layer_config, and without rope_parameters (Gemma4TextConfig's)
+# for per_layer_config, and without rope_parameters (Gemma4TextConfig's);
+# MiMo-V2-Flash's sliding_window_size (sliding_window is it + 1, whatever
+# else is given)
 edited() { # edited CASE OUT PYTHON: CASE's config.json, edited by PYTHON (on c), into OUT
     "$PY" -c 'import json, sys
 c = json.load(open(sys.argv[1]))
@@ -369,7 +377,8 @@ for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_fa
     "dots1_window|1|del c['layer_types']; c['max_window_layers'] = 1" \
     "mellum_sliding|0|del c['rope_parameters']" \
     "nanochat_bias|1|c['use_qk_norm'] = False" \
-    "gemma4_text_full|1|del c['per_layer_config'], c['rope_parameters']; c['global_head_dim'] = 16; c['num_global_key_value_heads'] = 1"; do
+    "gemma4_text_full|1|del c['per_layer_config'], c['rope_parameters']; c['global_head_dim'] = 16; c['num_global_key_value_heads'] = 1" \
+    "mimo_v2_flash_sliding|1|c['sliding_window'] = 129; c['sliding_window_size'] = 3"; do
     IFS='|' read -r c layer code <<<"$spec"
     D=tests/hf/$c
     edited "$c" "$TMP/edited.json" "$code"

@@ -59,7 +59,8 @@ typedef struct layer_case {
                            gate_proj); with WGATE, | PHEAD: one gate per
                            head (LFM3's g_proj), | SOFTPLUS: softplus, not
                            sigmoid (Laguna's), | BGATE: a bias per head
-                           (Beam's gate_bias) */
+                           (Beam's gate_bias); | VSCALE: v times V_SCALE
+                           (MiMo-V2-Flash's attention_value_scale) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
@@ -67,7 +68,8 @@ typedef struct layer_case {
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
        ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048,
        VNORM = 4096, NBIAS = 8192, WGATE = 16384, PHEAD = 32768, SOFTPLUS = 65536,
-       BGATE = 131072 };
+       BGATE = 131072, VSCALE = 262144 };
+#define V_SCALE (-0.6)
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
  * o_norm, q_norm_bias, k_norm_bias, wgate, bgate. */
@@ -202,7 +204,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .clip_after_norm = (c->extras & CLIPN) != 0,
                            .v_norm = (c->extras & VNORM) != 0,
                            .gate_per_head = (c->extras & PHEAD) != 0,
-                           .gate_softplus = (c->extras & SOFTPLUS) != 0};
+                           .gate_softplus = (c->extras & SOFTPLUS) != 0,
+                           .v_scale = c->extras & VSCALE ? V_SCALE : 0.0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -374,6 +377,7 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
         norm_d(v, ones, NULL, T * c->hkv, D, 1, 0);
         free(ones);
     }
+    for (int64_t i = 0; (c->extras & VSCALE) && i < T * kv; i++) v[i] *= V_SCALE;
     if (!(c->extras & POST)) qk_norms_d(c, w, q, k, T);
     if (c->clip && clip_late) {
         clip_d(q, T * qd, c->clip);
@@ -580,6 +584,9 @@ static const layer_case fd_cases[] = {
     {"v_norm, q/k norms, scale 1", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,     RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, VNORM | NORMS, 1.0, 0},
     {"v_norm, biases, dropout, clip", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 0, VNORM | BIASES, 0, 0.5},
     {"v_norm alone, GQA 4:1",    1, 5, 4, 1, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 0, 0.0f, 0, 0, VNORM, 0, 0},
+    /* v scaled by a constant (MiMo-V2-Flash's attention_value_scale), after v_norm and clip */
+    {"v_scale, biases, clip",    2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, VSCALE | BIASES, 0, 0.5},
+    {"v_scale, v_norm, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, VSCALE | VNORM | NORMS, 0, 0},
     /* LayerNorms with biases (Persimmon: one LayerNorm over head_dim shared by
      * the heads, partial rotary, biased projections); each head's own, after
      * RoPE, with the L2 norm and clip_qkv; over the whole projection */
@@ -1340,6 +1347,7 @@ static void test_features_cached(void)
         {"gated, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 12, GATE | BIASES | NORMS, 0, 0},
         {"clip after whole norms",    2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, NORMS | WHOLE | CLIPN, 0, 0.8},
         {"v_norm, norms, scale 1",    2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VNORM | NORMS, 1.0, 0},
+        {"v_scale, biases, GQA",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VSCALE | BIASES, 0, 0},
         {"LayerNorm biases, partial", 2, 9, 4, 4, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
         {"norm biases after RoPE",    1, 7, 4, 2, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
         {"wgate, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, GATE | WGATE | BIASES | NORMS, 0, 0},
@@ -1380,6 +1388,15 @@ static void test_features_cached(void)
     CHECK(ra_layer_create(&layer, &latent, &mla) == RA_ERR_UNSUPPORTED &&
               strstr(ra_last_error(), "v_norm"), "v_norm with latent attention: %s",
           ra_last_error());
+    latent.v_norm = 0, latent.v_scale = 2.0;
+    CHECK(ra_layer_create(&layer, &latent, &mla) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "v_scale"), "v_scale with latent attention: %s",
+          ra_last_error());
+    ra_layer_config infinite = {.struct_size = sizeof infinite, .dim = 8, .n_heads = 2,
+                                .head_dim = 4, .v_scale = HUGE_VAL};
+    ra_layer_weights plain_w = {.struct_size = sizeof plain_w, .wq = w, .wk = w, .wv = w, .wo = w};
+    CHECK(ra_layer_create(&layer, &infinite, &plain_w) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "v_scale"), "v_scale inf: %s", ra_last_error());
     /* a LayerNorm's bias: with its weights, of a LayerNorm */
     ra_layer_config plain = {.struct_size = sizeof plain, .dim = 8, .n_heads = 2, .head_dim = 4,
                              .rope = &cfg_rope};

@@ -734,8 +734,11 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
         }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */
     out->sinks = hf_find_tensor(files, name, NULL);
-    snprintf(name, NAME_LEN, "%.*s" HF_SINKS_ALIAS, stem, wq); /* Flint's checkpoints */
-    if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
+    static const char *const sinks_aliases[] = HF_SINKS_ALIASES; /* Flint's, MiMo's */
+    for (size_t i = 0; !out->sinks && i < sizeof sinks_aliases / sizeof *sinks_aliases; i++) {
+        snprintf(name, NAME_LEN, "%.*s%s", stem, wq, sinks_aliases[i]);
+        out->sinks = hf_find_tensor(files, name, NULL);
+    }
     snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
     out->o_norm = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);

@@ -228,6 +228,20 @@
                     "\"rope_theta\": 500000.0}, \"sliding_attention\": "                  \
                     "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}",             \
     .default_rope_name = "MellumConfig's default rope_parameters."
+/* MiMoV2FlashConfig's */
+#define MIMO_V2_FLASH                                                                    \
+    (RA_HF_LOCAL_ROPE | RA_HF_ROPE_PER_TYPE_ONLY | RA_HF_SLIDING_KV_SINKS |             \
+     RA_HF_V_HEAD_DIM | RA_HF_VALUE_SCALE)
+#define MIMO_V2_FLASH_DEFAULTS                                                           \
+    "hidden_size=4096 num_attention_heads=64 num_key_value_heads=4 head_dim=192 "       \
+    "v_head_dim=128 attention_value_scale=0.707 sliding_window=129 rms_norm_eps=1e-05 " \
+    "max_position_embeddings=131072"
+#define MIMO_V2_FLASH_ROPE                                                               \
+    .default_rope = "{\"full_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 5000000.0, \"partial_rotary_factor\": 0.334}, "       \
+                    "\"sliding_attention\": {\"rope_type\": \"default\", "               \
+                    "\"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.334}}",          \
+    .default_rope_name = "MiMoV2FlashConfig's default rope_parameters."
 /* HunYuan-V1: q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha */
 #define HUNYUAN (RA_HF_QK_NORM | RA_HF_NORM_AFTER_ROPE)
 
@@ -297,6 +311,11 @@ static const ra_hf_names bailing_hybrid_names[] = {
      "kv_a_layernorm.weight", "dense.weight"}, I, 0, NULL},
     {LAYERS, {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", "kv_a_layernorm.weight",
      "o_proj.weight"}, I, 0, NULL},
+    NAMES_END};
+/* RecurrentGemma: its attention blocks, beside its recurrent ones */
+static const ra_hf_names recurrent_gemma_names[] = {
+    {"model.layers.", ".temporal_block.", {"q_proj.weight", "k_proj.weight", "v_proj.weight",
+     "o_proj.weight"}, H, 0, NULL},
     NAMES_END};
 /* Persimmon, and Fuyu's language model (transformers 5 and 4): fused as the config says */
 static const ra_hf_names persimmon_names[] = {
@@ -390,9 +409,14 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v4", I, 0,
         "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
         "is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* DiffLlamaAttention (transformers 5): each query head attends over both halves of the
+     * key/value heads' values (2 head_dim features); head j's output minus lambda times head
+     * j + H/2's, RMS-normed over the 2 head_dim and times 1 - lambda_init(layer) */
     ROW("diffllama", H, 0,
-        "its differential attention (two softmax maps per head, the second subtracted with the "
-        "learned lambda_q1, lambda_k1 ...) is not supported", NULL, NOWINDOW, NO_BIAS),
+        "its differential attention (each query head's softmax over the values of both halves "
+        "of the key/value heads, head j's output minus lambda = exp(lambda_q1 . lambda_k1) - "
+        "exp(lambda_q2 . lambda_k2) + lambda_init times head j + H/2's, RMS-normed over "
+        "2 head_dim and scaled by 1 - lambda_init) is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("doge", H, 0,
         "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
         "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
@@ -421,7 +445,8 @@ static const ra_hf_family families[] = {
     ROW("flex_olmo", H, OLMO2, NULL, "rope_theta=500000", NOWINDOW, ALL(AB, 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
     ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
-        "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0), .sinks_alias = 1),
+        "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0),
+        .sinks_alias = "softmax_offset"),
     ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
         "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -530,12 +555,11 @@ static const ra_hf_family families[] = {
     ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
         "sliding_window=1024", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), MELLUM_ROPE),
-    /* MiMoV2FlashConfig: head_dim 192, v_head_dim 128; its sliding layers have
-     * num_key_value_heads * 2 key/value heads and sinks */
-    ROW("mimo_v2_flash", H, 0,
-        "its value heads of their own size (v_head_dim) outside latent attention, its values "
-        "scaled by attention_value_scale, its sliding layers' doubled key/value heads and "
-        "their sinks (its full layers have none) are not supported", NULL, NOWINDOW, NO_BIAS),
+    /* MiMoV2FlashConfig: head_dim 192, v_head_dim 128, v scaled; its sliding layers have
+     * num_key_value_heads * 2 key/value heads and sinks; a rope per layer type (partial);
+     * layer_types (without it: refused); o_proj without a bias */
+    ROW("mimo_v2_flash", H, MIMO_V2_FLASH, NULL, MIMO_V2_FLASH_DEFAULTS, LISTED, QKV(AB, 0),
+        MIMO_V2_FLASH_ROPE, .sinks_alias = "attention_sink_bias"),
     /* MiniCPM3: DeepSeek-V2's attention with rotate_half's rope */
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),
@@ -643,8 +667,12 @@ static const ra_hf_family families[] = {
      * layer ("indexed_attention") */
     ROW("qwen4_exp", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("qwen4_exp_text", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
-    ROW("recurrent_gemma", H, 0, "its attention layers, among recurrent blocks by block_types and "
-        "named temporal_block, are not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* RecurrentGemmaConfig: attention blocks among recurrent ones by block_types, each sliding;
+     * head_dim hidden_size / num_attention_heads (a head_dim key that differs does not fit the
+     * weights' shapes: refused); o_proj always biased, q, k and v by attention_bias */
+    ROW("recurrent_gemma", H, RA_HF_BLOCK_TYPES, NULL,
+        "hidden_size=2560 num_attention_heads=10 partial_rotary_factor=0.5", LISTED,
+        {AB, 0, NULL, 1, 0}, .names = recurrent_gemma_names),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
     ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
@@ -664,7 +692,10 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
-        "with the embeddings, with adapters per layer: not supported", NULL, NOWINDOW, NO_BIAS),
+        "with the embeddings (q, k and v read 2 hidden_size features, o_proj writes "
+        "hidden_size: an input width other than the output's), with LoRA adapters per hybrid "
+        "layer on q, k and v (linear_q_adapter_list ...): not supported", NULL, NOWINDOW,
+        NO_BIAS),
     ROW("zaya", H, 0, "its q, k and v come from a convolutional projection (ZayaCCAProjection): "
         "not supported", NULL, NOWINDOW, NO_BIAS),
 };
@@ -797,7 +828,9 @@ static const attention_key attention_keys[] = {
     {"q_lora_rank", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"qk_nope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
     {"qk_rope_head_dim", NULL_ONLY, RA_HF_MLA, "latent attention"},
-    {"v_head_dim", NULL_ONLY, RA_HF_MLA, "a value head size other than head_dim"},
+    {"v_head_dim", NULL_ONLY, RA_HF_MLA | RA_HF_V_HEAD_DIM, "a value head size other than "
+     "head_dim"},
+    {"attention_value_scale", NULL_ONLY, RA_HF_VALUE_SCALE, "values scaled"},
     {"index_topk", NULL_ONLY, RA_HF_INDEXER_TOPK, "a sparse-attention indexer's top-k keys"},
     {"index_n_heads", NULL_ONLY, RA_HF_INDEXER_TOPK | RA_HF_SPARSE_LAYER_INDEXER,
      "a sparse-attention indexer"},
@@ -816,6 +849,10 @@ static const attention_key attention_keys[] = {
     {"key_multiplier", NULL_ONLY, RA_HF_KEY_MULTIPLIER, "k scaled"},
     {"attn_layer_indices", NULL_ONLY, RA_HF_ATTN_LAYER_INDICES,
      "which layers are attention (the others Mamba)"},
+    {"block_types", NULL_ONLY, RA_HF_BLOCK_TYPES, "which layers are attention (the others "
+     "recurrent)"},
+    {"attention_window_size", NULL_ONLY, RA_HF_BLOCK_TYPES, "the sliding window (RecurrentGemma's "
+     "name)"},
     {"use_logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"logn_attn", FALSE_ONLY, 0, "log-n attention scaling"},
     {"use_dynamic_ntk", FALSE_ONLY, 0, "dynamic NTK rope"},

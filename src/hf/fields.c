@@ -86,6 +86,7 @@ static const field fields[] = {
     FIELD(index_topk, POSITIVE_INTEGER, MAX_POSITIONS, 0),
     FIELD(index_n_heads, POSITIVE_INTEGER, MAX_SIZE, 0),
     FIELD(index_head_dim, POSITIVE_INTEGER, MAX_SIZE, 0),
+    FIELD(attention_value_scale, POSITIVE_NUMBER, 0, 0),
 };
 
 static const field aliases[] = {
@@ -198,7 +199,8 @@ static int is_null(const cJSON *root, const char *key)
  * transformers' config classes and modeling code: head_dim (hidden_size /
  * num_attention_heads), num_key_value_heads (one per query head),
  * rotary_dim (GPT-J: the whole head), attention_chunk_size (no chunks),
- * attn_logit_softcapping (none); and keys whose null is refused later with
+ * attn_logit_softcapping (none), attention_value_scale (1: MiMo-V2-Flash's
+ * v unscaled); and keys whose null is refused later with
  * a message of its own (latent attention's sizes, read_mla; Llama 4's
  * temperature tuning, hf/layer_config.c).  A null for any other key with a
  * default is refused: transformers' code fails on it (Gemma 3's
@@ -208,6 +210,7 @@ static const char *const null_means_something[] = {
     "head_dim",         "num_key_value_heads", "rotary_dim",  "attention_chunk_size",
     "attn_logit_softcapping", "q_lora_rank",   "kv_lora_rank", "qk_nope_head_dim",
     "qk_rope_head_dim", "v_head_dim",          "floor_scale", "attn_scale",
+    "attention_value_scale",
 };
 
 static int is_field(const char *key)
@@ -844,6 +847,56 @@ static ra_status check_theta_given(const ra_hf_fields *out, const char *name, ch
     return RA_OK;
 }
 
+/* RA_HF_ROPE_PER_TYPE_ONLY: the family's rotary embedding reads
+ * rope_parameters[layer_type]["rope_theta"] (and its partial_rotary_factor,
+ * else a default of its own): one rope object for every layer, or a type's
+ * object without those keys, is refused; no rope at all is the row's. */
+static ra_status rope_per_type_only(const cJSON *nested, const cJSON *scaling,
+                                    const ra_hf_fields *out, const char *name, char *msg,
+                                    size_t msg_len)
+{
+    static const char *const types[2] = {"full_attention", "sliding_attention"};
+    static const char *const keys[2] = {"rope_theta", "partial_rotary_factor"};
+    if (!out->family || !(out->family->features & RA_HF_ROPE_PER_TYPE_ONLY)) return RA_OK;
+    const int scaled = scaling != NULL && scaling->child != NULL;
+    if (nested == NULL && !scaled) return RA_OK;
+    if (scaled || !out->has_local_rope)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" reads "
+                          "rope_parameters by layer type (full_attention, sliding_attention): "
+                          "one rope object for every layer is refused", name,
+                          out->family->model_type);
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 2; k++) {
+            const cJSON *item;
+            RA_TRY(ra_io_json_key(cJSON_GetObjectItemCaseSensitive(nested, types[t]), keys[k],
+                                  name, &item, msg, msg_len));
+            if (item == NULL)
+                return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"rope_parameters.%s\" "
+                                  "has no \"%s\": model_type \"%s\"'s rotary embedding reads it "
+                                  "there (a default of its own, or none): give it", name,
+                                  types[t], keys[k], out->family->model_type);
+        }
+    return RA_OK;
+}
+
+/* RA_HF_SLIDING_KV_SINKS: sliding_window_size, where given, makes
+ * sliding_window sliding_window_size + 1 (MiMoV2FlashConfig). */
+static ra_status read_sliding_window_size(const cJSON *root, ra_hf_fields *out,
+                                          const char *name, char *msg, size_t msg_len)
+{
+    const cJSON *item;
+    int64_t size;
+    if (!out->family || !(out->family->features & RA_HF_SLIDING_KV_SINKS)) return RA_OK;
+    RA_TRY(ra_io_json_key(root, "sliding_window_size", name, &item, msg, msg_len));
+    if (item == NULL) return RA_OK;
+    if (!ra_io_json_integer(item, &size) || size < 0 || size >= INT64_MAX)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"sliding_window_size\" must be "
+                          "a non-negative integer", name);
+    out->window.sliding_window = size + 1;
+    out->window.has_sliding_window = 1;
+    return RA_OK;
+}
+
 /* RA_HF_LONGROPE_ONLY: Phi3Config (transformers 5) reads rope type "su"
  * and "yarn" as longrope ("su" is longrope everywhere: rope_params.c) and
  * raises on any type but default and longrope. */
@@ -1000,6 +1053,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null "
                           "(transformers fails on null; leave the key out for its default, "
                           "10000)", name);
+    RA_TRY(rope_per_type_only(nested, scaling, out, name, msg, msg_len));
     RA_TRY(check_theta_given(out, name, msg, msg_len));
     RA_TRY(read_rope_ratio(root, out, name, msg, msg_len));
     RA_TRY(read_multi_query_groups(root, out, name, msg, msg_len));
@@ -1035,8 +1089,10 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_attn_config(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_window_read(root, name, &out->window, msg, msg_len));
     RA_TRY(read_local_window(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_block_types_read(root, out, name, msg, msg_len));
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
+    RA_TRY(read_sliding_window_size(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_per_layer_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_sparse_read(root, out, name, msg, msg_len));

@@ -135,6 +135,9 @@ typedef struct ra_hf_window {
         has_sliding_window_pattern;
     int zero_window; /* sliding_window 0 beside use_sliding_window false (no window,
                         as Qwen2MoeConfig saves it): only a gated rule reads it so */
+    /* layer_types derived from another key (RA_HF_BLOCK_TYPES): that key, and the name of
+     * every layer of another kind; NULL: layer_types as written */
+    const char *kinds_key, *other_kind;
 } ra_hf_window;
 
 /* Whether layer `layer` slides (1) or sees every earlier token (0) by the
@@ -401,6 +404,25 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * rotary embedding's own compute_default_rope_parameters; the other types read it) */
 #define RA_HF_DEFAULT_ROPE_WHOLE RA_HF_BIT(84)
 
+/* block_types (default recurrent, recurrent, attention), repeated over num_hidden_layers (default
+ * 26), names each layer's kind: "recurrent" ones refused, the others sliding attention with
+ * attention_window_size (default 2048; sliding_window its other name) and the default rope only
+ * (RecurrentGemma: hf/fields_blocks.c) */
+#define RA_HF_BLOCK_TYPES RA_HF_BIT(96)
+/* the sliding layers (by layer_types) have 2 * num_key_value_heads key/value heads and a sinks
+ * tensor [H]; the full layers num_key_value_heads and no sinks; sliding_window_size, where given,
+ * makes sliding_window sliding_window_size + 1 (MiMo-V2-Flash) */
+#define RA_HF_SLIDING_KV_SINKS RA_HF_BIT(97)
+/* v_head_dim (the row's default; at most head_dim): v_proj's rows per key/value head and o_proj's
+ * columns per query head; run with each value head padded with zeros to head_dim at load (v_proj's
+ * rows, o_proj's columns: hf/layer.c), the padding's gradients dropped (MiMo-V2-Flash) */
+#define RA_HF_V_HEAD_DIM RA_HF_BIT(98)
+/* attention_value_scale (the row's default; null: 1) multiplies v (ra_layer_config.v_scale) */
+#define RA_HF_VALUE_SCALE RA_HF_BIT(99)
+/* rope_parameters per layer type only, each with its rope_theta and partial_rotary_factor, as the
+ * family's rotary embedding reads them: one rope object for every layer, or a type's object
+ * without them, refused (MiMo-V2-Flash) */
+#define RA_HF_ROPE_PER_TYPE_ONLY RA_HF_BIT(100)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -470,9 +492,10 @@ typedef struct ra_hf_family {
      * transformers releases ("X in transformers 4.57, Y in 5"): a config
      * without rope_theta is refused rather than read either way. */
     const char *disputed_theta;
-    /* Whether transformers loads its sinks from a tensor named softmax_offset
-     * too (a WeightRenaming of its own: Flint). */
-    int sinks_alias;
+    /* The other name transformers loads its sinks from (a WeightRenaming of
+     * its own: Flint's softmax_offset, MiMo-V2-Flash's attention_sink_bias),
+     * one of HF_SINKS_ALIASES; NULL: none. */
+    const char *sinks_alias;
     /* RA_HF_CROSS_ATTENTION_LAYERS: the config class's cross_attention_layers
      * when config.json has none (a JSON array of layer numbers). */
     const char *default_cross_attention_layers;
@@ -563,6 +586,8 @@ typedef struct ra_hf_fields {
     double floor_scale, attn_scale; /* Llama 4's temperature tuning */
     double attn_logit_softcapping;  /* Gemma 2: logits capped to (-c, c) */
     double key_multiplier;          /* Falcon-H1: k scaled by it (RA_HF_KEY_MULTIPLIER) */
+    double attention_value_scale;   /* v scaled by it (RA_HF_VALUE_SCALE) */
+    int has_attention_value_scale;
     /* RA_HF_ROPE_BY_EMBEDDING_TYPE: position_embedding_type is not "rope":
      * no layer has RoPE (GraniteMoeHybrid) */
     int rope_off;

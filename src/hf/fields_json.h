@@ -45,6 +45,11 @@ ra_status ra_hf_rope_read(const cJSON *obj, const char *name, const char *prefix
 ra_status ra_hf_nope_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                           size_t msg_len);
 
+/* Reads the layer kinds and window of a family with RA_HF_BLOCK_TYPES into
+ * out->window, after ra_hf_window_read (fields_blocks.c). */
+ra_status ra_hf_block_types_read(const cJSON *root, ra_hf_fields *out, const char *name,
+                                 char *msg, size_t msg_len);
+
 /* Checks the indexer's keys of a family with RA_HF_INDEXER_TOPK (their
  * sizes, read as fields, and indexer_types: fields_indexer.c). */
 ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const char *name,

@@ -206,6 +206,7 @@ const char *ra_hf_layer_not_attention(const ra_hf_window *w, int64_t layer)
     if (!w || layer < 0 || layer >= w->n_layer_types ||
         w->layer_types[layer] != RA_HF_OTHER_ATTENTION)
         return NULL;
+    if (w->other_kind) return w->other_kind;
     return cJSON_GetArrayItem(w->layer_type_names, (int)layer)->valuestring;
 }
 

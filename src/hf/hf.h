@@ -70,7 +70,7 @@ typedef struct attention_tensors {
      * LayerNorm shared by the heads; NULL: none. */
     const ra_st_tensor *layer_norm[2], *layer_norm_bias[2];
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
-                                         HF_SINKS_ALIAS); NULL: none */
+                                         HF_SINKS_ALIASES); NULL: none */
     const ra_st_tensor *o_norm;       /* BitNet's attn_sub_norm [H * D]; NULL: none */
     const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
@@ -95,6 +95,9 @@ typedef struct attention_tensors {
     /* RA_HF_VALUES_FROM_KEYS (set by hf_layer_config): the layer has no
      * v_proj; proj[PROJ_V] and bias[PROJ_V] are k_proj's. */
     int values_from_keys;
+    /* v_proj's features per key/value head where fewer than head_dim
+     * (RA_HF_V_HEAD_DIM: the layer pads each value head with zeros), else 0 */
+    int64_t v_head_dim;
 } attention_tensors;
 
 /* The tensor called name in whichever of the checkpoint's files holds it
@@ -102,10 +105,10 @@ typedef struct attention_tensors {
 const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *name,
                                    int64_t *file);
 
-/* The other name a family's checkpoints may give the sinks tensor
- * (transformers renames it to sinks on loading, for the families whose row
- * says so: ra_hf_family.sinks_alias). */
-#define HF_SINKS_ALIAS "softmax_offset"
+/* The other names a family's checkpoints may give the sinks tensor
+ * (transformers renames it to sinks on loading, for the family whose row
+ * names it: ra_hf_family.sinks_alias). */
+#define HF_SINKS_ALIASES {"softmax_offset", "attention_sink_bias"}
 
 /* Finds the projections of layer `layer` (-1: the files must name a single
  * layer, or none), their biases and q and k norms, and checks that the

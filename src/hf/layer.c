@@ -59,6 +59,18 @@ typedef struct opposite_angle {
     ra_layout layout;
 } opposite_angle;
 
+/* RA_HF_V_HEAD_DIM with v_head_dim Dv < head_dim D (MiMo-V2-Flash): each
+ * value head runs padded with zeros to D.  v_proj's Dv rows of each of the
+ * Hkv heads (and bv's values) take D rows, the last D - Dv zero; o_proj's
+ * Dv columns of each of the H heads take D, the last zero.  Attention's
+ * output there is then zero, and wo's zero columns read nothing: the
+ * layer's y is the unpadded one's; the padding's gradients are dropped
+ * when read (ra_hf_grads_tensor). */
+typedef struct value_padding {
+    int64_t dv, d;             /* 0, 0: none */
+    int64_t kv_heads, o_heads; /* Hkv; dim * H (o_proj's rows times its heads) */
+} value_padding;
+
 struct ra_hf_layer {
     ra_layer *layer;
     /* Slot s is owner[s]'s array from offset[s] on (owner[s] == s: its own,
@@ -69,6 +81,7 @@ struct ra_hf_layer {
     ra_dtype dtype;       /* the projection matrices' (weight slots') */
     opposite_angle flip;  /* RA_HF_ROPE_OPPOSITE_ANGLE's negated rows */
     int values_from_keys; /* RA_HF_VALUES_FROM_KEYS: wv is wk's array, bv bk's */
+    value_padding vpad;   /* RA_HF_V_HEAD_DIM's zeros */
     hf_tensor *tensors;
     int64_t n_tensors;
 };
@@ -76,7 +89,8 @@ struct ra_hf_layer {
 struct ra_hf_grads {
     ra_layer_grads grads;
     float *data[N_SLOTS]; /* as the layer's */
-    float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's */
+    float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's;
+                             RA_HF_V_HEAD_DIM: wv's, bv's, wo's without the padding */
     /* RA_HF_VALUES_FROM_KEYS: dwv and dbv, apart from dwk and dbk (the
      * backward's outputs must not overlap), moved into them when k_proj's
      * gradient is read (in place, so that what the caller adds there, as
@@ -286,6 +300,60 @@ static ra_status load(ra_hf_layer *l, const char *path, const ra_hf_family *fami
     return RA_OK;
 }
 
+/* Slot s's blocks under value padding (wv: Hkv blocks of Dv rows of dim;
+ * bv: Hkv of Dv; wo: dim * H of Dv), and each block's length unpadded
+ * (*from) and padded (*to); 0 for another slot or none. */
+static int64_t padded_blocks(const ra_hf_layer *l, int s, int64_t *from, int64_t *to)
+{
+    const value_padding *p = &l->vpad;
+    *from = *to = 0;
+    if (!p->dv || l->owner[s] != s) return 0;
+    const int64_t row = s == S_WV ? l->count[S_WV] / (p->kv_heads * p->d) : 1;
+    *from = p->dv * row, *to = p->d * row;
+    return s == S_WV || s == S_BV ? p->kv_heads : s == S_WO ? p->o_heads : 0;
+}
+
+/* In place, from the last block: each of slot s's blocks of `from` values
+ * moved to `to` apart, the rest of each zeroed. */
+static void pad_values(ra_hf_layer *l, int s)
+{
+    int64_t from, to, n = padded_blocks(l, s, &from, &to);
+    const size_t size = slot_size(l, s);
+    char *a = (char *)l->data[s];
+    for (int64_t b = n - 1; b >= 0; b--) {
+        memmove(a + (size_t)(b * to) * size, a + (size_t)(b * from) * size, (size_t)from * size);
+        memset(a + (size_t)(b * to + from) * size, 0, (size_t)(to - from) * size);
+    }
+}
+
+/* RA_HF_V_HEAD_DIM: the loaded wv, bv and wo padded (value_padding). */
+static void apply_value_padding(ra_hf_layer *l, const attention_tensors *t,
+                                const ra_layer_config *lc)
+{
+    if (!t->v_head_dim) return;
+    l->vpad = (value_padding){t->v_head_dim, lc->head_dim, lc->n_kv_heads, lc->dim * lc->n_heads};
+    for (int s = 0; s < N_SLOTS; s++) pad_values(l, s);
+}
+
+/* The slots' sizes padded (before load: their arrays hold the padding). */
+static void size_value_padding(ra_hf_layer *l, const attention_tensors *t,
+                               const ra_layer_config *lc)
+{
+    if (!t->v_head_dim) return;
+    const int64_t d = lc->head_dim, dv = t->v_head_dim;
+    static const int slots[3] = {S_WV, S_BV, S_WO};
+    for (int i = 0; i < 3; i++)
+        if (l->owner[slots[i]] == slots[i]) l->count[slots[i]] = l->count[slots[i]] / dv * d;
+}
+
+/* Slot s's gradients without the padding, into dst (as the tensor). */
+static void unpad_values(const ra_hf_layer *l, int s, float *dst, const float *src)
+{
+    int64_t from, to, n = padded_blocks(l, s, &from, &to);
+    for (int64_t b = 0; b < n; b++)
+        memcpy(dst + b * from, src + b * to, (size_t)from * sizeof(float));
+}
+
 /* Negates flip's rows of wq, wk, bq and bk where they lie in base's arrays:
  * a layer's data (f32 0: weight slots in its dtype) or a copy of its
  * gradients (f32 1); only those in owning slot `only`'s array, if >= 0. */
@@ -377,9 +445,10 @@ static ra_status check_layer_kind(const ra_hf_config *config, int64_t layer)
     const char *kind = ra_hf_layer_not_attention(&hf->window, layer);
     const char *indexed = ra_hf_indexed_layer_type(hf->family);
     if (kind == NULL || (indexed && strcmp(kind, indexed) == 0)) return RA_OK;
-    return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (layer_types), not "
-                   "softmax attention: ropeattn runs only a hybrid model's attention layers",
-                   config->path, (long long)layer, kind);
+    const char *key = hf->window.kinds_key ? hf->window.kinds_key : "layer_types";
+    return hf_fail(RA_ERR_UNSUPPORTED, "%s: layer %lld is a \"%s\" layer (%s), not softmax "
+                   "attention: ropeattn runs only a hybrid model's attention layers",
+                   config->path, (long long)layer, kind, key);
 }
 
 /* A layer with an indexer runs where no query sees more keys than it keeps
@@ -449,6 +518,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
     l->values_from_keys = t->values_from_keys;
+    size_value_padding(l, t, &lc);
     const ra_hf_quant *q = &config->fields.quant;
     for (int64_t i = 0; i < l->n_tensors; i++) {
         hf_tensor *x = &l->tensors[i];
@@ -457,6 +527,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     l->dtype = stored_dtype(l, t->mla, q);
     RA_HF_TRY(load(l, ckpt->path, config->fields.family, q));
     RA_HF_TRY(apply_opposite_angle(l, family, t, &lc, &rope));
+    apply_value_padding(l, t, &lc);
     float *const *d = l->data;
     ra_layer_weights w = ra_layer_weights_init();
     w.dtype = l->dtype;
@@ -572,7 +643,8 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
         if (layer->owner[s] != s) continue;
         const size_t n = layer->count[s] > 0 ? (size_t)layer->count[s] : 1;
         g->data[s] = ra_calloc(n, sizeof(float));
-        const int flipped = holds_negated_rows(layer, s);
+        int64_t from, to;
+        const int flipped = holds_negated_rows(layer, s) || padded_blocks(layer, s, &from, &to);
         if (flipped) g->read[s] = ra_malloc(n * sizeof(float));
         if (!g->data[s] || (flipped && !g->read[s])) {
             ra_hf_grads_destroy(g);
@@ -629,6 +701,11 @@ RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i)
     if (l->values_from_keys && (s == S_WK || s == S_BK)) { /* k_proj gave k and v */
         float *v = grads->values[s == S_BK];
         for (int64_t e = 0; e < l->count[s]; e++) grads->data[s][e] += v[e], v[e] = 0.0f;
+    }
+    int64_t from, to;
+    if (padded_blocks(l, s, &from, &to)) { /* RA_HF_V_HEAD_DIM: the padding dropped */
+        unpad_values(l, s, grads->read[s], grads->data[s]);
+        return grads->read[s];
     }
     if (!holds_negated_rows(l, s))
         return grads->data[s] + t->offset;

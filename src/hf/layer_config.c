@@ -383,6 +383,47 @@ static ra_status resolve_values(const job *j)
     return RA_OK;
 }
 
+/* RA_HF_SLIDING_KV_SINKS: a sliding layer has twice the config's key/value
+ * heads (MiMo-V2-Flash); a layer whose kind is not known (no layer number,
+ * the layers differing) is refused. */
+static ra_status sliding_kv_heads(const job *j, int64_t *n_kv_heads)
+{
+    const ra_hf_family *family = j->hf->family;
+    if (!family || !(family->features & RA_HF_SLIDING_KV_SINKS) || j->o->n_kv_heads) return RA_OK;
+    const int slides = ra_hf_layer_slides(&j->hf->window, j->t->layer, 0);
+    if (slides < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" gives its sliding layers "
+                       "twice the key/value heads of its full ones, and the config does not "
+                       "say which this layer is%s", j->path, family->model_type,
+                       j->t->layer < 0 ? " (the checkpoint's names carry no layer number)" : "");
+    if (slides) *n_kv_heads *= 2;
+    return RA_OK;
+}
+
+/* RA_HF_V_HEAD_DIM: v's features per head, v_head_dim (head_dim where the
+ * family has none), at most head_dim: fewer are padded with zeros at load
+ * (hf/layer.c), which what reads the heads' features together (o_norm's
+ * RMS, a gate per feature, a fused qkv) would see: refused with them. */
+static ra_status value_head_dim(const job *j, int64_t head_dim, int64_t *v_dim)
+{
+    const ra_hf_fields *hf = j->hf;
+    *v_dim = head_dim;
+    if (!hf->family || !(hf->family->features & RA_HF_V_HEAD_DIM) || !hf->has_v_head_dim)
+        return RA_OK;
+    *v_dim = hf->v_head_dim;
+    const char *with = j->t->fused ? "a fused qkv" : j->t->o_norm ? "a norm before o_proj"
+                       : j->t->gate || (hf->family->features & RA_HF_GATED_OUTPUT)
+                           ? "an output gate"
+                           : NULL;
+    if (*v_dim > head_dim || (*v_dim < head_dim && with))
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: v_head_dim %lld with head_dim %lld%s%s: not "
+                       "supported (value heads run padded with zeros to head_dim)", j->path,
+                       (long long)*v_dim, (long long)head_dim, with ? " and " : "",
+                       with ? with : "");
+    j->t->v_head_dim = *v_dim < head_dim ? *v_dim : 0;
+    return RA_OK;
+}
+
 /* n_heads, n_kv_heads and head_dim from the options, config and the
  * weights' shapes, in that order of precedence; each weight's shape
  * checked; the norms and the softmax scale. */
@@ -425,6 +466,9 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
                            (long long)head_dim);
         n_kv_heads = wk->shape[0] / head_dim;
     }
+    RA_HF_TRY(sliding_kv_heads(j, &n_kv_heads));
+    int64_t v_dim;
+    RA_HF_TRY(value_head_dim(j, head_dim, &v_dim));
     if (n_heads % n_kv_heads != 0)
         return hf_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
                        (long long)n_heads, (long long)n_kv_heads);
@@ -434,8 +478,11 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
              j->o->head_dim ? " (the options')" : "", gated ? ", a gate per query head" : "");
     RA_HF_TRY(shape_mismatch(j, PROJ_Q, (n_heads << gated) * head_dim, dim, why));
     RA_HF_TRY(shape_mismatch(j, PROJ_K, n_kv_heads * head_dim, dim, why));
-    RA_HF_TRY(shape_mismatch(j, PROJ_V, n_kv_heads * head_dim, dim, why));
-    RA_HF_TRY(shape_mismatch(j, PROJ_O, dim, n_heads * head_dim, why));
+    if (v_dim != head_dim)
+        snprintf(why + strlen(why), sizeof why - strlen(why), ", v_head_dim %lld",
+                 (long long)v_dim);
+    RA_HF_TRY(shape_mismatch(j, PROJ_V, n_kv_heads * v_dim, dim, why));
+    RA_HF_TRY(shape_mismatch(j, PROJ_O, dim, n_heads * v_dim, why));
     RA_HF_TRY(check_biases(j));
     RA_HF_TRY(check_norms(j, n_heads, n_kv_heads, head_dim, out));
     RA_HF_TRY(check_o_norm(j, n_heads * head_dim));
@@ -458,6 +505,8 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     if (hf->has_key_multiplier)
         out->scale = hf->key_multiplier * (out->scale ? out->scale : 1.0 / sqrt((double)head_dim));
     out->v_norm = (features & RA_HF_V_NORM) != 0; /* Gemma 3n: v_norm, epsilon rms_norm_eps */
+    if ((features & RA_HF_VALUE_SCALE) && hf->has_attention_value_scale) /* MiMo-V2-Flash */
+        out->v_scale = hf->attention_value_scale;
     return RA_OK;
 }
 
@@ -614,23 +663,29 @@ static ra_status resolve_masks(const job *j, int64_t layer, ra_layer_config *out
     out->window = window > 0 ? window : 0;
     if ((features & RA_HF_SOFTCAP) && hf->has_attn_logit_softcapping)
         out->softcap = hf->attn_logit_softcapping;
+    /* gpt-oss: every layer's sinks; MiMo-V2-Flash: the sliding layers' */
+    const int reads_sinks = (features & RA_HF_SINKS) ||
+                            ((features & RA_HF_SLIDING_KV_SINKS) && out->window > 0);
     const ra_st_tensor *sinks = j->t->sinks;
-    if (sinks && !(features & RA_HF_SINKS))
+    if (sinks && !reads_sinks)
         return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s%s%s reads no attention sinks "
-                       "(transformers would not use it)", sinks->name, j->path,
+                       "in %s (transformers would not use it)", sinks->name, j->path,
                        hf->family ? "model_type \"" : "a config without model_type",
-                       hf->family ? hf->family->model_type : "", hf->family ? "\"" : "");
-    if (!sinks && (features & RA_HF_SINKS))
+                       hf->family ? hf->family->model_type : "", hf->family ? "\"" : "",
+                       which);
+    if (!sinks && reads_sinks)
         return hf_fail(RA_ERR_NOT_FOUND, "%s has no sinks beside '%s': model_type \"%s\" adds "
                        "one logit per head to every softmax (transformers would initialize the "
                        "missing weight)", j->path, j->t->proj[PROJ_O]->name,
                        hf->family->model_type);
-    size_t len = sinks ? strlen(sinks->name) : 0, alias = strlen(HF_SINKS_ALIAS);
-    if (sinks && len >= alias && strcmp(sinks->name + len - alias, HF_SINKS_ALIAS) == 0 &&
-        !hf->family->sinks_alias)
+    const char *dot = sinks ? strrchr(sinks->name, '.') : NULL;
+    const char *alias = hf->family ? hf->family->sinks_alias : NULL;
+    const char *leaf = dot ? dot + 1 : sinks ? sinks->name : "sinks";
+    if (strcmp(leaf, "sinks") != 0 && (!alias || strcmp(leaf, alias) != 0))
         return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" reads its "
-                       "sinks from a tensor named sinks (transformers would not load this one)",
-                       sinks->name, j->path, hf->family->model_type);
+                       "sinks from a tensor named sinks%s%s (transformers would not load this "
+                       "one)", sinks->name, j->path, hf->family->model_type,
+                       alias ? " or " : "", alias ? alias : "");
     if (sinks && (sinks->ndim != 1 || sinks->shape[0] != out->n_heads))
         return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (one sink per query head)",
                        sinks->name, j->path, (long long)out->n_heads);

@@ -288,6 +288,15 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
             return hf_fail(RA_ERR_HEAD_DIM, "rotary_dim %lld is more than head_dim %lld",
                            (long long)rotary_dim, (long long)head_dim);
     }
+    /* An odd int(head_dim * partial_rotary_factor) (MiMo-V2-Flash's 0.334 of a
+     * small head): the default rope's inv_freq = base^(-arange(0, dim, 2) / dim)
+     * has (dim + 1) / 2 frequencies over dim + 1 features, base^(-2i / dim) =
+     * (base^((dim + 1) / dim))^(-2i / (dim + 1)): that rope over dim + 1. */
+    if (!rope.proportional && rotary_dim % 2 != 0 && rope.type == RA_ROPE_DEFAULT &&
+        rotary_dim < head_dim) {
+        out->theta = pow(out->theta, (double)(rotary_dim + 1) / (double)rotary_dim);
+        rotary_dim++;
+    }
     if (rope.proportional)
         RA_HF_TRY(proportional(config, &rope, head_dim, prf, out));
     else if (rotary_dim <= 0 || rotary_dim % 2 != 0)

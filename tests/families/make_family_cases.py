@@ -1156,10 +1156,26 @@ def family_cases(out):
         ("llama_stray_gate_proj", dict(base, model_type="llama", rope_theta=1e4),
          dict(plain, **{layers(0) + "gate_proj.weight": w["q"]}),
          'model_type "llama" has no output gate of its own'),
-        # value heads of their own size outside latent attention, and more
-        ("mimo_v2_flash", dict(base, model_type="mimo_v2_flash", v_head_dim=8), plain,
-         'model_type "mimo_v2_flash" is refused: its value heads of their own size '
-         "(v_head_dim) outside latent attention, its values scaled by attention_value_scale"),
+        # MiMo-V2-Flash: value heads larger than q's and k's (padding makes
+        # them no smaller), one rope object (its rotary embedding reads
+        # rope_parameters by layer type), a layer type's rope without
+        # partial_rotary_factor; v_head_dim where no family reads it
+        ("mimo_v2_flash_v_head_dim_beyond", dict(base, model_type="mimo_v2_flash",
+                                                 layer_types=["full_attention"],
+                                                 v_head_dim=2 * D), plain,
+         "v_head_dim 32 with head_dim 16: not supported"),
+        ("mimo_v2_flash_one_rope", dict(base, model_type="mimo_v2_flash",
+                                        layer_types=["full_attention"], v_head_dim=D,
+                                        rope_parameters={"rope_type": "default",
+                                                         "rope_theta": 1e4}), plain,
+         "reads rope_parameters by layer type (full_attention, sliding_attention)"),
+        ("mimo_v2_flash_rope_without_partial", dict(
+            base, model_type="mimo_v2_flash", layer_types=["full_attention"], v_head_dim=D,
+            rope_parameters={t: {"rope_type": "default", "rope_theta": 1e4} for t in (
+                "full_attention", "sliding_attention")}), plain,
+         '"rope_parameters.full_attention" has no "partial_rotary_factor"'),
+        ("llama_v_head_dim", dict(base, model_type="llama", v_head_dim=8), plain,
+         '"v_head_dim" (a value head size other than head_dim) changes attention'),
         ("beam", dict(base, model_type="beam"), plain,
          "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
          "query scaling by position"),
@@ -1399,11 +1415,19 @@ def family_cases(out):
          dict(plain, **qk_norms), 'model_type "lfm3" rotates all of head_dim'),
         ("llama_use_attention_gate", dict(base, model_type="llama", use_attention_gate=True),
          plain, '"use_attention_gate" (an output gate per head) changes attention'),
+        # RecurrentGemma: block_types' recurrent blocks (layer 0 of the default three),
+        # a rope other than the default (its rotary embedding raises), layer_types beside
+        ("recurrent_gemma_recurrent_layer", dict(base, model_type="recurrent_gemma"), plain,
+         'layer 0 is a "recurrent" layer (block_types), not softmax attention'),
+        ("recurrent_gemma_linear_rope", dict(base, model_type="recurrent_gemma", rope_parameters={
+            "rope_type": "linear", "factor": 2.0}), plain,
+         'model_type "recurrent_gemma" runs the default rope only'),
+        ("recurrent_gemma_layer_types", dict(base, model_type="recurrent_gemma", layer_types=[
+            "sliding_attention"]), plain, '"layer_types" is given'),
     ]
     # hybrid families whose attention needs what ropeattn lacks: each names it
     for family_type, what in (
             ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
-            ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
             ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
             ("zaya", "its q, k and v come from a convolutional projection")):
         refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,

@@ -141,7 +141,7 @@ def attention_name(model, layer):
     local_encoder, global_transformer ...; HRM's H_module, L_module), the
     first stack's (the library then reads that one, or its numbers differ)."""
     pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
-                         rf"(self_attn|attention|self_attention|attn)$")
+                         rf"(self_attn|attention|self_attention|attn|temporal_block)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
         text = [n for n in names if "language_model" in n]
@@ -235,6 +235,22 @@ def saved_names(d):
     """The tensor names (and the metadata key) of d's model.safetensors."""
     with open(os.path.join(d, "model.safetensors"), "rb") as f:
         return json.loads(f.read(int.from_bytes(f.read(8), "little")))
+
+
+def by_saved_names(d, grads):
+    """grads by the names d's model.safetensors gives them, where
+    save_pretrained renames a parameter (MiMo-V2-Flash's sinks, saved as
+    attention_sink_bias): a name not saved takes the one saved name under
+    the same module that no gradient has, of its shape."""
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    out = {}
+    for k, g in grads.items():
+        module = k.rsplit(".", 1)[0] + "."
+        spare = [n for n in header if n.startswith(module) and n not in grads
+                 and "." not in n[len(module):] and tuple(header[n]["shape"]) == g.shape]
+        out[spare[0] if k != "x" and k not in header and len(spare) == 1 else k] = g
+    return out
 
 
 def saved_prefix(d, model, layer):
@@ -350,11 +366,14 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
         dy = torch.randn(y.shape, generator=gen)
         save(d, "dy.npy", dy)
         # the weights' names as save_pretrained renames them (LFM3's g_proj
-        # saved as gate_proj), else as an older layout saves them (saved_prefix)
+        # saved as gate_proj), else as an older layout saves them (saved_prefix),
+        # a parameter saved under another name by its module's spare one
+        # (MiMo-V2-Flash's sinks as attention_sink_bias)
         found = saved_grads(model, grads_of(model, layer, args, kwargs, x, dy,
                                             attention_name(model, layer) + "."))
         if not all(k in saved_names(d) for k in found if k != "x"):
-            found = grads_of(model, layer, args, kwargs, x, dy, saved_prefix(d, model, layer))
+            found = by_saved_names(d, grads_of(model, layer, args, kwargs, x, dy,
+                                               saved_prefix(d, model, layer)))
         np.savez(os.path.join(d, "grads.npz"), **found)
     table = None
     if freqs:  # Llama's [c, c], or each c twice in a row (Cohere's)
@@ -1019,6 +1038,31 @@ def sparse_cases():
                  model="CohereCompassForCausalLM", layer=1)
 
 
+def misc_cases():
+    """RecurrentGemma's attention block (layer 1, beside a recurrent block):
+    a window of 3 tokens, one key/value head, half of each head rotating,
+    q/k/v biases by attention_bias and o_proj's always; MiMo-V2-Flash's
+    layers."""
+    yield family("recurrent_gemma_window", "RecurrentGemma",
+                 dict(TINY, num_hidden_layers=2, block_types=["recurrent", "attention"],
+                      attention_window_size=3, num_key_value_heads=1, attention_bias=True,
+                      lru_width=32), layer=1, pos=positions(9))
+    # MiMo-V2-Flash: value heads of 8 features beside q/k heads of 16 (padded
+    # at load), v times attention_value_scale, a full layer (0) with one
+    # key/value head and a sliding one (1) with two and sinks; 0.334 of 16
+    # features rotating (int: 5, an odd count), a rope per layer type
+    mimo = dict(TINY, head_dim=16, v_head_dim=8, num_key_value_heads=1, num_hidden_layers=2,
+                layer_types=["full_attention", "sliding_attention"], sliding_window=4,
+                attention_value_scale=0.6, attention_bias=True, n_routed_experts=2,
+                num_experts_per_tok=1, moe_intermediate_size=8)
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 5e5,
+                               "partial_rotary_factor": 0.334},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                  "partial_rotary_factor": 0.334}}
+    yield family("mimo_v2_flash_full", "MiMoV2Flash", mimo, rope=rope, freqs=False)
+    yield family("mimo_v2_flash_sliding", "MiMoV2Flash", mimo, layer=1, rope=rope, freqs=False)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1037,6 +1081,7 @@ def named_seed_cases():
     yield from gate_cases()
     yield from gemma4_cases()
     yield from sparse_cases()
+    yield from misc_cases()
 
 
 def name_seed(name):

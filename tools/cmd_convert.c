@@ -209,9 +209,11 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
     if (rope->proportional) /* every pair of head_dim (some do not turn) */
         g->rotary_dim = g->head_dim;
-    /* an odd count of the default rope rotates one more (hf/rope.c) */
-    else if (g->rotary_dim % 2 != 0 && rope->type == RA_ROPE_DEFAULT &&
-             g->rotary_dim < g->head_dim)
+    /* RA_HF_ODD_ROTARY_ROUNDS_UP: an odd count of the default rope rotates one more
+     * (hf/rope.c) */
+    else if (g->rotary_dim % 2 != 0 && c->family &&
+             (c->family->features & RA_HF_ODD_ROTARY_ROUNDS_UP) &&
+             rope->type == RA_ROPE_DEFAULT && g->rotary_dim < g->head_dim)
         g->rotary_dim++;
     if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
         return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "

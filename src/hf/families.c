@@ -231,7 +231,7 @@
 /* MiMoV2FlashConfig's */
 #define MIMO_V2_FLASH                                                                    \
     (RA_HF_LOCAL_ROPE | RA_HF_ROPE_PER_TYPE_ONLY | RA_HF_SLIDING_KV_SINKS |             \
-     RA_HF_V_HEAD_DIM | RA_HF_VALUE_SCALE)
+     RA_HF_V_HEAD_DIM | RA_HF_VALUE_SCALE | RA_HF_ODD_ROTARY_ROUNDS_UP)
 #define MIMO_V2_FLASH_DEFAULTS                                                           \
     "hidden_size=4096 num_attention_heads=64 num_key_value_heads=4 head_dim=192 "       \
     "v_head_dim=128 attention_value_scale=0.707 sliding_window=129 rms_norm_eps=1e-05 " \

@@ -423,6 +423,11 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * family's rotary embedding reads them: one rope object for every layer, or a type's object
  * without them, refused (MiMo-V2-Flash) */
 #define RA_HF_ROPE_PER_TYPE_ONLY RA_HF_BIT(100)
+/* an odd int(head_dim * partial_rotary_factor) with the default rope rotates one more feature,
+ * the base to the power (n + 1) / n: its inv_freq over arange(0, n, 2) / n, its
+ * apply_rotary_pos_emb over cos's width (MiMo-V2-Flash; other families' code fails on it, or
+ * slices otherwise: refused) */
+#define RA_HF_ODD_ROTARY_ROUNDS_UP RA_HF_BIT(101)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

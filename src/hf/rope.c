@@ -288,11 +288,13 @@ ra_status hf_rope(const ra_hf_config *config, int64_t layer, int64_t head_dim, i
             return hf_fail(RA_ERR_HEAD_DIM, "rotary_dim %lld is more than head_dim %lld",
                            (long long)rotary_dim, (long long)head_dim);
     }
-    /* An odd int(head_dim * partial_rotary_factor) (MiMo-V2-Flash's 0.334 of a
-     * small head): the default rope's inv_freq = base^(-arange(0, dim, 2) / dim)
-     * has (dim + 1) / 2 frequencies over dim + 1 features, base^(-2i / dim) =
-     * (base^((dim + 1) / dim))^(-2i / (dim + 1)): that rope over dim + 1. */
-    if (!rope.proportional && rotary_dim % 2 != 0 && rope.type == RA_ROPE_DEFAULT &&
+    /* RA_HF_ODD_ROTARY_ROUNDS_UP: an odd int(head_dim * partial_rotary_factor)
+     * (MiMo-V2-Flash's 0.334 of a small head): the default rope's inv_freq =
+     * base^(-arange(0, dim, 2) / dim) has (dim + 1) / 2 frequencies over dim + 1
+     * features, base^(-2i / dim) = (base^((dim + 1) / dim))^(-2i / (dim + 1)):
+     * that rope over dim + 1. */
+    const int rounds_up = c->family && (c->family->features & RA_HF_ODD_ROTARY_ROUNDS_UP);
+    if (!rope.proportional && rotary_dim % 2 != 0 && rounds_up && rope.type == RA_ROPE_DEFAULT &&
         rotary_dim < head_dim) {
         out->theta = pow(out->theta, (double)(rotary_dim + 1) / (double)rotary_dim);
         rotary_dim++;

@@ -38,7 +38,8 @@ static const char usage[] =
     "(HunYuan-V1), q_layernorm.norms.N.weight (StableLM 2) and\n"
     "q_layernorm.weight, q_layernorm.bias (Persimmon; k_... alike);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
-    "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, and query_key_value packed as the config's\n"
+    "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, HRM-Text's gqkv_proj (its gate's rows first),\n"
+    "and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
     "as they are.  Every other tensor is copied unchanged (same dtype, same\n"
     "bytes), and a file without q or k projections (a shard of MLP weights) is\n"
@@ -92,7 +93,7 @@ static int ends_with_part(const char *name, const char *suffix)
  * ChatGLM's query_key_value, InternLM2's wqkv, DBRX's Wqkv (and their
  * biases); others (Baichuan's W_pack, GPT-2's c_attn ...) are refused. */
 static const char *const fused_names[] = {"qkv_proj", "query_key_value", "wqkv", "Wqkv",
-                                          "W_pack", "c_attn", "qkv"};
+                                          "W_pack", "c_attn", "qkv", "gqkv_proj"};
 
 /* Which of fused_names name is ("<...>.<fused>.weight" or ".bias"), or -1. */
 static int fused_index(const char *name)
@@ -224,6 +225,10 @@ static int fused_layout(const convert_options *opts, const rope_source *src,
         *packing = which == 2 ? FUSED_GROUPED : FUSED_ROWS;
         return 0;
     }
+    if (which == 7) { /* HRM-Text's gqkv_proj: the output gate's rows, then q's, k's, v's */
+        *packing = FUSED_GATE_ROWS;
+        return 0;
+    }
     if (which == 1) {
         int failed = 0;
         if (hf_config_packing(src->has_config ? src->fields : NULL, opts->config, t->name,
@@ -245,6 +250,7 @@ static int64_t fused_head_row(fused_packing packing, int64_t h, int64_t H, int64
                               int64_t head_dim)
 {
     if (packing == FUSED_ROWS) return h * head_dim; /* k's heads follow q's */
+    if (packing == FUSED_GATE_ROWS) return (H + h) * head_dim; /* after the gate's H heads */
     const int64_t rep = H / kv; /* each group: rep q heads, a k head, a v head */
     return (h < H ? (h / rep) * (rep + 2) + h % rep : (h - H) * (rep + 2) + rep) * head_dim;
 }
@@ -257,11 +263,13 @@ static int permute_fused(const convert_options *opts, void *out, const ra_st_ten
     int ok;
     ra_dtype dtype = library_dtype(t->dtype, &ok);
     const int64_t in_features = t->ndim == 2 ? t->shape[1] : 1;
+    const int64_t gate = packing == FUSED_GATE_ROWS ? H : 0; /* the gate's heads */
     if (!ok || t->ndim < 1 || t->ndim > 2 || H % kv != 0 ||
-        t->shape[0] != (H + 2 * kv) * g->head_dim || in_features == 0)
+        t->shape[0] != (gate + H + 2 * kv) * g->head_dim || in_features == 0)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not an F32, F16 or BF16 fused "
-                        "projection of (%lld + 2 x %lld) heads of head_dim %lld", t->name,
-                        opts->weights, (long long)H, (long long)kv, (long long)g->head_dim);
+                        "projection of (%s%lld + 2 x %lld) heads of head_dim %lld", t->name,
+                        opts->weights, gate ? "2 x " : "", (long long)H, (long long)kv,
+                        (long long)g->head_dim);
     const size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
     memcpy(out, t->data, t->nbytes);
     for (int64_t h = 0; h < H + kv; h++) {

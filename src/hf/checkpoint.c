@@ -624,13 +624,38 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
     out->mla = 1;
 }
 
-ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
+/* A stack's layers (RA_HF_LAYER_STACKS): model.<stack>.layers.N.self_attn.
+ * as transformers names them, or as HRM-Text's checkpoints do:
+ * model.<stack>.layers.N.attn.gqkv_proj (the gate's rows, q's, k's, v's) and
+ * attn.o_proj. */
+#define GQKV_NAMES {"gqkv_proj.weight", "gqkv_proj.weight", "gqkv_proj.weight", "o_proj.weight"}
+typedef struct stack_scheme {
+    char prefix[64], expected[256];
+    naming_scheme schemes[2];
+    scheme_list list;
+} stack_scheme;
+
+static const scheme_list *stack_list(stack_scheme *s, const char *stack)
+{
+    snprintf(s->prefix, sizeof s->prefix, "model.%.40s.layers.", stack);
+    snprintf(s->expected, sizeof s->expected, "q_proj.weight .. o_proj.weight under "
+             "%sN.self_attn., or gqkv_proj.weight and o_proj.weight under %sN.attn.",
+             s->prefix, s->prefix);
+    s->schemes[0] = (naming_scheme){s->prefix, ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL};
+    s->schemes[1] = (naming_scheme){s->prefix, ".attn.", GQKV_NAMES, RA_LAYOUT_HALF,
+                                    FUSED_GATE_ROWS, NULL};
+    s->list = (scheme_list){s->schemes, 2, s->expected};
+    return &s->list;
+}
+
+ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const char *stack,
                             ra_hf_features features, attention_tensors *out)
 {
     const int mla = (features & RA_HF_MLA) != 0;
     const int indexer = (features & RA_HF_INDEXER_TOPK) != 0;
     const char *path = files->path;
-    const scheme_list *list = mla ? &latent : &standard;
+    stack_scheme in_stack;
+    const scheme_list *list = stack ? stack_list(&in_stack, stack) : mla ? &latent : &standard;
     memset(out, 0, sizeof *out);
     /* A layer number written otherwise (model.layers.007...) could name the
      * wrong layer, or the one asked for twice. */
@@ -763,17 +788,25 @@ ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *f = fused[i];
         if (!f) continue;
-        int64_t rest = f->shape[0] - q_rows; /* kv rows twice, or the shape is wrong */
-        if (f->ndim != 2 - i || f->count == 0 || q_rows > f->shape[0] || rest % 2 != 0 ||
+        const int gate = t->packing == FUSED_GATE_ROWS; /* the gate's q_rows first */
+        if (gate && i)
+            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: the output gate's bias (its "
+                           "first rows) is not supported", f->name, path);
+        int64_t rest = f->shape[0] - (1 + gate) * q_rows; /* kv rows twice, or wrong */
+        if (f->ndim != 2 - i || f->count == 0 || rest < 0 || rest % 2 != 0 ||
             rest / 2 != kv_rows)
-            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows "
-                           "(wq's, wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
-                           (long long)q_rows, (long long)kv_rows);
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not %s of %s%lld + 2 x %lld rows "
+                           "(%swq's, wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
+                           gate ? "2 x " : "", (long long)q_rows, (long long)kv_rows,
+                           gate ? "the gate's, " : "");
         ra_st_tensor *views = i ? t->bias_views : t->views;
         const ra_st_tensor **to = i ? t->bias : t->proj;
-        row_view(&views[0], f, 0, q_rows);
-        row_view(&views[1], f, q_rows, kv_rows);
-        row_view(&views[2], f, q_rows + kv_rows, kv_rows);
+        const int64_t at = gate * q_rows;
+        row_view(&views[0], f, at, q_rows);
+        row_view(&views[1], f, at + q_rows, kv_rows);
+        row_view(&views[2], f, at + q_rows + kv_rows, kv_rows);
+        if (gate) row_view(&views[3], f, 0, q_rows);
+        if (gate) t->gate = &views[3];
         for (int p = PROJ_Q; p <= PROJ_V; p++) {
             if (t->packing == FUSED_GROUPED) views[p].data = NULL; /* shapes only */
             to[p] = &views[p];

@@ -81,7 +81,6 @@
 /* sliding layers rotate, full ones not (Cohere 2); only with a window (EXAONE 4) */
 #define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
 #define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
-#define GATE_PROJ "its output gate from a projection of its own (gate_proj) is not supported"
 /* Gated attention (Qwen3-Next, Qwen3.5): q_proj gives a gate per head, the
  * q/k norms scale by 1 + weight; the linear-attention layers beside it are
  * refused (layer_types). */
@@ -354,10 +353,11 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
-    /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output; two stacks
-     * (H_module, L_module) run in cycles, each run a cache slot of its own */
-    ROW("hrm_text", H, 0, GATE_PROJ ", nor its two stacks of layers run in cycles (H_module, "
-        "L_module)", NULL, NOWINDOW, NO_BIAS),
+    /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output (biased with the
+     * others by attention_bias: refused, gate_proj.bias unread); two stacks (H_module,
+     * L_module) run in cycles, each run a cache slot of its own: a layer number is a slot */
+    ROW("hrm_text", H, RA_HF_GATE_PROJ | RA_HF_LAYER_STACKS, NULL,
+        "hidden_size=1536 num_attention_heads=12 head_dim=128", NOWINDOW, ALL(AB, 0)),
     ROW("hunyuan_v1_dense", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         .ntk_alpha = 1),
     ROW("hunyuan_v1_moe", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),

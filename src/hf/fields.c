@@ -1007,6 +1007,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     out->window.rule = out->family ? out->family->windows : RA_HF_WINDOWS_AS_WRITTEN;
     RA_TRY(apply_defaults(root, out, 1, name, msg, msg_len));
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_stacks_read(root, out, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
     if ((r->has_mrope || r->has_mrope_section || r->params.mrope_interleaved) &&
         !(features & RA_HF_MROPE))

@@ -336,6 +336,12 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_QK_L2_NORM: the norm always applies, use_qk_norm not read (NanoChat's model has
  * no such switch) */
 #define RA_HF_QK_L2_NORM_ALWAYS RA_HF_BIT(62)
+/* gatefam's features (bits 72-79) */
+/* two stacks of layers, L_module and H_module, run in cycles (H_cycles of L_cycles runs of the
+ * L stack, then one of the H stack), each run of a layer a cache slot of its own: layer N is
+ * cache slot N, run by model.{L,H}_module.layers.(N mod num_layers_per_stack) (fields_stacks.c;
+ * HRM-Text) */
+#define RA_HF_LAYER_STACKS RA_HF_BIT(72)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -541,6 +547,10 @@ typedef struct ra_hf_fields {
     ra_hf_quant quant;   /* quantization_config; owns skip */
     struct cJSON *json;  /* the whole file as parsed (cJSON's tree), owned:
                             any key, for libropeattn_hf's ra_hf_config_int ... */
+    /* RA_HF_LAYER_STACKS (fields_stacks.c): the layers of each stack, H_cycles,
+     * L_cycles (HrmTextConfig's defaults 16, 2, 3); the cache slots, num_hidden_layers,
+     * are num_layers_per_stack * H_cycles * (L_cycles + 1) */
+    int64_t stack_layers, h_cycles, l_cycles;
 } ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
@@ -566,6 +576,10 @@ int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer);
  * the last outside rope_scaling).  Values rope has are kept (a rope set in
  * the config's place, --rope-parameters, says what it means). */
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
+
+/* RA_HF_LAYER_STACKS: the stack that runs cache slot `layer` ("L_module" or "H_module") and
+ * the layer's number in it (*index); NULL where config's family has no stacks. */
+const char *ra_hf_stack_layer(const ra_hf_fields *config, int64_t layer, int64_t *index);
 
 /* For a family with RA_HF_NOPE_FULL_LAYERS: whether layer `layer` runs
  * without RoPE (1) or with it (0); -1 when the config does not say (the

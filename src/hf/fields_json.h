@@ -50,6 +50,10 @@ ra_status ra_hf_nope_read(const cJSON *root, ra_hf_fields *out, const char *name
 ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const char *name,
                              char *msg, size_t msg_len);
 
+/* Reads the stacks' keys of a family with RA_HF_LAYER_STACKS (fields_stacks.c). */
+ra_status ra_hf_stacks_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                            size_t msg_len);
+
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);
 

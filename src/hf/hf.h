@@ -73,6 +73,8 @@ typedef enum fused_packing {
                       reads it as it is (ra_layer_weights.wqkv) */
     FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's and
                         ChatGLM's query_key_value): hf_config_packing */
+    FUSED_GATE_ROWS, /* the output gate's rows (gate_proj's), then q's, k's and
+                        v's: HRM-Text's gqkv_proj */
 } fused_packing;
 
 typedef struct attention_tensors {
@@ -100,7 +102,7 @@ typedef struct attention_tensors {
      * shapes only, with no data (the layer reads the fused weight). */
     const ra_st_tensor *fused, *fused_bias;
     fused_packing packing;
-    ra_st_tensor views[3], bias_views[3];
+    ra_st_tensor views[4], bias_views[3]; /* views[3]: FUSED_GATE_ROWS's gate */
     /* Latent attention (mla set): its tensors and their biases (a norm has
      * none), NULL where absent; proj[PROJ_Q .. PROJ_V] are NULL. */
     int mla;
@@ -122,9 +124,10 @@ const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *nam
  * attention module holds nothing else; with the family's features
  * (features: its row's, 0 without one) RA_HF_MLA, latent attention's
  * tensors instead, and with RA_HF_INDEXER_TOPK, an indexer's tensors are
- * let be (the layer is refused where it would need them).  Names tried:
- * hf/checkpoint.c. */
-ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer,
+ * let be (the layer is refused where it would need them); stack not NULL:
+ * layer `layer` of that stack, model.<stack>.layers.N.self_attn.'s names
+ * only (RA_HF_LAYER_STACKS).  Names tried: hf/checkpoint.c. */
+ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer, const char *stack,
                             ra_hf_features features, attention_tensors *out);
 void hf_tensors_free(attention_tensors *t); /* head_norms */
 

@@ -8,7 +8,8 @@
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
- * AfMoE's gate_proj fills wgate's;
+ * AfMoE's gate_proj fills wgate's, and HRM-Text's gqkv_proj wgate's, wq's,
+ * wk's and wv's, one after another in wgate's array;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
@@ -181,6 +182,17 @@ static void alias_rows(ra_hf_layer *l, const ra_st_tensor *const parts[3], int f
     }
 }
 
+/* wq, wk and wv as rows of a fused weight after the gate's, in wgate's
+ * array (FUSED_GATE_ROWS). */
+static void alias_gated_rows(ra_hf_layer *l, const attention_tensors *t)
+{
+    int64_t at = t->gate->count;
+    for (int p = PROJ_Q; p <= PROJ_V; at += t->proj[p++]->count) {
+        l->owner[S_WQ + p] = S_WGATE;
+        l->offset[S_WQ + p] = at;
+    }
+}
+
 /* Latent attention's tensor list and slots: weights, biases, norms (a
  * bias of another projection was refused: hf_mla_config). */
 static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
@@ -210,7 +222,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
     if (t->mla) return plan_latent(l, t);
-    const int grouped = t->packing == FUSED_GROUPED;
+    const int grouped = t->packing == FUSED_GROUPED, gated = t->packing == FUSED_GATE_ROWS;
     const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
     for (int kind = 0; kind < 2; kind++) { /* 0: weights, 1: biases */
         const ra_st_tensor *const *of = kind ? t->bias : t->proj;
@@ -219,7 +231,11 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
             if (fused[kind] && p < PROJ_O) {
                 if (p == PROJ_Q && grouped)
                     RA_HF_TRY(add_tensor(l, fused[kind], kind ? S_BQKV : S_WQKV, 0));
-                if (p == PROJ_Q && !grouped) {
+                if (p == PROJ_Q && gated) { /* the gate's rows, then wq's ... */
+                    RA_HF_TRY(add_tensor(l, fused[kind], S_WGATE, 0));
+                    alias_gated_rows(l, t);
+                }
+                if (p == PROJ_Q && !grouped && !gated) {
                     RA_HF_TRY(add_tensor(l, fused[kind], first, 0));
                     alias_rows(l, of, first);
                 }
@@ -239,7 +255,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     if (t->o_norm) RA_HF_TRY(add_tensor(l, t->o_norm, S_ONORM, 0));
-    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
+    if (t->gate && !gated) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
     return RA_OK;
 }
 
@@ -400,6 +416,26 @@ static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_opti
     return RA_OK;
 }
 
+/* The attention tensors of layer `layer`; where the family's layers sit in
+ * stacks run in cycles (RA_HF_LAYER_STACKS), layer `layer` is a cache slot:
+ * its stack's layer's tensors, t->layer the slot. */
+static ra_status find_attention(const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
+                                int64_t layer, attention_tensors *t)
+{
+    const ra_hf_fields *hf = &config->fields;
+    const ra_hf_features features = hf->family ? hf->family->features : 0;
+    int64_t index = layer;
+    const char *stack = ra_hf_stack_layer(hf, layer, &index);
+    if (stack && (layer < 0 || layer >= hf->num_hidden_layers))
+        return hf_fail(RA_ERR_NOT_FOUND, "%s: model_type \"%s\" runs its two stacks of layers in "
+                       "cycles, %lld cache slots (num_hidden_layers): give the layer, a slot "
+                       "from 0 to %lld", config->path, hf->family->model_type,
+                       (long long)hf->num_hidden_layers, (long long)hf->num_hidden_layers - 1);
+    RA_HF_TRY(hf_find_attention(ckpt, index, stack, features, t));
+    if (stack) t->layer = layer;
+    return RA_OK;
+}
+
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
                        const ra_hf_options *options, attention_tensors *t)
 {
@@ -407,7 +443,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     ra_rope_config rope;
     const ra_hf_family *family = config->fields.family;
     RA_HF_TRY(hf_check_kv_shared(config, options->layer)); /* its k and v are not its own */
-    RA_HF_TRY(hf_find_attention(ckpt, options->layer, family ? family->features : 0, t));
+    RA_HF_TRY(find_attention(ckpt, config, options->layer, t));
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(hf_check_kv_shared(config, t->layer));
     RA_HF_TRY(check_indexer_keys(config, options));

@@ -348,6 +348,29 @@ def save_grads(out, name, x, w, f, roles=()):
         np.save(os.path.join(d, "g_%s.npy" % r), grad(w[r], lambda: attention(x, w, f)))
 
 
+def stacks_refusals(base, w):
+    """HRM-Text: two stacks of layers run in cycles, a layer number a cache
+    slot (num_layers_per_stack 1, H_cycles 2, L_cycles 3: 8 slots), its
+    checkpoint's attn.gqkv_proj (the output gate's rows, q's, k's, v's):
+    no layer given, a slot past the last, num_hidden_layers that is not the
+    slots' count, and gqkv_proj's bias (the gate's first)."""
+    mha = dict({k: v for k, v in base.items() if k != "num_key_value_heads"},
+               model_type="hrm_text", num_hidden_layers=8, num_layers_per_stack=1, H_cycles=2,
+               L_cycles=3)
+    gqkv = np.concatenate([w["q"]] * 4)
+    stacks = {f"model.{m}_module.layers.0.attn.{n}.weight": t
+              for m in "LH" for n, t in (("gqkv_proj", gqkv), ("o_proj", w["o"]))}
+    slots = 'runs its two stacks of layers in cycles, 8 cache slots (num_hidden_layers): ' \
+            'give the layer, a slot from 0 to 7'
+    biased = dict(stacks, **{"model.L_module.layers.0.attn.gqkv_proj.bias": gqkv[:, 0].copy()})
+    return [("hrm_text_without_layer", mha, stacks, slots, None),
+            ("hrm_text_past_slots", mha, stacks, slots, 8),
+            ("hrm_text_slots_mismatch", dict(mha, num_hidden_layers=6), stacks,
+             '"num_hidden_layers" 6 is not num_layers_per_stack * H_cycles * (L_cycles + 1) = 8'),
+            ("hrm_text_gate_bias", dict(mha, attention_bias=True), biased,
+             "the output gate's bias (its first rows) is not supported")]
+
+
 def qk_norms_refusals(base, plain, prefix, H, K, D):
     """Issue 41's families that stay refused, and the q/k norm and o_proj
     norm tensors a family's model would not load or would initialize."""
@@ -1102,9 +1125,6 @@ def family_cases(out):
                                                     rope_theta=1e4),
          {n: a for n, a in persimmon.items() if not n.endswith("k_layernorm.bias")},
          "has no k_layernorm.bias beside"),
-        ("hrm_text", dict(base, model_type="hrm_text"), plain,
-         'model_type "hrm_text" is refused: its output gate from a projection of its own '
-         '(gate_proj) is not supported, nor its two stacks of layers run in cycles'),
         # attention layers in several stacks of their own sizes
         ("blt", dict(base, model_type="blt"), plain,
          'model_type "blt" is refused: its attention layers sit in four stacks of their own '
@@ -1324,8 +1344,9 @@ def family_cases(out):
         refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,
                          f'model_type "{family_type}" is refused: {what}'))
     refusals += qk_norms_refusals(base, plain, layers(0), H, K, D)
-    for name, cfg, tensors, refused in refusals:
-        save(out, name, cfg, tensors, x, None, 0, refused=refused)
+    refusals += stacks_refusals(base, w)
+    for name, cfg, tensors, refused, *layer in refusals:
+        save(out, name, cfg, tensors, x, None, layer[0] if layer else 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks
     # (DeepSeek-V3.2's lightning indexer and its followers), or to keys
     # compressed per block (DeepSeek-V4)

@@ -130,6 +130,20 @@ def randomize(model, gen, dtype):
                 p.copy_(p.to(dtype).float())
 
 
+def stack_layer(model, layer):
+    """(stack prefix, layer in it) of layer `layer`: ("", layer), or in a
+    model whose two stacks run in cycles (HRM-Text), each run of a layer a
+    cache slot of its own, slot `layer`'s (HrmTextModel.forward's
+    cycle_offset): "H_module." or "L_module.", and layer mod
+    num_layers_per_stack ("", layer past the slots)."""
+    config = model.config.get_text_config(decoder=True)
+    per_stack = getattr(config, "num_layers_per_stack", None)
+    if per_stack is None or layer >= config.num_hidden_layers:
+        return "", layer
+    cycle, index = divmod(layer, per_stack)
+    return ("H_module." if cycle % (config.L_cycles + 1) == config.L_cycles else "L_module."), index
+
+
 def attention_name(model, layer):
     """The module name of layer `layer`'s attention, whatever the family
     calls it: model.layers.L.self_attn (Llama), gpt_neox.layers.L.attention,
@@ -138,9 +152,11 @@ def attention_name(model, layer):
     transformer.blocks.L.norm_attn_norm.attn; a multimodal model's text
     layer (under language_model), not its vision tower's; in a model of
     several stacks of text layers and none under language_model (BLT's
-    local_encoder, global_transformer ...; HRM's H_module, L_module), the
-    first stack's (the library then reads that one, or its numbers differ)."""
-    pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
+    local_encoder, global_transformer ...), the first stack's (the library
+    then reads that one, or its numbers differ); HRM's (H_module, L_module,
+    run in cycles): cache slot `layer`'s (stack_layer)."""
+    stack, layer = stack_layer(model, layer)
+    pattern = re.compile(rf"(^|\.){re.escape(stack)}(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
                          rf"(self_attn|attention|self_attention|attn)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
@@ -182,7 +198,7 @@ def run_layer(model, layer, embeds, pos):
         model(inputs_embeds=embeds, position_ids=pos, attention_mask=mask_for(pos, S),
               use_cache=False)
     handle.remove()
-    args, kwargs, y = calls[0]
+    args, kwargs, y = slot_calls(model, layer, calls)[0]
     x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
     emb = kwargs.get("position_embeddings")
     # (cos, sin) as Llama gives them; None where the layer takes another form
@@ -204,7 +220,20 @@ def run_cached(model, layer, embeds, pos):
             model(inputs_embeds=embeds[:, a:b], position_ids=pos[..., a:b],
                   attention_mask=mask_for(pos, b), past_key_values=cache, use_cache=True)
     handle.remove()
-    return torch.cat([y for _, _, y in calls], 1)
+    return torch.cat([y for _, _, y in slot_calls(model, layer, calls)], 1)
+
+
+def slot_calls(model, layer, calls):
+    """The calls of layer `layer`'s attention module (capture's) that are
+    that layer's: all of them, or in a model whose stacks run in cycles
+    (HRM-Text: stack_layer), those of its cache slot, the k-th of the n
+    calls in each forward."""
+    stack, index = stack_layer(model, layer)
+    if not stack:
+        return calls
+    slots = [s for s in range(model.config.get_text_config(decoder=True).num_hidden_layers)
+             if stack_layer(model, s) == (stack, index)]
+    return calls[slots.index(layer)::len(slots)]
 
 
 def to_double(v):
@@ -274,6 +303,29 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
     return grads
 
 
+def grads_as_saved(model, grads):
+    """grads (grads_of', by the module's names) by the names save_pretrained
+    writes where it converts the module's weights (HRM-Text's attn.gqkv_proj:
+    its self_attn.gate_proj, q_proj, k_proj and v_proj in one), by
+    transformers' own revert_weight_conversion."""
+    from transformers.core_model_loading import revert_weight_conversion
+    weights = {k: torch.from_numpy(g) for k, g in grads.items() if k != "x"}
+    saved = revert_weight_conversion(model, weights)
+    return dict({k: g.numpy() for k, g in saved.items()}, x=grads["x"])
+
+
+def saved_grads(d, model, layer, args, kwargs, x, dy):
+    """grads_of's, named as d's model.safetensors names the weights: under
+    saved_prefix, or where save_pretrained converts them, grads_as_saved."""
+    try:
+        prefix = saved_prefix(d, model, layer)
+    except ValueError:
+        prefix = None
+    grads = grads_of(model, layer, args, kwargs, x, dy,
+                     prefix or attention_name(model, layer) + ".")
+    return grads if prefix else grads_as_saved(model, grads)
+
+
 def save(d, name, array):
     np.save(os.path.join(d, name), array.detach().numpy().astype(
         np.int64 if array.dtype == torch.int64 else np.float32))
@@ -333,8 +385,7 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     if grads:
         dy = torch.randn(y.shape, generator=gen)
         save(d, "dy.npy", dy)
-        np.savez(os.path.join(d, "grads.npz"),
-                 **grads_of(model, layer, args, kwargs, x, dy, saved_prefix(d, model, layer)))
+        np.savez(os.path.join(d, "grads.npz"), **saved_grads(d, model, layer, args, kwargs, x, dy))
     table = None
     if freqs:  # Llama's [c, c], or each c twice in a row (Cohere's)
         table = ("interleaved" if torch.equal(cos[..., ::2], cos[..., 1::2]) and
@@ -909,6 +960,19 @@ def nanochat_cases():
     yield family("nanochat_bf16", "NanoChat", TINY, pos=positions(30), dtype=torch.bfloat16)
 
 
+def gatefam_cases():
+    """HRM-Text: two stacks of layers (L_module, H_module) run in cycles,
+    each run of a layer a cache slot of its own (the layer number), its
+    output gated by sigmoid(gate_proj(x)), saved as one attn.gqkv_proj (the
+    gate's rows, q's, k's, v's): 2 layers a stack, H_cycles 2 of L_cycles 1
+    (8 slots): slot 4, the L stack's layer 0 in the second cycle, and slot
+    7, the H stack's layer 1 in the second."""
+    hrm = dict({k: v for k, v in TINY.items() if k != "num_key_value_heads"},
+               num_hidden_layers=2, H_cycles=2, L_cycles=1, L_bp_cycles=[1])
+    yield family("hrm_text_slot_l", "HrmText", hrm, layer=4)
+    yield family("hrm_text_slot_h", "HrmText", hrm, layer=7)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -924,6 +988,7 @@ def named_seed_cases():
     yield from misc_rows_cases()
     yield from qk_bias_gates_cases()
     yield from nanochat_cases()
+    yield from gatefam_cases()
 
 
 def name_seed(name):

@@ -63,7 +63,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import families as e2e_families  # noqa: E402
 import verdicts  # noqa: E402
 import models  # noqa: E402
-from make_hf_cases import attention_name, saved_prefix  # noqa: E402
+from make_hf_cases import attention_name, grads_as_saved, saved_prefix  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
 TOL = 1e-4  # of max|y|
@@ -285,8 +285,10 @@ def save(model_type, path):
     seen, others = capture_layers(model, layers, models.prompt_ids(BATCH, SEQ))
     for layer, (name, args, kwargs, x, y) in seen.items():
         dy = torch.randn(y.shape, generator=gen)
-        grads = layer_grads(model.get_submodule(name), args, kwargs, dy,
-                            grads_prefix(path, model, layer, name))
+        prefix = grads_prefix(path, model, layer, name)
+        grads = layer_grads(model.get_submodule(name), args, kwargs, dy, prefix)
+        if not saved_under(path, prefix):
+            grads = grads_as_saved(model, grads)
         for name, value in (("x", x), ("y", y), ("dy", dy)):
             np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
         np.savez(os.path.join(path, f"grads{layer}.npz"), **grads)
@@ -347,12 +349,21 @@ def softmax_attention(model, layer):
 def grads_prefix(path, model, layer, name):
     """The name the layer's attention weights have in the saved checkpoint
     (make_hf_cases.saved_prefix), or, where save_pretrained renames them
-    past finding, the module's own (the CLI then refuses the checkpoint or
-    its gradients' names differ: a MISMATCH that shows)."""
+    past finding, the module's own (save() then names the gradients as
+    save_pretrained converts the weights: grads_as_saved; where it cannot,
+    the CLI refuses the checkpoint or its gradients' names differ: a
+    MISMATCH that shows)."""
     try:
         return saved_prefix(path, model, layer)
     except ValueError:
         return name + "."
+
+
+def saved_under(path, prefix):
+    """Whether path's model.safetensors has a tensor named prefix + ...."""
+    with open(os.path.join(path, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return any(k.startswith(prefix) for k in header)
 
 
 def layer_grads(module, args, kwargs, dy, prefix):

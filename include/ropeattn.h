@@ -1231,9 +1231,12 @@ typedef struct ra_layer_config {
                            rows 2hD .. 2hD + D - 1, then its D gate rows, as
                            q_proj's output viewed [..., H, 2 D] and chunked;
                            dwq and dbq are shaped so.  With weights.wgate,
-                           the gate is x wgate^T instead (AfMoE's gate_proj)
-                           and wq is [H D, dim].  Not with wqkv nor latent
-                           attention (RA_ERR_UNSUPPORTED) */
+                           the gate is x wgate^T (+ bgate) instead (AfMoE's
+                           gate_proj; per head or softplus: gate_per_head,
+                           gate_softplus) and wq is [H D, dim].  Not with
+                           wqkv (RA_ERR_UNSUPPORTED); with latent attention,
+                           only with wgate (the gate multiplies each head's
+                           v_head_dim output features) */
     int clip_after_norm; /* nonzero: clip_qkv clamps q and k after their
                            norms (weights.q_norm, k_norm), as OLMoE does, v
                            after its projection; 0: before them (OLMo).  Not
@@ -1269,6 +1272,18 @@ typedef struct ra_layer_config {
                            selects among more).  With an attention engine
                            (its shard's keys are not the call's):
                            RA_ERR_UNSUPPORTED */
+    /* The output gate's shape and activation, with weights.wgate (without
+     * it, either set is RA_ERR_ARGUMENT).  Do below is the attention
+     * output's features per head: head_dim, or v_head_dim with latent
+     * attention. */
+    int gate_per_head;  /* nonzero: wgate is [H, dim], one gate per head,
+                           multiplying every one of the head's Do output
+                           features (LFM3's and Ling's g_proj); 0: wgate is
+                           [H * Do, dim], one gate per feature */
+    int gate_softplus;  /* nonzero: the output times softplus(gate) =
+                           log(1 + e^gate) (gate itself above 20, as
+                           torch's F.softplus), instead of sigmoid(gate)
+                           (Laguna's g_proj) */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1362,12 +1377,18 @@ typedef struct ra_layer_weights {
      * norm_layer, is RA_ERR_ARGUMENT; latent attention: RA_ERR_UNSUPPORTED. */
     const float *q_norm_bias; /* q_norm's shape, or NULL */
     const float *k_norm_bias; /* k_norm's shape, or NULL */
-    /* config.gated_output's gate from a projection of its own, without a
-     * bias (AfMoE's gate_proj): the attention's output times
-     * sigmoid(x wgate^T) before o_norm and wo, and wq is q's rows alone.
-     * Stored as dtype says, like wq.  NULL: the gate is wq's (Qwen3-Next);
-     * without gated_output: RA_ERR_ARGUMENT. */
-    const float *wgate; /* [H * D, dim] or NULL */
+    /* config.gated_output's gate from a projection of its own (AfMoE's
+     * gate_proj): the attention's output times sigmoid(x wgate^T (+
+     * bgate)) before o_norm and wo, and wq is q's rows alone; Do is the
+     * output's features per head (head_dim; v_head_dim with latent
+     * attention), config.gate_per_head and gate_softplus change the shape
+     * and the activation.  Stored as dtype says, like wq.  NULL: the gate
+     * is wq's (Qwen3-Next); without gated_output: RA_ERR_ARGUMENT. */
+    const float *wgate; /* [H * Do, dim] ([H, dim]: config.gate_per_head) or NULL */
+    /* The output gate's bias, one per head, added to each of the head's
+     * gates before the activation (Beam's gate_bias): gate = x wgate^T +
+     * bgate[h].  NULL: none; without wgate: RA_ERR_ARGUMENT. */
+    const float *bgate; /* [H] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1545,7 +1566,8 @@ typedef struct ra_layer_grads {
     float *do_norm; /* [H * D], for a layer with o_norm */
     float *dq_norm_bias; /* q_norm_bias's shape, for a layer with it */
     float *dk_norm_bias; /* k_norm_bias's shape, for a layer with it */
-    float *dwgate;       /* [H * D, dim], for a layer with wgate */
+    float *dwgate;       /* wgate's shape, for a layer with wgate */
+    float *dbgate;       /* [H], for a layer with bgate */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

@@ -141,6 +141,24 @@ static ra_status check_norm_biases(const ra_layer_weights *w, const ra_layer_con
     return RA_OK;
 }
 
+/* The output gate's weight, bias and options: each with what it needs. */
+static ra_status check_gate(const ra_layer_weights *w, const ra_layer_config *c)
+{
+    const struct {
+        int set;
+        const char *name;
+    } need_wgate[] = {{w->bgate != NULL, "ra_layer_weights: bgate"},
+                      {c->gate_per_head, "ra_layer_config: gate_per_head"},
+                      {c->gate_softplus, "ra_layer_config: gate_softplus"}};
+    for (size_t i = 0; i < sizeof need_wgate / sizeof need_wgate[0]; i++)
+        if (need_wgate[i].set && !w->wgate)
+            return ra_fail(RA_ERR_ARGUMENT, "%s without weights.wgate (the output gate's own "
+                           "projection)", need_wgate[i].name);
+    if (w->wgate && !c->gated_output)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wgate without config.gated_output");
+    return RA_OK;
+}
+
 /* The projection matrices' dtype, and their alignment where 16-bit. */
 static ra_status check_weight_dtype(const ra_layer_weights *w, const ra_layer_config *c)
 {
@@ -190,8 +208,7 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     RA_TRY(check_norm_biases(w, &c));
     if (c.gated_output && w->wqkv)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: gated_output with weights.wqkv");
-    if (w->wgate && !c.gated_output)
-        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: wgate without config.gated_output");
+    RA_TRY(check_gate(w, &c));
     RA_TRY(resolve_config(&c));
     if (!c.kv_lora_rank) rope.head_dim = c.head_dim;
     ra_layer *layer = ra_calloc(1, sizeof *layer);
@@ -308,7 +325,7 @@ ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p)
     const ra_layer_weights *w = &layer->weights;
     const int64_t D = c->head_dim, heads = p == RA_PROJ_Q ? c->n_heads : c->n_kv_heads;
     if (p == RA_PROJ_GATE && w->wgate) /* AfMoE: gate_proj, a weight of its own */
-        return (ra_layer_proj){w->wgate, NULL, 1, c->n_heads * D, 0};
+        return (ra_layer_proj){w->wgate, NULL, 1, ra_layer_gate_width(c), 0};
     if (c->gated_output && !w->wgate && (p == RA_PROJ_Q || p == RA_PROJ_GATE)) {
         /* Qwen3-Next: each head's D query rows, then its D gate rows */
         const int64_t first = p == RA_PROJ_GATE ? D : 0;
@@ -561,8 +578,8 @@ void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float
     if (c->gated_output) { /* Qwen3-Next: attn_output = attn_output * torch.sigmoid(gate) */
         const ra_layer_proj pg = ra_layer_proj_of(layer, RA_PROJ_GATE);
         project(mm, gate, x, &pg, tokens, c->dim);
-        for (int64_t i = 0; i < tokens * c->n_heads * c->head_dim; i++)
-            o[i] *= ra_layer_sigmoid(gate[i]);
+        ra_layer_gate_bias(layer, gate, tokens);
+        ra_layer_gate_apply(layer, o, gate, tokens);
     }
     if (layer->weights.o_norm) { /* BitNet: attn_output = self.attn_sub_norm(attn_output) */
         const ra_layer_norm_shape n = ra_layer_o_norm_shape(c, tokens);

@@ -6,8 +6,9 @@
  *   -> g = dy * resid mask                      [B, S, dim]
  *   -> dattn = g wo                             [B, S, H * D]
  *   -> dattn through o_norm (BitNet), and do_norm (+)=, and through the
- *      gate (Qwen3-Next: dattn * sigmoid(gate), and the gate's gradient),
- *      from the tape's attention output and gate
+ *      gate (Qwen3-Next: dattn * sigmoid(gate), and the gate's gradient;
+ *      softplus, per head: layer_gate.c), from the tape's attention output
+ *      and gate
  *   -> dq, dk, dv = attention backward          [B, S, H or Hkv, D]
  *      (from the tape's rotated q, k, v, attn and lse; attn_dropout's mask
  *      regenerated from the seed)
@@ -26,7 +27,8 @@
  *      and, for the biases the layer has, dbo (+)= sum of g's rows, dbq of
  *      dq's, dbk of dk's, dbv of dv's
  *   -> dx = dq wq + dk wk + dv wv               [B, S, dim]
- *      (+ the gate's gradient times its rows of wq, or wgate; dwgate (+)=)
+ *      (+ the gate's gradient times its rows of wq, or wgate; dwgate,
+ *      dbgate (+)=)
  *      (a fused wqkv: the same, group by group, into dwqkv and dbqkv)
  *
  * Nothing the caller owns is written before the one call that can fail (the
@@ -61,7 +63,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                   {w->sinks, g->dsinks, "dsinks"}, {w->o_norm, g->do_norm, "do_norm"},
                   {w->q_norm_bias, g->dq_norm_bias, "dq_norm_bias"},
                   {w->k_norm_bias, g->dk_norm_bias, "dk_norm_bias"},
-                  {w->wgate, g->dwgate, "dwgate"}};
+                  {w->wgate, g->dwgate, "dwgate"}, {w->bgate, g->dbgate, "dbgate"}};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
         if (needed[i].weight && !needed[i].grad)
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
@@ -69,6 +71,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_config *c = &layer->config;
     const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
     const int64_t n_x = tape->call.n_x, n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
+    const int64_t n_wgate = ra_layer_gate_width(c) * c->dim;
     const int64_t q_rows = c->gated_output && !w->wgate ? 2 * q_dim : q_dim; /* wq's, bq's */
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
                               kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
@@ -77,6 +80,7 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const int64_t f_wq = ra_layer_weight_floats(layer, n_wq),
                   f_wq_rows = ra_layer_weight_floats(layer, q_rows * c->dim),
                   f_wkv = ra_layer_weight_floats(layer, n_wkv),
+                  f_wgate = ra_layer_weight_floats(layer, n_wgate),
                   f_wqkv = ra_layer_weight_floats(layer, n_wq + 2 * n_wkv);
     const struct {
         const float *p; /* NULL: none (a bias's or norm's gradient is written
@@ -96,7 +100,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                    {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"},
                    {w->q_norm_bias ? g->dq_norm_bias : NULL, n_qn, "dq_norm_bias"},
                    {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"},
-                   {w->wgate ? g->dwgate : NULL, n_wq, "dwgate"}},
+                   {w->wgate ? g->dwgate : NULL, n_wgate, "dwgate"},
+                   {w->bgate ? g->dbgate : NULL, c->n_heads, "dbgate"}},
       inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"},
                   {w->wq, f_wq_rows, "wq"},
                   {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
@@ -105,7 +110,8 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
                   {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
                   {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
                   {w->o_norm, q_dim, "o_norm"}, {w->q_norm_bias, n_qn, "q_norm_bias"},
-                  {w->k_norm_bias, n_kn, "k_norm_bias"}, {w->wgate, f_wq, "wgate"}};
+                  {w->k_norm_bias, n_kn, "k_norm_bias"}, {w->wgate, f_wgate, "wgate"},
+                  {w->bgate, c->n_heads, "bgate"}};
     const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
@@ -184,14 +190,14 @@ static void clip_grad(float *g, const float *x, int64_t n, double limit)
 /* Where the steps between the attention and wo put their values (each
  * [T, H D], dweight [H D]; those of the steps the layer lacks unused). */
 typedef struct output_buffers {
-    float *gated;   /* attn * sigmoid(gate) (gated_output) */
+    float *gated;   /* attn * act(gate) (gated_output) */
     float *normed;  /* o_norm's output */
     float *dgate;   /* the gate's gradient */
     float *dweight; /* o_norm's gradient */
 } output_buffers;
 
 /* wo's input o from the attention's output attn [T, H D]: attn itself, or
- * attn * sigmoid(gate) (Qwen3-Next's gate, gated_output) and then o_norm
+ * attn * act(gate) (Qwen3-Next's gate, gated_output) and then o_norm
  * (BitNet's attn_sub_norm); d, o's gradient, taken back to attn's in
  * place, through the norm (o_norm's gradient into b->dweight) and the gate
  * (its gradient into b->dgate). */
@@ -202,8 +208,10 @@ static const float *output_back(const ra_layer *layer, float *d, const output_bu
     const ra_layer_norm_shape n = ra_layer_o_norm_shape(&layer->config, T);
     const int64_t count = T * n.d;
     const float *o = attn, *normed_in = attn;
-    if (layer->config.gated_output) { /* attn_output = attn_output * torch.sigmoid(gate) */
-        for (int64_t i = 0; i < count; i++) b->gated[i] = attn[i] * ra_layer_sigmoid(gate[i]);
+    const int gated = layer->config.gated_output;
+    if (gated) { /* attn_output = attn_output * torch.sigmoid(gate) */
+        memcpy(b->gated, attn, (size_t)count * sizeof(float));
+        ra_layer_gate_apply(layer, b->gated, gate, T);
         o = normed_in = b->gated;
     }
     if (w->o_norm) { /* attn_output = self.attn_sub_norm(attn_output) */
@@ -213,11 +221,7 @@ static const float *output_back(const ra_layer *layer, float *d, const output_bu
         ra_layer_norm_backward(d, b->dweight, normed_in, w->o_norm, &n);
         o = b->normed;
     }
-    for (int64_t i = 0; layer->config.gated_output && i < count; i++) {
-        const double s = ra_layer_sigmoid(gate[i]);
-        b->dgate[i] = (float)(d[i] * attn[i] * s * (1.0 - s));
-        d[i] = (float)(d[i] * s);
-    }
+    if (gated) ra_layer_gate_back(layer, d, b->dgate, attn, gate, T);
     return o;
 }
 
@@ -416,14 +420,13 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     bias_grad(grads->dbo, w->bo, g, T, dim, grads->accumulate);
     /* xq, xk, xv = self.wq(x), self.wk(x), self.wv(x): dw = d^T x, db = the
      * sum of d's rows, dx = sum of d w (a fused wqkv: each group's rows of
-     * dwqkv and dbqkv) */
-    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv,
-                           w->wgate ? grads->dwgate : grads->dwq},
+     * dwqkv and dbqkv; Qwen3-Next's gate: its rows of wq) */
+    float *const dws[4] = {grads->dwq, grads->dwk, grads->dwv, grads->dwq},
                  *const dbs[4] = {grads->dbq, grads->dbk, grads->dbv, grads->dbq};
-    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wgate ? (const void *)w->wgate : w->wq};
+    const void *const ws[4] = {w->wq, w->wk, w->wv, w->wq};
     const float *const bs[4] = {w->bq, w->bk, w->bv, w->bq};
     const float *const ds[4] = {dq, dk, dv, ob.dgate};
-    for (int p = RA_PROJ_Q; p <= (gated ? RA_PROJ_GATE : RA_PROJ_V); p++) {
+    for (int p = RA_PROJ_Q; p <= (gated && !w->wgate ? RA_PROJ_GATE : RA_PROJ_V); p++) {
         const ra_layer_proj pj = ra_layer_proj_of(layer, p);
         /* its first rows' offset in its weight (wqkv, or wq for the gate), in elements */
         const void *weight = w->wqkv ? (const void *)w->wqkv : ws[p];
@@ -435,6 +438,7 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
         proj_grad(&mm, dw, db, dx, &pj, ds[p], tape->x, T, dim, p == RA_PROJ_Q ? 0.0f : 1.0f,
                   grads->accumulate);
     }
+    if (w->wgate) ra_layer_gate_grads(layer, &mm, dx, grads, ob.dgate, tape->x, T);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return RA_OK;

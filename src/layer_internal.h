@@ -121,7 +121,7 @@ typedef struct ra_layer_proj {
 enum { RA_PROJ_Q, RA_PROJ_K, RA_PROJ_V, RA_PROJ_GATE };
 
 /* Projection p (RA_PROJ_Q, _K, _V, or _GATE: gated_output's, from wq's
- * rows after each head's query rows, or wgate) of the layer. */
+ * rows after each head's query rows, or wgate's G rows) of the layer. */
 ra_layer_proj ra_layer_proj_of(const ra_layer *layer, int p);
 
 /* xq = wq(x), xk = wk(x), xv = wv(x) (xv NULL: not computed) for tokens
@@ -153,12 +153,39 @@ ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos
                                   int64_t seq, const int64_t *n_new);
 
 /* y = wo(o) (+ bo) for tokens rows of o [tokens, H * D], the attention's
- * output, which becomes wo's input in place: o * sigmoid(gate) with
- * gated_output (gate [tokens, H * D] computed from x [tokens, dim] into
- * gate, before y is written: y may be x), then o_norm(o) where the layer
- * has o_norm. */
+ * output, which becomes wo's input in place: o * act(gate) with
+ * gated_output (ra_layer_gate_apply; gate [tokens, G] computed from x
+ * [tokens, dim] into gate, before y is written: y may be x), then o_norm(o)
+ * where the layer has o_norm. */
 void ra_layer_project_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
                              const float *x, float *gate, int64_t tokens);
+
+/* The output gate (gated_output; layer_gate.c).  Do: the output's
+ * features per head (head_dim; v_head_dim with latent attention); G: the
+ * gate's width per token, H * Do, or H with gate_per_head. */
+int64_t ra_layer_gate_head_features(const ra_layer_config *config);
+int64_t ra_layer_gate_width(const ra_layer_config *config);
+
+/* gate [tokens, G] += bgate, each head's to its gates (where the layer
+ * has bgate). */
+void ra_layer_gate_bias(const ra_layer *layer, float *gate, int64_t tokens);
+
+/* o [tokens, H, Do] *= act(gate) (gate [tokens, G], bgate in): sigmoid or
+ * softplus (gate_softplus), each gate over its feature or its head's Do. */
+void ra_layer_gate_apply(const ra_layer *layer, float *o, const float *gate, int64_t tokens);
+
+/* The backward of ra_layer_gate_apply at the attention's output o and
+ * gate: d, the gated output's gradient [tokens, H, Do], becomes o's in
+ * place (d * act(gate)), and dgate [tokens, G] the gate's gradient. */
+void ra_layer_gate_back(const ra_layer *layer, float *d, float *dgate, const float *o,
+                        const float *gate, int64_t tokens);
+
+/* A layer with wgate: dwgate (+)= dgate^T x, dbgate (+)= each head's sum
+ * of dgate (where the layer has bgate), dx += dgate wgate, from dgate
+ * [tokens, G] and x [tokens, dim]. */
+void ra_layer_gate_grads(const ra_layer *layer, const ra_gemm_env *mm, float *dx,
+                         const ra_layer_grads *grads, const float *dgate, const float *x,
+                         int64_t tokens);
 
 /* sigmoid(x) = 1 / (1 + e^-x), in double, rounded once. */
 static inline float ra_layer_sigmoid(float x)

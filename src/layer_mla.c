@@ -47,10 +47,11 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->clip_qkv != 0, "clip_qkv"},    {c->qk_l2_norm, "qk_l2_norm"},
                    {c->temperature_floor != 0, "temperature_floor"},
                    {c->norm_after_rope, "norm_after_rope"},
-                   {w->o_norm != NULL, "weights.o_norm"}, {c->gated_output, "gated_output"},
+                   {w->o_norm != NULL, "weights.o_norm"},
+                   {c->gated_output && !w->wgate, "gated_output without weights.wgate (a gate "
+                    "in wq's rows)"},
                    {c->v_norm, "v_norm"}, {w->q_norm_bias != NULL, "weights.q_norm_bias"},
-                   {w->k_norm_bias != NULL, "weights.k_norm_bias"},
-                   {w->wgate != NULL, "weights.wgate"}};
+                   {w->k_norm_bias != NULL, "weights.k_norm_bias"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (refused[i].set)
             return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: latent attention "
@@ -232,11 +233,27 @@ void ra_mla_unpack(float *v, const float *packed, int64_t T, const ra_mla_dims *
     }
 }
 
-void ra_mla_output(const ra_layer *layer, float *y, const float *attn, int64_t T, float *packed)
+/* y = wo(packed) (+ bo), packed [T, H * Dv] first multiplied in place by
+ * its gate (ra_mla_output's gate). */
+static void gated_wo(const ra_layer *layer, float *y, float *packed, const float *x, float *gate,
+                     int64_t T)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_mla_dims d = ra_mla_dims_of(c);
+    if (c->gated_output) { /* attn_output = attn_output * torch.sigmoid(gate_proj(x)) */
+        ra_mla_linear(gate, x, layer->weights.wgate, NULL, T, ra_layer_gate_width(c), d.dim);
+        ra_layer_gate_bias(layer, gate, T);
+        ra_layer_gate_apply(layer, packed, gate, T);
+    }
+    ra_mla_linear(y, packed, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+}
+
+void ra_mla_output(const ra_layer *layer, float *y, const float *attn, const float *x,
+                   float *gate, int64_t T, float *packed)
 {
     const ra_mla_dims d = ra_mla_dims_of(&layer->config);
     ra_mla_pack(packed, attn, T, &d);
-    ra_mla_linear(y, packed, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+    gated_wo(layer, y, packed, x, gate, T);
 }
 
 /* ---- the forward ---------------------------------------------------------- */
@@ -294,7 +311,7 @@ ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const
             ra_attention_reference(&args, buf + floats);
         else
             ra_attention_flash(ctx, &args, buf + floats);
-        ra_mla_output(layer, y, attn.data, T, proj); /* proj is free again */
+        ra_mla_output(layer, y, attn.data, x, q.data, T, proj); /* q, proj: free again */
         if (call->attn.dropout > 0.0f)
             ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
     }
@@ -537,7 +554,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
         for (int64_t b = 0; b < batch; b++) cache->length[b] += seq;
         float *packed = attn.data; /* packed in place: row i moves to i * Dv <= i * D */
         ra_mla_pack(packed, attn.data, T, &d);
-        ra_mla_linear(y, packed, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+        gated_wo(layer, y, packed, x, q.data, T); /* q is free again */
     } else {
         /* Tokens [s0, s1) of every sequence: stored, then decoded as the
          * last s1 - s0 tokens; their outputs packed into attn [T, H * Dv]. */
@@ -562,7 +579,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
                     absorb_output(layer, (float *)attn.data + (b * seq + s0) * d.H * d.Dv,
                                   oa + b * m * d.H * row, m, &d);
         }
-        ra_mla_linear(y, attn.data, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
+        gated_wo(layer, y, attn.data, x, q.data, T); /* q is free again */
     }
     ra_scratch_release(&scratch);
     return RA_OK;

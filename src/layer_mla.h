@@ -59,9 +59,11 @@ ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float
                          float *scratch);
 
 /* y = wo(attn's first Dv features of each head) (+ bo), through packed
- * [T, H * Dv] (scratch).  attn: [T, H, D] */
-void ra_mla_output(const ra_layer *layer, float *y, const float *attn, int64_t T,
-                   float *packed);
+ * [T, H * Dv] (scratch), gated where the layer has gated_output (its gate
+ * [T, G], bgate in, computed from x [T, dim] into gate, kept for a
+ * backward).  attn: [T, H, D] */
+void ra_mla_output(const ra_layer *layer, float *y, const float *attn, const float *x,
+                   float *gate, int64_t T, float *packed);
 
 /* out [T, n] = a [T, k] w [n, k]^T + b (b NULL: none). */
 void ra_mla_linear(float *out, const float *a, const float *w, const float *b, int64_t T,

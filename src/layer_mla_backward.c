@@ -5,7 +5,8 @@
  * names):
  *
  *   dy [T, dim] -> g = dy * resid mask
- *   -> dpacked = g wo [T, H * Dv] -> dattn [T, H, D] (the padding's 0)
+ *   -> dpacked = g wo [T, H * Dv] (through the gate: dgate, dpacked *=
+ *      act(gate)) -> dattn [T, H, D] (the padding's 0)
  *   -> dq, dk, dv [T, H, D] = attention backward (the tape's q, k, v, out, lse)
  *   -> q's rope part: R^T; dq *= the scale's factor
  *   -> dkr = R^T (sum over heads of dk's rope part)             [T, Dr]
@@ -14,7 +15,8 @@
  *   -> dwkv_a = [dc_raw | dkr]^T x, dbkv_a, dx = [dc_raw | dkr] wkv_a
  *   -> q: dwq = dq^T x, dx += dq wq; or dwq_b = dq^T qa, dqa = dq wq_b,
  *      through q_a_norm (qa recomputed), dwq_a = dqa^T x, dbq_a, dx += dqa wq_a
- *   -> dwo = g^T packed(out), dbo
+ *   -> the gate's: dwgate = dgate^T x, dbgate, dx += dgate wgate
+ *   -> dwo = g^T packed(out) (gated), dbo
  */
 #include <string.h>
 
@@ -39,7 +41,7 @@ ra_status ra_mla_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
     if (status == RA_OK)
         status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call->attn);
     if (status == RA_OK) {
-        ra_mla_output(layer, y, v.attn.data, call->tokens, scratch.data);
+        ra_mla_output(layer, y, v.attn.data, x, v.gate, call->tokens, scratch.data);
         if (call->attn.dropout > 0.0f)
             ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
     }
@@ -60,6 +62,7 @@ static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_la
     const ra_layer_weights *w = &layer->weights;
     const ra_mla_dims d = ra_mla_dims_of(&layer->config);
     const int64_t n_x = tape->call.n_x, q_rows = d.H * d.D;
+    const int64_t n_wgate = ra_layer_gate_width(&layer->config) * d.dim;
     /* Each weight, and its gradient at the same index */
     const span in[] = {{w->wq, q_rows * d.dim, "wq"}, {w->wq_a, d.rq * d.dim, "wq_a"},
                        {w->bq_a, d.rq, "bq_a"}, {w->q_a_norm, d.rq, "q_a_norm"},
@@ -67,14 +70,15 @@ static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_la
                        {w->bkv_a, d.r + d.Dr, "bkv_a"}, {w->kv_a_norm, d.r, "kv_a_norm"},
                        {w->wkv_b, d.H * (d.Dn + d.Dv) * d.r, "wkv_b"},
                        {w->wo, d.dim * d.H * d.Dv, "wo"}, {w->bo, d.dim, "bo"},
-                       {w->sinks, d.H, "sinks"}, {dy, n_x, "dy"},
+                       {w->sinks, d.H, "sinks"}, {w->wgate, n_wgate, "wgate"},
+                       {w->bgate, d.H, "bgate"}, {dy, n_x, "dy"},
                        {tape->x, n_x, "x (kept by the tape)"}};
     float *const outs[] = {g->dwq, g->dwq_a, g->dbq_a, g->dq_a_norm, g->dwq_b, g->dwkv_a,
                            g->dbkv_a, g->dkv_a_norm, g->dwkv_b, g->dwo, g->dbo, g->dsinks,
-                           (float *)dx};
+                           g->dwgate, g->dbgate, (float *)dx};
     static const char *const out_names[] = {"dwq", "dwq_a", "dbq_a", "dq_a_norm", "dwq_b",
                                             "dwkv_a", "dbkv_a", "dkv_a_norm", "dwkv_b", "dwo",
-                                            "dbo", "dsinks", "dx"};
+                                            "dbo", "dsinks", "dwgate", "dbgate", "dx"};
     const int n_in = sizeof in / sizeof in[0], n_out = sizeof outs / sizeof outs[0];
     span out[sizeof outs / sizeof outs[0]];
     for (int i = 0; i < n_out; i++) { /* written where the layer has the weight */
@@ -132,10 +136,15 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
 
     /* Scratch (the outer workspace): g [T, dim], dattn, dq, dk, dv [T, H, D],
      * packed [T, H Dv], dkvb [T, H (Dn + Dv)], c_raw, c, dc [T, r], dkr
-     * [T, Dr], qa_raw, qa, dqa [T, rq], dsinks [H]: within the 12 T max(dim,
-     * H D) floats the tape was sized for, plus the latent sizes. */
+     * [T, Dr], qa_raw, qa, dqa [T, rq], and with gated_output the output
+     * packed [T, H Dv] and the gate's gradient [T, G], dsinks [H]: within
+     * the 12 T max(dim, H D) floats the tape was sized for, plus the latent
+     * sizes. */
+    const int gated = c->gated_output;
+    const int64_t G = gated ? ra_layer_gate_width(c) : 0;
     int64_t latent, floats;
-    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + d.Dr + 3 * d.rq, &latent) != RA_OK ||
+    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + d.Dr + 3 * d.rq + (gated ? d.H * d.Dv : 0) + G,
+               &latent) != RA_OK ||
         latent > INT64_MAX / 2 - n_x - 4 * n - d.H ||
         (uint64_t)(floats = n_x + 4 * n + latent + d.H) > SIZE_MAX / sizeof(float))
         return ra_fail(RA_ERR_OVERFLOW, "the latent layer's backward scratch overflows");
@@ -145,7 +154,8 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     float *packed = dv + n, *dkvb = packed + T * d.H * d.Dv, *c_raw = dkvb + T * d.H * kv;
     float *lat = c_raw + T * d.r, *dc = lat + T * d.r, *dkr = dc + T * d.r;
     float *qa_raw = dkr + T * d.Dr, *qa = qa_raw + T * d.rq, *dqa = qa + T * d.rq;
-    float *dsinks = dqa + T * d.rq;
+    float *o_packed = dqa + T * d.rq, *dgate = o_packed + (gated ? T * d.H * d.Dv : 0);
+    float *dsinks = dgate + T * G;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, d.H, d.D);
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, d.H, d.D);
     ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, d.H, d.D);
@@ -156,6 +166,10 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     if (call->attn.dropout > 0.0f)
         ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     ra_gemm_nn(packed, g, d.dim, w->wo, T, d.H * d.Dv, d.dim, 0.0f);
+    if (gated) { /* attn_output = attn_output * torch.sigmoid(gate_proj(x)) */
+        ra_mla_pack(o_packed, v.attn.data, T, &d);
+        ra_layer_gate_back(layer, packed, dgate, o_packed, v.gate, T);
+    }
     ra_mla_unpack(dattn, packed, T, &d);
     /* attention: dq, dk, dv (and the sinks' gradient) */
     ra_attention_options attn = call->attn;
@@ -227,8 +241,13 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
         ra_gemm_tn(grads->dwq, dq, d.H * d.D, x, d.H * d.D, d.dim, T, beta);
         ra_gemm_nn(dx, dq, d.H * d.D, w->wq, T, d.dim, d.H * d.D, 1.0f);
     }
+    if (gated) { /* the gate's projection (F32: latent attention's weights) */
+        const ra_gemm_env mm = {ctx, RA_F32, NULL, 0};
+        ra_layer_gate_grads(layer, &mm, dx, grads, dgate, x, T);
+    }
     /* y = o_proj(packed): dwo = g^T packed(out), dbo */
     ra_mla_pack(packed, v.attn.data, T, &d);
+    if (gated) ra_layer_gate_apply(layer, packed, v.gate, T);
     ra_gemm_tn(grads->dwo, g, d.dim, packed, d.dim, d.H * d.Dv, T, beta);
     bias_grad(grads->dbo, w->bo, g, T, d.dim, (int)acc);
     ra_scratch_release(&scratch);

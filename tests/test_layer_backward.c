@@ -3,8 +3,9 @@
  * gradients against central finite differences of a double-precision
  * forward written here (GQA 1:1, 2:1, 4:1, both layouts, scaled rope types,
  * partial rotary, every position mode, dropout, no_rope, H D != dim,
- * biases, q/k norms before or after RoPE, a norm before wo, a gated output,
- * v's norm), flash
+ * biases, q/k norms before or after RoPE, a norm before wo, a gated output
+ * (wq's gate rows, or wgate's per feature or per head, sigmoid or
+ * softplus, with bgate), v's norm), flash
  * against reference, identical bits for any thread count,
  * dropout masks shared by forward and backward, p = 0 = inference,
  * accumulate vs overwrite, tape reuse, and argument checks.
@@ -55,24 +56,29 @@ typedef struct layer_case {
                            RMS-normed without weights (Gemma 3n); | NBIAS:
                            biases on the q/k LayerNorms (Persimmon);
                            | WGATE: with GATE, the gate from wgate (AfMoE's
-                           gate_proj) */
+                           gate_proj); with WGATE, | PHEAD: one gate per
+                           head (LFM3's g_proj), | SOFTPLUS: softplus, not
+                           sigmoid (Laguna's), | BGATE: a bias per head
+                           (Beam's gate_bias) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
 
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
        ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048,
-       VNORM = 4096, NBIAS = 8192, WGATE = 16384 };
+       VNORM = 4096, NBIAS = 8192, WGATE = 16384, PHEAD = 32768, SOFTPLUS = 65536,
+       BGATE = 131072 };
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
- * o_norm, q_norm_bias, k_norm_bias, wgate. */
-enum { N_PARAMS = 14 };
+ * o_norm, q_norm_bias, k_norm_bias, wgate, bgate. */
+enum { N_PARAMS = 15 };
 
 /* Everything one case needs, float32 for the library and double for the
  * test's own forward. */
 typedef struct fixture {
     layer_case c;
     int64_t dim, qd, kv, T, n_x;   /* qd = H D */
+    int64_t gw;                    /* the gate's width per token: H D, or H (PHEAD) */
     float *x, *w[N_PARAMS], *dy;   /* x [T, dim]; the parameters; dy [T, dim] */
     int64_t n_w[N_PARAMS];         /* 0 (and w NULL): no such bias or norm */
     double *xd, *wd[N_PARAMS], *dyd; /* the same values in double */
@@ -127,6 +133,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
     f->kv = c->hkv * c->d;
     f->T = c->b * c->s;
     f->n_x = f->T * f->dim;
+    f->gw = c->extras & PHEAD ? c->h : f->qd;
     const int64_t q_rows = c->extras & GATE && !(c->extras & WGATE) ? 2 * f->qd : f->qd;
     const int64_t n_w[N_PARAMS] = {q_rows * f->dim, f->kv * f->dim, f->kv * f->dim,
                                    f->dim * f->qd, c->extras & BIASES ? q_rows : 0,
@@ -137,7 +144,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                                    c->extras & ONORM ? f->qd : 0,
                                    c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->qd : c->d) : 0,
                                    c->extras & NBIAS ? (c->extras & (WHOLE | HEADS) ? f->kv : c->d) : 0,
-                                   c->extras & WGATE ? f->qd * f->dim : 0};
+                                   c->extras & WGATE ? f->gw * f->dim : 0,
+                                   c->extras & BGATE ? c->h : 0};
     f->x = malloc(sizeof(float) * f->n_x);
     f->dy = malloc(sizeof(float) * f->n_x);
     f->xd = malloc(sizeof(double) * f->n_x);
@@ -156,7 +164,7 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
         f->wd[j] = malloc(sizeof(double) * n_w[j]);
         ra_test_fill(f->w[j], n_w[j], seed + 2 + j);
         for (int64_t i = 0; i < n_w[j]; i++) {
-            if (j < 8 || j == 13)
+            if (j < 8 || j >= 13)
                 f->w[j][i] *= 1.7f / sqrtf((float)f->dim); /* ~ nn.Linear's scale */
             else if (j < 11)
                 f->w[j][i] = 1.0f + 0.25f * f->w[j][i]; /* norms: about 1 */
@@ -192,12 +200,15 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .norm_after_rope = (c->extras & POST) != 0,
                            .gated_output = (c->extras & GATE) != 0,
                            .clip_after_norm = (c->extras & CLIPN) != 0,
-                           .v_norm = (c->extras & VNORM) != 0};
+                           .v_norm = (c->extras & VNORM) != 0,
+                           .gate_per_head = (c->extras & PHEAD) != 0,
+                           .gate_softplus = (c->extras & SOFTPLUS) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
                           .q_norm = f->w[8], .k_norm = f->w[9], .o_norm = f->w[10],
-                          .q_norm_bias = f->w[11], .k_norm_bias = f->w[12], .wgate = f->w[13]};
+                          .q_norm_bias = f->w[11], .k_norm_bias = f->w[12], .wgate = f->w[13],
+                          .bgate = f->w[14]};
     CHECK(ra_layer_create(&f->layer, &cfg, &w) == RA_OK, "%s: create", c->name);
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &rope_cfg) == RA_OK, "%s: rope", c->name);
@@ -293,7 +304,7 @@ static void clip_d(double *x, int64_t n, double limit)
 
 /* q [T, H D] = wq(x) + bq; with GATE, wq's rows are each head's D query
  * rows then its D gate rows, and gate [T, H D] gets the gate's (WGATE:
- * gate = wgate(x)). */
+ * gate [T, gw] = wgate(x) + bgate, each head's bias on its gates). */
 static void project_q_d(const fixture *f, const double *x, double *const w[N_PARAMS], double *q,
                         double *gate)
 {
@@ -302,7 +313,10 @@ static void project_q_d(const fixture *f, const double *x, double *const w[N_PAR
     if (!(c->extras & GATE) || (c->extras & WGATE)) {
         linear_d(q, x, w[0], T, f->dim, qd);
         add_bias_d(q, w[4], T, qd);
-        if (c->extras & WGATE) linear_d(gate, x, w[13], T, f->dim, qd); /* gate_proj(x) */
+        if (!(c->extras & WGATE)) return;
+        linear_d(gate, x, w[13], T, f->dim, f->gw); /* gate_proj(x) */
+        for (int64_t i = 0; w[14] && i < T * f->gw; i++) /* + gate_bias[None, None, :, None] */
+            gate[i] += w[14][(i % f->gw) / (f->gw / c->h)];
         return;
     }
     double *both = malloc(sizeof(double) * T * 2 * qd);
@@ -406,8 +420,10 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
                     oi[e] = acc;
                 }
             }
-    for (int64_t i = 0; (c->extras & GATE) && i < T * qd; i++) /* * torch.sigmoid(gate) */
-        att[i] /= 1.0 + exp(-gate[i]);
+    for (int64_t i = 0; (c->extras & GATE) && i < T * qd; i++) { /* * torch.sigmoid(gate) */
+        const double g = c->extras & PHEAD ? gate[i / D] : gate[i]; /* per head: [T, H] */
+        att[i] *= c->extras & SOFTPLUS ? log1p(exp(g)) : 1.0 / (1.0 + exp(-g));
+    }
     norm_d(att, w[10], NULL, T, qd, 1, 0); /* BitNet's attn_sub_norm */
     linear_d(y, att, w[3], T, qd, dim); /* output = wo(output) */
     add_bias_d(y, w[7], T, dim);
@@ -486,7 +502,7 @@ static ra_layer_grads layer_grads(const grads *g, int accumulate)
                             .dbv = g->dw[6], .dbo = g->dw[7], .dq_norm = g->dw[8],
                             .dk_norm = g->dw[9], .do_norm = g->dw[10],
                             .dq_norm_bias = g->dw[11], .dk_norm_bias = g->dw[12],
-                            .dwgate = g->dw[13]};
+                            .dwgate = g->dw[13], .dbgate = g->dw[14]};
 }
 
 static ra_status run_library(const fixture *f, ra_context *ctx, ra_attention_path path, grads *g)
@@ -575,6 +591,13 @@ static const layer_case fd_cases[] = {
      * layers; biases on q here), with o_norm, dropout */
     {"wgate, norms, H D > dim",  2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, GATE | WGATE | NORMS, 0, 0},
     {"wgate, biases, no_rope, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 1, 0, GATE | WGATE | BIASES | ONORM, 0, 0},
+    /* wgate per head (LFM3's g_proj: q/k norms), softplus (Laguna's, per
+     * head or per feature), a bias per head (Beam's gate_bias) */
+    {"gate per head, norms",     2, 4, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_DEFAULT,  0, 1, 0.0f, 0, 6, GATE | WGATE | PHEAD | NORMS, 0, 0},
+    {"softplus per head, dropout", 1, 6, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, GATE | WGATE | PHEAD | SOFTPLUS, 0, 0},
+    {"softplus per feature, o_norm", 1, 5, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     0, 0, 0.0f, 0, 8, GATE | WGATE | SOFTPLUS | ONORM, 0, 0},
+    {"bgate per feature, biases", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.1f, 0, 6, GATE | WGATE | BGATE | BIASES, 0, 0},
+    {"bgate per head, softplus", 1, 6, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, GATE | WGATE | PHEAD | BGATE | SOFTPLUS | NORMS, 0, 0},
 };
 
 static void test_finite_differences(void)
@@ -597,7 +620,7 @@ static void test_finite_differences(void)
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
                                                         "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
                                                         "do_norm", "dq_norm_bias",
-                                                        "dk_norm_bias", "dwgate"};
+                                                        "dk_norm_bias", "dwgate", "dbgate"};
         for (int path = RA_PATH_REFERENCE; path <= RA_PATH_FLASH; path++) {
             grads g;
             grads_alloc(&g, &f);
@@ -1320,6 +1343,8 @@ static void test_features_cached(void)
         {"LayerNorm biases, partial", 2, 9, 4, 4, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
         {"norm biases after RoPE",    1, 7, 4, 2, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
         {"wgate, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, GATE | WGATE | BIASES | NORMS, 0, 0},
+        {"gate per head, bgate",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, GATE | WGATE | PHEAD | BGATE | NORMS, 0, 0},
+        {"softplus, bgate",           1, 7, 4, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, GATE | WGATE | SOFTPLUS | BGATE, 0, 0},
     };
     cached_cases(cases, sizeof cases / sizeof cases[0], 500);
     ra_rope_config cfg_rope = ra_rope_config_default(4);
@@ -1373,6 +1398,22 @@ static void test_features_cached(void)
     CHECK(ra_layer_create(&layer, &plain, &gate_weight) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "wgate without config.gated_output"),
           "wgate without gated_output: %s", ra_last_error());
+    /* the gate's bias, shape and activation: each with wgate */
+    ra_layer_config gate_config = plain;
+    gate_config.gated_output = 1;
+    ra_layer_weights gate_bias = lw;
+    gate_bias.bgate = w;
+    CHECK(ra_layer_create(&layer, &gate_config, &gate_bias) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "bgate without weights.wgate"),
+          "bgate without wgate: %s", ra_last_error());
+    gate_config.gate_per_head = 1;
+    CHECK(ra_layer_create(&layer, &gate_config, &lw) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "gate_per_head without weights.wgate"),
+          "gate_per_head without wgate: %s", ra_last_error());
+    gate_config.gate_per_head = 0, gate_config.gate_softplus = 1;
+    CHECK(ra_layer_create(&layer, &gate_config, &lw) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "gate_softplus without weights.wgate"),
+          "gate_softplus without wgate: %s", ra_last_error());
 }
 
 /* A fused wqkv (GPT-NeoX, Falcon, InternLM2: per key/value group) gives the

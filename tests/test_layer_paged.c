@@ -37,14 +37,15 @@ typedef struct weights {
 /* variant: 0, NORMS_AFTER_ROPE, O_NORM, GATED (wq's rows: each head's
  * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4),
  * TEMPERATURE_AT_P (Ministral 3's), V_NORM, NORM_BIASES (LayerNorms with
- * biases: Persimmon) or GATE_WEIGHT (the gate from wgate: AfMoE) */
+ * biases: Persimmon), GATE_WEIGHT (the gate from wgate: AfMoE) or
+ * GATE_HEAD (wgate [H, dim], one gate per head, bgate, softplus) */
 enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, NORM_BIASES,
-       GATE_WEIGHT, N_VARIANTS };
+       GATE_WEIGHT, GATE_HEAD, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
     const int64_t q_rows = variant == GATED ? 2 * H * D : H * D; /* wq's and bq's */
-    const int gated = variant == GATED || variant == GATE_WEIGHT;
+    const int gated = variant == GATED || variant == GATE_WEIGHT || variant == GATE_HEAD;
     ra_test_fill(w->wq, 2 * H * D * DIM, 11);
     ra_test_fill(w->wk, HKV * D * DIM, 12);
     ra_test_fill(w->wv, HKV * D * DIM, 13);
@@ -67,6 +68,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.temperature_scale = 0.3;
     c.temperature_no_offset = variant == TEMPERATURE_AT_P;
     c.v_norm = variant == V_NORM;
+    c.gate_per_head = c.gate_softplus = variant == GATE_HEAD;
     ra_layer_weights lw = ra_layer_weights_init();
     lw.wq = w->wq, lw.wk = w->wk, lw.wv = w->wv, lw.wo = w->wo;
     lw.bq = w->b, lw.bk = w->b + q_rows, lw.bv = w->b + q_rows + HKV * D;
@@ -74,7 +76,8 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
     lw.q_norm_bias = variant == NORM_BIASES ? w->o_norm : NULL; /* any D values */
     lw.k_norm_bias = variant == NORM_BIASES ? w->o_norm + D : NULL;
-    lw.wgate = variant == GATE_WEIGHT ? w->wq + H * D * DIM : NULL; /* wq's second half */
+    lw.wgate = variant >= GATE_WEIGHT ? w->wq + H * D * DIM : NULL; /* wq's second half */
+    lw.bgate = variant == GATE_HEAD ? w->o_norm : NULL;               /* any H values */
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());
     return layer;

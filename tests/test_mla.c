@@ -9,7 +9,9 @@
  * it, the cached forward (prefill, absorbed decode, multi-token steps; f32,
  * f16 and bf16 latent caches) against the uncached one, identical bits for
  * any thread count, ra_attention_decode on a latent cache (the absorbed
- * core), and the refusals.
+ * core), and the refusals; the output gated by a projection of its own
+ * (wgate: per head as Ling's and dots3's g_proj, per feature as HY-V4's
+ * gate_proj; bgate, softplus) through all of these.
  *
  * Dims: B batch, S seq, H heads, Dn + Dr = D the q/k head (Dr rotates), Dv
  * v's head, r kv_lora_rank, rq q_lora_rank (0: q_proj), dim the model's.
@@ -44,22 +46,33 @@ typedef struct mla_case {
     int biases;    /* bq_a, bkv_a, bo */
     int64_t window;
     int ids;       /* positions from ids (else start 3) */
+    int gate;      /* 0, or the output gated by wgate: GATE_FEATURE [H Dv, dim] or
+                      GATE_HEAD [H, dim], | GATE_BIAS: bgate, | GATE_SOFTPLUS */
 } mla_case;
 
+enum { GATE_FEATURE = 1, GATE_HEAD = 2, GATE_BIAS = 4, GATE_SOFTPLUS = 8 };
+
 static const mla_case cases[] = {
-    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0},
-    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0},
-    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1},
-    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1},
-    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0},
+    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0},
+    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0, 0},
+    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1, 0},
+    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1, 0},
+    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0, 0},
+    {"gate per head", 1, 7, 3, 6, 4, 5, 8, 0, 12, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, GATE_HEAD},
+    {"gate per feature", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_HALF, 1, 1, 0, 1, GATE_FEATURE},
+    {"gate: softplus, bias", 1, 6, 2, 4, 2, 3, 5, 4, 8, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0,
+     GATE_FEATURE | GATE_BIAS | GATE_SOFTPLUS},
+    {"gate per head, bias", 2, 4, 4, 2, 2, 4, 6, 0, 8, RA_LAYOUT_HALF, 0, 1, 0, 1,
+     GATE_HEAD | GATE_BIAS},
 };
 
 /* A case's weights (float and double copies), x, dy and positions. */
 typedef struct mla_setup {
     mla_case c;
     int64_t T, D, n_x;
-    float *w[11];    /* wq, wq_a, bq_a, q_a_norm, wq_b, wkv_a, bkv_a, kv_a_norm, wkv_b, wo, bo */
-    int64_t n_w[11]; /* elements; 0: the case has none */
+    float *w[13];    /* wq, wq_a, bq_a, q_a_norm, wq_b, wkv_a, bkv_a, kv_a_norm, wkv_b, wo, bo,
+                        wgate, bgate */
+    int64_t n_w[13]; /* elements; 0: the case has none */
     float *x, *dy;
     int64_t *ids;
     double inv_freq[32], attention_factor, scale;
@@ -67,9 +80,11 @@ typedef struct mla_setup {
     ra_layer *layer;
 } mla_setup;
 
-enum { WQ, WQ_A, BQ_A, Q_A_NORM, WQ_B, WKV_A, BKV_A, KV_A_NORM, WKV_B, WO, BO, N_W };
+enum { WQ, WQ_A, BQ_A, Q_A_NORM, WQ_B, WKV_A, BKV_A, KV_A_NORM, WKV_B, WO, BO, WGATE, BGATE,
+       N_W };
 static const char *const w_names[N_W] = {"wq", "wq_a", "bq_a", "q_a_norm", "wq_b", "wkv_a",
-                                         "bkv_a", "kv_a_norm", "wkv_b", "wo", "bo"};
+                                         "bkv_a", "kv_a_norm", "wkv_b", "wo", "bo", "wgate",
+                                         "bgate"};
 
 static float uniform(uint64_t *state)
 {
@@ -98,6 +113,8 @@ static ra_layer_weights weights_of(const mla_setup *s)
     w.wkv_b = s->w[WKV_B];
     w.wo = s->w[WO];
     w.bo = s->n_w[BO] ? s->w[BO] : NULL;
+    w.wgate = s->n_w[WGATE] ? s->w[WGATE] : NULL;
+    w.bgate = s->n_w[BGATE] ? s->w[BGATE] : NULL;
     return w;
 }
 
@@ -114,6 +131,9 @@ static ra_layer_config config_of(const mla_setup *s)
     cfg.rope = &s->rope;
     cfg.window = s->c.window;
     cfg.scale = s->scale;
+    cfg.gated_output = s->c.gate != 0;
+    cfg.gate_per_head = (s->c.gate & GATE_HEAD) != 0;
+    cfg.gate_softplus = (s->c.gate & GATE_SOFTPLUS) != 0;
     return cfg;
 }
 
@@ -129,7 +149,9 @@ static int setup(mla_setup *s, const mla_case *c, uint64_t seed)
                                 c->biases ? c->rq : 0, c->rq, qr * c->rq,
                                 (c->r + c->dr) * c->dim, c->biases ? c->r + c->dr : 0, c->r,
                                 c->h * (c->dn + c->dv) * c->r, c->dim * c->h * c->dv,
-                                c->biases ? c->dim : 0};
+                                c->biases ? c->dim : 0,
+                                c->gate ? (c->gate & GATE_HEAD ? c->h : c->h * c->dv) * c->dim : 0,
+                                c->gate & GATE_BIAS ? c->h : 0};
     uint64_t state = seed;
     for (int i = 0; i < N_W; i++) {
         s->n_w[i] = sizes[i];
@@ -192,7 +214,7 @@ static ra_layer_grads grads_of(const mla_setup *s, float *g[N_W])
     ra_layer_grads grads = ra_layer_grads_init();
     float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
                           &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
-                          &grads.dwkv_b, &grads.dwo, &grads.dbo};
+                          &grads.dwkv_b, &grads.dwo, &grads.dbo, &grads.dwgate, &grads.dbgate};
     for (int i = 0; i < N_W; i++) {
         g[i] = calloc((size_t)(s->n_w[i] ? s->n_w[i] : 1), sizeof(float));
         *slots[i] = s->n_w[i] ? g[i] : NULL;
@@ -236,6 +258,23 @@ static void drope(double *x, const mla_setup *s, int64_t p)
         x[i0] = x0 * cs - x1 * sn;
         x[i1] = x1 * cs + x0 * sn;
     }
+}
+
+/* o [H * Dv] *= act(gate), gate = wgate x + bgate (each head's bias on
+ * its gates), for x [dim]: the output gate of case c (none: nothing). */
+static void dgate(double *o, const mla_setup *s, double *const *w, const double *x)
+{
+    const mla_case *c = &s->c;
+    if (!c->gate) return;
+    const int64_t per = c->gate & GATE_HEAD ? 1 : c->dv, G = c->h * per;
+    double *g = malloc((size_t)G * sizeof(double));
+    dlinear(g, w[WGATE], NULL, x, G, c->dim);
+    for (int64_t i = 0; i < c->h * c->dv; i++) {
+        const int64_t h = i / c->dv, j = h * per + (per == 1 ? 0 : i % c->dv);
+        const double gi = g[j] + (s->n_w[BGATE] ? w[BGATE][h] : 0.0);
+        o[i] *= c->gate & GATE_SOFTPLUS ? log1p(exp(gi)) : 1.0 / (1.0 + exp(-gi));
+    }
+    free(g);
 }
 
 /* y [T, dim] from weights w (double copies), x. */
@@ -295,6 +334,7 @@ static void dforward(const mla_setup *s, double *const *w, const double *x, doub
                     o[h * c->dv + e] = acc;
                 }
             }
+            dgate(o, s, w, x + (b * S + i) * c->dim);
             dlinear(y + (b * S + i) * c->dim, w[WO], s->n_w[BO] ? w[BO] : NULL, o, c->dim,
                     c->h * c->dv);
         }
@@ -442,8 +482,10 @@ static void test_cached(void)
                 {3, 1, RA_I8, 1e-2}, {2, 3, RA_F8E4M3, 6e-2}};
     mla_case c = cases[1];
     c.s = 13;
-    for (int ci = 0; ci < 3; ci++) {
+    for (int ci = 0; ci < 5; ci++) {
         if (ci == 1) c = cases[4], c.s = 12; /* a window, an odd latent rank */
+        if (ci == 3) c = cases[6], c.s = 11; /* the output gated per feature */
+        if (ci == 4) c = cases[8], c.s = 10; /* per head, with its bias */
         if (ci == 2) /* 8 + 2-token passes: the short one has fewer rows, wide rows */
             c = cases[1], c.s = 13, c.h = 16, c.r = 120;
         mla_setup s;
@@ -672,6 +714,8 @@ static void test_refusals(void)
     ra_rope_config wrong = s.rope;
     wrong.rotary_dim = 2;
     bad[n].c = cfg, bad[n].w = w, bad[n].c.rope = &wrong, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "rotary_dim";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.gated_output = 1, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "gated_output without wgate";
+    bad[n].c = cfg, bad[n].w = w, bad[n].w.wgate = one, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "wgate without gated_output";
     for (int i = 0; i < n; i++) {
         ra_status st = ra_layer_create(&layer, &bad[i].c, &bad[i].w);
         CHECK(st == bad[i].want && layer == NULL, "%s: status %d (%s)", bad[i].what, (int)st,

@@ -1284,6 +1284,15 @@ typedef struct ra_layer_config {
                            log(1 + e^gate) (gate itself above 20, as
                            torch's F.softplus), instead of sigmoid(gate)
                            (Laguna's g_proj) */
+    /* q scaled by a power of its position (a scalable softmax: Beam's
+     * layers without RoPE): q of the token at position p is multiplied by
+     * (1 + (p + 1) / temperature_length) ^ temperature_power, p as given
+     * (the position ids), on every path as temperature_floor's factor.
+     * The factor at positions 0 .. RA_MAX_POSITION must be a normal float
+     * (else RA_ERR_ARGUMENT); with temperature_floor, norm_after_rope,
+     * latent attention or a rope with mrope sections: RA_ERR_UNSUPPORTED */
+    double temperature_length; /* 0: none; else positive */
+    double temperature_power;  /* finite; used only with temperature_length */
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -46,6 +46,7 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->norm_head_weights, "norm_head_weights"}, {c->norm_layer, "norm_layer"},
                    {c->clip_qkv != 0, "clip_qkv"},    {c->qk_l2_norm, "qk_l2_norm"},
                    {c->temperature_floor != 0, "temperature_floor"},
+                   {c->temperature_length != 0, "temperature_length"},
                    {c->norm_after_rope, "norm_after_rope"},
                    {w->o_norm != NULL, "weights.o_norm"},
                    {c->gated_output && !w->wgate, "gated_output without weights.wgate (a gate "

@@ -38,9 +38,10 @@ typedef struct weights {
  * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4),
  * TEMPERATURE_AT_P (Ministral 3's), V_NORM, NORM_BIASES (LayerNorms with
  * biases: Persimmon), GATE_WEIGHT (the gate from wgate: AfMoE) or
- * GATE_HEAD (wgate [H, dim], one gate per head, bgate, softplus) */
+ * GATE_HEAD (wgate [H, dim], one gate per head, bgate, softplus), or
+ * TEMPERATURE_POWER (q times (1 + (p + 1) / 4)^0.5: Beam's NoPE layers) */
 enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, NORM_BIASES,
-       GATE_WEIGHT, GATE_HEAD, N_VARIANTS };
+       GATE_WEIGHT, GATE_HEAD, TEMPERATURE_POWER, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -67,6 +68,8 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.temperature_floor = variant == TEMPERATURE || variant == TEMPERATURE_AT_P ? 4 : 0;
     c.temperature_scale = 0.3;
     c.temperature_no_offset = variant == TEMPERATURE_AT_P;
+    c.temperature_length = variant == TEMPERATURE_POWER ? 4 : 0;
+    c.temperature_power = 0.5;
     c.v_norm = variant == V_NORM;
     c.gate_per_head = c.gate_softplus = variant == GATE_HEAD;
     ra_layer_weights lw = ra_layer_weights_init();
@@ -76,7 +79,7 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     lw.o_norm = variant == O_NORM ? w->o_norm : NULL;
     lw.q_norm_bias = variant == NORM_BIASES ? w->o_norm : NULL; /* any D values */
     lw.k_norm_bias = variant == NORM_BIASES ? w->o_norm + D : NULL;
-    lw.wgate = variant >= GATE_WEIGHT ? w->wq + H * D * DIM : NULL; /* wq's second half */
+    lw.wgate = gated && variant != GATED ? w->wq + H * D * DIM : NULL; /* wq's second half */
     lw.bgate = variant == GATE_HEAD ? w->o_norm : NULL;               /* any H values */
     ra_layer *layer = NULL;
     CHECK(ra_layer_create(&layer, &c, &lw) == RA_OK, "layer: %s", ra_last_error());

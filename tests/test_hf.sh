@@ -143,6 +143,7 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
+ROTARY_PER_TYPE=" laguna "  # its layer types rotate different parts of each head
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -221,6 +222,9 @@ convert_layout() {
             "${cmd[@]}" --to interleaved
     elif [[ $WHOLE_NORM == *" $family "* ]]; then
         refused "$c: convert-layout" "is not a norm of each head" "${cmd[@]}" --to interleaved
+    elif [[ $ROTARY_PER_TYPE == *" $family "* ]]; then
+        refused "$c: convert-layout" "(a rope per layer type): not converted" "${cmd[@]}" \
+            --to interleaved
     elif [ "$multimodal" = True ]; then
         "${cmd[@]}" --to interleaved 2>"$TMP/err"
         if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \

@@ -189,8 +189,13 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         return cli_fail(EXIT_FAIL, "%s has no query projection (wq.weight or q_proj.weight)",
                         opts->weights);
     }
-    const ra_hf_rope *rope = &src->config->rope;
+    const ra_hf_rope *rope = &src->config->rope, *local = &c->local_rope;
     double prf = rope->has_partial_rotary_factor ? rope->partial_rotary_factor : 1.0;
+    double local_prf = local->has_partial_rotary_factor ? local->partial_rotary_factor : 1.0;
+    if (c->has_local_rope && local_prf != prf) /* (each layer's rows as its own rope turns) */
+        return cli_fail(EXIT_FAIL, "convert-layout: %s rotates %g of each head in its full "
+                        "layers and %g in its sliding layers (a rope per layer type): not "
+                        "converted", opts->config, prf, local_prf);
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
     if (!rope->has_partial_rotary_factor && c->has_rotary_dim) /* GPT-J */
         g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
@@ -357,6 +362,15 @@ static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const
     return RA_OK;
 }
 
+/* The query heads of the layer a tensor's name numbers (layer; -1: none):
+ * the config's num_attention_heads_per_layer entry where it has one (-1
+ * where it names no layer the list has), else n_heads. */
+static int64_t layer_heads(const ra_hf_fields *c, int64_t layer, int64_t n_heads)
+{
+    if (!c->heads_per_layer) return n_heads;
+    return layer >= 0 || layer == -1 ? ra_hf_layer_heads(c, layer) : -1;
+}
+
 /* Fills out[] (one entry per tensor of st) and the buffers it points at. */
 static int convert(const convert_options *opts, const rope_source *src,
                    const ra_safetensors *st, ra_st_tensor *out, void **buffers)
@@ -416,21 +430,26 @@ static int convert(const convert_options *opts, const rope_source *src,
                             opts->weights);
         if (layer != -1) layered++;
         if (opts->has_layer && layer != opts->layer) continue;
+        const int64_t heads = opts->has_n_heads ? n_heads : layer_heads(c, layer, n_heads);
+        if (heads < 0)
+            return cli_fail(EXIT_FAIL, "convert-layout: %s gives its layers' query heads "
+                            "(num_attention_heads_per_layer), and '%s' in %s names no layer "
+                            "it lists", opts->config, t->name, opts->weights);
         fused_packing packing = FUSED_NONE;
         int64_t kv = 0;
-        if (kind == FUSED && !n_heads)
+        if (kind == FUSED && !heads)
             return cli_fail(EXIT_USAGE, "convert-layout: '%s' is fused: give --config or "
                             "--n-heads", t->name);
         if (kind == FUSED &&
-            (failed = fused_layout(opts, src, t, n_heads, n_kv_heads, &packing, &kv)))
+            (failed = fused_layout(opts, src, t, heads, n_kv_heads, &packing, &kv)))
             return failed;
-        if (kind != FUSED && (failed = check_tensor(opts, t, kind, &g, n_heads, n_kv_heads)))
+        if (kind != FUSED && (failed = check_tensor(opts, t, kind, &g, heads, n_kv_heads)))
             return failed;
         buffers[i] = malloc(t->nbytes > 0 ? t->nbytes : 1);
         if (!buffers[i])
             return cli_fail(EXIT_FAIL, "out of memory for '%s' from %s", t->name, opts->weights);
         if (kind == FUSED) {
-            failed = permute_fused(opts, buffers[i], t, &g, packing, n_heads, kv);
+            failed = permute_fused(opts, buffers[i], t, &g, packing, heads, kv);
             if (failed) return failed;
         } else {
             ra_status status = permute(buffers[i], t, kind, &g, (ra_layout)opts->to);

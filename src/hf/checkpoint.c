@@ -513,7 +513,8 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     int used = 0;
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm || x == t->gate;
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm || x == t->gate ||
+            x == t->gate_bias;
     for (int n = 0; n < 2; n++) used |= x == t->layer_norm[n] || x == t->layer_norm_bias[n];
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
@@ -714,6 +715,11 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
     out->o_norm = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*sgate_proj.weight", stem, wq); /* AfMoE's output gate */
     out->gate = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sg_proj.weight", stem, wq); /* Laguna's (gate_proj beside it:
+                                                                 left for check_consumed) */
+    if (!out->gate) out->gate = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sgate_bias", stem, wq); /* Beam's, one per head */
+    out->gate_bias = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);

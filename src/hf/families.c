@@ -189,6 +189,18 @@
                     "\"rope_theta\": 500000.0}, \"sliding_attention\": "                  \
                     "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}",             \
     .default_rope_name = "MellumConfig's default rope_parameters."
+/* BeamConfig's default rope, per layer type: none in the full layers. */
+#define BEAM_ROPE                                                                        \
+    .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "                \
+                    "\"rope_theta\": 10000.0}, \"full_attention\": null}",                  \
+    .default_rope_name = "BeamConfig's default rope_parameters."
+/* LagunaConfig's default rope, per layer type. */
+#define LAGUNA_ROPE                                                                      \
+    .default_rope = "{\"full_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 500000.0, \"partial_rotary_factor\": 0.5}, "           \
+                    "\"sliding_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 10000.0, \"partial_rotary_factor\": 1.0}}",             \
+    .default_rope_name = "LagunaConfig's default rope_parameters."
 /* HunYuan-V1: q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha */
 #define HUNYUAN (RA_HF_QK_NORM | RA_HF_NORM_AFTER_ROPE)
 
@@ -226,10 +238,13 @@ static const ra_hf_family families[] = {
     /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
         ALL(AB, 0)),
-    /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
-    ROW("beam", H, 0,
-        "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
-        "query scaling by position ((1 + (p + 1) / 2048)^0.1)", NULL, NOWINDOW, NO_BIAS),
+    /* BeamConfig: q/k norms; its own gate_proj, sigmoid, with a bias per head (gate_bias);
+     * a rope per layer type, the full layers' null: no RoPE, q scaled by position */
+    ROW("beam", H,
+        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_NULL_ROPE_SCALED | RA_HF_GATE_PROJ |
+            RA_HF_GATE_BIAS, NULL,
+        "hidden_size=5120 num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=8192 sliding_window=512", LISTED, ALL(AB, 0), BEAM_ROPE),
     ROW("bitnet", H, RA_HF_O_NORM, NULL,
         "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
         "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
@@ -391,9 +406,13 @@ static const ra_hf_family families[] = {
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
-    ROW("laguna", H, 0,
-        "its attention output is gated by softplus(g_proj(x)), and its layers' query heads "
-        "differ (num_attention_heads_per_layer)", NULL, NOWINDOW, NO_BIAS),
+    /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
+     * (per head or per feature: gating), query heads per layer */
+    ROW("laguna", H,
+        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_SOFTPLUS_G_PROJ | RA_HF_HEADS_PER_LAYER, NULL,
+        "num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=131072 sliding_window=512", RA_HF_WINDOWS_LISTED_ELSE_NONE,
+        ALL(AB, 0), LAGUNA_ROPE),
     ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
@@ -563,6 +582,8 @@ static const ra_hf_family families[] = {
 #undef MLLAMA_CROSS
 #undef APERTUS_ROPE
 #undef MELLUM_ROPE
+#undef LAGUNA_ROPE
+#undef BEAM_ROPE
 #undef HUNYUAN
 #undef QWEN3_VL_THETA
 #undef MLA_V3
@@ -678,6 +699,7 @@ static const attention_key attention_keys[] = {
     {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
+    {"num_attention_heads_per_layer", NULL_ONLY, RA_HF_HEADS_PER_LAYER, "query heads per layer"},
     {"num_kv_shared_layers", FALSE_ONLY, RA_HF_KV_SHARED_LAYERS,
      "layers that take their keys and values from an earlier layer"},
 };

@@ -342,6 +342,20 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * cache slot N, run by model.{L,H}_module.layers.(N mod num_layers_per_stack) (fields_stacks.c;
  * HRM-Text) */
 #define RA_HF_LAYER_STACKS RA_HF_BIT(72)
+/* g_proj.weight beside q_proj, without a bias: the attention's output times softplus(g_proj(x))
+ * before o_proj, one gate per head ([H, dim]) where gating is true or "per-head" (its default),
+ * one per feature ([H * D, dim]) where it is false or "per-element" (fields_heads.c; Laguna) */
+#define RA_HF_SOFTPLUS_G_PROJ RA_HF_BIT(73)
+/* with RA_HF_GATE_PROJ: gate_bias [H] beside q_proj, one per head, added to each of the head's
+ * gates before the sigmoid (Beam) */
+#define RA_HF_GATE_BIAS RA_HF_BIT(74)
+/* num_attention_heads_per_layer (null: num_attention_heads in every layer): each layer's query
+ * heads (fields_heads.c; Laguna) */
+#define RA_HF_HEADS_PER_LAYER RA_HF_BIT(75)
+/* with RA_HF_LOCAL_ROPE: a layer type whose rope_parameters entry is null runs without RoPE, q
+ * times (1 + (p + 1) / 2048)^0.1, a scalable softmax (ra_layer_config.temperature_length,
+ * _power; Beam) */
+#define RA_HF_NULL_ROPE_SCALED RA_HF_BIT(76)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -551,6 +565,15 @@ typedef struct ra_hf_fields {
      * L_cycles (HrmTextConfig's defaults 16, 2, 3); the cache slots, num_hidden_layers,
      * are num_layers_per_stack * H_cycles * (L_cycles + 1) */
     int64_t stack_layers, h_cycles, l_cycles;
+    /* RA_HF_HEADS_PER_LAYER: num_attention_heads_per_layer (the tree's, borrowed; validated:
+     * positive integers, num_hidden_layers of them where that is given), or NULL */
+    const struct cJSON *heads_per_layer;
+    /* RA_HF_SOFTPLUS_G_PROJ: gating true or "per-head" (1), false or "per-element" (0) */
+    int gate_per_head;
+    /* RA_HF_NULL_ROPE_SCALED: the layer type whose rope_parameters entry is null: 1
+     * full_attention (rope is then local_rope's), 2 sliding_attention (local_rope is rope's);
+     * 0: none */
+    int null_rope_type;
 } ra_hf_fields;
 
 /* Parses config.json text (len bytes, need not be NUL-terminated).  Numbers
@@ -580,6 +603,15 @@ void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
 /* RA_HF_LAYER_STACKS: the stack that runs cache slot `layer` ("L_module" or "H_module") and
  * the layer's number in it (*index); NULL where config's family has no stacks. */
 const char *ra_hf_stack_layer(const ra_hf_fields *config, int64_t layer, int64_t *index);
+
+/* Layer `layer`'s query heads: num_attention_heads_per_layer's entry (RA_HF_HEADS_PER_LAYER;
+ * layer -1: the one count every entry has, else -1), else num_attention_heads. */
+int64_t ra_hf_layer_heads(const ra_hf_fields *config, int64_t layer);
+
+/* For a family with RA_HF_NULL_ROPE_SCALED: whether layer `layer`'s type has a null rope (1)
+ * or not (0); -1 when the config does not say (layer -1 and the layers differ, or no window
+ * says which layers slide).  0 in other families. */
+int ra_hf_layer_null_rope(const ra_hf_fields *config, int64_t layer);
 
 /* For a family with RA_HF_NOPE_FULL_LAYERS: whether layer `layer` runs
  * without RoPE (1) or with it (0); -1 when the config does not say (the

@@ -87,7 +87,9 @@ typedef struct attention_tensors {
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
                                          HF_SINKS_ALIAS); NULL: none */
     const ra_st_tensor *o_norm;       /* BitNet's attn_sub_norm [H * D]; NULL: none */
-    const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight; NULL: none */
+    const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight, Laguna's g_proj.weight;
+                                         NULL: none */
+    const ra_st_tensor *gate_bias;    /* Beam's gate_bias [H]; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */

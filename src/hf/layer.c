@@ -31,7 +31,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, N_SLOTS };
+       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, S_BGATE, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -256,6 +256,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     if (t->o_norm) RA_HF_TRY(add_tensor(l, t->o_norm, S_ONORM, 0));
     if (t->gate && !gated) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
+    if (t->gate_bias) RA_HF_TRY(add_tensor(l, t->gate_bias, S_BGATE, 0));
     return RA_OK;
 }
 
@@ -456,7 +457,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
      * uncached forward past it, refused too, would not) */
     if (family && (family->features & RA_HF_CACHE_WINDOW))
         lc.max_keys = config->fields.window.sliding_window;
-    int64_t most = 2 * N_PROJ + 9 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 10 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -473,7 +474,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.dtype = l->dtype;
     w.wq = weight_array(l, S_WQ), w.wk = weight_array(l, S_WK), w.wv = weight_array(l, S_WV);
     w.wo = weight_array(l, S_WO), w.wqkv = weight_array(l, S_WQKV);
-    w.wgate = weight_array(l, S_WGATE);
+    w.wgate = weight_array(l, S_WGATE), w.bgate = slot_array(l, d, S_BGATE);
     w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
@@ -584,7 +585,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dq_norm_bias = slot_array(layer, d, S_QNORM_BIAS);
     r->dk_norm_bias = slot_array(layer, d, S_KNORM_BIAS);
-    r->dwgate = slot_array(layer, d, S_WGATE);
+    r->dwgate = slot_array(layer, d, S_WGATE), r->dbgate = slot_array(layer, d, S_BGATE);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
     r->dsinks = slot_array(layer, d, S_SINKS), r->do_norm = slot_array(layer, d, S_ONORM);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);

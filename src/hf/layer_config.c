@@ -43,10 +43,15 @@ ra_status hf_no_query_heads(const ra_hf_config *config)
                    config->path);
 }
 
-/* n_heads: the option's, else the config's. */
+/* n_heads: the option's, else the config's (the layer's own: RA_HF_HEADS_PER_LAYER). */
 static ra_status query_heads(const job *j, int64_t *n_heads)
 {
-    *n_heads = j->o->n_heads ? j->o->n_heads : j->hf->num_attention_heads;
+    *n_heads = j->o->n_heads ? j->o->n_heads : ra_hf_layer_heads(j->hf, j->t->layer);
+    if (*n_heads < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: num_attention_heads_per_layer gives the layers "
+                       "%s query heads: give the layer (the names in %s carry none)%s",
+                       j->config->path, j->t->layer < 0 ? "different counts of" : "no count of",
+                       j->path, j->t->layer < 0 ? "" : ", one the list has");
     return *n_heads > 0 ? RA_OK : hf_no_query_heads(j->config);
 }
 
@@ -328,28 +333,50 @@ static ra_status check_biases(const job *j)
     return RA_OK;
 }
 
-/* The output gate's weight (gate_proj.weight [H * D, dim]) where the family
- * has one (RA_HF_GATE_PROJ: out->gated_output), and nowhere else. */
-static ra_status check_gate(const job *j, int64_t q_rows, int64_t dim, ra_layer_config *out)
+/* The tensor `what` (a name beside q_proj) where the family has it (has),
+ * and nowhere else: *found, a tensor the family's model would initialize
+ * when missing. */
+static ra_status check_own(const job *j, const ra_st_tensor *found, int has, const char *what)
 {
-    const ra_st_tensor *g = j->t->gate;
-    const ra_hf_family *family = j->hf->family;
-    const int has = family && (family->features & RA_HF_GATE_PROJ);
     char who[96];
-    if (g && !has)
-        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s has no output gate of its own "
-                       "(transformers would not use it)", g->name, j->path,
-                       family_name(j, who, sizeof who));
+    if (found && !has)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s has no %s (transformers would "
+                       "not use it)", found->name, j->path, family_name(j, who, sizeof who),
+                       what);
+    if (has && !found)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s beside '%s': model_type \"%s\" reads it "
+                       "(transformers would initialize it)", j->path, what,
+                       j->t->proj[PROJ_Q]->name, j->hf->family->model_type);
+    return RA_OK;
+}
+
+/* The output gate's weight where the family has one (out->gated_output),
+ * and nowhere else: gate_proj.weight [H * D, dim], sigmoid (RA_HF_GATE_PROJ;
+ * with RA_HF_GATE_BIAS, gate_bias [H] beside it), or g_proj.weight [H, dim]
+ * or [H * D, dim] as gating says, softplus (RA_HF_SOFTPLUS_G_PROJ). */
+static ra_status check_gate(const job *j, int64_t n_heads, int64_t q_rows, int64_t dim,
+                            ra_layer_config *out)
+{
+    const ra_st_tensor *g = j->t->gate, *b = j->t->gate_bias;
+    const ra_hf_features features = j->hf->family ? j->hf->family->features : 0;
+    const int softplus = (features & RA_HF_SOFTPLUS_G_PROJ) != 0;
+    const int has = softplus || (features & RA_HF_GATE_PROJ);
+    RA_HF_TRY(check_own(j, g, has, "output gate of its own (gate_proj.weight or g_proj.weight)"));
+    RA_HF_TRY(check_own(j, b, (features & RA_HF_GATE_BIAS) != 0, "output gate's bias per head "
+                        "(gate_bias)"));
     if (!has) return RA_OK;
-    if (!g)
-        return hf_fail(RA_ERR_NOT_FOUND, "%s has no gate_proj.weight beside '%s': model_type "
-                       "\"%s\" gates its attention output by it (transformers would initialize "
-                       "the missing weight)", j->path, j->t->proj[PROJ_Q]->name,
-                       family->model_type);
-    if (g->ndim != 2 || g->shape[0] != q_rows || g->shape[1] != dim)
+    const int per_head = softplus && j->hf->gate_per_head;
+    const int64_t rows = per_head ? n_heads : q_rows;
+    if (g->ndim != 2 || g->shape[0] != rows || g->shape[1] != dim)
         return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (the output gate: "
-                       "q_proj's shape)", g->name, j->path, (long long)q_rows, (long long)dim);
+                       "%s)", g->name, j->path, (long long)rows, (long long)dim,
+                       per_head ? "one per head, gating per head" : "q_proj's shape");
+    if (b && (b->ndim != 1 || b->shape[0] != n_heads))
+        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (the output gate's bias, "
+                       "one per head)", b->name, j->path, (long long)n_heads);
     out->gated_output = 1;
+    out->gate_per_head = per_head;
+    out->gate_softplus = softplus;
     return RA_OK;
 }
 
@@ -412,7 +439,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
     out->gated_output = gated;
-    RA_HF_TRY(check_gate(j, n_heads * head_dim, dim, out)); /* AfMoE: gated_output too */
+    RA_HF_TRY(check_gate(j, n_heads, n_heads * head_dim, dim, out)); /* gated_output too */
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's
@@ -480,6 +507,24 @@ static ra_status resolve_nope_full_layers(const job *j, int64_t layer, ra_layer_
                        j->hf->family->model_type);
     if (nope > 0) out->no_rope = 1;
     return RA_OK; /* nope < 0 otherwise: the window's checks name the key */
+}
+
+/* RA_HF_NULL_ROPE_SCALED (BeamModel): a layer whose type's rope is null runs
+ * without RoPE, q times compute_attention_scaling's
+ * exp(0.1 * log1p((position_ids + 1) / 2048)). */
+static ra_status resolve_null_rope(const job *j, int64_t layer, ra_layer_config *out)
+{
+    int nope = ra_hf_layer_null_rope(j->hf, layer);
+    if (nope < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "model_type \"%s\" runs the layers of the type whose "
+                       "rope_parameters entry is null without RoPE, and %s",
+                       j->hf->family->model_type, layer < 0 ? "the checkpoint's names carry no "
+                       "layer number" : "the config does not say which type this layer is");
+    if (nope == 0) return RA_OK;
+    out->no_rope = 1;
+    out->temperature_length = 2048.0;
+    out->temperature_power = 0.1;
+    return RA_OK;
 }
 
 /* RA_HF_ATTENTION_CHUNKS (Llama4TextAttention): RoPE layers attend
@@ -642,6 +687,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
     RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
     RA_HF_TRY(resolve_nope_full_layers(&j, t->layer, out));
+    RA_HF_TRY(resolve_null_rope(&j, t->layer, out));
     RA_HF_TRY(resolve_chunks(&j, t->layer, out));
     RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
     RA_HF_TRY(hf_position_q_scaling(config, t->layer, out));

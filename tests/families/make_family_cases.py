@@ -371,6 +371,61 @@ def stacks_refusals(base, w):
              "the output gate's bias (its first rows) is not supported")]
 
 
+def gates_refusals(base, plain, prefix, H, D, dim):
+    """Laguna (its output times softplus(g_proj(x)), per head by gating, query
+    heads per layer): without g_proj, a g_proj of the other granularity,
+    gating of another value, num_attention_heads_per_layer not one per layer
+    or differing where no layer is named; a g_proj where the family has none."""
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    laguna = dict(base, model_type="laguna", num_hidden_layers=1, rope_parameters=rope,
+                  layer_types=["full_attention"])
+    qk = {prefix + n: f32(np.ones(D)) for n in ("q_norm.weight", "k_norm.weight")}
+    per_head = dict(plain, **qk, **{prefix + "g_proj.weight": f32(np.ones((H, dim)))})
+    two = dict(laguna, num_hidden_layers=2, num_attention_heads_per_layer=[4, 2],
+               layer_types=["full_attention"] * 2)
+    return [
+        ("laguna_without_g_proj", laguna, dict(plain, **qk),
+         "has no output gate of its own (gate_proj.weight or g_proj.weight) beside"),
+        ("laguna_g_proj_per_feature", dict(laguna, gating="per-element"), per_head,
+         "is not [%d, %d] (the output gate: q_proj's shape)" % (H * D, dim)),
+        ("laguna_gating_unknown", dict(laguna, gating="per-token"), per_head,
+         '"gating" must be true, false, "per-head" or "per-element"'),
+        ("laguna_heads_per_layer_length", dict(laguna, num_attention_heads_per_layer=[4, 4]),
+         per_head, '"num_attention_heads_per_layer" has 2 entries, not num_hidden_layers (1)'),
+        ("laguna_heads_differ_no_layer", two,
+         {n[len(prefix):]: a for n, a in per_head.items()},
+         "num_attention_heads_per_layer gives the layers different counts of query heads", None),
+        ("llama_stray_g_proj", dict(base, model_type="llama", rope_theta=1e4),
+         dict(plain, **{prefix + "g_proj.weight": f32(np.ones((H, dim)))}),
+         'model_type "llama" has no output gate of its own'),
+        ("llama_heads_per_layer", dict(base, model_type="llama",
+                                       num_attention_heads_per_layer=[4]), plain,
+         '"num_attention_heads_per_layer" (query heads per layer) changes attention'),
+    ] + beam_refusals(base, plain, qk, prefix, H, D, dim)
+
+
+def beam_refusals(base, plain, qk, prefix, H, D, dim):
+    """Beam (gate_proj and a bias per head, gate_bias; its full layers'
+    rope null: no RoPE, q scaled by position: tests/hf/beam_nope_scaled):
+    without gate_bias, gate_bias not one per head; gate_bias where the
+    family has none."""
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": None}
+    beam = dict(base, model_type="beam", num_hidden_layers=1, rope_parameters=rope,
+                layer_types=["full_attention"], sliding_window=4)
+    gated = dict(plain, **qk, **{prefix + "gate_proj.weight": f32(np.ones((H * D, dim)))})
+    bias = lambda n: {prefix + "gate_bias": f32(np.ones(n))}  # noqa: E731
+    return [
+        ("beam_without_gate_bias", beam, gated,
+         "has no output gate's bias per head (gate_bias) beside"),
+        ("beam_gate_bias_per_feature", beam, dict(gated, **bias(H * D)),
+         "is not [%d] (the output gate's bias, one per head)" % H),
+        ("llama_stray_gate_bias", dict(base, model_type="llama", rope_theta=1e4),
+         dict(plain, **bias(H)), 'model_type "llama" has no output gate\'s bias per head'),
+    ]
+
+
 def qk_norms_refusals(base, plain, prefix, H, K, D):
     """Issue 41's families that stay refused, and the q/k norm and o_proj
     norm tensors a family's model would not load or would initialize."""
@@ -379,8 +434,6 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
     after = {prefix + "query_layernorm.weight": ones(D), prefix + "key_layernorm.weight": ones(D)}
     sub_norm = {prefix + "attn_sub_norm.weight": ones(H * D)}
     return [
-        ("laguna", dict(base, model_type="laguna"), plain,
-         'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
         # NanoChat runs (RoPE by the opposite angle: tests/hf/nanochat_*); its
         # weightless q/k norm after RoPE is computed before it, which a rope
         # scaling cos and sin (yarn's attention factor) would change
@@ -1106,7 +1159,8 @@ def family_cases(out):
         # family has none, missing where it has, and Beam's bias per head
         ("afmoe_without_gate_proj", dict(base, model_type="afmoe", rope_theta=1e4,
                                          sliding_window=4, layer_types=["sliding_attention"]),
-         dict(plain, **qk_norms), "has no gate_proj.weight beside"),
+         dict(plain, **qk_norms), "has no output gate of its own (gate_proj.weight or g_proj.weight) "
+         "beside"),
         ("llama_stray_gate_proj", dict(base, model_type="llama", rope_theta=1e4),
          dict(plain, **{layers(0) + "gate_proj.weight": w["q"]}),
          'model_type "llama" has no output gate of its own'),
@@ -1114,9 +1168,6 @@ def family_cases(out):
         ("mimo_v2_flash", dict(base, model_type="mimo_v2_flash", v_head_dim=8), plain,
          'model_type "mimo_v2_flash" is refused: its value heads of their own size '
          "(v_head_dim) outside latent attention, its values scaled by attention_value_scale"),
-        ("beam", dict(base, model_type="beam"), plain,
-         "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
-         "query scaling by position"),
         # Persimmon: rope_theta's default changed in transformers 5; its q/k
         # LayerNorms have biases
         ("persimmon_without_rope_theta", dict(mha, model_type="persimmon"), persimmon,
@@ -1345,6 +1396,7 @@ def family_cases(out):
                          f'model_type "{family_type}" is refused: {what}'))
     refusals += qk_norms_refusals(base, plain, layers(0), H, K, D)
     refusals += stacks_refusals(base, w)
+    refusals += gates_refusals(base, plain, layers(0), H, D, dim)
     for name, cfg, tensors, refused, *layer in refusals:
         save(out, name, cfg, tensors, x, None, layer[0] if layer else 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks

@@ -971,6 +971,30 @@ def gatefam_cases():
                num_hidden_layers=2, H_cycles=2, L_cycles=1, L_bp_cycles=[1])
     yield family("hrm_text_slot_l", "HrmText", hrm, layer=4)
     yield family("hrm_text_slot_h", "HrmText", hrm, layer=7)
+    # Laguna: the output times softplus(g_proj(x)), one gate per head (gating
+    # true) or per feature, query heads per layer (layer 1's 2 of
+    # num_attention_heads 4), q/k norms, a rope per layer type (the full
+    # layer's over half of each head, base 500000), its sliding layer's window
+    laguna = dict(TINY, num_hidden_layers=2, num_attention_heads_per_layer=[4, 2],
+                  layer_types=["full_attention", "sliding_attention"], sliding_window=4,
+                  num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
+                  shared_expert_intermediate_size=8)
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0,
+                               "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    yield family("laguna_heads_sliding", "Laguna", laguna, layer=1, rope=rope, freqs=False)
+    yield family("laguna_gate_per_feature", "Laguna", dict(laguna, gating="per-element"),
+                 rope=rope, freqs=False)
+    # Beam: its full layer without RoPE (rope_parameters' full_attention null),
+    # q times (1 + (p + 1) / 2048)^0.1 (row 1 from position 3000: 1.09 ..),
+    # the output times sigmoid(gate_proj(x) + gate_bias[h]), q/k norms
+    beam = dict(TINY, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
+                sliding_window=4, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
+                mlp_layer_types=["dense", "sparse"], n_group=1, topk_group=1)
+    beam_rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                 "full_attention": None}
+    yield family("beam_nope_scaled", "Beam", beam, layer=1, rope=beam_rope, freqs=False,
+                 pos=positions(3000))
 
 
 def named_seed_cases():

@@ -1293,6 +1293,14 @@ typedef struct ra_layer_config {
      * latent attention or a rope with mrope sections: RA_ERR_UNSUPPORTED */
     double temperature_length; /* 0: none; else positive */
     double temperature_power;  /* finite; used only with temperature_length */
+    /* Latent attention's latents rescaled (dots.note's Dots3NoteTextAttention:
+     * (dim / rank)^1/2): q's latent times q_latent_scale after q_a_norm
+     * (with q_lora_rank), c times kv_latent_scale after kv_a_norm, in the
+     * cache too.  0: 1; else positive and finite; without latent attention
+     * (or q_latent_scale without q_lora_rank): RA_ERR_ARGUMENT.  The shared
+     * rotated key may be RMS-normed before RoPE: weights.k_rope_norm. */
+    double q_latent_scale;
+    double kv_latent_scale;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1398,6 +1406,10 @@ typedef struct ra_layer_weights {
      * gates before the activation (Beam's gate_bias): gate = x wgate^T +
      * bgate[h].  NULL: none; without wgate: RA_ERR_ARGUMENT. */
     const float *bgate; /* [H] or NULL */
+    /* Latent attention's shared rotated key RMS-normed (eps config.norm_eps)
+     * before RoPE, with these weights (dots.note's k_rope_only_layernorm).
+     * NULL: none; without latent attention: RA_ERR_ARGUMENT. */
+    const float *k_rope_norm; /* [head_dim - qk_nope_head_dim] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1577,6 +1589,7 @@ typedef struct ra_layer_grads {
     float *dk_norm_bias; /* k_norm_bias's shape, for a layer with it */
     float *dwgate;       /* wgate's shape, for a layer with wgate */
     float *dbgate;       /* [H], for a layer with bgate */
+    float *dk_rope_norm; /* [head_dim - qk_nope_head_dim], for a layer with k_rope_norm */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

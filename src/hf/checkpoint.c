@@ -623,6 +623,17 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
                     &out->latent[m], &out->latent_bias[m]);
     for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     out->mla = 1;
+    /* HY V4's output gate and sinks, as transformers names them or as its
+     * checkpoints do (hf/layer_mla.c checks them; both names: check_consumed) */
+    static const char *const names[2][2] = {{"gate_proj.weight", "linear_gate.weight"},
+                                            {"sinks", "learnable_sink_param"}};
+    const ra_st_tensor **found[2] = {&out->gate, &out->sinks};
+    char name[NAME_LEN];
+    for (int i = 0; i < 2; i++)
+        for (int n = 0; n < 2 && !*found[i]; n++) {
+            snprintf(name, NAME_LEN, "%.*s%s", stem, wo, names[i][n]);
+            *found[i] = hf_find_tensor(files, name, NULL);
+        }
 }
 
 /* A stack's layers (RA_HF_LAYER_STACKS): model.<stack>.layers.N.self_attn.

@@ -20,17 +20,18 @@
 /* DeepSeek sparse attention and its followers: a lightning indexer scores
  * the earlier tokens and each query attends to its top-k keys only. */
 /* Their latent attention beside the indexer: A.X K2's query and output gate
- * from the q latent, normed and not (q_gate_proj); HY V4's gate_proj and
- * sinks; dots.note's per-head gate (g_proj) and rescaled, normed latents. */
+ * from the q latent, normed and not (q_gate_proj); dots.note's per-head gate
+ * (g_proj), rescaled latents and normed rotated key, which the core runs,
+ * and its sizes per layer type (Dots3NoteTextConfig.per_layer_config). */
 #define Q_GATE_PROJ                                                                      \
     "its q_gate_proj (queries and a sigmoid output gate from the q latent, normed and not) " \
     "is not supported"
-#define GATE_PROJ_SINKS                                                                  \
-    "its output gate from a projection of its own (gate_proj) and its attention sinks "  \
-    "beside latent attention are not supported"
 #define G_PROJ                                                                           \
-    "its per-head output gate (g_proj) and its rescaled latents with a norm of the "     \
-    "rotated key (k_rope_only_layernorm) are not supported"
+    "its per-head output gate (g_proj), rescaled latents (q_lora_scale, kv_lora_scale) "  \
+    "and norm of the rotated key (k_rope_only_layernorm) under latent attention are not " \
+    "read from its config and checkpoints (the layer runs them: gate_per_head, "          \
+    "q_latent_scale, kv_latent_scale, k_rope_norm), nor its latent sizes per layer type " \
+    "(per_layer_config: the sliding layers' swa_*)"
 /* Qwen4-Exp: each query keeps the blocks of indexer_compress_ratio keys
  * whose means score best, up to indexer_budget keys */
 #define QSA                                                                              \
@@ -131,6 +132,12 @@
     "v_head_dim=256 hidden_size=6144 num_attention_heads=64 num_key_value_heads=64 "    \
     "max_position_embeddings=202752 index_topk=2048 index_n_heads=32 index_head_dim=128"
 #define DSA (RA_HF_MLA | RA_HF_INDEXER_TOPK)
+/* HYV4Config's */
+#define HY_V4_DEFAULTS                                                                   \
+    "kv_lora_rank=512 q_lora_rank=1536 qk_nope_head_dim=192 qk_rope_head_dim=64 "       \
+    "v_head_dim=256 hidden_size=2816 num_attention_heads=32 num_key_value_heads=32 "    \
+    "max_position_embeddings=262144 index_topk=2048 index_n_heads=16 index_head_dim=128 " \
+    "rms_norm_eps=1e-05"
 #define LLAMA4                                                                           \
     (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
      RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
@@ -380,7 +387,10 @@ static const ra_hf_family families[] = {
     ROW("hy_v3", H, RA_HF_QK_NORM, NULL,
         "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, ALL(AB, 0)),
-    ROW("hy_v4", H, 0, GATE_PROJ_SINKS, NULL, NOWINDOW, NO_BIAS),
+    /* HYV4Config: DeepSeek-V3.2's attention (indexer top-k shared by indexer_types) with
+     * rotate_half's rope, its output times sigmoid(gate_proj(x)) per feature, and sinks */
+    ROW("hy_v4", H, DSA | RA_HF_INDEXER_SHARED | RA_HF_GATE_PROJ | RA_HF_SINKS, NULL,
+        HY_V4_DEFAULTS, NOWINDOW, NO_BIAS),
     /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
@@ -570,7 +580,6 @@ static const ra_hf_family families[] = {
 #undef GEMMA3N_DEFAULTS
 #undef GEMMA4
 #undef Q_GATE_PROJ
-#undef GATE_PROJ_SINKS
 #undef G_PROJ
 #undef QSA
 #undef DSA

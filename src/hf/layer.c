@@ -212,6 +212,8 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
                                       : (order[i].bias ? t->latent_bias[k] : t->latent[k]);
         if (x) RA_HF_TRY(add_tensor(l, x, order[i].slot, 0));
     }
+    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0)); /* HY V4's */
+    if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     return RA_OK;
 }
 

@@ -1406,8 +1406,6 @@ def family_cases(out):
     # beside what else their attention has
     beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
               "dots3_note_text": "its per-head output gate (g_proj)",
-              "hy_v4": "its output gate from a projection of its own (gate_proj) and its "
-                       "attention sinks",
               "qwen4_exp": "its block-sparse indexer (QSA", "qwen4_exp_text": "its block-sparse "
               "indexer (QSA"}
     for family, why in beside.items():

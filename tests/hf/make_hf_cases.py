@@ -316,14 +316,18 @@ def grads_as_saved(model, grads):
 
 def saved_grads(d, model, layer, args, kwargs, x, dy):
     """grads_of's, named as d's model.safetensors names the weights: under
-    saved_prefix, or where save_pretrained converts them, grads_as_saved."""
+    saved_prefix, or where save_pretrained converts or renames them (HY
+    V4's linear_gate, learnable_sink_param), grads_as_saved."""
     try:
         prefix = saved_prefix(d, model, layer)
     except ValueError:
         prefix = None
     grads = grads_of(model, layer, args, kwargs, x, dy,
                      prefix or attention_name(model, layer) + ".")
-    return grads if prefix else grads_as_saved(model, grads)
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    saved = all(k in header for k in grads if k != "x")
+    return grads if saved else grads_as_saved(model, grads)
 
 
 def save(d, name, array):
@@ -995,6 +999,17 @@ def gatefam_cases():
                  "full_attention": None}
     yield family("beam_nope_scaled", "Beam", beam, layer=1, rope=beam_rope, freqs=False,
                  pos=positions(3000))
+    # HY V4: DeepSeek-V3.2's latent attention and indexer (up to index_topk
+    # keys: every key kept), rotate_half's rope, the output times
+    # sigmoid(gate_proj(x)) per feature, sinks; saved as linear_gate and
+    # learnable_sink_param
+    hy = dict(hidden_size=32, num_attention_heads=4, kv_lora_rank=8, q_lora_rank=12,
+              qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, intermediate_size=16,
+              moe_intermediate_size=8, n_routed_experts=2, num_experts_per_tok=1,
+              n_shared_experts=1, vocab_size=16, max_position_embeddings=64, pad_token_id=0,
+              bos_token_id=1, eos_token_id=2, index_topk=24, index_n_heads=2, index_head_dim=8,
+              num_hidden_layers=1, learnable_sink_init=0.5)
+    yield family("hy_v4_gate_sinks", "HYV4", hy, pos=positions(5))
 
 
 def named_seed_cases():

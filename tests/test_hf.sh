@@ -141,7 +141,7 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 "
-NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa "
+NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
 ROTARY_PER_TYPE=" laguna "  # its layer types rotate different parts of each head
 

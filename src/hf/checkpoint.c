@@ -122,8 +122,12 @@ static const naming_scheme schemes[] = {
  * looked for beside them: find_latent). */
 #define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
                    "kv_a_layernorm.weight", "o_proj.weight"}
+/* Ling's (bailing_hybrid) checkpoints: the module is attention, o_proj dense */
+#define MLA_DENSE_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", \
+                         "kv_a_layernorm.weight", "dense.weight"}
 static const naming_scheme latent_schemes[] = {
     {"", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
+    {"model.layers.", ".attention.", MLA_DENSE_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
     {"self_attn.", NULL, MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
     {"model.layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
     {"layers.", ".self_attn.", MLA_NAMES, RA_LAYOUT_INTERLEAVED, 0, NULL},
@@ -608,6 +612,28 @@ static void find_module(const ra_hf_checkpoint *files, const char *stem, int ste
     *bias = norm ? NULL : hf_find_tensor(files, name, NULL);
 }
 
+/* The output gate's weight, under the names the family's model loads it
+ * by: g_proj (a gate per head: LFM3, Ling; Laguna's softplus), or as LFM3's
+ * checkpoints save it, gate_proj; else gate_proj (AfMoE), or as HY V4's
+ * checkpoints save it beside latent attention, linear_gate; NULL: none.  (Another name is
+ * left unused: refused, check_consumed.)  The layer checks it against the
+ * family (hf/gate.c). */
+static void find_gate(const ra_hf_checkpoint *files, attention_tensors *out, int stem,
+                      ra_hf_features features)
+{
+    const int g_proj = (features & (RA_HF_GATE_PER_HEAD | RA_HF_SOFTPLUS_G_PROJ)) != 0;
+    const char *names[2] = {g_proj ? "g_proj.weight" : "gate_proj.weight",
+                            features & RA_HF_GATE_SAVED_AS_GATE_PROJ ? "gate_proj.weight"
+                            : !g_proj && (features & RA_HF_MLA) ? "linear_gate.weight" /* HY V4 */
+                                                                 : NULL};
+    char name[NAME_LEN];
+    out->gate = NULL;
+    for (int i = 0; i < 2 && names[i] && !out->gate; i++) {
+        snprintf(name, NAME_LEN, "%.*s%s", stem, out->proj[PROJ_Q]->name, names[i]);
+        out->gate = hf_find_tensor(files, name, NULL);
+    }
+}
+
 /* Latent attention's tensors beside o_proj: the four of its scheme, found,
  * in proj[PROJ_Q .. PROJ_O] (kv_a_proj_with_mqa, kv_b_proj, kv_a_layernorm,
  * o_proj), moved to latent[]; q's looked for by name. */
@@ -623,17 +649,14 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
                     &out->latent[m], &out->latent_bias[m]);
     for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     out->mla = 1;
-    /* HY V4's output gate and sinks, as transformers names them or as its
-     * checkpoints do (hf/layer_mla.c checks them; both names: check_consumed) */
-    static const char *const names[2][2] = {{"gate_proj.weight", "linear_gate.weight"},
-                                            {"sinks", "learnable_sink_param"}};
-    const ra_st_tensor **found[2] = {&out->gate, &out->sinks};
+    /* HY V4's sinks, as transformers names them or as its checkpoints do
+     * (hf/layer_mla.c checks them; both names: check_consumed) */
+    static const char *const sinks[2] = {"sinks", "learnable_sink_param"};
     char name[NAME_LEN];
-    for (int i = 0; i < 2; i++)
-        for (int n = 0; n < 2 && !*found[i]; n++) {
-            snprintf(name, NAME_LEN, "%.*s%s", stem, wo, names[i][n]);
-            *found[i] = hf_find_tensor(files, name, NULL);
-        }
+    for (int n = 0; n < 2 && !out->sinks; n++) {
+        snprintf(name, NAME_LEN, "%.*s%s", stem, wo, sinks[n]);
+        out->sinks = hf_find_tensor(files, name, NULL);
+    }
 }
 
 /* A stack's layers (RA_HF_LAYER_STACKS): model.<stack>.layers.N.self_attn.
@@ -699,6 +722,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
     const char *wq = out->proj[PROJ_Q]->name;
     int stem = (int)(strlen(wq) - strlen(scheme->names[PROJ_Q]));
     out->layer = scheme->infix ? layer : -1;
+    find_gate(files, out, stem, features);
     if (mla) {
         find_latent(files, out, stem);
         return check_consumed(files, out, stem, scheme->returned_bias, indexer);
@@ -724,11 +748,6 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
     if (!out->sinks) out->sinks = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
     out->o_norm = hf_find_tensor(files, name, NULL);
-    snprintf(name, NAME_LEN, "%.*sgate_proj.weight", stem, wq); /* AfMoE's output gate */
-    out->gate = hf_find_tensor(files, name, NULL);
-    snprintf(name, NAME_LEN, "%.*sg_proj.weight", stem, wq); /* Laguna's (gate_proj beside it:
-                                                                 left for check_consumed) */
-    if (!out->gate) out->gate = hf_find_tensor(files, name, NULL);
     snprintf(name, NAME_LEN, "%.*sgate_bias", stem, wq); /* Beam's, one per head */
     out->gate_bias = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);

@@ -47,6 +47,19 @@
  * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
 #define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_QK_LAYERNORM_NAMES)
 #define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
+/* LFM3's attention: LFM2's norms under Qwen3's names, a gate per head, a rope per layer type */
+#define LFM3 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_LOCAL_ROPE | RA_HF_GATE_PER_HEAD |      \
+              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_ROPE_WHOLE_HEAD)
+#define LFM3_DEFAULTS                                                                    \
+    "hidden_size=2048 num_attention_heads=16 num_key_value_heads=4 head_dim=128 "       \
+    "max_position_embeddings=128000 rms_norm_eps=1e-05 sliding_window=256"
+/* Lfm3Config's default rope_parameters: the full layers' "proportional" rope (refused) */
+#define LFM3_ROPE                                                                        \
+    .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "              \
+                    "\"rope_theta\": 10000.0}, \"full_attention\": {\"rope_type\": "        \
+                    "\"proportional\", \"rope_theta\": 1000000.0, "                         \
+                    "\"partial_rotary_factor\": 0.5}}",                                     \
+    .default_rope_name = "Lfm3Config's default rope_parameters."
 /* Gemma 3n: q and k RMS-normed (plain weights), values RMS-normed per head
  * without weights, softmax scale 1, a rope per layer type, windows by
  * layer_types; the last num_kv_shared_layers layers reuse an earlier
@@ -121,6 +134,11 @@
     "hidden_size=2560 num_attention_heads=40 num_key_value_heads=40 "                   \
     "max_position_embeddings=32768"
 #define MLA_V3 (RA_HF_MLA | RA_HF_ROPE_INTERLEAVE)
+/* BailingHybridConfig's (no q_lora_rank: q_proj; its rope_theta under rope_parameters) */
+#define BAILING_HYBRID_DEFAULTS                                                          \
+    "kv_lora_rank=512 qk_nope_head_dim=128 qk_rope_head_dim=64 v_head_dim=128 "         \
+    "hidden_size=2560 num_attention_heads=32 num_key_value_heads=32 "                   \
+    "max_position_embeddings=262144 rope_theta=6000000"
 /* DeepseekV32Config's and GlmMoeDsaConfig's: A.X K1's attention (always
  * with q_a_proj, interleaved pairs whatever rope_interleave says) and an
  * indexer; GLM-MoE-DSA's layers may share one. */
@@ -240,8 +258,11 @@ static const ra_hf_family families[] = {
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
-    ROW("bailing_hybrid", I, 0, "its latent attention's output gate per head (g_proj) is not "
-        "supported", NULL, NOWINDOW, NO_BIAS),
+    /* BailingHybridConfig (Ling 3.0): DeepSeek-V3's latent attention with q_proj alone,
+     * interleaved pairs always, and a sigmoid gate per head (g_proj); its linear-attention
+     * layers are refused (layer_types) */
+    ROW("bailing_hybrid", I, RA_HF_MLA | RA_HF_GATE_PER_HEAD, NULL, BAILING_HYBRID_DEFAULTS,
+        NOWINDOW, NO_BIAS),
     /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
         ALL(AB, 0)),
@@ -425,8 +446,10 @@ static const ra_hf_family families[] = {
         ALL(AB, 0), LAGUNA_ROPE),
     ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0)),
-    ROW("lfm3", H, 0, "its output gate per head (g_proj, use_attention_gate) is not supported",
-        NULL, NOWINDOW, NO_BIAS),
+    /* Lfm3Config: Qwen3's q/k norms (epsilon norm_eps), a sigmoid gate per head (g_proj,
+     * use_attention_gate), a rope per layer type, windows by layer_types; its convolution
+     * layers are refused */
+    ROW("lfm3", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE),
     ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
@@ -593,6 +616,10 @@ static const ra_hf_family families[] = {
 #undef MELLUM_ROPE
 #undef LAGUNA_ROPE
 #undef BEAM_ROPE
+#undef LFM3
+#undef LFM3_DEFAULTS
+#undef LFM3_ROPE
+#undef BAILING_HYBRID_DEFAULTS
 #undef HUNYUAN
 #undef QWEN3_VL_THETA
 #undef MLA_V3
@@ -711,6 +738,7 @@ static const attention_key attention_keys[] = {
     {"num_attention_heads_per_layer", NULL_ONLY, RA_HF_HEADS_PER_LAYER, "query heads per layer"},
     {"num_kv_shared_layers", FALSE_ONLY, RA_HF_KV_SHARED_LAYERS,
      "layers that take their keys and values from an earlier layer"},
+    {"use_attention_gate", FALSE_ONLY, RA_HF_GATE_BY_KEY, "an output gate per head"},
 };
 
 /* Keys that show a config describes attention (an unknown model_type with

@@ -356,6 +356,20 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * times (1 + (p + 1) / 2048)^0.1, a scalable softmax (ra_layer_config.temperature_length,
  * _power; Beam) */
 #define RA_HF_NULL_ROPE_SCALED RA_HF_BIT(76)
+/* The attention output gated per head (bits 64 .. 71, hf/gate.c): g_proj.weight [H, dim] beside
+ * q_proj (or latent attention's tensors), without a bias; each head's output times
+ * sigmoid(g_proj(x))[h] before o_proj (LFM3; Ling's latent attention, bailing_hybrid) */
+#define RA_HF_GATE_PER_HEAD RA_HF_BIT(64)
+/* with RA_HF_GATE_PER_HEAD: use_attention_gate (default true) turns the gate on; false: no g_proj
+ * (LFM3) */
+#define RA_HF_GATE_BY_KEY RA_HF_BIT(65)
+/* with RA_HF_GATE_PER_HEAD: the gate saved as gate_proj.weight, which transformers renames g_proj
+ * on load (its conversion mapping), g_proj.weight read too (LFM3) */
+#define RA_HF_GATE_SAVED_AS_GATE_PROJ RA_HF_BIT(66)
+/* partial_rotary_factor other than 1 refused, top level or in either layer type's rope: the
+ * family's rotary embedding rotates all of head_dim whatever it says (LFM3's default rope; its
+ * other rope types fail in transformers) */
+#define RA_HF_ROPE_WHOLE_HEAD RA_HF_BIT(67)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -507,6 +521,8 @@ typedef struct ra_hf_fields {
     int head_layer_norms;
     /* RA_HF_QK_NORM_BY_KEY: use_qk_norm (default false), the q and k RMSNorms on. */
     int qk_norm_by_key;
+    /* RA_HF_GATE_BY_KEY: use_attention_gate (default true), the output gate on. */
+    int attention_gate;
     /* attention_bias, where the config gives it (Llama, Gemma, Cohere, OLMo
      * 2, Qwen3, GPT-NeoX ...): whether q, k, v and o have biases;
      * has_attention_bias 0 when absent or null. */

@@ -215,6 +215,13 @@ ra_status hf_check_kv_shared(const ra_hf_config *config, int64_t layer);
  * given; the caller gave no n_heads either. */
 ra_status hf_no_query_heads(const ra_hf_config *config);
 
+/* The output gate from a projection of its own (gate.c): t->gate where
+ * the family has one (out->gated_output, gate_per_head set), and nowhere
+ * else, checked against out's n_heads and dim and head_features, the
+ * output's features per head (head_dim; v_head_dim with latent attention). */
+ra_status hf_gate_config(const ra_hf_fields *hf, const attention_tensors *t, const char *path,
+                         int64_t head_features, ra_layer_config *out);
+
 /* The same for latent attention's tensors (t->mla; layer_mla.c). */
 ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options,
                         const char *path, const attention_tensors *t, ra_layer_config *out,

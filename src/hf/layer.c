@@ -8,8 +8,9 @@
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
- * AfMoE's gate_proj fills wgate's, and HRM-Text's gqkv_proj wgate's, wq's,
- * wk's and wv's, one after another in wgate's array;
+ * AfMoE's gate_proj, LFM3's, Ling's and Laguna's g_proj, HY V4's gate_proj
+ * fill wgate's, and HRM-Text's gqkv_proj wgate's, wq's, wk's and wv's, one
+ * after another in wgate's array; Beam's gate_bias fills bgate's;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
@@ -193,7 +194,8 @@ static void alias_gated_rows(ra_hf_layer *l, const attention_tensors *t)
     }
 }
 
-/* Latent attention's tensor list and slots: weights, biases, norms (a
+/* Latent attention's tensor list and slots: weights, biases, norms, the
+ * output gate and sinks (a
  * bias of another projection was refused: hf_mla_config). */
 static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
 {
@@ -212,8 +214,8 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
                                       : (order[i].bias ? t->latent_bias[k] : t->latent[k]);
         if (x) RA_HF_TRY(add_tensor(l, x, order[i].slot, 0));
     }
-    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0)); /* HY V4's */
-    if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
+    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0)); /* Ling's g_proj, HY V4's */
+    if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));   /* HY V4's */
     return RA_OK;
 }
 

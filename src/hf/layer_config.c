@@ -333,53 +333,6 @@ static ra_status check_biases(const job *j)
     return RA_OK;
 }
 
-/* The tensor `what` (a name beside q_proj) where the family has it (has),
- * and nowhere else: *found, a tensor the family's model would initialize
- * when missing. */
-static ra_status check_own(const job *j, const ra_st_tensor *found, int has, const char *what)
-{
-    char who[96];
-    if (found && !has)
-        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: %s has no %s (transformers would "
-                       "not use it)", found->name, j->path, family_name(j, who, sizeof who),
-                       what);
-    if (has && !found)
-        return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s beside '%s': model_type \"%s\" reads it "
-                       "(transformers would initialize it)", j->path, what,
-                       j->t->proj[PROJ_Q]->name, j->hf->family->model_type);
-    return RA_OK;
-}
-
-/* The output gate's weight where the family has one (out->gated_output),
- * and nowhere else: gate_proj.weight [H * D, dim], sigmoid (RA_HF_GATE_PROJ;
- * with RA_HF_GATE_BIAS, gate_bias [H] beside it), or g_proj.weight [H, dim]
- * or [H * D, dim] as gating says, softplus (RA_HF_SOFTPLUS_G_PROJ). */
-static ra_status check_gate(const job *j, int64_t n_heads, int64_t q_rows, int64_t dim,
-                            ra_layer_config *out)
-{
-    const ra_st_tensor *g = j->t->gate, *b = j->t->gate_bias;
-    const ra_hf_features features = j->hf->family ? j->hf->family->features : 0;
-    const int softplus = (features & RA_HF_SOFTPLUS_G_PROJ) != 0;
-    const int has = softplus || (features & RA_HF_GATE_PROJ);
-    RA_HF_TRY(check_own(j, g, has, "output gate of its own (gate_proj.weight or g_proj.weight)"));
-    RA_HF_TRY(check_own(j, b, (features & RA_HF_GATE_BIAS) != 0, "output gate's bias per head "
-                        "(gate_bias)"));
-    if (!has) return RA_OK;
-    const int per_head = softplus && j->hf->gate_per_head;
-    const int64_t rows = per_head ? n_heads : q_rows;
-    if (g->ndim != 2 || g->shape[0] != rows || g->shape[1] != dim)
-        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (the output gate: "
-                       "%s)", g->name, j->path, (long long)rows, (long long)dim,
-                       per_head ? "one per head, gating per head" : "q_proj's shape");
-    if (b && (b->ndim != 1 || b->shape[0] != n_heads))
-        return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld] (the output gate's bias, "
-                       "one per head)", b->name, j->path, (long long)n_heads);
-    out->gated_output = 1;
-    out->gate_per_head = per_head;
-    out->gate_softplus = softplus;
-    return RA_OK;
-}
-
 /* n_heads, n_kv_heads and head_dim from the options, config and the
  * weights' shapes, in that order of precedence; each weight's shape
  * checked; the norms and the softmax scale. */
@@ -439,7 +392,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->n_kv_heads = n_kv_heads;
     out->head_dim = head_dim;
     out->gated_output = gated;
-    RA_HF_TRY(check_gate(j, n_heads, n_heads * head_dim, dim, out)); /* gated_output too */
+    RA_HF_TRY(hf_gate_config(hf, j->t, j->path, head_dim, out)); /* AfMoE: gated_output too */
     out->clip_qkv = hf->has_clip_qkv ? hf->clip_qkv : 0.0; /* OLMo */
     out->clip_after_norm = out->clip_qkv > 0 && (j->t->norm[0] || j->t->norm[1]); /* OLMoE */
     /* The softmax scale: Granite's attention_multiplier, Gemma's

@@ -9,6 +9,7 @@
  *     q_b_proj [H * D, rq]                            D = Dn + Dr
  *   kv_a_proj_with_mqa [r + Dr, dim] (+ bias), kv_a_layernorm [r],
  *   kv_b_proj [H * (Dn + Dv), r], o_proj [dim, H * Dv] (+ bias)
+ *   (Ling's bailing_hybrid: g_proj [H, dim], a sigmoid gate per head: hf/gate.c)
  *
  * with Dn = qk_nope_head_dim, Dr = qk_rope_head_dim, Dv = v_head_dim,
  * r = kv_lora_rank, rq = q_lora_rank.  Biases only where attention_bias
@@ -152,6 +153,7 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     RA_HF_TRY(check_biases(j, dim, rq, r + Dr));
     out->dim = dim;
     out->n_heads = out->n_kv_heads = H;
+    RA_HF_TRY(hf_gate_config(hf, j->t, j->path, Dv, out)); /* Ling's g_proj */
     out->head_dim = D;
     out->kv_lora_rank = r;
     out->q_lora_rank = rq;
@@ -161,31 +163,21 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     return RA_OK;
 }
 
-/* The output gate (gate_proj.weight [H * Dv, dim], sigmoid: RA_HF_GATE_PROJ)
- * and the sinks ([H]: RA_HF_SINKS) beside o_proj where the family reads
- * them (HY V4's), and nowhere else. */
-static ra_status check_gate_and_sinks(const job *j, ra_layer_config *out)
+/* The sinks ([H]: RA_HF_SINKS) beside o_proj where the family reads them
+ * (HY V4's), and nowhere else (its output gate: hf/gate.c). */
+static ra_status check_sinks(const job *j, const ra_layer_config *out)
 {
-    const ra_hf_features features = j->hf->family->features;
-    const ra_st_tensor *const found[2] = {j->t->gate, j->t->sinks};
-    const int has[2] = {(features & RA_HF_GATE_PROJ) != 0, (features & RA_HF_SINKS) != 0};
-    static const char *const what[2] = {"an output gate (gate_proj.weight)", "sinks"};
-    for (int i = 0; i < 2; i++) {
-        if (found[i] && !has[i])
-            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" reads no "
-                           "%s beside latent attention (transformers would not use it)",
-                           found[i]->name, j->path, j->hf->family->model_type, what[i]);
-        if (!found[i] && has[i])
-            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s beside '%s': model_type \"%s\" "
-                           "reads it (transformers would initialize it)", j->path, what[i],
-                           j->t->proj[PROJ_O]->name, j->hf->family->model_type);
-    }
-    if (found[0])
-        RA_HF_TRY(check_shape(j, found[0], out->n_heads * out->v_head_dim, out->dim,
-                              "the output gate: one per output feature"));
-    if (found[1]) RA_HF_TRY(check_shape(j, found[1], out->n_heads, 0, "one sink per head"));
-    out->gated_output = found[0] != NULL;
-    return RA_OK;
+    const ra_st_tensor *s = j->t->sinks;
+    const int has = (j->hf->family->features & RA_HF_SINKS) != 0;
+    if (s && !has)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" reads no sinks "
+                       "beside latent attention (transformers would not use it)", s->name,
+                       j->path, j->hf->family->model_type);
+    if (!s && has)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no sinks beside '%s': model_type \"%s\" reads "
+                       "them (transformers would initialize them)", j->path,
+                       j->t->proj[PROJ_O]->name, j->hf->family->model_type);
+    return s ? check_shape(j, s, out->n_heads, 0, "one sink per head") : RA_OK;
 }
 
 /* The softmax scale (0: D^-1/2) from the rope object in use (the config's,
@@ -219,7 +211,7 @@ ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: latent attention's tensors need a config whose "
                        "model_type runs it (deepseek_v2, deepseek_v3, kimi_k2 ...)", config->path);
     RA_HF_TRY(resolve_shapes(&j, out));
-    RA_HF_TRY(check_gate_and_sinks(&j, out));
+    RA_HF_TRY(check_sinks(&j, out));
     const ra_hf_rope *r = &config->rope;
     if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g: latent attention "

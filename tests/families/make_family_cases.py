@@ -386,9 +386,10 @@ def gates_refusals(base, plain, prefix, H, D, dim):
                layer_types=["full_attention"] * 2)
     return [
         ("laguna_without_g_proj", laguna, dict(plain, **qk),
-         "has no output gate of its own (gate_proj.weight or g_proj.weight) beside"),
+         'has no g_proj.weight beside \'model.layers.0.self_attn.o_proj.weight\': model_type '
+         '"laguna" gates'),
         ("laguna_g_proj_per_feature", dict(laguna, gating="per-element"), per_head,
-         "is not [%d, %d] (the output gate: q_proj's shape)" % (H * D, dim)),
+         "is not [%d, %d] (the output gate: one per output feature)" % (H * D, dim)),
         ("laguna_gating_unknown", dict(laguna, gating="per-token"), per_head,
          '"gating" must be true, false, "per-head" or "per-element"'),
         ("laguna_heads_per_layer_length", dict(laguna, num_attention_heads_per_layer=[4, 4]),
@@ -398,7 +399,7 @@ def gates_refusals(base, plain, prefix, H, D, dim):
          "num_attention_heads_per_layer gives the layers different counts of query heads", None),
         ("llama_stray_g_proj", dict(base, model_type="llama", rope_theta=1e4),
          dict(plain, **{prefix + "g_proj.weight": f32(np.ones((H, dim)))}),
-         'model_type "llama" has no output gate of its own'),
+         "tensor 'model.layers.0.self_attn.g_proj.weight' in"),
         ("llama_heads_per_layer", dict(base, model_type="llama",
                                        num_attention_heads_per_layer=[4]), plain,
          '"num_attention_heads_per_layer" (query heads per layer) changes attention'),
@@ -1069,6 +1070,9 @@ def family_cases(out):
     meta = {"layers.0.attention.w%s.weight" % p: w[p] for p in "qkvo"}
     qwen2_vl = dict(plain, **bias("q", "k", "v"))  # q/k/v biases always
     qk_norms = {layers(0) + n: f32(np.ones(D)) for n in ("q_norm.weight", "k_norm.weight")}
+    lfm3 = dict(base, model_type="lfm3", layer_types=["full_attention"], rope_parameters={
+        t: {"rope_type": "default", "rope_theta": 1e4}
+        for t in ("full_attention", "sliding_attention")})
     mha = {k: v for k, v in base.items() if k not in ("head_dim", "num_key_value_heads")}
     pd = dim // H  # Persimmon: query_key_value [H, 3, pd], dense, biased; q/k LayerNorms
     persimmon = {layers(0) + n: f32(RNG.normal(0, 0.3, s)) for n, s in (
@@ -1159,8 +1163,7 @@ def family_cases(out):
         # family has none, missing where it has, and Beam's bias per head
         ("afmoe_without_gate_proj", dict(base, model_type="afmoe", rope_theta=1e4,
                                          sliding_window=4, layer_types=["sliding_attention"]),
-         dict(plain, **qk_norms), "has no output gate of its own (gate_proj.weight or g_proj.weight) "
-         "beside"),
+         dict(plain, **qk_norms), "has no gate_proj.weight beside"),
         ("llama_stray_gate_proj", dict(base, model_type="llama", rope_theta=1e4),
          dict(plain, **{layers(0) + "gate_proj.weight": w["q"]}),
          'model_type "llama" has no output gate of its own'),
@@ -1383,12 +1386,30 @@ def family_cases(out):
          plain, '"key_multiplier" (k scaled) changes attention'),
         ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
             "full_attention"]), plain, "a gate per query head"),
+        # LFM3: its gate per head (g_proj, saved as gate_proj) where use_attention_gate
+        # says, and nowhere else; its full layers' "proportional" rope (the class's
+        # default); partial_rotary_factor, which its default rope does not read
+        ("lfm3_without_gate", dict(lfm3, use_attention_gate=True), dict(plain, **qk_norms),
+         "has no gate_proj.weight (or g_proj.weight) beside"),
+        ("lfm3_gate_without_use_attention_gate", dict(lfm3, use_attention_gate=False),
+         dict(plain, **qk_norms, **{layers(0) + "g_proj.weight": f32(np.ones((H, dim)))}),
+         'has no output gate of its own while use_attention_gate is false'),
+        ("lfm3_gate_shape", lfm3,
+         dict(plain, **qk_norms, **{layers(0) + "gate_proj.weight": w["q"]}),
+         "(the output gate: one per query head)"),
+        ("lfm3_proportional_rope", dict(lfm3, rope_parameters=None), dict(plain, **qk_norms),
+         '"rope_parameters.full_attention.rope_type" is "proportional"'),
+        ("lfm3_partial_rotary", dict(lfm3, rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e4,
+                               "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+         dict(plain, **qk_norms), 'model_type "lfm3" rotates all of head_dim'),
+        ("llama_use_attention_gate", dict(base, model_type="llama", use_attention_gate=True),
+         plain, '"use_attention_gate" (an output gate per head) changes attention'),
     ]
     # hybrid families whose attention needs what ropeattn lacks: each names it
     for family_type, what in (
-            ("bailing_hybrid", "its latent attention's output gate per head (g_proj)"),
             ("inkling2_text", "its attention's short convolutions of k (k_sconv)"),
-            ("lfm3", "its output gate per head (g_proj, use_attention_gate)"),
             ("recurrent_gemma", "its attention layers, among recurrent blocks by block_types"),
             ("zamba2", "its attention is one shared block run on the hidden state concatenated"),
             ("zaya", "its q, k and v come from a convolutional projection")):

@@ -240,6 +240,9 @@ def mla_cases(out):
     bad_kv_b = dict(plain, **{layers(0) + "kv_b_proj.weight": w["kv_b"][:-1]})
     fp8 = dict(plain, **{layers(0) + "q_a_proj.weight": np.zeros((RQ, DIM), np.uint8),
                          layers(0) + "q_a_proj.weight_scale_inv": f32(np.ones((1, 1)))})
+    ling = dict(base, model_type="bailing_hybrid", layer_types=["full_attention"])
+    ling_tensors = named(weights(q_lora=False), layers(0))
+    g_proj = f32(np.ones((H, DIM)))
     refusals = [
         ("deepseek_kv_b_proj_bias", v3,
          dict(plain, **{layers(0) + "kv_b_proj.bias": f32(np.zeros(H * (DN + DV)))}),
@@ -272,6 +275,14 @@ def mla_cases(out):
         ("deepseek_yarn_without_factor", dict(v3, max_position_embeddings=8192, rope_scaling={
             "type": "yarn", "original_max_position_embeddings": 4096, "mscale_all_dim": 1.0}),
          plain, 'rope type yarn without "factor"'),
+        # Ling's gate per head (g_proj [H, dim]): where the family has it, and
+        # nowhere else
+        ("bailing_hybrid_without_g_proj", ling, ling_tensors, "has no g_proj.weight beside"),
+        ("bailing_hybrid_g_proj_shape", ling,
+         dict(ling_tensors, **{layers(0) + "g_proj.weight": f32(np.ones((H * DV, DIM)))}),
+         "(the output gate: one per query head)"),
+        ("deepseek_stray_g_proj", v3, dict(plain, **{layers(0) + "g_proj.weight": g_proj}),
+         "ropeattn does not use it"),
         ("llama_kv_lora_rank", {"model_type": "llama", "kv_lora_rank": R,
                                 "num_attention_heads": H}, plain,
          '"kv_lora_rank" (latent attention) changes attention and is not supported for '

@@ -260,6 +260,12 @@ def f64_distance(model, layer, args, kwargs, y):
     return float((y.double() - y64).abs().max() / y64.abs().max())
 
 
+def saved_names(d):
+    """The tensor names (and the metadata key) of d's model.safetensors."""
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        return json.loads(f.read(int.from_bytes(f.read(8), "little")))
+
+
 def saved_prefix(d, model, layer):
     """The name layer `layer`'s attention has in d's model.safetensors: its
     module name, or (a multimodal model that save_pretrained writes in an
@@ -267,8 +273,7 @@ def saved_prefix(d, model, layer):
     Qwen2-VL's model.layers.L for model.language_model.layers.L) the one
     saved name ending as it does."""
     name = attention_name(model, layer)
-    with open(os.path.join(d, "model.safetensors"), "rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    header = saved_names(d)
     if any(k.startswith(name + ".") for k in header):
         return name + "."
     tail = re.search(r"(layers|h)\.\d+\.\w+$", name).group(0) + "."
@@ -277,6 +282,17 @@ def saved_prefix(d, model, layer):
     if len(found) != 1:
         raise ValueError(f"{name}: saved as {sorted(found) or 'nothing'}")
     return found.pop()
+
+
+def saved_grads(model, grads):
+    """grads (x's, and each weight's by its parameter name in the model) by
+    the names save_pretrained gives those weights: transformers' conversion
+    mapping reverted (Ling's bailing_hybrid saves self_attn.o_proj as
+    attention.dense)."""
+    from transformers.core_model_loading import revert_weight_conversion
+    weights = {k: torch.from_numpy(g) for k, g in grads.items() if k != "x"}
+    saved = revert_weight_conversion(model, weights)
+    return {"x": grads["x"], **{k: g.numpy() for k, g in saved.items()}}
 
 
 def grads_of(model, layer, args, kwargs, x, dy, prefix):
@@ -301,33 +317,6 @@ def grads_of(model, layer, args, kwargs, x, dy, prefix):
             continue
         grads[prefix + pname] = p.grad.numpy().astype(np.float32)
     return grads
-
-
-def grads_as_saved(model, grads):
-    """grads (grads_of', by the module's names) by the names save_pretrained
-    writes where it converts the module's weights (HRM-Text's attn.gqkv_proj:
-    its self_attn.gate_proj, q_proj, k_proj and v_proj in one), by
-    transformers' own revert_weight_conversion."""
-    from transformers.core_model_loading import revert_weight_conversion
-    weights = {k: torch.from_numpy(g) for k, g in grads.items() if k != "x"}
-    saved = revert_weight_conversion(model, weights)
-    return dict({k: g.numpy() for k, g in saved.items()}, x=grads["x"])
-
-
-def saved_grads(d, model, layer, args, kwargs, x, dy):
-    """grads_of's, named as d's model.safetensors names the weights: under
-    saved_prefix, or where save_pretrained converts or renames them (HY
-    V4's linear_gate, learnable_sink_param), grads_as_saved."""
-    try:
-        prefix = saved_prefix(d, model, layer)
-    except ValueError:
-        prefix = None
-    grads = grads_of(model, layer, args, kwargs, x, dy,
-                     prefix or attention_name(model, layer) + ".")
-    with open(os.path.join(d, "model.safetensors"), "rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-    saved = all(k in header for k in grads if k != "x")
-    return grads if saved else grads_as_saved(model, grads)
 
 
 def save(d, name, array):
@@ -389,7 +378,13 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     if grads:
         dy = torch.randn(y.shape, generator=gen)
         save(d, "dy.npy", dy)
-        np.savez(os.path.join(d, "grads.npz"), **saved_grads(d, model, layer, args, kwargs, x, dy))
+        # the weights' names as save_pretrained renames them (LFM3's g_proj
+        # saved as gate_proj), else as an older layout saves them (saved_prefix)
+        found = saved_grads(model, grads_of(model, layer, args, kwargs, x, dy,
+                                            attention_name(model, layer) + "."))
+        if not all(k in saved_names(d) for k in found if k != "x"):
+            found = grads_of(model, layer, args, kwargs, x, dy, saved_prefix(d, model, layer))
+        np.savez(os.path.join(d, "grads.npz"), **found)
     table = None
     if freqs:  # Llama's [c, c], or each c twice in a row (Cohere's)
         table = ("interleaved" if torch.equal(cos[..., ::2], cos[..., 1::2]) and
@@ -1012,6 +1007,29 @@ def gatefam_cases():
     yield family("hy_v4_gate_sinks", "HYV4", hy, pos=positions(5))
 
 
+def gate_cases():
+    """The attention output gated per head by a projection of its own,
+    sigmoid(g_proj(x)) over each head's features: LFM3 (q/k norms, epsilon
+    norm_eps; a convolution layer 0, a sliding layer 1, a full layer 2, each
+    layer type's rope its own, default here: the class's full layers'
+    "proportional" rope is refused), and Ling's latent attention
+    (bailing_hybrid: a linear-attention layer 0, a latent one 1, saved
+    under attention. with o_proj as dense)."""
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}
+    lfm3 = dict(TINY, num_hidden_layers=3, sliding_window=4, norm_eps=0.01,
+                layer_types=["conv", "sliding_attention", "full_attention"])
+    yield family("lfm3_gate_sliding", "Lfm3", lfm3, layer=1, rope=rope, freqs=False)
+    yield family("lfm3_gate_full", "Lfm3", lfm3, layer=2, rope=rope, freqs=False)
+    bailing = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                   qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, head_dim=4,
+                   num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+                   intermediate_size=16, moe_intermediate_size=8, num_experts=2,
+                   num_experts_per_tok=1, n_group=1, topk_group=1, first_k_dense_replace=2,
+                   vocab_size=16, max_position_embeddings=64, pad_token_id=0)
+    yield family("bailing_hybrid_gate", "BailingHybrid", bailing, layer=1, theta=600000.0)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1028,6 +1046,7 @@ def named_seed_cases():
     yield from qk_bias_gates_cases()
     yield from nanochat_cases()
     yield from gatefam_cases()
+    yield from gate_cases()
 
 
 def name_seed(name):

@@ -63,7 +63,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "hf"))
 import families as e2e_families  # noqa: E402
 import verdicts  # noqa: E402
 import models  # noqa: E402
-from make_hf_cases import attention_name, grads_as_saved, saved_prefix  # noqa: E402
+from make_hf_cases import attention_name, saved_grads, saved_prefix  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
 TOL = 1e-4  # of max|y|
@@ -286,9 +286,9 @@ def save(model_type, path):
     for layer, (name, args, kwargs, x, y) in seen.items():
         dy = torch.randn(y.shape, generator=gen)
         prefix = grads_prefix(path, model, layer, name)
-        grads = layer_grads(model.get_submodule(name), args, kwargs, dy, prefix)
-        if not saved_as_named(path, grads):
-            grads = grads_as_saved(model, grads)
+        grads = layer_grads(model.get_submodule(name), args, kwargs, dy, prefix or name + ".")
+        if prefix is None or not saved_as_named(path, grads):  # (HY V4's linear_gate ...)
+            grads = saved_grads(model, grads)
         for name, value in (("x", x), ("y", y), ("dy", dy)):
             np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
         np.savez(os.path.join(path, f"grads{layer}.npz"), **grads)
@@ -349,14 +349,12 @@ def softmax_attention(model, layer):
 def grads_prefix(path, model, layer, name):
     """The name the layer's attention weights have in the saved checkpoint
     (make_hf_cases.saved_prefix), or, where save_pretrained renames them
-    past finding, the module's own (save() then names the gradients as
-    save_pretrained converts the weights: grads_as_saved; where it cannot,
-    the CLI refuses the checkpoint or its gradients' names differ: a
-    MISMATCH that shows)."""
+    past finding, the module's own (None: the gradients are renamed as
+    save_pretrained renames the weights, saved_grads)."""
     try:
         return saved_prefix(path, model, layer)
     except ValueError:
-        return name + "."
+        return None
 
 
 def saved_as_named(path, grads):

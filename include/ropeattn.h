@@ -1312,6 +1312,23 @@ typedef struct ra_layer_config {
                            pool stores, on every path (the gradients of wv,
                            bv and x through it).  Not with latent attention
                            (RA_ERR_UNSUPPORTED) */
+    /* q scaled by a power of its position (a scalable softmax: Beam's
+     * layers without RoPE): q of the token at position p is multiplied by
+     * (1 + (p + 1) / temperature_length) ^ temperature_power, p as given
+     * (the position ids), on every path as temperature_floor's factor.
+     * The factor at positions 0 .. RA_MAX_POSITION must be a normal float
+     * (else RA_ERR_ARGUMENT); with temperature_floor, norm_after_rope,
+     * latent attention or a rope with mrope sections: RA_ERR_UNSUPPORTED */
+    double temperature_length; /* 0: none; else positive */
+    double temperature_power;  /* finite; used only with temperature_length */
+    /* Latent attention's latents rescaled (dots.note's Dots3NoteTextAttention:
+     * (dim / rank)^1/2): q's latent times q_latent_scale after q_a_norm
+     * (with q_lora_rank), c times kv_latent_scale after kv_a_norm, in the
+     * cache too.  0: 1; else positive and finite; without latent attention
+     * (or q_latent_scale without q_lora_rank): RA_ERR_ARGUMENT.  The shared
+     * rotated key may be RMS-normed before RoPE: weights.k_rope_norm. */
+    double q_latent_scale;
+    double kv_latent_scale;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1417,6 +1434,10 @@ typedef struct ra_layer_weights {
      * gates before the activation (Beam's gate_bias): gate = x wgate^T +
      * bgate[h].  NULL: none; without wgate: RA_ERR_ARGUMENT. */
     const float *bgate; /* [H] or NULL */
+    /* Latent attention's shared rotated key RMS-normed (eps config.norm_eps)
+     * before RoPE, with these weights (dots.note's k_rope_only_layernorm).
+     * NULL: none; without latent attention: RA_ERR_ARGUMENT. */
+    const float *k_rope_norm; /* [head_dim - qk_nope_head_dim] or NULL */
 } ra_layer_weights;
 
 static inline ra_layer_weights ra_layer_weights_init(void)
@@ -1596,6 +1617,7 @@ typedef struct ra_layer_grads {
     float *dk_norm_bias; /* k_norm_bias's shape, for a layer with it */
     float *dwgate;       /* wgate's shape, for a layer with wgate */
     float *dbgate;       /* [H], for a layer with bgate */
+    float *dk_rope_norm; /* [head_dim - qk_nope_head_dim], for a layer with k_rope_norm */
 } ra_layer_grads;
 
 static inline ra_layer_grads ra_layer_grads_init(void)

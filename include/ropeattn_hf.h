@@ -224,8 +224,11 @@ RA_HF_API ra_status ra_hf_config_set_max_position_embeddings(ra_hf_config *confi
  * added later take 0 as "not used". */
 typedef struct ra_hf_options {
     size_t struct_size; /* sizeof(ra_hf_options) */
-    /* The layer (its number in the checkpoint's names); -1: the checkpoint
-     * names one layer only, or none (a file of one layer's tensors).  For
+    /* The layer (its number in the checkpoint's names; a model whose two
+     * stacks of layers run in cycles, HRM-Text's: its cache slot, 0 ..
+     * num_hidden_layers - 1, as transformers numbers them); -1: the
+     * checkpoint names one layer only, or none (a file of one layer's
+     * tensors).  For
      * ra_hf_rope_config: -1 is any layer (a config whose layers have
      * different ropes is then refused). */
     int64_t layer;

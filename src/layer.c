@@ -33,6 +33,35 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
+/* temperature_length's factor at position p: (1 + (p + 1) / L) ^ power, as
+ * Beam's exp(power * log1p((p + 1) / L)). */
+static double temperature_power_at(const ra_layer_config *c, double p)
+{
+    return exp(c->temperature_power * log1p((p + 1.0) / c->temperature_length));
+}
+
+static ra_status check_temperature_power(const ra_layer_config *c)
+{
+    if (!(c->temperature_length >= 0 && c->temperature_length < HUGE_VAL &&
+          fabs(c->temperature_power) < HUGE_VAL))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_length %g, "
+                       "temperature_power %g", c->temperature_length, c->temperature_power);
+    if (c->temperature_length == 0) return RA_OK;
+    if (c->temperature_floor > 0)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: temperature_length with "
+                       "temperature_floor (two position scalings of q)");
+    /* the factor is monotonic in p: its ends must be normal floats */
+    const double ends[2] = {temperature_power_at(c, 0.0),
+                            temperature_power_at(c, (double)RA_MAX_POSITION)};
+    for (int i = 0; i < 2; i++)
+        if (!(ends[i] >= FLT_MIN && ends[i] <= FLT_MAX))
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_length %g and "
+                           "temperature_power %g make q's factor %g at position %lld, not a "
+                           "normal float", c->temperature_length, c->temperature_power,
+                           ends[i], i ? (long long)RA_MAX_POSITION : 0LL);
+    return RA_OK;
+}
+
 static ra_status resolve_config(ra_layer_config *c)
 {
     if (c->dim <= 0 || c->n_heads <= 0 || c->n_kv_heads < 0 || c->head_dim < 0)
@@ -60,9 +89,11 @@ static ra_status resolve_config(ra_layer_config *c)
     if (c->clip_after_norm && (c->norm_after_rope || c->qk_l2_norm))
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: clip_after_norm with %s",
                        c->norm_after_rope ? "norm_after_rope" : "qk_l2_norm");
-    if (c->norm_after_rope && (c->qk_l2_norm || c->temperature_floor))
+    if (c->norm_after_rope && (c->qk_l2_norm || c->temperature_floor || c->temperature_length))
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: norm_after_rope with %s",
-                       c->qk_l2_norm ? "qk_l2_norm" : "temperature_floor");
+                       c->qk_l2_norm          ? "qk_l2_norm"
+                       : c->temperature_floor ? "temperature_floor"
+                                              : "temperature_length");
     if (c->scale == 0) c->scale = 1.0 / sqrt((double)c->head_dim);
     if (!(c->scale > 0 && c->scale * sqrt((double)c->head_dim) <= FLT_MAX)) /* q's factor */
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: scale %g", c->scale);
@@ -95,6 +126,7 @@ static ra_status resolve_config(ra_layer_config *c)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_floor %g and "
                        "temperature_scale %g make q's factor beyond float32",
                        c->temperature_floor, c->temperature_scale);
+    RA_TRY(check_temperature_power(c));
     int64_t q_dim;
     if (ra_mul(c->n_heads, c->head_dim, &q_dim) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: n_heads %lld * head_dim %lld: too many "
@@ -224,11 +256,13 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
-    if (c.temperature_floor > 0 && layer->rope->component) { /* no one position to scale by */
+    if ((c.temperature_floor > 0 || c.temperature_length > 0) &&
+        layer->rope->component) { /* no one position to scale by */
         ra_rope_destroy(layer->rope);
         ra_free(layer);
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: temperature_floor with a rope "
-                       "that has mrope_section (3-D positions)");
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: %s with a rope that has "
+                       "mrope_section (3-D positions)",
+                       c.temperature_floor > 0 ? "temperature_floor" : "temperature_length");
     }
     double factor = ra_rope_attention_factor(layer->rope);
     if (c.qk_l2_norm && factor != 1.0) {
@@ -541,18 +575,23 @@ ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos
     return ra_positions_read_new(&read, pos, layer->rope, batch, seq, n_new);
 }
 
+/* q's factor at position p by temperature_floor or temperature_length. */
+static float temperature_at(const ra_layer_config *c, double p)
+{
+    if (c->temperature_length > 0) return (float)temperature_power_at(c, p);
+    const double offset = c->temperature_no_offset ? 0.0 : 1.0; /* Ministral 3 : Llama 4 */
+    return (float)(1.0 + c->temperature_scale * log1p(floor((p + offset) / c->temperature_floor)));
+}
+
 void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
                           int64_t tokens, int64_t seq)
 {
     const ra_layer_config *c = &layer->config;
-    if (c->temperature_floor == 0) return;
+    if (c->temperature_floor == 0 && c->temperature_length == 0) return;
     const int64_t q_dim = c->n_heads * c->head_dim;
-    const double offset = c->temperature_no_offset ? 0.0 : 1.0; /* Ministral 3 : Llama 4 */
     int64_t hint = 0;
     for (int64_t t = 0; t < tokens; t++) {
-        double p = (double)ra_position(pos, t, seq, &hint);
-        float f = (float)(1.0 + c->temperature_scale *
-                                    log1p(floor((p + offset) / c->temperature_floor)));
+        const float f = temperature_at(c, (double)ra_position(pos, t, seq, &hint));
         for (int64_t i = 0; f != 1.0f && i < q_dim; i++) g[t * q_dim + i] *= f;
     }
 }

@@ -46,6 +46,7 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->norm_head_weights, "norm_head_weights"}, {c->norm_layer, "norm_layer"},
                    {c->clip_qkv != 0, "clip_qkv"},    {c->qk_l2_norm, "qk_l2_norm"},
                    {c->temperature_floor != 0, "temperature_floor"},
+                   {c->temperature_length != 0, "temperature_length"},
                    {c->norm_after_rope, "norm_after_rope"},
                    {w->o_norm != NULL, "weights.o_norm"},
                    {c->gated_output && !w->wgate, "gated_output without weights.wgate (a gate "
@@ -89,18 +90,34 @@ static ra_status check_sizes(const ra_mla_dims *d)
     return RA_OK;
 }
 
+/* q_latent_scale and kv_latent_scale: 0 (none) or positive and finite;
+ * q's only with q_lora_rank. */
+static ra_status check_latent_scales(const ra_layer_config *c)
+{
+    if (!(c->q_latent_scale >= 0 && c->q_latent_scale <= FLT_MAX && c->kv_latent_scale >= 0 &&
+          c->kv_latent_scale <= FLT_MAX))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_latent_scale %g, kv_latent_scale %g "
+                       "(0, or positive and finite)", c->q_latent_scale, c->kv_latent_scale);
+    if (c->q_latent_scale && c->kv_lora_rank && c->q_lora_rank == 0)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_latent_scale without q_lora_rank");
+    return RA_OK;
+}
+
 ra_status ra_mla_resolve(ra_layer_config *c, const ra_layer_weights *w, ra_rope_config *rope)
 {
     const void *const latent[] = {w->wq_a, w->bq_a, w->q_a_norm, w->wq_b,
-                                  w->wkv_a, w->bkv_a, w->kv_a_norm, w->wkv_b};
+                                  w->wkv_a, w->bkv_a, w->kv_a_norm, w->wkv_b, w->k_rope_norm};
+    RA_TRY(check_latent_scales(c));
     if (c->kv_lora_rank == 0) {
-        if (c->q_lora_rank || c->qk_nope_head_dim || c->v_head_dim)
-            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_lora_rank, qk_nope_head_dim or "
-                           "v_head_dim set without kv_lora_rank");
+        if (c->q_lora_rank || c->qk_nope_head_dim || c->v_head_dim || c->q_latent_scale ||
+            c->kv_latent_scale)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_lora_rank, qk_nope_head_dim, "
+                           "v_head_dim, q_latent_scale or kv_latent_scale set without "
+                           "kv_lora_rank");
         for (size_t i = 0; i < sizeof latent / sizeof latent[0]; i++)
             if (latent[i])
                 return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: a latent attention weight "
-                               "(wq_a ... wkv_b) without config.kv_lora_rank");
+                               "(wq_a ... wkv_b, k_rope_norm) without config.kv_lora_rank");
         return RA_OK;
     }
     if (c->kv_lora_rank < 0 || c->q_lora_rank < 0 || c->qk_nope_head_dim < 0 ||
@@ -151,6 +168,12 @@ int64_t ra_mla_project_floats(const ra_mla_dims *d, int64_t T)
     return n;
 }
 
+void ra_mla_scale(float *x, int64_t n, double scale)
+{
+    const float s = (float)scale;
+    for (int64_t i = 0; scale != 0 && s != 1.0f && i < n; i++) x[i] *= s;
+}
+
 void ra_mla_linear(float *out, const float *a, const float *w, const float *b, int64_t T,
                    int64_t n, int64_t k)
 {
@@ -189,6 +212,7 @@ ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float
     if (d.rq) {
         ra_mla_linear(qa, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
         rms_rows(qa, w->q_a_norm, T, d.rq, c->norm_eps);
+        ra_mla_scale(qa, T * d.rq, c->q_latent_scale); /* q_resid * self.q_lora_scale */
         ra_mla_linear(q, qa, w->wq_b, NULL, T, d.H * d.D, d.rq);
     } else {
         ra_mla_linear(q, x, w->wq, NULL, T, d.H * d.D, d.dim);
@@ -200,6 +224,8 @@ ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float
     ra_mla_linear(lat, x, w->wkv_a, w->bkv_a, T, d.r, d.dim);
     ra_mla_linear(kr, x, w->wkv_a + d.r * d.dim, w->bkv_a ? w->bkv_a + d.r : NULL, T, d.Dr, d.dim);
     rms_rows(lat, w->kv_a_norm, T, d.r, c->norm_eps);
+    ra_mla_scale(lat, T * d.r, c->kv_latent_scale); /* k_pass * self.kv_lora_scale */
+    if (w->k_rope_norm) rms_rows(kr, w->k_rope_norm, T, d.Dr, c->norm_eps); /* dots.note */
     /* q_rot, k_rot = RoPE(q_rot, k_rot): k_rot once, before it is shared */
     ra_tensor qr = ra_mla_rope_part(q, batch, seq, d.H, &d);
     ra_tensor krt = ra_tensor_4d(kr, RA_F32, batch, seq, 1, d.Dr);

@@ -71,6 +71,9 @@ void ra_mla_linear(float *out, const float *a, const float *w, const float *b, i
 
 /* A view of the rope part [Dn, D) of every head of a [B, S, heads, D]
  * array. */
+/* x[0, n) *= scale, unless scale is 0 or 1 (ra_layer_config's latent scales). */
+void ra_mla_scale(float *x, int64_t n, double scale);
+
 ra_tensor ra_mla_rope_part(float *a, int64_t B, int64_t S, int64_t heads, const ra_mla_dims *d);
 
 /* v's rows [T, H, D] packed to [T, H * Dv], and back (the padding zeroed). */

@@ -10,6 +10,7 @@
  *   -> dq, dk, dv [T, H, D] = attention backward (the tape's q, k, v, out, lse)
  *   -> q's rope part: R^T; dq *= the scale's factor
  *   -> dkr = R^T (sum over heads of dk's rope part)             [T, Dr]
+ *      (through k_rope_norm, its input recomputed)
  *   -> dkvb = per head [dk's nope part | dv's first Dv]         [T, H (Dn + Dv)]
  *   -> dwkv_b = dkvb^T c, dc = dkvb wkv_b, through kv_a_norm (c recomputed)
  *   -> dwkv_a = [dc_raw | dkr]^T x, dbkv_a, dx = [dc_raw | dkr] wkv_a
@@ -71,14 +72,16 @@ static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_la
                        {w->wkv_b, d.H * (d.Dn + d.Dv) * d.r, "wkv_b"},
                        {w->wo, d.dim * d.H * d.Dv, "wo"}, {w->bo, d.dim, "bo"},
                        {w->sinks, d.H, "sinks"}, {w->wgate, n_wgate, "wgate"},
-                       {w->bgate, d.H, "bgate"}, {dy, n_x, "dy"},
+                       {w->bgate, d.H, "bgate"}, {w->k_rope_norm, d.Dr, "k_rope_norm"},
+                       {dy, n_x, "dy"},
                        {tape->x, n_x, "x (kept by the tape)"}};
     float *const outs[] = {g->dwq, g->dwq_a, g->dbq_a, g->dq_a_norm, g->dwq_b, g->dwkv_a,
                            g->dbkv_a, g->dkv_a_norm, g->dwkv_b, g->dwo, g->dbo, g->dsinks,
-                           g->dwgate, g->dbgate, (float *)dx};
+                           g->dwgate, g->dbgate, g->dk_rope_norm, (float *)dx};
     static const char *const out_names[] = {"dwq", "dwq_a", "dbq_a", "dq_a_norm", "dwq_b",
                                             "dwkv_a", "dbkv_a", "dkv_a_norm", "dwkv_b", "dwo",
-                                            "dbo", "dsinks", "dwgate", "dbgate", "dx"};
+                                            "dbo", "dsinks", "dwgate", "dbgate",
+                                            "dk_rope_norm", "dx"};
     const int n_in = sizeof in / sizeof in[0], n_out = sizeof outs / sizeof outs[0];
     span out[sizeof outs / sizeof outs[0]];
     for (int i = 0; i < n_out; i++) { /* written where the layer has the weight */
@@ -136,14 +139,15 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
 
     /* Scratch (the outer workspace): g [T, dim], dattn, dq, dk, dv [T, H, D],
      * packed [T, H Dv], dkvb [T, H (Dn + Dv)], c_raw, c, dc [T, r], dkr
-     * [T, Dr], qa_raw, qa, dqa [T, rq], and with gated_output the output
+     * [T, Dr], kr_raw [T, Dr] (k_rope_norm's input), qa_raw, qa, dqa [T, rq], and
+     * with gated_output the output
      * packed [T, H Dv] and the gate's gradient [T, G], dsinks [H]: within
      * the 12 T max(dim, H D) floats the tape was sized for, plus the latent
      * sizes. */
     const int gated = c->gated_output;
     const int64_t G = gated ? ra_layer_gate_width(c) : 0;
     int64_t latent, floats;
-    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + d.Dr + 3 * d.rq + (gated ? d.H * d.Dv : 0) + G,
+    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + 2 * d.Dr + 3 * d.rq + (gated ? d.H * d.Dv : 0) + G,
                &latent) != RA_OK ||
         latent > INT64_MAX / 2 - n_x - 4 * n - d.H ||
         (uint64_t)(floats = n_x + 4 * n + latent + d.H) > SIZE_MAX / sizeof(float))
@@ -153,7 +157,8 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n, *dk = dq + n, *dv = dk + n;
     float *packed = dv + n, *dkvb = packed + T * d.H * d.Dv, *c_raw = dkvb + T * d.H * kv;
     float *lat = c_raw + T * d.r, *dc = lat + T * d.r, *dkr = dc + T * d.r;
-    float *qa_raw = dkr + T * d.Dr, *qa = qa_raw + T * d.rq, *dqa = qa + T * d.rq;
+    float *kr_raw = dkr + T * d.Dr, *qa_raw = kr_raw + T * d.Dr, *qa = qa_raw + T * d.rq;
+    float *dqa = qa + T * d.rq;
     float *o_packed = dqa + T * d.rq, *dgate = o_packed + (gated ? T * d.H * d.Dv : 0);
     float *dsinks = dgate + T * G;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, d.H, d.D);
@@ -198,6 +203,12 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
         ra_scratch_release(&scratch);
         return status;
     }
+    if (w->k_rope_norm) { /* k_rot = k_rope_only_layernorm(k_rot), its input recomputed */
+        ra_mla_linear(kr_raw, x, w->wkv_a + d.r * d.dim, w->bkv_a ? w->bkv_a + d.r : NULL, T,
+                      d.Dr, d.dim);
+        rms_grad(dkr, grads->dk_rope_norm, kr_raw, w->k_rope_norm, T, d.Dr, c->norm_eps,
+                 (int)acc);
+    }
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n; i++) dq[i] *= q_factor;
@@ -213,8 +224,10 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     memcpy(lat, c_raw, (size_t)(T * d.r) * sizeof(float));
     const ra_layer_norm_shape lat_shape = {T, d.r, 1, 0, c->norm_eps};
     ra_layer_norm(lat, w->kv_a_norm, NULL, &lat_shape);
+    ra_mla_scale(lat, T * d.r, c->kv_latent_scale);
     ra_gemm_tn(grads->dwkv_b, dkvb, d.H * kv, lat, d.H * kv, d.r, T, beta);
     ra_gemm_nn(dc, dkvb, d.H * kv, w->wkv_b, T, d.r, d.H * kv, 0.0f);
+    ra_mla_scale(dc, T * d.r, c->kv_latent_scale);
     rms_grad(dc, grads->dkv_a_norm, c_raw, w->kv_a_norm, T, d.r, c->norm_eps, (int)acc);
     /* c_raw, k_rot = split(kv_a_proj_with_mqa(x)) */
     ra_gemm_tn(grads->dwkv_a, dc, d.r, x, d.r, d.dim, T, beta);
@@ -231,8 +244,10 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
         memcpy(qa, qa_raw, (size_t)(T * d.rq) * sizeof(float));
         const ra_layer_norm_shape qa_shape = {T, d.rq, 1, 0, c->norm_eps};
         ra_layer_norm(qa, w->q_a_norm, NULL, &qa_shape);
+        ra_mla_scale(qa, T * d.rq, c->q_latent_scale);
         ra_gemm_tn(grads->dwq_b, dq, d.H * d.D, qa, d.H * d.D, d.rq, T, beta);
         ra_gemm_nn(dqa, dq, d.H * d.D, w->wq_b, T, d.rq, d.H * d.D, 0.0f);
+        ra_mla_scale(dqa, T * d.rq, c->q_latent_scale);
         rms_grad(dqa, grads->dq_a_norm, qa_raw, w->q_a_norm, T, d.rq, c->norm_eps, (int)acc);
         ra_gemm_tn(grads->dwq_a, dqa, d.rq, x, d.rq, d.dim, T, beta);
         bias_grad(grads->dbq_a, w->bq_a, dqa, T, d.rq, (int)acc);

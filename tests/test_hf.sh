@@ -153,6 +153,7 @@ INDEXED=" qwen4_exp_text minimax_m3_vl_text "
 # twice the config's): convert-layout checks k_proj's rows against the
 # config's count, and refuses
 KV_BY_LAYER=" mimo_v2_flash "
+ROTARY_PER_TYPE=" laguna "  # its layer types rotate different parts of each head
 
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
@@ -242,6 +243,9 @@ convert_layout() {
         refused "$c: convert-layout" "is a sparse-attention indexer's" "${cmd[@]}" --to interleaved
     elif [[ $KV_BY_LAYER == *" $family "* ]]; then
         refused "$c: convert-layout" "key/value heads" "${cmd[@]}" --to interleaved
+    elif [[ $ROTARY_PER_TYPE == *" $family "* ]]; then
+        refused "$c: convert-layout" "(a rope per layer type): not converted" "${cmd[@]}" \
+            --to interleaved
     elif [ "$multimodal" = True ]; then
         "${cmd[@]}" --to interleaved 2>"$TMP/err"
         if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \

@@ -379,12 +379,12 @@ static void test_failures(void)
     CHECK(ckpt == NULL, "no checkpoint on failure");
     expect(ra_hf_checkpoint_open(NULL, "x"), RA_ERR_NULL, "out", "NULL out");
     static const char negative[] = "{\"num_attention_heads\": -4}";
-    static const char beam[] = "{\"model_type\": \"beam\"}";
+    static const char refused[] = "{\"model_type\": \"zaya\"}";
     static const char not_string[] = "{\"rope_type\": 3}";
     expect(ra_hf_config_parse(&bad, negative, strlen(negative)), RA_ERR_FORMAT,
            "num_attention_heads", "a negative head count");
-    expect(ra_hf_config_parse(&bad, beam, strlen(beam)), RA_ERR_UNSUPPORTED,
-           "beam", "a family ropeattn does not run");
+    expect(ra_hf_config_parse(&bad, refused, strlen(refused)), RA_ERR_UNSUPPORTED,
+           "zaya", "a family ropeattn does not run");
     CHECK(ra_hf_checkpoint_open(&ckpt, path_of("llama.safetensors")) == RA_OK, "open");
     CHECK(ra_hf_config_parse(&config, llama_config, strlen(llama_config)) == RA_OK, "parse");
     expect(ra_hf_config_set_rope_theta(config, -1), RA_ERR_THETA, "rope_theta", "theta -1");

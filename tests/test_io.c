@@ -1646,10 +1646,10 @@ static void test_config_families(void)
     static const struct {
         const char *text, *message; /* message NULL: read */
     } cases[] = {
-        {"{\"model_type\": \"beam\", \"num_attention_heads\": 4}",
-         "config.json: model_type \"beam\" is refused: its output gate's bias per head "
-         "(gate_bias) is not supported, nor its NoPE layers' query scaling by position "
-         "((1 + (p + 1) / 2048)^0.1)"},
+        {"{\"model_type\": \"zaya\", \"num_attention_heads\": 4}",
+         "config.json: model_type \"zaya\" is refused: its q, k and v come from a "
+         "convolutional projection (ZayaCCAProjection): not supported"},
+        {"{\"model_type\": \"beam\", \"num_attention_heads\": 4}", NULL},
         {"{\"model_type\": \"afmoe\", \"num_attention_heads\": 4}", NULL},
         {"{\"model_type\": \"cohere2\", \"num_attention_heads\": 4}", NULL},
         {"{\"model_type\": \"exaone4\", \"sliding_window_pattern\": \"LLLG\", "

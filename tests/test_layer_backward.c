@@ -60,7 +60,10 @@ typedef struct layer_case {
                            head (LFM3's g_proj), | SOFTPLUS: softplus, not
                            sigmoid (Laguna's), | BGATE: a bias per head
                            (Beam's gate_bias); | VSCALE: v times V_SCALE
-                           (MiMo-V2-Flash's attention_value_scale) */
+                           (MiMo-V2-Flash's attention_value_scale); | TEMPP:
+                           q times (1 + (p + 1) / 6)^0.5 (temperature_length,
+                           _power: Beam's NoPE layers' (1 + (p + 1) /
+                           2048)^0.1) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
@@ -68,7 +71,7 @@ typedef struct layer_case {
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
        ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048,
        VNORM = 4096, NBIAS = 8192, WGATE = 16384, PHEAD = 32768, SOFTPLUS = 65536,
-       BGATE = 131072, VSCALE = 262144 };
+       BGATE = 131072, VSCALE = 262144, TEMPP = 524288 };
 #define V_SCALE (-0.6)
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
@@ -198,6 +201,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .temperature_floor = c->extras & TEMP ? 4.0 : 0.0,
                            .temperature_scale = 0.3,
                            .temperature_no_offset = (c->extras & TEMP0) != 0,
+                           .temperature_length = c->extras & TEMPP ? 6.0 : 0.0,
+                           .temperature_power = 0.5,
                            .scale = c->scale, .clip_qkv = c->clip,
                            .norm_after_rope = (c->extras & POST) != 0,
                            .gated_output = (c->extras & GATE) != 0,
@@ -400,6 +405,9 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     for (int64_t t = 0; (c->extras & TEMP) && t < T; t++) /* the temperature */
         for (int64_t i = 0; i < qd; i++)
             q[t * qd + i] *= 1.0 + 0.3 * log1p(floor(((double)f->pos[t] + offset) / 4.0));
+    for (int64_t t = 0; (c->extras & TEMPP) && t < T; t++) /* Beam's scalable softmax */
+        for (int64_t i = 0; i < qd; i++)
+            q[t * qd + i] *= pow(1.0 + ((double)f->pos[t] + 1.0) / 6.0, 0.5);
     for (int64_t b = 0; b < c->b; b++)
         for (int64_t h = 0; h < c->h; h++)
             for (int64_t i = 0; i < S; i++) {
@@ -558,6 +566,10 @@ static const layer_case fd_cases[] = {
     /* Ministral 3: the temperature at p (not p + 1), in RoPE layers (yarn) */
     {"temperature at p, yarn",   2, 6, 4, 2, 4, RA_LAYOUT_HALF,       RA_ROPE_YARN,     0, 1, 0.0f, 0, 0, TEMP | TEMP0, 0, 0},
     {"temperature at p, ids, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,  0, 2, 0.2f, 0, 8, TEMP | TEMP0 | BIASES, 0, 0},
+    /* q times a power of its position (Beam's NoPE layers: q/k norms, the
+     * gate per feature with a bias per head); with RoPE and dropout */
+    {"temperature power, no_rope, norms", 2, 6, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 1, 0.0f, 1, 0, TEMPP | NORMS | GATE | WGATE | BGATE, 0, 0},
+    {"temperature power, ids, dropout", 1, 7, 2, 1, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 0, 2, 0.2f, 0, 8, TEMPP | BIASES, 0, 0},
     /* a softmax scale of its own (Granite's attention_multiplier, Gemma's
      * query_pre_attn_scalar) */
     {"scale 0.3, norms, dropout", 1, 6, 4, 2, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.2f, 0, 0, NORMS, 0.3, 0},
@@ -1297,6 +1309,42 @@ static void cached_cases(const layer_case *cases, size_t n, uint64_t seed)
     }
 }
 
+/* temperature_length and _power: out of range, a factor past a normal
+ * float, beside temperature_floor or norm_after_rope. */
+static void test_temperature_power_errors(void)
+{
+    ra_rope_config rope = ra_rope_config_default(4);
+    ra_layer_config c = {.struct_size = sizeof c, .dim = 8, .n_heads = 2, .head_dim = 4,
+                         .rope = &rope}, *cfg = &c;
+    float w[64] = {0};
+    ra_layer_weights weights = {.struct_size = sizeof weights, .wq = w, .wk = w, .wv = w,
+                                .wo = w}, *lw = &weights;
+    ra_layer *layer;
+    const double bad[][2] = {{-1, 0.1}, {NAN, 0.1}, {INFINITY, 0.1}, {8, INFINITY}, {8, NAN},
+                             {1e-30, 4}, {1e-300, 40}, {1e-30, -4}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cfg->temperature_length = bad[i][0];
+        cfg->temperature_power = bad[i][1];
+        CHECK(ra_layer_create(&layer, cfg, lw) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "temperature_length"), "temperature_length %g power %g: %s",
+              bad[i][0], bad[i][1], ra_last_error());
+    }
+    cfg->temperature_length = 2048, cfg->temperature_power = 0.1;
+    cfg->temperature_floor = 8;
+    CHECK(ra_layer_create(&layer, cfg, lw) == RA_ERR_UNSUPPORTED &&
+          strstr(ra_last_error(), "temperature_length with temperature_floor"),
+          "temperature_length with temperature_floor: %s", ra_last_error());
+    cfg->temperature_floor = 0;
+    cfg->norm_after_rope = 1;
+    CHECK(ra_layer_create(&layer, cfg, lw) == RA_ERR_UNSUPPORTED &&
+          strstr(ra_last_error(), "norm_after_rope with temperature_length"),
+          "norm_after_rope with temperature_length: %s", ra_last_error());
+    cfg->norm_after_rope = 0;
+    CHECK(ra_layer_create(&layer, cfg, lw) == RA_OK, "temperature_length 2048, power 0.1: %s",
+          ra_last_error());
+    ra_layer_destroy(layer);
+}
+
 /* Llama 4's options through the KV cache: the temperature at each decode
  * step's position, the L2 norm, as the forward has them; Ministral 3's
  * temperature (at p) likewise. */
@@ -1307,6 +1355,8 @@ static void test_llama4_cached(void)
          0.0f, 0, 0, L2 | TEMP | NORMS, 0, 0},
         {"temperature at p, yarn", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_YARN, 0, 0, 0.0f, 0,
          0, TEMP | TEMP0, 0, 0},
+        {"temperature power, norms, no_rope", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT,
+         0, 0, 0.0f, 1, 0, TEMPP | NORMS, 0, 0},
     };
     cached_cases(cases, sizeof cases / sizeof cases[0], 77);
     /* the L2 norm with a rope whose attention factor is not 1: refused */
@@ -1333,6 +1383,7 @@ static void test_llama4_cached(void)
     CHECK(ra_layer_create(&layer, &cfg, &lw) == RA_ERR_ARGUMENT &&
           strstr(ra_last_error(), "temperature_no_offset without temperature_floor"),
           "temperature_no_offset alone: %s", ra_last_error());
+    test_temperature_power_errors();
 }
 
 /* The features that change what the cache holds or what its steps compute

@@ -38,10 +38,11 @@ typedef struct weights {
  * query rows, then its gate rows), TEMPERATURE (Llama 4's, floor 4),
  * TEMPERATURE_AT_P (Ministral 3's), V_NORM, NORM_BIASES (LayerNorms with
  * biases: Persimmon), GATE_WEIGHT (the gate from wgate: AfMoE), GATE_HEAD
- * (wgate [H, dim], one gate per head, bgate, softplus) or V_SCALE (v times a
- * constant: MiMo-V2-Flash) */
+ * (wgate [H, dim], one gate per head, bgate, softplus), V_SCALE (v times a
+ * constant: MiMo-V2-Flash) or TEMPERATURE_POWER (q times (1 + (p + 1) /
+ * 4)^0.5: Beam's NoPE layers) */
 enum { NORMS_AFTER_ROPE = 1, O_NORM, GATED, TEMPERATURE, TEMPERATURE_AT_P, V_NORM, NORM_BIASES,
-       GATE_WEIGHT, GATE_HEAD, V_SCALE, N_VARIANTS };
+       GATE_WEIGHT, GATE_HEAD, V_SCALE, TEMPERATURE_POWER, N_VARIANTS };
 
 static ra_layer *make_layer(weights *w, int64_t window, int variant)
 {
@@ -68,6 +69,8 @@ static ra_layer *make_layer(weights *w, int64_t window, int variant)
     c.temperature_floor = variant == TEMPERATURE || variant == TEMPERATURE_AT_P ? 4 : 0;
     c.temperature_scale = 0.3;
     c.temperature_no_offset = variant == TEMPERATURE_AT_P;
+    c.temperature_length = variant == TEMPERATURE_POWER ? 4 : 0;
+    c.temperature_power = 0.5;
     c.v_norm = variant == V_NORM;
     c.gate_per_head = c.gate_softplus = variant == GATE_HEAD;
     c.v_scale = variant == V_SCALE ? -0.6 : 0.0;

@@ -48,31 +48,37 @@ typedef struct mla_case {
     int ids;       /* positions from ids (else start 3) */
     int gate;      /* 0, or the output gated by wgate: GATE_FEATURE [H Dv, dim] or
                       GATE_HEAD [H, dim], | GATE_BIAS: bgate, | GATE_SOFTPLUS */
+    int dots;      /* dots.note's: q's latent times 1.5 (with rq), c times 0.7
+                      (q_latent_scale, kv_latent_scale), the rotated key
+                      RMS-normed before RoPE (k_rope_norm) */
 } mla_case;
 
 enum { GATE_FEATURE = 1, GATE_HEAD = 2, GATE_BIAS = 4, GATE_SOFTPLUS = 8 };
 
 static const mla_case cases[] = {
-    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0},
-    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0, 0},
-    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1, 0},
-    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1, 0},
-    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0, 0},
-    {"gate per head", 1, 7, 3, 6, 4, 5, 8, 0, 12, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, GATE_HEAD},
-    {"gate per feature", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_HALF, 1, 1, 0, 1, GATE_FEATURE},
+    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0},
+    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0, 0, 0},
+    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1, 0, 0},
+    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1, 0, 0},
+    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0, 0, 0},
+    {"gate per head", 1, 7, 3, 6, 4, 5, 8, 0, 12, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, GATE_HEAD, 0},
+    {"gate per feature", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_HALF, 1, 1, 0, 1, GATE_FEATURE, 0},
     {"gate: softplus, bias", 1, 6, 2, 4, 2, 3, 5, 4, 8, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0,
-     GATE_FEATURE | GATE_BIAS | GATE_SOFTPLUS},
+     GATE_FEATURE | GATE_BIAS | GATE_SOFTPLUS, 0},
     {"gate per head, bias", 2, 4, 4, 2, 2, 4, 6, 0, 8, RA_LAYOUT_HALF, 0, 1, 0, 1,
-     GATE_HEAD | GATE_BIAS},
+     GATE_HEAD | GATE_BIAS, 0},
+    {"dots: scales, k_rope_norm", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_INTERLEAVED, 0, 1, 0, 1,
+     GATE_HEAD, 1},
+    {"dots: kv scale, window", 1, 7, 3, 2, 6, 4, 5, 0, 8, RA_LAYOUT_HALF, 1, 0, 3, 0, 0, 1},
 };
 
 /* A case's weights (float and double copies), x, dy and positions. */
 typedef struct mla_setup {
     mla_case c;
     int64_t T, D, n_x;
-    float *w[13];    /* wq, wq_a, bq_a, q_a_norm, wq_b, wkv_a, bkv_a, kv_a_norm, wkv_b, wo, bo,
-                        wgate, bgate */
-    int64_t n_w[13]; /* elements; 0: the case has none */
+    float *w[14];    /* wq, wq_a, bq_a, q_a_norm, wq_b, wkv_a, bkv_a, kv_a_norm, wkv_b, wo, bo,
+                        wgate, bgate, k_rope_norm */
+    int64_t n_w[14]; /* elements; 0: the case has none */
     float *x, *dy;
     int64_t *ids;
     double inv_freq[32], attention_factor, scale;
@@ -81,10 +87,10 @@ typedef struct mla_setup {
 } mla_setup;
 
 enum { WQ, WQ_A, BQ_A, Q_A_NORM, WQ_B, WKV_A, BKV_A, KV_A_NORM, WKV_B, WO, BO, WGATE, BGATE,
-       N_W };
+       K_ROPE_NORM, N_W };
 static const char *const w_names[N_W] = {"wq", "wq_a", "bq_a", "q_a_norm", "wq_b", "wkv_a",
                                          "bkv_a", "kv_a_norm", "wkv_b", "wo", "bo", "wgate",
-                                         "bgate"};
+                                         "bgate", "k_rope_norm"};
 
 static float uniform(uint64_t *state)
 {
@@ -115,6 +121,7 @@ static ra_layer_weights weights_of(const mla_setup *s)
     w.bo = s->n_w[BO] ? s->w[BO] : NULL;
     w.wgate = s->n_w[WGATE] ? s->w[WGATE] : NULL;
     w.bgate = s->n_w[BGATE] ? s->w[BGATE] : NULL;
+    w.k_rope_norm = s->n_w[K_ROPE_NORM] ? s->w[K_ROPE_NORM] : NULL;
     return w;
 }
 
@@ -134,6 +141,8 @@ static ra_layer_config config_of(const mla_setup *s)
     cfg.gated_output = s->c.gate != 0;
     cfg.gate_per_head = (s->c.gate & GATE_HEAD) != 0;
     cfg.gate_softplus = (s->c.gate & GATE_SOFTPLUS) != 0;
+    cfg.q_latent_scale = s->c.dots && s->c.rq ? 1.5 : 0.0;
+    cfg.kv_latent_scale = s->c.dots ? 0.7 : 0.0;
     return cfg;
 }
 
@@ -151,11 +160,11 @@ static int setup(mla_setup *s, const mla_case *c, uint64_t seed)
                                 c->h * (c->dn + c->dv) * c->r, c->dim * c->h * c->dv,
                                 c->biases ? c->dim : 0,
                                 c->gate ? (c->gate & GATE_HEAD ? c->h : c->h * c->dv) * c->dim : 0,
-                                c->gate & GATE_BIAS ? c->h : 0};
+                                c->gate & GATE_BIAS ? c->h : 0, c->dots ? c->dr : 0};
     uint64_t state = seed;
     for (int i = 0; i < N_W; i++) {
         s->n_w[i] = sizes[i];
-        int norm = i == Q_A_NORM || i == KV_A_NORM;
+        int norm = i == Q_A_NORM || i == KV_A_NORM || i == K_ROPE_NORM;
         s->w[i] = random_array(sizes[i], norm ? 0.3f : 0.4f, norm ? 1.0f : 0.0f, &state);
     }
     s->x = random_array(s->n_x, 1.0f, 0.0f, &state);
@@ -214,7 +223,8 @@ static ra_layer_grads grads_of(const mla_setup *s, float *g[N_W])
     ra_layer_grads grads = ra_layer_grads_init();
     float **slots[N_W] = {&grads.dwq, &grads.dwq_a, &grads.dbq_a, &grads.dq_a_norm,
                           &grads.dwq_b, &grads.dwkv_a, &grads.dbkv_a, &grads.dkv_a_norm,
-                          &grads.dwkv_b, &grads.dwo, &grads.dbo, &grads.dwgate, &grads.dbgate};
+                          &grads.dwkv_b, &grads.dwo, &grads.dbo, &grads.dwgate, &grads.dbgate,
+                          &grads.dk_rope_norm};
     for (int i = 0; i < N_W; i++) {
         g[i] = calloc((size_t)(s->n_w[i] ? s->n_w[i] : 1), sizeof(float));
         *slots[i] = s->n_w[i] ? g[i] : NULL;
@@ -297,12 +307,15 @@ static void dforward(const mla_setup *s, double *const *w, const double *x, doub
             if (c->rq) {
                 dlinear(qa, w[WQ_A], s->n_w[BQ_A] ? w[BQ_A] : NULL, xt, c->rq, c->dim);
                 drms(qa, w[Q_A_NORM], c->rq);
+                for (int64_t i = 0; c->dots && i < c->rq; i++) qa[i] *= 1.5; /* q_lora_scale */
                 dlinear(qt, w[WQ_B], NULL, qa, c->h * D, c->rq);
             } else {
                 dlinear(qt, w[WQ], NULL, xt, c->h * D, c->dim);
             }
             dlinear(lat, w[WKV_A], s->n_w[BKV_A] ? w[BKV_A] : NULL, xt, c->r + c->dr, c->dim);
             drms(lat, w[KV_A_NORM], c->r);
+            for (int64_t i = 0; c->dots && i < c->r; i++) lat[i] *= 0.7; /* kv_lora_scale */
+            if (c->dots) drms(lat + c->r, w[K_ROPE_NORM], c->dr); /* k_rope_only_layernorm */
             dlinear(kvb, w[WKV_B], NULL, lat, c->h * kv, c->r);
             const int64_t pos = position_of(s, b, t);
             drope(lat + c->r, s, pos);
@@ -482,10 +495,11 @@ static void test_cached(void)
                 {3, 1, RA_I8, 1e-2}, {2, 3, RA_F8E4M3, 6e-2}};
     mla_case c = cases[1];
     c.s = 13;
-    for (int ci = 0; ci < 5; ci++) {
+    for (int ci = 0; ci < 6; ci++) {
         if (ci == 1) c = cases[4], c.s = 12; /* a window, an odd latent rank */
         if (ci == 3) c = cases[6], c.s = 11; /* the output gated per feature */
         if (ci == 4) c = cases[8], c.s = 10; /* per head, with its bias */
+        if (ci == 5) c = cases[9], c.s = 10; /* dots.note's rescaled latents, k_rope_norm */
         if (ci == 2) /* 8 + 2-token passes: the short one has fewer rows, wide rows */
             c = cases[1], c.s = 13, c.h = 16, c.r = 120;
         mla_setup s;
@@ -698,7 +712,7 @@ static void test_refusals(void)
         ra_layer_weights w;
         ra_status want;
         const char *what;
-    } bad[16];
+    } bad[22];
     int n = 0;
     bad[n].c = cfg, bad[n].w = w, bad[n].c.n_kv_heads = 1, bad[n].want = RA_ERR_GQA, bad[n++].what = "n_kv_heads 1";
     bad[n].c = cfg, bad[n].w = w, bad[n].w.q_norm = one, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "q_norm";
@@ -716,6 +730,17 @@ static void test_refusals(void)
     bad[n].c = cfg, bad[n].w = w, bad[n].c.rope = &wrong, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "rotary_dim";
     bad[n].c = cfg, bad[n].w = w, bad[n].c.gated_output = 1, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "gated_output without wgate";
     bad[n].c = cfg, bad[n].w = w, bad[n].w.wgate = one, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "wgate without gated_output";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.kv_latent_scale = -1, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "kv_latent_scale -1";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.q_latent_scale = 2, bad[n].c.q_lora_rank = 0, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "q_latent_scale without q_lora_rank";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.temperature_length = 2048, bad[n].c.temperature_power = 0.1, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "temperature_length";
+    /* dots.note's latent scales and k_rope_norm on a layer without latent attention */
+    ra_rope_config plain_rope = ra_rope_config_default(4);
+    ra_layer_config plain_c = ra_layer_config_init();
+    plain_c.dim = 8, plain_c.n_heads = 2, plain_c.head_dim = 4, plain_c.rope = &plain_rope;
+    ra_layer_weights plain_w = ra_layer_weights_init();
+    plain_w.wq = plain_w.wk = plain_w.wv = plain_w.wo = one;
+    bad[n].c = plain_c, bad[n].w = plain_w, bad[n].w.k_rope_norm = one, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "k_rope_norm without latent attention";
+    bad[n].c = plain_c, bad[n].w = plain_w, bad[n].c.kv_latent_scale = 2, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "kv_latent_scale without latent attention";
     for (int i = 0; i < n; i++) {
         ra_status st = ra_layer_create(&layer, &bad[i].c, &bad[i].w);
         CHECK(st == bad[i].want && layer == NULL, "%s: status %d (%s)", bad[i].what, (int)st,

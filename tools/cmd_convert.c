@@ -38,7 +38,8 @@ static const char usage[] =
     "(HunYuan-V1), q_layernorm.norms.N.weight (StableLM 2) and\n"
     "q_layernorm.weight, q_layernorm.bias (Persimmon; k_... alike);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
-    "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, and query_key_value packed as the config's\n"
+    "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, HRM-Text's gqkv_proj (its gate's rows first),\n"
+    "and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
     "as they are.  Every other tensor is copied unchanged (same dtype, same\n"
     "bytes), and a file without q or k projections (a shard of MLP weights) is\n"
@@ -92,7 +93,7 @@ static int ends_with_part(const char *name, const char *suffix)
  * ChatGLM's query_key_value, InternLM2's wqkv, DBRX's Wqkv (and their
  * biases); others (Baichuan's W_pack, GPT-2's c_attn ...) are refused. */
 static const char *const fused_names[] = {"qkv_proj", "query_key_value", "wqkv", "Wqkv",
-                                          "W_pack", "c_attn", "qkv"};
+                                          "W_pack", "c_attn", "qkv", "gqkv_proj"};
 
 /* Which of fused_names name is ("<...>.<fused>.weight" or ".bias"), or -1. */
 static int fused_index(const char *name)
@@ -202,8 +203,16 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         return cli_fail(EXIT_FAIL, "%s has no query projection (wq.weight or q_proj.weight)",
                         opts->weights);
     }
-    const ra_hf_rope *rope = &src->config->rope;
+    const ra_hf_rope *rope = &src->config->rope, *local = &c->local_rope;
     double prf = rope->has_partial_rotary_factor ? rope->partial_rotary_factor : 1.0;
+    double local_prf = local->has_partial_rotary_factor ? local->partial_rotary_factor : 1.0;
+    /* the share of each head whose rows move: all of it under the proportional rope */
+    const double moved = rope->proportional ? 1.0 : prf;
+    const double local_moved = local->proportional ? 1.0 : local_prf;
+    if (c->has_local_rope && local_moved != moved) /* (each layer's rows as its own rope turns) */
+        return cli_fail(EXIT_FAIL, "convert-layout: %s rotates %g of each head in its full "
+                        "layers and %g in its sliding layers (a rope per layer type): not "
+                        "converted", opts->config, prf, local_prf);
     g->rotary_dim = (int64_t)((double)g->head_dim * prf);
     if (!rope->has_partial_rotary_factor && c->has_rotary_dim) /* GPT-J */
         g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
@@ -246,6 +255,10 @@ static int fused_layout(const convert_options *opts, const rope_source *src,
         *packing = which == 2 ? FUSED_GROUPED : FUSED_ROWS;
         return 0;
     }
+    if (which == 7) { /* HRM-Text's gqkv_proj: the output gate's rows, then q's, k's, v's */
+        *packing = FUSED_GATE_ROWS;
+        return 0;
+    }
     if (which == 1) {
         int failed = 0;
         if (hf_config_packing(src->has_config ? src->fields : NULL, opts->config, t->name,
@@ -267,6 +280,7 @@ static int64_t fused_head_row(fused_packing packing, int64_t h, int64_t H, int64
                               int64_t head_dim)
 {
     if (packing == FUSED_ROWS) return h * head_dim; /* k's heads follow q's */
+    if (packing == FUSED_GATE_ROWS) return (H + h) * head_dim; /* after the gate's H heads */
     const int64_t rep = H / kv; /* each group: rep q heads, a k head, a v head */
     return (h < H ? (h / rep) * (rep + 2) + h % rep : (h - H) * (rep + 2) + rep) * head_dim;
 }
@@ -279,11 +293,13 @@ static int permute_fused(const convert_options *opts, void *out, const ra_st_ten
     int ok;
     ra_dtype dtype = library_dtype(t->dtype, &ok);
     const int64_t in_features = t->ndim == 2 ? t->shape[1] : 1;
+    const int64_t gate = packing == FUSED_GATE_ROWS ? H : 0; /* the gate's heads */
     if (!ok || t->ndim < 1 || t->ndim > 2 || H % kv != 0 ||
-        t->shape[0] != (H + 2 * kv) * g->head_dim || in_features == 0)
+        t->shape[0] != (gate + H + 2 * kv) * g->head_dim || in_features == 0)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not an F32, F16 or BF16 fused "
-                        "projection of (%lld + 2 x %lld) heads of head_dim %lld", t->name,
-                        opts->weights, (long long)H, (long long)kv, (long long)g->head_dim);
+                        "projection of (%s%lld + 2 x %lld) heads of head_dim %lld", t->name,
+                        opts->weights, gate ? "2 x " : "", (long long)H, (long long)kv,
+                        (long long)g->head_dim);
     const size_t row_bytes = (size_t)in_features * ra_dtype_size(dtype);
     memcpy(out, t->data, t->nbytes);
     for (int64_t h = 0; h < H + kv; h++) {
@@ -371,6 +387,15 @@ static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const
     return RA_OK;
 }
 
+/* The query heads of the layer a tensor's name numbers (layer; -1: none):
+ * the config's num_attention_heads_per_layer entry where it has one (-1
+ * where it names no layer the list has), else n_heads. */
+static int64_t layer_heads(const ra_hf_fields *c, int64_t layer, int64_t n_heads)
+{
+    if (!c->heads_per_layer) return n_heads;
+    return layer >= 0 || layer == -1 ? ra_hf_layer_heads(c, layer) : -1;
+}
+
 /* Fills out[] (one entry per tensor of st) and the buffers it points at. */
 static int convert(const convert_options *opts, const rope_source *src,
                    const ra_safetensors *st, ra_st_tensor *out, void **buffers)
@@ -437,21 +462,26 @@ static int convert(const convert_options *opts, const rope_source *src,
                             opts->weights);
         if (layer != -1) layered++;
         if (opts->has_layer && layer != opts->layer) continue;
+        const int64_t heads = opts->has_n_heads ? n_heads : layer_heads(c, layer, n_heads);
+        if (heads < 0)
+            return cli_fail(EXIT_FAIL, "convert-layout: %s gives its layers' query heads "
+                            "(num_attention_heads_per_layer), and '%s' in %s names no layer "
+                            "it lists", opts->config, t->name, opts->weights);
         fused_packing packing = FUSED_NONE;
         int64_t kv = 0;
-        if (kind == FUSED && !n_heads)
+        if (kind == FUSED && !heads)
             return cli_fail(EXIT_USAGE, "convert-layout: '%s' is fused: give --config or "
                             "--n-heads", t->name);
         if (kind == FUSED &&
-            (failed = fused_layout(opts, src, t, n_heads, n_kv_heads, &packing, &kv)))
+            (failed = fused_layout(opts, src, t, heads, n_kv_heads, &packing, &kv)))
             return failed;
-        if (kind != FUSED && (failed = check_tensor(opts, t, kind, &g, n_heads, n_kv_heads)))
+        if (kind != FUSED && (failed = check_tensor(opts, t, kind, &g, heads, n_kv_heads)))
             return failed;
         buffers[i] = malloc(t->nbytes > 0 ? t->nbytes : 1);
         if (!buffers[i])
             return cli_fail(EXIT_FAIL, "out of memory for '%s' from %s", t->name, opts->weights);
         if (kind == FUSED) {
-            failed = permute_fused(opts, buffers[i], t, &g, packing, n_heads, kv);
+            failed = permute_fused(opts, buffers[i], t, &g, packing, heads, kv);
             if (failed) return failed;
         } else {
             ra_status status = permute(buffers[i], t, kind, &g, (ra_layout)opts->to);

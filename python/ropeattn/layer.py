@@ -234,6 +234,8 @@ class Layer:
         1/sqrt(head_dim)), no_rope, the q/k norms' settings (norm_eps,
         norm_whole, norm_head_weights, norm_layer, qk_l2_norm), clip_qkv,
         temperature_floor, _scale and _no_offset (Llama 4, Ministral 3),
+        temperature_length and _power (q times (1 + (p + 1) / length) **
+        power: Beam's NoPE layers; length 0: none),
         latent attention's
         kv_lora_rank (0: none), q_lora_rank, qk_nope_head_dim and
         v_head_dim (head_dim without latent attention), max_keys (the

@@ -217,8 +217,8 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         r->mrope_interleaved ? Py_True : Py_False);
     if (!rope) return NULL;
     return Py_BuildValue(
-        "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:O,s:L,s:L,s:d,s:L,s:L,"
-        "s:L,s:L,s:L,s:O}", "dim",
+        "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:O,s:d,s:d,s:L,s:L,s:d,"
+        "s:L,s:L,s:L,s:L,s:L,s:O,s:d}", "dim",
         (long long)c->dim, "n_heads", (long long)c->n_heads, "n_kv_heads",
         (long long)(c->n_kv_heads ? c->n_kv_heads : c->n_heads), "head_dim",
         (long long)c->head_dim, "rope", rope, "no_rope", c->no_rope ? Py_True : Py_False,
@@ -227,13 +227,15 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         c->norm_layer ? Py_True : Py_False, "scale", c->scale, "clip_qkv", c->clip_qkv,
         "qk_l2_norm", c->qk_l2_norm ? Py_True : Py_False, "temperature_floor",
         c->temperature_floor, "temperature_scale", c->temperature_scale,
-        "temperature_no_offset", c->temperature_no_offset ? Py_True : Py_False, "window",
+        "temperature_no_offset", c->temperature_no_offset ? Py_True : Py_False,
+        "temperature_length", c->temperature_length, "temperature_power", c->temperature_power,
+        "window",
         (long long)c->window, "chunk", (long long)c->chunk, "softcap", c->softcap,
         "kv_lora_rank", (long long)c->kv_lora_rank, "q_lora_rank", (long long)c->q_lora_rank,
         "qk_nope_head_dim", (long long)c->qk_nope_head_dim, "v_head_dim",
         (long long)(c->v_head_dim ? c->v_head_dim : c->head_dim), "max_keys",
         (long long)c->max_keys, "positions_are_slots",
-        c->positions_are_slots ? Py_True : Py_False);
+        c->positions_are_slots ? Py_True : Py_False, "v_scale", c->v_scale ? c->v_scale : 1.0);
 }
 
 static PyObject *layer_model_type(ra_ext_layer *self, void *closure)

@@ -539,7 +539,8 @@ static int is_used(const attention_tensors *t, const ra_st_tensor *x)
     int used = 0;
     for (int p = 0; p < N_PROJ; p++) used |= x == t->proj[p] || x == t->bias[p];
     for (int m = 0; m < N_MLA; m++) used |= x == t->latent[m] || x == t->latent_bias[m];
-    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm || x == t->gate;
+    used |= x == t->norm[0] || x == t->norm[1] || x == t->sinks || x == t->o_norm || x == t->gate ||
+            x == t->gate_bias;
     for (int n = 0; n < 2; n++) used |= x == t->layer_norm[n] || x == t->layer_norm_bias[n];
     for (int n = 0; n < 2; n++)
         for (int64_t h = 0; h < t->n_head_norms[n]; h++) used |= x == t->head_norms[n][h];
@@ -634,16 +635,19 @@ static void find_module(const ra_hf_checkpoint *files, const char *stem, int ste
 }
 
 /* The output gate's weight, under the names the family's model loads it
- * by: g_proj (a gate per head: LFM3, Ling), or as LFM3's checkpoints save
- * it, gate_proj; else gate_proj (AfMoE); NULL: none.  (Another name is
+ * by: g_proj (a gate per head: LFM3, Ling; Laguna's softplus), or as LFM3's
+ * checkpoints save it, gate_proj; else gate_proj (AfMoE), or as HY V4's
+ * checkpoints save it beside latent attention, linear_gate; NULL: none.  (Another name is
  * left unused: refused, check_consumed.)  The layer checks it against the
  * family (hf/gate.c). */
 static void find_gate(const ra_hf_checkpoint *files, attention_tensors *out, int stem,
                       ra_hf_features features)
 {
-    const int per_head = (features & RA_HF_GATE_PER_HEAD) != 0;
-    const char *names[2] = {per_head ? "g_proj.weight" : "gate_proj.weight",
-                            features & RA_HF_GATE_SAVED_AS_GATE_PROJ ? "gate_proj.weight" : NULL};
+    const int g_proj = (features & (RA_HF_GATE_PER_HEAD | RA_HF_SOFTPLUS_G_PROJ)) != 0;
+    const char *names[2] = {g_proj ? "g_proj.weight" : "gate_proj.weight",
+                            features & RA_HF_GATE_SAVED_AS_GATE_PROJ ? "gate_proj.weight"
+                            : !g_proj && (features & RA_HF_MLA) ? "linear_gate.weight" /* HY V4 */
+                                                                 : NULL};
     char name[NAME_LEN];
     out->gate = NULL;
     for (int i = 0; i < 2 && names[i] && !out->gate; i++) {
@@ -667,9 +671,40 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
                     &out->latent[m], &out->latent_bias[m]);
     for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     out->mla = 1;
+    /* HY V4's sinks, as transformers names them or as its checkpoints do
+     * (hf/layer_mla.c checks them; both names: check_consumed) */
+    static const char *const sinks[2] = {"sinks", "learnable_sink_param"};
+    char name[NAME_LEN];
+    for (int n = 0; n < 2 && !out->sinks; n++) {
+        snprintf(name, NAME_LEN, "%.*s%s", stem, wo, sinks[n]);
+        out->sinks = hf_find_tensor(files, name, NULL);
+    }
 }
 
-ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
+/* A stack's layers (RA_HF_LAYER_STACKS): model.<stack>.layers.N.self_attn.
+ * as transformers names them, or as HRM-Text's checkpoints do:
+ * model.<stack>.layers.N.attn.gqkv_proj (the gate's rows, q's, k's, v's) and
+ * attn.o_proj. */
+#define GQKV_NAMES {"gqkv_proj.weight", "gqkv_proj.weight", "gqkv_proj.weight", "o_proj.weight"}
+typedef struct stack_scheme {
+    char prefix[64], expected[256];
+    naming_scheme schemes[2];
+} stack_scheme;
+
+static void stack_list(stack_scheme *s, const char *stack, const ra_hf_family *family,
+                       scheme_list *list)
+{
+    snprintf(s->prefix, sizeof s->prefix, "model.%.40s.layers.", stack);
+    snprintf(s->expected, sizeof s->expected, "q_proj.weight .. o_proj.weight under "
+             "%sN.self_attn., or gqkv_proj.weight and o_proj.weight under %sN.attn.",
+             s->prefix, s->prefix);
+    s->schemes[0] = (naming_scheme){s->prefix, ".self_attn.", HF_NAMES, RA_LAYOUT_HALF, 0, NULL};
+    s->schemes[1] = (naming_scheme){s->prefix, ".attn.", GQKV_NAMES, RA_LAYOUT_HALF,
+                                    FUSED_GATE_ROWS, NULL};
+    *list = (scheme_list){{&s->schemes[0], &s->schemes[1]}, 2, s->expected, family};
+}
+
+ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const char *stack,
                             const ra_hf_family *family, attention_tensors *out)
 {
     const ra_hf_features features = family ? family->features : 0;
@@ -678,8 +713,10 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
                                      RA_HF_SPARSE_LAYER_INDEXER)) != 0;
     const char *path = files->path;
     scheme_list schemes, *list = &schemes;
+    stack_scheme in_stack;
     memset(out, 0, sizeof *out);
-    RA_HF_TRY(scheme_list_for(family, list));
+    if (stack) stack_list(&in_stack, stack, family, list);
+    else RA_HF_TRY(scheme_list_for(family, list));
     /* A layer number written otherwise (model.layers.007...) could name the
      * wrong layer, or the one asked for twice. */
     layer_census census = count_layers(files, list);
@@ -741,6 +778,8 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer,
     }
     snprintf(name, NAME_LEN, "%.*sattn_sub_norm.weight", stem, wq); /* BitNet */
     out->o_norm = hf_find_tensor(files, name, NULL);
+    snprintf(name, NAME_LEN, "%.*sgate_bias", stem, wq); /* Beam's, one per head */
+    out->gate_bias = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
     if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);
@@ -815,17 +854,25 @@ ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *f = fused[i];
         if (!f) continue;
-        int64_t rest = f->shape[0] - q_rows; /* kv rows twice, or the shape is wrong */
-        if (f->ndim != 2 - i || f->count == 0 || q_rows > f->shape[0] || rest % 2 != 0 ||
+        const int gate = t->packing == FUSED_GATE_ROWS; /* the gate's q_rows first */
+        if (gate && i)
+            return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: the output gate's bias (its "
+                           "first rows) is not supported", f->name, path);
+        int64_t rest = f->shape[0] - (1 + gate) * q_rows; /* kv rows twice, or wrong */
+        if (f->ndim != 2 - i || f->count == 0 || rest < 0 || rest % 2 != 0 ||
             rest / 2 != kv_rows)
-            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not %s of %lld + 2 x %lld rows "
-                           "(wq's, wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
-                           (long long)q_rows, (long long)kv_rows);
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not %s of %s%lld + 2 x %lld rows "
+                           "(%swq's, wk's and wv's)", f->name, path, i ? "a vector" : "a matrix",
+                           gate ? "2 x " : "", (long long)q_rows, (long long)kv_rows,
+                           gate ? "the gate's, " : "");
         ra_st_tensor *views = i ? t->bias_views : t->views;
         const ra_st_tensor **to = i ? t->bias : t->proj;
-        row_view(&views[0], f, 0, q_rows);
-        row_view(&views[1], f, q_rows, kv_rows);
-        row_view(&views[2], f, q_rows + kv_rows, kv_rows);
+        const int64_t at = gate * q_rows;
+        row_view(&views[0], f, at, q_rows);
+        row_view(&views[1], f, at + q_rows, kv_rows);
+        row_view(&views[2], f, at + q_rows + kv_rows, kv_rows);
+        if (gate) row_view(&views[3], f, 0, q_rows);
+        if (gate) t->gate = &views[3];
         for (int p = PROJ_Q; p <= PROJ_V; p++) {
             if (t->packing == FUSED_GROUPED) views[p].data = NULL; /* shapes only */
             to[p] = &views[p];

@@ -20,17 +20,18 @@
 /* DeepSeek sparse attention and its followers: a lightning indexer scores
  * the earlier tokens and each query attends to its top-k keys only. */
 /* Their latent attention beside the indexer: A.X K2's query and output gate
- * from the q latent, normed and not (q_gate_proj); HY V4's gate_proj and
- * sinks; dots.note's per-head gate (g_proj) and rescaled, normed latents. */
+ * from the q latent, normed and not (q_gate_proj); dots.note's per-head gate
+ * (g_proj), rescaled latents and normed rotated key, which the core runs,
+ * and its sizes per layer type (Dots3NoteTextConfig.per_layer_config). */
 #define Q_GATE_PROJ                                                                      \
     "its q_gate_proj (queries and a sigmoid output gate from the q latent, normed and not) " \
     "is not supported"
-#define GATE_PROJ_SINKS                                                                  \
-    "its output gate from a projection of its own (gate_proj) and its attention sinks "  \
-    "beside latent attention are not supported"
 #define G_PROJ                                                                           \
-    "its per-head output gate (g_proj) and its rescaled latents with a norm of the "     \
-    "rotated key (k_rope_only_layernorm) are not supported"
+    "its per-head output gate (g_proj), rescaled latents (q_lora_scale, kv_lora_scale) "  \
+    "and norm of the rotated key (k_rope_only_layernorm) under latent attention are not " \
+    "read from its config and checkpoints (the layer runs them: gate_per_head, "          \
+    "q_latent_scale, kv_latent_scale, k_rope_norm), nor its latent sizes per layer type " \
+    "(per_layer_config: the sliding layers' swa_*)"
 /* Gemma 3n and 4: values RMS-normed per head without weights, and the
  * last num_kv_shared_layers layers reuse an earlier layer's keys and values
  * (Gemma 4's assistants: every layer reuses its target model's). */
@@ -105,7 +106,6 @@
 /* sliding layers rotate, full ones not (Cohere 2); only with a window (EXAONE 4) */
 #define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
 #define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
-#define GATE_PROJ "its output gate from a projection of its own (gate_proj) is not supported"
 /* Gated attention (Qwen3-Next, Qwen3.5): q_proj gives a gate per head, the
  * q/k norms scale by 1 + weight; the linear-attention layers beside it are
  * refused (layer_types). */
@@ -167,6 +167,12 @@
     "v_head_dim=256 hidden_size=6144 num_attention_heads=64 num_key_value_heads=64 "    \
     "max_position_embeddings=202752 index_topk=2048 index_n_heads=32 index_head_dim=128"
 #define DSA (RA_HF_MLA | RA_HF_INDEXER_TOPK)
+/* HYV4Config's */
+#define HY_V4_DEFAULTS                                                                   \
+    "kv_lora_rank=512 q_lora_rank=1536 qk_nope_head_dim=192 qk_rope_head_dim=64 "       \
+    "v_head_dim=256 hidden_size=2816 num_attention_heads=32 num_key_value_heads=32 "    \
+    "max_position_embeddings=262144 index_topk=2048 index_n_heads=16 index_head_dim=128 " \
+    "rms_norm_eps=1e-05"
 #define LLAMA4                                                                           \
     (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
      RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
@@ -242,6 +248,18 @@
                     "\"sliding_attention\": {\"rope_type\": \"default\", "               \
                     "\"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.334}}",          \
     .default_rope_name = "MiMoV2FlashConfig's default rope_parameters."
+/* BeamConfig's default rope, per layer type: none in the full layers. */
+#define BEAM_ROPE                                                                        \
+    .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "                \
+                    "\"rope_theta\": 10000.0}, \"full_attention\": null}",                  \
+    .default_rope_name = "BeamConfig's default rope_parameters."
+/* LagunaConfig's default rope, per layer type. */
+#define LAGUNA_ROPE                                                                      \
+    .default_rope = "{\"full_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 500000.0, \"partial_rotary_factor\": 0.5}, "           \
+                    "\"sliding_attention\": {\"rope_type\": \"default\", "                 \
+                    "\"rope_theta\": 10000.0, \"partial_rotary_factor\": 1.0}}",             \
+    .default_rope_name = "LagunaConfig's default rope_parameters."
 /* HunYuan-V1: q/k norms after RoPE; a dynamic rope with alpha is NTK by a fixed alpha */
 #define HUNYUAN (RA_HF_QK_NORM | RA_HF_NORM_AFTER_ROPE)
 
@@ -361,10 +379,13 @@ static const ra_hf_family families[] = {
     /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
         ALL(AB, 0)),
-    /* BeamConfig: gate_proj with a bias per head; NoPE layers scale q by position */
-    ROW("beam", H, 0,
-        "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
-        "query scaling by position ((1 + (p + 1) / 2048)^0.1)", NULL, NOWINDOW, NO_BIAS),
+    /* BeamConfig: q/k norms; its own gate_proj, sigmoid, with a bias per head (gate_bias);
+     * a rope per layer type, the full layers' null: no RoPE, q scaled by position */
+    ROW("beam", H,
+        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_NULL_ROPE_SCALED | RA_HF_GATE_PROJ |
+            RA_HF_GATE_BIAS, NULL,
+        "hidden_size=5120 num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=8192 sliding_window=512", LISTED, ALL(AB, 0), BEAM_ROPE),
     ROW("bitnet", H, RA_HF_O_NORM, NULL,
         "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
         "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
@@ -502,10 +523,11 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
-    /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output; two stacks
-     * (H_module, L_module) run in cycles, each run a cache slot of its own */
-    ROW("hrm_text", H, 0, GATE_PROJ ", nor its two stacks of layers run in cycles (H_module, "
-        "L_module)", NULL, NOWINDOW, NO_BIAS),
+    /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output (biased with the
+     * others by attention_bias: refused, gate_proj.bias unread); two stacks (H_module,
+     * L_module) run in cycles, each run a cache slot of its own: a layer number is a slot */
+    ROW("hrm_text", H, RA_HF_GATE_PROJ | RA_HF_LAYER_STACKS, NULL,
+        "hidden_size=1536 num_attention_heads=12 head_dim=128", NOWINDOW, ALL(AB, 0)),
     ROW("hunyuan_v1_dense", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         .ntk_alpha = 1),
     ROW("hunyuan_v1_moe", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
@@ -513,7 +535,10 @@ static const ra_hf_family families[] = {
     ROW("hy_v3", H, RA_HF_QK_NORM, NULL,
         "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, ALL(AB, 0)),
-    ROW("hy_v4", H, 0, GATE_PROJ_SINKS, NULL, NOWINDOW, NO_BIAS),
+    /* HYV4Config: DeepSeek-V3.2's attention (indexer top-k shared by indexer_types) with
+     * rotate_half's rope, its output times sigmoid(gate_proj(x)) per feature, and sinks */
+    ROW("hy_v4", H, DSA | RA_HF_INDEXER_SHARED | RA_HF_GATE_PROJ | RA_HF_SINKS, NULL,
+        HY_V4_DEFAULTS, NOWINDOW, NO_BIAS),
     /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
@@ -539,9 +564,13 @@ static const ra_hf_family families[] = {
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
-    ROW("laguna", H, 0,
-        "its attention output is gated by softplus(g_proj(x)), and its layers' query heads "
-        "differ (num_attention_heads_per_layer)", NULL, NOWINDOW, NO_BIAS),
+    /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
+     * (per head or per feature: gating), query heads per layer */
+    ROW("laguna", H,
+        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_SOFTPLUS_G_PROJ | RA_HF_HEADS_PER_LAYER, NULL,
+        "num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=131072 sliding_window=512", RA_HF_WINDOWS_LISTED_ELSE_NONE,
+        ALL(AB, 0), LAGUNA_ROPE),
     ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
     ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
     /* Lfm3Config: Qwen3's q/k norms (epsilon norm_eps), a sigmoid gate per head (g_proj,
@@ -720,7 +749,6 @@ static const ra_hf_family families[] = {
 #undef GEMMA4_ROPE
 #undef GEMMA4_ASSISTANT
 #undef Q_GATE_PROJ
-#undef GATE_PROJ_SINKS
 #undef G_PROJ
 #undef DSA
 #undef V_NORM
@@ -731,6 +759,8 @@ static const ra_hf_family families[] = {
 #undef MLLAMA_CROSS
 #undef APERTUS_ROPE
 #undef MELLUM_ROPE
+#undef LAGUNA_ROPE
+#undef BEAM_ROPE
 #undef LFM3
 #undef LFM3_DEFAULTS
 #undef LFM3_ROPE
@@ -881,6 +911,7 @@ static const attention_key attention_keys[] = {
     {"num_kv_heads", NULL_ONLY, RA_HF_QKV_BY_MULTI_QUERY, "key/value heads (Falcon's name)"},
     {"n_head", NULL_ONLY, RA_HF_ALIASES, "query heads (GPT-J's name)"},
     {"n_head_kv", NULL_ONLY, 0, "key/value heads (Falcon's name)"},
+    {"num_attention_heads_per_layer", NULL_ONLY, RA_HF_HEADS_PER_LAYER, "query heads per layer"},
     {"num_kv_shared_layers", FALSE_ONLY, RA_HF_KV_SHARED_LAYERS,
      "layers that take their keys and values from an earlier layer"},
     {"use_attention_gate", FALSE_ONLY, RA_HF_GATE_BY_KEY, "an output gate per head"},

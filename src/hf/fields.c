@@ -353,6 +353,14 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     if (nested == NULL || !(features & RA_HF_LOCAL_ROPE)) return RA_OK;
     RA_TRY(ra_io_json_key(nested, "full_attention", name, &full, msg, msg_len));
     RA_TRY(ra_io_json_key(nested, "sliding_attention", name, &sliding, msg, msg_len));
+    if ((features & RA_HF_NULL_ROPE_SCALED) && cJSON_GetArraySize(nested) == 2 &&
+        cJSON_IsObject(full) != cJSON_IsObject(sliding)) { /* one type without RoPE (Beam) */
+        const cJSON *other;
+        ra_io_json_member(nested, full ? "sliding_attention" : "full_attention", &other);
+        if (!cJSON_IsNull(other)) return RA_OK; /* absent: ra_hf_rope_read refuses it */
+        out->null_rope_type = full ? 2 : 1;
+        full = sliding = full ? full : sliding; /* the other's, unused */
+    }
     if (!cJSON_IsObject(full) || !cJSON_IsObject(sliding) ||
         cJSON_GetArraySize(nested) != 2)
         return RA_OK;
@@ -1097,6 +1105,8 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(ra_hf_per_layer_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_sparse_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_rope_types_check(out, name, msg, msg_len));
+    RA_TRY(ra_hf_stacks_read(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_heads_read(root, out, name, msg, msg_len));
     const ra_hf_rope *r = &out->rope;
     if ((r->has_mrope || r->has_mrope_section || r->params.mrope_interleaved) &&
         !(features & RA_HF_MROPE))

@@ -371,6 +371,26 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_QK_L2_NORM: the norm always applies, use_qk_norm not read (NanoChat's model has
  * no such switch) */
 #define RA_HF_QK_L2_NORM_ALWAYS RA_HF_BIT(62)
+/* gatefam's features (bits 72-79) */
+/* two stacks of layers, L_module and H_module, run in cycles (H_cycles of L_cycles runs of the
+ * L stack, then one of the H stack), each run of a layer a cache slot of its own: layer N is
+ * cache slot N, run by model.{L,H}_module.layers.(N mod num_layers_per_stack) (fields_stacks.c;
+ * HRM-Text) */
+#define RA_HF_LAYER_STACKS RA_HF_BIT(72)
+/* g_proj.weight beside q_proj, without a bias: the attention's output times softplus(g_proj(x))
+ * before o_proj, one gate per head ([H, dim]) where gating is true or "per-head" (its default),
+ * one per feature ([H * D, dim]) where it is false or "per-element" (fields_heads.c; Laguna) */
+#define RA_HF_SOFTPLUS_G_PROJ RA_HF_BIT(73)
+/* with RA_HF_GATE_PROJ: gate_bias [H] beside q_proj, one per head, added to each of the head's
+ * gates before the sigmoid (Beam) */
+#define RA_HF_GATE_BIAS RA_HF_BIT(74)
+/* num_attention_heads_per_layer (null: num_attention_heads in every layer): each layer's query
+ * heads (fields_heads.c; Laguna) */
+#define RA_HF_HEADS_PER_LAYER RA_HF_BIT(75)
+/* with RA_HF_LOCAL_ROPE: a layer type whose rope_parameters entry is null runs without RoPE, q
+ * times (1 + (p + 1) / 2048)^0.1, a scalable softmax (ra_layer_config.temperature_length,
+ * _power; Beam) */
+#define RA_HF_NULL_ROPE_SCALED RA_HF_BIT(76)
 /* The attention output gated per head (bits 64 .. 71, hf/gate.c): g_proj.weight [H, dim] beside
  * q_proj (or latent attention's tensors), without a bias; each head's output times
  * sigmoid(g_proj(x))[h] before o_proj (LFM3; Ling's latent attention, bailing_hybrid) */
@@ -453,6 +473,8 @@ typedef enum fused_packing {
                       reads it as it is (ra_layer_weights.wqkv) */
     FUSED_BY_CONFIG, /* one of the two, as the config says (Falcon's and
                         ChatGLM's query_key_value): hf_config_packing */
+    FUSED_GATE_ROWS, /* the output gate's rows (gate_proj's), then q's, k's and
+                        v's: HRM-Text's gqkv_proj */
 } fused_packing;
 
 /* One way of naming a layer's attention tensors: "<prefix>N<infix><proj>"
@@ -700,6 +722,19 @@ typedef struct ra_hf_fields {
     /* RA_HF_ROPE_BY_LAYER_TYPE (fields_rope_types.c): rope_parameters'
      * full_attention and sliding_attention entries (rope and local_rope). */
     unsigned char layer_type_rope[2]; /* ra_hf_type_rope */
+    /* RA_HF_LAYER_STACKS (fields_stacks.c): the layers of each stack, H_cycles,
+     * L_cycles (HrmTextConfig's defaults 16, 2, 3); the cache slots, num_hidden_layers,
+     * are num_layers_per_stack * H_cycles * (L_cycles + 1) */
+    int64_t stack_layers, h_cycles, l_cycles;
+    /* RA_HF_HEADS_PER_LAYER: num_attention_heads_per_layer (the tree's, borrowed; validated:
+     * positive integers, num_hidden_layers of them where that is given), or NULL */
+    const struct cJSON *heads_per_layer;
+    /* RA_HF_SOFTPLUS_G_PROJ: gating true or "per-head" (1), false or "per-element" (0) */
+    int gate_per_head;
+    /* RA_HF_NULL_ROPE_SCALED: the layer type whose rope_parameters entry is null: 1
+     * full_attention (rope is then local_rope's), 2 sliding_attention (local_rope is rope's);
+     * 0: none */
+    int null_rope_type;
 } ra_hf_fields;
 
 /* A layer type's entry in rope_parameters (RA_HF_ROPE_BY_LAYER_TYPE). */
@@ -732,6 +767,19 @@ int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer);
  * the last outside rope_scaling).  Values rope has are kept (a rope set in
  * the config's place, --rope-parameters, says what it means). */
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config);
+
+/* RA_HF_LAYER_STACKS: the stack that runs cache slot `layer` ("L_module" or "H_module") and
+ * the layer's number in it (*index); NULL where config's family has no stacks. */
+const char *ra_hf_stack_layer(const ra_hf_fields *config, int64_t layer, int64_t *index);
+
+/* Layer `layer`'s query heads: num_attention_heads_per_layer's entry (RA_HF_HEADS_PER_LAYER;
+ * layer -1: the one count every entry has, else -1), else num_attention_heads. */
+int64_t ra_hf_layer_heads(const ra_hf_fields *config, int64_t layer);
+
+/* For a family with RA_HF_NULL_ROPE_SCALED: whether layer `layer`'s type has a null rope (1)
+ * or not (0); -1 when the config does not say (layer -1 and the layers differ, or no window
+ * says which layers slide).  0 in other families. */
+int ra_hf_layer_null_rope(const ra_hf_fields *config, int64_t layer);
 
 /* For a family with RA_HF_NOPE_FULL_LAYERS: whether layer `layer` runs
  * without RoPE (1) or with it (0); -1 when the config does not say (the

@@ -79,6 +79,15 @@ ra_status ra_hf_rope_types_read(const cJSON *nested, const cJSON *scaling, ra_hf
 ra_status ra_hf_rope_types_check(ra_hf_fields *out, const char *name, char *msg,
                                  size_t msg_len);
 
+/* Reads num_attention_heads_per_layer (RA_HF_HEADS_PER_LAYER) and gating
+ * (RA_HF_SOFTPLUS_G_PROJ): fields_heads.c. */
+ra_status ra_hf_heads_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                           size_t msg_len);
+
+/* Reads the stacks' keys of a family with RA_HF_LAYER_STACKS (fields_stacks.c). */
+ra_status ra_hf_stacks_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
+                            size_t msg_len);
+
 ra_status ra_hf_window_read(const cJSON *root, const char *name, ra_hf_window *out,
                             char *msg, size_t msg_len);
 

@@ -122,3 +122,11 @@ int ra_hf_layer_nope(const ra_hf_fields *hf, int64_t layer)
                    ? -1 : 1;
     return !forced_rope(hf, layer);
 }
+
+int ra_hf_layer_null_rope(const ra_hf_fields *hf, int64_t layer)
+{
+    if (hf->null_rope_type == 0) return 0;
+    int slides = ra_hf_layer_slides(&hf->window, layer, 0);
+    if (slides < 0) return -1;
+    return hf->null_rope_type == (slides ? 2 : 1);
+}

@@ -72,7 +72,9 @@ typedef struct attention_tensors {
     const ra_st_tensor *sinks;        /* gpt-oss's attention sinks [H] (or under
                                          HF_SINKS_ALIASES); NULL: none */
     const ra_st_tensor *o_norm;       /* BitNet's attn_sub_norm [H * D]; NULL: none */
-    const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight; NULL: none */
+    const ra_st_tensor *gate;         /* AfMoE's gate_proj.weight, Laguna's g_proj.weight;
+                                         NULL: none */
+    const ra_st_tensor *gate_bias;    /* Beam's gate_bias [H]; NULL: none */
     /* StableLM 2's LayerNorm per head, q_layernorm.norms.N.weight and
      * k_layernorm.norms.N.weight for N = 0, 1 ... (n_head_norms[i] of each;
      * the arrays are owned here, NULL: none). */
@@ -87,7 +89,7 @@ typedef struct attention_tensors {
      * shapes only, with no data (the layer reads the fused weight). */
     const ra_st_tensor *fused, *fused_bias;
     fused_packing packing;
-    ra_st_tensor views[3], bias_views[3];
+    ra_st_tensor views[4], bias_views[3]; /* views[3]: FUSED_GATE_ROWS's gate */
     /* Latent attention (mla set): its tensors and their biases (a norm has
      * none), NULL where absent; proj[PROJ_Q .. PROJ_V] are NULL. */
     int mla;
@@ -114,10 +116,12 @@ const ra_st_tensor *hf_find_tensor(const ra_hf_checkpoint *ckpt, const char *nam
  * layer, or none), their biases and q and k norms, and checks that the
  * attention module holds nothing else: under the family's names (its row's
  * names, else the common ones of checkpoint.c; family NULL, a file without
- * a config: those and every family's); with the family's RA_HF_MLA, latent
- * attention's tensors instead, and with RA_HF_INDEXER_TOPK, an indexer's
- * tensors are let be (the layer is refused where it would need them). */
-ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer,
+ * a config: those and every family's); stack not NULL: layer `layer` of
+ * that stack, model.<stack>.layers.N.self_attn.'s names only
+ * (RA_HF_LAYER_STACKS); with the family's RA_HF_MLA, latent attention's
+ * tensors instead, and with RA_HF_INDEXER_TOPK, an indexer's tensors are
+ * let be (the layer is refused where it would need them). */
+ra_status hf_find_attention(const ra_hf_checkpoint *ckpt, int64_t layer, const char *stack,
                             const ra_hf_family *family, attention_tensors *out);
 void hf_tensors_free(attention_tensors *t); /* head_norms */
 

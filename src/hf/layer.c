@@ -8,7 +8,9 @@
  * after another in wq's array; a GPT-NeoX-style fused weight fills wqkv;
  * StableLM 2's per-head norms fill q_norm's (k_norm's) one after another;
  * Persimmon's q_layernorm.weight fills q_norm's, its bias q_norm_bias's;
- * AfMoE's gate_proj, LFM3's and Ling's g_proj fill wgate's;
+ * AfMoE's gate_proj, LFM3's, Ling's and Laguna's g_proj, HY V4's gate_proj
+ * fill wgate's, and HRM-Text's gqkv_proj wgate's, wq's, wk's and wv's, one
+ * after another in wgate's array; Beam's gate_bias fills bgate's;
  * latent attention's tensors fill its own slots (wq_a ... wkv_b).
  *
  * A block-FP8 checkpoint's matrices are dequantized at load (fp8.c) into
@@ -31,7 +33,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, N_SLOTS };
+       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, S_BGATE, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -202,7 +204,19 @@ static void alias_rows(ra_hf_layer *l, const ra_st_tensor *const parts[3], int f
     }
 }
 
-/* Latent attention's tensor list and slots: weights, biases, norms, the output gate (a
+/* wq, wk and wv as rows of a fused weight after the gate's, in wgate's
+ * array (FUSED_GATE_ROWS). */
+static void alias_gated_rows(ra_hf_layer *l, const attention_tensors *t)
+{
+    int64_t at = t->gate->count;
+    for (int p = PROJ_Q; p <= PROJ_V; at += t->proj[p++]->count) {
+        l->owner[S_WQ + p] = S_WGATE;
+        l->offset[S_WQ + p] = at;
+    }
+}
+
+/* Latent attention's tensor list and slots: weights, biases, norms, the
+ * output gate and sinks (a
  * bias of another projection was refused: hf_mla_config). */
 static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
 {
@@ -221,7 +235,8 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
                                       : (order[i].bias ? t->latent_bias[k] : t->latent[k]);
         if (x) RA_HF_TRY(add_tensor(l, x, order[i].slot, 0));
     }
-    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0)); /* Ling's g_proj */
+    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0)); /* Ling's g_proj, HY V4's */
+    if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));   /* HY V4's */
     return RA_OK;
 }
 
@@ -232,7 +247,7 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
 {
     for (int s = 0; s < N_SLOTS; s++) l->owner[s] = -1;
     if (t->mla) return plan_latent(l, t);
-    const int grouped = t->packing == FUSED_GROUPED;
+    const int grouped = t->packing == FUSED_GROUPED, gated = t->packing == FUSED_GATE_ROWS;
     const ra_st_tensor *fused[2] = {t->fused, t->fused_bias};
     for (int kind = 0; kind < 2; kind++) { /* 0: weights, 1: biases */
         const ra_st_tensor *const *of = kind ? t->bias : t->proj;
@@ -241,7 +256,11 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
             if (fused[kind] && p < PROJ_O) {
                 if (p == PROJ_Q && grouped)
                     RA_HF_TRY(add_tensor(l, fused[kind], kind ? S_BQKV : S_WQKV, 0));
-                if (p == PROJ_Q && !grouped) {
+                if (p == PROJ_Q && gated) { /* the gate's rows, then wq's ... */
+                    RA_HF_TRY(add_tensor(l, fused[kind], S_WGATE, 0));
+                    alias_gated_rows(l, t);
+                }
+                if (p == PROJ_Q && !grouped && !gated) {
                     RA_HF_TRY(add_tensor(l, fused[kind], first, 0));
                     alias_rows(l, of, first);
                 }
@@ -265,7 +284,8 @@ static ra_status plan(ra_hf_layer *l, const attention_tensors *t)
     }
     if (t->sinks) RA_HF_TRY(add_tensor(l, t->sinks, S_SINKS, 0));
     if (t->o_norm) RA_HF_TRY(add_tensor(l, t->o_norm, S_ONORM, 0));
-    if (t->gate) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
+    if (t->gate && !gated) RA_HF_TRY(add_tensor(l, t->gate, S_WGATE, 0));
+    if (t->gate_bias) RA_HF_TRY(add_tensor(l, t->gate_bias, S_BGATE, 0));
     return RA_OK;
 }
 
@@ -492,6 +512,25 @@ static ra_status check_indexer_keys(const ra_hf_config *config, const ra_hf_opti
     return RA_OK;
 }
 
+/* The attention tensors of layer `layer`; where the family's layers sit in
+ * stacks run in cycles (RA_HF_LAYER_STACKS), layer `layer` is a cache slot:
+ * its stack's layer's tensors, t->layer the slot. */
+static ra_status find_attention(const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
+                                int64_t layer, attention_tensors *t)
+{
+    const ra_hf_fields *hf = &config->fields;
+    int64_t index = layer;
+    const char *stack = ra_hf_stack_layer(hf, layer, &index);
+    if (stack && (layer < 0 || layer >= hf->num_hidden_layers))
+        return hf_fail(RA_ERR_NOT_FOUND, "%s: model_type \"%s\" runs its two stacks of layers in "
+                       "cycles, %lld cache slots (num_hidden_layers): give the layer, a slot "
+                       "from 0 to %lld", config->path, hf->family->model_type,
+                       (long long)hf->num_hidden_layers, (long long)hf->num_hidden_layers - 1);
+    RA_HF_TRY(hf_find_attention(ckpt, index, stack, hf->family, t));
+    if (stack) t->layer = layer;
+    return RA_OK;
+}
+
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
                        const ra_hf_options *options, attention_tensors *t)
 {
@@ -499,7 +538,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     ra_rope_config rope;
     const ra_hf_family *family = config->fields.family;
     RA_HF_TRY(hf_check_kv_shared(config, options->layer)); /* its k and v are not its own */
-    RA_HF_TRY(hf_find_attention(ckpt, options->layer, family, t));
+    RA_HF_TRY(find_attention(ckpt, config, options->layer, t));
     RA_HF_TRY(refuse_cross_attention(config, t->layer));
     RA_HF_TRY(hf_check_kv_shared(config, t->layer));
     RA_HF_TRY(check_indexer_keys(config, options, t->layer));
@@ -513,7 +552,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
      * uncached forward past it, refused too, would not) */
     if (family && (family->features & RA_HF_CACHE_WINDOW))
         lc.max_keys = config->fields.window.sliding_window;
-    int64_t most = 2 * N_PROJ + 9 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
+    int64_t most = 2 * N_PROJ + 10 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
     RA_HF_TRY(plan(l, t));
@@ -533,7 +572,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.dtype = l->dtype;
     w.wq = weight_array(l, S_WQ), w.wk = weight_array(l, S_WK), w.wv = weight_array(l, S_WV);
     w.wo = weight_array(l, S_WO), w.wqkv = weight_array(l, S_WQKV);
-    w.wgate = weight_array(l, S_WGATE);
+    w.wgate = weight_array(l, S_WGATE), w.bgate = slot_array(l, d, S_BGATE);
     w.bq = slot_array(l, d, S_BQ), w.bk = slot_array(l, d, S_BK), w.bv = slot_array(l, d, S_BV);
     w.bo = slot_array(l, d, S_BO);
     w.q_norm = slot_array(l, d, S_QNORM), w.k_norm = slot_array(l, d, S_KNORM);
@@ -667,7 +706,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dq_norm = slot_array(layer, d, S_QNORM), r->dk_norm = slot_array(layer, d, S_KNORM);
     r->dq_norm_bias = slot_array(layer, d, S_QNORM_BIAS);
     r->dk_norm_bias = slot_array(layer, d, S_KNORM_BIAS);
-    r->dwgate = slot_array(layer, d, S_WGATE);
+    r->dwgate = slot_array(layer, d, S_WGATE), r->dbgate = slot_array(layer, d, S_BGATE);
     r->dwqkv = slot_array(layer, d, S_WQKV), r->dbqkv = slot_array(layer, d, S_BQKV);
     r->dsinks = slot_array(layer, d, S_SINKS), r->do_norm = slot_array(layer, d, S_ONORM);
     r->dwq_a = slot_array(layer, d, S_WQ_A), r->dbq_a = slot_array(layer, d, S_BQ_A);

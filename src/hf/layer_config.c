@@ -43,10 +43,15 @@ ra_status hf_no_query_heads(const ra_hf_config *config)
                    config->path);
 }
 
-/* n_heads: the option's, else the config's. */
+/* n_heads: the option's, else the config's (the layer's own: RA_HF_HEADS_PER_LAYER). */
 static ra_status query_heads(const job *j, int64_t *n_heads)
 {
-    *n_heads = j->o->n_heads ? j->o->n_heads : j->hf->num_attention_heads;
+    *n_heads = j->o->n_heads ? j->o->n_heads : ra_hf_layer_heads(j->hf, j->t->layer);
+    if (*n_heads < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: num_attention_heads_per_layer gives the layers "
+                       "%s query heads: give the layer (the names in %s carry none)%s",
+                       j->config->path, j->t->layer < 0 ? "different counts of" : "no count of",
+                       j->path, j->t->layer < 0 ? "" : ", one the list has");
     return *n_heads > 0 ? RA_OK : hf_no_query_heads(j->config);
 }
 
@@ -563,6 +568,24 @@ static ra_status resolve_nope_full_layers(const job *j, int64_t layer, ra_layer_
     return RA_OK; /* nope < 0 otherwise: the window's checks name the key */
 }
 
+/* RA_HF_NULL_ROPE_SCALED (BeamModel): a layer whose type's rope is null runs
+ * without RoPE, q times compute_attention_scaling's
+ * exp(0.1 * log1p((position_ids + 1) / 2048)). */
+static ra_status resolve_null_rope(const job *j, int64_t layer, ra_layer_config *out)
+{
+    int nope = ra_hf_layer_null_rope(j->hf, layer);
+    if (nope < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "model_type \"%s\" runs the layers of the type whose "
+                       "rope_parameters entry is null without RoPE, and %s",
+                       j->hf->family->model_type, layer < 0 ? "the checkpoint's names carry no "
+                       "layer number" : "the config does not say which type this layer is");
+    if (nope == 0) return RA_OK;
+    out->no_rope = 1;
+    out->temperature_length = 2048.0;
+    out->temperature_power = 0.1;
+    return RA_OK;
+}
+
 /* RA_HF_ATTENTION_CHUNKS (Llama4TextAttention): RoPE layers attend
  * within chunks of attention_chunk_size tokens (layer_types may say
  * chunked_attention too). */
@@ -730,6 +753,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout : layout;
     RA_HF_TRY(resolve_no_rope(&j, t->layer, out));
     RA_HF_TRY(resolve_nope_full_layers(&j, t->layer, out));
+    RA_HF_TRY(resolve_null_rope(&j, t->layer, out));
     RA_HF_TRY(resolve_chunks(&j, t->layer, out));
     RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
     RA_HF_TRY(hf_position_q_scaling(config, t->layer, out));

@@ -163,6 +163,23 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     return RA_OK;
 }
 
+/* The sinks ([H]: RA_HF_SINKS) beside o_proj where the family reads them
+ * (HY V4's), and nowhere else (its output gate: hf/gate.c). */
+static ra_status check_sinks(const job *j, const ra_layer_config *out)
+{
+    const ra_st_tensor *s = j->t->sinks;
+    const int has = (j->hf->family->features & RA_HF_SINKS) != 0;
+    if (s && !has)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" reads no sinks "
+                       "beside latent attention (transformers would not use it)", s->name,
+                       j->path, j->hf->family->model_type);
+    if (!s && has)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no sinks beside '%s': model_type \"%s\" reads "
+                       "them (transformers would initialize them)", j->path,
+                       j->t->proj[PROJ_O]->name, j->hf->family->model_type);
+    return s ? check_shape(j, s, out->n_heads, 0, "one sink per head") : RA_OK;
+}
+
 /* The softmax scale (0: D^-1/2) from the rope object in use (the config's,
  * or the one set in its place). */
 static ra_status resolve_scale(const job *j, ra_layer_config *out)
@@ -194,6 +211,7 @@ ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: latent attention's tensors need a config whose "
                        "model_type runs it (deepseek_v2, deepseek_v3, kimi_k2 ...)", config->path);
     RA_HF_TRY(resolve_shapes(&j, out));
+    RA_HF_TRY(check_sinks(&j, out));
     const ra_hf_rope *r = &config->rope;
     if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g: latent attention "

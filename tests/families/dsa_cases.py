@@ -74,6 +74,24 @@ def dsa_cases(out, x, base):
          '"indexer_types" must be an array of "full" and "shared"'),
         ("llama_index_topk", {"model_type": "llama", "num_attention_heads": 4, "index_topk": 8},
          ckpt, '"index_topk" (a sparse-attention indexer\'s top-k keys) changes attention'),
-    ]
+    ] + hy_v4_refusals(v32, ckpt, layers(0))
     for name, cfg, tensors, refused in refusals:
         save(out, name, cfg, tensors, x, None, 0, refused=refused)
+
+
+def hy_v4_refusals(v32, ckpt, prefix):
+    """HY V4 (DeepSeek-V3.2's layer, its output gated per feature by
+    gate_proj, sinks: tests/hf/hy_v4_gate_sinks): without sinks, a gate of
+    the wrong shape; sinks where the family reads none."""
+    hy = dict(v32, model_type="hy_v4", indexer_types=["full", "full"])
+    gate = {prefix + "linear_gate.weight": f32(np.ones((4 * 6 + 1, DIM)))}  # not H Dv rows
+    sinks = {prefix + "learnable_sink_param": f32(np.zeros(4))}
+    return [
+        ("hy_v4_without_sinks", hy, dict(ckpt, **{prefix + "gate_proj.weight": f32(np.ones(
+            (4 * 6, DIM)))}),
+         "has no sinks beside 'model.layers.0.self_attn.o_proj.weight': model_type \"hy_v4\""),
+        ("hy_v4_gate_shape", hy, dict(ckpt, **gate, **sinks),
+         "tensor 'model.layers.0.self_attn.linear_gate.weight' in"),
+        ("deepseek_v32_stray_sinks", v32, dict(ckpt, **{prefix + "sinks": f32(np.zeros(4))}),
+         'model_type "deepseek_v32" reads no sinks beside latent attention'),
+    ]

@@ -348,6 +348,85 @@ def save_grads(out, name, x, w, f, roles=()):
         np.save(os.path.join(d, "g_%s.npy" % r), grad(w[r], lambda: attention(x, w, f)))
 
 
+def stacks_refusals(base, w):
+    """HRM-Text: two stacks of layers run in cycles, a layer number a cache
+    slot (num_layers_per_stack 1, H_cycles 2, L_cycles 3: 8 slots), its
+    checkpoint's attn.gqkv_proj (the output gate's rows, q's, k's, v's):
+    no layer given, a slot past the last, num_hidden_layers that is not the
+    slots' count, and gqkv_proj's bias (the gate's first)."""
+    mha = dict({k: v for k, v in base.items() if k != "num_key_value_heads"},
+               model_type="hrm_text", num_hidden_layers=8, num_layers_per_stack=1, H_cycles=2,
+               L_cycles=3)
+    gqkv = np.concatenate([w["q"]] * 4)
+    stacks = {f"model.{m}_module.layers.0.attn.{n}.weight": t
+              for m in "LH" for n, t in (("gqkv_proj", gqkv), ("o_proj", w["o"]))}
+    slots = 'runs its two stacks of layers in cycles, 8 cache slots (num_hidden_layers): ' \
+            'give the layer, a slot from 0 to 7'
+    biased = dict(stacks, **{"model.L_module.layers.0.attn.gqkv_proj.bias": gqkv[:, 0].copy()})
+    return [("hrm_text_without_layer", mha, stacks, slots, None),
+            ("hrm_text_past_slots", mha, stacks, slots, 8),
+            ("hrm_text_slots_mismatch", dict(mha, num_hidden_layers=6), stacks,
+             '"num_hidden_layers" 6 is not num_layers_per_stack * H_cycles * (L_cycles + 1) = 8'),
+            ("hrm_text_gate_bias", dict(mha, attention_bias=True), biased,
+             "the output gate's bias (its first rows) is not supported")]
+
+
+def gates_refusals(base, plain, prefix, H, D, dim):
+    """Laguna (its output times softplus(g_proj(x)), per head by gating, query
+    heads per layer): without g_proj, a g_proj of the other granularity,
+    gating of another value, num_attention_heads_per_layer not one per layer
+    or differing where no layer is named; a g_proj where the family has none."""
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+    laguna = dict(base, model_type="laguna", num_hidden_layers=1, rope_parameters=rope,
+                  layer_types=["full_attention"])
+    qk = {prefix + n: f32(np.ones(D)) for n in ("q_norm.weight", "k_norm.weight")}
+    per_head = dict(plain, **qk, **{prefix + "g_proj.weight": f32(np.ones((H, dim)))})
+    two = dict(laguna, num_hidden_layers=2, num_attention_heads_per_layer=[4, 2],
+               layer_types=["full_attention"] * 2)
+    return [
+        ("laguna_without_g_proj", laguna, dict(plain, **qk),
+         'has no g_proj.weight beside \'model.layers.0.self_attn.o_proj.weight\': model_type '
+         '"laguna" gates'),
+        ("laguna_g_proj_per_feature", dict(laguna, gating="per-element"), per_head,
+         "is not [%d, %d] (the output gate: one per output feature)" % (H * D, dim)),
+        ("laguna_gating_unknown", dict(laguna, gating="per-token"), per_head,
+         '"gating" must be true, false, "per-head" or "per-element"'),
+        ("laguna_heads_per_layer_length", dict(laguna, num_attention_heads_per_layer=[4, 4]),
+         per_head, '"num_attention_heads_per_layer" has 2 entries, not num_hidden_layers (1)'),
+        ("laguna_heads_differ_no_layer", two,
+         {n[len(prefix):]: a for n, a in per_head.items()},
+         "num_attention_heads_per_layer gives the layers different counts of query heads", None),
+        ("llama_stray_g_proj", dict(base, model_type="llama", rope_theta=1e4),
+         dict(plain, **{prefix + "g_proj.weight": f32(np.ones((H, dim)))}),
+         "tensor 'model.layers.0.self_attn.g_proj.weight' in"),
+        ("llama_heads_per_layer", dict(base, model_type="llama",
+                                       num_attention_heads_per_layer=[4]), plain,
+         '"num_attention_heads_per_layer" (query heads per layer) changes attention'),
+    ] + beam_refusals(base, plain, qk, prefix, H, D, dim)
+
+
+def beam_refusals(base, plain, qk, prefix, H, D, dim):
+    """Beam (gate_proj and a bias per head, gate_bias; its full layers'
+    rope null: no RoPE, q scaled by position: tests/hf/beam_nope_scaled):
+    without gate_bias, gate_bias not one per head; gate_bias where the
+    family has none."""
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": None}
+    beam = dict(base, model_type="beam", num_hidden_layers=1, rope_parameters=rope,
+                layer_types=["full_attention"], sliding_window=4)
+    gated = dict(plain, **qk, **{prefix + "gate_proj.weight": f32(np.ones((H * D, dim)))})
+    bias = lambda n: {prefix + "gate_bias": f32(np.ones(n))}  # noqa: E731
+    return [
+        ("beam_without_gate_bias", beam, gated,
+         "has no output gate's bias per head (gate_bias) beside"),
+        ("beam_gate_bias_per_feature", beam, dict(gated, **bias(H * D)),
+         "is not [%d] (the output gate's bias, one per head)" % H),
+        ("llama_stray_gate_bias", dict(base, model_type="llama", rope_theta=1e4),
+         dict(plain, **bias(H)), 'model_type "llama" has no output gate\'s bias per head'),
+    ]
+
+
 def qk_norms_refusals(base, plain, prefix, H, K, D):
     """Issue 41's families that stay refused, and the q/k norm and o_proj
     norm tensors a family's model would not load or would initialize."""
@@ -359,8 +438,6 @@ def qk_norms_refusals(base, plain, prefix, H, K, D):
     compass = dict({k: v for k, v in base.items() if k != "head_dim"},
                    model_type="cohere_compass_text")
     return [
-        ("laguna", dict(base, model_type="laguna"), plain,
-         'model_type "laguna" is refused: its attention output is gated by softplus(g_proj(x))'),
         # NanoChat runs (RoPE by the opposite angle: tests/hf/nanochat_*); its
         # weightless q/k norm after RoPE is computed before it, which a rope
         # scaling cos and sin (yarn's attention factor) would change
@@ -1176,9 +1253,6 @@ def family_cases(out):
          '"rope_parameters.full_attention" has no "partial_rotary_factor"'),
         ("llama_v_head_dim", dict(base, model_type="llama", v_head_dim=8), plain,
          '"v_head_dim" (a value head size other than head_dim) changes attention'),
-        ("beam", dict(base, model_type="beam"), plain,
-         "its output gate's bias per head (gate_bias) is not supported, nor its NoPE layers' "
-         "query scaling by position"),
         # Persimmon: rope_theta's default changed in transformers 5; its q/k
         # LayerNorms have biases
         ("persimmon_without_rope_theta", dict(mha, model_type="persimmon"), persimmon,
@@ -1187,9 +1261,6 @@ def family_cases(out):
                                                     rope_theta=1e4),
          {n: a for n, a in persimmon.items() if not n.endswith("k_layernorm.bias")},
          "has no k_layernorm.bias beside"),
-        ("hrm_text", dict(base, model_type="hrm_text"), plain,
-         'model_type "hrm_text" is refused: its output gate from a projection of its own '
-         '(gate_proj) is not supported, nor its two stacks of layers run in cycles'),
         # attention layers in several stacks of their own sizes
         ("blt", dict(base, model_type="blt"), plain,
          'model_type "blt" is refused: its attention layers sit in four stacks of their own '
@@ -1433,17 +1504,17 @@ def family_cases(out):
         refusals.append((family_type + "_refused", dict(base, model_type=family_type), plain,
                          f'model_type "{family_type}" is refused: {what}'))
     refusals += qk_norms_refusals(base, plain, layers(0), H, K, D)
-    for name, cfg, tensors, refused in refusals:
-        save(out, name, cfg, tensors, x, None, 0, refused=refused)
+    refusals += stacks_refusals(base, w)
+    refusals += gates_refusals(base, plain, layers(0), H, D, dim)
+    for name, cfg, tensors, refused, *layer in refusals:
+        save(out, name, cfg, tensors, x, None, layer[0] if layer else 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks
     # (DeepSeek-V3.2's lightning indexer and its followers), or to keys
     # compressed per block (DeepSeek-V4)
     # (DeepSeek-V3.2 and GLM-MoE-DSA run up to index_topk keys: dsa_cases.py),
     # beside what else their attention has
     beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
-              "dots3_note_text": "its per-head output gate (g_proj)",
-              "hy_v4": "its output gate from a projection of its own (gate_proj) and its "
-                       "attention sinks"}
+              "dots3_note_text": "its per-head output gate (g_proj)"}
     for family, why in beside.items():
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
              refused=f'model_type "{family}" is refused: {why}')

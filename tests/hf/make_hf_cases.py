@@ -130,6 +130,20 @@ def randomize(model, gen, dtype):
                 p.copy_(p.to(dtype).float())
 
 
+def stack_layer(model, layer):
+    """(stack prefix, layer in it) of layer `layer`: ("", layer), or in a
+    model whose two stacks run in cycles (HRM-Text), each run of a layer a
+    cache slot of its own, slot `layer`'s (HrmTextModel.forward's
+    cycle_offset): "H_module." or "L_module.", and layer mod
+    num_layers_per_stack ("", layer past the slots)."""
+    config = model.config.get_text_config(decoder=True)
+    per_stack = getattr(config, "num_layers_per_stack", None)
+    if per_stack is None or layer >= config.num_hidden_layers:
+        return "", layer
+    cycle, index = divmod(layer, per_stack)
+    return ("H_module." if cycle % (config.L_cycles + 1) == config.L_cycles else "L_module."), index
+
+
 def attention_name(model, layer):
     """The module name of layer `layer`'s attention, whatever the family
     calls it: model.layers.L.self_attn (Llama), gpt_neox.layers.L.attention,
@@ -138,9 +152,11 @@ def attention_name(model, layer):
     transformer.blocks.L.norm_attn_norm.attn; a multimodal model's text
     layer (under language_model), not its vision tower's; in a model of
     several stacks of text layers and none under language_model (BLT's
-    local_encoder, global_transformer ...; HRM's H_module, L_module), the
-    first stack's (the library then reads that one, or its numbers differ)."""
-    pattern = re.compile(rf"(^|\.)(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
+    local_encoder, global_transformer ...), the first stack's (the library
+    then reads that one, or its numbers differ); HRM's (H_module, L_module,
+    run in cycles): cache slot `layer`'s (stack_layer)."""
+    stack, layer = stack_layer(model, layer)
+    pattern = re.compile(rf"(^|\.){re.escape(stack)}(layers|h|blocks)\.{layer}\.(norm_attn_norm\.)?"
                          rf"(self_attn|attention|self_attention|attn|temporal_block)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
@@ -182,7 +198,7 @@ def run_layer(model, layer, embeds, pos):
         model(inputs_embeds=embeds, position_ids=pos, attention_mask=mask_for(pos, S),
               use_cache=False)
     handle.remove()
-    args, kwargs, y = calls[0]
+    args, kwargs, y = slot_calls(model, layer, calls)[0]
     x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
     emb = kwargs.get("position_embeddings")
     # (cos, sin) as Llama gives them; None where the layer takes another form
@@ -204,7 +220,20 @@ def run_cached(model, layer, embeds, pos):
             model(inputs_embeds=embeds[:, a:b], position_ids=pos[..., a:b],
                   attention_mask=mask_for(pos, b), past_key_values=cache, use_cache=True)
     handle.remove()
-    return torch.cat([y for _, _, y in calls], 1)
+    return torch.cat([y for _, _, y in slot_calls(model, layer, calls)], 1)
+
+
+def slot_calls(model, layer, calls):
+    """The calls of layer `layer`'s attention module (capture's) that are
+    that layer's: all of them, or in a model whose stacks run in cycles
+    (HRM-Text: stack_layer), those of its cache slot, the k-th of the n
+    calls in each forward."""
+    stack, index = stack_layer(model, layer)
+    if not stack:
+        return calls
+    slots = [s for s in range(model.config.get_text_config(decoder=True).num_hidden_layers)
+             if stack_layer(model, s) == (stack, index)]
+    return calls[slots.index(layer)::len(slots)]
 
 
 def to_double(v):
@@ -949,6 +978,54 @@ def nanochat_cases():
     yield family("nanochat_bf16", "NanoChat", TINY, pos=positions(30), dtype=torch.bfloat16)
 
 
+def gatefam_cases():
+    """HRM-Text: two stacks of layers (L_module, H_module) run in cycles,
+    each run of a layer a cache slot of its own (the layer number), its
+    output gated by sigmoid(gate_proj(x)), saved as one attn.gqkv_proj (the
+    gate's rows, q's, k's, v's): 2 layers a stack, H_cycles 2 of L_cycles 1
+    (8 slots): slot 4, the L stack's layer 0 in the second cycle, and slot
+    7, the H stack's layer 1 in the second."""
+    hrm = dict({k: v for k, v in TINY.items() if k != "num_key_value_heads"},
+               num_hidden_layers=2, H_cycles=2, L_cycles=1, L_bp_cycles=[1])
+    yield family("hrm_text_slot_l", "HrmText", hrm, layer=4)
+    yield family("hrm_text_slot_h", "HrmText", hrm, layer=7)
+    # Laguna: the output times softplus(g_proj(x)), one gate per head (gating
+    # true) or per feature, query heads per layer (layer 1's 2 of
+    # num_attention_heads 4), q/k norms, a rope per layer type (the full
+    # layer's over half of each head, base 500000), its sliding layer's window
+    laguna = dict(TINY, num_hidden_layers=2, num_attention_heads_per_layer=[4, 2],
+                  layer_types=["full_attention", "sliding_attention"], sliding_window=4,
+                  num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
+                  shared_expert_intermediate_size=8)
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0,
+                               "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    yield family("laguna_heads_sliding", "Laguna", laguna, layer=1, rope=rope, freqs=False)
+    yield family("laguna_gate_per_feature", "Laguna", dict(laguna, gating="per-element"),
+                 rope=rope, freqs=False)
+    # Beam: its full layer without RoPE (rope_parameters' full_attention null),
+    # q times (1 + (p + 1) / 2048)^0.1 (row 1 from position 3000: 1.09 ..),
+    # the output times sigmoid(gate_proj(x) + gate_bias[h]), q/k norms
+    beam = dict(TINY, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"],
+                sliding_window=4, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8,
+                mlp_layer_types=["dense", "sparse"], n_group=1, topk_group=1)
+    beam_rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                 "full_attention": None}
+    yield family("beam_nope_scaled", "Beam", beam, layer=1, rope=beam_rope, freqs=False,
+                 pos=positions(3000))
+    # HY V4: DeepSeek-V3.2's latent attention and indexer (up to index_topk
+    # keys: every key kept), rotate_half's rope, the output times
+    # sigmoid(gate_proj(x)) per feature, sinks; saved as linear_gate and
+    # learnable_sink_param
+    hy = dict(hidden_size=32, num_attention_heads=4, kv_lora_rank=8, q_lora_rank=12,
+              qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, intermediate_size=16,
+              moe_intermediate_size=8, n_routed_experts=2, num_experts_per_tok=1,
+              n_shared_experts=1, vocab_size=16, max_position_embeddings=64, pad_token_id=0,
+              bos_token_id=1, eos_token_id=2, index_topk=24, index_n_heads=2, index_head_dim=8,
+              num_hidden_layers=1, learnable_sink_init=0.5)
+    yield family("hy_v4_gate_sinks", "HYV4", hy, pos=positions(5))
+
+
 def gate_cases():
     """The attention output gated per head by a projection of its own,
     sigmoid(g_proj(x)) over each head's features: LFM3 (q/k norms, epsilon
@@ -1078,6 +1155,7 @@ def named_seed_cases():
     yield from misc_rows_cases()
     yield from qk_bias_gates_cases()
     yield from nanochat_cases()
+    yield from gatefam_cases()
     yield from gate_cases()
     yield from gemma4_cases()
     yield from sparse_cases()

@@ -287,7 +287,7 @@ def save(model_type, path):
         dy = torch.randn(y.shape, generator=gen)
         prefix = grads_prefix(path, model, layer, name)
         grads = layer_grads(model.get_submodule(name), args, kwargs, dy, prefix or name + ".")
-        if prefix is None:
+        if prefix is None or not saved_as_named(path, grads):  # (HY V4's linear_gate ...)
             grads = saved_grads(model, grads)
         for name, value in (("x", x), ("y", y), ("dy", dy)):
             np.save(os.path.join(path, f"{name}{layer}.npy"), value.detach().float().numpy())
@@ -355,6 +355,14 @@ def grads_prefix(path, model, layer, name):
         return saved_prefix(path, model, layer)
     except ValueError:
         return None
+
+
+def saved_as_named(path, grads):
+    """Whether path's model.safetensors has a tensor of each name of grads
+    (but x)."""
+    with open(os.path.join(path, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return all(k in header for k in grads if k != "x")
 
 
 def layer_grads(module, args, kwargs, dy, prefix):

@@ -46,13 +46,14 @@
  * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
 #define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_QK_LAYERNORM_NAMES)
 #define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
-/* LFM3's attention: LFM2's norms under Qwen3's names, a gate per head, a rope per layer type */
+/* LFM3's attention: LFM2's norms under Qwen3's names, a gate per head, a rope per layer type
+ * (its default rope over all of head_dim, its proportional rope reading partial_rotary_factor) */
 #define LFM3 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_LOCAL_ROPE | RA_HF_GATE_PER_HEAD |      \
-              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_ROPE_WHOLE_HEAD)
+              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_DEFAULT_ROPE_WHOLE)
 #define LFM3_DEFAULTS                                                                    \
     "hidden_size=2048 num_attention_heads=16 num_key_value_heads=4 head_dim=128 "       \
     "max_position_embeddings=128000 rms_norm_eps=1e-05 sliding_window=256"
-/* Lfm3Config's default rope_parameters: the full layers' "proportional" rope (refused) */
+/* Lfm3Config's default rope_parameters: the full layers' "proportional" rope */
 #define LFM3_ROPE                                                                        \
     .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "              \
                     "\"rope_theta\": 10000.0}, \"full_attention\": {\"rope_type\": "        \

@@ -351,10 +351,6 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_GATE_PER_HEAD: the gate saved as gate_proj.weight, which transformers renames g_proj
  * on load (its conversion mapping), g_proj.weight read too (LFM3) */
 #define RA_HF_GATE_SAVED_AS_GATE_PROJ RA_HF_BIT(66)
-/* partial_rotary_factor other than 1 refused, top level or in either layer type's rope: the
- * family's rotary embedding rotates all of head_dim whatever it says (LFM3's default rope; its
- * other rope types fail in transformers) */
-#define RA_HF_ROPE_WHOLE_HEAD RA_HF_BIT(67)
 /* Gemma 4 (bits 80-87): */
 /* per_layer_config (transformers' heterogeneous config): the layers it names take their own
  * head_dim and num_key_value_heads (any other key refused); without it, the full-attention
@@ -371,7 +367,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * tokens keep the causal mask (they are what ropeattn runs); "all" is refused */
 #define RA_HF_BIDIRECTIONAL_VISION RA_HF_BIT(83)
 /* rope type default turns every pair of head_dim, whatever partial_rotary_factor says (its
- * rotary embedding's own compute_default_rope_parameters; the other types read it) */
+ * rotary embedding's own compute_default_rope_parameters), proportional reads it; the other
+ * types with a partial_rotary_factor other than 1 are refused (their cos and sin fall short of
+ * head_dim, which transformers' rotate_half over all of head_dim fails on) (Gemma 4, LFM3) */
 #define RA_HF_DEFAULT_ROPE_WHOLE RA_HF_BIT(84)
 
 /* Which of a family's attention projections transformers builds with a

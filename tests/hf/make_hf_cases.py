@@ -934,8 +934,8 @@ def gate_cases():
     """The attention output gated per head by a projection of its own,
     sigmoid(g_proj(x)) over each head's features: LFM3 (q/k norms, epsilon
     norm_eps; a convolution layer 0, a sliding layer 1, a full layer 2, each
-    layer type's rope its own, default here: the class's full layers'
-    "proportional" rope is refused), and Ling's latent attention
+    layer type's rope its own, default here: gate2_cases has the class's
+    full layers' "proportional" rope), and Ling's latent attention
     (bailing_hybrid: a linear-attention layer 0, a latent one 1, saved
     under attention. with o_proj as dense)."""
     rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -985,6 +985,21 @@ def gemma4_cases():
                  model="Gemma4UnifiedForCausalLM")
 
 
+def gate2_cases():
+    """LFM3's ropes: its full layers' "proportional" rope (the class's
+    default: partial_rotary_factor 0.5, the first 2 of head_dim 8's 4 pairs
+    turning at base 1e6, the others not), and its sliding layers' default
+    rope over all of head_dim whatever partial_rotary_factor says."""
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                  "partial_rotary_factor": 0.5},
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                               "partial_rotary_factor": 0.5}}
+    lfm3 = dict(TINY, num_hidden_layers=3, sliding_window=4, norm_eps=0.01,
+                layer_types=["conv", "sliding_attention", "full_attention"])
+    yield family("lfm3_proportional_full", "Lfm3", lfm3, layer=2, rope=rope, freqs=False)
+    yield family("lfm3_default_rope_whole", "Lfm3", lfm3, layer=1, rope=rope, freqs=False)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1002,6 +1017,7 @@ def named_seed_cases():
     yield from nanochat_cases()
     yield from gate_cases()
     yield from gemma4_cases()
+    yield from gate2_cases()
 
 
 def name_seed(name):

@@ -22,9 +22,6 @@
 /* Their latent attention beside the indexer: A.X K2's query and output gate
  * from the q latent, normed and not (q_gate_proj); HY V4's gate_proj and
  * sinks; dots.note's per-head gate (g_proj) and rescaled, normed latents. */
-#define Q_GATE_PROJ                                                                      \
-    "its q_gate_proj (queries and a sigmoid output gate from the q latent, normed and not) " \
-    "is not supported"
 #define GATE_PROJ_SINKS                                                                  \
     "its output gate from a projection of its own (gate_proj) and its attention sinks "  \
     "beside latent attention are not supported"
@@ -167,6 +164,10 @@
     "v_head_dim=256 hidden_size=6144 num_attention_heads=64 num_key_value_heads=64 "    \
     "max_position_embeddings=202752 index_topk=2048 index_n_heads=32 index_head_dim=128"
 #define DSA (RA_HF_MLA | RA_HF_INDEXER_TOPK)
+#define AXK2_DEFAULTS                                                                    \
+    "kv_lora_rank=128 q_lora_rank=384 qk_nope_head_dim=64 qk_rope_head_dim=32 "         \
+    "v_head_dim=64 hidden_size=2048 num_attention_heads=32 num_key_value_heads=32 "     \
+    "max_position_embeddings=131072 index_topk=2048 index_n_heads=16 index_head_dim=128"
 #define LLAMA4                                                                           \
     (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
      RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
@@ -327,7 +328,10 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
     ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("axk2", I, 0, Q_GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* AXK2Config: DeepSeek-V3.2's sparse latent attention, its q_b_proj q_gate_proj once
+     * loaded (the q latent normed and not, queries and a sigmoid gate per output feature) */
+    ROW("axk2", I, DSA | RA_HF_Q_GATE_PROJ, NULL, AXK2_DEFAULTS, NOWINDOW, NO_BIAS,
+        .latent_q_b = "q_gate_proj"),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
@@ -675,7 +679,6 @@ static const ra_hf_family families[] = {
 #undef GEMMA4_SIZES
 #undef GEMMA4_ROPE
 #undef GEMMA4_ASSISTANT
-#undef Q_GATE_PROJ
 #undef GATE_PROJ_SINKS
 #undef G_PROJ
 #undef QSA

@@ -351,6 +351,13 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_GATE_PER_HEAD: the gate saved as gate_proj.weight, which transformers renames g_proj
  * on load (its conversion mapping), g_proj.weight read too (LFM3) */
 #define RA_HF_GATE_SAVED_AS_GATE_PROJ RA_HF_BIT(66)
+/* A.X-K2 (bits 68-71, 104-111): */
+/* latent attention's q_b_proj is q_gate_proj [H * (D + Dv), 2 q_lora_rank] (saved as
+ * q_b_proj, the row's latent_q_b read too): it reads [q_a_layernorm(qa) | qa], the q latent after its norm
+ * and before it, and each head's D query rows are followed by its Dv rows of a sigmoid gate
+ * on the head's attention output (ra_layer_config.q_b_raw_latent, gated_output without
+ * wgate); q_lora_rank null refused (transformers fails on it) */
+#define RA_HF_Q_GATE_PROJ RA_HF_BIT(68)
 /* Gemma 4 (bits 80-87): */
 /* per_layer_config (transformers' heterogeneous config): the layers it names take their own
  * head_dim and num_key_value_heads (any other key refused); without it, the full-attention
@@ -456,6 +463,10 @@ typedef struct ra_hf_family {
      * Face's q_proj .. o_proj under model.layers.N.self_attn. or a
      * multimodal model's language_model; latent attention's) */
     const ra_hf_names *names;
+    /* another name latent attention's q_b_proj is read under where q_b_proj
+     * is absent (A.X-K2's q_gate_proj, transformers' name once loaded;
+     * saved as q_b_proj); NULL: none */
+    const char *latent_q_b;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

@@ -1363,7 +1363,7 @@ def family_cases(out):
     # compressed per block (DeepSeek-V4)
     # (DeepSeek-V3.2 and GLM-MoE-DSA run up to index_topk keys: dsa_cases.py),
     # beside what else their attention has
-    beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
+    beside = {"dots3_note": "its per-head output gate (g_proj)",
               "dots3_note_text": "its per-head output gate (g_proj)",
               "hy_v4": "its output gate from a projection of its own (gate_proj) and its "
                        "attention sinks",

@@ -989,7 +989,8 @@ def gate2_cases():
     """LFM3's ropes: its full layers' "proportional" rope (the class's
     default: partial_rotary_factor 0.5, the first 2 of head_dim 8's 4 pairs
     turning at base 1e6, the others not), and its sliding layers' default
-    rope over all of head_dim whatever partial_rotary_factor says."""
+    rope over all of head_dim whatever partial_rotary_factor says.  A.X-K2's
+    q_gate_proj."""
     rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
                                   "partial_rotary_factor": 0.5},
             "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
@@ -998,6 +999,19 @@ def gate2_cases():
                 layer_types=["conv", "sliding_attention", "full_attention"])
     yield family("lfm3_proportional_full", "Lfm3", lfm3, layer=2, rope=rope, freqs=False)
     yield family("lfm3_default_rope_whole", "Lfm3", lfm3, layer=1, rope=rope, freqs=False)
+    # A.X-K2: DeepSeek-V3.2's sparse latent attention (every query within index_topk keys:
+    # the dense layer) whose q_gate_proj (saved as q_b_proj) reads the q latent after its norm
+    # and before it, and gives each head its queries, then a sigmoid gate per output feature
+    axk2 = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                q_lora_rank=6, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                intermediate_size=16, moe_intermediate_size=8, n_routed_experts=2,
+                num_experts_per_tok=1, n_shared_experts=1, gated_norm_rank=4,
+                mlp_layer_types=["dense"], num_hidden_layers=1, vocab_size=16,
+                max_position_embeddings=64, pad_token_id=0, index_topk=24, index_n_heads=2,
+                index_head_dim=8)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "mscale": 1.0, "mscale_all_dim": 1.0}
+    yield family("axk2_q_gate_proj", "AXK2", axk2, rope=yarn, pos=positions(5))
 
 
 def named_seed_cases():

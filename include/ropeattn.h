@@ -1239,9 +1239,11 @@ typedef struct ra_layer_config {
                            the gate is x wgate^T (+ bgate) instead (AfMoE's
                            gate_proj; per head or softplus: gate_per_head,
                            gate_softplus) and wq is [H D, dim].  Not with
-                           wqkv (RA_ERR_UNSUPPORTED); with latent attention,
-                           only with wgate (the gate multiplies each head's
-                           v_head_dim output features) */
+                           wqkv (RA_ERR_UNSUPPORTED); with latent attention
+                           the gate multiplies each head's v_head_dim output
+                           features, and without wgate its rows follow each
+                           head's in wq_b (wq without q_lora_rank): [H, D +
+                           Dv, in], A.X-K2's q_gate_proj */
     int clip_after_norm; /* nonzero: clip_qkv clamps q and k after their
                            norms (weights.q_norm, k_norm), as OLMoE does, v
                            after its projection; 0: before them (OLMo).  Not
@@ -1329,6 +1331,11 @@ typedef struct ra_layer_config {
      * rotated key may be RMS-normed before RoPE: weights.k_rope_norm. */
     double q_latent_scale;
     double kv_latent_scale;
+    /* The q latent read twice (A.X-K2's q_gate_proj): with latent attention
+     * and q_lora_rank rq, wq_b reads [q_a_norm(qa) | qa], the q latent qa =
+     * x wq_a^T (+ bq_a) after its norm and before it, 2 rq features: wq_b
+     * is [rows, 2 rq].  Without q_lora_rank: RA_ERR_ARGUMENT. */
+    int q_b_raw_latent;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1347,7 +1354,8 @@ static inline ra_layer_config ra_layer_config_init(void)
  * calls. */
 typedef struct ra_layer_weights {
     size_t struct_size; /* sizeof(ra_layer_weights) */
-    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output without wgate) */
+    const float *wq; /* [H * D, dim] ([2 H D, dim]: config.gated_output without wgate;
+                        [H, D + Dv, dim] so with latent attention) */
     const float *wk; /* [Hkv * D, dim] */
     const float *wv; /* [Hkv * D, dim] */
     const float *wo; /* [dim, H * D] */
@@ -1388,7 +1396,8 @@ typedef struct ra_layer_weights {
     const float *wq_a;      /* [rq, dim] */
     const float *bq_a;      /* [rq] or NULL */
     const float *q_a_norm;  /* [rq] */
-    const float *wq_b;      /* [H * D, rq] */
+    const float *wq_b;      /* [H * D, rq] ([H, D + Dv, rq]: config.gated_output without
+                               wgate; [.., 2 rq]: config.q_b_raw_latent) */
     const float *wkv_a;     /* [r + Dr, dim]: the latent's rows, then the shared key's */
     const float *bkv_a;     /* [r + Dr] or NULL */
     const float *kv_a_norm; /* [r] */

@@ -3,6 +3,8 @@
  * (DeepSeek-V2, V2-Lite, V3, R1, Kimi K2):
  *
  *   x [T, dim] -> q = wq(x), or wq_b(q_a_norm(wq_a(x) + bq_a))   [T, H, Dn + Dr]
+ *      (q_b_raw_latent: wq_b([q_a_norm(qa) | qa]), qa = wq_a(x) + bq_a;
+ *      the gate's rows in wq_b or wq: each head's [q_h | gate_h])
  *   -> wkv_a(x) + bkv_a = [c_raw (r) | kr (Dr)]                  [T, r + Dr]
  *   -> c = kv_a_norm(c_raw); per head [k_nope | v] = c wkv_b_h^T  [T, H, Dn + Dv]
  *   -> q's rope part and kr rotated; k_h = [k_nope_h | kr] (kr shared by all heads)
@@ -49,8 +51,6 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {c->temperature_length != 0, "temperature_length"},
                    {c->norm_after_rope, "norm_after_rope"},
                    {w->o_norm != NULL, "weights.o_norm"},
-                   {c->gated_output && !w->wgate, "gated_output without weights.wgate (a gate "
-                    "in wq's rows)"},
                    {c->v_norm, "v_norm"}, {w->q_norm_bias != NULL, "weights.q_norm_bias"},
                    {w->k_norm_bias != NULL, "weights.k_norm_bias"},
                    {c->v_scale != 0 && c->v_scale != 1.0, "v_scale"}};
@@ -63,16 +63,16 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
 }
 
 /* Each size and width at most INT_MAX (cblas), each weight's elements
- * countable; every product checked. */
-static ra_status check_sizes(const ra_mla_dims *d)
+ * countable; every product checked.  Dg: ra_mla_gate_rows. */
+static ra_status check_sizes(const ra_mla_dims *d, int64_t Dg)
 {
-    const int64_t sizes[] = {d->dim, d->H, d->D, d->r, d->rq};
+    const int64_t sizes[] = {d->dim, d->H, d->D + Dg, d->r, d->Kq};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i] > INT_MAX)
             return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's sizes exceed "
                            "INT_MAX (cblas)");
     /* each below 2^31: their sums below 2^32 */
-    const int64_t pairs[][2] = {{d->H, d->D}, {d->H, d->Dn + d->Dv}, {d->H, d->Dv},
+    const int64_t pairs[][2] = {{d->H, d->D + Dg}, {d->H, d->Dn + d->Dv}, {d->H, d->Dv},
                                 {d->H, d->Dr + d->r}};
     int64_t n, widths[4];
     for (int i = 0; i < 4; i++)
@@ -80,7 +80,7 @@ static ra_status check_sizes(const ra_mla_dims *d)
             d->r + d->Dr > INT_MAX)
             return ra_fail(RA_ERR_OVERFLOW, "ra_layer_config: latent attention's widths exceed "
                            "INT_MAX (cblas)");
-    const int64_t weights[][2] = {{d->rq, d->dim}, {widths[0], d->rq}, {widths[0], d->dim},
+    const int64_t weights[][2] = {{d->rq, d->dim}, {widths[0], d->Kq}, {widths[0], d->dim},
                                   {d->r + d->Dr, d->dim}, {widths[1], d->r},
                                   {d->dim, widths[2]}};
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
@@ -110,10 +110,10 @@ ra_status ra_mla_resolve(ra_layer_config *c, const ra_layer_weights *w, ra_rope_
     RA_TRY(check_latent_scales(c));
     if (c->kv_lora_rank == 0) {
         if (c->q_lora_rank || c->qk_nope_head_dim || c->v_head_dim || c->q_latent_scale ||
-            c->kv_latent_scale)
+            c->kv_latent_scale || c->q_b_raw_latent)
             return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_lora_rank, qk_nope_head_dim, "
-                           "v_head_dim, q_latent_scale or kv_latent_scale set without "
-                           "kv_lora_rank");
+                           "v_head_dim, q_latent_scale, kv_latent_scale or q_b_raw_latent set "
+                           "without kv_lora_rank");
         for (size_t i = 0; i < sizeof latent / sizeof latent[0]; i++)
             if (latent[i])
                 return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: a latent attention weight "
@@ -147,6 +147,9 @@ ra_status ra_mla_resolve(ra_layer_config *c, const ra_layer_weights *w, ra_rope_
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_weights: %s", with_q_lora
                        ? "wq with q_lora_rank (q comes from wq_a, q_a_norm, wq_b)"
                        : "wq_a, bq_a, q_a_norm or wq_b without q_lora_rank");
+    if (c->q_b_raw_latent && !with_q_lora)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: q_b_raw_latent without q_lora_rank "
+                       "(no q latent to read)");
     const int64_t Dr = c->head_dim - c->qk_nope_head_dim;
     if (rope->rotary_dim != 0 && rope->rotary_dim != Dr)
         return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: rotary_dim %lld; latent attention "
@@ -156,15 +159,23 @@ ra_status ra_mla_resolve(ra_layer_config *c, const ra_layer_weights *w, ra_rope_
     rope->rotary_dim = Dr;
     ra_mla_dims d = ra_mla_dims_of(c);
     d.dim = c->dim;
-    return check_sizes(&d);
+    return check_sizes(&d, ra_mla_gate_rows(c, w));
 }
 
 /* ---- projections ---------------------------------------------------------- */
 
+/* wq_b's input [T, Kq] kept apart from qa: with q_b_raw_latent. */
+static int64_t q_input_floats(const ra_mla_dims *d)
+{
+    return d->rq && d->Kq != d->rq ? d->Kq : 0;
+}
+
 int64_t ra_mla_project_floats(const ra_mla_dims *d, int64_t T)
 {
     int64_t n;
-    if (ra_mul(T, d->r + d->Dr + d->rq + d->H * (d->Dn + d->Dv), &n) != RA_OK) return -1;
+    if (ra_mul(T, d->r + d->Dr + d->rq + q_input_floats(d) + d->H * (d->Dn + d->Dv), &n) !=
+        RA_OK)
+        return -1;
     return n;
 }
 
@@ -198,24 +209,56 @@ ra_tensor ra_mla_rope_part(float *a, int64_t B, int64_t S, int64_t heads, const 
     return t;
 }
 
+/* q [T, H D] = in [T, Kq] W^T, W wq_b or wq; with the gate's rows in W
+ * (A.X-K2's q_gate_proj viewed [..., H, D + Dv] and split), each head's
+ * D rows give q_h, its next Dv its gate [T, H Dv]. */
+static void project_q(const ra_layer *layer, float *q, float *gate, const float *in, int64_t T)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_mla_dims d = ra_mla_dims_of(c);
+    const float *W = d.rq ? layer->weights.wq_b : layer->weights.wq;
+    const int64_t Dg = ra_mla_gate_rows(c, &layer->weights), rows = d.D + Dg;
+    if (!Dg) {
+        ra_mla_linear(q, in, W, NULL, T, d.H * d.D, d.Kq);
+        return;
+    }
+    for (int64_t h = 0; h < d.H; h++) {
+        ra_gemm_nt(q + h * d.D, d.H * d.D, in, W + h * rows * d.Kq, T, d.D, d.Kq);
+        ra_gemm_nt(gate + h * Dg, d.H * Dg, in, W + (h * rows + d.D) * d.Kq, T, Dg, d.Kq);
+    }
+}
+
+const float *ra_mla_q_input(const ra_layer *layer, float *qa, float *in, int64_t T)
+{
+    const ra_layer_config *c = &layer->config;
+    const int64_t rq = c->q_lora_rank;
+    for (int64_t t = 0; c->q_b_raw_latent && t < T; t++)
+        memcpy(in + (2 * t + 1) * rq, qa + t * rq, (size_t)rq * sizeof(float));
+    rms_rows(qa, layer->weights.q_a_norm, T, rq, c->norm_eps);
+    ra_mla_scale(qa, T * rq, c->q_latent_scale); /* q_resid * self.q_lora_scale (dots.note) */
+    if (!c->q_b_raw_latent) return qa;
+    for (int64_t t = 0; t < T; t++)
+        memcpy(in + 2 * t * rq, qa + t * rq, (size_t)rq * sizeof(float));
+    return in;
+}
+
 ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
-                         const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
-                         float *scratch)
+                         float *gate, const float *x, int64_t batch, int64_t seq,
+                         const ra_positions *pos, float *scratch)
 {
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const ra_mla_dims d = ra_mla_dims_of(c);
     const int64_t T = batch * seq, kv = d.Dn + d.Dv;
-    float *lat = scratch, *kr = lat + T * d.r, *qa = kr + T * d.Dr, *kvb = qa + T * d.rq;
+    float *lat = scratch, *kr = lat + T * d.r, *qa = kr + T * d.Dr, *in = qa + T * d.rq;
+    float *kvb = in + T * q_input_floats(&d);
 
     /* q = q_proj(x), or q_b_proj(q_a_layernorm(q_a_proj(x))); q *= the scale's factor */
     if (d.rq) {
         ra_mla_linear(qa, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
-        rms_rows(qa, w->q_a_norm, T, d.rq, c->norm_eps);
-        ra_mla_scale(qa, T * d.rq, c->q_latent_scale); /* q_resid * self.q_lora_scale */
-        ra_mla_linear(q, qa, w->wq_b, NULL, T, d.H * d.D, d.rq);
+        project_q(layer, q, gate, ra_mla_q_input(layer, qa, in, T), T);
     } else {
-        ra_mla_linear(q, x, w->wq, NULL, T, d.H * d.D, d.dim);
+        project_q(layer, q, gate, x, T);
     }
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
@@ -267,11 +310,11 @@ static void gated_wo(const ra_layer *layer, float *y, float *packed, const float
 {
     const ra_layer_config *c = &layer->config;
     const ra_mla_dims d = ra_mla_dims_of(c);
-    if (c->gated_output) { /* attn_output = attn_output * torch.sigmoid(gate_proj(x)) */
+    if (c->gated_output && layer->weights.wgate) { /* sigmoid(gate_proj(x)) */
         ra_mla_linear(gate, x, layer->weights.wgate, NULL, T, ra_layer_gate_width(c), d.dim);
         ra_layer_gate_bias(layer, gate, T);
-        ra_layer_gate_apply(layer, packed, gate, T);
     }
+    if (c->gated_output) ra_layer_gate_apply(layer, packed, gate, T);
     ra_mla_linear(y, packed, layer->weights.wo, layer->weights.bo, T, d.dim, d.H * d.Dv);
 }
 
@@ -300,16 +343,16 @@ static size_t scratch_bytes(int64_t floats, size_t kernel)
     return (size_t)floats * sizeof(float) + kernel;
 }
 
-/* The four [T, H, D] arrays and ra_mla_project's scratch, in floats, a
- * multiple of 16 (the kernels' scratch that follows is 64-byte aligned);
- * 0: too many. */
+/* The four [T, H, D] arrays, ra_mla_project's scratch and the gate [T, G],
+ * in floats, a multiple of 16 (the kernels' scratch that follows is
+ * 64-byte aligned); 0: too many. */
 static int64_t forward_floats(const ra_mla_dims *d, int64_t T)
 {
     int64_t n, bound, proj = ra_mla_project_floats(d, T);
     if (proj < 0 || ra_mul(T, d->H * d->D, &n) != RA_OK || ra_mul(n, 8, &bound) != RA_OK ||
         proj > INT64_MAX / 2 - 4 * n)
         return 0;
-    return ra_round_up(4 * n + proj, 16);
+    return ra_round_up(4 * n + proj + T * d->G, 16); /* T G <= T H D = n */
 }
 
 ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
@@ -325,6 +368,7 @@ ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
     float *buf = scratch.data, *proj = buf + 4 * n;
+    float *gate = proj + ra_mla_project_floats(&d, T);
     ra_tensor q = ra_tensor_4d(buf, RA_F32, B, S, d.H, d.D);
     ra_tensor k = ra_tensor_4d(buf + n, RA_F32, B, S, d.H, d.D);
     ra_tensor v = ra_tensor_4d(buf + 2 * n, RA_F32, B, S, d.H, d.D);
@@ -332,13 +376,14 @@ ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const
     ra_attention_args args;
     ra_status status = ra_attention_prepare(&args, &attn, &q, &k, &v, &call->attn);
     if (status == RA_OK)
-        status = ra_mla_project(layer, ctx, q.data, k.data, v.data, x, B, S, &call->pos, proj);
+        status = ra_mla_project(layer, ctx, q.data, k.data, v.data, gate, x, B, S, &call->pos,
+                                proj);
     if (status == RA_OK) {
         if (call->attn.path == RA_PATH_REFERENCE)
             ra_attention_reference(&args, buf + floats);
         else
             ra_attention_flash(ctx, &args, buf + floats);
-        ra_mla_output(layer, y, attn.data, x, q.data, T, proj); /* q, proj: free again */
+        ra_mla_output(layer, y, attn.data, x, gate, T, proj); /* proj: free again */
         if (call->attn.dropout > 0.0f)
             ra_layer_output_dropout(y, call->n_x, call->attn.dropout, call->attn.seed);
     }
@@ -553,7 +598,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
     RA_TRY(ra_scratch_acquire(ctx, bytes, &scratch));
     int64_t *starts = scratch.data;
     float *buf = (float *)scratch.data + head, *proj = buf + 4 * n;
-    float *qa = buf + floats, *oa = qa + absorbed / 2, *kernel_scratch = qa + absorbed;
+    float *gate = proj + ra_mla_project_floats(&d, T), *qa = buf + floats, *oa = qa + absorbed / 2, *kernel_scratch = qa + absorbed;
     for (int64_t b = 0; b < batch; b++) starts[b] = cache->length[b];
     ra_positions pos = ra_positions_start(0);
     pos.starts = starts;
@@ -562,8 +607,8 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
     ra_tensor k = ra_tensor_4d(buf + n, RA_F32, batch, seq, d.H, d.D);
     ra_tensor v = ra_tensor_4d(buf + 2 * n, RA_F32, batch, seq, d.H, d.D);
     ra_tensor attn = ra_tensor_4d(buf + 3 * n, RA_F32, batch, seq, d.H, d.D);
-    ra_status status = ra_mla_project(layer, ctx, q.data, prefill ? k.data : NULL, v.data, x,
-                                      batch, seq, &pos, proj);
+    ra_status status = ra_mla_project(layer, ctx, q.data, prefill ? k.data : NULL, v.data,
+                                      gate, x, batch, seq, &pos, proj);
     if (status != RA_OK) { /* nothing written yet */
         ra_scratch_release(&scratch);
         return status;
@@ -581,7 +626,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
         for (int64_t b = 0; b < batch; b++) cache->length[b] += seq;
         float *packed = attn.data; /* packed in place: row i moves to i * Dv <= i * D */
         ra_mla_pack(packed, attn.data, T, &d);
-        gated_wo(layer, y, packed, x, q.data, T); /* q is free again */
+        gated_wo(layer, y, packed, x, gate, T);
     } else {
         /* Tokens [s0, s1) of every sequence: stored, then decoded as the
          * last s1 - s0 tokens; their outputs packed into attn [T, H * Dv]. */
@@ -606,7 +651,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
                     absorb_output(layer, (float *)attn.data + (b * seq + s0) * d.H * d.Dv,
                                   oa + b * m * d.H * row, m, &d);
         }
-        gated_wo(layer, y, attn.data, x, q.data, T); /* q is free again */
+        gated_wo(layer, y, attn.data, x, gate, T);
     }
     ra_scratch_release(&scratch);
     return RA_OK;

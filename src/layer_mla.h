@@ -17,13 +17,24 @@
 /* The sizes, as transformers names them. */
 typedef struct ra_mla_dims {
     int64_t dim, H, D, Dn, Dr, Dv, r, rq; /* r: kv_lora_rank, rq: q_lora_rank */
+    int64_t Kq; /* wq_b's input: rq, or 2 rq (q_b_raw_latent); wq's: dim */
+    int64_t G;  /* the output gate's scratch per token: H Dv (gated_output), or 0 */
 } ra_mla_dims;
 
 static inline ra_mla_dims ra_mla_dims_of(const ra_layer_config *c)
 {
     return (ra_mla_dims){c->dim, c->n_heads, c->head_dim, c->qk_nope_head_dim,
                          c->head_dim - c->qk_nope_head_dim, c->v_head_dim, c->kv_lora_rank,
-                         c->q_lora_rank};
+                         c->q_lora_rank,
+                         c->q_lora_rank ? c->q_lora_rank * (c->q_b_raw_latent ? 2 : 1) : c->dim,
+                         c->gated_output ? c->n_heads * c->v_head_dim : 0};
+}
+
+/* The gate's rows per head in wq_b (or wq): Dv where the gate is there
+ * (gated_output without wgate: A.X-K2's q_gate_proj), else 0. */
+static inline int64_t ra_mla_gate_rows(const ra_layer_config *c, const ra_layer_weights *w)
+{
+    return c->gated_output && !w->wgate ? c->v_head_dim : 0;
 }
 
 /* ra_layer_create's checks of a latent layer's config and weights (the
@@ -49,19 +60,25 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
 int64_t ra_mla_project_floats(const ra_mla_dims *d, int64_t T);
 
 /* x [B, S, dim] -> q, k, v [B, S, H, D] (q times ra_layer_q_factor, q's and
- * k's rope parts rotated at pos; k NULL: k and v not computed), and in
- * scratch (ra_mla_project_floats):
+ * k's rope parts rotated at pos; k NULL: k and v not computed), the gate
+ * [T, H Dv] where it is in wq_b's rows (ra_mla_gate_rows; gate untouched
+ * otherwise), and in scratch (ra_mla_project_floats):
  * the latent after kv_a_norm, c [T, r], then the rotated shared key, kr
  * [T, Dr], at scratch's start (read by the cached forward).  Fails only
  * where RoPE refuses the positions (checked before: not reached). */
 ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float *k, float *v,
-                         const float *x, int64_t batch, int64_t seq, const ra_positions *pos,
-                         float *scratch);
+                         float *gate, const float *x, int64_t batch, int64_t seq,
+                         const ra_positions *pos, float *scratch);
+
+/* The q latent as wq_b reads it, from qa [T, rq] (the latent before its
+ * norm), normed in place: qa itself, or (q_b_raw_latent) in [T, 2 rq] =
+ * [q_a_norm(qa) | qa] (q_gate_proj(cat([q_resid, q_compressed]))). */
+const float *ra_mla_q_input(const ra_layer *layer, float *qa, float *in, int64_t T);
 
 /* y = wo(attn's first Dv features of each head) (+ bo), through packed
  * [T, H * Dv] (scratch), gated where the layer has gated_output (its gate
- * [T, G], bgate in, computed from x [T, dim] into gate, kept for a
- * backward).  attn: [T, H, D] */
+ * [T, G], bgate in: from x [T, dim] into gate, with wgate, kept for a
+ * backward; else ra_mla_project's, there already).  attn: [T, H, D] */
 void ra_mla_output(const ra_layer *layer, float *y, const float *attn, const float *x,
                    float *gate, int64_t T, float *packed);
 

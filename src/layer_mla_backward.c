@@ -16,6 +16,9 @@
  *   -> dwkv_a = [dc_raw | dkr]^T x, dbkv_a, dx = [dc_raw | dkr] wkv_a
  *   -> q: dwq = dq^T x, dx += dq wq; or dwq_b = dq^T qa, dqa = dq wq_b,
  *      through q_a_norm (qa recomputed), dwq_a = dqa^T x, dbq_a, dx += dqa wq_a
+ *      (q_b_raw_latent: wq_b's input [q_a_norm(qa) | qa], its second half's
+ *      gradient added after the norm's; a gate in wq_b's or wq's rows:
+ *      each head's [dq_h | dgate_h] as its rows)
  *   -> the gate's: dwgate = dgate^T x, dbgate, dx += dgate wgate
  *   -> dwo = g^T packed(out) (gated), dbo
  */
@@ -37,7 +40,7 @@ ra_status ra_mla_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
         return ra_fail(RA_ERR_OVERFLOW, "the latent layer's scratch overflows");
     RA_TRY(ra_scratch_acquire_outer(ctx, (size_t)proj * sizeof(float), &scratch));
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
-    ra_status status = ra_mla_project(layer, ctx, v.xq.data, v.xk.data, v.xv.data, x,
+    ra_status status = ra_mla_project(layer, ctx, v.xq.data, v.xk.data, v.xv.data, v.gate, x,
                                       call->batch, call->seq, &call->pos, scratch.data);
     if (status == RA_OK)
         status = ra_attention_forward_lse(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call->attn);
@@ -62,12 +65,13 @@ static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_la
 {
     const ra_layer_weights *w = &layer->weights;
     const ra_mla_dims d = ra_mla_dims_of(&layer->config);
-    const int64_t n_x = tape->call.n_x, q_rows = d.H * d.D;
+    const int64_t n_x = tape->call.n_x;
+    const int64_t q_rows = d.H * (d.D + ra_mla_gate_rows(&layer->config, w));
     const int64_t n_wgate = ra_layer_gate_width(&layer->config) * d.dim;
     /* Each weight, and its gradient at the same index */
     const span in[] = {{w->wq, q_rows * d.dim, "wq"}, {w->wq_a, d.rq * d.dim, "wq_a"},
                        {w->bq_a, d.rq, "bq_a"}, {w->q_a_norm, d.rq, "q_a_norm"},
-                       {w->wq_b, q_rows * d.rq, "wq_b"}, {w->wkv_a, (d.r + d.Dr) * d.dim, "wkv_a"},
+                       {w->wq_b, q_rows * d.Kq, "wq_b"}, {w->wkv_a, (d.r + d.Dr) * d.dim, "wkv_a"},
                        {w->bkv_a, d.r + d.Dr, "bkv_a"}, {w->kv_a_norm, d.r, "kv_a_norm"},
                        {w->wkv_b, d.H * (d.Dn + d.Dv) * d.r, "wkv_b"},
                        {w->wo, d.dim * d.H * d.Dv, "wo"}, {w->bo, d.dim, "bo"},
@@ -122,6 +126,59 @@ static void rms_grad(float *g, float *dw, const float *x, const float *w, int64_
     ra_layer_norm_backward(g, dw, x, w, &shape);
 }
 
+/* q (and the gate, where its rows are in W: ra_mla_gate_rows) = in W^T,
+ * W wq_b or wq, in [T, Kq]: dW (+)= each head's [dq_h | dgate_h]^T in, and
+ * din [T, Kq] = [dq | dgate] W + beta_in din. */
+static void q_grads(const ra_layer *layer, float *dW, float *din, const float *dq,
+                    const float *dgate, const float *in, int64_t T, float beta, float beta_in)
+{
+    const ra_mla_dims d = ra_mla_dims_of(&layer->config);
+    const float *W = d.rq ? layer->weights.wq_b : layer->weights.wq;
+    const int64_t Dg = ra_mla_gate_rows(&layer->config, &layer->weights), rows = d.D + Dg;
+    const int64_t n = d.H * d.D;
+    if (!Dg) {
+        ra_gemm_tn(dW, dq, n, in, n, d.Kq, T, beta);
+        ra_gemm_nn(din, dq, n, W, T, d.Kq, n, beta_in);
+        return;
+    }
+    for (int64_t h = 0; h < d.H; h++) {
+        const float *Wq = W + h * rows * d.Kq, *Wg = Wq + d.D * d.Kq;
+        ra_gemm_tn(dW + h * rows * d.Kq, dq + h * d.D, n, in, d.D, d.Kq, T, beta);
+        ra_gemm_tn(dW + (h * rows + d.D) * d.Kq, dgate + h * Dg, d.H * Dg, in, Dg, d.Kq, T,
+                   beta);
+        ra_gemm_nn(din, dq + h * d.D, n, Wq, T, d.Kq, d.D, h ? 1.0f : beta_in);
+        ra_gemm_nn(din, dgate + h * Dg, d.H * Dg, Wg, T, d.Kq, Dg, 1.0f);
+    }
+}
+
+/* q = q_b_proj(q_a_layernorm(q_a_proj(x))) (or of [q_a_norm(qa) | qa]):
+ * dwq_b, dq_a_norm, dwq_a, dbq_a, and dx +=; scratch qa_raw, qa, dqa [T,
+ * rq], then in, din [T, 2 rq] with q_b_raw_latent. */
+static void q_latent_grads(const ra_layer *layer, float *dx, const ra_layer_grads *grads,
+                           const float *dq, const float *dgate, const float *x, int64_t T,
+                           float *scratch)
+{
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const ra_mla_dims d = ra_mla_dims_of(c);
+    const int acc = grads->accumulate;
+    float *qa_raw = scratch, *qa = qa_raw + T * d.rq, *dqa = qa + T * d.rq;
+    float *in = dqa + T * d.rq, *din = c->q_b_raw_latent ? in + T * d.Kq : dqa;
+    ra_mla_linear(qa_raw, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
+    memcpy(qa, qa_raw, (size_t)(T * d.rq) * sizeof(float));
+    const float *q_in = ra_mla_q_input(layer, qa, in, T);
+    q_grads(layer, grads->dwq_b, din, dq, dgate, q_in, T, acc ? 1.0f : 0.0f, 0.0f);
+    for (int64_t t = 0; c->q_b_raw_latent && t < T; t++) /* q_resid's half */
+        memcpy(dqa + t * d.rq, din + 2 * t * d.rq, (size_t)d.rq * sizeof(float));
+    ra_mla_scale(dqa, T * d.rq, c->q_latent_scale);
+    rms_grad(dqa, grads->dq_a_norm, qa_raw, w->q_a_norm, T, d.rq, c->norm_eps, acc);
+    for (int64_t t = 0; c->q_b_raw_latent && t < T; t++) /* q_compressed's half */
+        for (int64_t i = 0; i < d.rq; i++) dqa[t * d.rq + i] += din[(2 * t + 1) * d.rq + i];
+    ra_gemm_tn(grads->dwq_a, dqa, d.rq, x, d.rq, d.dim, T, acc ? 1.0f : 0.0f);
+    bias_grad(grads->dbq_a, w->bq_a, dqa, T, d.rq, acc);
+    ra_gemm_nn(dx, dqa, d.rq, w->wq_a, T, d.dim, d.rq, 1.0f);
+}
+
 ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
                           const ra_layer_grads *grads, const ra_layer_tape *tape,
                           const float *dy)
@@ -139,15 +196,17 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
 
     /* Scratch (the outer workspace): g [T, dim], dattn, dq, dk, dv [T, H, D],
      * packed [T, H Dv], dkvb [T, H (Dn + Dv)], c_raw, c, dc [T, r], dkr
-     * [T, Dr], kr_raw [T, Dr] (k_rope_norm's input), qa_raw, qa, dqa [T, rq], and
-     * with gated_output the output
-     * packed [T, H Dv] and the gate's gradient [T, G], dsinks [H]: within
-     * the 12 T max(dim, H D) floats the tape was sized for, plus the latent
-     * sizes. */
+     * [T, Dr], kr_raw [T, Dr] (k_rope_norm's input), qa_raw, qa, dqa [T, rq]
+     * (and in, din [T, 2 rq] with q_b_raw_latent), and with gated_output the
+     * output packed [T, H Dv] and the gate's gradient [T, G], dsinks [H]:
+     * within the 12 T max(dim, H D) floats the tape was sized for, plus the
+     * latent sizes. */
     const int gated = c->gated_output;
     const int64_t G = gated ? ra_layer_gate_width(c) : 0;
+    const int64_t q_latent = 3 * d.rq + (c->q_b_raw_latent ? 2 * d.Kq : 0);
     int64_t latent, floats;
-    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + 2 * d.Dr + 3 * d.rq + (gated ? d.H * d.Dv : 0) + G,
+    if (ra_mul(T, d.H * d.Dv + d.H * kv + 3 * d.r + 2 * d.Dr + q_latent +
+                      (gated ? d.H * d.Dv : 0) + G,
                &latent) != RA_OK ||
         latent > INT64_MAX / 2 - n_x - 4 * n - d.H ||
         (uint64_t)(floats = n_x + 4 * n + latent + d.H) > SIZE_MAX / sizeof(float))
@@ -157,9 +216,9 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n, *dk = dq + n, *dv = dk + n;
     float *packed = dv + n, *dkvb = packed + T * d.H * d.Dv, *c_raw = dkvb + T * d.H * kv;
     float *lat = c_raw + T * d.r, *dc = lat + T * d.r, *dkr = dc + T * d.r;
-    float *kr_raw = dkr + T * d.Dr, *qa_raw = kr_raw + T * d.Dr, *qa = qa_raw + T * d.rq;
-    float *dqa = qa + T * d.rq;
-    float *o_packed = dqa + T * d.rq, *dgate = o_packed + (gated ? T * d.H * d.Dv : 0);
+    float *kr_raw = dkr + T * d.Dr, *q_scratch = kr_raw + T * d.Dr;
+    float *o_packed = q_scratch + T * q_latent;
+    float *dgate = o_packed + (gated ? T * d.H * d.Dv : 0);
     float *dsinks = dgate + T * G;
     ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, d.H, d.D);
     ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, d.H, d.D);
@@ -239,24 +298,11 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     ra_gemm_nn(dx, dc, d.r, w->wkv_a, T, d.dim, d.r, 0.0f);
     ra_gemm_nn(dx, dkr, d.Dr, w->wkv_a + d.r * d.dim, T, d.dim, d.Dr, 1.0f);
     /* q = q_proj(x), or q_b_proj(q_a_layernorm(q_a_proj(x))) */
-    if (d.rq) {
-        ra_mla_linear(qa_raw, x, w->wq_a, w->bq_a, T, d.rq, d.dim);
-        memcpy(qa, qa_raw, (size_t)(T * d.rq) * sizeof(float));
-        const ra_layer_norm_shape qa_shape = {T, d.rq, 1, 0, c->norm_eps};
-        ra_layer_norm(qa, w->q_a_norm, NULL, &qa_shape);
-        ra_mla_scale(qa, T * d.rq, c->q_latent_scale);
-        ra_gemm_tn(grads->dwq_b, dq, d.H * d.D, qa, d.H * d.D, d.rq, T, beta);
-        ra_gemm_nn(dqa, dq, d.H * d.D, w->wq_b, T, d.rq, d.H * d.D, 0.0f);
-        ra_mla_scale(dqa, T * d.rq, c->q_latent_scale);
-        rms_grad(dqa, grads->dq_a_norm, qa_raw, w->q_a_norm, T, d.rq, c->norm_eps, (int)acc);
-        ra_gemm_tn(grads->dwq_a, dqa, d.rq, x, d.rq, d.dim, T, beta);
-        bias_grad(grads->dbq_a, w->bq_a, dqa, T, d.rq, (int)acc);
-        ra_gemm_nn(dx, dqa, d.rq, w->wq_a, T, d.dim, d.rq, 1.0f);
-    } else {
-        ra_gemm_tn(grads->dwq, dq, d.H * d.D, x, d.H * d.D, d.dim, T, beta);
-        ra_gemm_nn(dx, dq, d.H * d.D, w->wq, T, d.dim, d.H * d.D, 1.0f);
-    }
-    if (gated) { /* the gate's projection (F32: latent attention's weights) */
+    if (d.rq)
+        q_latent_grads(layer, dx, grads, dq, dgate, x, T, q_scratch);
+    else
+        q_grads(layer, grads->dwq, dx, dq, dgate, x, T, beta, 1.0f);
+    if (gated && w->wgate) { /* the gate's projection (F32: latent attention's weights) */
         const ra_gemm_env mm = {ctx, RA_F32, NULL, 0};
         ra_layer_gate_grads(layer, &mm, dx, grads, dgate, x, T);
     }

@@ -11,7 +11,9 @@
  * any thread count, ra_attention_decode on a latent cache (the absorbed
  * core), and the refusals; the output gated by a projection of its own
  * (wgate: per head as Ling's and dots3's g_proj, per feature as HY-V4's
- * gate_proj; bgate, softplus) through all of these.
+ * gate_proj; bgate, softplus), or by rows of wq_b (or wq) after each
+ * head's, and wq_b reading the q latent after its norm and before it
+ * (q_b_raw_latent; both: A.X-K2's q_gate_proj), through all of these.
  *
  * Dims: B batch, S seq, H heads, Dn + Dr = D the q/k head (Dr rotates), Dv
  * v's head, r kv_lora_rank, rq q_lora_rank (0: q_proj), dim the model's.
@@ -47,13 +49,16 @@ typedef struct mla_case {
     int64_t window;
     int ids;       /* positions from ids (else start 3) */
     int gate;      /* 0, or the output gated by wgate: GATE_FEATURE [H Dv, dim] or
-                      GATE_HEAD [H, dim], | GATE_BIAS: bgate, | GATE_SOFTPLUS */
+                      GATE_HEAD [H, dim], | GATE_BIAS: bgate, | GATE_SOFTPLUS; or
+                      GATE_IN_Q: by Dv rows of wq_b (wq) after each head's D;
+                      | Q_RAW: wq_b reads [q_a_norm(qa) | qa] */
     int dots;      /* dots.note's: q's latent times 1.5 (with rq), c times 0.7
                       (q_latent_scale, kv_latent_scale), the rotated key
                       RMS-normed before RoPE (k_rope_norm) */
 } mla_case;
 
-enum { GATE_FEATURE = 1, GATE_HEAD = 2, GATE_BIAS = 4, GATE_SOFTPLUS = 8 };
+enum { GATE_FEATURE = 1, GATE_HEAD = 2, GATE_BIAS = 4, GATE_SOFTPLUS = 8, GATE_IN_Q = 16,
+       Q_RAW = 32 };
 
 static const mla_case cases[] = {
     {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0},
@@ -70,6 +75,10 @@ static const mla_case cases[] = {
     {"dots: scales, k_rope_norm", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_INTERLEAVED, 0, 1, 0, 1,
      GATE_HEAD, 1},
     {"dots: kv scale, window", 1, 7, 3, 2, 6, 4, 5, 0, 8, RA_LAYOUT_HALF, 1, 0, 3, 0, 0, 1},
+    {"A.X-K2: gate in wq_b, raw q latent", 2, 5, 2, 4, 4, 3, 6, 5, 10, RA_LAYOUT_INTERLEAVED, 0,
+     1, 0, 1, GATE_IN_Q | Q_RAW, 0},
+    {"gate in wq", 1, 6, 3, 2, 4, 5, 5, 0, 8, RA_LAYOUT_HALF, 0, 0, 0, 0, GATE_IN_Q, 0},
+    {"raw q latent", 1, 7, 2, 6, 2, 4, 6, 4, 9, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 0, Q_RAW, 0},
 };
 
 /* A case's weights (float and double copies), x, dy and positions. */
@@ -138,7 +147,8 @@ static ra_layer_config config_of(const mla_setup *s)
     cfg.rope = &s->rope;
     cfg.window = s->c.window;
     cfg.scale = s->scale;
-    cfg.gated_output = s->c.gate != 0;
+    cfg.gated_output = (s->c.gate & (GATE_FEATURE | GATE_HEAD | GATE_IN_Q)) != 0;
+    cfg.q_b_raw_latent = (s->c.gate & Q_RAW) != 0;
     cfg.gate_per_head = (s->c.gate & GATE_HEAD) != 0;
     cfg.gate_softplus = (s->c.gate & GATE_SOFTPLUS) != 0;
     cfg.q_latent_scale = s->c.dots && s->c.rq ? 1.5 : 0.0;
@@ -153,13 +163,15 @@ static int setup(mla_setup *s, const mla_case *c, uint64_t seed)
     s->D = c->dn + c->dr;
     s->T = c->b * c->s;
     s->n_x = s->T * c->dim;
-    const int64_t qr = c->h * s->D;
+    const int64_t qr = c->h * (s->D + (c->gate & GATE_IN_Q ? c->dv : 0));
+    const int64_t wgate = c->gate & GATE_HEAD ? c->h : c->gate & GATE_FEATURE ? c->h * c->dv : 0;
     const int64_t sizes[N_W] = {c->rq ? 0 : qr * c->dim, c->rq * c->dim,
-                                c->biases ? c->rq : 0, c->rq, qr * c->rq,
+                                c->biases ? c->rq : 0, c->rq,
+                                qr * c->rq * (c->gate & Q_RAW ? 2 : 1),
                                 (c->r + c->dr) * c->dim, c->biases ? c->r + c->dr : 0, c->r,
                                 c->h * (c->dn + c->dv) * c->r, c->dim * c->h * c->dv,
                                 c->biases ? c->dim : 0,
-                                c->gate ? (c->gate & GATE_HEAD ? c->h : c->h * c->dv) * c->dim : 0,
+                                wgate * c->dim,
                                 c->gate & GATE_BIAS ? c->h : 0, c->dots ? c->dr : 0};
     uint64_t state = seed;
     for (int i = 0; i < N_W; i++) {
@@ -271,14 +283,19 @@ static void drope(double *x, const mla_setup *s, int64_t p)
 }
 
 /* o [H * Dv] *= act(gate), gate = wgate x + bgate (each head's bias on
- * its gates), for x [dim]: the output gate of case c (none: nothing). */
-static void dgate(double *o, const mla_setup *s, double *const *w, const double *x)
+ * its gates), for x [dim], or the gate from q's projection, gq [H Dv]: the
+ * output gate of case c (none: nothing). */
+static void dgate(double *o, const mla_setup *s, double *const *w, const double *x,
+                  const double *gq)
 {
     const mla_case *c = &s->c;
-    if (!c->gate) return;
+    if (!(c->gate & (GATE_FEATURE | GATE_HEAD | GATE_IN_Q))) return;
     const int64_t per = c->gate & GATE_HEAD ? 1 : c->dv, G = c->h * per;
     double *g = malloc((size_t)G * sizeof(double));
-    dlinear(g, w[WGATE], NULL, x, G, c->dim);
+    if (c->gate & GATE_IN_Q)
+        memcpy(g, gq, (size_t)G * sizeof(double));
+    else
+        dlinear(g, w[WGATE], NULL, x, G, c->dim);
     for (int64_t i = 0; i < c->h * c->dv; i++) {
         const int64_t h = i / c->dv, j = h * per + (per == 1 ? 0 : i % c->dv);
         const double gi = g[j] + (s->n_w[BGATE] ? w[BGATE][h] : 0.0);
@@ -296,7 +313,10 @@ static void dforward(const mla_setup *s, double *const *w, const double *x, doub
     double *k = calloc((size_t)(S * c->h * D), sizeof(double));
     double *v = calloc((size_t)(S * c->h * c->dv), sizeof(double));
     double *o = calloc((size_t)(c->h * c->dv), sizeof(double));
-    double *qa = calloc((size_t)(c->rq + 1), sizeof(double));
+    const int64_t Dg = c->gate & GATE_IN_Q ? c->dv : 0, K = c->rq * (c->gate & Q_RAW ? 2 : 1);
+    double *qa = calloc((size_t)(K + 1), sizeof(double));
+    double *qg = calloc((size_t)(c->h * (D + Dg)), sizeof(double));
+    double *gq = calloc((size_t)(S * c->h * c->dv), sizeof(double));
     double *lat = calloc((size_t)(c->r + c->dr), sizeof(double));
     double *kvb = calloc((size_t)(c->h * kv), sizeof(double));
     double *p = calloc((size_t)S, sizeof(double));
@@ -304,13 +324,21 @@ static void dforward(const mla_setup *s, double *const *w, const double *x, doub
         for (int64_t t = 0; t < S; t++) {
             const double *xt = x + (b * S + t) * c->dim;
             double *qt = q + t * c->h * D, *kt = k + t * c->h * D;
+            /* q_compressed = q_a_proj(x); q_resid = q_a_layernorm(q_compressed);
+             * [q_h | gate_h] = q_gate_proj(cat([q_resid, q_compressed])) per head */
             if (c->rq) {
                 dlinear(qa, w[WQ_A], s->n_w[BQ_A] ? w[BQ_A] : NULL, xt, c->rq, c->dim);
+                memcpy(qa + c->rq, qa, (size_t)(K - c->rq) * sizeof(double));
                 drms(qa, w[Q_A_NORM], c->rq);
                 for (int64_t i = 0; c->dots && i < c->rq; i++) qa[i] *= 1.5; /* q_lora_scale */
-                dlinear(qt, w[WQ_B], NULL, qa, c->h * D, c->rq);
+                dlinear(qg, w[WQ_B], NULL, qa, c->h * (D + Dg), K);
             } else {
-                dlinear(qt, w[WQ], NULL, xt, c->h * D, c->dim);
+                dlinear(qg, w[WQ], NULL, xt, c->h * (D + Dg), c->dim);
+            }
+            for (int64_t h = 0; h < c->h; h++) {
+                memcpy(qt + h * D, qg + h * (D + Dg), (size_t)D * sizeof(double));
+                memcpy(gq + (t * c->h + h) * c->dv, qg + h * (D + Dg) + D,
+                       (size_t)Dg * sizeof(double));
             }
             dlinear(lat, w[WKV_A], s->n_w[BKV_A] ? w[BKV_A] : NULL, xt, c->r + c->dr, c->dim);
             drms(lat, w[KV_A_NORM], c->r);
@@ -347,12 +375,13 @@ static void dforward(const mla_setup *s, double *const *w, const double *x, doub
                     o[h * c->dv + e] = acc;
                 }
             }
-            dgate(o, s, w, x + (b * S + i) * c->dim);
+            dgate(o, s, w, x + (b * S + i) * c->dim, gq + i * c->h * c->dv);
             dlinear(y + (b * S + i) * c->dim, w[WO], s->n_w[BO] ? w[BO] : NULL, o, c->dim,
                     c->h * c->dv);
         }
     }
-    free(q); free(k); free(v); free(o); free(qa); free(lat); free(kvb); free(p);
+    free(q); free(k); free(v); free(o); free(qa); free(qg); free(gq); free(lat); free(kvb);
+    free(p);
 }
 
 /* The double copies of s's weights (one allocation each, never NULL). */
@@ -495,11 +524,12 @@ static void test_cached(void)
                 {3, 1, RA_I8, 1e-2}, {2, 3, RA_F8E4M3, 6e-2}};
     mla_case c = cases[1];
     c.s = 13;
-    for (int ci = 0; ci < 6; ci++) {
+    for (int ci = 0; ci < 7; ci++) {
         if (ci == 1) c = cases[4], c.s = 12; /* a window, an odd latent rank */
         if (ci == 3) c = cases[6], c.s = 11; /* the output gated per feature */
         if (ci == 4) c = cases[8], c.s = 10; /* per head, with its bias */
         if (ci == 5) c = cases[9], c.s = 10; /* dots.note's rescaled latents, k_rope_norm */
+        if (ci == 6) c = cases[11], c.s = 12; /* the gate in wq_b, the raw q latent */
         if (ci == 2) /* 8 + 2-token passes: the short one has fewer rows, wide rows */
             c = cases[1], c.s = 13, c.h = 16, c.r = 120;
         mla_setup s;
@@ -728,7 +758,7 @@ static void test_refusals(void)
     ra_rope_config wrong = s.rope;
     wrong.rotary_dim = 2;
     bad[n].c = cfg, bad[n].w = w, bad[n].c.rope = &wrong, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "rotary_dim";
-    bad[n].c = cfg, bad[n].w = w, bad[n].c.gated_output = 1, bad[n].want = RA_ERR_UNSUPPORTED, bad[n++].what = "gated_output without wgate";
+    bad[n].c = cfg, bad[n].w = w, bad[n].c.q_lora_rank = 0, bad[n].c.q_b_raw_latent = 1, bad[n].w.wq = one, bad[n].w.wq_a = bad[n].w.bq_a = bad[n].w.q_a_norm = bad[n].w.wq_b = NULL, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "q_b_raw_latent without q_lora_rank";
     bad[n].c = cfg, bad[n].w = w, bad[n].w.wgate = one, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "wgate without gated_output";
     bad[n].c = cfg, bad[n].w = w, bad[n].c.kv_latent_scale = -1, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "kv_latent_scale -1";
     bad[n].c = cfg, bad[n].w = w, bad[n].c.q_latent_scale = 2, bad[n].c.q_lora_rank = 0, bad[n].want = RA_ERR_ARGUMENT, bad[n++].what = "q_latent_scale without q_lora_rank";

@@ -658,8 +658,10 @@ static void find_gate(const ra_hf_checkpoint *files, attention_tensors *out, int
 
 /* Latent attention's tensors beside o_proj: the four of its scheme, found,
  * in proj[PROJ_Q .. PROJ_O] (kv_a_proj_with_mqa, kv_b_proj, kv_a_layernorm,
- * o_proj), moved to latent[]; q's looked for by name. */
-static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, int stem)
+ * o_proj), moved to latent[]; q's looked for by name (q_b_proj also under
+ * the family's row's name for it). */
+static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, int stem,
+                        const ra_hf_family *family)
 {
     static const char *const modules[N_MLA] = {
         [MLA_Q] = "q_proj", [MLA_Q_A] = "q_a_proj", [MLA_Q_A_NORM] = "q_a_layernorm",
@@ -669,6 +671,9 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
     for (int m = 0; m < N_MLA; m++)
         find_module(files, wo, stem, modules[m], m == MLA_Q_A_NORM || m == MLA_KV_A_NORM,
                     &out->latent[m], &out->latent_bias[m]);
+    if (!out->latent[MLA_Q_B] && family->latent_q_b)
+        find_module(files, wo, stem, family->latent_q_b, 0, &out->latent[MLA_Q_B],
+                    &out->latent_bias[MLA_Q_B]);
     for (int p = PROJ_Q; p <= PROJ_V; p++) out->proj[p] = out->bias[p] = NULL;
     out->mla = 1;
     /* HY V4's sinks, as transformers names them or as its checkpoints do
@@ -751,7 +756,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
     out->layer = scheme->infix ? layer : -1;
     find_gate(files, out, stem, features);
     if (mla) {
-        find_latent(files, out, stem);
+        find_latent(files, out, stem, family);
         return check_consumed(files, out, stem, scheme->returned_bias, indexer);
     }
     for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases */

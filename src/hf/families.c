@@ -20,12 +20,10 @@
 /* DeepSeek sparse attention and its followers: a lightning indexer scores
  * the earlier tokens and each query attends to its top-k keys only. */
 /* Their latent attention beside the indexer: A.X K2's query and output gate
- * from the q latent, normed and not (q_gate_proj); dots.note's per-head gate
- * (g_proj), rescaled latents and normed rotated key, which the core runs,
- * and its sizes per layer type (Dots3NoteTextConfig.per_layer_config). */
-#define Q_GATE_PROJ                                                                      \
-    "its q_gate_proj (queries and a sigmoid output gate from the q latent, normed and not) " \
-    "is not supported"
+ * from the q latent, normed and not (q_gate_proj), HY V4's gate_proj and
+ * sinks (all run); dots.note's per-head gate (g_proj), rescaled latents and
+ * normed rotated key, which the core runs, and its sizes per layer type
+ * (Dots3NoteTextConfig.per_layer_config). */
 #define G_PROJ                                                                           \
     "its per-head output gate (g_proj), rescaled latents (q_lora_scale, kv_lora_scale) "  \
     "and norm of the rotated key (k_rope_only_layernorm) under latent attention are not " \
@@ -42,13 +40,14 @@
  * (RMSNorms of each head), out_proj, norm_eps; Lfm2Config's defaults */
 #define LFM2 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_QK_LAYERNORM_NAMES)
 #define LFM2_DEFAULTS "rope_theta=1000000 rms_norm_eps=1e-05"
-/* LFM3's attention: LFM2's norms under Qwen3's names, a gate per head, a rope per layer type */
+/* LFM3's attention: LFM2's norms under Qwen3's names, a gate per head, a rope per layer type
+ * (its default rope over all of head_dim, its proportional rope reading partial_rotary_factor) */
 #define LFM3 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_LOCAL_ROPE | RA_HF_GATE_PER_HEAD |      \
-              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_ROPE_WHOLE_HEAD)
+              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_DEFAULT_ROPE_WHOLE)
 #define LFM3_DEFAULTS                                                                    \
     "hidden_size=2048 num_attention_heads=16 num_key_value_heads=4 head_dim=128 "       \
     "max_position_embeddings=128000 rms_norm_eps=1e-05 sliding_window=256"
-/* Lfm3Config's default rope_parameters: the full layers' "proportional" rope (refused) */
+/* Lfm3Config's default rope_parameters: the full layers' "proportional" rope */
 #define LFM3_ROPE                                                                        \
     .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "              \
                     "\"rope_theta\": 10000.0}, \"full_attention\": {\"rope_type\": "        \
@@ -173,6 +172,10 @@
     "v_head_dim=256 hidden_size=2816 num_attention_heads=32 num_key_value_heads=32 "    \
     "max_position_embeddings=262144 index_topk=2048 index_n_heads=16 index_head_dim=128 " \
     "rms_norm_eps=1e-05"
+#define AXK2_DEFAULTS                                                                    \
+    "kv_lora_rank=128 q_lora_rank=384 qk_nope_head_dim=64 qk_rope_head_dim=32 "         \
+    "v_head_dim=64 hidden_size=2048 num_attention_heads=32 num_key_value_heads=32 "     \
+    "max_position_embeddings=131072 index_topk=2048 index_n_heads=16 index_head_dim=128"
 #define LLAMA4                                                                           \
     (RA_HF_QK_L2_NORM | RA_HF_ATTENTION_CHUNKS | RA_HF_TEMPERATURE_TUNING |           \
      RA_HF_NO_ROPE_LAYERS | RA_HF_EMPTY_NO_ROPE_LAYERS)
@@ -367,7 +370,10 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
     ROW("axk1", I, MLA_V3, NULL, AXK1_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("axk2", I, 0, Q_GATE_PROJ, NULL, NOWINDOW, NO_BIAS),
+    /* AXK2Config: DeepSeek-V3.2's sparse latent attention, its q_b_proj q_gate_proj once
+     * loaded (the q latent normed and not, queries and a sigmoid gate per output feature) */
+    ROW("axk2", I, DSA | RA_HF_Q_GATE_PROJ, NULL, AXK2_DEFAULTS, NOWINDOW, NO_BIAS,
+        .latent_q_b = "q_gate_proj"),
     ROW("baichuan", H, 0,
         "its 7B runs RoPE and its 13B ALiBi, by modeling code of their own that config.json does "
         "not name", NULL, NOWINDOW, NO_BIAS),
@@ -748,7 +754,6 @@ static const ra_hf_family families[] = {
 #undef GEMMA4_SIZES
 #undef GEMMA4_ROPE
 #undef GEMMA4_ASSISTANT
-#undef Q_GATE_PROJ
 #undef G_PROJ
 #undef DSA
 #undef V_NORM

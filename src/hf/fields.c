@@ -631,23 +631,6 @@ static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, con
     return ra_io_json_flag(root, key, absent, &out->head_layer_norms, name, msg, msg_len);
 }
 
-/* RA_HF_ROPE_WHOLE_HEAD: partial_rotary_factor other than 1 refused. */
-static ra_status refuse_partial_rotary(const ra_hf_fields *out, const char *name, char *msg,
-                                       size_t msg_len)
-{
-    if (!out->family || !(out->family->features & RA_HF_ROPE_WHOLE_HEAD)) return RA_OK;
-    const int has[3] = {out->has_partial_rotary_factor, out->rope.has_partial_rotary_factor,
-                        out->local_rope.has_partial_rotary_factor};
-    const double factor[3] = {out->partial_rotary_factor, out->rope.partial_rotary_factor,
-                              out->local_rope.partial_rotary_factor};
-    for (int i = 0; i < 3; i++)
-        if (has[i] && factor[i] != 1)
-            return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"partial_rotary_factor\" "
-                              "is %g, and model_type \"%s\" rotates all of head_dim: refused",
-                              name, factor[i], out->family->model_type);
-    return RA_OK;
-}
-
 /* RA_HF_GATE_BY_KEY: use_attention_gate, true, false, 1 or 0 (absent or
  * null: true, Lfm3Config's default). */
 static ra_status read_attention_gate(const cJSON *root, ra_hf_fields *out, const char *name,
@@ -1081,7 +1064,6 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         RA_TRY(longrope_mscale(&out->rope, out, where, name, msg, msg_len));
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }
-    RA_TRY(refuse_partial_rotary(out, name, msg, msg_len));
     RA_TRY(read_no_rope_layers(root, out, name, msg, msg_len));
     RA_TRY(read_cross_attention_layers(root, out, name, msg, msg_len));
     RA_TRY(read_head_layer_norms(root, out, name, msg, msg_len));

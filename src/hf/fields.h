@@ -401,10 +401,13 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_GATE_PER_HEAD: the gate saved as gate_proj.weight, which transformers renames g_proj
  * on load (its conversion mapping), g_proj.weight read too (LFM3) */
 #define RA_HF_GATE_SAVED_AS_GATE_PROJ RA_HF_BIT(66)
-/* partial_rotary_factor other than 1 refused, top level or in either layer type's rope: the
- * family's rotary embedding rotates all of head_dim whatever it says (LFM3's default rope; its
- * other rope types fail in transformers) */
-#define RA_HF_ROPE_WHOLE_HEAD RA_HF_BIT(67)
+/* A.X-K2 (bits 68-71, 104-111): */
+/* latent attention's q_b_proj is q_gate_proj [H * (D + Dv), 2 q_lora_rank] (saved as
+ * q_b_proj, the row's latent_q_b read too): it reads [q_a_layernorm(qa) | qa], the q latent after its norm
+ * and before it, and each head's D query rows are followed by its Dv rows of a sigmoid gate
+ * on the head's attention output (ra_layer_config.q_b_raw_latent, gated_output without
+ * wgate); q_lora_rank null refused (transformers fails on it) */
+#define RA_HF_Q_GATE_PROJ RA_HF_BIT(68)
 /* Gemma 4 (bits 80-87): */
 /* per_layer_config (transformers' heterogeneous config): the layers it names take their own
  * head_dim and num_key_value_heads (any other key refused); without it, the full-attention
@@ -421,7 +424,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * tokens keep the causal mask (they are what ropeattn runs); "all" is refused */
 #define RA_HF_BIDIRECTIONAL_VISION RA_HF_BIT(83)
 /* rope type default turns every pair of head_dim, whatever partial_rotary_factor says (its
- * rotary embedding's own compute_default_rope_parameters; the other types read it) */
+ * rotary embedding's own compute_default_rope_parameters), proportional reads it; the other
+ * types with a partial_rotary_factor other than 1 are refused (their cos and sin fall short of
+ * head_dim, which transformers' rotate_half over all of head_dim fails on) (Gemma 4, LFM3) */
 #define RA_HF_DEFAULT_ROPE_WHOLE RA_HF_BIT(84)
 
 /* block_types (default recurrent, recurrent, attention), repeated over num_hidden_layers (default
@@ -535,6 +540,10 @@ typedef struct ra_hf_family {
      * Face's q_proj .. o_proj under model.layers.N.self_attn. or a
      * multimodal model's language_model; latent attention's) */
     const ra_hf_names *names;
+    /* another name latent attention's q_b_proj is read under where q_b_proj
+     * is absent (A.X-K2's q_gate_proj, transformers' name once loaded;
+     * saved as q_b_proj); NULL: none */
+    const char *latent_q_b;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

@@ -13,9 +13,11 @@
  *   layer_types' last entry full_attention (RA_HF_LAST_LAYER_FULL): the
  *     config class forces it so whatever the file says;
  *   the default rope over all of head_dim (RA_HF_DEFAULT_ROPE_WHOLE):
- *     Gemma4TextRotaryEmbedding's compute_default_rope_parameters reads no
- *     partial_rotary_factor (what the rope object has, or took from the top
- *     level, is dropped).
+ *     Gemma4TextRotaryEmbedding's (and LFM3's)
+ *     compute_default_rope_parameters reads no partial_rotary_factor (what
+ *     the rope object has, or took from the top level, is dropped); the
+ *     proportional rope reads it; the other types, which would rotate
+ *     fewer features than head_dim, are refused.
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -176,12 +178,25 @@ static ra_status read_k_eq_v(const cJSON *root, ra_hf_fields *out, const char *n
     return RA_OK;
 }
 
-/* RA_HF_DEFAULT_ROPE_WHOLE: a default rope's partial_rotary_factor dropped. */
-static void default_rope_whole(ra_hf_rope *rope)
+/* RA_HF_DEFAULT_ROPE_WHOLE: a default rope's partial_rotary_factor dropped;
+ * a proportional rope keeps it; any other type with one other than 1
+ * refused (transformers' cos and sin then have fewer features than q and
+ * k, and it fails). */
+static ra_status default_rope_whole(ra_hf_rope *rope, const char *family, const char *name,
+                                    char *msg, size_t msg_len)
 {
-    if (rope->type != RA_ROPE_DEFAULT || rope->proportional) return;
-    rope->has_partial_rotary_factor = 0;
-    rope->partial_rotary_factor = 0;
+    if (rope->proportional || !rope->has_partial_rotary_factor) return RA_OK;
+    if (rope->type == RA_ROPE_DEFAULT) {
+        rope->has_partial_rotary_factor = 0;
+        rope->partial_rotary_factor = 0;
+        return RA_OK;
+    }
+    if (rope->partial_rotary_factor == 1) return RA_OK;
+    return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"partial_rotary_factor\" is %g "
+                      "with rope type %s, and model_type \"%s\" rotates all of head_dim with "
+                      "it (only its default and proportional ropes do; transformers fails on "
+                      "the others)", name, rope->partial_rotary_factor,
+                      ra_hf_rope_type_name(rope->type), family);
 }
 
 ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char *name,
@@ -196,8 +211,9 @@ ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char 
                           "makes the last layer full_attention whatever it says: refused",
                           name, out->family->model_type);
     if (features & RA_HF_DEFAULT_ROPE_WHOLE) {
-        default_rope_whole(&out->rope);
-        default_rope_whole(&out->local_rope);
+        const char *family = out->family->model_type;
+        RA_TRY(default_rope_whole(&out->rope, family, name, msg, msg_len));
+        RA_TRY(default_rope_whole(&out->local_rope, family, name, msg, msg_len));
     }
     if (features & RA_HF_VALUES_FROM_KEYS) RA_TRY(read_k_eq_v(root, out, name, msg, msg_len));
     if (features & RA_HF_PER_LAYER_CONFIG) RA_TRY(read_shapes(root, out, name, msg, msg_len));

@@ -9,7 +9,10 @@
  *     q_b_proj [H * D, rq]                            D = Dn + Dr
  *   kv_a_proj_with_mqa [r + Dr, dim] (+ bias), kv_a_layernorm [r],
  *   kv_b_proj [H * (Dn + Dv), r], o_proj [dim, H * Dv] (+ bias)
- *   (Ling's bailing_hybrid: g_proj [H, dim], a sigmoid gate per head: hf/gate.c)
+ *   (Ling's bailing_hybrid: g_proj [H, dim], a sigmoid gate per head: hf/gate.c;
+ *   A.X-K2's q_b_proj [H * (D + Dv), 2 rq], q_gate_proj once loaded,
+ *   reading [q_a_layernorm(qa) | qa], each head's D query rows then its Dv
+ *   gate rows: RA_HF_Q_GATE_PROJ)
  *
  * with Dn = qk_nope_head_dim, Dr = qk_rope_head_dim, Dv = v_head_dim,
  * r = kv_lora_rank, rq = q_lora_rank.  Biases only where attention_bias
@@ -143,10 +146,16 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     RA_HF_TRY(check_shape(j, l[MLA_KV_A_NORM], r, 0, why));
     RA_HF_TRY(check_shape(j, l[MLA_KV_B], H * (Dn + Dv), r, why));
     RA_HF_TRY(check_shape(j, j->t->proj[PROJ_O], dim, H * Dv, why));
+    const int q_gate = (hf->family->features & RA_HF_Q_GATE_PROJ) != 0;
+    if (q_gate && !rq)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: q_lora_rank is null, and model_type \"%s\"'s "
+                       "q_gate_proj reads the q latent (transformers fails on it)",
+                       j->config->path, hf->family->model_type);
     if (rq) {
         RA_HF_TRY(check_shape(j, l[MLA_Q_A], rq, dim, why));
         RA_HF_TRY(check_shape(j, l[MLA_Q_A_NORM], rq, 0, why));
-        RA_HF_TRY(check_shape(j, l[MLA_Q_B], H * D, rq, why));
+        RA_HF_TRY(check_shape(j, l[MLA_Q_B], H * (D + (q_gate ? Dv : 0)), rq * (q_gate ? 2 : 1),
+                              why));
     } else {
         RA_HF_TRY(check_shape(j, l[MLA_Q], H * D, dim, why));
     }
@@ -154,6 +163,8 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     out->dim = dim;
     out->n_heads = out->n_kv_heads = H;
     RA_HF_TRY(hf_gate_config(hf, j->t, j->path, Dv, out)); /* Ling's g_proj */
+    out->gated_output |= q_gate; /* A.X-K2's q_gate_proj: the gate in q's rows */
+    out->q_b_raw_latent = q_gate;
     out->head_dim = D;
     out->kv_lora_rank = r;
     out->q_lora_rank = rq;

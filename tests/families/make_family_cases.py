@@ -1467,8 +1467,9 @@ def family_cases(out):
         ("qwen3_next_without_gate", dict(base, model_type="qwen3_next", layer_types=[
             "full_attention"]), plain, "a gate per query head"),
         # LFM3: its gate per head (g_proj, saved as gate_proj) where use_attention_gate
-        # says, and nowhere else; its full layers' "proportional" rope (the class's
-        # default); partial_rotary_factor, which its default rope does not read
+        # says, and nowhere else; partial_rotary_factor with a rope type other than
+        # default (which does not read it) and proportional: transformers fails
+        # (its cos and sin fall short of head_dim; tests/hf's lfm3_proportional_full runs)
         ("lfm3_without_gate", dict(lfm3, use_attention_gate=True), dict(plain, **qk_norms),
          "has no gate_proj.weight (or g_proj.weight) beside"),
         ("lfm3_gate_without_use_attention_gate", dict(lfm3, use_attention_gate=False),
@@ -1477,13 +1478,12 @@ def family_cases(out):
         ("lfm3_gate_shape", lfm3,
          dict(plain, **qk_norms, **{layers(0) + "gate_proj.weight": w["q"]}),
          "(the output gate: one per query head)"),
-        ("lfm3_proportional_rope", dict(lfm3, rope_parameters=None), dict(plain, **qk_norms),
-         '"rope_parameters.full_attention.rope_type" is "proportional"'),
-        ("lfm3_partial_rotary", dict(lfm3, rope_parameters={
-            "full_attention": {"rope_type": "default", "rope_theta": 1e4,
+        ("lfm3_linear_partial_rotary", dict(lfm3, rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4,
                                "partial_rotary_factor": 0.5},
             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
-         dict(plain, **qk_norms), 'model_type "lfm3" rotates all of head_dim'),
+         dict(plain, **qk_norms), '"partial_rotary_factor" is 0.5 with rope type linear, and '
+         'model_type "lfm3" rotates all of head_dim with it'),
         ("llama_use_attention_gate", dict(base, model_type="llama", use_attention_gate=True),
          plain, '"use_attention_gate" (an output gate per head) changes attention'),
         # RecurrentGemma: block_types' recurrent blocks (layer 0 of the default three),
@@ -1513,7 +1513,7 @@ def family_cases(out):
     # compressed per block (DeepSeek-V4)
     # (DeepSeek-V3.2 and GLM-MoE-DSA run up to index_topk keys: dsa_cases.py),
     # beside what else their attention has
-    beside = {"axk2": "its q_gate_proj", "dots3_note": "its per-head output gate (g_proj)",
+    beside = {"dots3_note": "its per-head output gate (g_proj)",
               "dots3_note_text": "its per-head output gate (g_proj)"}
     for family, why in beside.items():
         save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,

@@ -283,6 +283,15 @@ def mla_cases(out):
          "(the output gate: one per query head)"),
         ("deepseek_stray_g_proj", v3, dict(plain, **{layers(0) + "g_proj.weight": g_proj}),
          "ropeattn does not use it"),
+        # A.X-K2's q_b_proj (q_gate_proj once loaded): queries and a gate per output
+        # feature from the q latent normed and not, [H (D + Dv), 2 rq] (run: tests/hf's
+        # axk2_q_gate_proj); nowhere else
+        ("axk2_q_b_proj_shape", dict(v3, model_type="axk2"), plain,
+         "tensor 'model.layers.0.self_attn.q_b_proj.weight' in"),
+        ("axk2_q_lora_rank_null", dict(v3, model_type="axk2", q_lora_rank=None),
+         ling_tensors, 'model_type "axk2"\'s q_gate_proj reads the q latent'),
+        ("deepseek_stray_q_gate_proj", v3, dict(plain, **{
+            layers(0) + "q_gate_proj.weight": w["q_b"]}), "ropeattn does not use it"),
         ("llama_kv_lora_rank", {"model_type": "llama", "kv_lora_rank": R,
                                 "num_attention_heads": H}, plain,
          '"kv_lora_rank" (latent attention) changes attention and is not supported for '

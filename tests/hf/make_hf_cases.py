@@ -1030,8 +1030,8 @@ def gate_cases():
     """The attention output gated per head by a projection of its own,
     sigmoid(g_proj(x)) over each head's features: LFM3 (q/k norms, epsilon
     norm_eps; a convolution layer 0, a sliding layer 1, a full layer 2, each
-    layer type's rope its own, default here: the class's full layers'
-    "proportional" rope is refused), and Ling's latent attention
+    layer type's rope its own, default here: gate2_cases has the class's
+    full layers' "proportional" rope), and Ling's latent attention
     (bailing_hybrid: a linear-attention layer 0, a latent one 1, saved
     under attention. with o_proj as dense)."""
     rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -1140,6 +1140,35 @@ def misc_cases():
     yield family("mimo_v2_flash_sliding", "MiMoV2Flash", mimo, layer=1, rope=rope, freqs=False)
 
 
+def gate2_cases():
+    """LFM3's ropes: its full layers' "proportional" rope (the class's
+    default: partial_rotary_factor 0.5, the first 2 of head_dim 8's 4 pairs
+    turning at base 1e6, the others not), and its sliding layers' default
+    rope over all of head_dim whatever partial_rotary_factor says.  A.X-K2's
+    q_gate_proj."""
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                  "partial_rotary_factor": 0.5},
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                               "partial_rotary_factor": 0.5}}
+    lfm3 = dict(TINY, num_hidden_layers=3, sliding_window=4, norm_eps=0.01,
+                layer_types=["conv", "sliding_attention", "full_attention"])
+    yield family("lfm3_proportional_full", "Lfm3", lfm3, layer=2, rope=rope, freqs=False)
+    yield family("lfm3_default_rope_whole", "Lfm3", lfm3, layer=1, rope=rope, freqs=False)
+    # A.X-K2: DeepSeek-V3.2's sparse latent attention (every query within index_topk keys:
+    # the dense layer) whose q_gate_proj (saved as q_b_proj) reads the q latent after its norm
+    # and before it, and gives each head its queries, then a sigmoid gate per output feature
+    axk2 = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                q_lora_rank=6, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                intermediate_size=16, moe_intermediate_size=8, n_routed_experts=2,
+                num_experts_per_tok=1, n_shared_experts=1, gated_norm_rank=4,
+                mlp_layer_types=["dense"], num_hidden_layers=1, vocab_size=16,
+                max_position_embeddings=64, pad_token_id=0, index_topk=24, index_n_heads=2,
+                index_head_dim=8)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "mscale": 1.0, "mscale_all_dim": 1.0}
+    yield family("axk2_q_gate_proj", "AXK2", axk2, rope=yarn, pos=positions(5))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1160,6 +1189,7 @@ def named_seed_cases():
     yield from gemma4_cases()
     yield from sparse_cases()
     yield from misc_cases()
+    yield from gate2_cases()
 
 
 def name_seed(name):

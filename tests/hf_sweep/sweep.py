@@ -449,13 +449,22 @@ def saved_names(want, got):
     """want (torch's gradients by parameter name) by the names the
     checkpoint saves, where transformers renames a tensor on load (Flint's
     softmax_offset is its module's sinks): a name the CLI lacks takes the
-    one name under the same module that only the CLI has, of its shape."""
+    one name under the same module that only the CLI has, of its shape, else
+    the one such name of a sibling module's tensor of its kind (LFM3's
+    g_proj.weight saved as gate_proj.weight)."""
     out = {}
     for k, w in want.items():
-        prefix = k.rsplit(".", 1)[0] + "."
-        spare = [g for g in got if g not in want and g.startswith(prefix)
-                 and "." not in g[len(prefix):] and got[g].shape == w.shape]
-        out[spare[0] if k not in got and len(spare) == 1 else k] = w
+        if k in got or "." not in k:
+            out[k] = w
+            continue
+        module, leaf = k.rsplit(".", 1)
+        parent = module.rsplit(".", 1)[0] + "." if "." in module else ""
+        only_cli = [g for g in got if g not in want and got[g].shape == w.shape]
+        spare = [g for g in only_cli if g.rsplit(".", 1)[0] == module]
+        if not spare:
+            spare = [g for g in only_cli if g.startswith(parent) and g.endswith("." + leaf)
+                     and g[len(parent):].count(".") == 1]
+        out[spare[0] if len(spare) == 1 else k] = w
     return out
 
 

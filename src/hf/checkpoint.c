@@ -666,10 +666,12 @@ static void find_latent(const ra_hf_checkpoint *files, attention_tensors *out, i
     static const char *const modules[N_MLA] = {
         [MLA_Q] = "q_proj", [MLA_Q_A] = "q_a_proj", [MLA_Q_A_NORM] = "q_a_layernorm",
         [MLA_Q_B] = "q_b_proj", [MLA_KV_A] = "kv_a_proj_with_mqa",
-        [MLA_KV_A_NORM] = "kv_a_layernorm", [MLA_KV_B] = "kv_b_proj"};
+        [MLA_KV_A_NORM] = "kv_a_layernorm", [MLA_KV_B] = "kv_b_proj",
+        [MLA_K_ROPE_NORM] = "k_rope_only_layernorm"};
     const char *wo = out->proj[PROJ_O]->name;
     for (int m = 0; m < N_MLA; m++)
-        find_module(files, wo, stem, modules[m], m == MLA_Q_A_NORM || m == MLA_KV_A_NORM,
+        find_module(files, wo, stem, modules[m],
+                    m == MLA_Q_A_NORM || m == MLA_KV_A_NORM || m == MLA_K_ROPE_NORM,
                     &out->latent[m], &out->latent_bias[m]);
     if (!out->latent[MLA_Q_B] && family->latent_q_b)
         find_module(files, wo, stem, family->latent_q_b, 0, &out->latent[MLA_Q_B],

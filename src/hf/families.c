@@ -17,19 +17,18 @@
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
 #define FUSED "its fused query_key_value / qkv weights are not read yet"
-/* DeepSeek sparse attention and its followers: a lightning indexer scores
- * the earlier tokens and each query attends to its top-k keys only. */
-/* Their latent attention beside the indexer: A.X K2's query and output gate
- * from the q latent, normed and not (q_gate_proj), HY V4's gate_proj and
- * sinks (all run); dots.note's per-head gate (g_proj), rescaled latents and
- * normed rotated key, which the core runs, and its sizes per layer type
- * (Dots3NoteTextConfig.per_layer_config). */
-#define G_PROJ                                                                           \
-    "its per-head output gate (g_proj), rescaled latents (q_lora_scale, kv_lora_scale) "  \
-    "and norm of the rotated key (k_rope_only_layernorm) under latent attention are not " \
-    "read from its config and checkpoints (the layer runs them: gate_per_head, "          \
-    "q_latent_scale, kv_latent_scale, k_rope_norm), nor its latent sizes per layer type " \
-    "(per_layer_config: the sliding layers' swa_*)"
+/* Dots3NoteTextConfig's: latent attention with a gate per head (g_proj), rescaled latents and
+ * the rotated key normed, its sizes per layer (per_layer_config, swa_*), the indexer on the
+ * indexed_attention layers only, the sliding layers' rope of their own; layer_types as
+ * saved (the class's formula for them is not read) */
+#define DOTS3                                                                            \
+    (RA_HF_MLA | RA_HF_INDEXER_TOPK | RA_HF_GATE_PER_HEAD | RA_HF_LATENT_SCALES |         \
+     RA_HF_LATENT_PER_LAYER | RA_HF_INDEXED_LAYER_TYPES | RA_HF_LOCAL_ROPE)
+#define DOTS3_DEFAULTS                                                                   \
+    "kv_lora_rank=512 q_lora_rank=1024 qk_nope_head_dim=128 qk_rope_head_dim=64 "       \
+    "v_head_dim=128 hidden_size=5120 num_attention_heads=128 num_key_value_heads=128 "  \
+    "max_position_embeddings=524288 index_topk=2048 index_n_heads=64 index_head_dim=128 " \
+    "rms_norm_eps=1e-05"
 /* Gemma 3n and 4: values RMS-normed per head without weights, and the
  * last num_kv_shared_layers layers reuse an earlier layer's keys and values
  * (Gemma 4's assistants: every layer reuses its target model's). */
@@ -451,8 +450,8 @@ static const ra_hf_family families[] = {
     ROW("dots1", H, RA_HF_QK_NORM, NULL,
         "hidden_size=4608 num_key_value_heads=32 sliding_window=4096 max_window_layers=62",
         RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
-    ROW("dots3_note", H, 0, G_PROJ, NULL, NOWINDOW, NO_BIAS),
-    ROW("dots3_note_text", H, 0, G_PROJ, NULL, NOWINDOW, NO_BIAS),
+    ROW("dots3_note", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
+    ROW("dots3_note_text", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
     ROW("emu3_text_model", H, 0, NULL,
         "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0)),
@@ -754,7 +753,8 @@ static const ra_hf_family families[] = {
 #undef GEMMA4_SIZES
 #undef GEMMA4_ROPE
 #undef GEMMA4_ASSISTANT
-#undef G_PROJ
+#undef DOTS3
+#undef DOTS3_DEFAULTS
 #undef DSA
 #undef V_NORM
 #undef AB
@@ -894,7 +894,7 @@ static const attention_key attention_keys[] = {
     {"use_bidirectional_attention", FALSE_ONLY, RA_HF_BIDIRECTIONAL_VISION,
      "attention without the causal mask"},
     {"use_bidirectional_attention", BUT_VISION, 0, "attention without the causal mask"},
-    {"per_layer_config", NULL_ONLY, RA_HF_PER_LAYER_CONFIG,
+    {"per_layer_config", NULL_ONLY, RA_HF_PER_LAYER_CONFIG | RA_HF_LATENT_PER_LAYER,
      "a head size and key/value heads per layer"},
     {"global_head_dim", NULL_ONLY, RA_HF_PER_LAYER_CONFIG, "the full layers' head size"},
     {"num_global_key_value_heads", NULL_ONLY, RA_HF_PER_LAYER_CONFIG,

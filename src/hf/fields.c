@@ -351,12 +351,16 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     const cJSON *full, *sliding;
     ra_hf_features features = out->family ? out->family->features : 0;
     if (nested == NULL || !(features & RA_HF_LOCAL_ROPE)) return RA_OK;
-    RA_TRY(ra_io_json_key(nested, "full_attention", name, &full, msg, msg_len));
+    const char *full_key = "full_attention"; /* the indexed layers' (RA_HF_INDEXED_LAYER_TYPES) */
+    if ((features & RA_HF_INDEXED_LAYER_TYPES) && ra_io_json_member(nested, "indexed_attention",
+                                                                    &full))
+        full_key = "indexed_attention";
+    RA_TRY(ra_io_json_key(nested, full_key, name, &full, msg, msg_len));
     RA_TRY(ra_io_json_key(nested, "sliding_attention", name, &sliding, msg, msg_len));
     if ((features & RA_HF_NULL_ROPE_SCALED) && cJSON_GetArraySize(nested) == 2 &&
         cJSON_IsObject(full) != cJSON_IsObject(sliding)) { /* one type without RoPE (Beam) */
         const cJSON *other;
-        ra_io_json_member(nested, full ? "sliding_attention" : "full_attention", &other);
+        ra_io_json_member(nested, full ? "sliding_attention" : full_key, &other);
         if (!cJSON_IsNull(other)) return RA_OK; /* absent: ra_hf_rope_read refuses it */
         out->null_rope_type = full ? 2 : 1;
         full = sliding = full ? full : sliding; /* the other's, unused */
@@ -364,8 +368,9 @@ static ra_status read_rope_per_layer_type(const cJSON *nested, ra_hf_fields *out
     if (!cJSON_IsObject(full) || !cJSON_IsObject(sliding) ||
         cJSON_GetArraySize(nested) != 2)
         return RA_OK;
-    RA_TRY(ra_hf_rope_read(full, name, "rope_parameters.full_attention.", &out->rope, msg,
-                           msg_len));
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "rope_parameters.%s.", full_key);
+    RA_TRY(ra_hf_rope_read(full, name, prefix, &out->rope, msg, msg_len));
     RA_TRY(ra_hf_rope_read(sliding, name, "rope_parameters.sliding_attention.",
                            &out->local_rope, msg, msg_len));
     out->has_rope = out->has_local_rope = 1;
@@ -769,7 +774,9 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
                           "rope's features %s whatever it says: refused", name,
                           out->rope_interleave ? "true" : "false", family->model_type,
                           interleaved ? "interleaved" : "as rotate_half");
-    if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim)
+    /* (RA_HF_LATENT_PER_LAYER: head_dim is the rope's, over qk_rope_head_dim of it) */
+    if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim &&
+        !(family->features & RA_HF_LATENT_PER_LAYER))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: \"head_dim\" is %lld and \"qk_rope_head_dim\" %lld: model_type "
                           "\"%s\" rotates qk_rope_head_dim features (its config class sets "
@@ -1086,6 +1093,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(ra_hf_nope_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_per_layer_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_sparse_read(root, out, name, msg, msg_len));
+    RA_TRY(ra_hf_latent_layers_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_rope_types_check(out, name, msg, msg_len));
     RA_TRY(ra_hf_stacks_read(root, out, name, msg, msg_len));
     RA_TRY(ra_hf_heads_read(root, out, name, msg, msg_len));
@@ -1151,6 +1159,7 @@ void ra_hf_fields_free(ra_hf_fields *config)
     ra_free(config->cross_attention_layers);
     ra_free(config->layer_head_dim);
     ra_free(config->layer_kv_heads);
+    ra_free(config->latent_layers);
     cJSON_Delete(config->json);
     memset(config, 0, sizeof *config);
 }

@@ -453,6 +453,18 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * apply_rotary_pos_emb over cos's width (MiMo-V2-Flash; other families' code fails on it, or
  * slices otherwise: refused) */
 #define RA_HF_ODD_ROTARY_ROUNDS_UP RA_HF_BIT(101)
+/* with RA_HF_MLA: latent attention as dots.note's (Dots3NoteTextAttention): the normed q and kv
+ * latents times (hidden_size / rank)^1/2, the shared rotated key RMS-normed before RoPE
+ * (k_rope_only_layernorm), the three norms' epsilon rms_norm_eps, the softmax scale
+ * (qk_nope_head_dim + qk_rope_head_dim)^-1/2 whatever the rope's mscale */
+#define RA_HF_LATENT_SCALES RA_HF_BIT(120)
+/* with RA_HF_MLA: latent sizes per layer (fields_latent_layers.c): per_layer_config's, else
+ * the sliding layers' swa_* keys (Dots3NoteTextConfig); the rope over each layer's
+ * qk_rope_head_dim (its partial_rotary_factor derived from it, as the config class does) */
+#define RA_HF_LATENT_PER_LAYER RA_HF_BIT(121)
+/* with RA_HF_INDEXER_TOPK: only the layers layer_types names indexed_attention have the
+ * indexer, and rope_parameters' indexed_attention entry is theirs (as full_attention's) */
+#define RA_HF_INDEXED_LAYER_TYPES RA_HF_BIT(122)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -744,7 +756,21 @@ typedef struct ra_hf_fields {
      * full_attention (rope is then local_rope's), 2 sliding_attention (local_rope is rope's);
      * 0: none */
     int null_rope_type;
+    /* RA_HF_LATENT_PER_LAYER (fields_latent_layers.c): each layer's latent sizes,
+     * [n_latent_layers] (owned; NULL: every layer the config's) */
+    struct ra_hf_latent_sizes *latent_layers;
+    int64_t n_latent_layers;
 } ra_hf_fields;
+
+/* A latent-attention layer's sizes (RA_HF_MLA): query heads, q_lora_rank (0: q_proj),
+ * kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim. */
+typedef struct ra_hf_latent_sizes {
+    int64_t heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+} ra_hf_latent_sizes;
+
+/* Layer `layer`'s latent sizes into *out: its own (RA_HF_LATENT_PER_LAYER), else the
+ * config's; -1 when the config does not say (layer -1 and the layers differ). */
+int ra_hf_layer_latent(const ra_hf_fields *config, int64_t layer, ra_hf_latent_sizes *out);
 
 /* A layer type's entry in rope_parameters (RA_HF_ROPE_BY_LAYER_TYPE). */
 enum ra_hf_type_rope {

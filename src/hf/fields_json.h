@@ -63,6 +63,10 @@ ra_status ra_hf_indexer_read(const cJSON *root, const ra_hf_fields *out, const c
  * and ropes read before. */
 ra_status ra_hf_per_layer_read(const cJSON *root, ra_hf_fields *out, const char *name,
                                char *msg, size_t msg_len);
+/* RA_HF_LATENT_PER_LAYER: each layer's latent sizes (fields_latent_layers.c); after the
+ * window's keys and the ropes. */
+ra_status ra_hf_latent_layers_read(const cJSON *root, ra_hf_fields *out, const char *name,
+                                   char *msg, size_t msg_len);
 /* The keys that bound a sparse-attention indexer's layer into
  * out->sparse_keys (fields_sparse.c); called after the window's keys. */
 ra_status ra_hf_sparse_read(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,

@@ -109,11 +109,12 @@ static const char *layer_type_name(const ra_hf_window *w, int64_t i)
 }
 
 /* Whether layer `layer` has an indexer: every layer but with
- * RA_HF_SPARSE_LAYER_INDEXER, where layer_types names it (layer -1: any
- * listed layer so named). */
+ * RA_HF_SPARSE_LAYER_INDEXER or RA_HF_INDEXED_LAYER_TYPES, where layer_types
+ * names it (layer -1: any listed layer so named). */
 static int has_indexer(const ra_hf_fields *hf, int64_t layer)
 {
-    if (!(hf->family->features & RA_HF_SPARSE_LAYER_INDEXER)) return 1;
+    if (!(hf->family->features & (RA_HF_SPARSE_LAYER_INDEXER | RA_HF_INDEXED_LAYER_TYPES)))
+        return 1;
     const ra_hf_window *w = &hf->window;
     const char *sparse = ra_hf_indexed_layer_type(hf->family);
     for (int64_t i = layer < 0 ? 0 : layer; i < w->n_layer_types && (layer < 0 || i == layer);

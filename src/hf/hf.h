@@ -60,7 +60,8 @@ enum { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, N_PROJ };
  * transformers' DeepseekV3Attention names them: q_proj, or q_a_proj,
  * q_a_layernorm and q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm,
  * kv_b_proj. */
-enum { MLA_Q, MLA_Q_A, MLA_Q_A_NORM, MLA_Q_B, MLA_KV_A, MLA_KV_A_NORM, MLA_KV_B, N_MLA };
+enum { MLA_Q, MLA_Q_A, MLA_Q_A_NORM, MLA_Q_B, MLA_KV_A, MLA_KV_A_NORM, MLA_KV_B,
+       MLA_K_ROPE_NORM /* dots.note's k_rope_only_layernorm */, N_MLA };
 
 typedef struct attention_tensors {
     const ra_st_tensor *proj[N_PROJ]; /* wq, wk, wv, wo; inside the mapping */

@@ -33,7 +33,7 @@
 /* ra_layer_weights' arrays, in its order (ra_layer_grads' d... alike). */
 enum { S_WQ, S_WK, S_WV, S_WO, S_BQ, S_BK, S_BV, S_BO, S_QNORM, S_KNORM, S_WQKV, S_BQKV,
        S_SINKS, S_WQ_A, S_BQ_A, S_QA_NORM, S_WQ_B, S_WKV_A, S_BKV_A, S_KVA_NORM, S_WKV_B,
-       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, S_BGATE, N_SLOTS };
+       S_ONORM, S_QNORM_BIAS, S_KNORM_BIAS, S_WGATE, S_BGATE, S_K_ROPE_NORM, N_SLOTS };
 
 typedef struct hf_tensor {
     char *name;
@@ -228,6 +228,7 @@ static ra_status plan_latent(ra_hf_layer *l, const attention_tensors *t)
         {MLA_KV_A, S_WKV_A, 0},     {MLA_KV_B, S_WKV_B, 0},    {-1, S_WO, 0},
         {MLA_Q_A, S_BQ_A, 1},       {MLA_KV_A, S_BKV_A, 1},    {-1, S_BO, 1},
         {MLA_Q_A_NORM, S_QA_NORM, 0}, {MLA_KV_A_NORM, S_KVA_NORM, 0},
+        {MLA_K_ROPE_NORM, S_K_ROPE_NORM, 0}, /* dots.note's */
     };
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         int k = order[i].kind;
@@ -583,6 +584,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     w.q_a_norm = slot_array(l, d, S_QA_NORM), w.wq_b = slot_array(l, d, S_WQ_B);
     w.wkv_a = slot_array(l, d, S_WKV_A), w.bkv_a = slot_array(l, d, S_BKV_A);
     w.kv_a_norm = slot_array(l, d, S_KVA_NORM), w.wkv_b = slot_array(l, d, S_WKV_B);
+    w.k_rope_norm = slot_array(l, d, S_K_ROPE_NORM);
     ra_status status = ra_layer_create(&l->layer, &lc, &w);
     if (status != RA_OK)
         return hf_fail(status, "cannot create the attention layer: %s%s%s",
@@ -713,6 +715,7 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
     r->dq_a_norm = slot_array(layer, d, S_QA_NORM), r->dwq_b = slot_array(layer, d, S_WQ_B);
     r->dwkv_a = slot_array(layer, d, S_WKV_A), r->dbkv_a = slot_array(layer, d, S_BKV_A);
     r->dkv_a_norm = slot_array(layer, d, S_KVA_NORM), r->dwkv_b = slot_array(layer, d, S_WKV_B);
+    r->dk_rope_norm = slot_array(layer, d, S_K_ROPE_NORM);
     if (layer->values_from_keys) r->dwv = g->values[0], r->dbv = g->values[1];
     *out = g;
     return RA_OK;

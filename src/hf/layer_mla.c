@@ -106,18 +106,18 @@ static ra_status check_biases(const job *j, int64_t dim, int64_t rq, int64_t kv_
 }
 
 /* The sizes the config gives, each tensor's shape checked against them. */
-static ra_status resolve_shapes(const job *j, ra_layer_config *out)
+static ra_status resolve_shapes(const job *j, const ra_hf_latent_sizes *s, ra_layer_config *out)
 {
     const ra_hf_fields *hf = j->hf;
     const ra_st_tensor *const *l = j->t->latent;
-    const int64_t H = j->o->n_heads ? j->o->n_heads : hf->num_attention_heads;
+    const int64_t H = j->o->n_heads ? j->o->n_heads : s->heads;
     if (H <= 0) return hf_no_query_heads(j->config);
     if (j->o->n_kv_heads && j->o->n_kv_heads != H)
         return hf_fail(RA_ERR_ARGUMENT, "n_kv_heads %lld was asked for: latent attention gives "
                        "each of the %lld query heads its own key and value",
                        (long long)j->o->n_kv_heads, (long long)H);
-    const int64_t Dn = hf->qk_nope_head_dim, Dr = hf->qk_rope_head_dim, Dv = hf->v_head_dim;
-    const int64_t r = hf->kv_lora_rank, rq = hf->has_q_lora_rank ? hf->q_lora_rank : 0;
+    const int64_t Dn = s->qk_nope_head_dim, Dr = s->qk_rope_head_dim, Dv = s->v_head_dim;
+    const int64_t r = s->kv_lora_rank, rq = s->q_lora_rank;
     const int64_t D = Dn + Dr;
     if (j->o->head_dim && j->o->head_dim != D)
         return hf_fail(RA_ERR_ARGUMENT, "head_dim %lld was asked for: latent attention's "
@@ -174,6 +174,53 @@ static ra_status resolve_shapes(const job *j, ra_layer_config *out)
     return RA_OK;
 }
 
+/* dots.note's (RA_HF_LATENT_SCALES): the latents times (dim / rank)^1/2,
+ * k_rope_only_layernorm [Dr], the norms' epsilon rms_norm_eps; and that
+ * norm nowhere else. */
+static ra_status resolve_latent_scales(const job *j, ra_layer_config *out)
+{
+    const ra_st_tensor *n = j->t->latent[MLA_K_ROPE_NORM];
+    const ra_hf_fields *hf = j->hf;
+    const int has = (hf->family->features & RA_HF_LATENT_SCALES) != 0;
+    if (n && !has)
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s: model_type \"%s\" has no norm of "
+                       "the rotated key (transformers would not use it)", n->name, j->path,
+                       hf->family->model_type);
+    if (!has) return RA_OK;
+    if (!n)
+        return hf_fail(RA_ERR_NOT_FOUND, "%s has no k_rope_only_layernorm.weight beside '%s': "
+                       "model_type \"%s\" norms the rotated key by it (transformers would "
+                       "initialize it)", j->path, j->t->proj[PROJ_O]->name,
+                       hf->family->model_type);
+    RA_HF_TRY(check_shape(j, n, out->head_dim - out->qk_nope_head_dim, 0,
+                          "qk_rope_head_dim: the rotated key's norm"));
+    out->q_latent_scale = sqrt((double)out->dim / (double)out->q_lora_rank);
+    out->kv_latent_scale = sqrt((double)out->dim / (double)out->kv_lora_rank);
+    out->norm_eps = hf->has_rms_norm_eps ? hf->rms_norm_eps : 1e-5; /* Dots3NoteRMSNorm's */
+    return RA_OK;
+}
+
+/* The layer's sliding window where the family reads one (dots.note's sliding layers;
+ * DeepSeek's rows read none). */
+static ra_status resolve_window(const job *j, ra_layer_config *out)
+{
+    const ra_hf_window *w = &j->hf->window;
+    const int64_t layer = j->t->layer;
+    if (w->rule == RA_HF_WINDOWS_NONE) return RA_OK;
+    const char *conflict = ra_hf_window_conflict(w, layer, 0);
+    if (conflict)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: transformers would not run layer %lld's window "
+                       "as the config reads (\"%s\"): refused", j->config->path,
+                       (long long)layer, conflict);
+    const int64_t window = ra_hf_layer_window(w, layer, 0);
+    if (window < 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s does not say whether layer %lld slides (name "
+                       "the layer; layer_types must list it)", j->config->path,
+                       (long long)layer);
+    out->window = window;
+    return RA_OK;
+}
+
 /* The sinks ([H]: RA_HF_SINKS) beside o_proj where the family reads them
  * (HY V4's), and nowhere else (its output gate: hf/gate.c). */
 static ra_status check_sinks(const job *j, const ra_layer_config *out)
@@ -197,6 +244,7 @@ static ra_status resolve_scale(const job *j, ra_layer_config *out)
 {
     const ra_hf_rope *rope = &j->config->rope;
     out->scale = 1.0 / sqrt((double)out->head_dim);
+    if (j->hf->family->features & RA_HF_LATENT_SCALES) return RA_OK; /* no mscale */
     double factor = rope->params.factor, all_dim = rope->params.mscale_all_dim;
     if (rope->type == RA_ROPE_DEFAULT || !rope->has_mscale_all_dim || all_dim == 0) return RA_OK;
     if (!rope->has_factor)
@@ -221,7 +269,13 @@ ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options
     if (!hf->family || !(hf->family->features & RA_HF_MLA))
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: latent attention's tensors need a config whose "
                        "model_type runs it (deepseek_v2, deepseek_v3, kimi_k2 ...)", config->path);
-    RA_HF_TRY(resolve_shapes(&j, out));
+    ra_hf_latent_sizes sizes;
+    if (ra_hf_layer_latent(hf, t->layer, &sizes) < 0)
+        return hf_fail(RA_ERR_ARGUMENT, "%s gives some layers latent sizes of their own "
+                       "(per_layer_config, swa_*): name the layer", config->path);
+    RA_HF_TRY(resolve_shapes(&j, &sizes, out));
+    RA_HF_TRY(resolve_latent_scales(&j, out));
+    RA_HF_TRY(resolve_window(&j, out));
     RA_HF_TRY(check_sinks(&j, out));
     const ra_hf_rope *r = &config->rope;
     if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)

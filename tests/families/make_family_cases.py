@@ -1509,15 +1509,18 @@ def family_cases(out):
     for name, cfg, tensors, refused, *layer in refusals:
         save(out, name, cfg, tensors, x, None, layer[0] if layer else 0, refused=refused)
     # sparse attention: each query attends to the keys an indexer picks
-    # (DeepSeek-V3.2's lightning indexer and its followers), or to keys
-    # compressed per block (DeepSeek-V4)
-    # (DeepSeek-V3.2 and GLM-MoE-DSA run up to index_topk keys: dsa_cases.py),
-    # beside what else their attention has
-    beside = {"dots3_note": "its per-head output gate (g_proj)",
-              "dots3_note_text": "its per-head output gate (g_proj)"}
-    for family, why in beside.items():
-        save(out, family + "_indexed", dict(base, model_type=family), plain, x, None, 0,
-             refused=f'model_type "{family}" is refused: {why}')
+    # (DeepSeek-V3.2's lightning indexer and its followers: they run up to
+    # index_topk keys, dsa_cases.py), or to keys compressed per block
+    # (DeepSeek-V4)
+    # dots.note (run: tests/hf's dots3 cases): use_dsa (it renames layer_types' kinds) and a
+    # config without rope_parameters by layer type (its swa_rope_theta) are refused
+    for family in ("dots3_note", "dots3_note_text"):
+        save(out, family + "_use_dsa", dict(base, model_type=family, use_dsa=True,
+                                            num_key_value_heads=H), plain, x,
+             None, 0, refused='"use_dsa" (which renames layer_types')
+        save(out, family + "_one_rope", dict(base, model_type=family, num_key_value_heads=H,
+                                             layer_types=["indexed_attention"]), plain, x,
+             None, 0, refused="needs rope_parameters by layer type")
     # Gemma 4 (run: tests/hf's gemma4_text_* cases): its assistants reuse
     # the target model's keys and values; bidirectional attention for all
     # tokens, a last layer layer_types leaves sliding (the config class makes

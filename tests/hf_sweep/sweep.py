@@ -100,8 +100,9 @@ DOTS3_SLIDING = dict(swa_num_attention_heads=4, swa_num_key_value_heads=4, swa_q
 # config's model type).
 # (cohere_compass_text: its rotary embedding reads rope_parameters by layer type, which the class's
 # default, a flat dict, lacks.)
+# (dots3_note_text: an index_topk of SEQ keeps every key, which ropeattn runs)
 OVERRIDES = {"dots3_note_text": dict(num_key_value_heads=4, index_n_heads=2, index_head_dim=16,
-                                     index_topk=8, **DOTS3_SLIDING),
+                                     index_topk=SEQ, **DOTS3_SLIDING),
              "qwen4_exp_text": dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16,
                                     indexer_budget=24, indexer_compress_ratio=4, hc_lowrank=16),
              "zaya": dict(num_experts_per_tok=1),

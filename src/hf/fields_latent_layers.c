@@ -140,6 +140,18 @@ static ra_status check_layer(const ra_hf_fields *out, const sizes *layers, int64
     return RA_OK;
 }
 
+/* layer_types as saved: the config class's formula for them (by num_hidden_layers and
+ * use_sliding_window) is not read. */
+static ra_status need_layer_types(const ra_hf_fields *out, const char *name, char *msg,
+                                  size_t msg_len)
+{
+    if (out->window.n_layer_types > 0) return RA_OK;
+    return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" needs "
+                      "layer_types (which layers are indexed_attention, full_attention or "
+                      "sliding_attention): the config class's formula for them is not read",
+                      name, out->family->model_type);
+}
+
 /* use_dsa renames the layer types (indexed_attention, full_attention) where the config
  * class reads it: not read here. */
 static ra_status refuse_use_dsa(const cJSON *root, const char *name, char *msg, size_t msg_len)
@@ -222,6 +234,7 @@ ra_status ra_hf_latent_layers_read(const cJSON *root, ra_hf_fields *out, const c
 {
     if (!out->family || !(out->family->features & RA_HF_LATENT_PER_LAYER)) return RA_OK;
     RA_TRY(refuse_use_dsa(root, name, msg, msg_len));
+    RA_TRY(need_layer_types(out, name, msg, msg_len));
     RA_TRY(read_window_and_rope(root, out, name, msg, msg_len));
     /* the config class derives partial_rotary_factor from each type's sizes */
     out->rope.has_partial_rotary_factor = out->local_rope.has_partial_rotary_factor = 0;

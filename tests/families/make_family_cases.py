@@ -1521,6 +1521,12 @@ def family_cases(out):
         save(out, family + "_one_rope", dict(base, model_type=family, num_key_value_heads=H,
                                              layer_types=["indexed_attention"]), plain, x,
              None, 0, refused="needs rope_parameters by layer type")
+        # without layer_types (the class's formula for them is not read), per_layer_config's
+        # layer numbers were refused as "below num_hidden_layers (0)"
+        save(out, family + "_no_layer_types",
+             dict(base, model_type=family, num_key_value_heads=H, num_hidden_layers=2,
+                  per_layer_config={"1": {"v_head_dim": 4}}), plain, x, None, 0,
+             refused="needs layer_types")
     # Gemma 4 (run: tests/hf's gemma4_text_* cases): its assistants reuse
     # the target model's keys and values; bidirectional attention for all
     # tokens, a last layer layer_types leaves sliding (the config class makes

@@ -124,7 +124,7 @@ def randomize(model, gen, dtype):
             if p.dim() == 2 or name.endswith("bias") or name.endswith("sinks"):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
             elif re.search(r"q_norm|k_norm|a_layernorm|[qk]_layernorm|query_layernorm|"
-                           r"key_layernorm|attn_sub_norm", name):
+                           r"key_layernorm|attn_sub_norm|rope_only_layernorm", name):
                 p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.3)
             if dtype is not None:
                 p.copy_(p.to(dtype).float())
@@ -340,8 +340,31 @@ def save(d, name, array):
         np.int64 if array.dtype == torch.int64 else np.float32))
 
 
+def edit_config(d, keys):
+    """Sets the saved config.json's keys to `keys`' values (None: removes them)."""
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    for key, value in keys.items():
+        if value is None:
+            cfg.pop(key, None)
+        else:
+            cfg[key] = value
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def latent(config):
+    """Whether the config's attention is latent (kv_lora_rank), read from its dict where the
+    class lets no one read a key that its per_layer_config may set (dots.note's)."""
+    try:
+        return getattr(config, "kv_lora_rank", None) is not None
+    except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError
+        return config.to_dict().get("kv_lora_rank") is not None
+
+
 def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, dtype=None,
-               freqs=True, cached=True, model_type=None, half_table=False):
+               freqs=True, cached=True, model_type=None, half_table=False, config_keys=None):
     """dtype: None (F32 weights), torch.bfloat16 or torch.float16: the weights
     are rounded to it, computed with in float32, and saved in it.  freqs:
     whether the layer rotates by the config's global rope (test_hf.sh then
@@ -351,7 +374,11 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     config.json in place of the class's (Kimi K2, whose config class is
     remote code: transformers runs it as DeepSeek-V3).  half_table: the
     layer's cos and sin are [.., R/2] (gpt-oss rotates the two halves by
-    one table), written as Llama's [c, c]."""
+    one table), written as Llama's [c, c].  config_keys: the saved
+    config.json's keys set to these values (None: removed), where
+    transformers reads the edited file as the config it saved (dots.note's
+    sliding layers' sizes as swa_* keys in place of per_layer_config), in
+    case.json "config_edit"."""
     gen = torch.Generator().manual_seed(seed)
     # the parameters randomize leaves (MoE experts' 3-D weights, a vision
     # tower's patch embeddings ...) as the class initializes them, from
@@ -373,12 +400,12 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
         if os.path.exists(os.path.join(d, extra)):
             os.remove(os.path.join(d, extra))
     if model_type is not None:
-        with open(os.path.join(d, "config.json")) as f:
-            cfg = json.load(f)
-        cfg["model_type"] = model_type
-        with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=2, sort_keys=True)
-            f.write("\n")
+        edit_config(d, {"model_type": model_type})
+    if config_keys is not None:
+        edit_config(d, config_keys)
+        reread = type(config).from_pretrained(d).to_dict()
+        if reread != config.to_dict():
+            raise ValueError(f"{name}: transformers reads the edited config.json otherwise")
     save(d, "x.npy", x)
     save(d, "pos.npy", pos)
     save(d, "y.npy", y)
@@ -410,13 +437,16 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
                  not torch.equal(cos[..., :cos.shape[-1] // 2], cos[..., cos.shape[-1] // 2:])
                  else "half")
     info = {"layer": layer, "rotary_dim": int(cos.shape[-1]) if freqs else None, "table": table,
-            "grads": grads, "freqs": freqs, "mla": getattr(config, "kv_lora_rank", None) is not None,
+            "grads": grads, "freqs": freqs, "mla": latent(config),
             "weights": {None: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}[dtype],
             "f32_vs_f64": rel64, "prefill": PREFILL if cached else None,
             "cache_vs_y": cache_vs_y, "family": model_type or config.model_type,
             "transformers": transformers.__version__, "torch": torch.__version__}
     if model_type is not None:
         info["config_edit"] = f"model_type {config.model_type} -> {model_type}"
+    if config_keys is not None:
+        info["config_edit"] = ", ".join(f"{k} removed" if v is None else f"{k} {json.dumps(v)}"
+                                        for k, v in sorted(config_keys.items()))
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -1169,6 +1199,41 @@ def gate2_cases():
     yield family("axk2_q_gate_proj", "AXK2", axk2, rope=yarn, pos=positions(5))
 
 
+def dots3_cases():
+    """dots.note's text model (Dots3NoteTextConfig): latent attention with
+    the normed latents times (hidden_size / rank)^0.5, the rotated key
+    RMS-normed (k_rope_only_layernorm), interleaved rope, a sigmoid gate per
+    head (g_proj); an indexed_attention layer 0 (the indexer while it keeps
+    every key: index_topk 24 over 12 tokens; head_dim 16 beside 8 + 4, which
+    only the rope's partial_rotary_factor 4 / 16 reads) and a sliding layer
+    1 (window 4, a rope of its own) whose heads, ranks and head dims all
+    differ from layer 0's: given as per_layer_config, and as the swa_* keys
+    that the config class turns into it (the saved config.json edited back:
+    per_layer_config removed)."""
+    sliding = dict(num_attention_heads=2, num_key_value_heads=2, q_lora_rank=10, kv_lora_rank=6,
+                   head_dim=12, qk_nope_head_dim=6, qk_rope_head_dim=6, v_head_dim=4)
+    dots3 = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                 q_lora_rank=12, head_dim=16, qk_nope_head_dim=8, qk_rope_head_dim=4,
+                 v_head_dim=6, intermediate_size=16, moe_intermediate_size=8, n_routed_experts=2,
+                 num_experts_per_tok=1, shared_experts_intermediate_size=8, vocab_size=16,
+                 max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 index_topk=24, index_n_heads=2, index_head_dim=8, num_hidden_layers=2,
+                 layer_types=["indexed_attention", "sliding_attention"], sliding_window=4,
+                 rope_parameters={
+                     "indexed_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                     "sliding_attention": {"rope_type": "default", "rope_theta": 50000.0}})
+    per_layer = dict(dots3, per_layer_config={1: sliding})
+    swa = dict(dots3, **{f"swa_{k}": v for k, v in sliding.items()})
+    for name, kw, layer in (("dots3_note_text_indexed", per_layer, 0),
+                            ("dots3_note_text_per_layer_sliding", per_layer, 1)):
+        yield family(name, "Dots3NoteText", kw, layer=layer, rope=None, theta=None,
+                     model="Dots3NoteForCausalLM", freqs=False)
+    yield family("dots3_note_text_swa_sliding", "Dots3NoteText", swa, layer=1, rope=None,
+                 theta=None, model="Dots3NoteForCausalLM", freqs=False,
+                 config_keys=dict({f"swa_{k}": v for k, v in sliding.items()},
+                                  per_layer_config=None))
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1190,6 +1255,7 @@ def named_seed_cases():
     yield from sparse_cases()
     yield from misc_cases()
     yield from gate2_cases()
+    yield from dots3_cases()
 
 
 def name_seed(name):

@@ -1308,7 +1308,8 @@ typedef struct ra_layer_config {
                            answer only there.  With an attention engine:
                            RA_ERR_UNSUPPORTED */
     /* Values scaled by a constant (MiMo-V2-Flash's attention_value_scale). */
-    double v_scale;     /* 0 means 1; else finite and nonzero: v is multiplied
+    double v_scale;     /* 0 means 1; else nonzero, at most FLT_MAX in size
+                           (else RA_ERR_ARGUMENT): v is multiplied
                            by it after its projection, bias, clip_qkv's clamp
                            and v_norm: what attention reads and a KV cache or
                            pool stores, on every path (the gradients of wv,

@@ -103,9 +103,9 @@ static ra_status resolve_config(ra_layer_config *c)
                        "(each 0 or positive, softcap a normal float)", (long long)c->window,
                        (long long)c->chunk, c->softcap);
     if (c->v_scale == 0) c->v_scale = 1.0;
-    if (!(fabs(c->v_scale) < HUGE_VAL))
-        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: v_scale %g (0 means 1; else finite)",
-                       c->v_scale);
+    if (!(fabs(c->v_scale) <= FLT_MAX)) /* v * v_scale must stay a float */
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: v_scale %g (0 means 1; else at "
+                       "most FLT_MAX in size)", c->v_scale);
     if (c->max_keys < 0)
         return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: max_keys %lld (0: no bound, or "
                        "positive)", (long long)c->max_keys);

@@ -1448,6 +1448,9 @@ static void test_features_cached(void)
     ra_layer_weights plain_w = {.struct_size = sizeof plain_w, .wq = w, .wk = w, .wv = w, .wo = w};
     CHECK(ra_layer_create(&layer, &infinite, &plain_w) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "v_scale"), "v_scale inf: %s", ra_last_error());
+    infinite.v_scale = 1e39; /* finite, but v times it is not a float */
+    CHECK(ra_layer_create(&layer, &infinite, &plain_w) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "v_scale"), "v_scale 1e39: %s", ra_last_error());
     /* a LayerNorm's bias: with its weights, of a LayerNorm */
     ra_layer_config plain = {.struct_size = sizeof plain, .dim = 8, .n_heads = 2, .head_dim = 4,
                              .rope = &cfg_rope};

@@ -243,11 +243,15 @@ class Layer:
         UnsupportedError: DeepSeek sparse attention's index_topk),
         positions_are_slots (True: a call whose positions are not each
         token's index in its sequence, after a cache's tokens, raises
-        UnsupportedError: MiniMax-M3's sparse layers),
-        model_type, and rope: a dict
+        UnsupportedError: MiniMax-M3's sparse layers), v_scale (v times
+        it: MiMo-V2-Flash), norm_after_rope, clip_after_norm, v_norm,
+        gated_output, gate_per_head and gate_softplus (the output gate's
+        form), latent attention's q_latent_scale, kv_latent_scale (1: none)
+        and q_b_raw_latent, model_type, and rope: a dict
         of type and layout (names), head_dim, rotary_dim, theta, factor,
         original_max_position_embeddings, max_position_embeddings, seq_len,
-        attention_factor, table_size.  A new dict each time."""
+        attention_factor, table_size, rotating_pairs (0: every pair turns;
+        the proportional rope's).  A new dict each time."""
         c = dict(self._config)
         rope = dict(c["rope"])
         rope["type"] = _ROPE_TYPE_NAMES.get(rope["type"], rope["type"])

@@ -194,6 +194,34 @@ const ra_layer *ra_ext_layer_of(PyObject *obj)
     return NULL;
 }
 
+/* Into config: the switches and scales of the attention features some
+ * families use (norms after RoPE, the output gate's form, v's norm, latent
+ * attention's latent scales and raw q latent, clip after the norms). */
+static int add_feature_fields(PyObject *config, const ra_layer_config *c)
+{
+    const struct {
+        const char *key;
+        PyObject *value;
+    } fields[] = {
+        {"norm_after_rope", PyBool_FromLong(c->norm_after_rope)},
+        {"clip_after_norm", PyBool_FromLong(c->clip_after_norm)},
+        {"v_norm", PyBool_FromLong(c->v_norm)},
+        {"gated_output", PyBool_FromLong(c->gated_output)},
+        {"gate_per_head", PyBool_FromLong(c->gate_per_head)},
+        {"gate_softplus", PyBool_FromLong(c->gate_softplus)},
+        {"q_latent_scale", PyFloat_FromDouble(c->q_latent_scale ? c->q_latent_scale : 1.0)},
+        {"kv_latent_scale", PyFloat_FromDouble(c->kv_latent_scale ? c->kv_latent_scale : 1.0)},
+        {"q_b_raw_latent", PyBool_FromLong(c->q_b_raw_latent)},
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        failed = failed || !fields[i].value ||
+                 PyDict_SetItemString(config, fields[i].key, fields[i].value) != 0;
+        Py_XDECREF(fields[i].value);
+    }
+    return failed ? -1 : 0;
+}
+
 /* config: ra_layer_config's fields as the layer uses them, its rope's in
  * "rope" (type and layout as ra_rope_type and ra_layout numbers). */
 static PyObject *layer_config(ra_ext_layer *self, void *closure)
@@ -216,7 +244,14 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         (long long)r->mrope_section[2], "mrope_interleaved",
         r->mrope_interleaved ? Py_True : Py_False);
     if (!rope) return NULL;
-    return Py_BuildValue(
+    PyObject *pairs = PyLong_FromLongLong((long long)r->rotating_pairs); /* 0: every pair */
+    int failed = !pairs || PyDict_SetItemString(rope, "rotating_pairs", pairs) != 0;
+    Py_XDECREF(pairs);
+    if (failed) {
+        Py_DECREF(rope);
+        return NULL;
+    }
+    PyObject *config = Py_BuildValue(
         "{s:L,s:L,s:L,s:L,s:N,s:O,s:d,s:O,s:O,s:O,s:d,s:d,s:O,s:d,s:d,s:O,s:d,s:d,s:L,s:L,s:d,"
         "s:L,s:L,s:L,s:L,s:L,s:O,s:d}", "dim",
         (long long)c->dim, "n_heads", (long long)c->n_heads, "n_kv_heads",
@@ -236,6 +271,8 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
         (long long)(c->v_head_dim ? c->v_head_dim : c->head_dim), "max_keys",
         (long long)c->max_keys, "positions_are_slots",
         c->positions_are_slots ? Py_True : Py_False, "v_scale", c->v_scale ? c->v_scale : 1.0);
+    if (config && add_feature_fields(config, c) != 0) Py_CLEAR(config);
+    return config;
 }
 
 static PyObject *layer_model_type(ra_ext_layer *self, void *closure)

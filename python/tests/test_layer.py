@@ -125,6 +125,24 @@ def test_config_and_tensor_names():
     assert build("llama_dynamic_long")[0].config["rope"]["type"] == "dynamic"
 
 
+def test_config_shows_the_families_features():
+    """Layer.config names the features a family's layer runs with: LFM3's
+    gate per head and proportional rope, MiMo-V2-Flash's v_scale, Gemma 3n's
+    v_norm, Qwen3-Next's gate in q_proj (and a Llama layer none of them)."""
+    lfm3 = build("lfm3_proportional_full")[0].config
+    assert lfm3["gated_output"] and lfm3["gate_per_head"] and not lfm3["gate_softplus"]
+    assert 0 < lfm3["rope"]["rotating_pairs"] < lfm3["rope"]["head_dim"] // 2
+    assert build("mimo_v2_flash_full")[0].config["v_scale"] == pytest.approx(0.6)
+    assert build("gemma3n_full")[0].config["v_norm"] is True
+    assert build("qwen3_next_gated")[0].config["gated_output"] is True
+    llama = build("llama_default")[0].config
+    assert llama["v_scale"] == 1.0 and llama["rope"]["rotating_pairs"] == 0
+    assert not any(llama[k] for k in ("norm_after_rope", "clip_after_norm", "v_norm",
+                                      "gated_output", "gate_per_head", "gate_softplus",
+                                      "q_b_raw_latent"))
+    assert (llama["q_latent_scale"], llama["kv_latent_scale"]) == (1.0, 1.0)
+
+
 def test_config_overrides():
     """theta, rope_parameters and max_position_embeddings replace the
     config's, as the CLI's --theta, --rope-parameters and

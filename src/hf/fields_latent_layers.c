@@ -179,7 +179,7 @@ static ra_status read_layers(const cJSON *root, ra_hf_fields *out, const char *n
         return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
     }
     out->n_latent_layers = n;
-    const cJSON *item, *head_dim;
+    const cJSON *item = NULL, *head_dim = NULL;
     int64_t global_head_dim = 256; /* Dots3NoteTextConfig's */
     ra_status st = ra_io_json_key(root, "head_dim", name, &head_dim, msg, msg_len);
     if (st == RA_OK && head_dim)

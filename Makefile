@@ -27,6 +27,8 @@
 #   mpi/bench_mpi                   its bench: ring attention's compute and
 #                                   exposed communication (docs/SCALING.md)
 #   ropeattn                        the command-line tool
+#   ropeattn-bench, ropeattn-demo,  the developer programs (bench/, dev/; not
+#   ropeattn-train-demo             installed): the kernels timed, the demos
 #   tests/test_*                    one program per test file
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
 
@@ -80,9 +82,11 @@ HF_SRC   := $(wildcard src/io/*.c src/hf/*.c)
 LIB_SRC  := $(CORE_SRC) $(HF_SRC)
 # the CLI's comm.h: with MPI (tools/mpi, `mpirun -np P ropeattn attention`) or
 # without (tools/comm_single.c; also the fuzz targets')
-TOOL_SRC_ONE := $(wildcard tools/*.c bench/*.c)
+TOOL_SRC_ONE := $(wildcard tools/*.c)
 TOOL_SRC := $(filter-out tools/comm_single.c,$(TOOL_SRC_ONE)) \
             $(if $(HAVE_MPI),$(wildcard tools/mpi/*.c),tools/comm_single.c)
+# the developer programs (below; not installed)
+DEV_PROGRAMS := $(BUILD)/ropeattn-bench $(BUILD)/ropeattn-demo $(BUILD)/ropeattn-train-demo
 TEST_SRC := $(filter-out tests/test_neon.c tests/test_alloc_failure.c,$(wildcard tests/test_*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 HF_OBJ   := $(HF_SRC:%.c=$(BUILD)/obj/%.o)
@@ -94,7 +98,8 @@ LIBS_HF  := $(BUILD)/libropeattn_hf.a $(BUILD)/libropeattn.a
 HEADERS  := include/ropeattn.h include/ropeattn_hf.h
 
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
-     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(TESTS) $(EXAMPLES) $(if $(HAVE_MPI),$(MPI_ALL))
+     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(DEV_PROGRAMS) $(TESTS) $(EXAMPLES) \
+     $(if $(HAVE_MPI),$(MPI_ALL))
 
 mpi: $(if $(HAVE_MPI),$(MPI_ALL),mpi-missing)
 mpi-missing:
@@ -152,7 +157,7 @@ $(BUILD)/obj/bench/mpi/%.o: bench/mpi/%.c include/ropeattn.h include/ropeattn_mp
 	@mkdir -p $(dir $@)
 	$(MPI_CC) $(RA_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard src/*.h src/io/*.h src/hf/*.h tools/*.h bench/*.h tests/*.h)
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard src/*.h src/io/*.h src/hf/*.h tools/*.h bench/*.h dev/*.h tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) -c $< -o $@
 
@@ -206,6 +211,19 @@ $(BUILD)/mpi/bench_mpi: $(BUILD)/obj/bench/mpi/bench_mpi.o $(BUILD)/libropeattn_
 $(BUILD)/ropeattn: $(TOOL_OBJ) $(LIBS_HF) $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a)
 	$(if $(HAVE_MPI),$(MPI_CC),$(CC)) $(SANITIZE) -o $@ $(TOOL_OBJ) \
 	  $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.a) $(LIBS_HF) $(LDLIBS)
+
+# The developer programs (issue 42), apart from the user's ropeattn and not
+# installed: ropeattn-bench (bench/), ropeattn-demo and ropeattn-train-demo
+# (dev/), each with its main in dev/ and the tool's shared parts (cli.h's
+# parser and main, outputs.h, progress.h), in one process (no MPI).
+DEV_TOOL_OBJ := $(patsubst %,$(BUILD)/obj/tools/%.o,cli cli_main outputs progress)
+
+$(BUILD)/ropeattn-bench: $(BUILD)/obj/dev/ropeattn_bench.o $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/*.c))
+$(BUILD)/ropeattn-demo: $(patsubst %,$(BUILD)/obj/dev/%.o,ropeattn_demo cmd_demo demo_checks)
+$(BUILD)/ropeattn-train-demo: \
+  $(patsubst %,$(BUILD)/obj/dev/%.o,ropeattn_train_demo cmd_train_demo adamw train_model)
+$(DEV_PROGRAMS): $(DEV_TOOL_OBJ) $(LIBS_HF)
+	$(CC) $(SANITIZE) -o $@ $(filter %.o,$^) $(LIBS_HF) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBS_HF)
 	@mkdir -p $(dir $@)
@@ -415,7 +433,7 @@ families-doc: $(BUILD)/ropeattn
 # The PyTorch 2 comparison (issue 40, docs/perf/2026-12-06-torch2.md): the
 # bench's vs torch2 column and a model end to end, where .venv-hf exists
 # (scripts/setup-hf-venv.sh); not part of `make test`.  About 4 minutes.
-bench-torch2: $(BUILD)/ropeattn
+bench-torch2: $(BUILD)/ropeattn-bench
 	BUILD=$(abspath $(BUILD)) bash bench/torch2_table.sh
 
 clean:

@@ -28,7 +28,7 @@
 #endif
 
 #include "../tools/cli.h"
-#include "../tools/random.h"
+#include "../dev/random.h"
 #include "bench.h"
 
 /* Floats of q [1, 4096, 32, 128] plus k [1, 4096, 8, 128]. */

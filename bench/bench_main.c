@@ -1,5 +1,5 @@
 /*
- * bench_main.c — `ropeattn bench`: options, the OpenBLAS environment, which
+ * bench_main.c — ropeattn-bench: options, the OpenBLAS environment, which
  * cases run, and the report.
  *
  * OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE, when set, pin OpenBLAS to a kernel
@@ -22,10 +22,11 @@
 
 #include "../tools/cli.h"
 #include "../tools/outputs.h"
+#include "../dev/dev.h"
 #include "bench.h"
 
 static const char usage[] =
-    "usage: ropeattn bench [--json] [--threads N] [--only NAME[,NAME...]] [--repeats N]\n"
+    "usage: ropeattn-bench [--json] [--threads N] [--only NAME[,NAME...]] [--repeats N]\n"
     "                      [--svg FILE] [--no-torch]\n"
     "\n"
     "Times each kernel beside the machine limit it is judged against, measured in\n"
@@ -176,7 +177,7 @@ static int all_cases(const bench_case **cases)
 
 /* Re-executes this program once without the OpenBLAS variables; returns
  * only if there is nothing to remove or exec failed. */
-static void reexec_without_blas_env(int argc, char **argv)
+static void reexec_without_blas_env(char **argv)
 {
     if (getenv(REEXEC_VAR)) return;
     char removed[512] = REEXEC_MARK;
@@ -188,11 +189,6 @@ static void reexec_without_blas_env(int argc, char **argv)
     }
     int set_timeout = getenv("OPENBLAS_THREAD_TIMEOUT") == NULL;
     if (strcmp(removed, REEXEC_MARK) == 0 && !set_timeout) return;
-    char **args = malloc((size_t)(argc + 2) * sizeof *args);
-    if (!args) return;
-    args[0] = "ropeattn";
-    memcpy(args + 1, argv, (size_t)argc * sizeof *args);
-    args[argc + 1] = NULL;
     char *saved[N_BLAS_ENV_VARS];
     for (int i = 0; i < N_BLAS_ENV_VARS; i++) {
         const char *value = getenv(blas_env_vars[i]);
@@ -202,7 +198,7 @@ static void reexec_without_blas_env(int argc, char **argv)
     setenv(REEXEC_VAR, removed, 1);
     if (set_timeout) setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
     fflush(NULL);
-    execv("/proc/self/exe", args);
+    execv("/proc/self/exe", argv);
     /* exec failed: measure with the environment as given. */
     for (int i = 0; i < N_BLAS_ENV_VARS; i++) {
         if (saved[i]) setenv(blas_env_vars[i], saved[i], 1);
@@ -210,7 +206,6 @@ static void reexec_without_blas_env(int argc, char **argv)
     }
     if (set_timeout) unsetenv("OPENBLAS_THREAD_TIMEOUT");
     setenv(REEXEC_VAR, "exec-failed", 1);
-    free(args);
 }
 
 /* Notes on the library's SIMD path, and on OpenBLAS: which core it uses and
@@ -266,7 +261,7 @@ static int select_cases(const char *only, const bench_case **cases, int n, int *
         for (int i = 0; i < n; i++)
             if (strcmp(name, cases[i]->name) == 0) selected[i] = found = 1;
         if (!found)
-            failed = cli_fail(EXIT_USAGE, "bench: unknown case '%s' in --only (see 'ropeattn "
+            failed = cli_fail(EXIT_USAGE, "bench: unknown case '%s' in --only (see 'ropeattn-"
                               "bench --help')", name);
     }
     free(list);
@@ -435,7 +430,7 @@ int cmd_bench(int argc, char **argv)
         cli_outputs_free(&check);
     }
     if (failed) return failed;
-    reexec_without_blas_env(argc, argv);
+    reexec_without_blas_env(argv);
     ra_context *ctx = NULL;
     failed = cli_context_create(&ctx, threads);
     bench_settings settings = {json, !no_torch, (int)repeats, svg};

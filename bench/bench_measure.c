@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../tools/cli.h"
-#include "../tools/random.h"
+#include "../dev/random.h"
 #include "../tools/timer.h"
 #include "bench.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # torch2_table.sh — the PyTorch 2 comparison (issue 40) in one run, at one
-# thread count: `ropeattn bench` over the attention and RoPE cases with its
+# thread count: ropeattn-bench over the attention and RoPE cases with its
 # vs torch2 column (bench/torch2.py, PyTorch 2 at the same threads), then a
 # Llama-shaped model end to end, "sdpa" against "ropeattn" (bench/torch2.py
 # --e2e), then the machine, the versions and the table (Markdown) from both.
@@ -26,10 +26,10 @@ attention_prefill_f32_s8192,attention_prefill_bf16_s512,attention_prefill_bf16_s
 attention_prefill_bf16_s8192,attention_decode_f32_l4096,attention_decode_f32_l16384,\
 attention_decode_bf16_l16384
 [ -x "$PY" ] || { echo "torch2_table.sh: no $PY (bash scripts/setup-hf-venv.sh)" >&2; exit 1; }
-[ -x "$BUILD/ropeattn" ] || { echo "torch2_table.sh: no $BUILD/ropeattn (make)" >&2; exit 1; }
+[ -x "$BUILD/ropeattn-bench" ] || { echo "torch2_table.sh: no $BUILD/ropeattn-bench (make)" >&2; exit 1; }
 mkdir -p "$OUT"
 start=$(date +%s)
-RA_BENCH_TORCH2=$PY "$BUILD/ropeattn" bench --no-torch --json --threads "$THREADS" \
+RA_BENCH_TORCH2=$PY "$BUILD/ropeattn-bench" --no-torch --json --threads "$THREADS" \
     --repeats "${REPEATS:-3}" --only "$CASES" >"$OUT/bench.json" 2>"$OUT/bench.notes"
 grep -q "note: vs torch2" "$OUT/bench.notes" || {
     echo "torch2_table.sh: PyTorch 2 was not timed:" >&2; cat "$OUT/bench.notes" >&2; exit 1; }

@@ -19,8 +19,8 @@ FUZZ_COMMON   = -std=c11 -O1 -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
                 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -pthread -Iinclude -Isrc $(BLAS_CFLAGS)
 FUZZ_CFLAGS   = $(FUZZ_COMMON) -ffp-contract=off
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
-# fuzz_cli also links the tools (tools/*.c but main.c, bench/*.c; one
-# process: tools/comm_single.c), built as the library is.
+# fuzz_cli also links the tools (tools/*.c but main.c; one process:
+# tools/comm_single.c), built as the library is.
 FUZZ_TOOL_OBJ := $(filter-out $(FUZZ_BUILD)/obj/tools/main.o,$(TOOL_SRC_ONE:%.c=$(FUZZ_BUILD)/obj/%.o))
 FUZZ_TARGETS := $(patsubst fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard fuzz/fuzz_*.c))
 

@@ -1,5 +1,6 @@
 # shell_common.sh — sourced by the shell tests (SUITE set first): the built
-# ropeattn ($RA), the Python with numpy ($PY; tests/ on its path, for
+# ropeattn ($RA) and developer programs ($RA_BENCH, $RA_DEMO, $RA_TRAIN_DEMO),
+# the Python with numpy ($PY; tests/ on its path, for
 # st_read.py), a temporary folder ($TMP, removed on exit) and the counters.  summary prints "$SUITE: N passed,
 # N failed" and exits 1 if anything failed.
 set -u
@@ -7,6 +8,8 @@ BUILD=${BUILD:-build}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 RA=$BUILD/ropeattn
+RA_BENCH=$BUILD/ropeattn-bench RA_DEMO=$BUILD/ropeattn-demo
+RA_TRAIN_DEMO=$BUILD/ropeattn-train-demo
 PY=/usr/bin/python3
 export PYTHONPATH="$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
 TMP=$(mktemp -d)
@@ -35,7 +38,7 @@ mpi_setup() {
 # Ends the suite (with its summary) unless ropeattn is built and $PY has
 # numpy.  Then, with RA_CLI_WRAPPER set, $RA becomes a script that runs
 # ropeattn through that command prefix (`make valgrind-cli`: valgrind
-# memcheck).  demo, train-demo and bench run as they are: they time a
+# memcheck).  The developer programs run as they are: they time a
 # LLaMA-shaped layer or train for hundreds of steps (the demo alone takes
 # over ten minutes under memcheck); `make asan` runs them, with the rest of
 # the suites, under ASan.
@@ -47,7 +50,6 @@ require_ropeattn_and_numpy() {
     [ -n "${RA_CLI_WRAPPER:-}" ] || return 0
     cat >"$TMP/ropeattn" <<WRAPPER
 #!/bin/sh
-case "\$1" in demo | train-demo | bench) exec "$RA" "\$@" ;; esac
 exec $RA_CLI_WRAPPER "$RA" "\$@"
 WRAPPER
     chmod +x "$TMP/ropeattn"

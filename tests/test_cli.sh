@@ -1274,10 +1274,24 @@ if "$RA" convert-layout --weights cvp/model.safetensors --output cvp_half.safete
 else fail "convert-layout: the config.json beside the weights: $(head -c 300 "$TMP/stderr")"; fi
 
 # ---- help, version, demo, bench --------------------------------------------
-for cmd in "" attention rope freqs families convert-layout demo bench; do
+for cmd in "" attention rope freqs families convert-layout; do
     if "$RA" $cmd --help >"$TMP/stdout" 2>"$TMP/stderr" && grep -q usage "$TMP/stdout" &&
         [ ! -s "$TMP/stderr" ]; then pass; else fail "ropeattn $cmd --help"; fi
 done
+# bench, demo and train-demo left ropeattn for developer programs (issue 42):
+# their --help, and the old spelling's one line saying where each went
+for dev in "$RA_BENCH" "$RA_DEMO" "$RA_TRAIN_DEMO"; do
+    if "$dev" --help >"$TMP/stdout" 2>"$TMP/stderr" &&
+        grep -q "^usage: ${dev##*/} " "$TMP/stdout" && [ ! -s "$TMP/stderr" ]; then pass
+    else fail "${dev##*/} --help"; fi
+done
+for cmd in bench demo train-demo; do
+    expect_usage "ropeattn $cmd moved" \
+        "'$cmd' moved to the developer program ropeattn-$cmd (build/ropeattn-$cmd; not installed)" \
+        -- $cmd --help
+done
+if "$RA" --help | grep -q "build/ropeattn-bench, build/ropeattn-demo and build/ropeattn-train-demo"
+then pass; else fail "ropeattn --help names the developer programs"; fi
 # families: the library's table, a line each (model_type, layout, verdict)
 if "$RA" families >"$TMP/stdout" 2>"$TMP/stderr" && [ ! -s "$TMP/stderr" ] &&
     grep -qx "llama	half	runs" "$TMP/stdout" && grep -qx "cohere	interleaved	runs" "$TMP/stdout" &&
@@ -1287,41 +1301,41 @@ else fail "families: $(head -c 300 "$TMP/stdout") $(head -c 300 "$TMP/stderr")";
 expect_usage "families takes no argument" "unexpected argument" -- families llama
 if "$RA" --version | grep -qE '^ropeattn [0-9]+\.[0-9]+\.[0-9]+ \(simd (amx|avx512bf16|avx512|avx2|sse2|neon)\)$'; then pass
 else fail "--version"; fi
-if "$RA" demo --seq 16 >"$TMP/stdout" 2>&1 && grep -q "^ok: 8 of 8 checks passed" "$TMP/stdout" &&
+if "$RA_DEMO" --seq 16 >"$TMP/stdout" 2>&1 && grep -q "^ok: 8 of 8 checks passed" "$TMP/stdout" &&
     grep -qE "^  decode +4 steps +f32 +cache .* tokens/s" "$TMP/stdout" &&
     grep -q "prefill + decode steps = full prefill" "$TMP/stdout"; then pass
 else fail "demo --seq 16 (with a prefill and 4 decode steps): $(tail -n 12 "$TMP/stdout")"; fi
-if RA_BENCH_REEXEC=keep "$RA" bench --only rope_decode_f32 --repeats 2 --json \
+if RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_decode_f32 --repeats 2 --json \
     >bench.json 2>"$TMP/stderr" && "$PY" "$TMP/helper.py" bench bench.json; then pass
 else fail "bench --json: $(head -c 300 "$TMP/stderr")"; fi
-if env -u RA_BENCH_REEXEC OPENBLAS_CORETYPE=Haswell "$RA" bench --only rope_decode_f32 \
+if env -u RA_BENCH_REEXEC OPENBLAS_CORETYPE=Haswell "$RA_BENCH" --only rope_decode_f32 \
     --repeats 1 >"$TMP/stdout" 2>&1 &&
     grep -q "re-ran itself without OPENBLAS_CORETYPE=Haswell" "$TMP/stdout"; then pass
 else fail "bench re-runs itself without OPENBLAS_CORETYPE: $(head -c 400 "$TMP/stdout")"; fi
 # The bench's options and cases are documented; --svg draws a chart; the
 # seed's PyTorch code (a child process) can fail or hang without failing it.
-if "$RA" bench --help >"$TMP/stdout" && grep -q -- "--svg FILE" "$TMP/stdout" &&
+if "$RA_BENCH" --help >"$TMP/stdout" && grep -q -- "--svg FILE" "$TMP/stdout" &&
     grep -q -- "--no-torch" "$TMP/stdout" && grep -q "attention_prefill_f32_s8192" "$TMP/stdout" &&
     grep -q "layer_projections_f32_s2048" "$TMP/stdout" && grep -q "vs torch" "$TMP/stdout"
 then pass; else fail "bench --help names --svg, --no-torch, the new cases and vs torch"; fi
 rm -f bench.svg
-if RA_BENCH_REEXEC=keep "$RA" bench --only rope_decode_f32 --repeats 1 --svg bench.svg \
+if RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_decode_f32 --repeats 1 --svg bench.svg \
     >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg &&
     grep -qE "^note: simd (amx|avx512bf16|avx512|avx2|sse2|neon) " "$TMP/stdout"; then pass
 else fail "bench --svg, and the SIMD path noted: $(head -c 400 "$TMP/stdout")"; fi
-expect_error "bench: --svg into a missing folder" nodir/bench.svg -- bench \
+RA=$RA_BENCH expect_error "bench: --svg into a missing folder" nodir/bench.svg -- \
     --only rope_decode_f32 --repeats 1 --svg nodir/bench.svg
 mkdir -p "$TMP/faketorch"
 echo 'raise ImportError("no torch in this test")' >"$TMP/faketorch/torch.py"
 if PYTHONPATH="$TMP/faketorch" RA_BENCH_TORCH_SCRIPT="$ROOT/bench/seed_torch.py" \
-    RA_BENCH_REEXEC=keep "$RA" bench --only rope_f32 --repeats 1 \
+    RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_f32 --repeats 1 \
     >"$TMP/stdout" 2>&1 && grep -q "no comparison with Meta's LLaMA reference code in PyTorch.*no torch in this test" \
     "$TMP/stdout" && grep -qE "^rope_f32 .* -$" "$TMP/stdout"; then pass
 else fail "bench without torch notes it and goes on: $(head -c 600 "$TMP/stdout")"; fi
 printf 'sleep 30 &\nsleep 30\n' >"$TMP/hang.sh"
 start=$(date +%s)
 if RA_BENCH_PYTHON=/bin/sh RA_BENCH_TORCH_SCRIPT="$TMP/hang.sh" RA_BENCH_TORCH_TIMEOUT=1 \
-    RA_BENCH_REEXEC=keep "$RA" bench --only rope_f32 --repeats 1 >"$TMP/stdout" 2>&1 &&
+    RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_f32 --repeats 1 >"$TMP/stdout" 2>&1 &&
     grep -q "killed after 1 s" "$TMP/stdout" && [ $(($(date +%s) - start)) -lt 20 ]; then pass
 else fail "bench kills a hung torch child: $(head -c 600 "$TMP/stdout")"; fi
 # PyTorch 2's column (issue 40): a stand-in for bench/torch2.py, run by
@@ -1345,7 +1359,7 @@ ok = ok and r["rope_decode_f32"]["torch2_seconds"] is None
 sys.exit(0 if ok and r["rope_decode_f32"]["vs_torch2"] is None else f"unexpected: {r}")
 EOF
 torch2_bench() {
-    RA_BENCH_TORCH2=$PY RA_BENCH_TORCH2_SCRIPT="$TMP/torch2.py" RA_BENCH_REEXEC=keep "$RA" bench \
+    RA_BENCH_TORCH2=$PY RA_BENCH_TORCH2_SCRIPT="$TMP/torch2.py" RA_BENCH_REEXEC=keep "$RA_BENCH" \
         --no-torch --threads 1 --only rope_half_f32,rope_decode_f32 --repeats 1 "$@"
 }
 if torch2_bench >"$TMP/stdout" 2>&1 && grep -qE "^rope_half_f32 .* - +[0-9.]+x$" "$TMP/stdout" &&
@@ -1740,7 +1754,7 @@ expect_error "convert-layout: output folder missing" nodir/cv.safetensors -- con
 # sequences (>= 90%), beating the same model without RoPE by >= 30 points.
 check_train_demo() {
     local name=$1; shift
-    "$RA" train-demo "$@" >"$TMP/train.out" 2>"$TMP/stderr"
+    "$RA_TRAIN_DEMO" "$@" >"$TMP/train.out" 2>"$TMP/stderr"
     local rc=$? first last acc
     if [ "$rc" -ne 0 ]; then fail "$name: exit $rc ($(head -c 300 "$TMP/stderr"))"; return; fi
     first=$(awk '$1 == "1" && NF == 3 {print $2}' "$TMP/train.out")
@@ -1757,17 +1771,17 @@ check_train_demo "train-demo: RoPE learns the token 3 back, no RoPE does not" --
 check_train_demo "train-demo --back 9 --seed 5, 1 thread" --back 9 --seed 5 --threads 1
 # On a terminal, train-demo draws its progress line (both models' tokens:
 # 100 steps x 2 x 32 x 32) while it trains.
-if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 100 --threads 1 \
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA_TRAIN_DEMO" --steps 100 --threads 1 \
     >"$TMP/tty" &&
     grep -qE 'train-demo: [0-9]+ of 204800 tokens, [0-9.]+ s, [0-9]+ tokens/s' "$TMP/tty"; then pass
 else fail "train-demo on a terminal: no progress line: $(head -c 300 "$TMP/tty")"; fi
-if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA" train-demo --steps 100 --quiet >"$TMP/tty" &&
+if RA_PROGRESS_DELAY=0 "$PY" "$TMP/on_tty.py" "$RA_TRAIN_DEMO" --steps 100 --quiet >"$TMP/tty" &&
     [ "$(cat "$TMP/tty")" = "''" ]; then pass
 else fail "train-demo --quiet on a terminal wrote: $(head -c 300 "$TMP/tty")"; fi
-expect_error "train-demo: --back 0" - -- train-demo --back 0
-expect_error "train-demo: --steps abc" - -- train-demo --steps abc
-expect_error "demo: unknown option" - -- demo --fast
-expect_error "bench: unknown case" - -- bench --only rope_nope
-expect_error "bench: --repeats 0" - -- bench --repeats 0
+RA=$RA_TRAIN_DEMO expect_error "train-demo: --back 0" - -- --back 0
+RA=$RA_TRAIN_DEMO expect_error "train-demo: --steps abc" - -- --steps abc
+RA=$RA_DEMO expect_error "demo: unknown option" - -- --fast
+RA=$RA_BENCH expect_error "bench: unknown case" - -- --only rope_nope
+RA=$RA_BENCH expect_error "bench: --repeats 0" - -- --repeats 0
 
 summary

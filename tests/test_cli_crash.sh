@@ -141,9 +141,9 @@ else
         limited rope $kb -- rope --input r.npy --output y.npy
         limited freqs $kb -- freqs --end 100 --head-dim 16 --cos c.npy --sin s.npy
         limited convert-layout $kb -- $CONV --weights good.safetensors
-        limited demo $kb -- demo
-        limited train-demo $kb -- train-demo --steps 5
-        limited bench $kb -- bench --only rope --repeats 1 --no-torch
+        RA=$RA_DEMO limited demo $kb --
+        RA=$RA_TRAIN_DEMO limited train-demo $kb -- --steps 5
+        RA=$RA_BENCH limited bench $kb -- --only rope --repeats 1 --no-torch
     done
     for kb in 600000 2000000; do
         limited attention $kb -- attention --weights good.safetensors --input x.npy \

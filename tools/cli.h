@@ -107,6 +107,18 @@ ra_attention_path cli_attention_path(int cli_path_index);
  * the same threads.  On failure prints the message and returns nonzero. */
 int cli_context_create(ra_context **ctx, int64_t n_threads);
 
+/* ---- a program's main (cli_main.c) ------------------------------------ */
+
+/* First in main: holds each of the standard descriptors the program was
+ * started without on /dev/null and installs the signal handlers
+ * (outputs.h).  Returns 0, or -1 when a descriptor cannot be held. */
+int cli_start(void);
+
+/* run(argc, argv) after the environment's checks (RA_FORCE_ISA,
+ * RA_PROGRESS_DELAY); a report that did not reach stdout fails it.
+ * Returns the exit code. */
+int cli_run_checked(int argc, char **argv, int (*run)(int argc, char **argv));
+
 /* ---- subcommands ------------------------------------------------------- */
 
 int cmd_attention(int argc, char **argv);
@@ -114,8 +126,5 @@ int cmd_rope(int argc, char **argv);
 int cmd_freqs(int argc, char **argv);
 int cmd_families(int argc, char **argv);
 int cmd_convert_layout(int argc, char **argv);
-int cmd_demo(int argc, char **argv);
-int cmd_train_demo(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 
 #endif

@@ -1,10 +1,10 @@
 """overhead.py: what the Python binding adds to a call, against the same
-call in C timed by `ropeattn bench` in the same run (issue 21 item 5).
+call in C timed by ropeattn-bench in the same run (issue 21 item 5).
 
-    PYTHONPATH=python /usr/bin/python3 python/bench/overhead.py [--ropeattn build/ropeattn]
+    PYTHONPATH=python /usr/bin/python3 python/bench/overhead.py [--bench build/ropeattn-bench]
                                                                [--threads 2] [--repeats 7]
 
-Cases, the shapes of `ropeattn bench`'s:
+Cases, the shapes of ropeattn-bench's:
   rope_decode_f32             q [1, 1, 32, 128] and k [1, 1, 8, 128] rotated in place at
                               position 4096, interleaved (two calls a run):
                               target: at most 2 us more per call than C
@@ -29,9 +29,9 @@ import ropeattn
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def c_medians(ropeattn_path, names, threads, repeats):
-    """{name: median seconds} from `ropeattn bench --json`."""
-    cmd = [ropeattn_path, "bench", "--json", "--no-torch", "--threads", str(threads),
+def c_medians(bench_path, names, threads, repeats):
+    """{name: median seconds} from `ropeattn-bench --json`."""
+    cmd = [bench_path, "--json", "--no-torch", "--threads", str(threads),
            "--repeats", str(repeats), "--only", ",".join(names)]
     records = json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                         text=True).stdout)
@@ -57,7 +57,7 @@ def py_median(call, repeats):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ropeattn", default=os.path.join(ROOT, "build", "ropeattn"))
+    parser.add_argument("--bench", default=os.path.join(ROOT, "build", "ropeattn-bench"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
@@ -82,7 +82,7 @@ def main():
     names = ["rope_decode_f32", "attention_prefill_f32_s512"]
     py = {"rope_decode_f32": py_median(rope_run, args.repeats),
           "attention_prefill_f32_s512": py_median(attention_run, args.repeats)}
-    c = c_medians(args.ropeattn, names, args.threads, args.repeats)
+    c = c_medians(args.bench, names, args.threads, args.repeats)
     print(f"ropeattn {ropeattn.__version__} (simd {ropeattn.simd()}), {args.threads} threads, "
           f"median of {args.repeats}")
     print(f"{'case':28s} {'C':>12s} {'Python':>12s}  overhead")

@@ -1,5 +1,5 @@
 /*
- * cmd_train_demo.c — `ropeattn train-demo`: the layer's gradients at work.
+ * cmd_train_demo.c — ropeattn-train-demo: the layer's gradients at work.
  * Two copies of a small model (train_model.h: embedding -> attention layer
  * -> read-out), one with RoPE and one without (no_rope), start from the same
  * weights and learn, on the same batches with AdamW, to output at each
@@ -13,13 +13,14 @@
 #include <stdlib.h>
 
 #include "adamw.h"
-#include "cli.h"
-#include "progress.h"
+#include "../tools/cli.h"
+#include "dev.h"
+#include "../tools/progress.h"
 #include "random.h"
 #include "train_model.h"
 
 static const char usage[] =
-    "usage: ropeattn train-demo [--steps N] [--back K] [--seed S] [--threads N]\n"
+    "usage: ropeattn-train-demo [--steps N] [--back K] [--seed S] [--threads N]\n"
     "                           [--quiet]\n"
     "\n"
     "Trains a small model built from the attention layer (token embedding ->\n"

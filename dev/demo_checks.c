@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "../tools/cli.h"
 #include "random.h"
 
 /* Tokens and heads of the [1, S, H, D] arrays the checks rotate. */

@@ -1,5 +1,5 @@
 /*
- * cmd_demo.c — `ropeattn demo`: one LLaMA-2-7B-shaped attention layer with
+ * cmd_demo.c — ropeattn-demo: one LLaMA-2-7B-shaped attention layer with
  * 70B-style GQA (dim 4096, H 32, Hkv 8, D 128) on deterministic weights,
  * run on both attention paths, timed, and checked; then generation: a
  * prefill into a KV cache followed by decode steps of one token, timed in
@@ -12,13 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli.h"
+#include "../tools/cli.h"
+#include "dev.h"
 #include "demo_checks.h"
 #include "random.h"
-#include "timer.h"
+#include "../tools/timer.h"
 
 static const char usage[] =
-    "usage: ropeattn demo [--seq S] [--threads N]\n"
+    "usage: ropeattn-demo [--seq S] [--threads N]\n"
     "\n"
     "Builds a LLaMA-2-7B-shaped attention layer (dim 4096, 32 query heads,\n"
     "8 key/value heads as in LLaMA-2-70B's GQA, head_dim 128) with weights drawn\n"

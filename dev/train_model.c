@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "../tools/cli.h"
 #include "random.h"
 
 /* Offsets of the parameter blocks in the flat array. */

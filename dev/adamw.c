@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cli.h"
+#include "../tools/cli.h"
 
 int adamw_init(adamw *opt, int64_t n, float lr, float weight_decay)
 {

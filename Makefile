@@ -33,7 +33,9 @@
 #   neon/test_neon                  tests/test_neon.c for aarch64 (static)
 
 BUILD    ?= build
-VERSION  := $(shell sed -n 's/^\#define RA_VERSION_STRING "\(.*\)"/\1/p' include/ropeattn.h)
+# The version is written once, in include/ropeattn.h (RA_VERSION_MAJOR, _MINOR, _PATCH).
+VERSION  := $(subst $() ,.,$(foreach f,MAJOR MINOR PATCH,$(shell \
+              sed -n 's/^\#define RA_VERSION_$(f) \([0-9][0-9]*\)$$/\1/p' include/ropeattn.h)))
 MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
 MINOR    := $(word 2,$(subst ., ,$(VERSION)))
 SOMAJOR  := $(MAJOR)
@@ -268,7 +270,21 @@ SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
             -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@MINOR@|$(MINOR)|g' -e 's|@SOMAJOR@|$(SOMAJOR)|g' \
             -e 's|@BLAS_LIBS@|$(strip $(BLAS_LIBS))|g' \
             -e 's|@BLAS_LIBS_CMAKE@|$(subst $(space),;,$(strip $(BLAS_LIBS)))|g' \
-            -e 's|@MPI_PC@|$(MPI_PC)|g'
+            -e 's|@MPI_PC@|$(MPI_PC)|g' \
+            -e 's|@REL_LIBDIR@|$(REL_LIBDIR)|g' -e 's|@REL_INCLUDEDIR@|$(REL_INCLUDEDIR)|g' \
+            -e 's|@CMAKE_TO_PREFIX@|$(call UP_FROM,$(REL_LIBDIR)/cmake/ropeattn)|g' \
+            -e 's|@PC_PREFIX@|$(PC_PREFIX)|g' -e 's|@PC_LIBDIR@|$(PC_LIBDIR)|g' \
+            -e 's|@PC_INCLUDEDIR@|$(PC_INCLUDEDIR)|g'
+# Relocatable .pc and CMake files: LIBDIR and INCLUDEDIR relative to PREFIX
+# (absolute, and the files too, where LIBDIR or INCLUDEDIR is outside it);
+# UP_FROM,a/b/c is ../../.., the way from a/b/c back to PREFIX.
+REL_LIBDIR = $(LIBDIR:$(PREFIX)/%=%)
+REL_INCLUDEDIR = $(if $(filter /%,$(REL_LIBDIR)),$(INCLUDEDIR),$(INCLUDEDIR:$(PREFIX)/%=%))
+UP_FROM = $(subst $() ,/,$(patsubst %,..,$(subst /, ,$(1))))
+RELOCATABLE = $(if $(filter /%,$(REL_LIBDIR) $(REL_INCLUDEDIR)),,1)
+PC_PREFIX = $(if $(RELOCATABLE),$${pcfiledir}/$(call UP_FROM,$(REL_LIBDIR)/pkgconfig),$(PREFIX))
+PC_LIBDIR = $(if $(RELOCATABLE),$${prefix}/$(REL_LIBDIR),$(LIBDIR))
+PC_INCLUDEDIR = $(if $(RELOCATABLE),$${prefix}/$(REL_INCLUDEDIR),$(INCLUDEDIR))
 # the MPI's own pkg-config name, which ropeattn-mpi.pc requires
 MPI_PC = $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c || \
                  (pkg-config --exists mpich 2>/dev/null && echo mpich))

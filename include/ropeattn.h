@@ -138,7 +138,14 @@ extern "C" {
 #define RA_VERSION_MAJOR 0
 #define RA_VERSION_MINOR 3
 #define RA_VERSION_PATCH 0
-#define RA_VERSION_STRING "0.3.0"
+/* "MAJOR.MINOR.PATCH" from the three above, the one place the version is
+ * written: the Makefile (SONAME, pkg-config, CMake) and python/setup.py
+ * read those three lines. */
+#define RA_VERSION_STRING                                                              \
+    RA_VERSION_STR_(RA_VERSION_MAJOR) "." RA_VERSION_STR_(RA_VERSION_MINOR) "."         \
+    RA_VERSION_STR_(RA_VERSION_PATCH)
+#define RA_VERSION_STR_(n) RA_VERSION_QUOTE_(n)
+#define RA_VERSION_QUOTE_(n) #n
 
 /* ------------------------------------------------------------------------ */
 /* Status                                                                    */

@@ -2,7 +2,7 @@
 repository's own libraries (../build/libropeattn_hf.a, the checkpoint
 library, and ../build/libropeattn.a, made here by the repository's Makefile
 when missing or out of date), OpenBLAS and cJSON.  The version is the
-header's RA_VERSION_STRING.
+header's RA_VERSION_MAJOR, _MINOR and _PATCH.
 
     pip install --no-build-isolation ./python    (from the repository root)
     make python                                  (in place, for PYTHONPATH=python)
@@ -32,8 +32,9 @@ HF_LIBRARY = ROOT / "build" / "libropeattn_hf.a"  # needs LIBRARY after it, and 
 
 
 def header_version():
-    m = re.search(r'^#define RA_VERSION_STRING "(.*)"', HEADER.read_text(), re.M)
-    return m.group(1)
+    text = HEADER.read_text()
+    return ".".join(re.search(rf"^#define RA_VERSION_{part} ([0-9]+)$", text, re.M).group(1)
+                    for part in ("MAJOR", "MINOR", "PATCH"))
 
 
 def build_library():

@@ -5,7 +5,8 @@
 # and through CMake's find_package; tests/install/consumer_hf.c against the
 # checkpoint library likewise; the README's quickstart as C and C++ with
 # gcc and clang; the SONAMEs and what each program needs
-# at run time; DESTDIR staging; `make uninstall` leaves nothing behind.
+# at run time; DESTDIR staging, and the staged tree moved elsewhere still
+# found by pkg-config and find_package; `make uninstall` leaves nothing behind.
 # Sanitizer builds (make asan) skip it: their objects need the sanitizer
 # runtimes, which an installed library's users do not link.
 SUITE=install
@@ -137,11 +138,29 @@ if cmake -S tests/install -B "$TMP/cmake" -DCMAKE_PREFIX_PATH="$P" >"$TMP/log" 2
     fi
 else fail "cmake find_package(ropeattn): $(tail -5 "$TMP/log")"; fi
 
-# Staged with DESTDIR: the files land under it, the .pc names the prefix.
+# Staged with DESTDIR: the files land under it; no installed .pc or CMake
+# file names a path (they find the prefix from their own place).
 if make -s BUILD="$BUILD" PREFIX=/opt/ra DESTDIR="$TMP/stage" install >"$TMP/log" 2>&1 &&
-    [ -e "$TMP/stage/opt/ra/lib/libropeattn.so.0" ] &&
-    grep -qx 'prefix=/opt/ra' "$TMP/stage/opt/ra/lib/pkgconfig/ropeattn.pc"; then pass
+    [ -e "$TMP/stage/opt/ra/lib/libropeattn.so.0" ]; then pass
 else fail "make install DESTDIR=...: $(tail -3 "$TMP/log")"; fi
+if grep -rl -e /opt/ra -e "$TMP" "$TMP/stage/opt/ra/lib/pkgconfig" "$TMP/stage/opt/ra/lib/cmake" >"$TMP/abs"; then
+    fail "installed files name an absolute path: $(cat "$TMP/abs")"
+else pass; fi
+# Relocated: the staged tree moved to another directory still builds and
+# runs programs through pkg-config and through find_package.
+M=$TMP/moved/ra
+mkdir -p "$TMP/moved" && mv "$TMP/stage/opt/ra" "$M"
+if cc -std=c11 -Wall -Werror $(PKG_CONFIG_PATH=$M/lib/pkgconfig pkg-config --cflags ropeattn) $C \
+    -o "$TMP/moved_pc" $(PKG_CONFIG_PATH=$M/lib/pkgconfig pkg-config --libs ropeattn) 2>"$TMP/err"; then
+    P=$M check "moved prefix, pkg-config" shared "$TMP/moved_pc"
+else fail "moved prefix, pkg-config: $(head -c 400 "$TMP/err")"; fi
+if cmake -S tests/install -B "$TMP/cmake_moved" -DCMAKE_PREFIX_PATH="$M" >"$TMP/log" 2>&1 &&
+    cmake --build "$TMP/cmake_moved" >>"$TMP/log" 2>&1; then
+    for e in consumer_c_shared consumer_c_static; do
+        P=$M check "moved prefix, cmake $e" "${e##*_}" "$TMP/cmake_moved/$e"
+    done
+    P=$M check_hf "moved prefix, cmake consumer_hf_c_shared" "$TMP/cmake_moved/consumer_hf_c_shared"
+else fail "moved prefix, find_package(ropeattn): $(tail -5 "$TMP/log")"; fi
 
 if make -s BUILD="$BUILD" PREFIX="$P" uninstall >"$TMP/log" 2>&1 &&
     [ -z "$(find "$P" -type f -o -type l)" ]; then pass

@@ -289,17 +289,21 @@ PC_INCLUDEDIR = $(if $(RELOCATABLE),$${prefix}/$(REL_INCLUDEDIR),$(INCLUDEDIR))
 MPI_PC = $(shell pkg-config --exists ompi-c 2>/dev/null && echo ompi-c || \
                  (pkg-config --exists mpich 2>/dev/null && echo mpich))
 
-$(BUILD)/ropeattn.1: $(BUILD)/ropeattn scripts/manpage.sh
-	bash scripts/manpage.sh $(BUILD)/ropeattn > $@
+# The man pages, ropeattn(1) and ropeattn-COMMAND(1), from the command pages
+# docs/cli/*.md (tests/test_cli_docs.sh checks them against the tool's --help).
+MAN_PAGES = $(patsubst docs/cli/%.md,$(BUILD)/man/%.1,$(wildcard docs/cli/*.md))
+$(BUILD)/man/%.1: docs/cli/%.md scripts/manpage.sh include/ropeattn.h
+	@mkdir -p $(@D)
+	bash scripts/manpage.sh $< $(VERSION) > $@.tmp && mv $@.tmp $@
 
 LIBNAMES = libropeattn libropeattn_hf $(if $(HAVE_MPI),libropeattn_mpi)
 
 install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
-         $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(BUILD)/ropeattn.1 $(INSTALL_MPI)
+         $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(MAN_PAGES) $(INSTALL_MPI)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(LIBDIR)/cmake/ropeattn $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(BUILD)/ropeattn $(DESTDIR)$(BINDIR)/ropeattn
-	install -m 644 $(BUILD)/ropeattn.1 $(DESTDIR)$(MANDIR)/man1/ropeattn.1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(HEADERS) $(if $(HAVE_MPI),include/ropeattn_mpi.h) $(DESTDIR)$(INCLUDEDIR)/
 	for lib in $(LIBNAMES); do \
 	  install -m 644 $(BUILD)/$$lib.a $(DESTDIR)$(LIBDIR)/$$lib.a && \
@@ -315,7 +319,7 @@ install: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.
 	  > $(DESTDIR)$(LIBDIR)/cmake/ropeattn/ropeattn-config-version.cmake
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/ropeattn $(DESTDIR)$(MANDIR)/man1/ropeattn.1 \
+	rm -f $(DESTDIR)$(BINDIR)/ropeattn $(MAN_PAGES:$(BUILD)/man/%=$(DESTDIR)$(MANDIR)/man1/%) \
 	  $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) $(DESTDIR)$(INCLUDEDIR)/ropeattn_mpi.h \
 	  $(foreach lib,libropeattn libropeattn_hf libropeattn_mpi,$(DESTDIR)$(LIBDIR)/$(lib).a $(DESTDIR)$(LIBDIR)/$(lib).so \
 	    $(DESTDIR)$(LIBDIR)/$(lib).so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/$(lib).so.$(VERSION)) \

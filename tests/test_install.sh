@@ -24,7 +24,8 @@ fi
 for f in bin/ropeattn include/ropeattn.h lib/libropeattn.a lib/libropeattn.so lib/libropeattn.so.0 \
     include/ropeattn_hf.h lib/libropeattn_hf.a lib/libropeattn_hf.so lib/libropeattn_hf.so.0 \
     lib/pkgconfig/ropeattn.pc lib/pkgconfig/ropeattn-hf.pc lib/cmake/ropeattn/ropeattn-config.cmake \
-    lib/cmake/ropeattn/ropeattn-config-version.cmake share/man/man1/ropeattn.1; do
+    lib/cmake/ropeattn/ropeattn-config-version.cmake share/man/man1/ropeattn.1 \
+    share/man/man1/ropeattn-attention.1; do
     if [ -e "$P/$f" ]; then pass; else fail "make install did not install $f"; fi
 done
 if readelf -d "$P/lib/libropeattn.so" | grep -q 'SONAME.*\[libropeattn\.so\.0\]'; then pass

@@ -13,7 +13,7 @@
 #include "../tools/cli.h"
 #include "../tools/outputs.h"
 #include "bench.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 
 #define LABEL_W 230 /* the case names */
 #define BAR_W 480   /* fraction 0 .. x_max */

@@ -218,6 +218,103 @@ RA_HF_API ra_status ra_hf_config_set_rope_theta(ra_hf_config *config, double the
 RA_HF_API ra_status ra_hf_config_set_max_position_embeddings(ra_hf_config *config,
                                                              int64_t max_position_embeddings);
 
+/* ---- what config.json says of attention ---------------------------------- */
+
+/* For a program that reads a checkpoint's tensors itself (`ropeattn rope`,
+ * `freqs` and `convert-layout` do): what the config says of a layer's
+ * heads and rope, as the layer built by ra_hf_layer_create reads it.
+ * Fields added later go at the end; the library writes at most struct_size
+ * bytes.  "-1" in a layer_ field: the config does not say for that layer
+ * (layer -1, "any layer", in a model whose layers differ; or a layer its
+ * per-layer list does not name). */
+typedef struct ra_hf_attention_info {
+    size_t struct_size; /* sizeof(ra_hf_attention_info): ra_hf_attention_info_init() */
+    /* num_attention_heads (or its model_type's default) and
+     * num_key_value_heads (multi_query: 1; absent: num_attention_heads);
+     * 0: the config does not say */
+    int64_t n_heads, n_kv_heads;
+    /* head_dim, else hidden_size / num_attention_heads (transformers'
+     * rule); 0: neither; head_dim_given: 1 where it is config.json's
+     * head_dim (or its family's name for it) */
+    int64_t head_dim, head_dim_given;
+    /* the layer's own query heads (num_attention_heads_per_layer), else
+     * n_heads; its own head size and key/value heads (per_layer_config),
+     * else 0 (the config's hold) */
+    int64_t layer_n_heads, layer_head_dim, layer_n_kv_heads;
+    /* the ra_layout in which the model_type's rope pairs q's and k's
+     * features; -1: no model_type the library knows (none given) */
+    int64_t layout;
+    /* 1: the model's rotary embedding gives cos and sin as cat(t, t) over
+     * the rotated features, the form rotate_half takes (also with no
+     * model_type); 0: it arranges them otherwise */
+    int64_t cos_sin_halves;
+    /* 1: q_proj gives each query head head_dim rows of queries, then
+     * head_dim rows of an output gate ([n_heads, 2, head_dim] rows) */
+    int64_t gated_queries;
+    /* 1: the layer has no v_proj, its values are k_proj's
+     * (attention_k_eq_v); -1: not said for that layer */
+    int64_t values_from_keys;
+    /* 1: latent attention (q_a_proj, kv_a_proj_with_mqa ...: DeepSeek's) */
+    int64_t latent;
+    /* > 0: the model's KV cache keeps the last cache_window - 1 tokens
+     * while its mask lets a query see every earlier one (transformers'
+     * cache for that model_type), so that generation through the cache
+     * differs from the whole sequence from token cache_window on; 0 */
+    int64_t cache_window;
+    /* 3: the rope takes 3-D positions (temporal, height, width:
+     * mrope_section, in any layer's rope); 1: one position a token */
+    int64_t position_components;
+} ra_hf_attention_info;
+
+/* The size of the first published ra_hf_attention_info. */
+#define RA_HF_ATTENTION_INFO_SIZE_V1 120
+
+static inline ra_hf_attention_info ra_hf_attention_info_init(void)
+{
+    ra_hf_attention_info a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    return a;
+}
+
+/* What config says of layer `layer` (its number in the checkpoint's names;
+ * -1: any layer) into *out. */
+RA_HF_API ra_status ra_hf_config_attention(const ra_hf_config *config, int64_t layer,
+                                           ra_hf_attention_info *out);
+
+/* The rope base the config gives (rope_theta: its rope parameters', its
+ * top level's, or ra_hf_config_set_rope_theta's) into *theta;
+ * RA_ERR_NOT_FOUND where it gives none (the rope then turns by 10000). */
+RA_HF_API ra_status ra_hf_config_rope_theta(const ra_hf_config *config, double *theta);
+
+/* How many of each q and k head's head_dim features (rows of q_proj and
+ * k_proj) the rope pairs, in every layer: int(head_dim *
+ * partial_rotary_factor), GPT-J's rotary_dim, an odd count rounded up
+ * where the model_type's rope does so, and head_dim for the proportional
+ * rope (whose last pairs do not turn).  RA_ERR_UNSUPPORTED where the
+ * config's full and sliding layers pair different counts (a rope per layer
+ * type), RA_ERR_HEAD_DIM where the count is odd or 0. */
+RA_HF_API ra_status ra_hf_config_rotary_dim(const ra_hf_config *config, int64_t head_dim,
+                                            int64_t *rotary_dim);
+
+/* How a fused q, k, v projection whose packing the config decides
+ * (query_key_value: Falcon's, GPT-NeoX's, ChatGLM's) packs its rows, for
+ * n_heads query heads (> 0): RA_HF_QKV_ROWS, all of q's rows, then k's,
+ * then v's; RA_HF_QKV_GROUPED, per key/value head its query heads' rows,
+ * then its key's, then its value's.  *n_kv_heads: the key/value heads it
+ * holds.  config NULL, or a model_type that packs none so, is refused
+ * naming tensor and file (the file that holds it, for the message). */
+enum { RA_HF_QKV_ROWS = 1, RA_HF_QKV_GROUPED = 2 };
+RA_HF_API ra_status ra_hf_config_qkv_packing(const ra_hf_config *config, const char *tensor,
+                                             const char *file, int64_t n_heads,
+                                             int64_t *packing, int64_t *n_kv_heads);
+
+/* The layer a tensor's name numbers, by its first "layers.N." part
+ * (name's start or after a '.'), into *layer; -1 where it has none.
+ * RA_ERR_FORMAT where N is digits and signs but not a layer number in
+ * canonical decimal (007, +1, -1, beyond INT32_MAX, empty). */
+RA_HF_API ra_status ra_hf_tensor_layer(const char *name, int64_t *layer);
+
 /* ---- what to build ----------------------------------------------------- */
 
 /* Every field is 8 bytes (no padding a newer field could hide in); fields

@@ -788,6 +788,62 @@ static void test_proportional_rope_config(void)
     ra_hf_config_close(config);
 }
 
+/* What a config says of attention, for a program that reads the tensors
+ * itself (ra_hf_config_attention and the calls after it), and each call's
+ * refusal of a bad argument, named. */
+static void test_config_attention(void)
+{
+    static const char llama[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "
+                                "\"num_key_value_heads\": 2, \"hidden_size\": 64, "
+                                "\"rope_theta\": 500000.0, \"partial_rotary_factor\": 0.5}";
+    ra_hf_config *config = NULL, *empty = NULL;
+    CHECK(ra_hf_config_parse(&config, llama, strlen(llama)) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(ra_hf_config_parse(&empty, "{}", 2) == RA_OK, "%s", ra_hf_last_error());
+    ra_hf_attention_info a = ra_hf_attention_info_init();
+    CHECK(ra_hf_config_attention(config, -1, &a) == RA_OK && a.n_heads == 4 &&
+              a.n_kv_heads == 2 && a.head_dim == 16 && !a.head_dim_given &&
+              a.layer_n_heads == 4 && a.layer_head_dim == 0 && a.layout == RA_LAYOUT_HALF &&
+              a.cos_sin_halves && !a.gated_queries && !a.values_from_keys && !a.latent &&
+              !a.cache_window && a.position_components == 1,
+          "llama: %s", ra_hf_last_error());
+    CHECK(ra_hf_config_attention(empty, 3, &a) == RA_OK && a.n_heads == 0 && a.head_dim == 0 &&
+              a.layout == -1 && a.cos_sin_halves,
+          "{}: %s", ra_hf_last_error());
+    double theta = 0;
+    CHECK(ra_hf_config_rope_theta(config, &theta) == RA_OK && theta == 5e5, "theta %g",
+          theta);
+    expect(ra_hf_config_rope_theta(empty, &theta), RA_ERR_NOT_FOUND, "rope_theta", "no theta");
+    int64_t rotary_dim = 0, packing = 0, kv = 0, layer = 0;
+    CHECK(ra_hf_config_rotary_dim(config, 16, &rotary_dim) == RA_OK && rotary_dim == 8,
+          "rotary_dim %lld", (long long)rotary_dim);
+    expect(ra_hf_config_rotary_dim(config, 6, &rotary_dim), RA_ERR_HEAD_DIM, "even",
+           "3 rotary features");
+    CHECK(ra_hf_tensor_layer("model.layers.12.self_attn.q_proj.weight", &layer) == RA_OK &&
+              layer == 12, "layer %lld", (long long)layer);
+    CHECK(ra_hf_tensor_layer("model.embed_tokens.weight", &layer) == RA_OK && layer == -1,
+          "no layer: %lld", (long long)layer);
+    expect(ra_hf_tensor_layer("model.layers.007.mlp.weight", &layer), RA_ERR_FORMAT, "malformed",
+           "layer 007");
+    expect(ra_hf_config_qkv_packing(NULL, "h.0.query_key_value.weight", "w.safetensors", 4,
+                                    &packing, &kv),
+           RA_ERR_UNSUPPORTED, "query_key_value", "packing without a config");
+    /* the bad argument, named */
+    expect(ra_hf_config_attention(NULL, -1, &a), RA_ERR_NULL, "config", "NULL config");
+    expect(ra_hf_config_attention(config, -2, &a), RA_ERR_ARGUMENT, "layer -2", "layer -2");
+    a.struct_size = 8;
+    expect(ra_hf_config_attention(config, -1, &a), RA_ERR_ARGUMENT, "struct_size", "old size");
+    expect(ra_hf_config_rope_theta(config, NULL), RA_ERR_NULL, "theta", "NULL theta");
+    expect(ra_hf_config_rotary_dim(config, 0, &rotary_dim), RA_ERR_ARGUMENT, "head_dim",
+           "head_dim 0");
+    expect(ra_hf_config_qkv_packing(config, "qkv", "w", 0, &packing, &kv), RA_ERR_ARGUMENT,
+           "n_heads", "n_heads 0");
+    expect(ra_hf_config_qkv_packing(config, NULL, "w", 4, &packing, &kv), RA_ERR_NULL,
+           "tensor", "NULL tensor");
+    expect(ra_hf_tensor_layer(NULL, &layer), RA_ERR_NULL, "name", "NULL name");
+    ra_hf_config_close(empty);
+    ra_hf_config_close(config);
+}
+
 /* M-RoPE's sections from config.json: the family decides the arrangement
  * (Qwen3-VL interleaves whatever mrope_interleaved says; a Qwen2-VL config
  * that says it interleaves is refused); without a family, the key does; a
@@ -943,6 +999,7 @@ int main(void)
     RUN(test_tensor_api); /* no kernels: once */
     RUN(test_config_keys);
     RUN(test_family_listing);
+    RUN(test_config_attention);
     const char *files[] = {"llama.safetensors", "phi3.safetensors", "mla.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
     rmdir(folder);

@@ -9,7 +9,7 @@
 #define RA_TOOLS_ATTENTION_GRADS_H
 
 #include "attention_masks.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 #include "ropeattn_hf.h"
 #include "outputs.h"
 #include "progress.h"

@@ -7,7 +7,7 @@
 
 #include "attention_masks.h"
 #include "cli.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 
 int attention_mask_read(const char *path, int64_t batch, int64_t seq, uint8_t **out)
 {

@@ -15,7 +15,7 @@
 #define RA_TOOLS_ATTENTION_SHARDED_H
 
 #include "attention_masks.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 #include "outputs.h"
 #include "ropeattn_hf.h"
 

@@ -20,7 +20,7 @@
 #include "attention_sharded.h"
 #include "cli.h"
 #include "comm.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 #include "outputs.h"
 #include "progress.h"
 #include "rope_cli.h"
@@ -173,11 +173,11 @@ static int create_layer(const attention_options *opts, const rope_source *src,
                         const ra_hf_checkpoint *ckpt, int64_t seq, int64_t max_position,
                         ra_hf_layer **out)
 {
-    if (!opts->has_n_heads && !src->fields->has_num_attention_heads && src->has_config)
+    if (!opts->has_n_heads && !src->attention.n_heads && src->has_config)
         return cli_fail(EXIT_FAIL, "attention: %s has no \"num_attention_heads\" (nor a "
                         "default for it by its model_type): give it there, or --n-heads",
                         opts->rope.config_path);
-    if (!opts->has_n_heads && !src->fields->has_num_attention_heads)
+    if (!opts->has_n_heads && !src->attention.n_heads)
         return cli_fail(EXIT_USAGE, "attention: --n-heads is required (or --config)");
     ra_hf_options o = ra_hf_options_init();
     o.layer = opts->layer;
@@ -338,24 +338,21 @@ static int check_prefill_rope(const attention_options *opts, const ra_rope_confi
     return 0;
 }
 
-/* RA_HF_CACHE_WINDOW (Moshi): transformers' cache keeps the last
- * sliding_window - 1 tokens while its mask is causal, so a decode step that
- * starts at token sliding_window or later sees fewer keys through the cache
- * than the no-cache Y does (the prefill, run whole, sees them all). */
+/* A cache window (ra_hf_attention_info.cache_window; Moshi's):
+ * transformers' cache keeps the last sliding_window - 1 tokens while its
+ * mask is causal, so a decode step that starts at token sliding_window or
+ * later sees fewer keys through the cache than the no-cache Y does (the
+ * prefill, run whole, sees them all). */
 static int check_prefill_window(const attention_options *opts, const rope_source *src,
                                 int64_t seq)
 {
-    const ra_hf_fields *f = src->fields;
-    if (!opts->prefill || !f || !f->family || !(f->family->features & RA_HF_CACHE_WINDOW) ||
-        !f->window.has_sliding_window)
-        return 0;
-    const int64_t window = f->window.sliding_window, last = seq - 1; /* the last step's token */
-    if (last < opts->prefill || last < window) return 0;
+    const int64_t window = src->attention.cache_window, last = seq - 1; /* the last step's token */
+    if (!opts->prefill || !window || last < opts->prefill || last < window) return 0;
     return cli_fail(EXIT_FAIL, "attention: --prefill with %lld tokens: model_type \"%s\" masks "
                     "no earlier token, while transformers' cache keeps only the last "
                     "sliding_window - 1 = %lld of them, so its cached generation differs from "
                     "the no-cache Y from token %lld on: run without --prefill, or with at most "
-                    "%lld tokens", (long long)seq, f->family->model_type,
+                    "%lld tokens", (long long)seq, ra_hf_config_model_type(src->config),
                     (long long)(window - 1), (long long)(window > opts->prefill ? window
                                                                                 : opts->prefill),
                     (long long)window);
@@ -577,7 +574,7 @@ static int run(attention_options *opts)
         opts->rope.positions_path &&
         !(failed = positions_read(opts->rope.positions_path, &file)))
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
-                                     rope_source_mrope(&src), &ids, &components, &text);
+                                     src.attention.position_components == 3, &ids, &components, &text);
     if (!failed && opts->attention_mask)
         failed = attention_mask_read(opts->attention_mask, batch, seq, &pad);
     if (!failed && opts->packed && components == 3 && !text)

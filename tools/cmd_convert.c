@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hf/hf.h"
-#include "io/io.h"
+#include "ropeattn_hf.h"
+#include "ropeattn_io.h"
 #include "outputs.h"
 #include "rope_cli.h"
 
@@ -81,6 +81,17 @@ typedef struct convert_options {
 /* FUSED: q, k and v in one weight (or its bias), whose q and k heads move. */
 typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM, FUSED } proj_kind;
 
+/* How a fused q/k/v weight packs its rows: all of q's rows, then k's, then
+ * v's (RA_HF_QKV_ROWS); per key/value head, its query heads' rows, then its
+ * key's, then its value's (RA_HF_QKV_GROUPED); the output gate's rows, then
+ * q's, k's and v's (HRM-Text's gqkv_proj). */
+typedef enum fused_packing {
+    FUSED_NONE,
+    FUSED_ROWS = RA_HF_QKV_ROWS,
+    FUSED_GROUPED = RA_HF_QKV_GROUPED,
+    FUSED_GATE_ROWS,
+} fused_packing;
+
 /* Whether name is suffix or ends with "." suffix. */
 static int ends_with_part(const char *name, const char *suffix)
 {
@@ -137,15 +148,8 @@ static proj_kind kind_of(const char *name)
 /* The N of a "layers.N." part of name, MALFORMED_LAYER, or -1 (none). */
 static int64_t layer_of(const char *name)
 {
-    for (const char *p = name; (p = strstr(p, "layers.")) != NULL; p++) {
-        if (p != name && p[-1] != '.') continue;
-        const char *number = p + strlen("layers.");
-        size_t len = strspn(number, "+-0123456789");
-        if (number[len] != '.') continue;
-        int64_t layer = hf_layer_number(number, len);
-        return layer >= 0 ? layer : MALFORMED_LAYER;
-    }
-    return -1;
+    int64_t layer;
+    return ra_hf_tensor_layer(name, &layer) == RA_OK ? layer : MALFORMED_LAYER;
 }
 
 /* The geometry every converted tensor shares. */
@@ -153,8 +157,8 @@ typedef struct geometry {
     int64_t head_dim, rotary_dim;
     int64_t n_kv_heads; /* the layer's own (per_layer_config), else 0 */
     int gated; /* the family's query projections give a gate per head after its
-                  head_dim query rows (RA_HF_GATED_OUTPUT): [H, 2, head_dim] rows,
-                  the gate rows copied unchanged */
+                  head_dim query rows (gated_queries): [H, 2, head_dim] rows, the
+                  gate rows copied unchanged */
 } geometry;
 
 /* head_dim: the config's, else the first query projection's rows / n_heads
@@ -162,25 +166,24 @@ typedef struct geometry {
 static int resolve_geometry(const convert_options *opts, const rope_source *src,
                             const ra_safetensors *st, geometry *g)
 {
-    const ra_hf_fields *c = src->fields;
-    int64_t n_heads = opts->has_n_heads               ? opts->n_heads
-                      : c->has_num_attention_heads    ? c->num_attention_heads
-                                                      : 0;
-    g->head_dim = rope_source_head_dim(src);
+    ra_hf_attention_info c = ra_hf_attention_info_init();
+    if (ra_hf_config_attention(src->config, opts->has_layer ? opts->layer : -1, &c) != RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
+    int64_t n_heads = opts->has_n_heads ? opts->n_heads : c.n_heads;
+    g->head_dim = c.head_dim;
     /* Gemma 4: the layers' own head sizes (per_layer_config): --layer N's */
-    int64_t own, kv;
-    if (ra_hf_layer_shape(c, opts->has_layer ? opts->layer : -1, &own, &kv) < 0)
+    if (c.layer_head_dim < 0)
         return cli_fail(EXIT_FAIL, "%s gives some layers a head size or key/value heads of "
                         "their own (per_layer_config, global_head_dim): convert one layer at "
                         "a time (--layer N)", opts->config);
-    if (own) g->head_dim = own;
-    g->n_kv_heads = kv;
+    if (c.layer_head_dim) g->head_dim = c.layer_head_dim;
+    g->n_kv_heads = c.layer_n_kv_heads;
     /* attention_k_eq_v: k_proj's rows are the values' too, which o_proj reads in order */
-    if (ra_hf_layer_values_from_keys(c, opts->has_layer ? opts->layer : -1) != 0)
+    if (c.values_from_keys != 0)
         return cli_fail(EXIT_FAIL, "%s: %s takes its values from k_proj (attention_k_eq_v), "
                         "whose rows permuted would permute the values o_proj reads: not "
                         "supported", opts->config, opts->has_layer ? "the layer" : "a layer");
-    g->gated = c->family && (c->family->features & RA_HF_GATED_OUTPUT);
+    g->gated = (int)c.gated_queries;
     if (g->head_dim == 0 && n_heads) {
         for (int64_t i = 0; i < ra_safetensors_count(st) && g->head_dim == 0; i++) {
             const ra_st_tensor *t = ra_safetensors_at(st, i);
@@ -203,32 +206,11 @@ static int resolve_geometry(const convert_options *opts, const rope_source *src,
         return cli_fail(EXIT_FAIL, "%s has no query projection (wq.weight or q_proj.weight)",
                         opts->weights);
     }
-    const ra_hf_rope *rope = &src->config->rope, *local = &c->local_rope;
-    double prf = rope->has_partial_rotary_factor ? rope->partial_rotary_factor : 1.0;
-    double local_prf = local->has_partial_rotary_factor ? local->partial_rotary_factor : 1.0;
-    /* the share of each head whose rows move: all of it under the proportional rope */
-    const double moved = rope->proportional ? 1.0 : prf;
-    const double local_moved = local->proportional ? 1.0 : local_prf;
-    if (c->has_local_rope && local_moved != moved) /* (each layer's rows as its own rope turns) */
-        return cli_fail(EXIT_FAIL, "convert-layout: %s rotates %g of each head in its full "
-                        "layers and %g in its sliding layers (a rope per layer type): not "
-                        "converted", opts->config, prf, local_prf);
-    g->rotary_dim = (int64_t)((double)g->head_dim * prf);
-    if (!rope->has_partial_rotary_factor && c->has_rotary_dim) /* GPT-J */
-        g->rotary_dim = c->rotary_dim <= g->head_dim ? c->rotary_dim : 0;
-    if (rope->proportional) /* every pair of head_dim (some do not turn) */
-        g->rotary_dim = g->head_dim;
-    /* RA_HF_ODD_ROTARY_ROUNDS_UP: an odd count of the default rope rotates one more
-     * (hf/rope.c) */
-    else if (g->rotary_dim % 2 != 0 && c->family &&
-             (c->family->features & RA_HF_ODD_ROTARY_ROUNDS_UP) &&
-             rope->type == RA_ROPE_DEFAULT && g->rotary_dim < g->head_dim)
-        g->rotary_dim++;
-    if (g->head_dim % 2 != 0 || g->rotary_dim <= 0 || g->rotary_dim % 2 != 0)
-        return cli_fail(EXIT_FAIL, "head_dim %lld and partial_rotary_factor %g give rotary_dim "
-                        "%lld; it must be even and > 0", (long long)g->head_dim, prf,
-                        (long long)g->rotary_dim);
-    return 0;
+    /* the rows of each head that move: the rope's pairs */
+    ra_status status = ra_hf_config_rotary_dim(src->config, g->head_dim, &g->rotary_dim);
+    if (status == RA_ERR_UNSUPPORTED)
+        return cli_fail(EXIT_FAIL, "convert-layout: %s: not converted", ra_hf_last_error());
+    return status == RA_OK ? 0 : cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
 }
 
 static ra_dtype library_dtype(ra_st_dtype dtype, int *ok)
@@ -261,9 +243,11 @@ static int fused_layout(const convert_options *opts, const rope_source *src,
     }
     if (which == 1) {
         int failed = 0;
-        if (hf_config_packing(src->has_config ? src->fields : NULL, opts->config, t->name,
-                              opts->weights, n_heads, packing, kv) != RA_OK)
+        int64_t by_config;
+        if (ra_hf_config_qkv_packing(src->has_config ? src->config : NULL, t->name,
+                                     opts->weights, n_heads, &by_config, kv) != RA_OK)
             failed = cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
+        *packing = (fused_packing)by_config;
         if (!failed && opts->has_n_kv_heads && opts->n_kv_heads != *kv)
             return cli_fail(EXIT_USAGE, "convert-layout: --n-kv-heads %lld, but the config "
                             "packs %lld key/value heads", (long long)opts->n_kv_heads,
@@ -387,13 +371,17 @@ static ra_status permute(void *out, const ra_st_tensor *t, proj_kind kind, const
     return RA_OK;
 }
 
-/* The query heads of the layer a tensor's name numbers (layer; -1: none):
- * the config's num_attention_heads_per_layer entry where it has one (-1
- * where it names no layer the list has), else n_heads. */
-static int64_t layer_heads(const ra_hf_fields *c, int64_t layer, int64_t n_heads)
+/* The query heads of the layer a tensor's name numbers (layer; -1: none;
+ * MALFORMED_LAYER: none a list of the config names): the config's
+ * num_attention_heads_per_layer entry where it has one (-1 where it names
+ * no layer the list has), else its num_attention_heads (0: none). */
+static int64_t layer_heads(const rope_source *src, int64_t layer)
 {
-    if (!c->heads_per_layer) return n_heads;
-    return layer >= 0 || layer == -1 ? ra_hf_layer_heads(c, layer) : -1;
+    ra_hf_attention_info a = ra_hf_attention_info_init();
+    if (ra_hf_config_attention(src->config, layer == MALFORMED_LAYER ? INT64_MAX : layer, &a) !=
+        RA_OK)
+        return -1;
+    return a.layer_n_heads;
 }
 
 /* Fills out[] (one entry per tensor of st) and the buffers it points at. */
@@ -425,7 +413,7 @@ static int convert(const convert_options *opts, const rope_source *src,
         /* a shard with q_proj but not its k_proj may be latent attention's
          * without its other tensors (DeepSeek-V2-Lite's q_proj): the config
          * says */
-        if (!src->fields->family && ends_with_part(out[i].name, "q_proj.weight")) {
+        if (src->attention.layout < 0 && ends_with_part(out[i].name, "q_proj.weight")) {
             char key[512];
             const size_t n = strlen(out[i].name) - strlen("q_proj.weight");
             if (n < sizeof key - 16) {
@@ -441,14 +429,11 @@ static int convert(const convert_options *opts, const rope_source *src,
     geometry g = {0, 0, 0, 0};
     int failed = resolve_geometry(opts, src, st, &g);
     if (failed) return failed;
-    const ra_hf_fields *c = src->fields;
-    int64_t n_heads = opts->has_n_heads               ? opts->n_heads
-                      : c->has_num_attention_heads    ? c->num_attention_heads
-                                                      : 0;
-    int64_t n_kv_heads = opts->has_n_kv_heads          ? opts->n_kv_heads
-                         : g.n_kv_heads               ? g.n_kv_heads
-                         : c->has_num_key_value_heads ? c->num_key_value_heads
-                                                      : 0;
+    const ra_hf_attention_info *c = &src->attention;
+    int64_t n_heads = opts->has_n_heads ? opts->n_heads : c->n_heads;
+    int64_t n_kv_heads = opts->has_n_kv_heads ? opts->n_kv_heads
+                         : g.n_kv_heads       ? g.n_kv_heads
+                                              : c->n_kv_heads;
     int64_t converted = 0, layered = 0;
     for (int64_t i = 0; i < ra_safetensors_count(st); i++) {
         const ra_st_tensor *t = ra_safetensors_at(st, i);
@@ -462,7 +447,7 @@ static int convert(const convert_options *opts, const rope_source *src,
                             opts->weights);
         if (layer != -1) layered++;
         if (opts->has_layer && layer != opts->layer) continue;
-        const int64_t heads = opts->has_n_heads ? n_heads : layer_heads(c, layer, n_heads);
+        const int64_t heads = opts->has_n_heads ? n_heads : layer_heads(src, layer);
         if (heads < 0)
             return cli_fail(EXIT_FAIL, "convert-layout: %s gives its layers' query heads "
                             "(num_attention_heads_per_layer), and '%s' in %s names no layer "
@@ -521,15 +506,14 @@ static int run(convert_options *opts)
     if (!failed) failed = rope_source_load(&rope_opts, &src);
     /* A family's checkpoint is stored in its own layout (Cohere and GLM:
      * interleaved): converting "to" it would permute rows already there. */
-    const ra_hf_family *family = failed ? NULL : src.fields->family;
-    if (!failed && family && (family->features & RA_HF_MLA))
+    if (!failed && src.attention.latent)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" is latent "
                           "attention, whose rope rows (in q's heads and kv_a_proj_with_mqa) "
-                          "are not converted", opts->config, family->model_type);
-    if (!failed && family && family->layout == (ra_layout)opts->to)
+                          "are not converted", opts->config, ra_hf_config_model_type(src.config));
+    if (!failed && src.attention.layout == opts->to)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: model_type \"%s\" stores q_proj and "
-                          "k_proj rows %s already", opts->config, family->model_type,
-                          cli_layout_names[opts->to]);
+                          "k_proj rows %s already", opts->config,
+                          ra_hf_config_model_type(src.config), cli_layout_names[opts->to]);
     size_t len = strlen(opts->weights);
     if (!failed && len >= 5 && strcmp(opts->weights + len - 5, ".json") == 0)
         failed = cli_fail(EXIT_FAIL, "convert-layout: %s: give one .safetensors file (convert "

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 #include "outputs.h"
 #include "rope_cli.h"
 
@@ -88,7 +88,7 @@ static int check_files(const freqs_options *opts, cli_outputs *outputs)
 /* head_dim from the flag, else the config. */
 static int resolve_head_dim(const freqs_options *opts, const rope_source *src, int64_t *head_dim)
 {
-    *head_dim = opts->head_dim ? opts->head_dim : rope_source_head_dim(src);
+    *head_dim = opts->head_dim ? opts->head_dim : src->attention.head_dim;
     if (*head_dim == 0)
         return cli_fail(EXIT_USAGE, "freqs: --head-dim is required (or --config with head_dim, "
                         "or hidden_size and num_attention_heads)");
@@ -104,7 +104,7 @@ static int resolve_head_dim(const freqs_options *opts, const rope_source *src, i
 static int three_d_rows(const positions_file *positions, const rope_source *src)
 {
     const int64_t rows = positions->ndim >= 2 ? positions->shape[0] : 0;
-    return positions->ids && (rows == 3 || rows == 4) && rope_source_mrope(src) ? (int)rows : 0;
+    return positions->ids && (rows == 3 || rows == 4) && src->attention.position_components == 3 ? (int)rows : 0;
 }
 
 /* Fills the tables: from the positions file (3-D: its last [3, n] of
@@ -192,14 +192,12 @@ static int run(const freqs_options *opts)
         ra_rope_config config;
         failed = rope_cli_config("freqs", &opts->rope, &src, head_dim, max_position, &config);
         int64_t pairs = failed ? 1 : config.rotary_dim / 2;
-        const ra_hf_family *family = src.fields->family;
         /* (transformers' DeepseekV3 returns cat(t, t) and pairs q's and
          * k's features itself) */
-        if (!failed && opts->hf_shape && family && family->layout != RA_LAYOUT_HALF &&
-            !(family->features & RA_HF_ROPE_INTERLEAVE))
+        if (!failed && opts->hf_shape && !src.attention.cos_sin_halves)
             failed = cli_fail(EXIT_FAIL, "freqs: --hf-shape writes cat(t, t) for rotate_half; "
                               "model_type \"%s\" arranges its cos and sin otherwise",
-                              family->model_type);
+                              ra_hf_config_model_type(src.config));
         if (!failed && n > MAX_TABLE_ENTRIES / (opts->hf_shape ? 2 * pairs : pairs))
             failed = cli_fail(EXIT_USAGE, "freqs: %lld positions times rotary_dim %lld / 2 is "
                               "more than %lld table entries", (long long)n,

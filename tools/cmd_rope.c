@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "io/io.h"
+#include "ropeattn_io.h"
 #include "outputs.h"
 #include "rope_cli.h"
 
@@ -61,26 +61,24 @@ enum { SHAPE_BSHD, SHAPE_BHSD };
 static const char *const shape_names[] = {"bshd", "bhsd", NULL};
 
 /* Whether n is one of the config's head counts (or it gives none). */
-static int is_head_count(const ra_hf_fields *c, int64_t n)
+static int is_head_count(const ra_hf_attention_info *c, int64_t n)
 {
-    if (!c->has_num_attention_heads && !c->has_num_key_value_heads) return 1;
-    return (c->has_num_attention_heads && n == c->num_attention_heads) ||
-           (c->has_num_key_value_heads && n == c->num_key_value_heads);
+    if (!c->n_heads && !c->n_kv_heads) return 1;
+    return (c->n_heads && n == c->n_heads) || (c->n_kv_heads && n == c->n_kv_heads);
 }
 
 /* With head counts from the config: X's heads axis must hold one, and an X
  * whose axis 1 and axis 2 could each be the heads needs --shape. */
-static int check_heads(const rope_options *opts, const ra_hf_fields *c, const ra_npy *x)
+static int check_heads(const rope_options *opts, const ra_hf_attention_info *c, const ra_npy *x)
 {
-    if (!c->has_num_attention_heads && !c->has_num_key_value_heads) return 0;
+    if (!c->n_heads && !c->n_kv_heads) return 0;
     int axis = opts->shape == SHAPE_BHSD ? 1 : 2;
     if (!is_head_count(c, x->shape[axis]))
         return cli_fail(EXIT_FAIL, "%s has %lld on its heads axis (axis %d, --shape %s); the "
                         "config has %lld query and %lld key/value heads%s", opts->input,
                         (long long)x->shape[axis], axis, shape_names[opts->shape],
-                        (long long)c->num_attention_heads,
-                        (long long)(c->has_num_key_value_heads ? c->num_key_value_heads
-                                                               : c->num_attention_heads),
+                        (long long)c->n_heads, (long long)(c->n_kv_heads ? c->n_kv_heads
+                                                                         : c->n_heads),
                         is_head_count(c, x->shape[3 - axis])
                             ? (opts->shape == SHAPE_BHSD ? ": is it [batch, seq, heads, "
                                                            "head_dim] (--shape bshd)?"
@@ -117,19 +115,19 @@ static int make_rope(const rope_options *opts, const rope_source *src, const ra_
                      int64_t max_position, ra_rope **rope)
 {
     int64_t head_dim = x->shape[3];
-    if (src->fields->has_head_dim && src->fields->head_dim != head_dim)
+    if (src->attention.head_dim_given && src->attention.head_dim != head_dim)
         return cli_fail(EXIT_FAIL, "%s has head_dim %lld (its last axis) but %s says head_dim "
                         "%lld", opts->input, (long long)head_dim, opts->rope.config_path,
-                        (long long)src->fields->head_dim);
+                        (long long)src->attention.head_dim);
     ra_rope_config config;
     int failed = rope_cli_config("rope", &opts->rope, src, head_dim, max_position, &config);
     if (failed) return failed;
     /* Without --layout: interleaved, as Meta's code; with --config, a
      * Hugging Face model's: its family's, else rotate_half. */
-    config.layout = opts->has_layout       ? (ra_layout)opts->layout
-                    : src->fields->family  ? (ra_layout)ra_hf_fields_layout(src->fields)
-                    : src->has_config      ? RA_LAYOUT_HALF
-                                           : RA_LAYOUT_INTERLEAVED;
+    config.layout = opts->has_layout             ? (ra_layout)opts->layout
+                    : src->attention.layout >= 0 ? (ra_layout)src->attention.layout
+                    : src->has_config            ? RA_LAYOUT_HALF
+                                                 : RA_LAYOUT_INTERLEAVED;
     ra_status status = ra_rope_create(rope, &config);
     return status == RA_OK ? 0 : cli_fail_status(status, "cannot create the rope");
 }
@@ -146,7 +144,7 @@ static int rotate(const rope_options *opts, const rope_source *src, ra_npy *x, r
     if (opts->rope.positions_path) {
         if (!(failed = positions_read(opts->rope.positions_path, &file)))
             failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
-                                         rope_source_mrope(src), &ids, &components, NULL);
+                                         src->attention.position_components == 3, &ids, &components, NULL);
         if (!failed) max_position = positions_max(ids, components * batch * seq);
     }
     ra_rope *rope = NULL;
@@ -199,7 +197,7 @@ static int run(const rope_options *opts)
         failed = cli_fail(EXIT_FAIL, "%s", msg);
     if (!failed &&
         !(failed = check_input(&x, opts->input, opts->shape, opts->start_pos)) &&
-        !(failed = check_heads(opts, src.fields, &x)) &&
+        !(failed = check_heads(opts, &src.attention, &x)) &&
         !(failed = create_context(&ctx, opts->threads)) &&
         !(failed = rotate(opts, &src, &x, ctx)) &&
         !(failed = cli_outputs_write_npy(&outputs, 0, x.data, x.ndim, x.shape)))

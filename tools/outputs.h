@@ -21,7 +21,7 @@
 #ifndef RA_TOOLS_OUTPUTS_H
 #define RA_TOOLS_OUTPUTS_H
 
-#include "io/io.h"
+#include "ropeattn_io.h"
 
 #define CLI_MAX_OUTPUTS 4
 

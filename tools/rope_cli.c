@@ -12,7 +12,6 @@ int rope_source_load(const rope_cli *r, rope_source *out)
     ra_status status = r->config_path ? ra_hf_config_open(&out->config, r->config_path)
                                       : ra_hf_config_parse(&out->config, "{}", 2);
     if (status != RA_OK) return cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
-    out->fields = &out->config->fields;
     out->has_config = r->config_path != NULL;
     if (r->rope_parameters &&
         ra_hf_config_set_rope_parameters(out->config, r->rope_parameters,
@@ -31,6 +30,12 @@ int rope_source_load(const rope_cli *r, rope_source *out)
          ra_hf_config_set_max_position_embeddings(out->config, r->max_position_embeddings) !=
              RA_OK)) {
         int code = cli_fail(EXIT_USAGE, "%s", ra_hf_last_error());
+        rope_source_free(out);
+        return code;
+    }
+    out->attention = ra_hf_attention_info_init();
+    if (ra_hf_config_attention(out->config, -1, &out->attention) != RA_OK) {
+        int code = cli_fail(EXIT_FAIL, "%s", ra_hf_last_error());
         rope_source_free(out);
         return code;
     }
@@ -60,16 +65,13 @@ int checkpoint_paths_find(const char **weights, const char **config, checkpoint_
 int rope_cli_require_rope(const char *command, const rope_cli *r, const rope_source *src,
                           const checkpoint_paths *paths)
 {
-    if (src->has_config || r->has_theta || (r->rope_parameters && src->config->rope.has_theta))
+    double theta;
+    if (src->has_config || r->has_theta ||
+        (r->rope_parameters && ra_hf_config_rope_theta(src->config, &theta) == RA_OK))
         return 0;
     return cli_fail(EXIT_USAGE, "%s: no config.json %s %s: give --config, or the rope: --theta "
                     "(or --rope-parameters with rope_theta)", command,
                     paths->folder ? "in" : "beside", paths->given);
-}
-
-int64_t rope_source_head_dim(const rope_source *src)
-{
-    return hf_config_head_dim(src->fields);
 }
 
 int rope_cli_fail(const char *command, ra_status status)
@@ -130,15 +132,6 @@ void positions_free(positions_file *p)
 {
     free(p->ids);
     memset(p, 0, sizeof *p);
-}
-
-int rope_source_mrope(const rope_source *src)
-{
-    const ra_hf_config *c = src->config;
-    /* (a rope per layer type: the sliding layers' may be the M-RoPE one, Cohere Compass's) */
-    return c->rope.has_mrope_section ||
-           (!c->rope_parameters_set && c->fields.has_local_rope &&
-            c->fields.local_rope.has_mrope_section);
 }
 
 int64_t positions_max(const int64_t *ids, int64_t n)

@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "cli.h"
-#include "hf/hf.h"
-#include "io/io.h"
+#include "ropeattn_hf.h"
+#include "ropeattn_io.h"
 
 typedef struct rope_cli {
     const char *config_path;     /* --config */
@@ -85,7 +85,7 @@ int checkpoint_paths_find(const char **weights, const char **config, checkpoint_
  * --max-position-embeddings applied to it (ra_hf_config_set_...). */
 typedef struct rope_source {
     ra_hf_config *config;
-    const ra_hf_fields *fields; /* config's keys */
+    ra_hf_attention_info attention; /* what it says of attention (any layer) */
     int has_config;             /* a config.json was read (--config or the one beside) */
 } rope_source;
 
@@ -101,10 +101,6 @@ void rope_source_free(rope_source *src);
  * EXIT_USAGE. */
 int rope_cli_require_rope(const char *command, const rope_cli *r, const rope_source *src,
                           const checkpoint_paths *paths);
-
-/* head_dim from the config: head_dim, else hidden_size / num_attention_heads
- * (transformers' rule); 0 when neither is there. */
-int64_t rope_source_head_dim(const rope_source *src);
 
 /* The rope configuration for head_dim D (ra_hf_rope_config, for any layer:
  * a config whose sliding layers have a rope of their own is refused unless
@@ -132,13 +128,10 @@ typedef struct positions_file {
 int positions_read(const char *path, positions_file *out);
 void positions_free(positions_file *p);
 
-/* Whether the rope settings give M-RoPE sections (mrope_section), so that
- * --positions may hold 3-D positions. */
-int rope_source_mrope(const rope_source *src);
-
 /* Token positions for x of [batch, seq, ...]: p of shape [seq] (shared by
  * every batch row) or [batch, seq] expanded to batch * seq ids (malloc'ed),
- * *components 1; with mrope (rope_source_mrope) also 3-D positions, [3, seq]
+ * *components 1; with mrope (M-RoPE's sections: the config's
+ * attention.position_components 3) also 3-D positions, [3, seq]
  * or [3, batch, seq] (transformers' position_ids of Qwen2-VL), expanded to
  * [3, batch, seq], *components 3 ([3, seq] with batch 3 is ambiguous:
  * refused); or [4, seq] or [4, batch, seq], Qwen3-VL's text positions

@@ -117,6 +117,7 @@ ra_status ra_io_output_prepare(ra_io_output *out, const char *path, char *msg, s
 
 int ra_io_output_same(const ra_io_output *a, const ra_io_output *b)
 {
+    if (a == NULL || b == NULL || a->target == NULL || b->target == NULL) return 0;
     if (a->exists || b->exists)
         return a->exists && b->exists && a->dev == b->dev && a->ino == b->ino;
     const char *name_a = strrchr(a->target, '/'), *name_b = strrchr(b->target, '/');

@@ -27,6 +27,8 @@
 #   mpi/bench_mpi                   its bench: ring attention's compute and
 #                                   exposed communication (docs/SCALING.md)
 #   ropeattn                        the command-line tool
+#   shared/ropeattn                 the same, on the public headers alone, linked
+#                                   against the shared libraries (`make cli-shared`)
 #   ropeattn-bench, ropeattn-demo,  the developer programs (bench/, dev/; not
 #   ropeattn-train-demo             installed): the kernels timed, the demos
 #   tests/test_*                    one program per test file
@@ -97,11 +99,11 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 LIBS_HF  := $(BUILD)/libropeattn_hf.a $(BUILD)/libropeattn.a
-HEADERS  := include/ropeattn.h include/ropeattn_hf.h
+HEADERS  := include/ropeattn.h include/ropeattn_hf.h include/ropeattn_io.h
 
 all: $(BUILD)/libropeattn.a $(BUILD)/libropeattn.so $(BUILD)/libropeattn_hf.a \
-     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(DEV_PROGRAMS) $(TESTS) $(EXAMPLES) \
-     $(if $(HAVE_MPI),$(MPI_ALL))
+     $(BUILD)/libropeattn_hf.so $(BUILD)/ropeattn $(DEV_PROGRAMS) $(BUILD)/shared/ropeattn \
+     $(TESTS) $(EXAMPLES) $(if $(HAVE_MPI),$(MPI_ALL))
 
 mpi: $(if $(HAVE_MPI),$(MPI_ALL),mpi-missing)
 mpi-missing:
@@ -226,6 +228,32 @@ $(BUILD)/ropeattn-train-demo: \
   $(patsubst %,$(BUILD)/obj/dev/%.o,ropeattn_train_demo cmd_train_demo adamw train_model)
 $(DEV_PROGRAMS): $(DEV_TOOL_OBJ) $(LIBS_HF)
 	$(CC) $(SANITIZE) -o $@ $(filter %.o,$^) $(LIBS_HF) $(LDLIBS)
+
+# The CLI on the public API (issue 42): tools/ compiled with include/ and
+# not src/ on the include path, into $(BUILD)/shared/, and linked against
+# the shared libraries (-lropeattn_hf -lropeattn, -lropeattn_mpi where MPI
+# is found), which it finds through its rpath ($ORIGIN/..: $(BUILD)).
+# tests/test_cli_shared.sh runs it; tests/test_public_headers.sh keeps
+# tools/ on the public headers.
+SHARED_TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/shared/obj/%.o)
+CLI_PUBLIC_CFLAGS = $(filter-out -Isrc,$(RA_CFLAGS))
+SHARED_LIBS := $(BUILD)/libropeattn_hf.so $(BUILD)/libropeattn.so \
+               $(if $(HAVE_MPI),$(BUILD)/libropeattn_mpi.so)
+cli-shared: $(BUILD)/shared/ropeattn
+
+$(BUILD)/shared/obj/tools/cmd_attention.o: RA_CFLAGS += $(if $(HAVE_MPI),-DRA_CLI_MPI)
+$(BUILD)/shared/obj/tools/mpi/%.o: tools/mpi/%.c $(HEADERS) include/ropeattn_mpi.h $(wildcard tools/*.h)
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(CLI_PUBLIC_CFLAGS) -Itools -c $< -o $@
+
+$(BUILD)/shared/obj/tools/%.o: tools/%.c $(HEADERS) $(wildcard tools/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CLI_PUBLIC_CFLAGS) -c $< -o $@
+
+$(BUILD)/shared/ropeattn: $(SHARED_TOOL_OBJ) $(SHARED_LIBS)
+	$(if $(HAVE_MPI),$(MPI_CC),$(CC)) $(SANITIZE) -o $@ $(SHARED_TOOL_OBJ) -L$(BUILD) \
+	  $(if $(HAVE_MPI),-lropeattn_mpi) -lropeattn_hf -lropeattn -Wl,-rpath,'$$ORIGIN/..' \
+	  $(BLAS_LIBS) -lm -pthread
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(LIBS_HF)
 	@mkdir -p $(dir $@)
@@ -460,5 +488,5 @@ clean:
 	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families families-doc bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all cli-shared mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families families-doc bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

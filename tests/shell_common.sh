@@ -7,7 +7,7 @@ set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-RA=$BUILD/ropeattn
+RA=${RA_CLI:-$BUILD/ropeattn} # RA_CLI: another build of it (tests/test_cli_shared.sh)
 RA_BENCH=$BUILD/ropeattn-bench RA_DEMO=$BUILD/ropeattn-demo
 RA_TRAIN_DEMO=$BUILD/ropeattn-train-demo
 PY=/usr/bin/python3

@@ -1,7 +1,7 @@
 /*
  * attention_mask.c — the masks and logit changes of ra_attention_options
  * (window, chunk, padding, packed documents, scale, soft-capping, sinks):
- * their checks, and the row facts the kernels share (attention_internal.h).
+ * their checks, and the row facts the kernels share (cpu/attention_job.h).
  */
 #include <float.h>
 #include <math.h>
@@ -82,9 +82,3 @@ ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra
     return RA_OK;
 }
 
-int64_t ra_mask_leading_padding(const ra_attention_mask *mask, int64_t b)
-{
-    int64_t lp = 0;
-    while (mask->padding && lp < mask->seq && !mask->padding[b * mask->seq + lp]) lp++;
-    return lp;
-}

@@ -49,13 +49,3 @@ RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim
     return RA_OK;
 }
 
-void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n, float *cos_out,
-                    float *sin_out)
-{
-    const double af = rope->attention_factor;
-    for (int64_t i = 0; i < n; i++) {
-        double angle = (double)pos * rope->inv_freq[first + i];
-        cos_out[i] = (float)(cos(angle) * af);
-        sin_out[i] = (float)(sin(angle) * af);
-    }
-}

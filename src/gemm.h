@@ -19,6 +19,7 @@
 #ifndef RA_GEMM_H
 #define RA_GEMM_H
 
+#include "cpu/gemv16_job.h"
 #include "internal.h"
 
 /* Each matrix's rows are contiguous; ld* is the distance between rows
@@ -75,19 +76,6 @@ void ra_gemm_nt_w(const ra_gemm_env *env, float *out, int64_t ldo, const float *
 /* ra_gemm_nn with b (a weight [K, N]) stored as env->dtype. */
 void ra_gemm_nn_w(const ra_gemm_env *env, float *out, const float *a, int64_t lda, const void *b,
                   int64_t m, int64_t n, int64_t k, float beta);
-
-/* One task of the 16-bit GEMV, out[M, N] = a[M, K] w[N, K]^T for
- * M <= RA_GEMV16_ROWS: output columns [task * cols_per_task, ...) of
- * every row (kernels.h's gemv16_task). */
-typedef struct ra_gemv16_job {
-    float *out;
-    int64_t ldo;
-    const float *a;      /* [m, k], rows contiguous */
-    const uint16_t *w;   /* [n, k] */
-    int bf16;            /* 1: bfloat16; 0: float16 */
-    int64_t m, n, k;
-    int64_t cols_per_task;
-} ra_gemv16_job;
 
 /* The job's tasks run on env->ctx's threads. */
 void ra_gemv16(ra_context *ctx, const ra_gemv16_job *job);

@@ -168,15 +168,6 @@ RA_API int64_t ra_kv_cache_length(const ra_kv_cache *cache, int64_t b)
     return -1;
 }
 
-ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
-{
-    const int64_t capacity = cache->capacity, heads = cache->n_kv_heads, d = cache->head_dim;
-    ra_tensor t = {which ? cache->v : cache->k, cache->dtype,
-                   {cache->batch, capacity, heads, d},
-                   {heads * capacity * d, d, capacity * d, 1}};
-    return t;
-}
-
 ra_status ra_kv_cache_refuse_storage(const ra_kv_cache *cache, const ra_tensor *t,
                                      const char *name)
 {

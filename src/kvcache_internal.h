@@ -1,48 +1,13 @@
 /*
- * kvcache_internal.h — the KV cache's insides and the decode kernels'
- * job description (internal).
+ * kvcache_internal.h — the KV cache's appends, checks and decode runs
+ * (internal).  Its insides and the decode kernels' jobs: cpu/decode_job.h.
  */
 #ifndef RA_KVCACHE_INTERNAL_H
 #define RA_KVCACHE_INTERNAL_H
 
 #include "attention_internal.h"
+#include "cpu/decode_job.h"
 #include "internal.h"
-
-/* A token's position is its order of arrival in its sequence, 0, 1, ...
- * (ra_kv_cache_length counts them), and it lives in slot position %
- * capacity: a full cache (window 0) never wraps, a window cache is a ring
- * that holds the last capacity = window - 1 + max_new tokens. */
-struct ra_kv_cache {
-    int64_t batch, capacity, n_kv_heads, head_dim;
-    int64_t window;  /* 0: a full cache; else the ring's window W */
-    int64_t latent;  /* r > 0: a latent cache, rows [kr | c] of D = Dr + r,
-                        Hkv 1, v == k; 0: keys and values */
-    ra_dtype dtype;
-    void *k, *v;     /* [B, capacity, Hkv, D] each */
-    float *k_scale, *v_scale; /* RA_I8: [B, Hkv, capacity] each (a row's scale
-                                 beside its codes, head-major as they are);
-                                 RA_F8E4M3: [Hkv] each; else NULL */
-    int64_t *length; /* [B] tokens appended (absolute positions) */
-    /* RA_F8E4M3: 1 once an append has stored a NaN code (0x7f, 0xff: a NaN
-     * or Inf input) in K or V, until ra_kv_cache_reset; while 0 the decode
-     * kernels widen the codes without checking for NaN (decode_impl.h).
-     * Set with an atomic store: an append's tasks may set it at once. */
-    int nan_codes;
-    /* page_size > 0: a view of an ra_kv_pool's pages for one decode call
-     * (kvpool_internal.h; window 0, capacity the longest length): k, v
-     * [n_pages, Hkv, page_size, D], RA_I8's scales [n_pages, Hkv,
-     * page_size]; the token at position p of row b is row p % page_size of
-     * page pages[b][p / page_size - first_page[b]]. */
-    int64_t page_size;
-    const int32_t *const *pages; /* [B] block tables */
-    const int64_t *first_page;   /* [B] the logical page of each table's entry 0 */
-};
-
-/* The slot of the token at position p (one the cache still holds). */
-static inline int64_t ra_kv_cache_slot(const ra_kv_cache *cache, int64_t p)
-{
-    return p % cache->capacity;
-}
 
 /* Tokens one append (and one decode) may take per sequence: a window cache
  * keeps the W - 1 keys before them; a full cache, what is left. */
@@ -50,15 +15,6 @@ static inline int64_t ra_kv_cache_max_new(const ra_kv_cache *cache, int64_t b)
 {
     return cache->window ? cache->capacity - cache->window + 1
                          : cache->capacity - cache->length[b];
-}
-
-/* Sequence b's kv head g's scales of K (which = 0) or V (1): RA_I8's
- * [capacity], indexed by slot; RA_F8E4M3's one, for every slot. */
-static inline const float *ra_kv_cache_scales(const ra_kv_cache *cache, int which, int64_t b,
-                                              int64_t g)
-{
-    const float *s = which ? cache->v_scale : cache->k_scale;
-    return cache->dtype == RA_I8 ? s + (b * cache->n_kv_heads + g) * cache->capacity : s + g;
 }
 
 /* Allocates an 8-bit cache's scales (K's and V's: RA_I8 [rows] each, rows
@@ -78,16 +34,6 @@ void ra_kv_cache_store8(ra_kv_cache *cache, int which, int64_t b, int64_t g, int
  * cache's dtype: 8-bit as one row (RA_I8: one scale for both parts). */
 void ra_kv_cache_put_row(ra_kv_cache *cache, int64_t b, int64_t p, const float *x, int64_t n,
                          const float *x2, int64_t n2);
-
-/* The row index of the token at position p of row b, kv head g, of a
- * paged view (page_size > 0): in units of D elements of k, v (and of one
- * RA_I8 scale). */
-static inline int64_t ra_kv_cache_paged_row(const ra_kv_cache *c, int64_t b, int64_t g,
-                                            int64_t p)
-{
-    const int64_t page = c->pages[b][p / c->page_size - c->first_page[b]];
-    return (page * c->n_kv_heads + g) * c->page_size + p % c->page_size;
-}
 
 /* Checks ra_kv_cache_append's (and ra_kv_pool_append's) tensors: q, k, v
  * of a batch of `batch` sequences of n_kv_heads heads of head_dim (q
@@ -138,113 +84,12 @@ static inline ra_tensor ra_kv_rows(const ra_tensor *t, int64_t b, int64_t s0, in
 /* RA_ERR_ARGUMENT for a latent cache, which only a latent layer serves. */
 ra_status ra_kv_cache_refuse_latent(const ra_kv_cache *cache, const char *what);
 
-/* A view of the whole K (which = 0) or V (which = 1) storage. */
-ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which);
-
 /* RA_ERR_ARGUMENT naming t when it overlaps the cache's K or V storage (a
  * view from ra_kv_cache_views given back as an input that is written, or
  * read while the cache is, or as an output); a pool's view (page_size)
  * and t NULL pass. */
 ra_status ra_kv_cache_refuse_storage(const ra_kv_cache *cache, const ra_tensor *t,
                                      const char *name);
-
-/* Keys per decode task: each task reads this many cache rows of one kv
- * head and keeps a partial softmax (max, sum, weighted values) per query row.
- * Long runs: the prefetch that runs ahead of a run (decode_impl.h) is lost
- * at its start and wasted past its end, about 2% at 1024 rows of 512 bytes
- * (256 rows: 15% slower). */
-enum { RA_DECODE_CHUNK = 1024 };
-
-/* The split of ra_attention_decode: tasks (b, chunk c, split), a split
- * being Hkv / n_splits kv heads g; each writes, for its heads,
- * partials[((b * Hkv + g) * n_chunks + c) * rows + r] for the rows
- * r = (head in group) * T + t, each D + 2 floats: o[D], m, l.  Chunk c of
- * sequence b holds the positions [(first + c) RA_DECODE_CHUNK, (first + c
- * + 1) RA_DECODE_CHUNK), first = ra_decode_first_chunk: a window reads
- * only the chunks its rows see. */
-typedef struct ra_decode_job {
-    const ra_kv_cache *cache;
-    const ra_tensor *q, *out;
-    const int64_t *n_query; /* [B] or NULL */
-    ra_attention_mask mask; /* scale, softcap, window, chunk, sinks (checked) */
-    int64_t n_chunks, rows; /* rows = rep * T */
-    int64_t n_splits;       /* of the kv heads into tasks: divides Hkv */
-    float *partials;
-    float *scratch;         /* per thread: scaled q rows [Hkv * rows, D], each
-                               row's first and last key positions [rows] each */
-    int64_t per_thread;     /* floats */
-    /* ra_attention_decode_lse: the position of each sequence's query row 0
-     * [B] (NULL: length - n_query, the last tokens cached), and lse [B, H,
-     * T] (NULL: not written) */
-    const int64_t *q_start;
-    float *lse;
-    /* ra_attention_decode_lse: each sequence's first cached token's
-     * position in the whole sequence [B], where chunks count from (NULL:
-     * 0) */
-    const int64_t *k_start;
-} ra_decode_job;
-
-/* The floats of a thread's scaled queries [Hkv * rows, D] in the decode
- * scratch, rounded up to 64 bytes: the rows' key ranges (int64) follow
- * (D may be odd: a latent cache's rows). */
-static inline int64_t ra_decode_queries_floats(const ra_kv_cache *c, int64_t rows)
-{
-    return ra_round_up(c->n_kv_heads * rows * c->head_dim, 16);
-}
-
-/* Queries of sequence b: its n_query, or T. */
-static inline int64_t ra_decode_queries(const ra_decode_job *job, int64_t b)
-{
-    return job->n_query ? job->n_query[b] : job->q->shape[1];
-}
-
-/* The position of sequence b's query row 0. */
-static inline int64_t ra_decode_query_start(const ra_decode_job *job, int64_t b)
-{
-    return job->q_start ? job->q_start[b] : job->cache->length[b] - ra_decode_queries(job, b);
-}
-
-/* The last key the query at position p sees: p or the last one cached (-1:
- * none). */
-static inline int64_t ra_decode_last_key(const ra_decode_job *job, int64_t b, int64_t p)
-{
-    const int64_t end = job->cache->length[b] - 1;
-    return p < end ? (p < -1 ? -1 : p) : end;
-}
-
-/* The first key the query at position p of sequence b sees (the chunks
- * count from position -k_start: a cache has no padding, and may be a shard
- * of a longer sequence). */
-static inline int64_t ra_decode_first_key(const ra_decode_job *job, int64_t b, int64_t p)
-{
-    return ra_mask_first_key(&job->mask, p, job->k_start ? -job->k_start[b] : 0);
-}
-
-/* The chunk of sequence b's earliest visible key: its rows see keys from
- * the first key of its first query (the first key grows with the query). */
-static inline int64_t ra_decode_first_chunk(const ra_decode_job *job, int64_t b)
-{
-    const int64_t nq = ra_decode_queries(job, b);
-    if (nq == 0) return 0;
-    return ra_decode_first_key(job, b, ra_decode_query_start(job, b)) / RA_DECODE_CHUNK;
-}
-
-/* One block of keys' online softmax for the latent layer's absorbed
- * decode (cpu/softmax_impl.h): rows of scores s [rows, ld] of which row r
- * sees its first seen[r] of cols keys, scaled by scale, into
- * probabilities against the rows' running max m and sum l, the rows of o
- * [rows, od] (their weighted sums so far) rescaled to the new max.  Tasks
- * of rows_per_task rows. */
-typedef struct ra_softmax_job {
-    float *s;
-    int64_t ld, cols;
-    const int64_t *seen;
-    float scale;
-    float *m, *l;
-    float *o;
-    int64_t od;
-    int64_t rows, rows_per_task;
-} ra_softmax_job;
 
 /* Reads options into *mask for q [B, T, H, D]: the masks a cache can
  * serve (a window cache: a window or chunk within its own).  The cache's

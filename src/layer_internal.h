@@ -8,7 +8,7 @@
 
 #include <math.h>
 
-#include "dropout.h"
+#include "cpu/dropout.h"
 #include "gemm.h"
 #include "internal.h"
 #include "parallel.h"

@@ -368,18 +368,6 @@ ra_status ra_positions_read_new(ra_positions *out, const ra_positions *positions
     return ra_rope_check_last(rope, last_position_of(out, batch, seq, n_new));
 }
 
-int64_t ra_position_sequence(const ra_positions *p, int64_t t)
-{
-    if (p->mrope_ids || p->ids || !p->cu_seqlens) return 0;
-    int64_t lo = 0, hi = p->n_seqs - 1; /* the last i with cu_seqlens[i] <= t */
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (p->cu_seqlens[mid] <= t) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
 /* ---- the fast path ------------------------------------------------------- */
 
 /* Tokens per task: about 8 tasks per thread (the threads finish apart by
@@ -409,13 +397,6 @@ RA_API ra_status ra_rope_apply(ra_context *ctx, const ra_rope *rope, const ra_te
     ra_parallel_for(ctx, (n_tokens + job.tokens_per_task - 1) / job.tokens_per_task,
                     ra_kernels_get()->rope_task, &job);
     return RA_OK;
-}
-
-void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
-                  const ra_positions *positions)
-{
-    ra_rope_job job = {rope, out, x, positions, 1.0f, x->shape[0] * x->shape[1]};
-    ra_kernels_get()->rope_task(&job, 0, 0);
 }
 
 RA_API ra_status ra_rope_apply_f32(ra_context *ctx, const ra_rope *rope, float *x, int64_t batch,

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dropout.h"
+#include "cpu/dropout.h"
 #include "harness.h"
 #include "ropeattn.h"
 

@@ -11,7 +11,7 @@
 
 #include "harness.h"
 #include "ropeattn.h"
-#include "dropout.h"
+#include "cpu/dropout.h"
 #include "rope_exact.h"
 #include "rope_internal.h"
 

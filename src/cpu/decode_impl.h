@@ -21,10 +21,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention_internal.h"
+#include "cpu/attention_job.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
-#include "kvcache_internal.h"
+#include "cpu/decode_job.h"
 
 /* The kernels' pseudo-dtype of an fp8 cache that never stored a NaN code
  * (ra_kv_cache.nan_codes 0): its codes are widened without the NaN check.

@@ -42,7 +42,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention_internal.h"
+#include "cpu/attention_job.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 

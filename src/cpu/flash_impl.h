@@ -25,10 +25,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention_internal.h"
+#include "cpu/attention_job.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
-#include "rope_internal.h"
+#include "cpu/rope_job.h"
 
 /* Register blocking: MR keys (or features) x NR vectors of rows. */
 #if defined(RA_SIMD_AVX512)

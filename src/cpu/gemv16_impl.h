@@ -20,7 +20,7 @@
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/simd_half.h"
-#include "gemm.h"
+#include "cpu/gemv16_job.h"
 #include "half.h"
 
 /* Lane i of the result from lane 2 i + k of a pair of vectors: k 0 the

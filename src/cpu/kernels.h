@@ -17,21 +17,21 @@
 
 typedef struct ra_kernels {
     const char *name;
-    /* One flash-attention task: arg is an ra_flash_job (attention_internal.h). */
+    /* One flash-attention task: arg is an ra_flash_job (cpu/attention_job.h). */
     void (*flash_task)(void *arg, int64_t task, int thread);
     /* One flash-attention backward task: arg is an ra_flash_backward_job
-     * (attention_internal.h). */
+     * (cpu/attention_job.h). */
     void (*flash_backward_task)(void *arg, int64_t task, int thread);
-    /* One rope task: arg is an ra_rope_job (rope_internal.h). */
+    /* One rope task: arg is an ra_rope_job (cpu/rope_job.h). */
     void (*rope_task)(void *arg, int64_t task, int thread);
     /* One flash-decoding task and one merge task: arg is an ra_decode_job
-     * (kvcache_internal.h). */
+     * (cpu/decode_job.h). */
     void (*decode_task)(void *arg, int64_t task, int thread);
     void (*decode_merge_task)(void *arg, int64_t task, int thread);
     /* One block of rows of an online softmax: arg is an ra_softmax_job
-     * (kvcache_internal.h). */
+     * (cpu/decode_job.h). */
     void (*softmax_task)(void *arg, int64_t task, int thread);
-    /* One task of the 16-bit-weight GEMV: arg is an ra_gemv16_job (gemm.h). */
+    /* One task of the 16-bit-weight GEMV: arg is an ra_gemv16_job (cpu/gemv16_job.h). */
     void (*gemv16_task)(void *arg, int64_t task, int thread);
     /* dst[0, n) = src[0, n) widened exactly: bfloat16 (bf16 1) or float16. */
     void (*widen16)(float *dst, const uint16_t *src, int64_t n, int bf16);

@@ -43,7 +43,7 @@
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/simd_half.h"
-#include "rope_internal.h"
+#include "cpu/rope_job.h"
 
 #if defined(__clang__) /* back to the command line's setting at the end */
 #pragma STDC FP_CONTRACT OFF

@@ -15,7 +15,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
-#include "kvcache_internal.h"
+#include "cpu/decode_job.h"
 
 static void softmax_row(const ra_softmax_job *job, int64_t r)
 {

@@ -1,7 +1,7 @@
 /* dropout.c — Philox-4x32-10 (Salmon et al., SC'11) and dropout masks. */
 #include <math.h>
 
-#include "dropout.h"
+#include "cpu/dropout.h"
 
 void ra_philox4x32(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4])
 {

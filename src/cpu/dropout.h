@@ -1,13 +1,14 @@
 /*
- * dropout.h — counter-based dropout masks (internal).
+ * dropout.h — counter-based dropout masks (internal).  In src/cpu because
+ * the kernels draw them as they go; the core makes them.
  *
  * Element `index` of stream `stream` is kept when the Philox-4x32-10 output
  * for (key = seed, counter = {index / 4, stream}) lane index % 4 is at least
  * p * 2^32.  Nothing is stored: any thread, path or pass (a backward) that
  * asks for the same (seed, stream, index) gets the same decision.
  */
-#ifndef RA_DROPOUT_H
-#define RA_DROPOUT_H
+#ifndef RA_CPU_DROPOUT_H
+#define RA_CPU_DROPOUT_H
 
 #include "internal.h"
 

@@ -127,6 +127,9 @@ static void test_same_output(void)
     CHECK(ra_io_output_same(&x, &y), "hard links are one file");
     CHECK(ra_io_output_same(&z, &w), "a new name through ./ is one file");
     CHECK(!ra_io_output_same(&x, &z) && !ra_io_output_same(&z, &x), "different files");
+    ra_io_output unprepared = {.fd = -1};
+    CHECK(!ra_io_output_same(&x, NULL) && !ra_io_output_same(&unprepared, &unprepared),
+          "NULL or not prepared: not the same (ropeattn_io.h)");
     ra_io_output_discard(&x);
     ra_io_output_discard(&y);
     ra_io_output_discard(&z);

@@ -799,6 +799,8 @@ static void test_config_attention(void)
     ra_hf_config *config = NULL, *empty = NULL;
     CHECK(ra_hf_config_parse(&config, llama, strlen(llama)) == RA_OK, "%s", ra_hf_last_error());
     CHECK(ra_hf_config_parse(&empty, "{}", 2) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(sizeof(ra_hf_attention_info) == RA_HF_ATTENTION_INFO_SIZE_V1,
+          "ra_hf_attention_info has %zu bytes", sizeof(ra_hf_attention_info));
     ra_hf_attention_info a = ra_hf_attention_info_init();
     CHECK(ra_hf_config_attention(config, -1, &a) == RA_OK && a.n_heads == 4 &&
               a.n_kv_heads == 2 && a.head_dim == 16 && !a.head_dim_given &&

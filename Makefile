@@ -355,8 +355,10 @@ uninstall:
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/ropeattn-mpi.pc
 	rm -rf $(DESTDIR)$(LIBDIR)/cmake/ropeattn
 
+# `make test T="test_rope test_cli"`: those programs and suites alone, by name
+# (tests/run.sh's RA_TEST; docs/TESTING.md: one case of a suite by name).
 test: all $(NEON_TEST)
-	BUILD=$(BUILD) bash tests/run.sh
+	BUILD=$(BUILD) RA_TEST="$(T)" bash tests/run.sh
 
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \

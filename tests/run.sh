@@ -7,6 +7,9 @@
 # printed in order when all are done, each headed by its wall time.
 # tests/test_mpi.sh runs the MPI library's test under mpirun -np 1-4 (it
 # says SKIPPED when Open MPI is not installed).
+# RA_TEST (`make test T=...`): the programs and suites to run, by name
+# (test_rope, test_cli: space-separated), the others and the examples left
+# out; the summary counts those alone.
 set -u
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/.."
@@ -21,6 +24,10 @@ queue() { # runs "$@" in the background into $logs/N.{out,rc,cmd,s}
       echo $((SECONDS - start)) >"$logs/$n.s" ) &
     n=$((n + 1))
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+}
+chosen() { # path: whether RA_TEST names it (its file name without .sh), or is unset
+    local name=${1##*/}
+    [ -z "${RA_TEST:-}" ] || [[ " $RA_TEST " == *" ${name%.sh} "* ]]
 }
 tally() { # i: prints job i's output and counts its summary line
     local out rc cmd line p f
@@ -38,17 +45,23 @@ tally() { # i: prints job i's output and counts its summary line
         echo "BROKEN: $cmd exited $rc"; broken=$((broken + 1))
     fi
 }
+# The shell suites first: they take longest (test_families.sh, test_cli.sh),
+# and a long job queued last would run alone on one CPU at the end.
+for t in tests/test_*.sh; do
+    [ -f "$t" ] && chosen "$t" && queue env BUILD="$BUILD" bash "$t"
+done
 # The C tests run once each: a test runs its cases that reach the SIMD
 # kernels on every path this CPU has, in one process (tests/harness.h:
 # ra_test_each_isa), and prints the paths it ran; RA_FORCE_ISA, if set here,
 # caps them.
 for t in "$BUILD"/tests/test_*; do
-    [ -x "$t" ] && queue "$t"
+    [ -x "$t" ] && chosen "$t" && queue "$t"
 done
 # NEON: the kernels built for aarch64 (`make test` builds them when the cross
 # compiler is installed), run under qemu-user.
 neon="$BUILD/neon/test_neon"
-if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
+if ! chosen test_neon; then :
+elif ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
     echo "SKIPPED neon: aarch64-linux-gnu-gcc is not installed (bash scripts/install-deps.sh installs it)"
 elif ! command -v qemu-aarch64 >/dev/null 2>&1; then
     echo "SKIPPED neon: qemu-aarch64 is not installed (bash scripts/install-deps.sh installs qemu-user)"
@@ -57,9 +70,6 @@ elif [ ! -x "$neon" ]; then
 else
     queue qemu-aarch64 "$neon"
 fi
-for t in tests/test_*.sh; do
-    [ -f "$t" ] && queue env BUILD="$BUILD" bash "$t"
-done
 wait
 for ((i = 0; i < n; i++)); do
     echo "== $(cat "$logs/$i.cmd") ($(cat "$logs/$i.s") s)"
@@ -67,7 +77,7 @@ for ((i = 0; i < n; i++)); do
 done
 # Each example program must run and exit 0.
 for e in "$BUILD"/examples/*; do
-    [ -x "$e" ] || continue
+    [ -x "$e" ] && [ -z "${RA_TEST:-}" ] || continue
     if "$e" >/dev/null 2>&1; then passed=$((passed + 1)); else echo "FAILED example $e"; failed=$((failed + 1)); fi
 done
 failed=$((failed + broken))

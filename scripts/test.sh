@@ -5,25 +5,53 @@
 # built by clang (as the fuzz targets are) where the other steps build with
 # cc (GCC): so both compilers build the library and its SIMD kernels and
 # pass the whole suite, at no extra build.
+# The steps run in two lanes side by side (RA_CI_LANES=1: one after the
+# other): each step leaves a CPU idle for part of its time (a suite's last
+# test, valgrind's longest suite, a link), which the other lane's step
+# takes.  Lane 1 builds and tests the plain build, then runs valgrind on it
+# and the fuzz targets; lane 2 runs the sanitizer builds.  Each step's output
+# is printed whole when it ends, headed by its name.
 # Each run ends with a summary ("N passed, N failed"); the script fails if
 # any test failed.  Each step's wall time is printed after it ("== step:
 # N s"), and all of them at the end, so CI logs show where the time goes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-times=""
-step() { # name, command...: runs it and records its wall time
-    local name=$1 start=$SECONDS
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+step() { # name, command...: runs it into its log, prints the log and its wall time
+    local name=$1 start=$SECONDS rc=0
     shift
-    "$@"
-    echo "== $name: $((SECONDS - start)) s"
-    times="$times  $name $((SECONDS - start)) s;"
+    "$@" >"$logs/$name.log" 2>&1 || rc=$?
+    {
+        flock 9
+        echo "== $name (exit $rc)"
+        cat "$logs/$name.log"
+        echo "== $name: $((SECONDS - start)) s"
+        echo "  $name $((SECONDS - start)) s;" >>"$logs/times"
+    } 9>"$logs/lock"
+    return $rc
+}
+lane1() {
+    step build make -s -j"$(nproc)" &&
+    step test make test &&
+    step valgrind make valgrind-cli &&          # the CLI tests under valgrind memcheck
+    step fuzz bash scripts/fuzz.sh 15           # each libFuzzer target for 15 s; fails on any crash
+}
+lane2() {
+    step asan make -j"$(nproc)" asan CC=clang && # clang: see above
+    step alloc-test make -j"$(nproc)" alloc-test && # each allocation of each public path failing, under ASan+LSan
+    step tsan make -j"$(nproc)" tsan            # threads sharing objects, under ThreadSanitizer
 }
 step install-deps bash scripts/install-deps.sh
-step build make -s -j"$(nproc)"
-step test make test
-step alloc-test make -j"$(nproc)" alloc-test # each allocation of each public path failing, under ASan+LSan
-step tsan make -j"$(nproc)" tsan             # threads sharing objects, under ThreadSanitizer
-step valgrind make valgrind-cli              # the CLI tests under valgrind memcheck
-step fuzz bash scripts/fuzz.sh 15            # each libFuzzer target for 15 s; fails on any crash
-step asan make -j"$(nproc)" asan CC=clang    # clang: see above
-echo "== times:$times"
+rc=0
+if [ "${RA_CI_LANES:-2}" = 1 ]; then
+    lane1 || rc=1
+    lane2 || rc=1
+else
+    lane1 & one=$!
+    lane2 & two=$!
+    wait $one || rc=1
+    wait $two || rc=1
+fi
+echo "== times:$(tr -d '\n' <"$logs/times")"
+exit $rc

@@ -182,10 +182,12 @@ $(BUILD)/libropeattn.so: $(BUILD)/libropeattn.so.$(VERSION)
 	ln -sf libropeattn.so.$(VERSION) $@
 
 # The shared one carries its own copy of the allocators (src/memory.c),
-# which libropeattn.so keeps hidden.
-$(BUILD)/libropeattn_hf.so.$(VERSION): $(HF_OBJ) $(BUILD)/obj/src/memory.o $(BUILD)/libropeattn.so
+# which libropeattn.so keeps hidden, and of the failure counter they ask
+# (src/fault.c: empty but in the ASan build, -DRA_FAULT_INJECTION).
+HF_SO_OBJ = $(HF_OBJ) $(BUILD)/obj/src/memory.o $(BUILD)/obj/src/fault.o
+$(BUILD)/libropeattn_hf.so.$(VERSION): $(HF_SO_OBJ) $(BUILD)/libropeattn.so
 	$(CC) -shared -Wl,-soname,libropeattn_hf.so.$(SOMAJOR) -Wl,--as-needed $(SANITIZE) -o $@ \
-	  $(HF_OBJ) $(BUILD)/obj/src/memory.o -L$(BUILD) -lropeattn -lcjson -lm
+	  $(HF_SO_OBJ) -L$(BUILD) -lropeattn -lcjson -lm
 
 $(BUILD)/libropeattn_hf.so: $(BUILD)/libropeattn_hf.so.$(VERSION)
 	ln -sf libropeattn_hf.so.$(VERSION) $(BUILD)/libropeattn_hf.so.$(SOMAJOR)
@@ -360,18 +362,21 @@ uninstall:
 test: all $(NEON_TEST)
 	BUILD=$(BUILD) RA_TEST="$(T)" bash tests/run.sh
 
+# The ASan build carries -DRA_FAULT_INJECTION (src/fault.h: a counter that
+# fails nothing until a test arms it), so that `make alloc-test
+# ALLOC_BUILD=build-asan` (scripts/test.sh, with the same CC) reuses its
+# objects and builds tests/test_alloc_failure.c alone.
+ASAN_FLAGS = OPT=-O1 CFLAGS="$(CFLAGS) -DRA_FAULT_INJECTION" \
+  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
-	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" test
+	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN_FLAGS) test
 
 # Allocation failure: the library built with -DRA_FAULT_INJECTION (src/fault.h)
 # under AddressSanitizer + LeakSanitizer, and tests/test_alloc_failure.c,
 # which fails each allocation of every public path in turn.
 ALLOC_BUILD = build-alloc
 alloc-test:
-	@$(MAKE) --no-print-directory BUILD=$(ALLOC_BUILD) OPT=-O1 CFLAGS="$(CFLAGS) -DRA_FAULT_INJECTION" \
-	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-	  $(ALLOC_BUILD)/tests/test_alloc_failure
+	@$(MAKE) --no-print-directory BUILD=$(ALLOC_BUILD) $(ASAN_FLAGS) $(ALLOC_BUILD)/tests/test_alloc_failure
 	OPENBLAS_NUM_THREADS=1 $(ALLOC_BUILD)/tests/test_alloc_failure
 
 # ThreadSanitizer: tests/test_concurrency.c (application threads sharing

@@ -2,7 +2,7 @@
  * test_alloc_failure.c — every public path with its n-th allocation failing,
  * for n = 1, 2, ... until the path completes without reaching an n-th
  * (src/fault.h; built only by `make alloc-test`, with -DRA_FAULT_INJECTION
- * under AddressSanitizer + LeakSanitizer).  Each failing run must
+ * under AddressSanitizer + LeakSanitizer, by GCC or clang).  Each failing run must
  *   - return RA_ERR_NOMEM (RA_ERR_THREAD when the failure is a worker
  *     thread's start),
  *   - leave what the caller owns as it was: *out NULL, an output buffer
@@ -26,7 +26,15 @@
 #include <cjson/cJSON.h>
 #include <sanitizer/lsan_interface.h>
 
-#if !defined(RA_FAULT_INJECTION) || !defined(__SANITIZE_ADDRESS__)
+/* ASan: GCC defines __SANITIZE_ADDRESS__, clang (14) answers __has_feature */
+#if defined(__SANITIZE_ADDRESS__)
+#define RA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RA_TEST_ASAN 1
+#endif
+#endif
+#if !defined(RA_FAULT_INJECTION) || !defined(RA_TEST_ASAN)
 #error "build with make alloc-test: -DRA_FAULT_INJECTION and -fsanitize=address"
 #endif
 

@@ -16,6 +16,16 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 passed=0 failed=0
 
+# One case by name: RA_CASE=GLOB or a suite's first argument (`bash
+# tests/test_hf.sh 'llama_yarn*'`) runs the checkpoints whose name matches
+# alone, in the suites that call case_chosen NAME (test_hf.sh,
+# test_families.sh), and the suite's checks of no checkpoint.
+RA_CASE=${1:-${RA_CASE:-}}
+case_chosen() { [ -z "$RA_CASE" ] || [[ $1 == $RA_CASE ]]; }
+# Whether ropeattn is an ASan build (whose runs cost ~5 times a plain one's):
+# the suites that sample their cases there (docs/TESTING.md).
+asan_build() { grep -q __asan_init "$RA" 2>/dev/null; }
+
 pass() { passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 summary() { echo "$SUITE: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }

@@ -66,8 +66,16 @@ field() { "$PY" "$TMP/check.py" field "$1/case.json" "$2"; }
 # start costs more than the case's three runs).
 "$PY" "$TMP/check.py" table "$TMP/cases" >"$TMP/table" || fail "reading the cases' case.json"
 : >"$TMP/compare"; : >"$TMP/compared"
+# Under ASan (runs ~5 times a plain one's) each case that runs decodes in
+# one mode, prefill5 and prefill1 in turn (RA_FAMILIES_FULL=1: both): each
+# family's layer and its cached decode still run under it, and every
+# refusal; the plain build runs every case in every mode.
+full_modes=1
+asan_build && full_modes=0
+full_modes=${RA_FAMILIES_FULL:-$full_modes} running=0
 while IFS=$'\x1f' read -r name layer refused argline; do
     dir=$TMP/cases/$name
+    case_chosen "$name" || continue
     read -r -a extra <<<"$argline"
     [ -e "$dir/positions.npy" ] && extra+=(--positions "$dir/positions.npy")
     args=(attention --weights "$dir/model.safetensors" --config "$dir/config.json"
@@ -88,6 +96,8 @@ while IFS=$'\x1f' read -r name layer refused argline; do
     # cache under --prefill 5, from a ring of 8 under --prefill 1.
     # Each mode's output to got_MODE.npy, compared after the loop.
     modes=(plain prefill5 prefill1) ran=()
+    running=$((running + 1))
+    [ "$full_modes" = 1 ] || modes=(plain "${modes[1 + running % 2]}")
     for mode in "${modes[@]}"; do
         more=()
         [ $mode != plain ] && more=(--prefill "${mode#prefill}")

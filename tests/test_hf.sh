@@ -135,7 +135,7 @@ ALWAYS_FULL=" llama_default llama_f16 llama_dynamic_long llama3_bf16 stablelm_pa
  qwen2_bias qwen3_qknorm "
 full_all=1 sample=1
 if [ -n "${RA_CLI_WRAPPER:-}" ]; then full_all=0 sample=4
-elif grep -q __asan_init "$RA" 2>/dev/null; then full_all=0 sample=2
+elif asan_build; then full_all=0 sample=2
 fi
 full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # Families whose q_proj and k_proj rows are interleaved already (their
@@ -270,6 +270,7 @@ cases=0
 while read -r c layer prefill has_freqs mla table family p seq_len multimodal; do
     dir=tests/hf/$c
     cases=$((cases + 1))
+    case_chosen "$c" || continue # (counted: the sample is the same as in the whole run)
     full=$full_all
     [[ $ALWAYS_FULL == *" $c "* ]] && full=1
     [ "$full" = 1 ] || [ $((cases % sample)) = 0 ] || continue

@@ -390,12 +390,13 @@ TSAN_TESTS = test_concurrency test_attention test_attention_bf16 test_attention_
              test_attention_backward test_kvcache test_kvcache8 \
              test_kvpool test_layer_paged test_rope test_mla test_layer_backward \
              test_weights16 test_attention_block
+# The tests run side by side (make -j), each one's output printed whole (-O).
 tsan:
 	@$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) OPT=-O1 \
 	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" $(TSAN_TESTS:%=$(TSAN_BUILD)/tests/%)
-	@set -e; for t in $(TSAN_TESTS); do \
-	  OPENBLAS_NUM_THREADS=1 RA_TEST_ONE_PATH=1 TSAN_OPTIONS="halt_on_error=1" \
-	    $(TSAN_BUILD)/tests/$$t; done
+	@$(MAKE) --no-print-directory -O $(TSAN_TESTS:%=tsan-run-%)
+tsan-run-%:
+	@OPENBLAS_NUM_THREADS=1 RA_TEST_ONE_PATH=1 TSAN_OPTIONS="halt_on_error=1" $(TSAN_BUILD)/tests/$*
 
 # The CLI suites on real checkpoints and hostile files (test_hf.sh,
 # test_cli_crash.sh, test_cli_files.sh; side by side, their output printed

@@ -60,8 +60,11 @@ BELOW = {
 }
 
 # (d): pairs of files of one lane that once called each other and must not
-# again: one of them calls the other, never back.
-KEEP_APART = []
+# again: one of them calls the other, never back.  Latent attention is a
+# layer kind of its own files: the layer calls it, and what both call is in
+# layer_common.c (and layer_tape.h).
+KEEP_APART = [("src/layer.c", "src/layer_mla.c"),
+              ("src/layer_train.c", "src/layer_mla_backward.c")]
 
 
 def lane(path):

@@ -432,55 +432,6 @@ ra_layer_norm_shape ra_layer_l2_shape(const ra_layer_config *c, int64_t heads, i
     return (ra_layer_norm_shape){tokens * heads, c->head_dim, 1, 0, c->norm_eps};
 }
 
-/* A row's mean (0 for an RMSNorm) and 1 / sqrt(variance about it + eps). */
-static void row_moments(const float *row, const ra_layer_norm_shape *n, double *mean,
-                        double *inv_std)
-{
-    double sum = 0, squares = 0;
-    for (int64_t i = 0; n->centered && i < n->d; i++) sum += row[i];
-    *mean = sum / (double)n->d;
-    for (int64_t i = 0; i < n->d; i++) squares += (row[i] - *mean) * (row[i] - *mean);
-    *inv_std = 1.0 / sqrt(squares / (double)n->d + n->eps);
-}
-
-void ra_layer_norm(float *x, const float *weight, const float *bias,
-                   const ra_layer_norm_shape *n)
-{
-    for (int64_t r = 0; r < n->rows; r++) {
-        float *row = x + r * n->d;
-        const float *w = weight ? weight + (r % n->weight_rows) * n->d : NULL;
-        const float *b = bias ? bias + (r % n->weight_rows) * n->d : NULL;
-        double mean, inv_std;
-        row_moments(row, n, &mean, &inv_std);
-        for (int64_t i = 0; i < n->d; i++)
-            row[i] = (w ? w[i] : 1.0f) * (float)((row[i] - mean) * inv_std) + (b ? b[i] : 0.0f);
-    }
-}
-
-void ra_layer_norm_backward(float *g, float *dweight, const float *x, const float *weight,
-                            const ra_layer_norm_shape *n)
-{
-    for (int64_t r = 0; r < n->rows; r++) {
-        float *gr = g + r * n->d;
-        const float *xr = x + r * n->d;
-        const float *w = weight ? weight + (r % n->weight_rows) * n->d : NULL;
-        float *dw = dweight ? dweight + (r % n->weight_rows) * n->d : NULL;
-        double mean, inv_std, dot = 0, gsum = 0;
-        row_moments(xr, n, &mean, &inv_std);
-        for (int64_t i = 0; i < n->d; i++) {
-            double xhat = (xr[i] - mean) * inv_std, gw = (double)gr[i] * (w ? w[i] : 1.0f);
-            if (dw) dw[i] += (float)(gr[i] * xhat);
-            dot += gw * xhat;
-            gsum += gw;
-        }
-        dot /= (double)n->d;
-        gsum = n->centered ? gsum / (double)n->d : 0.0; /* the mean's own gradient */
-        for (int64_t i = 0; i < n->d; i++)
-            gr[i] = (float)(inv_std * ((double)gr[i] * (w ? w[i] : 1.0f) - gsum -
-                                       (xr[i] - mean) * inv_std * dot));
-    }
-}
-
 void ra_layer_qk_norms(const ra_layer *layer, float *xq, float *xk, int64_t tokens)
 {
     const ra_layer_config *c = &layer->config;
@@ -600,11 +551,6 @@ void ra_layer_clip(float *x, int64_t n, double limit)
 {
     const float hi = (float)limit, lo = -hi;
     for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
-}
-
-float ra_layer_q_factor(const ra_layer_config *c)
-{
-    return (float)(c->scale * sqrt((double)c->head_dim));
 }
 
 int ra_layer_output_changes(const ra_layer *layer)

@@ -1,6 +1,6 @@
 /*
  * layer_tape.h — the tape's insides, shared by layer_train.c (which fills
- * it) and layer_backward.c (which reads it) (internal).
+ * it), layer_backward.c and layer_mla_backward.c (which read it) (internal).
  */
 #ifndef RA_LAYER_TAPE_H
 #define RA_LAYER_TAPE_H
@@ -22,13 +22,29 @@ struct ra_layer_tape {
     const float *x;         /* borrowed */
 };
 
-/* The tape's activations as views for its recorded call's shape. */
+/* The tape's activations, as views. */
 typedef struct ra_layer_tape_views {
     ra_tensor xq, xk, xv, attn; /* [B, S, H or Hkv, D] */
     float *lse;                 /* [B, H, S] */
     float *gate;                /* [B, S, H * D] (gated_output), before the sigmoid */
 } ra_layer_tape_views;
 
-ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape);
+/* The tape's activations as views for its recorded call's shape. */
+static inline ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
+{
+    const ra_layer_config *c = &tape->layer->config;
+    const int64_t B = tape->call.batch, S = tape->call.seq, H = c->n_heads;
+    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, n_q = tape->call.n_q;
+    const int64_t n_kv = tape->call.tokens * Hkv * D;
+    float *buf = tape->activations;
+    ra_layer_tape_views v;
+    v.xq = ra_tensor_4d(buf, RA_F32, B, S, H, D);
+    v.xk = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
+    v.xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
+    v.attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
+    v.lse = buf + 2 * n_q + 2 * n_kv;
+    v.gate = v.lse + tape->call.tokens * H;
+    return v;
+}
 
 #endif

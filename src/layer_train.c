@@ -70,23 +70,6 @@ RA_API void ra_layer_tape_destroy(ra_layer_tape *tape)
     free(tape);
 }
 
-ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *tape)
-{
-    const ra_layer_config *c = &tape->layer->config;
-    const int64_t B = tape->call.batch, S = tape->call.seq, H = c->n_heads;
-    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, n_q = tape->call.n_q;
-    const int64_t n_kv = tape->call.tokens * Hkv * D;
-    float *buf = tape->activations;
-    ra_layer_tape_views v;
-    v.xq = ra_tensor_4d(buf, RA_F32, B, S, H, D);
-    v.xk = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
-    v.xv = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
-    v.attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
-    v.lse = buf + 2 * n_q + 2 * n_kv;
-    v.gate = v.lse + tape->call.tokens * H;
-    return v;
-}
-
 /* The call's positions, padding and documents, copied into the tape (the
  * backward reads them after the caller may have reused its arrays; the
  * call was checked, so they fit). */

@@ -335,75 +335,85 @@ static inline void row_bounds(float *lo, float *hi, int64_t first, int64_t query
 #include "cpu/flash_bf16_impl.h"
 #endif
 
-static void flash_task(void *arg, int64_t task, int thread)
+/* One task's block of work: batch row b, kv head g, queries q0 .. q0 + nq
+ * - 1.  Its rows: query head h's nq queries at h * block_q; a block of
+ * fewer queries than the layout's (the last one, or a decoding step's few
+ * over cached keys) packs them into fewer rows, rep * nq rounded up to
+ * RA_FLASH_ROWS, instead of computing the empty ones.  Each row's sums run
+ * in the same order either way: the same bits.  The keys it reads, k_first
+ * .. k_end - 1 (a window's or a chunk's tiles before them are skipped),
+ * and the last first key, first_max (after it, and up to q0, every row
+ * sees every key): first_keys. */
+typedef struct flash_block {
+    int64_t b, g, q0, nq, block_q, rows;
+    int64_t k_first, k_end, first_max;
+    int bf16; /* q, k and v bf16 (no rope): the tile's GEMMs on the bf16
+                 units, on AMX's tiles where amx is set (flash_bf16_impl.h) */
+    int amx;
+} flash_block;
+
+/* Task task's block: a (b, kv head) group at a time, its longest tasks
+ * (last query block) first: attention_flash.c says why. */
+static flash_block block_of(const ra_flash_job *job, int64_t task)
 {
-    const ra_flash_job *job = arg;
     const ra_attention_args *a = job->args;
-    const ra_attention_mask *mask = &a->mask;
-    const ra_tensor *q = a->q, *k = a->k, *v = a->v, *out = a->out;
-    const int64_t seq = q->shape[1], n_heads = q->shape[2], n_kv = k->shape[2];
-    /* query row i is key index i + shift (ra_attention_args.q_shift: 0 but
-     * in ra_attention_block_lse, where k may have another length) */
-    const int64_t shift = a->q_shift, n_keys = k->shape[1];
-    const int64_t head_dim = q->shape[3], rep = n_heads / n_kv;
-    const float scale = (float)mask->scale;
-
-    /* a (b, kv head) group at a time, its longest tasks (last query block)
-     * first: attention_flash.c says why */
-    int64_t group = task / job->n_query_blocks;
-    int64_t qblock = job->n_query_blocks - 1 - task % job->n_query_blocks;
-    int64_t b = group / n_kv, g = group % n_kv;
-    const int64_t full = job->layout.block_q;
-    int64_t q0 = qblock * full, q1 = q0 + full < seq ? q0 + full : seq, nq = q1 - q0;
-    /* The tile's rows: query head h's nq queries at h * block_q; a block of
-     * fewer queries than the layout's (the last one, or a decoding step's
-     * few over cached keys) packs them into fewer rows, rep * nq rounded up
-     * to RA_FLASH_ROWS, instead of computing the empty ones.  Each row's
-     * sums run in the same order either way: the same bits. */
-    const int64_t block_q = nq, rows = ra_round_up(rep * nq, RA_FLASH_ROWS);
-    flash_tile t = carve(job, thread, head_dim);
-
-    /* Each query's first key; the keys the block reads, k_first .. k_end - 1
-     * (a window's or a chunk's tiles before them are skipped), and the last
-     * first key (after it, and up to q0, every row sees every key). */
-    /* the chunks' origin as a key row: the leading padding, less the
-     * keys' first position (a block's keys start at k_start) */
-    const int64_t lp = ra_mask_leading_padding(mask, b) - a->k_start;
-    const int64_t k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
-    int64_t k_first = k_end, first_max = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t h = r / block_q, qi = r % block_q;
-        t.first[r] = -1;
-        if (h >= rep || qi >= nq) continue;
-        t.first[r] = ra_mask_first_key(mask, shift + q0 + qi, lp);
-        k_first = t.first[r] < k_first ? t.first[r] : k_first;
-        first_max = t.first[r] > first_max ? t.first[r] : first_max;
-    }
-    const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
+    const int64_t seq = a->q->shape[1], n_kv = a->k->shape[2];
+    const int64_t rep = a->q->shape[2] / n_kv, group = task / job->n_query_blocks;
+    const int64_t qblock = job->n_query_blocks - 1 - task % job->n_query_blocks;
+    const int64_t full = job->layout.block_q, q0 = qblock * full;
+    flash_block blk = {.b = group / n_kv, .g = group % n_kv, .q0 = q0};
+    blk.nq = (q0 + full < seq ? q0 + full : seq) - q0;
+    blk.block_q = blk.nq;
+    blk.rows = ra_round_up(rep * blk.nq, RA_FLASH_ROWS);
 #if defined(RA_FLASH_BF16)
-    /* q, k and v in bf16: the tile's GEMMs on the bf16 units, AMX's where
-     * the job has them (flash_bf16_impl.h) */
-    const int bf16 = q->dtype == RA_BF16 && k->dtype == RA_BF16 && v->dtype == RA_BF16 && !a->rope;
-#else
-    const int bf16 = 0;
+    blk.bf16 = a->q->dtype == RA_BF16 && a->k->dtype == RA_BF16 && a->v->dtype == RA_BF16 &&
+             !a->rope;
 #endif
 #if defined(RA_FLASH_AMX)
-    const int amx = bf16 && job->amx;
-    if (amx) amx_begin();
-#elif defined(RA_FLASH_BF16)
-    const int amx = 0;
+    blk.amx = blk.bf16 && job->amx;
 #endif
+    return blk;
+}
 
-    /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
-     * padding rows (past the group's rows or the last query) are zero.
-     * 16-bit q rows are widened into qrot first, at the same place as
-     * rotated ones; the bf16 GEMMs take Qp instead (flash_bf16_impl.h). */
-    const int64_t width = ra_round_up(head_dim, 16);
-    memset(t.zero, 0, (size_t)width * sizeof(float));
+/* Each row's first key (t->first; -1 for padding rows) and the block's
+ * k_first, k_end and first_max.  Query row i is key row i + q_shift
+ * (ra_attention_args.q_shift: 0 but in ra_attention_block_lse, where k may
+ * have another length). */
+static void first_keys(const flash_tile *t, const ra_attention_args *a, flash_block *blk)
+{
+    const int64_t rep = a->q->shape[2] / a->k->shape[2], n_keys = a->k->shape[1];
+    const int64_t shift = a->q_shift, q1 = blk->q0 + blk->nq;
+    /* the chunks' origin as a key row: the leading padding, less the
+     * keys' first position (a block's keys start at k_start) */
+    const int64_t lp = ra_mask_leading_padding(&a->mask, blk->b) - a->k_start;
+    blk->k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
+    blk->k_first = blk->k_end;
+    blk->first_max = 0;
+    for (int64_t r = 0; r < blk->rows; r++) {
+        int64_t h = r / blk->block_q, qi = r % blk->block_q;
+        t->first[r] = -1;
+        if (h >= rep || qi >= blk->nq) continue;
+        t->first[r] = ra_mask_first_key(&a->mask, shift + blk->q0 + qi, lp);
+        blk->k_first = t->first[r] < blk->k_first ? t->first[r] : blk->k_first;
+        blk->first_max = t->first[r] > blk->first_max ? t->first[r] : blk->first_max;
+    }
+}
+
+/* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
+ * padding rows (past the group's rows or the last query) are zero, and m
+ * and l start at -Inf and 0.  16-bit q rows are widened into qrot first, at
+ * the same place as rotated ones; the bf16 GEMMs take Qp instead
+ * (flash_bf16_impl.h). */
+static void load_queries(const flash_tile *t, const ra_attention_args *a, const flash_block *blk)
+{
+    const ra_tensor *q = a->q;
+    const int64_t head_dim = q->shape[3], rep = q->shape[2] / a->k->shape[2];
+    const int64_t width = ra_round_up(head_dim, 16), block_q = blk->block_q, nq = blk->nq;
+    memset(t->zero, 0, (size_t)width * sizeof(float));
     if (a->rope) /* q's rows of the tile, rotated: query head h's at row h * block_q */
         for (int64_t h = 0; h < rep && nq > 0; h++)
-            rotate_rows(a, q, b, q0, nq, g * rep + h, t.qrot + h * block_q * width);
-    for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
+            rotate_rows(a, q, blk->b, blk->q0, nq, blk->g * rep + h, t->qrot + h * block_q * width);
+    for (int64_t r0 = 0; r0 < blk->rows; r0 += RA_W) {
         const float *src[RA_W];
 #if defined(RA_FLASH_BF16)
         const uint16_t *src16[RA_W]; /* the same rows, for the bf16 GEMMs */
@@ -411,117 +421,183 @@ static void flash_task(void *arg, int64_t task, int thread)
         for (int i = 0; i < RA_W; i++) {
             int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
             int real = h < rep && qi < nq;
-            t.m[r] = -INFINITY;
-            t.l[r] = 0.0f;
-            const void *row = !real ? t.zero : a->rope ? t.qrot + r * width
-                                                       : ra_row_any(q, b, q0 + qi, g * rep + h);
+            t->m[r] = -INFINITY;
+            t->l[r] = 0.0f;
+            const void *row = !real  ? t->zero
+                              : a->rope ? t->qrot + r * width
+                                        : ra_row_any(q, blk->b, blk->q0 + qi, blk->g * rep + h);
             src[i] = row;
 #if defined(RA_FLASH_BF16)
             src16[i] = row;
 #endif
-            if (real && !a->rope && !bf16 && q->dtype != RA_F32) {
-                widen_row(t.qrot + r * width, row, q->dtype, head_dim);
-                src[i] = t.qrot + r * width;
+            if (real && !a->rope && !blk->bf16 && q->dtype != RA_F32) {
+                widen_row(t->qrot + r * width, row, q->dtype, head_dim);
+                src[i] = t->qrot + r * width;
             }
         }
 #if defined(RA_FLASH_BF16)
-        if (bf16) {
-            load_rows_pairs((uint32_t *)(void *)t.qrot, rows, r0, src16, head_dim);
+        if (blk->bf16) {
+            load_rows_pairs((uint32_t *)(void *)t->qrot, blk->rows, r0, src16, head_dim);
             continue;
         }
 #endif
-        load_rows_transposed(t.qt, rows, r0, src, head_dim, scale);
+        load_rows_transposed(t->qt, blk->rows, r0, src, head_dim, (float)a->mask.scale);
     }
+}
 
-    for (int64_t k0 = k_first; k0 < k_end; k0 += BK) {
-        int64_t nk = k0 + BK < k_end ? BK : k_end - k0;
-        int padding = 0; /* some keys of the tile are padding: they read as zeros */
-        for (int64_t j = 0; j < nk; j++) {
-            t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
-            padding |= t.padkey[j] != 0;
-        }
-#if defined(RA_FLASH_BF16)
-        if (bf16) scores_tile_bf16(&t, k, b, g, k0, nk, rows, head_dim, scale, amx);
-#endif
-        if (!bf16) {
-            key_rows(&t, a, b, g, k0, nk, head_dim);
-            for (int64_t j = 0; padding && j < nk; j++)
-                if (t.padkey[j]) t.krow[j] = t.zero;
-            for (int64_t j0 = 0; j0 < nk; j0 += MR) {
-                int n = nk - j0 < MR ? (int)(nk - j0) : MR;
-                scores_blocks(t.st + j0 * rows, t.qt, t.krow + j0, n, rows, head_dim);
-            }
-        }
-        /* some rows do not see some keys */
-        const int masked = k0 + nk > shift + q0 + 1 || (restricted && first_max > k0) || padding;
-        for (int64_t r = 0; masked && r < rows; r++)
-            row_bounds(&t.lo[r], &t.hi[r], t.first[r], shift + q0 + r % block_q, k0);
-        softmax_tile(&t, rows, nk, masked, padding, mask->softcap);
-        if (a->dropout)
-            for (int64_t r = 0; r < rep * block_q; r++) {
-                int64_t h = r / block_q, i = r % block_q;
-                if (i >= nq) continue;
-                /* element (b, head, i, j) of the [B, H, S, S] grid (a
-                 * block's rows placed in its sequence's) */
-                uint64_t first = (uint64_t)((b * n_heads + g * rep + h) * mask->seq +
-                                            mask->q_origin + q0 + i) *
-                                     (uint64_t)mask->seq + (uint64_t)(mask->k_origin + k0);
-                ra_dropout_row(&a->drop, first, nk, t.mult);
-                for (int64_t j = 0; j < nk; j++) t.st[j * rows + r] *= t.mult[j];
-            }
-#if defined(RA_FLASH_BF16)
-        if (bf16) {
-            values_tile_bf16(&t, v, b, g, k0, nk, rows, head_dim, masked, k0 == k_first, amx);
-            continue;
-        }
-#endif
-        tile_rows(t.krow, v, b, g, k0, nk, t.wide, head_dim);
-        for (int64_t j = 0; padding && j < nk; j++)
-            if (t.padkey[j]) t.krow[j] = t.zero;
-        if (masked && tile_nonfinite(&t, nk, head_dim)) {
-            values_seen(&t, nk, rows, head_dim, k0 == k_first);
-        } else {
-            values_blocks(t.ot, t.st, t.krow, head_dim, nk, rows, t.alpha, k0 == k_first);
-        }
+/* St for the tile of nk keys from k0, its padding keys (t->padkey) read as
+ * zeros; returns whether it has any. */
+static int tile_scores(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                       int64_t k0, int64_t nk)
+{
+    const int64_t head_dim = a->q->shape[3];
+    int padding = 0;
+    for (int64_t j = 0; j < nk; j++) {
+        t->padkey[j] = !ra_mask_real(&a->mask, blk->b, k0 + j);
+        padding |= t->padkey[j] != 0;
     }
+#if defined(RA_FLASH_BF16)
+    if (blk->bf16) {
+        scores_tile_bf16(t, a->k, blk->b, blk->g, k0, nk, blk->rows, head_dim, (float)a->mask.scale,
+                         blk->amx);
+        return padding;
+    }
+#endif
+    key_rows(t, a, blk->b, blk->g, k0, nk, head_dim);
+    for (int64_t j = 0; padding && j < nk; j++)
+        if (t->padkey[j]) t->krow[j] = t->zero;
+    for (int64_t j0 = 0; j0 < nk; j0 += MR) {
+        int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+        scores_blocks(t->st + j0 * blk->rows, t->qt, t->krow + j0, n, blk->rows, head_dim);
+    }
+    return padding;
+}
 
-    for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
+/* The probabilities of the tile of nk keys from k0 times their dropout
+ * multipliers: element (b, head, i, j) of the [B, H, S, S] grid (a block's
+ * rows placed in its sequence's). */
+static void tile_dropout(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                         int64_t k0, int64_t nk)
+{
+    const ra_attention_mask *mask = &a->mask;
+    const int64_t n_heads = a->q->shape[2], rep = n_heads / a->k->shape[2];
+    for (int64_t r = 0; r < rep * blk->block_q; r++) {
+        int64_t h = r / blk->block_q, i = r % blk->block_q;
+        if (i >= blk->nq) continue;
+        uint64_t first = (uint64_t)((blk->b * n_heads + blk->g * rep + h) * mask->seq +
+                                    mask->q_origin + blk->q0 + i) *
+                             (uint64_t)mask->seq + (uint64_t)(mask->k_origin + k0);
+        ra_dropout_row(&a->drop, first, nk, t->mult);
+        for (int64_t j = 0; j < nk; j++) t->st[j * blk->rows + r] *= t->mult[j];
+    }
+}
+
+/* Ot += P V for the tile of nk keys from k0 (P in St), rescaled by alpha;
+ * values_seen for a masked tile whose values hold an Inf or a NaN. */
+static void tile_values(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                        int64_t k0, int64_t nk, int masked, int padding)
+{
+    const int64_t head_dim = a->q->shape[3];
+    const int first = k0 == blk->k_first;
+#if defined(RA_FLASH_BF16)
+    if (blk->bf16) {
+        values_tile_bf16(t, a->v, blk->b, blk->g, k0, nk, blk->rows, head_dim, masked, first,
+                         blk->amx);
+        return;
+    }
+#endif
+    tile_rows(t->krow, a->v, blk->b, blk->g, k0, nk, t->wide, head_dim);
+    for (int64_t j = 0; padding && j < nk; j++)
+        if (t->padkey[j]) t->krow[j] = t->zero;
+    if (masked && tile_nonfinite(t, nk, head_dim)) {
+        values_seen(t, nk, blk->rows, head_dim, first);
+    } else {
+        values_blocks(t->ot, t->st, t->krow, head_dim, nk, blk->rows, t->alpha, first);
+    }
+}
+
+/* One key tile [k0, k0 + BK) folded into the block's online softmax. */
+static void attend_tile(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                        int64_t k0)
+{
+    const ra_attention_mask *mask = &a->mask;
+    const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0, shift = a->q_shift;
+    const int padding = tile_scores(t, a, blk, k0, nk);
+    /* some rows do not see some keys */
+    const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
+    const int masked = k0 + nk > shift + blk->q0 + 1 || (restricted && blk->first_max > k0) ||
+                       padding;
+    for (int64_t r = 0; masked && r < blk->rows; r++)
+        row_bounds(&t->lo[r], &t->hi[r], t->first[r], shift + blk->q0 + r % blk->block_q, k0);
+    softmax_tile(t, blk->rows, nk, masked, padding, mask->softcap);
+    if (a->dropout) tile_dropout(t, a, blk, k0, nk);
+    tile_values(t, a, blk, k0, nk, masked, padding);
+}
+
+/* Row r's output scale 1 / l (with a sink: its share of the sum) and its
+ * log-sum-exp, written to a->lse when asked; *dst NULL for a row that
+ * writes zeros (written here) or nothing (padding rows of the tile). */
+static float row_output(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                        int64_t r, float **dst)
+{
+    const ra_attention_mask *mask = &a->mask;
+    const int64_t n_heads = a->q->shape[2], rep = n_heads / a->k->shape[2];
+    const int64_t head_dim = a->q->shape[3], n_keys = a->k->shape[1];
+    const int64_t h = r / blk->block_q, qi = r % blk->block_q, head = blk->g * rep + h;
+    *dst = NULL;
+    if (h >= rep || qi >= blk->nq) return 0.0f;
+    *dst = ra_row(a->out, blk->b, blk->q0 + qi, head);
+    /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins the sum
+     * against the larger of m and itself */
+    float m = t->m[r], l = t->l[r], lse = -INFINITY, inv = 0.0f;
+    const int64_t query = a->q_shift + blk->q0 + qi, last = query < n_keys - 1 ? query : n_keys - 1;
+    const int padding = !ra_mask_query_real(mask, blk->b, blk->q0 + qi);
+    if (padding || t->first[r] > last ||
+        (l == 0.0f && !ra_mask_any_real(mask, blk->b, t->first[r], last))) {
+        /* a padding query: zeros, whatever its inputs, lse -Inf; or one
+         * that sees no key (only with a shift: before the block's keys, or
+         * only padding among them): zeros, lse the sink's (or -Inf) */
+        memset(*dst, 0, (size_t)head_dim * sizeof(float));
+        *dst = NULL;
+        if (!padding && mask->sinks) lse = mask->sinks[head];
+    } else if (mask->sinks) {
+        float sink = mask->sinks[head], top = m > sink ? m : sink;
+        float keep = m == -INFINITY ? 0.0f : expf(m - top);
+        float total = l * keep + expf(sink - top);
+        inv = keep / total;
+        lse = top + logf(total);
+    } else {
+        inv = 1.0f / l;
+        lse = m + logf(l);
+    }
+    if (a->lse) a->lse[(blk->b * n_heads + head) * a->q->shape[1] + blk->q0 + qi] = lse;
+    return inv;
+}
+
+/* out = Ot / l for the block's rows, and their log-sum-exp. */
+static void store_outputs(const flash_tile *t, const ra_attention_args *a, const flash_block *blk)
+{
+    for (int64_t r0 = 0; r0 < blk->rows; r0 += RA_W) {
         float *dst[RA_W], inv[RA_W];
-        for (int i = 0; i < RA_W; i++) {
-            int64_t r = r0 + i, h = r / block_q, qi = r % block_q;
-            int real = h < rep && qi < nq;
-            dst[i] = real ? ra_row(out, b, q0 + qi, g * rep + h) : NULL;
-            inv[i] = 0.0f;
-            if (!real) continue;
-            /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins
-             * the sum against the larger of m and itself */
-            float m = t.m[r], l = t.l[r], lse = -INFINITY;
-            const int64_t query = shift + q0 + qi, last = query < n_keys - 1 ? query : n_keys - 1;
-            const int padding = !ra_mask_query_real(mask, b, q0 + qi);
-            if (padding || t.first[r] > last ||
-                (l == 0.0f && !ra_mask_any_real(mask, b, t.first[r], last))) {
-                /* a padding query: zeros, whatever its inputs, lse -Inf; or
-                 * one that sees no key (only with a shift: before the
-                 * block's keys, or only padding among them): zeros, lse the
-                 * sink's (or -Inf) */
-                memset(dst[i], 0, (size_t)head_dim * sizeof(float));
-                dst[i] = NULL;
-                if (!padding && mask->sinks) lse = mask->sinks[g * rep + h];
-            } else if (mask->sinks) {
-                float sink = mask->sinks[g * rep + h], top = m > sink ? m : sink;
-                float keep = m == -INFINITY ? 0.0f : expf(m - top);
-                float total = l * keep + expf(sink - top);
-                inv[i] = keep / total;
-                lse = top + logf(total);
-            } else {
-                inv[i] = 1.0f / l;
-                lse = m + logf(l);
-            }
-            if (a->lse) a->lse[(b * n_heads + g * rep + h) * seq + q0 + qi] = lse;
-        }
-        store_rows_transposed(dst, t.ot, rows, r0, head_dim, inv);
+        for (int i = 0; i < RA_W; i++) inv[i] = row_output(t, a, blk, r0 + i, &dst[i]);
+        store_rows_transposed(dst, t->ot, blk->rows, r0, a->q->shape[3], inv);
     }
+}
+
+static void flash_task(void *arg, int64_t task, int thread)
+{
+    const ra_flash_job *job = arg;
+    const ra_attention_args *a = job->args;
+    flash_block blk = block_of(job, task);
+    flash_tile t = carve(job, thread, a->q->shape[3]);
+    first_keys(&t, a, &blk);
 #if defined(RA_FLASH_AMX)
-    if (amx) _tile_release();
+    if (blk.amx) amx_begin();
+#endif
+    load_queries(&t, a, &blk);
+    for (int64_t k0 = blk.k_first; k0 < blk.k_end; k0 += BK) attend_tile(&t, a, &blk, k0);
+    store_outputs(&t, a, &blk);
+#if defined(RA_FLASH_AMX)
+    if (blk.amx) _tile_release();
 #endif
 }

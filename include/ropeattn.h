@@ -595,7 +595,6 @@ typedef enum ra_attention_path {
  * every row's softmax denominator, never masked:
  *   p_j = e^(s_j) / (sum over seen keys e^(s_k) + e^(sinks[h])),
  * so a row's probabilities sum to less than 1, and lse includes the sink. */
-typedef struct ra_attention_engine ra_attention_engine; /* below */
 typedef struct ra_kv_cache ra_kv_cache;                 /* "KV cache and decoding" */
 
 typedef struct ra_attention_options {
@@ -616,10 +615,6 @@ typedef struct ra_attention_options {
                                     batch row: 0 = c[0] < c[1] < ... < c[n] = S, document d
                                     is tokens c[d] .. c[d + 1] - 1; NULL: one */
     int64_t n_documents;
-    const ra_attention_engine *engine; /* the layer's forwards only (ra_layer_forward,
-                                          ra_layer_forward_train): who attends; NULL:
-                                          this library's kernels.  The attention
-                                          functions refuse it (RA_ERR_ARGUMENT) */
 } ra_attention_options;
 
 static inline ra_attention_options ra_attention_options_init(void)
@@ -664,57 +659,6 @@ RA_API ra_status ra_attention_forward_lse(ra_context *ctx, const ra_tensor *out,
                                           const ra_tensor *q, const ra_tensor *k,
                                           const ra_tensor *v,
                                           const ra_attention_options *options);
-
-/* Attention done elsewhere, for a layer whose tokens are a shard of a
- * longer sequence (context parallelism: libropeattn_mpi's ra_mpi_engine
- * attends over every rank's shard).  With options.engine set,
- * ra_layer_forward and ra_layer_forward_train project, normalize and rotate
- * q and k at the call's positions (required: the shard's global positions,
- * e.g. ra_mpi_zigzag_positions; NULL is RA_ERR_ARGUMENT), call forward
- * instead of their own attention, and project its out through wo;
- * ra_layer_backward calls backward with the recorded tensors.  forward and
- * backward have ra_attention_forward_lse's and ra_attention_backward's
- * contracts, over the call's [B, S, ...] rows, with the layer's masks in
- * options (engine NULL there); they may refuse any option with their
- * status, which the layer returns (y, dx and the gradients then as after
- * any failure; ra_last_error quotes error's sentence).  The engine may call
- * the attention functions with ctx, not the layer's.  An engine is borrowed: it (and user) must stay valid
- * until the backward of the forward that used it, as x must.  Latent
- * attention (MLA) layers refuse engines (RA_ERR_UNSUPPORTED).
- *   out, q, dq, dout: [B, S, H, D] f32   k, v, dk, dv: [B, S, Hkv, D] f32
- *   lse: [B, H, S] */
-struct ra_attention_engine {
-    size_t struct_size; /* sizeof(ra_attention_engine) */
-    void *user;         /* passed to forward and backward */
-    ra_status (*forward)(void *user, ra_context *ctx, const ra_tensor *out, float *lse,
-                         const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                         const ra_attention_options *options);
-    ra_status (*backward)(void *user, ra_context *ctx, const ra_tensor *dq,
-                          const ra_tensor *dk, const ra_tensor *dv, const ra_tensor *dout,
-                          const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                          const ra_tensor *out, const float *lse,
-                          const ra_attention_options *options); /* NULL: inference only
-                                                                   (ra_layer_forward_train
-                                                                   refuses it) */
-    const char *(*error)(void *user); /* after a failure of any: the sentence
-                                         ra_last_error then quotes; NULL: none */
-    /* A cached step (ra_layer_forward_cached_with): stores the rows of k
-     * and v that cache holds (ra_kv_cache_append with rope NULL) and writes
-     * out, each query row's attention over the whole sequence (masks in
-     * options: the layer's window, chunk, softcap and sinks).  q and k
-     * arrive rotated at the call's positions.  NULL: no cached steps. */
-    ra_status (*decode)(void *user, ra_context *ctx, ra_kv_cache *cache, const ra_tensor *out,
-                        const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                        const ra_attention_options *options);
-    /* For engines whose calls are collectives: every party's status
-     * agreed, the worst returned.  A layer call that has an engine with
-     * agree calls it exactly once, on every path -- with its own failure
-     * (a check, memory) before returning it, else with RA_OK just before
-     * forward, backward or decode, which it then skips unless agree gave
-     * RA_OK -- so that no party waits in a collective another left.
-     * NULL: none. */
-    ra_status (*agree)(void *user, ra_status status);
-};
 
 /* One block of a longer causal attention, for callers that split the
  * sequence themselves (ring attention: libropeattn_mpi; a prefill against
@@ -965,8 +909,8 @@ RA_API ra_status ra_kv_cache_set_scales(ra_kv_cache *cache, const float *k_scale
  * gives RA_ERR_CACHE_FULL and changes nothing.  q, k and v may be heads
  * of one fused QKV buffer, but no two may share an element
  * (RA_ERR_ARGUMENT; views with different strides must not overlap at all).
- * rope NULL: k is stored as given (keys rotated already, as an attention
- * engine's shard receives them), q is left alone and positions are not read.
+ * rope NULL: k is stored as given (keys rotated already, as a phased
+ * layer step's are: ra_layer_forward_cached_begin), q is left alone and positions are not read.
  *   q: [B, S, H, D] or NULL    k, v: [B, S, Hkv, D]    f32, f16 or bf16 */
 RA_API ra_status ra_kv_cache_append(ra_context *ctx, ra_kv_cache *cache, const ra_rope *rope,
                                     const ra_tensor *q, const ra_tensor *k,
@@ -1283,9 +1227,9 @@ typedef struct ra_layer_config {
                            RA_ERR_UNSUPPORTED, before anything is written:
                            DeepSeek sparse attention's index_topk (its
                            indexer keeps every key up to that many, and
-                           selects among more).  With an attention engine
-                           (its shard's keys are not the call's):
-                           RA_ERR_UNSUPPORTED */
+                           selects among more).  A phased cached step
+                           (ra_layer_forward_cached_begin: its keys are
+                           the caller's cache's): RA_ERR_UNSUPPORTED */
     /* The output gate's shape and activation, with weights.wgate (without
      * it, either set is RA_ERR_ARGUMENT).  Do below is the attention
      * output's features per head: head_dim, or v_head_dim with latent
@@ -1312,7 +1256,8 @@ typedef struct ra_layer_config {
                            its window too).  MiniMax-M3's indexer: its
                            blocks are slots while it masks and picks them
                            by position ids, so the dense layer is its
-                           answer only there.  With an attention engine:
+                           answer only there.  A phased cached step
+                           (ra_layer_forward_cached_begin):
                            RA_ERR_UNSUPPORTED */
     /* Values scaled by a constant (MiMo-V2-Flash's attention_value_scale). */
     double v_scale;     /* 0 means 1; else nonzero, at most FLT_MAX in size
@@ -1521,22 +1466,6 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
 
-/* ra_layer_forward_cached with the attention an engine's decode gives
- * (ra_attention_engine; engine NULL: ra_layer_forward_cached): each rank of
- * a context-parallel run holds a shard of every sequence in its cache, and
- * the engine decides which of the new tokens it stores.  positions are
- * required (the cache's own lengths count only its shard: NULL is
- * RA_ERR_ARGUMENT); y is every row's output as ra_layer_forward_cached on
- * one cache holding the whole sequence gives it, within float32 rounding.
- * A latent attention (MLA) layer, or an engine without decode, is
- * RA_ERR_UNSUPPORTED.  The engine's failure is the call's, with y untouched
- * (what the cache holds then is the engine's to say). */
-RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *layer,
-                                              ra_kv_cache *cache, float *y, const float *x,
-                                              int64_t batch, int64_t seq,
-                                              const ra_positions *positions,
-                                              const ra_attention_engine *engine);
-
 /* The layer over sequences of a paged KV pool (ra_kv_pool_create with the
  * layer's kv heads and head_dim), for serving: continuous batching of
  * prefills and decode steps of any lengths in one call.  Row i of x holds
@@ -1669,6 +1598,109 @@ static inline ra_layer_grads ra_layer_grads_init(void)
 RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
                                    const ra_layer_grads *grads, const ra_layer_tape *tape,
                                    const float *dy);
+
+/* ------------------------------------------------------------------------ */
+/* A layer call in phases: the attention is the caller's                    */
+/* ------------------------------------------------------------------------ */
+
+/* A layer call split at its attention, for callers that attend elsewhere
+ * (libropeattn_mpi: the tokens are a shard of a longer sequence, whose
+ * attention is ring attention over every rank's).  A _begin call takes a
+ * layer call's arguments, checks them as that call does and runs the
+ * layer up to its attention; the caller then computes the attention from
+ * the step's views (ra_layer_step_get_views); ra_layer_step_finish runs
+ * the rest of the call.  Composed with ra_attention_forward_lse and
+ * ra_attention_backward over the views' tensors and options, a step gives
+ * the same bits as the call it splits (tests/test_layer_backward.c):
+ *
+ *   ra_layer_step *step;
+ *   if (ra_layer_forward_begin(&step, ctx, layer, y, x, B, S, pos, opts) == RA_OK) {
+ *       const ra_layer_step_views *v = ra_layer_step_get_views(step);
+ *       if (ra_attention_forward_lse(ctx, &v->out, v->lse, &v->q, &v->k, &v->v,
+ *                                    &v->options) == RA_OK)
+ *           ra_layer_step_finish(step); // y: ra_layer_forward's, bit for bit
+ *       else
+ *           ra_layer_step_cancel(step); // y untouched
+ *   }
+ *
+ * A step owns its buffers (allocated by _begin, freed by finish or
+ * cancel: ctx is free for other calls between the phases, and every
+ * failure comes at _begin: finish cannot fail for a step _begin gave).
+ * Every step must be finished or cancelled, exactly once; a step serves
+ * one thread at a time.  Latent attention (MLA) layers are
+ * RA_ERR_UNSUPPORTED (their k and v differ in width). */
+typedef struct ra_layer_step ra_layer_step;
+
+/* What the caller attends with, and where it writes.  The forward steps:
+ * q [B, S, H, D], k and v [B, S, Hkv, D] float32, projected, normed and
+ * rotated at the call's positions, q scaled so that the attention's
+ * default scale is the layer's (read them); out [B, S, H, D] float32 and,
+ * but in a cached step, lse [B, H, S] float32 contiguous (write them);
+ * options: the layer's window, chunk, soft-cap and sinks with the call's
+ * path, dropout, seed, padding_mask and documents (a cached step: the
+ * layer's four).  The backward step: q, k, v, out and lse as the forward
+ * recorded them in the tape, dout [B, S, H, D] the gradient of the
+ * attention's output (read them); dq, dk and dv, shaped as q, k and v
+ * (write them: ra_attention_backward's outputs), and options the
+ * forward's, with dsinks where the layer has sinks (write them there).
+ * Valid until the step is finished or cancelled. */
+typedef struct ra_layer_step_views {
+    size_t struct_size; /* sizeof(ra_layer_step_views) */
+    ra_tensor q, k, v, out;
+    float *lse;
+    ra_tensor dout, dq, dk, dv; /* the backward step's; zeros in the forward steps */
+    ra_attention_options options;
+} ra_layer_step_views;
+
+/* ra_layer_forward up to its attention (its arguments, its checks). */
+RA_API ra_status ra_layer_forward_begin(ra_layer_step **out, ra_context *ctx,
+                                        const ra_layer *layer, float *y, const float *x,
+                                        int64_t batch, int64_t seq,
+                                        const ra_positions *positions,
+                                        const ra_attention_options *options);
+
+/* ra_layer_forward_train up to its attention: q, k, v, out and lse are
+ * the tape's, which finish marks filled (cancel leaves it empty, as a
+ * failed ra_layer_forward_train does). */
+RA_API ra_status ra_layer_forward_train_begin(ra_layer_step **out, ra_context *ctx,
+                                              const ra_layer *layer, float *y,
+                                              ra_layer_tape *tape, const float *x,
+                                              int64_t batch, int64_t seq,
+                                              const ra_positions *positions,
+                                              const ra_attention_options *options);
+
+/* A cached step without the cache (ra_layer_forward_cached's projections
+ * and output): the caller stores k and v where it keeps its keys
+ * (ra_kv_cache_append with rope NULL: they are rotated) and writes out,
+ * each query row's attention over its whole sequence (e.g.
+ * ra_attention_decode).  positions are required (no cache to continue
+ * from: NULL is RA_ERR_ARGUMENT); y may be x.  A layer with max_keys or
+ * positions_are_slots is RA_ERR_UNSUPPORTED (the keys are the caller's).
+ *   x, y: [B, S, dim] */
+RA_API ra_status ra_layer_forward_cached_begin(ra_layer_step **out, ra_context *ctx,
+                                               const ra_layer *layer, float *y, const float *x,
+                                               int64_t batch, int64_t seq,
+                                               const ra_positions *positions);
+
+/* ra_layer_backward up to its attention's backward: dout computed from
+ * dy; finish takes dq, dk and dv (and dsinks) back to dx and the
+ * gradients. */
+RA_API ra_status ra_layer_backward_begin(ra_layer_step **out, ra_context *ctx,
+                                         const ra_layer *layer, float *dx,
+                                         const ra_layer_grads *grads,
+                                         const ra_layer_tape *tape, const float *dy);
+
+/* The step's views (NULL for NULL). */
+RA_API const ra_layer_step_views *ra_layer_step_get_views(const ra_layer_step *step);
+
+/* The rest of the call from the attention the caller wrote: y (dx and
+ * the gradients) written as the whole call writes them; then frees the
+ * step.  RA_ERR_NULL for NULL, the one failure. */
+RA_API ra_status ra_layer_step_finish(ra_layer_step *step);
+
+/* Frees the step; y, dx and the gradients are left as they were, a
+ * training step's tape empty.  NULL is allowed. */
+RA_API void ra_layer_step_cancel(ra_layer_step *step);
 
 /* Weight-row permutation between the layouts, per head, for wq or wk
  * [n_heads * D, in_features]: RA_LAYOUT_HALF reorders interleaved rows

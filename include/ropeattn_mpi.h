@@ -12,6 +12,9 @@
  *   ra_mpi_attention_decode  decoding against a sequence-sharded KV cache:
  *                            each rank's partial softmax, combined by one
  *                            MPI_Allreduce
+ *   ra_mpi_layer_forward ... a layer over a sharded sequence: libropeattn's
+ *                            phased layer calls around ring attention or
+ *                            sharded decoding
  *
  * Zig-zag sharding (ra_mpi_zigzag): the S tokens of the sequence are cut
  * into 2P chunks (P ranks), chunk c holding S / 2P tokens plus one for c <
@@ -181,24 +184,34 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
                                              const int64_t *n_query,
                                              const ra_attention_options *options);
 
-/* A layer's attention over the ranks of comm (ra_attention_engine): with
- * options.engine = &e->engine, ra_layer_forward on each rank, given its
- * zig-zag shard of x ([B, S_local, dim]: the rows ra_mpi_zigzag names) and
- * those rows' global positions (ra_mpi_zigzag_positions), computes its rows
- * of the layer's y over the whole sequence of seq tokens: the projections,
- * norms and RoPE are per token, and the attention is ra_mpi_attention's,
- * with the layer's window, chunks, soft-cap and sinks, and e's padding_mask
- * and cu_seqlens (below; the call's own options refuse them).  Dropout is
- * refused there (RA_ERR_UNSUPPORTED, by the layer: its output dropout
- * draws by the shard's rows).  ra_layer_forward_train and
- * ra_layer_backward take it as well (ra_mpi_attention_backward): each
- * rank's dx rows, and its shard's share of the weights' gradients, which the
- * caller sums over the ranks (an MPI_Allreduce, or in rank order for the
- * same bits every run).
+/* A layer across the ranks of a communicator: each rank gives its zig-zag
+ * shard of x ([B, S_local, dim]: the rows ra_mpi_zigzag names) and those
+ * rows' global positions (ra_mpi_zigzag_positions; NULL is
+ * RA_ERR_ARGUMENT), and gets its rows of the layer's output over the whole
+ * sequence of s->seq tokens: the projections, norms and RoPE are per token
+ * (libropeattn's phased layer calls, ra_layer_step), and the attention is
+ * ra_mpi_attention's (ra_mpi_attention_backward's), with the layer's
+ * window, chunks, soft-cap and sinks, and s's padding_mask and cu_seqlens.
+ * The calls take the arguments of their libropeattn namesakes
+ * (ra_layer_forward ...), with s after ctx.  Refused on every rank, naming
+ * the reason: a latent attention (MLA) layer, max_keys or
+ * positions_are_slots (RA_ERR_UNSUPPORTED); masks in the call's options
+ * (RA_ERR_ARGUMENT: the whole sequence's are s's); dropout
+ * (RA_ERR_UNSUPPORTED: the layer's output dropout draws by the shard's
+ * rows).  Each rank's checks and the layer's steps before the attention
+ * (ra_layer_forward_begin ...) are agreed by one MPI_Allreduce before the
+ * ring, so a failure on one rank is a failure on every rank (the others'
+ * sentence names the lowest failing rank), never a hang.
  *
- * ra_layer_forward_cached_with(..., &e->engine) decodes against a sharded
- * cache: every rank gives the same x, positions and batch, each its own
- * full cache (ra_kv_cache_create, any dtype; a window cache is refused by
+ * ra_mpi_layer_forward_train and ra_mpi_layer_backward (the tape of a
+ * ra_mpi_layer_forward_train with the same s) give each rank its dx rows
+ * and its shard's share of the weights' gradients, which the caller sums
+ * over the ranks (an MPI_Allreduce, or in rank order for the same bits
+ * every run).
+ *
+ * ra_mpi_layer_forward_cached decodes against a sharded cache: every rank
+ * gives the same x, positions and batch, each its own full cache
+ * (ra_kv_cache_create, any dtype; a window cache is refused by
  * ra_mpi_attention_decode, after the step's tokens were stored), and every
  * rank gets the same y.  Each sequence is the ranks' caches in rank order:
  * while every cache is empty (the prompt) rank r stores rows [T r / P, T (r
@@ -208,27 +221,52 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * prompt attends over the keys and values one process's prefill does: what
  * an f32, f16 or bf16 cache stores, and an 8-bit cache's float32 keys and
  * values as projected (each rank over the rows it stored), so y is one
- * process's within float32 rounding.
- *
- * e's user points at e: keep e where ra_mpi_engine_init put it while a
- * layer uses it.  Every rank must make the same layer call (a collective). */
-typedef struct ra_mpi_engine {
-    ra_attention_engine engine;
+ * process's within float32 rounding.  s's padding and documents are
+ * refused there (RA_ERR_UNSUPPORTED). */
+typedef struct ra_mpi_sequence {
     MPI_Comm comm;
-    int64_t seq;
+    int64_t seq; /* the whole sequence's tokens */
     /* The whole sequence's padding and packed documents for ring attention
      * (ra_mpi_attention's padding_mask [B, seq] and cu_seqlens, the same on
-     * every rank), NULL and 0 after ra_mpi_engine_init: set them for a
+     * every rank), NULL and 0 after ra_mpi_sequence_init: set them for a
      * padded or packed batch (the layer call's options must not hold
      * them).  Read at each call, so they must stay valid from a training
-     * forward to its backward; cached decoding refuses them
-     * (RA_ERR_UNSUPPORTED). */
+     * forward to its backward. */
     const uint8_t *padding_mask;
     const int64_t *cu_seqlens;
     int64_t n_documents;
-} ra_mpi_engine;
+} ra_mpi_sequence;
 
-RA_MPI_API ra_status ra_mpi_engine_init(ra_mpi_engine *e, MPI_Comm comm, int64_t seq);
+/* *s for a sequence of seq >= 1 tokens (RA_ERR_SIZE) over comm, without
+ * masks.  Local. */
+RA_MPI_API ra_status ra_mpi_sequence_init(ra_mpi_sequence *s, MPI_Comm comm, int64_t seq);
+
+/* ra_layer_forward of the rank's shard. */
+RA_MPI_API ra_status ra_mpi_layer_forward(ra_context *ctx, const ra_mpi_sequence *s,
+                                          const ra_layer *layer, float *y, const float *x,
+                                          int64_t batch, int64_t seq,
+                                          const ra_positions *positions,
+                                          const ra_attention_options *options);
+
+/* ra_layer_forward_train of the rank's shard. */
+RA_MPI_API ra_status ra_mpi_layer_forward_train(ra_context *ctx, const ra_mpi_sequence *s,
+                                                const ra_layer *layer, float *y,
+                                                ra_layer_tape *tape, const float *x,
+                                                int64_t batch, int64_t seq,
+                                                const ra_positions *positions,
+                                                const ra_attention_options *options);
+
+/* ra_layer_backward of a sharded training forward. */
+RA_MPI_API ra_status ra_mpi_layer_backward(ra_context *ctx, const ra_mpi_sequence *s,
+                                           const ra_layer *layer, float *dx,
+                                           const ra_layer_grads *grads,
+                                           const ra_layer_tape *tape, const float *dy);
+
+/* ra_layer_forward_cached against the ranks' caches (positions required). */
+RA_MPI_API ra_status ra_mpi_layer_forward_cached(ra_context *ctx, const ra_mpi_sequence *s,
+                                                 const ra_layer *layer, ra_kv_cache *cache,
+                                                 float *y, const float *x, int64_t batch,
+                                                 int64_t seq, const ra_positions *positions);
 
 #ifdef __cplusplus
 }

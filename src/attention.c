@@ -53,8 +53,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     return RA_OK;
 }
 
-ra_status ra_attention_options_read_any(ra_attention_options *out,
-                                        const ra_attention_options *options)
+ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options)
 {
     *out = ra_attention_options_init();
     if (options) RA_TRY(RA_READ_STRUCT(*out, options, ra_attention_options));
@@ -63,15 +62,6 @@ ra_status ra_attention_options_read_any(ra_attention_options *out,
     if (!(out->dropout >= 0.0f && out->dropout < 1.0f))
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
                        (double)out->dropout);
-    return RA_OK;
-}
-
-ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options)
-{
-    RA_TRY(ra_attention_options_read_any(out, options));
-    if (out->engine)
-        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: engine is for the layer's "
-                       "forwards (ra_layer_forward, ra_layer_forward_train)");
     return RA_OK;
 }
 

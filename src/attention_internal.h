@@ -32,11 +32,8 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                                const ra_attention_options *options);
 
 /* The caller's options (NULL: ra_attention_options_init()), path and
- * dropout checked; an engine is refused (the attention functions') or
- * kept (_any: the layer's). */
+ * dropout checked. */
 ra_status ra_attention_options_read(ra_attention_options *out, const ra_attention_options *options);
-ra_status ra_attention_options_read_any(ra_attention_options *out,
-                                        const ra_attention_options *options);
 
 /* *on = options' dropout p > 0 (options checked, or NULL: none) and *mask
  * its masks. */

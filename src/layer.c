@@ -294,6 +294,19 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)
 static const char *const layer_x_names[3] = {"batch", "seq", "dim"};
 static const char *const layer_q_names[3] = {"batch", "seq", "n_heads * head_dim"};
 
+ra_status ra_layer_call_sizes(const ra_layer *layer, int64_t batch, int64_t seq,
+                              ra_layer_call *call)
+{
+    const ra_layer_config *c = &layer->config;
+    int64_t dims[3] = {batch, seq, c->dim}, q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
+    RA_TRY(ra_count_named(dims, layer_x_names, 3, &call->n_x));
+    RA_TRY(ra_count_named(q_dims, layer_q_names, 3, &call->n_q));
+    call->batch = batch;
+    call->seq = seq;
+    call->tokens = batch * seq;
+    return RA_OK;
+}
+
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call)
@@ -301,36 +314,13 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     if (!layer || !y || !x)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !y ? "y" : "x");
     const ra_layer_config *c = &layer->config;
-    int64_t dims[3] = {batch, seq, c->dim}, q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
-    RA_TRY(ra_count_named(dims, layer_x_names, 3, &call->n_x));
-    RA_TRY(ra_count_named(q_dims, layer_q_names, 3, &call->n_q));
+    RA_TRY(ra_layer_call_sizes(layer, batch, seq, call));
     /* The training forward keeps x for the backward: y written over it
      * would change the gradients silently. */
     if (ra_floats_overlap(y, call->n_x, x, call->n_x))
         return ra_fail(RA_ERR_ARGUMENT, "y overlaps x");
-    call->batch = batch;
-    call->seq = seq;
-    call->tokens = batch * seq;
-    RA_TRY(ra_attention_options_read_any(&call->attn, options));
+    RA_TRY(ra_attention_options_read(&call->attn, options));
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
-    if (call->attn.engine) {
-        ra_attention_engine e;
-        RA_TRY(RA_READ_STRUCT(e, call->attn.engine, ra_attention_engine));
-        if (!e.forward) return ra_fail(RA_ERR_NULL, "ra_attention_engine: forward is NULL");
-        if (c->kv_lora_rank)
-            return ra_fail(RA_ERR_UNSUPPORTED, "an attention engine with a latent attention "
-                           "(MLA) layer");
-        if (!positions)
-            return ra_fail(RA_ERR_ARGUMENT, "an attention engine's layer call needs positions "
-                           "(its shard's global positions)");
-        if (call->attn.padding_mask || call->attn.cu_seqlens || call->attn.n_documents)
-            return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: %s with an attention engine "
-                           "(the whole sequence's masks are the engine's to hold)",
-                           call->attn.padding_mask ? "padding_mask" : "cu_seqlens");
-        if (call->attn.dropout > 0.0f) /* the output's masks are drawn by local row */
-            return ra_fail(RA_ERR_UNSUPPORTED, "dropout with an attention engine (the layer's "
-                           "output dropout would follow the shard's rows, not the sequence's)");
-    }
     /* The layer's own masks come from its config and weights; a call's
      * padding and documents from its options. */
     ra_attention_options *o = &call->attn;
@@ -398,6 +388,20 @@ ra_status ra_layer_gemm_begin(const ra_layer *layer, ra_context *ctx, int64_t ro
     RA_TRY(ra_scratch_acquire_panel(ctx, (size_t)env->panel_floats * sizeof(float), panel));
     env->panel = panel->data;
     return RA_OK;
+}
+
+ra_status ra_layer_step_gemm(ra_layer_step *step, int64_t rows)
+{
+    RA_TRY(ra_layer_gemm_begin(step->layer, step->memory, rows, &step->panel, &step->mm));
+    step->mm.ctx = step->ctx; /* the threads are the call's, whatever holds the panel */
+    return RA_OK;
+}
+
+void ra_layer_step_release(ra_layer_step *step)
+{
+    ra_scratch_release(&step->scratch);
+    ra_scratch_release(&step->o);
+    ra_scratch_release(&step->panel);
 }
 
 /* out [tokens, groups * rows] = x wp^T (+ bp), block by block. */
@@ -605,127 +609,13 @@ static ra_status scratch_overflow(int64_t batch, int64_t seq)
                    (long long)batch, (long long)seq);
 }
 
-/* The layer's failure for an engine's: its status, quoting its sentence. */
-static ra_status engine_failed(const ra_attention_engine *e, ra_status status)
-{
-    const char *why = e->error ? e->error(e->user) : NULL;
-    return ra_fail(status, "the attention engine: %s",
-                   why && why[0] ? why : ra_status_string(status));
-}
-
-const ra_attention_engine *ra_layer_agreeing(const ra_attention_engine *engine)
-{
-    return engine && engine->struct_size >= sizeof *engine && engine->agree ? engine : NULL;
-}
-
-const ra_attention_engine *ra_layer_agreeing_options(const ra_attention_options *options)
-{
-    return options && options->struct_size >= sizeof *options ? ra_layer_agreeing(options->engine)
-                                                              : NULL;
-}
-
-ra_status ra_layer_engine_agree(const ra_attention_engine *e, ra_status status)
-{
-    if (!e) return status;
-    const ra_status all = e->agree(e->user, status);
-    if (status != RA_OK) return status;
-    return all == RA_OK ? RA_OK : engine_failed(e, all);
-}
-
-ra_status ra_layer_attention(ra_context *ctx, const ra_tensor *out, float *lse,
-                             const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                             const ra_attention_options *options)
-{
-    const ra_attention_engine *e = options->engine;
-    if (!e) return ra_attention_forward_lse(ctx, out, lse, q, k, v, options);
-    ra_attention_options inner = *options;
-    inner.engine = NULL;
-    ra_status status = e->forward(e->user, ctx, out, lse, q, k, v, &inner);
-    return status == RA_OK ? RA_OK : engine_failed(e, status);
-}
-
-ra_status ra_layer_attention_backward(ra_context *ctx, const ra_tensor *dq, const ra_tensor *dk,
-                                      const ra_tensor *dv, const ra_tensor *dout,
-                                      const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                                      const ra_tensor *out, const float *lse,
-                                      const ra_attention_options *options)
-{
-    const ra_attention_engine *e = options->engine;
-    if (!e) return ra_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, options);
-    ra_attention_options inner = *options;
-    inner.engine = NULL;
-    ra_status status = e->backward(e->user, ctx, dq, dk, dv, dout, q, k, v, out, lse, &inner);
-    return status == RA_OK ? RA_OK : engine_failed(e, status);
-}
-
-/* An engine call's buffers: q, k, v, the attention's output and (with_lse)
- * its lse in the outer workspace, since the engine attends with the
- * context's own; the GEMM panel.
- *   q, attn: [B, S, H, D]   k, v: [B, S, Hkv, D]   lse: [B, H, S] */
-typedef struct engine_buffers {
-    ra_scratch scratch, panel;
-    ra_gemm_env mm;
-    ra_tensor q, k, v, attn;
-    float *lse;
-} engine_buffers;
-
-/* Acquires them (nothing held on failure); n_q: B S H D, checked. */
-static ra_status engine_buffers_acquire(engine_buffers *eb, const ra_layer *layer,
-                                        ra_context *ctx, int64_t B, int64_t S, int64_t n_q,
-                                        int with_lse)
-{
-    const ra_layer_config *c = &layer->config;
-    const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
-    const int64_t n_kv = B * S * Hkv * D; /* <= n_q */
-    int64_t floats; /* 2 n_q + 2 n_kv + B H S <= 5 n_q */
-    if (ra_mul(n_q, 5, &floats) != RA_OK) return scratch_overflow(B, S);
-    floats = 2 * n_q + 2 * n_kv + (with_lse ? B * H * S : 0);
-    RA_TRY(ra_layer_gemm_begin(layer, ctx, B * S, &eb->panel, &eb->mm));
-    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &eb->scratch);
-    if (status != RA_OK) {
-        ra_scratch_release(&eb->panel);
-        return status;
-    }
-    float *buf = eb->scratch.data;
-    eb->q = ra_tensor_4d(buf, RA_F32, B, S, H, D);
-    eb->k = ra_tensor_4d(buf + n_q, RA_F32, B, S, Hkv, D);
-    eb->v = ra_tensor_4d(buf + n_q + n_kv, RA_F32, B, S, Hkv, D);
-    eb->attn = ra_tensor_4d(buf + n_q + 2 * n_kv, RA_F32, B, S, H, D);
-    eb->lse = with_lse ? buf + 2 * n_q + 2 * n_kv : NULL;
-    return RA_OK;
-}
-
-static void engine_buffers_release(engine_buffers *eb)
-{
-    ra_scratch_release(&eb->scratch);
-    ra_scratch_release(&eb->panel);
-}
-
-/* ra_layer_forward through an engine. */
-static ra_status forward_engine(const ra_layer *layer, ra_context *ctx, float *y, const float *x,
-                                const ra_layer_call *call)
-{
-    const ra_attention_engine *e = ra_layer_agreeing(call->attn.engine);
-    engine_buffers eb;
-    RA_AGREE_TRY(e, engine_buffers_acquire(&eb, layer, ctx, call->batch, call->seq, call->n_q, 1));
-    ra_layer_qkv(layer, ctx, &eb.mm, x, &eb.q, &eb.k, &eb.v, call, 1);
-    ra_status status = ra_layer_engine_agree(e, RA_OK);
-    if (status == RA_OK)
-        status = ra_layer_attention(ctx, &eb.attn, eb.lse, &eb.q, &eb.k, &eb.v, &call->attn);
-    if (status == RA_OK) ra_layer_output(layer, &eb.mm, y, eb.attn.data, x, eb.q.data, call);
-    engine_buffers_release(&eb);
-    return status;
-}
-
 RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float *y, const float *x,
                                   int64_t batch, int64_t seq, const ra_positions *positions,
                                   const ra_attention_options *options)
 {
     ra_error_reset();
     ra_layer_call call;
-    RA_AGREE_TRY(ra_layer_agreeing_options(options),
-                 ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
-    if (call.attn.engine) return forward_engine(layer, ctx, y, x, &call);
+    RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
     if (layer->config.kv_lora_rank) return ra_mla_forward(layer, ctx, y, x, &call);
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
@@ -912,58 +802,5 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
     if (status == RA_OK) ra_layer_project_output(layer, &mm, y, attn.data, x, xq.data, tokens);
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
-    return status;
-}
-
-/* ra_layer_forward_cached_with an engine: q, k rotated here, and the
- * engine stores its rows and attends (engine_buffers, without lse). */
-RA_API ra_status ra_layer_forward_cached_with(ra_context *ctx, const ra_layer *layer,
-                                              ra_kv_cache *cache, float *y, const float *x,
-                                              int64_t batch, int64_t seq,
-                                              const ra_positions *positions,
-                                              const ra_attention_engine *engine)
-{
-    if (!engine) return ra_layer_forward_cached(ctx, layer, cache, y, x, batch, seq, positions);
-    ra_error_reset();
-    const ra_attention_engine *agreeing = ra_layer_agreeing(engine);
-    int64_t n_q;
-    RA_AGREE_TRY(agreeing, ra_layer_check_keys_engine(layer));
-    RA_AGREE_TRY(agreeing, check_cached(layer, cache, y, x, batch, seq, positions, &n_q));
-    ra_attention_engine e;
-    RA_AGREE_TRY(agreeing, RA_READ_STRUCT(e, engine, ra_attention_engine));
-    if (!e.decode)
-        return ra_layer_engine_agree(agreeing, ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_engine: "
-                                                       "decode is NULL"));
-    const ra_layer_config *c = &layer->config;
-    if (c->kv_lora_rank)
-        return ra_layer_engine_agree(agreeing, ra_fail(RA_ERR_UNSUPPORTED, "an attention engine "
-                                                       "with a latent attention (MLA) layer"));
-    if (!positions)
-        return ra_layer_engine_agree(agreeing, ra_fail(RA_ERR_ARGUMENT, "an attention engine's "
-                                                       "cached call needs positions (the cache "
-                                                       "holds a shard: its lengths are not the "
-                                                       "tokens' positions)"));
-    ra_positions pos;
-    RA_AGREE_TRY(agreeing, ra_positions_read(&pos, positions, layer->rope, batch, seq, 0));
-    ra_attention_options masks = ra_attention_options_init();
-    masks.window = c->window;
-    masks.chunk = c->chunk;
-    masks.softcap = c->softcap;
-    masks.sinks = layer->weights.sinks;
-    const int64_t tokens = batch * seq;
-    engine_buffers eb;
-    RA_AGREE_TRY(agreeing, engine_buffers_acquire(&eb, layer, ctx, batch, seq, n_q, 0));
-    ra_layer_project_qkv(layer, &eb.mm, eb.q.data, eb.k.data, eb.v.data, x, tokens, 1);
-    ra_layer_temperature(layer, eb.q.data, &pos, tokens, seq);
-    ra_layer_rotate(layer, ctx, &eb.q, &eb.k, &pos, NULL); /* checked above */
-    ra_status status = ra_layer_engine_agree(agreeing, RA_OK);
-    if (status == RA_OK) {
-        status = e.decode(e.user, ctx, cache, &eb.attn, &eb.q, &eb.k, &eb.v, &masks);
-        if (status == RA_OK)
-            ra_layer_project_output(layer, &eb.mm, y, eb.attn.data, x, eb.q.data, tokens);
-        else
-            status = engine_failed(&e, status);
-    }
-    engine_buffers_release(&eb);
     return status;
 }

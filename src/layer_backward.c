@@ -234,36 +234,52 @@ static void rotate_back(ra_context *ctx, const ra_layer *layer, const ra_tensor 
     ra_rope_apply(ctx, layer->rope, dk, dk, pos, RA_INVERSE);
 }
 
-RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
-                                   const ra_layer_grads *grads, const ra_layer_tape *tape,
-                                   const float *dy)
+/* The checks before the layer kind's: grads read into *read, the tape
+ * filled for layer, the forward's keys (as it checked them). */
+static ra_status check_args(const ra_layer *layer, const float *dx, const ra_layer_grads *grads,
+                            const ra_layer_tape *tape, const float *dy, ra_layer_grads *read)
 {
-    ra_error_reset();
-    /* the forward's engine, if it agrees: told of every failure below */
-    const ra_attention_engine *e =
-        tape && tape->filled ? ra_layer_agreeing(tape->call.attn.engine) : NULL;
-    if (!grads) return ra_layer_engine_agree(e, ra_fail(RA_ERR_NULL, "grads is NULL"));
-    ra_layer_grads g_read;
-    RA_AGREE_TRY(e, RA_READ_STRUCT(g_read, grads, ra_layer_grads));
-    grads = &g_read;
+    if (!grads) return ra_fail(RA_ERR_NULL, "grads is NULL");
+    RA_TRY(RA_READ_STRUCT(*read, grads, ra_layer_grads));
     if (!layer || !dx || !tape || !dy)
-        return ra_layer_engine_agree(e, ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer"
-                                                : !dx ? "dx" : !tape ? "tape" : "dy"));
-    if (tape->layer != layer)
-        return ra_layer_engine_agree(e, ra_fail(RA_ERR_ARGUMENT, "tape was made for another "
-                                                "layer"));
+        return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !dx ? "dx" : !tape ? "tape"
+                                                                            : "dy");
+    if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
     if (!tape->filled)
         return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
-    RA_AGREE_TRY(e, ra_layer_check_keys(layer, &tape->call)); /* the forward's, as it checked */
-    if (layer->config.kv_lora_rank) return ra_mla_backward(layer, ctx, dx, grads, tape, dy);
-    RA_AGREE_TRY(e, check_backward(layer, dx, grads, tape, dy));
+    return ra_layer_check_keys(layer, &tape->call); /* the forward's, as it checked */
+}
+
+/* Floats of v before v_norm, and of the steps between the attention and
+ * wo (output_buffers), in the backward's scratch. */
+static int64_t v_floats_of(const ra_layer *layer, int64_t n_kv)
+{
+    return layer->config.v_norm ? n_kv : 0;
+}
+
+static int64_t out_floats_of(const ra_layer *layer, int64_t n_q)
+{
+    const int64_t q_dim = layer->config.n_heads * layer->config.head_dim;
+    return (layer->config.gated_output ? 2 * n_q : 0) +
+           (layer->weights.o_norm ? n_q + q_dim : 0);
+}
+
+/* The backward up to the attention's: the checks of its kind, its
+ * scratch, g = dy (resid_dropout's mask), dattn = g wo, back through the
+ * output's steps; the views for the attention's backward. */
+static ra_status back_start(ra_layer_step *step, float *dx, const ra_layer_tape *tape,
+                            const float *dy)
+{
+    const ra_layer *layer = step->layer;
+    ra_layer_back *bk = &step->back;
+    const ra_layer_grads *grads = &bk->grads;
+    RA_TRY(check_backward(layer, dx, grads, tape, dy));
     const ra_layer_config *c = &layer->config;
     const ra_layer_weights *w = &layer->weights;
     const ra_layer_call *call = &tape->call;
     const int64_t B = call->batch, S = call->seq, T = call->tokens, H = c->n_heads;
     const int64_t Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim, kv = Hkv * D;
     const int64_t q_dim = H * D, n_x = call->n_x, n_q = call->n_q, n_kv = T * kv;
-    const float beta = grads->accumulate ? 1.0f : 0.0f;
     ra_layer_tape_views v = ra_layer_tape_views_of(tape);
 
     /* Scratch (the outer workspace: the attention's backward takes the
@@ -278,53 +294,107 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
     const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
     const int clip_late = clip && norms && c->clip_after_norm; /* OLMoE: after the norms */
     const int inputs = norms || l2; /* the norms' inputs are needed */
-    ra_scratch scratch, panel;
-    ra_gemm_env mm;
-    const int gated = c->gated_output, vnorm = c->v_norm;
-    const int64_t out_floats = (gated ? 2 * n_q : 0) + (w->o_norm ? n_q + q_dim : 0);
-    const int64_t v_floats = vnorm ? n_kv : 0;
+    const int gated = c->gated_output;
+    const int64_t out_floats = out_floats_of(layer, n_q);
     const int64_t floats = n_x + 2 * n_q + 2 * n_kv + (inputs ? n_q + n_kv : 0) +
                            (clip ? n_q + 2 * n_kv : 0) +
                            (norms && (l2 || clip_late) ? n_q + n_kv : 0) +
-                           v_floats + out_floats + H; /* and the sinks' gradient [H] */
-    RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
-    ra_status status = ra_scratch_acquire_outer(ctx, (size_t)floats * sizeof(float), &scratch);
-    if (status != RA_OK) {
-        ra_scratch_release(&panel);
-        return ra_layer_engine_agree(e, status);
-    }
-    float *g = scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q, *dv = dk + n_kv;
-    ra_tensor tdattn = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
-    ra_tensor tdq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
-    ra_tensor tdk = ra_tensor_4d(dk, RA_F32, B, S, Hkv, D);
-    ra_tensor tdv = ra_tensor_4d(dv, RA_F32, B, S, Hkv, D);
+                           v_floats_of(layer, n_kv) + out_floats + H; /* and the sinks' gradient [H] */
+    step->y = dx;
+    step->tape = (ra_layer_tape *)tape; /* read only */
+    bk->dy = dy;
+    RA_TRY(ra_layer_step_gemm(step, 0));
+    RA_TRY(ra_scratch_acquire_outer(step->memory, (size_t)floats * sizeof(float), &step->scratch));
+    float *g = step->scratch.data, *dattn = g + n_x, *dq = dattn + n_q, *dk = dq + n_q;
+    float *dv = dk + n_kv;
+    ra_layer_step_views *sv = &step->views;
+    ra_layer_tape_step_views(sv, &v);
+    sv->dout = ra_tensor_4d(dattn, RA_F32, B, S, H, D);
+    sv->dq = ra_tensor_4d(dq, RA_F32, B, S, H, D);
+    sv->dk = ra_tensor_4d(dk, RA_F32, B, S, Hkv, D);
+    sv->dv = ra_tensor_4d(dv, RA_F32, B, S, Hkv, D);
 
     /* output = self.resid_dropout(output): g = dy * mask (the same mask) */
     memcpy(g, dy, (size_t)n_x * sizeof(float));
     if (call->attn.dropout > 0.0f)
         ra_layer_output_dropout(g, n_x, call->attn.dropout, call->attn.seed);
     /* output = self.wo(output): dattn = g wo (dwo below) */
-    ra_gemm_nn_w(&mm, dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
+    ra_gemm_nn_w(&step->mm, dattn, g, dim, w->wo, T, q_dim, dim, 0.0f);
     output_buffers ob;
-    ob.gated = (float *)scratch.data + floats - H - out_floats;
+    ob.gated = g + floats - H - out_floats;
     ob.normed = ob.gated + (gated ? n_q : 0);
     ob.dgate = ob.normed + (w->o_norm ? n_q : 0);
     ob.dweight = ob.dgate + (gated ? n_q : 0);
-    const float *o = output_back(layer, dattn, &ob, v.attn.data, v.gate, T);
+    bk->g = g;
+    bk->o = output_back(layer, dattn, &ob, v.attn.data, v.gate, T);
+    bk->gated = ob.gated;
+    bk->dgate = ob.dgate;
+    bk->do_norm = ob.dweight;
     /* output = attention(xq, xk, xv) with attn_dropout: dq, dk, dv, and
      * the sinks' gradient (added to grads->dsinks when accumulating) */
-    float *dsinks = (float *)scratch.data + floats - H;
-    ra_attention_options attn = call->attn;
-    if (w->sinks) attn.dsinks = grads->accumulate ? dsinks : grads->dsinks;
-    status = ra_layer_engine_agree(e, RA_OK);
+    bk->dsinks = g + floats - H;
+    sv->options = call->attn;
+    if (w->sinks) sv->options.dsinks = grads->accumulate ? bk->dsinks : grads->dsinks;
+    return RA_OK;
+}
+
+ra_status ra_layer_back_begin(ra_layer_step *step, float *dx, const ra_layer_grads *grads,
+                              const ra_layer_tape *tape, const float *dy)
+{
+    RA_TRY(check_args(step->layer, dx, grads, tape, dy, &step->back.grads));
+    if (step->layer->config.kv_lora_rank)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_backward_begin with a latent attention "
+                       "(MLA) layer (its k and v differ in width)");
+    return back_start(step, dx, tape, dy);
+}
+
+RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float *dx,
+                                   const ra_layer_grads *grads, const ra_layer_tape *tape,
+                                   const float *dy)
+{
+    ra_error_reset();
+    ra_layer_step step = {.kind = RA_STEP_BACKWARD, .layer = layer, .ctx = ctx, .memory = ctx};
+    RA_TRY(check_args(layer, dx, grads, tape, dy, &step.back.grads));
+    if (layer->config.kv_lora_rank)
+        return ra_mla_backward(layer, ctx, dx, &step.back.grads, tape, dy);
+    ra_status status = back_start(&step, dx, tape, dy);
+    const ra_layer_step_views *v = &step.views;
     if (status == RA_OK)
-        status = ra_layer_attention_backward(ctx, &tdq, &tdk, &tdv, &tdattn, &v.xq, &v.xk,
-                                             &v.xv, &v.attn, v.lse, &attn);
-    if (status != RA_OK) {
-        ra_scratch_release(&scratch);
-        ra_scratch_release(&panel);
-        return status;
-    }
+        status = ra_attention_backward(ctx, &v->dq, &v->dk, &v->dv, &v->dout, &v->q, &v->k,
+                                       &v->v, &v->out, v->lse, &v->options);
+    if (status == RA_OK) ra_layer_back_finish(&step);
+    ra_layer_step_release(&step);
+    return status;
+}
+
+/* The backward from the attention's dq, dk and dv (and dsinks) on:
+ * through RoPE, the scale, the norms and clamps to the projections'
+ * gradients and dx. */
+void ra_layer_back_finish(ra_layer_step *step)
+{
+    const ra_layer *layer = step->layer;
+    ra_context *ctx = step->ctx;
+    const ra_layer_tape *tape = step->tape;
+    const ra_layer_grads *grads = &step->back.grads;
+    const ra_layer_back *bk = &step->back;
+    const ra_gemm_env mm = step->mm;
+    float *dx = step->y;
+    const ra_layer_config *c = &layer->config;
+    const ra_layer_weights *w = &layer->weights;
+    const ra_layer_call *call = &tape->call;
+    const int64_t B = call->batch, S = call->seq, T = call->tokens, H = c->n_heads;
+    const int64_t Hkv = c->n_kv_heads, D = c->head_dim, dim = c->dim, kv = Hkv * D;
+    const int64_t q_dim = H * D, n_q = call->n_q, n_kv = T * kv;
+    const float beta = grads->accumulate ? 1.0f : 0.0f;
+    const int norms = w->q_norm || w->k_norm, clip = c->clip_qkv > 0, l2 = c->qk_l2_norm;
+    const int clip_late = clip && norms && c->clip_after_norm; /* OLMoE: after the norms */
+    const int inputs = norms || l2; /* the norms' inputs are needed */
+    const int gated = c->gated_output, vnorm = c->v_norm;
+    const int64_t v_floats = v_floats_of(layer, n_kv);
+    const ra_tensor tdq = step->views.dq, tdk = step->views.dk;
+    float *g = bk->g, *dq = tdq.data, *dk = tdk.data, *dv = step->views.dv.data;
+    const float *o = bk->o, *dsinks = bk->dsinks;
+    output_buffers ob = {bk->gated, NULL, bk->dgate, bk->do_norm};
     if (w->sinks && grads->accumulate)
         for (int64_t h = 0; h < H; h++) grads->dsinks[h] += dsinks[h];
     for (int64_t i = 0; w->o_norm && i < q_dim; i++)
@@ -442,7 +512,4 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
                   grads->accumulate);
     }
     if (w->wgate) ra_layer_gate_grads(layer, &mm, dx, grads, ob.dgate, tape->x, T);
-    ra_scratch_release(&scratch);
-    ra_scratch_release(&panel);
-    return RA_OK;
 }

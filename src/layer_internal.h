@@ -1,7 +1,7 @@
 /*
  * layer_internal.h — the layer object, shared by layer.c (creation, the
  * inference forwards), layer_train.c (the tape and the training forward)
- * and layer_backward.c (internal).
+ * layer_backward.c and layer_step.c (the phased calls) (internal).
  */
 #ifndef RA_LAYER_INTERNAL_H
 #define RA_LAYER_INTERNAL_H
@@ -54,6 +54,11 @@ static inline int ra_floats_overlap(const float *a, int64_t a_n, const float *b,
     return a0 < b1 && b0 < a1;
 }
 
+/* call's batch, seq, tokens, n_x and n_q, checked (RA_ERR_SIZE,
+ * RA_ERR_OVERFLOW naming the size). */
+ra_status ra_layer_call_sizes(const ra_layer *layer, int64_t batch, int64_t seq,
+                              ra_layer_call *call);
+
 /* The checks of ra_layer_forward and ra_layer_forward_train: pointers,
  * sizes, y apart from x, options, positions. */
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
@@ -63,8 +68,8 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
 /* ra_layer_config.max_keys and positions_are_slots (neither: RA_OK at
  * once): RA_ERR_UNSUPPORTED, naming it, where a query of call (its masks:
  * the layer's and the call's padding and documents) attends to more keys,
- * where a real query's position (call->pos) is not its index in its row,
- * or where the call has an attention engine. */
+ * or where a real query's position (call->pos) is not its index in its
+ * row. */
 ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call);
 
 /* max_keys for the n new queries of a cached or paged call's sequence
@@ -83,39 +88,68 @@ ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *po
                                    const char *what, int64_t id, int64_t row, int64_t seq,
                                    int64_t length, int64_t n);
 
-/* max_keys or positions_are_slots with an attention engine's call:
- * RA_ERR_UNSUPPORTED where the layer has either. */
-ra_status ra_layer_check_keys_engine(const ra_layer *layer);
+/* max_keys or positions_are_slots in a call whose keys are not the
+ * call's (a phased cached step): RA_ERR_UNSUPPORTED where the layer has
+ * either, naming `what`. */
+ra_status ra_layer_check_keys_elsewhere(const ra_layer *layer, const char *what);
 
-/* The layer's attention and its backward: options' engine where the call
- * has one (given options with engine NULL), else ra_attention_forward_lse
- * and ra_attention_backward. */
-ra_status ra_layer_attention(ra_context *ctx, const ra_tensor *out, float *lse,
-                             const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                             const ra_attention_options *options);
-ra_status ra_layer_attention_backward(ra_context *ctx, const ra_tensor *dq, const ra_tensor *dk,
-                                      const ra_tensor *dv, const ra_tensor *dout,
-                                      const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                                      const ra_tensor *out, const float *lse,
-                                      const ra_attention_options *options);
+/* A layer call in phases (ra_layer_step): what its begin checked, the
+ * buffers it holds and what its finish needs.  The layer calls that
+ * attend with the library's own functions run as steps too, on the
+ * stack, with their buffers in ctx's workspaces (memory = ctx); a public
+ * step (ra_calloc'ed) allocates its own (memory = NULL). */
+typedef enum ra_step_kind {
+    RA_STEP_FORWARD,
+    RA_STEP_CACHED,
+    RA_STEP_TRAIN,
+    RA_STEP_BACKWARD
+} ra_step_kind;
 
-/* The engine options (or a tape) name, if it agrees (ra_attention_engine
- * .agree: its calls are collectives); else NULL. */
-const ra_attention_engine *ra_layer_agreeing(const ra_attention_engine *engine);
-const ra_attention_engine *ra_layer_agreeing_options(const ra_attention_options *options);
+/* The backward step's buffers, in its scratch (layer_backward.c). */
+typedef struct ra_layer_back {
+    ra_layer_grads grads;                /* read */
+    const float *dy;
+    float *g;                            /* dy after resid_dropout [T, dim] */
+    const float *o;                      /* wo's input [T, H D] */
+    float *dgate, *do_norm, *dsinks;     /* the gate's [T, G], o_norm's [H D], sinks' [H] */
+    float *gated;                        /* the gated output [T, H D], and v's scratch before it */
+    int64_t floats;                      /* the scratch's */
+} ra_layer_back;
 
-/* status agreed with engine e's other parties (e NULL: status): a local
- * failure is told and returned with its own sentence; RA_OK gives theirs.
- * Every layer call with an agreeing engine makes it exactly once. */
-ra_status ra_layer_engine_agree(const ra_attention_engine *e, ra_status status);
+struct ra_layer_step {
+    ra_step_kind kind;
+    const ra_layer *layer;
+    ra_context *ctx;          /* the call's threads */
+    ra_context *memory;       /* where the buffers come from (NULL: allocated) */
+    ra_layer_call call;       /* forward and cached steps */
+    float *y;                 /* y, or the backward's dx */
+    const float *x;
+    ra_layer_tape *tape;      /* training and backward steps (the backward's read only) */
+    ra_scratch scratch, panel, o;
+    ra_gemm_env mm;
+    ra_layer_step_views views;
+    ra_layer_back back;
+};
 
-/* Returns the status of expr agreed with e (ra_layer_engine_agree) unless
- * it is RA_OK. */
-#define RA_AGREE_TRY(e, expr)                                               \
-    do {                                                                    \
-        ra_status agree_try_status_ = (expr);                               \
-        if (agree_try_status_ != RA_OK) return ra_layer_engine_agree((e), agree_try_status_); \
-    } while (0)
+/* The begins and finishes of each kind (*step zeroed but for kind, layer,
+ * ctx and memory; a failed begin holds nothing).  Forward and cached:
+ * layer_step.c; training: layer_train.c; backward: layer_backward.c. */
+ra_status ra_layer_train_begin(ra_layer_step *step, float *y, ra_layer_tape *tape,
+                               const float *x, int64_t batch, int64_t seq,
+                               const ra_positions *positions,
+                               const ra_attention_options *options);
+void ra_layer_train_finish(ra_layer_step *step);
+ra_status ra_layer_back_begin(ra_layer_step *step, float *dx, const ra_layer_grads *grads,
+                              const ra_layer_tape *tape, const float *dy);
+void ra_layer_back_finish(ra_layer_step *step);
+
+/* Releases the step's buffers (any kind, any of them held or not; layer.c,
+ * as ra_layer_step_gemm: the steps' files call it, it calls none of them). */
+void ra_layer_step_release(ra_layer_step *step);
+
+/* The step's own GEMM environment: threads from its ctx, the panel from
+ * its memory. */
+ra_status ra_layer_step_gemm(ra_layer_step *step, int64_t rows);
 
 /* One of the q, k and v projections as the layer reads it: `groups` blocks
  * of `rows` weight rows, block g at w + g * stride * dim (its bias at b + g

@@ -40,15 +40,14 @@ static ra_status check_slot(const ra_positions *pos, const char *what, int64_t i
     return RA_OK;
 }
 
-ra_status ra_layer_check_keys_engine(const ra_layer *layer)
+ra_status ra_layer_check_keys_elsewhere(const ra_layer *layer, const char *what)
 {
     if (layer->config.positions_are_slots)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: positions_are_slots with an "
-                       "attention engine (its shard's positions are not the call's slots)");
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: positions_are_slots with %s (the "
+                       "call's positions are not its keys' slots)", what);
     if (!layer->config.max_keys) return RA_OK;
-    return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: max_keys %lld with an attention engine "
-                   "(its queries' keys are the whole sequence's, not the call's)",
-                   (long long)layer->config.max_keys);
+    return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: max_keys %lld with %s (its queries' "
+                   "keys are not the call's)", (long long)layer->config.max_keys, what);
 }
 
 /* Real keys in [first_i, i] for each query i of row b, first_i
@@ -77,7 +76,6 @@ ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call)
 {
     const ra_layer_config *c = &layer->config;
     if (!c->max_keys && !c->positions_are_slots) return RA_OK;
-    if (call->attn.engine) return ra_layer_check_keys_engine(layer);
     const int64_t q_shape[4] = {call->batch, call->seq, c->n_heads, c->head_dim};
     ra_attention_mask mask;
     RA_TRY(ra_attention_mask_read(&mask, &call->attn, q_shape));

@@ -47,4 +47,15 @@ static inline ra_layer_tape_views ra_layer_tape_views_of(const ra_layer_tape *ta
     return v;
 }
 
+/* A step's q, k, v, out and lse: the tape's (its views v). */
+static inline void ra_layer_tape_step_views(ra_layer_step_views *step,
+                                            const ra_layer_tape_views *v)
+{
+    step->q = v->xq;
+    step->k = v->xk;
+    step->v = v->xv;
+    step->out = v->attn;
+    step->lse = v->lse;
+}
+
 #endif

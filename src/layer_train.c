@@ -102,20 +102,77 @@ static void keep_call(ra_layer_tape *tape)
     }
 }
 
-/* The tape suits this call, and an engine has a backward. */
+/* The tape suits this call. */
 static ra_status check_tape(const ra_layer_tape *tape, const ra_layer *layer,
                             const ra_layer_call *call)
 {
     if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
     if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
-    if (call->attn.engine && !call->attn.engine->backward)
-        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_engine: backward is NULL (an inference "
-                       "engine: ra_layer_forward)");
     if (call->tokens > tape->max_tokens)
         return ra_fail(RA_ERR_SIZE, "batch %lld * seq %lld tokens exceed the tape's max_tokens "
                        "%lld", (long long)call->batch, (long long)call->seq,
                        (long long)tape->max_tokens);
     return RA_OK;
+}
+
+/* The checks of ra_layer_forward_train; then the call recorded in the
+ * tape, which is left empty until the forward completes. */
+static ra_status record(ra_layer_tape *tape, const ra_layer *layer, const float *y,
+                        const float *x, int64_t batch, int64_t seq,
+                        const ra_positions *positions, const ra_attention_options *options)
+{
+    ra_layer_call call;
+    RA_TRY(ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
+    RA_TRY(check_tape(tape, layer, &call));
+    tape->filled = 0;
+    tape->call = call;
+    tape->x = x;
+    keep_call(tape);
+    return RA_OK;
+}
+
+/* The training forward up to its attention: the panel, wo's input where
+ * it is not the attention's output (which the tape keeps: [B, S, H * D],
+ * in the outer workspace; attention takes the other), q, k and v into the
+ * tape; the views for the attention. */
+static ra_status train_start(ra_layer_step *step, float *y, ra_layer_tape *tape)
+{
+    const ra_layer *layer = step->layer;
+    step->y = y;
+    step->x = tape->x;
+    step->tape = tape;
+    RA_TRY(ra_layer_step_gemm(step, 0));
+    if (ra_layer_output_changes(layer))
+        RA_TRY(ra_scratch_acquire_outer(step->memory, (size_t)tape->call.n_q * sizeof(float),
+                                        &step->o));
+    ra_layer_tape_views v = ra_layer_tape_views_of(tape);
+    ra_layer_qkv(layer, step->ctx, &step->mm, tape->x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
+    ra_layer_tape_step_views(&step->views, &v);
+    step->views.options = tape->call.attn; /* output = attention(xq, xk, xv), attn_dropout */
+    return RA_OK;
+}
+
+ra_status ra_layer_train_begin(ra_layer_step *step, float *y, ra_layer_tape *tape,
+                               const float *x, int64_t batch, int64_t seq,
+                               const ra_positions *positions,
+                               const ra_attention_options *options)
+{
+    if (step->layer && step->layer->config.kv_lora_rank)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_forward_train_begin with a latent "
+                       "attention (MLA) layer (its k and v differ in width)");
+    RA_TRY(record(tape, step->layer, y, x, batch, seq, positions, options));
+    return train_start(step, y, tape);
+}
+
+void ra_layer_train_finish(ra_layer_step *step)
+{
+    ra_layer_tape *tape = step->tape;
+    const ra_layer_tape_views v = ra_layer_tape_views_of(tape);
+    float *o = step->o.data;
+    if (o) memcpy(o, v.attn.data, (size_t)tape->call.n_q * sizeof(float));
+    ra_layer_output(step->layer, &step->mm, step->y, o ? o : v.attn.data, tape->x, v.gate,
+                    &tape->call);
+    tape->filled = 1;
 }
 
 RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, float *y,
@@ -124,44 +181,19 @@ RA_API ra_status ra_layer_forward_train(ra_context *ctx, const ra_layer *layer, 
                                         const ra_attention_options *options)
 {
     ra_error_reset();
-    ra_layer_call call;
-    const ra_attention_engine *e = ra_layer_agreeing_options(options);
-    RA_AGREE_TRY(e, ra_layer_check_call(layer, y, x, batch, seq, positions, options, &call));
-    RA_AGREE_TRY(e, check_tape(tape, layer, &call));
-
-    tape->filled = 0;
-    tape->call = call;
-    tape->x = x;
-    keep_call(tape);
+    RA_TRY(record(tape, layer, y, x, batch, seq, positions, options));
     if (layer->config.kv_lora_rank) {
         ra_status status = ra_mla_forward_train(layer, ctx, y, tape, x);
         tape->filled = status == RA_OK;
         return status;
     }
-    ra_layer_tape_views v = ra_layer_tape_views_of(tape);
-    ra_scratch panel, o = {NULL, 0};
-    ra_gemm_env mm;
-    RA_AGREE_TRY(e, ra_layer_gemm_begin(layer, ctx, 0, &panel, &mm));
-    /* wo's input, where it is not the attention's output (which the tape
-     * keeps): [B, S, H * D], in the outer workspace (attention takes the other) */
-    ra_status status = RA_OK;
-    if (ra_layer_output_changes(layer))
-        status = ra_scratch_acquire_outer(ctx, (size_t)call.n_q * sizeof(float), &o);
-    if (status != RA_OK) {
-        ra_scratch_release(&panel);
-        return ra_layer_engine_agree(e, status);
-    }
-    ra_layer_qkv(layer, ctx, &mm, x, &v.xq, &v.xk, &v.xv, &tape->call, 1);
-    /* output = attention(xq, xk, xv), with attn_dropout when training */
-    status = ra_layer_engine_agree(e, RA_OK);
-    if (status == RA_OK)
-        status = ra_layer_attention(ctx, &v.attn, v.lse, &v.xq, &v.xk, &v.xv, &call.attn);
-    if (status == RA_OK) { /* else scratch memory only: y is untouched */
-        if (o.data) memcpy(o.data, v.attn.data, (size_t)call.n_q * sizeof(float));
-        ra_layer_output(layer, &mm, y, o.data ? o.data : v.attn.data, x, v.gate, &tape->call);
-        tape->filled = 1;
-    }
-    ra_scratch_release(&o);
-    ra_scratch_release(&panel);
+    ra_layer_step step = {.kind = RA_STEP_TRAIN, .layer = layer, .ctx = ctx, .memory = ctx};
+    ra_status status = train_start(&step, y, tape);
+    const ra_layer_step_views *v = &step.views;
+    if (status == RA_OK) /* else scratch memory only: y is untouched */
+        status = ra_attention_forward_lse(ctx, &v->out, v->lse, &v->q, &v->k, &v->v,
+                                          &v->options);
+    if (status == RA_OK) ra_layer_train_finish(&step);
+    ra_layer_step_release(&step);
     return status;
 }

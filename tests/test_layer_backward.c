@@ -943,68 +943,148 @@ static int all_bytes(const void *p, size_t n, unsigned char value)
     return 1;
 }
 
-/* ---- attention engines ---------------------------------------------------- */
+/* ---- phased calls ------------------------------------------------------- */
 
-/* An engine that attends with this library's own functions, counting its
- * calls, or failing with `fail` (RA_OK: never). */
-typedef struct local_engine {
-    int forwards, backwards;
-    ra_status fail;
-    const ra_attention_options *seen; /* the options it was last given */
-    int64_t engine_in_options;        /* 1 if those still named an engine */
-} local_engine;
+/* Returns the status of expr unless it is RA_OK. */
+#define TRY(expr)                                     \
+    do {                                              \
+        ra_status try_status_ = (expr);               \
+        if (try_status_ != RA_OK) return try_status_; \
+    } while (0)
 
-static ra_status local_forward(void *user, ra_context *ctx, const ra_tensor *out, float *lse,
-                               const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                               const ra_attention_options *options)
+/* ra_layer_forward_begin composed with ra_attention_forward_lse. */
+static ra_status phased_forward(ra_context *ctx, const fixture *f, float *y,
+                                const ra_attention_options *o)
 {
-    local_engine *e = user;
-    e->forwards++;
-    e->engine_in_options |= options->engine != NULL;
-    if (e->fail != RA_OK) return e->fail;
-    return ra_attention_forward_lse(ctx, out, lse, q, k, v, options);
+    ra_layer_step *step;
+    TRY(ra_layer_forward_begin(&step, ctx, f->layer, y, f->x, f->c.b, f->c.s, &f->positions,
+                                  o));
+    const ra_layer_step_views *v = ra_layer_step_get_views(step);
+    ra_status st = ra_attention_forward_lse(ctx, &v->out, v->lse, &v->q, &v->k, &v->v,
+                                            &v->options);
+    if (st != RA_OK) {
+        ra_layer_step_cancel(step);
+        return st;
+    }
+    return ra_layer_step_finish(step);
 }
 
-static ra_status local_backward(void *user, ra_context *ctx, const ra_tensor *dq,
-                                const ra_tensor *dk, const ra_tensor *dv, const ra_tensor *dout,
-                                const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                                const ra_tensor *out, const float *lse,
-                                const ra_attention_options *options)
+/* run_library's training forward and backward, each phased. */
+static ra_status phased_train(ra_context *ctx, const fixture *f, ra_layer_tape *tape, grads *g)
 {
-    local_engine *e = user;
-    e->backwards++;
-    e->engine_in_options |= options->engine != NULL;
-    return ra_attention_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, options);
+    ra_attention_options opt = {.struct_size = sizeof opt, .path = RA_PATH_FLASH,
+                                .dropout = f->c.p, .seed = 42};
+    ra_layer_step *step;
+    TRY(ra_layer_forward_train_begin(&step, ctx, f->layer, g->y, tape, f->x, f->c.b, f->c.s,
+                                        &f->positions, &opt));
+    const ra_layer_step_views *v = ra_layer_step_get_views(step);
+    CHECK(v->struct_size == sizeof *v && v->lse && !v->dq.data, "train views");
+    TRY(ra_attention_forward_lse(ctx, &v->out, v->lse, &v->q, &v->k, &v->v, &v->options));
+    TRY(ra_layer_step_finish(step));
+    ra_layer_grads lg = layer_grads(g, 0);
+    TRY(ra_layer_backward_begin(&step, ctx, f->layer, g->dx, &lg, tape, f->dy));
+    v = ra_layer_step_get_views(step);
+    TRY(ra_attention_backward(ctx, &v->dq, &v->dk, &v->dv, &v->dout, &v->q, &v->k, &v->v,
+                                 &v->out, v->lse, &v->options));
+    return ra_layer_step_finish(step);
 }
 
-/* A cached step as one process does it: store every new row, decode. */
-static ra_status local_decode(void *user, ra_context *ctx, ra_kv_cache *cache,
-                              const ra_tensor *out, const ra_tensor *q, const ra_tensor *k,
-                              const ra_tensor *v, const ra_attention_options *options)
+/* Phased calls composed with the attention functions give the whole
+ * calls' bits on case c: forward, training forward and backward; a
+ * cancelled step writes nothing and leaves the tape empty. */
+static void check_phased(ra_context *ctx, const layer_case *cp, uint64_t seed)
 {
-    local_engine *e = user;
-    e->forwards++;
-    ra_status st = ra_kv_cache_append(ctx, cache, NULL, NULL, k, v, NULL, NULL);
-    return st != RA_OK ? st : ra_attention_decode(ctx, cache, out, q, NULL, options);
+    const layer_case c = *cp;
+    fixture f;
+    fixture_make(&f, &c, seed);
+    float *y = malloc(sizeof(float) * f.n_x), *ye = malloc(sizeof(float) * f.n_x);
+    CHECK(ra_layer_forward(ctx, f.layer, y, f.x, c.b, c.s, &f.positions, NULL) == RA_OK,
+          "forward");
+    CHECK(phased_forward(ctx, &f, ye, NULL) == RA_OK, "%s: phased forward: %s", c.name,
+          ra_last_error());
+    CHECK(memcmp(y, ye, sizeof(float) * f.n_x) == 0, "%s: the phased y differs", c.name);
+
+    grads plain, phased;
+    grads_alloc(&plain, &f);
+    grads_alloc(&phased, &f);
+    CHECK(run_library(&f, ctx, RA_PATH_FLASH, &plain) == RA_OK, "train");
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    CHECK(phased_train(ctx, &f, tape, &phased) == RA_OK, "%s: phased training: %s", c.name,
+          ra_last_error());
+    CHECK(memcmp(plain.y, phased.y, sizeof(float) * f.n_x) == 0 &&
+              memcmp(plain.dx, phased.dx, sizeof(float) * f.n_x) == 0,
+          "%s: y or dx differ", c.name);
+    for (int j = 0; j < N_PARAMS; j++)
+        if (f.n_w[j])
+            CHECK(memcmp(plain.dw[j], phased.dw[j], sizeof(float) * f.n_w[j]) == 0,
+                  "%s: parameter %d's gradient differs", c.name, j);
+
+    /* cancelled: y as it was, the tape empty */
+    ra_layer_step *step;
+    memset(ye, 0x5a, sizeof(float) * f.n_x);
+    CHECK(ra_layer_forward_begin(&step, ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, NULL) ==
+              RA_OK, "begin");
+    ra_layer_step_cancel(step);
+    CHECK(ra_layer_forward_train_begin(&step, ctx, f.layer, ye, tape, f.x, c.b, c.s,
+                                       &f.positions, NULL) == RA_OK, "train begin");
+    ra_layer_step_cancel(step);
+    CHECK(all_bytes(ye, sizeof(float) * f.n_x, 0x5a), "%s: y written", c.name);
+    ra_layer_grads lg = layer_grads(&phased, 0);
+    CHECK(ra_layer_backward_begin(&step, ctx, f.layer, phased.dx, &lg, tape, f.dy) ==
+              RA_ERR_ARGUMENT, "%s: a tape the cancelled forward left empty", c.name);
+    CHECK(ra_layer_backward(ctx, f.layer, phased.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
+          "%s: the same for ra_layer_backward", c.name);
+
+    ra_layer_tape_destroy(tape);
+    grads_free(&plain);
+    grads_free(&phased);
+    free(y);
+    free(ye);
+    fixture_free(&f);
 }
 
-/* ra_layer_forward_cached_with a local engine against
+/* check_phased on every finite differences case (dropout, gates, norms,
+ * clamps ...) and on sequences past the flash tiles (64 keys: ra_layer_forward's
+ * fused rotation against the step's); the refusals. */
+static void test_phased(void)
+{
+    const layer_case long_cases[] = {
+        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0,
+         0, 0},
+        {"S 77 starts, norms, biases", 2, 77, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0, 1, 0.1f,
+         0, 0, BIASES | NORMS, 0, 0}};
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    for (size_t t = 0; t < sizeof fd_cases / sizeof fd_cases[0]; t++)
+        check_phased(ctx, &fd_cases[t], 900 + t);
+    for (size_t t = 0; t < sizeof long_cases / sizeof long_cases[0]; t++)
+        check_phased(ctx, &long_cases[t], 990 + t);
+    ra_context_destroy(ctx);
+    ra_layer_step *step = (ra_layer_step *)&step;
+    CHECK(ra_layer_forward_begin(NULL, NULL, NULL, NULL, NULL, 1, 1, NULL, NULL) == RA_ERR_NULL,
+          "NULL out");
+    CHECK(ra_layer_forward_begin(&step, NULL, NULL, NULL, NULL, 1, 1, NULL, NULL) ==
+              RA_ERR_NULL && step == NULL, "NULL layer: %s", ra_last_error());
+    CHECK(ra_layer_step_finish(NULL) == RA_ERR_NULL && !ra_layer_step_get_views(NULL),
+          "NULL step");
+    ra_layer_step_cancel(NULL);
+}
+
+/* A phased cached step (the caller appends and decodes) against
  * ra_layer_forward_cached: a prompt of 5 tokens, then one step a token,
- * within 1e-5 of max|y| (the prompt: the engine decodes where the layer's
- * own prefill runs flash; the same sums in another blocking), and its
+ * within 1e-5 of max|y| (the prompt: decoded here where the layer's own
+ * prefill runs flash; the same sums in another blocking); and its
  * refusals. */
-static void test_engine_cached(void)
+static void test_phased_cached(void)
 {
     const layer_case c = {"S 12", 2, 12, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0,
                           0, BIASES | NORMS, 0, 0};
     fixture f;
     fixture_make(&f, &c, 950);
-    local_engine state = {0};
-    ra_attention_engine engine = {.struct_size = sizeof engine, .user = &state,
-                                  .forward = local_forward, .decode = local_decode};
     float *y[2];
-    for (int with = 0; with < 2; with++) {
-        y[with] = malloc(sizeof(float) * f.n_x);
+    for (int phased = 0; phased < 2; phased++) {
+        y[phased] = malloc(sizeof(float) * f.n_x);
         ra_kv_cache *cache;
         CHECK(ra_kv_cache_create(&cache, c.b, c.s, c.hkv, c.d, RA_F32) == RA_OK, "cache");
         for (int64_t first = 0, n = 5; first < c.s; first += n, n = 1) {
@@ -1013,137 +1093,35 @@ static void test_engine_cached(void)
                 memcpy(xs + b * n * f.dim, f.x + (b * c.s + first) * f.dim,
                        sizeof(float) * (size_t)(n * f.dim));
             ra_positions pos = ra_positions_start(first);
-            ra_status st = ra_layer_forward_cached_with(NULL, f.layer, cache, ys, xs, c.b, n, &pos,
-                                                        with ? &engine : NULL);
+            ra_status st = RA_OK;
+            if (!phased) st = ra_layer_forward_cached(NULL, f.layer, cache, ys, xs, c.b, n, &pos);
+            ra_layer_step *step = NULL;
+            if (phased) st = ra_layer_forward_cached_begin(&step, NULL, f.layer, ys, xs, c.b, n,
+                                                           &pos);
+            const ra_layer_step_views *v = ra_layer_step_get_views(step);
+            if (phased && st == RA_OK) {
+                CHECK(!v->lse, "a cached step has no lse");
+                st = ra_kv_cache_append(NULL, cache, NULL, NULL, &v->k, &v->v, NULL, NULL);
+            }
+            if (phased && st == RA_OK)
+                st = ra_attention_decode(NULL, cache, &v->out, &v->q, NULL, &v->options);
+            if (phased && st == RA_OK) st = ra_layer_step_finish(step);
             CHECK(st == RA_OK, "step at %lld: %s", (long long)first, ra_last_error());
             for (int64_t b = 0; b < c.b; b++)
-                memcpy(y[with] + (b * c.s + first) * f.dim, ys + b * n * f.dim,
+                memcpy(y[phased] + (b * c.s + first) * f.dim, ys + b * n * f.dim,
                        sizeof(float) * (size_t)(n * f.dim));
         }
         ra_kv_cache_destroy(cache);
     }
-    CHECK(state.forwards == 1 + (int)(c.s - 5), "decodes %d", state.forwards);
     double e = ra_test_max_rel_diff(y[1], y[0], f.n_x);
-    CHECK(e <= 1e-5, "the engine's cached y differs by %.3g", e);
-    ra_kv_cache *cache;
-    CHECK(ra_kv_cache_create(&cache, c.b, c.s, c.hkv, c.d, RA_F32) == RA_OK, "cache");
-    ra_positions pos = ra_positions_start(0);
-    CHECK(ra_layer_forward_cached_with(NULL, f.layer, cache, y[0], f.x, c.b, 1, NULL, &engine) ==
-              RA_ERR_ARGUMENT, "no positions");
-    engine.decode = NULL;
-    CHECK(ra_layer_forward_cached_with(NULL, f.layer, cache, y[0], f.x, c.b, 1, &pos, &engine) ==
-              RA_ERR_UNSUPPORTED, "no decode");
-    CHECK(ra_kv_cache_length(cache, 0) == 0 && ra_kv_cache_room(cache, 0) == c.s &&
-              ra_kv_cache_room(NULL, 0) == -1 && ra_kv_cache_room(cache, c.b) == -1,
-          "refusals stored nothing; room");
-    ra_kv_cache_destroy(cache);
+    CHECK(e <= 1e-5, "the phased cached y differs by %.3g", e);
+    ra_layer_step *step;
+    CHECK(ra_layer_forward_cached_begin(&step, NULL, f.layer, y[0], f.x, c.b, 1, NULL) ==
+              RA_ERR_ARGUMENT && strstr(ra_last_error(), "needs positions"),
+          "no positions: %s", ra_last_error());
     free(y[0]);
     free(y[1]);
     fixture_free(&f);
-}
-
-static const char *local_error(void *user)
-{
-    (void)user;
-    return "local engine says no";
-}
-
-/* A layer call through an engine that attends as the library does gives
- * the library's bits: forward, training forward and backward (the
- * engine's hand-off changes nothing but who attends); an engine's failure
- * is the call's, with y as it was; and the refusals. */
-static void test_engine(void)
-{
-    const layer_case cases[] = {
-        {"S 150 ids", 2, 150, 8, 2, 20, RA_LAYOUT_INTERLEAVED, RA_ROPE_YARN, 12, 2, 0.0f, 0, 0, 0,
-         0, 0},
-        {"S 33 starts, norms, biases", 2, 33, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_LLAMA3, 0,
-         1, 0.0f, 0, 0, BIASES | NORMS, 0, 0}};
-    ra_context *ctx;
-    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        const layer_case c = cases[ci];
-        fixture f;
-        fixture_make(&f, &c, 900 + ci);
-        local_engine state = {0};
-        ra_attention_engine engine = {.struct_size = sizeof engine, .user = &state,
-                                      .forward = local_forward, .backward = local_backward,
-                                      .error = local_error};
-        ra_attention_options with = ra_attention_options_init();
-        with.engine = &engine;
-        float *y = malloc(sizeof(float) * f.n_x), *ye = malloc(sizeof(float) * f.n_x);
-        CHECK(ra_layer_forward(ctx, f.layer, y, f.x, c.b, c.s, &f.positions, NULL) == RA_OK,
-              "forward");
-        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
-              "%s: forward with an engine: %s", c.name, ra_last_error());
-        CHECK(memcmp(y, ye, sizeof(float) * f.n_x) == 0, "%s: the engine's y differs", c.name);
-        CHECK(state.forwards == 1 && !state.engine_in_options, "%s: forwards %d", c.name,
-              state.forwards);
-
-        /* training: the same y, dx and weight gradients, bit for bit */
-        grads plain, eng;
-        grads_alloc(&plain, &f);
-        grads_alloc(&eng, &f);
-        CHECK(run_library(&f, ctx, RA_PATH_FLASH, &plain) == RA_OK, "train");
-        ra_layer_tape *tape;
-        CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
-        CHECK(ra_layer_forward_train(ctx, f.layer, eng.y, tape, f.x, c.b, c.s, &f.positions,
-                                     &with) == RA_OK, "%s: train with an engine", c.name);
-        ra_layer_grads lg = layer_grads(&eng, 0);
-        CHECK(ra_layer_backward(ctx, f.layer, eng.dx, &lg, tape, f.dy) == RA_OK,
-              "%s: backward with an engine: %s", c.name, ra_last_error());
-        CHECK(state.forwards == 2 && state.backwards == 1 && !state.engine_in_options,
-              "%s: forwards %d, backwards %d", c.name, state.forwards, state.backwards);
-        CHECK(memcmp(plain.y, eng.y, sizeof(float) * f.n_x) == 0 &&
-              memcmp(plain.dx, eng.dx, sizeof(float) * f.n_x) == 0, "%s: y or dx differ", c.name);
-        for (int j = 0; j < N_PARAMS; j++)
-            if (f.n_w[j])
-                CHECK(memcmp(plain.dw[j], eng.dw[j], sizeof(float) * f.n_w[j]) == 0,
-                      "%s: parameter %d's gradient differs", c.name, j);
-
-        /* the engine's failure is the call's; y is left as it was */
-        state.fail = RA_ERR_UNSUPPORTED;
-        memset(ye, 0x5a, sizeof(float) * f.n_x);
-        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) ==
-              RA_ERR_UNSUPPORTED, "%s: a failing engine", c.name);
-        CHECK(all_bytes(ye, sizeof(float) * f.n_x, 0x5a), "%s: y written on failure", c.name);
-        CHECK(strcmp(ra_last_error(), "the attention engine: local engine says no") == 0,
-              "%s: the sentence is \"%s\"", c.name, ra_last_error());
-        CHECK(ra_layer_forward_train(ctx, f.layer, ye, tape, f.x, c.b, c.s, &f.positions,
-                                     &with) == RA_ERR_UNSUPPORTED, "%s: a failing engine "
-              "(train)", c.name);
-        CHECK(ra_layer_backward(ctx, f.layer, eng.dx, &lg, tape, f.dy) == RA_ERR_ARGUMENT,
-              "%s: a tape the failed forward left empty", c.name);
-        state.fail = RA_OK;
-
-        /* refusals: no positions, no forward, no backward when training,
-         * an engine given to the attention functions */
-        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, NULL, &with) == RA_ERR_ARGUMENT,
-              "%s: engine without positions", c.name);
-        engine.backward = NULL;
-        CHECK(ra_layer_forward_train(ctx, f.layer, ye, tape, f.x, c.b, c.s, &f.positions,
-                                     &with) == RA_ERR_ARGUMENT, "%s: engine without backward",
-              c.name);
-        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) == RA_OK,
-              "%s: an inference engine", c.name);
-        engine.forward = NULL;
-        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) == RA_ERR_NULL,
-              "%s: engine without forward", c.name);
-        engine.struct_size = 0;
-        CHECK(ra_layer_forward(ctx, f.layer, ye, f.x, c.b, c.s, &f.positions, &with) != RA_OK,
-              "%s: engine with struct_size 0", c.name);
-        ra_tensor t = ra_tensor_4d(ye, RA_F32, 1, 1, 1, 1), q = ra_tensor_4d(y, RA_F32, 1, 1, 1, 1);
-        CHECK(ra_attention(ctx, &t, &q, &q, &q, &with) == RA_ERR_ARGUMENT,
-              "ra_attention takes no engine");
-
-        ra_layer_tape_destroy(tape);
-        grads_free(&plain);
-        grads_free(&eng);
-        free(y);
-        free(ye);
-        fixture_free(&f);
-    }
-    ra_context_destroy(ctx);
 }
 
 static void test_errors(void)
@@ -1578,8 +1556,8 @@ static void simd_cases(void)
     RUN(test_finite_differences);
     RUN(test_paths_and_threads);
     RUN(test_forward_matches);
-    RUN(test_engine);
-    RUN(test_engine_cached);
+    RUN(test_phased);
+    RUN(test_phased_cached);
     RUN(test_output_mask);
     RUN(test_accumulate_and_reuse);
     RUN(test_tape_keeps_positions);

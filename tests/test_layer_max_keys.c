@@ -10,8 +10,8 @@
  *     cached counts), the cache left as it was when refused;
  *   - ra_layer_forward_paged: the same on a pool's sequence;
  *   - ra_layer_forward_train and ra_layer_backward (its gradients);
- *   - ra_layer_forward_cached_with an engine: refused (its shard's keys
- *     are not the call's); max_keys < 0: RA_ERR_ARGUMENT.
+ *   - a phased cached step (ra_layer_forward_cached_begin): refused (its
+ *     keys are the caller's); max_keys < 0: RA_ERR_ARGUMENT.
  */
 #include <string.h>
 
@@ -195,14 +195,6 @@ static void test_train(void)
     ra_layer_destroy(free_);
 }
 
-static ra_status no_decode(void *user, ra_context *ctx, ra_kv_cache *cache, const ra_tensor *out,
-                           const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                           const ra_attention_options *options)
-{
-    (void)user, (void)ctx, (void)cache, (void)out, (void)q, (void)k, (void)v, (void)options;
-    return RA_OK;
-}
-
 static void test_refusals(void)
 {
     ra_rope_config rc = ra_rope_config_default(0);
@@ -214,14 +206,11 @@ static void test_refusals(void)
     CHECK(ra_layer_create(&layer, &c, &w) == RA_ERR_ARGUMENT &&
           strstr(ra_last_error(), "max_keys"), "max_keys -1: %s", ra_last_error());
     ra_layer *bounded = make_layer(K, 0);
-    ra_kv_cache *cache = NULL;
-    CHECK(ra_kv_cache_create(&cache, 1, S_MAX, HKV, D, RA_F32) == RA_OK, "cache");
-    ra_attention_engine e = {.struct_size = sizeof e, .decode = no_decode};
     float y[DIM];
     ra_positions pos = ra_positions_start(0);
-    CHECK(refused(ra_layer_forward_cached_with(NULL, bounded, cache, y, x, 1, 1, &pos, &e)),
-          "an engine: %s", ra_last_error());
-    ra_kv_cache_destroy(cache);
+    ra_layer_step *step = NULL;
+    CHECK(refused(ra_layer_forward_cached_begin(&step, NULL, bounded, y, x, 1, 1, &pos)) &&
+              !step, "a phased cached step: %s", ra_last_error());
     ra_layer_destroy(bounded);
 }
 

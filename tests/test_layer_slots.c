@@ -16,7 +16,7 @@
  *   - ra_layer_forward_train (and so ra_layer_backward, from its tape);
  *   - max_keys counts slots: a padded row whose real keys fit the bound
  *     and whose slots do not is refused;
- *   - ra_layer_forward_cached_with an engine: refused.
+ *   - a phased cached step (ra_layer_forward_cached_begin): refused.
  */
 #include <string.h>
 
@@ -244,26 +244,14 @@ static void test_train(void)
     ra_layer_destroy(free_);
 }
 
-static ra_status no_decode(void *user, ra_context *ctx, ra_kv_cache *cache, const ra_tensor *out,
-                           const ra_tensor *q, const ra_tensor *k, const ra_tensor *v,
-                           const ra_attention_options *options)
-{
-    (void)user, (void)ctx, (void)cache, (void)out, (void)q, (void)k, (void)v, (void)options;
-    return RA_OK;
-}
-
-static void test_engine(void)
+static void test_phased_cached(void)
 {
     ra_layer *slots = make_layer(1, 0);
-    ra_kv_cache *cache = NULL;
-    CHECK(ra_kv_cache_create(&cache, 1, S, HKV, D, RA_F32) == RA_OK, "cache");
-    ra_attention_engine e = {.struct_size = sizeof e, .decode = no_decode};
     float y[DIM];
     ra_positions pos = ra_positions_start(0);
-    CHECK(refused(ra_layer_forward_cached_with(NULL, slots, cache, y, x, 1, 1, &pos, &e),
-                  "attention engine"), "an engine: %s", ra_last_error());
-    CHECK(ra_kv_cache_length(cache, 0) == 0, "refused, appended");
-    ra_kv_cache_destroy(cache);
+    ra_layer_step *step = NULL;
+    CHECK(refused(ra_layer_forward_cached_begin(&step, NULL, slots, y, x, 1, 1, &pos),
+                  "phased cached step") && !step, "a phased cached step: %s", ra_last_error());
     ra_layer_destroy(slots);
 }
 
@@ -279,6 +267,6 @@ static void body(void)
 int main(void)
 {
     ra_test_each_isa(body);
-    RUN(test_engine);
+    RUN(test_phased_cached);
     return ra_test_summary("layer_slots");
 }

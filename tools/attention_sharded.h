@@ -2,13 +2,13 @@
  * attention_sharded.h — `ropeattn attention` across the P ranks of an MPI
  * launch (tools/mpi/attention_sharded.c, built with Open MPI): every rank
  * reads the same files and runs the layer on its zig-zag shard of each
- * sequence (ra_mpi_engine: ring attention, with --attention-mask's padding
+ * sequence (ra_mpi_layer_forward: ring attention, with --attention-mask's padding
  * or --packed's documents of the whole sequence, one ring per group of rows
  * that start documents alike), and rank 0 gathers Y and
  * writes it; with --grads also each rank's dL/dX rows and the sums of the
  * ranks' weight gradients (ring backward); with --prefill every rank's KV cache holds a shard of each
- * sequence, and each step's y, the same on every rank, comes from the
- * engine's sharded decoding.  Y is the one-process Y within float32
+ * sequence, and each step's y, the same on every rank, comes from
+ * sharded decoding (ra_mpi_layer_forward_cached).  Y is the one-process Y within float32
  * rounding.
  */
 #ifndef RA_TOOLS_ATTENTION_SHARDED_H
@@ -39,11 +39,17 @@ typedef struct attention_sharded_job {
  * rank.  A collective: every rank calls it. */
 int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx);
 
-/* --prefill P across the ranks: the engine for ra_layer_forward_cached_with
- * (static storage; sequences of seq tokens) and the tokens this rank's cache
- * must hold: its share of the P-token prompt, and on the last rank every
- * later token (ropeattn_mpi.h: how the engine places them). */
-const ra_attention_engine *attention_sharded_engine(int64_t seq, int64_t prefill,
-                                                    int64_t *capacity);
+/* --prefill P across the ranks: the tokens this rank's cache must hold
+ * (sequences of seq tokens): its share of the P-token prompt, and on the
+ * last rank every later token (ropeattn_mpi.h: how the ranks place
+ * them). */
+int64_t attention_sharded_capacity(int64_t seq, int64_t prefill);
+
+/* One cached step of n tokens across the ranks (ra_mpi_layer_forward_cached
+ * over sequences of seq tokens): 0, or on failure one message (the
+ * exit code). */
+int attention_sharded_cached(ra_context *ctx, int64_t seq, const ra_layer *layer,
+                             ra_kv_cache *cache, float *y, const float *x, int64_t batch,
+                             int64_t n, const ra_positions *positions);
 
 #endif

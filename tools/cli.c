@@ -75,7 +75,11 @@ int cli_fail(int exit_code, const char *fmt, ...)
 
 int cli_fail_status(ra_status status, const char *what)
 {
-    const char *detail = ra_last_error();
+    return cli_fail_status_detail(status, what, ra_last_error());
+}
+
+int cli_fail_status_detail(ra_status status, const char *what, const char *detail)
+{
     if (detail[0] == '\0') return cli_fail(EXIT_FAIL, "%s: %s", what, ra_status_string(status));
     return cli_fail(EXIT_FAIL, "%s: %s (%s)", what, ra_status_string(status), detail);
 }

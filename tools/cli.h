@@ -31,8 +31,11 @@ enum {
 int cli_fail(int exit_code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* For a failed library call: "ropeattn: <what>: <ra_status_string>". */
+/* For a failed library call: "ropeattn: <what>: <ra_status_string>
+ * (<ra_last_error>)"; _detail: with detail (another library's sentence)
+ * in place of ra_last_error's. */
 int cli_fail_status(ra_status status, const char *what);
+int cli_fail_status_detail(ra_status status, const char *what, const char *detail);
 
 /* From now on cli_fail keeps its first message instead of printing it (a
  * rank of an MPI launch other than 0: comm.h says which rank prints);

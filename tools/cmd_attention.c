@@ -358,16 +358,34 @@ static int check_prefill_window(const attention_options *opts, const rope_source
                     (long long)window);
 }
 
+/* One cached step of n tokens: across the ranks of a launch, each rank's
+ * cache a shard of sequences of seq tokens; else this process's cache.  0,
+ * or the exit code after one message. */
+static int cached_step(ra_context *ctx, const ra_layer *layer, ra_kv_cache *cache, float *y,
+                       const float *x, int64_t batch, int64_t n, const ra_positions *positions,
+                       int64_t seq)
+{
+#ifdef RA_CLI_MPI
+    if (cli_comm_size() > 1)
+        return attention_sharded_cached(ctx, seq, layer, cache, y, x, batch, n, positions);
+#endif
+    (void)seq;
+    const ra_status status = ra_layer_forward_cached(ctx, layer, cache, y, x, batch, n, positions);
+    return status == RA_OK ? 0 : cli_fail_status(status, "attention forward through the KV "
+                                                         "cache failed");
+}
+
 static int forward_cached(const attention_options *opts, const ra_layer *layer,
                           ra_context *ctx, float *y, const float *x, const int64_t *ids,
                           int components, int64_t batch, int64_t seq)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t dim = c->dim, P = opts->prefill;
-    const ra_attention_engine *engine = NULL; /* across the ranks of a launch: the sharded */
-    int64_t capacity = seq;                   /* cache's share of the tokens */
+    int sharded = 0;        /* across the ranks of a launch: each rank's cache a shard, */
+    int64_t capacity = seq; /* its share of the tokens */
 #ifdef RA_CLI_MPI
-    if (cli_comm_size() > 1) engine = attention_sharded_engine(seq, P, &capacity);
+    sharded = cli_comm_size() > 1;
+    if (sharded) capacity = attention_sharded_capacity(seq, P);
 #endif
     progress line;
     double t0 = timer_seconds(), t_prefill = 0;
@@ -378,7 +396,7 @@ static int forward_cached(const attention_options *opts, const ra_layer *layer,
     ra_status status = RA_ERR_NOMEM;
     int failed = check_prefill_rope(opts, c->rope, ids, components, batch, seq);
     if (!failed && x_part && y_part && (ids_part || !ids))
-        status = create_cache_scaled(&cache, opts, c, batch, engine ? 0 : seq, capacity);
+        status = create_cache_scaled(&cache, opts, c, batch, sharded ? 0 : seq, capacity);
     if (!failed && status != RA_OK)
         failed = cli_fail_status(status, "attention forward through the KV cache failed");
     failed = cli_comm_agree(failed); /* a launch's ranks step together, or none does */
@@ -390,12 +408,8 @@ static int forward_cached(const attention_options *opts, const ra_layer *layer,
         for (int64_t r = 0; ids && r < components * batch; r++) /* [components, batch, n] */
             for (int64_t s = 0; s < n; s++) ids_part[r * n + s] = ids[r * seq + first + s];
         ra_positions positions = positions_of_ids(ids_part, components, opts->start_pos + first);
-        status = ra_layer_forward_cached_with(ctx, layer, cache, y_part, x_part, batch, n,
-                                              &positions, engine);
-        if (status == RA_OK)
-            scatter_tokens(y, y_part, batch, seq, first, n, dim);
-        else
-            failed = cli_fail_status(status, "attention forward through the KV cache failed");
+        failed = cached_step(ctx, layer, cache, y_part, x_part, batch, n, &positions, seq);
+        if (!failed) scatter_tokens(y, y_part, batch, seq, first, n, dim);
     }
     progress_end(&line);
     if (!failed && opts->stats) { /* tokens of all sequences, per second */

@@ -840,17 +840,17 @@ static void decode_errors(void)
     free(q), free(out);
 }
 
-/* ---- a layer through ra_mpi_engine --------------------------------------- */
+/* ---- a layer across the ranks (ra_mpi_layer_forward ...) ------------------ */
 
 typedef struct layer_mpi_case {
     int64_t B, S, dim, H, Hkv, D, window, chunk;
     double softcap;
     int sinks, norms;
     ra_status expect; /* RA_OK, or every rank's refusal */
-    int masks;        /* ring_case's: 1 padding, 2 documents (the engine's) */
+    int masks;        /* ring_case's: 1 padding, 2 documents (ra_mpi_sequence's) */
 } layer_mpi_case;
 
-/* The training forward and backward through the engine against one
+/* The sharded training forward and backward against one
  * process's: each rank's dx rows, the weights' gradients summed over the
  * ranks (each rank's share of the tokens) and dsinks (the ring's, already
  * every rank's sum).  Tolerance 1e-5 of each tensor's max: the attention's
@@ -858,8 +858,8 @@ typedef struct layer_mpi_case {
  * another order (per rank, then across ranks). */
 static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, const float *x,
                               const int64_t *ids, int64_t n, const float *lx,
-                              const ra_positions *pos, const ra_attention_options *o,
-                              const ra_attention_options *whole)
+                              const ra_positions *pos, const ra_mpi_sequence *sq,
+                              const ra_attention_options *o, const ra_attention_options *whole)
 {
     const ra_layer_config *lc = ra_layer_get_config(layer);
     const int64_t B = c->B, S = c->S, dim = lc->dim, qd = c->H * c->D, kd = c->Hkv * c->D;
@@ -877,11 +877,13 @@ static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, co
         ra_layer_tape *tape = NULL;
         ra_status st = ra_layer_tape_create(&tape, layer, B * S);
         if (st == RA_OK)
-            st = run ? ra_layer_forward_train(ctx2, layer, y, tape, lx, B, n, pos, o)
+            st = run ? ra_mpi_layer_forward_train(ctx2, sq, layer, y, tape, lx, B, n, pos, o)
                      : ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, whole);
-        if (st == RA_OK) st = ra_layer_backward(run ? ctx2 : ctx, layer, dx[run], &lg, tape,
-                                                run ? ldy : dy);
-        CHECK(st == RA_OK, "%s training: %s", run ? "sharded" : "one-process", ra_last_error());
+        if (st == RA_OK)
+            st = run ? ra_mpi_layer_backward(ctx2, sq, layer, dx[run], &lg, tape, ldy)
+                     : ra_layer_backward(ctx, layer, dx[run], &lg, tape, dy);
+        CHECK(st == RA_OK, "%s training: %s", run ? "sharded" : "one-process",
+              run ? ra_mpi_last_error() : ra_last_error());
         ra_layer_tape_destroy(tape);
     }
     for (int i = 0; i < 6; i++) /* each rank's share: summed */
@@ -910,8 +912,8 @@ static void layer_grads_check(const ra_layer *layer, const layer_mpi_case *c, co
     free(dy), free(ldy), free(y);
 }
 
-/* ra_layer_forward on each rank's zig-zag shard of x, at its global
- * positions, through the engine, against ra_layer_forward over the whole
+/* ra_mpi_layer_forward on each rank's zig-zag shard of x, at its global
+ * positions, against ra_layer_forward over the whole
  * sequence in one process: within TOL of max|y| (the attention's f32 sums
  * in another order; the projections are the same per token). */
 static void layer_check(layer_mpi_case c)
@@ -949,18 +951,17 @@ static void layer_check(layer_mpi_case c)
     float *ly = malloc((size_t)(B * n * dim) * sizeof *ly);
     ra_positions pos = ra_positions_start(0);
     pos.ids = ids;
-    ra_mpi_engine e;
-    st = ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
-    CHECK(st == RA_OK, "engine: %s", ra_mpi_last_error());
-    e.padding_mask = whole.padding_mask;
-    e.cu_seqlens = whole.cu_seqlens;
-    e.n_documents = whole.n_documents;
+    ra_mpi_sequence sq;
+    st = ra_mpi_sequence_init(&sq, MPI_COMM_WORLD, S);
+    CHECK(st == RA_OK, "sequence: %s", ra_mpi_last_error());
+    sq.padding_mask = whole.padding_mask;
+    sq.cu_seqlens = whole.cu_seqlens;
+    sq.n_documents = whole.n_documents;
     ra_attention_options o = ra_attention_options_init();
-    o.engine = &e.engine;
     if (c.expect != RA_OK) o.path = RA_PATH_REFERENCE; /* the ring's refusal */
-    st = ra_layer_forward(ctx2, layer, ly, lx, B, n, &pos, &o);
+    st = ra_mpi_layer_forward(ctx2, &sq, layer, ly, lx, B, n, &pos, &o);
     CHECK(st == c.expect, "S %lld window %lld chunk %lld: %s (%s)", (long long)S,
-          (long long)c.window, (long long)c.chunk, ra_status_string(st), ra_last_error());
+          (long long)c.window, (long long)c.chunk, ra_status_string(st), ra_mpi_last_error());
     if (st == RA_OK && c.expect == RA_OK) {
         double worst = 0, ymax = max_abs(y, B * S * dim);
         for (int64_t b = 0; b < B; b++)
@@ -972,30 +973,31 @@ static void layer_check(layer_mpi_case c)
         CHECK(worst <= TOL * ymax, "S %lld window %lld softcap %g sinks %d norms %d: y off by "
               "%.3g (max|y| %.3g)", (long long)S, (long long)c.window, c.softcap, c.sinks,
               c.norms, worst, ymax);
-        layer_grads_check(layer, &c, x, ids, n, lx, &pos, &o, &whole);
+        layer_grads_check(layer, &c, x, ids, n, lx, &pos, &sq, &o, &whole);
     }
-    if (c.masks) { /* the call's own options: refused, the whole sequence's are the engine's */
+    if (c.masks) { /* the call's own options: refused, the whole sequence's are sq's */
         ra_attention_options mine = o;
         mine.padding_mask = whole.padding_mask;
         mine.cu_seqlens = whole.cu_seqlens;
         mine.n_documents = whole.n_documents;
-        const ra_status refused = ra_layer_forward(ctx2, layer, ly, lx, B, n, &pos, &mine);
-        CHECK(refused == RA_ERR_ARGUMENT, "masks in the call's options: %s",
-              ra_status_string(refused));
+        const ra_status refused = ra_mpi_layer_forward(ctx2, &sq, layer, ly, lx, B, n, &pos,
+                                                       &mine);
+        CHECK(refused == RA_ERR_ARGUMENT && strstr(ra_mpi_last_error(), "sharded layer call"),
+              "masks in the call's options: %s", ra_mpi_last_error());
     }
     if (st != RA_OK)
-        CHECK(strstr(ra_last_error(), "the attention engine: ") == ra_last_error(),
-              "the sentence: %s", ra_last_error());
+        CHECK(strstr(ra_mpi_last_error(), "reference"), "the sentence: %s", ra_mpi_last_error());
     ra_attention_options dropping = o; /* the layer's output dropout: refused */
     dropping.dropout = 0.1f;
-    CHECK(ra_layer_forward(ctx2, layer, ly, lx, B, n, &pos, &dropping) == RA_ERR_UNSUPPORTED,
-          "dropout with an engine taken");
+    CHECK(ra_mpi_layer_forward(ctx2, &sq, layer, ly, lx, B, n, &pos, &dropping) ==
+              RA_ERR_UNSUPPORTED && strstr(ra_mpi_last_error(), "dropout"),
+          "dropout in a sharded call taken: %s", ra_mpi_last_error());
     ra_layer_destroy(layer);
     free(wq), free(wk), free(wv), free(wo), free(sinks), free(qn), free(x), free(y), free(ids),
         free(lx), free(ly), free(pad);
 }
 
-/* The cached layer through the engine (every rank the same x, its own
+/* The sharded cached layer (every rank the same x, its own
  * cache): a prompt of P tokens, then one decode step per token, against
  * ra_layer_forward_cached on one cache in one process.  Tolerance: TOL of
  * max|y| for every cache dtype: the same stored keys (an 8-bit prompt
@@ -1018,8 +1020,8 @@ static void cached_check(layer_mpi_case c, ra_dtype dtype, int64_t P)
     ra_status st = ra_layer_create(&layer, &lc, &w);
     CHECK(st == RA_OK, "layer: %s", ra_last_error());
     float *y[2], *xs = malloc((size_t)(B * P * dim) * sizeof *xs);
-    ra_mpi_engine e;
-    ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
+    ra_mpi_sequence sq;
+    ra_mpi_sequence_init(&sq, MPI_COMM_WORLD, S);
     for (int sharded = 0; sharded < 2; sharded++) {
         y[sharded] = calloc((size_t)(B * S * dim), sizeof(float));
         ra_kv_cache *cache = NULL;
@@ -1030,11 +1032,10 @@ static void cached_check(layer_mpi_case c, ra_dtype dtype, int64_t P)
             for (int64_t b = 0; b < B; b++)
                 memcpy(xs + b * n * dim, x + (b * S + first) * dim, (size_t)(n * dim) * 4);
             ra_positions pos = ra_positions_start(first);
-            st = sharded ? ra_layer_forward_cached_with(ctx, layer, cache, ys, xs, B, n, &pos,
-                                                        &e.engine)
+            st = sharded ? ra_mpi_layer_forward_cached(ctx, &sq, layer, cache, ys, xs, B, n, &pos)
                          : ra_layer_forward_cached(ctx, layer, cache, ys, xs, B, n, &pos);
             CHECK(st == RA_OK, "%s step at %lld: %s", sharded ? "sharded" : "one process",
-                  (long long)first, ra_last_error());
+                  (long long)first, sharded ? ra_mpi_last_error() : ra_last_error());
             for (int64_t b = 0; b < B; b++)
                 memcpy(y[sharded] + (b * S + first) * dim, ys + b * n * dim,
                        (size_t)(n * dim) * 4);
@@ -1074,29 +1075,29 @@ static void cached_full(void)
     w.wq = w.wk = w.wv = wq, w.wo = wo;
     ra_layer *layer = NULL;
     ra_kv_cache *cache = NULL;
-    ra_mpi_engine e;
+    ra_mpi_sequence sq;
     ra_status st = ra_layer_create(&layer, &lc, &w);
     if (st == RA_OK) st = ra_kv_cache_create(&cache, 1, rank == size - 1 ? share : 8, H, D, RA_F32);
-    if (st == RA_OK) st = ra_mpi_engine_init(&e, MPI_COMM_WORLD, 8);
+    if (st == RA_OK) st = ra_mpi_sequence_init(&sq, MPI_COMM_WORLD, 8);
     ra_positions pos = ra_positions_start(0);
-    if (st == RA_OK) st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 4, &pos, &e.engine);
-    CHECK(st == RA_OK, "prompt: %s", ra_last_error());
+    if (st == RA_OK) st = ra_mpi_layer_forward_cached(ctx, &sq, layer, cache, y, x, 1, 4, &pos);
+    CHECK(st == RA_OK, "prompt: %s", ra_mpi_last_error());
     const int64_t held = ra_kv_cache_length(cache, 0);
     pos.start = 4;
-    st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 1, &pos, &e.engine);
+    st = ra_mpi_layer_forward_cached(ctx, &sq, layer, cache, y, x, 1, 1, &pos);
     CHECK(st == RA_ERR_CACHE_FULL && ra_kv_cache_length(cache, 0) == held,
           "a step with no room: %s (length %lld, was %lld)", ra_status_string(st),
           (long long)ra_kv_cache_length(cache, 0), (long long)held);
-    /* rank 0's engine holds a padding mask: refused on every rank, nothing
-     * stored */
+    /* rank 0's sequence holds a padding mask: refused on every rank,
+     * nothing stored */
     const uint8_t pad[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    e.padding_mask = rank == 0 ? pad : NULL;
-    st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 1, &pos, &e.engine);
+    sq.padding_mask = rank == 0 ? pad : NULL;
+    st = ra_mpi_layer_forward_cached(ctx, &sq, layer, cache, y, x, 1, 1, &pos);
     char why[256];
-    snprintf(why, sizeof why, "%s", ra_last_error()); /* before another call clears it */
+    snprintf(why, sizeof why, "%s", ra_mpi_last_error()); /* before another call clears it */
     CHECK(st == RA_ERR_UNSUPPORTED && ra_kv_cache_length(cache, 0) == held &&
               strstr(why, "padding_mask or cu_seqlens in cached decoding"),
-          "rank 0's engine with padding: %s (%s)", ra_status_string(st), why);
+          "rank 0's sequence with padding: %s (%s)", ra_status_string(st), why);
     ra_kv_cache_destroy(cache);
     ra_layer_destroy(layer);
     free(wq), free(wo), free(x);
@@ -1116,7 +1117,7 @@ static void test_layer_cached(void)
 }
 
 /* A layer call that fails on one rank alone (its checks, before the ring)
- * fails on every rank, without a hang: the engine's agree. */
+ * fails on every rank, without a hang: the agreement between the phases. */
 static void layer_one_rank_fails(void)
 {
     const int64_t dim = 16, H = 2, D = 8, S = 4 * size;
@@ -1135,35 +1136,60 @@ static void layer_one_rank_fails(void)
     if (rank == size - 1) ids[0] = -1; /* RA_ERR_POSITION here alone */
     ra_positions pos = ra_positions_start(0);
     pos.ids = ids;
-    ra_mpi_engine e;
-    CHECK(ra_mpi_engine_init(NULL, MPI_COMM_WORLD, S) == RA_ERR_NULL &&
-              ra_mpi_engine_init(&e, MPI_COMM_WORLD, 0) == RA_ERR_SIZE,
-          "ra_mpi_engine_init's refusals: %s", ra_mpi_last_error());
-    ra_mpi_engine_init(&e, MPI_COMM_WORLD, S);
+    ra_mpi_sequence sq;
+    CHECK(ra_mpi_sequence_init(NULL, MPI_COMM_WORLD, S) == RA_ERR_NULL &&
+              ra_mpi_sequence_init(&sq, MPI_COMM_WORLD, 0) == RA_ERR_SIZE,
+          "ra_mpi_sequence_init's refusals: %s", ra_mpi_last_error());
+    ra_mpi_sequence_init(&sq, MPI_COMM_WORLD, S);
     ra_attention_options o = ra_attention_options_init();
-    o.engine = &e.engine;
-    ra_status st = ra_layer_forward(ctx, layer, y, x, 1, n, &pos, &o);
+    ra_status st = ra_mpi_layer_forward(ctx, &sq, layer, y, x, 1, n, &pos, &o);
     CHECK(st != RA_OK, "forward: a bad position on the last rank gave RA_OK");
     ra_layer_tape *tape = NULL;
     ra_layer_tape_create(&tape, layer, rank == size - 1 ? n - 1 : n); /* too small there */
     ids[0] = rank == size - 1 ? 0 : ids[0];
     ra_mpi_zigzag_positions(S, size, rank, 1, n, ids);
-    st = ra_layer_forward_train(ctx, layer, y, tape, x, 1, n, &pos, &o);
+    st = ra_mpi_layer_forward_train(ctx, &sq, layer, y, tape, x, 1, n, &pos, &o);
     CHECK(size == 1 ? st == RA_ERR_SIZE : st != RA_OK, "train: a short tape on the last rank "
           "gave %s", ra_status_string(st));
     ra_kv_cache *cache = NULL;
     ra_kv_cache_create(&cache, 1, S, H, D, RA_F32);
-    st = ra_layer_forward_cached_with(ctx, layer, cache, y, x, 1, 2,
-                                      rank == size - 1 ? NULL : &pos, &e.engine);
+    st = ra_mpi_layer_forward_cached(ctx, &sq, layer, cache, y, x, 1, 2,
+                                     rank == size - 1 ? NULL : &pos);
     CHECK(st != RA_OK && ra_kv_cache_length(cache, 0) == 0,
           "cached: no positions on the last rank gave %s", ra_status_string(st));
     ra_kv_cache_destroy(cache);
+    /* the backward of a forward the last rank lacks (its tape empty) */
+    ra_layer_tape *filled = NULL, *empty = NULL;
+    ra_layer_tape_create(&filled, layer, n);
+    ra_layer_tape_create(&empty, layer, n);
+    st = ra_mpi_layer_forward_train(ctx, &sq, layer, y, filled, x, 1, n, &pos, &o);
+    CHECK(st == RA_OK, "train: %s", ra_mpi_last_error());
+    float *dw = calloc((size_t)(4 * H * D * dim), sizeof *dw), *dx = malloc((size_t)(S * dim) * 4);
+    ra_layer_grads lg = ra_layer_grads_init();
+    lg.dwq = dw, lg.dwk = dw + H * D * dim, lg.dwv = dw + 2 * H * D * dim;
+    lg.dwo = dw + 3 * H * D * dim;
+    st = ra_mpi_layer_backward(ctx, &sq, layer, dx, &lg, filled, x);
+    CHECK(st == RA_OK, "backward: %s", ra_mpi_last_error());
+    st = ra_mpi_layer_backward(ctx, &sq, layer, dx, &lg, rank == size - 1 ? empty : filled, x);
+    CHECK(rank == size - 1 ? st == RA_ERR_ARGUMENT && strstr(ra_mpi_last_error(), "no forward")
+                           : st == RA_ERR_ARGUMENT && strstr(ra_mpi_last_error(), "rank"),
+          "backward: an empty tape on the last rank gave %s (%s)", ra_status_string(st),
+          ra_mpi_last_error());
+    ra_layer_tape_destroy(filled);
+    ra_layer_tape_destroy(empty);
     ra_layer_tape_destroy(tape);
     ra_layer_destroy(layer);
-    free(w), free(x), free(y);
+    /* a key bound counts the whole sequence's keys: refused on every rank */
+    lc.max_keys = 4;
+    ra_layer_create(&layer, &lc, &lw);
+    st = ra_mpi_layer_forward(ctx, &sq, layer, y, x, 1, n, &pos, &o);
+    CHECK(st == RA_ERR_UNSUPPORTED && strstr(ra_mpi_last_error(), "max_keys 4 across ranks"),
+          "max_keys: %s", ra_mpi_last_error());
+    ra_layer_destroy(layer);
+    free(w), free(x), free(y), free(dw), free(dx);
 }
 
-static void test_layer_engine(void)
+static void test_layer_sharded(void)
 {
     const layer_mpi_case cases[] = {
         {1, 64, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_OK, 0},
@@ -1171,7 +1197,7 @@ static void test_layer_engine(void)
         {1, 90, 32, 4, 1, 16, 20, 0, 30.0, 0, 0, RA_OK, 0},  /* window, soft-cap */
         {1, 40, 32, 4, 2, 8, 0, 8, 0, 0, 0, RA_OK, 0},  /* chunked */
         {1, 40, 32, 4, 2, 8, 0, 0, 0, 0, 0, RA_ERR_UNSUPPORTED, 0}, /* every rank refuses */
-        {2, 45, 48, 6, 2, 16, 0, 8, 0, 1, 0, RA_OK, 1},  /* padding (the engine's), chunks */
+        {2, 45, 48, 6, 2, 16, 0, 8, 0, 1, 0, RA_OK, 1},  /* padding (the sequence's), chunks */
         {1, 60, 32, 4, 2, 8, 0, 0, 0, 1, 0, RA_OK, 2},   /* packed documents */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) layer_check(cases[i]);
@@ -1193,7 +1219,7 @@ int main(int argc, char **argv)
     RUN(ring_backward_errors());
     RUN(test_decode());
     RUN(decode_errors());
-    RUN(test_layer_engine());
+    RUN(test_layer_sharded());
     RUN(test_layer_cached());
     RUN(cached_full());
     RUN(layer_one_rank_fails());

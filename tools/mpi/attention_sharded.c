@@ -1,7 +1,7 @@
 /*
  * attention_sharded.c — attention_sharded.h: each rank's shard through the
- * layer with ra_mpi_engine, gathered on rank 0 by one MPI_Gatherv (a row of
- * dim floats one element).
+ * layer across the ranks (ra_mpi_layer_forward ...), gathered on rank 0 by
+ * one MPI_Gatherv (a row of dim floats one element).
  *
  *   X, Y: [B, S, dim]   rank r's part: [B, n_r, dim], rows
  *   rows[first[r] .. first[r + 1]) of every sequence, in that order
@@ -148,28 +148,46 @@ typedef struct shard_calls {
     ra_hf_grads *g;
 } shard_calls;
 
+/* attention_grads_rows across the ranks.  A tape that could not be made
+ * is NULL, which the training forward refuses on every rank. */
+static ra_status train_shard(const shard_calls *c, const ra_mpi_sequence *s, int64_t n,
+                             const float *x, const float *dy, const ra_positions *positions,
+                             const ra_attention_options *attention, int accumulate, float *y,
+                             float *dx)
+{
+    const ra_layer *layer = c->job->layer;
+    ra_layer_grads grads = *ra_hf_grads_get(c->g);
+    grads.accumulate = accumulate;
+    ra_layer_tape *tape = NULL;
+    const ra_status made = ra_layer_tape_create(&tape, layer, n * c->shard);
+    ra_status status = ra_mpi_layer_forward_train(c->ctx, s, layer, y, tape, x, n, c->shard,
+                                                  positions, attention);
+    if (status == RA_OK) status = ra_mpi_layer_backward(c->ctx, s, layer, dx, &grads, tape, dy);
+    ra_layer_tape_destroy(tape);
+    return made != RA_OK ? made : status;
+}
+
 static ra_status shard_rows(void *arg, int64_t n, const float *x, const float *dy,
                             const int64_t *ids, const ra_attention_options *options,
                             int accumulate, float *y, float *dx)
 {
     const shard_calls *c = arg;
     const attention_sharded_job *job = c->job;
-    ra_mpi_engine engine;
-    ra_status status = ra_mpi_engine_init(&engine, MPI_COMM_WORLD, job->seq);
+    ra_mpi_sequence s;
+    ra_status status = ra_mpi_sequence_init(&s, MPI_COMM_WORLD, job->seq);
     ra_positions positions = positions_of_ids(ids, job->components, 0);
-    /* the whole sequence's padding or documents: the engine's */
-    engine.padding_mask = options->padding_mask;
-    engine.cu_seqlens = options->cu_seqlens;
-    engine.n_documents = options->n_documents;
+    /* the whole sequence's padding or documents: the sequence's */
+    s.padding_mask = options->padding_mask;
+    s.cu_seqlens = options->cu_seqlens;
+    s.n_documents = options->n_documents;
     ra_attention_options attention = *options;
     attention.padding_mask = NULL;
     attention.cu_seqlens = NULL;
     attention.n_documents = 0;
-    attention.engine = &engine.engine;
     if (status != RA_OK) return status;
-    if (!dy) return ra_layer_forward(c->ctx, job->layer, y, x, n, c->shard, &positions, &attention);
-    return attention_grads_rows(c->ctx, job->hf, c->g, n, c->shard, x, dy, &positions,
-                                &attention, accumulate, y, dx, NULL, NULL);
+    if (!dy) return ra_mpi_layer_forward(c->ctx, &s, job->layer, y, x, n, c->shard, &positions,
+                                         &attention);
+    return train_shard(c, &s, n, x, dy, &positions, &attention, accumulate, y, dx);
 }
 
 /* This rank's forward (and with DY its training forward and backward) of
@@ -223,9 +241,10 @@ int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx)
         take_positions(job, rows, n, ids);
         ra_status status = run_shard(job, ctx, n, x, ids, y_part, dy, dx_part, g);
         if (status != RA_OK)
-            failed = cli_fail_status(status, grads ? "attention training forward and backward "
-                                                     "across ranks failed"
-                                                   : "attention forward across ranks failed");
+            failed = cli_fail_status_detail(status, grads ? "attention training forward and "
+                                                            "backward across ranks failed"
+                                                          : "attention forward across ranks "
+                                                            "failed", ra_mpi_last_error());
     }
     failed = cli_comm_agree(failed);
     if (!failed) {
@@ -250,13 +269,23 @@ int attention_sharded_run(const attention_sharded_job *job, ra_context *ctx)
     return failed;
 }
 
-const ra_attention_engine *attention_sharded_engine(int64_t seq, int64_t prefill,
-                                                    int64_t *capacity)
+int64_t attention_sharded_capacity(int64_t seq, int64_t prefill)
 {
-    static ra_mpi_engine engine;
     const int64_t R = cli_comm_size(), r = cli_comm_rank();
-    *capacity = prefill * (r + 1) / R - prefill * r / R + (r == R - 1 ? seq - prefill : 0);
-    if (*capacity == 0) *capacity = 1; /* a rank without a token of a short prompt */
-    ra_mpi_engine_init(&engine, MPI_COMM_WORLD, seq); /* seq >= 1: no failure */
-    return &engine.engine;
+    const int64_t capacity =
+        prefill * (r + 1) / R - prefill * r / R + (r == R - 1 ? seq - prefill : 0);
+    return capacity ? capacity : 1; /* a rank without a token of a short prompt */
+}
+
+int attention_sharded_cached(ra_context *ctx, int64_t seq, const ra_layer *layer,
+                             ra_kv_cache *cache, float *y, const float *x, int64_t batch,
+                             int64_t n, const ra_positions *positions)
+{
+    ra_mpi_sequence s;
+    ra_mpi_sequence_init(&s, MPI_COMM_WORLD, seq); /* seq >= 1: no failure */
+    const ra_status status =
+        ra_mpi_layer_forward_cached(ctx, &s, layer, cache, y, x, batch, n, positions);
+    if (status == RA_OK) return 0;
+    return cli_fail_status_detail(status, "attention forward through the KV cache failed",
+                                  ra_mpi_last_error());
 }

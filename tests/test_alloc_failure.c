@@ -711,9 +711,45 @@ static void forward_paged(trial *t, int threads)
 static void paged(trial *t) { forward_paged(t, 0); }
 static void paged_ctx(trial *t) { forward_paged(t, 3); }
 
+/* ra_layer_forward_train, or (phased) its steps around
+ * ra_attention_forward_lse (ra_layer_step: buffers of its own). */
+static ra_status train_forward(ra_context *ctx, const ra_layer *layer, float *y,
+                               ra_layer_tape *tape, int phased)
+{
+    if (!phased) return ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, NULL);
+    ra_layer_step *step;
+    RA_TEST_TRY(ra_layer_forward_train_begin(&step, ctx, layer, y, tape, x, B, S, NULL, NULL));
+    const ra_layer_step_views *sv = ra_layer_step_get_views(step);
+    ra_status st = ra_attention_forward_lse(ctx, &sv->out, sv->lse, &sv->q, &sv->k, &sv->v,
+                                            &sv->options);
+    if (st != RA_OK) {
+        ra_layer_step_cancel(step);
+        return st;
+    }
+    return ra_layer_step_finish(step);
+}
+
+/* ra_layer_backward (dy = x), or (phased) its steps around
+ * ra_attention_backward. */
+static ra_status train_backward(ra_context *ctx, const ra_layer *layer, float *dx,
+                                const ra_layer_grads *g, const ra_layer_tape *tape, int phased)
+{
+    if (!phased) return ra_layer_backward(ctx, layer, dx, g, tape, x);
+    ra_layer_step *step;
+    RA_TEST_TRY(ra_layer_backward_begin(&step, ctx, layer, dx, g, tape, x));
+    const ra_layer_step_views *sv = ra_layer_step_get_views(step);
+    ra_status st = ra_attention_backward(ctx, &sv->dq, &sv->dk, &sv->dv, &sv->dout, &sv->q,
+                                         &sv->k, &sv->v, &sv->out, sv->lse, &sv->options);
+    if (st != RA_OK) {
+        ra_layer_step_cancel(step);
+        return st;
+    }
+    return ra_layer_step_finish(step);
+}
+
 /* The training forward, then (when its trial's failure was not reached)
- * the backward: y and dx as they were after a failure. */
-static void train(trial *t, int threads)
+ * the backward, whole or phased: y and dx as they were after a failure. */
+static void train_how(trial *t, int threads, int phased)
 {
     ra_layer *layer = make_layer();
     ra_layer_tape *tape = NULL;
@@ -725,19 +761,21 @@ static void train(trial *t, int threads)
     ra_layer_grads g = ra_layer_grads_init();
     g.dwq = g_wq, g.dwk = g_wk, g.dwv = g_wv, g.dwo = g_wo;
     memset(y, SENTINEL, sizeof y);
-    ARMED(t, ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, NULL));
+    ARMED(t, train_forward(ctx, layer, y, tape, phased));
     if (INJECTED(t)) {
         CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
     } else {
         memset(dx, SENTINEL, sizeof dx);
-        ARMED(t, ra_layer_backward(ctx, layer, dx, &g, tape, x));
+        ARMED(t, train_backward(ctx, layer, dx, &g, tape, phased));
         if (INJECTED(t)) CHECK(is_sentinel(dx, sizeof dx), "dx written by a failed call");
     }
     ra_context_destroy(ctx);
     ra_layer_tape_destroy(tape);
     ra_layer_destroy(layer);
 }
+static void train(trial *t, int threads) { train_how(t, threads, 0); }
 static void train_ctx(trial *t) { train(t, 3); }
+static void phased_train_ctx(trial *t) { train_how(t, 3, 1); }
 
 /* The same with bfloat16 weights. */
 static void bf16_forward_ctx(trial *t)
@@ -774,6 +812,12 @@ static void bf16_train_ctx(trial *t)
 {
     layer_dtype = RA_BF16;
     train(t, 3);
+    layer_dtype = RA_F32;
+}
+static void bf16_phased_train(trial *t)
+{
+    layer_dtype = RA_BF16;
+    train_how(t, 0, 1);
     layer_dtype = RA_F32;
 }
 
@@ -836,12 +880,12 @@ static void mla_train(trial *t, int threads)
     g.dwq_a = g_wq_a, g.dq_a_norm = g_q_norm, g.dwq_b = g_wq_b, g.dwkv_a = g_wkv_a;
     g.dkv_a_norm = g_kv_norm, g.dwkv_b = g_wkv_b, g.dwo = g_wo;
     memset(y, SENTINEL, sizeof y);
-    ARMED(t, ra_layer_forward_train(ctx, layer, y, tape, x, B, S, NULL, NULL));
+    ARMED(t, train_forward(ctx, layer, y, tape, 0));
     if (INJECTED(t)) {
         CHECK(is_sentinel(y, sizeof y), "y written by a failed call");
     } else {
         memset(dx, SENTINEL, sizeof dx);
-        ARMED(t, ra_layer_backward(ctx, layer, dx, &g, tape, x));
+        ARMED(t, train_backward(ctx, layer, dx, &g, tape, 0));
         if (INJECTED(t)) CHECK(is_sentinel(dx, sizeof dx), "dx written by a failed call");
     }
     ra_context_destroy(ctx);
@@ -1205,12 +1249,14 @@ static void test_layer(void)
     sweep("ra_layer_forward_cached(int8, prefill, context)", cached_prefill_int8_ctx, 0);
     sweep("ra_layer_forward_cached(fp8, decode, context)", cached_decode_fp8_ctx, 0);
     sweep("ra_layer_forward_train, backward (context)", train_ctx, 0);
+    sweep("ra_layer_step: forward_train, backward (context)", phased_train_ctx, 0);
     sweep("bf16 weights: ra_layer_forward(reference)", bf16_forward, 0);
     sweep("bf16 weights: ra_layer_forward(flash, context)", bf16_forward_ctx, 0);
     sweep("bf16 weights: ra_layer_forward_cached(prefill)", bf16_cached_prefill, 0);
     sweep("bf16 weights: ra_layer_forward_cached(decode, context)", bf16_cached_decode_ctx, 0);
     sweep("bf16 weights: forward_train, backward", bf16_train, 0);
     sweep("bf16 weights: forward_train, backward (context)", bf16_train_ctx, 0);
+    sweep("bf16 weights: ra_layer_step: forward_train, backward", bf16_phased_train, 0);
     sweep("latent: ra_layer_create, cache", mla_create, 0);
     sweep("latent: forward_train, backward", mla_train_plain, 0);
     sweep("latent: forward_train, backward (context)", mla_train_ctx, 0);

@@ -235,7 +235,7 @@ $(DEV_PROGRAMS): $(DEV_TOOL_OBJ) $(LIBS_HF)
 # not src/ on the include path, into $(BUILD)/shared/, and linked against
 # the shared libraries (-lropeattn_hf -lropeattn, -lropeattn_mpi where MPI
 # is found), which it finds through its rpath ($ORIGIN/..: $(BUILD)).
-# tests/test_cli_shared.sh runs it; tests/test_public_headers.sh keeps
+# tests/test_cli_shared.sh runs it; tests/test_tools_public.sh keeps
 # tools/ on the public headers.
 SHARED_TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/shared/obj/%.o)
 CLI_PUBLIC_CFLAGS = $(filter-out -Isrc,$(RA_CFLAGS))

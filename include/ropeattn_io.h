@@ -144,7 +144,8 @@ RA_IO_API ra_status ra_safetensors_write_fd(int fd, const char *path,
 
 /* One output file staged beside its target: prepare (what would be
  * replaced, checked), create (a new temporary file in the target's folder,
- * named ".ropeattn-XXXXXX", with the old file's permission bits), write
+ * named ".ropeattn-" and six random letters and digits, as mkstemp names
+ * it, with the old file's permission bits), write
  * into fd (a writer's _fd form), close, then commit (rename over the
  * target).  discard removes a temporary file that was not committed and
  * frees the rest; call it always, last.  A caller declares one and passes

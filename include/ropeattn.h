@@ -200,7 +200,10 @@ typedef enum ra_dtype {
      * and ra_kv_cache_read gives their values in float32.  "KV cache and
      * decoding" below says how values are quantized. */
     RA_I8 = 16,     /* int8 codes, symmetric, a float32 scale per token and kv head */
-    RA_F8E4M3 = 17  /* OCP fp8 e4m3 ("e4m3fn") codes, a float32 scale per kv head */
+    RA_F8E4M3 = 17, /* OCP fp8 e4m3 ("e4m3fn") codes, a float32 scale per kv head */
+    /* One byte per element, nonzero = true: ra_attention_options' attn_mask
+     * only (every other function refuses it, RA_ERR_DTYPE). */
+    RA_BOOL = 24
 } ra_dtype;
 
 /* Bytes per element (4, 2, or 1 for the 8-bit cache dtypes), or 0 for an
@@ -615,8 +618,51 @@ typedef struct ra_attention_options {
                                     batch row: 0 = c[0] < c[1] < ... < c[n] = S, document d
                                     is tokens c[d] .. c[d + 1] - 1; NULL: one */
     int64_t n_documents;
+    /* Beyond causal decoders (encoders, cross-attention, vision towers;
+     * "Non-causal attention, other key lengths and arbitrary masks"
+     * below).  0 / NULL: as before. */
+    int non_causal;             /* nonzero: no causal mask, every query may see
+                                   every key (the other masks still apply) */
+    const ra_tensor *attn_mask; /* PyTorch SDPA's attn_mask over [B, H, Sq, Sk],
+                                   boolean (RA_BOOL) or additive (f32, f16,
+                                   bf16); NULL: none */
 } ra_attention_options;
 
+/* Non-causal attention, other key lengths and arbitrary masks.
+ *
+ * Key lengths: ra_attention, ra_attention_forward_lse and
+ * ra_attention_backward take k and v [B, Sk, Hkv, D] of any length Sk >= 1,
+ * Sq (q's) and Sk independent (cross-attention; a prefill of Sq new tokens
+ * against Sk keys).  Query i stands at key row i + Sk - Sq (the diagonal
+ * aligned bottom-right, as flash-attn and SDPA's causal_lower_right do: the
+ * last query sees every key); with Sq = Sk that is i, as always.  The
+ * causal mask is then j <= i + Sk - Sq, and a window W keeps
+ * i + Sk - Sq - W < j.  With Sq != Sk, padding_mask, cu_seqlens and chunk
+ * (which name one sequence) are RA_ERR_UNSUPPORTED: give attn_mask instead.
+ *
+ * non_causal: no causal mask.  A window W then bounds both sides,
+ * |i + Sk - Sq - j| < W (W - 1 keys each way and the query's own: ModernBERT's
+ * local attention of L tokens is W = L / 2 + 1); chunks and documents
+ * keep a query inside its own, in both directions; padding as above.
+ *
+ * attn_mask: a 4-D view [B or 1, H or 1, Sq or 1, Sk or 1] (an extent of
+ * 1 broadcasts, as does a zero stride; strides count elements and any
+ * stride >= 0 is read, the last one included), as SDPA's attn_mask:
+ *   RA_BOOL (one byte per element): nonzero = may attend, 0 = masked;
+ *   RA_F32, RA_F16, RA_BF16: added to the logits after scale and
+ *   soft-cap, s = c tanh(scale q.k / c) + attn_mask[b, h, i, j]; each
+ *   value finite or -Inf (NaN or +Inf: RA_ERR_ARGUMENT naming the index).
+ * It combines with every other mask of the options (a key is seen when all
+ * allow it) and with sinks.  A query that sees no key (all masked, by any
+ * combination) gives a zero output row, lse -Inf (with sinks: out 0, lse
+ * the sink) and zero gradients, as PyTorch 2.5+'s SDPA gives zeros for
+ * fully masked rows; a row whose additive values are all finite but huge
+ * negative (transformers' finfo.min) is not fully masked and averages v,
+ * as SDPA does.  The flash path skips key tiles the mask leaves empty.
+ * The mask is a constant: the backward gives no gradient for it.  Decode
+ * and cached calls (ra_attention_decode*, ra_layer_forward_cached, the
+ * block calls) refuse attn_mask and non_causal (RA_ERR_UNSUPPORTED).
+ * attn_mask must not overlap any output (RA_ERR_ARGUMENT). */
 static inline ra_attention_options ra_attention_options_init(void)
 {
     ra_attention_options o;
@@ -1289,6 +1335,12 @@ typedef struct ra_layer_config {
      * x wq_a^T (+ bq_a) after its norm and before it, 2 rq features: wq_b
      * is [rows, 2 rq].  Without q_lora_rank: RA_ERR_ARGUMENT. */
     int q_b_raw_latent;
+    /* Encoders (RoFormer, ModernBERT, ESM-2, vision towers): no causal
+     * mask, as ra_attention_options' non_causal (its window both ways),
+     * on the layer's uncached calls (forward, train, backward); the
+     * cached, paged and phased cached calls refuse it
+     * (RA_ERR_UNSUPPORTED).  An attn_mask comes with each call's options. */
+    int non_causal;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -62,6 +62,9 @@ ra_status ra_attention_options_read(ra_attention_options *out, const ra_attentio
     if (!(out->dropout >= 0.0f && out->dropout < 1.0f))
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
                        (double)out->dropout);
+    if (out->non_causal || out->attn_mask)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: %s is not implemented yet",
+                       out->non_causal ? "non_causal" : "attn_mask");
     return RA_OK;
 }
 

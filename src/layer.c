@@ -233,6 +233,8 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     ra_layer_weights w_read;
     ra_rope_config rope = ra_rope_config_default(0);
     RA_TRY(RA_READ_STRUCT(c, config, ra_layer_config));
+    if (c.non_causal)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: non_causal is not implemented yet");
     /* older headers' weights end before dtype: float32 */
     RA_TRY(ra_struct_read(&w_read, sizeof w_read, offsetof(ra_layer_weights, dtype), weights,
                           "ra_layer_weights"));

@@ -441,6 +441,7 @@ HF_VENV ?= .venv-hf
 HF_PYTHON = $(HF_VENV)/bin/python
 fixtures:
 	/usr/bin/python3 tests/fixtures/make_fixtures.py tests/fixtures
+	@if [ -x $(HF_PYTHON) ]; then $(HF_PYTHON) tests/fixtures/make_rope2d_fixtures.py tests/fixtures/rope2d; fi
 	@if [ -x $(HF_PYTHON) ]; then $(MAKE) --no-print-directory hf-fixtures; \
 	  else echo "fixtures: no $(HF_PYTHON) (scripts/setup-hf-venv.sh): tests/hf left as it is"; fi
 

@@ -337,6 +337,34 @@ typedef enum ra_rope_type {
     RA_ROPE_TYPE_COUNT
 } ra_rope_type;
 
+/* 2-D (axial) RoPE, as vision encoders rotate an image's patches by their
+ * (row, column) place on its grid (docs/ROPE.md).  With d = rotary_dim,
+ * q = d / 4 pairs per axis and f_k = theta^(-2k/d) the default rope's
+ * frequencies, pair i rotates by one component of the token's position:
+ *
+ *   RA_AXIAL_ALTERNATE (Pixtral's PixtralVisionRotaryEmbedding):
+ *     pair i < q:   row * f_2i           (the even frequencies)
+ *     pair q + j:   column * f_(2j+1)    (the odd ones)
+ *   RA_AXIAL_SHARED (Qwen2-VL's, Qwen2.5-VL's VisionRotaryEmbedding; Llama 4's
+ *     Llama4VisionRotaryEmbedding): each axis a rope of dim d / 2,
+ *     theta^(-2j/(d/2)) = f_2j:
+ *     pair i < q:   row * f_2i
+ *     pair q + j:   column * f_2j
+ *   axial_column_first swaps the axes (Llama 4: x, the column, first).
+ *
+ * Pairs are the layout's: Pixtral and Qwen rotate_half (RA_LAYOUT_HALF),
+ * Llama 4 complex pairs (RA_LAYOUT_INTERLEAVED).  Positions are
+ * ra_positions.axial_ids; the position is what multiplies the frequency:
+ * Pixtral and Qwen the patch's (row, column) in its image (Qwen in its
+ * merge blocks' order), Llama 4 (row + 1, column + 1) and its CLS token
+ * (0, 0), the identity. */
+typedef enum ra_rope_axial {
+    RA_AXIAL_NONE = 0,      /* 1-D positions (or M-RoPE's 3-D) */
+    RA_AXIAL_ALTERNATE = 1, /* Pixtral */
+    RA_AXIAL_SHARED = 2,    /* Qwen2-VL, Qwen2.5-VL, Llama 4 */
+    RA_AXIAL_COUNT
+} ra_rope_axial;
+
 /* How RoPE is computed: the type, the pairing, the head's size, the base,
  * and the parameters of the scaled types.  Zero means "not given"
  * everywhere, so ra_rope_config_hf() (or _default()) plus the fields a
@@ -405,6 +433,15 @@ typedef struct ra_rope_config {
      * pairs i < n turn, by the type's theta_i (d stays rotary_dim), and the
      * pairs from n on have frequency 0: they pass through unchanged. */
     int64_t rotating_pairs;
+    /* 2-D (axial) RoPE (ra_rope_axial above): the default type only
+     * (RA_ERR_UNSUPPORTED otherwise, and with rotating_pairs), no
+     * mrope_section (RA_ERR_ARGUMENT), rotary_dim a multiple of 4
+     * (RA_ERR_HEAD_DIM: rows and columns take half the pairs each).  Such a
+     * rope takes ra_positions.axial_ids only; ra_layer_create and the KV
+     * caches refuse it (RA_ERR_UNSUPPORTED) for now. */
+    ra_rope_axial axial;
+    int axial_column_first; /* nonzero: the first d / 4 pairs take the column
+                               (Llama 4); needs axial */
 } ra_rope_config;
 
 /* The two starting points, one per way of storing wq and wk (the layouts
@@ -457,7 +494,8 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config);
 RA_API void ra_rope_destroy(ra_rope *rope); /* NULL is allowed */
 RA_API const ra_rope_config *ra_rope_get_config(const ra_rope *rope);
 
-/* The rope's inverse frequencies, theta_i for i in [0, rotary_dim/2), and its
+/* The rope's inverse frequencies, theta_i for i in [0, rotary_dim/2) (a 2-D
+ * rope: pair i's, as ra_rope_axial draws them), and its
  * attention factor (1 except for yarn and longrope), which multiplies every
  * cos and sin, as transformers does.
  *   inv_freq: [rotary_dim / 2] */
@@ -471,6 +509,10 @@ RA_API double ra_rope_attention_factor(const ra_rope *rope); /* 0 for NULL */
  *               position of an M-RoPE rope (ra_rope_config.mrope_section);
  *               a rope without sections refuses them (RA_ERR_ARGUMENT), and
  *               so does giving ids too
+ *   axial_ids   given: (axial_ids[2 t], axial_ids[2 t + 1]), the (row,
+ *               column) position of a 2-D rope (ra_rope_config.axial), which
+ *               takes nothing else (RA_ERR_ARGUMENT), as other ropes refuse
+ *               them; cu_seqlens, if set, does not change them
  *   ids         given: ids[t]                         (any order, repeats allowed)
  *   cu_seqlens  given: starts[i] (or start) + t - cu_seqlens[i], where
  *               sequence i holds tokens cu_seqlens[i] .. cu_seqlens[i+1] - 1:
@@ -492,6 +534,8 @@ typedef struct ra_positions {
     int64_t mrope_stride;      /* elements from one component of mrope_ids to the
                                   next: 0 means B * S (a contiguous [3, B, S]);
                                   else at least B * S */
+    const int64_t *axial_ids;  /* [B, S, 2] (row, column), as transformers'
+                                  vision position_ids [N, 2], or NULL */
 } ra_positions;
 
 /* Positions start, start + 1, ... in every sequence (set ids, starts or
@@ -530,6 +574,15 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
  * put together, first half).  A rope without sections: RA_ERR_ARGUMENT.
  *   positions: [3, n]   cos, sin: [n, rotary_dim / 2] */
 RA_API ra_status ra_rope_table_mrope(const ra_rope *rope, float *cos, float *sin,
+                                     const int64_t *positions, int64_t n);
+
+/* The same for 2-D positions of an axial rope: entry (t, i) is pair i's
+ * cos and sin at its axis's component of positions[t] (transformers'
+ * cos/sin after recomposition, first half; Llama 4's freqs_ci as cos, sin).
+ * Any other rope: RA_ERR_ARGUMENT, as an axial rope is in ra_rope_table and
+ * ra_rope_table_mrope.
+ *   positions: [n, 2] (row, column)   cos, sin: [n, rotary_dim / 2] */
+RA_API ra_status ra_rope_table_axial(const ra_rope *rope, float *cos, float *sin,
                                      const int64_t *positions, int64_t n);
 
 /* Rotates every head of x by its token's position: out = R x (or R^T x).

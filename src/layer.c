@@ -258,6 +258,12 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
+    if (rope.axial != RA_AXIAL_NONE) { /* the vision towers: issue 43's item 3 */
+        ra_rope_destroy(layer->rope);
+        ra_free(layer);
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: a 2-D (axial) rope: a layer "
+                       "with one is not implemented");
+    }
     if ((c.temperature_floor > 0 || c.temperature_length > 0) &&
         layer->rope->component) { /* no one position to scale by */
         ra_rope_destroy(layer->rope);

@@ -122,6 +122,7 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
         rope->inv_freq[i] = 0.0; /* proportional RoPE: these pairs do not turn */
     if (status == RA_OK) status = check_frequencies(rope);
     rope->last_position = ra_rope_last_position(&rope->config);
+    if (status == RA_OK) status = ra_rope_axial_init(rope);
     if (status == RA_OK) status = ra_rope_mrope_init(rope);
     if (status == RA_OK && table) {
         rope->cos = ra_alloc((size_t)table * sizeof(float));
@@ -201,6 +202,9 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_o
     if (!rope || !cos_out || !sin_out || !positions)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !rope ? "rope" : !cos_out ? "cos"
                                                   : !sin_out ? "sin" : "positions");
+    if (rope->config.axial != RA_AXIAL_NONE)
+        return ra_fail(RA_ERR_ARGUMENT, "the rope is 2-D (ra_rope_config.axial): its tables "
+                       "are ra_rope_table_axial's");
     if (n <= 0) return ra_fail(RA_ERR_SIZE, "n %lld: must be >= 1", (long long)n);
     int64_t total;
     if (ra_mul(n, rope->n_pairs, &total) != RA_OK)
@@ -269,7 +273,7 @@ static ra_status read_mrope_ids(ra_positions *p, const ra_rope *rope, int64_t n_
 {
     if (p->ids)
         return ra_fail(RA_ERR_ARGUMENT, "ra_positions: both ids and mrope_ids are set");
-    if (!rope->component)
+    if (!rope->component || rope->config.axial != RA_AXIAL_NONE)
         return ra_fail(RA_ERR_ARGUMENT, "ra_positions: mrope_ids (3-D positions) with a rope "
                        "that has no mrope_section");
     if (p->mrope_stride == 0) p->mrope_stride = n_tokens;
@@ -284,6 +288,23 @@ static ra_status read_mrope_ids(ra_positions *p, const ra_rope *rope, int64_t n_
     return RA_OK;
 }
 
+/* 2-D ids: with a 2-D rope, without other ids, each component in range. */
+static ra_status read_axial_ids(const ra_positions *p, const ra_rope *rope, int64_t n_tokens)
+{
+    if (rope->config.axial == RA_AXIAL_NONE)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_positions: axial_ids (2-D positions) with a rope "
+                       "that is not 2-D (ra_rope_config.axial)");
+    if (p->ids || p->mrope_ids)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_positions: both axial_ids and %s are set",
+                       p->ids ? "ids" : "mrope_ids");
+    for (int64_t t = 0; t < 2 * n_tokens; t++)
+        if (!position_ok(p->axial_ids[t], 1))
+            return ra_fail(RA_ERR_POSITION, "ra_positions: axial_ids[%lld, %s] is %lld, not in "
+                           "[0, 2^32]", (long long)(t / 2), t % 2 ? "column" : "row",
+                           (long long)p->axial_ids[t]);
+    return RA_OK;
+}
+
 /* ra_positions_read without the rope's last_position. */
 static ra_status read_grid(ra_positions *out, const ra_positions *positions, const ra_rope *rope,
                            int64_t batch, int64_t seq, int packed)
@@ -295,6 +316,10 @@ static ra_status read_grid(ra_positions *out, const ra_positions *positions, con
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_positions: packed sequences (cu_seqlens) here, "
                        "where attention would cross them");
     int64_t n_tokens = batch * seq;
+    if (p->axial_ids) return read_axial_ids(p, rope, n_tokens);
+    if (rope->config.axial != RA_AXIAL_NONE)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_positions: a 2-D (axial) rope takes 2-D positions "
+                       "(axial_ids, (row, column)) only");
     if (p->mrope_ids) return read_mrope_ids(p, rope, n_tokens);
     if (p->ids) {
         for (int64_t t = 0; t < n_tokens; t++)
@@ -363,6 +388,9 @@ ra_status ra_positions_read_new(ra_positions *out, const ra_positions *positions
                                 const ra_rope *rope, int64_t batch, int64_t seq,
                                 const int64_t *n_new)
 {
+    if (rope->config.axial != RA_AXIAL_NONE)
+        return ra_fail(RA_ERR_UNSUPPORTED, "a KV cache or decoding step with a 2-D (axial) "
+                       "rope: not implemented (vision encoders attend over the whole image)");
     RA_TRY(read_grid(out, positions, rope, batch, seq, 0));
     if (rope->last_position >= RA_MAX_POSITION) return RA_OK;
     return ra_rope_check_last(rope, last_position_of(out, batch, seq, n_new));

@@ -13,6 +13,16 @@
  * sets rope->component (rope_mrope.c).  rope->config and n_pairs are set. */
 ra_status ra_rope_mrope_init(ra_rope *rope);
 
+/* Checks a config's 2-D (axial) fields and, for a 2-D rope, gives each
+ * pair its frequency (from the default type's f_k in rope->inv_freq) and
+ * axis in rope->component (rope_axial.c).  Runs before the table is made. */
+ra_status ra_rope_axial_init(ra_rope *rope);
+
+/* Which default-type frequency index k (f_k = theta^(-2k/d)) pair i of a
+ * 2-D rope takes, and its axis (*axis: 0 row, 1 column): ra_rope_axial's
+ * drawing.  config validated, axial set. */
+int64_t ra_rope_axial_index(const ra_rope_config *config, int64_t i, int *axis);
+
 /* theta_i for i in [0, rotary_dim / 2) and the attention factor of the
  * config's rope type (rope_scaling.c).  config's rotary_dim is resolved. */
 ra_status ra_rope_frequencies(const ra_rope_config *config, double *inv_freq,

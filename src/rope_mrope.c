@@ -71,7 +71,7 @@ RA_API ra_status ra_rope_table_mrope(const ra_rope *rope, float *cos_out, float 
     if (!rope || !cos_out || !sin_out || !positions)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !rope ? "rope" : !cos_out ? "cos"
                                                   : !sin_out ? "sin" : "positions");
-    if (!rope->component)
+    if (!rope->component || rope->config.axial != RA_AXIAL_NONE)
         return ra_fail(RA_ERR_ARGUMENT, "the rope has no mrope_section: 3-D positions need one");
     if (n <= 0) return ra_fail(RA_ERR_SIZE, "n %lld: must be >= 1", (long long)n);
     int64_t total;

@@ -1,7 +1,8 @@
 /*
  * rope_ref.c — the scalar reference rotation, written to be read: for each
  * token, head and pair, form the angle m * theta_i in double (m the token's
- * position, or for M-RoPE the component its pair's section names), round cos and
+ * position, or for M-RoPE the component its pair's section names, or for a
+ * 2-D rope the row or column its pair's quarter names), round cos and
  * sin (times the attention factor) to float, rotate in float32 (as LLaMA's .float() does) and round
  * once to the storage dtype.  No table, no threads, no vector tricks.
  *
@@ -23,10 +24,16 @@ static int64_t offset(const ra_tensor *t, int64_t b, int64_t s, int64_t h)
  * interleaved, frequency i takes height at i = 1, 4, ... below 3 s1, width
  * at i = 2, 5, ... below 3 s2, else temporal (apply_interleaved_mrope).
  * Without sections every pair takes component 0, and all three are the
- * token's one position. */
+ * token's one position.  A 2-D rope: the first quarter of the pairs takes
+ * the row (the column with axial_column_first), the second the other. */
 static int component(const ra_rope_config *c, int64_t i)
 {
     const int64_t *s = c->mrope_section;
+    if (c->axial != RA_AXIAL_NONE) { /* (row, column, row) positions */
+        int axis;
+        ra_rope_axial_index(c, i, &axis);
+        return axis;
+    }
     if (c->mrope_interleaved) {
         if (i % 3 == 1 && i < 3 * s[1]) return 1;
         if (i % 3 == 2 && i < 3 * s[2]) return 2;
@@ -34,6 +41,19 @@ static int component(const ra_rope_config *c, int64_t i)
     }
     if (s[0] + s[1] + s[2] == 0 || i < s[0]) return 0;
     return i < s[0] + s[1] ? 1 : 2;
+}
+
+/* Pair i's inverse frequency: the type's theta_i, or for a 2-D rope the
+ * default frequency f_k = theta^(-2k/d) of the index k its axis gives it:
+ * Pixtral's inv_freq[0::2] for rows and [1::2] for columns, Qwen's and
+ * Llama 4's theta^(-2j/(d/2)) = f_2j for both. */
+static double frequency(const ra_rope *rope, int64_t i)
+{
+    const ra_rope_config *c = &rope->config;
+    if (c->axial == RA_AXIAL_NONE) return rope->inv_freq[i];
+    int axis;
+    const int64_t k = ra_rope_axial_index(c, i, &axis);
+    return 1.0 / pow(c->theta, (double)(2 * k) / (double)c->rotary_dim);
 }
 
 ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
@@ -54,7 +74,7 @@ ra_status ra_rope_apply_reference(const ra_rope *rope, const ra_tensor *out, con
             for (int64_t h = 0; h < heads; h++) {
                 int64_t xo = offset(x, b, s, h), yo = offset(out, b, s, h);
                 for (int64_t i = 0; i < half; i++) {
-                    double angle = (double)m[component(&rope->config, i)] * rope->inv_freq[i];
+                    double angle = (double)m[component(&rope->config, i)] * frequency(rope, i);
                     double af = rope->attention_factor;
                     float c = (float)(cos(angle) * af), sn = sign * (float)(sin(angle) * af);
                     int64_t ia = interleaved ? 2 * i : i;      /* real part */

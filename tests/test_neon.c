@@ -130,6 +130,7 @@ static void simd_cases(void)
     RUN(test_dispatch);
     RUN(test_fast_matches_reference);
     RUN(test_mrope_fast_matches_reference);
+    RUN(test_axial_fast_matches_reference);
     RUN(test_alignments);
     RUN(test_rounding_sweep);
     RUN(test_flash_matches_reference);

@@ -38,7 +38,7 @@ void ra_rope_mrope_row(const ra_rope *rope, const int64_t pos[3], int64_t first,
 
 int64_t ra_position_sequence(const ra_positions *p, int64_t t)
 {
-    if (p->mrope_ids || p->ids || !p->cu_seqlens) return 0;
+    if (p->axial_ids || p->mrope_ids || p->ids || !p->cu_seqlens) return 0;
     int64_t lo = 0, hi = p->n_seqs - 1; /* the last i with cu_seqlens[i] <= t */
     while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;

@@ -22,8 +22,8 @@ struct ra_rope {
     float *cos, *sin;        /* [table_size, n_pairs], attention factor applied */
     unsigned char *component; /* M-RoPE: [n_pairs], the position component
                                  (0 temporal, 1 height, 2 width) pair i
-                                 rotates by (rope_mrope.c); NULL without
-                                 sections */
+                                 rotates by (rope_mrope.c); 2-D: 0 row, 1
+                                 column (rope_axial.c); NULL otherwise */
 };
 
 /* One ra_rope_apply call, split into tasks of tokens_per_task consecutive
@@ -65,6 +65,7 @@ void ra_rope_rows(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
 static inline int64_t ra_position(const ra_positions *p, int64_t t, int64_t seq,
                                   int64_t *seq_hint)
 {
+    if (p->axial_ids) return p->axial_ids[2 * t]; /* the row */
     if (p->mrope_ids) return p->mrope_ids[t]; /* the temporal component */
     if (p->ids) return p->ids[t];
     if (p->cu_seqlens) {
@@ -78,10 +79,16 @@ static inline int64_t ra_position(const ra_positions *p, int64_t t, int64_t seq,
 }
 
 /* The three components (temporal, height, width) of token t's position:
- * mrope_ids', else ra_position's three times (text). */
+ * mrope_ids', 2-D ids' (row, column, row), else ra_position's three times
+ * (text). */
 static inline void ra_position3(const ra_positions *p, int64_t t, int64_t seq,
                                 int64_t *seq_hint, int64_t pos[3])
 {
+    if (p->axial_ids) { /* (row, column, row): the row's table where they agree */
+        pos[0] = pos[2] = p->axial_ids[2 * t];
+        pos[1] = p->axial_ids[2 * t + 1];
+        return;
+    }
     if (p->mrope_ids) {
         for (int c = 0; c < 3; c++) pos[c] = p->mrope_ids[c * p->mrope_stride + t];
         return;
@@ -90,13 +97,15 @@ static inline void ra_position3(const ra_positions *p, int64_t t, int64_t seq,
 }
 
 /* The positions of rows [s0, ...) of sequence b of a [B, seq] grid, as
- * positions of a [1, ...] view of those rows (3-D ids, ids or a start;
+ * positions of a [1, ...] view of those rows (2-D or 3-D ids, ids or a start;
  * p read by ra_positions_read, so its mrope_stride is resolved). */
 static inline ra_positions ra_positions_of_rows(const ra_positions *p, int64_t b, int64_t s0,
                                                 int64_t seq)
 {
     ra_positions r = ra_positions_start(0);
-    if (p->mrope_ids) {
+    if (p->axial_ids) {
+        r.axial_ids = p->axial_ids + 2 * (b * seq + s0);
+    } else if (p->mrope_ids) {
         r.mrope_ids = p->mrope_ids + b * seq + s0;
         r.mrope_stride = p->mrope_stride;
     } else if (p->ids) r.ids = p->ids + b * seq + s0;

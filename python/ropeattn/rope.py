@@ -15,6 +15,9 @@ from ._ropeattn import ArgumentError, DtypeError
 # ra_rope_type and ra_layout (ropeattn.h), by Hugging Face's names.
 ROPE_TYPES = {"default": 0, "linear": 1, "dynamic": 2, "yarn": 3, "llama3": 4, "longrope": 5}
 LAYOUTS = {"interleaved": 0, "half": 1}
+# ra_rope_axial: how a 2-D rope shares its pairs and frequencies between rows
+# and columns (docs/ROPE.md "2-D RoPE").
+AXIAL = {None: 0, "alternate": 1, "shared": 2}
 # ra_rope_config's fields given by keyword: Hugging Face's rope_scaling keys
 # (but "truncate", the opposite of yarn_no_truncate) and a few of its config's.
 FIELDS = {"factor", "original_max_position_embeddings", "max_position_embeddings", "seq_len",
@@ -87,6 +90,13 @@ class RotaryEmbedding:
       type with them) and mrope_interleaved (Qwen3-VL's arrangement): then
       positions may be 3-D, [3, ...] (temporal, height, width).
 
+    axial: 2-D RoPE of vision encoders, positions (row, column), [..., 2]:
+      "alternate" (Pixtral: rows the even frequencies of theta^(-2k/d), columns
+      the odd), "shared" (Qwen2-VL, Qwen2.5-VL's vision encoder; with
+      axial_column_first=True and layout="interleaved", Llama 4's vision
+      model: each axis a rope of dim d/2); None (the default) a 1-D rope.
+      The default type only; rotary_dim a multiple of 4.
+
     Each key is checked in its own name (ArgumentError "factor: expected a
     positive number, got ..."): numbers finite and not subnormal, lengths
     positive integers.
@@ -106,7 +116,8 @@ class RotaryEmbedding:
     A RotaryEmbedding is read-only: any number of threads may use it.
     """
 
-    def __init__(self, head_dim, theta=10000.0, rope_type="default", layout="half", **scaling):
+    def __init__(self, head_dim, theta=10000.0, rope_type="default", layout="half", axial=None,
+                 axial_column_first=False, **scaling):
         if "type" in scaling:  # older rope_scaling dicts
             rope_type = scaling.pop("type")
         if rope_type == "mrope":  # Qwen2-VL's first configs: default, in sections
@@ -116,6 +127,10 @@ class RotaryEmbedding:
                                 f"got {rope_type!r}")
         if layout not in LAYOUTS:
             raise ArgumentError(f'layout: expected "half" or "interleaved", got {layout!r}')
+        if axial not in AXIAL:
+            raise ArgumentError(f'axial: expected None, "alternate" or "shared", got {axial!r}')
+        if not isinstance(axial_column_first, bool):
+            raise ArgumentError(f"axial_column_first: expected a bool, got {axial_column_first!r}")
         _check_key("theta", theta)
         fields = {}
         for key, value in scaling.items():
@@ -129,7 +144,9 @@ class RotaryEmbedding:
             else:
                 raise TypeError(f"RotaryEmbedding: unknown keyword {key!r}")
         self._rope = _ropeattn.Rope(head_dim, type=ROPE_TYPES[rope_type],
-                                    layout=LAYOUTS[layout], theta=float(theta), **fields)
+                                    layout=LAYOUTS[layout], theta=float(theta),
+                                    axial=AXIAL[axial], axial_column_first=axial_column_first,
+                                    **fields)
         # what a rope for another length is made of (_at)
         self._made_of = (head_dim, theta, rope_type, layout,
                          {k: v for k, v in scaling.items() if v is not None})
@@ -147,6 +164,8 @@ class RotaryEmbedding:
         self.layout = layout
         self.mrope_section = tuple(config["mrope_section"])  # (0, 0, 0): none
         self.mrope_interleaved = config["mrope_interleaved"]
+        self.axial = axial
+        self.axial_column_first = config["axial_column_first"]
 
     def _at(self, largest, n_tokens):
         """The rope a call uses whose largest position is largest() (-1 for
@@ -210,10 +229,24 @@ class RotaryEmbedding:
             mrope_section, [3, ...] are 3-D positions (temporal, height,
             width) and the result has shape positions.shape[1:] +
             (rotary_dim,): each pair's angle from its section's component,
-            as transformers puts cos and sin together"""
+            as transformers puts cos and sin together; with axial, [..., 2]
+            are (row, column) positions and the result has shape
+            positions.shape[:-1] + (rotary_dim,) (transformers' vision cos,
+            sin [N, D]; Llama 4's freqs_ci as cos, sin, each angle twice in
+            place with layout "interleaved")"""
         pos = as_array(positions, "positions")
         if pos.dtype.kind not in "iu":
             raise DtypeError(f"positions: expected integers, got {pos.dtype}")
+        if self.axial:
+            if pos.ndim < 1 or pos.shape[-1] != 2:
+                raise ArgumentError(f"positions: a 2-D rope takes (row, column) positions "
+                                    f"[..., 2], got shape {pos.shape}")
+            if pos.size == 0:
+                cos = sin = np.zeros((0, self.rotary_dim // 2), np.float32)
+            else:
+                cos, sin = self._rope.table_axial(pos.astype(np.int64).reshape(-1, 2))
+            pos = pos[..., 0]
+            return self._spread(cos, sin, pos.shape)
         three = any(self.mrope_section) and pos.ndim >= 2 and pos.shape[0] == 3
         rope = self._at(lambda: pos.max() if pos.size else -1,
                         pos.size // (3 if three else 1))._rope
@@ -222,17 +255,25 @@ class RotaryEmbedding:
             pos = pos[0]
         else:
             cos, sin = rope.table(pos.astype(np.int64).reshape(-1))
+        return self._spread(cos, sin, pos.shape)
+
+    def _spread(self, cos, sin, shape):
+        """[n, rotary_dim / 2] tables as [*shape, rotary_dim] in the layout's
+        pairing: [c, c] (half) or each entry twice in place (interleaved)."""
         if self.layout == "half":
             cos, sin = np.concatenate((cos, cos), -1), np.concatenate((sin, sin), -1)
         else:
             cos, sin = np.repeat(cos, 2, -1), np.repeat(sin, 2, -1)
-        shape = pos.shape + (self.rotary_dim,)
+        shape = tuple(shape) + (self.rotary_dim,)
         return cos.reshape(shape), sin.reshape(shape)
 
     def __repr__(self):
+        axial = f", axial={self.axial!r}" if self.axial else ""
+        if self.axial_column_first:
+            axial += ", axial_column_first=True"
         return (f"RotaryEmbedding(head_dim={self.head_dim}, theta={self.theta}, "
                 f"rope_type={self.rope_type!r}, layout={self.layout!r}, "
-                f"rotary_dim={self.rotary_dim})")
+                f"rotary_dim={self.rotary_dim}{axial})")
 
 
 @functools.lru_cache(maxsize=16)
@@ -240,10 +281,30 @@ def _cached_rope(head_dim, items):
     return RotaryEmbedding(head_dim, **dict(items))
 
 
-def _positions(positions, b, s, mrope=False):
+def _axial_positions(positions, b, s):
+    """C-contiguous int64 [B, S, 2] from a 2-D rope's (row, column)
+    positions [S, 2] or [B, S, 2]."""
+    if positions is None or isinstance(positions, numbers.Integral):
+        raise ArgumentError(f"positions: a 2-D (axial) rope takes (row, column) positions "
+                            f"[S, 2] or [B, S, 2], got {positions!r}")
+    ids = as_array(positions, "positions")
+    if ids.dtype.kind not in "iu":
+        raise DtypeError(f"positions: expected integers [S, 2] or [B, S, 2], got {ids.dtype}")
+    if ids.shape not in ((s, 2), (b, s, 2)):
+        raise ArgumentError(f"positions: a 2-D rope takes (row, column) positions "
+                            f"({s}, 2) or ({b}, {s}, 2), got {ids.shape}")
+    if ids.size and ids.min() < 0:
+        raise ArgumentError(f"positions: {ids.min()} is negative")
+    return c_array(np.broadcast_to(ids, (b, s, 2)), np.int64)
+
+
+def _positions(positions, b, s, mrope=False, axial=False):
     """(start, ids): ids None or C-contiguous int64 [B, S]; with mrope (a
     rope with sections) also [3, B, S] from 3-D positions [3, S] or
-    [3, B, S]."""
+    [3, B, S]; with axial (a 2-D rope) [B, S, 2] from (row, column)
+    positions [S, 2] or [B, S, 2], and nothing else."""
+    if axial:
+        return 0, _axial_positions(positions, b, s)
     if positions is None:
         return 0, None
     if type(positions) is int or (isinstance(positions, numbers.Integral) and
@@ -274,18 +335,18 @@ def _positions(positions, b, s, mrope=False):
     return 0, c_array(np.broadcast_to(ids, (b, s)), np.int64)
 
 
-def _positions_of(positions, x, shape, mrope):
+def _positions_of(positions, x, shape, mrope, axial=False):
     """_positions for x [B, S, heads, D] (read in the order shape names):
     positions that do not fit its S but fit its heads' axis are evidence
     of the other order, and the message names it."""
     b, s, h = x.shape[:3]
     try:
-        return _positions(positions, b, s, mrope)
+        return _positions(positions, b, s, mrope, axial)
     except ArgumentError as e:
         if positions is None or isinstance(positions, numbers.Integral):
             raise
         try:
-            _positions(positions, b, h, mrope)
+            _positions(positions, b, h, mrope, axial)
         except ArgumentError:
             raise e from None
         other = OTHER[shape]
@@ -304,7 +365,9 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
       positions: None (0 .. S-1), an int (start .. start+S-1), or integers
          [S] (the same in every batch row) or [B, S] (position ids); with a
          rope with mrope_section also 3-D positions [3, S] or [3, B, S]
-         (Qwen2-VL's position_ids: temporal, height, width).
+         (Qwen2-VL's position_ids: temporal, height, width); with a 2-D
+         rope (axial) (row, column) positions [S, 2] or [B, S, 2] alone
+         (transformers' vision position_ids [N, 2]).
       rope: a RotaryEmbedding with head_dim D; or None, to build one from
          rope_kwargs (RotaryEmbedding's keywords; theta 10000, the default
          type and the half layout unless given).
@@ -341,7 +404,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
     if rope.head_dim != x.shape[3]:
         raise ArgumentError(f"x: head_dim {x.shape[3]} but the rope's is {rope.head_dim}")
     start, ids = _positions_of(positions, as_bshd(x, check_shape(shape)), shape,
-                               any(rope.mrope_section))
+                               any(rope.mrope_section), bool(rope.axial))
     if out is None:
         out = np.empty(x.shape, x.dtype)
     elif out is not x:

@@ -25,11 +25,11 @@ static int rope_init(ra_ext_rope *self, PyObject *args, PyObject *kwargs)
                          "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
                          "yarn_no_truncate", "low_freq_factor", "high_freq_factor",
                          "short_factor", "long_factor", "mrope_section",
-                         "mrope_interleaved", NULL};
+                         "mrope_interleaved", "axial", "axial_column_first", NULL};
     ra_rope_config c = ra_rope_config_default(0);
-    int type = 0, layout = 0, no_truncate = 0;
+    int type = 0, layout = 0, no_truncate = 0, axial = 0;
     PyObject *short_obj = Py_None, *long_obj = Py_None, *section_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|$iiLdLdLLLdddddpddOOOp:Rope", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|$iiLdLdLLLdddddpddOOOpip:Rope", kw,
                                      &c.head_dim, &type, &layout, &c.rotary_dim, &c.theta,
                                      &c.table_size, &c.factor,
                                      &c.original_max_position_embeddings,
@@ -37,7 +37,8 @@ static int rope_init(ra_ext_rope *self, PyObject *args, PyObject *kwargs)
                                      &c.attention_factor, &c.beta_fast, &c.beta_slow,
                                      &c.mscale, &c.mscale_all_dim, &no_truncate,
                                      &c.low_freq_factor, &c.high_freq_factor, &short_obj,
-                                     &long_obj, &section_obj, &c.mrope_interleaved))
+                                     &long_obj, &section_obj, &c.mrope_interleaved, &axial,
+                                     &c.axial_column_first))
         return -1;
     if (section_obj != Py_None) { /* M-RoPE: 3 integers */
         PyArrayObject *sec = (PyArrayObject *)PyArray_FROMANY(section_obj, NPY_INT64, 1, 1,
@@ -58,6 +59,7 @@ static int rope_init(ra_ext_rope *self, PyObject *args, PyObject *kwargs)
     c.type = (ra_rope_type)type;
     c.layout = (ra_layout)layout;
     c.yarn_no_truncate = no_truncate;
+    c.axial = (ra_rope_axial)axial;
     PyArrayObject *short_arr, *long_arr;
     if (!doubles(short_obj, &short_arr, &c.short_factor)) return -1;
     if (!doubles(long_obj, &long_arr, &c.long_factor)) {
@@ -188,6 +190,41 @@ static PyObject *rope_table_mrope(ra_ext_rope *self, PyObject *arg)
     return result;
 }
 
+/* table_axial(positions): positions int64 [n, 2] (row, column) -> (cos,
+ * sin), float32 [n, rotary_dim / 2]: ra_rope_table_axial. */
+static PyObject *rope_table_axial(ra_ext_rope *self, PyObject *arg)
+{
+    if (!ready(self)) return NULL;
+    PyArrayObject *pos = (PyArrayObject *)PyArray_FROMANY(arg, NPY_INT64, 2, 2,
+                                                          NPY_ARRAY_CARRAY_RO);
+    if (!pos) return NULL;
+    if (PyArray_DIM(pos, 1) != 2 || PyArray_DIM(pos, 0) == 0) {
+        Py_DECREF(pos);
+        PyErr_SetString(ra_ext_value_error, "table_axial: expected positions [n, 2], n >= 1");
+        return NULL;
+    }
+    const ra_rope_config *c = ra_rope_get_config(self->rope);
+    npy_intp dims[2] = {PyArray_DIM(pos, 0),
+                        (npy_intp)(c->rotary_dim ? c->rotary_dim : c->head_dim) / 2};
+    PyArrayObject *cos = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyArrayObject *sin = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
+    PyObject *result = NULL;
+    if (cos && sin) {
+        ra_status st;
+        Py_BEGIN_ALLOW_THREADS
+        st = ra_rope_table_axial(self->rope, (float *)PyArray_DATA(cos),
+                                 (float *)PyArray_DATA(sin),
+                                 (const int64_t *)PyArray_DATA(pos), (int64_t)dims[0]);
+        Py_END_ALLOW_THREADS
+        result = st == RA_OK ? PyTuple_Pack(2, cos, sin)
+                             : ra_ext_raise(st, "ra_rope_table_axial");
+    }
+    Py_DECREF(pos);
+    Py_XDECREF(cos);
+    Py_XDECREF(sin);
+    return result;
+}
+
 static PyObject *rope_attention_factor(ra_ext_rope *self, void *closure)
 {
     (void)closure;
@@ -201,13 +238,15 @@ static PyObject *rope_config(ra_ext_rope *self, void *closure)
     (void)closure;
     if (!ready(self)) return NULL;
     const ra_rope_config *c = ra_rope_get_config(self->rope);
-    return Py_BuildValue("{s:L,s:L,s:i,s:i,s:d,s:(LLL),s:O}", "head_dim",
+    return Py_BuildValue("{s:L,s:L,s:i,s:i,s:d,s:(LLL),s:O,s:i,s:O}", "head_dim",
                          (long long)c->head_dim, "rotary_dim",
                          (long long)(c->rotary_dim ? c->rotary_dim : c->head_dim), "type",
                          (int)c->type, "layout", (int)c->layout, "theta", c->theta,
                          "mrope_section", (long long)c->mrope_section[0],
                          (long long)c->mrope_section[1], (long long)c->mrope_section[2],
-                         "mrope_interleaved", c->mrope_interleaved ? Py_True : Py_False);
+                         "mrope_interleaved", c->mrope_interleaved ? Py_True : Py_False,
+                         "axial", (int)c->axial, "axial_column_first",
+                         c->axial_column_first ? Py_True : Py_False);
 }
 
 static PyMethodDef rope_methods[] = {
@@ -219,6 +258,9 @@ static PyMethodDef rope_methods[] = {
     {"table_mrope", (PyCFunction)rope_table_mrope, METH_O,
      "table_mrope(positions int64 [3, n]) -> (cos, sin), float32 [n, rotary_dim / 2]: "
      "M-RoPE's tables of 3-D positions."},
+    {"table_axial", (PyCFunction)rope_table_axial, METH_O,
+     "table_axial(positions int64 [n, 2]) -> (cos, sin), float32 [n, rotary_dim / 2]: "
+     "a 2-D rope's tables of (row, column) positions."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -226,7 +268,8 @@ static PyGetSetDef rope_getset[] = {
     {"attention_factor", (getter)rope_attention_factor, NULL,
      "The factor on every cos and sin: 1 but for yarn and longrope.", NULL},
     {"config", (getter)rope_config, NULL,
-     "head_dim, rotary_dim, type, layout, theta, mrope_section, mrope_interleaved.", NULL},
+     "head_dim, rotary_dim, type, layout, theta, mrope_section, mrope_interleaved, axial, "
+     "axial_column_first.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -246,8 +289,8 @@ PyTypeObject ra_ext_rope_type = {
 
 /* rope_apply(rope, context, out, x, dtype, start, ids, inverse):
  *   x, out: [B, S, heads, D] arrays of the ra_dtype dtype (out is x: in place)
- *   ids: None (positions start, start + 1, ...), int64 [B, S] or (M-RoPE)
- *   [3, B, S], C-contiguous */
+ *   ids: None (positions start, start + 1, ...), int64 [B, S], (M-RoPE)
+ *   [3, B, S] or (a 2-D rope) [B, S, 2], C-contiguous */
 PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
@@ -270,16 +313,25 @@ PyObject *ra_ext_rope_apply(PyObject *self, PyObject *args, PyObject *kwargs)
     ra_positions pos = ra_positions_start((int64_t)start);
     if (ids_obj != Py_None) {
         PyArrayObject *ids = (PyArrayObject *)ids_obj;
-        const int three = PyArray_Check(ids_obj) && PyArray_NDIM(ids) == 3;
-        if (!PyArray_Check(ids_obj) || PyArray_TYPE(ids) != NPY_INT64 ||
-            !PyArray_IS_C_CONTIGUOUS(ids) || PyArray_NDIM(ids) != 2 + three ||
-            (three && PyArray_DIM(ids, 0) != 3) || PyArray_DIM(ids, three) != tx.shape[0] ||
-            PyArray_DIM(ids, 1 + three) != tx.shape[1]) {
-            PyErr_SetString(ra_ext_value_error, "ids: expected C-contiguous int64 [B, S] or "
-                            "[3, B, S]");
+        /* the rope says how to read 3 axes: [B, S, 2] (2-D) or [3, B, S] */
+        const int axial = ra_rope_get_config(rope->rope)->axial != RA_AXIAL_NONE;
+        const int three = PyArray_Check(ids_obj) && PyArray_NDIM(ids) == 3 && !axial;
+        const int ok = PyArray_Check(ids_obj) && PyArray_TYPE(ids) == NPY_INT64 &&
+                       PyArray_IS_C_CONTIGUOUS(ids) &&
+                       (axial ? PyArray_NDIM(ids) == 3 && PyArray_DIM(ids, 0) == tx.shape[0] &&
+                                    PyArray_DIM(ids, 1) == tx.shape[1] && PyArray_DIM(ids, 2) == 2
+                              : PyArray_NDIM(ids) == 2 + three &&
+                                    (!three || PyArray_DIM(ids, 0) == 3) &&
+                                    PyArray_DIM(ids, three) == tx.shape[0] &&
+                                    PyArray_DIM(ids, 1 + three) == tx.shape[1]);
+        if (!ok) {
+            PyErr_SetString(ra_ext_value_error, axial ? "ids: expected C-contiguous int64 "
+                            "[B, S, 2] for a 2-D rope" : "ids: expected C-contiguous int64 "
+                            "[B, S] or [3, B, S]");
             return NULL;
         }
-        if (three) pos.mrope_ids = (const int64_t *)PyArray_DATA(ids);
+        if (axial) pos.axial_ids = (const int64_t *)PyArray_DATA(ids);
+        else if (three) pos.mrope_ids = (const int64_t *)PyArray_DATA(ids);
         else pos.ids = (const int64_t *)PyArray_DATA(ids);
     }
     ra_status st;

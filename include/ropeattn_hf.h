@@ -384,6 +384,21 @@ static inline ra_hf_options ra_hf_options_init(void)
 RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_options *options,
                                       ra_rope_config *out);
 
+/* The 2-D rope of the config's vision encoder (its vision_config), as
+ * transformers builds it (docs/ROPE.md "2-D RoPE"): Pixtral's (vision
+ * model_type pixtral: Llava's and Mistral 3's), Qwen2-VL's and Qwen2.5-VL's
+ * (qwen2_vl, qwen2_5_vl), Llama 4's (llama4_vision_model): axial, layout,
+ * theta (the rope object's rope_theta, else vision_config's, else 10000)
+ * and head_dim (the vision encoder's width / its heads: hidden_size or
+ * embed_dim / num_attention_heads or num_heads, their class defaults where
+ * absent).  The positions are the caller's (ra_positions.axial_ids); the
+ * grid is vision_config's image_size / patch_size (ra_hf_config_int).
+ * Refused, naming the key: no vision_config (RA_ERR_NOT_FOUND), another
+ * vision model_type, a rope type or rope key besides rope_theta, a
+ * head_dim that is not width / heads, partial_rotary_factor
+ * (RA_ERR_UNSUPPORTED), a head_dim not a multiple of 4 (RA_ERR_HEAD_DIM). */
+RA_HF_API ra_status ra_hf_vision_rope_config(const ra_hf_config *config, ra_rope_config *out);
+
 /* ---- layers ------------------------------------------------------------ */
 
 /* An attention layer built from a checkpoint's tensors, holding its own

@@ -4,7 +4,9 @@
  * Qwen2.5-VL, Llama 4: tests/fixtures/rope2d, made by
  * tests/fixtures/make_rope2d_fixtures.py), the inverse as the transpose,
  * and the refusals: configs the layout cannot split or does not implement,
- * positions of the wrong kind or out of range, the layer and the KV cache.
+ * positions of the wrong kind or out of range, the layer and the KV cache;
+ * libropeattn_hf's ra_hf_vision_rope_config on vision_configs of each kind
+ * and the keys it refuses.
  * The bit-exact fast path against the reference on many shapes is
  * rope_exact.h's test_axial_fast_matches_reference (test_rope.c, every ISA).
  *
@@ -23,6 +25,7 @@
 #include "harness.h"
 #include "rope_internal.h"
 #include "ropeattn.h"
+#include "ropeattn_hf.h"
 
 static const char *const cases[] = {"pixtral_d32", "qwen2_vl_d80", "qwen2_5_vl_d48", "llama4_d88"};
 static const char *fixture_dir = "tests/fixtures/rope2d";
@@ -53,6 +56,7 @@ static void check_case(const char *name)
     char path[512], err[256];
     snprintf(path, sizeof path, "%s/%s.bin", fixture_dir, name);
     fx_file f;
+    ra_hf_config *hf = NULL;
     int loaded = fx_load(&f, path, err, sizeof err) == 0;
     CHECK(loaded, "%s", err);
     if (!loaded) return;
@@ -75,6 +79,19 @@ static void check_case(const char *name)
     cfg.axial = (ra_rope_axial)(int)scalar(&f, "kind");
     cfg.axial_column_first = scalar(&f, "column_first") != 0;
     cfg.table_size = 3; /* most rows beyond the table: on the fly */
+    /* the same rope from transformers' config, through libropeattn_hf */
+    ra_rope_config from_hf;
+    snprintf(path, sizeof path, "%s/%s.json", fixture_dir, name);
+    CHECK(ra_hf_config_open(&hf, path) == RA_OK &&
+              ra_hf_vision_rope_config(hf, &from_hf) == RA_OK,
+          "%s: %s", path, ra_hf_last_error());
+    if (hf) {
+        CHECK(from_hf.head_dim == cfg.head_dim && from_hf.theta == cfg.theta &&
+                  from_hf.layout == cfg.layout && from_hf.axial == cfg.axial &&
+                  from_hf.axial_column_first == cfg.axial_column_first,
+              "%s: ra_hf_vision_rope_config gives another rope", path);
+        ra_hf_config_close(hf);
+    }
     ra_rope *rope;
     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "%s: create: %s", name, ra_last_error());
 
@@ -267,6 +284,109 @@ static void test_positions_refused(void)
     ra_rope_destroy(plain);
 }
 
+/* ra_hf_vision_rope_config on config.json's of each kind, as their releases
+ * write them (trimmed), and the keys it must refuse. */
+static ra_status vision_rope(const char *json, ra_rope_config *out)
+{
+    ra_hf_config *config;
+    ra_status st = ra_hf_config_parse(&config, json, strlen(json));
+    CHECK(st == RA_OK, "parse %s: %s", json, ra_hf_last_error());
+    if (st != RA_OK) return st;
+    st = ra_hf_vision_rope_config(config, out);
+    ra_hf_config_close(config);
+    return st;
+}
+
+static int hf_detail_has(const char *text)
+{
+    const char *e = ra_hf_last_error();
+    return e && strstr(e, text) != NULL;
+}
+
+static void test_hf_vision(void)
+{
+    static const struct {
+        const char *json;
+        int64_t head_dim;
+        double theta;
+        ra_rope_axial axial;
+        int column_first;
+        ra_layout layout;
+    } ok[] = {
+        /* mistral-community/pixtral-12b (Llava) */
+        {"{\"model_type\": \"llava\", \"text_config\": {\"model_type\": \"mistral\"}, "
+         "\"vision_config\": {\"head_dim\": 64, \"hidden_size\": 1024, \"image_size\": 1024, "
+         "\"model_type\": \"pixtral\", \"num_attention_heads\": 16, \"patch_size\": 16, "
+         "\"rope_theta\": 10000.0}}", 64, 1e4, RA_AXIAL_ALTERNATE, 0, RA_LAYOUT_HALF},
+        /* Qwen2-VL-7B-Instruct: no vision model_type, embed_dim / num_heads */
+        {"{\"model_type\": \"qwen2_vl\", \"vision_config\": {\"depth\": 32, \"embed_dim\": "
+         "1280, \"hidden_size\": 3584, \"num_heads\": 16, \"spatial_merge_size\": 2}}",
+         80, 1e4, RA_AXIAL_SHARED, 0, RA_LAYOUT_HALF},
+        /* Qwen2.5-VL-7B-Instruct: hidden_size / num_heads; transformers 5's save */
+        {"{\"model_type\": \"qwen2_5_vl\", \"vision_config\": {\"hidden_size\": 1280, "
+         "\"num_heads\": 16, \"out_hidden_size\": 3584}}", 80, 1e4, RA_AXIAL_SHARED, 0,
+         RA_LAYOUT_HALF},
+        {"{\"model_type\": \"qwen2_5_vl\", \"vision_config\": {\"model_type\": "
+         "\"qwen2_5_vl_vision\", \"hidden_size\": 1280, \"num_heads\": 16, "
+         "\"rope_parameters\": {\"rope_type\": \"axial\", \"rope_theta\": 20000.0}}}", 80, 2e4,
+         RA_AXIAL_SHARED, 0, RA_LAYOUT_HALF},
+        /* Llama-4-Scout-17B-16E */
+        {"{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\"}, "
+         "\"vision_config\": {\"hidden_size\": 1408, \"image_size\": 336, \"model_type\": "
+         "\"llama4_vision_model\", \"num_attention_heads\": 16, \"patch_size\": 14, "
+         "\"rope_theta\": 10000}}", 88, 1e4, RA_AXIAL_SHARED, 1, RA_LAYOUT_INTERLEAVED},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ra_rope_config c;
+        memset(&c, 0, sizeof c);
+        CHECK(vision_rope(ok[i].json, &c) == RA_OK, "case %zu: %s", i, ra_hf_last_error());
+        CHECK(c.head_dim == ok[i].head_dim && c.theta == ok[i].theta && c.axial == ok[i].axial &&
+                  c.axial_column_first == ok[i].column_first && c.layout == ok[i].layout &&
+                  c.type == RA_ROPE_DEFAULT && c.rotary_dim == 0,
+              "case %zu: head_dim %lld theta %g axial %d column_first %d layout %d", i,
+              (long long)c.head_dim, c.theta, (int)c.axial, c.axial_column_first, (int)c.layout);
+        ra_rope *rope;
+        CHECK(ra_rope_create(&rope, &c) == RA_OK, "case %zu: create", i);
+        ra_rope_destroy(rope);
+    }
+    static const struct {
+        const char *json;
+        ra_status status;
+        const char *names;
+    } bad[] = {
+        {"{\"model_type\": \"mistral\"}", RA_ERR_NOT_FOUND, "no \"vision_config\""},
+        {"{\"model_type\": \"llava\", \"vision_config\": {\"hidden_size\": 64}}",
+         RA_ERR_UNSUPPORTED, "\"llava\""},
+        {"{\"vision_config\": {\"model_type\": \"siglip_vision_model\"}}", RA_ERR_UNSUPPORTED,
+         "siglip_vision_model"},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"rope_parameters\": "
+         "{\"rope_type\": \"linear\", \"factor\": 2.0}}}", RA_ERR_UNSUPPORTED, "linear"},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"rope_parameters\": "
+         "{\"rope_type\": \"axial\", \"factor\": 2.0}}}", RA_ERR_UNSUPPORTED,
+         "rope_parameters.factor"},
+        {"{\"vision_config\": {\"model_type\": \"llama4_vision_model\", \"rope_parameters\": "
+         "{\"rope_type\": \"axial\"}}}", RA_ERR_UNSUPPORTED, "\"axial\""},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"head_dim\": 32}}",
+         RA_ERR_UNSUPPORTED, "head_dim\" 32"},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"partial_rotary_factor\": 0.5}}",
+         RA_ERR_UNSUPPORTED, "partial_rotary_factor"},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"hidden_size\": 96, "
+         "\"num_attention_heads\": 16}}", RA_ERR_HEAD_DIM, "head_dim 6"},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"hidden_size\": 100, "
+         "\"num_attention_heads\": 16}}", RA_ERR_SHAPE, "hidden_size 100"},
+        {"{\"vision_config\": {\"model_type\": \"qwen2_vl\", \"num_heads\": 16, "
+         "\"num_attention_heads\": 8}}", RA_ERR_FORMAT, "num_attention_heads 8"},
+        {"{\"vision_config\": {\"model_type\": \"pixtral\", \"rope_theta\": -1}}",
+         RA_ERR_FORMAT, "rope_theta"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ra_rope_config c;
+        ra_status st = vision_rope(bad[i].json, &c);
+        CHECK(st == bad[i].status && hf_detail_has(bad[i].names), "refusal %zu: %s: %s", i,
+              ra_status_string(st), ra_hf_last_error());
+    }
+}
+
 /* The cases that rotate, on every SIMD path. */
 static void simd_cases(void)
 {
@@ -279,6 +399,7 @@ int main(int argc, char **argv)
     if (argc > 1) fixture_dir = argv[1];
     RUN(test_frequencies);
     RUN(test_config_refused);
+    RUN(test_hf_vision);
     ra_test_each_isa(simd_cases);
     return ra_test_summary("rope2d");
 }

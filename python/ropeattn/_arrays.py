@@ -9,8 +9,8 @@ from ._ropeattn import ArgumentError, DtypeError
 # every call's path).
 from ._ropeattn import maps
 
-# ra_dtype: RA_F32, RA_F16, RA_BF16 (ropeattn.h).
-F32, F16, BF16 = 0, 1, 2
+# ra_dtype: RA_F32, RA_F16, RA_BF16, RA_BOOL (ropeattn.h; RA_BOOL: attn_mask only).
+F32, F16, BF16, BOOL = 0, 1, 2, 24
 NAMES = {F32: "float32", F16: "float16", BF16: 'uint16 with dtype="bfloat16"'}
 CODES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}
 
@@ -98,3 +98,44 @@ def padding_mask(mask, b, s, name):
     if m.size and (m.min() < 0 or m.max() > 1):
         raise ArgumentError(f"{name}: expected 0 (padding) and 1 (token) only")
     return c_array(m.reshape(b, s), np.uint8)
+
+
+def attn_mask(mask, shape4, dtype, name="attn_mask"):
+    """PyTorch SDPA's attn_mask as the library reads it: (a 4-D view
+    [B, H, Sq, Sk] of shape4, ra_dtype).  mask: 0 to 4 dimensions,
+    broadcastable to shape4 as NumPy (and SDPA) broadcast, an extent of 1
+    or a missing leading axis repeating; bool (True: may attend) or
+    additive float32, float16, or bfloat16 bits in uint16 with
+    dtype="bfloat16".  Read in place through np.broadcast_to's zero
+    strides; copied only when its strides are negative or not whole
+    elements, or it is unaligned.  Integers and float64 are refused
+    (SDPA takes bool or the queries' float dtype): mask.astype(bool) or
+    .astype(np.float32) says which conversion is meant."""
+    m = as_array(mask, name)
+    if m.dtype == np.bool_:
+        code = BOOL
+    elif m.dtype == np.uint16 and dtype == "bfloat16":
+        code = BF16
+    elif m.dtype in CODES:
+        code = CODES[m.dtype]
+    else:
+        hint = {"i": " (0/1 integers: mask.astype(bool), True = may attend)",
+                "u": " (0/1 integers: mask.astype(bool), True = may attend)",
+                "f": " (float64: .astype(np.float32); values past float32's range become "
+                     "-inf there)"}.get(m.dtype.kind, "")
+        if m.dtype == np.uint16:
+            hint = ' (bfloat16 bits? pass dtype="bfloat16")'
+        raise DtypeError(f"{name}: expected bool (True: may attend) or additive float32, "
+                         f"float16 or bfloat16, got {m.dtype}{hint}")
+    if m.ndim > 4:
+        raise ArgumentError(f"{name}: {m.ndim} dimensions {m.shape}: at most 4, broadcast to "
+                            f"[B, H, Sq, Sk] = {tuple(shape4)}")
+    try:
+        view = np.broadcast_to(m, shape4)
+    except ValueError:
+        raise ArgumentError(f"{name}: shape {m.shape} does not broadcast to [B, H, Sq, Sk] = "
+                            f"{tuple(shape4)}") from None
+    if not view.flags.aligned or any(s < 0 or s % view.itemsize
+                                     for n, s in zip(view.shape, view.strides) if n > 1):
+        view = np.broadcast_to(c_array(m), shape4)
+    return view, code

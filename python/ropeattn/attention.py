@@ -1,15 +1,16 @@
-"""attention: causal grouped-query attention (ra_attention), its forward
-with the log-sum-exp and its backward (ra_attention_forward_lse,
-ra_attention_backward), and one block of a longer attention, queries and
-keys at given positions (ra_attention_block_lse,
-ra_attention_block_backward): decoding and chunked prefill."""
+"""attention: grouped-query attention (ra_attention), causal or not, keys
+of any length, SDPA's attn_mask; its forward with the log-sum-exp and its
+backward (ra_attention_forward_lse, ra_attention_backward), and one block
+of a longer causal attention, queries and keys at given positions
+(ra_attention_block_lse, ra_attention_block_backward): decoding and
+chunked prefill."""
 import numbers
 
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import (BF16, F16, F32, OTHER, array4, as_array, as_bshd, c_array, check_shape,
-                      dtype_code, input_view, maps)
+from ._arrays import (BF16, F16, F32, OTHER, array4, as_array, as_bshd, attn_mask, c_array,
+                      check_shape, dtype_code, input_view, maps)
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
@@ -23,16 +24,16 @@ def _positive(value, name, kind):
 
 
 def _shape_problem(q, k, v, sinks, padding_mask, cu_seqlens, block):
-    """What q's [B, S, H, D], k's and v's [B, S, Hkv, D] shapes (tuples) and
-    the options' say against each other, or None.  block: None, or
-    (q_start, k_start, seq): k and v [B, Sk, Hkv, D] of any Sk, and the
-    masks' arrays span the sequence of seq tokens."""
+    """What q's [B, Sq, H, D], k's and v's [B, Sk, Hkv, D] shapes (tuples)
+    and the options' say against each other, or None.  Sk is free (the
+    library aligns the causal diagonal bottom-right); the masks' arrays
+    span q's Sq, or with block (q_start, k_start, seq) the sequence of seq
+    tokens."""
     b, s, h, d = q
     if k != v:
         return f"k, v: shapes differ, {k} and {v}"
-    sk = s if block is None else k[1]
-    if k[:2] != (b, sk) or k[3] != d:
-        return f"k: expected shape ({b}, {sk}, Hkv, {d}) for q {q}, got {k}"
+    if k[0] != b or k[3] != d:
+        return f"k: expected shape ({b}, Sk, Hkv, {d}) for q {q}, got {k}"
     if block is not None:
         s = block[2]
     if h % k[2]:
@@ -77,10 +78,7 @@ class _Call:
     """attention's arguments, checked, as the extension takes them."""
 
     def __init__(self, q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape, block=None):
-        if not causal:
-            raise UnsupportedError("attention: causal=False: ropeattn's attention is causal "
-                                   "only")
+                 cu_seqlens, dropout_p, seed, dtype, shape, mask=None, block=None):
         self.shape = check_shape(shape)
         q, k, v = (as_bshd(array4(a, name), shape) for a, name in ((q, "q"), (k, "k"), (v, "v")))
         # dtype="bfloat16" names the bits of q's or k's and v's uint16 arrays;
@@ -109,12 +107,16 @@ class _Call:
             raise ArgumentError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
         self.q, self.k, self.v = input_view(q), input_view(k), input_view(v)
         self.sinks = sinks
+        if mask is not None:
+            mask, mask_dtype = attn_mask(mask, (q.shape[0], q.shape[2], q.shape[1],
+                                                k.shape[1]), dtype)
         # the options after the arrays, in the extension's order
         self.options = (float(_positive(scale, "scale", numbers.Real)),
                         float(_positive(softcap, "softcap", numbers.Real)),
                         int(_positive(window, "window", numbers.Integral)),
                         int(_positive(chunk, "chunk", numbers.Integral)), sinks, padding_mask,
-                        cu_seqlens, float(dropout_p), int(seed))
+                        cu_seqlens, float(dropout_p), int(seed), not causal) + \
+            (() if mask is None else ((mask, mask_dtype),))
 
 
 def _output(out, shape, name):
@@ -132,11 +134,13 @@ def _output(out, shape, name):
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
               scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-              out=None, context=None, dtype=None, shape="bshd"):
+              out=None, context=None, dtype=None, shape="bshd", attn_mask=None):
     """out = softmax(scale * q k^T + mask) v per query head, query head h
     reading key/value head h // (H // Hkv) (GQA, no copy of k or v).
 
-      q: [B, S, H, D]; k, v: [B, S, Hkv, D]; each float32, float16, or
+      q: [B, Sq, H, D]; k, v: [B, Sk, Hkv, D] (Sk of any length: cross
+         attention, or Sq new tokens after Sk - Sq earlier ones); each
+         float32, float16, or
          bfloat16 bits in uint16 arrays with dtype="bfloat16" (widened to
          float32 exactly; with all three bfloat16 on a CPU with AMX-BF16 or
          AVX512-BF16, both products run on its bf16 units, the
@@ -144,10 +148,15 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
          of the float32 result, as the C library states); any non-negative strides with the last axis contiguous
          are read in place (e.g. heads of a fused QKV array), others copied
          first.
-      causal: query i sees keys j <= i.  The library has no bidirectional
-         attention: causal=False raises UnsupportedError
-         (a NotImplementedError).
-      window: W: query i sees keys i - W < j <= i (W keys, its own included).
+      causal: query i sees keys j <= i + Sk - Sq (the diagonal aligned
+         bottom-right, as flash-attn and SDPA's causal_lower_right: the last
+         query sees every key; j <= i when Sq = Sk).  PyTorch's
+         is_causal=True with Sq != Sk is top-left aligned instead: give
+         that one as an attn_mask.  causal=False: every query may see every
+         key (encoders), the other masks still applying.
+      window: W: query i sees keys i' - W < j <= i' (W keys, its own
+         included), i' = i + Sk - Sq; without causal both ways,
+         |i' - j| < W.
       chunk: C: query i sees keys of its own chunk of C tokens, counted from
          the row's first real token (Llama 4).
       sinks: [H] logits, one per query head, added to every softmax's
@@ -156,7 +165,9 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
       scale: the logit scale, 1 / sqrt(D) when None.
       padding_mask: [B, S] of 0 and 1, 1 = a real token (Hugging Face's
          attention_mask): padding keys are never seen, and a padding
-         query's output row is 0.
+         query's output row is 0.  padding_mask, cu_seqlens and chunk
+         name one sequence: with Sq != Sk the library refuses them
+         (UnsupportedError); give attn_mask instead.
       cu_seqlens: [n + 1] integers, 0 = c[0] < ... < c[n] = S: packed
          documents, the same in every batch row; no token sees another
          document's.
@@ -173,11 +184,27 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
          order; read in place, out in that order too).  Shapes that fit
          only the other order are refused, naming it; q, k, v of equal
          head counts fit both, and the order cannot be told from them.
+      attn_mask: PyTorch SDPA's attn_mask, any shape that broadcasts to
+         [B, H, Sq, Sk] (0-D to 4-D, e.g. [Sq, Sk], [B, 1, Sq, Sk]; always
+         in that order, whatever shape= says), read in place (broadcast
+         through zero strides, no copy; arrays of negative or odd strides
+         are copied): bool, True = may attend; or additive float32,
+         float16, or bfloat16 bits (uint16 with dtype="bfloat16"), added
+         to the logits after scale and softcap, each value finite or -inf
+         (NaN or +inf: ArgumentError naming the index).  Integer and
+         float64 masks are refused (DtypeError): .astype(bool) or
+         .astype(np.float32) says which is meant.  It combines with every
+         other mask (a key is seen when all allow it) and with sinks.
+    A query that sees no key (all masked, by any combination) gives a zero
+    output row (lse -inf; with sinks the sink) and zero gradients, as
+    PyTorch 2.5+'s SDPA; a row whose additive values are finite but huge
+    negative (transformers' finfo.min) is not fully masked and averages v,
+    as SDPA does.  The mask gets no gradient.
     Returns out.  Softmax and sums in float32.  The GIL is released while
     the kernel runs.
     """
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape)
+                 cu_seqlens, dropout_p, seed, dtype, shape, attn_mask)
     out = _output(out, as_bshd(call.q, shape).shape, "out")
     _ropeattn.attention(context, as_bshd(out, shape), None, call.q, call.k, call.v, call.qd,
                         call.kv, *call.options)
@@ -186,14 +213,15 @@ def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap
 
 def attention_forward(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
                       scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-                      context=None, dtype=None, shape="bshd"):
-    """attention's forward for training: (out, lse), out float32 [B, S, H, D]
-    (or [B, H, S, D] with shape="bhsd") as attention() gives it, lse
-    float32 [B, H, S] the log-sum-exp of each query row's scaled
-    (soft-capped) logits, sink included; -inf for a padding query.
+                      context=None, dtype=None, shape="bshd", attn_mask=None):
+    """attention's forward for training: (out, lse), out float32 [B, Sq, H,
+    D] (or [B, H, Sq, D] with shape="bhsd") as attention() gives it, lse
+    float32 [B, H, Sq] the log-sum-exp of each query row's scaled
+    (soft-capped, masked) logits, sink included; -inf for a query that sees
+    no key (a padding query, a fully masked row).
     attention_backward takes both."""
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape)
+                 cu_seqlens, dropout_p, seed, dtype, shape, attn_mask)
     b, s, h, _ = call.q.shape
     out = np.empty(as_bshd(call.q, shape).shape, np.float32)
     lse = np.empty((b, h, s), np.float32)
@@ -224,14 +252,16 @@ def _gradient_inputs(call, dout, out, lse, shape):
 def attention_backward(dout, q, k, v, out, lse, causal=True, window=None, chunk=None,
                        sinks=None, softcap=None, scale=None, padding_mask=None,
                        cu_seqlens=None, dropout_p=0.0, seed=0, context=None, dtype=None,
-                       shape="bshd"):
+                       shape="bshd", attn_mask=None):
     """The backward of out = attention(q, k, v, ...) with the same keywords:
     given dout = dL/dout [B, S, H, D] and the forward's out and lse
     (attention_forward), returns (dq, dk, dv, dsinks): float32 arrays of
     q's, k's and v's shapes, and dL/dsinks [H] when sinks are given (else
-    None).  Dropout's masks are regenerated from seed."""
+    None).  Dropout's masks are regenerated from seed.  attn_mask, the same
+    as the forward's, gets no gradient (the library gives none); rows that
+    saw no key give zero gradients."""
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape)
+                 cu_seqlens, dropout_p, seed, dtype, shape, attn_mask)
     dout, out, lse = _gradient_inputs(call, dout, out, lse, shape)
     h = call.q.shape[2]
     # each gradient in its input's order
@@ -261,7 +291,7 @@ def attention_block_forward(q, k, v, q_start, k_start, seq, causal=True, window=
       q: [B, Sq, H, D]; k, v: [B, Sk, Hkv, D]; the rest as attention's."""
     block = _block(q_start, k_start, seq)
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape, block)
+                 cu_seqlens, dropout_p, seed, dtype, shape, block=block)
     b, s, h, _ = call.q.shape
     out = np.empty(as_bshd(call.q, shape).shape, np.float32)
     lse = np.empty((b, h, s), np.float32)
@@ -291,7 +321,7 @@ def attention_block_backward(dout, q, k, v, out, lse, q_start, k_start, seq, cau
     caller)."""
     block = _block(q_start, k_start, seq)
     call = _Call(q, k, v, causal, window, chunk, sinks, softcap, scale, padding_mask,
-                 cu_seqlens, dropout_p, seed, dtype, shape, block)
+                 cu_seqlens, dropout_p, seed, dtype, shape, block=block)
     dout, out, lse = _gradient_inputs(call, dout, out, lse, shape)
     dq, dk, dv = (np.zeros(as_bshd(a, shape).shape, np.float32)  # accumulated into
                   for a in (call.q, call.k, call.v))

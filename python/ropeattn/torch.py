@@ -111,54 +111,86 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, shap
     return _Rotary.apply(x, _copy(positions), rope, bool(inverse), _context(context), shape)
 
 
+_MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
+
+
+def _mask(attn_mask):
+    """attn_mask as attention() takes it: a tensor (bool, or additive
+    float32, float16, bfloat16) that is neither on another device nor
+    requiring a gradient (the library gives none: returning None for it
+    would be silently wrong), or an array-like (copied, as the backward
+    reads it again)."""
+    if attn_mask is None or not isinstance(attn_mask, torch.Tensor):
+        return _copy(attn_mask)
+    if attn_mask.requires_grad:
+        raise ArgumentError("attn_mask: requires_grad=True, but ropeattn's backward gives no "
+                            "gradient for the mask (a constant); pass attn_mask.detach(), or "
+                            "use PyTorch's scaled_dot_product_attention for a learned bias")
+    if attn_mask.dtype not in _MASK_DTYPES:
+        hint = " (0/1 integers: attn_mask.bool(), True = may attend)" \
+            if not attn_mask.is_floating_point() else ""
+        raise DtypeError(f"attn_mask: expected torch.bool (True: may attend) or additive "
+                         f"float32, float16 or bfloat16, got {attn_mask.dtype}{hint}")
+    return attn_mask
+
+
 class _Attention(torch.autograd.Function):
     """attention_forward (block None) or attention_block_forward (block
-    (q_start, k_start, seq)) and their backwards; out in q's dtype."""
+    (q_start, k_start, seq)) and their backwards; out in q's dtype.  mask:
+    None, an array (a copy) or a tensor that gets no gradient, read in
+    place (saved: changing it in place before backward() is an error)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, sinks, options, block, context):
+    def forward(ctx, q, k, v, sinks, mask, options, block, context):
         kinds = (torch.float32, torch.float16, torch.bfloat16)
         qv, q_dtype = _view(q, "q", kinds)
         kv_, dtype = _view(k, "k", kinds)
         vv, _ = _view(v, "v", kinds)
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
-        dtype = dtype or q_dtype  # "bfloat16" when q or k, v hold bfloat16 bits
+        mv, mask_dtype = _view(mask, "attn_mask", _MASK_DTYPES) \
+            if isinstance(mask, torch.Tensor) else (mask, None)
+        # "bfloat16" when q, k and v or the mask hold bfloat16 bits
+        dtype = dtype or q_dtype or mask_dtype
         sv = None if sinks is None else _view(sinks, "sinks")[0]
         if block is None:
             out, lse = attention_forward(qv, kv_, vv, sinks=sv, context=context, dtype=dtype,
-                                         **options)
+                                         attn_mask=mv, **options)
         else:
             out, lse = attention_block_forward(qv, kv_, vv, *block, sinks=sv, context=context,
                                                dtype=dtype, **options)
         out = torch.from_numpy(out)
-        ctx.saved = (lse, options, block, context, dtype)
+        tensor_mask = mask if isinstance(mask, torch.Tensor) else None
+        ctx.saved = (lse, options, block, context, dtype, None if tensor_mask is not None
+                     else mask)
         if q.dtype == torch.float32:
-            ctx.save_for_backward(q, k, v, sinks, out)  # out: in-place changes are caught
+            # out: in-place changes are caught
+            ctx.save_for_backward(q, k, v, sinks, tensor_mask, out)
             return out
-        ctx.save_for_backward(q, k, v, sinks)
+        ctx.save_for_backward(q, k, v, sinks, tensor_mask)
         ctx.out = out  # float32, the backward's; the caller gets q's dtype
         return out.to(q.dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
-        q, k, v, sinks, *out = ctx.saved_tensors
+        q, k, v, sinks, mask, *out = ctx.saved_tensors
         out = (out[0] if out else ctx.out).numpy()
-        lse, options, block, context, dtype = ctx.saved
+        lse, options, block, context, dtype, array_mask = ctx.saved
+        mv = array_mask if mask is None else _view(mask, "attn_mask", _MASK_DTYPES)[0]
         args = (_view(grad.float().contiguous(), "grad")[0], _view(q, "q", (q.dtype,))[0],
                 _view(k, "k", (k.dtype,))[0], _view(v, "v", (v.dtype,))[0], out, lse)
         sv = None if sinks is None else _view(sinks, "sinks")[0]
         if block is None:
             dq, dk, dv, dsinks = attention_backward(*args, sinks=sv, context=context,
-                                                    dtype=dtype, **options)
+                                                    dtype=dtype, attn_mask=mv, **options)
         else:
             dq, dk, dv, dsinks = attention_block_backward(*args, *block, sinks=sv,
                                                           context=context, dtype=dtype,
                                                           **options)
         return (torch.from_numpy(dq).to(q.dtype), torch.from_numpy(dk).to(k.dtype),
                 torch.from_numpy(dv).to(v.dtype),
-                None if dsinks is None else torch.from_numpy(dsinks), None, None, None)
+                None if dsinks is None else torch.from_numpy(dsinks), None, None, None, None)
 
 
 def _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens, dropout_p, seed,
@@ -172,18 +204,29 @@ def _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens, dr
 
 def attention(q, k, v, causal=True, window=None, chunk=None, sinks=None, softcap=None,
               scale=None, padding_mask=None, cu_seqlens=None, dropout_p=0.0, seed=0,
-              context=None, shape="bshd"):
-    """ropeattn.attention on CPU tensors: q [B, S, H, D], k, v [B, S, Hkv,
-    D] (shape="bhsd": [B, H, S, D] and [B, Hkv, S, D]), each float32,
-    float16 or bfloat16 (k and v alike), sinks None or float32 [H];
-    returns out [B, S, H, D] in q's order and dtype (computed in float32,
-    rounded once: bfloat16 q gives bfloat16 out), differentiable in q, k,
-    v and sinks (the library's backward, each gradient in its input's
-    dtype; dropout's masks regenerated from seed).  padding_mask [B, S]
-    and cu_seqlens [n + 1] may be tensors or arrays."""
+              context=None, shape="bshd", attn_mask=None):
+    """ropeattn.attention on CPU tensors: q [B, Sq, H, D], k, v [B, Sk,
+    Hkv, D] (shape="bhsd": [B, H, Sq, D] and [B, Hkv, Sk, D]), each
+    float32, float16 or bfloat16 (k and v alike), sinks None or float32
+    [H]; returns out [B, Sq, H, D] in q's order and dtype (computed in
+    float32, rounded once: bfloat16 q gives bfloat16 out), differentiable
+    in q, k, v and sinks (the library's backward, each gradient in its
+    input's dtype; dropout's masks regenerated from seed).  padding_mask
+    [B, S] and cu_seqlens [n + 1] may be tensors or arrays.
+      causal: as ropeattn.attention's: with Sq != Sk the diagonal is
+         aligned bottom-right (SDPA's is_causal=True is top-left there);
+         causal=False for encoders.
+      attn_mask: SDPA's attn_mask, broadcastable to [B, H, Sq, Sk]
+         (whatever shape= says): a torch.bool tensor (True: may attend) or
+         an additive float32, float16 or bfloat16 one, read in place
+         (expanded views through their zero strides), any dtype of q's;
+         a tensor changed in place before backward() is an error, as for
+         PyTorch's own functions.  The mask gets no gradient: one with
+         requires_grad=True is refused (ArgumentError).  A query row that
+         sees no key gives zeros and zero gradients (SDPA 2.5+'s)."""
     options = _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens,
                        dropout_p, seed, shape)
-    return _Attention.apply(q, k, v, sinks, options, None, _context(context))
+    return _Attention.apply(q, k, v, sinks, _mask(attn_mask), options, None, _context(context))
 
 
 def attention_block(q, k, v, q_start, k_start, seq, causal=True, window=None, chunk=None,
@@ -199,7 +242,7 @@ def attention_block(q, k, v, q_start, k_start, seq, causal=True, window=None, ch
     attention's."""
     options = _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens,
                        dropout_p, seed, shape)
-    return _Attention.apply(q, k, v, sinks, options, (q_start, k_start, seq),
+    return _Attention.apply(q, k, v, sinks, None, options, (q_start, k_start, seq),
                             _context(context))
 
 
@@ -287,7 +330,10 @@ class Block(typing.NamedTuple):
     """One library call of an attention-interface call, in the library's
     terms: its batch rows (a slice of B), the positions of its first query
     and key in a sequence of seq tokens, and the masks (ropeattn.attention's
-    meanings; padding_mask [rows, seq], cu_seqlens ending at seq)."""
+    meanings; padding_mask [rows, seq], cu_seqlens ending at seq).  A mask
+    the library's structured masks do not form goes whole: causal False
+    and attn_mask transformers' own [B or 1, 1 or H, Sq, Sk] (boolean or
+    additive), the queries and keys those of the call."""
     rows: slice
     q_start: int
     k_start: int
@@ -296,6 +342,8 @@ class Block(typing.NamedTuple):
     chunk: typing.Optional[int] = None
     padding_mask: typing.Optional[np.ndarray] = None
     cu_seqlens: typing.Optional[np.ndarray] = None
+    causal: bool = True
+    attn_mask: typing.Optional[torch.Tensor] = None
 
 
 class Mask:
@@ -305,18 +353,24 @@ class Mask:
     the 2-D padding mask (bool [B, >= kv_offset + kv_length] or None), the
     local size transformers gave (a sliding window or chunk), and
     transformers' boolean mask [B, 1, Sq, Sk] (True: seen; or a 4-D mask
-    passed as it is, _tensor_mask).  Layers of one kind share a Mask: the
-    Blocks found for a layer's arguments are kept."""
+    passed as it is, _tensor_mask), and given, the mask to hand the library
+    whole (attn_mask) when its structured masks form no equal one (None:
+    allowed).  Layers of one kind share a Mask: the Blocks found for a
+    layer's arguments are kept."""
 
-    def __init__(self, q_offset, kv_offset, kv_length, padding, local_size, allowed):
+    def __init__(self, q_offset, kv_offset, kv_length, padding, local_size, allowed,
+                 given=None):
         self.q_offset, self.kv_offset, self.kv_length = q_offset, kv_offset, kv_length
         self.padding, self.local_size, self.allowed = padding, local_size, allowed
+        self.given = allowed if given is None else given
         self._found = {}
 
     def ropeattn_blocks(self, query, key, sliding_window, module, kwargs):
         """The Blocks (ropeattn.torch.Block) of one layer's call whose masks
-        equal transformers' on every real query row; UnsupportedError when
-        none does."""
+        equal transformers' on every real query row (the library's causal,
+        window, chunk, padding and document masks), or else one Block
+        with transformers' whole mask as attn_mask (bidirectional image
+        tokens, a bias, a mask per head)."""
         b, sq, sk = query.shape[0], query.shape[2], key.shape[2]
         if (sq, sk) != tuple(self.allowed.shape[-2:]) or b != self.allowed.shape[0]:
             raise UnsupportedError(f"attention_mask: made for {tuple(self.allowed.shape)} "
@@ -338,7 +392,7 @@ class Mask:
             for docs in documents:
                 if grid.matches(self.allowed[:, 0], window, chunk, docs):
                     return grid.blocks(window, chunk, docs)
-        raise UnsupportedError(grid.difference(self.allowed[:, 0]))
+        return [Block(slice(0, b), 0, 0, sk, causal=False, attn_mask=self.given)]
 
 
 class _Grid:
@@ -381,21 +435,6 @@ class _Grid:
         differ = self.seen(window, chunk, docs) ^ allowed
         return not bool((differ & self.real[:, self.q_pos][:, :, None]).any())
 
-    def difference(self, allowed):
-        """The message for a mask the library cannot form: the first element
-        where transformers' differs from the plain causal and padding mask."""
-        seen = self.seen(None, None, None)
-        differ = (seen ^ allowed) & self.real[:, self.q_pos][:, :, None]
-        b, i, j = (int(x) for x in differ.nonzero()[0])
-        qp, kp = int(self.q_pos[i]), int(self.k_pos[j])
-        if allowed[b, i, j] and kp > qp:
-            what = ("lets a query see a later key (bidirectional attention, e.g. image "
-                    "tokens)")
-        else:
-            what = "is none the library forms (causal, window, chunk, padding, documents)"
-        return (f"attention_mask: transformers' mask {what}: row {b}, query at position {qp}, "
-                f"key at position {kp}")
-
     def blocks(self, window, chunk, docs):
         """The Blocks for these options: one, or one per batch row when the
         rows' documents differ."""
@@ -429,37 +468,60 @@ def _cu_seqlens(docs):
                       torch.tensor([docs.shape[0]]))).numpy()
 
 
-def _tensor_mask(attention_mask, b, sq, sk):
-    """A Mask for a 4-D tensor mask [B or 1, 1, Sq, Sk] passed as it is (by
-    the caller, or by transformers' generate), the queries the last Sq of
-    Sk tokens: boolean True where seen (sdpa's reading), or additive 0
-    where seen and -inf or at most half the dtype's lowest elsewhere (eager's
-    and sdpa's); any other value (a bias) is refused.  What it holds wins
-    over the sliding_window argument, as in transformers' eager and sdpa."""
-    if attention_mask.dim() != 4 or attention_mask.shape[1] != 1 or \
-            attention_mask.shape[0] not in (1, b) or attention_mask.shape[-2:] != (sq, sk):
+def _whole(mask, b):
+    """The one Block that hands the library transformers' whole mask
+    (attn_mask, no causal mask of its own)."""
+    return [Block(slice(0, b), 0, 0, mask.shape[-1], causal=False, attn_mask=mask)]
+
+
+def _checked_tensor(attention_mask, b, h, sq, sk):
+    """A 4-D tensor mask [B or 1, 1 or H, Sq, Sk], boolean or floating
+    point, detached, on the CPU; UnsupportedError naming attention_mask
+    for another."""
+    if attention_mask.dim() != 4 or attention_mask.shape[0] not in (1, b) or \
+            attention_mask.shape[1] not in (1, h) or attention_mask.shape[-2:] != (sq, sk):
         raise UnsupportedError(f"attention_mask: a {tuple(attention_mask.shape)} mask for "
-                               f"{b} rows, {sq} queries and {sk} keys: expected "
+                               f"{b} rows, {h} heads, {sq} queries and {sk} keys: expected "
                                f"({b}, 1, {sq}, {sk})")
     if attention_mask.dtype != torch.bool and not attention_mask.is_floating_point():
         raise UnsupportedError(f"attention_mask: a {attention_mask.dtype} mask: expected "
                                f"boolean (True: seen) or additive floating point")
-    seen = attention_mask
-    if attention_mask.dtype != torch.bool:
-        seen = attention_mask == 0
-        hidden = attention_mask <= torch.finfo(attention_mask.dtype).min / 2
+    return attention_mask.detach().cpu()
+
+
+def _tensor_mask(attention_mask, b, h, sq, sk):
+    """The Mask or Blocks of a 4-D tensor mask [B or 1, 1 or H, Sq, Sk]
+    passed as it is (by the caller, by transformers' generate, or built by
+    an eager mask function), boolean True where seen (sdpa's reading) or
+    additive (eager's and sdpa's).  One [B or 1, 1, Sq, Sk] of only 0 and
+    -inf or at most half the dtype's lowest is a Mask, the queries the last
+    Sq of Sk tokens: the library's structured masks where they equal it,
+    else the tensor whole; any other (a bias, a mask per head) goes whole
+    (attn_mask, what SDPA computes with it).  What it holds wins over the
+    sliding_window argument, as in transformers' eager and sdpa.  Integer
+    masks (neither reading) are refused."""
+    given = _checked_tensor(attention_mask, b, h, sq, sk)
+    if given.shape[1] != 1:
+        return _whole(given, b)
+    seen = given
+    if given.dtype != torch.bool:
+        seen = given == 0
+        hidden = given <= torch.finfo(given.dtype).min / 2
         if not bool((seen | hidden).all()):
-            raise UnsupportedError(f"attention_mask: a {attention_mask.dtype} mask holding "
-                                   f"values other than 0 and the dtype's lowest (an additive "
-                                   f"bias)")
-    return Mask(sk - sq, 0, sk, None, None, seen.detach().cpu().expand(b, 1, sq, sk))
+            return _whole(given, b)
+    return Mask(sk - sq, 0, sk, None, None, seen.expand(b, 1, sq, sk), given)
 
 
-def _plain_blocks(sq, sk, b, window):
-    """The call for attention_mask None: the queries are the last sq of sk
-    causal tokens, window the sliding_window argument (as transformers'
-    flash path reads them); 1 < sq < sk is refused (transformers' sdpa
-    reads it top-left aligned, its flash path bottom-right)."""
+def _plain_blocks(sq, sk, b, window, causal):
+    """The call for attention_mask None: causal, the queries are the last
+    sq of sk causal tokens, window the sliding_window argument (as
+    transformers' flash path reads them; 1 < sq < sk is refused:
+    transformers' sdpa reads it top-left aligned, its flash path
+    bottom-right); not causal, every query sees every key, window both
+    ways (|i - j| < window: flash's (window - 1, window - 1), ModernBERT's
+    sliding_window)."""
+    if not causal:
+        return [Block(slice(0, b), 0, 0, sk, window, causal=False)]
     if sq != sk and sq != 1:
         raise UnsupportedError(f"attention_mask: None for {sq} queries over {sk} keys: where "
                                f"the queries sit is ambiguous (use ropeattn.transformers)")
@@ -475,24 +537,24 @@ _REFUSED_KWARGS = {
 
 # keywords transformers passes that change nothing here: what the masks
 # carry (position_ids, read by a Mask; flash attention's packing, which its
-# eager path ignores too), and its bookkeeping.  Any other keyword holding
+# eager path ignores too), flash-attn's deterministic (ModernBERT's: the
+# library's results are deterministic anyway), and its bookkeeping.  Any other keyword holding
 # a value is refused: it may change the result (sparse attention's key
 # indices, another form of sinks).
 _KNOWN_KWARGS = {"position_ids", "is_causal", "use_cache", "output_hidden_states",
                  "output_router_logits", "num_items_in_batch", "cu_seq_lens_q",
-                 "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx", *_REFUSED_KWARGS}
+                 "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx", "deterministic",
+                 *_REFUSED_KWARGS}
 
 
 
 def _check_call(module, query, key, value, kwargs):
     """Refuses what the library would not compute as transformers does,
-    naming it."""
+    naming it; returns whether the call is causal (is_causal, or when None
+    the module's, as transformers' sdpa path reads it)."""
     is_causal = kwargs.get("is_causal")
-    if is_causal is None:  # the module's, as transformers' sdpa path reads it
+    if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
-    if not is_causal:
-        raise UnsupportedError(f"is_causal={is_causal!r}: bidirectional attention is not in "
-                               f"ropeattn")
     for name, feature in _REFUSED_KWARGS.items():
         if kwargs.get(name) not in (None, False):
             raise UnsupportedError(f"{name}: {feature} is not supported by ropeattn")
@@ -504,6 +566,7 @@ def _check_call(module, query, key, value, kwargs):
         raise UnsupportedError(f"head_dim: query {query.shape[-1]}, key {key.shape[-1]}, "
                                f"value {value.shape[-1]}: ropeattn needs one for q and k, "
                                f"and v's no larger")
+    return bool(is_causal)
 
 
 def _seed(p):
@@ -522,26 +585,37 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     [B, Sq, H, Dv] in query's dtype, None), causal attention by the library
     with scaling, dropout (when module.training; masks from the library's
     generator, seeded from PyTorch's), sliding_window, softcap (Gemma 2)
-    and s_aux (gpt-oss's sinks).  attention_mask: None (causal, the
-    queries the last Sq of the Sk tokens, sliding_window applied), a 4-D
-    tensor mask [B or 1, 1, Sq, Sk] (boolean, True: seen, or additive 0
-    and the dtype's lowest) that the library's causal, window and
-    document masks form exactly (it wins over sliding_window, as in
-    transformers' eager and sdpa), or a mask of ropeattn.transformers'
-    (padding, caches, sliding windows, chunks, packed sequences, each
-    checked against transformers' own mask).  Anything else raises
-    UnsupportedError naming it: another mask, is_causal False,
-    output_attentions, position_bias, cross attention, and a keyword
-    argument it does not know holding anything but None (sparse
-    attention's indices, block_indices).  context: a ropeattn.Context, or
+    and s_aux (gpt-oss's sinks).  Causal unless is_causal (or, when it is
+    None, module.is_causal) is False: encoders (ModernBERT, ESM-2), which
+    get transformers' mask whole as attn_mask, or with attention_mask None
+    every key, sliding_window both ways (|i - j| < sliding_window).
+    attention_mask: None (causal: the queries the last Sq of the Sk
+    tokens, sliding_window applied), a 4-D tensor mask [B or 1, 1 or H,
+    Sq, Sk] (boolean, True: seen, or additive; _tensor_mask), or a mask of
+    ropeattn.transformers' (padding, caches, sliding windows, chunks,
+    packed sequences, each checked against transformers' own mask).  A
+    mask the library's structured masks (causal, window, chunk, padding,
+    documents) do not form exactly (bidirectional image tokens, a bias, a
+    mask per head) goes to the library whole, as attn_mask: what SDPA
+    computes with it, in float32 (it wins over sliding_window, as in
+    transformers' eager and sdpa).  Anything else raises UnsupportedError
+    naming it: an integer mask, output_attentions, position_bias, cross
+    attention, and a keyword argument it does not know holding anything
+    but None (sparse attention's indices, block_indices).  context: a ropeattn.Context, or
     None (torch.get_num_threads() threads)."""
-    _check_call(module, query, key, value, kwargs)
-    b, sq, sk = query.shape[0], query.shape[2], key.shape[2]
+    causal = _check_call(module, query, key, value, kwargs)
+    b, h, sq, sk = query.shape[0], query.shape[1], query.shape[2], key.shape[2]
     attention_mask = getattr(attention_mask, "ropeattn_mask", attention_mask)
-    if isinstance(attention_mask, torch.Tensor):
-        attention_mask = _tensor_mask(attention_mask, b, sq, sk)
+    if not causal and isinstance(attention_mask, Mask):
+        attention_mask = attention_mask.given
     if attention_mask is None:
-        blocks = _plain_blocks(sq, sk, b, sliding_window)
+        blocks = _plain_blocks(sq, sk, b, sliding_window, causal)
+    elif not causal and isinstance(attention_mask, torch.Tensor):
+        blocks = _whole(_checked_tensor(attention_mask, b, h, sq, sk), b)
+    elif isinstance(attention_mask, torch.Tensor):
+        blocks = _tensor_mask(attention_mask, b, h, sq, sk)
+        if isinstance(blocks, Mask):
+            blocks = blocks.ropeattn_blocks(query, key, sliding_window, module, kwargs)
     elif hasattr(attention_mask, "ropeattn_blocks"):
         blocks = attention_mask.ropeattn_blocks(query, key, sliding_window, module, kwargs)
     else:
@@ -568,6 +642,8 @@ def _attend_block(query, key, value, blk, scale, p, softcap, sinks, context):
     options = dict(window=blk.window, chunk=blk.chunk, sinks=sinks, softcap=softcap,
                    scale=scale, padding_mask=blk.padding_mask, cu_seqlens=blk.cu_seqlens,
                    dropout_p=p, seed=_seed(p), context=context)
+    if not blk.causal:
+        return attention(q, k, v, causal=False, attn_mask=blk.attn_mask, **options)
     whole = blk.q_start == blk.k_start == 0 and q.shape[1] == k.shape[1] == blk.seq
     if whole:
         return attention(q, k, v, **options)

@@ -17,16 +17,19 @@ entries go into transformers' registries under "ropeattn":
     only its last tokens) and the 2-D padding mask.  Each layer call finds the library's masks
     (causal, window, chunk, padding, documents from position_ids'
     restarts) that equal transformers' mask on every real query row, and
-    raises UnsupportedError naming the difference when none does.  Rows
-    of padding queries are 0, as transformers' flash paths give them (its
-    sdpa path gives 0 to left padding; its eager path a mean of v).
-A model whose config asks for what the library lacks (is_causal False,
-bidirectional attention, cross attention, ALiBi, output_attentions, a
-sparse-attention indexer) is
-refused when the model is built with attn_implementation="ropeattn" (or
-set to it: set_attn_implementation), naming the feature; what only a call
-shows (a module's is_causal, another mask, position_bias, a keyword
-argument the function does not know) is refused at the first forward.
+    hands the library transformers' mask whole (attn_mask) when none
+    does (bidirectional image tokens).  Rows of padding queries are 0, as
+    transformers' flash paths give them (its sdpa path gives 0 to left
+    padding; its eager path a mean of v).
+Encoders (a module whose is_causal is False: ModernBERT, ESM-2, RoFormer)
+run without the causal mask, transformers' bidirectional mask (padding,
+ModernBERT's local window) as attn_mask.
+A model whose config asks for what the library lacks (cross attention,
+ALiBi, output_attentions, a sparse-attention indexer) is refused when the
+model is built with attn_implementation="ropeattn" (or set to it:
+set_attn_implementation), naming the feature; what only a call shows (an
+integer mask, position_bias, a keyword argument the function does not
+know) is refused at the first forward.
 """
 import functools
 import importlib
@@ -42,9 +45,6 @@ NAME = "ropeattn"
 # config attributes whose value the library cannot honour: (attribute, the
 # value that is refused, the feature's name)
 _REFUSED_CONFIG = (
-    ("is_causal", False, "is_causal=False (bidirectional attention)"),
-    ("use_bidirectional_attention", True, "use_bidirectional_attention (bidirectional "
-                                          "attention)"),
     ("is_encoder_decoder", True, "an encoder-decoder model (cross attention)"),
     ("add_cross_attention", True, "add_cross_attention (cross attention)"),
     ("alibi", True, "alibi (ALiBi position biases)"),

@@ -50,13 +50,52 @@ static int option_arrays(ra_attention_options *o, const ra_tensor *q, int64_t se
     return 1;
 }
 
+/* attn_mask as the 4-D view ra_attention_options takes (SDPA's attn_mask
+ * over [B, H, Sq, Sk]): an aligned array whose strides are non-negative
+ * whole elements, any axis included (zero: broadcast, as np.broadcast_to
+ * makes them); dtype RA_BOOL (one byte, nonzero = attend), RA_F32, RA_F16
+ * or RA_BF16 (additive).  The library checks its shape against q's and
+ * k's.  Returns 0 with ValueError naming what does not fit. */
+static int mask_tensor(PyObject *obj, int dtype, ra_tensor *t)
+{
+    PyArrayObject *a = (PyArrayObject *)obj;
+    npy_intp item = dtype == RA_BOOL ? 1 : (npy_intp)ra_dtype_size((ra_dtype)dtype);
+    if (!PyArray_Check(obj) || item == 0 || PyArray_ITEMSIZE(a) != item) {
+        PyErr_SetString(ra_ext_type_error, "attn_mask: expected an array of the item size "
+                        "of its dtype (bool, float32, float16 or bfloat16 bits)");
+        return 0;
+    }
+    if (PyArray_NDIM(a) != 4 || !PyArray_ISALIGNED(a)) {
+        PyErr_SetString(ra_ext_value_error, "attn_mask: expected an aligned 4-D array "
+                        "[B, H, Sq, Sk] (extents of 1 or zero strides broadcast)");
+        return 0;
+    }
+    t->data = PyArray_DATA(a);
+    t->dtype = (ra_dtype)dtype;
+    for (int i = 0; i < 4; i++) {
+        npy_intp s = PyArray_STRIDE(a, i);
+        t->shape[i] = (int64_t)PyArray_DIM(a, i);
+        if (t->shape[i] != 1 && (s < 0 || s % item != 0)) {
+            PyErr_Format(ra_ext_value_error, "attn_mask: axis %d's stride of %zd bytes is not "
+                         "a non-negative whole number of elements", i, (Py_ssize_t)s);
+            return 0;
+        }
+        t->stride[i] = t->shape[i] == 1 ? 0 : s / item;
+    }
+    return 1;
+}
+
 /* The options every attention function ends its arguments with, from
  * args[first:]: scale, softcap, window, chunk (0 for none, as
  * ra_attention_options has them), sinks, padding_mask, cu_seqlens (None or
- * arrays: option_arrays), dropout, seed. */
+ * arrays: option_arrays), dropout, seed, non_causal, and optionally the
+ * pair (attn_mask, its ra_dtype), a 4-D array (mask_tensor).  (The pair:
+ * a call of 20 arguments or more no longer takes its tuple from Python's
+ * free list, and measured memory grows for the first thousand calls.) */
 typedef struct options {
     ra_attention_options o;
     PyObject *sinks, *padding, *documents;
+    ra_tensor mask; /* o.attn_mask points here */
 } options;
 
 static int parse_options(PyObject *args, Py_ssize_t first, const char *name, options *opt)
@@ -66,15 +105,20 @@ static int parse_options(PyObject *args, Py_ssize_t first, const char *name, opt
     float dropout;
     PyObject *tail = PyTuple_GetSlice(args, first, PyTuple_GET_SIZE(args));
     if (!tail) return 0;
-    char format[32];
-    snprintf(format, sizeof format, "ddLLOOOfK:%s", name);
+    char format[64];
+    PyObject *mask = Py_None;
+    int mask_dtype = 0;
+    snprintf(format, sizeof format, "ddLLOOOfKp|(Oi):%s", name);
     int ok = PyArg_ParseTuple(tail, format, &opt->o.scale, &opt->o.softcap, &opt->o.window,
                               &opt->o.chunk, &opt->sinks, &opt->padding, &opt->documents,
-                              &dropout, &seed);
+                              &dropout, &seed, &opt->o.non_causal, &mask, &mask_dtype);
     Py_DECREF(tail);
     opt->o.dropout = dropout;
     opt->o.seed = (uint64_t)seed;
-    return ok;
+    if (!ok || mask == Py_None) return ok;
+    if (!mask_tensor(mask, mask_dtype, &opt->mask)) return 0;
+    opt->o.attn_mask = &opt->mask;
+    return 1;
 }
 
 /* The arguments before the options, args[:n] (n of the format's). */
@@ -116,8 +160,8 @@ static PyObject *run_forward(ra_ext_context *c, const ra_tensor *out, float *lse
 }
 
 /* attention(context, out, lse, q, k, v, q_dtype, kv_dtype, <options>):
- *   q: [B, S, H, D] of the ra_dtype q_dtype   out: float32 [B, S, H, D]
- *   k, v: [B, S, Hkv, D] of the ra_dtype kv_dtype
+ *   q: [B, Sq, H, D] of the ra_dtype q_dtype   out: float32 [B, Sq, H, D]
+ *   k, v: [B, Sk, Hkv, D] of the ra_dtype kv_dtype
  *   lse: None (ra_attention) or float32 [B, H, S] (ra_attention_forward_lse)
  * attention_block(context, out, lse, q, k, v, q_dtype, kv_dtype, q_start,
  *                 k_start, seq, <options>): ra_attention_block_lse, k and v
@@ -172,8 +216,8 @@ PyObject *ra_ext_attention_block(PyObject *self, PyObject *args)
 
 /* attention_backward(context, dq, dk, dv, dsinks, dout, q, k, v, out, lse,
  *                    q_dtype, kv_dtype, <options>):
- *   dq, dout, out: float32 and q (q_dtype) [B, S, H, D]; dk, dv float32 and k, v (kv_dtype)
- *   [B, S, Hkv, D]; lse float32 [B, H, S] from the forward; dsinks None or
+ *   dq, dout, out: float32 and q (q_dtype) [B, Sq, H, D]; dk, dv float32 and k, v (kv_dtype)
+ *   [B, Sk, Hkv, D]; lse float32 [B, H, Sq] from the forward; dsinks None or
  *   float32 [H] (written, with sinks); the options as attention's.
  * attention_block_backward(context, dq, dk, dv, dsinks, dout, q, k, v, out,
  *                          lse, q_dtype, kv_dtype, q_start, k_start, seq,

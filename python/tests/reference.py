@@ -132,6 +132,52 @@ def attention(q, k, v, window=None, sinks=None, softcap=None, scale=None, chunk=
     return np.where(real[:, :, None, None], out, 0.0)
 
 
+def attention_masked(q, k, v, causal=True, attn_mask=None, window=None, sinks=None,
+                     softcap=None, scale=None):
+    """(out [B, Sq, H, D], lse [B, H, Sq]) in float64 as issue 43's API
+    states it: q [B, Sq, H, D], k, v [B, Sk, Hkv, D]; query i stands at key
+    row i' = i + Sk - Sq (bottom-right); causal: j <= i'; window W: i' - W
+    < j (causal) or |i' - j| < W (not); attn_mask broadcast to [B, H, Sq,
+    Sk], bool (True: may attend) or additive (added after scale and
+    softcap).  A row that sees no key: out 0, lse -inf (sinks: the sink)."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    b, sq, h, d = q.shape
+    sk = k.shape[1]
+    rep = h // k.shape[2]
+    k, v = np.repeat(k, rep, axis=2), np.repeat(v, rep, axis=2)
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    s = np.einsum("bihd,bjhd->bhij", q, k) * scale
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    i, j = np.indices((sq, sk))
+    i = i + sk - sq
+    seen = np.ones((b, h, sq, sk), bool)
+    if causal:
+        seen &= j <= i
+    if window:
+        seen &= (j > i - window) if causal else (np.abs(i - j) < window)
+    if attn_mask is not None:
+        m = np.asarray(attn_mask)
+        if m.dtype == np.bool_:
+            seen &= np.broadcast_to(m, seen.shape)
+        else:
+            s = s + np.broadcast_to(m.astype(np.float64), seen.shape)
+            seen &= np.broadcast_to(m != -np.inf, seen.shape)
+    s = np.where(seen, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    if sinks is not None:
+        m = np.maximum(m, np.asarray(sinks, np.float64)[None, :, None, None])
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    den = e.sum(-1, keepdims=True)
+    if sinks is not None:
+        den = den + np.exp(np.asarray(sinks, np.float64)[None, :, None, None] - m)
+    p = np.divide(e, den, out=np.zeros_like(e), where=den > 0)
+    with np.errstate(divide="ignore"):
+        lse = np.where(den > 0, np.log(den) + m, -np.inf)[..., 0]
+    return np.einsum("bhij,bjhd->bihd", p, v), lse
+
+
 def to_bf16(x):
     """float32 -> bfloat16 bits (uint16), rounding to nearest even."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)

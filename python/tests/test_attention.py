@@ -163,8 +163,6 @@ def test_context_gives_the_same_bits():
 
 def test_bad_inputs():
     q, k, v = qkv()
-    with pytest.raises(NotImplementedError, match="causal"):
-        ropeattn.attention(q, k, v, causal=False)
     with pytest.raises(TypeError, match="float32"):
         ropeattn.attention(q.astype(np.float64), k, v)
     with pytest.raises(TypeError, match="float32 or float16"):
@@ -178,7 +176,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="multiple"):
         ropeattn.attention(np.concatenate((q, q[:, :, :1]), 2), k, v)
     with pytest.raises(ValueError, match="shape"):
-        ropeattn.attention(q, k[:, :5], v[:, :5])
+        ropeattn.attention(q, k[:1], v[:1])
     with pytest.raises(ValueError, match="differ"):
         ropeattn.attention(q, k, v[..., :8])
     with pytest.raises(ValueError, match="window"):
@@ -243,15 +241,10 @@ def test_shape_bhsd():
 
 def test_shape_mix_up_refused_where_the_shapes_tell():
     """[B, H, S, D] arrays given as [B, S, H, D] (or the reverse) are
-    refused, naming shape=, where the shapes tell: q and k disagree on
-    axis 1 but agree on axis 2 (H != Hkv), or a mask, sinks or cu_seqlens
-    fits the other order only."""
-    q, k = randn32(1, 8, 12, 16), randn32(1, 2, 12, 16)  # [B, H, S, D], GQA
-    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
-        ropeattn.attention(q, k, k)
-    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bshd"'):
-        ropeattn.attention(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3),
-                           k.transpose(0, 2, 1, 3), shape="bhsd")
+    refused, naming shape=, where the shapes tell: a mask, sinks or
+    cu_seqlens fits the other order only.  q and k alone cannot tell since
+    k may have another length than q (cross attention): [B, H, S, D] q and
+    k read as [B, S, H, D] have as many heads, S each."""
     q = randn32(1, 4, 12, 16)  # [B, H, S, D] with H == Hkv: only the options tell
     for kw in (dict(padding_mask=np.ones((1, 12))), dict(sinks=np.zeros(4)),
                dict(cu_seqlens=np.array([0, 12]))):
@@ -260,5 +253,5 @@ def test_shape_mix_up_refused_where_the_shapes_tell():
     with pytest.raises(ropeattn.ArgumentError, match="shape"):
         ropeattn.attention(q, q, q, shape="bsd")
     with pytest.raises(ropeattn.ArgumentError) as e:  # fits neither: no hint
-        ropeattn.attention(q, randn32(1, 5, 3, 16), randn32(1, 5, 3, 16))
+        ropeattn.attention(q, randn32(1, 5, 3, 8), randn32(1, 5, 3, 8))
     assert "pass shape" not in str(e.value)

@@ -474,8 +474,8 @@ def test_shape_bhsd():
     y2, g2 = grads(bshd, [q, k, v], dy)
     assert y.shape == q.shape and torch.equal(y, y2)
     assert all(torch.equal(a, b) for a, b in zip(g, g2))
-    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):
-        rt.attention(q, k, v)
+    with pytest.raises(ropeattn.ArgumentError, match='pass shape="bhsd"'):  # sinks tell
+        rt.attention(q, k, v, sinks=torch.zeros(4))
 
 
 def test_drop_in_a_4d_mask_wins_over_sliding_window():
@@ -538,35 +538,3 @@ def test_drop_in_rotary_tables_changed_or_mixed():
         got = rt.apply_rotary_pos_emb(q, k, *tables)
         for g, w in zip(got, formula(*tables)):
             assert close(g, w, 1e-6)
-
-
-def test_drop_in_is_causal_none_defers_to_the_module():
-    """is_causal=None means the module's is_causal, as in transformers'
-    sdpa path: a bidirectional module (is_causal False) called with
-    is_causal=None ran causal attention, with no error."""
-    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
-    module = torch.nn.Module().eval()
-    module.is_causal = False
-    for kw in (dict(), dict(is_causal=None), dict(is_causal=0)):
-        with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
-            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, **kw)
-    module.is_causal = True
-    with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
-        rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=False)
-    rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=None)
-
-
-def test_drop_in_4d_masks_refused():
-    """4-D masks the library does not form are refused by name: an integer
-    mask (neither sdpa's boolean nor eager's additive: TypeError from
-    torch.finfo before), a bias, a mask per head, a padding key."""
-    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
-    module = torch.nn.Module().eval()
-    i, j = torch.arange(6)[:, None], torch.arange(6)[None, :]
-    causal = torch.zeros(1, 1, 6, 6).masked_fill(j > i, -math.inf)
-    padded = causal.clone()
-    padded[..., 0] = -math.inf
-    for mask in ((j <= i).long()[None, None], causal + 0.5 * (j <= i),
-                 causal.expand(1, 4, 6, 6), padded):
-        with pytest.raises(ropeattn.UnsupportedError, match="attention_mask"):
-            rt.eager_attention_forward(module, q, k, v, mask, scaling=0.3)

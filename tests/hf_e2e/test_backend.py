@@ -164,12 +164,12 @@ def test_threads_give_the_same_bits(family):
 
 
 def test_refused_at_load(tmp_path):
-    config = transformers.LlamaConfig(**SMALL, is_causal=False)
+    config = transformers.LlamaConfig(**SMALL, alibi=True)
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
-    with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
+    with pytest.raises(ropeattn.UnsupportedError, match="alibi"):
         load(tmp_path, "ropeattn")
     model = load(tmp_path, "eager")
-    with pytest.raises(ropeattn.UnsupportedError, match="is_causal"):
+    with pytest.raises(ropeattn.UnsupportedError, match="alibi"):
         model.set_attn_implementation("ropeattn")
 
 
@@ -177,8 +177,8 @@ def test_refused_at_the_first_call(family):
     _, path, _ = family
     model = load(path, "ropeattn")
     x = ids(1, 6, seed=8)
-    bidirectional = torch.zeros(1, 1, 6, 6)  # a 4-D float mask, passed as it is
+    integers = torch.ones(1, 1, 6, 6, dtype=torch.long)  # neither sdpa's nor eager's reading
     with pytest.raises(ropeattn.UnsupportedError, match="attention_mask"), torch.no_grad():
-        model(x, attention_mask=bidirectional)
+        model(x, attention_mask=integers)
     with pytest.raises((ropeattn.UnsupportedError, ValueError), match="output_attentions"):
         model(x, output_attentions=True)

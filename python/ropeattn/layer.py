@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _ropeattn
 from ._arrays import BF16, F16, F32, as_array, c_array, padding_mask
+from ._arrays import attn_mask as _attn_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
 
@@ -272,7 +273,7 @@ class Layer:
         return dict(self._tensors)
 
     def __call__(self, x, positions=None, attention_mask=None, cache=None, context=None,
-                 pool=None, ids=None, n_new=None):
+                 pool=None, ids=None, n_new=None, attn_mask=None):
         """y = the layer's Attention.forward(x), in inference mode.
 
           x: float32 [B, S, dim] or [S, dim] (batch 1), any strides (a
@@ -284,11 +285,18 @@ class Layer:
              layer (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) also 3-D positions
              [3, S] or [3, B, S] (temporal, height, width).  The causal
              mask (and any window or chunk) follows token order, as in
-             transformers.
+             transformers.  An encoder's layer (config["non_causal"]:
+             its config.json says so) has no causal mask, its window
+             bounding both sides.
           attention_mask: None, or [B, S] ([S] for 2-D x) of 0/1 or bool,
              Hugging Face's attention_mask: 1 for a token, 0 for padding
              (left or right).  No token attends to padding, and a padding
              token's row of y is 0.  Not with a cache.
+          attn_mask: None, or PyTorch SDPA's attn_mask over [B, n_heads,
+             S, S] (any shape that broadcasts to it: [S, S], [B, 1, S, S],
+             ...), bool (True: may attend) or additive float32 or float16,
+             as ropeattn.attention takes it; combined with the layer's own
+             masks and attention_mask.  Not with a cache or a pool.
           cache: a KVCache made for this layer: the S tokens of each
              sequence are appended to it (keys rotated, in its dtype) and
              each attends over everything cached so far.  A prefill is an
@@ -342,6 +350,8 @@ class Layer:
                 raise TypeError(f"pool: expected a ropeattn.KVPool, got {type(pool).__name__}")
             if pool.layer is not self:
                 raise ArgumentError("pool: made for another Layer")
+            if attn_mask is not None:
+                raise UnsupportedError("attn_mask: not with a pool (its calls take none)")
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a pool (each sequence holds "
                                        "its own tokens: give n_new instead)")
@@ -357,6 +367,9 @@ class Layer:
                                 f"got {type(cache).__name__}")
             if cache.layer is not self:
                 raise ArgumentError("cache: made for another Layer")
+            if attn_mask is not None:
+                raise UnsupportedError("attn_mask: not with a cache (the cached calls take "
+                                       "none)")
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a cache (the cache holds "
                                        "each sequence's own tokens: give it no padding)")
@@ -366,8 +379,10 @@ class Layer:
         else:
             mask = None if attention_mask is None else padding_mask(attention_mask, b, s,
                                                                       "attention_mask")
+            if attn_mask is not None:
+                attn_mask = _attn_mask(attn_mask, (b, self._config["n_heads"], s, s), None)
             self._check_length(lambda: [0] * b, start, ids, s, None, cached=False)
-            _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask)
+            _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask)
         return y if x.ndim == 3 else y[0]
 
     def _check_length(self, lengths, start, ids, s, n_new, cached=True):

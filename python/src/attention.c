@@ -50,46 +50,11 @@ static int option_arrays(ra_attention_options *o, const ra_tensor *q, int64_t se
     return 1;
 }
 
-/* attn_mask as the 4-D view ra_attention_options takes (SDPA's attn_mask
- * over [B, H, Sq, Sk]): an aligned array whose strides are non-negative
- * whole elements, any axis included (zero: broadcast, as np.broadcast_to
- * makes them); dtype RA_BOOL (one byte, nonzero = attend), RA_F32, RA_F16
- * or RA_BF16 (additive).  The library checks its shape against q's and
- * k's.  Returns 0 with ValueError naming what does not fit. */
-static int mask_tensor(PyObject *obj, int dtype, ra_tensor *t)
-{
-    PyArrayObject *a = (PyArrayObject *)obj;
-    npy_intp item = dtype == RA_BOOL ? 1 : (npy_intp)ra_dtype_size((ra_dtype)dtype);
-    if (!PyArray_Check(obj) || item == 0 || PyArray_ITEMSIZE(a) != item) {
-        PyErr_SetString(ra_ext_type_error, "attn_mask: expected an array of the item size "
-                        "of its dtype (bool, float32, float16 or bfloat16 bits)");
-        return 0;
-    }
-    if (PyArray_NDIM(a) != 4 || !PyArray_ISALIGNED(a)) {
-        PyErr_SetString(ra_ext_value_error, "attn_mask: expected an aligned 4-D array "
-                        "[B, H, Sq, Sk] (extents of 1 or zero strides broadcast)");
-        return 0;
-    }
-    t->data = PyArray_DATA(a);
-    t->dtype = (ra_dtype)dtype;
-    for (int i = 0; i < 4; i++) {
-        npy_intp s = PyArray_STRIDE(a, i);
-        t->shape[i] = (int64_t)PyArray_DIM(a, i);
-        if (t->shape[i] != 1 && (s < 0 || s % item != 0)) {
-            PyErr_Format(ra_ext_value_error, "attn_mask: axis %d's stride of %zd bytes is not "
-                         "a non-negative whole number of elements", i, (Py_ssize_t)s);
-            return 0;
-        }
-        t->stride[i] = t->shape[i] == 1 ? 0 : s / item;
-    }
-    return 1;
-}
-
 /* The options every attention function ends its arguments with, from
  * args[first:]: scale, softcap, window, chunk (0 for none, as
  * ra_attention_options has them), sinks, padding_mask, cu_seqlens (None or
  * arrays: option_arrays), dropout, seed, non_causal, and optionally the
- * pair (attn_mask, its ra_dtype), a 4-D array (mask_tensor).  (The pair:
+ * pair (attn_mask, its ra_dtype), a 4-D array (ra_ext_mask_tensor).  (The pair:
  * a call of 20 arguments or more no longer takes its tuple from Python's
  * free list, and measured memory grows for the first thousand calls.) */
 typedef struct options {
@@ -116,7 +81,7 @@ static int parse_options(PyObject *args, Py_ssize_t first, const char *name, opt
     opt->o.dropout = dropout;
     opt->o.seed = (uint64_t)seed;
     if (!ok || mask == Py_None) return ok;
-    if (!mask_tensor(mask, mask_dtype, &opt->mask)) return 0;
+    if (!ra_ext_mask_tensor(mask, mask_dtype, &opt->mask)) return 0;
     opt->o.attn_mask = &opt->mask;
     return 1;
 }

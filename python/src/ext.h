@@ -41,6 +41,13 @@ PyObject *ra_ext_raise_detail(ra_status status, const char *call, const char *de
  * Strides of axes of extent 1 do not matter and are set to 0 (1 for the
  * last).  name names the argument in the message. */
 int ra_ext_tensor(PyArrayObject *a, int dtype, int out, const char *name, ra_tensor *t);
+/* attn_mask as the 4-D view ra_attention_options takes (SDPA's attn_mask
+ * over [B, H, Sq, Sk]): an aligned array whose strides are non-negative
+ * whole elements, any axis included (zero: broadcast, as np.broadcast_to
+ * makes them); dtype RA_BOOL (one byte, nonzero = attend), RA_F32, RA_F16
+ * or RA_BF16 (additive).  The library checks its shape against q's and
+ * k's.  Returns 0 with ValueError naming what does not fit. */
+int ra_ext_mask_tensor(PyObject *obj, int dtype, ra_tensor *t);
 /* maps(a): whether ra_ext_tensor takes a's strides and alignment (the
  * package copies an input that it does not). */
 PyObject *ra_ext_maps(PyObject *self, PyObject *a);

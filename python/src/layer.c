@@ -196,7 +196,8 @@ const ra_layer *ra_ext_layer_of(PyObject *obj)
 
 /* Into config: the switches and scales of the attention features some
  * families use (norms after RoPE, the output gate's form, v's norm, latent
- * attention's latent scales and raw q latent, clip after the norms). */
+ * attention's latent scales and raw q latent, clip after the norms, an
+ * encoder's non_causal). */
 static int add_feature_fields(PyObject *config, const ra_layer_config *c)
 {
     const struct {
@@ -212,6 +213,7 @@ static int add_feature_fields(PyObject *config, const ra_layer_config *c)
         {"q_latent_scale", PyFloat_FromDouble(c->q_latent_scale ? c->q_latent_scale : 1.0)},
         {"kv_latent_scale", PyFloat_FromDouble(c->kv_latent_scale ? c->kv_latent_scale : 1.0)},
         {"q_b_raw_latent", PyBool_FromLong(c->q_b_raw_latent)},
+        {"non_causal", PyBool_FromLong(c->non_causal)},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -533,19 +535,21 @@ int ra_ext_forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long s
     return 1;
 }
 
-/* layer_forward(layer, context, y, x, start, ids, mask): ra_layer_forward,
- * positions start, start + 1, ... or ids; mask: the padding mask (1 = a
- * token, 0 = padding) or None. */
+/* layer_forward(layer, context, y, x, start, ids, mask, attn_mask=None):
+ * ra_layer_forward, positions start, start + 1, ... or ids; mask: the
+ * padding mask (1 = a token, 0 = padding) or None; attn_mask: None or the
+ * pair (a 4-D array [B, H, S, S], its ra_dtype): ra_ext_mask_tensor. */
 PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    static char *kw[] = {"layer", "context", "y", "x", "start", "ids", "mask", NULL};
+    static char *kw[] = {"layer", "context", "y", "x", "start", "ids", "mask", "attn_mask",
+                         NULL};
     ra_ext_layer *layer;
-    PyObject *context, *y, *x, *ids, *mask;
+    PyObject *context, *y, *x, *ids, *mask, *attn_mask = Py_None;
     long long start;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOLOO:layer_forward", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOLOO|O:layer_forward", kw,
                                      &ra_ext_layer_type, &layer, &context, &y, &x, &start, &ids,
-                                     &mask))
+                                     &mask, &attn_mask))
         return NULL;
     const ra_layer *l = ra_ext_layer_of((PyObject *)layer);
     ra_ext_context *c;
@@ -556,6 +560,15 @@ PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     ra_attention_options o = ra_attention_options_init();
     if (mask != Py_None) o.padding_mask = (const uint8_t *)PyArray_DATA((PyArrayObject *)mask);
+    ra_tensor mask_view;
+    if (attn_mask != Py_None) {
+        PyObject *array;
+        int dtype;
+        if (!PyArg_ParseTuple(attn_mask, "Oi:attn_mask", &array, &dtype) ||
+            !ra_ext_mask_tensor(array, dtype, &mask_view))
+            return NULL;
+        o.attn_mask = &mask_view;
+    }
     float *yp = (float *)PyArray_DATA((PyArrayObject *)y);
     const float *xp = (const float *)PyArray_DATA((PyArrayObject *)x);
     ra_status st;

@@ -62,3 +62,32 @@ int ra_ext_tensor(PyArrayObject *a, int dtype, int out, const char *name, ra_ten
     }
     return 1;
 }
+
+int ra_ext_mask_tensor(PyObject *obj, int dtype, ra_tensor *t)
+{
+    PyArrayObject *a = (PyArrayObject *)obj;
+    npy_intp item = dtype == RA_BOOL ? 1 : (npy_intp)ra_dtype_size((ra_dtype)dtype);
+    if (!PyArray_Check(obj) || item == 0 || PyArray_ITEMSIZE(a) != item) {
+        PyErr_SetString(ra_ext_type_error, "attn_mask: expected an array of the item size "
+                        "of its dtype (bool, float32, float16 or bfloat16 bits)");
+        return 0;
+    }
+    if (PyArray_NDIM(a) != 4 || !PyArray_ISALIGNED(a)) {
+        PyErr_SetString(ra_ext_value_error, "attn_mask: expected an aligned 4-D array "
+                        "[B, H, Sq, Sk] (extents of 1 or zero strides broadcast)");
+        return 0;
+    }
+    t->data = PyArray_DATA(a);
+    t->dtype = (ra_dtype)dtype;
+    for (int i = 0; i < 4; i++) {
+        npy_intp s = PyArray_STRIDE(a, i);
+        t->shape[i] = (int64_t)PyArray_DIM(a, i);
+        if (t->shape[i] != 1 && (s < 0 || s % item != 0)) {
+            PyErr_Format(ra_ext_value_error, "attn_mask: axis %d's stride of %zd bytes is not "
+                         "a non-negative whole number of elements", i, (Py_ssize_t)s);
+            return 0;
+        }
+        t->stride[i] = t->shape[i] == 1 ? 0 : s / item;
+    }
+    return 1;
+}

@@ -192,6 +192,12 @@ static void rope_mrope(trial *t)
     c.mrope_section[0] = D / 2 - 2, c.mrope_section[1] = 1, c.mrope_section[2] = 1;
     rope_create(t, c);
 }
+static void rope_axial(trial *t)
+{
+    ra_rope_config c = ra_rope_config_hf(D);
+    c.axial = RA_AXIAL_ALTERNATE;
+    rope_create(t, c);
+}
 
 static ra_layer_config layer_config(void)
 {
@@ -1198,6 +1204,7 @@ static void test_creation(void)
     sweep("ra_rope_create(no table)", rope_no_table, 0);
     sweep("ra_rope_create(longrope)", rope_longrope, 0);
     sweep("ra_rope_create(mrope)", rope_mrope, 0);
+    sweep("ra_rope_create(axial)", rope_axial, 0);
     sweep("ra_layer_create", layer_create, 0);
     sweep("ra_kv_cache_create", cache_create, 0);
     sweep("ra_kv_cache_create_window", cache_create_window, 0);

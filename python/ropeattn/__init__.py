@@ -14,6 +14,7 @@ D head_dim.
     attention_forward(q, k, v, ...) -> out, lse [B, H, S]
     attention_backward(dout, q, k, v, out, lse, ...) -> dq, dk, dv, dsinks
     freqs(head_dim, end, theta=10000.0) -> cos, sin [end, head_dim // 2]
+    vision_positions(model, grids, spatial_merge_size=1) -> (row, column) [N, 2]
     Layer.from_pretrained(path, layer=N, context=None, **options)
         layer(x [B, S, dim], positions=None, attention_mask=None, cache=None)
         .config, .tensor_names
@@ -31,7 +32,7 @@ from ._ropeattn import (ArgumentError, CacheFullError, Context, DtypeError, Erro
                         FormatError, NotFoundError, OutOfMemoryError, UnsupportedError)
 from .attention import attention, attention_backward, attention_forward
 from .layer import KVCache, KVPool, Layer
-from .rope import RotaryEmbedding, apply_rotary, freqs
+from .rope import RotaryEmbedding, apply_rotary, freqs, vision_positions
 
 __version__ = _ropeattn.library_version()
 if __version__ != _ropeattn.HEADER_VERSION:
@@ -50,4 +51,4 @@ def simd():
 __all__ = ["ArgumentError", "CacheFullError", "Context", "DtypeError", "Error", "FileError",
            "FormatError", "KVCache", "KVPool", "Layer", "NotFoundError", "OutOfMemoryError",
            "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention",
-           "attention_backward", "attention_forward", "freqs", "simd"]
+           "attention_backward", "attention_forward", "freqs", "simd", "vision_positions"]

@@ -423,6 +423,65 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
     return out
 
 
+VISION_MODELS = ("pixtral", "qwen2_vl", "llama4")
+
+
+def _grid(entry, n, model):
+    """A grid entry: n positive integers."""
+    values = tuple(entry) if isinstance(entry, (tuple, list, np.ndarray)) else (entry,)
+    if len(values) != n or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                   and v > 0 for v in values):
+        shape = "(t, h, w)" if n == 3 else "(h, w)"
+        raise ArgumentError(f"grids: {model} takes {shape} of positive integers, got {entry!r}")
+    return tuple(int(v) for v in values)
+
+
+def vision_positions(model, grids, spatial_merge_size=1):
+    """(row, column) positions, int64 [N, 2], of the patches of one or more
+    images packed one after another, as each vision encoder lays them out
+    (docs/ROPE.md "2-D RoPE"), for apply_rotary with its 2-D rope:
+
+      "pixtral": grids [(h, w), ...]: each image's h x w patches row-major
+        from (0, 0) (PixtralVisionModel.forward's meshgrid).
+      "qwen2_vl" (Qwen2-VL, Qwen2.5-VL): grids [(t, h, w), ...], grid_thw:
+        each image's patches in spatial_merge_size x spatial_merge_size
+        blocks, block-major, its t frames alike
+        (vision_utils.get_vision_position_ids); h and w multiples of
+        spatial_merge_size.
+      "llama4": grids [(h, w), ...] (the image_size / patch_size square):
+        patch p at (p // w + 1, p % w + 1), then the CLS token at (0, 0),
+        whose frequencies Llama4VisionRotaryEmbedding zeroes."""
+    if model not in VISION_MODELS:
+        raise ArgumentError(f"model: expected one of {', '.join(VISION_MODELS)}, got {model!r}")
+    merge = spatial_merge_size
+    if not isinstance(merge, numbers.Integral) or isinstance(merge, bool) or merge < 1 or \
+            (model != "qwen2_vl" and merge != 1):
+        raise ArgumentError(f"spatial_merge_size: expected a positive integer (qwen2_vl) or 1, "
+                            f"got {merge!r}")
+    out = []
+    for entry in grids:
+        if model == "qwen2_vl":
+            t, h, w = _grid(entry, 3, model)
+            if h % merge or w % merge:
+                raise ArgumentError(f"grids: ({t}, {h}, {w}): h and w must be multiples of "
+                                    f"spatial_merge_size {merge}")
+            rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+            shape = (h // merge, merge, w // merge, merge)
+            rows = rows.reshape(shape).transpose(0, 2, 1, 3).reshape(-1)
+            cols = cols.reshape(shape).transpose(0, 2, 1, 3).reshape(-1)
+            out.append(np.tile(np.stack([rows, cols], -1), (t, 1)))
+            continue
+        h, w = _grid(entry, 2, model)
+        rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        grid = np.stack([rows.reshape(-1), cols.reshape(-1)], -1)
+        if model == "llama4":
+            grid = np.concatenate([grid + 1, np.zeros((1, 2), grid.dtype)])
+        out.append(grid)
+    if not out:
+        return np.zeros((0, 2), np.int64)
+    return np.ascontiguousarray(np.concatenate(out), dtype=np.int64)
+
+
 def freqs(head_dim, end, theta=10000.0):
     """Meta's LLaMA reference code's precompute_freqs_cis(head_dim, end,
     theta) as two real tables (ra_precompute_freqs):
@@ -447,4 +506,4 @@ def freqs(head_dim, end, theta=10000.0):
     return _ropeattn.precompute_freqs(int(head_dim), int(end), float(theta))
 
 
-__all__ = ["RotaryEmbedding", "apply_rotary", "freqs"]
+__all__ = ["RotaryEmbedding", "apply_rotary", "freqs", "vision_positions"]

@@ -65,6 +65,34 @@ def test_against_transformers(name):
     assert np.max(np.abs(first[1] - f["sin"])) <= 1e-7
 
 
+GRIDS = {"pixtral_d32": ("pixtral", [(3, 5), (4, 2)], 1),
+         "qwen2_vl_d80": ("qwen2_vl", [(1, 4, 6), (2, 2, 4)], 2),
+         "qwen2_5_vl_d48": ("qwen2_vl", [(1, 6, 4)], 2),
+         "llama4_d88": ("llama4", [(4, 4)], 1)}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_vision_positions(name):
+    """The fixtures' positions: transformers' own (Pixtral's forward,
+    get_vision_position_ids), and Llama 4's, which give its freqs_ci."""
+    model, grids, merge = GRIDS[name]
+    got = ropeattn.vision_positions(model, grids, spatial_merge_size=merge)
+    assert got.dtype == np.int64 and np.array_equal(got, load(name)["positions"])
+
+
+def test_vision_positions_refused():
+    with pytest.raises(ropeattn.ArgumentError, match="model"):
+        ropeattn.vision_positions("clip", [(2, 2)])
+    with pytest.raises(ropeattn.ArgumentError, match="multiples of spatial_merge_size 2"):
+        ropeattn.vision_positions("qwen2_vl", [(1, 3, 4)], spatial_merge_size=2)
+    with pytest.raises(ropeattn.ArgumentError, match="spatial_merge_size"):
+        ropeattn.vision_positions("pixtral", [(2, 2)], spatial_merge_size=2)
+    with pytest.raises(ropeattn.ArgumentError, match=r"\(h, w\)"):
+        ropeattn.vision_positions("pixtral", [(2, 0)])
+    with pytest.raises(ropeattn.ArgumentError, match=r"\(t, h, w\)"):
+        ropeattn.vision_positions("qwen2_vl", [(2, 2)])
+
+
 def test_refusals():
     rope = ropeattn.RotaryEmbedding(16, axial="shared")
     x = np.zeros((1, 4, 2, 16), np.float32)

@@ -23,9 +23,9 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     if (!(q->dtype == RA_F32 || q->dtype == RA_F16 || q->dtype == RA_BF16) ||
         out->dtype != RA_F32) /* k, v: any */
         return ra_fail(RA_ERR_DTYPE, "q must be f32, f16 or bf16 and out float32");
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < 4; d++) /* k and v: any length Sk */
         if (out->shape[d] != q->shape[d] || v->shape[d] != k->shape[d] ||
-            (d != 2 && k->shape[d] != q->shape[d]))
+            ((d == 0 || d == 3) && k->shape[d] != q->shape[d]))
             return ra_fail(RA_ERR_SHAPE, "q, out [%lld, %lld, %lld, %lld] and k [%lld, %lld, "
                            "%lld, %lld], v [%lld, %lld, %lld, %lld] differ in axis %d",
                            (long long)q->shape[0], (long long)q->shape[1], (long long)q->shape[2],
@@ -38,7 +38,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
                        (long long)q->shape[2], (long long)k->shape[2]);
     if (ra_tensors_overlap(out, q) || ra_tensors_overlap(out, k) || ra_tensors_overlap(out, v))
         return ra_fail(RA_ERR_ARGUMENT, "out overlaps q, k or v");
-    RA_TRY(ra_attention_mask_read(&args->mask, options, q->shape));
+    RA_TRY(ra_attention_mask_read_keys(&args->mask, options, q->shape, k->shape[1]));
     RA_TRY(ra_attention_mask_check_output(&args->mask, out, "out"));
     args->out = out;
     args->q = q;
@@ -47,7 +47,7 @@ ra_status ra_attention_prepare(ra_attention_args *args, const ra_tensor *out,
     args->lse = NULL;
     args->rope = NULL;
     args->positions = NULL;
-    args->q_shift = 0;
+    args->q_shift = k->shape[1] - q->shape[1]; /* the diagonal aligned bottom-right */
     args->k_start = 0;
     ra_attention_dropout(&args->dropout, &args->drop, options);
     return RA_OK;
@@ -62,9 +62,6 @@ ra_status ra_attention_options_read(ra_attention_options *out, const ra_attentio
     if (!(out->dropout >= 0.0f && out->dropout < 1.0f))
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: dropout %g is not in [0, 1)",
                        (double)out->dropout);
-    if (out->non_causal || out->attn_mask)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: %s is not implemented yet",
-                       out->non_causal ? "non_causal" : "attn_mask");
     return RA_OK;
 }
 
@@ -79,8 +76,9 @@ static ra_status attention_run(ra_context *ctx, ra_attention_path path,
                                const ra_attention_args *args)
 {
     const ra_tensor *q = args->q;
-    size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], q->shape[2], args->k->shape[2],
-                                              q->shape[3], ra_parallel_threads(ctx));
+    size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], args->k->shape[1], q->shape[2],
+                                              args->k->shape[2], q->shape[3],
+                                              ra_parallel_threads(ctx));
     if (bytes == 0)
         return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",
                        RA_DIMS(q->shape), path == RA_PATH_REFERENCE ? "reference" : "flash");

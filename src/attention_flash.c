@@ -19,12 +19,13 @@
 #include "cpu/kernels.h"
 #include "parallel.h"
 
-size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_heads,
-                                  int64_t n_kv_heads, int64_t head_dim, int threads)
+size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_keys,
+                                  int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                  int threads)
 {
     int64_t n;
-    if (path == RA_PATH_REFERENCE) { /* scores [S, S] and one row of dropout multipliers */
-        if (ra_mul(seq, seq + 1, &n) != RA_OK) return 0;
+    if (path == RA_PATH_REFERENCE) { /* scores [Sq, Sk] and a row of dropout multipliers */
+        if (ra_mul(seq + 1, n_keys, &n) != RA_OK) return 0;
     } else {
         if (n_heads / n_kv_heads > 4096 || head_dim > RA_MAX_ELEMENTS / 4096) return 0;
         ra_flash_layout f = ra_flash_layout_for(n_heads / n_kv_heads, head_dim);

@@ -20,8 +20,17 @@
 ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_options *options,
                                  const int64_t q_shape[4]);
 
+/* ra_attention_mask_read, but also non_causal and attn_mask ([B or 1, H or
+ * 1, Sq or 1, Sk or 1], its values scanned) for n_keys keys (q_shape[1]
+ * queries; with n_keys != q_shape[1], padding_mask, cu_seqlens and chunk
+ * are RA_ERR_UNSUPPORTED).  ra_attention_mask_read alone refuses both
+ * (RA_ERR_UNSUPPORTED): the calls that take them call this one. */
+ra_status ra_attention_mask_read_keys(ra_attention_mask *mask,
+                                      const ra_attention_options *options,
+                                      const int64_t q_shape[4], int64_t n_keys);
+
 /* RA_ERR_ARGUMENT ("<name> overlaps sinks") when the output view t touches
- * the mask's sinks, padding or documents. */
+ * the mask's sinks, padding, documents or attn_mask. */
 ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra_tensor *t,
                                          const char *name);
 
@@ -39,19 +48,27 @@ ra_status ra_attention_options_read(ra_attention_options *out, const ra_attentio
  * its masks. */
 void ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options);
 
-/* Scratch bytes the path needs for these sizes and thread count; 0 when
- * that does not fit in memory. */
-size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_heads,
-                                  int64_t n_kv_heads, int64_t head_dim, int threads);
+/* Scratch bytes the path needs for these sizes (seq queries, n_keys keys)
+ * and thread count; 0 when that does not fit in memory. */
+size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_keys,
+                                  int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                  int threads);
 
-/* The seed's masked path, materializing [S, S] scores per head, on the
+/* The seed's masked path, materializing [Sq, Sk] scores per head, on the
  * calling thread.  scratch: ra_attention_scratch_bytes(REFERENCE) bytes. */
 void ra_attention_reference(const ra_attention_args *args, float *scratch);
 
+/* Whether query row i of (b, h) sees key row j: a real query, j within its
+ * causal, window, chunk and document bounds, a real key, attn_mask not
+ * masking it. */
+int ra_attention_reference_seen(const ra_attention_args *args, int64_t b, int64_t h, int64_t i,
+                                int64_t j);
+
 /* Row i of softmax(q k^T / sqrt(D) + mask) for (b, h), before dropout, as
- * the reference forward computes it: row[j] for j in [0, S) (0 after i).
- * Returns the row's log-sum-exp.  The reference backward recomputes its
- * probabilities with it.   row: [S] */
+ * the reference forward computes it: row[j] for j in [0, Sk) (0 for the
+ * keys it does not see).  Returns the row's log-sum-exp (-Inf, or the sink,
+ * for a row that sees no key: its probabilities all 0).  The reference
+ * backward recomputes its probabilities with it.   row: [Sk] */
 double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int64_t h,
                                   int64_t i, float *row);
 

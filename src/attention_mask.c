@@ -1,6 +1,7 @@
 /*
  * attention_mask.c — the masks and logit changes of ra_attention_options
- * (window, chunk, padding, packed documents, scale, soft-capping, sinks):
+ * (window, chunk, padding, packed documents, scale, soft-capping, sinks,
+ * non_causal, attn_mask):
  * their checks, and the row facts the kernels share (cpu/attention_job.h).
  */
 #include <float.h>
@@ -9,11 +10,84 @@
 #include "attention_internal.h"
 #include "rope_internal.h"
 
+/* attn_mask's view against [B, H, Sq, Sk] (full): data, dtype, shape,
+ * strides and values; fills mask's attn fields. */
+static ra_status read_attn_mask(ra_attention_mask *mask, const ra_tensor *t,
+                                const int64_t full[4])
+{
+    static const char *const axes[4] = {"B", "H", "Sq", "Sk"};
+    if (!t->data) return ra_fail(RA_ERR_NULL, "ra_attention_options: attn_mask's data is NULL");
+    if (!(t->dtype == RA_BOOL || t->dtype == RA_F32 || t->dtype == RA_F16 ||
+          t->dtype == RA_BF16))
+        return ra_fail(RA_ERR_DTYPE, "ra_attention_options: attn_mask's dtype %s (%d): must be "
+                       "RA_BOOL, RA_F32, RA_F16 or RA_BF16", ra_dtype_name(t->dtype),
+                       (int)t->dtype);
+    int64_t last = 0, term;
+    for (int d = 0; d < 4; d++) {
+        if (t->shape[d] != full[d] && t->shape[d] != 1)
+            return ra_fail(RA_ERR_SHAPE, "ra_attention_options: attn_mask " RA_DIMS_FMT ": axis "
+                           "%d is %lld, must be %s = %lld or 1", RA_DIMS(t->shape), d,
+                           (long long)t->shape[d], axes[d], (long long)full[d]);
+        if (t->stride[d] < 0)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: attn_mask's stride[%d] is "
+                           "%lld, must be >= 0", d, (long long)t->stride[d]);
+        if (ra_mul(t->shape[d] - 1, t->stride[d], &term) != RA_OK ||
+            term > RA_MAX_ELEMENTS - last)
+            return ra_fail(RA_ERR_OVERFLOW, "ra_attention_options: attn_mask " RA_DIMS_FMT " with "
+                           "stride " RA_DIMS_FMT ": the last element's offset overflows",
+                           RA_DIMS(t->shape), RA_DIMS(t->stride));
+        last += term;
+        mask->attn_stride[d] = t->shape[d] == 1 ? 0 : t->stride[d];
+    }
+    mask->attn = t->data;
+    mask->attn_dtype = t->dtype;
+    mask->attn_bytes = (size_t)(last + 1) * ra_dtype_size(t->dtype);
+    if (t->dtype == RA_BOOL) return RA_OK;
+    for (int64_t b = 0; b < t->shape[0]; b++) /* finite or -Inf */
+        for (int64_t h = 0; h < t->shape[1]; h++)
+            for (int64_t i = 0; i < t->shape[2]; i++)
+                for (int64_t j = 0; j < t->shape[3]; j++) {
+                    float v = ra_mask_attn(mask, b, h, i, j);
+                    if (!(v == -INFINITY || isfinite(v)))
+                        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: attn_mask[%lld, "
+                                       "%lld, %lld, %lld] is %g: must be finite or -Inf",
+                                       (long long)b, (long long)h, (long long)i, (long long)j,
+                                       (double)v);
+                }
+    return RA_OK;
+}
+
+ra_status ra_attention_mask_read_keys(ra_attention_mask *mask,
+                                      const ra_attention_options *options,
+                                      const int64_t q_shape[4], int64_t n_keys)
+{
+    const ra_attention_options none = ra_attention_options_init();
+    const ra_attention_options *o = options ? options : &none;
+    ra_attention_options rest = *o;
+    rest.non_causal = 0;
+    rest.attn_mask = NULL;
+    RA_TRY(ra_attention_mask_read(mask, &rest, q_shape));
+    if (n_keys != q_shape[1] && (o->padding_mask || o->cu_seqlens || o->chunk))
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: %s with Sq = %lld queries and "
+                       "Sk = %lld keys (it names one sequence): give attn_mask instead",
+                       o->padding_mask ? "padding_mask" : o->cu_seqlens ? "cu_seqlens" : "chunk",
+                       (long long)q_shape[1], (long long)n_keys);
+    mask->non_causal = o->non_causal != 0;
+    mask->n_keys = n_keys;
+    const int64_t full[4] = {q_shape[0], q_shape[2], q_shape[1], n_keys};
+    if (o->attn_mask) RA_TRY(read_attn_mask(mask, o->attn_mask, full));
+    return RA_OK;
+}
+
 ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_options *options,
                                  const int64_t q_shape[4])
 {
     const ra_attention_options none = ra_attention_options_init();
     const ra_attention_options *o = options ? options : &none;
+    if (o->non_causal || o->attn_mask)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: %s on this call (decode, "
+                       "cached and block calls take neither non_causal nor attn_mask)",
+                       o->non_causal ? "non_causal" : "attn_mask");
     const int64_t seq = q_shape[1], n_heads = q_shape[2];
     if (!(o->scale == 0 || (isfinite(o->scale) && o->scale > 0 && o->scale <= FLT_MAX)))
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: scale %g is not 0 (1 / sqrt(D)) "
@@ -62,6 +136,12 @@ ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_opt
     mask->n_heads = n_heads;
     mask->q_origin = 0;
     mask->k_origin = 0;
+    mask->non_causal = 0;
+    mask->n_keys = seq;
+    mask->attn = NULL;
+    mask->attn_dtype = RA_F32;
+    for (int d = 0; d < 4; d++) mask->attn_stride[d] = 0;
+    mask->attn_bytes = 0;
     return RA_OK;
 }
 
@@ -72,11 +152,12 @@ ra_status ra_attention_mask_check_output(const ra_attention_mask *mask, const ra
         const void *p;
         size_t bytes;
         const char *what;
-    } in[3] = {{mask->sinks, (size_t)mask->n_heads * sizeof(float), "sinks"},
+    } in[4] = {{mask->sinks, (size_t)mask->n_heads * sizeof(float), "sinks"},
                {mask->padding, (size_t)(mask->batch * mask->seq), "padding_mask"},
                {mask->cu_seqlens, (size_t)(mask->n_documents + 1) * sizeof(int64_t),
-                "cu_seqlens"}};
-    for (int i = 0; i < 3; i++)
+                "cu_seqlens"},
+               {mask->attn, mask->attn_bytes, "attn_mask"}};
+    for (int i = 0; i < 4; i++)
         if (ra_tensor_overlaps_bytes(t, in[i].p, in[i].bytes))
             return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", name, in[i].what);
     return RA_OK;

@@ -11,6 +11,7 @@ RA_API size_t ra_dtype_size(ra_dtype dtype)
     case RA_BF16: return 2;
     case RA_I8: return 1;
     case RA_F8E4M3: return 1;
+    case RA_BOOL: return 1;
     default: return 0;
     }
 }
@@ -23,6 +24,7 @@ const char *ra_dtype_name(ra_dtype dtype)
     case RA_BF16: return "RA_BF16";
     case RA_I8: return "RA_I8";
     case RA_F8E4M3: return "RA_F8E4M3";
+    case RA_BOOL: return "RA_BOOL";
     default: return "(not a ra_dtype)";
     }
 }
@@ -33,6 +35,9 @@ ra_status ra_check_tensor_dtype(ra_dtype dtype, const char *name)
         return ra_fail(RA_ERR_DTYPE, "%s: %s is a KV-cache storage dtype (ra_kv_cache_create), "
                        "not a tensor's: tensors are RA_F32, RA_F16 or RA_BF16", name,
                        ra_dtype_name(dtype));
+    if (dtype == RA_BOOL)
+        return ra_fail(RA_ERR_DTYPE, "%s: RA_BOOL is ra_attention_options' attn_mask's dtype "
+                       "only, not a tensor's: tensors are RA_F32, RA_F16 or RA_BF16", name);
     if ((unsigned)dtype >= RA_DTYPE_COUNT)
         return ra_fail(RA_ERR_ARGUMENT, "%s: dtype %d is not a ra_dtype", name, (int)dtype);
     return RA_OK;

@@ -605,8 +605,9 @@ static void test_errors(void)
     ra_tensor q = ra_tensor_4d(buf, RA_F32, 1, 4, 4, 8), k = ra_tensor_4d(buf, RA_F32, 1, 4, 3, 8);
     ra_tensor o = ra_tensor_4d(out, RA_F32, 1, 4, 4, 8), k2 = ra_tensor_4d(buf, RA_F32, 1, 5, 2, 8);
     CHECK(ra_attention(NULL, &o, &q, &k, &k, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_GQA, "GQA");
-    CHECK(ra_attention(NULL, &o, &q, &k2, &k2, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_SHAPE,
-          "seq mismatch");
+    ra_tensor v4 = ra_tensor_4d(buf, RA_F32, 1, 4, 2, 8); /* k of 5 keys, v of 4 */
+    CHECK(ra_attention(NULL, &o, &q, &k2, &v4, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_SHAPE,
+          "k and v lengths differ");
     ra_tensor qb = ra_tensor_4d(buf, RA_I8, 1, 4, 4, 8); /* f32, f16, bf16: test_attention_bf16.c */
     CHECK(ra_attention(NULL, &o, &qb, &k, &k, PATH_OPTS(RA_PATH_FLASH)) == RA_ERR_DTYPE, "q dtype");
     ra_attention_options bad = DROPOUT(-0.1f, 0);

@@ -33,6 +33,18 @@ typedef struct ra_attention_mask {
      * 0, but in a block of a longer sequence (ra_attention_block_lse's
      * q_start and k_start) */
     int64_t q_origin, k_origin;
+    /* ra_attention_options' non_causal (no causal mask: a window, chunk or
+     * document bounds a query on both sides), and the keys' count Sk (q's
+     * S but with other key lengths; the dropout grid's last axis) */
+    int non_causal;
+    int64_t n_keys;
+    /* attn_mask, checked: element (b, h, i, j) at attn + the dot product of
+     * those indices with attn_stride (0 on a broadcast axis); RA_BOOL (0:
+     * masked) or additive f32, f16, bf16 (-Inf: masked).  NULL: none. */
+    const void *attn;
+    ra_dtype attn_dtype;
+    int64_t attn_stride[4];
+    size_t attn_bytes; /* from attn to one past the last byte read */
 } ra_attention_mask;
 
 /* Leading padding tokens of row b (0 without a padding mask): the chunks'
@@ -68,6 +80,63 @@ static inline int64_t ra_mask_first_key(const ra_attention_mask *mask, int64_t i
         if (mask->cu_seqlens[a] - mask->k_origin > lo) lo = mask->cu_seqlens[a] - mask->k_origin;
     }
     return lo;
+}
+
+/* The last key query i sees, before the padding mask and attn_mask (i, lp
+ * and the result key rows, as ra_mask_first_key's): i, causal; without the
+ * causal mask the window's (i + W - 1), the chunk's and the document's last
+ * key, n_keys - 1 at most. */
+static inline int64_t ra_mask_last_key(const ra_attention_mask *mask, int64_t i, int64_t lp,
+                                       int64_t n_keys)
+{
+    int64_t hi = mask->non_causal ? n_keys - 1 : i;
+    if (!mask->non_causal) return hi < n_keys - 1 ? hi : n_keys - 1;
+    if (mask->window && i + mask->window - 1 < hi) hi = i + mask->window - 1;
+    if (mask->chunk && i >= lp) {
+        int64_t end = lp + ((i - lp) / mask->chunk + 1) * mask->chunk - 1;
+        if (end < hi) hi = end;
+    }
+    if (mask->cu_seqlens) { /* the first document start > i, less one */
+        const int64_t at = i + mask->k_origin;
+        int64_t a = 0, z = mask->n_documents;
+        while (z - a > 1) {
+            int64_t m = a + (z - a) / 2;
+            if (mask->cu_seqlens[m] <= at) a = m;
+            else z = m;
+        }
+        if (mask->cu_seqlens[a + 1] - 1 - mask->k_origin < hi)
+            hi = mask->cu_seqlens[a + 1] - 1 - mask->k_origin;
+    }
+    return hi;
+}
+
+/* attn_mask's values for query row i of (b, h) and keys j0 .. j0 + n - 1,
+ * as additive logits (RA_BOOL: 0 or -Inf), to dst[j * dst_stride]. */
+static inline void ra_mask_attn_row(const ra_attention_mask *mask, int64_t b, int64_t h,
+                                    int64_t i, int64_t j0, int64_t n, float *dst,
+                                    int64_t dst_stride)
+{
+    const int64_t *st = mask->attn_stride, s3 = st[3];
+    const int64_t at = b * st[0] + h * st[1] + i * st[2] + j0 * s3;
+    if (mask->attn_dtype == RA_BOOL) {
+        const uint8_t *m = (const uint8_t *)mask->attn + at;
+        for (int64_t j = 0; j < n; j++) dst[j * dst_stride] = m[j * s3] ? 0.0f : -INFINITY;
+    } else if (mask->attn_dtype == RA_F32) {
+        const float *m = (const float *)mask->attn + at;
+        for (int64_t j = 0; j < n; j++) dst[j * dst_stride] = m[j * s3];
+    } else {
+        for (int64_t j = 0; j < n; j++)
+            dst[j * dst_stride] = ra_load(mask->attn, mask->attn_dtype, at + j * s3);
+    }
+}
+
+/* attn_mask's value at (b, h, i, j) (ra_mask_attn_row's); 0 without one. */
+static inline float ra_mask_attn(const ra_attention_mask *mask, int64_t b, int64_t h, int64_t i,
+                                 int64_t j)
+{
+    float v = 0.0f;
+    if (mask->attn) ra_mask_attn_row(mask, b, h, i, j, 1, &v, 1);
+    return v;
 }
 
 /* Whether key row j of batch row b is real (not padding). */
@@ -109,9 +178,10 @@ typedef struct ra_attention_args {
      * — RoPE without a pass of its own over q and k. */
     const ra_rope *rope;
     const ra_positions *positions;
-    /* Flash path: query row i is key row i + q_shift, keys [B, Sk, Hkv, D]
-     * of any length Sk (ra_attention_block_lse; no dropout, padding,
-     * documents or rope then); 0 everywhere else (k as long as q). */
+    /* Query row i is key row i + q_shift, keys [B, Sk, Hkv, D] of any
+     * length Sk: Sk - Sq in ra_attention and its backward (the diagonal
+     * aligned bottom-right), the block's offset in ra_attention_block_lse
+     * (no dropout, padding, documents or rope then); 0 when Sk = Sq. */
     int64_t q_shift;
     /* The keys' first position (ra_attention_block_*: k_start), the chunk
      * grid being anchored at position 0: key row 0 is position k_start;
@@ -142,7 +212,9 @@ static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m
  * key/value row pointers [BK], float32 copies of a tile of 16-bit (or
  * rotated) K or V [BK, D rounded to 16] (the bf16 GEMMs' packed K or V
  * there instead), and the rotated or widened query rows [rows, D rounded
- * to 16] (the bf16 GEMMs' Qp there instead).  rep and head_dim are bounded
+ * to 16] (the bf16 GEMMs' Qp there instead); then each row's last key [rows]
+ * (int64), whether it has seen a key [rows], and attn_mask's tile [BK, rows].
+ * rep and head_dim are bounded
  * by the caller so that nothing here overflows. */
 static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
 {
@@ -151,7 +223,7 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
     f.per_thread = ra_round_up((head_dim + ra_round_up(head_dim, 16)) * f.rows +
-                                   RA_FLASH_BK * f.rows + 7 * f.rows +
+                                   2 * RA_FLASH_BK * f.rows + 10 * f.rows +
                                    2 * RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK +
                                    (RA_FLASH_BK + f.rows) * ra_round_up(head_dim, 16),
                                16);
@@ -214,7 +286,8 @@ typedef struct ra_attention_backward_args {
  * and first key [R] (int64); the tile's padding keys [BK]; then, for the
  * bf16 units (cpu/flash_backward_bf16_impl.h), Qp and dOp [D32 / 2, R]
  * (words), P and dS rounded to bf16 [BK, R / 2] (words) and a dK or dV
- * block [BK, D16]. */
+ * block [BK, D16]; then each row's last key [R] (int64) and attn_mask's
+ * tile [BK, R]. */
 typedef struct ra_flash_backward_job {
     const ra_attention_backward_args *args;
     float *partial_k, *partial_v; /* [B, H, S, dp] each */
@@ -229,7 +302,7 @@ static inline int64_t ra_flash_backward_per_thread(int64_t head_dim)
 {
     const int64_t r = RA_FLASH_BK, d16 = ra_round_up(head_dim, 16);
     const int64_t d32 = ra_round_up(head_dim, 32);
-    return ra_round_up(3 * d16 * r + 2 * r * d16 + 4 * RA_FLASH_BK * r + 7 * r +
+    return ra_round_up(3 * d16 * r + 2 * r * d16 + 5 * RA_FLASH_BK * r + 9 * r +
                            2 * RA_FLASH_BK + d16 + 4 * RA_FLASH_BK + 2 * RA_FLASH_BK * d16 +
                            d32 * r + RA_FLASH_BK * r + RA_FLASH_BK * d16,
                        16);

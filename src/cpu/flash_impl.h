@@ -163,7 +163,12 @@ typedef struct flash_tile {
                            sees, counted from the tile's first key and clamped to
                            [-1, BK] (exact as floats); padding rows see them all */
     int64_t *first;     /* [rows]: each row's first key (ra_mask_first_key) */
+    int64_t *last;      /* [rows]: each row's last key (ra_mask_last_key) */
     float *padkey;      /* [BK]: nonzero for the tile's padding keys */
+    float *any;         /* [rows]: nonzero once attn_mask has let the row see a key */
+    float *am;          /* [BK, rows]: attn_mask's tile, -Inf where a row does not
+                           see a key (attn set) */
+    int attn;           /* the job has an attn_mask */
 } flash_tile;
 
 static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
@@ -185,15 +190,21 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.krow = (const float **)(void *)(t.zero + ra_round_up(head_dim, 16)); /* [BK] */
     t.wide = t.zero + ra_round_up(head_dim, 16) + 2 * BK;           /* [BK, D rounded to 16] */
     t.qrot = t.wide + BK * ra_round_up(head_dim, 16);              /* [rows, D rounded to 16] */
+    t.last = (int64_t *)(void *)(t.qrot + rows * ra_round_up(head_dim, 16)); /* [rows] int64 */
+    t.any = t.qrot + rows * ra_round_up(head_dim, 16) + 2 * rows;  /* [rows] */
+    t.am = t.any + rows;                                           /* [BK, rows] */
+    t.attn = job->args->mask.attn != NULL;
     return t;
 }
 
-/* Soft-caps (softcap > 0), masks (masked: keys outside a row's lo .. hi,
- * and padding keys), exponentiates and folds one tile's scores into m and l,
- * and leaves e^(m - m') in alpha for values_block to rescale Ot with. */
+/* Soft-caps (softcap > 0), adds attn_mask's tile (t->attn), masks (masked:
+ * keys outside a row's lo .. hi, and padding keys), exponentiates and folds
+ * one tile's scores into m and l, and leaves e^(m - m') in alpha for
+ * values_block to rescale Ot with. */
 static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int masked,
                          int padding, float softcap)
 {
+    const float *am = t->attn ? t->am : NULL;
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     const int divide = !(1.0f / softcap >= FLT_MIN); /* 1 / c subnormal: s / c */
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
@@ -202,12 +213,13 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
         for (int64_t j = 0; j < nk; j++) {
             vf s = vload(t->st + j * rows + r0);
             if (softcap > 0) s = cap * vtanh(divide ? s / cap : s * inv_cap);
+            if (am) s += vload(am + j * rows + r0);
             if (masked) {
                 vf at = vsplat((float)j);
                 s = vselect((at > hi) | (at < lo), vsplat(-INFINITY), s);
                 if (padding && t->padkey[j]) s = vsplat(-INFINITY);
             }
-            if (masked || softcap > 0) vstore(t->st + j * rows + r0, s);
+            if (masked || softcap > 0 || am) vstore(t->st + j * rows + r0, s);
             m_new = vmax(m_new, s);
         }
         /* m starts at -inf.  While every score so far is -inf (a logit
@@ -227,10 +239,11 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
     }
 }
 
-/* Whether key j of the tile is seen by row r. */
-static inline int seen(const flash_tile *t, int64_t r, int64_t j)
+/* Whether key j of the tile is seen by row r (of rows). */
+static inline int seen(const flash_tile *t, int64_t rows, int64_t r, int64_t j)
 {
-    return (float)j >= t->lo[r] && (float)j <= t->hi[r] && !t->padkey[j];
+    return (float)j >= t->lo[r] && (float)j <= t->hi[r] && !t->padkey[j] &&
+           (!t->attn || t->am[j * rows + r] != -INFINITY);
 }
 
 /* Whether the values of a masked tile hold an Inf or a NaN: a masked key
@@ -264,7 +277,7 @@ static void values_seen(const flash_tile *t, int64_t nk, int64_t rows, int64_t h
         for (int64_t d = 0; d < head_dim; d++) {
             float acc = first ? 0.0f : t->ot[d * rows + r] * t->alpha[r];
             for (int64_t j = 0; j < nk; j++)
-                if (seen(t, r, j)) acc += t->krow[j][d] * t->st[j * rows + r];
+                if (seen(t, rows, r, j)) acc += t->krow[j][d] * t->st[j * rows + r];
             t->ot[d * rows + r] = acc;
         }
 }
@@ -322,11 +335,11 @@ static void key_rows(const flash_tile *t, const ra_attention_args *a, int64_t b,
 }
 
 /* A row's lo and hi for the tile from key k0 (flash_tile): its first key and
- * its query, less k0, clamped to [-1, BK]; first < 0 (a padding row, past
- * the group's rows or the last query): every key. */
-static inline void row_bounds(float *lo, float *hi, int64_t first, int64_t query, int64_t k0)
+ * its last (its query, causal), less k0, clamped to [-1, BK]; first < 0 (a
+ * padding row, past the group's rows or the last query): every key. */
+static inline void row_bounds(float *lo, float *hi, int64_t first, int64_t last, int64_t k0)
 {
-    int64_t l = first - k0, h = query - k0;
+    int64_t l = first - k0, h = last - k0;
     *lo = first < 0 ? -1.0f : (float)(l < -1 ? -1 : l > BK ? BK : l);
     *hi = first < 0 ? (float)BK : (float)(h < -1 ? -1 : h > BK ? BK : h);
 }
@@ -342,11 +355,15 @@ static inline void row_bounds(float *lo, float *hi, int64_t first, int64_t query
  * RA_FLASH_ROWS, instead of computing the empty ones.  Each row's sums run
  * in the same order either way: the same bits.  The keys it reads, k_first
  * .. k_end - 1 (a window's or a chunk's tiles before them are skipped),
- * and the last first key, first_max (after it, and up to q0, every row
- * sees every key): first_keys. */
+ * the last first key, first_max, and the least last key, last_min (from
+ * first_max to last_min every row sees every key): first_keys. */
 typedef struct flash_block {
     int64_t b, g, q0, nq, block_q, rows;
     int64_t k_first, k_end, first_max;
+    int64_t last_min; /* the least last key: up to it every row sees every key
+                         from first_max on */
+    int started;      /* Ot holds a tile's values (a tile attn_mask leaves
+                         empty is skipped) */
     int bf16; /* q, k and v bf16 (no rope): the tile's GEMMs on the bf16
                  units, on AMX's tiles where amx is set (flash_bf16_impl.h) */
     int amx;
@@ -375,28 +392,37 @@ static flash_block block_of(const ra_flash_job *job, int64_t task)
     return blk;
 }
 
-/* Each row's first key (t->first; -1 for padding rows) and the block's
- * k_first, k_end and first_max.  Query row i is key row i + q_shift
- * (ra_attention_args.q_shift: 0 but in ra_attention_block_lse, where k may
- * have another length). */
+/* Each row's first and last key (t->first, t->last; first -1 for padding
+ * rows) and the block's k_first, k_end, first_max and last_min.  Query row
+ * i is key row i + q_shift (ra_attention_args.q_shift: Sk - Sq, or a
+ * block's offset in ra_attention_block_lse). */
 static void first_keys(const flash_tile *t, const ra_attention_args *a, flash_block *blk)
 {
     const int64_t rep = a->q->shape[2] / a->k->shape[2], n_keys = a->k->shape[1];
-    const int64_t shift = a->q_shift, q1 = blk->q0 + blk->nq;
+    const int64_t shift = a->q_shift;
     /* the chunks' origin as a key row: the leading padding, less the
      * keys' first position (a block's keys start at k_start) */
     const int64_t lp = ra_mask_leading_padding(&a->mask, blk->b) - a->k_start;
-    blk->k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
-    blk->k_first = blk->k_end;
+    blk->k_end = 0;
+    blk->k_first = n_keys;
     blk->first_max = 0;
+    blk->last_min = n_keys;
+    blk->started = 0;
     for (int64_t r = 0; r < blk->rows; r++) {
         int64_t h = r / blk->block_q, qi = r % blk->block_q;
         t->first[r] = -1;
+        t->last[r] = n_keys;
+        t->any[r] = 0.0f;
         if (h >= rep || qi >= blk->nq) continue;
         t->first[r] = ra_mask_first_key(&a->mask, shift + blk->q0 + qi, lp);
-        blk->k_first = t->first[r] < blk->k_first ? t->first[r] : blk->k_first;
+        t->last[r] = ra_mask_last_key(&a->mask, shift + blk->q0 + qi, lp, n_keys);
         blk->first_max = t->first[r] > blk->first_max ? t->first[r] : blk->first_max;
+        blk->last_min = t->last[r] < blk->last_min ? t->last[r] : blk->last_min;
+        if (t->first[r] > t->last[r]) continue; /* it sees no key */
+        blk->k_first = t->first[r] < blk->k_first ? t->first[r] : blk->k_first;
+        blk->k_end = t->last[r] + 1 > blk->k_end ? t->last[r] + 1 : blk->k_end;
     }
+    if (blk->k_first > blk->k_end) blk->k_first = blk->k_end;
 }
 
 /* Qt[d, r] = q[b, q0 + i, g * rep + h, d] * scale for row r = h * block_q + i;
@@ -445,22 +471,64 @@ static void load_queries(const flash_tile *t, const ra_attention_args *a, const 
     }
 }
 
-/* St for the tile of nk keys from k0, its padding keys (t->padkey) read as
- * zeros; returns whether it has any. */
-static int tile_scores(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
-                       int64_t k0, int64_t nk)
+/* The tile's padding keys (t->padkey) of nk keys from k0; returns whether
+ * it has any. */
+static int tile_padding(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                        int64_t k0, int64_t nk)
 {
-    const int64_t head_dim = a->q->shape[3];
     int padding = 0;
     for (int64_t j = 0; j < nk; j++) {
         t->padkey[j] = !ra_mask_real(&a->mask, blk->b, k0 + j);
         padding |= t->padkey[j] != 0;
     }
+    return padding;
+}
+
+/* attn_mask's tile (t->am) for the keys k0 .. k0 + nk - 1, -Inf where a row
+ * does not see a key (lo .. hi and padding: t's), 0 on padding rows;
+ * marks the rows that see a key (t->any) and returns whether any does: a
+ * tile where none does is skipped. */
+static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                     int64_t k0, int64_t nk)
+{
+    const int64_t rep = a->q->shape[2] / a->k->shape[2], rows = blk->rows;
+    int any = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t h = r / blk->block_q, qi = r % blk->block_q;
+        float *col = t->am + r; /* [j * rows] */
+        if (h >= rep || qi >= blk->nq) {
+            for (int64_t j = 0; j < nk; j++) col[j * rows] = 0.0f;
+            continue;
+        }
+        /* the keys lo .. hi the other masks leave it, of the tile */
+        const int64_t lo = t->lo[r] < 0 ? 0 : (int64_t)t->lo[r];
+        const int64_t hi = t->hi[r] > nk - 1 ? nk - 1 : (int64_t)t->hi[r];
+        for (int64_t j = 0; j < nk; j++) col[j * rows] = -INFINITY;
+        if (lo > hi) continue;
+        ra_mask_attn_row(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0 + lo, hi - lo + 1,
+                         col + lo * rows, rows);
+        int row_any = 0;
+        for (int64_t j = lo; j <= hi; j++) {
+            if (t->padkey[j]) col[j * rows] = -INFINITY;
+            row_any |= col[j * rows] != -INFINITY;
+        }
+        if (row_any) t->any[r] = 1.0f;
+        any |= row_any;
+    }
+    return any;
+}
+
+/* St for the tile of nk keys from k0, its padding keys (t->padkey, from
+ * tile_padding) read as zeros. */
+static void tile_scores(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+                        int64_t k0, int64_t nk, int padding)
+{
+    const int64_t head_dim = a->q->shape[3];
 #if defined(RA_FLASH_BF16)
     if (blk->bf16) {
         scores_tile_bf16(t, a->k, blk->b, blk->g, k0, nk, blk->rows, head_dim, (float)a->mask.scale,
                          blk->amx);
-        return padding;
+        return;
     }
 #endif
     key_rows(t, a, blk->b, blk->g, k0, nk, head_dim);
@@ -470,12 +538,11 @@ static int tile_scores(const flash_tile *t, const ra_attention_args *a, const fl
         int n = nk - j0 < MR ? (int)(nk - j0) : MR;
         scores_blocks(t->st + j0 * blk->rows, t->qt, t->krow + j0, n, blk->rows, head_dim);
     }
-    return padding;
 }
 
 /* The probabilities of the tile of nk keys from k0 times their dropout
- * multipliers: element (b, head, i, j) of the [B, H, S, S] grid (a block's
- * rows placed in its sequence's). */
+ * multipliers: element (b, head, i, j) of the [B, H, Sq, Sk] grid (a
+ * block's rows placed in its sequence's [B, H, S, S]). */
 static void tile_dropout(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
                          int64_t k0, int64_t nk)
 {
@@ -486,7 +553,7 @@ static void tile_dropout(const flash_tile *t, const ra_attention_args *a, const 
         if (i >= blk->nq) continue;
         uint64_t first = (uint64_t)((blk->b * n_heads + blk->g * rep + h) * mask->seq +
                                     mask->q_origin + blk->q0 + i) *
-                             (uint64_t)mask->seq + (uint64_t)(mask->k_origin + k0);
+                             (uint64_t)mask->n_keys + (uint64_t)(mask->k_origin + k0);
         ra_dropout_row(&a->drop, first, nk, t->mult);
         for (int64_t j = 0; j < nk; j++) t->st[j * blk->rows + r] *= t->mult[j];
     }
@@ -498,7 +565,7 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
                         int64_t k0, int64_t nk, int masked, int padding)
 {
     const int64_t head_dim = a->q->shape[3];
-    const int first = k0 == blk->k_first;
+    const int first = !blk->started;
 #if defined(RA_FLASH_BF16)
     if (blk->bf16) {
         values_tile_bf16(t, a->v, blk->b, blk->g, k0, nk, blk->rows, head_dim, masked, first,
@@ -516,22 +583,24 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
     }
 }
 
-/* One key tile [k0, k0 + BK) folded into the block's online softmax. */
-static void attend_tile(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
+/* One key tile [k0, k0 + BK) folded into the block's online softmax;
+ * skipped when attn_mask leaves it empty. */
+static void attend_tile(const flash_tile *t, const ra_attention_args *a, flash_block *blk,
                         int64_t k0)
 {
     const ra_attention_mask *mask = &a->mask;
-    const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0, shift = a->q_shift;
-    const int padding = tile_scores(t, a, blk, k0, nk);
+    const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0;
+    const int padding = tile_padding(t, a, blk, k0, nk);
     /* some rows do not see some keys */
-    const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
-    const int masked = k0 + nk > shift + blk->q0 + 1 || (restricted && blk->first_max > k0) ||
-                       padding;
+    const int masked = blk->first_max > k0 || blk->last_min < k0 + nk - 1 || padding || t->attn;
     for (int64_t r = 0; masked && r < blk->rows; r++)
-        row_bounds(&t->lo[r], &t->hi[r], t->first[r], shift + blk->q0 + r % blk->block_q, k0);
+        row_bounds(&t->lo[r], &t->hi[r], t->first[r], t->last[r], k0);
+    if (t->attn && !tile_attn(t, a, blk, k0, nk)) return;
+    tile_scores(t, a, blk, k0, nk, padding);
     softmax_tile(t, blk->rows, nk, masked, padding, mask->softcap);
     if (a->dropout) tile_dropout(t, a, blk, k0, nk);
     tile_values(t, a, blk, k0, nk, masked, padding);
+    blk->started = 1;
 }
 
 /* Row r's output scale 1 / l (with a sink: its share of the sum) and its
@@ -542,7 +611,7 @@ static float row_output(const flash_tile *t, const ra_attention_args *a, const f
 {
     const ra_attention_mask *mask = &a->mask;
     const int64_t n_heads = a->q->shape[2], rep = n_heads / a->k->shape[2];
-    const int64_t head_dim = a->q->shape[3], n_keys = a->k->shape[1];
+    const int64_t head_dim = a->q->shape[3];
     const int64_t h = r / blk->block_q, qi = r % blk->block_q, head = blk->g * rep + h;
     *dst = NULL;
     if (h >= rep || qi >= blk->nq) return 0.0f;
@@ -550,13 +619,14 @@ static float row_output(const flash_tile *t, const ra_attention_args *a, const f
     /* log sum_j e^(s_j) = m + log(sum_j e^(s_j - m)); a sink joins the sum
      * against the larger of m and itself */
     float m = t->m[r], l = t->l[r], lse = -INFINITY, inv = 0.0f;
-    const int64_t query = a->q_shift + blk->q0 + qi, last = query < n_keys - 1 ? query : n_keys - 1;
+    const int64_t last = t->last[r];
     const int padding = !ra_mask_query_real(mask, blk->b, blk->q0 + qi);
-    if (padding || t->first[r] > last ||
+    if (padding || t->first[r] > last || (t->attn && t->any[r] == 0.0f) ||
         (l == 0.0f && !ra_mask_any_real(mask, blk->b, t->first[r], last))) {
         /* a padding query: zeros, whatever its inputs, lse -Inf; or one
-         * that sees no key (only with a shift: before the block's keys, or
-         * only padding among them): zeros, lse the sink's (or -Inf) */
+         * that sees no key (with a shift: before the block's keys; only
+         * padding among them; attn_mask masking them all): zeros, lse the
+         * sink's (or -Inf) */
         memset(*dst, 0, (size_t)head_dim * sizeof(float));
         *dst = NULL;
         if (!padding && mask->sinks) lse = mask->sinks[head];

@@ -1,0 +1,530 @@
+/*
+ * test_attention_noncausal.c — non-causal attention, keys of another length
+ * than the queries (the diagonal aligned bottom-right) and SDPA's attn_mask
+ * (RA_BOOL or additive f32 / f16 / bf16, broadcast): the reference path
+ * against a plain double-precision loop written here from the header's
+ * words, the flash forward and backward against the reference on awkward
+ * shapes (every SIMD path: harness.h), identical bits for 1 and 3 threads,
+ * and every refusal.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ropeattn.h"
+
+/* One case.  mask: 0 none, 1 RA_BOOL, 2 f32, 3 bf16, 4 f16.  bcast: the
+ * mask's view: 0 [B, H, Sq, Sk]; 1 [1, 1, Sq, Sk]; 2 [B, 1, 1, Sk];
+ * 3 [1, H, Sq, 1]; 4 [B, H, Sq, Sk] with stride 0 on H.  dead: rows with
+ * i % 5 == 2 see no key (all masked).  skip: keys 64 .. 191 masked for
+ * every row (whole tiles the flash path skips).  pad: right padding of
+ * b + 2 tokens (Sq = Sk only). */
+typedef struct nc_case {
+    int64_t b, sq, sk, h, hkv, d;
+    int non_causal;
+    int64_t window;
+    double softcap;
+    int sinks, mask, bcast, dead, skip, pad;
+} nc_case;
+
+static const nc_case cases[] = {
+    /* b, sq, sk, h, hkv, d, non_causal, window, softcap, sinks, mask, bcast, dead, skip, pad */
+    {1, 1, 1, 1, 1, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {1, 7, 7, 2, 1, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {2, 70, 70, 4, 2, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {1, 33, 150, 4, 2, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0},  /* Sq < Sk, causal: prefill */
+    {1, 150, 33, 4, 2, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0},  /* Sq > Sk: early rows see none */
+    {1, 1, 200, 4, 1, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0},   /* Sq = 1 */
+    {2, 1, 130, 8, 2, 20, 1, 0, 0, 0, 1, 0, 0, 0, 0},
+    {1, 40, 300, 6, 3, 10, 1, 0, 0, 0, 1, 2, 0, 0, 0},  /* cross-attention, key padding */
+    {2, 90, 90, 4, 2, 16, 1, 9, 0, 0, 0, 0, 0, 0, 0},   /* window both ways */
+    {1, 130, 70, 2, 1, 16, 1, 20, 5.0, 1, 2, 0, 0, 0, 0},
+    {2, 100, 100, 4, 2, 12, 0, 30, 0, 0, 2, 1, 1, 0, 0}, /* causal, window, dead rows */
+    {2, 80, 80, 4, 1, 16, 1, 0, 0, 1, 1, 3, 1, 0, 0},  /* dead rows and sinks */
+    {1, 77, 260, 4, 2, 33, 0, 0, 30.0, 0, 3, 0, 0, 1, 0}, /* bf16 mask, skipped tiles */
+    {1, 200, 260, 8, 2, 16, 1, 0, 0, 0, 1, 4, 1, 1, 0}, /* stride-0 heads */
+    {2, 60, 60, 4, 2, 16, 1, 0, 0, 0, 4, 0, 0, 0, 1},  /* f16 mask and padding */
+    {2, 65, 65, 2, 2, 8, 0, 4, 0, 1, 1, 1, 0, 0, 1},   /* causal window, padding, sinks */
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+/* The mask's rule at (b, h, i, j): -Inf (masked) or an additive value. */
+static float mask_value(const nc_case *c, int64_t b, int64_t h, int64_t i, int64_t j)
+{
+    if (c->dead && i % 5 == 2) return -INFINITY;
+    if (c->skip && j >= 64 && j < 192) return -INFINITY;
+    uint64_t x = (uint64_t)(((b * 131 + h) * 1009 + i) * 7919 + j) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    if (x % 3 == 0) return -INFINITY;
+    return c->mask == 1 ? 0.0f : (float)((int64_t)(x >> 40) % 2001 - 1000) / 400.0f;
+}
+
+/* The inputs of one case; o points into it. */
+typedef struct nc_inputs {
+    float *q, *k, *v, sinks[16];
+    uint8_t *pad, *mask;
+    ra_tensor tmask;
+    ra_attention_options o;
+} nc_inputs;
+
+static ra_dtype mask_dtype(int mask)
+{
+    static const ra_dtype d[5] = {RA_F32, RA_BOOL, RA_F32, RA_BF16, RA_F16};
+    return d[mask];
+}
+
+static void inputs_make(nc_inputs *in, const nc_case *c, uint64_t seed)
+{
+    int64_t nq = c->b * c->sq * c->h * c->d, nk = c->b * c->sk * c->hkv * c->d;
+    in->q = malloc(4 * nq);
+    in->k = malloc(4 * nk);
+    in->v = malloc(4 * nk);
+    ra_test_fill(in->q, nq, seed);
+    ra_test_fill(in->k, nk, seed + 1);
+    ra_test_fill(in->v, nk, seed + 2);
+    for (int64_t i = 0; i < nq; i++) in->q[i] *= 3.0f; /* peaked rows too */
+    for (int h = 0; h < 16; h++) in->sinks[h] = (float)(h % 3) - 0.5f;
+    in->o = ra_attention_options_init();
+    in->o.non_causal = c->non_causal;
+    in->o.window = c->window;
+    in->o.softcap = c->softcap;
+    if (c->sinks) in->o.sinks = in->sinks;
+    in->pad = NULL;
+    if (c->pad) {
+        in->pad = malloc(c->b * c->sq);
+        for (int64_t b = 0; b < c->b; b++)
+            for (int64_t i = 0; i < c->sq; i++) in->pad[b * c->sq + i] = i < c->sq - b - 2;
+        in->o.padding_mask = in->pad;
+    }
+    in->mask = NULL;
+    if (!c->mask) return;
+    /* the view's shape; its storage contiguous over that shape (bcast 4:
+     * [B, 1, Sq, Sk] stored, viewed with H and stride 0) */
+    int64_t shape[4] = {c->b, c->h, c->sq, c->sk};
+    if (c->bcast == 1) shape[0] = shape[1] = 1;
+    if (c->bcast == 2) shape[1] = shape[2] = 1;
+    if (c->bcast == 3) shape[0] = shape[3] = 1;
+    int64_t stored_h = c->bcast == 4 ? 1 : shape[1];
+    int64_t stride[4] = {stored_h * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
+    if (c->bcast == 4) stride[1] = 0;
+    ra_dtype dt = mask_dtype(c->mask);
+    in->mask = malloc((size_t)(shape[0] * stored_h * shape[2] * shape[3]) * ra_dtype_size(dt));
+    for (int64_t b = 0; b < shape[0]; b++)
+        for (int64_t h = 0; h < stored_h; h++)
+            for (int64_t i = 0; i < shape[2]; i++)
+                for (int64_t j = 0; j < shape[3]; j++) {
+                    float v = mask_value(c, b, h, i, j);
+                    int64_t at = b * stride[0] + h * (stride[1] ? stride[1] : 0) + i * stride[2] + j;
+                    if (dt == RA_BOOL) in->mask[at] = v != -INFINITY ? (uint8_t)(1 + j % 7) : 0;
+                    else if (dt == RA_F32) ((float *)(void *)in->mask)[at] = v;
+                    else if (dt == RA_BF16) ((uint16_t *)(void *)in->mask)[at] = ra_f32_to_bf16(v);
+                    else ((uint16_t *)(void *)in->mask)[at] = ra_f32_to_f16(v);
+                }
+    in->tmask = (ra_tensor){in->mask, dt, {shape[0], shape[1], shape[2], shape[3]},
+                            {stride[0], stride[1], stride[2], stride[3]}};
+    in->o.attn_mask = &in->tmask;
+}
+
+static void inputs_free(nc_inputs *in)
+{
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->pad);
+    free(in->mask);
+}
+
+/* The mask's value as the view holds it (rounded to its dtype), at the
+ * element (b, h, i, j) broadcasts to. */
+static double view_value(const nc_inputs *in, int64_t b, int64_t h, int64_t i, int64_t j)
+{
+    const ra_tensor *t = &in->tmask;
+    const int64_t idx[4] = {b, h, i, j};
+    int64_t at = 0;
+    for (int d = 0; d < 4; d++) at += (t->shape[d] == 1 ? 0 : idx[d]) * t->stride[d];
+    if (t->dtype == RA_BOOL) return in->mask[at] ? 0.0 : -INFINITY;
+    if (t->dtype == RA_F32) return ((const float *)t->data)[at];
+    uint16_t x = ((const uint16_t *)t->data)[at];
+    return t->dtype == RA_BF16 ? ra_bf16_to_f32(x) : ra_f16_to_f32(x);
+}
+
+/* The header's definition, in double: query i at key row a = i + Sk - Sq
+ * sees key j when (non_causal or j <= a), the window allows it (a - W < j,
+ * or |a - j| < W without the causal mask), j and i are real tokens and the
+ * mask's value is not -Inf; s = c tanh(scale q.k / c) + mask; a row seeing
+ * no key is 0 with lse -Inf (the sink with sinks). */
+static void oracle(const nc_case *c, const nc_inputs *in, double *out, double *lse)
+{
+    const double scale = 1.0 / sqrt((double)c->d);
+    const int64_t rep = c->h / c->hkv;
+    double *s = malloc(sizeof(double) * c->sk);
+    for (int64_t b = 0; b < c->b; b++)
+        for (int64_t h = 0; h < c->h; h++)
+            for (int64_t i = 0; i < c->sq; i++) {
+                const int64_t a = i + c->sk - c->sq, g = h / rep;
+                const float *qi = in->q + ((b * c->sq + i) * c->h + h) * c->d;
+                double *o = out + ((b * c->sq + i) * c->h + h) * c->d;
+                double mx = -INFINITY;
+                int seen = 0;
+                for (int64_t j = 0; j < c->sk; j++) {
+                    s[j] = NAN; /* not seen */
+                    if (!c->non_causal && j > a) continue;
+                    if (c->window && (c->non_causal ? llabs(a - j) >= c->window
+                                                    : j <= a - c->window))
+                        continue;
+                    if (in->pad && (!in->pad[b * c->sq + j] || !in->pad[b * c->sq + i])) continue;
+                    double m = in->mask ? view_value(in, b, h, i, j) : 0.0;
+                    if (m == -INFINITY) continue;
+                    const float *kj = in->k + ((b * c->sk + j) * c->hkv + g) * c->d;
+                    double dot = 0;
+                    for (int64_t d = 0; d < c->d; d++) dot += (double)qi[d] * kj[d];
+                    dot *= scale;
+                    if (c->softcap) dot = c->softcap * tanh(dot / c->softcap);
+                    s[j] = dot + m;
+                    mx = s[j] > mx ? s[j] : mx;
+                    seen = 1;
+                }
+                for (int64_t d = 0; d < c->d; d++) o[d] = 0;
+                double *l = lse + (b * c->h + h) * c->sq + i;
+                int real = !in->pad || in->pad[b * c->sq + i];
+                if (!seen) {
+                    *l = c->sinks && real ? in->sinks[h] : -INFINITY;
+                    continue;
+                }
+                if (c->sinks && in->sinks[h] > mx) mx = in->sinks[h];
+                double sum = c->sinks ? exp(in->sinks[h] - mx) : 0;
+                for (int64_t j = 0; j < c->sk; j++)
+                    if (!isnan(s[j])) sum += exp(s[j] - mx);
+                for (int64_t j = 0; j < c->sk; j++) {
+                    if (isnan(s[j])) continue;
+                    const float *vj = in->v + ((b * c->sk + j) * c->hkv + g) * c->d;
+                    double p = exp(s[j] - mx) / sum;
+                    for (int64_t d = 0; d < c->d; d++) o[d] += p * vj[d];
+                }
+                *l = mx + log(sum);
+            }
+    free(s);
+}
+
+/* Runs a case's forward on path into out and lse. */
+static ra_status run_forward(ra_context *ctx, const nc_case *c, nc_inputs *in, ra_dtype kv_dtype,
+                             ra_attention_path path, float *out, float *lse, const void *k,
+                             const void *v, const void *q)
+{
+    ra_tensor tq = ra_tensor_4d((void *)q, kv_dtype, c->b, c->sq, c->h, c->d);
+    ra_tensor tk = ra_tensor_4d((void *)k, kv_dtype, c->b, c->sk, c->hkv, c->d);
+    ra_tensor tv = ra_tensor_4d((void *)v, kv_dtype, c->b, c->sk, c->hkv, c->d);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, c->b, c->sq, c->h, c->d);
+    in->o.path = path;
+    return ra_attention_forward_lse(ctx, &to, lse, &tq, &tk, &tv, &in->o);
+}
+
+/* Worst |a - b| over n; lse's -Inf must match exactly (Inf). */
+static double max_diff(const float *a, const double *b, int64_t n)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isinf(b[i]) || isinf(a[i])) {
+            if ((double)a[i] != b[i]) return INFINITY;
+            continue;
+        }
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= worst)) worst = d; /* NaN: stays */
+    }
+    return worst;
+}
+
+static double max_diff_f(const float *a, const float *b, int64_t n)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isinf(a[i]) || isinf(b[i])) {
+            if (a[i] != b[i]) return INFINITY;
+            continue;
+        }
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
+/* The reference path against the oracle.  Tolerance 1e-5: the reference
+ * sums in double but stores logits and probabilities as float32 (relative
+ * 6e-8 each), and |v| <= 1, so each output is within a few float32 ulps of
+ * 1 (the mask's additive values are read exactly by both). */
+static void test_reference_matches_oracle(void)
+{
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const nc_case *c = &cases[ci];
+        nc_inputs in;
+        inputs_make(&in, c, 100 + ci);
+        int64_t nq = c->b * c->sq * c->h * c->d, nl = c->b * c->h * c->sq;
+        float *out = malloc(4 * nq), *lse = malloc(4 * nl);
+        double *want = malloc(8 * nq), *want_lse = malloc(8 * nl);
+        oracle(c, &in, want, want_lse);
+        CHECK(run_forward(NULL, c, &in, RA_F32, RA_PATH_REFERENCE, out, lse, in.k, in.v, in.q) ==
+                  RA_OK, "case %d: %s", ci, ra_last_error());
+        double e = max_diff(out, want, nq), el = max_diff(lse, want_lse, nl);
+        CHECK(e <= 1e-5, "case %d: reference out differs from the oracle by %.3g", ci, e);
+        /* lse: the max logit (|s| < 15) stored in float32, 1e-4 */
+        CHECK(el <= 1e-4, "case %d: reference lse differs by %.3g", ci, el);
+        free(out);
+        free(lse);
+        free(want);
+        free(want_lse);
+        inputs_free(&in);
+    }
+}
+
+/* The flash path against the reference, f32 inputs and bf16 ones (the
+ * same values rounded to bf16 first, so both paths read the same numbers).
+ * Tolerances: f32, 5e-5 on out and lse (float32 sums over at most 300 keys
+ * in another order, |v| <= 1, logits up to ~10); bf16, 4e-3 (the bf16
+ * units round P to bf16 before P v: 2^-8 max|v|, ropeattn.h). */
+static void test_flash_matches_reference(void)
+{
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const nc_case *c = &cases[ci];
+        nc_inputs in;
+        inputs_make(&in, c, 200 + ci);
+        int64_t nq = c->b * c->sq * c->h * c->d, nk = c->b * c->sk * c->hkv * c->d;
+        int64_t nl = c->b * c->h * c->sq;
+        float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * nl), *l2 = malloc(4 * nl);
+        uint16_t *q16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk);
+        for (int bf = 0; bf < 2; bf++) {
+            const void *q = in.q, *k = in.k, *v = in.v;
+            if (bf) {
+                ra_convert(q16, RA_BF16, in.q, RA_F32, nq);
+                ra_convert(k16, RA_BF16, in.k, RA_F32, nk);
+                ra_convert(v16, RA_BF16, in.v, RA_F32, nk);
+                q = q16, k = k16, v = v16;
+            }
+            ra_dtype dt = bf ? RA_BF16 : RA_F32;
+            CHECK(run_forward(NULL, c, &in, dt, RA_PATH_REFERENCE, o1, l1, k, v, q) == RA_OK,
+                  "case %d: %s", ci, ra_last_error());
+            memset(o2, 0x7f, 4 * nq);
+            CHECK(run_forward(NULL, c, &in, dt, RA_PATH_FLASH, o2, l2, k, v, q) == RA_OK,
+                  "case %d: %s", ci, ra_last_error());
+            const double tol = bf ? 4e-3 : 5e-5;
+            double e = max_diff_f(o2, o1, nq), el = max_diff_f(l2, l1, nl);
+            CHECK(e <= tol, "case %d (%s): flash out differs from the reference by %.3g", ci,
+                  bf ? "bf16" : "f32", e);
+            CHECK(el <= 5e-5 * 4, "case %d (%s): flash lse differs by %.3g", ci,
+                  bf ? "bf16" : "f32", el);
+        }
+        free(q16);
+        free(k16);
+        free(v16);
+        free(o1);
+        free(o2);
+        free(l1);
+        free(l2);
+        inputs_free(&in);
+    }
+}
+
+/* Fully masked rows: out exactly 0 and lse -Inf (the sink with sinks), on
+ * both paths; a row of finite but huge negative values (finfo.min) is not
+ * masked: it averages v. */
+static void test_fully_masked_rows(void)
+{
+    const int64_t sq = 5, sk = 70, h = 2, d = 8;
+    float q[5 * 2 * 8], k[70 * 1 * 8], v[70 * 1 * 8], out[5 * 2 * 8], lse[2 * 5];
+    ra_test_fill(q, sizeof q / 4, 7);
+    ra_test_fill(k, sizeof k / 4, 8);
+    ra_test_fill(v, sizeof v / 4, 9);
+    float add[5 * 70];
+    for (int64_t i = 0; i < sq; i++)
+        for (int64_t j = 0; j < sk; j++)
+            add[i * sk + j] = i == 1 ? -INFINITY : i == 3 ? -3.4028235e38f : 0.0f;
+    ra_tensor tm = {add, RA_F32, {1, 1, sq, sk}, {0, 0, sk, 1}};
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, sq, h, d), tk = ra_tensor_4d(k, RA_F32, 1, sk, 1, d);
+    ra_tensor tv = ra_tensor_4d(v, RA_F32, 1, sk, 1, d), to = ra_tensor_4d(out, RA_F32, 1, sq, h, d);
+    float sinks[2] = {0.5f, -1.0f};
+    for (int p = 0; p < 2; p++)
+        for (int with_sinks = 0; with_sinks < 2; with_sinks++) {
+            ra_attention_options o = ra_attention_options_init();
+            o.path = p ? RA_PATH_FLASH : RA_PATH_REFERENCE;
+            o.non_causal = 1;
+            o.attn_mask = &tm;
+            if (with_sinks) o.sinks = sinks;
+            CHECK(ra_attention_forward_lse(NULL, &to, lse, &tq, &tk, &tv, &o) == RA_OK, "%s",
+                  ra_last_error());
+            for (int64_t hh = 0; hh < h; hh++) {
+                float want = with_sinks ? sinks[hh] : -INFINITY;
+                CHECK(lse[hh * sq + 1] == want, "path %d: lse %g, not %g", p, lse[hh * sq + 1],
+                      want);
+                for (int64_t dd = 0; dd < d; dd++)
+                    CHECK(out[(1 * h + hh) * d + dd] == 0.0f, "path %d: masked row not 0", p);
+                /* finfo.min everywhere: a plain mean of v (no sink) */
+                if (with_sinks) continue;
+                for (int64_t dd = 0; dd < d; dd++) {
+                    double mean = 0;
+                    for (int64_t j = 0; j < sk; j++) mean += v[j * d + dd];
+                    mean /= sk;
+                    CHECK(fabs(out[(3 * h + hh) * d + dd] - mean) < 1e-5, "path %d: finfo.min row "
+                          "%g, mean %g", p, out[(3 * h + hh) * d + dd], mean);
+                }
+            }
+        }
+}
+
+/* Dropout with Sq != Sk: element (b, h, i, j) of [B, H, Sq, Sk] keys each
+ * multiplier, so the flash path and the reference agree (tolerance 2e-4:
+ * 5e-5 times 1 / (1 - p) plus slack for the 0.4 p of masked terms). */
+static void test_dropout(void)
+{
+    const nc_case c = {2, 37, 150, 4, 2, 16, 1, 0, 0, 0, 1, 0, 0, 0, 0};
+    nc_inputs in;
+    inputs_make(&in, &c, 55);
+    in.o.dropout = 0.3f;
+    in.o.seed = 99;
+    int64_t nq = c.b * c.sq * c.h * c.d, nl = c.b * c.h * c.sq;
+    float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * nl), *l2 = malloc(4 * nl);
+    CHECK(run_forward(NULL, &c, &in, RA_F32, RA_PATH_REFERENCE, o1, l1, in.k, in.v, in.q) == RA_OK,
+          "%s", ra_last_error());
+    CHECK(run_forward(NULL, &c, &in, RA_F32, RA_PATH_FLASH, o2, l2, in.k, in.v, in.q) == RA_OK,
+          "%s", ra_last_error());
+    double e = max_diff_f(o2, o1, nq);
+    CHECK(e <= 2e-4, "dropout: flash differs from the reference by %.3g", e);
+    free(o1);
+    free(o2);
+    free(l1);
+    free(l2);
+    inputs_free(&in);
+}
+
+/* The flash path gives the same bits on 1 and 3 threads, masked and not,
+ * with dropout. */
+static void test_thread_determinism(void)
+{
+    const int which[] = {3, 7, 9, 13};
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
+    for (int w = 0; w < 4; w++) {
+        const nc_case *c = &cases[which[w]];
+        nc_inputs in;
+        inputs_make(&in, c, 300 + w);
+        in.o.dropout = w % 2 ? 0.2f : 0.0f;
+        int64_t nq = c->b * c->sq * c->h * c->d, nl = c->b * c->h * c->sq;
+        float *o1 = malloc(4 * nq), *o3 = malloc(4 * nq), *l1 = malloc(4 * nl), *l3 = malloc(4 * nl);
+        CHECK(run_forward(NULL, c, &in, RA_F32, RA_PATH_FLASH, o1, l1, in.k, in.v, in.q) == RA_OK,
+              "%s", ra_last_error());
+        CHECK(run_forward(ctx, c, &in, RA_F32, RA_PATH_FLASH, o3, l3, in.k, in.v, in.q) == RA_OK,
+              "%s", ra_last_error());
+        CHECK(memcmp(o1, o3, 4 * nq) == 0 && memcmp(l1, l3, 4 * nl) == 0,
+              "case %d: 1 and 3 threads differ", which[w]);
+        free(o1);
+        free(o3);
+        free(l1);
+        free(l3);
+        inputs_free(&in);
+    }
+    ra_context_destroy(ctx);
+}
+
+/* Every refusal, and hostile attn_mask views (as a fuzzer would build
+ * them): negative strides, huge shapes and strides, NULL data. */
+static void test_refusals(void)
+{
+    float buf[4 * 6 * 2 * 8] = {0}, out[4 * 2 * 8], lse[2 * 4], m[4 * 6];
+    ra_tensor q = ra_tensor_4d(buf, RA_F32, 1, 4, 2, 8), k = ra_tensor_4d(buf, RA_F32, 1, 6, 1, 8);
+    ra_tensor o = ra_tensor_4d(out, RA_F32, 1, 4, 2, 8);
+    ra_tensor tm = {m, RA_F32, {1, 1, 4, 6}, {24, 24, 6, 1}};
+    ra_attention_options opt = ra_attention_options_init();
+    opt.attn_mask = &tm;
+    opt.path = RA_PATH_REFERENCE; /* (outside ra_test_each_isa: no SIMD kernel) */
+    for (int i = 0; i < 24; i++) m[i] = 0.0f;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &opt) == RA_OK, "a plain mask: %s", ra_last_error());
+    m[7] = NAN;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &opt) == RA_ERR_ARGUMENT, "NaN in the mask");
+    CHECK(strstr(ra_last_error(), "[0, 0, 1, 1]") != NULL, "names the index: %s", ra_last_error());
+    m[7] = INFINITY;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &opt) == RA_ERR_ARGUMENT, "+Inf in the mask");
+    m[7] = -INFINITY;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &opt) == RA_OK, "-Inf: %s", ra_last_error());
+    /* RA_BOOL is the mask's alone */
+    ra_tensor qb = ra_tensor_4d(buf, RA_BOOL, 1, 4, 2, 8);
+    CHECK(ra_attention(NULL, &o, &qb, &k, &k, NULL) == RA_ERR_DTYPE, "RA_BOOL q");
+    CHECK(ra_dtype_size(RA_BOOL) == 1, "RA_BOOL's size");
+    uint8_t bytes[4];
+    CHECK(ra_convert(bytes, RA_BOOL, buf, RA_F32, 4) == RA_ERR_DTYPE, "ra_convert to RA_BOOL");
+    /* padding with Sq != Sk */
+    uint8_t pad[6] = {1, 1, 1, 1, 1, 1};
+    ra_attention_options po = ra_attention_options_init();
+    po.padding_mask = pad;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &po) == RA_ERR_UNSUPPORTED, "padding, Sq != Sk");
+    po.padding_mask = NULL;
+    po.chunk = 2;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &po) == RA_ERR_UNSUPPORTED, "chunk, Sq != Sk");
+    /* the mask overlapping an output */
+    ra_tensor over = {out, RA_F32, {1, 1, 4, 6}, {24, 24, 6, 1}};
+    opt.attn_mask = &over;
+    CHECK(ra_attention(NULL, &o, &q, &k, &k, &opt) == RA_ERR_ARGUMENT, "mask overlapping out");
+    float lse_big[8 * 2] = {0};
+    ra_tensor on_lse = {lse_big, RA_F32, {1, 1, 1, 6}, {0, 0, 0, 1}};
+    opt.attn_mask = &on_lse;
+    CHECK(ra_attention_forward_lse(NULL, &o, lse_big, &q, &k, &k, &opt) == RA_ERR_ARGUMENT,
+          "mask overlapping lse");
+    /* hostile views */
+    const ra_tensor hostile[] = {
+        {m, RA_F32, {1, 1, 4, 6}, {24, 24, -6, 1}},             /* negative stride */
+        {m, RA_F32, {1, 1, 4, 6}, {24, 24, 6, -1}},
+        {m, RA_F32, {1, 1, INT64_MAX, 6}, {0, 0, 6, 1}},         /* huge shape */
+        {m, RA_F32, {1, 1, 4, (int64_t)1 << 40}, {0, 0, 6, 1}},
+        {m, RA_F32, {1, 1, 4, 6}, {0, 0, INT64_MAX / 2, 1}},     /* huge stride */
+        {m, RA_F32, {1, 1, 0, 6}, {24, 24, 6, 1}},               /* empty */
+        {m, RA_F32, {1, 1, -4, 6}, {24, 24, 6, 1}},
+        {NULL, RA_F32, {1, 1, 4, 6}, {24, 24, 6, 1}},            /* NULL data */
+        {m, RA_I8, {1, 1, 4, 6}, {24, 24, 6, 1}},                /* not a mask's dtype */
+        {m, (ra_dtype)99, {1, 1, 4, 6}, {24, 24, 6, 1}},
+        {m, RA_F32, {1, 3, 4, 6}, {24, 24, 6, 1}},               /* H = 2: neither 2 nor 1 */
+    };
+    const ra_status want[] = {RA_ERR_ARGUMENT, RA_ERR_ARGUMENT, RA_ERR_SHAPE, RA_ERR_SHAPE,
+                              RA_ERR_OVERFLOW, RA_ERR_SHAPE, RA_ERR_SHAPE, RA_ERR_NULL,
+                              RA_ERR_DTYPE, RA_ERR_DTYPE, RA_ERR_SHAPE};
+    for (int i = 0; i < (int)(sizeof hostile / sizeof hostile[0]); i++) {
+        opt.attn_mask = &hostile[i];
+        for (int p = 0; p < 2; p++) {
+            opt.path = p ? RA_PATH_FLASH : RA_PATH_REFERENCE;
+            ra_status s = ra_attention(NULL, &o, &q, &k, &k, &opt);
+            CHECK(s == want[i], "hostile view %d: status %d, not %d (%s)", i, (int)s,
+                  (int)want[i], ra_last_error());
+        }
+    }
+    /* decode and block calls take neither */
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, 1, 8, 1, 8, RA_F32) == RA_OK, "cache");
+    ra_tensor q1 = ra_tensor_4d(buf, RA_F32, 1, 1, 2, 8), o1 = ra_tensor_4d(out, RA_F32, 1, 1, 2, 8);
+    ra_tensor m1 = {m, RA_F32, {1, 1, 1, 1}, {0, 0, 0, 1}};
+    m[0] = 0.0f;
+    opt = ra_attention_options_init();
+    opt.attn_mask = &m1;
+    CHECK(ra_attention_decode(NULL, cache, &o1, &q1, NULL, &opt) == RA_ERR_UNSUPPORTED,
+          "decode with attn_mask: %s", ra_last_error());
+    opt.attn_mask = NULL;
+    opt.non_causal = 1;
+    CHECK(ra_attention_decode(NULL, cache, &o1, &q1, NULL, &opt) == RA_ERR_UNSUPPORTED,
+          "decode non_causal");
+    ra_kv_cache_destroy(cache);
+    CHECK(ra_attention_block_lse(NULL, &o, lse, &q, &k, &k, 2, 0, 0, &opt) == RA_ERR_UNSUPPORTED,
+          "block non_causal");
+}
+
+/* The cases that reach the SIMD kernels, run on every path (harness.h). */
+static void simd_cases(void)
+{
+    RUN(test_flash_matches_reference);
+    RUN(test_fully_masked_rows);
+    RUN(test_dropout);
+    RUN(test_thread_determinism);
+}
+
+int main(void)
+{
+    ra_test_each_isa(simd_cases);
+    RUN(test_reference_matches_oracle);
+    RUN(test_refusals);
+    return ra_test_summary("attention_noncausal");
+}

@@ -1394,6 +1394,13 @@ typedef struct ra_layer_config {
      * cached, paged and phased cached calls refuse it
      * (RA_ERR_UNSUPPORTED).  An attn_mask comes with each call's options. */
     int non_causal;
+    /* RoPE on the values too (RoFormer's rotary_value): v rotated at its
+     * token's position as k is (after its projection, bias, clip_qkv,
+     * v_norm and v_scale), on every path (the KV cache then holds rotated
+     * values); the attention's output is not rotated back.  With latent
+     * attention, or a rope whose attention factor is not 1 (it would scale
+     * v): RA_ERR_UNSUPPORTED. */
+    int rope_values;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -279,6 +279,14 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: qk_l2_norm with a rope whose "
                        "attention factor is %g, not 1", factor);
     }
+    if (c.rope_values && (c.kv_lora_rank || factor != 1.0)) { /* v would be scaled by it */
+        ra_rope_destroy(layer->rope);
+        ra_free(layer);
+        return c.kv_lora_rank ? ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: rope_values with "
+                                        "latent attention (kv_lora_rank)")
+                              : ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: rope_values with a "
+                                        "rope whose attention factor is %g, not 1", factor);
+    }
     c.rope = &layer->rope->config;
     layer->config = c;
     layer->weights = w_read;
@@ -530,11 +538,24 @@ void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq
     scale_q(&layer->config, xq->data, batch * seq);
 }
 
+void ra_layer_rotate_values(const ra_layer *layer, ra_context *ctx, const ra_tensor *xv,
+                            const ra_positions *pos, const int64_t *n_new)
+{
+    if (!layer->config.rope_values) return;
+    if (!n_new) ra_rope_apply(ctx, layer->rope, xv, xv, pos, RA_FORWARD); /* checked by the caller */
+    for (int64_t b = 0; n_new && b < xv->shape[0]; b++) { /* padding is never rotated */
+        if (!n_new[b]) continue;
+        const ra_positions rows = ra_positions_of_rows(pos, b, 0, xv->shape[1]);
+        const ra_tensor v = ra_kv_rows(xv, b, 0, n_new[b]);
+        ra_rope_apply(ctx, layer->rope, &v, &v, &rows, RA_FORWARD);
+    }
+}
+
 ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos, int64_t batch,
                                   int64_t seq, const int64_t *n_new)
 {
     ra_positions read;
-    if (ra_layer_late_rope(layer)) return RA_OK;
+    if (ra_layer_late_rope(layer) && !layer->config.rope_values) return RA_OK;
     return ra_positions_read_new(&read, pos, layer->rope, batch, seq, n_new);
 }
 
@@ -600,6 +621,7 @@ void ra_layer_qkv(const ra_layer *layer, ra_context *ctx, const ra_gemm_env *mm,
     ra_layer_project_qkv(layer, mm, xq->data, xk->data, xv->data, x, call->tokens, 1); /* wq(x) .. */
     ra_layer_temperature(layer, xq->data, &call->pos, call->tokens, call->seq);
     if (rotate) ra_layer_rotate(layer, ctx, xq, xk, &call->pos, NULL); /* apply_rotary_emb */
+    ra_layer_rotate_values(layer, ctx, xv, &call->pos, NULL); /* RoFormer's rotary_value */
 }
 
 void ra_layer_output(const ra_layer *layer, const ra_gemm_env *mm, float *y, float *o,
@@ -794,6 +816,7 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
         ra_layer_project_qkv(layer, &mm, xq.data, xk.data, xv.data, x, tokens, 1);
         ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
         if (!late) ra_layer_rotate(layer, ctx, &xq, &xk, &pos, NULL);
+        ra_layer_rotate_values(layer, ctx, &xv, &pos, NULL);
         status = ra_kv_cache_append(ctx, cache, late, &xq, &xk, &xv, &pos, NULL);
     }
     if (status == RA_OK && prefill) {

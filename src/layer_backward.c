@@ -20,6 +20,7 @@
  *      q and k recomputed before the norms), and dq_norm (+)=, dk_norm (+)=
  *      (and their biases', dq_norm_bias (+)= the sum of dq's rows ...)
  *      (with norm_after_rope, the norms come first and R^T after them)
+ *   -> dv = R^T dv (rope_values: RoFormer's rotary_value)
  *   -> dv times v_scale (MiMo-V2-Flash), then through v_norm (Gemma 3n), from v
  *      recomputed before it
  *   -> dq, dk, dv zero where clip_qkv clamped q, k, v (q and k: before the
@@ -476,6 +477,9 @@ void ra_layer_back_finish(ra_layer_step *step)
                   grads->accumulate);
     }
     if (norms_after) rotate_back(ctx, layer, &tdq, &tdk, &call->pos);
+    /* RoFormer's rotary_value: value_layer rotated as key_layer, last: dv = R^T dv */
+    if (c->rope_values) ra_rope_apply(ctx, layer->rope, &step->views.dv, &step->views.dv,
+                                      &call->pos, RA_INVERSE);
     /* value_states = value_states * v_scale (MiMo-V2-Flash) */
     for (int64_t i = 0; c->v_scale != 1.0 && i < n_kv; i++) dv[i] = (float)(dv[i] * c->v_scale);
     /* value_states = self.v_norm(value_states) (Gemma 3n: no weights) */

@@ -190,9 +190,16 @@ const ra_rope *ra_layer_late_rope(const ra_layer *layer);
 void ra_layer_rotate(const ra_layer *layer, ra_context *ctx, const ra_tensor *xq,
                      const ra_tensor *xk, const ra_positions *pos, const int64_t *n_new);
 
-/* Where ra_layer_late_rope is NULL, the check a cache's append makes of
- * positions for its rope (pos's sequences' first n_new[b] tokens, NULL:
- * seq) and then skips; RA_OK otherwise. */
+/* With config.rope_values (RoFormer's rotary_value), RoPE on v [B, S, Hkv,
+ * D] at pos (read), in place, each sequence's first n_new[b] tokens (NULL:
+ * all S); nothing otherwise. */
+void ra_layer_rotate_values(const ra_layer *layer, ra_context *ctx, const ra_tensor *xv,
+                            const ra_positions *pos, const int64_t *n_new);
+
+/* Where ra_layer_late_rope is NULL, or the layer rotates v (rope_values),
+ * the check a cache's append makes of positions for its rope (pos's
+ * sequences' first n_new[b] tokens, NULL: seq) and then skips; RA_OK
+ * otherwise. */
 ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos, int64_t batch,
                                   int64_t seq, const int64_t *n_new);
 

@@ -159,6 +159,7 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
     ra_layer_temperature(layer, xq.data, &pos, tokens, seq);
     const ra_rope *late = ra_layer_late_rope(layer);
     if (!late) ra_layer_rotate(layer, ctx, &xq, &xk, &pos, n_new);
+    ra_layer_rotate_values(layer, ctx, &xv, &pos, n_new);
     /* the append checks everything and changes nothing when it refuses */
     status = ra_kv_pool_append(ctx, pool, late, ids, n_ids, &xq, &xk, &xv, &pos, n_new);
     if (status == RA_OK) {

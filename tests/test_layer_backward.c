@@ -63,7 +63,8 @@ typedef struct layer_case {
                            (MiMo-V2-Flash's attention_value_scale); | TEMPP:
                            q times (1 + (p + 1) / 6)^0.5 (temperature_length,
                            _power: Beam's NoPE layers' (1 + (p + 1) /
-                           2048)^0.1) */
+                           2048)^0.1); | VROPE: RoPE on v too (RoFormer's
+                           rotary_value: rope_values) */
     double scale;       /* the softmax scale; 0: 1/sqrt(D) */
     double clip;        /* clip_qkv; 0: none */
 } layer_case;
@@ -71,7 +72,7 @@ typedef struct layer_case {
 enum { BIASES = 1, NORMS = 2, WHOLE = 4, HEADS = 8, LAYER = 16, L2 = 32, TEMP = 64, POST = 128,
        ONORM = 256, GATE = 512, CLIPN = 1024, TEMP0 = 2048,
        VNORM = 4096, NBIAS = 8192, WGATE = 16384, PHEAD = 32768, SOFTPLUS = 65536,
-       BGATE = 131072, VSCALE = 262144, TEMPP = 524288 };
+       BGATE = 131072, VSCALE = 262144, TEMPP = 524288, VROPE = 1048576 };
 #define V_SCALE (-0.6)
 
 /* A layer's parameters: wq, wk, wv, wo, then bq, bk, bv, bo, q_norm, k_norm,
@@ -210,7 +211,8 @@ static void fixture_make(fixture *f, const layer_case *c, uint64_t seed)
                            .v_norm = (c->extras & VNORM) != 0,
                            .gate_per_head = (c->extras & PHEAD) != 0,
                            .gate_softplus = (c->extras & SOFTPLUS) != 0,
-                           .v_scale = c->extras & VSCALE ? V_SCALE : 0.0};
+                           .v_scale = c->extras & VSCALE ? V_SCALE : 0.0,
+                           .rope_values = (c->extras & VROPE) != 0};
     ra_layer_weights w = {.struct_size = sizeof w, .wq = f->w[0], .wk = f->w[1], .wv = f->w[2],
                           .wo = f->w[3],
                           .bq = f->w[4], .bk = f->w[5], .bv = f->w[6], .bo = f->w[7],
@@ -392,6 +394,8 @@ static double loss_d(const fixture *f, const double *x, double *const w[N_PARAMS
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < c->h; h++) rope_d(f, q + (t * c->h + h) * D, f->pos[t]);
         for (int64_t h = 0; h < c->hkv; h++) rope_d(f, k + (t * c->hkv + h) * D, f->pos[t]);
+        for (int64_t h = 0; (c->extras & VROPE) && h < c->hkv; h++) /* RoFormer's rotary_value */
+            rope_d(f, v + (t * c->hkv + h) * D, f->pos[t]);
     }
     if (c->extras & POST) qk_norms_d(c, w, q, k, T); /* HunYuan: after apply_rotary_pos_emb */
     if (c->extras & L2) { /* Llama 4: after RoPE, no weights */
@@ -617,6 +621,10 @@ static const layer_case fd_cases[] = {
     {"softplus per feature, o_norm", 1, 5, 4, 2, 4, RA_LAYOUT_HALF,   RA_ROPE_YARN,     0, 0, 0.0f, 0, 8, GATE | WGATE | SOFTPLUS | ONORM, 0, 0},
     {"bgate per feature, biases", 2, 4, 4, 2, 4, RA_LAYOUT_HALF,      RA_ROPE_DEFAULT,  0, 1, 0.1f, 0, 6, GATE | WGATE | BGATE | BIASES, 0, 0},
     {"bgate per head, softplus", 1, 6, 4, 1, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 2, 0.0f, 0, 0, GATE | WGATE | PHEAD | BGATE | SOFTPLUS | NORMS, 0, 0},
+    /* RoPE on v too (RoFormer's rotary_value: interleaved, biases); with GQA,
+     * partial rotary, v_scale, ids and dropout */
+    {"rope on v, biases, starts", 2, 5, 4, 4, 4, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 1, 0.0f, 0, 0, VROPE | BIASES, 0, 0},
+    {"rope on v, GQA, partial, v_scale", 1, 7, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 2, 0.2f, 0, 0, VROPE | VSCALE | NORMS, 0, 0},
 };
 
 static void test_finite_differences(void)
@@ -1377,6 +1385,7 @@ static void test_features_cached(void)
         {"clip after whole norms",    2, 8, 4, 2, 4, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, NORMS | WHOLE | CLIPN, 0, 0.8},
         {"v_norm, norms, scale 1",    2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VNORM | NORMS, 1.0, 0},
         {"v_scale, biases, GQA",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VSCALE | BIASES, 0, 0},
+        {"rope on v, biases, GQA",    2, 9, 4, 2, 8, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, VROPE | BIASES, 0, 0},
         {"LayerNorm biases, partial", 2, 9, 4, 4, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | BIASES, 0, 0},
         {"norm biases after RoPE",    1, 7, 4, 2, 6, RA_LAYOUT_INTERLEAVED, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 0, NORMS | LAYER | NBIAS | HEADS | POST, 0, 0},
         {"wgate, biases, norms",      2, 9, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 0, 0.0f, 0, 12, GATE | WGATE | BIASES | NORMS, 0, 0},
@@ -1421,6 +1430,19 @@ static void test_features_cached(void)
     CHECK(ra_layer_create(&layer, &latent, &mla) == RA_ERR_UNSUPPORTED &&
               strstr(ra_last_error(), "v_scale"), "v_scale with latent attention: %s",
           ra_last_error());
+    latent.v_scale = 0, latent.rope_values = 1; /* RoPE on v: the latent's v has none */
+    CHECK(ra_layer_create(&layer, &latent, &mla) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "rope_values"), "rope_values with latent attention: %s",
+          ra_last_error());
+    /* RoPE on v with yarn's attention factor (it would scale v too) */
+    ra_rope_config yarn = ra_rope_config_default(4);
+    yarn.type = RA_ROPE_YARN, yarn.factor = 4.0, yarn.original_max_position_embeddings = 8;
+    ra_layer_config scaled = {.struct_size = sizeof scaled, .dim = 8, .n_heads = 2,
+                              .head_dim = 4, .rope = &yarn, .rope_values = 1};
+    ra_layer_weights vw = {.struct_size = sizeof vw, .wq = w, .wk = w, .wv = w, .wo = w};
+    CHECK(ra_layer_create(&layer, &scaled, &vw) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "rope_values with a rope whose attention factor"),
+          "rope_values with yarn: %s", ra_last_error());
     ra_layer_config infinite = {.struct_size = sizeof infinite, .dim = 8, .n_heads = 2,
                                 .head_dim = 4, .v_scale = HUGE_VAL};
     ra_layer_weights plain_w = {.struct_size = sizeof plain_w, .wq = w, .wk = w, .wv = w, .wo = w};

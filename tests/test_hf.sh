@@ -27,8 +27,9 @@
 # cached Y.  The rest (Y without --grads; f16, bf16, int8 and fp8 caches;
 # `freqs`, `freqs --hf-shape`, convert-layout) runs on every case in the
 # plain build, and on seven Llama, StableLM, Qwen2 and Qwen3 cases alone
-# (ALWAYS_FULL) under valgrind (RA_CLI_WRAPPER) or an ASan build, whose runs
-# cost ~30 times more; RA_HF_FULL=1 or 0 overrides.
+# (ALWAYS_FULL) under an ASan build, on three of them (VALGRIND_FULL) under
+# valgrind (RA_CLI_WRAPPER), whose runs cost ~5 and ~30 times more;
+# RA_HF_FULL=1 or 0 overrides.
 # Every comparison is queued and made by one Python run at the end.
 #
 # Tolerances, relative to max|ref| (HF itself computes in float32; its
@@ -122,19 +123,24 @@ queue() { local IFS=$'\t'; echo "$*" >>"$CHECKS"; }
 # out [EXT]: sets o to a fresh output path (kept for the comparisons at the end)
 out() { n_out=$((n_out + 1)); o=$TMP/o$n_out.${1:-npy}; }
 
-# Full checks everywhere, or only for ALWAYS_FULL under valgrind and ASan.
-# The light checks run on every fourth other case alone under valgrind and
+# Full checks everywhere, or only for ALWAYS_FULL under ASan and
+# VALGRIND_FULL under valgrind (the other ALWAYS_FULL cases light there).
+# The light checks run on every eighth other case alone under valgrind and
 # every second under ASan (RA_HF_SAMPLE=N: every Nth; 1: all): each of their
-# runs costs ~30 and ~5 times a plain one, the cases share their code paths
-# in threes and more, and test_families.sh reads every family's names and
-# keys under ASan too.
+# runs costs ~30 and ~5 times a plain one (under valgrind ~2 CPU s, mostly
+# translating the code it runs: a run's cost hardly depends on its case),
+# the cases share their code paths in threes and more, and test_families.sh
+# reads every family's names and keys under ASan too.
 # The rope types' cases (linear, yarn, longrope) are light there: their
 # tables' code runs in every light check, and each full check reads them the
-# same way as llama_default's.
+# same way as llama_default's.  What the full checks add (each cache dtype,
+# freqs, convert-layout) is code the family does not change: under valgrind
+# it runs on f32, f16 and bf16 weights.
 ALWAYS_FULL=" llama_default llama_f16 llama_dynamic_long llama3_bf16 stablelm_partial
  qwen2_bias qwen3_qknorm "
-full_all=1 sample=1
-if [ -n "${RA_CLI_WRAPPER:-}" ]; then full_all=0 sample=4
+VALGRIND_FULL=" llama_default llama_f16 llama3_bf16 "
+full_all=1 sample=1 full_cases=$ALWAYS_FULL
+if [ -n "${RA_CLI_WRAPPER:-}" ]; then full_all=0 sample=8 full_cases=$VALGRIND_FULL
 elif asan_build; then full_all=0 sample=2
 fi
 full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
@@ -272,8 +278,8 @@ while read -r c layer prefill has_freqs mla table family p seq_len multimodal; d
     cases=$((cases + 1))
     case_chosen "$c" || continue # (counted: the sample is the same as in the whole run)
     full=$full_all
-    [[ $ALWAYS_FULL == *" $c "* ]] && full=1
-    [ "$full" = 1 ] || [ $((cases % sample)) = 0 ] || continue
+    [[ $full_cases == *" $c "* ]] && full=1
+    [ "$full" = 1 ] || [[ $ALWAYS_FULL == *" $c "* ]] || [ $((cases % sample)) = 0 ] || continue
     # (light: Y from the --grads run alone)
     [ "$full" = 1 ] || [ ! -f "$dir/grads.npz" ] && attention "$c: y" "$dir" y.npy 1e-5 --
     if [ "$prefill" -gt 0 ]; then

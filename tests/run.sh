@@ -4,7 +4,8 @@
 # tests/test_*.sh and every example program, then prints the total as "N
 # passed, N failed".  Exit status 0 only if all passed.  They run
 # RA_TEST_JOBS at a time (default: one per CPU), each into its own log,
-# printed in order when all are done, each headed by its wall time.
+# printed in order when all are done, each headed by its wall time and CPU
+# time (user + system, its child processes' included).
 # tests/test_mpi.sh runs the MPI library's test under mpirun -np 1-4 (it
 # says SKIPPED when Open MPI is not installed).
 # RA_TEST (`make test T=...`): the programs and suites to run, by name
@@ -18,9 +19,10 @@ jobs_max=${RA_TEST_JOBS:-$(nproc)}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 n=0
-queue() { # runs "$@" in the background into $logs/N.{out,rc,cmd,s}
+queue() { # runs "$@" in the background into $logs/N.{out,rc,cmd,s,cpu}
     printf '%s\n' "$*" >"$logs/$n.cmd"
-    ( start=$SECONDS; "$@" >"$logs/$n.out" 2>&1; echo $? >"$logs/$n.rc"
+    ( start=$SECONDS TIMEFORMAT='%1U + %1S'
+      { time { "$@" >"$logs/$n.out" 2>&1; echo $? >"$logs/$n.rc"; }; } 2>"$logs/$n.cpu"
       echo $((SECONDS - start)) >"$logs/$n.s" ) &
     n=$((n + 1))
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
@@ -72,7 +74,7 @@ else
 fi
 wait
 for ((i = 0; i < n; i++)); do
-    echo "== $(cat "$logs/$i.cmd") ($(cat "$logs/$i.s") s)"
+    echo "== $(cat "$logs/$i.cmd") ($(cat "$logs/$i.s") s; CPU user + sys $(cat "$logs/$i.cpu") s)"
     tally "$i"
 done
 # Each example program must run and exit 0.

@@ -437,8 +437,11 @@ typedef struct ra_rope_config {
      * (RA_ERR_UNSUPPORTED otherwise, and with rotating_pairs), no
      * mrope_section (RA_ERR_ARGUMENT), rotary_dim a multiple of 4
      * (RA_ERR_HEAD_DIM: rows and columns take half the pairs each).  Such a
-     * rope takes ra_positions.axial_ids only; ra_layer_create and the KV
-     * caches refuse it (RA_ERR_UNSUPPORTED) for now. */
+     * rope takes ra_positions.axial_ids only.  A layer (ra_layer_create)
+     * takes one on its uncached calls (ra_layer_forward, the training
+     * forward and backward, and their phased steps); its cached and paged
+     * calls and the KV caches refuse it (RA_ERR_UNSUPPORTED), as
+     * ra_layer_create does with kv_lora_rank or positions_are_slots. */
     ra_rope_axial axial;
     int axial_column_first; /* nonzero: the first d / 4 pairs take the column
                                (Llama 4); needs axial */

@@ -258,19 +258,26 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
         return status;
     }
     if (c.no_rope) ra_rope_zero_angles(layer->rope);
-    if (rope.axial != RA_AXIAL_NONE) { /* the vision towers: issue 43's item 3 */
+    /* A 2-D (axial) rope: the vision towers' layers (issue 43's item 3),
+     * on the uncached calls only (ra_layer_refuse_axial). */
+    const char *axial_with = rope.axial == RA_AXIAL_NONE ? NULL
+                             : c.kv_lora_rank            ? "kv_lora_rank (latent attention)"
+                             : c.positions_are_slots     ? "positions_are_slots"
+                                                         : NULL;
+    if (axial_with) {
         ra_rope_destroy(layer->rope);
         ra_free(layer);
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: a 2-D (axial) rope: a layer "
-                       "with one is not implemented");
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: %s with a 2-D (axial) rope",
+                       axial_with);
     }
     if ((c.temperature_floor > 0 || c.temperature_length > 0) &&
         layer->rope->component) { /* no one position to scale by */
         ra_rope_destroy(layer->rope);
         ra_free(layer);
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: %s with a rope that has "
-                       "mrope_section (3-D positions)",
-                       c.temperature_floor > 0 ? "temperature_floor" : "temperature_length");
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: %s with a rope that has %s",
+                       c.temperature_floor > 0 ? "temperature_floor" : "temperature_length",
+                       rope.axial != RA_AXIAL_NONE ? "2-D positions (axial)"
+                                                   : "mrope_section (3-D positions)");
     }
     double factor = ra_rope_attention_factor(layer->rope);
     if (c.qk_l2_norm && factor != 1.0) {
@@ -726,6 +733,7 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     int64_t q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
     RA_TRY(ra_count_named(dims, layer_x_names, 3, &n_x));
     RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
+    RA_TRY(ra_layer_refuse_axial(layer, "ra_layer_forward_cached"));
     for (int64_t b = 0; b < batch && b < cache->batch; b++) /* a batch unlike it: refused below */
         RA_TRY(ra_layer_check_new_keys(layer, "sequence", b, cache->length[b], seq));
     RA_TRY(check_cached_slots(layer, cache, batch, seq, positions));

@@ -88,6 +88,11 @@ ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *po
                                    const char *what, int64_t id, int64_t row, int64_t seq,
                                    int64_t length, int64_t n);
 
+/* A layer with a 2-D (axial) rope (the vision towers, which attend over
+ * the whole image at once) on a cached or paged call (named `what`):
+ * RA_ERR_UNSUPPORTED; any other layer: RA_OK. */
+ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what);
+
 /* max_keys or positions_are_slots in a call whose keys are not the
  * call's (a phased cached step): RA_ERR_UNSUPPORTED where the layer has
  * either, naming `what`. */

@@ -8,6 +8,7 @@
  * And ra_layer_config.positions_are_slots: each real query's position is
  * its slot (its index in its row, after the tokens its cache held), and
  * max_keys then counts every slot up to the query's own.
+ * And the calls whose keys a cache holds, refused for a 2-D rope.
  */
 #include "attention_internal.h"
 #include "layer_internal.h"
@@ -38,6 +39,13 @@ static ra_status check_slot(const ra_positions *pos, const char *what, int64_t i
                            "not supported)", (long long)token, what, (long long)id,
                            (long long)p[c], (long long)slot);
     return RA_OK;
+}
+
+ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what)
+{
+    if (layer->rope->config.axial == RA_AXIAL_NONE) return RA_OK;
+    return ra_fail(RA_ERR_UNSUPPORTED, "%s with a 2-D (axial) rope: not implemented (a "
+                   "vision encoder attends over the whole image in one ra_layer_forward)", what);
 }
 
 ra_status ra_layer_check_keys_elsewhere(const ra_layer *layer, const char *what)

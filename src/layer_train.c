@@ -27,7 +27,7 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     /* Floats: xq and attn (and gated_output's gate), tokens * H * D each; xk
      * and xv, tokens * Hkv * D each; lse, tokens * H: at most 6 * tokens *
      * max(dim, H * D); the
-     * backward's scratch takes up to 12 times that, which must fit.  ids (or
+     * backward's scratch takes up to 12 times that, which must fit.  ids (or 2-D or
      * 3-D ids) and starts: 4 * max_tokens int64, the bytes of 8 * max_tokens
      * floats. */
     const int64_t q_dim = c->n_heads * c->head_dim;
@@ -95,6 +95,10 @@ static void keep_call(ra_layer_tape *tape)
     if (p->ids) {
         memcpy(tape->ids, p->ids, (size_t)tape->call.tokens * sizeof(int64_t));
         p->ids = tape->ids;
+    }
+    if (p->axial_ids) { /* [tokens, 2] (row, column) */
+        memcpy(tape->ids, p->axial_ids, 2 * (size_t)tape->call.tokens * sizeof(int64_t));
+        p->axial_ids = tape->ids;
     }
     if (p->starts) {
         memcpy(tape->starts, p->starts, (size_t)tape->call.batch * sizeof(int64_t));

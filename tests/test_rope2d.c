@@ -260,7 +260,7 @@ static void test_positions_refused(void)
     p3.mrope_ids = three;
     CHECK(ra_rope_apply(NULL, rope, &t, &t, &p3, RA_FORWARD) == RA_ERR_ARGUMENT, "3-D ids");
 
-    /* the KV cache and the layer: not for a 2-D rope yet */
+    /* the KV cache: not for a 2-D rope */
     ra_kv_cache *cache;
     CHECK(ra_kv_cache_create(&cache, 1, N, H, D, RA_F32) == RA_OK, "cache");
     float k[N * H * D], v[N * H * D];
@@ -270,16 +270,7 @@ static void test_positions_refused(void)
     CHECK(ra_kv_cache_append(NULL, cache, rope, &t, &tk, &tv, &p, NULL) == RA_ERR_UNSUPPORTED &&
               detail_has("2-D"), "cache: %s", ra_last_error());
     ra_kv_cache_destroy(cache);
-    enum { DIM = 16 };
-    static float wq[H * D * DIM], wk[H * D * DIM], wv[H * D * DIM], wo[DIM * H * D];
-    ra_layer_config lc = ra_layer_config_init();
-    lc.dim = DIM, lc.n_heads = H, lc.n_kv_heads = H, lc.head_dim = D, lc.rope = &c;
-    ra_layer_weights lw = ra_layer_weights_init();
-    lw.wq = wq, lw.wk = wk, lw.wv = wv, lw.wo = wo;
-    ra_layer *layer = NULL;
-    CHECK(ra_layer_create(&layer, &lc, &lw) == RA_ERR_UNSUPPORTED && detail_has("2-D"),
-          "layer: %s", ra_last_error());
-    ra_layer_destroy(layer);
+    /* the layer: tests/test_layer_axial.c */
     ra_rope_destroy(rope);
     ra_rope_destroy(plain);
 }

@@ -291,9 +291,13 @@ def test_drop_in_attention_interface():
     out, _ = rt.eager_attention_forward(module, q, k, v, causal, scaling=0.25)
     assert close(out, rt.eager_attention_forward(module, q, k, v, None, scaling=0.25)[0], 0)
     padded = causal.clone()
-    padded[..., 0] = -math.inf  # key 0 is padding: not the plain causal mask
-    with pytest.raises(ropeattn.UnsupportedError):
-        rt.eager_attention_forward(module, q, k, v, padded, scaling=0.25)
+    padded[..., 0] = -math.inf  # key 0 is padding: not the plain causal mask, given whole
+    out, _ = rt.eager_attention_forward(module, q, k, v, padded, scaling=0.25)
+    padding = np.ones((1, 10), np.uint8)
+    padding[0, 0] = 0  # query 0 sees no key: a zero row in both
+    want = ref_attention(*(t.transpose(1, 2).double() for t in (q, k, v)), scale=0.25,
+                         padding_mask=padding)
+    assert close(out, want, 1e-5)
 
 
 def test_drop_in_rotary_position_ids_of_one_row_and_cache_position():

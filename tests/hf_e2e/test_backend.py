@@ -173,6 +173,20 @@ def test_refused_at_load(tmp_path):
         model.set_attn_implementation("ropeattn")
 
 
+def test_a_4d_mask_the_library_does_not_form_goes_whole(family):
+    """A 4-D mask passed as it is that no causal, window or padding mask
+    equals (here bidirectional, as over image tokens) reaches the library
+    whole, as SDPA's attn_mask: transformers' numbers with it."""
+    _, path, references = family
+    x = ids(1, 6, seed=8)
+    bidirectional = torch.zeros(1, 1, 6, 6)  # a 4-D float mask, passed as it is
+    with torch.no_grad():
+        got = load(path, "ropeattn")(x, attention_mask=bidirectional).logits
+        for impl in references:
+            want = load(path, impl)(x, attention_mask=bidirectional).logits
+            assert close(got, want), impl
+
+
 def test_refused_at_the_first_call(family):
     _, path, _ = family
     model = load(path, "ropeattn")

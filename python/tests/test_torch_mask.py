@@ -1,7 +1,8 @@
 """ropeattn.torch.attention beyond causal decoders (issue 43): causal=False,
 keys of another length (the causal diagonal bottom-right) and SDPA's
-attn_mask, the forward against PyTorch's float64 of the reference formula (torch 1.13 has no SDPA: tests/hf_e2e/test_sdpa_mask.py
-compares with SDPA itself in the transformers venv)."""
+attn_mask, the forward against PyTorch's float64 of the reference formula
+(torch 1.13 has no SDPA: tests/hf_e2e/test_sdpa_mask.py compares with SDPA
+itself in the transformers venv)."""
 import math
 
 import numpy as np

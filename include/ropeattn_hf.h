@@ -359,6 +359,21 @@ typedef struct ra_hf_options {
      * positions; Llama 4's NoPE layers, which scale q by each token's place
      * in the sequence, are then refused. */
     int64_t position_ids;
+    /* 1: the attention layer `layer` of the config's vision encoder
+     * (vision_config: Pixtral's, Qwen2-VL's, Qwen2.5-VL's, Llama 4's), not
+     * of its text model: bidirectional (ra_layer_config.non_causal), its
+     * 2-D rope (ra_hf_vision_rope_config; the call gives
+     * ra_positions.axial_ids, and Qwen's packed images as the options'
+     * cu_seqlens); n_heads, n_kv_heads, head_dim, layout, first_token,
+     * seq_len and position_ids are refused with it (RA_ERR_UNSUPPORTED),
+     * n_tokens and max_position unused, and ra_hf_rope_config refuses it
+     * (the rope is ra_hf_vision_rope_config's).  Its
+     * tensors: Pixtral's vision_tower.transformer.layers.N.attention.
+     * {q,k,v,o}_proj, Qwen's visual.blocks.N.attn.qkv (q's rows, k's, v's)
+     * and .proj, with biases, Llama 4's vision_model.model.layers.N.
+     * self_attn.{q,k,v,o}_proj with biases, each under "model." too
+     * (docs/FAMILIES.md "Vision encoders"). */
+    int64_t vision;
 } ra_hf_options;
 
 /* The size of the first published ra_hf_options. */

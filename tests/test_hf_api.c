@@ -412,7 +412,7 @@ static void test_failures(void)
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "struct_size",
            "an unset struct_size");
     /* A newer header's options: accepted while its new fields are 0. */
-    CHECK(sizeof(ra_hf_options) == RA_HF_OPTIONS_SIZE_V1 && sizeof(ra_hf_options) == 11 * 8,
+    CHECK(RA_HF_OPTIONS_SIZE_V1 == 11 * 8 && sizeof(ra_hf_options) == 12 * 8, /* + vision */
           "ra_hf_options has %zu bytes", sizeof(ra_hf_options));
     struct { ra_hf_options o; int64_t later; } newer = {ra_hf_options_init(), 0};
     newer.o.struct_size = sizeof newer;

@@ -191,6 +191,28 @@ ra_status hf_position_q_scaling(const ra_hf_config *config, int64_t layer, ra_la
 
 /* ---- the layer (layer_config.c, layer.c) --------------------------------- */
 
+/* The layer from its tensors t (found, fused ones split), its config and
+ * rope (layer_config->rope is replaced by rope_config): the tensor list and
+ * slots, the loaded weights (block-FP8 as config's quantization_config
+ * says; family NULL: none of a family's changes to them), then
+ * ra_layer_create (layer.c). */
+ra_status hf_layer_from_tensors(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
+                                const ra_hf_config *config, const ra_hf_family *family,
+                                attention_tensors *t, const ra_layer_config *layer_config,
+                                const ra_rope_config *rope_config);
+
+/* ra_hf_layer_create with options->vision: the attention layer
+ * options->layer of the config's vision encoder (vision.c). */
+ra_status hf_vision_build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
+                          const ra_hf_config *config, const ra_hf_options *options,
+                          attention_tensors *t);
+
+/* The vision encoder's model_type (its kind, as ra_hf_vision_rope_config
+ * reads it: "pixtral", "qwen2_vl_vision", "qwen2_5_vl_vision",
+ * "llama4_vision_model") into *model_type, a static string; refused as
+ * there (rope_vision.c). */
+ra_status hf_vision_model_type(const ra_hf_config *config, const char **model_type);
+
 /* The layer's config and its rope's (out->rope points at rope) from the
  * tensors t of the checkpoint at path (their fused weight split, if any),
  * the config and the options (read by hf_options_read). */

@@ -553,6 +553,17 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
      * uncached forward past it, refused too, would not) */
     if (family && (family->features & RA_HF_CACHE_WINDOW))
         lc.max_keys = config->fields.window.sliding_window;
+    return hf_layer_from_tensors(l, ckpt, config, family, t, &lc, &rope);
+}
+
+ra_status hf_layer_from_tensors(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
+                                const ra_hf_config *config, const ra_hf_family *family,
+                                attention_tensors *t, const ra_layer_config *layer_config,
+                                const ra_rope_config *rope_config)
+{
+    ra_layer_config lc = *layer_config;
+    ra_rope_config rope = *rope_config;
+    lc.rope = &rope;
     int64_t most = 2 * N_PROJ + 10 + N_MLA + t->n_head_norms[0] + t->n_head_norms[1];
     if (!(l->tensors = ra_calloc((size_t)most, sizeof *l->tensors)))
         return hf_fail(RA_ERR_NOMEM, "out of memory");
@@ -565,7 +576,7 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
         RA_HF_TRY(hf_fp8_check(ckpt, q, x->src, is_matrix_slot(x->slot), &x->scale));
     }
     l->dtype = stored_dtype(l, t->mla, q);
-    RA_HF_TRY(load(l, ckpt->path, config->fields.family, q));
+    RA_HF_TRY(load(l, ckpt->path, family, q));
     RA_HF_TRY(apply_opposite_angle(l, family, t, &lc, &rope));
     apply_value_padding(l, t, &lc);
     float *const *d = l->data;
@@ -605,14 +616,15 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     static const ra_hf_config none = {.path = "config"}; /* says nothing */
     if (config && config->fields.quant.refused) /* its quantization, read but not run */
         return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
-    if (config && o.layer >= 0) /* before looking for its tensors, named otherwise */
+    if (config && o.layer >= 0 && !o.vision) /* before looking for its tensors */
         RA_HF_TRY(refuse_cross_attention(config, o.layer));
-    if (config) RA_HF_TRY(check_layer_kind(config, o.layer));
+    if (config && !o.vision) RA_HF_TRY(check_layer_kind(config, o.layer));
     ra_hf_layer *l = ra_calloc(1, sizeof *l);
     if (!l) return hf_fail(RA_ERR_NOMEM, "out of memory");
     attention_tensors t;
     memset(&t, 0, sizeof t); /* freed below, even when build fails before it finds them */
-    ra_status status = build(l, ckpt, config ? config : &none, &o, &t);
+    ra_status status = o.vision ? hf_vision_build(l, ckpt, config ? config : &none, &o, &t)
+                                : build(l, ckpt, config ? config : &none, &o, &t);
     hf_tensors_free(&t);
     if (status != RA_OK) {
         ra_hf_layer_destroy(l);

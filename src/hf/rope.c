@@ -370,6 +370,7 @@ ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
                       : out->max_position < -1            ? "max_position"
                       : out->seq_len < 0                  ? "seq_len"
                       : out->position_ids != 0 && out->position_ids != 1 ? "position_ids"
+                      : out->vision != 0 && out->vision != 1 ? "vision"
                                                           : NULL;
     if (bad) return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: %s is out of range", bad);
     if (out->first_token > RA_MAX_POSITION || out->n_tokens > RA_MAX_POSITION + 1 ||
@@ -392,6 +393,9 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
     if (!out) return hf_fail(RA_ERR_NULL, "out is NULL");
     ra_hf_options o;
     RA_HF_TRY(hf_options_read(&o, options));
+    if (o.vision)
+        return hf_fail(RA_ERR_UNSUPPORTED, "ra_hf_options: vision: a vision encoder's rope is "
+                       "ra_hf_vision_rope_config's");
     static ra_hf_config none = {.path = "config"}; /* a config that says nothing */
     const ra_hf_config *c = config ? config : &none;
     int64_t head_dim = o.head_dim ? o.head_dim : hf_config_head_dim(&c->fields), own, kv;

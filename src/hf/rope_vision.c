@@ -203,3 +203,16 @@ RA_HF_API ra_status ra_hf_vision_rope_config(const ra_hf_config *config, ra_rope
     *out = c;
     return RA_OK;
 }
+
+ra_status hf_vision_model_type(const ra_hf_config *config, const char **model_type)
+{
+    const cJSON *root = config->fields.json, *vision = NULL;
+    if (root) RA_HF_TRY(key(config, root, "vision_config", &vision));
+    if (!cJSON_IsObject(vision))
+        return hf_fail(vision ? RA_ERR_FORMAT : RA_ERR_NOT_FOUND, "%s: %s", config->path,
+                       vision ? "\"vision_config\" must be an object" : "no \"vision_config\"");
+    const vision_kind *kind = NULL;
+    RA_HF_TRY(kind_of(config, root, vision, &kind));
+    *model_type = kind->model_type;
+    return RA_OK;
+}

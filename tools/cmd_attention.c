@@ -36,7 +36,7 @@ static const char usage[] =
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "                          [--prefill P [--cache-dtype f32|f16|bf16|int8|fp8]\n"
     "                          [--cache-scale S]]\n"
-    "                          [--attention-mask M.npy | --packed]\n"
+    "                          [--attention-mask M.npy | --packed] [--vision]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "                          [--quiet] [--stats]\n"
     "\n"
@@ -83,6 +83,12 @@ static const char usage[] =
     "                  one before plus one (each row its own); no token attends\n"
     "                  across documents, as transformers masks a packed batch.\n"
     "                  Needs --positions; not with --prefill\n"
+    "  --vision        the attention layer --layer N of the vision encoder\n"
+    "                  (vision_config: Pixtral, Qwen2-VL, Qwen2.5-VL's full-attention\n"
+    "                  blocks, Llama 4), bidirectional, with its 2-D rope; --positions\n"
+    "                  gives each patch's (row, column), [seq, 2] or [batch, seq, 2]\n"
+    "                  (each batch row one image); its heads, layout and rope are\n"
+    "                  vision_config's (docs/FAMILIES.md \"Vision encoders\")\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -153,6 +159,7 @@ typedef struct attention_options {
     const char *grad_output, *grads; /* --grad-output, --grads: NULL unless given */
     const char *attention_mask;      /* --attention-mask: NULL unless given */
     int packed;                      /* --packed */
+    int vision;                      /* --vision */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
@@ -173,6 +180,13 @@ static int create_layer(const attention_options *opts, const rope_source *src,
                         const ra_hf_checkpoint *ckpt, int64_t seq, int64_t max_position,
                         ra_hf_layer **out)
 {
+    if (opts->vision) { /* the heads, rope and layout: vision_config's */
+        ra_hf_options o = ra_hf_options_init();
+        o.layer = opts->layer;
+        o.vision = 1;
+        ra_status status = ra_hf_layer_create(out, ckpt, src->config, &o);
+        return status == RA_OK ? 0 : rope_cli_fail("attention", status);
+    }
     if (!opts->has_n_heads && !src->attention.n_heads && src->has_config)
         return cli_fail(EXIT_FAIL, "attention: %s has no \"num_attention_heads\" (nor a "
                         "default for it by its model_type): give it there, or --n-heads",
@@ -570,7 +584,7 @@ static int run(attention_options *opts)
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
     int64_t batch = 0, seq = 0;
-    int components = 1; /* 3: --positions holds 3-D positions */
+    int components = 1; /* 3: --positions holds 3-D positions; 2: --vision's 2-D ones */
     cli_outputs outputs = {0};
     int failed = checkpoint_paths_find(&opts->weights, &opts->rope.config_path, &paths);
     if (!failed) failed = check_files(opts, &paths, &outputs);
@@ -586,7 +600,10 @@ static int run(attention_options *opts)
         !(opts->grad_output &&
           (failed = attention_grads_check(&dy, opts->grad_output, &x, opts->input))) &&
         opts->rope.positions_path &&
-        !(failed = positions_read(opts->rope.positions_path, &file)))
+        !(failed = positions_read(opts->rope.positions_path, &file)) && opts->vision) {
+        failed = positions_axial(&file, opts->rope.positions_path, batch, seq, &ids);
+        components = 2;
+    } else if (!failed && opts->rope.positions_path && !opts->vision)
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
                                      src.attention.position_components == 3, &ids, &components, &text);
     if (!failed && opts->attention_mask)
@@ -663,6 +680,7 @@ int cmd_attention(int argc, char **argv)
         CLI_STRING_OPTION("--grads", &opts.grads),
         CLI_STRING_OPTION("--attention-mask", &opts.attention_mask),
         CLI_FLAG_OPTION("--packed", &opts.packed),
+        CLI_FLAG_OPTION("--vision", &opts.vision),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -673,6 +691,29 @@ int cmd_attention(int argc, char **argv)
     if (!opts.weights) return cli_require("attention", "--weights");
     if (!opts.input) return cli_require("attention", "--input");
     if (!opts.output) return cli_require("attention", "--output");
+    if (opts.vision) {
+        const char *text = opts.has_n_heads    ? "--n-heads"
+                           : opts.has_n_kv_heads ? "--n-kv-heads"
+                           : opts.has_layout     ? "--layout"
+                           : opts.has_start_pos  ? "--start-pos"
+                           : opts.prefill        ? "--prefill"
+                           : opts.packed         ? "--packed"
+                           : opts.rope.has_seq_len ? "--seq-len"
+                                                 : NULL;
+        if (text)
+            return cli_fail(EXIT_USAGE, "attention: %s is not taken with --vision (the vision "
+                            "encoder's heads, layout and rope are its vision_config's, its "
+                            "patches see each other: no cache)", text);
+        if (opts.layer < 0)
+            return cli_fail(EXIT_USAGE, "attention: --vision needs --layer (the vision "
+                            "encoder's layer number)");
+        if (!opts.rope.positions_path)
+            return cli_fail(EXIT_USAGE, "attention: --vision needs --positions, the patches' "
+                            "(row, column) pairs");
+        if (cli_comm_size() > 1)
+            return cli_fail(EXIT_USAGE, "attention: --vision runs in one process, not across "
+                            "the %d ranks of an MPI launch", cli_comm_size());
+    }
     if (opts.has_start_pos && opts.rope.positions_path)
         return cli_fail(EXIT_USAGE, "attention: give --start-pos or --positions, not both");
     if (opts.has_cache_dtype && !opts.prefill)

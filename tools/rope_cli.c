@@ -145,8 +145,27 @@ ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start)
 {
     ra_positions p = ra_positions_start(start);
     if (components == 3) p.mrope_ids = ids;
+    else if (components == 2) p.axial_ids = ids;
     else p.ids = ids;
     return p;
+}
+
+int positions_axial(const positions_file *p, const char *path, int64_t batch, int64_t seq,
+                    int64_t **ids)
+{
+    const int64_t *d = p->shape;
+    const int shared = p->ndim == 2 && d[0] == seq && d[1] == 2;
+    const int per_row = p->ndim == 3 && d[0] == batch && d[1] == seq && d[2] == 2;
+    if (!shared && !per_row)
+        return cli_fail(EXIT_FAIL, "%s: a vision encoder's positions are (row, column) pairs: "
+                        "[%lld, 2] or [%lld, %lld, 2]", path, (long long)seq, (long long)batch,
+                        (long long)seq);
+    *ids = malloc((size_t)(2 * batch * seq) * sizeof **ids);
+    if (!*ids) return cli_fail(EXIT_FAIL, "out of memory for the positions");
+    for (int64_t b = 0; b < batch; b++)
+        memcpy(*ids + 2 * b * seq, p->ids + (per_row ? 2 * b * seq : 0),
+               (size_t)(2 * seq) * sizeof **ids);
+    return 0;
 }
 
 int positions_for_batch(const positions_file *p, const char *path, int64_t batch, int64_t seq,

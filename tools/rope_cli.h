@@ -144,7 +144,14 @@ int positions_for_batch(const positions_file *p, const char *path, int64_t batch
 /* The largest of n ids (0 for none): what RoPE must reach. */
 int64_t positions_max(const int64_t *ids, int64_t n);
 
-/* The ra_positions of ids from positions_for_batch (NULL: start start). */
+/* 2-D positions (row, column) of a vision encoder's patches from p (read
+ * from path): [seq, 2] (every batch row) or [batch, seq, 2], into *ids
+ * [batch, seq, 2] (malloc'ed).  0, or a message and the exit status. */
+int positions_axial(const positions_file *p, const char *path, int64_t batch, int64_t seq,
+                    int64_t **ids);
+
+/* The ra_positions of ids from positions_for_batch, or positions_axial's
+ * (components 2) (NULL: start start). */
 ra_positions positions_of_ids(const int64_t *ids, int components, int64_t start);
 
 #endif

@@ -2,9 +2,11 @@
 # test_vision_cli.sh — `ropeattn attention --vision`: the attention layer of
 # a checkpoint's vision encoder (tests/fixtures/vision, made by
 # tests/fixtures/make_vision_fixtures.py from transformers' own modules in
-# float64: Llama 4's and Qwen2.5-VL's, one image each) against y.npy within
-# 1e-5 of max|y| (float32 sums; 4.7e-7 and 1.8e-7 seen with a forward-only
-# non_causal, not committed), and the refusals.  Until the core's
+# float64: Pixtral's and Qwen2-VL's with two images packed (--cu-seqlens),
+# Qwen2.5-VL's and Llama 4's with one) against y.npy within 1e-5 of max|y|
+# (float32 sums; with a forward-only non_causal in the layer, not committed:
+# Pixtral 1.4e-7, Qwen2-VL 4.3e-7, Qwen2.5-VL 1.8e-7, Llama 4 4.7e-7), and
+# the refusals.  Until the core's
 # ra_layer_config.non_causal lands, the run stops at its refusal: checked to
 # be that one, and said.
 # Prints "vision_cli: N passed, N failed" last; exits 1 if anything failed.
@@ -13,10 +15,12 @@ source "$(dirname "$0")/shell_common.sh"
 require_ropeattn_and_numpy
 
 F=tests/fixtures/vision
-for c in llama4 qwen2_5_vl; do
+ran=0 # a tower ran: the layer exists, and so do the refusals at its calls
+for c in pixtral qwen2_vl qwen2_5_vl llama4; do
     d=$F/$c
     if "$RA" attention --weights "$d" --input "$d/x.npy" --output "$TMP/$c.npy" \
-        --positions "$d/positions.npy" --vision --layer 0 2>"$TMP/err"; then
+        --positions "$d/positions.npy" --cu-seqlens "$d/cu_seqlens.npy" --vision --layer 0 \
+        2>"$TMP/err"; then
         if "$PY" - "$TMP/$c.npy" "$d/y.npy" <<'PY'; then pass; else fail "$c: y"; fi
 import sys
 import numpy as np
@@ -25,6 +29,7 @@ e = np.abs(y - want).max() / np.abs(want).max()
 print(f"{sys.argv[2]}: {e:.2g} of max|y|")
 sys.exit(0 if y.shape == want.shape and e <= 1e-5 else 1)
 PY
+        ran=1
     elif grep -q "non_causal is not implemented" "$TMP/err"; then
         echo "$c: waits for the core's non_causal"
         pass
@@ -53,4 +58,10 @@ refused 1 "fullatt_block_indexes" "${args[@]}" --layer 1
 refused 1 "(row, column) pairs" --weights "$d" --input "$d/x.npy" --vision --layer 0 \
     --positions "$F/llama4/positions.npy"
 refused 2 "needs --positions" --weights "$d" --input "$d/x.npy" --vision --layer 0
+refused 2 "cu-seqlens is --vision" --weights "$d" --input "$d/x.npy" --layer 0 \
+    --cu-seqlens "$d/cu_seqlens.npy"
+refused 1 "cu-seqlens is \[n + 1\]" "${args[@]}" --layer 0 --cu-seqlens "$d/positions.npy"
+if [ "$ran" = 1 ]; then # checked by the library's call: 0 .. seq
+    refused 1 "cu_seqlens" "${args[@]}" --layer 0 --cu-seqlens "$F/qwen2_vl/cu_seqlens.npy"
+fi
 summary

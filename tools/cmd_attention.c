@@ -36,7 +36,8 @@ static const char usage[] =
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "                          [--prefill P [--cache-dtype f32|f16|bf16|int8|fp8]\n"
     "                          [--cache-scale S]]\n"
-    "                          [--attention-mask M.npy | --packed] [--vision]\n"
+    "                          [--attention-mask M.npy | --packed]\n"
+    "                          [--vision [--cu-seqlens CU.npy]]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "                          [--quiet] [--stats]\n"
     "\n"
@@ -89,6 +90,10 @@ static const char usage[] =
     "                  gives each patch's (row, column), [seq, 2] or [batch, seq, 2]\n"
     "                  (each batch row one image); its heads, layout and rope are\n"
     "                  vision_config's (docs/FAMILIES.md \"Vision encoders\")\n"
+    "  --cu-seqlens CU with --vision: .npy of int32 or int64 [n + 1], the images\n"
+    "                  packed in each row: 0, then where each ends (the last: seq);\n"
+    "                  a patch attends to its own image's, as transformers' block\n"
+    "                  mask (Pixtral) and cu_seqlens (Qwen2-VL, Qwen2.5-VL) do\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -160,6 +165,7 @@ typedef struct attention_options {
     const char *attention_mask;      /* --attention-mask: NULL unless given */
     int packed;                      /* --packed */
     int vision;                      /* --vision */
+    const char *cu_seqlens;          /* --cu-seqlens: NULL unless given */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
@@ -493,12 +499,16 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
                              const ra_npy *dy, const int64_t *ids, int components,
-                             const uint8_t *pad, const packed_rows *packed, int64_t batch,
-                             int64_t seq)
+                             const uint8_t *pad, const positions_file *cu,
+                             const packed_rows *packed, int64_t batch, int64_t seq)
 {
     ra_attention_options attention = ra_attention_options_init();
     attention.path = cli_attention_path(opts->path);
     attention.padding_mask = pad;
+    if (cu->ids) { /* --cu-seqlens: the images packed in each row */
+        attention.cu_seqlens = cu->ids;
+        attention.n_documents = cu->count - 1;
+    }
 #ifdef RA_CLI_MPI
     if (cli_comm_size() > 1 && !opts->prefill) {
         attention_sharded_job job = {layer, ra_hf_layer_get(layer), x, opts->grads ? dy : NULL,
@@ -527,7 +537,8 @@ static int check_files(const attention_options *opts, const checkpoint_paths *pa
                                      {"--grad-output", opts->grad_output},
                                      {paths->config_option, opts->rope.config_path},
                                      {"--positions", opts->rope.positions_path},
-                                     {"--attention-mask", opts->attention_mask}};
+                                     {"--attention-mask", opts->attention_mask},
+                                     {"--cu-seqlens", opts->cu_seqlens}};
     for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
         if (inputs[i][1]) failed = cli_outputs_check_input(outputs, inputs[i][0], inputs[i][1]);
     return failed;
@@ -577,7 +588,7 @@ static int run(attention_options *opts)
     rope_source src = {0};
     ra_hf_checkpoint *ckpt = NULL;
     ra_npy x = {0}, dy = {0};
-    positions_file file = {0};
+    positions_file file = {0}, cu = {0};
     int64_t *ids = NULL, *text = NULL;
     packed_rows packed = {0};
     uint8_t *pad = NULL;
@@ -608,6 +619,10 @@ static int run(attention_options *opts)
                                      src.attention.position_components == 3, &ids, &components, &text);
     if (!failed && opts->attention_mask)
         failed = attention_mask_read(opts->attention_mask, batch, seq, &pad);
+    if (!failed && opts->cu_seqlens && !(failed = positions_read(opts->cu_seqlens, &cu)) &&
+        (cu.ndim != 1 || cu.count < 2))
+        failed = cli_fail(EXIT_FAIL, "%s: --cu-seqlens is [n + 1]: 0, then where each of the "
+                          "n images of a row ends", opts->cu_seqlens);
     if (!failed && opts->packed && components == 3 && !text)
         failed = cli_fail(EXIT_USAGE, "attention: --packed finds documents in 1-D positions "
                           "(or the text row of [4, ...] ones), and %s holds 3-D ones",
@@ -637,7 +652,7 @@ static int run(attention_options *opts)
                                "inputs (X, DY, positions, mask or checkpoint files)");
     if (!failed)
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
-                                   opts->packed ? &packed : NULL, batch, seq);
+                                   &cu, opts->packed ? &packed : NULL, batch, seq);
     cli_outputs_free(&outputs);
     packed_rows_free(&packed);
     free(pad);
@@ -646,6 +661,7 @@ static int run(attention_options *opts)
     ra_hf_layer_destroy(layer);
     free(ids);
     positions_free(&file);
+    positions_free(&cu);
     ra_npy_free(&dy);
     ra_npy_free(&x);
     ra_hf_checkpoint_close(ckpt);
@@ -681,6 +697,7 @@ int cmd_attention(int argc, char **argv)
         CLI_STRING_OPTION("--attention-mask", &opts.attention_mask),
         CLI_FLAG_OPTION("--packed", &opts.packed),
         CLI_FLAG_OPTION("--vision", &opts.vision),
+        CLI_STRING_OPTION("--cu-seqlens", &opts.cu_seqlens),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -714,6 +731,9 @@ int cmd_attention(int argc, char **argv)
             return cli_fail(EXIT_USAGE, "attention: --vision runs in one process, not across "
                             "the %d ranks of an MPI launch", cli_comm_size());
     }
+    if (opts.cu_seqlens && !opts.vision)
+        return cli_fail(EXIT_USAGE, "attention: --cu-seqlens is --vision's (the images packed in "
+                        "a row); a text layer's packed documents: --packed");
     if (opts.has_start_pos && opts.rope.positions_path)
         return cli_fail(EXIT_USAGE, "attention: give --start-pos or --positions, not both");
     if (opts.has_cache_dtype && !opts.prefill)

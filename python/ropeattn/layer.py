@@ -141,7 +141,7 @@ class Layer:
     def from_pretrained(cls, path, layer=None, context=None, *, config=None, n_heads=None,
                         n_kv_heads=None, layout=None, max_position=None, n_tokens=None,
                         seq_len=None, position_ids=False, rope_parameters=None, theta=None,
-                        max_position_embeddings=None):
+                        max_position_embeddings=None, vision=False):
         """Builds layer `layer` of a checkpoint, as
         `ropeattn attention --weights W --config C --layer N` does
         (ra_hf_checkpoint_open, ra_hf_config_open, ra_hf_layer_create).
@@ -190,6 +190,14 @@ class Layer:
           rope_parameters: a rope_scaling / rope_parameters dict (or its
             JSON text) replacing the config's; theta: the rope base;
             max_position_embeddings: the config's, replaced.
+          vision: True: the attention layer `layer` of the checkpoint's
+            vision encoder (vision_config: Pixtral, Qwen2-VL, Qwen2.5-VL's
+            full-attention blocks, Llama 4; docs/FAMILIES.md "Vision
+            encoders"), bidirectional, with its 2-D rope: its calls take
+            (row, column) positions [S, 2] or [B, S, 2] and the images
+            packed in a row as cu_seqlens.  The heads, layout and rope are
+            vision_config's: n_heads, n_kv_heads, layout, seq_len and
+            position_ids are refused with it.
         Raises FileError (an OSError) for a file that cannot be read,
         FormatError (a ValueError) for a malformed one, NotFoundError (a
         LookupError) for a missing tensor or key (a layer the checkpoint does
@@ -225,7 +233,8 @@ class Layer:
                             f"got {type(context).__name__}")
         hf = _ropeattn.HFLayer(weights, config, position_ids=bool(position_ids),
                                rope_parameters=rope_parameters,
-                               theta=None if theta is None else float(theta), **kwargs)
+                               theta=None if theta is None else float(theta),
+                               vision=bool(vision), **kwargs)
         return cls(hf, context, options["layer"], (weights, config), options["seq_len"])
 
     @property
@@ -273,7 +282,7 @@ class Layer:
         return dict(self._tensors)
 
     def __call__(self, x, positions=None, attention_mask=None, cache=None, context=None,
-                 pool=None, ids=None, n_new=None, attn_mask=None):
+                 pool=None, ids=None, n_new=None, attn_mask=None, cu_seqlens=None):
         """y = the layer's Attention.forward(x), in inference mode.
 
           x: float32 [B, S, dim] or [S, dim] (batch 1), any strides (a
@@ -297,6 +306,12 @@ class Layer:
              ...), bool (True: may attend) or additive float32 or float16,
              as ropeattn.attention takes it; combined with the layer's own
              masks and attention_mask.  Not with a cache or a pool.
+          cu_seqlens: None, or integers [n + 1]: 0, then where each of the n
+             images (documents) packed in every row ends, the last S; no
+             token attends across them (a vision encoder's packed images:
+             Pixtral's block mask, Qwen2-VL's cu_seqlens).  Not with a
+             cache or a pool.  A vision layer's positions (from_pretrained's
+             vision) are each patch's (row, column), [S, 2] or [B, S, 2].
           cache: a KVCache made for this layer: the S tokens of each
              sequence are appended to it (keys rotated, in its dtype) and
              each attends over everything cached so far.  A prefill is an
@@ -338,7 +353,7 @@ class Layer:
             start, ids = -1, None  # continuing from the cache's or pool's lengths
         else:
             mrope = any(self._config["rope"]["mrope_section"])
-            start, ids = _positions(positions, b, s, mrope)
+            start, ids = _positions(positions, b, s, mrope, bool(self._config["rope"]["axial"]))
         if (ids is not None and self._config["temperature_floor"]
                 and not self._config["temperature_no_offset"]):
             raise ArgumentError("positions: Llama 4's NoPE layers scale q by each token's "
@@ -352,6 +367,8 @@ class Layer:
                 raise ArgumentError("pool: made for another Layer")
             if attn_mask is not None:
                 raise UnsupportedError("attn_mask: not with a pool (its calls take none)")
+            if cu_seqlens is not None:
+                raise UnsupportedError("cu_seqlens: not with a pool")
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a pool (each sequence holds "
                                        "its own tokens: give n_new instead)")
@@ -370,6 +387,8 @@ class Layer:
             if attn_mask is not None:
                 raise UnsupportedError("attn_mask: not with a cache (the cached calls take "
                                        "none)")
+            if cu_seqlens is not None:
+                raise UnsupportedError("cu_seqlens: not with a cache")
             if attention_mask is not None:
                 raise UnsupportedError("attention_mask: not with a cache (the cache holds "
                                        "each sequence's own tokens: give it no padding)")
@@ -382,7 +401,14 @@ class Layer:
             if attn_mask is not None:
                 attn_mask = _attn_mask(attn_mask, (b, self._config["n_heads"], s, s), None)
             self._check_length(lambda: [0] * b, start, ids, s, None, cached=False)
-            _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask)
+            if cu_seqlens is not None:
+                cu_seqlens = as_array(cu_seqlens, "cu_seqlens")
+                if cu_seqlens.dtype.kind not in "iu" or cu_seqlens.ndim != 1:
+                    raise ArgumentError(f"cu_seqlens: expected integers [n + 1], got "
+                                        f"{cu_seqlens.dtype} {cu_seqlens.shape}")
+                cu_seqlens = c_array(cu_seqlens, np.int64)
+            _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask,
+                                    cu_seqlens)
         return y if x.ndim == 3 else y[0]
 
     def _check_length(self, lengths, start, ids, s, n_new, cached=True):

@@ -107,17 +107,17 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"weights", "config", "layer", "n_heads", "n_kv_heads", "layout",
                          "first_token", "n_tokens", "max_position", "seq_len", "position_ids",
-                         "rope_parameters", "theta", "max_position_embeddings", NULL};
+                         "rope_parameters", "theta", "max_position_embeddings", "vision", NULL};
     open_args a = {.o = ra_hf_options_init()};
     PyObject *weights_obj, *config_obj = Py_None, *rope_obj = Py_None, *theta_obj = Py_None,
              *mpe_obj = Py_None;
     long long layer = -1, n_heads = 0, n_kv_heads = 0, layout = -1, first_token = 0,
               n_tokens = 0, max_position = -1, seq_len = 0;
-    int position_ids = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$LLLLLLLLpOOO:HFLayer", kw,
+    int position_ids = 0, vision = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$LLLLLLLLpOOOp:HFLayer", kw,
                                      &weights_obj, &config_obj, &layer, &n_heads, &n_kv_heads,
                                      &layout, &first_token, &n_tokens, &max_position, &seq_len,
-                                     &position_ids, &rope_obj, &theta_obj, &mpe_obj))
+                                     &position_ids, &rope_obj, &theta_obj, &mpe_obj, &vision))
         return -1;
     if (self->layer) {
         PyErr_SetString(ra_ext_error, "HFLayer: already initialized");
@@ -132,6 +132,7 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
     a.o.max_position = max_position;
     a.o.seq_len = seq_len;
     a.o.position_ids = position_ids;
+    a.o.vision = vision;
     if (theta_obj != Py_None) {
         a.theta = PyFloat_AsDouble(theta_obj);
         if (a.theta == -1.0 && PyErr_Occurred()) return -1;
@@ -249,6 +250,11 @@ static PyObject *layer_config(ra_ext_layer *self, void *closure)
     PyObject *pairs = PyLong_FromLongLong((long long)r->rotating_pairs); /* 0: every pair */
     int failed = !pairs || PyDict_SetItemString(rope, "rotating_pairs", pairs) != 0;
     Py_XDECREF(pairs);
+    PyObject *axial = PyLong_FromLong((long)r->axial); /* 0: not 2-D */
+    failed = failed || !axial || PyDict_SetItemString(rope, "axial", axial) != 0 ||
+             PyDict_SetItemString(rope, "axial_column_first",
+                                  r->axial_column_first ? Py_True : Py_False) != 0;
+    Py_XDECREF(axial);
     if (failed) {
         Py_DECREF(rope);
         return NULL;
@@ -516,11 +522,13 @@ int ra_ext_forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long s
     if (!carray(x, NPY_FLOAT32, 3, shape, 0, "x")) return 0;
     shape[0] = *batch = PyArray_DIM((PyArrayObject *)x, 0);
     shape[1] = *seq = PyArray_DIM((PyArrayObject *)x, 1);
+    const int axial = ra_layer_get_config(l)->rope->axial != RA_AXIAL_NONE; /* [B, S, 2] */
     const int three = ids != Py_None && PyArray_Check(ids) &&
                       PyArray_NDIM((PyArrayObject *)ids) == 3;
-    npy_intp ids3[3] = {3, shape[0], shape[1]};
+    npy_intp ids3[3] = {3, shape[0], shape[1]}, ids2[3] = {shape[0], shape[1], 2};
     if (!carray(y, NPY_FLOAT32, 3, shape, 1, "y") ||
-        (ids != Py_None && !carray(ids, NPY_INT64, 2 + three, three ? ids3 : shape, 0, "ids")) ||
+        (ids != Py_None && !carray(ids, NPY_INT64, 2 + (three || axial),
+                                   axial ? ids2 : three ? ids3 : shape, 0, "ids")) ||
         (mask != Py_None && !carray(mask, NPY_UINT8, 2, shape, 0, "mask")))
         return 0;
     if (y == x) {
@@ -528,28 +536,32 @@ int ra_ext_forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long s
         return 0;
     }
     *positions = ra_positions_start((int64_t)start);
-    if (ids != Py_None && three)
+    if (ids != Py_None && axial)
+        positions->axial_ids = (const int64_t *)PyArray_DATA((PyArrayObject *)ids);
+    else if (ids != Py_None && three)
         positions->mrope_ids = (const int64_t *)PyArray_DATA((PyArrayObject *)ids);
     else if (ids != Py_None)
         positions->ids = (const int64_t *)PyArray_DATA((PyArrayObject *)ids);
     return 1;
 }
 
-/* layer_forward(layer, context, y, x, start, ids, mask, attn_mask=None):
- * ra_layer_forward, positions start, start + 1, ... or ids; mask: the
- * padding mask (1 = a token, 0 = padding) or None; attn_mask: None or the
- * pair (a 4-D array [B, H, S, S], its ra_dtype): ra_ext_mask_tensor. */
+/* layer_forward(layer, context, y, x, start, ids, mask, attn_mask=None,
+ * cu_seqlens=None): ra_layer_forward, positions start, start + 1, ... or
+ * ids (a 2-D rope's: [B, S, 2]); mask: the padding mask (1 = a token, 0 =
+ * padding) or None; attn_mask: None or the pair (a 4-D array [B, H, S, S],
+ * its ra_dtype): ra_ext_mask_tensor; cu_seqlens: None or int64 [n + 1],
+ * the options' packed documents. */
 PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
     static char *kw[] = {"layer", "context", "y", "x", "start", "ids", "mask", "attn_mask",
-                         NULL};
+                         "cu_seqlens", NULL};
     ra_ext_layer *layer;
-    PyObject *context, *y, *x, *ids, *mask, *attn_mask = Py_None;
+    PyObject *context, *y, *x, *ids, *mask, *attn_mask = Py_None, *cu = Py_None;
     long long start;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOLOO|O:layer_forward", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOLOO|OO:layer_forward", kw,
                                      &ra_ext_layer_type, &layer, &context, &y, &x, &start, &ids,
-                                     &mask, &attn_mask))
+                                     &mask, &attn_mask, &cu))
         return NULL;
     const ra_layer *l = ra_ext_layer_of((PyObject *)layer);
     ra_ext_context *c;
@@ -560,6 +572,12 @@ PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     ra_attention_options o = ra_attention_options_init();
     if (mask != Py_None) o.padding_mask = (const uint8_t *)PyArray_DATA((PyArrayObject *)mask);
+    if (cu != Py_None) { /* packed images: [n + 1] int64, C-contiguous */
+        npy_intp cu_shape[1] = {-1};
+        if (!carray(cu, NPY_INT64, 1, cu_shape, 0, "cu_seqlens")) return NULL;
+        o.cu_seqlens = (const int64_t *)PyArray_DATA((PyArrayObject *)cu);
+        o.n_documents = (int64_t)PyArray_DIM((PyArrayObject *)cu, 0) - 1;
+    }
     ra_tensor mask_view;
     if (attn_mask != Py_None) {
         PyObject *array;

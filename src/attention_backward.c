@@ -3,7 +3,7 @@
  * and the choice of path.  The kernels are in attention_ref_backward.c and
  * attention_flash_backward.c (its task: cpu/flash_backward_impl.h).
  *
- *   dq, dout, q, out: [B, S, H, D]   dk, dv, k, v: [B, S, Hkv, D]   lse: [B, H, S]
+ *   dq, dout, q, out: [B, Sq, H, D]   dk, dv, k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
  */
 #include "attention_internal.h"
 #include "cpu/kernels.h"
@@ -62,8 +62,8 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int an
     RA_TRY(same_shape(dk, "dk", k, "k"));
     RA_TRY(same_shape(dv, "dv", k, "k"));
     RA_TRY(same_shape(v, "v", k, "k"));
-    for (int d = 0; d < 4; d++)
-        if (d != 2 && (d != 1 || !any_keys) && k->shape[d] != q->shape[d])
+    for (int d = 0; d < 4; d++) /* k: any length Sk */
+        if ((d == 0 || d == 3) && k->shape[d] != q->shape[d])
             return ra_fail(RA_ERR_SHAPE, "k " RA_DIMS_FMT " and q " RA_DIMS_FMT " differ in "
                            "axis %d", RA_DIMS(k->shape), RA_DIMS(q->shape), d);
     if (q->shape[2] % k->shape[2])
@@ -95,7 +95,10 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int an
                            grad_names[i + 1 + j]);
     }
 
-    RA_TRY(ra_attention_mask_read(&args->fwd.mask, options, q->shape));
+    if (any_keys) /* a block's: its caller reads the sequence's masks */
+        RA_TRY(ra_attention_mask_read(&args->fwd.mask, options, q->shape));
+    else
+        RA_TRY(ra_attention_mask_read_keys(&args->fwd.mask, options, q->shape, k->shape[1]));
     for (int i = 0; i < 4; i++)
         if (grads[i]) RA_TRY(ra_attention_mask_check_output(&args->fwd.mask, grads[i],
                                                             grad_names[i]));
@@ -104,7 +107,7 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int an
     args->fwd.k = k;
     args->fwd.v = v;
     args->fwd.lse = NULL;
-    args->fwd.q_shift = 0;
+    args->fwd.q_shift = any_keys ? 0 : k->shape[1] - q->shape[1]; /* bottom-right */
     args->fwd.k_start = 0;
     args->accumulate = 0;
     ra_attention_dropout(&args->fwd.dropout, &args->fwd.drop, options);
@@ -127,14 +130,15 @@ static void widen_q(float *wide, const ra_tensor *q)
                 ra_kernels_get()->widen16(wide, ra_row_any(q, b, s, h), d, q->dtype == RA_BF16);
 }
 
-size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
-                                           int64_t n_heads, int64_t head_dim, int threads)
+size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch,
+                                           int64_t q_seq, int64_t seq, int64_t n_heads,
+                                           int64_t head_dim, int threads)
 {
     int64_t a, b, n;
     if (path == RA_PATH_REFERENCE) {
-        /* P and dS [S, S] and a row of dropout multipliers (floats, an even
-         * count), then dk and dv sums [S, D] (doubles). */
-        if (ra_mul(seq, 2 * seq + 2, &a) != RA_OK || ra_mul(seq, head_dim, &b) != RA_OK ||
+        /* P and dS [Sq, Sk] and two rows of Sk floats (dropout multipliers,
+         * keys seen: an even count), then dk and dv sums [Sk, D] (doubles). */
+        if (ra_mul(2 * q_seq + 2, seq, &a) != RA_OK || ra_mul(seq, head_dim, &b) != RA_OK ||
             ra_mul(b, 4, &b) != RA_OK || a > RA_MAX_ELEMENTS - b ||
             a + b > RA_MAX_ELEMENTS - 2 * n_heads)
             return 0;
@@ -174,9 +178,9 @@ ra_status ra_attention_backward_run(ra_context *ctx, ra_attention_backward_args 
                                     ra_attention_path path)
 {
     const ra_tensor *q = args->fwd.q;
-    size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], args->dk->shape[1],
-                                                       q->shape[2], q->shape[3],
-                                                       ra_parallel_threads(ctx));
+    size_t bytes = ra_attention_backward_scratch_bytes(path, q->shape[0], q->shape[1],
+                                                       args->dk->shape[1], q->shape[2],
+                                                       q->shape[3], ra_parallel_threads(ctx));
     if (bytes == 0)
         return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",
                        RA_DIMS(q->shape), path == RA_PATH_REFERENCE ? "reference" : "flash");

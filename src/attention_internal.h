@@ -80,8 +80,11 @@ void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *s
 
 /* Validates the views and, for the flash path (path must be REFERENCE or
  * FLASH: AUTO means FLASH), out and lse; fills args (options read and
- * checked; accumulate 0, q_shift 0).  any_keys: k, v, dk and dv may be of
- * any length (a block), else as long as q. */
+ * checked; accumulate 0).  k, v, dk and dv may be of any length Sk.
+ * any_keys: a block's (ra_attention_block_backward: q_shift 0, its caller
+ * places the rows and reads the sequence's masks; non_causal and attn_mask
+ * refused), else ra_attention_backward's (q_shift Sk - Sq, non_causal and
+ * attn_mask read). */
 ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int any_keys,
                                         ra_attention_path path, const ra_tensor *dq,
                                         const ra_tensor *dk, const ra_tensor *dv,
@@ -90,10 +93,11 @@ ra_status ra_attention_backward_prepare(ra_attention_backward_args *args, int an
                                         const ra_tensor *out, const float *lse,
                                         const ra_attention_options *options);
 
-/* Scratch bytes the backward on this path needs (seq: the keys'); 0 when
- * that does not fit in memory. */
-size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
-                                           int64_t n_heads, int64_t head_dim, int threads);
+/* Scratch bytes the backward on this path needs (q_seq: the queries', seq:
+ * the keys'); 0 when that does not fit in memory. */
+size_t ra_attention_backward_scratch_bytes(ra_attention_path path, int64_t batch,
+                                           int64_t q_seq, int64_t seq, int64_t n_heads,
+                                           int64_t head_dim, int threads);
 
 /* Runs the prepared backward on path (REFERENCE or FLASH): its scratch, a
  * 16-bit q widened into it, the kernels. */

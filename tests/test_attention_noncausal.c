@@ -512,6 +512,196 @@ static void test_refusals(void)
           "block non_causal");
 }
 
+/* Gradients of one case. */
+typedef struct nc_grads {
+    float *dq, *dk, *dv, dsinks[16];
+} nc_grads;
+
+static void grads_make(nc_grads *g, const nc_case *c)
+{
+    g->dq = malloc(4 * c->b * c->sq * c->h * c->d);
+    g->dk = malloc(4 * c->b * c->sk * c->hkv * c->d);
+    g->dv = malloc(4 * c->b * c->sk * c->hkv * c->d);
+    memset(g->dsinks, 0, sizeof g->dsinks);
+}
+
+static void grads_free(nc_grads *g)
+{
+    free(g->dq);
+    free(g->dk);
+    free(g->dv);
+}
+
+/* The backward of a case on path (f32 inputs), dsinks with sinks. */
+static ra_status run_backward(ra_context *ctx, const nc_case *c, nc_inputs *in,
+                              ra_attention_path path, const float *dout, const float *out,
+                              const float *lse, nc_grads *g)
+{
+    ra_tensor tq = ra_tensor_4d(in->q, RA_F32, c->b, c->sq, c->h, c->d);
+    ra_tensor tk = ra_tensor_4d(in->k, RA_F32, c->b, c->sk, c->hkv, c->d);
+    ra_tensor tv = ra_tensor_4d(in->v, RA_F32, c->b, c->sk, c->hkv, c->d);
+    ra_tensor to = ra_tensor_4d((float *)out, RA_F32, c->b, c->sq, c->h, c->d);
+    ra_tensor tdo = ra_tensor_4d((float *)dout, RA_F32, c->b, c->sq, c->h, c->d);
+    ra_tensor dq = ra_tensor_4d(g->dq, RA_F32, c->b, c->sq, c->h, c->d);
+    ra_tensor dk = ra_tensor_4d(g->dk, RA_F32, c->b, c->sk, c->hkv, c->d);
+    ra_tensor dv = ra_tensor_4d(g->dv, RA_F32, c->b, c->sk, c->hkv, c->d);
+    in->o.path = path;
+    in->o.dsinks = c->sinks ? g->dsinks : NULL;
+    ra_status st = ra_attention_backward(ctx, &dq, &dk, &dv, &tdo, &tq, &tk, &tv, &to, lse,
+                                         &in->o);
+    in->o.dsinks = NULL;
+    return st;
+}
+
+/* The flash backward against the reference's on every case, with and
+ * without dropout: 2e-5 of the largest gradient (float32 sums in tiles
+ * against double sums, as test_attention_masks.c); the same bits on 1 and 3
+ * threads; rows that see no key have dq exactly 0. */
+static void test_backward(void)
+{
+    ra_context *ctx3;
+    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const nc_case *c = &cases[ci];
+        nc_inputs in;
+        inputs_make(&in, c, 400 + ci);
+        in.o.dropout = ci % 3 == 1 ? 0.25f : 0.0f;
+        in.o.seed = 7 + ci;
+        int64_t nq = c->b * c->sq * c->h * c->d, nk = c->b * c->sk * c->hkv * c->d;
+        int64_t nl = c->b * c->h * c->sq;
+        float *out = malloc(4 * nq), *lse = malloc(4 * nl), *dout = malloc(4 * nq);
+        ra_test_fill(dout, nq, 900 + ci);
+        nc_grads ref, fl, fl3;
+        grads_make(&ref, c);
+        grads_make(&fl, c);
+        grads_make(&fl3, c);
+        CHECK(run_forward(NULL, c, &in, RA_F32, RA_PATH_FLASH, out, lse, in.k, in.v, in.q) ==
+                  RA_OK, "case %d forward: %s", ci, ra_last_error());
+        CHECK(run_backward(NULL, c, &in, RA_PATH_REFERENCE, dout, out, lse, &ref) == RA_OK,
+              "case %d reference: %s", ci, ra_last_error());
+        CHECK(run_backward(NULL, c, &in, RA_PATH_FLASH, dout, out, lse, &fl) == RA_OK,
+              "case %d flash: %s", ci, ra_last_error());
+        CHECK(run_backward(ctx3, c, &in, RA_PATH_FLASH, dout, out, lse, &fl3) == RA_OK,
+              "case %d flash, 3 threads: %s", ci, ra_last_error());
+        double eq = ra_test_max_rel_diff(fl.dq, ref.dq, nq), ek = ra_test_max_rel_diff(fl.dk, ref.dk, nk);
+        double ev = ra_test_max_rel_diff(fl.dv, ref.dv, nk);
+        double es = c->sinks ? ra_test_max_rel_diff(fl.dsinks, ref.dsinks, c->h) : 0;
+        CHECK(eq <= 2e-5 && ek <= 2e-5 && ev <= 2e-5 && es <= 2e-5, "case %d: flash vs reference "
+              "dq %.3g dk %.3g dv %.3g dsinks %.3g", ci, eq, ek, ev, es);
+        CHECK(memcmp(fl.dq, fl3.dq, 4 * nq) == 0 && memcmp(fl.dk, fl3.dk, 4 * nk) == 0 &&
+                  memcmp(fl.dv, fl3.dv, 4 * nk) == 0 &&
+                  memcmp(fl.dsinks, fl3.dsinks, sizeof fl.dsinks) == 0,
+              "case %d: 3 threads change the gradients' bits", ci);
+        for (int64_t b = 0; b < c->b; b++) /* rows that see no key: lse -Inf or the sink */
+            for (int64_t h = 0; h < c->h; h++)
+                for (int64_t i = 0; i < c->sq; i++) {
+                    float l = lse[(b * c->h + h) * c->sq + i];
+                    if (!(l == -INFINITY || (c->sinks && l == in.sinks[h] && c->dead && i % 5 == 2)))
+                        continue;
+                    for (int64_t d = 0; d < c->d; d++) {
+                        float x = fl.dq[((b * c->sq + i) * c->h + h) * c->d + d];
+                        float y = ref.dq[((b * c->sq + i) * c->h + h) * c->d + d];
+                        CHECK(x == 0.0f && y == 0.0f, "case %d: a row seeing no key has dq "
+                              "%g (flash), %g (reference)", ci, x, y);
+                    }
+                }
+        grads_free(&ref);
+        grads_free(&fl);
+        grads_free(&fl3);
+        free(out);
+        free(lse);
+        free(dout);
+        inputs_free(&in);
+    }
+    ra_context_destroy(ctx3);
+}
+
+/* L = sum(out * dout) from the oracle, in double. */
+static double oracle_loss(const nc_case *c, const nc_inputs *in, const float *dout)
+{
+    int64_t nq = c->b * c->sq * c->h * c->d, nl = c->b * c->h * c->sq;
+    double *out = malloc(8 * nq), *lse = malloc(8 * nl), loss = 0;
+    oracle(c, in, out, lse);
+    for (int64_t i = 0; i < nq; i++) loss += out[i] * dout[i];
+    free(out);
+    free(lse);
+    return loss;
+}
+
+/* The reference backward against central differences of the oracle's
+ * loss (step 2^-8 on float32 inputs, exact; the loss's curvature gives an
+ * error of order 1e-5 of the gradients): 1e-3 of the largest gradient. */
+static void test_backward_finite_differences(void)
+{
+    static const nc_case small[] = {
+        {1, 5, 9, 2, 1, 4, 1, 0, 0, 0, 1, 0, 1, 0, 0},   /* non-causal, bool, a dead row */
+        {1, 4, 11, 2, 2, 6, 0, 0, 3.0, 0, 2, 1, 0, 0, 0}, /* Sq < Sk, f32 mask, cap */
+        {1, 9, 4, 2, 1, 4, 1, 3, 0, 1, 3, 3, 0, 0, 0},   /* Sq > Sk, window, sinks */
+    };
+    for (int ci = 0; ci < 3; ci++) {
+        const nc_case *c = &small[ci];
+        nc_inputs in;
+        inputs_make(&in, c, 500 + ci);
+        int64_t nq = c->b * c->sq * c->h * c->d, nk = c->b * c->sk * c->hkv * c->d;
+        int64_t nl = c->b * c->h * c->sq;
+        float *out = malloc(4 * nq), *lse = malloc(4 * nl), *dout = malloc(4 * nq);
+        ra_test_fill(dout, nq, 77);
+        nc_grads g;
+        grads_make(&g, c);
+        CHECK(run_forward(NULL, c, &in, RA_F32, RA_PATH_REFERENCE, out, lse, in.k, in.v, in.q) ==
+                  RA_OK, "forward");
+        CHECK(run_backward(NULL, c, &in, RA_PATH_REFERENCE, dout, out, lse, &g) == RA_OK, "%s",
+              ra_last_error());
+        float *x[3] = {in.q, in.k, in.v}, *grad[3] = {g.dq, g.dk, g.dv};
+        int64_t n[3] = {nq, nk, nk};
+        const float step = 1.0f / 256;
+        for (int t = 0; t < 3; t++) {
+            double worst = 0, top = 0;
+            for (int64_t i = 0; i < n[t]; i++) top = fmax(top, fabs(grad[t][i]));
+            for (int64_t i = 0; i < n[t]; i++) {
+                float keep = x[t][i];
+                x[t][i] = keep + step;
+                double up = oracle_loss(c, &in, dout);
+                x[t][i] = keep - step;
+                double down = oracle_loss(c, &in, dout);
+                x[t][i] = keep;
+                worst = fmax(worst, fabs((up - down) / (2 * step) - grad[t][i]));
+            }
+            CHECK(worst <= 1e-3 * fmax(top, 1e-3), "case %d, %s: finite differences off by %.3g "
+                  "(largest gradient %.3g)", ci, t == 0 ? "dq" : t == 1 ? "dk" : "dv", worst, top);
+        }
+        grads_free(&g);
+        free(out);
+        free(lse);
+        free(dout);
+        inputs_free(&in);
+    }
+}
+
+/* The backward's refusals: Sq != Sk with padding; the block backward
+ * with attn_mask. */
+static void test_backward_refusals(void)
+{
+    float buf[4 * 6 * 2 * 8] = {0}, g[3][4 * 6 * 2 * 8], lse[2 * 4] = {0};
+    ra_tensor q = ra_tensor_4d(buf, RA_F32, 1, 4, 2, 8), k = ra_tensor_4d(buf, RA_F32, 1, 6, 1, 8);
+    ra_tensor dq = ra_tensor_4d(g[0], RA_F32, 1, 4, 2, 8), dk = ra_tensor_4d(g[1], RA_F32, 1, 6, 1, 8);
+    ra_tensor dv = ra_tensor_4d(g[2], RA_F32, 1, 6, 1, 8);
+    uint8_t pad[6] = {1, 1, 1, 1, 1, 1};
+    ra_attention_options o = ra_attention_options_init();
+    o.path = RA_PATH_REFERENCE;
+    o.padding_mask = pad;
+    CHECK(ra_attention_backward(NULL, &dq, &dk, &dv, &q, &q, &k, &k, NULL, NULL, &o) ==
+              RA_ERR_UNSUPPORTED, "padding, Sq != Sk: %s", ra_last_error());
+    float m[24] = {0};
+    ra_tensor tm = {m, RA_F32, {1, 1, 4, 6}, {24, 24, 6, 1}};
+    o = ra_attention_options_init();
+    o.attn_mask = &tm;
+    ra_tensor k4 = ra_tensor_4d(buf, RA_F32, 1, 4, 1, 8), dk4 = ra_tensor_4d(g[1], RA_F32, 1, 4, 1, 8);
+    ra_tensor dv4 = ra_tensor_4d(g[2], RA_F32, 1, 4, 1, 8);
+    CHECK(ra_attention_block_backward(NULL, &dq, &dk4, &dv4, &q, &q, &k4, &k4, &q, lse, 0, 0, 0,
+                                      &o) == RA_ERR_UNSUPPORTED, "block backward with attn_mask");
+}
+
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
 static void simd_cases(void)
 {
@@ -519,6 +709,7 @@ static void simd_cases(void)
     RUN(test_fully_masked_rows);
     RUN(test_dropout);
     RUN(test_thread_determinism);
+    RUN(test_backward);
 }
 
 int main(void)
@@ -526,5 +717,7 @@ int main(void)
     ra_test_each_isa(simd_cases);
     RUN(test_reference_matches_oracle);
     RUN(test_refusals);
+    RUN(test_backward_finite_differences);
+    RUN(test_backward_refusals);
     return ra_test_summary("attention_noncausal");
 }

@@ -65,6 +65,9 @@ typedef struct backward_tile {
     uint32_t *qp, *dop;               /* [D32 / 2, BQ]: the bf16 units' (words) */
     uint32_t *pb, *dsb;               /* [BK, BQ / 2]: the bf16 units' (words) */
     float *stage;                     /* [BK, dp]: AMX's dK or dV block */
+    int64_t *last;                    /* [BQ]: each row's last key */
+    float *am;                        /* [BK, BQ]: attn_mask's tile (attn set) */
+    int attn;                         /* the job has an attn_mask */
 } backward_tile;
 
 static backward_tile carve_backward(const ra_flash_backward_job *job, int thread,
@@ -99,6 +102,9 @@ static backward_tile carve_backward(const ra_flash_backward_job *job, int thread
     t.pb = t.dop + d32 / 2 * BQ;
     t.dsb = t.pb + BK * BQ / 2;
     t.stage = (float *)(void *)(t.dsb + BK * BQ / 2);
+    t.last = (int64_t *)(void *)(t.stage + BK * dp);
+    t.am = t.stage + BK * dp + 2 * BQ;
+    t.attn = job->args->fwd.mask.attn != NULL;
     return t;
 }
 
@@ -144,14 +150,16 @@ static void keys_gemm(float *o, const float *pt, const float *x, int64_t nk, int
     }
 }
 
-/* P = exp(St - lse) in place, St soft-capped first (its slopes kept) and
- * keys outside a row's lo .. hi, or padding, zeroed (masked tiles only);
- * padding rows have lse = +inf and so P = 0. */
+/* P = exp(St + attn_mask - lse) in place, St soft-capped first (its slopes
+ * kept) and keys outside a row's lo .. hi, or padding, or that attn_mask
+ * masks, zeroed (masked tiles only); padding rows have lse = +inf and so
+ * P = 0. */
 static void probs_tile(const backward_tile *t, int64_t nk, int masked, int padding,
                        float softcap)
 {
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     const int divide = !(1.0f / softcap >= FLT_MIN); /* as softmax_tile */
+    const float *am = t->attn ? t->am : NULL;
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
         vf lse = vload(t->lse + r0), lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         for (int64_t j = 0; j < nk; j++) {
@@ -161,7 +169,9 @@ static void probs_tile(const backward_tile *t, int64_t nk, int masked, int paddi
                 vstore(t->slope + j * BQ + r0, vsplat(1.0f) - th * th);
                 s = cap * th;
             }
+            if (am) s += vload(am + j * BQ + r0);
             vf p = vexp(s - lse);
+            if (am) p = vselect(s == vsplat(-INFINITY), vsplat(0.0f), p);
             if (masked) {
                 vf at = vsplat((float)j);
                 p = vselect((at > hi) | (at < lo), vsplat(0.0f), p);
@@ -203,9 +213,9 @@ static void prefetch_query_block(const ra_attention_backward_args *a, int64_t b,
         }
 }
 
-/* Delta, lse and first keys for query rows [q0, q0 + nq) (lp: the row's
- * leading padding); rows past nq and padding queries have lse +inf (P = 0
- * there) and first key -1. */
+/* Delta, lse, first and last keys for query rows [q0, q0 + nq) (lp: the
+ * row's leading padding); rows past nq and padding queries have lse +inf
+ * (P = 0 there) and first key -1. */
 static void load_query_stats(const backward_tile *t, const ra_flash_backward_job *job, int64_t b,
                              int64_t h, int64_t q0, int64_t nq, int64_t lp)
 {
@@ -217,6 +227,7 @@ static void load_query_stats(const backward_tile *t, const ra_flash_backward_job
         t->delta[r] = 0.0f;
         t->lse[r] = INFINITY;
         t->first[r] = -1;
+        t->last[r] = -1;
         if (r >= nq || !ra_mask_query_real(&a->fwd.mask, b, q0 + r)) continue; /* P = 0 */
         const float *o = ra_row(a->fwd.out, b, q0 + r, h), *dor = ra_row(a->dout, b, q0 + r, h);
         vf acc = vsplat(0.0f); /* Delta = rowsum(dout * out), RA_W partial sums */
@@ -227,7 +238,35 @@ static void load_query_stats(const backward_tile *t, const ra_flash_backward_job
         t->delta[r] = delta;
         t->lse[r] = lse[q0 + r];
         t->first[r] = ra_mask_first_key(&a->fwd.mask, shift + q0 + r, lp);
+        t->last[r] = ra_mask_last_key(&a->fwd.mask, shift + q0 + r, lp, a->fwd.k->shape[1]);
     }
+}
+
+/* attn_mask's tile (t->am) for query rows q0 .. q0 + nq - 1 of (b, h) and
+ * keys k0 .. k0 + nk - 1: -Inf where a row does not see a key (lo .. hi,
+ * padding), 0 on rows past nq and padding queries (P = 0 there anyway);
+ * returns whether some row sees some key (else the tile adds nothing). */
+static int backward_tile_attn(const backward_tile *t, const ra_attention_mask *mask, int64_t b,
+                              int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk)
+{
+    int any = 0;
+    for (int64_t r = 0; r < BQ; r++) {
+        float *col = t->am + r; /* [j * BQ] */
+        if (r >= nq || t->first[r] < 0) {
+            for (int64_t j = 0; j < nk; j++) col[j * BQ] = 0.0f;
+            continue;
+        }
+        const int64_t lo = t->lo[r] < 0 ? 0 : (int64_t)t->lo[r];
+        const int64_t hi = t->hi[r] > nk - 1 ? nk - 1 : (int64_t)t->hi[r];
+        for (int64_t j = 0; j < nk; j++) col[j * BQ] = -INFINITY;
+        if (lo > hi) continue;
+        ra_mask_attn_row(mask, b, h, q0 + r, k0 + lo, hi - lo + 1, col + lo * BQ, BQ);
+        for (int64_t j = lo; j <= hi; j++) {
+            if (t->padkey[j]) col[j * BQ] = -INFINITY;
+            any |= col[j * BQ] != -INFINITY;
+        }
+    }
+    return any;
 }
 
 /* Q and dO rows, then Qt and dOt from them, for query rows [q0, q0 + nq);
@@ -280,7 +319,10 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
     /* the chunks' origin as a key row (flash_task's) */
     const int64_t dp = job->dp, lp = ra_mask_leading_padding(mask, b) - f->k_start;
     const float scale = (float)mask->scale;
-    const int restricted = mask->window || mask->chunk || mask->cu_seqlens;
+    /* tile k0 is first met by the query block q0 = k0 (written, not added
+     * to) only causal, with Sq = Sk and no tile skipped: else every tile adds
+     * to partial buffers zeroed first */
+    const int add_only = a->accumulate || shift != 0 || mask->non_causal || mask->attn;
     float *dk_head = job->partial_k + (b * n_heads + h) * n_keys * dp;
     float *dv_head = job->partial_v + (b * n_heads + h) * n_keys * dp;
     double dsink = 0; /* -sum over rows of p_sink Delta */
@@ -302,7 +344,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
 #endif
     memset(t.zero, 0, (size_t)dp * sizeof(float));
     for (int64_t r = 0; r < BQ; r++) t.ones[r] = 1.0f;
-    if (a->accumulate) { /* tiles are added to, never first written */
+    if (add_only) { /* tiles are added to, never first written */
         memset(dk_head, 0, (size_t)(n_keys * dp) * sizeof(float));
         memset(dv_head, 0, (size_t)(n_keys * dp) * sizeof(float));
     }
@@ -317,33 +359,45 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
         if (q1 < seq) prefetch_query_block(a, b, h, q1, seq - q1 < BQ ? seq - q1 : BQ);
         /* The tiles some row sees: from the one that holds the smallest
          * first key (tiles stay at multiples of BK, so that tile k0 is
-         * still first met by the block q0 = k0) to the last query's key
-         * k_end - 1; first_max as the forward's. */
-        const int64_t k_end = shift + q1 < n_keys ? shift + q1 : n_keys;
-        int64_t k_first = shift + q0, first_max = 0;
+         * still first met by the block q0 = k0) to the largest last key
+         * k_end - 1; first_max and last_min as the forward's. */
+        int64_t k_first = n_keys, k_end = 0, first_max = 0, last_min = n_keys;
         for (int64_t r = 0; r < nq; r++)
             if (t.first[r] >= 0) {
-                k_first = t.first[r] < k_first ? t.first[r] : k_first;
                 first_max = t.first[r] > first_max ? t.first[r] : first_max;
+                last_min = t.last[r] < last_min ? t.last[r] : last_min;
+                if (t.first[r] > t.last[r]) continue; /* it sees no key */
+                k_first = t.first[r] < k_first ? t.first[r] : k_first;
+                k_end = t.last[r] + 1 > k_end ? t.last[r] + 1 : k_end;
             }
+        if (!add_only) { /* tiles q0 .. q1 - 1 first met here: written, padding or not */
+            k_first = q0 < k_first ? q0 : k_first;
+            k_end = q1 > k_end ? q1 : k_end; /* (q1 <= Sq = Sk) */
+        }
         if (mask->sinks)
             for (int64_t r = 0; r < nq; r++)
                 if (t.first[r] >= 0)
                     dsink -= exp((double)mask->sinks[h] - t.lse[r]) * t.delta[r];
-        k_first = k_first < 0 ? 0 : k_first;
-        if (k_first / BK * BK >= k_end) continue; /* (a block's rows see no key: adds 0) */
+        int started = 0; /* dQt holds a tile's sum */
         for (int64_t k0 = k_first / BK * BK; k0 < k_end; k0 += BK) {
             const int64_t nk = k_end - k0 < BK ? k_end - k0 : BK;
             /* the first query block that sees this tile */
-            const int first = !a->accumulate && k0 == q0;
-            if (!bf16) {
-                tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
-                tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
-            }
+            const int first = !add_only && k0 == q0;
             int padding = 0; /* padding keys read as zeros */
             for (int64_t j = 0; j < nk; j++) {
                 t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
                 padding |= t.padkey[j] != 0;
+            }
+            const int masked = first_max > k0 || last_min < k0 + nk - 1 || padding || t.attn;
+            for (int64_t r = 0; masked && r < BQ; r++)
+                row_bounds(&t.lo[r], &t.hi[r], t.first[r], t.last[r], k0);
+            if (t.attn && !backward_tile_attn(&t, mask, b, h, q0, nq, k0, nk))
+                continue; /* attn_mask leaves the tile empty: it adds nothing */
+            if (!bf16) {
+                tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
+                tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);
+            }
+            for (int64_t j = 0; j < nk; j++) {
                 if (t.padkey[j]) t.krow[j] = t.vrow[j] = t.zero;
 #if defined(RA_FLASH_BF16)
                 if (bf16) {
@@ -361,24 +415,21 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             for (int64_t j0 = 0; !bf16 && j0 < nk; j0 += MR) /* St = K Qt */
                 scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
-            const int masked = k0 + nk > shift + q0 + 1 || (restricted && first_max > k0) ||
-                               padding;
-            for (int64_t r = 0; masked && r < BQ; r++)
-                row_bounds(&t.lo[r], &t.hi[r], t.first[r], shift + q0 + r, k0);
             probs_tile(&t, nk, masked, padding, mask->softcap);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {
                     if (r < nq)
                         ra_dropout_row(&f->drop,
                                        (uint64_t)((b * n_heads + h) * mask->seq + mask->q_origin +
-                                                  q0 + r) * (uint64_t)mask->seq +
+                                                  q0 + r) * (uint64_t)mask->n_keys +
                                            (uint64_t)(mask->k_origin + k0),
                                        nk, t.mult);
                     else
                         memset(t.mult, 0, (size_t)nk * sizeof(float));
                     for (int64_t j = 0; j < nk; j++) t.pdt[j * BQ + r] = t.pt[j * BQ + r] * t.mult[j];
                 }
-            const int first_q = k0 == k_first / BK * BK; /* the block's first tile */
+            const int first_q = !started; /* the block's first tile */
+            started = 1;
 #if defined(RA_FLASH_BF16)
             if (bf16) {
                 dv_tile_bf16(&t, dv_head + k0 * dp, nk, nq, dp, first, amx); /* dV += Pb . dOr */
@@ -399,7 +450,10 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, first_q);
             keys_gemm(dk_head + k0 * dp, t.dst, t.qr, nk, nq, dp, first); /* dK += dS^T Q */
         }
-        for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) { /* dq = dQt^T scale */
+        for (int64_t r = 0; !started && r < nq; r++) /* no key seen: dq 0 (or adds 0) */
+            if (!a->accumulate)
+                memset(ra_row(a->dq, b, q0 + r, h), 0, (size_t)head_dim * sizeof(float));
+        for (int64_t r0 = 0; started && r0 < BQ; r0 += RA_W) { /* dq = dQt^T scale */
             float *dst[RA_W], mul[RA_W];
             for (int i = 0; i < RA_W; i++) {
                 dst[i] = r0 + i < nq ? ra_row(a->dq, b, q0 + r0 + i, h) : NULL;

@@ -15,9 +15,10 @@
  * While the core's ra_layer_config.non_causal is not implemented, creating
  * the layer stops there (RA_ERR_UNSUPPORTED naming non_causal): a case
  * then checks that this is the only refusal, and says so.  (Measured with
- * a forward-only non_causal in the layer, not committed: y within 1.6e-7
- * (Pixtral), 4.8e-7 (Qwen2-VL), 2e-7 (Qwen2.5-VL), 3e-7 (Llama 4) of
- * transformers'.)
+ * the attention backward of branch attn (7644bc3) and a layer non_causal,
+ * neither on main yet, every SIMD path: y within 1.4e-7 (Pixtral), 4.8e-7
+ * (Qwen2-VL), 2e-7 (Qwen2.5-VL), 4.7e-7 (Llama 4) of transformers', the
+ * gradients within 3.5e-7, 8.1e-7, 4.4e-7, 7.5e-7.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,8 @@ static void run_layer(const char *name, const ra_hf_layer *hl, const fx_file *f)
           ra_last_error());
     double e = rel_err(y, y64->f64, n);
     CHECK(e <= 1e-5, "%s: y %.3g of max|y|", name, e);
-    printf("%s: y %.2g of max|y| from transformers (float64)\n", name, e);
+    const int say = ra_test_isa == (int)ra_cpu_isa_max(); /* once: the best path's */
+    if (say) printf("%s: y %.2g of max|y| from transformers (float64)\n", name, e);
     ra_layer_tape *tape;
     ra_hf_grads *g;
     CHECK(ra_layer_tape_create(&tape, layer, S) == RA_OK, "%s: tape", name);
@@ -98,7 +100,8 @@ static void run_layer(const char *name, const ra_hf_layer *hl, const fx_file *f)
         CHECK(e <= 1e-5, "%s: %s %.3g of max", name, key, e);
         worst = fmax(worst, e);
     }
-    printf("%s: gradients %.2g of max from transformers' autograd (float64)\n", name, worst);
+    if (say)
+        printf("%s: gradients %.2g of max from transformers' autograd (float64)\n", name, worst);
     ra_hf_grads_destroy(g);
     ra_layer_tape_destroy(tape);
     free(x), free(y), free(dy), free(dx);
@@ -121,8 +124,9 @@ static void check_case(const char *name, int64_t tensors)
     ra_status st = ra_hf_layer_create(&hl, ckpt, config, &o);
     if (st == RA_ERR_UNSUPPORTED && strstr(ra_hf_last_error(), "non_causal is not implemented")) {
         pending++;
-        printf("%s: the layer is read; it waits for the core's non_causal (%s)\n", name,
-               ra_hf_last_error());
+        if (ra_test_isa == (int)ra_cpu_isa_max()) /* once: the best path's */
+            printf("%s: the layer is read; it waits for the core's non_causal (%s)\n", name,
+                   ra_hf_last_error());
     } else {
         CHECK(st == RA_OK, "%s: %s", name, ra_hf_last_error());
     }

@@ -143,6 +143,21 @@ def test_shape_bhsd_with_mask():
                                   ropeattn.attention(q, k, v, causal=False, attn_mask=mask))
 
 
+def test_backward_shapes_and_masked_rows():
+    """attention_backward with a mask and Sk != Sq: gradients of k's and
+    v's shapes, zero for a fully masked query row (its dq) and for keys no
+    query sees (their dk, dv).  Values: tests/test_torch_mask.py."""
+    q, k, v = qkv(sq=5, sk=8)
+    mask = np.ones((5, 8), bool)
+    mask[1] = False
+    mask[:, 6] = False
+    out, lse = ropeattn.attention_forward(q, k, v, causal=False, attn_mask=mask)
+    dq, dk, dv, _ = ropeattn.attention_backward(randn32(*q.shape), q, k, v, out, lse,
+                                                causal=False, attn_mask=mask)
+    assert dq.shape == q.shape and dk.shape == dv.shape == k.shape
+    assert not dq[:, 1].any() and not dk[:, 6].any() and not dv[:, 6].any()
+
+
 def test_bad_masks():
     q, k, v = qkv(sq=7, sk=9)
     with pytest.raises(TypeError, match=r"attn_mask.*int64.*astype\(bool\)"):

@@ -1,7 +1,7 @@
 """ropeattn.torch.attention beyond causal decoders (issue 43): causal=False,
 keys of another length (the causal diagonal bottom-right) and SDPA's
-attn_mask, the forward against PyTorch's float64 of the reference formula
-(torch 1.13 has no SDPA: tests/hf_e2e/test_sdpa_mask.py compares with SDPA
+attn_mask, forward and gradients against PyTorch's float64 autograd of the
+reference formula (torch 1.13 has no SDPA: tests/hf_e2e/test_sdpa_mask.py compares with SDPA
 itself in the transformers venv)."""
 import math
 
@@ -60,6 +60,14 @@ def close(got, want, rel):
     return float((got - want).abs().max()) <= rel * float(want.abs().max())
 
 
+def grads(fn, inputs, dy):
+    """(y, dL/d inputs) of L = sum(fn(*inputs) * dy)."""
+    inputs = [t.detach().requires_grad_(True) for t in inputs]
+    y = fn(*inputs)
+    (y * dy).sum().backward()
+    return y.detach(), [t.grad for t in inputs]
+
+
 def bool_mask(*shape):
     return torch.rand(shape, generator=GEN) < 0.7
 
@@ -110,6 +118,26 @@ def test_forward_against_float64(case):
         assert not y[:, :q.shape[1] - k.shape[1]].any()  # rows that see no key: zeros
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_gradients_against_float64_autograd(case):
+    q, k, v, sinks, mask, case = inputs_of(case)
+    dy = randn(2, 9, 4, 16)
+    inputs = [q, k, v] + ([] if sinks is None else [sinks])
+
+    def ours(a, b, c, s=None):
+        return rt.attention(a, b, c, sinks=s, attn_mask=mask, **case)
+
+    def theirs(a, b, c, s=None):
+        return ref_attention(a, b, c, sinks=s, attn_mask=mask, **case)
+    y, g = grads(ours, inputs, dy)
+    y64, g64 = grads(theirs, [t.double() for t in inputs], dy.double())
+    # as test_torch's: float32 softmax and sums over <= 17 keys of 16
+    # features, ~1e-6 of the largest value; a wrong mask is off by 1e-2
+    assert close(y, y64, 1e-5)
+    for name, got, want in zip(("q", "k", "v", "sinks"), g, g64):
+        assert got.dtype == torch.float32 and close(got, want, 1e-5), name
+
+
 def test_mask_dtypes_and_expanded_views():
     """bool, float32, float16 and bfloat16 masks, and an expand()ed one
     (zero strides, read in place) give the float32 mask's result."""
@@ -129,6 +157,15 @@ def test_mask_dtypes_and_expanded_views():
     strided = torch.zeros(9, 7).masked_fill(~allowed.T, -math.inf).T  # transposed view
     assert torch.equal(rt.attention(q, k, v, causal=False, attn_mask=strided),
                        rt.attention(q, k, v, causal=False, attn_mask=strided.contiguous()))
+
+
+def test_fully_masked_rows_give_zeros_and_zero_gradients():
+    q, k, v = randn(1, 5, 2, 8), randn(1, 6, 2, 8), randn(1, 6, 2, 8)
+    mask = torch.ones(5, 6, dtype=torch.bool)
+    mask[3] = False
+    y, (dq, dk, dv) = grads(lambda a, b, c: rt.attention(a, b, c, causal=False, attn_mask=mask),
+                            [q, k, v], randn(1, 5, 2, 8))
+    assert not y[0, 3].any() and not dq[0, 3].any()
 
 
 def test_mask_requiring_grad_is_refused():

@@ -1,9 +1,9 @@
 """attn_implementation="ropeattn" on RoPE encoders (issue 43): ModernBERT
 (global and local layers, its bidirectional sliding window) and ESM-2
 (rotary, bidirectional), tiny random models built by transformers, against
-its own "sdpa" and "eager": outputs, with and without padding.  Their
-modules have is_causal False: the backend runs them without the causal
-mask, transformers' bidirectional mask as attn_mask.
+its own "sdpa" and "eager": outputs and gradients, with and without
+padding.  Their modules have is_causal False: the backend runs them
+without the causal mask, transformers' bidirectional mask as attn_mask.
 
     .venv-hf/bin/python -m pytest -q tests/hf_e2e/test_encoders_backend.py
 """
@@ -48,6 +48,16 @@ def encoder(request):
     return request.param, model
 
 
+def run(model, impl, ids, mask, dy):
+    """(last_hidden_state, the parameters' gradients of sum(out * dy))."""
+    model.set_attn_implementation(impl)
+    model.zero_grad()
+    out = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    (out * dy).sum().backward()
+    return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                          if p.grad is not None}
+
+
 def batch(padded):
     """(ids [3, 16], attention_mask, dy): right padding when padded, as
     tokenizers give encoders; dy 0 on padding rows (no loss there)."""
@@ -73,3 +83,17 @@ def test_outputs_match_transformers(encoder, padded):
             outs[impl] = model(input_ids=ids, attention_mask=mask).last_hidden_state
     for impl in ("sdpa", "eager"):
         assert close(outs["ropeattn"][real], outs[impl][real]), (name, impl)
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
+def test_gradients_match_transformers(encoder, padded):
+    name, model = encoder
+    ids, mask, dy = batch(padded)
+    real = mask.bool()
+    got, grads = run(model, "ropeattn", ids, mask, dy)
+    for impl in ("sdpa", "eager"):
+        want, want_grads = run(model, impl, ids, mask, dy)
+        assert close(got[real], want[real]), (name, impl)  # as the forward's test
+        assert grads.keys() == want_grads.keys()
+        for key, g in grads.items():
+            assert close(g, want_grads[key]), (name, impl, key)

@@ -1,5 +1,5 @@
 """ropeattn.torch.attention beyond causal decoders (issue 43) against
-PyTorch's own scaled_dot_product_attention, the forward:
+PyTorch's own scaled_dot_product_attention, forward and gradients:
 causal=False, keys of another length than the queries, and attn_mask
 (bool and additive, SDPA's broadcastable shapes).  SDPA runs in float64 on
 the same inputs (its math path, the reference); ropeattn in float32.  Its
@@ -40,9 +40,19 @@ def sdpa(q, k, v, **kw):
 
 
 def check(q, k, v, ours, theirs):
-    """ropeattn on float32 inputs against SDPA on float64 ones."""
-    with torch.no_grad():
-        assert close(ours(q, k, v), theirs(q.double(), k.double(), v.double()))
+    """ropeattn on float32 inputs against SDPA on float64 ones: out and the
+    gradients of sum(out * dy)."""
+    dy = randn(*q.shape)
+    results = []
+    for fn, dtype in ((ours, torch.float32), (theirs, torch.float64)):
+        inputs = [t.detach().to(dtype).requires_grad_(True) for t in (q, k, v)]
+        y = fn(*inputs)
+        (y * dy.to(dtype)).sum().backward()
+        results.append((y.detach(), [t.grad for t in inputs]))
+    (y, g), (y64, g64) = results
+    assert close(y, y64)
+    for name, got, want in zip("qkv", g, g64):
+        assert close(got, want), name
 
 
 def bottom_right(sq, sk):

@@ -11,7 +11,8 @@
  *     (cu_seqlens), positions (row, column) as ra_positions.axial_ids;
  *   - refused, naming what: no layer, a text layer's options, a layer the
  *     checkpoint lacks, Qwen2.5-VL's window-attention layers, a tensor the
- *     module has no place for, no vision_config.
+ *     module has no place for, a missing bias, tensors of another width
+ *     than the config's, no vision_config.
  * While the core's ra_layer_config.non_causal is not implemented, creating
  * the layer stops there (RA_ERR_UNSUPPORTED naming non_causal): a case
  * then checks that this is the only refusal, and says so.  (Measured with
@@ -176,6 +177,8 @@ static void test_refused(void)
           "a window-attention layer");
     o.layer = 0;
     CHECK(refused("pixtral_bias", o, RA_ERR_UNSUPPORTED, "q_proj.bias"), "an unknown tensor");
+    CHECK(refused("llama4_nobias", o, RA_ERR_NOT_FOUND, "q_proj.bias"), "a missing bias");
+    CHECK(refused("qwen2_vl_width", o, RA_ERR_SHAPE, "embed_dim"), "another width");
     o.n_heads = 4;
     CHECK(refused("qwen2_vl", o, RA_ERR_UNSUPPORTED, "n_heads"), "a text layer's option");
     o.n_heads = 0;

@@ -16,8 +16,8 @@
  * While the core's ra_layer_config.non_causal is not implemented, creating
  * the layer stops there (RA_ERR_UNSUPPORTED naming non_causal): a case
  * then checks that this is the only refusal, and says so.  (Measured with
- * the attention backward of branch attn (7644bc3) and a layer non_causal,
- * neither on main yet, every SIMD path: y within 1.4e-7 (Pixtral), 4.8e-7
+ * the attention backward's non_causal (175e36f) and a layer non_causal
+ * (forward and backward; not on main yet), every SIMD path: y within 1.4e-7 (Pixtral), 4.8e-7
  * (Qwen2-VL), 2e-7 (Qwen2.5-VL), 4.7e-7 (Llama 4) of transformers', the
  * gradients within 3.5e-7, 8.1e-7, 4.4e-7, 7.5e-7.)
  */

@@ -233,8 +233,9 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     ra_layer_weights w_read;
     ra_rope_config rope = ra_rope_config_default(0);
     RA_TRY(RA_READ_STRUCT(c, config, ra_layer_config));
-    if (c.non_causal)
-        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: non_causal is not implemented yet");
+    if (c.non_causal && c.kv_lora_rank)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: non_causal with kv_lora_rank %lld "
+                       "(latent attention is a decoder's)", (long long)c.kv_lora_rank);
     /* older headers' weights end before dtype: float32 */
     RA_TRY(ra_struct_read(&w_read, sizeof w_read, offsetof(ra_layer_weights, dtype), weights,
                           "ra_layer_weights"));
@@ -351,13 +352,23 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: the layer takes its scale, "
                        "window, chunk, soft-cap and sinks from its config and weights, not "
                        "from options");
+    if (o->non_causal)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: the layer takes non_causal from "
+                       "its config (ra_layer_config.non_causal), not from options");
+    if (o->attn_mask && c->kv_lora_rank)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: attn_mask with a latent "
+                       "attention layer (kv_lora_rank %lld)", (long long)c->kv_lora_rank);
     o->window = c->window;
     o->chunk = c->chunk;
     o->softcap = c->softcap;
     o->sinks = layer->weights.sinks;
-    ra_attention_mask mask; /* checked here, before anything is computed */
+    o->non_causal = c->non_causal; /* the window then bounds both sides */
+    ra_attention_mask mask; /* checked here, before anything is computed: attn_mask over
+                               [B or 1, H or 1, S or 1, S or 1] */
     const int64_t q_shape[4] = {batch, seq, c->n_heads, c->head_dim};
-    RA_TRY(ra_attention_mask_read(&mask, o, q_shape));
+    RA_TRY(ra_attention_mask_read_keys(&mask, o, q_shape, seq));
+    if (o->attn_mask && ra_tensor_overlaps_bytes(o->attn_mask, y, (size_t)call->n_x * 4))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: attn_mask overlaps y");
     /* Packed ragged batches need attention that stays inside each sequence. */
     RA_TRY(ra_positions_read(&call->pos, positions, layer->rope, batch, seq, 0));
     return ra_layer_check_keys(layer, call);
@@ -734,6 +745,7 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     RA_TRY(ra_count_named(dims, layer_x_names, 3, &n_x));
     RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
     RA_TRY(ra_layer_refuse_axial(layer, "ra_layer_forward_cached"));
+    RA_TRY(ra_layer_refuse_non_causal(layer, "ra_layer_forward_cached"));
     for (int64_t b = 0; b < batch && b < cache->batch; b++) /* a batch unlike it: refused below */
         RA_TRY(ra_layer_check_new_keys(layer, "sequence", b, cache->length[b], seq));
     RA_TRY(check_cached_slots(layer, cache, batch, seq, positions));

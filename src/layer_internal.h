@@ -93,6 +93,10 @@ ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *po
  * RA_ERR_UNSUPPORTED; any other layer: RA_OK. */
 ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what);
 
+/* A layer with non_causal set on a cached or paged call (named `what`):
+ * RA_ERR_UNSUPPORTED; any other layer: RA_OK. */
+ra_status ra_layer_refuse_non_causal(const ra_layer *layer, const char *what);
+
 /* max_keys or positions_are_slots in a call whose keys are not the
  * call's (a phased cached step): RA_ERR_UNSUPPORTED where the layer has
  * either, naming `what`. */

@@ -48,6 +48,14 @@ ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what)
                    "vision encoder attends over the whole image in one ra_layer_forward)", what);
 }
 
+ra_status ra_layer_refuse_non_causal(const ra_layer *layer, const char *what)
+{
+    if (!layer->config.non_causal) return RA_OK;
+    return ra_fail(RA_ERR_UNSUPPORTED, "%s with ra_layer_config.non_causal: a cache holds a "
+                   "decoder's keys (an encoder attends over its whole input in one "
+                   "ra_layer_forward)", what);
+}
+
 ra_status ra_layer_check_keys_elsewhere(const ra_layer *layer, const char *what)
 {
     if (layer->config.positions_are_slots)
@@ -84,6 +92,11 @@ ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call)
 {
     const ra_layer_config *c = &layer->config;
     if (!c->max_keys && !c->positions_are_slots) return RA_OK;
+    if (call->attn.non_causal || call->attn.attn_mask)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: %s with %s (its count of keys "
+                       "per query is a causal one's)", c->max_keys ? "max_keys"
+                       : "positions_are_slots", call->attn.non_causal ? "non_causal"
+                       : "an attn_mask");
     const int64_t q_shape[4] = {call->batch, call->seq, c->n_heads, c->head_dim};
     ra_attention_mask mask;
     RA_TRY(ra_attention_mask_read(&mask, &call->attn, q_shape));

@@ -26,6 +26,7 @@ static ra_status check_call(const ra_layer *layer, const ra_kv_pool *pool, const
                                                   : !ids ? "ids" : !y ? "y" : "x");
     const ra_layer_config *c = &layer->config;
     RA_TRY(ra_layer_refuse_axial(layer, "ra_layer_forward_paged"));
+    RA_TRY(ra_layer_refuse_non_causal(layer, "ra_layer_forward_paged"));
     if (c->kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_forward_paged: latent attention "
                        "(kv_lora_rank %lld) caches latents, which a pool does not hold: use "

@@ -74,6 +74,7 @@ static ra_status cached_begin(ra_layer_step *step, float *y, const float *x, int
     const char *fn = "ra_layer_forward_cached_begin";
     RA_TRY(refuse_latent(layer, fn));
     RA_TRY(ra_layer_refuse_axial(layer, fn));
+    RA_TRY(ra_layer_refuse_non_causal(layer, fn));
     RA_TRY(ra_layer_check_keys_elsewhere(layer, "a phased cached step "
                                          "(ra_layer_forward_cached_begin)"));
     if (!positions)

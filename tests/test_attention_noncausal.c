@@ -702,6 +702,118 @@ static void test_backward_refusals(void)
                                       &o) == RA_ERR_UNSUPPORTED, "block backward with attn_mask");
 }
 
+/* The layer: config.non_causal on the uncached calls, attn_mask through
+ * the call's options.  A non-causal layer given the causal mask as a bool
+ * attn_mask gives the causal layer's y (1e-5 of max|y|: float32 sums of
+ * masked tiles in another order); flash and reference paths agree on the
+ * forward and on the training backward's weight gradients (1e-4 of the
+ * largest: float32 through the projections); the cached, paged and phased
+ * cached calls refuse non_causal. */
+static void test_layer(void)
+{
+    const int64_t B = 2, S = 70, dim = 64, H = 4, Hkv = 2, D = 16, n = B * S;
+    float *x = malloc(4 * n * dim), *wq = malloc(4 * H * D * dim), *wk = malloc(4 * Hkv * D * dim);
+    float *wv = malloc(4 * Hkv * D * dim), *wo = malloc(4 * dim * H * D);
+    float *y1 = malloc(4 * n * dim), *y2 = malloc(4 * n * dim), *dy = malloc(4 * n * dim);
+    float *dx = malloc(4 * n * dim);
+    ra_test_fill(x, n * dim, 1);
+    ra_test_fill(wq, H * D * dim, 2);
+    ra_test_fill(wk, Hkv * D * dim, 3);
+    ra_test_fill(wv, Hkv * D * dim, 4);
+    ra_test_fill(wo, dim * H * D, 5);
+    ra_test_fill(dy, n * dim, 6);
+    uint8_t *causal = malloc(S * S), *mixed = malloc(B * S * S);
+    for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < S; j++) causal[i * S + j] = j <= i;
+    for (int64_t t = 0; t < B * S * S; t++) mixed[t] = (t * 2654435761u >> 7) % 4 != 0;
+    ra_tensor tcausal = {causal, RA_BOOL, {1, 1, S, S}, {0, 0, S, 1}};
+    ra_tensor tmixed = {mixed, RA_BOOL, {B, 1, S, S}, {S * S, 0, S, 1}};
+    ra_rope_config rope = ra_rope_config_default(0);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = dim, .n_heads = H,
+                           .n_kv_heads = Hkv, .head_dim = D, .rope = &rope};
+    ra_layer_weights w = {.struct_size = sizeof w, .wq = wq, .wk = wk, .wv = wv, .wo = wo};
+    ra_layer *dec, *enc;
+    CHECK(ra_layer_create(&dec, &cfg, &w) == RA_OK, "decoder");
+    cfg.non_causal = 1;
+    CHECK(ra_layer_create(&enc, &cfg, &w) == RA_OK, "encoder: %s", ra_last_error());
+    ra_attention_options o = ra_attention_options_init();
+    o.path = RA_PATH_FLASH;
+    CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_OK, "causal");
+    o.attn_mask = &tcausal;
+    CHECK(ra_layer_forward(NULL, enc, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    double e = ra_test_max_rel_diff(y2, y1, n * dim);
+    CHECK(e <= 1e-5, "non-causal with the causal mask vs causal: %.3g", e);
+    o.attn_mask = NULL;
+    CHECK(ra_layer_forward(NULL, enc, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    CHECK(ra_test_max_rel_diff(y2, y1, n * dim) > 1e-2, "non_causal changed nothing");
+    /* paths agree, with a mask per batch row; train + backward too */
+    o.attn_mask = &tmixed;
+    for (int win = 0; win < 2; win++) {
+        ra_layer *l = enc;
+        if (win) {
+            cfg.window = 5; /* both ways: 4 keys each side */
+            CHECK(ra_layer_create(&l, &cfg, &w) == RA_OK, "window");
+            cfg.window = 0;
+        }
+        float *dw[2][4];
+        for (int p = 0; p < 2; p++) {
+            o.path = p ? RA_PATH_FLASH : RA_PATH_REFERENCE;
+            ra_layer_tape *tape;
+            CHECK(ra_layer_tape_create(&tape, l, n) == RA_OK, "tape");
+            CHECK(ra_layer_forward_train(NULL, l, p ? y2 : y1, tape, x, B, S, NULL, &o) == RA_OK,
+                  "train: %s", ra_last_error());
+            for (int i = 0; i < 4; i++) dw[p][i] = calloc(H * D * dim, 4);
+            ra_layer_grads g = {.struct_size = sizeof g, .dwq = dw[p][0], .dwk = dw[p][1],
+                                .dwv = dw[p][2], .dwo = dw[p][3]};
+            CHECK(ra_layer_backward(NULL, l, dx, &g, tape, dy) == RA_OK, "backward: %s",
+                  ra_last_error());
+            ra_layer_tape_destroy(tape);
+        }
+        e = ra_test_max_rel_diff(y2, y1, n * dim);
+        CHECK(e <= 1e-5, "window %d: layer paths differ by %.3g", win, e);
+        for (int i = 0; i < 4; i++) {
+            int64_t cnt = i == 0 || i == 3 ? H * D * dim : Hkv * D * dim;
+            e = ra_test_max_rel_diff(dw[1][i], dw[0][i], cnt);
+            CHECK(e <= 1e-4, "window %d: gradient %d differs by %.3g", win, i, e);
+            free(dw[0][i]);
+            free(dw[1][i]);
+        }
+        if (win) ra_layer_destroy(l);
+    }
+    /* refusals */
+    o.non_causal = 1;
+    CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT,
+          "options' non_causal on a layer");
+    o.non_causal = 0;
+    ra_tensor wrong = {mixed, RA_BOOL, {B, 1, S - 1, S}, {S * S, 0, S, 1}};
+    o.attn_mask = &wrong;
+    CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_ERR_SHAPE, "mask's shape");
+    ra_tensor on_y = {y1, RA_F32, {1, 1, S, S}, {0, 0, S, 1}};
+    memset(y1, 0, 4 * n * dim);
+    o.attn_mask = &on_y;
+    CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT, "mask on y");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, B, S, Hkv, D, RA_F32) == RA_OK, "cache");
+    CHECK(ra_layer_forward_cached(NULL, enc, cache, y1, x, B, S, NULL) == RA_ERR_UNSUPPORTED,
+          "cached non_causal");
+    ra_layer_step *step;
+    ra_positions at0 = {.struct_size = sizeof at0};
+    ra_status st = ra_layer_forward_cached_begin(&step, NULL, enc, y1, x, B, S, &at0);
+    CHECK(st == RA_ERR_UNSUPPORTED, "phased cached non_causal: %d %s", (int)st, ra_last_error());
+    ra_kv_cache_destroy(cache);
+    ra_kv_pool *pool;
+    CHECK(ra_kv_pool_create(&pool, 8, 16, 2, Hkv, D, RA_F32) == RA_OK, "pool: %s", ra_last_error());
+    int64_t id = 0, n_new = 1;
+    CHECK(ra_layer_forward_paged(NULL, enc, pool, &id, 1, y1, x, 1, &n_new, NULL) ==
+              RA_ERR_UNSUPPORTED,
+          "paged non_causal: %s", ra_last_error());
+    ra_kv_pool_destroy(pool);
+    ra_layer_destroy(dec);
+    ra_layer_destroy(enc);
+    free(x), free(wq), free(wk), free(wv), free(wo), free(y1), free(y2), free(dy), free(dx);
+    free(causal), free(mixed);
+}
+
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
 static void simd_cases(void)
 {
@@ -710,6 +822,7 @@ static void simd_cases(void)
     RUN(test_dropout);
     RUN(test_thread_determinism);
     RUN(test_backward);
+    RUN(test_layer);
 }
 
 int main(void)

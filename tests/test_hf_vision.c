@@ -13,13 +13,9 @@
  *     checkpoint lacks, Qwen2.5-VL's window-attention layers, a tensor the
  *     module has no place for, a missing bias, tensors of another width
  *     than the config's, no vision_config.
- * While the core's ra_layer_config.non_causal is not implemented, creating
- * the layer stops there (RA_ERR_UNSUPPORTED naming non_causal): a case
- * then checks that this is the only refusal, and says so.  (Measured with
- * the attention backward's non_causal (175e36f) and a layer non_causal
- * (forward and backward; not on main yet), every SIMD path: y within 1.4e-7 (Pixtral), 4.8e-7
- * (Qwen2-VL), 2e-7 (Qwen2.5-VL), 4.7e-7 (Llama 4) of transformers', the
- * gradients within 3.5e-7, 8.1e-7, 4.4e-7, 7.5e-7.)
+ * Measured, every SIMD path: y within 1.4e-7 (Pixtral), 4.8e-7 (Qwen2-VL),
+ * 2e-7 (Qwen2.5-VL), 4.7e-7 (Llama 4) of transformers', the gradients within
+ * 3.5e-7, 8.1e-7, 4.4e-7, 7.5e-7.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +27,6 @@
 #include "ropeattn_hf.h"
 
 static const char *fixture_dir = "tests/fixtures/vision";
-static int pending; /* cases stopped by the core's non_causal */
 
 static ra_status open_case(const char *name, ra_hf_checkpoint **ckpt, ra_hf_config **config)
 {
@@ -123,14 +118,7 @@ static void check_case(const char *name, int64_t tensors)
     o.layer = 0;
     ra_hf_layer *hl = NULL;
     ra_status st = ra_hf_layer_create(&hl, ckpt, config, &o);
-    if (st == RA_ERR_UNSUPPORTED && strstr(ra_hf_last_error(), "non_causal is not implemented")) {
-        pending++;
-        if (ra_test_isa == (int)ra_cpu_isa_max()) /* once: the best path's */
-            printf("%s: the layer is read; it waits for the core's non_causal (%s)\n", name,
-                   ra_hf_last_error());
-    } else {
-        CHECK(st == RA_OK, "%s: %s", name, ra_hf_last_error());
-    }
+    CHECK(st == RA_OK, "%s: %s", name, ra_hf_last_error());
     if (hl) {
         CHECK(ra_hf_layer_tensor_count(hl) == tensors, "%s: %lld tensors", name,
               (long long)ra_hf_layer_tensor_count(hl));
@@ -209,6 +197,5 @@ int main(int argc, char **argv)
     if (argc > 1) fixture_dir = argv[1];
     ra_test_each_isa(each_isa);
     RUN(test_refused);
-    if (pending) printf("hf_vision: %d tower runs wait for the core's non_causal\n", pending);
     return ra_test_summary("hf_vision");
 }

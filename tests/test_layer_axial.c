@@ -11,8 +11,8 @@
  *     kv_lora_rank and positions_are_slots with a 2-D rope.
  *
  * Dims: B batch, S seq, H heads (= Hkv: the towers are multi-head), D
- * head_dim, dim = H D, T = B S.  The mask: causal (the layer's only mask
- * until ra_layer_config.non_causal lands), patches at random (row, column).
+ * head_dim, dim = H D, T = B S.  The mask: causal, or none (non_causal, as
+ * the towers attend); patches at random (row, column).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,12 +29,16 @@ typedef struct axial_case {
     int column_first;
     ra_layout layout;
     int biases;
+    int non_causal; /* the towers' bidirectional attention */
 } axial_case;
 
 static const axial_case cases[] = {
-    {"pixtral", RA_AXIAL_ALTERNATE, 0, RA_LAYOUT_HALF, 0},
-    {"qwen2-vl", RA_AXIAL_SHARED, 0, RA_LAYOUT_HALF, 1},
-    {"llama4", RA_AXIAL_SHARED, 1, RA_LAYOUT_INTERLEAVED, 1},
+    {"pixtral", RA_AXIAL_ALTERNATE, 0, RA_LAYOUT_HALF, 0, 0},
+    {"qwen2-vl", RA_AXIAL_SHARED, 0, RA_LAYOUT_HALF, 1, 0},
+    {"llama4", RA_AXIAL_SHARED, 1, RA_LAYOUT_INTERLEAVED, 1, 0},
+    {"pixtral, bidirectional", RA_AXIAL_ALTERNATE, 0, RA_LAYOUT_HALF, 0, 1},
+    {"qwen2-vl, bidirectional", RA_AXIAL_SHARED, 0, RA_LAYOUT_HALF, 1, 1},
+    {"llama4, bidirectional", RA_AXIAL_SHARED, 1, RA_LAYOUT_INTERLEAVED, 1, 1},
 };
 
 typedef struct fixture {
@@ -74,6 +78,7 @@ static void fixture_make(fixture *f, const axial_case *c)
     f->config = ra_layer_config_init();
     f->config.dim = DIM, f->config.n_heads = H, f->config.n_kv_heads = H;
     f->config.head_dim = D, f->config.rope = &f->rope;
+    f->config.non_causal = c->non_causal;
     f->weights = ra_layer_weights_init();
     f->weights.wq = f->wq, f->weights.wk = f->wk, f->weights.wv = f->wv, f->weights.wo = f->wo;
     if (c->biases)
@@ -116,7 +121,8 @@ static void rope_d(const fixture *f, double *v, int64_t row, int64_t col)
     }
 }
 
-/* y [T, DIM] from x, wq (the inputs finite differences move), causal. */
+/* y [T, DIM] from x, wq (the inputs finite differences move), causal
+ * unless the case is not: query i sees keys j < n_i (i + 1, or S). */
 static void forward_d(const fixture *f, const double *x, const double *wq, double *y)
 {
     static double q[T * DIM], k[T * DIM], v[T * DIM], o[T * DIM];
@@ -141,16 +147,17 @@ static void forward_d(const fixture *f, const double *x, const double *wq, doubl
             for (int64_t i = 0; i < S; i++) {
                 double s[S], m = -INFINITY, sum = 0;
                 const double *qi = q + (b * S + i) * DIM + h * D;
-                for (int64_t j = 0; j <= i; j++) {
+                const int64_t n_i = f->c->non_causal ? S : i + 1;
+                for (int64_t j = 0; j < n_i; j++) {
                     s[j] = 0;
                     for (int64_t d = 0; d < D; d++) s[j] += qi[d] * k[(b * S + j) * DIM + h * D + d];
                     s[j] /= sqrt((double)D);
                     m = fmax(m, s[j]);
                 }
-                for (int64_t j = 0; j <= i; j++) sum += s[j] = exp(s[j] - m);
+                for (int64_t j = 0; j < n_i; j++) sum += s[j] = exp(s[j] - m);
                 for (int64_t d = 0; d < D; d++) {
                     double acc = 0;
-                    for (int64_t j = 0; j <= i; j++) acc += s[j] * v[(b * S + j) * DIM + h * D + d];
+                    for (int64_t j = 0; j < n_i; j++) acc += s[j] * v[(b * S + j) * DIM + h * D + d];
                     o[(b * S + i) * DIM + h * D + d] = acc / sum;
                 }
             }

@@ -4,18 +4,14 @@
 # tests/fixtures/make_vision_fixtures.py from transformers' own modules in
 # float64: Pixtral's and Qwen2-VL's with two images packed (--cu-seqlens),
 # Qwen2.5-VL's and Llama 4's with one) against y.npy within 1e-5 of max|y|
-# (float32 sums; with a forward-only non_causal in the layer, not committed:
-# Pixtral 1.4e-7, Qwen2-VL 4.3e-7, Qwen2.5-VL 1.8e-7, Llama 4 4.7e-7), and
-# the refusals.  Until the core's
-# ra_layer_config.non_causal lands, the run stops at its refusal: checked to
-# be that one, and said.
+# (float32 sums; seen: Pixtral 1.4e-7, Qwen2-VL 4.3e-7, Qwen2.5-VL 1.8e-7,
+# Llama 4 4.7e-7), and the refusals.
 # Prints "vision_cli: N passed, N failed" last; exits 1 if anything failed.
 SUITE=vision_cli
 source "$(dirname "$0")/shell_common.sh"
 require_ropeattn_and_numpy
 
 F=tests/fixtures/vision
-ran=0 # a tower ran: the layer exists, and so do the refusals at its calls
 for c in pixtral qwen2_vl qwen2_5_vl llama4; do
     d=$F/$c
     if "$RA" attention --weights "$d" --input "$d/x.npy" --output "$TMP/$c.npy" \
@@ -29,10 +25,6 @@ e = np.abs(y - want).max() / np.abs(want).max()
 print(f"{sys.argv[2]}: {e:.2g} of max|y|")
 sys.exit(0 if y.shape == want.shape and e <= 1e-5 else 1)
 PY
-        ran=1
-    elif grep -q "non_causal is not implemented" "$TMP/err"; then
-        echo "$c: waits for the core's non_causal"
-        pass
     else
         fail "$c: $(cat "$TMP/err")"
     fi
@@ -61,7 +53,5 @@ refused 2 "needs --positions" --weights "$d" --input "$d/x.npy" --vision --layer
 refused 2 "cu-seqlens is --vision" --weights "$d" --input "$d/x.npy" --layer 0 \
     --cu-seqlens "$d/cu_seqlens.npy"
 refused 1 "cu-seqlens is \[n + 1\]" "${args[@]}" --layer 0 --cu-seqlens "$d/positions.npy"
-if [ "$ran" = 1 ]; then # checked by the library's call: 0 .. seq
-    refused 1 "cu_seqlens" "${args[@]}" --layer 0 --cu-seqlens "$F/qwen2_vl/cu_seqlens.npy"
-fi
+refused 1 "cu_seqlens" "${args[@]}" --layer 0 --cu-seqlens "$F/qwen2_vl/cu_seqlens.npy"
 summary

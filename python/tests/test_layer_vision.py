@@ -4,9 +4,7 @@ tests/fixtures/make_vision_fixtures.py from transformers' own modules in
 float64: Pixtral and Qwen2-VL with two images packed, cu_seqlens; Qwen2.5-VL
 and Llama 4 with one), y within 1e-5 of max|y| (float32 sums over at most
 48 features and 23 keys); positions (row, column) [S, 2] or [B, S, 2]; the
-refusals.  Until the core's ra_layer_config.non_causal lands, building the
-layer stops at its refusal: the runs are then skipped, saying so, and the
-refusal is checked to be that one.
+refusals.
 """
 from pathlib import Path
 
@@ -20,12 +18,7 @@ CASES = ["pixtral", "qwen2_vl", "qwen2_5_vl", "llama4"]
 
 
 def build(name, layer=0, **kw):
-    try:
-        return ropeattn.Layer.from_pretrained(FIXTURES / name, layer, vision=True, **kw)
-    except ropeattn.UnsupportedError as e:
-        if "non_causal is not implemented" in str(e):
-            pytest.skip(f"{name}: waits for the core's non_causal ({e})")
-        raise
+    return ropeattn.Layer.from_pretrained(FIXTURES / name, layer, vision=True, **kw)
 
 
 @pytest.mark.parametrize("name", CASES)

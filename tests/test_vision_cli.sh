@@ -3,9 +3,9 @@
 # a checkpoint's vision encoder (tests/fixtures/vision, made by
 # tests/fixtures/make_vision_fixtures.py from transformers' own modules in
 # float64: Pixtral's and Qwen2-VL's with two images packed (--cu-seqlens),
-# Qwen2.5-VL's and Llama 4's with one) against y.npy within 1e-5 of max|y|
-# (float32 sums; seen: Pixtral 1.4e-7, Qwen2-VL 4.3e-7, Qwen2.5-VL 1.8e-7,
-# Llama 4 4.7e-7), and the refusals.
+# Qwen2.5-VL's and Llama 4's with one): y and --grads (dL/dx and each
+# tensor's gradient, for dy.npy) against transformers' within 1e-5 of max|ref|
+# (float32 sums; seen: y 1.4e-7 to 4.7e-7), and the refusals.
 # Prints "vision_cli: N passed, N failed" last; exits 1 if anything failed.
 SUITE=vision_cli
 source "$(dirname "$0")/shell_common.sh"
@@ -16,15 +16,24 @@ for c in pixtral qwen2_vl qwen2_5_vl llama4; do
     d=$F/$c
     if "$RA" attention --weights "$d" --input "$d/x.npy" --output "$TMP/$c.npy" \
         --positions "$d/positions.npy" --cu-seqlens "$d/cu_seqlens.npy" --vision --layer 0 \
-        2>"$TMP/err"; then
-        if "$PY" - "$TMP/$c.npy" "$d/y.npy" <<'PY'; then pass; else fail "$c: y"; fi
+        --grad-output "$d/dy.npy" --grads "$TMP/$c.safetensors" 2>"$TMP/err"; then
+        if "$PY" - "$TMP/$c.npy" "$d/y.npy" "$TMP/$c.safetensors" "$d/grads.npz" <<'PY'; then
 import sys
+sys.path.insert(0, "tests")
 import numpy as np
+from st_read import read_f32
 y, want = np.load(sys.argv[1]), np.load(sys.argv[2])
 e = np.abs(y - want).max() / np.abs(want).max()
-print(f"{sys.argv[2]}: {e:.2g} of max|y|")
-sys.exit(0 if y.shape == want.shape and e <= 1e-5 else 1)
+got, ref = read_f32(sys.argv[3]), np.load(sys.argv[4])
+g = max(np.abs(got[k].reshape(ref[k].shape) - ref[k]).max() / np.abs(ref[k]).max() for k in ref.files)
+print(f"{sys.argv[2]}: y {e:.2g} of max|y|, gradients {g:.2g} of max")
+sys.exit(0 if y.shape == want.shape and sorted(got) == sorted(ref.files) and e <= 1e-5
+         and g <= 1e-5 else 1)
 PY
+            pass
+        else
+            fail "$c: y or gradients"
+        fi
     else
         fail "$c: $(cat "$TMP/err")"
     fi

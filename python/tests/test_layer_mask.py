@@ -46,3 +46,19 @@ def test_attn_mask_refused_where_the_call_takes_none():
         layer(x, positions=pos, attn_mask=np.ones((s, s + 1), bool))
     with pytest.raises(TypeError, match="attn_mask"):
         layer(x, positions=pos, attn_mask=np.ones((s, s), np.int64))
+
+
+def test_an_encoders_layer_is_not_causal_and_takes_a_mask():
+    """A vision encoder's layer (config non_causal, from its checkpoint):
+    its packed images as a block-diagonal attn_mask [S, S] give what
+    cu_seqlens gives (1e-6 of the largest; a causal or leaking mask is off
+    by 1e-1)."""
+    from test_layer_vision import FIXTURES, build as build_vision
+    d = FIXTURES / "pixtral"
+    x, pos, cu = np.load(d / "x.npy"), np.load(d / "positions.npy"), np.load(d / "cu_seqlens.npy")
+    layer = build_vision("pixtral")
+    assert layer.config["non_causal"] is True
+    want = layer(x, positions=pos, cu_seqlens=cu)
+    image = np.searchsorted(cu[1:], np.arange(x.shape[-2]), side="right")
+    blocks = image[:, None] == image[None, :]
+    assert rel(layer(x, positions=pos, attn_mask=blocks), want) < 1e-6

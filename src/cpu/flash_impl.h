@@ -493,6 +493,20 @@ static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flas
 {
     const int64_t rep = a->q->shape[2] / a->k->shape[2], rows = blk->rows;
     int any = 0;
+    /* first whether some row sees some key, each row's values read into
+     * a row of BK (contiguous, in L1): a tile left empty is skipped at that
+     * cost alone, without writing the [BK, rows] tile */
+    float line[BK];
+    for (int64_t r = 0; r < rows && !any; r++) {
+        const int64_t h = r / blk->block_q, qi = r % blk->block_q;
+        const int64_t lo = t->lo[r] < 0 ? 0 : (int64_t)t->lo[r];
+        const int64_t hi = t->hi[r] > nk - 1 ? nk - 1 : (int64_t)t->hi[r];
+        if (h >= rep || qi >= blk->nq || lo > hi) continue;
+        ra_mask_attn_row(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0 + lo, hi - lo + 1,
+                         line, 1);
+        for (int64_t j = lo; j <= hi && !any; j++) any = line[j - lo] != -INFINITY && !t->padkey[j];
+    }
+    if (!any) return 0;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t h = r / blk->block_q, qi = r % blk->block_q;
         float *col = t->am + r; /* [j * rows] */
@@ -503,19 +517,20 @@ static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flas
         /* the keys lo .. hi the other masks leave it, of the tile */
         const int64_t lo = t->lo[r] < 0 ? 0 : (int64_t)t->lo[r];
         const int64_t hi = t->hi[r] > nk - 1 ? nk - 1 : (int64_t)t->hi[r];
-        for (int64_t j = 0; j < nk; j++) col[j * rows] = -INFINITY;
+        for (int64_t j = 0; j < nk; j++)
+            if (j < lo || j > hi) col[j * rows] = -INFINITY;
         if (lo > hi) continue;
         ra_mask_attn_row(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0 + lo, hi - lo + 1,
-                         col + lo * rows, rows);
+                         line, 1);
         int row_any = 0;
         for (int64_t j = lo; j <= hi; j++) {
-            if (t->padkey[j]) col[j * rows] = -INFINITY;
-            row_any |= col[j * rows] != -INFINITY;
+            const float x = t->padkey[j] ? -INFINITY : line[j - lo];
+            col[j * rows] = x;
+            row_any |= x != -INFINITY;
         }
         if (row_any) t->any[r] = 1.0f;
-        any |= row_any;
     }
-    return any;
+    return 1;
 }
 
 /* St for the tile of nk keys from k0, its padding keys (t->padkey, from

@@ -24,7 +24,8 @@
 # and its language_model or model.layers names).
 #
 # Every case: Y and the gradients; `--prefill P` against transformers'
-# cached Y.  The rest (Y without --grads; f16, bf16, int8 and fp8 caches;
+# cached Y (the encoders, ModernBERT, ESM-2 and RoFormer, whose layers have no
+# causal mask: `--prefill` refused).  The rest (Y without --grads; f16, bf16, int8 and fp8 caches;
 # `freqs`, `freqs --hf-shape`, convert-layout) runs on every case in the
 # plain build, and on seven Llama, StableLM, Qwen2 and Qwen3 cases alone
 # (ALWAYS_FULL) under an ASan build, on three of them (VALGRIND_FULL) under
@@ -48,7 +49,7 @@ require_ropeattn_and_numpy
 cat >"$TMP/check.py" <<'PY'
 """Comparisons for test_hf.sh (numpy only).
   check.py fields DIR...  one line per case: name layer prefill freqs mla
-                          table family half seq_len multimodal
+                          table family half seq_len multimodal causal
   check.py batch FILE     FILE's lines "label<TAB>cmd<TAB>arg..." (cmd y,
                           table, full_table, grads): "FAIL: label: why" for
                           each failed one, then "checks: PASSED FAILED"."""
@@ -69,7 +70,7 @@ def fields(dirs):
         multimodal = "vision_config" in json.load(open(os.path.join(d, "config.json")))
         print(os.path.basename(os.path.normpath(d)), c["layer"], c.get("prefill") or 0, c.get("freqs", True),
               c.get("mla", False), c.get("table") or "half", c.get("family", "llama"),
-              max(1, pos.shape[-1] // 2), int(pos.max()) + 1, multimodal)
+              max(1, pos.shape[-1] // 2), int(pos.max()) + 1, multimodal, c.get("causal", True))
 
 def error(cmd, args):
     """cmd's distance and tolerance."""
@@ -148,7 +149,7 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # convert-layout is refused), whose cos and sin --hf-shape does not write
 # (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
-INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 "
+INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 roformer "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
 HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
@@ -273,7 +274,7 @@ convert_layout() {
 
 cases=0
 "$PY" "$TMP/check.py" fields tests/hf/*/ >"$TMP/fields" || fail "case.json of tests/hf"
-while read -r c layer prefill has_freqs mla table family p seq_len multimodal; do
+while read -r c layer prefill has_freqs mla table family p seq_len multimodal causal; do
     dir=tests/hf/$c
     cases=$((cases + 1))
     case_chosen "$c" || continue # (counted: the sample is the same as in the whole run)
@@ -282,7 +283,14 @@ while read -r c layer prefill has_freqs mla table family p seq_len multimodal; d
     [ "$full" = 1 ] || [[ $ALWAYS_FULL == *" $c "* ]] || [ $((cases % sample)) = 0 ] || continue
     # (light: Y from the --grads run alone)
     [ "$full" = 1 ] || [ ! -f "$dir/grads.npz" ] && attention "$c: y" "$dir" y.npy 1e-5 --
-    if [ "$prefill" -gt 0 ]; then
+    if [ "$causal" = False ]; then
+        # an encoder's layer (case.json "causal" false) has no cache
+        refused "$c: --prefill on a layer without the causal mask" \
+            "--prefill: this layer has no causal mask" \
+            "$RA" attention --weights "$dir/model.safetensors" --config "$dir/config.json" \
+            --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
+            --output "$TMP/refused.npy" --prefill "$p"
+    elif [ "$prefill" -gt 0 ]; then
         attention "$c: transformers' DynamicCache generation, prefill $prefill" "$dir" \
             y_cache.npy 1e-5 -- --prefill "$prefill"
     else
@@ -377,7 +385,10 @@ else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP
 # published configs write it, global_head_dim and num_global_key_value_heads
 # for per_layer_config, and without rope_parameters (Gemma4TextConfig's);
 # MiMo-V2-Flash's sliding_window_size (sliding_window is it + 1, whatever
-# else is given)
+# else is given); ModernBERT without layer_types (global_attn_every_n_layers,
+# default 3, says which layers are global) and without rope_parameters
+# (global_rope_theta and local_rope_theta's defaults; local_attention 7: the
+# same window, 7 // 2 = 3)
 edited() { # edited CASE OUT PYTHON: CASE's config.json, edited by PYTHON (on c), into OUT
     "$PY" -c 'import json, sys
 c = json.load(open(sys.argv[1]))
@@ -389,7 +400,10 @@ for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_fa
     "mellum_sliding|0|del c['rope_parameters']" \
     "nanochat_bias|1|c['use_qk_norm'] = False" \
     "gemma4_text_full|1|del c['per_layer_config'], c['rope_parameters']; c['global_head_dim'] = 16; c['num_global_key_value_heads'] = 1" \
-    "mimo_v2_flash_sliding|1|c['sliding_window'] = 129; c['sliding_window_size'] = 3"; do
+    "mimo_v2_flash_sliding|1|c['sliding_window'] = 129; c['sliding_window_size'] = 3" \
+    "modernbert_global|0|del c['layer_types']" \
+    "modernbert_local|1|del c['layer_types']; c['global_attn_every_n_layers'] = 2" \
+    "modernbert_local_default_rope|2|del c['rope_parameters']; c['local_attention'] = 7"; do
     IFS='|' read -r c layer code <<<"$spec"
     D=tests/hf/$c
     edited "$c" "$TMP/edited.json" "$code"

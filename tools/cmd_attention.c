@@ -363,6 +363,16 @@ static int check_prefill_rope(const attention_options *opts, const ra_rope_confi
  * mask is causal, so a decode step that starts at token sliding_window or
  * later sees fewer keys through the cache than the no-cache Y does (the
  * prefill, run whole, sees them all). */
+/* A layer without the causal mask (an encoder's: every token sees the later
+ * ones too) has no cache to generate through. */
+static int check_prefill_causal(const attention_options *opts, const ra_hf_layer *layer)
+{
+    if (!opts->prefill || !ra_layer_get_config(ra_hf_layer_get(layer))->non_causal) return 0;
+    return cli_fail(EXIT_FAIL, "attention: --prefill: this layer has no causal mask (every token "
+                    "sees the later ones too, as the config's model_type has it), so no KV "
+                    "cache to generate through: run without --prefill");
+}
+
 static int check_prefill_window(const attention_options *opts, const rope_source *src,
                                 int64_t seq)
 {
@@ -638,6 +648,7 @@ static int run(attention_options *opts)
                                 ids ? positions_max(ids, components * batch * seq)
                                     : opts->start_pos + seq - 1,
                                 &layer)) &&
+        !(failed = check_prefill_causal(opts, layer)) &&
         !(failed = check_dim(&x, opts->input, ra_hf_layer_get(layer))) &&
         !(opts->packed && ra_layer_get_config(ra_hf_layer_get(layer))->chunk &&
           (failed = packed_chunks_align(text ? text : ids, batch, seq,

@@ -494,11 +494,12 @@ static int in_module(const char *name, const char *stem, int stem_len)
 }
 
 /* Buffers older checkpoints saved that transformers recomputes and ignores:
- * rotary_emb.inv_freq, and GPT-J's and GPT-NeoX's causal mask ("bias", of
+ * rotary_emb.inv_freq (ESM's self.rotary_embeddings.inv_freq), and GPT-J's and GPT-NeoX's causal mask ("bias", of
  * booleans) and masked_bias (one number). */
 static int ignored_buffer(const ra_st_tensor *x, const char *suffix)
 {
     return strcmp(suffix, "rotary_emb.inv_freq") == 0 ||
+           strcmp(suffix, "self.rotary_embeddings.inv_freq") == 0 || /* ESM's */
            (strcmp(suffix, "bias") == 0 && (x->dtype == RA_ST_BOOL || x->dtype == RA_ST_U8)) ||
            (strcmp(suffix, "masked_bias") == 0 && x->count == 1);
 }
@@ -562,20 +563,24 @@ static int scales_used(const ra_hf_checkpoint *files, const attention_tensors *t
 
 /* Every tensor of the layer's attention module must be one ropeattn uses
  * (a tensor it left out would change the layer), a buffer transformers
- * ignores, the scheme's returned_bias (NULL: none), or (indexer set) the
+ * ignores, the scheme's returned_bias, the family's block_norm (NULL: none), or (indexer set) the
  * indexer's, whose selection the layer does not need where it runs
  * (hf/layer.c).  The block scales of a used weight (weight_scale_inv beside an
  * F8_E4M3 weight, as DeepSeek-V3's release) are read with it; any other
  * scale (compressed-tensors' weight_scale, input scales) is refused. */
 static ra_status check_consumed(const ra_hf_checkpoint *files, const attention_tensors *t,
-                                int stem_len, const char *returned_bias, int indexer)
+                                int stem_len, const naming_scheme *scheme,
+                                const ra_hf_family *family, int indexer)
 {
+    const char *returned_bias = scheme->returned_bias;
+    const char *norm = family ? family->block_norm : NULL;
     const char *stem = t->proj[PROJ_O]->name;
     for (int64_t f = 0; f < files->n; f++)
         for (int64_t i = 0; i < ra_safetensors_count(files->files[f]); i++) {
             const ra_st_tensor *x = ra_safetensors_at(files->files[f], i);
             if (!in_module(x->name, stem, stem_len) || ignored_buffer(x, x->name + stem_len) ||
                 (returned_bias && strcmp(x->name + stem_len, returned_bias) == 0) ||
+                (norm && strncmp(x->name + stem_len, norm, strlen(norm)) == 0) ||
                 (indexer && indexer_tensor(x->name + stem_len)))
                 continue;
             int used = is_used(t, x) || scales_used(files, t, x);
@@ -759,7 +764,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
     find_gate(files, out, stem, features);
     if (mla) {
         find_latent(files, out, stem, family);
-        return check_consumed(files, out, stem, scheme->returned_bias, indexer);
+        return check_consumed(files, out, stem, scheme, family, indexer);
     }
     for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases */
         find_module(files, wq, stem, i ? "k_layernorm" : "q_layernorm", 0, &out->layer_norm[i],
@@ -789,7 +794,7 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
     out->gate_bias = hf_find_tensor(files, name, NULL);
     status = find_head_norms(files, out, stem);
     out->layout = scheme->layout;
-    if (status == RA_OK) status = check_consumed(files, out, stem, scheme->returned_bias, indexer);
+    if (status == RA_OK) status = check_consumed(files, out, stem, scheme, family, indexer);
     if (scheme->fused) { /* split later, once the head counts are known */
         out->fused = out->proj[PROJ_Q];
         out->fused_bias = out->bias[PROJ_Q];

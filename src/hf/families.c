@@ -307,6 +307,26 @@ static const ra_hf_names modernbert_names[] = {
     {"model.layers.", ".attn.", {"q_proj.weight", "k_proj.weight", "v_proj.weight",
      "Wo.weight"}, H, 0, NULL},
     NAMES_END};
+/* ModernBERT: q, k and v fused, q's rows first (ModernBertForMaskedLM's model.layers,
+ * ModernBertModel's layers) */
+#define MODERNBERT_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "Wo.weight"}
+static const ra_hf_names modernbert_encoder_names[] = {
+    {"model.layers.", ".attn.", MODERNBERT_NAMES, H, FUSED_ROWS, NULL},
+    {"layers.", ".attn.", MODERNBERT_NAMES, H, FUSED_ROWS, NULL},
+    NAMES_END};
+/* BERT's names (ESM, RoFormer): attention.self.query .. attention.output.dense, under the
+ * task model's prefix or none (the bare model's); the module's LayerNorm (ESM's before
+ * attention, RoFormer's output.LayerNorm after its residual) is the block's, not the layer's */
+#define BERT_NAMES {"self.query.weight", "self.key.weight", "self.value.weight", \
+                    "output.dense.weight"}
+static const ra_hf_names esm_names[] = {
+    {"esm.encoder.layer.", ".attention.", BERT_NAMES, H, FUSED_NONE, NULL},
+    {"encoder.layer.", ".attention.", BERT_NAMES, H, FUSED_NONE, NULL},
+    NAMES_END};
+static const ra_hf_names roformer_names[] = {
+    {"roformer.encoder.layer.", ".attention.", BERT_NAMES, H, FUSED_NONE, NULL},
+    {"encoder.layer.", ".attention.", BERT_NAMES, H, FUSED_NONE, NULL},
+    NAMES_END};
 /* ChatGLM 2, 3, GLM-4 (remote code): fused as the config says */
 static const ra_hf_names chatglm_names[] = {
     {"transformer.encoder.layers.", ".self_attention.", NEOX_NAMES, I, FUSED_BY_CONFIG, NULL},
@@ -461,6 +481,15 @@ static const ra_hf_family families[] = {
         ALL("use_bias", 0)),
     ROW("ernie4_5_moe", I, 0, NULL, "num_key_value_heads=4 rope_theta=500000", NOWINDOW,
         ALL("use_bias", 0)),
+    /* EsmConfig (ESM-2): an encoder (is_decoder: causal) whose rotary embedding, with
+     * position_embedding_type "rotary", rotates all of hidden_size / num_attention_heads by
+     * rope_theta; q scaled by head_dim^-1/2 before RoPE (the same logits); biased projections.
+     * The layer is attention.self and attention.output.dense (not the LayerNorm before nor
+     * the residual after) */
+    ROW("esm", H, RA_HF_NON_CAUSAL | RA_HF_IS_DECODER_KEY | RA_HF_ROTARY_REQUIRED |
+        RA_HF_HEAD_DIM_BY_HEADS, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
+        FIXED(1, 1), .names = esm_names, .block_norm = "LayerNorm."),
     ROW("exaone4", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
     ROW("exaone_moe", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
@@ -625,6 +654,13 @@ static const ra_hf_family families[] = {
     ROW("mllama_text_model", H, RA_HF_CROSS_ATTENTION_LAYERS, NULL,
         "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=131072", NOWINDOW, FIXED(0, 0), MLLAMA_CROSS),
+    /* ModernBertConfig: an encoder, q, k and v fused (Wqkv), attention_bias for Wqkv and Wo;
+     * sliding layers (layer_types, else global_attn_every_n_layers) see |i - j| <=
+     * local_attention // 2; ModernBERT's decoder's ropes and window keys */
+    ROW("modernbert", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION | RA_HF_NON_CAUSAL |
+        RA_HF_HEAD_DIM_BY_HEADS, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192",
+        RA_HF_WINDOWS_GLOBAL_EVERY_N, ALL(AB, 0), .names = modernbert_encoder_names),
     /* ModernBertDecoderConfig: head_dim hidden_size / num_attention_heads, no GQA; attention_bias
      * for q, k, v and Wo */
     ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
@@ -708,6 +744,15 @@ static const ra_hf_family families[] = {
         "hidden_size=2560 num_attention_heads=10 partial_rotary_factor=0.5", LISTED,
         {AB, 0, NULL, 1, 0}, .names = recurrent_gemma_names),
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
+    /* RoFormerConfig: an encoder (is_decoder: causal), biased projections, its sinusoidal
+     * rope fixed (base 10000 over hidden_size / num_attention_heads, interleaved pairs, at
+     * positions 0, 1 ... of the input); rotary_value (RoPE on v too) refused.  The layer is
+     * attention.self and attention.output.dense (not the residual and LayerNorm after it) */
+    ROW("roformer", I, RA_HF_NON_CAUSAL | RA_HF_IS_DECODER_KEY | RA_HF_FIXED_ROPE |
+        RA_HF_HEAD_DIM_BY_HEADS, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=1536", NOWINDOW,
+        FIXED(1, 1), .names = roformer_names,
+        .block_norm = "output.LayerNorm."),
     ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
@@ -920,6 +965,7 @@ static const attention_key attention_keys[] = {
     {"num_kv_shared_layers", FALSE_ONLY, RA_HF_KV_SHARED_LAYERS,
      "layers that take their keys and values from an earlier layer"},
     {"use_attention_gate", FALSE_ONLY, RA_HF_GATE_BY_KEY, "an output gate per head"},
+    {"rotary_value", FALSE_ONLY, 0, "RoPE on the values too (RoFormer's)"},
 };
 
 /* Keys that show a config describes attention (an unknown model_type with

@@ -584,6 +584,16 @@ static ra_status read_hybrid(const cJSON *root, ra_hf_fields *out, const char *n
         RA_TRY(ra_io_json_key(root, "position_embedding_type", name, &item, msg, msg_len));
         out->rope_off = !(cJSON_IsString(item) && strcmp(item->valuestring, "rope") == 0);
     }
+    if (features & RA_HF_ROTARY_REQUIRED) { /* other values: ra_hf_family_check */
+        RA_TRY(ra_io_json_key(root, "position_embedding_type", name, &item, msg, msg_len));
+        if (item == NULL || cJSON_IsNull(item))
+            return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"position_embedding_type\" "
+                              "is %s: model_type \"%s\" then adds learned absolute position "
+                              "embeddings (\"absolute\"), not RoPE: refused", name,
+                              item ? "null" : "absent", out->family->model_type);
+    }
+    if (features & RA_HF_IS_DECODER_KEY)
+        RA_TRY(ra_io_json_flag(root, "is_decoder", 0, &out->is_decoder, name, msg, msg_len));
     if (!(features & RA_HF_ATTN_LAYER_INDICES)) return RA_OK;
     RA_TRY(ra_io_json_key(root, "attn_layer_indices", name, &item, msg, msg_len));
     int ok = item == NULL || cJSON_IsArray(item);

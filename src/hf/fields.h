@@ -115,6 +115,8 @@ typedef enum ra_hf_windows {
     RA_HF_WINDOWS_LISTED_ELSE_NONE, /* Mellum: layer_types, else no layer slides */
     RA_HF_WINDOWS_FROM_MAX,    /* Dots1: layer_types, else the layers from max_window_layers
                                   on (not gated) */
+    RA_HF_WINDOWS_GLOBAL_EVERY_N, /* ModernBERT: layer_types, else layer i slides unless
+                                     i % global_attn_every_n_layers == 0 (default 3) */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -127,6 +129,7 @@ typedef struct ra_hf_window {
     int64_t max_window_layers;  /* Qwen2: layers before this one see everything */
     int64_t sliding_window_pattern; /* Gemma 3: without layer_types, layer i slides
                                        unless (i + 1) is a multiple of it */
+    int64_t global_every_n;     /* ModernBERT's global_attn_every_n_layers (>= 1), 0: absent */
     unsigned char *layer_types; /* [n_layer_types] ra_hf_layer_type; owned; or NULL */
     int64_t n_layer_types;
     const struct cJSON *layer_type_names; /* layer_types as written (the config's
@@ -360,6 +363,16 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * mrope_section) (Qwen4-Exp) */
 #define RA_HF_MROPE_OWN_DEFAULT RA_HF_BIT(93)
 
+/* Encoders (bits 52, 54): */
+/* no causal mask: every token sees every other, a sliding layer those with |i - j| <=
+ * sliding_window (transformers' bidirectional window: ra_layer_config.window sliding_window +
+ * 1, non_causal) (RoFormer, ModernBERT, ESM-2) */
+#define RA_HF_NON_CAUSAL RA_HF_BIT(52)
+/* with RA_HF_NON_CAUSAL: is_decoder (default false) true keeps the causal mask (ESM, RoFormer) */
+#define RA_HF_IS_DECODER_KEY RA_HF_BIT(55)
+/* position_embedding_type must be "rotary": absent, the config class's "absolute" (learned
+ * position embeddings added to the tokens, no RoPE), or any other value refused (ESM) */
+#define RA_HF_ROTARY_REQUIRED RA_HF_BIT(54)
 /* norm_eps is rms_norm_eps, the q/k norms' epsilon (LFM2) */
 #define RA_HF_NORM_EPS_KEY RA_HF_BIT(59)
 /* the q/k norms (RA_HF_QK_NORM) are named q_layernorm.weight and k_layernorm.weight (LFM2) */
@@ -556,6 +569,11 @@ typedef struct ra_hf_family {
      * is absent (A.X-K2's q_gate_proj, transformers' name once loaded;
      * saved as q_b_proj); NULL: none */
     const char *latent_q_b;
+    /* NULL, or a module under the attention module's names that is not the
+     * layer's and is passed over: the residual block's LayerNorm before it
+     * (ESM's "LayerNorm.") or after the output projection's residual
+     * (RoFormer's "output.LayerNorm.") */
+    const char *block_norm;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */
@@ -639,6 +657,8 @@ typedef struct ra_hf_fields {
     /* RA_HF_ROPE_BY_EMBEDDING_TYPE: position_embedding_type is not "rope":
      * no layer has RoPE (GraniteMoeHybrid) */
     int rope_off;
+    /* RA_HF_IS_DECODER_KEY: is_decoder (default false), the causal mask kept */
+    int is_decoder;
     /* RA_HF_ATTN_LAYER_INDICES: the array of attention layers (the
      * tree's, borrowed; validated: integers >= 0), or NULL (none) */
     const struct cJSON *attn_layer_indices;

@@ -93,6 +93,10 @@ static ra_status read_keys(const cJSON *root, const char *name, ra_hf_window *ou
                           msg, msg_len));
         out->has_sliding_window_pattern = 1;
     }
+    RA_TRY(ra_io_json_key(root, "global_attn_every_n_layers", name, &item, msg, msg_len));
+    if (item != NULL && !cJSON_IsNull(item))
+        RA_TRY(read_count(item, "global_attn_every_n_layers", 1, name, &out->global_every_n, msg,
+                          msg_len));
     RA_TRY(ra_io_json_key(root, "layer_types", name, &item, msg, msg_len));
     if (item != NULL) RA_TRY(read_layer_types(item, name, out, msg, msg_len));
     return RA_OK;
@@ -160,6 +164,10 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
     if (w->rule == RA_HF_WINDOWS_LISTED) return -1; /* without layer_types: refused */
     if (w->rule == RA_HF_WINDOWS_FULL_EVERY_FOURTH)
         return layer >= 0 ? layer % 4 != 0 : -1;
+    if (w->rule == RA_HF_WINDOWS_GLOBAL_EVERY_N) { /* ModernBertConfig's __post_init__ */
+        const int64_t every = w->global_every_n ? w->global_every_n : 3;
+        return layer >= 0 ? layer % every != 0 : every == 1 ? 0 : -1;
+    }
     if (w->rule == RA_HF_WINDOWS_NONE || !w->has_sliding_window) return 0;
     if (gated(w->rule) && !w->use_sliding_window) return 0;
     switch (w->rule) {

@@ -730,6 +730,24 @@ ra_status hf_check_kv_shared(const ra_hf_config *config, int64_t layer)
                    (long long)first, (long long)first);
 }
 
+/* RA_HF_NON_CAUSAL (encoders): no causal mask, unless the family reads is_decoder and it is
+ * true.  transformers' bidirectional sliding window keeps |i - j| <= sliding_window, the
+ * core's non-causal window W keeps |i - j| < W: W is sliding_window + 1. */
+static ra_status resolve_non_causal(const job *j, ra_layer_config *out)
+{
+    const ra_hf_family *family = j->hf->family;
+    if (!family || !(family->features & RA_HF_NON_CAUSAL)) return RA_OK;
+    if ((family->features & RA_HF_IS_DECODER_KEY) && j->hf->is_decoder) return RA_OK;
+    out->non_causal = 1;
+    if (out->window > 0) {
+        if (out->window == INT64_MAX)
+            return hf_fail(RA_ERR_ARGUMENT, "%s: a sliding window of %lld tokens each way is "
+                           "too large", j->config->path, (long long)out->window);
+        out->window += 1;
+    }
+    return RA_OK;
+}
+
 ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *options,
                           const char *path, attention_tensors *t, ra_layer_config *out,
                           ra_rope_config *rope)
@@ -758,6 +776,7 @@ ra_status hf_layer_config(const ra_hf_config *config, const ra_hf_options *optio
     RA_HF_TRY(resolve_l2_norm_and_temperature(&j, out));
     RA_HF_TRY(hf_position_q_scaling(config, t->layer, out));
     RA_HF_TRY(resolve_masks(&j, t->layer, out)); /* SmolLM3's windows follow no_rope */
+    RA_HF_TRY(resolve_non_causal(&j, out));
     out->rope = rope;
     return RA_OK;
 }

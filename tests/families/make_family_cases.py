@@ -539,6 +539,8 @@ def family_cases(out):
             "head_dim": D, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
             "attention_dropout": 0.0}
     layers = lambda n: "model.layers.%d.self_attn." % n  # noqa: E731
+    # (head_dim hidden_size / num_attention_heads: the encoders')
+    no_head_dim = {k: v for k, v in base.items() if k != "head_dim"}
 
     # Granite: the softmax scale is attention_multiplier.
     w = weights(dim, H, K, D)
@@ -1441,6 +1443,23 @@ def family_cases(out):
          'head_dim'),
         ("llama_local_attention", dict(base, model_type="llama", local_attention=128), plain,
          '"local_attention"'),
+        # the encoders (issue 43): ESM's absolute position embeddings (its
+        # default), RoFormer's rotary_value and its fixed rope, ModernBERT's
+        # global_attn_every_n_layers (transformers divides by it)
+        ("esm_absolute", dict(no_head_dim, model_type="esm", position_embedding_type="absolute"),
+         plain, '"position_embedding_type" (positions without RoPE) changes attention and is '
+         'not supported for model_type "esm"'),
+        ("esm_without_position_embedding_type", dict(no_head_dim, model_type="esm"), plain,
+         '"position_embedding_type" is absent: model_type "esm" then adds learned absolute '
+         'position embeddings'),
+        ("roformer_rotary_value", dict(no_head_dim, model_type="roformer", rotary_value=True), plain,
+         '"rotary_value" (RoPE on the values too (RoFormer\'s)) changes attention and is not '
+         'supported'),
+        ("roformer_rope_theta", dict(no_head_dim, model_type="roformer", rope_theta=1e4), plain,
+         '"rope_theta" is set, and model_type "roformer" has a fixed rope'),
+        ("modernbert_every_0_layers", dict(no_head_dim, model_type="modernbert",
+                                           global_attn_every_n_layers=0), plain,
+         '"global_attn_every_n_layers" must be a positive integer'),
         # Phi-3.5-MoE scales by short_mscale / long_mscale: longrope only, with both
         ("phimoe_yarn", dict(base, model_type="phimoe", rope_parameters={
             "rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4, "short_mscale": 1.0,

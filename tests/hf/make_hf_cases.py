@@ -364,7 +364,8 @@ def latent(config):
 
 
 def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, dtype=None,
-               freqs=True, cached=True, model_type=None, half_table=False, config_keys=None):
+               freqs=True, cached=True, model_type=None, half_table=False, config_keys=None,
+               causal=True):
     """dtype: None (F32 weights), torch.bfloat16 or torch.float16: the weights
     are rounded to it, computed with in float32, and saved in it.  freqs:
     whether the layer rotates by the config's global rope (test_hf.sh then
@@ -378,7 +379,8 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     config.json's keys set to these values (None: removed), where
     transformers reads the edited file as the config it saved (dots.note's
     sliding layers' sizes as swa_* keys in place of per_layer_config), in
-    case.json "config_edit"."""
+    case.json "config_edit".  causal False: an encoder's layer (case.json
+    "causal" false; with cached False)."""
     gen = torch.Generator().manual_seed(seed)
     # the parameters randomize leaves (MoE experts' 3-D weights, a vision
     # tower's patch embeddings ...) as the class initializes them, from
@@ -442,6 +444,8 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
             "f32_vs_f64": rel64, "prefill": PREFILL if cached else None,
             "cache_vs_y": cache_vs_y, "family": model_type or config.model_type,
             "transformers": transformers.__version__, "torch": torch.__version__}
+    if not causal:
+        info["causal"] = False
     if model_type is not None:
         info["config_edit"] = f"model_type {config.model_type} -> {model_type}"
     if config_keys is not None:
@@ -1256,6 +1260,8 @@ def named_seed_cases():
     yield from misc_cases()
     yield from gate2_cases()
     yield from dots3_cases()
+    from encoder_cases import encoder_cases  # (it imports this module)
+    yield from encoder_cases()
 
 
 def name_seed(name):
@@ -1282,7 +1288,9 @@ def main():
             continue
         seed = 1000 + i if i < placed else name_seed(name)
         try:
-            write_case(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
+            opts = dict(opts)
+            writer = opts.pop("writer", write_case)  # encoder_cases' write_bert_case
+            writer(out_dir, name, model_cls, config, layer, pos, 1000 + seed, **opts)
         except Exception as e:  # report every case, then fail
             import traceback
             traceback.print_exc()

@@ -746,10 +746,10 @@ static const ra_hf_family families[] = {
     /* SeedOssConfig: attention_bias for q, k and v, attention_out_bias for o */
     /* RoFormerConfig: an encoder (is_decoder: causal), biased projections, its sinusoidal
      * rope fixed (base 10000 over hidden_size / num_attention_heads, interleaved pairs, at
-     * positions 0, 1 ... of the input); rotary_value (RoPE on v too) refused.  The layer is
+     * positions 0, 1 ... of the input); rotary_value: RoPE on v too.  The layer is
      * attention.self and attention.output.dense (not the residual and LayerNorm after it) */
     ROW("roformer", I, RA_HF_NON_CAUSAL | RA_HF_IS_DECODER_KEY | RA_HF_FIXED_ROPE |
-        RA_HF_HEAD_DIM_BY_HEADS, NULL,
+        RA_HF_HEAD_DIM_BY_HEADS | RA_HF_ROTARY_VALUE, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1536", NOWINDOW,
         FIXED(1, 1), .names = roformer_names,
         .block_norm = "output.LayerNorm."),
@@ -965,7 +965,7 @@ static const attention_key attention_keys[] = {
     {"num_kv_shared_layers", FALSE_ONLY, RA_HF_KV_SHARED_LAYERS,
      "layers that take their keys and values from an earlier layer"},
     {"use_attention_gate", FALSE_ONLY, RA_HF_GATE_BY_KEY, "an output gate per head"},
-    {"rotary_value", FALSE_ONLY, 0, "RoPE on the values too (RoFormer's)"},
+    {"rotary_value", FALSE_ONLY, RA_HF_ROTARY_VALUE, "RoPE on the values too (RoFormer's)"},
 };
 
 /* Keys that show a config describes attention (an unknown model_type with

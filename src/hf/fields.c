@@ -594,6 +594,8 @@ static ra_status read_hybrid(const cJSON *root, ra_hf_fields *out, const char *n
     }
     if (features & RA_HF_IS_DECODER_KEY)
         RA_TRY(ra_io_json_flag(root, "is_decoder", 0, &out->is_decoder, name, msg, msg_len));
+    if (features & RA_HF_ROTARY_VALUE)
+        RA_TRY(ra_io_json_flag(root, "rotary_value", 0, &out->rotary_value, name, msg, msg_len));
     if (!(features & RA_HF_ATTN_LAYER_INDICES)) return RA_OK;
     RA_TRY(ra_io_json_key(root, "attn_layer_indices", name, &item, msg, msg_len));
     int ok = item == NULL || cJSON_IsArray(item);

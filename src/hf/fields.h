@@ -370,6 +370,8 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 #define RA_HF_NON_CAUSAL RA_HF_BIT(52)
 /* with RA_HF_NON_CAUSAL: is_decoder (default false) true keeps the causal mask (ESM, RoFormer) */
 #define RA_HF_IS_DECODER_KEY RA_HF_BIT(55)
+/* rotary_value (default false): RoPE on v too, as on k (ra_layer_config.rope_values; RoFormer) */
+#define RA_HF_ROTARY_VALUE RA_HF_BIT(58)
 /* position_embedding_type must be "rotary": absent, the config class's "absolute" (learned
  * position embeddings added to the tokens, no RoPE), or any other value refused (ESM) */
 #define RA_HF_ROTARY_REQUIRED RA_HF_BIT(54)
@@ -659,6 +661,8 @@ typedef struct ra_hf_fields {
     int rope_off;
     /* RA_HF_IS_DECODER_KEY: is_decoder (default false), the causal mask kept */
     int is_decoder;
+    /* RA_HF_ROTARY_VALUE: rotary_value (default false), v rotated too */
+    int rotary_value;
     /* RA_HF_ATTN_LAYER_INDICES: the array of attention layers (the
      * tree's, borrowed; validated: integers >= 0), or NULL (none) */
     const struct cJSON *attn_layer_indices;

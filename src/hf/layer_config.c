@@ -730,12 +730,13 @@ ra_status hf_check_kv_shared(const ra_hf_config *config, int64_t layer)
                    (long long)first, (long long)first);
 }
 
-/* RA_HF_NON_CAUSAL (encoders): no causal mask, unless the family reads is_decoder and it is
- * true.  transformers' bidirectional sliding window keeps |i - j| <= sliding_window, the
+/* RA_HF_ROTARY_VALUE: RoPE on v too (rotary_value).  RA_HF_NON_CAUSAL (encoders): no causal
+ * mask, unless the family reads is_decoder and it is true.  transformers' bidirectional sliding window keeps |i - j| <= sliding_window, the
  * core's non-causal window W keeps |i - j| < W: W is sliding_window + 1. */
 static ra_status resolve_non_causal(const job *j, ra_layer_config *out)
 {
     const ra_hf_family *family = j->hf->family;
+    if (family && (family->features & RA_HF_ROTARY_VALUE)) out->rope_values = j->hf->rotary_value;
     if (!family || !(family->features & RA_HF_NON_CAUSAL)) return RA_OK;
     if ((family->features & RA_HF_IS_DECODER_KEY) && j->hf->is_decoder) return RA_OK;
     out->non_causal = 1;

@@ -1444,7 +1444,7 @@ def family_cases(out):
         ("llama_local_attention", dict(base, model_type="llama", local_attention=128), plain,
          '"local_attention"'),
         # the encoders (issue 43): ESM's absolute position embeddings (its
-        # default), RoFormer's rotary_value and its fixed rope, ModernBERT's
+        # default), rotary_value outside RoFormer, RoFormer's fixed rope, ModernBERT's
         # global_attn_every_n_layers (transformers divides by it)
         ("esm_absolute", dict(no_head_dim, model_type="esm", position_embedding_type="absolute"),
          plain, '"position_embedding_type" (positions without RoPE) changes attention and is '
@@ -1452,9 +1452,9 @@ def family_cases(out):
         ("esm_without_position_embedding_type", dict(no_head_dim, model_type="esm"), plain,
          '"position_embedding_type" is absent: model_type "esm" then adds learned absolute '
          'position embeddings'),
-        ("roformer_rotary_value", dict(no_head_dim, model_type="roformer", rotary_value=True), plain,
+        ("llama_rotary_value", dict(base, model_type="llama", rotary_value=True), plain,
          '"rotary_value" (RoPE on the values too (RoFormer\'s)) changes attention and is not '
-         'supported'),
+         'supported for model_type "llama"'),
         ("roformer_rope_theta", dict(no_head_dim, model_type="roformer", rope_theta=1e4), plain,
          '"rope_theta" is set, and model_type "roformer" has a fixed rope'),
         ("modernbert_every_0_layers", dict(no_head_dim, model_type="modernbert",

@@ -62,6 +62,10 @@ def bert_cases():
     pos = torch.arange(m.S, dtype=torch.int64).repeat(m.B, 1)
     yield ("roformer", transformers.RoFormerForMaskedLM, roformer, 1, pos,
            dict(writer=write_bert_case))
+    # rotary_value: RoPE on the values too
+    rotary_value = bert_config(transformers.RoFormerConfig, rotary_value=True)
+    yield ("roformer_rotary_value", transformers.RoFormerModel, rotary_value, 0, pos,
+           dict(writer=write_bert_case))
 
 
 def encoder_cases():

@@ -93,6 +93,10 @@ def write_bert_case(out_dir, name, model_cls, config, layer, pos, seed):
     torch.manual_seed(seed)
     model = m.build(model_cls, config)
     m.randomize(model, gen, None)
+    with torch.no_grad():  # RoFormer's sinusoidal table (a 2-D parameter randomize drew)
+        for module in model.modules():
+            if hasattr(module, "create_weight"):
+                module.weight.copy_(module.create_weight())
     prefix, self_attn, dense = bert_modules(model, layer)
     calls = []
 

@@ -374,6 +374,12 @@ typedef struct ra_hf_options {
      * self_attn.{q,k,v,o}_proj with biases, each under "model." too
      * (docs/FAMILIES.md "Vision encoders"). */
     int64_t vision;
+    /* 1: the layer without the causal mask whatever its family says (a
+     * decoder's layer run as an encoder's: `attention --no-causal`); a
+     * layer with a sliding window is then refused (its family defines no
+     * window both ways).  0: as the config's model_type says (the encoders,
+     * ModernBERT, ESM-2, RoFormer, have none). */
+    int64_t non_causal;
 } ra_hf_options;
 
 /* The size of the first published ra_hf_options. */

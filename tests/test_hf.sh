@@ -363,6 +363,18 @@ json.dump(c, open(sys.argv[2], "w"))' "$D/config.json" "$TMP/dbrx.json" "$edit"
         --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
 done
 
+# --no-causal: a decoder's layer without the causal mask, where its family
+# has no window (a sliding window is defined over earlier tokens only:
+# refused), and never through a cache
+D=tests/hf/gemma2_softcap_window
+NC=(attention --weights "$D/model.safetensors" --config "$D/config.json" --layer 0
+    --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy" --no-causal)
+refused "--no-causal on a sliding layer" \
+    "non_causal (--no-causal) on a layer with a sliding window of 4 tokens" "$RA" "${NC[@]}"
+"$RA" "${NC[@]}" --prefill 2 2>"$TMP/err"
+if [ $? -eq 2 ] && grep -qF -- "--no-causal is not run with --prefill" "$TMP/err"; then pass
+else fail "--no-causal --prefill: not refused: $(cat "$TMP/err")"; fi
+
 # longrope through a cache: a prompt at or below original_max_position_embeddings
 # (16) and steps past it would rotate with short and then long factors in
 # transformers: refused.  Every step past it: the no-cache Y.

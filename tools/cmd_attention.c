@@ -36,7 +36,7 @@ static const char usage[] =
     "                          [--theta T] [--max-position-embeddings M] [--seq-len L]\n"
     "                          [--prefill P [--cache-dtype f32|f16|bf16|int8|fp8]\n"
     "                          [--cache-scale S]]\n"
-    "                          [--attention-mask M.npy | --packed]\n"
+    "                          [--attention-mask M.npy | --packed] [--no-causal]\n"
     "                          [--vision [--cu-seqlens CU.npy]]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "                          [--quiet] [--stats]\n"
@@ -94,6 +94,10 @@ static const char usage[] =
     "                  packed in each row: 0, then where each ends (the last: seq);\n"
     "                  a patch attends to its own image's, as transformers' block\n"
     "                  mask (Pixtral) and cu_seqlens (Qwen2-VL, Qwen2.5-VL) do\n"
+    "  --no-causal     no causal mask: every token sees the later ones too (the\n"
+    "                  config's encoders, ModernBERT, ESM-2 and RoFormer, have\n"
+    "                  none without it); a layer with a sliding window or chunks\n"
+    "                  is refused.  Not with --prefill\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -166,6 +170,7 @@ typedef struct attention_options {
     int packed;                      /* --packed */
     int vision;                      /* --vision */
     const char *cu_seqlens;          /* --cu-seqlens: NULL unless given */
+    int no_causal;                   /* --no-causal */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
@@ -209,6 +214,7 @@ static int create_layer(const attention_options *opts, const rope_source *src,
     o.max_position = max_position;
     o.seq_len = opts->rope.has_seq_len ? opts->rope.seq_len : 0;
     o.position_ids = opts->rope.positions_path != NULL;
+    o.non_causal = opts->no_causal;
     ra_status status = ra_hf_layer_create(out, ckpt, src->config, &o);
     return status == RA_OK ? 0 : rope_cli_fail("attention", status);
 }
@@ -709,6 +715,7 @@ int cmd_attention(int argc, char **argv)
         CLI_FLAG_OPTION("--packed", &opts.packed),
         CLI_FLAG_OPTION("--vision", &opts.vision),
         CLI_STRING_OPTION("--cu-seqlens", &opts.cu_seqlens),
+        CLI_FLAG_OPTION("--no-causal", &opts.no_causal),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -780,6 +787,9 @@ int cmd_attention(int argc, char **argv)
         return cli_fail(EXIT_USAGE, "attention: %s is not run with --prefill (the KV cache "
                         "holds each sequence's own tokens)",
                         opts.packed ? "--packed" : "--attention-mask");
+    if (opts.no_causal && opts.prefill)
+        return cli_fail(EXIT_USAGE, "attention: --no-causal is not run with --prefill (a "
+                        "layer without the causal mask has no cache to generate through)");
     if (opts.prefill && opts.path == CLI_PATH_REFERENCE)
         return cli_fail(EXIT_USAGE, "attention: --prefill runs the flash path only, not "
                         "--path reference");

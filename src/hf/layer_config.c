@@ -731,12 +731,24 @@ ra_status hf_check_kv_shared(const ra_hf_config *config, int64_t layer)
 }
 
 /* RA_HF_ROTARY_VALUE: RoPE on v too (rotary_value).  RA_HF_NON_CAUSAL (encoders): no causal
- * mask, unless the family reads is_decoder and it is true.  transformers' bidirectional sliding window keeps |i - j| <= sliding_window, the
+ * mask, unless the family reads is_decoder and it is true; the options' non_causal: none in
+ * any family (a window or chunks then refused, where the family is not an encoder).  transformers' bidirectional sliding window keeps |i - j| <= sliding_window, the
  * core's non-causal window W keeps |i - j| < W: W is sliding_window + 1. */
 static ra_status resolve_non_causal(const job *j, ra_layer_config *out)
 {
     const ra_hf_family *family = j->hf->family;
     if (family && (family->features & RA_HF_ROTARY_VALUE)) out->rope_values = j->hf->rotary_value;
+    if (j->o->non_causal && (!family || !(family->features & RA_HF_NON_CAUSAL))) {
+        if (out->window > 0 || out->chunk > 0)
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: non_causal (--no-causal) on a layer with "
+                           "a %s of %lld tokens: %s defines it over earlier tokens only, and "
+                           "no window both ways: refused", j->config->path,
+                           out->window > 0 ? "sliding window" : "chunk",
+                           (long long)(out->window > 0 ? out->window : out->chunk),
+                           family ? family->model_type : "a config without model_type");
+        out->non_causal = 1;
+        return RA_OK;
+    }
     if (!family || !(family->features & RA_HF_NON_CAUSAL)) return RA_OK;
     if ((family->features & RA_HF_IS_DECODER_KEY) && j->hf->is_decoder) return RA_OK;
     out->non_causal = 1;

@@ -33,11 +33,11 @@ BERT = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermed
 def modernbert_cases():
     ropes = {"full_attention": {"rope_type": "default", "rope_theta": 1000.0},
              "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}}
-    # (freqs: the config's global rope, the full layers')
+    # (no freqs: `ropeattn freqs` refuses a config of two ropes without a layer)
     for kind, layer in (("global", 0), ("local", 1)):
         yield m.family(f"modernbert_{kind}", "ModernBert", MODERNBERT, layer=layer, rope=ropes,
                        model="ModernBertForMaskedLM", cached=False, causal=False,
-                       freqs=layer == 0)
+                       freqs=False)
     # the config class's global_rope_theta / local_rope_theta defaults (160000, 10000)
     # and no attention biases
     kw = dict(MODERNBERT, attention_bias=False)

@@ -31,7 +31,8 @@ static const char usage[] =
     "Converting to half and back reproduces the input bit for bit.\n"
     "\n"
     "Tensors permuted: wq.weight, wk.weight (Meta's names) and q_proj.weight,\n"
-    "k_proj.weight (Hugging Face's; Moshi's q_proj.linear.weight, k_proj.linear.weight),\n"
+    "k_proj.weight (Hugging Face's; Moshi's q_proj.linear.weight, k_proj.linear.weight;\n"
+    "ESM's and RoFormer's attention.self.query.weight, attention.self.key.weight),\n"
     "with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
     "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
@@ -120,9 +121,11 @@ static int fused_index(const char *name)
 static proj_kind kind_of(const char *name)
 {
     static const char *const queries[] = {"wq.weight", "q_proj.weight", "wq.bias", "q_proj.bias",
-                                          "q_proj.linear.weight"}; /* (Moshi's) */
+                                          "q_proj.linear.weight", /* (Moshi's) */
+                                          "self.query.weight", "self.query.bias"}; /* (ESM's) */
     static const char *const keys[] = {"wk.weight", "k_proj.weight", "wk.bias", "k_proj.bias",
-                                       "k_proj.linear.weight"};
+                                       "k_proj.linear.weight", "self.key.weight",
+                                       "self.key.bias"};
     for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;
@@ -309,7 +312,9 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
                         "F32, F16 or BF16 rows", t->name, opts->weights,
                         ra_st_dtype_name(t->dtype));
     int is_bias = ends_with_part(t->name, "wq.bias") || ends_with_part(t->name, "wk.bias") ||
-                  ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias");
+                  ends_with_part(t->name, "q_proj.bias") || ends_with_part(t->name, "k_proj.bias") ||
+                  ends_with_part(t->name, "self.query.bias") ||
+                  ends_with_part(t->name, "self.key.bias");
     if (kind == NORM) { /* [head_dim], or (Cohere) [heads, head_dim] */
         int64_t heads = ends_with_part(t->name, "q_norm.weight") ||
                                 ends_with_part(t->name, "query_layernorm.weight")

@@ -162,16 +162,6 @@ INDEXED=" qwen4_exp_text minimax_m3_vl_text "
 KV_BY_LAYER=" mimo_v2_flash "
 ROTARY_PER_TYPE=" laguna "  # its layer types rotate different parts of each head
 
-# While the core's layer refuses non_causal (ra_layer_create: "non_causal is
-# not implemented yet"), the encoders' layers are read and stop there: each
-# such run is counted as waiting, not failed (run with the core's non_causal
-# in the layer, not committed: every encoder case's y within 7.1e-7 of
-# transformers'); once the core runs them, they are checked as the others.
-waiting=0
-waits_for_core() {
-    grep -qF "non_causal is not implemented yet" "$TMP/err" && waiting=$((waiting + 1))
-}
-
 # attention LABEL DIR REF TOL -- ARGS...: runs the layer of DIR, queues
 # the comparison of its output with DIR/REF
 attention() {
@@ -181,7 +171,7 @@ attention() {
         --layer "$layer" --input "$dir/x.npy" --positions "$dir/pos.npy" \
         --output "$y" "$@" 2>"$TMP/err"; then
         queue "$label" y "$y" "$dir/$ref" "$tol"
-    elif ! waits_for_core; then fail "$label: $(cat "$TMP/err")"
+    else fail "$label: $(cat "$TMP/err")"
     fi
 }
 
@@ -190,7 +180,7 @@ refused() {
     local label=$1 message=$2; shift 2
     "$@" 2>"$TMP/err"
     if [ $? -eq 1 ] && grep -qF -- "$message" "$TMP/err"; then pass
-    elif ! waits_for_core; then fail "$label: not refused with \"$message\": $(cat "$TMP/err")"; fi
+    else fail "$label: not refused with \"$message\": $(cat "$TMP/err")"; fi
 }
 
 # The f16 to fp8 caches against Y.  8-bit caches: seen up to 0.017 (int8)
@@ -276,7 +266,7 @@ convert_layout() {
             --input "$dir/x.npy" --positions "$dir/pos.npy" --output "$y" \
             --layout interleaved 2>"$TMP/err"; then
             queue "$c: y after convert-layout --to interleaved" y "$y" "$dir/y.npy" 1e-5
-        elif ! waits_for_core; then fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
+        else fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
         fi
     fi
     [ ! -e "$inter" ] || [ "$mla" != True ] || fail "$c: convert-layout wrote on a refusal"
@@ -434,7 +424,7 @@ for spec in "minimax_m2_rotary_dim|0|del c['rope_parameters']['partial_rotary_fa
         --layer "$layer" --input "$D/x.npy" --positions "$D/pos.npy" --output "$y" \
         2>"$TMP/err"; then
         queue "$c: y, config edited: $code" y "$y" "$D/y.npy" 1e-5
-    elif ! waits_for_core; then fail "$c: config edited: $code: $(cat "$TMP/err")"
+    else fail "$c: config edited: $code: $(cat "$TMP/err")"
     fi
 done
 
@@ -442,5 +432,4 @@ done
 grep '^FAIL' "$TMP/results"
 read -r _ ok bad < <(grep '^checks:' "$TMP/results") || { fail "the comparisons did not run"; ok=0 bad=0; }
 passed=$((passed + ok)) failed=$((failed + bad))
-[ "$waiting" -eq 0 ] || echo "hf: $waiting runs of the encoders' layers wait for the core's non_causal"
 summary

@@ -196,6 +196,8 @@ ra_status hf_position_q_scaling(const ra_hf_config *config, int64_t layer, ra_la
  * slots, the loaded weights (block-FP8 as config's quantization_config
  * says; family NULL: none of a family's changes to them), then
  * ra_layer_create (layer.c). */
+/* 1: created with ra_hf_options.token_types (hf/layer.c) */
+int hf_layer_token_types(const ra_hf_layer *l);
 ra_status hf_layer_from_tensors(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
                                 const ra_hf_config *config, const ra_hf_family *family,
                                 attention_tensors *t, const ra_layer_config *layer_config,

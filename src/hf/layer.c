@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "hf/hf.h"
 #include "memory.h"
 
@@ -86,6 +88,7 @@ struct ra_hf_layer {
     value_padding vpad;   /* RA_HF_V_HEAD_DIM's zeros */
     hf_tensor *tensors;
     int64_t n_tensors;
+    int token_types; /* ra_hf_options.token_types: non_causal, for ra_hf_token_type_mask's masks */
 };
 
 struct ra_hf_grads {
@@ -532,6 +535,31 @@ static ra_status find_attention(const ra_hf_checkpoint *ckpt, const ra_hf_config
     return RA_OK;
 }
 
+/* ra_hf_options.token_types: Gemma 3's text layer, whose model reads
+ * token_type_ids into its mask (Gemma3Model.forward), built non_causal. */
+static ra_status token_types_config(const ra_hf_config *config, ra_layer_config *lc)
+{
+    const cJSON *top = config->fields.json /* the top level's, not text_config's */
+                           ? cJSON_GetObjectItemCaseSensitive(config->fields.json, "model_type")
+                           : NULL;
+    const char *type = cJSON_IsString(top) ? top->valuestring : NULL;
+    if (!type || strcmp(type, "gemma3"))
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: token_types: model_type \"%s\" does not read "
+                       "token_type_ids into its attention mask in transformers (Gemma 3's "
+                       "Gemma3Model, model_type \"gemma3\", does)", config->path,
+                       type ? type : "(none)");
+    if (lc->chunk || lc->non_causal)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: token_types: a layer with %s", config->path,
+                       lc->chunk ? "chunks" : "non_causal");
+    lc->non_causal = 1;
+    return RA_OK;
+}
+
+int hf_layer_token_types(const ra_hf_layer *l)
+{
+    return l->token_types;
+}
+
 static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
                        const ra_hf_options *options, attention_tensors *t)
 {
@@ -553,6 +581,9 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
      * uncached forward past it, refused too, would not) */
     if (family && (family->features & RA_HF_CACHE_WINDOW))
         lc.max_keys = config->fields.window.sliding_window;
+    if (options->token_types) /* the mask comes whole with each call (hf/token_types.c) */
+        RA_HF_TRY(token_types_config(config, &lc));
+    l->token_types = options->token_types != 0;
     return hf_layer_from_tensors(l, ckpt, config, family, t, &lc, &rope);
 }
 
@@ -614,6 +645,9 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     ra_hf_options o;
     RA_HF_TRY(hf_options_read(&o, options));
     static const ra_hf_config none = {.path = "config"}; /* says nothing */
+    if ((o.vision || o.non_causal) && o.token_types)
+        return hf_fail(RA_ERR_UNSUPPORTED, "ra_hf_options: token_types with %s (token_type_ids "
+                       "mask a causal text model's layers)", o.vision ? "vision" : "non_causal");
     if (config && config->fields.quant.refused) /* its quantization, read but not run */
         return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
     if (config && o.layer >= 0 && !o.vision) /* before looking for its tensors */

@@ -372,6 +372,7 @@ ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
                       : out->position_ids != 0 && out->position_ids != 1 ? "position_ids"
                       : out->vision != 0 && out->vision != 1 ? "vision"
                       : out->non_causal != 0 && out->non_causal != 1 ? "non_causal"
+                      : out->token_types != 0 && out->token_types != 1 ? "token_types"
                                                           : NULL;
     if (bad) return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: %s is out of range", bad);
     if (out->first_token > RA_MAX_POSITION || out->n_tokens > RA_MAX_POSITION + 1 ||

@@ -17,6 +17,7 @@
 
 #include "attention_grads.h"
 #include "attention_masks.h"
+#include "attention_token_types.h"
 #include "attention_sharded.h"
 #include "cli.h"
 #include "comm.h"
@@ -98,6 +99,15 @@ static const char usage[] =
     "                  config's encoders, ModernBERT, ESM-2 and RoFormer, have\n"
     "                  none without it); a layer with a sliding window or chunks\n"
     "                  is refused.  Not with --prefill\n"
+    "  --token-type-ids T\n"
+    "                  .npy of int32 or int64 [batch, seq], Gemma 3's token_type_ids\n"
+    "                  (model_type gemma3; other families refused): each run of 1s\n"
+    "                  is an image block whose tokens see each other both ways,\n"
+    "                  causal elsewhere; a sliding layer's window bounds the keys\n"
+    "                  before a query only (a block longer than it is refused), and\n"
+    "                  --attention-mask's padding its keys, as transformers'\n"
+    "                  create_masks_for_vision_model.  Not with --prefill, --packed,\n"
+    "                  --vision or --no-causal\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -171,6 +181,7 @@ typedef struct attention_options {
     int vision;                      /* --vision */
     const char *cu_seqlens;          /* --cu-seqlens: NULL unless given */
     int no_causal;                   /* --no-causal */
+    const char *token_type_ids;      /* --token-type-ids: NULL unless given */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
     int64_t prefill; /* 0: no KV cache */
     int layout, path, cache_dtype; /* cache_dtype: index in cache_dtype_names */
@@ -215,6 +226,7 @@ static int create_layer(const attention_options *opts, const rope_source *src,
     o.seq_len = opts->rope.has_seq_len ? opts->rope.seq_len : 0;
     o.position_ids = opts->rope.positions_path != NULL;
     o.non_causal = opts->no_causal;
+    o.token_types = opts->token_type_ids != NULL; /* refused but for gemma3 */
     ra_status status = ra_hf_layer_create(out, ckpt, src->config, &o);
     return status == RA_OK ? 0 : rope_cli_fail("attention", status);
 }
@@ -515,12 +527,16 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
                              const ra_npy *dy, const int64_t *ids, int components,
-                             const uint8_t *pad, const positions_file *cu,
-                             const packed_rows *packed, int64_t batch, int64_t seq)
+                             const uint8_t *pad, const uint8_t *token_mask,
+                             const positions_file *cu, const packed_rows *packed,
+                             int64_t batch, int64_t seq)
 {
     ra_attention_options attention = ra_attention_options_init();
     attention.path = cli_attention_path(opts->path);
     attention.padding_mask = pad;
+    /* --token-type-ids: the whole mask, [batch, 1, seq, seq] */
+    ra_tensor mask = ra_tensor_4d((void *)token_mask, RA_BOOL, batch, 1, seq, seq);
+    if (token_mask) attention.attn_mask = &mask;
     if (cu->ids) { /* --cu-seqlens: the images packed in each row */
         attention.cu_seqlens = cu->ids;
         attention.n_documents = cu->count - 1;
@@ -554,7 +570,8 @@ static int check_files(const attention_options *opts, const checkpoint_paths *pa
                                      {paths->config_option, opts->rope.config_path},
                                      {"--positions", opts->rope.positions_path},
                                      {"--attention-mask", opts->attention_mask},
-                                     {"--cu-seqlens", opts->cu_seqlens}};
+                                     {"--cu-seqlens", opts->cu_seqlens},
+                                     {"--token-type-ids", opts->token_type_ids}};
     for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
         if (inputs[i][1]) failed = cli_outputs_check_input(outputs, inputs[i][0], inputs[i][1]);
     return failed;
@@ -607,7 +624,7 @@ static int run(attention_options *opts)
     positions_file file = {0}, cu = {0};
     int64_t *ids = NULL, *text = NULL;
     packed_rows packed = {0};
-    uint8_t *pad = NULL;
+    uint8_t *pad = NULL, *token_mask = NULL;
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
     int64_t batch = 0, seq = 0;
@@ -659,7 +676,10 @@ static int run(attention_options *opts)
         !(opts->packed && ra_layer_get_config(ra_hf_layer_get(layer))->chunk &&
           (failed = packed_chunks_align(text ? text : ids, batch, seq,
                                         ra_layer_get_config(ra_hf_layer_get(layer))->chunk,
-                                        opts->rope.positions_path))))
+                                        opts->rope.positions_path))) &&
+        !(opts->token_type_ids &&
+          (failed = token_type_mask_read(opts->token_type_ids, layer, pad, batch, seq,
+                                         &token_mask))))
         failed = cli_context_create(&ctx, opts->threads);
     /* an MPI launch's ranks compute together, on the same data, or none
      * does (comm.h) */
@@ -669,10 +689,11 @@ static int run(attention_options *opts)
                                "inputs (X, DY, positions, mask or checkpoint files)");
     if (!failed)
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
-                                   &cu, opts->packed ? &packed : NULL, batch, seq);
+                                   token_mask, &cu, opts->packed ? &packed : NULL, batch, seq);
     cli_outputs_free(&outputs);
     packed_rows_free(&packed);
     free(pad);
+    free(token_mask);
     free(text);
     ra_context_destroy(ctx);
     ra_hf_layer_destroy(layer);
@@ -716,6 +737,7 @@ int cmd_attention(int argc, char **argv)
         CLI_FLAG_OPTION("--vision", &opts.vision),
         CLI_STRING_OPTION("--cu-seqlens", &opts.cu_seqlens),
         CLI_FLAG_OPTION("--no-causal", &opts.no_causal),
+        CLI_STRING_OPTION("--token-type-ids", &opts.token_type_ids),
         ROPE_CLI_OPTIONS(opts.rope),
     };
     switch (cli_parse("attention", argc, argv, options, sizeof options / sizeof options[0])) {
@@ -787,6 +809,20 @@ int cmd_attention(int argc, char **argv)
         return cli_fail(EXIT_USAGE, "attention: %s is not run with --prefill (the KV cache "
                         "holds each sequence's own tokens)",
                         opts.packed ? "--packed" : "--attention-mask");
+    if (opts.token_type_ids) {
+        const char *other = opts.vision      ? "--vision"
+                            : opts.prefill   ? "--prefill"
+                            : opts.packed    ? "--packed"
+                            : opts.no_causal ? "--no-causal"
+                                             : NULL;
+        if (other)
+            return cli_fail(EXIT_USAGE, "attention: --token-type-ids is not run with %s (Gemma "
+                            "3's image blocks mask a causal text layer's uncached forward)",
+                            other);
+        if (cli_comm_size() > 1)
+            return cli_fail(EXIT_USAGE, "attention: --token-type-ids runs in one process, not "
+                            "across the %d ranks of an MPI launch", cli_comm_size());
+    }
     if (opts.no_causal && opts.prefill)
         return cli_fail(EXIT_USAGE, "attention: --no-causal is not run with --prefill (a "
                         "layer without the causal mask has no cache to generate through)");

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# test_token_types_cli.sh — `ropeattn attention --token-type-ids`: Gemma 3's
+# image blocks (tests/fixtures/token_types, made by
+# tests/fixtures/make_token_type_fixtures.py from transformers' own
+# Gemma3Attention and create_masks_for_vision_model in float64, on
+# tests/hf/gemma3_multimodal's checkpoint): the sliding layer 0 and the full
+# layer 1, two rows with two image blocks each, one right-padded
+# (--attention-mask), against transformers' y within 1e-5 of max|y| on the
+# tokens (a padding token's row is 0, as --attention-mask says; seen: 2.5e-7
+# and 2.3e-7), and the refusals.
+# Prints "token_types_cli: N passed, N failed" last; exits 1 if anything failed.
+SUITE=token_types_cli
+source "$(dirname "$0")/shell_common.sh"
+require_ropeattn_and_numpy
+
+F=tests/fixtures/token_types
+W=tests/hf/gemma3_multimodal
+for layer in 0 1; do
+    if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/y$layer.npy" \
+        --layer $layer --token-type-ids "$F/token_type_ids.npy" \
+        --attention-mask "$F/attention_mask.npy" 2>"$TMP/err"; then
+        if "$PY" - "$TMP/y$layer.npy" "$F/y$layer.npy" "$F/attention_mask.npy" <<'PY'; then
+import sys
+import numpy as np
+y, want, pad = np.load(sys.argv[1]), np.load(sys.argv[2]), np.load(sys.argv[3]).astype(bool)
+e = np.abs(y - want)[pad].max() / np.abs(want).max()
+print(f"{sys.argv[2]}: y {e:.2g} of max|y|")
+sys.exit(0 if y.shape == want.shape and e <= 1e-5 and not y[~pad].any() else 1)
+PY
+            pass
+        else
+            fail "layer $layer: y"
+        fi
+    else
+        fail "layer $layer: $(cat "$TMP/err")"
+    fi
+done
+
+refused() { # status, text, args...: the run fails with that status, naming text
+    local want=$1 text=$2
+    shift 2
+    "$RA" attention "$@" --output "$TMP/out.npy" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" -eq "$want" ] && grep -q -- "$text" "$TMP/err" && [ ! -e "$TMP/out.npy" ]; then
+        pass
+    else
+        fail "refused $text: status $got: $(cat "$TMP/err")"
+    fi
+}
+args=(--weights "$W" --input "$F/x.npy" --layer 0 --token-type-ids "$F/token_type_ids.npy")
+refused 2 "not run with --prefill" "${args[@]}" --prefill 4
+refused 2 "not run with --no-causal" "${args[@]}" --no-causal
+"$PY" -c "import numpy as np; np.save('$TMP/long.npy', np.array([[0] + [1] * 5 + [0] * 6] * 2))"
+refused 1 "longer than the sliding window 4" --weights "$W" --input "$F/x.npy" --layer 0 \
+    --token-type-ids "$TMP/long.npy"
+"$PY" -c "import numpy as np; np.save('$TMP/short.npy', np.zeros(12, dtype=np.int64))"
+refused 1 "must be \[2, 12\]" --weights "$W" --input "$F/x.npy" --layer 0 \
+    --token-type-ids "$TMP/short.npy"
+refused 1 "does not read token_type_ids" --weights tests/hf/gemma3_window --input "$F/x.npy" \
+    --layer 0 --token-type-ids "$F/token_type_ids.npy"
+summary

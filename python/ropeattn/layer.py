@@ -124,6 +124,8 @@ class Layer:
     with its own KVCache and Context).
     """
 
+    _token_types = False  # from_pretrained(..., token_types=True): calls need token_type_ids
+
     def __init__(self, _layer, context=None, layer_index=None, paths=None, seq_len=None):
         # Layer.from_pretrained makes these; not for direct use.
         if not isinstance(_layer, _ropeattn.HFLayer):
@@ -141,7 +143,7 @@ class Layer:
     def from_pretrained(cls, path, layer=None, context=None, *, config=None, n_heads=None,
                         n_kv_heads=None, layout=None, max_position=None, n_tokens=None,
                         seq_len=None, position_ids=False, rope_parameters=None, theta=None,
-                        max_position_embeddings=None, vision=False):
+                        max_position_embeddings=None, vision=False, token_types=False):
         """Builds layer `layer` of a checkpoint, as
         `ropeattn attention --weights W --config C --layer N` does
         (ra_hf_checkpoint_open, ra_hf_config_open, ra_hf_layer_create).
@@ -198,6 +200,12 @@ class Layer:
             packed in a row as cu_seqlens.  The heads, layout and rope are
             vision_config's: n_heads, n_kv_heads, layout, seq_len and
             position_ids are refused with it.
+          token_types: True: a Gemma 3 layer (config.json's model_type
+            "gemma3"; any other refused, UnsupportedError) whose calls take
+            token_type_ids, image blocks attending both ways (transformers'
+            Gemma3Model): built without the causal mask (config
+            ["non_causal"]), so that every uncached call must give
+            token_type_ids, which become the whole mask; no cache or pool.
         Raises FileError (an OSError) for a file that cannot be read,
         FormatError (a ValueError) for a malformed one, NotFoundError (a
         LookupError) for a missing tensor or key (a layer the checkpoint does
@@ -234,8 +242,10 @@ class Layer:
         hf = _ropeattn.HFLayer(weights, config, position_ids=bool(position_ids),
                                rope_parameters=rope_parameters,
                                theta=None if theta is None else float(theta),
-                               vision=bool(vision), **kwargs)
-        return cls(hf, context, options["layer"], (weights, config), options["seq_len"])
+                               vision=bool(vision), token_types=bool(token_types), **kwargs)
+        made = cls(hf, context, options["layer"], (weights, config), options["seq_len"])
+        made._token_types = bool(token_types)
+        return made
 
     @property
     def config(self):
@@ -282,7 +292,8 @@ class Layer:
         return dict(self._tensors)
 
     def __call__(self, x, positions=None, attention_mask=None, cache=None, context=None,
-                 pool=None, ids=None, n_new=None, attn_mask=None, cu_seqlens=None):
+                 pool=None, ids=None, n_new=None, attn_mask=None, cu_seqlens=None,
+                 token_type_ids=None):
         """y = the layer's Attention.forward(x), in inference mode.
 
           x: float32 [B, S, dim] or [S, dim] (batch 1), any strides (a
@@ -306,6 +317,15 @@ class Layer:
              ...), bool (True: may attend) or additive float32 or float16,
              as ropeattn.attention takes it; combined with the layer's own
              masks and attention_mask.  Not with a cache or a pool.
+          token_type_ids: None, or integers [B, S] ([S] for 2-D x), Gemma
+             3's (1: an image token, any other value text), for a layer
+             from from_pretrained(..., token_types=True), which requires
+             them: each run of 1s is an image block whose tokens see each
+             other both ways, causal elsewhere; a sliding layer's window
+             bounds only the keys before a query (a block longer than it:
+             UnsupportedError), attention_mask's padding its keys, as
+             transformers' create_masks_for_vision_model
+             (ra_hf_token_type_mask).  Not with attn_mask, a cache or a pool.
           cu_seqlens: None, or integers [n + 1]: 0, then where each of the n
              images (documents) packed in every row ends, the last S; no
              token attends across them (a vision encoder's packed images:
@@ -365,6 +385,8 @@ class Layer:
                 raise TypeError(f"pool: expected a ropeattn.KVPool, got {type(pool).__name__}")
             if pool.layer is not self:
                 raise ArgumentError("pool: made for another Layer")
+            if token_type_ids is not None:
+                raise UnsupportedError("token_type_ids: not with a pool (its calls take no mask)")
             if attn_mask is not None:
                 raise UnsupportedError("attn_mask: not with a pool (its calls take none)")
             if cu_seqlens is not None:
@@ -384,6 +406,9 @@ class Layer:
                                 f"got {type(cache).__name__}")
             if cache.layer is not self:
                 raise ArgumentError("cache: made for another Layer")
+            if token_type_ids is not None:
+                raise UnsupportedError("token_type_ids: not with a cache (the cached calls take "
+                                       "no mask)")
             if attn_mask is not None:
                 raise UnsupportedError("attn_mask: not with a cache (the cached calls take "
                                        "none)")
@@ -398,6 +423,7 @@ class Layer:
         else:
             mask = None if attention_mask is None else padding_mask(attention_mask, b, s,
                                                                       "attention_mask")
+            attn_mask = self._token_type_mask(token_type_ids, mask, attn_mask, b, s)
             if attn_mask is not None:
                 attn_mask = _attn_mask(attn_mask, (b, self._config["n_heads"], s, s), None)
             self._check_length(lambda: [0] * b, start, ids, s, None, cached=False)
@@ -410,6 +436,28 @@ class Layer:
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask,
                                     cu_seqlens)
         return y if x.ndim == 3 else y[0]
+
+    def _token_type_mask(self, token_type_ids, padding, attn_mask, b, s):
+        """The call's attn_mask: token_type_ids' (a token_types layer's:
+        ra_hf_token_type_mask, [B, 1, S, S] bool), else attn_mask."""
+        if token_type_ids is None:
+            if self._token_types:
+                raise ArgumentError("token_type_ids: this layer (token_types=True) has no "
+                                    "causal mask of its own: give token_type_ids")
+            return attn_mask
+        if not self._token_types:
+            raise ArgumentError("token_type_ids: only a layer from from_pretrained(..., "
+                                "token_types=True) takes them (model_type gemma3)")
+        if attn_mask is not None:
+            raise ArgumentError("token_type_ids: not with attn_mask (they make the whole mask)")
+        tt = as_array(token_type_ids, "token_type_ids")
+        if tt.dtype.kind not in "iu" or tt.shape not in ((b, s), (s,) if b == 1 else (b, s)):
+            raise ArgumentError(f"token_type_ids: expected integers [{b}, {s}], got "
+                                f"{tt.dtype} {tt.shape}")
+        tt = c_array(tt.reshape(b, s), np.int64)
+        mask = np.empty((b, 1, s, s), dtype=np.bool_)
+        self._layer.token_type_mask(tt, padding, mask)
+        return mask
 
     def _check_length(self, lengths, start, ids, s, n_new, cached=True):
         """transformers forms a dynamic or longrope rope's frequencies from

@@ -107,17 +107,19 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"weights", "config", "layer", "n_heads", "n_kv_heads", "layout",
                          "first_token", "n_tokens", "max_position", "seq_len", "position_ids",
-                         "rope_parameters", "theta", "max_position_embeddings", "vision", NULL};
+                         "rope_parameters", "theta", "max_position_embeddings", "vision",
+                         "token_types", NULL};
     open_args a = {.o = ra_hf_options_init()};
     PyObject *weights_obj, *config_obj = Py_None, *rope_obj = Py_None, *theta_obj = Py_None,
              *mpe_obj = Py_None;
     long long layer = -1, n_heads = 0, n_kv_heads = 0, layout = -1, first_token = 0,
               n_tokens = 0, max_position = -1, seq_len = 0;
-    int position_ids = 0, vision = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$LLLLLLLLpOOOp:HFLayer", kw,
+    int position_ids = 0, vision = 0, token_types = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$LLLLLLLLpOOOpp:HFLayer", kw,
                                      &weights_obj, &config_obj, &layer, &n_heads, &n_kv_heads,
                                      &layout, &first_token, &n_tokens, &max_position, &seq_len,
-                                     &position_ids, &rope_obj, &theta_obj, &mpe_obj, &vision))
+                                     &position_ids, &rope_obj, &theta_obj, &mpe_obj, &vision,
+                                     &token_types))
         return -1;
     if (self->layer) {
         PyErr_SetString(ra_ext_error, "HFLayer: already initialized");
@@ -133,6 +135,7 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
     a.o.seq_len = seq_len;
     a.o.position_ids = position_ids;
     a.o.vision = vision;
+    a.o.token_types = token_types;
     if (theta_obj != Py_None) {
         a.theta = PyFloat_AsDouble(theta_obj);
         if (a.theta == -1.0 && PyErr_Occurred()) return -1;
@@ -317,9 +320,44 @@ static PyObject *layer_tensors(ra_ext_layer *self, PyObject *unused)
     return list;
 }
 
+/* token_type_mask(token_type_ids, padding, mask): ra_hf_token_type_mask;
+ * token_type_ids int64 [B, S], padding None or uint8 [B, S], mask bool
+ * [B, 1, S, S] (written), each C-contiguous and aligned. */
+static PyObject *layer_token_type_mask(ra_ext_layer *self, PyObject *args)
+{
+    PyObject *tt, *pad, *mask;
+    if (!PyArg_ParseTuple(args, "OOO:token_type_mask", &tt, &pad, &mask) ||
+        !ra_ext_layer_of((PyObject *)self))
+        return NULL;
+    PyArrayObject *t = (PyArrayObject *)tt, *p = (PyArrayObject *)pad, *m = (PyArrayObject *)mask;
+    const int ok = PyArray_Check(tt) && PyArray_TYPE(t) == NPY_INT64 && PyArray_NDIM(t) == 2 &&
+                   PyArray_IS_C_CONTIGUOUS(t) && PyArray_ISALIGNED(t) && PyArray_Check(mask) &&
+                   PyArray_TYPE(m) == NPY_BOOL && PyArray_NDIM(m) == 4 &&
+                   PyArray_IS_C_CONTIGUOUS(m) && PyArray_ISWRITEABLE(m) &&
+                   PyArray_DIM(m, 0) == PyArray_DIM(t, 0) && PyArray_DIM(m, 1) == 1 &&
+                   PyArray_DIM(m, 2) == PyArray_DIM(t, 1) && PyArray_DIM(m, 3) == PyArray_DIM(t, 1) &&
+                   (pad == Py_None ||
+                    (PyArray_Check(pad) && PyArray_TYPE(p) == NPY_UINT8 && PyArray_NDIM(p) == 2 &&
+                     PyArray_IS_C_CONTIGUOUS(p) && PyArray_DIM(p, 0) == PyArray_DIM(t, 0) &&
+                     PyArray_DIM(p, 1) == PyArray_DIM(t, 1)));
+    if (!ok) {
+        PyErr_SetString(ra_ext_value_error, "token_type_mask: expected int64 [B, S], None or "
+                        "uint8 [B, S], and a writable bool [B, 1, S, S], C-contiguous");
+        return NULL;
+    }
+    ra_status st = ra_hf_token_type_mask(self->layer, (const int64_t *)PyArray_DATA(t),
+                                         pad == Py_None ? NULL : (const uint8_t *)PyArray_DATA(p),
+                                         (int64_t)PyArray_DIM(t, 0), (int64_t)PyArray_DIM(t, 1),
+                                         (uint8_t *)PyArray_DATA(m));
+    if (st != RA_OK) return ra_ext_raise_detail(st, "ra_hf_token_type_mask", ra_hf_last_error());
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef layer_methods[] = {
     {"tensors", (PyCFunction)layer_tensors, METH_NOARGS,
      "tensors() -> [(name, shape)]: the checkpoint tensors the layer was built from."},
+    {"token_type_mask", (PyCFunction)layer_token_type_mask, METH_VARARGS,
+     "token_type_mask(token_type_ids, padding, mask): ra_hf_token_type_mask into mask."},
     {NULL, NULL, 0, NULL},
 };
 

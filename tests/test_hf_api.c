@@ -412,7 +412,8 @@ static void test_failures(void)
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "struct_size",
            "an unset struct_size");
     /* A newer header's options: accepted while its new fields are 0. */
-    CHECK(RA_HF_OPTIONS_SIZE_V1 == 11 * 8 && sizeof(ra_hf_options) == 13 * 8, /* + vision, non_causal */
+    CHECK(RA_HF_OPTIONS_SIZE_V1 == 11 * 8 && sizeof(ra_hf_options) == 14 * 8,
+          /* + vision, non_causal, token_types */
           "ra_hf_options has %zu bytes", sizeof(ra_hf_options));
     struct { ra_hf_options o; int64_t later; } newer = {ra_hf_options_init(), 0};
     newer.o.struct_size = sizeof newer;
@@ -431,6 +432,10 @@ static void test_failures(void)
     nc.layer = 1, nc.layout = RA_LAYOUT_HALF, nc.non_causal = 2;
     expect(ra_hf_layer_create(&layer, ckpt, config, &nc), RA_ERR_ARGUMENT, "non_causal",
            "non_causal 2");
+    /* token_types: 0 or 1 */
+    nc.non_causal = 0, nc.token_types = 2;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &nc), RA_ERR_ARGUMENT, "token_types",
+           "token_types 2");
     /* attention_bias false and a q_proj.bias in the file: refused. */
     ra_hf_config *nobias = NULL;
     static const char text[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "

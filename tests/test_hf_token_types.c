@@ -8,9 +8,9 @@
  *     of get_block_sequence_ids_for_mask (right and left padding, two
  *     blocks a row, adjacent blocks, a block at the start);
  *   - y of each layer against Gemma3Attention.forward under that mask,
- *     two rows with two image blocks each, one right-padded, within 1e-5
- *     of max|y| (float32 sums over 32 features and 12 keys; the issue asks
- *     1e-4);
+ *     two rows with two image blocks each, one right-padded, and dL/dx and
+ *     every tensor's gradient against its autograd, within 1e-5 of max
+ *     (float32 sums over 32 features and 12 keys; the issue asks 1e-4);
  *   - refused, naming what: a family other than gemma3, vision with it, a
  *     layer not created with it, a block longer than the window.
  */
@@ -69,6 +69,56 @@ static void check_mask(const ra_hf_layer *hl, const fx_file *f, const char *tt_k
     free(p), free(m);
 }
 
+/* Worst |a - b| / max|b| of float32 a against float64 b. */
+static double rel_err(const float *a, const double *b, int64_t n)
+{
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        diff = fmax(diff, isfinite(a[i]) ? fabs(a[i] - b[i]) : INFINITY);
+        ref = fmax(ref, fabs(b[i]));
+    }
+    return ref > 0 ? diff / ref : diff;
+}
+
+/* dL/dx and every tensor's gradient (the training forward and backward
+ * under the same options) against transformers' autograd; the worst. */
+static double check_grads(const ra_hf_layer *hl, const fx_file *f, int64_t layer, const float *x,
+                          const ra_attention_options *o, int64_t B, int64_t S)
+{
+    char key[300];
+    snprintf(key, sizeof key, "dy%lld", (long long)layer);
+    const fx_tensor *dy64 = fx_find(f, key);
+    snprintf(key, sizeof key, "dx%lld", (long long)layer);
+    const fx_tensor *dx64 = fx_find(f, key);
+    const ra_layer *l = ra_hf_layer_get(hl);
+    const int64_t n = dy64->count;
+    float *y = malloc(n * sizeof *y), *dy = malloc(n * sizeof *dy), *dx = malloc(n * sizeof *dx);
+    for (int64_t i = 0; i < n; i++) dy[i] = (float)dy64->f64[i];
+    ra_layer_tape *tape = NULL;
+    ra_hf_grads *g = NULL;
+    CHECK(ra_layer_tape_create(&tape, l, B * S) == RA_OK, "tape: %s", ra_last_error());
+    CHECK(ra_hf_grads_create(&g, hl) == RA_OK, "grads: %s", ra_hf_last_error());
+    const int ran = tape && g &&
+                    ra_layer_forward_train(NULL, l, y, tape, x, B, S, NULL, o) == RA_OK &&
+                    ra_layer_backward(NULL, l, dx, ra_hf_grads_get(g), tape, dy) == RA_OK;
+    CHECK(ran, "layer %lld: backward: %s", (long long)layer, ra_last_error());
+    double worst = ran ? rel_err(dx, dx64->f64, n) : INFINITY;
+    CHECK(worst <= 1e-5, "layer %lld: dx %.3g of max|dx|", (long long)layer, worst);
+    for (int64_t i = 0; ran && i < ra_hf_layer_tensor_count(hl); i++) {
+        snprintf(key, sizeof key, "d%lld:%s", (long long)layer, ra_hf_layer_tensor_name(hl, i));
+        const fx_tensor *want = fx_find(f, key);
+        CHECK(want != NULL, "no gradient %s in the fixture", key);
+        if (!want) continue;
+        const double e = rel_err(ra_hf_grads_tensor(g, i), want->f64, want->count);
+        CHECK(e <= 1e-5, "%s %.3g of max", key, e);
+        worst = fmax(worst, e);
+    }
+    ra_hf_grads_destroy(g);
+    ra_layer_tape_destroy(tape);
+    free(y), free(dy), free(dx);
+    return worst;
+}
+
 static void check_layer(int64_t layer, const fx_file *f)
 {
     ra_hf_layer *hl = open_layer(layer, 1, RA_OK);
@@ -99,9 +149,10 @@ static void check_layer(int64_t layer, const fx_file *f)
         ref = fmax(ref, fabs(y64->f64[i]));
     }
     CHECK(diff <= 1e-5 * ref, "layer %lld: y %.3g of max|y|", (long long)layer, diff / ref);
+    const double ey = diff / ref, eg = check_grads(hl, f, layer, x, &o, B, S);
     if (ra_test_isa == (int)ra_cpu_isa_max())
-        printf("layer %lld (%s): y %.2g of max|y| from transformers (float64)\n",
-               (long long)layer, layer ? "full" : "sliding", diff / ref);
+        printf("layer %lld (%s): y %.2g of max|y|, gradients %.2g of max, from transformers "
+               "(float64)\n", (long long)layer, layer ? "full" : "sliding", ey, eg);
     free(x), free(y), free(p), free(m);
     ra_hf_layer_destroy(hl);
 }

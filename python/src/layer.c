@@ -335,7 +335,8 @@ static PyObject *layer_token_type_mask(ra_ext_layer *self, PyObject *args)
                    PyArray_TYPE(m) == NPY_BOOL && PyArray_NDIM(m) == 4 &&
                    PyArray_IS_C_CONTIGUOUS(m) && PyArray_ISWRITEABLE(m) &&
                    PyArray_DIM(m, 0) == PyArray_DIM(t, 0) && PyArray_DIM(m, 1) == 1 &&
-                   PyArray_DIM(m, 2) == PyArray_DIM(t, 1) && PyArray_DIM(m, 3) == PyArray_DIM(t, 1) &&
+                   PyArray_DIM(m, 2) == PyArray_DIM(t, 1) &&
+                   PyArray_DIM(m, 3) == PyArray_DIM(t, 1) &&
                    (pad == Py_None ||
                     (PyArray_Check(pad) && PyArray_TYPE(p) == NPY_UINT8 && PyArray_NDIM(p) == 2 &&
                      PyArray_IS_C_CONTIGUOUS(p) && PyArray_DIM(p, 0) == PyArray_DIM(t, 0) &&

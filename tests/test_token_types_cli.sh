@@ -7,7 +7,8 @@
 # layer 1, two rows with two image blocks each, one right-padded
 # (--attention-mask), against transformers' y within 1e-5 of max|y| on the
 # tokens (a padding token's row is 0, as --attention-mask says; seen: 2.5e-7
-# and 2.3e-7), and the refusals.
+# and 2.3e-7) and --grads (dL/dx and each tensor's, dy 0 on padding rows)
+# against its autograd within 1e-5 of max, and the refusals.
 # Prints "token_types_cli: N passed, N failed" last; exits 1 if anything failed.
 SUITE=token_types_cli
 source "$(dirname "$0")/shell_common.sh"
@@ -33,6 +34,28 @@ PY
         fi
     else
         fail "layer $layer: $(cat "$TMP/err")"
+    fi
+    # --grads: dy 0 on padding rows (their output and gradient are 0)
+    if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/g$layer.npy" \
+        --layer $layer --token-type-ids "$F/token_type_ids.npy" \
+        --attention-mask "$F/attention_mask.npy" --grad-output "$F/dy$layer.npy" \
+        --grads "$TMP/g$layer.safetensors" 2>"$TMP/err"; then
+        if "$PY" - "$TMP/g$layer.safetensors" "$F/grads$layer.npz" <<'PY'; then
+import sys
+sys.path.insert(0, "tests")
+import numpy as np
+from st_read import read_f32
+got, ref = read_f32(sys.argv[1]), np.load(sys.argv[2])
+g = max(np.abs(got[k].reshape(ref[k].shape) - ref[k]).max() / np.abs(ref[k]).max() for k in ref.files)
+print(f"{sys.argv[2]}: gradients {g:.2g} of max")
+sys.exit(0 if sorted(got) == sorted(ref.files) and g <= 1e-5 else 1)
+PY
+            pass
+        else
+            fail "layer $layer: gradients"
+        fi
+    else
+        fail "layer $layer --grads: $(cat "$TMP/err")"
     fi
 done
 

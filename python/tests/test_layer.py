@@ -75,11 +75,17 @@ def test_forward(name):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "float8_e4m3fn"])
 @pytest.mark.parametrize("name", CASES)
 def test_prefill_then_decode(name, dtype):
-    """Half the tokens as one prefill, then one at a time, as a generator."""
+    """Half the tokens as one prefill, then one at a time, as a generator;
+    an encoder's layer (no causal mask: case.json's "causal" false) refuses
+    the cache by name, as its tokens see later ones."""
     layer, x, pos, y = build(name, **fixed_length(name))
     b, s = x.shape[:2]
     p = max(1, s // 2)
     cache = ropeattn.KVCache(layer, batch=b, capacity=s, dtype=dtype)
+    if load(name)[1].get("causal") is False:
+        with pytest.raises(ropeattn.UnsupportedError, match="non_causal"):
+            layer(x[:, :p], positions=pos[..., :p], cache=cache)
+        return
     ys = [layer(x[:, :p], positions=pos[..., :p], cache=cache)]
     assert len(cache) == p
     for t in range(p, s):

@@ -19,6 +19,7 @@ static size_t npy_size(ra_npy_dtype d)
     case RA_NPY_F32: case RA_NPY_I32: return 4;
     case RA_NPY_F64: case RA_NPY_I64: return 8;
     case RA_NPY_F16: return 2;
+    case RA_NPY_BOOL: return 1;
     }
     return 0;
 }

@@ -51,6 +51,8 @@ typedef enum ra_npy_dtype {
     RA_NPY_F16,     /* '<f2' */
     RA_NPY_I32,     /* '<i4' */
     RA_NPY_I64,     /* '<i8' */
+    RA_NPY_BOOL,    /* '|b1': one byte per element, 0 false, nonzero true
+                       (numpy writes 0 and 1) */
 } ra_npy_dtype;
 
 /* An array read whole. */

@@ -252,6 +252,14 @@ static void test_npy_variants(void)
     CHECK(st == RA_OK && npy.dtype == RA_NPY_I32 && npy.ndim == 0 && npy.count == 1, "%s", msg);
     CHECK(st == RA_OK && ((int32_t *)npy.data)[0] == 42, "i4 value");
     ra_npy_free(&npy);
+
+    const uint8_t b1[3] = {1, 0, 1}; /* numpy's bool: one byte each */
+    write_npy("b1.npy", 1, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", b1,
+              sizeof b1);
+    st = ra_npy_read(tpath("b1.npy"), &npy, msg, sizeof msg);
+    CHECK(st == RA_OK && npy.dtype == RA_NPY_BOOL && npy.count == 3, "b1: %s", msg);
+    CHECK(st == RA_OK && memcmp(npy.data, b1, 3) == 0, "b1 values");
+    ra_npy_free(&npy);
 }
 
 /* An input's float64 values come back as float32, each rounded to the
@@ -2137,7 +2145,7 @@ static void test_hostile_messages(void)
         {NPY, "h_fortran.npy", RA_ERR_UNSUPPORTED, "Fortran-order",
          "Fortran-order arrays are not supported"},
         {NPY, "h_int16.npy", RA_ERR_DTYPE, "is not supported (only",
-         "dtype '<i2' is not supported (only <f4, <f8, <f2, <i4 and <i8 are)"},
+         "dtype '<i2' is not supported (only <f4, <f8, <f2, <i4, <i8 and |b1 are)"},
         {NPY, "h_truncated.npy", RA_ERR_FORMAT, "truncated",
          "truncated: the file holds 20 bytes of data but shape [2, 3] of '<f4' needs 24"},
     };

@@ -4,7 +4,8 @@
 # (tests/families/make_family_cases.py's attention(), with the padding and
 # document predicates added here): left and right padding, a row of
 # padding only, a window and Llama 4's chunks offset by left padding, and
-# packed documents (the same in every row, or each row's own); padding
+# packed documents (the same in every row, or each row's own); full masks
+# (bool and additive: SDPA's attn_mask) against those and float64; padding
 # tokens' outputs and dL/dx rows are 0; the refusals.
 # Prints "masks_cli: N passed, N failed" last; exits 1 if anything failed.
 SUITE=masks_cli
@@ -238,6 +239,136 @@ sys.exit(0 if sorted(a) == sorted(b) and all(
 " "$TMP/gr2.safetensors" "$TMP/gr.safetensors" "$TMP/yr2.npy" "$TMP/yr.npy"; then pass
     else fail "mpirun --grads with --packed rows: $(grep -m1 ropeattn: "$TMP/err")"; fi
 fi
+
+# A full mask (bool or float values: SDPA's attn_mask, the layer call's
+# attn_mask).  The layer's own causal mask as a bool [S, S]: the same bytes
+# as without it; padding as a [B, 1, S, S] bool mask (no query or key of
+# padding): --attention-mask's padding output (each masked query's row 0),
+# within 1e-6 of max|y|; documents as a block-diagonal [S, S] mask with the
+# same positions: --packed's output, within 1e-6; a random additive float32
+# [B, H, S, S] mask (some -inf) and a float16 [S, S] one against the float64
+# layer within 1e-5 of max|y| (float32 sums over 12 keys and 32 features).
+FM=$TMP/full
+mkdir -p "$FM"
+"$PY" - "$FM" "$TMP/cases" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "tests/families")
+sys.path.insert(0, "tests")
+import make_family_cases as fc
+from st_read import read_f32
+fm, cases = sys.argv[1], sys.argv[2]
+S = 12
+np.save(os.path.join(fm, "causal.npy"), np.tril(np.ones((S, S), bool)))
+real = np.load(os.path.join(cases, "padded", "mask.npy")).astype(bool)
+np.save(os.path.join(fm, "padding.npy"), real[:, None, :, None] & real[:, None, None, :])
+doc = np.array([0] * 5 + [1] * 7)
+np.save(os.path.join(fm, "blocks.npy"), doc[:, None] == doc[None, :])
+rng = np.random.default_rng(20261207)
+add = rng.normal(0, 2, (2, 4, S, S)).astype(np.float32)
+add[rng.random(add.shape) < 0.2] = -np.inf
+add[..., 0] = 0.0  # every query sees key 0: no row all -inf
+np.save(os.path.join(fm, "additive.npy"), add)
+add16 = rng.normal(0, 2, (S, S)).astype(np.float16)
+np.save(os.path.join(fm, "additive16.npy"), add16)
+# the float64 layers: the padded_llama case's weights and x
+d = os.path.join(cases, "padded_llama")
+x = np.load(os.path.join(d, "x.npy")).astype(np.float64)
+t = read_f32(os.path.join(d, "model.safetensors"))
+w = {k: t["model.layers.0.self_attn.%s_proj.weight" % k].astype(np.float64) for k in "qkvo"}
+f = {"H": 4, "K": 2, "D": 16, "inv": fc.inv_freq(1e4, 16), "layout": "half"}
+np.save(os.path.join(fm, "additive_y.npy"), fc.attention(x, w, dict(f, additive=add)))
+np.save(os.path.join(fm, "additive16_y.npy"),
+        fc.attention(x, w, dict(f, additive=add16.astype(np.float64))))
+np.save(os.path.join(fm, "nan.npy"), np.where(np.eye(S) > 0, np.nan, 0).astype(np.float32))
+np.save(os.path.join(fm, "wide.npy"), np.ones((2, 1, S, S + 1), bool))
+np.save(os.path.join(fm, "ints.npy"), np.ones((2, 1, S, S), np.int64))
+np.save(os.path.join(fm, "five.npy"), np.ones((1, 2, 1, S, S), bool))
+with open(os.path.join(fm, "causal.npy"), "rb") as src:
+    open(os.path.join(fm, "truncated.npy"), "wb").write(src.read()[:-7])
+PY
+[ $? -eq 0 ] || fail "generating the full masks"
+C=$TMP/cases/padded_llama
+full_run() { # $1: output, then more arguments
+    local o=$1
+    shift
+    "$RA" attention --weights "$C/model.safetensors" --config "$C/config.json" --layer 0 \
+        --input "$C/x.npy" --output "$o" "$@"
+}
+close() { # got, want, relative tolerance
+    "$PY" -c "
+import numpy as np, sys
+g, w = np.load(sys.argv[1]), np.load(sys.argv[2])
+e = np.max(np.abs(g - w)) / np.max(np.abs(w))
+sys.exit(0 if e <= float(sys.argv[3]) else print(f'differs by {e:.3g}') or 1)
+" "$@"
+}
+PK=$TMP/cases/packed_mistral
+for path in flash reference; do
+    if full_run "$FM/plain.npy" --path $path 2>"$TMP/err" &&
+        full_run "$FM/causal_y.npy" --path $path --attention-mask "$FM/causal.npy" \
+            2>>"$TMP/err" && cmp -s "$FM/plain.npy" "$FM/causal_y.npy"; then pass
+    else fail "full mask = the causal mask, --path $path: not the same bytes $(cat "$TMP/err")"; fi
+    out=
+    if full_run "$FM/pad_ref.npy" --path $path --attention-mask "$TMP/cases/padded/mask.npy" \
+        2>"$TMP/err" &&
+        full_run "$FM/pad_y.npy" --path $path --attention-mask "$FM/padding.npy" 2>>"$TMP/err" &&
+        out=$(close "$FM/pad_y.npy" "$FM/pad_ref.npy" 1e-6); then pass
+    else fail "full padding mask = the padding mask, --path $path: $out $(cat "$TMP/err")"; fi
+    out=
+    if "$RA" attention --weights "$PK/model.safetensors" --config "$PK/config.json" --layer 0 \
+        --input "$PK/x.npy" --output "$FM/packed.npy" --path $path --packed \
+        --positions "$TMP/cases/packed/positions.npy" 2>"$TMP/err" &&
+        "$RA" attention --weights "$PK/model.safetensors" --config "$PK/config.json" --layer 0 \
+            --input "$PK/x.npy" --output "$FM/blocks_y.npy" --path $path \
+            --positions "$TMP/cases/packed/positions.npy" --attention-mask "$FM/blocks.npy" \
+            2>>"$TMP/err" && out=$(close "$FM/blocks_y.npy" "$FM/packed.npy" 1e-6); then pass
+    else fail "block-diagonal full mask = --packed, --path $path: $out $(cat "$TMP/err")"; fi
+    for a in additive additive16; do
+        out=
+        if full_run "$FM/${a}_got.npy" --path $path --attention-mask "$FM/$a.npy" 2>"$TMP/err" &&
+            out=$(close "$FM/${a}_got.npy" "$FM/${a}_y.npy" 1e-5); then pass
+        else fail "$a full mask against float64, --path $path: $out $(cat "$TMP/err")"; fi
+    done
+done
+# --grads with a full mask: the layer's backward takes it (the causal one:
+# the same bytes as without it)
+"$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.ones((2, 12, 32), np.float32))" \
+    "$FM/dy.npy"
+if full_run "$FM/g_y.npy" --attention-mask "$FM/causal.npy" --grad-output "$FM/dy.npy" \
+    --grads "$FM/g_mask.safetensors" 2>"$TMP/err" &&
+    full_run "$FM/g_y0.npy" --grad-output "$FM/dy.npy" --grads "$FM/g_plain.safetensors" \
+        2>>"$TMP/err" && cmp -s "$FM/g_mask.safetensors" "$FM/g_plain.safetensors"; then pass
+else fail "--grads with a full causal mask: not the same bytes $(cat "$TMP/err")"; fi
+# hostile full masks: one message line, exit non-zero, an existing output untouched
+echo keep >"$FM/kept.npy"
+while IFS='|' read -r want args; do
+    read -r -a a <<<"$args"
+    full_run "$FM/kept.npy" "${a[@]}" 2>"$TMP/err"
+    got=$?
+    if [ "$got" -eq 0 ]; then fail "$args: exit 0"
+    elif ! grep -qF -- "$want" "$TMP/err"; then fail "$args: expected /$want/, got $(cat "$TMP/err")"
+    elif [ "$(wc -l <"$TMP/err")" -ne 1 ] || [ "$(cat "$FM/kept.npy")" != keep ]; then
+        fail "$args: not one line, or the output touched"
+    else pass; fi
+done <<EOF
+extent 13 for seq (keys)|--attention-mask $FM/wide.npy
+is nan: must be finite|--attention-mask $FM/nan.npy
+must be [2, 12]|--attention-mask $FM/ints.npy
+1 to 4 dimensions|--attention-mask $FM/five.npy
+truncated.npy|--attention-mask $FM/truncated.npy
+is not run with --prefill|--attention-mask $FM/causal.npy --prefill 4
+is not run with --token-type-ids|--attention-mask $FM/causal.npy --token-type-ids $TMP/cases/padded/mask.npy
+EOF
+
+# latent attention (DeepSeek-V3's fixture) refuses a full mask, by name
+DS=tests/hf/deepseek_v3
+"$RA" attention --weights "$DS/model.safetensors" --config "$DS/config.json" --layer 0 \
+    --input "$DS/x.npy" --positions "$DS/pos.npy" --output "$FM/kept.npy" \
+    --attention-mask "$FM/causal.npy" 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF "attn_mask with a latent attention layer" "$TMP/err" &&
+    [ "$(cat "$FM/kept.npy")" = keep ]; then pass
+else fail "a full mask on a latent attention layer: $(cat "$TMP/err")"; fi
 
 # Refusals: one message line, no output written.
 "$PY" -c "

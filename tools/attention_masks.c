@@ -21,7 +21,9 @@ int attention_mask_read(const char *path, int64_t batch, int64_t seq, uint8_t **
     if (npy.dtype != RA_NPY_I32 && npy.dtype != RA_NPY_I64)
         failed = cli_fail(EXIT_FAIL, "%s must hold int32 ('<i4') or int64 ('<i8') values", path);
     else if (!shaped)
-        failed = cli_fail(EXIT_FAIL, "%s must be [%lld, %lld] (the input's batch and seq)", path,
+        failed = cli_fail(EXIT_FAIL, "%s must be [%lld, %lld] (the input's batch and seq; "
+                          "a full mask, [batch, heads, seq, seq], holds bool or float "
+                          "values)", path,
                           (long long)batch, (long long)seq);
     else if (!(*out = malloc((size_t)(batch * seq))))
         failed = cli_fail(EXIT_FAIL, "out of memory for the mask in %s", path);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "attention_grads.h"
+#include "attention_full_mask.h"
 #include "attention_masks.h"
 #include "attention_token_types.h"
 #include "attention_sharded.h"
@@ -79,7 +80,13 @@ static const char usage[] =
     "                  .npy of int32 or int64 [batch, seq]: 1 for a token, 0 for\n"
     "                  padding (Hugging Face's attention_mask; left or right\n"
     "                  padding): no token attends to padding, and a padding\n"
-    "                  token's output row (and gradient) is 0.  Not with --prefill\n"
+    "                  token's output row (and gradient) is 0.  Or a full mask,\n"
+    "                  PyTorch SDPA's attn_mask: bool ('|b1', true = may attend)\n"
+    "                  or float32/float16/float64 (added to the scaled logits;\n"
+    "                  finite or -inf), [batch, heads, seq, seq] or its last 1 to\n"
+    "                  3 dimensions, each extent the input's or 1; it masks with\n"
+    "                  the causal mask (--no-causal: alone), and a query that sees\n"
+    "                  no key gives a zero row.  Not with --prefill\n"
     "  --packed        each row holds several documents, a new one wherever a\n"
     "                  --positions id (of [4, ...], a text position) is not the\n"
     "                  one before plus one (each row its own); no token attends\n"
@@ -522,21 +529,23 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
 }
 
 /* Y and, with --grads, the gradients of sum(Y * DY); the attention's path,
- * and its padding (pad: batch * seq, or NULL) or documents (packed, or
- * NULL). */
+ * and its padding (pad: batch * seq, or NULL) or full mask (attn_mask, or
+ * NULL) or documents (packed, or NULL). */
 static int compute_and_write(const attention_options *opts, cli_outputs *outputs,
                              const ra_hf_layer *layer, ra_context *ctx, const ra_npy *x,
                              const ra_npy *dy, const int64_t *ids, int components,
                              const uint8_t *pad, const uint8_t *token_mask,
+                             const ra_tensor *attn_mask,
                              const positions_file *cu, const packed_rows *packed,
                              int64_t batch, int64_t seq)
 {
     ra_attention_options attention = ra_attention_options_init();
     attention.path = cli_attention_path(opts->path);
     attention.padding_mask = pad;
-    /* --token-type-ids: the whole mask, [batch, 1, seq, seq] */
+    /* --token-type-ids: the whole mask, [batch, 1, seq, seq]; else
+     * --attention-mask's full mask (never both: run) */
     ra_tensor mask = ra_tensor_4d((void *)token_mask, RA_BOOL, batch, 1, seq, seq);
-    if (token_mask) attention.attn_mask = &mask;
+    attention.attn_mask = token_mask ? &mask : attn_mask;
     if (cu->ids) { /* --cu-seqlens: the images packed in each row */
         attention.cu_seqlens = cu->ids;
         attention.n_documents = cu->count - 1;
@@ -612,6 +621,25 @@ static uint64_t inputs_signature(const attention_options *opts, const ra_hf_chec
     return h;
 }
 
+/* --attention-mask: a full mask (bool or float values, SDPA's attn_mask)
+ * into *full, else (int32 or int64 values) a padding mask into *pad. */
+static int attention_mask_load(const attention_options *opts, int64_t batch, int64_t seq,
+                               uint8_t **pad, full_mask *full)
+{
+    const char *path = opts->attention_mask;
+    int failed = full_mask_read(path, batch, seq, full);
+    if (failed == -1) return attention_mask_read(path, batch, seq, pad);
+    if (!failed && opts->token_type_ids)
+        failed = cli_fail(EXIT_USAGE, "attention: a full --attention-mask (%s: bool or float "
+                          "values) is not run with --token-type-ids (each is the whole mask; "
+                          "padding: int32 or int64 [batch, seq])", path);
+    else if (!failed && cli_comm_size() > 1)
+        failed = cli_fail(EXIT_USAGE, "attention: a full --attention-mask (%s: bool or float "
+                          "values) runs in one process, not across the %d ranks of an MPI "
+                          "launch", path, cli_comm_size());
+    return failed;
+}
+
 /* opts->weights and (without --config) opts->rope.config_path become the
  * checkpoint's files (checkpoint_paths_find), which run reads. */
 static int run(attention_options *opts)
@@ -625,6 +653,7 @@ static int run(attention_options *opts)
     int64_t *ids = NULL, *text = NULL;
     packed_rows packed = {0};
     uint8_t *pad = NULL, *token_mask = NULL;
+    full_mask full = {0};
     ra_hf_layer *layer = NULL;
     ra_context *ctx = NULL;
     int64_t batch = 0, seq = 0;
@@ -651,7 +680,7 @@ static int run(attention_options *opts)
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
                                      src.attention.position_components == 3, &ids, &components, &text);
     if (!failed && opts->attention_mask)
-        failed = attention_mask_read(opts->attention_mask, batch, seq, &pad);
+        failed = attention_mask_load(opts, batch, seq, &pad, &full);
     if (!failed && opts->cu_seqlens && !(failed = positions_read(opts->cu_seqlens, &cu)) &&
         (cu.ndim != 1 || cu.count < 2))
         failed = cli_fail(EXIT_FAIL, "%s: --cu-seqlens is [n + 1]: 0, then where each of the "
@@ -689,11 +718,13 @@ static int run(attention_options *opts)
                                "inputs (X, DY, positions, mask or checkpoint files)");
     if (!failed)
         failed = compute_and_write(opts, &outputs, layer, ctx, &x, &dy, ids, components, pad,
-                                   token_mask, &cu, opts->packed ? &packed : NULL, batch, seq);
+                                   token_mask, full.npy.data ? &full.view : NULL, &cu,
+                                   opts->packed ? &packed : NULL, batch, seq);
     cli_outputs_free(&outputs);
     packed_rows_free(&packed);
     free(pad);
     free(token_mask);
+    full_mask_free(&full);
     free(text);
     ra_context_destroy(ctx);
     ra_hf_layer_destroy(layer);

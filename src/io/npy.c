@@ -1,6 +1,6 @@
 /*
  * npy.c — reads a .npy file (format versions 1.0, 2.0 and 3.0, C order,
- * little-endian f4 f8 f2 i4 i8) into a 64-byte aligned buffer.
+ * little-endian f4 f8 f2 i4 i8, and b1) into a 64-byte aligned buffer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@ typedef struct npy_type {
 
 static const npy_type npy_types[] = {
     {"f4", RA_NPY_F32, 4}, {"f8", RA_NPY_F64, 8}, {"f2", RA_NPY_F16, 2},
-    {"i4", RA_NPY_I32, 4}, {"i8", RA_NPY_I64, 8},
+    {"i4", RA_NPY_I32, 4}, {"i8", RA_NPY_I64, 8}, {"b1", RA_NPY_BOOL, 1},
 };
 
 /* Maps descr to a supported type.  '<' is little-endian; '=' (native) and
@@ -44,7 +44,7 @@ static ra_status find_type(const char *descr, const char *path, const npy_type *
         }
     }
     return ra_io_fail(msg, msg_len, RA_ERR_DTYPE,
-                      "%s: dtype '%s' is not supported (only <f4, <f8, <f2, <i4 and <i8 are)",
+                      "%s: dtype '%s' is not supported (only <f4, <f8, <f2, <i4, <i8 and |b1 are)",
                       path, descr);
 }
 

@@ -268,6 +268,8 @@ def attention(x, w, f):
     if f.get("allowed") is not None:
         keep = keep & f["allowed"][:, None]
     scores = np.where(keep, scores, -np.inf)
+    if f.get("additive") is not None:  # SDPA's float attn_mask, [B|1, H|1, S, S]
+        scores = scores + f["additive"]
     if "sinks" in w:  # gpt-oss: a last column of one logit per head, dropped after
         sink = np.broadcast_to(w["sinks"].astype(np.float64)[None, :, None, None],
                                scores.shape[:-1] + (1,))

@@ -1,0 +1,61 @@
+/*
+ * attention_full_mask.c — --attention-mask of bool or float values
+ * (attention_full_mask.h).
+ */
+#include <string.h>
+
+#include "attention_full_mask.h"
+#include "cli.h"
+
+int full_mask_read(const char *path, int64_t batch, int64_t seq, full_mask *out)
+{
+    char msg[CLI_MSG_LEN];
+    memset(out, 0, sizeof *out);
+    if (ra_npy_read_float(path, &out->npy, msg, sizeof msg) != RA_OK)
+        return cli_fail(EXIT_FAIL, "%s", msg);
+    const ra_npy *m = &out->npy;
+    if (m->dtype == RA_NPY_I32 || m->dtype == RA_NPY_I64) { /* a padding mask */
+        full_mask_free(out);
+        return -1;
+    }
+    ra_dtype dtype = m->dtype == RA_NPY_BOOL ? RA_BOOL
+                     : m->dtype == RA_NPY_F16 ? RA_F16
+                                              : RA_F32;
+    int failed = 0;
+    if (m->ndim < 1 || m->ndim > 4)
+        failed = cli_fail(EXIT_FAIL, "%s: a full attention mask has 1 to 4 dimensions, "
+                          "[batch, heads, seq, seq] or its last ones, not %d", path, m->ndim);
+    if (failed) {
+        full_mask_free(out);
+        return failed;
+    }
+    /* [B, H, Sq, Sk], the missing leading extents 1; contiguous strides */
+    int64_t shape[4] = {1, 1, 1, 1}, want[4] = {batch, -1, seq, seq};
+    const char *names[4] = {"batch", "heads", "seq (queries)", "seq (keys)"};
+    for (int i = 0; i < m->ndim; i++) shape[4 - m->ndim + i] = m->shape[i];
+    for (int i = 0; i < 4 && !failed; i++)
+        if (want[i] >= 0 && shape[i] != want[i] && shape[i] != 1)
+            failed = cli_fail(EXIT_FAIL, "%s: extent %lld for %s: must be %lld or 1 (a full "
+                              "mask broadcasts to [batch, heads, seq, seq] = [%lld, H, %lld, "
+                              "%lld])", path, (long long)shape[i], names[i], (long long)want[i],
+                              (long long)batch, (long long)seq, (long long)seq);
+    if (failed) {
+        full_mask_free(out);
+        return failed;
+    }
+    out->view.data = m->data;
+    out->view.dtype = dtype;
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; i--) {
+        out->view.shape[i] = shape[i];
+        out->view.stride[i] = stride;
+        stride *= shape[i];
+    }
+    return 0;
+}
+
+void full_mask_free(full_mask *m)
+{
+    ra_npy_free(&m->npy);
+    memset(m, 0, sizeof *m);
+}

@@ -389,6 +389,44 @@ if "$RA" "${LR[@]}" --start-pos 20 --output "$TMP/y.npy" 2>"$TMP/err" &&
         "$TMP/y.npy" 1e-5
 else fail "longrope --prefill past original_max_position_embeddings: $(cat "$TMP/err")"; fi
 
+# RoFormer's saved sinusoidal table (roformer.encoder.embed_positions.weight,
+# [max_position_embeddings, head_dim]): the formula's, nudged by one float32
+# ulp, or absent (transformers computes it): Y; an entry moved by 1e-4 (past
+# the tolerance, one float32 ulp at 1): refused by name
+D=tests/hf/roformer
+"$PY" - "$D/model.safetensors" "$TMP/rof" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "tests/families")
+sys.path.insert(0, "tests")
+import make_family_cases as fc
+from st_read import read_f32
+t, out = read_f32(sys.argv[1]), sys.argv[2]
+os.makedirs(out, exist_ok=True)
+name = "roformer.encoder.embed_positions.weight"
+table = t[name].copy()
+fc.write_safetensors(os.path.join(out, "absent.safetensors"),
+                     {k: v for k, v in t.items() if k != name})
+ulp = table.copy()
+ulp[5, 1] = np.nextafter(ulp[5, 1], np.float32(2))
+fc.write_safetensors(os.path.join(out, "ulp.safetensors"), dict(t, **{name: ulp}))
+moved = table.copy()
+moved[7, 6] += np.float32(1e-4)
+fc.write_safetensors(os.path.join(out, "moved.safetensors"), dict(t, **{name: moved}))
+PY
+for w in absent ulp; do
+    out; y=$o
+    if "$RA" attention --weights "$TMP/rof/$w.safetensors" --config "$D/config.json" \
+        --layer 1 --input "$D/x.npy" --positions "$D/pos.npy" --output "$y" \
+        2>"$TMP/err"; then
+        queue "roformer: the sinusoidal table $w" y "$y" "$D/y.npy" 1e-5
+    else fail "roformer: the sinusoidal table $w: $(cat "$TMP/err")"; fi
+done
+refused "roformer: a sinusoidal table not the formula's" \
+    "roformer.encoder.embed_positions.weight[7, 6] is" \
+    "$RA" attention --weights "$TMP/rof/moved.safetensors" --config "$D/config.json" \
+    --layer 1 --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
+
 # Keys the config classes save but a hand-written config may leave out, read
 # as the class would fill them in: MiniMax-M2's rotary_dim without
 # partial_rotary_factor (rotary_dim / head_dim); Dots1 without layer_types

@@ -191,6 +191,13 @@ ra_status hf_position_q_scaling(const ra_hf_config *config, int64_t layer, ra_la
 
 /* ---- the layer (layer_config.c, layer.c) --------------------------------- */
 
+/* RoFormer: a sinusoidal table the checkpoint saves (its model's or a bare
+ * RoFormerModel's encoder.embed_positions.weight) must be the formula's
+ * for head_dim (hf/roformer_table.c); none saved: RA_OK (transformers
+ * computes it). */
+ra_status hf_check_roformer_table(const ra_hf_checkpoint *ckpt, const ra_hf_config *config,
+                                  int64_t head_dim);
+
 /* The layer from its tensors t (found, fused ones split), its config and
  * rope (layer_config->rope is replaced by rope_config): the tensor list and
  * slots, the loaded weights (block-FP8 as config's quantization_config

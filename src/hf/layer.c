@@ -573,6 +573,8 @@ static ra_status build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt, const ra_hf
     RA_HF_TRY(check_indexer_keys(config, options, t->layer));
     RA_HF_TRY(t->mla ? hf_mla_config(config, options, ckpt->path, t, &lc, &rope)
                      : hf_layer_config(config, options, ckpt->path, t, &lc, &rope));
+    if (family && strcmp(family->model_type, "roformer") == 0)
+        RA_HF_TRY(hf_check_roformer_table(ckpt, config, rope.head_dim));
     lc.max_keys = ra_hf_sparse_keys(&config->fields, t->layer); /* every call, as
                                                                     check_indexer_keys */
     lc.positions_are_slots = ra_hf_sparse_by_slots(&config->fields, t->layer);

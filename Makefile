@@ -368,8 +368,18 @@ test: all $(NEON_TEST)
 # objects and builds tests/test_alloc_failure.c alone.
 ASAN_FLAGS = OPT=-O1 CFLAGS="$(CFLAGS) -DRA_FAULT_INJECTION" \
   SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN_FLAGS) test
+# Its SIMD kernels are the fuzz targets' too (fuzz/fuzz.mk), so `make asan`
+# and `make fuzz` build them first, under a lock: side by side
+# (scripts/test.sh) the two never compile the same object at once, and
+# whichever comes second finds them up to date (the same rule and flags).
+ASAN_BUILD = build-asan
+ASAN_KERNELS = $(patsubst %.c,$(ASAN_BUILD)/obj/%.o,$(wildcard src/cpu/kernels_*.c))
+asan-kernels:
+	@mkdir -p $(ASAN_BUILD)
+	@flock $(ASAN_BUILD)/kernels.lock \
+	  $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) $(ASAN_FLAGS) $(ASAN_KERNELS)
+asan: asan-kernels
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) $(ASAN_FLAGS) test
 
 # Allocation failure: the library built with -DRA_FAULT_INJECTION (src/fault.h)
 # under AddressSanitizer + LeakSanitizer, and tests/test_alloc_failure.c,
@@ -494,8 +504,8 @@ bench-torch2: $(BUILD)/ropeattn-bench
 	BUILD=$(abspath $(BUILD)) bash bench/torch2_table.sh
 
 clean:
-	rm -rf build build-asan $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
+	rm -rf build $(ASAN_BUILD) $(ALLOC_BUILD) $(TSAN_BUILD) python/build python/ropeattn.egg-info \
 	  python/ropeattn/_ropeattn*.so
 
-.PHONY: all cli-shared mpi mpi-missing test asan neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families families-doc bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
+.PHONY: all cli-shared mpi mpi-missing test asan asan-kernels neon-test python fixtures hf-fixtures hf-e2e hf-sweep hf-families families-doc bench-torch2 clean alloc-test tsan valgrind-cli install uninstall
 .SECONDARY:

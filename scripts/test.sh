@@ -9,8 +9,11 @@
 # other): each step leaves a CPU idle for part of its time (a suite's last
 # test, valgrind's longest suite, a link), which the other lane's step
 # takes.  Lane 1 builds and tests the plain build, then runs valgrind on it
-# and the fuzz targets; lane 2 runs the sanitizer builds.  Each step's output
-# is printed whole when it ends, headed by its name.
+# and the fuzz targets; lane 2 runs the sanitizer builds.  The fuzz targets
+# link the ASan build's SIMD kernels (fuzz/fuzz.mk): whichever step comes
+# first builds them (make asan-kernels, under a lock), the other finds them
+# up to date.  Each step's output is printed whole when it ends, headed by
+# its name.
 # Each run ends with a summary ("N passed, N failed"); the script fails if
 # any test failed.  Each step's wall time is printed after it ("== step:
 # N s"), and all of them at the end, so CI logs show where the time goes.
@@ -41,7 +44,7 @@ lane1() {
     step fuzz bash scripts/fuzz.sh 5
 }
 lane2() {
-    step asan make -j"$(nproc)" asan CC=clang && # clang: see above
+    step asan make -j"$(nproc)" asan CC=clang && # clang: see above; the fuzz targets' too
     # each allocation of each public path failing, under ASan+LSan: in the
     # ASan build (its objects carry the failure hooks; Makefile)
     step alloc-test make -j"$(nproc)" alloc-test CC=clang ALLOC_BUILD=build-asan &&

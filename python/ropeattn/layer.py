@@ -267,7 +267,9 @@ class Layer:
         it: MiMo-V2-Flash), norm_after_rope, clip_after_norm, v_norm,
         gated_output, gate_per_head and gate_softplus (the output gate's
         form), latent attention's q_latent_scale, kv_latent_scale (1: none)
-        and q_b_raw_latent, model_type, and rope: a dict
+        and q_b_raw_latent, non_causal (an encoder's: no causal mask),
+        rope_values (True: RoPE on the values too, RoFormer's
+        rotary_value), model_type, and rope: a dict
         of type and layout (names), head_dim, rotary_dim, theta, factor,
         original_max_position_embeddings, max_position_embeddings, seq_len,
         attention_factor, table_size, rotating_pairs (0: every pair turns;

@@ -427,6 +427,20 @@ refused "roformer: a sinusoidal table not the formula's" \
     "$RA" attention --weights "$TMP/rof/moved.safetensors" --config "$D/config.json" \
     --layer 1 --input "$D/x.npy" --positions "$D/pos.npy" --output "$TMP/refused.npy"
 
+# ModernBERT's unpadded batches as packed documents (tests/hf/unpadded_cases.py):
+# the real tokens of transformers' right-padded batch (rows of 5 and 7 of 7)
+# packed into one row, positions restarting: --packed gives the layer's
+# outputs there, for the global layer 0 and the local layer 1 (a window of 3
+# each way that must stop at a document's end); 1e-4 of max|y| (seen 3.4e-7)
+D=tests/hf_unpadded/modernbert
+for L in 0 1; do
+    out; y=$o
+    if "$RA" attention --weights "$D/model.safetensors" --config "$D/config.json" --layer $L \
+        --input "$D/x$L.npy" --positions "$D/pos.npy" --packed --output "$y" 2>"$TMP/err"; then
+        queue "modernbert unpadded as packed documents, layer $L" y "$y" "$D/y$L.npy" 1e-4
+    else fail "modernbert unpadded as packed documents, layer $L: $(cat "$TMP/err")"; fi
+done
+
 # Keys the config classes save but a hand-written config may leave out, read
 # as the class would fill them in: MiniMax-M2's rotary_dim without
 # partial_rotary_factor (rotary_dim / head_dim); Dots1 without layer_types

@@ -10,7 +10,8 @@
 # test, valgrind's longest suite, a link), which the other lane's step
 # takes.  Lane 1 builds and tests the plain build, then runs valgrind on it
 # and the fuzz targets; lane 2 runs the sanitizer builds.  The fuzz targets
-# link the ASan build's SIMD kernels (fuzz/fuzz.mk): whichever step comes
+# link the ASan build's SIMD kernels (FUZZ_KERNELS=asan, fuzz/fuzz.mk:
+# their own build with coverage is for long runs): whichever step comes
 # first builds them (make asan-kernels, under a lock), the other finds them
 # up to date.  Each step's output is printed whole when it ends, headed by
 # its name.
@@ -41,7 +42,7 @@ lane1() {
     # each libFuzzer target on its whole seed corpus (which holds an input for each
     # edge a 60 s run reached), then 5 s of mutations; fails on any crash
     # (docs/TESTING.md: that covers more than 15 s from the old corpus did)
-    step fuzz bash scripts/fuzz.sh 5
+    step fuzz env FUZZ_KERNELS=asan FUZZ_BUILD=build/fuzz-ci bash scripts/fuzz.sh 5
 }
 lane2() {
     step asan make -j"$(nproc)" asan CC=clang && # clang: see above; the fuzz targets' too

@@ -219,7 +219,7 @@ static void test_positions_refused(void)
     enum { N = 4, H = 2, D = 8 };
     ra_rope_config c = ra_rope_config_hf(D);
     c.axial = RA_AXIAL_ALTERNATE;
-    ra_rope *rope, *plain;
+    ra_rope *rope = NULL, *plain = NULL;
     CHECK(ra_rope_create(&rope, &c) == RA_OK && ra_rope_create(&plain, &(ra_rope_config){
                                                    .struct_size = sizeof(ra_rope_config),
                                                    .layout = RA_LAYOUT_HALF, .head_dim = D,

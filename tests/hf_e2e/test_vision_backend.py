@@ -1,0 +1,172 @@
+"""attn_implementation="ropeattn" on vision attention (issue 43): tiny
+random models built by transformers, float32, against its own "sdpa" and
+"eager":
+  - Pixtral's vision encoder (2-D RoPE): the patches of two images of
+    different sizes in one sequence, a block-diagonal additive mask
+    (generate_block_attention_mask), given to the library whole;
+  - Qwen2-VL's vision encoder: each image's patches attend among
+    themselves (cu_seqlens; outside flash attention transformers splits
+    the sequence per image and calls the backend once per image,
+    attention_mask None, is_causal False);
+  - Gemma 3 (Gemma3Model: SigLIP vision tower and the text model):
+    token_type_ids mark the image tokens, which attend to each other
+    bidirectionally on top of the causal and sliding-window masks
+    (create_masks_for_vision_model), with left padding.
+Outputs for all three, the parameters' gradients for Pixtral and Gemma 3.
+
+    PYTHONPATH=build/hf-e2e-python .venv-hf/bin/python -m pytest -q \
+        tests/hf_e2e/test_vision_backend.py
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+import ropeattn.transformers  # noqa: E402,F401  (registers "ropeattn")
+import check  # noqa: E402
+from transformers.models.qwen2_vl.modeling_qwen2_vl import (  # noqa: E402
+    Qwen2VisionTransformerPretrainedModel)
+
+# float32, the same weights, a few layers: 1e-4 of the largest value (issue
+# 43's bar), room for float32 sums in another order, far below a wrong mask
+REL = 1e-4
+IMAGE_TOKEN = 5
+
+
+def rel_error(got, want):
+    got, want = got.detach().double(), want.detach().double()
+    scale = float(want.abs().max())
+    return float((got - want).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+def randomized(model):
+    """model in eval mode, its parameters moved off their initial values
+    (norms at 1, biases at 0 would hide a wrong sum)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn(p.shape))
+    return model.eval()
+
+
+def pixtral():
+    """(model, inputs): two images of 24x16 and 8x32 pixels, patches of 8
+    (3x2 and 1x4 patches), padded into one [2, 3, 24, 32] tensor."""
+    torch.manual_seed(43)
+    config = transformers.PixtralVisionConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        head_dim=16, num_channels=3, image_size=32, patch_size=8)
+    model = randomized(transformers.PixtralVisionModel(config))
+    pixels = torch.randn(2, 3, 24, 32, generator=torch.Generator().manual_seed(7))
+    return model, dict(pixel_values=pixels, image_sizes=torch.tensor([[24, 16], [8, 32]]))
+
+
+def qwen2_vl():
+    """(model, inputs): two images of 4x4 and 2x6 patches (grid_thw), the
+    flattened patches as Qwen2-VL's processor gives them."""
+    torch.manual_seed(43)
+    config = transformers.Qwen2VLVisionConfig(
+        depth=2, embed_dim=64, hidden_size=64, num_heads=4, mlp_ratio=2, in_channels=3,
+        patch_size=4, spatial_merge_size=2, temporal_patch_size=2)
+    model = randomized(Qwen2VisionTransformerPretrainedModel(config))
+    grid = torch.tensor([[1, 4, 4], [1, 2, 6]])
+    n = int(grid.prod(-1).sum())
+    pixels = torch.randn(n, 3 * 2 * 4 * 4, generator=torch.Generator().manual_seed(7))
+    return model, dict(hidden_states=pixels, grid_thw=grid)
+
+
+def gemma3():
+    """(model, inputs): two sequences of 14 tokens, one left-padded by 3,
+    each with one image of 4 tokens (token_type_ids 1) among text; sliding
+    window 4 in layers 0 and 1, global layer 2."""
+    torch.manual_seed(43)
+    text = transformers.Gemma3TextConfig(
+        vocab_size=37, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=4,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        max_position_embeddings=64, pad_token_id=0)
+    vision = transformers.SiglipVisionConfig(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        image_size=16, patch_size=4)
+    config = transformers.Gemma3Config(
+        text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4,
+        image_token_index=IMAGE_TOKEN, boi_token_index=3, eoi_token_index=4)
+    model = randomized(transformers.Gemma3Model(config))
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.randint(6, 37, (2, 14), generator=gen)
+    ids[0, 4:10] = torch.tensor([3, 5, 5, 5, 5, 4])
+    ids[1, 6:12] = torch.tensor([3, 5, 5, 5, 5, 4])
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    ids[mask == 0] = 0
+    return model, dict(input_ids=ids, attention_mask=mask,
+                       token_type_ids=(ids == IMAGE_TOKEN).long(),
+                       pixel_values=torch.randn(2, 3, 16, 16, generator=gen))
+
+
+MODELS = {"pixtral": pixtral, "qwen2_vl": qwen2_vl, "gemma3": gemma3}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def built(request):
+    return (request.param, *MODELS[request.param]())
+
+
+def real_rows(name, inputs):
+    """The rows compared: Gemma 3's real tokens (padding rows differ by
+    backend), every row otherwise."""
+    if name == "gemma3":
+        return inputs["attention_mask"].bool()
+    return Ellipsis
+
+
+def forward(model, impl, inputs):
+    model.set_attn_implementation(impl)
+    return model(**inputs).last_hidden_state
+
+
+def test_outputs_match_transformers(built):
+    name, model, inputs = built
+    rows = real_rows(name, inputs)
+    with torch.no_grad(), check.counting_calls() as calls:
+        got = forward(model, "ropeattn", inputs)[rows]
+    attention = [m for m in model.modules() if hasattr(m, "is_causal")]
+    assert attention and set(calls) == set(attention), name  # every layer ran here
+    if name == "gemma3":  # the image tokens' bidirectional mask changes the result
+        with torch.no_grad():
+            plain = forward(model, "ropeattn", dict(inputs, token_type_ids=None))[rows]
+        assert rel_error(plain, got) > 1e-3
+        for impl in ("sdpa", "eager"):
+            err = rel_error(got, forward(model, impl, inputs)[rows])
+            print(f"{name} output vs {impl}: {err:.3g}")
+            assert err <= REL, (name, impl, err)
+
+
+@pytest.mark.parametrize("name", ["pixtral", "gemma3"])
+def test_gradients_match_transformers(name):
+    model, inputs = MODELS[name]()
+    rows = real_rows(name, inputs)
+
+    def run(impl):
+        model.zero_grad()
+        out = forward(model, impl, inputs)
+        dy = torch.randn(out.shape, generator=torch.Generator().manual_seed(11))
+        if name == "gemma3":
+            dy = dy * inputs["attention_mask"][..., None]  # no loss on padding rows
+        (out * dy).sum().backward()
+        return out.detach()[rows], {n: p.grad.clone() for n, p in model.named_parameters()
+                                    if p.grad is not None}
+
+    got, grads = run("ropeattn")
+    assert grads
+    for impl in ("sdpa", "eager"):
+        want, want_grads = run(impl)
+        assert rel_error(got, want) <= REL, (name, impl)
+        assert grads.keys() == want_grads.keys()
+        # k_proj.bias's gradient is 0 in exact arithmetic (it adds the same
+        # q.b to every score of a row): only rounding, measured against the
+        # largest gradient of all instead of its own
+        top = max(float(g.abs().max()) for g in want_grads.values())
+        worst = max((rel_error(g, want_grads[k]) if not k.endswith("k_proj.bias") else
+                     float((g - want_grads[k]).abs().max()) / top, k)
+                    for k, g in grads.items())
+        print(f"{name} gradients vs {impl}: worst {worst[0]:.3g} ({worst[1]})")
+        assert worst[0] <= REL, (name, impl, worst)

@@ -22,6 +22,13 @@
  *   sgemm    cblas_sgemm, the projections' shape      attention, the layer
  *   readN    a vectorized sum over N MiB              decode over a cache of N MiB
  *
+ * One thread's column: the decode cases, prefill f32 S 2048, rope_f32, the
+ * limits that judge them and their parts are measured a second time on one
+ * thread (a context of one thread, OpenBLAS set to one), in the same run,
+ * each sample after one sample of its limit on one thread, so that what one
+ * core does is visible on any machine, whatever its core count.  Every
+ * record says which CPU ran it (bench_machine.c).
+ *
  * Each bandwidth limit runs over a buffer of the bytes its cases touch, so
  * that both sides of a pair meet the same cache: each sample starts with
  * the other's lines, up to the cache's size, still to write back.  Each is
@@ -59,6 +66,7 @@ typedef enum bench_limit {
     LIMIT_RMW_40M,   /* the same over a buffer the size of rope_bf16's q + k */
     LIMIT_SGEMM,
     LIMIT_READ_32M,  /* the K + V of a decode cache of 4096, 16384, 32768 */
+    LIMIT_READ_64M,  /* ... of 16384 bf16 tokens */
     LIMIT_READ_128M, /* f32 tokens (H 8, D 128) */
     LIMIT_READ_256M,
     N_LIMITS
@@ -75,6 +83,10 @@ typedef struct bench_case {
     /* Allocates and touches the case's buffers; prints why and returns
      * nonzero on failure. */
     int (*setup)(const void *params, ra_context *ctx, void **state);
+    /* For a case sized at run time (to this CPU's caches): its work and
+     * shape once set up, the shape a string the state holds.  NULL: work
+     * and shape above. */
+    void (*sized)(const void *state, double *work, const char **shape);
     ra_status (*run)(void *state, ra_context *ctx);
     /* After the warm-up run: checks the result, prints why and returns
      * nonzero if it is wrong.  NULL: nothing to check. */
@@ -86,6 +98,12 @@ typedef struct bench_case {
     /* The fraction of its limit the case should reach (0: none); drawn by
      * --svg and given in --json. */
     double target;
+    /* Nonzero: also measured on one thread, against its limit on one thread
+     * and with its parts on one thread (a limit that judges such a case is
+     * measured on one thread too); target_one_thread is that column's
+     * fraction target (0: none), parts_target applies to both. */
+    int one_thread;
+    double target_one_thread;
     /* Comma-separated cases that run alone what this one does together; it
      * is reported as a ratio to the sum of their times, and --only runs them
      * with it.  NULL: none. */
@@ -125,8 +143,16 @@ extern const int bench_layer_decode_case_count;
 
 /* ---- results ----------------------------------------------------------- */
 
+/* A case's figures on one thread, beside its record's. */
+typedef struct bench_one_thread {
+    int measured;          /* 0: not measured (and the rest NAN) */
+    double median_seconds, rate, fraction, limit_rate, parts_seconds, parts_ratio;
+} bench_one_thread;
+
 typedef struct bench_record {
     const bench_case *what;
+    double work;           /* bytes or flops of one run (the case's, or sized) */
+    const char *shape;     /* the case's, or sized */
     double median_seconds; /* of one run */
     double rate;           /* GB/s or GFLOP/s, from median_seconds */
     double fraction;       /* median over pairs of rate / limit rate; NAN without a limit */
@@ -137,11 +163,28 @@ typedef struct bench_record {
     double torch2_seconds; /* PyTorch 2 (bench/torch2.py); NAN if not measured */
     double torch2_compiled_seconds; /* the same under torch.compile; NAN if not measured */
     double extra_memory;   /* bytes, for a case with a memory_target; NAN if not measured */
+    bench_one_thread one;  /* on one thread, for a case with one_thread */
 } bench_record;
+
+/* The machine the run is on, for every record: CPUID's brand string,
+ * family and model (x86; elsewhere /proc/cpuinfo's model name, family and
+ * model -1), the library's kernels (ra_simd_name) and their vector width,
+ * and one core's level-2 cache (sysfs, else sysconf; 0 if neither says). */
+typedef struct bench_machine {
+    char cpu[96];
+    int family, model;
+    const char *simd;
+    int vector_bits;
+    int64_t l2_bytes;
+} bench_machine;
+
+/* Filled once, on the first call. */
+const bench_machine *bench_machine_info(void);
 
 /* What a run was: for the notes, the JSON-less table and the chart. */
 typedef struct bench_run_info {
     int threads, repeats;
+    int one_thread; /* the one-thread column: 1 measured, 0 the run is one thread */
     const char *simd;
     const char *torch; /* "torch 1.13.0, 2 threads" or NULL */
     const char *torch2; /* "torch 2.15.0, 2 threads" or NULL */
@@ -151,6 +194,8 @@ typedef struct bench_run_info {
 typedef struct bench_prepared {
     const bench_case *c; /* NULL: nothing prepared */
     void *state;
+    double work;         /* c->work, or as c->sized says */
+    const char *shape;
     int64_t runs; /* per sample; 0 until the first sample finds it */
     double extra_memory; /* see bench_case.memory_target; NAN if not measured */
 } bench_prepared;
@@ -163,8 +208,9 @@ void bench_release(bench_prepared *p); /* p->c NULL is allowed */
 
 /* Takes `repeats` samples of p (at most its case's max_repeats), each right
  * after one sample of limit (NULL: none) and of each of the n_parts parts,
- * and fills every field of out but the torch times (NAN).  Returns 0 or
- * (after printing why) EXIT_FAIL. */
+ * all run with ctx, and fills every field of out but the torch times (NAN)
+ * and out->one (not measured).  Returns 0 or (after printing why)
+ * EXIT_FAIL. */
 int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *const *parts,
                   int n_parts, ra_context *ctx, int repeats, bench_record *out);
 
@@ -175,11 +221,15 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
  * vs_torch2, torch2_compiled_seconds, vs_torch2_compiled, for a case with
  * parts: parts, parts_seconds, ratio_to_parts, parts_target, for a case
  * with a time target: time_target_seconds, and for a case with a memory
- * target: extra_memory_bytes, memory_target_bytes}) at the end;
- * null where a value does not apply. */
-void bench_print_table_header(void);
+ * target: extra_memory_bytes, memory_target_bytes; and in every record
+ * the machine: threads, cpu, cpu_family, cpu_model, simd, vector_bits, and
+ * one_thread: null, or {threads 1, median_seconds, rate, limit_rate,
+ * fraction, target, with parts: parts_seconds, ratio_to_parts}) at the
+ * end; null where a value does not apply.  The table's header names the
+ * machine and the threads of each column. */
+void bench_print_table_header(const bench_run_info *info);
 void bench_print_table_row(const bench_record *record);
-void bench_print_json(const bench_record *records, int n);
+void bench_print_json(const bench_record *records, int n, const bench_run_info *info);
 const char *bench_limit_name(bench_limit limit);
 
 /* Writes an SVG bar chart of each judged case's fraction of its limit to
@@ -222,11 +272,12 @@ float *bench_random_floats(int64_t n, uint64_t seed);
 
 /* n_threads threads for the limits' loops: the caller and n_threads - 1
  * workers started once, which sleep between runs.  create: NULL if a thread
- * could not start.  run: fn(arg, thread, n_threads) on each, back when all
- * have returned.  destroy: NULL is allowed. */
+ * could not start.  run: fn(arg, thread, n) on the first n (1 <= n <=
+ * n_threads: a run on one thread uses the caller only), back when all have
+ * returned.  destroy: NULL is allowed. */
 typedef struct bench_pool bench_pool;
 bench_pool *bench_pool_create(int n_threads);
-void bench_pool_run(bench_pool *pool, void (*fn)(void *arg, int thread, int n_threads),
+void bench_pool_run(bench_pool *pool, int n, void (*fn)(void *arg, int thread, int n_threads),
                     void *arg);
 void bench_pool_destroy(bench_pool *pool);
 

@@ -172,17 +172,15 @@ WIDEST static void stream_copy_share(void *arg, int thread, int n_threads)
 
 static ra_status copy_run(void *state, ra_context *ctx)
 {
-    (void)ctx;
     band_state *s = state;
-    bench_pool_run(s->pool, copy_share, s);
+    bench_pool_run(s->pool, ra_context_threads(ctx), copy_share, s);
     return RA_OK;
 }
 
 static ra_status stream_copy_run(void *state, ra_context *ctx)
 {
-    (void)ctx;
     band_state *s = state;
-    bench_pool_run(s->pool, stream_copy_share, s);
+    bench_pool_run(s->pool, ra_context_threads(ctx), stream_copy_share, s);
     return RA_OK;
 }
 
@@ -228,17 +226,15 @@ WIDEST static void stream_rmw_share(void *arg, int thread, int n_threads)
 
 static ra_status rmw_run(void *state, ra_context *ctx)
 {
-    (void)ctx;
     band_state *s = state;
-    bench_pool_run(s->pool, rmw_share, s);
+    bench_pool_run(s->pool, ra_context_threads(ctx), rmw_share, s);
     return RA_OK;
 }
 
 static ra_status stream_rmw_run(void *state, ra_context *ctx)
 {
-    (void)ctx;
     band_state *s = state;
-    bench_pool_run(s->pool, stream_rmw_share, s);
+    bench_pool_run(s->pool, ra_context_threads(ctx), stream_rmw_share, s);
     return RA_OK;
 }
 
@@ -305,17 +301,15 @@ WIDEST static void stream_sum_share(void *arg, int thread, int n_threads)
 
 static ra_status read_run(void *state, ra_context *ctx)
 {
-    (void)ctx;
     band_state *s = state;
-    bench_pool_run(s->pool, read_share, s);
+    bench_pool_run(s->pool, ra_context_threads(ctx), read_share, s);
     return RA_OK;
 }
 
 static ra_status stream_sum_run(void *state, ra_context *ctx)
 {
-    (void)ctx;
     band_state *s = state;
-    bench_pool_run(s->pool, stream_sum_share, s);
+    bench_pool_run(s->pool, ra_context_threads(ctx), stream_sum_share, s);
     return RA_OK;
 }
 
@@ -408,7 +402,8 @@ static int sgemm_check(void *state, ra_context *ctx)
 static const band_params copy_buffers = {STREAM_FLOATS, 1},
                          rmw_buffer = {STREAM_FLOATS, 0},
                          rmw40M_buffer = {STREAM_FLOATS / 2, 0},
-                         read32M_buffer = {MIB(32) / 4, 0}, read128M_buffer = {MIB(128) / 4, 0},
+                         read32M_buffer = {MIB(32) / 4, 0}, read64M_buffer = {MIB(64) / 4, 0},
+                         read128M_buffer = {MIB(128) / 4, 0},
                          read256M_buffer = {MIB(256) / 4, 0};
 
 /* A limit (measures: which) and, before it, its reference (LIMIT_NONE),
@@ -443,6 +438,10 @@ const bench_case bench_limit_cases[] = {
               read32M_buffer, MIB(32), stream_sum_run, stream_sum_check, NULL),
     BAND_CASE("read32M", "sum of f32[8388608] (K + V of 4096 tokens)", LIMIT_READ_32M,
               read32M_buffer, MIB(32), read_run, read_check, "stream_sum32M"),
+    BAND_CASE("stream_sum64M", "sum of u64[8388608] (the plain loop)", LIMIT_NONE,
+              read64M_buffer, MIB(64), stream_sum_run, stream_sum_check, NULL),
+    BAND_CASE("read64M", "sum of f32[16777216] (K + V of 16384 bf16 tokens)", LIMIT_READ_64M,
+              read64M_buffer, MIB(64), read_run, read_check, "stream_sum64M"),
     BAND_CASE("stream_sum128M", "sum of u64[16777216] (the plain loop)", LIMIT_NONE,
               read128M_buffer, MIB(128), stream_sum_run, stream_sum_check, NULL),
     BAND_CASE("read128M", "sum of f32[33554432] (K + V of 16384 tokens)", LIMIT_READ_128M,

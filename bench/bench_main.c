@@ -39,13 +39,26 @@ static const char usage[] =
     "The machine's bandwidth and sgemm rate drift, so each sample of a case\n"
     "directly follows one sample of its limit, and the fraction is the median of\n"
     "those paired ratios.\n"
+    "One thread's column (1t rate, 1t frac, 1t tgt): the decode cases (f32 at\n"
+    "4096, 16384 and 32768 tokens, bf16, int8, fp8, in cache, the contiguous and\n"
+    "paged batches, layer_decode_bf16w_dim4096), attention_prefill_f32_s2048,\n"
+    "rope_f32, the limits they are judged by and their parts are measured again on\n"
+    "one thread (OpenBLAS too) in the same run, each sample after one of its limit\n"
+    "on one thread, so what one core does shows on any machine; with --threads 1\n"
+    "the column repeats the run's.  The table's first lines and every JSON record\n"
+    "name the machine: CPU, family and model, the library's SIMD kernels and their\n"
+    "vector width, one core's L2, and the threads.\n"
     "\n"
     "  --json       print a JSON array of records instead of a table (notes go to\n"
     "               stderr): name, shape, median_seconds, bytes (memory-bound) or\n"
     "               flops (compute-bound), rate, rate_unit, limit_name, limit_rate,\n"
     "               fraction, target, torch_seconds, vs_torch, torch2_seconds,\n"
     "               vs_torch2, torch2_compiled_seconds; the layer adds parts,\n"
-    "               parts_seconds, ratio_to_parts and parts_target\n"
+    "               parts_seconds, ratio_to_parts and parts_target; each, threads,\n"
+    "               cpu, cpu_family, cpu_model, simd, vector_bits and one_thread:\n"
+    "               null, or {threads 1, median_seconds, rate, limit_rate,\n"
+    "               fraction, target, and with parts, parts_seconds and\n"
+    "               ratio_to_parts}\n"
     "  --threads N  threads for the library, OpenBLAS and torch (default: one per\n"
     "               processor)\n"
     "  --only LIST  run only these cases (comma-separated); the limits they are\n"
@@ -65,11 +78,11 @@ static const char usage[] =
     "                                   with stores that bypass the caches\n"
     "  rmw, rmw40M                      x = a x + b in place over rope_f32's and\n"
     "                                   rope_bf16's q + k (80 and 40 MiB)\n"
-    "  read32M, read128M, read256M      a float sum over the K + V of a decode cache\n"
-    "                                   of 4096, 16384, 32768 f32 tokens\n"
+    "  read32M, read64M, read128M,      a float sum over the K + V of a decode cache\n"
+    "  read256M                         of 4096, 16384 bf16, 16384, 32768 f32 tokens\n"
     "  sgemm                            cblas_sgemm, [2048, 4096] x [4096, 4096]^T\n"
-    "  stream_copy, stream_rmw, stream_rmw40M, stream_sum32M, stream_sum128M,\n"
-    "  stream_sum256M                   STREAM-style references: the plain C loop\n"
+    "  stream_copy, stream_rmw, stream_rmw40M, stream_sum32M, stream_sum64M,\n"
+    "  stream_sum128M, stream_sum256M   STREAM-style references: the plain C loop\n"
     "                                   over the same bytes (the sums add 64-bit\n"
     "                                   integers, which the compiler vectorizes),\n"
     "                                   run with each bandwidth limit as its part: the\n"
@@ -77,6 +90,7 @@ static const char usage[] =
     "  rope_f32, rope_half_f32, rope_bf16, rope_oop_f32, rope_decode_f32\n"
     "  attention_prefill_f32_s512, attention_prefill_f32_s2048,\n"
     "  attention_prefill_f32_s8192      causal, B 1, H 32, Hkv 8, D 128; flops 2 B H S^2 D\n"
+    "                                   (target 0.85 of sgemm, S 2048 on one thread too)\n"
     "  attention_prefill_bf16_s512, attention_prefill_bf16_s2048,\n"
     "  attention_prefill_bf16_s8192     the same with q, k and v in bf16 (out f32); S 2048\n"
     "                                   also as a ratio to the f32 case (target <= 1/1.5)\n"
@@ -105,8 +119,20 @@ static const char usage[] =
     "  attention_decode_f32_l16384, attention_decode_f32_l32768\n"
     "                                   one token, H 32, Hkv 8, D 128, against a cache\n"
     "                                   of L tokens; bytes: the K and V read\n"
-    "  attention_decode_bf16_l16384     the same in bf16, also as a ratio to the f32\n"
-    "                                   case (target <= 0.55)\n"
+    "                                   (targets: 0.85 of the read limit, 0.8 on one\n"
+    "                                   thread)\n"
+    "  attention_decode_bf16_l16384     the same in bf16, judged by read64M, also as a\n"
+    "                                   ratio to the f32 case (target <= 0.55)\n"
+    "  attention_decode_int8_l16384, attention_decode_fp8_l16384\n"
+    "                                   the same in 8 bits, judged by read32M (their\n"
+    "                                   codes' bytes), also as a ratio to the f32 case\n"
+    "                                   (target <= 0.3, on one thread too)\n"
+    "  attention_decode_f32_incache, attention_decode_bf16_incache\n"
+    "                                   one kv head and its 4 query heads over a cache\n"
+    "                                   of half of one core's L2 (sysfs): the kernel's\n"
+    "                                   flops (4 D a key and head) against sgemm, on\n"
+    "                                   one thread against sgemm on one thread; far\n"
+    "                                   above the from-memory rate: bound by memory\n"
     "  attention_decode_f32_w4096_l32768\n"
     "                                   a sliding-window layer (W 4096) at token 32768,\n"
     "                                   its cache a window cache; bytes: the window's\n"
@@ -117,7 +143,8 @@ static const char usage[] =
     "  attention_decode_paged_f32_b32, attention_decode_paged_f32_b32_p64\n"
     "                                   the same tokens in a paged pool (pages of 16,\n"
     "                                   64), one call; the contiguous twin's bits, and\n"
-    "                                   a ratio to its time (target <= 1.1)\n"
+    "                                   a ratio to its time (target <= 1.1); pages of\n"
+    "                                   16 at 0.8 of read256M, on one thread too\n"
     "  serve_contig_bf16, serve_paged_bf16\n"
     "                                   a serving simulation (32 requests, continuous\n"
     "                                   batching, prefill + decode steps) on per-request\n"
@@ -127,6 +154,14 @@ static const char usage[] =
     "                                   of 16384 rows of 576 (compute-bound: judged\n"
     "                                   by sgemm, its flops those of scores and rows)\n"
     "  layer_forward_mla_f32_s2048      DeepSeek-V2-Lite's attention layer, S 2048\n"
+    "  layer_decode_f32w_dim4096, layer_decode_bf16w_dim4096\n"
+    "                                   a LLaMA-2-7B layer's decode step (weights f32,\n"
+    "                                   bf16) over a window cache of 4096 f32 tokens;\n"
+    "                                   bf16 at most 0.6 of f32's time, and 0.85 of\n"
+    "                                   read128M over its weights and cache (0.8 on\n"
+    "                                   one thread)\n"
+    "  layer_forward_bf16w_s2048        the bf16-weight layer's prefill of 2048 tokens,\n"
+    "                                   within 1.1 of layer_forward_f32_s2048\n"
     "\n"
     "Meta's LLaMA reference code in PyTorch: when /usr/bin/python3 can import torch,\n"
     "bench/seed_torch.py times its apply_rotary_emb on rope_f32's shape and its\n"
@@ -346,22 +381,59 @@ static void time_torch(const bench_case **cases, const int *selected, int n,
     info->torch2 = versions[1][0] ? versions[1] : NULL;
 }
 
+/* Whether case i is measured on one thread: it asks to be, or it is the
+ * limit of a selected case that asks to be. */
+static int wants_one_thread(const bench_case **cases, const int *selected, int n, int i)
+{
+    if (cases[i]->one_thread) return 1;
+    for (int j = 0; j < n && cases[i]->measures != LIMIT_NONE; j++)
+        if (selected[j] && cases[j]->one_thread && cases[j]->judged_by == cases[i]->measures)
+            return 1;
+    return 0;
+}
+
+/* r's one-thread column: p (with its limit and parts) measured again on
+ * ctx1, OpenBLAS on one thread meanwhile; or, when the run itself is one
+ * thread (ctx1 NULL), r's own figures. */
+static int measure_one_thread(bench_prepared *p, bench_prepared *limit,
+                              bench_prepared *const *parts, int n_parts, ra_context *ctx,
+                              ra_context *ctx1, int repeats, bench_record *r)
+{
+    bench_record one = *r;
+    int failed = 0;
+    if (ctx1) {
+        openblas_set_num_threads(1);
+        failed = bench_measure(p, limit, parts, n_parts, ctx1, repeats, &one);
+        openblas_set_num_threads(ra_context_threads(ctx));
+    }
+    r->one = (bench_one_thread){1,
+                                one.median_seconds,
+                                one.rate,
+                                one.fraction,
+                                one.limit_rate,
+                                one.parts_seconds,
+                                one.parts_ratio};
+    return failed;
+}
+
 static int run_cases(const bench_case **cases, const int *selected, int n, ra_context *ctx,
-                     const bench_settings *settings)
+                     ra_context *ctx1, const bench_settings *settings)
 {
     bench_record records[MAX_CASES];
     double torch_seconds[2][MAX_CASES], compiled_seconds[2][MAX_CASES];
     char torch_versions[2][128];
     int n_records = 0;
     FILE *notes = settings->json ? stderr : stdout;
-    bench_run_info info = {ra_context_threads(ctx), settings->repeats, ra_simd_name(), NULL,
-                           NULL};
+    bench_run_info info = {ra_context_threads(ctx), settings->repeats, ctx1 != NULL,
+                           ra_simd_name(), NULL, NULL};
     fprintf(notes, "ropeattn bench: %d threads, median of %d timed samples after a warm-up, "
-            "each right after a sample of its limit (and parts)\n", info.threads, info.repeats);
+            "each right after a sample of its limit (and parts); the decode cases, "
+            "prefill f32 S 2048, rope_f32 and their limits also on one thread\n", info.threads,
+            info.repeats);
     print_notes(notes);
     time_torch(cases, selected, n, settings, &info, torch_seconds, compiled_seconds,
                torch_versions, notes);
-    if (!settings->json) bench_print_table_header();
+    if (!settings->json) bench_print_table_header(&info);
     /* Limits stay prepared for the cases judged by them, parts for the cases
      * made of them. */
     bench_prepared limits[N_LIMITS] = {{0}}, kept[MAX_CASES] = {{0}};
@@ -382,6 +454,9 @@ static int run_cases(const bench_case **cases, const int *selected, int n, ra_co
         if (n_parts < count_parts(c->parts)) n_parts = 0; /* a part is missing: no ratio */
         bench_record *r = &records[n_records];
         failed = bench_measure(&p, limit, parts, n_parts, ctx, settings->repeats, r);
+        if (!failed && wants_one_thread(cases, selected, n, i))
+            failed = measure_one_thread(&p, limit, parts, n_parts, ctx, ctx1, settings->repeats,
+                                        r);
         if (c->measures != LIMIT_NONE && !failed)
             limits[c->measures] = p;
         else if (needed_later(cases, selected, n, i) && !failed)
@@ -398,7 +473,7 @@ static int run_cases(const bench_case **cases, const int *selected, int n, ra_co
     for (int l = 0; l < N_LIMITS; l++) bench_release(&limits[l]);
     for (int i = 0; i < n; i++) bench_release(&kept[i]);
     if (failed) return failed;
-    if (settings->json) bench_print_json(records, n_records);
+    if (settings->json) bench_print_json(records, n_records, &info);
     if (settings->svg) {
         if (bench_write_svg(settings->svg, records, n_records, &info)) return EXIT_FAIL;
         fprintf(notes, "note: chart written to %s\n", settings->svg);
@@ -435,10 +510,13 @@ int cmd_bench(int argc, char **argv)
     }
     if (failed) return failed;
     reexec_without_blas_env(argv);
-    ra_context *ctx = NULL;
+    ra_context *ctx = NULL, *ctx1 = NULL; /* ctx1: the one-thread column's, if ctx has more */
     failed = cli_context_create(&ctx, threads);
+    if (!failed && ra_context_threads(ctx) > 1 && ra_context_create(&ctx1, 1) != RA_OK)
+        failed = cli_fail(EXIT_FAIL, "cannot create the one-thread context");
     bench_settings settings = {json, !no_torch, (int)repeats, svg};
-    if (!failed) failed = run_cases(cases, selected, n, ctx, &settings);
+    if (!failed) failed = run_cases(cases, selected, n, ctx, ctx1, &settings);
+    ra_context_destroy(ctx1);
     ra_context_destroy(ctx);
     return failed;
 }

@@ -50,7 +50,7 @@ static double peak_restart(void)
 
 int bench_prepare(const bench_case *c, ra_context *ctx, bench_prepared *p)
 {
-    *p = (bench_prepared){NULL, NULL, 0, NAN};
+    *p = (bench_prepared){NULL, NULL, 0, NULL, 0, NAN};
     void *state = NULL;
     int failed = c->setup(c->params, ctx, &state) ? EXIT_FAIL : 0;
     double resident = !failed && c->memory_target > 0 ? peak_restart() : NAN;
@@ -62,14 +62,15 @@ int bench_prepare(const bench_case *c, ra_context *ctx, bench_prepared *p)
         c->teardown(state);
         return failed;
     }
-    *p = (bench_prepared){c, state, 0, extra};
+    *p = (bench_prepared){c, state, c->work, c->shape, 0, extra};
+    if (c->sized) c->sized(state, &p->work, &p->shape);
     return 0;
 }
 
 void bench_release(bench_prepared *p)
 {
     if (p->c) p->c->teardown(p->state);
-    *p = (bench_prepared){NULL, NULL, 0, NAN};
+    *p = (bench_prepared){NULL, NULL, 0, NULL, 0, NAN};
 }
 
 /* Seconds per run over one sample.  The first call times one run, which
@@ -112,7 +113,7 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
         if (limit) {
             status = sample(limit, ctx, &t);
             what = limit->c->name;
-            limit_rates[r] = limit->c->work / t * 1e-9;
+            limit_rates[r] = limit->work / t * 1e-9;
         }
         parts_times[r] = 0;
         for (int i = 0; i < n_parts && status == RA_OK; i++) {
@@ -123,12 +124,14 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
         if (status != RA_OK) break;
         status = sample(p, ctx, &times[r]);
         what = c->name;
-        if (limit) fractions[r] = c->work / times[r] * 1e-9 / limit_rates[r];
+        if (limit) fractions[r] = p->work / times[r] * 1e-9 / limit_rates[r];
         parts_ratios[r] = times[r] / parts_times[r];
     }
     if (status != RA_OK) return cli_fail_status(status, what);
     *out = (bench_record){
         .what = c,
+        .work = p->work,
+        .shape = p->shape,
         .median_seconds = timer_median(times, repeats),
         .fraction = limit ? timer_median(fractions, repeats) : NAN,
         .limit_rate = limit ? timer_median(limit_rates, repeats) : NAN,
@@ -138,8 +141,9 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
         .torch2_seconds = NAN,
         .torch2_compiled_seconds = NAN,
         .extra_memory = p->extra_memory,
+        .one = {0, NAN, NAN, NAN, NAN, NAN, NAN},
     };
-    out->rate = c->work / out->median_seconds * 1e-9;
+    out->rate = p->work / out->median_seconds * 1e-9;
     return 0;
 }
 
@@ -167,6 +171,7 @@ struct bench_pool {
     pthread_cond_t start;
     void (*fn)(void *arg, int thread, int n_threads); /* the current run's */
     void *arg;
+    int active; /* the current run's threads */
     unsigned generation; /* runs started */
     int stop;
     atomic_int pending; /* workers still in the current run */
@@ -186,10 +191,14 @@ static void *pool_main(void *p)
             pthread_cond_wait(&pool->start, &pool->lock);
         if (pool->stop) break;
         seen = pool->generation;
-        /* fn and arg stay as they are until every worker has finished. */
+        const int active = pool->active; /* read here: a worker left out is not waited for */
+        /* fn and arg stay as they are until every worker in the run has
+         * finished. */
         pthread_mutex_unlock(&pool->lock);
-        pool->fn(pool->arg, w->thread, pool->n_threads);
-        atomic_fetch_sub(&pool->pending, 1);
+        if (w->thread < active) {
+            pool->fn(pool->arg, w->thread, active);
+            atomic_fetch_sub(&pool->pending, 1);
+        }
         pthread_mutex_lock(&pool->lock);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -215,17 +224,23 @@ bench_pool *bench_pool_create(int n_threads)
     return pool;
 }
 
-void bench_pool_run(bench_pool *pool, void (*fn)(void *arg, int thread, int n_threads),
+void bench_pool_run(bench_pool *pool, int n, void (*fn)(void *arg, int thread, int n_threads),
                     void *arg)
 {
+    if (n < 1 || n > pool->n_threads) n = pool->n_threads;
+    if (n == 1) { /* the workers sleep on */
+        fn(arg, 0, 1);
+        return;
+    }
     pthread_mutex_lock(&pool->lock);
     pool->fn = fn;
     pool->arg = arg;
-    atomic_store(&pool->pending, pool->n_threads - 1);
+    pool->active = n;
+    atomic_store(&pool->pending, n - 1);
     pool->generation++;
     pthread_cond_broadcast(&pool->start);
     pthread_mutex_unlock(&pool->lock);
-    fn(arg, 0, pool->n_threads);
+    fn(arg, 0, n);
     while (atomic_load(&pool->pending) > 0) sched_yield();
 }
 

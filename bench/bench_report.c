@@ -4,8 +4,9 @@
 
 #include "bench.h"
 
-static const char *const limit_names[N_LIMITS] = {"copy",    "rmw",      "rmw40M",  "sgemm",
-                                                    "read32M", "read128M", "read256M"};
+static const char *const limit_names[N_LIMITS] = {"copy",    "rmw",     "rmw40M",
+                                                    "sgemm",   "read32M", "read64M",
+                                                    "read128M", "read256M"};
 
 const char *bench_limit_name(bench_limit limit)
 {
@@ -28,10 +29,38 @@ static void print_parts(const char *parts, const char *separator)
     }
 }
 
-void bench_print_table_header(void)
+/* "machine: <cpu> (family F, model M), simd S (B-bit vectors), L2 ..." */
+static void print_machine(void)
 {
-    printf("%-33s %-56s %12s %8s %-7s %-6s %8s %9s %9s\n", "name", "shape", "median", "rate",
-           "", "limit", "fraction", "vs torch", "vs torch2");
+    const bench_machine *m = bench_machine_info();
+    printf("machine: %s (family %d, model %d), simd %s (%d-bit vectors), L2 ", m->cpu,
+           m->family, m->model, m->simd, m->vector_bits);
+    if (m->l2_bytes > 0)
+        printf("%lld KiB a core\n", (long long)(m->l2_bytes >> 10));
+    else
+        printf("unknown\n");
+}
+
+void bench_print_table_header(const bench_run_info *info)
+{
+    print_machine();
+    if (info->one_thread)
+        printf("columns: %d threads, then on 1 thread (1t: rate, fraction of its limit on 1 "
+               "thread, target)\n", info->threads);
+    else
+        printf("columns: %d thread (the 1t columns repeat it)\n", info->threads);
+    printf("%-33s %-56s %12s %8s %-7s %-8s %8s %6s %8s %8s %6s %9s %9s\n", "name", "shape",
+           "median", "rate", "", "limit", "fraction", "target", "1t rate", "1t frac", "1t tgt",
+           "vs torch", "vs torch2");
+}
+
+/* A fraction target, or "-". */
+static void print_target(double target)
+{
+    if (target > 0)
+        printf(" %6.2f", target);
+    else
+        printf(" %6s", "-");
 }
 
 void bench_print_table_row(const bench_record *r)
@@ -40,12 +69,23 @@ void bench_print_table_row(const bench_record *r)
     double t = r->median_seconds;
     const char *unit = t >= 1 ? "s" : t >= 1e-3 ? "ms" : "us";
     double scaled = t >= 1 ? t : t >= 1e-3 ? t * 1e3 : t * 1e6;
-    printf("%-33s %-56s %9.3f %-2s %8.2f %-7s ", c->name, c->shape, scaled, unit, r->rate,
+    printf("%-33s %-56s %9.3f %-2s %8.2f %-7s ", c->name, r->shape, scaled, unit, r->rate,
            rate_unit(c));
     if (c->judged_by == LIMIT_NONE)
-        printf("%-6s %8s", "-", "-");
+        printf("%-8s %8s", "-", "-");
     else
-        printf("%-6s %8.3f", limit_names[c->judged_by], r->fraction);
+        printf("%-8s %8.3f", limit_names[c->judged_by], r->fraction);
+    print_target(c->target);
+    if (r->one.measured) {
+        printf(" %8.2f", r->one.rate);
+        if (isfinite(r->one.fraction))
+            printf(" %8.3f", r->one.fraction);
+        else
+            printf(" %8s", "-");
+        print_target(c->target_one_thread);
+    } else {
+        printf(" %8s %8s %6s", "-", "-", "-");
+    }
     if (isfinite(r->torch_seconds))
         printf(" %8.1fx", r->torch_seconds / r->median_seconds);
     else
@@ -68,6 +108,9 @@ void bench_print_table_row(const bench_record *r)
         if (c->parts_target > 0) printf(" (target <= %g)", c->parts_target);
         if (isfinite(r->parts_ratio))
             printf(": %.4g s against %.4g s", r->median_seconds, r->parts_seconds);
+        if (r->one.measured && isfinite(r->one.parts_ratio))
+            printf("; on 1 thread %.3f: %.4g s against %.4g s", r->one.parts_ratio,
+                   r->one.median_seconds, r->one.parts_seconds);
         printf("\n");
     }
     if (c->time_target > 0)
@@ -93,7 +136,54 @@ static void json_number(const char *key, double value, const char *after)
         printf("\"%s\": null%s", key, after);
 }
 
-void bench_print_json(const bench_record *records, int n)
+/* A JSON string of s, with " and \\ escaped (and control characters
+ * dropped). */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    putchar('"');
+}
+
+/* The machine and the run's threads: ", \"threads\": 2, \"cpu\": ..." */
+static void json_machine(const bench_run_info *info)
+{
+    const bench_machine *m = bench_machine_info();
+    printf(", \"threads\": %d, \"cpu\": ", info->threads);
+    json_string(m->cpu);
+    printf(", ");
+    json_number("cpu_family", m->family >= 0 ? m->family : NAN, ", ");
+    json_number("cpu_model", m->model >= 0 ? m->model : NAN, "");
+    printf(", \"simd\": \"%s\", \"vector_bits\": %d", m->simd, m->vector_bits);
+}
+
+/* ", \"one_thread\": {...}" or null. */
+static void json_one_thread(const bench_record *r)
+{
+    const bench_case *c = r->what;
+    if (!r->one.measured) {
+        printf(", \"one_thread\": null");
+        return;
+    }
+    printf(", \"one_thread\": {\"threads\": 1, ");
+    json_number("median_seconds", r->one.median_seconds, ", ");
+    json_number("rate", r->one.rate, ", ");
+    json_number("limit_rate", r->one.limit_rate, ", ");
+    json_number("fraction", r->one.fraction, ", ");
+    json_number("target", c->target_one_thread > 0 ? c->target_one_thread : NAN, "");
+    if (c->parts) {
+        printf(", ");
+        json_number("parts_seconds", r->one.parts_seconds, ", ");
+        json_number("ratio_to_parts", r->one.parts_ratio, "");
+    }
+    printf("}");
+}
+
+void bench_print_json(const bench_record *records, int n, const bench_run_info *info)
 {
     printf("[\n");
     for (int i = 0; i < n; i++) {
@@ -101,8 +191,8 @@ void bench_print_json(const bench_record *records, int n)
         const bench_case *c = r->what;
         printf("  {\"name\": \"%s\", \"shape\": \"%s\", \"median_seconds\": %.6e, "
                "\"%s\": %.0f, \"rate\": %.6g, \"rate_unit\": \"%s\", ",
-               c->name, c->shape, r->median_seconds, c->work_is_flops ? "flops" : "bytes",
-               c->work, r->rate, rate_unit(c));
+               c->name, r->shape, r->median_seconds, c->work_is_flops ? "flops" : "bytes",
+               r->work, r->rate, rate_unit(c));
         if (c->judged_by == LIMIT_NONE || !isfinite(r->fraction))
             printf("\"limit_name\": null, ");
         else
@@ -133,6 +223,8 @@ void bench_print_json(const bench_record *records, int n)
             json_number("extra_memory_bytes", r->extra_memory, ", ");
             json_number("memory_target_bytes", c->memory_target, "");
         }
+        json_machine(info);
+        json_one_thread(r);
         printf("}%s\n", i + 1 < n ? "," : "");
     }
     printf("]\n");

@@ -99,7 +99,7 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
         fprintf(f, "<g>\n<title>");
         put_text(f, c->name);
         fputs(": ", f);
-        put_text(f, c->shape);
+        put_text(f, r->shape);
         fputs("</title>\n", f);
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", LABEL_W - 8, y + 16);
         put_text(f, c->name);

@@ -237,7 +237,8 @@ def compare(got_path, ref_path, tol):
 def check_bench(path):
     records = json.load(open(path))
     keys = {"name", "shape", "median_seconds", "rate", "rate_unit", "limit_name", "limit_rate",
-            "fraction", "target", "torch_seconds", "vs_torch"}
+            "fraction", "target", "torch_seconds", "vs_torch", "threads", "cpu", "cpu_family",
+            "cpu_model", "simd", "vector_bits", "one_thread"}
     names = [r["name"] for r in records]
     # rope_decode_f32's limit, and the limit's STREAM-style reference as its part
     ok = names == ["stream_rmw", "rmw", "rope_decode_f32"] and all(keys <= set(r) for r in records)
@@ -248,6 +249,27 @@ def check_bench(path):
     ok = ok and records[2]["bytes"] == 2 * 4 * 40 * 128 and records[2]["median_seconds"] > 0
     if not ok:
         print(f"unexpected bench records: {records}")
+    return 0 if ok else 1
+
+def check_bench_one_thread(path):
+    """--threads 2: the decode case and its limit on one thread too, the
+    reference not; the in-cache case sized by L2; the machine in each."""
+    r = {x["name"]: x for x in json.load(open(path))}
+    ok = list(r) == ["sgemm", "stream_sum32M", "read32M", "attention_decode_f32_l4096",
+                     "attention_decode_f32_incache"]
+    ok = ok and all(x["threads"] == 2 and x["cpu"] and x["simd"] and x["vector_bits"] >= 128
+                    for x in r.values())
+    ok = ok and r["stream_sum32M"]["one_thread"] is None
+    ok = ok and r["read32M"]["one_thread"]["rate"] > 0 and r["sgemm"]["one_thread"]["rate"] > 0
+    d = r["attention_decode_f32_l4096"]
+    ok = ok and d["target"] == 0.85 and d["one_thread"]["target"] == 0.8
+    ok = ok and d["one_thread"]["fraction"] > 0 and d["one_thread"]["limit_rate"] > 0
+    ok = ok and d["one_thread"]["threads"] == 1
+    c = r["attention_decode_f32_incache"]
+    ok = ok and c["limit_name"] == "sgemm" and c["one_thread"]["fraction"] > 0
+    ok = ok and "L2" in c["shape"] and c["flops"] % (4 * 4 * 128 * 16) == 0
+    if not ok:
+        print(f"unexpected bench records: {r}")
     return 0 if ok else 1
 
 def check_bench_svg(path):
@@ -269,6 +291,7 @@ if __name__ == "__main__":
     elif cmd == "slice0":
         np.save(sys.argv[3], np.load(sys.argv[2])[0])
     elif cmd == "bench": sys.exit(check_bench(sys.argv[2]))
+    elif cmd == "bench_one_thread": sys.exit(check_bench_one_thread(sys.argv[2]))
     elif cmd == "bench_svg": sys.exit(check_bench_svg(sys.argv[2]))
 EOF
 if ! "$PY" "$TMP/helper.py" gen "$TMP"; then fail "fixture generation"; summary; fi
@@ -1308,6 +1331,12 @@ else fail "demo --seq 16 (with a prefill and 4 decode steps): $(tail -n 12 "$TMP
 if RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_decode_f32 --repeats 2 --json \
     >bench.json 2>"$TMP/stderr" && "$PY" "$TMP/helper.py" bench bench.json; then pass
 else fail "bench --json: $(head -c 300 "$TMP/stderr")"; fi
+# issue 44: one thread's column beside the run's, the in-cache decode, and
+# the machine named in every record and in the table's first line
+if RA_BENCH_REEXEC=keep "$RA_BENCH" --threads 2 --no-torch --repeats 1 --json \
+    --only attention_decode_f32_l4096,attention_decode_f32_incache >bench.json 2>"$TMP/stderr" &&
+    "$PY" "$TMP/helper.py" bench_one_thread bench.json; then pass
+else fail "bench's one-thread column: $(head -c 300 "$TMP/stderr")"; fi
 if env -u RA_BENCH_REEXEC OPENBLAS_CORETYPE=Haswell "$RA_BENCH" --only rope_decode_f32 \
     --repeats 1 >"$TMP/stdout" 2>&1 &&
     grep -q "re-ran itself without OPENBLAS_CORETYPE=Haswell" "$TMP/stdout"; then pass
@@ -1321,7 +1350,9 @@ then pass; else fail "bench --help names --svg, --no-torch, the new cases and vs
 rm -f bench.svg
 if RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_decode_f32 --repeats 1 --svg bench.svg \
     >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg &&
-    grep -qE "^note: simd (amx|avx512bf16|avx512|avx2|sse2|neon) " "$TMP/stdout"; then pass
+    grep -qE "^note: simd (amx|avx512bf16|avx512|avx2|sse2|neon) " "$TMP/stdout" &&
+    grep -qE "^machine: .* \(family -?[0-9]+, model -?[0-9]+\), simd [a-z0-9]+ \([0-9]+-bit vectors\), L2 " \
+        "$TMP/stdout" && grep -q "^columns: " "$TMP/stdout"; then pass
 else fail "bench --svg, and the SIMD path noted: $(head -c 400 "$TMP/stdout")"; fi
 RA=$RA_BENCH expect_error "bench: --svg into a missing folder" nodir/bench.svg -- \
     --only rope_decode_f32 --repeats 1 --svg nodir/bench.svg

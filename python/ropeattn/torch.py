@@ -513,19 +513,28 @@ def _tensor_mask(attention_mask, b, h, sq, sk):
 
 
 def _plain_blocks(sq, sk, b, window, causal):
-    """The call for attention_mask None: causal, the queries are the last
-    sq of sk causal tokens, window the sliding_window argument (as
-    transformers' flash path reads them; 1 < sq < sk is refused:
-    transformers' sdpa reads it top-left aligned, its flash path
-    bottom-right); not causal, every query sees every key, window both
-    ways (|i - j| < window: flash's (window - 1, window - 1), ModernBERT's
-    sliding_window)."""
+    """The call for attention_mask None.  Not causal: every query sees
+    every key, window both ways (|i + Sk - Sq - j| < window: flash's
+    (window - 1, window - 1), ModernBERT's sliding_window).  Causal, as
+    transformers' sdpa path reads it (is_causal for Sq > 1, PyTorch's
+    top-left diagonal: query i sees keys j <= i; one query sees every key):
+    with Sq = Sk or Sq = 1 the queries are the last Sq of Sk tokens, window
+    the sliding_window argument (as transformers' flash path reads it;
+    sdpa's ignores it); with 1 < Sq != Sk the queries and keys both start at
+    position 0 (the library's block call over max(Sq, Sk) positions, not
+    its bottom-right alignment), and a window that would hide a key there
+    (sliding_window < Sq) is refused: sdpa ignores it, flash aligns it
+    bottom-right."""
     if not causal:
         return [Block(slice(0, b), 0, 0, sk, window, causal=False)]
-    if sq != sk and sq != 1:
-        raise UnsupportedError(f"attention_mask: None for {sq} queries over {sk} keys: where "
-                               f"the queries sit is ambiguous (use ropeattn.transformers)")
-    return [Block(slice(0, b), sk - sq, 0, sk, window)]
+    if sq == sk or sq == 1:
+        return [Block(slice(0, b), sk - sq, 0, sk, window)]
+    if window is not None and window < sq:
+        raise UnsupportedError(f"sliding_window={window} with attention_mask None and {sq} "
+                               f"queries over {sk} keys: transformers' sdpa path ignores it "
+                               f"(queries and keys aligned top-left), its flash path aligns "
+                               f"them bottom-right; give the mask")
+    return [Block(slice(0, b), 0, 0, max(sq, sk))]
 
 
 _REFUSED_KWARGS = {
@@ -589,8 +598,9 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     None, module.is_causal) is False: encoders (ModernBERT, ESM-2), which
     get transformers' mask whole as attn_mask, or with attention_mask None
     every key, sliding_window both ways (|i - j| < sliding_window).
-    attention_mask: None (causal: the queries the last Sq of the Sk
-    tokens, sliding_window applied), a 4-D tensor mask [B or 1, 1 or H,
+    attention_mask: None (causal as transformers' sdpa reads it: one
+    query, or Sq = Sk, sliding_window applied; 1 < Sq != Sk top-left
+    aligned, query i seeing keys j <= i; _plain_blocks), a 4-D tensor mask [B or 1, 1 or H,
     Sq, Sk] (boolean, True: seen, or additive; _tensor_mask), or a mask of
     ropeattn.transformers' (padding, caches, sliding windows, chunks,
     packed sequences, each checked against transformers' own mask).  A

@@ -335,8 +335,9 @@ def test_drop_in_attention_dtype_and_context():
 
 def test_drop_in_decoding_and_narrower_values():
     """One query after cached keys (attention_mask None, the query the last
-    token), and value's head_dim smaller than the query's (latent
-    attention: zero-padded, exact)."""
+    token), three queries over those keys (top-left, as transformers'
+    sdpa reads is_causal), and value's head_dim smaller than the query's
+    (latent attention: zero-padded, exact)."""
     q, k, v = randn(2, 4, 1, 16), randn(2, 2, 9, 16), randn(2, 2, 9, 8)
     module = torch.nn.Module().eval()
     out, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.25, sliding_window=4)
@@ -344,8 +345,16 @@ def test_drop_in_decoding_and_narrower_values():
     want = ref_attention(full_q, k.transpose(1, 2).double(), v.transpose(1, 2).double(),
                          window=4, scale=0.25)[:, -1:]
     assert out.shape == (2, 1, 4, 8) and close(out, want, 1e-5)
-    with pytest.raises(ropeattn.UnsupportedError, match="ambiguous"):  # 1 < Sq < Sk
-        rt.eager_attention_forward(module, randn(2, 4, 3, 16), k, v, None, scaling=0.25)
+    # 1 < Sq < Sk: transformers' sdpa reading, top-left (query i sees keys
+    # j <= i): the first rows of the whole causal attention
+    q3 = randn(2, 4, 3, 16)
+    out, _ = rt.eager_attention_forward(module, q3, k, v, None, scaling=0.25)
+    full_q = torch.cat((q3, randn(2, 4, 6, 16)), 2).transpose(1, 2).double()
+    want = ref_attention(full_q, k.transpose(1, 2).double(), v.transpose(1, 2).double(),
+                         scale=0.25)[:, :3]
+    assert out.shape == (2, 3, 4, 8) and close(out, want, 1e-5)
+    with pytest.raises(ropeattn.UnsupportedError, match="sliding_window=2 with"):
+        rt.eager_attention_forward(module, q3, k, v, None, scaling=0.25, sliding_window=2)
 
 
 def test_attention_block_forward_and_backward():

@@ -14,6 +14,7 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
+import ropeattn  # noqa: E402
 import ropeattn.torch as rt  # noqa: E402
 
 F = torch.nn.functional
@@ -119,3 +120,35 @@ def test_half_precision_masks_and_scale():
         check(q, k, v, lambda a, b, c: rt.attention(a, b, c, causal=False, attn_mask=mask,
                                                     scale=0.3, shape="bhsd"),
               lambda a, b, c: sdpa(a, b, c, attn_mask=mask.to(a.dtype), scale=0.3))
+
+
+class CausalModule(torch.nn.Module):
+    """What transformers' attention functions read of a decoder's module."""
+    is_causal = True
+    num_key_value_groups = 2
+
+
+@pytest.mark.parametrize("sq,sk", [(3, 9), (9, 4), (6, 7), (1, 9), (9, 9)])
+def test_interface_causal_without_mask_as_sdpa(sq, sk):
+    """The attention-interface function on a causal module, attention_mask
+    None, against transformers' own sdpa_attention_forward (is_causal for
+    Sq > 1, PyTorch's top-left diagonal; one query sees every key) on
+    float64 inputs, as above."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    module = CausalModule().eval()
+    q, k, v = randn(2, 4, sq, 16), randn(2, 2, sk, 16), randn(2, 2, sk, 16)
+
+    def call(fn):  # out [B, Sq, H, D] as [B, H, Sq, D], check's order
+        return lambda a, b, c: fn(module, a, b, c, None, scaling=0.3)[0].transpose(1, 2)
+    check(q, k, v, call(rt.eager_attention_forward), call(sdpa_attention_forward))
+
+
+def test_interface_causal_without_mask_window_refused():
+    """A sliding_window that would hide keys of a top-left call: sdpa
+    ignores it, flash aligns it bottom-right; refused, never guessed."""
+    q, k, v = randn(1, 4, 5, 16), randn(1, 2, 9, 16), randn(1, 2, 9, 16)
+    module = CausalModule().eval()
+    with pytest.raises(ropeattn.UnsupportedError, match="sliding_window=4 with"):
+        rt.eager_attention_forward(module, q, k, v, None, sliding_window=4)
+    got = rt.eager_attention_forward(module, q, k, v, None, sliding_window=5)[0]
+    assert torch.equal(got, rt.eager_attention_forward(module, q, k, v, None)[0])

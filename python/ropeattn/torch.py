@@ -541,7 +541,8 @@ _REFUSED_KWARGS = {
     "output_attentions": "output_attentions (the library returns no attention weights)",
     "position_bias": "position_bias (a learned additive bias, T5-style)",
     "cache": "a paged cache (continuous batching)",
-    "encoder_hidden_states": "cross attention",
+    "encoder_hidden_states": "encoder_hidden_states (states to project into keys: the function "
+                             "takes cross attention's keys and values)",
 }
 
 # keywords transformers passes that change nothing here: what the masks
@@ -565,7 +566,7 @@ def _check_call(module, query, key, value, kwargs):
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
     for name, feature in _REFUSED_KWARGS.items():
-        if kwargs.get(name) not in (None, False):
+        if kwargs.get(name) is not None and kwargs[name] is not False:  # a tensor: no ==
             raise UnsupportedError(f"{name}: {feature} is not supported by ropeattn")
     for name in sorted(kwargs.keys() - _KNOWN_KWARGS):
         if kwargs[name] is not None:
@@ -595,13 +596,15 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     with scaling, dropout (when module.training; masks from the library's
     generator, seeded from PyTorch's), sliding_window, softcap (Gemma 2)
     and s_aux (gpt-oss's sinks).  Causal unless is_causal (or, when it is
-    None, module.is_causal) is False: encoders (ModernBERT, ESM-2), which
-    get transformers' mask whole as attn_mask, or with attention_mask None
+    None, module.is_causal) is False: encoders (ModernBERT, ESM-2) and
+    cross attention (keys of any length: T5Gemma, Moonshine), which get
+    transformers' mask whole as attn_mask, or with attention_mask None
     every key, sliding_window both ways (|i - j| < sliding_window).
     attention_mask: None (causal as transformers' sdpa reads it: one
     query, or Sq = Sk, sliding_window applied; 1 < Sq != Sk top-left
-    aligned, query i seeing keys j <= i; _plain_blocks), a 4-D tensor mask [B or 1, 1 or H,
-    Sq, Sk] (boolean, True: seen, or additive; _tensor_mask), or a mask of
+    aligned, query i seeing keys j <= i; _plain_blocks), a 4-D tensor
+    mask [B or 1, 1 or H, Sq, Sk] (boolean, True: seen, or additive;
+    _tensor_mask), or a mask of
     ropeattn.transformers' (padding, caches, sliding windows, chunks,
     packed sequences, each checked against transformers' own mask).  A
     mask the library's structured masks (causal, window, chunk, padding,
@@ -609,8 +612,8 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     mask per head) goes to the library whole, as attn_mask: what SDPA
     computes with it, in float32 (it wins over sliding_window, as in
     transformers' eager and sdpa).  Anything else raises UnsupportedError
-    naming it: an integer mask, output_attentions, position_bias, cross
-    attention, and a keyword argument it does not know holding anything
+    naming it: an integer mask, output_attentions, position_bias,
+    encoder_hidden_states, and a keyword argument it does not know holding anything
     but None (sparse attention's indices, block_indices).  context: a ropeattn.Context, or
     None (torch.get_num_threads() threads)."""
     causal = _check_call(module, query, key, value, kwargs)

@@ -21,11 +21,13 @@ entries go into transformers' registries under "ropeattn":
     does (bidirectional image tokens).  Rows of padding queries are 0, as
     transformers' flash paths give them (its sdpa path gives 0 to left
     padding; its eager path a mean of v).
-Encoders (a module whose is_causal is False: ModernBERT, ESM-2, RoFormer)
-run without the causal mask, transformers' bidirectional mask (padding,
-ModernBERT's local window) as attn_mask.
-A model whose config asks for what the library lacks (cross attention,
-ALiBi, output_attentions, a sparse-attention indexer) is refused when the
+Encoders (a module whose is_causal is False: ModernBERT, ESM-2, Llama 4's
+vision model) and cross attention (encoder-decoder models: T5Gemma,
+T5Gemma 2's merged attention, Moonshine; queries and keys of different
+lengths) run without the causal mask, transformers' bidirectional mask
+(padding, ModernBERT's local window, the encoder's padding) as attn_mask.
+A model whose config asks for what the library lacks (ALiBi,
+output_attentions, a sparse-attention indexer) is refused when the
 model is built with attn_implementation="ropeattn" (or set to it:
 set_attn_implementation), naming the feature; what only a call shows (an
 integer mask, position_bias, a keyword argument the function does not
@@ -45,8 +47,6 @@ NAME = "ropeattn"
 # config attributes whose value the library cannot honour: (attribute, the
 # value that is refused, the feature's name)
 _REFUSED_CONFIG = (
-    ("is_encoder_decoder", True, "an encoder-decoder model (cross attention)"),
-    ("add_cross_attention", True, "add_cross_attention (cross attention)"),
     ("alibi", True, "alibi (ALiBi position biases)"),
     ("output_attentions", True, "output_attentions (the library returns no attention "
                                 "weights)"),

@@ -11,8 +11,12 @@ random models built by transformers, float32, against its own "sdpa" and
   - Gemma 3 (Gemma3Model: SigLIP vision tower and the text model):
     token_type_ids mark the image tokens, which attend to each other
     bidirectionally on top of the causal and sliding-window masks
-    (create_masks_for_vision_model), with left padding.
-Outputs for all three, the parameters' gradients for Pixtral and Gemma 3.
+    (create_masks_for_vision_model), with left padding;
+  - Llama 4's vision model (Llama4VisionModel): 2-D RoPE applied by
+    transformers (complex freqs_ci), every patch and the CLS token
+    attending to all (attention_mask None, is_causal=False).
+Outputs for all four, the parameters' gradients for Pixtral, Gemma 3 and
+Llama 4.
 
     PYTHONPATH=build/hf-e2e-python .venv-hf/bin/python -m pytest -q \
         tests/hf_e2e/test_vision_backend.py
@@ -23,6 +27,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 import ropeattn.transformers  # noqa: E402,F401  (registers "ropeattn")
 import check  # noqa: E402
+from transformers.models.llama4.modeling_llama4 import Llama4VisionAttention  # noqa: E402
 from transformers.models.qwen2_vl.modeling_qwen2_vl import (  # noqa: E402
     Qwen2VisionTransformerPretrainedModel)
 
@@ -102,7 +107,22 @@ def gemma3():
                        pixel_values=torch.randn(2, 3, 16, 16, generator=gen))
 
 
-MODELS = {"pixtral": pixtral, "qwen2_vl": qwen2_vl, "gemma3": gemma3}
+def llama4():
+    """(model, inputs): Llama4VisionModel, two images of 4x4 patches of 8
+    pixels and the CLS token: its attention (Llama4VisionAttention, 2-D
+    rope by complex freqs_ci in transformers' code) is bidirectional, mask
+    None, is_causal=False passed."""
+    torch.manual_seed(43)
+    config = transformers.Llama4VisionConfig(
+        hidden_size=64, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        image_size=32, patch_size=8, vision_output_dim=64, projector_input_dim=64,
+        projector_output_dim=64, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    model = randomized(transformers.Llama4VisionModel(config))
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(7))
+    return model, dict(pixel_values=pixels)
+
+
+MODELS = {"pixtral": pixtral, "qwen2_vl": qwen2_vl, "gemma3": gemma3, "llama4": llama4}
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -128,19 +148,22 @@ def test_outputs_match_transformers(built):
     rows = real_rows(name, inputs)
     with torch.no_grad(), check.counting_calls() as calls:
         got = forward(model, "ropeattn", inputs)[rows]
-    attention = [m for m in model.modules() if hasattr(m, "is_causal")]
+    # Llama4VisionAttention has no is_causal: it passes is_causal=False
+    attention = [m for m in model.modules()
+                 if hasattr(m, "is_causal") or isinstance(m, Llama4VisionAttention)]
     assert attention and set(calls) == set(attention), name  # every layer ran here
     if name == "gemma3":  # the image tokens' bidirectional mask changes the result
         with torch.no_grad():
             plain = forward(model, "ropeattn", dict(inputs, token_type_ids=None))[rows]
         assert rel_error(plain, got) > 1e-3
-        for impl in ("sdpa", "eager"):
+    for impl in ("sdpa", "eager"):
+        with torch.no_grad():
             err = rel_error(got, forward(model, impl, inputs)[rows])
-            print(f"{name} output vs {impl}: {err:.3g}")
-            assert err <= REL, (name, impl, err)
+        print(f"{name} output vs {impl}: {err:.3g}")
+        assert err <= REL, (name, impl, err)
 
 
-@pytest.mark.parametrize("name", ["pixtral", "gemma3"])
+@pytest.mark.parametrize("name", ["pixtral", "gemma3", "llama4"])
 def test_gradients_match_transformers(name):
     model, inputs = MODELS[name]()
     rows = real_rows(name, inputs)

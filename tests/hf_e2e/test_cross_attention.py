@@ -25,6 +25,7 @@ transformers = pytest.importorskip("transformers")
 import ropeattn  # noqa: E402
 import ropeattn.transformers  # noqa: E402,F401  (registers "ropeattn")
 import check  # noqa: E402
+import models  # noqa: E402
 
 # float32, the same weights, a few layers: 1e-4 of the largest value (issue
 # 43's bar), room for float32 sums in another order, far below a wrong mask.
@@ -39,15 +40,10 @@ TEXT = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_l
 
 
 def randomized(model):
-    """model in eval mode, matrices normal of std 0.3 (a softmax far from
-    uniform, greedy tokens that vary), vectors moved off their init."""
-    gen = torch.Generator().manual_seed(43)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            else:
-                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    """model in eval mode, randomized as the suite's checkpoints
+    (models.randomize: a softmax far from uniform, greedy tokens that
+    vary)."""
+    models.randomize(model, torch.Generator().manual_seed(43))
     return model.eval()
 
 

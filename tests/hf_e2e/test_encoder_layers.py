@@ -33,24 +33,22 @@ import transformers
 from safetensors.torch import load_file
 
 import check
+import models
 import ropeattn
 
 TOL = 1e-5
 
 
 def randomized(model):
-    """model in eval mode, matrices normal of std 0.3 (a softmax far from
-    uniform), vectors moved off their init; fixed tables (RoFormer's
-    sinusoidal embed_positions, requires_grad False) left as they are."""
-    gen = torch.Generator().manual_seed(43)
+    """model in eval mode, randomized as the suite's checkpoints
+    (models.randomize), fixed tables (RoFormer's sinusoidal
+    embed_positions, requires_grad False) restored."""
+    fixed = {n: p.clone() for n, p in model.named_parameters() if not p.requires_grad}
+    models.randomize(model, torch.Generator().manual_seed(43))
     with torch.no_grad():
-        for p in model.parameters():
-            if not p.requires_grad:
-                continue
-            if p.dim() >= 2:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
-            else:
-                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+        for n, p in model.named_parameters():
+            if n in fixed:
+                p.copy_(fixed[n])
     return model.eval()
 
 

@@ -372,7 +372,8 @@ typedef struct ra_hf_options {
      * {q,k,v,o}_proj, Qwen's visual.blocks.N.attn.qkv (q's rows, k's, v's)
      * and .proj, with biases, Llama 4's vision_model.model.layers.N.
      * self_attn.{q,k,v,o}_proj with biases, each under "model." too
-     * (docs/FAMILIES.md "Vision encoders"). */
+     * (docs/FAMILIES.md "Vision encoders").  Qwen2.5-VL's window-attention
+     * layers need vision_windows below. */
     int64_t vision;
     /* 1: the layer without the causal mask whatever its family says (a
      * decoder's layer run as an encoder's: `attention --no-causal`); a
@@ -388,6 +389,18 @@ typedef struct ra_hf_options {
      * ra_hf_token_type_mask's (without one its queries would see later
      * keys).  Other model_types and vision: RA_ERR_UNSUPPORTED. */
     int64_t token_types;
+    /* 1: with vision, the caller states that it runs a window-attention
+     * layer (Qwen2.5-VL's layers not in vision_config's
+     * fullatt_block_indexes: ra_hf_vision_layer_windowed) as transformers'
+     * tower does: on the patches in window order, with
+     * ra_hf_vision_windows' positions as ra_positions.axial_ids and its
+     * cu_window_seqlens as the options' cu_seqlens (the layer itself takes
+     * any documents: those are what make it the window layer).  A window
+     * layer without it is refused (RA_ERR_UNSUPPORTED, naming
+     * vision_windows), as is vision_windows on any other layer (a full
+     * one attends over whole frames; RA_ERR_ARGUMENT) and without vision
+     * (RA_ERR_ARGUMENT). */
+    int64_t vision_windows;
 } ra_hf_options;
 
 /* The size of the first published ra_hf_options. */
@@ -427,6 +440,53 @@ RA_HF_API ra_status ra_hf_rope_config(const ra_hf_config *config, const ra_hf_op
  * head_dim that is not width / heads, partial_rotary_factor
  * (RA_ERR_UNSUPPORTED), a head_dim not a multiple of 4 (RA_ERR_HEAD_DIM). */
 RA_HF_API ra_status ra_hf_vision_rope_config(const ra_hf_config *config, ra_rope_config *out);
+
+/* Qwen2.5-VL's window attention (docs/FAMILIES.md "Vision encoders").
+ * transformers' Qwen2_5_VisionTransformerPretrainedModel permutes its
+ * patches into window order once, before its first block (window_index, in
+ * groups of spatial_merge_size^2 patches), and every block runs on them in
+ * that order: the layers in vision_config's fullatt_block_indexes (default
+ * [7, 15, 23, 31]) with each frame of each image as a document (its
+ * cu_seqlens: t documents of h w patches per image, the same boundaries in
+ * window order), the others, window layers, with each window as a
+ * document (cu_window_seqlens).
+ *
+ * ra_hf_vision_layer_windowed: *windowed 1 where vision layer `layer` of
+ * the config's vision encoder is a window layer, 0 for every other layer
+ * (and every layer of the other vision encoders).
+ *
+ * ra_hf_vision_windows: for the images grid_thw [n_images, 3] (t, h, w in
+ * patches, as transformers' grid_thw; h and w multiples of
+ * spatial_merge_size m), what vision_utils.get_vision_window_index and
+ * get_vision_position_ids give, read from vision_config's window_size
+ * (default 112), patch_size (14) and spatial_merge_size (2):
+ *   counts[0]          N = sum t h w, the patches
+ *   counts[1]          G = N / m^2, window_index's entries
+ *   counts[2]          W, the windows (empty ones dropped, as
+ *                      unique_consecutive drops their repeats)
+ *   window_index       [G]: transformers' window_index, the group (of m^2
+ *                      consecutive patches, in the processor's order) at
+ *                      each place of the window order: patch p of the
+ *                      window order is window_index[p / m^2] m^2 + p % m^2
+ *   cu_window_seqlens  [W + 1]: 0, then where each window ends, in patches
+ *   positions          [N, 2]: each patch's (row, column) in window order
+ *                      (get_vision_position_ids permuted as the rotary
+ *                      embeddings are), for ra_positions.axial_ids
+ * Windows are vws x vws merged units, vws = window_size // m // patch_size,
+ * row-major over each frame's grid of h / m x w / m units and row-major
+ * inside (those past the frame's edge dropped: transformers' -100 padding).
+ * Call it once with the three arrays NULL for the counts, then with arrays
+ * of those sizes (any of them NULL: not written).  Refused: a vision
+ * encoder other than qwen2_5_vl_vision (RA_ERR_UNSUPPORTED), vws 0
+ * (RA_ERR_UNSUPPORTED: transformers divides by it), a key that is not a
+ * positive integer (RA_ERR_FORMAT), n_images < 1, t, h or w < 1, h or w
+ * not a multiple of m, more than INT32_MAX patches (RA_ERR_ARGUMENT). */
+RA_HF_API ra_status ra_hf_vision_layer_windowed(const ra_hf_config *config, int64_t layer,
+                                                int64_t *windowed);
+RA_HF_API ra_status ra_hf_vision_windows(const ra_hf_config *config, const int64_t *grid_thw,
+                                         int64_t n_images, int64_t counts[3],
+                                         int64_t *window_index, int64_t *cu_window_seqlens,
+                                         int64_t *positions);
 
 /* ---- layers ------------------------------------------------------------ */
 

@@ -9,13 +9,22 @@
  *     at most 48 features and 23 keys: ~1e-7 seen on the text layers'
  *     cases; the issue asks 1e-4), images packed as the call's documents
  *     (cu_seqlens), positions (row, column) as ra_positions.axial_ids;
+ *   - Qwen2.5-VL's window-attention layer (ra_hf_options.vision_windows):
+ *     block 0 of a tower of two, its inputs captured from transformers'
+ *     forward (patches in window order, cu_window_seqlens as documents),
+ *     three images whose windows are cut by the frame's edges or empty;
+ *     ra_hf_vision_windows' window_index, cu_window_seqlens and positions
+ *     equal to transformers' (get_vision_window_index, the positions the
+ *     tower's rotary tables come from), and its refusals;
  *   - refused, naming what: no layer, a text layer's options, a layer the
- *     checkpoint lacks, Qwen2.5-VL's window-attention layers, a tensor the
+ *     checkpoint lacks, a window layer without vision_windows (and
+ *     vision_windows on a full one, or without vision), a tensor the
  *     module has no place for, a missing bias, tensors of another width
  *     than the config's, no vision_config.
  * Measured, every SIMD path: y within 1.4e-7 (Pixtral), 4.8e-7 (Qwen2-VL),
- * 2e-7 (Qwen2.5-VL), 4.7e-7 (Llama 4) of transformers', the gradients within
- * 3.5e-7, 8.1e-7, 4.4e-7, 7.5e-7.
+ * 2e-7 (Qwen2.5-VL), 4.7e-7 (Llama 4), 2.8e-7 (Qwen2.5-VL's window layer)
+ * of transformers', the gradients within 3.5e-7, 8.1e-7, 4.4e-7, 7.5e-7,
+ * 5e-7.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +112,7 @@ static void run_layer(const char *name, const ra_hf_layer *hl, const fx_file *f)
     free(x), free(y), free(dy), free(dx);
 }
 
-static void check_case(const char *name, int64_t tensors)
+static void check_case(const char *name, int64_t tensors, int windows)
 {
     ra_hf_checkpoint *ckpt;
     ra_hf_config *config;
@@ -116,6 +125,7 @@ static void check_case(const char *name, int64_t tensors)
     ra_hf_options o = ra_hf_options_init();
     o.vision = 1;
     o.layer = 0;
+    o.vision_windows = windows;
     ra_hf_layer *hl = NULL;
     ra_status st = ra_hf_layer_create(&hl, ckpt, config, &o);
     CHECK(st == RA_OK, "%s: %s", name, ra_hf_last_error());
@@ -132,10 +142,90 @@ static void check_case(const char *name, int64_t tensors)
 
 static void test_towers(void)
 {
-    check_case("pixtral", 4);
-    check_case("qwen2_vl", 4);
-    check_case("qwen2_5_vl", 4);
-    check_case("llama4", 8);
+    check_case("pixtral", 4, 0);
+    check_case("qwen2_vl", 4, 0);
+    check_case("qwen2_5_vl", 4, 0);
+    check_case("llama4", 8, 0);
+    check_case("qwen2_5_vl_window", 4, 1);
+}
+
+/* ra_hf_vision_windows against transformers' (windows.bin, fixture.bin). */
+static void test_windows(void)
+{
+    ra_hf_checkpoint *ckpt;
+    ra_hf_config *config;
+    const char *name = "qwen2_5_vl_window";
+    if (open_case(name, &ckpt, &config) != RA_OK) return;
+    char path[512], err[256];
+    fx_file f, w;
+    snprintf(path, sizeof path, "%s/%s/fixture.bin", fixture_dir, name);
+    int loaded = fx_load(&f, path, err, sizeof err) == 0;
+    CHECK(loaded, "%s", err);
+    snprintf(path, sizeof path, "%s/%s/windows.bin", fixture_dir, name);
+    const int loaded_w = fx_load(&w, path, err, sizeof err) == 0;
+    CHECK(loaded_w, "%s", err);
+    if (loaded && loaded_w) {
+        const fx_tensor *grid = fx_find(&w, "grid_thw"), *index = fx_find(&w, "window_index"),
+                        *cu = fx_find(&f, "cu_seqlens"), *pos = fx_find(&f, "positions");
+        const int64_t n_images = grid->shape[0];
+        int64_t counts[3] = {-1, -1, -1}, windowed = -1;
+        CHECK(ra_hf_vision_windows(config, grid->i64, n_images, counts, NULL, NULL, NULL) ==
+                  RA_OK, "counts: %s", ra_hf_last_error());
+        CHECK(counts[0] == pos->shape[0] && counts[1] == index->count &&
+                  counts[2] == cu->count - 1, "counts %lld %lld %lld", (long long)counts[0],
+              (long long)counts[1], (long long)counts[2]);
+        int64_t *wi = calloc(index->count, sizeof *wi), *cw = calloc(cu->count, sizeof *cw),
+                *p = calloc(pos->count, sizeof *p);
+        CHECK(ra_hf_vision_windows(config, grid->i64, n_images, counts, wi, cw, p) == RA_OK,
+              "arrays: %s", ra_hf_last_error());
+        CHECK(memcmp(wi, index->i64, index->count * sizeof *wi) == 0, "window_index");
+        CHECK(memcmp(cw, cu->i64, cu->count * sizeof *cw) == 0, "cu_window_seqlens");
+        CHECK(memcmp(p, pos->i64, pos->count * sizeof *p) == 0, "positions");
+        free(wi), free(cw), free(p);
+        CHECK(ra_hf_vision_layer_windowed(config, 0, &windowed) == RA_OK && windowed == 1,
+              "layer 0 windowed");
+        CHECK(ra_hf_vision_layer_windowed(config, 1, &windowed) == RA_OK && windowed == 0,
+              "layer 1 full");
+        /* refused, naming what */
+        const int64_t odd[3] = {1, 5, 4}, zero[3] = {0, 2, 2};
+        CHECK(ra_hf_vision_windows(config, odd, 1, counts, NULL, NULL, NULL) ==
+                  RA_ERR_ARGUMENT && strstr(ra_hf_last_error(), "spatial_merge_size"),
+              "h not a multiple: %s", ra_hf_last_error());
+        CHECK(ra_hf_vision_windows(config, zero, 1, counts, NULL, NULL, NULL) ==
+                  RA_ERR_ARGUMENT && strstr(ra_hf_last_error(), "grid_thw[0]"),
+              "t 0: %s", ra_hf_last_error());
+        CHECK(ra_hf_vision_windows(config, grid->i64, 0, counts, NULL, NULL, NULL) ==
+                  RA_ERR_ARGUMENT, "no image");
+        CHECK(ra_hf_vision_windows(config, NULL, 1, counts, NULL, NULL, NULL) == RA_ERR_NULL,
+              "grid NULL");
+        const int64_t huge[3] = {65536, 65536, 65536};
+        CHECK(ra_hf_vision_windows(config, huge, 1, counts, NULL, NULL, NULL) ==
+                  RA_ERR_ARGUMENT && strstr(ra_hf_last_error(), "INT32_MAX"),
+              "too many patches: %s", ra_hf_last_error());
+    }
+    if (loaded) fx_free(&f);
+    if (loaded_w) fx_free(&w);
+    ra_hf_config_close(config);
+    ra_hf_checkpoint_close(ckpt);
+
+    /* window_size smaller than a merged patch: vws 0; another tower */
+    ra_hf_config *small, *pix;
+    const char *json = "{\"model_type\": \"qwen2_5_vl\", \"vision_config\": {\"model_type\": "
+                       "\"qwen2_5_vl\", \"window_size\": 27}}";
+    CHECK(ra_hf_config_parse(&small, json, strlen(json)) == RA_OK, "parse");
+    const int64_t one[3] = {1, 4, 4};
+    int64_t counts[3];
+    CHECK(ra_hf_vision_windows(small, one, 1, counts, NULL, NULL, NULL) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_hf_last_error(), "window_size 27"), "vws 0: %s", ra_hf_last_error());
+    ra_hf_config_close(small);
+    if (open_case("pixtral", &ckpt, &pix) != RA_OK) return;
+    CHECK(ra_hf_vision_windows(pix, one, 1, counts, NULL, NULL, NULL) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_hf_last_error(), "no window attention"), "pixtral: %s",
+          ra_hf_last_error());
+    int64_t windowed = -1;
+    CHECK(ra_hf_vision_layer_windowed(pix, 0, &windowed) == RA_OK && windowed == 0, "pixtral");
+    ra_hf_config_close(pix);
+    ra_hf_checkpoint_close(ckpt);
 }
 
 static int refused(const char *name, ra_hf_options o, ra_status want, const char *says)
@@ -161,9 +251,18 @@ static void test_refused(void)
     o.layer = 1;
     CHECK(refused("pixtral", o, RA_ERR_NOT_FOUND, "layers.1.attention.q_proj.weight"),
           "a layer the checkpoint lacks");
-    CHECK(refused("qwen2_5_vl", o, RA_ERR_UNSUPPORTED, "fullatt_block_indexes"),
-          "a window-attention layer");
+    CHECK(refused("qwen2_5_vl", o, RA_ERR_UNSUPPORTED, "vision_windows"),
+          "a window-attention layer without vision_windows");
     o.layer = 0;
+    o.vision_windows = 1;
+    CHECK(refused("qwen2_5_vl", o, RA_ERR_ARGUMENT, "vision_windows"),
+          "vision_windows on a full-attention layer");
+    CHECK(refused("pixtral", o, RA_ERR_ARGUMENT, "vision_windows"), "vision_windows on Pixtral");
+    o.vision = 0;
+    CHECK(refused("qwen2_5_vl_window", o, RA_ERR_ARGUMENT, "without vision"),
+          "vision_windows without vision");
+    o.vision = 1;
+    o.vision_windows = 0;
     CHECK(refused("pixtral_bias", o, RA_ERR_UNSUPPORTED, "q_proj.bias"), "an unknown tensor");
     CHECK(refused("llama4_nobias", o, RA_ERR_NOT_FOUND, "q_proj.bias"), "a missing bias");
     CHECK(refused("qwen2_vl_width", o, RA_ERR_SHAPE, "embed_dim"), "another width");
@@ -196,6 +295,7 @@ int main(int argc, char **argv)
 {
     if (argc > 1) fixture_dir = argv[1];
     ra_test_each_isa(each_isa);
+    RUN(test_windows);
     RUN(test_refused);
     return ra_test_summary("hf_vision");
 }

@@ -222,6 +222,11 @@ ra_status hf_vision_build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
  * there (rope_vision.c). */
 ra_status hf_vision_model_type(const ra_hf_config *config, const char **model_type);
 
+/* *windowed 1 where vision layer `layer` attends inside windows
+ * (Qwen2.5-VL's layers not in fullatt_block_indexes), else 0
+ * (vision_windows.c). */
+ra_status hf_vision_layer_windowed(const ra_hf_config *config, int64_t layer, int *windowed);
+
 /* The layer's config and its rope's (out->rope points at rope) from the
  * tensors t of the checkpoint at path (their fused weight split, if any),
  * the config and the options (read by hf_options_read). */

@@ -650,6 +650,9 @@ RA_HF_API ra_status ra_hf_layer_create(ra_hf_layer **out, const ra_hf_checkpoint
     if ((o.vision || o.non_causal) && o.token_types)
         return hf_fail(RA_ERR_UNSUPPORTED, "ra_hf_options: token_types with %s (token_type_ids "
                        "mask a causal text model's layers)", o.vision ? "vision" : "non_causal");
+    if (o.vision_windows && !o.vision)
+        return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: vision_windows without vision (it "
+                       "names a vision encoder's window-attention layer)");
     if (config && config->fields.quant.refused) /* its quantization, read but not run */
         return hf_fail(config->fields.quant.refused, "%s", config->fields.quant.reason);
     if (config && o.layer >= 0 && !o.vision) /* before looking for its tensors */

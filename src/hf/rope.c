@@ -373,6 +373,7 @@ ra_status hf_options_read(ra_hf_options *out, const ra_hf_options *options)
                       : out->vision != 0 && out->vision != 1 ? "vision"
                       : out->non_causal != 0 && out->non_causal != 1 ? "non_causal"
                       : out->token_types != 0 && out->token_types != 1 ? "token_types"
+                      : out->vision_windows != 0 && out->vision_windows != 1 ? "vision_windows"
                                                           : NULL;
     if (bad) return hf_fail(RA_ERR_ARGUMENT, "ra_hf_options: %s is out of range", bad);
     if (out->first_token > RA_MAX_POSITION || out->n_tokens > RA_MAX_POSITION + 1 ||

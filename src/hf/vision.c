@@ -17,9 +17,10 @@
  *   Llama 4       vision_model.model.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}
  * Any other tensor under the attention module's name is refused, naming it.
  *
- * Refused, naming the key: Qwen2.5-VL's window-attention layers (those not
- * in fullatt_block_indexes attend inside window_size windows of the
- * window-permuted patches, cu_window_seqlens: not run here).
+ * Qwen2.5-VL's window-attention layers (those not in fullatt_block_indexes)
+ * are the same module run on the patches in window order with the windows
+ * as documents (vision_windows.c): built only with options->vision_windows,
+ * the caller's statement that its calls give those.
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,29 +50,24 @@ static const tower towers[] = {
 
 static const char *const split_names[N_PROJ] = {"q_proj", "k_proj", "v_proj", "o_proj"};
 
-/* Qwen2.5-VL: layer N must be in fullatt_block_indexes (default [7, 15,
- * 23, 31], Qwen2_5_VLVisionConfig's). */
-static ra_status check_full_attention(const ra_hf_config *config, int64_t layer)
+/* Qwen2.5-VL's window layers need options->vision_windows, and only they
+ * take it (vision_windows.c). */
+static ra_status check_windows(const ra_hf_config *config, const ra_hf_options *o)
 {
-    static const int64_t defaults[4] = {7, 15, 23, 31};
-    const char *key = "/vision_config/fullatt_block_indexes";
-    int64_t n = 4;
-    ra_status st = ra_hf_config_length(config, key, &n);
-    if (st != RA_OK && st != RA_ERR_NOT_FOUND) return st;
-    const int given = st == RA_OK;
-    hf_reset(); /* absent: the default, no failure */
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = defaults[i];
-        char at[80];
-        snprintf(at, sizeof at, "%s/%lld", key, (long long)i);
-        if (given && (st = ra_hf_config_int(config, at, &v)) != RA_OK) return st;
-        if (v == layer) return RA_OK;
-    }
-    return hf_fail(RA_ERR_UNSUPPORTED, "%s: vision layer %lld is not in vision_config's "
-                   "fullatt_block_indexes%s: it attends inside windows (window_size, over the "
-                   "window-permuted patches: transformers' cu_window_seqlens), which ropeattn "
-                   "does not run", config->path, (long long)layer,
-                   given ? "" : " (absent: [7, 15, 23, 31])");
+    int windowed;
+    RA_HF_TRY(hf_vision_layer_windowed(config, o->layer, &windowed));
+    if (windowed && !o->vision_windows)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: vision layer %lld is not in vision_config's "
+                       "fullatt_block_indexes: it attends inside windows of the patches in "
+                       "window order (transformers' window_index, cu_window_seqlens); set "
+                       "ra_hf_options.vision_windows to state that its calls give them "
+                       "(ra_hf_vision_windows)", config->path, (long long)o->layer);
+    if (!windowed && o->vision_windows)
+        return hf_fail(RA_ERR_ARGUMENT, "%s: ra_hf_options.vision_windows: vision layer %lld "
+                       "attends over whole frames (a full-attention layer, or a vision encoder "
+                       "without windows), not inside windows", config->path,
+                       (long long)o->layer);
+    return RA_OK;
 }
 
 /* The prefix "<p>N.<module>." under which the checkpoint holds layer N's
@@ -179,7 +175,7 @@ ra_status hf_vision_build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
     ra_rope_config rope;
     RA_HF_TRY(ra_hf_vision_rope_config(config, &rope));
     const int64_t layer = options->layer;
-    if (strcmp(type, "qwen2_5_vl_vision") == 0) RA_HF_TRY(check_full_attention(config, layer));
+    RA_HF_TRY(check_windows(config, options));
     char prefix[256];
     RA_HF_TRY(find_module(ckpt, k, layer, prefix, sizeof prefix));
     t->layer = layer;

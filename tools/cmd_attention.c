@@ -19,6 +19,7 @@
 #include "attention_full_mask.h"
 #include "attention_masks.h"
 #include "attention_token_types.h"
+#include "attention_vision.h"
 #include "attention_sharded.h"
 #include "cli.h"
 #include "comm.h"
@@ -39,7 +40,7 @@ static const char usage[] =
     "                          [--prefill P [--cache-dtype f32|f16|bf16|int8|fp8]\n"
     "                          [--cache-scale S]]\n"
     "                          [--attention-mask M.npy | --packed] [--no-causal]\n"
-    "                          [--vision [--cu-seqlens CU.npy]]\n"
+    "                          [--vision [--cu-seqlens CU.npy | --grid-thw G.npy]]\n"
     "                          [--grad-output DY.npy --grads G.safetensors]\n"
     "                          [--quiet] [--stats]\n"
     "\n"
@@ -93,15 +94,24 @@ static const char usage[] =
     "                  across documents, as transformers masks a packed batch.\n"
     "                  Needs --positions; not with --prefill\n"
     "  --vision        the attention layer --layer N of the vision encoder\n"
-    "                  (vision_config: Pixtral, Qwen2-VL, Qwen2.5-VL's full-attention\n"
-    "                  blocks, Llama 4), bidirectional, with its 2-D rope; --positions\n"
-    "                  gives each patch's (row, column), [seq, 2] or [batch, seq, 2]\n"
-    "                  (each batch row one image); its heads, layout and rope are\n"
+    "                  (vision_config: Pixtral, Qwen2-VL, Qwen2.5-VL, Llama 4),\n"
+    "                  bidirectional, with its 2-D rope; --positions gives each\n"
+    "                  patch's (row, column), [seq, 2] or [batch, seq, 2] (each batch\n"
+    "                  row one image), or --grid-thw; its heads, layout and rope are\n"
     "                  vision_config's (docs/FAMILIES.md \"Vision encoders\")\n"
     "  --cu-seqlens CU with --vision: .npy of int32 or int64 [n + 1], the images\n"
     "                  packed in each row: 0, then where each ends (the last: seq);\n"
     "                  a patch attends to its own image's, as transformers' block\n"
     "                  mask (Pixtral) and cu_seqlens (Qwen2-VL, Qwen2.5-VL) do\n"
+    "  --grid-thw G    with --vision, Qwen2.5-VL: .npy of int32 or int64 [n, 3], the\n"
+    "                  images' grid_thw (t, h, w in patches); --input holds their\n"
+    "                  patches in window order, as transformers' vision tower\n"
+    "                  runs every block on them (its window_index); each row the\n"
+    "                  same images.  The positions are theirs (window order), the\n"
+    "                  documents a window layer's windows (cu_window_seqlens; the\n"
+    "                  layers not in fullatt_block_indexes, which need it) or a\n"
+    "                  full layer's frames (cu_seqlens).  Not with --positions or\n"
+    "                  --cu-seqlens\n"
     "  --no-causal     no causal mask: every token sees the later ones too (the\n"
     "                  config's encoders, ModernBERT, ESM-2 and RoFormer, have\n"
     "                  none without it); a layer with a sliding window or chunks\n"
@@ -187,6 +197,8 @@ typedef struct attention_options {
     int packed;                      /* --packed */
     int vision;                      /* --vision */
     const char *cu_seqlens;          /* --cu-seqlens: NULL unless given */
+    const char *grid_thw;            /* --grid-thw: NULL unless given */
+    int vision_windows;              /* --grid-thw on a window layer (run sets it) */
     int no_causal;                   /* --no-causal */
     const char *token_type_ids;      /* --token-type-ids: NULL unless given */
     int64_t layer, n_heads, n_kv_heads, start_pos, threads;
@@ -213,6 +225,7 @@ static int create_layer(const attention_options *opts, const rope_source *src,
         ra_hf_options o = ra_hf_options_init();
         o.layer = opts->layer;
         o.vision = 1;
+        o.vision_windows = opts->vision_windows;
         ra_status status = ra_hf_layer_create(out, ckpt, src->config, &o);
         return status == RA_OK ? 0 : rope_cli_fail("attention", status);
     }
@@ -580,6 +593,7 @@ static int check_files(const attention_options *opts, const checkpoint_paths *pa
                                      {"--positions", opts->rope.positions_path},
                                      {"--attention-mask", opts->attention_mask},
                                      {"--cu-seqlens", opts->cu_seqlens},
+                                     {"--grid-thw", opts->grid_thw},
                                      {"--token-type-ids", opts->token_type_ids}};
     for (size_t i = 0; !failed && i < sizeof inputs / sizeof inputs[0]; i++)
         if (inputs[i][1]) failed = cli_outputs_check_input(outputs, inputs[i][0], inputs[i][1]);
@@ -679,6 +693,12 @@ static int run(attention_options *opts)
     } else if (!failed && opts->rope.positions_path && !opts->vision)
         failed = positions_for_batch(&file, opts->rope.positions_path, batch, seq,
                                      src.attention.position_components == 3, &ids, &components, &text);
+    if (!failed && opts->grid_thw) {
+        failed = vision_grid_read(opts->grid_thw, src.config, opts->layer, batch, seq, &ids,
+                                  &cu, &opts->vision_windows);
+        components = 2;
+    } else if (!failed && opts->vision)
+        failed = vision_check_full(src.config, opts->layer);
     if (!failed && opts->attention_mask)
         failed = attention_mask_load(opts, batch, seq, &pad, &full);
     if (!failed && opts->cu_seqlens && !(failed = positions_read(opts->cu_seqlens, &cu)) &&
@@ -767,6 +787,7 @@ int cmd_attention(int argc, char **argv)
         CLI_FLAG_OPTION("--packed", &opts.packed),
         CLI_FLAG_OPTION("--vision", &opts.vision),
         CLI_STRING_OPTION("--cu-seqlens", &opts.cu_seqlens),
+        CLI_STRING_OPTION("--grid-thw", &opts.grid_thw),
         CLI_FLAG_OPTION("--no-causal", &opts.no_causal),
         CLI_STRING_OPTION("--token-type-ids", &opts.token_type_ids),
         ROPE_CLI_OPTIONS(opts.rope),
@@ -795,13 +816,20 @@ int cmd_attention(int argc, char **argv)
         if (opts.layer < 0)
             return cli_fail(EXIT_USAGE, "attention: --vision needs --layer (the vision "
                             "encoder's layer number)");
-        if (!opts.rope.positions_path)
+        if (!opts.rope.positions_path && !opts.grid_thw)
             return cli_fail(EXIT_USAGE, "attention: --vision needs --positions, the patches' "
-                            "(row, column) pairs");
+                            "(row, column) pairs (or --grid-thw)");
+        if (opts.grid_thw && (opts.rope.positions_path || opts.cu_seqlens))
+            return cli_fail(EXIT_USAGE, "attention: give --grid-thw or %s, not both (the grid "
+                            "gives the positions and documents)",
+                            opts.rope.positions_path ? "--positions" : "--cu-seqlens");
         if (cli_comm_size() > 1)
             return cli_fail(EXIT_USAGE, "attention: --vision runs in one process, not across "
                             "the %d ranks of an MPI launch", cli_comm_size());
     }
+    if (opts.grid_thw && !opts.vision)
+        return cli_fail(EXIT_USAGE, "attention: --grid-thw is --vision's (a vision encoder's "
+                        "images)");
     if (opts.cu_seqlens && !opts.vision)
         return cli_fail(EXIT_USAGE, "attention: --cu-seqlens is --vision's (the images packed in "
                         "a row); a text layer's packed documents: --packed");

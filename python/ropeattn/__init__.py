@@ -15,6 +15,8 @@ D head_dim.
     attention_backward(dout, q, k, v, out, lse, ...) -> dq, dk, dv, dsinks
     freqs(head_dim, end, theta=10000.0) -> cos, sin [end, head_dim // 2]
     vision_positions(model, grids, spatial_merge_size=1) -> (row, column) [N, 2]
+    vision_windows(config, grid_thw) -> window_index, cu_window_seqlens, positions,
+        patch_index (Qwen2.5-VL's window attention)
     Layer.from_pretrained(path, layer=N, context=None, **options)
         layer(x [B, S, dim], positions=None, attention_mask=None, cache=None)
         .config, .tensor_names
@@ -33,6 +35,7 @@ from ._ropeattn import (ArgumentError, CacheFullError, Context, DtypeError, Erro
 from .attention import attention, attention_backward, attention_forward
 from .layer import KVCache, KVPool, Layer
 from .rope import RotaryEmbedding, apply_rotary, freqs, vision_positions
+from .vision import VisionWindows, vision_windows
 
 __version__ = _ropeattn.library_version()
 if __version__ != _ropeattn.HEADER_VERSION:
@@ -51,4 +54,5 @@ def simd():
 __all__ = ["ArgumentError", "CacheFullError", "Context", "DtypeError", "Error", "FileError",
            "FormatError", "KVCache", "KVPool", "Layer", "NotFoundError", "OutOfMemoryError",
            "RotaryEmbedding", "UnsupportedError", "apply_rotary", "attention",
-           "attention_backward", "attention_forward", "freqs", "simd", "vision_positions"]
+           "attention_backward", "attention_forward", "freqs", "simd", "vision_positions",
+           "VisionWindows", "vision_windows"]

@@ -143,7 +143,8 @@ class Layer:
     def from_pretrained(cls, path, layer=None, context=None, *, config=None, n_heads=None,
                         n_kv_heads=None, layout=None, max_position=None, n_tokens=None,
                         seq_len=None, position_ids=False, rope_parameters=None, theta=None,
-                        max_position_embeddings=None, vision=False, token_types=False):
+                        max_position_embeddings=None, vision=False, token_types=False,
+                        vision_windows=False):
         """Builds layer `layer` of a checkpoint, as
         `ropeattn attention --weights W --config C --layer N` does
         (ra_hf_checkpoint_open, ra_hf_config_open, ra_hf_layer_create).
@@ -193,13 +194,22 @@ class Layer:
             JSON text) replacing the config's; theta: the rope base;
             max_position_embeddings: the config's, replaced.
           vision: True: the attention layer `layer` of the checkpoint's
-            vision encoder (vision_config: Pixtral, Qwen2-VL, Qwen2.5-VL's
-            full-attention blocks, Llama 4; docs/FAMILIES.md "Vision
-            encoders"), bidirectional, with its 2-D rope: its calls take
-            (row, column) positions [S, 2] or [B, S, 2] and the images
-            packed in a row as cu_seqlens.  The heads, layout and rope are
-            vision_config's: n_heads, n_kv_heads, layout, seq_len and
-            position_ids are refused with it.
+            vision encoder (vision_config: Pixtral, Qwen2-VL, Qwen2.5-VL,
+            Llama 4; docs/FAMILIES.md "Vision encoders"), bidirectional,
+            with its 2-D rope: its calls take (row, column) positions [S, 2]
+            or [B, S, 2] and the images packed in a row as cu_seqlens.  The
+            heads, layout and rope are vision_config's: n_heads, n_kv_heads,
+            layout, seq_len and position_ids are refused with it.
+          vision_windows: True (with vision): a Qwen2.5-VL window-attention
+            layer (one not in vision_config's fullatt_block_indexes), which
+            without it is refused (UnsupportedError naming vision_windows);
+            True on any other layer: ArgumentError.  It states that the
+            calls give what transformers' tower gives it: the patches in
+            window order, their positions and the windows as cu_seqlens,
+            all from ropeattn.vision_windows(path, grid_thw):
+              w = ropeattn.vision_windows(path, grid_thw)
+              y = layer(x[w.patch_index], positions=w.positions,
+                        cu_seqlens=w.cu_window_seqlens)
           token_types: True: a Gemma 3 layer (config.json's model_type
             "gemma3"; any other refused, UnsupportedError) whose calls take
             token_type_ids, image blocks attending both ways (transformers'
@@ -242,7 +252,8 @@ class Layer:
         hf = _ropeattn.HFLayer(weights, config, position_ids=bool(position_ids),
                                rope_parameters=rope_parameters,
                                theta=None if theta is None else float(theta),
-                               vision=bool(vision), token_types=bool(token_types), **kwargs)
+                               vision=bool(vision), token_types=bool(token_types),
+                               vision_windows=bool(vision_windows), **kwargs)
         made = cls(hf, context, options["layer"], (weights, config), options["seq_len"])
         made._token_types = bool(token_types)
         return made

@@ -101,6 +101,8 @@ extern PyTypeObject ra_ext_layer_type, ra_ext_cache_type;
 int ra_ext_layer_init_module(void);
 PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *kwargs);
+/* vision_windows(config, grid): ra_hf_vision_windows (layer.c). */
+PyObject *ra_ext_vision_windows(PyObject *self, PyObject *args);
 /* The layer of an HFLayer (NULL, with the error set, when it has none). */
 const ra_layer *ra_ext_layer_of(PyObject *layer);
 /* x, y float32 [B, S, dim]; ids None, int64 [B, S] or (M-RoPE) [3, B, S];

@@ -99,7 +99,8 @@ static ra_status open_layer(const open_args *a, ra_hf_layer **out, char *model_t
 /* HFLayer(weights, config=None, *, layer=-1, n_heads=0, n_kv_heads=0,
  *         layout=-1, first_token=0, n_tokens=0, max_position=-1, seq_len=0,
  *         position_ids=False, rope_parameters=None, theta=None,
- *         max_position_embeddings=None)
+ *         max_position_embeddings=None, vision=False, token_types=False,
+ *         vision_windows=False)
  * weights, config: paths (str, bytes or os.PathLike); the integers are
  * ra_hf_options' fields; rope_parameters: JSON text; theta and
  * max_position_embeddings: the config's overrides (None: the config's). */
@@ -108,18 +109,18 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
     static char *kw[] = {"weights", "config", "layer", "n_heads", "n_kv_heads", "layout",
                          "first_token", "n_tokens", "max_position", "seq_len", "position_ids",
                          "rope_parameters", "theta", "max_position_embeddings", "vision",
-                         "token_types", NULL};
+                         "token_types", "vision_windows", NULL};
     open_args a = {.o = ra_hf_options_init()};
     PyObject *weights_obj, *config_obj = Py_None, *rope_obj = Py_None, *theta_obj = Py_None,
              *mpe_obj = Py_None;
     long long layer = -1, n_heads = 0, n_kv_heads = 0, layout = -1, first_token = 0,
               n_tokens = 0, max_position = -1, seq_len = 0;
-    int position_ids = 0, vision = 0, token_types = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$LLLLLLLLpOOOpp:HFLayer", kw,
+    int position_ids = 0, vision = 0, token_types = 0, vision_windows = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$LLLLLLLLpOOOppp:HFLayer", kw,
                                      &weights_obj, &config_obj, &layer, &n_heads, &n_kv_heads,
                                      &layout, &first_token, &n_tokens, &max_position, &seq_len,
                                      &position_ids, &rope_obj, &theta_obj, &mpe_obj, &vision,
-                                     &token_types))
+                                     &token_types, &vision_windows))
         return -1;
     if (self->layer) {
         PyErr_SetString(ra_ext_error, "HFLayer: already initialized");
@@ -136,6 +137,7 @@ static int layer_init(ra_ext_layer *self, PyObject *args, PyObject *kwargs)
     a.o.position_ids = position_ids;
     a.o.vision = vision;
     a.o.token_types = token_types;
+    a.o.vision_windows = vision_windows;
     if (theta_obj != Py_None) {
         a.theta = PyFloat_AsDouble(theta_obj);
         if (a.theta == -1.0 && PyErr_Occurred()) return -1;
@@ -353,6 +355,80 @@ static PyObject *layer_token_type_mask(ra_ext_layer *self, PyObject *args)
                                          (uint8_t *)PyArray_DATA(m));
     if (st != RA_OK) return ra_ext_raise_detail(st, "ra_hf_token_type_mask", ra_hf_last_error());
     Py_RETURN_NONE;
+}
+
+static int carray(PyObject *obj, int npy, int nd, const npy_intp *shape, int out,
+                  const char *name);
+
+/* With the GIL released and open_lock held: ra_hf_vision_windows of the
+ * config at path for grid [n, 3] into malloc'ed window_index, cu and
+ * positions (counts their sizes). */
+static ra_status windows_of(const char *path, const int64_t *grid, int64_t n, int64_t counts[3],
+                            int64_t **index, int64_t **cu, int64_t **pos, open_error *e)
+{
+    ra_hf_config *config = NULL;
+    ra_status st = hf_check(ra_hf_config_open(&config, path), "ra_hf_config_open", e);
+    if (st == RA_OK)
+        st = hf_check(ra_hf_vision_windows(config, grid, n, counts, NULL, NULL, NULL),
+                      "ra_hf_vision_windows", e);
+    if (st == RA_OK && (!(*index = malloc((size_t)(counts[1] ? counts[1] : 1) * 8)) ||
+                        !(*cu = malloc((size_t)(counts[2] + 1) * 8)) ||
+                        !(*pos = malloc((size_t)(counts[0] ? counts[0] : 1) * 16)))) {
+        st = RA_ERR_NOMEM;
+        e->call = "vision_windows";
+        snprintf(e->detail, sizeof e->detail, "out of memory");
+    }
+    if (st == RA_OK)
+        st = hf_check(ra_hf_vision_windows(config, grid, n, counts, *index, *cu, *pos),
+                      "ra_hf_vision_windows", e);
+    ra_hf_config_close(config);
+    return st;
+}
+
+/* vision_windows(config, grid): ra_hf_vision_windows for config.json's
+ * path and grid int64 [n, 3] -> (window_index [G], cu_window_seqlens
+ * [W + 1], positions [N, 2]), int64 arrays. */
+PyObject *ra_ext_vision_windows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *path_obj, *grid, *path = NULL;
+    if (!PyArg_ParseTuple(args, "OO:vision_windows", &path_obj, &grid)) return NULL;
+    const npy_intp grid_shape[2] = {-1, 3};
+    if (!carray(grid, NPY_INT64, 2, grid_shape, 0, "grid_thw") ||
+        !PyUnicode_FSConverter(path_obj, &path))
+        return NULL;
+    int64_t counts[3] = {0, 0, 0}, *index = NULL, *cu = NULL, *pos = NULL;
+    const int64_t *g = (const int64_t *)PyArray_DATA((PyArrayObject *)grid);
+    const int64_t n = (int64_t)PyArray_DIM((PyArrayObject *)grid, 0);
+    open_error e;
+    ra_status st;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(open_lock, WAIT_LOCK);
+    st = windows_of(PyBytes_AS_STRING(path), g, n, counts, &index, &cu, &pos, &e);
+    PyThread_release_lock(open_lock);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    PyObject *out = NULL;
+    if (st != RA_OK)
+        ra_ext_raise_detail(st, e.call, e.detail);
+    else {
+        const npy_intp di[1] = {counts[1]}, dc[1] = {counts[2] + 1}, dp[2] = {counts[0], 2};
+        PyObject *a = PyArray_SimpleNew(1, di, NPY_INT64), *b = PyArray_SimpleNew(1, dc, NPY_INT64),
+                 *c = PyArray_SimpleNew(2, dp, NPY_INT64);
+        if (a && b && c) {
+            memcpy(PyArray_DATA((PyArrayObject *)a), index, (size_t)counts[1] * 8);
+            memcpy(PyArray_DATA((PyArrayObject *)b), cu, (size_t)(counts[2] + 1) * 8);
+            memcpy(PyArray_DATA((PyArrayObject *)c), pos, (size_t)counts[0] * 16);
+            out = PyTuple_Pack(3, a, b, c);
+        }
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+    }
+    free(index);
+    free(cu);
+    free(pos);
+    return out;
 }
 
 static PyMethodDef layer_methods[] = {

@@ -42,6 +42,8 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS, "ra_layer_forward_cached (see layer.c)."},
     {"layer_forward_paged", (PyCFunction)(void (*)(void))ra_ext_layer_forward_paged,
      METH_VARARGS | METH_KEYWORDS, "ra_layer_forward_paged (see pool.c)."},
+    {"vision_windows", ra_ext_vision_windows, METH_VARARGS,
+     "ra_hf_vision_windows(config path, grid_thw) (see layer.c)."},
     {NULL, NULL, 0, NULL},
 };
 

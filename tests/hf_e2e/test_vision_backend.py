@@ -8,6 +8,13 @@ random models built by transformers, float32, against its own "sdpa" and
     themselves (cu_seqlens; outside flash attention transformers splits
     the sequence per image and calls the backend once per image,
     attention_mask None, is_causal False);
+  - Qwen2.5-VL's vision encoder: its window-attention blocks (0 and 2; 1
+    and 3 full) attend inside each window of the patches in window order
+    (cu_window_seqlens, one backend call per window), three images whose
+    windows the frames' edges cut, one of two frames with empty padded
+    windows; and ropeattn.vision_windows equal to transformers'
+    get_vision_window_index and the tower's rotary positions on many grids
+    and configs;
   - Gemma 3 (Gemma3Model: SigLIP vision tower and the text model):
     token_type_ids mark the image tokens, which attend to each other
     bidirectionally on top of the causal and sliding-window masks
@@ -15,8 +22,8 @@ random models built by transformers, float32, against its own "sdpa" and
   - Llama 4's vision model (Llama4VisionModel): 2-D RoPE applied by
     transformers (complex freqs_ci), every patch and the CLS token
     attending to all (attention_mask None, is_causal=False).
-Outputs for all four, the parameters' gradients for Pixtral, Gemma 3 and
-Llama 4.
+Outputs for all five, the parameters' gradients for Pixtral, Qwen2.5-VL,
+Gemma 3 and Llama 4.
 
     PYTHONPATH=build/hf-e2e-python .venv-hf/bin/python -m pytest -q \
         tests/hf_e2e/test_vision_backend.py
@@ -28,8 +35,12 @@ transformers = pytest.importorskip("transformers")
 import ropeattn.transformers  # noqa: E402,F401  (registers "ropeattn")
 import check  # noqa: E402
 from transformers.models.llama4.modeling_llama4 import Llama4VisionAttention  # noqa: E402
+from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (  # noqa: E402
+    Qwen2_5_VisionTransformerPretrainedModel)
 from transformers.models.qwen2_vl.modeling_qwen2_vl import (  # noqa: E402
     Qwen2VisionTransformerPretrainedModel)
+from transformers.vision_utils import (  # noqa: E402
+    get_vision_position_ids, get_vision_window_index)
 
 # float32, the same weights, a few layers: 1e-4 of the largest value (issue
 # 43's bar), room for float32 sums in another order, far below a wrong mask
@@ -73,6 +84,23 @@ def qwen2_vl():
         patch_size=4, spatial_merge_size=2, temporal_patch_size=2)
     model = randomized(Qwen2VisionTransformerPretrainedModel(config))
     grid = torch.tensor([[1, 4, 4], [1, 2, 6]])
+    n = int(grid.prod(-1).sum())
+    pixels = torch.randn(n, 3 * 2 * 4 * 4, generator=torch.Generator().manual_seed(7))
+    return model, dict(hidden_states=pixels, grid_thw=grid)
+
+
+def qwen2_5_vl():
+    """(model, inputs): Qwen2.5-VL's vision tower of 4 blocks (1 and 3 full,
+    0 and 2 windows of 2 x 2 merged units: window_size 16, patch_size 4,
+    spatial_merge_size 2), three images of 6 x 10, 2 x (4 x 4) and 2 x 2
+    patches (grid_thw), the flattened patches as the processor gives them."""
+    torch.manual_seed(43)
+    config = transformers.Qwen2_5_VLVisionConfig(
+        depth=4, hidden_size=64, intermediate_size=96, num_heads=4, out_hidden_size=32,
+        in_channels=3, patch_size=4, spatial_merge_size=2, temporal_patch_size=2,
+        window_size=16, fullatt_block_indexes=[1, 3])
+    model = randomized(Qwen2_5_VisionTransformerPretrainedModel(config))
+    grid = torch.tensor([[1, 6, 10], [2, 4, 4], [1, 2, 2]])
     n = int(grid.prod(-1).sum())
     pixels = torch.randn(n, 3 * 2 * 4 * 4, generator=torch.Generator().manual_seed(7))
     return model, dict(hidden_states=pixels, grid_thw=grid)
@@ -122,7 +150,8 @@ def llama4():
     return model, dict(pixel_values=pixels)
 
 
-MODELS = {"pixtral": pixtral, "qwen2_vl": qwen2_vl, "gemma3": gemma3, "llama4": llama4}
+MODELS = {"pixtral": pixtral, "qwen2_vl": qwen2_vl, "qwen2_5_vl": qwen2_5_vl, "gemma3": gemma3,
+          "llama4": llama4}
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -163,7 +192,7 @@ def test_outputs_match_transformers(built):
         assert err <= REL, (name, impl, err)
 
 
-@pytest.mark.parametrize("name", ["pixtral", "gemma3", "llama4"])
+@pytest.mark.parametrize("name", ["pixtral", "qwen2_5_vl", "gemma3", "llama4"])
 def test_gradients_match_transformers(name):
     model, inputs = MODELS[name]()
     rows = real_rows(name, inputs)
@@ -193,3 +222,32 @@ def test_gradients_match_transformers(name):
                     for k, g in grads.items())
         print(f"{name} gradients vs {impl}: worst {worst[0]:.3g} ({worst[1]})")
         assert worst[0] <= REL, (name, impl, worst)
+
+
+@pytest.mark.parametrize("window, patch, merge, grids", [
+    (16, 4, 2, [[1, 6, 10], [2, 4, 4], [1, 2, 2]]),   # the model's: edge-cut and empty windows
+    (112, 14, 2, [[1, 16, 16], [1, 34, 22], [3, 8, 12]]),  # Qwen2.5-VL's own sizes
+    (8, 1, 1, [[2, 3, 17], [1, 8, 8], [1, 1, 1]]),    # no merging
+    (30, 2, 3, [[1, 9, 21], [1, 3, 3]]),              # vws 5, 3 x 3 units
+    (64, 4, 2, [[1, 2, 2], [1, 4, 30]]),              # windows larger than an image
+])
+def test_vision_windows_match_transformers(tmp_path, window, patch, merge, grids):
+    """ropeattn.vision_windows against get_vision_window_index, and its
+    positions against the tower's: get_vision_position_ids permuted by
+    window_index in groups of merge^2 (permute_input_for_window_attn)."""
+    config = transformers.Qwen2_5_VLVisionConfig(
+        window_size=window, patch_size=patch, spatial_merge_size=merge)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        '{"model_type": "qwen2_5_vl", "vision_config": %s}' % config.to_json_string())
+    grid = torch.tensor(grids)
+    index, cu = get_vision_window_index(grid, merge, window, patch)
+    got = ropeattn.vision_windows(folder, grids)
+    assert got.window_index.tolist() == index.tolist()
+    assert got.cu_window_seqlens.tolist() == cu.tolist()
+    n, unit = int(grid.prod(-1).sum()), merge * merge
+    pos = get_vision_position_ids(grid, merge).reshape(n // unit, unit, 2)[index].reshape(n, 2)
+    assert got.positions.tolist() == pos.tolist()
+    assert got.patch_index.tolist() == torch.arange(n).reshape(n // unit, unit)[index].reshape(
+        -1).tolist()

@@ -412,8 +412,8 @@ static void test_failures(void)
     expect(ra_hf_layer_create(&layer, ckpt, config, &o), RA_ERR_ARGUMENT, "struct_size",
            "an unset struct_size");
     /* A newer header's options: accepted while its new fields are 0. */
-    CHECK(RA_HF_OPTIONS_SIZE_V1 == 11 * 8 && sizeof(ra_hf_options) == 14 * 8,
-          /* + vision, non_causal, token_types */
+    CHECK(RA_HF_OPTIONS_SIZE_V1 == 11 * 8 && sizeof(ra_hf_options) == 15 * 8,
+          /* + vision, non_causal, token_types, vision_windows */
           "ra_hf_options has %zu bytes", sizeof(ra_hf_options));
     struct { ra_hf_options o; int64_t later; } newer = {ra_hf_options_init(), 0};
     newer.o.struct_size = sizeof newer;
@@ -436,6 +436,10 @@ static void test_failures(void)
     nc.non_causal = 0, nc.token_types = 2;
     expect(ra_hf_layer_create(&layer, ckpt, config, &nc), RA_ERR_ARGUMENT, "token_types",
            "token_types 2");
+    /* vision_windows: 0 or 1 */
+    nc.token_types = 0, nc.vision_windows = 2;
+    expect(ra_hf_layer_create(&layer, ckpt, config, &nc), RA_ERR_ARGUMENT, "vision_windows",
+           "vision_windows 2");
     /* attention_bias false and a q_proj.bias in the file: refused. */
     ra_hf_config *nobias = NULL;
     static const char text[] = "{\"model_type\": \"llama\", \"num_attention_heads\": 4, "

@@ -7,7 +7,7 @@
  * judged by the read bandwidth over its window's K + V; the fixed cost of a
  * step (a cache of 16 tokens); and appending one token with RoPE fused.
  *
- * In cache: one kv head and its four query heads (the same group as the
+ * In cache (f32, bf16, int8, fp8): one kv head and its four query heads (the same group as the
  * others', the same work per key) over a cache of half of one core's L2
  * (bench_machine_info: 1024 f32 tokens of a 2 MiB L2), judged in flops by
  * sgemm, on one thread by sgemm on one thread: the kernel's arithmetic rate
@@ -80,6 +80,11 @@ static ra_status fill(decode_state *s, ra_context *ctx, int64_t n)
     return RA_OK;
 }
 
+static const char *dtype_name(ra_dtype dtype)
+{
+    return dtype == RA_F32 ? "f32" : dtype == RA_BF16 ? "bf16" : dtype == RA_I8 ? "int8" : "fp8";
+}
+
 /* The in-cache cases' tokens: half of L2 over a token's K and V bytes
  * (one kv head), in whole blocks; and their shape. */
 static void size_in_cache(decode_state *s)
@@ -92,7 +97,7 @@ static void size_in_cache(decode_state *s)
     s->kv_heads = 1;
     s->heads = HEADS / KV_HEADS;
     snprintf(s->shape, sizeof s->shape, "q[1,1,4,128], %lld %s tokens, Hkv 1: half of %s%lld KiB",
-             (long long)s->length, s->params->dtype == RA_F32 ? "f32" : "bf16",
+             (long long)s->length, dtype_name(s->params->dtype),
              l2 > 0 ? "L2 " : "an L2 assumed ", (long long)((l2 > 0 ? l2 : L2_UNKNOWN) >> 10));
 }
 
@@ -211,7 +216,8 @@ static const decode_params cache_16 = {16, RA_F32, 0}, cache_4096 = {4096, RA_F3
                            cache_16384_int8 = {16384, RA_I8, 0},
                            cache_16384_fp8 = {16384, RA_F8E4M3, 0},
                            window_4096_32768 = {32768, RA_F32, 4096},
-                           in_cache_f32 = {0, RA_F32, 0}, in_cache_bf16 = {0, RA_BF16, 0};
+                           in_cache_f32 = {0, RA_F32, 0}, in_cache_bf16 = {0, RA_BF16, 0},
+                           in_cache_int8 = {0, RA_I8, 0}, in_cache_fp8 = {0, RA_F8E4M3, 0};
 
 /* An in-cache case's flops (q k^T and p v: 4 D a key and query head) and
  * shape, as sized at setup. */
@@ -294,6 +300,10 @@ const bench_case bench_decode_cases[] = {
                   "q[1,1,4,128], Hkv 1, f32 cache of half of one core's L2", in_cache_f32),
     IN_CACHE_CASE("attention_decode_bf16_incache",
                   "q[1,1,4,128], Hkv 1, bf16 cache of half of one core's L2", in_cache_bf16),
+    IN_CACHE_CASE("attention_decode_int8_incache",
+                  "q[1,1,4,128], Hkv 1, int8 cache of half of one core's L2", in_cache_int8),
+    IN_CACHE_CASE("attention_decode_fp8_incache",
+                  "q[1,1,4,128], Hkv 1, fp8 cache of half of one core's L2", in_cache_fp8),
     {.name = "kv_append_rope_f32", .shape = "q[1,1,32,128] k, v[1,1,8,128] into an f32 cache",
      .measures = LIMIT_NONE, .judged_by = LIMIT_NONE,
      .work = 4.0 * (2 * HEADS + 5 * KV_HEADS) * HEAD_DIM, .params = &cache_16,

@@ -717,7 +717,8 @@ typedef struct ra_attention_options {
  * as SDPA does.  The flash path skips key tiles the mask leaves empty.
  * The mask is a constant: the backward gives no gradient for it.  Decode
  * and cached calls (ra_attention_decode*, ra_layer_forward_cached, the
- * block calls) refuse attn_mask and non_causal (RA_ERR_UNSUPPORTED).
+ * block calls) refuse attn_mask and non_causal (RA_ERR_UNSUPPORTED), but
+ * for ra_layer_forward_cached_mask.
  * attn_mask must not overlap any output (RA_ERR_ARGUMENT). */
 static inline ra_attention_options ra_attention_options_init(void)
 {
@@ -1540,7 +1541,12 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
  * (-> * sigmoid(gate) -> o_norm) -> wo (+ bo).  NULL positions means start 0; options: the attention's path
  * and dropout, and the call's padding_mask and cu_seqlens (NULL: inference
  * on RA_PATH_AUTO); the layer's window, chunk, soft-cap and sinks come from
- * its config and weights (set in options: RA_ERR_ARGUMENT).  The
+ * its config and weights (set in options: RA_ERR_ARGUMENT).  An attn_mask
+ * masks with them; with options' non_causal too (on a layer without
+ * config.non_causal and without chunks) the attn_mask is the call's whole
+ * mask: neither the causal mask nor the window applies (non_causal
+ * without an attn_mask: RA_ERR_ARGUMENT), as for Gemma 3's image blocks
+ * (ra_hf_token_type_mask), on the training forward and backward too.  The
  * projections use CBLAS.  Positions move RoPE (and Llama 4's temperature):
  * the masks go by token index, as in Meta's LLaMA reference code and
  * transformers.  Packed positions (ra_positions.cu_seqlens) are refused
@@ -1580,6 +1586,28 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
                                          ra_kv_cache *cache, float *y, const float *x,
                                          int64_t batch, int64_t seq,
                                          const ra_positions *positions);
+
+/* ra_layer_forward_cached under a mask of the caller's: options hold an
+ * attn_mask (required) over [B or 1, H or 1, S or 1, L + S or 1], the S
+ * new queries against every key the sequence then holds, L the tokens
+ * cached before the call (the same in every sequence), as
+ * ra_attention_options' attn_mask with query i at key L + i; and, as on
+ * ra_layer_forward, non_causal at most: the attn_mask is then the whole
+ * mask, the layer's causal mask and window not applied (Gemma 3's image
+ * blocks: ra_hf_token_type_mask_cached).  Any other option set:
+ * RA_ERR_ARGUMENT.  It runs flash attention over the cache's first L + S
+ * slots: a cache holding tokens must be a full (not window) cache of f32,
+ * f16 or bf16; an empty window or 8-bit cache takes a masked prefill as
+ * ra_layer_forward_cached takes a prefill.  Otherwise, or with sequences
+ * of different lengths, latent attention, max_keys or positions_are_slots:
+ * RA_ERR_UNSUPPORTED.  Later calls without a mask (decode steps) are
+ * ra_layer_forward_cached's.  Inference only.
+ *   x, y: [B, S, dim] */
+RA_API ra_status ra_layer_forward_cached_mask(ra_context *ctx, const ra_layer *layer,
+                                              ra_kv_cache *cache, float *y, const float *x,
+                                              int64_t batch, int64_t seq,
+                                              const ra_positions *positions,
+                                              const ra_attention_options *options);
 
 /* The layer over sequences of a paged KV pool (ra_kv_pool_create with the
  * layer's kv heads and head_dim), for serving: continuous batching of

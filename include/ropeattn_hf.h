@@ -383,11 +383,11 @@ typedef struct ra_hf_options {
     int64_t non_causal;
     /* 1: a Gemma 3 text layer (model_type "gemma3", whose Gemma3Model reads
      * token_type_ids) for calls whose tokens carry token_type_ids (image
-     * blocks attend bidirectionally inside each block): built with
-     * ra_layer_config.non_causal (its sliding window both ways), so that
-     * each call must give the whole mask as its options' attn_mask,
-     * ra_hf_token_type_mask's (without one its queries would see later
-     * keys).  Other model_types and vision: RA_ERR_UNSUPPORTED. */
+     * blocks attend bidirectionally inside each block): the causal layer,
+     * window and all (a call without a mask is a text-only one, as
+     * transformers' without token_type_ids), and ra_hf_token_type_mask
+     * makes a call's whole mask (options' attn_mask with non_causal).
+     * Other model_types and vision: RA_ERR_UNSUPPORTED. */
     int64_t token_types;
     /* 1: with vision, the caller states that it runs a window-attention
      * layer (Qwen2.5-VL's layers not in vision_config's
@@ -517,26 +517,41 @@ RA_HF_API const ra_layer *ra_hf_layer_get(const ra_hf_layer *layer);
  * transformers' Gemma3Model forms it (get_block_sequence_ids_for_mask,
  * create_masks_for_vision_model), for a layer created with
  * ra_hf_options.token_types; mask [batch, 1, seq, seq] RA_BOOL (1 = may
- * attend) for the call's options' attn_mask, the layer's window already
- * in it.  An image block is a maximal run of token_type_ids == 1 in a row
- * (any other value is text; two runs apart by one text token are two
- * blocks).  Query i of row b sees key j when
+ * attend), the call's whole mask: give it as the call's options' attn_mask
+ * with non_causal set (ra_layer_forward: the layer's causal mask and window
+ * are then not applied, the mask has them).  An image block is a maximal
+ * run of token_type_ids == 1 in a row (any other value is text; two runs
+ * apart by one text token are two blocks).  Query i of row b sees key j when
  *   (j <= i  or  i and j are in the same image block)
  *   and (full layer, or j > i - W: the layer's sliding_window W)
  *   and (padding NULL or padding[b, j] != 0)
  * that is, full layers OR(causal, block); sliding layers
  * AND(window, OR(causal, block)): inside a block a query sees every later
- * key of its block, the window bounding only the keys before it.  padding
- * [batch, seq] is Hugging Face's attention_mask (nonzero: a token), on the
- * keys as transformers' padding_mask_function; a query that sees no key
- * gets a zero row (ra_attention_options).  token_type_ids [batch, seq].
- * The layer's window runs both ways (non_causal), so a sliding layer
- * refuses a block longer than W (RA_ERR_UNSUPPORTED, naming row and
- * block): its keys W or more ahead would be dropped where transformers
- * keeps them.  Not token_types: RA_ERR_ARGUMENT. */
+ * key of its block, the window bounding only the keys before it (a block
+ * longer than W included).  padding [batch, seq] is Hugging Face's
+ * attention_mask (nonzero: a token), on the keys as transformers'
+ * padding_mask_function; a query that sees no key gets a zero row
+ * (ra_attention_options).  token_type_ids [batch, seq].  Not token_types:
+ * RA_ERR_ARGUMENT.  Text-only calls (decode steps: transformers' generate
+ * passes no token_type_ids after the prefill) need no mask: the layer is
+ * Gemma 3's causal one, window and all. */
 RA_HF_API ra_status ra_hf_token_type_mask(const ra_hf_layer *layer, const int64_t *token_type_ids,
                                           const uint8_t *padding, int64_t batch, int64_t seq,
                                           uint8_t *mask);
+
+/* The mask of a cached call (ra_layer_forward_cached_mask, non_causal set)
+ * after past tokens: its seq queries are tokens past .. past + seq - 1 of
+ * each row, its keys tokens 0 .. past + seq - 1, under the rule above
+ * (transformers' chunked prefill: each chunk's mask from the token_type_ids
+ * of the whole sequence so far; a block cut by a chunk's end is
+ * bidirectional within each chunk, the later chunk seeing the earlier
+ * one's part).  token_type_ids and padding [batch, past + seq] (every
+ * token so far); mask [batch, 1, seq, past + seq].  past 0 is
+ * ra_hf_token_type_mask. */
+RA_HF_API ra_status ra_hf_token_type_mask_cached(const ra_hf_layer *layer,
+                                                 const int64_t *token_type_ids,
+                                                 const uint8_t *padding, int64_t batch,
+                                                 int64_t past, int64_t seq, uint8_t *mask);
 
 /* The checkpoint tensors it was built from, in the order weights, biases,
  * q/k norms: name and shape (ndim ≤ 8 dims into shape).  The gradient of

@@ -352,17 +352,16 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: the layer takes its scale, "
                        "window, chunk, soft-cap and sinks from its config and weights, not "
                        "from options");
-    if (o->non_causal)
-        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: the layer takes non_causal from "
-                       "its config (ra_layer_config.non_causal), not from options");
+    RA_TRY(ra_layer_read_whole_mask(layer, o));
     if (o->attn_mask && c->kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: attn_mask with a latent "
                        "attention layer (kv_lora_rank %lld)", (long long)c->kv_lora_rank);
-    o->window = c->window;
+    const int whole = o->non_causal; /* the attn_mask is the whole mask */
+    o->window = whole ? 0 : c->window;
     o->chunk = c->chunk;
     o->softcap = c->softcap;
     o->sinks = layer->weights.sinks;
-    o->non_causal = c->non_causal; /* the window then bounds both sides */
+    o->non_causal = whole || c->non_causal; /* the config's: the window both ways */
     ra_attention_mask mask; /* checked here, before anything is computed: attn_mask over
                                [B or 1, H or 1, S or 1, S or 1] */
     const int64_t q_shape[4] = {batch, seq, c->n_heads, c->head_dim};
@@ -760,14 +759,64 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     return RA_OK;
 }
 
-RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
-                                         ra_kv_cache *cache, float *y, const float *x,
-                                         int64_t batch, int64_t seq,
-                                         const ra_positions *positions)
+/* A masked cached call (ra_layer_forward_cached_mask): its options hold an
+ * attn_mask over [B or 1, H or 1, S or 1, L + S or 1], L the tokens every
+ * sequence held before (the same in each), and non_causal at most; what its
+ * flash attention over the cache's first L + S slots needs. */
+static ra_status check_cached_mask(const ra_layer *layer, const ra_kv_cache *cache,
+                                   const float *y, int64_t batch, int64_t seq,
+                                   const ra_attention_options *options, ra_attention_options *o)
+{
+    const char *fn = "ra_layer_forward_cached_mask";
+    RA_TRY(ra_attention_options_read(o, options));
+    if (!o->attn_mask)
+        return ra_fail(RA_ERR_NULL, "%s: options' attn_mask is NULL (without one: "
+                       "ra_layer_forward_cached)", fn);
+    if (o->path || o->dropout || o->seed || o->scale || o->softcap || o->window || o->chunk ||
+        o->sinks || o->dsinks || o->padding_mask || o->cu_seqlens || o->n_documents)
+        return ra_fail(RA_ERR_ARGUMENT, "%s: options other than attn_mask and non_causal (the "
+                       "cache's calls run flash attention under the layer's own masks)", fn);
+    RA_TRY(ra_layer_read_whole_mask(layer, o));
+    const ra_layer_config *c = &layer->config;
+    if (c->kv_lora_rank || c->max_keys || c->positions_are_slots)
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: a layer with %s", fn,
+                       c->kv_lora_rank ? "latent attention (kv_lora_rank)"
+                       : c->max_keys ? "max_keys" : "positions_are_slots");
+    const int64_t past = cache->length[0];
+    for (int64_t b = 1; b < batch; b++)
+        if (cache->length[b] != past)
+            return ra_fail(RA_ERR_UNSUPPORTED, "%s: sequences of different lengths in the cache "
+                           "(%lld and %lld tokens): the mask's keys are one length", fn,
+                           (long long)past, (long long)cache->length[b]);
+    if (past && cache->window)
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: a window cache holding tokens (its slots are a "
+                       "ring): a masked call only into an empty one, or a full cache", fn);
+    if (past && ra_dtype_is_cache8(cache->dtype))
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: an 8-bit cache holding tokens (the flash "
+                       "kernel reads no 8-bit keys): a masked call only into an empty one", fn);
+    if (past > cache->capacity - seq)
+        return RA_OK; /* the append refuses it, naming the cache's capacity */
+    o->window = o->non_causal ? 0 : c->window;
+    o->chunk = c->chunk;
+    o->softcap = c->softcap;
+    o->sinks = layer->weights.sinks;
+    ra_attention_mask mask;
+    const int64_t q_shape[4] = {batch, seq, c->n_heads, c->head_dim};
+    RA_TRY(ra_attention_mask_read_keys(&mask, o, q_shape, past + seq));
+    if (ra_tensor_overlaps_bytes(o->attn_mask, y, (size_t)(batch * seq * c->dim) * 4))
+        return ra_fail(RA_ERR_ARGUMENT, "%s: attn_mask overlaps y", fn);
+    return RA_OK;
+}
+
+static ra_status forward_cached(ra_context *ctx, const ra_layer *layer, ra_kv_cache *cache,
+                                float *y, const float *x, int64_t batch, int64_t seq,
+                                const ra_positions *positions, const ra_attention_options *call)
 {
     ra_error_reset();
     int64_t n_q;
     RA_TRY(check_cached(layer, cache, y, x, batch, seq, positions, &n_q));
+    ra_attention_options masks = ra_attention_options_init();
+    if (call) RA_TRY(check_cached_mask(layer, cache, y, batch, seq, call, &masks));
     if (layer->config.kv_lora_rank)
         return ra_mla_forward_cached(layer, ctx, cache, y, x, batch, seq, positions);
     /* The layer's masks, for the prefill and the steps alike; a window
@@ -782,27 +831,32 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
         return ra_fail(RA_ERR_ARGUMENT, "the cache is a window cache of %lld tokens, and the "
                        "layer's queries see up to %lld", (long long)cache->window,
                        (long long)reach);
-    ra_attention_options masks = ra_attention_options_init();
-    masks.window = lc->window;
-    masks.chunk = lc->chunk;
-    masks.softcap = lc->softcap;
-    masks.sinks = layer->weights.sinks;
+    if (!call) {
+        masks.window = lc->window;
+        masks.chunk = lc->chunk;
+        masks.softcap = lc->softcap;
+        masks.sinks = layer->weights.sinks;
+    }
     ra_tensor q_shape = ra_tensor_4d((void *)x, RA_F32, batch, seq, lc->n_heads, lc->head_dim);
     ra_attention_mask mask;
-    RA_TRY(ra_attention_decode_mask(&mask, cache, &q_shape, &masks));
+    if (!call) RA_TRY(ra_attention_decode_mask(&mask, cache, &q_shape, &masks));
     ra_positions given;
     if (positions) RA_TRY(ra_positions_read(&given, positions, layer->rope, batch, seq, 0));
     const ra_layer_config *c = &layer->config;
     const int64_t H = c->n_heads, Hkv = c->n_kv_heads, D = c->head_dim;
     const int64_t tokens = batch * seq, n_kv = tokens * Hkv * D; /* n_kv <= n_q */
-    int prefill = 1; /* every sequence starts empty: flash attention over the new slots */
-    for (int64_t b = 0; b < batch; b++) prefill &= cache->length[b] == 0;
+    /* Flash attention over the cache's first past + S slots: a prefill
+     * (every sequence starts empty) or a masked call (all hold past). */
+    int flash = 1;
+    for (int64_t b = 0; b < batch; b++) flash &= cache->length[b] == 0;
+    const int64_t past = call ? cache->length[0] : 0;
+    flash |= call != NULL;
 
     /* Scratch: starts [B], xq, xk, xv, attention output, then the flash
-     * kernel's own when this is a prefill. */
+     * kernel's own or the decode's. */
     size_t kernel_bytes = 0;
-    if (prefill)
-        kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, seq, H, Hkv, D,
+    if (flash)
+        kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, past + seq, H, Hkv, D,
                                                   ra_parallel_threads(ctx));
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), &kernel_bytes));
@@ -839,13 +893,14 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
         ra_layer_rotate_values(layer, ctx, &xv, &pos, NULL);
         status = ra_kv_cache_append(ctx, cache, late, &xq, &xk, &xv, &pos, NULL);
     }
-    if (status == RA_OK && prefill) {
-        /* the slots just written; an 8-bit cache's keys and values as
-         * projected (xk rotated by the append): the flash kernel reads no
-         * 8-bit rows, and the unquantized ones are the more exact */
+    if (status == RA_OK && flash) {
+        /* the slots up to those just written; an 8-bit cache's keys and
+         * values as projected (xk rotated by the append; past is 0): the
+         * flash kernel reads no 8-bit rows, and the unquantized ones are
+         * the more exact.  Query i stands at key past + i. */
         ra_tensor kc = ra_kv_cache_view(cache, 0), vc = ra_kv_cache_view(cache, 1);
         if (ra_dtype_is_cache8(cache->dtype)) kc = xk, vc = xv;
-        kc.shape[1] = vc.shape[1] = seq;
+        kc.shape[1] = vc.shape[1] = past + seq;
         ra_attention_args args;
         status = ra_attention_prepare(&args, &attn, &xq, &kc, &vc, &masks);
         if (status == RA_OK) ra_attention_flash(ctx, &args, buf + 2 * n_q + 2 * n_kv);
@@ -856,4 +911,25 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
     ra_scratch_release(&scratch);
     ra_scratch_release(&panel);
     return status;
+}
+
+RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
+                                         ra_kv_cache *cache, float *y, const float *x,
+                                         int64_t batch, int64_t seq,
+                                         const ra_positions *positions)
+{
+    return forward_cached(ctx, layer, cache, y, x, batch, seq, positions, NULL);
+}
+
+RA_API ra_status ra_layer_forward_cached_mask(ra_context *ctx, const ra_layer *layer,
+                                              ra_kv_cache *cache, float *y, const float *x,
+                                              int64_t batch, int64_t seq,
+                                              const ra_positions *positions,
+                                              const ra_attention_options *options)
+{
+    if (!options) {
+        ra_error_reset();
+        return ra_fail(RA_ERR_NULL, "ra_layer_forward_cached_mask: options is NULL");
+    }
+    return forward_cached(ctx, layer, cache, y, x, batch, seq, positions, options);
 }

@@ -93,6 +93,13 @@ ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *po
  * RA_ERR_UNSUPPORTED; any other layer: RA_OK. */
 ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what);
 
+/* A layer call's options.non_causal (o: the caller's options, read): the
+ * attn_mask is the call's whole mask, the layer's causal mask and window
+ * not applied (Gemma 3's token_type_ids masks carry both).  RA_OK without
+ * it; with it, RA_ERR_ARGUMENT without an attn_mask or on a non_causal
+ * layer, RA_ERR_UNSUPPORTED on a layer with chunks. */
+ra_status ra_layer_read_whole_mask(const ra_layer *layer, const ra_attention_options *o);
+
 /* A layer with non_causal set on a cached or paged call (named `what`):
  * RA_ERR_UNSUPPORTED; any other layer: RA_OK. */
 ra_status ra_layer_refuse_non_causal(const ra_layer *layer, const char *what);

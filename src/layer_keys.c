@@ -56,6 +56,23 @@ ra_status ra_layer_refuse_non_causal(const ra_layer *layer, const char *what)
                    "ra_layer_forward)", what);
 }
 
+ra_status ra_layer_read_whole_mask(const ra_layer *layer, const ra_attention_options *o)
+{
+    const ra_layer_config *c = &layer->config;
+    if (!o->non_causal) return RA_OK;
+    if (c->non_causal)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: non_causal on a layer with "
+                       "ra_layer_config.non_causal (it has no causal mask to replace)");
+    if (!o->attn_mask)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: non_causal on a layer's call "
+                       "without an attn_mask (non_causal says the attn_mask is the call's whole "
+                       "mask, in place of the layer's causal mask and window)");
+    if (c->chunk)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: non_causal (the attn_mask as "
+                       "the whole mask) on a layer with chunk %lld", (long long)c->chunk);
+    return RA_OK;
+}
+
 ra_status ra_layer_check_keys_elsewhere(const ra_layer *layer, const char *what)
 {
     if (layer->config.positions_are_slots)

@@ -707,8 +707,9 @@ static void test_backward_refusals(void)
  * attn_mask gives the causal layer's y (1e-5 of max|y|: float32 sums of
  * masked tiles in another order); flash and reference paths agree on the
  * forward and on the training backward's weight gradients (1e-4 of the
- * largest: float32 through the projections); the cached, paged and phased
- * cached calls refuse non_causal. */
+ * largest: float32 through the projections); a call's own non_causal
+ * makes its attn_mask the whole mask; the cached, paged and phased cached
+ * calls refuse non_causal. */
 static void test_layer(void)
 {
     const int64_t B = 2, S = 70, dim = 64, H = 4, Hkv = 2, D = 16, n = B * S;
@@ -780,10 +781,26 @@ static void test_layer(void)
         }
         if (win) ra_layer_destroy(l);
     }
-    /* refusals */
+    /* options' non_causal: the attn_mask is the whole mask, the causal
+     * mask and window not applied (a decoder with window 5 = the encoder
+     * without one, same bits: the same masked tiles); without a mask, or
+     * on an encoder: refused */
+    cfg.non_causal = 0;
+    cfg.window = 5;
+    ra_layer *slid;
+    CHECK(ra_layer_create(&slid, &cfg, &w) == RA_OK, "window 5");
+    cfg.window = 0;
+    o.path = RA_PATH_FLASH;
+    CHECK(ra_layer_forward(NULL, enc, y1, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
     o.non_causal = 1;
-    CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT,
-          "options' non_causal on a layer");
+    CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    CHECK(!memcmp(y1, y2, 4 * n * dim), "options' non_causal: not the mask alone");
+    CHECK(ra_layer_forward(NULL, enc, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT,
+          "options' non_causal on a non_causal layer");
+    o.attn_mask = NULL;
+    CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "without an attn_mask"), "%s", ra_last_error());
+    ra_layer_destroy(slid);
     o.non_causal = 0;
     ra_tensor wrong = {mixed, RA_BOOL, {B, 1, S - 1, S}, {S * S, 0, S, 1}};
     o.attn_mask = &wrong;

@@ -88,7 +88,7 @@ struct ra_hf_layer {
     value_padding vpad;   /* RA_HF_V_HEAD_DIM's zeros */
     hf_tensor *tensors;
     int64_t n_tensors;
-    int token_types; /* ra_hf_options.token_types: non_causal, for ra_hf_token_type_mask's masks */
+    int token_types; /* ra_hf_options.token_types: for ra_hf_token_type_mask's masks */
 };
 
 struct ra_hf_grads {
@@ -536,7 +536,8 @@ static ra_status find_attention(const ra_hf_checkpoint *ckpt, const ra_hf_config
 }
 
 /* ra_hf_options.token_types: Gemma 3's text layer, whose model reads
- * token_type_ids into its mask (Gemma3Model.forward), built non_causal. */
+ * token_type_ids into its mask (Gemma3Model.forward): the causal layer,
+ * each call with image blocks given its whole mask (hf/token_types.c). */
 static ra_status token_types_config(const ra_hf_config *config, ra_layer_config *lc)
 {
     const cJSON *top = config->fields.json /* the top level's, not text_config's */
@@ -551,7 +552,6 @@ static ra_status token_types_config(const ra_hf_config *config, ra_layer_config 
     if (lc->chunk || lc->non_causal)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: token_types: a layer with %s", config->path,
                        lc->chunk ? "chunks" : "non_causal");
-    lc->non_causal = 1;
     return RA_OK;
 }
 

@@ -8,7 +8,9 @@
 # (--attention-mask), against transformers' y within 1e-5 of max|y| on the
 # tokens (a padding token's row is 0, as --attention-mask says; seen: 2.5e-7
 # and 2.3e-7) and --grads (dL/dx and each tensor's, dy 0 on padding rows)
-# against its autograd within 1e-5 of max, and the refusals.
+# against its autograd within 1e-5 of max; a block of 6 on the window-4
+# layer (long_y); --prefill 10 then two text decode steps against the
+# no-cache Y; and the refusals.
 # Prints "token_types_cli: N passed, N failed" last; exits 1 if anything failed.
 SUITE=token_types_cli
 source "$(dirname "$0")/shell_common.sh"
@@ -16,7 +18,38 @@ require_ropeattn_and_numpy
 
 F=tests/fixtures/token_types
 W=tests/hf/gemma3_multimodal
+close() { # got, want, pad: got within 1e-5 of max|want| on pad's tokens, 0 elsewhere
+    "$PY" - "$@" <<'PY'
+import sys
+import numpy as np
+y, want, pad = np.load(sys.argv[1]), np.load(sys.argv[2]), np.load(sys.argv[3]).astype(bool)
+e = np.abs(y - want)[pad].max() / np.abs(want).max()
+print(f"{sys.argv[1]} vs {sys.argv[2]}: {e:.2g} of max|y|")
+sys.exit(0 if y.shape == want.shape and e <= 1e-5 and not y[~pad].any() else 1)
+PY
+}
+"$PY" -c "import numpy as np; np.save('$TMP/ones.npy', np.ones((2, 12), dtype=np.int64))"
 for layer in 0 1; do
+    # a block of 6 (the window is 4 on layer 0): its queries see all its later keys
+    if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/long$layer.npy" \
+        --layer $layer --token-type-ids "$F/long_token_type_ids.npy" \
+        --attention-mask "$F/attention_mask.npy" 2>"$TMP/err" &&
+        close "$TMP/long$layer.npy" "$F/long_y$layer.npy" "$F/attention_mask.npy"; then
+        pass
+    else
+        fail "layer $layer: a block longer than the window: $(cat "$TMP/err")"
+    fi
+    # --prefill 10 (the blocks end by token 9), then two text steps: the
+    # no-cache Y (float32 sums in another order)
+    if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/whole$layer.npy" \
+        --layer $layer --token-type-ids "$F/token_type_ids.npy" 2>"$TMP/err" &&
+        "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/pre$layer.npy" \
+        --layer $layer --token-type-ids "$F/token_type_ids.npy" --prefill 10 2>"$TMP/err" &&
+        close "$TMP/pre$layer.npy" "$TMP/whole$layer.npy" "$TMP/ones.npy"; then
+        pass
+    else
+        fail "layer $layer: --prefill 10: $(cat "$TMP/err")"
+    fi
     if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/y$layer.npy" \
         --layer $layer --token-type-ids "$F/token_type_ids.npy" \
         --attention-mask "$F/attention_mask.npy" 2>"$TMP/err"; then
@@ -71,11 +104,8 @@ refused() { # status, text, args...: the run fails with that status, naming text
     fi
 }
 args=(--weights "$W" --input "$F/x.npy" --layer 0 --token-type-ids "$F/token_type_ids.npy")
-refused 2 "not run with --prefill" "${args[@]}" --prefill 4
+refused 1 "token 6 is an image token at or after --prefill 4" "${args[@]}" --prefill 4
 refused 2 "not run with --no-causal" "${args[@]}" --no-causal
-"$PY" -c "import numpy as np; np.save('$TMP/long.npy', np.array([[0] + [1] * 5 + [0] * 6] * 2))"
-refused 1 "longer than the sliding window 4" --weights "$W" --input "$F/x.npy" --layer 0 \
-    --token-type-ids "$TMP/long.npy"
 "$PY" -c "import numpy as np; np.save('$TMP/short.npy', np.zeros(12, dtype=np.int64))"
 refused 1 "must be \[2, 12\]" --weights "$W" --input "$F/x.npy" --layer 0 \
     --token-type-ids "$TMP/short.npy"

@@ -7,8 +7,26 @@
 #include "cli.h"
 #include "ropeattn_io.h"
 
+/* --prefill P: the cache's later tokens are decode steps of text (as
+ * transformers' generate() passes no token_type_ids after its prefill):
+ * an image token among them would see fewer keys than the no-cache Y's. */
+static int check_prefill(const char *path, const int64_t *types, int64_t batch, int64_t seq,
+                         int64_t prefill)
+{
+    for (int64_t b = 0; prefill && b < batch; b++)
+        for (int64_t i = prefill; i < seq; i++)
+            if (types[b * seq + i] == 1)
+                return cli_fail(EXIT_FAIL, "%s: row %lld's token %lld is an image token at or "
+                                "after --prefill %lld: the decode steps are text (transformers' "
+                                "generate() gives them no token_type_ids), so its image block "
+                                "must lie inside the prefill: give --prefill %lld or more",
+                                path, (long long)b, (long long)i, (long long)prefill,
+                                (long long)(i + 1));
+    return 0;
+}
+
 int token_type_mask_read(const char *path, const ra_hf_layer *layer, const uint8_t *pad,
-                         int64_t batch, int64_t seq, uint8_t **out)
+                         int64_t batch, int64_t seq, int64_t prefill, uint8_t **out)
 {
     char msg[CLI_MSG_LEN];
     ra_npy npy = {0};
@@ -29,6 +47,7 @@ int token_type_mask_read(const char *path, const ra_hf_layer *layer, const uint8
     for (int64_t i = 0; !failed && i < batch * seq; i++)
         types[i] = npy.dtype == RA_NPY_I32 ? ((const int32_t *)npy.data)[i]
                                            : ((const int64_t *)npy.data)[i];
+    if (!failed) failed = check_prefill(path, types, batch, seq, prefill);
     ra_status status = failed ? RA_OK : ra_hf_token_type_mask(layer, types, pad, batch, seq, *out);
     if (status != RA_OK)
         failed = cli_fail(EXIT_FAIL, "%s: %s", path, ra_hf_last_error());

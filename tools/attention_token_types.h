@@ -14,9 +14,12 @@
 /* T.npy at path: int32 or int64 [batch, seq] (or [seq] for batch 1), as
  * transformers' token_type_ids (1: an image token, any other value text),
  * into the layer's mask *out (malloc'ed, [batch, 1, seq, seq] bytes), the
- * padding pad [batch, seq] (NULL: none) on its keys.  On failure prints one
- * message and returns EXIT_FAIL. */
+ * padding pad [batch, seq] (NULL: none) on its keys: the call's whole mask
+ * (ra_attention_options' non_causal).  prefill P > 0 (--prefill): every
+ * token from P on must be text (the decode steps take no mask; the prefill
+ * takes the mask's first P rows and keys).  On failure prints one message
+ * and returns EXIT_FAIL. */
 int token_type_mask_read(const char *path, const ra_hf_layer *layer, const uint8_t *pad,
-                         int64_t batch, int64_t seq, uint8_t **out);
+                         int64_t batch, int64_t seq, int64_t prefill, uint8_t **out);
 
 #endif

@@ -121,10 +121,12 @@ static const char usage[] =
     "                  (model_type gemma3; other families refused): each run of 1s\n"
     "                  is an image block whose tokens see each other both ways,\n"
     "                  causal elsewhere; a sliding layer's window bounds the keys\n"
-    "                  before a query only (a block longer than it is refused), and\n"
+    "                  before a query only (a block may be longer than it), and\n"
     "                  --attention-mask's padding its keys, as transformers'\n"
-    "                  create_masks_for_vision_model.  Not with --prefill, --packed,\n"
-    "                  --vision or --no-causal\n"
+    "                  create_masks_for_vision_model.  With --prefill P the\n"
+    "                  prefill takes the mask and the decode steps are text (as\n"
+    "                  generate() runs them): every token from P on must be 0.\n"
+    "                  Not with --packed, --vision or --no-causal\n"
     "  --threads N     threads (default: one per processor)\n"
     "  --path P        flash (default) or reference (the masked softmax of the\n"
     "                  reference code)\n"
@@ -431,21 +433,25 @@ static int check_prefill_window(const attention_options *opts, const rope_source
  * or the exit code after one message. */
 static int cached_step(ra_context *ctx, const ra_layer *layer, ra_kv_cache *cache, float *y,
                        const float *x, int64_t batch, int64_t n, const ra_positions *positions,
-                       int64_t seq)
+                       int64_t seq, const ra_attention_options *masked)
 {
 #ifdef RA_CLI_MPI
-    if (cli_comm_size() > 1)
+    if (cli_comm_size() > 1) /* --token-type-ids (masked) runs in one process */
         return attention_sharded_cached(ctx, seq, layer, cache, y, x, batch, n, positions);
 #endif
     (void)seq;
-    const ra_status status = ra_layer_forward_cached(ctx, layer, cache, y, x, batch, n, positions);
+    const ra_status status =
+        masked ? ra_layer_forward_cached_mask(ctx, layer, cache, y, x, batch, n, positions, masked)
+               : ra_layer_forward_cached(ctx, layer, cache, y, x, batch, n, positions);
     return status == RA_OK ? 0 : cli_fail_status(status, "attention forward through the KV "
                                                          "cache failed");
 }
 
+/* token_mask: --token-type-ids' [batch, 1, seq, seq] (NULL: none), the
+ * prefill's mask its first P rows and keys; the decode steps are text. */
 static int forward_cached(const attention_options *opts, const ra_layer *layer,
                           ra_context *ctx, float *y, const float *x, const int64_t *ids,
-                          int components, int64_t batch, int64_t seq)
+                          int components, int64_t batch, int64_t seq, const uint8_t *token_mask)
 {
     const ra_layer_config *c = ra_layer_get_config(layer);
     const int64_t dim = c->dim, P = opts->prefill;
@@ -476,7 +482,12 @@ static int forward_cached(const attention_options *opts, const ra_layer *layer,
         for (int64_t r = 0; ids && r < components * batch; r++) /* [components, batch, n] */
             for (int64_t s = 0; s < n; s++) ids_part[r * n + s] = ids[r * seq + first + s];
         ra_positions positions = positions_of_ids(ids_part, components, opts->start_pos + first);
-        failed = cached_step(ctx, layer, cache, y_part, x_part, batch, n, &positions, seq);
+        ra_tensor mask = {(void *)token_mask, RA_BOOL, {batch, 1, P, P}, {seq * seq, 0, seq, 1}};
+        ra_attention_options masked = ra_attention_options_init();
+        masked.attn_mask = &mask;
+        masked.non_causal = 1;
+        failed = cached_step(ctx, layer, cache, y_part, x_part, batch, n, &positions, seq,
+                             token_mask && first == 0 ? &masked : NULL);
         if (!failed) scatter_tokens(y, y_part, batch, seq, first, n, dim);
     }
     progress_end(&line);
@@ -528,7 +539,8 @@ static int forward_and_write(const attention_options *opts, cli_outputs *outputs
     forward_calls calls = {ctx, layer, seq, opts->start_pos, components};
     ra_status status = RA_OK;
     if (!failed && opts->prefill)
-        failed = forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq);
+        failed = forward_cached(opts, layer, ctx, y, x->data, ids, components, batch, seq,
+                                attention->non_causal ? attention->attn_mask->data : NULL);
     else if (!failed)
         status = packed_rows_run(packed, batch, seq, ra_layer_get_config(layer)->dim, components,
                                  x->data, NULL, ids, *attention, y, NULL, forward_rows, &calls);
@@ -559,6 +571,7 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
      * --attention-mask's full mask (never both: run) */
     ra_tensor mask = ra_tensor_4d((void *)token_mask, RA_BOOL, batch, 1, seq, seq);
     attention.attn_mask = token_mask ? &mask : attn_mask;
+    attention.non_causal = token_mask != NULL; /* in place of the causal mask and window */
     if (cu->ids) { /* --cu-seqlens: the images packed in each row */
         attention.cu_seqlens = cu->ids;
         attention.n_documents = cu->count - 1;
@@ -728,7 +741,7 @@ static int run(attention_options *opts)
                                         opts->rope.positions_path))) &&
         !(opts->token_type_ids &&
           (failed = token_type_mask_read(opts->token_type_ids, layer, pad, batch, seq,
-                                         &token_mask))))
+                                         opts->prefill, &token_mask))))
         failed = cli_context_create(&ctx, opts->threads);
     /* an MPI launch's ranks compute together, on the same data, or none
      * does (comm.h) */
@@ -870,14 +883,12 @@ int cmd_attention(int argc, char **argv)
                         opts.packed ? "--packed" : "--attention-mask");
     if (opts.token_type_ids) {
         const char *other = opts.vision      ? "--vision"
-                            : opts.prefill   ? "--prefill"
                             : opts.packed    ? "--packed"
                             : opts.no_causal ? "--no-causal"
                                              : NULL;
         if (other)
             return cli_fail(EXIT_USAGE, "attention: --token-type-ids is not run with %s (Gemma "
-                            "3's image blocks mask a causal text layer's uncached forward)",
-                            other);
+                            "3's image blocks mask a causal text layer)", other);
         if (cli_comm_size() > 1)
             return cli_fail(EXIT_USAGE, "attention: --token-type-ids runs in one process, not "
                             "across the %d ranks of an MPI launch", cli_comm_size());

@@ -213,9 +213,10 @@ class Layer:
           token_types: True: a Gemma 3 layer (config.json's model_type
             "gemma3"; any other refused, UnsupportedError) whose calls take
             token_type_ids, image blocks attending both ways (transformers'
-            Gemma3Model): built without the causal mask (config
-            ["non_causal"]), so that every uncached call must give
-            token_type_ids, which become the whole mask; no cache or pool.
+            Gemma3Model), which become the call's whole mask (with or
+            without a cache); a call without them is text only, the
+            layer's own causal mask and window (as transformers' decode
+            steps, which get none).
         Raises FileError (an OSError) for a file that cannot be read,
         FormatError (a ValueError) for a malformed one, NotFoundError (a
         LookupError) for a missing tensor or key (a layer the checkpoint does
@@ -332,13 +333,16 @@ class Layer:
              masks and attention_mask.  Not with a cache or a pool.
           token_type_ids: None, or integers [B, S] ([S] for 2-D x), Gemma
              3's (1: an image token, any other value text), for a layer
-             from from_pretrained(..., token_types=True), which requires
-             them: each run of 1s is an image block whose tokens see each
-             other both ways, causal elsewhere; a sliding layer's window
-             bounds only the keys before a query (a block longer than it:
-             UnsupportedError), attention_mask's padding its keys, as
-             transformers' create_masks_for_vision_model
-             (ra_hf_token_type_mask).  Not with attn_mask, a cache or a pool.
+             from from_pretrained(..., token_types=True): each run of 1s is
+             an image block whose tokens see each other both ways, causal
+             elsewhere; a sliding layer's window bounds only the keys
+             before a query (a block may be longer), attention_mask's
+             padding its keys, as transformers' create_masks_for_vision_model
+             (ra_hf_token_type_mask).  With a cache, those of every token
+             so far, [B, len(cache) + S], as transformers' generate() gives
+             a prefill chunk (a block cut by a chunk's end: bidirectional
+             within each chunk, the later one seeing the earlier part); its
+             decode steps of text need none.  Not with attn_mask or a pool.
           cu_seqlens: None, or integers [n + 1]: 0, then where each of the n
              images (documents) packed in every row ends, the last S; no
              token attends across them (a vision encoder's packed images:
@@ -419,9 +423,10 @@ class Layer:
                                 f"got {type(cache).__name__}")
             if cache.layer is not self:
                 raise ArgumentError("cache: made for another Layer")
+            whole = None
             if token_type_ids is not None:
-                raise UnsupportedError("token_type_ids: not with a cache (the cached calls take "
-                                       "no mask)")
+                whole = self._token_type_mask(token_type_ids, None, attn_mask, b, s,
+                                              cache.length(0))
             if attn_mask is not None:
                 raise UnsupportedError("attn_mask: not with a cache (the cached calls take "
                                        "none)")
@@ -432,11 +437,13 @@ class Layer:
                                        "each sequence's own tokens: give it no padding)")
             self._check_length(lambda: [cache.length(i) for i in range(b)], start, ids, s, None)
             _ropeattn.layer_forward_cached(self._layer, context, cache._cache, y, x3, start,
-                                           ids)
+                                           ids, whole)
         else:
             mask = None if attention_mask is None else padding_mask(attention_mask, b, s,
                                                                       "attention_mask")
-            attn_mask = self._token_type_mask(token_type_ids, mask, attn_mask, b, s)
+            whole = token_type_ids is not None
+            attn_mask = (self._token_type_mask(token_type_ids, mask, attn_mask, b, s) if whole
+                         else attn_mask)
             if attn_mask is not None:
                 attn_mask = _attn_mask(attn_mask, (b, self._config["n_heads"], s, s), None)
             self._check_length(lambda: [0] * b, start, ids, s, None, cached=False)
@@ -447,29 +454,27 @@ class Layer:
                                         f"{cu_seqlens.dtype} {cu_seqlens.shape}")
                 cu_seqlens = c_array(cu_seqlens, np.int64)
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask,
-                                    cu_seqlens)
+                                    cu_seqlens, whole)
         return y if x.ndim == 3 else y[0]
 
-    def _token_type_mask(self, token_type_ids, padding, attn_mask, b, s):
-        """The call's attn_mask: token_type_ids' (a token_types layer's:
-        ra_hf_token_type_mask, [B, 1, S, S] bool), else attn_mask."""
-        if token_type_ids is None:
-            if self._token_types:
-                raise ArgumentError("token_type_ids: this layer (token_types=True) has no "
-                                    "causal mask of its own: give token_type_ids")
-            return attn_mask
+    def _token_type_mask(self, token_type_ids, padding, attn_mask, b, s, past=0):
+        """token_type_ids' whole mask (a token_types layer's:
+        ra_hf_token_type_mask_cached, [B, 1, S, past + S] bool, for S
+        queries after past cached tokens; token_type_ids [B, past + S])."""
         if not self._token_types:
             raise ArgumentError("token_type_ids: only a layer from from_pretrained(..., "
                                 "token_types=True) takes them (model_type gemma3)")
         if attn_mask is not None:
             raise ArgumentError("token_type_ids: not with attn_mask (they make the whole mask)")
         tt = as_array(token_type_ids, "token_type_ids")
-        if tt.dtype.kind not in "iu" or tt.shape not in ((b, s), (s,) if b == 1 else (b, s)):
-            raise ArgumentError(f"token_type_ids: expected integers [{b}, {s}], got "
+        n = past + s
+        if tt.dtype.kind not in "iu" or tt.shape not in ((b, n), (n,) if b == 1 else (b, n)):
+            what = " (every token so far: the cache's and this call's)" if past else ""
+            raise ArgumentError(f"token_type_ids: expected integers [{b}, {n}]{what}, got "
                                 f"{tt.dtype} {tt.shape}")
-        tt = c_array(tt.reshape(b, s), np.int64)
-        mask = np.empty((b, 1, s, s), dtype=np.bool_)
-        self._layer.token_type_mask(tt, padding, mask)
+        tt = c_array(tt.reshape(b, n), np.int64)
+        mask = np.empty((b, 1, s, n), dtype=np.bool_)
+        self._layer.token_type_mask(tt, padding, mask, past)
         return mask
 
     def _check_length(self, lengths, start, ids, s, n_new, cached=True):

@@ -5,7 +5,7 @@
  *   layer_forward    ra_layer_forward
  *   KVCache          an ra_kv_cache and a lock (its writers need it to
  *                    themselves: ropeattn.h, "Thread safety")
- *   layer_forward_cached  ra_layer_forward_cached
+ *   layer_forward_cached  ra_layer_forward_cached (_mask)
  * ropeattn.Layer and ropeattn.KVCache (python/ropeattn/layer.py) find the
  * files, check shapes and choose defaults; these map them onto the C API
  * and release the GIL around every call that reads files or computes.
@@ -323,13 +323,15 @@ static PyObject *layer_tensors(ra_ext_layer *self, PyObject *unused)
     return list;
 }
 
-/* token_type_mask(token_type_ids, padding, mask): ra_hf_token_type_mask;
- * token_type_ids int64 [B, S], padding None or uint8 [B, S], mask bool
- * [B, 1, S, S] (written), each C-contiguous and aligned. */
+/* token_type_mask(token_type_ids, padding, mask, past=0):
+ * ra_hf_token_type_mask_cached; token_type_ids int64 [B, past + S],
+ * padding None or uint8 [B, past + S], mask bool [B, 1, S, past + S]
+ * (written), each C-contiguous and aligned. */
 static PyObject *layer_token_type_mask(ra_ext_layer *self, PyObject *args)
 {
     PyObject *tt, *pad, *mask;
-    if (!PyArg_ParseTuple(args, "OOO:token_type_mask", &tt, &pad, &mask) ||
+    long long past = 0;
+    if (!PyArg_ParseTuple(args, "OOO|L:token_type_mask", &tt, &pad, &mask, &past) ||
         !ra_ext_layer_of((PyObject *)self))
         return NULL;
     PyArrayObject *t = (PyArrayObject *)tt, *p = (PyArrayObject *)pad, *m = (PyArrayObject *)mask;
@@ -338,21 +340,22 @@ static PyObject *layer_token_type_mask(ra_ext_layer *self, PyObject *args)
                    PyArray_TYPE(m) == NPY_BOOL && PyArray_NDIM(m) == 4 &&
                    PyArray_IS_C_CONTIGUOUS(m) && PyArray_ISWRITEABLE(m) &&
                    PyArray_DIM(m, 0) == PyArray_DIM(t, 0) && PyArray_DIM(m, 1) == 1 &&
-                   PyArray_DIM(m, 2) == PyArray_DIM(t, 1) &&
+                   past >= 0 && PyArray_DIM(m, 2) + past == PyArray_DIM(t, 1) &&
                    PyArray_DIM(m, 3) == PyArray_DIM(t, 1) &&
                    (pad == Py_None ||
                     (PyArray_Check(pad) && PyArray_TYPE(p) == NPY_UINT8 && PyArray_NDIM(p) == 2 &&
                      PyArray_IS_C_CONTIGUOUS(p) && PyArray_DIM(p, 0) == PyArray_DIM(t, 0) &&
                      PyArray_DIM(p, 1) == PyArray_DIM(t, 1)));
     if (!ok) {
-        PyErr_SetString(ra_ext_value_error, "token_type_mask: expected int64 [B, S], None or "
-                        "uint8 [B, S], and a writable bool [B, 1, S, S], C-contiguous");
+        PyErr_SetString(ra_ext_value_error, "token_type_mask: expected int64 [B, P + S], None "
+                        "or uint8 [B, P + S], and a writable bool [B, 1, S, P + S], "
+                        "C-contiguous, P = past >= 0");
         return NULL;
     }
-    ra_status st = ra_hf_token_type_mask(self->layer, (const int64_t *)PyArray_DATA(t),
-                                         pad == Py_None ? NULL : (const uint8_t *)PyArray_DATA(p),
-                                         (int64_t)PyArray_DIM(t, 0), (int64_t)PyArray_DIM(t, 1),
-                                         (uint8_t *)PyArray_DATA(m));
+    ra_status st = ra_hf_token_type_mask_cached(
+        self->layer, (const int64_t *)PyArray_DATA(t),
+        pad == Py_None ? NULL : (const uint8_t *)PyArray_DATA(p), (int64_t)PyArray_DIM(t, 0),
+        (int64_t)past, (int64_t)PyArray_DIM(m, 2), (uint8_t *)PyArray_DATA(m));
     if (st != RA_OK) return ra_ext_raise_detail(st, "ra_hf_token_type_mask", ra_hf_last_error());
     Py_RETURN_NONE;
 }
@@ -435,7 +438,8 @@ static PyMethodDef layer_methods[] = {
     {"tensors", (PyCFunction)layer_tensors, METH_NOARGS,
      "tensors() -> [(name, shape)]: the checkpoint tensors the layer was built from."},
     {"token_type_mask", (PyCFunction)layer_token_type_mask, METH_VARARGS,
-     "token_type_mask(token_type_ids, padding, mask): ra_hf_token_type_mask into mask."},
+     "token_type_mask(token_type_ids, padding, mask, past=0): ra_hf_token_type_mask_cached "
+     "into mask."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -662,22 +666,24 @@ int ra_ext_forward_args(const ra_layer *l, PyObject *y, PyObject *x, long long s
 }
 
 /* layer_forward(layer, context, y, x, start, ids, mask, attn_mask=None,
- * cu_seqlens=None): ra_layer_forward, positions start, start + 1, ... or
- * ids (a 2-D rope's: [B, S, 2]); mask: the padding mask (1 = a token, 0 =
- * padding) or None; attn_mask: None or the pair (a 4-D array [B, H, S, S],
- * its ra_dtype): ra_ext_mask_tensor; cu_seqlens: None or int64 [n + 1],
- * the options' packed documents. */
+ * cu_seqlens=None, non_causal=0): ra_layer_forward, positions start,
+ * start + 1, ... or ids (a 2-D rope's: [B, S, 2]); mask: the padding mask
+ * (1 = a token, 0 = padding) or None; attn_mask: None or the pair (a 4-D
+ * array [B, H, S, S], its ra_dtype): ra_ext_mask_tensor; cu_seqlens: None
+ * or int64 [n + 1], the options' packed documents; non_causal: the
+ * options' (the attn_mask as the whole mask). */
 PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
     static char *kw[] = {"layer", "context", "y", "x", "start", "ids", "mask", "attn_mask",
-                         "cu_seqlens", NULL};
+                         "cu_seqlens", "non_causal", NULL};
     ra_ext_layer *layer;
     PyObject *context, *y, *x, *ids, *mask, *attn_mask = Py_None, *cu = Py_None;
     long long start;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOLOO|OO:layer_forward", kw,
+    int non_causal = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOLOO|OOp:layer_forward", kw,
                                      &ra_ext_layer_type, &layer, &context, &y, &x, &start, &ids,
-                                     &mask, &attn_mask, &cu))
+                                     &mask, &attn_mask, &cu, &non_causal))
         return NULL;
     const ra_layer *l = ra_ext_layer_of((PyObject *)layer);
     ra_ext_context *c;
@@ -703,6 +709,7 @@ PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
             return NULL;
         o.attn_mask = &mask_view;
     }
+    o.non_causal = non_causal;
     float *yp = (float *)PyArray_DATA((PyArrayObject *)y);
     const float *xp = (const float *)PyArray_DATA((PyArrayObject *)x);
     ra_status st;
@@ -715,21 +722,31 @@ PyObject *ra_ext_layer_forward(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
-/* layer_forward_cached(layer, context, cache, y, x, start, ids):
- * ra_layer_forward_cached; start -1 with ids None: continuing from the
- * cache's lengths (NULL positions). */
+/* layer_forward_cached(layer, context, cache, y, x, start, ids,
+ * whole_mask=None): ra_layer_forward_cached; start -1 with ids None:
+ * continuing from the cache's lengths (NULL positions); whole_mask: None or
+ * a bool array [B, 1, S, L + S], the call's whole mask
+ * (ra_layer_forward_cached_mask with non_causal). */
 PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    static char *kw[] = {"layer", "context", "cache", "y", "x", "start", "ids", NULL};
+    static char *kw[] = {"layer", "context", "cache", "y", "x", "start", "ids", "whole_mask",
+                         NULL};
     ra_ext_layer *layer;
     ra_ext_cache *cache;
-    PyObject *context, *y, *x, *ids;
+    PyObject *context, *y, *x, *ids, *whole = Py_None;
     long long start;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!OOLO:layer_forward_cached", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO!OOLO|O:layer_forward_cached", kw,
                                      &ra_ext_layer_type, &layer, &context, &ra_ext_cache_type,
-                                     &cache, &y, &x, &start, &ids))
+                                     &cache, &y, &x, &start, &ids, &whole))
         return NULL;
+    ra_attention_options o = ra_attention_options_init();
+    ra_tensor mask_view;
+    if (whole != Py_None) {
+        if (!ra_ext_mask_tensor(whole, RA_BOOL, &mask_view)) return NULL;
+        o.attn_mask = &mask_view;
+        o.non_causal = 1;
+    }
     const ra_layer *l = ra_ext_layer_of((PyObject *)layer);
     ra_ext_context *c;
     ra_positions positions;
@@ -745,11 +762,16 @@ PyObject *ra_ext_layer_forward_cached(PyObject *self, PyObject *args, PyObject *
     /* the cache first, then the context: no call takes them the other way */
     PyThread_acquire_lock(cache->lock, WAIT_LOCK);
     ra_context *ctx = ra_ext_context_acquire(c);
-    st = ra_layer_forward_cached(ctx, l, cache->cache, yp, xp, (int64_t)batch, (int64_t)seq,
-                                 continuing ? NULL : &positions);
+    const ra_positions *given = continuing ? NULL : &positions;
+    st = o.attn_mask ? ra_layer_forward_cached_mask(ctx, l, cache->cache, yp, xp, (int64_t)batch,
+                                                    (int64_t)seq, given, &o)
+                     : ra_layer_forward_cached(ctx, l, cache->cache, yp, xp, (int64_t)batch,
+                                               (int64_t)seq, given);
     ra_ext_context_release(c, ctx);
     PyThread_release_lock(cache->lock);
     Py_END_ALLOW_THREADS
-    if (st != RA_OK) return ra_ext_raise(st, "ra_layer_forward_cached");
+    if (st != RA_OK)
+        return ra_ext_raise(st, o.attn_mask ? "ra_layer_forward_cached_mask"
+                                            : "ra_layer_forward_cached");
     Py_RETURN_NONE;
 }

@@ -5,7 +5,11 @@ Gemma3Attention and create_masks_for_vision_model in float64, on
 tests/hf/gemma3_multimodal's checkpoint): the sliding layer 0 and the full
 layer 1, two rows with two image blocks each, one right-padded, y within
 1e-5 of max|y| on the tokens (float32 sums over 32 features and 12 keys;
-padding rows are 0, as attention_mask says); the refusals.
+padding rows are 0, as attention_mask says); a block of 6 on the window-4
+layer; through a KVCache as generate() runs it (a prefill in chunks of 7 and
+3 with the token_type_ids so far, blocks cut by the chunks' edge, then two
+text decode steps without them) against a transformers DynamicCache's y;
+the refusals.
 """
 from pathlib import Path
 
@@ -25,7 +29,7 @@ def test_forward(layer):
     tt, pad = np.load(FIXTURES / "token_type_ids.npy"), np.load(FIXTURES / "attention_mask.npy")
     want = np.load(FIXTURES / f"y{layer}.npy")
     m = ropeattn.Layer.from_pretrained(CKPT, layer, token_types=True)
-    assert m.config["non_causal"]
+    assert not m.config["non_causal"]  # the causal layer; token_type_ids make the whole mask
     y = m(x, attention_mask=pad, token_type_ids=tt)
     keep = pad.astype(bool)
     assert np.abs(y - want)[keep].max() / np.abs(want).max() <= 1e-5
@@ -35,19 +39,49 @@ def test_forward(layer):
     assert np.abs(y0 - want[0]).max() / np.abs(want).max() <= 1e-5
 
 
+@pytest.mark.parametrize("layer", [0, 1])
+def test_block_longer_than_window(layer):
+    x = np.load(FIXTURES / "x.npy")
+    tt = np.load(FIXTURES / "long_token_type_ids.npy")
+    pad = np.load(FIXTURES / "attention_mask.npy")
+    want = np.load(FIXTURES / f"long_y{layer}.npy")
+    m = ropeattn.Layer.from_pretrained(CKPT, layer, token_types=True)
+    y = m(x, attention_mask=pad, token_type_ids=tt)
+    keep = pad.astype(bool)
+    assert np.abs(y - want)[keep].max() / np.abs(want).max() <= 1e-5
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_cached(layer):
+    x = np.load(FIXTURES / "x.npy")
+    tt = np.load(FIXTURES / "cached_token_type_ids.npy")
+    want = np.load(FIXTURES / f"cached_y{layer}.npy")
+    m = ropeattn.Layer.from_pretrained(CKPT, layer, token_types=True)
+    cache = ropeattn.KVCache(m, batch=2, capacity=12)
+    ys = [m(x[:, :7], cache=cache, token_type_ids=tt[:, :7]),
+          m(x[:, 7:10], cache=cache, token_type_ids=tt[:, :10])]  # every token so far
+    ys += [m(x[:, t:t + 1], cache=cache) for t in (10, 11)]  # text: no token_type_ids
+    y = np.concatenate(ys, axis=1)
+    assert np.abs(y - want).max() / np.abs(want).max() <= 1e-5
+    # without the blocks the prefill differs (the mask was used)
+    cache.reset()
+    plain = m(x[:, :10], cache=cache)
+    assert np.abs(plain - want[:, :10]).max() / np.abs(want).max() > 1e-3
+    with pytest.raises(ropeattn.ArgumentError, match=r"\[2, 11\] \(every token so far"):
+        m(x[:, 10:11], cache=cache, token_type_ids=tt[:, 10:11])
+
+
 def test_refused():
     x = np.load(FIXTURES / "x.npy")
     tt = np.load(FIXTURES / "token_type_ids.npy")
     m = ropeattn.Layer.from_pretrained(CKPT, 0, token_types=True)
-    with pytest.raises(ropeattn.ArgumentError, match="give token_type_ids"):
-        m(x)
+    plain = ropeattn.Layer.from_pretrained(CKPT, 0)
+    assert np.array_equal(m(x), plain(x))  # no token_type_ids: text, the causal layer
     with pytest.raises(ropeattn.ArgumentError, match="not with attn_mask"):
         m(x, token_type_ids=tt, attn_mask=np.ones((12, 12), dtype=bool))
-    long = np.zeros_like(tt)
-    long[:, 1:6] = 1
-    with pytest.raises(ropeattn.UnsupportedError, match="longer than the sliding window 4"):
-        m(x, token_type_ids=long)
-    plain = ropeattn.Layer.from_pretrained(CKPT, 0)
+    with pytest.raises(ropeattn.UnsupportedError, match="token_type_ids: not with a pool"):
+        pool = ropeattn.KVPool(m, n_pages=4)
+        m(x, pool=pool, ids=[pool.add(), pool.add()], token_type_ids=tt)
     with pytest.raises(ropeattn.ArgumentError, match="token_types=True"):
         plain(x, token_type_ids=tt)
     with pytest.raises(ropeattn.UnsupportedError, match="token_type_ids"):

@@ -23,7 +23,9 @@ random models built by transformers, float32, against its own "sdpa" and
     transformers (complex freqs_ci), every patch and the CLS token
     attending to all (attention_mask None, is_causal=False).
 Outputs for all five, the parameters' gradients for Pixtral, Qwen2.5-VL,
-Gemma 3 and Llama 4.
+Gemma 3 and Llama 4; Gemma 3's generate() with images (the prefill's image
+blocks, then text steps through the cache; whole and in chunks that cut a
+block) against sdpa's and eager's tokens and logits.
 
     PYTHONPATH=build/hf-e2e-python .venv-hf/bin/python -m pytest -q \
         tests/hf_e2e/test_vision_backend.py
@@ -34,6 +36,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 import ropeattn.transformers  # noqa: E402,F401  (registers "ropeattn")
 import check  # noqa: E402
+import models  # noqa: E402
 from transformers.models.llama4.modeling_llama4 import Llama4VisionAttention  # noqa: E402
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (  # noqa: E402
     Qwen2_5_VisionTransformerPretrainedModel)
@@ -251,3 +254,50 @@ def test_vision_windows_match_transformers(tmp_path, window, patch, merge, grids
     assert got.positions.tolist() == pos.tolist()
     assert got.patch_index.tolist() == torch.arange(n).reshape(n // unit, unit)[index].reshape(
         -1).tolist()
+
+
+def gemma3_generator():
+    """Gemma3ForConditionalGeneration on gemma3()'s config and inputs, with
+    sliding_window 3 (each image's 4 tokens a block longer than the window)
+    and untied embeddings, weights as the family checkpoints' (models.randomize:
+    greedy tokens that vary)."""
+    base, inputs = gemma3()
+    config = base.config
+    config.text_config.sliding_window = 3
+    config.tie_word_embeddings = config.text_config.tie_word_embeddings = False
+    model = transformers.Gemma3ForConditionalGeneration(config)
+    models.randomize(model, torch.Generator().manual_seed(models.SEED))
+    model.generation_config.pad_token_id = 0
+    return model.eval(), inputs
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_generate_with_images(chunk):
+    """generate() with pixel_values and token_type_ids, greedy, 10 tokens:
+    the same tokens as sdpa's and eager's, every step's logits within REL
+    of theirs.  The prefill's mask is the image blocks' (row 1's block
+    longer than the window; a block changes the last logits by about 5%:
+    checked against a run without token_type_ids); the steps are text.
+    chunk 5: transformers' prefill_chunk_size, row 1's block (tokens 7..10)
+    cut by the chunks' edge at 10."""
+    model, inputs = gemma3_generator()
+
+    def run(impl, **change):
+        model.set_attn_implementation(impl)
+        with torch.no_grad():
+            out = model.generate(**dict(inputs, **change), do_sample=False, max_new_tokens=10,
+                                 min_new_tokens=10, output_logits=True,
+                                 return_dict_in_generate=True, prefill_chunk_size=chunk)
+        return out.sequences[:, inputs["input_ids"].shape[1]:], torch.stack(out.logits)
+
+    with check.counting_calls() as calls:
+        tokens, logits = run("ropeattn")
+    assert calls  # the backend ran
+    assert rel_error(run("ropeattn", token_type_ids=None)[1][0], logits[0]) > 1e-3
+    for impl in ("sdpa", "eager"):
+        want_tokens, want = run(impl)
+        err = rel_error(logits, want)
+        print(f"gemma3 generate (chunk {chunk}) vs {impl}: tokens {tokens.tolist()}, "
+              f"logits {err:.3g}")
+        assert torch.equal(tokens, want_tokens), impl
+        assert err <= REL, (impl, err)

@@ -831,6 +831,108 @@ static void test_layer(void)
     free(causal), free(mixed);
 }
 
+/* ra_layer_forward_cached_mask: a prefill in chunks of 8, 7 and 5 tokens,
+ * each under its rows of one [B, 1, S, S] mask (random, cut at each
+ * chunk's end: a chunk sees no later one's keys) over the cached and new
+ * keys, with non_causal (the mask alone: the layer's window 5 not applied)
+ * equals ra_layer_forward under the whole mask (1e-5 of max|y|: float32
+ * sums in another order; an f16 cache 4e-3: k and v rounded to f16); an
+ * all-true mask without non_causal equals ra_layer_forward_cached (the
+ * causal mask and window still apply); the refusals. */
+static void test_layer_cached_mask(void)
+{
+    const int64_t B = 2, S = 20, dim = 32, H = 4, Hkv = 2, D = 8, n = B * S * dim;
+    const int64_t chunks[3] = {8, 7, 5};
+    float *x = malloc(4 * n), *w[4], *want = malloc(4 * n), *got = malloc(4 * n);
+    const int64_t rows[4] = {H * D, Hkv * D, Hkv * D, dim}, cols[4] = {dim, dim, dim, H * D};
+    for (int i = 0; i < 4; i++) {
+        w[i] = malloc(4 * rows[i] * cols[i]);
+        ra_test_fill(w[i], rows[i] * cols[i], 20 + i);
+    }
+    ra_test_fill(x, n, 19);
+    uint8_t *m = malloc(B * S * S), *ones = malloc(B * S * S);
+    memset(ones, 1, B * S * S);
+    for (int64_t t = 0; t < B * S * S; t++) {
+        const int64_t i = t / S % S, j = t % S, end = i < 8 ? 8 : i < 15 ? 15 : S;
+        m[t] = j < end && (j == i || (t * 2654435761u >> 9) % 3 != 0);
+    }
+    ra_rope_config rope = ra_rope_config_default(0);
+    ra_layer_config cfg = {.struct_size = sizeof cfg, .dim = dim, .n_heads = H,
+                           .n_kv_heads = Hkv, .head_dim = D, .rope = &rope, .window = 5};
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w[0], .wk = w[1], .wv = w[2],
+                           .wo = w[3]};
+    ra_layer *l;
+    CHECK(ra_layer_create(&l, &cfg, &lw) == RA_OK, "%s", ra_last_error());
+    ra_tensor whole = ra_tensor_4d(m, RA_BOOL, B, 1, S, S);
+    ra_attention_options o = ra_attention_options_init();
+    o.attn_mask = &whole;
+    o.non_causal = 1;
+    CHECK(ra_layer_forward(NULL, l, want, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    float *xs = malloc(4 * n), *ys = malloc(4 * n), *plain = malloc(4 * n);
+    for (int pass = 0; pass < 3; pass++) { /* f32 masked, f16 masked, f32 all-true causal */
+        ra_kv_cache *cache = NULL;
+        CHECK(ra_kv_cache_create(&cache, B, S, Hkv, D, pass == 1 ? RA_F16 : RA_F32) == RA_OK,
+              "%s", ra_last_error());
+        for (int c = 0, start = 0; cache && c < 3; start += (int)chunks[c++]) {
+            const int64_t len = chunks[c], end = start + len;
+            for (int64_t b = 0; b < B; b++)
+                memcpy(xs + b * len * dim, x + (b * S + start) * dim, 4 * len * dim);
+            ra_tensor view = {(pass == 2 ? ones : m) + start * S, RA_BOOL, {B, 1, len, end},
+                              {S * S, 0, S, 1}};
+            ra_attention_options co = ra_attention_options_init();
+            co.attn_mask = &view;
+            co.non_causal = pass < 2;
+            CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, xs, B, len, NULL, &co) ==
+                      RA_OK, "pass %d chunk %d: %s", pass, c, ra_last_error());
+            for (int64_t b = 0; b < B; b++)
+                memcpy(got + (b * S + start) * dim, ys + b * len * dim, 4 * len * dim);
+        }
+        if (pass == 2) { /* the same chunks through ra_layer_forward_cached */
+            ra_kv_cache_reset(cache);
+            for (int c = 0, start = 0; c < 3; start += (int)chunks[c++]) {
+                const int64_t len = chunks[c];
+                for (int64_t b = 0; b < B; b++)
+                    memcpy(xs + b * len * dim, x + (b * S + start) * dim, 4 * len * dim);
+                CHECK(ra_layer_forward_cached(NULL, l, cache, ys, xs, B, len, NULL) == RA_OK,
+                      "%s", ra_last_error());
+                for (int64_t b = 0; b < B; b++)
+                    memcpy(plain + (b * S + start) * dim, ys + b * len * dim, 4 * len * dim);
+            }
+        }
+        const double e = ra_test_max_rel_diff(got, pass == 2 ? plain : want, n);
+        CHECK(e <= (pass == 1 ? 4e-3 : 1e-5), "pass %d: %.3g of max|y|", pass, e);
+        ra_kv_cache_destroy(cache);
+    }
+    /* refusals: an 8-bit cache holding tokens, another option, a mask of
+     * the wrong key length */
+    ra_kv_cache *cache = NULL;
+    CHECK(ra_kv_cache_create(&cache, B, S, Hkv, D, RA_I8) == RA_OK, "%s", ra_last_error());
+    ra_tensor first = {m, RA_BOOL, {B, 1, 8, 8}, {S * S, 0, S, 1}};
+    ra_tensor next = {m + 8 * S, RA_BOOL, {B, 1, 7, 15}, {S * S, 0, S, 1}};
+    ra_attention_options co = ra_attention_options_init();
+    co.attn_mask = &first;
+    co.non_causal = 1;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 8, NULL, &co) == RA_OK,
+          "an 8-bit cache's masked prefill: %s", ra_last_error());
+    co.attn_mask = &next;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, &co) ==
+              RA_ERR_UNSUPPORTED && strstr(ra_last_error(), "8-bit"), "%s", ra_last_error());
+    ra_kv_cache_destroy(cache);
+    CHECK(ra_kv_cache_create(&cache, B, S, Hkv, D, RA_F32) == RA_OK, "%s", ra_last_error());
+    co.attn_mask = &first;
+    co.padding_mask = ones;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 8, NULL, &co) ==
+              RA_ERR_ARGUMENT, "padding_mask: %s", ra_last_error());
+    co.padding_mask = NULL;
+    co.attn_mask = &next;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, &co) == RA_ERR_SHAPE,
+          "15 keys in an empty cache: %s", ra_last_error());
+    ra_kv_cache_destroy(cache);
+    ra_layer_destroy(l);
+    for (int i = 0; i < 4; i++) free(w[i]);
+    free(x), free(want), free(got), free(xs), free(ys), free(plain), free(m), free(ones);
+}
+
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
 static void simd_cases(void)
 {
@@ -840,6 +942,7 @@ static void simd_cases(void)
     RUN(test_thread_determinism);
     RUN(test_backward);
     RUN(test_layer);
+    RUN(test_layer_cached_mask);
 }
 
 int main(void)

@@ -16,7 +16,7 @@ uniform [-1, 1) values' distribution; each side in its own layout):
         layout), float32 or bfloat16 q, k, v; GQA two ways, the faster
         reported: enable_gqa=True, or transformers' repeat_kv first (its copy
         timed).  S 8192 runs only the way that won at S 2048 (when timed).
-  attention_decode_f32_l{4096,16384}, attention_decode_bf16_l16384
+  attention_decode_{f32,bf16}_l{4096,16384,32768}
         one token: q [1, 32, 1, 128] against cached k, v [1, 8, L, 128]
         (a DynamicCache's tensors), no mask; GQA two ways, the faster
         reported: enable_gqa=True, or transformers' pack_gqa (q as [1, 8,
@@ -74,9 +74,8 @@ HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 ROPE_SEQ = 4096
 PREFILL = {f"attention_prefill_{dt}_s{s}": (dt, s) for dt in ("f32", "bf16")
            for s in (512, 2048, 8192)}
-DECODE = {"attention_decode_f32_l4096": ("f32", 4096),
-          "attention_decode_f32_l16384": ("f32", 16384),
-          "attention_decode_bf16_l16384": ("bf16", 16384)}
+DECODE = {f"attention_decode_{dt}_l{n}": (dt, n) for dt in ("f32", "bf16")
+          for n in (4096, 16384, 32768)}
 ROPE = ("rope_half_f32",)
 ALL_CASES = list(PREFILL) + list(DECODE) + list(ROPE)
 

@@ -3,9 +3,10 @@
 # attention and PyTorch 2's SDPA (issue 44 item 5), in one run, at each
 # thread count of THREADS_LIST: per thread count, ropeattn-bench's decode
 # cases (its read limits and figures), bench/peers/ggml_decode (ggml and
-# ropeattn in one process on the same values, samples round-robin) and
-# bench/torch2.py's decode cases; then the machine, the versions and one
-# table of times, ratios and bytes read per second.
+# ropeattn in one process on the same values, samples alternating) and
+# bench/peers/sdpa_decode.py (PyTorch 2's SDPA and ropeattn the same way);
+# then the machine, the versions and one table of times, ratios and bytes
+# read per second.
 #   GGML_DIR=/path/to/ggml bash bench/peers/side_by_side.sh [OUT_DIR]
 # Run it alone on the machine; on a shared one, LOCK=FILE holds flock FILE
 # over each thread count's three stages (about 2 minutes each on 2 cores,
@@ -16,7 +17,7 @@
 # BUILD (default build, after make), THREADS_LIST (default "1 2"), REPEATS
 # (timed samples a case, default 7), LOCK (above).
 # Writes OUT_DIR (default $BUILD/peers/side_by_side): bench_tN.json,
-# bench_tN.notes, ggml_tN.jsonl, torch2_tN.json, table.md.
+# bench_tN.notes, ggml_tN.jsonl, sdpa_tN.jsonl, table.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${GGML_DIR:?side_by_side.sh: set GGML_DIR to a ggml checkout built with cmake}"
@@ -28,8 +29,6 @@ REPEATS=${REPEATS:-7}
 BENCH_CASES=attention_decode_f32_l4096,attention_decode_f32_l16384,attention_decode_f32_l32768,\
 attention_decode_bf16_l16384,attention_decode_int8_l16384,attention_decode_contig_f32_b32,\
 attention_decode_paged_f32_b32
-TORCH_CASES=attention_decode_f32_l4096,attention_decode_f32_l16384,attention_decode_f32_l32768,\
-attention_decode_bf16_l4096,attention_decode_bf16_l16384,attention_decode_bf16_l32768
 [ -x "$PY" ] || { echo "side_by_side.sh: no $PY (bash scripts/setup-hf-venv.sh)" >&2; exit 1; }
 [ -x "$BUILD/ropeattn-bench" ] || { echo "side_by_side.sh: no $BUILD/ropeattn-bench (make)" >&2; exit 1; }
 BUILD=$BUILD bash bench/peers/ggml.sh >/dev/null
@@ -41,8 +40,8 @@ for t in $THREADS_LIST; do
         --only "$BENCH_CASES" >"$OUT/bench_t$t.json" 2>"$OUT/bench_t$t.notes" || {
         echo "side_by_side.sh: ropeattn-bench failed:" >&2; cat "$OUT/bench_t$t.notes" >&2; exit 1; }
     "$BUILD/peers/ggml_decode" --threads "$t" --repeats "$REPEATS" >"$OUT/ggml_t$t.jsonl"
-    "$PY" bench/torch2.py --threads "$t" --repeats "$REPEATS" --only "$TORCH_CASES" \
-        >"$OUT/torch2_t$t.json"
+    "$PY" bench/peers/sdpa_decode.py --threads "$t" --repeats "$REPEATS" \
+        --lib "$BUILD/libropeattn.so" >"$OUT/sdpa_t$t.jsonl"
     if [ -n "${LOCK:-}" ]; then flock -u 9; fi
 done
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \

@@ -24,7 +24,6 @@ a message on a failed check or call.
 import argparse
 import ctypes
 import json
-import math
 import sys
 import time
 
@@ -105,9 +104,8 @@ def run_case(lib, threads, repeats, name):
     dt, length = CASES[name]
     dtype = torch.float32 if dt == "f32" else torch.bfloat16
     torch.manual_seed(0)
-    uniform = lambda *shape: torch.rand(*shape) * 2 - 1  # noqa: E731
-    k, v, q = uniform(1, length, KV_HEADS, HEAD_DIM), uniform(1, length, KV_HEADS, HEAD_DIM), \
-        uniform(1, 1, HEADS, HEAD_DIM)
+    k, v = (torch.rand(1, length, KV_HEADS, HEAD_DIM) * 2 - 1 for _ in range(2))
+    q = torch.rand(1, 1, HEADS, HEAD_DIM) * 2 - 1
     ours = Ours(lib, threads, dt, k, v, q)
     # SDPA's operands: [B, H, S, D] contiguous, in the case's dtype
     ks, vs = (x.transpose(1, 2).contiguous().to(dtype) for x in (k, v))

@@ -35,7 +35,7 @@ typedef struct attention_state {
     uint16_t *q16, *k16, *v16; /* q, k, v rounded to bf16 (bf16 cases), else NULL */
     ra_attention_options options; /* the masks of a masked case */
     float sinks[HEADS];
-    uint8_t *mask;  /* a masked case's attn_mask [1, 1, S, S] (RA_BOOL), or NULL */
+    void *mask;     /* a masked case's attn_mask [1, 1, S, S] (RA_BOOL or RA_F32), or NULL */
     ra_tensor mask_view;
 } attention_state;
 
@@ -45,8 +45,10 @@ typedef struct masked_params {
     double softcap;
     int sinks;
     int non_causal; /* no causal mask (an encoder's prefill) */
-    int half_mask;  /* a bool attn_mask whose odd 64-key stripes are empty:
-                       half the key tiles skipped */
+    int half_mask;       /* an attn_mask whose odd 64-key stripes are empty:
+                            half the key tiles skipped */
+    ra_dtype mask_dtype; /* its dtype: RA_BOOL (1 and 0) or RA_F32 (additive:
+                            0 and -Inf) */
 } masked_params;
 
 static void attention_teardown(void *state)
@@ -102,27 +104,36 @@ static int bf16_setup(const void *params, ra_context *ctx, void **state)
     return 0;
 }
 
-/* attention_setup, then the case's window, soft-cap (Gemma 2's 50) or
- * sinks (gpt-oss's, one per head around 0). */
-static int masked_setup(const void *params, ra_context *ctx, void **state)
+/* s's options: the case's window, soft-cap (Gemma 2's 50), sinks
+ * (gpt-oss's, one per head around 0), non_causal and half-empty attn_mask. */
+static int masked_options(attention_state *s, const masked_params *m)
 {
-    const masked_params *m = params;
-    if (attention_setup(&m->seq, ctx, state)) return 1;
-    attention_state *s = *state;
+    s->options = ra_attention_options_init();
     s->options.window = m->window;
     s->options.softcap = m->softcap;
     for (int h = 0; h < HEADS; h++) s->sinks[h] = (float)(h % 5) * 0.5f - 1.0f;
     if (m->sinks) s->options.sinks = s->sinks;
     s->options.non_causal = m->non_causal;
-    if (m->half_mask) {
-        s->mask = malloc((size_t)(m->seq * m->seq));
-        if (!s->mask) return cli_fail(EXIT_FAIL, "bench: out of memory for attention");
-        for (int64_t i = 0; i < m->seq; i++)
-            for (int64_t j = 0; j < m->seq; j++) s->mask[i * m->seq + j] = (j / 64) % 2 == 0;
-        s->mask_view = (ra_tensor){s->mask, RA_BOOL, {1, 1, m->seq, m->seq}, {0, 0, m->seq, 1}};
-        s->options.attn_mask = &s->mask_view;
+    if (!m->half_mask) return 0;
+    const int64_t n = m->seq * m->seq;
+    s->mask = malloc((size_t)n * ra_dtype_size(m->mask_dtype));
+    if (!s->mask) return cli_fail(EXIT_FAIL, "bench: out of memory for attention");
+    for (int64_t i = 0; i < n; i++) {
+        const int seen = (i % m->seq / 64) % 2 == 0;
+        if (m->mask_dtype == RA_BOOL) ((uint8_t *)s->mask)[i] = (uint8_t)seen;
+        else ((float *)s->mask)[i] = seen ? 0.0f : -INFINITY;
     }
+    s->mask_view = (ra_tensor){s->mask, m->mask_dtype, {1, 1, m->seq, m->seq}, {0, 0, m->seq, 1}};
+    s->options.attn_mask = &s->mask_view;
     return 0;
+}
+
+/* attention_setup, then the case's masks (masked_options). */
+static int masked_setup(const void *params, ra_context *ctx, void **state)
+{
+    const masked_params *m = params;
+    if (attention_setup(&m->seq, ctx, state)) return 1;
+    return masked_options(*state, m);
 }
 
 static ra_status attention_path(attention_state *s, ra_context *ctx, ra_attention_path path,
@@ -194,12 +205,28 @@ static void backward_teardown(void *state)
     free(s->fwd.q16);
     free(s->fwd.k16);
     free(s->fwd.v16);
+    free(s->fwd.mask);
     free(s->lse);
     free(s->dout);
     free(s->dq);
     free(s->dk);
     free(s->dv);
     free(s);
+}
+
+/* The forward (with lse) on the state's q, k and v (their bf16 copies where
+ * made) under its options, untimed: the backward's out and lse. */
+static int backward_forward(backward_state *s, ra_context *ctx)
+{
+    attention_state *f = &s->fwd;
+    const int bf16 = f->q16 != NULL;
+    const ra_dtype dt = bf16 ? RA_BF16 : RA_F32;
+    ra_tensor q = ra_tensor_4d(bf16 ? (void *)f->q16 : f->q, dt, 1, f->seq, HEADS, HEAD_DIM);
+    ra_tensor k = ra_tensor_4d(bf16 ? (void *)f->k16 : f->k, dt, 1, f->seq, KV_HEADS, HEAD_DIM);
+    ra_tensor v = ra_tensor_4d(bf16 ? (void *)f->v16 : f->v, dt, 1, f->seq, KV_HEADS, HEAD_DIM);
+    ra_tensor o = ra_tensor_4d(f->out, RA_F32, 1, f->seq, HEADS, HEAD_DIM);
+    ra_status status = ra_attention_forward_lse(ctx, &o, s->lse, &q, &k, &v, &f->options);
+    return status == RA_OK ? 0 : cli_fail_status(status, "bench: the forward before the backward");
 }
 
 /* Inputs as the forward's, then the forward itself (with lse), untimed. */
@@ -220,14 +247,10 @@ static int backward_setup(const void *params, ra_context *ctx, void **state)
     s->dq = bench_random_floats(n_q, 21);
     s->dk = bench_random_floats(n_kv, 22);
     s->dv = bench_random_floats(n_kv, 23);
+    f->options = ra_attention_options_init();
     if (!f->q || !f->k || !f->v || !f->out || !s->lse || !s->dout || !s->dq || !s->dk || !s->dv)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the attention backward");
-    ra_tensor q = ra_tensor_4d(f->q, RA_F32, 1, f->seq, HEADS, HEAD_DIM);
-    ra_tensor k = ra_tensor_4d(f->k, RA_F32, 1, f->seq, KV_HEADS, HEAD_DIM);
-    ra_tensor v = ra_tensor_4d(f->v, RA_F32, 1, f->seq, KV_HEADS, HEAD_DIM);
-    ra_tensor o = ra_tensor_4d(f->out, RA_F32, 1, f->seq, HEADS, HEAD_DIM);
-    ra_status status = ra_attention_forward_lse(ctx, &o, s->lse, &q, &k, &v, NULL);
-    return status == RA_OK ? 0 : cli_fail_status(status, "bench: the forward before the backward");
+    return backward_forward(s, ctx);
 }
 
 /* backward_setup, then q, k and v rounded to bf16 and the forward again on
@@ -242,12 +265,18 @@ static int bf16_backward_setup(const void *params, ra_context *ctx, void **state
     f->v16 = to_bf16(f->v, f->seq * KV_HEADS * HEAD_DIM);
     if (!f->q16 || !f->k16 || !f->v16)
         return cli_fail(EXIT_FAIL, "bench: out of memory for the attention backward");
-    ra_tensor q = ra_tensor_4d(f->q16, RA_BF16, 1, f->seq, HEADS, HEAD_DIM);
-    ra_tensor k = ra_tensor_4d(f->k16, RA_BF16, 1, f->seq, KV_HEADS, HEAD_DIM);
-    ra_tensor v = ra_tensor_4d(f->v16, RA_BF16, 1, f->seq, KV_HEADS, HEAD_DIM);
-    ra_tensor o = ra_tensor_4d(f->out, RA_F32, 1, f->seq, HEADS, HEAD_DIM);
-    ra_status status = ra_attention_forward_lse(ctx, &o, s->lse, &q, &k, &v, NULL);
-    return status == RA_OK ? 0 : cli_fail_status(status, "bench: the forward before the backward");
+    return backward_forward(s, ctx);
+}
+
+/* backward_setup (seq), then the case's masks (masked_options) and the
+ * forward again under them (its out and lse). */
+static int masked_backward_setup(const void *params, ra_context *ctx, void **state)
+{
+    const masked_params *m = params;
+    if (backward_setup(&m->seq, ctx, state)) return 1;
+    backward_state *s = *state;
+    if (masked_options(&s->fwd, m)) return 1;
+    return backward_forward(s, ctx);
 }
 
 /* The backward on q, k and v, or on their bf16 copies where setup made them. */
@@ -267,8 +296,8 @@ static ra_status backward_run(void *state, ra_context *ctx)
     ra_tensor dq = ra_tensor_4d(s->dq, RA_F32, 1, seq, HEADS, HEAD_DIM);
     ra_tensor dk = ra_tensor_4d(s->dk, RA_F32, 1, seq, KV_HEADS, HEAD_DIM);
     ra_tensor dv = ra_tensor_4d(s->dv, RA_F32, 1, seq, KV_HEADS, HEAD_DIM);
-    return ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &o,
-                                 s->lse, NULL);
+    return ra_attention_backward(ctx, &dq, &dk, &dv, &dout, &q, &k, &v, &o, s->lse,
+                                 &s->fwd.options);
 }
 
 /* The reference backward at S = 2048 takes minutes: finite gradients here;
@@ -504,11 +533,12 @@ static int projections_check(void *state, ra_context *ctx)
 }
 
 static const int64_t seq_512 = 512, seq_2048 = 2048, seq_8192 = 8192, seq_32768 = 32768;
-static const masked_params window_8192 = {8192, 1024, 0, 0, 0, 0},
-                           softcap_2048 = {2048, 0, 50.0, 0, 0, 0},
-                           sinks_2048 = {2048, 0, 0, 1, 0, 0},
-                           noncausal_2048 = {2048, 0, 0, 0, 1, 0},
-                           halfmask_2048 = {2048, 0, 0, 0, 0, 1};
+static const masked_params window_8192 = {8192, 1024, 0, 0, 0, 0, RA_F32},
+                           softcap_2048 = {2048, 0, 50.0, 0, 0, 0, RA_F32},
+                           sinks_2048 = {2048, 0, 0, 1, 0, 0, RA_F32},
+                           noncausal_2048 = {2048, 0, 0, 0, 1, 0, RA_F32},
+                           halfmask_2048 = {2048, 0, 0, 0, 0, 1, RA_BOOL},
+                           halfmask_f32_2048 = {2048, 0, 0, 0, 0, 1, RA_F32};
 
 /* Causal: half of the 4 B H S^2 D flops of q k^T and p v. */
 #define ATTENTION_FLOPS(seq) (2.0 * HEADS * (seq) * (seq) * HEAD_DIM)
@@ -553,8 +583,9 @@ static const masked_params window_8192 = {8192, 1024, 0, 0, 0, 0},
  * bf16 q, k and v at 1.5 times the float32 case's rate or more, forward and
  * backward (time ratios <= 1 / 1.5 in the same run).  Issue 43: non-causal
  * attention (twice the causal flops) within 2.2 times the causal case's
- * time; a bool attn_mask leaving half the key tiles empty (skipped) within
- * 0.8 of it (half the flops, and the masked softmax on the other half).  Issue 40: the
+ * time; a bool or additive f32 attn_mask leaving half the key tiles empty
+ * (skipped) within 0.8 of it (half the flops, and the masked softmax on the
+ * other half), forward and backward.  Issue 40: the
  * forward's f32 and bf16 cases at S 512, 2048 and 8192 beside PyTorch 2's
  * scaled_dot_product_attention (bench/torch2.py), 1.5 times its speed. */
 const bench_case bench_attention_cases[] = {
@@ -598,6 +629,12 @@ const bench_case bench_attention_cases[] = {
      .work_is_flops = 1, .params = &halfmask_2048, .setup = masked_setup, .run = attention_run,
      .check = attention_check, .teardown = attention_teardown,
      .parts = "attention_prefill_f32_s2048", .parts_target = 0.8},
+    {.name = "attention_prefill_f32_s2048_halfmask_f32",
+     .shape = "B1 H32 Hkv8 D128 S2048 causal, additive f32 attn_mask half empty, flash",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 0.5 * ATTENTION_FLOPS(2048),
+     .work_is_flops = 1, .params = &halfmask_f32_2048, .setup = masked_setup,
+     .run = attention_run, .check = attention_check, .teardown = attention_teardown,
+     .parts = "attention_prefill_f32_s2048", .parts_target = 0.8},
     BF16_CASE("attention_prefill_bf16_s512", "B1 H32 Hkv8 D128 S512 causal, bf16 q k v, flash",
               seq_512, 512, 0),
     {.name = "attention_prefill_bf16_s2048", .shape = "B1 H32 Hkv8 D128 S2048 causal, bf16 q k v, flash",
@@ -617,6 +654,12 @@ const bench_case bench_attention_cases[] = {
      .work_is_flops = 1, .params = &seq_2048, .setup = bf16_backward_setup,
      .run = backward_run, .check = backward_check, .teardown = backward_teardown,
      .parts = "attention_backward_f32_s2048", .parts_target = 1 / 1.5},
+    {.name = "attention_backward_f32_s2048_halfmask",
+     .shape = "B1 H32 Hkv8 D128 S2048 causal, additive f32 attn_mask half empty, flash dq dk dv",
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 1.25 * ATTENTION_FLOPS(2048),
+     .work_is_flops = 1, .params = &halfmask_f32_2048, .setup = masked_backward_setup,
+     .run = backward_run, .check = backward_check, .teardown = backward_teardown,
+     .parts = "attention_backward_f32_s2048", .parts_target = 0.8},
     {.name = "layer_projections_f32_s2048", .shape = "the layer's x wq^T, x wk^T, x wv^T, o wo^T",
      .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = PROJECTION_FLOPS(2048),
      .work_is_flops = 1, .params = &seq_2048, .setup = projections_setup,

@@ -446,7 +446,8 @@ python:
 
 # tests/fixtures (Debian's python3), and tests/hf where .venv-hf exists
 # (scripts/setup-hf-venv.sh: transformers and torch as tests/hf/requirements.txt
-# pins them); `make hf-fixtures` remakes tests/hf alone, afresh.
+# pins them); `make hf-fixtures` remakes tests/hf and tests/hf_unpadded
+# (ModernBERT's unpadded batches, tests/hf/unpadded_cases.py) alone, afresh.
 HF_VENV ?= .venv-hf
 HF_PYTHON = $(HF_VENV)/bin/python
 fixtures:
@@ -460,6 +461,10 @@ hf-fixtures:
 	$(HF_PYTHON) tests/hf/make_hf_cases.py $(BUILD)/hf-fixtures
 	find tests/hf -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 	cp -r $(BUILD)/hf-fixtures/. tests/hf/
+	rm -rf $(BUILD)/hf-unpadded
+	$(HF_PYTHON) tests/hf/unpadded_cases.py $(BUILD)/hf-unpadded
+	rm -rf tests/hf_unpadded
+	cp -r $(BUILD)/hf-unpadded tests/hf_unpadded
 
 # The end-to-end suite inside transformers (tests/hf_e2e): tiny models of
 # every family built by transformers, run with attn_implementation="ropeattn"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """unpadded_cases.py: ModernBERT's unpadded batches as packed documents.
 
-    .venv-hf/bin/python tests/hf/unpadded_cases.py tests/hf_unpadded
+    .venv-hf/bin/python tests/hf/unpadded_cases.py tests/hf_unpadded    (make hf-fixtures)
 
 ModernBERT's flash-attention path ran a padded batch unpadded: the real
 tokens of every row one after another, cu_seqlens at each row's end,

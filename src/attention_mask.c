@@ -10,6 +10,65 @@
 #include "attention_internal.h"
 #include "rope_internal.h"
 
+/* Whether an attn_mask value is +Inf or a NaN: f32 x (x - x is NaN there
+ * and at -Inf), or 16-bit bits x whose exponent field is exp (all ones,
+ * but -Inf: the sign bit too). */
+#define BAD_F32(x) (((x) - (x) != 0.0f) & ((x) != -INFINITY))
+#define BAD_16(x) ((((x) & exp) == exp) & ((x) != (uint16_t)(0x8000u | exp)))
+
+/* The first of n values from p (one every stride) that bad() holds for,
+ * or -1 (exp: BAD_16's).  Runs of 256 are tested by OR-ing bad() over
+ * them (a loop the compiler vectorizes), the culprit sought only in a run
+ * that holds one. */
+#define FIRST_NONFINITE(name, type, bad)                                                     \
+    static int64_t name(const type *p, int64_t n, int64_t stride, uint16_t exp)             \
+    {                                                                                        \
+        (void)exp;                                                                           \
+        for (int64_t j0 = 0; j0 < n; j0 += 256) {                                            \
+            const int64_t m = n - j0 < 256 ? n - j0 : 256;                                    \
+            const type *run = p + j0 * stride;                                               \
+            int any = 0;                                                                     \
+            if (stride == 1)                                                                 \
+                for (int64_t j = 0; j < m; j++) any |= bad(run[j]);                          \
+            else                                                                             \
+                for (int64_t j = 0; j < m; j++) any |= bad(run[j * stride]);                 \
+            for (int64_t j = 0; any && j < m; j++)                                           \
+                if (bad(run[j * stride])) return j0 + j;                                     \
+        }                                                                                    \
+        return -1;                                                                           \
+    }
+FIRST_NONFINITE(first_nonfinite_f32, float, BAD_F32)
+FIRST_NONFINITE(first_nonfinite_16, uint16_t, BAD_16)
+#undef FIRST_NONFINITE
+#undef BAD_16
+#undef BAD_F32
+
+/* attn_mask's additive values (mask's attn fields set; shape: its view's)
+ * all finite or -Inf: each distinct element read once (a broadcast axis, of
+ * extent 1 or stride 0, at index 0 only), a row of Sk at a time. */
+static ra_status check_attn_values(const ra_attention_mask *mask, const int64_t shape[4])
+{
+    const int64_t *st = mask->attn_stride;
+    int64_t n[4];
+    for (int d = 0; d < 4; d++) n[d] = st[d] ? shape[d] : 1;
+    const int wide = mask->attn_dtype == RA_F32;
+    const uint16_t exp = mask->attn_dtype == RA_F16 ? 0x7c00 : 0x7f80; /* f16, bf16 */
+    for (int64_t b = 0; b < n[0]; b++)
+        for (int64_t h = 0; h < n[1]; h++)
+            for (int64_t i = 0; i < n[2]; i++) {
+                const int64_t at = b * st[0] + h * st[1] + i * st[2];
+                const int64_t j =
+                    wide ? first_nonfinite_f32((const float *)mask->attn + at, n[3], st[3], exp)
+                         : first_nonfinite_16((const uint16_t *)mask->attn + at, n[3], st[3], exp);
+                if (j >= 0)
+                    return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: attn_mask[%lld, "
+                                   "%lld, %lld, %lld] is %g: must be finite or -Inf",
+                                   (long long)b, (long long)h, (long long)i, (long long)j,
+                                   (double)ra_mask_attn(mask, b, h, i, j));
+            }
+    return RA_OK;
+}
+
 /* attn_mask's view against [B, H, Sq, Sk] (full): data, dtype, shape,
  * strides and values; fills mask's attn fields. */
 static ra_status read_attn_mask(ra_attention_mask *mask, const ra_tensor *t,
@@ -42,19 +101,7 @@ static ra_status read_attn_mask(ra_attention_mask *mask, const ra_tensor *t,
     mask->attn = t->data;
     mask->attn_dtype = t->dtype;
     mask->attn_bytes = (size_t)(last + 1) * ra_dtype_size(t->dtype);
-    if (t->dtype == RA_BOOL) return RA_OK;
-    for (int64_t b = 0; b < t->shape[0]; b++) /* finite or -Inf */
-        for (int64_t h = 0; h < t->shape[1]; h++)
-            for (int64_t i = 0; i < t->shape[2]; i++)
-                for (int64_t j = 0; j < t->shape[3]; j++) {
-                    float v = ra_mask_attn(mask, b, h, i, j);
-                    if (!(v == -INFINITY || isfinite(v)))
-                        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: attn_mask[%lld, "
-                                       "%lld, %lld, %lld] is %g: must be finite or -Inf",
-                                       (long long)b, (long long)h, (long long)i, (long long)j,
-                                       (double)v);
-                }
-    return RA_OK;
+    return t->dtype == RA_BOOL ? RA_OK : check_attn_values(mask, t->shape);
 }
 
 ra_status ra_attention_mask_read_keys(ra_attention_mask *mask,

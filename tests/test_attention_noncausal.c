@@ -424,6 +424,61 @@ static void test_thread_determinism(void)
     ra_context_destroy(ctx);
 }
 
+/* The additive mask's values scan: NaN and +Inf refused in each dtype,
+ * -Inf taken, the first bad element named by its index: past the first run
+ * of 256 keys, through a stride of 2, and on an axis of stride 0 (index
+ * 0 there, each distinct element read once). */
+static void test_mask_values(void)
+{
+    enum { SK = 300 };
+    static float kv[SK * 8], buf[4 * 2 * 8], out[4 * 2 * 8];
+    ra_tensor q = ra_tensor_4d(buf, RA_F32, 1, 4, 2, 8), k = ra_tensor_4d(kv, RA_F32, 1, SK, 1, 8);
+    ra_tensor o = ra_tensor_4d(out, RA_F32, 1, 4, 2, 8);
+    static float m32[2 * 4 * 2 * SK];
+    static uint16_t m16[2 * 4 * SK];
+    ra_attention_options opt = ra_attention_options_init();
+    opt.path = RA_PATH_REFERENCE;
+    const ra_dtype dts[3] = {RA_F32, RA_F16, RA_BF16};
+    static const char *const names[3] = {"f32", "f16", "bf16"};
+    for (int d = 0; d < 3; d++) {
+        const int wide = dts[d] == RA_F32;
+        /* [1, 2, 4, SK] read with stride 2 on the keys (f32: every other float) */
+        ra_tensor tm = {wide ? (void *)m32 : (void *)m16, dts[d], {1, 2, 4, SK},
+                        {0, 4 * 2 * SK, 2 * SK, wide ? 2 : 1}};
+        if (!wide) tm.stride[1] = 4 * SK, tm.stride[2] = SK;
+        opt.attn_mask = &tm;
+        const float bad[3] = {NAN, INFINITY, -INFINITY};
+        for (int b = 0; b < 3; b++) {
+            memset(m32, 0, sizeof m32);
+            memset(m16, 0, sizeof m16);
+            const int64_t at = 1 * tm.stride[1] + 2 * tm.stride[2] + 270 * tm.stride[3];
+            if (wide) m32[at] = bad[b];
+            else ra_convert(m16 + at, dts[d], &bad[b], RA_F32, 1);
+            if (wide) m32[at + 1] = NAN; /* between the strided elements: never read */
+            ra_status st = ra_attention(NULL, &o, &q, &k, &k, &opt);
+            if (b == 2) {
+                CHECK(st == RA_OK, "%s -Inf: %s", names[d], ra_last_error());
+                continue;
+            }
+            CHECK(st == RA_ERR_ARGUMENT, "%s %g in the mask", names[d],
+                  (double)bad[b]);
+            CHECK(strstr(ra_last_error(), "[0, 1, 2, 270]") != NULL, "names the index: %s",
+                  ra_last_error());
+        }
+        /* stride 0 on the queries: row 0 stands for every query */
+        memset(m32, 0, sizeof m32);
+        memset(m16, 0, sizeof m16);
+        tm.stride[2] = 0;
+        const int64_t at = tm.stride[1] + 5 * tm.stride[3];
+        if (wide) m32[at] = INFINITY;
+        else ra_convert(m16 + at, dts[d], &bad[1], RA_F32, 1);
+        CHECK(ra_attention(NULL, &o, &q, &k, &k, &opt) == RA_ERR_ARGUMENT, "%s +Inf, stride 0",
+              names[d]);
+        CHECK(strstr(ra_last_error(), "[0, 1, 0, 5]") != NULL, "names the index: %s",
+              ra_last_error());
+    }
+}
+
 /* Every refusal, and hostile attn_mask views (as a fuzzer would build
  * them): negative strides, huge shapes and strides, NULL data. */
 static void test_refusals(void)
@@ -950,6 +1005,7 @@ int main(void)
     ra_test_each_isa(simd_cases);
     RUN(test_reference_matches_oracle);
     RUN(test_refusals);
+    RUN(test_mask_values);
     RUN(test_backward_finite_differences);
     RUN(test_backward_refusals);
     return ra_test_summary("attention_noncausal");

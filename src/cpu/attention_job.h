@@ -130,6 +130,23 @@ static inline void ra_mask_attn_row(const ra_attention_mask *mask, int64_t b, in
     }
 }
 
+/* Whether attn_mask lets query row i of (b, h) see one of the keys lo .. hi
+ * of the tile of nk keys from k0 (a flash tile's row bounds, clamped to
+ * 0 .. nk - 1 here), padding keys (padkey[j] nonzero) aside: the quick check
+ * that lets the flash kernels skip a tile it leaves empty before building
+ * it.  line: [RA_FLASH_BK] scratch. */
+static inline int ra_mask_attn_row_sees(const ra_attention_mask *mask, int64_t b, int64_t h,
+                                        int64_t i, int64_t k0, int64_t nk, float lo, float hi,
+                                        const float *padkey, float *line)
+{
+    const int64_t l = lo < 0 ? 0 : (int64_t)lo, e = hi > nk - 1 ? nk - 1 : (int64_t)hi;
+    if (l > e) return 0;
+    ra_mask_attn_row(mask, b, h, i, k0 + l, e - l + 1, line, 1);
+    for (int64_t j = l; j <= e; j++)
+        if (line[j - l] != -INFINITY && !padkey[j]) return 1;
+    return 0;
+}
+
 /* attn_mask's value at (b, h, i, j) (ra_mask_attn_row's); 0 without one. */
 static inline float ra_mask_attn(const ra_attention_mask *mask, int64_t b, int64_t h, int64_t i,
                                  int64_t j)

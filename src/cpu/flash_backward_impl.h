@@ -245,11 +245,19 @@ static void load_query_stats(const backward_tile *t, const ra_flash_backward_job
 /* attn_mask's tile (t->am) for query rows q0 .. q0 + nq - 1 of (b, h) and
  * keys k0 .. k0 + nk - 1: -Inf where a row does not see a key (lo .. hi,
  * padding), 0 on rows past nq and padding queries (P = 0 there anyway);
- * returns whether some row sees some key (else the tile adds nothing). */
+ * returns whether some row sees some key (else the tile adds nothing).  A
+ * tile left empty is skipped at the cost of reading each row's values into
+ * a row of BK (the forward's quick check) without writing the tile. */
 static int backward_tile_attn(const backward_tile *t, const ra_attention_mask *mask, int64_t b,
                               int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk)
 {
     int any = 0;
+    float line[BK];
+    for (int64_t r = 0; r < nq && !any; r++)
+        any = t->first[r] >= 0 &&
+              ra_mask_attn_row_sees(mask, b, h, q0 + r, k0, nk, t->lo[r], t->hi[r], t->padkey,
+                                    line);
+    if (!any) return 0;
     for (int64_t r = 0; r < BQ; r++) {
         float *col = t->am + r; /* [j * BQ] */
         if (r >= nq || t->first[r] < 0) {
@@ -261,12 +269,10 @@ static int backward_tile_attn(const backward_tile *t, const ra_attention_mask *m
         for (int64_t j = 0; j < nk; j++) col[j * BQ] = -INFINITY;
         if (lo > hi) continue;
         ra_mask_attn_row(mask, b, h, q0 + r, k0 + lo, hi - lo + 1, col + lo * BQ, BQ);
-        for (int64_t j = lo; j <= hi; j++) {
+        for (int64_t j = lo; j <= hi; j++)
             if (t->padkey[j]) col[j * BQ] = -INFINITY;
-            any |= col[j * BQ] != -INFINITY;
-        }
     }
-    return any;
+    return 1;
 }
 
 /* Q and dO rows, then Qt and dOt from them, for query rows [q0, q0 + nq);

@@ -499,12 +499,9 @@ static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flas
     float line[BK];
     for (int64_t r = 0; r < rows && !any; r++) {
         const int64_t h = r / blk->block_q, qi = r % blk->block_q;
-        const int64_t lo = t->lo[r] < 0 ? 0 : (int64_t)t->lo[r];
-        const int64_t hi = t->hi[r] > nk - 1 ? nk - 1 : (int64_t)t->hi[r];
-        if (h >= rep || qi >= blk->nq || lo > hi) continue;
-        ra_mask_attn_row(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0 + lo, hi - lo + 1,
-                         line, 1);
-        for (int64_t j = lo; j <= hi && !any; j++) any = line[j - lo] != -INFINITY && !t->padkey[j];
+        any = h < rep && qi < blk->nq &&
+              ra_mask_attn_row_sees(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0, nk,
+                                    t->lo[r], t->hi[r], t->padkey, line);
     }
     if (!any) return 0;
     for (int64_t r = 0; r < rows; r++) {

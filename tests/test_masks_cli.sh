@@ -358,7 +358,7 @@ must be [2, 12]|--attention-mask $FM/ints.npy
 1 to 4 dimensions|--attention-mask $FM/five.npy
 truncated.npy|--attention-mask $FM/truncated.npy
 is not run with --prefill|--attention-mask $FM/causal.npy --prefill 4
-is not run with --token-type-ids|--attention-mask $FM/causal.npy --token-type-ids $TMP/cases/padded/mask.npy
+does not read token_type_ids|--attention-mask $FM/causal.npy --token-type-ids $TMP/cases/padded/mask.npy
 EOF
 
 # latent attention (DeepSeek-V3's fixture) refuses a full mask, by name

@@ -92,6 +92,71 @@ PY
     fi
 done
 
+# A full --attention-mask with --token-type-ids: a key is seen where both
+# masks let it.  The padding as a full bool mask on the keys [B, 1, 1, S]
+# gives transformers' y on the tokens (layers 0 and 1); and on the full
+# layer 1, a bool mask and an additive float one give the bytes of
+# `--no-causal --attention-mask` over the two joined in numpy (the token
+# types' mask as ra_hf_token_type_mask documents it), y and --grads alike.
+"$PY" - "$F" "$TMP" <<'PY'
+import sys
+import numpy as np
+F, T = sys.argv[1:3]
+tt, pad = np.load(F + "/token_type_ids.npy"), np.load(F + "/attention_mask.npy").astype(bool)
+B, S = tt.shape
+np.save(T + "/pad_full.npy", pad[:, None, None, :])
+keep = np.tril(np.ones((S, S), bool))[None].repeat(B, 0)  # j <= i, or the same image block
+for b in range(B):
+    block, n = np.full(S, -1), 0
+    for i in range(S):
+        if tt[b, i] == 1:
+            n += i == 0 or tt[b, i - 1] != 1
+            block[i] = n
+    keep[b] |= (block[:, None] == block[None, :]) & (block[:, None] >= 0)
+keep = keep[:, None]
+rng = np.random.default_rng(43)
+m = rng.random((B, 1, S, S)) < 0.7
+np.save(T + "/m_bool.npy", m)
+np.save(T + "/c_bool.npy", m & keep)
+f = rng.uniform(-1, 1, (1, 4, S, S)).astype(np.float32)
+f[..., 3] = -np.inf
+np.save(T + "/m_f32.npy", f)
+np.save(T + "/c_f32.npy", np.where(keep, f, -np.inf).astype(np.float32))
+PY
+for layer in 0 1; do
+    if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/yp$layer.npy" \
+        --layer $layer --token-type-ids "$F/token_type_ids.npy" \
+        --attention-mask "$TMP/pad_full.npy" 2>"$TMP/err" &&
+        "$PY" - "$TMP/yp$layer.npy" "$F/y$layer.npy" "$F/attention_mask.npy" <<'PY'; then
+import sys
+import numpy as np
+y, want, pad = np.load(sys.argv[1]), np.load(sys.argv[2]), np.load(sys.argv[3]).astype(bool)
+e = np.abs(y - want)[pad].max() / np.abs(want).max()
+print(f"{sys.argv[2]}: y {e:.2g} of max|y| (padding as a full mask)")
+sys.exit(0 if e <= 1e-5 else 1)
+PY
+        pass
+    else
+        fail "layer $layer: padding as a full mask with --token-type-ids: $(cat "$TMP/err")"
+    fi
+done
+for kind in bool f32; do
+    grads=()
+    [ $kind = bool ] && grads=(--grad-output "$F/dy1.npy")
+    if "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/ya.npy" --layer 1 \
+        --token-type-ids "$F/token_type_ids.npy" --attention-mask "$TMP/m_$kind.npy" \
+        ${grads[@]+"${grads[@]}"} ${grads[@]+--grads "$TMP/ga.safetensors"} 2>"$TMP/err" &&
+        "$RA" attention --weights "$W" --input "$F/x.npy" --output "$TMP/yb.npy" --layer 1 \
+        --no-causal --attention-mask "$TMP/c_$kind.npy" \
+        ${grads[@]+"${grads[@]}"} ${grads[@]+--grads "$TMP/gb.safetensors"} 2>>"$TMP/err" &&
+        cmp -s "$TMP/ya.npy" "$TMP/yb.npy" &&
+        { [ $kind != bool ] || cmp -s "$TMP/ga.safetensors" "$TMP/gb.safetensors"; }; then
+        pass
+    else
+        fail "$kind full mask with --token-type-ids differs from the joined mask: $(cat "$TMP/err")"
+    fi
+done
+
 refused() { # status, text, args...: the run fails with that status, naming text
     local want=$1 text=$2
     shift 2

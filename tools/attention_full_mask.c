@@ -2,6 +2,8 @@
  * attention_full_mask.c — --attention-mask of bool or float values
  * (attention_full_mask.h).
  */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention_full_mask.h"
@@ -54,8 +56,42 @@ int full_mask_read(const char *path, int64_t batch, int64_t seq, full_mask *out)
     return 0;
 }
 
+int full_mask_join(full_mask *m, const uint8_t *keep, int64_t batch, int64_t seq)
+{
+    const ra_tensor *v = &m->view;
+    const int64_t heads = v->shape[1];
+    const size_t size = ra_dtype_size(v->dtype);
+    /* a masked element's bytes: false, or -inf in float32 or float16 */
+    const uint8_t off_bool = 0;
+    const uint16_t off_f16 = 0xfc00;
+    const float off_f32 = -INFINITY;
+    const void *off = v->dtype == RA_BOOL ? (const void *)&off_bool
+                      : v->dtype == RA_F16 ? (const void *)&off_f16
+                                           : (const void *)&off_f32;
+    char *out = malloc((size_t)(batch * heads * seq * seq) * size);
+    if (!out) return cli_fail(EXIT_FAIL, "out of memory for the joined attention mask");
+    char *dst = out;
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t i = 0; i < seq; i++)
+                for (int64_t j = 0; j < seq; j++, dst += size) {
+                    /* m's element (b, h, i, j), broadcast where its extent is 1 */
+                    const int64_t at = (v->shape[0] == 1 ? 0 : b) * v->stride[0] +
+                                       h * v->stride[1] +
+                                       (v->shape[2] == 1 ? 0 : i) * v->stride[2] +
+                                       (v->shape[3] == 1 ? 0 : j) * v->stride[3];
+                    const char *src = (const char *)v->data + (size_t)at * size;
+                    memcpy(dst, keep[(b * seq + i) * seq + j] ? src : off, size);
+                }
+    free(m->joined);
+    m->joined = out;
+    m->view = ra_tensor_4d(out, v->dtype, batch, heads, seq, seq);
+    return 0;
+}
+
 void full_mask_free(full_mask *m)
 {
+    free(m->joined);
     ra_npy_free(&m->npy);
     memset(m, 0, sizeof *m);
 }

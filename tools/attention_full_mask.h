@@ -14,7 +14,8 @@
 
 typedef struct full_mask {
     ra_npy npy;     /* the values read (bool, float32 or float16) */
-    ra_tensor view; /* npy as [B or 1, H or 1, seq or 1, seq or 1] */
+    void *joined;   /* full_mask_join's values, or NULL */
+    ra_tensor view; /* npy as [B or 1, H or 1, seq or 1, seq or 1], or joined */
 } full_mask;
 
 /* M.npy at path into *out: bool (nonzero = may attend) or additive float
@@ -25,6 +26,14 @@ typedef struct full_mask {
  * mask: attention_mask_read); on failure prints one message and returns
  * EXIT_FAIL (the .npy reader names any other dtype). */
 int full_mask_read(const char *path, int64_t batch, int64_t seq, full_mask *out);
+
+/* m (read) joined with a mask that also applies, bool keep [batch, 1, seq,
+ * seq] (nonzero = may attend: --token-type-ids' mask): a key is seen where
+ * both let it.  m's view becomes [batch, m's heads, seq, seq] of its dtype,
+ * m's value where keep lets the key be seen, else masked (false, or -inf:
+ * exactly the sum of m and keep's additive 0 or -inf).  On failure prints
+ * one message and returns EXIT_FAIL. */
+int full_mask_join(full_mask *m, const uint8_t *keep, int64_t batch, int64_t seq);
 void full_mask_free(full_mask *m);
 
 #endif

@@ -86,8 +86,9 @@ static const char usage[] =
     "                  or float32/float16/float64 (added to the scaled logits;\n"
     "                  finite or -inf), [batch, heads, seq, seq] or its last 1 to\n"
     "                  3 dimensions, each extent the input's or 1; it masks with\n"
-    "                  the causal mask (--no-causal: alone), and a query that sees\n"
-    "                  no key gives a zero row.  Not with --prefill\n"
+    "                  the causal mask (--no-causal: alone; --token-type-ids: with\n"
+    "                  their mask), and a query that sees no key gives a zero row.\n"
+    "                  Not with --prefill\n"
     "  --packed        each row holds several documents, a new one wherever a\n"
     "                  --positions id (of [4, ...], a text position) is not the\n"
     "                  one before plus one (each row its own); no token attends\n"
@@ -123,7 +124,8 @@ static const char usage[] =
     "                  causal elsewhere; a sliding layer's window bounds the keys\n"
     "                  before a query only (a block may be longer than it), and\n"
     "                  --attention-mask's padding its keys, as transformers'\n"
-    "                  create_masks_for_vision_model.  With --prefill P the\n"
+    "                  create_masks_for_vision_model (a full --attention-mask: a\n"
+    "                  key seen where both masks let it).  With --prefill P the\n"
     "                  prefill takes the mask and the decode steps are text (as\n"
     "                  generate() runs them): every token from P on must be 0.\n"
     "                  Not with --packed, --vision or --no-causal\n"
@@ -567,10 +569,10 @@ static int compute_and_write(const attention_options *opts, cli_outputs *outputs
     ra_attention_options attention = ra_attention_options_init();
     attention.path = cli_attention_path(opts->path);
     attention.padding_mask = pad;
-    /* --token-type-ids: the whole mask, [batch, 1, seq, seq]; else
-     * --attention-mask's full mask (never both: run) */
+    /* --attention-mask's full mask (with --token-type-ids: joined with
+     * theirs, run), else --token-type-ids' mask [batch, 1, seq, seq] */
     ra_tensor mask = ra_tensor_4d((void *)token_mask, RA_BOOL, batch, 1, seq, seq);
-    attention.attn_mask = token_mask ? &mask : attn_mask;
+    attention.attn_mask = attn_mask ? attn_mask : token_mask ? &mask : NULL;
     attention.non_causal = token_mask != NULL; /* in place of the causal mask and window */
     if (cu->ids) { /* --cu-seqlens: the images packed in each row */
         attention.cu_seqlens = cu->ids;
@@ -656,11 +658,7 @@ static int attention_mask_load(const attention_options *opts, int64_t batch, int
     const char *path = opts->attention_mask;
     int failed = full_mask_read(path, batch, seq, full);
     if (failed == -1) return attention_mask_read(path, batch, seq, pad);
-    if (!failed && opts->token_type_ids)
-        failed = cli_fail(EXIT_USAGE, "attention: a full --attention-mask (%s: bool or float "
-                          "values) is not run with --token-type-ids (each is the whole mask; "
-                          "padding: int32 or int64 [batch, seq])", path);
-    else if (!failed && cli_comm_size() > 1)
+    if (!failed && cli_comm_size() > 1)
         failed = cli_fail(EXIT_USAGE, "attention: a full --attention-mask (%s: bool or float "
                           "values) runs in one process, not across the %d ranks of an MPI "
                           "launch", path, cli_comm_size());
@@ -741,7 +739,9 @@ static int run(attention_options *opts)
                                         opts->rope.positions_path))) &&
         !(opts->token_type_ids &&
           (failed = token_type_mask_read(opts->token_type_ids, layer, pad, batch, seq,
-                                         opts->prefill, &token_mask))))
+                                         opts->prefill, &token_mask))) &&
+        !(token_mask && full.npy.data &&
+          (failed = full_mask_join(&full, token_mask, batch, seq))))
         failed = cli_context_create(&ctx, opts->threads);
     /* an MPI launch's ranks compute together, on the same data, or none
      * does (comm.h) */

@@ -19,6 +19,7 @@
 #ifndef RA_TEST_ROPE_EXACT_H
 #define RA_TEST_ROPE_EXACT_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,16 +50,55 @@ static const int64_t exact_shapes[][4] = {{1, 1, 1, 2},  {2, 7, 3, 8},   {1, 33,
                                           {3, 5, 2, 128}, {1, 70, 8, 6},  {2, 3, 1, 256},
                                           {1, 9, 3, 34},  {1, 3, 2, 1030}};
 
+/* The contexts check_fast_exact runs on: the caller's thread (NULL), 2 and
+ * 3 threads (the caller destroys ctxs[1] and ctxs[2]). */
+static void three_contexts(ra_context *ctxs[3])
+{
+    ctxs[0] = NULL;
+    CHECK(ra_context_create(&ctxs[1], 2) == RA_OK, "ctx");
+    CHECK(ra_context_create(&ctxs[2], 3) == RA_OK, "ctx");
+}
+
+/* x [B, S, heads, D] = sh of dtype dt (token stride padded by pad; values
+ * from seed) rotated by rope at pos in direction dir: the fast path on each
+ * of ctxs (1, 2, 3 threads; in place for even c, out of place for odd)
+ * equal to the reference bit for bit; what names the case in a failure. */
+static void check_fast_exact(ra_context *const ctxs[3], const ra_rope *rope, int dt,
+                             const int64_t sh[4], int64_t pad, uint64_t seed,
+                             const ra_positions *pos, ra_direction dir, const char *what)
+{
+    const size_t es = ra_dtype_size((ra_dtype)dt);
+    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+    const int64_t n = view_elements(&probe);
+    float *src = malloc(sizeof(float) * n);
+    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
+    ra_test_fill(src, n, seed);
+    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
+    for (int c = 0; c < 3; c++) {
+        memcpy(fast, in, es * n);
+        memcpy(ref, in, es * n);
+        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
+        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
+        CHECK(ra_rope_apply(ctxs[c], rope, &yf, xf, pos, dir) == RA_OK, "fast");
+        CHECK(ra_rope_apply_reference(rope, &yr, xr, pos, dir) == RA_OK, "ref");
+        CHECK(memcmp(fast, ref, es * n) == 0, "%s ctx %d differs", what, c);
+    }
+    free(src);
+    free(in);
+    free(fast);
+    free(ref);
+}
+
 /* Fast path == reference, bit for bit, across layouts, dtypes, strides,
  * positions inside and beyond the table, directions and thread counts, on
  * exact_shapes. */
 static void test_fast_matches_reference(void)
 {
     const int64_t(*shapes)[4] = exact_shapes;
-    ra_context *ctx2, *ctx3;
-    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
-    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
-    ra_context *ctxs[] = {NULL, ctx2, ctx3};
+    ra_context *ctxs[3];
+    three_contexts(ctxs);
     for (size_t si = 0; si < sizeof exact_shapes / sizeof exact_shapes[0]; si++)
         for (int layout = 0; layout < 2; layout++)
             for (int dt = 0; dt < 3; dt++)
@@ -70,43 +110,22 @@ static void test_fast_matches_reference(void)
                     cfg.rotary_dim = variant == 3 && sh[3] >= 4 ? (sh[3] / 2) & ~(int64_t)1 : 0;
                     ra_rope *rope;
                     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
-                    int64_t pad = variant & 1 ? 3 : 0;
-                    size_t es = ra_dtype_size((ra_dtype)dt);
-                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                    int64_t n = view_elements(&probe);
-                    float *src = malloc(sizeof(float) * n);
-                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
-                    ra_test_fill(src, n, si * 100 + layout * 10 + dt);
-                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
                     int64_t *ids = malloc(sizeof(int64_t) * sh[0] * sh[1]);
                     for (int64_t t = 0; t < sh[0] * sh[1]; t++) ids[t] = (t * 37 + 5) % 97;
                     ra_positions pos = {.struct_size = sizeof pos,
                                         .start = variant == 2 ? 0 : 11 + 13 * variant,
                                         .ids = variant == 2 ? ids : NULL};
-                    ra_direction dir = variant == 1 ? RA_INVERSE : RA_FORWARD;
-                    for (int c = 0; c < 3; c++) {
-                        memcpy(fast, in, es * n);
-                        memcpy(ref, in, es * n);
-                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        /* in place for even c, out of place for odd */
-                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
-                        CHECK(ra_rope_apply(ctxs[c], rope, &yf, xf, &pos, dir) == RA_OK, "fast");
-                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
-                        CHECK(memcmp(fast, ref, es * n) == 0,
-                              "shape %zu layout %d dtype %d variant %d ctx %d differs", si, layout,
-                              dt, variant, c);
-                    }
+                    char what[80];
+                    snprintf(what, sizeof what, "shape %zu layout %d dtype %d variant %d", si,
+                             layout, dt, variant);
+                    check_fast_exact(ctxs, rope, dt, sh, variant & 1 ? 3 : 0,
+                                     si * 100 + layout * 10 + dt, &pos,
+                                     variant == 1 ? RA_INVERSE : RA_FORWARD, what);
                     free(ids);
-                    free(src);
-                    free(in);
-                    free(fast);
-                    free(ref);
                     ra_rope_destroy(rope);
                 }
-    ra_context_destroy(ctx2);
-    ra_context_destroy(ctx3);
+    ra_context_destroy(ctxs[1]);
+    ra_context_destroy(ctxs[2]);
 }
 
 /* M-RoPE sections for n pairs: arrangement 0 chunked halves and quarters,
@@ -132,10 +151,8 @@ static void mrope_sections(ra_rope_config *cfg, int64_t n, int arrangement)
 static void test_mrope_fast_matches_reference(void)
 {
     const int64_t(*shapes)[4] = exact_shapes;
-    ra_context *ctx2, *ctx3;
-    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
-    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
-    ra_context *ctxs[] = {NULL, ctx2, ctx3};
+    ra_context *ctxs[3];
+    three_contexts(ctxs);
     for (size_t si = 0; si < sizeof exact_shapes / sizeof exact_shapes[0]; si++)
         for (int arrangement = 0; arrangement < 3; arrangement++)
             for (int layout = 0; layout < 2; layout++)
@@ -150,14 +167,7 @@ static void test_mrope_fast_matches_reference(void)
                                    arrangement);
                     ra_rope *rope;
                     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
-                    const int64_t pad = variant & 1 ? 3 : 0, stride = tokens + 5 * (variant & 1);
-                    const size_t es = ra_dtype_size((ra_dtype)dt);
-                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                    const int64_t n = view_elements(&probe);
-                    float *src = malloc(sizeof(float) * n);
-                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
-                    ra_test_fill(src, n, 5000 + si * 100 + arrangement * 10 + dt);
-                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
+                    const int64_t stride = tokens + 5 * (variant & 1);
                     /* every third token text (t, t, t), the others an image's
                      * (t, h, w) grid; -1 marks the stride's unused entries */
                     int64_t *ids = malloc(sizeof(int64_t) * 3 * stride);
@@ -170,29 +180,17 @@ static void test_mrope_fast_matches_reference(void)
                     }
                     ra_positions pos = {.struct_size = sizeof pos, .mrope_ids = ids,
                                         .mrope_stride = variant & 1 ? stride : 0};
-                    ra_direction dir = variant >= 2 ? RA_INVERSE : RA_FORWARD;
-                    for (int c = 0; c < 3; c++) {
-                        memcpy(fast, in, es * n);
-                        memcpy(ref, in, es * n);
-                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
-                        CHECK(ra_rope_apply(ctxs[c], rope, &yf, xf, &pos, dir) == RA_OK, "fast");
-                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
-                        CHECK(memcmp(fast, ref, es * n) == 0,
-                              "mrope shape %zu arrangement %d layout %d dtype %d variant %d ctx "
-                              "%d differs", si, arrangement, layout, dt, variant, c);
-                    }
+                    char what[96];
+                    snprintf(what, sizeof what, "mrope shape %zu arrangement %d layout %d dtype "
+                             "%d variant %d", si, arrangement, layout, dt, variant);
+                    check_fast_exact(ctxs, rope, dt, sh, variant & 1 ? 3 : 0,
+                                     5000 + si * 100 + arrangement * 10 + dt, &pos,
+                                     variant >= 2 ? RA_INVERSE : RA_FORWARD, what);
                     free(ids);
-                    free(src);
-                    free(in);
-                    free(fast);
-                    free(ref);
                     ra_rope_destroy(rope);
                 }
-    ra_context_destroy(ctx2);
-    ra_context_destroy(ctx3);
+    ra_context_destroy(ctxs[1]);
+    ra_context_destroy(ctxs[2]);
 }
 
 /* 2-D (axial) RoPE, fast path == reference bit for bit: (row, column) ids
@@ -205,10 +203,8 @@ static void test_mrope_fast_matches_reference(void)
 static void test_axial_fast_matches_reference(void)
 {
     const int64_t(*shapes)[4] = exact_shapes;
-    ra_context *ctx2, *ctx3;
-    CHECK(ra_context_create(&ctx2, 2) == RA_OK, "ctx");
-    CHECK(ra_context_create(&ctx3, 3) == RA_OK, "ctx");
-    ra_context *ctxs[] = {NULL, ctx2, ctx3};
+    ra_context *ctxs[3];
+    three_contexts(ctxs);
     for (size_t si = 0; si < sizeof exact_shapes / sizeof exact_shapes[0]; si++)
         for (int kind = RA_AXIAL_ALTERNATE; kind <= RA_AXIAL_SHARED; kind++)
             for (int layout = 0; layout < 2; layout++)
@@ -225,14 +221,6 @@ static void test_axial_fast_matches_reference(void)
                     cfg.axial_column_first = (int)(si + dt) % 2;
                     ra_rope *rope;
                     CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create: %s", ra_last_error());
-                    const int64_t pad = variant & 1 ? 3 : 0;
-                    const size_t es = ra_dtype_size((ra_dtype)dt);
-                    ra_tensor probe = padded_view(NULL, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                    const int64_t n = view_elements(&probe);
-                    float *src = malloc(sizeof(float) * n);
-                    void *in = malloc(es * n), *fast = malloc(es * n), *ref = malloc(es * n);
-                    ra_test_fill(src, n, 7000 + si * 100 + kind * 10 + dt);
-                    ra_convert(in, (ra_dtype)dt, src, RA_F32, n);
                     /* every fourth token on the diagonal (row == column) */
                     int64_t *ids = malloc(sizeof(int64_t) * 2 * tokens);
                     for (int64_t t = 0; t < tokens; t++) {
@@ -240,29 +228,17 @@ static void test_axial_fast_matches_reference(void)
                         ids[2 * t + 1] = t % 4 ? (t * 11) % 53 : ids[2 * t];
                     }
                     ra_positions pos = {.struct_size = sizeof pos, .axial_ids = ids};
-                    ra_direction dir = variant >= 2 ? RA_INVERSE : RA_FORWARD;
-                    for (int c = 0; c < 3; c++) {
-                        memcpy(fast, in, es * n);
-                        memcpy(ref, in, es * n);
-                        ra_tensor x = padded_view(in, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yf = padded_view(fast, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor yr = padded_view(ref, (ra_dtype)dt, sh[0], sh[1], sh[2], sh[3], pad);
-                        ra_tensor *xf = c % 2 ? &x : &yf, *xr = c % 2 ? &x : &yr;
-                        CHECK(ra_rope_apply(ctxs[c], rope, &yf, xf, &pos, dir) == RA_OK, "fast");
-                        CHECK(ra_rope_apply_reference(rope, &yr, xr, &pos, dir) == RA_OK, "ref");
-                        CHECK(memcmp(fast, ref, es * n) == 0,
-                              "axial shape %zu kind %d layout %d dtype %d variant %d ctx %d "
-                              "differs", si, kind, layout, dt, variant, c);
-                    }
+                    char what[80];
+                    snprintf(what, sizeof what, "axial shape %zu kind %d layout %d dtype %d "
+                             "variant %d", si, kind, layout, dt, variant);
+                    check_fast_exact(ctxs, rope, dt, sh, variant & 1 ? 3 : 0,
+                                     7000 + si * 100 + kind * 10 + dt, &pos,
+                                     variant >= 2 ? RA_INVERSE : RA_FORWARD, what);
                     free(ids);
-                    free(src);
-                    free(in);
-                    free(fast);
-                    free(ref);
                     ra_rope_destroy(rope);
                 }
-    ra_context_destroy(ctx2);
-    ra_context_destroy(ctx3);
+    ra_context_destroy(ctxs[1]);
+    ra_context_destroy(ctxs[2]);
 }
 
 /* Where the data sits: x and out starting at every element offset from a

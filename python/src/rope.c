@@ -155,21 +155,26 @@ static PyObject *rope_table(ra_ext_rope *self, PyObject *arg)
     return result;
 }
 
-/* table_mrope(positions): positions int64 [3, n] -> (cos, sin), float32
- * [n, rotary_dim / 2]: ra_rope_table_mrope. */
-static PyObject *rope_table_mrope(ra_ext_rope *self, PyObject *arg)
+/* The (cos, sin) tables, float32 [n, rotary_dim / 2], of positions int64
+ * with n >= 1 along axis n_axis and `components` along the other, by fn:
+ * M-RoPE's [3, n] and the 2-D rope's [n, 2].  what: the method and the
+ * shape it expects, for its error; c_name: fn's, for the library's. */
+static PyObject *table_of(ra_ext_rope *self, PyObject *arg, int n_axis, npy_intp components,
+                          ra_status (*fn)(const ra_rope *, float *, float *, const int64_t *,
+                                          int64_t),
+                          const char *what, const char *c_name)
 {
     if (!ready(self)) return NULL;
     PyArrayObject *pos = (PyArrayObject *)PyArray_FROMANY(arg, NPY_INT64, 2, 2,
                                                           NPY_ARRAY_CARRAY_RO);
     if (!pos) return NULL;
-    if (PyArray_DIM(pos, 0) != 3 || PyArray_DIM(pos, 1) == 0) {
+    if (PyArray_DIM(pos, 1 - n_axis) != components || PyArray_DIM(pos, n_axis) == 0) {
         Py_DECREF(pos);
-        PyErr_SetString(ra_ext_value_error, "table_mrope: expected positions [3, n], n >= 1");
+        PyErr_Format(ra_ext_value_error, "%s, n >= 1", what);
         return NULL;
     }
     const ra_rope_config *c = ra_rope_get_config(self->rope);
-    npy_intp dims[2] = {PyArray_DIM(pos, 1),
+    npy_intp dims[2] = {PyArray_DIM(pos, n_axis),
                         (npy_intp)(c->rotary_dim ? c->rotary_dim : c->head_dim) / 2};
     PyArrayObject *cos = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
     PyArrayObject *sin = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
@@ -177,12 +182,10 @@ static PyObject *rope_table_mrope(ra_ext_rope *self, PyObject *arg)
     if (cos && sin) {
         ra_status st;
         Py_BEGIN_ALLOW_THREADS
-        st = ra_rope_table_mrope(self->rope, (float *)PyArray_DATA(cos),
-                                 (float *)PyArray_DATA(sin),
-                                 (const int64_t *)PyArray_DATA(pos), (int64_t)dims[0]);
+        st = fn(self->rope, (float *)PyArray_DATA(cos), (float *)PyArray_DATA(sin),
+                (const int64_t *)PyArray_DATA(pos), (int64_t)dims[0]);
         Py_END_ALLOW_THREADS
-        result = st == RA_OK ? PyTuple_Pack(2, cos, sin)
-                             : ra_ext_raise(st, "ra_rope_table_mrope");
+        result = st == RA_OK ? PyTuple_Pack(2, cos, sin) : ra_ext_raise(st, c_name);
     }
     Py_DECREF(pos);
     Py_XDECREF(cos);
@@ -190,39 +193,20 @@ static PyObject *rope_table_mrope(ra_ext_rope *self, PyObject *arg)
     return result;
 }
 
+/* table_mrope(positions): positions int64 [3, n] -> (cos, sin), float32
+ * [n, rotary_dim / 2]: ra_rope_table_mrope. */
+static PyObject *rope_table_mrope(ra_ext_rope *self, PyObject *arg)
+{
+    return table_of(self, arg, 1, 3, ra_rope_table_mrope,
+                    "table_mrope: expected positions [3, n]", "ra_rope_table_mrope");
+}
+
 /* table_axial(positions): positions int64 [n, 2] (row, column) -> (cos,
  * sin), float32 [n, rotary_dim / 2]: ra_rope_table_axial. */
 static PyObject *rope_table_axial(ra_ext_rope *self, PyObject *arg)
 {
-    if (!ready(self)) return NULL;
-    PyArrayObject *pos = (PyArrayObject *)PyArray_FROMANY(arg, NPY_INT64, 2, 2,
-                                                          NPY_ARRAY_CARRAY_RO);
-    if (!pos) return NULL;
-    if (PyArray_DIM(pos, 1) != 2 || PyArray_DIM(pos, 0) == 0) {
-        Py_DECREF(pos);
-        PyErr_SetString(ra_ext_value_error, "table_axial: expected positions [n, 2], n >= 1");
-        return NULL;
-    }
-    const ra_rope_config *c = ra_rope_get_config(self->rope);
-    npy_intp dims[2] = {PyArray_DIM(pos, 0),
-                        (npy_intp)(c->rotary_dim ? c->rotary_dim : c->head_dim) / 2};
-    PyArrayObject *cos = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
-    PyArrayObject *sin = (PyArrayObject *)PyArray_SimpleNew(2, dims, NPY_FLOAT32);
-    PyObject *result = NULL;
-    if (cos && sin) {
-        ra_status st;
-        Py_BEGIN_ALLOW_THREADS
-        st = ra_rope_table_axial(self->rope, (float *)PyArray_DATA(cos),
-                                 (float *)PyArray_DATA(sin),
-                                 (const int64_t *)PyArray_DATA(pos), (int64_t)dims[0]);
-        Py_END_ALLOW_THREADS
-        result = st == RA_OK ? PyTuple_Pack(2, cos, sin)
-                             : ra_ext_raise(st, "ra_rope_table_axial");
-    }
-    Py_DECREF(pos);
-    Py_XDECREF(cos);
-    Py_XDECREF(sin);
-    return result;
+    return table_of(self, arg, 0, 2, ra_rope_table_axial,
+                    "table_axial: expected positions [n, 2]", "ra_rope_table_axial");
 }
 
 static PyObject *rope_attention_factor(ra_ext_rope *self, void *closure)

@@ -30,6 +30,21 @@ pass() { passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 summary() { echo "$SUITE: $passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
+# attention_refused STATUS TEXT ARGS...: `ropeattn attention ARGS` fails with
+# STATUS, its message naming TEXT, and writes no --output (the suites of
+# the attention layer's modes: test_vision_cli.sh, test_token_types_cli.sh).
+attention_refused() {
+    local want=$1 text=$2
+    shift 2
+    "$RA" attention "$@" --output "$TMP/out.npy" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" -eq "$want" ] && grep -q -- "$text" "$TMP/err" && [ ! -e "$TMP/out.npy" ]; then
+        pass
+    else
+        fail "refused $text: status $got: $(cat "$TMP/err")"
+    fi
+}
+
 # For the suites that launch under mpirun (settings as tests/test_mpi.sh
 # explains them): root allowed, one OpenBLAS thread a rank, LeakSanitizer's
 # Open MPI suppressions under `make asan`; MPIRUN: mpirun on this machine

@@ -157,23 +157,12 @@ for kind in bool f32; do
     fi
 done
 
-refused() { # status, text, args...: the run fails with that status, naming text
-    local want=$1 text=$2
-    shift 2
-    "$RA" attention "$@" --output "$TMP/out.npy" 2>"$TMP/err"
-    local got=$?
-    if [ "$got" -eq "$want" ] && grep -q -- "$text" "$TMP/err" && [ ! -e "$TMP/out.npy" ]; then
-        pass
-    else
-        fail "refused $text: status $got: $(cat "$TMP/err")"
-    fi
-}
 args=(--weights "$W" --input "$F/x.npy" --layer 0 --token-type-ids "$F/token_type_ids.npy")
-refused 1 "token 6 is an image token at or after --prefill 4" "${args[@]}" --prefill 4
-refused 2 "not run with --no-causal" "${args[@]}" --no-causal
+attention_refused 1 "token 6 is an image token at or after --prefill 4" "${args[@]}" --prefill 4
+attention_refused 2 "not run with --no-causal" "${args[@]}" --no-causal
 "$PY" -c "import numpy as np; np.save('$TMP/short.npy', np.zeros(12, dtype=np.int64))"
-refused 1 "must be \[2, 12\]" --weights "$W" --input "$F/x.npy" --layer 0 \
+attention_refused 1 "must be \[2, 12\]" --weights "$W" --input "$F/x.npy" --layer 0 \
     --token-type-ids "$TMP/short.npy"
-refused 1 "does not read token_type_ids" --weights tests/hf/gemma3_window --input "$F/x.npy" \
+attention_refused 1 "does not read token_type_ids" --weights tests/hf/gemma3_window --input "$F/x.npy" \
     --layer 0 --token-type-ids "$F/token_type_ids.npy"
 summary

@@ -43,30 +43,19 @@ PY
     fi
 done
 
-refused() { # status, text, args...: the run fails with that status, naming text
-    local want=$1 text=$2
-    shift 2
-    "$RA" attention "$@" --output "$TMP/out.npy" 2>"$TMP/err"
-    local got=$?
-    if [ "$got" -eq "$want" ] && grep -q -- "$text" "$TMP/err" && [ ! -e "$TMP/out.npy" ]; then
-        pass
-    else
-        fail "refused $text: status $got: $(cat "$TMP/err")"
-    fi
-}
 d=$F/qwen2_5_vl
 args=(--weights "$d" --input "$d/x.npy" --positions "$d/positions.npy" --vision)
-refused 2 "needs --layer" "${args[@]}"
-refused 2 "\-\-n-heads is not taken" "${args[@]}" --layer 0 --n-heads 3
-refused 2 "\-\-prefill is not taken" "${args[@]}" --layer 0 --prefill 4
-refused 1 "fullatt_block_indexes" "${args[@]}" --layer 1 --cu-seqlens "$d/cu_seqlens.npy"
-refused 1 "(row, column) pairs" --weights "$d" --input "$d/x.npy" --vision --layer 0 \
+attention_refused 2 "needs --layer" "${args[@]}"
+attention_refused 2 "\-\-n-heads is not taken" "${args[@]}" --layer 0 --n-heads 3
+attention_refused 2 "\-\-prefill is not taken" "${args[@]}" --layer 0 --prefill 4
+attention_refused 1 "fullatt_block_indexes" "${args[@]}" --layer 1 --cu-seqlens "$d/cu_seqlens.npy"
+attention_refused 1 "(row, column) pairs" --weights "$d" --input "$d/x.npy" --vision --layer 0 \
     --positions "$F/llama4/positions.npy"
-refused 2 "needs --positions" --weights "$d" --input "$d/x.npy" --vision --layer 0
-refused 2 "cu-seqlens is --vision" --weights "$d" --input "$d/x.npy" --layer 0 \
+attention_refused 2 "needs --positions" --weights "$d" --input "$d/x.npy" --vision --layer 0
+attention_refused 2 "cu-seqlens is --vision" --weights "$d" --input "$d/x.npy" --layer 0 \
     --cu-seqlens "$d/cu_seqlens.npy"
-refused 1 "cu-seqlens is \[n + 1\]" "${args[@]}" --layer 0 --cu-seqlens "$d/positions.npy"
-refused 1 "cu_seqlens" "${args[@]}" --layer 0 --cu-seqlens "$F/qwen2_vl/cu_seqlens.npy"
+attention_refused 1 "cu-seqlens is \[n + 1\]" "${args[@]}" --layer 0 --cu-seqlens "$d/positions.npy"
+attention_refused 1 "cu_seqlens" "${args[@]}" --layer 0 --cu-seqlens "$F/qwen2_vl/cu_seqlens.npy"
 
 # --grid-thw on a full layer: the window-order positions and each frame as a
 # document, the same as giving them (layer 0 made full by its config)
@@ -96,18 +85,18 @@ fi
 
 # a window layer: only with --grid-thw, and the grid must be the input's
 args=(--weights "$w" --input "$w/x.npy" --vision --layer 0)
-refused 1 "give --grid-thw" "${args[@]}" --positions "$w/positions.npy" \
+attention_refused 1 "give --grid-thw" "${args[@]}" --positions "$w/positions.npy" \
     --cu-seqlens "$w/cu_seqlens.npy"
-refused 2 "give --grid-thw or --positions" "${args[@]}" --grid-thw "$w/grid_thw.npy" \
+attention_refused 2 "give --grid-thw or --positions" "${args[@]}" --grid-thw "$w/grid_thw.npy" \
     --positions "$w/positions.npy"
-refused 2 "grid-thw is --vision's" --weights "$w" --input "$w/x.npy" --layer 0 \
+attention_refused 2 "grid-thw is --vision's" --weights "$w" --input "$w/x.npy" --layer 0 \
     --grid-thw "$w/grid_thw.npy"
 "$PY" -c "import numpy as np; np.save('$TMP/grid2.npy', np.array([[1, 6, 10], [2, 4, 4]]));
 np.save('$TMP/grid_odd.npy', np.array([[1, 5, 4]])); np.save('$TMP/grid_2d.npy', np.array([1, 2, 2]))"
-refused 1 "hold 92 patches; --input has 96" "${args[@]}" --grid-thw "$TMP/grid2.npy"
-refused 1 "multiples of vision_config's spatial_merge_size" "${args[@]}" \
+attention_refused 1 "hold 92 patches; --input has 96" "${args[@]}" --grid-thw "$TMP/grid2.npy"
+attention_refused 1 "multiples of vision_config's spatial_merge_size" "${args[@]}" \
     --grid-thw "$TMP/grid_odd.npy"
-refused 1 "grid-thw is \[n, 3\]" "${args[@]}" --grid-thw "$TMP/grid_2d.npy"
-refused 1 "no window attention" --weights "$F/qwen2_vl" --input "$F/qwen2_vl/x.npy" --vision \
+attention_refused 1 "grid-thw is \[n, 3\]" "${args[@]}" --grid-thw "$TMP/grid_2d.npy"
+attention_refused 1 "no window attention" --weights "$F/qwen2_vl" --input "$F/qwen2_vl/x.npy" --vision \
     --layer 0 --grid-thw "$w/grid_thw.npy"
 summary

@@ -294,14 +294,16 @@ static void decode_exact(double *out, const ra_kv_cache *cache, int64_t b, const
  * over two chunks splits its kv heads into tasks: the split must divide
  * 3), several new tokens with fewer queries than that in some sequences,
  * lengths off the 16-key blocks and past one 1024-slot chunk, every cache
- * dtype.  Float32 sums over up to 2100 keys of values below 1: 1e-5 of
+ * dtype; D = 36, 48, 80, 96 end a bf16 cache's pairs (decode_impl.h) at
+ * every place a span can on each vector width.  Float32 sums over up to 2100 keys of values below 1: 1e-5 of
  * the row's largest value. */
 static void test_decode_shapes(void)
 {
     const int64_t shapes[][5] = {/* H, Hkv, D, T, longest */
                                  {4, 4, 2, 1, 19},   {6, 2, 20, 2, 1100}, {8, 1, 128, 1, 2100},
                                  {5, 1, 64, 3, 40},  {16, 2, 8, 5, 33},  {2, 2, 36, 4, 1030},
-                                 {12, 4, 128, 2, 97}, {4, 2, 16, 1, 16}, {6, 3, 16, 1, 1100}};
+                                 {12, 4, 128, 2, 97}, {4, 2, 16, 1, 16}, {6, 3, 16, 1, 1100},
+                                 {8, 2, 48, 2, 70},  {4, 1, 96, 1, 1030}, {6, 2, 80, 3, 50}};
     const ra_dtype dtypes[] = {RA_F32, RA_F16, RA_BF16};
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)

@@ -17,6 +17,15 @@
  * partials (o, m, l) are merged across chunks, with the sink, by
  * decode_merge_task, in chunk order.  Which thread runs a task, and how the
  * kv heads are split into tasks, change no bits.
+ *
+ * A bf16 cache's rows are widened in pairs of vectors (simd_half.h's vload_bf16_pairs:
+ * the even elements of 2 RA_W, then the odd ones), two operations per 2
+ * RA_W values where one vector at a time takes four; so the task keeps its
+ * scaled q and its partial o in that order over D's first bf16_paired
+ * elements, and the merge puts o back in D's order.  Each element of o
+ * sums its keys in the same order as unpaired; a score sums q's products
+ * in another order (lane l gets elements 2l and 2l + 1 of each 2 RA_W),
+ * within the same bound.
  */
 #include <math.h>
 #include <string.h>
@@ -24,6 +33,7 @@
 #include "cpu/attention_job.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
+#include "cpu/simd_half.h"
 #include "cpu/decode_job.h"
 
 /* The kernels' pseudo-dtype of an fp8 cache that never stored a NaN code
@@ -71,6 +81,37 @@ static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dty
     if (dtype == RA_F8E4M3) return vload_e4m3_low_nan((const uint8_t *)row + d);
     if (dtype == DECODE_E4M3_FINITE) return vload_e4m3_low((const uint8_t *)row + d);
     return vload_f16((const uint16_t *)row + d);
+}
+
+/* The first elements of D held in bf16 pairs (decode_impl.h's head): the
+ * whole vectors' pairs for a bf16 cache, else none. */
+static inline __attribute__((always_inline)) int64_t bf16_paired(const ra_dtype dtype,
+                                                                 int64_t head_dim)
+{
+    return dtype == RA_BF16 ? head_dim - head_dim % (2 * RA_W) : 0;
+}
+
+/* Where element e of q or o is kept: in its 2 RA_W's even half (e even) or
+ * odd half, below paired; else at e. */
+static inline int64_t pair_slot(int64_t e, int64_t paired)
+{
+    if (e >= paired) return e;
+    const int64_t base = e - e % (2 * RA_W), m = e - base;
+    return base + (m & 1) * RA_W + m / 2;
+}
+
+/* nv vectors of a K or V row from element d on: pair (a constant) asks
+ * for them in bf16 pairs (nv even), else load_any's. */
+static inline __attribute__((always_inline)) void load_span(vf *v, const void *row,
+                                                            ra_dtype dtype, int64_t d,
+                                                            const int nv, const int pair)
+{
+    for (int x = 0; x < nv; x += pair ? 2 : 1) {
+        if (pair)
+            vload_bf16_pairs((const uint16_t *)row + d + x * RA_W, &v[x], &v[x + 1]);
+        else
+            v[x] = load_any(row, dtype, d + x * RA_W);
+    }
 }
 
 /* Element d of a K or V row as load_any widens it (D's tail). */
@@ -127,15 +168,18 @@ typedef struct decode_seen {
 /* o += p_i v_i for row r's own keys i in [from, to). */
 static inline __attribute__((always_inline)) void
 values_own(vf *acc, const void *const *vals, const float *p, int from, int to, int64_t d,
-           const int nv, const ra_dtype dtype)
+           const int nv, const int pair, const ra_dtype dtype)
 {
-    for (int i = from; i < to; i++)
-        for (int x = 0; x < nv; x++) acc[x] += vsplat(p[i]) * load_any(vals[i], dtype, d + x * RA_W);
+    for (int i = from; i < to; i++) {
+        vf v[4];
+        load_span(v, vals[i], dtype, d, nv, pair);
+        for (int x = 0; x < nv; x++) acc[x] += vsplat(p[i]) * v[x];
+    }
 }
 
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
- * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv and dtype
- * constants), asking for the lines of row ahead[i] + skip bytes (ahead
+ * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv, pair: bf16
+ * pairs, and dtype constants), asking for the lines of row ahead[i] + skip bytes (ahead
  * NULL: none) as it reads v_i, and in the first span for v_i + far bytes
  * once per page (prefetch_far; far 0: none).  Keys seen by every row share
  * their V loads; the rest (several new tokens: the causal edge and the
@@ -146,7 +190,7 @@ static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
             int64_t skip, int64_t far, int64_t row_bytes, float p[][DECODE_KEYS],
             const float *alpha, const decode_seen *seen, int64_t d, const int nr, const int nv,
-            const ra_dtype dtype)
+            const int pair, const ra_dtype dtype)
 {
     const int shared_from = seen->shared_from, shared_to = seen->shared_to;
     vf acc[DECODE_ROWS][4];
@@ -154,15 +198,14 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
         for (int x = 0; x < nv; x++)
             acc[r][x] = vload(o + r * stride + d + x * RA_W) * vsplat(alpha[r]);
         int to = seen->to[r] < shared_from ? seen->to[r] : shared_from;
-        values_own(acc[r], vals, p[r], seen->from[r], to, d, nv, dtype);
+        values_own(acc[r], vals, p[r], seen->from[r], to, d, nv, pair, dtype);
     }
     for (int i = shared_from; i < shared_to; i++) {
         if (far && d == 0) prefetch_far(vals[i], far, row_bytes);
         vf v[4];
-        for (int x = 0; x < nv; x++) {
-            v[x] = load_any(vals[i], dtype, d + x * RA_W);
-            if (ahead) prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, dtype);
-        }
+        load_span(v, vals[i], dtype, d, nv, pair);
+        for (int x = 0; x < nv && ahead; x++)
+            prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, dtype);
         for (int r = 0; r < nr; r++) {
             vf pr = vsplat(p[r][i]);
             for (int x = 0; x < nv; x++) acc[r][x] += pr * v[x];
@@ -170,7 +213,7 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
     }
     for (int r = 0; r < nr; r++) {
         int from = seen->from[r] > shared_to ? seen->from[r] : shared_to;
-        values_own(acc[r], vals, p[r], from, seen->to[r], d, nv, dtype);
+        values_own(acc[r], vals, p[r], from, seen->to[r], d, nv, pair, dtype);
         for (int x = 0; x < nv; x++) vstore(o + r * stride + d + x * RA_W, acc[r][x]);
     }
 }
@@ -207,7 +250,7 @@ typedef struct decode_ahead {
 } decode_ahead;
 
 /* One block of n <= DECODE_KEYS keys (positions j ..) of a kv head against
- * rows r0 .. r0 + nr of its group (scaled queries qs [rows, D], partials
+ * rows r0 .. r0 + nr of its group (scaled queries qs [rows, D], a bf16 cache's in pairs, partials
  * group [rows, D + 2], the rows' key ranges first .. last, soft-cap softcap
  * or 0); nr (1, 2 or 4) and dtype are constants.  An 8-bit cache's keys'
  * and values' scales: ks, vs [DECODE_KEYS] (else NULL).
@@ -226,6 +269,7 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
     const int eight = dtype == RA_I8 || is_e4m3(dtype);
     const int64_t stride = head_dim + 2, row_bytes = head_dim * elem_bytes(dtype);
     const int per_row = RA_W / nr; /* keys per lane sum */
+    const int64_t paired = bf16_paired(dtype, head_dim);
     const float *q = qs + r0 * head_dim;
     float scores[DECODE_ROWS][DECODE_KEYS];
     for (int k0 = 0; k0 < DECODE_KEYS; k0 += per_row) {
@@ -236,6 +280,21 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
         vf acc[RA_W];
         for (int x = 0; x < RA_W; x++) acc[x] = vsplat(0.0f);
         int64_t d = 0;
+        for (; d + 2 * RA_W <= paired; d += 2 * RA_W) { /* q's even, then odd half */
+            vf k[RA_W][2];
+            for (int i = 0; i < per_row; i++) {
+                if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
+                load_span(k[i], keys[k0 + i], dtype, d, 2, 1);
+                for (int x = 0; x < 2; x++)
+                    prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip,
+                                  d + x * RA_W, dtype);
+            }
+            for (int x = 0; x < 2; x++)
+                for (int r = 0; r < nr; r++) {
+                    vf qv = vload(q + r * head_dim + d + x * RA_W);
+                    for (int i = 0; i < per_row; i++) acc[r * per_row + i] += qv * k[i][x];
+                }
+        }
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf k[RA_W];
             for (int i = 0; i < per_row; i++) {
@@ -312,11 +371,19 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
     const void *const *next = ahead->values_rows;
     const int64_t skip = ahead->values_skip, far = next ? ahead->far : 0;
     int64_t d = 0;
+    for (; d + 4 * RA_W <= paired; d += 4 * RA_W)
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 4, 1,
+                    dtype);
+    if (d < paired) { /* one pair left */
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 2, 1,
+                    dtype);
+        d += 2 * RA_W;
+    }
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 4,
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 4, 0,
                     dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 1,
+        values_span(o, stride, vals, next, skip, far, row_bytes, p, alpha, &seen, d, nr, 1, 0,
                     dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
@@ -471,6 +538,7 @@ static void decode_task(void *arg, int64_t task, int thread)
     const ra_tensor kt = ra_kv_cache_view(c, 0), vt = ra_kv_cache_view(c, 1);
     const float scale = (float)job->mask.scale;
     const int64_t stride = head_dim + 2; /* a row's partial: o[D], m, l */
+    const int64_t paired = bf16_paired(c->dtype, head_dim);
     float *qs = job->scratch + thread * job->per_thread;  /* [Hkv * rows, D] scaled queries */
     int64_t *first = (int64_t *)(void *)(qs + ra_decode_queries_floats(c, rows)), *last = first + rows;
 
@@ -501,8 +569,9 @@ static void decode_task(void *arg, int64_t task, int thread)
             o[head_dim + 1] = 0.0f;
             float *dst = qs + (g * rows + r) * head_dim;
             const void *qrow = t < nq ? ra_row_any(q, b, t, g * rep + h) : NULL;
-            if (qrow) /* a 16-bit q widened exactly */
-                for (int64_t d = 0; d < head_dim; d++) dst[d] = ra_load(qrow, q->dtype, d) * scale;
+            if (qrow) /* a 16-bit q widened exactly; a bf16 cache's in its pairs' order */
+                for (int64_t d = 0; d < head_dim; d++)
+                    dst[pair_slot(d, paired)] = ra_load(qrow, q->dtype, d) * scale;
             else
                 memset(dst, 0, (size_t)head_dim * sizeof(float));
         }
@@ -597,6 +666,7 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
     const ra_kv_cache *c = job->cache;
     const int64_t n_kv = c->n_kv_heads, head_dim = c->head_dim, T = job->q->shape[1];
     const int64_t rep = job->q->shape[2] / n_kv, rows = job->rows, stride = head_dim + 2;
+    const int64_t paired = bf16_paired(c->dtype, head_dim);
     const int64_t b = task / n_kv, g = task % n_kv, nq = job->n_query ? job->n_query[b] : T;
     float *group = job->partials + (b * n_kv + g) * job->n_chunks * rows * stride;
     for (int64_t r = 0; r < rows; r++) {
@@ -628,6 +698,18 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
         if (lse) *lse = m + logf(l);
         float inv = 1.0f / l;
         int64_t d = 0;
+        for (; d + 2 * RA_W <= paired; d += 2 * RA_W) { /* o's pairs back in D's order */
+            vf acc[2] = {vsplat(0.0f), vsplat(0.0f)};
+            for (int64_t ch = 0; ch < job->n_chunks; ch++) {
+                const float *o = group + (ch * rows + r) * stride;
+                if (o[head_dim] != -INFINITY)
+                    for (int x = 0; x < 2; x++)
+                        acc[x] += vload(o + d + x * RA_W) * vsplat(o[head_dim + 1]);
+            }
+            const vf even = acc[0] * vsplat(inv), odd = acc[1] * vsplat(inv);
+            vstore(dst + d, RA_SHUFFLE(even, odd, RA_LANE_ZIP_LOW, 0));
+            vstore(dst + d + RA_W, RA_SHUFFLE(even, odd, RA_LANE_ZIP_HIGH, 0));
+        }
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf acc = vsplat(0.0f);
             for (int64_t ch = 0; ch < job->n_chunks; ch++) {

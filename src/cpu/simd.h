@@ -94,6 +94,10 @@ static inline vf vload_f16(const uint16_t *p)
 
 #define RA_LANE_CONST(i, k) (k)        /* every lane from lane k */
 #define RA_LANE_SWAP(i, h) ((i) ^ (h)) /* the h-lane halves of each 2h lanes swapped */
+/* Interleaving x and y: the low result x0 y0 x1 y1 ..., the high result
+ * the same from lane RA_W / 2 on (k unused). */
+#define RA_LANE_ZIP_LOW(i, k) ((i) & 1 ? RA_W + (i) / 2 : (i) / 2)
+#define RA_LANE_ZIP_HIGH(i, k) ((i) & 1 ? RA_W + RA_W / 2 + (i) / 2 : RA_W / 2 + (i) / 2)
 
 static inline vf vsplat(float x)
 {

@@ -4,7 +4,7 @@
  * process, on caches filled with the same values, at the same thread count.
  * Not part of `make`: bench/peers/ggml.sh builds it against a ggml checkout.
  *
- *   ggml_decode --threads N [--repeats R] [--only CASE[,CASE...]]
+ *   ggml_decode --threads N [--repeats R] [--only CASE[,CASE...]] [--side ours|ggml]
  *
  * Dims: H 32 query heads, Hkv 8 kv heads, D 128, one query token, scale
  * 1 / sqrt(D), no mask (b32: each sequence's own length).  Cases:
@@ -29,7 +29,10 @@
  * once more, timed, and the faster one is timed R times with ropeattn,
  * alternately (each first in turn), every call 20 ms after the last (either
  * side's idle threads spin for a while after a call; the pause keeps them
- * off the next one's cores); the medians are reported.  Check: heads 0 and H - 1 (sequences 0 and B - 1) against
+ * off the next one's cores); the medians are reported.  --side times one
+ * side's R samples alone (the other runs only to warm up and be checked;
+ * its seconds print as null): each side's own time, to compare with the
+ * alternation's.  Check: heads 0 and H - 1 (sequences 0 and B - 1) against
  * attention in double over the exact values; the largest |error| is
  * printed, and a variant past its dtype's tolerance (below) fails the run.
  *
@@ -372,6 +375,8 @@ static double median(double *t, int n)
 }
 
 /* Variant 0 is ropeattn, 1 + layout ggml's. */
+static int solo = -1; /* --side: 0 ropeattn, 1 ggml, -1 both */
+
 #define VARIANTS (1 + LAYOUTS)
 
 typedef struct variants {
@@ -405,6 +410,14 @@ static int warm_up(variants *v, const peer_case *c, double *err)
     return 0;
 }
 
+/* seconds as JSON into buf, null for the side --side left out. */
+static const char *json_seconds(char buf[32], double seconds, int who)
+{
+    if (solo >= 0 && solo != who) return "null";
+    snprintf(buf, 32, "%.6g", seconds);
+    return buf;
+}
+
 static void print_record(const peer_case *c, int threads, const double *err, double ours,
                          double theirs, int layout, const double *once)
 {
@@ -413,15 +426,17 @@ static void print_record(const peer_case *c, int threads, const double *err, dou
     if (c->ours == RA_I8) ours_bytes += 2.0 * tokens * KV_HEADS * sizeof(float); /* the scales */
     const double ggml_bytes =
         values / (double)ggml_blck_size(c->theirs) * (double)ggml_type_size(c->theirs);
+    char ours_buf[32], theirs_buf[32];
     const char *dtype = c->ours == RA_I8 ? "int8" : c->ours == RA_F32 ? "f32"
                                                   : c->ours == RA_F16 ? "f16" : "bf16";
     printf("{\"case\": \"%s\", \"threads\": %d, \"tokens\": %.0f, \"ours_dtype\": \"%s\", "
            "\"ggml_type\": \"%s\", \"ours_bytes\": %.0f, \"ggml_bytes\": %.0f, "
-           "\"ours_seconds\": %.6g, \"ggml_seconds\": %.6g, \"ggml_layout\": \"%s\", "
+           "\"ours_seconds\": %s, \"ggml_seconds\": %s, \"ggml_layout\": \"%s\", "
            "\"ggml_layouts_once\": {\"%s\": %.6g, \"%s\": %.6g}, \"ours_err\": %.3g, "
            "\"ggml_err\": %.3g}\n",
            c->name, threads, tokens, dtype, ggml_type_name(c->theirs), ours_bytes, ggml_bytes,
-           ours, theirs, layout_names[layout], layout_names[0], once[0], layout_names[1], once[1],
+           json_seconds(ours_buf, ours, 0), json_seconds(theirs_buf, theirs, 1),
+           layout_names[layout], layout_names[0], once[0], layout_names[1], once[1],
            err[0], fmax(err[1], err[2]));
     fflush(stdout);
 }
@@ -440,6 +455,7 @@ static int run_case(const peer_case *c, int threads, int repeats, struct ggml_th
     for (int r = 0; r < repeats && !failed; r++)
         for (int j = 0; j < 2 && !failed; j++) {
             const int first = (r + j) % 2;
+            if (solo >= 0 && solo != first) continue;
             failed = run_variant(&v, first ? 1 + layout : 0, c, &t[first * repeats + r]);
         }
     if (!failed)
@@ -453,7 +469,8 @@ static int run_case(const peer_case *c, int threads, int repeats, struct ggml_th
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: ggml_decode --threads N [--repeats R] [--only CASE[,CASE...]]\n"
+    fprintf(stderr, "usage: ggml_decode --threads N [--repeats R] [--only CASE[,CASE...]]"
+                    " [--side ours|ggml]\n"
                     "cases:");
     for (int i = 0; i < CASES; i++) fprintf(stderr, " %s", cases[i].name);
     fprintf(stderr, "\n");
@@ -498,6 +515,10 @@ int main(int argc, char **argv)
             repeats = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--only"))
             only = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--side") && !strcmp(argv[i + 1], "ours"))
+            solo = 0, i++;
+        else if (i + 1 < argc && !strcmp(argv[i], "--side") && !strcmp(argv[i + 1], "ggml"))
+            solo = 1, i++;
         else
             return usage();
     }

@@ -4,7 +4,7 @@ one process, on the same values, at the same thread count, samples
 alternating: the PyTorch twin of bench/peers/ggml_decode.c.
 
     .venv-hf/bin/python bench/peers/sdpa_decode.py --threads N --lib build/libropeattn.so
-        [--repeats R] [--only CASE,...]
+        [--repeats R] [--only CASE,...] [--side ours|sdpa]
 
 Cases {f32,bf16}_l{4096,16384,32768}: one query token, H 32, Hkv 8, D 128,
 L cached tokens, K and V uniform in [-1, 1).  SDPA: q [1, 32, 1, 128] on k,
@@ -15,7 +15,9 @@ a cache of that dtype filled by one ra_kv_cache_append of the same f32
 values (rope NULL), q f32.  Each runs once to warm up and to be checked
 (heads 0 and 31 against attention in float64 over the f32 values: f32
 within 1e-4, bf16 within 2e-3, ggml_decode.c's tolerances), then R rounds
-of the two, each first in turn, 20 ms apart; medians reported.  Prints one
+of the two, each first in turn, 20 ms apart; medians reported (--side:
+one side's R samples alone, the other's seconds null: each side's own
+time, to compare with the alternation's).  Prints one
 JSON object per case a line: {"case", "threads", "torch_version",
 "bytes", "ours_seconds", "sdpa_seconds", "sdpa_variant", "ours_err",
 "sdpa_err"} (bytes: the K and V read once, the same for both); exit 1 with
@@ -100,7 +102,7 @@ def median(samples):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
-def run_case(lib, threads, repeats, name):
+def run_case(lib, threads, repeats, name, side):
     dt, length = CASES[name]
     dtype = torch.float32 if dt == "f32" else torch.bfloat16
     torch.manual_seed(0)
@@ -128,11 +130,13 @@ def run_case(lib, threads, repeats, name):
     fns = {"ours": ours, "sdpa": variants[best]}
     for r in range(repeats):
         for who in (("ours", "sdpa") if r % 2 == 0 else ("sdpa", "ours")):
-            samples[who].append(timed(fns[who]))
+            if side in (None, who):
+                samples[who].append(timed(fns[who]))
     ours.close()
     return {"case": name, "threads": threads, "torch_version": torch.__version__,
             "bytes": 2 * length * KV_HEADS * HEAD_DIM * (4 if dt == "f32" else 2),
-            "ours_seconds": median(samples["ours"]), "sdpa_seconds": median(samples["sdpa"]),
+            "ours_seconds": median(samples["ours"]) if samples["ours"] else None,
+            "sdpa_seconds": median(samples["sdpa"]) if samples["sdpa"] else None,
             "sdpa_variant": best, "ours_err": errors["ours"], "sdpa_err": errors[best]}
 
 
@@ -142,6 +146,7 @@ def main():
     parser.add_argument("--lib", required=True)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", default=",".join(CASES))
+    parser.add_argument("--side", choices=("ours", "sdpa"))
     args = parser.parse_args()
     names = args.only.split(",")
     unknown = [n for n in names if n not in CASES]
@@ -152,7 +157,7 @@ def main():
     lib = ctypes.CDLL(args.lib)
     with torch.no_grad():
         for name in names:
-            print(json.dumps(run_case(lib, args.threads, args.repeats, name)), flush=True)
+            print(json.dumps(run_case(lib, args.threads, args.repeats, name, args.side)), flush=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,14 @@
 # over each thread count's three stages (about 2 minutes each on 2 cores,
 # docs/perf/2026-12-07-side-by-side.md), so no other benchmark runs beside
 # them.
+# PyTorch's idle OpenMP workers spin after each call (about 5 ms of a core
+# at 2 threads here) and would slow ropeattn's next call: its stage runs with
+# OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0, which does not slow SDPA's own
+# time.  ggml's stage keeps libgomp's default: ggml's barriers are OpenMP
+# barriers, which passive slows (ggml alone: about 1.3x at 2 threads), and
+# its idle spin ends within the drivers' 20 ms gap.  ropeattn's workers spin
+# tens of microseconds, then sleep (src/context.c).  Measured:
+# docs/perf/2026-12-07-side-by-side.md, "Idle threads".
 # Environment: GGML_DIR (a ggml checkout built with cmake: bench/peers/ggml.sh
 # says how), RA_HF_VENV (default .venv-hf, with torch: scripts/setup-hf-venv.sh),
 # BUILD (default build, after make), THREADS_LIST (default "1 2"), REPEATS
@@ -40,8 +48,8 @@ for t in $THREADS_LIST; do
         --only "$BENCH_CASES" >"$OUT/bench_t$t.json" 2>"$OUT/bench_t$t.notes" || {
         echo "side_by_side.sh: ropeattn-bench failed:" >&2; cat "$OUT/bench_t$t.notes" >&2; exit 1; }
     "$BUILD/peers/ggml_decode" --threads "$t" --repeats "$REPEATS" >"$OUT/ggml_t$t.jsonl"
-    "$PY" bench/peers/sdpa_decode.py --threads "$t" --repeats "$REPEATS" \
-        --lib "$BUILD/libropeattn.so" >"$OUT/sdpa_t$t.jsonl"
+    OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0 "$PY" bench/peers/sdpa_decode.py --threads "$t" \
+        --repeats "$REPEATS" --lib "$BUILD/libropeattn.so" >"$OUT/sdpa_t$t.jsonl"
     if [ -n "${LOCK:-}" ]; then flock -u 9; fi
 done
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
@@ -51,4 +59,6 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'),
      "family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')" \
      "model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(nproc) processors"
 echo "compiler: $(${CC:-cc} --version | head -1)"
+echo "sdpa stage: OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0; ggml stage:" \
+     "OMP_WAIT_POLICY=${OMP_WAIT_POLICY-unset} GOMP_SPINCOUNT=${GOMP_SPINCOUNT-unset}"
 "$PY" bench/peers/side_by_side_table.py "$OUT" $THREADS_LIST | tee "$OUT/table.md"

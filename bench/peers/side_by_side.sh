@@ -13,7 +13,7 @@
 # docs/perf/2026-12-07-side-by-side.md), so no other benchmark runs beside
 # them.
 # PyTorch's idle OpenMP workers spin after each call (about 5 ms of a core
-# at 2 threads here) and would slow ropeattn's next call: its stage runs with
+# at 2 threads here) and ropeattn's time beside them doubled: its stage runs with
 # OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0, which does not slow SDPA's own
 # time.  ggml's stage keeps libgomp's default: ggml's barriers are OpenMP
 # barriers, which passive slows (ggml alone: about 1.3x at 2 threads), and

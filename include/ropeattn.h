@@ -682,6 +682,12 @@ typedef struct ra_attention_options {
     const ra_tensor *attn_mask; /* PyTorch SDPA's attn_mask over [B, H, Sq, Sk],
                                    boolean (RA_BOOL) or additive (f32, f16,
                                    bf16); NULL: none */
+    /* nonzero, with non_causal and a window W: the window bounds only the
+     * earlier keys, i + Sk - Sq - W < j, as it does under the causal mask,
+     * and not the later ones (transformers' sliding layers under a
+     * bidirectional mask: Gemma 3's image blocks); 0: both sides.  Without
+     * non_causal or a window it changes nothing. */
+    int window_earlier_only;
 } ra_attention_options;
 
 /* Non-causal attention, other key lengths and arbitrary masks.
@@ -1405,6 +1411,11 @@ typedef struct ra_layer_config {
      * attention, or a rope whose attention factor is not 1 (it would scale
      * v): RA_ERR_UNSUPPORTED. */
     int rope_values;
+    /* Each call's attn_mask is its whole mask (ra_hf_options.token_types:
+     * Gemma 3's token-type masks): a call with an attn_mask must set
+     * options.non_causal too (else RA_ERR_ARGUMENT), so that the layer's
+     * causal mask does not cut the mask's later keys.  0: as before. */
+    int whole_masks;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)
@@ -1544,9 +1555,13 @@ RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer);
  * its config and weights (set in options: RA_ERR_ARGUMENT).  An attn_mask
  * masks with them; with options' non_causal too (on a layer without
  * config.non_causal and without chunks) the attn_mask is the call's whole
- * mask: neither the causal mask nor the window applies (non_causal
- * without an attn_mask: RA_ERR_ARGUMENT), as for Gemma 3's image blocks
- * (ra_hf_token_type_mask), on the training forward and backward too.  The
+ * mask: the causal mask does not apply, the window bounds only the earlier
+ * keys (window_earlier_only: transformers' sliding masks always keep that
+ * bound, so a mask made without it is still cut there; non_causal without
+ * an attn_mask: RA_ERR_ARGUMENT), as for Gemma 3's image blocks
+ * (ra_hf_token_type_mask), on the training forward and backward too.  On
+ * a layer with config.whole_masks an attn_mask without non_causal is
+ * RA_ERR_ARGUMENT.  The
  * projections use CBLAS.  Positions move RoPE (and Llama 4's temperature):
  * the masks go by token index, as in Meta's LLaMA reference code and
  * transformers.  Packed positions (ra_positions.cu_seqlens) are refused
@@ -1593,14 +1608,16 @@ RA_API ra_status ra_layer_forward_cached(ra_context *ctx, const ra_layer *layer,
  * cached before the call (the same in every sequence), as
  * ra_attention_options' attn_mask with query i at key L + i; and, as on
  * ra_layer_forward, non_causal at most: the attn_mask is then the whole
- * mask, the layer's causal mask and window not applied (Gemma 3's image
+ * mask, the layer's causal mask not applied and its window only on the
+ * earlier keys, counted from the sequence's start (Gemma 3's image
  * blocks: ra_hf_token_type_mask_cached).  Any other option set:
  * RA_ERR_ARGUMENT.  It runs flash attention over the cache's first L + S
- * slots: a cache holding tokens must be a full (not window) cache of f32,
- * f16 or bf16; an empty window or 8-bit cache takes a masked prefill as
- * ra_layer_forward_cached takes a prefill.  Otherwise, or with sequences
- * of different lengths, latent attention, max_keys or positions_are_slots:
- * RA_ERR_UNSUPPORTED.  Later calls without a mask (decode steps) are
+ * slots: a cache holding tokens (the calls after a prefill's first) must
+ * be a full (not window) cache of f32, f16 or bf16, and the layer without
+ * chunks; an empty window or 8-bit cache, or a chunked layer's empty
+ * cache, takes a masked prefill as ra_layer_forward_cached takes a
+ * prefill.  Otherwise, or with sequences of different lengths, latent
+ * attention, max_keys or positions_are_slots: RA_ERR_UNSUPPORTED.  Later calls without a mask (decode steps) are
  * ra_layer_forward_cached's.  Inference only.
  *   x, y: [B, S, dim] */
 RA_API ra_status ra_layer_forward_cached_mask(ra_context *ctx, const ra_layer *layer,

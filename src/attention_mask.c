@@ -120,6 +120,7 @@ ra_status ra_attention_mask_read_keys(ra_attention_mask *mask,
                        o->padding_mask ? "padding_mask" : o->cu_seqlens ? "cu_seqlens" : "chunk",
                        (long long)q_shape[1], (long long)n_keys);
     mask->non_causal = o->non_causal != 0;
+    mask->window_earlier_only = o->non_causal && o->window_earlier_only;
     mask->n_keys = n_keys;
     const int64_t full[4] = {q_shape[0], q_shape[2], q_shape[1], n_keys};
     if (o->attn_mask) RA_TRY(read_attn_mask(mask, o->attn_mask, full));
@@ -184,6 +185,7 @@ ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_opt
     mask->q_origin = 0;
     mask->k_origin = 0;
     mask->non_causal = 0;
+    mask->window_earlier_only = 0;
     mask->n_keys = seq;
     mask->attn = NULL;
     mask->attn_dtype = RA_F32;

@@ -236,6 +236,10 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     if (c.non_causal && c.kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: non_causal with kv_lora_rank %lld "
                        "(latent attention is a decoder's)", (long long)c.kv_lora_rank);
+    if (c.whole_masks && (c.non_causal || c.chunk || c.kv_lora_rank))
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: whole_masks with %s (its calls take "
+                       "no whole mask)", c.non_causal ? "non_causal" : c.chunk ? "chunk"
+                                                                         : "kv_lora_rank");
     /* older headers' weights end before dtype: float32 */
     RA_TRY(ra_struct_read(&w_read, sizeof w_read, offsetof(ra_layer_weights, dtype), weights,
                           "ra_layer_weights"));
@@ -356,8 +360,11 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
     if (o->attn_mask && c->kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: attn_mask with a latent "
                        "attention layer (kv_lora_rank %lld)", (long long)c->kv_lora_rank);
-    const int whole = o->non_causal; /* the attn_mask is the whole mask */
-    o->window = whole ? 0 : c->window;
+    /* non_causal: the attn_mask is the whole mask but for the window's
+     * bound on earlier keys, which a sliding layer's mask always keeps */
+    const int whole = o->non_causal;
+    o->window = c->window;
+    o->window_earlier_only = whole;
     o->chunk = c->chunk;
     o->softcap = c->softcap;
     o->sinks = layer->weights.sinks;
@@ -796,7 +803,11 @@ static ra_status check_cached_mask(const ra_layer *layer, const ra_kv_cache *cac
                        "kernel reads no 8-bit keys): a masked call only into an empty one", fn);
     if (past > cache->capacity - seq)
         return RA_OK; /* the append refuses it, naming the cache's capacity */
-    o->window = o->non_causal ? 0 : c->window;
+    if (past && c->chunk)
+        return ra_fail(RA_ERR_UNSUPPORTED, "%s: a chunked layer (chunk %lld) with tokens in the "
+                       "cache: a masked call only into an empty one", fn, (long long)c->chunk);
+    o->window = c->window; /* non_causal: its bound on earlier keys only, as above */
+    o->window_earlier_only = o->non_causal;
     o->chunk = c->chunk;
     o->softcap = c->softcap;
     o->sinks = layer->weights.sinks;

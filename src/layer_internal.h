@@ -94,10 +94,12 @@ ra_status ra_layer_check_new_slots(const ra_layer *layer, const ra_positions *po
 ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what);
 
 /* A layer call's options.non_causal (o: the caller's options, read): the
- * attn_mask is the call's whole mask, the layer's causal mask and window
- * not applied (Gemma 3's token_type_ids masks carry both).  RA_OK without
- * it; with it, RA_ERR_ARGUMENT without an attn_mask or on a non_causal
- * layer, RA_ERR_UNSUPPORTED on a layer with chunks. */
+ * attn_mask is the call's whole mask, the layer's causal mask not applied
+ * (its window only on the earlier keys, window_earlier_only: Gemma 3's
+ * token_type_ids masks).  RA_OK without it (RA_ERR_ARGUMENT for an
+ * attn_mask on a layer with config.whole_masks); with it, RA_ERR_ARGUMENT
+ * without an attn_mask or on a non_causal layer, RA_ERR_UNSUPPORTED on a
+ * layer with chunks. */
 ra_status ra_layer_read_whole_mask(const ra_layer *layer, const ra_attention_options *o);
 
 /* A layer with non_causal set on a cached or paged call (named `what`):

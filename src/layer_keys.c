@@ -59,6 +59,11 @@ ra_status ra_layer_refuse_non_causal(const ra_layer *layer, const char *what)
 ra_status ra_layer_read_whole_mask(const ra_layer *layer, const ra_attention_options *o)
 {
     const ra_layer_config *c = &layer->config;
+    if (!o->non_causal && o->attn_mask && c->whole_masks)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: attn_mask without non_causal on a "
+                       "layer with ra_layer_config.whole_masks (ra_hf_options.token_types: the "
+                       "mask is the call's whole mask, and the causal mask would cut its later "
+                       "keys)");
     if (!o->non_causal) return RA_OK;
     if (c->non_causal)
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: non_causal on a layer with "
@@ -66,7 +71,7 @@ ra_status ra_layer_read_whole_mask(const ra_layer *layer, const ra_attention_opt
     if (!o->attn_mask)
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: non_causal on a layer's call "
                        "without an attn_mask (non_causal says the attn_mask is the call's whole "
-                       "mask, in place of the layer's causal mask and window)");
+                       "mask, in place of the layer's causal mask)");
     if (c->chunk)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: non_causal (the attn_mask as "
                        "the whole mask) on a layer with chunk %lld", (long long)c->chunk);

@@ -837,25 +837,59 @@ static void test_layer(void)
         if (win) ra_layer_destroy(l);
     }
     /* options' non_causal: the attn_mask is the whole mask, the causal
-     * mask and window not applied (a decoder with window 5 = the encoder
-     * without one, same bits: the same masked tiles); without a mask, or
-     * on an encoder: refused */
+     * mask not applied, the window only on the earlier keys (a decoder with
+     * window 5 = the encoder without one under the mask cut to j > i - 5,
+     * the bound transformers' sliding masks always keep; a mask already
+     * cut gives the decoder the same bits); without a mask, or on an
+     * encoder: refused */
     cfg.non_causal = 0;
     cfg.window = 5;
     ra_layer *slid;
     CHECK(ra_layer_create(&slid, &cfg, &w) == RA_OK, "window 5");
     cfg.window = 0;
+    uint8_t *cut = malloc(B * S * S);
+    for (int64_t t = 0; t < B * S * S; t++) cut[t] = mixed[t] && t % S > t / S % S - 5;
+    ra_tensor tcut = {cut, RA_BOOL, {B, 1, S, S}, {S * S, 0, S, 1}};
     o.path = RA_PATH_FLASH;
+    o.attn_mask = &tcut;
     CHECK(ra_layer_forward(NULL, enc, y1, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
     o.non_causal = 1;
     CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
-    CHECK(!memcmp(y1, y2, 4 * n * dim), "options' non_causal: not the mask alone");
+    CHECK(!memcmp(y1, y2, 4 * n * dim), "options' non_causal, a mask with the window");
+    o.attn_mask = &tmixed;
+    CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    CHECK(!memcmp(y1, y2, 4 * n * dim), "options' non_causal: the window's earlier bound lost");
+    int64_t later = 0; /* keys the cut mask keeps 5 or more after their query */
+    for (int64_t t = 0; t < B * S * S; t++) later += cut[t] && t % S >= t / S % S + 5;
+    CHECK(later > 0, "no later keys past the window");
+    o.path = RA_PATH_REFERENCE; /* the reference's rows, the same keys */
+    CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    CHECK(ra_test_max_rel_diff(y2, y1, n * dim) <= 1e-5, "reference path");
+    o.path = RA_PATH_FLASH;
+    free(cut);
     CHECK(ra_layer_forward(NULL, enc, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT,
           "options' non_causal on a non_causal layer");
     o.attn_mask = NULL;
     CHECK(ra_layer_forward(NULL, dec, y1, x, B, S, NULL, &o) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "without an attn_mask"), "%s", ra_last_error());
     ra_layer_destroy(slid);
+    /* whole_masks: an attn_mask needs non_causal; not on an encoder */
+    cfg.non_causal = 0;
+    cfg.whole_masks = 1;
+    CHECK(ra_layer_create(&slid, &cfg, &w) == RA_OK, "whole_masks: %s", ra_last_error());
+    o.attn_mask = &tmixed;
+    CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_OK, "%s", ra_last_error());
+    o.non_causal = 0;
+    CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "whole_masks"), "%s", ra_last_error());
+    o.attn_mask = NULL;
+    CHECK(ra_layer_forward(NULL, slid, y2, x, B, S, NULL, &o) == RA_OK, "no mask: %s",
+          ra_last_error());
+    ra_layer_destroy(slid);
+    cfg.non_causal = 1;
+    CHECK(ra_layer_create(&slid, &cfg, &w) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "whole_masks"), "%s", ra_last_error());
+    cfg.whole_masks = 0;
     o.non_causal = 0;
     ra_tensor wrong = {mixed, RA_BOOL, {B, 1, S - 1, S}, {S * S, 0, S, 1}};
     o.attn_mask = &wrong;
@@ -889,8 +923,9 @@ static void test_layer(void)
 /* ra_layer_forward_cached_mask: a prefill in chunks of 8, 7 and 5 tokens,
  * each under its rows of one [B, 1, S, S] mask (random, cut at each
  * chunk's end: a chunk sees no later one's keys) over the cached and new
- * keys, with non_causal (the mask alone: the layer's window 5 not applied)
- * equals ra_layer_forward under the whole mask (1e-5 of max|y|: float32
+ * keys, with non_causal (the mask, the layer's window 5 bounding only the
+ * earlier keys, counted from the sequence's start) equals ra_layer_forward
+ * under the whole mask (1e-5 of max|y|: float32
  * sums in another order; an f16 cache 4e-3: k and v rounded to f16); an
  * all-true mask without non_causal equals ra_layer_forward_cached (the
  * causal mask and window still apply); the refusals. */
@@ -982,6 +1017,20 @@ static void test_layer_cached_mask(void)
     co.attn_mask = &next;
     CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, &co) == RA_ERR_SHAPE,
           "15 keys in an empty cache: %s", ra_last_error());
+    /* a chunked layer: its prefill's first call only (Sk != Sq refuses
+     * chunk in the kernel's masks) */
+    ra_layer_destroy(l);
+    cfg.window = 0;
+    cfg.chunk = 4;
+    CHECK(ra_layer_create(&l, &cfg, &lw) == RA_OK, "%s", ra_last_error());
+    ra_kv_cache_reset(cache);
+    co.attn_mask = &first;
+    co.non_causal = 0;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 8, NULL, &co) == RA_OK,
+          "a chunked layer's first call: %s", ra_last_error());
+    co.attn_mask = &next;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, &co) ==
+              RA_ERR_UNSUPPORTED && strstr(ra_last_error(), "chunk 4"), "%s", ra_last_error());
     ra_kv_cache_destroy(cache);
     ra_layer_destroy(l);
     for (int i = 0; i < 4; i++) free(w[i]);

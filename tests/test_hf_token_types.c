@@ -19,9 +19,12 @@
  *     cut by the chunks' edge, one longer than the window) then two text
  *     decode steps without a mask, each call's mask and y against a
  *     transformers DynamicCache's, within 1e-5;
+ *   - the full layer's masks (no window) reused on the sliding layer,
+ *     forward, gradients and cached: the sliding layer's own results (it
+ *     keeps its window's bound on earlier keys, as transformers' masks do);
  *   - refused, naming what: a family other than gemma3, vision with it, a
- *     layer not created with it, non_causal without a mask, a masked call
- *     into a window cache that holds tokens.
+ *     layer not created with it, non_causal without a mask, a mask without
+ *     non_causal, a masked call into a window cache that holds tokens.
  */
 #include <math.h>
 #include <stdio.h>
@@ -130,10 +133,12 @@ static double check_grads(const ra_hf_layer *hl, const fx_file *f, const char *p
 }
 
 /* y of one layer under ra_hf_token_type_mask's mask of the token_type_ids
- * at `types` (with the fixture's padding), and its gradients, against
+ * at `types` (with the fixture's padding), made by layer mask_hl (hl's own,
+ * or the full layer's reused on the sliding one: the layer keeps its
+ * window's bound on earlier keys), and its gradients, against
  * transformers' {pre}y{layer} and the rest. */
-static void check_forward(const ra_hf_layer *hl, const fx_file *f, int64_t layer,
-                          const char *types, const char *pre)
+static void check_forward(const ra_hf_layer *hl, const ra_hf_layer *mask_hl, const fx_file *f,
+                          int64_t layer, const char *types, const char *pre)
 {
     char key[64];
     const fx_tensor *x64 = fx_find(f, "x"), *tt = fx_find(f, types),
@@ -145,7 +150,8 @@ static void check_forward(const ra_hf_layer *hl, const fx_file *f, int64_t layer
     uint8_t *p = malloc(B * S), *m = malloc(B * S * S);
     for (int64_t i = 0; i < n; i++) x[i] = (float)x64->f64[i];
     for (int64_t i = 0; i < B * S; i++) p[i] = (uint8_t)pad->i64[i];
-    CHECK(ra_hf_token_type_mask(hl, tt->i64, p, B, S, m) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(ra_hf_token_type_mask(mask_hl, tt->i64, p, B, S, m) == RA_OK, "%s",
+          ra_hf_last_error());
     ra_tensor mask = ra_tensor_4d(m, RA_BOOL, B, 1, S, S);
     ra_attention_options o = ra_attention_options_init();
     o.attn_mask = &mask;
@@ -156,8 +162,9 @@ static void check_forward(const ra_hf_layer *hl, const fx_file *f, int64_t layer
     CHECK(ey <= 1e-5, "%slayer %lld: y %.3g of max|y|", pre, (long long)layer, ey);
     const double eg = check_grads(hl, f, pre, layer, x, &o, B, S);
     if (ra_test_isa == (int)ra_cpu_isa_max())
-        printf("%slayer %lld (%s): y %.2g of max|y|, gradients %.2g of max, from transformers "
-               "(float64)\n", pre, (long long)layer, layer ? "full" : "sliding", ey, eg);
+        printf("%slayer %lld (%s%s): y %.2g of max|y|, gradients %.2g of max, from "
+               "transformers (float64)\n", pre, (long long)layer, layer ? "full" : "sliding",
+               mask_hl != hl ? ", the full layer's mask" : "", ey, eg);
     free(x), free(y), free(p), free(m);
 }
 
@@ -168,8 +175,10 @@ static void check_forward(const ra_hf_layer *hl, const fx_file *f, int64_t layer
  * decode steps of text without a mask (ra_layer_forward_cached: the
  * layer's own causal mask and window).  Each call's mask against
  * transformers' (its DynamicCache's sliding layer keeps W - 1 keys: the
- * same keys the window leaves), y within 1e-5 of max|y|. */
-static void check_cached(const ra_hf_layer *hl, const fx_file *f, int64_t layer)
+ * same keys the window leaves), y within 1e-5 of max|y|.  mask_hl: the
+ * layer whose masks the calls take (another: its masks not checked). */
+static void check_cached(const ra_hf_layer *hl, const ra_hf_layer *mask_hl, const fx_file *f,
+                         int64_t layer)
 {
     char key[64];
     const fx_tensor *x64 = fx_find(f, "x"), *tt = fx_find(f, "cached_token_type_ids");
@@ -191,12 +200,12 @@ static void check_cached(const ra_hf_layer *hl, const fx_file *f, int64_t layer)
             for (int64_t i = 0; i < len * dim; i++)
                 xs[b * len * dim + i] = (float)x64->f64[(b * S + start) * dim + i];
         }
-        CHECK(ra_hf_token_type_mask_cached(hl, types, NULL, B, start, len, m) == RA_OK, "%s",
-              ra_hf_last_error());
+        CHECK(ra_hf_token_type_mask_cached(mask_hl, types, NULL, B, start, len, m) == RA_OK,
+              "%s", ra_hf_last_error());
         snprintf(key, sizeof key, "cached_mask%lld_c%lld", (long long)layer, (long long)c);
         const fx_tensor *want = fx_find(f, key);
         int64_t bad = 0;
-        for (int64_t i = 0; i < B * len * end; i++) bad += m[i] != want->i64[i];
+        for (int64_t i = 0; mask_hl == hl && i < B * len * end; i++) bad += m[i] != want->i64[i];
         CHECK(bad == 0, "%s: %lld elements differ from transformers'", key, (long long)bad);
         ra_tensor mask = ra_tensor_4d(m, RA_BOOL, B, 1, len, end);
         ra_attention_options o = ra_attention_options_init();
@@ -211,12 +220,13 @@ static void check_cached(const ra_hf_layer *hl, const fx_file *f, int64_t layer)
     const double ey = rel_err(y, y64->f64, n);
     CHECK(ey <= 1e-5, "cached layer %lld: y %.3g of max|y|", (long long)layer, ey);
     if (ra_test_isa == (int)ra_cpu_isa_max())
-        printf("cached layer %lld: chunks of 7 and 3, two steps: y %.2g of max|y| from "
-               "transformers (float64)\n", (long long)layer, ey);
+        printf("cached layer %lld%s: chunks of 7 and 3, two steps: y %.2g of max|y| from "
+               "transformers (float64)\n", (long long)layer,
+               mask_hl != hl ? " (the full layer's masks)" : "", ey);
     /* a window cache holds its keys in a ring: a masked call only into an empty one */
     ra_kv_cache_destroy(cache);
     cache = NULL;
-    if (layer == 0 && ra_kv_cache_create_window(&cache, B, 4, 7, 2, 8, RA_F32) == RA_OK) {
+    if (layer == 0 && mask_hl == hl && ra_kv_cache_create_window(&cache, B, 4, 7, 2, 8, RA_F32) == RA_OK) {
         ra_tensor mask = ra_tensor_4d(m, RA_BOOL, B, 1, 1, 8);
         ra_attention_options o = ra_attention_options_init();
         o.attn_mask = &mask;
@@ -252,10 +262,25 @@ static void check_layer(int64_t layer, const fx_file *f)
     check_mask(hl, f, "left_token_type_ids", "left_attention_mask", key);
     snprintf(key, sizeof key, "long_mask%lld", (long long)layer);
     check_mask(hl, f, "long_token_type_ids", "attention_mask", key);
-    check_forward(hl, f, layer, "token_type_ids", "");
-    check_forward(hl, f, layer, "long_token_type_ids", "long_"); /* a block longer than W */
-    check_cached(hl, f, layer);
+    check_forward(hl, hl, f, layer, "token_type_ids", "");
+    check_forward(hl, hl, f, layer, "long_token_type_ids", "long_"); /* a block longer than W */
+    check_cached(hl, hl, f, layer);
     ra_hf_layer_destroy(hl);
+}
+
+/* The full layer's masks (no window) reused on the sliding layer, as a
+ * port making one mask for every layer does: the sliding layer keeps its
+ * window's bound on earlier keys, transformers' sliding result. */
+static void check_reused(const fx_file *f)
+{
+    ra_hf_layer *sliding = open_layer(0, 1, RA_OK), *full = open_layer(1, 1, RA_OK);
+    if (sliding && full) {
+        check_forward(sliding, full, f, 0, "token_type_ids", "");
+        check_forward(sliding, full, f, 0, "long_token_type_ids", "long_");
+        check_cached(sliding, full, f, 0);
+    }
+    ra_hf_layer_destroy(full);
+    ra_hf_layer_destroy(sliding);
 }
 
 static void test_layers(void)
@@ -269,6 +294,7 @@ static void test_layers(void)
     }
     check_layer(0, &f);
     check_layer(1, &f);
+    check_reused(&f);
     fx_free(&f);
 }
 
@@ -292,6 +318,12 @@ static void test_refused(void)
     ao.non_causal = 1;
     CHECK(ra_layer_forward(NULL, ra_hf_layer_get(hl), y, x, 1, 6, NULL, &ao) == RA_ERR_ARGUMENT &&
               strstr(ra_last_error(), "without an attn_mask"), "%s", ra_last_error());
+    /* a mask without non_causal: the causal mask would cut the blocks' later keys */
+    ra_tensor tm = ra_tensor_4d(m, RA_BOOL, 1, 1, 6, 6);
+    ao.attn_mask = &tm;
+    ao.non_causal = 0;
+    CHECK(ra_layer_forward(NULL, ra_hf_layer_get(hl), y, x, 1, 6, NULL, &ao) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "without non_causal"), "%s", ra_last_error());
     CHECK(ra_hf_token_type_mask(hl, tt, NULL, 0, 6, m) == RA_ERR_ARGUMENT, "batch 0");
     CHECK(ra_hf_token_type_mask(hl, NULL, NULL, 1, 6, m) == RA_ERR_NULL, "NULL");
     ra_hf_layer_destroy(hl);

@@ -38,6 +38,9 @@ typedef struct ra_attention_mask {
      * S but with other key lengths; the dropout grid's last axis) */
     int non_causal;
     int64_t n_keys;
+    /* ra_attention_options' window_earlier_only with non_causal: the
+     * window bounds only the earlier keys */
+    int window_earlier_only;
     /* attn_mask, checked: element (b, h, i, j) at attn + the dot product of
      * those indices with attn_stride (0 on a broadcast axis); RA_BOOL (0:
      * masked) or additive f32, f16, bf16 (-Inf: masked).  NULL: none. */
@@ -84,14 +87,15 @@ static inline int64_t ra_mask_first_key(const ra_attention_mask *mask, int64_t i
 
 /* The last key query i sees, before the padding mask and attn_mask (i, lp
  * and the result key rows, as ra_mask_first_key's): i, causal; without the
- * causal mask the window's (i + W - 1), the chunk's and the document's last
+ * causal mask the window's (i + W - 1, unless window_earlier_only), the chunk's and the document's last
  * key, n_keys - 1 at most. */
 static inline int64_t ra_mask_last_key(const ra_attention_mask *mask, int64_t i, int64_t lp,
                                        int64_t n_keys)
 {
     int64_t hi = mask->non_causal ? n_keys - 1 : i;
     if (!mask->non_causal) return hi < n_keys - 1 ? hi : n_keys - 1;
-    if (mask->window && i + mask->window - 1 < hi) hi = i + mask->window - 1;
+    if (mask->window && !mask->window_earlier_only && i + mask->window - 1 < hi)
+        hi = i + mask->window - 1;
     if (mask->chunk && i >= lp) {
         int64_t end = lp + ((i - lp) / mask->chunk + 1) * mask->chunk - 1;
         if (end < hi) hi = end;

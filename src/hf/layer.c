@@ -552,6 +552,7 @@ static ra_status token_types_config(const ra_hf_config *config, ra_layer_config 
     if (lc->chunk || lc->non_causal)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: token_types: a layer with %s", config->path,
                        lc->chunk ? "chunks" : "non_causal");
+    lc->whole_masks = 1; /* a call's attn_mask needs non_causal */
     return RA_OK;
 }
 

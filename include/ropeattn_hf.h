@@ -518,8 +518,10 @@ RA_HF_API const ra_layer *ra_hf_layer_get(const ra_hf_layer *layer);
  * create_masks_for_vision_model), for a layer created with
  * ra_hf_options.token_types; mask [batch, 1, seq, seq] RA_BOOL (1 = may
  * attend), the call's whole mask: give it as the call's options' attn_mask
- * with non_causal set (ra_layer_forward: the layer's causal mask and window
- * are then not applied, the mask has them).  An image block is a maximal
+ * with non_causal set (ra_layer_forward: the layer's causal mask is then
+ * not applied, the mask has it; the window still bounds the earlier keys,
+ * as it does in the mask, and a layer made with token_types refuses an
+ * attn_mask without non_causal).  An image block is a maximal
  * run of token_type_ids == 1 in a row (any other value is text; two runs
  * apart by one text token are two blocks).  Query i of row b sees key j when
  *   (j <= i  or  i and j are in the same image block)

@@ -13,8 +13,9 @@
  * A cached call's queries are tokens past .. past + seq - 1 of the row and
  * its keys 0 .. past + seq - 1, the mask functions evaluated at those
  * indices (create_causal_mask's q and kv offsets of a chunked prefill).
- * The mask is the call's whole mask (the layer's causal mask and window
- * not applied: ra_attention_options' non_causal on the layer's call).
+ * The mask is the call's whole mask (the layer's causal mask not applied:
+ * ra_attention_options' non_causal on the layer's call; its window, the
+ * same bound as the mask's, still applies to the earlier keys).
  */
 #include "hf/hf.h"
 #include "memory.h"

@@ -152,7 +152,8 @@ typedef struct bench_one_thread {
 typedef struct bench_record {
     const bench_case *what;
     double work;           /* bytes or flops of one run (the case's, or sized) */
-    const char *shape;     /* the case's, or sized */
+    char shape[160];       /* the case's, or sized (copied: a sized shape lives in
+                              the case's state, released before the report) */
     double median_seconds; /* of one run */
     double rate;           /* GB/s or GFLOP/s, from median_seconds */
     double fraction;       /* median over pairs of rate / limit rate; NAN without a limit */

@@ -131,7 +131,6 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
     *out = (bench_record){
         .what = c,
         .work = p->work,
-        .shape = p->shape,
         .median_seconds = timer_median(times, repeats),
         .fraction = limit ? timer_median(fractions, repeats) : NAN,
         .limit_rate = limit ? timer_median(limit_rates, repeats) : NAN,
@@ -143,6 +142,7 @@ int bench_measure(bench_prepared *p, bench_prepared *limit, bench_prepared *cons
         .extra_memory = p->extra_memory,
         .one = {0, NAN, NAN, NAN, NAN, NAN, NAN},
     };
+    snprintf(out->shape, sizeof out->shape, "%s", p->shape);
     out->rate = p->work / out->median_seconds * 1e-9;
     return 0;
 }

@@ -17,8 +17,10 @@
 /* One case.  mask: 0 none, 1 RA_BOOL, 2 f32, 3 bf16, 4 f16.  bcast: the
  * mask's view: 0 [B, H, Sq, Sk]; 1 [1, 1, Sq, Sk]; 2 [B, 1, 1, Sk];
  * 3 [1, H, Sq, 1]; 4 [B, H, Sq, Sk] with stride 0 on H.  dead: rows with
- * i % 5 == 2 see no key (all masked).  skip: keys 64 .. 191 masked for
- * every row (whole tiles the flash path skips).  pad: right padding of
+ * i % 5 == 2 see no key (all masked).  skip: 1, keys 64 .. 191 masked for
+ * every row (whole tiles the flash path skips); 2, the keys of odd 64-key
+ * tiles masked, the others' values 0 or -0.0 (tiles the flash path runs
+ * without building the mask's).  pad: right padding of
  * b + 2 tokens (Sq = Sk only). */
 typedef struct nc_case {
     int64_t b, sq, sk, h, hkv, d;
@@ -46,6 +48,9 @@ static const nc_case cases[] = {
     {1, 200, 260, 8, 2, 16, 1, 0, 0, 0, 1, 4, 1, 1, 0}, /* stride-0 heads */
     {2, 60, 60, 4, 2, 16, 1, 0, 0, 0, 4, 0, 0, 0, 1},  /* f16 mask and padding */
     {2, 65, 65, 2, 2, 8, 0, 4, 0, 1, 1, 1, 0, 0, 1},   /* causal window, padding, sinks */
+    {2, 200, 200, 4, 2, 16, 1, 0, 0, 0, 2, 0, 0, 2, 0}, /* mask 0 or -0.0 on whole tiles */
+    {1, 150, 300, 4, 2, 16, 0, 0, 0, 1, 1, 1, 1, 2, 0}, /* the same, causal (bool) */
+    {2, 130, 130, 4, 2, 16, 0, 0, 5.0, 0, 4, 0, 0, 2, 1}, /* the same, f16, padding */
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -53,7 +58,8 @@ enum { N_CASES = sizeof cases / sizeof cases[0] };
 static float mask_value(const nc_case *c, int64_t b, int64_t h, int64_t i, int64_t j)
 {
     if (c->dead && i % 5 == 2) return -INFINITY;
-    if (c->skip && j >= 64 && j < 192) return -INFINITY;
+    if (c->skip == 1 && j >= 64 && j < 192) return -INFINITY;
+    if (c->skip == 2) return (j / 64) % 2 ? -INFINITY : j % 2 ? -0.0f : 0.0f;
     uint64_t x = (uint64_t)(((b * 131 + h) * 1009 + i) * 7919 + j) * 0x9E3779B97F4A7C15ull;
     x ^= x >> 29;
     if (x % 3 == 0) return -INFINITY;

@@ -134,21 +134,33 @@ static inline void ra_mask_attn_row(const ra_attention_mask *mask, int64_t b, in
     }
 }
 
-/* Whether attn_mask lets query row i of (b, h) see one of the keys lo .. hi
- * of the tile of nk keys from k0 (a flash tile's row bounds, clamped to
- * 0 .. nk - 1 here), padding keys (padkey[j] nonzero) aside: the quick check
- * that lets the flash kernels skip a tile it leaves empty before building
- * it.  line: [RA_FLASH_BK] scratch. */
-static inline int ra_mask_attn_row_sees(const ra_attention_mask *mask, int64_t b, int64_t h,
+/* What attn_mask does to a flash tile: leaves it empty (no row sees a
+ * key: skipped), whole (exactly 0, -0.0 too, at every key a row sees:
+ * adding it changes no score, so its tile is not built) or neither. */
+enum { RA_TILE_EMPTY, RA_TILE_WHOLE, RA_TILE_BUILT };
+
+/* Query row i of (b, h) over the keys lo .. hi of the tile of nk keys from
+ * k0 (a flash tile's row bounds, clamped to 0 .. nk - 1 here), padding keys
+ * (padkey[j] nonzero) aside: sets *any where attn_mask lets it see one,
+ * clears *whole where attn_mask is not 0 at one; returns whether it sees
+ * one.  The quick check that lets the flash kernels skip a tile attn_mask
+ * leaves empty or whole before building it.  line: [RA_FLASH_BK] scratch. */
+static inline int ra_mask_attn_row_scan(const ra_attention_mask *mask, int64_t b, int64_t h,
                                         int64_t i, int64_t k0, int64_t nk, float lo, float hi,
-                                        const float *padkey, float *line)
+                                        const float *padkey, float *line, int *any, int *whole)
 {
     const int64_t l = lo < 0 ? 0 : (int64_t)lo, e = hi > nk - 1 ? nk - 1 : (int64_t)hi;
+    int sees = 0, zero = 1;
     if (l > e) return 0;
     ra_mask_attn_row(mask, b, h, i, k0 + l, e - l + 1, line, 1);
     for (int64_t j = l; j <= e; j++)
-        if (line[j - l] != -INFINITY && !padkey[j]) return 1;
-    return 0;
+        if (!padkey[j]) {
+            sees |= line[j - l] != -INFINITY;
+            zero &= line[j - l] == 0.0f;
+        }
+    *any |= sees;
+    *whole &= zero;
+    return sees;
 }
 
 /* attn_mask's value at (b, h, i, j) (ra_mask_attn_row's); 0 without one. */

@@ -66,8 +66,10 @@ typedef struct backward_tile {
     uint32_t *pb, *dsb;               /* [BK, BQ / 2]: the bf16 units' (words) */
     float *stage;                     /* [BK, dp]: AMX's dK or dV block */
     int64_t *last;                    /* [BQ]: each row's last key */
-    float *am;                        /* [BK, BQ]: attn_mask's tile (attn set) */
+    float *am;                        /* [BK, BQ]: attn_mask's tile (am_set) */
     int attn;                         /* the job has an attn_mask */
+    int am_set;                       /* am holds the current tile's (not all
+                                         0 where seen) */
 } backward_tile;
 
 static backward_tile carve_backward(const ra_flash_backward_job *job, int thread,
@@ -105,6 +107,7 @@ static backward_tile carve_backward(const ra_flash_backward_job *job, int thread
     t.last = (int64_t *)(void *)(t.stage + BK * dp);
     t.am = t.stage + BK * dp + 2 * BQ;
     t.attn = job->args->fwd.mask.attn != NULL;
+    t.am_set = 0;
     return t;
 }
 
@@ -159,7 +162,7 @@ static void probs_tile(const backward_tile *t, int64_t nk, int masked, int paddi
 {
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     const int divide = !(1.0f / softcap >= FLT_MIN); /* as softmax_tile */
-    const float *am = t->attn ? t->am : NULL;
+    const float *am = t->am_set ? t->am : NULL;
     for (int64_t r0 = 0; r0 < BQ; r0 += RA_W) {
         vf lse = vload(t->lse + r0), lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         for (int64_t j = 0; j < nk; j++) {
@@ -171,7 +174,7 @@ static void probs_tile(const backward_tile *t, int64_t nk, int masked, int paddi
             }
             if (am) s += vload(am + j * BQ + r0);
             vf p = vexp(s - lse);
-            if (am) p = vselect(s == vsplat(-INFINITY), vsplat(0.0f), p);
+            if (t->attn) p = vselect(s == vsplat(-INFINITY), vsplat(0.0f), p);
             if (masked) {
                 vf at = vsplat((float)j);
                 p = vselect((at > hi) | (at < lo), vsplat(0.0f), p);
@@ -244,20 +247,22 @@ static void load_query_stats(const backward_tile *t, const ra_flash_backward_job
 
 /* attn_mask's tile (t->am) for query rows q0 .. q0 + nq - 1 of (b, h) and
  * keys k0 .. k0 + nk - 1: -Inf where a row does not see a key (lo .. hi,
- * padding), 0 on rows past nq and padding queries (P = 0 there anyway);
- * returns whether some row sees some key (else the tile adds nothing).  A
- * tile left empty is skipped at the cost of reading each row's values into
- * a row of BK (the forward's quick check) without writing the tile. */
+ * padding), 0 on rows past nq and padding queries (P = 0 there anyway).
+ * Returns RA_TILE_EMPTY where no row sees a key (the tile adds nothing),
+ * RA_TILE_WHOLE where attn_mask is exactly 0 at every key a row sees (t->am
+ * is not written), RA_TILE_BUILT otherwise; the first two cost reading each
+ * row's values into a row of BK (the forward's quick check) alone. */
 static int backward_tile_attn(const backward_tile *t, const ra_attention_mask *mask, int64_t b,
                               int64_t h, int64_t q0, int64_t nq, int64_t k0, int64_t nk)
 {
-    int any = 0;
+    int any = 0, whole = 1;
     float line[BK];
-    for (int64_t r = 0; r < nq && !any; r++)
-        any = t->first[r] >= 0 &&
-              ra_mask_attn_row_sees(mask, b, h, q0 + r, k0, nk, t->lo[r], t->hi[r], t->padkey,
-                                    line);
-    if (!any) return 0;
+    for (int64_t r = 0; r < nq && (!any || whole); r++)
+        if (t->first[r] >= 0)
+            ra_mask_attn_row_scan(mask, b, h, q0 + r, k0, nk, t->lo[r], t->hi[r], t->padkey,
+                                  line, &any, &whole);
+    if (!any) return RA_TILE_EMPTY;
+    if (whole) return RA_TILE_WHOLE;
     for (int64_t r = 0; r < BQ; r++) {
         float *col = t->am + r; /* [j * BQ] */
         if (r >= nq || t->first[r] < 0) {
@@ -272,7 +277,7 @@ static int backward_tile_attn(const backward_tile *t, const ra_attention_mask *m
         for (int64_t j = lo; j <= hi; j++)
             if (t->padkey[j]) col[j * BQ] = -INFINITY;
     }
-    return 1;
+    return RA_TILE_BUILT;
 }
 
 /* Q and dO rows, then Qt and dOt from them, for query rows [q0, q0 + nq);
@@ -394,11 +399,15 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                 t.padkey[j] = !ra_mask_real(mask, b, k0 + j);
                 padding |= t.padkey[j] != 0;
             }
-            const int masked = first_max > k0 || last_min < k0 + nk - 1 || padding || t.attn;
-            for (int64_t r = 0; masked && r < BQ; r++)
+            /* the causal bounds, window and padding hide some keys from some rows */
+            const int bounded = first_max > k0 || last_min < k0 + nk - 1 || padding;
+            for (int64_t r = 0; (bounded || t.attn) && r < BQ; r++)
                 row_bounds(&t.lo[r], &t.hi[r], t.first[r], t.last[r], k0);
-            if (t.attn && !backward_tile_attn(&t, mask, b, h, q0, nq, k0, nk))
-                continue; /* attn_mask leaves the tile empty: it adds nothing */
+            const int attn = t.attn ? backward_tile_attn(&t, mask, b, h, q0, nq, k0, nk)
+                                    : RA_TILE_WHOLE;
+            if (attn == RA_TILE_EMPTY) continue; /* attn_mask leaves it empty: adds nothing */
+            t.am_set = attn == RA_TILE_BUILT; /* else unmasked, where not bounded */
+            const int masked = bounded || t.am_set;
             if (!bf16) {
                 tile_rows(t.krow, k, b, g, k0, nk, t.wide_k, head_dim);
                 tile_rows(t.vrow, v, b, g, k0, nk, t.wide_v, head_dim);

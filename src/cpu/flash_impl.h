@@ -167,8 +167,9 @@ typedef struct flash_tile {
     float *padkey;      /* [BK]: nonzero for the tile's padding keys */
     float *any;         /* [rows]: nonzero once attn_mask has let the row see a key */
     float *am;          /* [BK, rows]: attn_mask's tile, -Inf where a row does not
-                           see a key (attn set) */
+                           see a key (am_set) */
     int attn;           /* the job has an attn_mask */
+    int am_set;         /* am holds the current tile's (not all 0 where seen) */
 } flash_tile;
 
 static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
@@ -194,17 +195,18 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.any = t.qrot + rows * ra_round_up(head_dim, 16) + 2 * rows;  /* [rows] */
     t.am = t.any + rows;                                           /* [BK, rows] */
     t.attn = job->args->mask.attn != NULL;
+    t.am_set = 0;
     return t;
 }
 
-/* Soft-caps (softcap > 0), adds attn_mask's tile (t->attn), masks (masked:
+/* Soft-caps (softcap > 0), adds attn_mask's tile (t->am_set), masks (masked:
  * keys outside a row's lo .. hi, and padding keys), exponentiates and folds
  * one tile's scores into m and l, and leaves e^(m - m') in alpha for
  * values_block to rescale Ot with. */
 static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int masked,
                          int padding, float softcap)
 {
-    const float *am = t->attn ? t->am : NULL;
+    const float *am = t->am_set ? t->am : NULL;
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     const int divide = !(1.0f / softcap >= FLT_MIN); /* 1 / c subnormal: s / c */
     for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
@@ -243,7 +245,7 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
 static inline int seen(const flash_tile *t, int64_t rows, int64_t r, int64_t j)
 {
     return (float)j >= t->lo[r] && (float)j <= t->hi[r] && !t->padkey[j] &&
-           (!t->attn || t->am[j * rows + r] != -INFINITY);
+           (!t->am_set || t->am[j * rows + r] != -INFINITY);
 }
 
 /* Whether the values of a masked tile hold an Inf or a NaN: a masked key
@@ -486,24 +488,27 @@ static int tile_padding(const flash_tile *t, const ra_attention_args *a, const f
 
 /* attn_mask's tile (t->am) for the keys k0 .. k0 + nk - 1, -Inf where a row
  * does not see a key (lo .. hi and padding: t's), 0 on padding rows;
- * marks the rows that see a key (t->any) and returns whether any does: a
- * tile where none does is skipped. */
+ * marks the rows that see a key (t->any).  Returns RA_TILE_EMPTY (the tile
+ * is skipped), RA_TILE_WHOLE (t->am is not written) or RA_TILE_BUILT. */
 static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
                      int64_t k0, int64_t nk)
 {
     const int64_t rep = a->q->shape[2] / a->k->shape[2], rows = blk->rows;
-    int any = 0;
-    /* first whether some row sees some key, each row's values read into
-     * a row of BK (contiguous, in L1): a tile left empty is skipped at that
-     * cost alone, without writing the [BK, rows] tile */
+    int any = 0, whole = 1;
+    /* first whether some row sees some key, and whether attn_mask is 0 at
+     * every key the rows see, each row's values read into a row of BK
+     * (contiguous, in L1): a tile left empty or whole costs that alone,
+     * without writing the [BK, rows] tile */
     float line[BK];
-    for (int64_t r = 0; r < rows && !any; r++) {
+    for (int64_t r = 0; r < rows && (!any || whole); r++) {
         const int64_t h = r / blk->block_q, qi = r % blk->block_q;
-        any = h < rep && qi < blk->nq &&
-              ra_mask_attn_row_sees(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0, nk,
-                                    t->lo[r], t->hi[r], t->padkey, line);
+        if (h < rep && qi < blk->nq &&
+            ra_mask_attn_row_scan(&a->mask, blk->b, blk->g * rep + h, blk->q0 + qi, k0, nk,
+                                  t->lo[r], t->hi[r], t->padkey, line, &any, &whole))
+            t->any[r] = 1.0f;
     }
-    if (!any) return 0;
+    if (!any) return RA_TILE_EMPTY;
+    if (whole) return RA_TILE_WHOLE;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t h = r / blk->block_q, qi = r % blk->block_q;
         float *col = t->am + r; /* [j * rows] */
@@ -527,7 +532,7 @@ static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flas
         }
         if (row_any) t->any[r] = 1.0f;
     }
-    return 1;
+    return RA_TILE_BUILT;
 }
 
 /* St for the tile of nk keys from k0, its padding keys (t->padkey, from
@@ -596,22 +601,26 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
 }
 
 /* One key tile [k0, k0 + BK) folded into the block's online softmax;
- * skipped when attn_mask leaves it empty. */
-static void attend_tile(const flash_tile *t, const ra_attention_args *a, flash_block *blk,
-                        int64_t k0)
+ * skipped when attn_mask leaves it empty, unmasked when attn_mask is 0 at
+ * every key and the other masks hide none. */
+static void attend_tile(flash_tile *t, const ra_attention_args *a, flash_block *blk, int64_t k0)
 {
     const ra_attention_mask *mask = &a->mask;
     const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0;
     const int padding = tile_padding(t, a, blk, k0, nk);
-    /* some rows do not see some keys */
-    const int masked = blk->first_max > k0 || blk->last_min < k0 + nk - 1 || padding || t->attn;
-    for (int64_t r = 0; masked && r < blk->rows; r++)
+    /* the causal bounds, window and padding hide some keys from some rows */
+    const int bounded = blk->first_max > k0 || blk->last_min < k0 + nk - 1 || padding;
+    for (int64_t r = 0; (bounded || t->attn) && r < blk->rows; r++)
         row_bounds(&t->lo[r], &t->hi[r], t->first[r], t->last[r], k0);
-    if (t->attn && !tile_attn(t, a, blk, k0, nk)) return;
+    const int attn = t->attn ? tile_attn(t, a, blk, k0, nk) : RA_TILE_WHOLE;
+    if (attn == RA_TILE_EMPTY) return;
+    t->am_set = attn == RA_TILE_BUILT;
     tile_scores(t, a, blk, k0, nk, padding);
-    softmax_tile(t, blk->rows, nk, masked, padding, mask->softcap);
+    softmax_tile(t, blk->rows, nk, bounded || t->am_set, padding, mask->softcap);
     if (a->dropout) tile_dropout(t, a, blk, k0, nk);
-    tile_values(t, a, blk, k0, nk, masked, padding);
+    /* with attn_mask, values_seen as before where the values hold an Inf or
+     * a NaN (keeps a whole tile's results those of its masked path) */
+    tile_values(t, a, blk, k0, nk, bounded || t->attn, padding);
     blk->started = 1;
 }
 

@@ -1416,6 +1416,14 @@ typedef struct ra_layer_config {
      * options.non_causal too (else RA_ERR_ARGUMENT), so that the layer's
      * causal mask does not cut the mask's later keys.  0: as before. */
     int whole_masks;
+    /* Windowed encoders (Qwen2.5-VL's window-attention vision layers):
+     * > 0, with non_causal, the most tokens a call's document may hold.
+     * Each of the layer's calls (forward, train, backward) must give its
+     * documents (ra_attention_options.cu_seqlens), none longer; a call
+     * without them, or with a longer one, attends past the windows:
+     * RA_ERR_ARGUMENT naming max_document, before anything is written.
+     * 0: no bound; negative, or without non_causal: RA_ERR_ARGUMENT. */
+    int64_t max_document;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

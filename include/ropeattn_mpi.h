@@ -194,8 +194,8 @@ RA_MPI_API ra_status ra_mpi_attention_decode(ra_context *ctx, MPI_Comm comm,
  * window, chunks, soft-cap and sinks, and s's padding_mask and cu_seqlens.
  * The calls take the arguments of their libropeattn namesakes
  * (ra_layer_forward ...), with s after ctx.  Refused on every rank, naming
- * the reason: a latent attention (MLA) layer, max_keys or
- * positions_are_slots (RA_ERR_UNSUPPORTED); masks in the call's options
+ * the reason: a latent attention (MLA) layer, max_keys,
+ * positions_are_slots or max_document (RA_ERR_UNSUPPORTED); masks in the call's options
  * (RA_ERR_ARGUMENT: the whole sequence's are s's); dropout
  * (RA_ERR_UNSUPPORTED: the layer's output dropout draws by the shard's
  * rows).  Each rank's checks and the layer's steps before the attention

@@ -233,6 +233,10 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
     ra_layer_weights w_read;
     ra_rope_config rope = ra_rope_config_default(0);
     RA_TRY(RA_READ_STRUCT(c, config, ra_layer_config));
+    if (c.max_document < 0 || (c.max_document && !c.non_causal))
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: max_document %lld (0: no bound; "
+                       "positive, with non_causal: a windowed encoder's)",
+                       (long long)c.max_document);
     if (c.non_causal && c.kv_lora_rank)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: non_causal with kv_lora_rank %lld "
                        "(latent attention is a decoder's)", (long long)c.kv_lora_rank);

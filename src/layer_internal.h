@@ -65,11 +65,12 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call);
 
-/* ra_layer_config.max_keys and positions_are_slots (neither: RA_OK at
- * once): RA_ERR_UNSUPPORTED, naming it, where a query of call (its masks:
- * the layer's and the call's padding and documents) attends to more keys,
- * or where a real query's position (call->pos) is not its index in its
- * row. */
+/* ra_layer_config.max_document: RA_ERR_ARGUMENT, naming it, where call
+ * has no documents or one longer.  max_keys and positions_are_slots
+ * (neither: RA_OK at once): RA_ERR_UNSUPPORTED, naming it, where a query
+ * of call (its masks: the layer's and the call's padding and documents)
+ * attends to more keys, or where a real query's position (call->pos) is
+ * not its index in its row. */
 ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call);
 
 /* max_keys for the n new queries of a cached or paged call's sequence

@@ -8,6 +8,8 @@
  * And ra_layer_config.positions_are_slots: each real query's position is
  * its slot (its index in its row, after the tokens its cache held), and
  * max_keys then counts every slot up to the query's own.
+ * And ra_layer_config.max_document: a windowed encoder's calls give their
+ * documents, none longer.
  * And the calls whose keys a cache holds, refused for a 2-D rope.
  */
 #include "attention_internal.h"
@@ -110,9 +112,28 @@ static ra_status check_row(const ra_layer *layer, const ra_attention_mask *mask,
     return RA_OK;
 }
 
+/* max_document: the call's documents given, none longer. */
+static ra_status check_documents(const ra_layer *layer, const ra_attention_options *o)
+{
+    const int64_t bound = layer->config.max_document;
+    if (!bound) return RA_OK;
+    if (!o->cu_seqlens)
+        return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: max_document %lld: a call without "
+                       "documents (ra_attention_options.cu_seqlens: the windows of a windowed "
+                       "encoder's layer)", (long long)bound);
+    for (int64_t d = 0; d < o->n_documents; d++) /* cu_seqlens read: nondecreasing */
+        if (o->cu_seqlens[d + 1] - o->cu_seqlens[d] > bound)
+            return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: max_document %lld: document "
+                           "%lld holds %lld tokens (a windowed encoder's layer attends inside "
+                           "windows of at most max_document)", (long long)bound, (long long)d,
+                           (long long)(o->cu_seqlens[d + 1] - o->cu_seqlens[d]));
+    return RA_OK;
+}
+
 ra_status ra_layer_check_keys(const ra_layer *layer, const ra_layer_call *call)
 {
     const ra_layer_config *c = &layer->config;
+    RA_TRY(check_documents(layer, &call->attn));
     if (!c->max_keys && !c->positions_are_slots) return RA_OK;
     if (call->attn.non_causal || call->attn.attn_mask)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: %s with %s (its count of keys "

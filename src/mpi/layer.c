@@ -37,7 +37,8 @@ static ra_status check_sequence(const ra_mpi_sequence *s)
 
 /* What a layer must not have to run sharded: latent attention, whose k
  * and v differ in width (the ring carries one width); a key bound or
- * slots, which count the whole sequence's keys, not the shard's. */
+ * slots, which count the whole sequence's keys, not the shard's; a
+ * document bound (not checked against s's documents). */
 static ra_status check_layer(const ra_layer *layer)
 {
     if (!layer) return mpi_fail(RA_ERR_NULL, "layer is NULL");
@@ -52,6 +53,10 @@ static ra_status check_layer(const ra_layer *layer)
         return mpi_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: max_keys %lld across ranks (a "
                         "query's keys are the whole sequence's, not the shard's)",
                         (long long)c->max_keys);
+    if (c->max_document)
+        return mpi_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: max_document %lld across ranks "
+                        "(the whole sequence's documents are ra_mpi_sequence's)",
+                        (long long)c->max_document);
     return RA_OK;
 }
 

@@ -394,9 +394,13 @@ typedef struct ra_hf_options {
      * fullatt_block_indexes: ra_hf_vision_layer_windowed) as transformers'
      * tower does: on the patches in window order, with
      * ra_hf_vision_windows' positions as ra_positions.axial_ids and its
-     * cu_window_seqlens as the options' cu_seqlens (the layer itself takes
-     * any documents: those are what make it the window layer).  A window
-     * layer without it is refused (RA_ERR_UNSUPPORTED, naming
+     * cu_window_seqlens as the options' cu_seqlens.  Its
+     * ra_layer_config.max_document is the largest window's patches,
+     * (window_size // spatial_merge_size // patch_size)^2
+     * spatial_merge_size^2: a call without documents, or with one longer
+     * (whole frames, a full layer's), is refused (RA_ERR_ARGUMENT naming
+     * max_document); windows of the wrong images are the caller's to
+     * avoid.  A window layer without it is refused (RA_ERR_UNSUPPORTED, naming
      * vision_windows), as is vision_windows on any other layer (a full
      * one attends over whole frames; RA_ERR_ARGUMENT) and without vision
      * (RA_ERR_ARGUMENT). */
@@ -476,7 +480,11 @@ RA_HF_API ra_status ra_hf_vision_rope_config(const ra_hf_config *config, ra_rope
  * row-major over each frame's grid of h / m x w / m units and row-major
  * inside (those past the frame's edge dropped: transformers' -100 padding).
  * Call it once with the three arrays NULL for the counts, then with arrays
- * of those sizes (any of them NULL: not written).  Refused: a vision
+ * of those sizes (any of them NULL: not written), counts on entry saying
+ * them: where an array is given, counts[0], [1] and [2] must hold at least
+ * these images' counts (positions [counts[0], 2], window_index
+ * [counts[1]], cu_window_seqlens [counts[2] + 1]), else RA_ERR_SIZE
+ * naming the array, nothing written.  Refused: a vision
  * encoder other than qwen2_5_vl_vision (RA_ERR_UNSUPPORTED), vws 0
  * (RA_ERR_UNSUPPORTED: transformers divides by it), a key that is not a
  * positive integer (RA_ERR_FORMAT), n_images < 1, t, h or w < 1, h or w

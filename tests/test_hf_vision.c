@@ -15,7 +15,11 @@
  *     three images whose windows are cut by the frame's edges or empty;
  *     ra_hf_vision_windows' window_index, cu_window_seqlens and positions
  *     equal to transformers' (get_vision_window_index, the positions the
- *     tower's rotary tables come from), and its refusals;
+ *     tower's rotary tables come from), and its refusals: arrays smaller
+ *     than the counts given on entry (RA_ERR_SIZE, nothing written), and
+ *     window_size 2^53 - 1 computed without overflow (one window a
+ *     frame); the layer's max_document (the largest window's patches)
+ *     refusing a call without documents or with whole frames;
  *   - refused, naming what: no layer, a text layer's options, a layer the
  *     checkpoint lacks, a window layer without vision_windows (and
  *     vision_windows on a full one, or without vision), a tensor the
@@ -198,6 +202,25 @@ static void test_windows(void)
                   RA_ERR_ARGUMENT, "no image");
         CHECK(ra_hf_vision_windows(config, NULL, 1, counts, NULL, NULL, NULL) == RA_ERR_NULL,
               "grid NULL");
+        /* the two-call pattern with another grid: counts on entry are the arrays' sizes */
+        const int64_t one_image[3] = {1, 4, 4};
+        int64_t few[3] = {-1, -1, -1};
+        CHECK(ra_hf_vision_windows(config, one_image, 1, few, NULL, NULL, NULL) == RA_OK &&
+                  few[0] == 16 && few[1] == 4 && few[2] == 1, "one image's counts");
+        int64_t small_index[4] = {-1, -1, -1, -1}, small_cu[2], small_pos[32];
+        const int64_t kept[3] = {few[0], few[1], few[2]};
+        CHECK(ra_hf_vision_windows(config, grid->i64, n_images, few, small_index, small_cu,
+                                   small_pos) == RA_ERR_SIZE &&
+                  strstr(ra_hf_last_error(), "window_index too small") &&
+                  memcmp(few, kept, sizeof kept) == 0 && small_index[0] == -1,
+              "arrays too small: %s", ra_hf_last_error());
+        CHECK(ra_hf_vision_windows(config, grid->i64, n_images, few, NULL, NULL, small_pos) ==
+                  RA_ERR_SIZE && strstr(ra_hf_last_error(), "positions too small"),
+              "positions too small: %s", ra_hf_last_error());
+        int64_t more[3] = {counts[0], counts[1], counts[2] - 1};
+        CHECK(ra_hf_vision_windows(config, grid->i64, n_images, more, NULL, small_cu, NULL) ==
+                  RA_ERR_SIZE && strstr(ra_hf_last_error(), "cu_window_seqlens too small"),
+              "cu_window_seqlens too small: %s", ra_hf_last_error());
         const int64_t huge[3] = {65536, 65536, 65536};
         CHECK(ra_hf_vision_windows(config, huge, 1, counts, NULL, NULL, NULL) ==
                   RA_ERR_ARGUMENT && strstr(ra_hf_last_error(), "INT32_MAX"),
@@ -218,6 +241,18 @@ static void test_windows(void)
     CHECK(ra_hf_vision_windows(small, one, 1, counts, NULL, NULL, NULL) == RA_ERR_UNSUPPORTED &&
               strstr(ra_hf_last_error(), "window_size 27"), "vws 0: %s", ra_hf_last_error());
     ra_hf_config_close(small);
+    /* window_size 2^53 - 1 (the largest integer a config holds; INT64_MAX is
+     * refused by the reader): one window a frame, no overflow */
+    json = "{\"model_type\": \"qwen2_5_vl\", \"vision_config\": {\"model_type\": "
+           "\"qwen2_5_vl\", \"window_size\": 9007199254740991}}";
+    CHECK(ra_hf_config_parse(&small, json, strlen(json)) == RA_OK, "parse");
+    const int64_t two[6] = {2, 4, 6, 1, 2, 2};
+    int64_t cw[4] = {-1, -1, -1, -1};
+    int64_t sizes[3] = {0, 0, 3};
+    CHECK(ra_hf_vision_windows(small, two, 2, sizes, NULL, cw, NULL) == RA_OK &&
+              sizes[0] == 52 && sizes[1] == 13 && sizes[2] == 3 && cw[1] == 24 && cw[2] == 48 &&
+              cw[3] == 52, "window_size 2^53 - 1: %s", ra_hf_last_error());
+    ra_hf_config_close(small);
     if (open_case("pixtral", &ckpt, &pix) != RA_OK) return;
     CHECK(ra_hf_vision_windows(pix, one, 1, counts, NULL, NULL, NULL) == RA_ERR_UNSUPPORTED &&
               strstr(ra_hf_last_error(), "no window attention"), "pixtral: %s",
@@ -225,6 +260,47 @@ static void test_windows(void)
     int64_t windowed = -1;
     CHECK(ra_hf_vision_layer_windowed(pix, 0, &windowed) == RA_OK && windowed == 0, "pixtral");
     ra_hf_config_close(pix);
+    ra_hf_checkpoint_close(ckpt);
+}
+
+/* A window layer's ra_layer_config.max_document: the largest window's
+ * patches, (window_size 8 // spatial_merge_size 2 // patch_size 2)^2 2^2 =
+ * 16; a call without documents or with whole frames (60 patches) refused. */
+static void test_window_bound(void)
+{
+    ra_hf_checkpoint *ckpt;
+    ra_hf_config *config;
+    if (open_case("qwen2_5_vl_window", &ckpt, &config) != RA_OK) return;
+    ra_hf_options o = ra_hf_options_init();
+    o.vision = 1, o.layer = 0, o.vision_windows = 1;
+    ra_hf_layer *hl = NULL;
+    CHECK(ra_hf_layer_create(&hl, ckpt, config, &o) == RA_OK, "%s", ra_hf_last_error());
+    if (hl) {
+        const ra_layer *layer = ra_hf_layer_get(hl);
+        CHECK(ra_layer_get_config(layer)->max_document == 16, "max_document %lld",
+              (long long)ra_layer_get_config(layer)->max_document);
+        enum { N = 96, DIM = 48 };
+        static float x[N * DIM], y[N * DIM];
+        ra_test_fill(x, N * DIM, 1);
+        for (int i = 0; i < N * DIM; i++) y[i] = -7.0f;
+        static int64_t ids[N * 2]; /* any positions: refused before they matter */
+        ra_positions p = ra_positions_start(0);
+        p.axial_ids = ids;
+        ra_attention_options frames = ra_attention_options_init();
+        const int64_t cu[5] = {0, 60, 76, 92, 96}; /* transformers' cu_seqlens */
+        frames.cu_seqlens = cu, frames.n_documents = 4;
+        CHECK(ra_layer_forward(NULL, layer, y, x, 1, N, &p, NULL) == RA_ERR_ARGUMENT &&
+                  strstr(ra_last_error(), "max_document 16"), "no documents: %s",
+              ra_last_error());
+        CHECK(ra_layer_forward(NULL, layer, y, x, 1, N, &p, &frames) == RA_ERR_ARGUMENT &&
+                  strstr(ra_last_error(), "document 0 holds 60"), "frames: %s",
+              ra_last_error());
+        int written = 0;
+        for (int i = 0; i < N * DIM; i++) written |= y[i] != -7.0f;
+        CHECK(!written, "nothing written");
+    }
+    ra_hf_layer_destroy(hl);
+    ra_hf_config_close(config);
     ra_hf_checkpoint_close(ckpt);
 }
 
@@ -296,6 +372,7 @@ int main(int argc, char **argv)
     if (argc > 1) fixture_dir = argv[1];
     ra_test_each_isa(each_isa);
     RUN(test_windows);
+    RUN(test_window_bound);
     RUN(test_refused);
     return ra_test_summary("hf_vision");
 }

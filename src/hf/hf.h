@@ -227,6 +227,14 @@ ra_status hf_vision_model_type(const ra_hf_config *config, const char **model_ty
  * (vision_windows.c). */
 ra_status hf_vision_layer_windowed(const ra_hf_config *config, int64_t layer, int *windowed);
 
+/* The most patches a window of the config's qwen2_5_vl_vision encoder
+ * holds, (window_size // m // patch_size)^2 m^2 with m its
+ * spatial_merge_size (INT64_MAX where that does not fit), into *patches (NULL: not),
+ * the window's side in merged units (vws) into *vws and m into *m; the
+ * keys checked, as ra_hf_vision_windows names them (vision_windows.c). */
+ra_status hf_vision_window_size(const ra_hf_config *config, int64_t *patches, int64_t *vws,
+                                int64_t *m);
+
 /* The layer's config and its rope's (out->rope points at rope) from the
  * tensors t of the checkpoint at path (their fused weight split, if any),
  * the config and the options (read by hf_options_read). */

@@ -20,7 +20,9 @@
  * Qwen2.5-VL's window-attention layers (those not in fullatt_block_indexes)
  * are the same module run on the patches in window order with the windows
  * as documents (vision_windows.c): built only with options->vision_windows,
- * the caller's statement that its calls give those.
+ * the caller's statement that its calls give those; its
+ * ra_layer_config.max_document, the largest window's patches, refuses a
+ * call without documents or with one longer (whole frames).
  */
 #include <stdio.h>
 #include <string.h>
@@ -221,5 +223,9 @@ ra_status hf_vision_build(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
     lc.head_dim = rope.head_dim;
     lc.n_heads = lc.n_kv_heads = dim / rope.head_dim;
     lc.non_causal = 1;
+    /* a window layer: its calls' documents are windows, none larger */
+    int64_t vws, m;
+    if (options->vision_windows)
+        RA_HF_TRY(hf_vision_window_size(config, &lc.max_document, &vws, &m));
     return hf_layer_from_tensors(l, ckpt, config, NULL, t, &lc, &rope);
 }

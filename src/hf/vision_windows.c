@@ -110,6 +110,86 @@ static ra_status check_grid(const int64_t *grid, int64_t n_images, int64_t m,
     return RA_OK;
 }
 
+ra_status hf_vision_window_size(const ra_hf_config *config, int64_t *patches, int64_t *vws,
+                                int64_t *m)
+{
+    const char *type;
+    RA_HF_TRY(hf_vision_model_type(config, &type));
+    if (strcmp(type, "qwen2_5_vl_vision") != 0)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: a vision encoder of model_type \"%s\" has no "
+                       "window attention (Qwen2.5-VL's, qwen2_5_vl_vision, has)", config->path,
+                       type);
+    int64_t window, patch;
+    RA_HF_TRY(vision_int(config, "window_size", 112, &window));
+    RA_HF_TRY(vision_int(config, "patch_size", 14, &patch));
+    RA_HF_TRY(vision_int(config, "spatial_merge_size", 2, m));
+    *vws = window / *m / patch; /* vit_merger_window_size */
+    if (*vws < 1)
+        return hf_fail(RA_ERR_UNSUPPORTED, "%s: vision_config's window_size %lld // "
+                       "spatial_merge_size %lld // patch_size %lld is 0: transformers' "
+                       "get_vision_window_index divides by it", config->path, (long long)window,
+                       (long long)*m, (long long)patch);
+    if (*m > 46340)
+        return hf_fail(RA_ERR_FORMAT, "%s: vision_config's spatial_merge_size %lld is beyond "
+                       "46340 (its square, the patches of a merged unit, beyond INT32_MAX)",
+                       config->path, (long long)*m);
+    /* a window's side in patches, vws m, squared; 3037000499^2 < INT64_MAX */
+    const int64_t side = *vws > 3037000499 / *m ? 0 : *vws * *m;
+    if (patches) *patches = side ? side * side : INT64_MAX;
+    return RA_OK;
+}
+
+/* Each non-NULL array's capacity (counts on entry, have) against what
+ * these images need: RA_ERR_SIZE naming the first too small. */
+static ra_status check_capacity(const int64_t have[3], const int64_t need[3],
+                                const int64_t *window_index, const int64_t *cu_window_seqlens,
+                                const int64_t *positions)
+{
+    const char *small = window_index && have[1] < need[1]             ? "window_index"
+                        : cu_window_seqlens && have[2] < need[2]      ? "cu_window_seqlens"
+                        : positions && have[0] < need[0]              ? "positions"
+                                                                      : NULL;
+    if (!small) return RA_OK;
+    return hf_fail(RA_ERR_SIZE, "ra_hf_vision_windows: %s too small: counts on entry (the "
+                   "arrays' sizes) %lld, %lld, %lld; these images need %lld, %lld, %lld",
+                   small, (long long)have[0], (long long)have[1], (long long)have[2],
+                   (long long)need[0], (long long)need[1], (long long)need[2]);
+}
+
+/* The windows of frame f of an image of lh x lw merged units: for each
+ * window of vws x vws units, row-major, its units row-major (those past
+ * the frame's edge dropped); *groups and *windows counted on, *cu the
+ * patches so far; the arrays written where given (NULL: only counted). */
+static void frame_windows(int64_t f, int64_t lh, int64_t lw, int64_t vws, int64_t m,
+                          int64_t base, int64_t *groups, int64_t *windows, int64_t *cu,
+                          int64_t *window_index, int64_t *cu_window_seqlens, int64_t *positions)
+{
+    const int64_t unit = m * m; /* spatial_merge_unit */
+    /* transformers pads lh to lh + vws - lh % vws: lh / vws + 1 window rows */
+    const int64_t nwh = lh / vws + 1, nww = lw / vws + 1;
+    for (int64_t wy = 0; wy < nwh; wy++)
+        for (int64_t wx = 0; wx < nww; wx++) {
+            int64_t units = 0;
+            for (int64_t r = wy * vws; r < lh && r - wy * vws < vws; r++)
+                for (int64_t c = wx * vws; c < lw && c - wx * vws < vws; c++, units++) {
+                    const int64_t src = f * lh * lw + r * lw + c; /* in the image */
+                    if (window_index) window_index[*groups] = base + src;
+                    for (int64_t j = 0; positions && j < unit; j++) {
+                        /* get_vision_position_ids: block-major (r, c), then
+                         * (j / m, j % m) inside the block */
+                        int64_t *p = positions + 2 * (*groups * unit + j);
+                        p[0] = r * m + j / m;
+                        p[1] = c * m + j % m;
+                    }
+                    ++*groups;
+                }
+            if (!units) continue; /* all -100: unique_consecutive drops it */
+            *cu += units * unit;
+            ++*windows;
+            if (cu_window_seqlens) cu_window_seqlens[*windows] = *cu;
+        }
+}
+
 RA_HF_API ra_status ra_hf_vision_windows(const ra_hf_config *config, const int64_t *grid_thw,
                                          int64_t n_images, int64_t counts[3],
                                          int64_t *window_index, int64_t *cu_window_seqlens,
@@ -122,61 +202,30 @@ RA_HF_API ra_status ra_hf_vision_windows(const ra_hf_config *config, const int64
     if (n_images < 1)
         return hf_fail(RA_ERR_ARGUMENT, "ra_hf_vision_windows: n_images %lld (at least one "
                        "image)", (long long)n_images);
-    const char *type;
-    RA_HF_TRY(hf_vision_model_type(config, &type));
-    if (strcmp(type, "qwen2_5_vl_vision") != 0)
-        return hf_fail(RA_ERR_UNSUPPORTED, "%s: a vision encoder of model_type \"%s\" has no "
-                       "window attention (Qwen2.5-VL's, qwen2_5_vl_vision, has)", config->path,
-                       type);
-    int64_t window, patch, m;
-    RA_HF_TRY(vision_int(config, "window_size", 112, &window));
-    RA_HF_TRY(vision_int(config, "patch_size", 14, &patch));
-    RA_HF_TRY(vision_int(config, "spatial_merge_size", 2, &m));
-    const int64_t vws = window / m / patch; /* vit_merger_window_size */
-    if (vws < 1)
-        return hf_fail(RA_ERR_UNSUPPORTED, "%s: vision_config's window_size %lld // "
-                       "spatial_merge_size %lld // patch_size %lld is 0: transformers' "
-                       "get_vision_window_index divides by it", config->path, (long long)window,
-                       (long long)m, (long long)patch);
-    if (m > 46340)
-        return hf_fail(RA_ERR_FORMAT, "%s: vision_config's spatial_merge_size %lld is beyond "
-                       "46340 (its square, the patches of a merged unit, beyond INT32_MAX)",
-                       config->path, (long long)m);
+    int64_t vws, m;
+    RA_HF_TRY(hf_vision_window_size(config, NULL, &vws, &m));
     int64_t n_patches = 0;
     RA_HF_TRY(check_grid(grid_thw, n_images, m, &n_patches));
-    const int64_t unit = m * m; /* spatial_merge_unit */
-    int64_t base = 0, groups = 0, windows = 0, cu = 0;
-    if (cu_window_seqlens) cu_window_seqlens[0] = 0;
+    /* the counts, then (arrays given) their capacities checked, then the arrays */
+    int64_t need[3] = {n_patches, n_patches / (m * m), 0}, base = 0, groups = 0, cu = 0;
     for (int64_t i = 0; i < n_images; i++) {
+        const int64_t lh = grid_thw[3 * i + 1] / m, lw = grid_thw[3 * i + 2] / m;
+        for (int64_t f = 0; f < grid_thw[3 * i]; f++)
+            frame_windows(f, lh, lw, vws, m, 0, &groups, &need[2], &cu, NULL, NULL, NULL);
+    }
+    if (window_index || cu_window_seqlens || positions)
+        RA_HF_TRY(check_capacity(counts, need, window_index, cu_window_seqlens, positions));
+    groups = cu = 0;
+    int64_t windows = 0;
+    if (cu_window_seqlens) cu_window_seqlens[0] = 0;
+    for (int64_t i = 0; i < n_images && (window_index || cu_window_seqlens || positions); i++) {
         const int64_t t = grid_thw[3 * i], lh = grid_thw[3 * i + 1] / m,
                       lw = grid_thw[3 * i + 2] / m;
-        const int64_t nwh = (lh + vws - lh % vws) / vws, nww = (lw + vws - lw % vws) / vws;
         for (int64_t f = 0; f < t; f++)
-            for (int64_t wy = 0; wy < nwh; wy++)
-                for (int64_t wx = 0; wx < nww; wx++) {
-                    int64_t units = 0;
-                    for (int64_t r = wy * vws; r < (wy + 1) * vws && r < lh; r++)
-                        for (int64_t c = wx * vws; c < (wx + 1) * vws && c < lw; c++, units++) {
-                            const int64_t src = f * lh * lw + r * lw + c; /* in the image */
-                            if (window_index) window_index[groups] = base + src;
-                            for (int64_t j = 0; positions && j < unit; j++) {
-                                /* get_vision_position_ids: block-major (r, c), then
-                                 * (j / m, j % m) inside the block */
-                                int64_t *p = positions + 2 * (groups * unit + j);
-                                p[0] = r * m + j / m;
-                                p[1] = c * m + j % m;
-                            }
-                            groups++;
-                        }
-                    if (!units) continue; /* all -100: unique_consecutive drops it */
-                    cu += units * unit;
-                    windows++;
-                    if (cu_window_seqlens) cu_window_seqlens[windows] = cu;
-                }
+            frame_windows(f, lh, lw, vws, m, base, &groups, &windows, &cu, window_index,
+                          cu_window_seqlens, positions);
         base += t * lh * lw;
     }
-    counts[0] = n_patches;
-    counts[1] = groups;
-    counts[2] = windows;
+    memcpy(counts, need, sizeof need);
     return RA_OK;
 }

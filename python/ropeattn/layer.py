@@ -210,6 +210,11 @@ class Layer:
               w = ropeattn.vision_windows(path, grid_thw)
               y = layer(x[w.patch_index], positions=w.positions,
                         cu_seqlens=w.cu_window_seqlens)
+            A call without cu_seqlens, or with a document longer than the
+            largest window (config["max_document"]: (window_size //
+            spatial_merge_size // patch_size)^2 spatial_merge_size^2
+            patches; whole frames are a full layer's), is refused
+            (ArgumentError naming max_document).
           token_types: True: a Gemma 3 layer (config.json's model_type
             "gemma3"; any other refused, UnsupportedError) whose calls take
             token_type_ids, image blocks attending both ways (transformers'

@@ -203,7 +203,8 @@ const ra_layer *ra_ext_layer_of(PyObject *obj)
 /* Into config: the switches and scales of the attention features some
  * families use (norms after RoPE, the output gate's form, v's norm, latent
  * attention's latent scales and raw q latent, clip after the norms, an
- * encoder's non_causal, RoPE on the values too). */
+ * encoder's non_causal, RoPE on the values too, a windowed encoder's
+ * max_document). */
 static int add_feature_fields(PyObject *config, const ra_layer_config *c)
 {
     const struct {
@@ -221,6 +222,7 @@ static int add_feature_fields(PyObject *config, const ra_layer_config *c)
         {"q_b_raw_latent", PyBool_FromLong(c->q_b_raw_latent)},
         {"non_causal", PyBool_FromLong(c->non_causal)},
         {"rope_values", PyBool_FromLong(c->rope_values)},
+        {"max_document", PyLong_FromLongLong((long long)c->max_document)},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {

@@ -8,7 +8,8 @@ refusals.  Qwen2.5-VL's window-attention layer (vision_windows=True) on
 three images in window order, with ropeattn.vision_windows' positions and
 cu_window_seqlens, which equal those captured from transformers' tower
 (the fixture's; tests/hf_e2e/test_vision_backend.py checks them against
-get_vision_window_index on more grids).
+get_vision_window_index on more grids); its calls without documents or
+with whole frames refused (config["max_document"], the largest window).
 """
 from pathlib import Path
 
@@ -68,10 +69,14 @@ def test_window_layer():
     x, want = np.load(d / "x.npy"), np.load(d / "y.npy")  # x in window order
     y = layer(x, positions=w.positions, cu_seqlens=w.cu_window_seqlens)
     assert np.abs(y - want).max() / np.abs(want).max() <= 1e-5
-    # the frames as documents (a full layer's) give another output
+    # the largest window's patches, (8 // 2 // 2)^2 2^2: no call attends past it
+    assert layer.config["max_document"] == 16
+    assert build("qwen2_5_vl").config["max_document"] == 0
     frames = np.concatenate([[0], np.cumsum(np.repeat(grid[:, 1] * grid[:, 2], grid[:, 0]))])
-    other = layer(x, positions=w.positions, cu_seqlens=frames)
-    assert np.abs(other - want).max() / np.abs(want).max() > 1e-3
+    with pytest.raises(ropeattn.ArgumentError, match="max_document 16: document 0 holds 60"):
+        layer(x, positions=w.positions, cu_seqlens=frames)  # a full layer's documents
+    with pytest.raises(ropeattn.ArgumentError, match="max_document 16: a call without documents"):
+        layer(x, positions=w.positions)
 
 
 def test_window_refused():

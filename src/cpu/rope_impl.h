@@ -235,12 +235,16 @@ ROPE_INLINE vu rope_bf16_pack(vf even, vf odd)
  * same bytes, in place, interleaved bf16 went from 0.83-0.89 to 0.96-1.1
  * of its rate on one thread and from 0.81-0.95 to 0.93-1.1 on two, f32 on
  * two from 0.92-1.0 to 1.0-1.09; half-split f32 on two took 0.88 of the
- * time (2 KiB and 8 KiB ahead measured no better). */
-enum { ROPE_AHEAD = 4096 };
+ * time (2 KiB and 8 KiB ahead measured no better).  Interleaved asks 3 KiB
+ * ahead: f32 on one thread read 0.90-0.91 of the limit's rate with 3 KiB
+ * against 0.85-0.86 with 4 KiB (1.5, 2, 2.5, 3.5 and 5 KiB: 0.85-0.89),
+ * where half-split read 0.92-0.93 with 3 KiB against 0.94-0.96 with 4 KiB
+ * (docs/perf/2026-12-07-rope-columns.md). */
+enum { ROPE_AHEAD = 3072, ROPE_AHEAD_HALF = 4096 };
 
-ROPE_INLINE void rope_prefetch(const void *x, int64_t byte)
+ROPE_INLINE void rope_prefetch(const void *x, int64_t byte, int64_t ahead)
 {
-    __builtin_prefetch((const char *)x + byte + ROPE_AHEAD, 1, 3);
+    __builtin_prefetch((const char *)x + byte + ahead, 1, 3);
 }
 
 /* Interleaved pairs a vector holds (f32, f16: RA_W / 2; bf16: RA_W, a pair a
@@ -311,7 +315,7 @@ ROPE_INLINE void rope_runs_in_step(void *const *y, const void *const *x, ra_dtyp
     for (; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
         vf v[2];
         for (int k = 0; k < count; k++) {
-            rope_prefetch(x[k], p * (int64_t)rope_pair_bytes(dt));
+            rope_prefetch(x[k], p * (int64_t)rope_pair_bytes(dt), ROPE_AHEAD);
             v[k] = rope_run_vector(x[k], dt, t0[k], t1[k], p, r);
         }
         for (int k = 0; k < count; k++) rope_run_put(y[k], dt, p, v[k]);
@@ -343,7 +347,7 @@ ROPE_INLINE void rope_run(void *y, const void *x, ra_dtype dt, const float *t0, 
     int64_t r = (r0 + p) % n, held_at = 0; /* where the vector held back goes */
     vf held = rope_run_vector(x, dt, t0, t1, 0, r0);
     for (; p + step <= pairs; p += step, r = rope_next(r, step, n)) {
-        rope_prefetch(x, p * (int64_t)rope_pair_bytes(dt));
+        rope_prefetch(x, p * (int64_t)rope_pair_bytes(dt), ROPE_AHEAD);
         vf v = rope_run_vector(x, dt, t0, t1, p, r);
         rope_run_put(y, dt, held_at, held);
         held = v;
@@ -367,8 +371,8 @@ ROPE_INLINE void rope_head_half(void *y, const void *x, ra_dtype dt, const float
     int64_t i = 0;
     const int64_t esize = dt == RA_F32 ? 4 : 2;
     for (; i + RA_W <= n; i += RA_W) {
-        rope_prefetch(x, i * esize);
-        rope_prefetch(x, (half + i) * esize);
+        rope_prefetch(x, i * esize, ROPE_AHEAD_HALF);
+        rope_prefetch(x, (half + i) * esize, ROPE_AHEAD_HALF);
         vf a = rope_load(x, i, dt), b = rope_load(x, half + i, dt);
         vf cv = vload(c + i), sv = vload(s + i);
         rope_store(y, i, dt, a * cv - b * sv);
@@ -388,8 +392,8 @@ ROPE_INLINE void rope_head_half_bf16(uint16_t *y, const uint16_t *x, const float
         vf a0, a1, b0, b1;
         vf c0 = vload(cd + i), c1 = vload(cd + i + RA_W);
         vf s0 = vload(sd + i), s1 = vload(sd + i + RA_W);
-        rope_prefetch(x, i * 2);
-        rope_prefetch(x, (half + i) * 2);
+        rope_prefetch(x, i * 2, ROPE_AHEAD_HALF);
+        rope_prefetch(x, (half + i) * 2, ROPE_AHEAD_HALF);
         vload_bf16_pairs(x + i, &a0, &a1);
         vload_bf16_pairs(x + half + i, &b0, &b1);
         vu ya = rope_bf16_pack(a0 * c0 - b0 * s0, a1 * c1 - b1 * s1);
@@ -517,6 +521,31 @@ ROPE_INLINE void rope_row(const ra_rope *rope, const int64_t pos3[3], int64_t fi
     tok->sn = angle_s;
 }
 
+/* Asks for token t's cos and sin rows from the table, where rope_row will
+ * read them, a token ahead: read at a token's start, before its first
+ * vector, the rows come from beyond L2 (the streams of x push the table
+ * out), and waiting for them took about 0.03 of interleaved f32's time on
+ * one thread (docs/perf/2026-12-07-rope-columns.md).  Nothing for a token
+ * whose row is put together or formed on the fly (rope_row). */
+ROPE_INLINE void rope_prefetch_row(const ra_rope_job *job, int64_t t, int64_t seq,
+                                   int64_t *seq_hint)
+{
+    const ra_rope *rope = job->rope;
+    int64_t pos3[3];
+    ra_position3(job->positions, t, seq, seq_hint, pos3);
+    const int64_t pos = pos3[0];
+    if (pos3[1] != pos || pos3[2] != pos || pos >= rope->config.table_size) return;
+    const char *c = (const char *)(rope->cos + pos * rope->n_pairs);
+    const char *s = (const char *)(rope->sin + pos * rope->n_pairs);
+    const int64_t bytes = rope->n_pairs * (int64_t)sizeof(float);
+    for (int64_t b = 0; b < bytes; b += 64) {
+        __builtin_prefetch(c + b, 0, 3);
+        __builtin_prefetch(s + b, 0, 3);
+    }
+    __builtin_prefetch(c + bytes - 1, 0, 3); /* the row's last line, where it */
+    __builtin_prefetch(s + bytes - 1, 0, 3); /* starts inside a line */
+}
+
 /* The tokens [t0, t1) of a task, interleaved: the first half and the
  * second half of the range in step, the k-th token of each together (an
  * odd one out last, on its own), so that a thread reads and writes two
@@ -541,6 +570,7 @@ ROPE_INLINE void rope_tokens_interleaved(const ra_rope_job *job, ra_dtype dt, in
             tok[k].b = t / seq;
             tok[k].s = t % seq;
             ra_position3(job->positions, t, seq, &seq_hint[k], pos3[k]);
+            if (t + 1 < (k ? t1 : mid)) rope_prefetch_row(job, t + 1, seq, &seq_hint[k]);
         }
         for (int64_t first = 0; first < n_pairs; first += ROPE_CHUNK) {
             const int64_t n = n_pairs - first < ROPE_CHUNK ? n_pairs - first : ROPE_CHUNK;

@@ -1,7 +1,10 @@
 /*
  * bench_svg.c — `ropeattn bench --svg FILE`: each judged case's rate as a
  * fraction of its limit, one horizontal bar per case, with a line at 1.0
- * (the limit), a tick at the case's target, and the rates as labels.  A
+ * (the limit), a tick at the case's target, and the rates as labels; under
+ * it, for a case with a one-thread column measured apart from the run's
+ * (bench.h), a thin bar (class "one-thread") with its fraction of the
+ * limit on one thread and a tick at that column's target.  A
  * self-contained SVG (no scripts, no external fonts or styles), written
  * atomically.
  */
@@ -17,7 +20,7 @@
 
 #define LABEL_W 230 /* the case names */
 #define BAR_W 480   /* fraction 0 .. x_max */
-#define NOTE_W 420  /* rate of limit-rate to the right */
+#define NOTE_W 520  /* rate of limit-rate (and on one thread) to the right */
 #define ROW_H 24
 #define TOP 58
 #define WIDTH (LABEL_W + BAR_W + NOTE_W + 20)
@@ -38,19 +41,36 @@ static void put_text(FILE *f, const char *s)
 
 static const char *unit(const bench_case *c) { return c->work_is_flops ? "GFLOP/s" : "GB/s"; }
 
+/* Green at or past the target, orange short of it, grey without one. */
+static const char *bar_fill(double fraction, double target)
+{
+    return target <= 0 ? "#7a8ca3" : fraction >= target ? "#3a9a5b" : "#d08a2e";
+}
+
+/* Whether r's one-thread fraction gets its own bar: measured apart from
+ * the run's (not a run of one thread, where the column repeats it). */
+static int has_one_thread_bar(const bench_record *r, const bench_run_info *info)
+{
+    return info->one_thread && r->one.measured && isfinite(r->one.fraction);
+}
+
 static void draw(FILE *f, const bench_record *records, int n, const bench_run_info *info)
 {
     /* The axis runs to 1.2, or further for fractions past it, up to 1.6: a
      * bar past that (a case that fits in cache, like one decode token) is
      * cut at the edge, its label giving the value. */
-    int rows = 0;
+    int rows = 0, thin_bars = 0;
     double x_max = 1.2;
     for (int i = 0; i < n; i++)
         if (isfinite(records[i].fraction)) {
             rows++;
             x_max = fmin(1.6, fmax(x_max, ceil(records[i].fraction * 5) / 5));
+            if (has_one_thread_bar(&records[i], info)) {
+                thin_bars++;
+                x_max = fmin(1.6, fmax(x_max, ceil(records[i].one.fraction * 5) / 5));
+            }
         }
-    int footer_lines = 2;
+    int footer_lines = 2 + (thin_bars > 0);
     for (int i = 0; i < n; i++) footer_lines += records[i].what->parts != NULL;
     int height = TOP + rows * ROW_H + 40 + footer_lines * 18;
 #define X(fraction) (LABEL_W + (fraction) / x_max * BAR_W)
@@ -63,8 +83,9 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">ropeattn bench: "
             "rate as a fraction of the limit measured in the same run</text>\n");
-    fprintf(f, "<text x=\"10\" y=\"38\">%d threads, simd %s, median of %d samples",
-            info->threads, info->simd, info->repeats);
+    fprintf(f, "<text x=\"10\" y=\"38\">%d threads%s, simd %s, median of %d samples",
+            info->threads, thin_bars ? " (thin bars: 1 thread)" : "", info->simd,
+            info->repeats);
     if (info->torch) {
         fputs("; vs ", f);
         put_text(f, info->torch);
@@ -94,8 +115,8 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
         const bench_case *c = r->what;
         if (!isfinite(r->fraction)) continue;
         int y = TOP + row++ * ROW_H;
-        const char *fill = c->target <= 0 ? "#7a8ca3" : r->fraction >= c->target ? "#3a9a5b"
-                                                                                 : "#d08a2e";
+        const int one = has_one_thread_bar(r, info);
+        const int bar_h = one ? ROW_H - 12 : ROW_H - 8; /* the thin bar's room below */
         fprintf(f, "<g>\n<title>");
         put_text(f, c->name);
         fputs(": ", f);
@@ -105,15 +126,28 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
         put_text(f, c->name);
         fprintf(f, "</text>\n<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
                 "fill=\"%s\"/>\n",
-                LABEL_W, y + 4, X(fmin(fmax(r->fraction, 0), x_max)) - LABEL_W, ROW_H - 8,
-                fill);
+                LABEL_W, y + 4, X(fmin(fmax(r->fraction, 0), x_max)) - LABEL_W, bar_h,
+                bar_fill(r->fraction, c->target));
         if (c->target > 0)
             fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#b22\" "
                     "stroke-width=\"2\"/>\n",
-                    X(c->target), y + 1, X(c->target), y + ROW_H - 1);
+                    X(c->target), y + 1, X(c->target), one ? y + 5 + bar_h : y + ROW_H - 1);
+        if (one) {
+            fprintf(f, "<rect class=\"one-thread\" x=\"%d\" y=\"%d\" width=\"%.1f\" "
+                    "height=\"4\" fill=\"%s\" fill-opacity=\"0.6\"/>\n",
+                    LABEL_W, y + 6 + bar_h, X(fmin(fmax(r->one.fraction, 0), x_max)) - LABEL_W,
+                    bar_fill(r->one.fraction, c->target_one_thread));
+            if (c->target_one_thread > 0)
+                fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                        "stroke=\"#b22\" stroke-width=\"2\"/>\n",
+                        X(c->target_one_thread), y + 5 + bar_h, X(c->target_one_thread),
+                        y + ROW_H - 1);
+        }
         fprintf(f, "<text x=\"%d\" y=\"%d\">%.3f: %.4g of %.4g %s %s", LABEL_W + BAR_W + 10,
                 y + 16, r->fraction, r->rate, r->limit_rate, unit(c),
                 bench_limit_name(c->judged_by));
+        if (one) fprintf(f, "; 1t %.3f: %.4g of %.4g", r->one.fraction, r->one.rate,
+                         r->one.limit_rate);
         if (isfinite(r->torch_seconds))
             fprintf(f, ", %.1fx torch", r->torch_seconds / r->median_seconds);
         if (isfinite(r->torch2_seconds))
@@ -126,6 +160,11 @@ static void draw(FILE *f, const bench_record *records, int n, const bench_run_in
     fprintf(f, "<text x=\"10\" y=\"%d\">bars: green at or past the target (red tick), orange "
             "short of it, grey without one</text>\n", y);
     y += 18;
+    if (thin_bars) {
+        fprintf(f, "<text x=\"10\" y=\"%d\">thin bars: the same case on 1 thread, against its "
+                "limit on 1 thread measured in this run (its own target tick)</text>\n", y);
+        y += 18;
+    }
     fprintf(f, "<text x=\"10\" y=\"%d\">limits measured in this run:", y);
     const char *separator = " ";
     for (int i = 0; i < n; i++)

@@ -272,14 +272,20 @@ def check_bench_one_thread(path):
         print(f"unexpected bench records: {r}")
     return 0 if ok else 1
 
-def check_bench_svg(path):
-    """An SVG document with one bar per judged case, named."""
+def check_bench_svg(path, case, one_thread):
+    """An SVG document with one bar per judged case, named, and under it a
+    thin bar (class one-thread) where the case's one-thread column was
+    measured apart from the run's, with the legend saying so."""
     import xml.etree.ElementTree as ET
     ns = "{http://www.w3.org/2000/svg}"
     root = ET.parse(path).getroot()
     texts = [t.text or "" for t in root.iter(ns + "text")]
-    ok = root.tag == ns + "svg" and "rope_decode_f32" in texts
-    ok = ok and len([g for g in root.iter(ns + "g") if g.find(ns + "rect") is not None]) == 1
+    groups = [g for g in root.iter(ns + "g") if g.find(ns + "rect") is not None]
+    ok = root.tag == ns + "svg" and case in texts and len(groups) == 1
+    thin = [r for g in groups for r in g.iter(ns + "rect") if r.get("class") == "one-thread"]
+    ok = ok and len(thin) == one_thread and all(float(r.get("width")) > 0 for r in thin)
+    ok = ok and any(t.startswith("thin bars:") for t in texts) == bool(one_thread)
+    ok = ok and any("; 1t " in t for t in texts) == bool(one_thread)
     if not ok:
         print(f"{path}: unexpected chart: {texts}")
     return 0 if ok else 1
@@ -292,7 +298,7 @@ if __name__ == "__main__":
         np.save(sys.argv[3], np.load(sys.argv[2])[0])
     elif cmd == "bench": sys.exit(check_bench(sys.argv[2]))
     elif cmd == "bench_one_thread": sys.exit(check_bench_one_thread(sys.argv[2]))
-    elif cmd == "bench_svg": sys.exit(check_bench_svg(sys.argv[2]))
+    elif cmd == "bench_svg": sys.exit(check_bench_svg(sys.argv[2], sys.argv[3], int(sys.argv[4])))
 EOF
 if ! "$PY" "$TMP/helper.py" gen "$TMP"; then fail "fixture generation"; summary; fi
 
@@ -1349,11 +1355,16 @@ if "$RA_BENCH" --help >"$TMP/stdout" && grep -q -- "--svg FILE" "$TMP/stdout" &&
 then pass; else fail "bench --help names --svg, --no-torch, the new cases and vs torch"; fi
 rm -f bench.svg
 if RA_BENCH_REEXEC=keep "$RA_BENCH" --only rope_decode_f32 --repeats 1 --svg bench.svg \
-    >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg &&
+    >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg rope_decode_f32 0 &&
     grep -qE "^note: simd (amx|avx512bf16|avx512|avx2|sse2|neon) " "$TMP/stdout" &&
     grep -qE "^machine: .* \(family -?[0-9]+, model -?[0-9]+\), simd [a-z0-9]+ \([0-9]+-bit vectors\), L2 " \
         "$TMP/stdout" && grep -q "^columns: " "$TMP/stdout"; then pass
 else fail "bench --svg, and the SIMD path noted: $(head -c 400 "$TMP/stdout")"; fi
+# a case with a one-thread column, on 2 threads: its thin bar, and the legend
+rm -f bench.svg
+if RA_BENCH_REEXEC=keep "$RA_BENCH" --threads 2 --no-torch --only rope_f32 --repeats 1 \
+    --svg bench.svg >"$TMP/stdout" 2>&1 && "$PY" "$TMP/helper.py" bench_svg bench.svg rope_f32 1
+then pass; else fail "bench --svg draws the one-thread column: $(tail -c 400 "$TMP/stdout")"; fi
 RA=$RA_BENCH expect_error "bench: --svg into a missing folder" nodir/bench.svg -- \
     --only rope_decode_f32 --repeats 1 --svg nodir/bench.svg
 mkdir -p "$TMP/faketorch"

@@ -990,8 +990,10 @@ static void test_attend(void)
     opts.softcap = 30.0;
     uint16_t *q[2], *k[2], *v[2];
     float *out[2];
-    for (int i = 0; i < 2; i++) {
-        q[i] = malloc(2 * nq), k[i] = malloc(2 * nk), v[i] = malloc(2 * nk);
+    for (int i = 0; i < 2; i++) { /* k's buffer holds the f32 out of on_k below, so that
+                                     that view overlaps k alone, wherever the heap puts
+                                     the caches */
+        q[i] = malloc(2 * nq), k[i] = malloc(4 * nq), v[i] = malloc(2 * nk);
         out[i] = calloc((size_t)nq, 4);
     }
     float *x = malloc(4 * nq);

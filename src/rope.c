@@ -124,19 +124,22 @@ RA_API ra_status ra_rope_create(ra_rope **out, const ra_rope_config *config)
     rope->last_position = ra_rope_last_position(&rope->config);
     if (status == RA_OK) status = ra_rope_axial_init(rope);
     if (status == RA_OK) status = ra_rope_mrope_init(rope);
-    if (status == RA_OK && table) {
-        rope->cos = ra_alloc((size_t)table * sizeof(float));
-        rope->sin = rope->cos ? ra_alloc((size_t)table * sizeof(float)) : NULL;
-        if (!rope->sin)
-            status = ra_fail(RA_ERR_NOMEM, "allocating 2 x %zu bytes of rope tables",
-                             (size_t)table * sizeof(float));
+    if (status == RA_OK && table) { /* cos and sin rows alternate (rope_job.h) */
+        if (ra_mul(table, 2 * (int64_t)sizeof(float), &table) != RA_OK)
+            status = ra_fail(RA_ERR_OVERFLOW, "ra_rope_config: table_size %lld: the table's "
+                             "bytes overflow", (long long)c.table_size);
+        else if (!(rope->cos = ra_alloc((size_t)table)))
+            status = ra_fail(RA_ERR_NOMEM, "allocating %zu bytes of rope tables", (size_t)table);
+        else
+            rope->sin = rope->cos + n_pairs;
     }
     if (status != RA_OK) {
         ra_rope_destroy(rope);
         return status;
     }
     for (int64_t m = 0; m < c.table_size; m++)
-        ra_rope_angles(rope, m, 0, n_pairs, rope->cos + m * n_pairs, rope->sin + m * n_pairs);
+        ra_rope_angles(rope, m, 0, n_pairs, rope->cos + ra_rope_table_row(rope, m),
+                       rope->sin + ra_rope_table_row(rope, m));
     *out = rope;
     return RA_OK;
 }
@@ -147,8 +150,8 @@ void ra_rope_zero_angles(ra_rope *rope)
     rope->attention_factor = 1.0;
     rope->last_position = RA_MAX_POSITION; /* the identity, at every position */
     for (int64_t m = 0; m < rope->config.table_size; m++)
-        ra_rope_angles(rope, m, 0, rope->n_pairs, rope->cos + m * rope->n_pairs,
-                       rope->sin + m * rope->n_pairs);
+        ra_rope_angles(rope, m, 0, rope->n_pairs, rope->cos + ra_rope_table_row(rope, m),
+                       rope->sin + ra_rope_table_row(rope, m));
 }
 
 RA_API void ra_rope_destroy(ra_rope *rope)
@@ -157,8 +160,7 @@ RA_API void ra_rope_destroy(ra_rope *rope)
     ra_free(rope->inv_freq);
     ra_free(rope->short_long);
     ra_free(rope->component);
-    ra_free(rope->cos);
-    ra_free(rope->sin);
+    ra_free(rope->cos); /* sin included */
     ra_free(rope);
 }
 

@@ -24,12 +24,11 @@ void ra_rope_angles(const ra_rope *rope, int64_t pos, int64_t first, int64_t n, 
 void ra_rope_mrope_row(const ra_rope *rope, const int64_t pos[3], int64_t first, int64_t n,
                        float *cos_out, float *sin_out)
 {
-    const int64_t n_pairs = rope->n_pairs;
     for (int64_t j = 0; j < n; j++) {
         const int64_t i = first + j, m = pos[rope->component[i]];
         if (m < rope->config.table_size) {
-            cos_out[j] = rope->cos[m * n_pairs + i];
-            sin_out[j] = rope->sin[m * n_pairs + i];
+            cos_out[j] = rope->cos[ra_rope_table_row(rope, m) + i];
+            sin_out[j] = rope->sin[ra_rope_table_row(rope, m) + i];
         } else {
             ra_rope_angles(rope, m, i, 1, cos_out + j, sin_out + j);
         }

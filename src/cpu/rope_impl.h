@@ -511,8 +511,8 @@ ROPE_INLINE void rope_row(const ra_rope *rope, const int64_t pos3[3], int64_t fi
     if (pos3[1] != pos || pos3[2] != pos) {
         ra_rope_mrope_row(rope, pos3, first, n, angle_c, angle_s);
     } else if (pos < rope->config.table_size) {
-        tok->c = rope->cos + pos * rope->n_pairs + first;
-        tok->sn = rope->sin + pos * rope->n_pairs + first;
+        tok->c = rope->cos + ra_rope_table_row(rope, pos) + first;
+        tok->sn = rope->sin + ra_rope_table_row(rope, pos) + first;
         return;
     } else {
         ra_rope_angles(rope, pos, first, n, angle_c, angle_s);
@@ -521,12 +521,11 @@ ROPE_INLINE void rope_row(const ra_rope *rope, const int64_t pos3[3], int64_t fi
     tok->sn = angle_s;
 }
 
-/* Asks for token t's cos and sin rows from the table, where rope_row will
- * read them, a token ahead: read at a token's start, before its first
- * vector, the rows come from beyond L2 (the streams of x push the table
- * out), and waiting for them took about 0.03 of interleaved f32's time on
- * one thread (docs/perf/2026-12-07-rope-columns.md).  Nothing for a token
- * whose row is put together or formed on the fly (rope_row). */
+/* Asks for token t's cos and sin rows from the table (one run of memory),
+ * where rope_row will read them, a token ahead: read at a token's start,
+ * before its first vector, the rows come from beyond L2 (the streams of x
+ * push the table out) (docs/perf/2026-12-07-rope-columns.md).  Nothing for
+ * a token whose row is put together or formed on the fly (rope_row). */
 ROPE_INLINE void rope_prefetch_row(const ra_rope_job *job, int64_t t, int64_t seq,
                                    int64_t *seq_hint)
 {
@@ -535,15 +534,11 @@ ROPE_INLINE void rope_prefetch_row(const ra_rope_job *job, int64_t t, int64_t se
     ra_position3(job->positions, t, seq, seq_hint, pos3);
     const int64_t pos = pos3[0];
     if (pos3[1] != pos || pos3[2] != pos || pos >= rope->config.table_size) return;
-    const char *c = (const char *)(rope->cos + pos * rope->n_pairs);
-    const char *s = (const char *)(rope->sin + pos * rope->n_pairs);
-    const int64_t bytes = rope->n_pairs * (int64_t)sizeof(float);
-    for (int64_t b = 0; b < bytes; b += 64) {
-        __builtin_prefetch(c + b, 0, 3);
-        __builtin_prefetch(s + b, 0, 3);
-    }
-    __builtin_prefetch(c + bytes - 1, 0, 3); /* the row's last line, where it */
-    __builtin_prefetch(s + bytes - 1, 0, 3); /* starts inside a line */
+    const char *row = (const char *)(rope->cos + ra_rope_table_row(rope, pos));
+    const int64_t bytes = 2 * rope->n_pairs * (int64_t)sizeof(float);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
+    __builtin_prefetch(row + bytes - 1, 0, 3); /* the last line, where the row
+                                                  starts inside a line */
 }
 
 /* The tokens [t0, t1) of a task, interleaved: the first half and the

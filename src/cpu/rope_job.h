@@ -19,12 +19,22 @@ struct ra_rope {
                                 would (ra_rope_last_position); RA_ERR_POSITION
                                 beyond it */
     double *short_long;      /* longrope: [2, n_pairs] copies, else NULL */
-    float *cos, *sin;        /* [table_size, n_pairs], attention factor applied */
+    float *cos, *sin;        /* attention factor applied: one array of
+                                [table_size, 2, n_pairs], position m's cos
+                                row then its sin row (ra_rope_table_row), so that
+                                a token's rows are one run of memory; sin is
+                                cos + n_pairs */
     unsigned char *component; /* M-RoPE: [n_pairs], the position component
                                  (0 temporal, 1 height, 2 width) pair i
                                  rotates by (rope_mrope.c); 2-D: 0 row, 1
                                  column (rope_axial.c); NULL otherwise */
 };
+
+/* Where position m's row starts in rope->cos and in rope->sin. */
+static inline int64_t ra_rope_table_row(const ra_rope *rope, int64_t m)
+{
+    return m * 2 * rope->n_pairs;
+}
 
 /* One ra_rope_apply call, split into tasks of tokens_per_task consecutive
  * tokens (of the B * S); cpu/rope_impl.h runs a task.  out == x in place. */

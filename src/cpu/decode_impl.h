@@ -617,7 +617,7 @@ static void decode_task(void *arg, int64_t task, int thread)
      * threads an f32 step takes 0.76-0.81 of the time without it (bench).
      * Once per row instead helped f32 less, and a bf16 step took 1.1-1.2
      * times as long as without. */
-    enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 8192, FAR_BYTES = 16384 };
+    enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 16384, FAR_BYTES = 16384 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
     /* the slot of position j_start; each block's slots follow around the

@@ -122,21 +122,25 @@ static inline __attribute__((always_inline)) float load_one(const void *row, ra_
 }
 
 /* Asks for the line that holds element d of a row, when element d starts
- * a line: so once per line.  Into every level (prefetcht0), or with to_l2
- * into L2 and out (prefetcht1): the non-temporal hint (prefetchnta) made
- * an f32 step over 16384 tokens 2.5 to 3 times slower on an Intel Xeon
- * (Sapphire Rapids class), its lines gone from L1 before the block read
- * them (docs/perf/2026-12-03-decode-prefetch.md); decode_task says where
- * to_l2 is used. */
+ * a line: so once per line.  Into every level (prefetcht0), and then for
+ * the line far bytes on into L2 (far 0: not); or with to_l2 only into L2
+ * and out (prefetcht1): the non-temporal hint (prefetchnta) made an f32
+ * step over 16384 tokens 2.5 to 3 times slower on an Intel Xeon (Sapphire
+ * Rapids class), its lines gone from L1 before the block read them
+ * (docs/perf/2026-12-03-decode-prefetch.md); decode_task says where each
+ * is used. */
 static inline __attribute__((always_inline)) void prefetch_line(const void *row, int64_t d,
-                                                                int to_l2, const ra_dtype dtype)
+                                                                int to_l2, int64_t far,
+                                                                const ra_dtype dtype)
 {
     const int64_t at = d * elem_bytes(dtype);
     if ((at & 63) != 0) return;
-    if (to_l2)
+    if (to_l2) {
         __builtin_prefetch((const char *)row + at, 0, 2);
-    else
-        __builtin_prefetch((const char *)row + at, 0, 3);
+        return;
+    }
+    __builtin_prefetch((const char *)row + at, 0, 3);
+    if (far) __builtin_prefetch((const char *)row + at + far, 0, 2);
 }
 
 /* Asks, with the hint for the outer caches (the line is not read for a
@@ -185,7 +189,7 @@ values_own(vf *acc, const void *const *vals, const float *p, int from, int to, i
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv, pair: bf16
  * pairs, and dtype constants), asking for the lines of row ahead[i] + skip bytes (ahead
- * NULL: none; to_l2: prefetch_line's) as it reads v_i, and in the first span for v_i + far bytes
+ * NULL: none; to_l2 and line_far: prefetch_line's) as it reads v_i, and in the first span for v_i + far bytes
  * once per page (prefetch_far; far 0: none).  Keys seen by every row share
  * their V loads; the rest (several new tokens: the causal edge and the
  * windows' starts) go row by row, so a key a row does not see never
@@ -193,9 +197,9 @@ values_own(vf *acc, const void *const *vals, const float *p, int from, int to, i
  * span. */
 static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
-            int64_t skip, int to_l2, int64_t far, int64_t row_bytes, float p[][DECODE_KEYS],
-            const float *alpha, const decode_seen *seen, int64_t d, const int nr, const int nv,
-            const int pair, const ra_dtype dtype)
+            int64_t skip, int to_l2, int64_t line_far, int64_t far, int64_t row_bytes,
+            float p[][DECODE_KEYS], const float *alpha, const decode_seen *seen, int64_t d,
+            const int nr, const int nv, const int pair, const ra_dtype dtype)
 {
     const int shared_from = seen->shared_from, shared_to = seen->shared_to;
     vf acc[DECODE_ROWS][4];
@@ -210,7 +214,7 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
         vf v[4];
         load_span(v, vals[i], dtype, d, nv, pair);
         for (int x = 0; x < nv && ahead; x++)
-            prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, to_l2, dtype);
+            prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, to_l2, line_far, dtype);
         for (int r = 0; r < nr; r++) {
             vf pr = vsplat(p[r][i]);
             for (int x = 0; x < nv; x++) acc[r][x] += pr * v[x];
@@ -247,12 +251,14 @@ decode_block_seen(const int64_t *first, const int64_t *last, int64_t j, int n, i
 /* The lines a block asks for while it computes: for key i, the scores ask
  * for row scores_rows[i] + scores_skip bytes and P.V for values_rows[i] +
  * values_skip (values_rows NULL: none) -- the block's own K or V rows, some
- * distance on; and, once per page of each stream, for the line far bytes
- * on in that stream. */
+ * distance on, and for each such line the one line_far bytes further on
+ * (prefetch_line's far; 0: none); and, once per page of each stream, for
+ * the line far bytes on in that stream. */
 typedef struct decode_ahead {
     const void *const *scores_rows, *const *values_rows;
     int64_t scores_skip, values_skip, far;
     int to_l2; /* prefetch_line's: the rows' own lines far on, not the next phase's */
+    int64_t line_far;
 } decode_ahead;
 
 /* One block of n <= DECODE_KEYS keys (positions j ..) of a kv head against
@@ -293,7 +299,7 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
                 load_span(k[i], keys[k0 + i], dtype, d, 2, 1);
                 for (int x = 0; x < 2; x++)
                     prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip,
-                                  d + x * RA_W, ahead->to_l2, dtype);
+                                  d + x * RA_W, ahead->to_l2, ahead->line_far, dtype);
             }
             for (int x = 0; x < 2; x++)
                 for (int r = 0; r < nr; r++) {
@@ -307,7 +313,7 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
                 if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
                 k[i] = load_any(keys[k0 + i], dtype, d);
                 prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
-                              ahead->to_l2, dtype);
+                              ahead->to_l2, ahead->line_far, dtype);
             }
             for (int r = 0; r < nr; r++) {
                 vf qv = vload(q + r * head_dim + d);
@@ -376,22 +382,23 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
     float *o = group + r0 * stride;
     const void *const *next = ahead->values_rows;
     const int64_t skip = ahead->values_skip, far = next ? ahead->far : 0;
+    const int64_t line_far = ahead->line_far;
     const int l2 = ahead->to_l2;
     int64_t d = 0;
     for (; d + 4 * RA_W <= paired; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, l2, far, row_bytes, p, alpha, &seen, d, nr, 4,
-                    1, dtype);
+        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+                    d, nr, 4, 1, dtype);
     if (d < paired) { /* one pair left */
-        values_span(o, stride, vals, next, skip, l2, far, row_bytes, p, alpha, &seen, d, nr, 2,
-                    1, dtype);
+        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+                    d, nr, 2, 1, dtype);
         d += 2 * RA_W;
     }
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, l2, far, row_bytes, p, alpha, &seen, d, nr, 4,
-                    0, dtype);
+        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+                    d, nr, 4, 0, dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, skip, l2, far, row_bytes, p, alpha, &seen, d, nr, 1,
-                    0, dtype);
+        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+                    d, nr, 1, 0, dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
             float acc = o[r * stride + d] * alpha[r];
@@ -509,7 +516,8 @@ static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_
         const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
         const void *ahead_k[DECODE_KEYS], *ahead_v[DECODE_KEYS];
         paged_rows(c, b, g, j, n, keys, vals, i8 ? ks : NULL, vs);
-        decode_ahead ahead = {vals, ahead_k, 0, 0, 0, !next_phase};
+        /* no line_far: the bytes past a page belong to other rows */
+        decode_ahead ahead = {vals, ahead_k, 0, 0, 0, !next_phase, 0};
         if (next_phase) { /* the next block's K rows, while P.V reads this V */
             const int64_t next = j + DECODE_KEYS;
             if (next < j_end)
@@ -594,16 +602,23 @@ static void decode_task(void *arg, int64_t task, int thread)
      * way on one core, 0.85-0.9 on two (nearer the memory's limit).  With
      * 16 KiB phases (blocks of 64 keys) the scheme was slower (DECODE_KEYS),
      * and so were bursts (all of a phase's requests at its start: 1.2 times
-     * as long); a second request per line, into L2, a phase further on,
-     * each stream asking for its own rows 8 or 16 KiB on, and far requests
-     * (below) 8 or 32 KiB on were no faster.  Past AHEAD_BLOCK_BYTES (f32
+     * as long); each stream asking for its own rows 8 or 16 KiB on, and far
+     * requests (below) 8 or 32 KiB on were no faster.  Each of these
+     * requests is followed by one for the line LINE_FAR_BYTES further on,
+     * into L2 (prefetch_line's far): on one core of an Intel Xeon (family 6
+     * model 167) a bf16 step over 16384 tokens then read at 0.80-0.81 of one
+     * thread's read limit, against 0.73-0.78 without and 0.73-0.77 (16 KiB)
+     * and 0.76 (32 KiB) further on (alternating bench runs;
+     * docs/perf/2026-12-07-decode-ahead.md).  Past AHEAD_BLOCK_BYTES (f32
      * rows), each stream asks for its own rows AHEAD_BYTES further on, into
      * L2 only (to_l2: prefetcht1; the block's own loads bring them on): on
-     * one core of an Intel Xeon (family 6 model 167, 2 MiB L2), an f32 step
-     * over 16384 tokens after a 1 GiB read took 0.93-0.96 of the time it
-     * took with prefetcht0 in quiet alternating runs (0.97-1.0 in noisy
-     * ones; docs/perf/2026-12-07-decode.md), and dropping these requests
-     * made it 1.3 times as long.
+     * one core of the same Xeon, an f32 step over 16384 tokens after a 1 GiB
+     * read took 0.93-0.96 of the time it took with prefetcht0 (8 KiB on) in
+     * quiet alternating runs (docs/perf/2026-12-07-decode.md), dropping
+     * these requests made it 1.3 times as long, asking for every other line
+     * only 1.2 times; 16 KiB on rather than 8 took 0.87-0.90 of the time over
+     * 16384 tokens and 0.94-0.97 over 32768 (24 and 32 KiB no better;
+     * docs/perf/2026-12-07-decode-ahead.md).
      *
      * A step that follows other memory traffic (another layer's cache, the
      * bench's read limit) is slow: on the 2-core VM here, an f32 step over
@@ -617,7 +632,8 @@ static void decode_task(void *arg, int64_t task, int thread)
      * threads an f32 step takes 0.76-0.81 of the time without it (bench).
      * Once per row instead helped f32 less, and a bf16 step took 1.1-1.2
      * times as long as without. */
-    enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 16384, FAR_BYTES = 16384 };
+    enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 16384, FAR_BYTES = 16384,
+           LINE_FAR_BYTES = 8192 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
     const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
     /* the slot of position j_start; each block's slots follow around the
@@ -658,7 +674,7 @@ static void decode_task(void *arg, int64_t task, int thread)
             decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
                                   next_phase ? 0 : AHEAD_BYTES,
                                   next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES,
-                                  !next_phase};
+                                  !next_phase, next_phase ? LINE_FAR_BYTES : 0};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(&rows_of_g, head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
                         &ahead, n, j, decode_dtype(c));

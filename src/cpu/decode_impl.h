@@ -188,9 +188,10 @@ values_own(vf *acc, const void *const *vals, const float *p, int from, int to, i
 
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv, pair: bf16
- * pairs, and dtype constants), asking for the lines of row ahead[i] + skip bytes (ahead
- * NULL: none; to_l2 and line_far: prefetch_line's) as it reads v_i, and in the first span for v_i + far bytes
- * once per page (prefetch_far; far 0: none).  Keys seen by every row share
+ * pairs, and dtype constants), asking for the lines of row ahead[i] + skip
+ * bytes (ahead NULL: none; to_l2 and line_far: prefetch_line's) as it reads
+ * v_i, and in the first span for v_i + far bytes once per page
+ * (prefetch_far; far 0: none).  Keys seen by every row share
  * their V loads; the rest (several new tokens: the causal edge and the
  * windows' starts) go row by row, so a key a row does not see never
  * touches it.  Each element sums its keys in slot order, whatever the

@@ -597,7 +597,8 @@ static void decode_task(void *arg, int64_t task, int thread)
      * prefetcher alone keeps too short a distance ahead of a kernel that
      * also computes, so each block asks for lines ahead of its loads.  When
      * a phase's rows (a block's K or its V) take at most AHEAD_BLOCK_BYTES
-     * (16-bit rows at D = 128), the scores ask for the block's own V rows and
+     * (AVX-512: 16-bit and 8-bit rows at D = 128; AVX2's shorter blocks: f32
+     * too), the scores ask for the block's own V rows and
      * P.V for the next block's K rows, so every load was asked for one phase
      * earlier: for a bf16 cache at D = 128, 0.7 of the time of the other
      * way on one core, 0.85-0.9 on two (nearer the memory's limit).  With
@@ -610,8 +611,8 @@ static void decode_task(void *arg, int64_t task, int thread)
      * model 167) a bf16 step over 16384 tokens then read at 0.80-0.81 of one
      * thread's read limit, against 0.73-0.78 without and 0.73-0.77 (16 KiB)
      * and 0.76 (32 KiB) further on (alternating bench runs;
-     * docs/perf/2026-12-07-decode-ahead.md).  Past AHEAD_BLOCK_BYTES (f32
-     * rows), each stream asks for its own rows AHEAD_BYTES further on, into
+     * docs/perf/2026-12-07-decode-ahead.md).  Past AHEAD_BLOCK_BYTES (AVX-512's
+     * f32 rows), each stream asks for its own rows AHEAD_BYTES further on, into
      * L2 only (to_l2: prefetcht1; the block's own loads bring them on): on
      * one core of the same Xeon, an f32 step over 16384 tokens after a 1 GiB
      * read took 0.93-0.96 of the time it took with prefetcht0 (8 KiB on) in

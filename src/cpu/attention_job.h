@@ -228,7 +228,7 @@ typedef struct ra_attention_args {
  * multiple of RA_FLASH_ROWS.  Keys come in tiles of RA_FLASH_BK.  About 256
  * rows share each K and V row the task reads: 64 ran at 0.63-0.65 of sgemm,
  * 256 at 0.71-0.77 (docs/perf/2026-12-02-flash-rows.md). */
-enum { RA_FLASH_BK = 64, RA_FLASH_ROWS = 64 };
+enum { RA_FLASH_BK = 64, RA_FLASH_ROWS = 64, RA_FLASH_PAD = 16 };
 
 typedef struct ra_flash_layout {
     int64_t block_q, rows;
@@ -237,7 +237,8 @@ typedef struct ra_flash_layout {
 
 static inline int64_t ra_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows],
+/* Per thread (cpu/flash_impl.h carves it): Qt [D, rows], St [BK, rows +
+ * RA_FLASH_PAD] (the float32 path's rows padded: flash_tile.ldst),
  * Ot [D rounded to 16, rows] (whole AMX tiles: cpu/flash_bf16_impl.h), m, l, e^(m - m'), each row's first and last key seen in a
  * tile [rows], each row's first key [rows] (int64), the tile's padding keys
  * [BK], dropout multipliers [BK], a zero row [D rounded to 16] (the padding
@@ -256,7 +257,8 @@ static inline ra_flash_layout ra_flash_layout_for(int64_t rep, int64_t head_dim)
     if (f.block_q < 8) f.block_q = 8;
     f.rows = ra_round_up(rep * f.block_q, RA_FLASH_ROWS);
     f.per_thread = ra_round_up((head_dim + ra_round_up(head_dim, 16)) * f.rows +
-                                   2 * RA_FLASH_BK * f.rows + 10 * f.rows +
+                                   2 * RA_FLASH_BK * f.rows + RA_FLASH_BK * RA_FLASH_PAD +
+                                   10 * f.rows +
                                    2 * RA_FLASH_BK + ra_round_up(head_dim, 16) + 2 * RA_FLASH_BK +
                                    (RA_FLASH_BK + f.rows) * ra_round_up(head_dim, 16),
                                16);

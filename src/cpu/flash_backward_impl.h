@@ -207,13 +207,9 @@ static void dscores_tile(const backward_tile *t, int64_t nk, int softcap)
 static void prefetch_query_block(const ra_attention_backward_args *a, int64_t b, int64_t h,
                                  int64_t q0, int64_t nq)
 {
-    const ra_tensor *rows[3] = {a->fwd.q, a->dout, a->fwd.out};
-    for (int64_t r = 0; r < nq; r++)
-        for (int i = 0; i < 3; i++) { /* q may be 16-bit */
-            const char *row = ra_row_any(rows[i], b, q0 + r, h);
-            const int64_t bytes = rows[i]->shape[3] * (int64_t)ra_dtype_size(rows[i]->dtype);
-            for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 0, 2);
-        }
+    prefetch_rows(a->fwd.q, b, q0, nq, h); /* q may be 16-bit */
+    prefetch_rows(a->dout, b, q0, nq, h);
+    prefetch_rows(a->fwd.out, b, q0, nq, h);
 }
 
 /* Delta, lse, first and last keys for query rows [q0, q0 + nq) (lp: the
@@ -428,7 +424,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
                 scores_tiles_bf16(&t, k16, v16, nk, head_dim, scale, amx);
 #endif
             for (int64_t j0 = 0; !bf16 && j0 < nk; j0 += MR) /* St = K Qt */
-                scores_blocks(t.pt + j0 * BQ, t.qt, t.krow + j0,
+                scores_blocks(t.pt + j0 * BQ, BQ, t.qt, BQ, t.krow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
             probs_tile(&t, nk, masked, padding, mask->softcap);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
@@ -458,7 +454,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
             keys_gemm(dv_head + k0 * dp, t.pdt, t.dor, nk, nq, dp, first); /* dV += Pd^T dO */
 
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* dPt = V dOt */
-                scores_blocks(t.dst + j0 * BQ, t.dot, t.vrow + j0,
+                scores_blocks(t.dst + j0 * BQ, BQ, t.dot, BQ, t.vrow + j0,
                               nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim);
             dscores_tile(&t, nk, mask->softcap > 0);
             /* dQt += K^T dSt */

@@ -389,7 +389,7 @@ static void values_tile_bf16(const flash_tile *t, const ra_tensor *v, int64_t b,
         tile_rows(t->krow, v, b, g, k0, nk, t->wide, head_dim);
         for (int64_t j = 0; j < nk; j++)
             if (t->padkey[j]) t->krow[j] = t->zero;
-        values_seen(t, nk, rows, head_dim, first);
+        values_seen(t, nk, rows, head_dim, first, rows, 1);
         return;
     }
     pack_probability_pairs(t->st, nk, rows);

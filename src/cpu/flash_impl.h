@@ -12,10 +12,15 @@
  *   out = O / l,  lse = m + log(l) when asked (the backward's input)
  *
  * rows are the rep query heads of one kv group times block_q queries, so
- * every K/V row of a tile is read once for the whole group.  The tile lives
- * transposed — Qt [D, rows], St [BK, rows], Ot [D, rows] — so that both GEMMs
- * broadcast K and V straight from the caller's tensors (no packing) against
- * vectors of rows, and the softmax runs across rows in whole vectors.
+ * every K/V row of a tile is read once for the whole group.  Scores and
+ * probabilities live transposed, St [BK, rows], so that the softmax runs
+ * across rows in whole vectors.  On the float32 path Qt [D, rows] is kept
+ * in slices of ROWS_STEP rows, [rows / ROWS_STEP][D, ROWS_STEP], each one
+ * contiguous (32 KiB at D 128 on AVX-512, in L1) while S = Q K^T
+ * broadcasts K against it; O is row-major [rows, D rounded to 16] while
+ * P V broadcasts P down St's columns against V's tile, copied to a
+ * contiguous [BK, D rounded to 16] (its rows are H D apart in the
+ * tensor).  The bf16 GEMMs keep Ot [D, rows] (flash_bf16_impl.h).
  * 16-bit K and V rows (and q's) are widened to float32 first; with q, k
  * and v all bf16, the kernels compiled with RA_FLASH_BF16 run both GEMMs
  * on the bf16 units instead (flash_bf16_impl.h).
@@ -39,12 +44,14 @@ enum { MR = 4, NR = 2 };
 enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
 
 /* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= MR),
- * rows r in [0, rows).  krow[i] points at key j0 + i's features.  Always
- * inlined with n a constant (scores_blocks), so that a tail of n < MR keys
- * computes n rows of accumulators, not MR. */
+ * rows r in [0, rows); St's rows are ldst floats apart, Qt's ldq (the
+ * forward passes one slice of ROWS_STEP rows at a time: flash_tile).
+ * krow[i] points at key j0 + i's features.  Always inlined with n a
+ * constant (scores_blocks), so that a tail of n < MR keys computes n rows
+ * of accumulators, not MR. */
 static inline __attribute__((always_inline)) void
-scores_block(float *restrict st, const float *restrict qt, const float *const *krow, int n,
-             int64_t rows, int64_t head_dim)
+scores_block(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
+             const float *const *krow, int n, int64_t rows, int64_t head_dim)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
         vf acc[MR][NR];
@@ -52,30 +59,31 @@ scores_block(float *restrict st, const float *restrict qt, const float *const *k
             for (int c = 0; c < NR; c++) acc[i][c] = vsplat(0.0f);
         for (int64_t d = 0; d < head_dim; d++) {
             vf qv[NR];
-            for (int c = 0; c < NR; c++) qv[c] = vload(qt + d * rows + r0 + c * RA_W);
+            for (int c = 0; c < NR; c++) qv[c] = vload(qt + d * ldq + r0 + c * RA_W);
             for (int i = 0; i < MR && i < n; i++) {
                 vf kb = vsplat(krow[i][d]);
                 for (int c = 0; c < NR; c++) acc[i][c] += kb * qv[c];
             }
         }
         for (int i = 0; i < MR && i < n; i++)
-            for (int c = 0; c < NR; c++) vstore(st + i * rows + r0 + c * RA_W, acc[i][c]);
+            for (int c = 0; c < NR; c++) vstore(st + i * ldst + r0 + c * RA_W, acc[i][c]);
     }
 }
 
 /* scores_block for n = 1 .. MR keys, each n its own instantiation. */
-static void scores_blocks(float *restrict st, const float *restrict qt, const float *const *krow,
-                          int n, int64_t rows, int64_t head_dim)
+static void scores_blocks(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
+                          const float *const *krow, int n, int64_t rows, int64_t head_dim)
 {
-    if (n == MR) scores_block(st, qt, krow, MR, rows, head_dim);
-    else if (n == 1) scores_block(st, qt, krow, 1, rows, head_dim);
-    else if (n == 2) scores_block(st, qt, krow, 2, rows, head_dim);
-    else if (n == 3) scores_block(st, qt, krow, 3, rows, head_dim);
-    else if (n == 4) scores_block(st, qt, krow, 4, rows, head_dim);
-    else scores_block(st, qt, krow, 5, rows, head_dim);
+    if (n == MR) scores_block(st, ldst, qt, ldq, krow, MR, rows, head_dim);
+    else if (n == 1) scores_block(st, ldst, qt, ldq, krow, 1, rows, head_dim);
+    else if (n == 2) scores_block(st, ldst, qt, ldq, krow, 2, rows, head_dim);
+    else if (n == 3) scores_block(st, ldst, qt, ldq, krow, 3, rows, head_dim);
+    else if (n == 4) scores_block(st, ldst, qt, ldq, krow, 4, rows, head_dim);
+    else scores_block(st, ldst, qt, ldq, krow, 5, rows, head_dim);
 }
 
-/* Ot[d, r] = alpha[r] Ot[d, r] + sum_j V[j, d] Pt[j, r] for features d in
+/* The backward's dQt += K^T dSt (the forward's float32 P V: values_rows).
+ * Ot[d, r] = alpha[r] Ot[d, r] + sum_j V[j, d] Pt[j, r] for features d in
  * [d0, d0 + n) (n <= MR), keys j in [0, nk); on the first tile Ot starts at
  * zero instead.  vrow[j] points at key k0 + j's values.  Always inlined with
  * n a constant (values_blocks), so that a tail of n < MR features computes
@@ -120,6 +128,68 @@ static void values_blocks(float *restrict ot, const float *restrict pt, const fl
     else if (n == 3) values_block(ot, pt, vrow, d0, 3, nk, rows, alpha, first);
     else if (n == 4) values_block(ot, pt, vrow, d0, 4, nk, rows, alpha, first);
     else if (n == 5) values_block(ot, pt, vrow, d0, 5, nk, rows, alpha, first);
+}
+
+/* The forward's P V with O row-major: PMR rows x PNR vectors of features. */
+#if defined(RA_SIMD_AVX512)
+enum { PMR = 4, PNR = 4 };
+#else
+enum { PMR = 4, PNR = 2 };
+#endif
+
+/* O[i, f] = alpha[i] O[i, f] + sum_{j < nk} P[i, j] V[j, f] for rows i in
+ * [0, PMR) and features f in [0, nv RA_W) (nv <= PNR vectors); on the first
+ * tile O starts at zero instead.  P[i, j] is Pt[j * ldp + i] (St, in
+ * place), O's rows are ldo floats apart, V's ldv.  The same products, summed
+ * over j in the same order, as values_block's: the same bits.  Always
+ * inlined with nv a constant (values_rows). */
+static inline __attribute__((always_inline)) void
+values_row_block(float *restrict o, int64_t ldo, const float *restrict pt, int64_t ldp,
+                 const float *restrict v, int64_t ldv, int64_t nk, int nv, const float *alpha,
+                 int first)
+{
+    vf acc[PMR][PNR];
+    for (int i = 0; i < PMR; i++)
+        for (int c = 0; c < nv; c++)
+            acc[i][c] = !first ? vload(o + i * ldo + c * RA_W) * vsplat(alpha[i]) : vsplat(0.0f);
+    for (int64_t j = 0; j < nk; j++) {
+        vf vv[PNR];
+        for (int c = 0; c < nv; c++) vv[c] = vload(v + j * ldv + c * RA_W);
+        for (int i = 0; i < PMR; i++) {
+            vf pb = vsplat(pt[j * ldp + i]);
+            for (int c = 0; c < nv; c++) acc[i][c] += pb * vv[c];
+        }
+    }
+    for (int i = 0; i < PMR; i++)
+        for (int c = 0; c < nv; c++) vstore(o + i * ldo + c * RA_W, acc[i][c]);
+}
+
+/* O [rows, width] = alpha O + P V for the nk keys of a tile: P in Pt [BK,
+ * rows] (St, rows ldp floats apart), V [nk, width] (width: D rounded to 16,
+ * zeros past D).  Each block of PNR vectors of features runs over all rows
+ * while its columns of V stay in L1. */
+static void values_rows(float *restrict o, const float *restrict pt, int64_t ldp,
+                        const float *restrict v, int64_t nk, int64_t rows, int64_t width,
+                        const float *alpha, int first)
+{
+    for (int64_t f0 = 0; f0 < width; f0 += PNR * RA_W) {
+        const int nv = (width - f0) / RA_W < PNR ? (int)((width - f0) / RA_W) : PNR;
+        for (int64_t r0 = 0; r0 < rows; r0 += PMR) {
+            float *ob = o + r0 * width + f0;
+            if (nv == PNR)
+                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, PNR, alpha + r0,
+                                 first);
+            else if (nv == 1)
+                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, 1, alpha + r0,
+                                 first);
+            else if (nv == 2)
+                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, 2, alpha + r0,
+                                 first);
+            else /* 3 (PNR 4) */
+                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, PNR - 1,
+                                 alpha + r0, first);
+        }
+    }
 }
 
 /* Qt[d, r0 + i] = src[i][d] * scale for a block of RA_W rows: W x W
@@ -168,6 +238,9 @@ typedef struct flash_tile {
     float *any;         /* [rows]: nonzero once attn_mask has let the row see a key */
     float *am;          /* [BK, rows]: attn_mask's tile, -Inf where a row does not
                            see a key (am_set) */
+    int64_t ldst;       /* St's row stride: rows (the bf16 GEMMs'), else rows +
+                           RA_FLASH_PAD, so that a column of St (values_rows
+                           reads P down one) spans every set of L1 */
     int attn;           /* the job has an attn_mask */
     int am_set;         /* am holds the current tile's (not all 0 where seen) */
 } flash_tile;
@@ -176,9 +249,9 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
 {
     const int64_t rows = job->layout.rows;
     flash_tile t;
-    t.qt = job->scratch + thread * job->layout.per_thread;  /* [D, rows] */
-    t.st = t.qt + head_dim * rows;                          /* [BK, rows] */
-    t.ot = t.st + BK * rows;                                /* [D rounded to 16, rows] */
+    t.qt = job->scratch + thread * job->layout.per_thread;  /* [D, rows] in slices */
+    t.st = t.qt + head_dim * rows;                          /* [BK, rows + RA_FLASH_PAD] */
+    t.ot = t.st + BK * (rows + RA_FLASH_PAD);  /* [rows, D rounded to 16] (bf16: [D16, rows]) */
     t.m = t.ot + ra_round_up(head_dim, 16) * rows;          /* [rows] */
     t.l = t.m + rows;                                       /* [rows] */
     t.alpha = t.l + rows;                                   /* [rows] */
@@ -199,6 +272,35 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     return t;
 }
 
+/* e^x for the forward's softmax (x = s - m <= 0 there, or NaN): simd.h's
+ * vexp on AVX-512's own rounding and scaling, 13 operations instead of
+ * about 30.  t = x log2(e) is clamped to [-160, 160] (NaN passes: vmaxps and
+ * vminps return their second operand when one is NaN), n = t rounded to
+ * nearest (vrndscaleps), f = (t - n) ln 2 in [-ln2/2, ln2/2], e^f by vexp's
+ * degree-6 Taylor polynomial and 2^n e^f by vscalefps, exact.  So the result
+ * is vexp's, bit for bit, wherever t is in [-126, 128] and not a tie
+ * (n + 1/2, where the two round differently and both f are in range: the
+ * same error bound), ~2e-7 relative; below, vexp flushes to 0 where this
+ * gives e^x's subnormal (error under 2^-149 absolute, which a sum of
+ * probabilities >= 1 cannot see); +Inf above 88.7, 0 at -Inf as vexp.
+ * Elsewhere vexp itself. */
+static inline vf vexp_flash(vf x)
+{
+#if defined(RA_SIMD_AVX512)
+    __m512 t = _mm512_mul_ps((__m512)x, _mm512_set1_ps(1.44269504088896341f));
+    t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);
+    t = _mm512_min_ps(_mm512_set1_ps(160.0f), t);
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const vf f = (vf)_mm512_sub_ps(t, n) * vsplat(0.693147180559945309f);
+    static const float taylor[7] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+    vf p = vsplat(taylor[0]);
+    for (int i = 1; i < 7; i++) p = p * f + vsplat(taylor[i]); /* Horner, as vexp */
+    return (vf)_mm512_scalef_ps((__m512)p, n);
+#else
+    return vexp(x);
+#endif
+}
+
 /* Soft-caps (softcap > 0), adds attn_mask's tile (t->am_set), masks (masked:
  * keys outside a row's lo .. hi, and padding keys), exponentiates and folds
  * one tile's scores into m and l, and leaves e^(m - m') in alpha for
@@ -213,7 +315,7 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
         vf lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         vf mx = vload(t->m + r0), m_new = mx;
         for (int64_t j = 0; j < nk; j++) {
-            vf s = vload(t->st + j * rows + r0);
+            vf s = vload(t->st + j * t->ldst + r0);
             if (softcap > 0) s = cap * vtanh(divide ? s / cap : s * inv_cap);
             if (am) s += vload(am + j * rows + r0);
             if (masked) {
@@ -221,7 +323,7 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
                 s = vselect((at > hi) | (at < lo), vsplat(-INFINITY), s);
                 if (padding && t->padkey[j]) s = vsplat(-INFINITY);
             }
-            if (masked || softcap > 0 || am) vstore(t->st + j * rows + r0, s);
+            if (masked || softcap > 0 || am) vstore(t->st + j * t->ldst + r0, s);
             m_new = vmax(m_new, s);
         }
         /* m starts at -inf.  While every score so far is -inf (a logit
@@ -229,10 +331,10 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int mask
          * exponentiate against 0 then, so that such keys weigh 0 rather
          * than e^(-inf + inf) = NaN, as in a softmax over the whole row. */
         vf m_exp = vselect(m_new == vsplat(-INFINITY), vsplat(0.0f), m_new);
-        vf alpha = vexp(mx - m_exp), sum = vsplat(0.0f);
+        vf alpha = vexp_flash(mx - m_exp), sum = vsplat(0.0f);
         for (int64_t j = 0; j < nk; j++) {
-            vf p = vexp(vload(t->st + j * rows + r0) - m_exp);
-            vstore(t->st + j * rows + r0, p);
+            vf p = vexp_flash(vload(t->st + j * t->ldst + r0) - m_exp);
+            vstore(t->st + j * t->ldst + r0, p);
             sum += p;
         }
         vstore(t->l + r0, vload(t->l + r0) * alpha + sum);
@@ -271,16 +373,19 @@ static int tile_nonfinite(const flash_tile *t, int64_t nk, int64_t head_dim)
 }
 
 /* values_block for such a tile, one row at a time over the keys it sees,
- * in the same order. */
+ * in the same order; Ot[d, r] at ot[d * sd + r * sr] (transposed: sd =
+ * rows, sr = 1; row-major, the float32 path's: sd = 1, sr = D rounded to
+ * 16). */
 static void values_seen(const flash_tile *t, int64_t nk, int64_t rows, int64_t head_dim,
-                        int first)
+                        int first, int64_t sd, int64_t sr)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < head_dim; d++) {
-            float acc = first ? 0.0f : t->ot[d * rows + r] * t->alpha[r];
+            float *o = t->ot + d * sd + r * sr;
+            float acc = first ? 0.0f : *o * t->alpha[r];
             for (int64_t j = 0; j < nk; j++)
-                if (seen(t, rows, r, j)) acc += t->krow[j][d] * t->st[j * rows + r];
-            t->ot[d * rows + r] = acc;
+                if (seen(t, rows, r, j)) acc += t->krow[j][d] * t->st[j * t->ldst + r];
+            *o = acc;
         }
 }
 
@@ -308,6 +413,43 @@ static void tile_rows(const float **rows, const ra_tensor *t, int64_t b, int64_t
     for (int64_t j = 0; j < nk; j++) {
         widen_row(wide + j * width, ra_row_any(t, b, k0 + j, g), t->dtype, head_dim);
         rows[j] = wide + j * width;
+    }
+}
+
+/* Asks for rows [s0, s0 + n) of head h of sequence b of t to be brought
+ * into L2: a block's next rows while this one is computed (rows are H D
+ * apart, farther than the hardware prefetchers follow). */
+static void prefetch_rows(const ra_tensor *t, int64_t b, int64_t s0, int64_t n, int64_t h)
+{
+    const int64_t bytes = t->shape[3] * (int64_t)ra_dtype_size(t->dtype);
+    for (int64_t r = 0; r < n; r++) {
+        const char *row = ra_row_any(t, b, s0 + r, h);
+        for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 0, 2);
+    }
+}
+
+/* K's or V's (x's) rows k0 .. k0 + nk - 1 of (b, g) copied (float32) or
+ * widened into wide [nk, D rounded to 16], zeros past D and for padding
+ * keys, t->krow[j] pointing at them: contiguous whole vectors for the
+ * GEMMs (in the tensor the rows are H D apart). */
+static void tile_copy(const flash_tile *t, const ra_tensor *x, int64_t b, int64_t g, int64_t k0,
+                      int64_t nk, int64_t head_dim, int padding)
+{
+    const int64_t width = ra_round_up(head_dim, 16);
+    for (int64_t j = 0; j < nk; j++) {
+        float *dst = t->wide + j * width;
+        int64_t d = 0;
+        if (!(padding && t->padkey[j]) && x->dtype == RA_F32) {
+            const float *src = ra_row(x, b, k0 + j, g); /* inline: memcpy's call cost
+                                                            as much for 512 bytes */
+            for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload(src + d));
+            for (; d < head_dim; d++) dst[d] = src[d];
+        } else if (!(padding && t->padkey[j])) {
+            widen_row(dst, ra_row_any(x, b, k0 + j, g), x->dtype, head_dim);
+            d = head_dim;
+        }
+        for (; d < width; d++) dst[d] = 0.0f;
+        t->krow[j] = dst;
     }
 }
 
@@ -469,7 +611,9 @@ static void load_queries(const flash_tile *t, const ra_attention_args *a, const 
             continue;
         }
 #endif
-        load_rows_transposed(t->qt, blk->rows, r0, src, head_dim, (float)a->mask.scale);
+        /* slice r0 / ROWS_STEP of Qt: [D, ROWS_STEP] (flash_tile) */
+        load_rows_transposed(t->qt + r0 / ROWS_STEP * head_dim * ROWS_STEP, ROWS_STEP,
+                             r0 % ROWS_STEP, src, head_dim, (float)a->mask.scale);
     }
 }
 
@@ -548,13 +692,21 @@ static void tile_scores(const flash_tile *t, const ra_attention_args *a, const f
         return;
     }
 #endif
-    key_rows(t, a, blk->b, blk->g, k0, nk, head_dim);
-    for (int64_t j = 0; padding && j < nk; j++)
-        if (t->padkey[j]) t->krow[j] = t->zero;
-    for (int64_t j0 = 0; j0 < nk; j0 += MR) {
-        int n = nk - j0 < MR ? (int)(nk - j0) : MR;
-        scores_blocks(t->st + j0 * blk->rows, t->qt, t->krow + j0, n, blk->rows, head_dim);
+    if (a->rope) {
+        key_rows(t, a, blk->b, blk->g, k0, nk, head_dim);
+        for (int64_t j = 0; padding && j < nk; j++)
+            if (t->padkey[j]) t->krow[j] = t->zero;
+    } else {
+        tile_copy(t, a->k, blk->b, blk->g, k0, nk, head_dim, padding);
     }
+    /* a slice of Qt (in L1) against every key of the tile, then the next */
+    for (int64_t r0 = 0; r0 < blk->rows; r0 += ROWS_STEP)
+        for (int64_t j0 = 0; j0 < nk; j0 += MR) {
+            int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+            scores_blocks(t->st + j0 * t->ldst + r0, t->ldst,
+                          t->qt + r0 / ROWS_STEP * head_dim * ROWS_STEP, ROWS_STEP,
+                          t->krow + j0, n, ROWS_STEP, head_dim);
+        }
 }
 
 /* The probabilities of the tile of nk keys from k0 times their dropout
@@ -572,7 +724,7 @@ static void tile_dropout(const flash_tile *t, const ra_attention_args *a, const 
                                     mask->q_origin + blk->q0 + i) *
                              (uint64_t)mask->n_keys + (uint64_t)(mask->k_origin + k0);
         ra_dropout_row(&a->drop, first, nk, t->mult);
-        for (int64_t j = 0; j < nk; j++) t->st[j * blk->rows + r] *= t->mult[j];
+        for (int64_t j = 0; j < nk; j++) t->st[j * t->ldst + r] *= t->mult[j];
     }
 }
 
@@ -590,13 +742,12 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
         return;
     }
 #endif
-    tile_rows(t->krow, a->v, blk->b, blk->g, k0, nk, t->wide, head_dim);
-    for (int64_t j = 0; padding && j < nk; j++)
-        if (t->padkey[j]) t->krow[j] = t->zero;
+    const int64_t width = ra_round_up(head_dim, 16);
+    tile_copy(t, a->v, blk->b, blk->g, k0, nk, head_dim, padding);
     if (masked && tile_nonfinite(t, nk, head_dim)) {
-        values_seen(t, nk, blk->rows, head_dim, first);
+        values_seen(t, nk, blk->rows, head_dim, first, 1, width);
     } else {
-        values_blocks(t->ot, t->st, t->krow, head_dim, nk, blk->rows, t->alpha, first);
+        values_rows(t->ot, t->st, t->ldst, t->wide, nk, blk->rows, width, t->alpha, first);
     }
 }
 
@@ -607,6 +758,20 @@ static void attend_tile(flash_tile *t, const ra_attention_args *a, flash_block *
 {
     const ra_attention_mask *mask = &a->mask;
     const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0;
+    if (k0 + BK < blk->k_end) { /* the next tile's keys and values */
+        const int64_t next = blk->k_end - k0 - BK < BK ? blk->k_end - k0 - BK : BK;
+        prefetch_rows(a->k, blk->b, k0 + BK, next, blk->g);
+        prefetch_rows(a->v, blk->b, k0 + BK, next, blk->g);
+    } else { /* the last tile: the rows store_outputs writes, for writing */
+        const int64_t rep = a->q->shape[2] / a->k->shape[2];
+        const int64_t bytes = a->q->shape[3] * (int64_t)sizeof(float);
+        for (int64_t h = 0; h < rep; h++)
+            for (int64_t i = 0; i < blk->nq; i++) {
+                const char *row =
+                    (const char *)ra_row(a->out, blk->b, blk->q0 + i, blk->g * rep + h);
+                for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 1, 2);
+            }
+    }
     const int padding = tile_padding(t, a, blk, k0, nk);
     /* the causal bounds, window and padding hide some keys from some rows */
     const int bounded = blk->first_max > k0 || blk->last_min < k0 + nk - 1 || padding;
@@ -668,10 +833,24 @@ static float row_output(const flash_tile *t, const ra_attention_args *a, const f
 /* out = Ot / l for the block's rows, and their log-sum-exp. */
 static void store_outputs(const flash_tile *t, const ra_attention_args *a, const flash_block *blk)
 {
-    for (int64_t r0 = 0; r0 < blk->rows; r0 += RA_W) {
-        float *dst[RA_W], inv[RA_W];
-        for (int i = 0; i < RA_W; i++) inv[i] = row_output(t, a, blk, r0 + i, &dst[i]);
-        store_rows_transposed(dst, t->ot, blk->rows, r0, a->q->shape[3], inv);
+    const int64_t head_dim = a->q->shape[3], width = ra_round_up(head_dim, 16);
+#if defined(RA_FLASH_BF16)
+    if (blk->bf16) { /* Ot [D, rows] */
+        for (int64_t r0 = 0; r0 < blk->rows; r0 += RA_W) {
+            float *dst[RA_W], inv[RA_W];
+            for (int i = 0; i < RA_W; i++) inv[i] = row_output(t, a, blk, r0 + i, &dst[i]);
+            store_rows_transposed(dst, t->ot, blk->rows, r0, head_dim, inv);
+        }
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < blk->rows; r++) { /* O [rows, width] */
+        float *dst;
+        const float inv = row_output(t, a, blk, r, &dst), *o = t->ot + r * width;
+        if (!dst) continue;
+        int64_t d = 0;
+        for (; d + RA_W <= head_dim; d += RA_W) vstore(dst + d, vload(o + d) * vsplat(inv));
+        for (; d < head_dim; d++) dst[d] = o[d] * inv;
     }
 }
 
@@ -681,6 +860,10 @@ static void flash_task(void *arg, int64_t task, int thread)
     const ra_attention_args *a = job->args;
     flash_block blk = block_of(job, task);
     flash_tile t = carve(job, thread, a->q->shape[3]);
+    t.ldst = blk.rows + RA_FLASH_PAD;
+#if defined(RA_FLASH_BF16)
+    if (blk.bf16) t.ldst = blk.rows;
+#endif
     first_keys(&t, a, &blk);
 #if defined(RA_FLASH_AMX)
     if (blk.amx) amx_begin();

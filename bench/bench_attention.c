@@ -556,6 +556,17 @@ static const masked_params window_8192 = {8192, 1024, 0, 0, 0, 0, RA_F32},
      .target = 0.85, .one_thread = (one), .target_one_thread = (one) ? 0.85 : 0, \
      .has_torch = (torch), .has_torch2 = 1}
 
+/* The causal prefill under a mask (kind: "bool" or "additive f32") that
+ * leaves half the causal tiles empty: half the flops, at most 0.8 of the
+ * plain prefill's time. */
+#define HALFMASK_CASE(case_name, kind, case_params)                                         \
+    {.name = (case_name),                                                                   \
+     .shape = "B1 H32 Hkv8 D128 S2048 causal, " kind " attn_mask half empty, flash",        \
+     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 0.5 * ATTENTION_FLOPS(2048), \
+     .work_is_flops = 1, .params = &(case_params), .setup = masked_setup,                   \
+     .run = attention_run, .check = attention_check, .teardown = attention_teardown,        \
+     .parts = "attention_prefill_f32_s2048", .parts_target = 0.8}
+
 /* The same on q, k and v rounded to bf16, out float32; no target of its
  * own (S 2048's is a ratio to the f32 case, below). */
 #define BF16_CASE(case_name, case_shape, seq_param, seq, repeats) \
@@ -623,18 +634,8 @@ const bench_case bench_attention_cases[] = {
      .params = &noncausal_2048, .setup = masked_setup, .run = attention_run,
      .check = attention_check, .teardown = attention_teardown,
      .parts = "attention_prefill_f32_s2048", .parts_target = 2.2},
-    {.name = "attention_prefill_f32_s2048_halfmask",
-     .shape = "B1 H32 Hkv8 D128 S2048 causal, bool attn_mask half empty, flash",
-     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 0.5 * ATTENTION_FLOPS(2048),
-     .work_is_flops = 1, .params = &halfmask_2048, .setup = masked_setup, .run = attention_run,
-     .check = attention_check, .teardown = attention_teardown,
-     .parts = "attention_prefill_f32_s2048", .parts_target = 0.8},
-    {.name = "attention_prefill_f32_s2048_halfmask_f32",
-     .shape = "B1 H32 Hkv8 D128 S2048 causal, additive f32 attn_mask half empty, flash",
-     .measures = LIMIT_NONE, .judged_by = LIMIT_SGEMM, .work = 0.5 * ATTENTION_FLOPS(2048),
-     .work_is_flops = 1, .params = &halfmask_f32_2048, .setup = masked_setup,
-     .run = attention_run, .check = attention_check, .teardown = attention_teardown,
-     .parts = "attention_prefill_f32_s2048", .parts_target = 0.8},
+    HALFMASK_CASE("attention_prefill_f32_s2048_halfmask", "bool", halfmask_2048),
+    HALFMASK_CASE("attention_prefill_f32_s2048_halfmask_f32", "additive f32", halfmask_f32_2048),
     BF16_CASE("attention_prefill_bf16_s512", "B1 H32 Hkv8 D128 S512 causal, bf16 q k v, flash",
               seq_512, 512, 0),
     {.name = "attention_prefill_bf16_s2048", .shape = "B1 H32 Hkv8 D128 S2048 causal, bf16 q k v, flash",

@@ -926,6 +926,20 @@ static void test_layer(void)
     free(causal), free(mixed);
 }
 
+/* A masked prefill of 8 tokens under mask first runs, and the next call
+ * of 7 under mask next is refused (RA_ERR_UNSUPPORTED) naming what. */
+static void first_then_refused(ra_layer *l, ra_kv_cache *cache, float *ys, const float *x,
+                               int64_t B, ra_attention_options *co, const ra_tensor *first,
+                               const ra_tensor *next, const char *what)
+{
+    co->attn_mask = first;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 8, NULL, co) == RA_OK,
+          "the first call (%s): %s", what, ra_last_error());
+    co->attn_mask = next;
+    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, co) ==
+              RA_ERR_UNSUPPORTED && strstr(ra_last_error(), what), "%s", ra_last_error());
+}
+
 /* ra_layer_forward_cached_mask: a prefill in chunks of 8, 7 and 5 tokens,
  * each under its rows of one [B, 1, S, S] mask (random, cut at each
  * chunk's end: a chunk sees no later one's keys) over the cached and new
@@ -1006,13 +1020,8 @@ static void test_layer_cached_mask(void)
     ra_tensor first = {m, RA_BOOL, {B, 1, 8, 8}, {S * S, 0, S, 1}};
     ra_tensor next = {m + 8 * S, RA_BOOL, {B, 1, 7, 15}, {S * S, 0, S, 1}};
     ra_attention_options co = ra_attention_options_init();
-    co.attn_mask = &first;
     co.non_causal = 1;
-    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 8, NULL, &co) == RA_OK,
-          "an 8-bit cache's masked prefill: %s", ra_last_error());
-    co.attn_mask = &next;
-    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, &co) ==
-              RA_ERR_UNSUPPORTED && strstr(ra_last_error(), "8-bit"), "%s", ra_last_error());
+    first_then_refused(l, cache, ys, x, B, &co, &first, &next, "8-bit");
     ra_kv_cache_destroy(cache);
     CHECK(ra_kv_cache_create(&cache, B, S, Hkv, D, RA_F32) == RA_OK, "%s", ra_last_error());
     co.attn_mask = &first;
@@ -1030,13 +1039,8 @@ static void test_layer_cached_mask(void)
     cfg.chunk = 4;
     CHECK(ra_layer_create(&l, &cfg, &lw) == RA_OK, "%s", ra_last_error());
     ra_kv_cache_reset(cache);
-    co.attn_mask = &first;
     co.non_causal = 0;
-    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 8, NULL, &co) == RA_OK,
-          "a chunked layer's first call: %s", ra_last_error());
-    co.attn_mask = &next;
-    CHECK(ra_layer_forward_cached_mask(NULL, l, cache, ys, x, B, 7, NULL, &co) ==
-              RA_ERR_UNSUPPORTED && strstr(ra_last_error(), "chunk 4"), "%s", ra_last_error());
+    first_then_refused(l, cache, ys, x, B, &co, &first, &next, "chunk 4");
     ra_kv_cache_destroy(cache);
     ra_layer_destroy(l);
     for (int i = 0; i < 4; i++) free(w[i]);

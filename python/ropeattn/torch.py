@@ -477,7 +477,8 @@ def _whole(mask, b):
 def _checked_tensor(attention_mask, b, h, sq, sk):
     """A 4-D tensor mask [B or 1, 1 or H, Sq, Sk], boolean or floating
     point, detached, on the CPU; UnsupportedError naming attention_mask
-    for another."""
+    for another, and for one requiring a gradient (a learned bias: the
+    library gives the mask none, where transformers' eager path does)."""
     if attention_mask.dim() != 4 or attention_mask.shape[0] not in (1, b) or \
             attention_mask.shape[1] not in (1, h) or attention_mask.shape[-2:] != (sq, sk):
         raise UnsupportedError(f"attention_mask: a {tuple(attention_mask.shape)} mask for "
@@ -486,6 +487,11 @@ def _checked_tensor(attention_mask, b, h, sq, sk):
     if attention_mask.dtype != torch.bool and not attention_mask.is_floating_point():
         raise UnsupportedError(f"attention_mask: a {attention_mask.dtype} mask: expected "
                                f"boolean (True: seen) or additive floating point")
+    if attention_mask.requires_grad:
+        raise UnsupportedError("attention_mask: requires_grad=True, but ropeattn gives no "
+                               "gradient for the mask (a constant); pass "
+                               "attention_mask.detach(), or use eager or sdpa for a learned "
+                               "bias")
     return attention_mask.detach().cpu()
 
 
@@ -612,7 +618,7 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     mask per head) goes to the library whole, as attn_mask: what SDPA
     computes with it, in float32 (it wins over sliding_window, as in
     transformers' eager and sdpa).  Anything else raises UnsupportedError
-    naming it: an integer mask, output_attentions, position_bias,
+    naming it: an integer mask, a mask requiring grad, output_attentions, position_bias,
     encoder_hidden_states, and a keyword argument it does not know holding anything
     but None (sparse attention's indices, block_indices).  context: a ropeattn.Context, or
     None (torch.get_num_threads() threads)."""

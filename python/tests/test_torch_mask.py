@@ -176,6 +176,20 @@ def test_mask_requiring_grad_is_refused():
     rt.attention(q, k, v, causal=False, attn_mask=bias.detach())
 
 
+def test_drop_in_mask_requiring_grad_is_refused():
+    """A 4-D bias requiring a gradient given to the attention interface's
+    function: transformers' eager path gives it one, the library none
+    (it was detached silently)."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    bias = torch.zeros(1, 1, 6, 6, requires_grad=True)
+    for causal in (True, False):
+        module.is_causal = causal
+        with pytest.raises(ropeattn.UnsupportedError, match="attention_mask: requires_grad"):
+            rt.eager_attention_forward(module, q, k, v, bias, scaling=0.3)
+        rt.eager_attention_forward(module, q, k, v, bias.detach(), scaling=0.3)
+
+
 def test_mask_changed_in_place_before_backward():
     q = randn(1, 5, 2, 8).requires_grad_(True)
     mask = torch.ones(5, 5, dtype=torch.bool)

@@ -33,6 +33,15 @@ def dtype_code(a, name, dtype=None, allowed=(F32, F16, BF16)):
     return code
 
 
+def flag(value, name):
+    """value, True or False (Python's or NumPy's), as a bool; ArgumentError
+    naming it for anything else, whose truth would decide silently (None
+    reads as False, "no" as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
+
+
 def as_array(value, name):
     """np.asarray(value), an ArgumentError naming it where NumPy cannot make
     one array of it (ragged lists)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _ropeattn
 from ._arrays import (BF16, F16, F32, OTHER, array4, as_array, as_bshd, attn_mask, c_array,
-                      check_shape, dtype_code, input_view, maps)
+                      check_shape, dtype_code, flag, input_view, maps)
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
@@ -83,6 +83,7 @@ class _Call:
         q, k, v = (as_bshd(array4(a, name), shape) for a, name in ((q, "q"), (k, "k"), (v, "v")))
         # dtype="bfloat16" names the bits of q's or k's and v's uint16 arrays;
         # the other may be float32 or float16
+        causal = flag(causal, "causal")
         self.qd = dtype_code(q, "q", dtype if q.dtype == np.uint16 else None)
         self.kv = dtype_code(k, "k", dtype if k.dtype == np.uint16 else None)
         if v.dtype != k.dtype:

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import (OTHER, array4, as_array, as_bshd, c_array, check_shape, dtype_code, input_view,
-                      maps)
+from ._arrays import (OTHER, array4, as_array, as_bshd, c_array, check_shape, dtype_code, flag,
+                      input_view, maps)
 from ._ropeattn import ArgumentError, DtypeError
 
 # ra_rope_type and ra_layout (ropeattn.h), by Hugging Face's names.
@@ -419,7 +419,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
     b, s = as_bshd(x, shape).shape[:2]
     rope = rope._at(lambda: start + s - 1 if ids is None else ids.max(), b * s)
     _ropeattn.rope_apply(rope._rope, context, as_bshd(out, shape), as_bshd(src, shape), code,
-                         start, ids, bool(inverse))
+                         start, ids, flag(inverse, "inverse"))
     return out
 
 

@@ -108,7 +108,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, shap
         rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
     elif rope_kwargs:
         raise TypeError("apply_rotary: give rope= or rope keywords, not both")
-    return _Rotary.apply(x, _copy(positions), rope, bool(inverse), _context(context), shape)
+    return _Rotary.apply(x, _copy(positions), rope, inverse, _context(context), shape)
 
 
 _MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)

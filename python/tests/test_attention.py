@@ -192,6 +192,11 @@ def test_bad_inputs():
         ropeattn.attention(q, k, v, dropout_p=1.0)
     with pytest.raises(TypeError, match="Context"):
         ropeattn.attention(q, k, v, context=1)
+    for causal in (None, "no", 0):  # None read as False: no causal mask, silently
+        with pytest.raises(ValueError, match="causal: expected True or False"):
+            ropeattn.attention(q, k, v, causal=causal)
+    np.testing.assert_array_equal(ropeattn.attention(q, k, v, causal=np.False_),
+                                  ropeattn.attention(q, k, v, causal=False))
 
 
 def test_forward_backward_pair_bad_input():

@@ -195,6 +195,9 @@ def test_bad_inputs():
         ropeattn.apply_rotary(x, np.array([0, 1, -2, 3]))
     with pytest.raises(ValueError, match="negative"):
         ropeattn.apply_rotary(x, -1)
+    for inverse in (None, "yes", 1):  # "yes" was read as True, None as False
+        with pytest.raises(ValueError, match="inverse: expected True or False"):
+            ropeattn.apply_rotary(x, inverse=inverse)
     with pytest.raises(ValueError, match="shape"):
         ropeattn.apply_rotary(x, np.arange(5))
     with pytest.raises(ValueError) as e:  # past RA_MAX_POSITION: the library's message

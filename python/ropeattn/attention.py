@@ -81,8 +81,13 @@ class _Call:
                  cu_seqlens, dropout_p, seed, dtype, shape, mask=None, block=None):
         self.shape = check_shape(shape)
         q, k, v = (as_bshd(array4(a, name), shape) for a, name in ((q, "q"), (k, "k"), (v, "v")))
-        # dtype="bfloat16" names the bits of q's or k's and v's uint16 arrays;
-        # the other may be float32 or float16
+        # dtype="bfloat16" names the bits of q's or k's and v's uint16 arrays
+        # (or attn_mask's); the other may be float32 or float16
+        if dtype is not None and (dtype != "bfloat16" or np.uint16 not in
+                                  (q.dtype, k.dtype, getattr(mask, "dtype", None))):
+            raise DtypeError(f'dtype: {dtype!r} names no array: dtype="bfloat16" names the '
+                             f'bits of q, k and v or attn_mask held as uint16, got q '
+                             f'{q.dtype}, k {k.dtype}')
         causal = flag(causal, "causal")
         self.qd = dtype_code(q, "q", dtype if q.dtype == np.uint16 else None)
         self.kv = dtype_code(k, "k", dtype if k.dtype == np.uint16 else None)

@@ -197,6 +197,9 @@ def test_bad_inputs():
             ropeattn.attention(q, k, v, causal=causal)
     np.testing.assert_array_equal(ropeattn.attention(q, k, v, causal=np.False_),
                                   ropeattn.attention(q, k, v, causal=False))
+    for dtype in ("float16", "bf16", "bfloat16"):  # naming no array of q, k, v: ignored
+        with pytest.raises(TypeError, match="dtype"):
+            ropeattn.attention(q, k, v, dtype=dtype)
 
 
 def test_forward_backward_pair_bad_input():

@@ -258,13 +258,20 @@ class RotaryEmbeddingModule(torch.nn.Module):
     position_ids [B, S], or [1, S] for every batch row (transformers'
     default: cos and sin [1, S, D]); with position_ids None, cache_position
     [S] stands for them, as transformers' models make position_ids from it.
-      rope: a ropeattn.RotaryEmbedding (layout "half", as Hugging Face's
-      checkpoints pair features)."""
+      rope: a ropeattn.RotaryEmbedding of layout "half", as Hugging Face's
+      checkpoints pair features and apply_rotary_pos_emb's rotate_half
+      reads the tables (ArgumentError for "interleaved": the library would
+      rotate other pairs than transformers' formula does with the same
+      tables)."""
 
     def __init__(self, rope):
         super().__init__()
         if not isinstance(rope, RotaryEmbedding):
             raise TypeError(f"rope: expected a ropeattn.RotaryEmbedding, got {type(rope)}")
+        if rope.layout != "half":
+            raise ArgumentError(f'rope: layout {rope.layout!r}, but transformers\' '
+                                f'apply_rotary_pos_emb pairs features (i, i + D/2) '
+                                f'(rotate_half): make the rope with layout="half"')
         self.rope = rope
 
     @torch.no_grad()

@@ -385,6 +385,10 @@ def test_attention_block_forward_and_backward():
 def test_drop_in_bad_input():
     with pytest.raises(TypeError):  # a rope object is required
         rt.RotaryEmbeddingModule(16)
+    # interleaved tables: the library would rotate pairs (2i, 2i + 1), transformers'
+    # formula (tables changed, another dtype) pairs (i, i + D/2)
+    with pytest.raises(ropeattn.ArgumentError, match='layout="half"'):
+        rt.RotaryEmbeddingModule(ropeattn.RotaryEmbedding(16, layout="interleaved"))
     q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
     module = torch.nn.Module()
     with pytest.raises(ropeattn.UnsupportedError):  # a mask of the wrong shape

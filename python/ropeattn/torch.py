@@ -313,22 +313,22 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, con
     autograd through RoPE's backward; positions [1, S] serve every batch
     row); other tables are applied as transformers does, q * cos +
     rotate_half(q) * sin, in PyTorch (tables changed in place, or a cos and
-    sin not made together, included).  position_ids: ignored, as by
+    sin not made together, included; and an unsqueeze_dim but 1, 2, -3, -2,
+    which broadcasts the tables otherwise).  position_ids: ignored, as by
     transformers (the tables carry the positions).  A q or k of another
     dtype than the tables' takes transformers' formula too: it computes in
     the promoted dtype with the tables as rounded to theirs."""
     marked = _marked(cos, sin)
-    if marked is None or not q.dtype == k.dtype == cos.dtype:
+    # cos [B, S, D] unsqueezed at 1 (or -3): q [B, heads, S, D]; at 2 (-2): [B, S, heads, D]
+    shape = {1: "bhsd", -3: "bhsd", 2: "bshd", -2: "bshd"}.get(unsqueeze_dim)
+    if marked is None or shape is None or not q.dtype == k.dtype == cos.dtype:
         cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
     rope, positions = marked
     if positions.ndim == 2 and positions.shape[0] == 1:
         positions = positions[0]  # [S]: the same in every batch row
-    if unsqueeze_dim == 1:  # [B, heads, S, D], read as such
-        return (apply_rotary(q, positions, rope=rope, context=context, shape="bhsd"),
-                apply_rotary(k, positions, rope=rope, context=context, shape="bhsd"))
-    return (apply_rotary(q, positions, rope=rope, context=context),
-            apply_rotary(k, positions, rope=rope, context=context))
+    return (apply_rotary(q, positions, rope=rope, context=context, shape=shape),
+            apply_rotary(k, positions, rope=rope, context=context, shape=shape))
 
 
 # ---- the attention interface's function ---------------------------------

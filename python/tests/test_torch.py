@@ -253,6 +253,21 @@ def test_drop_in_rotary_pos_emb_uses_the_library(monkeypatch):
     assert len(calls) == 2 and close(plain_q, want_q, 1e-6)
 
 
+def test_drop_in_rotary_pos_emb_unsqueeze_dim():
+    """unsqueeze_dim as transformers' formula reads it: -3 is 1 (q [B, H,
+    S, D]), -2 is 2 ([B, S, H, D]); any other broadcasts the tables some
+    other way, and takes the formula (it read [B, S, H, D]: heads rotated
+    as positions where H = S)."""
+    rope = ropeattn.RotaryEmbedding(16, theta=10000.0)
+    q, k = randn(1, 4, 4, 16), randn(1, 4, 4, 16)
+    cos, sin = rt.RotaryEmbeddingModule(rope)(q, torch.arange(3, 7)[None])
+    for dim in (1, -3, 2, -2, 0, -4):
+        x, y = (q, k) if dim in (1, -3) else (q.transpose(1, 2), k.transpose(1, 2))
+        got = rt.apply_rotary_pos_emb(x, y, cos, sin, unsqueeze_dim=dim)
+        want = rt.apply_rotary_pos_emb(x, y, cos.clone(), sin.clone(), unsqueeze_dim=dim)
+        assert close(got[0], want[0], 1e-6) and close(got[1], want[1], 1e-6), dim
+
+
 def test_drop_in_rotary_pos_emb_mixed_dtypes():
     """q or k of another dtype than the tables: transformers' own numbers and
     dtypes (computed in the promoted dtype, the tables rounded to theirs)."""

@@ -363,14 +363,15 @@ class Mask:
     passed as it is, _tensor_mask), and given, the mask to hand the library
     whole (attn_mask) when its structured masks form no equal one (None:
     allowed).  Layers of one kind share a Mask: the Blocks found for a
-    layer's arguments are kept."""
+    layer's arguments are kept while allowed is unchanged (its version: a
+    mask changed in place is looked at afresh)."""
 
     def __init__(self, q_offset, kv_offset, kv_length, padding, local_size, allowed,
                  given=None):
         self.q_offset, self.kv_offset, self.kv_length = q_offset, kv_offset, kv_length
         self.padding, self.local_size, self.allowed = padding, local_size, allowed
         self.given = allowed if given is None else given
-        self._found = {}
+        self._found, self._version = {}, allowed._version
 
     def ropeattn_blocks(self, query, key, sliding_window, module, kwargs):
         """The Blocks (ropeattn.torch.Block) of one layer's call whose masks
@@ -384,6 +385,8 @@ class Mask:
                                    f"but the layer has {b} rows, {sq} queries, {sk} keys")
         position_ids = kwargs.get("position_ids")
         hints = (sliding_window, position_ids is not None)
+        if self.allowed._version != self._version:  # changed in place since
+            self._found, self._version = {}, self.allowed._version
         if hints not in self._found:
             self._found[hints] = self._find(b, sq, sk, sliding_window, position_ids)
         return self._found[hints]

@@ -138,7 +138,8 @@ def mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function
                         attention_mask=attention_mask, local_size=local_size,
                         allow_is_causal_skip=False, use_vmap=use_vmap, device=device)
     allowed = allowed.expand(batch_size, 1, q_length, kv_length).cpu().contiguous()
-    padding = None if attention_mask is None else attention_mask.cpu()
+    # a copy: the 2-D mask as allowed was made from, whatever the caller does to it
+    padding = None if attention_mask is None else attention_mask.cpu().clone()
     shown = allowed.view(allowed.shape)  # another object: the Mask holds allowed, no cycle
     shown.ropeattn_mask = Mask(int(q_offset), int(kv_offset), int(kv_length), padding,
                                local_size, allowed)

@@ -121,3 +121,35 @@ def test_sparse_attention_refused_at_load():
     for config in configs:
         with pytest.raises(ropeattn.UnsupportedError, match="index_n_heads"):
             AutoModelForCausalLM.from_config(config, attn_implementation="ropeattn")
+
+
+def test_a_mask_changed_in_place_after_it_was_made():
+    """ropeattn.transformers.mask()'s tensor (what create_causal_mask gives
+    under "ropeattn", which a caller may keep and pass on) changed in place
+    after a layer used it, and the 2-D padding changed after the mask was
+    made from it: the layers' blocks were kept from the first look (a key
+    hidden in place still seen: 0.82 off sdpa) and the padding read where
+    transformers' mask had not (the last token's row zeroed)."""
+    from ropeattn.torch import eager_attention_forward
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import causal_mask_function
+    module = torch.nn.Module().eval()
+    module.is_causal, module.num_key_value_groups = True, 2
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, h, 6, 8, generator=g) for h in (4, 2, 2))
+
+    def check(mask):
+        got, _ = eager_attention_forward(module, q, k, v, mask, scaling=0.3)
+        want, _ = sdpa_attention_forward(module, q.double(), k.double(), v.double(), mask,
+                                         scaling=0.3)
+        assert close(got, want, 1e-5)
+
+    mask = ropeattn.transformers.mask(1, 6, 6, mask_function=causal_mask_function)
+    check(mask)
+    mask[..., 2] = False  # key 2 hidden from every query
+    check(mask)
+    padding = torch.ones(1, 6, dtype=torch.bool)  # as create_causal_mask passes it
+    mask = ropeattn.transformers.mask(1, 6, 6, mask_function=causal_mask_function,
+                                      attention_mask=padding)
+    padding[0, 5] = False  # after the mask was made: not in it
+    check(mask)

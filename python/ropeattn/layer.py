@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, as_array, c_array, padding_mask
+from ._arrays import BF16, F16, F32, as_array, c_array, flag, padding_mask
 from ._arrays import attn_mask as _attn_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
@@ -229,6 +229,9 @@ class Layer:
         UnsupportedError for attention ropeattn does not run (each with
         libropeattn_hf's message, naming the file, tensor or key).
         """
+        position_ids, vision = flag(position_ids, "position_ids"), flag(vision, "vision")
+        token_types = flag(token_types, "token_types")
+        vision_windows = flag(vision_windows, "vision_windows")
         if theta is not None:
             _check_key("theta", theta)  # as RotaryEmbedding's: a number, never a bool
         weights, config = _checkpoint_files(path, config)
@@ -255,13 +258,13 @@ class Layer:
         if context is not None and not isinstance(context, _ropeattn.Context):
             raise TypeError(f"context: expected a ropeattn.Context or None, "
                             f"got {type(context).__name__}")
-        hf = _ropeattn.HFLayer(weights, config, position_ids=bool(position_ids),
+        hf = _ropeattn.HFLayer(weights, config, position_ids=position_ids,
                                rope_parameters=rope_parameters,
                                theta=None if theta is None else float(theta),
-                               vision=bool(vision), token_types=bool(token_types),
-                               vision_windows=bool(vision_windows), **kwargs)
+                               vision=vision, token_types=token_types,
+                               vision_windows=vision_windows, **kwargs)
         made = cls(hf, context, options["layer"], (weights, config), options["seq_len"])
-        made._token_types = bool(token_types)
+        made._token_types = token_types
         return made
 
     @property
@@ -583,7 +586,7 @@ class KVCache:
         name = _cache_dtype(dtype, scale, "cache")
         c = layer._config
         w = 0
-        if window:
+        if flag(window, "window"):
             w = max(c["window"], c["chunk"])
             if not w:
                 raise ArgumentError("window=True: the layer has no sliding window or chunk "
@@ -686,7 +689,7 @@ class KVPool:
     def add(self, window=False):
         """A new empty sequence's id (window=True: the layer's window)."""
         w = 0
-        if window:
+        if flag(window, "window"):
             w = max(self.layer._config["window"], self.layer._config["chunk"])
             if not w:
                 raise ArgumentError("window=True: the layer has no sliding window or chunk")

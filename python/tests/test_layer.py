@@ -424,6 +424,10 @@ def test_bad_inputs(tmp_path):
         ropeattn.Layer.from_pretrained(HF / "llama_default", layer=-2)
     with pytest.raises(ropeattn.ArgumentError, match="layout"):
         ropeattn.Layer.from_pretrained(HF / "llama_default", layer=1, layout="rotated")
+    for name in ("position_ids", "vision", "token_types", "vision_windows"):
+        # a truth taken: vision="False" built the vision encoder's layer
+        with pytest.raises(ropeattn.ArgumentError, match=f"{name}: expected True or False"):
+            ropeattn.Layer.from_pretrained(HF / "llama_default", layer=1, **{name: "False"})
 
     with pytest.raises(ropeattn.DtypeError, match="float32"):
         layer(x.astype(np.float64))
@@ -468,6 +472,10 @@ def test_bad_inputs(tmp_path):
     assert ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=0.25).slots == s
     with pytest.raises(ropeattn.ArgumentError, match="no sliding window"):
         ropeattn.KVCache(layer, 2, s, window=True)
+    with pytest.raises(ropeattn.ArgumentError, match="window: expected True or False"):
+        ropeattn.KVCache(layer, 2, s, window=None)
+    with pytest.raises(ropeattn.ArgumentError, match="window: expected True or False"):
+        ropeattn.KVPool(layer, 4).add(window="no")
     with pytest.raises(ropeattn.ArgumentError, match="capacity"):
         ropeattn.KVCache(layer, 2, 0)
     with pytest.raises(TypeError):

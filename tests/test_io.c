@@ -1387,6 +1387,13 @@ static void test_rope_yarn(void)
     CHECK(st == RA_OK && r.params.yarn_no_truncate == 0 && r.has_truncate &&
           r.has_beta_fast && r.params.beta_fast == 0, "truncate true, beta 0: %s", msg);
     ra_hf_rope_free(&r);
+    /* null is not "not given": transformers' get("truncate", True) finds None, and its
+     * `if truncate:` then does not truncate (it truncated here: 0.11 off in inv_freq) */
+    st = parse_rope("{\"rope_type\": \"yarn\", \"factor\": 2, \"truncate\": null}", &r, msg,
+                    sizeof msg);
+    CHECK(st == RA_OK && r.params.yarn_no_truncate == 1 && r.has_truncate,
+          "truncate null: %s", msg);
+    ra_hf_rope_free(&r);
 }
 
 /* "[1.0, 1.01, ...]" with n entries, into buf. */
@@ -1561,8 +1568,10 @@ static void test_rope_hostile(void)
          "height, width)"},
         {"{\"mrope_interleaved\": 1}",
          "rope parameters: \"mrope_interleaved\" must be true or false"},
-        {"{\"truncate\": \"no\"}", "rope parameters: \"truncate\" must be true or false"},
-        {"{\"truncate\": 0}", "rope parameters: \"truncate\" must be true or false"},
+        {"{\"truncate\": \"no\"}", "rope parameters: \"truncate\" must be true, false or null"},
+        {"{\"truncate\": 0}", "rope parameters: \"truncate\" must be true, false or null"},
+        {"{\"truncate\": true, \"truncate\": null}",
+         "rope parameters: \"truncate\" appears twice"},
         {"{\"original_max_position_embeddings\": 4096.5}",
          "rope parameters: \"original_max_position_embeddings\" must be a positive integer"},
         {"{\"original_max_position_embeddings\": 0}",

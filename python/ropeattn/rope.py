@@ -134,10 +134,10 @@ class RotaryEmbedding:
         _check_key("theta", theta)
         fields = {}
         for key, value in scaling.items():
-            if value is None:  # transformers' "not given", as 0 is the library's
-                continue
-            if key == "truncate":
+            if key == "truncate":  # None too: transformers' `if truncate:`, no truncation
                 fields["yarn_no_truncate"] = not value
+            elif value is None:  # transformers' "not given", as 0 is the library's
+                continue
             elif key in FIELDS:
                 _check_key(key, value)
                 fields[key] = value

@@ -49,6 +49,18 @@ def test_interleaved_tables_repeat_each_angle():
     np.testing.assert_allclose(sin[:, 1::2], np.sin(angles), atol=TABLE_ATOL)
 
 
+def test_yarn_truncate_none_is_no_truncation():
+    """truncate None is not "not given": transformers' get("truncate", True)
+    finds it and `if truncate:` does not truncate (it was truncated here,
+    0.11 off in inv_freq)."""
+    yarn = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64,
+                beta_fast=3.3, beta_slow=1.7)
+    inv = {t: ropeattn.RotaryEmbedding(16, **yarn, truncate=t).inv_freq
+           for t in (None, False, True)}
+    np.testing.assert_array_equal(inv[None], inv[False])
+    assert np.abs(inv[None] - inv[True]).max() > 0.1
+
+
 @pytest.mark.parametrize("kind", ["linear", "llama3", "yarn", "dynamic"])
 def test_scaled_types(kind):
     d, theta = 64, 10000.0

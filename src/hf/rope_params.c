@@ -304,13 +304,18 @@ static ra_status read_all(const reader *r, ra_hf_rope *out)
     RA_TRY(read_number(r, "high_freq_factor", POSITIVE, &s->high_freq_factor,
                           &out->has_high_freq_factor));
 
+    /* null is not "not given" here: transformers' `if truncate:` reads None
+     * (get("truncate", True) finds it) as no truncation */
     const cJSON *truncate;
-    RA_TRY(find(r, "truncate", &truncate));
+    if (!ra_io_json_member(r->obj, "truncate", &truncate))
+        return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT, "%s: \"%struncate\" appears twice",
+                          r->name, r->prefix);
     if (truncate != NULL) {
-        if (!cJSON_IsBool(truncate))
+        if (!cJSON_IsBool(truncate) && !cJSON_IsNull(truncate))
             return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
-                              "%s: \"%struncate\" must be true or false", r->name, r->prefix);
-        s->yarn_no_truncate = cJSON_IsFalse(truncate);
+                              "%s: \"%struncate\" must be true, false or null", r->name,
+                              r->prefix);
+        s->yarn_no_truncate = !cJSON_IsTrue(truncate);
         out->has_truncate = 1;
     }
 

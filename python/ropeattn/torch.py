@@ -393,8 +393,9 @@ class Mask:
 
     def _find(self, b, sq, sk, sliding_window, position_ids):
         grid = _Grid(self, b, sq, sk)
-        locals_ = [(sliding_window, None), (self.local_size, None), (None, self.local_size),
-                   (None, None)]
+        # sliding_window 0: none (the mask holds what transformers computes)
+        locals_ = [(sliding_window or None, None), (self.local_size, None),
+                   (None, self.local_size), (None, None)]
         documents = [None] + ([] if position_ids is None else
                               [d for d in [_documents(position_ids, b, sq, sk, grid.seq)]
                                if d is not None])

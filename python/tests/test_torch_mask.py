@@ -238,6 +238,18 @@ def test_drop_in_is_causal_false_and_none_defer_to_the_module():
     assert close(out, ref_attention(*t, causal=False, window=2, scale=0.3), 1e-5)
 
 
+def test_drop_in_sliding_window_0_with_a_mask():
+    """sliding_window=0 beside a 4-D mask: transformers' eager and sdpa
+    paths compute what the mask says; it was taken as the library's window
+    0 and refused (ArgumentError)."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()[None, None]
+    out, _ = rt.eager_attention_forward(module, q, k, v, causal, scaling=0.3, sliding_window=0)
+    want = ref_attention(*(x.transpose(1, 2).double() for x in (q, k, v)), scale=0.3)
+    assert close(out, want, 1e-5)
+
+
 def test_drop_in_4d_masks_the_library_does_not_form_go_whole():
     """4-D masks that are not the library's causal, window, padding or
     document masks (a bias, a mask per head, a padding key, a

@@ -114,7 +114,9 @@ def check_model(model):
 def _checked(check):
     """PreTrainedModel._check_and_adjust_attn_implementation, which
     transformers calls when a model is built and when its implementation
-    is set, followed by check_config when the result is "ropeattn"."""
+    is set, or get_correct_attn_implementation, which set_attn_implementation
+    calls for each sub-model a dict names ({"text_config": "ropeattn"}),
+    followed by check_model when the result is "ropeattn"."""
     @functools.wraps(check)
     def wrapper(self, *args, **kwargs):
         implementation = check(self, *args, **kwargs)
@@ -158,9 +160,10 @@ def register(context=None):
     function = functools.partial(eager_attention_forward, context=context)
     AttentionInterface.register(NAME, function)
     AttentionMaskInterface.register(NAME, mask)
-    check = PreTrainedModel._check_and_adjust_attn_implementation
-    if not getattr(check, "ropeattn_checks", False):
-        PreTrainedModel._check_and_adjust_attn_implementation = _checked(check)
+    for name in ("_check_and_adjust_attn_implementation", "get_correct_attn_implementation"):
+        check = getattr(PreTrainedModel, name)
+        if not getattr(check, "ropeattn_checks", False):
+            setattr(PreTrainedModel, name, _checked(check))
 
 
 register()

@@ -123,6 +123,22 @@ def test_sparse_attention_refused_at_load():
             AutoModelForCausalLM.from_config(config, attn_implementation="ropeattn")
 
 
+def test_a_sub_model_set_by_name_is_checked():
+    """set_attn_implementation({"text_config": "ropeattn"}) on a built
+    model sets each sub-model through get_correct_attn_implementation, not
+    the check the backend wrapped: MiniMax M3 VL's sparse text model took
+    "ropeattn" without the refusal its load gives."""
+    text = dict(SMALL, head_dim=16, num_local_experts=2, num_experts_per_tok=1,
+                dense_intermediate_size=96, shared_intermediate_size=32, rotary_dim=8,
+                index_n_heads=2, index_head_dim=16, index_block_size=2, index_topk_blocks=2,
+                layer_types=["minimax_m3_sparse"] * 2)
+    config = transformers.MiniMaxM3VLConfig(text_config=text)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager")
+    with pytest.raises(ropeattn.UnsupportedError, match="index_n_heads"):
+        model.set_attn_implementation({"text_config": "ropeattn"})
+    assert model.config.text_config._attn_implementation == "eager"
+
+
 def test_a_mask_changed_in_place_after_it_was_made():
     """ropeattn.transformers.mask()'s tensor (what create_causal_mask gives
     under "ropeattn", which a caller may keep and pass on) changed in place

@@ -257,7 +257,10 @@ class RotaryEmbeddingModule(torch.nn.Module):
     rotates q and k in the library by the positions they came from.
     position_ids [B, S], or [1, S] for every batch row (transformers'
     default: cos and sin [1, S, D]); with position_ids None, cache_position
-    [S] stands for them, as transformers' models make position_ids from it.
+    [S] (by keyword) stands for them, as transformers' models make
+    position_ids from it.  A layer_type (Gemma 3's rotary_emb(x,
+    position_ids, layer_type): a rope per layer type) is refused
+    (UnsupportedError): the module holds one rope.
       rope: a ropeattn.RotaryEmbedding of layout "half", as Hugging Face's
       checkpoints pair features and apply_rotary_pos_emb's rotate_half
       reads the tables (ArgumentError for "interleaved": the library would
@@ -275,7 +278,10 @@ class RotaryEmbeddingModule(torch.nn.Module):
         self.rope = rope
 
     @torch.no_grad()
-    def forward(self, x, position_ids=None, cache_position=None):
+    def forward(self, x, position_ids=None, layer_type=None, *, cache_position=None):
+        if layer_type is not None:
+            raise UnsupportedError(f"layer_type={layer_type!r}: the model has a rope per "
+                                   f"layer type, RotaryEmbeddingModule one rope")
         if position_ids is None:
             if cache_position is None:
                 raise ArgumentError("RotaryEmbeddingModule: give position_ids or cache_position")

@@ -400,6 +400,11 @@ def test_attention_block_forward_and_backward():
 def test_drop_in_bad_input():
     with pytest.raises(TypeError):  # a rope object is required
         rt.RotaryEmbeddingModule(16)
+    # Gemma 3's rotary_emb(x, position_ids, layer_type): the third was read as
+    # cache_position, and every layer type got the one rope's tables
+    module = rt.RotaryEmbeddingModule(ropeattn.RotaryEmbedding(8))
+    with pytest.raises(ropeattn.UnsupportedError, match="layer_type='sliding_attention'"):
+        module(randn(1, 6, 8), torch.arange(6)[None], "sliding_attention")
     # interleaved tables: the library would rotate pairs (2i, 2i + 1), transformers'
     # formula (tables changed, another dtype) pairs (i, i + D/2)
     with pytest.raises(ropeattn.ArgumentError, match='layout="half"'):

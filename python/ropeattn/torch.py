@@ -290,9 +290,10 @@ class RotaryEmbeddingModule(torch.nn.Module):
         cos, sin = self.rope.cos_sin(positions)
         cos = torch.from_numpy(cos).to(x.dtype)
         sin = torch.from_numpy(sin).to(x.dtype)
-        # the versions: a table changed in place afterwards is no longer the rope's
+        # the versions: a table changed in place afterwards is no longer the rope's;
+        # the ids: cos and sin swapped, or one given twice, are not the pair
         cos.ropeattn_positions = sin.ropeattn_positions = (self.rope, positions, cos._version,
-                                                           sin._version)
+                                                           sin._version, id(cos), id(sin))
         return cos, sin
 
 
@@ -302,11 +303,11 @@ def _rotate_half(x):
 
 
 def _marked(cos, sin):
-    """(rope, positions) of tables made together by RotaryEmbeddingModule
-    and unchanged since; None for any other tables."""
+    """(rope, positions) of tables made together by RotaryEmbeddingModule,
+    in their places and unchanged since; None for any other tables."""
     marked = getattr(cos, "ropeattn_positions", None)
     if marked is None or getattr(sin, "ropeattn_positions", None) is not marked or \
-            (cos._version, sin._version) != marked[2:]:
+            (cos._version, sin._version, id(cos), id(sin)) != marked[2:]:
         return None
     return marked[:2]
 

@@ -268,6 +268,19 @@ def test_drop_in_rotary_pos_emb_unsqueeze_dim():
         assert close(got[0], want[0], 1e-6) and close(got[1], want[1], 1e-6), dim
 
 
+def test_drop_in_rotary_pos_emb_tables_out_of_place():
+    """The module's cos and sin given swapped, or one of them twice: what
+    transformers' formula computes with them (the library rotated by the
+    positions' angles, as if they were in their places)."""
+    rope = ropeattn.RotaryEmbedding(16, theta=10000.0)
+    q, k = randn(1, 4, 5, 16), randn(1, 2, 5, 16)
+    cos, sin = rt.RotaryEmbeddingModule(rope)(q, torch.arange(5)[None])
+    for c, s in ((sin, cos), (cos, cos), (sin, sin)):
+        got = rt.apply_rotary_pos_emb(q, k, c, s)
+        want = rt.apply_rotary_pos_emb(q, k, c.clone(), s.clone())
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
 def test_drop_in_rotary_pos_emb_mixed_dtypes():
     """q or k of another dtype than the tables: transformers' own numbers and
     dtypes (computed in the promoted dtype, the tables rounded to theirs)."""

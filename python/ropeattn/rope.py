@@ -113,7 +113,10 @@ class RotaryEmbedding:
     refused (ArgumentError naming seq_len).  inv_freq and attention_factor
     are those of seq_len, or of the original length.
 
-    A RotaryEmbedding is read-only: any number of threads may use it.
+    A RotaryEmbedding is read-only (setting an attribute raises
+    AttributeError: the library's rope keeps what it was made with, so a
+    changed layout, seq_len or section would no longer describe it): any
+    number of threads may use it.
     """
 
     def __init__(self, head_dim, theta=10000.0, rope_type="default", layout="half", axial=None,
@@ -166,6 +169,12 @@ class RotaryEmbedding:
         self.mrope_interleaved = config["mrope_interleaved"]
         self.axial = axial
         self.axial_column_first = config["axial_column_first"]
+        self._made = True
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_made", False):
+            raise AttributeError(f"RotaryEmbedding is read-only: {name} (make another rope)")
+        object.__setattr__(self, name, value)
 
     def _at(self, largest, n_tokens):
         """The rope a call uses whose largest position is largest() (-1 for

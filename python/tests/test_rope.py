@@ -49,6 +49,17 @@ def test_interleaved_tables_repeat_each_angle():
     np.testing.assert_allclose(sin[:, 1::2], np.sin(angles), atol=TABLE_ATOL)
 
 
+def test_read_only():
+    """Attributes set after the rope was made no longer described the
+    library's rope: layout "interleaved" on a half rope gave cos_sin's
+    tables interleaved while apply_rotary rotated halves."""
+    rope = ropeattn.RotaryEmbedding(16)
+    for name, value in (("layout", "interleaved"), ("seq_len", 10), ("theta", 5.0)):
+        with pytest.raises(AttributeError, match=f"read-only: {name}"):
+            setattr(rope, name, value)
+    assert rope.layout == "half" and rope.seq_len is None and rope.theta == 10000.0
+
+
 def test_yarn_truncate_none_is_no_truncation():
     """truncate None is not "not given": transformers' get("truncate", True)
     finds it and `if truncate:` does not truncate (it was truncated here,

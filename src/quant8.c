@@ -17,6 +17,18 @@ static inline float round_small(float v)
     return (v + 0x1.8p23f) - 0x1.8p23f;
 }
 
+/* v rounded to the nearest integer, ties to even, for |v| <= 127, whatever
+ * the rounding mode (the int8 codes of quantize_q's queries must not hang
+ * on the caller's FP environment): the truncation and v less it are
+ * exact.  No branch: the loop vectorizes. */
+static inline float round_even(float v)
+{
+    const int32_t i = (int32_t)v;
+    const float r = v - (float)i;
+    const int32_t odd = i & 1, up = (r > 0.5f) | ((r == 0.5f) & odd);
+    return (float)(i + up - ((r < -0.5f) | ((r == -0.5f) & odd)));
+}
+
 uint8_t ra_f32_to_e4m3(float y)
 {
     const uint8_t sign = (uint8_t)(ra_f32_bits(y) >> 24 & 0x80u);
@@ -59,8 +71,9 @@ float ra_i8_scale(const float *x, int64_t n, const float *x2, int64_t n2)
 void ra_quantize_i8_scaled(int8_t *codes, const float *x, float scale, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        float c = scale > 0.0f ? round_small(x[i] / scale) : 0.0f; /* |x / s| <= ~127 */
-        codes[i] = (int8_t)(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
+        /* |x / s| <= 127 but for rounding, or a scale below FLT_MIN */
+        float c = scale > 0.0f ? x[i] / scale : 0.0f;
+        codes[i] = (int8_t)round_even(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
     }
 }
 

@@ -120,7 +120,7 @@ mpi-missing:
 # 1.42-1.54.  $(call KERNEL_FLAGS,compiler,isa): those flags and the ISA's
 # (on x86-64; the base file needs none elsewhere).
 ISA_FLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
-ISA_FLAGS_avx512bf16 = $(ISA_FLAGS_avx512) -mavx512bf16
+ISA_FLAGS_avx512bf16 = $(ISA_FLAGS_avx512) -mavx512bf16 -mavx512vnni
 ISA_FLAGS_amx    = $(ISA_FLAGS_avx512bf16) -mamx-tile -mamx-bf16
 ISA_FLAGS_avx2   = -mavx2 -mfma -mf16c
 ISA_FLAGS_base   =

@@ -688,6 +688,13 @@ typedef struct ra_attention_options {
      * bidirectional mask: Gemma 3's image blocks); 0: both sides.  Without
      * non_causal or a window it changes nothing. */
     int window_earlier_only;
+    /* nonzero: the decode calls (ra_attention_decode, ra_attention_decode_lse,
+     * ra_attention_decode_paged, ra_kv_cache_attend) on an RA_I8 cache or
+     * pool of head_dim D <= 1032 score each query row against the key codes
+     * with the row quantized to int8 too, as llama.cpp's q8_0 dot products
+     * ("Decoding with quantized queries" below); 0: exact.  Every other call
+     * and cache refuses it (RA_ERR_UNSUPPORTED). */
+    int quantize_q;
 } ra_attention_options;
 
 /* Non-causal attention, other key lengths and arbitrary masks.
@@ -1080,6 +1087,31 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
                                          const int64_t *n_query, const int64_t *q_start,
                                          const int64_t *k_start,
                                          const ra_attention_options *options);
+
+/* Decoding with quantized queries (ra_attention_options' quantize_q,
+ * opt-in; exact is the default).  On an RA_I8 cache or pool, each query
+ * row of the decode calls, times the logit scale (in float32), x [D], is
+ * quantized as the cache's rows are (once a call): one scale s_q = max|x| /
+ * 127 and codes c_q = round(x / s_q) (to nearest, ties to even, whatever
+ * the FP environment's rounding mode; |c_q| <= 127); a row of zeros has
+ * codes 0 and s_q 0, a row holding a NaN or an Inf s_q NaN (its outputs
+ * are NaN).  Each
+ * score is then ((float)(c_q . c) s_q) s_k, in that order, the integer
+ * c_q . c summed exactly (D <= 1032 keeps every partial sum below 2^24):
+ * on AVX512-VNNI's vpdpbusd where the CPU has it (the "avx512bf16" and
+ * "amx" kernels), else in float32 on the codes' values; the scores are the
+ * same bits either way.  Soft-cap, masks, sinks, softmax and values are the
+ * exact path's.  Outputs keep their bits across thread counts, and a
+ * window cache or a pool gives a full cache's bits; across kernels
+ * (ra_simd_name) they may differ in the last bits, as the exact path's do.
+ * Error against the exact path, on keys (and queries) with a few channels
+ * 20 (10) times the rest, as LLaMA-class models have, logits of RMS 3
+ * (tests/test_decode_q8.c): outputs within 3.5e-3 max|v|, logits within
+ * 0.062 (RMS 0.009): a row's step max|x| / 127 is set by its outlier
+ * channels, and each other channel carries up to half of it.  Every other
+ * call (ra_attention, the forward, backward and block calls, the layers),
+ * every other cache dtype and D > 1032 refuse quantize_q
+ * (RA_ERR_UNSUPPORTED).  Time: docs/perf/2026-12-07-decode-q8.md. */
 
 /* A decoding step in one call: ra_kv_cache_append(ctx, cache, rope, q, k,
  * v, positions, n_new), then ra_attention_decode(ctx, cache, out, q,

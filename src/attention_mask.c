@@ -136,6 +136,11 @@ ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_opt
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: %s on this call (decode, "
                        "cached and block calls take neither non_causal nor attn_mask)",
                        o->non_causal ? "non_causal" : "attn_mask");
+    if (o->quantize_q)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: quantize_q on this call (only "
+                       "the decode calls of an RA_I8 cache take it: ra_attention_decode, "
+                       "ra_attention_decode_lse, ra_attention_decode_paged, "
+                       "ra_kv_cache_attend)");
     const int64_t seq = q_shape[1], n_heads = q_shape[2];
     if (!(o->scale == 0 || (isfinite(o->scale) && o->scale > 0 && o->scale <= FLT_MAX)))
         return ra_fail(RA_ERR_ARGUMENT, "ra_attention_options: scale %g is not 0 (1 / sqrt(D)) "
@@ -191,6 +196,7 @@ ra_status ra_attention_mask_read(ra_attention_mask *mask, const ra_attention_opt
     mask->attn_dtype = RA_F32;
     for (int d = 0; d < 4; d++) mask->attn_stride[d] = 0;
     mask->attn_bytes = 0;
+    mask->quantize_q = 0;
     return RA_OK;
 }
 

@@ -10,6 +10,7 @@
 #include "cpu/kernels.h"
 #include "kvcache_internal.h"
 #include "parallel.h"
+#include "quant8.h"
 #include "rope_internal.h"
 
 ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c,
@@ -37,6 +38,20 @@ ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c
     return RA_OK;
 }
 
+/* quantize_q (decode_impl.h's DECODE_I8_Q8): int8 codes of q against an
+ * RA_I8 cache's, up to RA_DECODE_Q8_MAX_DIM. */
+static ra_status check_quantize_q(const ra_kv_cache *c)
+{
+    if (c->dtype != RA_I8)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: quantize_q with an %s cache "
+                       "(only RA_I8 caches and pools take it)", ra_dtype_name(c->dtype));
+    if (c->head_dim > RA_DECODE_Q8_MAX_DIM)
+        return ra_fail(RA_ERR_UNSUPPORTED, "ra_attention_options: quantize_q with head_dim %lld "
+                       "(at most %d: the integer sums must stay exact in float32)",
+                       (long long)c->head_dim, RA_DECODE_Q8_MAX_DIM);
+    return RA_OK;
+}
+
 ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_cache *c,
                                           const ra_tensor *out, const ra_tensor *q,
                                           const ra_attention_options *options)
@@ -59,7 +74,14 @@ ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_c
                        (long long)q->shape[2], (long long)c->n_kv_heads);
     if (ra_tensors_overlap(out, q)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps q");
     RA_TRY(ra_kv_cache_refuse_storage(c, out, "out"));
-    RA_TRY(ra_attention_decode_mask(mask, c, q, options));
+    /* quantize_q is the decode calls' alone: the mask readers refuse it */
+    ra_attention_options o;
+    RA_TRY(ra_attention_options_read(&o, options));
+    const int quantize_q = o.quantize_q != 0;
+    o.quantize_q = 0;
+    RA_TRY(ra_attention_decode_mask(mask, c, q, &o));
+    if (quantize_q) RA_TRY(check_quantize_q(c));
+    mask->quantize_q = quantize_q;
     RA_TRY(ra_attention_mask_check_output(mask, out, "out"));
     return RA_OK;
 }
@@ -120,7 +142,7 @@ static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, co
     /* per thread: scaled queries [Hkv * rows, D], each row's first and last key */
     ra_decode_job job = {cache, q, out, n_query, *mask, 1, rows, 1, NULL, NULL,
                          ra_decode_queries_floats(cache, rows) + ra_round_up(4 * rows, 16),
-                         q_start, NULL, k_start};
+                         q_start, NULL, k_start, NULL, NULL};
     for (int64_t b = 0; b < cache->batch; b++) {
         int64_t n = chunks_of(&job, b);
         job.n_chunks = n > job.n_chunks ? n : job.n_chunks;
@@ -128,13 +150,25 @@ static ra_decode_job make_job(const ra_kv_cache *cache, const ra_tensor *out, co
     return job;
 }
 
-/* Scratch floats: q rows per thread, then the partials of every task. */
+/* quantize_q's floats of scratch: every query row's scale [B, Hkv, rows],
+ * then its codes [B, Hkv, rows, D], each rounded up to 64 bytes (0 without
+ * quantize_q).  At most the partials' count, and a few. */
+static int64_t q8_floats(const ra_decode_job *job)
+{
+    const ra_kv_cache *c = job->cache;
+    const int64_t n = c->batch * c->n_kv_heads * job->rows;
+    return job->mask.quantize_q ? ra_round_up(n, 16) + ra_round_up(n * c->head_dim, 64) / 4 : 0;
+}
+
+/* Scratch floats: q rows per thread, then the partials of every task, then
+ * quantize_q's rows (q8_floats). */
 static ra_status scratch_floats(const ra_decode_job *job, int threads, int64_t *per_threads,
                                 int64_t *total)
 {
     const ra_kv_cache *c = job->cache;
     int64_t dims[4] = {c->batch * c->n_kv_heads, job->n_chunks, job->rows, c->head_dim + 2}, n;
     ra_status status = ra_count(dims, 4, &n);
+    if (status == RA_OK) n += q8_floats(job); /* no overflow: n is at most RA_MAX_ELEMENTS */
     if (status == RA_OK && (ra_mul(job->per_thread, threads, per_threads) != RA_OK ||
                             n > RA_MAX_ELEMENTS - *per_threads))
         status = RA_ERR_OVERFLOW;
@@ -147,9 +181,10 @@ static ra_status scratch_floats(const ra_decode_job *job, int threads, int64_t *
 }
 
 ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor *q, int threads,
-                                      size_t *bytes)
+                                      int quantize_q, size_t *bytes)
 {
     ra_attention_mask plain = {0};
+    plain.quantize_q = quantize_q;
     ra_decode_job job = make_job(cache, q, q, NULL, NULL, NULL, &plain);
     int64_t per_threads, total;
     /* lengths grow by the append that precedes the call: size for the
@@ -159,6 +194,36 @@ ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor 
     RA_TRY(scratch_floats(&job, threads, &per_threads, &total));
     *bytes = (size_t)total * sizeof(float);
     return RA_OK;
+}
+
+/* quantize_q: every query row of the call, scaled as decode_task scales
+ * it (q times the logit scale, in float), as int8 codes and a scale by the
+ * cache's own quantizer (ra_quantize_i8), once for all tasks, into area
+ * (q8_floats); the rows past n_query zero. */
+static void quantize_queries(ra_decode_job *job, float *area)
+{
+    const ra_kv_cache *c = job->cache;
+    const ra_tensor *q = job->q;
+    const int64_t n_kv = c->n_kv_heads, d = c->head_dim, T = q->shape[1], rows = job->rows;
+    const int64_t rep = q->shape[2] / n_kv;
+    const float scale = (float)job->mask.scale;
+    float *scales = area, x[RA_DECODE_Q8_MAX_DIM];
+    int8_t *codes = (int8_t *)(area + ra_round_up(c->batch * n_kv * rows, 16));
+    for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t g = 0; g < n_kv; g++)
+            for (int64_t r = 0; r < rows; r++) {
+                const int64_t row = (b * n_kv + g) * rows + r, h = r / T, t = r % T;
+                if (t >= ra_decode_queries(job, b)) {
+                    scales[row] = 0.0f;
+                    memset(codes + row * d, 0, (size_t)d);
+                    continue;
+                }
+                const void *qrow = ra_row_any(q, b, t, g * rep + h);
+                for (int64_t e = 0; e < d; e++) x[e] = ra_load(qrow, q->dtype, e) * scale;
+                scales[row] = ra_quantize_i8(codes + row * d, x, d);
+            }
+    job->q_scale = scales;
+    job->q_codes = codes;
 }
 
 /* ra_attention_decode_run with the queries at q_start (NULL: the last
@@ -175,6 +240,7 @@ static void decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tenso
     scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
     job.scratch = scratch;
     job.partials = scratch + per_threads;
+    if (mask->quantize_q) quantize_queries(&job, scratch + total - q8_floats(&job));
     /* Split the kv heads too (each kv head's sums stay the same), until
      * there are 16 tasks per thread: the threads finish apart by up to a
      * task, so small tasks keep that tail short.  At 16384 tokens on 2
@@ -199,7 +265,8 @@ static void decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tenso
     }
     const ra_kernels *kernels = ra_kernels_get();
     int64_t groups = cache->batch * cache->n_kv_heads;
-    ra_parallel_for(ctx, chunks * job.n_splits, kernels->decode_task, &job);
+    ra_parallel_for(ctx, chunks * job.n_splits,
+                    mask->quantize_q ? kernels->decode_q8_task : kernels->decode_task, &job);
     /* The merge is small (chunks x rows x D per group): on this thread, so
      * that a short decode does not pay a second round of wake-ups. */
     ra_parallel_for(NULL, groups, kernels->decode_merge_task, &job);

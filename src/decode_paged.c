@@ -96,7 +96,8 @@ RA_API ra_status ra_attention_decode_paged(ra_context *ctx, const ra_kv_pool *po
         status = check_windows(pool, ids, &view, &mask, n_query, q->shape[1]);
     size_t bytes = 0;
     if (status == RA_OK)
-        status = ra_attention_decode_scratch(&view, q, ra_parallel_threads(ctx), &bytes);
+        status = ra_attention_decode_scratch(&view, q, ra_parallel_threads(ctx), mask.quantize_q,
+                                             &bytes);
     ra_scratch scratch;
     if (status == RA_OK) status = ra_scratch_acquire(ctx, bytes, &scratch);
     if (status == RA_OK) {

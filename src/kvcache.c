@@ -475,7 +475,8 @@ RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const r
         return ra_fail(RA_ERR_ARGUMENT, "out overlaps %s", ra_tensors_overlap(out, k) ? "k" : "v");
     size_t bytes;
     ra_scratch scratch;
-    RA_TRY(ra_attention_decode_scratch(cache, q, ra_parallel_threads(ctx), &bytes));
+    RA_TRY(ra_attention_decode_scratch(cache, q, ra_parallel_threads(ctx), mask.quantize_q,
+                                       &bytes));
     RA_TRY(ra_scratch_acquire_outer(ctx, bytes, &scratch)); /* the append takes the first */
     append_plan plan;
     ra_status status = append_prepare(&plan, ctx, cache, rope, q, k, v, positions, n_new);

@@ -100,7 +100,8 @@ ra_status ra_attention_decode_mask(ra_attention_mask *mask, const ra_kv_cache *c
 
 /* ra_attention_decode's checks of its views and options, not of the
  * queries' counts against the lengths (ra_kv_cache_attend's, before its
- * append); fills *mask. */
+ * append); fills *mask, quantize_q included (the decode mask refuses it:
+ * the layers' calls do not take it). */
 ra_status ra_attention_decode_check_views(ra_attention_mask *mask, const ra_kv_cache *c,
                                           const ra_tensor *out, const ra_tensor *q,
                                           const ra_attention_options *options);
@@ -112,10 +113,10 @@ ra_status ra_attention_decode_check(ra_attention_mask *mask, const ra_kv_cache *
                                     const int64_t *n_query, const ra_attention_options *options);
 
 /* ra_attention_decode in two steps, for callers that own the scratch (the
- * layer): the bytes needed for any length up to the capacity (any mask),
- * and the run on arguments already checked. */
+ * layer): the bytes needed for any length up to the capacity (any mask of
+ * that quantize_q), and the run on arguments already checked. */
 ra_status ra_attention_decode_scratch(const ra_kv_cache *cache, const ra_tensor *q, int threads,
-                                      size_t *bytes);
+                                      int quantize_q, size_t *bytes);
 void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
                              const ra_tensor *q, const int64_t *n_query,
                              const ra_attention_mask *mask, float *scratch);

@@ -874,7 +874,8 @@ static ra_status forward_cached(ra_context *ctx, const ra_layer *layer, ra_kv_ca
         kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, past + seq, H, Hkv, D,
                                                   ra_parallel_threads(ctx));
     else
-        RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), &kernel_bytes));
+        RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), 0,
+                                           &kernel_bytes));
     int64_t own_floats;
     if (ra_mul(n_q, 4, &own_floats) != RA_OK) return scratch_overflow(batch, seq);
     size_t own = (size_t)(ra_round_up(2 * batch, 16) + 2 * n_q + 2 * n_kv) * sizeof(float);

@@ -589,7 +589,8 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
     else if (by_gemm)
         kernel = (size_t)latent_attention_floats(cache, step * d.H, keys) * sizeof(float);
     else
-        RA_TRY(ra_attention_decode_scratch(cache, &q_step, ra_parallel_threads(ctx), &kernel));
+        RA_TRY(ra_attention_decode_scratch(cache, &q_step, ra_parallel_threads(ctx), 0,
+                                           &kernel));
     const int64_t absorbed = prefill ? 0 : 2 * ra_round_up(batch * step * d.H * row, 16);
     const int64_t head = ra_round_up(2 * batch, 16); /* starts, as floats */
     const size_t bytes = floats ? scratch_bytes(head + floats + absorbed, kernel) : 0;

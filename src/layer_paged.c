@@ -118,7 +118,7 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
     /* the lengths after the append, for sizing */
     const ra_kv_cache after = ra_kv_pool_view(pool, ids, n_ids, starts, arrays);
     size_t kernel_bytes = 0;
-    ra_status status = ra_attention_decode_scratch(&after, &q_shape, ra_parallel_threads(ctx),
+    ra_status status = ra_attention_decode_scratch(&after, &q_shape, ra_parallel_threads(ctx), 0,
                                                    &kernel_bytes);
     if (status == RA_OK) status = ra_scratch_acquire(ctx, kernel_bytes, &scratch);
     if (status != RA_OK) {

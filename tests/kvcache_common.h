@@ -114,11 +114,67 @@ static void reference_rows(float *out, const float *q, const float *k, const flo
     reference_memos = m;
 }
 
+/* The decode tests' inputs, from seed .. seed + 3: q [B, S, H, D] times 3
+ * (logits of a few units), k and v [B, S, Hkv, D] in [-1, 1), sinks [H]
+ * in [-1, 3). */
+static inline void decode_inputs(float *q, float *k, float *v, float *sinks, int64_t B,
+                                 int64_t S, int64_t H, int64_t hkv, int64_t d, uint64_t seed)
+{
+    ra_test_fill(q, (size_t)(B * S * H * d), seed);
+    ra_test_fill(k, (size_t)(B * S * hkv * d), seed + 1);
+    ra_test_fill(v, (size_t)(B * S * hkv * d), seed + 2);
+    ra_test_fill(sinks, (size_t)H, seed + 3);
+    for (int64_t i = 0; i < B * S * H * d; i++) q[i] *= 3.0f;
+    for (int64_t h = 0; h < H; h++) sinks[h] = 2.0f * sinks[h] + 1.0f;
+}
+
+/* Each sequence's last nq[b] tokens' queries of q [B, S, H, D] (sequence
+ * b holding len[b]) into qt [B, T, H, D], rows past nq[b] repeating its
+ * first. */
+static inline void last_queries(float *qt, const float *q, int64_t B, int64_t S, int64_t T,
+                                int64_t H, int64_t d, const int64_t *len, const int64_t *nq)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            memcpy(qt + (b * T + t) * H * d,
+                   q + (b * S + len[b] - nq[b] + (t < nq[b] ? t : 0)) * H * d, 4 * H * d);
+}
+
+/* ra_attention_decode of the queries qt [B, T, H, D] (n_query nq) into
+ * out, zeroed first, on the calling thread, then on ctxs (2 and 3
+ * threads, say) into again: the first call's status, and in *changed how
+ * many of the others failed or changed bits. */
+static inline ra_status decode_on_threads(ra_context *const ctxs[2], const ra_kv_cache *cache,
+                                          float *out, float *again, float *qt, int64_t B,
+                                          int64_t T, int64_t H, int64_t d, const int64_t *nq,
+                                          const ra_attention_options *o, int *changed)
+{
+    const ra_tensor tq = ra_tensor_4d(qt, RA_F32, B, T, H, d);
+    const ra_tensor to = ra_tensor_4d(out, RA_F32, B, T, H, d);
+    const ra_tensor ta = ra_tensor_4d(again, RA_F32, B, T, H, d);
+    const size_t bytes = 4 * (size_t)(B * T * H * d);
+    memset(out, 0, bytes);
+    const ra_status status = ra_attention_decode(NULL, cache, &to, &tq, nq, o);
+    *changed = 0;
+    for (int c = 0; c < 2 && status == RA_OK; c++) {
+        memset(again, 0, bytes);
+        *changed += ra_attention_decode(ctxs[c], cache, &ta, &tq, nq, o) != RA_OK ||
+                    memcmp(out, again, bytes) != 0;
+    }
+    return status;
+}
+
 typedef struct mask_case {
     int64_t window, chunk;
     double softcap, scale;
     int sinks; /* nonzero: one sink logit per head, in [-1, 3) */
 } mask_case;
+
+/* Every kind of mask case, for the decode tests: none, windows 1 to 5000,
+ * a chunk, soft-caps, a scale, sinks and their mixes. */
+static const mask_case every_mask[8] = {
+    {0, 0, 0, 0, 0},   {1, 0, 0, 0, 1},     {5000, 0, 2.0, 0, 0}, {100, 0, 0, 0, 0},
+    {0, 7, 0, 0, 0},   {300, 0, 3.0, 0, 1}, {700, 500, 0, 0, 1}, {0, 64, 1.5, 0.2, 1}};
 
 static ra_attention_options mask_options(const mask_case *mc, const float *sinks)
 {

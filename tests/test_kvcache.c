@@ -426,12 +426,7 @@ static double decode_masks_on(int64_t H, int64_t hkv, int64_t d, const int64_t l
     const ra_dtype dtypes[3] = {RA_F32, RA_F16, RA_BF16};
     float *q = malloc(4 * B * S * H * d), *k = malloc(4 * B * S * hkv * d);
     float *v = malloc(4 * B * S * hkv * d), *ref = malloc(4 * B * S * H * d), sinks[16];
-    ra_test_fill(q, (size_t)(B * S * H * d), seed);
-    ra_test_fill(k, (size_t)(B * S * hkv * d), seed + 1);
-    ra_test_fill(v, (size_t)(B * S * hkv * d), seed + 2);
-    ra_test_fill(sinks, (size_t)H, seed + 3);
-    for (int64_t i = 0; i < B * S * H * d; i++) q[i] *= 3.0f; /* logits of a few units */
-    for (int64_t h = 0; h < H; h++) sinks[h] = 2.0f * sinks[h] + 1.0f;
+    decode_inputs(q, k, v, sinks, B, S, H, hkv, d, seed);
     round_to_halves(k, B * S * hkv * d);
     round_to_halves(v, B * S * hkv * d);
     ra_kv_cache *caches[3];

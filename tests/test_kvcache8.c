@@ -184,12 +184,7 @@ static double decode_vs_reference(int64_t H, int64_t hkv, int64_t d,
     float *q = malloc(4 * B * S * H * d), *k = malloc(4 * B * S * hkv * d);
     float *v = malloc(4 * B * S * hkv * d), *ref = malloc(4 * B * S * H * d), sinks[16];
     float *kd = malloc(4 * B * S * hkv * d), *vd = malloc(4 * B * S * hkv * d);
-    ra_test_fill(q, (size_t)(B * S * H * d), seed);
-    ra_test_fill(k, (size_t)(B * S * hkv * d), seed + 1);
-    ra_test_fill(v, (size_t)(B * S * hkv * d), seed + 2);
-    ra_test_fill(sinks, (size_t)H, seed + 3);
-    for (int64_t i = 0; i < B * S * H * d; i++) q[i] *= 3.0f; /* logits of a few units */
-    for (int64_t h = 0; h < H; h++) sinks[h] = 2.0f * sinks[h] + 1.0f;
+    decode_inputs(q, k, v, sinks, B, S, H, hkv, d, seed);
     ra_context *ctx[2];
     CHECK(ra_context_create(&ctx[0], 2) == RA_OK && ra_context_create(&ctx[1], 3) == RA_OK, "ctx");
     const int64_t T_max = Ts[n_T - 1], zero[2] = {0, 0};
@@ -211,17 +206,12 @@ static double decode_vs_reference(int64_t H, int64_t hkv, int64_t d,
                                vd + b * S * hkv * d, len[b], H, hkv, d, &o);
             for (int ti = 0; ti < n_T; ti++) {
                 const int64_t T = Ts[ti], nq[2] = {T, T > 1 ? T - 1 : 1};
-                for (int64_t b = 0; b < B; b++)
-                    for (int64_t t = 0; t < T; t++)
-                        memcpy(qt + (b * T + t) * H * d,
-                               q + (b * S + len[b] - nq[b] + (t < nq[b] ? t : 0)) * H * d,
-                               4 * H * d);
-                ra_tensor tq = ra_tensor_4d(qt, RA_F32, B, T, H, d);
-                ra_tensor to = ra_tensor_4d(out, RA_F32, B, T, H, d);
-                ra_tensor ta = ra_tensor_4d(again, RA_F32, B, T, H, d);
-                memset(out, 0, 4 * B * T * H * d);
-                CHECK(ra_attention_decode(NULL, cache, &to, &tq, nq, &o) == RA_OK, "decode: %s",
-                      ra_last_error());
+                last_queries(qt, q, B, S, T, H, d, len, nq);
+                int changed;
+                CHECK(decode_on_threads(ctx, cache, out, again, qt, B, T, H, d, nq, &o,
+                                        &changed) == RA_OK, "decode: %s", ra_last_error());
+                CHECK(changed == 0, "case %d T%lld dtype %d: 2 or 3 threads changed bits", ci,
+                      (long long)T, (int)dt);
                 for (int64_t b = 0; b < B; b++) {
                     double e = ra_test_max_rel_diff(out + b * T * H * d,
                                                     ref + (b * S + len[b] - nq[b]) * H * d,
@@ -230,13 +220,6 @@ static double decode_vs_reference(int64_t H, int64_t hkv, int64_t d,
                     CHECK(e <= 2e-5, "H%lld Hkv%lld D%lld case %d T%lld dtype %d b%lld: %.3g",
                           (long long)H, (long long)hkv, (long long)d, ci, (long long)T, (int)dt,
                           (long long)b, e);
-                }
-                for (int c = 0; c < 2; c++) {
-                    memset(again, 0, 4 * B * T * H * d);
-                    CHECK(ra_attention_decode(ctx[c], cache, &ta, &tq, nq, &o) == RA_OK, "threads");
-                    CHECK(memcmp(out, again, 4 * B * T * H * d) == 0,
-                          "case %d T%lld dtype %d: %d threads changed bits", ci, (long long)T,
-                          (int)dt, c + 2);
                 }
             }
         }
@@ -253,15 +236,11 @@ static double decode_vs_reference(int64_t H, int64_t hkv, int64_t d,
  * chunks, windows, chunks, soft-cap, scale and sinks. */
 static void test_decode_vs_reference(void)
 {
-    static const mask_case everything[] = {
-        {0, 0, 0, 0, 0},   {1, 0, 0, 0, 1},     {5000, 0, 2.0, 0, 0}, {100, 0, 0, 0, 0},
-        {0, 7, 0, 0, 0},   {300, 0, 3.0, 0, 1}, {700, 500, 0, 0, 1}, {0, 64, 1.5, 0.2, 1}};
     static const mask_case windows[] = {{1100, 0, 2.5, 0, 1}, {0, 1000, 0, 0, 0}};
     static const mask_case plain[] = {{0, 0, 0, 0, 0}};
     const int64_t short_len[2] = {1100, 700}, long_len[2] = {2100, 1100}, mid_len[2] = {600, 257};
     const int64_t Ts_short[2] = {1, 3}, Ts_long[2] = {1, 5}, Ts_mid[1] = {3};
-    double worst = decode_vs_reference(3, 1, 20, short_len, Ts_short, 2, everything,
-                                       (int)(sizeof everything / sizeof everything[0]), 50);
+    double worst = decode_vs_reference(3, 1, 20, short_len, Ts_short, 2, every_mask, 8, 50);
     worst = fmax(worst, decode_vs_reference(2, 1, 16, long_len, Ts_long, 2, windows, 2, 60));
     worst = fmax(worst, decode_vs_reference(8, 2, 128, mid_len, Ts_mid, 1, plain, 1, 70));
     printf("  8-bit decode vs the reference over the dequantized cache: worst %.3g (bound 2e-5)\n",

@@ -48,6 +48,9 @@ typedef struct ra_attention_mask {
     ra_dtype attn_dtype;
     int64_t attn_stride[4];
     size_t attn_bytes; /* from attn to one past the last byte read */
+    /* ra_attention_options' quantize_q: 1 only on the decode calls of an
+     * RA_I8 cache (ra_attention_decode_check_views), else 0 */
+    int quantize_q;
 } ra_attention_mask;
 
 /* Leading padding tokens of row b (0 without a padding mask): the chunks'

@@ -41,15 +41,32 @@
  * RA_F8E4M3 itself is a cache that may hold NaN codes. */
 #define DECODE_E4M3_FINITE ((ra_dtype)(RA_F8E4M3 + 64))
 
+/* The kernels' pseudo-dtype of an int8 cache read with quantized queries
+ * (ra_attention_options' quantize_q): each row of q (times the logit
+ * scale) x comes as int8 codes c_q = round(x / s_q) of scale s_q = max|x| /
+ * 127 (ra_decode_job's q_codes, q_scale), and a score is ((c_q . c) s_q)
+ * s_k, the integer c_q . c summed exactly (RA_DECODE_Q8_MAX_DIM).  The
+ * float kernels sum it from qs holding the codes' values; the VNNI build
+ * (RA_DECODE_VNNI) on vpdpbusd: the same integer, so the same bits. */
+#define DECODE_I8_Q8 ((ra_dtype)(RA_I8 + 64))
+
+/* Whether dtype (a constant where inlined) is an int8 kernel's. */
+static inline __attribute__((always_inline)) int is_i8(const ra_dtype dtype)
+{
+    return dtype == RA_I8 || dtype == DECODE_I8_Q8;
+}
+
 /* Whether dtype (a constant where inlined) is an fp8 kernel's. */
 static inline __attribute__((always_inline)) int is_e4m3(const ra_dtype dtype)
 {
     return dtype == RA_F8E4M3 || dtype == DECODE_E4M3_FINITE;
 }
 
-/* The kernel dtype that reads cache c: its dtype, or DECODE_E4M3_FINITE. */
-static inline ra_dtype decode_dtype(const ra_kv_cache *c)
+/* The kernel dtype that reads cache c: its dtype, DECODE_E4M3_FINITE or
+ * (quantize_q) DECODE_I8_Q8. */
+static inline ra_dtype decode_dtype(const ra_kv_cache *c, int quantize_q)
 {
+    if (quantize_q) return DECODE_I8_Q8;
     return c->dtype == RA_F8E4M3 && !c->nan_codes ? DECODE_E4M3_FINITE : c->dtype;
 }
 
@@ -66,7 +83,7 @@ static inline float e4m3_scale(float s)
 /* Bytes per element of a cache of this dtype (a constant where inlined). */
 static inline __attribute__((always_inline)) int64_t elem_bytes(const ra_dtype dtype)
 {
-    return dtype == RA_F32 ? 4 : dtype == RA_I8 || is_e4m3(dtype) ? 1 : 2;
+    return dtype == RA_F32 ? 4 : is_i8(dtype) || is_e4m3(dtype) ? 1 : 2;
 }
 
 /* RA_W widened values of a K or V row from element d on (dtype a constant
@@ -77,7 +94,7 @@ static inline __attribute__((always_inline)) vf load_any(const void *row, ra_dty
 {
     if (dtype == RA_F32) return vload((const float *)row + d);
     if (dtype == RA_BF16) return vload_bf16((const uint16_t *)row + d);
-    if (dtype == RA_I8) return vload_i8((const int8_t *)row + d);
+    if (is_i8(dtype)) return vload_i8((const int8_t *)row + d);
     if (dtype == RA_F8E4M3) return vload_e4m3_low_nan((const uint8_t *)row + d);
     if (dtype == DECODE_E4M3_FINITE) return vload_e4m3_low((const uint8_t *)row + d);
     return vload_f16((const uint16_t *)row + d);
@@ -118,7 +135,8 @@ static inline __attribute__((always_inline)) void load_span(vf *v, const void *r
 static inline __attribute__((always_inline)) float load_one(const void *row, ra_dtype dtype,
                                                             int64_t d)
 {
-    return is_e4m3(dtype) ? ra_load(row, RA_F8E4M3, d) * 0x1p-8f : ra_load(row, dtype, d);
+    if (is_e4m3(dtype)) return ra_load(row, RA_F8E4M3, d) * 0x1p-8f;
+    return ra_load(row, is_i8(dtype) ? RA_I8 : dtype, d);
 }
 
 /* Asks for the line that holds element d of a row, when element d starts
@@ -262,6 +280,73 @@ typedef struct decode_ahead {
     int64_t line_far;
 } decode_ahead;
 
+#if defined(RA_DECODE_VNNI)
+/* quantize_q's scores on AVX512-VNNI.  vpdpbusd multiplies unsigned bytes
+ * by signed ones: a key code c goes in as c + 128 (c ^ 0x80), and each
+ * lane's accumulator starts at minus 128 times the sum of the q codes that
+ * land in it (vnni_bias), so that it holds the exact sum of its c_q c. */
+
+/* bias[r] = per lane, 128 times the sum of row r's codes that lane meets
+ * over D's whole 64 bytes (codes qc [nr, D]). */
+static inline __attribute__((always_inline)) void vnni_bias(vi *bias, const int8_t *qc,
+                                                             int64_t head_dim, const int nr)
+{
+    const vi ones = vbytes_splat(0x80);
+    for (int r = 0; r < nr; r++) {
+        bias[r] = vbytes_splat(0);
+        for (int64_t d = 0; d + 64 <= head_dim; d += 64)
+            bias[r] = vdot_u8_s8(bias[r], ones, vload_bytes(qc + r * head_dim + d));
+    }
+}
+
+/* acc[r per_row + i] += lanes of c_q,r . c_i (keys' rows keys[i]) over D's
+ * whole 64 bytes, as decode_rows_n's float loops lay them out (their
+ * prefetches too); returns the elements done.  Each lane's sum is below
+ * 2^24: converted to float exactly. */
+static inline __attribute__((always_inline)) int64_t
+scores_vnni(vf *acc, const int8_t *qc, const vi *bias, const void *const *keys,
+            const decode_ahead *ahead, int k0, int64_t head_dim, const int nr)
+{
+    const int per_row = RA_W / nr;
+    const vi flip = vbytes_splat(0x80);
+    vi sums[RA_W];
+    for (int r = 0; r < nr; r++)
+        for (int i = 0; i < per_row; i++) sums[r * per_row + i] = -bias[r];
+    int64_t d = 0;
+    for (; d + 64 <= head_dim; d += 64) {
+        vi k[RA_W];
+        for (int i = 0; i < per_row; i++) {
+            if (d == 0) prefetch_far(keys[i], ahead->far, head_dim); /* D bytes a row */
+            k[i] = vload_bytes((const int8_t *)keys[i] + d) ^ flip;
+            prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
+                          ahead->to_l2, ahead->line_far, DECODE_I8_Q8);
+        }
+        for (int r = 0; r < nr; r++) {
+            const vi qv = vload_bytes(qc + r * head_dim + d);
+            for (int i = 0; i < per_row; i++)
+                sums[r * per_row + i] = vdot_u8_s8(sums[r * per_row + i], k[i], qv);
+        }
+    }
+    for (int x = 0; x < RA_W; x++) acc[x] += __builtin_convertvector(sums[x], vf);
+    return d;
+}
+#endif
+
+/* A block's keys against every row of a group: the rows' scaled queries qs
+ * [rows, D], their key ranges first .. last [rows] and partials group
+ * [rows, D + 2]; with quantize_q (DECODE_I8_Q8) qs holds the rows' codes'
+ * values, q_codes [rows, D] the codes and q_scale [rows] their scales s_q
+ * (else NULL). */
+typedef struct decode_group {
+    const float *qs;
+    const int64_t *first, *last;
+    float softcap;
+    float *partials;
+    int64_t rows;
+    const float *q_scale;
+    const int8_t *q_codes;
+} decode_group;
+
 /* One block of n <= DECODE_KEYS keys (positions j ..) of a kv head against
  * rows r0 .. r0 + nr of its group (scaled queries qs [rows, D], a bf16 cache's in pairs, partials
  * group [rows, D + 2], the rows' key ranges first .. last, soft-cap softcap
@@ -274,17 +359,24 @@ typedef struct decode_ahead {
  * read once for the group.  Then the online softmax of each row, and
  * o += p v with each V load shared by the rows. */
 static inline __attribute__((always_inline)) void
-decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float softcap,
-              float *group, int64_t head_dim, const void *const *keys, const void *const *vals,
-              const float *ks, const float *vs, const decode_ahead *ahead, int n, int64_t j,
-              int64_t r0, const int nr, const ra_dtype dtype)
+decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
+              const void *const *vals, const float *ks, const float *vs,
+              const decode_ahead *ahead, int n, int64_t j, int64_t r0, const int nr,
+              const ra_dtype dtype)
 {
-    const int eight = dtype == RA_I8 || is_e4m3(dtype);
+    const int64_t *first = g->first, *last = g->last;
+    const float softcap = g->softcap;
+    float *group = g->partials;
+    const int eight = is_i8(dtype) || is_e4m3(dtype);
     const int64_t stride = head_dim + 2, row_bytes = head_dim * elem_bytes(dtype);
     const int per_row = RA_W / nr; /* keys per lane sum */
     const int64_t paired = bf16_paired(dtype, head_dim);
-    const float *q = qs + r0 * head_dim;
+    const float *q = g->qs + r0 * head_dim;
     float scores[DECODE_ROWS][DECODE_KEYS];
+#if defined(RA_DECODE_VNNI)
+    vi bias[DECODE_ROWS];
+    if (dtype == DECODE_I8_Q8) vnni_bias(bias, g->q_codes + r0 * head_dim, head_dim, nr);
+#endif
     for (int k0 = 0; k0 < DECODE_KEYS; k0 += per_row) {
         if (k0 >= n) { /* past the block's last key: masked below */
             for (int r = 0; r < nr; r++) memset(&scores[r][k0], 0, sizeof(float) * per_row);
@@ -293,6 +385,11 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
         vf acc[RA_W];
         for (int x = 0; x < RA_W; x++) acc[x] = vsplat(0.0f);
         int64_t d = 0;
+#if defined(RA_DECODE_VNNI)
+        if (dtype == DECODE_I8_Q8) /* D's whole 64 bytes; the rest below, as floats */
+            d = scores_vnni(acc, g->q_codes + r0 * head_dim, bias, keys + k0, ahead, k0,
+                            head_dim, nr);
+#endif
         for (; d + 2 * RA_W <= paired; d += 2 * RA_W) { /* q's even, then odd half */
             vf k[RA_W][2];
             for (int i = 0; i < per_row; i++) {
@@ -331,10 +428,13 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
                     for (int64_t e = d; e < head_dim; e++)
                         scores[r][k0 + i] += q[r * head_dim + e] * load_one(keys[k0 + i], dtype, e);
     }
-    if (eight) /* q . (s c) = (q . c) s */
+    if (eight) /* q . (s c) = (q . c) s; quantize_q's ((c_q . c) s_q) s */
         for (int r = 0; r < nr; r++)
-            for (int k0 = 0; k0 < DECODE_KEYS; k0 += RA_W)
-                vstore(scores[r] + k0, vload(scores[r] + k0) * vload(ks + k0));
+            for (int k0 = 0; k0 < DECODE_KEYS; k0 += RA_W) {
+                vf sc = vload(scores[r] + k0);
+                if (dtype == DECODE_I8_Q8) sc = sc * vsplat(g->q_scale[r0 + r]);
+                vstore(scores[r] + k0, sc * vload(ks + k0));
+            }
 
     float p[DECODE_ROWS][DECODE_KEYS], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
     float m_exp[RA_W] = {0};
@@ -411,51 +511,39 @@ decode_rows_n(const float *qs, const int64_t *first, const int64_t *last, float 
 
 /* All rows of a group, in runs of 4, 2 and 1, for one dtype. */
 static inline __attribute__((always_inline)) void
-decode_rows_dtype(const float *qs, const int64_t *first, const int64_t *last, float softcap,
-                  float *group, int64_t head_dim, const void *const *keys,
+decode_rows_dtype(const decode_group *g, int64_t head_dim, const void *const *keys,
                   const void *const *vals, const float *ks, const float *vs,
-                  const decode_ahead *ahead, int n, int64_t j, int64_t rows, const ra_dtype dtype)
+                  const decode_ahead *ahead, int n, int64_t j, const ra_dtype dtype)
 {
     int64_t r0 = 0;
-    for (; r0 + 4 <= rows; r0 += 4)
-        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ks, vs, ahead, n, j,
-                      r0, 4, dtype);
-    if (r0 + 2 <= rows) {
-        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ks, vs, ahead, n, j,
-                      r0, 2, dtype);
+    for (; r0 + 4 <= g->rows; r0 += 4)
+        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 4, dtype);
+    if (r0 + 2 <= g->rows) {
+        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 2, dtype);
         r0 += 2;
     }
-    if (r0 < rows)
-        decode_rows_n(qs, first, last, softcap, group, head_dim, keys, vals, ks, vs, ahead, n, j,
-                      r0, 1, dtype);
+    if (r0 < g->rows) decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 1, dtype);
 }
-
-/* A block's keys against every row of a group: the rows' scaled queries qs
- * [rows, D], their key ranges first .. last [rows] and partials group
- * [rows, D + 2]. */
-typedef struct decode_group {
-    const float *qs;
-    const int64_t *first, *last;
-    float softcap;
-    float *partials;
-    int64_t rows;
-} decode_group;
 
 static void decode_rows(const decode_group *g, int64_t head_dim, const void *const *keys,
                         const void *const *vals, const float *ks, const float *vs,
                         const decode_ahead *ahead, int n, int64_t j, ra_dtype dtype)
 {
-#define DECODE_ROWS_OF(t)                                                                   \
-    decode_rows_dtype(g->qs, g->first, g->last, g->softcap, g->partials, head_dim, keys, vals, \
-                      ks, vs, ahead, n, j, g->rows, t)
-    switch ((int)dtype) { /* an int: DECODE_E4M3_FINITE is no ra_dtype */
+#define DECODE_ROWS_OF(t) decode_rows_dtype(g, head_dim, keys, vals, ks, vs, ahead, n, j, t)
+#if defined(RA_DECODE_VNNI) /* this build runs quantize_q's jobs only (kernels.h) */
+    (void)dtype;
+    DECODE_ROWS_OF(DECODE_I8_Q8);
+#else
+    switch ((int)dtype) { /* an int: the pseudo-dtypes are no ra_dtype */
     case RA_F32: DECODE_ROWS_OF(RA_F32); break;
     case RA_BF16: DECODE_ROWS_OF(RA_BF16); break;
     case RA_I8: DECODE_ROWS_OF(RA_I8); break;
+    case DECODE_I8_Q8: DECODE_ROWS_OF(DECODE_I8_Q8); break;
     case RA_F8E4M3: DECODE_ROWS_OF(RA_F8E4M3); break;
     case DECODE_E4M3_FINITE: DECODE_ROWS_OF(DECODE_E4M3_FINITE); break;
     default: DECODE_ROWS_OF(RA_F16); break;
     }
+#endif
 #undef DECODE_ROWS_OF
 }
 
@@ -499,7 +587,7 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
 static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_g, int64_t b,
                               int64_t g, int64_t j_start, int64_t j_end, int next_phase,
                               int64_t ahead_rows, int64_t far_rows, int64_t far_every,
-                              float *ks, float *vs)
+                              float *ks, float *vs, ra_dtype kind)
 {
     const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
     const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
@@ -537,7 +625,7 @@ static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_
             ahead.values_rows = ahead_v;
         }
         decode_rows(rows_of_g, c->head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
-                    &ahead, n, j, decode_dtype(c));
+                    &ahead, n, j, kind);
     }
 }
 
@@ -557,6 +645,7 @@ static void decode_task(void *arg, int64_t task, int thread)
     const int64_t paired = bf16_paired(c->dtype, head_dim);
     float *qs = job->scratch + thread * job->per_thread;  /* [Hkv * rows, D] scaled queries */
     int64_t *first = (int64_t *)(void *)(qs + ra_decode_queries_floats(c, rows)), *last = first + rows;
+    const int quantize_q = job->mask.quantize_q;
 
     /* Row r = (head in group) * T + t is the token at position p0 + t
      * (ra_decode_query_start: len - nq + t but in ra_attention_decode_lse);
@@ -585,11 +674,15 @@ static void decode_task(void *arg, int64_t task, int thread)
             o[head_dim + 1] = 0.0f;
             float *dst = qs + (g * rows + r) * head_dim;
             const void *qrow = t < nq ? ra_row_any(q, b, t, g * rep + h) : NULL;
-            if (qrow) /* a 16-bit q widened exactly; a bf16 cache's in its pairs' order */
+            if (quantize_q) { /* the codes' values, for the float kernels */
+                const int8_t *codes = job->q_codes + ((b * n_kv + g) * rows + r) * head_dim;
+                for (int64_t d = 0; d < head_dim; d++) dst[d] = codes[d];
+            } else if (qrow) { /* a 16-bit q widened exactly; a bf16 cache's in pairs' order */
                 for (int64_t d = 0; d < head_dim; d++)
                     dst[pair_slot(d, paired)] = ra_load(qrow, q->dtype, d) * scale;
-            else
+            } else {
                 memset(dst, 0, (size_t)head_dim * sizeof(float));
+            }
         }
 
     /* The cache is head-major: each kv head's chunk is one sequential run
@@ -642,15 +735,18 @@ static void decode_task(void *arg, int64_t task, int thread)
      * ring (a block's keys span at most the capacity: it wraps once) */
     const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
     const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
+    const ra_dtype kind = decode_dtype(c, quantize_q);
     for (int64_t g = g0; g < g0 + heads; g++) {
         const decode_group rows_of_g = {
             qs + g * rows * head_dim, first, last, job->mask.softcap,
-            job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows};
+            job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows,
+            quantize_q ? job->q_scale + (b * n_kv + g) * rows : NULL,
+            quantize_q ? job->q_codes + (b * n_kv + g) * rows * head_dim : NULL};
         float ks[DECODE_KEYS], vs[DECODE_KEYS];
         if (c->page_size) {
             decode_paged_head(c, &rows_of_g, b, g, j_start, j_end, next_phase,
                               AHEAD_BYTES / row_bytes, FAR_BYTES / row_bytes,
-                              4096 / row_bytes ? 4096 / row_bytes : 1, ks, vs);
+                              4096 / row_bytes ? 4096 / row_bytes : 1, ks, vs, kind);
             continue;
         }
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
@@ -679,7 +775,7 @@ static void decode_task(void *arg, int64_t task, int thread)
                                   !next_phase, next_phase ? LINE_FAR_BYTES : 0};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(&rows_of_g, head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
-                        &ahead, n, j, decode_dtype(c));
+                        &ahead, n, j, kind);
         }
     }
 }
@@ -691,6 +787,7 @@ static void decode_task(void *arg, int64_t task, int thread)
  * m = max(m, sigma), l += e^(sigma - m) (so m is finite).  Each chunk's
  * weight e^(m_c - m) replaces its l_c in the partials (scratch) once l is
  * summed, so that o sums a vector of D at a time over the chunks. */
+#if !defined(RA_DECODE_VNNI) /* that build gives the task alone (kernels.h) */
 static void decode_merge_task(void *arg, int64_t task, int thread)
 {
     (void)thread;
@@ -760,3 +857,4 @@ static void decode_merge_task(void *arg, int64_t task, int thread)
         }
     }
 }
+#endif

@@ -82,6 +82,11 @@ static inline ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
  * (256 rows: 15% slower). */
 enum { RA_DECODE_CHUNK = 1024 };
 
+/* quantize_q's largest head_dim: the codes' products, |c_q c| <= 127 128,
+ * summed over D stay below 2^24, so that float32 sums them exactly (the
+ * float kernels; VNNI's int32 lanes too) while D 16256 < 2^24. */
+enum { RA_DECODE_Q8_MAX_DIM = 1032 };
+
 /* The split of ra_attention_decode: tasks (b, chunk c, split), a split
  * being Hkv / n_splits kv heads g; each writes, for its heads,
  * partials[((b * Hkv + g) * n_chunks + c) * rows + r] for the rows
@@ -109,6 +114,11 @@ typedef struct ra_decode_job {
      * position in the whole sequence [B], where chunks count from (NULL:
      * 0) */
     const int64_t *k_start;
+    /* mask.quantize_q: each query row's int8 codes [B, Hkv, rows, D] and
+     * scale s_q [B, Hkv, rows] (rows past n_query: 0), from the caller's
+     * thread (decode.c); else NULL */
+    const int8_t *q_codes;
+    const float *q_scale;
 } ra_decode_job;
 
 /* The floats of a thread's scaled queries [Hkv * rows, D] in the decode

@@ -31,7 +31,8 @@ static uint64_t xgetbv0(void)
 }
 
 /* 0 base, 1 AVX2 + FMA + F16C, 2 AVX-512 F/BW/VL/DQ as well, 3 AVX512-BF16
- * as well (CPUID leaf 7 subleaf 1, EAX bit 5; the same ZMM state), 4
+ * (CPUID leaf 7 subleaf 1, EAX bit 5; the same ZMM state) and AVX512-VNNI
+ * (leaf 7 ECX bit 11: every CPU with the first has it) as well, 4
  * AMX-TILE and AMX-BF16 as well (leaf 7 EDX bits 24 and 22) with the OS's
  * tile state (XCR0 bits 17 and 18; Linux still asks each process to
  * request it: ra_cpu_amx_enable). */
@@ -49,6 +50,7 @@ static int detect_level(void)
     int avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
     if (!avx512 || (xcr0 & 0xe6) != 0xe6) return 1; /* opmask, ZMM_Hi256, Hi16_ZMM */
     int amx = ((d >> 24) & 1) && ((d >> 22) & 1) && (xcr0 & 0x60000) == 0x60000;
+    if (!((c >> 11) & 1)) return 2; /* no AVX512-VNNI */
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) return 2;
     return amx ? 4 : 3;
 }
@@ -102,10 +104,12 @@ static void select_kernels(void)
     avx512bf16.name = "avx512bf16";
     avx512bf16.flash_task = ra_flash_task_avx512bf16;
     avx512bf16.flash_backward_task = ra_flash_backward_task_avx512bf16;
+    avx512bf16.decode_q8_task = ra_decode_q8_task_vnni;
     amx = ra_kernels_avx512;
     amx.name = "amx";
     amx.flash_task = ra_flash_task_amx;
     amx.flash_backward_task = ra_flash_backward_task_amx;
+    amx.decode_q8_task = ra_decode_q8_task_vnni;
 #endif
     atomic_store_explicit(&selected, isa_kernels(max_isa), memory_order_relaxed);
 }
@@ -203,6 +207,12 @@ static void watch_decode_merge(void *arg, int64_t task, int thread)
     ra_kernels_base.decode_merge_task(arg, task, thread);
 }
 
+static void watch_decode_q8(void *arg, int64_t task, int thread)
+{
+    note_ran();
+    ra_kernels_base.decode_q8_task(arg, task, thread);
+}
+
 static void watch_softmax(void *arg, int64_t task, int thread)
 {
     note_ran();
@@ -228,6 +238,7 @@ static ra_kernels watching = {
     .rope_task = watch_rope,
     .decode_task = watch_decode,
     .decode_merge_task = watch_decode_merge,
+    .decode_q8_task = watch_decode_q8,
     .softmax_task = watch_softmax,
     .gemv16_task = watch_gemv16,
     .widen16 = watch_widen16,

@@ -5,7 +5,8 @@
  * Each instance comes from the same templates (*_impl.h) compiled with its
  * ISA's flags: kernels_avx512.c, kernels_avx2.c, and kernels_base.c (SSE2 on
  * x86-64, NEON on aarch64); kernels_avx512bf16.c and kernels_amx.c give
- * one flash task and one flash backward task each, which dispatch.c puts in
+ * one flash task and one flash backward task each (kernels_avx512bf16.c
+ * also the VNNI decode task of quantize_q), which dispatch.c puts in
  * copies of the avx512 table.
  * Setting RA_FORCE_ISA=amx|avx512bf16|avx512|avx2|base in the environment
  * caps the choice, for the tool and the tests alike.
@@ -28,6 +29,9 @@ typedef struct ra_kernels {
      * (cpu/decode_job.h). */
     void (*decode_task)(void *arg, int64_t task, int thread);
     void (*decode_merge_task)(void *arg, int64_t task, int thread);
+    /* decode_task for a job of quantize_q (its mask's): the same, or on
+     * AVX512-VNNI's vpdpbusd (avx512bf16, amx), of the same bits. */
+    void (*decode_q8_task)(void *arg, int64_t task, int thread);
     /* One block of rows of an online softmax: arg is an ra_softmax_job
      * (cpu/decode_job.h). */
     void (*softmax_task)(void *arg, int64_t task, int thread);
@@ -49,6 +53,10 @@ void ra_flash_task_amx(void *arg, int64_t task, int thread);
  * (and AMX's where ra_flash_backward_job's amx allows). */
 void ra_flash_backward_task_avx512bf16(void *arg, int64_t task, int thread);
 void ra_flash_backward_task_amx(void *arg, int64_t task, int thread);
+/* avx512's decode task for quantize_q's jobs, its scores on AVX512-VNNI
+ * (compiled beside the avx512bf16 flash task: every CPU with AVX512-BF16
+ * has AVX512-VNNI, and dispatch.c checks both). */
+void ra_decode_q8_task_vnni(void *arg, int64_t task, int thread);
 #endif
 
 /* Whether the amx kernels may use AMX's tiles now: 1 once the kernels chosen

@@ -15,6 +15,7 @@ const ra_kernels ra_kernels_avx512 = {
     .rope_task = rope_task,
     .decode_task = decode_task,
     .decode_merge_task = decode_merge_task,
+    .decode_q8_task = decode_task,
     .softmax_task = softmax_task,
     .gemv16_task = gemv16_task,
     .widen16 = widen16,

@@ -133,6 +133,31 @@ static inline vf vmax(vf a, vf b)
 #endif
 }
 
+#if defined(RA_SIMD_AVX512) && defined(__AVX512VNNI__)
+/* 64 bytes as 16 lanes of 4 (vpdpbusd's operands). */
+static inline vi vload_bytes(const void *p)
+{
+    vi v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Every byte b. */
+static inline vi vbytes_splat(uint8_t b)
+{
+    vi v;
+    memset(&v, b, sizeof v);
+    return v;
+}
+
+/* acc + in each lane the sum of its 4 products of unsigned bytes of a and
+ * signed bytes of b (vpdpbusd: exact, without saturation). */
+static inline vi vdot_u8_s8(vi acc, vi a, vi b)
+{
+    return (vi)_mm512_dpbusd_epi32((__m512i)acc, (__m512i)a, (__m512i)b);
+}
+#endif
+
 typedef int8_t vi8 __attribute__((vector_size(RA_W)));
 typedef uint8_t vu8 __attribute__((vector_size(RA_W)));
 typedef uint32_t vu __attribute__((vector_size(RA_W * 4)));

@@ -255,7 +255,8 @@ static ra_status decode_call(ra_context *ctx, MPI_Comm comm, const ra_kv_cache *
          MPI_SIG_ARRAY},
         {"n_query", status == RA_OK ? 1 + mpi_hash(g.n, (size_t)g.batch * sizeof *g.n) : 0,
          MPI_SIG_ARRAY},
-        {"chunk", g.block.chunk, MPI_SIG_INT}};
+        {"chunk", g.block.chunk, MPI_SIG_INT},
+        {"quantize_q", g.block.quantize_q, MPI_SIG_INT}};
     status = mpi_agree(comm, status, sig, (int)(sizeof sig / sizeof sig[0]));
     if (status == RA_OK)
         status = mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.lengths,

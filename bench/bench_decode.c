@@ -7,6 +7,9 @@
  * judged by the read bandwidth over its window's K + V; the fixed cost of a
  * step (a cache of 16 tokens); and appending one token with RoPE fused.
  *
+ * int8 with quantize_q (q's rows quantized too: scores on VNNI where the
+ * CPU has it), the same step and its in-cache twin.
+ *
  * In cache (f32, bf16, int8, fp8): one kv head and its four query heads (the same group as the
  * others', the same work per key) over a cache of half of one core's L2
  * (bench_machine_info: 1024 f32 tokens of a 2 MiB L2), judged in flops by
@@ -39,6 +42,7 @@ typedef struct decode_params {
     ra_dtype dtype;
     int64_t window; /* 0: a full cache; else a window cache of this window
                        and max_new 1 (W slots), decoded with that window */
+    int quantize_q; /* ra_attention_options' (an int8 cache) */
 } decode_params;
 
 typedef struct decode_state {
@@ -47,7 +51,7 @@ typedef struct decode_state {
     char shape[128];                 /* the in-cache cases' */
     ra_kv_cache *cache;
     ra_rope *rope;
-    ra_attention_options options; /* the window, if any */
+    ra_attention_options options; /* the window and quantize_q, if any */
     float *q, *k, *v, *out; /* q, out: [1, 1, H, D]; k, v: [1, FILL_BLOCK, Hkv, D] */
 } decode_state;
 
@@ -120,6 +124,7 @@ static int decode_setup(const void *params, ra_context *ctx, void **state)
     ra_status status = ra_rope_create(&s->rope, &config);
     s->options = ra_attention_options_init();
     s->options.window = s->params->window;
+    s->options.quantize_q = s->params->quantize_q;
     if (status == RA_OK && s->params->window)
         status = ra_kv_cache_create_window(&s->cache, 1, s->params->window, 1, KV_HEADS,
                                            HEAD_DIM, s->params->dtype);
@@ -210,14 +215,16 @@ static ra_status append_run(void *state, ra_context *ctx)
     return ra_kv_cache_append(ctx, s->cache, s->rope, &q, &k, &v, &at, NULL);
 }
 
-static const decode_params cache_16 = {16, RA_F32, 0}, cache_4096 = {4096, RA_F32, 0},
-                           cache_16384 = {16384, RA_F32, 0}, cache_32768 = {32768, RA_F32, 0},
-                           cache_16384_bf16 = {16384, RA_BF16, 0},
-                           cache_16384_int8 = {16384, RA_I8, 0},
-                           cache_16384_fp8 = {16384, RA_F8E4M3, 0},
-                           window_4096_32768 = {32768, RA_F32, 4096},
-                           in_cache_f32 = {0, RA_F32, 0}, in_cache_bf16 = {0, RA_BF16, 0},
-                           in_cache_int8 = {0, RA_I8, 0}, in_cache_fp8 = {0, RA_F8E4M3, 0};
+static const decode_params cache_16 = {16, RA_F32, 0, 0}, cache_4096 = {4096, RA_F32, 0, 0},
+                           cache_16384 = {16384, RA_F32, 0, 0}, cache_32768 = {32768, RA_F32, 0, 0},
+                           cache_16384_bf16 = {16384, RA_BF16, 0, 0},
+                           cache_16384_int8 = {16384, RA_I8, 0, 0},
+                           cache_16384_int8_q8 = {16384, RA_I8, 0, 1},
+                           cache_16384_fp8 = {16384, RA_F8E4M3, 0, 0},
+                           window_4096_32768 = {32768, RA_F32, 4096, 0},
+                           in_cache_f32 = {0, RA_F32, 0, 0}, in_cache_bf16 = {0, RA_BF16, 0, 0},
+                           in_cache_int8 = {0, RA_I8, 0, 0}, in_cache_fp8 = {0, RA_F8E4M3, 0, 0},
+                           in_cache_int8_q8 = {0, RA_I8, 0, 1};
 
 /* An in-cache case's flops (q k^T and p v: 4 D a key and query head) and
  * shape, as sized at setup. */
@@ -262,7 +269,8 @@ static void in_cache_sized(const void *state, double *work, const char **shape)
  * 44: every case judged by a read limit, the window's too); a bf16 cache the same over its bytes (the read limit over 64 MiB)
  * and at most 0.55 of the f32 time (its ratio to
  * attention_decode_f32_l16384); an int8 or fp8 cache at most 0.3 of it
- * (issue 23: a quarter of the bytes), on one thread too, and 0.8 of the
+ * (issue 23: a quarter of the bytes; issue 44: the int8 cache with
+ * quantize_q's queries too), on one thread too, and 0.8 of the
  * read bandwidth over its own bytes (the read limit over 32 MiB: the
  * codes'); the in-cache cases none (they tell what bounds the others);
  * the fixed cost of a step, a cache of 16 tokens, at most 5 us (a time,
@@ -293,6 +301,9 @@ const bench_case bench_decode_cases[] = {
     DECODE8_CASE("attention_decode_int8_l16384",
                  "q[1,1,32,128], cache of 16384 int8 tokens (+ a scale per token, kv head)",
                  cache_16384_int8, RA_I8),
+    DECODE8_CASE("attention_decode_int8_q8_l16384",
+                 "q[1,1,32,128] quantized (quantize_q), cache of 16384 int8 tokens",
+                 cache_16384_int8_q8, RA_I8),
     DECODE8_CASE("attention_decode_fp8_l16384",
                  "q[1,1,32,128], cache of 16384 fp8 e4m3 tokens (a scale per kv head)",
                  cache_16384_fp8, RA_F8E4M3),
@@ -302,6 +313,9 @@ const bench_case bench_decode_cases[] = {
                   "q[1,1,4,128], Hkv 1, bf16 cache of half of one core's L2", in_cache_bf16),
     IN_CACHE_CASE("attention_decode_int8_incache",
                   "q[1,1,4,128], Hkv 1, int8 cache of half of one core's L2", in_cache_int8),
+    IN_CACHE_CASE("attention_decode_int8_q8_incache",
+                  "q[1,1,4,128] quantized (quantize_q), Hkv 1, int8 cache of half of one "
+                  "core's L2", in_cache_int8_q8),
     IN_CACHE_CASE("attention_decode_fp8_incache",
                   "q[1,1,4,128], Hkv 1, fp8 cache of half of one core's L2", in_cache_fp8),
     {.name = "kv_append_rope_f32", .shape = "q[1,1,32,128] k, v[1,1,8,128] into an f32 cache",

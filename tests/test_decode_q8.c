@@ -1,13 +1,14 @@
 /*
  * test_decode_q8.c — ra_attention_options' quantize_q: decode over an int8
  * cache with each query row quantized to int8 too.  Against a scalar
- * reference of the stated arithmetic (codes
- * (round(x / s_q), s_q = max|x| / 127: the cache's quantizer), the
- * integer sums in int64, each score ((float)sum s_q) s_k, the softmax in
+ * reference of the stated arithmetic (codes round(x / s_q), s_q = max|x|
+ * / 127: the cache's quantizer; the integer sums in int64; each score
+ * ((float)sum s_q) s_k; the softmax in
  * double) over GQA, masks, ragged lengths and queries, D with and without
  * a tail past whole 64 bytes; the same bits for 1-3 threads, for a window
- * cache and a pool as for a full cache, and on the VNNI kernels
- * (avx512bf16, amx) as on avx512's float kernel; the error against the
+ * cache and a pool as for a full cache, ra_kv_cache_attend and
+ * ra_attention_decode_lse as ra_attention_decode; each score the
+ * reference's bits on every kernel (VNNI's too); the error against the
  * exact path on keys and queries with outlier channels; the refusals.
  *
  *   q, out: [B, T, H, D]   k, v: [B, S, Hkv, D] f32; caches [B, S, Hkv, D]
@@ -292,6 +293,64 @@ static void test_q8_ring_and_pages(void)
     free(q); free(k); free(v); free(qt); free(o_ring); free(o_full); free(o_pool); free(kt); free(vt);
 }
 
+/* The other decode calls with quantize_q: ra_kv_cache_attend == its
+ * append then ra_attention_decode, and ra_attention_decode_lse without
+ * q_start == ra_attention_decode, bit for bit (3 steps of 2 tokens after
+ * 500, RoPE at their positions, 2 threads). */
+static void test_q8_attend_and_lse(void)
+{
+    enum { B = 1, S0 = 500, T = 2, H = 8, HKV = 2, D = 128, STEPS = 3 };
+    float *k0 = malloc(4 * S0 * HKV * D), *v0 = malloc(4 * S0 * HKV * D);
+    float q[T * H * D], qa[T * H * D], qb[T * H * D], k[T * HKV * D], ka[T * HKV * D];
+    float kb[T * HKV * D], v[T * HKV * D];
+    float o_attend[T * H * D], o_decode[T * H * D], o_lse[T * H * D], lse[H * T];
+    ra_test_fill(k0, S0 * HKV * D, 1);
+    ra_test_fill(v0, S0 * HKV * D, 2);
+    ra_kv_cache *a, *c;
+    const int64_t zero[1] = {0}, len[1] = {S0};
+    CHECK(ra_kv_cache_create(&a, B, S0 + T * STEPS, HKV, D, RA_I8) == RA_OK &&
+              ra_kv_cache_create(&c, B, S0 + T * STEPS, HKV, D, RA_I8) == RA_OK, "caches");
+    CHECK(append_rows(a, k0, v0, B, S0, HKV, D, zero, len, S0) == RA_OK &&
+              append_rows(c, k0, v0, B, S0, HKV, D, zero, len, S0) == RA_OK, "append");
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK, "rope");
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
+    ra_attention_options o = ra_attention_options_init();
+    o.quantize_q = 1;
+    for (int step = 0; step < STEPS; step++) {
+        ra_test_fill(q, T * H * D, 10 + step);
+        ra_test_fill(k, T * HKV * D, 20 + step);
+        ra_test_fill(v, T * HKV * D, 30 + step);
+        memcpy(qa, q, sizeof q); /* each call rotates its q and k in place */
+        memcpy(qb, q, sizeof q);
+        memcpy(ka, k, sizeof k);
+        memcpy(kb, k, sizeof k);
+        const ra_tensor tqa = ra_tensor_4d(qa, RA_F32, B, T, H, D), tqb = ra_tensor_4d(qb, RA_F32, B, T, H, D);
+        const ra_tensor tka = ra_tensor_4d(ka, RA_F32, B, T, HKV, D), tkb = ra_tensor_4d(kb, RA_F32, B, T, HKV, D);
+        const ra_tensor tv = ra_tensor_4d(v, RA_F32, B, T, HKV, D);
+        const ra_tensor ta = ra_tensor_4d(o_attend, RA_F32, B, T, H, D);
+        const ra_tensor td = ra_tensor_4d(o_decode, RA_F32, B, T, H, D);
+        const ra_tensor tl = ra_tensor_4d(o_lse, RA_F32, B, T, H, D);
+        CHECK(ra_kv_cache_attend(ctx, a, rope, &ta, &tqa, &tka, &tv, NULL, NULL, &o) == RA_OK,
+              "attend: %s", ra_last_error());
+        CHECK(ra_kv_cache_append(ctx, c, rope, &tqb, &tkb, &tv, NULL, NULL) == RA_OK, "append");
+        CHECK(ra_attention_decode(ctx, c, &td, &tqb, NULL, &o) == RA_OK, "decode");
+        CHECK(ra_attention_decode_lse(ctx, c, &tl, lse, &tqb, NULL, NULL, NULL, &o) == RA_OK,
+              "decode_lse: %s", ra_last_error());
+        CHECK(memcmp(o_attend, o_decode, sizeof o_attend) == 0, "step %d: attend's bits differ",
+              step);
+        CHECK(memcmp(o_lse, o_decode, sizeof o_lse) == 0, "step %d: decode_lse's bits differ",
+              step);
+    }
+    ra_context_destroy(ctx);
+    ra_rope_destroy(rope);
+    ra_kv_cache_destroy(a);
+    ra_kv_cache_destroy(c);
+    free(k0); free(v0);
+}
+
 /* A roughly normal value (a sum of three uniforms, variance 1) per
  * element of rows of D, the channels in outliers (-1 ended) times factor,
  * as LLaMA-class models' keys and queries have a few channels 10-30 times
@@ -417,6 +476,7 @@ static void simd_cases(void)
     RUN(test_q8_vs_reference);
     RUN(test_q8_scores_bits);
     RUN(test_q8_ring_and_pages);
+    RUN(test_q8_attend_and_lse);
     RUN(test_q8_error_vs_exact);
     RUN(test_q8_edges);
 }

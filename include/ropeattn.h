@@ -1095,12 +1095,11 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
  * 127 and codes c_q = round(x / s_q) (to nearest, ties to even, whatever
  * the FP environment's rounding mode; |c_q| <= 127); a row of zeros has
  * codes 0 and s_q 0, a row holding a NaN or an Inf s_q NaN (its outputs
- * are NaN).  Each
- * score is then ((float)(c_q . c) s_q) s_k, in that order, the integer
- * c_q . c summed exactly (D <= 1032 keeps every partial sum below 2^24):
- * on AVX512-VNNI's vpdpbusd where the CPU has it (the "avx512bf16" and
- * "amx" kernels), else in float32 on the codes' values; the scores are the
- * same bits either way.  Soft-cap, masks, sinks, softmax and values are the
+ * are NaN).  Each score is then ((float)(c_q . c) s_q) s_k, in that order,
+ * the integer c_q . c summed exactly (D <= 1032 keeps every partial sum
+ * below 2^24): on AVX512-VNNI's vpdpbusd where the CPU has it (the
+ * "avx512bf16" and "amx" kernels), else in float32 on the codes' values;
+ * the scores are the same bits either way.  Soft-cap, masks, sinks, softmax and values are the
  * exact path's.  Outputs keep their bits across thread counts, and a
  * window cache or a pool gives a full cache's bits; across kernels
  * (ra_simd_name) they may differ in the last bits, as the exact path's do.

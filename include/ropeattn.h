@@ -618,7 +618,10 @@ typedef enum ra_attention_path {
     RA_PATH_AUTO = 0,  /* the fastest path available (flash) */
     RA_PATH_REFERENCE, /* the reference code's masked path: materializes [S, S] scores
                           per head; a readable oracle, O(S^2) memory */
-    RA_PATH_FLASH,     /* tiled, online softmax; O(tile) extra memory */
+    RA_PATH_FLASH,     /* tiled, online softmax; O(tile) extra memory a thread,
+                          and 2 Sk D floats (one kv head's K and V, copied
+                          contiguous) when more than one block of queries
+                          reads them */
     RA_PATH_COUNT
 } ra_attention_path;
 

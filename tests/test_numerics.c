@@ -521,7 +521,7 @@ static void test_mask_past_2_24(void)
     opts.window = window;
     ra_attention_args args;
     CHECK(ra_attention_prepare(&args, &to, &tq, &tk, &tv, &opts) == RA_OK, "prepare");
-    ra_flash_job job = {&args, NULL, ra_flash_layout_for(1, D), 0, 0};
+    ra_flash_job job = {.args = &args, .layout = ra_flash_layout_for(1, D)};
     job.n_query_blocks = s / job.layout.block_q;
     job.scratch = aligned_alloc(64, sizeof(float) * (size_t)job.layout.per_thread);
     ra_kernels_get()->flash_task(&job, 0, 0); /* task 0: the last query block */

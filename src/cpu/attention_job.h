@@ -273,6 +273,10 @@ typedef struct ra_flash_job {
     float *scratch; /* threads * layout.per_thread floats */
     ra_flash_layout layout;
     int64_t n_query_blocks;
+    int64_t task0;      /* the first task of this run (attention_flash.c) */
+    const float *pack;  /* the group's K then V rows, [Sk, D rounded to 16]
+                           each, zeros past D and for padding keys; NULL:
+                           the tiles copy their rows (attention_flash.c) */
     int amx; /* q, k and v bf16 and AMX usable (ra_cpu_amx_enable): the amx
                 kernels' tile GEMMs run on it */
 } ra_flash_job;

@@ -241,6 +241,7 @@ typedef struct flash_tile {
     int64_t ldst;       /* St's row stride: rows (the bf16 GEMMs'), else rows +
                            RA_FLASH_PAD, so that a column of St (values_rows
                            reads P down one) spans every set of L1 */
+    const float *pack_k, *pack_v; /* ra_flash_job.pack's K and V, or NULL */
     int attn;           /* the job has an attn_mask */
     int am_set;         /* am holds the current tile's (not all 0 where seen) */
 } flash_tile;
@@ -267,6 +268,8 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     t.last = (int64_t *)(void *)(t.qrot + rows * ra_round_up(head_dim, 16)); /* [rows] int64 */
     t.any = t.qrot + rows * ra_round_up(head_dim, 16) + 2 * rows;  /* [rows] */
     t.am = t.any + rows;                                           /* [BK, rows] */
+    t.pack_k = job->pack;
+    t.pack_v = job->pack ? job->pack + job->args->k->shape[1] * ra_round_up(head_dim, 16) : NULL;
     t.attn = job->args->mask.attn != NULL;
     t.am_set = 0;
     return t;
@@ -696,6 +699,8 @@ static void tile_scores(const flash_tile *t, const ra_attention_args *a, const f
         key_rows(t, a, blk->b, blk->g, k0, nk, head_dim);
         for (int64_t j = 0; padding && j < nk; j++)
             if (t->padkey[j]) t->krow[j] = t->zero;
+    } else if (t->pack_k) {
+        for (int64_t j = 0; j < nk; j++) t->krow[j] = t->pack_k + (k0 + j) * ra_round_up(head_dim, 16);
     } else {
         tile_copy(t, a->k, blk->b, blk->g, k0, nk, head_dim, padding);
     }
@@ -743,11 +748,17 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
     }
 #endif
     const int64_t width = ra_round_up(head_dim, 16);
-    tile_copy(t, a->v, blk->b, blk->g, k0, nk, head_dim, padding);
+    const float *v = t->wide; /* [nk, width] */
+    if (t->pack_v) {
+        v = t->pack_v + k0 * width;
+        for (int64_t j = 0; j < nk; j++) t->krow[j] = v + j * width;
+    } else {
+        tile_copy(t, a->v, blk->b, blk->g, k0, nk, head_dim, padding);
+    }
     if (masked && tile_nonfinite(t, nk, head_dim)) {
         values_seen(t, nk, blk->rows, head_dim, first, 1, width);
     } else {
-        values_rows(t->ot, t->st, t->ldst, t->wide, nk, blk->rows, width, t->alpha, first);
+        values_rows(t->ot, t->st, t->ldst, v, nk, blk->rows, width, t->alpha, first);
     }
 }
 
@@ -758,11 +769,11 @@ static void attend_tile(flash_tile *t, const ra_attention_args *a, flash_block *
 {
     const ra_attention_mask *mask = &a->mask;
     const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0;
-    if (k0 + BK < blk->k_end) { /* the next tile's keys and values */
+    if (k0 + BK < blk->k_end && !t->pack_k) { /* the next tile's keys and values */
         const int64_t next = blk->k_end - k0 - BK < BK ? blk->k_end - k0 - BK : BK;
         prefetch_rows(a->k, blk->b, k0 + BK, next, blk->g);
         prefetch_rows(a->v, blk->b, k0 + BK, next, blk->g);
-    } else { /* the last tile: the rows store_outputs writes, for writing */
+    } else if (k0 + BK >= blk->k_end) { /* the last tile: the rows store_outputs writes */
         const int64_t rep = a->q->shape[2] / a->k->shape[2];
         const int64_t bytes = a->q->shape[3] * (int64_t)sizeof(float);
         for (int64_t h = 0; h < rep; h++)
@@ -858,7 +869,7 @@ static void flash_task(void *arg, int64_t task, int thread)
 {
     const ra_flash_job *job = arg;
     const ra_attention_args *a = job->args;
-    flash_block blk = block_of(job, task);
+    flash_block blk = block_of(job, job->task0 + task);
     flash_tile t = carve(job, thread, a->q->shape[3]);
     t.ldst = blk.rows + RA_FLASH_PAD;
 #if defined(RA_FLASH_BF16)

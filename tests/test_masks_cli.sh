@@ -284,6 +284,11 @@ np.save(os.path.join(fm, "nan.npy"), np.where(np.eye(S) > 0, np.nan, 0).astype(n
 np.save(os.path.join(fm, "wide.npy"), np.ones((2, 1, S, S + 1), bool))
 np.save(os.path.join(fm, "ints.npy"), np.ones((2, 1, S, S), np.int64))
 np.save(os.path.join(fm, "five.npy"), np.ones((1, 2, 1, S, S), bool))
+# batch = seq = 12: a 2-D bool or float mask could be a padding mask [batch, seq]
+np.save(os.path.join(fm, "square_x.npy"),
+        np.repeat(np.load(os.path.join(cases, "padded_llama", "x.npy"))[:1], S, 0))
+np.save(os.path.join(fm, "bool_padding.npy"), np.tile(real[:1], (S, 1)))
+np.save(os.path.join(fm, "causal4.npy"), np.tril(np.ones((S, S), bool))[None, None])
 with open(os.path.join(fm, "causal.npy"), "rb") as src:
     open(os.path.join(fm, "truncated.npy"), "wb").write(src.read()[:-7])
 PY
@@ -360,6 +365,18 @@ truncated.npy|--attention-mask $FM/truncated.npy
 is not run with --prefill|--attention-mask $FM/causal.npy --prefill 4
 does not read token_type_ids|--attention-mask $FM/causal.npy --token-type-ids $TMP/cases/padded/mask.npy
 EOF
+
+# batch = seq: a 2-D bool mask [12, 12] may be a padding mask [batch, seq]
+# (it was read as [seq, seq], exit 0); [1, 1, seq, seq] is the full mask
+square() {
+    "$RA" attention --weights "$C/model.safetensors" --config "$C/config.json" --layer 0 \
+        --input "$FM/square_x.npy" --output "$FM/kept.npy" --attention-mask "$1"
+}
+if ! square "$FM/bool_padding.npy" 2>"$TMP/err" && grep -qF "with batch = seq" "$TMP/err" &&
+    [ "$(wc -l <"$TMP/err")" -eq 1 ] && [ "$(cat "$FM/kept.npy")" = keep ] &&
+    square "$FM/causal4.npy" 2>>"$TMP/err"; then pass
+else fail "a 2-D bool mask with batch = seq: $(cat "$TMP/err")"; fi
+echo keep >"$FM/kept.npy"
 
 # latent attention (DeepSeek-V3's fixture) refuses a full mask, by name
 DS=tests/hf/deepseek_v3

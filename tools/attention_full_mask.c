@@ -27,6 +27,15 @@ int full_mask_read(const char *path, int64_t batch, int64_t seq, full_mask *out)
     if (m->ndim < 1 || m->ndim > 4)
         failed = cli_fail(EXIT_FAIL, "%s: a full attention mask has 1 to 4 dimensions, "
                           "[batch, heads, seq, seq] or its last ones, not %d", path, m->ndim);
+    /* [seq, seq] when batch = seq is also the shape of a padding mask [batch,
+     * seq] given as bool or float (Hugging Face takes those too): read as a full
+     * mask it would hide other keys, exit 0 */
+    else if (m->ndim == 2 && batch == seq && batch > 1 && m->shape[0] == batch &&
+             m->shape[1] == seq)
+        failed = cli_fail(EXIT_FAIL, "%s: a 2-D bool or float mask [%lld, %lld] with batch = "
+                          "seq: a full mask [seq, seq] or a padding mask [batch, seq]; give "
+                          "a full mask as [1, 1, seq, seq], a padding mask as int32 or int64",
+                          path, (long long)batch, (long long)seq);
     if (failed) {
         full_mask_free(out);
         return failed;

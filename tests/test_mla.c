@@ -725,6 +725,100 @@ static void test_latent_decode(void)
     teardown(&s);
 }
 
+/* ra_attention_options' quantize_q on a latent int8 cache (rows [kr | c]
+ * of 64 + 512 = 576, DeepSeek-V3's, whole 64 bytes; and of 64 + 500 = 564,
+ * a tail past them): each head's q times the scale quantized as the
+ * cache's rows are (ra_quantize_i8: s_q = max|x| / 127), every score
+ * ((float)(c_q . c) s_q) s_k with the integer sum exact, the values the
+ * same rows dequantized (s c).  Against that reference, softmax and P.V
+ * in double: test_decode_q8.c's bound, 2e-5 of max|ref| (float32
+ * rounding of the softmax and P.V); 3 threads give 1's bits. */
+static void test_latent_decode_q8(void)
+{
+    static const mla_case wide[2] = {
+        {"latent 576", 2, 40, 2, 4, 64, 4, 512, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0},
+        {"latent 564", 1, 33, 3, 4, 64, 4, 500, 0, 16, RA_LAYOUT_HALF, 0, 0, 0, 0, 0, 0}};
+    for (int ci = 0; ci < 2; ci++) {
+        mla_setup s;
+        if (!setup(&s, &wide[ci], 85 + (uint64_t)ci)) {
+            CHECK(0, "setup: %s", ra_last_error());
+            teardown(&s);
+            return;
+        }
+        const int64_t B = s.c.b, S = s.c.s, H = s.c.h, row = s.c.r + s.c.dr, T = 3;
+        const float scale = 0.05f;
+        uint64_t state = 7;
+        float *y = malloc((size_t)s.n_x * sizeof(float)), *x = malloc((size_t)row * sizeof(float));
+        float *q = random_array(B * T * H * row, 1.0f, 0.0f, &state);
+        float *out = calloc((size_t)(B * T * H * row), sizeof(float));
+        float *again = calloc((size_t)(B * T * H * row), sizeof(float));
+        float *ks = malloc((size_t)(B * S) * sizeof(float));
+        int8_t *kc = malloc((size_t)(B * S * row)), *qc = malloc((size_t)row);
+        double *p = malloc((size_t)S * sizeof(double)), *acc = malloc((size_t)row * sizeof(double));
+        ra_kv_cache *f32 = NULL, *i8 = NULL;
+        ra_context *ctx = NULL;
+        ra_tensor kv, vv;
+        ra_status st = ra_kv_cache_create_latent(&f32, B, S, s.c.r, s.c.dr, RA_F32);
+        if (st == RA_OK) st = ra_kv_cache_create_latent(&i8, B, S, s.c.r, s.c.dr, RA_I8);
+        if (st == RA_OK) st = ra_layer_forward_cached(NULL, s.layer, f32, y, s.x, B, S, NULL);
+        if (st == RA_OK) st = ra_layer_forward_cached(NULL, s.layer, i8, y, s.x, B, S, NULL);
+        if (st == RA_OK) st = ra_kv_cache_views(f32, &kv, &vv);
+        if (st == RA_OK) st = ra_context_create(&ctx, 3);
+        ra_attention_options o = ra_attention_options_init();
+        o.scale = scale;
+        o.quantize_q = 1;
+        ra_tensor tq = ra_tensor_4d(q, RA_F32, B, T, H, row);
+        ra_tensor to = ra_tensor_4d(out, RA_F32, B, T, H, row);
+        ra_tensor ta = ra_tensor_4d(again, RA_F32, B, T, H, row);
+        if (st == RA_OK) st = ra_attention_decode(NULL, i8, &to, &tq, NULL, &o);
+        if (st == RA_OK) st = ra_attention_decode(ctx, i8, &ta, &tq, NULL, &o);
+        CHECK(st == RA_OK, "%s: %s", s.c.name, ra_last_error());
+        CHECK(memcmp(out, again, (size_t)(B * T * H * row) * sizeof(float)) == 0,
+              "%s: 3 threads changed bits", s.c.name);
+        for (int64_t i = 0; st == RA_OK && i < B * S; i++) /* the rows the int8 cache holds */
+            ks[i] = ra_quantize_i8(kc + i * row,
+                                   (const float *)kv.data + (i / S) * kv.stride[0] +
+                                       (i % S) * kv.stride[1],
+                                   row);
+        double err = 0, top = 0;
+        for (int64_t b = 0; st == RA_OK && b < B; b++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    const float *qr = q + ((b * T + t) * H + h) * row;
+                    for (int64_t e = 0; e < row; e++) x[e] = qr[e] * scale;
+                    const float sq = ra_quantize_i8(qc, x, row);
+                    const int64_t last = S - T + t;
+                    double m = -INFINITY, l = 0;
+                    for (int64_t j = 0; j <= last; j++) {
+                        int64_t sum = 0;
+                        for (int64_t e = 0; e < row; e++)
+                            sum += (int64_t)qc[e] * kc[(b * S + j) * row + e];
+                        p[j] = ((float)sum * sq) * ks[b * S + j]; /* the stated order */
+                        m = fmax(m, p[j]);
+                    }
+                    for (int64_t e = 0; e < row; e++) acc[e] = 0;
+                    for (int64_t j = 0; j <= last; j++) {
+                        const double w = exp(p[j] - m);
+                        l += w;
+                        for (int64_t e = 0; e < row; e++)
+                            acc[e] += w * ((double)ks[b * S + j] * kc[(b * S + j) * row + e]);
+                    }
+                    const float *got = out + ((b * T + t) * H + h) * row;
+                    for (int64_t e = 0; e < row; e++) {
+                        err = fmax(err, fabs(got[e] - acc[e] / l));
+                        top = fmax(top, fabs(acc[e] / l));
+                    }
+                }
+        CHECK(err <= 2e-5 * top, "%s: error %.3g of %.3g", s.c.name, err, top);
+        ra_context_destroy(ctx);
+        ra_kv_cache_destroy(f32);
+        ra_kv_cache_destroy(i8);
+        free(y); free(x); free(q); free(out); free(again); free(ks); free(kc); free(qc);
+        free(p); free(acc);
+        teardown(&s);
+    }
+}
+
 static void test_refusals(void)
 {
     mla_setup s;
@@ -835,6 +929,7 @@ static void simd_cases(void)
     RUN(test_cached);
     RUN(test_threads);
     RUN(test_latent_decode);
+    RUN(test_latent_decode_q8);
     RUN(test_refusals);
 }
 

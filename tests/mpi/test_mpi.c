@@ -681,6 +681,7 @@ typedef struct decode_case {
     int64_t window;
     int sinks;
     int64_t chunk;
+    int quantize_q; /* ra_attention_options' (an RA_I8 cache's) */
 } decode_case;
 
 /* Appends tokens [from, from + n[b]) of each sequence of k, v [B, L, Hkv, D]
@@ -719,6 +720,7 @@ static void decode_check(decode_case c)
     o.window = c.window;
     o.chunk = c.chunk;
     o.sinks = c.sinks ? sinks : NULL;
+    o.quantize_q = c.quantize_q;
     /* the oracle: one cache with every token */
     ra_kv_cache *whole = NULL, *shard = NULL;
     st = ra_kv_cache_create(&whole, B, L, Hkv, D, c.cache);
@@ -760,9 +762,9 @@ static void decode_check(decode_case c)
                 worst_lse = e > worst_lse || isnan(e) ? e : worst_lse;
             }
     CHECK(worst <= TOL * ymax && worst_lse <= TOL * lmax,
-          "decode (cache dtype %d, window %lld, chunk %lld, softcap %g, sinks %d): out off by %.3g "
-          "(max|y| %.3g), lse by %.3g", (int)c.cache, (long long)c.window, (long long)c.chunk,
-          c.softcap, c.sinks, worst, ymax, worst_lse);
+          "decode (cache dtype %d, window %lld, chunk %lld, softcap %g, sinks %d, quantize_q %d): "
+          "out off by %.3g (max|y| %.3g), lse by %.3g", (int)c.cache, (long long)c.window,
+          (long long)c.chunk, c.softcap, c.sinks, c.quantize_q, worst, ymax, worst_lse);
     CHECK(!memcmp(out[0], out[1], (size_t)(B * T * H * D) * 4), "two runs differ");
     /* the same bits on every rank: rank 0's, broadcast */
     float *first = malloc((size_t)(B * T * H * D) * 4);
@@ -781,17 +783,21 @@ static void decode_check(decode_case c)
 static void test_decode(void)
 {
     const decode_case cases[] = {
-        {2, 8, 2, 64, 3, {50, 37}, {3, 1}, RA_F32, 0, 0, 0, 0},
-        {1, 4, 4, 72, 1, {1500, 0}, {1, 0}, RA_F32, 0, 0, 0, 0}, /* over several decode chunks */
-        {2, 4, 1, 80, 4, {2, 9}, {2, 4}, RA_F32, 0, 0, 0, 0},    /* shards of no token; queries
-                                                                 across ranks */
-        {2, 8, 2, 32, 2, {60, 45}, {2, 2}, RA_F32, 0, 7, 0, 0},  /* a window */
-        {2, 8, 2, 32, 2, {60, 45}, {2, 1}, RA_F32, 25.0, 0, 1, 0},
-        {1, 8, 2, 64, 2, {70, 0}, {2, 0}, RA_BF16, 0, 20, 1, 0},
-        {1, 4, 2, 32, 2, {30, 0}, {2, 0}, RA_F32, 0, 12, 0, 0},  /* windows across shards */
-        {1, 4, 2, 32, 3, {30, 0}, {3, 0}, RA_F32, 0, 18, 0, 0},
-        {2, 4, 2, 32, 3, {31, 22}, {3, 2}, RA_F32, 0, 0, 0, 8}, /* chunks across shards */
-        {1, 4, 2, 32, 5, {45, 0}, {5, 0}, RA_F32, 0, 6, 1, 7},  /* and a window, sinks */
+        {2, 8, 2, 64, 3, {50, 37}, {3, 1}, RA_F32, 0, 0, 0, 0, 0},
+        {1, 4, 4, 72, 1, {1500, 0}, {1, 0}, RA_F32, 0, 0, 0, 0, 0}, /* over several decode chunks */
+        {2, 4, 1, 80, 4, {2, 9}, {2, 4}, RA_F32, 0, 0, 0, 0, 0},    /* shards of no token; queries
+                                                                    across ranks */
+        {2, 8, 2, 32, 2, {60, 45}, {2, 2}, RA_F32, 0, 7, 0, 0, 0},  /* a window */
+        {2, 8, 2, 32, 2, {60, 45}, {2, 1}, RA_F32, 25.0, 0, 1, 0, 0},
+        {1, 8, 2, 64, 2, {70, 0}, {2, 0}, RA_BF16, 0, 20, 1, 0, 0},
+        {1, 4, 2, 32, 2, {30, 0}, {2, 0}, RA_F32, 0, 12, 0, 0, 0},  /* windows across shards */
+        {1, 4, 2, 32, 3, {30, 0}, {3, 0}, RA_F32, 0, 18, 0, 0, 0},
+        {2, 4, 2, 32, 3, {31, 22}, {3, 2}, RA_F32, 0, 0, 0, 8, 0}, /* chunks across shards */
+        {1, 4, 2, 32, 5, {45, 0}, {5, 0}, RA_F32, 0, 6, 1, 7, 0},  /* and a window, sinks */
+        /* quantize_q: each rank quantizes the same query rows, so its scores
+         * are the whole cache's; D 96 is 64 bytes on VNNI and a tail */
+        {2, 8, 2, 64, 3, {50, 37}, {3, 1}, RA_I8, 0, 0, 0, 0, 1},
+        {1, 4, 4, 96, 2, {1500, 0}, {2, 0}, RA_I8, 25.0, 0, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) decode_check(cases[i]);
 }
@@ -835,6 +841,21 @@ static void decode_errors(void)
     st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, &o);
     CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's chunk: %d (%s)", (int)st,
           ra_mpi_last_error());
+    /* rank 0's quantize_q on int8 caches: each rank's call is fine alone */
+    ra_kv_cache *i8 = NULL;
+    ra_kv_cache_create(&i8, B, 8, Hkv, D, RA_I8);
+    o = ra_attention_options_init();
+    o.quantize_q = rank == 0;
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, i8, &to, NULL, &tq, NULL, &o);
+    CHECK(size == 1 ? st == RA_ERR_SIZE : st == RA_ERR_SHAPE, "rank 0's quantize_q: %d (%s)",
+          (int)st, ra_mpi_last_error());
+    expect_names("quantize_q is 1 on rank 0 and 0 on rank 1", "rank 0's quantize_q");
+    /* the last rank's quantize_q on an f32 cache: its own refusal, on every rank */
+    o.quantize_q = rank == size - 1;
+    st = ra_mpi_attention_decode(ctx, MPI_COMM_WORLD, cache, &to, NULL, &tq, NULL, &o);
+    CHECK(st == RA_ERR_UNSUPPORTED, "the last rank's quantize_q on f32: %d (%s)", (int)st,
+          ra_mpi_last_error());
+    ra_kv_cache_destroy(i8);
     ra_kv_cache_destroy(cache);
     ra_kv_cache_destroy(window);
     free(q), free(out);

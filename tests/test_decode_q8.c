@@ -171,48 +171,94 @@ static void test_q8_vs_reference(void)
  * (m = s, l = e^0 = 1): the reference's ((float)sum s_q) s_k on every path,
  * the float kernels' integer sums and VNNI's alike.  The outputs around
  * them are each path's own bits (the code that compiles the softmax and
- * P.V differs between builds: test_q8_vs_reference bounds them). */
+ * P.V differs between builds: test_q8_vs_reference bounds them).  q [S, H,
+ * D] against one sequence of k, v [S, Hkv, D] in an int8 cache; returns
+ * how many scores differ (the first 3 reported). */
+static int q8_scores_differ(float *q, const float *k, const float *v, int64_t S, int64_t H,
+                            int64_t hkv, int64_t d)
+{
+    float *out = malloc(4 * (size_t)(S * H * d)), *lse = malloc(4 * (size_t)(H * S));
+    float *kd = malloc(4 * (size_t)(S * hkv * d)), *ks = malloc(4 * (size_t)(S * hkv));
+    int8_t *kc = malloc((size_t)(S * hkv * d)), *qc = malloc((size_t)d);
+    cache_codes(kc, ks, kd, k, S * hkv, d);
+    ra_kv_cache *cache;
+    const int64_t zero[1] = {0}, len[1] = {S}, q_start[1] = {0};
+    CHECK(ra_kv_cache_create(&cache, 1, S, hkv, d, RA_I8) == RA_OK, "cache");
+    CHECK(append_rows(cache, k, v, 1, S, hkv, d, zero, len, S) == RA_OK, "append");
+    ra_attention_options o = ra_attention_options_init();
+    o.window = 1;
+    o.quantize_q = 1;
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, d), to = ra_tensor_4d(out, RA_F32, 1, S, H, d);
+    CHECK(ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, q_start, NULL, &o) == RA_OK,
+          "D%lld decode_lse: %s", (long long)d, ra_last_error());
+    const float scale = (float)(1.0 / sqrt((double)d));
+    int differ = 0;
+    for (int64_t t = 0; t < S; t++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t g = h / (H / hkv);
+            const float sq = q8_codes(qc, q + (t * H + h) * d, scale, d);
+            int64_t sum = 0;
+            for (int64_t e = 0; e < d; e++) sum += (int64_t)qc[e] * kc[(t * hkv + g) * d + e];
+            const float score = ((float)sum * sq) * ks[t * hkv + g];
+            if (lse[h * S + t] != score && differ++ < 3)
+                CHECK(0, "D%lld t%lld h%lld: lse %.9g, score %.9g (sum %lld)", (long long)d,
+                      (long long)t, (long long)h, lse[h * S + t], score, (long long)sum);
+        }
+    ra_kv_cache_destroy(cache);
+    free(out); free(lse); free(kd); free(ks); free(kc); free(qc);
+    return differ;
+}
+
+/* q8_scores_differ for D of whole 64 bytes, with a tail, under 64. */
 static void test_q8_scores_bits(void)
 {
     enum { S = 300, H = 4, HKV = 2, MAX_D = 160 };
     static const int64_t dims[4] = {64, 96, 128, 20};
     float *q = malloc(4 * S * H * MAX_D), *k = malloc(4 * S * HKV * MAX_D);
-    float *v = malloc(4 * S * HKV * MAX_D), *out = malloc(4 * S * H * MAX_D), lse[H * S];
-    float *kd = malloc(4 * S * HKV * MAX_D), ks[S * HKV];
-    int8_t *kc = malloc(S * HKV * MAX_D), qc[MAX_D];
+    float *v = malloc(4 * S * HKV * MAX_D);
     for (int di = 0; di < 4; di++) {
-        const int64_t d = dims[di], q_start[1] = {0};
+        const int64_t d = dims[di];
         ra_test_fill(q, (size_t)(S * H * d), 20 + di);
         ra_test_fill(k, (size_t)(S * HKV * d), 30 + di);
         ra_test_fill(v, (size_t)(S * HKV * d), 40 + di);
-        cache_codes(kc, ks, kd, k, S * HKV, d);
-        ra_kv_cache *cache;
-        const int64_t zero[1] = {0}, len[1] = {S};
-        CHECK(ra_kv_cache_create(&cache, 1, S, HKV, d, RA_I8) == RA_OK, "cache");
-        CHECK(append_rows(cache, k, v, 1, S, HKV, d, zero, len, S) == RA_OK, "append");
-        ra_attention_options o = ra_attention_options_init();
-        o.window = 1;
-        o.quantize_q = 1;
-        ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, S, H, d), to = ra_tensor_4d(out, RA_F32, 1, S, H, d);
-        CHECK(ra_attention_decode_lse(NULL, cache, &to, lse, &tq, NULL, q_start, NULL, &o) == RA_OK,
-              "decode_lse: %s", ra_last_error());
-        const float scale = (float)(1.0 / sqrt((double)d));
-        int differ = 0;
-        for (int64_t t = 0; t < S; t++)
-            for (int64_t h = 0; h < H; h++) {
-                const int64_t g = h / (H / HKV);
-                const float sq = q8_codes(qc, q + (t * H + h) * d, scale, d);
-                int64_t sum = 0;
-                for (int64_t e = 0; e < d; e++) sum += (int64_t)qc[e] * kc[(t * HKV + g) * d + e];
-                const float score = ((float)sum * sq) * ks[t * HKV + g];
-                if (lse[h * S + t] != score && differ++ < 3)
-                    CHECK(0, "D%lld t%lld h%lld: lse %.9g, score %.9g", (long long)d, (long long)t,
-                          (long long)h, lse[h * S + t], score);
-            }
+        const int differ = q8_scores_differ(q, k, v, S, H, HKV, d);
         CHECK(differ == 0, "D%lld: %d scores differ from the reference's bits", (long long)d, differ);
-        ra_kv_cache_destroy(cache);
     }
-    free(q); free(k); free(v); free(out); free(kd); free(kc);
+    free(q); free(k); free(v);
+}
+
+/* The widest head_dim, 1032, at the codes' extremes: q rows of one value
+ * (codes all 127) and of alternating signs against keys of one value
+ * (codes all +-127) and random ones; each sum, up to 1032 127^2 (under
+ * 2^24, as every partial sum), is exact on every kernel: each score is
+ * the reference's bits (q8_scores_differ).  1034 (the next even D) is
+ * refused. */
+static void test_q8_widest(void)
+{
+    enum { S = 6, H = 2, D = 1032 };
+    float *q = malloc(4 * S * H * D), *k = malloc(4 * S * D), *v = malloc(4 * S * D);
+    ra_test_fill(k, S * D, 3);
+    ra_test_fill(v, S * D, 4);
+    ra_test_fill(q, S * H * D, 5);
+    for (int64_t e = 0; e < D; e++) {
+        k[e] = -2.0f;            /* token 0: codes -127 */
+        k[D + e] = 0.5f;         /* token 1: codes 127 */
+        q[e] = 3.0f;             /* token 0, head 0: codes 127 */
+        q[D + e] = e % 2 ? -1.0f : 1.0f;
+        q[2 * H * D + e] = 1.0f; /* token 2, head 0 */
+        q[H * D + e] = 7.0f;     /* token 1, head 0 */
+    }
+    CHECK(q8_scores_differ(q, k, v, S, H, 1, D) == 0, "D 1032: scores differ");
+    ra_kv_cache *cache;
+    CHECK(ra_kv_cache_create(&cache, 1, 1, 1, D + 2, RA_I8) == RA_OK, "cache 1034");
+    ra_attention_options o = ra_attention_options_init();
+    o.quantize_q = 1;
+    float *q1 = calloc(D + 2, 4), *o1 = malloc(4 * (D + 2));
+    ra_tensor tq1 = ra_tensor_4d(q1, RA_F32, 1, 1, 1, D + 2), to1 = ra_tensor_4d(o1, RA_F32, 1, 1, 1, D + 2);
+    CHECK(ra_attention_decode(NULL, cache, &to1, &tq1, (int64_t[]){0}, &o) == RA_ERR_UNSUPPORTED &&
+              strstr(ra_last_error(), "quantize_q with head_dim 1034"), "D 1034: %s", ra_last_error());
+    ra_kv_cache_destroy(cache);
+    free(q); free(k); free(v); free(q1); free(o1);
 }
 
 /* A window cache decoding 600 tokens in ragged steps == a full cache
@@ -475,6 +521,7 @@ static void simd_cases(void)
     RUN(test_q8_refusals);
     RUN(test_q8_vs_reference);
     RUN(test_q8_scores_bits);
+    RUN(test_q8_widest);
     RUN(test_q8_ring_and_pages);
     RUN(test_q8_attend_and_lse);
     RUN(test_q8_error_vs_exact);
@@ -482,8 +529,10 @@ static void simd_cases(void)
 }
 
 /* Refused, naming quantize_q, where it does not apply: other caches'
- * dtypes, D past 1032, and every call but the decode calls (the layer's
- * too, which reads it before any work). */
+ * dtypes (a pool's, and ra_kv_cache_attend's before it appends), D past
+ * 1032, and every call but the decode calls: the forward, backward and
+ * block calls, and the layer's (uncached, training, in phases, cached under
+ * a mask), which read it before any work. */
 static void test_q8_refusals(void)
 {
     enum { H = 2, D = 16, S = 4 };
@@ -524,11 +573,30 @@ static void test_q8_refusals(void)
     REFUSED(ra_attention_backward(NULL, &tdq, &tdk, &tdv, &to, &tq, &tk, &tv, &to, lse, &o),
             "backward");
     REFUSED(ra_attention_block_lse(NULL, &to, lse, &tq, &tk, &tv, 0, 0, S, &o), "block_lse");
+    REFUSED(ra_attention_block_backward(NULL, &tdq, &tdk, &tdv, &to, &tq, &tk, &tv, &to, lse, 0,
+                                        0, S, &o),
+            "block_backward");
+    /* the decode calls on other dtypes: a pool's, and ra_kv_cache_attend's
+     * before its append (the cache keeps its length) */
+    ra_kv_pool *pool;
+    int64_t id;
+    CHECK(ra_kv_pool_create(&pool, 2, 4, 1, H, D, RA_BF16) == RA_OK &&
+              ra_kv_pool_add_sequence(pool, 0, &id) == RA_OK, "pool");
+    const ra_tensor q1 = ra_tensor_4d(q, RA_F32, 1, 1, H, D), o1 = ra_tensor_4d(out, RA_F32, 1, 1, H, D);
+    REFUSED(ra_attention_decode_paged(NULL, pool, &id, 1, &o1, &q1, (int64_t[]){0}, &o), "paged bf16");
+    ra_kv_pool_destroy(pool);
+    ra_rope_config rc = ra_rope_config_default(D);
+    ra_rope *rope;
+    ra_kv_cache *f32;
+    CHECK(ra_rope_create(&rope, &rc) == RA_OK && ra_kv_cache_create(&f32, 1, S, H, D, RA_F32) == RA_OK,
+          "rope, cache");
+    const ra_tensor k1 = ra_tensor_4d(k, RA_F32, 1, 1, H, D), v1 = ra_tensor_4d(v, RA_F32, 1, 1, H, D);
+    REFUSED(ra_kv_cache_attend(NULL, f32, rope, &o1, &q1, &k1, &v1, NULL, NULL, &o), "attend f32");
+    CHECK(ra_kv_cache_length(f32, 0) == 0, "the refused attend appended");
     /* the layer: dim H D, its weights q's values (any will do) */
     float w[(H * D) * (H * D)], x[S * H * D], y[S * H * D];
     for (int i = 0; i < (H * D) * (H * D); i++) w[i] = q[i % (S * H * D)] * 0.1f;
     memcpy(x, q, sizeof x);
-    ra_rope_config rc = ra_rope_config_default(D);
     ra_layer_config lc = ra_layer_config_init();
     lc.dim = H * D;
     lc.n_heads = H;
@@ -538,7 +606,30 @@ static void test_q8_refusals(void)
     ra_layer *layer;
     CHECK(ra_layer_create(&layer, &lc, &lw) == RA_OK, "layer: %s", ra_last_error());
     REFUSED(ra_layer_forward(NULL, layer, y, x, 1, S, NULL, &o), "ra_layer_forward");
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, layer, S) == RA_OK, "tape");
+    REFUSED(ra_layer_forward_train(NULL, layer, y, tape, x, 1, S, NULL, &o), "forward_train");
+    ra_layer_step *step = NULL;
+    REFUSED(ra_layer_forward_begin(&step, NULL, layer, y, x, 1, S, NULL, &o), "forward_begin");
+    REFUSED(ra_layer_forward_train_begin(&step, NULL, layer, y, tape, x, 1, S, NULL, &o),
+            "forward_train_begin");
+    CHECK(step == NULL, "a refused begin made a step");
+    /* the cached call under a mask, on an int8 cache: a layer's call all the same */
+    ra_kv_cache *i8;
+    uint8_t ones[S * S];
+    memset(ones, 1, sizeof ones);
+    ra_tensor mask = ra_tensor_4d(ones, RA_BOOL, 1, 1, S, S);
+    ra_attention_options om = o;
+    om.attn_mask = &mask;
+    CHECK(ra_kv_cache_create(&i8, 1, S, H, D, RA_I8) == RA_OK, "int8 cache");
+    REFUSED(ra_layer_forward_cached_mask(NULL, layer, i8, y, x, 1, S, NULL, &om),
+            "forward_cached_mask");
+    CHECK(ra_kv_cache_length(i8, 0) == 0, "the refused cached call appended");
+    ra_kv_cache_destroy(i8);
+    ra_layer_tape_destroy(tape);
     ra_layer_destroy(layer);
+    ra_kv_cache_destroy(f32);
+    ra_rope_destroy(rope);
 #undef REFUSED
 }
 

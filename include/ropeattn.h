@@ -1095,10 +1095,11 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
  * opt-in; exact is the default).  On an RA_I8 cache or pool, each query
  * row of the decode calls, times the logit scale (in float32), x [D], is
  * quantized as the cache's rows are (once a call): one scale s_q = max|x| /
- * 127 and codes c_q = round(x / s_q) (to nearest, ties to even, whatever
- * the FP environment's rounding mode; |c_q| <= 127); a row of zeros has
- * codes 0 and s_q 0, a row holding a NaN or an Inf s_q NaN (its outputs
- * are NaN).  Each score is then ((float)(c_q . c) s_q) s_k, in that order,
+ * 127 and codes c_q = round(x / s_q) (to nearest, ties to even in any
+ * rounding mode, though s_q and x / s_q round as the FP environment says;
+ * |c_q| <= 127); a row of zeros has codes 0 and s_q 0, a row holding a
+ * NaN or an Inf s_q NaN (its outputs are NaN).  Each score is then
+ * ((float)(c_q . c) s_q) s_k, in that order,
  * the integer c_q . c summed exactly (D <= 1032 keeps every partial sum
  * below 2^24): on AVX512-VNNI's vpdpbusd where the CPU has it (the
  * "avx512bf16" and "amx" kernels), else in float32 on the codes' values;

@@ -18,9 +18,9 @@ static inline float round_small(float v)
 }
 
 /* v rounded to the nearest integer, ties to even, for |v| <= 127, whatever
- * the rounding mode (the int8 codes of quantize_q's queries must not hang
- * on the caller's FP environment): the truncation and v less it are
- * exact.  No branch: the loop vectorizes. */
+ * the rounding mode (the scale and the quotient v still round as the
+ * caller's FP environment says): the truncation and v less it are exact.
+ * No branch: the loop vectorizes. */
 static inline float round_even(float v)
 {
     const int32_t i = (int32_t)v;

@@ -44,8 +44,9 @@ ra_status ra_e4m3_scales_check(const float *k_scales, const float *v_scales, int
 int ra_quantize_e4m3(uint8_t *codes, const float *x, float scale, int64_t n);
 
 /* The int8 codes of a row x [n], and its scale (returned): max|x| / 127,
- * codes rounded ties to even whatever the FP environment's rounding mode
- * (the cache's rows, and quantize_q's query rows: decode.c);
+ * codes x / s rounded to nearest, ties to even, in any rounding mode (s
+ * and x / s round as the FP environment says) (the cache's rows, and
+ * quantize_q's query rows: decode.c);
  * 0 (and codes 0) for a row of zeros or one whose scale underflows to 0;
  * NaN (and codes 0) for a row that holds a NaN or an Inf. */
 float ra_quantize_i8(int8_t *codes, const float *x, int64_t n);

@@ -547,6 +547,22 @@ static void decode_rows(const decode_group *g, int64_t head_dim, const void *con
 #undef DECODE_ROWS_OF
 }
 
+/* The rows of kv head g of row b in chunk chunk of a decode task: the
+ * thread's scaled queries qs [Hkv * rows, D] and key ranges first, last
+ * [rows], and the task's partials. */
+static decode_group decode_group_of(const ra_decode_job *job, const float *qs,
+                                    const int64_t *first, const int64_t *last, int64_t b,
+                                    int64_t g, int64_t chunk)
+{
+    const int64_t rows = job->rows, head_dim = job->cache->head_dim;
+    const int64_t group = b * job->cache->n_kv_heads + g;
+    const int quantize_q = job->mask.quantize_q;
+    return (decode_group){qs + g * rows * head_dim, first, last, job->mask.softcap,
+                          job->partials + (group * job->n_chunks + chunk) * rows * (head_dim + 2),
+                          rows, quantize_q ? job->q_scale + group * rows : NULL,
+                          quantize_q ? job->q_codes + group * rows * head_dim : NULL};
+}
+
 /* The K and V rows (and RA_I8 scales) of positions j .. j + n - 1 of a
  * paged view's row b, kv head g, into keys, vals (and ks, vs), the rows
  * past n repeating position j (no row sees them).  One division for the
@@ -570,62 +586,101 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
     }
 }
 
-/* decode_task's blocks for one kv head g of row b of a paged view (an
- * ra_kv_pool's pages, cache->page_size > 0): the positions [j_start,
- * j_end) in blocks of DECODE_KEYS, each key's row found through the block
- * table.  The same blocks, in the same order, as the contiguous cache's,
- * so the same bits.  Each page holds a kv head's rows as one run, but the
- * runs of consecutive pages lie anywhere: so the lines asked for ahead
- * (decode_task) are named by position, not by a byte distance: the next
- * block's K rows (next_phase), or each stream's rows ahead_rows positions
- * on; and the far requests, the rows far_rows positions on once per
- * far_every positions (FAR_BYTES on once per 4 KiB, as the contiguous
- * cache's).  Without them a step over 32 sequences took 1.12 (pages of
- * 16) and 1.19 (64) times its contiguous twin's time; with them 1.03-1.12,
- * and with paged_rows's walk through the pages 0.99-1.03
- * (docs/perf/2026-12-03-paged-kv.md; a loaded 2-core VM). */
-static void decode_paged_head(const ra_kv_cache *c, const decode_group *rows_of_g, int64_t b,
-                              int64_t g, int64_t j_start, int64_t j_end, int next_phase,
-                              int64_t ahead_rows, int64_t far_rows, int64_t far_every,
-                              float *ks, float *vs, ra_dtype kind)
+/* A block of a paged view's task: kv head g's positions j .. j + n - 1,
+ * their rows (paged_rows's) and an 8-bit cache's scales. */
+typedef struct paged_block {
+    const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
+    float ks[DECODE_KEYS], vs[DECODE_KEYS];
+    int64_t g, j;
+    int n;
+} paged_block;
+
+/* Block i of the walk of decode_paged_task over kv heads g0 .. g0 + heads
+ * and positions [j_start, j_end) (n_blocks blocks a head): spans of span
+ * blocks, in each span every head in turn, its blocks in order. */
+static void paged_block_at(const ra_kv_cache *c, int64_t b, int64_t g0, int64_t heads,
+                           int64_t j_start, int64_t j_end, int64_t span, int64_t n_blocks,
+                           int64_t i, paged_block *block)
 {
-    const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
-    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
-    for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++)
-        ks[i] = e4m3_scale(c->k_scale[g]), vs[i] = e4m3_scale(c->v_scale[g]);
-    for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
-        const int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
-        /* the far requests: once per far_every rows, far_rows on */
-        for (int64_t p = (j + far_every - 1) / far_every * far_every; p < j + n; p += far_every)
-            if (p + far_rows < j_end) {
-                const int64_t row = ra_kv_cache_paged_row(c, b, g, p + far_rows);
-                __builtin_prefetch((const char *)c->k + row * row_bytes, 0, 1);
-                __builtin_prefetch((const char *)c->v + row * row_bytes, 0, 1);
-            }
-        const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
+    const int64_t first = i / (span * heads) * span, in_span = i - first * heads;
+    const int64_t blocks = n_blocks - first < span ? n_blocks - first : span;
+    block->g = g0 + in_span / blocks;
+    block->j = j_start + (first + in_span % blocks) * DECODE_KEYS;
+    block->n = j_end - block->j < DECODE_KEYS ? (int)(j_end - block->j) : DECODE_KEYS;
+    const int i8 = c->dtype == RA_I8;
+    paged_rows(c, b, block->g, block->j, block->n, block->keys, block->vals,
+               i8 ? block->ks : NULL, block->vs);
+    for (int k = 0; ra_dtype_is_cache8(c->dtype) && !i8 && k < DECODE_KEYS; k++)
+        block->ks[k] = e4m3_scale(c->k_scale[block->g]),
+        block->vs[k] = e4m3_scale(c->v_scale[block->g]);
+}
+
+/* decode_task's blocks for kv heads g0 .. g0 + heads of row b of a paged
+ * view (an ra_kv_pool's pages, cache->page_size > 0), positions [j_start,
+ * j_end): each head's blocks of DECODE_KEYS in the contiguous cache's
+ * order, so the same bits (qs, first, last: decode_group_of's; kind:
+ * decode_rows's dtype).
+ *
+ * A page holds its kv heads' rows one after another.  So the task walks
+ * spans of a page's positions (whole blocks: two pages of 16 tokens a
+ * block, a page of 64 two blocks), every head in turn in a span: a span's
+ * pages are read front to back, as one run, instead of a head's run of a
+ * page (8 KiB at pages of 16, f32, D 128) and then the same head's in the
+ * next page.  Each block asks for the lines of the next block of the walk
+ * (the next head's, across the heads and spans): as the contiguous
+ * cache's f32 blocks do their rows 16 KiB on (decode_task), its K rows in
+ * the scores and its V rows in P.V, or with next_phase the block's own V
+ * in the scores and the next K in P.V; and, at its start, for the first
+ * line of each page that the next block enters, of K and V: the hardware
+ * prefetcher does not carry a stream into a page that is not the next in
+ * memory.  On one core of an Intel Xeon (family 6 model 167) a step over
+ * 32 sequences read at 0.71-0.73 (pages of 16) and 0.72-0.74 (64) of one
+ * thread's read limit before (each head's blocks in turn, asking for its
+ * rows 32 positions on, and once per 4 KiB for a row 32 positions on),
+ * 0.75-0.79 and 0.76-0.78 so, the contiguous twin 0.75-0.80 (bench, eleven
+ * runs alternating the builds; on two threads no change at 16, 64 0-4%
+ * faster).  In a harness of the same batch the walk with the old requests
+ * read at 0.66-0.71; asking once per 4 KiB instead of once per page, 0.75
+ * at pages of 64 (0.78 at 16); finding the pages' starts by a division per
+ * row cost 1-3%
+ * (docs/perf/2026-12-07-paged.md). */
+static void decode_paged_task(const ra_decode_job *job, const float *qs, const int64_t *first,
+                              const int64_t *last, int64_t b, int64_t chunk, int64_t g0,
+                              int64_t heads, int64_t j_start, int64_t j_end, int next_phase,
+                              ra_dtype kind)
+{
+    if (j_start >= j_end) return;
+    const ra_kv_cache *c = job->cache;
+    const int64_t ps = c->page_size, n_blocks = (j_end - j_start + DECODE_KEYS - 1) / DECODE_KEYS;
+    const int64_t span = (ps + DECODE_KEYS - 1) / DECODE_KEYS, total = n_blocks * heads;
+    const int eight = ra_dtype_is_cache8(c->dtype);
+    paged_block blocks[2];
+    paged_block_at(c, b, g0, heads, j_start, j_end, span, n_blocks, 0, &blocks[0]);
+    for (int64_t i = 0; i < total; i++) {
+        const paged_block *cur = &blocks[i & 1];
+        const paged_block *next = i + 1 < total ? &blocks[(i + 1) & 1] : NULL;
+        if (next)
+            paged_block_at(c, b, g0, heads, j_start, j_end, span, n_blocks, i + 1,
+                           &blocks[(i + 1) & 1]);
         const void *ahead_k[DECODE_KEYS], *ahead_v[DECODE_KEYS];
-        paged_rows(c, b, g, j, n, keys, vals, i8 ? ks : NULL, vs);
-        /* no line_far: the bytes past a page belong to other rows */
-        decode_ahead ahead = {vals, ahead_k, 0, 0, 0, !next_phase, 0};
-        if (next_phase) { /* the next block's K rows, while P.V reads this V */
-            const int64_t next = j + DECODE_KEYS;
-            if (next < j_end)
-                paged_rows(c, b, g, next, j_end - next < DECODE_KEYS ? (int)(j_end - next)
-                                                                     : DECODE_KEYS,
-                           ahead_k, ahead_v, NULL, NULL);
-            else
-                ahead.values_rows = NULL; /* last block */
-        } else { /* each stream's rows ahead_rows positions on (else its own) */
-            const int64_t on = j + ahead_rows;
-            const int m = on >= j_end ? 0 : j_end - on < n ? (int)(j_end - on) : n;
-            if (m)
-                paged_rows(c, b, g, on, m, ahead_k, ahead_v, NULL, NULL);
-            for (int i = m; i < DECODE_KEYS; i++) ahead_k[i] = keys[i], ahead_v[i] = vals[i];
-            ahead.scores_rows = ahead_k;
-            ahead.values_rows = ahead_v;
+        for (int k = 0; k < DECODE_KEYS; k++) { /* past the next block: this one's own rows */
+            const int on = next && k < next->n;
+            ahead_k[k] = on ? next->keys[k] : cur->keys[k];
+            ahead_v[k] = on ? next->vals[k] : cur->vals[k];
         }
-        decode_rows(rows_of_g, c->head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
-                    &ahead, n, j, kind);
+        if (next) /* the pages the next block enters: their first rows */
+            for (int64_t k = (ps - next->j % ps) % ps; k < next->n; k += ps) {
+                __builtin_prefetch(next->keys[k], 0, 1);
+                __builtin_prefetch(next->vals[k], 0, 1);
+            }
+        decode_ahead ahead = {ahead_k, ahead_v, 0, 0, 0, 1, 0};
+        if (next_phase) {
+            ahead = (decode_ahead){cur->vals, ahead_k, 0, 0, 0, 0, 0};
+            if (!next) ahead.values_rows = NULL; /* last block */
+        }
+        const decode_group rows_of_g = decode_group_of(job, qs, first, last, b, cur->g, chunk);
+        decode_rows(&rows_of_g, c->head_dim, cur->keys, cur->vals, eight ? cur->ks : NULL,
+                    eight ? cur->vs : NULL, &ahead, cur->n, cur->j, kind);
     }
 }
 
@@ -736,19 +791,14 @@ static void decode_task(void *arg, int64_t task, int thread)
     const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
     const int eight = ra_dtype_is_cache8(c->dtype), i8 = c->dtype == RA_I8;
     const ra_dtype kind = decode_dtype(c, quantize_q);
+    if (c->page_size) {
+        decode_paged_task(job, qs, first, last, b, chunk, g0, heads, j_start, j_end, next_phase,
+                          kind);
+        return;
+    }
     for (int64_t g = g0; g < g0 + heads; g++) {
-        const decode_group rows_of_g = {
-            qs + g * rows * head_dim, first, last, job->mask.softcap,
-            job->partials + ((b * n_kv + g) * job->n_chunks + chunk) * rows * stride, rows,
-            quantize_q ? job->q_scale + (b * n_kv + g) * rows : NULL,
-            quantize_q ? job->q_codes + (b * n_kv + g) * rows * head_dim : NULL};
+        const decode_group rows_of_g = decode_group_of(job, qs, first, last, b, g, chunk);
         float ks[DECODE_KEYS], vs[DECODE_KEYS];
-        if (c->page_size) {
-            decode_paged_head(c, &rows_of_g, b, g, j_start, j_end, next_phase,
-                              AHEAD_BYTES / row_bytes, FAR_BYTES / row_bytes,
-                              4096 / row_bytes ? 4096 / row_bytes : 1, ks, vs, kind);
-            continue;
-        }
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
         /* an 8-bit cache's scales of this head: int8's by slot, fp8's one */

@@ -55,16 +55,6 @@ static inline const float *ra_kv_cache_scales(const ra_kv_cache *cache, int whic
     return cache->dtype == RA_I8 ? s + (b * cache->n_kv_heads + g) * cache->capacity : s + g;
 }
 
-/* The row index of the token at position p of row b, kv head g, of a
- * paged view (page_size > 0): in units of D elements of k, v (and of one
- * RA_I8 scale). */
-static inline int64_t ra_kv_cache_paged_row(const ra_kv_cache *c, int64_t b, int64_t g,
-                                            int64_t p)
-{
-    const int64_t page = c->pages[b][p / c->page_size - c->first_page[b]];
-    return (page * c->n_kv_heads + g) * c->page_size + p % c->page_size;
-}
-
 /* A view of the whole K (which = 0) or V (which = 1) storage. */
 static inline ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
 {

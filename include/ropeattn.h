@@ -29,13 +29,15 @@
  *     ra_rope_config_hf, ra_positions_start) return one zeroed with
  *     struct_size set: start
  *     from them, then set fields.
- *   - New fields only ever go at the end, and zero always means "not used"
- *     (the behaviour before the field existed).  So a program built against
- *     an older header keeps its meaning on a newer library, and a program
- *     built against a newer header runs on an older library as long as the
- *     fields that library does not know are zero; when one is not, the call
- *     fails with RA_ERR_UNSUPPORTED rather than ignore it.  A struct_size
- *     smaller than the first published size is RA_ERR_ARGUMENT.
+ *   - New fields only ever go at the end, at or past the size the struct
+ *     had in the last release (never in its tail padding), and zero always
+ *     means "not used" (the behaviour before the field existed).  So a
+ *     program built against an older header (0.3.0 on) keeps its meaning on
+ *     a newer library, and a program built against a newer header runs on
+ *     an older library as long as the fields that library does not know
+ *     are zero; when one is not, the call fails with RA_ERR_UNSUPPORTED
+ *     rather than ignore it.  A struct_size smaller than the first
+ *     published size is RA_ERR_ARGUMENT.
  *   - No public struct holds another by value (ra_layer_config points at
  *     its rope's config).  ra_tensor, a plain view like DLPack's DLTensor,
  *     keeps its layout.
@@ -1433,6 +1435,14 @@ typedef struct ra_layer_config {
      * x wq_a^T (+ bq_a) after its norm and before it, 2 rq features: wq_b
      * is [rows, 2 rq].  Without q_lora_rank: RA_ERR_ARGUMENT. */
     int q_b_raw_latent;
+    /* Windowed encoders (Qwen2.5-VL's window-attention vision layers):
+     * > 0, with non_causal, the most tokens a call's document may hold.
+     * Each of the layer's calls (forward, train, backward) must give its
+     * documents (ra_attention_options.cu_seqlens), none longer; a call
+     * without them, or with a longer one, attends past the windows:
+     * RA_ERR_ARGUMENT naming max_document, before anything is written.
+     * 0: no bound; negative, or without non_causal: RA_ERR_ARGUMENT. */
+    int64_t max_document;
     /* Encoders (RoFormer, ModernBERT, ESM-2, vision towers): no causal
      * mask, as ra_attention_options' non_causal (its window both ways),
      * on the layer's uncached calls (forward, train, backward); the
@@ -1451,14 +1461,6 @@ typedef struct ra_layer_config {
      * options.non_causal too (else RA_ERR_ARGUMENT), so that the layer's
      * causal mask does not cut the mask's later keys.  0: as before. */
     int whole_masks;
-    /* Windowed encoders (Qwen2.5-VL's window-attention vision layers):
-     * > 0, with non_causal, the most tokens a call's document may hold.
-     * Each of the layer's calls (forward, train, backward) must give its
-     * documents (ra_attention_options.cu_seqlens), none longer; a call
-     * without them, or with a longer one, attends past the windows:
-     * RA_ERR_ARGUMENT naming max_document, before anything is written.
-     * 0: no bound; negative, or without non_causal: RA_ERR_ARGUMENT. */
-    int64_t max_document;
 } ra_layer_config;
 
 static inline ra_layer_config ra_layer_config_init(void)

@@ -42,11 +42,21 @@ ra_status ra_fail(ra_status status, const char *format, ...);
 ra_status ra_struct_read(void *dst, size_t size, size_t min_size, const void *src,
                          const char *what);
 
-/* Every struct's fields all date from 0.3 (the first with struct_size); a
- * field added later lowers min_size to the 0.3 size for its struct.  type:
+/* The size of each struct in 0.3.0, the first release with struct_size:
+ * the offset of its first field added since (tests/test_abi.c pins them
+ * to that release's layout), or the whole struct where none was.  A
+ * program built against 0.3.0's header passes it; the fields it lacks
+ * read as zero. */
+#define RA_SIZE_0_3_ra_rope_config offsetof(ra_rope_config, axial)
+#define RA_SIZE_0_3_ra_positions offsetof(ra_positions, axial_ids)
+#define RA_SIZE_0_3_ra_attention_options offsetof(ra_attention_options, non_causal)
+#define RA_SIZE_0_3_ra_layer_config offsetof(ra_layer_config, max_document)
+#define RA_SIZE_0_3_ra_layer_grads sizeof(ra_layer_grads)
+
+/* Reads a caller's struct of that type, of at least its 0.3.0 size.  type:
  * the struct's name, for the detail of a failure. */
 #define RA_READ_STRUCT(dst, src, type) \
-    ra_struct_read(&(dst), sizeof(dst), sizeof(dst), (src), #type)
+    ra_struct_read(&(dst), sizeof(dst), RA_SIZE_0_3_##type, (src), #type)
 
 /* Largest element count any buffer may have: its byte size (4 bytes an
  * element) must fit in a ptrdiff_t. */

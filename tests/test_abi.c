@@ -17,8 +17,22 @@ enum { S = 4, H = 2, D = 8, DIM = H * D, EXTRA = 24 };
 /* A struct from a "newer header": ours followed by EXTRA more bytes, the
  * last of them set to tail. */
 typedef struct {
-    unsigned char bytes[512];
+    _Alignas(16) unsigned char bytes[512];
 } grown;
+
+/* Each struct's size in 0.3.0, the first release with struct_size: the
+ * offset of its first field added since (each lies at or past it, none in
+ * 0.3.0's tail padding), pinned to that release's layout on LP64 targets
+ * (x86-64, aarch64). */
+#define SIZE_0_3_ROPE offsetof(ra_rope_config, axial)
+#define SIZE_0_3_POSITIONS offsetof(ra_positions, axial_ids)
+#define SIZE_0_3_OPTIONS offsetof(ra_attention_options, non_causal)
+#define SIZE_0_3_LAYER offsetof(ra_layer_config, max_document)
+#define SIZE_0_3_WEIGHTS offsetof(ra_layer_weights, dtype) /* without dtype: f32 (layer.c) */
+_Static_assert(sizeof(void *) != 8 || (SIZE_0_3_ROPE == 200 && SIZE_0_3_POSITIONS == 64 &&
+                                       SIZE_0_3_OPTIONS == 96 && SIZE_0_3_LAYER == 272 &&
+                                       sizeof(ra_layer_grads) == 232),
+               "a struct's fields before its first added since 0.3.0 moved");
 
 static void *grow(grown *g, const void *s, size_t size, unsigned char tail)
 {
@@ -31,10 +45,10 @@ static void *grow(grown *g, const void *s, size_t size, unsigned char tail)
 }
 
 /* The struct_size cases, for any call f(struct) -> status: 0 and one byte
- * short of the first published size (first: sizeof the struct where no
- * field has been added since) are RA_ERR_ARGUMENT, that size is fine (an
- * older header's struct), a newer header's zeros are fine, a newer
- * header's field set is RA_ERR_UNSUPPORTED. */
+ * short of the first published size (first: the struct's size in 0.3.0,
+ * below) are RA_ERR_ARGUMENT, that size is fine (an older header's
+ * struct) and the bytes past it are not read, a newer header's zeros are
+ * fine, a newer header's field set is RA_ERR_UNSUPPORTED. */
 #define CHECK_SIZES(type, value, call_with, first)                                 \
     do {                                                                           \
         type v_ = (value);                                                         \
@@ -45,6 +59,10 @@ static void *grow(grown *g, const void *s, size_t size, unsigned char tail)
         CHECK(call_with(&v_) == RA_ERR_ARGUMENT, #type ": struct_size short");     \
         v_.struct_size = (first);                                                  \
         CHECK(call_with(&v_) == RA_OK, #type ": an older header's size");          \
+        memcpy(g_.bytes, &v_, sizeof v_);                                          \
+        memset(g_.bytes + (first), 0xff, sizeof g_.bytes - (first));               \
+        CHECK(call_with((const type *)(void *)g_.bytes) == RA_OK,                  \
+              #type ": an older header's size, the bytes past it not read");       \
         v_.struct_size = sizeof v_;                                                \
         CHECK(call_with((const type *)grow(&g_, &v_, sizeof v_, 0)) == RA_OK,      \
               #type ": a newer header's zero fields");                             \
@@ -145,16 +163,15 @@ static void test_struct_sizes(void)
     grads.dwk = dws[1];
     grads.dwv = dws[2];
     grads.dwo = dws[3];
-    CHECK_SIZES(ra_rope_config, base_rope, rope_with, sizeof(ra_rope_config));
-    CHECK_SIZES(ra_rope_config, base_rope, layer_rope_with, sizeof(ra_rope_config));
-    CHECK_SIZES(ra_layer_config, base_config, layer_config_with, sizeof(ra_layer_config));
-    CHECK_SIZES(ra_layer_weights, base_weights, weights_with,
-                offsetof(ra_layer_weights, dtype)); /* dtype added */
-    CHECK_SIZES(ra_positions, ra_positions_start(3), positions_with, sizeof(ra_positions));
+    CHECK_SIZES(ra_rope_config, base_rope, rope_with, SIZE_0_3_ROPE);
+    CHECK_SIZES(ra_rope_config, base_rope, layer_rope_with, SIZE_0_3_ROPE);
+    CHECK_SIZES(ra_layer_config, base_config, layer_config_with, SIZE_0_3_LAYER);
+    CHECK_SIZES(ra_layer_weights, base_weights, weights_with, SIZE_0_3_WEIGHTS);
+    CHECK_SIZES(ra_positions, ra_positions_start(3), positions_with, SIZE_0_3_POSITIONS);
     CHECK_SIZES(ra_attention_options, ra_attention_options_init(), forward_with,
-                sizeof(ra_attention_options));
+                SIZE_0_3_OPTIONS);
     CHECK_SIZES(ra_attention_options, ra_attention_options_init(), attention_with,
-                sizeof(ra_attention_options));
+                SIZE_0_3_OPTIONS);
     CHECK_SIZES(ra_layer_grads, grads, grads_with, sizeof(ra_layer_grads));
 }
 

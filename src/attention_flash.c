@@ -15,7 +15,7 @@
  * Each output row is computed by one task in a fixed order, so the result
  * is the same bits for any thread count.
  *
- * With float32 K and V (not rotated on the fly) and several query blocks,
+ * With float32 K and V (not rotated on the fly) and enough query blocks,
  * each group's K and V rows are first copied, in parallel, into one
  * contiguous [Sk, D rounded to 16] each (the pack), and the group's tasks
  * then read their tiles there: in the tensor a group's rows are Hkv D
@@ -34,14 +34,27 @@
 #include "cpu/kernels.h"
 #include "parallel.h"
 
-enum { PACK_ROWS = 64 }; /* rows a packing task copies */
+/* Rows a packing task copies; query blocks a group needs per thread to be
+ * packed: a packed group's tasks run on their own (its pack is the one
+ * buffer), so with fewer a group's longest causal block would keep the
+ * other threads waiting, where the unpacked tasks of all groups share the
+ * threads. */
+enum { PACK_ROWS = 64, PACK_BLOCKS_PER_THREAD = 4 };
+
+/* Whether the group's query blocks, seq / block_q, are enough to pack for
+ * this many threads (more than one, and PACK_BLOCKS_PER_THREAD each). */
+static int enough_blocks(int64_t seq, ra_flash_layout f, int threads)
+{
+    const int64_t blocks = (seq + f.block_q - 1) / f.block_q;
+    return blocks > 1 && blocks >= PACK_BLOCKS_PER_THREAD * (int64_t)threads;
+}
 
 /* Whether the flash path packs each group's K and V (above): float32 K and
- * V, no RoPE to apply, and more than one query block to read them. */
-static int flash_packs(const ra_attention_args *a, ra_flash_layout f)
+ * V, no RoPE to apply, and enough query blocks to read them. */
+static int flash_packs(const ra_attention_args *a, ra_flash_layout f, int threads)
 {
-    return a->q->shape[1] > f.block_q && a->k->dtype == RA_F32 && a->v->dtype == RA_F32 &&
-           !a->rope;
+    return enough_blocks(a->q->shape[1], f, threads) && a->k->dtype == RA_F32 &&
+           a->v->dtype == RA_F32 && !a->rope;
 }
 
 size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_keys,
@@ -54,9 +67,10 @@ size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n
     } else {
         if (n_heads / n_kv_heads > 4096 || head_dim > RA_MAX_ELEMENTS / 4096) return 0;
         ra_flash_layout f = ra_flash_layout_for(n_heads / n_kv_heads, head_dim);
-        int64_t pack = 0; /* 2 Sk x D rounded to 16, when seq > block_q (flash_packs) */
+        int64_t pack = 0; /* 2 Sk x D rounded to 16, with enough blocks (flash_packs) */
         if (ra_mul(f.per_thread, threads, &n) != RA_OK) return 0;
-        if (seq > f.block_q && ra_mul(n_keys, 2 * ra_round_up(head_dim, 16), &pack) != RA_OK)
+        if (enough_blocks(seq, f, threads) &&
+            ra_mul(n_keys, 2 * ra_round_up(head_dim, 16), &pack) != RA_OK)
             return 0;
         if (pack > RA_MAX_ELEMENTS - n) return 0;
         n += pack;
@@ -106,7 +120,7 @@ void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *s
     job.task0 = 0;
     job.pack = NULL;
     const int64_t n_groups = q->shape[0] * args->k->shape[2], n_keys = args->k->shape[1];
-    if (!flash_packs(args, job.layout)) {
+    if (!flash_packs(args, job.layout, ra_parallel_threads(ctx))) {
         ra_parallel_for(ctx, job.n_query_blocks * n_groups, ra_kernels_get()->flash_task, &job);
         return;
     }

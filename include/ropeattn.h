@@ -219,7 +219,10 @@ RA_API uint16_t ra_f32_to_f16(float f);
 RA_API float ra_bf16_to_f32(uint16_t h);
 RA_API uint16_t ra_f32_to_bf16(float f);
 
-/* dst[i] = (dst_dtype) src[i] for i in [0, n). */
+/* dst[i] = (dst_dtype) src[i] for i in [0, n).  dst and src must not
+ * overlap (RA_ERR_ARGUMENT), except dst == src with dst_dtype's elements no
+ * wider than src_dtype's (f32 to f16 or bf16 in place; wider ones would
+ * overwrite elements not yet read). */
 RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
                             ra_dtype src_dtype, int64_t n);
 
@@ -286,6 +289,7 @@ RA_API ra_status ra_simd_check_environment(void);
 
 /* precompute_freqs_cis(dim, end, theta): for m in [0, end), i in [0, dim/2)
  *   cos[m, i] = cos(m * theta^(-2i/dim)), sin[m, i] = sin(...)
+ * cos and sin must not overlap (RA_ERR_ARGUMENT).
  * The angle is formed in double and rounded once, so every entry is within
  * 1e-6 of exact math for m up to RA_MAX_POSITION.
  *   cos, sin: [end, dim/2] */
@@ -293,7 +297,8 @@ RA_API ra_status ra_precompute_freqs(float *cos, float *sin, int64_t dim,
                                      int64_t end, double theta);
 
 /* apply_rotary_emb(xq, xk, freqs_cos, freqs_sin), in place, interleaved pairs:
- * token s of every batch row uses table row s.
+ * token s of every batch row uses table row s.  xq, xk and the tables must
+ * not overlap one another (RA_ERR_ARGUMENT; the two tables may).
  *   xq: [B, S, H, D]   xk: [B, S, Hkv, D]   freqs_cos, freqs_sin: [S, D/2] */
 RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_cos,
                                      const float *freqs_sin, int64_t batch,
@@ -302,6 +307,7 @@ RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_co
 
 /* repeat_kv(x, n_rep): out[b, s, h, :] = x[b, s, h / n_rep, :].
  * Attention in this library never needs it; it exists for parity and tests.
+ * out must not overlap x (RA_ERR_ARGUMENT).
  *   x: [B, S, Hkv, D]   out: [B, S, Hkv * n_rep, D] */
 RA_API ra_status ra_repeat_kv(float *out, const float *x, int64_t batch,
                               int64_t seq, int64_t n_kv_heads, int64_t head_dim,
@@ -568,7 +574,8 @@ typedef enum ra_direction {
 
 /* The tables this rope uses for the given positions, as float32.  For an
  * M-RoPE rope these are the tables of text positions (all three components
- * m), which are the plain rope's.
+ * m), which are the plain rope's.  cos, sin and positions must not overlap
+ * (RA_ERR_ARGUMENT; in the two calls below too).
  *   positions: [n]   cos, sin: [n, rotary_dim / 2] */
 RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos, float *sin,
                                const int64_t *positions, int64_t n);

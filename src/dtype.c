@@ -62,6 +62,12 @@ RA_API ra_status ra_convert(void *dst, ra_dtype dst_dtype, const void *src,
     RA_TRY(ra_check_tensor_dtype(src_dtype, "src_dtype"));
     if ((uint64_t)n > SIZE_MAX / 4)
         return ra_fail(RA_ERR_OVERFLOW, "n %lld: too many elements", (long long)n);
+    /* In place, element i is written after it is read and before any later
+     * one is, which only a dtype no wider than the source's keeps intact. */
+    if (ra_bytes_overlap(dst, (size_t)n * ds, src, (size_t)n * ss) && !(dst == src && ds <= ss))
+        return ra_fail(RA_ERR_ARGUMENT, "dst (%s) overlaps src (%s): only dst == src with a "
+                       "dtype no wider than src's converts in place", ra_dtype_name(dst_dtype),
+                       ra_dtype_name(src_dtype));
     for (int64_t i = 0; i < n; i++)
         ra_store(dst, dst_dtype, i, ra_load(src, src_dtype, i));
     return RA_OK;

@@ -38,6 +38,8 @@ RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim
     if (ra_mul(end, n_pairs, &total) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "end %lld * dim / 2 %lld: too many elements",
                        (long long)end, (long long)n_pairs);
+    if (ra_floats_overlap(cos_out, total, sin_out, total))
+        return ra_fail(RA_ERR_ARGUMENT, "cos overlaps sin");
     for (int64_t i = 0; i < n_pairs; i++) {
         double freq = inverse_frequency(theta, i, dim);
         for (int64_t m = 0; m < end; m++) {

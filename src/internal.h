@@ -82,6 +82,19 @@ static inline ra_status ra_count(const int64_t *sizes, int n, int64_t *out)
     return RA_OK;
 }
 
+/* Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share memory. */
+static inline int ra_bytes_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+/* Whether the float ranges [a, a + a_n) and [b, b + b_n) share memory. */
+static inline int ra_floats_overlap(const float *a, int64_t a_n, const float *b, int64_t b_n)
+{
+    return ra_bytes_overlap(a, (size_t)a_n * sizeof(float), b, (size_t)b_n * sizeof(float));
+}
+
 /* ra_count of sizes the caller gave, names[i] naming sizes[i]: a failure's
  * detail says which ("batch 0: must be >= 1", "batch 65536 * seq 65536 *
  * dim 65536: too many elements"). */

@@ -46,14 +46,6 @@ typedef struct ra_layer_call {
                                         unless training */
 } ra_layer_call;
 
-/* Whether the float ranges [a, a + a_n) and [b, b + b_n) share memory. */
-static inline int ra_floats_overlap(const float *a, int64_t a_n, const float *b, int64_t b_n)
-{
-    uintptr_t a0 = (uintptr_t)a, a1 = a0 + (uintptr_t)a_n * sizeof(float);
-    uintptr_t b0 = (uintptr_t)b, b1 = b0 + (uintptr_t)b_n * sizeof(float);
-    return a0 < b1 && b0 < a1;
-}
-
 /* call's batch, seq, tokens, n_x and n_q, checked (RA_ERR_SIZE,
  * RA_ERR_OVERFLOW naming the size). */
 ra_status ra_layer_call_sizes(const ra_layer *layer, int64_t batch, int64_t seq,

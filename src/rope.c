@@ -197,6 +197,20 @@ ra_status ra_rope_check_last(const ra_rope *rope, int64_t last)
                    (long long)rope->last_position, (long long)last + 1);
 }
 
+ra_status ra_rope_check_table_outputs(const float *cos_out, const float *sin_out,
+                                      int64_t n_entries, const int64_t *positions,
+                                      int64_t n_positions)
+{
+    size_t table = (size_t)n_entries * sizeof(float), ids = (size_t)n_positions * sizeof(int64_t);
+    if (ra_bytes_overlap(cos_out, table, sin_out, table))
+        return ra_fail(RA_ERR_ARGUMENT, "cos overlaps sin");
+    if (ra_bytes_overlap(cos_out, table, positions, ids) ||
+        ra_bytes_overlap(sin_out, table, positions, ids))
+        return ra_fail(RA_ERR_ARGUMENT, "%s overlaps positions",
+                       ra_bytes_overlap(cos_out, table, positions, ids) ? "cos" : "sin");
+    return RA_OK;
+}
+
 RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_out,
                                const int64_t *positions, int64_t n)
 {
@@ -212,6 +226,7 @@ RA_API ra_status ra_rope_table(const ra_rope *rope, float *cos_out, float *sin_o
     if (ra_mul(n, rope->n_pairs, &total) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "n %lld * rotary_dim / 2 %lld: too many elements",
                        (long long)n, (long long)rope->n_pairs);
+    RA_TRY(ra_rope_check_table_outputs(cos_out, sin_out, total, positions, n));
     int64_t last = 0;
     for (int64_t t = 0; t < n; t++) {
         if (positions[t] < 0 || positions[t] > RA_MAX_POSITION)

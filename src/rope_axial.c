@@ -93,6 +93,7 @@ RA_API ra_status ra_rope_table_axial(const ra_rope *rope, float *cos_out, float 
     if (ra_mul(n, 2, &total) != RA_OK || ra_mul(n, rope->n_pairs, &total) != RA_OK)
         return ra_fail(RA_ERR_OVERFLOW, "n %lld * rotary_dim / 2 %lld: too many elements",
                        (long long)n, (long long)rope->n_pairs);
+    RA_TRY(ra_rope_check_table_outputs(cos_out, sin_out, total, positions, 2 * n));
     for (int64_t t = 0; t < 2 * n; t++)
         if (positions[t] < 0 || positions[t] > RA_MAX_POSITION)
             return ra_fail(RA_ERR_POSITION, "positions[%lld, %lld] is %lld, not in [0, 2^32]",

@@ -34,6 +34,12 @@ ra_status ra_rope_frequencies(const ra_rope_config *config, double *inv_freq,
  * validated (ra_rope_frequencies). */
 int64_t ra_rope_last_position(const ra_rope_config *config);
 
+/* RA_ERR_ARGUMENT when a table call's outputs cos and sin ([n_entries]
+ * floats each) overlap each other or its positions ([n_positions]). */
+ra_status ra_rope_check_table_outputs(const float *cos_out, const float *sin_out,
+                                      int64_t n_entries, const int64_t *positions,
+                                      int64_t n_positions);
+
 /* RA_ERR_POSITION, naming seq_len, when position last is beyond
  * rope->last_position. */
 ra_status ra_rope_check_last(const ra_rope *rope, int64_t last);

@@ -86,13 +86,14 @@ static ra_status yarn_frequencies(const ra_rope_config *c, double *inv_freq, int
     if (factor == 0 && s->max_position_embeddings > 0)
         factor = (double)s->max_position_embeddings / (double)original;
     if (!positive(factor)) return not_positive("yarn", "factor", factor);
-    if (s->attention_factor < 0)
+    /* NaN fails these too: it is no "0, not given" */
+    if (!(s->attention_factor >= 0))
         return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: yarn: attention_factor %g: must be >= 0",
                        s->attention_factor);
-    if (s->beta_fast < 0 || s->beta_slow < 0)
+    if (!(s->beta_fast >= 0) || !(s->beta_slow >= 0))
         return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: yarn: %s %g: must be >= 0",
-                       s->beta_fast < 0 ? "beta_fast" : "beta_slow",
-                       s->beta_fast < 0 ? s->beta_fast : s->beta_slow);
+                       !(s->beta_fast >= 0) ? "beta_fast" : "beta_slow",
+                       !(s->beta_fast >= 0) ? s->beta_fast : s->beta_slow);
     if (!isfinite(s->mscale) || !isfinite(s->mscale_all_dim))
         return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: yarn: %s %g is not finite",
                        isfinite(s->mscale) ? "mscale_all_dim" : "mscale",
@@ -181,7 +182,7 @@ static ra_status longrope_frequencies(const ra_rope_config *c, double *inv_freq,
     if (s->seq_len < 0)
         return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: longrope: seq_len %lld: must be >= 0",
                        (long long)s->seq_len);
-    if (s->attention_factor < 0)
+    if (!(s->attention_factor >= 0)) /* NaN too */
         return ra_fail(RA_ERR_ARGUMENT, "ra_rope_config: longrope: attention_factor %g: must be "
                        ">= 0", s->attention_factor);
     if (s->factor < 0 || !isfinite(s->factor))

@@ -45,6 +45,15 @@ RA_API ra_status ra_apply_rotary_emb(float *xq, float *xk, const float *freqs_co
     if (n_heads % n_kv_heads)
         return ra_fail(RA_ERR_GQA, "n_heads %lld is not a multiple of n_kv_heads %lld",
                        (long long)n_heads, (long long)n_kv_heads);
+    /* xq is rotated before xk is read, and the tables are read throughout. */
+    int64_t n_table = seq * (head_dim / 2);
+    if (ra_floats_overlap(xq, nq, xk, nk)) return ra_fail(RA_ERR_ARGUMENT, "xq overlaps xk");
+    for (int i = 0; i < 4; i++) {
+        const float *x = i / 2 ? xk : xq, *table = i % 2 ? freqs_sin : freqs_cos;
+        if (ra_floats_overlap(x, i / 2 ? nk : nq, table, n_table))
+            return ra_fail(RA_ERR_ARGUMENT, "%s overlaps %s", i / 2 ? "xk" : "xq",
+                           i % 2 ? "freqs_sin" : "freqs_cos");
+    }
     rotate_heads(xq, freqs_cos, freqs_sin, batch, seq, n_heads, head_dim);
     rotate_heads(xk, freqs_cos, freqs_sin, batch, seq, n_kv_heads, head_dim);
     return RA_OK;
@@ -60,6 +69,7 @@ RA_API ra_status ra_repeat_kv(float *out, const float *x, int64_t batch, int64_t
     static const char *const names[5] = {"batch", "seq", "n_kv_heads", "n_rep", "head_dim"};
     int64_t dims[5] = {batch, seq, n_kv_heads, n_rep, head_dim}, n;
     RA_TRY(ra_count_named(dims, names, 5, &n));
+    if (ra_floats_overlap(out, n, x, n / n_rep)) return ra_fail(RA_ERR_ARGUMENT, "out overlaps x");
     size_t row_bytes = (size_t)head_dim * sizeof(float);
     for (int64_t t = 0; t < batch * seq; t++)
         for (int64_t h = 0; h < n_kv_heads; h++)

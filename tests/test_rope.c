@@ -757,6 +757,106 @@ static void test_aliasing_refused(void)
           "permute into the adjacent rows");
 }
 
+/* The calls with plain pointers refuse outputs that overlap their inputs
+ * or each other: each once gave wrong numbers with RA_OK (in-place widening
+ * read halves already overwritten; xq == xk rotated twice; the tables kept
+ * sin alone). */
+static void test_pointer_aliasing(void)
+{
+    uint16_t h[16];
+    float x[16], c[8], sn[8], tab[16];
+    for (int i = 0; i < 8; i++) h[i] = ra_f32_to_f16((float)(i + 1));
+    CHECK(ra_convert(h, RA_F32, h, RA_F16, 4) == RA_ERR_ARGUMENT, "convert f16 -> f32 in place");
+    CHECK(ra_f16_to_f32(h[1]) == 2.0f, "a refused convert wrote");
+    CHECK(ra_convert((char *)h + 2, RA_F32, h, RA_F16, 2) == RA_ERR_ARGUMENT,
+          "convert overlapping");
+    for (int i = 0; i < 4; i++) x[i] = (float)(i + 1);
+    CHECK(ra_convert(x, RA_F16, x, RA_F32, 4) == RA_OK, "convert f32 -> f16 in place");
+    memcpy(h, x, 8);
+    CHECK(ra_f16_to_f32(h[0]) == 1.0f && ra_f16_to_f32(h[3]) == 4.0f, "in place narrowing");
+    CHECK(ra_convert(x, RA_BF16, x, RA_BF16, 4) == RA_OK, "convert to itself");
+    CHECK(ra_convert((char *)x + 2, RA_F16, x, RA_F32, 4) == RA_ERR_ARGUMENT,
+          "narrowing into a shifted overlap");
+
+    for (int i = 0; i < 8; i++) x[i] = i % 2 ? 0.0f : 1.0f, c[i] = 0.0f, sn[i] = 1.0f;
+    CHECK(ra_apply_rotary_emb(x, x, c, sn, 1, 1, 2, 2, 2) == RA_ERR_ARGUMENT, "xq == xk");
+    CHECK(ra_apply_rotary_emb(x, x + 2, c, sn, 1, 1, 2, 2, 2) == RA_ERR_ARGUMENT,
+          "xq overlapping xk");
+    CHECK(ra_apply_rotary_emb(x, x + 4, x, sn, 1, 1, 2, 2, 2) == RA_ERR_ARGUMENT,
+          "freqs_cos inside xq");
+    CHECK(ra_apply_rotary_emb(x, x + 4, c, x + 5, 1, 1, 2, 2, 2) == RA_ERR_ARGUMENT,
+          "freqs_sin inside xk");
+    CHECK(x[0] == 1.0f && x[1] == 0.0f, "a refused rotation wrote");
+    CHECK(ra_apply_rotary_emb(x, x + 4, c, c, 1, 1, 2, 2, 2) == RA_OK, "one table twice");
+    CHECK(ra_repeat_kv(x, x, 1, 1, 1, 2, 2) == RA_ERR_ARGUMENT, "repeat_kv in place");
+    CHECK(ra_repeat_kv(x + 1, x, 1, 1, 1, 2, 2) == RA_ERR_ARGUMENT, "repeat_kv overlapping");
+    CHECK(ra_repeat_kv(x + 2, x, 1, 1, 1, 2, 1) == RA_OK, "repeat_kv into the next row");
+
+    CHECK(ra_precompute_freqs(tab, tab, 4, 2, 1e4) == RA_ERR_ARGUMENT, "freqs cos == sin");
+    CHECK(ra_precompute_freqs(tab, tab + 3, 4, 2, 1e4) == RA_ERR_ARGUMENT, "freqs overlapping");
+    CHECK(ra_precompute_freqs(tab, tab + 4, 4, 2, 1e4) == RA_OK, "freqs side by side");
+
+    ra_rope *rope = NULL, *mrope = NULL, *axial = NULL;
+    ra_rope_config cfg = ra_rope_config_hf(8);
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "create");
+    cfg.mrope_section[0] = 2, cfg.mrope_section[1] = cfg.mrope_section[2] = 1;
+    CHECK(ra_rope_create(&mrope, &cfg) == RA_OK, "create mrope");
+    cfg = ra_rope_config_hf(8);
+    cfg.axial = RA_AXIAL_SHARED;
+    CHECK(ra_rope_create(&axial, &cfg) == RA_OK, "create axial");
+    if (!rope || !mrope || !axial) return;
+    int64_t pos[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    CHECK(ra_rope_table(rope, tab, tab, pos, 2) == RA_ERR_ARGUMENT, "table cos == sin");
+    CHECK(ra_rope_table(rope, tab, tab + 7, pos, 2) == RA_ERR_ARGUMENT, "table overlapping");
+    CHECK(ra_rope_table(rope, (float *)pos, tab, pos, 2) == RA_ERR_ARGUMENT,
+          "table cos over positions");
+    CHECK(ra_rope_table(rope, tab, (float *)(pos + 1), pos, 2) == RA_ERR_ARGUMENT,
+          "table sin over positions");
+    CHECK(ra_rope_table(rope, tab, tab + 8, pos, 2) == RA_OK, "table side by side");
+    CHECK(ra_rope_table_mrope(mrope, tab, tab, pos, 2) == RA_ERR_ARGUMENT, "mrope cos == sin");
+    CHECK(ra_rope_table_mrope(mrope, tab, (float *)(pos + 5), pos, 2) == RA_ERR_ARGUMENT,
+          "mrope sin over the third component");
+    CHECK(ra_rope_table_axial(axial, tab, tab + 4, pos, 2) == RA_ERR_ARGUMENT, "axial overlapping");
+    CHECK(ra_rope_table_axial(axial, (float *)(pos + 3), tab, pos, 2) == RA_ERR_ARGUMENT,
+          "axial cos over the columns");
+    CHECK(pos[3] == 4 && pos[5] == 6, "a refused table wrote");
+    ra_rope_destroy(rope);
+    ra_rope_destroy(mrope);
+    ra_rope_destroy(axial);
+}
+
+/* yarn's and longrope's parameters that 0 leaves to their defaults: NaN is
+ * no "0", it is refused (it read as beta_fast 32, a derived attention
+ * factor). */
+static void test_nan_parameters(void)
+{
+    ra_rope *rope = NULL;
+    ra_rope_config cfg = ra_rope_config_hf(8);
+    cfg.type = RA_ROPE_YARN;
+    cfg.factor = 4;
+    cfg.original_max_position_embeddings = 1024;
+    double *fields[3] = {&cfg.beta_fast, &cfg.beta_slow, &cfg.attention_factor};
+    for (int i = 0; i < 3; i++) {
+        *fields[i] = NAN;
+        CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT && !rope, "yarn field %d NaN", i);
+        *fields[i] = 0;
+    }
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "yarn");
+    ra_rope_destroy(rope);
+    rope = NULL;
+    double f[2] = {1, 2};
+    cfg = ra_rope_config_hf(4);
+    cfg.type = RA_ROPE_LONGROPE;
+    cfg.original_max_position_embeddings = 1024;
+    cfg.factor = 4;
+    cfg.short_factor = cfg.long_factor = f;
+    cfg.attention_factor = NAN;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_ERR_ARGUMENT && !rope, "longrope attention_factor NaN");
+    cfg.attention_factor = 0;
+    CHECK(ra_rope_create(&rope, &cfg) == RA_OK, "longrope");
+    ra_rope_destroy(rope);
+}
+
 /* f16 and bf16 storage: the result is the f32 rotation of the widened
  * input, rounded once (the seed's .float() ... .type_as()). */
 static void test_dtype_rounding(void)
@@ -840,6 +940,8 @@ int main(void)
     RUN(test_rope_types);
     RUN(test_permute_dtypes);
     RUN(test_theta_normal);
+    RUN(test_pointer_aliasing);
+    RUN(test_nan_parameters);
     ra_test_each_isa(simd_cases);
     return ra_test_summary("rope");
 }

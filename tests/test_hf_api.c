@@ -830,10 +830,18 @@ static void test_config_attention(void)
           theta);
     expect(ra_hf_config_rope_theta(empty, &theta), RA_ERR_NOT_FOUND, "rope_theta", "no theta");
     int64_t rotary_dim = 0, packing = 0, kv = 0, layer = 0;
-    CHECK(ra_hf_config_rotary_dim(config, 16, &rotary_dim) == RA_OK && rotary_dim == 8,
+    /* Llama's rotary embedding turns all of head_dim whatever
+     * partial_rotary_factor says (transformers 5); Phi's reads it */
+    CHECK(ra_hf_config_rotary_dim(config, 16, &rotary_dim) == RA_OK && rotary_dim == 16,
           "rotary_dim %lld", (long long)rotary_dim);
-    expect(ra_hf_config_rotary_dim(config, 6, &rotary_dim), RA_ERR_HEAD_DIM, "even",
+    static const char phi[] = "{\"model_type\": \"phi\", \"partial_rotary_factor\": 0.5}";
+    ra_hf_config *partial = NULL;
+    CHECK(ra_hf_config_parse(&partial, phi, strlen(phi)) == RA_OK, "%s", ra_hf_last_error());
+    CHECK(ra_hf_config_rotary_dim(partial, 16, &rotary_dim) == RA_OK && rotary_dim == 8,
+          "phi: rotary_dim %lld", (long long)rotary_dim);
+    expect(ra_hf_config_rotary_dim(partial, 6, &rotary_dim), RA_ERR_HEAD_DIM, "even",
            "3 rotary features");
+    ra_hf_config_close(partial);
     CHECK(ra_hf_tensor_layer("model.layers.12.self_attn.q_proj.weight", &layer) == RA_OK &&
               layer == 12, "layer %lld", (long long)layer);
     CHECK(ra_hf_tensor_layer("model.embed_tokens.weight", &layer) == RA_OK && layer == -1,
@@ -858,6 +866,99 @@ static void test_config_attention(void)
     expect(ra_hf_tensor_layer(NULL, &layer), RA_ERR_NULL, "name", "NULL name");
     ra_hf_config_close(empty);
     ra_hf_config_close(config);
+}
+
+/* A config.json that leaves keys out gets transformers' config-class
+ * defaults: head_dim 256 for Gemma, Gemma 2 and VaultGemma, 128 for Qwen3,
+ * GLM and GLM-4 (hidden_size / num_attention_heads was taken: 16 here, the
+ * rope 16 features wide); and a multimodal model_type whose config class
+ * builds its text model from the default text_config when there is none
+ * reads none of the top level's keys (its hidden_size, heads and
+ * rope_theta were read as the text model's). */
+static void test_config_class_defaults(void)
+{
+    static const struct {
+        const char *model_type;
+        int64_t head_dim, n_heads; /* transformers' */
+        int text_default;          /* the default text_config's, or 0 (not said) */
+    } cases[] = {
+        {"gemma", 256, 4, 0}, {"gemma2", 256, 4, 0}, {"vaultgemma", 256, 4, 0},
+        {"qwen3", 128, 4, 0}, {"glm", 128, 4, 0}, {"glm4", 128, 4, 0},
+        {"llama", 16, 4, 0}, {"mistral", 16, 4, 0},
+        {"mistral3", 128, 32, 1}, {"gemma3", 256, 8, 1},
+        {"llama4", 128, 40, 1}, {"qwen3_5", 256, 16, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[256];
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                 "\"rope_theta\": 1234.0}", cases[i].model_type);
+        ra_hf_config *config = NULL;
+        ra_hf_attention_info a = ra_hf_attention_info_init();
+        CHECK(ra_hf_config_parse(&config, json, strlen(json)) == RA_OK &&
+                  ra_hf_config_attention(config, -1, &a) == RA_OK,
+              "%s: %s", cases[i].model_type, ra_hf_last_error());
+        int d = cases[i].text_default;
+        CHECK((a.head_dim == cases[i].head_dim || (d && !a.head_dim)) &&
+                  (a.n_heads == cases[i].n_heads || (d && !a.n_heads)),
+              "%s: head_dim %lld, %lld heads; transformers: %lld, %lld", cases[i].model_type,
+              (long long)a.head_dim, (long long)a.n_heads, (long long)cases[i].head_dim,
+              (long long)cases[i].n_heads);
+        double theta = 0;
+        ra_status got = ra_hf_config_rope_theta(config, &theta);
+        CHECK(d ? got != RA_OK || theta != 1234.0 : got == RA_OK && theta == 1234.0,
+              "%s: rope_theta %g (status %d)", cases[i].model_type, theta, (int)got);
+        ra_hf_config_close(config);
+    }
+    /* ApertusConfig's rope_theta, 12e6, where the rope the file gives has
+     * none (10000 was taken) */
+    static const char apertus[] = "{\"model_type\": \"apertus\", \"rope_scaling\": "
+                                  "{\"rope_type\": \"linear\", \"factor\": 2.0}}";
+    ra_hf_config *config = NULL;
+    double theta = 0;
+    CHECK(ra_hf_config_parse(&config, apertus, strlen(apertus)) == RA_OK &&
+              ra_hf_config_rope_theta(config, &theta) == RA_OK && theta == 12e6,
+          "apertus: rope_theta %g: %s", theta, ra_hf_last_error());
+    ra_hf_config_close(config);
+}
+
+/* partial_rotary_factor: transformers 5's Llama-like families turn all of
+ * head_dim in their default rope whatever it says (it was applied: 8 of 16
+ * features turned), and fail on it with a scaled rope (refused); the
+ * families whose rotary embedding reads it (Phi, StableLM ...) keep it. */
+static void test_partial_rotary_read_or_not(void)
+{
+    static const struct {
+        const char *model_type, *rope;
+        int64_t rotary_dim; /* 0: refused */
+    } cases[] = {
+        {"llama", "\"rope_type\": \"default\"", 16},
+        {"qwen2", "\"rope_type\": \"default\"", 16},
+        {"mistral", "\"rope_type\": \"linear\", \"factor\": 2.0", 0},
+        {"phi", "\"rope_type\": \"default\"", 8},
+        {"stablelm", "\"rope_type\": \"default\"", 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[384];
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"hidden_size\": 64, "
+                 "\"num_attention_heads\": 4, \"head_dim\": 16, \"rope_parameters\": {%s, "
+                 "\"rope_theta\": 5000.0, \"partial_rotary_factor\": 0.5}}",
+                 cases[i].model_type, cases[i].rope);
+        ra_hf_config *config = NULL;
+        ra_status parsed = ra_hf_config_parse(&config, json, strlen(json));
+        int64_t rotary_dim = 0;
+        if (cases[i].rotary_dim) {
+            CHECK(parsed == RA_OK && ra_hf_config_rotary_dim(config, 16, &rotary_dim) == RA_OK &&
+                      rotary_dim == cases[i].rotary_dim,
+                  "%s: rotary_dim %lld, transformers %lld: %s", cases[i].model_type,
+                  (long long)rotary_dim, (long long)cases[i].rotary_dim, ra_hf_last_error());
+        } else {
+            CHECK(parsed == RA_ERR_UNSUPPORTED &&
+                      strstr(ra_hf_last_error(), "partial_rotary_factor") != NULL,
+                  "%s: %d %s", cases[i].model_type, (int)parsed, ra_hf_last_error());
+        }
+        ra_hf_config_close(config);
+    }
 }
 
 /* M-RoPE's sections from config.json: the family decides the arrangement
@@ -891,9 +992,11 @@ static void test_mrope_config(void)
          RA_ERR_UNSUPPORTED, "\"mrope_interleaved\" is true"},
         {"{\"head_dim\": 128, \"rope_parameters\": {\"mrope_section\": [16, 24, 24]}}", 0, 0,
          RA_ERR_UNSUPPORTED, "supported for the Qwen-VL families only"},
+        /* Qwen2-VL's rotary embedding turns all of head_dim whatever
+         * partial_rotary_factor says (transformers 5) */
         {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128, \"partial_rotary_factor\": 0.5, "
-         "\"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}}", 0, 0,
-         RA_ERR_SHAPE, "sums to 64; rotary_dim 64 needs 32"},
+         "\"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [16, 24, 24]}}", 16, 0,
+         RA_OK, NULL},
         {"{\"model_type\": \"qwen2_vl\", \"head_dim\": 128}", 0, 0, RA_OK, NULL},
         /* Qwen3-VL's code: [24, 20, 20] when the config gives none; time
          * takes the pairs past height's and width's at other head sizes,
@@ -1016,6 +1119,8 @@ int main(void)
     RUN(test_config_keys);
     RUN(test_family_listing);
     RUN(test_config_attention);
+    RUN(test_config_class_defaults);
+    RUN(test_partial_rotary_read_or_not);
     const char *files[] = {"llama.safetensors", "phi3.safetensors", "mla.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(path_of(files[i]));
     rmdir(folder);

@@ -369,6 +369,13 @@ static const ra_hf_names persimmon_names[] = {
  * model_type, layout, features, why refused, config-class defaults, which
  * layers slide, biases, then (named, where the family has them) the
  * default rope and a disputed rope_theta default. */
+/* Its rotary embedding turns all of head_dim in the default rope, whatever
+ * partial_rotary_factor says (transformers 5's compute_default_rope_parameters
+ * of these families never reads it; the scaled types' cos and sin fall short
+ * of head_dim and transformers fails): RA_HF_DEFAULT_ROPE_WHOLE */
+#define WHOLE RA_HF_DEFAULT_ROPE_WHOLE
+/* A multimodal row whose text model is its default one without text_config */
+#define DEFAULT_TEXT .default_text_config = 1
 #define ROW(type, lay, feat, why, defs, win, biases, ...)                                \
     {.model_type = type, .layout = lay, .features = feat, .refused = why,               \
      .defaults = defs, .windows = win, .bias = biases, __VA_ARGS__}
@@ -376,15 +383,15 @@ static const ra_hf_names persimmon_names[] = {
 static const ra_hf_family families[] = {
     /* AfmoeConfig: its own gate_proj, sigmoid, on the attention output; RoPE only in the
      * sliding layers; layer_types (from global_attn_every_n_layers when absent: refused) */
-    ROW("afmoe", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_GATE_PROJ, NULL,
+    ROW("afmoe", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_GATE_PROJ | WHOLE, NULL,
         "head_dim=128 rms_norm_eps=1e-05 sliding_window=1024", LISTED, ALL(AB, 0)),
     /* ApertusConfig: Qwen3's q/k norms, llama3 rope by default */
-    ROW("apertus", H, RA_HF_QK_NORM, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
-        APERTUS_ROPE),
-    ROW("arcee", H, 0, NULL,
+    ROW("apertus", H, RA_HF_QK_NORM | WHOLE, NULL, "rope_theta=12000000 rms_norm_eps=1e-05",
+        NOWINDOW, ALL(AB, 0), APERTUS_ROPE),
+    ROW("arcee", H, WHOLE, NULL,
         "hidden_size=2560 num_attention_heads=32 max_position_embeddings=4096", NOWINDOW,
         ALL(AB, 0)),
-    ROW("aria_text", H, 0, NULL,
+    ROW("aria_text", H, WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
     /* A.X K1: DeepSeek-V3's attention, always with q_a_proj */
@@ -411,7 +418,7 @@ static const ra_hf_family families[] = {
             RA_HF_GATE_BIAS, NULL,
         "hidden_size=5120 num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=8192 sliding_window=512", LISTED, ALL(AB, 0), BEAM_ROPE),
-    ROW("bitnet", H, RA_HF_O_NORM, NULL,
+    ROW("bitnet", H, RA_HF_O_NORM | WHOLE, NULL,
         "rope_theta=500000 rms_norm_eps=1e-05 hidden_size=2560 num_attention_heads=20 "
         "num_key_value_heads=5", NOWINDOW, ALL(AB, 0)),
     /* BltConfig: a local encoder, a global transformer and a local decoder (and an entropy
@@ -424,12 +431,12 @@ static const ra_hf_family families[] = {
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
-    ROW("cohere", I, RA_HF_USE_QK_NORM, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
-    ROW("cohere2", I, NOPE_FULL, NULL, "sliding_window=4096 sliding_window_pattern=4", PATTERN,
-        ALL(AB, 0)),
+    ROW("cohere", I, RA_HF_USE_QK_NORM | WHOLE, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
+    ROW("cohere2", I, NOPE_FULL | WHOLE, NULL, "sliding_window=4096 sliding_window_pattern=4",
+        PATTERN, ALL(AB, 0)),
     /* Cohere2MoeConfig: head_dim 128; force_rope in the dense-MLP layers; its
      * sliding_window_pattern read only without layer_types (then refused) */
-    ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN, NULL,
+    ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN | WHOLE, NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
     /* CohereCompassTextConfig: rope_parameters by layer type (null: that type without RoPE),
      * each the default rope, M-RoPE with Qwen3-VL's interleaved sections (mrope_section
@@ -440,7 +447,7 @@ static const ra_hf_family families[] = {
         NULL, "hidden_size=8192 num_attention_heads=64 max_position_embeddings=8192 "
         "layer_norm_eps=1e-05 sliding_window=4096", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
-    ROW("cwm", H, 0, NULL,
+    ROW("cwm", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
         "head_dim=128 max_position_embeddings=131072 sliding_window=8192",
         RA_HF_WINDOWS_FULL_EVERY_FOURTH, FIXED(0, 0), CWM_ROPE),
@@ -467,19 +474,20 @@ static const ra_hf_family families[] = {
         "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
         "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
     /* Dots1Config: Qwen3's attention; layer_types, else sliding from max_window_layers on */
-    ROW("dots1", H, RA_HF_QK_NORM, NULL,
+    ROW("dots1", H, RA_HF_QK_NORM | WHOLE, NULL,
         "hidden_size=4608 num_key_value_heads=32 sliding_window=4096 max_window_layers=62",
         RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
     ROW("dots3_note", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
     ROW("dots3_note_text", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
-    ROW("emu3_text_model", H, 0, NULL,
+    ROW("emu3_text_model", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0)),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
-    ROW("ernie4_5", I, 0, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000", NOWINDOW,
+    ROW("ernie4_5", I, WHOLE, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000",
+        NOWINDOW,
         ALL("use_bias", 0)),
-    ROW("ernie4_5_moe", I, 0, NULL, "num_key_value_heads=4 rope_theta=500000", NOWINDOW,
+    ROW("ernie4_5_moe", I, WHOLE, NULL, "num_key_value_heads=4 rope_theta=500000", NOWINDOW,
         ALL("use_bias", 0)),
     /* EsmConfig (ESM-2): an encoder (is_decoder: causal) whose rotary embedding, with
      * position_embedding_type "rotary", rotates all of hidden_size / num_attention_heads by
@@ -490,38 +498,38 @@ static const ra_hf_family families[] = {
         RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
         FIXED(1, 1), .names = esm_names, .block_norm = "LayerNorm."),
-    ROW("exaone4", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
+    ROW("exaone4", H, EXAONE4 | WHOLE, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
-    ROW("exaone_moe", H, EXAONE4, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
+    ROW("exaone_moe", H, EXAONE4 | WHOLE, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
         "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
-    ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY, NULL, NULL, NOWINDOW, ALL("bias", 0),
+    ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY | WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 0),
         .names = falcon_names),
-    ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER, NULL, NULL, NOWINDOW, ALL(AB, 0)),
-    ROW("flex_olmo", H, OLMO2, NULL, "rope_theta=500000", NOWINDOW, ALL(AB, 0)),
+    ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("flex_olmo", H, OLMO2 | WHOLE, NULL, "rope_theta=500000", NOWINDOW, ALL(AB, 0)),
     /* FlintConfig: RoPE only in the sliding layers, sinks */
-    ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS, NULL,
+    ROW("flint", H, RA_HF_QK_NORM | NOPE_FULL | RA_HF_SINKS | WHOLE, NULL,
         "head_dim=128 sliding_window=513", LISTED, ALL(AB, 0),
         .sinks_alias = "softmax_offset"),
-    ROW("gemma", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
-    ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
-        "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
+    ROW("gemma", H, WHOLE, NULL, "head_dim=256", NOWINDOW, ALL(AB, 0)),
+    ROW("gemma2", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP | WHOLE, NULL,
+        "head_dim=256 query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
-    ROW("gemma3", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
-    ROW("gemma3_text", H, GEMMA3, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
-    ROW("gemma3n", H, GEMMA3N, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
-    ROW("gemma3n_text", H, GEMMA3N, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
+    ROW("gemma3", H, GEMMA3 | WHOLE, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0), DEFAULT_TEXT),
+    ROW("gemma3_text", H, GEMMA3 | WHOLE, NULL, GEMMA3_DEFAULTS, PATTERN, ALL(AB, 0)),
+    ROW("gemma3n", H, GEMMA3N | WHOLE, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0), DEFAULT_TEXT),
+    ROW("gemma3n_text", H, GEMMA3N | WHOLE, NULL, GEMMA3N_DEFAULTS, LISTED, ALL(AB, 0)),
     ROW("gemma4", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=512", LISTED, ALL(AB, 0),
-        GEMMA4_ROPE),
+        GEMMA4_ROPE, DEFAULT_TEXT),
     ROW("gemma4_assistant", H, 0, GEMMA4_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
     ROW("gemma4_text", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=512", LISTED, ALL(AB, 0),
         GEMMA4_ROPE),
     ROW("gemma4_unified", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=1024", LISTED,
-        ALL(AB, 0), GEMMA4_ROPE),
+        ALL(AB, 0), GEMMA4_ROPE, DEFAULT_TEXT),
     ROW("gemma4_unified_assistant", H, 0, GEMMA4_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
     ROW("gemma4_unified_text", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=1024", LISTED,
         ALL(AB, 0), GEMMA4_ROPE),
-    ROW("glm", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
-    ROW("glm4", I, 0, NULL, "partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    ROW("glm", I, 0, NULL, "head_dim=128 partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
+    ROW("glm4", I, 0, NULL, "head_dim=128 partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     /* Glm4MoeConfig: o_proj has no bias; q/k norms with use_qk_norm */
     ROW("glm4_moe", H, RA_HF_QK_NORM_BY_KEY, NULL,
         "partial_rotary_factor=0.5 rms_norm_eps=1e-05 num_attention_heads=96 "
@@ -537,36 +545,41 @@ static const ra_hf_family families[] = {
      * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
     ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
         FIXED(0, 0), .names = gpt_neox_japanese_names),
-    ROW("gpt_oss", H, RA_HF_SINKS, NULL,
+    ROW("gpt_oss", H, RA_HF_SINKS | WHOLE, NULL,
         "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 1), GPT_OSS_ROPE),
     ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0),
         .names = gptj_names),
-    ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
+    ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* GraniteSwaConfig: windows by layer_types, sinks */
-    ROW("granite_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA, NULL,
+    ROW("granite_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA | WHOLE,
+        NULL,
         "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
-    ROW("granitemoe", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
+    ROW("granitemoe", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1",
+        NOWINDOW,
         ALL(AB, 0)),
-    ROW("granitemoe_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA,
+    ROW("granitemoe_swa", H,
+        RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA | WHOLE,
         NULL, "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
-    ROW("granitemoehybrid", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_ROPE_BY_EMBEDDING_TYPE, NULL,
+    ROW("granitemoehybrid", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_ROPE_BY_EMBEDDING_TYPE | WHOLE,
+        NULL,
         "attention_multiplier=1", NOWINDOW, ALL(AB, 0)),
-    ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER, NULL, "attention_multiplier=1", NOWINDOW,
+    ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1",
+        NOWINDOW,
         ALL(AB, 0)),
     /* HeliumConfig: attention_bias for q, k and v only */
-    ROW("helium", I, 0, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
+    ROW("helium", I, WHOLE, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
     /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output (biased with the
      * others by attention_bias: refused, gate_proj.bias unread); two stacks (H_module,
      * L_module) run in cycles, each run a cache slot of its own: a layer number is a slot */
-    ROW("hrm_text", H, RA_HF_GATE_PROJ | RA_HF_LAYER_STACKS, NULL,
+    ROW("hrm_text", H, RA_HF_GATE_PROJ | RA_HF_LAYER_STACKS | WHOLE, NULL,
         "hidden_size=1536 num_attention_heads=12 head_dim=128", NOWINDOW, ALL(AB, 0)),
-    ROW("hunyuan_v1_dense", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+    ROW("hunyuan_v1_dense", H, HUNYUAN | WHOLE, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         .ntk_alpha = 1),
-    ROW("hunyuan_v1_moe", H, HUNYUAN, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+    ROW("hunyuan_v1_moe", H, HUNYUAN | WHOLE, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         .ntk_alpha = 1),
-    ROW("hy_v3", H, RA_HF_QK_NORM, NULL,
+    ROW("hy_v3", H, RA_HF_QK_NORM | WHOLE, NULL,
         "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, ALL(AB, 0)),
     /* HYV4Config: DeepSeek-V3.2's attention (indexer top-k shared by indexer_types) with
@@ -574,7 +587,7 @@ static const ra_hf_family families[] = {
     ROW("hy_v4", H, DSA | RA_HF_INDEXER_SHARED | RA_HF_GATE_PROJ | RA_HF_SINKS, NULL,
         HY_V4_DEFAULTS, NOWINDOW, NO_BIAS),
     /* HyperCLOVAXConfig: attention_multiplier absent or null is head_dim^-1/2 */
-    ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER, NULL,
+    ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
     ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
@@ -588,7 +601,7 @@ static const ra_hf_family families[] = {
     ROW("iquestcoder", H, 0, NULL,
         "hidden_size=5120 num_attention_heads=40 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=131072", NOWINDOW, ALL(AB, 0)),
-    ROW("jais2", H, 0, NULL,
+    ROW("jais2", H, WHOLE, NULL,
         "hidden_size=3328 num_attention_heads=26 max_position_embeddings=8192", NOWINDOW,
         ALL(AB, 1)),
     ROW("jetmoe", H, 0,
@@ -597,7 +610,8 @@ static const ra_hf_family families[] = {
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
-    ROW("kolibri1", H, EXAONE4, NULL, "head_dim=128 sliding_window=513", LISTED, FIXED(0, 0)),
+    ROW("kolibri1", H, EXAONE4 | WHOLE, NULL, "head_dim=128 sliding_window=513", LISTED,
+        FIXED(0, 0)),
     /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
      * (per head or per feature: gating), query heads per layer */
     ROW("laguna", H,
@@ -605,15 +619,16 @@ static const ra_hf_family families[] = {
         "num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=131072 sliding_window=512", RA_HF_WINDOWS_LISTED_ELSE_NONE,
         ALL(AB, 0), LAGUNA_ROPE),
-    ROW("lfm2", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
-    ROW("lfm2_moe", H, LFM2, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
+    ROW("lfm2", H, LFM2 | WHOLE, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
+    ROW("lfm2_moe", H, LFM2 | WHOLE, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0),
+        .names = lfm2_names),
     /* Lfm3Config: Qwen3's q/k norms (epsilon norm_eps), a sigmoid gate per head (g_proj,
      * use_attention_gate), a rope per layer type, windows by layer_types; its convolution
      * layers are refused */
     ROW("lfm3", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE),
-    ROW("llama", H, 0, NULL, NULL, NOWINDOW, ALL(AB, 0)),
-    ROW("llama4", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
-    ROW("llama4_text", I, LLAMA4, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("llama", H, WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("llama4", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
+    ROW("llama4_text", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     /* MellumConfig: a rope per layer type; layer_types, else every layer full */
     ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
@@ -627,7 +642,7 @@ static const ra_hf_family families[] = {
     ROW("minicpm3", H, RA_HF_MLA | RA_HF_V_HEAD_DIM_FROM_HEADS, NULL, MINICPM3_DEFAULTS,
         NOWINDOW, NO_BIAS),
     /* MiniMaxConfig: sliding_window (default null) slides every attention layer */
-    ROW("minimax", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    ROW("minimax", H, WHOLE, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     /* MiniMaxM2Config: q/k norms over the whole projection, rotary_dim */
     ROW("minimax_m2", H, OLMO2 | RA_HF_ROTARY_DIM_FACTOR, NULL,
         "rope_theta=5000000 hidden_size=3072 num_attention_heads=48 num_key_value_heads=8 "
@@ -639,19 +654,19 @@ static const ra_hf_family families[] = {
         RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_SPARSE_LAYER_INDEXER | RA_HF_ROTARY_DIM_IGNORED,
         NULL, "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
         "head_dim=128", NOWINDOW, FIXED(0, 0)),
-    ROW("ministral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
+    ROW("ministral", H, WHOLE, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
      * (default null) slides every layer (the model ignores layer_types) */
-    ROW("ministral3", H, RA_HF_POSITION_Q_SCALING, NULL,
+    ROW("ministral3", H, RA_HF_POSITION_Q_SCALING | WHOLE, NULL,
         "head_dim=128 num_key_value_heads=8 max_position_embeddings=262144",
         RA_HF_WINDOWS_EVERY_LAYER, NO_BIAS, MINISTRAL3_ROPE),
-    ROW("mistral", H, 0, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
-    ROW("mistral3", H, 0, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
-    ROW("mixtral", H, 0, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    ROW("mistral", H, WHOLE, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
+    ROW("mistral3", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0), DEFAULT_TEXT),
+    ROW("mixtral", H, WHOLE, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     /* MllamaTextConfig: its self-attention layers are Llama's, head_dim
      * hidden_size / num_attention_heads (a head_dim key that differs does
      * not fit the weights' shapes: refused) */
-    ROW("mllama_text_model", H, RA_HF_CROSS_ATTENTION_LAYERS, NULL,
+    ROW("mllama_text_model", H, RA_HF_CROSS_ATTENTION_LAYERS | WHOLE, NULL,
         "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=131072", NOWINDOW, FIXED(0, 0), MLLAMA_CROSS),
     /* ModernBertConfig: an encoder, q, k and v fused (Wqkv), attention_bias for Wqkv and Wo;
@@ -669,25 +684,28 @@ static const ra_hf_family families[] = {
     /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
      * decoder.model): Llama's attention, projections under .linear; its mask is causal,
      * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
-    ROW("moshi", H, RA_HF_CACHE_WINDOW, NULL, "max_position_embeddings=3000 sliding_window=3000",
+    ROW("moshi", H, RA_HF_CACHE_WINDOW | WHOLE, NULL,
+        "max_position_embeddings=3000 sliding_window=3000",
         NOWINDOW, FIXED(0, 0), .names = moshi_names),
     /* NanoChatConfig: q and k RMS-normed without weights after RoPE (Llama 4's norm, always:
      * the model reads no use_qk_norm), RoPE by the opposite angle; attention_bias for q, k, v
      * and o */
-    ROW("nanochat", H, RA_HF_QK_L2_NORM | RA_HF_QK_L2_NORM_ALWAYS | RA_HF_ROPE_OPPOSITE_ANGLE,
+    ROW("nanochat", H,
+        RA_HF_QK_L2_NORM | RA_HF_QK_L2_NORM_ALWAYS | RA_HF_ROPE_OPPOSITE_ANGLE | WHOLE,
         NULL, "hidden_size=768 num_attention_heads=6 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
-    ROW("olmo", H, RA_HF_CLIP_QKV, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("olmo", H, RA_HF_CLIP_QKV | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
-    ROW("olmo2", H, OLMO2, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
-    ROW("olmo3", H, OLMO3, NULL, "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
+    ROW("olmo2", H, OLMO2 | WHOLE, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
+    ROW("olmo3", H, OLMO3 | WHOLE, NULL,
+        "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
-    ROW("olmo_hybrid", H, OLMO2, NULL, NULL, NOWINDOW, ALL(AB, 0)),
+    ROW("olmo_hybrid", H, OLMO2 | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
-    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV, NULL,
+    ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV | WHOLE, NULL,
         "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16", NOWINDOW, ALL(AB, 0)),
     /* PersimmonConfig: query_key_value [H, 3, D] and dense, biased; qk_layernorm */
     ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
@@ -705,37 +723,41 @@ static const ra_hf_family families[] = {
         "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0),
         .names = phi3_names),
     /* PhimoeConfig */
-    ROW("phimoe", H, RA_HF_LONGROPE_MSCALE, NULL, "rope_theta=1000000 num_key_value_heads=8",
+    ROW("phimoe", H, RA_HF_LONGROPE_MSCALE | WHOLE, NULL,
+        "rope_theta=1000000 num_key_value_heads=8",
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
-    ROW("qwen2", H, 0, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
-    ROW("qwen2_5_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
-    ROW("qwen2_5_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
-    ROW("qwen2_moe", H, 0, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX,
+    ROW("qwen2", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_moe", H, WHOLE, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX,
         QKV("qkv_bias", 1)),
-    ROW("qwen2_vl", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
-    ROW("qwen2_vl_text", H, RA_HF_MROPE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
-    ROW("qwen3", H, RA_HF_QK_NORM, NULL, QWEN_WINDOW(28), FROM_MAX, ALL(AB, 0)),
+    ROW("qwen2_vl", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_vl_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen3", H, RA_HF_QK_NORM | WHOLE, NULL, "head_dim=128 " QWEN_WINDOW(28), FROM_MAX,
+        ALL(AB, 0)),
     /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
     ROW("qwen3_5", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
-        ALL(AB, 0)),
+        ALL(AB, 0), DEFAULT_TEXT),
     ROW("qwen3_5_moe", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
-        ALL(AB, 0)),
+        ALL(AB, 0), DEFAULT_TEXT),
     ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
     ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
-    ROW("qwen3_moe", H, RA_HF_QK_NORM, NULL, "use_sliding_window=0",
+    ROW("qwen3_moe", H, RA_HF_QK_NORM | WHOLE, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
-    ROW("qwen3_vl", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
-    ROW("qwen3_vl_moe", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
-    ROW("qwen3_vl_moe_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
-    ROW("qwen3_vl_text", H, QWEN3_VL, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA,
+        DEFAULT_TEXT),
+    ROW("qwen3_vl_moe", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA,
+        DEFAULT_TEXT),
+    ROW("qwen3_vl_moe_text", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl_text", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
     /* Qwen4ExpTextConfig: Qwen3.5's gated attention (no default partial rotary; M-RoPE
      * sections [11, 11, 10] by default) beside QSA's block-sparse indexer in every attention
      * layer ("indexed_attention") */
-    ROW("qwen4_exp", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen4_exp", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
     ROW("qwen4_exp_text", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
     /* RecurrentGemmaConfig: attention blocks among recurrent ones by block_types, each sliding;
      * head_dim hidden_size / num_attention_heads (a head_dim key that differs does not fit the
@@ -753,9 +775,9 @@ static const ra_hf_family families[] = {
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1536", NOWINDOW,
         FIXED(1, 1), .names = roformer_names,
         .block_norm = "output.LayerNorm."),
-    ROW("seed_oss", H, 0, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
+    ROW("seed_oss", H, WHOLE, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
-    ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS, NULL,
+    ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS | WHOLE, NULL,
         "rope_theta=2000000 no_rope_layer_interval=4 use_sliding_window=0",
         RA_HF_WINDOWS_GATED_NO_ROPE, ALL(AB, 0)),
     /* SolarOpenConfig: o_proj never has a bias */
@@ -764,10 +786,10 @@ static const ra_hf_family families[] = {
         "head_dim=128 max_position_embeddings=131072", NOWINDOW, QKV(AB, 0)),
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
-    ROW("starcoder2", H, 0, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
+    ROW("starcoder2", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
     /* VaultGemmaConfig: Gemma 2's attention */
-    ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP, NULL,
-        "query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
+    ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP | WHOLE, NULL,
+        "head_dim=256 query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "

@@ -1137,7 +1137,15 @@ static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *n
         snprintf(out->quant.reason, sizeof out->quant.reason, "%s", msg);
         if (msg_len) msg[0] = '\0';
     }
-    return read_fields(text, out, name, msg, msg_len);
+    if (text != root || !out->family || !out->family->default_text_config)
+        return read_fields(text, out, name, msg, msg_len);
+    /* No text_config: transformers makes the default one and reads none of
+     * the top level's keys into it. */
+    cJSON *defaults = cJSON_CreateObject();
+    if (defaults == NULL) return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
+    ra_status status = read_fields(defaults, out, name, msg, msg_len);
+    cJSON_Delete(defaults);
+    return status;
 }
 
 void ra_hf_rope_inherit(ra_hf_rope *rope, const ra_hf_fields *config)

@@ -441,7 +441,8 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* rope type default turns every pair of head_dim, whatever partial_rotary_factor says (its
  * rotary embedding's own compute_default_rope_parameters), proportional reads it; the other
  * types with a partial_rotary_factor other than 1 are refused (their cos and sin fall short of
- * head_dim, which transformers' rotate_half over all of head_dim fails on) (Gemma 4, LFM3) */
+ * head_dim, which transformers' rotate_half over all of head_dim fails on) (Gemma 4, LFM3;
+ * and the Llama-like families, whose compute_default_rope_parameters never reads it) */
 #define RA_HF_DEFAULT_ROPE_WHOLE RA_HF_BIT(84)
 
 /* block_types (default recurrent, recurrent, attention), repeated over num_hidden_layers (default
@@ -576,6 +577,12 @@ typedef struct ra_hf_family {
      * (ESM's "LayerNorm.") or after the output projection's residual
      * (RoFormer's "output.LayerNorm.") */
     const char *block_norm;
+    /* Nonzero: a multimodal config class that builds its text model from
+     * its default text config when config.json has no text_config,
+     * whatever the top level holds (transformers 5's Gemma 3, Llama 4,
+     * Mistral 3, Qwen3-VL ...): the text fields are then the defaults, not
+     * the top level's keys. */
+    int default_text_config;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

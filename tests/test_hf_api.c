@@ -959,6 +959,28 @@ static void test_partial_rotary_read_or_not(void)
         }
         ra_hf_config_close(config);
     }
+    /* GPT-NeoX's config classes fill their rope from rotary_pct and
+     * rotary_emb_base (else 0.25 or 1, and 10000): a top-level
+     * partial_rotary_factor or rope_theta is never read (it was taken) */
+    static const char *const neox[] = {
+        "{\"model_type\": \"gpt_neox\", \"partial_rotary_factor\": 0.5}",
+        "{\"model_type\": \"gpt_neox_japanese\", \"rope_theta\": 5000.0}",
+        "{\"model_type\": \"gpt_neox\", \"rotary_pct\": 0.5}",
+        "{\"model_type\": \"gpt_neox\", \"rotary_pct\": 0.5, \"partial_rotary_factor\": 0.5}",
+    };
+    for (int i = 0; i < 4; i++) {
+        ra_hf_config *config = NULL;
+        ra_status parsed = ra_hf_config_parse(&config, neox[i], strlen(neox[i]));
+        int64_t rotary_dim = 0;
+        if (i < 2)
+            CHECK(parsed == RA_ERR_UNSUPPORTED && strstr(ra_hf_last_error(), "never reads it"),
+                  "%s: %d %s", neox[i], (int)parsed, ra_hf_last_error());
+        else
+            CHECK(parsed == RA_OK && ra_hf_config_rotary_dim(config, 16, &rotary_dim) == RA_OK &&
+                      rotary_dim == 8,
+                  "%s: rotary_dim %lld: %s", neox[i], (long long)rotary_dim, ra_hf_last_error());
+        ra_hf_config_close(config);
+    }
 }
 
 /* M-RoPE's sections from config.json: the family decides the arrangement

@@ -538,12 +538,12 @@ static const ra_hf_family families[] = {
     ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("glm_moe_dsa", I, DSA | RA_HF_INDEXER_SHARED, NULL, GLM_MOE_DSA_DEFAULTS, NOWINDOW,
         NO_BIAS),
-    ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, "partial_rotary_factor=0.25",
+    ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1), .names = gpt_neox_names),
     /* GptOssConfig (transformers 5) */
     /* GPTNeoXJapaneseAttention: no biases in its projections (the last layer's dense_bias is
      * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
-    ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD, NULL, NULL, NOWINDOW,
+    ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, NULL, NOWINDOW,
         FIXED(0, 0), .names = gpt_neox_japanese_names),
     ROW("gpt_oss", H, RA_HF_SINKS | WHOLE, NULL,
         "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "

@@ -195,6 +195,29 @@ static int is_null(const cJSON *root, const char *key)
     return 0;
 }
 
+/* RA_HF_ROPE_NEOX_NAMES: a top-level rope_theta or partial_rotary_factor
+ * that the config class does not read (rotary_emb_base and rotary_pct,
+ * or their defaults, fill its rope first), unless its other name is
+ * there too (alias_agrees: the same value). */
+static ra_status refuse_unread_neox_names(const cJSON *root, const ra_hf_fields *out,
+                                          const char *name, char *msg, size_t msg_len)
+{
+    static const char *const keys[2][2] = {{"rope_theta", "rotary_emb_base"},
+                                           {"partial_rotary_factor", "rotary_pct"}};
+    if (!out->family || !(out->family->features & RA_HF_ROPE_NEOX_NAMES)) return RA_OK;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *item;
+        RA_TRY(ra_io_json_key(root, keys[i][0], name, &item, msg, msg_len));
+        if (item == NULL || has_key(root, keys[i][1])) continue;
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: a top-level \"%s\" without \"%s\": model_type \"%s\"'s config "
+                          "class takes %s (or its default) and never reads it: refused (give %s, "
+                          "or rope_parameters.%s)", name, keys[i][0], keys[i][1],
+                          out->family->model_type, keys[i][1], keys[i][1], keys[i][0]);
+    }
+    return RA_OK;
+}
+
 /* Keys with a family default whose null means something of its own in
  * transformers' config classes and modeling code: head_dim (hidden_size /
  * num_attention_heads), num_key_value_heads (one per query head),
@@ -1034,6 +1057,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         if (item != NULL && !has) RA_TRY(store(&aliases[i], item, out, name, msg, msg_len));
         else if (item != NULL) RA_TRY(alias_agrees(&aliases[i], item, out, name, msg, msg_len));
     }
+    RA_TRY(refuse_unread_neox_names(root, out, name, msg, msg_len));
     /* transformers takes rope_scaling when it is a non-empty object, else
      * rope_parameters, else the family's default rope; but Gemma 3's and
      * OLMo 3's config classes merge rope_scaling's keys into rope_parameters'

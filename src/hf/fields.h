@@ -386,6 +386,10 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_QK_L2_NORM: the norm always applies, use_qk_norm not read (NanoChat's model has
  * no such switch) */
 #define RA_HF_QK_L2_NORM_ALWAYS RA_HF_BIT(62)
+/* its config class fills the rope from rotary_emb_base and rotary_pct (else 10000 and its
+ * default fraction), and a top-level rope_theta or partial_rotary_factor is never read: one
+ * given without its other name is refused (GPT-NeoX, GPT-NeoX-Japanese in transformers 5) */
+#define RA_HF_ROPE_NEOX_NAMES RA_HF_BIT(63)
 /* gatefam's features (bits 72-79) */
 /* two stacks of layers, L_module and H_module, run in cycles (H_cycles of L_cycles runs of the
  * L stack, then one of the H stack), each run of a layer a cache slot of its own: layer N is

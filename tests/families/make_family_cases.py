@@ -675,13 +675,15 @@ def family_cases(out):
     save(out, "cohere_qk_norm", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
 
     # StableLM 2 12B (qk_layernorm): q_layernorm.norms.N, one LayerNorm per
-    # head; a quarter of the features rotate.  The same weights as Cohere's
-    # q_norm [H, D] (run with --layout half) make stablelm_as_cohere: their
-    # norms' gradients must be the same numbers.
+    # head; every feature rotates here (StableLM's partial rotary:
+    # tests/hf's stablelm_partial).  The same weights as Cohere's q_norm
+    # [H, D] (run with --layout half) make stablelm_as_cohere: their norms'
+    # gradients must be the same numbers (Cohere's rotary embedding turns all
+    # of head_dim whatever partial_rotary_factor says).
     w = weights(dim, H, K, D, biases="qkv", norms="heads")
-    cfg = dict(base, model_type="stablelm", rope_theta=1e4, partial_rotary_factor=0.25,
+    cfg = dict(base, model_type="stablelm", rope_theta=1e4, partial_rotary_factor=1.0,
                qk_layernorm=True, use_qkv_bias=True, layer_norm_eps=1e-5)
-    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D // 4), "layout": "half",
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half",
          "layer_norm": True, "eps": 1e-5}
     y = attention(x, w, f)
     tensors = named({r: a for r, a in w.items() if r not in ("qn", "kn")}, layers(0))
@@ -777,7 +779,9 @@ def family_cases(out):
 
     # GPT-NeoX (Pythia): query_key_value packs each head's q, k, v rows
     # ([H, 3, D]), with its bias; dense; rotary_pct, rotary_emb_base.  The
-    # same weights under Llama's names make gpt_neox_split.
+    # same weights under Llama's names make gpt_neox_split (Nemotron's row:
+    # its rotary embedding reads partial_rotary_factor; Llama's turns all of
+    # head_dim whatever it says).
     w = weights(H * D, H, H, D, biases="qkvo")
     cfg = {"model_type": "gpt_neox", "hidden_size": H * D, "num_attention_heads": H,
            "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 2048,
@@ -794,7 +798,7 @@ def family_cases(out):
                p + "masked_bias": f32(np.array(-1e9)),
                p + "rotary_emb.inv_freq": f32(inv_freq(1e4, 4))}
     save(out, "gpt_neox", cfg, tensors, x_neox, attention(x_neox, w, f), 0)
-    save(out, "gpt_neox_split", dict(cfg, model_type="llama", partial_rotary_factor=0.25,
+    save(out, "gpt_neox_split", dict(cfg, model_type="nemotron", partial_rotary_factor=0.25,
                                      rope_theta=1e4, rotary_pct=None, rotary_emb_base=None),
          named(w, layers(0)), x_neox, attention(x_neox, w, f), 0)
 
@@ -1607,7 +1611,7 @@ def family_cases(out):
          None, 0, refused="3-D positions (temporal, height, width) need a rope with "
          "mrope_section", positions=pos3)
     save(out, "mrope_positions_qwen3_vl_without_sections",
-         dict(base, model_type="qwen3_vl", rope_theta=5e6),
+         dict(base, model_type="qwen3_vl_text", rope_theta=5e6),
          dict(plain, **{layers(0) + "q_norm.weight": f32(np.ones(D)),
                         layers(0) + "k_norm.weight": f32(np.ones(D))}), x, None, 0,
          refused="need a rope with mrope_section", positions=pos3)

@@ -118,16 +118,23 @@ static inline int64_t pair_slot(int64_t e, int64_t paired)
 }
 
 /* nv vectors of a K or V row from element d on: pair (a constant) asks
- * for them in bf16 pairs (nv even), else load_any's. */
+ * for them in bf16 pairs (nv even), else load_any's, an fp8 row's two
+ * vectors at a time where nv is even (vload_e4m3_low2: the same values). */
 static inline __attribute__((always_inline)) void load_span(vf *v, const void *row,
                                                             ra_dtype dtype, int64_t d,
                                                             const int nv, const int pair)
 {
-    for (int x = 0; x < nv; x += pair ? 2 : 1) {
+    const int two = pair || (is_e4m3(dtype) && nv % 2 == 0);
+    for (int x = 0; x < nv; x += two ? 2 : 1) {
+        const int64_t at = d + x * RA_W;
         if (pair)
-            vload_bf16_pairs((const uint16_t *)row + d + x * RA_W, &v[x], &v[x + 1]);
+            vload_bf16_pairs((const uint16_t *)row + at, &v[x], &v[x + 1]);
+        else if (two && dtype == RA_F8E4M3)
+            vload_e4m3_low2_nan((const uint8_t *)row + at, &v[x], &v[x + 1]);
+        else if (two)
+            vload_e4m3_low2((const uint8_t *)row + at, &v[x], &v[x + 1]);
         else
-            v[x] = load_any(row, dtype, d + x * RA_W);
+            v[x] = load_any(row, dtype, at);
     }
 }
 
@@ -371,6 +378,9 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
     const int64_t stride = head_dim + 2, row_bytes = head_dim * elem_bytes(dtype);
     const int per_row = RA_W / nr; /* keys per lane sum */
     const int64_t paired = bf16_paired(dtype, head_dim);
+    /* the elements whose keys' codes are read two vectors at a time (bf16
+     * pairs; fp8 rows: load_span's) */
+    const int64_t twos = is_e4m3(dtype) ? head_dim - head_dim % (2 * RA_W) : paired;
     const float *q = g->qs + r0 * head_dim;
     float scores[DECODE_ROWS][DECODE_KEYS];
 #if defined(RA_DECODE_VNNI)
@@ -390,11 +400,11 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
             d = scores_vnni(acc, g->q_codes + r0 * head_dim, bias, keys + k0, ahead, k0,
                             head_dim, nr);
 #endif
-        for (; d + 2 * RA_W <= paired; d += 2 * RA_W) { /* q's even, then odd half */
+        for (; d + 2 * RA_W <= twos; d += 2 * RA_W) { /* bf16: q's even, then odd half */
             vf k[RA_W][2];
             for (int i = 0; i < per_row; i++) {
                 if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
-                load_span(k[i], keys[k0 + i], dtype, d, 2, 1);
+                load_span(k[i], keys[k0 + i], dtype, d, 2, dtype == RA_BF16);
                 for (int x = 0; x < 2; x++)
                     prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip,
                                   d + x * RA_W, ahead->to_l2, ahead->line_far, dtype);

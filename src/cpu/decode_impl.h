@@ -743,6 +743,8 @@ static void decode_task(void *arg, int64_t task, int thread)
             if (quantize_q) { /* the codes' values, for the float kernels */
                 const int8_t *codes = job->q_codes + ((b * n_kv + g) * rows + r) * head_dim;
                 for (int64_t d = 0; d < head_dim; d++) dst[d] = codes[d];
+            } else if (qrow && q->dtype == RA_F32 && !paired) { /* vectorized */
+                for (int64_t d = 0; d < head_dim; d++) dst[d] = ((const float *)qrow)[d] * scale;
             } else if (qrow) { /* a 16-bit q widened exactly; a bf16 cache's in pairs' order */
                 for (int64_t d = 0; d < head_dim; d++)
                     dst[pair_slot(d, paired)] = ra_load(qrow, q->dtype, d) * scale;
@@ -821,12 +823,21 @@ static void decode_task(void *arg, int64_t task, int thread)
         for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
             int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
             const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
-            for (int i = 0; i < DECODE_KEYS; i++) {
-                int64_t slot = slot0 + (i < n ? i : 0);
-                slot = slot < c->capacity ? slot : slot - c->capacity;
-                keys[i] = krows + slot * row_bytes;
-                vals[i] = vrows + slot * row_bytes;
-                if (i8) ks[i] = kscales[slot], vs[i] = vscales[slot];
+            const float *kb = ks, *vb = vs; /* the block's keys' scales */
+            if (n == DECODE_KEYS && slot0 + DECODE_KEYS <= c->capacity) { /* whole, unwrapped:
+                                    the rows in turn, int8's scales where they are */
+                const char *kp = krows + slot0 * row_bytes, *vp = vrows + slot0 * row_bytes;
+                for (int i = 0; i < DECODE_KEYS; i++)
+                    keys[i] = kp + i * row_bytes, vals[i] = vp + i * row_bytes;
+                if (i8) kb = kscales + slot0, vb = vscales + slot0;
+            } else {
+                for (int i = 0; i < DECODE_KEYS; i++) {
+                    int64_t slot = slot0 + (i < n ? i : 0);
+                    slot = slot < c->capacity ? slot : slot - c->capacity;
+                    keys[i] = krows + slot * row_bytes;
+                    vals[i] = vrows + slot * row_bytes;
+                    if (i8) ks[i] = kscales[slot], vs[i] = vscales[slot];
+                }
             }
             slot0 = slot0 + DECODE_KEYS < c->capacity ? slot0 + DECODE_KEYS
                                                        : slot0 + DECODE_KEYS - c->capacity;
@@ -835,7 +846,7 @@ static void decode_task(void *arg, int64_t task, int thread)
                                   next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES,
                                   !next_phase, next_phase ? LINE_FAR_BYTES : 0};
             if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
-            decode_rows(&rows_of_g, head_dim, keys, vals, eight ? ks : NULL, eight ? vs : NULL,
+            decode_rows(&rows_of_g, head_dim, keys, vals, eight ? kb : NULL, eight ? vb : NULL,
                         &ahead, n, j, kind);
         }
     }

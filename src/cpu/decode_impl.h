@@ -5,7 +5,7 @@
  * A task is (b, chunk of RA_DECODE_CHUNK cache slots, a run of kv heads): for
  * each of its kv heads it reads the chunk front to back (one sequential run
  * of K rows and one of V rows: the cache is head-major), a block of
- * DECODE_KEYS slots at a time, each K and V row once for the whole group of
+ * decode_block_keys slots at a time, each K and V row once for the whole group of
  * query rows (rep heads x T new tokens) of its kv head, and keeps, per row,
  * an online softmax:
  *   s_j = c tanh(q . k_j scale / c)   (key j visible to the row, else skipped;
@@ -192,6 +192,29 @@ static inline __attribute__((always_inline)) void prefetch_far(const void *row, 
  * far ahead a block asks for lines. */
 #define DECODE_KEYS (2 * RA_W)
 
+/* An 8-bit cache's blocks are twice as long where their rows still take
+ * at most AHEAD_BLOCK_BYTES (decode_task's requests one phase ahead; at D
+ * 128 on AVX-512: 64 keys of 128 bytes): its step is bound by arithmetic,
+ * not by memory, and the block's fixed work (the softmax's reductions and
+ * exponentials of m, the rescale of o, the wait of P.V for the softmax)
+ * is then spread over twice the keys.  On one core of an Intel Xeon
+ * (family 6 model 167), 4096 keys in L2, 4 query heads: int8 and fp8
+ * 0.92-0.99 of the time with blocks of 32 (median 0.965 of 12 alternating
+ * pairs; from memory within the noise: docs/perf/2026-12-07-decode.md,
+ * tenth session). */
+#define DECODE_KEYS_MAX (4 * RA_W)
+enum { AHEAD_BLOCK_BYTES = 8192 };
+
+/* Keys per block of cache c (DECODE_KEYS or DECODE_KEYS_MAX): a paged
+ * view's as the contiguous cache's, so the same bits. */
+static inline int decode_block_keys(const ra_kv_cache *c)
+{
+    const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype);
+    return ra_dtype_is_cache8(c->dtype) && DECODE_KEYS_MAX * row_bytes <= AHEAD_BLOCK_BYTES
+               ? DECODE_KEYS_MAX
+               : DECODE_KEYS;
+}
+
 /* The keys of a block each row sees, [from[r], to[r]) (empty: from = to =
  * 0), and those every row sees, [shared_from, shared_to) (none: 0, 0). */
 typedef struct decode_seen {
@@ -224,7 +247,7 @@ values_own(vf *acc, const void *const *vals, const float *p, int from, int to, i
 static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
             int64_t skip, int to_l2, int64_t line_far, int64_t far, int64_t row_bytes,
-            float p[][DECODE_KEYS], const float *alpha, const decode_seen *seen, int64_t d,
+            float p[][DECODE_KEYS_MAX], const float *alpha, const decode_seen *seen, int64_t d,
             const int nr, const int nv, const int pair, const ra_dtype dtype)
 {
     const int shared_from = seen->shared_from, shared_to = seen->shared_to;
@@ -354,11 +377,12 @@ typedef struct decode_group {
     const int8_t *q_codes;
 } decode_group;
 
-/* One block of n <= DECODE_KEYS keys (positions j ..) of a kv head against
+/* One block of n <= DECODE_KEYS_MAX keys (positions j ..) of a kv head against
  * rows r0 .. r0 + nr of its group (scaled queries qs [rows, D], a bf16 cache's in pairs, partials
  * group [rows, D + 2], the rows' key ranges first .. last, soft-cap softcap
  * or 0); nr (1, 2 or 4) and dtype are constants.  An 8-bit cache's keys'
- * and values' scales: ks, vs [DECODE_KEYS] (else NULL).
+ * and values' scales: ks, vs [n rounded up to RA_W] (else NULL); keys and
+ * vals [n rounded up to RA_W], those past n any of the cache's rows.
  *
  * Scores: RA_W accumulators, nr rows x RA_W / nr keys, each one vector FMA
  * per RA_W elements of D; vsum_lanes then gives lane r * (RA_W / nr) + i =
@@ -382,12 +406,13 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
      * pairs; fp8 rows: load_span's) */
     const int64_t twos = is_e4m3(dtype) ? head_dim - head_dim % (2 * RA_W) : paired;
     const float *q = g->qs + r0 * head_dim;
-    float scores[DECODE_ROWS][DECODE_KEYS];
+    float scores[DECODE_ROWS][DECODE_KEYS_MAX];
+    const int n_up = (n + RA_W - 1) / RA_W * RA_W; /* the vectors that hold keys */
 #if defined(RA_DECODE_VNNI)
     vi bias[DECODE_ROWS];
     if (dtype == DECODE_I8_Q8) vnni_bias(bias, g->q_codes + r0 * head_dim, head_dim, nr);
 #endif
-    for (int k0 = 0; k0 < DECODE_KEYS; k0 += per_row) {
+    for (int k0 = 0; k0 < n_up; k0 += per_row) {
         if (k0 >= n) { /* past the block's last key: masked below */
             for (int r = 0; r < nr; r++) memset(&scores[r][k0], 0, sizeof(float) * per_row);
             continue;
@@ -440,13 +465,13 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
     }
     if (eight) /* q . (s c) = (q . c) s; quantize_q's ((c_q . c) s_q) s */
         for (int r = 0; r < nr; r++)
-            for (int k0 = 0; k0 < DECODE_KEYS; k0 += RA_W) {
+            for (int k0 = 0; k0 < n_up; k0 += RA_W) {
                 vf sc = vload(scores[r] + k0);
                 if (dtype == DECODE_I8_Q8) sc = sc * vsplat(g->q_scale[r0 + r]);
                 vstore(scores[r] + k0, sc * vload(ks + k0));
             }
 
-    float p[DECODE_ROWS][DECODE_KEYS], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
+    float p[DECODE_ROWS][DECODE_KEYS_MAX], alpha[RA_W], m_old[RA_W] = {0}, m_new[RA_W] = {0};
     float m_exp[RA_W] = {0};
     const decode_seen seen = decode_block_seen(first, last, j, n, r0, nr);
     for (int r = 0; r < nr; r++) {
@@ -574,17 +599,17 @@ static decode_group decode_group_of(const ra_decode_job *job, const float *qs,
 }
 
 /* The K and V rows (and RA_I8 scales) of positions j .. j + n - 1 of a
- * paged view's row b, kv head g, into keys, vals (and ks, vs), the rows
- * past n repeating position j (no row sees them).  One division for the
- * block: the rows then walk through the pages. */
+ * paged view's row b, kv head g, into keys, vals (and ks, vs) [nk], the
+ * rows past n repeating position j (no row sees them).  One division for
+ * the block: the rows then walk through the pages. */
 static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_t j, int n,
-                              const void **keys, const void **vals, float *ks, float *vs)
+                              int nk, const void **keys, const void **vals, float *ks, float *vs)
 {
     const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype), ps = c->page_size;
     const int32_t *table = c->pages[b] + (j / ps - c->first_page[b]);
     int64_t in_page = j % ps, base = (*table * c->n_kv_heads + g) * ps;
     const int64_t first = base + in_page;
-    for (int i = 0; i < DECODE_KEYS; i++) {
+    for (int i = 0; i < nk; i++) {
         const int64_t row = i < n ? base + in_page : first;
         keys[i] = (const char *)c->k + row * row_bytes;
         vals[i] = (const char *)c->v + row * row_bytes;
@@ -599,8 +624,8 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
 /* A block of a paged view's task: kv head g's positions j .. j + n - 1,
  * their rows (paged_rows's) and an 8-bit cache's scales. */
 typedef struct paged_block {
-    const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
-    float ks[DECODE_KEYS], vs[DECODE_KEYS];
+    const void *keys[DECODE_KEYS_MAX], *vals[DECODE_KEYS_MAX];
+    float ks[DECODE_KEYS_MAX], vs[DECODE_KEYS_MAX];
     int64_t g, j;
     int n;
 } paged_block;
@@ -615,19 +640,20 @@ static void paged_block_at(const ra_kv_cache *c, int64_t b, int64_t g0, int64_t 
     const int64_t first = i / (span * heads) * span, in_span = i - first * heads;
     const int64_t blocks = n_blocks - first < span ? n_blocks - first : span;
     block->g = g0 + in_span / blocks;
-    block->j = j_start + (first + in_span % blocks) * DECODE_KEYS;
-    block->n = j_end - block->j < DECODE_KEYS ? (int)(j_end - block->j) : DECODE_KEYS;
+    const int nk = decode_block_keys(c);
+    block->j = j_start + (first + in_span % blocks) * nk;
+    block->n = j_end - block->j < nk ? (int)(j_end - block->j) : nk;
     const int i8 = c->dtype == RA_I8;
-    paged_rows(c, b, block->g, block->j, block->n, block->keys, block->vals,
+    paged_rows(c, b, block->g, block->j, block->n, nk, block->keys, block->vals,
                i8 ? block->ks : NULL, block->vs);
-    for (int k = 0; ra_dtype_is_cache8(c->dtype) && !i8 && k < DECODE_KEYS; k++)
+    for (int k = 0; ra_dtype_is_cache8(c->dtype) && !i8 && k < nk; k++)
         block->ks[k] = e4m3_scale(c->k_scale[block->g]),
         block->vs[k] = e4m3_scale(c->v_scale[block->g]);
 }
 
 /* decode_task's blocks for kv heads g0 .. g0 + heads of row b of a paged
  * view (an ra_kv_pool's pages, cache->page_size > 0), positions [j_start,
- * j_end): each head's blocks of DECODE_KEYS in the contiguous cache's
+ * j_end): each head's blocks of decode_block_keys in the contiguous cache's
  * order, so the same bits (qs, first, last: decode_group_of's; kind:
  * decode_rows's dtype).
  *
@@ -662,8 +688,9 @@ static void decode_paged_task(const ra_decode_job *job, const float *qs, const i
 {
     if (j_start >= j_end) return;
     const ra_kv_cache *c = job->cache;
-    const int64_t ps = c->page_size, n_blocks = (j_end - j_start + DECODE_KEYS - 1) / DECODE_KEYS;
-    const int64_t span = (ps + DECODE_KEYS - 1) / DECODE_KEYS, total = n_blocks * heads;
+    const int nk = decode_block_keys(c);
+    const int64_t ps = c->page_size, n_blocks = (j_end - j_start + nk - 1) / nk;
+    const int64_t span = (ps + nk - 1) / nk, total = n_blocks * heads;
     const int eight = ra_dtype_is_cache8(c->dtype);
     paged_block blocks[2];
     paged_block_at(c, b, g0, heads, j_start, j_end, span, n_blocks, 0, &blocks[0]);
@@ -673,8 +700,8 @@ static void decode_paged_task(const ra_decode_job *job, const float *qs, const i
         if (next)
             paged_block_at(c, b, g0, heads, j_start, j_end, span, n_blocks, i + 1,
                            &blocks[(i + 1) & 1]);
-        const void *ahead_k[DECODE_KEYS], *ahead_v[DECODE_KEYS];
-        for (int k = 0; k < DECODE_KEYS; k++) { /* past the next block: this one's own rows */
+        const void *ahead_k[DECODE_KEYS_MAX], *ahead_v[DECODE_KEYS_MAX];
+        for (int k = 0; k < nk; k++) { /* past the next block: this one's own rows */
             const int on = next && k < next->n;
             ahead_k[k] = on ? next->keys[k] : cur->keys[k];
             ahead_v[k] = on ? next->vals[k] : cur->vals[k];
@@ -795,10 +822,10 @@ static void decode_task(void *arg, int64_t task, int thread)
      * threads an f32 step takes 0.76-0.81 of the time without it (bench).
      * Once per row instead helped f32 less, and a bf16 step took 1.1-1.2
      * times as long as without. */
-    enum { AHEAD_BLOCK_BYTES = 8192, AHEAD_BYTES = 16384, FAR_BYTES = 16384,
-           LINE_FAR_BYTES = 8192 };
+    enum { AHEAD_BYTES = 16384, FAR_BYTES = 16384, LINE_FAR_BYTES = 8192 };
     const int64_t size = (int64_t)ra_dtype_size(c->dtype), row_bytes = kt.stride[1] * size;
-    const int next_phase = DECODE_KEYS * row_bytes <= AHEAD_BLOCK_BYTES;
+    const int nk = decode_block_keys(c); /* keys a block */
+    const int next_phase = nk * row_bytes <= AHEAD_BLOCK_BYTES;
     /* the slot of position j_start; each block's slots follow around the
      * ring (a block's keys span at most the capacity: it wraps once) */
     const int64_t slot_start = j_start < j_end ? ra_kv_cache_slot(c, j_start) : 0;
@@ -811,27 +838,27 @@ static void decode_task(void *arg, int64_t task, int thread)
     }
     for (int64_t g = g0; g < g0 + heads; g++) {
         const decode_group rows_of_g = decode_group_of(job, qs, first, last, b, g, chunk);
-        float ks[DECODE_KEYS], vs[DECODE_KEYS];
+        float ks[DECODE_KEYS_MAX], vs[DECODE_KEYS_MAX];
         const char *krows = (const char *)kt.data + (b * kt.stride[0] + g * kt.stride[2]) * size;
         const char *vrows = (const char *)vt.data + (b * vt.stride[0] + g * vt.stride[2]) * size;
         /* an 8-bit cache's scales of this head: int8's by slot, fp8's one */
         const float *kscales = eight ? ra_kv_cache_scales(c, 0, b, g) : NULL;
         const float *vscales = eight ? ra_kv_cache_scales(c, 1, b, g) : NULL;
-        for (int i = 0; eight && !i8 && i < DECODE_KEYS; i++)
+        for (int i = 0; eight && !i8 && i < nk; i++)
             ks[i] = e4m3_scale(*kscales), vs[i] = e4m3_scale(*vscales);
         int64_t slot0 = slot_start;
-        for (int64_t j = j_start; j < j_end; j += DECODE_KEYS) {
-            int n = j_end - j < DECODE_KEYS ? (int)(j_end - j) : DECODE_KEYS;
-            const void *keys[DECODE_KEYS], *vals[DECODE_KEYS];
+        for (int64_t j = j_start; j < j_end; j += nk) {
+            int n = j_end - j < nk ? (int)(j_end - j) : nk;
+            const void *keys[DECODE_KEYS_MAX], *vals[DECODE_KEYS_MAX];
             const float *kb = ks, *vb = vs; /* the block's keys' scales */
-            if (n == DECODE_KEYS && slot0 + DECODE_KEYS <= c->capacity) { /* whole, unwrapped:
+            if (n == nk && slot0 + nk <= c->capacity) { /* whole, unwrapped:
                                     the rows in turn, int8's scales where they are */
                 const char *kp = krows + slot0 * row_bytes, *vp = vrows + slot0 * row_bytes;
-                for (int i = 0; i < DECODE_KEYS; i++)
+                for (int i = 0; i < nk; i++)
                     keys[i] = kp + i * row_bytes, vals[i] = vp + i * row_bytes;
                 if (i8) kb = kscales + slot0, vb = vscales + slot0;
             } else {
-                for (int i = 0; i < DECODE_KEYS; i++) {
+                for (int i = 0; i < nk; i++) {
                     int64_t slot = slot0 + (i < n ? i : 0);
                     slot = slot < c->capacity ? slot : slot - c->capacity;
                     keys[i] = krows + slot * row_bytes;
@@ -839,13 +866,12 @@ static void decode_task(void *arg, int64_t task, int thread)
                     if (i8) ks[i] = kscales[slot], vs[i] = vscales[slot];
                 }
             }
-            slot0 = slot0 + DECODE_KEYS < c->capacity ? slot0 + DECODE_KEYS
-                                                       : slot0 + DECODE_KEYS - c->capacity;
+            slot0 = slot0 + nk < c->capacity ? slot0 + nk : slot0 + nk - c->capacity;
             decode_ahead ahead = {next_phase ? vals : keys, next_phase ? keys : vals,
                                   next_phase ? 0 : AHEAD_BYTES,
-                                  next_phase ? DECODE_KEYS * row_bytes : AHEAD_BYTES, FAR_BYTES,
+                                  next_phase ? nk * row_bytes : AHEAD_BYTES, FAR_BYTES,
                                   !next_phase, next_phase ? LINE_FAR_BYTES : 0};
-            if (next_phase && j + DECODE_KEYS >= j_end) ahead.values_rows = NULL; /* last block */
+            if (next_phase && j + nk >= j_end) ahead.values_rows = NULL; /* last block */
             decode_rows(&rows_of_g, head_dim, keys, vals, eight ? kb : NULL, eight ? vb : NULL,
                         &ahead, n, j, kind);
         }

@@ -630,7 +630,13 @@ typedef enum ra_attention_path {
     RA_PATH_FLASH,     /* tiled, online softmax; O(tile) extra memory a thread,
                           and 2 Sk D floats (one kv head's K and V, copied
                           contiguous) when more than one block of queries
-                          reads them */
+                          reads them.  A call of at most 32 query rows per
+                          kv head (S H / Hkv: a decoding step's) runs on
+                          the decode kernel (ra_attention_decode's sums,
+                          within float32 rounding of the tiles') unless it
+                          asks for padding, documents, attn_mask, dropout,
+                          non_causal, or K and V of other dtypes or row
+                          strides */
     RA_PATH_COUNT
 } ra_attention_path;
 

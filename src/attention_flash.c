@@ -1,7 +1,9 @@
 /*
  * attention_flash.c — the flash path's scratch and task split; the task
  * itself (tiles, online softmax, SIMD GEMM kernels) is in cpu/flash_impl.h,
- * compiled per ISA and chosen at run time (cpu/dispatch.c).
+ * compiled per ISA and chosen at run time (cpu/dispatch.c).  A block of a
+ * few query rows (a decoding step) runs on the decode kernel instead, when
+ * it asks only for what that kernel serves (attention_short.c).
  *
  * Tasks are (b, kv head, query block), claimed a (b, kv head) group at a
  * time and, within it, longest first (last query block first), so that the
@@ -74,6 +76,11 @@ size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n
             return 0;
         if (pack > RA_MAX_ELEMENTS - n) return 0;
         n += pack;
+        int overflow; /* a short block's, on the decode kernel (ra_attention_flash) */
+        const size_t brief = ra_attention_short_scratch_bytes(seq, n_keys, n_heads, n_kv_heads,
+                                                              head_dim, threads, &overflow);
+        if (overflow) return 0;
+        if (brief > (size_t)n * sizeof(float)) return brief;
     }
     return (size_t)n * sizeof(float);
 }
@@ -109,6 +116,10 @@ static void pack_task(void *arg, int64_t task, int thread)
 
 void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *scratch)
 {
+    if (ra_attention_short(args)) { /* a few query rows: the decode kernel's work */
+        ra_attention_short_run(ctx, args, scratch);
+        return;
+    }
     const ra_tensor *q = args->q;
     ra_flash_job job;
     job.args = args;

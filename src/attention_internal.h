@@ -76,6 +76,18 @@ double ra_attention_reference_row(const ra_attention_args *args, int64_t b, int6
  * block) tasks.  scratch: ra_attention_scratch_bytes(FLASH, threads). */
 void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *scratch);
 
+/* The flash path's short blocks (attention_short.c): whether args' block
+ * runs on the decode kernel (a few query rows, and only what that kernel
+ * serves; seq queries, n_keys keys, rep query heads a kv head); the
+ * scratch bytes that needs for these sizes (0 for a block too
+ * long; *overflow set when it does not fit in memory); and the run. */
+int ra_attention_short(const ra_attention_args *args);
+int ra_attention_short_shape(int64_t seq, int64_t n_keys, int64_t rep); /* its sizes' part */
+size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_heads,
+                                        int64_t n_kv_heads, int64_t head_dim, int threads,
+                                        int *overflow);
+void ra_attention_short_run(ra_context *ctx, const ra_attention_args *args, float *scratch);
+
 /* ---- the backward (attention_backward.c) --------------------------------- */
 
 /* Validates the views and, for the flash path (path must be REFERENCE or

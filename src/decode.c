@@ -226,13 +226,10 @@ static void quantize_queries(ra_decode_job *job, float *area)
     job->q_codes = codes;
 }
 
-/* ra_attention_decode_run with the queries at q_start (NULL: the last
- * tokens cached), chunks counted from -k_start (NULL: 0) and each row's lse
- * written (NULL: not). */
-static void decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
-                       const ra_tensor *q, const int64_t *n_query, const int64_t *q_start,
-                       const int64_t *k_start, float *lse, const ra_attention_mask *mask,
-                       float *scratch)
+void ra_attention_decode_run_at(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
+                                const ra_tensor *q, const int64_t *n_query,
+                                const int64_t *q_start, const int64_t *k_start, float *lse,
+                                const ra_attention_mask *mask, float *scratch)
 {
     ra_decode_job job = make_job(cache, out, q, n_query, q_start, k_start, mask);
     job.lse = lse;
@@ -276,7 +273,7 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
                              const ra_tensor *q, const int64_t *n_query,
                              const ra_attention_mask *mask, float *scratch)
 {
-    decode_run(ctx, cache, out, q, n_query, NULL, NULL, NULL, mask, scratch);
+    ra_attention_decode_run_at(ctx, cache, out, q, n_query, NULL, NULL, NULL, mask, scratch);
 }
 
 RA_API ra_status ra_attention_decode(ra_context *ctx, const ra_kv_cache *cache,
@@ -334,7 +331,8 @@ RA_API ra_status ra_attention_decode_lse(ra_context *ctx, const ra_kv_cache *cac
     RA_TRY(scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total));
     ra_scratch scratch;
     RA_TRY(ra_scratch_acquire(ctx, (size_t)total * sizeof(float), &scratch));
-    decode_run(ctx, cache, out, q, n_query, q_start, k_start, lse, &mask, scratch.data);
+    ra_attention_decode_run_at(ctx, cache, out, q, n_query, q_start, k_start, lse, &mask,
+                               scratch.data);
     ra_scratch_release(&scratch);
     return RA_OK;
 }

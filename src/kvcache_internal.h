@@ -121,4 +121,13 @@ void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra
                              const ra_tensor *q, const int64_t *n_query,
                              const ra_attention_mask *mask, float *scratch);
 
+/* ra_attention_decode_run with the queries at q_start (NULL: the last
+ * tokens cached), chunks counted from -k_start (NULL: 0) and each row's lse
+ * written (NULL: not): ra_attention_decode_lse's run, and the flash path's
+ * short blocks' (attention_short.c). */
+void ra_attention_decode_run_at(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
+                                const ra_tensor *q, const int64_t *n_query,
+                                const int64_t *q_start, const int64_t *k_start, float *lse,
+                                const ra_attention_mask *mask, float *scratch);
+
 #endif

@@ -710,7 +710,11 @@ RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float 
         return status;
     }
 
-    const int fused = call.attn.path == RA_PATH_FLASH && ra_layer_late_rope(layer);
+    /* RoPE fused into the flash tiles' loads; not for a short call, which
+     * runs on the decode kernel over rotated rows (attention_short.c), as
+     * ra_layer_forward_train's does: the same bits */
+    const int fused = call.attn.path == RA_PATH_FLASH && ra_layer_late_rope(layer) &&
+                      !ra_attention_short_shape(seq, seq, H / Hkv);
     if (fused) {
         args.rope = layer->rope;
         args.positions = &call.pos;

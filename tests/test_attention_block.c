@@ -5,7 +5,8 @@
  * here: before, across and after the diagonal, keys wholly after the
  * queries, windows that hide whole rows, softcap, sinks, GQA, odd D; the
  * same bits as ra_attention_forward_lse and ra_attention_decode where the
- * calls coincide; argument checks.  ra_attention_block_backward: the
+ * calls coincide; short blocks (a decoding step's few queries) over many
+ * shapes; argument checks.  ra_attention_block_backward: the
  * blocks of a split of a whole sequence summed against ra_attention_backward
  * over it, its bits on the diagonal block, any thread count the same bits.
  *
@@ -131,6 +132,115 @@ static void test_block_matches_reference(void)
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx, &cases[i], 40 + i);
     ra_context_destroy(ctx);
+}
+
+/* K or V rows of case c from src to dst: [B, Sk, Hkv, D] to head-major
+ * [B, Hkv, Sk, D] (back: the other way), or as they are (head_major 0). */
+static void kv_layout(float *dst, const float *src, const block_case *c, int head_major,
+                      int back)
+{
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t j = 0; j < c->Sk; j++)
+            for (int64_t g = 0; g < c->Hkv; g++) {
+                const int64_t rows = ((b * c->Sk + j) * c->Hkv + g) * c->D;
+                const int64_t heads = head_major ? ((b * c->Hkv + g) * c->Sk + j) * c->D : rows;
+                memcpy(dst + (back ? rows : heads), src + (back ? heads : rows),
+                       sizeof(float) * c->D);
+            }
+}
+
+/* Short blocks, a few query rows (the flash path runs them on the decode
+ * kernel: attention_short.c), against the reference: Sq 1 .. 8, Sk 1 ..
+ * 5000 (across the decode's chunks of 1024), groups of 1 to 8 query heads,
+ * 1 to 3 kv heads, D 13 to 128, the queries at the keys' end (a decoding
+ * step), inside them, before and after them, with windows, chunks,
+ * soft-caps and sinks; K and V token-major or head-major (transformers'
+ * cache, [B, Hkv, Sk, D] seen as [B, Sk, Hkv, D]); f32, f16 and bf16 (the
+ * reference on the 16-bit values, widened exactly).  Tolerance as the
+ * longer blocks': 2e-5 of max|out| and 2e-5 on lse: float32 sums of up to
+ * 5000 terms (about 1e-6 seen).  1, 2 and 3 threads: the same bits. */
+static void test_short_blocks(void)
+{
+    static const int64_t keys[] = {1, 2, 7, 31, 32, 33, 100, 1023, 1024, 1025, 2100, 5000};
+    static const int64_t dims[] = {13, 16, 40, 64, 128};
+    static const ra_dtype dtypes[] = {RA_F32, RA_F32, RA_BF16, RA_F16};
+    ra_context *ctx[3];
+    for (int t = 0; t < 3; t++) CHECK(ra_context_create(&ctx[t], t + 1) == RA_OK, "ctx");
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 40; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int64_t Sq = 1 + i % 8, Sk = keys[i % 12], Hkv = 1 + (int64_t)(x % 3);
+        const int64_t rep = (int64_t)1 << (x >> 8) % 4, D = dims[(x >> 16) % 5];
+        const int where = (int)((x >> 24) % 5), masks = (int)((x >> 32) % 5);
+        const int head_major = (x >> 40) & 1;
+        const ra_dtype dtype = dtypes[(x >> 44) % 4];
+        block_case c = {1 + (int64_t)((x >> 48) & 1), Sq, Sk, rep * Hkv, Hkv, D, 0, 9, 0, 0, 0, 0};
+        /* at the end (twice as often), inside, before, after the keys */
+        const int64_t at[5] = {Sk - Sq, Sk - Sq, Sk / 2, -Sq - 2, Sk + 5};
+        c.q_start = c.k_start + at[where];
+        if (masks == 1) c.window = 1 + Sk / 3;
+        if (masks == 2) c.chunk = 64;
+        if (masks == 3) c.softcap = 20.0;
+        if (masks == 4) c.sinks = 1;
+        const int64_t nq = c.B * Sq * c.H * D, nk = c.B * Sk * Hkv * D;
+        float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+        float *v = malloc(sizeof(float) * nk), *sinks = malloc(sizeof(float) * c.H);
+        float *ref = malloc(sizeof(float) * nq), *ref_lse = malloc(sizeof(float) * c.B * c.H * Sq);
+        float *out[3], *lse[3];
+        for (int t = 0; t < 3; t++)
+            out[t] = malloc(sizeof(float) * nq), lse[t] = malloc(sizeof(float) * c.B * c.H * Sq);
+        ra_test_fill(q, nq, 300 + i), ra_test_fill(k, nk, 400 + i), ra_test_fill(v, nk, 500 + i);
+        ra_test_fill(sinks, c.H, 600 + i);
+        for (int64_t e = 0; e < nq; e++) q[e] *= 3.0f; /* peakier softmax */
+        /* the library's inputs: dtype, K and V in the case's layout */
+        const size_t size = dtype == RA_F32 ? 4 : 2;
+        char *qd = malloc(size * nq), *kd = malloc(size * nk), *vd = malloc(size * nk);
+        float *kl = malloc(sizeof(float) * nk), *vl = malloc(sizeof(float) * nk);
+        kv_layout(kl, k, &c, head_major, 0);
+        kv_layout(vl, v, &c, head_major, 0);
+        CHECK(ra_convert(qd, dtype, q, RA_F32, nq) == RA_OK &&
+                  ra_convert(kd, dtype, kl, RA_F32, nk) == RA_OK &&
+                  ra_convert(vd, dtype, vl, RA_F32, nk) == RA_OK, "convert");
+        /* the reference's: the values the library reads, widened back */
+        CHECK(ra_convert(q, RA_F32, qd, dtype, nq) == RA_OK &&
+                  ra_convert(kl, RA_F32, kd, dtype, nk) == RA_OK &&
+                  ra_convert(vl, RA_F32, vd, dtype, nk) == RA_OK, "widen");
+        kv_layout(k, kl, &c, head_major, 1);
+        kv_layout(v, vl, &c, head_major, 1);
+        ra_attention_options o = ra_attention_options_init();
+        o.softcap = c.softcap, o.window = c.window, o.chunk = c.chunk;
+        o.sinks = c.sinks ? sinks : NULL;
+        ra_tensor tq = ra_tensor_4d(qd, dtype, c.B, Sq, c.H, D);
+        ra_tensor tk = ra_tensor_4d(kd, dtype, c.B, Sk, Hkv, D);
+        ra_tensor tv = ra_tensor_4d(vd, dtype, c.B, Sk, Hkv, D);
+        if (head_major)
+            for (int d = 0; d < 3; d++)
+                tk.stride[d] = tv.stride[d] = d == 0 ? Hkv * Sk * D : d == 1 ? D : Sk * D;
+        for (int t = 0; t < 3; t++) {
+            ra_tensor to = ra_tensor_4d(out[t], RA_F32, c.B, Sq, c.H, D);
+            CHECK(ra_attention_block_lse(ctx[t], &to, lse[t], &tq, &tk, &tv, c.q_start, c.k_start,
+                                         0, &o) == RA_OK, "block: %s", ra_last_error());
+        }
+        reference(&c, q, k, v, o.sinks, ref, ref_lse);
+        double e = ra_test_max_rel_diff(out[0], ref, nq), el = 0;
+        for (int64_t r = 0; r < c.B * c.H * Sq; r++) {
+            double d = ref_lse[r] == lse[0][r] ? 0 : fabs(ref_lse[r] - lse[0][r]);
+            el = d > el || isnan(d) ? d : el;
+        }
+        CHECK(e <= 2e-5 && el <= 2e-5, "case %d: B %lld Sq %lld Sk %lld H %lld Hkv %lld D %lld "
+              "q_start %lld, masks %d, %s, %s: out off by %.3g, lse by %.3g", i, (long long)c.B,
+              (long long)Sq, (long long)Sk, (long long)c.H, (long long)Hkv, (long long)D,
+              (long long)c.q_start, masks, head_major ? "head-major" : "token-major",
+              dtype == RA_F32 ? "f32" : dtype == RA_BF16 ? "bf16" : "f16", e, el);
+        for (int t = 1; t < 3; t++)
+            CHECK(!memcmp(out[t], out[0], sizeof(float) * nq) &&
+                      !memcmp(lse[t], lse[0], sizeof(float) * c.B * c.H * Sq),
+                  "case %d: other bits on %d threads", i, t + 1);
+        for (int t = 0; t < 3; t++) free(out[t]), free(lse[t]);
+        free(q), free(k), free(v), free(sinks), free(ref), free(ref_lse);
+        free(qd), free(kd), free(vd), free(kl), free(vl);
+    }
+    for (int t = 0; t < 3; t++) ra_context_destroy(ctx[t]);
 }
 
 /* q_start = k_start, Sq = Sk: ra_attention_forward_lse's bits. */
@@ -641,6 +751,7 @@ static void simd_cases(void)
 {
     RUN(test_block_matches_reference);
     RUN(test_block_is_forward_lse);
+    RUN(test_short_blocks);
     RUN(test_decode_lse);
     RUN(test_block_backward_sums);
     RUN(test_block_backward_diagonal);

@@ -38,6 +38,11 @@ struct ra_kv_cache {
     int64_t page_size;
     const int32_t *const *pages; /* [B] block tables */
     const int64_t *first_page;   /* [B] the logical page of each table's entry 0 */
+    /* k_stride[3] = 1: a view of a block's own K and V tensors for one
+     * decode call (attention_short.c; window 0, capacity and length the
+     * keys' count): k, v [B, capacity, Hkv, D] at these element strides,
+     * k_stride[1] = v_stride[1]; all 0: the storage's own layout */
+    int64_t k_stride[4], v_stride[4];
 };
 
 /* The slot of the token at position p (one the cache still holds). */
@@ -62,6 +67,9 @@ static inline ra_tensor ra_kv_cache_view(const ra_kv_cache *cache, int which)
     ra_tensor t = {which ? cache->v : cache->k, cache->dtype,
                    {cache->batch, capacity, heads, d},
                    {heads * capacity * d, d, capacity * d, 1}};
+    const int64_t *borrowed = which ? cache->v_stride : cache->k_stride;
+    if (borrowed[3])
+        for (int i = 0; i < 4; i++) t.stride[i] = borrowed[i];
     return t;
 }
 

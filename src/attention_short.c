@@ -1,0 +1,97 @@
+/*
+ * attention_short.c — the flash path's short blocks: a block of a few
+ * query rows (a decoding step's new token or few over the keys before
+ * them, as transformers' cache hands them to ra_attention_block_lse) runs
+ * on the decode kernel (cpu/decode_impl.h) over a view of its own K and V
+ * (ra_kv_cache's borrowed strides), not on the flash tiles: a tile
+ * computes RA_FLASH_ROWS rows whatever the block holds (one query of a
+ * group of 4 heads: 4 real rows of 64, 16 times the work).  The decode
+ * kernel reads each block of keys once for the group's rows, 4 rows a
+ * load, and splits the keys into chunks across threads, merged in chunk
+ * order: the same bits for any thread count, not the flash tiles' bits
+ * (another order of the same float32 sums).
+ *
+ * It serves what the decode kernel does as ra_attention_decode_lse does:
+ * the causal mask with the queries anywhere against the keys (q_shift),
+ * scale, soft-cap, window, chunk (counted from the block's k_start) and
+ * sinks, out and lse.  Anything else (padding, documents, attn_mask,
+ * dropout, non-causal, fused RoPE, K and V of other dtypes or row strides)
+ * stays on the flash tiles.
+ *
+ *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
+ */
+#include <string.h>
+
+#include "attention_internal.h"
+#include "kvcache_internal.h"
+
+/* The most query rows (query heads of a group times queries) a short
+ * block has.  One thread of an Intel Xeon (family 6 model 167), K and V
+ * of 2048 keys, D 128, the queries at the end: the flash tiles took 2.1
+ * ms for any block up to 64 rows, the decode kernel 0.33, 0.55, 0.98,
+ * 1.8 and 3.3 ms for 4, 8, 16, 32 and 64 (docs/perf/2026-12-06-torch2.md,
+ * 2026-12-07). */
+enum { SHORT_ROWS = 32 };
+
+int ra_attention_short_shape(int64_t seq, int64_t n_keys, int64_t rep)
+{
+    return seq >= 1 && n_keys >= 1 && rep <= SHORT_ROWS && seq * rep <= SHORT_ROWS;
+}
+
+/* A view of batch row b of t: [1, S, heads, D]. */
+static ra_tensor batch_row(const ra_tensor *t, int64_t b)
+{
+    ra_tensor row = *t;
+    row.data = (char *)t->data + (size_t)(b * t->stride[0]) * ra_dtype_size(t->dtype);
+    row.shape[0] = 1;
+    return row;
+}
+
+int ra_attention_short(const ra_attention_args *a)
+{
+    const ra_attention_mask *m = &a->mask;
+    const ra_tensor *k = a->k, *v = a->v;
+    return ra_attention_short_shape(a->q->shape[1], k->shape[1], a->q->shape[2] / k->shape[2]) &&
+           !a->rope && !a->dropout && !m->padding && !m->cu_seqlens && !m->attn &&
+           !m->non_causal && !m->quantize_q && k->dtype == v->dtype &&
+           (k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) &&
+           k->stride[1] == v->stride[1];
+}
+
+size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_heads,
+                                        int64_t n_kv_heads, int64_t head_dim, int threads,
+                                        int *overflow)
+{
+    *overflow = 0;
+    if (!ra_attention_short_shape(seq, n_keys, n_heads / n_kv_heads)) return 0;
+    int64_t length = n_keys; /* one batch row at a time (ra_attention_short_run) */
+    const ra_kv_cache view = {.batch = 1, .capacity = n_keys, .n_kv_heads = n_kv_heads,
+                              .head_dim = head_dim, .dtype = RA_F32, .length = &length};
+    const ra_tensor q = ra_tensor_4d(NULL, RA_F32, 1, seq, n_heads, head_dim);
+    size_t bytes = 0;
+    *overflow = ra_attention_decode_scratch(&view, &q, threads, 0, &bytes) != RA_OK;
+    return bytes;
+}
+
+void ra_attention_short_run(ra_context *ctx, const ra_attention_args *a, float *scratch)
+{
+    const ra_tensor *q = a->q, *k = a->k, *v = a->v;
+    const int64_t n_heads = q->shape[2], seq = q->shape[1];
+    const size_t size = ra_dtype_size(k->dtype);
+    /* query row i at key row q_shift + i; the chunks from position -k_start */
+    const int64_t q_start = a->q_shift, k_start = a->k_start;
+    for (int64_t b = 0; b < q->shape[0]; b++) {
+        int64_t length = k->shape[1];
+        ra_kv_cache view = {.batch = 1, .capacity = length, .n_kv_heads = k->shape[2],
+                            .head_dim = k->shape[3], .dtype = k->dtype,
+                            .k = (char *)k->data + (size_t)(b * k->stride[0]) * size,
+                            .v = (char *)v->data + (size_t)(b * v->stride[0]) * size,
+                            .length = &length};
+        memcpy(view.k_stride, k->stride, sizeof view.k_stride);
+        memcpy(view.v_stride, v->stride, sizeof view.v_stride);
+        const ra_tensor qb = batch_row(q, b), ob = batch_row(a->out, b);
+        ra_attention_decode_run_at(ctx, &view, &ob, &qb, NULL, &q_start, &k_start,
+                                   a->lse ? a->lse + b * n_heads * seq : NULL, &a->mask,
+                                   scratch);
+    }
+}

@@ -16,7 +16,8 @@
  * scale, soft-cap, window, chunk (counted from the block's k_start) and
  * sinks, out and lse.  Anything else (padding, documents, attn_mask,
  * dropout, non-causal, fused RoPE, K and V of other dtypes or row strides)
- * stays on the flash tiles.
+ * stays on the flash tiles; a padding mask of ones, or one document, is
+ * none.
  *
  *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
  */
@@ -47,12 +48,23 @@ static ra_tensor batch_row(const ra_tensor *t, int64_t b)
     return row;
 }
 
+/* Whether mask's padding, if any, marks no token (it then changes nothing,
+ * the chunks' origin included): a padding mask of ones and one document
+ * take the short path as none do, so that they keep its bits. */
+static int no_padding(const ra_attention_mask *m)
+{
+    for (int64_t i = 0; m->padding && i < m->batch * m->seq; i++)
+        if (!m->padding[i]) return 0;
+    return 1;
+}
+
 int ra_attention_short(const ra_attention_args *a)
 {
     const ra_attention_mask *m = &a->mask;
     const ra_tensor *k = a->k, *v = a->v;
     return ra_attention_short_shape(a->q->shape[1], k->shape[1], a->q->shape[2] / k->shape[2]) &&
-           !a->rope && !a->dropout && !m->padding && !m->cu_seqlens && !m->attn &&
+           !a->rope && !a->dropout && no_padding(m) &&
+           (!m->cu_seqlens || m->n_documents == 1) && !m->attn &&
            !m->non_causal && !m->quantize_q && k->dtype == v->dtype &&
            (k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) &&
            k->stride[1] == v->stride[1];

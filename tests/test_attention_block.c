@@ -159,7 +159,7 @@ static void kv_layout(float *dst, const float *src, const block_case *c, int hea
  * reference on the 16-bit values, widened exactly).  Tolerance as the
  * longer blocks': 2e-5 of max|out| and 2e-5 on lse: float32 sums of up to
  * 5000 terms (1.3e-6 and 9.5e-7 seen, every kernel).  1, 2 and 3 threads:
- * the same bits. */
+ * the same bits, and a padding mask of ones with one document none's. */
 static void test_short_blocks(void)
 {
     static const int64_t keys[] = {1, 2, 7, 31, 32, 33, 100, 1023, 1024, 1025, 2100, 5000};
@@ -237,6 +237,19 @@ static void test_short_blocks(void)
             CHECK(!memcmp(out[t], out[0], sizeof(float) * nq) &&
                       !memcmp(lse[t], lse[0], sizeof(float) * c.B * c.H * Sq),
                   "case %d: other bits on %d threads", i, t + 1);
+        if (where == 0) { /* a padding mask of ones, one document: none's bits */
+            const int64_t seq = c.k_start + Sk, cu[2] = {0, seq};
+            uint8_t *ones = malloc((size_t)(c.B * seq));
+            memset(ones, 1, (size_t)(c.B * seq));
+            o.padding_mask = ones, o.cu_seqlens = cu, o.n_documents = 1;
+            ra_tensor to = ra_tensor_4d(out[1], RA_F32, c.B, Sq, c.H, D);
+            CHECK(ra_attention_block_lse(ctx[1], &to, lse[1], &tq, &tk, &tv, c.q_start,
+                                         c.k_start, seq, &o) == RA_OK &&
+                      !memcmp(out[1], out[0], sizeof(float) * nq) &&
+                      !memcmp(lse[1], lse[0], sizeof(float) * c.B * c.H * Sq),
+                  "case %d: a padding mask of ones changed the bits", i);
+            free(ones);
+        }
         for (int t = 0; t < 3; t++) free(out[t]), free(lse[t]);
         free(q), free(k), free(v), free(sinks), free(ref), free(ref_lse);
         free(qd), free(kd), free(vd), free(kl), free(vl);

@@ -872,6 +872,35 @@ static void decode_task(void *arg, int64_t task, int thread)
                                   next_phase ? nk * row_bytes : AHEAD_BYTES, FAR_BYTES,
                                   !next_phase, next_phase ? LINE_FAR_BYTES : 0};
             if (next_phase && j + nk >= j_end) ahead.values_rows = NULL; /* last block */
+            /* Near the end of the head's positions (to_l2): the rows past j_end
+             * belong to another task, so ask for the next head's first rows of
+             * this task instead (after the last head: the block's own, nothing).
+             * At D 128 (f32) the rows past j_end were 32 KiB of each 1 MiB read;
+             * on one core of the Intel Xeon (family 6 model 167) the contiguous
+             * twin of the paged bench (32 sequences) went from 0.78-0.81 to
+             * 0.80-0.82 of the read limit, an f32 step over 32768 tokens took
+             * 0.98 of the time (bench, alternating runs;
+             * docs/perf/2026-12-07-paged.md). */
+            const void *end_k[DECODE_KEYS_MAX], *end_v[DECODE_KEYS_MAX];
+            const int64_t on = AHEAD_BYTES / row_bytes; /* rows ahead of a to_l2 request */
+            if (!next_phase && on > 0 && j + nk + on > j_end) {
+                const int next_head = g + 1 < g0 + heads;
+                for (int i = 0; i < nk; i++) {
+                    const int64_t past = j + (i < n ? i : 0) + on - j_end; /* rows past j_end */
+                    end_k[i] = (const char *)keys[i] + AHEAD_BYTES;
+                    end_v[i] = (const char *)vals[i] + AHEAD_BYTES;
+                    if (past >= 0 && next_head && past < j_end - j_start) {
+                        int64_t slot = slot_start + past;
+                        slot = slot < c->capacity ? slot : slot - c->capacity;
+                        end_k[i] = krows + (kt.stride[2] + slot * kt.stride[1]) * size;
+                        end_v[i] = vrows + (vt.stride[2] + slot * vt.stride[1]) * size;
+                    } else if (past >= 0) {
+                        end_k[i] = keys[i], end_v[i] = vals[i];
+                    }
+                }
+                ahead.scores_rows = end_k, ahead.values_rows = end_v;
+                ahead.scores_skip = ahead.values_skip = 0;
+            }
             decode_rows(&rows_of_g, head_dim, keys, vals, eight ? kb : NULL, eight ? vb : NULL,
                         &ahead, n, j, kind);
         }

@@ -842,6 +842,21 @@ static void test_config_attention(void)
     expect(ra_hf_config_rotary_dim(partial, 6, &rotary_dim), RA_ERR_HEAD_DIM, "even",
            "3 rotary features");
     ra_hf_config_close(partial);
+    /* Llama's model under other names (InternLM2's remote code, InternLM3,
+     * IQuest-Coder) and DBRX: their rotary embeddings turn all of head_dim
+     * whatever partial_rotary_factor says (hf_sweep --variant partial) */
+    static const char *const whole[] = {"internlm2", "internlm3", "iquestcoder", "dbrx"};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        char json[200];
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"rope_theta\": 1e4, "
+                 "\"partial_rotary_factor\": 0.5}", whole[i]);
+        ra_hf_config *c = NULL;
+        rotary_dim = 0;
+        CHECK(ra_hf_config_parse(&c, json, strlen(json)) == RA_OK &&
+                  ra_hf_config_rotary_dim(c, 16, &rotary_dim) == RA_OK && rotary_dim == 16,
+              "%s: rotary_dim %lld (%s)", whole[i], (long long)rotary_dim, ra_hf_last_error());
+        ra_hf_config_close(c);
+    }
     CHECK(ra_hf_tensor_layer("model.layers.12.self_attn.q_proj.weight", &layer) == RA_OK &&
               layer == 12, "layer %lld", (long long)layer);
     CHECK(ra_hf_tensor_layer("model.embed_tokens.weight", &layer) == RA_OK && layer == -1,

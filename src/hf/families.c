@@ -415,7 +415,7 @@ static const ra_hf_family families[] = {
      * a rope per layer type, the full layers' null: no RoPE, q scaled by position */
     ROW("beam", H,
         RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_NULL_ROPE_SCALED | RA_HF_GATE_PROJ |
-            RA_HF_GATE_BIAS, NULL,
+            RA_HF_GATE_BIAS | WHOLE, NULL,
         "hidden_size=5120 num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=8192 sliding_window=512", LISTED, ALL(AB, 0), BEAM_ROPE),
     ROW("bitnet", H, RA_HF_O_NORM | WHOLE, NULL,
@@ -452,7 +452,7 @@ static const ra_hf_family families[] = {
         "head_dim=128 max_position_embeddings=131072 sliding_window=8192",
         RA_HF_WINDOWS_FULL_EVERY_FOURTH, FIXED(0, 0), CWM_ROPE),
     /* DbrxConfig: d_model, n_heads, max_seq_len; attn_config (fields.c) */
-    ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG, NULL,
+    ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG | WHOLE, NULL,
         "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
         FIXED(0, 0), .names = dbrx_names),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
@@ -592,13 +592,13 @@ static const ra_hf_family families[] = {
         ALL(AB, 0)),
     ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
         "position projection (r_proj) are not supported", NULL, NOWINDOW, NO_BIAS),
-    ROW("internlm2", H, 0, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
+    ROW("internlm2", H, WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
     /* InternLM3Config: Llama's model */
-    ROW("internlm3", H, RA_HF_QKV_BIAS_NAME, NULL,
+    ROW("internlm3", H, RA_HF_QKV_BIAS_NAME | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 head_dim=128 "
         "max_position_embeddings=32768", NOWINDOW, ALL(AB, 0)),
     /* IQuestCoderConfig: Llama's model */
-    ROW("iquestcoder", H, 0, NULL,
+    ROW("iquestcoder", H, WHOLE, NULL,
         "hidden_size=5120 num_attention_heads=40 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=131072", NOWINDOW, ALL(AB, 0)),
     ROW("jais2", H, WHOLE, NULL,

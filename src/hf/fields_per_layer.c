@@ -13,8 +13,9 @@
  *   layer_types' last entry full_attention (RA_HF_LAST_LAYER_FULL): the
  *     config class forces it so whatever the file says;
  *   the default rope over all of head_dim (RA_HF_DEFAULT_ROPE_WHOLE):
- *     Gemma4TextRotaryEmbedding's (and LFM3's)
- *     compute_default_rope_parameters reads no partial_rotary_factor (what
+ *     Gemma4TextRotaryEmbedding's (and LFM3's, Llama's and most families':
+ *     families.c's WHOLE) compute_default_rope_parameters reads no
+ *     partial_rotary_factor (what
  *     the rope object has, or took from the top level, is dropped); the
  *     proportional rope reads it; the other types, which would rotate
  *     fewer features than head_dim, are refused.

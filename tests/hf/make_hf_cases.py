@@ -1238,6 +1238,16 @@ def dots3_cases():
                                   per_layer_config=None))
 
 
+def partial_whole_cases():
+    """partial_rotary_factor where the family's default rope reads none
+    (Mistral's, Llama's and most families' compute_default_rope_parameters):
+    all of head_dim turns."""
+    yield family("mistral_partial_whole", "Mistral",
+                 dict(TINY, head_dim=16, sliding_window=None),
+                 rope={"rope_type": "default", "rope_theta": 10000.0,
+                       "partial_rotary_factor": 0.5})
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1260,6 +1270,7 @@ def named_seed_cases():
     yield from misc_cases()
     yield from gate2_cases()
     yield from dots3_cases()
+    yield from partial_whole_cases()
     from encoder_cases import encoder_cases  # (it imports this module)
     yield from encoder_cases()
 

@@ -405,9 +405,9 @@ static const ra_hf_family families[] = {
         "not name", NULL, NOWINDOW, NO_BIAS),
     /* BailingHybridConfig (Ling 3.0): DeepSeek-V3's latent attention with q_proj alone,
      * interleaved pairs always, and a sigmoid gate per head (g_proj); its linear-attention
-     * layers are refused (layer_types) */
-    ROW("bailing_hybrid", I, RA_HF_MLA | RA_HF_GATE_PER_HEAD, NULL, BAILING_HYBRID_DEFAULTS,
-        NOWINDOW, NO_BIAS, .names = bailing_hybrid_names),
+     * layers are refused (layer_types); max_position_embeddings saved as model_max_length */
+    ROW("bailing_hybrid", I, RA_HF_MLA | RA_HF_GATE_PER_HEAD | RA_HF_MODEL_MAX_LENGTH, NULL,
+        BAILING_HYBRID_DEFAULTS, NOWINDOW, NO_BIAS, .names = bailing_hybrid_names),
     /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
         ALL(AB, 0)),

@@ -100,6 +100,8 @@ static const field aliases[] = {
     ALIAS("n_heads", num_attention_heads, POSITIVE_INTEGER, MAX_SIZE, RA_HF_NESTED_ATTN_CONFIG),
     ALIAS("max_seq_len", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS,
           RA_HF_NESTED_ATTN_CONFIG),
+    ALIAS("model_max_length", max_position_embeddings, POSITIVE_INTEGER, MAX_POSITIONS,
+          RA_HF_MODEL_MAX_LENGTH),
 };
 
 /* DBRX's attn_config keys, read into the top level's fields. */

@@ -485,6 +485,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_INDEXER_TOPK: only the layers layer_types names indexed_attention have the
  * indexer, and rope_parameters' indexed_attention entry is theirs (as full_attention's) */
 #define RA_HF_INDEXED_LAYER_TYPES RA_HF_BIT(122)
+/* model_max_length for max_position_embeddings (BailingHybridConfig's attribute_map: a dynamic
+ * rope rescales past it) */
+#define RA_HF_MODEL_MAX_LENGTH RA_HF_BIT(123)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

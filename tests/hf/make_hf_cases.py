@@ -1241,11 +1241,24 @@ def dots3_cases():
 def partial_whole_cases():
     """partial_rotary_factor where the family's default rope reads none
     (Mistral's, Llama's and most families' compute_default_rope_parameters):
-    all of head_dim turns."""
+    all of head_dim turns.  Ling's latent attention (bailing_hybrid) with a
+    dynamic rope past max_position_embeddings, which its config saves as
+    model_max_length."""
     yield family("mistral_partial_whole", "Mistral",
                  dict(TINY, head_dim=16, sliding_window=None),
                  rope={"rope_type": "default", "rope_theta": 10000.0,
                        "partial_rotary_factor": 0.5})
+    bailing = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                   qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, head_dim=4,
+                   num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+                   intermediate_size=16, moe_intermediate_size=8, num_experts=2,
+                   num_experts_per_tok=1, n_group=1, topk_group=1, first_k_dense_replace=2,
+                   vocab_size=16, max_position_embeddings=8, pad_token_id=0)
+    # past max_position_embeddings each step's length gives the dynamic rope
+    # other frequencies than the whole input's: no y_cache
+    yield family("bailing_hybrid_dynamic", "BailingHybrid", bailing, layer=1,
+                 rope={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 600000.0},
+                 pos=positions(9), cached=False)
 
 
 def named_seed_cases():

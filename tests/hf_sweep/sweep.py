@@ -219,6 +219,12 @@ VARIANTS = {
                          bias=True, add_qkv_bias=True, attention_out_bias=True),
     "partial": lambda d, kw: rope_variant(partial_rotary_factor=0.5)(
         d, keys_variant(partial_rotary_factor=0.5)(d, kw)),
+    # head_dim left to the config class (its default, or hidden_size / heads)
+    "no_head_dim": lambda d, kw: {k: v for k, v in kw.items() if k != "head_dim"},
+    "window": keys_variant(use_sliding_window=True, max_window_layers=1, sliding_window=8),
+    "scales": keys_variant(query_pre_attn_scalar=20, attention_multiplier=0.3,
+                           attn_logit_softcapping=3.0, logit_scale=0.3, clip_qkv=0.5,
+                           attn_scale=0.5, floor_scale=4, attn_temperature_tuning=True),
 }
 VARIANT = None  # the name given to --variant
 

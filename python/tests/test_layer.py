@@ -47,10 +47,12 @@ def build(name, **options):
 
 
 def fixed_length(name):
-    """The options that fix llama_dynamic_long's length for every call, as
-    test_hf.sh's --seq-len: its cached steps reach lengths whose frequencies
-    differ from the whole input's (test_by_length_ropes_are_for_one_length)."""
-    return {"seq_len": int(load(name)[3].max()) + 1} if name == "llama_dynamic_long" else {}
+    """The options that fix a dynamic rope's length past max_position_embeddings
+    for every call, as test_hf.sh's --seq-len: its cached steps reach lengths
+    whose frequencies differ from the whole input's
+    (test_by_length_ropes_are_for_one_length)."""
+    by_length = ("llama_dynamic_long", "bailing_hybrid_dynamic")
+    return {"seq_len": int(load(name)[3].max()) + 1} if name in by_length else {}
 
 
 def rel(got, want):

@@ -46,12 +46,13 @@ enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
 /* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= MR),
  * rows r in [0, rows); St's rows are ldst floats apart, Qt's ldq (the
  * forward passes one slice of ROWS_STEP rows at a time: flash_tile).
- * krow[i] points at key j0 + i's features.  Always inlined with n a
- * constant (scores_blocks), so that a tail of n < MR keys computes n rows
- * of accumulators, not MR. */
+ * krow[i] points at key j0 + i's features.  With mx ([rows]) not NULL,
+ * mx[r] = max(mx[r], St[j, r]) over the n keys, from the registers.
+ * Always inlined with n a constant (scores_blocks), so that a tail of
+ * n < MR keys computes n rows of accumulators, not MR. */
 static inline __attribute__((always_inline)) void
 scores_block(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
-             const float *const *krow, int n, int64_t rows, int64_t head_dim)
+             const float *const *krow, int n, int64_t rows, int64_t head_dim, float *mx)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
         vf acc[MR][NR];
@@ -67,19 +68,25 @@ scores_block(float *restrict st, int64_t ldst, const float *restrict qt, int64_t
         }
         for (int i = 0; i < MR && i < n; i++)
             for (int c = 0; c < NR; c++) vstore(st + i * ldst + r0 + c * RA_W, acc[i][c]);
+        for (int c = 0; mx && c < NR; c++) {
+            vf m = vload(mx + r0 + c * RA_W);
+            for (int i = 0; i < MR && i < n; i++) m = vmax(m, acc[i][c]);
+            vstore(mx + r0 + c * RA_W, m);
+        }
     }
 }
 
 /* scores_block for n = 1 .. MR keys, each n its own instantiation. */
 static void scores_blocks(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
-                          const float *const *krow, int n, int64_t rows, int64_t head_dim)
+                          const float *const *krow, int n, int64_t rows, int64_t head_dim,
+                          float *mx)
 {
-    if (n == MR) scores_block(st, ldst, qt, ldq, krow, MR, rows, head_dim);
-    else if (n == 1) scores_block(st, ldst, qt, ldq, krow, 1, rows, head_dim);
-    else if (n == 2) scores_block(st, ldst, qt, ldq, krow, 2, rows, head_dim);
-    else if (n == 3) scores_block(st, ldst, qt, ldq, krow, 3, rows, head_dim);
-    else if (n == 4) scores_block(st, ldst, qt, ldq, krow, 4, rows, head_dim);
-    else scores_block(st, ldst, qt, ldq, krow, 5, rows, head_dim);
+    if (n == MR) scores_block(st, ldst, qt, ldq, krow, MR, rows, head_dim, mx);
+    else if (n == 1) scores_block(st, ldst, qt, ldq, krow, 1, rows, head_dim, mx);
+    else if (n == 2) scores_block(st, ldst, qt, ldq, krow, 2, rows, head_dim, mx);
+    else if (n == 3) scores_block(st, ldst, qt, ldq, krow, 3, rows, head_dim, mx);
+    else if (n == 4) scores_block(st, ldst, qt, ldq, krow, 4, rows, head_dim, mx);
+    else scores_block(st, ldst, qt, ldq, krow, 5, rows, head_dim, mx);
 }
 
 /* The backward's dQt += K^T dSt (the forward's float32 P V: values_rows).
@@ -275,30 +282,27 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     return t;
 }
 
-/* e^x for the forward's softmax (x = s - m <= 0 there, or NaN): simd.h's
- * vexp on AVX-512's own rounding and scaling, 13 operations instead of
- * about 30.  t = x log2(e) is clamped to [-160, 160] (NaN passes: vmaxps and
- * vminps return their second operand when one is NaN), n = t rounded to
- * nearest (vrndscaleps), f = (t - n) ln 2 in [-ln2/2, ln2/2], e^f by vexp's
- * degree-6 Taylor polynomial and 2^n e^f by vscalefps, exact.  So the result
- * is vexp's, bit for bit, wherever t is in [-126, 128] and not a tie
- * (n + 1/2, where the two round differently and both f are in range: the
- * same error bound), ~2e-7 relative; below, vexp flushes to 0 where this
- * gives e^x's subnormal (error under 2^-149 absolute, which a sum of
- * probabilities >= 1 cannot see); +Inf above 88.7, 0 at -Inf as vexp.
- * Elsewhere vexp itself. */
+/* e^x for the forward's softmax (x = s - m <= 0 there, or NaN), in 9
+ * vector operations on AVX-512: t = x log2(e), clamped below at -160 (NaN
+ * passes: vmaxps returns its second operand when one is NaN), f = t -
+ * floor(t) in [0, 1) (vreduceps, exact), 2^f by a degree-5 polynomial
+ * 1 + f q(f) (fitted for relative error, 8.2e-8 in exact arithmetic; e^0
+ * is 1 exactly, so a row that sees one key gets its value) and 2^f
+ * 2^floor(t) by vscalefps, exact.  Measured over every float x in [-1, 0]:
+ * at most 1.8e-7 relative to e^x (simd.h's vexp: 2.2e-7), over [-87, 0]
+ * 3.9e-6, from t's rounding as vexp's (4.0e-6); gradual underflow below
+ * -87.3, 0 at -Inf.  Elsewhere simd.h's vexp. */
 static inline vf vexp_flash(vf x)
 {
 #if defined(RA_SIMD_AVX512)
     __m512 t = _mm512_mul_ps((__m512)x, _mm512_set1_ps(1.44269504088896341f));
     t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);
-    t = _mm512_min_ps(_mm512_set1_ps(160.0f), t);
-    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const vf f = (vf)_mm512_sub_ps(t, n) * vsplat(0.693147180559945309f);
-    static const float taylor[7] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
-    vf p = vsplat(taylor[0]);
-    for (int i = 1; i < 7; i++) p = p * f + vsplat(taylor[i]); /* Horner, as vexp */
-    return (vf)_mm512_scalef_ps((__m512)p, n);
+    const vf f = (vf)_mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    static const float c[6] = {0.0018671304f, 0.00901702978f, 0.0557999127f,
+                               0.240164444f,  0.693151295f,   1.0f};
+    vf p = vsplat(c[0]);
+    for (int i = 1; i < 6; i++) p = p * f + vsplat(c[i]); /* Horner */
+    return (vf)_mm512_scalef_ps((__m512)p, t);
 #else
     return vexp(x);
 #endif
@@ -307,17 +311,20 @@ static inline vf vexp_flash(vf x)
 /* Soft-caps (softcap > 0), adds attn_mask's tile (t->am_set), masks (masked:
  * keys outside a row's lo .. hi, and padding keys), exponentiates and folds
  * one tile's scores into m and l, and leaves e^(m - m') in alpha for
- * values_block to rescale Ot with. */
-static void softmax_tile(const flash_tile *t, int64_t rows, int64_t nk, int masked,
-                         int padding, float softcap)
+ * values_block to rescale Ot with; rows r_begin .. r_end - 1 of rows.  With
+ * tmax not NULL (none of those applies) tmax[r - r_begin] is the row's
+ * largest score of the tile, and the scores are read once. */
+static void softmax_tile(const flash_tile *t, int64_t rows, int64_t r_begin, int64_t r_end,
+                         int64_t nk, int masked, int padding, float softcap, const float *tmax)
 {
     const float *am = t->am_set ? t->am : NULL;
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     const int divide = !(1.0f / softcap >= FLT_MIN); /* 1 / c subnormal: s / c */
-    for (int64_t r0 = 0; r0 < rows; r0 += RA_W) {
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += RA_W) {
         vf lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         vf mx = vload(t->m + r0), m_new = mx;
-        for (int64_t j = 0; j < nk; j++) {
+        if (tmax) m_new = vmax(m_new, vload(tmax + r0 - r_begin));
+        for (int64_t j = 0; !tmax && j < nk; j++) {
             vf s = vload(t->st + j * t->ldst + r0);
             if (softcap > 0) s = cap * vtanh(divide ? s / cap : s * inv_cap);
             if (am) s += vload(am + j * rows + r0);
@@ -683,15 +690,18 @@ static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flas
 }
 
 /* St for the tile of nk keys from k0, its padding keys (t->padkey, from
- * tile_padding) read as zeros. */
+ * tile_padding) read as zeros, and its softmax (softmax_tile; masked as
+ * there). */
 static void tile_scores(const flash_tile *t, const ra_attention_args *a, const flash_block *blk,
-                        int64_t k0, int64_t nk, int padding)
+                        int64_t k0, int64_t nk, int padding, int masked)
 {
     const int64_t head_dim = a->q->shape[3];
+    const float softcap = a->mask.softcap;
 #if defined(RA_FLASH_BF16)
     if (blk->bf16) {
         scores_tile_bf16(t, a->k, blk->b, blk->g, k0, nk, blk->rows, head_dim, (float)a->mask.scale,
                          blk->amx);
+        softmax_tile(t, blk->rows, 0, blk->rows, nk, masked, padding, softcap, NULL);
         return;
     }
 #endif
@@ -704,14 +714,23 @@ static void tile_scores(const flash_tile *t, const ra_attention_args *a, const f
     } else {
         tile_copy(t, a->k, blk->b, blk->g, k0, nk, head_dim, padding);
     }
-    /* a slice of Qt (in L1) against every key of the tile, then the next */
-    for (int64_t r0 = 0; r0 < blk->rows; r0 += ROWS_STEP)
+    /* a slice of Qt (in L1) against every key of the tile, then the
+     * slice's softmax while its scores are in L1, then the next slice;
+     * where nothing changes the scores their row max is taken from the
+     * GEMM's registers */
+    const int plain = !masked && !(softcap > 0);
+    float tmax[ROWS_STEP];
+    for (int64_t r0 = 0; r0 < blk->rows; r0 += ROWS_STEP) {
+        for (int i = 0; i < ROWS_STEP; i++) tmax[i] = -INFINITY;
         for (int64_t j0 = 0; j0 < nk; j0 += MR) {
             int n = nk - j0 < MR ? (int)(nk - j0) : MR;
             scores_blocks(t->st + j0 * t->ldst + r0, t->ldst,
                           t->qt + r0 / ROWS_STEP * head_dim * ROWS_STEP, ROWS_STEP,
-                          t->krow + j0, n, ROWS_STEP, head_dim);
+                          t->krow + j0, n, ROWS_STEP, head_dim, plain ? tmax : NULL);
         }
+        softmax_tile(t, blk->rows, r0, r0 + ROWS_STEP, nk, masked, padding, softcap,
+                     plain ? tmax : NULL);
+    }
 }
 
 /* The probabilities of the tile of nk keys from k0 times their dropout
@@ -767,7 +786,6 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
  * every key and the other masks hide none. */
 static void attend_tile(flash_tile *t, const ra_attention_args *a, flash_block *blk, int64_t k0)
 {
-    const ra_attention_mask *mask = &a->mask;
     const int64_t nk = k0 + BK < blk->k_end ? BK : blk->k_end - k0;
     if (k0 + BK < blk->k_end && !t->pack_k) { /* the next tile's keys and values */
         const int64_t next = blk->k_end - k0 - BK < BK ? blk->k_end - k0 - BK : BK;
@@ -791,8 +809,7 @@ static void attend_tile(flash_tile *t, const ra_attention_args *a, flash_block *
     const int attn = t->attn ? tile_attn(t, a, blk, k0, nk) : RA_TILE_WHOLE;
     if (attn == RA_TILE_EMPTY) return;
     t->am_set = attn == RA_TILE_BUILT;
-    tile_scores(t, a, blk, k0, nk, padding);
-    softmax_tile(t, blk->rows, nk, bounded || t->am_set, padding, mask->softcap);
+    tile_scores(t, a, blk, k0, nk, padding, bounded || t->am_set);
     if (a->dropout) tile_dropout(t, a, blk, k0, nk);
     /* with attn_mask, values_seen as before where the values hold an Inf or
      * a NaN (keeps a whole tile's results those of its masked path) */

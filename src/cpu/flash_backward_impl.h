@@ -425,7 +425,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
 #endif
             for (int64_t j0 = 0; !bf16 && j0 < nk; j0 += MR) /* St = K Qt */
                 scores_blocks(t.pt + j0 * BQ, BQ, t.qt, BQ, t.krow + j0,
-                              nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim, NULL);
+                              nk - j0 < MR ? (int)(nk - j0) : MR, 0, BQ, head_dim, NULL);
             probs_tile(&t, nk, masked, padding, mask->softcap);
             if (f->dropout) /* Pd = P * mult, the forward's multipliers */
                 for (int64_t r = 0; r < BQ; r++) {
@@ -455,7 +455,7 @@ static void flash_backward_task(void *arg, int64_t task, int thread)
 
             for (int64_t j0 = 0; j0 < nk; j0 += MR) /* dPt = V dOt */
                 scores_blocks(t.dst + j0 * BQ, BQ, t.dot, BQ, t.vrow + j0,
-                              nk - j0 < MR ? (int)(nk - j0) : MR, BQ, head_dim, NULL);
+                              nk - j0 < MR ? (int)(nk - j0) : MR, 0, BQ, head_dim, NULL);
             dscores_tile(&t, nk, mask->softcap > 0);
             /* dQt += K^T dSt */
             values_blocks(t.dqt, t.dst, t.krow, head_dim, nk, BQ, t.ones, first_q);

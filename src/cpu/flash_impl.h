@@ -46,29 +46,35 @@ enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
 /* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= MR),
  * rows r in [0, rows); St's rows are ldst floats apart, Qt's ldq (the
  * forward passes one slice of ROWS_STEP rows at a time: flash_tile).
- * krow[i] points at key j0 + i's features.  With mx ([rows]) not NULL,
- * mx[r] = max(mx[r], St[j, r]) over the n keys, from the registers.
- * Always inlined with n a constant (scores_blocks), so that a tail of
+ * krow[i] points at key j0 + i's features.  The first c0 vectors of each
+ * ROWS_STEP rows are not computed but set to -Inf (rows that see none of
+ * the n keys: the forward's causal diagonal).  With mx ([rows]) not NULL
+ * (and c0 0), mx[r] = max(mx[r], St[j, r]) over the n keys, from the
+ * registers.
+ * Always inlined with n and c0 constants (scores_blocks), so that a tail of
  * n < MR keys computes n rows of accumulators, not MR. */
 static inline __attribute__((always_inline)) void
 scores_block(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
-             const float *const *krow, int n, int64_t rows, int64_t head_dim, float *mx)
+             const float *const *krow, int n, int c0, int64_t rows, int64_t head_dim,
+             float *mx)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
         vf acc[MR][NR];
         for (int i = 0; i < MR && i < n; i++)
-            for (int c = 0; c < NR; c++) acc[i][c] = vsplat(0.0f);
+            for (int c = c0; c < NR; c++) acc[i][c] = vsplat(0.0f);
         for (int64_t d = 0; d < head_dim; d++) {
             vf qv[NR];
-            for (int c = 0; c < NR; c++) qv[c] = vload(qt + d * ldq + r0 + c * RA_W);
+            for (int c = c0; c < NR; c++) qv[c] = vload(qt + d * ldq + r0 + c * RA_W);
             for (int i = 0; i < MR && i < n; i++) {
                 vf kb = vsplat(krow[i][d]);
-                for (int c = 0; c < NR; c++) acc[i][c] += kb * qv[c];
+                for (int c = c0; c < NR; c++) acc[i][c] += kb * qv[c];
             }
         }
-        for (int i = 0; i < MR && i < n; i++)
-            for (int c = 0; c < NR; c++) vstore(st + i * ldst + r0 + c * RA_W, acc[i][c]);
-        for (int c = 0; mx && c < NR; c++) {
+        for (int i = 0; i < MR && i < n; i++) {
+            for (int c = 0; c < c0; c++) vstore(st + i * ldst + r0 + c * RA_W, vsplat(-INFINITY));
+            for (int c = c0; c < NR; c++) vstore(st + i * ldst + r0 + c * RA_W, acc[i][c]);
+        }
+        for (int c = c0; mx && c < NR; c++) {
             vf m = vload(mx + r0 + c * RA_W);
             for (int i = 0; i < MR && i < n; i++) m = vmax(m, acc[i][c]);
             vstore(mx + r0 + c * RA_W, m);
@@ -76,17 +82,21 @@ scores_block(float *restrict st, int64_t ldst, const float *restrict qt, int64_t
     }
 }
 
-/* scores_block for n = 1 .. MR keys, each n its own instantiation. */
+/* scores_block for n = 1 .. MR keys, each n its own instantiation; c0
+ * (< NR) for whole blocks of MR keys only (0 for the others). */
 static void scores_blocks(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
-                          const float *const *krow, int n, int64_t rows, int64_t head_dim,
-                          float *mx)
+                          const float *const *krow, int n, int c0, int64_t rows,
+                          int64_t head_dim, float *mx)
 {
-    if (n == MR) scores_block(st, ldst, qt, ldq, krow, MR, rows, head_dim, mx);
-    else if (n == 1) scores_block(st, ldst, qt, ldq, krow, 1, rows, head_dim, mx);
-    else if (n == 2) scores_block(st, ldst, qt, ldq, krow, 2, rows, head_dim, mx);
-    else if (n == 3) scores_block(st, ldst, qt, ldq, krow, 3, rows, head_dim, mx);
-    else if (n == 4) scores_block(st, ldst, qt, ldq, krow, 4, rows, head_dim, mx);
-    else scores_block(st, ldst, qt, ldq, krow, 5, rows, head_dim, mx);
+    if (n == MR && c0 == 0) scores_block(st, ldst, qt, ldq, krow, MR, 0, rows, head_dim, mx);
+    else if (n == MR && c0 == 1) scores_block(st, ldst, qt, ldq, krow, MR, 1, rows, head_dim, mx);
+    else if (n == MR && c0 == 2) scores_block(st, ldst, qt, ldq, krow, MR, 2, rows, head_dim, mx);
+    else if (n == MR) scores_block(st, ldst, qt, ldq, krow, MR, NR - 1, rows, head_dim, mx);
+    else if (n == 1) scores_block(st, ldst, qt, ldq, krow, 1, 0, rows, head_dim, mx);
+    else if (n == 2) scores_block(st, ldst, qt, ldq, krow, 2, 0, rows, head_dim, mx);
+    else if (n == 3) scores_block(st, ldst, qt, ldq, krow, 3, 0, rows, head_dim, mx);
+    else if (n == 4) scores_block(st, ldst, qt, ldq, krow, 4, 0, rows, head_dim, mx);
+    else scores_block(st, ldst, qt, ldq, krow, 5, 0, rows, head_dim, mx);
 }
 
 /* The backward's dQt += K^T dSt (the forward's float32 P V: values_rows).
@@ -171,30 +181,50 @@ values_row_block(float *restrict o, int64_t ldo, const float *restrict pt, int64
         for (int c = 0; c < nv; c++) vstore(o + i * ldo + c * RA_W, acc[i][c]);
 }
 
+/* The keys [*j0, *j1) of a tile of nk that n rows may see: from the least
+ * of their lo to the greatest of their hi (flash_tile's). */
+static inline void key_span(const float *lo, const float *hi, int n, int64_t nk, int64_t *j0,
+                            int64_t *j1)
+{
+    float l = lo[0], h = hi[0];
+    for (int i = 1; i < n; i++) {
+        l = lo[i] < l ? lo[i] : l;
+        h = hi[i] > h ? hi[i] : h;
+    }
+    *j0 = l < 0 ? 0 : (int64_t)l;
+    *j1 = h + 1 > (float)nk ? nk : (int64_t)h + 1;
+    if (*j1 < *j0) *j1 = *j0;
+}
+
 /* O [rows, width] = alpha O + P V for the nk keys of a tile: P in Pt [BK,
  * rows] (St, rows ldp floats apart), V [nk, width] (width: D rounded to 16,
  * zeros past D).  Each block of PNR vectors of features runs over all rows
- * while its columns of V stay in L1. */
+ * while its columns of V stay in L1.  With lo and hi (a masked tile's, not
+ * NULL), a block of PMR rows runs over the keys its rows may see only
+ * (key_span: the causal diagonal's tiles): the others' P is exactly 0 in
+ * each of its rows, and adding 0 changes none of O's sums (never -0): the
+ * same bits. */
 static void values_rows(float *restrict o, const float *restrict pt, int64_t ldp,
                         const float *restrict v, int64_t nk, int64_t rows, int64_t width,
-                        const float *alpha, int first)
+                        const float *alpha, int first, const float *lo, const float *hi)
 {
     for (int64_t f0 = 0; f0 < width; f0 += PNR * RA_W) {
         const int nv = (width - f0) / RA_W < PNR ? (int)((width - f0) / RA_W) : PNR;
         for (int64_t r0 = 0; r0 < rows; r0 += PMR) {
+            int64_t j0 = 0, j1 = nk;
+            if (lo) key_span(lo + r0, hi + r0, PMR, nk, &j0, &j1);
             float *ob = o + r0 * width + f0;
+            const float *pb = pt + j0 * ldp + r0, *vb = v + j0 * width + f0;
             if (nv == PNR)
-                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, PNR, alpha + r0,
+                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, PNR, alpha + r0,
                                  first);
             else if (nv == 1)
-                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, 1, alpha + r0,
-                                 first);
+                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, 1, alpha + r0, first);
             else if (nv == 2)
-                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, 2, alpha + r0,
-                                 first);
+                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, 2, alpha + r0, first);
             else /* 3 (PNR 4) */
-                values_row_block(ob, width, pt + r0, ldp, v + f0, width, nk, PNR - 1,
-                                 alpha + r0, first);
+                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, PNR - 1, alpha + r0,
+                                 first);
         }
     }
 }
@@ -689,6 +719,14 @@ static int tile_attn(const flash_tile *t, const ra_attention_args *a, const flas
     return RA_TILE_BUILT;
 }
 
+/* Whether each of RA_W rows' hi (flash_tile) is less than j. */
+static inline int vector_before(const float *hi, float j)
+{
+    float h = hi[0];
+    for (int i = 1; i < RA_W; i++) h = hi[i] > h ? hi[i] : h;
+    return h < j;
+}
+
 /* St for the tile of nk keys from k0, its padding keys (t->padkey, from
  * tile_padding) read as zeros, and its softmax (softmax_tile; masked as
  * there). */
@@ -723,10 +761,15 @@ static void tile_scores(const flash_tile *t, const ra_attention_args *a, const f
     for (int64_t r0 = 0; r0 < blk->rows; r0 += ROWS_STEP) {
         for (int i = 0; i < ROWS_STEP; i++) tmax[i] = -INFINITY;
         for (int64_t j0 = 0; j0 < nk; j0 += MR) {
-            int n = nk - j0 < MR ? (int)(nk - j0) : MR;
+            int n = nk - j0 < MR ? (int)(nk - j0) : MR, c0 = 0;
+            /* masked: the leading vectors of rows whose last key is before j0
+             * (softmax_tile masks them whatever St holds) */
+            while (masked && n == MR && c0 < NR - 1 &&
+                   vector_before(t->hi + r0 + c0 * RA_W, (float)j0))
+                c0++;
             scores_blocks(t->st + j0 * t->ldst + r0, t->ldst,
                           t->qt + r0 / ROWS_STEP * head_dim * ROWS_STEP, ROWS_STEP,
-                          t->krow + j0, n, ROWS_STEP, head_dim, plain ? tmax : NULL);
+                          t->krow + j0, n, c0, ROWS_STEP, head_dim, plain ? tmax : NULL);
         }
         softmax_tile(t, blk->rows, r0, r0 + ROWS_STEP, nk, masked, padding, softcap,
                      plain ? tmax : NULL);
@@ -777,7 +820,8 @@ static void tile_values(const flash_tile *t, const ra_attention_args *a, const f
     if (masked && tile_nonfinite(t, nk, head_dim)) {
         values_seen(t, nk, blk->rows, head_dim, first, 1, width);
     } else {
-        values_rows(t->ot, t->st, t->ldst, v, nk, blk->rows, width, t->alpha, first);
+        values_rows(t->ot, t->st, t->ldst, v, nk, blk->rows, width, t->alpha, first,
+                    masked ? t->lo : NULL, masked ? t->hi : NULL);
     }
 }
 

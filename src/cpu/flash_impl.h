@@ -312,21 +312,20 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
     return t;
 }
 
-/* e^x for the forward's softmax (x = s - m <= 0 there, or NaN), in 9
- * vector operations on AVX-512: t = x log2(e), clamped below at -160 (NaN
- * passes: vmaxps returns its second operand when one is NaN), f = t -
- * floor(t) in [0, 1) (vreduceps, exact), 2^f by a degree-5 polynomial
- * 1 + f q(f) (fitted for relative error, 8.2e-8 in exact arithmetic; e^0
- * is 1 exactly, so a row that sees one key gets its value) and 2^f
- * 2^floor(t) by vscalefps, exact.  Measured over every float x in [-1, 0]:
+/* e^x for the forward's softmax (x = s - m <= 0 there, or NaN), in 8
+ * vector operations on AVX-512: t = x log2(e), f = t - floor(t) in [0, 1]
+ * (vreduceps: exact, 1 where t is just below an integer, 0 at -Inf), 2^f
+ * by a degree-5 polynomial 1 + f q(f) (fitted for relative error, 8.2e-8
+ * in exact arithmetic; e^0 is 1 exactly, so a row that sees one key gets
+ * its value) and 2^f 2^floor(t) by vscalefps, exact (0 at -Inf and where
+ * floor(t) < -149; NaN passes).  Measured over every float x in [-1, 0]:
  * at most 1.8e-7 relative to e^x (simd.h's vexp: 2.2e-7), over [-87, 0]
  * 3.9e-6, from t's rounding as vexp's (4.0e-6); gradual underflow below
- * -87.3, 0 at -Inf.  Elsewhere simd.h's vexp. */
+ * -87.3.  Elsewhere simd.h's vexp. */
 static inline vf vexp_flash(vf x)
 {
 #if defined(RA_SIMD_AVX512)
-    __m512 t = _mm512_mul_ps((__m512)x, _mm512_set1_ps(1.44269504088896341f));
-    t = _mm512_max_ps(_mm512_set1_ps(-160.0f), t);
+    const __m512 t = _mm512_mul_ps((__m512)x, _mm512_set1_ps(1.44269504088896341f));
     const vf f = (vf)_mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     static const float c[6] = {0.0018671304f, 0.00901702978f, 0.0557999127f,
                                0.240164444f,  0.693151295f,   1.0f};
@@ -343,19 +342,25 @@ static inline vf vexp_flash(vf x)
  * one tile's scores into m and l, and leaves e^(m - m') in alpha for
  * values_block to rescale Ot with; rows r_begin .. r_end - 1 of rows.  With
  * tmax not NULL (none of those applies) tmax[r - r_begin] is the row's
- * largest score of the tile, and the scores are read once. */
+ * largest score of the tile, and the scores are read once.  Masked, a
+ * vector of rows gets P = 0 without exponentiating outside the keys its
+ * rows may see (key_span; the causal diagonal's). */
 static void softmax_tile(const flash_tile *t, int64_t rows, int64_t r_begin, int64_t r_end,
                          int64_t nk, int masked, int padding, float softcap, const float *tmax)
 {
     const float *am = t->am_set ? t->am : NULL;
+    float *const st = t->st;
+    const int64_t ldst = t->ldst;
     const vf cap = vsplat(softcap), inv_cap = vsplat(1.0f / softcap);
     const int divide = !(1.0f / softcap >= FLT_MIN); /* 1 / c subnormal: s / c */
     for (int64_t r0 = r_begin; r0 < r_end; r0 += RA_W) {
         vf lo = vload(t->lo + r0), hi = vload(t->hi + r0);
         vf mx = vload(t->m + r0), m_new = mx;
+        int64_t j0 = 0, j1 = nk; /* the keys [j0, j1) some row may see */
+        if (masked) key_span(t->lo + r0, t->hi + r0, RA_W, nk, &j0, &j1);
         if (tmax) m_new = vmax(m_new, vload(tmax + r0 - r_begin));
-        for (int64_t j = 0; !tmax && j < nk; j++) {
-            vf s = vload(t->st + j * t->ldst + r0);
+        for (int64_t j = j0; !tmax && j < j1; j++) {
+            vf s = vload(st + j * ldst + r0);
             if (softcap > 0) s = cap * vtanh(divide ? s / cap : s * inv_cap);
             if (am) s += vload(am + j * rows + r0);
             if (masked) {
@@ -363,7 +368,7 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t r_begin, int
                 s = vselect((at > hi) | (at < lo), vsplat(-INFINITY), s);
                 if (padding && t->padkey[j]) s = vsplat(-INFINITY);
             }
-            if (masked || softcap > 0 || am) vstore(t->st + j * t->ldst + r0, s);
+            if (masked || softcap > 0 || am) vstore(st + j * ldst + r0, s);
             m_new = vmax(m_new, s);
         }
         /* m starts at -inf.  While every score so far is -inf (a logit
@@ -372,11 +377,13 @@ static void softmax_tile(const flash_tile *t, int64_t rows, int64_t r_begin, int
          * than e^(-inf + inf) = NaN, as in a softmax over the whole row. */
         vf m_exp = vselect(m_new == vsplat(-INFINITY), vsplat(0.0f), m_new);
         vf alpha = vexp_flash(mx - m_exp), sum = vsplat(0.0f);
-        for (int64_t j = 0; j < nk; j++) {
-            vf p = vexp_flash(vload(t->st + j * t->ldst + r0) - m_exp);
-            vstore(t->st + j * t->ldst + r0, p);
+        for (int64_t j = 0; j < j0; j++) vstore(st + j * ldst + r0, vsplat(0.0f));
+        for (int64_t j = j0; j < j1; j++) {
+            vf p = vexp_flash(vload(st + j * ldst + r0) - m_exp);
+            vstore(st + j * ldst + r0, p);
             sum += p;
         }
+        for (int64_t j = j1; j < nk; j++) vstore(st + j * ldst + r0, vsplat(0.0f));
         vstore(t->l + r0, vload(t->l + r0) * alpha + sum);
         vstore(t->m + r0, m_new);
         vstore(t->alpha + r0, alpha);

@@ -16,8 +16,9 @@
  * scale, soft-cap, window, chunk (counted from the block's k_start) and
  * sinks, out and lse.  Anything else (padding, documents, attn_mask,
  * dropout, non-causal, fused RoPE, K and V of other dtypes or row strides)
- * stays on the flash tiles; a padding mask of ones, or one document, is
- * none.
+ * stays on the flash tiles; a padding mask of ones, one document, or an
+ * attn_mask of exactly 0 at every causal key (the causal mask given in
+ * full) is none, as the tiles read them.
  *
  *   q, out: [B, Sq, H, D]   k, v: [B, Sk, Hkv, D]   lse: [B, H, Sq]
  */
@@ -58,16 +59,33 @@ static int no_padding(const ra_attention_mask *m)
     return 1;
 }
 
+/* Whether attn_mask, if any, is exactly 0 (-0.0 too) at every key the
+ * causal mask lets a query see (query row i: keys 0 .. i + q_shift): then
+ * adding it changes no score, as a flash tile it leaves whole
+ * (RA_TILE_WHOLE), and the block keeps the bits it has without it.  At
+ * most SHORT_ROWS query rows a kv head and batch row are read. */
+static int attn_adds_nothing(const ra_attention_args *a)
+{
+    const ra_attention_mask *m = &a->mask;
+    const int64_t seq = a->q->shape[1], n_keys = a->k->shape[1];
+    for (int64_t b = 0; m->attn && b < a->q->shape[0]; b++)
+        for (int64_t h = 0; h < a->q->shape[2]; h++)
+            for (int64_t i = 0; i < seq; i++)
+                for (int64_t j = 0; j < n_keys && j <= i + a->q_shift; j++)
+                    if (ra_mask_attn(m, b, h, i, j) != 0.0f) return 0;
+    return 1;
+}
+
 int ra_attention_short(const ra_attention_args *a)
 {
     const ra_attention_mask *m = &a->mask;
     const ra_tensor *k = a->k, *v = a->v;
     return ra_attention_short_shape(a->q->shape[1], k->shape[1], a->q->shape[2] / k->shape[2]) &&
            !a->rope && !a->dropout && no_padding(m) &&
-           (!m->cu_seqlens || m->n_documents == 1) && !m->attn &&
-           !m->non_causal && !m->quantize_q && k->dtype == v->dtype &&
+           (!m->cu_seqlens || m->n_documents == 1) && !m->non_causal && !m->quantize_q &&
+           k->dtype == v->dtype &&
            (k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) &&
-           k->stride[1] == v->stride[1];
+           k->stride[1] == v->stride[1] && attn_adds_nothing(a);
 }
 
 size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_heads,
@@ -92,6 +110,8 @@ void ra_attention_short_run(ra_context *ctx, const ra_attention_args *a, float *
     const size_t size = ra_dtype_size(k->dtype);
     /* query row i at key row q_shift + i; the chunks from position -k_start */
     const int64_t q_start = a->q_shift, k_start = a->k_start;
+    ra_attention_mask mask = a->mask; /* attn_mask adds nothing (ra_attention_short) */
+    mask.attn = NULL;
     for (int64_t b = 0; b < q->shape[0]; b++) {
         int64_t length = k->shape[1];
         ra_kv_cache view = {.batch = 1, .capacity = length, .n_kv_heads = k->shape[2],
@@ -103,7 +123,7 @@ void ra_attention_short_run(ra_context *ctx, const ra_attention_args *a, float *
         memcpy(view.v_stride, v->stride, sizeof view.v_stride);
         const ra_tensor qb = batch_row(q, b), ob = batch_row(a->out, b);
         ra_attention_decode_run_at(ctx, &view, &ob, &qb, NULL, &q_start, &k_start,
-                                   a->lse ? a->lse + b * n_heads * seq : NULL, &a->mask,
+                                   a->lse ? a->lse + b * n_heads * seq : NULL, &mask,
                                    scratch);
     }
 }

@@ -330,6 +330,68 @@ static void test_flash_matches_reference(void)
     }
 }
 
+/* A short block (Sq times a group's heads at most 32 rows: the decode
+ * kernel's, attention_short.c) with the causal mask also given as
+ * attn_mask (bool; additive f32 of 0 and -0.0 with -Inf past the diagonal;
+ * bf16 broadcast [1, 1, Sq, Sk]): the same bytes as causal alone, out and
+ * lse, since the mask adds nothing there.  With one key the causal mask
+ * lets a row see masked as well, it changes the output and the flash path
+ * still matches the reference (5e-5, test_flash_matches_reference's). */
+static void test_short_causal_mask(void)
+{
+    static const int64_t shapes[][5] = {/* sq, sk, h, hkv, d */
+                                        {1, 1, 4, 1, 16},   {1, 300, 8, 2, 128}, {3, 3, 4, 1, 40},
+                                        {3, 37, 8, 2, 16},  {8, 8, 4, 1, 64},    {8, 300, 2, 2, 24},
+                                        {5, 1030, 4, 4, 128}};
+    for (int si = 0; si < 7; si++)
+        for (int kind = 0; kind < 4; kind++) {
+            const int64_t *sh = shapes[si];
+            const nc_case c = {2, sh[0], sh[1], sh[2], sh[3], sh[4], 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            const int64_t nq = c.b * c.sq * c.h * c.d, nl = c.b * c.h * c.sq;
+            const int64_t shift = c.sk - c.sq, cells = c.b * c.h * c.sq * c.sk;
+            nc_inputs in;
+            inputs_make(&in, &c, 900 + si);
+            float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * nl);
+            float *l2 = malloc(4 * nl);
+            CHECK(run_forward(NULL, &c, &in, RA_F32, RA_PATH_FLASH, o1, l1, in.k, in.v, in.q) ==
+                      RA_OK, "%s", ra_last_error());
+            /* kinds 0 bool, 1 f32, 2 bf16 [1, 1, Sq, Sk], 3 f32 with a causal key masked */
+            const ra_dtype dt = kind == 0 ? RA_BOOL : kind == 2 ? RA_BF16 : RA_F32;
+            const int64_t n = kind == 2 ? c.sq * c.sk : cells;
+            char *m = malloc((size_t)n * 4);
+            for (int64_t e = 0; e < n; e++) {
+                const int64_t i = e / c.sk % c.sq, j = e % c.sk, seen = j <= i + shift;
+                const float a = seen ? (e % 3 ? 0.0f : -0.0f) : -INFINITY;
+                if (dt == RA_BOOL) m[e] = (char)seen;
+                else if (dt == RA_BF16) ((uint16_t *)(void *)m)[e] = ra_f32_to_bf16(a);
+                else ((float *)(void *)m)[e] = kind == 3 && e == n - 2 ? -INFINITY : a;
+            }
+            in.tmask = kind == 2 ? ra_tensor_4d(m, dt, 1, 1, c.sq, c.sk)
+                                 : ra_tensor_4d(m, dt, c.b, c.h, c.sq, c.sk);
+            in.o.attn_mask = &in.tmask;
+            CHECK(run_forward(NULL, &c, &in, RA_F32, RA_PATH_FLASH, o2, l2, in.k, in.v, in.q) ==
+                      RA_OK, "%s", ra_last_error());
+            const int same = !memcmp(o1, o2, 4 * nq) && !memcmp(l1, l2, 4 * nl);
+            if (kind < 3) {
+                CHECK(same, "shape %d, mask kind %d: other bytes than the causal mask alone", si,
+                      kind);
+            } else if (c.sk > 1) {
+                CHECK(!same, "shape %d: a masked causal key changed nothing", si);
+                CHECK(run_forward(NULL, &c, &in, RA_F32, RA_PATH_REFERENCE, o1, l1, in.k, in.v,
+                                  in.q) == RA_OK, "%s", ra_last_error());
+                CHECK(max_diff_f(o2, o1, nq) <= 5e-5 && max_diff_f(l2, l1, nl) <= 2e-4,
+                      "shape %d: a masked causal key: flash off the reference by %.3g", si,
+                      max_diff_f(o2, o1, nq));
+            }
+            free(m);
+            free(o1);
+            free(o2);
+            free(l1);
+            free(l2);
+            inputs_free(&in);
+        }
+}
+
 /* Fully masked rows: out exactly 0 and lse -Inf (the sink with sinks), on
  * both paths; a row of finite but huge negative values (finfo.min) is not
  * masked: it averages v. */
@@ -1051,6 +1113,7 @@ static void test_layer_cached_mask(void)
 static void simd_cases(void)
 {
     RUN(test_flash_matches_reference);
+    RUN(test_short_causal_mask);
     RUN(test_fully_masked_rows);
     RUN(test_dropout);
     RUN(test_thread_determinism);

@@ -634,9 +634,11 @@ typedef enum ra_attention_path {
                           kv head (S H / Hkv: a decoding step's) runs on
                           the decode kernel (ra_attention_decode's sums,
                           within float32 rounding of the tiles') unless it
-                          asks for padding, documents, attn_mask, dropout,
-                          non_causal, or K and V of other dtypes or row
-                          strides */
+                          asks for padding, documents, an attn_mask that
+                          masks a key the causal mask lets a query see,
+                          dropout, non_causal, or K and V of other dtypes
+                          or row strides (a padding mask of ones and one
+                          document count as none) */
     RA_PATH_COUNT
 } ra_attention_path;
 

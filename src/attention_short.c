@@ -15,7 +15,8 @@
  * the causal mask with the queries anywhere against the keys (q_shift),
  * scale, soft-cap, window, chunk (counted from the block's k_start) and
  * sinks, out and lse.  Anything else (padding, documents, attn_mask,
- * dropout, non-causal, fused RoPE, K and V of other dtypes or row strides)
+ * dropout, non-causal, fused RoPE, K and V of other dtypes or row strides,
+ * rows of stride 0)
  * stays on the flash tiles; a padding mask of ones, one document, or an
  * attn_mask of exactly 0 at every causal key (the causal mask given in
  * full) is none, as the tiles read them.
@@ -62,17 +63,28 @@ static int no_padding(const ra_attention_mask *m)
 /* Whether attn_mask, if any, is exactly 0 (-0.0 too) at every key the
  * causal mask lets a query see (query row i: keys 0 .. i + q_shift): then
  * adding it changes no score, as a flash tile it leaves whole
- * (RA_TILE_WHOLE), and the block keeps the bits it has without it.  At
- * most SHORT_ROWS query rows a kv head and batch row are read. */
+ * (RA_TILE_WHOLE), and the block keeps the bits it has without it.  Each
+ * distinct row of the mask is read once (an axis of stride 0 once; rows
+ * broadcast over the queries as the last query's, which sees the most
+ * keys), at most SHORT_ROWS query rows a kv head. */
 static int attn_adds_nothing(const ra_attention_args *a)
 {
     const ra_attention_mask *m = &a->mask;
-    const int64_t seq = a->q->shape[1], n_keys = a->k->shape[1];
-    for (int64_t b = 0; m->attn && b < a->q->shape[0]; b++)
-        for (int64_t h = 0; h < a->q->shape[2]; h++)
-            for (int64_t i = 0; i < seq; i++)
-                for (int64_t j = 0; j < n_keys && j <= i + a->q_shift; j++)
-                    if (ra_mask_attn(m, b, h, i, j) != 0.0f) return 0;
+    if (!m->attn) return 1;
+    const int64_t *st = m->attn_stride, seq = a->q->shape[1], n_keys = a->k->shape[1];
+    const int64_t n_b = st[0] ? a->q->shape[0] : 1, n_h = st[1] ? a->q->shape[2] : 1;
+    float row[256];
+    for (int64_t b = 0; b < n_b; b++)
+        for (int64_t h = 0; h < n_h; h++)
+            for (int64_t i = st[2] ? 0 : seq - 1; i < seq; i++) {
+                const int64_t seen = i + a->q_shift + 1 < n_keys ? i + a->q_shift + 1 : n_keys;
+                for (int64_t j0 = 0; j0 < seen; j0 += 256) {
+                    const int64_t n = seen - j0 < 256 ? seen - j0 : 256;
+                    ra_mask_attn_row(m, b, h, i, j0, n, row, 1);
+                    for (int64_t j = 0; j < n; j++)
+                        if (row[j] != 0.0f) return 0;
+                }
+            }
     return 1;
 }
 
@@ -85,7 +97,7 @@ int ra_attention_short(const ra_attention_args *a)
            (!m->cu_seqlens || m->n_documents == 1) && !m->non_causal && !m->quantize_q &&
            k->dtype == v->dtype &&
            (k->dtype == RA_F32 || k->dtype == RA_F16 || k->dtype == RA_BF16) &&
-           k->stride[1] == v->stride[1] && attn_adds_nothing(a);
+           k->stride[1] > 0 && k->stride[1] == v->stride[1] && attn_adds_nothing(a);
 }
 
 size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_heads,

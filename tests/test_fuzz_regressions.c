@@ -256,11 +256,40 @@ static void test_mask_extremes(void)
 }
 
 /* The cases that reach the SIMD kernels, run on every path (harness.h). */
+/* fuzz_attention: K and V whose rows all lie at one place (stride 0 on the
+ * sequence axis) in a short block (the decode kernel's shape) divided the
+ * look-ahead distance by a row step of 0 bytes; such views stay on the
+ * flash tiles: every key the same row, out is V's row. */
+static void test_short_block_zero_row_stride(void)
+{
+    enum { SK = 4, D = 64 };
+    float q[D], kv[D], out[D], ref[D];
+    ra_test_fill(q, D, 7);
+    ra_test_fill(kv, D, 8);
+    const ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 1, D);
+    ra_tensor tk = ra_tensor_4d(kv, RA_F32, 1, SK, 1, D);
+    tk.stride[1] = 0;
+    for (int path = 0; path < 2; path++) {
+        ra_attention_options o = ra_attention_options_init();
+        o.path = path ? RA_PATH_FLASH : RA_PATH_REFERENCE;
+        const ra_tensor to = ra_tensor_4d(path ? out : ref, RA_F32, 1, 1, 1, D);
+        CHECK(ra_attention(NULL, &to, &tq, &tk, &tk, &o) == RA_OK, "%s", ra_last_error());
+    }
+    double worst = 0;
+    for (int d = 0; d < D; d++) {
+        CHECK(fabsf(ref[d] - kv[d]) <= 1e-6f * (1 + fabsf(kv[d])), "reference: out[%d] %g, v %g",
+              d, ref[d], kv[d]);
+        worst = fmax(worst, fabs((double)out[d] - ref[d]));
+    }
+    CHECK(worst <= 1e-6, "flash off the reference by %.3g", worst);
+}
+
 static void simd_cases(void)
 {
     RUN(test_decode_short_rows);
     RUN(test_append_fused_qkv);
     RUN(test_mask_extremes);
+    RUN(test_short_block_zero_row_stride);
 }
 
 int main(void)

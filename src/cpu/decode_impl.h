@@ -493,8 +493,8 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
         m_old[r] = *m;
         m_new[r] = block_max > *m ? block_max : *m;
     }
-    /* the same exp as the flash path, so prefill and decode agree, against
-     * 0 while every score is -inf (flash_impl.h); one vexp for every row's
+    /* against 0 while every score is -inf (as the flash path does; its exp
+     * is vexp_flash, within float32 rounding of this one); one vexp for every row's
      * e^(m - m') (rows that saw nothing: e^0 = 1) */
     for (int r = 0; r < nr; r++) m_exp[r] = m_new[r] == -INFINITY ? 0.0f : m_new[r];
     vstore(alpha, vexp(vload(m_old) - vload(m_exp)));

@@ -202,8 +202,9 @@ static inline void key_span(const float *lo, const float *hi, int n, int64_t nk,
  * while its columns of V stay in L1.  With lo and hi (a masked tile's, not
  * NULL), a block of PMR rows runs over the keys its rows may see only
  * (key_span: the causal diagonal's tiles): the others' P is exactly 0 in
- * each of its rows, and adding 0 changes none of O's sums (never -0): the
- * same bits. */
+ * each of its rows, and adding 0 changes none of O's sums: the same bits
+ * but for the sign of a zero (alpha O that underflows to -0 with every
+ * product of its span 0 stays -0 where adding 0 v gave +0). */
 static void values_rows(float *restrict o, const float *restrict pt, int64_t ldp,
                         const float *restrict v, int64_t nk, int64_t rows, int64_t width,
                         const float *alpha, int first, const float *lo, const float *hi)

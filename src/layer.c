@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "attention_internal.h"
 #include "gemm.h"
@@ -339,6 +340,59 @@ ra_status ra_layer_call_sizes(const ra_layer *layer, int64_t batch, int64_t seq,
     return RA_OK;
 }
 
+int ra_layer_weight_spans(const ra_layer *layer, ra_layer_span spans[RA_LAYER_SPANS])
+{
+    const ra_layer_weights *w = &layer->weights;
+    const ra_layer_config *c = &layer->config;
+    const int64_t n_wgate = ra_layer_gate_width(c) * c->dim;
+    if (c->kv_lora_rank) {
+        const ra_mla_dims d = ra_mla_dims_of(c);
+        const int64_t q_rows = d.H * (d.D + ra_mla_gate_rows(c, w));
+        const ra_layer_span latent[] = {
+            {w->wq, q_rows * d.dim, "wq"},        {w->wq_a, d.rq * d.dim, "wq_a"},
+            {w->bq_a, d.rq, "bq_a"},              {w->q_a_norm, d.rq, "q_a_norm"},
+            {w->wq_b, q_rows * d.Kq, "wq_b"},     {w->wkv_a, (d.r + d.Dr) * d.dim, "wkv_a"},
+            {w->bkv_a, d.r + d.Dr, "bkv_a"},      {w->kv_a_norm, d.r, "kv_a_norm"},
+            {w->wkv_b, d.H * (d.Dn + d.Dv) * d.r, "wkv_b"},
+            {w->wo, d.dim * d.H * d.Dv, "wo"},    {w->bo, d.dim, "bo"},
+            {w->sinks, d.H, "sinks"},             {w->wgate, n_wgate, "wgate"},
+            {w->bgate, d.H, "bgate"},             {w->k_rope_norm, d.Dr, "k_rope_norm"}};
+        memcpy(spans, latent, sizeof latent);
+        return (int)(sizeof latent / sizeof latent[0]);
+    }
+    const int64_t D = c->head_dim, q_dim = c->n_heads * D, kv = c->n_kv_heads * D;
+    const int64_t n_wq = q_dim * c->dim, n_wkv = kv * c->dim;
+    const int64_t q_rows = c->gated_output && !w->wgate ? 2 * q_dim : q_dim; /* wq's, bq's */
+    const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
+                              kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
+    const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d;
+    const ra_layer_span plain[] = {
+        {w->wq, ra_layer_weight_floats(layer, q_rows * c->dim), "wq"},
+        {w->wk, ra_layer_weight_floats(layer, n_wkv), "wk"},
+        {w->wv, ra_layer_weight_floats(layer, n_wkv), "wv"},
+        {w->wo, ra_layer_weight_floats(layer, n_wq), "wo"},
+        {w->bq, q_rows, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"}, {w->bo, c->dim, "bo"},
+        {w->q_norm, n_qn, "q_norm"}, {w->k_norm, n_kn, "k_norm"},
+        {w->wqkv, ra_layer_weight_floats(layer, n_wq + 2 * n_wkv), "wqkv"},
+        {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
+        {w->o_norm, q_dim, "o_norm"}, {w->q_norm_bias, n_qn, "q_norm_bias"},
+        {w->k_norm_bias, n_kn, "k_norm_bias"},
+        {w->wgate, ra_layer_weight_floats(layer, n_wgate), "wgate"},
+        {w->bgate, c->n_heads, "bgate"}};
+    memcpy(spans, plain, sizeof plain);
+    return (int)(sizeof plain / sizeof plain[0]);
+}
+
+ra_status ra_layer_check_y_apart(const ra_layer *layer, const float *y, int64_t n)
+{
+    ra_layer_span w[RA_LAYER_SPANS];
+    const int n_w = ra_layer_weight_spans(layer, w);
+    for (int i = 0; i < n_w; i++)
+        if (w[i].p && ra_floats_overlap(y, n, w[i].p, w[i].n))
+            return ra_fail(RA_ERR_ARGUMENT, "y overlaps the layer's %s", w[i].name);
+    return RA_OK;
+}
+
 ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float *x,
                               int64_t batch, int64_t seq, const ra_positions *positions,
                               const ra_attention_options *options, ra_layer_call *call)
@@ -351,6 +405,7 @@ ra_status ra_layer_check_call(const ra_layer *layer, const float *y, const float
      * would change the gradients silently. */
     if (ra_floats_overlap(y, call->n_x, x, call->n_x))
         return ra_fail(RA_ERR_ARGUMENT, "y overlaps x");
+    RA_TRY(ra_layer_check_y_apart(layer, y, call->n_x));
     RA_TRY(ra_attention_options_read(&call->attn, options));
     if (call->attn.path == RA_PATH_AUTO) call->attn.path = RA_PATH_FLASH;
     /* The layer's own masks come from its config and weights; a call's
@@ -758,6 +813,7 @@ static ra_status check_cached(const ra_layer *layer, const ra_kv_cache *cache, c
     int64_t q_dims[3] = {batch, seq, c->n_heads * c->head_dim};
     RA_TRY(ra_count_named(dims, layer_x_names, 3, &n_x));
     RA_TRY(ra_count_named(q_dims, layer_q_names, 3, n_q));
+    RA_TRY(ra_layer_check_y_apart(layer, y, n_x));
     RA_TRY(ra_layer_refuse_axial(layer, "ra_layer_forward_cached"));
     RA_TRY(ra_layer_refuse_non_causal(layer, "ra_layer_forward_cached"));
     for (int64_t b = 0; b < batch && b < cache->batch; b++) /* a batch unlike it: refused below */

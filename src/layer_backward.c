@@ -78,43 +78,30 @@ static ra_status check_backward(const ra_layer *layer, const float *dx, const ra
     const ra_layer_norm_shape qn = ra_layer_norm_shape_of(c, c->n_heads, 1),
                               kn = ra_layer_norm_shape_of(c, c->n_kv_heads, 1);
     const int64_t n_qn = qn.weight_rows * qn.d, n_kn = kn.weight_rows * kn.d; /* norms */
-    /* the projection matrices in floats' worth of their dtype */
-    const int64_t f_wq = ra_layer_weight_floats(layer, n_wq),
-                  f_wq_rows = ra_layer_weight_floats(layer, q_rows * c->dim),
-                  f_wkv = ra_layer_weight_floats(layer, n_wkv),
-                  f_wgate = ra_layer_weight_floats(layer, n_wgate),
-                  f_wqkv = ra_layer_weight_floats(layer, n_wq + 2 * n_wkv);
-    const struct {
-        const float *p; /* NULL: none (a bias's or norm's gradient is written
-                           only where the layer has it) */
-        int64_t n;
-        const char *name;
-    } outputs[] = {{dx, n_x, "dx"}, {fused ? NULL : g->dwq, q_rows * c->dim, "dwq"},
-                   {fused ? NULL : g->dwk, n_wkv, "dwk"}, {fused ? NULL : g->dwv, n_wkv, "dwv"},
-                   {g->dwo, n_wq, "dwo"}, {w->bq ? g->dbq : NULL, q_rows, "dbq"},
-                   {w->bk ? g->dbk : NULL, kv, "dbk"}, {w->bv ? g->dbv : NULL, kv, "dbv"},
-                   {w->bo ? g->dbo : NULL, c->dim, "dbo"},
-                   {w->q_norm ? g->dq_norm : NULL, n_qn, "dq_norm"},
-                   {w->k_norm ? g->dk_norm : NULL, n_kn, "dk_norm"},
-                   {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
-                   {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
-                   {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
-                   {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"},
-                   {w->q_norm_bias ? g->dq_norm_bias : NULL, n_qn, "dq_norm_bias"},
-                   {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"},
-                   {w->wgate ? g->dwgate : NULL, n_wgate, "dwgate"},
-                   {w->bgate ? g->dbgate : NULL, c->n_heads, "dbgate"}},
-      inputs[] = {{dy, n_x, "dy"}, {tape->x, n_x, "x (kept by the tape)"},
-                  {w->wq, f_wq_rows, "wq"},
-                  {w->wk, f_wkv, "wk"}, {w->wv, f_wkv, "wv"}, {w->wo, f_wq, "wo"},
-                  {w->bq, q_rows, "bq"}, {w->bk, kv, "bk"}, {w->bv, kv, "bv"},
-                  {w->bo, c->dim, "bo"}, {w->q_norm, n_qn, "q_norm"},
-                  {w->k_norm, n_kn, "k_norm"}, {w->wqkv, f_wqkv, "wqkv"},
-                  {w->bqkv, q_dim + 2 * kv, "bqkv"}, {w->sinks, c->n_heads, "sinks"},
-                  {w->o_norm, q_dim, "o_norm"}, {w->q_norm_bias, n_qn, "q_norm_bias"},
-                  {w->k_norm_bias, n_kn, "k_norm_bias"}, {w->wgate, f_wgate, "wgate"},
-                  {w->bgate, c->n_heads, "bgate"}};
-    const int n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
+    /* what it writes (a bias's or norm's gradient only where the layer has
+     * it) */
+    const ra_layer_span outputs[] = {
+        {dx, n_x, "dx"}, {fused ? NULL : g->dwq, q_rows * c->dim, "dwq"},
+        {fused ? NULL : g->dwk, n_wkv, "dwk"}, {fused ? NULL : g->dwv, n_wkv, "dwv"},
+        {g->dwo, n_wq, "dwo"}, {w->bq ? g->dbq : NULL, q_rows, "dbq"},
+        {w->bk ? g->dbk : NULL, kv, "dbk"}, {w->bv ? g->dbv : NULL, kv, "dbv"},
+        {w->bo ? g->dbo : NULL, c->dim, "dbo"},
+        {w->q_norm ? g->dq_norm : NULL, n_qn, "dq_norm"},
+        {w->k_norm ? g->dk_norm : NULL, n_kn, "dk_norm"},
+        {fused ? g->dwqkv : NULL, n_wq + 2 * n_wkv, "dwqkv"},
+        {w->bqkv ? g->dbqkv : NULL, q_dim + 2 * kv, "dbqkv"},
+        {w->sinks ? g->dsinks : NULL, c->n_heads, "dsinks"},
+        {w->o_norm ? g->do_norm : NULL, q_dim, "do_norm"},
+        {w->q_norm_bias ? g->dq_norm_bias : NULL, n_qn, "dq_norm_bias"},
+        {w->k_norm_bias ? g->dk_norm_bias : NULL, n_kn, "dk_norm_bias"},
+        {w->wgate ? g->dwgate : NULL, n_wgate, "dwgate"},
+        {w->bgate ? g->dbgate : NULL, c->n_heads, "dbgate"}};
+    /* what it reads: the layer's weights, dy and the tape's x */
+    ra_layer_span inputs[RA_LAYER_SPANS + 2];
+    int n_in = ra_layer_weight_spans(layer, inputs);
+    inputs[n_in++] = (ra_layer_span){dy, n_x, "dy"};
+    inputs[n_in++] = (ra_layer_span){tape->x, n_x, "x (kept by the tape)"};
+    const int n_out = sizeof outputs / sizeof outputs[0];
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].p) continue;
         for (int j = i + 1; j < n_out; j++)

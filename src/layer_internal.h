@@ -37,6 +37,29 @@ static inline int64_t ra_layer_weight_floats(const ra_layer *layer, int64_t n)
     return layer->weights.dtype == RA_F32 ? n : (n + 1) / 2;
 }
 
+/* An array a layer call reads or writes, its size in floats and its name
+ * (for overlap checks). */
+typedef struct ra_layer_span {
+    const float *p; /* NULL: none */
+    int64_t n;
+    const char *name;
+} ra_layer_span;
+
+/* The most weights a layer borrows (ra_layer_weight_spans). */
+enum { RA_LAYER_SPANS = 18 };
+
+/* The weights the layer borrows, in floats' worth of their dtype (NULL
+ * where the layer has none); returns their count.  A latent attention
+ * layer's come in the order of ra_layer_grads' latent gradients: dwq,
+ * dwq_a, dbq_a, dq_a_norm, dwq_b, dwkv_a, dbkv_a, dkv_a_norm, dwkv_b, dwo,
+ * dbo, dsinks, dwgate, dbgate, dk_rope_norm. */
+int ra_layer_weight_spans(const ra_layer *layer, ra_layer_span spans[RA_LAYER_SPANS]);
+
+/* RA_ERR_ARGUMENT ("y overlaps the layer's <weight>") where y's n
+ * floats touch a weight the layer borrows: writing y would change what the
+ * call, or the next one, reads. */
+ra_status ra_layer_check_y_apart(const ra_layer *layer, const float *y, int64_t n);
+
 /* One forward call's arguments, checked. */
 typedef struct ra_layer_call {
     int64_t batch, seq, tokens;

@@ -53,32 +53,15 @@ ra_status ra_mla_forward_train(const ra_layer *layer, ra_context *ctx, float *y,
     return status;
 }
 
-/* An array the backward reads or writes, its size and its name. */
-typedef struct span {
-    const float *p; /* NULL: none */
-    int64_t n;
-    const char *name;
-} span;
-
 static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_layer_grads *g,
                              const ra_layer_tape *tape, const float *dy)
 {
-    const ra_layer_weights *w = &layer->weights;
-    const ra_mla_dims d = ra_mla_dims_of(&layer->config);
     const int64_t n_x = tape->call.n_x;
-    const int64_t q_rows = d.H * (d.D + ra_mla_gate_rows(&layer->config, w));
-    const int64_t n_wgate = ra_layer_gate_width(&layer->config) * d.dim;
-    /* Each weight, and its gradient at the same index */
-    const span in[] = {{w->wq, q_rows * d.dim, "wq"}, {w->wq_a, d.rq * d.dim, "wq_a"},
-                       {w->bq_a, d.rq, "bq_a"}, {w->q_a_norm, d.rq, "q_a_norm"},
-                       {w->wq_b, q_rows * d.Kq, "wq_b"}, {w->wkv_a, (d.r + d.Dr) * d.dim, "wkv_a"},
-                       {w->bkv_a, d.r + d.Dr, "bkv_a"}, {w->kv_a_norm, d.r, "kv_a_norm"},
-                       {w->wkv_b, d.H * (d.Dn + d.Dv) * d.r, "wkv_b"},
-                       {w->wo, d.dim * d.H * d.Dv, "wo"}, {w->bo, d.dim, "bo"},
-                       {w->sinks, d.H, "sinks"}, {w->wgate, n_wgate, "wgate"},
-                       {w->bgate, d.H, "bgate"}, {w->k_rope_norm, d.Dr, "k_rope_norm"},
-                       {dy, n_x, "dy"},
-                       {tape->x, n_x, "x (kept by the tape)"}};
+    /* Each weight, and its gradient at the same index; then dy and x */
+    ra_layer_span in[RA_LAYER_SPANS + 2];
+    int n_in = ra_layer_weight_spans(layer, in);
+    in[n_in++] = (ra_layer_span){dy, n_x, "dy"};
+    in[n_in++] = (ra_layer_span){tape->x, n_x, "x (kept by the tape)"};
     float *const outs[] = {g->dwq, g->dwq_a, g->dbq_a, g->dq_a_norm, g->dwq_b, g->dwkv_a,
                            g->dbkv_a, g->dkv_a_norm, g->dwkv_b, g->dwo, g->dbo, g->dsinks,
                            g->dwgate, g->dbgate, g->dk_rope_norm, (float *)dx};
@@ -86,10 +69,10 @@ static ra_status check_grads(const ra_layer *layer, const float *dx, const ra_la
                                             "dwkv_a", "dbkv_a", "dkv_a_norm", "dwkv_b", "dwo",
                                             "dbo", "dsinks", "dwgate", "dbgate",
                                             "dk_rope_norm", "dx"};
-    const int n_in = sizeof in / sizeof in[0], n_out = sizeof outs / sizeof outs[0];
-    span out[sizeof outs / sizeof outs[0]];
+    const int n_out = sizeof outs / sizeof outs[0];
+    ra_layer_span out[sizeof outs / sizeof outs[0]];
     for (int i = 0; i < n_out; i++) { /* written where the layer has the weight */
-        out[i] = (span){in[i].p ? outs[i] : NULL, in[i].n, out_names[i]};
+        out[i] = (ra_layer_span){in[i].p ? outs[i] : NULL, in[i].n, out_names[i]};
         if (in[i].p && !outs[i])
             return ra_fail(RA_ERR_NULL, "ra_layer_grads: %s is NULL (the layer has %s)",
                            out_names[i], in[i].name);

@@ -41,6 +41,7 @@ static ra_status check_call(const ra_layer *layer, const ra_kv_pool *pool, const
     RA_TRY(ra_count_named(dims, names, 3, &n));
     dims[2] = c->dim;
     RA_TRY(ra_count_named(dims, names, 3, &n));
+    RA_TRY(ra_layer_check_y_apart(layer, y, n));
     for (int64_t i = 0; n_new && i < n_ids; i++)
         if (n_new[i] < 0 || n_new[i] > seq)
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] %lld: not in [0, seq %lld]",

@@ -82,6 +82,7 @@ static ra_status cached_begin(ra_layer_step *step, float *y, const float *x, int
                        "from)", fn);
     ra_layer_call *call = &step->call;
     RA_TRY(ra_layer_call_sizes(layer, batch, seq, call));
+    RA_TRY(ra_layer_check_y_apart(layer, y, call->n_x));
     RA_TRY(ra_positions_read(&call->pos, positions, layer->rope, batch, seq, 0));
     const ra_layer_config *c = &layer->config;
     call->attn = ra_attention_options_init();

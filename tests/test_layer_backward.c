@@ -1181,11 +1181,28 @@ static void test_errors(void)
         {RA_ERR_ARGUMENT, "y on x", ra_layer_forward_train(NULL, f.layer, f.x, tape, f.x, 1, 4, NULL, NULL)},
         {RA_ERR_ARGUMENT, "y inside x",
          ra_layer_forward_train(NULL, f.layer, f.x + 3, tape, f.x, 1, 2, NULL, NULL)},
+        /* the layer's borrowed weights: y over them would change what it reads */
+        {RA_ERR_ARGUMENT, "y over wo",
+         ra_layer_forward_train(NULL, f.layer, f.w[3] + 1, tape, f.x, 1, 1, NULL, NULL)},
+        {RA_ERR_ARGUMENT, "y over wq, inference",
+         ra_layer_forward(NULL, f.layer, f.w[0], f.x, 1, 4, NULL, NULL)},
     };
     for (size_t i = 0; i < sizeof forwards / sizeof forwards[0]; i++)
         CHECK(forwards[i].got == forwards[i].want, "forward_train, %s: %s", forwards[i].what,
               ra_status_string(forwards[i].got));
     CHECK(all_bytes(g.y, sizeof(float) * f.n_x, 0x7f), "a refused forward wrote y");
+    {   /* the cached and phased calls refuse y over a weight too */
+        ra_kv_cache *cache = NULL;
+        ra_layer_step *step = NULL;
+        const ra_positions at0 = {.struct_size = sizeof at0};
+        CHECK(ra_kv_cache_create(&cache, 1, 8, c.hkv, c.d, RA_F32) == RA_OK, "cache");
+        CHECK(ra_layer_forward_cached(NULL, f.layer, cache, f.w[2], f.x, 1, 1, NULL) ==
+                  RA_ERR_ARGUMENT && strstr(ra_last_error(), "wv"), "cached, y over wv: %s",
+              ra_last_error());
+        CHECK(ra_layer_forward_cached_begin(&step, NULL, f.layer, f.w[1], f.x, 1, 1, &at0) ==
+                  RA_ERR_ARGUMENT && step == NULL, "cached_begin, y over wk: %s", ra_last_error());
+        ra_kv_cache_destroy(cache);
+    }
 
     /* A backward needs a filled tape of this layer and disjoint outputs. */
     memset(g.dx, 0x7f, sizeof(float) * f.n_x);

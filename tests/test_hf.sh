@@ -137,7 +137,7 @@ out() { n_out=$((n_out + 1)); o=$TMP/o$n_out.${1:-npy}; }
 # same way as llama_default's.  What the full checks add (each cache dtype,
 # freqs, convert-layout) is code the family does not change: under valgrind
 # it runs on f32, f16 and bf16 weights.
-ALWAYS_FULL=" llama_default llama_f16 llama_dynamic_long llama3_bf16 stablelm_partial
+ALWAYS_FULL=" llama_default llama_f16 llama_dynamic_long llama3_bf16 stablelm_partial 
  qwen2_bias qwen3_qknorm "
 VALGRIND_FULL=" llama_default llama_f16 llama3_bf16 "
 full_all=1 sample=1 full_cases=$ALWAYS_FULL
@@ -147,10 +147,12 @@ fi
 full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # Families whose q_proj and k_proj rows are interleaved already (their
 # convert-layout is refused), whose cos and sin --hf-shape does not write
-# (interleaved but for DeepSeek-V3's rope_interleave), and OLMo 2 and 3, whose
+# (interleaved but for DeepSeek-V3's rope_interleave; GPT-OSS's, the half
+# table that plain freqs writes), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 roformer "
-NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 "
+NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 
+ gpt_oss "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
 HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
 VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's

@@ -53,8 +53,9 @@ RA_HF_API ra_status ra_hf_config_attention(const ra_hf_config *config, int64_t l
     a.head_dim_given = c->has_head_dim;
     layer_shape(c, layer, &a);
     a.layout = ra_hf_fields_layout(c);
-    a.cos_sin_halves = !c->family || c->family->layout == RA_LAYOUT_HALF ||
-                       has_feature(c, RA_HF_ROPE_INTERLEAVE);
+    a.cos_sin_halves = !has_feature(c, RA_HF_COS_SIN_HALF_WIDTH) &&
+                       (!c->family || c->family->layout == RA_LAYOUT_HALF ||
+                        has_feature(c, RA_HF_ROPE_INTERLEAVE));
     a.gated_queries = has_feature(c, RA_HF_GATED_OUTPUT);
     a.values_from_keys = ra_hf_layer_values_from_keys(c, layer);
     a.latent = has_feature(c, RA_HF_MLA);

@@ -545,7 +545,7 @@ static const ra_hf_family families[] = {
      * returned beside the module's output, for the decoder layer to add: checkpoint.c) */
     ROW("gpt_neox_japanese", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, NULL, NOWINDOW,
         FIXED(0, 0), .names = gpt_neox_japanese_names),
-    ROW("gpt_oss", H, RA_HF_SINKS | WHOLE, NULL,
+    ROW("gpt_oss", H, RA_HF_SINKS | RA_HF_COS_SIN_HALF_WIDTH | WHOLE, NULL,
         "rope_theta=150000 head_dim=64 max_position_embeddings=131072 sliding_window=128 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 1), GPT_OSS_ROPE),
     ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0),

@@ -488,6 +488,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* model_max_length for max_position_embeddings (BailingHybridConfig's attribute_map: a dynamic
  * rope rescales past it) */
 #define RA_HF_MODEL_MAX_LENGTH RA_HF_BIT(123)
+/* the rotary embedding returns cos and sin over the rotated half only, [.., rotary_dim / 2], not
+ * cat(t, t) (GptOssRotaryEmbedding): ropeattn freqs --hf-shape refuses it, freqs writes it */
+#define RA_HF_COS_SIN_HALF_WIDTH RA_HF_BIT(124)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

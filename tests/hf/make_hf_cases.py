@@ -77,6 +77,13 @@ PREFILL = S // 2  # the cached run: a prefill of 6 tokens, then 6 steps of one
 TINY = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
             num_hidden_layers=1, intermediate_size=16, vocab_size=16,
             max_position_embeddings=64, pad_token_id=0)
+# Ling's (bailing_hybrid) layers: a linear-attention layer, then latent attention
+BAILING_TINY = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                    qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, head_dim=4,
+                    num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+                    intermediate_size=16, moe_intermediate_size=8, num_experts=2,
+                    num_experts_per_tok=1, n_group=1, topk_group=1, first_k_dense_replace=2,
+                    vocab_size=16, pad_token_id=0)
 
 
 def positions(row1_start):
@@ -1074,12 +1081,7 @@ def gate_cases():
                 layer_types=["conv", "sliding_attention", "full_attention"])
     yield family("lfm3_gate_sliding", "Lfm3", lfm3, layer=1, rope=rope, freqs=False)
     yield family("lfm3_gate_full", "Lfm3", lfm3, layer=2, rope=rope, freqs=False)
-    bailing = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
-                   qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, head_dim=4,
-                   num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
-                   intermediate_size=16, moe_intermediate_size=8, num_experts=2,
-                   num_experts_per_tok=1, n_group=1, topk_group=1, first_k_dense_replace=2,
-                   vocab_size=16, max_position_embeddings=64, pad_token_id=0)
+    bailing = dict(BAILING_TINY, max_position_embeddings=64)
     yield family("bailing_hybrid_gate", "BailingHybrid", bailing, layer=1, theta=600000.0)
 
 
@@ -1248,12 +1250,7 @@ def partial_whole_cases():
                  dict(TINY, head_dim=16, sliding_window=None),
                  rope={"rope_type": "default", "rope_theta": 10000.0,
                        "partial_rotary_factor": 0.5})
-    bailing = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
-                   qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, head_dim=4,
-                   num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
-                   intermediate_size=16, moe_intermediate_size=8, num_experts=2,
-                   num_experts_per_tok=1, n_group=1, topk_group=1, first_k_dense_replace=2,
-                   vocab_size=16, max_position_embeddings=8, pad_token_id=0)
+    bailing = dict(BAILING_TINY, max_position_embeddings=8)
     # past max_position_embeddings each step's length gives the dynamic rope
     # other frequencies than the whole input's: no y_cache
     yield family("bailing_hybrid_dynamic", "BailingHybrid", bailing, layer=1,

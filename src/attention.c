@@ -76,8 +76,8 @@ static ra_status attention_run(ra_context *ctx, ra_attention_path path,
                                const ra_attention_args *args)
 {
     const ra_tensor *q = args->q;
-    size_t bytes = ra_attention_scratch_bytes(path, q->shape[1], args->k->shape[1], q->shape[2],
-                                              args->k->shape[2], q->shape[3],
+    size_t bytes = ra_attention_scratch_bytes(path, q->shape[0], q->shape[1], args->k->shape[1],
+                                              q->shape[2], args->k->shape[2], q->shape[3],
                                               ra_parallel_threads(ctx));
     if (bytes == 0)
         return ra_fail(RA_ERR_OVERFLOW, "q " RA_DIMS_FMT ": the %s path's scratch overflows",

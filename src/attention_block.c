@@ -126,7 +126,7 @@ RA_API ra_status ra_attention_block_lse(ra_context *ctx, const ra_tensor *out, f
     ra_attention_dropout(&args.dropout, &args.drop, &o);
     args.q_shift = q_start - k_start;
     args.k_start = k_start;
-    size_t bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, q->shape[1], k->shape[1],
+    size_t bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, q->shape[0], q->shape[1], k->shape[1],
                                               q->shape[2], k->shape[2], q->shape[3],
                                               ra_parallel_threads(ctx));
     if (bytes == 0)

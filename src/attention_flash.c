@@ -59,9 +59,9 @@ static int flash_packs(const ra_attention_args *a, ra_flash_layout f, int thread
            a->v->dtype == RA_F32 && !a->rope;
 }
 
-size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_keys,
-                                  int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                  int threads)
+size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
+                                  int64_t n_keys, int64_t n_heads, int64_t n_kv_heads,
+                                  int64_t head_dim, int threads)
 {
     int64_t n;
     if (path == RA_PATH_REFERENCE) { /* scores [Sq, Sk] and a row of dropout multipliers */
@@ -77,8 +77,9 @@ size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n
         if (pack > RA_MAX_ELEMENTS - n) return 0;
         n += pack;
         int overflow; /* a short block's, on the decode kernel (ra_attention_flash) */
-        const size_t brief = ra_attention_short_scratch_bytes(seq, n_keys, n_heads, n_kv_heads,
-                                                              head_dim, threads, &overflow);
+        const size_t brief = ra_attention_short_scratch_bytes(batch, seq, n_keys, n_heads,
+                                                              n_kv_heads, head_dim, threads,
+                                                              &overflow);
         if (overflow) return 0;
         if (brief > (size_t)n * sizeof(float)) return brief;
     }

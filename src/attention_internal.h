@@ -48,11 +48,12 @@ ra_status ra_attention_options_read(ra_attention_options *out, const ra_attentio
  * its masks. */
 void ra_attention_dropout(int *on, ra_dropout_mask *mask, const ra_attention_options *options);
 
-/* Scratch bytes the path needs for these sizes (seq queries, n_keys keys)
- * and thread count; 0 when that does not fit in memory. */
-size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t seq, int64_t n_keys,
-                                  int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                  int threads);
+/* Scratch bytes the path needs for these sizes (batch rows of seq
+ * queries and n_keys keys) and thread count; 0 when that does not fit in
+ * memory. */
+size_t ra_attention_scratch_bytes(ra_attention_path path, int64_t batch, int64_t seq,
+                                  int64_t n_keys, int64_t n_heads, int64_t n_kv_heads,
+                                  int64_t head_dim, int threads);
 
 /* The seed's masked path, materializing [Sq, Sk] scores per head, on the
  * calling thread.  scratch: ra_attention_scratch_bytes(REFERENCE) bytes. */
@@ -83,9 +84,9 @@ void ra_attention_flash(ra_context *ctx, const ra_attention_args *args, float *s
  * long; *overflow set when it does not fit in memory); and the run. */
 int ra_attention_short(const ra_attention_args *args);
 int ra_attention_short_shape(int64_t seq, int64_t n_keys, int64_t rep); /* its sizes' part */
-size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_heads,
-                                        int64_t n_kv_heads, int64_t head_dim, int threads,
-                                        int *overflow);
+size_t ra_attention_short_scratch_bytes(int64_t batch, int64_t seq, int64_t n_keys,
+                                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                        int threads, int *overflow);
 void ra_attention_short_run(ra_context *ctx, const ra_attention_args *args, float *scratch);
 
 /* ---- the backward (attention_backward.c) --------------------------------- */

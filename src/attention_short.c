@@ -9,7 +9,9 @@
  * kernel reads each block of keys once for the group's rows, 4 rows a
  * load, and splits the keys into chunks across threads, merged in chunk
  * order: the same bits for any thread count, not the flash tiles' bits
- * (another order of the same float32 sums).
+ * (another order of the same float32 sums).  The batch rows go to one
+ * decode call (up to SHORT_BATCH of them), their chunks and kv heads
+ * spread over the threads together: each row's bits are the row's alone.
  *
  * It serves what the decode kernel does as ra_attention_decode_lse does:
  * the causal mask with the queries anywhere against the keys (q_shift),
@@ -41,13 +43,13 @@ int ra_attention_short_shape(int64_t seq, int64_t n_keys, int64_t rep)
     return seq >= 1 && n_keys >= 1 && rep <= SHORT_ROWS && seq * rep <= SHORT_ROWS;
 }
 
-/* A view of batch row b of t: [1, S, heads, D]. */
-static ra_tensor batch_row(const ra_tensor *t, int64_t b)
+/* A view of batch rows b .. b + n - 1 of t: [n, S, heads, D]. */
+static ra_tensor batch_rows(const ra_tensor *t, int64_t b, int64_t n)
 {
-    ra_tensor row = *t;
-    row.data = (char *)t->data + (size_t)(b * t->stride[0]) * ra_dtype_size(t->dtype);
-    row.shape[0] = 1;
-    return row;
+    ra_tensor rows = *t;
+    rows.data = (char *)t->data + (size_t)(b * t->stride[0]) * ra_dtype_size(t->dtype);
+    rows.shape[0] = n;
+    return rows;
 }
 
 /* Whether mask's padding, if any, marks no token (it then changes nothing,
@@ -100,16 +102,44 @@ int ra_attention_short(const ra_attention_args *a)
            k->stride[1] > 0 && k->stride[1] == v->stride[1] && attn_adds_nothing(a);
 }
 
-size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_heads,
-                                        int64_t n_kv_heads, int64_t head_dim, int threads,
-                                        int *overflow)
+/* Batch rows a decode call takes: all of them up to this many (each row
+ * gives the call's threads one task per chunk of its keys at least, and
+ * its partials, a chunk's rows and its kv heads' each, D + 2 floats: a few
+ * times the row's queries). */
+enum { SHORT_BATCH = 64 };
+
+/* The decode kernel's view of batch rows b0 .. b0 + n - 1 of a's K and V
+ * (n_keys keys each, lengths [n] n_keys), its queries at q_start [n] and
+ * its chunks from -k_start [n]. */
+static ra_kv_cache rows_view(const ra_attention_args *a, int64_t b0, int64_t n, int64_t *lengths,
+                             int64_t *q_start, int64_t *k_start)
+{
+    const ra_tensor *k = a->k, *v = a->v;
+    const size_t size = ra_dtype_size(k->dtype);
+    for (int64_t b = 0; b < n; b++)
+        lengths[b] = k->shape[1], q_start[b] = a->q_shift, k_start[b] = a->k_start;
+    ra_kv_cache view = {.batch = n, .capacity = k->shape[1], .n_kv_heads = k->shape[2],
+                        .head_dim = k->shape[3], .dtype = k->dtype,
+                        .k = (char *)k->data + (size_t)(b0 * k->stride[0]) * size,
+                        .v = (char *)v->data + (size_t)(b0 * v->stride[0]) * size,
+                        .length = lengths};
+    memcpy(view.k_stride, k->stride, sizeof view.k_stride);
+    memcpy(view.v_stride, v->stride, sizeof view.v_stride);
+    return view;
+}
+
+size_t ra_attention_short_scratch_bytes(int64_t batch, int64_t seq, int64_t n_keys,
+                                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                        int threads, int *overflow)
 {
     *overflow = 0;
     if (!ra_attention_short_shape(seq, n_keys, n_heads / n_kv_heads)) return 0;
-    int64_t length = n_keys; /* one batch row at a time (ra_attention_short_run) */
-    const ra_kv_cache view = {.batch = 1, .capacity = n_keys, .n_kv_heads = n_kv_heads,
-                              .head_dim = head_dim, .dtype = RA_F32, .length = &length};
-    const ra_tensor q = ra_tensor_4d(NULL, RA_F32, 1, seq, n_heads, head_dim);
+    const int64_t n = batch < SHORT_BATCH ? batch : SHORT_BATCH;
+    int64_t lengths[SHORT_BATCH];
+    for (int64_t b = 0; b < n; b++) lengths[b] = n_keys;
+    const ra_kv_cache view = {.batch = n, .capacity = n_keys, .n_kv_heads = n_kv_heads,
+                              .head_dim = head_dim, .dtype = RA_F32, .length = lengths};
+    const ra_tensor q = ra_tensor_4d(NULL, RA_F32, n, seq, n_heads, head_dim);
     size_t bytes = 0;
     *overflow = ra_attention_decode_scratch(&view, &q, threads, 0, &bytes) != RA_OK;
     return bytes;
@@ -117,25 +147,16 @@ size_t ra_attention_short_scratch_bytes(int64_t seq, int64_t n_keys, int64_t n_h
 
 void ra_attention_short_run(ra_context *ctx, const ra_attention_args *a, float *scratch)
 {
-    const ra_tensor *q = a->q, *k = a->k, *v = a->v;
-    const int64_t n_heads = q->shape[2], seq = q->shape[1];
-    const size_t size = ra_dtype_size(k->dtype);
-    /* query row i at key row q_shift + i; the chunks from position -k_start */
-    const int64_t q_start = a->q_shift, k_start = a->k_start;
+    const ra_tensor *q = a->q;
+    const int64_t batch = q->shape[0], n_heads = q->shape[2], seq = q->shape[1];
     ra_attention_mask mask = a->mask; /* attn_mask adds nothing (ra_attention_short) */
     mask.attn = NULL;
-    for (int64_t b = 0; b < q->shape[0]; b++) {
-        int64_t length = k->shape[1];
-        ra_kv_cache view = {.batch = 1, .capacity = length, .n_kv_heads = k->shape[2],
-                            .head_dim = k->shape[3], .dtype = k->dtype,
-                            .k = (char *)k->data + (size_t)(b * k->stride[0]) * size,
-                            .v = (char *)v->data + (size_t)(b * v->stride[0]) * size,
-                            .length = &length};
-        memcpy(view.k_stride, k->stride, sizeof view.k_stride);
-        memcpy(view.v_stride, v->stride, sizeof view.v_stride);
-        const ra_tensor qb = batch_row(q, b), ob = batch_row(a->out, b);
-        ra_attention_decode_run_at(ctx, &view, &ob, &qb, NULL, &q_start, &k_start,
-                                   a->lse ? a->lse + b * n_heads * seq : NULL, &mask,
-                                   scratch);
+    int64_t lengths[SHORT_BATCH], q_start[SHORT_BATCH], k_start[SHORT_BATCH];
+    for (int64_t b0 = 0; b0 < batch; b0 += SHORT_BATCH) {
+        const int64_t n = batch - b0 < SHORT_BATCH ? batch - b0 : SHORT_BATCH;
+        const ra_kv_cache view = rows_view(a, b0, n, lengths, q_start, k_start);
+        const ra_tensor qb = batch_rows(q, b0, n), ob = batch_rows(a->out, b0, n);
+        ra_attention_decode_run_at(ctx, &view, &ob, &qb, NULL, q_start, k_start,
+                                   a->lse ? a->lse + b0 * n_heads * seq : NULL, &mask, scratch);
     }
 }

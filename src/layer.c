@@ -736,7 +736,7 @@ RA_API ra_status ra_layer_forward(ra_context *ctx, const ra_layer *layer, float 
     /* Scratch: xq, xk, xv and the attention output, then the kernel's own. */
     int64_t n_q = call.n_q, n_kv = call.tokens * Hkv * D; /* n_kv <= n_q = tokens * H * D */
     size_t kernel_bytes =
-        ra_attention_scratch_bytes(call.attn.path, seq, seq, H, Hkv, D,
+        ra_attention_scratch_bytes(call.attn.path, batch, seq, seq, H, Hkv, D,
                                    ra_parallel_threads(ctx));
     int64_t own_floats;
     if (ra_mul(n_q, 4, &own_floats) != RA_OK) /* bounds 2 * n_q + 2 * n_kv */
@@ -931,7 +931,7 @@ static ra_status forward_cached(ra_context *ctx, const ra_layer *layer, ra_kv_ca
      * kernel's own or the decode's. */
     size_t kernel_bytes = 0;
     if (flash)
-        kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, past + seq, H, Hkv, D,
+        kernel_bytes = ra_attention_scratch_bytes(RA_PATH_FLASH, batch, seq, past + seq, H, Hkv, D,
                                                   ra_parallel_threads(ctx));
     else
         RA_TRY(ra_attention_decode_scratch(cache, &q_shape, ra_parallel_threads(ctx), 0,

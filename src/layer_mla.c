@@ -362,7 +362,7 @@ ra_status ra_mla_forward(const ra_layer *layer, ra_context *ctx, float *y, const
     const int64_t B = call->batch, S = call->seq, T = call->tokens, n = T * d.H * d.D;
     const int64_t floats = forward_floats(&d, T);
     const size_t bytes = scratch_bytes(
-        floats, ra_attention_scratch_bytes(call->attn.path, S, S, d.H, d.H, d.D,
+        floats, ra_attention_scratch_bytes(call->attn.path, B, S, S, d.H, d.H, d.D,
                                            ra_parallel_threads(ctx)));
     if (!floats || !bytes) return scratch_overflow(T);
     ra_scratch scratch;
@@ -584,7 +584,7 @@ ra_status ra_mla_forward_cached(const ra_layer *layer, ra_context *ctx, ra_kv_ca
     const int64_t keys = block_keys(step * d.H); /* every pass's, short last ones too */
     size_t kernel = 0;
     if (prefill)
-        kernel = ra_attention_scratch_bytes(RA_PATH_FLASH, seq, seq, d.H, d.H, d.D,
+        kernel = ra_attention_scratch_bytes(RA_PATH_FLASH, batch, seq, seq, d.H, d.H, d.D,
                                             ra_parallel_threads(ctx));
     else if (by_gemm)
         kernel = (size_t)latent_attention_floats(cache, step * d.H, keys) * sizeof(float);

@@ -257,6 +257,62 @@ static void test_short_blocks(void)
     for (int t = 0; t < 3; t++) ra_context_destroy(ctx[t]);
 }
 
+/* A short block's batch rows run in one decode call (up to 64 at a time),
+ * their chunks and kv heads spread over the threads: each row's out and lse
+ * are the bits the row alone gives (B 1), on 1, 2 and 3 threads.  B 3 to
+ * 70 (past 64: two calls), Hkv 1 and 2, keys within a chunk and across
+ * three, K and V token-major and head-major (batch stride Hkv Sk D). */
+static void test_short_batch_rows(void)
+{
+    static const int64_t shapes[][5] = {
+        /* B, Sq, Hkv, rep, Sk */
+        {4, 1, 1, 4, 500}, {8, 2, 2, 2, 300}, {3, 1, 1, 8, 2100}, {70, 1, 2, 4, 40},
+        {5, 4, 1, 8, 1025},
+    };
+    ra_context *ctx[3];
+    for (int t = 0; t < 3; t++) CHECK(ra_context_create(&ctx[t], t + 1) == RA_OK, "ctx");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t B = shapes[i][0], Sq = shapes[i][1], Hkv = shapes[i][2];
+        const int64_t H = Hkv * shapes[i][3], Sk = shapes[i][4], D = 40;
+        const int64_t nq = B * Sq * H * D, nk = B * Sk * Hkv * D, nl = B * H * Sq;
+        const int head_major = (int)(i % 2);
+        float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk);
+        float *v = malloc(sizeof(float) * nk), *alone = malloc(sizeof(float) * nq);
+        float *alone_lse = malloc(sizeof(float) * nl), *out = malloc(sizeof(float) * nq);
+        float *lse = malloc(sizeof(float) * nl);
+        ra_test_fill(q, nq, 700 + i), ra_test_fill(k, nk, 800 + i), ra_test_fill(v, nk, 900 + i);
+        ra_attention_options o = ra_attention_options_init();
+        o.window = i == 2 ? 1500 : 0;
+        ra_tensor tq = ra_tensor_4d(q, RA_F32, B, Sq, H, D);
+        ra_tensor tk = ra_tensor_4d(k, RA_F32, B, Sk, Hkv, D);
+        ra_tensor tv = ra_tensor_4d(v, RA_F32, B, Sk, Hkv, D);
+        if (head_major)
+            for (int d = 0; d < 3; d++)
+                tk.stride[d] = tv.stride[d] = d == 0 ? Hkv * Sk * D : d == 1 ? D : Sk * D;
+        for (int64_t b = 0; b < B; b++) { /* each row alone, on 2 threads */
+            ra_tensor rq = tq, rk = tk, rv = tv;
+            ra_tensor ro = ra_tensor_4d(alone + b * Sq * H * D, RA_F32, 1, Sq, H, D);
+            rq.data = q + b * Sq * H * D, rq.shape[0] = 1;
+            rk.data = k + b * Sk * Hkv * D, rk.shape[0] = 1;
+            rv.data = v + b * Sk * Hkv * D, rv.shape[0] = 1;
+            CHECK(ra_attention_block_lse(ctx[1], &ro, alone_lse + b * H * Sq, &rq, &rk, &rv,
+                                         Sk - Sq, 0, 0, &o) == RA_OK, "row: %s", ra_last_error());
+        }
+        for (int t = 0; t < 3; t++) {
+            ra_tensor to = ra_tensor_4d(out, RA_F32, B, Sq, H, D);
+            CHECK(ra_attention_block_lse(ctx[t], &to, lse, &tq, &tk, &tv, Sk - Sq, 0, 0, &o) ==
+                      RA_OK, "batch: %s", ra_last_error());
+            CHECK(!memcmp(out, alone, sizeof(float) * nq) &&
+                      !memcmp(lse, alone_lse, sizeof(float) * nl),
+                  "B %lld Sq %lld H %lld Hkv %lld Sk %lld %s, %d threads: the batch's bits are "
+                  "not each row's alone", (long long)B, (long long)Sq, (long long)H,
+                  (long long)Hkv, (long long)Sk, head_major ? "head-major" : "token-major", t + 1);
+        }
+        free(q), free(k), free(v), free(alone), free(alone_lse), free(out), free(lse);
+    }
+    for (int t = 0; t < 3; t++) ra_context_destroy(ctx[t]);
+}
+
 /* q_start = k_start, Sq = Sk: ra_attention_forward_lse's bits. */
 static void test_block_is_forward_lse(void)
 {
@@ -766,6 +822,7 @@ static void simd_cases(void)
     RUN(test_block_matches_reference);
     RUN(test_block_is_forward_lse);
     RUN(test_short_blocks);
+    RUN(test_short_batch_rows);
     RUN(test_decode_lse);
     RUN(test_block_backward_sums);
     RUN(test_block_backward_diagonal);

@@ -911,6 +911,33 @@ static void test_refusals(void)
     /* the backward names the missing gradient */
     ra_layer_tape *tape;
     CHECK(ra_layer_tape_create(&tape, s.layer, s.T) == RA_OK, "tape");
+    /* y over any weight the layer borrows: refused, naming one, by the forward,
+     * the training forward and the cached call (y written over it would
+     * change what the call, or the next, reads), the weight as it was (the
+     * phased calls refuse a latent layer whole) */
+    ra_kv_cache_reset(latent);
+    for (int i = 0; i < N_W; i++) {
+        if (!s.n_w[i]) continue;
+        float *kept = malloc(sizeof(float) * (size_t)s.n_w[i]), *over = s.w[i];
+        memcpy(kept, over, sizeof(float) * (size_t)s.n_w[i]);
+        for (int call = 0; call < 3; call++) {
+            const ra_status got =
+                call == 0 ? ra_layer_forward(NULL, s.layer, over, s.x, s.c.b, s.c.s, NULL, NULL)
+                : call == 1 ? ra_layer_forward_train(NULL, s.layer, over, tape, s.x, s.c.b,
+                                                     s.c.s, NULL, NULL)
+                            : ra_layer_forward_cached(NULL, s.layer, latent, over, s.x, s.c.b, 1,
+                                                      NULL);
+            /* y's n_x floats may reach a weight allocated after this one,
+             * which may be named first */
+            CHECK(got == RA_ERR_ARGUMENT && strstr(ra_last_error(), "y overlaps the layer's "),
+                  "y over %s, call %d: status %d, '%s'", w_names[i], call, (int)got,
+                  ra_last_error());
+        }
+        CHECK(!memcmp(kept, over, sizeof(float) * (size_t)s.n_w[i]) &&
+                  ra_kv_cache_length(latent, 0) == 0,
+              "y over %s: a refused call wrote", w_names[i]);
+        free(kept);
+    }
     CHECK(ra_layer_forward_train(NULL, s.layer, y, tape, s.x, s.c.b, s.c.s, NULL, NULL) == RA_OK, "train");
     ra_layer_grads g = ra_layer_grads_init();
     float *dx = calloc((size_t)s.n_x, sizeof(float));

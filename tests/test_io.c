@@ -1712,6 +1712,15 @@ static void test_config_families(void)
         {"{\"attn_logit_softcapping\": 50.0}",
          "config.json: \"attn_logit_softcapping\" (soft-capped attention logits) changes "
          "attention and is not supported"},
+        /* Gemma 3 keeps it and reads it nowhere (transformers 5.23's
+         * Gemma3Attention passes no softcap): accepted, and not applied */
+        {"{\"model_type\": \"gemma3_text\", \"attn_logit_softcapping\": 50.0}", NULL},
+        {"{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_text\", "
+         "\"attn_logit_softcapping\": 50.0}}",
+         NULL},
+        {"{\"model_type\": \"gemma3n_text\", \"attn_logit_softcapping\": 50.0}",
+         "config.json: \"attn_logit_softcapping\" (soft-capped attention logits) changes "
+         "attention and is not supported for model_type \"gemma3n_text\""},
         {"{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\"}}",
          NULL},
         {"{\"model_type\": \"llama4_text\", \"attn_temperature_tuning\": \"4\"}",

@@ -87,7 +87,9 @@
 #define GEMMA4_ASSISTANT                                                                 \
     "its layers all take their keys and values from the target model's (shared_kv_states): " \
     "not supported"
-#define GEMMA3 (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM)
+#define GEMMA3                                                                           \
+    (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM |     \
+     RA_HF_SOFTCAP_IGNORED)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
 #define GEMMA3_DEFAULTS                                                                  \
@@ -915,7 +917,8 @@ static const attention_key attention_keys[] = {
     {"local_rope_theta", NULL_ONLY, RA_HF_LOCAL_ATTENTION, "the sliding layers' rope base"},
     {"no_rope_layers", NULL_ONLY, RA_HF_NO_ROPE_LAYERS, "layers without RoPE"},
     {"clip_qkv", NULL_ONLY, RA_HF_CLIP_QKV, "q, k and v clipped"},
-    {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP, "soft-capped attention logits"},
+    {"attn_logit_softcapping", NULL_ONLY, RA_HF_SOFTCAP | RA_HF_SOFTCAP_IGNORED,
+     "soft-capped attention logits"},
     {"use_qk_norm", FALSE_ONLY, RA_HF_USE_QK_NORM | RA_HF_QK_L2_NORM | RA_HF_QK_NORM_BY_KEY,
      "q and k norms"},
     {"qk_layernorm", FALSE_ONLY, RA_HF_QK_LAYERNORM | RA_HF_QK_LAYERNORM_BIAS,

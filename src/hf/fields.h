@@ -362,6 +362,11 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * ([11, 11, 10]), not Qwen3-VL's [24, 20, 20]: none taken (text positions run, 3-D ones need
  * mrope_section) (Qwen4-Exp) */
 #define RA_HF_MROPE_OWN_DEFAULT RA_HF_BIT(93)
+/* attn_logit_softcapping is read by no code: the attention module keeps it
+ * (self.attn_logit_softcapping) and passes no softcap to any attention
+ * function, eager, sdpa, flex or flash (transformers 5.23's
+ * Gemma3Attention.forward): the logits are not capped (Gemma 3) */
+#define RA_HF_SOFTCAP_IGNORED RA_HF_BIT(94)
 
 /* Encoders (bits 52, 54): */
 /* no causal mask: every token sees every other, a sliding layer those with |i - j| <=

@@ -1258,6 +1258,16 @@ def partial_whole_cases():
                  pos=positions(9), cached=False)
 
 
+def ignored_keys_cases():
+    """A key a family's config keeps and its code reads nowhere: Gemma 3's
+    attn_logit_softcapping (Gemma3Attention passes no softcap to any
+    attention function); a cap of 1.0, which would flatten every logit,
+    leaves the layer as it is."""
+    yield family("gemma3_softcap_ignored", "Gemma3Text",
+                 dict(GEMMA3_TEXT, attn_logit_softcapping=1.0), rope=GEMMA3_ROPE, freqs=False,
+                 model="Gemma3ForCausalLM")
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1281,6 +1291,7 @@ def named_seed_cases():
     yield from gate2_cases()
     yield from dots3_cases()
     yield from partial_whole_cases()
+    yield from ignored_keys_cases()
     from encoder_cases import encoder_cases  # (it imports this module)
     yield from encoder_cases()
 

@@ -289,6 +289,11 @@ np.save(os.path.join(fm, "square_x.npy"),
         np.repeat(np.load(os.path.join(cases, "padded_llama", "x.npy"))[:1], S, 0))
 np.save(os.path.join(fm, "bool_padding.npy"), np.tile(real[:1], (S, 1)))
 np.save(os.path.join(fm, "causal4.npy"), np.tril(np.ones((S, S), bool))[None, None])
+# batch 1: a bool mask [S] or [1, S] could be a padding mask [batch, S] too
+np.save(os.path.join(fm, "one_x.npy"), np.load(os.path.join(cases, "padded_llama", "x.npy"))[:1])
+np.save(os.path.join(fm, "keys1.npy"), real[0])
+np.save(os.path.join(fm, "keys2.npy"), real[:1])
+np.save(os.path.join(fm, "keys4.npy"), real[:1][None, None])
 with open(os.path.join(fm, "causal.npy"), "rb") as src:
     open(os.path.join(fm, "truncated.npy"), "wb").write(src.read()[:-7])
 PY
@@ -376,6 +381,22 @@ if ! square "$FM/bool_padding.npy" 2>"$TMP/err" && grep -qF "with batch = seq" "
     [ "$(wc -l <"$TMP/err")" -eq 1 ] && [ "$(cat "$FM/kept.npy")" = keep ] &&
     square "$FM/causal4.npy" 2>>"$TMP/err"; then pass
 else fail "a 2-D bool mask with batch = seq: $(cat "$TMP/err")"; fi
+echo keep >"$FM/kept.npy"
+
+# batch 1: a bool mask [12] or [1, 12] may be a padding mask [batch, seq] (it
+# was read as a full mask over the keys, the padding tokens' rows computed,
+# exit 0); [1, 1, 1, seq] is the full mask
+one() {
+    "$RA" attention --weights "$C/model.safetensors" --config "$C/config.json" --layer 0 \
+        --input "$FM/one_x.npy" --output "$FM/kept.npy" --attention-mask "$1"
+}
+for m in keys1 keys2; do
+    if ! one "$FM/$m.npy" 2>"$TMP/err" && grep -qF "with batch 1" "$TMP/err" &&
+        [ "$(wc -l <"$TMP/err")" -eq 1 ] && [ "$(cat "$FM/kept.npy")" = keep ]; then pass
+    else fail "a bool mask $m with batch 1: $(cat "$TMP/err")"; fi
+done
+if one "$FM/keys4.npy" 2>"$TMP/err"; then pass
+else fail "a bool mask [1, 1, 1, seq] with batch 1: $(cat "$TMP/err")"; fi
 echo keep >"$FM/kept.npy"
 
 # latent attention (DeepSeek-V3's fixture) refuses a full mask, by name

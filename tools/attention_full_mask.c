@@ -36,6 +36,15 @@ int full_mask_read(const char *path, int64_t batch, int64_t seq, full_mask *out)
                           "seq: a full mask [seq, seq] or a padding mask [batch, seq]; give "
                           "a full mask as [1, 1, seq, seq], a padding mask as int32 or int64",
                           path, (long long)batch, (long long)seq);
+    /* [seq] or [1, seq] when batch = 1 is a padding mask's shape too (an int
+     * one of 1-D [seq] is read as one): read as a full mask over the keys it
+     * would compute the padding tokens' rows, which a padding mask zeroes */
+    else if (batch == 1 && seq > 1 && m->shape[m->ndim - 1] == seq &&
+             (m->ndim == 1 || (m->ndim == 2 && m->shape[0] == 1)))
+        failed = cli_fail(EXIT_FAIL, "%s: a %d-D bool or float mask of %lld keys with batch 1: "
+                          "a full mask [1, 1, 1, seq] or a padding mask [batch, seq] (whose "
+                          "padding rows are 0); give a full mask as [1, 1, 1, seq], a padding "
+                          "mask as int32 or int64", path, m->ndim, (long long)seq);
     if (failed) {
         full_mask_free(out);
         return failed;

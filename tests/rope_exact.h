@@ -51,12 +51,18 @@ static const int64_t exact_shapes[][4] = {{1, 1, 1, 2},  {2, 7, 3, 8},   {1, 33,
                                           {1, 9, 3, 34},  {1, 3, 2, 1030}};
 
 /* The contexts check_fast_exact runs on: the caller's thread (NULL), 2 and
- * 3 threads (the caller destroys ctxs[1] and ctxs[2]). */
+ * 3 threads (three_contexts_destroy destroys them). */
 static void three_contexts(ra_context *ctxs[3])
 {
     ctxs[0] = NULL;
     CHECK(ra_context_create(&ctxs[1], 2) == RA_OK, "ctx");
     CHECK(ra_context_create(&ctxs[2], 3) == RA_OK, "ctx");
+}
+
+static void three_contexts_destroy(ra_context *ctxs[3])
+{
+    ra_context_destroy(ctxs[1]);
+    ra_context_destroy(ctxs[2]);
 }
 
 /* x [B, S, heads, D] = sh of dtype dt (token stride padded by pad; values
@@ -89,6 +95,18 @@ static void check_fast_exact(ra_context *const ctxs[3], const ra_rope *rope, int
     free(in);
     free(fast);
     free(ref);
+}
+
+/* check_fast_exact for the cases of ids (M-RoPE's, axial's): variant's bit
+ * 0 pads the token stride, variants 2 and 3 run the inverse; rope is then
+ * destroyed. */
+static void check_ids_variant(ra_context *const ctxs[3], ra_rope *rope, int dt,
+                              const int64_t sh[4], int variant, uint64_t seed,
+                              const ra_positions *pos, const char *what)
+{
+    check_fast_exact(ctxs, rope, dt, sh, variant & 1 ? 3 : 0, seed, pos,
+                     variant >= 2 ? RA_INVERSE : RA_FORWARD, what);
+    ra_rope_destroy(rope);
 }
 
 /* Fast path == reference, bit for bit, across layouts, dtypes, strides,
@@ -124,8 +142,7 @@ static void test_fast_matches_reference(void)
                     free(ids);
                     ra_rope_destroy(rope);
                 }
-    ra_context_destroy(ctxs[1]);
-    ra_context_destroy(ctxs[2]);
+    three_contexts_destroy(ctxs);
 }
 
 /* M-RoPE sections for n pairs: arrangement 0 chunked halves and quarters,
@@ -183,14 +200,11 @@ static void test_mrope_fast_matches_reference(void)
                     char what[96];
                     snprintf(what, sizeof what, "mrope shape %zu arrangement %d layout %d dtype "
                              "%d variant %d", si, arrangement, layout, dt, variant);
-                    check_fast_exact(ctxs, rope, dt, sh, variant & 1 ? 3 : 0,
-                                     5000 + si * 100 + arrangement * 10 + dt, &pos,
-                                     variant >= 2 ? RA_INVERSE : RA_FORWARD, what);
+                    check_ids_variant(ctxs, rope, dt, sh, variant,
+                                      5000 + si * 100 + arrangement * 10 + dt, &pos, what);
                     free(ids);
-                    ra_rope_destroy(rope);
                 }
-    ra_context_destroy(ctxs[1]);
-    ra_context_destroy(ctxs[2]);
+    three_contexts_destroy(ctxs);
 }
 
 /* 2-D (axial) RoPE, fast path == reference bit for bit: (row, column) ids
@@ -231,14 +245,11 @@ static void test_axial_fast_matches_reference(void)
                     char what[80];
                     snprintf(what, sizeof what, "axial shape %zu kind %d layout %d dtype %d "
                              "variant %d", si, kind, layout, dt, variant);
-                    check_fast_exact(ctxs, rope, dt, sh, variant & 1 ? 3 : 0,
-                                     7000 + si * 100 + kind * 10 + dt, &pos,
-                                     variant >= 2 ? RA_INVERSE : RA_FORWARD, what);
+                    check_ids_variant(ctxs, rope, dt, sh, variant,
+                                      7000 + si * 100 + kind * 10 + dt, &pos, what);
                     free(ids);
-                    ra_rope_destroy(rope);
                 }
-    ra_context_destroy(ctxs[1]);
-    ra_context_destroy(ctxs[2]);
+    three_contexts_destroy(ctxs);
 }
 
 /* Where the data sits: x and out starting at every element offset from a

@@ -246,6 +246,7 @@ class RotaryEmbedding:
         pos = as_array(positions, "positions")
         if pos.dtype.kind not in "iu":
             raise DtypeError(f"positions: expected integers, got {pos.dtype}")
+        _within_int64(pos)
         if self.axial:
             if pos.ndim < 1 or pos.shape[-1] != 2:
                 raise ArgumentError(f"positions: a 2-D rope takes (row, column) positions "
@@ -290,6 +291,13 @@ def _cached_rope(head_dim, items):
     return RotaryEmbedding(head_dim, **dict(items))
 
 
+def _within_int64(ids):
+    """Refuses unsigned ids past int64's range by their own value (cast to
+    int64, as the library reads them, they would read negative)."""
+    if ids.dtype.kind == "u" and ids.size and int(ids.max()) >= 2 ** 63:  # as Python ints
+        raise ArgumentError(f"positions: {int(ids.max())} is beyond {MAX_POSITION} (2^32)")
+
+
 def _axial_positions(positions, b, s):
     """C-contiguous int64 [B, S, 2] from a 2-D rope's (row, column)
     positions [S, 2] or [B, S, 2]."""
@@ -299,6 +307,7 @@ def _axial_positions(positions, b, s):
     ids = as_array(positions, "positions")
     if ids.dtype.kind not in "iu":
         raise DtypeError(f"positions: expected integers [S, 2] or [B, S, 2], got {ids.dtype}")
+    _within_int64(ids)
     if ids.shape not in ((s, 2), (b, s, 2)):
         raise ArgumentError(f"positions: a 2-D rope takes (row, column) positions "
                             f"({s}, 2) or ({b}, {s}, 2), got {ids.shape}")
@@ -320,11 +329,14 @@ def _positions(positions, b, s, mrope=False, axial=False):
                                   not isinstance(positions, bool)):
         if positions < 0:
             raise ArgumentError(f"positions: start {positions} is negative")
+        if positions > MAX_POSITION:
+            raise ArgumentError(f"positions: start {positions} is beyond {MAX_POSITION} (2^32)")
         return int(positions), None
     ids = as_array(positions, "positions")
     if ids.dtype.kind not in "iu":
         raise DtypeError(f"positions: expected an int, or integers [S] or [B, S], "
                          f"got {ids.dtype}")
+    _within_int64(ids)
     three = ids.shape == (3, b, s) or (ids.shape == (3, s) and b != 3)
     if mrope and b == 3 and ids.shape == (3, s):
         raise ArgumentError(f"positions: shape {ids.shape} with batch 3 is 3-D positions or "

@@ -317,6 +317,20 @@ def test_dynamic_and_longrope_refuse_positions_past_2_32_naming_them(kind):
             ropeattn.apply_rotary(randn(1, 2, 1, 16), pos, rope=rope)
 
 
+def test_unsigned_positions_past_int64_named_by_their_value():
+    """uint64 positions of 2^63 and more are refused by their own value (cast
+    to int64 they read negative: the message named -9223372036854775803), a
+    start past 2^32 by its own (an OverflowError for 2^63 and more)."""
+    rope = ropeattn.RotaryEmbedding(16)
+    big = 2 ** 63 + 5
+    for call in (rope.cos_sin, lambda p: ropeattn.apply_rotary(randn(1, 2, 1, 16), p, rope=rope)):
+        with pytest.raises(ropeattn.ArgumentError, match=f"positions: {big} is beyond"):
+            call(np.array([1, big], np.uint64))
+    with pytest.raises(ropeattn.ArgumentError, match=f"start {big} is beyond"):
+        ropeattn.apply_rotary(randn(1, 2, 1, 16), big, rope=rope)
+    assert rope.cos_sin(np.array([3], np.uint64))[0].shape == (1, 16)
+
+
 @pytest.mark.parametrize("key,value,kw", [
     ("low_freq_factor", 1e-320, {}), ("high_freq_factor", 0.0, {}), ("factor", -8.0, {}),
     ("factor", float("nan"), {}), ("original_max_position_embeddings", 0, {}),

@@ -13,6 +13,18 @@
 SUITE=python
 source "$(dirname "$0")/shell_common.sh"
 
+# The install lines of README.md and python/README.md are the ones run
+# below: a venv of Debian's /usr/bin/python3 (another python3 on PATH has
+# no numpy for the build), pip offline (--no-index --no-build-isolation).
+for doc in README.md python/README.md; do
+    if grep -q '^/usr/bin/python3 -m venv --system-site-packages venv' "$doc" &&
+        grep -q '^venv/bin/pip install --no-index --no-build-isolation \./python' "$doc" &&
+        ! grep -E '^(python3 -m venv|venv/bin/pip install)' "$doc" |
+            grep -vqE '^(/usr/bin/python3 -m venv|venv/bin/pip install --no-index --no-build-isolation)'; then
+        pass
+    else fail "$doc: its install lines are not the ones this test runs"; fi
+done
+
 if [ "$BUILD" != "$PWD/build" ]; then
     echo "SKIPPED python: $BUILD is a sanitizer build; the extension links the plain build/libropeattn.a"
     summary

@@ -33,6 +33,9 @@ POSITIVE = {"theta", "factor", "attention_factor", "low_freq_factor", "high_freq
 NON_NEGATIVE = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim"}
 LENGTHS = {"original_max_position_embeddings", "max_position_embeddings", "seq_len"}
 FACTOR_LISTS = {"short_factor", "long_factor"}
+# whole numbers >= 0 (0: the library's default), never a bool or a float the
+# extension would truncate
+COUNTS = {"rotary_dim", "table_size"}
 # The types whose frequencies depend on the sequence's length L (transformers'
 # dynamic_rope_update), and the length past which they scale.
 BY_LENGTH = {"dynamic": "max_position_embeddings",
@@ -58,6 +61,17 @@ def _check_key(key, value):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
                 not 1 <= value < 2 ** 63:
             raise ArgumentError(f"{key}: expected a positive integer (int64), got {value!r}")
+    elif key in COUNTS:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
+            raise ArgumentError(f"{key}: expected an integer >= 0, got {value!r}")
+    elif key == "mrope_section":
+        section = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else (value,)
+        if len(section) != 3 or not all(isinstance(v, numbers.Integral) and
+                                        not isinstance(v, bool) and v >= 0 for v in section):
+            raise ArgumentError(f"mrope_section: expected 3 integers >= 0 (pairs of the "
+                                f"temporal, height and width components), got {value!r}")
+    elif key == "mrope_interleaved":
+        flag(value, key)
     elif key in FACTOR_LISTS:
         factors = np.asarray(value, dtype=object)
         if factors.ndim != 1:
@@ -99,7 +113,9 @@ class RotaryEmbedding:
 
     Each key is checked in its own name (ArgumentError "factor: expected a
     positive number, got ..."): numbers finite and not subnormal, lengths
-    positive integers.
+    positive integers, rotary_dim and table_size integers >= 0,
+    mrope_section 3 integers >= 0 and mrope_interleaved True or False
+    (never a float truncated, a bool counted or a string's truth taken).
 
     dynamic and longrope scale by the sequence's length L.  Without
     seq_len, L is each call's largest position + 1, as transformers'
@@ -143,7 +159,8 @@ class RotaryEmbedding:
                 continue
             elif key in FIELDS:
                 _check_key(key, value)
-                fields[key] = value
+                fields[key] = ([int(v) for v in value] if key == "mrope_section" else
+                               int(value) if key in COUNTS else value)
             else:
                 raise TypeError(f"RotaryEmbedding: unknown keyword {key!r}")
         self._rope = _ropeattn.Rope(head_dim, type=ROPE_TYPES[rope_type],

@@ -405,3 +405,31 @@ def test_by_length_ropes_are_freed_without_the_garbage_collector():
         assert gone() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("kw", [dict(mrope_section=[2.5, 2.5, 3]),  # truncated: (2, 2, 3)
+                                dict(mrope_section=[2.9, 2.9, 2.2]),
+                                dict(mrope_section=["2", "3", "3"]),
+                                dict(mrope_section=[True, 3, 4]),  # read as (1, 3, 4)
+                                dict(mrope_section=[2, 2, 2, 2]),
+                                dict(mrope_section=[2, 3, 3], mrope_interleaved="no"),
+                                dict(mrope_section=[2, 3, 3], mrope_interleaved=1),
+                                dict(rotary_dim=8.0), dict(rotary_dim=True),
+                                dict(table_size=True), dict(table_size=64.5)])
+def test_rope_integer_and_flag_keys_are_refused_in_their_names(kw):
+    """mrope_section, mrope_interleaved, rotary_dim and table_size: a float
+    was truncated ([2.5, 2.5, 4] ran as (2, 2, 4)), a bool counted as 1 and
+    a string's truth taken ("no" interleaved), where each is an error
+    naming the key."""
+    key = list(kw)[-1]
+    with pytest.raises(ropeattn.ArgumentError, match=f"^{key}: "):
+        ropeattn.RotaryEmbedding(16, **kw)
+
+
+def test_rope_integer_keys_of_numpy_integers():
+    rope = ropeattn.RotaryEmbedding(16, mrope_section=np.array([2, 3, 3], np.uint64),
+                                    mrope_interleaved=np.bool_(False), rotary_dim=np.int64(16),
+                                    table_size=np.int32(64))
+    assert rope.mrope_section == (2, 3, 3) and rope.rotary_dim == 16
+    np.testing.assert_array_equal(rope.inv_freq, ropeattn.RotaryEmbedding(16).inv_freq)
+

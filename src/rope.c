@@ -250,6 +250,30 @@ static int same_view(const ra_tensor *a, const ra_tensor *b)
     return 1;
 }
 
+/* The first array of p (read by ra_positions_read for batch x seq tokens)
+ * that out overlaps, or NULL: the kernels read the positions while they
+ * write out, so positions written over would be read changed (past the
+ * checks: out-of-range table rows). */
+static const char *positions_under(const ra_positions *p, int64_t batch, int64_t seq,
+                                   const ra_tensor *out)
+{
+    const int64_t n = batch * seq, runs = p->cu_seqlens ? p->n_seqs : batch;
+    const struct {
+        const int64_t *a;
+        int64_t count;
+        const char *name;
+    } arrays[5] = {{p->ids, n, "ids"},
+                   {p->starts, runs, "starts"},
+                   {p->cu_seqlens, p->n_seqs + 1, "cu_seqlens"},
+                   {p->mrope_ids, 2 * p->mrope_stride + n, "mrope_ids"},
+                   {p->axial_ids, 2 * n, "axial_ids"}};
+    for (int i = 0; i < 5; i++)
+        if (arrays[i].a &&
+            ra_tensor_overlaps_bytes(out, arrays[i].a, (size_t)arrays[i].count * sizeof(int64_t)))
+            return arrays[i].name;
+    return NULL;
+}
+
 ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const ra_tensor *x,
                               const ra_positions *positions, ra_direction direction,
                               ra_positions *pos)
@@ -276,7 +300,10 @@ ra_status ra_rope_check_apply(const ra_rope *rope, const ra_tensor *out, const r
                        ", x " RA_DIMS_FMT, RA_DIMS(out->stride), RA_DIMS(x->stride));
     if (out->data != x->data && ra_tensors_overlap(out, x)) /* else no sharing */
         return ra_fail(RA_ERR_ARGUMENT, "out overlaps x");
-    return ra_positions_read(pos, positions, rope, x->shape[0], x->shape[1], 1);
+    RA_TRY(ra_positions_read(pos, positions, rope, x->shape[0], x->shape[1], 1));
+    const char *under = positions_under(pos, x->shape[0], x->shape[1], out);
+    if (under) return ra_fail(RA_ERR_ARGUMENT, "out overlaps the positions' %s", under);
+    return RA_OK;
 }
 
 static int position_ok(int64_t first, int64_t count)

@@ -433,3 +433,19 @@ def test_rope_integer_keys_of_numpy_integers():
     assert rope.mrope_section == (2, 3, 3) and rope.rotary_dim == 16
     np.testing.assert_array_equal(rope.inv_freq, ropeattn.RotaryEmbedding(16).inv_freq)
 
+
+@pytest.mark.parametrize("offset", [0, 8, 56])
+def test_out_over_the_positions_is_refused(offset):
+    """apply_rotary(x, ids, out=out) with ids an int64 view of out's
+    memory: the kernel read back rotated bits as positions and crashed
+    (segmentation fault); ra_rope_apply now refuses it, writing nothing."""
+    s = 8
+    x = randn(1, s, 1, 16)
+    out = np.zeros((1, s, 1, 16), np.float32)
+    ids = out.reshape(-1).view(np.int64)[offset:offset + s]  # out's 512 bytes: 64 int64
+    ids[:] = np.arange(s)
+    before = out.copy()
+    with pytest.raises(ropeattn.ArgumentError, match="out overlaps the positions' ids"):
+        ropeattn.apply_rotary(x, ids, out=out)
+    np.testing.assert_array_equal(out, before)
+    np.testing.assert_array_equal(ropeattn.apply_rotary(x, ids.copy()), ropeattn.apply_rotary(x))

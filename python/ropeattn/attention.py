@@ -94,6 +94,9 @@ class _Call:
         if v.dtype != k.dtype:
             raise DtypeError(f"v: expected k's dtype {k.dtype}, got {v.dtype}")
         if sinks is not None:
+            sinks = as_array(sinks, "sinks")
+            if sinks.dtype.kind not in "fiu":  # complex lost its imaginary part, bools counted
+                raise DtypeError(f"sinks: expected real numbers [H], got {sinks.dtype}")
             sinks = c_array(sinks, np.float32)
         if cu_seqlens is not None:
             docs = as_array(cu_seqlens, "cu_seqlens")

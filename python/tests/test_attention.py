@@ -263,3 +263,13 @@ def test_shape_mix_up_refused_where_the_shapes_tell():
     with pytest.raises(ropeattn.ArgumentError) as e:  # fits neither: no hint
         ropeattn.attention(q, randn32(1, 5, 3, 8), randn32(1, 5, 3, 8))
     assert "pass shape" not in str(e.value)
+
+
+@pytest.mark.parametrize("sinks", [np.full(4, 1 + 1j), np.ones(4, bool), np.array(["1"] * 4),
+                                   np.array([None] * 4)])
+def test_sinks_of_real_numbers_only(sinks):
+    """sinks of complex numbers lost their imaginary part (a ComplexWarning
+    and numbers), bools counted as 1.0: each a DtypeError naming sinks."""
+    q, k, v = qkv(1, 6)
+    with pytest.raises(ropeattn.DtypeError, match="^sinks: expected real numbers"):
+        ropeattn.attention(q, k, v, sinks=sinks)

@@ -19,8 +19,10 @@ the values the forward did, whatever the caller does to them meanwhile.
 A non-contiguous incoming gradient is
 made contiguous first.  The library computes in float32 and rounds once:
 attention's output is in q's dtype (bfloat16 in, bfloat16 out), each
-gradient in its input's dtype.  The backward passes are not differentiable again
-(once_differentiable: a second derivative raises).  context=None runs on
+gradient in its input's dtype.  RoPE's backward is differentiable again
+(exactly: RoPE is linear); attention's is not: with create_graph=True,
+differentiating its gradients (a double backward, a gradient penalty)
+raises UnsupportedError, never a silent zero.  context=None runs on
 PyTorch's thread count (torch.get_num_threads()): a default Context of
 that many threads, shared by the process's calls (one finding it busy
 runs on its calling thread alone); the same bits for any count.
@@ -89,13 +91,12 @@ class _Rotary(torch.autograd.Function):
         return _tensor(out, x.dtype)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
+        # the rotation by -angle, itself differentiable (the rotation back):
+        # double backward and create_graph are exact, RoPE being linear in x
         positions, rope, inverse, context, shape = ctx.args
-        gv, dtype = _view(grad.contiguous(), "grad", tuple(_DTYPES))
-        dx = _apply_rotary(gv, positions, rope=rope, inverse=not inverse, context=context,
-                           dtype=dtype, shape=shape)
-        return _tensor(dx, grad.dtype), None, None, None, None, None
+        dx = _Rotary.apply(grad.contiguous(), positions, rope, not inverse, context, shape)
+        return dx, None, None, None, None, None
 
 
 def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, shape="bshd",
@@ -172,8 +173,17 @@ class _Attention(torch.autograd.Function):
         return out.to(q.dtype)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
+        with torch.no_grad():
+            grads = _Attention._gradients(ctx, grad)
+        q, k, v, sinks = ctx.saved_tensors[:4]
+        if torch.is_grad_enabled():  # create_graph: differentiating these must raise
+            grads = _NotTwice.apply(len(grads), *grads, grad, q, k, v, sinks)
+        return (*grads, None, None, None, None)
+
+    @staticmethod
+    def _gradients(ctx, grad):
+        """(dq, dk, dv, dsinks or None) from the library's backward."""
         q, k, v, sinks, mask, *out = ctx.saved_tensors
         out = (out[0] if out else ctx.out).numpy()
         lse, options, block, context, dtype, array_mask = ctx.saved
@@ -190,7 +200,26 @@ class _Attention(torch.autograd.Function):
                                                           **options)
         return (torch.from_numpy(dq).to(q.dtype), torch.from_numpy(dk).to(k.dtype),
                 torch.from_numpy(dv).to(v.dtype),
-                None if dsinks is None else torch.from_numpy(dsinks), None, None, None, None)
+                None if dsinks is None else torch.from_numpy(dsinks))
+
+
+class _NotTwice(torch.autograd.Function):
+    """Attention's gradients as they are, joined in the graph to what they
+    depend on (the forward's inputs and the incoming gradient): with
+    create_graph, differentiating them raises UnsupportedError.
+    once_differentiable joined them to nothing when the incoming gradient
+    needed none (autograd.grad of a loss's sum), so a gradient penalty
+    took them as constants, a silently wrong second derivative."""
+
+    @staticmethod
+    def forward(ctx, n, *tensors):
+        return tuple(None if t is None else t.detach() for t in tensors[:n])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise UnsupportedError("ropeattn.torch.attention's backward is not differentiable: "
+                               "its gradients' own derivatives (create_graph=True, double "
+                               "backward, gradient penalties) are not implemented")
 
 
 def _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens, dropout_p, seed,

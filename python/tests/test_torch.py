@@ -588,3 +588,40 @@ def test_drop_in_rotary_tables_changed_or_mixed():
         got = rt.apply_rotary_pos_emb(q, k, *tables)
         for g, w in zip(got, formula(*tables)):
             assert close(g, w, 1e-6)
+
+
+def test_second_derivative_through_attention_raises_in_a_gradient_penalty():
+    """A gradient penalty (dq * dq).sum() + something else of q: the
+    attention's gradients were taken as constants (once_differentiable joins
+    them to nothing when the incoming gradient needs none), so the penalty's
+    gradient was that of the other term alone, silently (all ones here)."""
+    q = randn(1, 5, 2, 8).requires_grad_(True)
+    k, v = randn(1, 5, 1, 8).requires_grad_(True), randn(1, 5, 1, 8)
+    (dq, dk) = torch.autograd.grad(rt.attention(q, k, v).sum(), (q, k), create_graph=True)
+    for target in (q, k):
+        with pytest.raises(ropeattn.UnsupportedError, match="not differentiable"):
+            torch.autograd.grad((dq * dq).sum() + (dk * dk).sum() + q.sum() + k.sum(), target,
+                                retain_graph=True)
+    # without create_graph nothing changes: the first derivative as before
+    (dq1,) = torch.autograd.grad(rt.attention(q, k, v).sum(), q)
+    assert torch.equal(dq1, dq.detach())
+
+
+def test_rope_second_derivative_against_float64_autograd():
+    """RoPE's backward is itself differentiable (the rotation back): a
+    gradient penalty through it equals float64 autograd of the formula; it
+    was taken as a constant (the penalty's gradient all ones)."""
+    rope = ropeattn.RotaryEmbedding(8, theta=10000.0)
+    x = randn(2, 5, 3, 8)
+    pos = torch.arange(5).expand(2, 5)
+
+    def penalty_gradient(fn, x):
+        x = x.detach().requires_grad_(True)
+        (dx,) = torch.autograd.grad((fn(x) ** 2).sum(), x, create_graph=True)
+        (g,) = torch.autograd.grad((dx * dx).sum() + x.sum(), x)
+        return g
+
+    want = penalty_gradient(lambda t: ref_rope(t, pos, rope.inv_freq), x.double())
+    got = penalty_gradient(lambda t: rt.apply_rotary(t, rope=rope), x)
+    assert close(got, want, 1e-5)
+    assert not torch.equal(got, torch.ones_like(got))

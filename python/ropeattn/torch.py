@@ -611,13 +611,20 @@ _KNOWN_KWARGS = {"position_ids", "is_causal", "use_cache", "output_hidden_states
 
 
 
-def _check_call(module, query, key, value, kwargs):
+def _check_call(module, query, key, value, dropout, kwargs):
     """Refuses what the library would not compute as transformers does,
     naming it; returns whether the call is causal (is_causal, or when None
     the module's, as transformers' sdpa path reads it)."""
     is_causal = kwargs.get("is_causal")
     if is_causal is None:
         is_causal = getattr(module, "is_causal", True)
+    if isinstance(is_causal, torch.Tensor) and is_causal.dtype == torch.bool and \
+            is_causal.dim() == 0:
+        is_causal = bool(is_causal)  # torch.jit tracing's
+    if not (isinstance(is_causal, (bool, np.bool_)) or
+            (isinstance(is_causal, numbers.Integral) and is_causal in (0, 1))):
+        # its truth would decide ("no" ran causal); SDPA raises
+        raise UnsupportedError(f"is_causal: expected True, False or None, got {is_causal!r}")
     for name, feature in _REFUSED_KWARGS.items():
         if kwargs.get(name) is not None and kwargs[name] is not False:  # a tensor: no ==
             raise UnsupportedError(f"{name}: {feature} is not supported by ropeattn")
@@ -625,6 +632,13 @@ def _check_call(module, query, key, value, kwargs):
         if kwargs[name] is not None:
             raise UnsupportedError(f"{name}: an argument ropeattn does not know, which may "
                                    f"change the result (e.g. sparse attention's key indices)")
+    batches = {query.shape[0], key.shape[0], value.shape[0]} - {1}
+    if len(batches) > 1:
+        raise UnsupportedError(f"query, key, value: batches {query.shape[0]}, {key.shape[0]} "
+                               f"and {value.shape[0]} do not broadcast")
+    if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or \
+            not 0 <= dropout <= 1:  # F.dropout's range; NaN and -0.1 were read as 0
+        raise UnsupportedError(f"dropout: expected a probability in [0, 1], got {dropout!r}")
     if key.shape[-1] != query.shape[-1] or value.shape[-1] > query.shape[-1]:
         raise UnsupportedError(f"head_dim: query {query.shape[-1]}, key {key.shape[-1]}, "
                                f"value {value.shape[-1]}: ropeattn needs one for q and k, "
@@ -669,8 +683,11 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
     encoder_hidden_states, and a keyword argument it does not know holding anything
     but None (sparse attention's indices, block_indices).  context: a ropeattn.Context, or
     None (torch.get_num_threads() threads)."""
-    causal = _check_call(module, query, key, value, kwargs)
-    b, h, sq, sk = query.shape[0], query.shape[1], query.shape[2], key.shape[2]
+    causal = _check_call(module, query, key, value, dropout, kwargs)
+    # SDPA's and eager's matmuls broadcast a batch of 1 (learned queries)
+    b = max(query.shape[0], key.shape[0], value.shape[0])
+    query, key, value = (t.expand(b, *t.shape[1:]) for t in (query, key, value))
+    h, sq, sk = query.shape[1], query.shape[2], key.shape[2]
     attention_mask = getattr(attention_mask, "ropeattn_mask", attention_mask)
     if not causal and isinstance(attention_mask, Mask):
         attention_mask = attention_mask.given

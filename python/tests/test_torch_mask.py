@@ -271,3 +271,38 @@ def test_drop_in_4d_masks_the_library_does_not_form_go_whole():
         assert close(out, want, 1e-5)
     with pytest.raises(ropeattn.UnsupportedError, match="attention_mask"):
         rt.eager_attention_forward(module, q, k, v, (j <= i).long()[None, None], scaling=0.3)
+
+
+def test_drop_in_is_causal_and_dropout_that_would_decide_by_truth_are_refused():
+    """is_causal "no" ran causal (its truth), dropout -0.1 or NaN ran as 0
+    (eager's F.dropout and SDPA raise for them): each an UnsupportedError
+    naming it."""
+    q, k, v = randn(1, 4, 6, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)
+    module = torch.nn.Module().eval()
+    for value in ("no", "False", 2, torch.tensor([True, False])):
+        with pytest.raises(ropeattn.UnsupportedError, match="^is_causal: "):
+            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, is_causal=value)
+    for value in (-0.1, math.nan, 1.5, True, "0.1"):
+        with pytest.raises(ropeattn.UnsupportedError, match="^dropout: "):
+            rt.eager_attention_forward(module, q, k, v, None, scaling=0.3, dropout=value)
+    out, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.3,
+                                        is_causal=torch.tensor(False))
+    t = [x.transpose(1, 2).double() for x in (q, k, v)]
+    assert close(out, ref_attention(*t, causal=False, scale=0.3), 1e-5)
+
+
+@pytest.mark.parametrize("batches", [(1, 3), (3, 1)])
+def test_drop_in_a_batch_of_one_broadcasts_as_sdpa(batches):
+    """Queries of batch 1 over keys of batch 3 (learned queries), or the
+    reverse: SDPA's and eager's matmuls broadcast the batch; the library
+    call took key row 0 alone and returned a batch of 1, silently."""
+    bq, bk = batches
+    q, k, v = randn(bq, 4, 5, 8), randn(bk, 2, 5, 8), randn(bk, 2, 5, 8)
+    module = torch.nn.Module().eval()
+    want = ref_attention(*(x.expand(3, -1, -1, -1).transpose(1, 2).double() for x in (q, k, v)),
+                         scale=0.3)
+    out, _ = rt.eager_attention_forward(module, q, k, v, None, scaling=0.3)
+    assert out.shape == (3, 5, 4, 8) and close(out, want, 1e-5)
+    with pytest.raises(ropeattn.UnsupportedError, match="do not broadcast"):
+        rt.eager_attention_forward(module, randn(2, 4, 5, 8), k.expand(3, -1, -1, -1), v,
+                                   None, scaling=0.3)

@@ -591,7 +591,7 @@ class KVCache:
             if not w:
                 raise ArgumentError("window=True: the layer has no sliding window or chunk "
                                     "(config window and chunk are 0): use a full cache")
-        self.layer = layer
+        self._layer = layer
         self.batch = _count(batch, "batch", 1)
         self.capacity = _count(capacity, "capacity", 1)
         if self.batch is None or self.capacity is None:
@@ -609,6 +609,12 @@ class KVCache:
                                             scale=float(scale or 0))
 
     @property
+    def layer(self):
+        """The Layer the cache serves (read-only: its keys and values are that
+        layer's)."""
+        return self._layer
+
+    @property
     def slots(self):
         """Token slots per sequence: capacity, or W - 1 + capacity for a
         window cache."""
@@ -619,7 +625,8 @@ class KVCache:
 
     def length(self, b):
         """The tokens appended to sequence b (0 <= b < batch)."""
-        if not isinstance(b, numbers.Integral) or not 0 <= b < self.batch:
+        if not isinstance(b, numbers.Integral) or isinstance(b, bool) or \
+                not 0 <= b < self.batch:
             raise ArgumentError(f"b: expected a sequence in [0, {self.batch}), got {b!r}")
         return self._cache.length(int(b))
 
@@ -680,17 +687,23 @@ class KVPool:
                                               (max_sequences, "max_sequences"))]
         if None in sizes:
             raise ArgumentError("n_pages, page_size and max_sequences: expected integers >= 1")
-        self.layer = layer
+        self._layer = layer
         self.n_pages, self.page_size, self.max_sequences = sizes
         self.dtype = name
         self._pool = _ropeattn.KVPool(*sizes, c["n_kv_heads"], c["head_dim"],
                                       _CACHE_DTYPES[name], scale=float(scale or 0))
 
+    @property
+    def layer(self):
+        """The Layer the pool serves (read-only: its keys and values are that
+        layer's)."""
+        return self._layer
+
     def add(self, window=False):
         """A new empty sequence's id (window=True: the layer's window)."""
         w = 0
         if flag(window, "window"):
-            w = max(self.layer._config["window"], self.layer._config["chunk"])
+            w = max(self._layer._config["window"], self._layer._config["chunk"])
             if not w:
                 raise ArgumentError("window=True: the layer has no sliding window or chunk")
         return self._pool.add(w)
@@ -714,7 +727,7 @@ class KVPool:
 
     @staticmethod
     def _id(seq):
-        if not isinstance(seq, numbers.Integral):
+        if not isinstance(seq, numbers.Integral) or isinstance(seq, bool):
             raise ArgumentError(f"expected a sequence id (an integer), got {seq!r}")
         return int(seq)
 

@@ -14,7 +14,13 @@ static int context_init(ra_ext_context *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"threads", NULL};
     int threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:Context", kw, &threads)) return -1;
+    PyObject *given = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Context", kw, &given)) return -1;
+    if (given && PyBool_Check(given)) { /* a count, not a truth: True ran 1 thread */
+        PyErr_SetString(ra_ext_type_error, "Context: threads must be an integer, not a bool");
+        return -1;
+    }
+    if (given && !PyArg_Parse(given, "i:Context", &threads)) return -1;
     if (self->ctx) {
         PyErr_SetString(ra_ext_error, "Context: already initialized");
         return -1;

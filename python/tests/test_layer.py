@@ -457,6 +457,13 @@ def test_bad_inputs(tmp_path):
     other = build("llama_default")[0]
     with pytest.raises(ropeattn.ArgumentError, match="another Layer"):
         other(x, cache=cache)
+    # the cache's layer is read-only: once reassigned, another layer (of the
+    # same shapes) appended its keys to this one's, silently
+    with pytest.raises(AttributeError):
+        cache.layer = other
+    assert cache.layer is layer
+    with pytest.raises(ropeattn.ArgumentError, match="^b: "):
+        cache.length(True)  # a bool is no sequence number
     with pytest.raises(ropeattn.ArgumentError, match="sequence"):
         cache.length(2)
     with pytest.raises(ropeattn.DtypeError, match="float8_e4m3fn"):

@@ -27,6 +27,11 @@ def test_exception_classes():
     assert ropeattn.Error.status is None
     with pytest.raises(ValueError, match="negative"):
         ropeattn.Context(threads=-1)
+    for threads in (True, False, 1.0):  # a bool ran as a count (True: 1 thread)
+        with pytest.raises(TypeError):
+            ropeattn.Context(threads=threads)
+    with pytest.raises(OverflowError):
+        ropeattn.Context(2 ** 31)
 
 
 def sample_inputs(seed):

@@ -103,6 +103,10 @@ def test_refusals_change_nothing():
     other, _, _, _ = build("llama_default")
     with pytest.raises(ropeattn.ArgumentError, match="another Layer"):
         other(x[:1, :2], pool=pool, ids=[a])
+    with pytest.raises(AttributeError):  # read-only: reassigned, it took another's keys
+        pool.layer = other
+    with pytest.raises(ropeattn.ArgumentError, match="sequence id"):
+        pool.length(True)
     assert pool.length(a) == 0 and pool.free_pages == 2
 
 

@@ -90,6 +90,14 @@ def c_array(a, dtype=None):
     return np.require(a, dtype, ("C", "A"))
 
 
+def index_copy(a):
+    """a as a new C-contiguous int64 array: indices (positions, cu_seqlens,
+    sequence ids) that the library checks and then reads again while the GIL
+    is released, so never the caller's memory, which another thread could
+    change in between (past the checks: rows out of range)."""
+    return np.array(a, dtype=np.int64, order="C", copy=True)
+
+
 def input_view(a):
     """a itself when the library can read it in place, else a C-contiguous,
     aligned copy."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _ropeattn
 from ._arrays import (BF16, F16, F32, OTHER, array4, as_array, as_bshd, attn_mask, c_array,
-                      check_shape, dtype_code, flag, input_view, maps)
+                      check_shape, dtype_code, flag, index_copy, input_view, maps)
 from ._arrays import padding_mask as _padding_mask
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 
@@ -102,7 +102,7 @@ class _Call:
             docs = as_array(cu_seqlens, "cu_seqlens")
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
-            cu_seqlens = c_array(docs, np.int64)
+            cu_seqlens = index_copy(docs)
         if padding_mask is not None:
             padding_mask = as_array(padding_mask, "padding_mask")
         _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens, block)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, as_array, c_array, flag, padding_mask
+from ._arrays import BF16, F16, F32, as_array, c_array, flag, index_copy, padding_mask
 from ._arrays import attn_mask as _attn_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
@@ -460,7 +460,7 @@ class Layer:
                 if cu_seqlens.dtype.kind not in "iu" or cu_seqlens.ndim != 1:
                     raise ArgumentError(f"cu_seqlens: expected integers [n + 1], got "
                                         f"{cu_seqlens.dtype} {cu_seqlens.shape}")
-                cu_seqlens = c_array(cu_seqlens, np.int64)
+                cu_seqlens = index_copy(cu_seqlens)
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask,
                                     cu_seqlens, whole)
         return y if x.ndim == 3 else y[0]
@@ -480,7 +480,7 @@ class Layer:
             what = " (every token so far: the cache's and this call's)" if past else ""
             raise ArgumentError(f"token_type_ids: expected integers [{b}, {n}]{what}, got "
                                 f"{tt.dtype} {tt.shape}")
-        tt = c_array(tt.reshape(b, n), np.int64)
+        tt = index_copy(tt.reshape(b, n))
         mask = np.empty((b, 1, s, n), dtype=np.bool_)
         self._layer.token_type_mask(tt, padding, mask, past)
         return mask
@@ -646,7 +646,7 @@ def _id_array(values, n, name):
     if a.shape != (n,) or (a.size and a.dtype.kind not in "iu"):
         raise ArgumentError(f"{name}: expected {n} integers (one per row of x), got "
                             f"{a.dtype} of shape {a.shape}")
-    return c_array(a, np.int64)
+    return index_copy(a)
 
 
 class KVPool:

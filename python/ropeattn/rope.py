@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import (OTHER, array4, as_array, as_bshd, c_array, check_shape, dtype_code, flag,
+from ._arrays import (OTHER, array4, as_array, as_bshd, check_shape, dtype_code, flag, index_copy,
                       input_view, maps)
 from ._ropeattn import ArgumentError, DtypeError
 
@@ -330,7 +330,7 @@ def _axial_positions(positions, b, s):
                             f"({s}, 2) or ({b}, {s}, 2), got {ids.shape}")
     if ids.size and ids.min() < 0:
         raise ArgumentError(f"positions: {ids.min()} is negative")
-    return c_array(np.broadcast_to(ids, (b, s, 2)), np.int64)
+    return index_copy(np.broadcast_to(ids, (b, s, 2)))
 
 
 def _positions(positions, b, s, mrope=False, axial=False):
@@ -365,12 +365,12 @@ def _positions(positions, b, s, mrope=False, axial=False):
         if ids.size and ids.min() < 0:
             raise ArgumentError(f"positions: {ids.min()} is negative")
         full = ids[:, None, :] if ids.ndim == 2 else ids
-        return 0, c_array(np.broadcast_to(full, (3, b, s)), np.int64)
+        return 0, index_copy(np.broadcast_to(full, (3, b, s)))
     if ids.shape not in ((s,), (b, s)):
         raise ArgumentError(f"positions: expected shape ({s},) or ({b}, {s}), got {ids.shape}")
     if ids.size and ids.min() < 0:
         raise ArgumentError(f"positions: {ids.min()} is negative")
-    return 0, c_array(np.broadcast_to(ids, (b, s)), np.int64)
+    return 0, index_copy(np.broadcast_to(ids, (b, s)))
 
 
 def _positions_of(positions, x, shape, mrope, axial=False):

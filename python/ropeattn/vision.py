@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from . import _ropeattn
+from ._arrays import index_copy
 from ._ropeattn import ArgumentError
 
 VisionWindows = collections.namedtuple(
@@ -45,7 +46,7 @@ def vision_windows(config, grid_thw):
     grid = np.asarray(grid_thw)
     if grid.dtype.kind not in "iu" or grid.ndim != 2 or grid.shape[1] != 3:
         raise ArgumentError(f"grid_thw: expected integers [n, 3], got {grid.dtype} {grid.shape}")
-    grid = np.ascontiguousarray(grid, dtype=np.int64)
+    grid = index_copy(grid)
     index, cu, positions = _ropeattn.vision_windows(path, grid)
     unit = positions.shape[0] // index.shape[0] if index.shape[0] else 1
     patch_index = (index[:, None] * unit + np.arange(unit)).reshape(-1)

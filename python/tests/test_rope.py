@@ -435,17 +435,40 @@ def test_rope_integer_keys_of_numpy_integers():
 
 
 @pytest.mark.parametrize("offset", [0, 8, 56])
-def test_out_over_the_positions_is_refused(offset):
+def test_out_over_the_positions(offset):
     """apply_rotary(x, ids, out=out) with ids an int64 view of out's
     memory: the kernel read back rotated bits as positions and crashed
-    (segmentation fault); ra_rope_apply now refuses it, writing nothing."""
+    (segmentation fault).  The package hands the library a copy of the
+    positions (the rotation of the ids as given), and ra_rope_apply
+    refuses an out over them, writing nothing."""
     s = 8
     x = randn(1, s, 1, 16)
     out = np.zeros((1, s, 1, 16), np.float32)
     ids = out.reshape(-1).view(np.int64)[offset:offset + s]  # out's 512 bytes: 64 int64
     ids[:] = np.arange(s)
+    want = ropeattn.apply_rotary(x, ids.copy())
     before = out.copy()
+    rope = ropeattn.RotaryEmbedding(16)
     with pytest.raises(ropeattn.ArgumentError, match="out overlaps the positions' ids"):
-        ropeattn.apply_rotary(x, ids, out=out)
+        ropeattn._ropeattn.rope_apply(rope._rope, None, out, x, 0, 0, ids[None], False)
     np.testing.assert_array_equal(out, before)
-    np.testing.assert_array_equal(ropeattn.apply_rotary(x, ids.copy()), ropeattn.apply_rotary(x))
+    np.testing.assert_array_equal(ropeattn.apply_rotary(x, ids, out=out), want)
+
+
+def test_indices_handed_to_the_library_are_copies(monkeypatch):
+    """Positions and cu_seqlens, which the library checks and then reads
+    again while the GIL is released, are copies: the caller's own int64
+    array went in, and another thread changing it in between made the
+    kernels read rows past the checks."""
+    seen = []
+    for name in ("rope_apply", "attention"):
+        real = getattr(ropeattn._ropeattn, name)
+        monkeypatch.setattr(ropeattn._ropeattn, name,
+                            lambda *a, real=real, **k: seen.append(a) or real(*a, **k))
+    x = randn(1, 8, 2, 16)
+    ids = np.arange(8, dtype=np.int64)[None].copy()  # C-contiguous int64 [B, S]: was passed as is
+    ropeattn.apply_rotary(x, ids)
+    assert not np.shares_memory(seen[-1][6], ids)
+    cu = np.array([0, 3, 8], np.int64)
+    ropeattn.attention(x, x, x, cu_seqlens=cu)
+    assert not np.shares_memory(seen[-1][14], cu) and np.array_equal(seen[-1][14], cu)

@@ -42,9 +42,19 @@ def flag(value, name):
     return bool(value)
 
 
+def not_masked(value, name):
+    """value, unless a NumPy masked array: its mask would be dropped and the
+    masked entries computed with (DtypeError naming it)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise DtypeError(f"{name}: a masked array (numpy.ma), whose mask the library would "
+                         f"ignore: pass np.ma.filled(a, value) or a.data")
+    return value
+
+
 def as_array(value, name):
     """np.asarray(value), an ArgumentError naming it where NumPy cannot make
-    one array of it (ragged lists)."""
+    one array of it (ragged lists), or a masked array (not_masked)."""
+    not_masked(value, name)
     try:
         return np.asarray(value)
     except (ValueError, TypeError) as e:
@@ -55,6 +65,7 @@ def array4(a, name):
     """a as an ndarray of 4 dimensions [B, S, heads, D] with no empty axis."""
     if not isinstance(a, np.ndarray):
         raise DtypeError(f"{name}: expected a numpy.ndarray, got {type(a).__name__}")
+    not_masked(a, name)
     if a.ndim != 4:
         raise ArgumentError(f"{name}: expected 4 dimensions [B, S, heads, D], "
                             f"got shape {a.shape}")

@@ -12,7 +12,8 @@ import os
 import numpy as np
 
 from . import _ropeattn
-from ._arrays import BF16, F16, F32, as_array, c_array, flag, index_copy, padding_mask
+from ._arrays import (BF16, F16, F32, as_array, c_array, flag, index_copy, not_masked,
+                      padding_mask)
 from ._arrays import attn_mask as _attn_mask
 from ._ropeattn import ArgumentError, DtypeError, FileError, UnsupportedError
 from .rope import LAYOUTS, ROPE_TYPES, _check_key, _positions
@@ -377,6 +378,7 @@ class Layer:
         """
         if not isinstance(x, np.ndarray):
             raise DtypeError(f"x: expected a numpy.ndarray, got {type(x).__name__}")
+        not_masked(x, "x")
         if x.dtype != np.float32:
             raise DtypeError(f"x: expected float32 (native byte order), got {x.dtype}")
         dim = self._config["dim"]

@@ -273,3 +273,20 @@ def test_sinks_of_real_numbers_only(sinks):
     q, k, v = qkv(1, 6)
     with pytest.raises(ropeattn.DtypeError, match="^sinks: expected real numbers"):
         ropeattn.attention(q, k, v, sinks=sinks)
+
+
+def test_masked_arrays_are_refused():
+    """A numpy.ma array's mask was dropped and its masked entries computed
+    with: q, k, v, attn_mask, positions, each a DtypeError naming it."""
+    q, k, v = qkv(1, 6)
+    masked = np.ma.masked_array(q, mask=np.zeros(q.shape, bool))
+    masked[0, 2] = np.ma.masked
+    with pytest.raises(ropeattn.DtypeError, match="^q: a masked array"):
+        ropeattn.attention(masked, k, v)
+    with pytest.raises(ropeattn.DtypeError, match="^x: a masked array"):
+        ropeattn.apply_rotary(masked)
+    with pytest.raises(ropeattn.DtypeError, match="^attn_mask: a masked array"):
+        ropeattn.attention(q, k, v, causal=False,
+                           attn_mask=np.ma.masked_array(np.ones((6, 6), bool)))
+    with pytest.raises(ropeattn.DtypeError, match="^positions: a masked array"):
+        ropeattn.apply_rotary(q, np.ma.masked_array(np.arange(6)))

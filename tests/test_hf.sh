@@ -150,9 +150,10 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # (interleaved but for DeepSeek-V3's rope_interleave; GPT-OSS's, the half
 # table that plain freqs writes), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
-INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 roformer "
+INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 roformer glm4v 
+ glm4v_text glm_ocr_text "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 
- gpt_oss "
+ gpt_oss glm4v_text glm_ocr_text "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
 HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
 VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's
@@ -226,9 +227,10 @@ freqs() {
 # convert-layout to interleaved (q/k rows, biases and norms per head), then
 # the same Y with --layout interleaved; refused for latent attention (its
 # rope rows not converted), families interleaved already, whole-projection
-# norms, a sparse-attention indexer's tensors, and a multimodal checkpoint, whose vision tower's attention
+# norms, a sparse-attention indexer's tensors, and a multimodal checkpoint whose vision tower's attention
 # (Q/K rows of another size, fused qkv; Phi-4-multimodal's vision and audio
-# parts under embed_tokens_extend) it takes for a text layer's
+# parts under embed_tokens_extend) it takes for a text layer's (one whose
+# tower has no such tensors converts: LFM3-VL's)
 convert_layout() {
     local inter=$TMP/inter.safetensors
     rm -f "$inter"
@@ -255,14 +257,7 @@ convert_layout() {
     elif [[ $ROTARY_PER_TYPE == *" $family "* ]]; then
         refused "$c: convert-layout" "(a rope per layer type): not converted" "${cmd[@]}" \
             --to interleaved
-    elif [ "$multimodal" = True ]; then
-        "${cmd[@]}" --to interleaved 2>"$TMP/err"
-        if [ $? -eq 1 ] && grep -Eq "^ropeattn: tensor '(model\.)?(vision_tower|visual|embed_tokens_extend)\." \
-            "$TMP/err"; then pass
-        else fail "$c: convert-layout: not refused on the vision tower: $(cat "$TMP/err")"; fi
-    elif ! "${cmd[@]}" --to interleaved 2>"$TMP/err"; then
-        fail "$c: convert-layout: $(cat "$TMP/err")"
-    else
+    elif "${cmd[@]}" --to interleaved 2>"$TMP/err"; then
         local y; out; y=$o
         if "$RA" attention --weights "$inter" --config "$dir/config.json" --layer "$layer" \
             --input "$dir/x.npy" --positions "$dir/pos.npy" --output "$y" \
@@ -270,6 +265,10 @@ convert_layout() {
             queue "$c: y after convert-layout --to interleaved" y "$y" "$dir/y.npy" 1e-5
         else fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
         fi
+    elif [ $? -eq 1 ] && [ "$multimodal" = True ] && grep -Eq \
+        "^ropeattn: tensor '(model\.)?(vision_tower|visual|vision_model|embed_tokens_extend)\." \
+        "$TMP/err"; then pass
+    else fail "$c: convert-layout: $(cat "$TMP/err")"
     fi
     [ ! -e "$inter" ] || [ "$mla" != True ] || fail "$c: convert-layout wrote on a refusal"
 }

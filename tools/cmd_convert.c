@@ -32,8 +32,8 @@ static const char usage[] =
     "\n"
     "Tensors permuted: wq.weight, wk.weight (Meta's names) and q_proj.weight,\n"
     "k_proj.weight (Hugging Face's; Moshi's q_proj.linear.weight, k_proj.linear.weight;\n"
-    "ESM's and RoFormer's attention.self.query.weight, attention.self.key.weight),\n"
-    "with any prefix (every layer), and their\n"
+    "ESM's and RoFormer's attention.self.query.weight, attention.self.key.weight;\n"
+    "Cosmos3-Edge's to_q.weight, to_k.weight), with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
     "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
     "(HunYuan-V1), q_layernorm.norms.N.weight (StableLM 2) and\n"
@@ -122,10 +122,11 @@ static proj_kind kind_of(const char *name)
 {
     static const char *const queries[] = {"wq.weight", "q_proj.weight", "wq.bias", "q_proj.bias",
                                           "q_proj.linear.weight", /* (Moshi's) */
-                                          "self.query.weight", "self.query.bias"}; /* (ESM's) */
+                                          "self.query.weight", "self.query.bias", /* (ESM's) */
+                                          "to_q.weight", "to_q.bias"}; /* (Cosmos3-Edge's) */
     static const char *const keys[] = {"wk.weight", "k_proj.weight", "wk.bias", "k_proj.bias",
                                        "k_proj.linear.weight", "self.key.weight",
-                                       "self.key.bias"};
+                                       "self.key.bias", "to_k.weight", "to_k.bias"};
     for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
         if (ends_with_part(name, queries[i])) return QUERY;
         if (ends_with_part(name, keys[i])) return KEY;

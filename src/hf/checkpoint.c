@@ -515,7 +515,8 @@ static int ends_with(const char *name, const char *suffix)
  * one of a sparse-attention indexer's tensors (DeepseekV32Indexer: wq_b,
  * wk, k_norm, weights_proj; Qwen4ExpTextQSAIndexer: index_qk_proj,
  * q_layernorm, k_layernorm; MiniMaxM3VLIndexer: q_proj, k_proj, q_norm,
- * k_norm), or the block-FP8 scale of one. */
+ * k_norm, or index_q_proj .. index_k_norm beside the layer's as MiniMax-M3's
+ * release names them), or the block-FP8 scale of one. */
 static int indexer_tensor(const char *suffix)
 {
     static const char *const names[] = {
@@ -524,7 +525,10 @@ static int indexer_tensor(const char *suffix)
         "indexer.weights_proj.weight",  "indexer.index_qk_proj.weight",
         "indexer.q_layernorm.weight",   "indexer.k_layernorm.weight",
         "indexer.q_proj.weight",        "indexer.k_proj.weight",
-        "indexer.q_norm.weight"};
+        "indexer.q_norm.weight",
+        /* MiniMax-M3's release (transformers' conversion renames them indexer.*) */
+        "index_q_proj.weight",          "index_k_proj.weight",
+        "index_q_norm.weight",          "index_k_norm.weight"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
         if (strncmp(suffix, names[i], n) == 0 &&

@@ -167,6 +167,51 @@
     "v_head_dim=256 hidden_size=6144 num_attention_heads=64 num_key_value_heads=64 "    \
     "max_position_embeddings=202752 index_topk=2048 index_n_heads=32 index_head_dim=128"
 #define DSA (RA_HF_MLA | RA_HF_INDEXER_TOPK)
+/* CohereCompassTextConfig's (and its multimodal config's text model) */
+#define COHERE_COMPASS                                                                   \
+    (RA_HF_ROPE_BY_LAYER_TYPE | RA_HF_HEAD_DIM_BY_HEADS | RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED)
+#define COHERE_COMPASS_DEFAULTS                                                          \
+    "hidden_size=8192 num_attention_heads=64 max_position_embeddings=8192 "             \
+    "layer_norm_eps=1e-05 sliding_window=4096"
+#define COSMOS3_EDGE                                                                     \
+    (RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED | RA_HF_DEFAULT_MROPE_ONLY | WHOLE)
+#define COSMOS3_EDGE_DEFAULTS                                                            \
+    "hidden_size=2048 num_attention_heads=16 num_key_value_heads=8 head_dim=128 "       \
+    "max_position_embeddings=131072"
+#define COSMOS3_EDGE_ROPE                                                                \
+    .default_rope = "{\"rope_type\": \"default\", \"rope_theta\": 100000000.0, "       \
+                    "\"mrope_section\": [24, 20, 20]}",                                    \
+    .default_rope_name = "Cosmos3EdgeTextConfig's default rope_parameters."
+#define PADDLEOCR_DEFAULTS                                                               \
+    "hidden_size=1024 num_attention_heads=16 num_key_value_heads=2 head_dim=128 "       \
+    "rope_theta=500000 max_position_embeddings=131072"
+/* Exaone4Config's */
+#define EXAONE4_DEFAULTS "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4"
+/* Inkling2TextConfig's attention */
+#define INKLING2                                                                         \
+    "its attention's short convolutions of k (k_sconv) and relative position projection " \
+    "(r_proj) are not supported"
+/* MiniMaxM3VLTextConfig's */
+#define MINIMAX_M3                                                                       \
+    (RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_SPARSE_LAYER_INDEXER | RA_HF_ROTARY_DIM_IGNORED)
+#define MINIMAX_M3_DEFAULTS                                                              \
+    "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "  \
+    "head_dim=128"
+/* GLM-4.1V, GLM-OCR (Glm4vTextAttention): chunked M-RoPE, head_dim by the heads */
+#define GLM4V (RA_HF_MROPE | RA_HF_HEAD_DIM_BY_HEADS)
+#define GLM4V_DEFAULTS                                                                   \
+    "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 "                    \
+    "max_position_embeddings=32768"
+#define GLM_OCR_DEFAULTS                                                                 \
+    "hidden_size=1024 num_attention_heads=16 num_key_value_heads=8 "                    \
+    "max_position_embeddings=131072"
+/* Glm4vMoeTextConfig's (Glm4MoeConfig's, no head_dim: hidden_size / num_attention_heads) */
+#define GLM4V_MOE_DEFAULTS                                                               \
+    "partial_rotary_factor=0.5 hidden_size=4096 num_attention_heads=96 "                \
+    "num_key_value_heads=8 max_position_embeddings=65536"
+#define GLM_IMAGE_DEFAULTS                                                               \
+    "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 "                    \
+    "max_position_embeddings=131072"
 /* HYV4Config's */
 #define HY_V4_DEFAULTS                                                                   \
     "kv_lora_rank=512 q_lora_rank=1536 qk_nope_head_dim=192 qk_rope_head_dim=64 "       \
@@ -366,6 +411,25 @@ static const ra_hf_names persimmon_names[] = {
     {"language_model.model.layers.", ".self_attn.", NEOX_NAMES, H, FUSED_BY_CONFIG, NULL},
     NAMES_END};
 
+/* Kimi K2.5's latent attention: its release's language_model.model.layers.N, transformers 5's
+ * model.language_model.layers.N, or language_model.model.blocks.N, as transformers saves it
+ * (its conversion renames every "blocks" to "layers", the vision tower's and the text's) */
+#define MLA_NAMES {"kv_a_proj_with_mqa.weight", "kv_b_proj.weight", "kv_a_layernorm.weight", \
+                   "o_proj.weight"}
+static const ra_hf_names kimi_k25_names[] = {
+    {"language_model.model.layers.", ".self_attn.", MLA_NAMES, H, 0, NULL},
+    {"model.language_model.layers.", ".self_attn.", MLA_NAMES, H, 0, NULL},
+    {"language_model.model.blocks.", ".self_attn.", MLA_NAMES, H, 0, NULL},
+    NAMES_END};
+/* Cosmos3-Edge: its release's text tower at the top level, to_q .. to_out (transformers'
+ * conversion renames them model.language_model.layers.N's q_proj .. o_proj), or those */
+static const ra_hf_names cosmos3_edge_names[] = {
+    {"layers.", ".self_attn.", {"to_q.weight", "to_k.weight", "to_v.weight", "to_out.weight"}, H,
+     0, NULL},
+    {"model.language_model.layers.", ".self_attn.", {"q_proj.weight", "k_proj.weight",
+     "v_proj.weight", "o_proj.weight"}, H, 0, NULL},
+    NAMES_END};
+
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -444,10 +508,18 @@ static const ra_hf_family families[] = {
      * each the default rope, M-RoPE with Qwen3-VL's interleaved sections (mrope_section
      * default [24, 20, 20]); head_dim hidden_size / num_attention_heads; layer_types (else
      * every layer full) */
-    ROW("cohere_compass_text", H,
-        RA_HF_ROPE_BY_LAYER_TYPE | RA_HF_HEAD_DIM_BY_HEADS | RA_HF_MROPE | RA_HF_MROPE_INTERLEAVED,
-        NULL, "hidden_size=8192 num_attention_heads=64 max_position_embeddings=8192 "
-        "layer_norm_eps=1e-05 sliding_window=4096", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
+    ROW("cohere_compass", H, COHERE_COMPASS, NULL, COHERE_COMPASS_DEFAULTS,
+        RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), DEFAULT_TEXT),
+    ROW("cohere_compass_text", H, COHERE_COMPASS, NULL, COHERE_COMPASS_DEFAULTS,
+        RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
+    /* Cosmos3EdgeTextConfig (Cosmos3-Edge): Llama's attention (attention_bias for q, k, v and
+     * o), Qwen3-VL's interleaved M-RoPE over all of head_dim; the default rope with
+     * mrope_section only (its class raises otherwise); without rope_parameters theta 1e8 and
+     * sections [24, 20, 20], a top-level rope_theta ignored */
+    ROW("cosmos3_edge", H, COSMOS3_EDGE, NULL, COSMOS3_EDGE_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        COSMOS3_EDGE_ROPE, DEFAULT_TEXT, .names = cosmos3_edge_names),
+    ROW("cosmos3_edge_text", H, COSMOS3_EDGE, NULL, COSMOS3_EDGE_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        COSMOS3_EDGE_ROPE),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
@@ -500,10 +572,11 @@ static const ra_hf_family families[] = {
         RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
         FIXED(1, 1), .names = esm_names, .block_norm = "LayerNorm."),
-    ROW("exaone4", H, EXAONE4 | WHOLE, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
-        "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
-    ROW("exaone_moe", H, EXAONE4 | WHOLE, NULL, "rms_norm_eps=1e-05 sliding_window=4096 "
-        "sliding_window_pattern=4", PATTERN, FIXED(0, 0)),
+    ROW("exaone4", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
+    /* EXAONE 4.5's text_config (Exaone4_5_Config renames its model_type exaone4; it fails
+     * on a text_config without one) */
+    ROW("exaone4_5_text", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
+    ROW("exaone_moe", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY | WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 0),
         .names = falcon_names),
     ROW("falcon_h1", H, RA_HF_KEY_MULTIPLIER | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
@@ -538,8 +611,29 @@ static const ra_hf_family families[] = {
         "num_key_value_heads=8", NOWINDOW, QKV(AB, 0)),
     /* Glm4MoeLiteConfig: head_dim is another name for qk_rope_head_dim (attribute_map) */
     ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
+    /* Glm4vTextConfig (GLM-4.1V): interleaved pairs, M-RoPE in chunked sections over the
+     * rotated pairs (its code's [8, 12, 12] where mrope_section is absent: none taken, 3-D
+     * positions then refused), partial_rotary_factor read (default 1); head_dim hidden_size /
+     * num_attention_heads (its rotary embedding reads a head_dim key, its attention not: one
+     * that differs refused); q, k and v always biased, o not */
+    ROW("glm4v", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0), DEFAULT_TEXT),
+    /* Glm4vMoeTextConfig (GLM-4.5V): Glm4MoeConfig's attention without q/k norms, rotate_half
+     * pairs, M-RoPE in chunked sections as GLM-4.1V's, partial_rotary_factor 0.5 by default;
+     * attention_bias for q, k and v */
+    ROW("glm4v_moe", H, RA_HF_MROPE, NULL, GLM4V_MOE_DEFAULTS, NOWINDOW, QKV(AB, 1),
+        DEFAULT_TEXT),
+    ROW("glm4v_moe_text", H, RA_HF_MROPE, NULL, GLM4V_MOE_DEFAULTS, NOWINDOW, QKV(AB, 1)),
+    ROW("glm4v_text", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0)),
+    /* GlmImageTextConfig (GLM-Image): GLM-4.5V's rope (rotate_half pairs, chunked M-RoPE,
+     * partial_rotary_factor read, default 1); attention_bias (default true) for q, k and v */
+    ROW("glm_image", H, RA_HF_MROPE, NULL, GLM_IMAGE_DEFAULTS, NOWINDOW, QKV(AB, 1),
+        DEFAULT_TEXT),
+    ROW("glm_image_text", H, RA_HF_MROPE, NULL, GLM_IMAGE_DEFAULTS, NOWINDOW, QKV(AB, 1)),
     ROW("glm_moe_dsa", I, DSA | RA_HF_INDEXER_SHARED, NULL, GLM_MOE_DSA_DEFAULTS, NOWINDOW,
         NO_BIAS),
+    /* GlmOcrTextConfig (GLM-OCR): GLM-4.1V's attention and rope without any bias */
+    ROW("glm_ocr", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT),
+    ROW("glm_ocr_text", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1), .names = gpt_neox_names),
     /* GptOssConfig (transformers 5) */
@@ -592,8 +686,8 @@ static const ra_hf_family families[] = {
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
-    ROW("inkling2_text", H, 0, "its attention's short convolutions of k (k_sconv) and relative "
-        "position projection (r_proj) are not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("inkling2", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
+    ROW("inkling2_text", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
     /* InternLM3Config: Llama's model */
     ROW("internlm3", H, RA_HF_QKV_BIAS_NAME | WHOLE, NULL,
@@ -612,6 +706,11 @@ static const ra_hf_family families[] = {
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
+    /* Kimi_K25Config (Kimi K2.5): its text_config a DeepseekV3Config (AutoConfig's, by its
+     * model_type: deepseek_v3 where it names none; kimi_k2 renamed deepseek_v3 by the class,
+     * which kimi_k2's row reads alike but for rope_interleave false, refused there) */
+    ROW("kimi_k25", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT,
+        .names = kimi_k25_names),
     ROW("kolibri1", H, EXAONE4 | WHOLE, NULL, "head_dim=128 sliding_window=513", LISTED,
         FIXED(0, 0)),
     /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
@@ -628,6 +727,8 @@ static const ra_hf_family families[] = {
      * use_attention_gate), a rope per layer type, windows by layer_types; its convolution
      * layers are refused */
     ROW("lfm3", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE),
+    /* Lfm3VlConfig: its text_config an Lfm3Config (AutoConfig's: lfm3 where it names none) */
+    ROW("lfm3_vl", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE, DEFAULT_TEXT),
     ROW("llama", H, WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
     ROW("llama4_text", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
@@ -652,10 +753,9 @@ static const ra_hf_family families[] = {
     /* MiniMaxM3VLTextConfig: Gemma's q/k norms (1 + weight); an indexer in the
      * "minimax_m3_sparse" layers; one causal mask for every layer (no window).  Its rotary_dim
      * is read by no code in transformers 5.23 (it rotates as rope_parameters says) */
-    ROW("minimax_m3_vl_text", H,
-        RA_HF_QK_NORM | RA_HF_NORM_PLUS_ONE | RA_HF_SPARSE_LAYER_INDEXER | RA_HF_ROTARY_DIM_IGNORED,
-        NULL, "rope_theta=5000000 hidden_size=6144 num_attention_heads=64 num_key_value_heads=4 "
-        "head_dim=128", NOWINDOW, FIXED(0, 0)),
+    ROW("minimax_m3_vl", H, MINIMAX_M3, NULL, MINIMAX_M3_DEFAULTS, NOWINDOW, FIXED(0, 0),
+        DEFAULT_TEXT),
+    ROW("minimax_m3_vl_text", H, MINIMAX_M3, NULL, MINIMAX_M3_DEFAULTS, NOWINDOW, FIXED(0, 0)),
     ROW("ministral", H, WHOLE, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
      * (default null) slides every layer (the model ignores layer_types) */
@@ -710,6 +810,14 @@ static const ra_hf_family families[] = {
     ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV | WHOLE, NULL,
         "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16", NOWINDOW, ALL(AB, 0)),
     /* PersimmonConfig: query_key_value [H, 3, D] and dense, biased; qk_layernorm */
+    /* PaddleOCRTextConfig (PaddleOCR-VL; Ernie4_5Config's defaults): Qwen2.5-VL's attention
+     * and M-RoPE (rotate_half pairs, chunked sections) with use_bias on q, k, v and o; its
+     * multimodal config's text keys at the top level (as its hub configs are saved) or in
+     * text_config */
+    ROW("paddleocr_vl", H, RA_HF_MROPE | WHOLE, NULL, PADDLEOCR_DEFAULTS, NOWINDOW,
+        ALL("use_bias", 0)),
+    ROW("paddleocr_vl_text", H, RA_HF_MROPE | WHOLE, NULL, PADDLEOCR_DEFAULTS, NOWINDOW,
+        ALL("use_bias", 0)),
     ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
         "partial_rotary_factor=0.5 layer_norm_eps=1e-05", NOWINDOW, FIXED(1, 1),
         .disputed_theta = "25000 in transformers 4.57, 10000 in 5", .names = persimmon_names),
@@ -793,6 +901,9 @@ static const ra_hf_family families[] = {
     ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP | WHOLE, NULL,
         "head_dim=256 query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
         "sliding_window_pattern=2", PATTERN, ALL(AB, 0)),
+    /* VideoLlama3Config: its text_config a Qwen2Config (AutoConfig's: qwen2 where it names
+     * none), run on 1-D positions */
+    ROW("video_llama_3", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0), DEFAULT_TEXT),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
         "with the embeddings (q, k and v read 2 hidden_size features, o_proj writes "
@@ -825,6 +936,22 @@ static const ra_hf_family families[] = {
 #undef DOTS3
 #undef DOTS3_DEFAULTS
 #undef DSA
+#undef MLA_NAMES
+#undef PADDLEOCR_DEFAULTS
+#undef COSMOS3_EDGE
+#undef COSMOS3_EDGE_DEFAULTS
+#undef COSMOS3_EDGE_ROPE
+#undef COHERE_COMPASS
+#undef COHERE_COMPASS_DEFAULTS
+#undef EXAONE4_DEFAULTS
+#undef INKLING2
+#undef MINIMAX_M3
+#undef MINIMAX_M3_DEFAULTS
+#undef GLM4V
+#undef GLM4V_DEFAULTS
+#undef GLM_OCR_DEFAULTS
+#undef GLM4V_MOE_DEFAULTS
+#undef GLM_IMAGE_DEFAULTS
 #undef V_NORM
 #undef AB
 #undef CHATGLM_BIAS

@@ -948,6 +948,27 @@ static ra_status longrope_only(ra_hf_rope *rope, const ra_hf_fields *out, const 
                       out->family->model_type);
 }
 
+/* RA_HF_DEFAULT_MROPE_ONLY: Cosmos3EdgeTextConfig raises on a rope type
+ * other than default and on rope parameters without mrope_section. */
+static ra_status default_mrope_only(const ra_hf_rope *rope, const ra_hf_fields *out,
+                                    const char *where, const char *name, char *msg,
+                                    size_t msg_len)
+{
+    if (!out->family || !(out->family->features & RA_HF_DEFAULT_MROPE_ONLY)) return RA_OK;
+    if (rope->type != RA_ROPE_DEFAULT || rope->has_mrope || rope->proportional)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"%srope_type\" is \"%s\": model_type \"%s\"'s config class "
+                          "takes the default rope only (it raises on any other): refused", name,
+                          where, rope->has_mrope ? "mrope" : rope->proportional ? "proportional"
+                                                 : ra_hf_rope_type_name(rope->type),
+                          out->family->model_type);
+    if (!rope->has_mrope_section)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
+                          "%s: no \"%smrope_section\": model_type \"%s\"'s config class "
+                          "requires it (KeyError)", name, where, out->family->model_type);
+    return RA_OK;
+}
+
 /* RA_HF_LONGROPE_MSCALE: PhimoeConfig raises unless a rope type other
  * than default has short_mscale and long_mscale, and PhimoeRotaryEmbedding
  * puts them in place of the type's attention factor (only longrope's is
@@ -1106,6 +1127,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
                                 msg, msg_len));
     } else {
         RA_TRY(longrope_only(&out->rope, out, where, name, msg, msg_len));
+        RA_TRY(default_mrope_only(&out->rope, out, where, name, msg, msg_len));
         RA_TRY(longrope_mscale(&out->rope, out, where, name, msg, msg_len));
         RA_TRY(standardize_rope(&out->rope, out, root, where, 1, name, msg, msg_len));
     }

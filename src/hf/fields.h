@@ -478,6 +478,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * apply_rotary_pos_emb over cos's width (MiMo-V2-Flash; other families' code fails on it, or
  * slices otherwise: refused) */
 #define RA_HF_ODD_ROTARY_ROUNDS_UP RA_HF_BIT(101)
+/* the rope is the default type with mrope_section (M-RoPE's sections), which its config class
+ * requires (it raises on any other type, and on none of them: KeyError) (Cosmos3-Edge) */
+#define RA_HF_DEFAULT_MROPE_ONLY RA_HF_BIT(102)
 /* with RA_HF_MLA: latent attention as dots.note's (Dots3NoteTextAttention): the normed q and kv
  * latents times (hidden_size / rank)^1/2, the shared rotated key RMS-normed before RoPE
  * (k_rope_only_layernorm), the three norms' epsilon rms_norm_eps, the softmax scale

@@ -348,14 +348,19 @@ def save(d, name, array):
 
 
 def edit_config(d, keys):
-    """Sets the saved config.json's keys to `keys`' values (None: removes them)."""
+    """Sets the saved config.json's keys to `keys`' values (None: removes them);
+    "text_config/model_type": the key in text_config."""
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
-    for key, value in keys.items():
+    for path, value in keys.items():
+        *parents, key = path.split("/")
+        obj = cfg
+        for parent in parents:
+            obj = obj[parent]
         if value is None:
-            cfg.pop(key, None)
+            obj.pop(key, None)
         else:
-            cfg[key] = value
+            obj[key] = value
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -364,6 +369,7 @@ def edit_config(d, keys):
 def latent(config):
     """Whether the config's attention is latent (kv_lora_rank), read from its dict where the
     class lets no one read a key that its per_layer_config may set (dots.note's)."""
+    config = config.get_text_config(decoder=True)  # a multimodal one's text model's
     try:
         return getattr(config, "kv_lora_rank", None) is not None
     except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError
@@ -1268,6 +1274,136 @@ def ignored_keys_cases():
                  model="Gemma3ForCausalLM")
 
 
+def glm_vl_cases():
+    """The GLM vision-language families' text layers on 3-D positions
+    (mrope_positions) and on text ones: GLM-4.1V's (interleaved pairs, q/k/v
+    biases, head_dim hidden_size / num_attention_heads, half of each head
+    rotating, M-RoPE in chunked sections), GLM-OCR's (the same, no biases),
+    GLM-4.5V's (rotate_half pairs, partial_rotary_factor 0.5 by its config
+    class's default, attention_bias) and GLM-Image's (rotate_half, attention_bias);
+    GLM-4.1V whole, with a tiny vision tower (its config.json's text_config,
+    model.language_model names)."""
+    glm = dict(TINY, hidden_size=64, partial_rotary_factor=0.5)
+    del glm["head_dim"]
+    rope = {"rope_type": "default", "mrope_section": [2, 1, 1]}
+    for name, family_name, kw in (("glm4v_text", "Glm4vText", glm),
+                                  ("glm_ocr_text", "GlmOcrText", glm),
+                                  ("glm_image_text", "GlmImageText", glm)):
+        yield family(name + "_mrope", family_name, kw, rope=rope, model=family_name + "Model",
+                     pos=mrope_positions(), freqs=False)
+        yield family(name, family_name, kw, rope=rope, model=family_name + "Model")
+    # GLM-4.5V: no partial_rotary_factor given (its class's 0.5), head_dim given
+    moe = dict(TINY, head_dim=16, n_routed_experts=2, num_experts_per_tok=1,
+               moe_intermediate_size=8, first_k_dense_replace=1, n_group=1, topk_group=1)
+    yield family("glm4v_moe_text_mrope", "Glm4vMoeText", moe, rope=rope,
+                 model="Glm4vMoeTextModel", pos=mrope_positions(), freqs=False)
+    vision = dict(depth=1, hidden_size=8, out_hidden_size=64, intermediate_size=8, num_heads=1,
+                  patch_size=2, image_size=8, spatial_merge_size=1, temporal_patch_size=1)
+    config = transformers.Glm4vConfig(text_config=config_of("Glm4vText", glm, rope),
+                                      vision_config=vision)
+    yield ("glm4v_multimodal", transformers.Glm4vForConditionalGeneration, config, 0,
+           mrope_positions(), {"freqs": False})
+
+
+# A composite model's vision (or audio) tower shrunk: these keys, where its
+# config class has them (an 8 x 8 image of 2 x 2 patches, one layer, a 4 x 4
+# grid of learned positions); and its projector's.
+SMALL_TOWER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_heads=2,
+                   num_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64,
+                   out_hidden_size=32, text_hidden_size=32, patch_size=2, image_size=8,
+                   num_position_embeddings=16, num_patches=16, pos_emb_height=4,
+                   pos_emb_width=4, deepstack_visual_indexes=[0])
+SMALL_PROJECTOR = dict(projector_hidden_size=32, projection_hidden_size=32)
+
+
+def wrapped(name, model_type, text_config, layer=0, pos=None, **opts):
+    """A case of the multimodal model `model_type` (its image-text-to-text
+    class) whose text_config is text_config, beside a tiny vision tower
+    (SMALL_TOWER, SMALL_PROJECTOR), saved whole; its config.json's text_config without
+    model_type (the wrapper's row reads it: the class the wrapper gives it,
+    case.json "config_edit")."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    config_cls = CONFIG_MAPPING[model_type]
+    towers = {}
+    for part in ("vision_config", "audio_config"):
+        sub = getattr(config_cls(), part, None)
+        if sub is not None:
+            keys = sub.to_dict()
+            towers[part] = {k: v for k, v in SMALL_TOWER.items() if k in keys}
+    top = config_cls().to_dict()
+    config = config_cls(text_config=text_config, **towers,
+                        **{k: v for k, v in SMALL_PROJECTOR.items() if k in top})
+    model_cls = getattr(transformers, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type])
+    opts.setdefault("config_keys", {"text_config/model_type": None})
+    return (name, model_cls, config, layer, positions(7) if pos is None else pos, opts)
+
+
+def wrapper_cases():
+    """Vision-language models whose text model is another family's, their
+    text_config without model_type (read as the class the wrapper gives
+    it): EXAONE 4.5 (EXAONE 4's sliding layer; its text_config named
+    exaone4_5_text), Kimi K2.5 (DeepSeek-V3's latent attention, its
+    layers saved as language_model.model.blocks.N), LFM3-VL (LFM3's sliding layer), VideoLLaMA 3
+    (Qwen2's), Cohere Compass (its M-RoPE sliding layer), MiniMax-M3-VL
+    (its sparse layer while it keeps every key), Cosmos3-Edge (Llama's
+    attention with Qwen3-VL's interleaved M-RoPE, default rope only),
+    PaddleOCR-VL (Qwen2.5-VL's attention, all four projections biased by
+    use_bias), each on 3-D positions where its text model takes them."""
+    layers = dict(num_hidden_layers=2, sliding_window=4,
+                  layer_types=["sliding_attention", "full_attention"])
+    # (Exaone4_5_Config fails on a text_config without model_type, and renames
+    # the "exaone4_5_text" its checkpoints give exaone4)
+    yield wrapped("exaone4_5_sliding", "exaone4_5", config_of("Exaone4", dict(TINY, **layers)),
+                  config_keys={"text_config/model_type": "exaone4_5_text"})
+    kimi = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=8,
+                qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, intermediate_size=16,
+                moe_intermediate_size=8, n_routed_experts=2, num_experts_per_tok=1,
+                n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
+                vocab_size=16, max_position_embeddings=64, pad_token_id=0, num_hidden_layers=1,
+                q_lora_rank=12)
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+    yield wrapped("kimi_k25_yarn", "kimi_k25", config_of("DeepseekV3", kimi, yarn),
+                  pos=positions(5))
+    lfm3 = dict(TINY, num_hidden_layers=2, sliding_window=4, norm_eps=0.01,
+                layer_types=["sliding_attention", "full_attention"])
+    lfm3_rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                 "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                                    "partial_rotary_factor": 0.5}}
+    yield wrapped("lfm3_vl_sliding", "lfm3_vl", config_of("Lfm3", lfm3, lfm3_rope), freqs=False)
+    yield wrapped("video_llama_3_qwen2", "video_llama_3", config_of("Qwen2", TINY))
+    compass = dict(TINY, num_hidden_layers=2, sliding_window=4,
+                   layer_types=["sliding_attention", "full_attention"])
+    by_type = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                     "mrope_section": [2, 1, 1]},
+               "full_attention": None}
+    yield wrapped("cohere_compass_sliding_mrope_vl", "cohere_compass",
+                  config_of("CohereCompassText", compass, by_type), pos=mrope_positions(),
+                  freqs=False)
+    minimax = dict(TINY, layer_types=["minimax_m3_sparse"], mlp_layer_types=["sparse"],
+                   index_n_heads=2, index_head_dim=8, index_block_size=4, index_topk_blocks=3,
+                   index_local_blocks=1, num_local_experts=2, num_experts_per_tok=1,
+                   shared_intermediate_size=8)
+    yield wrapped("minimax_m3_vl_sparse", "minimax_m3_vl", config_of("MiniMaxM3VLText", minimax),
+                  pos=positions(0))
+    paddle = dict(TINY, use_bias=True)
+    paddle_rope = {"rope_type": "default", "mrope_section": [2, 1, 1]}
+    yield family("paddleocr_vl_text_mrope", "PaddleOCRText", paddle, rope=paddle_rope,
+                 model="PaddleOCRTextModel", pos=mrope_positions(), freqs=False)
+    yield wrapped("paddleocr_vl_bias", "paddleocr_vl",
+                  config_of("PaddleOCRText", paddle, paddle_rope), pos=mrope_positions(),
+                  freqs=False)
+    cosmos = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}
+    cosmos_kw = dict(TINY, attention_bias=True)
+    yield family("cosmos3_edge_text_mrope", "Cosmos3EdgeText", cosmos_kw, rope=cosmos,
+                 model="Cosmos3EdgeTextModel", pos=mrope_positions(), freqs=False)
+    yield family("cosmos3_edge_text", "Cosmos3EdgeText", cosmos_kw, rope=cosmos,
+                 model="Cosmos3EdgeTextModel")
+    yield wrapped("cosmos3_edge_mrope", "cosmos3_edge", config_of("Cosmos3EdgeText", TINY, cosmos),
+                  pos=mrope_positions(), freqs=False)
+
+
 def named_seed_cases():
     """Cases seeded by their name (name_seed), not their place, so that cases
     added side by side keep their fixtures: the families of issue 41 on."""
@@ -1292,6 +1428,8 @@ def named_seed_cases():
     yield from dots3_cases()
     yield from partial_whole_cases()
     yield from ignored_keys_cases()
+    yield from glm_vl_cases()
+    yield from wrapper_cases()
     from encoder_cases import encoder_cases  # (it imports this module)
     yield from encoder_cases()
 

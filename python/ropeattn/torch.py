@@ -5,6 +5,7 @@
     out = rt.attention(q, k, v, window=..., ...)   # differentiable in q, k, v and sinks
     out = rt.attention_block(q, k, v, q_start, k_start, seq, ...)  # q, k at positions
     out, _ = rt.eager_attention_forward(module, query, key, value, mask)  # transformers'
+    out = rt.scaled_dot_product_attention(query, key, value, ...)  # PyTorch's SDPA's
 
 Inputs go to the library without copies: a CPU tensor shares its memory
 with the NumPy view the library reads (strided views included; bfloat16
@@ -735,3 +736,7 @@ def _attend_block(query, key, value, blk, scale, p, softcap, sinks, context):
 
 __all__ = ["Block", "RotaryEmbeddingModule", "apply_rotary", "apply_rotary_pos_emb",
            "attention", "attention_block", "eager_attention_forward"]
+
+# PyTorch's SDPA signature and semantics (its own file; it reads the above)
+from ._torch_sdpa import scaled_dot_product_attention  # noqa: E402
+__all__.append("scaled_dot_product_attention")

@@ -35,7 +35,8 @@ static const char usage[] =
     "ESM's and RoFormer's attention.self.query.weight, attention.self.key.weight;\n"
     "Cosmos3-Edge's to_q.weight, to_k.weight), with any prefix (every layer), and their\n"
     ".bias vectors and q_norm.weight, k_norm.weight (Qwen3: one head's weights;\n"
-    "Cohere: [heads, head_dim]), query_layernorm.weight, key_layernorm.weight\n"
+    "Cohere: [heads, head_dim]; Chameleon's q_norm.bias, k_norm.bias too),\n"
+    "query_layernorm.weight, key_layernorm.weight\n"
     "(HunYuan-V1), q_layernorm.norms.N.weight (StableLM 2) and\n"
     "q_layernorm.weight, q_layernorm.bias (Persimmon; k_... alike);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
@@ -76,7 +77,8 @@ typedef struct convert_options {
 
 /* Which projection a tensor name is. */
 /* NORM: q_norm or k_norm (HunYuan-V1: query_layernorm, key_layernorm), one
- * head's weights (Qwen3) or each head's [H, D] (Cohere), StableLM 2's
+ * head's weights (Qwen3) or each head's [H, D] (Cohere; Chameleon's with
+ * their biases), StableLM 2's
  * q_layernorm.norms.N (one head's), or Persimmon's q_layernorm weight and
  * bias (one head's), permuted as heads. */
 /* FUSED: q, k and v in one weight (or its bias), whose q and k heads move. */
@@ -133,8 +135,10 @@ static proj_kind kind_of(const char *name)
     }
     static const char *const head_norms[] = {
         "q_norm.weight", "k_norm.weight", "query_layernorm.weight", "key_layernorm.weight",
-        "q_layernorm.weight", "k_layernorm.weight", "q_layernorm.bias", "k_layernorm.bias"};
-    /* (query_layernorm, key_layernorm: HunYuan-V1's; q_layernorm's bias: Persimmon's) */
+        "q_layernorm.weight", "k_layernorm.weight", "q_layernorm.bias", "k_layernorm.bias",
+        "q_norm.bias", "k_norm.bias"};
+    /* (query_layernorm, key_layernorm: HunYuan-V1's; q_layernorm's bias: Persimmon's;
+     * q_norm's bias: Chameleon's) */
     for (size_t i = 0; i < sizeof head_norms / sizeof head_norms[0]; i++)
         if (ends_with_part(name, head_norms[i])) return NORM;
     if (fused_index(name) >= 0) return FUSED;
@@ -318,6 +322,7 @@ static int check_tensor(const convert_options *opts, const ra_st_tensor *t, proj
                   ends_with_part(t->name, "self.key.bias");
     if (kind == NORM) { /* [head_dim], or (Cohere) [heads, head_dim] */
         int64_t heads = ends_with_part(t->name, "q_norm.weight") ||
+                                ends_with_part(t->name, "q_norm.bias") ||
                                 ends_with_part(t->name, "query_layernorm.weight")
                             ? n_heads
                             : n_kv_heads;

@@ -770,19 +770,21 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
         find_latent(files, out, stem, family);
         return check_consumed(files, out, stem, scheme, family, indexer);
     }
-    for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases */
-        find_module(files, wq, stem, i ? "k_layernorm" : "q_layernorm", 0, &out->layer_norm[i],
-                    &out->layer_norm_bias[i]);
+    const int head_bias = (features & RA_HF_QK_NORM_HEAD_BIAS) != 0;
+    for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases; Chameleon's per head */
+        find_module(files, wq, stem, head_bias ? (i ? "k_norm" : "q_norm")
+                                               : (i ? "k_layernorm" : "q_layernorm"),
+                    0, &out->layer_norm[i], &out->layer_norm_bias[i]);
     for (int i = 0; i < 2; i++)
         for (int kind = 0; kind < 3 && !out->norm[i]; kind++) {
             snprintf(name, NAME_LEN, "%.*s%s", stem, wq, qk_norms[kind][i]);
             out->norm[i] = hf_find_tensor(files, name, NULL);
         }
     /* q_layernorm.weight: Persimmon's LayerNorm (with its bias), else LFM2's
-     * RMSNorm */
+     * RMSNorm; Chameleon's q_norm.weight, its LayerNorm's (with q_norm.bias) */
     for (int i = 0; i < 2; i++)
         if (out->norm[i] == out->layer_norm[i]) {
-            if (features & RA_HF_QK_LAYERNORM_BIAS) out->norm[i] = NULL;
+            if (features & (RA_HF_QK_LAYERNORM_BIAS | RA_HF_QK_NORM_HEAD_BIAS)) out->norm[i] = NULL;
             else out->layer_norm[i] = NULL;
         }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */

@@ -429,6 +429,24 @@ static const ra_hf_names cosmos3_edge_names[] = {
     {"model.language_model.layers.", ".self_attn.", {"q_proj.weight", "k_proj.weight",
      "v_proj.weight", "o_proj.weight"}, H, 0, NULL},
     NAMES_END};
+/* The encoders of GTE, Nomic BERT and Jina Embeddings v3 as saved (transformers renames them
+ * at load): q, k and v fused, q's rows first, under the task model's prefix, or none (the bare
+ * model's); GTE's checkpoints' prefix new. too */
+#define QKV_ROWS(name, out) {name ".weight", name ".weight", name ".weight", out ".weight"}
+static const ra_hf_names gte_names[] = {
+    {"gte.encoder.layer.", ".attention.", QKV_ROWS("qkv_proj", "o_proj"), H, FUSED_ROWS, NULL},
+    {"new.encoder.layer.", ".attention.", QKV_ROWS("qkv_proj", "o_proj"), H, FUSED_ROWS, NULL},
+    {"encoder.layer.", ".attention.", QKV_ROWS("qkv_proj", "o_proj"), H, FUSED_ROWS, NULL},
+    NAMES_END};
+static const ra_hf_names nomic_bert_names[] = {
+    {"nomic_bert.encoder.layers.", ".attn.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
+    {"encoder.layers.", ".attn.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
+    NAMES_END};
+static const ra_hf_names jina_embeddings_v3_names[] = {
+    {"roberta.encoder.layers.", ".mixer.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
+    {"encoder.layers.", ".mixer.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
+    NAMES_END};
+#undef QKV_ROWS
 
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
@@ -440,6 +458,9 @@ static const ra_hf_names cosmos3_edge_names[] = {
  * of these families never reads it; the scaled types' cos and sin fall short
  * of head_dim and transformers fails): RA_HF_DEFAULT_ROPE_WHOLE */
 #define WHOLE RA_HF_DEFAULT_ROPE_WHOLE
+/* Hybrids whose attention layers have no RoPE at all (JambaAttention, NemotronHAttention) */
+#define NO_ROTARY(beside)                                                                \
+    "its attention layers (beside " beside ") apply no rotary embedding: not a RoPE layer"
 /* A multimodal row whose text model is its default one without text_config */
 #define DEFAULT_TEXT .default_text_config = 1
 #define ROW(type, lay, feat, why, defs, win, biases, ...)                                \
@@ -494,9 +515,19 @@ static const ra_hf_family families[] = {
         "global_transformer, local_decoder, patcher: encoder_config, global_config, "
         "decoder_config, patcher_config), and ropeattn reads one stack of layers: not read yet",
         NULL, NOWINDOW, NO_BIAS),
+    /* ChameleonConfig: Llama's attention, head_dim hidden_size / num_attention_heads (a head_dim
+     * key that differs is refused), q and k LayerNormed per head (ChameleonLayerNorm: each head
+     * its own weight and bias, [heads, head_dim], epsilon 1e-5), attention_bias for q, k, v and
+     * o; swin_norm moves the block's norms, not the layer's */
+    ROW("chameleon", H, RA_HF_QK_NORM_HEAD_BIAS | RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 num_key_value_heads=32 "
+        "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
+    ROW("codegen", I, 0,
+        "its fused qkv_proj packs each of mp_num = 4 model-parallel groups as q, v, k (not q, "
+        "k, v) rows of num_attention_heads / 4 heads: not read yet", NULL, NOWINDOW, NO_BIAS),
     ROW("cohere", I, RA_HF_USE_QK_NORM | WHOLE, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("cohere2", I, NOPE_FULL | WHOLE, NULL, "sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0)),
@@ -572,6 +603,12 @@ static const ra_hf_family families[] = {
         RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
         FIXED(1, 1), .names = esm_names, .block_norm = "LayerNorm."),
+    /* EuroBertConfig: an encoder with Llama's attention (every token sees every other one);
+     * num_key_value_heads and head_dim default to num_attention_heads and hidden_size /
+     * num_attention_heads */
+    ROW("eurobert", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", NOWINDOW,
+        ALL(AB, 0)),
     ROW("exaone4", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
     /* EXAONE 4.5's text_config (Exaone4_5_Config renames its model_type exaone4; it fails
      * on a text_config without one) */
@@ -664,6 +701,12 @@ static const ra_hf_family families[] = {
     ROW("granitemoeshared", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1",
         NOWINDOW,
         ALL(AB, 0)),
+    /* GteConfig: an encoder (every token sees every other one), q, k, v and o biased, as many
+     * key/value heads as query heads (the model reads no num_key_value_heads), rope_theta
+     * 160000 by default */
+    ROW("gte", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192 rope_theta=160000",
+        NOWINDOW, FIXED(1, 1), .names = gte_names),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, WHOLE, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
     /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output (biased with the
@@ -700,9 +743,15 @@ static const ra_hf_family families[] = {
     ROW("jais2", H, WHOLE, NULL,
         "hidden_size=3328 num_attention_heads=26 max_position_embeddings=8192", NOWINDOW,
         ALL(AB, 1)),
+    ROW("jamba", H, 0, NO_ROTARY("Mamba layers"), NULL, NOWINDOW, NO_BIAS),
     ROW("jetmoe", H, 0,
         "its mixture of attention heads (each token's queries and output projection from its "
         "top-k routed experts) is not supported", NULL, NOWINDOW, NO_BIAS),
+    /* JinaEmbeddingsV3Config: GTE's encoder attention (biased, no GQA), rope_theta 20000 by
+     * default; its task LoRA adapters are not in transformers' model */
+    ROW("jina_embeddings_v3", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+        "hidden_size=1024 num_attention_heads=16 max_position_embeddings=8194 rope_theta=20000",
+        NOWINDOW, FIXED(1, 1), .names = jina_embeddings_v3_names),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
     ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
@@ -799,6 +848,11 @@ static const ra_hf_family families[] = {
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
+    ROW("nemotron_h", H, 0, NO_ROTARY("Mamba and MoE layers"), NULL, NOWINDOW, NO_BIAS),
+    /* NomicBertConfig: GTE's encoder attention without biases, rope_theta 1000 by default */
+    ROW("nomic_bert", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+        "hidden_size=768 num_attention_heads=12 max_position_embeddings=2048 rope_theta=1000",
+        NOWINDOW, FIXED(0, 0), .names = nomic_bert_names),
     ROW("olmo", H, RA_HF_CLIP_QKV | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
     ROW("olmo2", H, OLMO2 | WHOLE, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
@@ -972,6 +1026,8 @@ static const ra_hf_family families[] = {
 #undef QWEN4_EXP_DEFAULTS
 #undef MLA_V3
 #undef ROW
+#undef NO_ROTARY
+#undef WHOLE
 
 const ra_hf_family *ra_hf_family_find(const char *model_type)
 {

@@ -499,6 +499,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* the rotary embedding returns cos and sin over the rotated half only, [.., rotary_dim / 2], not
  * cat(t, t) (GptOssRotaryEmbedding): ropeattn freqs --hf-shape refuses it, freqs writes it */
 #define RA_HF_COS_SIN_HALF_WIDTH RA_HF_BIT(124)
+/* q_norm and k_norm: a LayerNorm of each head with its own weight and bias, each [heads,
+ * head_dim], epsilon 1e-5 whatever the config says, always on (ChameleonLayerNorm) */
+#define RA_HF_QK_NORM_HEAD_BIAS RA_HF_BIT(125)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

@@ -166,21 +166,27 @@ static const ra_st_tensor *stray_norm(const attention_tensors *t, int i, int rms
     return NULL;
 }
 
-/* Persimmon's LayerNorm of q (i = 0) or k (1): q_layernorm.weight and
- * q_layernorm.bias, each [head_dim]. */
-static ra_status check_shared_layer_norm(const job *j, int i, int64_t head_dim)
+/* The LayerNorm of q (i = 0) or k (1) with weight and bias: Persimmon's
+ * q_layernorm.weight and .bias, each [head_dim] (heads 0: shared by the
+ * heads), or Chameleon's q_norm.weight and .bias, each [heads, head_dim]. */
+static ra_status check_layer_norm(const job *j, int i, int64_t heads, int64_t head_dim)
 {
     const attention_tensors *t = j->t;
     const ra_st_tensor *const parts[2] = {t->layer_norm[i], t->layer_norm_bias[i]};
     for (int p = 0; p < 2; p++) {
         const ra_st_tensor *x = parts[p];
         if (!x)
-            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_layernorm.%s beside '%s': model_type "
-                           "\"%s\" with qk_layernorm normalizes q and k by a LayerNorm with "
-                           "weight and bias (transformers would initialize the missing tensor)",
-                           j->path, i ? "k" : "q", p ? "bias" : "weight", t->fused ?
-                           t->fused->name : t->proj[PROJ_Q]->name, j->hf->family->model_type);
-        if (x->ndim != 1 || x->shape[0] != head_dim)
+            return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_%s.%s beside '%s': model_type "
+                           "\"%s\"%s normalizes q and k by a LayerNorm with weight and bias "
+                           "(transformers would initialize the missing tensor)", j->path,
+                           i ? "k" : "q", heads ? "norm" : "layernorm", p ? "bias" : "weight",
+                           t->fused ? t->fused->name : t->proj[PROJ_Q]->name,
+                           j->hf->family->model_type, heads ? "" : " with qk_layernorm");
+        if (heads && (x->ndim != 2 || x->shape[0] != heads || x->shape[1] != head_dim))
+            return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (a LayerNorm of "
+                           "each head, [heads, head_dim])", x->name, j->path, (long long)heads,
+                           (long long)head_dim);
+        if (!heads && (x->ndim != 1 || x->shape[0] != head_dim))
             return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
                            "(head_dim)", x->name, j->path, (long long)head_dim);
     }
@@ -209,10 +215,11 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const int cohere = hf->head_layer_norms && (features & RA_HF_USE_QK_NORM);
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
     const int shared = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM_BIAS);
+    const int head_bias = (features & RA_HF_QK_NORM_HEAD_BIAS) != 0; /* Chameleon, always */
     const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *n = t->norm[i];
-        const ra_st_tensor *stray = stray_norm(t, i, rms, cohere, stablelm, shared);
+        const ra_st_tensor *stray = stray_norm(t, i, rms, cohere, stablelm, shared || head_bias);
         const int64_t heads = i ? n_kv_heads : n_heads;
         const char *kind = i ? "k" : "q";
         if (stray)
@@ -248,14 +255,16 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                 return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
                                "(head_dim)", w->name, j->path, (long long)head_dim);
         }
-        if (shared) RA_HF_TRY(check_shared_layer_norm(j, i, head_dim));
+        if (shared || head_bias)
+            RA_HF_TRY(check_layer_norm(j, i, head_bias ? heads : 0, head_dim));
     }
     /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
-    out->norm_head_weights = cohere || stablelm;
-    out->norm_layer = cohere || stablelm || shared;
+    out->norm_head_weights = cohere || stablelm || head_bias;
+    out->norm_layer = cohere || stablelm || shared || head_bias;
     out->norm_whole = whole;
     out->norm_after_rope = (features & RA_HF_NORM_AFTER_ROPE) != 0;
-    out->norm_eps = out->norm_layer ? hf->layer_norm_eps
+    out->norm_eps = head_bias             ? 1e-5 /* ChameleonLayerNorm's, fixed */
+                    : out->norm_layer     ? hf->layer_norm_eps
                     : hf->has_rms_norm_eps ? hf->rms_norm_eps
                                            : 0; /* 0: 1e-6 */
     return RA_OK;

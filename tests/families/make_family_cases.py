@@ -1680,8 +1680,10 @@ if __name__ == "__main__":
     from mla_cases import mla_cases  # DeepSeek-V2, V3, Kimi K2: tests/families/mla_cases.py
     from fp8_cases import fp8_cases  # block-FP8 checkpoints: tests/families/fp8_cases.py
     from plain_rows_cases import plain_rows_cases  # tests/families/plain_rows_cases.py
+    from rope_rows_cases import rope_rows_cases  # tests/families/rope_rows_cases.py
     family_cases(sys.argv[1])
     mla_cases(sys.argv[1])
     fp8_cases(sys.argv[1])
     plain_rows_cases(sys.argv[1])
+    rope_rows_cases(sys.argv[1])
     rope_cases(sys.argv[1])

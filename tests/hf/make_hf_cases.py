@@ -1432,6 +1432,8 @@ def named_seed_cases():
     yield from wrapper_cases()
     from encoder_cases import encoder_cases  # (it imports this module)
     yield from encoder_cases()
+    from rope_rows_cases import rope_rows_cases  # (it imports this module too)
+    yield from rope_rows_cases()
 
 
 def name_seed(name):

@@ -1,0 +1,59 @@
+"""rope_rows_cases.py: make_hf_cases.py's cases of the eleventh session's rows: the encoders
+of Llama's attention and names (EuroBERT, GTE, Nomic BERT, Jina Embeddings v3: no causal
+mask, case.json "causal" false, no y_cache.npy) and Chameleon's text layer (q and k
+LayerNormed per head, each head its own weight and bias), each written by
+make_hf_cases.write_case.
+
+GTE's, Nomic BERT's and Jina's cases remove rope_parameters from the saved config.json
+(config_keys: transformers reads the edited file as the config it saved), so that the
+library's default rope_theta for the family (160000, 1000, 20000) is checked against the
+config class's.
+"""
+import torch
+import transformers
+
+import make_hf_cases as m
+
+ENCODER = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=16,
+               vocab_size=16, max_position_embeddings=64, pad_token_id=0, bos_token_id=1,
+               eos_token_id=2)
+NO_ROPE = {"rope_parameters": None}
+
+
+def encoder(name, family, model, layer=1, config_keys=None, **kw):
+    """A case of transformers' <family>Config (its defaults, then kw) and `model`."""
+    config_cls = getattr(transformers, family + "Config", None)
+    model_cls = getattr(transformers, model, None)
+    if config_cls is None or model_cls is None:
+        print(f"{family} is not in this transformers: no {name} case")
+        return None
+    config = config_cls(**dict(ENCODER, **kw))
+    return (name, model_cls, config, layer, m.positions(7),
+            dict(cached=False, causal=False, config_keys=config_keys))
+
+
+def chameleon():
+    """ChameleonForConditionalGeneration with a tiny VQ-VAE beside its text layers (not run:
+    inputs_embeds only), saved in BF16 to keep the file small."""
+    vq = dict(embed_dim=4, num_embeddings=8, latent_channels=4, resolution=8, base_channels=32,
+              channel_multiplier=[1], num_res_blocks=0)
+    config = transformers.ChameleonConfig(**dict(m.TINY, num_key_value_heads=2, head_dim=None,
+                                                 num_hidden_layers=2, attention_bias=True,
+                                                 vq_config=vq, vocabulary_map={"<image>": 3}))
+    return ("chameleon_qk_head_layernorm_bf16", transformers.ChameleonForConditionalGeneration,
+            config, 1, m.positions(7), {"dtype": torch.bfloat16})
+
+
+def rope_rows_cases():
+    # EuroBERT: grouped key/value heads, biases, rope_theta 500
+    yield encoder("eurobert_gqa_bias", "EuroBert", "EuroBertForMaskedLM",
+                  num_key_value_heads=2, attention_bias=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+    # GTE, Nomic BERT, Jina: each class's default rope_theta (rope_parameters removed)
+    yield encoder("gte_default_theta", "Gte", "GteForMaskedLM", config_keys=NO_ROPE)
+    yield encoder("nomic_bert_default_theta", "NomicBert", "NomicBertForMaskedLM",
+                  config_keys=NO_ROPE)
+    yield encoder("jina_embeddings_v3_default_theta", "JinaEmbeddingsV3",
+                  "JinaEmbeddingsV3Model", layer=0, config_keys=NO_ROPE)
+    if hasattr(transformers, "ChameleonConfig"):
+        yield chameleon()

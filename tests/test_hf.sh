@@ -154,7 +154,7 @@ INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 ro
  glm4v_text glm_ocr_text "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 
  gpt_oss glm4v_text glm_ocr_text "
-WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 "
+WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 esmc "
 HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
 VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's
 # (a sparse-attention indexer's q, k and norms beside the layer's: not converted)

@@ -442,6 +442,13 @@ static const ra_hf_names nomic_bert_names[] = {
     {"nomic_bert.encoder.layers.", ".attn.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
     {"encoder.layers.", ".attn.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
     NAMES_END};
+/* ESMC: Llama's names under EsmcForMaskedLM's esmc., or the bare model's */
+#define HF_PROJ {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
+static const ra_hf_names esmc_names[] = {
+    {"esmc.layers.", ".self_attn.", HF_PROJ, H, FUSED_NONE, NULL},
+    {"layers.", ".self_attn.", HF_PROJ, H, FUSED_NONE, NULL},
+    NAMES_END};
+#undef HF_PROJ
 static const ra_hf_names jina_embeddings_v3_names[] = {
     {"roberta.encoder.layers.", ".mixer.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
     {"encoder.layers.", ".mixer.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
@@ -458,6 +465,12 @@ static const ra_hf_names jina_embeddings_v3_names[] = {
  * of these families never reads it; the scaled types' cos and sin fall short
  * of head_dim and transformers fails): RA_HF_DEFAULT_ROPE_WHOLE */
 #define WHOLE RA_HF_DEFAULT_ROPE_WHOLE
+/* Encoder-decoder models: two stacks of layers of their own configs, the decoder's with
+ * cross-attention */
+#define ENCODER_DECODER                                                                  \
+    "an encoder-decoder model: its layers sit in an encoder and a decoder stack of their own "  \
+    "configs (the decoder's beside cross-attention), and ropeattn reads one stack of layers: " \
+    "not read yet"
 /* Hybrids whose attention layers have no RoPE at all (JambaAttention, NemotronHAttention) */
 #define NO_ROTARY(beside)                                                                \
     "its attention layers (beside " beside ") apply no rotary embedding: not a RoPE layer"
@@ -551,6 +564,10 @@ static const ra_hf_family families[] = {
         COSMOS3_EDGE_ROPE, DEFAULT_TEXT, .names = cosmos3_edge_names),
     ROW("cosmos3_edge_text", H, COSMOS3_EDGE, NULL, COSMOS3_EDGE_DEFAULTS, NOWINDOW, ALL(AB, 0),
         COSMOS3_EDGE_ROPE),
+    ROW("csm", H, 0,
+        "its backbone and its depth decoder (depth_decoder_config) are two stacks of RoPE "
+        "layers of their own sizes, and ropeattn reads one stack of layers: not read yet", NULL,
+        NOWINDOW, NO_BIAS),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
@@ -567,6 +584,7 @@ static const ra_hf_family families[] = {
     ROW("deepseek_v4", I, 0,
         "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
         "is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("dia", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     /* DiffLlamaAttention (transformers 5): each query head attends over both halves of the
      * key/value heads' values (2 head_dim features); head j's output minus lambda times head
      * j + H/2's, RMS-normed over the 2 head_dim and times 1 - lambda_init(layer) */
@@ -603,6 +621,12 @@ static const ra_hf_family families[] = {
         RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
         FIXED(1, 1), .names = esm_names, .block_norm = "LayerNorm."),
+    /* EsmcConfig: an encoder (every token sees every other one), q and k LayerNormed over
+     * the whole projection (no bias, epsilon 1e-5), no GQA (its config class refuses it) */
+    ROW("esmc", H, RA_HF_QK_NORM | RA_HF_NORM_OVER_PROJECTION | RA_HF_QK_NORM_LAYER |
+        RA_HF_NON_CAUSAL | WHOLE, NULL,
+        "hidden_size=2560 num_attention_heads=40 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0), .names = esmc_names),
     /* EuroBertConfig: an encoder with Llama's attention (every token sees every other one);
      * num_key_value_heads and head_dim default to num_attention_heads and hidden_size /
      * num_attention_heads */
@@ -781,6 +805,10 @@ static const ra_hf_family families[] = {
     ROW("llama", H, WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
     ROW("llama4_text", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("longcat_flash", I, 0,
+        "its decoder layers hold two latent attention modules each (self_attn.0 and "
+        "self_attn.1: cache slots 2N and 2N + 1), their q and latents rescaled (mla_scale_q_lora, "
+        "mla_scale_kv_lora): not read yet", NULL, NOWINDOW, NO_BIAS),
     /* MellumConfig: a rope per layer type; layer_types, else every layer full */
     ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
@@ -813,6 +841,14 @@ static const ra_hf_family families[] = {
         RA_HF_WINDOWS_EVERY_LAYER, NO_BIAS, MINISTRAL3_ROPE),
     ROW("mistral", H, WHOLE, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0), DEFAULT_TEXT),
+    ROW("mistral4", I, 0,
+        "its latent attention scales q by 1 + llama_4_scaling_beta log(1 + floor(position / "
+        "original_max_position_embeddings)), which ropeattn's latent layers do not run",
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("mistral_large4_text", I, 0,
+        "its latent attention scales each head's queries by a learned scale log(position + 1) "
+        "+ bias (softmax_scaling), beside DeepSeek sparse attention's indexer: not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("mixtral", H, WHOLE, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
     /* MllamaTextConfig: its self-attention layers are Llama's, head_dim
      * hidden_size / num_attention_heads (a head_dim key that differs does
@@ -832,6 +868,8 @@ static const ra_hf_family families[] = {
     ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
         ALL(AB, 0), .names = modernbert_names),
+    ROW("moonshine", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("moonshine_streaming", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
      * decoder.model): Llama's attention, projections under .linear; its mask is causal,
      * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
@@ -951,6 +989,8 @@ static const ra_hf_family families[] = {
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
+    ROW("t5gemma", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("t5gemma2", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     /* VaultGemmaConfig: Gemma 2's attention */
     ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP | WHOLE, NULL,
         "head_dim=256 query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -1027,6 +1067,7 @@ static const ra_hf_family families[] = {
 #undef MLA_V3
 #undef ROW
 #undef NO_ROTARY
+#undef ENCODER_DECODER
 #undef WHOLE
 
 const ra_hf_family *ra_hf_family_find(const char *model_type)

@@ -502,6 +502,9 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* q_norm and k_norm: a LayerNorm of each head with its own weight and bias, each [heads,
  * head_dim], epsilon 1e-5 whatever the config says, always on (ChameleonLayerNorm) */
 #define RA_HF_QK_NORM_HEAD_BIAS RA_HF_BIT(125)
+/* the q/k norms (RA_HF_QK_NORM's q_norm, k_norm) are LayerNorms without bias, epsilon 1e-5
+ * whatever the config says (EsmcLayerNorm: torch's nn.LayerNorm over the whole projection) */
+#define RA_HF_QK_NORM_LAYER RA_HF_BIT(126)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

@@ -216,6 +216,7 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
     const int shared = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM_BIAS);
     const int head_bias = (features & RA_HF_QK_NORM_HEAD_BIAS) != 0; /* Chameleon, always */
+    const int plain_layer = (features & RA_HF_QK_NORM_LAYER) != 0; /* ESMC's, no bias */
     const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *n = t->norm[i];
@@ -258,15 +259,16 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
         if (shared || head_bias)
             RA_HF_TRY(check_layer_norm(j, i, head_bias ? heads : 0, head_dim));
     }
-    /* The LayerNorms' epsilon is layer_norm_eps; the RMSNorms', rms_norm_eps. */
+    /* The LayerNorms' epsilon is layer_norm_eps (Chameleon's and ESMC's: torch's 1e-5); the
+     * RMSNorms', rms_norm_eps. */
     out->norm_head_weights = cohere || stablelm || head_bias;
-    out->norm_layer = cohere || stablelm || shared || head_bias;
+    out->norm_layer = cohere || stablelm || shared || head_bias || plain_layer;
     out->norm_whole = whole;
     out->norm_after_rope = (features & RA_HF_NORM_AFTER_ROPE) != 0;
-    out->norm_eps = head_bias             ? 1e-5 /* ChameleonLayerNorm's, fixed */
-                    : out->norm_layer     ? hf->layer_norm_eps
-                    : hf->has_rms_norm_eps ? hf->rms_norm_eps
-                                           : 0; /* 0: 1e-6 */
+    out->norm_eps = head_bias || plain_layer ? 1e-5
+                    : out->norm_layer        ? hf->layer_norm_eps
+                    : hf->has_rms_norm_eps   ? hf->rms_norm_eps
+                                             : 0; /* 0: 1e-6 */
     return RA_OK;
 }
 

@@ -6,6 +6,10 @@ message (their runs are checked against transformers itself: tests/hf/rope_rows_
              k_norm each with a weight and a bias of [heads, head_dim] (one missing: refused)
   codegen    its fused qkv_proj (q, v, k per model-parallel group): refused by name
   jamba, nemotron_h  attention without any rotary embedding: refused by name
+  longcat_flash, mistral4, mistral_large4_text  latent attention with what ropeattn's latent
+             layers do not run (two modules a layer, q scaled by position): refused by name
+  dia, moonshine(_streaming), t5gemma(2)  encoder-decoder models: refused by name
+  csm        two stacks of RoPE layers (backbone, depth decoder): refused by name
 """
 import numpy as np
 
@@ -38,6 +42,19 @@ def rope_rows_cases(out):
          'model_type "jamba" is refused: its attention layers'),
         ("nemotron_h", dict(BASE, model_type="nemotron_h"), plain,
          'model_type "nemotron_h" is refused: its attention layers'),
-    ]
+        ("csm", dict(BASE, model_type="csm"), plain,
+         'model_type "csm" is refused: its backbone and its depth decoder'),
+        ("longcat_flash", dict(BASE, model_type="longcat_flash"), plain,
+         'model_type "longcat_flash" is refused: its decoder layers hold two latent attention'),
+        ("mistral4", dict(BASE, model_type="mistral4"), plain,
+         'model_type "mistral4" is refused: its latent attention scales q by 1 + '
+         'llama_4_scaling_beta'),
+        ("mistral_large4_text", {"model_type": "mistral_large4",
+                                 "text_config": dict(BASE, model_type="mistral_large4_text")},
+         plain, 'model_type "mistral_large4_text" is refused: its latent attention scales each '
+         "head's queries"),
+    ] + [(t, dict(BASE, model_type=t), plain,
+          'model_type "%s" is refused: an encoder-decoder model' % t)
+         for t in ("dia", "moonshine", "moonshine_streaming", "t5gemma", "t5gemma2")]
     for name, config, tensors, refused in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused)

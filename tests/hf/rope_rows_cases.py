@@ -1,5 +1,5 @@
 """rope_rows_cases.py: make_hf_cases.py's cases of the eleventh session's rows: the encoders
-of Llama's attention and names (EuroBERT, GTE, Nomic BERT, Jina Embeddings v3: no causal
+of Llama's attention (EuroBERT, GTE, Nomic BERT, Jina Embeddings v3, ESMC: no causal
 mask, case.json "causal" false, no y_cache.npy) and Chameleon's text layer (q and k
 LayerNormed per head, each head its own weight and bias), each written by
 make_hf_cases.write_case.
@@ -32,6 +32,27 @@ def encoder(name, family, model, layer=1, config_keys=None, **kw):
             dict(cached=False, causal=False, config_keys=config_keys))
 
 
+def esmc_by_embeds():
+    """EsmcForMaskedLM taking inputs_embeds (its model reads input_ids only): the embedding
+    module's output replaced by them; the same class name, so save_pretrained's config.json
+    and weights are EsmcForMaskedLM's."""
+    base = getattr(transformers, "EsmcForMaskedLM", None)
+    if base is None:
+        return None
+
+    class EsmcForMaskedLM(base):
+        def forward(self, inputs_embeds=None, **kw):
+            ids = torch.zeros(inputs_embeds.shape[:2], dtype=torch.int64)
+            hook = self.get_input_embeddings().register_forward_hook(
+                lambda module, args, out: inputs_embeds)
+            try:
+                return super().forward(input_ids=ids, **kw)
+            finally:
+                hook.remove()
+
+    return EsmcForMaskedLM
+
+
 def chameleon():
     """ChameleonForConditionalGeneration with a tiny VQ-VAE beside its text layers (not run:
     inputs_embeds only), saved in BF16 to keep the file small."""
@@ -55,5 +76,9 @@ def rope_rows_cases():
                   config_keys=NO_ROPE)
     yield encoder("jina_embeddings_v3_default_theta", "JinaEmbeddingsV3",
                   "JinaEmbeddingsV3Model", layer=0, config_keys=NO_ROPE)
+    # ESMC: q and k LayerNormed over the whole projection
+    case = encoder("esmc_qk_layernorm", "Esmc", "EsmcForMaskedLM",
+                   rope_parameters={"rope_type": "default", "rope_theta": 300.0})
+    yield case and (case[0], esmc_by_embeds()) + case[2:]
     if hasattr(transformers, "ChameleonConfig"):
         yield chameleon()

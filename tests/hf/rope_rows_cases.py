@@ -1,8 +1,8 @@
 """rope_rows_cases.py: make_hf_cases.py's cases of the eleventh session's rows: the encoders
 of Llama's attention (EuroBERT, GTE, Nomic BERT, Jina Embeddings v3, ESMC: no causal
-mask, case.json "causal" false, no y_cache.npy) and Chameleon's text layer (q and k
-LayerNormed per head, each head its own weight and bias), each written by
-make_hf_cases.write_case.
+mask, case.json "causal" false, no y_cache.npy), Chameleon's text layer (q and k
+LayerNormed per head, each head its own weight and bias) and scaled ropes over part of each
+head (GLM-4, MiMo-V2-Flash), each written by make_hf_cases.write_case.
 
 GTE's, Nomic BERT's and Jina's cases remove rope_parameters from the saved config.json
 (config_keys: transformers reads the edited file as the config it saved), so that the
@@ -82,3 +82,29 @@ def rope_rows_cases():
     yield case and (case[0], esmc_by_embeds()) + case[2:]
     if hasattr(transformers, "ChameleonConfig"):
         yield chameleon()
+    yield from scaled_partial_cases()
+
+
+def scaled_partial_cases():
+    """A scaled rope over part of each head, where the family's rotary embedding reads
+    partial_rotary_factor for every rope type: GLM-4's yarn over half of head_dim
+    (interleaved), MiMo-V2-Flash's rope per layer type (yarn in the full layers, the
+    sliding ones' default), each over half of head_dim."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+            "partial_rotary_factor": 0.5}
+    yield m.family("glm4_yarn_partial", "Glm4", dict(m.TINY, head_dim=16), rope=yarn,
+                   pos=m.positions(20))
+    config_cls = getattr(transformers, "MiMoV2FlashConfig", None)
+    if config_cls is None:
+        return
+    ropes = {"full_attention": dict(yarn, rope_theta=10000.0),
+             "sliding_attention": {"rope_type": "default", "rope_theta": 500.0,
+                                   "partial_rotary_factor": 0.5}}
+    config = config_cls(**dict(m.TINY, head_dim=16, v_head_dim=8, num_hidden_layers=2,
+                               layer_types=["full_attention", "sliding_attention"],
+                               sliding_window=4, n_routed_experts=2, num_experts_per_tok=1,
+                               moe_intermediate_size=8, mlp_layer_types=["dense", "dense"],
+                               rope_parameters=ropes))
+    for kind, layer in (("full", 0), ("sliding", 1)):
+        yield (f"mimo_v2_flash_yarn_partial_{kind}", transformers.MiMoV2FlashForCausalLM, config,
+               layer, m.positions(20), {"freqs": False})

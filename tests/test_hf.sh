@@ -67,7 +67,8 @@ def fields(dirs):
     for d in dirs:
         c = json.load(open(os.path.join(d, "case.json")))
         pos = np.load(os.path.join(d, "pos.npy"))
-        multimodal = "vision_config" in json.load(open(os.path.join(d, "config.json")))
+        config = json.load(open(os.path.join(d, "config.json")))
+        multimodal = "vision_config" in config.get("thinker_config", config)  # (Qwen-Omni's)
         print(os.path.basename(os.path.normpath(d)), c["layer"], c.get("prefill") or 0, c.get("freqs", True),
               c.get("mla", False), c.get("table") or "half", c.get("family", "llama"),
               max(1, pos.shape[-1] // 2), int(pos.max()) + 1, multimodal, c.get("causal", True))
@@ -229,8 +230,8 @@ freqs() {
 # rope rows not converted), families interleaved already, whole-projection
 # norms, a sparse-attention indexer's tensors, and a multimodal checkpoint whose vision tower's attention
 # (Q/K rows of another size, fused qkv; Phi-4-multimodal's vision and audio
-# parts under embed_tokens_extend) it takes for a text layer's (one whose
-# tower has no such tensors converts: LFM3-VL's)
+# parts under embed_tokens_extend; Qwen-Omni's audio tower) it takes for a
+# text layer's (one whose tower has no such tensors converts: LFM3-VL's)
 convert_layout() {
     local inter=$TMP/inter.safetensors
     rm -f "$inter"
@@ -265,8 +266,8 @@ convert_layout() {
             queue "$c: y after convert-layout --to interleaved" y "$y" "$dir/y.npy" 1e-5
         else fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
         fi
-    elif [ $? -eq 1 ] && [ "$multimodal" = True ] && grep -Eq \
-        "^ropeattn: tensor '(model\.)?(vision_tower|visual|vision_model|embed_tokens_extend)\." \
+    elif [ $? -eq 1 ] && [ "$multimodal" = True ] && grep -Eq "^ropeattn: tensor \
+'(thinker\.)?(model\.)?(vision_tower|visual|vision_model|audio_tower|embed_tokens_extend)\." \
         "$TMP/err"; then pass
     else fail "$c: convert-layout: $(cat "$TMP/err")"
     fi

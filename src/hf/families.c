@@ -185,6 +185,31 @@
 #define PADDLEOCR_DEFAULTS                                                               \
     "hidden_size=1024 num_attention_heads=16 num_key_value_heads=2 head_dim=128 "       \
     "rope_theta=500000 max_position_embeddings=131072"
+#define QWEN2_5_OMNI_DEFAULTS                                                            \
+    QWEN_WINDOW(28) " sliding_window=32768 rope_theta=1000000 hidden_size=3584 "          \
+    "num_attention_heads=28 num_key_value_heads=4 max_position_embeddings=32768"
+#define QWEN3_OMNI_DEFAULTS                                                              \
+    "rope_theta=1000000 hidden_size=2048 num_attention_heads=28 num_key_value_heads=4 "  \
+    "max_position_embeddings=32768"
+#define GRANITE_DOCLING_DEFAULTS                                                         \
+    "attention_multiplier=0.015625 hidden_size=1024 num_attention_heads=16 "            \
+    "num_key_value_heads=4 max_position_embeddings=32768"
+/* The vision-language families refused, naming what their attention needs */
+#define ERNIE_VL                                                                         \
+    "its M-RoPE (Ernie4_5_VLMoeTextRotaryEmbedding's: the first mrope_section[0] + "     \
+    "mrope_section[1] rotary pairs alternate height and width positions, the last "      \
+    "mrope_section[2] take time) is not supported"
+#define HUNYUAN_VL                                                                       \
+    "its XD-RoPE (mrope_section, or xdrope_section: head_dim / 2 rotary pairs over 3 or 4 " \
+    "position axes, position, width, height and image index) is not supported"
+#define MOLMO2                                                                           \
+    "its rope scaled only in the layers rope_scaling_layers names (the others the default " \
+    "rope), and its q/k norms by qk_norm_type (per head, or over the projection), are not " \
+    "read yet"
+#define MUSE                                                                             \
+    "its attention (q and k RMS-normed without weights, q times qk_scale_factor, the "   \
+    "output times sigmoid(gate_proj(x)); RoPE only in the layers the model gives it) is not " \
+    "supported"
 /* Exaone4Config's */
 #define EXAONE4_DEFAULTS "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4"
 /* Inkling2TextConfig's attention */
@@ -455,6 +480,23 @@ static const ra_hf_names jina_embeddings_v3_names[] = {
     NAMES_END};
 #undef QKV_ROWS
 
+/* Qwen2.5-Omni, Qwen3-Omni: the thinker's text layers, as transformers saves them
+ * (thinker.model.layers.N) or names them (thinker.model.language_model.layers.N); the
+ * talker's (talker.model.layers.N) are another model's, not read */
+#define HF_NAMES {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
+static const ra_hf_names qwen_omni_names[] = {
+    {"thinker.model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"thinker.model.language_model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* Granite-Docling (Idefics3's layout): its text model's layers under model.text_model, or as
+ * its text model (layers.N) and a causal LM (model.layers.N) save them */
+static const ra_hf_names granite_docling_names[] = {
+    {"model.text_model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -577,6 +619,12 @@ static const ra_hf_family families[] = {
     ROW("dbrx", H, RA_HF_NESTED_ATTN_CONFIG | WHOLE, NULL,
         "hidden_size=2048 num_attention_heads=16 max_position_embeddings=2048", NOWINDOW,
         FIXED(0, 0), .names = dbrx_names),
+    /* DeepseekOcr2TextConfig (DeepSeek-OCR 2's text model): Llama's attention (attention_bias
+     * on all four), head_dim hidden_size / num_attention_heads whatever the config says, no
+     * latent attention (its config class drops DeepseekV2Config's latent sizes) */
+    ROW("deepseek_ocr2_text", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0)),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
@@ -617,6 +665,8 @@ static const ra_hf_family families[] = {
      * rope_theta; q scaled by head_dim^-1/2 before RoPE (the same logits); biased projections.
      * The layer is attention.self and attention.output.dense (not the LayerNorm before nor
      * the residual after) */
+    ROW("ernie4_5_vl_moe", I, 0, ERNIE_VL, NULL, NOWINDOW, NO_BIAS),
+    ROW("ernie4_5_vl_moe_text", I, 0, ERNIE_VL, NULL, NOWINDOW, NO_BIAS),
     ROW("esm", H, RA_HF_NON_CAUSAL | RA_HF_IS_DECODER_KEY | RA_HF_ROTARY_REQUIRED |
         RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
@@ -710,6 +760,14 @@ static const ra_hf_family families[] = {
     ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* GraniteSwaConfig: windows by layer_types, sinks */
+    /* GraniteDoclingTextConfig, Granite4VisionTextConfig: Granite's attention (attention_multiplier
+     * the softmax scale, attention_bias on all four, head_dim where given) */
+    ROW("granite4_vision_text", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
+        "attention_multiplier=1 max_position_embeddings=2048", NOWINDOW, ALL(AB, 0)),
+    ROW("granite_docling", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, GRANITE_DOCLING_DEFAULTS,
+        NOWINDOW, ALL(AB, 0), DEFAULT_TEXT, .names = granite_docling_names),
+    ROW("granite_docling_text", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
+        GRANITE_DOCLING_DEFAULTS, NOWINDOW, ALL(AB, 0), .names = granite_docling_names),
     ROW("granite_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA | WHOLE,
         NULL,
         "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
@@ -742,6 +800,8 @@ static const ra_hf_family families[] = {
         .ntk_alpha = 1),
     ROW("hunyuan_v1_moe", H, HUNYUAN | WHOLE, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
         .ntk_alpha = 1),
+    ROW("hunyuan_vl", H, 0, HUNYUAN_VL, NULL, NOWINDOW, NO_BIAS),
+    ROW("hunyuan_vl_text", H, 0, HUNYUAN_VL, NULL, NOWINDOW, NO_BIAS),
     ROW("hy_v3", H, RA_HF_QK_NORM | WHOLE, NULL,
         "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, ALL(AB, 0)),
@@ -868,6 +928,8 @@ static const ra_hf_family families[] = {
     ROW("modernbert-decoder", H, RA_HF_LOCAL_ROPE | RA_HF_LOCAL_ATTENTION, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
         ALL(AB, 0), .names = modernbert_names),
+    ROW("molmo2", H, 0, MOLMO2, NULL, NOWINDOW, NO_BIAS),
+    ROW("molmo2_text", H, 0, MOLMO2, NULL, NOWINDOW, NO_BIAS),
     ROW("moonshine", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     ROW("moonshine_streaming", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
@@ -879,6 +941,10 @@ static const ra_hf_family families[] = {
     /* NanoChatConfig: q and k RMS-normed without weights after RoPE (Llama 4's norm, always:
      * the model reads no use_qk_norm), RoPE by the opposite angle; attention_bias for q, k, v
      * and o */
+    ROW("muse_glimmer", H, 0, MUSE, NULL, NOWINDOW, NO_BIAS),
+    ROW("muse_glimmer_text", H, 0, MUSE, NULL, NOWINDOW, NO_BIAS),
+    ROW("muse_spark", H, 0, MUSE " (and its o_norm)", NULL, NOWINDOW, NO_BIAS),
+    ROW("muse_spark_text", H, 0, MUSE " (and its o_norm)", NULL, NOWINDOW, NO_BIAS),
     ROW("nanochat", H,
         RA_HF_QK_L2_NORM | RA_HF_QK_L2_NORM_ALWAYS | RA_HF_ROPE_OPPOSITE_ANGLE | WHOLE,
         NULL, "hidden_size=768 num_attention_heads=6 max_position_embeddings=2048", NOWINDOW,
@@ -930,6 +996,15 @@ static const ra_hf_family families[] = {
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen2", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
+    /* Qwen2_5OmniTextConfig (Qwen2.5-Omni's thinker): Qwen2.5-VL's attention and M-RoPE,
+     * Qwen2's window rule (sliding_window 32768 where use_sliding_window); the whole model's
+     * in thinker_config.text_config, its thinker's in text_config */
+    ROW("qwen2_5_omni", H, RA_HF_MROPE | WHOLE, NULL, QWEN2_5_OMNI_DEFAULTS, FROM_MAX, FIXED(1, 0),
+        DEFAULT_TEXT, .text_parent = "thinker_config", .names = qwen_omni_names),
+    ROW("qwen2_5_omni_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN2_5_OMNI_DEFAULTS, FROM_MAX,
+        FIXED(1, 0)),
+    ROW("qwen2_5_omni_thinker", H, RA_HF_MROPE | WHOLE, NULL, QWEN2_5_OMNI_DEFAULTS, FROM_MAX,
+        FIXED(1, 0), DEFAULT_TEXT),
     ROW("qwen2_5_vl", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_5_vl_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_moe", H, WHOLE, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX,
@@ -950,6 +1025,15 @@ static const ra_hf_family families[] = {
     ROW("qwen3_moe", H, RA_HF_QK_NORM | WHOLE, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    /* Qwen3OmniMoeTextConfig (Qwen3-Omni's thinker): Qwen3-MoE's attention (q/k norms,
+     * attention_bias on all four, no window whatever sliding_window says) with Qwen3-VL's
+     * interleaved M-RoPE; nested as Qwen2.5-Omni's */
+    ROW("qwen3_omni_moe", H, QWEN3_VL | WHOLE, NULL, QWEN3_OMNI_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        DEFAULT_TEXT, .text_parent = "thinker_config", .names = qwen_omni_names),
+    ROW("qwen3_omni_moe_text", H, QWEN3_VL | WHOLE, NULL, QWEN3_OMNI_DEFAULTS, NOWINDOW,
+        ALL(AB, 0)),
+    ROW("qwen3_omni_moe_thinker", H, QWEN3_VL | WHOLE, NULL, QWEN3_OMNI_DEFAULTS, NOWINDOW,
+        ALL(AB, 0), DEFAULT_TEXT),
     ROW("qwen3_vl", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA,
         DEFAULT_TEXT),
     ROW("qwen3_vl_moe", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA,
@@ -1030,6 +1114,14 @@ static const ra_hf_family families[] = {
 #undef DOTS3
 #undef DOTS3_DEFAULTS
 #undef DSA
+#undef ERNIE_VL
+#undef HUNYUAN_VL
+#undef MOLMO2
+#undef MUSE
+#undef GRANITE_DOCLING_DEFAULTS
+#undef HF_NAMES
+#undef QWEN2_5_OMNI_DEFAULTS
+#undef QWEN3_OMNI_DEFAULTS
 #undef MLA_NAMES
 #undef PADDLEOCR_DEFAULTS
 #undef COSMOS3_EDGE

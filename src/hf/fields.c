@@ -1168,15 +1168,39 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     return RA_OK;
 }
 
-/* The text model's object (text_config, else root), its model family
- * checked, then its fields. */
+/* The text_config of a family whose row keeps it one level down
+ * (text_parent: Qwen2.5-Omni's thinker_config) into *text, that family
+ * into *outer; *text NULL where the parent or its text_config is absent
+ * (the class's default text config then), both NULL for other families. */
+static ra_status nested_text(const cJSON *root, const char *name, const cJSON **text,
+                             const ra_hf_family **outer, char *msg, size_t msg_len)
+{
+    const cJSON *type = NULL, *parent = NULL;
+    *text = NULL, *outer = NULL;
+    RA_TRY(ra_io_json_key(root, "model_type", name, &type, msg, msg_len));
+    const ra_hf_family *family =
+        type && cJSON_IsString(type) ? ra_hf_family_find(type->valuestring) : NULL;
+    if (!family || !family->text_parent) return RA_OK;
+    *outer = family;
+    RA_TRY(lookup_object(root, family->text_parent, name, &parent, msg, msg_len));
+    if (parent) RA_TRY(lookup_object(parent, "text_config", name, text, msg, msg_len));
+    return RA_OK;
+}
+
+/* The text model's object (text_config, else the one its family's row
+ * nests, else root), its model family checked, then its fields. */
 static ra_status read_config(const cJSON *root, ra_hf_fields *out, const char *name,
                              char *msg, size_t msg_len)
 {
     const cJSON *text;
+    const ra_hf_family *outer = NULL;
     RA_TRY(lookup_object(root, "text_config", name, &text, msg, msg_len));
+    if (text == NULL) RA_TRY(nested_text(root, name, &text, &outer, msg, msg_len));
     if (text == NULL) text = root;
-    RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
+    if (outer) /* (its text_config's model_type names the class the row reads) */
+        snprintf(out->model_type, sizeof out->model_type, "%s", outer->model_type);
+    else
+        RA_TRY(read_model_type(root, text, out, name, msg, msg_len));
     RA_TRY(ra_hf_family_check(text, name, out->model_type[0] ? out->model_type : NULL,
                               &out->family, msg, msg_len));
     ra_status quant = ra_hf_quant_read(root, text, name, &out->quant, msg, msg_len);

@@ -607,6 +607,11 @@ typedef struct ra_hf_family {
      * Mistral 3, Qwen3-VL ...): the text fields are then the defaults, not
      * the top level's keys. */
     int default_text_config;
+    /* NULL, or the object of the top level that holds its text_config (and
+     * the top level none: Qwen2.5-Omni's and Qwen3-Omni's thinker_config):
+     * that text_config is read as this family's (its row, its tensor
+     * names) */
+    const char *text_parent;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

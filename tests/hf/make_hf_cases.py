@@ -167,7 +167,7 @@ def attention_name(model, layer):
                          rf"(self_attn|attention|self_attention|attn|temporal_block)$")
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
-        text = [n for n in names if "language_model" in n]
+        text = [n for n in names if "language_model" in n or "text_model" in n]
         names = text or names[:1]
     if len(names) != 1:
         raise ValueError(f"layer {layer}'s attention: {names or 'none'}")
@@ -197,13 +197,19 @@ def mask_for(pos, length):
     return torch.ones(B, length, dtype=torch.int64) if pos.dim() == 3 else None
 
 
+def runner(model):
+    """What runs the model: itself, or the thinker of a model that has no
+    forward of its own (Qwen2.5-Omni's and Qwen3-Omni's generate through it)."""
+    return getattr(model, "thinker", model)
+
+
 def run_layer(model, layer, embeds, pos):
     """Runs the model; returns (args, kwargs, x, y, cos, sin) of layer
     `layer`'s attention."""
     handle, calls = capture(model, layer)
     with torch.no_grad():
-        model(inputs_embeds=embeds, position_ids=pos, attention_mask=mask_for(pos, S),
-              use_cache=False)
+        runner(model)(inputs_embeds=embeds, position_ids=pos, attention_mask=mask_for(pos, S),
+                      use_cache=False)
     handle.remove()
     args, kwargs, y = slot_calls(model, layer, calls)[0]
     x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
@@ -219,13 +225,14 @@ def run_cached(model, layer, embeds, pos):
     transformers' DynamicCache (made from the model's config: sliding and
     chunked layers as transformers caches them): tokens 0..PREFILL-1 in one
     call, then each further token alone, with its position_ids."""
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(config=runner(model).config)
     handle, calls = capture(model, layer)
     steps = [(0, PREFILL)] + [(t, t + 1) for t in range(PREFILL, S)]
     with torch.no_grad():
         for a, b in steps:
-            model(inputs_embeds=embeds[:, a:b], position_ids=pos[..., a:b],
-                  attention_mask=mask_for(pos, b), past_key_values=cache, use_cache=True)
+            runner(model)(inputs_embeds=embeds[:, a:b], position_ids=pos[..., a:b],
+                          attention_mask=mask_for(pos, b), past_key_values=cache,
+                          use_cache=True)
     handle.remove()
     return torch.cat([y for _, _, y in slot_calls(model, layer, calls)], 1)
 
@@ -1316,27 +1323,73 @@ SMALL_TOWER = dict(hidden_size=32, num_hidden_layers=1, depth=1, num_attention_h
 SMALL_PROJECTOR = dict(projector_hidden_size=32, projection_hidden_size=32)
 
 
+# Qwen-Omni's audio tower shrunk likewise (one layer of 32 features)
+SMALL_AUDIO = dict(d_model=32, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64,
+                   output_dim=32, num_mel_bins=16, downsample_hidden_size=16,
+                   max_source_positions=64, n_window=4)
+
+
 def wrapped(name, model_type, text_config, layer=0, pos=None, **opts):
     """A case of the multimodal model `model_type` (its image-text-to-text
     class) whose text_config is text_config, beside a tiny vision tower
     (SMALL_TOWER, SMALL_PROJECTOR), saved whole; its config.json's text_config without
     model_type (the wrapper's row reads it: the class the wrapper gives it,
     case.json "config_edit")."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
-    config_cls = CONFIG_MAPPING[model_type]
-    towers = {}
+    config_cls = config_class(model_type)
+    config = config_cls(text_config=text_config, **small_parts(config_cls))
+    model_cls = getattr(transformers, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type])
+    opts.setdefault("config_keys", {"text_config/model_type": None})
+    return (name, model_cls, config, layer, positions(7) if pos is None else pos, opts)
+
+
+def small_parts(config_cls):
+    """config_cls's keyword arguments that shrink its vision and audio
+    towers and its projector (SMALL_TOWER, SMALL_AUDIO, SMALL_PROJECTOR)."""
+    parts = {}
     for part in ("vision_config", "audio_config"):
         sub = getattr(config_cls(), part, None)
         if sub is not None:
             keys = sub.to_dict()
-            towers[part] = {k: v for k, v in SMALL_TOWER.items() if k in keys}
+            small = dict(SMALL_TOWER, **SMALL_AUDIO) if part == "audio_config" else SMALL_TOWER
+            parts[part] = {k: v for k, v in small.items() if k in keys}
     top = config_cls().to_dict()
-    config = config_cls(text_config=text_config, **towers,
-                        **{k: v for k, v in SMALL_PROJECTOR.items() if k in top})
-    model_cls = getattr(transformers, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES[model_type])
-    opts.setdefault("config_keys", {"text_config/model_type": None})
-    return (name, model_cls, config, layer, positions(7) if pos is None else pos, opts)
+    parts.update({k: v for k, v in SMALL_PROJECTOR.items() if k in top})
+    return parts
+
+
+def omni_cases():
+    """Qwen2.5-Omni's and Qwen3-Omni's thinker text models (Qwen2.5-VL's
+    attention and chunked M-RoPE; Qwen3-MoE's q/k norms with Qwen3-VL's
+    interleaved M-RoPE) on 3-D positions: the text model, the thinker (its
+    config's text_config, without model_type), and the whole model without its talker
+    (enable_audio_output false: thinker_config's text_config, its layers
+    under thinker.)."""
+    rope = {"rope_type": "default", "mrope_section": [2, 1, 1]}
+    moe = dict(TINY, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=8)
+    for prefix, family_name, thinker, whole, kw in (
+            ("qwen2_5_omni", "Qwen2_5OmniText", "qwen2_5_omni_thinker", "qwen2_5_omni", TINY),
+            ("qwen3_omni_moe", "Qwen3OmniMoeText", "qwen3_omni_moe_thinker", "qwen3_omni_moe",
+             moe)):
+        text = config_of(family_name, kw, rope)
+        yield family(prefix + "_text_mrope", family_name, kw, rope=rope,
+                     model=family_name.replace("Text", "ThinkerTextModel"),
+                     pos=mrope_positions(), freqs=False)
+        thinker_cls = config_class(thinker)
+        thinker_config = thinker_cls(text_config=text, **small_parts(thinker_cls))
+        yield (prefix + "_thinker_mrope", getattr(transformers, thinker_cls.__name__.replace(
+            "Config", "ForConditionalGeneration")), thinker_config, 0, mrope_positions(),
+            {"freqs": False, "config_keys": {"text_config/model_type": None}})
+        whole_cls = config_class(whole)
+        config = whole_cls(thinker_config=thinker_config, enable_audio_output=False)
+        yield (prefix + "_mrope", getattr(transformers, whole_cls.__name__.replace(
+            "Config", "ForConditionalGeneration")), config, 0, mrope_positions(), {"freqs": False})
+
+
+def config_class(model_type):
+    """transformers' config class of model_type."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    return CONFIG_MAPPING[model_type]
 
 
 def wrapper_cases():
@@ -1349,7 +1402,9 @@ def wrapper_cases():
     (its sparse layer while it keeps every key), Cosmos3-Edge (Llama's
     attention with Qwen3-VL's interleaved M-RoPE, default rope only),
     PaddleOCR-VL (Qwen2.5-VL's attention, all four projections biased by
-    use_bias), each on 3-D positions where its text model takes them."""
+    use_bias), Granite-Docling and Granite 4 Vision (Granite's attention:
+    attention_multiplier the softmax scale, attention_bias on all four), each
+    on 3-D positions where its text model takes them."""
     layers = dict(num_hidden_layers=2, sliding_window=4,
                   layer_types=["sliding_attention", "full_attention"])
     # (Exaone4_5_Config fails on a text_config without model_type, and renames
@@ -1394,6 +1449,15 @@ def wrapper_cases():
     yield wrapped("paddleocr_vl_bias", "paddleocr_vl",
                   config_of("PaddleOCRText", paddle, paddle_rope), pos=mrope_positions(),
                   freqs=False)
+    granite = dict(TINY, attention_multiplier=0.2, attention_bias=True)
+    yield family("granite_docling_text_multiplier", "GraniteDoclingText", granite,
+                 model="GraniteDoclingTextModel")
+    yield wrapped("granite_docling_multiplier", "granite_docling",
+                  config_of("GraniteDoclingText", granite))
+    yield family("granite4_vision_text_multiplier", "Granite4VisionText", granite,
+                 model="Granite4VisionTextModel")
+    ocr2 = dict(_SMALL, attention_bias=True, mlp_layer_types=["dense"])
+    yield family("deepseek_ocr2_text_bias", "DeepseekOcr2Text", ocr2, model="DeepseekOcr2TextModel")
     cosmos = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 1, 1]}
     cosmos_kw = dict(TINY, attention_bias=True)
     yield family("cosmos3_edge_text_mrope", "Cosmos3EdgeText", cosmos_kw, rope=cosmos,
@@ -1430,6 +1494,7 @@ def named_seed_cases():
     yield from ignored_keys_cases()
     yield from glm_vl_cases()
     yield from wrapper_cases()
+    yield from omni_cases()
     from encoder_cases import encoder_cases  # (it imports this module)
     yield from encoder_cases()
     from rope_rows_cases import rope_rows_cases  # (it imports this module too)

@@ -76,9 +76,29 @@ typedef struct scheme_list {
     const ra_hf_family *family; /* the config's, or NULL */
 } scheme_list;
 
+/* Whether two schemes name the same tensors the same way. */
+static int same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+static int same_scheme(const naming_scheme *a, const naming_scheme *b)
+{
+    int same = same_str(a->prefix, b->prefix) && same_str(a->infix, b->infix) &&
+               a->layout == b->layout && a->fused == b->fused &&
+               same_str(a->returned_bias, b->returned_bias);
+    for (int p = 0; p < 4 && same; p++) same = same_str(a->proj[p], b->proj[p]);
+    return same;
+}
+
+/* at's schemes into list, but those it holds already (a family's table may
+ * repeat the common ones: Granite-Docling's model.layers.N) */
 static void add_schemes(scheme_list *list, const naming_scheme *at, int n)
 {
-    for (int i = 0; i < n && list->n < MAX_SCHEMES; i++) list->at[list->n++] = &at[i];
+    for (int i = 0; i < n && list->n < MAX_SCHEMES; i++) {
+        int seen = 0;
+        for (int s = 0; s < list->n && !seen; s++) seen = same_scheme(list->at[s], &at[i]);
+        if (!seen) list->at[list->n++] = &at[i];
+    }
 }
 
 static int count_names(const ra_hf_names *names)
@@ -113,9 +133,7 @@ static ra_status scheme_list_for(const ra_hf_family *family, scheme_list *list)
     for (int64_t i = 0; !family && ra_hf_family_at(i); i++) {
         const ra_hf_names *names = ra_hf_family_at(i)->names;
         if (ra_hf_family_at(i)->features & RA_HF_MLA) continue; /* read with their config */
-        int seen = 0; /* rows that share one list of names (LFM2's) add it once */
-        for (int s = 0; names && s < list->n && !seen; s++) seen = list->at[s] == names;
-        if (names && !seen) add_schemes(list, names, count_names(names));
+        if (names) add_schemes(list, names, count_names(names)); /* (LFM2's rows share one) */
     }
     if (list->n == MAX_SCHEMES) /* the table outgrew the list: never silently fewer */
         return hf_fail(RA_ERR_UNSUPPORTED, "more than %d naming schemes: raise MAX_SCHEMES in "
@@ -377,8 +395,16 @@ static int names_some_layer(const ra_hf_checkpoint *files, const naming_scheme *
                          : has_all(files, scheme, 0);
 }
 
+/* Whether scheme is one of the common ones (a family's table may repeat one). */
+static int is_common(const naming_scheme *scheme)
+{
+    for (int s = 0; s < COUNT(common_schemes); s++)
+        if (same_scheme(&common_schemes[s], scheme)) return 1;
+    return 0;
+}
+
 /* Whose names the files give some layer's four projections: another
- * family's ("model_type \"X\"'s") or the common ones, into who; "" for
+ * family's own ("model_type \"X\"'s") or the common ones, into who; "" for
  * neither. */
 static void named_otherwise(const ra_hf_checkpoint *files, const ra_hf_family *family,
                             char *who, size_t size)
@@ -388,7 +414,7 @@ static void named_otherwise(const ra_hf_checkpoint *files, const ra_hf_family *f
         const ra_hf_names *names = ra_hf_family_at(i)->names;
         if (names == family->names) continue;
         for (int s = 0; names && names[s].prefix; s++)
-            if (names_some_layer(files, &names[s])) {
+            if (!is_common(&names[s]) && names_some_layer(files, &names[s])) {
                 snprintf(who, size, "model_type \"%s\"'s", ra_hf_family_at(i)->model_type);
                 return;
             }

@@ -138,9 +138,10 @@ def readme_lines(library, listed, expected, version):
            f"layer: forward, cache, gradients), and {sum(not library[t][1] for t in others)} "
            f"more of ropeattn's table (remote code such as chatglm, multimodal models).")
     refused = (f"- **Refused, naming why:** {counts['refused']} listed families, and "
-               f"{', '.join(t for t in others if library[t][1])}; ALiBi, any key or tensor "
-               f"changing attention that the family does not run ({counts['no model']} listed "
-               f"families the sweep cannot build yet).")
+               f"{sum(bool(library[t][1]) for t in others)} more of ropeattn's table (each "
+               f"in docs/FAMILIES.md); ALiBi, any key or tensor changing attention that the "
+               f"family does not run ({counts['no model']} listed families the sweep cannot "
+               f"build yet).")
     return [line for part in (run, refused)
             for line in textwrap.wrap(part, 76, subsequent_indent="  ")]
 

@@ -301,10 +301,13 @@ RA_HF_API ra_status ra_hf_config_rotary_dim(const ra_hf_config *config, int64_t 
  * (query_key_value: Falcon's, GPT-NeoX's, ChatGLM's) packs its rows, for
  * n_heads query heads (> 0): RA_HF_QKV_ROWS, all of q's rows, then k's,
  * then v's; RA_HF_QKV_GROUPED, per key/value head its query heads' rows,
- * then its key's, then its value's.  *n_kv_heads: the key/value heads it
- * holds.  config NULL, or a model_type that packs none so, is refused
- * naming tensor and file (the file that holds it, for the message). */
-enum { RA_HF_QKV_ROWS = 1, RA_HF_QKV_GROUPED = 2 };
+ * then its key's, then its value's; RA_HF_QKV_QVK_GROUPS (CodeGen's
+ * qkv_proj), 4 model-parallel groups of rows, each a quarter of the heads'
+ * q rows, then their v rows, then their k rows.  *n_kv_heads: the
+ * key/value heads it holds.  config NULL, or a model_type that packs none
+ * so, is refused naming tensor and file (the file that holds it, for the
+ * message). */
+enum { RA_HF_QKV_ROWS = 1, RA_HF_QKV_GROUPED = 2, RA_HF_QKV_QVK_GROUPS = 3 };
 RA_HF_API ra_status ra_hf_config_qkv_packing(const ra_hf_config *config, const char *tensor,
                                              const char *file, int64_t n_heads,
                                              int64_t *packing, int64_t *n_kv_heads);

@@ -151,7 +151,7 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # (interleaved but for DeepSeek-V3's rope_interleave; GPT-OSS's, the half
 # table that plain freqs writes), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
-INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj helium ernie4_5 roformer glm4v 
+INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj codegen helium ernie4_5 roformer glm4v 
  glm4v_text glm_ocr_text "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 
  gpt_oss glm4v_text glm_ocr_text "
@@ -320,6 +320,21 @@ while read -r c layer prefill has_freqs mla table family p seq_len multimodal ca
     convert_layout
 done <"$TMP/fields"
 [ "$cases" -ge 60 ] || fail "only $cases cases under tests/hf"
+
+# CodeGen's qkv_proj (q, v and k per model-parallel group) converted --to half
+# (--to interleaved is refused above: INTERLEAVED): its q and k heads' rows
+# move where the groups hold them, and the converted layer runs as transformers'
+D=tests/hf/codegen_qvk_groups
+if case_chosen codegen_qvk_groups && [ "$full_all" = 1 ]; then
+    out safetensors; half=$o; out; y=$o
+    if "$RA" convert-layout --weights "$D/model.safetensors" --config "$D/config.json" \
+        --output "$half" --to half 2>"$TMP/err" &&
+        "$RA" attention --weights "$half" --config "$D/config.json" --input "$D/x.npy" \
+            --positions "$D/pos.npy" --output "$y" --layout half 2>>"$TMP/err"; then
+        queue "codegen_qvk_groups: y after convert-layout --to half" y "$y" "$D/y.npy" 1e-5
+    else fail "codegen_qvk_groups: convert-layout --to half: $(cat "$TMP/err")"
+    fi
+fi
 
 # A multimodal Gemma 3 config whose text_config leaves the head counts and
 # head_dim to Gemma3TextConfig's defaults (8, 4, 256: gemma-3-4b's): read as

@@ -866,6 +866,18 @@ static void test_config_attention(void)
     expect(ra_hf_config_qkv_packing(NULL, "h.0.query_key_value.weight", "w.safetensors", 4,
                                     &packing, &kv),
            RA_ERR_UNSUPPORTED, "query_key_value", "packing without a config");
+    { /* CodeGen's qkv_proj: q, v and k per model-parallel group, as its row says */
+        static const char json[] = "{\"model_type\": \"codegen\", \"n_embd\": 64, \"n_head\": 8}";
+        ra_hf_config *c = NULL;
+        packing = kv = 0;
+        CHECK(ra_hf_config_parse(&c, json, strlen(json)) == RA_OK &&
+                  ra_hf_config_qkv_packing(c, "transformer.h.0.attn.qkv_proj.weight", "w", 8,
+                                           &packing, &kv) == RA_OK &&
+                  packing == RA_HF_QKV_QVK_GROUPS && kv == 8,
+              "codegen: packing %lld, %lld key/value heads (%s)", (long long)packing,
+              (long long)kv, ra_hf_last_error());
+        ra_hf_config_close(c);
+    }
     /* the bad argument, named */
     expect(ra_hf_config_attention(NULL, -1, &a), RA_ERR_NULL, "config", "NULL config");
     expect(ra_hf_config_attention(config, -2, &a), RA_ERR_ARGUMENT, "layer -2", "layer -2");

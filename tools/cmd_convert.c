@@ -41,6 +41,7 @@ static const char usage[] =
     "q_layernorm.weight, q_layernorm.bias (Persimmon; k_... alike);\n"
     "the q and k heads' rows of fused projections and their biases: Phi-3's\n"
     "qkv_proj, DBRX's Wqkv, InternLM2's wqkv, HRM-Text's gqkv_proj (its gate's rows first),\n"
+    "CodeGen's qkv_proj (q, v, k per model-parallel group: give its config),\n"
     "and query_key_value packed as the config's\n"
     "family says (GPT-NeoX, Falcon, ChatGLM); F32, F16 or BF16, whose rows move\n"
     "as they are.  Every other tensor is copied unchanged (same dtype, same\n"
@@ -87,11 +88,14 @@ typedef enum proj_kind { NOT_QK, QUERY, KEY, NORM, FUSED } proj_kind;
 /* How a fused q/k/v weight packs its rows: all of q's rows, then k's, then
  * v's (RA_HF_QKV_ROWS); per key/value head, its query heads' rows, then its
  * key's, then its value's (RA_HF_QKV_GROUPED); the output gate's rows, then
- * q's, k's and v's (HRM-Text's gqkv_proj). */
+ * q's, k's and v's (HRM-Text's gqkv_proj); 4 model-parallel groups, each a
+ * quarter of the heads' q rows, then v's, then k's (CodeGen's qkv_proj, as
+ * its config's model_type says: RA_HF_QKV_QVK_GROUPS). */
 typedef enum fused_packing {
     FUSED_NONE,
     FUSED_ROWS = RA_HF_QKV_ROWS,
     FUSED_GROUPED = RA_HF_QKV_GROUPED,
+    FUSED_QVK_GROUPS = RA_HF_QKV_QVK_GROUPS,
     FUSED_GATE_ROWS,
 } fused_packing;
 
@@ -240,6 +244,13 @@ static int fused_layout(const convert_options *opts, const rope_source *src,
 {
     int which = fused_index(t->name);
     *kv = n_kv_heads ? n_kv_heads : n_heads; /* transformers: num_attention_heads */
+    int64_t by_family, family_kv;
+    if (which == 0 && src->has_config && /* CodeGen's qkv_proj; another family's: rows */
+        ra_hf_config_qkv_packing(src->config, t->name, opts->weights, n_heads, &by_family,
+                                 &family_kv) == RA_OK && by_family == RA_HF_QKV_QVK_GROUPS) {
+        *packing = FUSED_QVK_GROUPS, *kv = family_kv;
+        return 0;
+    }
     if (which == 0 || which == 2 || which == 3) { /* qkv_proj, Wqkv: rows; wqkv: per
                                                      key/value head */
         *packing = which == 2 ? FUSED_GROUPED : FUSED_ROWS;
@@ -273,6 +284,10 @@ static int64_t fused_head_row(fused_packing packing, int64_t h, int64_t H, int64
 {
     if (packing == FUSED_ROWS) return h * head_dim; /* k's heads follow q's */
     if (packing == FUSED_GATE_ROWS) return (H + h) * head_dim; /* after the gate's H heads */
+    if (packing == FUSED_QVK_GROUPS) { /* group g: its G q heads, G v heads, G k heads */
+        const int64_t G = H / 4, q = h < H ? h : h - H;
+        return ((q / G) * 3 * G + (h < H ? 0 : 2 * G) + q % G) * head_dim;
+    }
     const int64_t rep = H / kv; /* each group: rep q heads, a k head, a v head */
     return (h < H ? (h / rep) * (rep + 2) + h % rep : (h - H) * (rep + 2) + rep) * head_dim;
 }
@@ -286,6 +301,11 @@ static int permute_fused(const convert_options *opts, void *out, const ra_st_ten
     ra_dtype dtype = library_dtype(t->dtype, &ok);
     const int64_t in_features = t->ndim == 2 ? t->shape[1] : 1;
     const int64_t gate = packing == FUSED_GATE_ROWS ? H : 0; /* the gate's heads */
+    if (packing == FUSED_QVK_GROUPS && (H % 4 != 0 || kv != H))
+        return cli_fail(EXIT_FAIL, "tensor '%s' in %s packs q, v and k in mp_num = 4 "
+                        "model-parallel groups of whole heads: %lld query heads and %lld "
+                        "key/value heads do not split so", t->name, opts->weights,
+                        (long long)H, (long long)kv);
     if (!ok || t->ndim < 1 || t->ndim > 2 || H % kv != 0 ||
         t->shape[0] != (gate + H + 2 * kv) * g->head_dim || in_features == 0)
         return cli_fail(EXIT_FAIL, "tensor '%s' in %s is not an F32, F16 or BF16 fused "

@@ -865,6 +865,12 @@ ra_status hf_config_packing(const ra_hf_fields *hf, const char *config_path, con
     const ra_hf_features features = family ? family->features : 0;
     int64_t kv = n_heads;
     *packing = FUSED_GROUPED; /* per head, unless the config says otherwise */
+    for (const ra_hf_names *n = family ? family->names : NULL; n && n->prefix; n++)
+        if (n->fused == FUSED_QVK_GROUPS) { /* CodeGen's: its names say it */
+            *packing = FUSED_QVK_GROUPS;
+            *n_kv_heads = n_heads;
+            return RA_OK;
+        }
     if (features & RA_HF_MULTI_QUERY_GROUPS) {
         if (hf->multi_query) kv = hf->num_key_value_heads;
         if (hf->multi_query) *packing = FUSED_ROWS;
@@ -918,7 +924,8 @@ ra_status hf_split_fused(attention_tensors *t, const char *path, int64_t q_rows,
         if (gate) row_view(&views[3], f, 0, q_rows);
         if (gate) t->gate = &views[3];
         for (int p = PROJ_Q; p <= PROJ_V; p++) {
-            if (t->packing == FUSED_GROUPED) views[p].data = NULL; /* shapes only */
+            if (t->packing == FUSED_GROUPED || t->packing == FUSED_QVK_GROUPS)
+                views[p].data = NULL; /* shapes only (the layer reads the fused weight) */
             to[p] = &views[p];
         }
     }

@@ -139,7 +139,9 @@ RA_HF_API ra_status ra_hf_config_qkv_packing(const ra_hf_config *config, const c
     fused_packing fused;
     RA_HF_TRY(hf_config_packing(config ? &config->fields : NULL, config ? config->path : "",
                                 tensor, file, n_heads, &fused, n_kv_heads));
-    *packing = fused == FUSED_ROWS ? RA_HF_QKV_ROWS : RA_HF_QKV_GROUPED;
+    *packing = fused == FUSED_ROWS         ? RA_HF_QKV_ROWS
+               : fused == FUSED_QVK_GROUPS ? RA_HF_QKV_QVK_GROUPS
+                                           : RA_HF_QKV_GROUPED;
     return RA_OK;
 }
 

@@ -478,6 +478,10 @@ static const ra_hf_names jina_embeddings_v3_names[] = {
     {"roberta.encoder.layers.", ".mixer.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
     {"encoder.layers.", ".mixer.", QKV_ROWS("Wqkv", "out_proj"), H, FUSED_ROWS, NULL},
     NAMES_END};
+/* CodeGen: q, v and k fused per model-parallel group (FUSED_QVK_GROUPS) */
+static const ra_hf_names codegen_names[] = {
+    {"transformer.h.", ".attn.", QKV_ROWS("qkv_proj", "out_proj"), I, FUSED_QVK_GROUPS, NULL},
+    NAMES_END};
 #undef QKV_ROWS
 
 /* Qwen2.5-Omni, Qwen3-Omni: the thinker's text layers, as transformers saves them
@@ -580,9 +584,12 @@ static const ra_hf_family families[] = {
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
-    ROW("codegen", I, 0,
-        "its fused qkv_proj packs each of mp_num = 4 model-parallel groups as q, v, k (not q, "
-        "k, v) rows of num_attention_heads / 4 heads: not read yet", NULL, NOWINDOW, NO_BIAS),
+    /* CodeGenConfig: GPT-J's attention (rotate_every_two on the first rotary_dim features,
+     * theta 10000 fixed, head_dim hidden_size / num_attention_heads, no biases) with q, k
+     * and v fused in qkv_proj, packed per model-parallel group (mp_num 4: each group its
+     * quarter of the heads' q rows, then v's, then k's) */
+    ROW("codegen", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE | RA_HF_HEAD_DIM_BY_HEADS, NULL,
+        "rotary_dim=64", NOWINDOW, FIXED(0, 0), .names = codegen_names),
     ROW("cohere", I, RA_HF_USE_QK_NORM | WHOLE, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("cohere2", I, NOPE_FULL | WHOLE, NULL, "sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0)),

@@ -532,6 +532,10 @@ typedef enum fused_packing {
                         ChatGLM's query_key_value): hf_config_packing */
     FUSED_GATE_ROWS, /* the output gate's rows (gate_proj's), then q's, k's and
                         v's: HRM-Text's gqkv_proj */
+    FUSED_QVK_GROUPS, /* 4 model-parallel groups of rows, each a quarter of the
+                         heads' q rows, then their v rows, then their k rows
+                         (CodeGen's qkv_proj, mp_num 4): the layer permutes
+                         them to FUSED_ROWS's order at load, and dW back */
 } fused_packing;
 
 /* One way of naming a layer's attention tensors: "<prefix>N<infix><proj>"

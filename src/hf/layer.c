@@ -75,6 +75,14 @@ typedef struct value_padding {
     int64_t kv_heads, o_heads; /* Hkv; dim * H (o_proj's rows times its heads) */
 } value_padding;
 
+/* FUSED_QVK_GROUPS (CodeGen's qkv_proj): the saved rows are 4 model-parallel
+ * groups, each its quarter of q's rows (H / 4 heads of D), then v's, then
+ * k's; the layer holds them as FUSED_ROWS does, q's rows, then k's, then
+ * v's, permuted at load, and their gradients permuted back when read. */
+typedef struct qvk_groups {
+    int64_t rows, dim; /* q's rows (H * D) and each row's length; 0, 0: none */
+} qvk_groups;
+
 struct ra_hf_layer {
     ra_layer *layer;
     /* Slot s is owner[s]'s array from offset[s] on (owner[s] == s: its own,
@@ -86,6 +94,7 @@ struct ra_hf_layer {
     opposite_angle flip;  /* RA_HF_ROPE_OPPOSITE_ANGLE's negated rows */
     int values_from_keys; /* RA_HF_VALUES_FROM_KEYS: wv is wk's array, bv bk's */
     value_padding vpad;   /* RA_HF_V_HEAD_DIM's zeros */
+    qvk_groups qvk;       /* FUSED_QVK_GROUPS' permuted rows */
     hf_tensor *tensors;
     int64_t n_tensors;
     int token_types; /* ra_hf_options.token_types: for ra_hf_token_type_mask's masks */
@@ -95,7 +104,8 @@ struct ra_hf_grads {
     ra_layer_grads grads;
     float *data[N_SLOTS]; /* as the layer's */
     float *read[N_SLOTS]; /* RA_HF_ROPE_OPPOSITE_ANGLE: data's q/k arrays as the checkpoint's;
-                             RA_HF_V_HEAD_DIM: wv's, bv's, wo's without the padding */
+                             RA_HF_V_HEAD_DIM: wv's, bv's, wo's without the padding;
+                             FUSED_QVK_GROUPS: wq's array in the checkpoint's row order */
     /* RA_HF_VALUES_FROM_KEYS: dwv and dbv, apart from dwk and dbk (the
      * backward's outputs must not overlap), moved into them when k_proj's
      * gradient is read (in place, so that what the caller adds there, as
@@ -378,6 +388,43 @@ static void unpad_values(const ra_hf_layer *l, int s, float *dst, const float *s
         memcpy(dst + b * from, src + b * to, (size_t)from * sizeof(float));
 }
 
+/* FUSED_QVK_GROUPS: copies the fused rows of `from` into `to` (values of
+ * size bytes), from the checkpoint's order to the layer's (back 0) or from
+ * the layer's to the checkpoint's (back 1).  Saved group g's part p (0 q,
+ * 1 v, 2 k) is rows [(3 g + p) G, (3 g + p + 1) G) with G = rows / 4; the
+ * layer's q, k, v part i holds group g at rows [i rows + g G, .. + G). */
+static void permute_qvk(const qvk_groups *qvk, const void *from, void *to, size_t size, int back)
+{
+    static const int64_t part[3] = {0, 2, 1}; /* saved q, v, k: the layer's q, k, v index */
+    const int64_t g_rows = qvk->rows / 4;
+    const size_t block = (size_t)(g_rows * qvk->dim) * size;
+    for (int64_t g = 0; g < 4; g++)
+        for (int64_t p = 0; p < 3; p++) {
+            const size_t saved = (size_t)((3 * g + p) * g_rows * qvk->dim) * size;
+            const size_t held = (size_t)((part[p] * qvk->rows + g * g_rows) * qvk->dim) * size;
+            memcpy((char *)to + (back ? saved : held), (const char *)from + (back ? held : saved),
+                   block);
+        }
+}
+
+/* FUSED_QVK_GROUPS: wq's array (the fused weight, loaded as saved) permuted
+ * to q's rows, k's, v's (lc: the layer's heads). */
+static ra_status apply_qvk_groups(ra_hf_layer *l, const attention_tensors *t,
+                                  const ra_layer_config *lc)
+{
+    if (t->packing != FUSED_QVK_GROUPS) return RA_OK;
+    l->qvk.rows = lc->n_heads * lc->head_dim;
+    l->qvk.dim = lc->dim;
+    const size_t size = slot_size(l, S_WQ);
+    const size_t n = (size_t)l->count[S_WQ] * size;
+    void *saved = ra_malloc(n);
+    if (!saved) return hf_fail(RA_ERR_NOMEM, "out of memory");
+    memcpy(saved, l->data[S_WQ], n);
+    permute_qvk(&l->qvk, saved, l->data[S_WQ], size, 0);
+    ra_free(saved);
+    return RA_OK;
+}
+
 /* Negates flip's rows of wq, wk, bq and bk where they lie in base's arrays:
  * a layer's data (f32 0: weight slots in its dtype) or a copy of its
  * gradients (f32 1); only those in owning slot `only`'s array, if >= 0. */
@@ -611,6 +658,7 @@ ra_status hf_layer_from_tensors(ra_hf_layer *l, const ra_hf_checkpoint *ckpt,
     }
     l->dtype = stored_dtype(l, t->mla, q);
     RA_HF_TRY(load(l, ckpt->path, family, q));
+    RA_HF_TRY(apply_qvk_groups(l, t, &lc)); /* before the rows negated: the layer's order */
     RA_HF_TRY(apply_opposite_angle(l, family, t, &lc, &rope));
     apply_value_padding(l, t, &lc);
     float *const *d = l->data;
@@ -737,7 +785,8 @@ RA_HF_API ra_status ra_hf_grads_create(ra_hf_grads **out, const ra_hf_layer *lay
         const size_t n = layer->count[s] > 0 ? (size_t)layer->count[s] : 1;
         g->data[s] = ra_calloc(n, sizeof(float));
         int64_t from, to;
-        const int flipped = holds_negated_rows(layer, s) || padded_blocks(layer, s, &from, &to);
+        const int flipped = holds_negated_rows(layer, s) || padded_blocks(layer, s, &from, &to) ||
+                            (layer->qvk.rows && s == S_WQ);
         if (flipped) g->read[s] = ra_malloc(n * sizeof(float));
         if (!g->data[s] || (flipped && !g->read[s])) {
             ra_hf_grads_destroy(g);
@@ -799,6 +848,10 @@ RA_HF_API const float *ra_hf_grads_tensor(const ra_hf_grads *grads, int64_t i)
     int64_t from, to;
     if (padded_blocks(l, s, &from, &to)) { /* RA_HF_V_HEAD_DIM: the padding dropped */
         unpad_values(l, s, grads->read[s], grads->data[s]);
+        return grads->read[s];
+    }
+    if (l->qvk.rows && s == S_WQ) { /* FUSED_QVK_GROUPS: the checkpoint's row order */
+        permute_qvk(&l->qvk, grads->data[s], grads->read[s], sizeof(float), 1);
         return grads->read[s];
     }
     if (!holds_negated_rows(l, s))

@@ -79,6 +79,11 @@ static ra_status resolve_fused(const job *j)
                            "packs %lld key/value heads", (long long)j->o->n_kv_heads,
                            (long long)n_kv_heads);
     }
+    if (t->packing == FUSED_QVK_GROUPS && (n_heads % 4 != 0 || n_kv_heads != n_heads))
+        return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s packs q, v and k in mp_num = 4 "
+                       "model-parallel groups of whole heads, each as many key/value heads as "
+                       "query heads: %lld query heads and %lld key/value heads do not split so",
+                       fused->name, j->path, (long long)n_heads, (long long)n_kv_heads);
     int64_t dim = fused->ndim == 2 ? fused->shape[1] : 0;
     int64_t head_dim = j->o->head_dim        ? j->o->head_dim
                        : hf->has_head_dim    ? hf->head_dim

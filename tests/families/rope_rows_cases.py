@@ -4,7 +4,10 @@ message (their runs are checked against transformers itself: tests/hf/rope_rows_
   chameleon  ChameleonAttention: head_dim is hidden_size / num_attention_heads, whatever a
              head_dim key says (its rotary embedding would read the key: refused); q_norm and
              k_norm each with a weight and a bias of [heads, head_dim] (one missing: refused)
-  codegen    its fused qkv_proj (q, v, k per model-parallel group): refused by name
+  codegen    its fused qkv_proj packs q, v, k in mp_num = 4 groups of whole heads: heads
+             not a multiple of 4, or key/value heads other than the query heads (a
+             num_key_value_heads key, which CodeGen reads none of): refused (its runs:
+             tests/hf/codegen_qvk_groups)
   jamba, nemotron_h  attention without any rotary embedding: refused by name
   longcat_flash, mistral4, mistral_large4_text  latent attention with what ropeattn's latent
              layers do not run (two modules a layer, q scaled by position): refused by name
@@ -19,6 +22,17 @@ RNG = np.random.default_rng(20261207)
 DIM, H, K, D = 32, 4, 2, 8
 BASE = {"hidden_size": DIM, "num_attention_heads": H, "num_key_value_heads": K,
         "max_position_embeddings": 64, "rope_theta": 1e4}
+
+
+CODEGEN = {"model_type": "codegen", "n_embd": 32, "n_head": 4, "rotary_dim": 4,
+           "n_positions": 64}
+
+
+def codegen(dim):
+    """CodeGen's layer 0: qkv_proj [3 dim, dim] and out_proj."""
+    prefix = "transformer.h.0.attn."
+    return {prefix + "qkv_proj.weight": f32(RNG.normal(0, dim ** -0.5, (3 * dim, dim))),
+            prefix + "out_proj.weight": f32(RNG.normal(0, dim ** -0.5, (dim, dim)))}
 
 
 def rope_rows_cases(out):
@@ -36,8 +50,10 @@ def rope_rows_cases(out):
          "has no k_norm.bias"),
         ("chameleon_without_norms", dict(BASE, model_type="chameleon"), plain,
          "has no q_norm.weight"),
-        ("codegen", dict(BASE, model_type="codegen"), plain,
-         'model_type "codegen" is refused: its fused qkv_proj'),
+        ("codegen_six_heads", dict(CODEGEN, n_embd=48, n_head=6), codegen(48),
+         "6 query heads and 6 key/value heads do not split so"),
+        ("codegen_kv_heads", dict(CODEGEN, num_key_value_heads=2), codegen(32),
+         "4 query heads and 2 key/value heads do not split so"),
         ("jamba", dict(BASE, model_type="jamba"), plain,
          'model_type "jamba" is refused: its attention layers'),
         ("nemotron_h", dict(BASE, model_type="nemotron_h"), plain,

@@ -82,6 +82,9 @@ def rope_rows_cases():
     yield case and (case[0], esmc_by_embeds()) + case[2:]
     if hasattr(transformers, "ChameleonConfig"):
         yield chameleon()
+    yield m.family("codegen_qvk_groups", "CodeGen",
+                   dict(n_embd=64, n_head=8, rotary_dim=4, n_layer=1, n_inner=16, vocab_size=16,
+                        n_positions=64), theta=None)
     yield from scaled_partial_cases()
 
 

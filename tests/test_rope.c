@@ -827,14 +827,14 @@ static void test_pointer_aliasing(void)
     int64_t grid[16];
     float xs[16];
     for (int i = 0; i < 16; i++) grid[i] = i % 4, xs[i] = 1.0f;
-    grid[14] = 0, grid[15] = 2; /* cu_seqlens {0, 2} */
+    grid[14] = 0, grid[15] = 2; /* cu_seqlens {0, 2}; starts {0, 2} for a batch of 2 */
     ra_tensor xt = ra_tensor_4d(xs, RA_F32, 1, 2, 1, 8), xb = ra_tensor_4d(xs, RA_F32, 2, 1, 1, 8);
     ra_tensor over = ra_tensor_4d((float *)(grid + 8), RA_F32, 1, 2, 1, 8); /* grid[8..15] */
     ra_tensor over_b = ra_tensor_4d((float *)(grid + 8), RA_F32, 2, 1, 1, 8);
     ra_positions by_ids = {.struct_size = sizeof by_ids, .ids = grid + 9};
     ra_positions by_mrope = {.struct_size = sizeof by_mrope, .mrope_ids = grid + 4};
     ra_positions by_axial = {.struct_size = sizeof by_axial, .axial_ids = grid + 6};
-    ra_positions by_starts = {.struct_size = sizeof by_starts, .starts = grid + 15};
+    ra_positions by_starts = {.struct_size = sizeof by_starts, .starts = grid + 14};
     ra_positions by_cu = {.struct_size = sizeof by_cu, .cu_seqlens = grid + 14, .n_seqs = 1};
     CHECK(ra_rope_apply(NULL, rope, &over, &xt, &by_ids, RA_FORWARD) == RA_ERR_ARGUMENT,
           "out over the ids");

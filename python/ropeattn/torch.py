@@ -219,8 +219,9 @@ class _NotTwice(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         raise UnsupportedError("ropeattn.torch.attention's backward is not differentiable: "
-                               "its gradients' own derivatives (create_graph=True, double "
-                               "backward, gradient penalties) are not implemented")
+                               "a derivative of its gradients (create_graph=True, double "
+                               "backward, a gradient penalty) is refused; use PyTorch's "
+                               "scaled_dot_product_attention for those")
 
 
 def _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens, dropout_p, seed,

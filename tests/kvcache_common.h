@@ -43,7 +43,7 @@ static ra_status append_rows(ra_kv_cache *cache, const float *k, const float *v,
 }
 
 /* The reference path is scalar code that no kernel choice changes, and
- * ra_test_each_isa runs a test once per SIMD path: reference_rows keeps
+ * ra_test_each_isa runs a test once per SIMD path: reference_last_rows keeps
  * each result, keyed by a 64-bit FNV-1a hash of its inputs (values, sizes
  * and every option that changes the result), and returns it again for the
  * same inputs. */
@@ -73,17 +73,28 @@ static uint64_t memo_hash(uint64_t h, const void *bytes, size_t n)
 }
 
 /* The reference rows of one sequence: ra_attention on the reference path
- * over its first len tokens, with opts' masks (NULL: none).
+ * over its first len tokens, with opts' masks (NULL: none); rows len -
+ * rows .. len - 1 of it (the rows a decode compares; rows = len: all), at
+ * their places in out (the rows before them are not written).  The last
+ * rows alone are q's last rows over every key, the diagonal aligned
+ * bottom-right (ra_attention with Sq < Sk); with chunks (which ra_attention
+ * takes with Sq = Sk only) the sequence from the chunk that holds the first
+ * of them, whose keys none of them sees before.  Each row is the whole
+ * computation's, at a fraction of its cost (a decode of 1 to 5 rows
+ * compares rows of sequences of up to 2100 tokens).
  *   q, out: [len, H, D]   k, v: [len, Hkv, D] f32 */
-static void reference_rows(float *out, const float *q, const float *k, const float *v,
-                           int64_t len, int64_t h, int64_t hkv, int64_t d,
-                           const ra_attention_options *opts)
+static void reference_last_rows(float *out, const float *q, const float *k, const float *v,
+                                int64_t len, int64_t rows, int64_t h, int64_t hkv, int64_t d,
+                                const ra_attention_options *opts)
 {
     ra_attention_options o = opts ? *opts : ra_attention_options_init();
     o.path = RA_PATH_REFERENCE;
-    const size_t bytes = 4 * (size_t)(len * h * d), kv_bytes = 4 * (size_t)(len * hkv * d);
-    const int64_t sizes[9] = {len, h, hkv, d, o.window, o.chunk, o.sinks != NULL,
-                              o.padding_mask != NULL, o.n_documents};
+    int64_t from = len - rows, keys_from = 0; /* the first row computed, and key */
+    if (o.padding_mask || o.cu_seqlens) from = 0;
+    if (o.chunk > 0) from = keys_from = from / o.chunk * o.chunk;
+    const size_t bytes = 4 * (size_t)((len - from) * h * d), kv_bytes = 4 * (size_t)(len * hkv * d);
+    const int64_t sizes[10] = {len, from, h, hkv, d, o.window, o.chunk, o.sinks != NULL,
+                               o.padding_mask != NULL, o.n_documents};
     uint64_t key = memo_hash(0xcbf29ce484222325ull, sizes, sizeof sizes);
     key = memo_hash(key, &o.softcap, sizeof o.softcap);
     key = memo_hash(key, &o.scale, sizeof o.scale);
@@ -93,16 +104,17 @@ static void reference_rows(float *out, const float *q, const float *k, const flo
     if (o.padding_mask) key = memo_hash(key, o.padding_mask, (size_t)len);
     if (o.cu_seqlens)
         key = memo_hash(key, o.cu_seqlens, (size_t)(o.n_documents + 1) * sizeof(int64_t));
-    key = memo_hash(memo_hash(memo_hash(key, q, bytes), k, kv_bytes), v, kv_bytes);
+    key = memo_hash(memo_hash(memo_hash(key, q + from * h * d, bytes), k, kv_bytes), v, kv_bytes);
+    out += from * h * d;
     for (const reference_memo *m = reference_memos; m; m = m->next)
         if (m->key == key && m->bytes == bytes) {
             memcpy(out, m->rows, bytes);
             return;
         }
-    ra_tensor tq = ra_tensor_4d((void *)q, RA_F32, 1, len, h, d);
-    ra_tensor tk = ra_tensor_4d((void *)k, RA_F32, 1, len, hkv, d);
-    ra_tensor tv = ra_tensor_4d((void *)v, RA_F32, 1, len, hkv, d);
-    ra_tensor to = ra_tensor_4d(out, RA_F32, 1, len, h, d);
+    ra_tensor tq = ra_tensor_4d((void *)(q + from * h * d), RA_F32, 1, len - from, h, d);
+    ra_tensor tk = ra_tensor_4d((void *)(k + keys_from * hkv * d), RA_F32, 1, len - keys_from, hkv, d);
+    ra_tensor tv = ra_tensor_4d((void *)(v + keys_from * hkv * d), RA_F32, 1, len - keys_from, hkv, d);
+    ra_tensor to = ra_tensor_4d(out, RA_F32, 1, len - from, h, d);
     CHECK(ra_attention(NULL, &to, &tq, &tk, &tv, &o) == RA_OK, "reference: %s", ra_last_error());
     reference_memo *m = malloc(sizeof *m + bytes);
     if (!m) return; /* computed again next time */

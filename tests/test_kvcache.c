@@ -225,13 +225,11 @@ static void test_decode_matches_reference(void)
     ra_positions pos = {.struct_size = sizeof pos, .ids = ids};
     CHECK(ra_kv_cache_append(NULL, cache, rope, &tq, &tk, &tv, &pos, len) == RA_OK, "append");
     CHECK(ra_kv_cache_length(cache, 0) == 600 && ra_kv_cache_length(cache, 1) == 257, "lengths");
-    /* reference: per sequence, causal attention over its own length */
+    /* reference: per sequence, causal attention over its own length (its
+     * last T rows, once per process: reference_last_rows) */
     for (int64_t bb = 0; bb < b; bb++) {
-        ra_tensor sq = ra_tensor_4d(q + bb * s * h * d, RA_F32, 1, len[bb], h, d);
-        ra_tensor sk = ra_tensor_4d(k + bb * s * hkv * d, RA_F32, 1, len[bb], hkv, d);
-        ra_tensor sv = ra_tensor_4d(v + bb * s * hkv * d, RA_F32, 1, len[bb], hkv, d);
-        ra_tensor so = ra_tensor_4d(ref + bb * s * h * d, RA_F32, 1, len[bb], h, d);
-        CHECK(ra_attention(NULL, &so, &sq, &sk, &sv, PATH_OPTS(RA_PATH_REFERENCE)) == RA_OK, "ref");
+        reference_last_rows(ref + bb * s * h * d, q + bb * s * h * d, k + bb * s * hkv * d,
+                            v + bb * s * hkv * d, len[bb], T, h, hkv, d, NULL);
         for (int64_t t = 0; t < T; t++)
             memcpy(qt + (bb * T + t) * h * d, q + (bb * s + len[bb] - T + t) * h * d, 4 * h * d);
     }
@@ -447,8 +445,8 @@ static double decode_masks_on(int64_t H, int64_t hkv, int64_t d, const int64_t l
     for (int ci = 0; ci < n_cases; ci++) {
         const ra_attention_options o = mask_options(&cases[ci], sinks);
         for (int64_t b = 0; b < B; b++)
-            reference_rows(ref + b * S * H * d, q + b * S * H * d, k + b * S * hkv * d,
-                           v + b * S * hkv * d, len[b], H, hkv, d, &o);
+            reference_last_rows(ref + b * S * H * d, q + b * S * H * d, k + b * S * hkv * d,
+                                v + b * S * hkv * d, len[b], T_max, H, hkv, d, &o);
         for (int ti = 0; ti < n_T; ti++) {
             const int64_t T = Ts[ti], nq[2] = {T, T > 1 ? T - 1 : 1};
             for (int64_t b = 0; b < B; b++)
@@ -536,8 +534,8 @@ static double ring_case(int64_t window, int64_t max_new, ra_dtype dtype, const m
     round_to_halves(v, B * S * hkv * d);
     const ra_attention_options o = mask_options(mc, sinks);
     for (int64_t b = 0; b < B; b++)
-        reference_rows(ref + b * S * H * d, q + b * S * H * d, k + b * S * hkv * d,
-                       v + b * S * hkv * d, S, H, hkv, d, &o);
+        reference_last_rows(ref + b * S * H * d, q + b * S * H * d, k + b * S * hkv * d,
+                            v + b * S * hkv * d, S, S, H, hkv, d, &o);
     ra_kv_cache *ring, *full;
     CHECK(ra_kv_cache_create_window(&ring, B, window, max_new, hkv, d, dtype) == RA_OK, "ring");
     CHECK(ra_kv_cache_create(&full, B, S, hkv, d, dtype) == RA_OK, "full");

@@ -202,8 +202,9 @@ static double decode_vs_reference(int64_t H, int64_t hkv, int64_t d,
         for (int ci = 0; ci < n_cases; ci++) {
             const ra_attention_options o = mask_options(&cases[ci], sinks);
             for (int64_t b = 0; b < B; b++)
-                reference_rows(ref + b * S * H * d, q + b * S * H * d, kd + b * S * hkv * d,
-                               vd + b * S * hkv * d, len[b], H, hkv, d, &o);
+                reference_last_rows(ref + b * S * H * d, q + b * S * H * d,
+                                    kd + b * S * hkv * d, vd + b * S * hkv * d, len[b], T_max, H,
+                                    hkv, d, &o);
             for (int ti = 0; ti < n_T; ti++) {
                 const int64_t T = Ts[ti], nq[2] = {T, T > 1 ? T - 1 : 1};
                 last_queries(qt, q, B, S, T, H, d, len, nq);
@@ -301,8 +302,8 @@ static void test_window_cache8(void)
         }
         for (int64_t b = 0; b < B; b++) {
             read_tokens(full, b, 0, S, hkv, d, kd + b * S * hkv * d, vd + b * S * hkv * d);
-            reference_rows(ref + b * S * H * d, q + b * S * H * d, kd + b * S * hkv * d,
-                           vd + b * S * hkv * d, S, H, hkv, d, &o);
+            reference_last_rows(ref + b * S * H * d, q + b * S * H * d, kd + b * S * hkv * d,
+                                vd + b * S * hkv * d, S, 1, H, hkv, d, &o); /* the final row */
         }
         /* the ring reads back what it holds: the last W - 1 + max_new tokens */
         float *kr = malloc(4 * (window - 1 + max_new) * hkv * d), *vr = malloc(4 * (window - 1 + max_new) * hkv * d);

@@ -627,23 +627,43 @@ static const layer_case fd_cases[] = {
     {"rope on v, GQA, partial, v_scale", 1, 7, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 4, 2, 0.2f, 0, 0, VROPE | VSCALE | NORMS, 0, 0},
 };
 
+/* Each case's double forward and finite differences: the fixture's
+ * arithmetic alone, the same on every SIMD path, so they are computed on
+ * the first path ra_test_each_isa runs and kept for the others (under
+ * ASan they cost 6 s a path). */
+#define N_FD_CASES (sizeof fd_cases / sizeof fd_cases[0])
+static double *fd_y_ref[N_FD_CASES], *fd_memo[N_FD_CASES][1 + N_PARAMS];
+
+static void fd_memo_free(void)
+{
+    for (size_t t = 0; t < N_FD_CASES; t++) {
+        free(fd_y_ref[t]);
+        for (int j = 0; j < 1 + N_PARAMS; j++) free(fd_memo[t][j]);
+    }
+}
+
 static void test_finite_differences(void)
 {
     ra_context *ctx;
     CHECK(ra_context_create(&ctx, 2) == RA_OK, "ctx");
-    for (size_t t = 0; t < sizeof fd_cases / sizeof fd_cases[0]; t++) {
+    static int registered;
+    if (!registered) registered = !atexit(fd_memo_free);
+    for (size_t t = 0; t < N_FD_CASES; t++) {
         fixture f;
         fixture_make(&f, &fd_cases[t], 100 + 10 * t);
-        double *y_ref = malloc(sizeof(double) * f.n_x);
-        loss_d(&f, f.xd, f.wd, y_ref);
-        double *fd[1 + N_PARAMS] = {0};
-        fd[0] = malloc(sizeof(double) * f.n_x);
-        finite_differences(&f, f.xd, f.n_x, fd[0]);
-        for (int j = 0; j < N_PARAMS; j++) {
-            if (!f.n_w[j]) continue;
-            fd[1 + j] = malloc(sizeof(double) * f.n_w[j]);
-            finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
+        double **fd = fd_memo[t];
+        if (!fd_y_ref[t]) {
+            fd_y_ref[t] = malloc(sizeof(double) * f.n_x);
+            loss_d(&f, f.xd, f.wd, fd_y_ref[t]);
+            fd[0] = malloc(sizeof(double) * f.n_x);
+            finite_differences(&f, f.xd, f.n_x, fd[0]);
+            for (int j = 0; j < N_PARAMS; j++) {
+                if (!f.n_w[j]) continue;
+                fd[1 + j] = malloc(sizeof(double) * f.n_w[j]);
+                finite_differences(&f, f.wd[j], f.n_w[j], fd[1 + j]);
+            }
         }
+        const double *y_ref = fd_y_ref[t];
         static const char *const names[1 + N_PARAMS] = {"dx",  "dwq", "dwk", "dwv", "dwo",   "dbq",
                                                         "dbk", "dbv", "dbo", "dq_norm", "dk_norm",
                                                         "do_norm", "dq_norm_bias",
@@ -669,8 +689,6 @@ static void test_finite_differences(void)
                    path == RA_PATH_REFERENCE ? "reference" : "flash", ey, worst);
             grads_free(&g);
         }
-        for (int j = 0; j < 1 + N_PARAMS; j++) free(fd[j]);
-        free(y_ref);
         fixture_free(&f);
     }
     ra_context_destroy(ctx);

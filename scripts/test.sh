@@ -8,8 +8,10 @@
 # The steps run in two lanes side by side (RA_CI_LANES=1: one after the
 # other): each step leaves a CPU idle for part of its time (a suite's last
 # test, valgrind's longest suite, a link), which the other lane's step
-# takes.  Lane 1 builds and tests the plain build, then runs valgrind on it
-# and the fuzz targets; lane 2 runs the sanitizer builds.  The fuzz targets
+# takes.  Lane 1 builds and tests the plain build, then runs valgrind on it,
+# ThreadSanitizer and the fuzz targets; lane 2 runs the ASan build (the
+# longest step: ThreadSanitizer after it ran alone at the end, for about
+# 200 s of a 1166 s run, docs/TESTING.md).  The fuzz targets
 # link the ASan build's SIMD kernels (FUZZ_KERNELS=asan, fuzz/fuzz.mk:
 # their own build with coverage is for long runs): whichever step comes
 # first builds them (make asan-kernels, under a lock), the other finds them
@@ -39,6 +41,7 @@ lane1() {
     step build make -s -j"$(nproc)" &&
     step test make test &&
     step valgrind make valgrind-cli &&          # the CLI tests under valgrind memcheck
+    step tsan make -j"$(nproc)" tsan &&         # threads sharing objects, under ThreadSanitizer
     # each libFuzzer target on its whole seed corpus (which holds an input for each
     # edge a 60 s run reached), then 5 s of mutations; fails on any crash
     # (docs/TESTING.md: that covers more than 15 s from the old corpus did)
@@ -48,8 +51,7 @@ lane2() {
     step asan make -j"$(nproc)" asan CC=clang && # clang: see above; the fuzz targets' too
     # each allocation of each public path failing, under ASan+LSan: in the
     # ASan build (its objects carry the failure hooks; Makefile)
-    step alloc-test make -j"$(nproc)" alloc-test CC=clang ALLOC_BUILD=build-asan &&
-    step tsan make -j"$(nproc)" tsan            # threads sharing objects, under ThreadSanitizer
+    step alloc-test make -j"$(nproc)" alloc-test CC=clang ALLOC_BUILD=build-asan
 }
 step install-deps bash scripts/install-deps.sh
 rc=0

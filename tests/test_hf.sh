@@ -68,7 +68,9 @@ def fields(dirs):
         c = json.load(open(os.path.join(d, "case.json")))
         pos = np.load(os.path.join(d, "pos.npy"))
         config = json.load(open(os.path.join(d, "config.json")))
-        multimodal = "vision_config" in config.get("thinker_config", config)  # (Qwen-Omni's)
+        top = config.get("thinker_config", config)  # (Qwen-Omni's)
+        multimodal = any(k in top for k in ("vision_config", "audio_config", "vq_config",
+                                            "protein_encoder_config"))  # (Voxtral Realtime's ...)
         print(os.path.basename(os.path.normpath(d)), c["layer"], c.get("prefill") or 0, c.get("freqs", True),
               c.get("mla", False), c.get("table") or "half", c.get("family", "llama"),
               max(1, pos.shape[-1] // 2), int(pos.max()) + 1, multimodal, c.get("causal", True))
@@ -267,7 +269,8 @@ convert_layout() {
         else fail "$c: y after convert-layout --to interleaved: $(cat "$TMP/err")"
         fi
     elif [ $? -eq 1 ] && [ "$multimodal" = True ] && grep -Eq "^ropeattn: tensor \
-'(thinker\.)?(model\.)?(vision_tower|visual|vision_model|audio_tower|embed_tokens_extend)\." \
+'(thinker\.)?(model\.)?(vision_tower|visual|vision_model|audio_tower|embed_tokens_extend|\
+multi_modal_projector|vqmodel|protein_encoder)\." \
         "$TMP/err"; then pass
     else fail "$c: convert-layout: $(cat "$TMP/err")"
     fi

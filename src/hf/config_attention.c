@@ -25,11 +25,13 @@ static void layer_shape(const ra_hf_fields *c, int64_t layer, ra_hf_attention_in
 }
 
 /* 3 where a rope of the config takes 3-D positions: the one set, or the
- * config's and (unless rope parameters replaced both) its sliding layers'. */
+ * config's and (unless rope parameters replaced both) its sliding layers',
+ * or one whose family's code has sections of its own (GLM-4.1V's). */
 static int64_t position_components(const ra_hf_config *config)
 {
     const ra_hf_fields *c = &config->fields;
     const int mrope = config->rope.has_mrope_section ||
+                      (c->family && c->family->mrope_default[0]) ||
                       (!config->rope_parameters_set && c->has_local_rope &&
                        c->local_rope.has_mrope_section);
     return mrope ? 3 : 1;

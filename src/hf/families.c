@@ -210,6 +210,43 @@
     "its attention (q and k RMS-normed without weights, q times qk_scale_factor, the "   \
     "output times sigmoid(gate_proj(x)); RoPE only in the layers the model gives it) is not " \
     "supported"
+/* The twelfth session's text rows: what they refuse */
+#define NOPE_LATENT(beside)                                                              \
+    "its attention layers are latent attention without any rotary embedding (NoPE), "     \
+    "beside " beside ": not a RoPE layer"
+#define UNLIMITED_OCR                                                                    \
+    "its reference sliding window (reference_sliding_attention: each token sees the last " \
+    "sliding_window tokens and every image and prompt token) is not supported"
+#define STEP3P7                                                                          \
+    "its attention (Gemma's q/k norms, query_pre_attn_scalar, a sigmoid gate per head from " \
+    "g_proj, query heads per layer type through per_layer_config, a partial rope per layer " \
+    "type) is not read yet"
+#define DIFFUSION_GEMMA                                                                  \
+    "its text model is an encoder stack and a decoder stack whose attention reads the "    \
+    "encoder's keys and values without a causal mask, and ropeattn reads one stack of "    \
+    "layers: not read yet"
+#define EMBEDDING_GEMMA2                                                                 \
+    "an encoder whose sliding layers see a window on both sides of each token (Gemma 4's "  \
+    "attention without a causal mask): not supported"
+#define NEOMME                                                                           \
+    "its attention (exclusive self-attention, value embeddings added after RoPE, a "       \
+    "two-axis M-RoPE, a sigmoid gate per feature, no causal mask) is not supported"
+#define MUSE_GLIMMER_ASSISTANT                                                           \
+    "its keys and values include the target model's context hidden states "               \
+    "(context_hidden_states, a DFlash drafter), and its block has no causal mask: not "    \
+    "supported"
+#define MISTRAL_LARGE4                                                                   \
+    "its latent attention scales each head's queries by a learned scale log(position + 1) " \
+    "+ bias (softmax_scaling), beside DeepSeek sparse attention's indexer: not supported"
+/* VoxtralRealtimeTextConfig's, and VoxtralRealtimeConfig's text defaults (merged under its
+ * text_config) */
+#define VOXTRAL_REALTIME_TEXT_DEFAULTS                                                   \
+    "hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "                    \
+    "max_position_embeddings=131072 sliding_window=4096"
+#define VOXTRAL_REALTIME_DEFAULTS                                                        \
+    "hidden_size=3072 num_attention_heads=32 num_key_value_heads=8 head_dim=128 "       \
+    "max_position_embeddings=131072 rms_norm_eps=1e-05 rope_theta=1000000 "             \
+    "sliding_window=8192"
 /* Exaone4Config's */
 #define EXAONE4_DEFAULTS "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4"
 /* Inkling2TextConfig's attention */
@@ -224,6 +261,9 @@
     "head_dim=128"
 /* GLM-4.1V, GLM-OCR (Glm4vTextAttention): chunked M-RoPE, head_dim by the heads */
 #define GLM4V (RA_HF_MROPE | RA_HF_HEAD_DIM_BY_HEADS)
+/* Their code's sections where mrope_section is absent (Glm4vTextRotaryEmbedding's, GLM-4.5V's,
+ * GLM-OCR's, GLM-Image's) */
+#define GLM_MROPE .mrope_default = {8, 12, 12}
 #define GLM4V_DEFAULTS                                                                   \
     "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 "                    \
     "max_position_embeddings=32768"
@@ -501,6 +541,19 @@ static const ra_hf_names granite_docling_names[] = {
     {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     NAMES_END};
 
+/* Emu3: its text model's layers as Emu3ForConditionalGeneration saves them
+ * (text_model.model.layers.N), or Emu3ForCausalLM (model.layers.N) */
+static const ra_hf_names emu3_names[] = {
+    {"text_model.model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+/* Voxtral Realtime: its text decoder's layers under model.language_model.model.layers.N, or as
+ * its text model saves them (layers.N) */
+static const ra_hf_names voxtral_realtime_names[] = {
+    {"model.language_model.model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -537,6 +590,10 @@ static const ra_hf_family families[] = {
     ROW("arcee", H, WHOLE, NULL,
         "hidden_size=2560 num_attention_heads=32 max_position_embeddings=4096", NOWINDOW,
         ALL(AB, 0)),
+    /* AriaConfig: its text_config an AriaTextConfig (aria_text where it names none) */
+    ROW("aria", H, WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0), DEFAULT_TEXT),
     ROW("aria_text", H, WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
@@ -629,6 +686,9 @@ static const ra_hf_family families[] = {
     /* DeepseekOcr2TextConfig (DeepSeek-OCR 2's text model): Llama's attention (attention_bias
      * on all four), head_dim hidden_size / num_attention_heads whatever the config says, no
      * latent attention (its config class drops DeepseekV2Config's latent sizes) */
+    ROW("deepseek_ocr2", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0), DEFAULT_TEXT),
     ROW("deepseek_ocr2_text", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
@@ -648,6 +708,8 @@ static const ra_hf_family families[] = {
         "of the key/value heads, head j's output minus lambda = exp(lambda_q1 . lambda_k1) - "
         "exp(lambda_q2 . lambda_k2) + lambda_init times head j + H/2's, RMS-normed over "
         "2 head_dim and scaled by 1 - lambda_init) is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("diffusion_gemma", H, 0, DIFFUSION_GEMMA, NULL, NOWINDOW, NO_BIAS),
+    ROW("diffusion_gemma_text", H, 0, DIFFUSION_GEMMA, NULL, NOWINDOW, NO_BIAS),
     ROW("doge", H, 0,
         "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
         "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
@@ -657,9 +719,15 @@ static const ra_hf_family families[] = {
         RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
     ROW("dots3_note", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
     ROW("dots3_note_text", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
+    ROW("embedding_gemma2", H, 0, EMBEDDING_GEMMA2, NULL, NOWINDOW, NO_BIAS),
+    ROW("embedding_gemma2_text", H, 0, EMBEDDING_GEMMA2, NULL, NOWINDOW, NO_BIAS),
+    /* Emu3Config: its text_config an Emu3TextConfig (Llama's attention) */
+    ROW("emu3", H, WHOLE, NULL,
+        "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0), DEFAULT_TEXT, .names = emu3_names),
     ROW("emu3_text_model", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
-        "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0)),
+        "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0), .names = emu3_names),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
     ROW("ernie4_5", I, WHOLE, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000",
@@ -690,7 +758,15 @@ static const ra_hf_family families[] = {
     ROW("eurobert", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", NOWINDOW,
         ALL(AB, 0)),
+    /* EvollaConfig: Llama's attention (its protein encoder's and the aligner's
+     * cross-attention are other modules); rope_theta 500000 by default */
+    ROW("evolla", H, WHOLE, NULL,
+        "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=8192 rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("exaone4", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
+    /* Exaone4_5_Config without text_config: Exaone4Config's defaults */
+    ROW("exaone4_5", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0),
+        DEFAULT_TEXT),
     /* EXAONE 4.5's text_config (Exaone4_5_Config renames its model_type exaone4; it fails
      * on a text_config without one) */
     ROW("exaone4_5_text", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
@@ -730,28 +806,34 @@ static const ra_hf_family families[] = {
     /* Glm4MoeLiteConfig: head_dim is another name for qk_rope_head_dim (attribute_map) */
     ROW("glm4_moe_lite", I, MLA_V3, NULL, GLM4_MOE_LITE_DEFAULTS, NOWINDOW, NO_BIAS),
     /* Glm4vTextConfig (GLM-4.1V): interleaved pairs, M-RoPE in chunked sections over the
-     * rotated pairs (its code's [8, 12, 12] where mrope_section is absent: none taken, 3-D
-     * positions then refused), partial_rotary_factor read (default 1); head_dim hidden_size /
+     * rotated pairs (its code's [8, 12, 12] where mrope_section is absent: GLM_MROPE, refused
+     * where the rotary pairs are not 32, as transformers fails), partial_rotary_factor read (default 1); head_dim hidden_size /
      * num_attention_heads (its rotary embedding reads a head_dim key, its attention not: one
      * that differs refused); q, k and v always biased, o not */
-    ROW("glm4v", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0), DEFAULT_TEXT),
+    ROW("glm4v", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0), DEFAULT_TEXT, GLM_MROPE),
     /* Glm4vMoeTextConfig (GLM-4.5V): Glm4MoeConfig's attention without q/k norms, rotate_half
      * pairs, M-RoPE in chunked sections as GLM-4.1V's, partial_rotary_factor 0.5 by default;
      * attention_bias for q, k and v */
     ROW("glm4v_moe", H, RA_HF_MROPE, NULL, GLM4V_MOE_DEFAULTS, NOWINDOW, QKV(AB, 1),
-        DEFAULT_TEXT),
-    ROW("glm4v_moe_text", H, RA_HF_MROPE, NULL, GLM4V_MOE_DEFAULTS, NOWINDOW, QKV(AB, 1)),
-    ROW("glm4v_text", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0)),
+        DEFAULT_TEXT, GLM_MROPE),
+    ROW("glm4v_moe_text", H, RA_HF_MROPE, NULL, GLM4V_MOE_DEFAULTS, NOWINDOW, QKV(AB, 1),
+        GLM_MROPE),
+    ROW("glm4v_text", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0), GLM_MROPE),
+    ROW("glm5_next", I, 0, NOPE_LATENT("linear-attention (KDA) layers"), NULL, NOWINDOW,
+        NO_BIAS),
+    ROW("glm5_next_text", I, 0, NOPE_LATENT("linear-attention (KDA) layers"), NULL, NOWINDOW,
+        NO_BIAS),
     /* GlmImageTextConfig (GLM-Image): GLM-4.5V's rope (rotate_half pairs, chunked M-RoPE,
      * partial_rotary_factor read, default 1); attention_bias (default true) for q, k and v */
     ROW("glm_image", H, RA_HF_MROPE, NULL, GLM_IMAGE_DEFAULTS, NOWINDOW, QKV(AB, 1),
-        DEFAULT_TEXT),
-    ROW("glm_image_text", H, RA_HF_MROPE, NULL, GLM_IMAGE_DEFAULTS, NOWINDOW, QKV(AB, 1)),
+        DEFAULT_TEXT, GLM_MROPE),
+    ROW("glm_image_text", H, RA_HF_MROPE, NULL, GLM_IMAGE_DEFAULTS, NOWINDOW, QKV(AB, 1),
+        GLM_MROPE),
     ROW("glm_moe_dsa", I, DSA | RA_HF_INDEXER_SHARED, NULL, GLM_MOE_DSA_DEFAULTS, NOWINDOW,
         NO_BIAS),
     /* GlmOcrTextConfig (GLM-OCR): GLM-4.1V's attention and rope without any bias */
-    ROW("glm_ocr", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT),
-    ROW("glm_ocr_text", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("glm_ocr", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT, GLM_MROPE),
+    ROW("glm_ocr_text", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, GLM_MROPE),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1), .names = gpt_neox_names),
     /* GptOssConfig (transformers 5) */
@@ -769,6 +851,9 @@ static const ra_hf_family families[] = {
     /* GraniteSwaConfig: windows by layer_types, sinks */
     /* GraniteDoclingTextConfig, Granite4VisionTextConfig: Granite's attention (attention_multiplier
      * the softmax scale, attention_bias on all four, head_dim where given) */
+    ROW("granite4_vision", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
+        "attention_multiplier=1 max_position_embeddings=2048", NOWINDOW, ALL(AB, 0),
+        DEFAULT_TEXT),
     ROW("granite4_vision_text", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
         "attention_multiplier=1 max_position_embeddings=2048", NOWINDOW, ALL(AB, 0)),
     ROW("granite_docling", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, GRANITE_DOCLING_DEFAULTS,
@@ -820,6 +905,16 @@ static const ra_hf_family families[] = {
     ROW("hyperclovax", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
+    /* HyperCLOVAXVisionV2Config: its text_config a HyperCLOVAXConfig */
+    ROW("hyperclovax_vision_v2", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        ALL(AB, 0), DEFAULT_TEXT),
+    /* IdeficsConfig: its decoder layers' self-attention is Llama's without biases, key/value
+     * groups or a head_dim of its own (hidden_size / num_attention_heads); the gated
+     * cross-attention layers between them (gated_cross_attn_layers.N) are other modules */
+    ROW("idefics", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
+        FIXED(0, 0)),
     ROW("inkling2", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
     ROW("inkling2_text", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
@@ -851,6 +946,8 @@ static const ra_hf_family families[] = {
      * which kimi_k2's row reads alike but for rope_interleave false, refused there) */
     ROW("kimi_k25", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT,
         .names = kimi_k25_names),
+    ROW("kimi_linear", H, 0, NOPE_LATENT("Kimi Delta Attention layers"), NULL, NOWINDOW,
+        NO_BIAS),
     ROW("kolibri1", H, EXAONE4 | WHOLE, NULL, "head_dim=128 sliding_window=513", LISTED,
         FIXED(0, 0)),
     /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
@@ -912,11 +1009,14 @@ static const ra_hf_family families[] = {
         "its latent attention scales q by 1 + llama_4_scaling_beta log(1 + floor(position / "
         "original_max_position_embeddings)), which ropeattn's latent layers do not run",
         NULL, NOWINDOW, NO_BIAS),
-    ROW("mistral_large4_text", I, 0,
-        "its latent attention scales each head's queries by a learned scale log(position + 1) "
-        "+ bias (softmax_scaling), beside DeepSeek sparse attention's indexer: not supported",
-        NULL, NOWINDOW, NO_BIAS),
+    /* MistralLarge4Config: its text_config a MistralLarge4TextConfig */
+    ROW("mistral_large4", I, 0, MISTRAL_LARGE4, NULL, NOWINDOW, NO_BIAS),
+    ROW("mistral_large4_text", I, 0, MISTRAL_LARGE4, NULL, NOWINDOW, NO_BIAS),
     ROW("mixtral", H, WHOLE, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    /* MllamaConfig: its text_config a MllamaTextConfig */
+    ROW("mllama", H, RA_HF_CROSS_ATTENTION_LAYERS | WHOLE, NULL,
+        "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
+        "max_position_embeddings=131072", NOWINDOW, FIXED(0, 0), MLLAMA_CROSS, DEFAULT_TEXT),
     /* MllamaTextConfig: its self-attention layers are Llama's, head_dim
      * hidden_size / num_attention_heads (a head_dim key that differs does
      * not fit the weights' shapes: refused) */
@@ -949,6 +1049,7 @@ static const ra_hf_family families[] = {
      * the model reads no use_qk_norm), RoPE by the opposite angle; attention_bias for q, k, v
      * and o */
     ROW("muse_glimmer", H, 0, MUSE, NULL, NOWINDOW, NO_BIAS),
+    ROW("muse_glimmer_assistant", H, 0, MUSE_GLIMMER_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
     ROW("muse_glimmer_text", H, 0, MUSE, NULL, NOWINDOW, NO_BIAS),
     ROW("muse_spark", H, 0, MUSE " (and its o_norm)", NULL, NOWINDOW, NO_BIAS),
     ROW("muse_spark_text", H, 0, MUSE " (and its o_norm)", NULL, NOWINDOW, NO_BIAS),
@@ -960,6 +1061,7 @@ static const ra_hf_family families[] = {
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
     ROW("nemotron_h", H, 0, NO_ROTARY("Mamba and MoE layers"), NULL, NOWINDOW, NO_BIAS),
+    ROW("neomme", H, 0, NEOMME, NULL, NOWINDOW, NO_BIAS),
     /* NomicBertConfig: GTE's encoder attention without biases, rope_theta 1000 by default */
     ROW("nomic_bert", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=2048 rope_theta=1000",
@@ -1080,8 +1182,13 @@ static const ra_hf_family families[] = {
     ROW("stablelm", H, RA_HF_QK_LAYERNORM, NULL, "partial_rotary_factor=0.25 layer_norm_eps=1e-05",
         NOWINDOW, QKV("use_qkv_bias", 0)),
     ROW("starcoder2", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
+    /* Step3p7TextConfig (saved as model_type step3p5) */
+    ROW("step3p5", H, 0, STEP3P7, NULL, NOWINDOW, NO_BIAS),
+    ROW("step3p7", H, 0, STEP3P7, NULL, NOWINDOW, NO_BIAS),
     ROW("t5gemma", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     ROW("t5gemma2", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("unlimited_ocr", H, 0, UNLIMITED_OCR, NULL, NOWINDOW, NO_BIAS),
+    ROW("unlimited_ocr_text", H, 0, UNLIMITED_OCR, NULL, NOWINDOW, NO_BIAS),
     /* VaultGemmaConfig: Gemma 2's attention */
     ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP | WHOLE, NULL,
         "head_dim=256 query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -1089,6 +1196,14 @@ static const ra_hf_family families[] = {
     /* VideoLlama3Config: its text_config a Qwen2Config (AutoConfig's: qwen2 where it names
      * none), run on 1-D positions */
     ROW("video_llama_3", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0), DEFAULT_TEXT),
+    /* VoxtralRealtimeConfig: its text decoder's attention is Mistral's (no biases, every
+     * layer sliding by sliding_window where set); its text_config is read over the class's
+     * own text defaults, whatever its text_config's model_type says (text_config_merged) */
+    ROW("voxtral_realtime", H, WHOLE, NULL, VOXTRAL_REALTIME_DEFAULTS,
+        RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0), DEFAULT_TEXT, .text_config_merged = 1,
+        .names = voxtral_realtime_names),
+    ROW("voxtral_realtime_text", H, WHOLE, NULL, VOXTRAL_REALTIME_TEXT_DEFAULTS,
+        RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0), .names = voxtral_realtime_names),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
         "with the embeddings (q, k and v read 2 hidden_size features, o_proj writes "
@@ -1142,6 +1257,17 @@ static const ra_hf_family families[] = {
 #undef MINIMAX_M3_DEFAULTS
 #undef GLM4V
 #undef GLM4V_DEFAULTS
+#undef GLM_MROPE
+#undef NOPE_LATENT
+#undef UNLIMITED_OCR
+#undef STEP3P7
+#undef DIFFUSION_GEMMA
+#undef EMBEDDING_GEMMA2
+#undef NEOMME
+#undef MUSE_GLIMMER_ASSISTANT
+#undef MISTRAL_LARGE4
+#undef VOXTRAL_REALTIME_TEXT_DEFAULTS
+#undef VOXTRAL_REALTIME_DEFAULTS
 #undef GLM_OCR_DEFAULTS
 #undef GLM4V_MOE_DEFAULTS
 #undef GLM_IMAGE_DEFAULTS

@@ -1045,9 +1045,22 @@ static ra_status standardize_rope(ra_hf_rope *rope, const ra_hf_fields *out, con
 static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fields *out,
                                  const char *name, char *msg, size_t msg_len)
 {
-    const cJSON *item = NULL;
+    const cJSON *item = NULL, *top = NULL;
+    RA_TRY(ra_io_json_key(root, "model_type", name, &top, msg, msg_len));
     if (text != root) RA_TRY(ra_io_json_key(text, "model_type", name, &item, msg, msg_len));
-    if (item == NULL) RA_TRY(ra_io_json_key(root, "model_type", name, &item, msg, msg_len));
+    const ra_hf_family *merged =
+        top && cJSON_IsString(top) ? ra_hf_family_find(top->valuestring) : NULL;
+    if (item && merged && merged->text_config_merged) { /* read as its row, if it is its own */
+        char own[64];
+        snprintf(own, sizeof own, "%s_text", merged->model_type);
+        if (!cJSON_IsString(item) || strcmp(item->valuestring, own) != 0)
+            return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                              "%s: text_config's \"model_type\" is not \"%s\", and model_type "
+                              "\"%s\" merges its own text defaults under it: refused", name, own,
+                              merged->model_type);
+        item = NULL;
+    }
+    if (item == NULL) item = top;
     if (item == NULL) return RA_OK;
     if (!cJSON_IsString(item) || strlen(item->valuestring) >= sizeof out->model_type)
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,

@@ -616,6 +616,14 @@ typedef struct ra_hf_family {
      * that text_config is read as this family's (its row, its tensor
      * names) */
     const char *text_parent;
+    /* Nonzero: its text_config, whatever model_type it names, is read as
+     * this family's (its row's defaults and tensor names): the config class
+     * merges its own text defaults under the saved text_config (Voxtral
+     * Realtime's sub_configs_defaults) */
+    int text_config_merged;
+    /* The sections its code's chunked M-RoPE splits the rotary pairs by
+     * where mrope_section is absent ({0}: none; GLM-4.1V's [8, 12, 12]) */
+    int64_t mrope_default[3];
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

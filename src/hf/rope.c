@@ -124,7 +124,9 @@ static ra_status layer_rope(const ra_hf_config *config, int64_t layer, ra_hf_rop
  * interleaved), a disagreeing mrope_interleaved refused; without a family,
  * as mrope_interleaved says; Qwen3-VL without sections as its code's
  * default (not a family whose code has a default of its own:
- * RA_HF_MROPE_OWN_DEFAULT, whose 3-D positions then need sections).  A family without M-RoPE refuses sections
+ * RA_HF_MROPE_OWN_DEFAULT, whose 3-D positions then need sections); a chunked
+ * family's own default sections (ra_hf_family.mrope_default: GLM-4.1V's), refused
+ * where they do not split its rotary pairs.  A family without M-RoPE refuses sections
  * (set by --rope-parameters: config.json's are refused when read). */
 static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_rope_config *out)
 {
@@ -135,10 +137,21 @@ static ra_status mrope(const ra_hf_config *config, const ra_hf_rope *rope, ra_ro
      * 20 of the interleaved pairs, time the rest (all the pairs it has at
      * head_dim 128) */
     const int64_t pairs = out->rotary_dim / 2, qwen3_vl[3] = {pairs - 40, 20, 20};
+    const int64_t *own = family && family->mrope_default[0] ? family->mrope_default : NULL;
     if (!rope->has_mrope_section && (features & RA_HF_MROPE_INTERLEAVED) &&
         !(features & RA_HF_MROPE_OWN_DEFAULT) && pairs >= 60)
         s = qwen3_vl;
-    else if (!rope->has_mrope_section) {
+    else if (!rope->has_mrope_section && own) { /* (its code splits cos and sin by them) */
+        if (own[0] + own[1] + own[2] != pairs)
+            return hf_fail(RA_ERR_UNSUPPORTED, "%s: no \"mrope_section\", and model_type "
+                           "\"%s\"'s code splits the rotary pairs by its default [%lld, %lld, "
+                           "%lld], %lld of them, where rotary_dim %lld has %lld (transformers "
+                           "fails): refused", config->path, family->model_type,
+                           (long long)own[0], (long long)own[1], (long long)own[2],
+                           (long long)(own[0] + own[1] + own[2]), (long long)out->rotary_dim,
+                           (long long)pairs);
+        s = own;
+    } else if (!rope->has_mrope_section) {
         if (rope->has_mrope)
             return hf_fail(RA_ERR_NOT_FOUND, "%s: rope type \"mrope\" needs \"mrope_section\"",
                            config->path);

@@ -1681,9 +1681,11 @@ if __name__ == "__main__":
     from fp8_cases import fp8_cases  # block-FP8 checkpoints: tests/families/fp8_cases.py
     from plain_rows_cases import plain_rows_cases  # tests/families/plain_rows_cases.py
     from rope_rows_cases import rope_rows_cases  # tests/families/rope_rows_cases.py
+    from text_refusals_cases import text_refusals_cases  # tests/families/text_refusals_cases.py
     family_cases(sys.argv[1])
     mla_cases(sys.argv[1])
     fp8_cases(sys.argv[1])
     plain_rows_cases(sys.argv[1])
     rope_rows_cases(sys.argv[1])
+    text_refusals_cases(sys.argv[1])
     rope_cases(sys.argv[1])

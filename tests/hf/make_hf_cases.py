@@ -1499,6 +1499,8 @@ def named_seed_cases():
     yield from encoder_cases()
     from rope_rows_cases import rope_rows_cases  # (it imports this module too)
     yield from rope_rows_cases()
+    from text_rows_cases import text_rows_cases  # (and this one)
+    yield from text_rows_cases()
 
 
 def name_seed(name):

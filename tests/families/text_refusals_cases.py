@@ -10,10 +10,16 @@ message (the rows that run are checked against transformers itself: tests/hf/tex
              defaults under it): refused
   glm4v_text  no mrope_section, where its code's default [8, 12, 12] does not split the
              rotary pairs (transformers fails): refused
+
+and two wrappers that run, their text_config without model_type (read as the class the
+wrapper gives it; their whole models, too large to save here, are checked through their text
+rows in tests/hf): deepseek_ocr2 (DeepseekOcr2TextAttention: Llama's, attention_bias on all
+four, head_dim hidden_size / num_attention_heads) and granite4_vision (Granite's
+attention_multiplier the softmax scale).
 """
 import numpy as np
 
-from make_family_cases import B, S, f32, named, save, weights
+from make_family_cases import B, S, attention, f32, inv_freq, named, save, weights
 
 RNG = np.random.default_rng(20261212)
 DIM, H, K, D = 32, 4, 2, 8
@@ -60,3 +66,15 @@ def text_refusals_cases(out):
     ]
     for name, config, tensors, refused_msg in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused_msg)
+
+    wrapped = {k: v for k, v in BASE.items() if k != "rope_theta"}
+    w = weights(DIM, H, K, D, biases="qkvo")
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D), "layout": "half"}
+    save(out, "deepseek_ocr2_wrapped",
+         {"model_type": "deepseek_ocr2", "text_config": dict(wrapped, attention_bias=True)},
+         named(w, "model.language_model.layers.0.self_attn."), x, attention(x, w, f), 0)
+    w = weights(DIM, H, K, D)
+    save(out, "granite4_vision_wrapped",
+         {"model_type": "granite4_vision", "text_config": dict(wrapped, attention_multiplier=0.2)},
+         named(w, "model.language_model.layers.0.self_attn."), x,
+         attention(x, w, dict(f, scale=0.2)), 0)

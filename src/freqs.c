@@ -7,6 +7,7 @@
  * rounded to float once.  Forming m * theta_i in float32, as LLaMA's code does,
  * is off by ~5e-3 already at m = 1e5.
  */
+#include <float.h>
 #include <math.h>
 
 #include "rope_internal.h"
@@ -17,10 +18,14 @@ static double inverse_frequency(double theta, int64_t i, int64_t dim)
     return 1.0 / pow(theta, (double)(2 * i) / (double)dim);
 }
 
+/* A finite base no smaller than DBL_MIN, as ra_rope_create, the Python
+ * package and the CLI take it: a subnormal one (1e-320) gives frequencies
+ * near 1e240 whose angles hold no correct digit. */
 static ra_status check_theta(double theta)
 {
-    if (isfinite(theta) && theta > 0) return RA_OK;
-    return ra_fail(RA_ERR_THETA, "theta %g: must be a finite number > 0", theta);
+    if (isfinite(theta) && theta >= DBL_MIN) return RA_OK;
+    return ra_fail(RA_ERR_THETA, "theta %g: must be a finite number > 0%s", theta,
+                   theta > 0 && theta < DBL_MIN ? " and not subnormal (below DBL_MIN)" : "");
 }
 
 RA_API ra_status ra_precompute_freqs(float *cos_out, float *sin_out, int64_t dim, int64_t end,

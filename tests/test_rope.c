@@ -326,6 +326,11 @@ static void test_errors(void)
     CHECK(ra_precompute_freqs(c, s, 8, 1, 0) == RA_ERR_THETA, "theta 0");
     CHECK(ra_precompute_freqs(c, s, 8, 1, -1) == RA_ERR_THETA, "theta < 0");
     CHECK(ra_precompute_freqs(c, s, 8, 1, NAN) == RA_ERR_THETA, "theta NaN");
+    /* a subnormal base, refused as ra_rope_create refuses it (it ran: frequencies
+     * near 1e240, angles with no correct digit) */
+    CHECK(ra_precompute_freqs(c, s, 8, 1, 1e-320) == RA_ERR_THETA &&
+              strstr(ra_last_error(), "not subnormal"),
+          "theta 1e-320: %s", ra_last_error());
     CHECK(ra_precompute_freqs(c, s, (int64_t)1 << 62, (int64_t)1 << 30, 1e4) == RA_ERR_OVERFLOW ||
               ra_precompute_freqs(c, s, (int64_t)1 << 62, (int64_t)1 << 30, 1e4) == RA_ERR_POSITION,
           "overflow");

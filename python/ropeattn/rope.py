@@ -531,8 +531,8 @@ def freqs(head_dim, end, theta=10000.0):
     parts of freqs_cis.  The angle is formed in double and rounded once, so
     every entry is within 1e-6 of exact math up to position 2^32 (the
     reference code forms it in float32 and drifts with m).  head_dim even
-    and >= 2, end in [0, 2^32 + 1], theta finite and > 0 (else
-    ArgumentError, with the library's message)."""
+    and >= 2, end in [0, 2^32 + 1], theta finite and > 0, not subnormal
+    (else ArgumentError, with the library's message)."""
     for value, name in ((head_dim, "head_dim"), (end, "end")):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool):
             raise ArgumentError(f"{name}: expected an integer, got {value!r}")

@@ -525,6 +525,7 @@ def test_freqs_arguments():
     np.testing.assert_array_equal(ropeattn.freqs(8, 5)[1], ropeattn.freqs(8, 5, 10000.0)[1])
     for args, match in [((7, 4), "odd"), ((0, 4), "dim 0"), ((8, -1), "end -1"),
                         ((8, 4, 0.0), "theta"), ((8, 4, float("nan")), "theta"),
+                        ((8, 4, 1e-320), "subnormal"),  # as RotaryEmbedding and the CLI
                         ((8, 2**32 + 2), "2\\^32")]:
         with pytest.raises(ropeattn.ArgumentError, match=match):
             ropeattn.freqs(*args)

@@ -388,6 +388,8 @@ static void test_failures(void)
     CHECK(ra_hf_checkpoint_open(&ckpt, path_of("llama.safetensors")) == RA_OK, "open");
     CHECK(ra_hf_config_parse(&config, llama_config, strlen(llama_config)) == RA_OK, "parse");
     expect(ra_hf_config_set_rope_theta(config, -1), RA_ERR_THETA, "rope_theta", "theta -1");
+    expect(ra_hf_config_set_rope_theta(config, 1e-320), RA_ERR_THETA, "not subnormal",
+           "a subnormal theta (config.json's rope_theta and --theta refuse it)");
     expect(ra_hf_config_set_rope_parameters(config, not_string, strlen(not_string)),
            RA_ERR_FORMAT, "rope_type", "a rope type that is not a string");
     ra_hf_options o = ra_hf_options_init();

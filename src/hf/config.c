@@ -1,5 +1,6 @@
 /* config.c — a config.json, read and checked (src/hf/fields.c), with the
  * overrides a caller sets as if editing the file. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,8 +90,9 @@ RA_HF_API ra_status ra_hf_config_set_rope_theta(ra_hf_config *config, double the
 {
     hf_reset();
     if (!config) return hf_fail(RA_ERR_NULL, "config is NULL");
-    if (!(theta > 0) || !isfinite(theta))
-        return hf_fail(RA_ERR_THETA, "rope_theta %g: must be a finite number > 0", theta);
+    if (!(theta >= DBL_MIN) || !isfinite(theta)) /* normal, as config.json's rope_theta */
+        return hf_fail(RA_ERR_THETA, "rope_theta %g: must be a finite number > 0%s", theta,
+                       theta > 0 && theta < DBL_MIN ? " and not subnormal (below DBL_MIN)" : "");
     config->theta = theta;
     return RA_OK;
 }

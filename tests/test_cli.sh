@@ -1658,6 +1658,9 @@ expect_error "output folder that does not exist" nodir/y.npy -- attention \
     --weights seed_F32.safetensors --input x.npy --output nodir/y.npy --n-heads 4 --theta 10000
 expect_error "unknown command" - -- frobnicate
 expect_error "no command" - --
+expect_error "help with an argument" - -- help attention
+expect_error "--help with an argument" - -- --help attention
+expect_error "--version with an argument" - -- --version extra
 expect_error "rope: odd head_dim" r.npy -- rope --input rope_odd.npy --output r.npy
 expect_error "rope: 3-D input" r.npy -- rope --input rope_3d.npy --output r.npy
 expect_error "rope: truncated npy" r.npy -- rope --input truncated.npy --output r.npy

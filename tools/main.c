@@ -49,7 +49,13 @@ static int run(int argc, char **argv)
 {
     if (argc < 2) return cli_fail(EXIT_USAGE, "no command given (see 'ropeattn --help')");
     const char *name = argv[1];
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+    const int help = strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 ||
+                     strcmp(name, "help") == 0;
+    /* `ropeattn help attention` printed this usage, not attention's, with exit 0 */
+    if ((help || strcmp(name, "--version") == 0) && argc > 2)
+        return cli_fail(EXIT_USAGE, "%s: unexpected argument '%s' (a command's options: "
+                        "'ropeattn <command> --help')", name, argv[2]);
+    if (help) {
         print_usage();
         return EXIT_OK;
     }

@@ -186,8 +186,9 @@ class Layer:
             indexer_compress_ratio - 1; minimax_m3_vl_text's sparse layers:
             index_topk_blocks * index_block_size) needs n_tokens or
             max_position, at most that many keys (the indexer keeps them
-            all: the dense layer); do not call it on more (calls are not
-            checked for it).
+            all: the dense layer); a call where a query would see more
+            keys is refused (UnsupportedError naming max_keys, the
+            layer's config["max_keys"]).
           position_ids: True when the calls will give position ids rather
             than a start: Llama 4's NoPE layers, which scale q by each
             token's place in the sequence, are then refused.

@@ -314,12 +314,22 @@ static inline __attribute__((always_inline)) void vtranspose(vf x[RA_W])
     RA_STAGES(RA_TRANSPOSE_STAGE, x)
 }
 
+/* The lanes of x with bit h clear and of y with it set (a blend), and the
+ * others: x's lane i + h, y's lane i - h. */
+#define RA_LANE_MIX(i, h) ((i) & (h) ? RA_W + (i) : (i))
+#define RA_LANE_CROSS(i, h) ((i) & (h) ? RA_W + (i) - (h) : (i) + (h))
+
 /* vsum_lanes's stage h: the 2h vectors x[0, 2h) halved into x[0, h) by
- * adding the low and the high result of each pair (x[i], x[i + h]). */
+ * adding the low and the high result of each pair (x[i], x[i + h]), as
+ * the blend plus the other lanes: one shuffle and a blend where the low
+ * and the high result take two shuffles (the same sums, each lane's two
+ * terms in either order).  On one core of an Intel Xeon (family 6 model
+ * 167) an int8 cache's scores loop (4 rows x 4 keys, D 128, in L1) took
+ * 0.95 of the time (docs/perf/2026-12-07-decode.md, twelfth session). */
 #define RA_SUM_STAGE(h, x)                                                        \
     _Pragma("GCC unroll 16") for (int i = 0; i < (h); i++)                        \
-        x[i] = RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_LOW, h) +                     \
-               RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_HIGH, h);
+        x[i] = RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_MIX, h) +                     \
+               RA_SHUFFLE(x[i], x[i + (h)], RA_LANE_CROSS, h);
 
 /* Lane i of the result = the sum of x[i]'s lanes, for all RA_W vectors at
  * once: log2(RA_W) stages, each halving the vectors by adding the two

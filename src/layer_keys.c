@@ -46,7 +46,7 @@ static ra_status check_slot(const ra_positions *pos, const char *what, int64_t i
 ra_status ra_layer_refuse_axial(const ra_layer *layer, const char *what)
 {
     if (layer->rope->config.axial == RA_AXIAL_NONE) return RA_OK;
-    return ra_fail(RA_ERR_UNSUPPORTED, "%s with a 2-D (axial) rope: not implemented (a "
+    return ra_fail(RA_ERR_UNSUPPORTED, "%s with a 2-D (axial) rope: not supported (a "
                    "vision encoder attends over the whole image in one ra_layer_forward)", what);
 }
 

@@ -434,7 +434,7 @@ ra_status ra_positions_read_new(ra_positions *out, const ra_positions *positions
 {
     if (rope->config.axial != RA_AXIAL_NONE)
         return ra_fail(RA_ERR_UNSUPPORTED, "a KV cache or decoding step with a 2-D (axial) "
-                       "rope: not implemented (vision encoders attend over the whole image)");
+                       "rope: not supported (vision encoders attend over the whole image)");
     RA_TRY(read_grid(out, positions, rope, batch, seq, 0));
     if (rope->last_position >= RA_MAX_POSITION) return RA_OK;
     return ra_rope_check_last(rope, last_position_of(out, batch, seq, n_new));

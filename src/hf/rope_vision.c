@@ -103,7 +103,7 @@ static ra_status kind_of(const ra_hf_config *config, const cJSON *root, const cJ
             return RA_OK;
         }
     return hf_fail(RA_ERR_UNSUPPORTED, "%s: a vision encoder of model_type \"%s\"%s: its "
-                   "2-D rope is not implemented (pixtral, qwen2_vl, qwen2_5_vl and llama4 "
+                   "2-D rope is not supported (pixtral, qwen2_vl, qwen2_5_vl and llama4 "
                    "vision encoders are)", config->path, type ? type : outer_type,
                    type ? "" : " (vision_config says no model_type)");
 }

@@ -343,6 +343,12 @@
                     "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}",               \
     .default_rope_name = "ApertusConfig's default rope_parameters."
 /* MellumConfig's default rope, per layer type. */
+/* UltrabertConfig's */
+#define ULTRABERT_ROPE                                                                   \
+    .default_rope = "{\"sliding_attention\": {\"rope_type\": \"default\", "             \
+                    "\"rope_theta\": 10000.0}, \"full_attention\": {\"rope_type\": "       \
+                    "\"default\", \"rope_theta\": 2560000.0}}",                            \
+    .default_rope_name = "UltrabertConfig's default rope_parameters."
 #define MELLUM_ROPE                                                                      \
     .default_rope = "{\"full_attention\": {\"rope_type\": \"default\", "                 \
                     "\"rope_theta\": 500000.0}, \"sliding_attention\": "                  \
@@ -554,6 +560,40 @@ static const ra_hf_names voxtral_realtime_names[] = {
     {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     NAMES_END};
 
+/* UltraBERT's layers as its task models save them (ultrabert.), as its bare model does, or as
+ * a causal LM would */
+static const ra_hf_names ultrabert_names[] = {
+    {"ultrabert.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* HiggsAudioV2Config's */
+#define HIGGS_AUDIO_V2_ROPE                                                              \
+    .default_rope = "{\"rope_type\": \"llama3\", \"rope_theta\": 500000.0, \"factor\": 32.0, "  \
+                    "\"high_freq_factor\": 0.5, \"low_freq_factor\": 0.125, "                  \
+                    "\"original_max_position_embeddings\": 1024}",                             \
+    .default_rope_name = "HiggsAudioV2Config's default rope_parameters."
+/* The audio and vision families refused, naming what their attention needs (the twelfth
+ * session's survey of transformers 5.23's RoPE models beyond the text decoders) */
+#define DINOV3_ROPE                                                                      \
+    "its 2-D RoPE (DINOv3ViTRopePositionEmbedding) turns each patch by 2 pi times its "  \
+    "centre's coordinates scaled to [-1, 1] (not integer rows and columns) and leaves the "  \
+    "class and register tokens unrotated: not supported"
+#define SAM_MEMORY_ROPE                                                                  \
+    "its memory attention's 2-D axial RoPE over the image grid, with the rotated keys "  \
+    "repeated over memory frames (rope_k_repeat) and object pointers left unrotated, "   \
+    "beside attention blocks without RoPE in its other stacks: not supported"
+#define ROPE_BY_HEAD                                                                     \
+    "its RoPE turns each head by the head's index (position_ids arange(num_attention_heads), " \
+    "the same for every token), not by the token's position: not supported"
+#define CONFORMER_RELATIVE                                                               \
+    "its conformer self-attention adds relative position scores (Transformer-XL's: "     \
+    "linear_pos with bias_u and bias_v), not RoPE: not supported"
+#define CONFORMER_W2V2                                                                   \
+    "its conformer self-attention adds relative position scores "                        \
+    "(position_embeddings_type \"relative\" or \"relative_key\"), or with \"rotary\" rotates "  \
+    "the hidden states before the q and k projections (not q and k): not supported"
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -641,6 +681,11 @@ static const ra_hf_family families[] = {
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
+    ROW("clvp", H, 0,
+        "its attention layers sit in three stacks of their own sizes (text_config's and "
+        "speech_config's encoders, whose rotary embedding turns rotary_emb_dim features of "
+        "each head, and decoder_config's GPT-2 attention without RoPE), and ropeattn reads "
+        "one stack of layers: not read", NULL, NOWINDOW, NO_BIAS),
     /* CodeGenConfig: GPT-J's attention (rotate_every_two on the first rotary_dim features,
      * theta 10000 fixed, head_dim hidden_size / num_attention_heads, no biases) with q, k
      * and v fused in qkv_proj, packed per model-parallel group (mp_num 4: each group its
@@ -710,6 +755,7 @@ static const ra_hf_family families[] = {
         "2 head_dim and scaled by 1 - lambda_init) is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("diffusion_gemma", H, 0, DIFFUSION_GEMMA, NULL, NOWINDOW, NO_BIAS),
     ROW("diffusion_gemma_text", H, 0, DIFFUSION_GEMMA, NULL, NOWINDOW, NO_BIAS),
+    ROW("dinov3_vit", H, 0, DINOV3_ROPE, NULL, NOWINDOW, NO_BIAS),
     ROW("doge", H, 0,
         "its dynamic mask attention (a bias on the logits from v through dt_proj and A, "
         "keep_window_size) is not supported", NULL, NOWINDOW, NO_BIAS),
@@ -719,6 +765,11 @@ static const ra_hf_family families[] = {
         RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
     ROW("dots3_note", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
     ROW("dots3_note_text", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
+    ROW("edgetam_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("efficientloftr", H, 0,
+        "its aggregated attention pools the keys and values (and queries) of a coarse feature "
+        "map by convolution and max-pooling before its 2-D RoPE, and attends across two "
+        "images: not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("embedding_gemma2", H, 0, EMBEDDING_GEMMA2, NULL, NOWINDOW, NO_BIAS),
     ROW("embedding_gemma2_text", H, 0, EMBEDDING_GEMMA2, NULL, NOWINDOW, NO_BIAS),
     /* Emu3Config: its text_config an Emu3TextConfig (Llama's attention) */
@@ -728,6 +779,7 @@ static const ra_hf_family families[] = {
     ROW("emu3_text_model", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0), .names = emu3_names),
+    ROW("eomt_dinov3", H, 0, DINOV3_ROPE, NULL, NOWINDOW, NO_BIAS),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
     ROW("ernie4_5", I, WHOLE, NULL, "head_dim=128 num_key_value_heads=2 rope_theta=500000",
@@ -752,6 +804,10 @@ static const ra_hf_family families[] = {
         RA_HF_NON_CAUSAL | WHOLE, NULL,
         "hidden_size=2560 num_attention_heads=40 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0), .names = esmc_names),
+    ROW("esmfold2", H, 0,
+        "a structure model: its folding blocks' attention (pair representations, relative "
+        "position encodings, sliding atom windows) is not supported; its ESMC language model "
+        "runs as model_type esmc from an ESMC checkpoint", NULL, NOWINDOW, NO_BIAS),
     /* EuroBertConfig: an encoder with Llama's attention (every token sees every other one);
      * num_key_value_heads and head_dim default to num_attention_heads and hidden_size /
      * num_attention_heads */
@@ -846,6 +902,11 @@ static const ra_hf_family families[] = {
         "sliding_window_pattern=2", PATTERN, ALL(AB, 1), GPT_OSS_ROPE),
     ROW("gptj", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE, NULL, "rotary_dim=64", NOWINDOW, FIXED(0, 0),
         .names = gptj_names),
+    ROW("gradium_phonon_tts", H, 0,
+        "its checkpoints keep q, k and v fused in flow_lm.transformer.layers.N.self_attn.in_proj "
+        "with q's and k's rows in interleaved pairs (transformers splits and permutes them at "
+        "load) and their biases under model.layers.N.self_attn: not read yet",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
     /* GraniteSwaConfig: windows by layer_types, sinks */
@@ -878,11 +939,16 @@ static const ra_hf_family families[] = {
     /* GteConfig: an encoder (every token sees every other one), q, k, v and o biased, as many
      * key/value heads as query heads (the model reads no num_key_value_heads), rope_theta
      * 160000 by default */
-    ROW("gte", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+    ROW("gte", H, RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_IGNORED | WHOLE, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192 rope_theta=160000",
         NOWINDOW, FIXED(1, 1), .names = gte_names),
     /* HeliumConfig: attention_bias for q, k and v only */
     ROW("helium", I, WHOLE, NULL, "head_dim=128 rope_theta=100000", NOWINDOW, QKV(AB, 0)),
+    /* HiggsAudioV2Config: Llama's attention, shared by its text and audio tokens (the block's
+     * second norms and MLP for audio tokens are not the layer's); head_dim 128, a llama3 rope */
+    ROW("higgs_audio_v2", H, WHOLE, NULL,
+        "hidden_size=3072 num_attention_heads=24 num_key_value_heads=8 head_dim=128 "
+        "max_position_embeddings=2048", NOWINDOW, ALL(AB, 0), HIGGS_AUDIO_V2_ROPE),
     /* HrmTextConfig: its own gate_proj, sigmoid, on the attention output (biased with the
      * others by attention_bias: refused, gate_proj.bias unread); two stacks (H_module,
      * L_module) run in cycles, each run a cache slot of its own: a layer number is a slot */
@@ -935,7 +1001,7 @@ static const ra_hf_family families[] = {
         "top-k routed experts) is not supported", NULL, NOWINDOW, NO_BIAS),
     /* JinaEmbeddingsV3Config: GTE's encoder attention (biased, no GQA), rope_theta 20000 by
      * default; its task LoRA adapters are not in transformers' model */
-    ROW("jina_embeddings_v3", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+    ROW("jina_embeddings_v3", H, RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_IGNORED | WHOLE, NULL,
         "hidden_size=1024 num_attention_heads=16 max_position_embeddings=8194 rope_theta=20000",
         NOWINDOW, FIXED(1, 1), .names = jina_embeddings_v3_names),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
@@ -950,6 +1016,11 @@ static const ra_hf_family families[] = {
         NO_BIAS),
     ROW("kolibri1", H, EXAONE4 | WHOLE, NULL, "head_dim=128 sliding_window=513", LISTED,
         FIXED(0, 0)),
+    ROW("kyutai_speech_to_text", H, 0,
+        "transformers' full forward masks no window (create_causal_mask) while its cache "
+        "keeps only the last sliding_window keys in generation (the config's sliding_window, "
+        "default 375): the two disagree past sliding_window tokens, so neither is run",
+        NULL, NOWINDOW, NO_BIAS),
     /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
      * (per head or per feature: gating), query heads per layer */
     ROW("laguna", H,
@@ -966,6 +1037,10 @@ static const ra_hf_family families[] = {
     ROW("lfm3", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE),
     /* Lfm3VlConfig: its text_config an Lfm3Config (AutoConfig's: lfm3 where it names none) */
     ROW("lfm3_vl", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE, DEFAULT_TEXT),
+    ROW("lightglue", H, 0,
+        "its self-attention rotates q and k by a learned Fourier encoding of keypoint "
+        "coordinates (not position indices), beside cross-attention between two images: not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
     ROW("llama", H, WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
     ROW("llama4_text", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
@@ -977,6 +1052,10 @@ static const ra_hf_family families[] = {
     ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
         "sliding_window=1024", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), MELLUM_ROPE),
+    ROW("mimi", H, 0,
+        "its attention layers sit in two stacks (encoder_transformer and "
+        "decoder_transformer), and ropeattn reads one stack of layers: not read",
+        NULL, NOWINDOW, NO_BIAS),
     /* MiMoV2FlashConfig: head_dim 192, v_head_dim 128, v scaled; its sliding layers have
      * num_key_value_heads * 2 key/value heads and sinks; a rope per layer type (partial);
      * layer_types (without it: refused); o_proj without a bias */
@@ -1013,6 +1092,12 @@ static const ra_hf_family families[] = {
     ROW("mistral_large4", I, 0, MISTRAL_LARGE4, NULL, NOWINDOW, NO_BIAS),
     ROW("mistral_large4_text", I, 0, MISTRAL_LARGE4, NULL, NOWINDOW, NO_BIAS),
     ROW("mixtral", H, WHOLE, NULL, "rope_theta=1000000", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0)),
+    ROW("mlcd", H, 0,
+        "its vision attention's 2-D RoPE (MLCDRotaryEmbedding over the patch grid, the class "
+        "token turned by a learned class_pos_emb) is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("mlcd_vision_model", H, 0,
+        "its vision attention's 2-D RoPE (MLCDRotaryEmbedding over the patch grid, the class "
+        "token turned by a learned class_pos_emb) is not supported", NULL, NOWINDOW, NO_BIAS),
     /* MllamaConfig: its text_config a MllamaTextConfig */
     ROW("mllama", H, RA_HF_CROSS_ATTENTION_LAYERS | WHOLE, NULL,
         "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
@@ -1060,10 +1145,13 @@ static const ra_hf_family families[] = {
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
+    ROW("nemotron_asr_streaming", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
+    ROW("nemotron_asr_streaming_encoder", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("nemotron_h", H, 0, NO_ROTARY("Mamba and MoE layers"), NULL, NOWINDOW, NO_BIAS),
     ROW("neomme", H, 0, NEOMME, NULL, NOWINDOW, NO_BIAS),
+    ROW("neucodec", H, 0, ROPE_BY_HEAD, NULL, NOWINDOW, NO_BIAS),
     /* NomicBertConfig: GTE's encoder attention without biases, rope_theta 1000 by default */
-    ROW("nomic_bert", H, RA_HF_NON_CAUSAL | WHOLE, NULL,
+    ROW("nomic_bert", H, RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_IGNORED | WHOLE, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=2048 rope_theta=1000",
         NOWINDOW, FIXED(0, 0), .names = nomic_bert_names),
     ROW("olmo", H, RA_HF_CLIP_QKV | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
@@ -1076,6 +1164,15 @@ static const ra_hf_family families[] = {
     /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
     ROW("olmoe", H, OLMO2 | RA_HF_CLIP_QKV | WHOLE, NULL,
         "rms_norm_eps=1e-05 hidden_size=2048 num_attention_heads=16", NOWINDOW, ALL(AB, 0)),
+    /* OpenAIPrivacyFilterConfig: GPT-OSS's attention (sinks, biases, its yarn rope, cos and sin
+     * over half of head_dim) on interleaved pairs (its own _apply_rotary_emb), q and k each
+     * scaled by head_dim^-0.25, no causal mask, every layer seeing |i - j| <= sliding_window
+     * (layer_types not read) */
+    ROW("openai_privacy_filter", I,
+        RA_HF_SINKS | RA_HF_COS_SIN_HALF_WIDTH | RA_HF_NON_CAUSAL | WHOLE, NULL,
+        "rope_theta=150000 head_dim=64 hidden_size=640 num_attention_heads=14 "
+        "num_key_value_heads=2 max_position_embeddings=131072 sliding_window=128",
+        RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 1), GPT_OSS_ROPE),
     /* PersimmonConfig: query_key_value [H, 3, D] and dense, biased; qk_layernorm */
     /* PaddleOCRTextConfig (PaddleOCR-VL; Ernie4_5Config's defaults): Qwen2.5-VL's attention
      * and M-RoPE (rotate_half pairs, chunked sections) with use_bias on q, k, v and o; its
@@ -1085,6 +1182,10 @@ static const ra_hf_family families[] = {
         ALL("use_bias", 0)),
     ROW("paddleocr_vl_text", H, RA_HF_MROPE | WHOLE, NULL, PADDLEOCR_DEFAULTS, NOWINDOW,
         ALL("use_bias", 0)),
+    ROW("parakeet_ctc", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
+    ROW("parakeet_encoder", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
+    ROW("parakeet_rnnt", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
+    ROW("parakeet_tdt", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
         "partial_rotary_factor=0.5 layer_norm_eps=1e-05", NOWINDOW, FIXED(1, 1),
         .disputed_theta = "25000 in transformers 4.57, 10000 in 5", .names = persimmon_names),
@@ -1103,6 +1204,19 @@ static const ra_hf_family families[] = {
     ROW("phimoe", H, RA_HF_LONGROPE_MSCALE | WHOLE, NULL,
         "rope_theta=1000000 num_key_value_heads=8",
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),
+    ROW("pixtral", H, 0,
+        "a vision tower saved alone (PixtralVisionModel): its layers run from a multimodal "
+        "config's vision_config (Mistral 3, Llava: ra_hf_options.vision, --vision), which gives "
+        "their names; alone: not read", NULL, NOWINDOW, NO_BIAS),
+    /* PocketTTSConfig: Llama's attention (attention_bias for all four) in its text-to-speech
+     * transformer; the flow head beside it has none */
+    ROW("pocket_tts", H, WHOLE, NULL,
+        "hidden_size=1024 num_attention_heads=16 max_position_embeddings=8192", NOWINDOW,
+        ALL(AB, 0)),
+    ROW("pp_doclayout_v2", H, 0,
+        "a detection model: its reading-order encoder adds 2-D relative position biases and "
+        "its decoder runs deformable attention, neither a RoPE layer: not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("qwen", H, 0, FUSED, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen2", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0)),
     /* Qwen2_5OmniTextConfig (Qwen2.5-Omni's thinker): Qwen2.5-VL's attention and M-RoPE,
@@ -1170,6 +1284,22 @@ static const ra_hf_family families[] = {
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1536", NOWINDOW,
         FIXED(1, 1), .names = roformer_names,
         .block_norm = "output.LayerNorm."),
+    ROW("sam2_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_tracker_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_video", H, 0,
+        "its detector's ViT attention (2-D axial RoPE inside windows) and its tracker's "
+        "memory attention (2-D axial RoPE, keys repeated over memory frames) are not "
+        "supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("sapiens2", H, 0, DINOV3_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("seamless_m4t", H, 0,
+        "an encoder-decoder model (speech and text encoders, a text decoder, a text-to-unit "
+        "model, each a stack of its own) whose speech encoder's conformer attention adds "
+        "relative position scores or rotates by a table of its own: not read",
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("seamless_m4t_v2", H, 0,
+        "an encoder-decoder model (speech and text encoders, a text decoder, a text-to-unit "
+        "model, each a stack of its own) whose speech encoder's conformer attention adds "
+        "relative position scores (relative_key): not read", NULL, NOWINDOW, NO_BIAS),
     ROW("seed_oss", H, WHOLE, NULL, "head_dim=128 num_key_value_heads=8", NOWINDOW,
         {AB, 1, "attention_out_bias", 0, 0}),
     ROW("smollm3", H, RA_HF_NO_ROPE_LAYERS | WHOLE, NULL,
@@ -1187,6 +1317,16 @@ static const ra_hf_family families[] = {
     ROW("step3p7", H, 0, STEP3P7, NULL, NOWINDOW, NO_BIAS),
     ROW("t5gemma", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     ROW("t5gemma2", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("timesfm2_5", H, 0,
+        "its attention scales each feature of q by a learned softplus(scaling) (a vector, not "
+        "one softmax scale) after RMS-norming q and k: not supported", NULL, NOWINDOW, NO_BIAS),
+    /* UltrabertConfig: EuroBERT's attention (grouped key/value heads, attention_bias for q, k, v
+     * and o), no causal mask; its sliding layers (layer_types, else all but every third) see
+     * |i - j| <= sliding_window; a rope per layer type */
+    ROW("ultrabert", H, RA_HF_NON_CAUSAL | RA_HF_LOCAL_ROPE | WHOLE, NULL,
+        "hidden_size=4096 num_attention_heads=32 max_position_embeddings=32768 "
+        "sliding_window=128", RA_HF_WINDOWS_FULL_EVERY_THIRD, ALL(AB, 0), ULTRABERT_ROPE,
+        .names = ultrabert_names),
     ROW("unlimited_ocr", H, 0, UNLIMITED_OCR, NULL, NOWINDOW, NO_BIAS),
     ROW("unlimited_ocr_text", H, 0, UNLIMITED_OCR, NULL, NOWINDOW, NO_BIAS),
     /* VaultGemmaConfig: Gemma 2's attention */
@@ -1196,6 +1336,9 @@ static const ra_hf_family families[] = {
     /* VideoLlama3Config: its text_config a Qwen2Config (AutoConfig's: qwen2 where it names
      * none), run on 1-D positions */
     ROW("video_llama_3", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0), DEFAULT_TEXT),
+    ROW("vjepa2", H, 0,
+        "its 3-D RoPE (head_dim split into frame, row and column parts, each rotated by its "
+        "own positions on interleaved pairs) is not supported", NULL, NOWINDOW, NO_BIAS),
     /* VoxtralRealtimeConfig: its text decoder's attention is Mistral's (no biases, every
      * layer sliding by sliding_window where set); its text_config is read over the class's
      * own text defaults, whatever its text_config's model_type says (text_config_merged) */
@@ -1204,6 +1347,9 @@ static const ra_hf_family families[] = {
         .names = voxtral_realtime_names),
     ROW("voxtral_realtime_text", H, WHOLE, NULL, VOXTRAL_REALTIME_TEXT_DEFAULTS,
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0), .names = voxtral_realtime_names),
+    ROW("wav2vec2-bert", H, 0, CONFORMER_W2V2, NULL, NOWINDOW, NO_BIAS),
+    ROW("wav2vec2-conformer", H, 0, CONFORMER_W2V2, NULL, NOWINDOW, NO_BIAS),
+    ROW("xcodec2", H, 0, ROPE_BY_HEAD, NULL, NOWINDOW, NO_BIAS),
     ROW("youtu", I, MLA_V3, NULL, YOUTU_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("zamba2", H, 0, "its attention is one shared block run on the hidden state concatenated "
         "with the embeddings (q, k and v read 2 hidden_size features, o_proj writes "
@@ -1440,6 +1586,8 @@ static const attention_key attention_keys[] = {
      "layers that take their keys and values from an earlier layer"},
     {"use_attention_gate", FALSE_ONLY, RA_HF_GATE_BY_KEY, "an output gate per head"},
     {"rotary_value", FALSE_ONLY, RA_HF_ROTARY_VALUE, "RoPE on the values too (RoFormer's)"},
+    {"attention_windows", NULL_ONLY, 0, "a window per layer (UltraBERT's older checkpoints' "
+     "name, which its config class turns into sliding_window and layer_types)"},
 };
 
 /* Keys that show a config describes attention (an unknown model_type with
@@ -1466,16 +1614,28 @@ static int changes_attention(const cJSON *item, neutral_kind neutral)
     return 1;
 }
 
-/* The first key of obj that shows it describes attention, or NULL. */
-static const char *attention_evidence(const cJSON *obj)
+/* The first key of obj that shows it describes attention, else the first such key of an object
+ * one level down (an encoder_config, audio_config ... of a model whose top level names none:
+ * *parent its key), or NULL. */
+static const char *attention_evidence(const cJSON *obj, const char **parent)
 {
     const cJSON *item;
+    *parent = NULL;
     for (size_t i = 0; i < sizeof attention_shape_keys / sizeof attention_shape_keys[0]; i++)
         if (ra_io_json_member(obj, attention_shape_keys[i], &item) && item && !cJSON_IsNull(item))
             return attention_shape_keys[i];
     for (size_t i = 0; i < sizeof attention_keys / sizeof attention_keys[0]; i++)
         if (ra_io_json_member(obj, attention_keys[i].key, &item) && item && !cJSON_IsNull(item))
             return attention_keys[i].key;
+    for (const cJSON *child = obj ? obj->child : NULL; child; child = child->next) {
+        if (!cJSON_IsObject(child) || child->string == NULL) continue;
+        for (size_t i = 0; i < sizeof attention_shape_keys / sizeof attention_shape_keys[0]; i++)
+            if (ra_io_json_member(child, attention_shape_keys[i], &item) && item &&
+                !cJSON_IsNull(item)) {
+                *parent = child->string;
+                return attention_shape_keys[i];
+            }
+    }
     return NULL;
 }
 
@@ -1506,12 +1666,13 @@ ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *mod
     *out = NULL;
     const ra_hf_family *family = ra_hf_family_find(model_type);
     if (model_type != NULL && family == NULL) {
-        const char *key = attention_evidence(obj);
+        const char *parent, *key = attention_evidence(obj, &parent);
         if (key != NULL)
             return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                               "%s: model_type \"%.64s\" is not a family ropeattn knows, and its "
-                              "config describes attention (\"%s\"): refused rather than run "
-                              "as Llama", name, model_type, key);
+                              "config describes attention (\"%.64s%s%s\"): refused rather than "
+                              "run as Llama", name, model_type, parent ? parent : "",
+                              parent ? "." : "", key);
         return RA_OK;
     }
     if (family != NULL && family->refused != NULL)

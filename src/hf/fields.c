@@ -1127,6 +1127,10 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(check_theta_given(out, name, msg, msg_len));
     RA_TRY(read_rope_ratio(root, out, name, msg, msg_len));
     RA_TRY(read_multi_query_groups(root, out, name, msg, msg_len));
+    if (features & RA_HF_KV_HEADS_IGNORED) { /* (whatever num_key_value_heads says) */
+        out->num_key_value_heads = out->num_attention_heads;
+        out->has_num_key_value_heads = out->has_num_attention_heads;
+    }
     if (out->has_local_rope) { /* per layer type: theirs; rope_local_base_freq is the
                                   sliding layers' rope_theta */
         ra_hf_rope *local = &out->local_rope;

@@ -117,6 +117,8 @@ typedef enum ra_hf_windows {
                                   on (not gated) */
     RA_HF_WINDOWS_GLOBAL_EVERY_N, /* ModernBERT: layer_types, else layer i slides unless
                                      i % global_attn_every_n_layers == 0 (default 3) */
+    RA_HF_WINDOWS_FULL_EVERY_THIRD, /* UltraBERT: layer_types, else layers 2, 5, 8 ... full
+                                       and the others sliding */
 } ra_hf_windows;
 
 /* The keys from which transformers decides which layers see only a sliding
@@ -505,6 +507,10 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* the q/k norms (RA_HF_QK_NORM's q_norm, k_norm) are LayerNorms without bias, epsilon 1e-5
  * whatever the config says (EsmcLayerNorm: torch's nn.LayerNorm over the whole projection) */
 #define RA_HF_QK_NORM_LAYER RA_HF_BIT(126)
+/* num_key_value_heads is not read: as many key/value heads as query heads, whatever it says (GTE's,
+ * Nomic BERT's and Jina Embeddings v3's models have no grouped heads and their config classes no
+ * such attribute) */
+#define RA_HF_KV_HEADS_IGNORED RA_HF_BIT(115)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

@@ -164,6 +164,8 @@ static int by_rule(const ra_hf_window *w, int64_t layer, int no_rope)
     if (w->rule == RA_HF_WINDOWS_LISTED) return -1; /* without layer_types: refused */
     if (w->rule == RA_HF_WINDOWS_FULL_EVERY_FOURTH)
         return layer >= 0 ? layer % 4 != 0 : -1;
+    if (w->rule == RA_HF_WINDOWS_FULL_EVERY_THIRD)
+        return layer >= 0 ? (layer + 1) % 3 != 0 : -1;
     if (w->rule == RA_HF_WINDOWS_GLOBAL_EVERY_N) { /* ModernBertConfig's __post_init__ */
         const int64_t every = w->global_every_n ? w->global_every_n : 3;
         return layer >= 0 ? layer % every != 0 : every == 1 ? 0 : -1;

@@ -1682,10 +1682,12 @@ if __name__ == "__main__":
     from plain_rows_cases import plain_rows_cases  # tests/families/plain_rows_cases.py
     from rope_rows_cases import rope_rows_cases  # tests/families/rope_rows_cases.py
     from text_refusals_cases import text_refusals_cases  # tests/families/text_refusals_cases.py
+    from encoder_audio_rows_cases import encoder_audio_rows_cases  # tests/families/ (same name)
     family_cases(sys.argv[1])
     mla_cases(sys.argv[1])
     fp8_cases(sys.argv[1])
     plain_rows_cases(sys.argv[1])
     rope_rows_cases(sys.argv[1])
     text_refusals_cases(sys.argv[1])
+    encoder_audio_rows_cases(sys.argv[1])
     rope_cases(sys.argv[1])

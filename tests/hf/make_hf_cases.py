@@ -1501,6 +1501,8 @@ def named_seed_cases():
     yield from rope_rows_cases()
     from text_rows_cases import text_rows_cases  # (and this one)
     yield from text_rows_cases()
+    from encoder_audio_rows_cases import encoder_audio_rows_cases  # (it imports this module)
+    yield from encoder_audio_rows_cases()
 
 
 def name_seed(name):

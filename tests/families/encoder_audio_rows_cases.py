@@ -1,0 +1,57 @@
+"""The twelfth session's encoder, audio and vision rows, for make_family_cases.py: what they
+refuse, each with its message (their runs are checked against transformers itself:
+tests/hf/encoder_audio_rows_cases.py).
+
+  ultrabert  attention_windows (older checkpoints' windows per layer, which its config class
+             turns into sliding_window and layer_types)
+  mimi, kyutai_speech_to_text, dinov3_vit, parakeet_ctc, wav2vec2-conformer, vjepa2,
+  timesfm2_5, neucodec, pixtral (a vision tower alone) ...  audio and vision families whose attention ropeattn does not run: refused by
+             name, each naming what it lacks
+  lasr_ctc   a model_type ropeattn does not know whose attention keys sit one level down
+             (encoder_config): refused naming that key
+"""
+import numpy as np
+
+from make_family_cases import B, S, f32, named, save, weights
+
+RNG = np.random.default_rng(20261208)
+DIM, H, K, D = 32, 4, 2, 8
+BASE = {"hidden_size": DIM, "num_attention_heads": H, "num_key_value_heads": K,
+        "max_position_embeddings": 64}
+ULTRABERT = dict(BASE, model_type="ultrabert", num_hidden_layers=2, sliding_window=2,
+                 layer_types=["sliding_attention", "full_attention"])
+
+
+def encoder_audio_rows_cases(out):
+    x = f32(RNG.normal(0, 1, (B, S, DIM)))
+    plain = named(weights(DIM, H, K, D), "model.layers.0.self_attn.")
+    refusals = [
+        ("ultrabert_attention_windows", dict(ULTRABERT, attention_windows=[2, 0]), plain,
+         '"attention_windows" (a window per layer'),
+        ("mimi", dict(BASE, model_type="mimi"), plain,
+         'model_type "mimi" is refused: its attention layers sit in two stacks'),
+        ("kyutai_speech_to_text", dict(BASE, model_type="kyutai_speech_to_text"), plain,
+         'model_type "kyutai_speech_to_text" is refused: transformers\' full forward masks no '
+         "window"),
+        ("dinov3_vit", dict(BASE, model_type="dinov3_vit"), plain,
+         'model_type "dinov3_vit" is refused: its 2-D RoPE'),
+        ("parakeet_ctc", {"model_type": "parakeet_ctc", "encoder_config": BASE}, plain,
+         'model_type "parakeet_ctc" is refused: its conformer self-attention adds relative'),
+        ("wav2vec2_conformer", dict(BASE, model_type="wav2vec2-conformer"), plain,
+         'model_type "wav2vec2-conformer" is refused: its conformer self-attention'),
+        ("gradium_phonon_tts", dict(BASE, model_type="gradium_phonon_tts"), plain,
+         'model_type "gradium_phonon_tts" is refused: its checkpoints keep q, k and v fused'),
+        ("neucodec", dict(BASE, model_type="neucodec"), plain,
+         'model_type "neucodec" is refused: its RoPE turns each head by the head\'s index'),
+        ("pixtral", dict(BASE, model_type="pixtral"), plain,
+         'model_type "pixtral" is refused: a vision tower saved alone'),
+        ("vjepa2", dict(BASE, model_type="vjepa2"), plain,
+         'model_type "vjepa2" is refused: its 3-D RoPE'),
+        ("timesfm2_5", dict(BASE, model_type="timesfm2_5"), plain,
+         'model_type "timesfm2_5" is refused: its attention scales each feature of q'),
+        ("lasr_ctc_nested", {"model_type": "lasr_ctc", "encoder_config": BASE}, plain,
+         'model_type "lasr_ctc" is not a family ropeattn knows, and its config describes '
+         'attention ("encoder_config.num_attention_heads")'),
+    ]
+    for name, config, tensors, refused in refusals:
+        save(out, name, config, tensors, x, None, 0, refused=refused)

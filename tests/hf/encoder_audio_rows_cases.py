@@ -1,0 +1,96 @@
+"""encoder_audio_rows_cases.py: make_hf_cases.py's cases of the twelfth session's encoder and
+audio rows, each written by make_hf_cases.write_case from transformers' own model (the encoders
+without the causal mask: case.json "causal" false, no y_cache.npy):
+
+  gte_kv_heads_ignored, nomic_bert_kv_heads_ignored, jina_embeddings_v3_kv_heads_ignored
+      a num_key_value_heads of 2 beside 4 query heads in config.json, which these models never
+      read (their config classes have no such attribute): every head its own keys
+  ultrabert_sliding, ultrabert_full
+      UltraBERT's sliding layer (|i - j| <= sliding_window, 2 here) and full layer, each with its
+      rope (rope_parameters per layer type), grouped key/value heads and biases; the full one's
+      config.json without layer_types (its class's rule: every third layer full)
+  openai_privacy_filter_window
+      OpenAI's privacy filter: GPT-OSS's sinks, biases and yarn rope on interleaved pairs, q and k
+      each scaled by head_dim^-0.25, every layer seeing |i - j| <= sliding_window (3 here)
+  higgs_audio_v2_llama3, pocket_tts_bias
+      audio decoders with Llama's attention (Higgs Audio v2's llama3 rope; Pocket TTS's
+      attention_bias)
+  codegen_qvk_groups_bf16
+      CodeGen's qkv_proj (q, v, k per model-parallel group) saved in BF16
+  glmasr_text, musicflamingo_text
+      speech and music models saved whole with a tiny audio encoder: their text layer (Llama's,
+      Qwen2's) read through text_config, under language_model.model.layers.N
+"""
+import torch
+import transformers
+
+import make_hf_cases as m
+from rope_rows_cases import encoder
+
+
+def encoder_audio_rows_cases():
+    kv = {"num_key_value_heads": 2}
+    yield encoder("gte_kv_heads_ignored", "Gte", "GteForMaskedLM", **kv)
+    yield encoder("nomic_bert_kv_heads_ignored", "NomicBert", "NomicBertForMaskedLM", **kv)
+    yield encoder("jina_embeddings_v3_kv_heads_ignored", "JinaEmbeddingsV3",
+                  "JinaEmbeddingsV3Model", layer=0, **kv)
+    ropes = {"sliding_attention": {"rope_type": "default", "rope_theta": 300.0},
+             "full_attention": {"rope_type": "default", "rope_theta": 50000.0}}
+    # (the full layer's config without layer_types: the class's rule, layers 2, 5 ... full)
+    for kind, layer, keys in (("sliding", 0, None), ("full", 2, {"layer_types": None})):
+        case = encoder(f"ultrabert_{kind}", "Ultrabert", "UltrabertForMaskedLM", layer=layer,
+                       config_keys=keys, num_hidden_layers=3, num_key_value_heads=2,
+                       attention_bias=True, sliding_window=2, rope_parameters=ropes)
+        # (a rope per layer type: no freqs table of the config's)
+        yield case and case[:5] + (dict(case[5], freqs=False),)
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
+    higgs = dict(m.TINY, head_dim=16, audio_token_id=12, audio_bos_token_id=13,
+                 audio_delay_token_id=14, bos_token_id=1, eos_token_id=2, num_codebooks=2,
+                 codebook_size=8)
+    yield m.family("higgs_audio_v2_llama3", "HiggsAudioV2", higgs, rope=llama3,
+                   pos=m.positions(20), model="HiggsAudioV2ForConditionalGeneration")
+    flow = {"condition_dim": m.TINY["hidden_size"], "latent_dim": 4, "hidden_size": 8,
+            "num_hidden_layers": 1}
+    # (its special tokens inside TINY's vocabulary of 16)
+    tokens = dict(audio_prompt_token_id=12, audio_latent_token_id=13, audio_prompt_bos_token_id=14,
+                  audio_bos_token_id=15)
+    yield m.family("pocket_tts_bias", "PocketTTS", dict(m.TINY, attention_bias=True, latent_dim=4,
+                                                        flow_head_config=flow, **tokens),
+                   model="PocketTTSForConditionalGeneration")
+    yield m.family("codegen_qvk_groups_bf16", "CodeGen",
+                   dict(n_embd=64, n_head=8, rotary_dim=4, n_layer=1, n_inner=16, vocab_size=16,
+                        n_positions=64), theta=None, dtype=torch.bfloat16)
+    yield from audio_text_cases()
+    config_cls = getattr(transformers, "OpenAIPrivacyFilterConfig", None)
+    if config_cls is None:
+        return
+    config = config_cls(**dict(m.TINY, num_hidden_layers=1, head_dim=16, sliding_window=3,
+                               num_local_experts=2, num_experts_per_tok=1,
+                               rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                                "beta_fast": 32.0, "beta_slow": 1.0,
+                                                "truncate": False, "rope_theta": 1000.0,
+                                                "original_max_position_embeddings": 16}))
+    yield ("openai_privacy_filter_window", transformers.OpenAIPrivacyFilterForTokenClassification,
+           config, 0, m.positions(7), dict(cached=False, causal=False, half_table=True))
+
+
+def audio_text_cases():
+    """GLM-ASR (Llama's text model) and Music Flamingo (Qwen2's), each with a one-layer audio
+    encoder beside it."""
+    if not hasattr(transformers, "GlmAsrConfig"):
+        return
+    audio = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4,
+                 intermediate_size=16, num_hidden_layers=1, head_dim=8)
+    config = transformers.GlmAsrConfig(text_config=transformers.LlamaConfig(**m.TINY).to_dict(),
+                                       audio_config=audio)
+    yield ("glmasr_text", transformers.GlmAsrForConditionalGeneration, config, 0,
+           m.positions(7), {})
+    if not hasattr(transformers, "MusicFlamingoConfig"):
+        return
+    config = transformers.MusicFlamingoConfig(
+        text_config=transformers.Qwen2Config(**m.TINY).to_dict(),
+        audio_config=dict(model_type="audioflamingo3_encoder", num_hidden_layers=1, d_model=32,
+                          encoder_attention_heads=4, encoder_ffn_dim=16))
+    yield ("musicflamingo_text", transformers.MusicFlamingoForConditionalGeneration, config, 0,
+           m.positions(7), {})

@@ -820,9 +820,10 @@ static const ra_hf_family families[] = {
         "rope_theta=500000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=8192 rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("exaone4", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
-    /* Exaone4_5_Config without text_config: Exaone4Config's defaults */
+    /* Exaone4_5_Config without text_config: Exaone4Config's defaults; a text_config without
+     * model_type refused (its __post_init__ reads text_config["model_type"]: KeyError) */
     ROW("exaone4_5", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0),
-        DEFAULT_TEXT),
+        DEFAULT_TEXT, .text_config_typed = 1),
     /* EXAONE 4.5's text_config (Exaone4_5_Config renames its model_type exaone4; it fails
      * on a text_config without one) */
     ROW("exaone4_5_text", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),

@@ -1041,25 +1041,30 @@ static ra_status standardize_rope(ra_hf_rope *rope, const ra_hf_fields *out, con
 }
 
 /* model_type of the text model: text's, else the top level's; "" when
- * neither has one. */
+ * neither has one.  The top level's row may read its text_config as its own
+ * (text_config_merged) or refuse one without model_type (text_config_typed). */
 static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fields *out,
                                  const char *name, char *msg, size_t msg_len)
 {
     const cJSON *item = NULL, *top = NULL;
     RA_TRY(ra_io_json_key(root, "model_type", name, &top, msg, msg_len));
     if (text != root) RA_TRY(ra_io_json_key(text, "model_type", name, &item, msg, msg_len));
-    const ra_hf_family *merged =
+    const ra_hf_family *row =
         top && cJSON_IsString(top) ? ra_hf_family_find(top->valuestring) : NULL;
-    if (item && merged && merged->text_config_merged) { /* read as its row, if it is its own */
+    if (item && row && row->text_config_merged) { /* read as its row, if it is its own */
         char own[64];
-        snprintf(own, sizeof own, "%s_text", merged->model_type);
+        snprintf(own, sizeof own, "%s_text", row->model_type);
         if (!cJSON_IsString(item) || strcmp(item->valuestring, own) != 0)
             return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                               "%s: text_config's \"model_type\" is not \"%s\", and model_type "
                               "\"%s\" merges its own text defaults under it: refused", name, own,
-                              merged->model_type);
+                              row->model_type);
         item = NULL;
-    }
+    } else if (text != root && !item && row && row->text_config_typed)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: text_config has no \"model_type\", which model_type \"%s\"'s "
+                          "config class reads (transformers fails): refused", name,
+                          row->model_type);
     if (item == NULL) item = top;
     if (item == NULL) return RA_OK;
     if (!cJSON_IsString(item) || strlen(item->valuestring) >= sizeof out->model_type)

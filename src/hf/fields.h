@@ -627,6 +627,9 @@ typedef struct ra_hf_family {
      * merges its own text defaults under the saved text_config (Voxtral
      * Realtime's sub_configs_defaults) */
     int text_config_merged;
+    /* Nonzero: a text_config without "model_type" is refused, as its config
+     * class fails on one (Exaone4_5_Config reads text_config["model_type"]) */
+    int text_config_typed;
     /* The sections its code's chunked M-RoPE splits the rotary pairs by
      * where mrope_section is absent ({0}: none; GLM-4.1V's [8, 12, 12]) */
     int64_t mrope_default[3];

@@ -10,6 +10,8 @@ message (the rows that run are checked against transformers itself: tests/hf/tex
              defaults under it): refused
   glm4v_text  no mrope_section, where its code's default [8, 12, 12] does not split the
              rotary pairs (transformers fails): refused
+  exaone4_5  a text_config without model_type (Exaone4_5_Config reads
+             text_config["model_type"]: transformers fails): refused
 
 and two wrappers that run, their text_config without model_type (read as the class the
 wrapper gives it; their whole models, too large to save here, are checked through their text
@@ -63,6 +65,9 @@ def text_refusals_cases(out):
                         for p, n in (("q", H * D), ("k", K * D), ("v", K * D))}),
          'no "mrope_section", and model_type "glm4v_text"\'s code splits the rotary pairs by '
          'its default [8, 12, 12]'),
+        ("exaone4_5_untyped_text_config",
+         {"model_type": "exaone4_5", "text_config": dict(BASE, head_dim=D)}, plain,
+         'text_config has no "model_type", which model_type "exaone4_5"\'s config class reads'),
     ]
     for name, config, tensors, refused_msg in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused_msg)

@@ -16,7 +16,7 @@
 #define H RA_LAYOUT_HALF        /* transformers' rotate_half */
 #define I RA_LAYOUT_INTERLEAVED /* pairs (2i, 2i + 1): Cohere, GLM, GPT-J, Llama 4 */
 
-#define FUSED "its fused query_key_value / qkv weights are not read yet"
+#define FUSED "its fused query_key_value / qkv weights are not supported"
 /* Dots3NoteTextConfig's: latent attention with a gate per head (g_proj), rescaled latents and
  * the rotated key normed, its sizes per layer (per_layer_config, swa_*), the indexer on the
  * indexed_attention layers only, the sliding layers' rope of their own; layer_types as
@@ -205,7 +205,7 @@
 #define MOLMO2                                                                           \
     "its rope scaled only in the layers rope_scaling_layers names (the others the default " \
     "rope), and its q/k norms by qk_norm_type (per head, or over the projection), are not " \
-    "read yet"
+    "supported"
 #define MUSE                                                                             \
     "its attention (q and k RMS-normed without weights, q times qk_scale_factor, the "   \
     "output times sigmoid(gate_proj(x)); RoPE only in the layers the model gives it) is not " \
@@ -220,11 +220,11 @@
 #define STEP3P7                                                                          \
     "its attention (Gemma's q/k norms, query_pre_attn_scalar, a sigmoid gate per head from " \
     "g_proj, query heads per layer type through per_layer_config, a partial rope per layer " \
-    "type) is not read yet"
+    "type) is not supported"
 #define DIFFUSION_GEMMA                                                                  \
     "its text model is an encoder stack and a decoder stack whose attention reads the "    \
     "encoder's keys and values without a causal mask, and ropeattn reads one stack of "    \
-    "layers: not read yet"
+    "layers: not supported"
 #define EMBEDDING_GEMMA2                                                                 \
     "an encoder whose sliding layers see a window on both sides of each token (Gemma 4's "  \
     "attention without a causal mask): not supported"
@@ -609,7 +609,7 @@ static const ra_hf_names ultrabert_names[] = {
 #define ENCODER_DECODER                                                                  \
     "an encoder-decoder model: its layers sit in an encoder and a decoder stack of their own "  \
     "configs (the decoder's beside cross-attention), and ropeattn reads one stack of layers: " \
-    "not read yet"
+    "not supported"
 /* Hybrids whose attention layers have no RoPE at all (JambaAttention, NemotronHAttention) */
 #define NO_ROTARY(beside)                                                                \
     "its attention layers (beside " beside ") apply no rotary embedding: not a RoPE layer"
@@ -669,7 +669,7 @@ static const ra_hf_family families[] = {
     ROW("blt", I, 0,
         "its attention layers sit in four stacks of their own sizes (local_encoder, "
         "global_transformer, local_decoder, patcher: encoder_config, global_config, "
-        "decoder_config, patcher_config), and ropeattn reads one stack of layers: not read yet",
+        "decoder_config, patcher_config), and ropeattn reads one stack of layers: not supported",
         NULL, NOWINDOW, NO_BIAS),
     /* ChameleonConfig: Llama's attention, head_dim hidden_size / num_attention_heads (a head_dim
      * key that differs is refused), q and k LayerNormed per head (ChameleonLayerNorm: each head
@@ -717,7 +717,7 @@ static const ra_hf_family families[] = {
         COSMOS3_EDGE_ROPE),
     ROW("csm", H, 0,
         "its backbone and its depth decoder (depth_decoder_config) are two stacks of RoPE "
-        "layers of their own sizes, and ropeattn reads one stack of layers: not read yet", NULL,
+        "layers of their own sizes, and ropeattn reads one stack of layers: not supported", NULL,
         NOWINDOW, NO_BIAS),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, WHOLE, NULL,
@@ -906,7 +906,7 @@ static const ra_hf_family families[] = {
     ROW("gradium_phonon_tts", H, 0,
         "its checkpoints keep q, k and v fused in flow_lm.transformer.layers.N.self_attn.in_proj "
         "with q's and k's rows in interleaved pairs (transformers splits and permutes them at "
-        "load) and their biases under model.layers.N.self_attn: not read yet",
+        "load) and their biases under model.layers.N.self_attn: not supported",
         NULL, NOWINDOW, NO_BIAS),
     ROW("granite", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL, "attention_multiplier=1", NOWINDOW,
         ALL(AB, 0)),
@@ -1048,7 +1048,7 @@ static const ra_hf_family families[] = {
     ROW("longcat_flash", I, 0,
         "its decoder layers hold two latent attention modules each (self_attn.0 and "
         "self_attn.1: cache slots 2N and 2N + 1), their q and latents rescaled (mla_scale_q_lora, "
-        "mla_scale_kv_lora): not read yet", NULL, NOWINDOW, NO_BIAS),
+        "mla_scale_kv_lora): not supported", NULL, NOWINDOW, NO_BIAS),
     /* MellumConfig: a rope per layer type; layer_types, else every layer full */
     ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "

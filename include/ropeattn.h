@@ -95,8 +95,10 @@
  *     of the head: scores + mask keeps the NaN, and 0 * NaN = NaN in
  *     probs @ v.)  In RoPE a NaN reaches both features of its pair.
  *   - Positions lie in [0, RA_MAX_POSITION = 2^32], with angles within 1e-6
- *     of exact math throughout; one past is RA_ERR_POSITION, before
- *     anything is written.
+ *     of exact math throughout (for a base theta >= 1, whose frequencies are
+ *     at most 1: a base below 1 is taken, as transformers takes it, and an
+ *     angle m f is then within about m f 2^-53, a frequency f up to 1 /
+ *     theta); one past is RA_ERR_POSITION, before anything is written.
  *
  * RoPE (the derivation, in one line): choose f(q, m) so that
  *   <f(q, m), f(k, n)> depends only on m - n.  The answer rotates each pair of
@@ -291,7 +293,7 @@ RA_API ra_status ra_simd_check_environment(void);
  *   cos[m, i] = cos(m * theta^(-2i/dim)), sin[m, i] = sin(...)
  * cos and sin must not overlap (RA_ERR_ARGUMENT).
  * The angle is formed in double and rounded once, so every entry is within
- * 1e-6 of exact math for m up to RA_MAX_POSITION.
+ * 1e-6 of exact math for m up to RA_MAX_POSITION (theta >= 1; see above).
  *   cos, sin: [end, dim/2] */
 RA_API ra_status ra_precompute_freqs(float *cos, float *sin, int64_t dim,
                                      int64_t end, double theta);

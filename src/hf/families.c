@@ -1324,7 +1324,8 @@ static const ra_hf_family families[] = {
     /* UltrabertConfig: EuroBERT's attention (grouped key/value heads, attention_bias for q, k, v
      * and o), no causal mask; its sliding layers (layer_types, else all but every third) see
      * |i - j| <= sliding_window; a rope per layer type */
-    ROW("ultrabert", H, RA_HF_NON_CAUSAL | RA_HF_LOCAL_ROPE | WHOLE, NULL,
+    ROW("ultrabert", H, RA_HF_NON_CAUSAL | RA_HF_LOCAL_ROPE | RA_HF_ROPE_THETA_PER_LAYER | WHOLE,
+        NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=32768 "
         "sliding_window=128", RA_HF_WINDOWS_FULL_EVERY_THIRD, ALL(AB, 0), ULTRABERT_ROPE,
         .names = ultrabert_names),

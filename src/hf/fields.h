@@ -427,6 +427,10 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* with RA_HF_GATE_PER_HEAD: the gate saved as gate_proj.weight, which transformers renames g_proj
  * on load (its conversion mapping), g_proj.weight read too (LFM3) */
 #define RA_HF_GATE_SAVED_AS_GATE_PROJ RA_HF_BIT(66)
+/* a top-level rope_theta is a base per layer (UltraBERT's older checkpoints), which the config
+ * class turns into rope_parameters per layer type, or ignores beside rope_parameters: any but
+ * null refused, naming it (a number ran on the default ropes) */
+#define RA_HF_ROPE_THETA_PER_LAYER RA_HF_BIT(67)
 /* A.X-K2 (bits 68-71, 104-111): */
 /* latent attention's q_b_proj is q_gate_proj [H * (D + Dv), 2 q_lora_rank] (saved as
  * q_b_proj, the row's latent_q_b read too): it reads [q_a_layernorm(qa) | qa], the q latent after its norm

@@ -140,8 +140,8 @@ def readme_lines(library, listed, expected, version):
     refused = (f"- **Refused, naming why:** {counts['refused']} listed families, and "
                f"{sum(bool(library[t][1]) for t in others)} more of ropeattn's table (each "
                f"in docs/FAMILIES.md); ALiBi, any key or tensor changing attention that the "
-               f"family does not run ({counts['no model']} listed families the sweep cannot "
-               f"build yet).")
+               f"family does not run ({counts['no model']} listed families whose tiny model "
+               f"the sweep cannot build).")
     return [line for part in (run, refused)
             for line in textwrap.wrap(part, 76, subsequent_indent="  ")]
 

@@ -4,7 +4,7 @@ attention on NumPy arrays, through the ropeattn C library.
 Shapes: B batch, S tokens, H query heads, Hkv key/value heads (H % Hkv == 0),
 D head_dim.
 
-    RotaryEmbedding(head_dim, theta=10000.0, rope_type="default", layout="half", ...)
+    RotaryEmbedding(head_dim, theta=10000.0, rope_type=None, layout="half", ...)
         .inv_freq, .attention_factor, .cos_sin(positions)
     apply_rotary(x [B, S, H, D], positions=None, rope=None, inverse=False, out=None,
                  shape="bshd")   (shape="bhsd": x [B, H, S, D])

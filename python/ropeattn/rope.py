@@ -84,11 +84,13 @@ class RotaryEmbedding:
     """RoPE's frequencies for one head size, as Hugging Face's rotary
     embedding (modeling_rope_utils) computes them, in double.
 
-    RotaryEmbedding(head_dim, theta=10000.0, rope_type="default",
+    RotaryEmbedding(head_dim, theta=10000.0, rope_type=None,
                     layout="half", **scaling)
 
     rope_type: "default", "linear", "dynamic", "yarn", "llama3" or
-      "longrope" (a rope_scaling dict's "rope_type", or its older "type").
+      "longrope" (a rope_scaling dict's "rope_type", or its older "type"
+      where rope_type is None; given both, rope_type wins, as transformers
+      reads them); None and no "type": "default".
     layout: "half" pairs features (i, i + D/2) as Hugging Face's rotate_half;
       "interleaved" pairs (2i, 2i + 1) as Meta's LLaMA code.
     scaling: a rope_scaling dict's keys: factor,
@@ -135,10 +137,11 @@ class RotaryEmbedding:
     number of threads may use it.
     """
 
-    def __init__(self, head_dim, theta=10000.0, rope_type="default", layout="half", axial=None,
+    def __init__(self, head_dim, theta=10000.0, rope_type=None, layout="half", axial=None,
                  axial_column_first=False, **scaling):
-        if "type" in scaling:  # older rope_scaling dicts
-            rope_type = scaling.pop("type")
+        older = scaling.pop("type", None)  # older rope_scaling dicts' key
+        if rope_type is None:  # transformers: rope_type, else type, else "default"
+            rope_type = "default" if older is None else older
         if rope_type == "mrope":  # Qwen2-VL's first configs: default, in sections
             rope_type = "default"
         if rope_type not in ROPE_TYPES:
@@ -303,9 +306,22 @@ class RotaryEmbedding:
                 f"rotary_dim={self.rotary_dim}{axial})")
 
 
+def _typed(value):
+    """value's type with value, a tuple's elements' each: a cache key that
+    equal values of other types (True and 1, 8.0 and 8) do not share."""
+    if isinstance(value, tuple):
+        return tuple, tuple(_typed(v) for v in value)
+    return type(value), value
+
+
 @functools.lru_cache(maxsize=16)
 def _cached_rope(head_dim, items):
-    return RotaryEmbedding(head_dim, **dict(items))
+    """RotaryEmbedding(head_dim, **keywords), items the keywords as sorted
+    (key, _typed(value), value) triples: a value equal to a cached rope's
+    but refused by RotaryEmbedding (theta=True beside 1, rotary_dim=8.0
+    beside 8, mrope_section (4.0, 2, 2)) is checked, not served that
+    rope."""
+    return RotaryEmbedding(head_dim, **{key: value for key, _, value in items})
 
 
 def _within_int64(ids):
@@ -431,7 +447,8 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, out=None, context=
     code = dtype_code(x, "x", dtype)
     if rope is None:
         try:
-            rope = _cached_rope(x.shape[3], tuple(sorted(rope_kwargs.items())))
+            rope = _cached_rope(x.shape[3], tuple(sorted((key, _typed(value), value) for
+                                                         key, value in rope_kwargs.items())))
         except TypeError:  # unhashable values (longrope's lists)
             rope = RotaryEmbedding(x.shape[3], **rope_kwargs)
     elif rope_kwargs:

@@ -72,6 +72,43 @@ def test_yarn_truncate_none_is_no_truncation():
     assert np.abs(inv[None] - inv[True]).max() > 0.1
 
 
+def test_rope_keywords_checked_whatever_was_cached():
+    """apply_rotary's rope keywords are checked as RotaryEmbedding's on
+    every call: its cache of ropes by keywords served theta=True the rope
+    made for theta=1 (and rotary_dim=8.0 that of 8), equal values as
+    Python compares them, where a fresh call refused them."""
+    x = randn(1, 4, 2, 16)
+    ropeattn.apply_rotary(x, theta=1)
+    ropeattn.apply_rotary(x, rotary_dim=8)
+    ropeattn.apply_rotary(x, mrope_section=(4, 2, 2), mrope_interleaved=True)
+    with pytest.raises(ropeattn.ArgumentError, match="theta"):
+        ropeattn.apply_rotary(x, theta=True)
+    with pytest.raises(ropeattn.ArgumentError, match="rotary_dim"):
+        ropeattn.apply_rotary(x, rotary_dim=8.0)
+    with pytest.raises(ropeattn.ArgumentError, match="mrope_interleaved"):
+        ropeattn.apply_rotary(x, mrope_section=(4, 2, 2), mrope_interleaved=1)
+    with pytest.raises(ropeattn.ArgumentError, match="mrope_section"):
+        ropeattn.apply_rotary(x, mrope_section=(4.0, 2, 2), mrope_interleaved=True)
+    np.testing.assert_array_equal(ropeattn.apply_rotary(x, theta=1.0),
+                                  ropeattn.apply_rotary(x, theta=1))
+
+
+def test_rope_type_wins_over_older_type():
+    """A rope_scaling dict with both keys: transformers reads rope_type
+    (rope_parameters.get("rope_type", rope_parameters.get("type"))); the
+    older "type" is read only without it.  {"rope_type": "yarn", "type":
+    "linear"} ran as linear here (the keyword "type" replaced rope_type)."""
+    scaling = dict(factor=4.0, original_max_position_embeddings=32)
+    yarn = ropeattn.RotaryEmbedding(16, rope_type="yarn", **scaling)
+    both = ropeattn.RotaryEmbedding(16, **{"rope_type": "yarn", "type": "linear"}, **scaling)
+    assert both.rope_type == "yarn"
+    np.testing.assert_array_equal(both.inv_freq, yarn.inv_freq)
+    assert both.attention_factor == yarn.attention_factor
+    assert ropeattn.RotaryEmbedding(16, type="yarn", **scaling).rope_type == "yarn"
+    assert ropeattn.RotaryEmbedding(16, rope_type="default", type="yarn").rope_type == "default"
+    assert ropeattn.RotaryEmbedding(16).rope_type == "default"
+
+
 @pytest.mark.parametrize("kind", ["linear", "llama3", "yarn", "dynamic"])
 def test_scaled_types(kind):
     d, theta = 64, 10000.0
@@ -413,7 +450,7 @@ def test_by_length_ropes_are_freed_without_the_garbage_collector():
                                 dict(mrope_section=[True, 3, 4]),  # read as (1, 3, 4)
                                 dict(mrope_section=[2, 2, 2, 2]),
                                 dict(mrope_section=[2, 3, 3], mrope_interleaved="no"),
-                                dict(mrope_section=[2, 3, 3], mrope_interleaved=1),
+                                dict(mrope_section=(4, 2, 2), mrope_interleaved=1),
                                 dict(rotary_dim=8.0), dict(rotary_dim=True),
                                 dict(table_size=True), dict(table_size=64.5)])
 def test_rope_integer_and_flag_keys_are_refused_in_their_names(kw):

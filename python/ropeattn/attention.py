@@ -20,6 +20,8 @@ def _positive(value, name, kind):
         return 0
     if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
         raise ArgumentError(f"{name}: expected a positive number or None, got {value!r}")
+    if isinstance(value, numbers.Integral) and value >= 2 ** 63:  # an OverflowError unnamed
+        raise ArgumentError(f"{name}: {value} is beyond int64 (2^63 - 1)")
     return value
 
 
@@ -52,8 +54,9 @@ def _block(q_start, k_start, seq):
     """(q_start, k_start, seq) as the block calls take them: whole numbers,
     the starts >= 0, seq >= 0 (the library checks them against the rows)."""
     for value, name in ((q_start, "q_start"), (k_start, "k_start"), (seq, "seq")):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
-            raise ArgumentError(f"{name}: expected a whole number >= 0, got {value!r}")
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
+                not 0 <= value < 2 ** 63:
+            raise ArgumentError(f"{name}: expected a whole number >= 0 (int64), got {value!r}")
     return int(q_start), int(k_start), int(seq)
 
 
@@ -109,7 +112,8 @@ class _Call:
         b, s = q.shape[0], q.shape[1] if block is None else block[2]
         if padding_mask is not None:
             padding_mask = _padding_mask(padding_mask, b, s, "padding_mask")
-        if not 0.0 <= dropout_p < 1.0:
+        if not isinstance(dropout_p, numbers.Real) or isinstance(dropout_p, bool) or \
+                not 0.0 <= dropout_p < 1.0:
             raise ArgumentError(f"dropout_p: expected a probability in [0, 1), "
                                 f"got {dropout_p!r}")
         if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 64:

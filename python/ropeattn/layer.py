@@ -97,11 +97,14 @@ def _rope_keys(rope_parameters):
 
 
 def _count(value, name, least):
-    """An int option: None gives None, else an int >= least."""
+    """An int option: None gives None, else an int >= least (int64: past it
+    the extension raised OverflowError, naming no argument)."""
     if value is None:
         return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
-        raise ArgumentError(f"{name}: expected an integer >= {least} or None, got {value!r}")
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
+            not least <= value < 2 ** 63:
+        raise ArgumentError(f"{name}: expected an integer >= {least} (int64) or None, "
+                            f"got {value!r}")
     return int(value)
 
 
@@ -649,6 +652,8 @@ def _id_array(values, n, name):
     if a.shape != (n,) or (a.size and a.dtype.kind not in "iu"):
         raise ArgumentError(f"{name}: expected {n} integers (one per row of x), got "
                             f"{a.dtype} of shape {a.shape}")
+    if a.dtype.kind == "u" and a.size and int(a.max()) >= 2 ** 63:  # as int64: negative
+        raise ArgumentError(f"{name}: {int(a.max())} is beyond int64 (2^63 - 1)")
     return index_copy(a)
 
 
@@ -730,8 +735,9 @@ class KVPool:
 
     @staticmethod
     def _id(seq):
-        if not isinstance(seq, numbers.Integral) or isinstance(seq, bool):
-            raise ArgumentError(f"expected a sequence id (an integer), got {seq!r}")
+        if not isinstance(seq, numbers.Integral) or isinstance(seq, bool) or \
+                not -2 ** 63 <= seq < 2 ** 63:
+            raise ArgumentError(f"expected a sequence id (an int64), got {seq!r}")
         return int(seq)
 
     def __repr__(self):

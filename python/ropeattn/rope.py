@@ -62,12 +62,14 @@ def _check_key(key, value):
                 not 1 <= value < 2 ** 63:
             raise ArgumentError(f"{key}: expected a positive integer (int64), got {value!r}")
     elif key in COUNTS:
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
-            raise ArgumentError(f"{key}: expected an integer >= 0, got {value!r}")
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
+                not 0 <= value < 2 ** 63:
+            raise ArgumentError(f"{key}: expected an integer >= 0 (int64), got {value!r}")
     elif key == "mrope_section":
         section = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else (value,)
         if len(section) != 3 or not all(isinstance(v, numbers.Integral) and
-                                        not isinstance(v, bool) and v >= 0 for v in section):
+                                        not isinstance(v, bool) and 0 <= v < 2 ** 63
+                                        for v in section):
             raise ArgumentError(f"mrope_section: expected 3 integers >= 0 (pairs of the "
                                 f"temporal, height and width components), got {value!r}")
     elif key == "mrope_interleaved":
@@ -153,6 +155,10 @@ class RotaryEmbedding:
             raise ArgumentError(f'axial: expected None, "alternate" or "shared", got {axial!r}')
         if not isinstance(axial_column_first, bool):
             raise ArgumentError(f"axial_column_first: expected a bool, got {axial_column_first!r}")
+        if not isinstance(head_dim, numbers.Integral) or isinstance(head_dim, bool) or \
+                not 1 <= head_dim < 2 ** 63:  # True ran as 1, 2^70 raised OverflowError
+            raise ArgumentError(f"head_dim: expected a positive integer (int64), "
+                                f"got {head_dim!r}")
         _check_key("theta", theta)
         fields = {}
         for key, value in scaling.items():
@@ -551,8 +557,9 @@ def freqs(head_dim, end, theta=10000.0):
     and >= 2, end in [0, 2^32 + 1], theta finite and > 0, not subnormal
     (else ArgumentError, with the library's message)."""
     for value, name in ((head_dim, "head_dim"), (end, "end")):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-            raise ArgumentError(f"{name}: expected an integer, got {value!r}")
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or \
+                not -2 ** 63 <= value < 2 ** 63:
+            raise ArgumentError(f"{name}: expected an integer (int64), got {value!r}")
     if not isinstance(theta, numbers.Real) or isinstance(theta, bool):
         raise ArgumentError(f"theta: expected a number, got {theta!r}")
     if end == 0:  # an empty table, once the library accepts head_dim and theta

@@ -1,5 +1,6 @@
 """attention against the float64 reference."""
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -190,6 +191,14 @@ def test_bad_inputs():
     assert e.value.status is not None and "ra_attention" in str(e.value)
     with pytest.raises(ValueError, match="dropout"):
         ropeattn.attention(q, k, v, dropout_p=1.0)
+    for p in ("0.1", False, None, np.array([0.1, 0.2])):  # a TypeError naming no argument;
+        with pytest.raises(ValueError, match="dropout_p"):  # False ran as 0
+            ropeattn.attention(q, k, v, dropout_p=p)
+    for option in ("window", "chunk"):  # past int64: an OverflowError naming no argument
+        with pytest.raises(ValueError, match=f"{option}: 1180591620717411303424"):
+            ropeattn.attention(q, k, v, **{option: 2 ** 70})
+    with pytest.raises(ValueError, match="q_start"):
+        sys.modules["ropeattn.attention"].attention_block_forward(q, k, v, 2 ** 63, 0, 13)
     with pytest.raises(TypeError, match="Context"):
         ropeattn.attention(q, k, v, context=1)
     for causal in (None, "no", 0):  # None read as False: no causal mask, silently

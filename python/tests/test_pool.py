@@ -128,3 +128,22 @@ def test_bad_ids_are_named():
         cache = ropeattn.KVCache(layer, batch=1, capacity=4)
         with pytest.raises(ropeattn.ArgumentError, match="batch"):
             layer(np.concatenate([x, x]), cache=cache)
+    # past int64, by their own value: as int64 they read negative (ids[0] -1,
+    # n_new[0] -1), or an OverflowError named no argument
+    for ids, n_new, named in (([2 ** 63], None, "ids: 9223372036854775808"),
+                              (np.array([2 ** 64 - 1], np.uint64), None,
+                               "ids: 18446744073709551615"),
+                              ([0], np.array([2 ** 63], np.uint64), "n_new: 9223372036854775808")):
+        with pytest.raises(ropeattn.ArgumentError, match=named):
+            layer(x, pool=pool, ids=ids, n_new=n_new)
+    for call in (pool.length, pool.fork, pool.free):
+        with pytest.raises(ropeattn.ArgumentError, match="sequence id"):
+            call(2 ** 70)
+    for size, named in ((dict(capacity=2 ** 70), "capacity"), (dict(batch=2 ** 63), "batch")):
+        with pytest.raises(ropeattn.ArgumentError, match=named):
+            ropeattn.KVCache(layer, **dict(dict(batch=1, capacity=4), **size))
+    with pytest.raises(ropeattn.ArgumentError, match="n_pages"):
+        ropeattn.KVPool(layer, n_pages=2 ** 64)
+    for option in ("layer", "n_tokens", "max_position", "seq_len", "n_heads"):
+        with pytest.raises(ropeattn.ArgumentError, match=option):
+            ropeattn.Layer.from_pretrained(HF / "llama_default", **{option: 2 ** 70})

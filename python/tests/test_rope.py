@@ -93,7 +93,25 @@ def test_rope_keywords_checked_whatever_was_cached():
                                   ropeattn.apply_rotary(x, theta=1))
 
 
-def test_rope_type_wins_over_older_type():
+def test_integers_past_int64_are_named():
+    """head_dim, rotary_dim, table_size, mrope_section and freqs' sizes
+    past int64 are ArgumentErrors naming them (an OverflowError named
+    none); head_dim True or 8.0 likewise (True ran as 1)."""
+    big = 2 ** 70
+    for make, named in ((lambda: ropeattn.RotaryEmbedding(big), "head_dim"),
+                        (lambda: ropeattn.RotaryEmbedding(True), "head_dim"),
+                        (lambda: ropeattn.RotaryEmbedding(8.0), "head_dim"),
+                        (lambda: ropeattn.RotaryEmbedding(8, rotary_dim=big), "rotary_dim"),
+                        (lambda: ropeattn.RotaryEmbedding(8, table_size=big), "table_size"),
+                        (lambda: ropeattn.RotaryEmbedding(8, mrope_section=[big, 0, 0]),
+                         "mrope_section"),
+                        (lambda: ropeattn.freqs(big, 4), "head_dim"),
+                        (lambda: ropeattn.freqs(8, big), "end")):
+        with pytest.raises(ropeattn.ArgumentError, match=named):
+            make()
+
+
+
     """A rope_scaling dict with both keys: transformers reads rope_type
     (rope_parameters.get("rope_type", rope_parameters.get("type"))); the
     older "type" is read only without it.  {"rope_type": "yarn", "type":

@@ -45,16 +45,21 @@ _DTYPES = {torch.float32: None, torch.float16: None, torch.bfloat16: "bfloat16"}
 
 
 def _view(t, name, allowed=(torch.float32,)):
-    """(NumPy view of t's memory, dtype keyword): no copy.  t must be a CPU
-    tensor of an allowed dtype."""
+    """(NumPy view of t's memory, dtype keyword): no copy, but of a
+    negated view (torch._neg_view's: its memory holds -t), whose values
+    are resolved first.  t must be a dense CPU tensor of an allowed dtype
+    (an input: the library never writes it)."""
     if not isinstance(t, torch.Tensor):
         raise DtypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     if t.device.type != "cpu":
         raise ArgumentError(f"{name}: expected a CPU tensor, got one on {t.device}")
+    if t.layout != torch.strided:  # numpy() raised a TypeError naming no argument
+        raise ArgumentError(f"{name}: expected a dense tensor, got layout {t.layout}: "
+                            f"pass {name}.to_dense()")
     if t.dtype not in allowed:
         raise DtypeError(f"{name}: expected {' or '.join(str(d) for d in allowed)}, "
                          f"got {t.dtype}")
-    t = t.detach()
+    t = t.detach().resolve_neg()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16), "bfloat16"
     return t.numpy(), None

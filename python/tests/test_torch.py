@@ -230,6 +230,12 @@ def test_bad_tensors():
     if hasattr(torch, "device") and torch.device("meta").type == "meta":
         with pytest.raises(ropeattn.ArgumentError):  # not a CPU tensor
             rt.attention(q.to("meta"), k, v)
+    with pytest.raises(ropeattn.ArgumentError, match="q: expected a dense tensor"):
+        rt.attention(q.to_sparse(), k, v)  # a TypeError from numpy(), naming nothing
+    # a negated view (its memory holds -q): numpy() raised RuntimeError
+    negated = torch._neg_view(-q)
+    assert negated.is_neg()
+    torch.testing.assert_close(rt.attention(negated, k, v), rt.attention(q, k, v), rtol=0, atol=0)
 
 
 def test_drop_in_rotary_pos_emb_uses_the_library(monkeypatch):

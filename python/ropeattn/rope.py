@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _ropeattn
 from ._arrays import (OTHER, array4, as_array, as_bshd, check_shape, dtype_code, flag, index_copy,
-                      input_view, maps)
+                      input_view, maps, not_masked)
 from ._ropeattn import ArgumentError, DtypeError
 
 # ra_rope_type and ra_layout (ropeattn.h), by Hugging Face's names.
@@ -75,7 +75,7 @@ def _check_key(key, value):
     elif key == "mrope_interleaved":
         flag(value, key)
     elif key in FACTOR_LISTS:
-        factors = np.asarray(value, dtype=object)
+        factors = np.asarray(not_masked(value, key), dtype=object)
         if factors.ndim != 1:
             raise ArgumentError(f"{key}: expected a list of numbers, got shape {factors.shape}")
         for i, factor in enumerate(factors):

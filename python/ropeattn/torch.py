@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from . import _ropeattn
+from ._arrays import not_masked
 from ._ropeattn import ArgumentError, DtypeError, UnsupportedError
 from .attention import (attention_backward, attention_block_backward,
                         attention_block_forward, attention_forward)
@@ -65,13 +66,14 @@ def _view(t, name, allowed=(torch.float32,)):
     return t.numpy(), None
 
 
-def _copy(a):
+def _copy(a, name):
     """A NumPy copy of a tensor, array or list (positions, masks): what a
     backward reads again, kept apart from the caller's, which may change in
-    place meanwhile.  None and ints as they are."""
+    place meanwhile.  None and ints as they are; a numpy.ma array refused
+    naming it (np.array dropped its mask)."""
     if a is None or isinstance(a, numbers.Integral):
         return a
-    return np.array(a.detach().cpu() if isinstance(a, torch.Tensor) else a)
+    return np.array(a.detach().cpu() if isinstance(a, torch.Tensor) else not_masked(a, name))
 
 
 def _context(context):
@@ -115,7 +117,7 @@ def apply_rotary(x, positions=None, rope=None, inverse=False, context=None, shap
         rope = RotaryEmbedding(x.shape[-1], **rope_kwargs)
     elif rope_kwargs:
         raise TypeError("apply_rotary: give rope= or rope keywords, not both")
-    return _Rotary.apply(x, _copy(positions), rope, inverse, _context(context), shape)
+    return _Rotary.apply(x, _copy(positions, "positions"), rope, inverse, _context(context), shape)
 
 
 _MASK_DTYPES = (torch.bool, torch.float32, torch.float16, torch.bfloat16)
@@ -128,7 +130,7 @@ def _mask(attn_mask):
     would be silently wrong), or an array-like (copied, as the backward
     reads it again)."""
     if attn_mask is None or not isinstance(attn_mask, torch.Tensor):
-        return _copy(attn_mask)
+        return _copy(attn_mask, "attn_mask")
     if attn_mask.requires_grad:
         raise ArgumentError("attn_mask: requires_grad=True, but ropeattn's backward gives no "
                             "gradient for the mask (a constant); pass attn_mask.detach(), or "
@@ -234,7 +236,8 @@ def _options(causal, window, chunk, softcap, scale, padding_mask, cu_seqlens, dr
     """attention's keywords as the NumPy functions take them, the arrays
     copied (what the backward reads again)."""
     return dict(causal=causal, window=window, chunk=chunk, softcap=softcap, scale=scale,
-                padding_mask=_copy(padding_mask), cu_seqlens=_copy(cu_seqlens),
+                padding_mask=_copy(padding_mask, "padding_mask"),
+                cu_seqlens=_copy(cu_seqlens, "cu_seqlens"),
                 dropout_p=dropout_p, seed=seed, shape=shape)
 
 
@@ -322,7 +325,7 @@ class RotaryEmbeddingModule(torch.nn.Module):
             if cache_position is None:
                 raise ArgumentError("RotaryEmbeddingModule: give position_ids or cache_position")
             position_ids = cache_position[None]
-        positions = _copy(position_ids)  # the tables' positions, whatever position_ids becomes
+        positions = _copy(position_ids, "position_ids")  # the tables' positions, whatever position_ids becomes
         cos, sin = self.rope.cos_sin(positions)
         cos = torch.from_numpy(cos).to(x.dtype)
         sin = torch.from_numpy(sin).to(x.dtype)

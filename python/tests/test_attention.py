@@ -1,6 +1,7 @@
 """attention against the float64 reference."""
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -299,3 +300,16 @@ def test_masked_arrays_are_refused():
                            attn_mask=np.ma.masked_array(np.ones((6, 6), bool)))
     with pytest.raises(ropeattn.DtypeError, match="^positions: a masked array"):
         ropeattn.apply_rotary(q, np.ma.masked_array(np.arange(6)))
+    # vision_windows' grid_thw and longrope's factors: windows for a masked
+    # image, a masked factor read (np.asarray dropped the mask)
+    grid = np.ma.masked_array([[1, 4, 4], [1, 8, 8]], mask=[[0, 0, 0], [1, 1, 1]])
+    with pytest.raises(ropeattn.DtypeError, match="^grid_thw: a masked array"):
+        ropeattn.vision_windows(Path(__file__).resolve().parents[2] / "tests" / "hf" /
+                                "qwen2_5_vl_multimodal", grid)
+    with pytest.raises(ropeattn.ArgumentError, match="grid_thw: 9223372036854775808"):
+        ropeattn.vision_windows(Path(__file__).resolve().parents[2] / "tests" / "hf" /
+                                "qwen2_5_vl_multimodal", np.array([[2 ** 63, 4, 4]], np.uint64))
+    factors = np.ma.masked_array([1.0, 2.0], mask=[0, 1])
+    with pytest.raises(ropeattn.DtypeError, match="^short_factor: a masked array"):
+        ropeattn.RotaryEmbedding(4, rope_type="longrope", short_factor=factors,
+                                 long_factor=[1.0, 1.0], original_max_position_embeddings=8)

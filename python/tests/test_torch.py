@@ -230,6 +230,14 @@ def test_bad_tensors():
     if hasattr(torch, "device") and torch.device("meta").type == "meta":
         with pytest.raises(ropeattn.ArgumentError):  # not a CPU tensor
             rt.attention(q.to("meta"), k, v)
+    # numpy.ma arrays where arrays are taken: np.array dropped the mask
+    masked = np.ma.masked_array([1, 1, 1, 1, 0], mask=[0, 0, 0, 0, 1])
+    with pytest.raises(ropeattn.DtypeError, match="^padding_mask: a masked array"):
+        rt.attention(q, k, v, padding_mask=masked[None])
+    with pytest.raises(ropeattn.DtypeError, match="^positions: a masked array"):
+        rt.apply_rotary(q, masked, rope=ropeattn.RotaryEmbedding(8))
+    with pytest.raises(ropeattn.DtypeError, match="^attn_mask: a masked array"):
+        rt.attention(q, k, v, attn_mask=np.ma.masked_array(np.ones((5, 5), bool)))
     with pytest.raises(ropeattn.ArgumentError, match="q: expected a dense tensor"):
         rt.attention(q.to_sparse(), k, v)  # a TypeError from numpy(), naming nothing
     # a negated view (its memory holds -q): numpy() raised RuntimeError

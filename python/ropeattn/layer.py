@@ -96,6 +96,34 @@ def _rope_keys(rope_parameters):
     return rope_parameters if isinstance(rope_parameters, dict) else ()
 
 
+def _json_scalar(value):
+    """json.dumps' default: a NumPy scalar (np.float32(2.0), np.int64) as
+    the Python number it holds."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} {value!r} is not a JSON value")
+
+
+def _rope_text(rope_parameters):
+    """rope_parameters as the JSON text the library reads: a dict dumped
+    (NumPy scalars as numbers), a str as it is, bytes decoded as UTF-8,
+    None as None; anything else, a value JSON has not (NaN, a set), or
+    bytes not UTF-8, an ArgumentError naming rope_parameters (json.dumps
+    raised TypeError naming a type, NaN became text the library found
+    malformed, bytes or a list a TypeError naming nothing)."""
+    try:
+        if isinstance(rope_parameters, dict):
+            return json.dumps(rope_parameters, allow_nan=False, default=_json_scalar)
+        if isinstance(rope_parameters, bytes):
+            return rope_parameters.decode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise ArgumentError(f"rope_parameters: {e}") from None
+    if rope_parameters is not None and not isinstance(rope_parameters, str):
+        raise ArgumentError(f"rope_parameters: expected a dict, its JSON text or None, got "
+                            f"{type(rope_parameters).__name__}")
+    return rope_parameters
+
+
 def _count(value, name, least):
     """An int option: None gives None, else an int >= least (int64: past it
     the extension raised OverflowError, naming no argument)."""
@@ -247,8 +275,7 @@ class Layer:
         if layout is not None and layout not in LAYOUTS:
             raise ArgumentError(f'layout: expected "half", "interleaved" or None, '
                                 f'got {layout!r}')
-        if isinstance(rope_parameters, dict):
-            rope_parameters = json.dumps(rope_parameters)
+        rope_parameters = _rope_text(rope_parameters)
         options = {"layer": _count(layer, "layer", 0),
                    "n_heads": _count(n_heads, "n_heads", 1),
                    "n_kv_heads": _count(n_kv_heads, "n_kv_heads", 1),

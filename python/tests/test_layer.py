@@ -171,6 +171,21 @@ def test_config_overrides():
             ropeattn.Layer.from_pretrained(d, layer=1, theta=theta)
     with pytest.raises(ropeattn.Error, match="ra_hf_config_set_rope_parameters"):
         ropeattn.Layer.from_pretrained(d, layer=1, rope_parameters="{not json")
+    # NumPy scalars are numbers (json.dumps raised TypeError); bytes are JSON
+    # text; NaN, a set, a list, bytes not UTF-8 are refused naming
+    # rope_parameters (TypeErrors naming none, or the library's "not valid
+    # JSON at column 35" for the NaN json.dumps wrote)
+    rope = ropeattn.Layer.from_pretrained(d, layer=1, rope_parameters={
+        "rope_type": "linear", "factor": np.float32(4.0), "rope_theta": np.int64(20000)}
+    ).config["rope"]
+    assert (rope["type"], rope["factor"], rope["theta"]) == ("linear", 4.0, 20000.0)
+    rope = ropeattn.Layer.from_pretrained(
+        d, layer=1, rope_parameters=b'{"rope_type": "linear", "factor": 2.0}').config["rope"]
+    assert (rope["type"], rope["factor"]) == ("linear", 2.0)
+    for bad in ({"rope_type": "linear", "factor": float("nan")}, {"rope_type": {1, 2}},
+                ["linear"], b"\xff"):
+        with pytest.raises(ropeattn.ArgumentError, match="^rope_parameters: "):
+            ropeattn.Layer.from_pretrained(d, layer=1, rope_parameters=bad)
     layer = ropeattn.Layer.from_pretrained(d, layer=1, n_kv_heads=2, layout="interleaved")
     assert layer.config["rope"]["layout"] == "interleaved"
 

@@ -116,7 +116,8 @@ class _Call:
                 not 0.0 <= dropout_p < 1.0:
             raise ArgumentError(f"dropout_p: expected a probability in [0, 1), "
                                 f"got {dropout_p!r}")
-        if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2 ** 64:
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or \
+                not 0 <= seed < 2 ** 64:  # a bool ran as seed 0 or 1
             raise ArgumentError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
         self.q, self.k, self.v = input_view(q), input_view(k), input_view(v)
         self.sinks = sinks

@@ -144,14 +144,15 @@ class RotaryEmbedding:
         older = scaling.pop("type", None)  # older rope_scaling dicts' key
         if rope_type is None:  # transformers: rope_type, else type, else "default"
             rope_type = "default" if older is None else older
-        if rope_type == "mrope":  # Qwen2-VL's first configs: default, in sections
-            rope_type = "default"
-        if rope_type not in ROPE_TYPES:
+        # str first: a list or an array raised TypeError (unhashable) or compared elementwise
+        if isinstance(rope_type, str) and rope_type == "mrope":
+            rope_type = "default"  # Qwen2-VL's first configs: default, in sections
+        if not isinstance(rope_type, str) or rope_type not in ROPE_TYPES:
             raise ArgumentError(f"rope_type: expected one of {', '.join(ROPE_TYPES)}, "
                                 f"got {rope_type!r}")
-        if layout not in LAYOUTS:
+        if not isinstance(layout, str) or layout not in LAYOUTS:
             raise ArgumentError(f'layout: expected "half" or "interleaved", got {layout!r}')
-        if axial not in AXIAL:
+        if not (axial is None or isinstance(axial, str)) or axial not in AXIAL:
             raise ArgumentError(f'axial: expected None, "alternate" or "shared", got {axial!r}')
         if not isinstance(axial_column_first, bool):
             raise ArgumentError(f"axial_column_first: expected a bool, got {axial_column_first!r}")
@@ -163,6 +164,10 @@ class RotaryEmbedding:
         fields = {}
         for key, value in scaling.items():
             if key == "truncate":  # None too: transformers' `if truncate:`, no truncation
+                if value is not None and not isinstance(value, (bool, np.bool_)):
+                    # its truth was taken ("false", NaN truncated; [] did not), where
+                    # config.json's truncate must be true, false or null
+                    raise ArgumentError(f"truncate: expected True, False or None, got {value!r}")
                 fields["yarn_no_truncate"] = not value
             elif value is None:  # transformers' "not given", as 0 is the library's
                 continue

@@ -195,6 +195,9 @@ def test_bad_inputs():
     for p in ("0.1", False, None, np.array([0.1, 0.2])):  # a TypeError naming no argument;
         with pytest.raises(ValueError, match="dropout_p"):  # False ran as 0
             ropeattn.attention(q, k, v, dropout_p=p)
+    for seed in (True, False):  # a bool ran as seed 1 or 0
+        with pytest.raises(ValueError, match="seed"):
+            ropeattn.attention(q, k, v, seed=seed)
     for option in ("window", "chunk"):  # past int64: an OverflowError naming no argument
         with pytest.raises(ValueError, match=f"{option}: 1180591620717411303424"):
             ropeattn.attention(q, k, v, **{option: 2 ** 70})

@@ -93,6 +93,24 @@ def test_rope_keywords_checked_whatever_was_cached():
                                   ropeattn.apply_rotary(x, theta=1))
 
 
+def test_names_and_flags_of_other_types_are_named():
+    """truncate is True, False or None, as config.json's true, false or
+    null (its truth was taken: "false" and NaN truncated, [] did not);
+    rope_type, layout and axial of other types are ArgumentErrors naming
+    them (a list raised TypeError 'unhashable type')."""
+    yarn = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64)
+    for truncate in ("false", float("nan"), [], 1):
+        with pytest.raises(ropeattn.ArgumentError, match="^truncate: expected True, False or None"):
+            ropeattn.RotaryEmbedding(16, **yarn, truncate=truncate)
+    np.testing.assert_array_equal(
+        ropeattn.RotaryEmbedding(16, **yarn, truncate=np.False_).inv_freq,
+        ropeattn.RotaryEmbedding(16, **yarn, truncate=False).inv_freq)
+    for key in ("rope_type", "layout", "axial"):
+        for value in (["half"], np.array(["half", "x"]), {}):
+            with pytest.raises(ropeattn.ArgumentError, match=f"^{key}: expected"):
+                ropeattn.RotaryEmbedding(16, **{key: value})
+
+
 def test_integers_past_int64_are_named():
     """head_dim, rotary_dim, table_size, mrope_section and freqs' sizes
     past int64 are ArgumentErrors naming them (an OverflowError named

@@ -722,6 +722,9 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling=N
                                f"({type(module).__name__}): whether it applies is "
                                f"module.training")
     p = dropout if dropout > 0 and module.training else 0.0
+    if s_aux is not None and not isinstance(s_aux, torch.Tensor):  # AttributeError: no .float
+        raise ArgumentError(f"s_aux: expected a tensor of sink logits [H], got "
+                            f"{type(s_aux).__name__}")
     sinks = None if s_aux is None else s_aux.float()  # exact: a model's dtype widened
     outs = [_attend_block(query, key, value, blk, scaling, p, softcap, sinks, context)
             for blk in blocks]

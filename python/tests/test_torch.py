@@ -442,6 +442,9 @@ def test_drop_in_bad_input():
         rt.eager_attention_forward(module, q, k, v, torch.zeros(1, 1, 5, 5), scaling=0.3)
     with pytest.raises(ropeattn.DtypeError):
         rt.eager_attention_forward(module, q.double(), k, v, None, scaling=0.3)
+    for s_aux in (0.5, [0.0] * 4, np.zeros(4, np.float32)):  # AttributeError: no .float()
+        with pytest.raises(ropeattn.ArgumentError, match="^s_aux: expected a tensor"):
+            rt.eager_attention_forward(module, q, k, v, None, s_aux=s_aux)
 
 
 def test_arguments_changed_in_place_before_backward():

@@ -31,7 +31,7 @@ def _fp8_scale_ok(scale):
     """Whether scale, as float32, is a normal number with 448 scale finite:
     ra_kv_cache_set_scales' rule and the CLI's --cache-scale's (a subnormal
     scale keeps fewer bits, and is 0 where subnormals are flushed)."""
-    if not isinstance(scale, numbers.Real):
+    if not isinstance(scale, numbers.Real) or isinstance(scale, bool):  # True ran as 1
         return False
     with np.errstate(over="ignore"):
         s = np.float32(float(scale))

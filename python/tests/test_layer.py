@@ -487,7 +487,7 @@ def test_bad_inputs(tmp_path):
         ropeattn.KVCache(layer, 2, s, dtype="int8", scale=0.5)
     with pytest.raises(ropeattn.ArgumentError, match="scale"):
         ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=0)
-    for tiny in (1e-45, 1e-40, 1e-50, 1e38):  # subnormal float32, 0, 448 s past a float
+    for tiny in (1e-45, 1e-40, 1e-50, 1e38, True):  # subnormal, 0, 448 s past a float; True ran as 1
         with pytest.raises(ropeattn.ArgumentError, match="normal float32"):
             ropeattn.KVCache(layer, 2, s, dtype="float8_e4m3fn", scale=tiny)
         with pytest.raises(ropeattn.ArgumentError, match="normal float32"):

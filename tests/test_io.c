@@ -742,6 +742,11 @@ static void test_st_format_rules(void)
         {"{" ENTRY("a", "\"U8\"", "[02]", "[0,2]") "}", 2,
          "the header holds the number 02; only non-negative integers written in plain "
          "digits are allowed"},
+        {"{" ENTRY("a", "\"U8\"", "[2.]", "[0,2]") "}", 2,
+         "the header holds the number 2.; only non-negative integers written in plain "
+         "digits are allowed"},
+        {"{" ENTRY("a\tb", "\"U8\"", "[2]", "[0,2]") "}", 2,
+         "the header is not valid JSON at line 1, column 4"},
         {"{" ENTRY("a", "\"U8\"", "[4]", "[2,6]") "}", 6, "data bytes [0, 2) belong to no tensor"},
         {"{" ENTRY("a", "\"U8\"", "[4]", "[0,4]") "}", 6, "data bytes [4, 6) belong to no tensor"},
         {"{}", 1, "data bytes [0, 1) belong to no tensor"},
@@ -971,6 +976,14 @@ static void test_config_hostile(void)
         {"{\"a\": [1], \"b\": 1, 2: 3}",
          "config.json: not valid JSON at line 1, column 20"},
         {"[1, 2]", "config.json: the top level is not a JSON object"},
+        /* what JSON and Python's json.load (transformers' reader) refuse and
+         * cJSON took: numbers by strtod's grammar (010000 read as 10000),
+         * raw control characters in strings */
+        {"{\"rope_theta\": 010000}", "config.json: not valid JSON at line 1, column 16"},
+        {"{\"rope_theta\": 5.}", "config.json: not valid JSON at line 1, column 16"},
+        {"{\"rope_theta\": 1.e4}", "config.json: not valid JSON at line 1, column 16"},
+        {"{\"a\": [1, -0.5e+2, -5.]}", "config.json: not valid JSON at line 1, column 20"},
+        {"{\"model_type\": \"lla\tma\"}", "config.json: not valid JSON at line 1, column 20"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"sliding_window\": 0, \"use_sliding_window\": true}",
          "config.json: \"sliding_window\" must be a positive integer"},
@@ -995,6 +1008,10 @@ static void test_config_hostile(void)
     }
     ra_hf_fields cfg;
     char tiny[8];
+    /* JSON's numbers, every form of its grammar, still read */
+    CHECK(parse_config("{\"hidden_size\": 64, \"x\": [0, -0, 0.5, 1E4, -1.5e-3, 1e+2, "
+                       "10000.0, 2E-0]}", &cfg, NULL, 0) == RA_OK && cfg.hidden_size == 64,
+          "JSON's numbers refused");
     CHECK(parse_config("nope", &cfg, tiny, sizeof tiny) == RA_ERR_FORMAT &&
           strlen(tiny) == sizeof tiny - 1, "message truncated and terminated");
     CHECK(parse_config("nope", &cfg, NULL, 0) == RA_ERR_FORMAT, "NULL msg");

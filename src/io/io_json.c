@@ -44,6 +44,51 @@ static size_t nul_escape_at(const char *text, size_t len)
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The end of the JSON number at text[i] (a '-' or a digit), or len + 1 when
+ * its grammar is not JSON's: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+ * (cJSON reads a number with strtod, which also takes 05, 5. and 1.e4). */
+static size_t number_end(const char *text, size_t len, size_t i)
+{
+    i += text[i] == '-';
+    if (i >= len || !is_digit(text[i])) return len + 1;
+    if (text[i] == '0' && i + 1 < len && is_digit(text[i + 1])) return len + 1;
+    while (i < len && is_digit(text[i])) i++;
+    if (i < len && text[i] == '.') {
+        if (++i >= len || !is_digit(text[i])) return len + 1;
+        while (i < len && is_digit(text[i])) i++;
+    }
+    if (i < len && (text[i] == 'e' || text[i] == 'E')) {
+        i++;
+        if (i < len && (text[i] == '+' || text[i] == '-')) i++;
+        if (i >= len || !is_digit(text[i])) return len + 1;
+        while (i < len && is_digit(text[i])) i++;
+    }
+    return i;
+}
+
+/* In text that cJSON parsed, the offset of the first thing JSON (RFC 8259)
+ * and Python's json, which transformers reads config.json with, refuse
+ * and cJSON takes: a number outside JSON's grammar (05, 5., 1.e4) or a
+ * control character (below 0x20) raw in a string; len if none. */
+static size_t lenient_at(const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '"') { /* to the closing quote, escapes skipped */
+            for (i++; i < len && text[i] != '"'; i++) {
+                if ((unsigned char)text[i] < 0x20) return i;
+                i += text[i] == '\\';
+            }
+        } else if (text[i] == '-' || is_digit(text[i])) {
+            size_t end = number_end(text, len, i);
+            if (end > len) return i;
+            i = end - 1;
+        }
+    }
+    return len;
+}
+
 /* Whether the innermost array or object open at offset end of text is an
  * object (strings skipped; deeper than cJSON parses: no). */
 static int in_object(const char *text, size_t end)
@@ -96,6 +141,13 @@ ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *er
     ra_status status = *out != NULL ? RA_OK : errno == ENOMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT;
     *error_at = status == RA_ERR_FORMAT ? cjson_error_at(copy, (size_t)(end - copy)) : 0;
     ra_free(copy);
+    size_t lenient = status == RA_OK ? lenient_at(text, len) : len;
+    if (lenient < len) { /* what transformers' json.load refuses, refused alike */
+        cJSON_Delete(*out);
+        *out = NULL;
+        *error_at = lenient;
+        status = RA_ERR_FORMAT;
+    }
     return status;
 }
 

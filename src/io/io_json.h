@@ -25,10 +25,13 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
 /* Parses exactly len bytes of JSON (need not be NUL-terminated): the whole
  * text must be one JSON value, optionally surrounded by whitespace, with no
  * NUL byte, raw or escaped (cJSON would end a string at \u0000, so that
- * "rope_theta\u0000x" read as the key "rope_theta").  *out is the tree (free
- * it with cJSON_Delete), or NULL with RA_ERR_FORMAT when the text is not such
- * a value (*error_at: the offset of the NUL, of the escape's backslash, or
- * where cJSON stopped) and RA_ERR_NOMEM when memory ran out (cJSON returns
+ * "rope_theta\u0000x" read as the key "rope_theta"), and nothing that JSON
+ * and Python's json.load (transformers' reader) refuse but cJSON takes:
+ * numbers such as 05, 5. or 1.e4, raw control characters in strings.  *out
+ * is the tree (free it with cJSON_Delete), or NULL with RA_ERR_FORMAT when
+ * the text is not such a value (*error_at: the offset of the NUL, of the
+ * escape's backslash, of the number or the control character, or where
+ * cJSON stopped) and RA_ERR_NOMEM when memory ran out (cJSON returns
  * NULL for both; its allocator, malloc or whatever the application hooked
  * in, leaves errno ENOMEM for the second). */
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *error_at);

@@ -331,6 +331,9 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
     if (parsed != RA_OK && at < header_len && header[at] == '\\')
         return ra_io_fail(msg, msg_len, parsed, "%s: the header holds a NUL character "
                           "(\\u0000) in a string, at %s", path, where);
+    if (parsed != RA_OK && at < header_len && (header[at] == '-' || is_digit(header[at])) &&
+        check_header_text(bytes + 8, (size_t)header_len, path, msg, msg_len) != RA_OK)
+        return RA_ERR_FORMAT; /* a number JSON refuses (02, 2.), named by the format's rule */
     if (parsed != RA_OK)
         return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON at %s", path,
                           where);

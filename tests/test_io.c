@@ -747,6 +747,8 @@ static void test_st_format_rules(void)
          "digits are allowed"},
         {"{" ENTRY("a\tb", "\"U8\"", "[2]", "[0,2]") "}", 2,
          "the header is not valid JSON at line 1, column 4"},
+        {"{\v" ENTRY("a", "\"U8\"", "[2]", "[0,2]") "}", 2,
+         "the header is not valid JSON at line 1, column 2"},
         {"{" ENTRY("a", "\"U8\"", "[4]", "[2,6]") "}", 6, "data bytes [0, 2) belong to no tensor"},
         {"{" ENTRY("a", "\"U8\"", "[4]", "[0,4]") "}", 6, "data bytes [4, 6) belong to no tensor"},
         {"{}", 1, "data bytes [0, 1) belong to no tensor"},
@@ -984,6 +986,11 @@ static void test_config_hostile(void)
         {"{\"rope_theta\": 1.e4}", "config.json: not valid JSON at line 1, column 16"},
         {"{\"a\": [1, -0.5e+2, -5.]}", "config.json: not valid JSON at line 1, column 20"},
         {"{\"model_type\": \"lla\tma\"}", "config.json: not valid JSON at line 1, column 20"},
+        /* a form feed between tokens, bytes not UTF-8, a byte order mark
+         * (Python's json and open(encoding="utf-8") refuse them) */
+        {"{\"hidden_size\": 64,\f\"x\": 1}", "config.json: not valid JSON at line 1, column 20"},
+        {"{\"hidden_act\": \"sil\xff\"}", "config.json: not valid JSON at line 1, column 20"},
+        {"\xef\xbb\xbf{\"hidden_size\": 64}", "config.json: not valid JSON at line 1, column 1"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"sliding_window\": 0, \"use_sliding_window\": true}",
          "config.json: \"sliding_window\" must be a positive integer"},

@@ -68,18 +68,48 @@ static size_t number_end(const char *text, size_t len, size_t i)
     return i;
 }
 
-/* In text that cJSON parsed, the offset of the first thing JSON (RFC 8259)
- * and Python's json, which transformers reads config.json with, refuse
- * and cJSON takes: a number outside JSON's grammar (05, 5., 1.e4) or a
- * control character (below 0x20) raw in a string; len if none. */
+size_t ra_io_utf8_sequence(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (len == 0 || c > 0xf4 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* In text that cJSON parsed, the offset of the first thing that JSON (RFC
+ * 8259) and Python's json, with which transformers reads config.json
+ * (open(encoding="utf-8"), json.loads), refuse and cJSON takes: a byte
+ * order mark, bytes that are not UTF-8, a number outside JSON's grammar
+ * (05, 5., 1.e4), a control character (below 0x20) raw in a string, or
+ * outside one other than space, tab, LF and CR (cJSON skips every byte up
+ * to 0x20); len if none. */
 static size_t lenient_at(const char *text, size_t len)
 {
+    const unsigned char *u = (const unsigned char *)text;
+    if (len >= 3 && u[0] == 0xef && u[1] == 0xbb && u[2] == 0xbf) return 0;
     for (size_t i = 0; i < len; i++) {
-        if (text[i] == '"') { /* to the closing quote, escapes skipped */
+        if (u[i] >= 0x80) { /* only inside strings, as cJSON parsed it */
+            size_t n = ra_io_utf8_sequence(u + i, len - i);
+            if (n == 0) return i;
+            i += n - 1;
+        } else if (text[i] == '"') { /* to the closing quote, escapes skipped */
             for (i++; i < len && text[i] != '"'; i++) {
-                if ((unsigned char)text[i] < 0x20) return i;
+                if (u[i] < 0x20) return i;
+                if (u[i] >= 0x80) {
+                    size_t n = ra_io_utf8_sequence(u + i, len - i);
+                    if (n == 0) return i;
+                    i += n - 1;
+                }
                 i += text[i] == '\\';
             }
+        } else if (u[i] < 0x20 && !is_space(text[i])) {
+            return i;
         } else if (text[i] == '-' || is_digit(text[i])) {
             size_t end = number_end(text, len, i);
             if (end > len) return i;

@@ -27,14 +27,19 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
  * NUL byte, raw or escaped (cJSON would end a string at \u0000, so that
  * "rope_theta\u0000x" read as the key "rope_theta"), and nothing that JSON
  * and Python's json.load (transformers' reader) refuse but cJSON takes:
- * numbers such as 05, 5. or 1.e4, raw control characters in strings.  *out
- * is the tree (free it with cJSON_Delete), or NULL with RA_ERR_FORMAT when
- * the text is not such a value (*error_at: the offset of the NUL, of the
- * escape's backslash, of the number or the control character, or where
- * cJSON stopped) and RA_ERR_NOMEM when memory ran out (cJSON returns
- * NULL for both; its allocator, malloc or whatever the application hooked
- * in, leaves errno ENOMEM for the second). */
+ * numbers such as 05, 5. or 1.e4, control characters raw in strings or
+ * between tokens (but space, tab, LF, CR), bytes that are not UTF-8, a
+ * byte order mark.  *out is the tree (free it with cJSON_Delete), or NULL
+ * with RA_ERR_FORMAT when the text is not such a value (*error_at: the
+ * offset of the NUL, of the escape's backslash, of the number, control
+ * character or byte, or where cJSON stopped) and RA_ERR_NOMEM when memory
+ * ran out (cJSON returns NULL for both; its allocator, malloc or whatever
+ * the application hooked in, leaves errno ENOMEM for the second). */
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *error_at);
+
+/* The length of the valid UTF-8 sequence at s (n > 0 bytes left), or 0:
+ * no overlong form, UTF-16 surrogate or code point beyond U+10FFFF. */
+size_t ra_io_utf8_sequence(const unsigned char *s, size_t n);
 
 /* "line L, column C" (from 1; columns count characters, not bytes) of
  * offset at in text, into buf. */

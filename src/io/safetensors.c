@@ -244,22 +244,6 @@ static ra_status check_coverage(const ra_safetensors *st, const data_area *a)
     return status;
 }
 
-/* The length of the valid UTF-8 sequence at s (n > 0 bytes left), or 0:
- * no overlong form, UTF-16 surrogate or code point beyond U+10FFFF. */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-    if (len == 0 || c > 0xf4 || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
 static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
 /* What cJSON's tree cannot show, checked on the header's text (already
@@ -276,7 +260,7 @@ static ra_status check_header_text(const unsigned char *h, size_t len, const cha
                           path);
     int in_string = 0;
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence(h + i, len - i);
+        size_t n = ra_io_utf8_sequence(h + i, len - i);
         if (n == 0)
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: the header is not valid UTF-8 (byte %zu)", path, i);
@@ -331,9 +315,11 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
     if (parsed != RA_OK && at < header_len && header[at] == '\\')
         return ra_io_fail(msg, msg_len, parsed, "%s: the header holds a NUL character "
                           "(\\u0000) in a string, at %s", path, where);
-    if (parsed != RA_OK && at < header_len && (header[at] == '-' || is_digit(header[at])) &&
+    if (parsed != RA_OK && at < header_len &&
+        (header[at] == '-' || is_digit(header[at]) || (unsigned char)header[at] >= 0x80) &&
         check_header_text(bytes + 8, (size_t)header_len, path, msg, msg_len) != RA_OK)
-        return RA_ERR_FORMAT; /* a number JSON refuses (02, 2.), named by the format's rule */
+        return RA_ERR_FORMAT; /* a number JSON refuses (02, 2.) or bytes not UTF-8: named as
+                                 the format's rules name them */
     if (parsed != RA_OK)
         return ra_io_fail(msg, msg_len, parsed, "%s: the header is not valid JSON at %s", path,
                           where);

@@ -101,11 +101,15 @@ def c_array(a, dtype=None):
     return np.require(a, dtype, ("C", "A"))
 
 
-def index_copy(a):
+def index_copy(a, name):
     """a as a new C-contiguous int64 array: indices (positions, cu_seqlens,
     sequence ids) that the library checks and then reads again while the GIL
     is released, so never the caller's memory, which another thread could
-    change in between (past the checks: rows out of range)."""
+    change in between (past the checks: rows out of range).  Unsigned
+    values past int64 are an ArgumentError naming name and the value (cast,
+    they read negative: the library named -1 for 2^64 - 1)."""
+    if a.dtype.kind == "u" and a.size and int(a.max()) >= 2 ** 63:
+        raise ArgumentError(f"{name}: {int(a.max())} is beyond int64 (2^63 - 1)")
     return np.array(a, dtype=np.int64, order="C", copy=True)
 
 

@@ -105,7 +105,7 @@ class _Call:
             docs = as_array(cu_seqlens, "cu_seqlens")
             if docs.ndim != 1 or docs.size < 2 or docs.dtype.kind not in "iu":
                 raise ArgumentError("cu_seqlens: expected integers [n_documents + 1]")
-            cu_seqlens = index_copy(docs)
+            cu_seqlens = index_copy(docs, "cu_seqlens")
         if padding_mask is not None:
             padding_mask = as_array(padding_mask, "padding_mask")
         _check_shapes(q, k, v, shape, sinks, padding_mask, cu_seqlens, block)

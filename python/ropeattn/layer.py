@@ -493,7 +493,7 @@ class Layer:
                 if cu_seqlens.dtype.kind not in "iu" or cu_seqlens.ndim != 1:
                     raise ArgumentError(f"cu_seqlens: expected integers [n + 1], got "
                                         f"{cu_seqlens.dtype} {cu_seqlens.shape}")
-                cu_seqlens = index_copy(cu_seqlens)
+                cu_seqlens = index_copy(cu_seqlens, "cu_seqlens")
             _ropeattn.layer_forward(self._layer, context, y, x3, start, ids, mask, attn_mask,
                                     cu_seqlens, whole)
         return y if x.ndim == 3 else y[0]
@@ -513,7 +513,7 @@ class Layer:
             what = " (every token so far: the cache's and this call's)" if past else ""
             raise ArgumentError(f"token_type_ids: expected integers [{b}, {n}]{what}, got "
                                 f"{tt.dtype} {tt.shape}")
-        tt = index_copy(tt.reshape(b, n))
+        tt = index_copy(tt.reshape(b, n), "token_type_ids")
         mask = np.empty((b, 1, s, n), dtype=np.bool_)
         self._layer.token_type_mask(tt, padding, mask, past)
         return mask
@@ -679,9 +679,7 @@ def _id_array(values, n, name):
     if a.shape != (n,) or (a.size and a.dtype.kind not in "iu"):
         raise ArgumentError(f"{name}: expected {n} integers (one per row of x), got "
                             f"{a.dtype} of shape {a.shape}")
-    if a.dtype.kind == "u" and a.size and int(a.max()) >= 2 ** 63:  # as int64: negative
-        raise ArgumentError(f"{name}: {int(a.max())} is beyond int64 (2^63 - 1)")
-    return index_copy(a)
+    return index_copy(a, name)
 
 
 class KVPool:

@@ -357,7 +357,7 @@ def _axial_positions(positions, b, s):
                             f"({s}, 2) or ({b}, {s}, 2), got {ids.shape}")
     if ids.size and ids.min() < 0:
         raise ArgumentError(f"positions: {ids.min()} is negative")
-    return index_copy(np.broadcast_to(ids, (b, s, 2)))
+    return index_copy(np.broadcast_to(ids, (b, s, 2)), "positions")
 
 
 def _positions(positions, b, s, mrope=False, axial=False):
@@ -392,12 +392,12 @@ def _positions(positions, b, s, mrope=False, axial=False):
         if ids.size and ids.min() < 0:
             raise ArgumentError(f"positions: {ids.min()} is negative")
         full = ids[:, None, :] if ids.ndim == 2 else ids
-        return 0, index_copy(np.broadcast_to(full, (3, b, s)))
+        return 0, index_copy(np.broadcast_to(full, (3, b, s)), "positions")
     if ids.shape not in ((s,), (b, s)):
         raise ArgumentError(f"positions: expected shape ({s},) or ({b}, {s}), got {ids.shape}")
     if ids.size and ids.min() < 0:
         raise ArgumentError(f"positions: {ids.min()} is negative")
-    return 0, index_copy(np.broadcast_to(ids, (b, s)))
+    return 0, index_copy(np.broadcast_to(ids, (b, s)), "positions")
 
 
 def _positions_of(positions, x, shape, mrope, axial=False):

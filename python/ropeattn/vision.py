@@ -46,9 +46,7 @@ def vision_windows(config, grid_thw):
     grid = as_array(grid_thw, "grid_thw")  # a numpy.ma array refused (its mask was dropped)
     if grid.dtype.kind not in "iu" or grid.ndim != 2 or grid.shape[1] != 3:
         raise ArgumentError(f"grid_thw: expected integers [n, 3], got {grid.dtype} {grid.shape}")
-    if grid.dtype.kind == "u" and grid.size and int(grid.max()) >= 2 ** 63:  # read negative
-        raise ArgumentError(f"grid_thw: {int(grid.max())} is beyond int64 (2^63 - 1)")
-    grid = index_copy(grid)
+    grid = index_copy(grid, "grid_thw")
     index, cu, positions = _ropeattn.vision_windows(path, grid)
     unit = positions.shape[0] // index.shape[0] if index.shape[0] else 1
     patch_index = (index[:, None] * unit + np.arange(unit)).reshape(-1)

@@ -201,6 +201,8 @@ def test_bad_inputs():
     for option in ("window", "chunk"):  # past int64: an OverflowError naming no argument
         with pytest.raises(ValueError, match=f"{option}: 1180591620717411303424"):
             ropeattn.attention(q, k, v, **{option: 2 ** 70})
+    with pytest.raises(ValueError, match="cu_seqlens: 18446744073709551615 is beyond int64"):
+        ropeattn.attention(q, k, v, cu_seqlens=np.array([0, 2 ** 64 - 1], np.uint64))
     with pytest.raises(ValueError, match="q_start"):
         sys.modules["ropeattn.attention"].attention_block_forward(q, k, v, 2 ** 63, 0, 13)
     with pytest.raises(TypeError, match="Context"):

@@ -73,7 +73,9 @@ def _copy(a, name):
     naming it (np.array dropped its mask)."""
     if a is None or isinstance(a, numbers.Integral):
         return a
-    return np.array(a.detach().cpu() if isinstance(a, torch.Tensor) else not_masked(a, name))
+    if isinstance(a, torch.Tensor):  # np.array(a) warned under NumPy 2 (__array__'s copy=)
+        return a.detach().cpu().resolve_neg().numpy().copy()
+    return np.array(not_masked(a, name))
 
 
 def _context(context):

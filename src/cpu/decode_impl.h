@@ -146,26 +146,33 @@ static inline __attribute__((always_inline)) float load_one(const void *row, ra_
     return ra_load(row, is_i8(dtype) ? RA_I8 : dtype, d);
 }
 
+/* How a block asks for a line (decode_ahead's to_l2 and line_far): into L2
+ * only (to_l2), or into every level and then far bytes on into L2 (far_on). */
+typedef struct decode_lines {
+    int to_l2, far_on;
+    int64_t far;
+} decode_lines;
+
 /* Asks for the line that holds element d of a row, when element d starts
  * a line: so once per line.  Into every level (prefetcht0), and then for
- * the line far bytes on into L2 (far 0: not); or with to_l2 only into L2
- * and out (prefetcht1): the non-temporal hint (prefetchnta) made an f32
+ * the line ln.far bytes on into L2 (ln.far_on); or with ln.to_l2 only into
+ * L2 and out (prefetcht1): the non-temporal hint (prefetchnta) made an f32
  * step over 16384 tokens 2.5 to 3 times slower on an Intel Xeon (Sapphire
  * Rapids class), its lines gone from L1 before the block read them
  * (docs/perf/2026-12-03-decode-prefetch.md); decode_task says where each
  * is used. */
 static inline __attribute__((always_inline)) void prefetch_line(const void *row, int64_t d,
-                                                                int to_l2, int64_t far,
+                                                                const decode_lines ln,
                                                                 const ra_dtype dtype)
 {
     const int64_t at = d * elem_bytes(dtype);
     if ((at & 63) != 0) return;
-    if (to_l2) {
+    if (ln.to_l2) {
         __builtin_prefetch((const char *)row + at, 0, 2);
         return;
     }
     __builtin_prefetch((const char *)row + at, 0, 3);
-    if (far) __builtin_prefetch((const char *)row + at + far, 0, 2);
+    if (ln.far_on) __builtin_prefetch((const char *)row + at + ln.far, 0, 2);
 }
 
 /* Asks, with the hint for the outer caches (the line is not read for a
@@ -237,7 +244,7 @@ values_own(vf *acc, const void *const *vals, const float *p, int from, int to, i
 /* o = o alpha + sum over visible keys of p_i v_i, for elements
  * [d, d + nv RA_W) of rows 0 .. nr of o [rows, stride] (nr, nv, pair: bf16
  * pairs, and dtype constants), asking for the lines of row ahead[i] + skip
- * bytes (ahead NULL: none; to_l2 and line_far: prefetch_line's) as it reads
+ * bytes (ahead NULL: none; ln: prefetch_line's) as it reads
  * v_i, and in the first span for v_i + far bytes once per page
  * (prefetch_far; far 0: none).  Keys seen by every row share
  * their V loads; the rest (several new tokens: the causal edge and the
@@ -246,7 +253,7 @@ values_own(vf *acc, const void *const *vals, const float *p, int from, int to, i
  * span. */
 static inline __attribute__((always_inline)) void
 values_span(float *o, int64_t stride, const void *const *vals, const void *const *ahead,
-            int64_t skip, int to_l2, int64_t line_far, int64_t far, int64_t row_bytes,
+            int64_t skip, const decode_lines ln, int64_t far, int64_t row_bytes,
             float p[][DECODE_KEYS_MAX], const float *alpha, const decode_seen *seen, int64_t d,
             const int nr, const int nv, const int pair, const ra_dtype dtype)
 {
@@ -263,7 +270,7 @@ values_span(float *o, int64_t stride, const void *const *vals, const void *const
         vf v[4];
         load_span(v, vals[i], dtype, d, nv, pair);
         for (int x = 0; x < nv && ahead; x++)
-            prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, to_l2, line_far, dtype);
+            prefetch_line((const char *)ahead[i] + skip, d + x * RA_W, ln, dtype);
         for (int r = 0; r < nr; r++) {
             vf pr = vsplat(p[r][i]);
             for (int x = 0; x < nv; x++) acc[r][x] += pr * v[x];
@@ -310,6 +317,22 @@ typedef struct decode_ahead {
     int64_t line_far;
 } decode_ahead;
 
+/* The kernels' schemes of requests (decode_rows_n's lines, a constant):
+ * LINES_ASKED reads a block's from its decode_ahead; the others are the
+ * two that AVX-512's f32 and bf16 blocks take at D 128 (decode_task),
+ * known at compile time, so that a loop over D issues its requests with
+ * no test of the scheme: LINES_TO_L2 (to_l2, no far line) and
+ * LINES_NEXT_FAR (the next phase's lines, then line_far on). */
+enum { LINES_ASKED, LINES_TO_L2, LINES_NEXT_FAR };
+
+static inline __attribute__((always_inline)) decode_lines lines_of(const decode_ahead *a,
+                                                                   const int lines)
+{
+    if (lines == LINES_TO_L2) return (decode_lines){1, 0, 0};
+    if (lines == LINES_NEXT_FAR) return (decode_lines){0, 1, a->line_far};
+    return (decode_lines){a->to_l2, a->line_far != 0, a->line_far};
+}
+
 #if defined(RA_DECODE_VNNI)
 /* quantize_q's scores on AVX512-VNNI.  vpdpbusd multiplies unsigned bytes
  * by signed ones: a key code c goes in as c + 128 (c ^ 0x80), and each
@@ -349,7 +372,7 @@ scores_vnni(vf *acc, const int8_t *qc, const vi *bias, const void *const *keys,
             if (d == 0) prefetch_far(keys[i], ahead->far, head_dim); /* D bytes a row */
             k[i] = vload_bytes((const int8_t *)keys[i] + d) ^ flip;
             prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
-                          ahead->to_l2, ahead->line_far, DECODE_I8_Q8);
+                          lines_of(ahead, LINES_ASKED), DECODE_I8_Q8);
         }
         for (int r = 0; r < nr; r++) {
             const vi qv = vload_bytes(qc + r * head_dim + d);
@@ -393,8 +416,9 @@ static inline __attribute__((always_inline)) void
 decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
               const void *const *vals, const float *ks, const float *vs,
               const decode_ahead *ahead, int n, int64_t j, int64_t r0, const int nr,
-              const ra_dtype dtype)
+              const ra_dtype dtype, const int lines)
 {
+    const decode_lines ln = lines_of(ahead, lines);
     const int64_t *first = g->first, *last = g->last;
     const float softcap = g->softcap;
     float *group = g->partials;
@@ -432,7 +456,7 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
                 load_span(k[i], keys[k0 + i], dtype, d, 2, dtype == RA_BF16);
                 for (int x = 0; x < 2; x++)
                     prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip,
-                                  d + x * RA_W, ahead->to_l2, ahead->line_far, dtype);
+                                  d + x * RA_W, ln, dtype);
             }
             for (int x = 0; x < 2; x++)
                 for (int r = 0; r < nr; r++) {
@@ -446,7 +470,7 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
                 if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
                 k[i] = load_any(keys[k0 + i], dtype, d);
                 prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
-                              ahead->to_l2, ahead->line_far, dtype);
+                              ln, dtype);
             }
             for (int r = 0; r < nr; r++) {
                 vf qv = vload(q + r * head_dim + d);
@@ -518,22 +542,20 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
     float *o = group + r0 * stride;
     const void *const *next = ahead->values_rows;
     const int64_t skip = ahead->values_skip, far = next ? ahead->far : 0;
-    const int64_t line_far = ahead->line_far;
-    const int l2 = ahead->to_l2;
     int64_t d = 0;
     for (; d + 4 * RA_W <= paired; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+        values_span(o, stride, vals, next, skip, ln, far, row_bytes, p, alpha, &seen,
                     d, nr, 4, 1, dtype);
     if (d < paired) { /* one pair left */
-        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+        values_span(o, stride, vals, next, skip, ln, far, row_bytes, p, alpha, &seen,
                     d, nr, 2, 1, dtype);
         d += 2 * RA_W;
     }
     for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
-        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+        values_span(o, stride, vals, next, skip, ln, far, row_bytes, p, alpha, &seen,
                     d, nr, 4, 0, dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
-        values_span(o, stride, vals, next, skip, l2, line_far, far, row_bytes, p, alpha, &seen,
+        values_span(o, stride, vals, next, skip, ln, far, row_bytes, p, alpha, &seen,
                     d, nr, 1, 0, dtype);
     for (; d < head_dim; d++)
         for (int r = 0; r < nr; r++) {
@@ -544,34 +566,48 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
         }
 }
 
-/* All rows of a group, in runs of 4, 2 and 1, for one dtype. */
+/* All rows of a group, in runs of 4, 2 and 1, for one dtype and scheme of
+ * requests (lines_of's). */
 static inline __attribute__((always_inline)) void
 decode_rows_dtype(const decode_group *g, int64_t head_dim, const void *const *keys,
                   const void *const *vals, const float *ks, const float *vs,
-                  const decode_ahead *ahead, int n, int64_t j, const ra_dtype dtype)
+                  const decode_ahead *ahead, int n, int64_t j, const ra_dtype dtype,
+                  const int lines)
 {
     int64_t r0 = 0;
     for (; r0 + 4 <= g->rows; r0 += 4)
-        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 4, dtype);
+        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 4, dtype, lines);
     if (r0 + 2 <= g->rows) {
-        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 2, dtype);
+        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 2, dtype, lines);
         r0 += 2;
     }
-    if (r0 < g->rows) decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 1, dtype);
+    if (r0 < g->rows)
+        decode_rows_n(g, head_dim, keys, vals, ks, vs, ahead, n, j, r0, 1, dtype, lines);
 }
 
 static void decode_rows(const decode_group *g, int64_t head_dim, const void *const *keys,
                         const void *const *vals, const float *ks, const float *vs,
                         const decode_ahead *ahead, int n, int64_t j, ra_dtype dtype)
 {
-#define DECODE_ROWS_OF(t) decode_rows_dtype(g, head_dim, keys, vals, ks, vs, ahead, n, j, t)
+#define DECODE_ROWS_AS(t, lines)                                                        \
+    decode_rows_dtype(g, head_dim, keys, vals, ks, vs, ahead, n, j, t, lines)
+#define DECODE_ROWS_OF(t) DECODE_ROWS_AS(t, LINES_ASKED)
 #if defined(RA_DECODE_VNNI) /* this build runs quantize_q's jobs only (kernels.h) */
     (void)dtype;
     DECODE_ROWS_OF(DECODE_I8_Q8);
 #else
+    /* f32 and bf16 blocks with their schemes of requests at D 128 on
+     * AVX-512 known at compile time: on one core of an Intel Xeon (family
+     * 6 model 167), a bf16 cache of 2048 tokens in L2 took ... */
     switch ((int)dtype) { /* an int: the pseudo-dtypes are no ra_dtype */
-    case RA_F32: DECODE_ROWS_OF(RA_F32); break;
-    case RA_BF16: DECODE_ROWS_OF(RA_BF16); break;
+    case RA_F32:
+        if (ahead->to_l2) DECODE_ROWS_AS(RA_F32, LINES_TO_L2);
+        else DECODE_ROWS_OF(RA_F32);
+        break;
+    case RA_BF16:
+        if (!ahead->to_l2 && ahead->line_far) DECODE_ROWS_AS(RA_BF16, LINES_NEXT_FAR);
+        else DECODE_ROWS_OF(RA_BF16);
+        break;
     case RA_I8: DECODE_ROWS_OF(RA_I8); break;
     case DECODE_I8_Q8: DECODE_ROWS_OF(DECODE_I8_Q8); break;
     case RA_F8E4M3: DECODE_ROWS_OF(RA_F8E4M3); break;
@@ -580,6 +616,7 @@ static void decode_rows(const decode_group *g, int64_t head_dim, const void *con
     }
 #endif
 #undef DECODE_ROWS_OF
+#undef DECODE_ROWS_AS
 }
 
 /* The rows of kv head g of row b in chunk chunk of a decode task: the

@@ -449,10 +449,11 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
             d = scores_vnni(acc, g->q_codes + r0 * head_dim, bias, keys + k0, ahead, k0,
                             head_dim, nr);
 #endif
+        for (int i = 0; i < per_row && d == 0; i++) /* before the loops over D: no test in them */
+            prefetch_far(keys[k0 + i], ahead->far, row_bytes);
         for (; d + 2 * RA_W <= twos; d += 2 * RA_W) { /* bf16: q's even, then odd half */
             vf k[RA_W][2];
             for (int i = 0; i < per_row; i++) {
-                if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
                 load_span(k[i], keys[k0 + i], dtype, d, 2, dtype == RA_BF16);
                 for (int x = 0; x < 2; x++)
                     prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip,
@@ -467,7 +468,6 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
         for (; d + RA_W <= head_dim; d += RA_W) {
             vf k[RA_W];
             for (int i = 0; i < per_row; i++) {
-                if (d == 0) prefetch_far(keys[k0 + i], ahead->far, row_bytes);
                 k[i] = load_any(keys[k0 + i], dtype, d);
                 prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
                               ln, dtype);

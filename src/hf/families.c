@@ -594,6 +594,22 @@ static const ra_hf_names ultrabert_names[] = {
     "its conformer self-attention adds relative position scores "                        \
     "(position_embeddings_type \"relative\" or \"relative_key\"), or with \"rotary\" rotates "  \
     "the hidden states before the q and k projections (not q and k): not supported"
+/* Parts of composite models saved alone (a sub-config's model_type): ropeattn reads a whole
+ * model's config (its text_config; Pixtral's, Qwen2-VL's, Qwen2.5-VL's and Llama 4's
+ * vision_config with --vision), never a part's config alone (the thirteenth session's survey) */
+#define VISION_ALONE                                                                     \
+    "a vision encoder's config saved alone (a multimodal model's vision_config): ropeattn "  \
+    "reads a multimodal model's text layers from the whole model's config, and vision layers " \
+    "only of Pixtral, Qwen2-VL, Qwen2.5-VL and Llama 4 from it (--vision): not supported"
+#define VISION_FROM_WHOLE                                                                \
+    "a vision tower saved alone: its layers run from a multimodal config's vision_config "   \
+    "(ra_hf_options.vision, --vision), which gives their names; alone: not read"
+#define PART_ALONE(what)                                                                 \
+    "a part of a composite model saved alone (" what "): ropeattn reads a whole model's "   \
+    "config and its text layers, not a part's config alone: not supported"
+#define STACK_OF(model)                                                                  \
+    "one stack of layers of " model " saved alone (a sub-config of the whole model, whose " \
+    "model_type is refused for its several stacks): not supported"
 /* Sorted by model_type.  The multimodal rows (gemma3, mistral3, qwen2_vl
  * ...) are read through their text_config, as transformers does.  Row:
  * model_type, layout, features, why refused, config-class defaults, which
@@ -671,6 +687,10 @@ static const ra_hf_family families[] = {
         "global_transformer, local_decoder, patcher: encoder_config, global_config, "
         "decoder_config, patcher_config), and ropeattn reads one stack of layers: not supported",
         NULL, NOWINDOW, NO_BIAS),
+    ROW("blt_global_transformer", H, 0, STACK_OF("BLT"), NULL, NOWINDOW, NO_BIAS),
+    ROW("blt_local_decoder", H, 0, STACK_OF("BLT"), NULL, NOWINDOW, NO_BIAS),
+    ROW("blt_local_encoder", H, 0, STACK_OF("BLT"), NULL, NOWINDOW, NO_BIAS),
+    ROW("blt_patcher", H, 0, STACK_OF("BLT"), NULL, NOWINDOW, NO_BIAS),
     /* ChameleonConfig: Llama's attention, head_dim hidden_size / num_attention_heads (a head_dim
      * key that differs is refused), q and k LayerNormed per head (ChameleonLayerNorm: each head
      * its own weight and bias, [heads, head_dim], epsilon 1e-5), attention_bias for q, k, v and
@@ -681,11 +701,16 @@ static const ra_hf_family families[] = {
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
         "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
+    ROW("chmv2", H, 0,
+        "its backbone (backbone_config) is DINOv3's ViT: " DINOV3_ROPE,
+        NULL, NOWINDOW, NO_BIAS),
     ROW("clvp", H, 0,
         "its attention layers sit in three stacks of their own sizes (text_config's and "
         "speech_config's encoders, whose rotary embedding turns rotary_emb_dim features of "
         "each head, and decoder_config's GPT-2 attention without RoPE), and ropeattn reads "
         "one stack of layers: not read", NULL, NOWINDOW, NO_BIAS),
+    ROW("clvp_decoder", H, 0, STACK_OF("CLVP"), NULL, NOWINDOW, NO_BIAS),
+    ROW("clvp_encoder", H, 0, STACK_OF("CLVP"), NULL, NOWINDOW, NO_BIAS),
     /* CodeGenConfig: GPT-J's attention (rotate_every_two on the first rotary_dim features,
      * theta 10000 fixed, head_dim hidden_size / num_attention_heads, no biases) with q, k
      * and v fused in qkv_proj, packed per model-parallel group (mp_num 4: each group its
@@ -707,6 +732,7 @@ static const ra_hf_family families[] = {
         RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), DEFAULT_TEXT),
     ROW("cohere_compass_text", H, COHERE_COMPASS, NULL, COHERE_COMPASS_DEFAULTS,
         RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
+    ROW("cohere_compass_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     /* Cosmos3EdgeTextConfig (Cosmos3-Edge): Llama's attention (attention_bias for q, k, v and
      * o), Qwen3-VL's interleaved M-RoPE over all of head_dim; the default rope with
      * mrope_section only (its class raises otherwise); without rope_parameters theta 1e8 and
@@ -715,10 +741,14 @@ static const ra_hf_family families[] = {
         COSMOS3_EDGE_ROPE, DEFAULT_TEXT, .names = cosmos3_edge_names),
     ROW("cosmos3_edge_text", H, COSMOS3_EDGE, NULL, COSMOS3_EDGE_DEFAULTS, NOWINDOW, ALL(AB, 0),
         COSMOS3_EDGE_ROPE),
+    ROW("cosmos3_edge_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("csm", H, 0,
         "its backbone and its depth decoder (depth_decoder_config) are two stacks of RoPE "
         "layers of their own sizes, and ropeattn reads one stack of layers: not supported", NULL,
         NOWINDOW, NO_BIAS),
+    ROW("csm_depth_decoder_model", H, 0,
+        PART_ALONE("CSM's depth decoder"),
+        NULL, NOWINDOW, NO_BIAS),
     /* CwmConfig: Qwen2's attention without biases, and its window rule */
     ROW("cwm", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=6144 num_attention_heads=48 num_key_value_heads=8 "
@@ -734,9 +764,12 @@ static const ra_hf_family families[] = {
     ROW("deepseek_ocr2", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0), DEFAULT_TEXT),
+    ROW("deepseek_ocr2_encoder", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    ROW("deepseek_ocr2_sam_vision_model", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("deepseek_ocr2_text", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         ALL(AB, 0)),
+    ROW("deepseek_ocr2_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("deepseek_v2", I, RA_HF_MLA, NULL, DEEPSEEK_V2_DEFAULTS, NOWINDOW, NO_BIAS),
     ROW("deepseek_v3", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW,
         NO_BIAS),
@@ -745,6 +778,8 @@ static const ra_hf_family families[] = {
         "its compressed sparse attention (keys compressed per block, then an indexer's top-k) "
         "is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("dia", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("dia_decoder", H, 0, STACK_OF("Dia"), NULL, NOWINDOW, NO_BIAS),
+    ROW("dia_encoder", H, 0, STACK_OF("Dia"), NULL, NOWINDOW, NO_BIAS),
     /* DiffLlamaAttention (transformers 5): each query head attends over both halves of the
      * key/value heads' values (2 head_dim features); head j's output minus lambda times head
      * j + H/2's, RMS-normed over the 2 head_dim and times 1 - lambda_init(layer) */
@@ -764,8 +799,13 @@ static const ra_hf_family families[] = {
         "hidden_size=4608 num_key_value_heads=32 sliding_window=4096 max_window_layers=62",
         RA_HF_WINDOWS_FROM_MAX, ALL(AB, 0)),
     ROW("dots3_note", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
+    ROW("dots3_note_audio_encoder", H, 0, PART_ALONE("an audio encoder"), NULL, NOWINDOW, NO_BIAS),
     ROW("dots3_note_text", I, DOTS3, NULL, DOTS3_DEFAULTS, LISTED, NO_BIAS),
+    ROW("dots3_note_vision_encoder", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("edgetam_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("edgetam_video_mask_decoder", H, 0,
+        PART_ALONE("a segmentation model's mask decoder"),
+        NULL, NOWINDOW, NO_BIAS),
     ROW("efficientloftr", H, 0,
         "its aggregated attention pools the keys and values (and queries) of a coarse feature "
         "map by convolution and max-pooling before its 2-D RoPE, and attends across two "
@@ -779,6 +819,9 @@ static const ra_hf_family families[] = {
     ROW("emu3_text_model", H, WHOLE, NULL,
         "rope_theta=1000000 hidden_size=4096 num_attention_heads=32 num_key_value_heads=8 "
         "max_position_embeddings=9216", NOWINDOW, ALL(AB, 0), .names = emu3_names),
+    ROW("emu3_vqgan", H, 0,
+        PART_ALONE("Emu3's image tokenizer, a VQ-GAN"),
+        NULL, NOWINDOW, NO_BIAS),
     ROW("eomt_dinov3", H, 0, DINOV3_ROPE, NULL, NOWINDOW, NO_BIAS),
     /* Ernie4_5Config, Ernie4_5_MoeConfig (the MoE's has no head_dim: hidden_size /
      * num_attention_heads); use_bias biases q, k, v and o */
@@ -794,6 +837,7 @@ static const ra_hf_family families[] = {
      * the residual after) */
     ROW("ernie4_5_vl_moe", I, 0, ERNIE_VL, NULL, NOWINDOW, NO_BIAS),
     ROW("ernie4_5_vl_moe_text", I, 0, ERNIE_VL, NULL, NOWINDOW, NO_BIAS),
+    ROW("ernie4_5_vl_moe_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("esm", H, RA_HF_NON_CAUSAL | RA_HF_IS_DECODER_KEY | RA_HF_ROTARY_REQUIRED |
         RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
@@ -827,6 +871,7 @@ static const ra_hf_family families[] = {
     /* EXAONE 4.5's text_config (Exaone4_5_Config renames its model_type exaone4; it fails
      * on a text_config without one) */
     ROW("exaone4_5_text", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
+    ROW("exaone4_5_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("exaone_moe", H, EXAONE4 | WHOLE, NULL, EXAONE4_DEFAULTS, PATTERN, FIXED(0, 0)),
     ROW("falcon", H, RA_HF_QKV_BY_MULTI_QUERY | WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 0),
         .names = falcon_names),
@@ -847,6 +892,7 @@ static const ra_hf_family families[] = {
     ROW("gemma4", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=512", LISTED, ALL(AB, 0),
         GEMMA4_ROPE, DEFAULT_TEXT),
     ROW("gemma4_assistant", H, 0, GEMMA4_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
+    ROW("gemma4_audio", H, 0, PART_ALONE("an audio encoder"), NULL, NOWINDOW, NO_BIAS),
     ROW("gemma4_text", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=512", LISTED, ALL(AB, 0),
         GEMMA4_ROPE),
     ROW("gemma4_unified", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=1024", LISTED,
@@ -854,6 +900,7 @@ static const ra_hf_family families[] = {
     ROW("gemma4_unified_assistant", H, 0, GEMMA4_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
     ROW("gemma4_unified_text", H, GEMMA4, NULL, GEMMA4_SIZES "sliding_window=1024", LISTED,
         ALL(AB, 0), GEMMA4_ROPE),
+    ROW("gemma4_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("glm", I, 0, NULL, "head_dim=128 partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     ROW("glm4", I, 0, NULL, "head_dim=128 partial_rotary_factor=0.5", NOWINDOW, QKV(AB, 1)),
     /* Glm4MoeConfig: o_proj has no bias; q/k norms with use_qk_norm */
@@ -875,11 +922,14 @@ static const ra_hf_family families[] = {
         DEFAULT_TEXT, GLM_MROPE),
     ROW("glm4v_moe_text", H, RA_HF_MROPE, NULL, GLM4V_MOE_DEFAULTS, NOWINDOW, QKV(AB, 1),
         GLM_MROPE),
+    ROW("glm4v_moe_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("glm4v_text", I, GLM4V, NULL, GLM4V_DEFAULTS, NOWINDOW, FIXED(1, 0), GLM_MROPE),
+    ROW("glm4v_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("glm5_next", I, 0, NOPE_LATENT("linear-attention (KDA) layers"), NULL, NOWINDOW,
         NO_BIAS),
     ROW("glm5_next_text", I, 0, NOPE_LATENT("linear-attention (KDA) layers"), NULL, NOWINDOW,
         NO_BIAS),
+    ROW("glm5_next_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     /* GlmImageTextConfig (GLM-Image): GLM-4.5V's rope (rotate_half pairs, chunked M-RoPE,
      * partial_rotary_factor read, default 1); attention_bias (default true) for q, k and v */
     ROW("glm_image", H, RA_HF_MROPE, NULL, GLM_IMAGE_DEFAULTS, NOWINDOW, QKV(AB, 1),
@@ -891,6 +941,8 @@ static const ra_hf_family families[] = {
     /* GlmOcrTextConfig (GLM-OCR): GLM-4.1V's attention and rope without any bias */
     ROW("glm_ocr", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT, GLM_MROPE),
     ROW("glm_ocr_text", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, GLM_MROPE),
+    ROW("glm_ocr_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    ROW("got_ocr2_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1), .names = gpt_neox_names),
     /* GptOssConfig (transformers 5) */
@@ -922,6 +974,7 @@ static const ra_hf_family families[] = {
         NOWINDOW, ALL(AB, 0), DEFAULT_TEXT, .names = granite_docling_names),
     ROW("granite_docling_text", H, RA_HF_ATTENTION_MULTIPLIER | WHOLE, NULL,
         GRANITE_DOCLING_DEFAULTS, NOWINDOW, ALL(AB, 0), .names = granite_docling_names),
+    ROW("granite_docling_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("granite_swa", H, RA_HF_ATTENTION_MULTIPLIER | RA_HF_SINKS | RA_HF_LAYER_ROPE_THETA | WHOLE,
         NULL,
         "attention_multiplier=1 sliding_window=128", LISTED, ALL(AB, 0)),
@@ -961,6 +1014,7 @@ static const ra_hf_family families[] = {
         .ntk_alpha = 1),
     ROW("hunyuan_vl", H, 0, HUNYUAN_VL, NULL, NOWINDOW, NO_BIAS),
     ROW("hunyuan_vl_text", H, 0, HUNYUAN_VL, NULL, NOWINDOW, NO_BIAS),
+    ROW("hunyuan_vl_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("hy_v3", H, RA_HF_QK_NORM | WHOLE, NULL,
         "rope_theta=11158840 rms_norm_eps=1e-05 num_attention_heads=64 num_key_value_heads=8 "
         "head_dim=128", NOWINDOW, ALL(AB, 0)),
@@ -982,8 +1036,10 @@ static const ra_hf_family families[] = {
     ROW("idefics", H, RA_HF_HEAD_DIM_BY_HEADS | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=2048", NOWINDOW,
         FIXED(0, 0)),
+    ROW("idefics_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("inkling2", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
     ROW("inkling2_text", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
+    ROW("inkling2_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("internlm2", H, WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
     /* InternLM3Config: Llama's model */
     ROW("internlm3", H, RA_HF_QKV_BIAS_NAME | WHOLE, NULL,
@@ -1013,6 +1069,7 @@ static const ra_hf_family families[] = {
      * which kimi_k2's row reads alike but for rope_interleave false, refused there) */
     ROW("kimi_k25", I, MLA_V3, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT,
         .names = kimi_k25_names),
+    ROW("kimi_k25_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("kimi_linear", H, 0, NOPE_LATENT("Kimi Delta Attention layers"), NULL, NOWINDOW,
         NO_BIAS),
     ROW("kolibri1", H, EXAONE4 | WHOLE, NULL, "head_dim=128 sliding_window=513", LISTED,
@@ -1038,6 +1095,7 @@ static const ra_hf_family families[] = {
     ROW("lfm3", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE),
     /* Lfm3VlConfig: its text_config an Lfm3Config (AutoConfig's: lfm3 where it names none) */
     ROW("lfm3_vl", H, LFM3, NULL, LFM3_DEFAULTS, LISTED, ALL(AB, 0), LFM3_ROPE, DEFAULT_TEXT),
+    ROW("lfm3_vl_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("lightglue", H, 0,
         "its self-attention rotates q and k by a learned Fourier encoding of keypoint "
         "coordinates (not position indices), beside cross-attention between two images: not "
@@ -1045,6 +1103,7 @@ static const ra_hf_family families[] = {
     ROW("llama", H, WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     ROW("llama4", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
     ROW("llama4_text", I, LLAMA4 | WHOLE, NULL, LLAMA4_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("llama4_vision_model", H, 0, VISION_FROM_WHOLE, NULL, NOWINDOW, NO_BIAS),
     ROW("longcat_flash", I, 0,
         "its decoder layers hold two latent attention modules each (self_attn.0 and "
         "self_attn.1: cache slots 2N and 2N + 1), their q and latents rescaled (mla_scale_q_lora, "
@@ -1057,6 +1116,8 @@ static const ra_hf_family families[] = {
         "its attention layers sit in two stacks (encoder_transformer and "
         "decoder_transformer), and ropeattn reads one stack of layers: not read",
         NULL, NOWINDOW, NO_BIAS),
+    ROW("mimi_decoder", H, 0, STACK_OF("Mimi"), NULL, NOWINDOW, NO_BIAS),
+    ROW("mimi_encoder", H, 0, STACK_OF("Mimi"), NULL, NOWINDOW, NO_BIAS),
     /* MiMoV2FlashConfig: head_dim 192, v_head_dim 128, v scaled; its sliding layers have
      * num_key_value_heads * 2 key/value heads and sinks; a rope per layer type (partial);
      * layer_types (without it: refused); o_proj without a bias */
@@ -1077,6 +1138,7 @@ static const ra_hf_family families[] = {
     ROW("minimax_m3_vl", H, MINIMAX_M3, NULL, MINIMAX_M3_DEFAULTS, NOWINDOW, FIXED(0, 0),
         DEFAULT_TEXT),
     ROW("minimax_m3_vl_text", H, MINIMAX_M3, NULL, MINIMAX_M3_DEFAULTS, NOWINDOW, FIXED(0, 0)),
+    ROW("minimax_m3_vl_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("ministral", H, WHOLE, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     /* Ministral3Config: its default rope is yarn with llama_4_scaling_beta; a sliding_window
      * (default null) slides every layer (the model ignores layer_types) */
@@ -1122,23 +1184,34 @@ static const ra_hf_family families[] = {
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=8192", LISTED,
         ALL(AB, 0), .names = modernbert_names),
     ROW("molmo2", H, 0, MOLMO2, NULL, NOWINDOW, NO_BIAS),
+    ROW("molmo2_adapter", H, 0, PART_ALONE("MoLMo 2's vision adapter"), NULL, NOWINDOW, NO_BIAS),
     ROW("molmo2_text", H, 0, MOLMO2, NULL, NOWINDOW, NO_BIAS),
+    ROW("molmo2_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("moonshine", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     ROW("moonshine_streaming", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("moonshine_streaming_encoder", H, 0,
+        STACK_OF("Moonshine Streaming"),
+        NULL, NOWINDOW, NO_BIAS),
     /* MoshiConfig: its text decoder (MoshiForCausalLM, and MoshiForConditionalGeneration's
      * decoder.model): Llama's attention, projections under .linear; its mask is causal,
      * whatever sliding_window says (only the cache reads it); the depth decoder has no rope */
     ROW("moshi", H, RA_HF_CACHE_WINDOW | WHOLE, NULL,
         "max_position_embeddings=3000 sliding_window=3000",
         NOWINDOW, FIXED(0, 0), .names = moshi_names),
+    ROW("moshi_depth", H, 0, PART_ALONE("Moshi's depth decoder"), NULL, NOWINDOW, NO_BIAS),
+    ROW("moss_transcribe_diarize_audio", H, 0,
+        PART_ALONE("an audio encoder"),
+        NULL, NOWINDOW, NO_BIAS),
     /* NanoChatConfig: q and k RMS-normed without weights after RoPE (Llama 4's norm, always:
      * the model reads no use_qk_norm), RoPE by the opposite angle; attention_bias for q, k, v
      * and o */
     ROW("muse_glimmer", H, 0, MUSE, NULL, NOWINDOW, NO_BIAS),
     ROW("muse_glimmer_assistant", H, 0, MUSE_GLIMMER_ASSISTANT, NULL, NOWINDOW, NO_BIAS),
     ROW("muse_glimmer_text", H, 0, MUSE, NULL, NOWINDOW, NO_BIAS),
+    ROW("muse_glimmer_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("muse_spark", H, 0, MUSE " (and its o_norm)", NULL, NOWINDOW, NO_BIAS),
     ROW("muse_spark_text", H, 0, MUSE " (and its o_norm)", NULL, NOWINDOW, NO_BIAS),
+    ROW("muse_spark_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("nanochat", H,
         RA_HF_QK_L2_NORM | RA_HF_QK_L2_NORM_ALWAYS | RA_HF_ROPE_OPPOSITE_ANGLE | WHOLE,
         NULL, "hidden_size=768 num_attention_heads=6 max_position_embeddings=2048", NOWINDOW,
@@ -1183,6 +1256,7 @@ static const ra_hf_family families[] = {
         ALL("use_bias", 0)),
     ROW("paddleocr_vl_text", H, RA_HF_MROPE | WHOLE, NULL, PADDLEOCR_DEFAULTS, NOWINDOW,
         ALL("use_bias", 0)),
+    ROW("paddleocr_vl_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("parakeet_ctc", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("parakeet_encoder", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("parakeet_rnnt", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
@@ -1201,10 +1275,17 @@ static const ra_hf_family families[] = {
         "num_key_value_heads=8 max_position_embeddings=131072 "
         "original_max_position_embeddings=4096", RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0),
         .names = phi3_names),
+    ROW("phi4_multimodal_audio", H, 0, PART_ALONE("an audio encoder"), NULL, NOWINDOW, NO_BIAS),
+    ROW("phi4_multimodal_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     /* PhimoeConfig */
     ROW("phimoe", H, RA_HF_LONGROPE_MSCALE | WHOLE, NULL,
         "rope_theta=1000000 num_key_value_heads=8",
         RA_HF_WINDOWS_EVERY_LAYER, ALL(AB, 0)),
+    ROW("pi0", H, 0,
+        "a vision-language-action model: its Gemma action expert (dit_config) attends over "
+        "the PaliGemma prefix's cached keys and values beside its own under a block mask, and "
+        "ropeattn reads one stack of layers: not supported",
+        NULL, NOWINDOW, NO_BIAS),
     ROW("pixtral", H, 0,
         "a vision tower saved alone (PixtralVisionModel): its layers run from a multimodal "
         "config's vision_config (Mistral 3, Llava: ra_hf_options.vision, --vision), which gives "
@@ -1214,6 +1295,16 @@ static const ra_hf_family families[] = {
     ROW("pocket_tts", H, WHOLE, NULL,
         "hidden_size=1024 num_attention_heads=16 max_position_embeddings=8192", NOWINDOW,
         ALL(AB, 0)),
+    ROW("pocket_tts_audio_tokenizer", H, 0,
+        PART_ALONE("an audio tokenizer"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("pocket_tts_audio_tokenizer_decoder", H, 0,
+        PART_ALONE("an audio tokenizer's decoder"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("pocket_tts_audio_tokenizer_encoder", H, 0,
+        PART_ALONE("an audio tokenizer's encoder"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("pp_chart2table_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("pp_doclayout_v2", H, 0,
         "a detection model: its reading-order encoder adds 2-D relative position biases and "
         "its decoder runs deformable attention, neither a RoPE layer: not supported",
@@ -1225,16 +1316,28 @@ static const ra_hf_family families[] = {
      * in thinker_config.text_config, its thinker's in text_config */
     ROW("qwen2_5_omni", H, RA_HF_MROPE | WHOLE, NULL, QWEN2_5_OMNI_DEFAULTS, FROM_MAX, FIXED(1, 0),
         DEFAULT_TEXT, .text_parent = "thinker_config", .names = qwen_omni_names),
+    ROW("qwen2_5_omni_dit", H, 0,
+        PART_ALONE("the Omni model's token-to-wave DiT"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen2_5_omni_talker", H, 0,
+        PART_ALONE("the Omni model's talker, its speech-token decoder"),
+        NULL, NOWINDOW, NO_BIAS),
     ROW("qwen2_5_omni_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN2_5_OMNI_DEFAULTS, FROM_MAX,
         FIXED(1, 0)),
     ROW("qwen2_5_omni_thinker", H, RA_HF_MROPE | WHOLE, NULL, QWEN2_5_OMNI_DEFAULTS, FROM_MAX,
         FIXED(1, 0), DEFAULT_TEXT),
+    ROW("qwen2_5_omni_token2wav", H, 0,
+        PART_ALONE("the Omni model's token-to-wave vocoder"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen2_5_omni_vision_encoder", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen2_5_vl", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_5_vl_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_5_vl_vision", H, 0, VISION_FROM_WHOLE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen2_moe", H, WHOLE, NULL, QWEN_WINDOW(28), RA_HF_WINDOWS_GATED_EVEN_BELOW_MAX,
         QKV("qkv_bias", 1)),
     ROW("qwen2_vl", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
     ROW("qwen2_vl_text", H, RA_HF_MROPE | WHOLE, NULL, QWEN_VL_DEFAULTS, FROM_MAX, FIXED(1, 0)),
+    ROW("qwen2_vl_vision", H, 0, VISION_FROM_WHOLE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3", H, RA_HF_QK_NORM | WHOLE, NULL, "head_dim=128 " QWEN_WINDOW(28), FROM_MAX,
         ALL(AB, 0)),
     /* Qwen3.5's interleaved M-RoPE is the default rope on text positions */
@@ -1244,8 +1347,10 @@ static const ra_hf_family families[] = {
         ALL(AB, 0), DEFAULT_TEXT),
     ROW("qwen3_5_moe_text", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
+    ROW("qwen3_5_moe_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3_5_text", H, GATED_QWEN | QWEN3_5_MROPE, NULL, GATED_QWEN_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
+    ROW("qwen3_5_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3_moe", H, RA_HF_QK_NORM | WHOLE, NULL, "use_sliding_window=0",
         RA_HF_WINDOWS_GATED_EVERY_LAYER, ALL(AB, 0)),
     ROW("qwen3_next", H, GATED_QWEN, NULL, GATED_QWEN_DEFAULTS, NOWINDOW, ALL(AB, 0)),
@@ -1254,21 +1359,31 @@ static const ra_hf_family families[] = {
      * interleaved M-RoPE; nested as Qwen2.5-Omni's */
     ROW("qwen3_omni_moe", H, QWEN3_VL | WHOLE, NULL, QWEN3_OMNI_DEFAULTS, NOWINDOW, ALL(AB, 0),
         DEFAULT_TEXT, .text_parent = "thinker_config", .names = qwen_omni_names),
+    ROW("qwen3_omni_moe_talker_code_predictor", H, 0,
+        PART_ALONE("the Omni talker's code predictor"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("qwen3_omni_moe_talker_text", H, 0,
+        PART_ALONE("the Omni model's talker, its speech-token decoder"),
+        NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3_omni_moe_text", H, QWEN3_VL | WHOLE, NULL, QWEN3_OMNI_DEFAULTS, NOWINDOW,
         ALL(AB, 0)),
     ROW("qwen3_omni_moe_thinker", H, QWEN3_VL | WHOLE, NULL, QWEN3_OMNI_DEFAULTS, NOWINDOW,
         ALL(AB, 0), DEFAULT_TEXT),
+    ROW("qwen3_omni_moe_vision_encoder", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3_vl", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA,
         DEFAULT_TEXT),
     ROW("qwen3_vl_moe", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA,
         DEFAULT_TEXT),
     ROW("qwen3_vl_moe_text", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl_moe_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("qwen3_vl_text", H, QWEN3_VL | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0), QWEN3_VL_THETA),
+    ROW("qwen3_vl_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     /* Qwen4ExpTextConfig: Qwen3.5's gated attention (no default partial rotary; M-RoPE
      * sections [11, 11, 10] by default) beside QSA's block-sparse indexer in every attention
      * layer ("indexed_attention") */
     ROW("qwen4_exp", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0), DEFAULT_TEXT),
     ROW("qwen4_exp_text", H, QWEN4_EXP, NULL, QWEN4_EXP_DEFAULTS, NOWINDOW, ALL(AB, 0)),
+    ROW("qwen4_exp_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     /* RecurrentGemmaConfig: attention blocks among recurrent ones by block_types, each sliding;
      * head_dim hidden_size / num_attention_heads (a head_dim key that differs does not fit the
      * weights' shapes: refused); o_proj always biased, q, k and v by attention_bias */
@@ -1286,11 +1401,34 @@ static const ra_hf_family families[] = {
         FIXED(1, 1), .names = roformer_names,
         .block_norm = "output.LayerNorm."),
     ROW("sam2_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("sam2_video_mask_decoder", H, 0,
+        PART_ALONE("a segmentation model's mask decoder"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3", H, 0,
+        "a segmentation model: its attention sits in several stacks (a ViT backbone with 2-D "
+        "RoPE over patch rows and columns, a DETR encoder and decoder, a geometry encoder, a mask "
+        "decoder, a CLIP text encoder), and ropeattn reads one stack of layers: not supported",
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_detr_decoder", H, 0, PART_ALONE("SAM 3's DETR decoder"), NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_detr_encoder", H, 0, PART_ALONE("SAM 3's DETR encoder"), NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_geometry_encoder", H, 0,
+        PART_ALONE("SAM 3's geometry encoder"),
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_lite_text", H, 0,
+        "a segmentation model: its attention sits in several stacks (a ViT backbone with 2-D "
+        "RoPE over patch rows and columns, a DETR encoder and decoder, a geometry encoder, a mask "
+        "decoder, a CLIP text encoder), and ropeattn reads one stack of layers: not supported",
+        NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_mask_decoder", H, 0,
+        PART_ALONE("a segmentation model's mask decoder"),
+        NULL, NOWINDOW, NO_BIAS),
     ROW("sam3_tracker_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
     ROW("sam3_video", H, 0,
         "its detector's ViT attention (2-D axial RoPE inside windows) and its tracker's "
         "memory attention (2-D axial RoPE, keys repeated over memory frames) are not "
         "supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_vision_model", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_vit_model", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("sapiens2", H, 0, DINOV3_ROPE, NULL, NOWINDOW, NO_BIAS),
     ROW("seamless_m4t", H, 0,
         "an encoder-decoder model (speech and text encoders, a text decoder, a text-to-unit "
@@ -1315,9 +1453,14 @@ static const ra_hf_family families[] = {
     ROW("starcoder2", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_EVERY_LAYER, ALL("use_bias", 1)),
     /* Step3p7TextConfig (saved as model_type step3p5) */
     ROW("step3p5", H, 0, STEP3P7, NULL, NOWINDOW, NO_BIAS),
+    ROW("step3p5_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("step3p7", H, 0, STEP3P7, NULL, NOWINDOW, NO_BIAS),
+    ROW("t5_gemma_module", H, 0, STACK_OF("T5Gemma"), NULL, NOWINDOW, NO_BIAS),
     ROW("t5gemma", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
     ROW("t5gemma2", H, 0, ENCODER_DECODER, NULL, NOWINDOW, NO_BIAS),
+    ROW("t5gemma2_decoder", H, 0, STACK_OF("T5Gemma 2"), NULL, NOWINDOW, NO_BIAS),
+    ROW("t5gemma2_encoder", H, 0, STACK_OF("T5Gemma 2"), NULL, NOWINDOW, NO_BIAS),
+    ROW("t5gemma2_text", H, 0, STACK_OF("T5Gemma 2"), NULL, NOWINDOW, NO_BIAS),
     ROW("timesfm2_5", H, 0,
         "its attention scales each feature of q by a learned softplus(scaling) (a vector, not "
         "one softmax scale) after RMS-norming q and k: not supported", NULL, NOWINDOW, NO_BIAS),
@@ -1330,7 +1473,10 @@ static const ra_hf_family families[] = {
         "sliding_window=128", RA_HF_WINDOWS_FULL_EVERY_THIRD, ALL(AB, 0), ULTRABERT_ROPE,
         .names = ultrabert_names),
     ROW("unlimited_ocr", H, 0, UNLIMITED_OCR, NULL, NOWINDOW, NO_BIAS),
+    ROW("unlimited_ocr_sam_vision_model", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("unlimited_ocr_text", H, 0, UNLIMITED_OCR, NULL, NOWINDOW, NO_BIAS),
+    ROW("unlimited_ocr_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    ROW("unlimited_ocr_vision_encoder", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     /* VaultGemmaConfig: Gemma 2's attention */
     ROW("vaultgemma", H, RA_HF_PRE_ATTN_SCALAR | RA_HF_SOFTCAP | WHOLE, NULL,
         "head_dim=256 query_pre_attn_scalar=256 attn_logit_softcapping=50 sliding_window=4096 "
@@ -1338,15 +1484,18 @@ static const ra_hf_family families[] = {
     /* VideoLlama3Config: its text_config a Qwen2Config (AutoConfig's: qwen2 where it names
      * none), run on 1-D positions */
     ROW("video_llama_3", H, WHOLE, NULL, QWEN_WINDOW(28), FROM_MAX, FIXED(1, 0), DEFAULT_TEXT),
+    ROW("video_llama_3_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("vjepa2", H, 0,
         "its 3-D RoPE (head_dim split into frame, row and column parts, each rotated by its "
         "own positions on interleaved pairs) is not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("voxtral_encoder", H, 0, PART_ALONE("an audio encoder"), NULL, NOWINDOW, NO_BIAS),
     /* VoxtralRealtimeConfig: its text decoder's attention is Mistral's (no biases, every
      * layer sliding by sliding_window where set); its text_config is read over the class's
      * own text defaults, whatever its text_config's model_type says (text_config_merged) */
     ROW("voxtral_realtime", H, WHOLE, NULL, VOXTRAL_REALTIME_DEFAULTS,
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0), DEFAULT_TEXT, .text_config_merged = 1,
         .names = voxtral_realtime_names),
+    ROW("voxtral_realtime_encoder", H, 0, PART_ALONE("an audio encoder"), NULL, NOWINDOW, NO_BIAS),
     ROW("voxtral_realtime_text", H, WHOLE, NULL, VOXTRAL_REALTIME_TEXT_DEFAULTS,
         RA_HF_WINDOWS_EVERY_LAYER, FIXED(0, 0), .names = voxtral_realtime_names),
     ROW("wav2vec2-bert", H, 0, CONFORMER_W2V2, NULL, NOWINDOW, NO_BIAS),

@@ -1042,7 +1042,9 @@ static ra_status standardize_rope(ra_hf_rope *rope, const ra_hf_fields *out, con
 
 /* model_type of the text model: text's, else the top level's; "" when
  * neither has one.  The top level's row may read its text_config as its own
- * (text_config_merged) or refuse one without model_type (text_config_typed). */
+ * (text_config_merged) or refuse one without model_type (text_config_typed); a
+ * refused top level is refused as itself where its text_config's model_type is
+ * not refused too (CLVP's unknown clvp_encoder; Gemma 4's assistant's text rows). */
 static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fields *out,
                                  const char *name, char *msg, size_t msg_len)
 {
@@ -1051,6 +1053,11 @@ static ra_status read_model_type(const cJSON *root, const cJSON *text, ra_hf_fie
     if (text != root) RA_TRY(ra_io_json_key(text, "model_type", name, &item, msg, msg_len));
     const ra_hf_family *row =
         top && cJSON_IsString(top) ? ra_hf_family_find(top->valuestring) : NULL;
+    const ra_hf_family *text_row =
+        item && cJSON_IsString(item) ? ra_hf_family_find(item->valuestring) : NULL;
+    if (text != root && row && row->refused && !(text_row && text_row->refused))
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: model_type \"%s\" is refused: %s",
+                          name, row->model_type, row->refused);
     if (item && row && row->text_config_merged) { /* read as its row, if it is its own */
         char own[64];
         snprintf(own, sizeof own, "%s_text", row->model_type);

@@ -1683,6 +1683,7 @@ if __name__ == "__main__":
     from rope_rows_cases import rope_rows_cases  # tests/families/rope_rows_cases.py
     from text_refusals_cases import text_refusals_cases  # tests/families/text_refusals_cases.py
     from encoder_audio_rows_cases import encoder_audio_rows_cases  # tests/families/ (same name)
+    from parts_refusals_cases import parts_refusals_cases  # tests/families/ (same name)
     family_cases(sys.argv[1])
     mla_cases(sys.argv[1])
     fp8_cases(sys.argv[1])
@@ -1690,4 +1691,5 @@ if __name__ == "__main__":
     rope_rows_cases(sys.argv[1])
     text_refusals_cases(sys.argv[1])
     encoder_audio_rows_cases(sys.argv[1])
+    parts_refusals_cases(sys.argv[1])
     rope_cases(sys.argv[1])

@@ -607,6 +607,9 @@ static const ra_hf_names ultrabert_names[] = {
 #define PART_ALONE(what)                                                                 \
     "a part of a composite model saved alone (" what "): ropeattn reads a whole model's "   \
     "config and its text layers, not a part's config alone: not supported"
+#define VLM_CONFIG                                                                       \
+    "a retrieval model: its vision-language model's config sits in vlm_config (its text "   \
+    "model in vlm_config.text_config), which ropeattn does not read: not supported"
 #define STACK_OF(model)                                                                  \
     "one stack of layers of " model " saved alone (a sub-config of the whole model, whose " \
     "model_type is refused for its several stacks): not supported"
@@ -733,6 +736,9 @@ static const ra_hf_family families[] = {
     ROW("cohere_compass_text", H, COHERE_COMPASS, NULL, COHERE_COMPASS_DEFAULTS,
         RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0)),
     ROW("cohere_compass_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    ROW("colmodernvbert", H, 0, VLM_CONFIG, NULL, NOWINDOW, NO_BIAS),
+    ROW("colpali", H, 0, VLM_CONFIG, NULL, NOWINDOW, NO_BIAS),
+    ROW("colqwen2", H, 0, VLM_CONFIG, NULL, NOWINDOW, NO_BIAS),
     /* Cosmos3EdgeTextConfig (Cosmos3-Edge): Llama's attention (attention_bias for q, k, v and
      * o), Qwen3-VL's interleaved M-RoPE over all of head_dim; the default rope with
      * mrope_section only (its class raises otherwise); without rope_parameters theta 1e8 and

@@ -6,6 +6,8 @@ that use RoPE and were refused as unknown model types, each with its message.
   qwen3_omni_moe_talker_text, voxtral_encoder ...  a part of a composite model saved alone
   blt_local_encoder, t5gemma2_encoder ...  one stack of a model refused for its several stacks
   sam3, pi0, chmv2  several stacks; an action expert over a cached prefix; DINOv3's backbone
+  colpali, colqwen2, colmodernvbert  a vision-language model in vlm_config (read as no family
+             before: their top level names no attention key)
 
 and a refused model saved whole, its text_config naming a model_type of its own: refused as
 the whole model's row where that model_type is not refused too (Gemma 4's assistant's
@@ -48,6 +50,11 @@ def parts_refusals_cases(out):
          refused("pi0") + "a vision-language-action model: its Gemma action expert"),
         ("chmv2_whole", {"model_type": "chmv2", "backbone_config": dict(BASE, model_type="dinov3_vit")},
          refused("chmv2") + "its backbone (backbone_config) is DINOv3's ViT"),
+        ("colpali_whole",
+         {"model_type": "colpali", "vlm_config": {"model_type": "paligemma",
+                                                  "text_config": dict(BASE, model_type="gemma")}},
+         refused("colpali") + "a retrieval model: its vision-language model's config sits in "
+         "vlm_config"),
         ("clvp_whole", {"model_type": "clvp", "text_config": dict(BASE, model_type="clvp_encoder")},
          refused("clvp_encoder") + "one stack of layers of CLVP saved alone"),
         ("gemma4_unified_assistant_whole",

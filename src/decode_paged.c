@@ -73,7 +73,8 @@ ra_kv_cache ra_kv_pool_view(const ra_kv_pool *pool, const int64_t *ids, int64_t 
         .batch = n_ids, .capacity = max_length, .n_kv_heads = pool->n_kv_heads,
         .head_dim = pool->head_dim, .dtype = pool->dtype, .k = pool->k, .v = pool->v,
         .k_scale = pool->k_scale, .v_scale = pool->v_scale, .length = length,
-        .nan_codes = pool->nan_codes, .page_size = pool->page_size, .pages = pages,
+        .nan_codes = pool->nan_codes, .page_size = pool->page_size,
+        .page_group = pool->group, .n_pages = pool->n_pages, .pages = pages,
         .first_page = first_page};
 }
 

@@ -5,7 +5,8 @@
  * release the pages they pass, and the append that rotates q and k and
  * writes k and v into each sequence's pages in one pass per token block.
  *
- *   K, V: [n_pages, Hkv, page_size, D] in the pool's dtype (kvpool_internal.h)
+ *   K, V: groups of pages [n_pages / G, Hkv, G, page_size, D] in the pool's
+ *   dtype (kvpool_internal.h)
  *   append inputs: q [N, S, H, D] (optional), k, v [N, S, Hkv, D] f32 for
  *   N = n_ids sequences
  */
@@ -18,11 +19,38 @@
 #include "quant8.h"
 #include "rope_internal.h"
 
+/* The bytes of a head's rows that a group holds at least (group_pages). */
+enum { RUN_BYTES = 131072 };
+
+/* Pages a group of a pool of pages of page_size rows of row_bytes: enough
+ * for runs of RUN_BYTES of a head's rows, but at most a decode task's
+ * RA_DECODE_CHUNK positions (a task reads no longer run).  On the 2-core
+ * Intel Xeon (family 6 model 167), two threads, 32 sequences of 512..8192
+ * f32 tokens at D 128: pages of 16 (runs of 8 KiB) took 1.10-1.22 of the
+ * contiguous twin's time, of 128 (64 KiB) 1.03-1.07, of 256 (128 KiB)
+ * 1.01-1.04, of 1024 1.00-1.01 (docs/perf/2026-12-07-paged.md, eleventh
+ * session); longer groups give a sequence's first page a whole free group
+ * less often. */
+static int64_t group_pages(int64_t page_size, int64_t row_bytes)
+{
+    const int64_t run = page_size * row_bytes, most = RA_DECODE_CHUNK / page_size;
+    const int64_t g = (RUN_BYTES + run - 1) / run;
+    return g < most ? g : most > 1 ? most : 1;
+}
+
 RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t page_size,
                                    int64_t max_sequences, int64_t n_kv_heads, int64_t head_dim,
                                    ra_dtype dtype)
 {
     ra_error_reset();
+    return ra_kv_pool_create_grouped(out, n_pages, page_size, max_sequences, n_kv_heads,
+                                     head_dim, dtype, 0);
+}
+
+ra_status ra_kv_pool_create_grouped(ra_kv_pool **out, int64_t n_pages, int64_t page_size,
+                                    int64_t max_sequences, int64_t n_kv_heads, int64_t head_dim,
+                                    ra_dtype dtype, int64_t group)
+{
     if (!out) return ra_fail(RA_ERR_NULL, "out is NULL");
     *out = NULL;
     if (!ra_dtype_is_cache8(dtype)) RA_TRY(ra_check_tensor_dtype(dtype, "dtype"));
@@ -36,6 +64,7 @@ RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t pa
                        n_pages > INT32_MAX ? "n_pages" : "max_sequences",
                        (long long)(n_pages > INT32_MAX ? n_pages : max_sequences));
     if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
+    if (!group) group = group_pages(page_size, head_dim * (int64_t)ra_dtype_size(dtype));
     ra_kv_pool *p = ra_calloc(1, sizeof *p);
     if (!p) return ra_fail(RA_ERR_NOMEM, "allocating the KV pool");
     const size_t bytes = (size_t)n * ra_dtype_size(dtype);
@@ -44,12 +73,18 @@ RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t pa
     p->v = p->k ? ra_alloc(bytes) : NULL;
     p->refs = ra_calloc((size_t)n_pages, sizeof *p->refs);
     p->free_pages = ra_alloc((size_t)n_pages * sizeof *p->free_pages);
+    p->free_at = ra_alloc((size_t)n_pages * sizeof *p->free_at);
+    const int64_t n_groups = (n_pages + group - 1) / group;
+    p->group_free = ra_alloc((size_t)n_groups * sizeof *p->group_free);
+    p->free_groups = ra_alloc((size_t)n_groups * sizeof *p->free_groups);
+    p->free_group_at = ra_alloc((size_t)n_groups * sizeof *p->free_group_at);
     p->seqs = ra_calloc((size_t)max_sequences, sizeof *p->seqs);
     if (ra_dtype_is_cache8(dtype)) {
         p->k_scale = ra_alloc((size_t)n_scales * sizeof(float));
         p->v_scale = p->k_scale ? ra_alloc((size_t)n_scales * sizeof(float)) : NULL;
     }
-    if (!p->v || !p->refs || !p->free_pages || !p->seqs ||
+    if (!p->v || !p->refs || !p->free_pages || !p->free_at || !p->group_free ||
+        !p->free_groups || !p->free_group_at || !p->seqs ||
         (ra_dtype_is_cache8(dtype) && !p->v_scale)) {
         ra_kv_pool_destroy(p);
         return ra_fail(RA_ERR_NOMEM, "allocating 2 x %zu bytes of pages (and their tables)",
@@ -57,10 +92,16 @@ RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t pa
     }
     for (int64_t i = 0; ra_dtype_is_cache8(dtype) && i < n_scales; i++)
         p->k_scale[i] = p->v_scale[i] = 1.0f;
-    /* the stack pops pages 0, 1, 2, ... first: a new pool's sequences lie in
-     * order */
-    for (int64_t i = 0; i < n_pages; i++) p->free_pages[i] = (int32_t)(n_pages - 1 - i);
+    /* every page free; the stack pops groups 0, 1, 2, ... first */
+    for (int64_t i = 0; i < n_pages; i++) p->free_pages[i] = p->free_at[i] = (int32_t)i;
+    for (int64_t i = 0; i < n_groups; i++) {
+        p->group_free[i] = (int32_t)(n_pages - i * group < group ? n_pages - i * group : group);
+        p->free_groups[i] = (int32_t)(n_groups - 1 - i);
+        p->free_group_at[n_groups - 1 - i] = (int32_t)i;
+    }
     p->n_free = n_pages;
+    p->n_free_groups = n_groups;
+    p->group = group;
     p->n_pages = n_pages;
     p->page_size = page_size;
     p->n_kv_heads = n_kv_heads;
@@ -82,6 +123,10 @@ RA_API void ra_kv_pool_destroy(ra_kv_pool *pool)
     ra_free(pool->v_scale);
     ra_free(pool->refs);
     ra_free(pool->free_pages);
+    ra_free(pool->free_at);
+    ra_free(pool->group_free);
+    ra_free(pool->free_groups);
+    ra_free(pool->free_group_at);
     ra_free(pool);
 }
 
@@ -161,12 +206,60 @@ RA_API ra_status ra_kv_pool_fork(ra_kv_pool *pool, int64_t parent, int64_t *id)
     return RA_OK;
 }
 
+/* Pages of group i (the last: those left). */
+static int64_t group_size(const ra_kv_pool *pool, int64_t i)
+{
+    const int64_t left = pool->n_pages - i * pool->group;
+    return left < pool->group ? left : pool->group;
+}
+
+/* Takes free page p out of the free pages (and its group out of the
+ * wholly free ones), held by one sequence. */
+static void take_page(ra_kv_pool *pool, int32_t p)
+{
+    const int32_t last = pool->free_pages[--pool->n_free], at = pool->free_at[p];
+    pool->free_pages[at] = last;
+    pool->free_at[last] = at;
+    const int64_t i = p / pool->group;
+    if (pool->group_free[i]-- == group_size(pool, i)) {
+        const int32_t top = pool->free_groups[--pool->n_free_groups], gat = pool->free_group_at[i];
+        pool->free_groups[gat] = top;
+        pool->free_group_at[top] = gat;
+    }
+    pool->refs[p] = 1;
+}
+
+/* Gives page p, which no sequence holds any more, back. */
+static void give_page(ra_kv_pool *pool, int32_t p)
+{
+    pool->free_at[p] = (int32_t)pool->n_free;
+    pool->free_pages[pool->n_free++] = p;
+    const int64_t i = p / pool->group;
+    if (++pool->group_free[i] == group_size(pool, i)) {
+        pool->free_group_at[i] = (int32_t)pool->n_free_groups;
+        pool->free_groups[pool->n_free_groups++] = (int32_t)i;
+    }
+}
+
+/* The free page to follow page `after` (-1: none) of a sequence: the next
+ * of its group if free, else the first of a wholly free group, else the
+ * last one given back (n_free >= 1). */
+static int32_t next_free_page(const ra_kv_pool *pool, int64_t after)
+{
+    const int64_t next = after + 1;
+    if (after >= 0 && next % pool->group && next < pool->n_pages && pool->refs[next] == 0)
+        return (int32_t)next;
+    if (pool->n_free_groups)
+        return (int32_t)(pool->free_groups[pool->n_free_groups - 1] * pool->group);
+    return pool->free_pages[pool->n_free - 1];
+}
+
 /* Drops s's hold on its first n table entries' pages (a page no sequence
- * holds goes back to the free stack) and removes them from the table. */
+ * holds goes back to the free pages) and removes them from the table. */
 static void release_pages(ra_kv_pool *pool, ra_kv_sequence *s, int64_t n)
 {
     for (int64_t t = 0; t < n; t++)
-        if (--pool->refs[s->table[t]] == 0) pool->free_pages[pool->n_free++] = s->table[t];
+        if (--pool->refs[s->table[t]] == 0) give_page(pool, s->table[t]);
     if (n) memmove(s->table, s->table + n, (size_t)(s->n_table - n) * sizeof *s->table);
     s->n_table -= n;
     s->first_page += n;
@@ -359,20 +452,27 @@ static ra_status plan_pages(ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
 }
 
 /* Gives s its own copy of its last page (K, V and RA_I8's scales), which
- * other sequences hold too. */
+ * other sequences hold too: each head's rows of the page. */
 static void copy_last_page(ra_kv_pool *pool, ra_kv_sequence *s)
 {
-    const int32_t from = s->table[s->n_table - 1], to = pool->free_pages[--pool->n_free];
-    const int64_t rows = pool->n_kv_heads * pool->page_size;
-    const size_t bytes = (size_t)(rows * pool->head_dim) * ra_dtype_size(pool->dtype);
-    memcpy((char *)pool->k + to * bytes, (char *)pool->k + from * bytes, bytes);
-    memcpy((char *)pool->v + to * bytes, (char *)pool->v + from * bytes, bytes);
-    if (pool->dtype == RA_I8) {
-        memcpy(pool->k_scale + to * rows, pool->k_scale + from * rows, (size_t)rows * sizeof(float));
-        memcpy(pool->v_scale + to * rows, pool->v_scale + from * rows, (size_t)rows * sizeof(float));
+    const int32_t from = s->table[s->n_table - 1];
+    const int32_t to = next_free_page(pool, s->n_table > 1 ? s->table[s->n_table - 2] : -1);
+    const int64_t ps = pool->page_size, d = pool->head_dim;
+    const size_t row_bytes = (size_t)d * ra_dtype_size(pool->dtype);
+    take_page(pool, to);
+    for (int64_t g = 0; g < pool->n_kv_heads; g++) {
+        const int64_t a = ra_kv_page_row(from, g, ps, pool->n_kv_heads, pool->group,
+                                         pool->n_pages);
+        const int64_t b = ra_kv_page_row(to, g, ps, pool->n_kv_heads, pool->group,
+                                         pool->n_pages);
+        memcpy((char *)pool->k + b * row_bytes, (char *)pool->k + a * row_bytes, ps * row_bytes);
+        memcpy((char *)pool->v + b * row_bytes, (char *)pool->v + a * row_bytes, ps * row_bytes);
+        if (pool->dtype == RA_I8) {
+            memcpy(pool->k_scale + b, pool->k_scale + a, (size_t)ps * sizeof(float));
+            memcpy(pool->v_scale + b, pool->v_scale + a, (size_t)ps * sizeof(float));
+        }
     }
     pool->refs[from]--;
-    pool->refs[to] = 1;
     s->table[s->n_table - 1] = to;
 }
 
@@ -444,8 +544,8 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
         const int64_t n = n_new ? n_new[i] : seq;
         if (copies_last_page(pool, s, n)) copy_last_page(pool, s);
         for (int64_t t = ra_kv_pool_pages_of(pool, s->length); t < ra_kv_pool_pages_of(pool, s->length + n); t++) {
-            const int32_t page = pool->free_pages[--pool->n_free];
-            pool->refs[page] = 1;
+            const int32_t page = next_free_page(pool, s->n_table ? s->table[s->n_table - 1] : -1);
+            take_page(pool, page);
             s->table[s->n_table++] = page;
         }
     }

@@ -2,10 +2,18 @@
  * kvpool_internal.h — the paged KV pool's insides (internal): pages of
  * page_size tokens from one pool, a block table per sequence.
  *
- *   K, V: [n_pages, Hkv, page_size, D] in the pool's dtype: a page holds
- *   each kv head's rows of its tokens as one sequential run
- *   RA_I8 scales: [n_pages, Hkv, page_size] for K and for V (a row's beside
- *   its codes, as in a cache); RA_F8E4M3: [Hkv] for K and for V
+ *   K, V: [n_pages / G groups, Hkv, G, page_size, D] in the pool's dtype
+ *   (G = group pages; the last group holds the n_pages % G left, if any):
+ *   a group holds each kv head's rows of its pages as one sequential run,
+ *   page after page (ra_kv_page_row)
+ *   RA_I8 scales: the same without D, for K and for V (a row's beside its
+ *   codes, as in a cache); RA_F8E4M3: [Hkv] for K and for V
+ *
+ * A sequence's next page is the next page of its last page's group when
+ * that one is free, else the first page of a wholly free group, else any
+ * free page: so a sequence's pages, appended in whatever rounds, lie in
+ * runs of G pages, and a decode reads each head's rows of G pages as one
+ * run (decode_paged_task).
  */
 #ifndef RA_KVPOOL_INTERNAL_H
 #define RA_KVPOOL_INTERNAL_H
@@ -26,12 +34,19 @@ typedef struct ra_kv_sequence {
 
 struct ra_kv_pool {
     int64_t n_pages, page_size, n_kv_heads, head_dim, max_sequences;
+    int64_t group;            /* G: pages a group */
     ra_dtype dtype;
-    void *k, *v;              /* [n_pages, Hkv, page_size, D] each */
+    void *k, *v;              /* see above */
     float *k_scale, *v_scale; /* see above; else NULL */
     int32_t *refs;            /* [n_pages] the sequences holding each page; 0: free */
-    int32_t *free_pages;      /* [n_pages] a stack: the n_free free pages, next on top */
+    int32_t *free_pages;      /* [n_pages] the n_free free pages, in no order */
+    int32_t *free_at;         /* [n_pages] a free page's index in free_pages */
     int64_t n_free;
+    /* [ceil(n_pages / G)] each: a group's free pages; the n_free_groups
+     * wholly free groups (a stack, next on top); a wholly free group's
+     * index in free_groups */
+    int32_t *group_free, *free_groups, *free_group_at;
+    int64_t n_free_groups;
     ra_kv_sequence *seqs;     /* [max_sequences] */
     /* RA_F8E4M3: 1 once an append has stored a NaN code in any page, until
      * every page is free again (a cache's nan_codes, for the whole pool:
@@ -45,8 +60,15 @@ static inline int64_t ra_kv_pool_row(const ra_kv_pool *pool, const ra_kv_sequenc
                                      int64_t p)
 {
     const int64_t page = s->table[p / pool->page_size - s->first_page];
-    return (page * pool->n_kv_heads + g) * pool->page_size + p % pool->page_size;
+    return ra_kv_page_row(page, g, pool->page_size, pool->n_kv_heads, pool->group,
+                          pool->n_pages) + p % pool->page_size;
 }
+
+/* ra_kv_pool_create with groups of `group` pages (0: the public one's
+ * choice, kvpool.c's group_pages). */
+ra_status ra_kv_pool_create_grouped(ra_kv_pool **out, int64_t n_pages, int64_t page_size,
+                                    int64_t max_sequences, int64_t n_kv_heads, int64_t head_dim,
+                                    ra_dtype dtype, int64_t group);
 
 /* Pages (logical) a sequence of length tokens spans: ceil(length / ps). */
 static inline int64_t ra_kv_pool_pages_of(const ra_kv_pool *pool, int64_t length)

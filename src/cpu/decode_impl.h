@@ -647,7 +647,8 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
 {
     const int64_t row_bytes = c->head_dim * (int64_t)ra_dtype_size(c->dtype), ps = c->page_size;
     const int32_t *table = c->pages[b] + (j / ps - c->first_page[b]);
-    int64_t in_page = j % ps, base = (*table * c->n_kv_heads + g) * ps;
+    const int64_t hkv = c->n_kv_heads, group = c->page_group, n_pages = c->n_pages;
+    int64_t in_page = j % ps, base = ra_kv_page_row(*table, g, ps, hkv, group, n_pages);
     const int64_t first = base + in_page;
     for (int i = 0; i < nk; i++) {
         const int64_t row = i < n ? base + in_page : first;
@@ -656,7 +657,7 @@ static inline void paged_rows(const ra_kv_cache *c, int64_t b, int64_t g, int64_
         if (ks) ks[i] = c->k_scale[row], vs[i] = c->v_scale[row];
         if (i < n && ++in_page == ps && i + 1 < n) {
             in_page = 0;
-            base = (*++table * c->n_kv_heads + g) * ps;
+            base = ra_kv_page_row(*++table, g, ps, hkv, group, n_pages);
         }
     }
 }
@@ -697,19 +698,26 @@ static void paged_block_at(const ra_kv_cache *c, int64_t b, int64_t g0, int64_t 
  * order, so the same bits (qs, first, last: decode_group_of's; kind:
  * decode_rows's dtype).
  *
- * A page holds its kv heads' rows one after another.  So the task walks
- * spans of a page's positions (whole blocks: two pages of 16 tokens a
- * block, a page of 64 two blocks), every head in turn in a span: a span's
- * pages are read front to back, as one run, instead of a head's run of a
- * page (8 KiB at pages of 16, f32, D 128) and then the same head's in the
- * next page.  Each block asks for the lines of the next block of the walk
+ * A group of pages holds each kv head's rows of its pages as one run, the
+ * heads' runs one after another (kvpool_internal.h), and a sequence's
+ * pages lie in groups in order.  So the task walks spans of a group's
+ * positions (G pages: 256 tokens at f32, D 128, pages of 16 or 64), every
+ * head in turn in a span: a span's group is read front to back, and each
+ * head's rows of it as one run of at least 128 KiB.  Each block asks for
+ * the lines of the next block of the walk
  * (the next head's, across the heads and spans): as the contiguous
  * cache's f32 blocks do their rows 16 KiB on (decode_task), its K rows in
  * the scores and its V rows in P.V, or with next_phase the block's own V
  * in the scores and the next K in P.V; and, at its start, for the first
  * line of each page that the next block enters, of K and V: the hardware
  * prefetcher does not carry a stream into a page that is not the next in
- * memory.  On one core of an Intel Xeon (family 6 model 167) a step over
+ * memory.  With a group of one page (each head's rows of a page an 8 KiB
+ * run at pages of 16), on two threads of an Intel Xeon (family 6 model
+ * 167) a step over 32 sequences took 1.10-1.22 of the contiguous twin's
+ * time, whatever the walk's order or requests, where a pool of one page a
+ * sequence took 1.00-1.03: the runs' starts cost, not the walk; groups of
+ * 256 tokens took ... (thirteenth session).  Earlier, pages of one page
+ * a group: on one core
  * 32 sequences read at 0.71-0.73 (pages of 16) and 0.72-0.74 (64) of one
  * thread's read limit before (each head's blocks in turn, asking for its
  * rows 32 positions on, and once per 4 KiB for a row 32 positions on),
@@ -730,7 +738,7 @@ static void decode_paged_task(const ra_decode_job *job, const float *qs, const i
     const ra_kv_cache *c = job->cache;
     const int nk = decode_block_keys(c);
     const int64_t ps = c->page_size, n_blocks = (j_end - j_start + nk - 1) / nk;
-    const int64_t span = (ps + nk - 1) / nk, total = n_blocks * heads;
+    const int64_t span = (c->page_group * ps + nk - 1) / nk, total = n_blocks * heads;
     const int eight = ra_dtype_is_cache8(c->dtype);
     paged_block blocks[2];
     paged_block_at(c, b, g0, heads, j_start, j_end, span, n_blocks, 0, &blocks[0]);

@@ -32,10 +32,11 @@ struct ra_kv_cache {
     int nan_codes;
     /* page_size > 0: a view of an ra_kv_pool's pages for one decode call
      * (kvpool_internal.h; window 0, capacity the longest length): k, v
-     * [n_pages, Hkv, page_size, D], RA_I8's scales [n_pages, Hkv,
-     * page_size]; the token at position p of row b is row p % page_size of
-     * page pages[b][p / page_size - first_page[b]]. */
-    int64_t page_size;
+     * [n_pages / page_group groups, Hkv, page_group, page_size, D] (the
+     * last group may hold fewer pages: ra_kv_page_row), RA_I8's scales
+     * the same without D; the token at position p of row b is row p %
+     * page_size of page pages[b][p / page_size - first_page[b]]. */
+    int64_t page_size, page_group, n_pages;
     const int32_t *const *pages; /* [B] block tables */
     const int64_t *first_page;   /* [B] the logical page of each table's entry 0 */
     /* k_stride[3] = 1: a view of a block's own K and V tensors for one
@@ -44,6 +45,18 @@ struct ra_kv_cache {
      * k_stride[1] = v_stride[1]; all 0: the storage's own layout */
     int64_t k_stride[4], v_stride[4];
 };
+
+/* The row index (units of D elements, and of one RA_I8 scale) of kv head
+ * g's first row of page `page` of a pool of n_pages pages of ps tokens and
+ * n_kv heads, in groups of `group` pages (the last group: the pages left):
+ * a group holds each head's rows of its pages as one run, page after page. */
+static inline int64_t ra_kv_page_row(int64_t page, int64_t g, int64_t ps, int64_t n_kv,
+                                     int64_t group, int64_t n_pages)
+{
+    const int64_t start = page / group * group;
+    const int64_t size = n_pages - start < group ? n_pages - start : group;
+    return (start * n_kv + g * size + page - start) * ps;
+}
 
 /* The slot of the token at position p (one the cache still holds). */
 static inline int64_t ra_kv_cache_slot(const ra_kv_cache *cache, int64_t p)

@@ -67,17 +67,18 @@ static void test_matches_contiguous(void)
     ra_test_fill(sinks, H, 4);
     static const mask_case masks[] = {
         {0, 0, 0, 0, 0}, {64, 0, 0, 0, 1}, {0, 100, 30.0, 0, 0}, {1100, 0, 0, 0.3, 1}};
-    static const int64_t page_sizes[] = {1, 3, 16, 64};
+    static const int64_t page_sizes[] = {1, 3, 16, 64}, groups[] = {0, 1, 3};
     ra_context *ctx[3] = {NULL, NULL, NULL};
     for (int t = 1; t < 3; t++) CHECK(ra_context_create(&ctx[t], t + 1) == RA_OK, "ctx");
     for (int di = 0; di < 5; di++)
-        for (int pi = 0; pi < 4; pi++) {
-            const int64_t ps = page_sizes[pi];
+        for (int pi = 0; pi < 12; pi++) {
+            const int64_t ps = page_sizes[pi % 4], group = groups[pi / 4];
             int64_t pages = 0;
             for (int b = 0; b < N; b++) pages += (len[b] + ps - 1) / ps;
             ra_kv_pool *pool;
             ra_kv_cache *cache;
-            CHECK(ra_kv_pool_create(&pool, pages + 40, ps, 8, HKV, D, dtypes[di]) == RA_OK, "pool");
+            CHECK(ra_kv_pool_create_grouped(&pool, pages + 40, ps, 8, HKV, D, dtypes[di], group) ==
+                      RA_OK, "pool");
             CHECK(ra_kv_cache_create(&cache, N, S, HKV, D, dtypes[di]) == RA_OK, "cache");
             if (dtypes[di] == RA_F8E4M3) {
                 const float ks[HKV] = {0.5f, 0.25f}, vs[HKV] = {0.125f, 1.0f};
@@ -135,15 +136,15 @@ static void test_matches_contiguous(void)
                 CHECK(ra_attention_decode_paged(NULL, pool, ids, N, &t1, &tq, n_query, &o) == RA_OK,
                       "paged: %s", ra_last_error());
                 CHECK(memcmp(o_one, o_cache, sizeof o_one) == 0,
-                      "dtype %d, page %lld, mask %zu: not the contiguous cache's bits", (int)dtypes[di],
-                      (long long)ps, m);
+                      "dtype %d, page %lld, group %lld, mask %zu: not the contiguous cache's bits",
+                      (int)dtypes[di], (long long)ps, (long long)group, m);
                 for (int t = 1; t < 3; t++) {
                     memset(o_pool, 0, sizeof o_pool);
                     CHECK(ra_attention_decode_paged(ctx[t], pool, ids, N, &tp, &tq, n_query, &o) ==
                               RA_OK, "paged");
                     CHECK(memcmp(o_pool, o_one, sizeof o_one) == 0, "%d threads changed bits", t + 1);
                 }
-                if (dtypes[di] != RA_F32 || ps != 16) continue;
+                if (dtypes[di] != RA_F32 || ps != 16 || group) continue;
                 /* the scalar reference: each sequence's rows over its own tokens;
                  * 2e-5 of the largest output, float32 rounding of softmax sums
                  * over up to 2100 keys (as test_kvcache's decode bound) */
@@ -197,7 +198,8 @@ static int same_as_contiguous(const ra_kv_pool *pool, int64_t id, const float *k
 static void test_fork_copy_on_write(void)
 {
     enum { HKV = 2, H = 4, D = 8, P = 37, S = 50 };
-    for (int di = 0; di < 5; di++) {
+    for (int dg = 0; dg < 10; dg++) { /* groups of the pool's choice, then of 2 pages */
+        const int di = dg % 5;
         float parent[2][S * HKV * D], child[2][S * HKV * D]; /* k, v rows of each history */
         ra_test_fill(parent[0], S * HKV * D, 1);
         ra_test_fill(parent[1], S * HKV * D, 2);
@@ -205,7 +207,8 @@ static void test_fork_copy_on_write(void)
         ra_test_fill(child[0] + P * HKV * D, (S - P) * HKV * D, 3); /* diverges after P */
         ra_test_fill(child[1] + P * HKV * D, (S - P) * HKV * D, 4);
         ra_kv_pool *pool;
-        CHECK(ra_kv_pool_create(&pool, 10, 16, 4, HKV, D, dtypes[di]) == RA_OK, "pool");
+        CHECK(ra_kv_pool_create_grouped(&pool, 10, 16, 4, HKV, D, dtypes[di], dg / 5 * 2) == RA_OK,
+              "pool");
         int64_t a, b, zero = 0, p = P, from = P, five = 5, seven = 7;
         CHECK(ra_kv_pool_add_sequence(pool, 0, &a) == RA_OK, "add");
         CHECK(pool_append_rows(pool, &a, 1, parent[0], parent[1], S, HKV, D, &zero, &p, P) == RA_OK,
@@ -328,6 +331,78 @@ static void test_pool_full(void)
     ra_kv_pool_destroy(pool);
 }
 
+/* Whether sequence id's pages lie in runs: each page but a group's last
+ * followed by the next page (kvpool_internal.h's allocation, while whole
+ * groups are free). */
+static int in_runs(const ra_kv_pool *pool, int64_t id)
+{
+    const ra_kv_sequence *s = &pool->seqs[id];
+    for (int64_t t = 0; t + 1 < s->n_table; t++)
+        if ((s->table[t] + 1) % pool->group && s->table[t + 1] != s->table[t] + 1) return 0;
+    return s->n_table == 0 || s->table[0] % pool->group == 0;
+}
+
+/* Groups of 4 pages of 2 tokens (the last group of 2 pages): three
+ * sequences appended a token at a time in turn each take a whole group
+ * and fill it in order; with the middle one freed, a newcomer takes the
+ * start of its group, a second the last whole group and then the pages
+ * left where they are (fragmented); every sequence decodes as a
+ * contiguous cache, on 1 and 3 threads, for each dtype; freeing all makes
+ * every group whole. */
+static void test_group_runs(void)
+{
+    enum { HKV = 2, H = 4, D = 8, S = 12, PAGES = 14 };
+    float k[5][S * HKV * D], v[5][S * HKV * D];
+    for (int b = 0; b < 5; b++) ra_test_fill(k[b], S * HKV * D, 10 + b), ra_test_fill(v[b], S * HKV * D, 20 + b);
+    ra_context *ctx;
+    CHECK(ra_context_create(&ctx, 3) == RA_OK, "ctx");
+    for (int di = 0; di < 5; di++) {
+        ra_kv_pool *pool;
+        CHECK(ra_kv_pool_create_grouped(&pool, PAGES, 2, 5, HKV, D, dtypes[di], 4) == RA_OK, "pool");
+        int64_t ids[5], len[5] = {0};
+        for (int b = 0; b < 3; b++) CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[b]) == RA_OK, "add");
+        for (int64_t t = 0; t < 7; t++)
+            for (int b = 0; b < 3; b++) {
+                const int64_t one = 1;
+                CHECK(pool_append_rows(pool, &ids[b], 1, k[b], v[b], S, HKV, D, &len[b], &one, 1) ==
+                          RA_OK, "token %lld", (long long)t);
+                len[b]++;
+            }
+        for (int b = 0; b < 3; b++)
+            CHECK(in_runs(pool, ids[b]) && pool->seqs[ids[b]].table[0] == 4 * b,
+                  "sequence %d: not its own group's pages in order", b);
+        CHECK(ra_kv_pool_free_sequence(pool, ids[1]) == RA_OK, "free");
+        for (int b = 3; b < 5; b++) {
+            CHECK(ra_kv_pool_add_sequence(pool, 0, &ids[b]) == RA_OK, "add");
+            const int64_t n = b == 3 ? 3 : 7, zero = 0; /* pages 4, 5; 12, 13, 6, 7 */
+            CHECK(pool_append_rows(pool, &ids[b], 1, k[b], v[b], S, HKV, D, &zero, &n, n) == RA_OK,
+                  "newcomer %d: %s", b, ra_last_error());
+            len[b] = n;
+        }
+        CHECK(ra_kv_pool_free_pages(pool) == 0 && pool->n_free_groups == 0, "the pool is full");
+        CHECK(in_runs(pool, ids[3]) && pool->seqs[ids[3]].table[0] == 4, "the first newcomer");
+        CHECK(pool->seqs[ids[4]].table[0] == 12 && !in_runs(pool, ids[4]),
+              "the second newcomer's pages are where the free ones were");
+        for (int b = 0; b < 5; b++) {
+            if (b == 1) continue;
+            CHECK(same_as_contiguous(pool, ids[b], k[b], v[b], len[b], HKV, H, D, dtypes[di], NULL),
+                  "dtype %d, sequence %d: not the contiguous cache's bits", (int)dtypes[di], b);
+            float q[H * D], one[H * D], three[H * D];
+            ra_test_fill(q, H * D, 9);
+            ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, H, D);
+            ra_tensor t1 = ra_tensor_4d(one, RA_F32, 1, 1, H, D), t3 = ra_tensor_4d(three, RA_F32, 1, 1, H, D);
+            CHECK(ra_attention_decode_paged(NULL, pool, &ids[b], 1, &t1, &tq, NULL, NULL) == RA_OK &&
+                      ra_attention_decode_paged(ctx, pool, &ids[b], 1, &t3, &tq, NULL, NULL) == RA_OK &&
+                      memcmp(one, three, sizeof one) == 0, "3 threads changed bits");
+        }
+        for (int b = 0; b < 5; b++)
+            if (b != 1) CHECK(ra_kv_pool_free_sequence(pool, ids[b]) == RA_OK, "free");
+        CHECK(ra_kv_pool_free_pages(pool) == PAGES && pool->n_free_groups == 4, "every group whole");
+        ra_kv_pool_destroy(pool);
+    }
+    ra_context_destroy(ctx);
+}
+
 /* A window sequence (W 20, pages of 8) fed one token at a time holds at
  * most ceil(20 / 8) + 1 pages and decodes as a full cache with the window
  * mask; a prefill of 50 keeps everything its queries see. */
@@ -337,9 +412,11 @@ static void test_window_release(void)
     float k[S * HKV * D], v[S * HKV * D];
     ra_test_fill(k, S * HKV * D, 1);
     ra_test_fill(v, S * HKV * D, 2);
-    for (int di = 0; di < 5; di++) {
+    for (int dg = 0; dg < 15; dg++) { /* groups of the pool's choice, of 2 and of 3 pages */
+        const int di = dg % 5;
         ra_kv_pool *pool;
-        CHECK(ra_kv_pool_create(&pool, 16, 8, 2, HKV, D, dtypes[di]) == RA_OK, "pool");
+        CHECK(ra_kv_pool_create_grouped(&pool, 16, 8, 2, HKV, D, dtypes[di], dg / 5 ? 1 + dg / 5 : 0) ==
+                  RA_OK, "pool");
         int64_t id, zero = 0, fifty = 50;
         CHECK(ra_kv_pool_add_sequence(pool, W, &id) == RA_OK, "add");
         CHECK(pool_append_rows(pool, &id, 1, k, v, S, HKV, D, &zero, &fifty, 50) == RA_OK, "prefill");
@@ -576,6 +653,7 @@ static void simd_cases(void)
 {
     RUN(test_matches_contiguous);
     RUN(test_fork_copy_on_write);
+    RUN(test_group_runs);
     RUN(test_pool_full);
     RUN(test_window_release);
     RUN(test_nan_flag);

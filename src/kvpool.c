@@ -19,23 +19,19 @@
 #include "quant8.h"
 #include "rope_internal.h"
 
-/* The bytes of a head's rows that a group holds at least (group_pages). */
-enum { RUN_BYTES = 131072 };
-
-/* Pages a group of a pool of pages of page_size rows of row_bytes: enough
- * for runs of RUN_BYTES of a head's rows, but at most a decode task's
- * RA_DECODE_CHUNK positions (a task reads no longer run).  On the 2-core
- * Intel Xeon (family 6 model 167), two threads, 32 sequences of 512..8192
- * f32 tokens at D 128: pages of 16 (runs of 8 KiB) took 1.10-1.22 of the
- * contiguous twin's time, of 128 (64 KiB) 1.03-1.07, of 256 (128 KiB)
- * 1.01-1.04, of 1024 1.00-1.01 (docs/perf/2026-12-07-paged.md, eleventh
- * session); longer groups give a sequence's first page a whole free group
- * less often. */
-static int64_t group_pages(int64_t page_size, int64_t row_bytes)
+/* Pages a group of a pool of pages of page_size: a decode task's
+ * RA_DECODE_CHUNK positions (at least one page), so that a task reads
+ * each kv head's rows of its positions as one run, as in a contiguous
+ * cache, where the pages of a sequence fill its groups in order.  On the
+ * 2-core Intel Xeon (family 6 model 167), two threads, 32 sequences of
+ * 512..8192 f32 tokens at D 128 in pages of 16: with groups of one page
+ * (8 KiB runs) a step took 1.10-1.22 of the contiguous twin's time
+ * (eleventh session), with groups of 256 positions (128 KiB runs)
+ * 1.01-1.06, of 1024 0.94-1.06 (docs/perf/2026-12-07-paged.md, thirteenth
+ * session). */
+static int64_t group_pages(int64_t page_size)
 {
-    const int64_t run = page_size * row_bytes, most = RA_DECODE_CHUNK / page_size;
-    const int64_t g = (RUN_BYTES + run - 1) / run;
-    return g < most ? g : most > 1 ? most : 1;
+    return page_size < RA_DECODE_CHUNK ? RA_DECODE_CHUNK / page_size : 1;
 }
 
 RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t page_size,
@@ -64,7 +60,7 @@ ra_status ra_kv_pool_create_grouped(ra_kv_pool **out, int64_t n_pages, int64_t p
                        n_pages > INT32_MAX ? "n_pages" : "max_sequences",
                        (long long)(n_pages > INT32_MAX ? n_pages : max_sequences));
     if (head_dim % 2) return ra_fail(RA_ERR_HEAD_DIM, "head_dim %lld is odd", (long long)head_dim);
-    if (!group) group = group_pages(page_size, head_dim * (int64_t)ra_dtype_size(dtype));
+    if (!group) group = group_pages(page_size);
     ra_kv_pool *p = ra_calloc(1, sizeof *p);
     if (!p) return ra_fail(RA_ERR_NOMEM, "allocating the KV pool");
     const size_t bytes = (size_t)n * ra_dtype_size(dtype);

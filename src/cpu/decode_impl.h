@@ -701,9 +701,9 @@ static void paged_block_at(const ra_kv_cache *c, int64_t b, int64_t g0, int64_t 
  * A group of pages holds each kv head's rows of its pages as one run, the
  * heads' runs one after another (kvpool_internal.h), and a sequence's
  * pages lie in groups in order.  So the task walks spans of a group's
- * positions (G pages: 256 tokens at f32, D 128, pages of 16 or 64), every
- * head in turn in a span: a span's group is read front to back, and each
- * head's rows of it as one run of at least 128 KiB.  Each block asks for
+ * positions (RA_DECODE_CHUNK: a task's, where the page size divides it),
+ * every head in turn in a span: a span's group is read front to back, and
+ * each head's rows of it as one run, as a contiguous cache's.  Each block asks for
  * the lines of the next block of the walk
  * (the next head's, across the heads and spans): as the contiguous
  * cache's f32 blocks do their rows 16 KiB on (decode_task), its K rows in
@@ -716,8 +716,8 @@ static void paged_block_at(const ra_kv_cache *c, int64_t b, int64_t g0, int64_t 
  * 167) a step over 32 sequences took 1.10-1.22 of the contiguous twin's
  * time, whatever the walk's order or requests, where a pool of one page a
  * sequence took 1.00-1.03: the runs' starts cost, not the walk; groups of
- * 256 tokens took ... (thirteenth session).  Earlier, pages of one page
- * a group: on one core
+ * 1024 positions took 0.94-1.06 (docs/perf/2026-12-07-paged.md, thirteenth
+ * session).  Earlier, with groups of one page, on one core
  * 32 sequences read at 0.71-0.73 (pages of 16) and 0.72-0.74 (64) of one
  * thread's read limit before (each head's blocks in turn, asking for its
  * rows 32 positions on, and once per 4 KiB for a row 32 positions on),

@@ -1,15 +1,17 @@
 /*
  * fuzz_kvpool.c — the paged KV pool on fuzzed operation sequences: a pool
- * of fuzzed pages, page size, heads, dtype (fp8 with fuzzed scales) and
- * sequence count, then up to 16 operations: add (a window or none), fork,
+ * of fuzzed pages, page size, group (pages a group: 1 to 5, or the
+ * pool's choice), heads, dtype (fp8 with fuzzed scales) and sequence
+ * count, then up to 16 operations: add (a window or none), fork,
  * free, append (some ids, fuzzed lengths and positions, invalid and
  * repeated ids too) and decode (some ids, ragged n_query, masks, the
  * calling thread or two).
  *
  * A model keeps each live sequence's rotated k and v rows.  After every
  * operation the pool's books must balance (each page's holds are the live
- * tables holding it, the free stack is the pages nobody holds, each table
- * spans its sequence's kept pages).  A successful append must advance the
+ * tables holding it, the free stack is the pages nobody holds, each
+ * group counts its free pages and the wholly free ones are on their stack,
+ * each table spans its sequence's kept pages).  A successful append must advance the
  * lengths and rotate k as it said; a refused one (a documented status)
  * must change no length and no page, and an append whose pages are
  * certainly there must not be refused.  A decode must give the bits of
@@ -70,7 +72,24 @@ static void check_books(const model *m)
     FUZZ_CHECK(free_count == p->n_free, "%lld free pages, the stack says %lld",
                (long long)free_count, (long long)p->n_free);
     for (int64_t i = 0; i < p->n_free; i++)
-        FUZZ_CHECK(p->refs[p->free_pages[i]] == 0, "a held page on the free stack");
+        FUZZ_CHECK(p->refs[p->free_pages[i]] == 0 && p->free_at[p->free_pages[i]] == i,
+                   "a held page on the free stack, or its index wrong");
+    /* the groups: each one's free pages, the wholly free ones' stack */
+    int64_t whole = 0;
+    for (int64_t g = 0; g * p->group < p->n_pages; g++) {
+        const int64_t end = (g + 1) * p->group < p->n_pages ? (g + 1) * p->group : p->n_pages;
+        int64_t n = 0;
+        for (int64_t i = g * p->group; i < end; i++) n += holds[i] == 0;
+        FUZZ_CHECK(p->group_free[g] == n, "group %lld: %lld free, its count %d", (long long)g,
+                   (long long)n, p->group_free[g]);
+        if (n < end - g * p->group) continue;
+        whole++;
+        const int32_t at = p->free_group_at[g];
+        FUZZ_CHECK(at >= 0 && at < p->n_free_groups && p->free_groups[at] == g,
+                   "wholly free group %lld not on its stack", (long long)g);
+    }
+    FUZZ_CHECK(whole == p->n_free_groups, "%lld wholly free groups, the stack says %lld",
+               (long long)whole, (long long)p->n_free_groups);
 }
 
 /* An id: mostly a live one's or a free slot's, sometimes out of range. */
@@ -219,7 +238,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     m.rep = take_range(&in, 1, 3);
     m.d = 2 * take_range(&in, 1, MAX_D / 2);
     const int64_t n_pages = take_range(&in, 1, 40), max_seqs = take_range(&in, 1, MAX_SEQS);
-    if (ra_kv_pool_create(&m.pool, n_pages, m.ps, max_seqs, m.hkv, m.d, m.dtype) != RA_OK) {
+    const int64_t group = take_range(&in, 0, 5); /* pages a group; 0: the pool's choice */
+    if (ra_kv_pool_create_grouped(&m.pool, n_pages, m.ps, max_seqs, m.hkv, m.d, m.dtype, group) !=
+        RA_OK) {
         FUZZ_CHECK(0, "create: %s", ra_last_error());
     }
     for (int64_t g = 0; g < m.hkv; g++) {

@@ -1156,11 +1156,14 @@ RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const r
 /* A paged KV pool, for serving many sequences of one layer (vLLM's
  * PagedAttention, FlashInfer's paged cache): n_pages pages of page_size
  * tokens each (any page_size >= 1; 16 as vLLM, or more: bigger pages read
- * a little faster, docs/DESIGN.md), K and V each [n_pages, Hkv, page_size,
- * D] in f32, f16, bf16, int8 or fp8 (8-bit as in a cache: "KV cache and
- * decoding"; int8's scales are per row, fp8's per kv head of the pool,
- * ra_kv_pool_set_scales).  A page holds each kv head's rows of its tokens
- * as one run.  Sequences are small ids in [0, max_sequences): each has a
+ * a little faster, docs/DESIGN.md), K and V each n_pages * Hkv * page_size
+ * rows of D in f32, f16, bf16, int8 or fp8 (8-bit as in a cache: "KV cache
+ * and decoding"; int8's scales are per row, fp8's per kv head of the pool,
+ * ra_kv_pool_set_scales).  Pages come in groups of 1024 tokens (or one
+ * page, if larger), each kv head's rows of a group's pages one run, and a
+ * sequence's next page is the next of its group while that one is free:
+ * so a decode reads a sequence's rows in runs as from a contiguous cache.
+ * Sequences are small ids in [0, max_sequences): each has a
  * block table (its pages, in position order), a length, and a window.
  *   - ra_kv_pool_add_sequence makes an empty sequence; window 0 keeps
  *     every token, window W >= 1 is a sliding-window sequence: an append

@@ -1159,8 +1159,8 @@ RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const r
  * a little faster, docs/DESIGN.md), K and V each n_pages * Hkv * page_size
  * rows of D in f32, f16, bf16, int8 or fp8 (8-bit as in a cache: "KV cache
  * and decoding"; int8's scales are per row, fp8's per kv head of the pool,
- * ra_kv_pool_set_scales).  Pages come in groups of 1024 tokens (or one
- * page, if larger), each kv head's rows of a group's pages one run, and a
+ * ra_kv_pool_set_scales).  Pages come in groups of 1024 / page_size pages
+ * (at least one), each kv head's rows of a group's pages one run, and a
  * sequence's next page is the next of its group while that one is free:
  * so a decode reads a sequence's rows in runs as from a contiguous cache.
  * Sequences are small ids in [0, max_sequences): each has a

@@ -1329,7 +1329,8 @@ typedef struct ra_layer_config {
      * RA_LAYOUT_INTERLEAVED for rope_interleave (V3's and V2's pairs),
      * RA_LAYOUT_HALF otherwise.
      * n_kv_heads must be 0 or n_heads.  q and k norms, wqkv, clip_qkv,
-     * qk_l2_norm and temperature_floor are RA_ERR_UNSUPPORTED with it.  A
+     * qk_l2_norm and temperature_length are RA_ERR_UNSUPPORTED with it;
+     * temperature_floor scales each token's q (Mistral 4's latent layers).  A
      * cached forward needs a latent cache (ra_kv_cache_create_latent): it
      * stores c and the rotated shared key only, and decodes with wkv_b
      * absorbed into the query and the output. */

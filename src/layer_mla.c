@@ -8,6 +8,8 @@
  *   -> wkv_a(x) + bkv_a = [c_raw (r) | kr (Dr)]                  [T, r + Dr]
  *   -> c = kv_a_norm(c_raw); per head [k_nope | v] = c wkv_b_h^T  [T, H, Dn + Dv]
  *   -> q's rope part and kr rotated; k_h = [k_nope_h | kr] (kr shared by all heads)
+ *      (Mistral 4: q times 1 + beta log(1 + floor(p / original)) at its position p,
+ *      temperature_floor with temperature_no_offset)
  *   -> causal attention over heads of D = Dn + Dr (v padded with zeros to D)
  *   -> y = wo(attention output's first Dv of each head) + bo
  *
@@ -47,7 +49,6 @@ static ra_status refuse_features(const ra_layer_config *c, const ra_layer_weight
                    {w->k_norm != NULL, "weights.k_norm"}, {c->norm_whole, "norm_whole"},
                    {c->norm_head_weights, "norm_head_weights"}, {c->norm_layer, "norm_layer"},
                    {c->clip_qkv != 0, "clip_qkv"},    {c->qk_l2_norm, "qk_l2_norm"},
-                   {c->temperature_floor != 0, "temperature_floor"},
                    {c->temperature_length != 0, "temperature_length"},
                    {c->norm_after_rope, "norm_after_rope"},
                    {w->o_norm != NULL, "weights.o_norm"},
@@ -263,6 +264,9 @@ ra_status ra_mla_project(const ra_layer *layer, ra_context *ctx, float *q, float
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < T * d.H * d.D; i++) q[i] *= q_factor;
+    /* query_states *= get_llama_4_attn_scale(position_ids, beta, original) (Mistral 4):
+     * a factor per token, the same before RoPE as after it */
+    ra_layer_temperature(layer, q, pos, T, seq);
     /* k_pass, k_rot = split(kv_a_proj_with_mqa(x)); c = kv_a_layernorm(k_pass) */
     ra_mla_linear(lat, x, w->wkv_a, w->bkv_a, T, d.r, d.dim);
     ra_mla_linear(kr, x, w->wkv_a + d.r * d.dim, w->bkv_a ? w->bkv_a + d.r : NULL, T, d.Dr, d.dim);

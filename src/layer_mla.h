@@ -59,7 +59,8 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
 /* Scratch floats of ra_mla_project for T tokens; -1 when they overflow. */
 int64_t ra_mla_project_floats(const ra_mla_dims *d, int64_t T);
 
-/* x [B, S, dim] -> q, k, v [B, S, H, D] (q times ra_layer_q_factor, q's and
+/* x [B, S, dim] -> q, k, v [B, S, H, D] (q times ra_layer_q_factor and
+ * ra_layer_temperature's factor at its position, q's and
  * k's rope parts rotated at pos; k NULL: k and v not computed), the gate
  * [T, H Dv] where it is in wq_b's rows (ra_mla_gate_rows; gate untouched
  * otherwise), and in scratch (ra_mla_project_floats):

@@ -254,6 +254,7 @@ ra_status ra_mla_backward(const ra_layer *layer, ra_context *ctx, float *dx,
     const float q_factor = ra_layer_q_factor(c);
     if (q_factor != 1.0f)
         for (int64_t i = 0; i < n; i++) dq[i] *= q_factor;
+    ra_layer_temperature(layer, dq, &call->pos, T, S); /* q's factor at its position */
     /* k_pass, value_states = split(kv_b_proj(c)) */
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < d.H; h++) {

@@ -13,7 +13,8 @@
  * (wgate: per head as Ling's and dots3's g_proj, per feature as HY-V4's
  * gate_proj; bgate, softplus), or by rows of wq_b (or wq) after each
  * head's, and wq_b reading the q latent after its norm and before it
- * (q_b_raw_latent; both: A.X-K2's q_gate_proj), through all of these.
+ * (q_b_raw_latent; both: A.X-K2's q_gate_proj), and q scaled by its position
+ * (temperature_floor: Mistral 4's, Llama 4's), through all of these.
  *
  * Dims: B batch, S seq, H heads, Dn + Dr = D the q/k head (Dr rotates), Dv
  * v's head, r kv_lora_rank, rq q_lora_rank (0: q_proj), dim the model's.
@@ -55,30 +56,40 @@ typedef struct mla_case {
     int dots;      /* dots.note's: q's latent times 1.5 (with rq), c times 0.7
                       (q_latent_scale, kv_latent_scale), the rotated key
                       RMS-normed before RoPE (k_rope_norm) */
+    int temp;      /* q of the token at p times 1 + 0.3 log1p(floor((p + o) / 4)):
+                      TEMP_MISTRAL4 (o = 0, temperature_no_offset: Mistral 4's
+                      llama_4_scaling_beta) or TEMP_LLAMA4 (o = 1) */
 } mla_case;
 
 enum { GATE_FEATURE = 1, GATE_HEAD = 2, GATE_BIAS = 4, GATE_SOFTPLUS = 8, GATE_IN_Q = 16,
        Q_RAW = 32 };
+enum { TEMP_MISTRAL4 = 1, TEMP_LLAMA4 = 2 };
 
 static const mla_case cases[] = {
-    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0},
-    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0, 0, 0},
-    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1, 0, 0},
-    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1, 0, 0},
-    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0, 0, 0},
-    {"gate per head", 1, 7, 3, 6, 4, 5, 8, 0, 12, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, GATE_HEAD, 0},
-    {"gate per feature", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_HALF, 1, 1, 0, 1, GATE_FEATURE, 0},
+    {"v2-lite-like", 1, 7, 2, 8, 4, 8, 8, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0, 0},
+    {"v3-like", 2, 5, 3, 6, 4, 4, 10, 6, 12, RA_LAYOUT_INTERLEAVED, 1, 1, 0, 0, 0, 0, 0},
+    {"half pairs, dv = D", 1, 9, 2, 4, 6, 10, 6, 5, 8, RA_LAYOUT_HALF, 0, 1, 0, 1, 0, 0, 0},
+    {"no nope part", 2, 4, 1, 0, 8, 3, 4, 0, 6, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1, 0, 0, 0},
+    {"window 3", 1, 8, 2, 6, 2, 5, 7, 4, 9, RA_LAYOUT_HALF, 0, 0, 3, 0, 0, 0, 0},
+    {"gate per head", 1, 7, 3, 6, 4, 5, 8, 0, 12, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, GATE_HEAD, 0,
+     0},
+    {"gate per feature", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_HALF, 1, 1, 0, 1, GATE_FEATURE, 0,
+     0},
     {"gate: softplus, bias", 1, 6, 2, 4, 2, 3, 5, 4, 8, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0,
-     GATE_FEATURE | GATE_BIAS | GATE_SOFTPLUS, 0},
+     GATE_FEATURE | GATE_BIAS | GATE_SOFTPLUS, 0, 0},
     {"gate per head, bias", 2, 4, 4, 2, 2, 4, 6, 0, 8, RA_LAYOUT_HALF, 0, 1, 0, 1,
-     GATE_HEAD | GATE_BIAS, 0},
+     GATE_HEAD | GATE_BIAS, 0, 0},
     {"dots: scales, k_rope_norm", 2, 5, 2, 4, 4, 6, 6, 5, 10, RA_LAYOUT_INTERLEAVED, 0, 1, 0, 1,
-     GATE_HEAD, 1},
-    {"dots: kv scale, window", 1, 7, 3, 2, 6, 4, 5, 0, 8, RA_LAYOUT_HALF, 1, 0, 3, 0, 0, 1},
+     GATE_HEAD, 1, 0},
+    {"dots: kv scale, window", 1, 7, 3, 2, 6, 4, 5, 0, 8, RA_LAYOUT_HALF, 1, 0, 3, 0, 0, 1, 0},
     {"A.X-K2: gate in wq_b, raw q latent", 2, 5, 2, 4, 4, 3, 6, 5, 10, RA_LAYOUT_INTERLEAVED, 0,
-     1, 0, 1, GATE_IN_Q | Q_RAW, 0},
-    {"gate in wq", 1, 6, 3, 2, 4, 5, 5, 0, 8, RA_LAYOUT_HALF, 0, 0, 0, 0, GATE_IN_Q, 0},
-    {"raw q latent", 1, 7, 2, 6, 2, 4, 6, 4, 9, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 0, Q_RAW, 0},
+     1, 0, 1, GATE_IN_Q | Q_RAW, 0, 0},
+    {"gate in wq", 1, 6, 3, 2, 4, 5, 5, 0, 8, RA_LAYOUT_HALF, 0, 0, 0, 0, GATE_IN_Q, 0, 0},
+    {"raw q latent", 1, 7, 2, 6, 2, 4, 6, 4, 9, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 0, Q_RAW, 0, 0},
+    {"Mistral 4: q by position", 2, 9, 2, 6, 4, 5, 6, 5, 10, RA_LAYOUT_INTERLEAVED, 1, 0, 0, 1,
+     0, 0, TEMP_MISTRAL4},
+    {"q by position + 1, window", 1, 10, 3, 4, 2, 4, 5, 0, 8, RA_LAYOUT_HALF, 0, 1, 4, 0, 0, 0,
+     TEMP_LLAMA4},
 };
 
 /* A case's weights (float and double copies), x, dy and positions. */
@@ -153,6 +164,9 @@ static ra_layer_config config_of(const mla_setup *s)
     cfg.gate_softplus = (s->c.gate & GATE_SOFTPLUS) != 0;
     cfg.q_latent_scale = s->c.dots && s->c.rq ? 1.5 : 0.0;
     cfg.kv_latent_scale = s->c.dots ? 0.7 : 0.0;
+    cfg.temperature_floor = s->c.temp ? 4.0 : 0.0;
+    cfg.temperature_scale = 0.3;
+    cfg.temperature_no_offset = s->c.temp == TEMP_MISTRAL4;
     return cfg;
 }
 
@@ -335,8 +349,13 @@ static void dforward(const mla_setup *s, double *const *w, const double *x, doub
             } else {
                 dlinear(qg, w[WQ], NULL, xt, c->h * (D + Dg), c->dim);
             }
+            /* query_states * get_llama_4_attn_scale(position_ids, beta, original) */
+            const double p_t = (double)position_of(s, b, t);
+            const double tf = c->temp ? 1.0 + 0.3 * log1p(floor(
+                                            (p_t + (c->temp == TEMP_LLAMA4)) / 4.0)) : 1.0;
             for (int64_t h = 0; h < c->h; h++) {
                 memcpy(qt + h * D, qg + h * (D + Dg), (size_t)D * sizeof(double));
+                for (int64_t e = 0; e < D; e++) qt[h * D + e] *= tf;
                 memcpy(gq + (t * c->h + h) * c->dv, qg + h * (D + Dg) + D,
                        (size_t)Dg * sizeof(double));
             }
@@ -524,12 +543,14 @@ static void test_cached(void)
                 {3, 1, RA_I8, 1e-2}, {2, 3, RA_F8E4M3, 6e-2}};
     mla_case c = cases[1];
     c.s = 13;
-    for (int ci = 0; ci < 7; ci++) {
+    for (int ci = 0; ci < 9; ci++) {
         if (ci == 1) c = cases[4], c.s = 12; /* a window, an odd latent rank */
         if (ci == 3) c = cases[6], c.s = 11; /* the output gated per feature */
         if (ci == 4) c = cases[8], c.s = 10; /* per head, with its bias */
         if (ci == 5) c = cases[9], c.s = 10; /* dots.note's rescaled latents, k_rope_norm */
         if (ci == 6) c = cases[11], c.s = 12; /* the gate in wq_b, the raw q latent */
+        if (ci == 7) c = cases[14], c.s = 13; /* q scaled by position (Mistral 4) */
+        if (ci == 8) c = cases[15], c.s = 12; /* by position + 1, a window */
         if (ci == 2) /* 8 + 2-token passes: the short one has fewer rows, wide rows */
             c = cases[1], c.s = 13, c.h = 16, c.r = 120;
         mla_setup s;
@@ -736,8 +757,8 @@ static void test_latent_decode(void)
 static void test_latent_decode_q8(void)
 {
     static const mla_case wide[2] = {
-        {"latent 576", 2, 40, 2, 4, 64, 4, 512, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0},
-        {"latent 564", 1, 33, 3, 4, 64, 4, 500, 0, 16, RA_LAYOUT_HALF, 0, 0, 0, 0, 0, 0}};
+        {"latent 576", 2, 40, 2, 4, 64, 4, 512, 0, 16, RA_LAYOUT_INTERLEAVED, 0, 0, 0, 0, 0, 0, 0},
+        {"latent 564", 1, 33, 3, 4, 64, 4, 500, 0, 16, RA_LAYOUT_HALF, 0, 0, 0, 0, 0, 0, 0}};
     for (int ci = 0; ci < 2; ci++) {
         mla_setup s;
         if (!setup(&s, &wide[ci], 85 + (uint64_t)ci)) {

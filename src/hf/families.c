@@ -324,6 +324,18 @@
                     "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
                     "\"llama_4_scaling_beta\": 0.1}",                                     \
     .default_rope_name = "Ministral3Config's default rope_parameters."
+/* Mistral4Config's sizes and default rope (its max_position_embeddings, 1048576, too; its
+ * partial_rotary_factor qk_rope_head_dim / head_dim: RA_HF_MLA_ROPE_OF_HEAD) */
+#define MISTRAL4_DEFAULTS                                                                \
+    "kv_lora_rank=256 q_lora_rank=1024 qk_nope_head_dim=64 qk_rope_head_dim=64 "        \
+    "v_head_dim=128 hidden_size=4096 num_attention_heads=32 num_key_value_heads=32 "    \
+    "max_position_embeddings=1048576"
+#define MISTRAL4_ROPE                                                                    \
+    .default_rope = "{\"rope_type\": \"yarn\", \"rope_theta\": 10000.0, \"factor\": 128.0, "    \
+                    "\"original_max_position_embeddings\": 8192, \"beta_fast\": 32.0, "      \
+                    "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "           \
+                    "\"llama_4_scaling_beta\": 0.1}",                                      \
+    .default_rope_name = "Mistral4Config's default rope_parameters."
 /* Qwen3-VL's config classes (and OLMo 3's): rope_theta's default changed. */
 #define QWEN3_VL_THETA .disputed_theta = "5000000 in transformers 4.57, 500000 in 5"
 
@@ -1153,10 +1165,11 @@ static const ra_hf_family families[] = {
         RA_HF_WINDOWS_EVERY_LAYER, NO_BIAS, MINISTRAL3_ROPE),
     ROW("mistral", H, WHOLE, NULL, "sliding_window=4096", RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0)),
     ROW("mistral3", H, WHOLE, NULL, NULL, RA_HF_WINDOWS_LAYER_TYPES, FIXED(0, 0), DEFAULT_TEXT),
-    ROW("mistral4", I, 0,
-        "its latent attention scales q by 1 + llama_4_scaling_beta log(1 + floor(position / "
-        "original_max_position_embeddings)), which ropeattn's latent layers do not run",
-        NULL, NOWINDOW, NO_BIAS),
+    /* Mistral4Config: DeepSeek-V3's latent attention, q times 1 + llama_4_scaling_beta
+     * log(1 + floor(position / original_max_position_embeddings)); its rope over
+     * qk_nope_head_dim + qk_rope_head_dim at partial_rotary_factor qk_rope / that */
+    ROW("mistral4", I, MLA_V3 | RA_HF_POSITION_Q_SCALING | RA_HF_MLA_ROPE_OF_HEAD, NULL,
+        MISTRAL4_DEFAULTS, NOWINDOW, NO_BIAS, MISTRAL4_ROPE),
     /* MistralLarge4Config: its text_config a MistralLarge4TextConfig */
     ROW("mistral_large4", I, 0, MISTRAL_LARGE4, NULL, NOWINDOW, NO_BIAS),
     ROW("mistral_large4_text", I, 0, MISTRAL_LARGE4, NULL, NOWINDOW, NO_BIAS),

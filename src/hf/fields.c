@@ -787,6 +787,30 @@ static ra_status read_attn_config(const cJSON *root, ra_hf_fields *out, const ch
  * part); and a key and value per query head (transformers repeats them
  * num_attention_heads / num_key_value_heads times, which fails for any
  * other count). */
+/* RA_HF_MLA_ROPE_OF_HEAD (Mistral4Config): rope_parameters.setdefault("partial_rotary_factor",
+ * qk_rope_head_dim / head_dim) before transformers' standardize_rope_params, so a top-level
+ * factor is never read: one other than that default refused (it was inherited by the rope
+ * object where that had none), none given: the default. */
+static ra_status rope_of_head_factor(const cJSON *root, ra_hf_fields *out, int64_t head_dim,
+                                     const char *name, char *msg, size_t msg_len)
+{
+    const double factor = (double)out->qk_rope_head_dim / (double)head_dim;
+    const cJSON *top;
+    RA_TRY(ra_io_json_key(root, "partial_rotary_factor", name, &top, msg, msg_len));
+    if (top && out->has_partial_rotary_factor && out->partial_rotary_factor != factor)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"partial_rotary_factor\" %g at the top level: model_type "
+                          "\"%s\" sets its rope's to qk_rope_head_dim / head_dim (%g) where "
+                          "rope_parameters has none, and never reads the top level's: give it "
+                          "in rope_parameters", name, out->partial_rotary_factor,
+                          out->family->model_type, factor);
+    if (!out->rope.has_partial_rotary_factor) {
+        out->rope.partial_rotary_factor = factor;
+        out->rope.has_partial_rotary_factor = 1;
+    }
+    return RA_OK;
+}
+
 static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name, char *msg,
                           size_t msg_len)
 {
@@ -811,16 +835,28 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
                           "rope's features %s whatever it says: refused", name,
                           out->rope_interleave ? "true" : "false", family->model_type,
                           interleaved ? "interleaved" : "as rotate_half");
-    /* (RA_HF_LATENT_PER_LAYER: head_dim is the rope's, over qk_rope_head_dim of it) */
+    /* (RA_HF_LATENT_PER_LAYER: head_dim is the rope's, over qk_rope_head_dim of it;
+     * RA_HF_MLA_ROPE_OF_HEAD: Mistral4Config sets it to qk_nope_head_dim + qk_rope_head_dim,
+     * a saved one read over that, and its rotary embedding reads it) */
+    const int64_t qk_sum = out->qk_nope_head_dim + out->qk_rope_head_dim;
+    if ((family->features & RA_HF_MLA_ROPE_OF_HEAD) && out->has_head_dim &&
+        out->head_dim != qk_sum)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"head_dim\" is %lld, not qk_nope_head_dim + qk_rope_head_dim "
+                          "(%lld): model_type \"%s\"'s rotary embedding would read it: refused",
+                          name, (long long)out->head_dim, (long long)qk_sum,
+                          family->model_type);
     if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim &&
-        !(family->features & RA_HF_LATENT_PER_LAYER))
+        !(family->features & (RA_HF_LATENT_PER_LAYER | RA_HF_MLA_ROPE_OF_HEAD)))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
                           "%s: \"head_dim\" is %lld and \"qk_rope_head_dim\" %lld: model_type "
                           "\"%s\" rotates qk_rope_head_dim features (its config class sets "
                           "head_dim to it): refused", name, (long long)out->head_dim,
                           (long long)out->qk_rope_head_dim, family->model_type);
-    out->head_dim = out->qk_rope_head_dim;
+    out->head_dim = family->features & RA_HF_MLA_ROPE_OF_HEAD ? qk_sum : out->qk_rope_head_dim;
     out->has_head_dim = 1;
+    if (family->features & RA_HF_MLA_ROPE_OF_HEAD) /* rope_parameters.setdefault(...) */
+        RA_TRY(rope_of_head_factor(root, out, qk_sum, name, msg, msg_len));
     /* qk_head_dim: saved by transformers' config classes, and read back
      * over the sum they compute (q's view and the softmax scale) */
     const cJSON *item;

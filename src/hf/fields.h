@@ -438,6 +438,11 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * on the head's attention output (ra_layer_config.q_b_raw_latent, gated_output without
  * wgate); q_lora_rank null refused (transformers fails on it) */
 #define RA_HF_Q_GATE_PROJ RA_HF_BIT(68)
+/* with RA_HF_MLA: the rotary embedding's head_dim is qk_nope_head_dim + qk_rope_head_dim and
+ * rotates int(head_dim * partial_rotary_factor) features, the config class's default factor
+ * qk_rope_head_dim / head_dim; its own default rope type the whole head_dim (Mistral4Config):
+ * any other count than qk_rope_head_dim refused (transformers fails on it) */
+#define RA_HF_MLA_ROPE_OF_HEAD RA_HF_BIT(69)
 /* Gemma 4 (bits 80-87): */
 /* per_layer_config (transformers' heterogeneous config): the layers it names take their own
  * head_dim and num_key_value_heads (any other key refused); without it, the full-attention

@@ -10,6 +10,8 @@
  *   kv_a_proj_with_mqa [r + Dr, dim] (+ bias), kv_a_layernorm [r],
  *   kv_b_proj [H * (Dn + Dv), r], o_proj [dim, H * Dv] (+ bias)
  *   (Ling's bailing_hybrid: g_proj [H, dim], a sigmoid gate per head: hf/gate.c;
+ *   Mistral 4's q times 1 + llama_4_scaling_beta log(1 + floor(position /
+ *   original_max_position_embeddings)): hf_position_q_scaling, hf/rope.c;
  *   A.X-K2's q_b_proj [H * (D + Dv), 2 rq], q_gate_proj once loaded,
  *   reading [q_a_layernorm(qa) | qa], each head's D query rows then its Dv
  *   gate rows: RA_HF_Q_GATE_PROJ)
@@ -238,6 +240,25 @@ static ra_status check_sinks(const job *j, const ra_layer_config *out)
     return s ? check_shape(j, s, out->n_heads, 0, "one sink per head") : RA_OK;
 }
 
+/* RA_HF_MLA_ROPE_OF_HEAD (Mistral4RotaryEmbedding): its cos and sin span int(D *
+ * partial_rotary_factor) features (the factor Dr / D where none is given), D with its own
+ * default rope type, and apply_rotary_pos_emb(_interleave) multiplies q's and k's Dr rotated
+ * features by them: any other width fails there. */
+static ra_status check_rope_of_head(const job *j, const ra_layer_config *out)
+{
+    const ra_hf_rope *r = &j->config->rope;
+    const int64_t D = out->head_dim, Dr = D - out->qk_nope_head_dim;
+    const int64_t n = r->type == RA_ROPE_DEFAULT ? D /* (the factor: fields.c's default) */
+                                                 : (int64_t)((double)D * r->partial_rotary_factor);
+    if (n == Dr) return RA_OK;
+    return hf_fail(RA_ERR_UNSUPPORTED, "%s: model_type \"%s\"'s rotary embedding gives %lld "
+                   "features (%s of head_dim %lld) to the %lld of qk_rope_head_dim "
+                   "(transformers fails on it)", j->config->path, j->hf->family->model_type,
+                   (long long)n, r->type == RA_ROPE_DEFAULT ? "its default rope type: all"
+                                                            : "partial_rotary_factor",
+                   (long long)D, (long long)Dr);
+}
+
 /* The softmax scale (0: D^-1/2) from the rope object in use (the config's,
  * or the one set in its place). */
 static ra_status resolve_scale(const job *j, ra_layer_config *out)
@@ -278,19 +299,24 @@ ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options
     RA_HF_TRY(resolve_window(&j, out));
     RA_HF_TRY(check_sinks(&j, out));
     const ra_hf_rope *r = &config->rope;
-    if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)
+    if (hf->family->features & RA_HF_MLA_ROPE_OF_HEAD)
+        RA_HF_TRY(check_rope_of_head(&j, out));
+    else if (r->has_partial_rotary_factor && r->partial_rotary_factor != 1)
         return hf_fail(RA_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g: latent attention "
                        "rotates all qk_rope_head_dim features of q and k (transformers' tables "
                        "would not match them)", config->path, r->partial_rotary_factor);
     /* The rope over the rotated part, Dr features (transformers' head_dim
      * for it), then placed after the Dn that do not rotate. */
     const int64_t Dr = out->head_dim - out->qk_nope_head_dim;
-    RA_HF_TRY(hf_rope(config, t->layer, Dr, options->seq_len, options->max_position, rope));
+    const int of_head = (hf->family->features & RA_HF_MLA_ROPE_OF_HEAD) != 0;
+    RA_HF_TRY(hf_rope(config, t->layer, of_head ? out->head_dim : Dr, options->seq_len,
+                      options->max_position, rope));
     rope->head_dim = out->head_dim;
     rope->rotary_dim = Dr;
     rope->layout = options->layout >= 0 ? (ra_layout)options->layout
                                         : (ra_layout)ra_hf_fields_layout(hf);
     RA_HF_TRY(resolve_scale(&j, out));
+    RA_HF_TRY(hf_position_q_scaling(config, t->layer, out)); /* Mistral 4's q by position */
     out->rope = rope;
     return RA_OK;
 }

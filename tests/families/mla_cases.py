@@ -25,6 +25,10 @@ remote modeling_deepseek.py, the same lines):
   yarn (modeling_rope_utils._compute_yarn_parameters) over dim = Dr
       (the config classes set head_dim = qk_rope_head_dim), attention
       factor mscale(factor, mscale) / mscale(factor, mscale_all_dim)
+Mistral 4 (modeling_mistral4.py's Mistral4Attention): V3's, the query times
+  1 + llama_4_scaling_beta log(1 + floor(position / original_max_position_embeddings))
+  (get_llama_4_attn_scale), its rope over head_dim = Dn + Dr at partial_rotary_factor
+  Dr / (Dn + Dr): yarn over dim = Dr again
 """
 import math
 
@@ -98,6 +102,8 @@ def mla(x, w, f):
     ang = pos[:, :, None, None] * f["inv"]
     q_rot, k_rot = rotate(q_rot, ang, f["att"], f["kind"]), rotate(k_rot, ang, f["att"], f["kind"])
     query = np.concatenate([q_pass, q_rot], -1)
+    if "beta" in f:  # Mistral 4: query * get_llama_4_attn_scale(position_ids, beta, original)
+        query = query * (1 + f["beta"] * np.log(1 + np.floor(pos / f["original"])))[..., None, None]
     key = np.concatenate([k_pass, np.broadcast_to(k_rot, k_pass.shape[:-1] + (DR,))], -1)
     scores = np.einsum("bshd,bthd->bhst", query, key) * f["scale"]
     i, j = np.arange(s)[:, None], np.arange(s)[None, :]
@@ -233,6 +239,29 @@ def mla_cases(out):
     w = weights(q_lora=False)
     save(out, "minicpm3", minicpm3, named(w, layers(0)), x, mla(x, w, f), 0)
 
+    # Mistral 4: V3's attention with q scaled by position: original 4, beta 0.2, so positions
+    # 0 .. S-1 take factors 1 .. 1 + 0.2 ln 3; the config class's partial_rotary_factor
+    # (Dr / (Dn + Dr)) where rope_parameters has none.
+    rope = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+            "original_max_position_embeddings": 4, "beta_fast": 32.0, "beta_slow": 1.0,
+            "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.2}
+    mistral4 = dict(base, model_type="mistral4", q_lora_rank=RQ, max_position_embeddings=64,
+                    rope_parameters=rope, attention_bias=True)
+    inv, att = yarn(1e4, DR, 4.0, 4, mscale=1.0, mscale_all_dim=1.0)
+    f = {"inv": inv, "att": att, "kind": "interleave", "beta": 0.2, "original": 4.0,
+         "scale": d ** -0.5 * get_mscale(4.0, 1.0) ** 2}
+    w = weights(q_lora=True, biases=True)
+    save(out, "mistral4", mistral4, named(w, layers(0)), x, mla(x, w, f), 0)
+    save_grads(out, "mistral4", x, w, f, layers(0))
+    # Mistral4Config's default rope (yarn x128 from 8192, beta 0.1: q's factor 1 below
+    # position 8192), q_proj, rotate_half
+    cfg = dict(base, model_type="mistral4", q_lora_rank=None, rope_interleave=False,
+               max_position_embeddings=1048576)
+    inv, att = yarn(1e4, DR, 128.0, 8192, mscale=1.0, mscale_all_dim=1.0)
+    f = {"inv": inv, "att": att, "kind": "half", "scale": d ** -0.5 * get_mscale(128.0) ** 2}
+    w = weights(q_lora=False)
+    save(out, "mistral4_default_rope", cfg, named(w, layers(0)), x, mla(x, w, f), 0)
+
     # ---- refused: each would run wrong, or not as transformers, if allowed ----
     v3 = dict(base, model_type="deepseek_v3", q_lora_rank=RQ, attention_bias=False)
     w = weights(q_lora=True)
@@ -292,6 +321,20 @@ def mla_cases(out):
          ling_tensors, 'model_type "axk2"\'s q_gate_proj reads the q latent'),
         ("deepseek_stray_q_gate_proj", v3, dict(plain, **{
             layers(0) + "q_gate_proj.weight": w["q_b"]}), "ropeattn does not use it"),
+        # Mistral 4: what its code fails on, or reads otherwise
+        ("mistral4_default_rope_type", dict(mistral4, rope_parameters={
+            "rope_type": "default", "rope_theta": 1e4, "llama_4_scaling_beta": 0.1}), plain,
+         "rotary embedding gives 16 features (its default rope type: all of head_dim 16)"),
+        ("mistral4_partial_rotary_factor", dict(mistral4, rope_parameters=dict(
+            rope, partial_rotary_factor=0.25)), plain,
+         "rotary embedding gives 4 features (partial_rotary_factor of head_dim 16)"),
+        ("mistral4_top_level_partial_rotary_factor", dict(mistral4, partial_rotary_factor=0.25),
+         plain, '"partial_rotary_factor" 0.25 at the top level'),
+        ("mistral4_without_beta", dict(mistral4, rope_parameters={
+            k: v for k, v in rope.items() if k != "llama_4_scaling_beta"}), plain,
+         "lack llama_4_scaling_beta (transformers fails on it)"),
+        ("mistral4_head_dim", dict(mistral4, head_dim=DR), plain,
+         '"head_dim" is 8, not qk_nope_head_dim + qk_rope_head_dim (16)'),
         ("llama_kv_lora_rank", {"model_type": "llama", "kv_lora_rank": R,
                                 "num_attention_heads": H}, plain,
          '"kv_lora_rank" (latent attention) changes attention and is not supported for '

@@ -9,8 +9,9 @@ message (their runs are checked against transformers itself: tests/hf/rope_rows_
              num_key_value_heads key, which CodeGen reads none of): refused (its runs:
              tests/hf/codegen_qvk_groups)
   jamba, nemotron_h  attention without any rotary embedding: refused by name
-  longcat_flash, mistral4, mistral_large4_text  latent attention with what ropeattn's latent
-             layers do not run (two modules a layer, q scaled by position): refused by name
+  longcat_flash, mistral_large4_text  latent attention with what ropeattn's latent layers
+             do not run (two modules a layer, a learned q scale per head): refused by name
+             (mistral4 runs: tests/families/mla_cases.py)
   dia, moonshine(_streaming), t5gemma(2)  encoder-decoder models: refused by name
   csm        two stacks of RoPE layers (backbone, depth decoder): refused by name
 """
@@ -62,9 +63,6 @@ def rope_rows_cases(out):
          'model_type "csm" is refused: its backbone and its depth decoder'),
         ("longcat_flash", dict(BASE, model_type="longcat_flash"), plain,
          'model_type "longcat_flash" is refused: its decoder layers hold two latent attention'),
-        ("mistral4", dict(BASE, model_type="mistral4"), plain,
-         'model_type "mistral4" is refused: its latent attention scales q by 1 + '
-         'llama_4_scaling_beta'),
         ("mistral_large4_text", {"model_type": "mistral_large4",
                                  "text_config": dict(BASE, model_type="mistral_large4_text")},
          plain, 'model_type "mistral_large4_text" is refused: its latent attention scales each '

@@ -695,7 +695,8 @@ def mla_cases():
     """Latent attention (DeepSeek-V2-Lite's shape: q_proj; V3's: q_a_proj ..
     q_b_proj, attention_bias; V3 with rope_interleave false, BF16 weights;
     Kimi K2: V3 saved with model_type kimi_k2, as its checkpoints' remote
-    config names it, and yarn as its config.json has it),
+    config names it, and yarn as its config.json has it; Mistral 4: V3's
+    with q scaled by position, llama_4_scaling_beta),
     yarn with mscale / mscale_all_dim where the class applies it to the
     softmax scale.  transformers' DeepseekV2Attention does so since its PR
     #47435; an older one gets a V2 case without mscale_all_dim (its
@@ -725,6 +726,16 @@ def mla_cases():
         ("kimi_k2", "DeepseekV3", dict(yarn, factor=8.0, mscale=1.0, mscale_all_dim=1.0,
                                        beta_fast=1.0),
          dict(num_hidden_layers=1, q_lora_rank=12), 0, {"model_type": "kimi_k2"}),
+        # Mistral 4: V3's attention, q times 1 + beta log(1 + floor(position / original)):
+        # original 4 and beta 0.3, so positions 0 .. 16 take five factors; its rope over
+        # qk_nope + qk_rope at the config class's partial_rotary_factor (rope / that)
+        ("mistral4_position_scale", "Mistral4",
+         dict(yarn, original_max_position_embeddings=4, mscale=1.0, mscale_all_dim=1.0,
+              llama_4_scaling_beta=0.3),
+         dict(num_hidden_layers=1, q_lora_rank=12, attention_bias=True), 0, {}),
+        ("mistral4_q_proj_half", "Mistral4",
+         dict(yarn, original_max_position_embeddings=8, llama_4_scaling_beta=0.5),
+         dict(num_hidden_layers=1, q_lora_rank=None, rope_interleave=False), 0, {}),
     )
     for name, family, rope, extra, layer, opts in specs:
         config_cls = getattr(transformers, family + "Config", None)
